@@ -1,0 +1,3 @@
+from vllm_plugin_release.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,299 @@
+"""Core build stage: vLLM from verified source, VLLM_TARGET_DEVICE=empty, twice, compared.
+
+Inputs: the spec (source pin, target, SOURCE_DATE_EPOCH, python, backend) and the
+hash-locked build requirements. Output: `dist/NAME/<wheel>` and
+`dist/NAME/build-core.json`. The result is cached under `.vpr/stages/build-core/<key>`
+where key is the hash of every input, so a re-run with nothing changed does no work.
+"""
+
+from __future__ import annotations
+
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release import __version__, progress, recipes
+from vllm_plugin_release.cache import Cache, atomic_copy, key_of, sha256_file, write_json
+from vllm_plugin_release.errors import BadInput, GateFailed
+from vllm_plugin_release.fetch import Fetcher
+from vllm_plugin_release.lock import LockRequest, check_lock, core_build_request, pins, uv_bin
+from vllm_plugin_release.runner import LocalRunner, host_env, make_runner
+from vllm_plugin_release.spec import GitSource, SdistSource, Spec
+from vllm_plugin_release.wheeldiff import diff_wheels
+
+STAGE = "build-core"
+RECORD = "build-core.json"
+# Bump when the recipe changes in a way that changes the output.
+RECIPE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class CoreBuildResult:
+    wheel: Path
+    record: Path
+    data: dict[str, Any]
+    cached: bool
+
+
+def source_tree(spec: Spec, fetcher: Fetcher) -> Path:
+    """The verified core source tree (sdist by sha256 or git by commit)."""
+    src = spec.core.source
+    if isinstance(src, SdistSource):
+        return fetcher.source_tree(src, spec.core.name)
+    return fetcher.git(src)
+
+
+def source_record(spec: Spec, fetcher: Fetcher | None = None) -> dict[str, Any]:
+    src = spec.core.source
+    if isinstance(src, SdistSource):
+        record = {
+            "kind": "sdist",
+            "index": src.index,
+            "filename": src.filename,
+            "sha256": src.sha256,
+        }
+        url = fetcher.sdist_url(src) if fetcher else None
+        if url:
+            record["url"] = url
+        return record
+    assert isinstance(src, GitSource)
+    return {"kind": "git", "url": src.url, "tag": src.tag, "commit": src.commit}
+
+
+def lock_request(spec: Spec, tree: Path) -> tuple[LockRequest, str]:
+    return core_build_request(tree, spec.build.python, spec.build.torch, spec.core.version)
+
+
+def stage_key(spec: Spec, lock_sha: str, isolated: bool) -> str:
+    return key_of(
+        {
+            "recipe": RECIPE_VERSION,
+            "source": source_record(spec),
+            "version": spec.core.version,
+            "target_device": spec.core.target_device,
+            "source_date_epoch": spec.core.source_date_epoch,
+            "python": spec.build.python,
+            "backend": spec.build.backend,
+            "base_image": spec.build.base_image if spec.build.backend == "docker" else None,
+            "lock_sha256": lock_sha,
+            "reproducibility_check": spec.build.reproducibility_check,
+            "isolated": isolated,
+        }
+    )
+
+
+def _deliver(stage_dir: Path, dist: Path, record: dict[str, Any]) -> tuple[Path, Path]:
+    """Copy a finished stage result into dist/NAME (each file atomically)."""
+    wheel_name = record["wheel"]["filename"]
+    dest_wheel = dist / wheel_name
+    if not dest_wheel.exists() or sha256_file(dest_wheel) != record["wheel"]["sha256"]:
+        # Other core wheels from earlier pins would make dist/ ambiguous: remove them.
+        for old in dist.glob(f"{record['core']['name']}-*.whl"):
+            if old.name != wheel_name:
+                old.unlink()
+        atomic_copy(stage_dir / wheel_name, dest_wheel)
+    dest_record = dist / RECORD
+    atomic_copy(stage_dir / RECORD, dest_record)
+    return dest_wheel, dest_record
+
+
+def build_core(
+    spec: Spec,
+    *,
+    cache: Cache,
+    dist_root: Path,
+    fetcher: Fetcher | None = None,
+    force: bool = False,
+) -> CoreBuildResult:
+    fetcher = fetcher or Fetcher(cache)
+    dist = dist_root / spec.name
+    runner = make_runner(
+        spec.build.backend,
+        spec.build.network_isolation,
+        **(
+            {"base_image": spec.build.base_image, "dockerfile": spec.resolve(spec.build.dockerfile)}
+            if spec.build.backend == "docker"
+            else {}
+        ),
+    )
+    isolated = bool(getattr(runner, "isolate", False))
+    lock_path = spec.resolve(spec.build.constraints)
+    tree = source_tree(spec, fetcher)
+    request, declared_torch = lock_request(spec, tree)
+    lock_text = check_lock(lock_path, request)
+    lock_sha = sha256_file(lock_path)
+    key = stage_key(spec, lock_sha, isolated)
+    stage_dir = cache.stage_dir(STAGE, key)
+    if not force and (stage_dir / RECORD).exists():
+        import json
+
+        record = json.loads((stage_dir / RECORD).read_text())
+        wheel, rec = _deliver(stage_dir, dist, record)
+        progress.info(f"build-core: cached result reused ({wheel.name})")
+        return CoreBuildResult(wheel, rec, record, cached=True)
+
+    torch_pin = pins(lock_text).get("torch", "")
+    with cache.scratch("build-core-") as scratch:
+        builds = 2 if spec.build.reproducibility_check else 1
+        with progress.status(
+            f"build-core: building vLLM {spec.core.version} (empty target), "
+            f"{builds} build{'s' if builds > 1 else ''} in parallel"
+        ):
+            results = runner_build(
+                runner, spec, tree, lock_path, scratch, cache, builds=builds, lock_key=lock_sha
+            )
+        wheels = [r["wheel"] for r in results]
+        digests = [sha256_file(w) for w in wheels]
+        if wheels[0].name != wheels[-1].name:
+            raise GateFailed(f"the two builds named their wheels differently: {wheels}")
+        reproducible: bool | None = None
+        if builds == 2:
+            reproducible = digests[0] == digests[1]
+            if not reproducible:
+                differences = diff_wheels(wheels[0], wheels[1])
+                shown = "\n    ".join(differences[:40])
+                raise GateFailed(
+                    f"build-core: not reproducible: two builds of {wheels[0].name} differ "
+                    f"({digests[0][:12]} vs {digests[1][:12]}); differing members:\n    {shown}",
+                    hint="a member that embeds time, path or host breaks reproducibility; "
+                    "nothing was written to dist/",
+                )
+        expected_suffix = f"+{spec.core.target_device}"
+        if expected_suffix not in wheels[0].name:
+            raise GateFailed(
+                f"build-core: wheel {wheels[0].name} lacks the {expected_suffix} local version",
+                hint="VLLM_TARGET_DEVICE did not reach setup.py",
+            )
+        env = results[0]["env"]
+        record = {
+            "stage": STAGE,
+            "pipeline_version": __version__,
+            "recipe": RECIPE_VERSION,
+            "core": {
+                "name": spec.core.name,
+                "version": spec.core.version,
+                "target_device": spec.core.target_device,
+                "source_date_epoch": spec.core.source_date_epoch,
+                "source": source_record(spec, fetcher),
+            },
+            "wheel": {
+                "filename": wheels[0].name,
+                "sha256": digests[0],
+                "platform_tag": wheels[0].stem.split("-", 2)[-1],
+                "size": wheels[0].stat().st_size,
+            },
+            "reproducible": reproducible,
+            "builds_compared": builds,
+            "isolated": isolated,
+            "python": results[0]["python"],
+            "build_env": {
+                "lock_file": spec.build.constraints,
+                "lock_sha256": lock_sha,
+                "torch": torch_pin,
+                "core_declared_torch": declared_torch,
+                "torch_differs_from_core_pin": bool(declared_torch)
+                and not declared_torch.replace(" ", "").endswith(torch_pin),
+            },
+            "env": {k: env[k] for k in recipes.RECORDED_ENV if k in env and k != "CARGO"},
+            "rust_extensions": "not built (optional; cargo/rustc disabled for the empty target)",
+            "backend": runner.describe(),
+        }
+        with cache.publish_dir(stage_dir) as work:
+            shutil.copy2(wheels[0], work / wheels[0].name)
+            write_json(work / RECORD, record)
+    wheel, rec = _deliver(stage_dir, dist, record)
+    progress.info(
+        f"build-core: {wheel.name} sha256 {digests[0]} "
+        f"(reproducible: {reproducible}, isolated: {isolated})"
+    )
+    return CoreBuildResult(wheel, rec, record, cached=False)
+
+
+def runner_build(
+    runner: Any,
+    spec: Spec,
+    tree: Path,
+    lock_path: Path,
+    scratch: Path,
+    cache: Cache,
+    *,
+    builds: int,
+    lock_key: str,
+) -> list[dict[str, Any]]:
+    """Run `builds` independent builds through the runner (in parallel); return their wheels."""
+    if not isinstance(runner, LocalRunner):
+        return runner.build(spec, tree, lock_path, scratch, builds=builds)  # docker backend
+    venv = ensure_build_env(spec, lock_path, lock_key, cache, runner)
+    shim = scratch / "shim"
+    shim.mkdir()
+    for tool in recipes.RUST_TOOLS:
+        (shim / tool).write_text(recipes.RUST_SHIM)
+        (shim / tool).chmod(0o755)
+    python_version = _python_version(venv)
+
+    def one(index: int) -> dict[str, Any]:
+        work = scratch / f"build-{'ab'[index]}"
+        src = work / tree.name
+        shutil.copytree(tree, src, symlinks=True)
+        out = work / "out"
+        home = work / "home"
+        home.mkdir()
+        env = recipes.build_env(
+            base=host_env(HOME=str(home), TMPDIR=str(work)),
+            venv=str(venv),
+            shim=str(shim),
+            target_device=spec.core.target_device,
+            source_date_epoch=spec.core.source_date_epoch,
+        )
+        cmd = recipes.wheel_command(venv=str(venv), src=str(src), outdir=str(out), env=env)
+        runner.run(cmd, cache.root / "logs" / f"build-core-{'ab'[index]}.log")
+        found = sorted(out.glob("*.whl"))
+        if len(found) != 1:
+            raise GateFailed(f"build {index + 1} produced {len(found)} wheels in {out}")
+        return {"wheel": found[0], "env": env, "python": python_version}
+
+    logs = cache.root / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    for index in range(builds):
+        (logs / f"build-core-{'ab'[index]}.log").unlink(missing_ok=True)
+    with ThreadPoolExecutor(max_workers=builds) as pool:
+        return list(pool.map(one, range(builds)))
+
+
+def _python_version(venv: Path) -> str:
+    import subprocess
+
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import platform; print(platform.python_version())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def ensure_build_env(
+    spec: Spec, lock_path: Path, lock_key: str, cache: Cache, runner: LocalRunner
+) -> Path:
+    """The build venv for this lock, created once and reused (keyed by lock sha + python)."""
+    venv = cache.env_dir("build-core", key_of({"lock": lock_key, "python": spec.build.python}))
+    if (venv / ".vpr-complete").exists():
+        return venv
+    from vllm_plugin_release.lock import pip_find_links
+
+    with cache.publish_dir(venv) as work, progress.status("build-core: creating build environment"):
+        for cmd in recipes.venv_commands(
+            uv=uv_bin(),
+            python=spec.build.python,
+            venv=str(work),
+            lock=str(lock_path),
+            find_links=[*spec.build.find_links, *pip_find_links()],
+            env=host_env(),
+        ):
+            runner.run(cmd, cache.root / "logs" / "build-core-env.log")
+        (work / ".vpr-complete").write_text("ok\n")
+    if not (venv / "bin" / "python").exists():
+        raise BadInput(f"{venv}: build environment is incomplete; delete it and retry")
+    return venv

@@ -1,0 +1,154 @@
+"""Content-addressed cache under `.vpr/` and atomic file writes.
+
+Layout:
+  .vpr/cas/sha256/ab/abcdef...      verified downloads, named by their sha256
+  .vpr/src/<sha256>/                sources extracted from a verified archive
+  .vpr/git/<commit>/                verified git checkouts
+  .vpr/envs/<name>-<key>/           virtual environments keyed by their lock
+  .vpr/stages/<stage>/<key>/        stage results keyed by the hash of their inputs
+  .vpr/tmp/                         work in progress (same filesystem, for renames)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+CHUNK = 1 << 20
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(CHUNK), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def key_of(obj: Any) -> str:
+    """Stable hash of plain data: the cache key of a stage's inputs."""
+    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+FILE_MODE = 0o666 & ~_umask()
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary file in the same folder, fsync, rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, FILE_MODE)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Deterministic JSON (sorted keys, 2-space indent, trailing newline), atomically."""
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def atomic_copy(src: Path, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    os.fchmod(fd, FILE_MODE)
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+class Cache:
+    """The `.vpr/` folder. Every path it hands out is keyed by content or inputs."""
+
+    def __init__(self, root: Path | str = ".vpr") -> None:
+        self.root = Path(root).absolute()
+
+    @classmethod
+    def from_env(cls, default: Path | str = ".vpr") -> Cache:
+        return cls(os.environ.get("VPR_CACHE_DIR", default))
+
+    def cas_path(self, sha256: str) -> Path:
+        return self.root / "cas" / "sha256" / sha256[:2] / sha256
+
+    def src_dir(self, sha256: str) -> Path:
+        return self.root / "src" / sha256
+
+    def git_dir(self, commit: str) -> Path:
+        return self.root / "git" / commit
+
+    def env_dir(self, name: str, key: str) -> Path:
+        return self.root / "envs" / f"{name}-{key[:16]}"
+
+    def stage_dir(self, stage: str, key: str) -> Path:
+        return self.root / "stages" / stage / key
+
+    @property
+    def tmp(self) -> Path:
+        path = self.root / "tmp"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @contextlib.contextmanager
+    def scratch(self, prefix: str) -> Iterator[Path]:
+        """A temporary folder under .vpr/tmp, removed afterwards whatever happens."""
+        path = Path(tempfile.mkdtemp(prefix=prefix, dir=self.tmp))
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def publish_dir(self, final: Path) -> Iterator[Path]:
+        """Build a folder in scratch space; it appears at `final` only if the block succeeds."""
+        final.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+        try:
+            yield work
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(work, final)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,1 @@
+"""Conformance checks: each module is one check returning a `CheckResult`."""

@@ -1,0 +1,98 @@
+"""Progress and status output on stderr (rich), quiet when not on a terminal."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def interactive() -> bool:
+    return console.is_terminal and not os.environ.get("CI")
+
+
+def info(message: str) -> None:
+    console.print(f"[bold]vpr[/bold] {escape(message)}")
+
+
+def warn(message: str) -> None:
+    console.print(f"[bold yellow]vpr warning[/bold yellow] {escape(message)}")
+
+
+class _Bytes:
+    """Byte progress for a download: a rich bar on a terminal, a few lines elsewhere."""
+
+    def __init__(self, description: str, total: int | None) -> None:
+        self.description = description
+        self.total = total
+        self.done = 0
+        self._progress: Any = None
+        self._task: Any = None
+        self._next_report = 0.25
+
+    def __enter__(self) -> _Bytes:
+        if interactive():
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TransferSpeedColumn,
+            )
+
+            self._progress = Progress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                console=console,
+                transient=True,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task(self.description, total=self.total)
+        else:
+            info(f"{self.description} ({_size(self.total)})")
+        return self
+
+    def advance(self, n: int) -> None:
+        self.done += n
+        if self._progress is not None:
+            self._progress.update(self._task, advance=n)
+        elif self.total and self.done / self.total >= self._next_report:
+            info(f"  {self.description}: {100 * self.done // self.total}%")
+            self._next_report += 0.25
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+def _size(n: int | None) -> str:
+    if not n:
+        return "size unknown"
+    return f"{n / 1e6:.1f} MB"
+
+
+def bytes_progress(description: str, total: int | None) -> _Bytes:
+    return _Bytes(description, total)
+
+
+@contextlib.contextmanager
+def status(message: str) -> Iterator[None]:
+    """A spinner with a message on a terminal; one line otherwise."""
+    if interactive():
+        with console.status(message):
+            yield
+    else:
+        info(message)
+        yield
+
+
+def flush() -> None:
+    sys.stderr.flush()

@@ -1,0 +1,87 @@
+"""Shared fixtures.
+
+Real artifacts are built once per test session through the pipeline itself and
+shared: the vLLM 0.26.0 empty wheel (`core_build`), its verified source tree
+(`vllm_source_tree`) and a Python with that wheel installed (`vllm_python`).
+Downloads and environments are content-addressed in the cache (`VPR_TEST_CACHE`,
+default `.vpr/` in the repository), so a second session reuses them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+REFERENCE_SPEC = REPO / "buildspec" / "reference.toml"
+
+
+def vpr(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None, check: bool = True):
+    """Run the real CLI in a subprocess."""
+    done = subprocess.run(
+        [sys.executable, "-m", "vllm_plugin_release", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(f"vpr {' '.join(args)} exited {done.returncode}:\n{done.stderr}")
+    return done
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def cache_root() -> Path:
+    return Path(os.environ.get("VPR_TEST_CACHE", REPO / ".vpr"))
+
+
+@pytest.fixture(scope="session")
+def session_dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("dist")
+
+
+@pytest.fixture(scope="session")
+def core_build(cache_root: Path, session_dist: Path) -> dict:
+    """`vpr build-core` of buildspec/reference.toml: the real vLLM 0.26.0 empty wheel."""
+    vpr(
+        "build-core",
+        "--spec",
+        str(REFERENCE_SPEC),
+        "--dist",
+        str(session_dist),
+        "--cache-dir",
+        str(cache_root),
+    )
+    out = session_dist / "reference"
+    record = json.loads((out / "build-core.json").read_text())
+    record["_wheel_path"] = str(out / record["wheel"]["filename"])
+    return record
+
+
+@pytest.fixture(scope="session")
+def vllm_source_tree(cache_root: Path) -> Path:
+    """The verified, extracted vLLM 0.26.0 sdist tree."""
+    given = os.environ.get("VPR_TEST_VLLM_TREE")
+    if given:
+        return Path(given)
+    done = vpr("fetch", "--spec", str(REFERENCE_SPEC), "--cache-dir", str(cache_root))
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> Path:
+    given = os.environ.get("VPR_TEST_VLLM_PYTHON")
+    if given:
+        return Path(given)
+    pytest.skip("no vLLM environment yet (set VPR_TEST_VLLM_PYTHON)")  # replaced by `vpr env`

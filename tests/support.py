@@ -1,0 +1,115 @@
+"""Test support: a real PEP 691/503 index on loopback, tiny sdists, git helpers."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import socket
+import subprocess
+import tarfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+def make_sdist(members: dict[str, bytes], *, top: str = "vllm-0.0.1") -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for name, data in members.items():
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size = len(data)
+            info.mtime = 1700000000
+            tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+class Index:
+    """A PEP 691/503 simple index served from memory on 127.0.0.1."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.listed_sha: dict[str, str] = {}
+        self.truncate: set[str] = set()
+        self.html = False
+        self.hits: list[str] = []
+        index = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                index.hits.append(self.path)
+                if self.path == "/simple/vllm/":
+                    self._listing()
+                elif self.path.startswith("/files/"):
+                    self._file(self.path.removeprefix("/files/"))
+                else:
+                    self.send_error(404)
+
+            def _listing(self) -> None:
+                entries = [
+                    {
+                        "filename": name,
+                        "url": f"/files/{name}",
+                        "hashes": {
+                            "sha256": index.listed_sha.get(name, hashlib.sha256(data).hexdigest())
+                        },
+                    }
+                    for name, data in index.files.items()
+                ]
+                if index.html:
+                    body = "".join(
+                        f'<a href="{e["url"]}#sha256={e["hashes"]["sha256"]}">{e["filename"]}</a>'
+                        for e in entries
+                    ).encode()
+                    ctype = "text/html"
+                else:
+                    body = json.dumps({"files": entries}).encode()
+                    ctype = "application/vnd.pypi.simple.v1+json"
+                self.send_response(200)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _file(self, name: str) -> None:
+                data = index.files.get(name)
+                if data is None:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if name in index.truncate:
+                    self.wfile.write(data[: len(data) // 2])
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def git(*args: str, cwd: Path, date: str | None = None) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    }
+    if date:
+        env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = date
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()

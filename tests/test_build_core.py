@@ -1,0 +1,202 @@
+"""build-core end to end: the real vLLM 0.26.0 sdist, and a tiny core that is not reproducible."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from vllm_plugin_release.runner import can_unshare_network
+from vllm_plugin_release.wheeldiff import diff_wheels
+
+from .conftest import REFERENCE_SPEC, vpr
+from .support import Index, make_sdist
+
+pytestmark = pytest.mark.integration
+
+
+def test_real_vllm_wheel_is_reproducible(core_build: dict) -> None:
+    wheel = Path(core_build["_wheel_path"])
+    assert wheel.name.startswith("vllm-0.26.0+empty-")
+    assert core_build["reproducible"] is True
+    assert core_build["builds_compared"] == 2
+    assert core_build["wheel"]["sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
+    assert core_build["isolated"] is can_unshare_network()
+    assert core_build["build_env"]["core_declared_torch"] == "torch==2.11.0"
+    assert core_build["build_env"]["torch"] == "2.13.0+cpu"
+    assert core_build["env"]["VLLM_TARGET_DEVICE"] == "empty"
+    assert core_build["core"]["source"]["sha256"].startswith("23e9fa19")
+    with zipfile.ZipFile(wheel) as zf:
+        metadata = zf.read("vllm-0.26.0+empty.dist-info/METADATA").decode()
+        assert "Version: 0.26.0+empty" in metadata
+        # every member carries the source date epoch, not the build time
+        assert {info.date_time[:3] for info in zf.infolist()} == {(2026, 7, 25)}
+
+
+def test_warm_rebuild_reuses_the_result(core_build: dict, cache_root: Path, tmp_path: Path) -> None:
+    done = vpr(
+        "build-core",
+        "--spec",
+        str(REFERENCE_SPEC),
+        "--dist",
+        str(tmp_path),
+        "--cache-dir",
+        str(cache_root),
+    )
+    assert "cached result reused" in done.stderr
+    record = json.loads((tmp_path / "reference" / "build-core.json").read_text())
+    assert record["wheel"]["sha256"] == core_build["wheel"]["sha256"]
+    # the record is deterministic: same bytes as the cold build's
+    assert {k: v for k, v in core_build.items() if not k.startswith("_")} == record
+
+
+# -- a tiny core served from a loopback index -------------------------------------------
+
+SETUP_TEMPLATE = """
+import os, time
+from setuptools import setup
+version = "0.0.1"
+if os.environ.get("VLLM_TARGET_DEVICE") == "empty":
+    version += "+empty"
+os.makedirs("vllm", exist_ok=True)
+with open("vllm/__init__.py", "w") as f:
+    f.write({stamp})
+setup(name="vllm", version=version, packages=["vllm"])
+"""
+PYPROJECT = """[build-system]
+requires = ["setuptools>=77.0.3,<81", "wheel"]
+build-backend = "setuptools.build_meta"
+"""
+
+
+def tiny_spec(tmp_path: Path, index: Index, *, stamp: str) -> Path:
+    data = make_sdist(
+        {
+            "PKG-INFO": b"Metadata-Version: 2.1\nName: vllm\nVersion: 0.0.1\n",
+            "pyproject.toml": PYPROJECT.encode(),
+            "setup.py": SETUP_TEMPLATE.format(stamp=stamp).encode(),
+        }
+    )
+    index.files["vllm-0.0.1.tar.gz"] = data
+    project = tmp_path / "project"
+    (project / "buildspec").mkdir(parents=True)
+    text = REFERENCE_SPEC.read_text()
+    text = text.replace('version = "0.26.0"', 'version = "0.0.1"')
+    text = text.replace('index = "https://pypi.org/simple"', f'index = "{index.url}"')
+    text = text.replace('filename = "vllm-0.26.0.tar.gz"', 'filename = "vllm-0.0.1.tar.gz"')
+    text = text.replace(
+        "23e9fa19d7e20ce7dcc1c074d41503e2116d23f19e688f5d5ea91b741f958502",
+        hashlib.sha256(data).hexdigest(),
+    )
+    spec = project / "buildspec" / "tiny.toml"
+    spec.write_text(text.replace('name = "reference"', 'name = "tiny"'))
+    return spec
+
+
+@pytest.fixture
+def index():
+    idx = Index()
+    yield idx
+    idx.close()
+
+
+def test_nonreproducible_core_fails_gate_and_writes_nothing(
+    tmp_path: Path, index: Index, cache_root: Path
+) -> None:
+    spec = tiny_spec(tmp_path, index, stamp='f"STAMP = {time.time_ns()}\\n"')
+    cache = tmp_path / ".vpr"
+    vpr("lock", "--spec", str(spec), "--cache-dir", str(cache), cwd=tmp_path)
+    dist = tmp_path / "dist"
+    done = vpr(
+        "build-core",
+        "--spec",
+        str(spec),
+        "--dist",
+        str(dist),
+        "--cache-dir",
+        str(cache),
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "not reproducible" in done.stderr
+    assert "vllm/__init__.py: content differs" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not list(dist.rglob("*.whl"))
+    assert not (dist / "tiny" / "build-core.json").exists()
+
+
+def test_reproducible_tiny_core_passes(tmp_path: Path, index: Index) -> None:
+    spec = tiny_spec(tmp_path, index, stamp='"STAMP = 1\\n"')
+    cache = tmp_path / ".vpr"
+    vpr("lock", "--spec", str(spec), "--cache-dir", str(cache), cwd=tmp_path)
+    dist = tmp_path / "dist"
+    vpr(
+        "build-core",
+        "--spec",
+        str(spec),
+        "--dist",
+        str(dist),
+        "--cache-dir",
+        str(cache),
+        cwd=tmp_path,
+    )
+    record = json.loads((dist / "tiny" / "build-core.json").read_text())
+    assert record["reproducible"] is True
+    assert record["wheel"]["filename"] == "vllm-0.0.1+empty-py3-none-any.whl"
+
+
+def test_stale_lock_is_bad_input(tmp_path: Path, index: Index) -> None:
+    spec = tiny_spec(tmp_path, index, stamp='"STAMP = 1\\n"')
+    cache = tmp_path / ".vpr"
+    vpr("lock", "--spec", str(spec), "--cache-dir", str(cache), cwd=tmp_path)
+    text = spec.read_text().replace('torch = "2.13.0+cpu"', 'torch = "2.13.0"')
+    spec.write_text(text)
+    done = vpr(
+        "build-core", "--spec", str(spec), "--cache-dir", str(cache), cwd=tmp_path, check=False
+    )
+    assert done.returncode == 2
+    assert "lock is stale" in done.stderr
+
+
+def test_hand_edited_lock_fails_hash_check(tmp_path: Path, index: Index) -> None:
+    spec = tiny_spec(tmp_path, index, stamp='"STAMP = 1\\n"')
+    cache = tmp_path / ".vpr"
+    vpr("lock", "--spec", str(spec), "--cache-dir", str(cache), cwd=tmp_path)
+    lock = tmp_path / "project" / "constraints" / "build-core-py311.txt"
+    text = lock.read_text()
+    start = text.index("wheel==")
+    first_hash = text.index("--hash=sha256:", start) + len("--hash=sha256:")
+    lines = text[start:].split("\n")
+    n_hashes = sum(1 for line in lines[1:] if "--hash=" in line)
+    # replace every hash of `wheel` so no file can match
+    tampered = text[:start] + "\n".join(
+        [lines[0]]
+        + [
+            line[: line.index("sha256:") + 7] + "0" * 64 + (" \\" if line.endswith("\\") else "")
+            if "--hash=" in line
+            else line
+            for line in lines[1 : 1 + n_hashes]
+        ]
+        + lines[1 + n_hashes :]
+    )
+    assert first_hash and tampered != text
+    lock.write_text(tampered)
+    done = vpr(
+        "build-core", "--spec", str(spec), "--cache-dir", str(cache), cwd=tmp_path, check=False
+    )
+    assert done.returncode == 1, done.stderr
+    assert "hash" in done.stderr.lower()
+    assert "wheel" in done.stderr
+
+
+def test_diff_wheels_names_members(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.whl", tmp_path / "b.whl"
+    for path, body in ((a, b"1"), (b, b"2")):
+        with zipfile.ZipFile(path, "w") as zf:
+            zf.writestr("pkg/__init__.py", body)
+            zf.writestr("pkg/same.py", b"x")
+    assert diff_wheels(a, b) == ["pkg/__init__.py: content differs"]

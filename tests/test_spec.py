@@ -1,0 +1,179 @@
+"""Buildspec loading, errors that name file/line/key, and round-trip editing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vllm_plugin_release import spec as specmod
+from vllm_plugin_release.errors import BadInput
+from vllm_plugin_release.specdoc import render
+
+REPO = Path(__file__).resolve().parent.parent
+REFERENCE = REPO / "buildspec" / "reference.toml"
+
+
+def write(tmp_path: Path, text: str, name: str = "s.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def mutate(old: str, new: str) -> str:
+    text = REFERENCE.read_text()
+    assert old in text, old
+    return text.replace(old, new, 1)
+
+
+@pytest.mark.parametrize("name", ["reference.toml", "tt.toml"])
+def test_shipped_specs_load(name: str) -> None:
+    spec = specmod.load(REPO / "buildspec" / name)
+    assert spec.core.version == "0.26.0"
+    assert spec.core.target_device == "empty"
+    assert isinstance(spec.core.source, specmod.SdistSource)
+    assert len(spec.core.source.sha256) == 64
+    assert spec.build.base_image and "@sha256:" in spec.build.base_image
+
+
+def test_typed_defaults(tmp_path: Path) -> None:
+    path = write(tmp_path, mutate('torch = "2.13.0+cpu"\n', ""))
+    spec = specmod.load(path)
+    assert spec.build.torch == "2.13.0+cpu"
+    assert spec.core.source.index == "https://pypi.org/simple"
+
+
+def test_malformed_toml_names_line(tmp_path: Path) -> None:
+    path = write(tmp_path, mutate('version = "0.26.0"', "version = 0.26.0.x"))
+    with pytest.raises(BadInput) as err:
+        specmod.load(path)
+    line = REFERENCE.read_text().splitlines().index('version = "0.26.0"') + 1
+    assert f"{path}:{line}:" in str(err.value)
+    assert "malformed TOML" in str(err.value)
+
+
+def _line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle", "expect"),
+    [
+        ('version = "0.26.0"', 'version = "0.26.x"', 'version = "0.26.x"', "not a PEP 440 version"),
+        ('backend = "local"', 'backend = "podman"', 'backend = "podman"', "must be one of"),
+        (
+            "network_isolation",
+            'colour = "blue"\nnetwork_isolation',
+            "colour",
+            "unknown key 'colour' in [build]",
+        ),
+        ('sha256 = "23e9', 'sha256 = "XYZ', 'sha256 = "XYZ', "64 lowercase hex"),
+        ('target_device = "empty"', 'target_device = "cuda"', "target_device", "must be 'empty'"),
+        ("source_date_epoch = 1784975730", "source_date_epoch = 5", "source_date_epoch", ">= 1980"),
+    ],
+)
+def test_bad_values_name_file_line_key(
+    tmp_path: Path, old: str, new: str, needle: str, expect: str
+) -> None:
+    text = mutate(old, new)
+    path = write(tmp_path, text)
+    with pytest.raises(BadInput) as err:
+        specmod.load(path)
+    message = str(err.value)
+    assert f"{path}:{_line_of(text, needle)}:" in message, message
+    assert expect in message
+
+
+def test_missing_key_names_table(tmp_path: Path) -> None:
+    text = mutate(
+        'sha256 = "23e9fa19d7e20ce7dcc1c074d41503e2116d23f19e688f5d5ea91b741f958502"\n', ""
+    )
+    path = write(tmp_path, text)
+    with pytest.raises(BadInput) as err:
+        specmod.load(path)
+    assert "missing key 'sha256' in [core.source]" in str(err.value)
+    assert f"{path}:{_line_of(text, '[core.source]')}:" in str(err.value)
+
+
+def test_docker_backend_needs_digest_pinned_base(tmp_path: Path) -> None:
+    text = mutate('backend = "local"', 'backend = "docker"')
+    text = text.replace("@sha256:2e32f7d3", ":3.11-slim#", 1).replace(
+        "slim#", "slim"
+    )  # a tag, not a digest
+    text = (
+        text.split("base_image = ")[0]
+        + 'base_image = "python:3.11-slim"\n'
+        + text.split("base_image = ")[1].split("\n", 1)[1]
+    )
+    path = write(tmp_path, text)
+    with pytest.raises(BadInput) as err:
+        specmod.load(path)
+    assert "base_image" in str(err.value)
+
+
+def test_set_value_keeps_comments_and_order(tmp_path: Path) -> None:
+    path = write(tmp_path, REFERENCE.read_text())
+    specmod.set_value(path, "core.version", '"0.26.1"')
+    new = path.read_text()
+    assert 'version = "0.26.1"' in new
+    old_lines = REFERENCE.read_text().splitlines()
+    new_lines = new.splitlines()
+    assert len(old_lines) == len(new_lines)
+    changed = [(a, b) for a, b in zip(old_lines, new_lines) if a != b]
+    assert changed == [('version = "0.26.0"', 'version = "0.26.1"')]
+
+
+def test_set_value_refuses_invalid_result_and_writes_nothing(tmp_path: Path) -> None:
+    path = write(tmp_path, REFERENCE.read_text())
+    before = path.read_bytes()
+    with pytest.raises(BadInput):
+        specmod.set_value(path, "build.backend", '"podman"')
+    assert path.read_bytes() == before
+
+
+def test_locate_handles_inline_and_dotted_keys() -> None:
+    text = '[core]\nversion = "1"\nsource = { kind = "sdist", sha256 = "x" }\n[build]\na.b = 1\n'
+    assert specmod.locate(text, ("core", "version")) == 2
+    assert specmod.locate(text, ("core", "source", "sha256")) == 3
+    assert specmod.locate(text, ("build", "a", "b")) == 5
+    assert specmod.locate(text, ("build", "zzz")) == 4
+
+
+def test_docs_page_matches_schema() -> None:
+    page = (REPO / "docs" / "buildspec.md").read_text()
+    assert page == render(), "docs/buildspec.md is stale: run `vpr spec docs > docs/buildspec.md`"
+
+
+def run_cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_plugin_release", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_cli_bad_spec_exit_2_without_traceback(tmp_path: Path) -> None:
+    path = write(tmp_path, mutate('version = "0.26.0"', 'version = "nope"'))
+    done = run_cli("spec", "check", str(path))
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "not a PEP 440 version" in done.stderr
+
+
+def test_cli_missing_spec_file_exit_2(tmp_path: Path) -> None:
+    done = run_cli("build-core", "--spec", str(tmp_path / "nope.toml"))
+    assert done.returncode == 2
+    assert "spec file not found" in done.stderr
+
+
+def test_cli_unknown_command_exit_2() -> None:
+    assert run_cli("frobnicate").returncode == 2
+
+
+def test_cli_good_spec_exit_0() -> None:
+    done = run_cli("spec", "check", str(REFERENCE))
+    assert done.returncode == 0, done.stderr
