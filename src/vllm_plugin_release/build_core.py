@@ -9,7 +9,6 @@ where key is the hash of every input, so a re-run with nothing changed does no w
 from __future__ import annotations
 
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from vllm_plugin_release.fetch import Fetcher
 from vllm_plugin_release.lock import LockRequest, check_lock, core_build_request, pins, uv_bin
 from vllm_plugin_release.runner import LocalRunner, host_env, make_runner
 from vllm_plugin_release.spec import GitSource, SdistSource, Spec
-from vllm_plugin_release.wheeldiff import diff_wheels
+from vllm_plugin_release.wheelbuild import compare_builds, parallel_local_builds
 
 STAGE = "build-core"
 RECORD = "build-core.json"
@@ -145,21 +144,7 @@ def build_core(
                 runner, spec, tree, lock_path, scratch, cache, builds=builds, lock_key=lock_sha
             )
         wheels = [r["wheel"] for r in results]
-        digests = [sha256_file(w) for w in wheels]
-        if wheels[0].name != wheels[-1].name:
-            raise GateFailed(f"the two builds named their wheels differently: {wheels}")
-        reproducible: bool | None = None
-        if builds == 2:
-            reproducible = digests[0] == digests[1]
-            if not reproducible:
-                differences = diff_wheels(wheels[0], wheels[1])
-                shown = "\n    ".join(differences[:40])
-                raise GateFailed(
-                    f"build-core: not reproducible: two builds of {wheels[0].name} differ "
-                    f"({digests[0][:12]} vs {digests[1][:12]}); differing members:\n    {shown}",
-                    hint="a member that embeds time, path or host breaks reproducibility; "
-                    "nothing was written to dist/",
-                )
+        digest, reproducible = compare_builds(wheels, STAGE)
         expected_suffix = f"+{spec.core.target_device}"
         if expected_suffix not in wheels[0].name:
             raise GateFailed(
@@ -180,7 +165,7 @@ def build_core(
             },
             "wheel": {
                 "filename": wheels[0].name,
-                "sha256": digests[0],
+                "sha256": digest,
                 "platform_tag": wheels[0].stem.split("-", 2)[-1],
                 "size": wheels[0].stat().st_size,
             },
@@ -205,7 +190,7 @@ def build_core(
             write_json(work / RECORD, record)
     wheel, rec = _deliver(stage_dir, dist, record)
     progress.info(
-        f"build-core: {wheel.name} sha256 {digests[0]} "
+        f"build-core: {wheel.name} sha256 {digest} "
         f"(reproducible: {reproducible}, isolated: {isolated})"
     )
     return CoreBuildResult(wheel, rec, record, cached=False)
@@ -226,52 +211,17 @@ def runner_build(
     if not isinstance(runner, LocalRunner):
         return runner.build(spec, tree, lock_path, scratch, builds=builds)  # docker backend
     venv = ensure_build_env(spec, lock_path, lock_key, cache, runner)
-    shim = scratch / "shim"
-    shim.mkdir()
-    for tool in recipes.RUST_TOOLS:
-        (shim / tool).write_text(recipes.RUST_SHIM)
-        (shim / tool).chmod(0o755)
-    python_version = _python_version(venv)
-
-    def one(index: int) -> dict[str, Any]:
-        work = scratch / f"build-{'ab'[index]}"
-        src = work / tree.name
-        shutil.copytree(tree, src, symlinks=True)
-        out = work / "out"
-        home = work / "home"
-        home.mkdir()
-        env = recipes.build_env(
-            base=host_env(HOME=str(home), TMPDIR=str(work)),
-            venv=str(venv),
-            shim=str(shim),
-            target_device=spec.core.target_device,
-            source_date_epoch=spec.core.source_date_epoch,
-        )
-        cmd = recipes.wheel_command(venv=str(venv), src=str(src), outdir=str(out), env=env)
-        runner.run(cmd, cache.root / "logs" / f"build-core-{'ab'[index]}.log")
-        found = sorted(out.glob("*.whl"))
-        if len(found) != 1:
-            raise GateFailed(f"build {index + 1} produced {len(found)} wheels in {out}")
-        return {"wheel": found[0], "env": env, "python": python_version}
-
-    logs = cache.root / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    for index in range(builds):
-        (logs / f"build-core-{'ab'[index]}.log").unlink(missing_ok=True)
-    with ThreadPoolExecutor(max_workers=builds) as pool:
-        return list(pool.map(one, range(builds)))
-
-
-def _python_version(venv: Path) -> str:
-    import subprocess
-
-    done = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import platform; print(platform.python_version())"],
-        capture_output=True,
-        text=True,
-        check=True,
+    return parallel_local_builds(
+        runner,
+        venv,
+        tree,
+        scratch,
+        cache,
+        builds=builds,
+        source_date_epoch=spec.core.source_date_epoch,
+        target_device=spec.core.target_device,
+        log_name=STAGE,
     )
-    return done.stdout.strip()
 
 
 def ensure_build_env(
@@ -279,21 +229,29 @@ def ensure_build_env(
 ) -> Path:
     """The build venv for this lock, created once and reused (keyed by lock sha + python)."""
     venv = cache.env_dir("build-core", key_of({"lock": lock_key, "python": spec.build.python}))
-    if (venv / ".vpr-complete").exists():
+    marker = venv / ".vpr-complete"
+    if marker.exists():
         return venv
     from vllm_plugin_release.lock import pip_find_links
 
-    with cache.publish_dir(venv) as work, progress.status("build-core: creating build environment"):
-        for cmd in recipes.venv_commands(
-            uv=uv_bin(),
-            python=spec.build.python,
-            venv=str(work),
-            lock=str(lock_path),
-            find_links=[*spec.build.find_links, *pip_find_links()],
-            env=host_env(),
-        ):
-            runner.run(cmd, cache.root / "logs" / "build-core-env.log")
-        (work / ".vpr-complete").write_text("ok\n")
+    # Built in place (a venv records its path); the marker is written last, so a
+    # half-built environment is never reused.
+    shutil.rmtree(venv, ignore_errors=True)
+    try:
+        with progress.status("build-core: creating build environment"):
+            for cmd in recipes.venv_commands(
+                uv=uv_bin(),
+                python=spec.build.python,
+                venv=str(venv),
+                lock=str(lock_path),
+                find_links=[*spec.build.find_links, *pip_find_links()],
+                env=host_env(),
+            ):
+                runner.run(cmd, cache.root / "logs" / "build-core-env.log")
+    except BaseException:
+        shutil.rmtree(venv, ignore_errors=True)
+        raise
+    marker.write_text("ok\n")
     if not (venv / "bin" / "python").exists():
         raise BadInput(f"{venv}: build environment is incomplete; delete it and retry")
     return venv

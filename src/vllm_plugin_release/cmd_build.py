@@ -23,6 +23,25 @@ def add_dirs(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_plugin_source(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--plugin-source",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="a local git checkout of the plugin (must contain the pinned commit), "
+        "used instead of [plugin.source] url",
+    )
+
+
+def add_runner(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--runner",
+        default="cpu",
+        help="cpu (default: no accelerator, runtime checks deferred) or hardware",
+    )
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     fetch = sub.add_parser("fetch", help="download and verify the core source into the cache")
     add_spec_argument(fetch)
@@ -32,6 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     lock = sub.add_parser("lock", help="resolve the hash-locked build requirements")
     add_spec_argument(lock)
     add_dirs(lock)
+    add_plugin_source(lock)
     lock.add_argument(
         "--check", action="store_true", help="only check that the lock is current (exit 2 if not)"
     )
@@ -44,6 +64,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_dirs(build)
     build.add_argument("--force", action="store_true", help="ignore the cached result")
     build.set_defaults(func=_build_core)
+
+    plugin = sub.add_parser(
+        "build-plugin", help="build the plugin wheel from its pinned commit, twice, and compare"
+    )
+    add_spec_argument(plugin)
+    add_dirs(plugin)
+    add_plugin_source(plugin)
+    plugin.add_argument("--force", action="store_true", help="ignore the cached result")
+    plugin.set_defaults(func=_build_plugin)
+
+    env = sub.add_parser("env", help="create and check the pairing environment for a runner")
+    add_spec_argument(env)
+    add_dirs(env)
+    add_plugin_source(env)
+    add_runner(env)
+    env.add_argument(
+        "--runtime-env",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="an existing vendor runtime Python environment (e.g. TT-Metal's python_env)",
+    )
+    env.set_defaults(func=_env)
 
 
 def _cache(args: argparse.Namespace):
@@ -71,16 +114,27 @@ def _lock(args: argparse.Namespace) -> int:
     from vllm_plugin_release.spec import load
 
     spec = load(args.spec)
-    tree = source_tree(spec, Fetcher(_cache(args)))
+    cache = _cache(args)
+    tree = source_tree(spec, Fetcher(cache))
     request, _ = lock_request(spec, tree)
-    dest = spec.resolve(spec.build.constraints)
-    if args.check:
-        check_lock(dest, request)
-        progress.info(f"lock: {dest} is current")
-        return 0
-    with progress.status(f"lock: resolving {request.name} for Python {request.python}"):
-        compile_lock(request, dest, spec.build.find_links)
-    progress.info(f"lock: wrote {dest}")
+    locks = [(request, spec.resolve(spec.build.constraints))]
+    if spec.plugin:
+        from vllm_plugin_release.pairing_env import env_lock_request, runtime_plan
+        from vllm_plugin_release.plugin_source import resolve
+
+        src = resolve(spec, cache, args.plugin_source)
+        plan = runtime_plan(spec, "cpu", None)
+        locks.append(
+            (env_lock_request(spec, tree, src.root, plan), spec.resolve(spec.env_constraints))
+        )
+    for req, dest in locks:
+        if args.check:
+            check_lock(dest, req)
+            progress.info(f"lock: {dest} is current")
+            continue
+        with progress.status(f"lock: resolving {req.name} for Python {req.python}"):
+            compile_lock(req, dest, spec.build.find_links)
+        progress.info(f"lock: wrote {dest}")
     return 0
 
 
@@ -90,5 +144,38 @@ def _build_core(args: argparse.Namespace) -> int:
 
     spec = load(args.spec)
     result = build_core(spec, cache=_cache(args), dist_root=Path(args.dist), force=args.force)
+    print(result.wheel)
+    return 0
+
+
+def _env(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.pairing_env import create_env
+    from vllm_plugin_release.spec import load
+
+    spec = load(args.spec)
+    record = create_env(
+        spec,
+        cache=_cache(args),
+        dist_root=Path(args.dist),
+        runner_kind=args.runner,
+        runtime_env=args.runtime_env,
+        plugin_source=args.plugin_source,
+    )
+    print(record["python"])
+    return 0
+
+
+def _build_plugin(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.build_plugin import build_plugin
+    from vllm_plugin_release.spec import load
+
+    spec = load(args.spec)
+    result = build_plugin(
+        spec,
+        cache=_cache(args),
+        dist_root=Path(args.dist),
+        plugin_source=args.plugin_source,
+        force=args.force,
+    )
     print(result.wheel)
     return 0

@@ -55,14 +55,18 @@ def venv_commands(
 
 
 def build_env(
-    *, base: dict[str, str], venv: str, shim: str, target_device: str, source_date_epoch: int
+    *,
+    base: dict[str, str],
+    venv: str,
+    shim: str,
+    target_device: str | None,
+    source_date_epoch: int,
 ) -> dict[str, str]:
     """The environment of a wheel build: only what matters, all of it recorded."""
     env = dict(base)
     env.update(
         {
             "PATH": f"{shim}:{venv}/bin:{base.get('PATH', '/usr/bin:/bin')}",
-            "VLLM_TARGET_DEVICE": target_device,
             "SOURCE_DATE_EPOCH": str(source_date_epoch),
             "PYTHONHASHSEED": "0",
             "PYTHONDONTWRITEBYTECODE": "1",
@@ -73,6 +77,8 @@ def build_env(
             "PIP_NO_INDEX": "1",
         }
     )
+    if target_device:
+        env["VLLM_TARGET_DEVICE"] = target_device
     return env
 
 

@@ -83,12 +83,18 @@ class Spec:
     runtime: dict[str, Any] = field(default_factory=dict)
     conformance: dict[str, Any] = field(default_factory=dict)
     publish: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def root(self) -> Path:
         """The project folder the spec's relative paths are resolved against."""
         return _project_root(self.path)
+
+    @property
+    def env_constraints(self) -> str:
+        py = self.build.python.replace(".", "")
+        return self.env.get("constraints", f"constraints/env-{self.name}-py{py}.txt")
 
     def resolve(self, relative: str) -> Path:
         p = Path(relative)
@@ -289,6 +295,7 @@ def from_data(data: dict[str, Any], file: Path) -> Spec:
         runtime=data.get("runtime", {}),
         conformance=data.get("conformance", {}),
         publish=data.get("publish", {}),
+        env=data.get("env", {}),
         raw=data,
     )
 

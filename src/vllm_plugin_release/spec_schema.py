@@ -204,6 +204,36 @@ SCHEMA: dict[str, Any] = {
                     "items": {"type": "string", "pattern": r"^3\.\d{1,2}$"},
                     "description": "Python versions the runtime ships wheels for.",
                 },
+                "stand_in": _str(
+                    "A labelled stand-in runtime package (folder in this repository) used for "
+                    "the runtime-present checks on the cpu runner; never reported as the real "
+                    "runtime."
+                ),
+            },
+        },
+        "env": {
+            "type": "object",
+            "description": "The pairing environment (`vpr env`): vLLM's requirements/common.txt "
+            "from the verified sdist, the plugin's dependencies, torch, plus these.",
+            "additionalProperties": False,
+            "properties": {
+                "constraints": _str(
+                    "Hash-locked pairing requirements written by `vpr lock`.",
+                    default="constraints/env-NAME-pyXY.txt",
+                ),
+                "overrides": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "Requirement overrides that win over vLLM's own pins (uv "
+                    "--override), e.g. the plugin runtime's numpy<2.",
+                    "default": [],
+                },
+                "requirements": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "Extra requirements of the environment (test tools).",
+                    "default": ["pytest"],
+                },
             },
         },
         "conformance": {

@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks (`nox -s bench`): medians of several runs and ratios."""

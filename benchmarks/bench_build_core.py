@@ -1,0 +1,81 @@
+"""Issue target: `vpr build-core` cold <= 2.0x a bare build; warm <= 0.1x cold.
+
+(a) bare: `VLLM_TARGET_DEVICE=empty python -m build --wheel --no-isolation` of the
+    same extracted sdist, in the same cached build environment (one build);
+(b) cold: `vpr build-core --force` with the sdist and build env already cached
+    (two builds in parallel + comparison + record);
+(c) warm: `vpr build-core` with nothing changed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from benchmarks.common import REPO, report, run, timed, vpr
+
+SPEC = str(REPO / "buildspec" / "reference.toml")
+
+
+def main(repeats: int = 3) -> dict:
+    from vllm_plugin_release.build_core import ensure_build_env, lock_request, source_tree
+    from vllm_plugin_release.cache import Cache, sha256_file
+    from vllm_plugin_release.fetch import Fetcher
+    from vllm_plugin_release.runner import LocalRunner
+    from vllm_plugin_release.spec import load
+
+    spec = load(SPEC)
+    cache = Cache(REPO / ".vpr")
+    tree = source_tree(spec, Fetcher(cache))
+    lock = spec.resolve(spec.build.constraints)
+    lock_request(spec, tree)
+    venv = ensure_build_env(spec, lock, sha256_file(lock), cache, LocalRunner("off"))
+    dist = Path(tempfile.mkdtemp(prefix="bench-dist-"))
+    vpr("build-core", "--spec", SPEC, "--dist", str(dist))  # make sure every input is cached
+
+    def bare() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / tree.name
+            shutil.copytree(tree, src, symlinks=True)
+            env = {
+                **os.environ,
+                "VLLM_TARGET_DEVICE": "empty",
+                "SOURCE_DATE_EPOCH": str(spec.core.source_date_epoch),
+            }
+            run(
+                str(venv / "bin" / "python"),
+                "-m",
+                "build",
+                "--wheel",
+                "--no-isolation",
+                "--skip-dependency-check",
+                "--outdir",
+                f"{tmp}/out",
+                str(src),
+                env=env,
+            )
+
+    rows = {
+        "(a) bare python -m build": timed(bare, repeats),
+        "(b) vpr build-core cold": timed(
+            lambda: vpr("build-core", "--spec", SPEC, "--dist", str(dist), "--force"), repeats
+        ),
+        "(c) vpr build-core warm": timed(
+            lambda: vpr("build-core", "--spec", SPEC, "--dist", str(dist)), repeats
+        ),
+    }
+    shutil.rmtree(dist, ignore_errors=True)
+    return report(
+        "build-core (vLLM 0.26.0, empty target)",
+        rows,
+        [
+            ("cold / bare", "(b) vpr build-core cold", "(a) bare python -m build", 2.0),
+            ("warm / cold", "(c) vpr build-core warm", "(b) vpr build-core cold", 0.1),
+        ],
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""Timing helpers shared by the benchmarks: medians of repeated runs, a ratio table."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+REPO = Path(__file__).resolve().parent.parent
+console = Console()
+
+
+def timed(fn: Callable[[], object], repeats: int) -> list[float]:
+    out = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def run(*argv: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"benchmark step failed: {' '.join(argv)}\n{done.stderr[-3000:]}")
+
+
+def vpr(*args: str, cwd: Path = REPO) -> None:
+    run(sys.executable, "-m", "vllm_plugin_release", *args, cwd=cwd)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def report(
+    title: str, rows: dict[str, list[float]], ratios: list[tuple[str, str, str, float]]
+) -> dict:
+    """Print medians and ratios; return them as data. ratios: (label, num, den, target)."""
+    table = Table(title=title)
+    table.add_column("case")
+    table.add_column("median s", justify="right")
+    table.add_column("runs", justify="right")
+    for name, values in rows.items():
+        table.add_row(name, f"{median(values):.3f}", " ".join(f"{v:.2f}" for v in values))
+    console.print(table)
+    result: dict = {"medians": {k: median(v) for k, v in rows.items()}, "ratios": {}}
+    for label, num, den, target in ratios:
+        ratio = median(rows[num]) / median(rows[den])
+        ok = "meets" if ratio <= target else "MISSES"
+        console.print(f"  {label}: {ratio:.3f}x (target <= {target}x: {ok})")
+        result["ratios"][label] = {"ratio": ratio, "target": target, "met": ratio <= target}
+    return result

@@ -1,0 +1,207 @@
+"""Runs inside the pairing environment: does the installed pairing hold together?
+
+Standard library, vLLM and the plugin only (see envrun.py). Request keys:
+  core_version, packages (plugin top-level packages), entry_points {group: {name: value}},
+  runtime_module (e.g. "ttnn", "refrt"), expect_runtime ("absent" | "present").
+Result: {"checks": [{"name", "status": pass|fail|skipped, "detail"}], "runtime_modules": [...]}
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import py_compile
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any
+
+
+def _check(name: str, status: str, detail: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "status": status, "detail": detail, **extra}
+
+
+def _package_files(package: str) -> list[Path]:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return [Path(spec.origin)] if spec and spec.origin else []
+    files: list[Path] = []
+    for location in spec.submodule_search_locations:
+        files += sorted(Path(location).rglob("*.py"))
+    return files
+
+
+def _module_name(path: Path, package: str) -> str:
+    parts = list(path.with_suffix("").parts)
+    at = len(parts) - 1 - parts[::-1].index(package)
+    names = parts[at:]
+    if names[-1] == "__init__":
+        names = names[:-1]
+    return ".".join(names)
+
+
+def _imports_runtime(path: Path, runtime: str) -> bool:
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (SyntaxError, UnicodeDecodeError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            if any(a.name.split(".")[0] == runtime for a in node.names):
+                return True
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.level == 0
+            and node.module.split(".")[0] == runtime
+        ):
+            return True
+    return False
+
+
+def run(request: dict[str, Any]) -> dict[str, Any]:
+    checks: list[dict[str, Any]] = []
+    packages: list[str] = request["packages"]
+    runtime = request.get("runtime_module") or ""
+    expect = request.get("expect_runtime", "absent")
+
+    # 1. every plugin module byte-compiles
+    failures = []
+    files = [f for p in packages for f in _package_files(p)]
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, path in enumerate(files):
+            try:
+                py_compile.compile(str(path), cfile=os.path.join(tmp, f"{i}.pyc"), doraise=True)
+            except py_compile.PyCompileError as exc:
+                failures.append(f"{path.name}: {exc.msg.strip().splitlines()[-1]}")
+    checks.append(
+        _check(
+            "byte-compile",
+            "fail" if failures or not files else "pass",
+            f"{len(files)} modules compiled" if not failures else "; ".join(failures),
+        )
+    )
+
+    # 2. vLLM imports and is the pinned core
+    try:
+        import vllm
+
+        version = getattr(vllm, "__version__", "?")
+        ok = version.split("+")[0] == request["core_version"]
+        checks.append(_check("import vllm", "pass" if ok else "fail", f"vllm {version}"))
+    except Exception as exc:
+        checks.append(_check("import vllm", "fail", f"{type(exc).__name__}: {exc}"))
+
+    # 3. the plugin imports; modules that need the runtime are listed, not imported blindly
+    runtime_modules: list[dict[str, str]] = []
+    for package in packages:
+        try:
+            importlib.import_module(package)
+            checks.append(_check(f"import {package}", "pass", "imported"))
+        except Exception as exc:
+            checks.append(_check(f"import {package}", "fail", f"{type(exc).__name__}: {exc}"))
+    if runtime:
+        runtime_present = importlib.util.find_spec(runtime) is not None
+        for path in files:
+            if not _imports_runtime(path, runtime):
+                continue
+            module = _module_name(path, next(p for p in packages if p in path.parts))
+            if runtime_present:
+                try:
+                    importlib.import_module(module)
+                    runtime_modules.append({"module": module, "status": "imported"})
+                except Exception as exc:
+                    runtime_modules.append(
+                        {"module": module, "status": "failed", "reason": f"{exc}"}
+                    )
+            else:
+                runtime_modules.append(
+                    {
+                        "module": module,
+                        "status": "skipped",
+                        "reason": f"imports {runtime}, which is absent on this runner",
+                    }
+                )
+        failed = [m for m in runtime_modules if m["status"] == "failed"]
+        checks.append(
+            _check(
+                "runtime modules",
+                "fail" if failed else ("pass" if runtime_present else "skipped"),
+                f"{len(runtime_modules)} modules import {runtime}"
+                + ("" if runtime_present else " (skipped: runtime absent)"),
+            )
+        )
+
+    # 4. entry points resolve; the platform plugin answers as the runtime dictates
+    groups = request.get("entry_points", {})
+    for group, entries in sorted(groups.items()):
+        if not group.startswith("vllm."):
+            continue
+        for name, value in sorted(entries.items()):
+            label = f"entry point {group}:{name}"
+            try:
+                found = [
+                    ep for ep in importlib.metadata.entry_points(group=group) if ep.name == name
+                ]
+                if not found:
+                    checks.append(_check(label, "fail", "not registered in the environment"))
+                    continue
+                target = found[0].load()
+                checks.append(_check(label, "pass", f"{value} resolves"))
+            except Exception as exc:
+                checks.append(_check(label, "fail", f"{type(exc).__name__}: {exc}"))
+                continue
+            if group != "vllm.platform_plugins":
+                continue
+            try:
+                answer = target()
+            except Exception as exc:
+                checks.append(_check(f"platform_plugin() [{expect}]", "fail", f"raised {exc!r}"))
+                continue
+            if expect == "absent":
+                ok = answer is None
+                detail = f"returned {answer!r} with the runtime absent" + (
+                    "" if ok else " (expected None)"
+                )
+            else:
+                ok, detail = _check_platform(answer)
+            checks.append(
+                _check(f"platform_plugin() runtime {expect}", "pass" if ok else "fail", detail)
+            )
+    return {"checks": checks, "runtime_modules": runtime_modules}
+
+
+def _check_platform(answer: object) -> tuple[bool, str]:
+    if not isinstance(answer, str) or "." not in answer:
+        return False, f"returned {answer!r} with the runtime present (expected a class path)"
+    module, _, cls = answer.rpartition(".")
+    try:
+        obj = getattr(importlib.import_module(module), cls)
+        from vllm.platforms.interface import Platform
+
+        if not (isinstance(obj, type) and issubclass(obj, Platform)):
+            return False, f"{answer} is not a subclass of vllm.platforms.interface.Platform"
+    except Exception as exc:
+        return False, f"{answer} does not import: {exc}"
+    return True, f"returned {answer}, a vllm Platform subclass"
+
+
+def main(argv: list[str]) -> int:
+    request = json.loads(Path(argv[1]).read_text())
+    try:
+        result = run(request)
+    except Exception:
+        result = {"error": traceback.format_exc(limit=5)}
+        Path(argv[2]).write_text(json.dumps(result))
+        return 3
+    Path(argv[2]).write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
