@@ -80,8 +80,31 @@ def vllm_source_tree(cache_root: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def vllm_python() -> Path:
+def reference_env(core_build: dict, cache_root: Path, session_dist: Path) -> dict:
+    """`vpr build-plugin` + `vpr env` of buildspec/reference.toml (cpu runner): the record."""
+    common = (
+        "--spec",
+        str(REFERENCE_SPEC),
+        "--dist",
+        str(session_dist),
+        "--cache-dir",
+        str(cache_root),
+    )
+    vpr("build-plugin", *common)
+    vpr("env", *common)
+    return json.loads((session_dist / "reference" / "env.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def vllm_python(request: pytest.FixtureRequest) -> Path:
+    """A Python with the real vLLM 0.26.0+empty wheel and the reference plugin installed
+    (no runtime: the stand-in lives in an overlay). VPR_TEST_VLLM_PYTHON overrides."""
     given = os.environ.get("VPR_TEST_VLLM_PYTHON")
     if given:
         return Path(given)
-    pytest.skip("no vLLM environment yet (set VPR_TEST_VLLM_PYTHON)")  # replaced by `vpr env`
+    return Path(request.getfixturevalue("reference_env")["python"])
+
+
+@pytest.fixture(scope="session")
+def vllm_wheel(core_build: dict) -> Path:
+    return Path(core_build["_wheel_path"])

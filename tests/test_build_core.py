@@ -83,7 +83,7 @@ def tiny_spec(tmp_path: Path, index: Index, *, stamp: str) -> Path:
     index.files["vllm-0.0.1.tar.gz"] = data
     project = tmp_path / "project"
     (project / "buildspec").mkdir(parents=True)
-    text = REFERENCE_SPEC.read_text()
+    text = REFERENCE_SPEC.read_text().split("\n[plugin]")[0]  # core and build only
     text = text.replace('version = "0.26.0"', 'version = "0.0.1"')
     text = text.replace('index = "https://pypi.org/simple"', f'index = "{index.url}"')
     text = text.replace('filename = "vllm-0.26.0.tar.gz"', 'filename = "vllm-0.0.1.tar.gz"')

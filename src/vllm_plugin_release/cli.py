@@ -20,6 +20,10 @@ from vllm_plugin_release.errors import EXIT_BAD_INPUT, EXIT_OUTSIDE, VprError
 COMMAND_MODULES: tuple[str, ...] = (
     "vllm_plugin_release.cmd_spec",
     "vllm_plugin_release.cmd_build",
+    "vllm_plugin_release.cmd_conform",
+    "vllm_plugin_release.cmd_manifest",
+    "vllm_plugin_release.cmd_scan",
+    "vllm_plugin_release.cmd_api",
 )
 
 

@@ -36,6 +36,8 @@ from vllm_plugin_release.spec import Spec
 
 RUNNERS = ("cpu", "hardware")
 ENV_RECORD = "env.json"
+# Bump when the way an environment is made changes (it is part of the cache key).
+ENV_RECIPE = 2
 
 
 @dataclass(frozen=True)
@@ -206,6 +208,7 @@ def create_env(
     stand_in = spec.runtime.get("stand_in") if runner_kind == "cpu" else None
     key = key_of(
         {
+            "recipe": ENV_RECIPE,
             "lock": lock_sha,
             "core": core["wheel"]["sha256"],
             "plugin": plugin["wheel"]["sha256"],
@@ -343,25 +346,12 @@ def _build(
     if plan.requirement:
         runtime["requirement"] = plan.requirement
     if not present and stand_in:
+        # The stand-in goes into an overlay environment layered on the pairing env, so
+        # the pairing env itself stays exactly what a cpu runner has: no runtime.
         wheel = _stand_in_wheel(spec, stand_in, cache)
-        _run(
-            runner,
-            cache,
-            "install stand-in runtime (test double)",
-            [
-                uv,
-                "pip",
-                "install",
-                "--quiet",
-                "--python",
-                str(work / "bin" / "python"),
-                "--no-deps",
-                str(wheel),
-            ],
-        )
-        second = run_in_env(
-            work / "bin" / "python", "envcheck", {**request, "expect_runtime": "present"}
-        )
+        overlay = work / "stand-in-overlay"
+        overlay_py = _overlay(runner, cache, uv, work, overlay, wheel)
+        second = run_in_env(overlay_py, "envcheck", {**request, "expect_runtime": "present"})
         for check in second["checks"]:
             if check["name"].startswith(("platform_plugin()", "runtime modules")):
                 check = {
@@ -373,9 +363,9 @@ def _build(
         runtime["stand_in"] = {
             "path": stand_in,
             "wheel_sha256": sha256_file(wheel),
-            "status": "installed (test double)",
+            "status": "checked in an overlay environment (test double)",
+            "python": str(overlay_py),
         }
-        first["runtime_modules"] = second["runtime_modules"]
     elif not present:
         checks.append(
             {
@@ -385,6 +375,39 @@ def _build(
             }
         )
     return {"runtime": runtime, "checks": checks, "runtime_modules": first["runtime_modules"]}
+
+
+def _overlay(
+    runner: LocalRunner, cache: Cache, uv: str, base: Path, overlay: Path, wheel: Path
+) -> Path:
+    """A venv that sees the pairing env's packages (.pth) plus the stand-in runtime."""
+    import sysconfig
+
+    _run(
+        runner,
+        cache,
+        "create stand-in overlay",
+        [uv, "venv", "--quiet", "--python", str(base / "bin" / "python"), str(overlay)],
+    )
+    purelib = sysconfig.get_path("purelib", vars={"base": str(base), "platbase": str(base)})
+    over_lib = sysconfig.get_path("purelib", vars={"base": str(overlay), "platbase": str(overlay)})
+    Path(over_lib, "_vpr_pairing_env.pth").write_text(purelib + "\n")
+    _run(
+        runner,
+        cache,
+        "install stand-in runtime (test double)",
+        [
+            uv,
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(overlay / "bin" / "python"),
+            "--no-deps",
+            str(wheel),
+        ],
+    )
+    return overlay / "bin" / "python"
 
 
 def _stand_in_wheel(spec: Spec, stand_in: str, cache: Cache) -> Path:

@@ -1,0 +1,565 @@
+"""Core isolation: vendor symbols on identifier boundaries, classified by kind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from vllm_plugin_release.cli import main
+from vllm_plugin_release.conform.isolation import (
+    ISOLATION_SCHEMA,
+    TT_SYMBOLS,
+    Matcher,
+    check,
+    parse_symbols,
+    scan_path,
+    scan_tree,
+    scan_wheel,
+    split_words,
+    validate_config,
+)
+from vllm_plugin_release.errors import BadInput
+
+
+def matches(text: str, *symbols: str) -> list[tuple[str, str]]:
+    """(symbol, matched text) for every verified hit of `symbols` in `text`."""
+    syms = parse_symbols(symbols or TT_SYMBOLS)
+    m = Matcher(syms)
+    data = text.encode()
+    spans = m.verify(data, m.candidates(data.lower()))
+    return [(syms[i].name, data[s:e].decode()) for i, s, e in spans]
+
+
+def write(root: Path, files: dict[str, str | bytes]) -> Path:
+    for rel, content in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            p.write_bytes(content)
+        else:
+            p.write_text(content, encoding="utf-8")
+    return root
+
+
+def kinds(report) -> dict[tuple[str, int], str]:
+    return {(h.path, h.line): h.kind for h in report.hits}
+
+
+# ---------------------------------------------------------------------------
+# Matching on identifier boundaries
+
+
+def test_split_words() -> None:
+    assert split_words("TTPlatform") == ("tt", "platform")
+    assert split_words("AttnNvfp4QuantPattern") == ("attn", "nvfp4", "quant", "pattern")
+    assert split_words("vllm_tt_plugin") == ("vllm", "tt", "plugin")
+    assert split_words("tt-metal") == ("tt", "metal")
+    assert split_words("TT_VISIBLE_DEVICES") == ("tt", "visible", "devices")
+    assert split_words("ttnnOps") == ("ttnn", "ops")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "class AttnNvfp4QuantPattern:",
+        "MlaAttnNvfp4QuantPattern(x)",
+        "ATTNN = 1",
+        "ttnns = []",
+        "ttnn2 = None",
+        "CUDA_VISIBLE_DEVICES",
+        "MESH_DEVICE_COUNT = 2",
+        "def create_mesh_device(): ...",
+        "ATTPlatform",
+        "vllm_ttx_plugin",
+    ],
+)
+def test_no_match_inside_identifiers(text: str) -> None:
+    assert matches(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "symbol", "found"),
+    [
+        ("import ttnn", "ttnn", "ttnn"),
+        ("ttnn.open_device(0)", "ttnn", "ttnn"),
+        ("if is_ttnn_available():", "ttnn", "ttnn"),
+        ("TTNNOps.run()", "ttnn", "TTNN"),
+        ('os.environ["TTNN_CACHE"]', "ttnn", "TTNN"),
+        ("class TTPlatform(Platform):", "TTPlatform", "TTPlatform"),
+        ("tt_platform = None", "TTPlatform", "tt_platform"),
+        ("MyTTPlatform()", "TTPlatform", "TTPlatform"),
+        ('os.environ.get("TT_VISIBLE_DEVICES")', "TT_VISIBLE_DEVICES", "TT_VISIBLE_DEVICES"),
+        ("export MESH_DEVICE=N300", "MESH_DEVICE", "MESH_DEVICE"),
+        ('getenv("MESH_DEVICE")', "MESH_DEVICE", "MESH_DEVICE"),
+        ("echo $MESH_DEVICE", "MESH_DEVICE", "MESH_DEVICE"),
+        ("TT_METAL_HOME=/opt", "tt_metal", "TT_METAL"),
+        ("github.com/tenstorrent/tt-metal", "tt_metal", "tt-metal"),
+        ("TtMetalDevice()", "tt_metal", "TtMetal"),
+        ("Tenstorrent's cards", "tenstorrent", "Tenstorrent"),
+        ("TENSTORRENT", "tenstorrent", "TENSTORRENT"),
+        ("pip install vllm-tt-plugin", "vllm_tt_plugin", "vllm-tt-plugin"),
+        ("from vllm_tt_plugin.platform import x", "vllm_tt_plugin", "vllm_tt_plugin"),
+    ],
+)
+def test_matches_on_word_boundaries(text: str, symbol: str, found: str) -> None:
+    assert (symbol, found) in matches(text)
+
+
+def test_ascend_is_not_ascending() -> None:
+    assert matches("sorted(x, ascending=True)", "ascend") == []
+    assert matches("descending ascendant", "ascend") == []
+    assert matches("class AscendPlatform:", "ascend") == [("ascend", "Ascend")]
+    assert matches("import vllm_ascend", "ascend") == [("ascend", "ascend")]
+
+
+def test_spellings_of_one_symbol_are_deduplicated() -> None:
+    names = [s.name for s in parse_symbols(["tt_metal", "tt-metal", "TtMetal"])]
+    assert names == ["tt_metal"]
+    assert matches("tt-metal and tt_metal", "tt_metal", "tt-metal") == [
+        ("tt_metal", "tt-metal"),
+        ("tt_metal", "tt_metal"),
+    ]
+
+
+def test_prefilter_finds_every_overlapping_spelling() -> None:
+    """The Rust aho-corasick pass reports what a plain find loop reports."""
+    import random
+
+    from vllm_plugin_release.conform.isolation import _PlainFinder
+
+    syms = parse_symbols([*TT_SYMBOLS, "tt", "nn_tt", "ttnn_ttnn"])
+    matcher = Matcher(syms)
+    patterns = [sp.encode() for s in syms for sp in s.spellings()]
+    plain = _PlainFinder(patterns)
+    rng = random.Random(7)
+    pieces = ["tt", "nn", "_", "-", "metal", "a", "T", " ", "ttnn", "platform", "."]
+    for _ in range(300):
+        data = "".join(rng.choice(pieces) for _ in range(30)).encode().lower()
+        fast = sorted(matcher._ac.find_matches_as_indexes(data, overlapping=True))
+        assert fast == sorted(plain.find_matches_as_indexes(data, overlapping=True)), data
+
+
+# ---------------------------------------------------------------------------
+# Classification by kind
+
+PY = '''\
+"""Docstring that mentions Tenstorrent hardware."""
+import os
+import ttnn
+from vllm_tt_plugin.platform import TTPlatform
+import importlib
+
+# a comment about tt-metal
+DEV = os.environ.get("TT_VISIBLE_DEVICES", "0")
+
+
+class Runner:
+    """Runs on a MESH_DEVICE."""
+
+    def go(self):
+        device = ttnn.open_device(0)
+        mod = importlib.import_module("vllm_tt_plugin")
+        return device, mod
+'''
+
+
+def test_python_kinds(tmp_path: Path) -> None:
+    write(tmp_path, {"vllm/runner.py": PY})
+    report = scan_tree(tmp_path, TT_SYMBOLS)
+    got = {(h.line, h.symbol): h.kind for h in report.hits}
+    assert got == {
+        (1, "tenstorrent"): "comment",
+        (3, "ttnn"): "import",
+        (4, "vllm_tt_plugin"): "import",
+        (4, "TTPlatform"): "import",
+        (7, "tt_metal"): "comment",
+        (8, "TT_VISIBLE_DEVICES"): "string",
+        (12, "MESH_DEVICE"): "comment",
+        (15, "ttnn"): "code",
+        (16, "vllm_tt_plugin"): "import",
+    }
+    hit = next(h for h in report.hits if h.line == 15)
+    assert (hit.path, hit.column, hit.text) == ("vllm/runner.py", 18, "ttnn")
+    assert report.status == "fail"
+    assert report.counts == {"import": 4, "code": 1, "string": 1, "comment": 3, "docs": 0}
+
+
+def test_env_var_string_only_warns(tmp_path: Path) -> None:
+    write(tmp_path, {"vllm/envs.py": 'import os\nX = os.environ.get("TT_VISIBLE_DEVICES")\n'})
+    report = scan_tree(tmp_path, TT_SYMBOLS)
+    assert [(h.kind, h.severity) for h in report.hits] == [("string", "warn")]
+    assert report.status == "warn"
+    assert not report.failed
+
+
+def test_python_that_does_not_tokenize_falls_back_to_lexing(tmp_path: Path) -> None:
+    src = 'print "py2"\nimport ttnn\nx = "ttnn"  # ttnn\n  )\n'
+    write(tmp_path, {"old.py": src})
+    got = [(h.line, h.kind) for h in scan_tree(tmp_path, ["ttnn"]).hits]
+    assert got == [(2, "import"), (3, "string"), (3, "comment")]
+
+
+def test_cpp_cuda_kinds(tmp_path: Path) -> None:
+    src = (
+        '#include "ttnn/device.hpp"\n'
+        "// ttnn comment\n"
+        "/* block\n   tenstorrent */\n"
+        'auto d = ttnn::open_device("TT_VISIBLE_DEVICES");\n'
+        "char c = 'x'; int ttnn_count = 0;\n"
+    )
+    write(tmp_path, {"csrc/k.cu": src})
+    got = [(h.line, h.symbol, h.kind) for h in scan_tree(tmp_path, TT_SYMBOLS).hits]
+    assert got == [
+        (1, "ttnn", "import"),
+        (2, "ttnn", "comment"),
+        (4, "tenstorrent", "comment"),
+        (5, "ttnn", "code"),
+        (5, "TT_VISIBLE_DEVICES", "string"),
+        (6, "ttnn", "code"),
+    ]
+
+
+def test_rust_cmake_shell_requirements_docs(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "rust/src/lib.rs": "use ttnn::Device;\nfn f<'a>(x: &'a str) { ttnn_call(); }\n",
+            "CMakeLists.txt": (
+                "# tt-metal support\n"
+                "find_package(\n  TTNN REQUIRED)\n"
+                'set(NAME "tenstorrent")\n'
+                "add_library(x ${TTNN_SRC})\n"
+            ),
+            "tools/run.sh": (
+                "#!/bin/bash\n"
+                "source tt_metal/env.sh\n"
+                "export TT_VISIBLE_DEVICES=0  # TT_VISIBLE_DEVICES\n"
+                'echo "tenstorrent $#"\n'
+            ),
+            "tools/runme": "#!/usr/bin/env python3\nimport ttnn\n",
+            "requirements/tt.txt": "# tenstorrent\nttnn==0.1\n",
+            "docs/hw.md": "Tenstorrent support lives in vllm-tt-plugin.\n",
+        },
+    )
+    report = scan_tree(tmp_path, TT_SYMBOLS)
+    got: dict[tuple[str, int, str], str] = {}
+    for h in report.hits:  # the first hit of a symbol on a line
+        got.setdefault((h.path, h.line, h.symbol), h.kind)
+    assert got == {
+        ("rust/src/lib.rs", 1, "ttnn"): "import",
+        ("rust/src/lib.rs", 2, "ttnn"): "code",
+        ("CMakeLists.txt", 1, "tt_metal"): "comment",
+        ("CMakeLists.txt", 3, "ttnn"): "import",
+        ("CMakeLists.txt", 4, "tenstorrent"): "string",
+        ("CMakeLists.txt", 5, "ttnn"): "code",
+        ("tools/run.sh", 2, "tt_metal"): "import",
+        ("tools/run.sh", 3, "TT_VISIBLE_DEVICES"): "code",
+        ("tools/run.sh", 4, "tenstorrent"): "string",
+        ("tools/runme", 2, "ttnn"): "import",
+        ("requirements/tt.txt", 1, "tenstorrent"): "comment",
+        ("requirements/tt.txt", 2, "ttnn"): "import",
+        ("docs/hw.md", 1, "tenstorrent"): "docs",
+        ("docs/hw.md", 1, "vllm_tt_plugin"): "docs",
+    }
+    # the trailing shell comment on line 3 is its own hit
+    assert [h.kind for h in report.hits if h.path == "tools/run.sh" and h.line == 3] == [
+        "code",
+        "comment",
+    ]
+
+
+def test_non_ascii_columns(tmp_path: Path) -> None:
+    write(tmp_path, {"vllm/a.py": 'S = "héllo → ttnn"\nx = 1  # ünïcode ttnn\n'})
+    hits = scan_tree(tmp_path, ["ttnn"]).hits
+    assert [(h.line, h.column, h.kind) for h in hits] == [(1, 14, "string"), (2, 18, "comment")]
+
+
+# ---------------------------------------------------------------------------
+# Bad input, skipped files, allowlist
+
+
+def test_missing_tree_is_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match="core tree not found"):
+        scan_tree(tmp_path / "nope", TT_SYMBOLS)
+    assert main(["scan-core", str(tmp_path / "nope"), "--symbols", "ttnn"]) == 2
+
+
+def test_bad_symbols_are_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scan-core", str(tmp_path), "--symbols", "tt nn"]) == 2
+    assert main(["scan-core", str(tmp_path), "--symbols", ", ,"]) == 2
+    assert "not a symbol" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # neither --spec nor --symbols: argparse, exit 2
+        main(["scan-core", str(tmp_path)])
+    assert exc.value.code == 2
+
+
+def test_binary_and_undecodable_files_are_skipped_and_counted(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "a.png": b"\x89PNG\x00\x00 import ttnn \x00",
+            "b.txt": "caf\xe9 ttnn".encode("latin-1"),
+            "c.py": "import os\n",
+        },
+    )
+    report = scan_tree(tmp_path, ["ttnn"])
+    assert report.hits == []
+    assert report.files_scanned == 1
+    assert report.skipped_counts == {"binary": 1, "undecodable": 1}
+    # a tree's binaries are skipped unread (images, archives); undecodable text is noted
+    assert {s.path: s.symbols for s in report.skipped} == {"a.png": (), "b.txt": ("ttnn",)}
+
+
+def test_allowlist_downgrades_a_known_hit(tmp_path: Path) -> None:
+    write(tmp_path, {"vllm/platforms/__init__.py": "import ttnn\n", "vllm/x.py": "import ttnn\n"})
+    allow = [
+        {"path": "vllm/platforms/*.py", "symbol": "ttnn", "reason": "plugin discovery"},
+        {"path": "vllm/gone.py", "symbol": "*", "reason": "stale"},
+    ]
+    report = scan_tree(tmp_path, ["ttnn"], allow)
+    by_path = {h.path: h for h in report.hits}
+    assert by_path["vllm/platforms/__init__.py"].allowed
+    assert by_path["vllm/platforms/__init__.py"].severity == "info"
+    assert by_path["vllm/platforms/__init__.py"].reason == "plugin discovery"
+    assert not by_path["vllm/x.py"].allowed
+    assert report.counts["import"] == 1 and report.allowed == 1
+    assert [e.path for e in report.unused_allowlist] == ["vllm/gone.py"]
+    (tmp_path / "vllm/x.py").unlink()
+    assert scan_tree(tmp_path, ["ttnn"], allow).status == "pass"
+
+
+# ---------------------------------------------------------------------------
+# The spec keys
+
+
+def test_schema_fragment_agrees_with_validation() -> None:
+    validator = Draft202012Validator(ISOLATION_SCHEMA)
+    good = {
+        "symbols": list(TT_SYMBOLS),
+        "allowlist": [{"path": "vllm/a.py", "symbol": "ttnn", "reason": "known"}],
+    }
+    assert list(validator.iter_errors(good)) == []
+    config = validate_config(good)
+    assert config.symbols == TT_SYMBOLS and config.allowlist[0].reason == "known"
+    for bad in (
+        {},
+        {"symbols": []},
+        {"symbols": ["tt nn"]},
+        {"symbols": ["ttnn"], "extra": 1},
+        {"symbols": ["ttnn"], "allowlist": [{"path": "a", "symbol": "ttnn"}]},
+    ):
+        assert list(validator.iter_errors(bad)), bad
+        with pytest.raises(BadInput):
+            validate_config(bad)
+
+
+def test_config_errors_name_file_line_and_key(tmp_path: Path) -> None:
+    spec = tmp_path / "tt.toml"
+    spec.write_text(
+        'name = "tt"\n\n[conformance.isolation]\nsymbols = ["ttnn"]\n'
+        'allowlist = [{path = "a.py", symbol = "ttnm", reason = "x"}]\n'
+    )
+    data = {
+        "symbols": ["ttnn"],
+        "allowlist": [{"path": "a.py", "symbol": "ttnm", "reason": "x"}],
+    }
+    with pytest.raises(BadInput) as err:
+        validate_config(data, spec)
+    assert f"{spec}:5:" in str(err.value)
+    assert "allowlist[0].symbol 'ttnm' is not one of symbols" in str(err.value)
+    with pytest.raises(BadInput, match=r"tt\.toml:4: conformance.isolation.symbols\[0\]"):
+        validate_config({"symbols": ["bad symbol!"]}, spec)
+
+
+SPEC = """\
+spec_version = 1
+name = "tt-test"
+
+[core]
+name = "vllm"
+version = "0.26.0"
+target_device = "empty"
+source_date_epoch = 1784975730
+
+[core.source]
+kind = "sdist"
+sha256 = "23e9fa19d7e20ce7dcc1c074d41503e2116d23f19e688f5d5ea91b741f958502"
+
+[build]
+python = "3.11"
+backend = "local"
+"""
+
+
+def test_cli_with_spec_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tree = write(
+        tmp_path / "core",
+        {"vllm/a.py": "import ttnn\n", "vllm/b.py": "# TTPlatform lives elsewhere\n"},
+    )
+    spec = tmp_path / "tt.toml"
+    spec.write_text(
+        SPEC + '\n[conformance.isolation]\nsymbols = ["ttnn", "TTPlatform"]\n'
+        'allowlist = [{path = "vllm/a.py", symbol = "ttnn", reason = "test"}]\n'
+    )
+    assert main(["scan-core", str(tree), "--spec", str(spec), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["counts"] == {"import": 0, "code": 0, "string": 0, "comment": 1, "docs": 0}
+    assert out["allowed"] == 1
+    hit = {h["path"]: h for h in out["hits"]}["vllm/b.py"]
+    assert {k: hit[k] for k in ("path", "line", "symbol", "kind", "text")} == {
+        "path": "vllm/b.py",
+        "line": 1,
+        "symbol": "TTPlatform",
+        "kind": "comment",
+        "text": "TTPlatform",
+    }
+    no_table = tmp_path / "plain.toml"
+    no_table.write_text(SPEC)
+    assert main(["scan-core", str(tree), "--spec", str(no_table)]) == 2
+    assert "no [conformance.isolation] table" in capsys.readouterr().err
+
+
+def test_cli_text_output_and_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path, {"vllm/a.py": "import ttnn\n"})
+    assert main(["scan-core", str(tmp_path), "--symbols", "ttnn,tt_metal"]) == 1
+    out = capsys.readouterr().out
+    assert "vllm/a.py:1  import  ttnn  ttnn" in out
+    assert "FAIL" in out
+
+
+# ---------------------------------------------------------------------------
+# Wheels
+
+
+def make_wheel(path: Path, members: dict[str, str | bytes]) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, content in members.items():
+            zf.writestr(name, content)
+    return path
+
+
+def test_wheel_members_are_scanned(tmp_path: Path) -> None:
+    wheel = make_wheel(
+        tmp_path / "vllm-0.0.1-py3-none-any.whl",
+        {
+            "vllm/__init__.py": "import os\n",
+            "vllm/platforms/tt.py": "from ttnn import open_device\n",
+            "vllm/_C.so": b"\x7fELF\x00\x00ttnn\x00",
+            "vllm-0.0.1.dist-info/METADATA": (
+                "Name: vllm\nRequires-Dist: ttnn>=0.1\n\nTenstorrent\n"
+            ),
+            "vllm-0.0.1.dist-info/entry_points.txt": "[vllm.platform_plugins]\n"
+            "tt = vllm_tt_plugin:register\n",
+        },
+    )
+    report = scan_wheel(wheel, TT_SYMBOLS)
+    assert report.source == "wheel"
+    assert kinds(report) == {
+        ("vllm/platforms/tt.py", 1): "import",
+        ("vllm-0.0.1.dist-info/METADATA", 2): "import",
+        ("vllm-0.0.1.dist-info/METADATA", 4): "docs",
+        ("vllm-0.0.1.dist-info/entry_points.txt", 2): "import",
+    }
+    assert report.skipped_counts == {"binary": 1}
+    # a wheel's binary members are searched for the symbols' bytes, and named
+    assert [(s.path, s.symbols) for s in report.skipped] == [("vllm/_C.so", ("ttnn",))]
+    assert scan_path(wheel, TT_SYMBOLS).status == "fail"
+    assert main(["scan-core", str(wheel), "--symbols", "ttnn"]) == 1
+
+
+def test_not_a_wheel_is_bad_input(tmp_path: Path) -> None:
+    junk = tmp_path / "x.whl"
+    junk.write_text("not a zip")
+    with pytest.raises(BadInput, match="not a wheel"):
+        scan_wheel(junk, ["ttnn"])
+    assert main(["scan-core", str(junk), "--symbols", "ttnn"]) == 2
+
+
+# ---------------------------------------------------------------------------
+# The conformance check
+
+
+def fake_spec(tmp_path: Path, isolation: dict | None) -> SimpleNamespace:
+    conformance = {} if isolation is None else {"isolation": isolation}
+    return SimpleNamespace(path=tmp_path / "tt.toml", conformance=conformance)
+
+
+def test_check_statuses(tmp_path: Path) -> None:
+    tree = write(tmp_path / "core", {"vllm/a.py": "x = 1\n"})
+    spec = fake_spec(tmp_path, {"symbols": list(TT_SYMBOLS)})
+    result = check(spec, tree)
+    assert (result.name, result.status) == ("isolation", "pass")
+
+    write(tree, {"vllm/envs.py": 'V = "TT_VISIBLE_DEVICES"\n'})
+    result = check(spec, tree)
+    assert result.status == "warn"
+    assert [(e.file, e.line, e.source) for e in result.evidence] == [
+        ("vllm/envs.py", 1, "core-tree")
+    ]
+
+    wheel = make_wheel(tmp_path / "v.whl", {"vllm/tt.py": "import ttnn\n"})
+    result = check(spec, tree, wheel)
+    assert result.status == "fail"
+    assert result.evidence[0].file == "vllm/tt.py" and result.evidence[0].source == "core-wheel"
+    assert result.details["counts"]["import"] == 1
+    assert set(result.details["scans"]) == {"core-tree", "core-wheel"}
+    assert json.dumps(result.to_json())
+
+    assert check(fake_spec(tmp_path, None), tree).status == "deferred"
+    with pytest.raises(BadInput):
+        check(fake_spec(tmp_path, {"symbols": []}), tree)
+
+
+# ---------------------------------------------------------------------------
+# The real vLLM 0.26.0 tree: known good, and a known-bad mutation of a copy
+
+
+def test_real_tree_has_no_failing_hit(vllm_source_tree: Path) -> None:
+    report = scan_tree(vllm_source_tree, TT_SYMBOLS)
+    failing = [h for h in report.hits if h.severity == "fail"]
+    assert failing == [], [f"{h.path}:{h.line} {h.kind} {h.text}" for h in failing]
+    assert report.files_scanned > 5000
+    # the substring `ttnN` in AttnNvfp4QuantPattern is not a hit
+    assert not any("AttnNvfp4" in h.context for h in report.hits)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def test_real_tree_copy_with_vendor_import_fails(
+    vllm_source_tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = tmp_path / "core"
+    shutil.copytree(vllm_source_tree, copy, symlinks=True, copy_function=_link_or_copy)
+    target = copy / "vllm" / "platforms" / "__init__.py"
+    original = target.read_text(encoding="utf-8")
+    target.unlink()  # never write through a hard link into the real tree
+    target.write_text("import ttnn  # injected\n" + original, encoding="utf-8")
+
+    report = scan_tree(copy, TT_SYMBOLS)
+    failing = [h for h in report.hits if h.severity == "fail"]
+    assert [(h.path, h.line, h.kind, h.text) for h in failing] == [
+        ("vllm/platforms/__init__.py", 1, "import", "ttnn")
+    ]
+    assert main(["scan-core", str(copy), "--symbols", ",".join(TT_SYMBOLS), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["counts"]["import"] == 1
+    assert (vllm_source_tree / "vllm" / "platforms" / "__init__.py").read_text(
+        encoding="utf-8"
+    ) == original
+
+
+def test_real_wheel_has_no_failing_hit(vllm_wheel: Path) -> None:
+    report = scan_wheel(vllm_wheel, TT_SYMBOLS)
+    assert not report.failed, [f"{h.path}:{h.line} {h.kind}" for h in report.hits]
+    assert report.files_scanned > 1000

@@ -1,0 +1,236 @@
+"""Publish against a real pypiserver on loopback (started by the tests and by vpr itself)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_manifest import make_pairing, vpr, write_spec, write_wheel
+from vllm_plugin_release import publish as pub
+from vllm_plugin_release.cache import sha256_file
+
+FAST_RETRY = {"VPR_PUBLISH_ATTEMPTS": "3", "VPR_PUBLISH_BACKOFF": "0.05"}
+
+
+def _project(tmp_path: Path, **kw: Any) -> Path:
+    """A project folder with a spec and a built, signed manifest in dist/ref/."""
+    spec = write_spec(tmp_path)
+    make_pairing(tmp_path / "dist" / "ref", **kw)
+    done = vpr("manifest", "build", "--spec", str(spec), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return spec
+
+
+class FlakyProxy:
+    """Forwards to a real index; answers 503 to uploads once `fail_after` uploads went through."""
+
+    def __init__(self, upstream: str, fail_after: int) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.fail_after = fail_after
+        self.posts = 0
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _forward(self, body: bytes | None) -> None:
+                headers = {
+                    k: v
+                    for k, v in self.headers.items()
+                    if k.lower() in ("content-type", "accept", "authorization")
+                }
+                req = urllib.request.Request(
+                    proxy.upstream + self.path, data=body, headers=headers, method=self.command
+                )
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as r:
+                        status, data, ctype = r.status, r.read(), r.headers.get("Content-Type")
+                except urllib.error.HTTPError as exc:
+                    status, data, ctype = exc.code, exc.read(), exc.headers.get("Content-Type")
+                self.send_response(status)
+                self.send_header("Content-Type", ctype or "text/plain")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._forward(None)
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                proxy.posts += 1
+                if proxy.posts > proxy.fail_after:
+                    self.send_response(503)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self._forward(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def pypi(tmp_path: Path) -> Any:
+    server = pub.LocalIndex(tmp_path / "served" / "packages")
+    target = server.start()
+    yield target
+    server.stop()
+
+
+def test_default_publish_is_real_and_idempotent(tmp_path: Path) -> None:
+    spec = _project(tmp_path)
+    done = vpr("publish", "--spec", str(spec), "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert set(result["wheels"].values()) == {"uploaded"}
+    assert result["install_proven"] is True
+    assert result["store_status"] == "added"
+    served = sorted(p.name for p in (tmp_path / ".vpr" / "index").glob("*.whl"))
+    assert served == sorted(p.name for p in (tmp_path / "dist" / "ref").glob("*.whl"))
+    index = json.loads((tmp_path / ".vpr" / "store" / "index.json").read_text())
+    assert [e["verdict"] for e in index["pairings"].values()] == ["pilot"]
+
+    again = vpr("publish", "--spec", str(spec), "--json", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    result = json.loads(again.stdout)
+    assert set(result["wheels"].values()) == {"present"}
+    assert result["store_status"] == "unchanged"
+
+    # Same file name on the index, different bytes: refused, store untouched.
+    dist = tmp_path / "dist" / "ref"
+    plugin = next(dist.glob("vpr_test_plugin-*.whl"))
+    write_wheel(dist, "vpr-test-plugin", "0.1.0", {"vpr_test_plugin/__init__.py": "changed\n"})
+    record = json.loads((dist / "build-plugin.json").read_text())
+    record["wheel"]["sha256"] = sha256_file(plugin)
+    (dist / "build-plugin.json").write_text(json.dumps(record))
+    assert vpr("manifest", "build", "--spec", str(spec), cwd=tmp_path).returncode == 0
+    before = (tmp_path / ".vpr" / "store" / "index.json").read_bytes()
+    clash = vpr("publish", "--spec", str(spec), cwd=tmp_path)
+    assert clash.returncode == 1, clash.stderr
+    assert "already on the index with sha256" in clash.stderr
+    assert (tmp_path / ".vpr" / "store" / "index.json").read_bytes() == before
+
+
+def test_uncertified_and_bad_metadata_are_gates(tmp_path: Path) -> None:
+    spec = _project(tmp_path, verdict="lab")
+    done = vpr("publish", "--spec", str(spec), cwd=tmp_path)
+    assert done.returncode == 1 and "verdict is lab" in done.stderr
+    assert not (tmp_path / ".vpr" / "index").exists()
+
+    # A wheel whose metadata fails `twine check --strict`.
+    dist = tmp_path / "dist" / "ref"
+    card = json.loads((dist / "scorecard.json").read_text())
+    card["verdict"] = "pilot"
+    card["checks"].pop("pinning")
+    (dist / "scorecard.json").write_text(json.dumps(card))
+    plugin = next(dist.glob("vpr_test_plugin-*.whl"))
+    import zipfile
+
+    with zipfile.ZipFile(plugin) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    meta = next(n for n in members if n.endswith("METADATA"))
+    text = members[meta].decode()
+    text = text.replace("text/markdown", "text/x-rst").split("\n\n")[0] + "\n\n`broken <rst\n"
+    members[meta] = text.encode()
+    from tests.test_manifest import _b64
+
+    record = next(n for n in members if n.endswith("RECORD"))
+    members[record] = (
+        "".join(
+            f"{n},sha256={_b64(d)},{len(d)}\n" for n, d in members.items() if n != record
+        ).encode()
+        + f"{record},,\n".encode()
+    )
+    with zipfile.ZipFile(plugin, "w") as zf:
+        for n, d in members.items():
+            zf.writestr(n, d)
+    rec = json.loads((dist / "build-plugin.json").read_text())
+    rec["wheel"]["sha256"] = sha256_file(plugin)
+    (dist / "build-plugin.json").write_text(json.dumps(rec))
+    assert vpr("manifest", "build", "--spec", str(spec), cwd=tmp_path).returncode == 0
+    bad = vpr("publish", "--spec", str(spec), cwd=tmp_path)
+    assert bad.returncode == 1, bad.stderr
+    assert "twine check --strict" in bad.stderr
+    assert not (tmp_path / ".vpr" / "store").exists()
+
+
+def test_5xx_mid_upload_retries_then_exit_3_and_store_untouched(
+    tmp_path: Path, pypi: pub.IndexTarget
+) -> None:
+    spec = _project(tmp_path)
+    proxy = FlakyProxy(pypi.upload_url, fail_after=1)
+    store = tmp_path / "store"
+    secret = "s3cret-publish-token"
+    env = {**FAST_RETRY, "TWINE_USERNAME": "release-bot", "TWINE_PASSWORD": secret}
+    try:
+        args = ("publish", "--spec", str(spec), "--index", proxy.url, "--store", str(store))
+        done = vpr(*args, cwd=tmp_path, env=env)
+        assert done.returncode == 3, done.stderr
+        assert "giving up on vpr_test_plugin-0.1.0-py3-none-any.whl after 3 attempts" in done.stderr
+        assert "retrying" in done.stderr
+        assert secret not in done.stdout + done.stderr
+        assert not store.exists()
+        # one good upload, then three refused attempts of ours (twine also retries inside each)
+        assert proxy.posts >= 4
+        assert done.stderr.count("retrying in") == 2
+        # The index recovers: the first wheel counts as done, the second is uploaded.
+        proxy.fail_after = 10**6
+        done = vpr(*args, "--verify-install", "--json", cwd=tmp_path, env=env)
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
+        assert result["wheels"] == {
+            "vllm-0.26.0+empty-py3-none-any.whl": "present",
+            "vpr_test_plugin-0.1.0-py3-none-any.whl": "uploaded",
+        }
+        assert result["install_proven"] is True
+        assert json.loads((store / "index.json").read_text())["pairings"]
+    finally:
+        proxy.close()
+
+
+def test_index_down_is_exit_3(tmp_path: Path) -> None:
+    spec = _project(tmp_path)
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://uploader:hunter2hunter2@127.0.0.1:{port}/"
+    store = tmp_path / "store"
+    done = vpr("publish", "--spec", str(spec), "--index", url, "--store", str(store),
+               cwd=tmp_path, env=FAST_RETRY)  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    assert "hunter2hunter2" not in done.stdout + done.stderr
+    assert "unreachable" in done.stderr
+    assert not store.exists()
+
+
+def test_simple_url_and_scrub(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert pub.simple_url_for("https://upload.pypi.org/legacy/") == "https://pypi.org/simple/"
+    assert pub.simple_url_for("https://test.pypi.org/legacy/") == "https://test.pypi.org/simple/"
+    assert pub.simple_url_for("http://127.0.0.1:8080/") == "http://127.0.0.1:8080/simple/"
+    monkeypatch.setenv("TWINE_PASSWORD", "pypi-AgEIcHlwaS5vcmc")
+    text = pub.scrub("token pypi-AgEIcHlwaS5vcmc at https://me:pw@host/x")
+    assert "AgEI" not in text and "me:pw" not in text and "https://***@host/x" in text
+
+
+def test_remote_sha256_against_real_pypiserver(tmp_path: Path, pypi: pub.IndexTarget) -> None:
+    wheel = write_wheel(tmp_path, "vpr-probe", "1.0", {"vpr_probe/__init__.py": ""})
+    assert pub.remote_sha256(pypi.simple_url, "vpr-probe", wheel.name) is None
+    assert pub.ensure_on_index(pypi, "vpr-probe", wheel, sha256_file(wheel)) == "uploaded"
+    assert pub.remote_sha256(pypi.simple_url, "VPR_Probe", wheel.name) == sha256_file(wheel)
+    assert pub.ensure_on_index(pypi, "vpr-probe", wheel, sha256_file(wheel)) == "present"

@@ -1,0 +1,204 @@
+"""Provenance and signature: real ed25519 keys, DSSE, in-toto/SLSA, tamper detection."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_manifest import SDIST_SHA, make_pairing, vpr, write_spec
+from vllm_plugin_release import manifest as mf
+from vllm_plugin_release import signing
+from vllm_plugin_release.errors import BadInput, GateFailed
+
+
+def _signed(tmp_path: Path, **kw: Any) -> tuple[Path, Path, dict[str, Any]]:
+    """dist folder with a signed manifest; returns (dist, public key, pins)."""
+    key, pub = signing.generate_keypair(tmp_path / "keys" / "k.key")
+    dist = tmp_path / "dist" / "ref"
+    pins = make_pairing(dist, **kw)
+    m = mf.build_manifest(pins, mf.read_records(dist))
+    mf.write_signed(dist, m, pins, key)
+    return dist, pub, pins
+
+
+def test_pae_matches_the_dsse_spec() -> None:
+    got = signing.pae("http://example.com/HelloWorld", b"hello world")
+    assert got == b"DSSEv1 29 http://example.com/HelloWorld 11 hello world"
+
+
+def test_generate_keypair(tmp_path: Path) -> None:
+    key, pub = signing.generate_keypair(tmp_path / "k.key")
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert b"PRIVATE KEY" in key.read_bytes() and b"PUBLIC KEY" in pub.read_bytes()
+    assert signing.keyid(signing.load_private_key(key).public_key()) == signing.keyid(
+        signing.load_public_key(pub)
+    )
+    with pytest.raises(BadInput, match="already exists"):
+        signing.generate_keypair(tmp_path / "k.key")
+    signing.generate_keypair(tmp_path / "k.key", force=True)
+
+
+def test_encrypted_key_needs_its_passphrase(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(signing.PASSWORD_ENV, "correct horse")
+    key, _ = signing.generate_keypair(tmp_path / "k.key", encrypt=True)
+    signing.load_private_key(key)
+    monkeypatch.delenv(signing.PASSWORD_ENV)
+    with pytest.raises(BadInput, match="encrypted"):
+        signing.load_private_key(key)
+    monkeypatch.setenv(signing.PASSWORD_ENV, "wrong")
+    with pytest.raises(BadInput) as exc:
+        signing.load_private_key(key)
+    assert key.read_text().splitlines()[1] not in str(exc.value)
+
+
+def test_statement_and_provenance(tmp_path: Path) -> None:
+    dist, pub, pins = _signed(tmp_path, docker=True)
+    v = signing.verify_files(dist / "manifest.json", pub)
+    st = v.statement
+    assert st["_type"] == "https://in-toto.io/Statement/v1"
+    assert st["predicateType"] == "https://slsa.dev/provenance/v1"
+    names = [s["name"] for s in st["subject"]]
+    assert names == [
+        "vllm-0.26.0+empty-py3-none-any.whl",
+        "vpr_test_plugin-0.1.0-py3-none-any.whl",
+        "manifest.json",
+    ]
+    bd = st["predicate"]["buildDefinition"]
+    assert bd["buildType"] == signing.BUILD_TYPE
+    assert bd["externalParameters"] == pins
+    digests = [d["digest"] for d in bd["resolvedDependencies"]]
+    assert {"sha256": SDIST_SHA} in digests
+    assert {"gitCommit": pins["plugin"]["source"]["commit"]} in digests
+    assert {"sha256": "1" * 64} in digests  # build lock
+    assert {"sha256": "2" * 64} in digests  # environment lock
+    assert {"sha256": "d" * 64} in digests  # base image
+    assert st["predicate"]["runDetails"]["builder"]["id"]
+    envelope = json.loads((dist / "manifest.intoto.jsonl").read_text())
+    assert envelope["payloadType"] == "application/vnd.in-toto+json"
+    assert json.loads(base64.b64decode(envelope["payload"])) == st
+
+
+def _flip(path: Path, offset: int) -> bytes:
+    data = path.read_bytes()
+    changed = bytearray(data)
+    changed[offset] ^= 0x01
+    path.write_bytes(bytes(changed))
+    return data
+
+
+def test_any_tampered_byte_fails(tmp_path: Path) -> None:
+    dist, pub, _ = _signed(tmp_path)
+    signing.verify_files(dist / "manifest.json", pub)
+    envelope = dist / "manifest.intoto.jsonl"
+    size = envelope.stat().st_size
+    for offset in range(size):  # every byte of the signed envelope
+        original = _flip(envelope, offset)
+        with pytest.raises(GateFailed):
+            signing.verify_files(dist / "manifest.json", pub)
+        envelope.write_bytes(original)
+    targets = [dist / "manifest.json", *sorted(dist.glob("*.whl"))]
+    for target in targets:
+        size = target.stat().st_size
+        for offset in sorted({0, 1, size // 3, size // 2, size - 2, size - 1}):
+            original = _flip(target, offset)
+            with pytest.raises(GateFailed, match=target.name.replace("+", r"\+")):
+                signing.verify_files(dist / "manifest.json", pub)
+            target.write_bytes(original)
+    signing.verify_files(dist / "manifest.json", pub)
+
+
+def test_wrong_key_missing_subject_and_newer_schema(tmp_path: Path) -> None:
+    dist, pub, pins = _signed(tmp_path)
+    _, other = signing.generate_keypair(tmp_path / "other.key")
+    with pytest.raises(GateFailed, match="wrong key"):
+        signing.verify_files(dist / "manifest.json", other)
+    wheel = next(dist.glob("vpr_test_plugin-*.whl"))
+    wheel.rename(tmp_path / wheel.name)
+    with pytest.raises(GateFailed, match="subject file missing"):
+        signing.verify_files(dist / "manifest.intoto.jsonl", pub)
+    (tmp_path / wheel.name).rename(wheel)
+    with pytest.raises(BadInput, match="private key"):
+        signing.verify_files(dist, tmp_path / "keys" / "k.key")
+
+    # A correctly signed manifest from a newer schema: a clear message, exit 2, no crash.
+    m = json.loads((dist / "manifest.json").read_text())
+    m["schema_version"] = 2
+    m["future_field"] = True
+    data = mf.manifest_bytes(m)
+    (dist / "manifest.json").write_bytes(data)
+    import hashlib
+
+    statement = signing.build_statement(m, hashlib.sha256(data).hexdigest(), pins)
+    key = signing.load_private_key(tmp_path / "keys" / "k.key")
+    (dist / "manifest.intoto.jsonl").write_bytes(
+        signing.envelope_bytes(signing.sign_statement(statement, key))
+    )
+    with pytest.raises(BadInput, match="schema_version 2 is newer"):
+        signing.verify_files(dist / "manifest.json", pub)
+
+
+def test_cli_keys_build_verify(tmp_path: Path) -> None:
+    keyfile = tmp_path / "secrets" / "sign.key"
+    gen = vpr("keys", "generate", "--out", str(keyfile), cwd=tmp_path)
+    assert gen.returncode == 0, gen.stderr
+    secret_line = keyfile.read_text().splitlines()[1]
+    spec = write_spec(tmp_path, publish={"signing_key": "secrets/sign.key"})
+    dist = tmp_path / "dist" / "ref"
+    make_pairing(dist)
+    built = vpr("manifest", "build", "--spec", str(spec), cwd=tmp_path)
+    assert built.returncode == 0, built.stderr
+    pub = str(keyfile) + ".pub"
+    ok = vpr("manifest", "verify", str(dist / "manifest.json"), "--key", pub, cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert "OK" in ok.stdout
+    as_json = vpr("manifest", "verify", str(dist), "--key", pub, "--json", cwd=tmp_path)
+    assert json.loads(as_json.stdout)["ok"] is True
+
+    original = _flip(dist / "manifest.json", 100)
+    bad = vpr("manifest", "verify", str(dist / "manifest.json"), "--key", pub, cwd=tmp_path)
+    assert bad.returncode == 1
+    assert "manifest.json" in bad.stderr and "does not match the signed subject" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    (dist / "manifest.json").write_bytes(original)
+
+    # The key from the environment wins over the spec; an unreadable key never shows its bytes.
+    broken = tmp_path / "broken.key"
+    broken.write_text("-----BEGIN PRIVATE KEY-----\nTOPSECRETMATERIAL\n-----END PRIVATE KEY-----\n")
+    env = {signing.KEY_ENV: str(broken)}
+    fail = vpr("manifest", "build", "--spec", str(spec), cwd=tmp_path, env=env)
+    assert fail.returncode == 2
+    assert "broken.key" in fail.stderr
+    for out in (fail.stdout + fail.stderr, built.stdout + built.stderr, gen.stdout + gen.stderr):
+        assert "TOPSECRETMATERIAL" not in out and secret_line not in out
+    assert secret_line not in (dist / "run.json").read_text()
+    assert secret_line not in (dist / "manifest.json").read_text()
+    missing = vpr("manifest", "verify", str(dist), "--key", "nope.pub", cwd=tmp_path)
+    assert missing.returncode == 2
+    assert os.path.exists(pub)
+
+
+def test_store_copy_verifies_with_manifest_only(tmp_path: Path) -> None:
+    dist, pub, _ = _signed(tmp_path)
+    from vllm_plugin_release.store import DirStore
+
+    result = DirStore(tmp_path / "store").add(
+        dist / "manifest.json", dist / "manifest.intoto.jsonl"
+    )
+    copy = tmp_path / "store" / result.entry["manifest"]
+    v = signing.verify_files(copy, pub, manifest_only=True)
+    assert v.manifest["pairing_id"] == result.entry["pairing_id"]
+    with pytest.raises(GateFailed, match="subject file missing"):
+        signing.verify_files(copy, pub)
+    _flip(copy, 10)
+    with pytest.raises(GateFailed, match="does not match the signed subject"):
+        signing.verify_files(copy, pub, manifest_only=True)
+    done = vpr("manifest", "verify", str(copy), "--key", str(pub), "--manifest-only", cwd=tmp_path)
+    assert done.returncode == 1
