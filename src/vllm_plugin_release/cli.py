@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "vllm_plugin_release.cmd_manifest",
     "vllm_plugin_release.cmd_scan",
     "vllm_plugin_release.cmd_api",
+    "vllm_plugin_release.replay.cmd",
 )
 
 

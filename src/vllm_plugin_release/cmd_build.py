@@ -88,6 +88,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     env.set_defaults(func=_env)
 
+    tests = sub.add_parser(
+        "plugin-tests", help="run the plugin's own tests in the pairing environment (JUnit XML)"
+    )
+    add_spec_argument(tests)
+    add_dirs(tests)
+    add_plugin_source(tests)
+    add_runner(tests)
+    tests.add_argument(
+        "--baseline",
+        metavar="VERSION",
+        default=None,
+        help="also run against this core version and report regressions "
+        "('auto': the version the plugin's installer pins)",
+    )
+    tests.set_defaults(func=_plugin_tests)
+
 
 def _cache(args: argparse.Namespace):
     from vllm_plugin_release.cache import Cache
@@ -179,3 +195,80 @@ def _build_plugin(args: argparse.Namespace) -> int:
     )
     print(result.wheel)
     return 0
+
+
+def _plugin_tests(args: argparse.Namespace) -> int:
+    import json
+
+    from vllm_plugin_release import plugin_tests as pt
+    from vllm_plugin_release.errors import BadInput
+    from vllm_plugin_release.plugin_source import resolve
+    from vllm_plugin_release.spec import load
+
+    spec = load(args.spec)
+    cache = _cache(args)
+    dist = Path(args.dist) / spec.name
+    env_file = dist / "env.json"
+    try:
+        env = json.loads(env_file.read_text())
+    except FileNotFoundError:
+        raise BadInput(f"{env_file}: not found", hint=f"run `vpr env --spec {args.spec}` first")
+    if env.get("runner") != args.runner:
+        raise BadInput(
+            f"{env_file}: the environment is for runner {env.get('runner')!r}, not {args.runner!r}",
+            hint=f"run `vpr env --spec {args.spec} --runner {args.runner}` first",
+        )
+    cfg = pt.settings(spec.conformance, str(spec.path))
+    src = resolve(spec, cache, args.plugin_source)
+    with cache.scratch("plugin-tests-") as tmp:
+        module = env.get("runtime", {}).get("module")
+        if env.get("runtime", {}).get("status") == "present":
+            module = None  # a present runtime never excuses a failure
+        run = pt.run_tests(
+            Path(env["python"]), src.root, args.runner, cfg, tmp / "junit.xml", module
+        )
+        (dist / f"plugin-tests-{args.runner}.xml").write_bytes((tmp / "junit.xml").read_bytes())
+        base_run = None
+        version = None
+        if args.baseline:
+            from vllm_plugin_release.baseline import baseline_python
+
+            version = args.baseline
+            if version == "auto":
+                version = installer_pin(spec, src.root)
+            python = baseline_python(
+                spec, version, cache=cache, dist=dist, plugin_source=args.plugin_source
+            )
+            base_run = pt.run_tests(python, src.root, "cpu", cfg, tmp / "baseline.xml", module)
+    record = pt.write_record(dist, run, base_run, version, spec.core.version)
+    c = run.counts
+    progress.info(
+        f"plugin-tests ({args.runner}): {c['passed']} passed, {c['failed']} failed, "
+        f"{c['error']} errors, {c['skipped']} skipped, {c['deferred']} deferred (need the runtime)"
+    )
+    for test in run.failing:
+        progress.info(f"  failing: {test}")
+    for path in run.deferred:
+        progress.info(f"  deferred to the hardware runner: {path}")
+    if base_run is not None:
+        progress.info(f"  regressions vs vLLM {version}: {len(record['regressions'])}")
+        for test in record["regressions"]:
+            progress.info(f"    {test}")
+    return 1 if run.failing or record.get("regressions") else 0
+
+
+def installer_pin(spec, root: Path) -> str:
+    """The core version the plugin's installer pins (via the pinning check's parser)."""
+    from vllm_plugin_release.errors import BadInput
+
+    try:
+        from vllm_plugin_release.conform import pinning
+    except ImportError:
+        raise BadInput("--baseline auto needs the pinning check; pass a version instead")
+    version = pinning.installer_core_version(spec, root)
+    if not version:
+        raise BadInput(
+            f"{root}: the plugin's installer pins no exact core version",
+            hint="pass --baseline VERSION",
+        )
+    return version

@@ -41,9 +41,9 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _schema(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.spec_schema import SCHEMA
+    from vllm_plugin_release.spec_schema import full_schema
 
-    json.dump(SCHEMA, sys.stdout, indent=2, sort_keys=True)
+    json.dump(full_schema(), sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
     return 0
 

@@ -46,6 +46,9 @@ def run_in_env(
             [str(PACKAGE_PARENT), *filter(None, [child_env.get("PYTHONPATH")])]
         )
         child_env.setdefault("PYTHONHASHSEED", "0")
+        # Let the environment cache its bytecode: importing vLLM and torch from a cold
+        # cache costs ~10 s per process when PYTHONDONTWRITEBYTECODE is set around us.
+        child_env.pop("PYTHONDONTWRITEBYTECODE", None)
         try:
             done = subprocess.run(
                 [str(python), "-m", f"vllm_plugin_release.inenv.{module}", str(req), str(out)],

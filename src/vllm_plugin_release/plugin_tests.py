@@ -14,6 +14,7 @@ before the fleet sees it.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -25,6 +26,37 @@ from vllm_plugin_release.cache import write_json
 from vllm_plugin_release.errors import BadInput, OutsideFailure
 
 RECORD = "plugin-tests.json"
+PLUGIN_TESTS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "The plugin's own test suite, run in the pairing environment.",
+    "additionalProperties": False,
+    "properties": {
+        "cpu": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": ["tests"],
+            "description": "Test paths (relative to the plugin source) run on the cpu runner.",
+        },
+        "hardware": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Test paths run on the hardware runner (default: the cpu paths).",
+        },
+        "ignore": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": [],
+            "description": "Paths never collected on the cpu runner (they need the runtime); "
+            "reported as deferred.",
+        },
+        "timeout": {
+            "type": "integer",
+            "minimum": 1,
+            "default": 1800,
+            "description": "Seconds one pytest run may take.",
+        },
+    },
+}
 INI_FILES = ("pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 
 
@@ -163,8 +195,15 @@ def run_tests(
     argv = pytest_command(python, root, paths, ignore, junit)
     progress.info(f"plugin-tests: {' '.join(argv[3:])}")
     try:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         done = subprocess.run(
-            argv, cwd=root, capture_output=True, text=True, timeout=cfg["timeout"], check=False
+            argv,
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=cfg["timeout"],
+            check=False,
         )
     except subprocess.TimeoutExpired:
         raise OutsideFailure(f"plugin tests did not finish within {cfg['timeout']} s")

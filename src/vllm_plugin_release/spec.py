@@ -6,6 +6,7 @@ Every error names the file, the line, the key and what is expected (exit 2).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,6 @@ from jsonschema.exceptions import ValidationError
 from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.errors import BadInput
-from vllm_plugin_release.spec_schema import SCHEMA
 
 _format_checker = FormatChecker()
 
@@ -30,7 +30,11 @@ def _is_pep440(value: object) -> bool:
     return True
 
 
-_validator = Draft202012Validator(SCHEMA, format_checker=_format_checker)
+@functools.cache
+def _validator() -> Draft202012Validator:
+    from vllm_plugin_release.spec_schema import full_schema
+
+    return Draft202012Validator(full_schema(), format_checker=_format_checker)
 
 
 @dataclass(frozen=True)
@@ -209,7 +213,7 @@ def _describe(error: ValidationError, prefix: tuple[str, ...] = ()) -> tuple[tup
 
 
 def validate(data: dict[str, Any], file: Path, text: str) -> None:
-    errors = sorted(_validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    errors = sorted(_validator().iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
     if not errors:
         return
     lines = []

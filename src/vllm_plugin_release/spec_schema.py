@@ -238,8 +238,9 @@ SCHEMA: dict[str, Any] = {
         },
         "conformance": {
             "type": "object",
-            "description": "Conformance checks and their thresholds (filled by later stages).",
-            "additionalProperties": True,
+            "description": "Conformance checks and their thresholds; each check module owns "
+            "the schema of its table (see `conformance_properties`).",
+            "additionalProperties": False,
             "properties": {},
         },
         "publish": {
@@ -254,3 +255,35 @@ SCHEMA: dict[str, Any] = {
         },
     },
 }
+
+
+def conformance_properties() -> dict[str, Any]:
+    """The [conformance.*] tables, from the modules that read them (one source of truth)."""
+    from vllm_plugin_release.conform.api import API_SCHEMA
+    from vllm_plugin_release.conform.cadence import CADENCE_SCHEMA
+    from vllm_plugin_release.conform.isolation import ISOLATION_SCHEMA
+    from vllm_plugin_release.conform.pinning import PINNING_SCHEMA
+    from vllm_plugin_release.conform.scheddocs import SCHEDULER_SCHEMA
+    from vllm_plugin_release.plugin_tests import PLUGIN_TESTS_SCHEMA
+    from vllm_plugin_release.replay.config import REPLAY_SCHEMA
+    from vllm_plugin_release.replay.mix import REQUEST_MIX_SCHEMA
+
+    return {
+        "cadence": CADENCE_SCHEMA,
+        "isolation": ISOLATION_SCHEMA,
+        "pinning": PINNING_SCHEMA,
+        "scheduler": SCHEDULER_SCHEMA,
+        "api": API_SCHEMA,
+        "plugin_tests": PLUGIN_TESTS_SCHEMA,
+        "request_mix": REQUEST_MIX_SCHEMA,
+        "replay": REPLAY_SCHEMA,
+    }
+
+
+def full_schema() -> dict[str, Any]:
+    """SCHEMA with the conformance tables filled in."""
+    import copy
+
+    schema = copy.deepcopy(SCHEMA)
+    schema["properties"]["conformance"]["properties"] = conformance_properties()
+    return schema

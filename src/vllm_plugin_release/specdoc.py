@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from vllm_plugin_release.spec_schema import SCHEMA
+from vllm_plugin_release.spec_schema import full_schema
 
 INTRO = """# Buildspec reference
 
@@ -57,7 +57,7 @@ def _rows(
 
 def render() -> str:
     out = [INTRO]
-    sections: list[tuple[str, dict]] = [("", SCHEMA)]
+    sections: list[tuple[str, dict]] = [("", full_schema())]
     while sections:
         table, node = sections.pop(0)
         _rows(table, node, out, sections)

@@ -99,12 +99,18 @@ class Context:
 
 
 def _run_replay(ctx: Context) -> dict[str, Any] | None:
+    """The scheduler replay of the spec's request mix (None when the spec has none)."""
     if not ctx.spec.conformance.get("replay"):
         return None
-    from vllm_plugin_release.replay import runner as replay_runner
+    from vllm_plugin_release.replay import config, mix, runner
 
-    outcome = replay_runner.replay(ctx.spec, ctx.python)
-    replay_runner.write(outcome, ctx.dist)
+    outcome = runner.replay(
+        ctx.python,
+        mix.from_spec(ctx.spec),
+        config.from_spec(ctx.spec),
+        name=ctx.spec.name,
+        out_dir=ctx.dist,
+    )
     return outcome.report
 
 
@@ -132,7 +138,20 @@ def check_pinning(ctx: Context) -> CheckResult:
 def check_scheduler(ctx: Context) -> CheckResult:
     from vllm_plugin_release.conform import scheddocs
 
-    return scheddocs.check(ctx.spec, ctx.plugin_root, replay=ctx.replay())
+    report = ctx.replay()
+    broken = [
+        f"{side}: {report[side].get('crashed') or report[side].get('stopped')}"
+        for side in ("plugin", "upstream")
+        if report and (report[side].get("crashed") or report[side].get("stopped"))
+    ]
+    if broken:
+        return CheckResult(
+            "scheduler",
+            "fail",
+            "the replay did not complete: " + "; ".join(broken),
+            [Evidence(note=b, source="replay") for b in broken],
+        )
+    return scheddocs.check(ctx.spec, ctx.plugin_root, replay=report)
 
 
 def check_api(ctx: Context) -> CheckResult:

@@ -1,0 +1,143 @@
+"""Issue target: creating the pairing environment from a warm cache <= 1.0x the plain
+`uv pip install` commands of the TT plugin's own installer, while hashes are checked.
+
+(a) plain: `uv venv` + `uv pip install --override OVERRIDES -r common.txt torch` (the
+    installer's requirement list, unlocked, resolved on every run) + vLLM wheel --no-deps
+    + plugin wheel --no-deps;
+(b) vpr env: `vpr env --spec buildspec/tt.toml` with its environment removed (uv's
+    download cache warm): hash-locked install + wheel checks + the in-env checks;
+(c) vpr env install only: the same install commands vpr runs, without the in-env checks.
+The TT plugin checkout comes from VPR_TT_PLUGIN_CHECKOUT (a local git clone); without
+it the benchmark uses buildspec/reference.toml and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from benchmarks.common import REPO, console, report, run, timed, vpr
+
+
+def main(repeats: int = 3) -> dict:
+    from vllm_plugin_release.build_core import source_tree
+    from vllm_plugin_release.cache import Cache
+    from vllm_plugin_release.fetch import Fetcher
+    from vllm_plugin_release.lock import find_link_args, uv_bin
+    from vllm_plugin_release.spec import load
+
+    checkout = os.environ.get("VPR_TT_PLUGIN_CHECKOUT")
+    name = "tt" if checkout else "reference"
+    spec_file = str(REPO / "buildspec" / f"{name}.toml")
+    extra = ["--plugin-source", checkout] if checkout else []
+    if not checkout:
+        console.print("[yellow]VPR_TT_PLUGIN_CHECKOUT unset: benchmarking the reference pairing")
+    spec = load(spec_file)
+    cache = Cache(REPO / ".vpr")
+    dist = Path(tempfile.mkdtemp(prefix="bench-env-"))
+    vpr("build-core", "--spec", spec_file, "--dist", str(dist))
+    common = ["--spec", spec_file, "--dist", str(dist), *extra]
+    vpr("build-plugin", *common)
+    vpr("env", *common)  # warms uv's cache and tells us where the env lives
+    record = json.loads((dist / spec.name / "env.json").read_text())
+    env_dir = Path(record["python"]).parent.parent
+    core_whl = dist / spec.name / record["core_wheel"]["filename"]
+    plugin_whl = dist / spec.name / record["plugin_wheel"]["filename"]
+    tree = source_tree(spec, Fetcher(cache))
+    uv = uv_bin()
+    links = find_link_args(tuple(spec.build.find_links))
+    lock = spec.resolve(spec.env_constraints)
+
+    def plain() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            venv = Path(tmp) / "venv"
+            overrides = Path(tmp) / "overrides.txt"
+            overrides.write_text("\n".join(spec.env.get("overrides", [])) + "\n")
+            run(uv, "venv", "--quiet", "--python", spec.build.python, str(venv))
+            py = str(venv / "bin" / "python")
+            run(
+                uv,
+                "pip",
+                "install",
+                "--quiet",
+                "--python",
+                py,
+                "--override",
+                str(overrides),
+                "-r",
+                str(tree / "requirements" / "common.txt"),
+                f"torch=={spec.build.torch}",
+                "--index-strategy",
+                "unsafe-best-match",
+                *links,
+            )
+            run(uv, "pip", "install", "--quiet", "--python", py, "--no-deps", str(core_whl))
+            run(uv, "pip", "install", "--quiet", "--python", py, "--no-deps", str(plugin_whl))
+
+    def vpr_env() -> None:
+        shutil.rmtree(env_dir, ignore_errors=True)
+        vpr("env", *common)
+
+    def install_only() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            venv = Path(tmp) / "venv"
+            run(uv, "venv", "--quiet", "--python", spec.build.python, str(venv))
+            py = str(venv / "bin" / "python")
+            run(
+                uv,
+                "pip",
+                "install",
+                "--quiet",
+                "--python",
+                py,
+                "--require-hashes",
+                "--no-deps",
+                "--index-strategy",
+                "unsafe-best-match",
+                "-r",
+                str(lock),
+                *links,
+            )
+            run(
+                uv,
+                "pip",
+                "install",
+                "--quiet",
+                "--python",
+                py,
+                "--no-deps",
+                str(core_whl),
+                str(plugin_whl),
+            )
+
+    rows = {
+        "(a) plain uv pip install (installer)": timed(plain, repeats),
+        "(b) vpr env (hashes + checks)": timed(vpr_env, repeats),
+        "(c) vpr env install only (hashes)": timed(install_only, repeats),
+    }
+    shutil.rmtree(dist, ignore_errors=True)
+    return report(
+        f"pairing environment ({name}), warm uv cache",
+        rows,
+        [
+            (
+                "vpr env / plain",
+                "(b) vpr env (hashes + checks)",
+                "(a) plain uv pip install (installer)",
+                1.0,
+            ),
+            (
+                "install only / plain",
+                "(c) vpr env install only (hashes)",
+                "(a) plain uv pip install (installer)",
+                1.0,
+            ),
+        ],
+    )
+
+
+if __name__ == "__main__":
+    main()

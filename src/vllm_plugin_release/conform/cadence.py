@@ -1,0 +1,613 @@
+"""Upstream cadence (`cadence`): how far the plugin trails vLLM core releases.
+
+Pure logic (`assess_cadence`) is separate from the I/O that gathers its inputs:
+
+- core releases from a package index (simple API: versions and upload times,
+  `core_releases_from_index`) or from a git repository's tags
+  (`core_releases_from_git`);
+- plugin tags with their creator dates from the plugin's git repository
+  (`plugin_tags_from_git`);
+- the core version the plugin's installer pins (read by the `pinning` parser).
+
+Lag in minor releases = the number of distinct minor series (major.minor) released
+after the targeted one, up to the latest release. Lag in days = days from the
+first release of the oldest series the plugin has not adopted until now (0 when
+the plugin targets the latest series). Only final releases count unless
+`include_prereleases` is set; newer pre-releases are always reported separately.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+import urllib.parse
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
+from vllm_plugin_release.conform import pinning
+from vllm_plugin_release.conform.result import CheckResult, Evidence
+from vllm_plugin_release.errors import BadInput, OutsideFailure
+
+NAME = "cadence"
+DEFAULT_TAG_PATTERN = (
+    r"(?i)vllm[-_/]?v?(?P<core>\d+\.\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?)"
+)
+PYPI_SIMPLE = "https://pypi.org/simple"
+
+CADENCE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Upstream cadence check: how far the plugin trails vLLM core releases.",
+    "additionalProperties": False,
+    "properties": {
+        "max_minor_lag": {
+            "type": "integer",
+            "minimum": 0,
+            "default": 1,
+            "description": "Most minor release series (major.minor) the plugin may trail the "
+            "latest core release by.",
+        },
+        "max_days_lag": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Most days since the first core release the plugin has not adopted "
+            "(unset: no limit).",
+        },
+        "include_prereleases": {
+            "type": "boolean",
+            "default": False,
+            "description": "Count core pre-releases (rc, beta, dev) as releases; by default "
+            "they are reported separately.",
+        },
+        "core_from": {
+            "enum": ["index", "git"],
+            "default": "index",
+            "description": '"index": core releases from the package index (simple API); '
+            '"git": from the tags of core_repo.',
+        },
+        "core_index": {
+            "type": "string",
+            "description": "Simple-API index for core releases; default: the [core.source] "
+            "index, else https://pypi.org/simple.",
+        },
+        "core_repo": {
+            "type": "string",
+            "description": "Core git repository (path or URL) for core_from = git; default: "
+            "the [core.source] url when it is a git source.",
+        },
+        "tag_pattern": {
+            "type": "string",
+            "description": "Regular expression with a named group `core` that finds the core "
+            "version in a plugin tag name (default matches compat/vllm-0.24.0, vllm-v0.24.0).",
+        },
+    },
+}
+
+
+class CoreRelease(NamedTuple):
+    version: Version
+    date: datetime | None
+
+
+class PluginTag(NamedTuple):
+    name: str
+    date: datetime | None
+    commit: str | None = None
+
+
+# ---------------------------------------------------------------------------
+# Dates.
+
+
+def _aware(value: datetime | date | str | None) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return parse_time(value)
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return datetime(value.year, value.month, value.day, tzinfo=timezone.utc)
+
+
+def parse_time(text: str) -> datetime | None:
+    """ISO 8601 (PyPI's `2025-07-08T04:49:01.722356Z`, git's iso-strict) as aware datetime."""
+    text = text.strip()
+    if not text:
+        return None
+    text = re.sub(r"Z$", "+00:00", text)
+    text = re.sub(r"(\.\d{6})\d+", r"\1", text)  # fromisoformat takes at most 6 digits
+    m = re.match(r"^(.*?\.)(\d{1,5})([+-]\d\d:\d\d)?$", text)
+    if m:  # pad 1-5 fractional digits (Python 3.10 takes only 3 or 6)
+        text = m.group(1) + m.group(2).ljust(6, "0") + (m.group(3) or "")
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def _day(value: datetime | None) -> str | None:
+    return value.date().isoformat() if value else None
+
+
+# ---------------------------------------------------------------------------
+# Pure logic.
+
+
+def _series(version: Version) -> tuple[int, int]:
+    release = (*version.release, 0)
+    return release[0], release[1]
+
+
+def _is_final(version: Version) -> bool:
+    return not (version.is_prerelease or version.is_devrelease)
+
+
+def core_version_in_tag(name: str, pattern: str = DEFAULT_TAG_PATTERN) -> Version | None:
+    """The core version a plugin tag names (`compat/vllm-0.24.0` -> 0.24.0), or None."""
+    m = re.search(pattern, name)
+    if not m:
+        return None
+    try:
+        return Version(m.group("core"))
+    except (InvalidVersion, IndexError):
+        return None
+
+
+def _normalize_releases(releases: list[Any]) -> list[CoreRelease]:
+    by_version: dict[Version, datetime | None] = {}
+    for item in releases:
+        version, when = item[0], item[1] if len(item) > 1 else None
+        if not isinstance(version, Version):
+            version = Version(str(version))
+        when = _aware(when)
+        old = by_version.get(version, when)
+        by_version[version] = min(d for d in (old, when) if d) if (old or when) else None
+    return sorted((CoreRelease(v, d) for v, d in by_version.items()), key=lambda r: r.version)
+
+
+def _normalize_tags(tags: list[Any]) -> list[PluginTag]:
+    out = []
+    for item in tags:
+        name = item[0]
+        when = _aware(item[1]) if len(item) > 1 else None
+        commit = item[2] if len(item) > 2 else None
+        out.append(PluginTag(str(name), when, commit))
+    floor = datetime.min.replace(tzinfo=timezone.utc)
+    return sorted(out, key=lambda t: (t.date or floor, t.name))
+
+
+def assess_cadence(
+    core_releases: list[Any],
+    plugin_tags: list[Any],
+    installer_pin: Version | str | None,
+    policy: dict[str, Any] | None = None,
+    *,
+    now: datetime | None = None,
+) -> CheckResult:
+    """The cadence verdict from plain data (no I/O).
+
+    `core_releases`: (version, upload/tag date) pairs; `plugin_tags`: (name, date,
+    commit) triples; `installer_pin`: the core version the installer pins exactly.
+    """
+    policy = dict(policy or {})
+    max_minor = int(policy.get("max_minor_lag", 1))
+    max_days = policy.get("max_days_lag")
+    include_pre = bool(policy.get("include_prereleases", False))
+    pattern = policy.get("tag_pattern") or DEFAULT_TAG_PATTERN
+    now = _aware(now) or datetime.now(timezone.utc)
+    threshold: dict[str, Any] = {
+        "max_minor_lag": max_minor,
+        "max_days_lag": max_days,
+        "include_prereleases": include_pre,
+    }
+    releases = _normalize_releases(core_releases)
+    tags = _normalize_tags(plugin_tags)
+    finals = [r for r in releases if _is_final(r.version)]
+    pool = releases if include_pre else finals
+    evidence: list[Evidence] = []
+    details: dict[str, Any] = {"as_of": now.isoformat(timespec="seconds")}
+
+    if not pool:
+        return CheckResult(
+            name=NAME,
+            status="fail",
+            summary="no core releases found"
+            + (" (only pre-releases)" if releases else "")
+            + "; check [conformance.cadence] core_from / core_index / core_repo",
+            threshold=threshold,
+            details=details,
+        )
+    latest = max(pool, key=lambda r: r.version)
+    details["core_latest"] = {"version": str(latest.version), "date": _day(latest.date)}
+    evidence.append(
+        Evidence(
+            note="latest core release",
+            value=str(latest.version),
+            source="core " + (_day(latest.date) or "(no date)"),
+        )
+    )
+    newer_pre = [r for r in releases if not _is_final(r.version) and r.version > latest.version]
+    details["core_prereleases"] = [
+        {"version": str(r.version), "date": _day(r.date)} for r in newer_pre
+    ]
+    for r in newer_pre:
+        evidence.append(
+            Evidence(
+                note="core pre-release (reported, not counted)",
+                value=str(r.version),
+                source=_day(r.date),
+            )
+        )
+
+    latest_tag = tags[-1] if tags else None
+    named = [(t, core_version_in_tag(t.name, pattern)) for t in tags]
+    named = [(t, v) for t, v in named if v is not None]
+    latest_named = named[-1] if named else None
+    details["plugin_latest_tag"] = (
+        {
+            "name": latest_tag.name,
+            "date": _day(latest_tag.date),
+            "commit": latest_tag.commit,
+            "names_core": str(core_version_in_tag(latest_tag.name, pattern) or "") or None,
+        }
+        if latest_tag
+        else None
+    )
+    if latest_tag:
+        evidence.append(
+            Evidence(note="latest plugin tag", value=latest_tag.name, source=_day(latest_tag.date))
+        )
+        if latest_tag.date and latest.date:
+            details["plugin_tag_age_vs_core_days"] = max(0, (latest.date - latest_tag.date).days)
+    if latest_named:
+        details["plugin_latest_compat_tag"] = {
+            "name": latest_named[0].name,
+            "date": _day(latest_named[0].date),
+            "core": str(latest_named[1]),
+        }
+
+    pin = Version(str(installer_pin)) if installer_pin is not None else None
+    if pin is not None:
+        targeted, how = pin, "installer pin"
+        evidence.append(
+            Evidence(note="core version the installer pins", value=str(pin), source="installer")
+        )
+    elif latest_named is not None:
+        targeted, how = latest_named[1], f"tag {latest_named[0].name}"
+        evidence.append(
+            Evidence(
+                note="core version named by the latest compat tag",
+                value=str(targeted),
+                source=latest_named[0].name,
+            )
+        )
+    else:
+        details["targeted"] = None
+        return CheckResult(
+            name=NAME,
+            status="fail",
+            summary=(
+                f"cannot tell which core version the plugin targets: no exact installer pin and "
+                f"no plugin tag names one (latest tag: {latest_tag.name if latest_tag else 'none'}"
+                "); pin the core in the installer or tag releases like compat/vllm-X.Y.Z"
+            ),
+            evidence=evidence,
+            threshold=threshold,
+            details=details,
+        )
+    if pin is not None and latest_named is not None and latest_named[1] != pin:
+        details["tag_vs_installer"] = (
+            f"latest compat tag {latest_named[0].name} names {latest_named[1]}, the installer "
+            f"pins {pin}"
+        )
+    details["targeted"] = {"version": str(targeted), "from": how}
+
+    newer_series = sorted(
+        {
+            _series(r.version)
+            for r in pool
+            if _series(r.version) > _series(targeted) and r.version <= latest.version
+        }
+    )
+    lag_minor = len(newer_series)
+    details["lag_minor"] = lag_minor
+    details["newer_series"] = [f"{a}.{b}" for a, b in newer_series]
+    same_series_newer = [
+        str(r.version)
+        for r in pool
+        if _series(r.version) == _series(targeted) and r.version > targeted
+    ]
+    details["newer_in_targeted_series"] = same_series_newer
+    lag_days: int | None = 0
+    if newer_series:
+        first_series = newer_series[0]
+        dates = [r.date for r in pool if _series(r.version) == first_series and r.date]
+        first_unadopted = min(dates) if dates else None
+        lag_days = max(0, (now - first_unadopted).days) if first_unadopted else None
+        first = min(
+            (r for r in pool if _series(r.version) == first_series), key=lambda r: r.version
+        )
+        details["first_unadopted"] = {"version": str(first.version), "date": _day(first.date)}
+    details["lag_days"] = lag_days
+    targeted_release = next((r for r in releases if r.version == targeted), None)
+    if targeted_release is None:
+        details["targeted_note"] = f"{targeted} is not a known core release"
+    elif targeted_release.date and latest.date:
+        details["core_gap_days"] = max(0, (latest.date - targeted_release.date).days)
+
+    fails: list[str] = []
+    warns: list[str] = []
+    if lag_minor > max_minor:
+        fails.append(
+            f"plugin targets core {targeted} ({how}), {lag_minor} minor release"
+            f"{'s' if lag_minor != 1 else ''} behind {latest.version} "
+            f"({', '.join(details['newer_series'])}); policy allows {max_minor}"
+        )
+    if max_days is not None:
+        if lag_days is None:
+            warns.append("release dates unknown: the day lag could not be measured")
+        elif lag_days > int(max_days):
+            fails.append(
+                f"plugin has trailed core {details['first_unadopted']['version']} for "
+                f"{lag_days} days; policy allows {max_days}"
+            )
+    if targeted_release is None and targeted > latest.version:
+        warns.append(
+            f"plugin targets {targeted}, newer than the latest counted release {latest.version}"
+        )
+    tail = (
+        f"core latest {latest.version} ({_day(latest.date) or 'no date'}); plugin targets "
+        f"{targeted} ({how}); lag {lag_minor} minor, "
+        f"{lag_days if lag_days is not None else '?'} days"
+    )
+    if newer_pre:
+        tail += f"; pre-releases not counted: {', '.join(str(r.version) for r in newer_pre)}"
+    if fails:
+        status, summary = "fail", "; ".join(fails) + f" [{tail}]"
+    elif warns:
+        status, summary = "warn", "; ".join(warns) + f" [{tail}]"
+    else:
+        status, summary = "pass", tail
+    details["failures"] = fails
+    details["warnings"] = warns
+    return CheckResult(
+        name=NAME,
+        status=status,
+        summary=summary,
+        evidence=evidence,
+        threshold=threshold,
+        details=details,
+    )
+
+
+# ---------------------------------------------------------------------------
+# I/O: gather the inputs.
+
+
+def _version_of_file(filename: str) -> Version | None:
+    try:
+        if filename.endswith(".whl"):
+            return parse_wheel_filename(filename)[1]
+        return parse_sdist_filename(filename)[1]
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        return None
+
+
+def core_releases_from_index(index: str, project: str) -> list[CoreRelease]:
+    """Releases of `project` on a simple-API index: version and first upload time.
+
+    Yanked files are ignored; a release whose files are all yanked is dropped.
+    """
+    from vllm_plugin_release.fetch import index_files
+
+    earliest: dict[Version, datetime | None] = {}
+    for f in index_files(index, project):
+        if f.yanked:
+            continue
+        version = _version_of_file(f.filename)
+        if version is None:
+            continue
+        when = parse_time(f.upload_time) if f.upload_time else None
+        old = earliest.get(version)
+        earliest[version] = min(d for d in (old, when) if d) if (old or when) else None
+    return sorted((CoreRelease(v, d) for v, d in earliest.items()), key=lambda r: r.version)
+
+
+def _git(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    try:
+        return subprocess.run(
+            ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
+        )
+    except FileNotFoundError:
+        raise OutsideFailure("git is not installed", hint="install git") from None
+
+
+_SEP = "\x1f"
+
+
+def _tag_refs(repo: Path) -> list[list[str]]:
+    fmt = _SEP.join(
+        [
+            "%(refname:strip=2)",
+            "%(creatordate:iso-strict)",
+            "%(objecttype)",
+            "%(objectname)",
+            "%(*objectname)",
+        ]
+    )
+    done = _git("-C", str(repo), "for-each-ref", "refs/tags", f"--format={fmt}")
+    if done.returncode != 0:
+        message = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "git failed"
+        raise BadInput(
+            f"{repo}: cannot list tags ({message})",
+            hint="pass a git repository (a clone of the plugin or the core)",
+        )
+    return [line.split(_SEP) for line in done.stdout.splitlines() if line.strip()]
+
+
+def plugin_tags_from_git(repo_path: Path | str) -> list[PluginTag]:
+    """Tags of a local repository with creator dates and the commit each one points to."""
+    out = []
+    for name, when, kind, obj, peeled in _tag_refs(Path(repo_path)):
+        commit = peeled if kind == "tag" and peeled else obj
+        out.append(PluginTag(name, parse_time(when), commit))
+    return _normalize_tags(out)
+
+
+def core_releases_from_git(repo: Path | str) -> list[CoreRelease]:
+    """Core releases from version tags (v0.26.0, 0.26.0) of a repository (path or URL).
+
+    A URL is cloned bare and treeless into a temporary folder (tags and commits only).
+    """
+    text = str(repo)
+    local = not urllib.parse.urlparse(text).scheme or text.startswith("file://")
+    if local:
+        return _releases_from_refs(_tag_refs(Path(text.removeprefix("file://"))))
+    with tempfile.TemporaryDirectory(prefix="vpr-core-tags-") as tmp:
+        done = _git("clone", "--bare", "--quiet", "--filter=tree:0", text, tmp + "/repo.git")
+        if done.returncode != 0:
+            message = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"
+            raise OutsideFailure(
+                f"{text}: cannot fetch core tags ({message})",
+                hint="check the network or set [conformance.cadence] core_repo to a local clone",
+            )
+        return _releases_from_refs(_tag_refs(Path(tmp) / "repo.git"))
+
+
+def _releases_from_refs(refs: list[list[str]]) -> list[CoreRelease]:
+    out = []
+    for name, when, *_ in refs:
+        m = re.fullmatch(r"v?(\d+(?:\.\d+)+\S*)", name)
+        if not m:
+            continue
+        try:
+            out.append((Version(m.group(1)), parse_time(when)))
+        except InvalidVersion:
+            continue
+    return _normalize_releases(out)
+
+
+def _installer_pin(spec: Any, root: Path | None) -> tuple[Version | None, list[str]]:
+    """The exact core pin in the plugin's installer (via the pinning parser), and notes."""
+    notes: list[str] = []
+    plugin = getattr(spec, "plugin", None) or {}
+    if root is None or not plugin.get("installer"):
+        notes.append("no installer to read ([plugin] installer unset or no plugin source)")
+        return None, notes
+    files = pinning.input_files(
+        spec, pinning.conformance_table(spec, "pinning", pinning.PINNING_SCHEMA)
+    )
+    report = pinning.scan(root, files, spec.core.name)
+    for item in report.missing:
+        notes.append(f"{item['file']} is missing ({item.get('named_by') or 'referenced'})")
+    pin = report.core_pin
+    if pin and pin.get("exact") and pin.get("version"):
+        try:
+            return Version(pin["version"]), notes
+        except InvalidVersion:
+            notes.append(f"installer pin {pin['version']!r} is not a version")
+    elif pin:
+        notes.append(f"installer core requirement {pin['requirement']} is not an exact pin")
+    else:
+        notes.append("the installer pins no core version")
+    return None, notes
+
+
+def check(
+    spec: Any,
+    plugin_root: Path | str | None,
+    *,
+    core_releases: list[Any] | None = None,
+    plugin_tags: list[Any] | None = None,
+    installer_pin: Version | str | None = None,
+    read_installer: bool = True,
+    now: datetime | None = None,
+) -> CheckResult:
+    """The `cadence` check. I/O is done here for every input not given.
+
+    The installer's core pin is read from the plugin source unless `installer_pin`
+    is given or `read_installer` is false.
+    """
+    policy = pinning.conformance_table(spec, NAME, CADENCE_SCHEMA)
+    if policy.get("tag_pattern"):
+        try:
+            compiled = re.compile(policy["tag_pattern"])
+        except re.error as exc:
+            raise BadInput(
+                f"{spec.path}: [conformance.cadence] tag_pattern is not a regular "
+                f"expression ({exc})",
+                hint="fix tag_pattern",
+            ) from None
+        if "core" not in compiled.groupindex:
+            raise BadInput(
+                f"{spec.path}: [conformance.cadence] tag_pattern has no named group `core`",
+                hint=r"e.g. tag_pattern = 'vllm-(?P<core>\d+\.\d+\.\d+)'",
+            )
+    notes: list[str] = []
+    sources: dict[str, Any] = {}
+    if core_releases is None:
+        source = spec.core.source
+        if policy.get("core_from", "index") == "git":
+            repo = policy.get("core_repo") or getattr(source, "url", None)
+            if not repo:
+                raise BadInput(
+                    f'{spec.path}: [conformance.cadence] core_from = "git" needs '
+                    "core_repo (or a git [core.source])",
+                    hint="set core_repo",
+                )
+            core_releases = core_releases_from_git(repo)
+            sources["core"] = f"git tags of {repo}"
+        else:
+            index = policy.get("core_index") or getattr(source, "index", None) or PYPI_SIMPLE
+            core_releases = core_releases_from_index(index, spec.core.name)
+            sources["core"] = f"{index.rstrip('/')}/{spec.core.name}/"
+    root: Path | None = None
+    try:
+        root = pinning.plugin_root_for(spec, plugin_root)
+    except BadInput:
+        notes.append("no plugin source given: plugin tags and installer pin not read")
+    if root is not None and not root.exists():
+        notes.append(f"plugin source {root} does not exist")
+        root = None
+    source_kind = ((getattr(spec, "plugin", None) or {}).get("source") or {}).get("kind")
+    if plugin_tags is None:
+        plugin_tags = []
+        if source_kind == "path":
+            # An exported folder of this repository: its tags are this project's, not the
+            # plugin's. The installer pin says what it targets.
+            notes.append("plugin source is a folder of this repository: no plugin tags read")
+        elif root is not None:
+            try:
+                plugin_tags = plugin_tags_from_git(root)
+                sources["plugin_tags"] = f"git tags of {root}"
+            except BadInput as exc:
+                notes.append(f"plugin tags not read: {exc.message}")
+    if installer_pin is None and read_installer:
+        installer_pin, pin_notes = _installer_pin(spec, root)
+        notes.extend(pin_notes)
+    result = assess_cadence(core_releases, plugin_tags, installer_pin, policy, now=now)
+    details = dict(result.details)
+    details["sources"] = sources
+    details["notes"] = notes
+    details["spec_core"] = spec.core.version
+    evidence = list(result.evidence) + [Evidence(note=n, source="cadence") for n in notes]
+    return CheckResult(
+        name=result.name,
+        status=result.status,
+        summary=result.summary,
+        evidence=evidence,
+        threshold=result.threshold,
+        details=details,
+    )

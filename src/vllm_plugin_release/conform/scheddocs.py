@@ -1,0 +1,751 @@
+"""Scheduler constraints, docs half (`scheduler`): what the plugin's docs state.
+
+`extract_statements` reads a Markdown scheduling note and returns, per sentence,
+what it states about three topics:
+
+- `mixed_batches`: prefill and decode work in the same step/batch;
+- `chunked_prefill`: long prompts prefilled in chunks;
+- `decode_interleaving`: decode steps running between prefill work.
+
+Each statement carries a polarity (`supported`, `not_supported`, `unknown`), whether
+it is conditional ("only for ...", "when ..."), the subject it is about (`plugin`
+or `upstream`: plugin docs often describe upstream vLLM for contrast), the quoted
+sentence and its first line. Code blocks are skipped; wrapped lines are joined
+into sentences; list items inherit the subject and negation of their lead-in
+("It does not mean:" / "Upstream vLLM is more general:").
+
+`check` records the expected production request mix from the spec and, when a
+scheduler replay is given, compares it with the docs, per topic, using the
+replay's step counters (`mixed_steps`, `chunked_prefill_steps`,
+`interleaved_decode_steps`):
+
+- the docs rule a behaviour out and the plugin showed it: fail (warn when every
+  ruling-out sentence is conditional);
+- the docs claim a behaviour unconditionally, the plugin never showed it, and
+  upstream did on the same load: `unobserved_support` (default warn: a scheduler
+  may legitimately not use a capability on one load, so this is a doubt, not a
+  contradiction);
+- a plugin side that crashed during the replay fails.
+
+Without a replay only the docs half is judged, and the summary says so.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.conform.pinning import conformance_table, plugin_root_for
+from vllm_plugin_release.conform.result import CheckResult, Evidence
+from vllm_plugin_release.errors import BadInput
+
+NAME = "scheduler"
+TOPICS = ("mixed_batches", "chunked_prefill", "decode_interleaving")
+DEFAULT_DOCS = "docs/SCHEDULING.md"
+# Replay counters compared with each topic (the replay stage writes these keys).
+REPLAY_KEYS = {
+    "mixed_batches": "mixed_steps",
+    "chunked_prefill": "chunked_prefill_steps",
+    "decode_interleaving": "interleaved_decode_steps",
+}
+
+SCHEDULER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Scheduler constraints check (docs half; the replay half compares).",
+    "additionalProperties": False,
+    "properties": {
+        "docs": {
+            "type": "string",
+            "minLength": 1,
+            "default": DEFAULT_DOCS,
+            "description": "The plugin's scheduling notes (Markdown), relative to the plugin "
+            "source.",
+        },
+        "require_mixed_statement": {
+            "type": "boolean",
+            "default": True,
+            "description": "Fail when the docs state nothing about mixed prefill+decode batches.",
+        },
+        "aliases": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1},
+            "description": "Names the docs use for the plugin (e.g. TT); default: the words of "
+            "[plugin] name other than vllm/plugin.",
+        },
+        "unobserved_support": {
+            "enum": ["ignore", "warn", "fail"],
+            "default": "warn",
+            "description": "Verdict when the docs say a behaviour is supported but the replay "
+            "never shows it on a load where upstream vLLM does.",
+        },
+    },
+}
+
+
+@dataclass(frozen=True)
+class Statement:
+    topic: str
+    polarity: str  # supported | not_supported | unknown
+    sentence: str
+    line: int
+    subject: str = "plugin"  # plugin | upstream
+    conditional: bool = False
+    section: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------
+# Markdown -> sentences with line numbers.
+
+
+@dataclass
+class _Sentence:
+    text: str
+    line: int
+    kind: str  # para | item | heading | table
+    block: int  # index of the block it came from
+    last_in_block: bool = False
+
+
+_FENCE = re.compile(r"^\s*(```+|~~~+)")
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+_ITEM = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(.*)$")
+_ABBREV = {"e.g", "i.e", "vs", "etc", "cf", "approx", "fig", "no", "ca", "resp", "incl"}
+
+
+def _clean_inline(text: str) -> str:
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", text)  # links and images
+    text = re.sub(r"<[^>]+>", "", text)  # inline HTML
+    text = text.replace("`", "")
+    text = re.sub(r"(\*\*|__)(.+?)\1", r"\2", text)
+    text = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"\1", text)
+    return text
+
+
+def _blocks(text: str) -> list[tuple[str, list[tuple[int, str]]]]:
+    """(kind, [(line, text)]) blocks: headings, paragraphs, list items, table rows."""
+    blocks: list[tuple[str, list[tuple[int, str]]]] = []
+    current: list[tuple[int, str]] | None = None
+    kind = ""
+    fence: str | None = None
+    in_comment = False
+    previous_blank = True
+    last_kind = ""
+
+    def close() -> None:
+        nonlocal current, last_kind
+        if current:
+            blocks.append((kind, current))
+            last_kind = kind
+        current = None
+
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if fence is not None:
+            if raw.strip().startswith(fence):
+                fence = None
+            continue
+        m = _FENCE.match(raw)
+        if m:
+            close()
+            fence = m.group(1)[:3]
+            continue
+        if in_comment:
+            if "-->" in raw:
+                in_comment = False
+            continue
+        if raw.strip().startswith("<!--"):
+            close()
+            in_comment = "-->" not in raw
+            continue
+        line = re.sub(r"^\s*>\s?", "", raw)  # blockquotes read as text
+        if not line.strip():
+            close()
+            previous_blank = True
+            continue
+        if (
+            previous_blank
+            and current is None
+            and last_kind != "item"
+            and re.match(r"^(    |\t)", line)
+        ):
+            continue  # indented code block
+        previous_blank = False
+        if h := _HEADING.match(line):
+            close()
+            blocks.append(("heading", [(number, _clean_inline(h.group(2)))]))
+            last_kind = "heading"
+            continue
+        if line.lstrip().startswith("|"):
+            close()
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if all(re.fullmatch(r":?-{2,}:?", c) for c in cells if c):
+                continue
+            blocks.append(("table", [(number, _clean_inline("; ".join(c for c in cells if c)))]))
+            last_kind = "table"
+            continue
+        if item := _ITEM.match(line):
+            close()
+            current, kind = [(number, _clean_inline(item.group(2)))], "item"
+            continue
+        if current is None:
+            current, kind = [], "para"
+        current.append((number, _clean_inline(line.strip())))
+    close()
+    return blocks
+
+
+def _split_sentences(parts: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Join wrapped lines and split into sentences; each keeps its first line."""
+    text = ""
+    offsets: list[tuple[int, int]] = []  # (start offset, line)
+    for number, piece in parts:
+        if text:
+            text += " "
+        offsets.append((len(text), number))
+        text += piece.strip()
+
+    def line_at(pos: int) -> int:
+        line = offsets[0][1]
+        for start, number in offsets:
+            if start <= pos:
+                line = number
+        return line
+
+    out: list[tuple[int, str]] = []
+    start = 0
+    for m in re.finditer(r"[.!?]+[\"')\]]*\s+(?=[A-Z0-9\"'(\[])", text):
+        before = text[start : m.start()]
+        word = re.search(r"(\S+)$", before)
+        if word and word.group(1).lower().rstrip(".") in _ABBREV:
+            continue
+        if word and re.fullmatch(r"[A-Za-z]", word.group(1)):
+            continue  # an initial
+        sentence = text[start : m.end()].strip()
+        if sentence:
+            skip = len(text[start:]) - len(text[start:].lstrip())
+            out.append((line_at(start + skip), sentence))
+        start = m.end()
+    rest = text[start:].strip()
+    if rest:
+        skip = len(text[start:]) - len(text[start:].lstrip())
+        out.append((line_at(start + skip), rest))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Sentence rules.
+
+_PF = r"prefill(?:s|ing)?(?:-like)?"
+_DC = r"decod(?:e|es|ing)(?:-like)?"
+_TOPIC_RULES: dict[str, list[tuple[re.Pattern[str], str | None]]] = {
+    # (pattern, inherent polarity or None)
+    "mixed_batches": [
+        (re.compile(r"\bhomogeneous (?:batch|step)"), "not_supported"),
+        (re.compile(rf"\ball-{_PF} or all-{_DC}|\ball-{_DC} or all-{_PF}"), "not_supported"),
+        (
+            re.compile(
+                rf"\b{_PF}-only (?:or|and|vs\.?) {_DC}-only|\b{_DC}-only (?:or|and|vs\.?) "
+                rf"{_PF}-only"
+            ),
+            "not_supported",
+        ),
+        (
+            re.compile(r"\b(?:separate|different|distinct|two) (?:batch )?(?:modes|batch types)\b"),
+            "not_supported",
+        ),
+        (re.compile(r"\bco-?schedul\w*"), None),
+        (re.compile(rf"\bmix(?:ed|es|ing)?\b[^.;:]*\b(?:{_PF}|{_DC}|batch\w*|steps?)\b"), None),
+        (re.compile(rf"\b(?:{_PF}|{_DC})\b[^.;:]*\bmix(?:ed|es|ing)?\b"), None),
+        (
+            re.compile(rf"\bboth\b[^.;:]{{0,40}}\b{_PF}\b[^.;:]{{0,40}}\b{_DC}\b"),
+            "supported",
+        ),
+        (
+            re.compile(
+                rf"\b{_PF}\b[^.;:]{{0,40}}\b{_DC}\b[^.;:]{{0,40}}\b(?:same|single|one) "
+                r"(?:batch|step|forward)"
+            ),
+            "supported",
+        ),
+    ],
+    "chunked_prefill": [
+        (re.compile(r"\b(?:token-)?chunked[- _]prefill"), None),
+        (re.compile(r"\bprefill chunk(?:s|ing)?\b"), None),
+        (re.compile(r"\bchunk(?:ed)? continuation"), None),
+        (re.compile(r"\bchunk(?:ing|s)? (?:of )?(?:long )?(?:prompts?|prefills?)\b"), None),
+        (re.compile(r"\bsplit\w* (?:long )?(?:prompts?|prefills?) into chunks"), None),
+    ],
+    "decode_interleaving": [
+        (re.compile(r"\binterleav\w*"), None),
+        (re.compile(rf"\bfall(?:s|ing)? back to (?:a |an )?{_DC}"), None),
+        (re.compile(rf"\balternat\w* between {_PF} and {_DC}"), None),
+        (
+            re.compile(
+                rf"\b{_DC}s? (?:steps? )?(?:run |runs |proceed\w* )?(?:in )?between "
+                rf"(?:{_PF} )?(?:chunks|steps)"
+            ),
+            None,
+        ),
+        (re.compile(rf"\b{_DC}s? (?:are |is )?(?:stall|starv|block|paus)\w*"), "not_supported"),
+        (
+            re.compile(rf"\b(?:stall|starv|block|paus)\w* (?:the )?(?:running )?{_DC}s?\b"),
+            "not_supported",
+        ),
+    ],
+}
+_TOPIC_FILTER = {
+    "decode_interleaving": re.compile(rf"\b(?:{_DC}|{_PF})\b"),
+    "mixed_batches": re.compile(rf"\b(?:{_PF}|{_DC}|batch\w*|step\w*)\b"),
+}
+_NEG = re.compile(
+    r"\b(?:not|never|no|none|nor|neither|without|cannot|avoid\w*|unsupported|disabl\w*|"
+    r"forbid\w*|prohibit\w*|prevent\w*|refus\w*|reject\w*|instead of)\b|n't\b|"
+    r"\b(?:turns?|turned|switch\w*|set)\b[^.;:]{0,40}\boff\b|\b(?:is|are|stays?) off\b"
+)
+_POS = re.compile(
+    r"\b(?:support\w*|enabl\w*|allow\w*|permit\w*|can|may|will|is part of|naturally|"
+    r"includ\w*|combin\w*|mix(?:es)?|co-?schedul\w*|schedules|runs?|execut\w*|batch\w* "
+    r"together|does|do|lets?|falls? back|interleav\w*)\b"
+)
+_COND = re.compile(
+    r"(?<![\w-])only\b|\b(?:if|when|whenever|unless|except|some|certain|depend\w*|provided|"
+    r"for (?:every|each|any|some) model types?|for model types?)\b"
+)
+_RESTRICTED = re.compile(r"\bbut only\b|(?<![\w-])only (?:for|when|if|on|with|in)\b")
+_SUBORDINATE = re.compile(
+    r"^(?:if|when|whenever|unless|once|because|since|although|though|as long as|while)\b"
+)
+_CONTRAST_UPSTREAM = re.compile(
+    r"\b(?:unlike|than|from|compared (?:with|to)|versus|vs\.?|differs? from|relative to)\s+"
+    r"(?:the\s+)?upstream\b"
+)
+_UPSTREAM = re.compile(r"\bupstream\b|\b(?:stock|vanilla|generic) vllm\b")
+_CLAUSE_SPLIT = re.compile(
+    r"\s*[;:]\s+|\s*;\s*|\s+(?:but|whereas|however|although|though)\s+|\s+[—–]\s+|\s+-\s+"
+)
+
+
+def _aliases_for(plugin_name: str | None, extra: list[str] | None) -> list[str]:
+    words = list(extra or [])
+    if plugin_name:
+        words += [
+            w
+            for w in re.split(r"[-_.\s]+", plugin_name)
+            if w and w.lower() not in ("vllm", "plugin", "platform", "backend")
+        ]
+    words += [
+        "the plugin",
+        "this plugin",
+        "our plugin",
+        "our scheduler",
+        "this backend",
+        "this platform",
+    ]
+    return sorted({w.lower() for w in words}, key=len, reverse=True)
+
+
+def _subject(lower: str, aliases: list[str]) -> str | None:
+    """plugin / upstream when the sentence names one (the first named wins), else None."""
+    masked = _CONTRAST_UPSTREAM.sub(lambda m: " " * len(m.group(0)), lower)
+    up = _UPSTREAM.search(masked)
+    plug = None
+    for alias in aliases:
+        m = re.search(rf"(?<![\w-]){re.escape(alias)}(?![\w-])", masked)
+        if m and (plug is None or m.start() < plug):
+            plug = m.start()
+    if up is None and plug is None:
+        return "plugin" if _CONTRAST_UPSTREAM.search(lower) else None
+    if up is None:
+        return "plugin"
+    if plug is None:
+        return "upstream"
+    return "plugin" if plug < up.start() else "upstream"
+
+
+def _lead_polarity(lower: str) -> str | None:
+    if _NEG.search(lower):
+        return "not_supported"
+    if re.search(r"\b(?:support\w*|allow\w*|enabl\w*|includ\w*|permit\w*)\b", lower):
+        return "supported"
+    return None
+
+
+def _normalize(sentence: str) -> str:
+    lower = sentence.lower()
+    lower = re.sub(r"\s*[+/&]\s*", " and ", lower)  # prefill+decode, prefill/decode
+    return re.sub(r"\s+", " ", lower)
+
+
+def _classify(lower: str, start: int, end: int, inherent: str | None) -> tuple[str, bool]:
+    """(polarity, conditional) of the topic match at lower[start:end]."""
+    # The clause that holds the match.
+    bounds = [0]
+    for m in _CLAUSE_SPLIT.finditer(lower):
+        bounds.append(m.start())
+        bounds.append(m.end())
+    bounds.append(len(lower))
+    c_start, c_end = 0, len(lower)
+    for i in range(0, len(bounds) - 1, 2):
+        if bounds[i] <= start < bounds[i + 1] or bounds[i] <= start <= bounds[i + 1]:
+            c_start, c_end = bounds[i], bounds[i + 1]
+            break
+    clause = lower[c_start:c_end]
+    rel = start - c_start
+    conditional = bool(_COND.search(clause) or _RESTRICTED.search(lower))
+    # A leading subordinate clause ("If no prefill can be admitted, ...") is a condition.
+    sub = _SUBORDINATE.match(clause.strip())
+    if sub:
+        comma = clause.find(",")
+        if comma != -1 and rel > comma:
+            clause, rel = clause[comma + 1 :], rel - comma - 1
+            conditional = True
+        elif comma != -1 or rel >= 0:
+            return "unknown", True  # the topic is only the condition of something else
+    match_text = lower[start:end]
+    negative = bool(_NEG.search(clause))
+    if inherent is not None:
+        polarity = inherent
+        if negative and inherent == "not_supported" and not _NEG.search(match_text):
+            polarity = "supported"  # "not homogeneous", "never stalls decodes"
+        elif negative and inherent == "supported":
+            polarity = "not_supported"  # "never includes both prefill and decode"
+        return polarity, conditional
+    if negative:
+        return "not_supported", conditional
+    if _POS.search(clause):
+        return "supported", conditional
+    return "unknown", conditional
+
+
+def extract_statements(
+    doc_text: str, *, plugin_name: str | None = None, aliases: list[str] | None = None
+) -> list[Statement]:
+    """Statements the doc makes about mixed batches, chunked prefill and decode interleaving."""
+    names = _aliases_for(plugin_name, aliases)
+    statements: list[Statement] = []
+    section: str | None = None
+    section_subject = "plugin"
+    last_subject = "plugin"
+    lead: tuple[str, str | None] | None = None  # (subject, polarity) of the open lead-in
+    for kind, parts in _blocks(doc_text):
+        if kind == "heading":
+            section = parts[0][1]
+            heading_subject = _subject(_normalize(section), names)
+            section_subject = heading_subject or "plugin"
+            last_subject = section_subject
+            lead = None
+            continue
+        if kind != "item":
+            lead = None
+        sentences = [(parts[0][0], parts[0][1])] if kind == "table" else _split_sentences(parts)
+        for index, (line, sentence) in enumerate(sentences):
+            lower = _normalize(sentence)
+            explicit = _subject(lower, names)
+            if explicit is not None:
+                subject = explicit
+                if kind != "item":
+                    last_subject = explicit
+            elif kind == "item" and lead is not None:
+                subject = lead[0]
+            else:
+                subject = last_subject
+            found: dict[str, tuple[str, bool]] = {}
+            for topic, rules in _TOPIC_RULES.items():
+                flt = _TOPIC_FILTER.get(topic)
+                if flt is not None and not flt.search(lower):
+                    continue
+                for pattern, inherent in rules:
+                    m = pattern.search(lower)
+                    if not m:
+                        continue
+                    polarity, conditional = _classify(lower, m.start(), m.end(), inherent)
+                    if kind == "item" and lead is not None and lead[1] is not None:
+                        if polarity == "unknown":
+                            polarity = lead[1]
+                        elif lead[1] == "not_supported":
+                            polarity = (
+                                "supported" if polarity == "not_supported" else "not_supported"
+                            )
+                    old = found.get(topic)
+                    if old is None or (old[0] == "unknown" and polarity != "unknown"):
+                        found[topic] = (polarity, conditional)
+            for topic, (polarity, conditional) in found.items():
+                statements.append(
+                    Statement(topic, polarity, sentence, line, subject, conditional, section)
+                )
+            last = index == len(sentences) - 1
+            if kind == "para" and last and sentence.rstrip().endswith(":"):
+                lead = (subject, _lead_polarity(lower))
+            elif kind == "para" and last:
+                lead = None
+    return statements
+
+
+def summarize(statements: list[Statement], subject: str = "plugin") -> dict[str, dict[str, Any]]:
+    """Per topic: stance (supported / not_supported / conditional / contradictory /
+    mentioned / unstated) and the statements behind it."""
+    out: dict[str, dict[str, Any]] = {}
+    for topic in TOPICS:
+        mine = [s for s in statements if s.topic == topic and s.subject == subject]
+        pos = [s for s in mine if s.polarity == "supported"]
+        neg = [s for s in mine if s.polarity == "not_supported"]
+        if not mine:
+            stance = "unstated"
+        elif not pos and not neg:
+            stance = "mentioned"
+        elif pos and neg:
+            if all(s.conditional for s in pos) or all(s.conditional for s in neg):
+                stance = "conditional"
+            else:
+                stance = "contradictory"
+        elif pos:
+            stance = "conditional" if all(s.conditional for s in pos) else "supported"
+        else:
+            stance = "not_supported"
+        decisive = (
+            neg if stance == "not_supported" else pos if stance == "supported" else (pos + neg)
+        )
+        out[topic] = {
+            "stance": stance,
+            "statements": [
+                {
+                    "line": s.line,
+                    "polarity": s.polarity,
+                    "conditional": s.conditional,
+                    "sentence": s.sentence,
+                }
+                for s in sorted(decisive or mine, key=lambda s: s.line)
+            ],
+        }
+    return out
+
+
+# ---------------------------------------------------------------------------
+# The check.
+
+_WORDS = {
+    "mixed_batches": "mixed prefill+decode batches",
+    "chunked_prefill": "chunked prefill",
+    "decode_interleaving": "decode interleaving",
+}
+
+
+def _quote(item: dict[str, Any], docs: str) -> str:
+    sentence = item["sentence"]
+    if len(sentence) > 160:
+        sentence = sentence[:157] + "..."
+    return f'{docs}:{item["line"]}: "{sentence}"'
+
+
+def _replay_counts(replay: dict[str, Any], side: str) -> dict[str, int]:
+    """The step counters of one replay side; a counter that is None (crashed side) is absent."""
+    block = replay.get(side)
+    if block is None:
+        return {}
+    if not isinstance(block, dict):
+        raise BadInput(f"scheduler replay: {side!r} must be a table of counters, got {block!r}")
+    counts: dict[str, int] = {}
+    for key in ("steps", *REPLAY_KEYS.values()):
+        value = block.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise BadInput(
+                f"scheduler replay: {side}.{key} must be a count (integer >= 0), got {value!r}",
+                hint="re-run the replay; its output is malformed",
+            )
+        counts[key] = value
+    return counts
+
+
+def _compare_replay(
+    replay: dict[str, Any],
+    stances: dict[str, dict[str, Any]],
+    docs: str,
+    unobserved: str,
+    evidence: list[Evidence],
+    details: dict[str, Any],
+) -> tuple[list[str], list[str]]:
+    """(failures, warnings) from comparing the replay's observed steps with the docs."""
+    if not isinstance(replay, dict):
+        raise BadInput(f"scheduler replay must be a table, got {type(replay).__name__}")
+    plugin = replay.get("plugin") if isinstance(replay.get("plugin"), dict) else {}
+    fails: list[str] = []
+    warns: list[str] = []
+    if plugin.get("crashed"):
+        fails.append(
+            f"the plugin's scheduler failed during the replay ({plugin['crashed']}); the docs "
+            "could not be compared with observed batches"
+        )
+        return fails, warns
+    plugin_counts = _replay_counts(replay, "plugin")
+    upstream_counts = _replay_counts(replay, "upstream")
+    if "mixed_steps" not in plugin_counts:
+        raise BadInput(
+            "scheduler replay: plugin.mixed_steps is missing",
+            hint="the replay must count the plugin's mixed prefill+decode steps",
+        )
+    details["replay"] = {"plugin": plugin_counts, "upstream": upstream_counts}
+    if plugin.get("stopped"):
+        warns.append(f"the replay did not finish ({plugin['stopped']}); compared what it saw")
+    for topic, counter in REPLAY_KEYS.items():
+        if counter not in plugin_counts:
+            continue
+        seen = plugin_counts[counter]
+        steps = plugin_counts.get("steps")
+        of = f" of {steps}" if steps is not None else ""
+        stance = stances[topic]
+        evidence.append(Evidence(note=f"replay: plugin {counter}", value=seen, source="replay"))
+        negatives = [i for i in stance["statements"] if i["polarity"] == "not_supported"]
+        positives = [i for i in stance["statements"] if i["polarity"] == "supported"]
+        if seen > 0 and stance["stance"] in ("not_supported", "contradictory") and negatives:
+            # Docs that rule the behaviour out (unconditionally: fail; conditionally: warn).
+            firm = [i for i in negatives if not i["conditional"]]
+            first = plugin.get("first_mixed_step") if topic == "mixed_batches" else None
+            at = f" (first at step {first})" if first is not None else ""
+            msg = (
+                f"the replay saw {seen}{of} plugin steps with {_WORDS[topic]}{at}, but "
+                f"{_quote((firm or negatives)[0], docs)}"
+            )
+            (fails if firm else warns).append(msg)
+        elif (
+            seen == 0
+            and stance["stance"] == "supported"
+            and positives
+            and upstream_counts.get(counter, 0) > 0
+        ):
+            # Docs that claim the behaviour, never seen on a load where upstream shows it.
+            msg = (
+                f"the docs state {_WORDS[topic]} ({_quote(positives[0], docs)}) but the "
+                f"replay saw none in the plugin, while upstream had "
+                f"{upstream_counts[counter]} on the same load"
+            )
+            if unobserved == "fail":
+                fails.append(msg)
+            elif unobserved == "warn":
+                warns.append(msg)
+    return fails, warns
+
+
+def check(
+    spec: Any, plugin_root: Path | str | None, replay: dict[str, Any] | None = None
+) -> CheckResult:
+    """The `scheduler` check: docs statements, the request mix, and the replay when given."""
+    options = conformance_table(spec, NAME, SCHEDULER_SCHEMA)
+    request_mix = (getattr(spec, "conformance", None) or {}).get("request_mix")
+    if request_mix is not None and not isinstance(request_mix, dict):
+        raise BadInput(
+            f"{spec.path}: [conformance.request_mix] must be a table, got {request_mix!r}",
+            hint="write the pilot's request mix as a [conformance.request_mix] table",
+        )
+    docs = options.get("docs", DEFAULT_DOCS)
+    key = (
+        "[conformance.scheduler] docs"
+        if "docs" in options
+        else ("default of [conformance.scheduler] docs")
+    )
+    unobserved = options.get("unobserved_support", "warn")
+    threshold: dict[str, Any] = {
+        "docs": docs,
+        "require_mixed_statement": options.get("require_mixed_statement", True),
+        "unobserved_support": unobserved,
+    }
+    details: dict[str, Any] = {"docs": docs, "request_mix": request_mix}
+    evidence: list[Evidence] = []
+    if request_mix:
+        evidence.append(
+            Evidence(
+                note="expected production request mix (pilot plan)",
+                value=request_mix,
+                source="spec",
+            )
+        )
+    else:
+        evidence.append(
+            Evidence(
+                note="no [conformance.request_mix] in the spec: the pilot's "
+                "request mix is not recorded",
+                source="spec",
+            )
+        )
+    root = plugin_root_for(spec, plugin_root)
+    path = root / docs
+    if not path.is_file():
+        details["replay_compared"] = False
+        return CheckResult(
+            name=NAME,
+            status="fail",
+            summary=f"scheduler docs {docs} missing in the plugin source ({key}); point "
+            "[conformance.scheduler] docs at the plugin's scheduling notes",
+            evidence=[Evidence(note="file missing", file=docs, source="plugin"), *evidence],
+            threshold=threshold,
+            details=details,
+        )
+    text = path.read_text(encoding="utf-8", errors="replace")
+    plugin_name = (getattr(spec, "plugin", None) or {}).get("name")
+    statements = extract_statements(text, plugin_name=plugin_name, aliases=options.get("aliases"))
+    stances = summarize(statements)
+    details["statements"] = [s.to_json() for s in statements]
+    details["stated"] = stances
+    details["upstream_stated"] = {
+        t: v["stance"] for t, v in summarize(statements, "upstream").items()
+    }
+    for topic in TOPICS:
+        for item in stances[topic]["statements"]:
+            evidence.append(
+                Evidence(
+                    note=f"{_WORDS[topic]}: {item['polarity'].replace('_', ' ')}"
+                    + (" (conditional)" if item["conditional"] else ""),
+                    file=docs,
+                    line=item["line"],
+                    value=item["sentence"],
+                    source="plugin docs",
+                )
+            )
+
+    fails: list[str] = []
+    warns: list[str] = []
+    mixed = stances["mixed_batches"]["stance"]
+    if mixed in ("unstated", "mentioned") and options.get("require_mixed_statement", True):
+        fails.append(
+            f"{docs} states nothing about mixed prefill+decode batches; say whether "
+            "the plugin schedules them"
+        )
+    for topic in TOPICS:
+        if stances[topic]["stance"] == "contradictory":
+            quotes = "; ".join(_quote(i, docs) for i in stances[topic]["statements"][:3])
+            warns.append(f"{docs} contradicts itself on {_WORDS[topic]}: {quotes}")
+
+    compared = replay is not None
+    details["replay_compared"] = compared
+    if replay is not None:
+        more_fails, more_warns = _compare_replay(
+            replay, stances, docs, unobserved, evidence, details
+        )
+        fails += more_fails
+        warns += more_warns
+
+    stated = ", ".join(f"{_WORDS[t]}: {stances[t]['stance'].replace('_', ' ')}" for t in TOPICS)
+    mix_note = "request mix recorded" if request_mix else "no request mix in the spec"
+    replay_note = "replay compared" if compared else "replay half not yet compared (docs only)"
+    tail = f"{docs}: {stated}; {mix_note}; {replay_note}"
+    if fails:
+        status, summary = "fail", "; ".join(fails) + f" [{tail}]"
+    elif warns:
+        status, summary = "warn", "; ".join(warns) + f" [{tail}]"
+    else:
+        status, summary = "pass", tail
+    details["failures"] = fails
+    details["warnings"] = warns
+    return CheckResult(
+        name=NAME,
+        status=status,
+        summary=summary,
+        evidence=evidence,
+        threshold=threshold,
+        details=details,
+    )

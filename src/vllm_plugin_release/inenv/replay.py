@@ -1,0 +1,675 @@
+"""Scheduler replay, run inside the pairing environment (stdlib + vLLM + the plugin only).
+
+Drives real vLLM V1 scheduler classes step by step on a given request mix, with no
+model: after each `schedule()` a fake model-runner output is fed back through
+`update_from_output()` (one sampled token for every scheduled request whose prompt
+and outputs are fully computed, none for a prefill chunk that does not finish the
+prompt). A simulated clock advances by the per-step cost model, so arrivals land
+in the step they would land in on the device.
+
+Request (JSON, argv[1]):
+  {"model": {"max_model_len": int, "model_type": str},
+   "requests": {"arrival": [s, ...], "prompt": [n, ...], "output": [n, ...]},
+   "cost_model": {"a": s, "b": s/token, "c": s/request},
+   "schedulers": [{"label": str, "cls": "module:Class",
+                   "policy": "none" | "tt" | "reference" | "module:function",
+                   "settings": {max_num_seqs, max_num_batched_tokens, block_size,
+                                num_gpu_blocks, enable_chunked_prefill,
+                                long_prefill_token_threshold, enable_prefix_caching}}],
+   "limits": {"max_steps": int | null, "timeout_s": float},
+   "sys_path": [folder, ...]}
+
+Result (JSON, argv[2]): {"vllm_version", "results": {label: {...}}}; each result holds
+columnar per-step arrays and, per request, its token timeline run-length encoded as
+[first_step, gap, count, gap, count, ...] (gap = steps between consecutive tokens).
+Exit 2 with {"error": ...} for bad input (a scheduler class that does not import or
+is not a vLLM scheduler, settings vLLM refuses).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+# Model types whose TT generator can resume a prefill from a chunk boundary; the TT
+# platform keeps token-chunked prefill for these and disables it for every other type.
+TT_CHUNKED_PREFILL_MODEL_TYPES = frozenset({"gemma4", "gemma4_unified"})
+
+SCHEDULER_BASE = "vllm.v1.core.sched.interface:SchedulerInterface"
+
+
+class BadRequest(Exception):
+    """Bad input: reported as {"error": ...} with exit code 2."""
+
+
+# ---------------------------------------------------------------------------
+# Configuration policies: what the platform would do to the scheduler config.
+# A policy is a function (scheduler_config, model_config) -> list[str] that edits the
+# config in place and returns one sentence per change (the reference plugin's
+# `apply_scheduler_policy` has exactly this shape).
+
+POLICY_FUNCTIONS = {
+    "reference": "vllm_reference_plugin.policy:apply_scheduler_policy",
+}
+
+# Scheduler settings a policy may change; compared before and after it runs.
+WATCHED = (
+    "scheduler_cls",
+    "enable_chunked_prefill",
+    "max_num_batched_tokens",
+    "max_num_scheduled_tokens",
+    "long_prefill_token_threshold",
+    "max_num_partial_prefills",
+    "max_long_partial_prefills",
+    "max_num_seqs",
+    "async_scheduling",
+)
+
+
+def tt_policy(scheduler_config: Any, model_config: Any, model_type: str) -> list[str]:
+    """The TT platform's scheduler-config policy, written from its documented behaviour."""
+    reasons: list[str] = []
+    sc = scheduler_config
+    if sc.enable_chunked_prefill and model_type not in TT_CHUNKED_PREFILL_MODEL_TYPES:
+        sc.enable_chunked_prefill = False
+        reasons.append(
+            f"enable_chunked_prefill: True -> False (model_type {model_type!r} cannot resume "
+            f"a prefill on TT; chunking is kept only for "
+            f"{', '.join(sorted(TT_CHUNKED_PREFILL_MODEL_TYPES))})"
+        )
+        max_model_len = model_config.max_model_len
+        if sc.max_num_batched_tokens < max_model_len:
+            reasons.append(
+                f"max_num_batched_tokens: {sc.max_num_batched_tokens} -> {max_model_len} "
+                "(chunked prefill is off, so a whole prompt must fit in one step's budget)"
+            )
+            sc.max_num_batched_tokens = max_model_len
+    if sc.long_prefill_token_threshold:
+        reasons.append(
+            f"long_prefill_token_threshold: {sc.long_prefill_token_threshold} -> 0 (vLLM "
+            "splits a prefill at this threshold even with chunked prefill off)"
+        )
+        sc.long_prefill_token_threshold = 0
+    return reasons
+
+
+def _snapshot(sc: Any) -> dict[str, Any]:
+    out = {}
+    for key in WATCHED:
+        value = getattr(sc, key, None)
+        if value is not None and not isinstance(value, (bool, int, float, str)):
+            value = f"{getattr(value, '__module__', '?')}.{getattr(value, '__qualname__', value)}"
+        out[key] = value
+    return out
+
+
+def apply_policy(policy: str, vllm_config: Any, model_type: str) -> dict[str, Any]:
+    """Run `policy` on the config as the platform would; say what changed and why."""
+    sc = vllm_config.scheduler_config
+    before = _snapshot(sc)
+    reasons: list[str]
+    if policy == "none":
+        reasons = []
+    elif policy == "tt":
+        reasons = tt_policy(sc, vllm_config.model_config, model_type)
+    else:
+        function = load_object(POLICY_FUNCTIONS.get(policy, policy), what="policy")
+        try:
+            reasons = list(function(sc, vllm_config.model_config) or [])
+        except Exception as exc:
+            raise BadRequest(f"policy {policy!r} failed: {type(exc).__name__}: {exc}") from None
+    after = _snapshot(sc)
+    changes = []
+    for key in WATCHED:
+        if before[key] != after[key]:
+            why = next((str(r) for r in reasons if str(r).startswith(f"{key}:")), "")
+            changes.append({"key": key, "from": before[key], "to": after[key], "why": why})
+    return {
+        "name": policy,
+        "model_type": model_type,
+        "changes": changes,
+        "reasons": [str(r) for r in reasons],
+    }
+
+
+# ---------------------------------------------------------------------------
+# Building schedulers.
+
+
+def load_object(path: str, *, what: str) -> Any:
+    """Import `module:attr` (or `module.attr`)."""
+    if ":" in path:
+        module_name, _, attr = path.partition(":")
+    else:
+        module_name, _, attr = path.rpartition(".")
+    if not module_name or not attr:
+        raise BadRequest(f"{what} {path!r}: expected 'module:Name'")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # any import-time failure belongs to the named module
+        raise BadRequest(
+            f"{what} {path!r}: module {module_name!r} does not import "
+            f"({type(exc).__name__}: {exc}); check the name and that the plugin is installed "
+            f"in this environment"
+        ) from None
+    obj = module
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise BadRequest(f"{what} {path!r}: module {module_name!r} has no {attr!r}")
+    return obj
+
+
+def load_class(path: str) -> type:
+    """Import `module:Class` and check it is a vLLM scheduler."""
+    cls = load_object(path, what="scheduler")
+    base_module, _, base_name = SCHEDULER_BASE.partition(":")
+    # A real scheduler class has imported vLLM's interface module already; when it is
+    # absent the class cannot derive from it, and a wrong path fails without vLLM's
+    # (slow) import.
+    base = getattr(sys.modules.get(base_module), base_name, None)
+    if base is None or not (isinstance(cls, type) and issubclass(cls, base)):
+        raise BadRequest(
+            f"scheduler {path!r} is not a vLLM scheduler: it must be a class deriving from "
+            f"{SCHEDULER_BASE.replace(':', '.')}"
+        )
+    return cls
+
+
+def write_model_dir(max_model_len: int) -> Path:
+    """A local model folder holding only a small config.json (no hub access)."""
+    folder = Path(tempfile.mkdtemp(prefix="vpr-replay-model-"))
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "num_hidden_layers": 1,
+        "vocab_size": 32000,
+        "max_position_embeddings": max_model_len,
+        "torch_dtype": "float32",
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def build_scheduler(
+    cls: type,
+    model_dir: Path,
+    max_model_len: int,
+    settings: dict[str, Any],
+    policy: str,
+    model_type: str,
+) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """Construct `cls` as EngineCore would, with the platform policy applied."""
+    import torch
+    from vllm.config import CacheConfig, DeviceConfig, ModelConfig, SchedulerConfig, VllmConfig
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    block_size = int(settings["block_size"])
+    num_blocks = int(settings["num_gpu_blocks"])
+    try:
+        model_config = ModelConfig(
+            model=str(model_dir),
+            skip_tokenizer_init=True,
+            max_model_len=max_model_len,
+            dtype="float32",
+            seed=0,
+        )
+        scheduler_config = SchedulerConfig(
+            max_num_seqs=int(settings["max_num_seqs"]),
+            max_num_batched_tokens=int(settings["max_num_batched_tokens"]),
+            max_model_len=max_model_len,
+            enable_chunked_prefill=bool(settings["enable_chunked_prefill"]),
+            long_prefill_token_threshold=int(settings["long_prefill_token_threshold"]),
+            is_encoder_decoder=False,
+            async_scheduling=False,
+        )
+        cache_config = CacheConfig(
+            block_size=block_size,
+            enable_prefix_caching=bool(settings["enable_prefix_caching"]),
+        )
+        cache_config.num_gpu_blocks = num_blocks
+        vllm_config = VllmConfig(
+            model_config=model_config,
+            scheduler_config=scheduler_config,
+            cache_config=cache_config,
+            device_config=DeviceConfig(device="cpu"),
+        )
+    except ValueError as exc:  # pydantic ValidationError derives from ValueError
+        raise BadRequest(f"vLLM refuses the scheduler settings {settings}: {exc}") from None
+
+    # The platform applies its policy to the finished config (check_and_update_config).
+    policy_report = apply_policy(policy, vllm_config, model_type)
+    sc = vllm_config.scheduler_config
+    effective = {
+        "max_num_seqs": sc.max_num_seqs,
+        "max_num_batched_tokens": sc.max_num_batched_tokens,
+        "max_num_scheduled_tokens": sc.max_num_scheduled_tokens,
+        "enable_chunked_prefill": sc.enable_chunked_prefill,
+        "long_prefill_token_threshold": sc.long_prefill_token_threshold,
+        "block_size": block_size,
+        "num_gpu_blocks": num_blocks,
+        "enable_prefix_caching": bool(settings["enable_prefix_caching"]),
+        "max_model_len": vllm_config.model_config.max_model_len,
+    }
+    kv_cache_config = KVCacheConfig(
+        num_blocks=num_blocks,
+        kv_cache_tensors=[],
+        kv_cache_groups=[
+            KVCacheGroupSpec(
+                ["layers.0.self_attn"],
+                FullAttentionSpec(
+                    block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32
+                ),
+            )
+        ],
+    )
+    # As EngineCore constructs it. A scheduler that fails here is incompatible with this
+    # vLLM: the caller reports that as the scheduler's failure, not as bad input.
+    scheduler = cls(
+        vllm_config=vllm_config,
+        kv_cache_config=kv_cache_config,
+        structured_output_manager=StructuredOutputManager(vllm_config),
+        block_size=block_size,
+        hash_block_size=block_size,
+        log_stats=False,
+    )
+    return scheduler, effective, policy_report
+
+
+# ---------------------------------------------------------------------------
+# The replay loop.
+
+
+def replay_one(
+    scheduler: Any,
+    arrival: list[float],
+    prompt: list[int],
+    output: list[int],
+    max_model_len: int,
+    cost: dict[str, float],
+    max_steps: int,
+    timeout_s: float,
+) -> dict[str, Any]:
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.outputs import ModelRunnerOutput
+    from vllm.v1.request import Request
+
+    a, b, c = float(cost["a"]), float(cost["b"]), float(cost["c"])
+    n = len(arrival)
+    order = sorted(range(n), key=lambda i: (arrival[i], i))
+    rejected: list[dict[str, Any]] = []
+    admitted: list[int] = []
+    for i in order:
+        if prompt[i] >= max_model_len:
+            # vLLM's input processor refuses these before they reach the scheduler.
+            rejected.append(
+                {
+                    "index": i,
+                    "prompt_tokens": prompt[i],
+                    "reason": f"prompt ({prompt[i]} tokens) plus at least one output token "
+                    f"exceeds max_model_len {max_model_len}",
+                }
+            )
+        else:
+            admitted.append(i)
+
+    params_cache: dict[int, Any] = {}
+    reqs: dict[str, Any] = {}
+    index_of: dict[str, int] = {}
+    timeline: list[list[int]] = [[] for _ in range(n)]
+
+    st_start: list[float] = []
+    st_end: list[float] = []
+    st_pf_tok: list[int] = []
+    st_dec_tok: list[int] = []
+    st_pf_req: list[int] = []
+    st_dec_req: list[int] = []
+    st_pre: list[int] = []
+    st_partial: list[int] = []  # prefill chunks that did not finish their prompt
+    st_pending: list[int] = []  # 1 when prefill work was pending before the step
+    mid: set[str] = set()  # requests between two chunks of their prompt
+
+    sched_s = 0.0
+    add_s = 0.0
+    clock = 0.0
+    nxt = 0  # next admitted request to add
+    step = 0
+    empty_run = 0
+    one_token_chunks = 0
+    stopped: str | None = None
+    schedule = scheduler.schedule
+    update = scheduler.update_from_output
+    add = scheduler.add_request
+    has_work = scheduler.has_unfinished_requests
+    perf = time.perf_counter
+    wall0 = perf()
+    deadline = wall0 + timeout_s
+
+    while True:
+        # Arrivals up to the current clock.
+        if nxt < len(admitted) and arrival[admitted[nxt]] <= clock:
+            while nxt < len(admitted) and arrival[admitted[nxt]] <= clock:
+                i = admitted[nxt]
+                nxt += 1
+                out_n = output[i]
+                params = params_cache.get(out_n)
+                if params is None:
+                    params = SamplingParams(max_tokens=out_n, ignore_eos=True, temperature=0.0)
+                    params_cache[out_n] = params
+                rid = str(i)
+                req = Request(
+                    request_id=rid,
+                    prompt_token_ids=[1 + i % 30000] * prompt[i],
+                    sampling_params=params,
+                    pooling_params=None,
+                    arrival_time=arrival[i],
+                )
+                reqs[rid] = req
+                index_of[rid] = i
+                t0 = perf()
+                add(req)
+                add_s += perf() - t0
+        if not has_work():
+            if nxt >= len(admitted):
+                break
+            clock = max(clock, arrival[admitted[nxt]])
+            continue
+        if step >= max_steps:
+            stopped = f"step limit {max_steps} reached"
+            break
+        if step & 63 == 0 and perf() > deadline:
+            stopped = f"time limit {timeout_s:g} s reached"
+            break
+
+        # Prefill work pending before the step: a prompt part-way prefilled, or requests
+        # waiting for admission (new or preempted).
+        pending = (
+            1 if (mid or scheduler.waiting or getattr(scheduler, "skipped_waiting", None)) else 0
+        )
+        t0 = perf()
+        sout = schedule()
+        sched_s += perf() - t0
+
+        nst = sout.num_scheduled_tokens
+        pf_tok = dec_tok = pf_req = dec_req = 0
+        for new in sout.scheduled_new_reqs:
+            pf_tok += nst[new.req_id]
+            pf_req += 1
+        cached = sout.scheduled_cached_reqs
+        resumed = cached.resumed_req_ids
+        for rid, before in zip(cached.req_ids, cached.num_computed_tokens):
+            # Decode: not new, not resumed, exactly one token left before the step, and
+            # that token is not the prompt's last (a one-token final prompt chunk is
+            # prefill work, e.g. a 2049-token prompt under a 2048-token budget).
+            k = nst[rid]
+            req = reqs[rid]
+            if rid not in resumed and req.num_tokens - before == 1:
+                if before >= req.num_prompt_tokens:
+                    dec_tok += k
+                    dec_req += 1
+                    continue
+                one_token_chunks += 1
+            pf_tok += k
+            pf_req += 1
+
+        req_ids = list(nst)
+        sampled: list[list[int]] = []
+        got: list[str] = []
+        partial = 0
+        for rid in req_ids:
+            req = reqs[rid]
+            if req.num_computed_tokens >= req.num_tokens:
+                sampled.append([7])
+                got.append(rid)
+                if mid:
+                    mid.discard(rid)
+            else:
+                sampled.append([])
+                partial += 1
+                mid.add(rid)
+        mro = ModelRunnerOutput(
+            req_ids=req_ids,
+            req_id_to_index={rid: k for k, rid in enumerate(req_ids)},
+            sampled_token_ids=sampled,
+        )
+        t0 = perf()
+        update(sout, mro)
+        sched_s += perf() - t0
+
+        for rid in got:
+            timeline[index_of[rid]].append(step)
+
+        if pf_req == 0 and dec_req == 0:
+            empty_run += 1
+            duration = a
+        else:
+            empty_run = 0
+            duration = a + b * pf_tok + c * dec_req
+        st_start.append(clock)
+        clock += duration
+        st_end.append(clock)
+        st_pf_tok.append(pf_tok)
+        st_dec_tok.append(dec_tok)
+        st_pf_req.append(pf_req)
+        st_dec_req.append(dec_req)
+        st_pre.append(len(sout.preempted_req_ids))
+        st_partial.append(partial)
+        st_pending.append(pending)
+        if mid and sout.preempted_req_ids:
+            mid.difference_update(sout.preempted_req_ids)
+        step += 1
+        if empty_run:
+            # Nothing changes in an idle engine until the next arrival.
+            if nxt < len(admitted):
+                clock = max(clock, arrival[admitted[nxt]])
+            elif empty_run >= 3:
+                stopped = (
+                    f"scheduler made no progress: {empty_run} empty steps in a row with "
+                    f"{scheduler.get_num_unfinished_requests()} unfinished requests and no "
+                    f"arrivals left"
+                )
+                break
+    wall = perf() - wall0
+
+    t0 = perf()
+    tokens: list[list[int] | None] = []
+    for i in range(n):
+        steps = timeline[i]
+        if not steps:
+            tokens.append([])
+            continue
+        enc = [steps[0]]
+        prev = steps[0]
+        gap = -1
+        count = 0
+        for s in steps[1:]:
+            g = s - prev
+            prev = s
+            if g == gap:
+                count += 1
+            else:
+                if count:
+                    enc.append(gap)
+                    enc.append(count)
+                gap = g
+                count = 1
+        if count:
+            enc.append(gap)
+            enc.append(count)
+        tokens.append(enc)
+    encode_s = perf() - t0
+
+    return {
+        "steps": {
+            "start": st_start,
+            "end": st_end,
+            "prefill_tokens": st_pf_tok,
+            "decode_tokens": st_dec_tok,
+            "prefill_requests": st_pf_req,
+            "decode_requests": st_dec_req,
+            "preemptions": st_pre,
+            "partial_prefills": st_partial,
+            "prefill_pending": st_pending,
+        },
+        "tokens": tokens,
+        "rejected": rejected,
+        "unfinished": scheduler.get_num_unfinished_requests() if stopped else 0,
+        "one_token_prompt_chunks": one_token_chunks,
+        "stopped": stopped,
+        "timing": {
+            "scheduler_s": sched_s,
+            "add_request_s": add_s,
+            "loop_wall_s": wall,
+            "encode_s": encode_s,
+        },
+    }
+
+
+def replay_entry(
+    entry: dict[str, Any],
+    cls: type,
+    model_dir: Path,
+    max_model_len: int,
+    model_type: str,
+    arrival: list[float],
+    prompt: list[int],
+    output: list[int],
+    cost_model: dict[str, float],
+    max_steps: int,
+    timeout_s: float,
+) -> dict[str, Any]:
+    """Build one scheduler and replay the mix through it; a crash is a finding, kept."""
+    settings = dict(entry["settings"])
+    settings.setdefault("long_prefill_token_threshold", 0)
+    settings.setdefault("enable_prefix_caching", False)
+    policy = entry.get("policy", "none")
+    head: dict[str, Any] = {
+        "scheduler": entry["cls"],
+        "scheduler_class": f"{cls.__module__}.{cls.__qualname__}",
+        "settings_requested": dict(entry["settings"]),
+    }
+    stage = "construction"
+    try:
+        t0 = time.perf_counter()
+        scheduler, effective, policy_report = build_scheduler(
+            cls, model_dir, max_model_len, settings, policy, model_type
+        )
+        build_s = time.perf_counter() - t0
+        head["policy"] = policy_report
+        head["settings_effective"] = effective
+        stage = "replay"
+        result = replay_one(
+            scheduler, arrival, prompt, output, max_model_len, cost_model, max_steps, timeout_s
+        )
+    except BadRequest:
+        raise
+    except Exception as exc:  # the scheduler under test failed: report it, do not hide it
+        tail = traceback.format_exc().strip().splitlines()[-12:]
+        return {**head, "crashed": f"{stage}: {type(exc).__name__}: {exc}", "traceback": tail}
+    result["timing"]["build_s"] = build_s
+    with contextlib.suppress(Exception):  # a scheduler's shutdown is not measured
+        scheduler.shutdown()
+    return {**head, **result}
+
+
+def run(request: dict[str, Any]) -> dict[str, Any]:
+    for folder in request.get("sys_path", []):
+        sys.path.insert(0, folder)
+    model = request["model"]
+    max_model_len = int(model["max_model_len"])
+    model_type = str(model.get("model_type", "llama"))
+    mix = request["requests"]
+    arrival = [float(x) for x in mix["arrival"]]
+    prompt = [int(x) for x in mix["prompt"]]
+    output = [int(x) for x in mix["output"]]
+    limits = request.get("limits", {})
+    total_tokens = sum(prompt) + sum(output)
+    max_steps = int(limits.get("max_steps") or (total_tokens + 4 * len(arrival) + 1000))
+    timeout_s = float(limits.get("timeout_s") or 900.0)
+
+    # Check every class before spending time on any replay.
+    t_import = time.perf_counter()
+    classes = {}
+    for entry in request["schedulers"]:
+        policy = entry.get("policy", "none")
+        if policy not in ("none", "tt") and ":" not in POLICY_FUNCTIONS.get(policy, policy):
+            raise BadRequest(
+                f"policy {policy!r}: expected none, tt, reference or 'module:function'"
+            )
+        classes[entry["label"]] = load_class(entry["cls"])
+    import vllm
+    import vllm.config
+    import vllm.v1.outputs
+    import vllm.v1.request  # imported here so that import time is counted once
+
+    import_s = time.perf_counter() - t_import
+
+    model_dir = write_model_dir(max_model_len)
+    results: dict[str, Any] = {}
+    try:
+        for entry in request["schedulers"]:
+            results[entry["label"]] = replay_entry(
+                entry,
+                classes[entry["label"]],
+                model_dir,
+                max_model_len,
+                model_type,
+                arrival,
+                prompt,
+                output,
+                request["cost_model"],
+                max_steps,
+                timeout_s,
+            )
+    finally:
+        shutil.rmtree(model_dir, ignore_errors=True)
+    return {
+        "vllm_version": getattr(vllm, "__version__", "unknown"),
+        "python": sys.version.split()[0],
+        "import_s": import_s,
+        "results": results,
+    }
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print("usage: python -m vllm_plugin_release.inenv.replay REQUEST.json OUT.json")
+        return 2
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    # No platform plugin may touch the configs: the replay applies the plugin's
+    # policy itself, to the plugin's scheduler only, and says what it changed.
+    os.environ["VLLM_PLUGINS"] = ""
+    request = json.loads(Path(argv[1]).read_text())
+    out = Path(argv[2])
+    try:
+        result = run(request)
+    except BadRequest as exc:
+        out.write_text(json.dumps({"error": str(exc)}))
+        return 2
+    out.write_text(json.dumps(result, separators=(",", ":")))
+    return 0
+
+
+def _exit(code: int) -> None:
+    """Exit without interpreter teardown (torch's takes seconds; the result is written)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    _exit(main(sys.argv))

@@ -1,0 +1,280 @@
+"""`[conformance.replay]`: which schedulers to replay, with which settings and cost model.
+
+Pure: the table is validated against REPLAY_SCHEMA and resolved once into a typed
+`ReplayConfig`, with every default written out so the result says what was used.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.errors import BadInput
+from vllm_plugin_release.replay.mix import Origin, spec_origin
+
+UPSTREAM_SCHEDULER = "vllm.v1.core.sched.scheduler:Scheduler"
+
+# The scheduler a policy name implies when `plugin_scheduler` is not given.
+POLICY_SCHEDULERS = {
+    "reference": "vllm_reference_plugin.scheduler:ReferenceScheduler",
+    "tt": "vllm_tt_plugin.scheduler:TTScheduler",
+}
+
+# Illustrative step costs (seconds): fixed, per prefill token, per decode request.
+# Calibrate them from hardware (`cost_model = {calibration = "steps.csv"}`).
+DEFAULT_COST = {"a": 0.004, "b": 0.00005, "c": 0.0002}
+
+_SCHED_CLASS = {
+    "type": "string",
+    "pattern": r"^[A-Za-z_][\w.]*[:.][A-Za-z_][\w.]*$",
+}
+
+REPLAY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "CPU scheduler replay: the plugin's real scheduler against upstream vLLM's "
+    "V1 scheduler on the request mix, with no model.",
+    "additionalProperties": False,
+    "properties": {
+        "plugin_scheduler": {
+            **_SCHED_CLASS,
+            "description": "The plugin's scheduler class, module:Class (e.g. "
+            "vllm_tt_plugin.scheduler:TTScheduler); default from `policy`.",
+        },
+        "upstream_scheduler": {
+            **_SCHED_CLASS,
+            "description": f"Upstream scheduler class (default {UPSTREAM_SCHEDULER}).",
+        },
+        "policy": {
+            "type": "string",
+            "description": "The plugin's configuration policy, applied to the plugin side as "
+            'its platform would: "tt", "reference", "none" or "module:function" '
+            "(function(scheduler_config, model_config) -> list of reasons). Default none.",
+        },
+        "model_type": {
+            "type": "string",
+            "description": "HF model_type the policy decides for (e.g. llama, gemma4); "
+            "default llama.",
+        },
+        "max_model_len": {
+            "type": "integer",
+            "minimum": 16,
+            "description": "Maximum model length (default 4096); longer prompts are rejected.",
+        },
+        "max_num_seqs": {"type": "integer", "minimum": 1, "description": "Default 32."},
+        "max_num_batched_tokens": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "Token budget per step (default 2048).",
+        },
+        "block_size": {"type": "integer", "minimum": 1, "description": "KV block size (16)."},
+        "num_gpu_blocks": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "KV blocks (default: max_num_seqs full-length sequences + 1).",
+        },
+        "enable_chunked_prefill": {
+            "type": "boolean",
+            "description": "Chunked prefill as configured by the user (default true); the "
+            "plugin's policy may turn it off on the plugin side.",
+        },
+        "long_prefill_token_threshold": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "vLLM's long-prefill cap (default 0 = none).",
+        },
+        "enable_prefix_caching": {
+            "type": "boolean",
+            "description": "Prefix caching (default false: every prompt is distinct).",
+        },
+        "cost_model": {
+            "type": "object",
+            "description": "Per-step cost t_step = a + b*prefill_tokens + c*decode_requests "
+            "(seconds), or {calibration = FILE}: a CSV of measured steps with columns "
+            "prefill_tokens,decode_requests,seconds, fitted by least squares.",
+            "additionalProperties": False,
+            "properties": {
+                "a": {"type": "number", "minimum": 0, "description": "Seconds per step."},
+                "b": {"type": "number", "minimum": 0, "description": "Seconds per prefill token."},
+                "c": {
+                    "type": "number",
+                    "minimum": 0,
+                    "description": "Seconds per decode request.",
+                },
+                "calibration": {"type": "string", "description": "CSV of measured steps."},
+            },
+        },
+        "max_steps": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "Stop a replay after this many steps (default: from the mix).",
+        },
+        "timeout_s": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "description": "Wall-time bound per scheduler (default 600).",
+        },
+    },
+}
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """t_step = a + b * prefill_tokens + c * decode_requests (seconds)."""
+
+    a: float
+    b: float
+    c: float
+    source: str = "default (illustrative, not measured)"
+
+    def step_time(self, prefill_tokens: int, decode_requests: int) -> float:
+        return self.a + self.b * prefill_tokens + self.c * decode_requests
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    plugin_scheduler: str
+    upstream_scheduler: str
+    policy: str
+    model_type: str
+    max_model_len: int
+    settings: dict[str, Any]
+    cost: CostModel
+    max_steps: int | None = None
+    timeout_s: float = 600.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "plugin_scheduler": self.plugin_scheduler,
+            "upstream_scheduler": self.upstream_scheduler,
+            "policy": self.policy,
+            "model_type": self.model_type,
+            "max_model_len": self.max_model_len,
+            "settings": dict(self.settings),
+            "cost_model": self.cost.to_json(),
+        }
+
+
+def validate_table(table: dict[str, Any], origin: Origin) -> None:
+    from jsonschema import Draft202012Validator
+
+    errors = sorted(
+        Draft202012Validator(REPLAY_SCHEMA).iter_errors(table),
+        key=lambda e: list(map(str, e.absolute_path)),
+    )
+    if not errors:
+        return
+    lines = []
+    for error in errors:
+        path = ".".join(str(p) for p in error.absolute_path) or "(table)"
+        if error.validator == "additionalProperties":
+            allowed = sorted(error.schema.get("properties", {}))
+            extra = sorted(set(error.instance) - set(allowed))
+            message = f"unknown key {extra[0]!r}; expected one of: {', '.join(allowed)}"
+        elif error.validator == "pattern":
+            message = f"{error.instance!r} is not 'module:Class'"
+        else:
+            message = error.message
+        lines.append(f"{origin.where(path)}: {message}")
+    raise BadInput("invalid replay settings:\n  " + "\n  ".join(lines))
+
+
+def resolve(table: dict[str, Any], root: Path, origin: Origin | str = "buildspec") -> ReplayConfig:
+    """Validate `[conformance.replay]` and fill in every default."""
+    if isinstance(origin, str):
+        origin = Origin(origin, None, ("conformance", "replay"))
+    validate_table(table, origin)
+    policy = str(table.get("policy", "none"))
+    if policy not in ("none", "tt", "reference") and ":" not in policy:
+        raise BadInput(
+            f"{origin.where('policy')}: {policy!r} is not a policy",
+            hint='use "tt", "reference", "none" or "module:function"',
+        )
+    plugin = table.get("plugin_scheduler") or POLICY_SCHEDULERS.get(policy)
+    if not plugin:
+        raise BadInput(
+            f"{origin.where('plugin_scheduler')}: missing",
+            hint='name the plugin\'s scheduler class, e.g. "vllm_tt_plugin.scheduler:TTScheduler"',
+        )
+    max_model_len = int(table.get("max_model_len", 4096))
+    max_num_seqs = int(table.get("max_num_seqs", 32))
+    block_size = int(table.get("block_size", 16))
+    blocks = table.get("num_gpu_blocks") or max_num_seqs * math.ceil(max_model_len / block_size) + 1
+    settings = {
+        "max_num_seqs": max_num_seqs,
+        "max_num_batched_tokens": int(table.get("max_num_batched_tokens", 2048)),
+        "block_size": block_size,
+        "num_gpu_blocks": int(blocks),
+        "enable_chunked_prefill": bool(table.get("enable_chunked_prefill", True)),
+        "long_prefill_token_threshold": int(table.get("long_prefill_token_threshold", 0)),
+        "enable_prefix_caching": bool(table.get("enable_prefix_caching", False)),
+    }
+    if settings["max_num_batched_tokens"] < max_num_seqs:
+        raise BadInput(
+            f"{origin.where('max_num_batched_tokens')}: {settings['max_num_batched_tokens']} is "
+            f"below max_num_seqs {max_num_seqs}; vLLM refuses that",
+        )
+    if (
+        not settings["enable_chunked_prefill"]
+        and settings["max_num_batched_tokens"] < max_model_len
+    ):
+        raise BadInput(
+            f"{origin.where('max_num_batched_tokens')}: with enable_chunked_prefill = false the "
+            f"budget ({settings['max_num_batched_tokens']}) must be >= max_model_len "
+            f"({max_model_len}); vLLM refuses otherwise",
+        )
+    if settings["num_gpu_blocks"] * block_size < max_model_len:
+        raise BadInput(
+            f"{origin.where('num_gpu_blocks')}: {settings['num_gpu_blocks']} blocks of "
+            f"{block_size} tokens cannot hold one max_model_len ({max_model_len}) sequence; "
+            "vLLM refuses to start with that",
+        )
+    cost = _cost(table.get("cost_model", {}), root, origin)
+    return ReplayConfig(
+        plugin_scheduler=str(plugin).strip(),
+        upstream_scheduler=str(table.get("upstream_scheduler", UPSTREAM_SCHEDULER)),
+        policy=policy,
+        model_type=str(table.get("model_type", "llama")),
+        max_model_len=max_model_len,
+        settings=settings,
+        cost=cost,
+        max_steps=table.get("max_steps"),
+        timeout_s=float(table.get("timeout_s", 600.0)),
+    )
+
+
+def _cost(table: dict[str, Any], root: Path, origin: Origin) -> CostModel:
+    if "calibration" in table:
+        if any(k in table for k in "abc"):
+            raise BadInput(
+                f"{origin.where('cost_model')}: give either a, b, c or calibration, not both"
+            )
+        from vllm_plugin_release.replay.model import fit_cost_model, read_calibration
+
+        path = Path(table["calibration"])
+        path = path if path.is_absolute() else root / path
+        return fit_cost_model(read_calibration(path), source=f"fitted from {table['calibration']}")
+    if not table:
+        return CostModel(**DEFAULT_COST)
+    missing = [k for k in "abc" if k not in table]
+    if missing:
+        raise BadInput(
+            f"{origin.where('cost_model')}: missing {', '.join(missing)}",
+            hint="give all of a (s/step), b (s/prefill token), c (s/decode request)",
+        )
+    return CostModel(float(table["a"]), float(table["b"]), float(table["c"]), source="spec")
+
+
+def from_spec(spec: Any) -> ReplayConfig:
+    table = (spec.conformance or {}).get("replay")
+    if not isinstance(table, dict):
+        raise BadInput(
+            f"{spec.path}: no [conformance.replay] table",
+            hint='add one with at least plugin_scheduler = "module:Class" (or policy)',
+        )
+    return resolve(table, spec.root, spec_origin(spec, ("conformance", "replay")))

@@ -1,0 +1,521 @@
+"""Request mixes: the exact workload a fleet expects, generated the same way every time.
+
+Pure: a validated `[conformance.request_mix]` table (or the TOML/JSON file it names)
+goes in, a `RequestMix` (arrival time, prompt tokens, output tokens per request)
+comes out. Randomness comes from `random.Random` seeded per stream ("arrival",
+"prompt", "output"), so changing one distribution does not reshuffle the others,
+and the same seed gives the same mix on every machine and Python version.
+
+Trace files (CSV with a header, or JSON Lines) hold one request per row with
+`arrival_time` (seconds), `prompt_tokens` and `output_tokens`.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.errors import BadInput
+
+TRACE_COLUMNS = ("arrival_time", "prompt_tokens", "output_tokens")
+
+_DIST_DESCRIPTION = (
+    'A token-count distribution: {dist = "fixed", value = N}, {dist = "uniform", '
+    'min = N, max = M}, {dist = "lognormal", median = X, sigma = S, min = N, max = M}, '
+    '{dist = "empirical", values = [..]} or {dist = "empirical"} (sampled from the '
+    'trace\'s column), or {dist = "trace"} (row by row from the trace).'
+)
+
+
+def _dist_schema(what: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": f"{what}. {_DIST_DESCRIPTION}",
+        "additionalProperties": False,
+        "required": ["dist"],
+        "properties": {
+            "dist": {
+                "enum": ["fixed", "uniform", "lognormal", "empirical", "trace"],
+                "description": "Distribution kind.",
+            },
+            "value": {"type": "integer", "minimum": 1, "description": "fixed: the value."},
+            "min": {"type": "integer", "minimum": 1, "description": "Lower bound (inclusive)."},
+            "max": {"type": "integer", "minimum": 1, "description": "Upper bound (inclusive)."},
+            "median": {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "description": "lognormal: median (exp of the log-mean).",
+            },
+            "sigma": {
+                "type": "number",
+                "minimum": 0,
+                "description": "lognormal: standard deviation of the log.",
+            },
+            "values": {
+                "type": "array",
+                "items": {"type": "integer", "minimum": 1},
+                "minItems": 1,
+                "description": "empirical: the values to sample from (with replacement).",
+            },
+        },
+    }
+
+
+REQUEST_MIX_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "The request mix the fleet expects (the pilot plan), used by the scheduler "
+    "replay and the live mixed-load test. Same seed, same mix, every time.",
+    "additionalProperties": False,
+    "properties": {
+        "file": {
+            "type": "string",
+            "description": "A TOML or JSON file (relative to the project root) holding this "
+            "table instead; keys given here override the file's.",
+        },
+        "requests": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "Number of requests; default: every row of `trace`.",
+        },
+        "seed": {"type": "integer", "minimum": 0, "description": "Random seed (default 0)."},
+        "trace": {
+            "type": "string",
+            "description": "A recorded trace (CSV with header arrival_time,prompt_tokens,"
+            "output_tokens, or JSON Lines with those keys), relative to the project root.",
+        },
+        "arrival": {
+            "type": "object",
+            "description": 'Arrival process: {process = "poisson", rate = R} (requests per '
+            'second), {process = "bursts", size = N, interval = S} (N requests at once every '
+            'S seconds), {process = "trace"} (the trace\'s arrival times) or '
+            '{process = "at_once"} (all requests at time 0).',
+            "additionalProperties": False,
+            "required": ["process"],
+            "properties": {
+                "process": {
+                    "enum": ["poisson", "bursts", "trace", "at_once"],
+                    "description": "Arrival process kind.",
+                },
+                "rate": {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "description": "poisson: mean arrivals per second.",
+                },
+                "size": {"type": "integer", "minimum": 1, "description": "bursts: burst size."},
+                "interval": {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "description": "bursts: seconds between bursts.",
+                },
+            },
+        },
+        "prompt_tokens": _dist_schema("Prompt length distribution"),
+        "output_tokens": _dist_schema("Output length distribution"),
+    },
+}
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    arrival_time: float
+    prompt_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class RequestMix:
+    """One request per index: arrival time (s, from 0), prompt and output token counts."""
+
+    arrival: tuple[float, ...]
+    prompt: tuple[int, ...]
+    output: tuple[int, ...]
+    seed: int
+    description: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.arrival)
+
+    def digest(self) -> str:
+        """sha256 of the mix itself: equal digests, identical workloads."""
+        text = json.dumps([self.arrival, self.prompt, self.output], separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def summary(self) -> dict[str, Any]:
+        def stats(values: Sequence[int]) -> dict[str, Any]:
+            if not values:
+                return {}
+            ordered = sorted(values)
+            return {
+                "min": ordered[0],
+                "median": ordered[len(ordered) // 2],
+                "mean": round(sum(ordered) / len(ordered), 3),
+                "max": ordered[-1],
+                "total": sum(ordered),
+            }
+
+        return {
+            **self.description,
+            "requests": len(self),
+            "seed": self.seed,
+            "duration_s": round(max(self.arrival, default=0.0), 6),
+            "prompt_tokens": stats(self.prompt),
+            "output_tokens": stats(self.output),
+            "sha256": self.digest(),
+        }
+
+    def limit(self, count: int) -> RequestMix:
+        """The first `count` requests (by index), e.g. to bound a load test."""
+        return RequestMix(
+            self.arrival[:count],
+            self.prompt[:count],
+            self.output[:count],
+            self.seed,
+            {**self.description, "limited_to": count},
+        )
+
+
+# ---------------------------------------------------------------------------
+# Loading the table.
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a table came from, to name file, line and key in errors."""
+
+    file: str
+    text: str | None = None
+    prefix: tuple[str, ...] = ("conformance", "request_mix")
+
+    def where(self, key: str) -> str:
+        line = None
+        if self.text is not None:
+            from vllm_plugin_release.spec import locate
+
+            line = locate(self.text, (*self.prefix, *key.split(".")))
+        table = ".".join(self.prefix)
+        place = f"{self.file}:{line}" if line else self.file
+        return f"{place}: [{table}] {key}" if table else f"{place}: {key}"
+
+
+def _where(origin: Origin, key: str) -> str:
+    return origin.where(key)
+
+
+def load_table(table: dict[str, Any], root: Path, origin: Origin) -> tuple[dict[str, Any], Origin]:
+    """Merge the file named by `file` (if any) under `table`; return (table, origin)."""
+    if "file" not in table:
+        return dict(table), origin
+    path = Path(table["file"])
+    path = path if path.is_absolute() else root / path
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(
+            f"{_where(origin, 'file')}: cannot read {path}: {exc.strerror or exc}",
+            hint="give a TOML or JSON file relative to the project root",
+        ) from None
+    try:
+        if path.suffix == ".json":
+            data = json.loads(text)
+        else:
+            import tomlkit
+
+            data = tomlkit.parse(text).unwrap()
+    except Exception as exc:  # json and tomlkit parse errors, said with the file name
+        raise BadInput(f"{path}: not valid {path.suffix.lstrip('.') or 'TOML'}: {exc}") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}: expected a table of request-mix keys")
+    # Accept the keys at the top level or under [request_mix] / [conformance.request_mix].
+    for key in ("conformance", "request_mix"):
+        if isinstance(data.get(key), dict):
+            data = data[key]
+    if "file" in data:
+        raise BadInput(f"{path}: a request-mix file cannot name another file")
+    merged = {**data, **{k: v for k, v in table.items() if k != "file"}}
+    prefix: tuple[str, ...] = ()
+    return merged, Origin(str(path), None if path.suffix == ".json" else text, prefix)
+
+
+def validate_table(table: dict[str, Any], origin: Origin) -> None:
+    """Check `table` against REQUEST_MIX_SCHEMA; BadInput naming the key otherwise."""
+    from jsonschema import Draft202012Validator
+
+    errors = sorted(
+        Draft202012Validator(REQUEST_MIX_SCHEMA).iter_errors(table),
+        key=lambda e: list(map(str, e.absolute_path)),
+    )
+    if not errors:
+        return
+    lines = []
+    for error in errors:
+        path = ".".join(str(p) for p in error.absolute_path) or "(table)"
+        if error.validator == "additionalProperties":
+            allowed = sorted(error.schema.get("properties", {}))
+            extra = sorted(set(error.instance) - set(allowed))
+            message = f"unknown key {extra[0]!r}; expected one of: {', '.join(allowed)}"
+        else:
+            message = error.message
+        lines.append(f"{_where(origin, path)}: {message}")
+    raise BadInput("invalid request mix:\n  " + "\n  ".join(lines))
+
+
+# ---------------------------------------------------------------------------
+# Traces.
+
+
+def read_trace(path: Path) -> list[TraceRow]:
+    """Rows of a CSV (with header) or JSON Lines trace; BadInput names the bad line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read trace file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"{path}: trace file is not UTF-8 text") from None
+    rows: list[TraceRow] = []
+    if path.suffix in (".jsonl", ".ndjson", ".json"):
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise BadInput(f"{path}:{number}: not a JSON object ({exc.msg})") from None
+            if not isinstance(record, dict):
+                raise BadInput(f"{path}:{number}: expected a JSON object per line")
+            rows.append(_row(path, number, record))
+    else:
+        lines = text.splitlines()
+        reader = csv.reader(lines)
+        try:
+            header = [h.strip() for h in next(reader)]
+        except StopIteration:
+            raise BadInput(f"{path}: empty trace file") from None
+        missing = [c for c in TRACE_COLUMNS if c not in header]
+        if missing:
+            raise BadInput(
+                f"{path}:1: header lacks {', '.join(missing)}",
+                hint=f"the first line must name the columns: {','.join(TRACE_COLUMNS)}",
+            )
+        for number, fields in enumerate(reader, start=2):
+            if not fields or all(not f.strip() for f in fields):
+                continue
+            if len(fields) != len(header):
+                raise BadInput(
+                    f"{path}:{number}: {len(fields)} fields, header has {len(header)}",
+                    hint="every row needs arrival_time,prompt_tokens,output_tokens",
+                )
+            rows.append(_row(path, number, dict(zip(header, fields))))
+    if not rows:
+        raise BadInput(f"{path}: trace has no requests")
+    return rows
+
+
+def _row(path: Path, number: int, record: dict[str, Any]) -> TraceRow:
+    def number_of(key: str, kind: Callable[[str], float | int]) -> Any:
+        if key not in record:
+            raise BadInput(f"{path}:{number}: missing {key}")
+        raw = record[key]
+        try:
+            if isinstance(raw, bool):
+                raise ValueError
+            value = kind(str(raw).strip()) if isinstance(raw, str) else kind(raw)
+            if isinstance(raw, float) and kind is int and raw != int(raw):
+                raise ValueError
+        except (ValueError, TypeError):
+            expected = "a whole number" if kind is int else "a number of seconds"
+            raise BadInput(f"{path}:{number}: {key} = {raw!r} is not {expected}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise BadInput(f"{path}:{number}: {key} = {raw!r} is not finite")
+        return value
+
+    arrival = float(number_of("arrival_time", float))
+    prompt = int(number_of("prompt_tokens", int))
+    output = int(number_of("output_tokens", int))
+    if arrival < 0:
+        raise BadInput(f"{path}:{number}: arrival_time {arrival} is negative")
+    if prompt < 1 or output < 1:
+        raise BadInput(f"{path}:{number}: prompt_tokens and output_tokens must be >= 1")
+    return TraceRow(arrival, prompt, output)
+
+
+# ---------------------------------------------------------------------------
+# Generation.
+
+
+def _rng(seed: int, stream: str) -> random.Random:
+    return random.Random(f"vpr-request-mix:{seed}:{stream}")
+
+
+def _lengths(
+    spec: dict[str, Any],
+    count: int,
+    rng: random.Random,
+    column: list[int] | None,
+    key: str,
+    origin: Origin,
+) -> list[int]:
+    kind = spec["dist"]
+    low = int(spec.get("min", 1))
+    high = spec.get("max")
+    if high is not None and int(high) < low:
+        raise BadInput(f"{_where(origin, key)}: max {high} is below min {low}")
+
+    def clamp(value: int) -> int:
+        value = max(low, value)
+        return min(int(high), value) if high is not None else value
+
+    if kind == "fixed":
+        if "value" not in spec:
+            raise BadInput(f'{_where(origin, key)}: dist = "fixed" needs value = N')
+        return [int(spec["value"])] * count
+    if kind == "uniform":
+        if "max" not in spec:
+            raise BadInput(f'{_where(origin, key)}: dist = "uniform" needs min and max')
+        return [rng.randint(low, int(high)) for _ in range(count)]  # type: ignore[arg-type]
+    if kind == "lognormal":
+        if "median" not in spec or "sigma" not in spec:
+            raise BadInput(f'{_where(origin, key)}: dist = "lognormal" needs median and sigma')
+        mu = math.log(float(spec["median"]))
+        sigma = float(spec["sigma"])
+        return [clamp(round(rng.lognormvariate(mu, sigma))) for _ in range(count)]
+    if kind == "empirical":
+        values = spec.get("values") or column
+        if not values:
+            raise BadInput(
+                f'{_where(origin, key)}: dist = "empirical" needs values = [...] or a trace'
+            )
+        return [clamp(int(rng.choice(values))) for _ in range(count)]
+    # "trace": row by row
+    if column is None:
+        raise BadInput(f'{_where(origin, key)}: dist = "trace" needs a trace file')
+    return [int(v) for v in column[:count]]
+
+
+def generate(table: dict[str, Any], root: Path, origin: Origin | str = "buildspec") -> RequestMix:
+    """Validate the request-mix table and generate the mix (deterministic for a seed)."""
+    if isinstance(origin, str):
+        origin = Origin(origin)
+    table, origin = load_table(table, root, origin)
+    validate_table(table, origin)
+    seed = int(table.get("seed", 0))
+    rows: list[TraceRow] | None = None
+    if "trace" in table:
+        trace_path = Path(table["trace"])
+        rows = read_trace(trace_path if trace_path.is_absolute() else root / trace_path)
+    default = {"dist": "trace"} if rows is not None else None
+    arrival_spec = table.get("arrival") or ({"process": "trace"} if rows is not None else None)
+    prompt_spec = table.get("prompt_tokens") or default
+    output_spec = table.get("output_tokens") or default
+    for key, value in (
+        ("arrival", arrival_spec),
+        ("prompt_tokens", prompt_spec),
+        ("output_tokens", output_spec),
+    ):
+        if value is None:
+            raise BadInput(
+                f"{_where(origin, key)}: missing (required when no trace file is given)",
+                hint='e.g. arrival = {process = "poisson", rate = 2.0}',
+            )
+    assert arrival_spec is not None and prompt_spec is not None and output_spec is not None
+    uses_rows = arrival_spec["process"] == "trace" or "trace" in (
+        prompt_spec["dist"],
+        output_spec["dist"],
+    )
+    if "requests" in table:
+        count = int(table["requests"])
+        if uses_rows and rows is not None and count > len(rows):
+            raise BadInput(
+                f"{_where(origin, 'requests')}: {count} requests but the trace has only "
+                f"{len(rows)} rows",
+                hint='lower `requests` or sample lengths with dist = "empirical"',
+            )
+    elif rows is not None:
+        count = len(rows)
+    else:
+        raise BadInput(f"{_where(origin, 'requests')}: missing (how many requests to send)")
+
+    arrivals = _arrivals(arrival_spec, count, _rng(seed, "arrival"), rows, origin)
+    prompt = _lengths(
+        prompt_spec,
+        count,
+        _rng(seed, "prompt"),
+        [r.prompt_tokens for r in rows] if rows else None,
+        "prompt_tokens",
+        origin,
+    )
+    output = _lengths(
+        output_spec,
+        count,
+        _rng(seed, "output"),
+        [r.output_tokens for r in rows] if rows else None,
+        "output_tokens",
+        origin,
+    )
+    description = {
+        "arrival": dict(arrival_spec),
+        "prompt_dist": dict(prompt_spec),
+        "output_dist": dict(output_spec),
+    }
+    if "trace" in table:
+        description["trace"] = str(table["trace"])
+    return RequestMix(tuple(arrivals), tuple(prompt), tuple(output), seed, description)
+
+
+def _arrivals(
+    spec: dict[str, Any],
+    count: int,
+    rng: random.Random,
+    rows: list[TraceRow] | None,
+    origin: Origin,
+) -> list[float]:
+    process = spec["process"]
+    if process == "poisson":
+        if "rate" not in spec:
+            raise BadInput(f'{_where(origin, "arrival")}: process = "poisson" needs rate')
+        rate = float(spec["rate"])
+        times, clock = [], 0.0
+        for index in range(count):
+            if index:
+                clock += rng.expovariate(rate)
+            times.append(round(clock, 6))
+        return times
+    if process == "bursts":
+        if "size" not in spec or "interval" not in spec:
+            raise BadInput(
+                f'{_where(origin, "arrival")}: process = "bursts" needs size and interval'
+            )
+        size, interval = int(spec["size"]), float(spec["interval"])
+        return [round((index // size) * interval, 6) for index in range(count)]
+    if process == "at_once":
+        return [0.0] * count
+    if rows is None:
+        raise BadInput(f'{_where(origin, "arrival")}: process = "trace" needs a trace file')
+    start = min(r.arrival_time for r in rows[:count])
+    return [round(r.arrival_time - start, 6) for r in rows[:count]]
+
+
+def from_spec(spec: Any) -> RequestMix:
+    """The mix of a loaded `Spec` (its `[conformance.request_mix]` table)."""
+    table = (spec.conformance or {}).get("request_mix")
+    if not isinstance(table, dict):
+        raise BadInput(
+            f"{spec.path}: no [conformance.request_mix] table",
+            hint="add one: requests, seed, arrival, prompt_tokens, output_tokens (or a trace)",
+        )
+    return generate(table, spec.root, spec_origin(spec))
+
+
+def spec_origin(spec: Any, prefix: tuple[str, ...] = ("conformance", "request_mix")) -> Origin:
+    """An Origin for a table of a loaded spec (its text read again for line numbers)."""
+    try:
+        text: str | None = Path(spec.path).read_text(encoding="utf-8")
+    except OSError:
+        text = None
+    return Origin(str(spec.path), text, prefix)

@@ -1,0 +1,328 @@
+"""Cost model and metrics for a scheduler replay (pure; numpy for the token arrays).
+
+The in-environment part returns, per scheduler, columnar per-step records (start and
+end on the simulated clock, prefill/decode tokens and requests, preemptions) and per
+request the steps at which it received a token, run-length encoded as
+[first_step, gap, count, gap, count, ...]. From those this module derives step
+composition, TTFT, inter-token latency, decode stalls and throughput, and the
+plugin/upstream ratios.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.errors import BadInput
+from vllm_plugin_release.replay.config import CostModel
+from vllm_plugin_release.replay.mix import RequestMix
+
+# Figures compared as plugin / upstream.
+RATIO_KEYS = (
+    ("ttft_p50_s", ("ttft_s", "p50")),
+    ("ttft_p99_s", ("ttft_s", "p99")),
+    ("itl_mean_s", ("itl_s", "mean")),
+    ("itl_p99_s", ("itl_s", "p99")),
+    ("itl_max_s", ("itl_s", "max")),
+    ("longest_decode_stall_steps", ("longest_decode_stall_steps",)),
+    ("output_tokens_per_s", ("output_tokens_per_s",)),
+    ("steps", ("steps",)),
+)
+
+
+# ---------------------------------------------------------------------------
+# Calibration.
+
+
+def read_calibration(path: Path) -> list[tuple[float, float, float]]:
+    """(prefill_tokens, decode_requests, seconds) rows from a CSV with a header."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read calibration file: {exc.strerror or exc}") from None
+    reader = csv.reader(lines)
+    header = [h.strip() for h in next(reader, [])]
+    wanted = ("prefill_tokens", "decode_requests", "seconds")
+    if any(c not in header for c in wanted):
+        raise BadInput(f"{path}:1: header must name {','.join(wanted)}")
+    rows = []
+    for number, fields in enumerate(reader, start=2):
+        if not fields or all(not f.strip() for f in fields):
+            continue
+        if len(fields) != len(header):
+            raise BadInput(f"{path}:{number}: {len(fields)} fields, header has {len(header)}")
+        record = dict(zip(header, fields))
+        try:
+            row = tuple(float(record[c]) for c in wanted)
+        except ValueError:
+            raise BadInput(f"{path}:{number}: {','.join(wanted)} must be numbers") from None
+        if any(not math.isfinite(v) or v < 0 for v in row):
+            raise BadInput(f"{path}:{number}: values must be finite and >= 0")
+        rows.append(row)
+    if len(rows) < 3:
+        raise BadInput(f"{path}: need at least 3 measured steps to fit a, b and c")
+    return rows  # type: ignore[return-value]
+
+
+def fit_cost_model(
+    rows: Sequence[tuple[float, float, float]], *, source: str = "fitted"
+) -> CostModel:
+    """Least-squares fit of t = a + b*prefill_tokens + c*decode_requests, clipped at 0."""
+    import numpy as np
+
+    data = np.asarray(rows, dtype=float)
+    design = np.column_stack([np.ones(len(data)), data[:, 0], data[:, 1]])
+    coef, *_ = np.linalg.lstsq(design, data[:, 2], rcond=None)
+    if np.linalg.matrix_rank(design) < 3:
+        raise BadInput(
+            f"cost model calibration ({source}): the measured steps do not vary enough in "
+            "prefill tokens and decode requests to separate a, b and c",
+            hint="measure prefill-only and decode-only steps of several sizes",
+        )
+    a, b, c = (max(0.0, float(x)) for x in coef)
+    return CostModel(a, b, c, source=source)
+
+
+# ---------------------------------------------------------------------------
+# Metrics.
+
+
+def _percentiles(values: Any, mean: bool = True) -> dict[str, float | None]:
+    import numpy as np
+
+    if len(values) == 0:
+        return {"p50": None, "p99": None, "mean": None, "max": None}
+    arr = np.asarray(values, dtype=float)
+    p50, p99 = np.percentile(arr, [50, 99])
+    out = {"p50": _r(p50), "p99": _r(p99), "max": _r(arr.max())}
+    if mean:
+        out["mean"] = _r(arr.mean())
+    return out
+
+
+def _r(value: float) -> float:
+    """Rounded for a stable, readable JSON (microsecond resolution)."""
+    return round(float(value), 6)
+
+
+@dataclass
+class Analysis:
+    """Summary for replay.json plus the arrays the plots need."""
+
+    summary: dict[str, Any]
+    step_start: Any
+    step_end: Any
+    prefill_tokens: Any
+    decode_tokens: Any
+    mixed: Any
+    itl: Any
+    ttft: Any
+
+
+def expand_tokens(encoded: Sequence[int]) -> Any:
+    """[first, gap, count, ...] -> array of step indices at which tokens were emitted."""
+    import numpy as np
+
+    if not encoded:
+        return np.zeros(0, dtype=np.int64)
+    gaps = np.asarray(encoded[1::2], dtype=np.int64)
+    counts = np.asarray(encoded[2::2], dtype=np.int64)
+    steps = np.empty(1 + int(counts.sum()), dtype=np.int64)
+    steps[0] = encoded[0]
+    if len(steps) > 1:
+        np.cumsum(np.repeat(gaps, counts), out=steps[1:])
+        steps[1:] += encoded[0]
+    return steps
+
+
+def analyze(raw: dict[str, Any], mix: RequestMix) -> Analysis:
+    """Metrics for one scheduler's replay (`raw` as returned by the in-env part)."""
+    import numpy as np
+
+    steps = raw["steps"]
+    start = np.asarray(steps["start"], dtype=float)
+    end = np.asarray(steps["end"], dtype=float)
+    pf_tok = np.asarray(steps["prefill_tokens"], dtype=np.int64)
+    dec_tok = np.asarray(steps["decode_tokens"], dtype=np.int64)
+    pf_req = np.asarray(steps["prefill_requests"], dtype=np.int64)
+    dec_req = np.asarray(steps["decode_requests"], dtype=np.int64)
+    pre = np.asarray(steps["preemptions"], dtype=np.int64)
+    zeros = [0] * len(start)
+    partial = np.asarray(steps.get("partial_prefills", zeros), dtype=np.int64)
+    pending = np.asarray(steps.get("prefill_pending", zeros), dtype=bool)
+    has_pf, has_dec = pf_req > 0, dec_req > 0
+    mixed = has_pf & has_dec
+
+    rejected = {r["index"] for r in raw.get("rejected", [])}
+    arrival = np.asarray(mix.arrival, dtype=float)
+    ttft: list[float] = []
+    itl_parts = []
+    longest_stall = 0
+    stall_request = None
+    produced = 0
+    completed = capped = 0
+    last_token_time = 0.0
+    for index, encoded in enumerate(raw["tokens"]):
+        if index in rejected or not encoded:
+            continue
+        token_steps = expand_tokens(encoded)
+        times = end[token_steps]
+        produced += len(token_steps)
+        ttft.append(times[0] - arrival[index])
+        last_token_time = max(last_token_time, float(times[-1]))
+        if len(token_steps) > 1:
+            itl_parts.append(np.diff(times))
+            gap = int(max(encoded[1::2])) - 1
+            if gap > longest_stall:
+                longest_stall, stall_request = gap, index
+        if len(token_steps) >= mix.output[index]:
+            completed += 1
+        else:
+            capped += 1
+    itl = np.concatenate(itl_parts) if itl_parts else np.zeros(0)
+    ttft_arr = np.asarray(ttft, dtype=float)
+    unfinished = int(raw.get("unfinished", 0))
+    if raw.get("stopped"):
+        # Requests cut off by the stop are not "capped": they never got the chance.
+        capped = max(0, capped - unfinished)
+    first_arrival = float(arrival.min()) if len(arrival) else 0.0
+    makespan = max(0.0, last_token_time - first_arrival)
+
+    itl_stats = _percentiles(itl)
+    summary: dict[str, Any] = {
+        "scheduler": raw.get("scheduler"),
+        "scheduler_class": raw.get("scheduler_class"),
+        "policy": raw.get("policy"),
+        "settings_requested": raw.get("settings_requested"),
+        "settings_effective": raw.get("settings_effective"),
+        "steps": len(start),
+        "mixed_steps": int(mixed.sum()),
+        "prefill_only_steps": int((has_pf & ~has_dec).sum()),
+        "decode_only_steps": int((has_dec & ~has_pf).sum()),
+        "empty_steps": int((~has_pf & ~has_dec).sum()),
+        "first_mixed_step": int(np.argmax(mixed)) if mixed.any() else None,
+        # Steps holding a prefill chunk that did not finish its prompt.
+        "chunked_prefill_steps": int((partial > 0).sum()),
+        # Steps with decode work while prefill work was pending before the step (requests
+        # waiting for admission, or a prompt part-way prefilled): decodes run between
+        # prefill work instead of waiting for it to drain.
+        "interleaved_decode_steps": int((has_dec & pending).sum()),
+        "preemptions": int(pre.sum()),
+        # Final prompt chunks of one token: counted as prefill, not decode (see inenv).
+        "one_token_prompt_chunks": int(raw.get("one_token_prompt_chunks", 0)),
+        "prefill_tokens": int(pf_tok.sum()),
+        "decode_tokens": int(dec_tok.sum()),
+        "requests": {
+            "total": len(mix),
+            "completed": completed,
+            "rejected": len(rejected),
+            "length_capped": capped,
+            "unfinished": unfinished,
+        },
+        "rejected": raw.get("rejected", []),
+        "output_tokens": produced,
+        "ttft_s": {k: v for k, v in _percentiles(ttft_arr).items()},
+        "itl_s": {"mean": itl_stats["mean"], "p99": itl_stats["p99"], "max": itl_stats["max"]},
+        "longest_decode_stall_steps": longest_stall,
+        "longest_decode_stall_request": stall_request,
+        "output_tokens_per_s": _r(produced / makespan) if makespan > 0 else None,
+        "makespan_s": _r(makespan),
+        "stopped": raw.get("stopped"),
+    }
+    return Analysis(summary, start, end, pf_tok, dec_tok, mixed, itl, ttft_arr)
+
+
+def _dig(summary: dict[str, Any], path: Sequence[str]) -> Any:
+    node: Any = summary
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+def ratios(plugin: dict[str, Any], upstream: dict[str, Any]) -> dict[str, float | None]:
+    """plugin / upstream for the headline figures (None where undefined)."""
+    out: dict[str, float | None] = {}
+    for name, path in RATIO_KEYS:
+        p, u = _dig(plugin, path), _dig(upstream, path)
+        out[name] = round(p / u, 4) if isinstance(p, (int, float)) and u else None
+    return out
+
+
+def crashed_summary(raw: dict[str, Any], mix: RequestMix) -> dict[str, Any]:
+    """The summary of a scheduler that crashed: no figures, the failure said."""
+    return {
+        "scheduler": raw.get("scheduler"),
+        "scheduler_class": raw.get("scheduler_class"),
+        "policy": raw.get("policy"),
+        "settings_requested": raw.get("settings_requested"),
+        "settings_effective": raw.get("settings_effective"),
+        "crashed": raw["crashed"],
+        "traceback": raw.get("traceback", []),
+        "steps": None,
+        "mixed_steps": None,
+        "prefill_only_steps": None,
+        "decode_only_steps": None,
+        "empty_steps": None,
+        "requests": {"total": len(mix)},
+        "ttft_s": None,
+        "itl_s": None,
+        "longest_decode_stall_steps": None,
+        "output_tokens_per_s": None,
+    }
+
+
+def build_report(
+    raw_result: dict[str, Any],
+    mix: RequestMix,
+    *,
+    name: str,
+    replay_config: dict[str, Any],
+) -> tuple[dict[str, Any], dict[str, Analysis]]:
+    """replay.json content (deterministic for a given mix and environment) + analyses."""
+    analyses: dict[str, Analysis] = {}
+    sides: dict[str, dict[str, Any]] = {}
+    for label in ("plugin", "upstream"):
+        raw = raw_result["results"][label]
+        if "crashed" in raw:
+            sides[label] = crashed_summary(raw, mix)
+        else:
+            analyses[label] = analyze(raw, mix)
+            sides[label] = analyses[label].summary
+    report = {
+        "schema": "vpr-replay/1",
+        "name": name,
+        "vllm_version": raw_result.get("vllm_version"),
+        "mix": mix.summary(),
+        "config": replay_config,
+        "plugin": sides["plugin"],
+        "upstream": sides["upstream"],
+        "ratios": ratios(sides["plugin"], sides["upstream"]),
+    }
+    return report, analyses
+
+
+def timing_report(raw_result: dict[str, Any]) -> dict[str, Any]:
+    """Harness cost against the schedulers' own (not deterministic: kept out of replay.json)."""
+    out: dict[str, Any] = {"import_s": raw_result.get("import_s")}
+    total_sched = total_wall = 0.0
+    for label, raw in raw_result["results"].items():
+        timing = raw.get("timing")
+        if not timing:
+            continue
+        sched = timing["scheduler_s"]
+        wall = timing["loop_wall_s"] + timing.get("encode_s", 0.0)
+        total_sched += sched
+        total_wall += wall
+        out[label] = {
+            **{k: round(v, 4) for k, v in timing.items()},
+            "steps": len(raw["steps"]["start"]),
+            "overhead_ratio": round(wall / sched, 3) if sched else None,
+        }
+    out["scheduler_s"] = round(total_sched, 4)
+    out["replay_wall_s"] = round(total_wall, 4)
+    out["overhead_ratio"] = round(total_wall / total_sched, 3) if total_sched else None
+    return out

@@ -1,0 +1,125 @@
+"""PNG plots of a replay: step composition over time, and the ITL distribution.
+
+matplotlib with the Agg backend, imported only when a plot is drawn.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.replay.model import Analysis
+
+COLOURS = {"prefill": "#d95f02", "decode": "#1b9e77", "mixed": "#7570b3"}
+LABELS = {"plugin": "plugin", "upstream": "upstream vLLM"}
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def step_composition(analyses: dict[str, Analysis], path: Path, *, bins: int = 200) -> Path:
+    """Tokens per second of simulated time, split prefill/decode, with mixed steps marked."""
+    import numpy as np
+
+    plt = _pyplot()
+    labels = [k for k in ("plugin", "upstream") if k in analyses]
+    fig, axes = plt.subplots(len(labels), 1, figsize=(10, 3.2 * len(labels)), squeeze=False)
+    horizon = max((float(a.step_end[-1]) for a in analyses.values() if len(a.step_end)), default=1)
+    edges = np.linspace(0.0, horizon, bins + 1)
+    width = edges[1] - edges[0]
+    for ax, label in zip(axes[:, 0], labels):
+        a = analyses[label]
+        where = np.clip(np.searchsorted(edges, a.step_start, side="right") - 1, 0, bins - 1)
+        pf = np.bincount(where, weights=a.prefill_tokens, minlength=bins) / width
+        dec = np.bincount(where, weights=a.decode_tokens, minlength=bins) / width
+        mixed = np.bincount(where, weights=a.mixed.astype(float), minlength=bins)
+        mid = edges[:-1] + width / 2
+        ax.fill_between(
+            mid, 0, pf, step="mid", color=COLOURS["prefill"], alpha=0.8, label="prefill tokens/s"
+        )
+        ax.fill_between(
+            mid,
+            pf,
+            pf + dec,
+            step="mid",
+            color=COLOURS["decode"],
+            alpha=0.8,
+            label="decode tokens/s",
+        )
+        if mixed.any():
+            top = float((pf + dec).max()) or 1.0
+            hit = mixed > 0
+            ax.scatter(
+                mid[hit],
+                np.full(hit.sum(), top * 1.04),
+                marker="|",
+                s=30,
+                color=COLOURS["mixed"],
+                label="bin holds mixed steps",
+            )
+        n_mixed = int(a.mixed.sum())
+        ax.set_title(f"{LABELS[label]}: {len(a.step_start)} steps, {n_mixed} mixed")
+        ax.set_ylabel("tokens / s")
+        ax.legend(loc="upper right", fontsize=8)
+    axes[-1, 0].set_xlabel("simulated time (s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def itl_distribution(analyses: dict[str, Analysis], path: Path) -> Path:
+    """Histogram (log-spaced) and CDF of inter-token latency for both schedulers."""
+    import numpy as np
+
+    plt = _pyplot()
+    fig, (hist, cdf) = plt.subplots(1, 2, figsize=(11, 3.8))
+    values = [a.itl for a in analyses.values() if len(a.itl)]
+    if values:
+        low = max(min(float(v[v > 0].min()) if (v > 0).any() else 1e-6 for v in values), 1e-6)
+        high = max(float(v.max()) for v in values)
+        edges = np.geomspace(low, max(high, low * 1.01), 60)
+    for label, colour in (("plugin", COLOURS["prefill"]), ("upstream", COLOURS["decode"])):
+        a = analyses.get(label)
+        if a is None or not len(a.itl):
+            continue
+        hist.hist(a.itl, bins=edges, alpha=0.55, color=colour, label=LABELS[label])
+        ordered = np.sort(a.itl)
+        cdf.plot(
+            ordered * 1000,
+            np.arange(1, len(ordered) + 1) / len(ordered),
+            color=colour,
+            label=f"{LABELS[label]} (p99 {np.percentile(ordered, 99) * 1000:.1f} ms)",
+        )
+    hist.set_xscale("log")
+    hist.set_yscale("log")
+    hist.set_xlabel("inter-token latency (s)")
+    hist.set_ylabel("tokens")
+    hist.set_title("ITL distribution")
+    hist.legend(fontsize=8)
+    cdf.set_xscale("log")
+    cdf.set_xlabel("inter-token latency (ms)")
+    cdf.set_ylabel("fraction of tokens")
+    cdf.set_title("ITL CDF")
+    cdf.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def draw(analyses: dict[str, Analysis], folder: Path) -> list[Path]:
+    """Both plots into `folder`; returns their paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if not analyses:
+        return []
+    return [
+        step_composition(analyses, folder / "replay-steps.png"),
+        itl_distribution(analyses, folder / "replay-itl.png"),
+    ]

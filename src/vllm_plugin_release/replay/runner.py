@@ -1,0 +1,126 @@
+"""Run a replay: the request goes to the pairing environment, the report comes back here.
+
+The in-environment part (`vllm_plugin_release.inenv.replay`) only drives schedulers;
+everything else (mix, metrics, report, plots) happens on this side.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.errors import BadInput
+from vllm_plugin_release.replay.config import ReplayConfig
+from vllm_plugin_release.replay.mix import RequestMix
+from vllm_plugin_release.replay.model import Analysis, build_report, timing_report
+
+
+@dataclass
+class ReplayOutcome:
+    report: dict[str, Any]
+    timing: dict[str, Any]
+    analyses: dict[str, Analysis]
+    files: list[Path] = field(default_factory=list)
+
+
+def build_request(
+    mix: RequestMix, config: ReplayConfig, *, sys_path: Sequence[str | Path] = ()
+) -> dict[str, Any]:
+    """The JSON request the in-environment part reads."""
+    cost = config.cost
+    return {
+        "model": {"max_model_len": config.max_model_len, "model_type": config.model_type},
+        "requests": {
+            "arrival": list(mix.arrival),
+            "prompt": list(mix.prompt),
+            "output": list(mix.output),
+        },
+        "cost_model": {"a": cost.a, "b": cost.b, "c": cost.c},
+        "schedulers": [
+            {
+                "label": "plugin",
+                "cls": config.plugin_scheduler,
+                "policy": config.policy,
+                "settings": dict(config.settings),
+            },
+            {
+                "label": "upstream",
+                "cls": config.upstream_scheduler,
+                "policy": "none",
+                "settings": dict(config.settings),
+            },
+        ],
+        "limits": {"max_steps": config.max_steps, "timeout_s": config.timeout_s},
+        "sys_path": [str(p) for p in sys_path],
+    }
+
+
+def run_raw(
+    python: Path | str,
+    mix: RequestMix,
+    config: ReplayConfig,
+    *,
+    sys_path: Sequence[str | Path] = (),
+) -> dict[str, Any]:
+    """The in-environment result for `mix` through both schedulers."""
+    from vllm_plugin_release.envrun import run_in_env
+
+    request = build_request(mix, config, sys_path=sys_path)
+    # Two replays plus vLLM's import; the per-scheduler bound is enforced inside.
+    return run_in_env(python, "replay", request, timeout=2 * config.timeout_s + 300)
+
+
+def replay(
+    python: Path | str,
+    mix: RequestMix,
+    config: ReplayConfig,
+    *,
+    name: str,
+    out_dir: Path | None = None,
+    plots: bool = True,
+    sys_path: Sequence[str | Path] = (),
+) -> ReplayOutcome:
+    """Replay `mix`, build the report and (when `out_dir` is given) write its files."""
+    raw = run_raw(python, mix, config, sys_path=sys_path)
+    report, analyses = build_report(raw, mix, name=name, replay_config=config.to_json())
+    timing = timing_report(raw)
+    outcome = ReplayOutcome(report, timing, analyses)
+    if out_dir is not None:
+        outcome.files = write(outcome, out_dir, plots=plots)
+    return outcome
+
+
+def write(outcome: ReplayOutcome, out_dir: Path, *, plots: bool = True) -> list[Path]:
+    from vllm_plugin_release.cache import atomic_write_text
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = []
+    if plots:
+        from vllm_plugin_release.replay.plots import draw
+
+        files.extend(draw(outcome.analyses, out_dir))
+        outcome.report["plots"] = [p.name for p in files]
+    report_path = out_dir / "replay.json"
+    atomic_write_text(report_path, json.dumps(outcome.report, indent=2, sort_keys=True) + "\n")
+    timing_path = out_dir / "replay-timing.json"
+    atomic_write_text(timing_path, json.dumps(outcome.timing, indent=2, sort_keys=True) + "\n")
+    return [report_path, timing_path, *files]
+
+
+def env_python(dist_dir: Path, spec_path: Path) -> Path:
+    """The pairing environment's python, from dist/NAME/env.json (written by `vpr env`)."""
+    env_json = dist_dir / "env.json"
+    hint = f"run `vpr env --spec {spec_path}` first, or pass --python PATH"
+    try:
+        data = json.loads(env_json.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BadInput(f"{env_json}: no pairing environment recorded", hint=hint) from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BadInput(f"{env_json}: unreadable ({exc})", hint=hint) from None
+    python = data.get("python") if isinstance(data, dict) else None
+    if not python:
+        raise BadInput(f"{env_json}: no 'python' key", hint=hint)
+    return Path(python)
