@@ -136,6 +136,11 @@ def test_two_minors_behind_fails() -> None:
     assert "policy allows 1" in result.summary
     # A looser policy accepts the same inputs.
     assert cadence.assess_cadence(core, tags, None, {"max_minor_lag": 2}, now=NOW).status == "pass"
+    # on_violation = warn reports the same lag without gating the pairing.
+    warned = cadence.assess_cadence(
+        core, tags, None, {"max_minor_lag": 1, "on_violation": "warn"}, now=NOW
+    )
+    assert warned.status == "warn" and "policy allows 1" in warned.summary
 
 
 def test_prereleases_count_only_when_asked() -> None:

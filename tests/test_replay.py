@@ -12,7 +12,6 @@ import pytest
 from vllm_plugin_release.cli import main
 from vllm_plugin_release.errors import BadInput
 from vllm_plugin_release.replay import config, mix, model
-from vllm_plugin_release.replay.check import DocsClaim, find_docs_claim, scheduler_check
 
 REFERENCE = "vllm_reference_plugin.scheduler:ReferenceScheduler"
 
@@ -53,6 +52,8 @@ max_num_batched_tokens = 256
 block_size = 16
 cost_model = {{a = 0.002, b = 0.00002, c = 0.0001}}
 """
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def write_spec(folder: Path, name: str, plugin: str = REFERENCE, policy: str = "reference") -> Path:
@@ -292,51 +293,6 @@ def test_ratios() -> None:
 
 
 # ---------------------------------------------------------------------------
-# The scheduler check (pure).
-
-
-def test_docs_claim_from_reference_docs(repo_root: Path, tmp_path: Path) -> None:
-    docs = repo_root / "plugin" / "reference" / "docs" / "SCHEDULING.md"
-    if docs.exists():
-        claim = find_docs_claim([docs])
-        assert claim is not None and claim.mixes is False and claim.line
-    (tmp_path / "a.md").write_text("# TT\n\nTT does not support mixed prefill+decode batches.\n")
-    claim = find_docs_claim([tmp_path / "a.md"])
-    assert claim == DocsClaim(
-        False, str(tmp_path / "a.md"), 3, "TT does not support mixed prefill+decode batches."
-    )
-    (tmp_path / "b.md").write_text("Our scheduler mixes prefill and decode in one batch.\n")
-    assert find_docs_claim([tmp_path / "b.md"]).mixes is True  # type: ignore[union-attr]
-    (tmp_path / "c.md").write_text("Nothing about batching here.\n")
-    assert find_docs_claim([tmp_path / "c.md"]) is None
-
-
-def _report(mixed: int, upstream_mixed: int = 5) -> dict[str, Any]:
-    return {
-        "plugin": {
-            "scheduler": "x:Y",
-            "steps": 100,
-            "mixed_steps": mixed,
-            "first_mixed_step": 3 if mixed else None,
-        },
-        "upstream": {"steps": 90, "mixed_steps": upstream_mixed},
-    }
-
-
-def test_scheduler_check_verdicts() -> None:
-    no_mix = DocsClaim(False, "docs/S.md", 11, "A step never mixes prefill and decode.")
-    mixes = DocsClaim(True, "docs/S.md", 2, "mixes prefill and decode")
-    assert scheduler_check(_report(0), no_mix).status == "pass"
-    failed = scheduler_check(_report(4), no_mix)
-    assert failed.status == "fail" and "4 mixed steps" in failed.summary
-    assert failed.evidence[0].file == "docs/S.md" and failed.evidence[0].line == 11
-    assert scheduler_check(_report(0), mixes).status == "fail"
-    assert scheduler_check(_report(4), mixes).status == "pass"
-    assert scheduler_check(_report(0), None).status == "warn"
-    crashed = {"plugin": {"crashed": "replay: KeyError: 'x'"}, "upstream": {}}
-    assert scheduler_check(crashed, no_mix).status == "fail"
-
-
 # ---------------------------------------------------------------------------
 # Real replays in the vLLM environment.
 
@@ -486,14 +442,19 @@ def test_replay_is_deterministic(reference_replay: Path, vllm_python: Path, tmp_
 def test_mutated_scheduler_fails_the_check(reference_replay: Path, tmp_path: Path) -> None:
     report = json.loads((reference_replay / "mutant.json").read_text())
     assert report["plugin"]["mixed_steps"] > 0
-    docs = tmp_path / "SCHEDULING.md"
-    docs.write_text("# Scheduling\n\nA step never mixes prefill and decode requests.\n")
-    result = scheduler_check(report, find_docs_claim([docs]))
-    assert result.status == "fail"
-    assert "mixed steps" in result.summary
+    # The real scheduler check (docs half + replay half) on the reference plugin's docs,
+    # which say a step never mixes prefill and decode.
+    from vllm_plugin_release.conform import scheddocs
+    from vllm_plugin_release.spec import load
+
+    spec = load(REPO / "buildspec" / "reference.toml")
+    root = REPO / "plugin" / "reference"
+    result = scheddocs.check(spec, root, replay=report)
+    assert result.status == "fail", result.summary
+    assert any(e.file and e.line for e in result.evidence)
     # ... while the real reference scheduler passes against the same docs.
     good = json.loads((reference_replay / "replay.json").read_text())
-    assert scheduler_check(good, find_docs_claim([docs])).status == "pass"
+    assert scheddocs.check(spec, root, replay=good).status == "pass"
 
 
 def test_kv_pressure_preempts_and_still_completes(reference_replay: Path) -> None:
@@ -508,7 +469,11 @@ def test_crashing_scheduler_is_reported_not_hidden(reference_replay: Path) -> No
     assert raw["crashed"] == "replay: RuntimeError: boom at step 5"
     assert any("boom" in line for line in raw["traceback"])
     report = {"plugin": model.crashed_summary(raw, mix.RequestMix((0.0,), (1,), (1,), 0))}
-    result = scheduler_check({**report, "upstream": {}}, DocsClaim(False))
+    from vllm_plugin_release.conform import scheddocs
+    from vllm_plugin_release.spec import load
+
+    spec = load(REPO / "buildspec" / "reference.toml")
+    result = scheddocs.check(spec, REPO / "plugin" / "reference", {**report, "upstream": {}})
     assert result.status == "fail" and "boom at step 5" in result.summary
 
 

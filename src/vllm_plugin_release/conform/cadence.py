@@ -63,6 +63,12 @@ CADENCE_SCHEMA: dict[str, Any] = {
             "description": "Most days since the first core release the plugin has not adopted "
             "(unset: no limit).",
         },
+        "on_violation": {
+            "enum": ["fail", "warn"],
+            "default": "fail",
+            "description": "Status when the lag exceeds the policy: fail (gates the pairing) or "
+            "warn (reported, for a pairing that deliberately stays on a pinned core).",
+        },
         "include_prereleases": {
             "type": "boolean",
             "default": False,
@@ -373,8 +379,11 @@ def assess_cadence(
     )
     if newer_pre:
         tail += f"; pre-releases not counted: {', '.join(str(r.version) for r in newer_pre)}"
-    if fails:
+    on_violation = policy.get("on_violation", "fail") if policy else "fail"
+    if fails and on_violation == "fail":
         status, summary = "fail", "; ".join(fails) + f" [{tail}]"
+    elif fails:
+        status, summary = "warn", "; ".join(fails + warns) + f" [{tail}; on_violation = warn]"
     elif warns:
         status, summary = "warn", "; ".join(warns) + f" [{tail}]"
     else:
