@@ -24,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_dirs(conform)
     add_plugin_source(conform)
     add_runner(conform)
+    conform.add_argument("--force", action="store_true", help="ignore the cached scorecard")
     conform.set_defaults(func=_conform)
 
     check = sub.add_parser("check", help="run one conformance check (exit 1 on fail)")
@@ -79,10 +80,10 @@ def _context(args: argparse.Namespace):
 
 
 def _conform(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.conform.suite import conform
+    from vllm_plugin_release.conform.suite import conform_cached
 
     ctx = _context(args)
-    card = conform(ctx)
+    card = conform_cached(ctx, force=args.force)
     progress.info(
         f"conform: verdict {card['verdict']} ({ctx.dist / 'scorecard.md'}); "
         + ", ".join(f"{n} {s}" for s, n in card["summary"].items() if n)

@@ -76,11 +76,14 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
             runtime_env=opts.runtime_env,
             plugin_source=opts.plugin_source,
         )
-        out.facts["runtime"] = f"{record['runtime']['name']}: {record['runtime']['status']}"
+        runtime = record["runtime"]
+        out.facts["runtime"] = f"{runtime['name']}: {runtime['status']}" + (
+            " (stand-in checked in an overlay, a test double)" if runtime.get("stand_in") else ""
+        )
 
     def conform() -> None:
         from vllm_plugin_release.conform.suite import Context
-        from vllm_plugin_release.conform.suite import conform as run
+        from vllm_plugin_release.conform.suite import conform_cached as run
 
         ctx = Context(
             spec=spec,
@@ -114,7 +117,10 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
             dist_root=opts.dist_root,
             cache=opts.cache,
         )
-        out.facts["published"] = getattr(result, "summary", str(result))
+        wheels = ", ".join(f"{name} {status}" for name, status in result.wheels.items())
+        out.facts["published"] = (
+            f"{wheels} on {result.index}; manifest {result.store_status} in {result.store}"
+        )
 
     stages = [
         ("lock", lock_check),

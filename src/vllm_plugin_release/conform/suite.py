@@ -268,6 +268,70 @@ def pairing_summary(ctx: Context) -> dict[str, Any]:
     }
 
 
+# Files `conform` writes into dist/NAME; a cached run restores exactly these.
+OUTPUTS = (
+    "scorecard.json",
+    "scorecard.md",
+    "scorecard.html",
+    "plugin-tests.json",
+    "replay.json",
+    "replay-timing.json",
+    "replay-steps.png",
+    "replay-itl.png",
+)
+CONFORM_RECIPE = 1
+
+
+def conform_key(ctx: Context) -> str:
+    """Everything a scorecard depends on. The UTC day is an input because cadence asks the
+    index which releases exist: a cached verdict never outlives the day it was made."""
+    import datetime
+
+    from vllm_plugin_release import __version__
+    from vllm_plugin_release.cache import key_of, sha256_file
+
+    core = ctx.record("build-core.json", f"vpr build-core --spec {ctx.spec.path}")
+    plugin = ctx.record("build-plugin.json", f"vpr build-plugin --spec {ctx.spec.path}")
+    contract = ctx.spec.conformance.get("api", {}).get(
+        "contract", "buildspec/contracts/vllm-0.25.1-openai.json"
+    )
+    contract_path = ctx.spec.resolve(contract)
+    env = ctx.env
+    return key_of(
+        {
+            "recipe": CONFORM_RECIPE,
+            "pipeline": __version__,
+            "spec": ctx.spec.raw,
+            "runner": ctx.runner,
+            "core": core["wheel"]["sha256"],
+            "plugin": [plugin["wheel"]["sha256"], plugin["plugin"].get("commit")],
+            "env": [env.get("lock_sha256"), env.get("runtime"), env.get("checks")],
+            "contract": sha256_file(contract_path) if contract_path.exists() else None,
+            "day": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
+        }
+    )
+
+
+def conform_cached(ctx: Context, *, force: bool = False) -> dict[str, Any]:
+    """`conform`, reusing the stage result when none of its inputs changed."""
+    import shutil
+
+    stage = ctx.cache.stage_dir("conform", conform_key(ctx))
+    if not force and (stage / "scorecard.json").exists():
+        for name in OUTPUTS:
+            if (stage / name).exists():
+                shutil.copy2(stage / name, ctx.dist / name)
+        card = json.loads((stage / "scorecard.json").read_text())
+        progress.info(f"conform: cached result reused (verdict {card['verdict']})")
+        return card
+    card = conform(ctx)
+    with ctx.cache.publish_dir(stage) as work:
+        for name in OUTPUTS:
+            if (ctx.dist / name).exists():
+                shutil.copy2(ctx.dist / name, work / name)
+    return card
+
+
 def conform(ctx: Context, names: tuple[str, ...] = CHECK_NAMES) -> dict[str, Any]:
     from vllm_plugin_release.conform.scorecard import scorecard, to_html, to_markdown
 
