@@ -82,36 +82,13 @@ def main(repeats: int = 3) -> dict:
         vpr("env", *common)
 
     def install_only() -> None:
+        from vllm_plugin_release.pairing_env import install_steps
+
         with tempfile.TemporaryDirectory() as tmp:
-            venv = Path(tmp) / "venv"
-            run(uv, "venv", "--quiet", "--python", spec.build.python, str(venv))
-            py = str(venv / "bin" / "python")
-            run(
-                uv,
-                "pip",
-                "install",
-                "--quiet",
-                "--python",
-                py,
-                "--require-hashes",
-                "--no-deps",
-                "--index-strategy",
-                "unsafe-best-match",
-                "-r",
-                str(lock),
-                *links,
-            )
-            run(
-                uv,
-                "pip",
-                "install",
-                "--quiet",
-                "--python",
-                py,
-                "--no-deps",
-                str(core_whl),
-                str(plugin_whl),
-            )
+            for _, argv in install_steps(
+                uv, spec.build.python, Path(tmp) / "venv", lock, links, [core_whl, plugin_whl]
+            ):
+                run(*argv)
 
     rows = {
         "(a) plain uv pip install (installer)": timed(plain, repeats),

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release import __version__, progress, recipes
-from vllm_plugin_release.cache import Cache, atomic_copy, key_of, sha256_file, write_json
+from vllm_plugin_release.cache import Cache, key_of, sha256_file, write_json
 from vllm_plugin_release.errors import BadInput, GateFailed
 from vllm_plugin_release.fetch import Fetcher
 from vllm_plugin_release.lock import LockRequest, check_lock, core_build_request, pins, uv_bin
 from vllm_plugin_release.runner import LocalRunner, host_env, make_runner
 from vllm_plugin_release.spec import GitSource, SdistSource, Spec
-from vllm_plugin_release.wheelbuild import compare_builds, parallel_local_builds
+from vllm_plugin_release.wheelbuild import compare_builds, deliver, parallel_local_builds
 
 STAGE = "build-core"
 RECORD = "build-core.json"
@@ -83,21 +83,6 @@ def stage_key(spec: Spec, lock_sha: str, isolated: bool) -> str:
     )
 
 
-def _deliver(stage_dir: Path, dist: Path, record: dict[str, Any]) -> tuple[Path, Path]:
-    """Copy a finished stage result into dist/NAME (each file atomically)."""
-    wheel_name = record["wheel"]["filename"]
-    dest_wheel = dist / wheel_name
-    if not dest_wheel.exists() or sha256_file(dest_wheel) != record["wheel"]["sha256"]:
-        # Other core wheels from earlier pins would make dist/ ambiguous: remove them.
-        for old in dist.glob(f"{record['core']['name']}-*.whl"):
-            if old.name != wheel_name:
-                old.unlink()
-        atomic_copy(stage_dir / wheel_name, dest_wheel)
-    dest_record = dist / RECORD
-    atomic_copy(stage_dir / RECORD, dest_record)
-    return dest_wheel, dest_record
-
-
 def build_core(
     spec: Spec,
     *,
@@ -129,7 +114,7 @@ def build_core(
         import json
 
         record = json.loads((stage_dir / RECORD).read_text())
-        wheel, rec = _deliver(stage_dir, dist, record)
+        wheel, rec = deliver(stage_dir, dist, record, RECORD)
         progress.info(f"build-core: cached result reused ({wheel.name})")
         return CoreBuildResult(wheel, rec, record, cached=True)
 
@@ -188,7 +173,7 @@ def build_core(
         with cache.publish_dir(stage_dir) as work:
             shutil.copy2(wheels[0], work / wheels[0].name)
             write_json(work / RECORD, record)
-    wheel, rec = _deliver(stage_dir, dist, record)
+    wheel, rec = deliver(stage_dir, dist, record, RECORD)
     progress.info(
         f"build-core: {wheel.name} sha256 {digest} "
         f"(reproducible: {reproducible}, isolated: {isolated})"

@@ -23,14 +23,14 @@ from packaging.utils import canonicalize_name
 
 from vllm_plugin_release import __version__, progress
 from vllm_plugin_release.build_core import ensure_build_env, lock_request, source_tree
-from vllm_plugin_release.cache import Cache, atomic_copy, key_of, sha256_file, write_json
+from vllm_plugin_release.cache import Cache, key_of, sha256_file, write_json
 from vllm_plugin_release.errors import BadInput, GateFailed
 from vllm_plugin_release.fetch import Fetcher
 from vllm_plugin_release.lock import check_lock, pins
 from vllm_plugin_release.plugin_source import PluginSource, resolve
 from vllm_plugin_release.runner import LocalRunner
 from vllm_plugin_release.spec import Spec
-from vllm_plugin_release.wheelbuild import compare_builds, parallel_local_builds
+from vllm_plugin_release.wheelbuild import compare_builds, deliver, parallel_local_builds
 
 STAGE = "build-plugin"
 RECORD = "build-plugin.json"
@@ -136,7 +136,7 @@ def build_plugin(
     dist = dist_root / spec.name
     if not force and (stage_dir / RECORD).exists():
         record = json.loads((stage_dir / RECORD).read_text())
-        wheel, rec = _deliver(stage_dir, dist, record)
+        wheel, rec = deliver(stage_dir, dist, record, RECORD)
         progress.info(f"build-plugin: cached result reused ({wheel.name})")
         return PluginBuildResult(wheel, rec, record, cached=True)
 
@@ -196,7 +196,7 @@ def build_plugin(
         with cache.publish_dir(stage_dir) as work:
             shutil.copy2(wheels[0], work / wheels[0].name)
             write_json(work / RECORD, record)
-    wheel, rec = _deliver(stage_dir, dist, record)
+    wheel, rec = deliver(stage_dir, dist, record, RECORD)
     progress.info(
         f"build-plugin: {wheel.name} sha256 {digest} (reproducible: {reproducible}, "
         f"commit {src.commit})"
@@ -207,17 +207,3 @@ def build_plugin(
 def _tree_key(src: PluginSource) -> str:
     """For in-repo sources the folder name carries the tree hash; git sources: the commit."""
     return src.root.parent.name if src.kind == "path" else (src.commit or "")
-
-
-def _deliver(stage_dir: Path, dist: Path, record: dict[str, Any]) -> tuple[Path, Path]:
-    name = record["wheel"]["filename"]
-    prefix = name.split("-", 1)[0] + "-"
-    dist.mkdir(parents=True, exist_ok=True)
-    for old in dist.glob(f"{prefix}*.whl"):
-        if old.name != name:
-            old.unlink()
-    dest = dist / name
-    if not dest.exists() or sha256_file(dest) != record["wheel"]["sha256"]:
-        atomic_copy(stage_dir / name, dest)
-    atomic_copy(stage_dir / RECORD, dist / RECORD)
-    return dest, dist / RECORD

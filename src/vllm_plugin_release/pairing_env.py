@@ -268,6 +268,41 @@ def create_env(
     return record
 
 
+def install_steps(
+    uv: str,
+    python: str,
+    venv: Path,
+    lock: Path,
+    links: list[str],
+    wheels: list[Path],
+    *,
+    system_site_packages: bool = False,
+) -> list[tuple[str, list[str]]]:
+    """The commands that make a pairing environment: venv, the lock with hashes required,
+    then the two verified wheels with --no-deps."""
+    create = [uv, "venv", "--quiet", "--no-python-downloads", "--python", python, str(venv)]
+    if system_site_packages:
+        create.append("--system-site-packages")
+    py = str(venv / "bin" / "python")
+    pip = [uv, "pip", "install", "--quiet", "--python", py, "--no-deps"]
+    return [
+        ("create pairing environment", create),
+        (
+            "install locked requirements (hashes required)",
+            [
+                *pip,
+                "--require-hashes",
+                "--index-strategy",
+                "unsafe-best-match",
+                "-r",
+                str(lock),
+                *links,
+            ],
+        ),
+        ("install core and plugin wheels (--no-deps)", [*pip, *map(str, wheels)]),
+    ]
+
+
 def _build(
     spec: Spec,
     work: Path,
@@ -282,50 +317,18 @@ def _build(
     stand_in: str | None,
 ) -> dict[str, Any]:
     uv = uv_bin()
-    links = find_link_args(tuple(spec.build.find_links))
     python = spec.build.python if runtime_env is None else str(runtime_env / "bin" / "python")
-    venv_args = [uv, "venv", "--quiet", "--no-python-downloads", "--python", python, str(work)]
-    if runtime_env is not None:
-        venv_args.append("--system-site-packages")
     with progress.status(f"env: creating the pairing environment for {spec.name}"):
-        _run(runner, cache, "create pairing environment", venv_args)
-        py = str(work / "bin" / "python")
-        _run(
-            runner,
-            cache,
-            "install locked requirements (hashes required)",
-            [
-                uv,
-                "pip",
-                "install",
-                "--quiet",
-                "--python",
-                py,
-                "--require-hashes",
-                "--no-deps",
-                "--index-strategy",
-                "unsafe-best-match",
-                "-r",
-                str(lock_path),
-                *links,
-            ],
-        )
-        _run(
-            runner,
-            cache,
-            "install core and plugin wheels (--no-deps)",
-            [
-                uv,
-                "pip",
-                "install",
-                "--quiet",
-                "--python",
-                py,
-                "--no-deps",
-                str(core_wheel),
-                str(plugin_wheel),
-            ],
-        )
+        for label, argv in install_steps(
+            uv,
+            python,
+            work,
+            lock_path,
+            find_link_args(tuple(spec.build.find_links)),
+            [core_wheel, plugin_wheel],
+            system_site_packages=runtime_env is not None,
+        ):
+            _run(runner, cache, label, argv)
     request = {
         "core_version": spec.core.version,
         "packages": top_level_packages(plugin_wheel),

@@ -101,3 +101,26 @@ def compare_builds(wheels: list[Path], stage: str) -> tuple[str, bool | None]:
         hint="a member that embeds time, path or host breaks reproducibility; "
         "nothing was written to dist/",
     )
+
+
+def deliver(
+    stage_dir: Path, dist: Path, record: dict[str, Any], record_name: str
+) -> tuple[Path, Path]:
+    """Copy a finished stage result (wheel + record) into dist/NAME, each file atomically.
+
+    An older wheel of the same distribution (an earlier pin) is removed, so dist/NAME
+    never holds two candidates for one side of the pairing.
+    """
+    from vllm_plugin_release.cache import atomic_copy
+
+    name = record["wheel"]["filename"]
+    prefix = name.split("-", 1)[0] + "-"
+    dist.mkdir(parents=True, exist_ok=True)
+    for old in dist.glob(f"{prefix}*.whl"):
+        if old.name != name:
+            old.unlink()
+    dest = dist / name
+    if not dest.exists() or sha256_file(dest) != record["wheel"]["sha256"]:
+        atomic_copy(stage_dir / name, dest)
+    atomic_copy(stage_dir / record_name, dist / record_name)
+    return dest, dist / record_name

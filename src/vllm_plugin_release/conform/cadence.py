@@ -36,7 +36,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.conform import pinning
-from vllm_plugin_release.conform.result import CheckResult, Evidence
+from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
 from vllm_plugin_release.errors import BadInput, OutsideFailure
 
 NAME = "cadence"
@@ -379,24 +379,11 @@ def assess_cadence(
     )
     if newer_pre:
         tail += f"; pre-releases not counted: {', '.join(str(r.version) for r in newer_pre)}"
-    on_violation = policy.get("on_violation", "fail") if policy else "fail"
-    if fails and on_violation == "fail":
-        status, summary = "fail", "; ".join(fails) + f" [{tail}]"
-    elif fails:
-        status, summary = "warn", "; ".join(fails + warns) + f" [{tail}; on_violation = warn]"
-    elif warns:
-        status, summary = "warn", "; ".join(warns) + f" [{tail}]"
-    else:
-        status, summary = "pass", tail
-    details["failures"] = fails
-    details["warnings"] = warns
-    return CheckResult(
-        name=NAME,
-        status=status,
-        summary=summary,
-        evidence=evidence,
-        threshold=threshold,
-        details=details,
+    if fails and policy.get("on_violation", "fail") == "warn":
+        warns, fails = fails + warns, []
+        tail += "; on_violation = warn"
+    return from_findings(
+        NAME, fails, warns, tail, evidence=evidence, threshold=threshold, details=details
     )
 
 

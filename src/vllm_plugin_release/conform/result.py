@@ -44,3 +44,26 @@ class CheckResult:
             "threshold": self.threshold,
             "details": self.details,
         }
+
+
+def from_findings(
+    name: str,
+    fails: list[str],
+    warns: list[str],
+    tail: str,
+    *,
+    evidence: list[Evidence],
+    threshold: dict[str, Any],
+    details: dict[str, Any],
+) -> CheckResult:
+    """fail if any failure, else warn if any warning, else pass; `tail` states the facts."""
+    if fails:
+        status: Status = "fail"
+        summary = "; ".join(fails) + f" [{tail}]"
+    elif warns:
+        status, summary = "warn", "; ".join(warns) + f" [{tail}]"
+    else:
+        status, summary = "pass", tail
+    details["failures"] = fails
+    details["warnings"] = warns
+    return CheckResult(name, status, summary, evidence, threshold, details)

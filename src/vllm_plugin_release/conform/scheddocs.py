@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.conform.pinning import conformance_table, plugin_root_for
-from vllm_plugin_release.conform.result import CheckResult, Evidence
+from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
 from vllm_plugin_release.errors import BadInput
 
 NAME = "scheduler"
@@ -733,19 +733,6 @@ def check(
     mix_note = "request mix recorded" if request_mix else "no request mix in the spec"
     replay_note = "replay compared" if compared else "replay half not yet compared (docs only)"
     tail = f"{docs}: {stated}; {mix_note}; {replay_note}"
-    if fails:
-        status, summary = "fail", "; ".join(fails) + f" [{tail}]"
-    elif warns:
-        status, summary = "warn", "; ".join(warns) + f" [{tail}]"
-    else:
-        status, summary = "pass", tail
-    details["failures"] = fails
-    details["warnings"] = warns
-    return CheckResult(
-        name=NAME,
-        status=status,
-        summary=summary,
-        evidence=evidence,
-        threshold=threshold,
-        details=details,
+    return from_findings(
+        NAME, fails, warns, tail, evidence=evidence, threshold=threshold, details=details
     )
