@@ -11,6 +11,7 @@ nox -s build-core -- --spec FILE
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import nox
@@ -32,10 +33,7 @@ def install_project(session: nox.Session, *extras: str) -> None:
 
 
 def spec_args(session: nox.Session) -> list[str]:
-    args = list(session.posargs)
-    if "--spec" not in args:
-        args = ["--spec", DEFAULT_SPEC, *args]
-    return args
+    return spec_args_from(list(session.posargs))
 
 
 @nox.session(python=PYTHON)
@@ -94,3 +92,85 @@ def release(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     install_project(session, "bench")
     session.run("python", "-m", "benchmarks", *session.posargs)
+
+
+# -- moving to a new core release, and the hardware runner (.github/workflows/) -----------
+
+HARDWARE_SPEC = "buildspec/tt.toml"
+
+
+@nox.session(python=PYTHON)
+def bump(session: nox.Session) -> None:
+    """nox -s bump -- VERSION [--spec FILE] [--dry-run] [--with-api] [--with-tests] ..."""
+    args = list(session.posargs)
+    if not args or args[0].startswith("-"):
+        session.error("usage: nox -s bump -- VERSION [--spec FILE] [vpr bump options]")
+    install_project(session)
+    session.run("vpr", "bump", "--core", args[0], *spec_args_from(args[1:]))
+
+
+@nox.session(python=PYTHON)
+def upstream(session: nox.Session) -> None:
+    """Core releases newer than the pin: nox -s upstream -- [--spec FILE] [--json]."""
+    install_project(session)
+    session.run("vpr", "upstream", *spec_args(session))
+
+
+@nox.session(name="conform-hardware", python=PYTHON)
+def conform_hardware(session: nox.Session) -> None:
+    """On the hardware runner: probe, hardware env, conform, -tp probe + live load test.
+
+    nox -s conform-hardware -- --plan [--spec FILE] [--changed-since REF]   CI's job matrix
+    """
+    install_project(session)
+    args = list(session.posargs)
+    if "--plan" in args:
+        args.remove("--plan")
+        session.run("vpr", "hardware-plan", *args)
+        return
+    args = spec_args_from(args, HARDWARE_SPEC)
+    runtime_env = os.environ.get("VPR_RUNTIME_ENV")
+    session.run("vpr", "hardware-probe", *args)
+    session.run(
+        "vpr",
+        "env",
+        *args,
+        "--runner",
+        "hardware",
+        *(["--runtime-env", runtime_env] if runtime_env else []),
+    )
+    session.run("vpr", "conform", *args, "--runner", "hardware")
+    session.run("vpr", "hardware-live", *args)
+
+
+@nox.session(python=PYTHON)
+def publish(session: nox.Session) -> None:
+    """Sign the manifest and publish the pairing (after conformance): nox -s publish -- --spec F.
+
+    CI secrets: the PEM private key in $VPR_SIGNING_KEY_PEM (and its public half in
+    $VPR_SIGNING_PUB_PEM) are written to private temporary files for `vpr`.
+    """
+    install_project(session)
+    env = {}
+    pem = os.environ.get("VPR_SIGNING_KEY_PEM")
+    if pem:
+        key = Path(session.create_tmp()) / "manifest-signing.key"
+        for path, text in ((key, pem), (Path(f"{key}.pub"), os.environ.get("VPR_SIGNING_PUB_PEM"))):
+            if text:
+                path.touch(mode=0o600)
+                path.write_text(text if text.endswith("\n") else text + "\n")
+        env["VPR_SIGNING_KEY"] = str(key)
+    args = spec_args(session)
+    session.run("vpr", "manifest", "build", *args, env=env)
+    session.run("vpr", "publish", *args, env=env)
+
+
+@nox.session(name="pr-body", python=PYTHON)
+def pr_body(session: nox.Session) -> None:
+    """A bump pull request's body: nox -s pr-body -- --spec F --report R --out FILE."""
+    install_project(session)
+    session.run("vpr", "pr-body", *spec_args(session))
+
+
+def spec_args_from(args: list[str], default: str = DEFAULT_SPEC) -> list[str]:
+    return args if "--spec" in args else ["--spec", default, *args]

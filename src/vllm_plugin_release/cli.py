@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "vllm_plugin_release.cmd_scan",
     "vllm_plugin_release.cmd_api",
     "vllm_plugin_release.replay.cmd",
+    "vllm_plugin_release.cmd_bump",
 )
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from vllm_plugin_release import recipes
 from vllm_plugin_release.dockerlint import lint_file
 from vllm_plugin_release.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.lock import pip_find_links
 from vllm_plugin_release.runner import Command
 
 WORKSPACE = "/workspace"
@@ -121,7 +122,12 @@ class DockerRunner:
             python=spec.build.python,
             venv=VENV,
             lock=f"{WORKSPACE}/build-lock.txt",
-            find_links=list(spec.build.find_links),
+            # Local folders of this machine do not exist in the container: URLs only.
+            find_links=[
+                link
+                for link in [*spec.build.find_links, *pip_find_links()]
+                if link.startswith(("http://", "https://"))
+            ],
             env=env,
         ):
             container = self._run(current, cmd, network=True, inputs={WORKSPACE: lock_tar})

@@ -99,7 +99,7 @@ def lint(text: str, build_args: dict[str, str] | None = None) -> list[Problem]:
         elif keyword == "RUN":
             if re.search(r"\b(curl|wget)\b[^|]*\|\s*(ba|z|da)?sh\b", rest):
                 problems.append(Problem(number, "RUN pipes a download into a shell (curl | sh)"))
-            if "--mount" in rest.split()[:3]:
+            if any(w == "--mount" or w.startswith("--mount=") for w in rest.split()[:3]):
                 problems.append(
                     Problem(number, "RUN --mount needs BuildKit; the SDK cannot use it")
                 )

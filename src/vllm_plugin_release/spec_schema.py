@@ -264,6 +264,7 @@ def conformance_properties() -> dict[str, Any]:
     from vllm_plugin_release.conform.isolation import ISOLATION_SCHEMA
     from vllm_plugin_release.conform.pinning import PINNING_SCHEMA
     from vllm_plugin_release.conform.scheddocs import SCHEDULER_SCHEMA
+    from vllm_plugin_release.hardware import HARDWARE_SCHEMA
     from vllm_plugin_release.plugin_tests import PLUGIN_TESTS_SCHEMA
     from vllm_plugin_release.replay.config import REPLAY_SCHEMA
     from vllm_plugin_release.replay.mix import REQUEST_MIX_SCHEMA
@@ -277,6 +278,7 @@ def conformance_properties() -> dict[str, Any]:
         "plugin_tests": PLUGIN_TESTS_SCHEMA,
         "request_mix": REQUEST_MIX_SCHEMA,
         "replay": REPLAY_SCHEMA,
+        "hardware": HARDWARE_SCHEMA,
     }
 
 

