@@ -258,17 +258,16 @@ def _plugin_tests(args: argparse.Namespace) -> int:
 
 
 def installer_pin(spec, root: Path) -> str:
-    """The core version the plugin's installer pins (via the pinning check's parser)."""
+    """The core version the plugin's installer pins exactly (read by the pinning check)."""
+    from vllm_plugin_release.conform import pinning
     from vllm_plugin_release.errors import BadInput
 
-    try:
-        from vllm_plugin_release.conform import pinning
-    except ImportError:
-        raise BadInput("--baseline auto needs the pinning check; pass a version instead")
-    version = pinning.installer_core_version(spec, root)
-    if not version:
+    options = pinning.conformance_table(spec, "pinning", pinning.PINNING_SCHEMA)
+    report = pinning.scan(root, pinning.input_files(spec, options), spec.core.name)
+    pin = report.core_pin
+    if not pin or not pin.get("exact") or not pin.get("version"):
         raise BadInput(
-            f"{root}: the plugin's installer pins no exact core version",
+            f"{root}: the plugin's installer pins no exact {spec.core.name} version",
             hint="pass --baseline VERSION",
         )
-    return version
+    return str(pin["version"])

@@ -37,7 +37,7 @@ from vllm_plugin_release.spec import Spec
 RUNNERS = ("cpu", "hardware")
 ENV_RECORD = "env.json"
 # Bump when the way an environment is made changes (it is part of the cache key).
-ENV_RECIPE = 2
+ENV_RECIPE = 3
 
 
 @dataclass(frozen=True)
@@ -246,10 +246,19 @@ def create_env(
             shutil.rmtree(env_dir, ignore_errors=True)
             raise
         write_json(result_file, result)
+    platform = next(
+        (
+            c.get("value")
+            for c in result["checks"]
+            if c["name"].startswith("platform_plugin() runtime present") and c["status"] == "pass"
+        ),
+        None,
+    )
     record = {
         "stage": "env",
         "runner": runner_kind,
         "python": str(env_dir / "bin" / "python"),
+        "platform_class": platform,
         "lock_file": spec.env_constraints,
         "lock_sha256": lock_sha,
         "core_wheel": core["wheel"],

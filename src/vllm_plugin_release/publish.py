@@ -512,6 +512,25 @@ def resolve_targets(
     return index, store or str(cache_root / "store")
 
 
+def _proof_marker(index_root: Path, wheels: list[tuple[str, Path, str]]) -> Path:
+    from vllm_plugin_release.cache import key_of
+
+    return index_root.parent / "index-proofs" / key_of(sorted(sha for _, _, sha in wheels))
+
+
+def _already_proven(index_root: Path, wheels: list[tuple[str, Path, str]]) -> bool:
+    """Both wheels sit in the local index folder with the right sha256, and an earlier
+    run proved that exact pair installs with --require-hashes."""
+    from vllm_plugin_release.cache import sha256_file
+
+    if not _proof_marker(index_root, wheels).exists():
+        return False
+    return all(
+        (index_root / w.name).is_file() and sha256_file(index_root / w.name) == sha
+        for _, w, sha in wheels
+    )
+
+
 def publish_folder(
     dist_dir: Path,
     *,
@@ -567,6 +586,17 @@ def publish_folder(
     twine_check([w for _, w, _ in wheels])
     result = PublishResult(index="", pairing_id=manifest["pairing_id"], verdict=verdict)
     local = LocalIndex(index_root) if index is None else None
+    if local is not None and verify_install is not False and _already_proven(index_root, wheels):
+        # The same bytes were uploaded and install-proven by an earlier run: the local
+        # index is a folder we own, so checking the files on disk is the whole answer.
+        result.index = (
+            f"local index {index_root} (files verified on disk; install proven by an earlier run)"
+        )
+        result.wheels = {w.name: "present" for _, w, _ in wheels}
+        result.install_proven = True
+        added = target_store.add(manifest_path, verified.statement_path)
+        result.store, result.store_status = added.store, added.status
+        return result
     with contextlib.ExitStack() as stack:
         if local is not None:
             from filelock import FileLock
@@ -594,6 +624,10 @@ def publish_folder(
             finally:
                 shutil.rmtree(work, ignore_errors=True)
             result.install_proven = True
+            if local is not None:
+                marker = _proof_marker(index_root, wheels)
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                marker.write_text("install proven\n")
     added = target_store.add(manifest_path, verified.statement_path)
     result.store = added.store
     result.store_status = added.status

@@ -19,10 +19,18 @@ ICONS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "deferred": "DEFERRED"}
 
 
 def verdict(results: list[CheckResult], runner: str) -> str:
+    """lab on any failure; fleet only on the hardware runner with nothing deferred and the
+    live `hardware` check (vpr hardware-live) observed passing; pilot otherwise."""
     statuses = {r.status for r in results}
     if "fail" in statuses or not results:
         return "lab"
-    if runner == "hardware" and "deferred" not in statuses:
+    hardware = next((r for r in results if r.name == "hardware"), None)
+    if (
+        runner == "hardware"
+        and "deferred" not in statuses
+        and hardware is not None
+        and hardware.status == "pass"
+    ):
         return "fleet"
     return "pilot"
 

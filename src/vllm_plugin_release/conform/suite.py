@@ -85,14 +85,8 @@ class Context:
 
     @property
     def platform_class(self) -> str | None:
-        """The plugin's Platform class path when its runtime (or stand-in) is importable."""
-        for check in self.env.get("checks", []):
-            if (
-                check["name"].startswith("platform_plugin() runtime present")
-                and check["status"] == "pass"
-            ):
-                return check["detail"].split("returned ", 1)[1].split(",", 1)[0]
-        return None
+        """The plugin's Platform class path when its runtime (or stand-in) imports."""
+        return self.env.get("platform_class")
 
     def replay(self) -> dict[str, Any] | None:
         return self._once("replay", lambda: _run_replay(self))
@@ -157,7 +151,9 @@ def check_scheduler(ctx: Context) -> CheckResult:
 def check_api(ctx: Context) -> CheckResult:
     from vllm_plugin_release.conform import api
 
-    return api.check(ctx.spec, ctx.python, ctx.platform_class)
+    # Same precedence as `vpr api-contract`: the spec's platform_class, then the env's.
+    configured = ctx.spec.conformance.get("api", {}).get("platform_class")
+    return api.check(ctx.spec, ctx.python, configured or ctx.platform_class)
 
 
 def check_environment(ctx: Context) -> CheckResult:
@@ -168,9 +164,12 @@ def check_environment(ctx: Context) -> CheckResult:
     deferred = [c for c in checks if c["status"] == "deferred"]
     status = "fail" if failed else ("deferred" if deferred and ctx.runner == "hardware" else "pass")
     runtime = env.get("runtime", {})
+    skipped = [c for c in checks if c["status"] == "skipped"]
+    passed = len(checks) - len(failed) - len(deferred) - len(skipped)
     summary = (
-        f"{len(checks) - len(failed) - len(deferred)} of {len(checks)} environment checks pass"
-        f"; runtime {runtime.get('name')}: {runtime.get('status')}"
+        f"{passed} of {len(checks)} environment checks pass"
+        + (f", {len(skipped)} skipped" if skipped else "")
+        + f"; runtime {runtime.get('name')}: {runtime.get('status')}"
         + (f" ({runtime.get('reason')})" if runtime.get("status") != "present" else "")
         + (f"; {len(deferred)} deferred to the hardware runner" if deferred else "")
     )
@@ -202,7 +201,16 @@ def check_plugin_tests(ctx: Context) -> CheckResult:
     )
     with ctx.cache.scratch("conform-tests-") as tmp:
         run = pt.run_tests(ctx.python, ctx.plugin_root, ctx.runner, cfg, tmp / "j.xml", module)
-    pt.write_record(ctx.dist, run, None, None, ctx.spec.core.version)
+    # A baseline recorded by `vpr plugin-tests --baseline` stays, compared with this run.
+    previous = ctx.dist / pt.RECORD
+    base_run, base_version = None, None
+    if previous.exists():
+        old = json.loads(previous.read_text())
+        if old.get("baseline") and old["baseline"].get("runner") == ctx.runner:
+            b = old["baseline"]
+            base_version = b.get("core_version")
+            base_run = pt.TestRun(b["runner"], b["paths"], b["counts"], b["outcomes"])
+    record = pt.write_record(ctx.dist, run, base_run, base_version, ctx.spec.core.version)
     c = run.counts
     status = (
         "fail"
@@ -217,6 +225,10 @@ def check_plugin_tests(ctx: Context) -> CheckResult:
         + (f"; deferred paths: {', '.join(run.deferred)}" if run.deferred else "")
     )
     evidence = [Evidence(note=f"failing: {t}", source="pytest") for t in run.failing]
+    evidence += [
+        Evidence(note=f"regression vs vLLM {base_version}: {t}", source="baseline")
+        for t in record.get("regressions", [])
+    ]
     evidence += [
         Evidence(note=f"deferred to the hardware runner: {p}", source="spec") for p in run.deferred
     ]

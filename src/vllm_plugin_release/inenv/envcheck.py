@@ -171,7 +171,12 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
             else:
                 ok, detail = _check_platform(answer)
             checks.append(
-                _check(f"platform_plugin() runtime {expect}", "pass" if ok else "fail", detail)
+                _check(
+                    f"platform_plugin() runtime {expect}",
+                    "pass" if ok else "fail",
+                    detail,
+                    value=answer if isinstance(answer, str) else None,
+                )
             )
     return {"checks": checks, "runtime_modules": runtime_modules}
 

@@ -5,7 +5,6 @@
 - `model`: cost model, per-scheduler metrics and the replay.json report (pure);
 - `runner`: sends the replay to the pairing environment (`inenv/replay.py`);
 - `plots`: PNGs of step composition and ITL;
-- `check`: the scheduler check (docs' claim vs replay observation);
 - `cmd`: `vpr replay` and `vpr loadtest`.
 """
 
