@@ -19,7 +19,7 @@ from benchmarks.common import REPO, report, run, timed, vpr
 SPEC = str(REPO / "buildspec" / "reference.toml")
 
 
-def main(repeats: int = 3) -> dict:
+def main(repeats: int = 5) -> dict:
     from vllm_plugin_release.build_core import ensure_build_env, lock_request, source_tree
     from vllm_plugin_release.cache import Cache, sha256_file
     from vllm_plugin_release.fetch import Fetcher

@@ -168,10 +168,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-ratio", type=float, default=MAX_RATIO)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    args = parser.parse_args(argv)
+    args = parser.parse_args([] if argv is None else argv)
     if not args.tree:
-        print("bench_isolation: pass the vLLM source tree (or set VPR_BENCH_VLLM_TREE)")
-        return 2
+        args.tree = str(_verified_tree())
     try:
         result = run(Path(args.tree), args.repeats, max_ratio=args.max_ratio)
     except FileNotFoundError as exc:
@@ -184,5 +183,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0 if result["ok"] else 1
 
 
+def _verified_tree() -> Path:
+    """The pinned vLLM sdist tree from the pipeline's own verified cache (fetched if needed)."""
+    from vllm_plugin_release.build_core import source_tree
+    from vllm_plugin_release.cache import Cache
+    from vllm_plugin_release.fetch import Fetcher
+    from vllm_plugin_release.spec import load
+
+    repo = Path(__file__).resolve().parent.parent
+    spec = load(repo / "buildspec" / "reference.toml")
+    return source_tree(spec, Fetcher(Cache(repo / ".vpr")))
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
