@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.errors import BadInput
-from vllm_plugin_release.replay.mix import Origin, spec_origin
+from vllm_plugin_release.replay.mix import Origin, check_table, spec_origin
 
 UPSTREAM_SCHEDULER = "vllm.v1.core.sched.scheduler:Scheduler"
 
@@ -161,27 +161,13 @@ class ReplayConfig:
 
 
 def validate_table(table: dict[str, Any], origin: Origin) -> None:
-    from jsonschema import Draft202012Validator
-
-    errors = sorted(
-        Draft202012Validator(REPLAY_SCHEMA).iter_errors(table),
-        key=lambda e: list(map(str, e.absolute_path)),
+    check_table(
+        REPLAY_SCHEMA,
+        table,
+        origin,
+        "invalid replay settings",
+        pattern_message="is not 'module:Class'",
     )
-    if not errors:
-        return
-    lines = []
-    for error in errors:
-        path = ".".join(str(p) for p in error.absolute_path) or "(table)"
-        if error.validator == "additionalProperties":
-            allowed = sorted(error.schema.get("properties", {}))
-            extra = sorted(set(error.instance) - set(allowed))
-            message = f"unknown key {extra[0]!r}; expected one of: {', '.join(allowed)}"
-        elif error.validator == "pattern":
-            message = f"{error.instance!r} is not 'module:Class'"
-        else:
-            message = error.message
-        lines.append(f"{origin.where(path)}: {message}")
-    raise BadInput("invalid replay settings:\n  " + "\n  ".join(lines))
 
 
 def resolve(table: dict[str, Any], root: Path, origin: Origin | str = "buildspec") -> ReplayConfig:

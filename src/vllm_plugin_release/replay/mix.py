@@ -204,10 +204,6 @@ class Origin:
         return f"{place}: [{table}] {key}" if table else f"{place}: {key}"
 
 
-def _where(origin: Origin, key: str) -> str:
-    return origin.where(key)
-
-
 def load_table(table: dict[str, Any], root: Path, origin: Origin) -> tuple[dict[str, Any], Origin]:
     """Merge the file named by `file` (if any) under `table`; return (table, origin)."""
     if "file" not in table:
@@ -218,7 +214,7 @@ def load_table(table: dict[str, Any], root: Path, origin: Origin) -> tuple[dict[
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise BadInput(
-            f"{_where(origin, 'file')}: cannot read {path}: {exc.strerror or exc}",
+            f"{origin.where('file')}: cannot read {path}: {exc.strerror or exc}",
             hint="give a TOML or JSON file relative to the project root",
         ) from None
     try:
@@ -243,12 +239,19 @@ def load_table(table: dict[str, Any], root: Path, origin: Origin) -> tuple[dict[
     return merged, Origin(str(path), None if path.suffix == ".json" else text, prefix)
 
 
-def validate_table(table: dict[str, Any], origin: Origin) -> None:
-    """Check `table` against REQUEST_MIX_SCHEMA; BadInput naming the key otherwise."""
+def check_table(
+    schema: dict[str, Any],
+    table: dict[str, Any],
+    origin: Origin,
+    title: str,
+    *,
+    pattern_message: str | None = None,
+) -> None:
+    """Check `table` against `schema`; one BadInput naming file, line and key of each error."""
     from jsonschema import Draft202012Validator
 
     errors = sorted(
-        Draft202012Validator(REQUEST_MIX_SCHEMA).iter_errors(table),
+        Draft202012Validator(schema).iter_errors(table),
         key=lambda e: list(map(str, e.absolute_path)),
     )
     if not errors:
@@ -260,10 +263,17 @@ def validate_table(table: dict[str, Any], origin: Origin) -> None:
             allowed = sorted(error.schema.get("properties", {}))
             extra = sorted(set(error.instance) - set(allowed))
             message = f"unknown key {extra[0]!r}; expected one of: {', '.join(allowed)}"
+        elif error.validator == "pattern" and pattern_message:
+            message = f"{error.instance!r} {pattern_message}"
         else:
             message = error.message
-        lines.append(f"{_where(origin, path)}: {message}")
-    raise BadInput("invalid request mix:\n  " + "\n  ".join(lines))
+        lines.append(f"{origin.where(path)}: {message}")
+    raise BadInput(f"{title}:\n  " + "\n  ".join(lines))
+
+
+def validate_table(table: dict[str, Any], origin: Origin) -> None:
+    """Check `table` against REQUEST_MIX_SCHEMA; BadInput naming the key otherwise."""
+    check_table(REQUEST_MIX_SCHEMA, table, origin, "invalid request mix")
 
 
 # ---------------------------------------------------------------------------
@@ -365,7 +375,7 @@ def _lengths(
     low = int(spec.get("min", 1))
     high = spec.get("max")
     if high is not None and int(high) < low:
-        raise BadInput(f"{_where(origin, key)}: max {high} is below min {low}")
+        raise BadInput(f"{origin.where(key)}: max {high} is below min {low}")
 
     def clamp(value: int) -> int:
         value = max(low, value)
@@ -373,15 +383,15 @@ def _lengths(
 
     if kind == "fixed":
         if "value" not in spec:
-            raise BadInput(f'{_where(origin, key)}: dist = "fixed" needs value = N')
+            raise BadInput(f'{origin.where(key)}: dist = "fixed" needs value = N')
         return [int(spec["value"])] * count
     if kind == "uniform":
         if "max" not in spec:
-            raise BadInput(f'{_where(origin, key)}: dist = "uniform" needs min and max')
+            raise BadInput(f'{origin.where(key)}: dist = "uniform" needs min and max')
         return [rng.randint(low, int(high)) for _ in range(count)]  # type: ignore[arg-type]
     if kind == "lognormal":
         if "median" not in spec or "sigma" not in spec:
-            raise BadInput(f'{_where(origin, key)}: dist = "lognormal" needs median and sigma')
+            raise BadInput(f'{origin.where(key)}: dist = "lognormal" needs median and sigma')
         mu = math.log(float(spec["median"]))
         sigma = float(spec["sigma"])
         return [clamp(round(rng.lognormvariate(mu, sigma))) for _ in range(count)]
@@ -389,12 +399,12 @@ def _lengths(
         values = spec.get("values") or column
         if not values:
             raise BadInput(
-                f'{_where(origin, key)}: dist = "empirical" needs values = [...] or a trace'
+                f'{origin.where(key)}: dist = "empirical" needs values = [...] or a trace'
             )
         return [clamp(int(rng.choice(values))) for _ in range(count)]
     # "trace": row by row
     if column is None:
-        raise BadInput(f'{_where(origin, key)}: dist = "trace" needs a trace file')
+        raise BadInput(f'{origin.where(key)}: dist = "trace" needs a trace file')
     return [int(v) for v in column[:count]]
 
 
@@ -420,7 +430,7 @@ def generate(table: dict[str, Any], root: Path, origin: Origin | str = "buildspe
     ):
         if value is None:
             raise BadInput(
-                f"{_where(origin, key)}: missing (required when no trace file is given)",
+                f"{origin.where(key)}: missing (required when no trace file is given)",
                 hint='e.g. arrival = {process = "poisson", rate = 2.0}',
             )
     assert arrival_spec is not None and prompt_spec is not None and output_spec is not None
@@ -432,14 +442,14 @@ def generate(table: dict[str, Any], root: Path, origin: Origin | str = "buildspe
         count = int(table["requests"])
         if uses_rows and rows is not None and count > len(rows):
             raise BadInput(
-                f"{_where(origin, 'requests')}: {count} requests but the trace has only "
+                f"{origin.where('requests')}: {count} requests but the trace has only "
                 f"{len(rows)} rows",
                 hint='lower `requests` or sample lengths with dist = "empirical"',
             )
     elif rows is not None:
         count = len(rows)
     else:
-        raise BadInput(f"{_where(origin, 'requests')}: missing (how many requests to send)")
+        raise BadInput(f"{origin.where('requests')}: missing (how many requests to send)")
 
     arrivals = _arrivals(arrival_spec, count, _rng(seed, "arrival"), rows, origin)
     prompt = _lengths(
@@ -478,7 +488,7 @@ def _arrivals(
     process = spec["process"]
     if process == "poisson":
         if "rate" not in spec:
-            raise BadInput(f'{_where(origin, "arrival")}: process = "poisson" needs rate')
+            raise BadInput(f'{origin.where("arrival")}: process = "poisson" needs rate')
         rate = float(spec["rate"])
         times, clock = [], 0.0
         for index in range(count):
@@ -488,15 +498,13 @@ def _arrivals(
         return times
     if process == "bursts":
         if "size" not in spec or "interval" not in spec:
-            raise BadInput(
-                f'{_where(origin, "arrival")}: process = "bursts" needs size and interval'
-            )
+            raise BadInput(f'{origin.where("arrival")}: process = "bursts" needs size and interval')
         size, interval = int(spec["size"]), float(spec["interval"])
         return [round((index // size) * interval, 6) for index in range(count)]
     if process == "at_once":
         return [0.0] * count
     if rows is None:
-        raise BadInput(f'{_where(origin, "arrival")}: process = "trace" needs a trace file')
+        raise BadInput(f'{origin.where("arrival")}: process = "trace" needs a trace file')
     start = min(r.arrival_time for r in rows[:count])
     return [round(r.arrival_time - start, 6) for r in rows[:count]]
 
