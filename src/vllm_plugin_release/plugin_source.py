@@ -86,10 +86,12 @@ def resolve(spec: Spec, cache: Cache, override: Path | None = None) -> PluginSou
             (work / ".vpr-complete").write_text(commit + "\n")
     checkout = dest / "checkout"
     if source.get("tag"):
-        tagged = _git("rev-parse", f"{source['tag']}^{{commit}}", cwd=checkout).stdout.strip()
-        if tagged and tagged != commit:
+        # Asked of the source every time: a cached checkout cannot see a moved tag.
+        tagged = _remote_tag_commit(url, source["tag"])
+        if tagged != commit:
             raise GateFailed(
-                f"plugin tag {source['tag']!r} resolves to {tagged}, the spec pins {commit}",
+                f"plugin tag {source['tag']!r} resolves to {tagged or 'nothing'} at {url}, "
+                f"the spec pins {commit}",
                 hint="a moved tag is a supply-chain event: check it, then update the pin",
             )
     root = checkout / sub if sub else checkout
@@ -100,6 +102,15 @@ def resolve(spec: Spec, cache: Cache, override: Path | None = None) -> PluginSou
         commit=commit,
         source_date_epoch=commit_time(checkout, commit),
     )
+
+
+def _remote_tag_commit(url: str, tag: str) -> str | None:
+    """The commit `tag` names at `url` now (annotated tags peeled), or None."""
+    done = _git("ls-remote", "--tags", url, f"refs/tags/{tag}", f"refs/tags/{tag}^{{}}")
+    if done.returncode != 0:
+        raise OutsideFailure(f"{url}: cannot list tags ({done.stderr.strip()})")
+    refs = dict(reversed(line.split("\t", 1)) for line in done.stdout.splitlines() if "\t" in line)
+    return refs.get(f"refs/tags/{tag}^{{}}") or refs.get(f"refs/tags/{tag}")
 
 
 def _is_bare(path: Path) -> bool:

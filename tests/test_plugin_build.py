@@ -1,0 +1,207 @@
+"""build-plugin against git repositories made by the test, env bad input, and test reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vllm_plugin_release import plugin_tests as pt
+
+from .conftest import REFERENCE_SPEC, REPO, vpr
+from .support import git
+
+pytestmark = pytest.mark.integration
+
+PYPROJECT = """[build-system]
+requires = ["setuptools>=77.0.3,<81", "wheel"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "vllm-toy-plugin"
+version = "0.3.0"
+dependencies = []
+
+[tool.setuptools.packages.find]
+where = ["src"]
+{entry_points}"""
+ENTRY_POINTS = """
+[project.entry-points."vllm.platform_plugins"]
+toy = "vllm_toy_plugin:platform_plugin"
+
+[project.entry-points."vllm.general_plugins"]
+toy_register = "vllm_toy_plugin:register"
+"""
+
+
+def toy_repo(tmp_path: Path, *, entry_points: bool = True) -> tuple[Path, str]:
+    repo = tmp_path / "toy"
+    (repo / "src" / "vllm_toy_plugin").mkdir(parents=True)
+    (repo / "pyproject.toml").write_text(
+        PYPROJECT.format(entry_points=ENTRY_POINTS if entry_points else "")
+    )
+    (repo / "src" / "vllm_toy_plugin" / "__init__.py").write_text(
+        "def platform_plugin():\n    return None\n\n\ndef register():\n    pass\n"
+    )
+    git("init", "-q", "-b", "main", cwd=repo)
+    git("add", ".", cwd=repo)
+    git("commit", "-q", "-m", "toy", cwd=repo, date="2026-08-01T12:00:00+00:00")
+    git("tag", "v0.3.0", cwd=repo)
+    return repo, git("rev-parse", "HEAD", cwd=repo)
+
+
+def toy_spec(tmp_path: Path, commit: str, tag: str | None = None) -> Path:
+    text = REFERENCE_SPEC.read_text().split("\n[plugin]")[0]
+    text = text.replace(
+        'constraints = "constraints/build-core-py311.txt"',
+        f'constraints = "{REPO / "constraints" / "build-core-py311.txt"}"',
+    )
+    text += (
+        '\n[plugin]\nname = "vllm-toy-plugin"\n\n[plugin.source]\nkind = "git"\n'
+        f'url = "https://example.invalid/toy.git"\ncommit = "{commit}"\n'
+        + (f'tag = "{tag}"\n' if tag else "")
+    )
+    spec = tmp_path / "toy.toml"
+    spec.write_text(text)
+    return spec
+
+
+def build(tmp_path: Path, spec: Path, source: Path, cache_root: Path, check: bool = True):
+    return vpr(
+        "build-plugin",
+        "--spec",
+        str(spec),
+        "--plugin-source",
+        str(source),
+        "--dist",
+        str(tmp_path / "dist"),
+        "--cache-dir",
+        str(cache_root),
+        check=check,
+    )
+
+
+def test_plugin_from_a_local_checkout(tmp_path: Path, cache_root: Path) -> None:
+    repo, commit = toy_repo(tmp_path)
+    build(tmp_path, toy_spec(tmp_path, commit, tag="v0.3.0"), repo, cache_root)
+    record = json.loads((tmp_path / "dist" / "reference" / "build-plugin.json").read_text())
+    assert record["plugin"]["commit"] == commit
+    assert record["reproducible"] is True
+    assert record["source_date_epoch"] == 1785585600  # the commit time
+    assert record["entry_points"]["vllm.platform_plugins"] == {
+        "toy": "vllm_toy_plugin:platform_plugin"
+    }
+    assert record["wheel"]["filename"] == "vllm_toy_plugin-0.3.0-py3-none-any.whl"
+
+
+def test_commit_not_found_is_bad_input(tmp_path: Path, cache_root: Path) -> None:
+    repo, _ = toy_repo(tmp_path)
+    done = build(tmp_path, toy_spec(tmp_path, "1" * 40), repo, cache_root, check=False)
+    assert done.returncode == 2, done.stderr
+    assert f"commit {'1' * 40} not found" in done.stderr
+    assert not (tmp_path / "dist").exists()
+
+
+def test_moved_tag_is_a_gate(tmp_path: Path, cache_root: Path) -> None:
+    repo, commit = toy_repo(tmp_path)
+    (repo / "README").write_text("later\n")
+    git("add", ".", cwd=repo)
+    git("commit", "-q", "-m", "later", cwd=repo)
+    git("tag", "-f", "v0.3.0", cwd=repo)
+    done = build(tmp_path, toy_spec(tmp_path, commit, tag="v0.3.0"), repo, cache_root, False)
+    assert done.returncode == 1, done.stderr
+    assert "resolves to" in done.stderr
+
+
+def test_missing_platform_entry_point_fails(tmp_path: Path, cache_root: Path) -> None:
+    repo, commit = toy_repo(tmp_path, entry_points=False)
+    done = build(tmp_path, toy_spec(tmp_path, commit), repo, cache_root, check=False)
+    assert done.returncode == 1, done.stderr
+    assert "declares no 'vllm.platform_plugins' entry point" in done.stderr
+    assert not list((tmp_path / "dist").rglob("*.whl"))
+
+
+def test_not_a_checkout_is_bad_input(tmp_path: Path, cache_root: Path) -> None:
+    spec = toy_spec(tmp_path, "2" * 40)
+    (tmp_path / "plain").mkdir()
+    done = build(tmp_path, spec, tmp_path / "plain", cache_root, check=False)
+    assert done.returncode == 2 and "not a git checkout" in done.stderr
+
+
+def test_unknown_runner_is_bad_input(tmp_path: Path) -> None:
+    done = vpr(
+        "env",
+        "--spec",
+        str(REFERENCE_SPEC),
+        "--runner",
+        "gpu",
+        "--dist",
+        str(tmp_path),
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "unknown runner 'gpu'" in done.stderr
+
+
+def test_impossible_override_is_a_clear_resolver_error(tmp_path: Path, cache_root: Path) -> None:
+    text = REFERENCE_SPEC.read_text()
+    text = text.replace('path = "plugin/reference"', f'path = "{REPO / "plugin" / "reference"}"')
+    text = text.replace(
+        'constraints = "constraints/build-core-py311.txt"',
+        f'constraints = "{tmp_path / "build.txt"}"',
+    )
+    text = text.replace(
+        '[env]\nrequirements = ["pytest"]',
+        f'[env]\nconstraints = "{tmp_path / "env.txt"}"\nrequirements = ["pytest"]\n'
+        'overrides = ["numpy==0.0.1"]',
+    )
+    assert "numpy==0.0.1" in text
+    spec = tmp_path / "impossible.toml"
+    spec.write_text(text)
+    done = vpr("lock", "--spec", str(spec), "--cache-dir", str(cache_root), check=False)
+    assert done.returncode == 2, done.stderr
+    assert "no set of versions satisfies" in done.stderr
+    assert "numpy" in done.stderr
+    assert not (tmp_path / "env.txt").exists()
+
+
+# -- test reports ---------------------------------------------------------------------
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" errors="0" failures="2" skipped="1" tests="5">
+<testcase classname="tests.test_a" name="test_ok" time="0.1"/>
+<testcase classname="tests.test_a" name="test_bad" time="0.1">
+  <failure message="assert 1 == 2">assert 1 == 2</failure></testcase>
+<testcase classname="tests.test_a" name="test_needs_device" time="0.1">
+  <failure message="ModuleNotFoundError: No module named 'ttnn'">E ModuleNotFoundError: No module
+  named 'ttnn'</failure></testcase>
+<testcase classname="tests.test_b" name="test_skip" time="0.0">
+  <skipped message="later"/></testcase>
+<testcase classname="tests.test_b" name="test_err" time="0.0">
+  <error message="fixture exploded">boom</error></testcase>
+</testsuite></testsuites>
+"""
+
+
+def test_junit_outcomes_and_runtime_deferral(tmp_path: Path) -> None:
+    path = tmp_path / "j.xml"
+    path.write_text(JUNIT)
+    counts, outcomes = pt.parse_junit(path, "ttnn")
+    assert counts == {"passed": 1, "failed": 1, "error": 1, "skipped": 1, "deferred": 1, "total": 5}
+    assert outcomes["tests.test_a::test_needs_device"] == "deferred"
+    # without a runtime to excuse it (runtime present, or hardware runner) it is a failure
+    counts, outcomes = pt.parse_junit(path, None)
+    assert counts["failed"] == 2 and counts["deferred"] == 0
+
+
+def test_regressions_are_pass_then_fail_only() -> None:
+    base = pt.TestRun(
+        "cpu", ["tests"], outcomes={"a": "passed", "b": "failed", "c": "passed", "d": "deferred"}
+    )
+    new = pt.TestRun(
+        "cpu",
+        ["tests"],
+        outcomes={"a": "failed", "b": "failed", "c": "passed", "d": "failed", "e": "error"},
+    )
+    assert pt.regressions(base, new) == ["a"]
