@@ -404,9 +404,13 @@ def test_hardware_plan(tmp_path: Path) -> None:
     done = vpr("hardware-plan", "--spec", str(spec), "--spec", "buildspec/tt.toml", "--json")
     plan = json.loads(done.stdout)
     assert plan["include"] == [
-        {"spec": str(spec), "name": "hw", "device_class": "n300", "mesh_device": "N300"}
+        {"spec": str(spec), "name": "hw", "device_class": "n300", "mesh_device": "N300"},
+        {"spec": "buildspec/tt.toml", "name": "tt", "device_class": "n300", "mesh_device": "N300"},
     ]
-    assert plan["skipped"][0]["spec"] == "buildspec/tt.toml"
+    assert plan["skipped"] == []
+    # a spec without [conformance.hardware] is skipped with the reason
+    done = vpr("hardware-plan", "--spec", "buildspec/reference.toml", "--json")
+    assert json.loads(done.stdout)["skipped"][0]["spec"] == "buildspec/reference.toml"
     out = tmp_path / "gh"
     out.write_text("")
     vpr("hardware-plan", "--spec", str(spec), "--github-output", env={"GITHUB_OUTPUT": str(out)})
