@@ -306,7 +306,17 @@ def test_loadtest_timeout_keeps_what_was_measured(server: dict[str, Any], tmp_pa
 
 def test_loadtest_cli_writes_dist(server: dict[str, Any], tmp_path: Path) -> None:
     spec = _spec(tmp_path)
-    code = main(["loadtest", "--endpoint", server["url"] + "/v1", "--spec", str(spec)])
+    code = main(
+        [
+            "loadtest",
+            "--endpoint",
+            server["url"] + "/v1",
+            "--spec",
+            str(spec),
+            "--dist",
+            str(tmp_path / "dist"),
+        ]
+    )
     assert code == 0
     result = json.loads((tmp_path / "dist" / "lt" / "loadtest.json").read_text())
     assert result["summary"]["requests"]["completed"] == 5

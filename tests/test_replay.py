@@ -431,7 +431,18 @@ def mix_of(report: dict[str, Any]) -> list[int]:
 def test_replay_is_deterministic(reference_replay: Path, vllm_python: Path, tmp_path: Path) -> None:
     """`vpr replay` in a second process gives the same replay.json."""
     spec = write_spec(tmp_path, "ref")
-    code = main(["replay", "--spec", str(spec), "--python", str(vllm_python), "--no-plots"])
+    code = main(
+        [
+            "replay",
+            "--spec",
+            str(spec),
+            "--python",
+            str(vllm_python),
+            "--no-plots",
+            "--dist",
+            str(tmp_path / "dist"),
+        ]
+    )
     assert code == 0
     first = json.loads((reference_replay / "replay.json").read_text())
     first.pop("plots", None)
@@ -489,7 +500,18 @@ def test_bad_scheduler_class_exits_2(
     vllm_python: Path, tmp_path: Path, plugin: str, message: str, capsys: pytest.CaptureFixture
 ) -> None:
     spec = write_spec(tmp_path, "bad", plugin=plugin, policy="none")
-    code = main(["replay", "--spec", str(spec), "--python", str(vllm_python), "--no-plots"])
+    code = main(
+        [
+            "replay",
+            "--spec",
+            str(spec),
+            "--python",
+            str(vllm_python),
+            "--no-plots",
+            "--dist",
+            str(tmp_path / "dist"),
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err
     assert message in err and plugin.split(":")[0] in err

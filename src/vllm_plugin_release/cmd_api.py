@@ -19,42 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.conform import api
-from vllm_plugin_release.errors import EXIT_GATE, EXIT_OK, BadInput
+from vllm_plugin_release.errors import EXIT_GATE, EXIT_OK
 
 
-def env_python(spec: Any, given: str | None) -> Path:
-    """The pairing env's python: --python, else dist/NAME/env.json key `python`."""
-    if given:
-        return Path(given)
-    env_file = spec.root / "dist" / spec.name / "env.json"
-    try:
-        data = json.loads(env_file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BadInput(
-            f"{env_file}: no pairing environment recorded",
-            hint=f"run `vpr env --spec {spec.path}` first, or pass --python PATH",
-        )
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BadInput(
-            f"{env_file}: cannot read ({exc})", hint=f"re-run `vpr env --spec {spec.path}`"
-        )
-    python = data.get("python") if isinstance(data, dict) else None
-    if not isinstance(python, str) or not python:
-        raise BadInput(
-            f"{env_file}: key 'python' is missing",
-            hint=f"re-run `vpr env --spec {spec.path}`, or pass --python PATH",
-        )
-    return Path(python)
+def _recorded_env(spec: Any, dist_root: str) -> dict[str, Any]:
+    from vllm_plugin_release.pairing_env import recorded_env
 
-
-def _env_platform_class(spec: Any) -> str | None:
-    env_file = spec.root / "dist" / spec.name / "env.json"
-    try:
-        data = json.loads(env_file.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-    value = data.get("platform_class") if isinstance(data, dict) else None
-    return value if isinstance(value, str) and value else None
+    return recorded_env(Path(dist_root) / spec.name, spec.path)
 
 
 def _cmd_contract(args: argparse.Namespace) -> int:
@@ -63,8 +34,13 @@ def _cmd_contract(args: argparse.Namespace) -> int:
 
     spec = spec_mod.load(args.spec)
     cfg = api.api_config(spec)
-    python = env_python(spec, args.python)
-    platform_class = args.platform_class or cfg["platform_class"] or _env_platform_class(spec)
+    recorded = None if args.python else _recorded_env(spec, args.dist)
+    python = Path(args.python) if args.python else Path(recorded["python"])
+    if not (args.platform_class or cfg["platform_class"]) and recorded is None:
+        recorded = _recorded_env(spec, args.dist)
+    platform_class = (
+        args.platform_class or cfg["platform_class"] or (recorded or {}).get("platform_class")
+    )
     captured = api.capture(
         python,
         cfg["tasks"],
@@ -190,6 +166,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--spec", required=True, metavar="FILE", help="buildspec TOML")
     p.add_argument("--out", required=True, metavar="PATH", help="contract file to write")
+    p.add_argument(
+        "--dist", default="dist", help="output root holding NAME/env.json (default: dist)"
+    )
     p.add_argument(
         "--python",
         metavar="PATH",

@@ -146,6 +146,15 @@ def load_record(dist: Path, name: str, producer: str) -> dict[str, Any]:
         raise BadInput(f"{path}: malformed JSON ({exc})", hint=f"run `{producer}` again")
 
 
+def recorded_env(dist: Path, spec_path: Path | str) -> dict[str, Any]:
+    """dist/NAME/env.json (written by `vpr env`), with its `python` checked."""
+    producer = f"vpr env --spec {spec_path}"
+    record = load_record(dist, ENV_RECORD, producer)
+    if not isinstance(record, dict) or not record.get("python"):
+        raise BadInput(f"{dist / ENV_RECORD}: no 'python' key", hint=f"run `{producer}` again")
+    return record
+
+
 def verified_wheel(dist: Path, record: dict[str, Any], producer: str) -> Path:
     wheel = dist / record["wheel"]["filename"]
     if not wheel.exists():

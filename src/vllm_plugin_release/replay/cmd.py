@@ -30,6 +30,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--spec", required=True, help="buildspec TOML")
     p.add_argument("--python", help="pairing env python (default: dist/NAME/env.json)")
     p.add_argument("--out", help="output folder (default dist/NAME)")
+    p.add_argument("--dist", default="dist", help="output root (default: dist)")
     p.add_argument("--requests", type=int, help="replay only the first N requests of the mix")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument(
@@ -51,6 +52,7 @@ def register(subparsers: Any) -> None:
     q.add_argument("--spec", required=True, help="buildspec TOML (its request mix)")
     q.add_argument("--model", help="model name (default: the first of /v1/models)")
     q.add_argument("--out", help="result file (default dist/NAME/loadtest.json)")
+    q.add_argument("--dist", default="dist", help="output root (default: dist)")
     q.add_argument("--max-requests", type=int, default=200, help="request bound (200)")
     q.add_argument("--duration", type=float, default=300.0, help="time bound in s (300)")
     q.add_argument(
@@ -73,8 +75,8 @@ def register(subparsers: Any) -> None:
     q.set_defaults(func=_cmd_loadtest)
 
 
-def _dist(spec: Any) -> Path:
-    return spec.root / "dist" / spec.name
+def _dist(spec: Any, root: str) -> Path:
+    return Path(root) / spec.name
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
@@ -89,7 +91,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             raise BadInput("--requests must be >= 1")
         request_mix = request_mix.limit(args.requests)
     replay_config = config.from_spec(spec)
-    dist = _dist(spec)
+    dist = _dist(spec, args.dist)
     python = Path(args.python) if args.python else runner.env_python(dist, spec.path)
     out_dir = Path(args.out) if args.out else dist
     info(
@@ -192,7 +194,7 @@ def _cmd_loadtest(args: argparse.Namespace) -> int:
 
     spec = spec_mod.load(args.spec)
     request_mix = mix.from_spec(spec)
-    out = Path(args.out) if args.out else _dist(spec) / "loadtest.json"
+    out = Path(args.out) if args.out else _dist(spec, args.dist) / "loadtest.json"
     options = loadtest.LoadOptions(
         model=args.model,
         max_requests=args.max_requests,

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.errors import BadInput
 from vllm_plugin_release.replay.config import ReplayConfig
 from vllm_plugin_release.replay.mix import RequestMix
 from vllm_plugin_release.replay.model import Analysis, build_report, timing_report
@@ -112,15 +111,6 @@ def write(outcome: ReplayOutcome, out_dir: Path, *, plots: bool = True) -> list[
 
 def env_python(dist_dir: Path, spec_path: Path) -> Path:
     """The pairing environment's python, from dist/NAME/env.json (written by `vpr env`)."""
-    env_json = dist_dir / "env.json"
-    hint = f"run `vpr env --spec {spec_path}` first, or pass --python PATH"
-    try:
-        data = json.loads(env_json.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BadInput(f"{env_json}: no pairing environment recorded", hint=hint) from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BadInput(f"{env_json}: unreadable ({exc})", hint=hint) from None
-    python = data.get("python") if isinstance(data, dict) else None
-    if not python:
-        raise BadInput(f"{env_json}: no 'python' key", hint=hint)
-    return Path(python)
+    from vllm_plugin_release.pairing_env import recorded_env
+
+    return Path(recorded_env(dist_dir, spec_path)["python"])
