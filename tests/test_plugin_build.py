@@ -205,3 +205,84 @@ def test_regressions_are_pass_then_fail_only() -> None:
         outcomes={"a": "failed", "b": "failed", "c": "passed", "d": "failed", "e": "error"},
     )
     assert pt.regressions(base, new) == ["a"]
+
+
+# -- the hardware runner with and without a runtime -------------------------------------
+
+
+def _copy_records(session_dist: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    dist = tmp_path / "dist"
+    shutil.copytree(session_dist / "reference", dist / "reference")
+    (dist / "reference" / "env.json").unlink()
+    return dist
+
+
+def test_hardware_runner_without_runtime_is_outside_failure(
+    reference_env: dict, session_dist: Path, tmp_path: Path, cache_root: Path
+) -> None:
+    dist = _copy_records(session_dist, tmp_path)
+    done = vpr(
+        "env",
+        "--spec",
+        str(REFERENCE_SPEC),
+        "--runner",
+        "hardware",
+        "--dist",
+        str(dist),
+        "--cache-dir",
+        str(cache_root),
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr
+    assert "vendor runtime 'reference-runtime' is not available" in done.stderr
+    assert not (dist / "reference" / "env.json").exists()
+
+
+def test_hardware_runner_with_a_runtime_env(
+    reference_env: dict, session_dist: Path, tmp_path: Path, cache_root: Path
+) -> None:
+    """--runtime-env: an existing environment that has the runtime (here the labelled stand-in
+    `refrt`, installed for real into a venv the test makes)."""
+    import subprocess
+
+    from vllm_plugin_release.lock import uv_bin
+
+    runtime = tmp_path / "runtime-env"
+    subprocess.run([uv_bin(), "venv", "--quiet", "--python", "3.11", str(runtime)], check=True)
+    subprocess.run(
+        [
+            uv_bin(),
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(runtime / "bin" / "python"),
+            "--no-deps",
+            str(REPO / "plugin" / "reference" / "runtime"),
+        ],
+        check=True,
+    )
+    dist = _copy_records(session_dist, tmp_path)
+    vpr(
+        "env",
+        "--spec",
+        str(REFERENCE_SPEC),
+        "--runner",
+        "hardware",
+        "--runtime-env",
+        str(runtime),
+        "--dist",
+        str(dist),
+        "--cache-dir",
+        str(cache_root),
+    )
+    record = json.loads((dist / "reference" / "env.json").read_text())
+    assert record["runner"] == "hardware"
+    assert record["runtime"]["status"] == "present"
+    assert record["platform_class"] == "vllm_reference_plugin.platform.ReferencePlatform"
+    checks = {c["name"]: c["status"] for c in record["checks"]}
+    assert checks["platform_plugin() runtime present"] == "pass"
+    assert checks["runtime modules"] == "pass"
+    assert "deferred" not in checks.values()

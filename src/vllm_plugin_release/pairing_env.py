@@ -293,14 +293,10 @@ def install_steps(
     lock: Path,
     links: list[str],
     wheels: list[Path],
-    *,
-    system_site_packages: bool = False,
 ) -> list[tuple[str, list[str]]]:
     """The commands that make a pairing environment: venv, the lock with hashes required,
     then the two verified wheels with --no-deps."""
     create = [uv, "venv", "--quiet", "--no-python-downloads", "--python", python, str(venv)]
-    if system_site_packages:
-        create.append("--system-site-packages")
     py = str(venv / "bin" / "python")
     pip = [uv, "pip", "install", "--quiet", "--python", py, "--no-deps"]
     return [
@@ -344,9 +340,10 @@ def _build(
             lock_path,
             find_link_args(tuple(spec.build.find_links)),
             [core_wheel, plugin_wheel],
-            system_site_packages=runtime_env is not None,
         ):
             _run(runner, cache, label, argv)
+            if label == "create pairing environment" and runtime_env is not None:
+                _layer_on(work, runtime_env)
     request = {
         "core_version": spec.core.version,
         "packages": top_level_packages(plugin_wheel),
@@ -396,6 +393,27 @@ def _build(
             }
         )
     return {"runtime": runtime, "checks": checks, "runtime_modules": first["runtime_modules"]}
+
+
+def _purelib(python: Path) -> str:
+    import subprocess
+
+    done = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise BadInput(f"{python}: cannot ask the interpreter for its site-packages")
+    return done.stdout.strip()
+
+
+def _layer_on(env: Path, runtime_env: Path) -> None:
+    """Make the runtime environment's packages importable in the pairing env, after its own
+    (a .pth line is appended to sys.path, so the pairing's pinned packages win)."""
+    lib = Path(_purelib(env / "bin" / "python"))
+    lib.joinpath("_vpr_runtime_env.pth").write_text(_purelib(runtime_env / "bin" / "python") + "\n")
 
 
 def _overlay(
