@@ -286,3 +286,39 @@ def test_hardware_runner_with_a_runtime_env(
     assert checks["platform_plugin() runtime present"] == "pass"
     assert checks["runtime modules"] == "pass"
     assert "deferred" not in checks.values()
+
+
+def test_platform_plugin_that_ignores_its_runtime_fails_the_env_gate(
+    tmp_path: Path, cache_root: Path
+) -> None:
+    """Known-bad: platform_plugin() answers a class path although no runtime is installed."""
+    import shutil
+
+    repo, _ = toy_repo(tmp_path)
+    (repo / "src" / "vllm_toy_plugin" / "__init__.py").write_text(
+        "def platform_plugin():\n    return 'vllm_toy_plugin.Nope'\n\n\ndef register():\n    pass\n"
+    )
+    git("commit", "-q", "-am", "always claim the platform", cwd=repo)
+    commit = git("rev-parse", "HEAD", cwd=repo)
+    spec = toy_spec(tmp_path, commit)
+    lock = tmp_path / "build-core.txt"
+    shutil.copy(REPO / "constraints" / "build-core-py311.txt", lock)
+    text = spec.read_text().replace(
+        f'constraints = "{REPO / "constraints" / "build-core-py311.txt"}"',
+        f'constraints = "{lock}"',
+    )
+    spec.write_text(
+        text + f'\n[env]\nconstraints = "{tmp_path / "env.txt"}"\nrequirements = []\n'
+        '\n[runtime]\nname = "toy-runtime"\nmodule = "toyrt"\n'
+    )
+    common = ["--spec", str(spec), "--cache-dir", str(cache_root)]
+    vpr("lock", *common, "--plugin-source", str(repo))
+    dist = ["--dist", str(tmp_path / "dist")]
+    vpr("build-core", *common, *dist)
+    vpr("build-plugin", *common, *dist, "--plugin-source", str(repo))
+    done = vpr("env", *common, *dist, "--plugin-source", str(repo), check=False)
+    assert done.returncode == 1, done.stderr
+    assert "platform_plugin() runtime absent" in done.stderr
+    record = json.loads((tmp_path / "dist" / "reference" / "env.json").read_text())
+    check = next(c for c in record["checks"] if c["name"] == "platform_plugin() runtime absent")
+    assert check["status"] == "fail" and "expected None" in check["detail"]
