@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from vllm_plugin_release import progress
+from vllm_plugin_release.cache import Cache
 
 
 def add_spec_argument(parser: argparse.ArgumentParser) -> None:
@@ -105,19 +106,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     tests.set_defaults(func=_plugin_tests)
 
 
-def _cache(args: argparse.Namespace):
-    from vllm_plugin_release.cache import Cache
-
-    return Cache(args.cache_dir) if args.cache_dir else Cache.from_env()
-
-
 def _fetch(args: argparse.Namespace) -> int:
     from vllm_plugin_release.build_core import source_tree
     from vllm_plugin_release.fetch import Fetcher
     from vllm_plugin_release.spec import load
 
     spec = load(args.spec)
-    tree = source_tree(spec, Fetcher(_cache(args)))
+    tree = source_tree(spec, Fetcher(Cache.from_args(args)))
     progress.info(f"fetch: verified source at {tree}")
     print(tree)
     return 0
@@ -130,7 +125,7 @@ def _lock(args: argparse.Namespace) -> int:
     from vllm_plugin_release.spec import load
 
     spec = load(args.spec)
-    cache = _cache(args)
+    cache = Cache.from_args(args)
     tree = source_tree(spec, Fetcher(cache))
     request, _ = lock_request(spec, tree)
     locks = [(request, spec.resolve(spec.build.constraints))]
@@ -159,7 +154,9 @@ def _build_core(args: argparse.Namespace) -> int:
     from vllm_plugin_release.spec import load
 
     spec = load(args.spec)
-    result = build_core(spec, cache=_cache(args), dist_root=Path(args.dist), force=args.force)
+    result = build_core(
+        spec, cache=Cache.from_args(args), dist_root=Path(args.dist), force=args.force
+    )
     print(result.wheel)
     return 0
 
@@ -171,7 +168,7 @@ def _env(args: argparse.Namespace) -> int:
     spec = load(args.spec)
     record = create_env(
         spec,
-        cache=_cache(args),
+        cache=Cache.from_args(args),
         dist_root=Path(args.dist),
         runner_kind=args.runner,
         runtime_env=args.runtime_env,
@@ -188,7 +185,7 @@ def _build_plugin(args: argparse.Namespace) -> int:
     spec = load(args.spec)
     result = build_plugin(
         spec,
-        cache=_cache(args),
+        cache=Cache.from_args(args),
         dist_root=Path(args.dist),
         plugin_source=args.plugin_source,
         force=args.force,
@@ -206,7 +203,7 @@ def _plugin_tests(args: argparse.Namespace) -> int:
     from vllm_plugin_release.spec import load
 
     spec = load(args.spec)
-    cache = _cache(args)
+    cache = Cache.from_args(args)
     dist = Path(args.dist) / spec.name
     env_file = dist / "env.json"
     try:

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release import progress
-from vllm_plugin_release.cmd_build import _cache, add_dirs, add_plugin_source, add_spec_argument
+from vllm_plugin_release.cache import Cache
+from vllm_plugin_release.cmd_build import add_dirs, add_plugin_source, add_spec_argument
 from vllm_plugin_release.errors import EXIT_OK, BadInput
 
 PR_BODY_LIMIT = 60_000
@@ -151,7 +152,7 @@ def _bump(args: argparse.Namespace) -> int:
     result = bump.bump(
         Path(args.spec),
         args.core,
-        cache=_cache(args),
+        cache=Cache.from_args(args),
         out=args.out,
         dry_run=args.dry_run,
         with_api=args.with_api,

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from vllm_plugin_release import progress
+from vllm_plugin_release.cache import Cache
 from vllm_plugin_release.cmd_build import (
-    _cache,
     add_dirs,
     add_plugin_source,
     add_runner,
@@ -73,7 +73,7 @@ def _context(args: argparse.Namespace):
     return Context(
         spec=spec,
         runner=args.runner,
-        cache=_cache(args),
+        cache=Cache.from_args(args),
         dist=Path(args.dist) / spec.name,
         plugin_source=args.plugin_source,
     )
@@ -117,7 +117,7 @@ def _release(args: argparse.Namespace) -> int:
     outcome = release(
         spec,
         Options(
-            cache=_cache(args),
+            cache=Cache.from_args(args),
             dist_root=Path(args.dist),
             runner=args.runner,
             plugin_source=args.plugin_source,

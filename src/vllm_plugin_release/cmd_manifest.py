@@ -13,12 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.cache import Cache
 from vllm_plugin_release.errors import EXIT_GATE, EXIT_OK
 
 
 def _default_store() -> str:
-    from vllm_plugin_release.cache import Cache
-
     return os.environ.get("VPR_STORE") or str(Cache.from_env().root / "store")
 
 
@@ -36,12 +35,6 @@ def _spec_and_dirs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cache-dir", default=None, help="cache folder (default: $VPR_CACHE_DIR or .vpr)"
     )
-
-
-def _cache(args: argparse.Namespace) -> Any:
-    from vllm_plugin_release.cache import Cache
-
-    return Cache(args.cache_dir) if getattr(args, "cache_dir", None) else Cache.from_env()
 
 
 def register(subparsers: Any) -> None:
@@ -197,7 +190,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     spec = spec_mod.load(args.spec)
     built = mf.build_for_spec(
-        spec, signing_key=args.signing_key, dist_root=args.dist, cache=_cache(args)
+        spec, signing_key=args.signing_key, dist_root=args.dist, cache=Cache.from_args(args)
     )
     if built.key_created:
         progress.info(
@@ -351,7 +344,6 @@ def cmd_check_env(args: argparse.Namespace) -> int:
 
 def cmd_keys_generate(args: argparse.Namespace) -> int:
     from vllm_plugin_release import signing
-    from vllm_plugin_release.cache import Cache
 
     out = Path(args.out) if args.out else Cache.from_env().root / signing.DEFAULT_KEY
     private, public = signing.generate_keypair(out, force=args.force, encrypt=args.encrypt)
@@ -377,7 +369,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         verify_install=args.verify_install,
         allow_uncertified=args.allow_uncertified,
         dist_root=args.dist,
-        cache=_cache(args),
+        cache=Cache.from_args(args),
     )
     if args.json:
         from dataclasses import asdict

@@ -7,7 +7,6 @@ outside failure (network, engine) is `deferred` with the reason, never `pass`.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -358,11 +357,6 @@ def conform(ctx: Context, names: tuple[str, ...] = CHECK_NAMES) -> dict[str, Any
     atomic_write_text(ctx.dist / "scorecard.md", to_markdown(card))
     atomic_write_text(ctx.dist / "scorecard.html", to_html(card))
     return card
-
-
-@functools.cache
-def _names() -> str:
-    return ", ".join(CHECKS)
 
 
 def dumps(result: CheckResult) -> str:
