@@ -113,3 +113,34 @@ def git(*args: str, cwd: Path, date: str | None = None) -> str:
     return subprocess.run(
         ["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True
     ).stdout.strip()
+
+
+# sha256 of vllm-0.26.0.tar.gz on PyPI (the pin of the shipped buildspecs)
+VLLM_SHA = "23e9fa19d7e20ce7dcc1c074d41503e2116d23f19e688f5d5ea91b741f958502"
+
+
+def spec_head(
+    name: str = "demo",
+    *,
+    core: str = "0.26.0",
+    sha: str = "a" * 64,
+    epoch: int = 1784975730,
+) -> str:
+    """The smallest valid buildspec ([core] and [build]); tests append the tables they need."""
+    return f"""spec_version = 1
+name = "{name}"
+
+[core]
+name = "vllm"
+version = "{core}"
+target_device = "empty"
+source_date_epoch = {epoch}
+
+[core.source]
+kind = "sdist"
+sha256 = "{sha}"
+
+[build]
+python = "3.11"
+backend = "local"
+"""

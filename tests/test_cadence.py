@@ -15,6 +15,7 @@ from typing import ClassVar
 import pytest
 from packaging.version import Version
 
+from tests.support import spec_head
 from vllm_plugin_release import spec as specmod
 from vllm_plugin_release.conform import cadence
 from vllm_plugin_release.errors import BadInput, OutsideFailure
@@ -68,24 +69,7 @@ def make_repo(path: Path, tags: list[tuple[str, str, bool]]) -> Path:
     return path
 
 
-SPEC = """\
-spec_version = 1
-name = "demo"
-
-[core]
-name = "vllm"
-version = "0.26.0"
-target_device = "empty"
-source_date_epoch = 1784975730
-
-[core.source]
-kind = "sdist"
-sha256 = "{sha}"
-
-[build]
-python = "3.11"
-backend = "local"
-
+PLUGIN_TABLES = """
 [plugin]
 name = "vllm-demo-plugin"
 {installer}
@@ -103,7 +87,9 @@ def make_spec(
     source: str = 'kind = "path"\npath = "plugin"',
 ) -> specmod.Spec:
     path = tmp_path / "spec.toml"
-    path.write_text(SPEC.format(sha="a" * 64, extra=extra, installer=installer, source=source))
+    path.write_text(
+        spec_head() + PLUGIN_TABLES.format(extra=extra, installer=installer, source=source)
+    )
     return specmod.load(path)
 
 

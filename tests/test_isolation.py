@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 from jsonschema import Draft202012Validator
 
+from tests.support import VLLM_SHA, spec_head
 from vllm_plugin_release.cli import main
 from vllm_plugin_release.conform.isolation import (
     ISOLATION_SCHEMA,
@@ -378,24 +379,7 @@ def test_config_errors_name_file_line_and_key(tmp_path: Path) -> None:
         validate_config({"symbols": ["bad symbol!"]}, spec)
 
 
-SPEC = """\
-spec_version = 1
-name = "tt-test"
-
-[core]
-name = "vllm"
-version = "0.26.0"
-target_device = "empty"
-source_date_epoch = 1784975730
-
-[core.source]
-kind = "sdist"
-sha256 = "23e9fa19d7e20ce7dcc1c074d41503e2116d23f19e688f5d5ea91b741f958502"
-
-[build]
-python = "3.11"
-backend = "local"
-"""
+SPEC = spec_head("tt-test", sha=VLLM_SHA)
 
 
 def test_cli_with_spec_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

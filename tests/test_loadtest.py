@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import spec_head
 from vllm_plugin_release import loadtest
 from vllm_plugin_release.cli import main
 from vllm_plugin_release.errors import OutsideFailure
@@ -338,22 +339,8 @@ def _spec(tmp_path: Path) -> Path:
     (tmp_path / "pyproject.toml").write_text("")
     spec = tmp_path / "lt.toml"
     spec.write_text(
-        """spec_version = 1
-name = "lt"
-
-[core]
-name = "vllm"
-version = "0.26.0"
-target_device = "empty"
-source_date_epoch = 1700000000
-[core.source]
-kind = "sdist"
-sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
-
-[build]
-python = "3.11"
-backend = "local"
-
+        spec_head("lt")
+        + """
 [conformance.request_mix]
 requests = 5
 seed = 1

@@ -7,30 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import spec_head
 from vllm_plugin_release import spec as specmod
 from vllm_plugin_release.conform import pinning
 from vllm_plugin_release.errors import BadInput
 
 SHA = "a" * 64
 
-SPEC = """\
-spec_version = 1
-name = "demo"
-
-[core]
-name = "vllm"
-version = "{core}"
-target_device = "empty"
-source_date_epoch = 1784975730
-
-[core.source]
-kind = "sdist"
-sha256 = "{sha}"
-
-[build]
-python = "3.11"
-backend = "local"
-
+PLUGIN_TABLES = """
 [plugin]
 name = "vllm-demo-plugin"
 {plugin_keys}
@@ -92,7 +76,9 @@ def make(
     if write_overrides_key:
         keys += '\noverrides = "overrides.txt"'
     spec_file = tmp_path / "spec.toml"
-    spec_file.write_text(SPEC.format(core=core, sha=SHA, plugin_keys=keys, extra=extra))
+    spec_file.write_text(
+        spec_head(core=core, sha=SHA) + PLUGIN_TABLES.format(plugin_keys=keys, extra=extra)
+    )
     return specmod.load(spec_file), root
 
 

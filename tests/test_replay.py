@@ -9,28 +9,13 @@ from typing import Any
 
 import pytest
 
+from tests.support import spec_head
 from vllm_plugin_release.cli import main
 from vllm_plugin_release.errors import BadInput
 from vllm_plugin_release.replay import config, mix, model
 
 REFERENCE = "vllm_reference_plugin.scheduler:ReferenceScheduler"
 
-SPEC_HEAD = """spec_version = 1
-name = "{name}"
-
-[core]
-name = "vllm"
-version = "0.26.0"
-target_device = "empty"
-source_date_epoch = 1700000000
-[core.source]
-kind = "sdist"
-sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
-
-[build]
-python = "3.11"
-backend = "local"
-"""
 
 # Small but loaded: bursts of 6 arrive faster than the device drains them, so a
 # token-budget scheduler mixes new prompts into running decodes. Two prompts are
@@ -59,7 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 def write_spec(folder: Path, name: str, plugin: str = REFERENCE, policy: str = "reference") -> Path:
     (folder / "pyproject.toml").write_text("")
     spec = folder / f"{name}.toml"
-    spec.write_text(SPEC_HEAD.format(name=name) + SMALL_MIX.format(plugin=plugin, policy=policy))
+    spec.write_text(spec_head(name) + SMALL_MIX.format(plugin=plugin, policy=policy))
     return spec
 
 

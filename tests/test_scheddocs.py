@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import spec_head
 from vllm_plugin_release import spec as specmod
 from vllm_plugin_release.conform import scheddocs
 from vllm_plugin_release.errors import BadInput
@@ -49,24 +50,7 @@ Acme does not mean:
 - arbitrary prefill/decode mixing
 """
 
-SPEC = """\
-spec_version = 1
-name = "demo"
-
-[core]
-name = "vllm"
-version = "0.26.0"
-target_device = "empty"
-source_date_epoch = 1784975730
-
-[core.source]
-kind = "sdist"
-sha256 = "{sha}"
-
-[build]
-python = "3.11"
-backend = "local"
-
+PLUGIN_TABLES = """
 [plugin]
 name = "vllm-acme-plugin"
 
@@ -95,7 +79,7 @@ def make(
         (root / "docs/SCHED.md").write_text(doc)
     table = f'\n[conformance.scheduler]\ndocs = "docs/SCHED.md"\n{keys}'
     path = tmp_path / "spec.toml"
-    path.write_text(SPEC.format(sha="a" * 64, extra=table + mix))
+    path.write_text(spec_head() + PLUGIN_TABLES.format(extra=table + mix))
     return specmod.load(path), root
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import vpr
+from tests.support import VLLM_SHA, spec_head
 from vllm_plugin_release import hardware
 from vllm_plugin_release.conform.result import CheckResult
 from vllm_plugin_release.conform.scorecard import scorecard
@@ -220,24 +221,7 @@ def test_actionlint_clean(tmp_path: Path) -> None:
 # -- the hardware-runner session -------------------------------------------------------
 
 
-HW_SPEC = """\
-spec_version = 1
-name = "hw"
-
-[core]
-name = "vllm"
-version = "0.26.0"
-target_device = "empty"
-source_date_epoch = 1784975730
-
-[core.source]
-kind = "sdist"
-sha256 = "23e9fa19d7e20ce7dcc1c074d41503e2116d23f19e688f5d5ea91b741f958502"
-
-[build]
-python = "3.11"
-backend = "local"
-
+HW_TABLES = """
 [runtime]
 name = "tt-metal"
 module = "fakettnn"
@@ -256,7 +240,9 @@ def hw_spec(tmp_path: Path, serve_args: str = '["--max-model-len", "4096"]') -> 
     devices = tmp_path / "dev-tt"
     devices.mkdir(exist_ok=True)
     path = tmp_path / "hw.toml"
-    path.write_text(HW_SPEC.format(devices=devices, serve_args=serve_args))
+    path.write_text(
+        spec_head("hw", sha=VLLM_SHA) + HW_TABLES.format(devices=devices, serve_args=serve_args)
+    )
     return path
 
 
