@@ -9,31 +9,28 @@ where key is the hash of every input, so a re-run with nothing changed does no w
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release import __version__, progress, recipes
-from vllm_plugin_release.cache import Cache, key_of, sha256_file, write_json
+from vllm_plugin_release.cache import Cache, key_of, sha256_file
 from vllm_plugin_release.errors import BadInput, GateFailed
 from vllm_plugin_release.fetch import Fetcher
 from vllm_plugin_release.lock import LockRequest, check_lock, core_build_request, pins, uv_bin
 from vllm_plugin_release.runner import LocalRunner, host_env, make_runner
 from vllm_plugin_release.spec import GitSource, SdistSource, Spec
-from vllm_plugin_release.wheelbuild import compare_builds, deliver, parallel_local_builds
+from vllm_plugin_release.wheelbuild import (
+    StageResult,
+    compare_builds,
+    parallel_local_builds,
+    reuse,
+    store,
+)
 
 STAGE = "build-core"
 RECORD = "build-core.json"
 # Bump when the recipe changes in a way that changes the output.
 RECIPE_VERSION = 1
-
-
-@dataclass(frozen=True)
-class CoreBuildResult:
-    wheel: Path
-    record: Path
-    data: dict[str, Any]
-    cached: bool
 
 
 def source_tree(spec: Spec, fetcher: Fetcher) -> Path:
@@ -90,7 +87,7 @@ def build_core(
     dist_root: Path,
     fetcher: Fetcher | None = None,
     force: bool = False,
-) -> CoreBuildResult:
+) -> StageResult:
     fetcher = fetcher or Fetcher(cache)
     dist = dist_root / spec.name
     runner = make_runner(
@@ -110,13 +107,9 @@ def build_core(
     lock_sha = sha256_file(lock_path)
     key = stage_key(spec, lock_sha, isolated)
     stage_dir = cache.stage_dir(STAGE, key)
-    if not force and (stage_dir / RECORD).exists():
-        import json
-
-        record = json.loads((stage_dir / RECORD).read_text())
-        wheel, rec = deliver(stage_dir, dist, record, RECORD)
-        progress.info(f"build-core: cached result reused ({wheel.name})")
-        return CoreBuildResult(wheel, rec, record, cached=True)
+    cached = None if force else reuse(stage_dir, dist, RECORD, STAGE)
+    if cached:
+        return cached
 
     torch_pin = pins(lock_text).get("torch", "")
     with cache.scratch("build-core-") as scratch:
@@ -166,19 +159,16 @@ def build_core(
                 "torch_differs_from_core_pin": bool(declared_torch)
                 and not declared_torch.replace(" ", "").endswith(torch_pin),
             },
-            "env": {k: env[k] for k in recipes.RECORDED_ENV if k in env and k != "CARGO"},
+            "env": {k: env[k] for k in recipes.RECORDED_ENV if k in env},
             "rust_extensions": "not built (optional; cargo/rustc disabled for the empty target)",
             "backend": runner.describe(),
         }
-        with cache.publish_dir(stage_dir) as work:
-            shutil.copy2(wheels[0], work / wheels[0].name)
-            write_json(work / RECORD, record)
-    wheel, rec = deliver(stage_dir, dist, record, RECORD)
+        result = store(cache, stage_dir, dist, wheels[0], record, RECORD)
     progress.info(
-        f"build-core: {wheel.name} sha256 {digest} "
+        f"build-core: {result.wheel.name} sha256 {digest} "
         f"(reproducible: {reproducible}, isolated: {isolated})"
     )
-    return CoreBuildResult(wheel, rec, record, cached=False)
+    return result
 
 
 def runner_build(

@@ -10,10 +10,7 @@ the plugin's entry points read from the wheel; a wheel without a
 from __future__ import annotations
 
 import configparser
-import json
-import shutil
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,27 +20,25 @@ from packaging.utils import canonicalize_name
 
 from vllm_plugin_release import __version__, progress
 from vllm_plugin_release.build_core import ensure_build_env, lock_request, source_tree
-from vllm_plugin_release.cache import Cache, key_of, sha256_file, write_json
+from vllm_plugin_release.cache import Cache, key_of, sha256_file
 from vllm_plugin_release.errors import BadInput, GateFailed
 from vllm_plugin_release.fetch import Fetcher
 from vllm_plugin_release.lock import check_lock, pins
 from vllm_plugin_release.plugin_source import PluginSource, resolve
 from vllm_plugin_release.runner import LocalRunner
 from vllm_plugin_release.spec import Spec
-from vllm_plugin_release.wheelbuild import compare_builds, deliver, parallel_local_builds
+from vllm_plugin_release.wheelbuild import (
+    StageResult,
+    compare_builds,
+    parallel_local_builds,
+    reuse,
+    store,
+)
 
 STAGE = "build-plugin"
 RECORD = "build-plugin.json"
 RECIPE_VERSION = 1
 PLATFORM_GROUP = "vllm.platform_plugins"
-
-
-@dataclass(frozen=True)
-class PluginBuildResult:
-    wheel: Path
-    record: Path
-    data: dict[str, Any]
-    cached: bool
 
 
 def wheel_entry_points(wheel: Path) -> dict[str, dict[str, str]]:
@@ -109,7 +104,7 @@ def build_plugin(
     dist_root: Path,
     plugin_source: Path | None = None,
     force: bool = False,
-) -> PluginBuildResult:
+) -> StageResult:
     if spec.build.backend != "local":
         progress.warn("build-plugin: the docker backend builds the core only; plugin built locally")
     fetcher = Fetcher(cache)
@@ -134,11 +129,9 @@ def build_plugin(
     )
     stage_dir = cache.stage_dir(STAGE, key)
     dist = dist_root / spec.name
-    if not force and (stage_dir / RECORD).exists():
-        record = json.loads((stage_dir / RECORD).read_text())
-        wheel, rec = deliver(stage_dir, dist, record, RECORD)
-        progress.info(f"build-plugin: cached result reused ({wheel.name})")
-        return PluginBuildResult(wheel, rec, record, cached=True)
+    cached = None if force else reuse(stage_dir, dist, RECORD, STAGE)
+    if cached:
+        return cached
 
     venv = ensure_build_env(spec, lock_path, lock_sha, cache, runner)
     builds = 2 if spec.build.reproducibility_check else 1
@@ -193,15 +186,12 @@ def build_plugin(
             "python": results[0]["python"],
             "build_env": {"lock_file": spec.build.constraints, "lock_sha256": lock_sha},
         }
-        with cache.publish_dir(stage_dir) as work:
-            shutil.copy2(wheels[0], work / wheels[0].name)
-            write_json(work / RECORD, record)
-    wheel, rec = deliver(stage_dir, dist, record, RECORD)
+        result = store(cache, stage_dir, dist, wheels[0], record, RECORD)
     progress.info(
-        f"build-plugin: {wheel.name} sha256 {digest} (reproducible: {reproducible}, "
+        f"build-plugin: {result.wheel.name} sha256 {digest} (reproducible: {reproducible}, "
         f"commit {src.commit})"
     )
-    return PluginBuildResult(wheel, rec, record, cached=False)
+    return result
 
 
 def _tree_key(src: PluginSource) -> str:

@@ -88,7 +88,6 @@ RECORDED_ENV = (
     "PYTHONHASHSEED",
     "TZ",
     "LC_ALL",
-    "CARGO",
 )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,16 @@ from vllm_plugin_release.runner import LocalRunner, host_env
 from vllm_plugin_release.wheeldiff import diff_wheels
 
 LETTERS = "ab"
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """A wheel stage's result, delivered into dist/NAME (build-core, build-plugin)."""
+
+    wheel: Path
+    record: Path
+    data: dict[str, Any]
+    cached: bool
 
 
 def python_version(venv: Path) -> str:
@@ -124,3 +135,30 @@ def deliver(
         atomic_copy(stage_dir / name, dest)
     atomic_copy(stage_dir / record_name, dist / record_name)
     return dest, dist / record_name
+
+
+def reuse(stage_dir: Path, dist: Path, record_name: str, stage: str) -> StageResult | None:
+    """The cached result of a wheel stage, delivered into dist/NAME; None when there is none."""
+    import json
+
+    from vllm_plugin_release import progress
+
+    if not (stage_dir / record_name).exists():
+        return None
+    record = json.loads((stage_dir / record_name).read_text())
+    wheel, rec = deliver(stage_dir, dist, record, record_name)
+    progress.info(f"{stage}: cached result reused ({wheel.name})")
+    return StageResult(wheel, rec, record, cached=True)
+
+
+def store(
+    cache: Cache, stage_dir: Path, dist: Path, wheel: Path, record: dict[str, Any], record_name: str
+) -> StageResult:
+    """Keep a finished wheel stage under its key (atomically), then deliver it."""
+    from vllm_plugin_release.cache import write_json
+
+    with cache.publish_dir(stage_dir) as work:
+        shutil.copy2(wheel, work / wheel.name)
+        write_json(work / record_name, record)
+    delivered, rec = deliver(stage_dir, dist, record, record_name)
+    return StageResult(delivered, rec, record, cached=False)
