@@ -44,7 +44,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tomllib
 
@@ -53,7 +53,9 @@ from vllm_plugin_release.cache import atomic_write_text, write_json
 from vllm_plugin_release.cmd_build import add_dirs, add_plugin_source, add_spec_argument
 from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.errors import EXIT_GATE, EXIT_OK, BadInput, OutsideFailure
-from vllm_plugin_release.spec import Spec
+
+if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
+    from vllm_plugin_release.spec import Spec
 
 PROBE_RECORD = "hardware-probe.json"
 RECORD = "hardware.json"
