@@ -20,11 +20,11 @@ SPEC = str(REPO / "buildspec" / "reference.toml")
 
 
 def main(repeats: int = 5) -> dict:
-    from vllm_plugin_release.build_core import ensure_build_env, lock_request, source_tree
-    from vllm_plugin_release.cache import Cache, sha256_file
-    from vllm_plugin_release.fetch import Fetcher
-    from vllm_plugin_release.runner import LocalRunner
-    from vllm_plugin_release.spec import load
+    from vllm_plugin_release.core.cache import Cache, sha256_file
+    from vllm_plugin_release.edges.fetch import Fetcher
+    from vllm_plugin_release.edges.runner import LocalRunner
+    from vllm_plugin_release.spec.model import load
+    from vllm_plugin_release.stages.build_core import ensure_build_env, lock_request, source_tree
 
     spec = load(SPEC)
     cache = Cache(REPO / ".vpr")

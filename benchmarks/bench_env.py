@@ -23,11 +23,11 @@ from benchmarks.common import REPO, console, report, run, timed, vpr
 
 
 def main(repeats: int = 3) -> dict:
-    from vllm_plugin_release.build_core import source_tree
-    from vllm_plugin_release.cache import Cache
-    from vllm_plugin_release.fetch import Fetcher
-    from vllm_plugin_release.lock import find_link_args, uv_bin
-    from vllm_plugin_release.spec import load
+    from vllm_plugin_release.core.cache import Cache
+    from vllm_plugin_release.edges.fetch import Fetcher
+    from vllm_plugin_release.spec.model import load
+    from vllm_plugin_release.stages.build_core import source_tree
+    from vllm_plugin_release.stages.lock import find_link_args, uv_bin
 
     checkout = os.environ.get("VPR_TT_PLUGIN_CHECKOUT")
     name = "tt" if checkout else "reference"
@@ -82,7 +82,7 @@ def main(repeats: int = 3) -> dict:
         vpr("env", *common)
 
     def install_only() -> None:
-        from vllm_plugin_release.pairing_env import install_steps
+        from vllm_plugin_release.stages.pairing_env import install_steps
 
         with tempfile.TemporaryDirectory() as tmp:
             for _, argv in install_steps(

@@ -185,10 +185,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _verified_tree() -> Path:
     """The pinned vLLM sdist tree from the pipeline's own verified cache (fetched if needed)."""
-    from vllm_plugin_release.build_core import source_tree
-    from vllm_plugin_release.cache import Cache
-    from vllm_plugin_release.fetch import Fetcher
-    from vllm_plugin_release.spec import load
+    from vllm_plugin_release.core.cache import Cache
+    from vllm_plugin_release.edges.fetch import Fetcher
+    from vllm_plugin_release.spec.model import load
+    from vllm_plugin_release.stages.build_core import source_tree
 
     repo = Path(__file__).resolve().parent.parent
     spec = load(repo / "buildspec" / "reference.toml")

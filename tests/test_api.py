@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from vllm_plugin_release import spec as spec_mod
 from vllm_plugin_release.cli import main
 from vllm_plugin_release.conform import api
 from vllm_plugin_release.conform.api import (
@@ -28,7 +27,8 @@ from vllm_plugin_release.conform.api import (
     load_contract,
     split_allowed,
 )
-from vllm_plugin_release.errors import BadInput
+from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.spec import model as spec_mod
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED = REPO / DEFAULT_CONTRACT

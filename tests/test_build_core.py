@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_plugin_release.runner import can_unshare_network
-from vllm_plugin_release.wheeldiff import diff_wheels
+from vllm_plugin_release.core.wheeldiff import diff_wheels
+from vllm_plugin_release.edges.runner import can_unshare_network
 
 from .conftest import REFERENCE_SPEC, vpr
 from .support import Index, make_sdist

@@ -15,10 +15,10 @@ import pytest
 
 from tests.conftest import REFERENCE_SPEC, vpr
 from tests.support import Index
-from vllm_plugin_release import bump
-from vllm_plugin_release.cache import Cache
-from vllm_plugin_release.fetch import IndexFile
-from vllm_plugin_release.spec import load
+from vllm_plugin_release.core.cache import Cache
+from vllm_plugin_release.edges.fetch import IndexFile
+from vllm_plugin_release.flows import bump
+from vllm_plugin_release.spec.model import load
 
 OLD_EPOCH = 1_750_000_000
 NEW_EPOCH = 1_760_000_000

@@ -16,9 +16,9 @@ import pytest
 from packaging.version import Version
 
 from tests.support import spec_head
-from vllm_plugin_release import spec as specmod
 from vllm_plugin_release.conform import cadence
-from vllm_plugin_release.errors import BadInput, OutsideFailure
+from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.spec import model as specmod
 
 NOW = datetime(2026, 8, 20, 12, tzinfo=timezone.utc)
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_plugin_release.docker_runner import connect
-from vllm_plugin_release.errors import OutsideFailure
+from vllm_plugin_release.core.errors import OutsideFailure
+from vllm_plugin_release.edges.container import connect
 
 from .conftest import REFERENCE_SPEC, REPO, vpr
 

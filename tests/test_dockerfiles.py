@@ -1,6 +1,6 @@
 """The Dockerfiles under docker/: linted statically (always), built only where an engine is.
 
-Rules (`vllm_plugin_release.dockerlint`): every FROM pinned by digest, no `latest`, no
+Rules (`vllm_plugin_release.core.dockerlint`): every FROM pinned by digest, no `latest`, no
 `curl | sh`, no unpinned `pip install`, no BuildKit-only `RUN --mount` (the docker SDK
 cannot use it). Each rule is also shown to fire, on the right line, on a known-bad edit.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_plugin_release.dockerlint import ARG_LINE, DIGEST, lint, lint_file
+from vllm_plugin_release.core.dockerlint import ARG_LINE, DIGEST, lint, lint_file
 
 REPO = Path(__file__).resolve().parent.parent
 DOCKER = REPO / "docker"
@@ -119,8 +119,8 @@ def test_tt_runtime_python_and_ttnn_pin() -> None:
 @pytest.mark.docker
 def test_tt_runtime_base_is_python_3_10_in_an_engine() -> None:
     """Where an engine is reachable: the pinned base resolves and carries Python 3.10."""
-    from vllm_plugin_release.docker_runner import connect
-    from vllm_plugin_release.errors import OutsideFailure
+    from vllm_plugin_release.core.errors import OutsideFailure
+    from vllm_plugin_release.edges.container import connect
 
     try:
         client = connect()

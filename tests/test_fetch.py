@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from vllm_plugin_release.cache import Cache
-from vllm_plugin_release.errors import BadInput, GateFailed, OutsideFailure
-from vllm_plugin_release.fetch import Fetcher, extract, index_files
-from vllm_plugin_release.spec import GitSource, SdistSource
+from vllm_plugin_release.core.cache import Cache
+from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.edges.fetch import Fetcher, extract, index_files
+from vllm_plugin_release.spec.model import GitSource, SdistSource
 
 from .support import Index, git, make_sdist
 

@@ -26,7 +26,7 @@ from vllm_plugin_release.conform.isolation import (
     split_words,
     validate_config,
 )
-from vllm_plugin_release.errors import BadInput
+from vllm_plugin_release.core.errors import BadInput
 
 
 def matches(text: str, *symbols: str) -> list[tuple[str, str]]:

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from tests.support import spec_head
-from vllm_plugin_release import loadtest
 from vllm_plugin_release.cli import main
-from vllm_plugin_release.errors import OutsideFailure
+from vllm_plugin_release.core.errors import OutsideFailure
+from vllm_plugin_release.replay import loadtest
 from vllm_plugin_release.replay.mix import RequestMix, generate
 
 MODEL = "phase-model"

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from vllm_plugin_release import manifest as mf
-from vllm_plugin_release.cache import sha256_file
-from vllm_plugin_release.errors import BadInput, GateFailed
+from vllm_plugin_release.core.cache import sha256_file
+from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.stages import manifest as mf
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 SDIST_SHA = "ab" * 32

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_plugin_release import plugin_tests as pt
+from vllm_plugin_release.conform import plugin_tests as pt
 
 from .conftest import REFERENCE_SPEC, REPO, vpr
 from .support import git
@@ -247,7 +247,7 @@ def test_hardware_runner_with_a_runtime_env(
     `refrt`, installed for real into a venv the test makes)."""
     import subprocess
 
-    from vllm_plugin_release.lock import uv_bin
+    from vllm_plugin_release.stages.lock import uv_bin
 
     runtime = tmp_path / "runtime-env"
     subprocess.run([uv_bin(), "venv", "--quiet", "--python", "3.11", str(runtime)], check=True)

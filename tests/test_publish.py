@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tests.test_manifest import make_pairing, vpr, write_spec, write_wheel
-from vllm_plugin_release import publish as pub
-from vllm_plugin_release.cache import sha256_file
+from vllm_plugin_release.core.cache import sha256_file
+from vllm_plugin_release.stages import publish as pub
 
 FAST_RETRY = {"VPR_PUBLISH_ATTEMPTS": "3", "VPR_PUBLISH_BACKOFF": "0.05"}
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support import spec_head
 from vllm_plugin_release.cli import main
-from vllm_plugin_release.errors import BadInput
+from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.replay import config, mix, model
 
 REFERENCE = "vllm_reference_plugin.scheduler:ReferenceScheduler"
@@ -171,7 +171,7 @@ def test_mix_table_errors_name_file_line_and_key(tmp_path: Path) -> None:
     text = spec_path.read_text().replace('process = "bursts"', 'process = "sometimes"')
     text = text.replace("seed = 11", "seed = 11\ncolour = 3")
     spec_path.write_text(text)
-    from vllm_plugin_release import spec as spec_mod
+    from vllm_plugin_release.spec import model as spec_mod
 
     # the buildspec schema carries the request-mix schema: loading already names them
     with pytest.raises(BadInput) as info:
@@ -310,9 +310,9 @@ def reference_replay(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory
     The report for reference vs upstream is written as `vpr replay` writes it; the
     mutant's raw result is kept beside it (one vLLM import for all three).
     """
-    from vllm_plugin_release import spec as spec_mod
-    from vllm_plugin_release.envrun import run_in_env
+    from vllm_plugin_release.edges.envrun import run_in_env
     from vllm_plugin_release.replay import runner
+    from vllm_plugin_release.spec import model as spec_mod
 
     folder = tmp_path_factory.mktemp("replay-ref")
     (folder / "mutant").mkdir()
@@ -441,7 +441,7 @@ def test_mutated_scheduler_fails_the_check(reference_replay: Path, tmp_path: Pat
     # The real scheduler check (docs half + replay half) on the reference plugin's docs,
     # which say a step never mixes prefill and decode.
     from vllm_plugin_release.conform import scheddocs
-    from vllm_plugin_release.spec import load
+    from vllm_plugin_release.spec.model import load
 
     spec = load(REPO / "buildspec" / "reference.toml")
     root = REPO / "plugin" / "reference"
@@ -466,7 +466,7 @@ def test_crashing_scheduler_is_reported_not_hidden(reference_replay: Path) -> No
     assert any("boom" in line for line in raw["traceback"])
     report = {"plugin": model.crashed_summary(raw, mix.RequestMix((0.0,), (1,), (1,), 0))}
     from vllm_plugin_release.conform import scheddocs
-    from vllm_plugin_release.spec import load
+    from vllm_plugin_release.spec.model import load
 
     spec = load(REPO / "buildspec" / "reference.toml")
     result = scheddocs.check(spec, REPO / "plugin" / "reference", {**report, "upstream": {}})

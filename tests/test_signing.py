@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from tests.test_manifest import SDIST_SHA, make_pairing, vpr, write_spec
-from vllm_plugin_release import manifest as mf
-from vllm_plugin_release import signing
-from vllm_plugin_release.errors import BadInput, GateFailed
+from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.stages import manifest as mf
+from vllm_plugin_release.stages import signing
 
 
 def _signed(tmp_path: Path, **kw: Any) -> tuple[Path, Path, dict[str, Any]]:
@@ -187,7 +187,7 @@ def test_cli_keys_build_verify(tmp_path: Path) -> None:
 
 def test_store_copy_verifies_with_manifest_only(tmp_path: Path) -> None:
     dist, pub, _ = _signed(tmp_path)
-    from vllm_plugin_release.store import DirStore
+    from vllm_plugin_release.edges.store import DirStore
 
     result = DirStore(tmp_path / "store").add(
         dist / "manifest.json", dist / "manifest.intoto.jsonl"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from vllm_plugin_release import spec as specmod
-from vllm_plugin_release.errors import BadInput
-from vllm_plugin_release.specdoc import render
+from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.spec import model as specmod
+from vllm_plugin_release.spec.docs import render
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "buildspec" / "reference.toml"

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from tests.test_manifest import SRC, make_pairing, vpr
-from vllm_plugin_release import manifest as mf
-from vllm_plugin_release import store as st
-from vllm_plugin_release.cache import key_of
-from vllm_plugin_release.errors import BadInput, GateFailed
+from vllm_plugin_release.core.cache import key_of
+from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.edges import store as st
+from vllm_plugin_release.stages import manifest as mf
 
 
 @pytest.fixture(scope="module")
@@ -197,7 +197,7 @@ def test_http_store_is_readable_and_read_only(tmp_path: Path, base_manifest: dic
 _WRITER = """
 import sys, time
 from pathlib import Path
-from vllm_plugin_release.store import DirStore
+from vllm_plugin_release.edges.store import DirStore
 root, go, *files = sys.argv[1:]
 while not Path(go).exists():
     time.sleep(0.001)
@@ -245,7 +245,7 @@ def test_concurrent_publishers_lose_nothing(tmp_path: Path, base_manifest: dict)
 _LOOPER = """
 import sys
 from pathlib import Path
-from vllm_plugin_release.store import DirStore
+from vllm_plugin_release.edges.store import DirStore
 root, *files = sys.argv[1:]
 store = DirStore(Path(root))
 print("ready", flush=True)

@@ -23,11 +23,11 @@ import pytest
 
 from tests.conftest import vpr
 from tests.support import VLLM_SHA, spec_head
-from vllm_plugin_release import hardware
+from vllm_plugin_release.conform import hardware
 from vllm_plugin_release.conform.result import CheckResult
 from vllm_plugin_release.conform.scorecard import scorecard
-from vllm_plugin_release.errors import BadInput
-from vllm_plugin_release.spec import load
+from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.spec.model import load
 
 REPO = Path(__file__).resolve().parent.parent
 WORKFLOWS = REPO / ".github" / "workflows"

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from vllm_plugin_release.conform.result import CheckResult, Evidence
-from vllm_plugin_release.errors import BadInput
+from vllm_plugin_release.core.errors import BadInput
 
 CONTRACT_VERSION = 1
 DEFAULT_CONTRACT = "buildspec/contracts/vllm-0.25.1-openai.json"
@@ -1177,7 +1177,7 @@ def capture(
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> dict[str, Any]:
     """Run `inenv/openapi.py` in the pairing env; its result (see that module)."""
-    from vllm_plugin_release.envrun import run_in_env
+    from vllm_plugin_release.edges.envrun import run_in_env
 
     request = {
         "tasks": list(tasks),

@@ -37,7 +37,7 @@ from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.conform import pinning
 from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
-from vllm_plugin_release.errors import BadInput, OutsideFailure
+from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 
 NAME = "cadence"
 DEFAULT_TAG_PATTERN = (
@@ -405,7 +405,7 @@ def core_releases_from_index(index: str, project: str) -> list[CoreRelease]:
 
     Yanked files are ignored; a release whose files are all yanked is dropped.
     """
-    from vllm_plugin_release.fetch import index_files
+    from vllm_plugin_release.edges.fetch import index_files
 
     earliest: dict[Version, datetime | None] = {}
     for f in index_files(index, project):

@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from vllm_plugin_release.conform.result import CheckResult, Evidence
-from vllm_plugin_release.errors import BadInput
+from vllm_plugin_release.core.errors import BadInput
 
 NAME = "isolation"
 
@@ -241,7 +241,7 @@ def _line_of(file: Path | None, keys: tuple[str, ...]) -> str:
     if file is None:
         return "spec"
     try:
-        from vllm_plugin_release.spec import locate
+        from vllm_plugin_release.spec.model import locate
 
         line = locate(file.read_text(encoding="utf-8"), keys)
     except (OSError, UnicodeDecodeError):

@@ -32,7 +32,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.conform.result import CheckResult, Evidence
-from vllm_plugin_release.errors import BadInput
+from vllm_plugin_release.core.errors import BadInput
 
 try:  # Python 3.11+
     import tomllib as _tomllib
@@ -99,7 +99,7 @@ PINNING_SCHEMA: dict[str, Any] = {
 
 def conformance_table(spec: Any, key: str, schema: dict[str, Any]) -> dict[str, Any]:
     """`[conformance.KEY]` validated against `schema`; BadInput names file, line and key."""
-    from vllm_plugin_release.spec import locate
+    from vllm_plugin_release.spec.model import locate
 
     table = (getattr(spec, "conformance", None) or {}).get(key, {})
     if table is None:

@@ -39,7 +39,7 @@ from typing import Any
 
 from vllm_plugin_release.conform.pinning import conformance_table, plugin_root_for
 from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
-from vllm_plugin_release.errors import BadInput
+from vllm_plugin_release.core.errors import BadInput
 
 NAME = "scheduler"
 TOPICS = ("mixed_batches", "chunked_prefill", "decode_interleaving")

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release import progress
-from vllm_plugin_release.cache import Cache, atomic_write_text, write_json
 from vllm_plugin_release.conform.result import CheckResult, Evidence
-from vllm_plugin_release.errors import BadInput, OutsideFailure
-from vllm_plugin_release.spec import Spec
+from vllm_plugin_release.core import progress
+from vllm_plugin_release.core.cache import Cache, atomic_write_text, write_json
+from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.spec.model import Spec
 
 CHECK_NAMES = (
     "cadence",
@@ -46,19 +46,19 @@ class Context:
 
     @property
     def plugin_root(self) -> Path:
-        from vllm_plugin_release.plugin_source import resolve
+        from vllm_plugin_release.edges.plugin_source import resolve
 
         return self._once("plugin", lambda: resolve(self.spec, self.cache, self.plugin_source)).root
 
     @property
     def core_tree(self) -> Path:
-        from vllm_plugin_release.build_core import source_tree
-        from vllm_plugin_release.fetch import Fetcher
+        from vllm_plugin_release.edges.fetch import Fetcher
+        from vllm_plugin_release.stages.build_core import source_tree
 
         return self._once("tree", lambda: source_tree(self.spec, Fetcher(self.cache)))
 
     def record(self, name: str, producer: str) -> dict[str, Any]:
-        from vllm_plugin_release.pairing_env import load_record
+        from vllm_plugin_release.stages.pairing_env import load_record
 
         return self._once(f"rec:{name}", lambda: load_record(self.dist, name, producer))
 
@@ -190,7 +190,7 @@ def check_environment(ctx: Context) -> CheckResult:
 
 
 def check_plugin_tests(ctx: Context) -> CheckResult:
-    from vllm_plugin_release import plugin_tests as pt
+    from vllm_plugin_release.conform import plugin_tests as pt
 
     cfg = pt.settings(ctx.spec.conformance, str(ctx.spec.path))
     env = ctx.env
@@ -300,7 +300,7 @@ def conform_key(ctx: Context) -> str:
     import datetime
 
     from vllm_plugin_release import __version__
-    from vllm_plugin_release.cache import key_of, sha256_file
+    from vllm_plugin_release.core.cache import key_of, sha256_file
 
     core = ctx.record("build-core.json", f"vpr build-core --spec {ctx.spec.path}")
     plugin = ctx.record("build-plugin.json", f"vpr build-plugin --spec {ctx.spec.path}")

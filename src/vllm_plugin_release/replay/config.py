@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.errors import BadInput
+from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.replay.mix import Origin, check_table, spec_origin
 
 UPSTREAM_SCHEDULER = "vllm.v1.core.sched.scheduler:Scheduler"

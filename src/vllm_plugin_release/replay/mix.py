@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.errors import BadInput
+from vllm_plugin_release.core.errors import BadInput
 
 TRACE_COLUMNS = ("arrival_time", "prompt_tokens", "output_tokens")
 
@@ -196,7 +196,7 @@ class Origin:
     def where(self, key: str) -> str:
         line = None
         if self.text is not None:
-            from vllm_plugin_release.spec import locate
+            from vllm_plugin_release.spec.model import locate
 
             line = locate(self.text, (*self.prefix, *key.split(".")))
         table = ".".join(self.prefix)

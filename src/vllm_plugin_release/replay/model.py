@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.errors import BadInput
+from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.replay.config import CostModel
 from vllm_plugin_release.replay.mix import RequestMix
 

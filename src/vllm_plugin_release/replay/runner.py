@@ -65,7 +65,7 @@ def run_raw(
     sys_path: Sequence[str | Path] = (),
 ) -> dict[str, Any]:
     """The in-environment result for `mix` through both schedulers."""
-    from vllm_plugin_release.envrun import run_in_env
+    from vllm_plugin_release.edges.envrun import run_in_env
 
     request = build_request(mix, config, sys_path=sys_path)
     # Two replays plus vLLM's import; the per-scheduler bound is enforced inside.
@@ -93,7 +93,7 @@ def replay(
 
 
 def write(outcome: ReplayOutcome, out_dir: Path, *, plots: bool = True) -> list[Path]:
-    from vllm_plugin_release.cache import atomic_write_text
+    from vllm_plugin_release.core.cache import atomic_write_text
 
     out_dir.mkdir(parents=True, exist_ok=True)
     files = []
@@ -111,6 +111,6 @@ def write(outcome: ReplayOutcome, out_dir: Path, *, plots: bool = True) -> list[
 
 def env_python(dist_dir: Path, spec_path: Path) -> Path:
     """The pairing environment's python, from dist/NAME/env.json (written by `vpr env`)."""
-    from vllm_plugin_release.pairing_env import recorded_env
+    from vllm_plugin_release.stages.pairing_env import recorded_env
 
     return Path(recorded_env(dist_dir, spec_path)["python"])

@@ -1,0 +1,234 @@
+"""`vpr upstream`, `vpr bump`, `vpr pr-body` (and the hardware-runner commands)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.cli.build import add_dirs, add_plugin_source, add_spec_argument
+from vllm_plugin_release.core import progress
+from vllm_plugin_release.core.cache import Cache
+from vllm_plugin_release.core.errors import EXIT_OK, BadInput
+
+PR_BODY_LIMIT = 60_000
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    up = sub.add_parser(
+        "upstream",
+        help="list the core releases newer than the spec's pin (text or --json)",
+        description="Core releases on the spec's index newer than the pinned one, from the "
+        "simple API (final releases only unless --include-prereleases), each with its upload "
+        "time, sdist file name and sha256. Exit 0 also when there is none.",
+    )
+    add_spec_argument(up)
+    up.add_argument("--json", action="store_true", help="print the releases as JSON")
+    up.add_argument(
+        "--include-prereleases", action="store_true", help="also list rc/beta/dev releases"
+    )
+    up.add_argument("--index", default=None, help="simple API URL (default: the spec's index)")
+    up.add_argument(
+        "--version",
+        default=None,
+        metavar="VERSION",
+        help="only this release (must be on the index and newer than the pin); "
+        "an empty value means all (for CI inputs)",
+    )
+    up.add_argument(
+        "--github-output",
+        action="store_true",
+        help="also append versions=<JSON list> and count=N to $GITHUB_OUTPUT",
+    )
+    up.set_defaults(func=_upstream)
+
+    bump = sub.add_parser(
+        "bump",
+        help="write the spec for a new core version; print the diff and a migration report",
+        description="Resolve the new core's source (sdist sha256 from the index, or the tag's "
+        "commit from git), edit the spec keeping every comment and the key order, re-lock, "
+        "and print the unified diff and a migration report (dependency changes; with "
+        "--with-api/--with-tests also the served API diff and plugin test regressions). "
+        "The spec is replaced in place unless its file name carries the old version "
+        "(then a new file with the version replaced is written); --out chooses the path.",
+    )
+    add_spec_argument(bump)
+    bump.add_argument("--core", required=True, metavar="VERSION", help="new core version")
+    bump.add_argument("--out", type=Path, default=None, metavar="PATH", help="new spec path")
+    bump.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the diff and the report; write nothing (no spec, no locks)",
+    )
+    bump.add_argument("--json", action="store_true", help="print diff + report as JSON")
+    bump.add_argument(
+        "--with-api",
+        action="store_true",
+        help="diff the served API old vs new (builds a pairing environment per core)",
+    )
+    bump.add_argument(
+        "--with-tests",
+        action="store_true",
+        help="run the plugin's tests on both cores and list regressions (pairing envs)",
+    )
+    bump.add_argument("--tag", default=None, help="git sources: the new tag (default: derived)")
+    bump.add_argument(
+        "--report", type=Path, default=None, metavar="FILE", help="also write the Markdown report"
+    )
+    bump.add_argument(
+        "--github-output",
+        action="store_true",
+        help="also append spec=, name=, version= to $GITHUB_OUTPUT",
+    )
+    add_dirs(bump)
+    add_plugin_source(bump)
+    bump.set_defaults(func=_bump)
+
+    body = sub.add_parser(
+        "pr-body",
+        help="a pull request body: the bump's migration report and the pairing's scorecard",
+    )
+    add_spec_argument(body)
+    body.add_argument("--report", type=Path, default=None, help="migration report (vpr bump)")
+    body.add_argument("--out", type=Path, default=None, help="write here instead of stdout")
+    add_dirs(body)
+    body.set_defaults(func=_pr_body)
+
+    from vllm_plugin_release.conform import hardware
+
+    hardware.register(sub)
+
+
+def github_output(values: dict[str, Any]) -> None:
+    """Append key=value lines to the file GitHub Actions names in $GITHUB_OUTPUT."""
+    target = os.environ.get("GITHUB_OUTPUT")
+    if not target:
+        raise BadInput(
+            "--github-output: $GITHUB_OUTPUT is not set", hint="only use it inside GitHub Actions"
+        )
+    with open(target, "a", encoding="utf-8") as out:
+        for key, value in values.items():
+            text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+            if "\n" in text:
+                raise BadInput(f"--github-output: value of {key} spans lines")
+            out.write(f"{key}={text}\n")
+
+
+def _upstream(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.flows import bump
+    from vllm_plugin_release.spec.model import load
+
+    spec = load(args.spec)
+    index = bump.spec_index(spec, args.index)
+    found = bump.newer_releases(
+        spec,
+        index=index,
+        include_prereleases=args.include_prereleases,
+        only=args.version or None,
+    )
+    if args.json:
+        doc = {
+            "core": spec.core.name,
+            "pinned": spec.core.version,
+            "index": index,
+            "include_prereleases": args.include_prereleases,
+            "releases": [r.to_json() for r in found],
+        }
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        print(bump.render_releases(spec, found, index, args.include_prereleases))
+    if args.github_output:
+        pinnable = [r.version for r in found if r.sha256]
+        github_output({"versions": pinnable, "count": str(len(pinnable))})
+    return EXIT_OK
+
+
+def _bump(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.flows import bump
+
+    result = bump.bump(
+        Path(args.spec),
+        args.core,
+        cache=Cache.from_args(args),
+        out=args.out,
+        dry_run=args.dry_run,
+        with_api=args.with_api,
+        with_tests=args.with_tests,
+        tag=args.tag,
+        plugin_source=args.plugin_source,
+        dist_root=Path(args.dist),
+    )
+    markdown = bump.render_markdown(result)
+    if args.json:
+        doc = {"diff": result.diff, "written": result.written, **result.report}
+        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+    else:
+        sys.stdout.write(result.diff or "(the spec text is unchanged)\n")
+        sys.stdout.write("\n" + markdown)
+    if args.report:
+        from vllm_plugin_release.core.cache import atomic_write_text
+
+        atomic_write_text(args.report, markdown)
+    if args.github_output:
+        github_output(
+            {
+                "spec": str(result.new_path),
+                "name": result.report["spec"]["changed"].get("name", {}).get("to")
+                or _name(result.new_text),
+                "version": result.report["core"]["to"],
+            }
+        )
+    if result.written:
+        progress.info(f"bump: wrote {result.new_path} and its locks")
+    else:
+        progress.info("bump: --dry-run, nothing written")
+    if result.errors:
+        first = result.errors[0]
+        progress.warn(f"bump: {len(result.errors)} requested analysis could not run: {first}")
+        return first.exit_code
+    return EXIT_OK
+
+
+def _name(text: str) -> str:
+    import tomlkit
+
+    return str(tomlkit.parse(text)["name"])
+
+
+def _pr_body(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.spec.model import load
+
+    spec = load(args.spec)
+    parts = [
+        f"Automated bump: `{spec.path}` now pins {spec.core.name} {spec.core.version}.",
+        "",
+        "The CPU pipeline (build twice and compare, conformance on the cpu runner, manifest) "
+        "ran on this branch; its scorecard is below. Hardware conformance runs after merge "
+        "(release workflow); until then the verdict is at best `pilot`.",
+        "",
+    ]
+    if args.report:
+        try:
+            parts.append(args.report.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise BadInput(f"{args.report}: migration report not found", hint="run `vpr bump`")
+    card = Path(args.dist) / spec.name / "scorecard.md"
+    if card.exists():
+        parts.append(card.read_text(encoding="utf-8"))
+    else:
+        parts.append(f"_No scorecard: the CPU pipeline did not reach conformance ({card})._\n")
+    text = "\n".join(parts)
+    if len(text) > PR_BODY_LIMIT:  # GitHub refuses longer bodies
+        cut = text[:PR_BODY_LIMIT].rsplit("\n", 1)[0]
+        text = cut + f"\n\n_Cut at {PR_BODY_LIMIT} characters: see {card} in the artifacts._\n"
+    if args.out:
+        from vllm_plugin_release.core.cache import atomic_write_text
+
+        atomic_write_text(args.out, text)
+        progress.info(f"pr-body: wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK

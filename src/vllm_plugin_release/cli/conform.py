@@ -1,0 +1,132 @@
+"""`vpr conform` (all checks, scorecard) and `vpr check NAME` (one check)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from vllm_plugin_release.cli.build import (
+    add_dirs,
+    add_plugin_source,
+    add_runner,
+    add_spec_argument,
+)
+from vllm_plugin_release.core import progress
+from vllm_plugin_release.core.cache import Cache
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    conform = sub.add_parser(
+        "conform", help="run every conformance check; write dist/NAME/scorecard.{json,md,html}"
+    )
+    add_spec_argument(conform)
+    add_dirs(conform)
+    add_plugin_source(conform)
+    add_runner(conform)
+    conform.add_argument("--force", action="store_true", help="ignore the cached scorecard")
+    conform.set_defaults(func=_conform)
+
+    check = sub.add_parser("check", help="run one conformance check (exit 1 on fail)")
+    check.add_argument(
+        "name", help="cadence, isolation, pinning, scheduler, api, environment, plugin_tests"
+    )
+    add_spec_argument(check)
+    add_dirs(check)
+    add_plugin_source(check)
+    add_runner(check)
+    check.add_argument("--json", action="store_true", help="print the check's JSON object")
+    check.set_defaults(func=_check)
+
+    release = sub.add_parser(
+        "release",
+        help="every stage in order: lock check, build-core, build-plugin, env, conform, "
+        "manifest, publish",
+    )
+    add_spec_argument(release)
+    add_dirs(release)
+    add_plugin_source(release)
+    add_runner(release)
+    release.add_argument("--runtime-env", type=Path, default=None, metavar="PATH")
+    release.add_argument("--index", default=None, help="package index upload URL")
+    release.add_argument("--store", default=None, help="manifest store (folder or URL)")
+    release.add_argument("--signing-key", default=None, help="ed25519 private key file")
+    release.add_argument(
+        "--no-publish", action="store_true", help="stop after the manifest (nothing uploaded)"
+    )
+    release.add_argument(
+        "--allow-uncertified",
+        action="store_true",
+        help="publish even when the verdict is lab (the manifest says so)",
+    )
+    release.set_defaults(func=_release)
+
+
+def _context(args: argparse.Namespace):
+    from vllm_plugin_release.conform.suite import Context
+    from vllm_plugin_release.core.errors import BadInput
+    from vllm_plugin_release.spec.model import load
+
+    if args.runner not in ("cpu", "hardware"):
+        raise BadInput(f"unknown runner {args.runner!r}; expected cpu or hardware")
+    spec = load(args.spec)
+    return Context(
+        spec=spec,
+        runner=args.runner,
+        cache=Cache.from_args(args),
+        dist=Path(args.dist) / spec.name,
+        plugin_source=args.plugin_source,
+    )
+
+
+def _conform(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.conform.suite import conform_cached
+
+    ctx = _context(args)
+    card = conform_cached(ctx, force=args.force)
+    progress.info(
+        f"conform: verdict {card['verdict']} ({ctx.dist / 'scorecard.md'}); "
+        + ", ".join(f"{n} {s}" for s, n in card["summary"].items() if n)
+    )
+    return 1 if card["verdict"] == "lab" else 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.conform.suite import dumps, run_check
+
+    result = run_check(_context(args), args.name)
+    if args.json:
+        sys.stdout.write(dumps(result) + "\n")
+    else:
+        progress.info(f"{result.name}: {result.status}: {result.summary}")
+        for item in result.evidence[:50]:
+            progress.info(
+                f"  {item.file or ''}{':' + str(item.line) if item.line else ''} {item.note}"
+            )
+    return 1 if result.status == "fail" else 0
+
+
+def _release(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.core.errors import BadInput
+    from vllm_plugin_release.flows.release import Options, release
+    from vllm_plugin_release.spec.model import load
+
+    if args.runner not in ("cpu", "hardware"):
+        raise BadInput(f"unknown runner {args.runner!r}; expected cpu or hardware")
+    spec = load(args.spec)
+    outcome = release(
+        spec,
+        Options(
+            cache=Cache.from_args(args),
+            dist_root=Path(args.dist),
+            runner=args.runner,
+            plugin_source=args.plugin_source,
+            runtime_env=args.runtime_env,
+            index=args.index,
+            store=args.store,
+            signing_key=args.signing_key,
+            publish=not args.no_publish,
+            allow_uncertified=args.allow_uncertified,
+        ),
+    )
+    return 1 if outcome.facts.get("verdict") == "lab" else 0

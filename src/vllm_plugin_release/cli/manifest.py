@@ -1,0 +1,389 @@
+"""`vpr manifest ...`, `vpr keys generate`, `vpr publish`.
+
+Imports of the heavier modules happen inside the command functions so that
+`vpr --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.core.cache import Cache
+from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK
+
+
+def _default_store() -> str:
+    return os.environ.get("VPR_STORE") or str(Cache.from_env().root / "store")
+
+
+def _spec_and_dirs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--spec",
+        default="buildspec/reference.toml",
+        help="buildspec file (default: buildspec/reference.toml)",
+    )
+    parser.add_argument(
+        "--dist",
+        default="dist",
+        help="output root; the pairing's folder is DIST/NAME (default: dist)",
+    )
+    parser.add_argument(
+        "--cache-dir", default=None, help="cache folder (default: $VPR_CACHE_DIR or .vpr)"
+    )
+
+
+def register(subparsers: Any) -> None:
+    manifest = subparsers.add_parser(
+        "manifest",
+        help="build, verify and query pairing manifests",
+        description="Build the signed pairing manifest, verify it, and query the manifest store.",
+    )
+    sub = manifest.add_subparsers(dest="manifest_command", metavar="SUBCOMMAND")
+    manifest.set_defaults(func=lambda a: (manifest.print_help(sys.stderr), 2)[1])
+
+    p = sub.add_parser(
+        "build",
+        help="write dist/NAME/manifest.json and the signed manifest.intoto.jsonl",
+        description="Read the stage records in dist/NAME/ (build-core.json, build-plugin.json, "
+        "env.json, scorecard.json) and write manifest.json (deterministic), "
+        "manifest.intoto.jsonl (in-toto statement, SLSA provenance, DSSE ed25519 signature) "
+        "and run.json (host and wall times).",
+    )
+    _spec_and_dirs(p)
+    p.add_argument(
+        "--signing-key",
+        help="ed25519 private key (default: $VPR_SIGNING_KEY, [publish] signing_key, else "
+        ".vpr/keys/manifest-signing.key, created on first use)",
+    )
+    p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("schema", help="print the manifest JSON Schema")
+    p.set_defaults(func=cmd_schema)
+
+    p = sub.add_parser(
+        "verify",
+        help="check a manifest's signature, schema and subject digests",
+        description="Exit 0 when the DSSE signature verifies with KEY, the manifest matches its "
+        "schema, and every subject (both wheels, the manifest) next to it has the signed "
+        "sha256; exit 1 naming everything that did not match.",
+    )
+    p.add_argument("file", help="manifest.json, manifest.intoto.jsonl, or their folder")
+    p.add_argument("--key", required=True, help="ed25519 public key (KEY.pub)")
+    p.add_argument(
+        "--manifest-only",
+        action="store_true",
+        help="check the signature and the manifest but not the wheels (e.g. a manifest "
+        "store's pairings/<id>.json)",
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser(
+        "query",
+        help="list pairings in a manifest store",
+        description="List the pairings in a manifest store (exit 1 when none matches).",
+    )
+    p.add_argument(
+        "--store", default=None, help="folder or http(s) URL (default: $VPR_STORE or .vpr/store)"
+    )
+    p.add_argument("--core", help="core version (0.26.0) or specifier (>=0.25)")
+    p.add_argument("--plugin", help="plugin distribution name")
+    p.add_argument("--verdict", choices=["fleet", "pilot", "lab"])
+    p.add_argument("--json", action="store_true", help="print the matching entries as JSON")
+    p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser(
+        "matrix",
+        help="render the compatibility matrix (core versions x plugin commits)",
+    )
+    p.add_argument("--store", default=None, help="folder or http(s) URL")
+    p.add_argument("--format", choices=["table", "markdown", "html"], default="table")
+    p.add_argument("-o", "--output", help="write to this file instead of standard output")
+    p.set_defaults(func=cmd_matrix)
+
+    p = sub.add_parser(
+        "check-env",
+        help="check an installed environment against a manifest",
+        description="Compare installed distributions with the manifest: versions, the files "
+        "recorded in RECORD against the certified wheels' digests, the plugin's entry points. "
+        "Prints every mismatch; exit 1 when there is one.",
+    )
+    p.add_argument("--manifest", required=True, help="manifest.json")
+    p.add_argument(
+        "--python", default=sys.executable, help="python of the environment (default: this one)"
+    )
+    p.add_argument(
+        "--wheels",
+        help="folder holding the certified wheels, for a file-by-file "
+        "list of differences (default: the manifest's folder)",
+    )
+    p.set_defaults(func=cmd_check_env)
+
+    keys = subparsers.add_parser("keys", help="manage the manifest signing key")
+    ksub = keys.add_subparsers(dest="keys_command", metavar="SUBCOMMAND")
+    keys.set_defaults(func=lambda a: (keys.print_help(sys.stderr), 2)[1])
+    p = ksub.add_parser(
+        "generate",
+        help="create an ed25519 key pair (KEY and KEY.pub)",
+    )
+    p.add_argument("--out", help="private key path (default: .vpr/keys/manifest-signing.key)")
+    p.add_argument("--force", action="store_true", help="replace an existing key")
+    p.add_argument(
+        "--encrypt",
+        action="store_true",
+        help="encrypt the private key with the passphrase in $VPR_SIGNING_KEY_PASSWORD",
+    )
+    p.set_defaults(func=cmd_keys_generate)
+
+    p = subparsers.add_parser(
+        "publish",
+        help="upload both wheels to a package index and add the manifest to the store",
+        description="twine check --strict, then upload both wheels (a file already on the index "
+        "with the same sha256 counts as done; a different one fails), then add the manifest "
+        "to the manifest store. With no index, a local pypiserver on loopback over .vpr/index/ "
+        "is used and the upload is proven by installing both wheels with --require-hashes. "
+        "Credentials come from TWINE_USERNAME / TWINE_PASSWORD or the keyring.",
+    )
+    _spec_and_dirs(p)
+    p.add_argument(
+        "--index", help="upload URL (default: $VPR_INDEX, [publish] index, else a local pypiserver)"
+    )
+    p.add_argument("--simple-index", help="the index's simple API URL if it cannot be derived")
+    p.add_argument(
+        "--store",
+        help="manifest store folder (default: $VPR_STORE, [publish] store, else .vpr/store)",
+    )
+    p.add_argument(
+        "--key", help="public key to verify the manifest with (default: the signing key's .pub)"
+    )
+    p.add_argument("--signing-key", help="signing key whose .pub is used for verification")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--verify-install",
+        dest="verify_install",
+        action="store_true",
+        default=None,
+        help="prove the upload by installing (default with the local index)",
+    )
+    group.add_argument("--no-verify-install", dest="verify_install", action="store_false")
+    p.add_argument(
+        "--allow-uncertified",
+        action="store_true",
+        help="publish even when the verdict is lab or conformance has not run",
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=cmd_publish)
+
+
+# ---------------------------------------------------------------------------
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.core import progress
+    from vllm_plugin_release.spec import model as spec_mod
+    from vllm_plugin_release.stages import manifest as mf
+
+    spec = spec_mod.load(args.spec)
+    built = mf.build_for_spec(
+        spec, signing_key=args.signing_key, dist_root=args.dist, cache=Cache.from_args(args)
+    )
+    if built.key_created:
+        progress.info(
+            f"created signing key {built.key_path} (public key {built.public_key_path}); "
+            "keep the private key out of version control"
+        )
+    progress.info(mf.summary_line(built.manifest))
+    print(f"manifest   {built.manifest_path}")
+    print(f"statement  {built.statement_path}")
+    print(f"pairing    {built.manifest['pairing_id']}")
+    print(f"signed by  keyid {built.keyid[:16]} (verify with {built.public_key_path})")
+    return EXIT_OK
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.stages import manifest as mf
+
+    sys.stdout.write(mf.schema_text())
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.stages import manifest as mf
+    from vllm_plugin_release.stages import signing
+
+    result = signing.verify_files(Path(args.file), Path(args.key), manifest_only=args.manifest_only)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "ok": True,
+                    "manifest": str(result.manifest_path),
+                    "keyid": result.keyid,
+                    "pairing_id": result.manifest["pairing_id"],
+                    "verdict": result.manifest["conformance"]["verdict"],
+                    "subjects": result.subjects,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
+        return EXIT_OK
+    print(
+        f"OK {result.manifest_path}: signature (keyid {result.keyid[:16]}), schema, "
+        f"{len(result.subjects)} subjects"
+    )
+    for s in result.subjects:
+        note = f"  ({s['problem']})" if s.get("problem") else ""
+        print(f"  {s['sha256']}  {s['name']}{note}")
+    print(f"  {mf.summary_line(result.manifest)}")
+    return EXIT_OK
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.core import progress
+    from vllm_plugin_release.edges import store as st
+
+    s = st.open_store(args.store or _default_store())
+    entries = st.query(s.read_index(), core=args.core, plugin=args.plugin, verdict=args.verdict)
+    if args.json:
+        print(json.dumps(entries, indent=2, sort_keys=True))
+    elif entries:
+        from rich.console import Console
+        from rich.markup import escape
+        from rich.table import Table
+
+        table = Table(title=f"pairings in {s.location}")
+        for col in (
+            "core",
+            "plugin",
+            "commit",
+            "runtime",
+            "python",
+            "verdict",
+            "runner",
+            "pairing",
+        ):
+            table.add_column(col)
+        for e in entries:
+            rt = e.get("runtime") or {}
+            runtime = (
+                " ".join(
+                    filter(None, [rt.get("name"), rt.get("version"), (rt.get("commit") or "")[:12]])
+                )
+                or "-"
+            )
+            table.add_row(
+                *map(
+                    escape,
+                    [
+                        e["core"]["version"],
+                        f"{e['plugin']['name']} {e['plugin']['version']}",
+                        (e["plugin"].get("commit") or "-")[:12],
+                        runtime,
+                        str(e.get("python")),
+                        str(e.get("verdict")),
+                        str(e.get("runner")),
+                        e["pairing_id"][:12],
+                    ],
+                )
+            )
+        Console(soft_wrap=True).print(table)
+    if not entries:
+        progress.info("no pairing matches")
+        return EXIT_GATE
+    return EXIT_OK
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.core.cache import atomic_write_text
+    from vllm_plugin_release.edges import store as st
+
+    s = st.open_store(args.store or _default_store())
+    m = st.matrix(s.read_index())
+    if args.format == "table":
+        from rich.console import Console
+
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as f:
+                Console(file=f, width=200, color_system=None).print(st.render_table(m))
+        else:
+            Console(soft_wrap=True).print(st.render_table(m))
+        return EXIT_OK
+    text = st.render_markdown(m) if args.format == "markdown" else st.render_html(m)
+    if args.output:
+        atomic_write_text(Path(args.output), text)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def cmd_check_env(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.stages import manifest as mf
+
+    path = Path(args.manifest)
+    data = mf.load(path)
+    wheels = Path(args.wheels) if args.wheels else path.parent
+    problems = mf.check_environment(data, args.python, wheels)
+    if problems:
+        print(f"MISMATCH {args.python} vs {path}:")
+        for problem in problems:
+            print(f"  - {problem}")
+        return EXIT_GATE
+    print(
+        f"OK {args.python} matches {path}: {data['core']['name']} {data['core']['version']}, "
+        f"{data['plugin']['name']} {data['plugin']['version']} (versions, RECORD hashes, "
+        "entry points)"
+    )
+    return EXIT_OK
+
+
+def cmd_keys_generate(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.stages import signing
+
+    out = Path(args.out) if args.out else Cache.from_env().root / signing.DEFAULT_KEY
+    private, public = signing.generate_keypair(out, force=args.force, encrypt=args.encrypt)
+    kid = signing.keyid(signing.load_public_key(public))
+    print(f"private key  {private}  (mode 0600; keep it secret, out of version control)")
+    print(f"public key   {public}")
+    print(f"keyid        {kid}")
+    return EXIT_OK
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.spec import model as spec_mod
+    from vllm_plugin_release.stages import publish as pub
+
+    spec = spec_mod.load(args.spec)
+    result = pub.publish_spec(
+        spec,
+        index=args.index,
+        store=args.store,
+        simple_index=args.simple_index,
+        public_key=args.key,
+        signing_key=args.signing_key,
+        verify_install=args.verify_install,
+        allow_uncertified=args.allow_uncertified,
+        dist_root=args.dist,
+        cache=Cache.from_args(args),
+    )
+    if args.json:
+        from dataclasses import asdict
+
+        print(json.dumps(asdict(result), indent=2, sort_keys=True))
+        return EXIT_OK
+    for name, status in result.wheels.items():
+        print(f"{status:9} {name}")
+    print(
+        f"index     {result.index}"
+        + (" (install proven with --require-hashes)" if result.install_proven else "")
+    )
+    print(
+        f"store     {result.store}: pairing {result.pairing_id[:16]} {result.store_status} "
+        f"(verdict {result.verdict})"
+    )
+    return EXIT_OK

@@ -1,0 +1,219 @@
+"""`vpr replay` and `vpr loadtest`.
+
+    vpr replay --spec buildspec/tt.toml [--python PATH] [--out DIR] [--requests N]
+    vpr loadtest --endpoint http://127.0.0.1:8000 --spec buildspec/tt.toml [--model NAME]
+
+`replay` drives the plugin's scheduler and upstream vLLM's V1 scheduler on the spec's
+request mix inside the pairing environment and writes dist/NAME/replay.json, the
+harness timing (replay-timing.json) and two PNG plots. It exits 1 when a scheduler
+crashed or did not finish the mix. `loadtest` sends the same mix to a running
+OpenAI-compatible server and writes dist/NAME/loadtest.json (exit 3, with what was
+measured kept, when the endpoint refuses or times out).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.core.errors import EXIT_OK, BadInput, GateFailed
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "replay",
+        help="replay the request mix through the plugin's and upstream's schedulers (CPU)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--spec", required=True, help="buildspec TOML")
+    p.add_argument("--python", help="pairing env python (default: dist/NAME/env.json)")
+    p.add_argument("--out", help="output folder (default dist/NAME)")
+    p.add_argument("--dist", default="dist", help="output root (default: dist)")
+    p.add_argument("--requests", type=int, help="replay only the first N requests of the mix")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument(
+        "--sys-path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="extra folder on the env's import path (a scheduler not installed there)",
+    )
+    p.set_defaults(func=_cmd_replay)
+
+    q = subparsers.add_parser(
+        "loadtest",
+        help="send the request mix to a running OpenAI-compatible server, streaming",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    q.add_argument("--endpoint", required=True, help="server base URL, e.g. http://HOST:8000")
+    q.add_argument("--spec", required=True, help="buildspec TOML (its request mix)")
+    q.add_argument("--model", help="model name (default: the first of /v1/models)")
+    q.add_argument("--out", help="result file (default dist/NAME/loadtest.json)")
+    q.add_argument("--dist", default="dist", help="output root (default: dist)")
+    q.add_argument("--max-requests", type=int, default=200, help="request bound (200)")
+    q.add_argument("--duration", type=float, default=300.0, help="time bound in s (300)")
+    q.add_argument(
+        "--request-timeout", type=float, default=120.0, help="bound per request in s (120)"
+    )
+    q.add_argument(
+        "--prompt-mode",
+        choices=["tokens", "text"],
+        default="tokens",
+        help="send prompts as token-id arrays (exact lengths; vLLM) or as text",
+    )
+    q.add_argument(
+        "--no-vllm-extras",
+        action="store_true",
+        help="do not send ignore_eos/min_tokens (for servers that reject them)",
+    )
+    q.add_argument(
+        "--time-scale", type=float, default=1.0, help="multiply arrival times by this (1.0)"
+    )
+    q.set_defaults(func=_cmd_loadtest)
+
+
+def _dist(spec: Any, root: str) -> Path:
+    return Path(root) / spec.name
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.core.progress import info
+    from vllm_plugin_release.replay import config, mix, runner
+    from vllm_plugin_release.spec import model as spec_mod
+
+    spec = spec_mod.load(args.spec)
+    request_mix = mix.from_spec(spec)
+    if args.requests is not None:
+        if args.requests < 1:
+            raise BadInput("--requests must be >= 1")
+        request_mix = request_mix.limit(args.requests)
+    replay_config = config.from_spec(spec)
+    dist = _dist(spec, args.dist)
+    python = Path(args.python) if args.python else runner.env_python(dist, spec.path)
+    out_dir = Path(args.out) if args.out else dist
+    info(
+        f"replaying {len(request_mix)} requests through {replay_config.plugin_scheduler} and "
+        f"{replay_config.upstream_scheduler} in {python}"
+    )
+    outcome = runner.replay(
+        python,
+        request_mix,
+        replay_config,
+        name=spec.name,
+        out_dir=out_dir,
+        plots=not args.no_plots,
+        sys_path=args.sys_path,
+    )
+    print(render(outcome.report, outcome.timing))
+    for path in outcome.files:
+        print(f"wrote {path}")
+    problems = [
+        f"{side}: {outcome.report[side].get('crashed') or outcome.report[side].get('stopped')}"
+        for side in ("plugin", "upstream")
+        if outcome.report[side].get("crashed") or outcome.report[side].get("stopped")
+    ]
+    if problems:
+        raise GateFailed("the replay did not complete:\n  " + "\n  ".join(problems))
+    return EXIT_OK
+
+
+def _fmt(value: Any, scale: float = 1.0, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value * scale:.4g}{unit}"
+    return f"{value}{unit}"
+
+
+def render(report: dict[str, Any], timing: dict[str, Any] | None = None) -> str:
+    """A plain-text table of the two schedulers side by side."""
+    rows = [
+        ("steps", ("steps",), 1.0, ""),
+        ("mixed steps", ("mixed_steps",), 1.0, ""),
+        ("prefill-only steps", ("prefill_only_steps",), 1.0, ""),
+        ("decode-only steps", ("decode_only_steps",), 1.0, ""),
+        ("empty steps", ("empty_steps",), 1.0, ""),
+        ("chunked-prefill steps", ("chunked_prefill_steps",), 1.0, ""),
+        ("interleaved decode steps", ("interleaved_decode_steps",), 1.0, ""),
+        ("preemptions", ("preemptions",), 1.0, ""),
+        ("completed", ("requests", "completed"), 1.0, ""),
+        ("rejected", ("requests", "rejected"), 1.0, ""),
+        ("TTFT p50", ("ttft_s", "p50"), 1000.0, " ms"),
+        ("TTFT p99", ("ttft_s", "p99"), 1000.0, " ms"),
+        ("ITL mean", ("itl_s", "mean"), 1000.0, " ms"),
+        ("ITL p99", ("itl_s", "p99"), 1000.0, " ms"),
+        ("ITL max", ("itl_s", "max"), 1000.0, " ms"),
+        ("longest decode stall", ("longest_decode_stall_steps",), 1.0, " steps"),
+        ("output tokens/s", ("output_tokens_per_s",), 1.0, ""),
+    ]
+
+    def dig(side: dict[str, Any], path: tuple[str, ...]) -> Any:
+        node: Any = side
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        return node
+
+    plugin, upstream = report["plugin"], report["upstream"]
+    lines = [
+        f"replay of {report['mix']['requests']} requests (seed {report['mix']['seed']}, "
+        f"vLLM {report.get('vllm_version')})",
+        f"{'':26}{'plugin':>14}{'upstream':>14}",
+    ]
+    for label, path, scale, unit in rows:
+        lines.append(
+            f"{label:26}{_fmt(dig(plugin, path), scale, unit):>14}"
+            f"{_fmt(dig(upstream, path), scale, unit):>14}"
+        )
+    policy = plugin.get("policy") or {}
+    for change in policy.get("changes", []):
+        why = change.get("why") or ""
+        said = f"{change['key']}: {change['from']} -> {change['to']}"
+        lines.append(
+            f"policy {policy.get('name')}: "
+            + (why if why.startswith(said) else (f"{said} ({why})" if why else said))
+        )
+    for side in ("plugin", "upstream"):
+        if report[side].get("crashed"):
+            lines.append(f"{side} scheduler crashed: {report[side]['crashed']}")
+    if timing and timing.get("overhead_ratio") is not None:
+        lines.append(
+            f"harness: {timing['replay_wall_s']:.2f} s replay wall, "
+            f"{timing['scheduler_s']:.2f} s inside the schedulers "
+            f"(x{timing['overhead_ratio']}), vLLM import {timing.get('import_s') or 0:.1f} s"
+        )
+    return "\n".join(lines)
+
+
+def _cmd_loadtest(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.replay import loadtest, mix
+    from vllm_plugin_release.spec import model as spec_mod
+
+    spec = spec_mod.load(args.spec)
+    request_mix = mix.from_spec(spec)
+    out = Path(args.out) if args.out else _dist(spec, args.dist) / "loadtest.json"
+    options = loadtest.LoadOptions(
+        model=args.model,
+        max_requests=args.max_requests,
+        duration_s=args.duration,
+        request_timeout_s=args.request_timeout,
+        prompt_mode=args.prompt_mode,
+        vllm_extras=not args.no_vllm_extras,
+        time_scale=args.time_scale,
+    )
+    result = loadtest.run(args.endpoint, request_mix, options, out=out)
+    s = result["summary"]
+    print(
+        f"{s['requests']['completed']}/{s['requests']['planned']} requests completed against "
+        f"{result['endpoint']} ({result['model']}) in {result['wall_s']} s"
+    )
+    print(
+        f"TTFT p50 {_fmt(s['ttft_s']['p50'], 1000, ' ms')}, p99 "
+        f"{_fmt(s['ttft_s']['p99'], 1000, ' ms')}; ITL mean {_fmt(s['itl_s']['mean'], 1000, ' ms')}"
+        f", p99 {_fmt(s['itl_s']['p99'], 1000, ' ms')}, max {_fmt(s['itl_s']['max'], 1000, ' ms')}"
+        f"; {_fmt(s['output_tokens_per_s'])} output tokens/s"
+    )
+    print(f"wrote {out}")
+    return EXIT_OK

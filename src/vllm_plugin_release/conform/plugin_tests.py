@@ -1,0 +1,243 @@
+"""The plugin's own test suite, run inside the pairing environment (JUnit XML).
+
+Spec keys, `[conformance.plugin_tests]`:
+  cpu = ["tests"]            paths that are safe without the vendor runtime
+  hardware = ["tests"]       paths for the hardware runner
+  ignore = ["tests/tt"]      paths never collected on the cpu runner
+  timeout = 1800             seconds for one pytest run
+
+With a baseline (`--baseline VERSION`), the same tests also run against a pairing
+built with the core version the plugin's installer pins, and every test that
+passes there but fails on the new core is a regression: release drift caught
+before the fleet sees it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.core import progress
+from vllm_plugin_release.core.cache import write_json
+from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+
+RECORD = "plugin-tests.json"
+PLUGIN_TESTS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "The plugin's own test suite, run in the pairing environment.",
+    "additionalProperties": False,
+    "properties": {
+        "cpu": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": ["tests"],
+            "description": "Test paths (relative to the plugin source) run on the cpu runner.",
+        },
+        "hardware": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Test paths run on the hardware runner (default: the cpu paths).",
+        },
+        "ignore": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": [],
+            "description": "Paths never collected on the cpu runner (they need the runtime); "
+            "reported as deferred.",
+        },
+        "timeout": {
+            "type": "integer",
+            "minimum": 1,
+            "default": 1800,
+            "description": "Seconds one pytest run may take.",
+        },
+    },
+}
+INI_FILES = ("pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
+
+@dataclass
+class TestRun:
+    runner: str
+    paths: list[str]
+    counts: dict[str, int] = field(default_factory=dict)
+    outcomes: dict[str, str] = field(default_factory=dict)  # test id -> passed|failed|...
+    exit_code: int = 0
+    deferred: list[str] = field(default_factory=list)
+
+    @property
+    def failing(self) -> list[str]:
+        return sorted(t for t, o in self.outcomes.items() if o in ("failed", "error"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runner": self.runner,
+            "paths": self.paths,
+            "counts": self.counts,
+            "failing": self.failing,
+            "pytest_exit_code": self.exit_code,
+            "deferred": self.deferred,
+            "outcomes": dict(sorted(self.outcomes.items())),
+        }
+
+
+def settings(spec_conformance: dict[str, Any], where: str) -> dict[str, Any]:
+    cfg = spec_conformance.get("plugin_tests", {})
+    if not isinstance(cfg, dict):
+        raise BadInput(f"{where}: [conformance.plugin_tests] must be a table")
+    known = {"cpu", "hardware", "ignore", "timeout"}
+    for key in cfg:
+        if key not in known:
+            raise BadInput(
+                f"{where}: unknown key {key!r} in [conformance.plugin_tests]; "
+                f"expected one of: {', '.join(sorted(known))}"
+            )
+    for key in ("cpu", "hardware", "ignore"):
+        value = cfg.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise BadInput(f"{where}: [conformance.plugin_tests] {key} must be a list of paths")
+    return {
+        "cpu": cfg.get("cpu", ["tests"]),
+        "hardware": cfg.get("hardware", cfg.get("cpu", ["tests"])),
+        "ignore": cfg.get("ignore", []),
+        "timeout": int(cfg.get("timeout", 1800)),
+    }
+
+
+def parse_junit(
+    path: Path, runtime_module: str | None = None
+) -> tuple[dict[str, int], dict[str, str]]:
+    """Counts and per-test outcomes from a JUnit XML file.
+
+    A failure whose only cause is the absent vendor runtime (`No module named 'ttnn'`)
+    is `deferred` (it belongs to the hardware runner), never `passed`.
+    """
+    missing = f"No module named '{runtime_module}" if runtime_module else None
+    try:
+        root = ET.parse(path).getroot()
+    except (ET.ParseError, OSError) as exc:
+        raise OutsideFailure(f"{path}: unreadable JUnit XML ({exc})")
+    outcomes: dict[str, str] = {}
+    for case in root.iter("testcase"):
+        classname = case.get("classname", "")
+        test_id = f"{classname}::{case.get('name', '?')}" if classname else case.get("name", "?")
+        problem = case.find("failure")
+        if problem is None:
+            problem = case.find("error")
+        text = (
+            ((problem.get("message") or "") + (problem.text or "")) if problem is not None else ""
+        )
+        if problem is not None and missing and missing in text:
+            outcome = "deferred"
+        elif case.find("failure") is not None:
+            outcome = "failed"
+        elif case.find("error") is not None:
+            outcome = "error"
+        elif case.find("skipped") is not None:
+            outcome = "skipped"
+        else:
+            outcome = "passed"
+        outcomes[test_id] = outcome
+    counts = {k: 0 for k in ("passed", "failed", "error", "skipped", "deferred")}
+    for outcome in outcomes.values():
+        counts[outcome] += 1
+    # collection errors appear as testsuite errors without a testcase on some versions
+    suite_errors = sum(int(s.get("errors", 0)) for s in root.iter("testsuite"))
+    counts["error"] = max(counts["error"], suite_errors)
+    counts["total"] = len(outcomes)
+    return counts, outcomes
+
+
+def pytest_command(python: Path, root: Path, paths: list[str], ignore: list[str], junit: Path):
+    argv = [
+        str(python),
+        "-m",
+        "pytest",
+        *paths,
+        f"--junitxml={junit}",
+        "-o",
+        "junit_family=xunit2",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--rootdir",
+        str(root),
+    ]
+    for candidate in INI_FILES:  # keep pytest from climbing into an unrelated ini file
+        if (root / candidate).exists():
+            argv += ["-c", str(root / candidate)]
+            break
+    for path in ignore:
+        argv.append(f"--ignore={path}")
+    return argv
+
+
+def run_tests(
+    python: Path,
+    root: Path,
+    runner: str,
+    cfg: dict[str, Any],
+    junit: Path,
+    runtime_module: str | None = None,
+) -> TestRun:
+    paths = cfg[runner]
+    missing = [p for p in paths if not (root / p).exists()]
+    if missing:
+        raise BadInput(
+            f"{root}: test paths not found: {', '.join(missing)}",
+            hint="check [conformance.plugin_tests]",
+        )
+    ignore = cfg["ignore"] if runner == "cpu" else []
+    argv = pytest_command(python, root, paths, ignore, junit)
+    progress.info(f"plugin-tests: {' '.join(argv[3:])}")
+    try:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        done = subprocess.run(
+            argv,
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=cfg["timeout"],
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise OutsideFailure(f"plugin tests did not finish within {cfg['timeout']} s")
+    if done.returncode not in (0, 1, 2, 5) or not junit.exists():
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
+        raise OutsideFailure(f"pytest failed to run (exit {done.returncode}):\n{tail}")
+    counts, outcomes = parse_junit(junit, runtime_module if runner == "cpu" else None)
+    run = TestRun(
+        runner=runner, paths=paths, counts=counts, outcomes=outcomes, exit_code=done.returncode
+    )
+    if runner == "cpu":
+        run.deferred = sorted(set(cfg["hardware"]) - set(paths)) + list(ignore)
+    return run
+
+
+def regressions(baseline: TestRun, new: TestRun) -> list[str]:
+    """Tests that pass on the baseline core and fail (or error) on the new one."""
+    return sorted(
+        t
+        for t, o in new.outcomes.items()
+        if o in ("failed", "error") and baseline.outcomes.get(t) == "passed"
+    )
+
+
+def write_record(
+    dist: Path, run: TestRun, baseline: TestRun | None, base_version: str | None, core_version: str
+) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "stage": "plugin-tests",
+        "core_version": core_version,
+        **run.to_json(),
+    }
+    if baseline is not None:
+        record["baseline"] = {"core_version": base_version, **baseline.to_json()}
+        record["regressions"] = regressions(baseline, run)
+    write_json(dist / RECORD, record)
+    return record

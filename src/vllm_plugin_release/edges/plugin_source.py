@@ -1,0 +1,181 @@
+"""Where the plugin source comes from, verified: a git URL, a local checkout, or this repo.
+
+- kind = git: cloned from `url` (or from `--plugin-source PATH`, a local checkout
+  that must contain the pinned commit), checked out at the pinned commit; a tag,
+  when given, must resolve to it.
+- kind = path: a folder of this repository, exported from the committed tree
+  (`git archive`), so uncommitted edits never reach a release; the commit is the
+  last one that touched the folder.
+The source date epoch of the plugin build is the commit time.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import tarfile
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+from vllm_plugin_release.core import progress
+from vllm_plugin_release.core.cache import Cache
+from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.edges.fetch import _git
+from vllm_plugin_release.spec.model import Spec
+
+
+@dataclass(frozen=True)
+class PluginSource:
+    root: Path  # the plugin's source tree (where its pyproject.toml is)
+    kind: str  # git | path
+    repository: str
+    commit: str | None
+    source_date_epoch: int
+    dirty: bool = False
+
+    def record(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "repository": self.repository,
+            "commit": self.commit,
+            "source_date_epoch": self.source_date_epoch,
+        }
+
+
+def _ok(done: subprocess.CompletedProcess[str], what: str) -> str:
+    if done.returncode != 0:
+        raise OutsideFailure(f"{what}: {done.stderr.strip() or 'git failed'}")
+    return done.stdout.strip()
+
+
+def commit_time(repo: Path, commit: str) -> int:
+    return int(_ok(_git("log", "-1", "--format=%ct", commit, cwd=repo), "git log"))
+
+
+def _has_commit(repo: Path, commit: str) -> bool:
+    return _git("cat-file", "-e", f"{commit}^{{commit}}", cwd=repo).returncode == 0
+
+
+def resolve(spec: Spec, cache: Cache, override: Path | None = None) -> PluginSource:
+    """The verified plugin source tree for the spec (or the override checkout)."""
+    plugin = spec.plugin
+    if not plugin:
+        raise BadInput(f"{spec.path}: no [plugin] table", hint="add [plugin] name and source")
+    source = plugin["source"]
+    sub = plugin.get("subdirectory", "")
+    if source["kind"] == "path" and override is None:
+        return _from_repo_path(spec, spec.resolve(source["path"]), cache)
+    commit = source.get("commit")
+    if not commit:
+        raise BadInput(f"{spec.path}: [plugin.source] commit is required with --plugin-source")
+    url = str(override) if override is not None else source["url"]
+    if override is not None and not (override / ".git").exists() and not _is_bare(override):
+        raise BadInput(
+            f"{override}: not a git checkout",
+            hint="--plugin-source takes a local git clone that contains the pinned commit",
+        )
+    dest = cache.root / "plugins" / commit
+    if not (dest / ".vpr-complete").exists():
+        with (
+            cache.publish_dir(dest) as work,
+            progress.status(f"plugin: checking out {commit[:12]}"),
+        ):
+            _clone_commit(url, commit, work / "checkout", source.get("tag"))
+            (work / ".vpr-complete").write_text(commit + "\n")
+    checkout = dest / "checkout"
+    if source.get("tag"):
+        # Asked of the source every time: a cached checkout cannot see a moved tag.
+        tagged = _remote_tag_commit(url, source["tag"])
+        if tagged != commit:
+            raise GateFailed(
+                f"plugin tag {source['tag']!r} resolves to {tagged or 'nothing'} at {url}, "
+                f"the spec pins {commit}",
+                hint="a moved tag is a supply-chain event: check it, then update the pin",
+            )
+    root = checkout / sub if sub else checkout
+    return PluginSource(
+        root=root,
+        kind="git",
+        repository=source.get("url", url),
+        commit=commit,
+        source_date_epoch=commit_time(checkout, commit),
+    )
+
+
+def _remote_tag_commit(url: str, tag: str) -> str | None:
+    """The commit `tag` names at `url` now (annotated tags peeled), or None."""
+    done = _git("ls-remote", "--tags", url, f"refs/tags/{tag}", f"refs/tags/{tag}^{{}}")
+    if done.returncode != 0:
+        raise OutsideFailure(f"{url}: cannot list tags ({done.stderr.strip()})")
+    refs = dict(reversed(line.split("\t", 1)) for line in done.stdout.splitlines() if "\t" in line)
+    return refs.get(f"refs/tags/{tag}^{{}}") or refs.get(f"refs/tags/{tag}")
+
+
+def _is_bare(path: Path) -> bool:
+    return (path / "HEAD").exists() and (path / "objects").is_dir()
+
+
+def _clone_commit(url: str, commit: str, dest: Path, tag: str | None) -> None:
+    local = not urllib.parse.urlparse(url).scheme or url.startswith("file://")
+    done = _git("clone", "--quiet", "--no-checkout", url, str(dest))
+    if done.returncode != 0:
+        if local:
+            raise BadInput(f"{url}: cannot clone ({done.stderr.strip()})")
+        raise OutsideFailure(f"{url}: git clone failed: {done.stderr.strip()}")
+    if tag:
+        _git("fetch", "--quiet", "origin", f"refs/tags/{tag}:refs/tags/{tag}", cwd=dest)
+    if not _has_commit(dest, commit):
+        _git("fetch", "--quiet", "origin", commit, cwd=dest)  # servers that allow it
+    if not _has_commit(dest, commit):
+        raise BadInput(
+            f"{url}: commit {commit} not found",
+            hint="check [plugin.source] commit, or pass --plugin-source with a checkout "
+            "that contains it",
+        )
+    _ok(_git("checkout", "--quiet", "--detach", commit, cwd=dest), "git checkout")
+
+
+def _from_repo_path(spec: Spec, folder: Path, cache: Cache) -> PluginSource:
+    if not folder.is_dir():
+        raise BadInput(f"{spec.path}: [plugin.source] path {folder} does not exist")
+    top = _git("rev-parse", "--show-toplevel", cwd=folder)
+    if top.returncode != 0:
+        raise BadInput(
+            f"{folder}: not inside a git repository",
+            hint="the in-repo plugin is built from its committed tree; commit it first",
+        )
+    repo = Path(top.stdout.strip())
+    rel = folder.resolve().relative_to(repo.resolve()).as_posix()
+    commit = _git("log", "-1", "--format=%H", "--", rel, cwd=repo).stdout.strip()
+    if not commit:
+        raise BadInput(f"{folder}: has no commit yet", hint="commit the plugin first")
+    dirty = bool(_git("status", "--porcelain", "--", rel, cwd=repo).stdout.strip())
+    if dirty:
+        progress.warn(f"{rel}: uncommitted changes are not part of the build (committed tree used)")
+    head = _ok(_git("rev-parse", "HEAD", cwd=repo), "git rev-parse")
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", f"{head}:{rel}"], cwd=repo, capture_output=True
+    )
+    if archive.returncode != 0:
+        raise OutsideFailure(f"git archive of {rel} failed: {archive.stderr.decode().strip()}")
+    from vllm_plugin_release.core.cache import key_of
+
+    tree_id = _ok(_git("rev-parse", f"{head}:{rel}", cwd=repo), "git rev-parse")
+    dest = cache.root / "plugins" / f"tree-{key_of(tree_id)[:16]}"
+    if not dest.exists():
+        tmp = dest.with_name(dest.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tf:
+            tf.extractall(tmp / folder.name, filter="data")
+        tmp.rename(dest)
+    return PluginSource(
+        root=dest / folder.name,
+        kind="path",
+        repository=rel,
+        commit=commit,
+        source_date_epoch=commit_time(repo, commit),
+        dirty=dirty,
+    )

@@ -1,0 +1,117 @@
+"""Runners: where build commands execute. `local` (this machine) or `docker` (a container).
+
+Both runners take the same `Command` objects, produced once by `recipes.py`;
+a runner only decides where the workspace lives and how a command is started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+
+
+@dataclass(frozen=True)
+class Command:
+    """One step of a recipe: argv, environment and working folder (workspace-relative)."""
+
+    label: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    network: bool = True  # False: the step must run with no network access
+
+
+@functools.lru_cache(maxsize=1)
+def can_unshare_network() -> bool:
+    """True when `unshare -n` works here (root or user namespaces)."""
+    if not shutil.which("unshare"):
+        return False
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        done = subprocess.run(["unshare", "-n", "true"], capture_output=True, timeout=10)
+        return done.returncode == 0
+    return False
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join("    " + line for line in text[-lines:])
+
+
+class LocalRunner:
+    """Runs commands as subprocesses on this machine; the workspace is a host folder."""
+
+    kind = "local"
+
+    def __init__(self, network_isolation: str = "auto") -> None:
+        if network_isolation == "required" and not can_unshare_network():
+            raise BadInput(
+                "build.network_isolation = 'required' but `unshare -n` is not permitted here",
+                hint="run as root or enable user namespaces, or set network_isolation = 'auto'",
+            )
+        self.isolate = network_isolation != "off" and can_unshare_network()
+
+    def describe(self) -> dict[str, object]:
+        return {"kind": self.kind}
+
+    def run(self, cmd: Command, log: Path) -> None:
+        argv = list(cmd.argv)
+        if not cmd.network and self.isolate:
+            argv = ["unshare", "-n", *argv]
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as out:
+            out.write(f"$ {' '.join(argv)}\n".encode())
+            out.flush()
+            try:
+                done = subprocess.run(
+                    argv,
+                    env=dict(cmd.env) if cmd.env else None,
+                    cwd=cmd.cwd,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    check=False,
+                )
+            except FileNotFoundError as exc:
+                raise OutsideFailure(f"{cmd.label}: cannot start {argv[0]!r}: {exc.strerror}")
+        if done.returncode != 0:
+            raise GateFailed(
+                f"{cmd.label} failed (exit {done.returncode}); log: {log}\n{_tail(log)}",
+                hint="read the log above; nothing was written to dist/",
+            )
+
+
+def host_env(**extra: str) -> dict[str, str]:
+    """A minimal, explicit environment: nothing from the caller leaks into a build."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TZ": "UTC",
+    }
+    for key in ("TMPDIR", "SSL_CERT_FILE", "UV_CACHE_DIR", "XDG_CACHE_HOME"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    env.update(extra)
+    return env
+
+
+def make_runner(backend: str, network_isolation: str = "auto", **docker_args: object):
+    if backend == "local":
+        return LocalRunner(network_isolation)
+    if backend == "docker":
+        from vllm_plugin_release.edges.container import DockerRunner
+
+        return DockerRunner(**docker_args)  # type: ignore[arg-type]
+    raise BadInput(f"unknown backend {backend!r}; expected 'local' or 'docker'")

@@ -1,0 +1,88 @@
+"""A baseline pairing: the same plugin on another core version (the one its installer pins).
+
+The baseline core is found on the spec's index; its sha256 comes from the index
+listing (recorded as such) and is verified on download like any other pin. Its
+locks are derived, not committed: they live under .vpr/baseline/VERSION/.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tarfile
+from pathlib import Path
+
+from vllm_plugin_release.core import progress
+from vllm_plugin_release.core.cache import Cache
+from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.edges.fetch import Fetcher, index_files
+from vllm_plugin_release.edges.plugin_source import resolve
+from vllm_plugin_release.spec.model import SdistSource, Spec
+from vllm_plugin_release.stages.build_core import build_core, lock_request, source_tree
+from vllm_plugin_release.stages.build_plugin import RECORD as PLUGIN_RECORD
+from vllm_plugin_release.stages.lock import compile_lock
+from vllm_plugin_release.stages.pairing_env import create_env, env_lock_request, runtime_plan
+
+
+def sdist_epoch(archive: Path) -> int:
+    """The newest file time inside an sdist: its natural SOURCE_DATE_EPOCH."""
+    with tarfile.open(archive) as tf:
+        return int(max(m.mtime for m in tf.getmembers()))
+
+
+def baseline_spec(spec: Spec, version: str, cache: Cache) -> Spec:
+    if not isinstance(spec.core.source, SdistSource):
+        raise BadInput("a baseline needs an sdist core source ([core.source] kind = sdist)")
+    filename = f"{spec.core.name}-{version}.tar.gz"
+    files = {f.filename: f for f in index_files(spec.core.source.index, spec.core.name)}
+    entry = files.get(filename)
+    if entry is None or not entry.sha256:
+        raise BadInput(
+            f"{spec.core.source.index}: no {filename} with a sha256 on the index",
+            hint="pass a released core version to --baseline",
+        )
+    source = SdistSource(index=spec.core.source.index, filename=filename, sha256=entry.sha256)
+    archive = Fetcher(cache).sdist(source, spec.core.name)
+    folder = cache.root / "baseline" / version
+    core = dataclasses.replace(
+        spec.core, version=version, source=source, source_date_epoch=sdist_epoch(archive)
+    )
+    build = dataclasses.replace(spec.build, constraints=str(folder / "build-core.txt"))
+    env = {**spec.env, "constraints": str(folder / "env.txt")}
+    return dataclasses.replace(
+        spec, name=f"{spec.name}-baseline-{version}", core=core, build=build, env=env
+    )
+
+
+def baseline_python(
+    spec: Spec, version: str, *, cache: Cache, dist: Path, plugin_source: Path | None
+) -> Path:
+    """Build the baseline pairing (cached like any stage) and return its Python."""
+    base = baseline_spec(spec, version, cache)
+    progress.info(
+        f"baseline: vLLM {version} (sha256 {base.core.source.sha256[:12]} from the index)"
+    )
+    fetcher = Fetcher(cache)
+    tree = source_tree(base, fetcher)
+    request, _ = lock_request(base, tree)
+    src = resolve(spec, cache, plugin_source)
+    env_request = env_lock_request(base, tree, src.root, runtime_plan(base, "cpu", None))
+    for req, path in (
+        (request, base.resolve(base.build.constraints)),
+        (env_request, base.resolve(base.env_constraints)),
+    ):
+        if not path.exists() or req.inputs_key not in path.read_text():
+            compile_lock(req, path, base.build.find_links)
+    dist_root = cache.root / "baseline" / "dist"
+    build_core(base, cache=cache, dist_root=dist_root)
+    target = dist_root / base.name
+    for name in (PLUGIN_RECORD,):
+        shutil.copy2(dist / name, target / name)
+    import json
+
+    plugin_wheel = json.loads((dist / PLUGIN_RECORD).read_text())["wheel"]["filename"]
+    shutil.copy2(dist / plugin_wheel, target / plugin_wheel)
+    record = create_env(
+        base, cache=cache, dist_root=dist_root, runner_kind="cpu", plugin_source=plugin_source
+    )
+    return Path(record["python"])

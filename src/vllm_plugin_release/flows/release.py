@@ -1,0 +1,176 @@
+"""`vpr release`: every stage in order for one pairing, each reusing its cached result.
+
+lock check -> build-core -> build-plugin -> env -> conform -> manifest -> publish,
+one progress display, and a summary at the end (verdict, paths, digests). Stage
+timings go to dist/NAME/run.json (run-specific; never into the manifest).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from vllm_plugin_release.core import progress
+from vllm_plugin_release.core.cache import Cache, write_json
+from vllm_plugin_release.spec.model import Spec
+
+
+@dataclass
+class Options:
+    cache: Cache
+    dist_root: Path
+    runner: str = "cpu"
+    plugin_source: Path | None = None
+    runtime_env: Path | None = None
+    index: str | None = None
+    store: str | None = None
+    signing_key: str | None = None
+    publish: bool = True
+    allow_uncertified: bool = False
+
+
+@dataclass
+class Outcome:
+    stages: dict[str, float] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable[[], None]]]:
+    def lock_check() -> None:
+        from vllm_plugin_release.edges.fetch import Fetcher
+        from vllm_plugin_release.stages.build_core import lock_request, source_tree
+        from vllm_plugin_release.stages.lock import check_lock
+
+        tree = source_tree(spec, Fetcher(opts.cache))
+        request, _ = lock_request(spec, tree)
+        check_lock(spec.resolve(spec.build.constraints), request)
+
+    def build_core() -> None:
+        from vllm_plugin_release.stages.build_core import build_core as run
+
+        result = run(spec, cache=opts.cache, dist_root=opts.dist_root)
+        out.facts["core wheel"] = f"{result.wheel.name} sha256:{result.data['wheel']['sha256']}"
+
+    def build_plugin() -> None:
+        from vllm_plugin_release.stages.build_plugin import build_plugin as run
+
+        result = run(
+            spec, cache=opts.cache, dist_root=opts.dist_root, plugin_source=opts.plugin_source
+        )
+        out.facts["plugin wheel"] = f"{result.wheel.name} sha256:{result.data['wheel']['sha256']}"
+
+    def env() -> None:
+        from vllm_plugin_release.stages.pairing_env import create_env
+
+        record = create_env(
+            spec,
+            cache=opts.cache,
+            dist_root=opts.dist_root,
+            runner_kind=opts.runner,
+            runtime_env=opts.runtime_env,
+            plugin_source=opts.plugin_source,
+        )
+        runtime = record["runtime"]
+        out.facts["runtime"] = f"{runtime['name']}: {runtime['status']}" + (
+            " (stand-in checked in an overlay, a test double)" if runtime.get("stand_in") else ""
+        )
+
+    def conform() -> None:
+        from vllm_plugin_release.conform.suite import Context
+        from vllm_plugin_release.conform.suite import conform_cached as run
+
+        ctx = Context(
+            spec=spec,
+            runner=opts.runner,
+            cache=opts.cache,
+            dist=opts.dist_root / spec.name,
+            plugin_source=opts.plugin_source,
+        )
+        card = run(ctx)
+        out.facts["verdict"] = card["verdict"]
+        out.facts["scorecard"] = str(opts.dist_root / spec.name / "scorecard.md")
+
+    def manifest() -> None:
+        from vllm_plugin_release.stages.manifest import build_for_spec
+
+        built = build_for_spec(
+            spec, signing_key=opts.signing_key, dist_root=opts.dist_root, cache=opts.cache
+        )
+        out.facts["manifest"] = str(built.manifest_path)
+        out.facts["pairing id"] = built.manifest.get("pairing_id", "")
+
+    def publish() -> None:
+        from vllm_plugin_release.stages.publish import publish_spec
+
+        result = publish_spec(
+            spec,
+            index=opts.index,
+            store=opts.store,
+            signing_key=opts.signing_key,
+            allow_uncertified=opts.allow_uncertified,
+            dist_root=opts.dist_root,
+            cache=opts.cache,
+        )
+        wheels = ", ".join(f"{name} {status}" for name, status in result.wheels.items())
+        out.facts["published"] = (
+            f"{wheels} on {result.index}; manifest {result.store_status} in {result.store}"
+        )
+
+    stages = [
+        ("lock", lock_check),
+        ("build-core", build_core),
+        ("build-plugin", build_plugin),
+        ("env", env),
+        ("conform", conform),
+        ("manifest", manifest),
+    ]
+    if opts.publish:
+        stages.append(("publish", publish))
+    return stages
+
+
+def release(spec: Spec, opts: Options) -> Outcome:
+    """Run the stages; a failing stage stops the run with its own exit code."""
+    out = Outcome()
+    stages = _stages(spec, opts, out)
+    failed: str | None = None
+    try:
+        for number, (name, run) in enumerate(stages, start=1):
+            progress.console.rule(f"[bold]stage {number}/{len(stages)}: {name}")
+            start = time.perf_counter()
+            try:
+                run()
+            except BaseException:
+                failed = name
+                raise
+            finally:
+                out.stages[name] = round(time.perf_counter() - start, 3)
+    finally:
+        _summary(spec, opts, out, failed)
+    return out
+
+
+def _summary(spec: Spec, opts: Options, out: Outcome, failed: str | None) -> None:
+    dist = opts.dist_root / spec.name
+    table = Table(title=f"release {spec.name}" + (f" (stopped at {failed})" if failed else ""))
+    table.add_column("stage")
+    table.add_column("seconds", justify="right")
+    for name, seconds in out.stages.items():
+        table.add_row(name + (" (failed)" if name == failed else ""), f"{seconds:.1f}")
+    progress.console.print(table)
+    for key, value in out.facts.items():
+        progress.info(f"{key}: {value}")
+    if dist.exists():
+        run_file = dist / "run.json"
+        try:
+            data = json.loads(run_file.read_text())
+        except (OSError, ValueError):
+            data = {}
+        data["release"] = {"stages_seconds": out.stages, "failed_stage": failed}
+        write_json(run_file, data)

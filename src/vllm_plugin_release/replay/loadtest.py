@@ -1,0 +1,416 @@
+"""Live mixed-load test: the request mix against a running OpenAI-compatible server.
+
+`vpr loadtest --endpoint URL --spec FILE` sends the spec's request mix (the same one
+the replay uses) to `URL/v1/completions`, streaming, each request at its arrival
+time, and measures per request the time to first token and the gaps between
+streamed chunks (inter-token latency). It reads the server's Prometheus `/metrics`
+before and after. It works against any OpenAI-compatible server; vLLM-only request
+fields (`ignore_eos`, `min_tokens`, which make the server produce exactly the
+requested number of tokens) can be switched off.
+
+Bounded: at most `max_requests` requests and `duration_s` seconds in all, each
+request at most `request_timeout_s`. A refused connection or a timeout stops the run:
+what was measured so far is written, then the error (exit 3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.replay.mix import RequestMix
+
+# A token id every tokenizer has; a prompt of N of them is N tokens long.
+PROMPT_TOKEN_ID = 100
+
+
+@dataclass
+class RequestRecord:
+    index: int
+    arrival_s: float  # planned send time, from the start of the run
+    prompt_tokens: int
+    max_tokens: int
+    sent_s: float | None = None
+    first_token_s: float | None = None
+    done_s: float | None = None
+    chunk_times_s: list[float] = field(default_factory=list)
+    output_tokens: int = 0
+    status: int | None = None
+    error: str | None = None
+
+    @property
+    def ttft(self) -> float | None:
+        if self.first_token_s is None or self.sent_s is None:
+            return None
+        return self.first_token_s - self.sent_s
+
+    def itls(self) -> list[float]:
+        times = self.chunk_times_s
+        return [b - a for a, b in itertools.pairwise(times)]
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["chunk_times_s"] = [round(t, 6) for t in self.chunk_times_s]
+        for key in ("sent_s", "first_token_s", "done_s"):
+            if data[key] is not None:
+                data[key] = round(data[key], 6)
+        data["ttft_s"] = None if self.ttft is None else round(self.ttft, 6)
+        return data
+
+
+@dataclass
+class LoadOptions:
+    model: str | None = None
+    max_requests: int = 200
+    duration_s: float = 300.0
+    request_timeout_s: float = 120.0
+    connect_timeout_s: float = 10.0
+    prompt_mode: str = "tokens"  # "tokens" (token-id array) or "text"
+    vllm_extras: bool = True
+    time_scale: float = 1.0  # arrival times are multiplied by this
+
+
+class EndpointFailure(Exception):
+    """The endpoint refused, reset or timed out: stop the run."""
+
+
+# ---------------------------------------------------------------------------
+# Prometheus text.
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """`name{labels}` -> value for every sample line of a Prometheus text exposition."""
+    samples: dict[str, float] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if "}" in line:
+            key, _, rest = line.rpartition("}")
+            key += "}"
+        else:
+            key, _, rest = line.partition(" ")
+        parts = rest.split()
+        if not parts:
+            continue
+        try:
+            samples[key.strip()] = float(parts[0])
+        except ValueError:
+            continue
+    return samples
+
+
+def metrics_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Change of every counter-like sample (…_total, …_sum, …_count, …_bucket)."""
+    out = {}
+    for key, value in after.items():
+        name = key.split("{", 1)[0]
+        if name.endswith(("_total", "_sum", "_count", "_bucket")) and key in before:
+            change = value - before[key]
+            if change:
+                out[key] = round(change, 6)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Client.
+
+
+def _base(endpoint: str) -> str:
+    base = endpoint.rstrip("/")
+    if base.endswith("/v1"):
+        base = base[: -len("/v1")]
+    if not base.startswith(("http://", "https://")):
+        raise BadInput(f"--endpoint {endpoint!r}: expected http://HOST:PORT")
+    return base
+
+
+def _transport_error(exc: Exception, what: str) -> EndpointFailure:
+    import httpx
+
+    if isinstance(exc, httpx.TimeoutException):
+        return EndpointFailure(f"{what}: timed out ({type(exc).__name__})")
+    return EndpointFailure(f"{what}: {type(exc).__name__}: {exc}")
+
+
+async def _get_metrics(client: Any, base: str) -> dict[str, Any]:
+    import httpx
+
+    try:
+        resp = await client.get(f"{base}/metrics")
+    except httpx.HTTPError as exc:
+        raise _transport_error(exc, f"GET {base}/metrics") from None
+    if resp.status_code != 200:
+        return {"available": False, "reason": f"HTTP {resp.status_code}"}
+    samples = parse_metrics(resp.text)
+    return {"available": True, "samples": samples}
+
+
+async def _model_name(client: Any, base: str) -> str:
+    import httpx
+
+    try:
+        resp = await client.get(f"{base}/v1/models")
+    except httpx.HTTPError as exc:
+        raise _transport_error(exc, f"GET {base}/v1/models") from None
+    try:
+        return str(resp.json()["data"][0]["id"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise EndpointFailure(
+            f"GET {base}/v1/models: HTTP {resp.status_code}, no model listed; pass --model NAME"
+        ) from None
+
+
+def _body(record: RequestRecord, model: str, options: LoadOptions) -> dict[str, Any]:
+    prompt: Any
+    if options.prompt_mode == "text":
+        prompt = " ".join(["hello"] * record.prompt_tokens)
+    else:
+        prompt = [PROMPT_TOKEN_ID] * record.prompt_tokens
+    body: dict[str, Any] = {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": record.max_tokens,
+        "temperature": 0.0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if options.vllm_extras:
+        body["ignore_eos"] = True
+        body["min_tokens"] = record.max_tokens
+    return body
+
+
+async def _send(
+    client: Any, base: str, model: str, record: RequestRecord, t0: float, options: LoadOptions
+) -> None:
+    import httpx
+
+    delay = t0 + record.arrival_s - time.perf_counter()
+    if delay > 0:
+        await asyncio.sleep(delay)
+    clock = time.perf_counter
+    record.sent_s = clock() - t0
+    usage_tokens = None
+    chunks = 0
+    try:
+        async with client.stream(
+            "POST", f"{base}/v1/completions", json=_body(record, model, options)
+        ) as resp:
+            record.status = resp.status_code
+            if resp.status_code != 200:
+                text = (await resp.aread()).decode("utf-8", "replace")
+                record.error = f"HTTP {resp.status_code}: {text[:300]}"
+                record.done_s = clock() - t0
+                return
+            async for line in resp.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                now = clock() - t0
+                try:
+                    event = json.loads(data)
+                except json.JSONDecodeError:
+                    record.error = f"malformed stream event: {data[:120]!r}"
+                    continue
+                usage = event.get("usage")
+                if usage and usage.get("completion_tokens") is not None:
+                    usage_tokens = int(usage["completion_tokens"])
+                choices = event.get("choices") or []
+                if choices and (choices[0].get("text") or choices[0].get("token_ids")):
+                    if record.first_token_s is None:
+                        record.first_token_s = now
+                    record.chunk_times_s.append(now)
+                    chunks += 1
+    except httpx.HTTPError as exc:
+        record.error = str(_transport_error(exc, f"request {record.index}"))
+        record.done_s = clock() - t0
+        raise EndpointFailure(record.error) from None
+    record.done_s = clock() - t0
+    record.output_tokens = usage_tokens if usage_tokens is not None else chunks
+
+
+async def _run(
+    base: str,
+    mix: RequestMix,
+    options: LoadOptions,
+    records: list[RequestRecord],
+    state: dict[str, Any],
+) -> None:
+    import httpx
+
+    timeout = httpx.Timeout(
+        connect=options.connect_timeout_s,
+        read=options.request_timeout_s,
+        write=options.request_timeout_s,
+        pool=options.request_timeout_s,
+    )
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+    async with httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False) as client:
+        state["metrics_before"] = await _get_metrics(client, base)
+        model = options.model or await _model_name(client, base)
+        state["model"] = model
+        t0 = time.perf_counter()
+        state["started"] = time.time()
+        for index in range(min(len(mix), options.max_requests)):
+            records.append(
+                RequestRecord(
+                    index=index,
+                    arrival_s=mix.arrival[index] * options.time_scale,
+                    prompt_tokens=mix.prompt[index],
+                    max_tokens=mix.output[index],
+                )
+            )
+        tasks = [
+            asyncio.ensure_future(
+                asyncio.wait_for(
+                    _send(client, base, model, r, t0, options),
+                    timeout=r.arrival_s + options.request_timeout_s,
+                )
+            )
+            for r in records
+        ]
+        failure: str | None = None
+        deadline = t0 + options.duration_s
+        pending = set(tasks)
+        while pending:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                failure = f"the run exceeded its time bound of {options.duration_s:g} s"
+                break
+            done, pending = await asyncio.wait(
+                pending, timeout=left, return_when=asyncio.FIRST_EXCEPTION
+            )
+            for task in done:
+                exc = task.exception()
+                if isinstance(exc, EndpointFailure):
+                    failure = str(exc)
+                elif isinstance(exc, asyncio.TimeoutError):
+                    failure = (
+                        f"a request got no complete answer within {options.request_timeout_s:g} s"
+                    )
+                elif exc is not None:
+                    failure = f"{type(exc).__name__}: {exc}"
+            if failure:
+                break
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for r in records:
+            if r.sent_s is not None and r.done_s is None:
+                r.error = r.error or "cancelled: the run stopped before this request finished"
+        state["wall_s"] = time.perf_counter() - t0
+        if failure:
+            state["failure"] = failure
+        try:
+            state["metrics_after"] = await _get_metrics(client, base)
+        except EndpointFailure as exc:
+            state["metrics_after"] = {"available": False, "reason": str(exc)}
+
+
+def _stats(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"p50": None, "p99": None, "mean": None, "max": None}
+    ordered = sorted(values)
+
+    def pct(q: float) -> float:
+        pos = (len(ordered) - 1) * q
+        low, high = math.floor(pos), math.ceil(pos)
+        return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+    return {
+        "p50": round(pct(0.5), 6),
+        "p99": round(pct(0.99), 6),
+        "mean": round(sum(ordered) / len(ordered), 6),
+        "max": round(ordered[-1], 6),
+    }
+
+
+def summarize(records: list[RequestRecord]) -> dict[str, Any]:
+    sent = [r for r in records if r.sent_s is not None]
+    ok = [r for r in sent if r.error is None and r.done_s is not None]
+    ttfts = [r.ttft for r in sent if r.ttft is not None]
+    itls = [gap for r in sent for gap in r.itls()]
+    tokens = sum(r.output_tokens or len(r.chunk_times_s) for r in sent)
+    first = min((r.sent_s for r in sent), default=0.0) or 0.0
+    last = max((r.chunk_times_s[-1] for r in sent if r.chunk_times_s), default=first)
+    span = last - first
+    short = [r.index for r in ok if r.output_tokens < r.max_tokens]
+    return {
+        "requests": {
+            "planned": len(records),
+            "sent": len(sent),
+            "completed": len(ok),
+            "errors": len([r for r in sent if r.error]),
+            "fewer_tokens_than_requested": len(short),
+        },
+        "ttft_s": _stats(ttfts),
+        "itl_s": _stats(itls),
+        "output_tokens": tokens,
+        "output_tokens_per_s": round(tokens / span, 3) if span > 0 else None,
+    }
+
+
+def run(
+    endpoint: str,
+    mix: RequestMix,
+    options: LoadOptions,
+    *,
+    out: Path | None = None,
+) -> dict[str, Any]:
+    """Run the load test; write `out` (always, also on failure); OutsideFailure on failure."""
+    if options.max_requests < 1 or options.duration_s <= 0 or options.request_timeout_s <= 0:
+        raise BadInput("--max-requests, --duration and --request-timeout must be positive")
+    if options.prompt_mode not in ("tokens", "text"):
+        raise BadInput(f"--prompt-mode {options.prompt_mode!r}: expected tokens or text")
+    base = _base(endpoint)
+    records: list[RequestRecord] = []
+    state: dict[str, Any] = {}
+    error: str | None = None
+    try:
+        asyncio.run(_run(base, mix, options, records, state))
+    except EndpointFailure as exc:
+        error = str(exc)
+    error = error or state.get("failure")
+    before = state.get("metrics_before") or {"available": False, "reason": "not reached"}
+    after = state.get("metrics_after") or {"available": False, "reason": "not reached"}
+    metrics: dict[str, Any] = {"before": before, "after": after}
+    if before.get("available") and after.get("available"):
+        metrics["delta"] = metrics_delta(before["samples"], after["samples"])
+    summary = summarize(records)
+    if not error and summary["requests"]["errors"]:
+        error = f"{summary['requests']['errors']} of {summary['requests']['sent']} requests failed"
+    result = {
+        "schema": "vpr-loadtest/1",
+        "endpoint": base,
+        "model": state.get("model", options.model),
+        "mix": mix.summary(),
+        "options": asdict(options),
+        "started_unix": state.get("started"),
+        "wall_s": round(state.get("wall_s", 0.0), 3),
+        "complete": error is None,
+        "error": error,
+        "summary": summary,
+        "metrics": metrics,
+        "requests": [r.to_json() for r in records],
+    }
+    if out is not None:
+        from vllm_plugin_release.core.cache import atomic_write_text
+
+        atomic_write_text(out, json.dumps(result, indent=1) + "\n")
+    if error:
+        kept = f"; what was measured so far is in {out}" if out else ""
+        raise OutsideFailure(
+            f"load test against {base} stopped: {error}{kept}",
+            hint="check that the server is up and answers /v1/completions with stream=true",
+        )
+    return result

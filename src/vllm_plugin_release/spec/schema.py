@@ -1,0 +1,291 @@
+"""The buildspec schema (JSON Schema, draft 2020-12).
+
+One source of truth: `spec.py` validates against it, `vpr spec schema` prints
+it, and `docs/buildspec.md` is generated from its descriptions (a test keeps the
+page in step). Every key carries a `description` that says what is expected.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SPEC_VERSION = 1
+
+HEX64 = "^[0-9a-f]{64}$"
+HEX40 = "^[0-9a-f]{40}$"
+DIGEST_PINNED_IMAGE = r"^[^\s@]+@sha256:[0-9a-f]{64}$"
+
+
+def _str(description: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "string", "description": description, **extra}
+
+
+SDIST_SOURCE: dict[str, Any] = {
+    "type": "object",
+    "description": "vLLM from its source distribution on a package index.",
+    "additionalProperties": False,
+    "required": ["kind", "sha256"],
+    "properties": {
+        "kind": {"const": "sdist", "description": '"sdist"'},
+        "index": _str(
+            "Package index (PEP 503/691 simple API) to download from.",
+            format="uri",
+            default="https://pypi.org/simple",
+        ),
+        "filename": _str(
+            "The sdist's file name on the index; default NAME-VERSION.tar.gz.",
+            pattern=r"^[A-Za-z0-9._+-]+\.(tar\.gz|zip)$",
+        ),
+        "sha256": _str(
+            "sha256 of the sdist (64 lowercase hex characters); verified before anything "
+            "reads the file.",
+            pattern=HEX64,
+        ),
+    },
+}
+
+GIT_SOURCE: dict[str, Any] = {
+    "type": "object",
+    "description": "vLLM from a git repository at a tag, verified against a full commit.",
+    "additionalProperties": False,
+    "required": ["kind", "url", "tag", "commit"],
+    "properties": {
+        "kind": {"const": "git", "description": '"git"'},
+        "url": _str("Repository URL (https://, file:// or a local path)."),
+        "tag": _str("Tag to clone, e.g. v0.26.0."),
+        "commit": _str("Full 40-character commit SHA the tag must resolve to.", pattern=HEX40),
+    },
+}
+
+PLUGIN_SOURCE: dict[str, Any] = {
+    "type": "object",
+    "description": "Where the plugin source comes from.",
+    "additionalProperties": False,
+    "required": ["kind"],
+    "properties": {
+        "kind": {
+            "enum": ["git", "path"],
+            "description": '"git" (a repository URL) or "path" (a folder in this repository).',
+        },
+        "url": _str("Repository URL for kind = git."),
+        "path": _str("Folder, relative to the repository root, for kind = path."),
+        "tag": _str("Optional tag; when given it must resolve to `commit`."),
+        "commit": _str("Full 40-character commit SHA (kind = git).", pattern=HEX40),
+    },
+    "allOf": [
+        {"if": {"properties": {"kind": {"const": "git"}}}, "then": {"required": ["url", "commit"]}},
+        {"if": {"properties": {"kind": {"const": "path"}}}, "then": {"required": ["path"]}},
+    ],
+}
+
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://vllm-plugin-release.invalid/schemas/buildspec-1.json",
+    "title": "vllm-plugin-release buildspec",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["spec_version", "name", "core", "build"],
+    "properties": {
+        "spec_version": {
+            "const": SPEC_VERSION,
+            "description": f"Format version of this file; this release reads {SPEC_VERSION}.",
+        },
+        "name": _str(
+            "Pairing name; outputs go to dist/NAME/.",
+            pattern="^[a-z0-9][a-z0-9._-]*$",
+        ),
+        "description": _str("Free text shown in reports."),
+        "core": {
+            "type": "object",
+            "description": "vLLM core: which release, from which source, for which target.",
+            "additionalProperties": False,
+            "required": ["name", "version", "target_device", "source_date_epoch", "source"],
+            "properties": {
+                "name": {"const": "vllm", "description": 'Distribution name, always "vllm".'},
+                "version": _str("Core version (PEP 440), e.g. 0.26.0.", format="pep440"),
+                "target_device": {
+                    "const": "empty",
+                    "description": 'VLLM_TARGET_DEVICE for the build; "empty" (no kernels).',
+                },
+                "source_date_epoch": {
+                    "type": "integer",
+                    "minimum": 315532800,
+                    "description": "SOURCE_DATE_EPOCH for the build (seconds; >= 1980-01-01). "
+                    "Use the newest file time in the sdist, or the commit time.",
+                },
+                "source": {
+                    "description": "sdist (kind = sdist) or git (kind = git) source.",
+                    "oneOf": [SDIST_SOURCE, GIT_SOURCE],
+                },
+            },
+        },
+        "build": {
+            "type": "object",
+            "description": "How the wheels are built.",
+            "additionalProperties": False,
+            "required": ["python", "backend"],
+            "properties": {
+                "python": _str("Python version of the build, e.g. 3.11.", pattern=r"^3\.\d{1,2}$"),
+                "backend": {
+                    "enum": ["local", "docker"],
+                    "description": '"local" (a venv on this machine) or "docker" '
+                    "(a container built from docker/ with the docker SDK).",
+                },
+                "base_image": _str(
+                    "Container base image pinned by digest (name@sha256:...); "
+                    "required when backend = docker.",
+                    pattern=DIGEST_PINNED_IMAGE,
+                ),
+                "dockerfile": _str(
+                    "Dockerfile for the docker backend.", default="docker/build.Dockerfile"
+                ),
+                "constraints": _str(
+                    "Hash-locked build requirements written by `vpr lock`.",
+                    default="constraints/build-core-pyXY.txt",
+                ),
+                "torch": _str(
+                    "torch release for the build env; vLLM's setup.py imports torch even for "
+                    "the empty target. Use a CPU build (e.g. 2.13.0+cpu).",
+                    format="pep440",
+                    default="2.13.0+cpu",
+                ),
+                "find_links": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "Extra find-links for uv (pip's configured find-links and "
+                    "VPR_FIND_LINKS are added automatically).",
+                    "default": [],
+                },
+                "reproducibility_check": {
+                    "type": "boolean",
+                    "description": "Build twice in different folders and compare sha256.",
+                    "default": True,
+                },
+                "network_isolation": {
+                    "enum": ["auto", "required", "off"],
+                    "description": "Run the build step under `unshare -n`: auto (when the kernel "
+                    "allows), required (fail otherwise), off.",
+                    "default": "auto",
+                },
+            },
+            "allOf": [
+                {
+                    "if": {"properties": {"backend": {"const": "docker"}}},
+                    "then": {"required": ["base_image"]},
+                }
+            ],
+        },
+        "plugin": {
+            "type": "object",
+            "description": "The platform plugin paired with the core.",
+            "additionalProperties": False,
+            "required": ["name", "source"],
+            "properties": {
+                "name": _str("Distribution name of the plugin, e.g. vllm-tt-plugin."),
+                "source": PLUGIN_SOURCE,
+                "subdirectory": _str("Folder of the plugin's pyproject.toml inside the source."),
+                "installer": _str("The plugin's installer script (relative to its source)."),
+                "overrides": _str("The plugin's dependency overrides file (relative)."),
+            },
+        },
+        "runtime": {
+            "type": "object",
+            "description": "Vendor runtime the plugin needs (TT-Metal / ttnn for Tenstorrent).",
+            "additionalProperties": False,
+            "required": ["name"],
+            "properties": {
+                "name": _str("Runtime name, e.g. tt-metal."),
+                "module": _str("Python module whose import proves the runtime, e.g. ttnn."),
+                "package": _str("Distribution to install, e.g. ttnn."),
+                "version": _str("Pinned version of `package`.", format="pep440"),
+                "commit": _str("Runtime source commit (e.g. TT-Metal), recorded.", pattern=HEX40),
+                "python": {
+                    "type": "array",
+                    "items": {"type": "string", "pattern": r"^3\.\d{1,2}$"},
+                    "description": "Python versions the runtime ships wheels for.",
+                },
+                "stand_in": _str(
+                    "A labelled stand-in runtime package (folder in this repository) used for "
+                    "the runtime-present checks on the cpu runner; never reported as the real "
+                    "runtime."
+                ),
+            },
+        },
+        "env": {
+            "type": "object",
+            "description": "The pairing environment (`vpr env`): vLLM's requirements/common.txt "
+            "from the verified sdist, the plugin's dependencies, torch, plus these.",
+            "additionalProperties": False,
+            "properties": {
+                "constraints": _str(
+                    "Hash-locked pairing requirements written by `vpr lock`.",
+                    default="constraints/env-NAME-pyXY.txt",
+                ),
+                "overrides": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "Requirement overrides that win over vLLM's own pins (uv "
+                    "--override), e.g. the plugin runtime's numpy<2.",
+                    "default": [],
+                },
+                "requirements": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "Extra requirements of the environment (test tools).",
+                    "default": ["pytest"],
+                },
+            },
+        },
+        "conformance": {
+            "type": "object",
+            "description": "Conformance checks and their thresholds; each check module owns "
+            "the schema of its table (see `conformance_properties`).",
+            "additionalProperties": False,
+            "properties": {},
+        },
+        "publish": {
+            "type": "object",
+            "description": "Where wheels and the manifest go.",
+            "additionalProperties": False,
+            "properties": {
+                "index": _str("Package index upload URL; default: a local pypiserver."),
+                "store": _str("Manifest store (folder or URL)."),
+                "signing_key": _str("ed25519 private key file for the manifest signature."),
+            },
+        },
+    },
+}
+
+
+def conformance_properties() -> dict[str, Any]:
+    """The [conformance.*] tables, from the modules that read them (one source of truth)."""
+    from vllm_plugin_release.conform.api import API_SCHEMA
+    from vllm_plugin_release.conform.cadence import CADENCE_SCHEMA
+    from vllm_plugin_release.conform.hardware import HARDWARE_SCHEMA
+    from vllm_plugin_release.conform.isolation import ISOLATION_SCHEMA
+    from vllm_plugin_release.conform.pinning import PINNING_SCHEMA
+    from vllm_plugin_release.conform.plugin_tests import PLUGIN_TESTS_SCHEMA
+    from vllm_plugin_release.conform.scheddocs import SCHEDULER_SCHEMA
+    from vllm_plugin_release.replay.config import REPLAY_SCHEMA
+    from vllm_plugin_release.replay.mix import REQUEST_MIX_SCHEMA
+
+    return {
+        "cadence": CADENCE_SCHEMA,
+        "isolation": ISOLATION_SCHEMA,
+        "pinning": PINNING_SCHEMA,
+        "scheduler": SCHEDULER_SCHEMA,
+        "api": API_SCHEMA,
+        "plugin_tests": PLUGIN_TESTS_SCHEMA,
+        "request_mix": REQUEST_MIX_SCHEMA,
+        "replay": REPLAY_SCHEMA,
+        "hardware": HARDWARE_SCHEMA,
+    }
+
+
+def full_schema() -> dict[str, Any]:
+    """SCHEMA with the conformance tables filled in."""
+    import copy
+
+    schema = copy.deepcopy(SCHEMA)
+    schema["properties"]["conformance"]["properties"] = conformance_properties()
+    return schema

@@ -1,0 +1,240 @@
+"""Core build stage: vLLM from verified source, VLLM_TARGET_DEVICE=empty, twice, compared.
+
+Inputs: the spec (source pin, target, SOURCE_DATE_EPOCH, python, backend) and the
+hash-locked build requirements. Output: `dist/NAME/<wheel>` and
+`dist/NAME/build-core.json`. The result is cached under `.vpr/stages/build-core/<key>`
+where key is the hash of every input, so a re-run with nothing changed does no work.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release import __version__
+from vllm_plugin_release.core import progress
+from vllm_plugin_release.core.cache import Cache, key_of, sha256_file
+from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.edges.fetch import Fetcher
+from vllm_plugin_release.edges.runner import LocalRunner, host_env, make_runner
+from vllm_plugin_release.spec.model import GitSource, SdistSource, Spec
+from vllm_plugin_release.stages import recipes
+from vllm_plugin_release.stages.lock import (
+    LockRequest,
+    check_lock,
+    core_build_request,
+    pins,
+    uv_bin,
+)
+from vllm_plugin_release.stages.wheelbuild import (
+    StageResult,
+    compare_builds,
+    parallel_local_builds,
+    reuse,
+    store,
+)
+
+STAGE = "build-core"
+RECORD = "build-core.json"
+# Bump when the recipe changes in a way that changes the output.
+RECIPE_VERSION = 1
+
+
+def source_tree(spec: Spec, fetcher: Fetcher) -> Path:
+    """The verified core source tree (sdist by sha256 or git by commit)."""
+    src = spec.core.source
+    if isinstance(src, SdistSource):
+        return fetcher.source_tree(src, spec.core.name)
+    return fetcher.git(src)
+
+
+def source_record(spec: Spec, fetcher: Fetcher | None = None) -> dict[str, Any]:
+    src = spec.core.source
+    if isinstance(src, SdistSource):
+        record = {
+            "kind": "sdist",
+            "index": src.index,
+            "filename": src.filename,
+            "sha256": src.sha256,
+        }
+        url = fetcher.sdist_url(src) if fetcher else None
+        if url:
+            record["url"] = url
+        return record
+    assert isinstance(src, GitSource)
+    return {"kind": "git", "url": src.url, "tag": src.tag, "commit": src.commit}
+
+
+def lock_request(spec: Spec, tree: Path) -> tuple[LockRequest, str]:
+    return core_build_request(tree, spec.build.python, spec.build.torch, spec.core.version)
+
+
+def stage_key(spec: Spec, lock_sha: str, isolated: bool) -> str:
+    return key_of(
+        {
+            "recipe": RECIPE_VERSION,
+            "source": source_record(spec),
+            "version": spec.core.version,
+            "target_device": spec.core.target_device,
+            "source_date_epoch": spec.core.source_date_epoch,
+            "python": spec.build.python,
+            "backend": spec.build.backend,
+            "base_image": spec.build.base_image if spec.build.backend == "docker" else None,
+            "lock_sha256": lock_sha,
+            "reproducibility_check": spec.build.reproducibility_check,
+            "isolated": isolated,
+        }
+    )
+
+
+def build_core(
+    spec: Spec,
+    *,
+    cache: Cache,
+    dist_root: Path,
+    fetcher: Fetcher | None = None,
+    force: bool = False,
+) -> StageResult:
+    fetcher = fetcher or Fetcher(cache)
+    dist = dist_root / spec.name
+    runner = make_runner(
+        spec.build.backend,
+        spec.build.network_isolation,
+        **(
+            {"base_image": spec.build.base_image, "dockerfile": spec.resolve(spec.build.dockerfile)}
+            if spec.build.backend == "docker"
+            else {}
+        ),
+    )
+    isolated = bool(getattr(runner, "isolate", False))
+    lock_path = spec.resolve(spec.build.constraints)
+    tree = source_tree(spec, fetcher)
+    request, declared_torch = lock_request(spec, tree)
+    lock_text = check_lock(lock_path, request)
+    lock_sha = sha256_file(lock_path)
+    key = stage_key(spec, lock_sha, isolated)
+    stage_dir = cache.stage_dir(STAGE, key)
+    cached = None if force else reuse(stage_dir, dist, RECORD, STAGE)
+    if cached:
+        return cached
+
+    torch_pin = pins(lock_text).get("torch", "")
+    with cache.scratch("build-core-") as scratch:
+        builds = 2 if spec.build.reproducibility_check else 1
+        with progress.status(
+            f"build-core: building vLLM {spec.core.version} (empty target), "
+            f"{builds} build{'s' if builds > 1 else ''} in parallel"
+        ):
+            results = runner_build(
+                runner, spec, tree, lock_path, scratch, cache, builds=builds, lock_key=lock_sha
+            )
+        wheels = [r["wheel"] for r in results]
+        digest, reproducible = compare_builds(wheels, STAGE)
+        expected_suffix = f"+{spec.core.target_device}"
+        if expected_suffix not in wheels[0].name:
+            raise GateFailed(
+                f"build-core: wheel {wheels[0].name} lacks the {expected_suffix} local version",
+                hint="VLLM_TARGET_DEVICE did not reach setup.py",
+            )
+        env = results[0]["env"]
+        record = {
+            "stage": STAGE,
+            "pipeline_version": __version__,
+            "recipe": RECIPE_VERSION,
+            "core": {
+                "name": spec.core.name,
+                "version": spec.core.version,
+                "target_device": spec.core.target_device,
+                "source_date_epoch": spec.core.source_date_epoch,
+                "source": source_record(spec, fetcher),
+            },
+            "wheel": {
+                "filename": wheels[0].name,
+                "sha256": digest,
+                "platform_tag": wheels[0].stem.split("-", 2)[-1],
+                "size": wheels[0].stat().st_size,
+            },
+            "reproducible": reproducible,
+            "builds_compared": builds,
+            "isolated": isolated,
+            "python": results[0]["python"],
+            "build_env": {
+                "lock_file": spec.build.constraints,
+                "lock_sha256": lock_sha,
+                "torch": torch_pin,
+                "core_declared_torch": declared_torch,
+                "torch_differs_from_core_pin": bool(declared_torch)
+                and not declared_torch.replace(" ", "").endswith(torch_pin),
+            },
+            "env": {k: env[k] for k in recipes.RECORDED_ENV if k in env},
+            "rust_extensions": "not built (optional; cargo/rustc disabled for the empty target)",
+            "backend": runner.describe(),
+        }
+        result = store(cache, stage_dir, dist, wheels[0], record, RECORD)
+    progress.info(
+        f"build-core: {result.wheel.name} sha256 {digest} "
+        f"(reproducible: {reproducible}, isolated: {isolated})"
+    )
+    return result
+
+
+def runner_build(
+    runner: Any,
+    spec: Spec,
+    tree: Path,
+    lock_path: Path,
+    scratch: Path,
+    cache: Cache,
+    *,
+    builds: int,
+    lock_key: str,
+) -> list[dict[str, Any]]:
+    """Run `builds` independent builds through the runner (in parallel); return their wheels."""
+    if not isinstance(runner, LocalRunner):
+        return runner.build(spec, tree, lock_path, scratch, builds=builds)  # docker backend
+    venv = ensure_build_env(spec, lock_path, lock_key, cache, runner)
+    return parallel_local_builds(
+        runner,
+        venv,
+        tree,
+        scratch,
+        cache,
+        builds=builds,
+        source_date_epoch=spec.core.source_date_epoch,
+        target_device=spec.core.target_device,
+        log_name=STAGE,
+    )
+
+
+def ensure_build_env(
+    spec: Spec, lock_path: Path, lock_key: str, cache: Cache, runner: LocalRunner
+) -> Path:
+    """The build venv for this lock, created once and reused (keyed by lock sha + python)."""
+    venv = cache.env_dir("build-core", key_of({"lock": lock_key, "python": spec.build.python}))
+    marker = venv / ".vpr-complete"
+    if marker.exists():
+        return venv
+    from vllm_plugin_release.stages.lock import pip_find_links
+
+    # Built in place (a venv records its path); the marker is written last, so a
+    # half-built environment is never reused.
+    shutil.rmtree(venv, ignore_errors=True)
+    try:
+        with progress.status("build-core: creating build environment"):
+            for cmd in recipes.venv_commands(
+                uv=uv_bin(),
+                python=spec.build.python,
+                venv=str(venv),
+                lock=str(lock_path),
+                find_links=[*spec.build.find_links, *pip_find_links()],
+                env=host_env(),
+            ):
+                runner.run(cmd, cache.root / "logs" / "build-core-env.log")
+    except BaseException:
+        shutil.rmtree(venv, ignore_errors=True)
+        raise
+    marker.write_text("ok\n")
+    if not (venv / "bin" / "python").exists():
+        raise BadInput(f"{venv}: build environment is incomplete; delete it and retry")
+    return venv

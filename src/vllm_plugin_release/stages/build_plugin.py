@@ -1,0 +1,200 @@
+"""Plugin build stage: the plugin wheel from its verified commit, twice, compared.
+
+The plugin is built in the core's hash-locked build environment (its build
+requirements must be satisfied by that lock, which keeps the build hermetic and
+under `unshare -n`), with SOURCE_DATE_EPOCH = the commit time. The record lists
+the plugin's entry points read from the wheel; a wheel without a
+`vllm.platform_plugins` entry point fails the stage (exit 1).
+"""
+
+from __future__ import annotations
+
+import configparser
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import tomllib
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from vllm_plugin_release import __version__
+from vllm_plugin_release.core import progress
+from vllm_plugin_release.core.cache import Cache, key_of, sha256_file
+from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.edges.fetch import Fetcher
+from vllm_plugin_release.edges.plugin_source import PluginSource, resolve
+from vllm_plugin_release.edges.runner import LocalRunner
+from vllm_plugin_release.spec.model import Spec
+from vllm_plugin_release.stages.build_core import ensure_build_env, lock_request, source_tree
+from vllm_plugin_release.stages.lock import check_lock, pins
+from vllm_plugin_release.stages.wheelbuild import (
+    StageResult,
+    compare_builds,
+    parallel_local_builds,
+    reuse,
+    store,
+)
+
+STAGE = "build-plugin"
+RECORD = "build-plugin.json"
+RECIPE_VERSION = 1
+PLATFORM_GROUP = "vllm.platform_plugins"
+
+
+def wheel_entry_points(wheel: Path) -> dict[str, dict[str, str]]:
+    """group -> {name: value} from the wheel's *.dist-info/entry_points.txt."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = [n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt")]
+        if not names:
+            return {}
+        text = zf.read(names[0]).decode("utf-8")
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(text)
+    return {group: dict(parser.items(group)) for group in parser.sections()}
+
+
+def wheel_metadata(wheel: Path) -> dict[str, Any]:
+    """Name, version and Requires-Dist from the wheel's METADATA."""
+    from email.parser import Parser
+
+    with zipfile.ZipFile(wheel) as zf:
+        name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        msg = Parser().parsestr(zf.read(name).decode("utf-8"))
+    return {
+        "name": msg["Name"],
+        "version": msg["Version"],
+        "requires_dist": sorted(msg.get_all("Requires-Dist") or []),
+    }
+
+
+def check_build_requirements(root: Path, lock_text: str, lock_file: str) -> list[str]:
+    """The plugin's [build-system].requires must be met by the core build lock's pins."""
+    pyproject = root / "pyproject.toml"
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BadInput(f"{pyproject}: not found", hint="set [plugin] subdirectory")
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"{pyproject}: malformed TOML ({exc})")
+    requires = data.get("build-system", {}).get("requires", ["setuptools", "wheel"])
+    pinned = {canonicalize_name(k): v for k, v in pins(lock_text).items()}
+    for raw in requires:
+        try:
+            req = Requirement(raw)
+        except InvalidRequirement as exc:
+            raise BadInput(f"{pyproject}: bad build requirement {raw!r} ({exc})")
+        have = pinned.get(canonicalize_name(req.name))
+        if have is None or (req.specifier and not req.specifier.contains(have, prereleases=True)):
+            raise BadInput(
+                f"{pyproject}: build requirement {raw!r} is not met by {lock_file} "
+                f"(has {req.name}=={have})"
+                if have
+                else f"{pyproject}: build requirement {raw!r} is not in {lock_file}",
+                hint="the plugin is built in the core's locked build environment; "
+                "add the requirement to the lock inputs or relax it",
+            )
+    return list(requires)
+
+
+def build_plugin(
+    spec: Spec,
+    *,
+    cache: Cache,
+    dist_root: Path,
+    plugin_source: Path | None = None,
+    force: bool = False,
+) -> StageResult:
+    if spec.build.backend != "local":
+        progress.warn("build-plugin: the docker backend builds the core only; plugin built locally")
+    fetcher = Fetcher(cache)
+    src = resolve(spec, cache, plugin_source)
+    lock_path = spec.resolve(spec.build.constraints)
+    core_tree = source_tree(spec, fetcher)
+    request, _ = lock_request(spec, core_tree)
+    lock_text = check_lock(lock_path, request)
+    lock_sha = sha256_file(lock_path)
+    requires = check_build_requirements(src.root, lock_text, spec.build.constraints)
+    runner = LocalRunner(spec.build.network_isolation)
+    key = key_of(
+        {
+            "recipe": RECIPE_VERSION,
+            "source": src.record(),
+            "tree": _tree_key(src),
+            "lock_sha256": lock_sha,
+            "python": spec.build.python,
+            "reproducibility_check": spec.build.reproducibility_check,
+            "isolated": runner.isolate,
+        }
+    )
+    stage_dir = cache.stage_dir(STAGE, key)
+    dist = dist_root / spec.name
+    cached = None if force else reuse(stage_dir, dist, RECORD, STAGE)
+    if cached:
+        return cached
+
+    venv = ensure_build_env(spec, lock_path, lock_sha, cache, runner)
+    builds = 2 if spec.build.reproducibility_check else 1
+    with cache.scratch("build-plugin-") as scratch:
+        with progress.status(f"build-plugin: building {spec.plugin['name']} ({builds} builds)"):
+            results = parallel_local_builds(
+                runner,
+                venv,
+                src.root,
+                scratch,
+                cache,
+                builds=builds,
+                source_date_epoch=src.source_date_epoch,
+                target_device=None,
+                log_name=STAGE,
+            )
+        wheels = [r["wheel"] for r in results]
+        digest, reproducible = compare_builds(wheels, STAGE)
+        meta = wheel_metadata(wheels[0])
+        if canonicalize_name(meta["name"]) != canonicalize_name(spec.plugin["name"]):
+            raise GateFailed(
+                f"build-plugin: the wheel is {meta['name']!r}, the spec names "
+                f"{spec.plugin['name']!r}",
+                hint="check [plugin] name",
+            )
+        entry_points = wheel_entry_points(wheels[0])
+        if not entry_points.get(PLATFORM_GROUP):
+            raise GateFailed(
+                f"build-plugin: {wheels[0].name} declares no {PLATFORM_GROUP!r} entry point, so "
+                "vLLM would never load it as a platform plugin",
+                hint=f'add [project.entry-points."{PLATFORM_GROUP}"] to the plugin\'s pyproject',
+            )
+        record = {
+            "stage": STAGE,
+            "pipeline_version": __version__,
+            "recipe": RECIPE_VERSION,
+            "plugin": {
+                "name": meta["name"],
+                "version": meta["version"],
+                "repository": src.repository,
+                "commit": src.commit,
+                "source_kind": src.kind,
+                "requires_dist": meta["requires_dist"],
+                "build_requires": requires,
+            },
+            "source_date_epoch": src.source_date_epoch,
+            "wheel": {"filename": wheels[0].name, "sha256": digest},
+            "entry_points": entry_points,
+            "reproducible": reproducible,
+            "builds_compared": builds,
+            "isolated": runner.isolate,
+            "python": results[0]["python"],
+            "build_env": {"lock_file": spec.build.constraints, "lock_sha256": lock_sha},
+        }
+        result = store(cache, stage_dir, dist, wheels[0], record, RECORD)
+    progress.info(
+        f"build-plugin: {result.wheel.name} sha256 {digest} (reproducible: {reproducible}, "
+        f"commit {src.commit})"
+    )
+    return result
+
+
+def _tree_key(src: PluginSource) -> str:
+    """For in-repo sources the folder name carries the tree hash; git sources: the commit."""
+    return src.root.parent.name if src.kind == "path" else (src.commit or "")

@@ -1,0 +1,484 @@
+"""Pairing environment: the core and plugin wheels "compiled against" the vendor runtime.
+
+The dependency set is vLLM's requirements/common.txt from the verified sdist (never
+fetched separately), the plugin's declared dependencies, torch from the spec and
+[env] requirements, with [env] overrides winning; resolved once by `vpr lock` into
+a hash-locked file and installed with hashes required. The two wheels follow with
+--no-deps after their sha256 is checked against the build records.
+
+Runners: `cpu` continues without a runtime that cannot be installed here and
+reports the checks that need it as deferred; `hardware` fails (exit 3) without it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomllib
+from packaging.requirements import InvalidRequirement, Requirement
+
+from vllm_plugin_release.core import progress
+from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_json
+from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.edges.envrun import run_in_env
+from vllm_plugin_release.edges.fetch import Fetcher
+from vllm_plugin_release.edges.runner import Command, LocalRunner, host_env
+from vllm_plugin_release.spec.model import Spec
+from vllm_plugin_release.stages.build_core import RECORD as CORE_RECORD
+from vllm_plugin_release.stages.build_core import source_tree
+from vllm_plugin_release.stages.build_plugin import RECORD as PLUGIN_RECORD
+from vllm_plugin_release.stages.lock import LockRequest, check_lock, find_link_args, uv_bin
+
+RUNNERS = ("cpu", "hardware")
+ENV_RECORD = "env.json"
+# Bump when the way an environment is made changes (it is part of the cache key).
+ENV_RECIPE = 3
+
+
+@dataclass(frozen=True)
+class RuntimePlan:
+    """What the runner does about the vendor runtime, decided before anything installs."""
+
+    name: str
+    module: str | None
+    status: str  # "install" | "absent" | "runtime-env" | "none"
+    reason: str
+    requirement: str | None = None
+
+
+def read_requirements_file(path: Path) -> list[str]:
+    """Requirement lines of a requirements file (comments and blank lines dropped)."""
+    out: list[str] = []
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("-"):
+            raise BadInput(f"{path}:{number}: option lines ({line.split()[0]}) are not supported")
+        try:
+            Requirement(line)
+        except InvalidRequirement as exc:
+            raise BadInput(f"{path}:{number}: not a requirement: {line!r} ({exc})")
+        out.append(line)
+    return out
+
+
+def plugin_dependencies(root: Path) -> list[str]:
+    """[project].dependencies of the plugin source (static metadata)."""
+    path = root / "pyproject.toml"
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise BadInput(f"{path}: cannot read ({exc})")
+    project = data.get("project", {})
+    if "dependencies" in project.get("dynamic", []):
+        raise BadInput(f"{path}: dynamic dependencies are not supported; declare them statically")
+    return list(project.get("dependencies", []))
+
+
+def runtime_plan(spec: Spec, runner: str, runtime_env: Path | None) -> RuntimePlan:
+    rt = spec.runtime
+    if not rt:
+        return RuntimePlan("none", None, "none", "the spec names no vendor runtime")
+    name, module = rt["name"], rt.get("module")
+    if runtime_env is not None:
+        return RuntimePlan(name, module, "runtime-env", f"from the environment at {runtime_env}")
+    pythons = rt.get("python")
+    if rt.get("package") and rt.get("version"):
+        requirement = f"{rt['package']}=={rt['version']}"
+        if pythons and spec.build.python not in pythons:
+            reason = (
+                f"{rt['package']} ships wheels for CPython {', '.join(pythons)} only; "
+                f"this pairing is built for {spec.build.python}"
+            )
+            return RuntimePlan(name, module, "absent", reason, requirement)
+        return RuntimePlan(name, module, "install", f"{requirement} from the index", requirement)
+    if pythons and spec.build.python not in pythons:
+        reason = (
+            f"{rt.get('package', module)} ships wheels for CPython {', '.join(pythons)} only; "
+            f"this pairing is built for {spec.build.python}"
+        )
+    else:
+        reason = "the spec pins no runtime package; give --runtime-env on the hardware runner"
+    return RuntimePlan(name, module, "absent", reason)
+
+
+def env_lock_request(
+    spec: Spec, core_tree: Path, plugin_root: Path, plan: RuntimePlan
+) -> LockRequest:
+    common = core_tree / "requirements" / "common.txt"
+    if not common.exists():
+        raise BadInput(f"{common}: not in the verified core source", hint="check [core] version")
+    requirements = [
+        *read_requirements_file(common),
+        f"torch=={spec.build.torch}",
+        *plugin_dependencies(plugin_root),
+        *spec.env.get("requirements", ["pytest"]),
+    ]
+    if plan.status == "install" and plan.requirement:
+        requirements.append(plan.requirement)
+    return LockRequest(
+        name=f"env-{spec.name}",
+        requirements=tuple(requirements),
+        overrides=tuple(spec.env.get("overrides", [])),
+        python=spec.build.python,
+        title=f"Pairing environment {spec.name}: vLLM {spec.core.version} requirements/common.txt"
+        f" + {spec.plugin.get('name', 'plugin')} + torch=={spec.build.torch}",
+        notes=(
+            "Inputs: requirements/common.txt from the verified sdist, the plugin's "
+            "dependencies, [env] requirements; [env] overrides win.",
+        ),
+    )
+
+
+def load_record(dist: Path, name: str, producer: str) -> dict[str, Any]:
+    path = dist / name
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise BadInput(f"{path}: not found", hint=f"run `{producer}` first")
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{path}: malformed JSON ({exc})", hint=f"run `{producer}` again")
+
+
+def recorded_env(dist: Path, spec_path: Path | str) -> dict[str, Any]:
+    """dist/NAME/env.json (written by `vpr env`), with its `python` checked."""
+    producer = f"vpr env --spec {spec_path}"
+    record = load_record(dist, ENV_RECORD, producer)
+    if not isinstance(record, dict) or not record.get("python"):
+        raise BadInput(f"{dist / ENV_RECORD}: no 'python' key", hint=f"run `{producer}` again")
+    return record
+
+
+def verified_wheel(dist: Path, record: dict[str, Any], producer: str) -> Path:
+    wheel = dist / record["wheel"]["filename"]
+    if not wheel.exists():
+        raise BadInput(f"{wheel}: not found", hint=f"run `{producer}` first")
+    if sha256_file(wheel) != record["wheel"]["sha256"]:
+        raise GateFailed(
+            f"{wheel}: sha256 differs from its build record", hint=f"run `{producer}` again"
+        )
+    return wheel
+
+
+def top_level_packages(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as zf:
+        tops = {
+            n.split("/", 1)[0]
+            for n in zf.namelist()
+            if "/" in n and not n.split("/", 1)[0].endswith((".dist-info", ".data"))
+        }
+    return sorted(tops)
+
+
+def _run(runner: LocalRunner, cache: Cache, label: str, argv: list[str]) -> None:
+    runner.run(
+        Command(label=label, argv=tuple(argv), env=host_env()), cache.root / "logs" / "env.log"
+    )
+
+
+def create_env(
+    spec: Spec,
+    *,
+    cache: Cache,
+    dist_root: Path,
+    runner_kind: str = "cpu",
+    runtime_env: Path | None = None,
+    plugin_source: Path | None = None,
+) -> dict[str, Any]:
+    if runner_kind not in RUNNERS:
+        raise BadInput(f"unknown runner {runner_kind!r}; expected one of {', '.join(RUNNERS)}")
+    from vllm_plugin_release.edges.plugin_source import resolve
+
+    dist = dist_root / spec.name
+    core = load_record(dist, CORE_RECORD, f"vpr build-core --spec {spec.path}")
+    plugin = load_record(dist, PLUGIN_RECORD, f"vpr build-plugin --spec {spec.path}")
+    core_wheel = verified_wheel(dist, core, "vpr build-core")
+    plugin_wheel = verified_wheel(dist, plugin, "vpr build-plugin")
+    plan = runtime_plan(spec, runner_kind, runtime_env)
+    if runner_kind == "hardware" and plan.status in ("absent", "none"):
+        raise OutsideFailure(
+            f"hardware runner: vendor runtime {plan.name!r} is not available: {plan.reason}",
+            hint="run on the hardware runner with the runtime installed, or pass --runtime-env",
+        )
+    if runtime_env is not None and not (runtime_env / "bin" / "python").exists():
+        raise BadInput(f"{runtime_env}: no bin/python; --runtime-env takes a Python environment")
+    fetcher = Fetcher(cache)
+    src = resolve(spec, cache, plugin_source)
+    request = env_lock_request(spec, source_tree(spec, fetcher), src.root, plan)
+    lock_path = spec.resolve(spec.env_constraints)
+    check_lock(lock_path, request)
+    lock_sha = sha256_file(lock_path)
+    stand_in = spec.runtime.get("stand_in") if runner_kind == "cpu" else None
+    key = key_of(
+        {
+            "recipe": ENV_RECIPE,
+            "lock": lock_sha,
+            "core": core["wheel"]["sha256"],
+            "plugin": plugin["wheel"]["sha256"],
+            "runner": runner_kind,
+            "runtime_env": str(runtime_env) if runtime_env else None,
+            "stand_in": stand_in,
+            "python": spec.build.python,
+        }
+    )
+    env_dir = cache.env_dir(f"pair-{spec.name}", key)
+    result_file = env_dir / ".vpr-env.json"
+    runner = LocalRunner("off")
+    if result_file.exists():
+        result = json.loads(result_file.read_text())
+        progress.info(f"env: cached environment reused ({env_dir})")
+    else:
+        # Built in place (console scripts hold absolute paths); the marker file is
+        # written last, so a half-built environment is never reused.
+        shutil.rmtree(env_dir, ignore_errors=True)
+        try:
+            result = _build(
+                spec,
+                env_dir,
+                runner,
+                cache,
+                lock_path,
+                core_wheel,
+                plugin_wheel,
+                plugin,
+                plan,
+                runtime_env,
+                stand_in,
+            )
+        except BaseException:
+            shutil.rmtree(env_dir, ignore_errors=True)
+            raise
+        write_json(result_file, result)
+    platform = next(
+        (
+            c.get("value")
+            for c in result["checks"]
+            if c["name"].startswith("platform_plugin() runtime present") and c["status"] == "pass"
+        ),
+        None,
+    )
+    record = {
+        "stage": "env",
+        "runner": runner_kind,
+        "python": str(env_dir / "bin" / "python"),
+        "platform_class": platform,
+        "lock_file": spec.env_constraints,
+        "lock_sha256": lock_sha,
+        "core_wheel": core["wheel"],
+        "plugin_wheel": plugin["wheel"],
+        **result,
+    }
+    write_json(dist / ENV_RECORD, record)
+    failed = [c for c in record["checks"] if c["status"] == "fail"]
+    for check in record["checks"]:
+        progress.info(f"env: {check['status']:>8}  {check['name']}: {check['detail']}")
+    if failed:
+        raise GateFailed(
+            f"env: {len(failed)} check(s) failed: " + "; ".join(c["name"] for c in failed),
+            hint=f"see {dist / ENV_RECORD}",
+        )
+    return record
+
+
+def install_steps(
+    uv: str,
+    python: str,
+    venv: Path,
+    lock: Path,
+    links: list[str],
+    wheels: list[Path],
+) -> list[tuple[str, list[str]]]:
+    """The commands that make a pairing environment: venv, the lock with hashes required,
+    then the two verified wheels with --no-deps."""
+    create = [uv, "venv", "--quiet", "--no-python-downloads", "--python", python, str(venv)]
+    py = str(venv / "bin" / "python")
+    pip = [uv, "pip", "install", "--quiet", "--python", py, "--no-deps"]
+    return [
+        ("create pairing environment", create),
+        (
+            "install locked requirements (hashes required)",
+            [
+                *pip,
+                "--require-hashes",
+                "--index-strategy",
+                "unsafe-best-match",
+                "-r",
+                str(lock),
+                *links,
+            ],
+        ),
+        ("install core and plugin wheels (--no-deps)", [*pip, *map(str, wheels)]),
+    ]
+
+
+def _build(
+    spec: Spec,
+    work: Path,
+    runner: LocalRunner,
+    cache: Cache,
+    lock_path: Path,
+    core_wheel: Path,
+    plugin_wheel: Path,
+    plugin: dict[str, Any],
+    plan: RuntimePlan,
+    runtime_env: Path | None,
+    stand_in: str | None,
+) -> dict[str, Any]:
+    uv = uv_bin()
+    python = spec.build.python if runtime_env is None else str(runtime_env / "bin" / "python")
+    with progress.status(f"env: creating the pairing environment for {spec.name}"):
+        for label, argv in install_steps(
+            uv,
+            python,
+            work,
+            lock_path,
+            find_link_args(tuple(spec.build.find_links)),
+            [core_wheel, plugin_wheel],
+        ):
+            _run(runner, cache, label, argv)
+            if label == "create pairing environment" and runtime_env is not None:
+                _layer_on(work, runtime_env)
+    request = {
+        "core_version": spec.core.version,
+        "packages": top_level_packages(plugin_wheel),
+        "entry_points": plugin["entry_points"],
+        "runtime_module": plan.module,
+    }
+    present = plan.status in ("install", "runtime-env")
+    first = run_in_env(
+        work / "bin" / "python",
+        "envcheck",
+        {**request, "expect_runtime": "present" if present else "absent"},
+    )
+    checks = list(first["checks"])
+    runtime: dict[str, Any] = {"name": plan.name, "module": plan.module, "reason": plan.reason}
+    runtime["status"] = "present" if present else ("none" if plan.status == "none" else "absent")
+    if spec.runtime.get("commit"):
+        runtime["commit"] = spec.runtime["commit"]
+    if plan.requirement:
+        runtime["requirement"] = plan.requirement
+    if not present and stand_in:
+        # The stand-in goes into an overlay environment layered on the pairing env, so
+        # the pairing env itself stays exactly what a cpu runner has: no runtime.
+        wheel = _stand_in_wheel(spec, stand_in, cache)
+        overlay = work / "stand-in-overlay"
+        overlay_py = _overlay(runner, cache, uv, work, overlay, wheel)
+        second = run_in_env(overlay_py, "envcheck", {**request, "expect_runtime": "present"})
+        for check in second["checks"]:
+            if check["name"].startswith(("platform_plugin()", "runtime modules")):
+                check = {
+                    **check,
+                    "name": check["name"] + " [stand-in runtime]",
+                    "detail": check["detail"] + " (labelled stand-in, not the vendor runtime)",
+                }
+                checks.append(check)
+        runtime["stand_in"] = {
+            "path": stand_in,
+            "wheel_sha256": sha256_file(wheel),
+            "status": "checked in an overlay environment (test double)",
+            "python": str(overlay_py),
+        }
+    elif not present:
+        checks.append(
+            {
+                "name": "platform_plugin() runtime present",
+                "status": "deferred",
+                "detail": f"deferred to the hardware runner: {plan.reason}",
+            }
+        )
+    return {"runtime": runtime, "checks": checks, "runtime_modules": first["runtime_modules"]}
+
+
+def _purelib(python: Path) -> str:
+    import subprocess
+
+    done = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise BadInput(f"{python}: cannot ask the interpreter for its site-packages")
+    return done.stdout.strip()
+
+
+def _layer_on(env: Path, runtime_env: Path) -> None:
+    """Make the runtime environment's packages importable in the pairing env, after its own
+    (a .pth line is appended to sys.path, so the pairing's pinned packages win)."""
+    lib = Path(_purelib(env / "bin" / "python"))
+    lib.joinpath("_vpr_runtime_env.pth").write_text(_purelib(runtime_env / "bin" / "python") + "\n")
+
+
+def _overlay(
+    runner: LocalRunner, cache: Cache, uv: str, base: Path, overlay: Path, wheel: Path
+) -> Path:
+    """A venv that sees the pairing env's packages (.pth) plus the stand-in runtime."""
+    import sysconfig
+
+    _run(
+        runner,
+        cache,
+        "create stand-in overlay",
+        [uv, "venv", "--quiet", "--python", str(base / "bin" / "python"), str(overlay)],
+    )
+    purelib = sysconfig.get_path("purelib", vars={"base": str(base), "platbase": str(base)})
+    over_lib = sysconfig.get_path("purelib", vars={"base": str(overlay), "platbase": str(overlay)})
+    Path(over_lib, "_vpr_pairing_env.pth").write_text(purelib + "\n")
+    _run(
+        runner,
+        cache,
+        "install stand-in runtime (test double)",
+        [
+            uv,
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(overlay / "bin" / "python"),
+            "--no-deps",
+            str(wheel),
+        ],
+    )
+    return overlay / "bin" / "python"
+
+
+def _stand_in_wheel(spec: Spec, stand_in: str, cache: Cache) -> Path:
+    """Build the stand-in runtime wheel (a test double) with `python -m build`."""
+    import subprocess
+
+    root = spec.resolve(stand_in)
+    if not (root / "pyproject.toml").exists():
+        raise BadInput(f"{root}: [runtime] stand_in has no pyproject.toml")
+    out = (
+        cache.root
+        / "stand-in"
+        / key_of(
+            sorted(
+                (p.relative_to(root).as_posix(), sha256_file(p))
+                for p in root.rglob("*")
+                if p.is_file()
+                and "egg-info" not in p.as_posix()
+                and "__pycache__" not in p.as_posix()
+            )
+        )[:16]
+    )
+    wheels = sorted(out.glob("*.whl"))
+    if wheels:
+        return wheels[0]
+    done = subprocess.run(
+        [uv_bin(), "build", "--wheel", "--quiet", "--out-dir", str(out), str(root)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    wheels = sorted(out.glob("*.whl"))
+    if done.returncode != 0 or not wheels:
+        raise OutsideFailure(f"building the stand-in runtime failed:\n{done.stderr[-2000:]}")
+    return wheels[0]

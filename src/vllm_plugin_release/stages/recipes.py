@@ -1,0 +1,112 @@
+"""The build commands, written once and run by either runner (local or docker).
+
+Paths are passed in by the runner: host paths for `local`, container paths for
+`docker`. Nothing here starts a process.
+"""
+
+from __future__ import annotations
+
+from vllm_plugin_release.edges.runner import Command
+
+# Optional Rust extensions of vLLM are not part of the empty target; a shim that
+# refuses to run makes that explicit and keeps the wheel the same on machines
+# with and without a Rust toolchain.
+RUST_SHIM = """#!/bin/sh
+echo "vpr: $(basename "$0") is disabled in this build: vLLM's optional Rust extensions are \
+not built for VLLM_TARGET_DEVICE=empty" >&2
+exit 1
+"""
+RUST_TOOLS = ("cargo", "rustc")
+
+
+def venv_commands(
+    *, uv: str, python: str, venv: str, lock: str, find_links: list[str], env: dict[str, str]
+) -> list[Command]:
+    """Create a venv and install a hash-locked file into it, nothing else."""
+    links: list[str] = []
+    for link in find_links:
+        links += ["--find-links", link]
+    return [
+        Command(
+            label=f"create build environment (Python {python})",
+            argv=(uv, "venv", "--quiet", "--no-python-downloads", "--python", python, venv),
+            env=env,
+        ),
+        Command(
+            label="install build requirements (hashes required)",
+            argv=(
+                uv,
+                "pip",
+                "install",
+                "--quiet",
+                "--python",
+                f"{venv}/bin/python",
+                "--require-hashes",
+                "--no-deps",
+                "--index-strategy",
+                "unsafe-best-match",
+                "-r",
+                lock,
+                *links,
+            ),
+            env=env,
+        ),
+    ]
+
+
+def build_env(
+    *,
+    base: dict[str, str],
+    venv: str,
+    shim: str,
+    target_device: str | None,
+    source_date_epoch: int,
+) -> dict[str, str]:
+    """The environment of a wheel build: only what matters, all of it recorded."""
+    env = dict(base)
+    env.update(
+        {
+            "PATH": f"{shim}:{venv}/bin:{base.get('PATH', '/usr/bin:/bin')}",
+            "SOURCE_DATE_EPOCH": str(source_date_epoch),
+            "PYTHONHASHSEED": "0",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "TZ": "UTC",
+            "LC_ALL": "C.UTF-8",
+            "LANG": "C.UTF-8",
+            "CARGO": f"{shim}/cargo",
+            "PIP_NO_INDEX": "1",
+        }
+    )
+    if target_device:
+        env["VLLM_TARGET_DEVICE"] = target_device
+    return env
+
+
+RECORDED_ENV = (
+    "VLLM_TARGET_DEVICE",
+    "SOURCE_DATE_EPOCH",
+    "PYTHONHASHSEED",
+    "TZ",
+    "LC_ALL",
+)
+
+
+def wheel_command(*, venv: str, src: str, outdir: str, env: dict[str, str]) -> Command:
+    """`python -m build --wheel --no-isolation` of a source tree, with no network."""
+    return Command(
+        label="build wheel",
+        argv=(
+            f"{venv}/bin/python",
+            "-m",
+            "build",
+            "--wheel",
+            "--no-isolation",
+            "--skip-dependency-check",
+            "--outdir",
+            outdir,
+            src,
+        ),
+        env=env,
+        cwd=src,
+        network=False,
+    )

@@ -1,0 +1,164 @@
+"""Independent wheel builds in parallel on the local runner, and their comparison.
+
+Shared by the core and plugin build stages: each build gets its own copy of the
+source in its own folder (so a path that leaks into the wheel shows up as a
+difference), its own HOME and TMPDIR, and runs with no network where possible.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.core.cache import Cache, sha256_file
+from vllm_plugin_release.core.errors import GateFailed
+from vllm_plugin_release.core.wheeldiff import diff_wheels
+from vllm_plugin_release.edges.runner import LocalRunner, host_env
+from vllm_plugin_release.stages import recipes
+
+LETTERS = "ab"
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """A wheel stage's result, delivered into dist/NAME (build-core, build-plugin)."""
+
+    wheel: Path
+    record: Path
+    data: dict[str, Any]
+    cached: bool
+
+
+def python_version(venv: Path) -> str:
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import platform; print(platform.python_version())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def parallel_local_builds(
+    runner: LocalRunner,
+    venv: Path,
+    tree: Path,
+    scratch: Path,
+    cache: Cache,
+    *,
+    builds: int,
+    source_date_epoch: int,
+    target_device: str | None,
+    log_name: str,
+) -> list[dict[str, Any]]:
+    """`builds` wheel builds of `tree` in parallel; returns wheel, env and python of each."""
+    shim = scratch / "shim"
+    shim.mkdir(exist_ok=True)
+    for tool in recipes.RUST_TOOLS:
+        (shim / tool).write_text(recipes.RUST_SHIM)
+        (shim / tool).chmod(0o755)
+    version = python_version(venv)
+    logs = cache.root / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+
+    def one(index: int) -> dict[str, Any]:
+        work = scratch / f"{log_name}-{LETTERS[index]}"
+        src = work / tree.name
+        shutil.copytree(tree, src, symlinks=True)
+        home = work / "home"
+        home.mkdir()
+        env = recipes.build_env(
+            base=host_env(HOME=str(home), TMPDIR=str(work)),
+            venv=str(venv),
+            shim=str(shim),
+            target_device=target_device,
+            source_date_epoch=source_date_epoch,
+        )
+        out = work / "out"
+        log = logs / f"{log_name}-{LETTERS[index]}.log"
+        log.unlink(missing_ok=True)
+        runner.run(
+            recipes.wheel_command(venv=str(venv), src=str(src), outdir=str(out), env=env), log
+        )
+        found = sorted(out.glob("*.whl"))
+        if len(found) != 1:
+            raise GateFailed(f"{log_name}: build {index + 1} produced {len(found)} wheels in {out}")
+        return {"wheel": found[0], "env": env, "python": version}
+
+    with ThreadPoolExecutor(max_workers=builds) as pool:
+        return list(pool.map(one, range(builds)))
+
+
+def compare_builds(wheels: list[Path], stage: str) -> tuple[str, bool | None]:
+    """sha256 of the first wheel and whether all builds are byte-identical (None: one build).
+
+    Raises GateFailed (exit 1) naming the differing members when they are not.
+    """
+    digests = [sha256_file(w) for w in wheels]
+    if len({w.name for w in wheels}) != 1:
+        raise GateFailed(f"{stage}: the builds named their wheels differently: {wheels}")
+    if len(wheels) < 2:
+        return digests[0], None
+    if len(set(digests)) == 1:
+        return digests[0], True
+    shown = "\n    ".join(diff_wheels(wheels[0], wheels[1])[:40])
+    raise GateFailed(
+        f"{stage}: not reproducible: two builds of {wheels[0].name} differ "
+        f"({digests[0][:12]} vs {digests[1][:12]}); differing members:\n    {shown}",
+        hint="a member that embeds time, path or host breaks reproducibility; "
+        "nothing was written to dist/",
+    )
+
+
+def deliver(
+    stage_dir: Path, dist: Path, record: dict[str, Any], record_name: str
+) -> tuple[Path, Path]:
+    """Copy a finished stage result (wheel + record) into dist/NAME, each file atomically.
+
+    An older wheel of the same distribution (an earlier pin) is removed, so dist/NAME
+    never holds two candidates for one side of the pairing.
+    """
+    from vllm_plugin_release.core.cache import atomic_copy
+
+    name = record["wheel"]["filename"]
+    prefix = name.split("-", 1)[0] + "-"
+    dist.mkdir(parents=True, exist_ok=True)
+    for old in dist.glob(f"{prefix}*.whl"):
+        if old.name != name:
+            old.unlink()
+    dest = dist / name
+    if not dest.exists() or sha256_file(dest) != record["wheel"]["sha256"]:
+        atomic_copy(stage_dir / name, dest)
+    atomic_copy(stage_dir / record_name, dist / record_name)
+    return dest, dist / record_name
+
+
+def reuse(stage_dir: Path, dist: Path, record_name: str, stage: str) -> StageResult | None:
+    """The cached result of a wheel stage, delivered into dist/NAME; None when there is none."""
+    import json
+
+    from vllm_plugin_release.core import progress
+
+    if not (stage_dir / record_name).exists():
+        return None
+    record = json.loads((stage_dir / record_name).read_text())
+    wheel, rec = deliver(stage_dir, dist, record, record_name)
+    progress.info(f"{stage}: cached result reused ({wheel.name})")
+    return StageResult(wheel, rec, record, cached=True)
+
+
+def store(
+    cache: Cache, stage_dir: Path, dist: Path, wheel: Path, record: dict[str, Any], record_name: str
+) -> StageResult:
+    """Keep a finished wheel stage under its key (atomically), then deliver it."""
+    from vllm_plugin_release.core.cache import write_json
+
+    with cache.publish_dir(stage_dir) as work:
+        shutil.copy2(wheel, work / wheel.name)
+        write_json(work / record_name, record)
+    delivered, rec = deliver(stage_dir, dist, record, record_name)
+    return StageResult(delivered, rec, record, cached=False)
