@@ -20,17 +20,18 @@ SPEC = str(REPO / "buildspec" / "reference.toml")
 
 
 def main(repeats: int = 5) -> dict:
+    from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.core.cache import Cache, sha256_file
-    from vllm_plugin_release.edges.fetch import Fetcher
+    from vllm_plugin_release.edges.fetch import Fetcher, source_tree
     from vllm_plugin_release.edges.runner import LocalRunner
-    from vllm_plugin_release.spec.model import load
-    from vllm_plugin_release.stages.build_core import ensure_build_env, lock_request, source_tree
+    from vllm_plugin_release.stages.requests import build_request
+    from vllm_plugin_release.stages.wheelbuild import ensure_build_env
 
-    spec = load(SPEC)
+    spec = load_spec(SPEC)
     cache = Cache(REPO / ".vpr")
     tree = source_tree(spec, Fetcher(cache))
     lock = spec.resolve(spec.build.constraints)
-    lock_request(spec, tree)
+    build_request(spec, tree)
     venv = ensure_build_env(spec, lock, sha256_file(lock), cache, LocalRunner("off"))
     dist = Path(tempfile.mkdtemp(prefix="bench-dist-"))
     vpr("build-core", "--spec", SPEC, "--dist", str(dist))  # make sure every input is cached

@@ -23,11 +23,10 @@ from benchmarks.common import REPO, console, report, run, timed, vpr
 
 
 def main(repeats: int = 3) -> dict:
+    from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.core.cache import Cache
-    from vllm_plugin_release.edges.fetch import Fetcher
-    from vllm_plugin_release.spec.model import load
-    from vllm_plugin_release.stages.build_core import source_tree
-    from vllm_plugin_release.stages.lock import find_link_args, uv_bin
+    from vllm_plugin_release.edges.fetch import Fetcher, source_tree
+    from vllm_plugin_release.edges.uv import find_link_args, uv_bin
 
     checkout = os.environ.get("VPR_TT_PLUGIN_CHECKOUT")
     name = "tt" if checkout else "reference"
@@ -35,7 +34,7 @@ def main(repeats: int = 3) -> dict:
     extra = ["--plugin-source", checkout] if checkout else []
     if not checkout:
         console.print("[yellow]VPR_TT_PLUGIN_CHECKOUT unset: benchmarking the reference pairing")
-    spec = load(spec_file)
+    spec = load_spec(spec_file)
     cache = Cache(REPO / ".vpr")
     dist = Path(tempfile.mkdtemp(prefix="bench-env-"))
     vpr("build-core", "--spec", spec_file, "--dist", str(dist))

@@ -17,8 +17,15 @@ from vllm_plugin_release.core.cache import Cache
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from vllm_plugin_release.conform import registry
+
     conform = sub.add_parser(
-        "conform", help="run every conformance check; write dist/NAME/scorecard.{json,md,html}"
+        "conform",
+        help="run every conformance check; write dist/NAME/scorecard.{json,md,html}",
+        description="Run every conformance check of the pairing and write the scorecard "
+        "with its verdict (fleet, pilot or lab).",
+        epilog="checks:\n" + registry.help_lines(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_spec_argument(conform)
     add_dirs(conform)
@@ -27,9 +34,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     conform.add_argument("--force", action="store_true", help="ignore the cached scorecard")
     conform.set_defaults(func=_conform)
 
-    check = sub.add_parser("check", help="run one conformance check (exit 1 on fail)")
+    check = sub.add_parser(
+        "check",
+        help="run one conformance check (exit 1 on fail)",
+        epilog="checks:\n" + registry.help_lines(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     check.add_argument(
-        "name", help="cadence, isolation, pinning, scheduler, api, environment, plugin_tests"
+        "name", nargs="?", choices=registry.SUITE, metavar="NAME", help="the check to run"
+    )
+    check.add_argument(
+        "--list",
+        action="store_true",
+        help="print the checks as a Markdown table (the one in docs/conformance.md) and exit",
     )
     add_spec_argument(check)
     add_dirs(check)
@@ -63,20 +80,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _context(args: argparse.Namespace):
-    from vllm_plugin_release.conform.suite import Context
+    from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.core.errors import BadInput
-    from vllm_plugin_release.spec.model import load
+    from vllm_plugin_release.flows.sources import Inputs
 
     if args.runner not in ("cpu", "hardware"):
         raise BadInput(f"unknown runner {args.runner!r}; expected cpu or hardware")
-    spec = load(args.spec)
-    return Context(
-        spec=spec,
-        runner=args.runner,
-        cache=Cache.from_args(args),
-        dist=Path(args.dist) / spec.name,
-        plugin_source=args.plugin_source,
-    )
+    inputs = Inputs(load_spec(args.spec), Cache.from_args(args), args.plugin_source)
+    return inputs.context(args.runner, Path(args.dist))
 
 
 def _conform(args: argparse.Namespace) -> int:
@@ -92,8 +103,17 @@ def _conform(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.conform import registry
     from vllm_plugin_release.conform.suite import dumps, run_check
+    from vllm_plugin_release.core.errors import BadInput
 
+    if args.list:
+        sys.stdout.write(registry.docs_table())
+        return 0
+    if not args.name:
+        raise BadInput(
+            "vpr check: name the check to run", hint="one of: " + ", ".join(registry.SUITE)
+        )
     result = run_check(_context(args), args.name)
     if args.json:
         sys.stdout.write(dumps(result) + "\n")

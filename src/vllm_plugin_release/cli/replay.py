@@ -80,11 +80,11 @@ def _dist(spec: Any, root: str) -> Path:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.core.progress import info
     from vllm_plugin_release.replay import config, mix, runner
-    from vllm_plugin_release.spec import model as spec_mod
 
-    spec = spec_mod.load(args.spec)
+    spec = load_spec(args.spec)
     request_mix = mix.from_spec(spec)
     if args.requests is not None:
         if args.requests < 1:
@@ -188,10 +188,10 @@ def render(report: dict[str, Any], timing: dict[str, Any] | None = None) -> str:
 
 
 def _cmd_loadtest(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.replay import loadtest, mix
-    from vllm_plugin_release.spec import model as spec_mod
 
-    spec = spec_mod.load(args.spec)
+    spec = load_spec(args.spec)
     request_mix = mix.from_spec(spec)
     out = Path(args.out) if args.out else _dist(spec, args.dist) / "loadtest.json"
     options = loadtest.LoadOptions(

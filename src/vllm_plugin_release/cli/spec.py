@@ -33,31 +33,32 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.spec.model import load
+    from vllm_plugin_release.conform.registry import load_spec
 
-    spec = load(args.file)
+    spec = load_spec(args.file)
     progress.info(f"{args.file}: valid (pairing {spec.name!r}, vLLM {spec.core.version})")
     return 0
 
 
 def _schema(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.spec.schema import full_schema
+    from vllm_plugin_release.conform.registry import spec_schema
 
-    json.dump(full_schema(), sys.stdout, indent=2, sort_keys=True)
+    json.dump(spec_schema(), sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
     return 0
 
 
 def _set(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.spec.model import set_value
+    from vllm_plugin_release.conform.registry import set_spec_value
 
-    set_value(args.file, args.key, args.value)
+    set_spec_value(args.file, args.key, args.value)
     progress.info(f"{args.file}: {args.key} updated")
     return 0
 
 
 def _docs(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.conform.registry import spec_schema
     from vllm_plugin_release.spec.docs import render
 
-    sys.stdout.write(render())
+    sys.stdout.write(render(spec_schema()))
     return 0

@@ -14,6 +14,7 @@ before the fleet sees it.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import xml.etree.ElementTree as ET
@@ -21,11 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.core import progress
+from vllm_plugin_release.conform.context import Context
+from vllm_plugin_release.conform.result import CheckResult, Evidence
+from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import write_json
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 
-RECORD = "plugin-tests.json"
+RECORD = records.PLUGIN_TESTS
 PLUGIN_TESTS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "The plugin's own test suite, run in the pairing environment.",
@@ -241,3 +244,55 @@ def write_record(
         record["regressions"] = regressions(baseline, run)
     write_json(dist / RECORD, record)
     return record
+
+
+def run(ctx: Context) -> CheckResult:
+    """The `plugin_tests` check: the plugin's tests in the pairing env, with a recorded baseline."""
+    cfg = settings(ctx.spec.conformance, str(ctx.spec.path))
+    env = ctx.env
+    module = (
+        None
+        if env.get("runtime", {}).get("status") == "present"
+        else env.get("runtime", {}).get("module")
+    )
+    with ctx.cache.scratch("conform-tests-") as tmp:
+        run = run_tests(ctx.python, ctx.plugin_root, ctx.runner, cfg, tmp / "j.xml", module)
+    # A baseline recorded by `vpr plugin-tests --baseline` stays, compared with this run.
+    previous = ctx.dist / RECORD
+    base_run, base_version = None, None
+    if previous.exists():
+        old = json.loads(previous.read_text())
+        if old.get("baseline") and old["baseline"].get("runner") == ctx.runner:
+            b = old["baseline"]
+            base_version = b.get("core_version")
+            base_run = TestRun(b["runner"], b["paths"], b["counts"], b["outcomes"])
+    record = write_record(ctx.dist, run, base_run, base_version, ctx.spec.core.version)
+    c = run.counts
+    # pass only when the whole suite ran: tests or paths left to the hardware runner
+    # keep the check at deferred
+    status = (
+        "fail" if run.failing else ("deferred" if c.get("deferred") or run.deferred else "pass")
+    )
+    if c.get("total", 0) == 0:
+        status = "fail"
+    summary = (
+        f"{c['passed']} passed, {c['failed']} failed, {c['error']} errors, {c['skipped']} skipped,"
+        f" {c.get('deferred', 0)} deferred (need the runtime)"
+        + (f"; deferred paths: {', '.join(run.deferred)}" if run.deferred else "")
+    )
+    evidence = [Evidence(note=f"failing: {t}", source="pytest") for t in run.failing]
+    evidence += [
+        Evidence(note=f"regression vs vLLM {base_version}: {t}", source="baseline")
+        for t in record.get("regressions", [])
+    ]
+    evidence += [
+        Evidence(note=f"deferred to the hardware runner: {p}", source="spec") for p in run.deferred
+    ]
+    return CheckResult(
+        "plugin_tests",
+        status,
+        summary,
+        evidence,
+        threshold={"paths": cfg[ctx.runner]},  # type: ignore[arg-type]
+        details={"counts": c},
+    )

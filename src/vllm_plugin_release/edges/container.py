@@ -1,11 +1,9 @@
 """The docker backend: the same recipe commands, run in a container (Python docker SDK).
 
-1. Build the image from the spec's Dockerfile with the digest-pinned base
-   (BASE_IMAGE build arg); a FROM that is not pinned by digest is refused.
-2. Run the environment commands (with network) in a container from it and commit
-   the result: the build environment image.
-3. For each build: create a container from that image with the network disabled,
-   copy the source in, run the wheel command, copy the wheel out.
+The runner builds the image from the spec's Dockerfile with the digest-pinned base
+(BASE_IMAGE build arg; a FROM that is not pinned by digest is refused) and runs one
+command in a fresh container with files copied in. The build recipe that drives it
+(environment, then one container per build) is `stages/container_build.py`.
 
 Exercised where an engine is reachable (CI on GitHub-hosted runners); elsewhere
 constructing it fails with exit 3 and a message saying so.
@@ -21,8 +19,6 @@ from typing import Any
 from vllm_plugin_release.core.dockerlint import lint_file
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.edges.runner import Command
-from vllm_plugin_release.stages import recipes
-from vllm_plugin_release.stages.lock import pip_find_links
 
 WORKSPACE = "/workspace"
 VENV = "/opt/vpr-build-env"
@@ -70,7 +66,8 @@ class DockerRunner:
     def describe(self) -> dict[str, object]:
         return {"kind": self.kind, "base_image": self.base_image, "image_id": self.image_id}
 
-    def _image(self) -> Any:
+    def image(self) -> Any:
+        """Build the image from the spec's Dockerfile (digest-pinned base); returns it."""
         from docker.errors import BuildError
 
         root = self.dockerfile.parent.parent
@@ -87,7 +84,8 @@ class DockerRunner:
         self.image_id = image.id
         return image
 
-    def _run(self, image: str, cmd: Command, *, network: bool, inputs: dict[str, bytes]) -> Any:
+    def run_in(self, image: str, cmd: Command, *, network: bool, inputs: dict[str, bytes]) -> Any:
+        """Run `cmd` in a new container from `image` (after copying `inputs` in); returns it."""
         container = self.client.containers.create(
             image,
             command=list(cmd.argv),
@@ -105,72 +103,8 @@ class DockerRunner:
             raise GateFailed(f"{cmd.label} failed in the container:\n{logs}")
         return container
 
-    def build(
-        self, spec: Any, tree: Path, lock_path: Path, scratch: Path, *, builds: int
-    ) -> list[dict[str, Any]]:
-        image = self._image()
-        env = {
-            "LANG": "C.UTF-8",
-            "LC_ALL": "C.UTF-8",
-            "TZ": "UTC",
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-        }
-        current = image.id
-        lock_tar = _tar_bytes({"build-lock.txt": lock_path.read_bytes()})
-        for cmd in recipes.venv_commands(
-            uv="uv",
-            python=spec.build.python,
-            venv=VENV,
-            lock=f"{WORKSPACE}/build-lock.txt",
-            # Local folders of this machine do not exist in the container: URLs only.
-            find_links=[
-                link
-                for link in [*spec.build.find_links, *pip_find_links()]
-                if link.startswith(("http://", "https://"))
-            ],
-            env=env,
-        ):
-            container = self._run(current, cmd, network=True, inputs={WORKSPACE: lock_tar})
-            current = container.commit().id
-            container.remove(force=True)
-        shim_tar = _tar_bytes(
-            {f"shim/{tool}": recipes.RUST_SHIM.encode() for tool in recipes.RUST_TOOLS}, mode=0o755
-        )
-        results: list[dict[str, Any]] = []
-        source_tar = _tar_dir(tree, arcname=tree.name)
-        for index in range(builds):
-            work = f"{WORKSPACE}/build-{'ab'[index]}"
-            build_env = recipes.build_env(
-                base={**env, "HOME": f"{work}/home"},
-                venv=VENV,
-                shim=f"{WORKSPACE}/shim",
-                target_device=spec.core.target_device,
-                source_date_epoch=spec.core.source_date_epoch,
-            )
-            cmd = recipes.wheel_command(
-                venv=VENV, src=f"{work}/{tree.name}", outdir=f"{work}/out", env=build_env
-            )
-            mkdir = Command("prepare workspace", ("mkdir", "-p", work, f"{work}/home"), env=env)
-            prep = self._run(current, mkdir, network=False, inputs={})
-            base = prep.commit().id
-            prep.remove(force=True)
-            container = self._run(
-                base, cmd, network=False, inputs={WORKSPACE: shim_tar, work: source_tar}
-            )
-            stream, _ = container.get_archive(f"{work}/out")
-            out = scratch / f"out-{index}"
-            out.mkdir()
-            with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tf:
-                tf.extractall(out, filter="data")
-            container.remove(force=True)
-            wheels = sorted(out.rglob("*.whl"))
-            if len(wheels) != 1:
-                raise GateFailed(f"container build {index + 1} produced {len(wheels)} wheels")
-            results.append({"wheel": wheels[0], "env": build_env, "python": spec.build.python})
-        return results
 
-
-def _tar_bytes(files: dict[str, bytes], mode: int = 0o644) -> bytes:
+def tar_bytes(files: dict[str, bytes], mode: int = 0o644) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tf:
         for name, data in files.items():
@@ -181,7 +115,7 @@ def _tar_bytes(files: dict[str, bytes], mode: int = 0o644) -> bytes:
     return buf.getvalue()
 
 
-def _tar_dir(path: Path, arcname: str) -> bytes:
+def tar_dir(path: Path, arcname: str) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tf:
         tf.add(path, arcname=arcname)

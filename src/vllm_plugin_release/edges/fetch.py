@@ -29,7 +29,7 @@ from pathlib import Path, PurePosixPath
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import CHUNK, Cache, write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
-from vllm_plugin_release.spec.model import GitSource, SdistSource
+from vllm_plugin_release.spec.model import GitSource, SdistSource, Spec
 
 USER_AGENT = "vllm-plugin-release (+fetch)"
 TIMEOUT = 60
@@ -222,6 +222,14 @@ class Fetcher:
                 shutil.move(str(entry), work / entry.name)
             checkout.rmdir()
         return final
+
+
+def source_tree(spec: Spec, fetcher: Fetcher) -> Path:
+    """The verified core source tree of `spec` (sdist by sha256 or git by commit)."""
+    src = spec.core.source
+    if isinstance(src, SdistSource):
+        return fetcher.source_tree(src, spec.core.name)
+    return fetcher.git(src)
 
 
 def _git(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -1,7 +1,8 @@
 """Runners: where build commands execute. `local` (this machine) or `docker` (a container).
 
-Both runners take the same `Command` objects, produced once by `recipes.py`;
-a runner only decides where the workspace lives and how a command is started.
+Both runners take the same `Command` objects, produced once by `stages/recipes.py`;
+a runner only decides where the workspace lives and how a command is started. The
+stage helpers pick one (`stages/wheelbuild.runner_for`); neither knows the other.
 """
 
 from __future__ import annotations
@@ -105,13 +106,3 @@ def host_env(**extra: str) -> dict[str, str]:
             env[key] = os.environ[key]
     env.update(extra)
     return env
-
-
-def make_runner(backend: str, network_isolation: str = "auto", **docker_args: object):
-    if backend == "local":
-        return LocalRunner(network_isolation)
-    if backend == "docker":
-        from vllm_plugin_release.edges.container import DockerRunner
-
-        return DockerRunner(**docker_args)  # type: ignore[arg-type]
-    raise BadInput(f"unknown backend {backend!r}; expected 'local' or 'docker'")

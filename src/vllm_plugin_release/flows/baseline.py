@@ -12,16 +12,16 @@ import shutil
 import tarfile
 from pathlib import Path
 
-from vllm_plugin_release.core import progress
+from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.edges.fetch import Fetcher, index_files
-from vllm_plugin_release.edges.plugin_source import resolve
+from vllm_plugin_release.edges.fetch import Fetcher, index_files, source_tree
+from vllm_plugin_release.edges.plugin_source import PluginSource
+from vllm_plugin_release.edges.uv import compile_lock
 from vllm_plugin_release.spec.model import SdistSource, Spec
-from vllm_plugin_release.stages.build_core import build_core, lock_request, source_tree
-from vllm_plugin_release.stages.build_plugin import RECORD as PLUGIN_RECORD
-from vllm_plugin_release.stages.lock import compile_lock
-from vllm_plugin_release.stages.pairing_env import create_env, env_lock_request, runtime_plan
+from vllm_plugin_release.stages.build_core import build_core
+from vllm_plugin_release.stages.pairing_env import create_env
+from vllm_plugin_release.stages.requests import build_request, env_lock_request, runtime_plan
 
 
 def sdist_epoch(archive: Path) -> int:
@@ -55,18 +55,20 @@ def baseline_spec(spec: Spec, version: str, cache: Cache) -> Spec:
 
 
 def baseline_python(
-    spec: Spec, version: str, *, cache: Cache, dist: Path, plugin_source: Path | None
+    spec: Spec, version: str, *, cache: Cache, dist: Path, plugin: PluginSource
 ) -> Path:
-    """Build the baseline pairing (cached like any stage) and return its Python."""
+    """Build the baseline pairing (cached like any stage) and return its Python.
+
+    The plugin wheel is the one already built for `spec` (its record in `dist`), the
+    plugin checkout the one already resolved (`plugin`): only the core changes."""
     base = baseline_spec(spec, version, cache)
     progress.info(
         f"baseline: vLLM {version} (sha256 {base.core.source.sha256[:12]} from the index)"
     )
     fetcher = Fetcher(cache)
     tree = source_tree(base, fetcher)
-    request, _ = lock_request(base, tree)
-    src = resolve(spec, cache, plugin_source)
-    env_request = env_lock_request(base, tree, src.root, runtime_plan(base, "cpu", None))
+    request, _ = build_request(base, tree)
+    env_request = env_lock_request(base, tree, plugin.root, runtime_plan(base, "cpu", None))
     for req, path in (
         (request, base.resolve(base.build.constraints)),
         (env_request, base.resolve(base.env_constraints)),
@@ -74,15 +76,13 @@ def baseline_python(
         if not path.exists() or req.inputs_key not in path.read_text():
             compile_lock(req, path, base.build.find_links)
     dist_root = cache.root / "baseline" / "dist"
-    build_core(base, cache=cache, dist_root=dist_root)
+    build_core(base, cache=cache, dist_root=dist_root, tree=tree, fetcher=fetcher)
     target = dist_root / base.name
-    for name in (PLUGIN_RECORD,):
-        shutil.copy2(dist / name, target / name)
-    import json
-
-    plugin_wheel = json.loads((dist / PLUGIN_RECORD).read_text())["wheel"]["filename"]
+    built = records.read(dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN))
+    shutil.copy2(dist / records.BUILD_PLUGIN, target / records.BUILD_PLUGIN)
+    plugin_wheel = built["wheel"]["filename"]
     shutil.copy2(dist / plugin_wheel, target / plugin_wheel)
     record = create_env(
-        base, cache=cache, dist_root=dist_root, runner_kind="cpu", plugin_source=plugin_source
+        base, cache=cache, dist_root=dist_root, runner_kind="cpu", plugin=plugin, tree=tree
     )
     return Path(record["python"])

@@ -16,9 +16,13 @@ from typing import Any
 
 from rich.table import Table
 
-from vllm_plugin_release.core import progress
+from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, write_json
+from vllm_plugin_release.core.lockfile import check_lock
+from vllm_plugin_release.core.records import dist_dir
+from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.spec.model import Spec
+from vllm_plugin_release.stages.requests import build_request
 
 
 @dataclass
@@ -42,26 +46,34 @@ class Outcome:
 
 
 def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable[[], None]]]:
-    def lock_check() -> None:
-        from vllm_plugin_release.edges.fetch import Fetcher
-        from vllm_plugin_release.stages.build_core import lock_request, source_tree
-        from vllm_plugin_release.stages.lock import check_lock
+    # Each source is fetched or resolved once, here, and handed to the stages that read it.
+    inputs = Inputs(spec, opts.cache, opts.plugin_source)
 
-        tree = source_tree(spec, Fetcher(opts.cache))
-        request, _ = lock_request(spec, tree)
+    def lock_check() -> None:
+        request, _ = build_request(spec, inputs.tree)
         check_lock(spec.resolve(spec.build.constraints), request)
 
     def build_core() -> None:
         from vllm_plugin_release.stages.build_core import build_core as run
 
-        result = run(spec, cache=opts.cache, dist_root=opts.dist_root)
+        result = run(
+            spec,
+            cache=opts.cache,
+            dist_root=opts.dist_root,
+            tree=inputs.tree,
+            fetcher=inputs.fetcher,
+        )
         out.facts["core wheel"] = f"{result.wheel.name} sha256:{result.data['wheel']['sha256']}"
 
     def build_plugin() -> None:
         from vllm_plugin_release.stages.build_plugin import build_plugin as run
 
         result = run(
-            spec, cache=opts.cache, dist_root=opts.dist_root, plugin_source=opts.plugin_source
+            spec,
+            cache=opts.cache,
+            dist_root=opts.dist_root,
+            plugin=inputs.plugin,
+            tree=inputs.tree,
         )
         out.facts["plugin wheel"] = f"{result.wheel.name} sha256:{result.data['wheel']['sha256']}"
 
@@ -74,7 +86,8 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
             dist_root=opts.dist_root,
             runner_kind=opts.runner,
             runtime_env=opts.runtime_env,
-            plugin_source=opts.plugin_source,
+            plugin=inputs.plugin,
+            tree=inputs.tree,
         )
         runtime = record["runtime"]
         out.facts["runtime"] = f"{runtime['name']}: {runtime['status']}" + (
@@ -82,19 +95,11 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
         )
 
     def conform() -> None:
-        from vllm_plugin_release.conform.suite import Context
         from vllm_plugin_release.conform.suite import conform_cached as run
 
-        ctx = Context(
-            spec=spec,
-            runner=opts.runner,
-            cache=opts.cache,
-            dist=opts.dist_root / spec.name,
-            plugin_source=opts.plugin_source,
-        )
-        card = run(ctx)
+        card = run(inputs.context(opts.runner, opts.dist_root))
         out.facts["verdict"] = card["verdict"]
-        out.facts["scorecard"] = str(opts.dist_root / spec.name / "scorecard.md")
+        out.facts["scorecard"] = str(dist_dir(opts.dist_root, spec.name) / records.SCORECARD_MD)
 
     def manifest() -> None:
         from vllm_plugin_release.stages.manifest import build_for_spec
@@ -157,7 +162,7 @@ def release(spec: Spec, opts: Options) -> Outcome:
 
 
 def _summary(spec: Spec, opts: Options, out: Outcome, failed: str | None) -> None:
-    dist = opts.dist_root / spec.name
+    dist = dist_dir(opts.dist_root, spec.name)
     table = Table(title=f"release {spec.name}" + (f" (stopped at {failed})" if failed else ""))
     table.add_column("stage")
     table.add_column("seconds", justify="right")
@@ -167,7 +172,7 @@ def _summary(spec: Spec, opts: Options, out: Outcome, failed: str | None) -> Non
     for key, value in out.facts.items():
         progress.info(f"{key}: {value}")
     if dist.exists():
-        run_file = dist / "run.json"
+        run_file = dist / records.RUN
         try:
             data = json.loads(run_file.read_text())
         except (OSError, ValueError):

@@ -6,7 +6,6 @@ Every error names the file, the line, the key and what is expected (exit 2).
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,11 +29,16 @@ def _is_pep440(value: object) -> bool:
     return True
 
 
-@functools.cache
-def _validator() -> Draft202012Validator:
-    from vllm_plugin_release.spec.schema import full_schema
+_VALIDATORS: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
 
-    return Draft202012Validator(full_schema(), format_checker=_format_checker)
+
+def _validator(schema: dict[str, Any]) -> Draft202012Validator:
+    """One compiled validator per schema object (the registry hands in the same one)."""
+    held = _VALIDATORS.get(id(schema))
+    if held is None or held[0] is not schema:
+        held = (schema, Draft202012Validator(schema, format_checker=_format_checker))
+        _VALIDATORS[id(schema)] = held
+    return held[1]
 
 
 @dataclass(frozen=True)
@@ -212,8 +216,11 @@ def _describe(error: ValidationError, prefix: tuple[str, ...] = ()) -> tuple[tup
     return path, f"{key} = {got!r}: {desc or error.message}"
 
 
-def validate(data: dict[str, Any], file: Path, text: str) -> None:
-    errors = sorted(_validator().iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+def validate(data: dict[str, Any], file: Path, text: str, schema: dict[str, Any]) -> None:
+    """Every error of `data` against `schema`, each naming file:line and key (BadInput)."""
+    errors = sorted(
+        _validator(schema).iter_errors(data), key=lambda e: list(map(str, e.absolute_path))
+    )
     if not errors:
         return
     lines = []
@@ -248,12 +255,15 @@ def read_document(path: Path) -> tuple[tomlkit.TOMLDocument, str]:
         )
 
 
-def load(path: str | Path) -> Spec:
-    """Read, validate and type a buildspec."""
+def load(path: str | Path, schema: dict[str, Any]) -> Spec:
+    """Read, validate against `schema` (the full buildspec schema) and type a buildspec.
+
+    Callers get the schema from the check registry: `conform.registry.load_spec(path)`.
+    """
     file = Path(path)
     document, text = read_document(file)
     data = _plain(document)
-    validate(data, file, text)
+    validate(data, file, text, schema)
     return from_data(data, file)
 
 
@@ -316,7 +326,14 @@ def _parse_value(raw: str) -> Any:
         return raw
 
 
-def set_value(path: str | Path, dotted_key: str, raw_value: str, *, write: bool = True) -> str:
+def set_value(
+    path: str | Path,
+    dotted_key: str,
+    raw_value: str,
+    schema: dict[str, Any],
+    *,
+    write: bool = True,
+) -> str:
     """Set `a.b.c = value` in the spec, validate the result, and write it atomically.
 
     Returns the new text. Nothing is written when the result would not validate.
@@ -335,7 +352,7 @@ def set_value(path: str | Path, dotted_key: str, raw_value: str, *, write: bool 
             raise BadInput(f"{file}: {dotted_key}: {key!r} is not a table")
     node[keys[-1]] = _parse_value(raw_value)
     new_text = tomlkit.dumps(document)
-    validate(_plain(tomlkit.parse(new_text)), file, new_text)
+    validate(_plain(tomlkit.parse(new_text)), file, new_text, schema)
     if write:
         atomic_write_text(file, new_text)
     return new_text

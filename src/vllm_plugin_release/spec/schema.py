@@ -1,12 +1,14 @@
 """The buildspec schema (JSON Schema, draft 2020-12).
 
-One source of truth: `spec.py` validates against it, `vpr spec schema` prints
+One source of truth: `spec/model.py` validates against it, `vpr spec schema` prints
 it, and `docs/buildspec.md` is generated from its descriptions (a test keeps the
 page in step). Every key carries a `description` that says what is expected.
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
 from typing import Any
 
 SPEC_VERSION = 1
@@ -238,8 +240,8 @@ SCHEMA: dict[str, Any] = {
         },
         "conformance": {
             "type": "object",
-            "description": "Conformance checks and their thresholds; each check module owns "
-            "the schema of its table (see `conformance_properties`).",
+            "description": "Conformance checks and their thresholds; each check owns the schema "
+            "of its table (the check registry, `conform/registry.py`).",
             "additionalProperties": False,
             "properties": {},
         },
@@ -257,35 +259,12 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-def conformance_properties() -> dict[str, Any]:
-    """The [conformance.*] tables, from the modules that read them (one source of truth)."""
-    from vllm_plugin_release.conform.api import API_SCHEMA
-    from vllm_plugin_release.conform.cadence import CADENCE_SCHEMA
-    from vllm_plugin_release.conform.hardware import HARDWARE_SCHEMA
-    from vllm_plugin_release.conform.isolation import ISOLATION_SCHEMA
-    from vllm_plugin_release.conform.pinning import PINNING_SCHEMA
-    from vllm_plugin_release.conform.plugin_tests import PLUGIN_TESTS_SCHEMA
-    from vllm_plugin_release.conform.scheddocs import SCHEDULER_SCHEMA
-    from vllm_plugin_release.replay.config import REPLAY_SCHEMA
-    from vllm_plugin_release.replay.mix import REQUEST_MIX_SCHEMA
+def full_schema(tables: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """SCHEMA with the `[conformance.*]` tables filled in.
 
-    return {
-        "cadence": CADENCE_SCHEMA,
-        "isolation": ISOLATION_SCHEMA,
-        "pinning": PINNING_SCHEMA,
-        "scheduler": SCHEDULER_SCHEMA,
-        "api": API_SCHEMA,
-        "plugin_tests": PLUGIN_TESTS_SCHEMA,
-        "request_mix": REQUEST_MIX_SCHEMA,
-        "replay": REPLAY_SCHEMA,
-        "hardware": HARDWARE_SCHEMA,
-    }
-
-
-def full_schema() -> dict[str, Any]:
-    """SCHEMA with the conformance tables filled in."""
-    import copy
-
+    The tables come from the check registry (`conform/registry.py`), handed in as data:
+    the spec layer knows the shape of a buildspec, not which checks exist.
+    """
     schema = copy.deepcopy(SCHEMA)
-    schema["properties"]["conformance"]["properties"] = conformance_properties()
+    schema["properties"]["conformance"]["properties"] = dict(tables)
     return schema

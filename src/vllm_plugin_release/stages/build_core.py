@@ -8,45 +8,35 @@ where key is the hash of every input, so a re-run with nothing changed does no w
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release import __version__
-from vllm_plugin_release.core import progress
+from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file
-from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.errors import GateFailed
+from vllm_plugin_release.core.lockfile import check_lock, pins
+from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges.fetch import Fetcher
-from vllm_plugin_release.edges.runner import LocalRunner, host_env, make_runner
+from vllm_plugin_release.edges.runner import LocalRunner
 from vllm_plugin_release.spec.model import GitSource, SdistSource, Spec
 from vllm_plugin_release.stages import recipes
-from vllm_plugin_release.stages.lock import (
-    LockRequest,
-    check_lock,
-    core_build_request,
-    pins,
-    uv_bin,
-)
+from vllm_plugin_release.stages.container_build import container_build
+from vllm_plugin_release.stages.requests import build_request
 from vllm_plugin_release.stages.wheelbuild import (
     StageResult,
     compare_builds,
+    ensure_build_env,
     parallel_local_builds,
     reuse,
+    runner_for,
     store,
 )
 
 STAGE = "build-core"
-RECORD = "build-core.json"
+RECORD = records.BUILD_CORE
 # Bump when the recipe changes in a way that changes the output.
 RECIPE_VERSION = 1
-
-
-def source_tree(spec: Spec, fetcher: Fetcher) -> Path:
-    """The verified core source tree (sdist by sha256 or git by commit)."""
-    src = spec.core.source
-    if isinstance(src, SdistSource):
-        return fetcher.source_tree(src, spec.core.name)
-    return fetcher.git(src)
 
 
 def source_record(spec: Spec, fetcher: Fetcher | None = None) -> dict[str, Any]:
@@ -64,10 +54,6 @@ def source_record(spec: Spec, fetcher: Fetcher | None = None) -> dict[str, Any]:
         return record
     assert isinstance(src, GitSource)
     return {"kind": "git", "url": src.url, "tag": src.tag, "commit": src.commit}
-
-
-def lock_request(spec: Spec, tree: Path) -> tuple[LockRequest, str]:
-    return core_build_request(tree, spec.build.python, spec.build.torch, spec.core.version)
 
 
 def stage_key(spec: Spec, lock_sha: str, isolated: bool) -> str:
@@ -93,24 +79,17 @@ def build_core(
     *,
     cache: Cache,
     dist_root: Path,
+    tree: Path,
     fetcher: Fetcher | None = None,
     force: bool = False,
 ) -> StageResult:
+    """Build the core wheel from the verified source `tree` (handed in by the flow)."""
     fetcher = fetcher or Fetcher(cache)
-    dist = dist_root / spec.name
-    runner = make_runner(
-        spec.build.backend,
-        spec.build.network_isolation,
-        **(
-            {"base_image": spec.build.base_image, "dockerfile": spec.resolve(spec.build.dockerfile)}
-            if spec.build.backend == "docker"
-            else {}
-        ),
-    )
+    dist = dist_dir(dist_root, spec.name)
+    runner = runner_for(spec)
     isolated = bool(getattr(runner, "isolate", False))
     lock_path = spec.resolve(spec.build.constraints)
-    tree = source_tree(spec, fetcher)
-    request, declared_torch = lock_request(spec, tree)
+    request, declared_torch = build_request(spec, tree)
     lock_text = check_lock(lock_path, request)
     lock_sha = sha256_file(lock_path)
     key = stage_key(spec, lock_sha, isolated)
@@ -192,7 +171,7 @@ def runner_build(
 ) -> list[dict[str, Any]]:
     """Run `builds` independent builds through the runner (in parallel); return their wheels."""
     if not isinstance(runner, LocalRunner):
-        return runner.build(spec, tree, lock_path, scratch, builds=builds)  # docker backend
+        return container_build(runner, spec, tree, lock_path, scratch, builds=builds)
     venv = ensure_build_env(spec, lock_path, lock_key, cache, runner)
     return parallel_local_builds(
         runner,
@@ -205,36 +184,3 @@ def runner_build(
         target_device=spec.core.target_device,
         log_name=STAGE,
     )
-
-
-def ensure_build_env(
-    spec: Spec, lock_path: Path, lock_key: str, cache: Cache, runner: LocalRunner
-) -> Path:
-    """The build venv for this lock, created once and reused (keyed by lock sha + python)."""
-    venv = cache.env_dir("build-core", key_of({"lock": lock_key, "python": spec.build.python}))
-    marker = venv / ".vpr-complete"
-    if marker.exists():
-        return venv
-    from vllm_plugin_release.stages.lock import pip_find_links
-
-    # Built in place (a venv records its path); the marker is written last, so a
-    # half-built environment is never reused.
-    shutil.rmtree(venv, ignore_errors=True)
-    try:
-        with progress.status("build-core: creating build environment"):
-            for cmd in recipes.venv_commands(
-                uv=uv_bin(),
-                python=spec.build.python,
-                venv=str(venv),
-                lock=str(lock_path),
-                find_links=[*spec.build.find_links, *pip_find_links()],
-                env=host_env(),
-            ):
-                runner.run(cmd, cache.root / "logs" / "build-core-env.log")
-    except BaseException:
-        shutil.rmtree(venv, ignore_errors=True)
-        raise
-    marker.write_text("ok\n")
-    if not (venv / "bin" / "python").exists():
-        raise BadInput(f"{venv}: build environment is incomplete; delete it and retry")
-    return venv

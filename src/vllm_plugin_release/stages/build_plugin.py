@@ -14,30 +14,31 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-import tomllib
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from vllm_plugin_release import __version__
-from vllm_plugin_release.core import progress
+from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file
+from vllm_plugin_release.core.compat import tomllib
 from vllm_plugin_release.core.errors import BadInput, GateFailed
-from vllm_plugin_release.edges.fetch import Fetcher
-from vllm_plugin_release.edges.plugin_source import PluginSource, resolve
+from vllm_plugin_release.core.lockfile import check_lock, pins
+from vllm_plugin_release.core.records import dist_dir
+from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.runner import LocalRunner
 from vllm_plugin_release.spec.model import Spec
-from vllm_plugin_release.stages.build_core import ensure_build_env, lock_request, source_tree
-from vllm_plugin_release.stages.lock import check_lock, pins
+from vllm_plugin_release.stages.requests import build_request
 from vllm_plugin_release.stages.wheelbuild import (
     StageResult,
     compare_builds,
+    ensure_build_env,
     parallel_local_builds,
     reuse,
     store,
 )
 
 STAGE = "build-plugin"
-RECORD = "build-plugin.json"
+RECORD = records.BUILD_PLUGIN
 RECIPE_VERSION = 1
 PLATFORM_GROUP = "vllm.platform_plugins"
 
@@ -103,16 +104,17 @@ def build_plugin(
     *,
     cache: Cache,
     dist_root: Path,
-    plugin_source: Path | None = None,
+    plugin: PluginSource,
+    tree: Path,
     force: bool = False,
 ) -> StageResult:
+    """Build the plugin wheel from the resolved `plugin` checkout in the core's build lock
+    (whose request comes from the verified core source `tree`); both handed in by the flow."""
     if spec.build.backend != "local":
         progress.warn("build-plugin: the docker backend builds the core only; plugin built locally")
-    fetcher = Fetcher(cache)
-    src = resolve(spec, cache, plugin_source)
+    src = plugin
     lock_path = spec.resolve(spec.build.constraints)
-    core_tree = source_tree(spec, fetcher)
-    request, _ = lock_request(spec, core_tree)
+    request, _ = build_request(spec, tree)
     lock_text = check_lock(lock_path, request)
     lock_sha = sha256_file(lock_path)
     requires = check_build_requirements(src.root, lock_text, spec.build.constraints)
@@ -129,7 +131,7 @@ def build_plugin(
         }
     )
     stage_dir = cache.stage_dir(STAGE, key)
-    dist = dist_root / spec.name
+    dist = dist_dir(dist_root, spec.name)
     cached = None if force else reuse(stage_dir, dist, RECORD, STAGE)
     if cached:
         return cached

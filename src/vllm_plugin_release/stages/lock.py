@@ -1,229 +1,41 @@
-"""Hash-locked requirement files under `constraints/`, written by `vpr lock`.
+"""The lock stage (`vpr lock`): resolve and write, or check, every lock of a pairing.
 
-A lock is resolved once with `uv pip compile --generate-hashes` for the spec's
-Python and platform, and installed with hashes required. Its header records the
-hash of its inputs so a stale lock is caught before it is used.
+The core's build lock (`[build] constraints`) and, when the spec has a plugin, the
+pairing environment's lock (`[env] constraints`). The verified core source tree and
+the plugin checkout are handed in by the flow; nothing is fetched here.
 """
 
 from __future__ import annotations
 
-import configparser
-import functools
-import os
-import re
-import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
-import tomllib
-from packaging.requirements import InvalidRequirement, Requirement
-
-from vllm_plugin_release.core.cache import atomic_write_text, key_of
-from vllm_plugin_release.core.errors import BadInput, OutsideFailure
-
-LOCK_PLATFORM = "x86_64-manylinux_2_28"
-INPUTS_LINE = re.compile(r"^# inputs-sha256: ([0-9a-f]{64})$", re.M)
-PIN_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)", re.M)
+from vllm_plugin_release.core import progress
+from vllm_plugin_release.core.lockfile import LockRequest, check_lock
+from vllm_plugin_release.edges.uv import compile_lock
+from vllm_plugin_release.spec.model import Spec
+from vllm_plugin_release.stages.requests import build_request, env_lock_request, runtime_plan
 
 
-@functools.lru_cache(maxsize=1)
-def uv_bin() -> str:
-    """The uv executable: the one from the `uv` wheel, else PATH."""
-    try:
-        from uv import find_uv_bin
-
-        return find_uv_bin()
-    except (ImportError, FileNotFoundError):
-        import shutil
-
-        found = shutil.which("uv")
-        if not found:
-            raise OutsideFailure("uv not found", hint="pip install uv")
-        return found
+def pairing_locks(
+    spec: Spec, tree: Path, plugin_root: Path | None
+) -> list[tuple[LockRequest, Path]]:
+    """(request, lock file) for each lock of the pairing, build lock first."""
+    request, _ = build_request(spec, tree)
+    locks = [(request, spec.resolve(spec.build.constraints))]
+    if spec.plugin and plugin_root is not None:
+        plan = runtime_plan(spec, "cpu", None)
+        env_request = env_lock_request(spec, tree, plugin_root, plan)
+        locks.append((env_request, spec.resolve(spec.env_constraints)))
+    return locks
 
 
-def pip_find_links() -> list[str]:
-    """find-links from pip's configuration (uv does not read it): PIP_FIND_LINKS and files."""
-    links: list[str] = []
-    links += os.environ.get("PIP_FIND_LINKS", "").split()
-    files = [
-        Path("/etc/pip.conf"),
-        Path("/etc/xdg/pip/pip.conf"),
-        Path.home() / ".pip" / "pip.conf",
-        Path.home() / ".config" / "pip" / "pip.conf",
-    ]
-    if os.environ.get("PIP_CONFIG_FILE"):
-        files.append(Path(os.environ["PIP_CONFIG_FILE"]))
-    for file in files:
-        parser = configparser.ConfigParser()
-        try:
-            parser.read(file)
-        except (configparser.Error, OSError):
+def lock(spec: Spec, tree: Path, plugin_root: Path | None, *, check: bool = False) -> None:
+    """Write every lock (or, with `check`, verify each is current: BadInput if stale)."""
+    for request, dest in pairing_locks(spec, tree, plugin_root):
+        if check:
+            check_lock(dest, request)
+            progress.info(f"lock: {dest} is current")
             continue
-        for section in ("global", "install"):
-            if parser.has_option(section, "find-links"):
-                links += parser.get(section, "find-links").split()
-    links += os.environ.get("VPR_FIND_LINKS", "").split()
-    return list(dict.fromkeys(links))
-
-
-def find_link_args(extra: tuple[str, ...] | list[str] = ()) -> list[str]:
-    args: list[str] = []
-    for link in [*extra, *pip_find_links()]:
-        args += ["--find-links", link]
-    return args
-
-
-@dataclass(frozen=True)
-class LockRequest:
-    """What to lock: requirement lines, for one Python version and platform."""
-
-    name: str
-    requirements: tuple[str, ...]
-    python: str
-    overrides: tuple[str, ...] = ()
-    platform: str = LOCK_PLATFORM
-    title: str = ""
-    notes: tuple[str, ...] = ()
-
-    @property
-    def inputs_key(self) -> str:
-        return key_of(
-            {
-                "requirements": list(self.requirements),
-                "overrides": list(self.overrides),
-                "python": self.python,
-                "platform": self.platform,
-            }
-        )
-
-
-def read_build_requires(source_tree: Path) -> list[str]:
-    """`[build-system].requires` of a source tree's pyproject.toml."""
-    pyproject = source_tree / "pyproject.toml"
-    try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-        return list(data["build-system"]["requires"])
-    except (OSError, KeyError, tomllib.TOMLDecodeError) as exc:
-        raise BadInput(f"{pyproject}: cannot read [build-system].requires ({exc})")
-
-
-def core_build_request(
-    source_tree: Path, python: str, torch: str, version: str
-) -> tuple[LockRequest, str]:
-    """Build requirements of the core: its own, with torch replaced by the spec's.
-
-    Returns the request and the torch requirement the core itself declares.
-    """
-    declared_torch = ""
-    lines: list[str] = []
-    for raw in read_build_requires(source_tree):
-        try:
-            req = Requirement(raw)
-        except InvalidRequirement as exc:
-            raise BadInput(
-                f"{source_tree / 'pyproject.toml'}: bad build requirement {raw!r}: {exc}"
-            )
-        if req.name == "torch":
-            declared_torch = str(req)
-            continue
-        lines.append(str(req))
-    lines.append(f"torch=={torch}")
-    lines.append("build")  # the frontend that runs the build inside the env
-    notes = (
-        f"vLLM {version} declares {declared_torch!r} in [build-system]; this build uses "
-        f"torch=={torch} (a CPU build the machine can install). The empty target compiles "
-        "no kernels, so torch is only imported by setup.py.",
-    )
-    return (
-        LockRequest(
-            name="build-core",
-            requirements=tuple(sorted(lines)),
-            python=python,
-            title=f"Build requirements for vLLM {version} (VLLM_TARGET_DEVICE=empty), "
-            f"Python {python}",
-            notes=notes,
-        ),
-        declared_torch,
-    )
-
-
-def compile_lock(
-    request: LockRequest, dest: Path, find_links: list[str] | tuple[str, ...] = ()
-) -> str:
-    """Resolve `request` with uv and write the hash-locked file atomically. Returns its text."""
-    tmp = dest.parent / f".{dest.name}.in"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp.write_text("\n".join(request.requirements) + "\n")
-    args = [
-        uv_bin(),
-        "pip",
-        "compile",
-        str(tmp),
-        "--generate-hashes",
-        "--no-header",
-        "--quiet",
-        "--python-version",
-        request.python,
-        "--python-platform",
-        request.platform,
-        "--index-strategy",
-        "unsafe-best-match",
-        *find_link_args(tuple(find_links)),
-    ]
-    ov = None
-    if request.overrides:
-        ov = dest.parent / f".{dest.name}.overrides"
-        ov.write_text("\n".join(request.overrides) + "\n")
-        args += ["--override", str(ov)]
-    try:
-        done = subprocess.run(args, capture_output=True, text=True, check=False)
-    finally:
-        tmp.unlink(missing_ok=True)
-        if ov:
-            ov.unlink(missing_ok=True)
-    if done.returncode != 0:
-        message = done.stderr.strip()
-        if "unreachable" in message.lower() or "failed to fetch" in message.lower():
-            raise OutsideFailure(f"resolving {request.name}: index unreachable:\n{message}")
-        raise BadInput(
-            f"resolving {request.name} failed: no set of versions satisfies the requirements:"
-            f"\n{message}",
-            hint="relax or fix the conflicting requirement or override named above",
-        )
-    body = done.stdout.replace(str(tmp), f"{request.name}.in")
-    body = body.replace(os.path.relpath(tmp), f"{request.name}.in")
-    header = [
-        f"# {request.title or request.name}",
-        "# Written by `vpr lock`; do not edit by hand (install uses --require-hashes).",
-        *(f"# {note}" for note in request.notes),
-        f"# python: {request.python}  platform: {request.platform}",
-        f"# inputs-sha256: {request.inputs_key}",
-    ]
-    text = "\n".join(header) + "\n" + body
-    atomic_write_text(dest, text)
-    return text
-
-
-def check_lock(path: Path, request: LockRequest) -> str:
-    """The lock's text, after checking it exists and matches the request's inputs."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput(
-            f"{path}: lock file not found", hint="run `vpr lock --spec FILE` to write it"
-        )
-    m = INPUTS_LINE.search(text)
-    if not m:
-        raise BadInput(f"{path}: not a vpr lock (no inputs-sha256 line)", hint="run `vpr lock`")
-    if m.group(1) != request.inputs_key:
-        raise BadInput(
-            f"{path}: lock is stale (its inputs changed since it was written)",
-            hint="run `vpr lock --spec FILE` and commit the new lock",
-        )
-    return text
-
-
-def pins(lock_text: str) -> dict[str, str]:
-    """name -> version of every pin in a lock."""
-    return {m.group(1).lower(): m.group(2) for m in PIN_LINE.finditer(lock_text)}
+        with progress.status(f"lock: resolving {request.name} for Python {request.python}"):
+            compile_lock(request, dest, spec.build.find_links)
+        progress.info(f"lock: wrote {dest}")

@@ -15,155 +15,25 @@ from __future__ import annotations
 import json
 import shutil
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tomllib
-from packaging.requirements import InvalidRequirement, Requirement
-
-from vllm_plugin_release.core import progress
+from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.core.lockfile import check_lock
+from vllm_plugin_release.core.records import dist_dir, verified_wheel
 from vllm_plugin_release.edges.envrun import run_in_env
-from vllm_plugin_release.edges.fetch import Fetcher
+from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.runner import Command, LocalRunner, host_env
+from vllm_plugin_release.edges.uv import find_link_args, uv_bin
 from vllm_plugin_release.spec.model import Spec
-from vllm_plugin_release.stages.build_core import RECORD as CORE_RECORD
-from vllm_plugin_release.stages.build_core import source_tree
-from vllm_plugin_release.stages.build_plugin import RECORD as PLUGIN_RECORD
-from vllm_plugin_release.stages.lock import LockRequest, check_lock, find_link_args, uv_bin
+from vllm_plugin_release.stages.requests import RuntimePlan, env_lock_request, runtime_plan
 
 RUNNERS = ("cpu", "hardware")
-ENV_RECORD = "env.json"
+ENV_RECORD = records.ENV
 # Bump when the way an environment is made changes (it is part of the cache key).
 ENV_RECIPE = 3
-
-
-@dataclass(frozen=True)
-class RuntimePlan:
-    """What the runner does about the vendor runtime, decided before anything installs."""
-
-    name: str
-    module: str | None
-    status: str  # "install" | "absent" | "runtime-env" | "none"
-    reason: str
-    requirement: str | None = None
-
-
-def read_requirements_file(path: Path) -> list[str]:
-    """Requirement lines of a requirements file (comments and blank lines dropped)."""
-    out: list[str] = []
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        line = raw.split(" #", 1)[0].strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("-"):
-            raise BadInput(f"{path}:{number}: option lines ({line.split()[0]}) are not supported")
-        try:
-            Requirement(line)
-        except InvalidRequirement as exc:
-            raise BadInput(f"{path}:{number}: not a requirement: {line!r} ({exc})")
-        out.append(line)
-    return out
-
-
-def plugin_dependencies(root: Path) -> list[str]:
-    """[project].dependencies of the plugin source (static metadata)."""
-    path = root / "pyproject.toml"
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise BadInput(f"{path}: cannot read ({exc})")
-    project = data.get("project", {})
-    if "dependencies" in project.get("dynamic", []):
-        raise BadInput(f"{path}: dynamic dependencies are not supported; declare them statically")
-    return list(project.get("dependencies", []))
-
-
-def runtime_plan(spec: Spec, runner: str, runtime_env: Path | None) -> RuntimePlan:
-    rt = spec.runtime
-    if not rt:
-        return RuntimePlan("none", None, "none", "the spec names no vendor runtime")
-    name, module = rt["name"], rt.get("module")
-    if runtime_env is not None:
-        return RuntimePlan(name, module, "runtime-env", f"from the environment at {runtime_env}")
-    pythons = rt.get("python")
-    if rt.get("package") and rt.get("version"):
-        requirement = f"{rt['package']}=={rt['version']}"
-        if pythons and spec.build.python not in pythons:
-            reason = (
-                f"{rt['package']} ships wheels for CPython {', '.join(pythons)} only; "
-                f"this pairing is built for {spec.build.python}"
-            )
-            return RuntimePlan(name, module, "absent", reason, requirement)
-        return RuntimePlan(name, module, "install", f"{requirement} from the index", requirement)
-    if pythons and spec.build.python not in pythons:
-        reason = (
-            f"{rt.get('package', module)} ships wheels for CPython {', '.join(pythons)} only; "
-            f"this pairing is built for {spec.build.python}"
-        )
-    else:
-        reason = "the spec pins no runtime package; give --runtime-env on the hardware runner"
-    return RuntimePlan(name, module, "absent", reason)
-
-
-def env_lock_request(
-    spec: Spec, core_tree: Path, plugin_root: Path, plan: RuntimePlan
-) -> LockRequest:
-    common = core_tree / "requirements" / "common.txt"
-    if not common.exists():
-        raise BadInput(f"{common}: not in the verified core source", hint="check [core] version")
-    requirements = [
-        *read_requirements_file(common),
-        f"torch=={spec.build.torch}",
-        *plugin_dependencies(plugin_root),
-        *spec.env.get("requirements", ["pytest"]),
-    ]
-    if plan.status == "install" and plan.requirement:
-        requirements.append(plan.requirement)
-    return LockRequest(
-        name=f"env-{spec.name}",
-        requirements=tuple(requirements),
-        overrides=tuple(spec.env.get("overrides", [])),
-        python=spec.build.python,
-        title=f"Pairing environment {spec.name}: vLLM {spec.core.version} requirements/common.txt"
-        f" + {spec.plugin.get('name', 'plugin')} + torch=={spec.build.torch}",
-        notes=(
-            "Inputs: requirements/common.txt from the verified sdist, the plugin's "
-            "dependencies, [env] requirements; [env] overrides win.",
-        ),
-    )
-
-
-def load_record(dist: Path, name: str, producer: str) -> dict[str, Any]:
-    path = dist / name
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise BadInput(f"{path}: not found", hint=f"run `{producer}` first")
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"{path}: malformed JSON ({exc})", hint=f"run `{producer}` again")
-
-
-def recorded_env(dist: Path, spec_path: Path | str) -> dict[str, Any]:
-    """dist/NAME/env.json (written by `vpr env`), with its `python` checked."""
-    producer = f"vpr env --spec {spec_path}"
-    record = load_record(dist, ENV_RECORD, producer)
-    if not isinstance(record, dict) or not record.get("python"):
-        raise BadInput(f"{dist / ENV_RECORD}: no 'python' key", hint=f"run `{producer}` again")
-    return record
-
-
-def verified_wheel(dist: Path, record: dict[str, Any], producer: str) -> Path:
-    wheel = dist / record["wheel"]["filename"]
-    if not wheel.exists():
-        raise BadInput(f"{wheel}: not found", hint=f"run `{producer}` first")
-    if sha256_file(wheel) != record["wheel"]["sha256"]:
-        raise GateFailed(
-            f"{wheel}: sha256 differs from its build record", hint=f"run `{producer}` again"
-        )
-    return wheel
 
 
 def top_level_packages(wheel: Path) -> list[str]:
@@ -189,17 +59,20 @@ def create_env(
     dist_root: Path,
     runner_kind: str = "cpu",
     runtime_env: Path | None = None,
-    plugin_source: Path | None = None,
+    plugin: PluginSource,
+    tree: Path,
 ) -> dict[str, Any]:
+    """Create and check the pairing environment from the wheels in dist/NAME; the plugin
+    checkout and the verified core source tree are handed in by the flow."""
     if runner_kind not in RUNNERS:
         raise BadInput(f"unknown runner {runner_kind!r}; expected one of {', '.join(RUNNERS)}")
-    from vllm_plugin_release.edges.plugin_source import resolve
-
-    dist = dist_root / spec.name
-    core = load_record(dist, CORE_RECORD, f"vpr build-core --spec {spec.path}")
-    plugin = load_record(dist, PLUGIN_RECORD, f"vpr build-plugin --spec {spec.path}")
+    dist = dist_dir(dist_root, spec.name)
+    core = records.read(dist, records.BUILD_CORE, records.producer(records.BUILD_CORE, spec.path))
+    built = records.read(
+        dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN, spec.path)
+    )
     core_wheel = verified_wheel(dist, core, "vpr build-core")
-    plugin_wheel = verified_wheel(dist, plugin, "vpr build-plugin")
+    plugin_wheel = verified_wheel(dist, built, "vpr build-plugin")
     plan = runtime_plan(spec, runner_kind, runtime_env)
     if runner_kind == "hardware" and plan.status in ("absent", "none"):
         raise OutsideFailure(
@@ -208,9 +81,7 @@ def create_env(
         )
     if runtime_env is not None and not (runtime_env / "bin" / "python").exists():
         raise BadInput(f"{runtime_env}: no bin/python; --runtime-env takes a Python environment")
-    fetcher = Fetcher(cache)
-    src = resolve(spec, cache, plugin_source)
-    request = env_lock_request(spec, source_tree(spec, fetcher), src.root, plan)
+    request = env_lock_request(spec, tree, plugin.root, plan)
     lock_path = spec.resolve(spec.env_constraints)
     check_lock(lock_path, request)
     lock_sha = sha256_file(lock_path)
@@ -220,7 +91,7 @@ def create_env(
             "recipe": ENV_RECIPE,
             "lock": lock_sha,
             "core": core["wheel"]["sha256"],
-            "plugin": plugin["wheel"]["sha256"],
+            "plugin": built["wheel"]["sha256"],
             "runner": runner_kind,
             "runtime_env": str(runtime_env) if runtime_env else None,
             "stand_in": stand_in,
@@ -246,7 +117,7 @@ def create_env(
                 lock_path,
                 core_wheel,
                 plugin_wheel,
-                plugin,
+                built,
                 plan,
                 runtime_env,
                 stand_in,
@@ -271,7 +142,7 @@ def create_env(
         "lock_file": spec.env_constraints,
         "lock_sha256": lock_sha,
         "core_wheel": core["wheel"],
-        "plugin_wheel": plugin["wheel"],
+        "plugin_wheel": built["wheel"],
         **result,
     }
     write_json(dist / ENV_RECORD, record)

@@ -1,12 +1,15 @@
 """Independent wheel builds in parallel on the local runner, and their comparison.
 
-Shared by the core and plugin build stages: each build gets its own copy of the
-source in its own folder (so a path that leaks into the wheel shows up as a
-difference), its own HOME and TMPDIR, and runs with no network where possible.
+Shared by the core and plugin build stages (a helper module, not a stage): the runner
+for a spec, the hash-locked build environment, the parallel builds and the stage cache.
+Each build gets its own copy of the source in its own folder (so a path that leaks
+into the wheel shows up as a difference), its own HOME and TMPDIR, and runs with no
+network where possible.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -14,10 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.core.cache import Cache, sha256_file
-from vllm_plugin_release.core.errors import GateFailed
+from vllm_plugin_release.core import progress
+from vllm_plugin_release.core.cache import Cache, atomic_copy, key_of, sha256_file, write_json
+from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.wheeldiff import diff_wheels
+from vllm_plugin_release.edges.container import DockerRunner
 from vllm_plugin_release.edges.runner import LocalRunner, host_env
+from vllm_plugin_release.edges.uv import pip_find_links, uv_bin
+from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages import recipes
 
 LETTERS = "ab"
@@ -122,8 +129,6 @@ def deliver(
     An older wheel of the same distribution (an earlier pin) is removed, so dist/NAME
     never holds two candidates for one side of the pairing.
     """
-    from vllm_plugin_release.core.cache import atomic_copy
-
     name = record["wheel"]["filename"]
     prefix = name.split("-", 1)[0] + "-"
     dist.mkdir(parents=True, exist_ok=True)
@@ -139,10 +144,6 @@ def deliver(
 
 def reuse(stage_dir: Path, dist: Path, record_name: str, stage: str) -> StageResult | None:
     """The cached result of a wheel stage, delivered into dist/NAME; None when there is none."""
-    import json
-
-    from vllm_plugin_release.core import progress
-
     if not (stage_dir / record_name).exists():
         return None
     record = json.loads((stage_dir / record_name).read_text())
@@ -155,10 +156,49 @@ def store(
     cache: Cache, stage_dir: Path, dist: Path, wheel: Path, record: dict[str, Any], record_name: str
 ) -> StageResult:
     """Keep a finished wheel stage under its key (atomically), then deliver it."""
-    from vllm_plugin_release.core.cache import write_json
-
     with cache.publish_dir(stage_dir) as work:
         shutil.copy2(wheel, work / wheel.name)
         write_json(work / record_name, record)
     delivered, rec = deliver(stage_dir, dist, record, record_name)
     return StageResult(delivered, rec, record, cached=False)
+
+
+def runner_for(spec: Spec) -> LocalRunner | DockerRunner:
+    """The runner the spec's `[build] backend` names (both are edges; this picks one)."""
+    backend = spec.build.backend
+    if backend == "local":
+        return LocalRunner(spec.build.network_isolation)
+    if backend == "docker":
+        return DockerRunner(spec.build.base_image, spec.resolve(spec.build.dockerfile))
+    raise BadInput(f"unknown backend {backend!r}; expected 'local' or 'docker'")
+
+
+def ensure_build_env(
+    spec: Spec, lock_path: Path, lock_key: str, cache: Cache, runner: LocalRunner
+) -> Path:
+    """The build venv for this lock, created once and reused (keyed by lock sha + python)."""
+    venv = cache.env_dir("build-core", key_of({"lock": lock_key, "python": spec.build.python}))
+    marker = venv / ".vpr-complete"
+    if marker.exists():
+        return venv
+    # Built in place (a venv records its path); the marker is written last, so a
+    # half-built environment is never reused.
+    shutil.rmtree(venv, ignore_errors=True)
+    try:
+        with progress.status("build-core: creating build environment"):
+            for cmd in recipes.venv_commands(
+                uv=uv_bin(),
+                python=spec.build.python,
+                venv=str(venv),
+                lock=str(lock_path),
+                find_links=[*spec.build.find_links, *pip_find_links()],
+                env=host_env(),
+            ):
+                runner.run(cmd, cache.root / "logs" / "build-core-env.log")
+    except BaseException:
+        shutil.rmtree(venv, ignore_errors=True)
+        raise
+    marker.write_text("ok\n")
+    if not (venv / "bin" / "python").exists():
+        raise BadInput(f"{venv}: build environment is incomplete; delete it and retry")
+    return venv

@@ -1,0 +1,98 @@
+"""What a conformance check is handed: the spec, the runner, and the pairing's inputs.
+
+Checks never fetch, resolve or build. The flow that runs them hands in where the
+verified sources are (`Sources`, two callables the flow builds from the edges, called
+at most once and only by a check that needs them), and the records of earlier stages
+are read from dist/NAME through `core/records.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.core import records
+from vllm_plugin_release.core.cache import Cache
+from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.spec.model import Spec
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where the verified sources are; each callable is the flow's, run on first use."""
+
+    plugin_root: Callable[[], Path]
+    core_tree: Callable[[], Path]
+
+
+@dataclass
+class Context:
+    spec: Spec
+    runner: str
+    cache: Cache
+    dist: Path
+    sources: Sources
+    _memo: dict[str, Any] = field(default_factory=dict)
+
+    def _once(self, key: str, make: Callable[[], Any]) -> Any:
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
+
+    @property
+    def plugin_root(self) -> Path:
+        return self._once("plugin", self.sources.plugin_root)
+
+    @property
+    def core_tree(self) -> Path:
+        return self._once("tree", self.sources.core_tree)
+
+    def record(self, name: str, producer: str | None = None) -> dict[str, Any]:
+        """A record of an earlier stage in dist/NAME (BadInput naming what writes it)."""
+        hint = producer or records.producer(name, self.spec.path)
+        return self._once(f"rec:{name}", lambda: records.read(self.dist, name, hint))
+
+    @property
+    def env(self) -> dict[str, Any]:
+        env = self.record(records.ENV, f"vpr env --spec {self.spec.path} --runner {self.runner}")
+        if env.get("runner") != self.runner:
+            raise BadInput(
+                f"{self.dist / records.ENV}: built for runner {env.get('runner')!r}, "
+                f"not {self.runner!r}",
+                hint=f"run `vpr env --spec {self.spec.path} --runner {self.runner}`",
+            )
+        return env
+
+    @property
+    def python(self) -> Path:
+        return Path(self.env["python"])
+
+    @property
+    def core_wheel(self) -> Path:
+        return self.dist / self.record(records.BUILD_CORE)["wheel"]["filename"]
+
+    @property
+    def platform_class(self) -> str | None:
+        """The plugin's Platform class path when its runtime (or stand-in) imports."""
+        return self.env.get("platform_class")
+
+    def replay(self) -> dict[str, Any] | None:
+        return self._once("replay", lambda: _run_replay(self))
+
+
+def _run_replay(ctx: Context) -> dict[str, Any] | None:
+    """The scheduler replay of the spec's request mix (None when the spec has none)."""
+    if not ctx.spec.conformance.get("replay"):
+        return None
+    from vllm_plugin_release.replay import config, mix, runner
+
+    outcome = runner.replay(
+        ctx.python,
+        mix.from_spec(ctx.spec),
+        config.from_spec(ctx.spec),
+        name=ctx.spec.name,
+        out_dir=ctx.dist,
+    )
+    return outcome.report

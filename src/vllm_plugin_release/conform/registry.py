@@ -1,0 +1,187 @@
+"""The one list of conformance checks, and the buildspec schema assembled from it.
+
+Each entry says what the check is called, what it checks (one line, shown by
+`vpr conform --help`, `vpr check --help` and docs/conformance.md), which
+`[conformance.*]` tables it reads and their JSON Schema (assembled into the buildspec
+schema, so `vpr spec check`, `vpr spec schema` and docs/buildspec.md follow), where
+it runs, which inputs of the `Context` it reads, and the function that runs it.
+
+Adding a check: one module under `conform/`, one entry here, one test.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.conform import (
+    api,
+    cadence,
+    environment,
+    hardware,
+    isolation,
+    pinning,
+    plugin_tests,
+    scheddocs,
+)
+from vllm_plugin_release.conform.context import Context
+from vllm_plugin_release.conform.result import CheckResult, Evidence
+from vllm_plugin_release.replay.config import REPLAY_SCHEMA
+from vllm_plugin_release.replay.mix import REQUEST_MIX_SCHEMA
+from vllm_plugin_release.spec import model
+from vllm_plugin_release.spec.schema import full_schema
+
+RUNNERS = ("cpu", "hardware")
+
+
+def _scheduler(ctx: Context) -> CheckResult:
+    """The replay must have completed on both sides before the docs are compared with it."""
+    report = ctx.replay()
+    broken = [
+        f"{side}: {report[side].get('crashed') or report[side].get('stopped')}"
+        for side in ("plugin", "upstream")
+        if report and (report[side].get("crashed") or report[side].get("stopped"))
+    ]
+    if broken:
+        return CheckResult(
+            "scheduler",
+            "fail",
+            "the replay did not complete: " + "; ".join(broken),
+            [Evidence(note=b, source="replay") for b in broken],
+        )
+    return scheddocs.check(ctx.spec, ctx.plugin_root, replay=report)
+
+
+@dataclass(frozen=True)
+class CheckDef:
+    name: str
+    summary: str
+    run: Callable[[Context], CheckResult] | None
+    tables: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    inputs: tuple[str, ...] = ()
+    # "any": `vpr conform` runs it on every runner; "hardware": only the hardware
+    # runner's live part produces it (`vpr hardware-live`), never `vpr conform`.
+    runner: str = "any"
+
+
+CHECKS: tuple[CheckDef, ...] = (
+    CheckDef(
+        "cadence",
+        "how far the plugin trails vLLM releases (minor releases and days behind)",
+        lambda ctx: cadence.check(ctx.spec, ctx.plugin_root),
+        {"cadence": cadence.CADENCE_SCHEMA},
+        ("plugin_root",),
+    ),
+    CheckDef(
+        "isolation",
+        "no vendor symbols in the vLLM core source tree or wheel",
+        lambda ctx: isolation.check(ctx.spec, ctx.core_tree, ctx.core_wheel),
+        {"isolation": isolation.ISOLATION_SCHEMA},
+        ("core_tree", "core_wheel"),
+    ),
+    CheckDef(
+        "pinning",
+        "how the plugin's installer builds vLLM: version, target device, hashes",
+        lambda ctx: pinning.check(ctx.spec, ctx.plugin_root),
+        {"pinning": pinning.PINNING_SCHEMA},
+        ("plugin_root",),
+    ),
+    CheckDef(
+        "scheduler",
+        "what the plugin's docs say about scheduling against what its scheduler does in the replay",
+        _scheduler,
+        {
+            "scheduler": scheddocs.SCHEDULER_SCHEMA,
+            "request_mix": REQUEST_MIX_SCHEMA,
+            "replay": REPLAY_SCHEMA,
+        },
+        ("plugin_root", "env", "replay"),
+    ),
+    CheckDef(
+        "api",
+        "the served OpenAPI surface of the pairing against a client contract",
+        lambda ctx: api.check(
+            ctx.spec,
+            ctx.python,
+            # Same precedence as `vpr api-contract`: the spec's platform_class, then the env's.
+            ctx.spec.conformance.get("api", {}).get("platform_class") or ctx.platform_class,
+        ),
+        {"api": api.API_SCHEMA},
+        ("env",),
+    ),
+    CheckDef(
+        "environment",
+        "the pairing environment's own checks (vpr env), summarised",
+        environment.check,
+        {},
+        ("env",),
+    ),
+    CheckDef(
+        "plugin_tests",
+        "the plugin's own test suite in the pairing environment",
+        plugin_tests.run,
+        {"plugin_tests": plugin_tests.PLUGIN_TESTS_SCHEMA},
+        ("plugin_root", "env"),
+    ),
+    CheckDef(
+        "hardware",
+        "the live part on the hardware runner: the parallelism probe and a mixed-load "
+        "test against `vllm serve`",
+        None,
+        {"hardware": hardware.HARDWARE_SCHEMA},
+        ("env",),
+        runner="hardware",
+    ),
+)
+
+BY_NAME: Mapping[str, CheckDef] = {c.name: c for c in CHECKS}
+# The checks `vpr conform` runs, in scorecard order.
+SUITE: tuple[str, ...] = tuple(c.name for c in CHECKS if c.run is not None)
+
+
+def tables() -> dict[str, dict[str, Any]]:
+    """Every `[conformance.*]` table's schema, in registry order."""
+    out: dict[str, dict[str, Any]] = {}
+    for check in CHECKS:
+        out.update(check.tables)
+    return out
+
+
+@functools.cache
+def spec_schema() -> dict[str, Any]:
+    """The full buildspec JSON Schema (the same object on every call)."""
+    return full_schema(tables())
+
+
+def load_spec(path: str | Path) -> model.Spec:
+    """Read, validate (against the full schema) and type a buildspec."""
+    return model.load(path, spec_schema())
+
+
+def set_spec_value(path: str | Path, dotted_key: str, raw_value: str) -> str:
+    """`vpr spec set`: edit one key, refusing a result that does not validate."""
+    return model.set_value(path, dotted_key, raw_value, spec_schema())
+
+
+def help_lines() -> str:
+    """One line per check, for argparse epilogs and the docs."""
+    width = max(len(c.name) for c in CHECKS)
+    return "\n".join(
+        f"  {c.name:<{width}}  {c.summary}"
+        + ("  [hardware runner: vpr hardware-live]" if c.runner == "hardware" else "")
+        for c in CHECKS
+    )
+
+
+def docs_table() -> str:
+    """The checks-at-a-glance table of docs/conformance.md."""
+    rows = ["| check | what it checks | spec tables | reads | runs in |", "|---|---|---|---|---|"]
+    for c in CHECKS:
+        spec_tables = ", ".join(f"`[conformance.{t}]`" for t in c.tables) or "none"
+        where = "`vpr hardware-live`" if c.runner == "hardware" else "`vpr conform`"
+        reads = ", ".join(c.inputs) or "nothing"
+        rows.append(f"| `{c.name}` | {c.summary} | {spec_tables} | {reads} | {where} |")
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,131 @@
+"""Hash-locked requirement files: what to lock (`LockRequest`), and reading a lock back.
+
+A lock is resolved once with `uv pip compile --generate-hashes` (`edges/uv.py`) for
+the spec's Python and platform, and installed with hashes required. Its header
+records the hash of its inputs so a stale lock is caught before it is used.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from vllm_plugin_release.core.cache import key_of
+from vllm_plugin_release.core.compat import tomllib
+from vllm_plugin_release.core.errors import BadInput
+
+LOCK_PLATFORM = "x86_64-manylinux_2_28"
+INPUTS_LINE = re.compile(r"^# inputs-sha256: ([0-9a-f]{64})$", re.M)
+PIN_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)", re.M)
+
+
+@dataclass(frozen=True)
+class LockRequest:
+    """What to lock: requirement lines, for one Python version and platform."""
+
+    name: str
+    requirements: tuple[str, ...]
+    python: str
+    overrides: tuple[str, ...] = ()
+    platform: str = LOCK_PLATFORM
+    title: str = ""
+    notes: tuple[str, ...] = ()
+
+    @property
+    def inputs_key(self) -> str:
+        return key_of(
+            {
+                "requirements": list(self.requirements),
+                "overrides": list(self.overrides),
+                "python": self.python,
+                "platform": self.platform,
+            }
+        )
+
+
+def read_build_requires(source_tree: Path) -> list[str]:
+    """`[build-system].requires` of a source tree's pyproject.toml."""
+    pyproject = source_tree / "pyproject.toml"
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        return list(data["build-system"]["requires"])
+    except (OSError, KeyError, tomllib.TOMLDecodeError) as exc:
+        raise BadInput(f"{pyproject}: cannot read [build-system].requires ({exc})")
+
+
+def core_build_request(
+    source_tree: Path, python: str, torch: str, version: str
+) -> tuple[LockRequest, str]:
+    """Build requirements of the core: its own, with torch replaced by the spec's.
+
+    Returns the request and the torch requirement the core itself declares.
+    """
+    declared_torch = ""
+    lines: list[str] = []
+    for raw in read_build_requires(source_tree):
+        try:
+            req = Requirement(raw)
+        except InvalidRequirement as exc:
+            raise BadInput(
+                f"{source_tree / 'pyproject.toml'}: bad build requirement {raw!r}: {exc}"
+            )
+        if req.name == "torch":
+            declared_torch = str(req)
+            continue
+        lines.append(str(req))
+    lines.append(f"torch=={torch}")
+    lines.append("build")  # the frontend that runs the build inside the env
+    notes = (
+        f"vLLM {version} declares {declared_torch!r} in [build-system]; this build uses "
+        f"torch=={torch} (a CPU build the machine can install). The empty target compiles "
+        "no kernels, so torch is only imported by setup.py.",
+    )
+    return (
+        LockRequest(
+            name="build-core",
+            requirements=tuple(sorted(lines)),
+            python=python,
+            title=f"Build requirements for vLLM {version} (VLLM_TARGET_DEVICE=empty), "
+            f"Python {python}",
+            notes=notes,
+        ),
+        declared_torch,
+    )
+
+
+def header(request: LockRequest) -> list[str]:
+    """The comment lines a lock file starts with (title, notes, inputs hash)."""
+    return [
+        f"# {request.title or request.name}",
+        "# Written by `vpr lock`; do not edit by hand (install uses --require-hashes).",
+        *(f"# {note}" for note in request.notes),
+        f"# python: {request.python}  platform: {request.platform}",
+        f"# inputs-sha256: {request.inputs_key}",
+    ]
+
+
+def check_lock(path: Path, request: LockRequest) -> str:
+    """The lock's text, after checking it exists and matches the request's inputs."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(
+            f"{path}: lock file not found", hint="run `vpr lock --spec FILE` to write it"
+        )
+    m = INPUTS_LINE.search(text)
+    if not m:
+        raise BadInput(f"{path}: not a vpr lock (no inputs-sha256 line)", hint="run `vpr lock`")
+    if m.group(1) != request.inputs_key:
+        raise BadInput(
+            f"{path}: lock is stale (its inputs changed since it was written)",
+            hint="run `vpr lock --spec FILE` and commit the new lock",
+        )
+    return text
+
+
+def pins(lock_text: str) -> dict[str, str]:
+    """name -> version of every pin in a lock."""
+    return {m.group(1).lower(): m.group(2) for m in PIN_LINE.finditer(lock_text)}

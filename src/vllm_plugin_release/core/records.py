@@ -1,0 +1,96 @@
+"""The records stages hand forward in `dist/NAME/`: their names, who writes them, one reader.
+
+A later stage never re-fetches or re-resolves what an earlier one produced: it reads
+the earlier stage's record here. A missing or malformed record is bad input (exit 2)
+whose hint names the command that writes it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.core.cache import sha256_file
+from vllm_plugin_release.core.errors import BadInput, GateFailed
+
+BUILD_CORE = "build-core.json"
+BUILD_PLUGIN = "build-plugin.json"
+ENV = "env.json"
+PLUGIN_TESTS = "plugin-tests.json"
+REPLAY = "replay.json"
+REPLAY_TIMING = "replay-timing.json"
+REPLAY_PLOTS = ("replay-steps.png", "replay-itl.png")
+SCORECARD = "scorecard.json"
+SCORECARD_MD = "scorecard.md"
+SCORECARD_HTML = "scorecard.html"
+RUN = "run.json"
+LOADTEST = "loadtest.json"
+HARDWARE_PROBE = "hardware-probe.json"
+HARDWARE = "hardware.json"
+
+# The command that writes each record, for hints ("run `...` first").
+PRODUCERS: dict[str, str] = {
+    BUILD_CORE: "vpr build-core",
+    BUILD_PLUGIN: "vpr build-plugin",
+    ENV: "vpr env",
+    PLUGIN_TESTS: "vpr plugin-tests",
+    REPLAY: "vpr replay",
+    SCORECARD: "vpr conform",
+    HARDWARE: "vpr hardware-live",
+    HARDWARE_PROBE: "vpr hardware-probe",
+}
+
+
+def dist_dir(dist_root: Path, name: str) -> Path:
+    """dist/NAME: where every record and artifact of pairing NAME goes."""
+    return dist_root / name
+
+
+def producer(name: str, spec_path: Path | str | None = None, extra: str = "") -> str:
+    """The command that writes record `name`, with the spec when known."""
+    command = PRODUCERS.get(name, "the stage that writes it")
+    if spec_path is not None and command.startswith("vpr "):
+        command += f" --spec {spec_path}"
+    return command + extra
+
+
+def read(dist: Path, name: str, producer_hint: str | None = None) -> dict[str, Any]:
+    """The JSON record `name` in `dist`; BadInput naming the file and the command to run."""
+    path = dist / name
+    hint = producer_hint or producer(name)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise BadInput(f"{path}: not found", hint=f"run `{hint}` first")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{path}: malformed JSON ({exc})", hint=f"run `{hint}` again")
+    if not isinstance(data, dict):
+        raise BadInput(f"{path}: not a JSON object", hint=f"run `{hint}` again")
+    return data
+
+
+def read_optional(dist: Path, name: str) -> dict[str, Any] | None:
+    """The record when it exists, else None (malformed is still an error)."""
+    return read(dist, name) if (dist / name).exists() else None
+
+
+def env_record(dist: Path, spec_path: Path | str) -> dict[str, Any]:
+    """dist/NAME/env.json (written by `vpr env`), with its `python` checked."""
+    hint = producer(ENV, spec_path)
+    record = read(dist, ENV, hint)
+    if not record.get("python"):
+        raise BadInput(f"{dist / ENV}: no 'python' key", hint=f"run `{hint}` again")
+    return record
+
+
+def verified_wheel(dist: Path, record: dict[str, Any], producer_hint: str) -> Path:
+    """The wheel a build record names, after checking its sha256 against the record."""
+    wheel = dist / record["wheel"]["filename"]
+    if not wheel.exists():
+        raise BadInput(f"{wheel}: not found", hint=f"run `{producer_hint}` first")
+    if sha256_file(wheel) != record["wheel"]["sha256"]:
+        raise GateFailed(
+            f"{wheel}: sha256 differs from its build record", hint=f"run `{producer_hint}` again"
+        )
+    return wheel

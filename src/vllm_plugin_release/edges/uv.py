@@ -1,0 +1,115 @@
+"""uv, the resolver and installer, and pip's find-links configuration (which uv ignores).
+
+The only module that starts uv to resolve a lock, and the only reader of pip's
+configuration files and of `PIP_FIND_LINKS` / `VPR_FIND_LINKS`.
+"""
+
+from __future__ import annotations
+
+import configparser
+import functools
+import os
+import subprocess
+from pathlib import Path
+
+from vllm_plugin_release.core.cache import atomic_write_text
+from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.core.lockfile import LockRequest, header
+
+
+@functools.lru_cache(maxsize=1)
+def uv_bin() -> str:
+    """The uv executable: the one from the `uv` wheel, else PATH."""
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        import shutil
+
+        found = shutil.which("uv")
+        if not found:
+            raise OutsideFailure("uv not found", hint="pip install uv")
+        return found
+
+
+def pip_find_links() -> list[str]:
+    """find-links from pip's configuration (uv does not read it): PIP_FIND_LINKS and files."""
+    links: list[str] = []
+    links += os.environ.get("PIP_FIND_LINKS", "").split()
+    files = [
+        Path("/etc/pip.conf"),
+        Path("/etc/xdg/pip/pip.conf"),
+        Path.home() / ".pip" / "pip.conf",
+        Path.home() / ".config" / "pip" / "pip.conf",
+    ]
+    if os.environ.get("PIP_CONFIG_FILE"):
+        files.append(Path(os.environ["PIP_CONFIG_FILE"]))
+    for file in files:
+        parser = configparser.ConfigParser()
+        try:
+            parser.read(file)
+        except (configparser.Error, OSError):
+            continue
+        for section in ("global", "install"):
+            if parser.has_option(section, "find-links"):
+                links += parser.get(section, "find-links").split()
+    links += os.environ.get("VPR_FIND_LINKS", "").split()
+    return list(dict.fromkeys(links))
+
+
+def find_link_args(extra: tuple[str, ...] | list[str] = ()) -> list[str]:
+    args: list[str] = []
+    for link in [*extra, *pip_find_links()]:
+        args += ["--find-links", link]
+    return args
+
+
+def compile_lock(
+    request: LockRequest, dest: Path, find_links: list[str] | tuple[str, ...] = ()
+) -> str:
+    """Resolve `request` with uv and write the hash-locked file atomically. Returns its text."""
+    tmp = dest.parent / f".{dest.name}.in"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp.write_text("\n".join(request.requirements) + "\n")
+    args = [
+        uv_bin(),
+        "pip",
+        "compile",
+        str(tmp),
+        "--generate-hashes",
+        "--no-header",
+        "--quiet",
+        "--python-version",
+        request.python,
+        "--python-platform",
+        request.platform,
+        "--index-strategy",
+        "unsafe-best-match",
+        *find_link_args(tuple(find_links)),
+    ]
+    ov = None
+    if request.overrides:
+        ov = dest.parent / f".{dest.name}.overrides"
+        ov.write_text("\n".join(request.overrides) + "\n")
+        args += ["--override", str(ov)]
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, check=False)
+    finally:
+        tmp.unlink(missing_ok=True)
+        if ov:
+            ov.unlink(missing_ok=True)
+    if done.returncode != 0:
+        message = done.stderr.strip()
+        if "unreachable" in message.lower() or "failed to fetch" in message.lower():
+            raise OutsideFailure(f"resolving {request.name}: index unreachable:\n{message}")
+        raise BadInput(
+            f"resolving {request.name} failed: no set of versions satisfies the requirements:"
+            f"\n{message}",
+            hint="relax or fix the conflicting requirement or override named above",
+        )
+    body = done.stdout.replace(str(tmp), f"{request.name}.in")
+    body = body.replace(os.path.relpath(tmp), f"{request.name}.in")
+    text = "\n".join(header(request)) + "\n" + body
+    atomic_write_text(dest, text)
+    return text
