@@ -1,15 +1,18 @@
 """Run one of our `inenv` modules inside another Python environment (the pairing env).
 
 Modules under `vllm_plugin_release.inenv` import only the standard library, vLLM
-and the plugin, so they can run in an environment where this package is not
-installed: we put this package's parent folder on PYTHONPATH for that one process.
-They read a JSON request from argv[1] and write a JSON result to argv[2].
+and the plugin (a test keeps it so), so they run in an environment where this
+package is not installed: the one module is copied into the run's private temporary
+folder and started as a script, so nothing else of ours (nor the site-packages this
+package is installed in) is on the environment's path. They read a JSON request
+from argv[1] and write a JSON result to argv[2].
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -17,7 +20,30 @@ from typing import Any
 
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 
-PACKAGE_PARENT = Path(__file__).resolve().parent.parent
+INENV = Path(__file__).resolve().parent.parent / "inenv"
+
+
+def stage_module(module: str, folder: Path) -> Path:
+    """Copy inenv/<module>.py alone into `folder`; the script to start (a unique name,
+    so it cannot shadow a module the environment imports)."""
+    source = INENV / f"{module}.py"
+    if not module.isidentifier() or not source.is_file():
+        raise BadInput(f"no inenv module {module!r}")
+    script = folder / f"vpr_inenv_{module}.py"
+    shutil.copyfile(source, script)
+    return script
+
+
+def child_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The child's environment: ours without PYTHONPATH (it would put host packages on the
+    locked environment's path), plus `env` (which may set one on purpose)."""
+    child_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    child_env.update(env or {})
+    child_env.setdefault("PYTHONHASHSEED", "0")
+    # Let the environment cache its bytecode: importing vLLM and torch from a cold
+    # cache costs ~10 s per process when PYTHONDONTWRITEBYTECODE is set around us.
+    child_env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return child_env
 
 
 def run_in_env(
@@ -29,7 +55,7 @@ def run_in_env(
     timeout: float | None = None,
     cwd: Path | None = None,
 ) -> dict[str, Any]:
-    """Run `python -m vllm_plugin_release.inenv.<module> req.json out.json`; return out.json.
+    """Run inenv/<module>.py as a script with `python`: `req.json out.json`; return out.json.
 
     An inenv module exits 0 with a result, 2 for bad input (its result holds
     `error`), anything else is an outside failure; stderr is kept for the message.
@@ -41,18 +67,11 @@ def run_in_env(
         req = Path(tmp) / "request.json"
         out = Path(tmp) / "result.json"
         req.write_text(json.dumps(request))
-        child_env = {**os.environ, **(env or {})}
-        child_env["PYTHONPATH"] = os.pathsep.join(
-            [str(PACKAGE_PARENT), *filter(None, [child_env.get("PYTHONPATH")])]
-        )
-        child_env.setdefault("PYTHONHASHSEED", "0")
-        # Let the environment cache its bytecode: importing vLLM and torch from a cold
-        # cache costs ~10 s per process when PYTHONDONTWRITEBYTECODE is set around us.
-        child_env.pop("PYTHONDONTWRITEBYTECODE", None)
+        script = stage_module(module, Path(tmp))
         try:
             done = subprocess.run(
-                [str(python), "-m", f"vllm_plugin_release.inenv.{module}", str(req), str(out)],
-                env=child_env,
+                [str(python), str(script), str(req), str(out)],
+                env=child_environment(env),
                 cwd=cwd,
                 capture_output=True,
                 text=True,
