@@ -247,7 +247,7 @@ def test_hardware_runner_with_a_runtime_env(
     `refrt`, installed for real into a venv the test makes)."""
     import subprocess
 
-    from vllm_plugin_release.stages.lock import uv_bin
+    from vllm_plugin_release.edges.uv import uv_bin
 
     runtime = tmp_path / "runtime-env"
     subprocess.run([uv_bin(), "venv", "--quiet", "--python", "3.11", str(runtime)], check=True)
