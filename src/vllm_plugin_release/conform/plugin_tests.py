@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import write_json
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.edges import proc
 
 RECORD = records.PLUGIN_TESTS
 PLUGIN_TESTS_SCHEMA: dict[str, Any] = {
@@ -197,19 +197,8 @@ def run_tests(
     ignore = cfg["ignore"] if runner == "cpu" else []
     argv = pytest_command(python, root, paths, ignore, junit)
     progress.info(f"plugin-tests: {' '.join(argv[3:])}")
-    try:
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        done = subprocess.run(
-            argv,
-            cwd=root,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=cfg["timeout"],
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise OutsideFailure(f"plugin tests did not finish within {cfg['timeout']} s")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    done = proc.run(argv, what="plugin tests", cwd=root, env=env, timeout=cfg["timeout"])
     if done.returncode not in (0, 1, 2, 5) or not junit.exists():
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
         raise OutsideFailure(f"pytest failed to run (exit {done.returncode}):\n{tail}")

@@ -23,6 +23,7 @@ from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_jso
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.core.records import dist_dir, verified_wheel
+from vllm_plugin_release.edges import proc
 from vllm_plugin_release.edges.envrun import run_in_env
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.runner import Command, LocalRunner, host_env
@@ -267,17 +268,14 @@ def _build(
 
 
 def _purelib(python: Path) -> str:
-    import subprocess
-
-    done = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=False,
+    purelib = proc.ask_python(
+        python,
+        "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        what="asking an interpreter for its site-packages",
     )
-    if done.returncode != 0:
+    if purelib is None:
         raise BadInput(f"{python}: cannot ask the interpreter for its site-packages")
-    return done.stdout.strip()
+    return purelib
 
 
 def _layer_on(env: Path, runtime_env: Path) -> None:
@@ -322,8 +320,6 @@ def _overlay(
 
 def _stand_in_wheel(spec: Spec, stand_in: str, cache: Cache) -> Path:
     """Build the stand-in runtime wheel (a test double) with `python -m build`."""
-    import subprocess
-
     root = spec.resolve(stand_in)
     if not (root / "pyproject.toml").exists():
         raise BadInput(f"{root}: [runtime] stand_in has no pyproject.toml")
@@ -343,11 +339,9 @@ def _stand_in_wheel(spec: Spec, stand_in: str, cache: Cache) -> Path:
     wheels = sorted(out.glob("*.whl"))
     if wheels:
         return wheels[0]
-    done = subprocess.run(
+    done = proc.run(
         [uv_bin(), "build", "--wheel", "--quiet", "--out-dir", str(out), str(root)],
-        capture_output=True,
-        text=True,
-        check=False,
+        what="building the stand-in runtime",
     )
     wheels = sorted(out.glob("*.whl"))
     if done.returncode != 0 or not wheels:

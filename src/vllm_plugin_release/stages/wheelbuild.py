@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import Cache, atomic_copy, key_of, sha256_file, write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.wheeldiff import diff_wheels
+from vllm_plugin_release.edges import proc
 from vllm_plugin_release.edges.container import DockerRunner
 from vllm_plugin_release.edges.runner import LocalRunner, host_env
 from vllm_plugin_release.edges.uv import pip_find_links, uv_bin
@@ -41,13 +41,14 @@ class StageResult:
 
 
 def python_version(venv: Path) -> str:
-    done = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import platform; print(platform.python_version())"],
-        capture_output=True,
-        text=True,
-        check=True,
+    version = proc.ask_python(
+        venv / "bin" / "python",
+        "import platform; print(platform.python_version())",
+        what="asking the build environment for its Python version",
     )
-    return done.stdout.strip()
+    if version is None:
+        raise GateFailed(f"{venv}: the build environment's python does not run")
+    return version
 
 
 def parallel_local_builds(

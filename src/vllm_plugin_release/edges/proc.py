@@ -1,0 +1,48 @@
+"""Child processes for stages and checks that need one outside a runner: the one place
+that starts them (plugin tests, interpreter questions, the stand-in wheel build).
+
+Errors are said plainly: a program that cannot be started, or does not finish in
+time, is an outside failure (exit 3) naming what was being done.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from vllm_plugin_release.core.errors import OutsideFailure
+
+Completed = subprocess.CompletedProcess
+
+
+def run(
+    argv: Sequence[str | Path],
+    *,
+    what: str,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run `argv` to completion with its output captured as text (never raises on exit
+    status: the caller decides what an exit code means)."""
+    try:
+        return subprocess.run(
+            [str(a) for a in argv],
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise OutsideFailure(f"{what} did not finish within {timeout:g} s")
+    except OSError as exc:
+        raise OutsideFailure(f"{what}: cannot start {argv[0]!s}: {exc.strerror or exc}")
+
+
+def ask_python(python: Path, code: str, *, what: str) -> str | None:
+    """What `python -c code` prints (stripped), or None when it exits non-zero."""
+    done = run([python, "-c", code], what=what)
+    return done.stdout.strip() if done.returncode == 0 else None
