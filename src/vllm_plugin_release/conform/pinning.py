@@ -24,7 +24,6 @@ from jsonschema import Draft202012Validator
 from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.conform.installer.analyzer import InputFile, PinningReport, scan
-from vllm_plugin_release.conform.installer.shell import parse_shell  # noqa: F401 (re-exported)
 from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.core.errors import BadInput
 
