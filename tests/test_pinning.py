@@ -9,6 +9,7 @@ import pytest
 
 from tests.support import spec_head
 from vllm_plugin_release.conform import pinning
+from vllm_plugin_release.conform.installer.shell import parse_shell
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.spec import model as specmod
 
@@ -98,7 +99,7 @@ def test_parse_shell_structure() -> None:
         "make && make install; ls | wc -l\n"
         "echo '# not a comment' \"a;b\" done\n"
     )
-    cmds = pinning.parse_shell(script, "s.sh")
+    cmds = parse_shell(script, "s.sh")
     got = [(c.line, c.op, c.argv) for c in cmds]
     assert got == [
         (1, None, ["cmd", "--flag", "value"]),
@@ -127,7 +128,7 @@ def test_parse_shell_variables_exports_and_redirections() -> None:
         "EOF\n"
         "echo after\n"
     )
-    cmds = pinning.parse_shell(script, "s.sh")
+    cmds = parse_shell(script, "s.sh")
     argvs = [c.argv for c in cmds]
     assert ["pip", "install", "vllm==0.26.0"] in argvs
     assert ["pip", "install", "y==1.0"] in argvs

@@ -1,0 +1,168 @@
+"""Scan a plugin's installer inputs into a `PinningReport`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from vllm_plugin_release.conform.installer.dockerfile import dockerfile
+from vllm_plugin_release.conform.installer.fetches import Fetches
+from vllm_plugin_release.conform.installer.installs import Installs
+from vllm_plugin_release.conform.installer.report import CoreFindings, CorePin, PinningReport
+from vllm_plugin_release.conform.installer.requirements import parse_install, pip_args
+from vllm_plugin_release.conform.installer.shell import (
+    Shell,
+    ShellCommand,
+    State,
+    Var,
+    display,
+    numbered,
+)
+
+__all__ = ["CorePin", "InputFile", "PinningReport", "guess_kind", "scan"]
+
+
+class Analyzer:
+    """Turns commands and requirement files into a PinningReport."""
+
+    def __init__(self, root: Path, core_name: str) -> None:
+        self.root = root
+        self.report = PinningReport()
+        self.shell = Shell(root, self.report.notes, self.report.files_read)
+        self.core = CoreFindings(core_name, self.report)
+        self.fetches = Fetches(self.report, self.core)
+        self.installs = Installs(root, self.report, self.core, self.fetches)
+
+    def read_file(self, rel: str, kind: str, role: str) -> None:
+        path = self.root / rel
+        text = path.read_text(encoding="utf-8", errors="replace")
+        shown = display(self.root, path)
+        if kind in ("shell", "dockerfile") and shown not in self.report.files_read:
+            self.report.files_read.append(shown)
+        if kind == "shell":
+            self.commands(self.shell.run_text(numbered(text), shown, State()))
+        elif kind == "dockerfile":
+            commands, fetches = dockerfile(self.shell, text, shown)
+            self.report.unhashed_fetches.extend(fetches)
+            self.commands(commands)
+        elif kind == "pyproject":
+            self.installs.pyproject(path, (), shown, None)
+        else:
+            self.installs.requirements_file(path, role, None, set())
+
+    def commands(self, commands: list[ShellCommand]) -> None:
+        previous: ShellCommand | None = None
+        pipeline: list[ShellCommand] = []
+        for cmd in commands:
+            self.fetches.order += 1
+            pipeline = [*pipeline, cmd] if cmd.op == "|" else [cmd]
+            if cmd.op == "|" and previous is not None:
+                self.fetches.piped(previous, cmd)
+            self.command(cmd, pipeline)
+            previous = cmd
+        self.fetches.finish_downloads()
+
+    def command(self, cmd: ShellCommand, pipeline: list[ShellCommand]) -> None:
+        name = PurePosixPath(cmd.argv[0]).name
+        pip = pip_args(cmd.argv)
+        if pip is not None:
+            self.installs.install(parse_install(cmd, pip[0], pip[1]))
+        elif name in ("curl", "wget"):
+            self.fetches.download(cmd, name)
+        elif name == "git":
+            self.fetches.git(cmd)
+        self.fetches.verification(cmd, pipeline)
+
+    def finish(self) -> PinningReport:
+        self.fetches.finish_downloads()
+        self.fetches.finish_clones()
+        report = self.report
+        report.core_pin = _chosen_pin(report.core_pins)
+        report.target_device = _target_device(
+            self.core.installs, self.shell.assignments.get("VLLM_TARGET_DEVICE") or []
+        )
+        return report
+
+
+def _chosen_pin(pins: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The pin that counts: an exact one on an install, else any exact one, else the first."""
+    installs = [p for p in pins if p["via"] not in ("constraint", "override")]
+    chosen = (
+        next((p for p in installs if p["exact"]), None)
+        or next((p for p in pins if p["exact"]), None)
+        or (installs[0] if installs else (pins[0] if pins else None))
+    )
+    if chosen is None:
+        return None
+    keys = ("version", "requirement", "exact", "file", "line", "via")
+    return {key: chosen[key] for key in keys}
+
+
+def _target_device(
+    core_installs: list[tuple[ShellCommand, dict[str, Any]]], assignments: list[Var]
+) -> dict[str, Any] | None:
+    """VLLM_TARGET_DEVICE for the core install (prefix, export, ENV), else its last value."""
+    for cmd, _pin in core_installs:
+        var = cmd.env.get("VLLM_TARGET_DEVICE")
+        if var is not None:
+            return {"value": var.value, "file": var.file, "line": var.line, "effective": True}
+    if not assignments:
+        return None
+    last = assignments[-1]
+    return {
+        "value": last.value,
+        "file": last.file,
+        "line": last.line,
+        "effective": False,
+        "note": "not exported to the core install"
+        if core_installs
+        else "set, but no core install command was found",
+    }
+
+
+# ---------------------------------------------------------------------------
+# Files named by the spec.
+
+
+@dataclass(frozen=True)
+class InputFile:
+    path: str
+    kind: str
+    role: str
+    key: str  # the spec key that names it
+
+
+def guess_kind(path: str, head: str = "") -> str:
+    name = PurePosixPath(path).name.lower()
+    if name == "pyproject.toml":
+        return "pyproject"
+    if (
+        name in ("dockerfile", "containerfile")
+        or name.endswith((".dockerfile", ".containerfile"))
+        or name.startswith(("dockerfile.", "containerfile."))
+    ):
+        return "dockerfile"
+    if name.endswith((".sh", ".bash")) or head.startswith("#!"):
+        return "shell"
+    return "requirements"
+
+
+def scan(root: Path, files: list[InputFile], core_name: str = "vllm") -> PinningReport:
+    """Read the installer inputs under `root` (missing ones are listed, not raised)."""
+    analyzer = Analyzer(root, core_name)
+    for item in files:
+        path = root / item.path
+        if not path.is_file():
+            analyzer.report.missing.append({"file": item.path, "named_by": item.key})
+            continue
+        try:
+            head = path.read_text(encoding="utf-8", errors="replace")[:200]
+        except OSError as exc:
+            analyzer.report.missing.append(
+                {"file": item.path, "named_by": item.key, "error": str(exc)}
+            )
+            continue
+        kind = item.kind or guess_kind(item.path, head)
+        analyzer.read_file(item.path, kind, item.role)
+    return analyzer.finish()

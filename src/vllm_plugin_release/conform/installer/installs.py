@@ -1,0 +1,429 @@
+"""What the install commands install: requirements, files of requirements, local paths, URLs."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from vllm_plugin_release.conform.installer.fetches import Fetches
+from vllm_plugin_release.conform.installer.report import (
+    HEX40,
+    CoreFindings,
+    CorePin,
+    PinningReport,
+)
+from vllm_plugin_release.conform.installer.requirements import (
+    VALUE_OPTS,
+    Install,
+    canonical,
+    line_of,
+    load_toml,
+    requirement_lines,
+)
+from vllm_plugin_release.conform.installer.shell import ShellCommand, display, resolve
+
+_SDIST_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+?)-(?P<ver>\d[^-/]*?)\.(?:tar\.gz|zip|tgz)$")
+
+
+class Installs:
+    """Reads what each install names and records pins, editables and unpinned dependencies."""
+
+    def __init__(
+        self, root: Path, report: PinningReport, core: CoreFindings, fetches: Fetches
+    ) -> None:
+        self.root = root
+        self.report = report
+        self.core = core
+        self.fetches = fetches
+        self.read_req_files: set[str] = set()
+        self.read_pyprojects: set[str] = set()
+
+    # -- install commands ------------------------------------------------------
+    def install(self, inst: Install) -> None:
+        cmd = inst.cmd
+        for requirement in inst.requirements:
+            self.requirement(requirement, inst, cmd.file, cmd.line, "install", set(), ())
+        for target in inst.editables:
+            self.report.editable_installs.append(
+                {"target": target, "file": cmd.file, "line": cmd.line}
+            )
+            self.requirement(target, inst, cmd.file, cmd.line, "install", set(), (), editable=True)
+        for role, target in inst.files:
+            self.install_file(role, target, inst)
+
+    def install_file(self, role: str, target: str, inst: Install) -> None:
+        """A file named by -r / -c / --override: read it unless it cannot be read yet."""
+        cmd = inst.cmd
+        dl = self.fetches.download_for(target)
+        if dl is not None:
+            dl["used_as"] = f"{role} file ({'-r' if role == 'requirement' else role})"
+            self.report.notes.append(
+                f"{cmd.file}:{cmd.line}: {role} file {target} is downloaded at install "
+                f"time from {dl['url']}; its entries cannot be read before the build"
+            )
+            for entry in self.report.unhashed_fetches:
+                if entry.get("url") == dl["url"] and entry.get("line") == dl["line"]:
+                    entry["used_as"] = dl["used_as"]
+            return
+        if "://" in target:
+            self.report.unhashed_fetches.append(
+                {
+                    "url": target,
+                    "file": cmd.file,
+                    "line": cmd.line,
+                    "tool": inst.tool,
+                    "kind": "download",
+                    "used_as": f"{role} file",
+                    "note": f"{role} file fetched from a URL at install time (no hash)",
+                }
+            )
+            return
+        if "$" in target:
+            self.report.notes.append(
+                f"{cmd.file}:{cmd.line}: {role} file {target} is not a static path; not read"
+            )
+            return
+        path = resolve(self.root, target, cmd.cwd, cmd.file)
+        if path is None:
+            self.report.missing.append(
+                {"file": target, "referenced_by": f"{cmd.file}:{cmd.line}", "role": role}
+            )
+            return
+        self.requirements_file(path, "install" if role == "requirement" else role, inst, set())
+
+    # -- files -----------------------------------------------------------------
+    def requirements_file(
+        self, path: Path, role: str, inst: Install | None, seen: set[str]
+    ) -> None:
+        key = display(self.root, path)  # read once; the first reader's role wins
+        if key in self.read_req_files or key in seen:
+            return
+        self.read_req_files.add(key)
+        if key not in self.report.files_read:
+            self.report.files_read.append(key)
+        text = path.read_text(encoding="utf-8", errors="replace")
+        file_no_binary: set[str] = set()
+        for number, line in requirement_lines(text):
+            if line.startswith("-"):
+                where = (path, key, number)
+                self.option_line(line, where, role, inst, seen | {key}, file_no_binary)
+                continue
+            parts = re.split(r"\s+(?=--)", line)
+            options = tuple(parts[1:])
+            self.requirement(parts[0], inst, key, number, role, file_no_binary, options)
+
+    def option_line(
+        self,
+        line: str,
+        where: tuple[Path, str, int],
+        role: str,
+        inst: Install | None,
+        seen: set[str],
+        file_no_binary: set[str],
+    ) -> None:
+        """An option line of a requirements file (-r, -c, -e, --no-binary, ...)."""
+        _, shown, number = where
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            words = line.split()
+        opt, eq, value = words[0].partition("=")
+        if not eq and len(words) > 1:
+            value = " ".join(words[1:])
+        attached = re.match(r"^-([rce])(\S+)$", words[0])
+        if attached:
+            opt, value = f"-{attached.group(1)}", attached.group(2)
+        kind = VALUE_OPTS.get(opt)
+        if kind in ("requirement", "constraint", "override"):
+            self.nested_file(
+                kind, value, where, role if kind == "requirement" else kind, inst, seen
+            )
+        elif kind == "editable":
+            self.report.editable_installs.append({"target": value, "file": shown, "line": number})
+            self.requirement(value, inst, shown, number, role, file_no_binary, (), editable=True)
+        elif kind == "no_binary":
+            file_no_binary.update(
+                canonical(v) if not v.startswith(":") else v for v in value.split(",")
+            )
+
+    def nested_file(
+        self,
+        kind: str,
+        value: str,
+        where: tuple[Path, str, int],
+        role: str,
+        inst: Install | None,
+        seen: set[str],
+    ) -> None:
+        """A file named inside a requirements file, relative to that file."""
+        path, shown, number = where
+        if "://" in value:
+            self.report.unhashed_fetches.append(
+                {
+                    "url": value,
+                    "file": shown,
+                    "line": number,
+                    "tool": "pip",
+                    "kind": "download",
+                    "used_as": f"{kind} file",
+                    "note": f"nested {kind} file fetched from a URL (no hash)",
+                }
+            )
+            return
+        nested = path.parent / value
+        if nested.exists():
+            self.requirements_file(nested, role, inst, seen)
+        else:
+            self.report.missing.append(
+                {"file": value, "referenced_by": f"{shown}:{number}", "role": kind}
+            )
+
+    def pyproject(
+        self, path: Path, extras: tuple[str, ...], shown: str, inst: Install | None
+    ) -> None:
+        key = f"{shown}|{','.join(extras)}"
+        if key in self.read_pyprojects:
+            return
+        self.read_pyprojects.add(key)
+        if shown not in self.report.files_read:
+            self.report.files_read.append(shown)
+        text = path.read_text(encoding="utf-8", errors="replace")
+        try:
+            data = load_toml(text)
+        except Exception as exc:  # tomllib.TOMLDecodeError or tomlkit errors
+            self.report.notes.append(f"{shown}: not valid TOML ({exc}); not read")
+            return
+        project = data.get("project") or {}
+        deps = list(project.get("dependencies") or [])
+        optional = project.get("optional-dependencies") or {}
+        for extra in extras:
+            deps.extend(optional.get(extra) or [])
+        for dep in deps:
+            if not isinstance(dep, str):
+                continue
+            line = line_of(text, dep) or 1
+            self.requirement(dep, inst, shown, line, "pyproject dependency", set(), ())
+
+    # -- one requirement -------------------------------------------------------
+    def requirement(
+        self,
+        text: str,
+        inst: Install | None,
+        file: str,
+        line: int,
+        role: str,
+        file_no_binary: set[str],
+        options: tuple[str, ...],
+        *,
+        editable: bool = False,
+    ) -> None:
+        cmd = inst.cmd if inst else None
+        hashed = any(o.startswith("--hash") for o in options) or (
+            inst is not None and "--require-hashes" in inst.flags
+        )
+        url, name = _direct_url(text)
+        if url is not None:
+            self.url_requirement(url, name, inst, file, line, role, hashed or "#sha256=" in url)
+            return
+        clone = self.fetches.clone_for(text, cmd.cwd if cmd else None)
+        if _looks_path(text, clone):
+            self.path_requirement(text, clone, inst, file, line, role, editable)
+            return
+        if "$" in text:
+            self.report.notes.append(
+                f"{file}:{line}: requirement {text!r} uses a variable that is not static; "
+                "not resolved"
+            )
+            if text.lower().startswith(self.core.name):
+                self.core.pin(CorePin(text, None, False, file, line, "install"), inst)
+            return
+        try:
+            req = Requirement(text)
+        except InvalidRequirement as exc:
+            self.report.notes.append(f"{file}:{line}: not a requirement {text!r} ({exc})")
+            return
+        specs = list(req.specifier)
+        exact = len(specs) == 1 and (
+            specs[0].operator == "==="
+            or (specs[0].operator == "==" and "*" not in specs[0].version)
+        )
+        if canonical(req.name) == self.core.name:
+            version = specs[0].version if exact else None
+            pin = CorePin(str(req), version, exact, file, line, _via(role, cmd, file, line))
+            self.core_requirement(pin, inst, _no_binary(inst, file_no_binary))
+        elif not exact:
+            self.report.unpinned.append(
+                {"requirement": str(req), "file": file, "line": line, "role": role}
+            )
+
+    def core_requirement(self, pin: CorePin, inst: Install | None, no_binary: set[str]) -> None:
+        """The core named by a requirement; built from source when --no-binary covers it."""
+        self.core.pin(pin, inst)
+        name = self.core.name
+        if (
+            pin.via in ("install", "requirements")
+            and (":all:" in no_binary or name in no_binary)
+            and not (inst and name in inst.only_binary)
+        ):
+            how = f"--no-binary {name if name in no_binary else ':all:'}"
+            cmd = inst.cmd if inst else None
+            self.core.from_source(how, cmd.file if cmd else pin.file, cmd.line if cmd else pin.line)
+
+    def url_requirement(
+        self,
+        url: str,
+        name: str | None,
+        inst: Install | None,
+        file: str,
+        line: int,
+        role: str,
+        hashed: bool,
+    ) -> None:
+        clean = url.removeprefix("git+") if url.startswith("git+") else url
+        is_git = url.startswith("git+") or clean.split("#")[0].split("@")[0].endswith(".git")
+        is_core = (name is not None and canonical(name.split("[")[0]) == self.core.name) or (
+            self.core.is_core_url(url)
+        )
+        if is_git:
+            self.git_requirement(url, clean, is_core, inst, file, line)
+            return
+        filename = PurePosixPath(clean.split("#")[0].split("?")[0]).name
+        if not hashed:
+            self.report.unhashed_fetches.append(
+                {
+                    "url": url,
+                    "file": file,
+                    "line": line,
+                    "tool": inst.tool if inst else "pip",
+                    "kind": "download",
+                    "used_as": role,
+                    "note": "archive URL without #sha256= or --hash",
+                }
+            )
+        sd = _SDIST_RE.match(filename)
+        if is_core or (sd and canonical(sd.group("name")) == self.core.name):
+            version = sd.group("ver") if sd else None
+            self.core.pin(CorePin(url, version, version is not None, file, line, "url"), inst)
+            if sd:
+                self.core.from_source("sdist URL", file, line)
+        self.core.vllm_url(url, file, line)
+
+    def git_requirement(
+        self, url: str, clean: str, is_core: bool, inst: Install | None, file: str, line: int
+    ) -> None:
+        """A VCS requirement (git+https://...@ref): unhashed unless the ref is a commit."""
+        ref = None
+        m = re.match(r"^(.*?://[^@]*?/[^@]*)@([^@/]+)$", clean.split("#")[0])
+        if m:
+            ref = m.group(2)
+        if not (ref and HEX40.match(ref)):
+            self.report.unhashed_fetches.append(
+                {
+                    "url": url,
+                    "file": file,
+                    "line": line,
+                    "tool": inst.tool if inst else "pip",
+                    "kind": "git-ref",
+                    "ref": ref,
+                    "note": f"git ref {ref!r} is a tag or branch, not a commit"
+                    if ref
+                    else "VCS requirement without a ref",
+                }
+            )
+        if is_core:
+            self.core.git_pin(url, ref, file, line, inst)
+            self.core.from_source(f"git {ref or 'default branch'}", file, line)
+
+    def path_requirement(
+        self,
+        text: str,
+        clone: dict[str, Any] | None,
+        inst: Install | None,
+        file: str,
+        line: int,
+        role: str,
+        editable: bool,
+    ) -> None:
+        cmd = inst.cmd if inst else None
+        base, extras = text, ()
+        m = re.match(r"^(.*?)\[([^\]]*)\]$", text)
+        if m:
+            base, extras = m.group(1), tuple(e.strip() for e in m.group(2).split(","))
+        if clone is not None:
+            if self.core.is_core_url(clone["url"]):
+                ref = clone.get("ref")
+                self.core.git_pin(f"{clone['url']}@{ref}", ref, clone["file"], clone["line"], inst)
+                self.core.from_source(
+                    f"git checkout {ref or '(default branch)'}",
+                    cmd.file if cmd else file,
+                    cmd.line if cmd else line,
+                )
+            return
+        filename = PurePosixPath(base).name
+        sd = _SDIST_RE.match(filename)
+        if sd and canonical(sd.group("name")) == self.core.name:
+            self.core.pin(CorePin(text, sd.group("ver"), True, file, line, "sdist"), inst)
+            self.core.from_source("sdist file", file, line)
+            return
+        if filename.endswith(".whl"):
+            name = filename.split("-")[0]
+            if canonical(name) == self.core.name:
+                version = filename.split("-")[1] if filename.count("-") >= 4 else None
+                pin = CorePin(text, version, version is not None, file, line, "wheel")
+                self.core.pin(pin, inst)
+            return
+        path = resolve(self.root, base, cmd.cwd if cmd else None, file)
+        if path is not None and path.is_dir() and (path / "pyproject.toml").is_file():
+            pyproject = path / "pyproject.toml"
+            self.pyproject(pyproject, extras, display(self.root, pyproject), inst)
+        elif path is None:
+            self.report.notes.append(
+                f"{file}:{line}: local install target {text!r} not found "
+                "under the plugin source; not read"
+            )
+
+
+def _direct_url(text: str) -> tuple[str | None, str | None]:
+    """A PEP 508 direct reference, VCS URL or archive URL: (url, name before ` @ `)."""
+    name_part, at, url_part = text.partition(" @ ")
+    if at:
+        return url_part.strip(), name_part.strip()
+    if "://" in text or text.startswith("git+"):
+        return text, None
+    return None, None
+
+
+def _looks_path(text: str, clone: dict[str, Any] | None) -> bool:
+    return (
+        text.startswith((".", "/", "~"))
+        or clone is not None
+        or text.endswith((".whl", ".tar.gz", ".zip", ".tgz"))
+        or ("/" in text and not re.search(r"[<>=!~;\[]", text))
+    )
+
+
+def _via(role: str, cmd: ShellCommand | None, file: str, line: int) -> str:
+    """How a core requirement is given: on the command line, in a file, as a constraint, ..."""
+    if role in ("constraint", "override"):
+        return role
+    if cmd is not None and role == "install" and (file, line) == (cmd.file, cmd.line):
+        return "install"
+    if role == "pyproject dependency":
+        return "pyproject"
+    return "requirements"
+
+
+def _no_binary(inst: Install | None, file_no_binary: set[str]) -> set[str]:
+    """Packages built from source: --no-binary of the file and the command, and the env."""
+    no_binary = set(file_no_binary) | (inst.no_binary if inst else set())
+    env = inst.cmd.env if inst else {}
+    for var in ("PIP_NO_BINARY", "UV_NO_BINARY_PACKAGE"):
+        if var in env and env[var].value:
+            no_binary.update(canonical(v) for v in env[var].value.replace(",", " ").split())
+    if "UV_NO_BINARY" in env and (env["UV_NO_BINARY"].value or "").lower() in ("1", "true"):
+        no_binary.add(":all:")
+    return no_binary

@@ -1,0 +1,352 @@
+"""A small shell interpreter that records simple commands with their environment.
+
+It does not run anything: it tracks variables (static values only), exports,
+`set -a`, `cd`, and follows `source`d scripts, `bash -c` strings, scripts run
+with `bash FILE`, heredocs fed to a shell and command substitutions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from vllm_plugin_release.conform.installer.scanner import SUB_RE, Scanner, Segment, words
+
+ASSIGN_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\+?=(.*)$", re.S)
+_VAR_RE = re.compile(
+    r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=+])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)"
+)
+_RESERVED = {
+    "{",
+    "}",
+    "!",
+    "if",
+    "then",
+    "else",
+    "elif",
+    "fi",
+    "do",
+    "done",
+    "while",
+    "until",
+    "time",
+    "esac",
+    "(",
+    ")",
+}
+_SHELLS = ("bash", "sh", "dash", "zsh")
+_MAX_DEPTH = 8  # nested substitutions / bash -c strings / heredocs followed
+
+
+@dataclass
+class Var:
+    value: str | None  # None: not static (e.g. $(mktemp))
+    file: str
+    line: int
+    exported: bool
+
+
+@dataclass
+class ShellCommand:
+    """One simple command as it would run: words, environment, where it is written."""
+
+    argv: list[str]
+    file: str
+    line: int
+    op: str | None = None
+    prefix: dict[str, str] = field(default_factory=dict)
+    env: dict[str, Var] = field(default_factory=dict)
+    cwd: str | None = None
+    heredocs: list[str] = field(default_factory=list)
+    stdout: str | None = None  # the file a `>` redirection writes
+
+
+@dataclass
+class State:
+    vars: dict[str, Var] = field(default_factory=dict)
+    allexport: bool = False
+    cwd: str | None = None
+
+    def copy(self, exported_only: bool = False) -> State:
+        items = {k: v for k, v in self.vars.items() if v.exported or not exported_only}
+        return State(dict(items), self.allexport, self.cwd)
+
+
+def expand(word: str, state: State) -> str:
+    def repl(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(4)
+        var = state.vars.get(name)
+        value = var.value if var else None
+        op, default = m.group(2), m.group(3)
+        if op in (":-", "-", ":=", "="):
+            if value is None or (op.startswith(":") and value == ""):
+                return default if default is not None and "$" not in default else m.group(0)
+            return value
+        if op in (":+", "+"):
+            return m.group(0)
+        return value if value is not None else m.group(0)
+
+    return _VAR_RE.sub(repl, word)
+
+
+class Shell:
+    def __init__(self, root: Path, notes: list[str], files_read: list[str]) -> None:
+        self.root = root
+        self.notes = notes
+        self.files_read = files_read
+        self.subs: dict[str, tuple[str, int]] = {}
+        self.assignments: dict[str, list[Var]] = {}
+
+    def assign(self, state: State, name: str, var: Var) -> None:
+        """Set a variable in `state` and remember every assignment (for the report)."""
+        state.vars[name] = var
+        self.assignments.setdefault(name, []).append(var)
+
+    def unsub(self, word: str) -> str:
+        return SUB_RE.sub(lambda m: f"$({self.subs.get(m.group(0), ('...', 0))[0]})", word)
+
+    def run_text(
+        self, lines: list[tuple[int, str]], file: str, state: State, depth: int = 0
+    ) -> list[ShellCommand]:
+        scanner = Scanner(lines, self.subs)
+        segments = scanner.run()
+        if scanner.unterminated:
+            self.notes.append(f"{file}: unterminated quote or $( ... ); parsed best-effort")
+        out: list[ShellCommand] = []
+        for seg in segments:
+            out.extend(self.run_segment(seg, file, state, depth))
+        return out
+
+    def run_segment(self, seg: Segment, file: str, state: State, depth: int) -> list[ShellCommand]:
+        raw, stdout = words(seg.text)
+        out = self.substitutions(raw, seg, file, state, depth)
+        while raw and raw[0] in _RESERVED:
+            raw.pop(0)
+        if raw and raw[0] in ("for", "case", "function", "select"):
+            return out
+        prefix, static = self.prefix_assignments(raw, state)
+        if not raw:
+            self.assign_prefix(prefix, static, state, file, seg.line)
+            return out
+        argv = [self.unsub(expand(w, state)) for w in raw]
+        _unwrap(argv, prefix)
+        if not argv:
+            return out
+        handled = self.builtin(argv, file, seg.line, state, depth)
+        if handled is None:
+            handled = self.shell_invocation(argv, file, seg.line, state, depth)
+        if handled is None:
+            handled = self.record(argv, prefix, seg, file, state, depth, stdout)
+        out.extend(handled)
+        return out
+
+    def substitutions(
+        self, raw: list[str], seg: Segment, file: str, state: State, depth: int
+    ) -> list[ShellCommand]:
+        """Command substitutions run first (in a subshell)."""
+        out: list[ShellCommand] = []
+        for word in raw:
+            for key in SUB_RE.findall(word):
+                inner, line = self.subs.get(f"__VPR_SUB{key}__", ("", seg.line))
+                if depth < _MAX_DEPTH and inner.strip():
+                    sub_lines = list(enumerate(inner.split("\n"), start=line))
+                    out.extend(self.run_text(sub_lines, file, state.copy(), depth + 1))
+        return out
+
+    def prefix_assignments(
+        self, raw: list[str], state: State
+    ) -> tuple[dict[str, str], dict[str, bool]]:
+        """`A=1 B=2 cmd`: take the assignments off `raw`; their values and which are static."""
+        prefix: dict[str, str] = {}
+        static: dict[str, bool] = {}
+        while raw and (m := ASSIGN_RE.match(raw[0])) and not raw[0].startswith("="):
+            value = expand(m.group(2), state)
+            prefix[m.group(1)] = self.unsub(value)
+            static[m.group(1)] = not SUB_RE.search(value) and "$" not in value
+            raw.pop(0)
+        return prefix, static
+
+    def assign_prefix(
+        self, prefix: dict[str, str], static: dict[str, bool], state: State, file: str, line: int
+    ) -> None:
+        """A line of assignments only: they set shell variables."""
+        for name, value in prefix.items():
+            old = state.vars.get(name)
+            exported = state.allexport or bool(old and old.exported)
+            self.assign(state, name, Var(value if static[name] else None, file, line, exported))
+
+    def builtin(
+        self, argv: list[str], file: str, line: int, state: State, depth: int
+    ) -> list[ShellCommand] | None:
+        """Builtins that change the shell's state; None when `argv` is not one."""
+        head = argv[0]
+        if head in ("export", "declare", "typeset", "readonly", "local"):
+            self.declare(argv, file, line, state)
+        elif head == "unset":
+            for arg in argv[1:]:
+                state.vars.pop(arg, None)
+        elif head == "set":
+            _set_options(argv, state)
+        elif head == "cd" and len(argv) > 1:
+            target = argv[1]
+            if state.cwd and not target.startswith(("/", "$", "~")):
+                target = str(PurePosixPath(state.cwd) / target)
+            state.cwd = target
+        elif head in ("source", ".") and len(argv) > 1:
+            return self.follow(argv[1], file, line, state, depth)
+        else:
+            return None
+        return []
+
+    def declare(self, argv: list[str], file: str, line: int, state: State) -> None:
+        head = argv[0]
+        exporting = head == "export" or any(a.startswith("-") and "x" in a for a in argv[1:])
+        for arg in argv[1:]:
+            if arg.startswith("-"):
+                continue
+            if m := ASSIGN_RE.match(arg):
+                static = "$" not in m.group(2) and "__VPR_SUB" not in m.group(2)
+                value = m.group(2) if static else None
+                self.assign(state, m.group(1), Var(value, file, line, exporting))
+            elif arg in state.vars and exporting:
+                state.vars[arg].exported = True
+
+    def shell_invocation(
+        self, argv: list[str], file: str, line: int, state: State, depth: int
+    ) -> list[ShellCommand] | None:
+        """`bash -c STRING` and `bash SCRIPT`: what they run; None for anything else."""
+        if PurePosixPath(argv[0]).name not in _SHELLS or len(argv) < 2:
+            return None
+        if "-c" in argv[1:]:
+            idx = argv.index("-c")
+            if idx + 1 < len(argv) and depth < _MAX_DEPTH:
+                return self.run_text([(line, argv[idx + 1])], file, state.copy(True), depth + 1)
+            return []
+        script = next((a for a in argv[1:] if not a.startswith("-")), None)
+        if script:
+            return self.follow(script, file, line, state.copy(True), depth)
+        return None
+
+    def record(
+        self,
+        argv: list[str],
+        prefix: dict[str, str],
+        seg: Segment,
+        file: str,
+        state: State,
+        depth: int,
+        stdout: str | None,
+    ) -> list[ShellCommand]:
+        """The command itself, then what a shell reading a heredoc runs."""
+        env = {k: v for k, v in state.vars.items() if v.exported}
+        for key, value in prefix.items():
+            env[key] = Var(value, file, seg.line, True)
+            self.assignments.setdefault(key, []).append(env[key])
+        cmd = ShellCommand(
+            argv=argv,
+            file=file,
+            line=seg.line,
+            op=seg.op,
+            prefix=prefix,
+            env=env,
+            cwd=state.cwd,
+            heredocs=["\n".join(t for _, t in body) for body in seg.heredocs],
+            stdout=stdout,
+        )
+        out = [cmd]
+        if PurePosixPath(argv[0]).name in _SHELLS and seg.heredocs and depth < _MAX_DEPTH:
+            for body in seg.heredocs:
+                out.extend(self.run_text(body, file, state.copy(True), depth + 1))
+        return out
+
+    def follow(
+        self, target: str, file: str, line: int, state: State, depth: int
+    ) -> list[ShellCommand]:
+        if "$" in target or depth >= 5:
+            self.notes.append(f"{file}:{line}: not followed: {target} (not a static path)")
+            return []
+        path = resolve(self.root, target, state.cwd, file)
+        if path is None:
+            self.notes.append(f"{file}:{line}: sourced script {target} not found; not read")
+            return []
+        rel = display(self.root, path)
+        if rel not in self.files_read:
+            self.files_read.append(rel)
+        text = path.read_text(encoding="utf-8", errors="replace")
+        return self.run_text(numbered(text), rel, state, depth + 1)
+
+
+def _unwrap(argv: list[str], prefix: dict[str, str]) -> None:
+    """Drop wrappers that run the rest of the line as a command (sudo, env, exec, ...)."""
+    while argv:
+        head = PurePosixPath(argv[0]).name
+        if head in ("sudo", "doas"):
+            argv.pop(0)
+            while argv and argv[0].startswith("-"):
+                opt = argv.pop(0)
+                if opt in ("-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U") and argv:
+                    argv.pop(0)
+        elif head == "env":
+            argv.pop(0)
+            while argv and (argv[0].startswith("-") or ASSIGN_RE.match(argv[0])):
+                word = argv.pop(0)
+                if word in ("-u", "--unset", "-C", "--chdir", "-S") and argv:
+                    argv.pop(0)
+                elif m := ASSIGN_RE.match(word):
+                    prefix[m.group(1)] = m.group(2)
+        elif head in ("exec", "command", "nohup", "time", "builtin", "nice"):
+            argv.pop(0)
+            while argv and argv[0].startswith("-"):
+                argv.pop(0)
+        else:
+            break
+
+
+def _set_options(argv: list[str], state: State) -> None:
+    """`set -a` / `set +a` / `set -o allexport`."""
+    for arg in argv[1:]:
+        if arg.startswith("-") and "a" in arg:
+            state.allexport = True
+        elif arg.startswith("+") and "a" in arg:
+            state.allexport = False
+    if "allexport" in argv:
+        state.allexport = argv[argv.index("allexport") - 1] == "-o"
+
+
+def numbered(text: str) -> list[tuple[int, str]]:
+    return list(enumerate(text.splitlines(), start=1))
+
+
+def display(root: Path, path: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def resolve(root: Path, target: str, cwd: str | None, file: str) -> Path | None:
+    """A file named by an installer: against its cwd, the plugin root, the installer's folder."""
+    if target.startswith("~") or "://" in target:
+        return None
+    candidates: list[Path] = []
+    p = Path(target)
+    if p.is_absolute():
+        candidates.append(p)
+    else:
+        if cwd and not cwd.startswith(("$", "~")):
+            base = Path(cwd) if Path(cwd).is_absolute() else root / cwd
+            candidates.append(base / p)
+        candidates.append(root / p)
+        candidates.append((root / file).parent / p)
+    for candidate in candidates:
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def parse_shell(text: str, file: str = "<shell>", root: Path | None = None) -> list[ShellCommand]:
+    """The simple commands of a shell script, in order (public for tests and tools)."""
+    notes: list[str] = []
+    shell = Shell(root or Path("."), notes, [])
+    return shell.run_text(numbered(text), file, State())
