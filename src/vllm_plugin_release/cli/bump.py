@@ -1,18 +1,17 @@
-"""`vpr upstream`, `vpr bump`, `vpr pr-body` (and the hardware-runner commands)."""
+"""`vpr upstream`, `vpr bump`, `vpr pr-body`."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from vllm_plugin_release.cli.build import add_dirs, add_plugin_source, add_spec_argument
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import EXIT_OK, BadInput
+from vllm_plugin_release.edges.ci import github_output
 
 PR_BODY_LIMIT = 60_000
 
@@ -96,25 +95,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     body.add_argument("--out", type=Path, default=None, help="write here instead of stdout")
     add_dirs(body)
     body.set_defaults(func=_pr_body)
-
-    from vllm_plugin_release.conform import hardware
-
-    hardware.register(sub)
-
-
-def github_output(values: dict[str, Any]) -> None:
-    """Append key=value lines to the file GitHub Actions names in $GITHUB_OUTPUT."""
-    target = os.environ.get("GITHUB_OUTPUT")
-    if not target:
-        raise BadInput(
-            "--github-output: $GITHUB_OUTPUT is not set", hint="only use it inside GitHub Actions"
-        )
-    with open(target, "a", encoding="utf-8") as out:
-        for key, value in values.items():
-            text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
-            if "\n" in text:
-                raise BadInput(f"--github-output: value of {key} spans lines")
-            out.write(f"{key}={text}\n")
 
 
 def _upstream(args: argparse.Namespace) -> int:
