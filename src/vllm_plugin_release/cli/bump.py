@@ -98,12 +98,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _upstream(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.flows import bump
+    from vllm_plugin_release.flows import upstream
     from vllm_plugin_release.spec.model import load
 
     spec = load(args.spec)
-    index = bump.spec_index(spec, args.index)
-    found = bump.newer_releases(
+    index = upstream.spec_index(spec, args.index)
+    found = upstream.newer_releases(
         spec,
         index=index,
         include_prereleases=args.include_prereleases,
@@ -119,7 +119,7 @@ def _upstream(args: argparse.Namespace) -> int:
         }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        print(bump.render_releases(spec, found, index, args.include_prereleases))
+        print(upstream.render_releases(spec, found, index, args.include_prereleases))
     if args.github_output:
         pinnable = [r.version for r in found if r.sha256]
         github_output({"versions": pinnable, "count": str(len(pinnable))})
@@ -128,6 +128,7 @@ def _upstream(args: argparse.Namespace) -> int:
 
 def _bump(args: argparse.Namespace) -> int:
     from vllm_plugin_release.flows import bump
+    from vllm_plugin_release.flows.migration_report import render_markdown
 
     result = bump.bump(
         Path(args.spec),
@@ -141,7 +142,7 @@ def _bump(args: argparse.Namespace) -> int:
         plugin_source=args.plugin_source,
         dist_root=Path(args.dist),
     )
-    markdown = bump.render_markdown(result)
+    markdown = render_markdown(result)
     if args.json:
         doc = {"diff": result.diff, "written": result.written, **result.report}
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
