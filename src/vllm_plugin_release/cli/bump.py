@@ -17,6 +17,12 @@ PR_BODY_LIMIT = 60_000
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    _register_upstream(sub)
+    _register_bump(sub)
+    _register_pr_body(sub)
+
+
+def _register_upstream(sub: argparse._SubParsersAction) -> None:
     up = sub.add_parser(
         "upstream",
         help="list the core releases newer than the spec's pin (text or --json)",
@@ -44,6 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     up.set_defaults(func=_upstream)
 
+
+def _register_bump(sub: argparse._SubParsersAction) -> None:
     bump = sub.add_parser(
         "bump",
         help="write the spec for a new core version; print the diff and a migration report",
@@ -86,6 +94,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_plugin_source(bump)
     bump.set_defaults(func=_bump)
 
+
+def _register_pr_body(sub: argparse._SubParsersAction) -> None:
     body = sub.add_parser(
         "pr-body",
         help="a pull request body: the bump's migration report and the pairing's scorecard",
