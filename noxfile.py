@@ -128,19 +128,7 @@ def conform_hardware(session: nox.Session) -> None:
         args.remove("--plan")
         session.run("vpr", "hardware-plan", *args)
         return
-    args = spec_args_from(args, HARDWARE_SPEC)
-    runtime_env = os.environ.get("VPR_RUNTIME_ENV")
-    session.run("vpr", "hardware-probe", *args)
-    session.run(
-        "vpr",
-        "env",
-        *args,
-        "--runner",
-        "hardware",
-        *(["--runtime-env", runtime_env] if runtime_env else []),
-    )
-    session.run("vpr", "conform", *args, "--runner", "hardware")
-    session.run("vpr", "hardware-live", *args)
+    session.run("vpr", "conform-hardware", *spec_args_from(args, HARDWARE_SPEC))
 
 
 @nox.session(python=PYTHON)

@@ -17,7 +17,8 @@ from tests.conftest import REFERENCE_SPEC, vpr
 from tests.support import Index
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.edges.fetch import IndexFile
-from vllm_plugin_release.flows import bump
+from vllm_plugin_release.flows import bump, upstream
+from vllm_plugin_release.flows.migration_report import render_markdown
 from vllm_plugin_release.spec.model import load
 
 OLD_EPOCH = 1_750_000_000
@@ -192,7 +193,7 @@ def test_releases_from_files_skips_yanked_and_other_projects() -> None:
         IndexFile("vllm_other-9.0.tar.gz", "u", "d" * 64, 1),
         IndexFile("vllm-0.28.0-cp38-abi3-manylinux1_x86_64.whl", "u", "e" * 64, 1, "2026-09-01"),
     ]
-    found = bump.releases_from_files("vllm", files)
+    found = upstream.releases_from_files("vllm", files)
     assert [r.version for r in found] == ["0.26.0", "0.28.0"]
     assert found[0].upload_time == "2026-07-25T10:40:48Z" and found[0].sha256 == "a" * 64
     assert found[1].filename is None  # wheels only: nothing to pin a source build to
@@ -298,7 +299,7 @@ def test_bump_writes_the_new_spec_and_its_locks(project: Path, index: Index) -> 
     assert lock.read_text().startswith("# new lock") and not dest.exists()
     pins = result.report["locks"][0]["pins"]
     assert pins["changed"] == {"setuptools": {"from": "80.0.0", "to": "80.9.0"}}
-    assert "### Locks" in bump.render_markdown(result)
+    assert "### Locks" in render_markdown(result)
 
 
 def test_bump_in_place_when_the_name_has_no_version(project: Path) -> None:

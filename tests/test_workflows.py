@@ -27,6 +27,8 @@ from vllm_plugin_release.conform import hardware
 from vllm_plugin_release.conform.result import CheckResult
 from vllm_plugin_release.conform.scorecard import scorecard
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.edges import device
+from vllm_plugin_release.flows import hardware as hardware_flow
 from vllm_plugin_release.spec.model import load
 
 REPO = Path(__file__).resolve().parent.parent
@@ -280,6 +282,17 @@ def test_hardware_probe_on_a_cpu_machine_exits_3_naming_what_is_missing(tmp_path
     )
     assert live.returncode == 3 and "MESH_DEVICE is not set" in live.stderr
     assert not (tmp_path / "tt" / "scorecard.json").exists()
+    # the whole sequence (`nox -s conform-hardware`) stops at the probe: no env, no scorecard
+    whole = subprocess.run(
+        [*done.args[:3], "conform-hardware", *done.args[4:]],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert whole.returncode == 3 and "MESH_DEVICE is not set" in whole.stderr
+    assert not (tmp_path / "tt" / "env.json").exists()
+    assert not (tmp_path / "tt" / "scorecard.json").exists()
 
 
 def test_probe_observes_runtime_device_and_mesh(
@@ -289,7 +302,7 @@ def test_probe_observes_runtime_device_and_mesh(
     hw = hardware.settings(spec)
     assert hw.mesh_device == "N300"  # from the device class
     python = Path(sys.executable)
-    found = hardware.probe(spec, python, hw, environ={})
+    found = device.probe(spec, python, hw.device_glob, hw.mesh_device, environ={})
     assert not found.ok and len(found.missing) == 3  # runtime, device, MESH_DEVICE
 
     site = tmp_path / "site"
@@ -297,11 +310,15 @@ def test_probe_observes_runtime_device_and_mesh(
     (site / "fakettnn.py").write_text("__version__ = '0.81.1'\n")
     monkeypatch.setenv("PYTHONPATH", str(site))
     (tmp_path / "dev-tt" / "0").write_text("")
-    wrong = hardware.probe(spec, python, hw, environ={"MESH_DEVICE": "T3K"})
+    wrong = device.probe(
+        spec, python, hw.device_glob, hw.mesh_device, environ={"MESH_DEVICE": "T3K"}
+    )
     assert wrong.missing == [
         f"MESH_DEVICE=T3K but the spec's mesh is N300 ([conformance.hardware] of {spec.path})"
     ]
-    found = hardware.probe(spec, python, hw, environ={"MESH_DEVICE": "N300"})
+    found = device.probe(
+        spec, python, hw.device_glob, hw.mesh_device, environ={"MESH_DEVICE": "N300"}
+    )
     assert found.ok, found.missing
     assert found.runtime["version"] == "0.81.1" and found.devices["found"]
 
@@ -344,7 +361,7 @@ def test_tp_probe_starts_vllm_serve_with_tp_2_and_records_the_error(tmp_path: Pa
         """,
     )
     log = tmp_path / "probe.log"
-    result = hardware.tp_probe(vllm, hw, {**os.environ, "MESH_DEVICE": "N300"}, log)
+    result = hardware_flow.tp_probe(vllm, hw, {**os.environ, "MESH_DEVICE": "N300"}, log)
     assert result["status"] == "rejected", result
     assert "MESH_DEVICE=N300" in result["detail"]
     assert result["argv"][:4] == ["serve", "demo/model", "-tp", "2"]
@@ -352,7 +369,7 @@ def test_tp_probe_starts_vllm_serve_with_tp_2_and_records_the_error(tmp_path: Pa
 
 
 def test_hardware_check_passes_only_what_was_observed(tmp_path: Path) -> None:
-    found = hardware.Probe(
+    found = device.Probe(
         runtime={"module": "ttnn", "status": "present", "version": "0.81.1", "file": "x"},
         devices={"glob": "/dev/tenstorrent/*", "found": ["/dev/tenstorrent/0"]},
         mesh={"expected": "N300", "value": "N300"},
@@ -363,7 +380,7 @@ def test_hardware_check_passes_only_what_was_observed(tmp_path: Path) -> None:
     assert hardware.hardware_check(found, rejected, None).status == "deferred"
     accepted = {"status": "accepted", "detail": "came up"}
     assert hardware.hardware_check(found, accepted, live).status == "fail"
-    missing = hardware.Probe(runtime={}, devices={}, mesh={}, missing=["MESH_DEVICE is not set"])
+    missing = device.Probe(runtime={}, devices={}, mesh={}, missing=["MESH_DEVICE is not set"])
     assert hardware.hardware_check(missing, None, None).status == "deferred"
 
     # collected into a hardware scorecard: fleet only with the hardware check passed

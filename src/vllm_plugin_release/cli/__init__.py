@@ -21,11 +21,13 @@ COMMAND_MODULES: tuple[str, ...] = (
     "vllm_plugin_release.cli.spec",
     "vllm_plugin_release.cli.build",
     "vllm_plugin_release.cli.conform",
+    "vllm_plugin_release.cli.release",
     "vllm_plugin_release.cli.manifest",
     "vllm_plugin_release.cli.scan",
     "vllm_plugin_release.cli.api",
     "vllm_plugin_release.cli.replay",
     "vllm_plugin_release.cli.bump",
+    "vllm_plugin_release.cli.hardware",
 )
 
 

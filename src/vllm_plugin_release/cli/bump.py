@@ -1,23 +1,28 @@
-"""`vpr upstream`, `vpr bump`, `vpr pr-body` (and the hardware-runner commands)."""
+"""`vpr upstream`, `vpr bump`, `vpr pr-body`."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from vllm_plugin_release.cli.build import add_dirs, add_plugin_source, add_spec_argument
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import EXIT_OK, BadInput
+from vllm_plugin_release.edges.ci import github_output
 
 PR_BODY_LIMIT = 60_000
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    _register_upstream(sub)
+    _register_bump(sub)
+    _register_pr_body(sub)
+
+
+def _register_upstream(sub: argparse._SubParsersAction) -> None:
     up = sub.add_parser(
         "upstream",
         help="list the core releases newer than the spec's pin (text or --json)",
@@ -45,6 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     up.set_defaults(func=_upstream)
 
+
+def _register_bump(sub: argparse._SubParsersAction) -> None:
     bump = sub.add_parser(
         "bump",
         help="write the spec for a new core version; print the diff and a migration report",
@@ -87,6 +94,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_plugin_source(bump)
     bump.set_defaults(func=_bump)
 
+
+def _register_pr_body(sub: argparse._SubParsersAction) -> None:
     body = sub.add_parser(
         "pr-body",
         help="a pull request body: the bump's migration report and the pairing's scorecard",
@@ -97,33 +106,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_dirs(body)
     body.set_defaults(func=_pr_body)
 
-    from vllm_plugin_release.conform import hardware
-
-    hardware.register(sub)
-
-
-def github_output(values: dict[str, Any]) -> None:
-    """Append key=value lines to the file GitHub Actions names in $GITHUB_OUTPUT."""
-    target = os.environ.get("GITHUB_OUTPUT")
-    if not target:
-        raise BadInput(
-            "--github-output: $GITHUB_OUTPUT is not set", hint="only use it inside GitHub Actions"
-        )
-    with open(target, "a", encoding="utf-8") as out:
-        for key, value in values.items():
-            text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
-            if "\n" in text:
-                raise BadInput(f"--github-output: value of {key} spans lines")
-            out.write(f"{key}={text}\n")
-
 
 def _upstream(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.flows import bump
+    from vllm_plugin_release.flows import upstream
     from vllm_plugin_release.spec.model import load
 
     spec = load(args.spec)
-    index = bump.spec_index(spec, args.index)
-    found = bump.newer_releases(
+    index = upstream.spec_index(spec, args.index)
+    found = upstream.newer_releases(
         spec,
         index=index,
         include_prereleases=args.include_prereleases,
@@ -139,7 +129,7 @@ def _upstream(args: argparse.Namespace) -> int:
         }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        print(bump.render_releases(spec, found, index, args.include_prereleases))
+        print(upstream.render_releases(spec, found, index, args.include_prereleases))
     if args.github_output:
         pinnable = [r.version for r in found if r.sha256]
         github_output({"versions": pinnable, "count": str(len(pinnable))})
@@ -148,6 +138,7 @@ def _upstream(args: argparse.Namespace) -> int:
 
 def _bump(args: argparse.Namespace) -> int:
     from vllm_plugin_release.flows import bump
+    from vllm_plugin_release.flows.migration_report import render_markdown
 
     result = bump.bump(
         Path(args.spec),
@@ -161,7 +152,7 @@ def _bump(args: argparse.Namespace) -> int:
         plugin_source=args.plugin_source,
         dist_root=Path(args.dist),
     )
-    markdown = bump.render_markdown(result)
+    markdown = render_markdown(result)
     if args.json:
         doc = {"diff": result.diff, "written": result.written, **result.report}
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")

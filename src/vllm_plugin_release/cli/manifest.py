@@ -45,7 +45,17 @@ def register(subparsers: Any) -> None:
     )
     sub = manifest.add_subparsers(dest="manifest_command", metavar="SUBCOMMAND")
     manifest.set_defaults(func=lambda a: (manifest.print_help(sys.stderr), 2)[1])
+    _register_build(sub)
+    _register_schema(sub)
+    _register_verify(sub)
+    _register_query(sub)
+    _register_matrix(sub)
+    _register_check_env(sub)
+    _register_keys(subparsers)
+    _register_publish(subparsers)
 
+
+def _register_build(sub: Any) -> None:
     p = sub.add_parser(
         "build",
         help="write dist/NAME/manifest.json and the signed manifest.intoto.jsonl",
@@ -62,9 +72,13 @@ def register(subparsers: Any) -> None:
     )
     p.set_defaults(func=cmd_build)
 
+
+def _register_schema(sub: Any) -> None:
     p = sub.add_parser("schema", help="print the manifest JSON Schema")
     p.set_defaults(func=cmd_schema)
 
+
+def _register_verify(sub: Any) -> None:
     p = sub.add_parser(
         "verify",
         help="check a manifest's signature, schema and subject digests",
@@ -83,6 +97,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_verify)
 
+
+def _register_query(sub: Any) -> None:
     p = sub.add_parser(
         "query",
         help="list pairings in a manifest store",
@@ -97,6 +113,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the matching entries as JSON")
     p.set_defaults(func=cmd_query)
 
+
+def _register_matrix(sub: Any) -> None:
     p = sub.add_parser(
         "matrix",
         help="render the compatibility matrix (core versions x plugin commits)",
@@ -106,6 +124,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("-o", "--output", help="write to this file instead of standard output")
     p.set_defaults(func=cmd_matrix)
 
+
+def _register_check_env(sub: Any) -> None:
     p = sub.add_parser(
         "check-env",
         help="check an installed environment against a manifest",
@@ -124,6 +144,8 @@ def register(subparsers: Any) -> None:
     )
     p.set_defaults(func=cmd_check_env)
 
+
+def _register_keys(subparsers: Any) -> None:
     keys = subparsers.add_parser("keys", help="manage the manifest signing key")
     ksub = keys.add_subparsers(dest="keys_command", metavar="SUBCOMMAND")
     keys.set_defaults(func=lambda a: (keys.print_help(sys.stderr), 2)[1])
@@ -140,6 +162,8 @@ def register(subparsers: Any) -> None:
     )
     p.set_defaults(func=cmd_keys_generate)
 
+
+def _register_publish(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "publish",
         help="upload both wheels to a package index and add the manifest to the store",

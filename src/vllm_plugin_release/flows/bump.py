@@ -1,9 +1,5 @@
-"""Moving a pairing to a new core release: `vpr upstream` and `vpr bump`.
-
-`upstream` lists the core releases on the spec's index that are newer than the
-pinned one (PEP 691/503 simple API; final releases unless asked otherwise), each
-with its upload time, sdist file name and sha256, so CI can fan out one job per
-new tag.
+"""Moving a pairing to a new core release: `vpr bump` (the releases newer than the pin:
+`flows.upstream`; the migration report as Markdown: `flows.migration_report`).
 
 `bump` writes the spec for the next core version. The edit goes through tomlkit,
 so every comment and the order of the file survive; it changes only what a new
@@ -33,7 +29,6 @@ import datetime as dt
 import difflib
 import os
 import re
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,19 +36,15 @@ from typing import Any
 
 import tomlkit
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
-    canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
-)
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import Cache, atomic_write_text
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure, VprError
-from vllm_plugin_release.edges.fetch import Fetcher, IndexFile, index_files
+from vllm_plugin_release.edges.fetch import Fetcher, index_files
+from vllm_plugin_release.edges.git import git
+from vllm_plugin_release.flows.upstream import file_version, releases_from_files
 from vllm_plugin_release.spec.model import (
     GitSource,
     SdistSource,
@@ -63,126 +54,7 @@ from vllm_plugin_release.spec.model import (
     validate,
 )
 
-DEFAULT_INDEX = "https://pypi.org/simple"
 COMMON_REQUIREMENTS = "requirements/common.txt"
-
-# ---------------------------------------------------------------------------
-# Releases on the index
-
-
-@dataclass(frozen=True)
-class Release:
-    """One core release as the index lists it."""
-
-    version: str
-    upload_time: str | None
-    filename: str | None  # the sdist, when there is one
-    sha256: str | None
-    prerelease: bool
-    files: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-def _file_version(project: str, filename: str) -> Version | None:
-    """The version of one of `project`'s files, or None for anything else."""
-    try:
-        if filename.endswith(".whl"):
-            name, version, _, _ = parse_wheel_filename(filename)
-        elif filename.endswith((".tar.gz", ".zip")):
-            name, version = parse_sdist_filename(filename)
-        else:
-            return None
-    except (InvalidSdistFilename, InvalidWheelFilename, InvalidVersion):
-        return None
-    return version if name == canonicalize_name(project) else None
-
-
-def releases_from_files(project: str, files: list[IndexFile]) -> list[Release]:
-    """Releases (oldest first) from an index listing; yanked files are left out."""
-    by_version: dict[Version, list[IndexFile]] = {}
-    for f in files:
-        if f.yanked:
-            continue
-        version = _file_version(project, f.filename)
-        if version is not None:
-            by_version.setdefault(version, []).append(f)
-    out: list[Release] = []
-    for version in sorted(by_version):
-        group = by_version[version]
-        sdist = next((f for f in group if not f.filename.endswith(".whl")), None)
-        times = sorted(f.upload_time for f in group if f.upload_time)
-        out.append(
-            Release(
-                version=str(version),
-                upload_time=(sdist.upload_time if sdist and sdist.upload_time else None)
-                or (times[0] if times else None),
-                filename=sdist.filename if sdist else None,
-                sha256=sdist.sha256 if sdist else None,
-                prerelease=version.is_prerelease,
-                files=len(group),
-            )
-        )
-    return out
-
-
-def spec_index(spec: Spec, index: str | None = None) -> str:
-    if index:
-        return index.rstrip("/")
-    src = spec.core.source
-    return src.index if isinstance(src, SdistSource) else DEFAULT_INDEX
-
-
-def newer_releases(
-    spec: Spec,
-    *,
-    index: str | None = None,
-    include_prereleases: bool = False,
-    only: str | None = None,
-) -> list[Release]:
-    """Core releases newer than the pinned one (oldest first)."""
-    pinned = Version(spec.core.version)
-    url = spec_index(spec, index)
-    found = releases_from_files(spec.core.name, index_files(url, spec.core.name))
-    if only:
-        try:
-            wanted = Version(only)
-        except InvalidVersion:
-            raise BadInput(f"--version {only!r} is not a PEP 440 version (e.g. 0.26.0)")
-        if wanted <= pinned:
-            raise BadInput(
-                f"--version {only}: not newer than the pinned {spec.core.name} {pinned} "
-                f"({spec.path})"
-            )
-        match = [r for r in found if Version(r.version) == wanted]
-        if not match:
-            raise BadInput(
-                f"{url}/{canonicalize_name(spec.core.name)}/: no release {only}",
-                hint="`vpr upstream --spec FILE` lists the releases newer than the pin",
-            )
-        return match
-    return [
-        r
-        for r in found
-        if Version(r.version) > pinned and (include_prereleases or not r.prerelease)
-    ]
-
-
-def render_releases(spec: Spec, found: list[Release], index: str, prereleases: bool) -> str:
-    kind = "releases" if prereleases else "final releases"
-    head = f"{spec.core.name} {kind} newer than {spec.core.version} on {index}"
-    if not found:
-        return f"{head}: none ({spec.path} pins the newest)"
-    lines = [f"{head}:"]
-    width = max(len(r.version) for r in found)
-    for r in found:
-        day = (r.upload_time or "?")[:10]
-        sdist = f"{r.filename}  sha256:{r.sha256}" if r.filename else "no sdist (cannot be pinned)"
-        tag = "  (pre-release)" if r.prerelease else ""
-        lines.append(f"  {r.version:<{width}}  {day:<10}  {sdist}{tag}")
-    return "\n".join(lines)
-
 
 # ---------------------------------------------------------------------------
 # Requirement diffs
@@ -265,7 +137,7 @@ def _sdist_source(spec: Spec, version: str, fetcher: Fetcher) -> NewSource:
                 for f in listing
                 if not f.yanked
                 and not f.filename.endswith(".whl")
-                and _file_version(spec.core.name, f.filename) == Version(version)
+                and file_version(spec.core.name, f.filename) == Version(version)
             ),
             None,
         )
@@ -290,19 +162,9 @@ def _sdist_source(spec: Spec, version: str, fetcher: Fetcher) -> NewSource:
     )
 
 
-def _git(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
-    try:
-        return subprocess.run(
-            ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
-        )
-    except FileNotFoundError:
-        raise OutsideFailure("git is not installed", hint="install git")
-
-
 def tag_commit(url: str, tag: str) -> str:
     """The commit a tag points at (annotated tags peeled), from `git ls-remote`."""
-    done = _git("ls-remote", "--tags", url, f"refs/tags/{tag}", f"refs/tags/{tag}^{{}}")
+    done = git("ls-remote", "--tags", url, f"refs/tags/{tag}", f"refs/tags/{tag}^{{}}")
     if done.returncode != 0:
         message = (done.stderr.strip().splitlines() or ["git ls-remote failed"])[-1]
         raise OutsideFailure(f"{url}: cannot list tags ({message})", hint="check the source url")
@@ -327,7 +189,7 @@ def _git_source(spec: Spec, version: str, fetcher: Fetcher, tag: str | None) -> 
         )
     source = GitSource(url=old.url, tag=new_tag, commit=tag_commit(old.url, new_tag))
     tree = fetcher.git(source)  # cloned at the tag, HEAD verified against the commit
-    done = _git("log", "-1", "--format=%ct", source.commit, cwd=tree)
+    done = git("log", "-1", "--format=%ct", source.commit, cwd=tree)
     if done.returncode != 0 or not done.stdout.strip().isdigit():
         raise OutsideFailure(f"{tree}: cannot read the commit time of {source.commit}")
     return NewSource(source, tree, int(done.stdout.strip()), f"commit time of {new_tag}")
@@ -549,6 +411,54 @@ def bump(
 
     spec = load(spec_path)
     document, old_text = read_document(spec_path)
+    version, new_path = _target(spec, spec_path, version, out)
+    before_tree, new = _sources(spec, version, Fetcher(cache), tag)
+    changed = edit_document(document, spec, version, new)
+    new_text, review = refresh_comments(tomlkit.dumps(document), spec, new)
+    new_spec = _checked(new_text, new_path)
+    report = _report_head(spec, spec_path, new_path, version, new, changed, dry_run)
+    report.update(_dependency_diffs(spec, version, before_tree, new.tree))
+    report["comments_to_review"] = review
+
+    # Locks: resolved into hidden files next to their destinations, moved in at the end.
+    pending: list[tuple[Path, Path]] = []
+    errors: list[VprError] = []
+    try:
+        report["locks"] = _locks(
+            new_spec,
+            new.tree,
+            version,
+            spec.root,
+            pending,
+            dry_run=dry_run,
+            cache=cache,
+            plugin_source=plugin_source,
+            locker=locker,
+        )
+        analyses = _analyses(
+            spec,
+            version,
+            errors,
+            with_api=with_api,
+            with_tests=with_tests,
+            cache=cache,
+            dist_root=dist_root,
+            plugin_source=plugin_source,
+        )
+        report.update(analyses)
+        written = False
+        if not dry_run:
+            _write(pending, new_path, new_text)
+            written = True
+    finally:
+        for tmp, _ in pending:
+            tmp.unlink(missing_ok=True)
+    report["spec"]["written"] = written
+    return BumpResult(spec_path, new_path, old_text, new_text, report, written, errors)
+
+
+def _target(spec: Spec, spec_path: Path, version: str, out: Path | None) -> tuple[str, Path]:
+    """The new version (normalised; newer than the pin) and the new spec's path."""
     try:
         target = Version(version)
     except InvalidVersion:
@@ -565,8 +475,11 @@ def bump(
         raise BadInput(
             f"{new_path}: already exists", hint="pass --out PATH, or remove the file first"
         )
+    return version, new_path
 
-    fetcher = Fetcher(cache)
+
+def _sources(spec: Spec, version: str, fetcher: Fetcher, tag: str | None) -> tuple[Path, NewSource]:
+    """The pinned core's verified source tree, and the new core's source, verified."""
     with progress.status(f"bump: verifying the {spec.core.name} {spec.core.version} source"):
         before_tree = old_tree(spec, fetcher)
     with progress.status(f"bump: resolving {spec.core.name} {version}"):
@@ -574,16 +487,28 @@ def bump(
             new = _sdist_source(spec, version, fetcher)
         else:
             new = _git_source(spec, version, fetcher, tag)
+    return before_tree, new
 
-    changed = edit_document(document, spec, version, new)
-    new_text, review = refresh_comments(tomlkit.dumps(document), spec, new)
+
+def _checked(new_text: str, new_path: Path) -> Spec:
+    """The edited spec text, validated and typed (nothing is written yet)."""
     data = tomlkit.parse(new_text).unwrap()
     validate(data, new_path, new_text)
-    new_spec = from_data(data, new_path)
+    return from_data(data, new_path)
 
+
+def _report_head(
+    spec: Spec,
+    spec_path: Path,
+    new_path: Path,
+    version: str,
+    new: NewSource,
+    changed: dict[str, Any],
+    dry_run: bool,
+) -> dict[str, Any]:
+    """The report's `core`, `spec` and `source` parts."""
     root = spec.root
-    old_common, new_common = before_tree / COMMON_REQUIREMENTS, new.tree / COMMON_REQUIREMENTS
-    report: dict[str, Any] = {
+    return {
         "core": {"name": spec.core.name, "from": spec.core.version, "to": version},
         "spec": {
             "from": _rel(spec_path, root),
@@ -599,8 +524,15 @@ def bump(
             "source_date_epoch_origin": new.epoch_origin,
         },
     }
+
+
+def _dependency_diffs(
+    spec: Spec, version: str, before_tree: Path, new_tree: Path
+) -> dict[str, Any]:
+    """The report's `requirements` (runtime) and `build_requires` parts, old vs new."""
+    old_common, new_common = before_tree / COMMON_REQUIREMENTS, new_tree / COMMON_REQUIREMENTS
     if old_common.exists() and new_common.exists():
-        report["requirements"] = {
+        requirements = {
             "file": COMMON_REQUIREMENTS,
             **requirements_diff(
                 requirement_lines(old_common),
@@ -611,87 +543,104 @@ def bump(
         }
     else:
         missing = old_common if not old_common.exists() else new_common
-        report["requirements"] = _not_run(f"{missing}: not in the verified source")
-    report["build_requires"] = {
-        "file": "pyproject.toml [build-system].requires",
-        **requirements_diff(build_requires(before_tree), build_requires(new.tree)),
+        requirements = _not_run(f"{missing}: not in the verified source")
+    return {
+        "requirements": requirements,
+        "build_requires": {
+            "file": "pyproject.toml [build-system].requires",
+            **requirements_diff(build_requires(before_tree), build_requires(new_tree)),
+        },
     }
-    report["comments_to_review"] = review
 
-    # Locks: resolved into hidden files next to their destinations, moved in at the end.
-    pending: list[tuple[Path, Path]] = []
+
+def _locks(
+    new_spec: Spec,
+    tree: Path,
+    version: str,
+    root: Path,
+    pending: list[tuple[Path, Path]],
+    *,
+    dry_run: bool,
+    cache: Cache,
+    plugin_source: Path | None,
+    locker: Locker | None,
+) -> list[dict[str, Any]]:
+    """Resolve the new spec's locks into hidden files (added to `pending`); the report's
+    `locks` part. `--dry-run` resolves none."""
+    if dry_run:
+        return [
+            {"file": _rel(dest, root), "name": name, "status": "not resolved (--dry-run)"}
+            for name, dest in _lock_files(new_spec)
+        ]
     lock_report: list[dict[str, Any]] = []
-    errors: list[VprError] = []
+    for request, dest in _lock_requests(new_spec, tree, cache, plugin_source):
+        tmp = dest.with_name(f".{dest.name}.bump")
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        with progress.status(f"bump: resolving {request.name} for {version}"):
+            text = (locker or _compile)(request, tmp, new_spec.build.find_links)
+        pending.append((tmp, dest))
+        lock_report.append(
+            {
+                "file": _rel(dest, root),
+                "name": request.name,
+                "status": "written",
+                "pins": _pins_diff(dest, text),
+            }
+        )
+    return lock_report
+
+
+def _analyses(
+    spec: Spec,
+    version: str,
+    errors: list[VprError],
+    *,
+    with_api: bool,
+    with_tests: bool,
+    cache: Cache,
+    dist_root: Path,
+    plugin_source: Path | None,
+) -> dict[str, Any]:
+    """The report's `api` and `plugin_tests` parts: they need a pairing environment for each
+    core, so they run only when asked for; what could not run is added to `errors`."""
+    need = "needs a pairing environment for each core (minutes)"
+    out: dict[str, Any] = {
+        "api": _not_run(f"{need}; pass --with-api"),
+        "plugin_tests": _not_run(f"{need}; pass --with-tests"),
+    }
+    wanted = [key for key, asked in (("api", with_api), ("plugin_tests", with_tests)) if asked]
+    if not wanted:
+        return out
     try:
-        if dry_run:
-            lock_report = [
-                {"file": _rel(dest, root), "name": name, "status": "not resolved (--dry-run)"}
-                for name, dest in _lock_files(new_spec)
-            ]
-        for request, dest in (
-            [] if dry_run else _lock_requests(new_spec, new.tree, cache, plugin_source)
-        ):
-            tmp = dest.with_name(f".{dest.name}.bump")
-            tmp.parent.mkdir(parents=True, exist_ok=True)
-            with progress.status(f"bump: resolving {request.name} for {version}"):
-                text = (locker or _compile)(request, tmp, new_spec.build.find_links)
-            pending.append((tmp, dest))
-            lock_report.append(
-                {
-                    "file": _rel(dest, root),
-                    "name": request.name,
-                    "status": "written",
-                    "pins": _pins_diff(dest, text),
-                }
-            )
-        report["locks"] = lock_report
+        old_py, new_py = pairing_pythons(
+            spec, version, cache=cache, dist_root=dist_root, plugin_source=plugin_source
+        )
+    except VprError as exc:
+        errors.append(exc)
+        reason = f"could not build the pairing environments: {exc.message}"
+        out.update({key: {"status": "error", "reason": reason} for key in wanted})
+        return out
+    runs: dict[str, Callable[[], dict[str, Any]]] = {
+        "api": lambda: api_diff(spec, old_py, new_py),
+        "plugin_tests": lambda: plugin_test_regressions(
+            spec, old_py, new_py, cache=cache, plugin_source=plugin_source
+        ),
+    }
+    for key in wanted:
+        try:
+            out[key] = runs[key]()
+        except VprError as exc:
+            errors.append(exc)
+            out[key] = {"status": "error", "reason": exc.message}
+    return out
 
-        # Optional analyses: they need a pairing environment for each core.
-        need = "needs a pairing environment for each core (minutes)"
-        report["api"] = _not_run(f"{need}; pass --with-api")
-        report["plugin_tests"] = _not_run(f"{need}; pass --with-tests")
-        if with_api or with_tests:
-            try:
-                old_py, new_py = pairing_pythons(
-                    spec, version, cache=cache, dist_root=dist_root, plugin_source=plugin_source
-                )
-            except VprError as exc:
-                errors.append(exc)
-                reason = f"could not build the pairing environments: {exc.message}"
-                for key, wanted in (("api", with_api), ("plugin_tests", with_tests)):
-                    if wanted:
-                        report[key] = {"status": "error", "reason": reason}
-            else:
-                for key, wanted, run in (
-                    ("api", with_api, lambda: api_diff(spec, old_py, new_py)),
-                    (
-                        "plugin_tests",
-                        with_tests,
-                        lambda: plugin_test_regressions(
-                            spec, old_py, new_py, cache=cache, plugin_source=plugin_source
-                        ),
-                    ),
-                ):
-                    if not wanted:
-                        continue
-                    try:
-                        report[key] = run()
-                    except VprError as exc:
-                        errors.append(exc)
-                        report[key] = {"status": "error", "reason": exc.message}
 
-        written = False
-        if not dry_run:
-            for tmp, dest in pending:
-                os.replace(tmp, dest)
-            pending.clear()
-            atomic_write_text(new_path, new_text)
-            written = True
-    finally:
-        for tmp, _ in pending:
-            tmp.unlink(missing_ok=True)
-    report["spec"]["written"] = written
-    return BumpResult(spec_path, new_path, old_text, new_text, report, written, errors)
+def _write(pending: list[tuple[Path, Path]], new_path: Path, new_text: str) -> None:
+    """Move the resolved locks in and write the new spec (after everything else ran)."""
+    for tmp, dest in pending:
+        os.replace(tmp, dest)
+    pending.clear()
+    atomic_write_text(new_path, new_text)
 
 
 def _compile(request: Any, dest: Path, find_links: tuple[str, ...]) -> str:
@@ -743,90 +692,3 @@ def _pins_diff(old_lock: Path, new_text: str) -> dict[str, Any]:
             if before[k] != after[k]
         },
     }
-
-
-# ---------------------------------------------------------------------------
-# Rendering
-
-
-def _md(text: Any) -> str:
-    return str(text).replace("|", "\\|")
-
-
-def _req_section(title: str, diff: dict[str, Any]) -> list[str]:
-    out = [f"### {title}", ""]
-    if diff.get("status") == "not run":
-        return [*out, f"not run: {diff['reason']}", ""]
-    if not (diff["added"] or diff["removed"] or diff["changed"]):
-        return [*out, f"no change ({diff['unchanged']} requirements)", ""]
-    out += ["| change | requirement |", "|---|---|"]
-    out += [f"| added | `{_md(r)}` |" for r in diff["added"]]
-    out += [f"| removed | `{_md(r)}` |" for r in diff["removed"]]
-    for c in diff["changed"]:
-        before, after = "; ".join(c["from"]), "; ".join(c["to"])
-        out.append(f"| re-pinned | `{_md(before)}` → `{_md(after)}` |")
-    out += ["", f"{diff['unchanged']} unchanged.", ""]
-    return out
-
-
-def render_markdown(result: BumpResult) -> str:
-    r = result.report
-    core = r["core"]
-    src = r["source"]
-    out = [
-        f"## Migration report: {core['name']} {core['from']} → {core['to']}",
-        "",
-        f"Spec: `{r['spec']['from']}` → `{r['spec']['to']}` "
-        + ("(written)" if result.written else "(not written: --dry-run)"),
-        "",
-    ]
-    if src["kind"] == "sdist":
-        out.append(
-            f"Source: `{src['filename']}` sha256 `{src['sha256']}` from {src['index']} "
-            "(verified on download)"
-        )
-    else:
-        out.append(f"Source: {src['url']} tag `{src['tag']}` commit `{src['commit']}` (verified)")
-    out += [
-        "",
-        f"SOURCE_DATE_EPOCH: {src['source_date_epoch']} ({src['source_date_epoch_utc']} UTC, "
-        f"{src['source_date_epoch_origin']})",
-        "",
-    ]
-    out += _req_section(f"Runtime dependencies ({COMMON_REQUIREMENTS})", r["requirements"])
-    out += _req_section("Build requirements ([build-system].requires)", r["build_requires"])
-    out += ["### Locks", ""]
-    for lock in r.get("locks", []):
-        line = f"- `{lock['file']}` ({lock['name']}): {lock['status']}"
-        pins = lock.get("pins")
-        if pins:
-            line += (
-                f"; {len(pins['changed'])} re-pinned, {len(pins['added'])} added, "
-                f"{len(pins['removed'])} removed"
-            )
-        out.append(line)
-        for name, change in (pins or {}).get("changed", {}).items():
-            out.append(f"  - {name} {change['from']} → {change['to']}")
-    out += ["", "### Served API", ""]
-    api = r["api"]
-    if api["status"] != "run":
-        out.append(f"{api['status']}: {api['reason']}")
-    else:
-        out.append(f"{api['breaking']} breaking, {api['additive']} additive change(s)")
-        for c in api["changes"]:
-            if c["breaking"]:
-                out.append(f"- BREAKING {c['kind']} `{_md(c['location'])}`: {_md(c['detail'])}")
-    out += ["", "### Plugin tests", ""]
-    tests = r["plugin_tests"]
-    if tests["status"] != "run":
-        out.append(f"{tests['status']}: {tests['reason']}")
-    else:
-        out.append(
-            f"{len(tests['regressions'])} regression(s) on {core['to']} "
-            f"(passed on {core['from']}); {len(tests['fixed'])} fixed"
-        )
-        out += [f"- regressed: `{t}`" for t in tests["regressions"]]
-    if r["comments_to_review"]:
-        out += ["", f"### Comments that still name {core['from']} (review by hand)", ""]
-        out += [f"- line {c['line']}: `{_md(c['text'])}`" for c in r["comments_to_review"]]
-    return "\n".join(out) + "\n"

@@ -1,0 +1,159 @@
+"""`vpr hardware-plan`, `vpr hardware-probe`, `vpr hardware-live`, `vpr conform-hardware`:
+the hardware runner's part (`nox -s conform-hardware`; the flow is `flows.hardware`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vllm_plugin_release.cli.build import add_dirs, add_plugin_source, add_spec_argument
+from vllm_plugin_release.core.errors import EXIT_OK
+
+if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
+    from vllm_plugin_release.conform.hardware import HardwareSettings
+    from vllm_plugin_release.spec.model import Spec
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    _register_plan(sub)
+    _register_probe(sub)
+    _register_live(sub)
+    _register_conform_hardware(sub)
+
+
+def _add_spec_dirs_source(parser: argparse.ArgumentParser) -> None:
+    add_spec_argument(parser)
+    add_dirs(parser)
+    add_plugin_source(parser)
+
+
+def _add_runtime_env(parser: argparse.ArgumentParser, text: str) -> None:
+    parser.add_argument("--runtime-env", type=Path, default=None, metavar="PATH", help=text)
+
+
+def _register_plan(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "hardware-plan",
+        help="specs with a hardware part and the runner label each needs (CI matrix)",
+    )
+    p.add_argument(
+        "--spec", action="append", default=[], help="a spec (repeatable; default: buildspec/*)"
+    )
+    p.add_argument(
+        "--changed-since", default=None, metavar="REF", help="only specs changed since REF"
+    )
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument(
+        "--github-output", action="store_true", help="append matrix= and count= to $GITHUB_OUTPUT"
+    )
+    p.set_defaults(func=_plan)
+
+
+def _register_probe(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "hardware-probe",
+        help="detect the vendor runtime, the device and MESH_DEVICE (exit 3 naming what is "
+        "missing)",
+    )
+    _add_spec_dirs_source(p)
+    _add_runtime_env(
+        p,
+        "the vendor runtime's Python environment (default: $VPR_RUNTIME_ENV, the "
+        "hardware pairing env, else this Python)",
+    )
+    p.add_argument("--json", action="store_true", help="print the probe as JSON")
+    p.set_defaults(func=_probe)
+
+
+def _register_live(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "hardware-live",
+        help="on the hardware runner: the -tp 2 rejection probe and the live load test "
+        "against vllm serve; adds the hardware check to the scorecard",
+    )
+    _add_spec_dirs_source(p)
+    p.set_defaults(func=_live)
+
+
+def _register_conform_hardware(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "conform-hardware",
+        help="on the hardware runner, in order: hardware-probe, env --runner hardware, "
+        "conform --runner hardware, hardware-live (exit 0 only with verdict fleet)",
+    )
+    _add_spec_dirs_source(p)
+    _add_runtime_env(
+        p,
+        "the vendor runtime's Python environment, probed and used for the pairing "
+        "environment (default: $VPR_RUNTIME_ENV)",
+    )
+    p.set_defaults(func=_conform_hardware)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.flows.hardware import plan
+
+    specs = [Path(s) for s in args.spec if s]
+    result = plan(specs, args.changed_since or None)
+    if args.json:
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+    else:
+        for entry in result["include"]:
+            print(
+                f"{entry['spec']}: runs-on [self-hosted, tenstorrent, {entry['device_class']}]"
+                f" MESH_DEVICE={entry['mesh_device'] or '(not set)'}"
+            )
+        for entry in result["skipped"]:
+            print(f"{entry['spec']}: no hardware part ({entry['reason']})")
+    if args.github_output:
+        from vllm_plugin_release.edges.ci import github_output
+
+        github_output(
+            {"matrix": {"include": result["include"]}, "count": str(len(result["include"]))}
+        )
+    return EXIT_OK
+
+
+def _load(args: argparse.Namespace) -> tuple[Spec, Path, HardwareSettings]:
+    from vllm_plugin_release.conform.hardware import settings
+    from vllm_plugin_release.spec.model import load
+
+    spec = load(args.spec)
+    return spec, Path(args.dist) / spec.name, settings(spec)
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.flows import hardware
+
+    spec, dist, hw = _load(args)
+    runtime_env = args.runtime_env or hardware.runtime_env_from_environ()
+    found = hardware.observe(spec, hardware.probe_python(dist, runtime_env), hw, dist)
+    if args.json:
+        sys.stdout.write(json.dumps(found.to_json(), indent=2) + "\n")
+    hardware.require(found)
+    return EXIT_OK
+
+
+def _live(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.flows import hardware
+
+    spec, dist, hw = _load(args)
+    return hardware.live(spec, dist, hw, args.spec)
+
+
+def _conform_hardware(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.core.cache import Cache
+    from vllm_plugin_release.flows import hardware
+    from vllm_plugin_release.spec.model import load
+
+    spec = load(args.spec)
+    opts = hardware.Options(
+        cache=Cache.from_args(args),
+        dist_root=Path(args.dist),
+        plugin_source=args.plugin_source,
+        runtime_env=args.runtime_env,
+    )
+    return hardware.conform_hardware(spec, opts, args.spec)

@@ -1,0 +1,65 @@
+"""`vpr release`: every stage in order for one pairing (the flow is `flows.release`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from vllm_plugin_release.cli.build import (
+    add_dirs,
+    add_plugin_source,
+    add_runner,
+    add_spec_argument,
+)
+from vllm_plugin_release.core.cache import Cache
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    release = sub.add_parser(
+        "release",
+        help="every stage in order: lock check, build-core, build-plugin, env, conform, "
+        "manifest, publish",
+    )
+    add_spec_argument(release)
+    add_dirs(release)
+    add_plugin_source(release)
+    add_runner(release)
+    release.add_argument("--runtime-env", type=Path, default=None, metavar="PATH")
+    release.add_argument("--index", default=None, help="package index upload URL")
+    release.add_argument("--store", default=None, help="manifest store (folder or URL)")
+    release.add_argument("--signing-key", default=None, help="ed25519 private key file")
+    release.add_argument(
+        "--no-publish", action="store_true", help="stop after the manifest (nothing uploaded)"
+    )
+    release.add_argument(
+        "--allow-uncertified",
+        action="store_true",
+        help="publish even when the verdict is lab (the manifest says so)",
+    )
+    release.set_defaults(func=_release)
+
+
+def _release(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.core.errors import BadInput
+    from vllm_plugin_release.flows.release import Options, release
+    from vllm_plugin_release.spec.model import load
+
+    if args.runner not in ("cpu", "hardware"):
+        raise BadInput(f"unknown runner {args.runner!r}; expected cpu or hardware")
+    spec = load(args.spec)
+    outcome = release(
+        spec,
+        Options(
+            cache=Cache.from_args(args),
+            dist_root=Path(args.dist),
+            runner=args.runner,
+            plugin_source=args.plugin_source,
+            runtime_env=args.runtime_env,
+            index=args.index,
+            store=args.store,
+            signing_key=args.signing_key,
+            publish=not args.no_publish,
+            allow_uncertified=args.allow_uncertified,
+        ),
+    )
+    return 1 if outcome.facts.get("verdict") == "lab" else 0

@@ -1,0 +1,333 @@
+"""The hardware runner's part (`nox -s conform-hardware`, `vpr conform-hardware`).
+
+* `plan` lists the specs that have a hardware part (`[conformance.hardware]` with a
+  `device_class`) and the runner label each needs, for CI's job matrix.
+* `observe` / `require` detect the vendor runtime and the device: for Tenstorrent,
+  `ttnn` importable (and not a stand-in), a device node under `/dev/tenstorrent/`,
+  and `MESH_DEVICE` set (to the spec's mesh when it names one). Anything missing:
+  exit 3, naming each missing piece. Nothing is reported as present unless it was
+  observed.
+* `live` runs what only the hardware can show, in the hardware pairing environment
+  (`vpr env --runner hardware`): a probe that `vllm serve ... -tp 2` is rejected with a
+  clear error, and the live mixed-load test against a `vllm serve` it starts with the
+  spec's model and settings. Both results become the `hardware` check of the scorecard
+  written by `vpr conform --runner hardware`, and the verdict is recomputed: `fleet`
+  needs that check passed. Exit 0 only with verdict `fleet`.
+* `conform_hardware` is the whole sequence on the runner: probe, hardware pairing
+  environment, conformance on the hardware runner, live.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vllm_plugin_release.conform.hardware import (
+    PROBE_RECORD,
+    RECORD,
+    HardwareSettings,
+    classify_rejection,
+    collect,
+    hardware_check,
+    settings,
+)
+from vllm_plugin_release.core import progress
+from vllm_plugin_release.core.cache import write_json
+from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK, BadInput, OutsideFailure
+from vllm_plugin_release.edges import serve
+from vllm_plugin_release.edges.device import Probe, probe
+from vllm_plugin_release.edges.git import git
+
+if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
+    from vllm_plugin_release.core.cache import Cache
+    from vllm_plugin_release.spec.model import Spec
+
+
+# ---------------------------------------------------------------------------
+# The plan (CI's matrix)
+
+
+def _changed(files: list[Path], since: str, root: Path) -> set[Path]:
+    done = git("diff", "--name-only", since, "HEAD", "--", "buildspec", "constraints", cwd=root)
+    if done.returncode != 0:
+        raise OutsideFailure(
+            f"git diff {since}..HEAD failed: {done.stderr.strip()[-300:]}",
+            hint="fetch the history (actions/checkout fetch-depth: 0)",
+        )
+    changed = {(root / line).resolve() for line in done.stdout.split()}
+    if any(p.parent.name == "constraints" for p in changed):
+        return {f.resolve() for f in files}  # a lock changed: every spec may use it
+    return {f.resolve() for f in files} & changed
+
+
+def plan(spec_files: list[Path], since: str | None = None) -> dict[str, Any]:
+    from vllm_plugin_release.spec.model import load
+
+    files = spec_files or sorted(Path("buildspec").glob("*.toml"))
+    if since and set(since) != {"0"}:
+        keep = _changed(files, since, Path.cwd())
+        files = [f for f in files if f.resolve() in keep]
+    include, skipped = [], []
+    for file in files:
+        spec = load(file)
+        hw = settings(spec)
+        if not hw.device_class:
+            skipped.append({"spec": str(file), "reason": "no [conformance.hardware] device_class"})
+            continue
+        include.append(
+            {
+                "spec": str(file),
+                "name": spec.name,
+                "device_class": hw.device_class,
+                "mesh_device": hw.mesh_device or "",
+            }
+        )
+    return {"include": include, "skipped": skipped}
+
+
+# ---------------------------------------------------------------------------
+# The probe
+
+
+def runtime_env_from_environ() -> Path | None:
+    """$VPR_RUNTIME_ENV: the vendor runtime's Python environment on the runner."""
+    value = os.environ.get("VPR_RUNTIME_ENV")
+    return Path(value) if value else None
+
+
+def _env_record(dist: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((dist / "env.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def probe_python(dist: Path, runtime_env: Path | None) -> Path:
+    """Where to look for the runtime: --runtime-env, the hardware pairing env, else here."""
+    if runtime_env is not None:
+        return runtime_env / "bin" / "python"
+    env = _env_record(dist)
+    if env and env.get("runner") == "hardware" and env.get("python"):
+        return Path(env["python"])
+    return Path(sys.executable)
+
+
+def observe(spec: Spec, python: Path, hw: HardwareSettings, dist: Path) -> Probe:
+    """Probe the runtime in `python`, the device and MESH_DEVICE; record it in `dist`."""
+    found = probe(spec, python, hw.device_glob, hw.mesh_device)
+    write_json(dist / PROBE_RECORD, found.to_json())
+    return found
+
+
+def _missing_error(found: Probe) -> OutsideFailure:
+    return OutsideFailure(
+        "hardware runner: not on a working hardware runner; missing:\n  - "
+        + "\n  - ".join(found.missing),
+        hint="run on the self-hosted hardware runner (runtime installed, device attached, "
+        "MESH_DEVICE set); nothing was reported as passed",
+    )
+
+
+def require(found: Probe) -> None:
+    """Exit 3 naming everything missing; else say what was found."""
+    if not found.ok:
+        raise _missing_error(found)
+    progress.info(
+        f"hardware-probe: runtime {found.runtime['module']} present ({found.runtime['python']}),"
+        f" {len(found.devices['found'])} device node(s), MESH_DEVICE={found.mesh['value']}"
+    )
+
+
+# ---------------------------------------------------------------------------
+# Serving: the -tp 2 probe and the live load test
+
+
+def serve_command(vllm: Path, hw: HardwareSettings, port: int, extra: tuple[str, ...] = ()):
+    if not hw.model:
+        raise BadInput(
+            "[conformance.hardware] model is not set; the live test serves that model",
+            hint='add model = "..." to [conformance.hardware]',
+        )
+    return [
+        str(vllm),
+        "serve",
+        hw.model,
+        *extra,
+        *hw.serve_args,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+
+
+def tp_probe(vllm: Path, hw: HardwareSettings, env: dict[str, str], log: Path) -> dict[str, Any]:
+    """Start `vllm serve MODEL -tp 2`: the plugin must refuse it with a clear error."""
+    port = serve.free_port()
+    argv = serve_command(vllm, hw, port, ("-tp", "2"))
+    proc = serve.start_server(argv, env, log)
+    came_up = False
+    deadline = time.monotonic() + hw.probe_timeout
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if serve.healthy(port):
+                came_up = True
+                break
+            time.sleep(2)
+    finally:
+        code = proc.poll()
+        serve.stop(proc)
+    result = classify_rejection(code, came_up, serve.tail(log, 200))
+    return {"argv": argv[1:], "log": str(log), **result}
+
+
+def live_test(
+    spec: Spec, vllm: Path, hw: HardwareSettings, env: dict[str, str], dist: Path
+) -> dict[str, Any]:
+    """Start `vllm serve` with the spec's model, run the mixed-load test, stop the server."""
+    from vllm_plugin_release.replay import mix
+
+    request_mix = mix.from_spec(spec)
+    port = serve.free_port()
+    log = dist / "hardware-serve.log"
+    argv = serve_command(vllm, hw, port)
+    proc = serve.start_server(argv, env, log)
+    started = time.monotonic()
+    try:
+        while not serve.healthy(port):
+            if proc.poll() is not None:
+                detail = f"vllm serve exited {proc.returncode} before answering /health"
+                return {"status": "fail", "detail": detail, **_log_fields(log)}
+            if time.monotonic() - started > hw.startup_timeout:
+                detail = f"vllm serve did not answer /health within {hw.startup_timeout} s"
+                return {"status": "fail", "detail": detail, **_log_fields(log)}
+            time.sleep(5)
+        startup = round(time.monotonic() - started, 1)
+        return _load_test(port, request_mix, hw, dist, startup, log)
+    finally:
+        serve.stop(proc)
+
+
+def _log_fields(log: Path) -> dict[str, str]:
+    return {"log_tail": serve.tail(log), "log": str(log)}
+
+
+def _load_test(
+    port: int, request_mix: Any, hw: HardwareSettings, dist: Path, startup: float, log: Path
+) -> dict[str, Any]:
+    """The mixed-load test against the server on `port`, summarised as the live result."""
+    from vllm_plugin_release.replay import loadtest
+
+    options = loadtest.LoadOptions(
+        model=None, max_requests=hw.max_requests, duration_s=hw.duration_s
+    )
+    out = dist / "loadtest.json"
+    try:
+        result = loadtest.run(f"http://127.0.0.1:{port}", request_mix, options, out=out)
+    except OutsideFailure as exc:
+        return {"status": "fail", "detail": exc.message, "file": str(out), "log": str(log)}
+    s = result["summary"]
+    complete = s["requests"]["completed"] == s["requests"]["planned"]
+    return {
+        "status": "pass" if complete else "fail",
+        "detail": f"{s['requests']['completed']}/{s['requests']['planned']} requests "
+        f"completed, TTFT p50 {s['ttft_s']['p50']} s, ITL p99 {s['itl_s']['p99']} s, "
+        f"startup {startup} s",
+        "summary": s,
+        "file": str(out),
+        "log": str(log),
+    }
+
+
+def live(spec: Spec, dist: Path, hw: HardwareSettings, spec_arg: str | Path) -> int:
+    """Probe again in the hardware pairing env, then the -tp 2 probe and the live load test;
+    the hardware check goes into the scorecard. Exit 0 only with verdict `fleet`.
+
+    `spec_arg` is the spec as the user named it (for the hint when the env is missing)."""
+    env = _env_record(dist)
+    has_env = bool(env and env.get("runner") == "hardware")
+    python = Path(env["python"]) if has_env else probe_python(dist, runtime_env_from_environ())
+    found = observe(spec, python, hw, dist)
+    if not found.ok:
+        with contextlib.suppress(BadInput):  # no hardware scorecard yet: nothing to correct
+            card = collect(dist, hardware_check(found, None, None))
+            progress.info(f"hardware-live: verdict {card['verdict']} (hardware part not run)")
+        raise _missing_error(found)
+    if not has_env:
+        raise BadInput(
+            f"{dist / 'env.json'}: no hardware pairing environment",
+            hint=f"run `vpr env --spec {spec_arg} --runner hardware` first",
+        )
+    vllm = python.parent / "vllm"
+    if not vllm.exists():
+        raise BadInput(f"{vllm}: not found; the pairing environment has no vllm command")
+    serve_env = {**os.environ, "MESH_DEVICE": found.mesh["value"] or ""}
+    serve_command(vllm, hw, 0)  # the model must be set before anything starts
+    progress.info("hardware-live: vllm serve -tp 2 (must be rejected)")
+    tp = tp_probe(vllm, hw, serve_env, dist / "hardware-tp-probe.log")
+    progress.info(f"hardware-live: -tp 2 probe: {tp['status']}: {tp['detail']}")
+    progress.info(f"hardware-live: vllm serve {hw.model} (MESH_DEVICE={found.mesh['value']})")
+    result = live_test(spec, vllm, hw, serve_env, dist)
+    progress.info(f"hardware-live: live load test: {result['status']}: {result['detail']}")
+    check = hardware_check(found, tp, result)
+    write_json(dist / RECORD, {"probe": found.to_json(), "tp_probe": tp, "live": result})
+    card = collect(dist, check)
+    progress.info(f"hardware-live: hardware check {check.status}; verdict {card['verdict']}")
+    return EXIT_OK if card["verdict"] == "fleet" else EXIT_GATE
+
+
+# ---------------------------------------------------------------------------
+# The whole sequence on the hardware runner
+
+
+@dataclass(frozen=True)
+class Options:
+    cache: Cache
+    dist_root: Path
+    plugin_source: Path | None = None
+    runtime_env: Path | None = None  # default: $VPR_RUNTIME_ENV
+
+
+def conform_hardware(spec: Spec, opts: Options, spec_arg: str | Path) -> int:
+    """Probe, `vpr env --runner hardware`, `vpr conform --runner hardware`, live.
+
+    Stops at the first step that fails, with that step's exit code (as the separate
+    commands would): 3 when the probe finds something missing, 1 when conformance gives
+    verdict `lab`; then `live`'s code (0 only with verdict `fleet`)."""
+    from vllm_plugin_release.conform.suite import Context, conform_cached
+    from vllm_plugin_release.stages.pairing_env import create_env
+
+    dist = opts.dist_root / spec.name
+    hw = settings(spec)
+    runtime_env = opts.runtime_env or runtime_env_from_environ()
+    require(observe(spec, probe_python(dist, runtime_env), hw, dist))
+    record = create_env(
+        spec,
+        cache=opts.cache,
+        dist_root=opts.dist_root,
+        runner_kind="hardware",
+        runtime_env=runtime_env,
+        plugin_source=opts.plugin_source,
+    )
+    print(record["python"])
+    ctx = Context(
+        spec=spec,
+        runner="hardware",
+        cache=opts.cache,
+        dist=dist,
+        plugin_source=opts.plugin_source,
+    )
+    card = conform_cached(ctx)
+    progress.info(
+        f"conform: verdict {card['verdict']} ({dist / 'scorecard.md'}); "
+        + ", ".join(f"{n} {s}" for s, n in card["summary"].items() if n)
+    )
+    if card["verdict"] == "lab":
+        return EXIT_GATE
+    return live(spec, dist, hw, spec_arg)

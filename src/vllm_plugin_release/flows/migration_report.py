@@ -1,0 +1,93 @@
+"""The migration report of a bump, as Markdown (`vpr bump` prints it; `--report` writes it)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from vllm_plugin_release.flows.bump import COMMON_REQUIREMENTS
+
+if TYPE_CHECKING:
+    from vllm_plugin_release.flows.bump import BumpResult
+
+
+def _md(text: Any) -> str:
+    return str(text).replace("|", "\\|")
+
+
+def _req_section(title: str, diff: dict[str, Any]) -> list[str]:
+    out = [f"### {title}", ""]
+    if diff.get("status") == "not run":
+        return [*out, f"not run: {diff['reason']}", ""]
+    if not (diff["added"] or diff["removed"] or diff["changed"]):
+        return [*out, f"no change ({diff['unchanged']} requirements)", ""]
+    out += ["| change | requirement |", "|---|---|"]
+    out += [f"| added | `{_md(r)}` |" for r in diff["added"]]
+    out += [f"| removed | `{_md(r)}` |" for r in diff["removed"]]
+    for c in diff["changed"]:
+        before, after = "; ".join(c["from"]), "; ".join(c["to"])
+        out.append(f"| re-pinned | `{_md(before)}` → `{_md(after)}` |")
+    out += ["", f"{diff['unchanged']} unchanged.", ""]
+    return out
+
+
+def render_markdown(result: BumpResult) -> str:
+    r = result.report
+    core = r["core"]
+    src = r["source"]
+    out = [
+        f"## Migration report: {core['name']} {core['from']} → {core['to']}",
+        "",
+        f"Spec: `{r['spec']['from']}` → `{r['spec']['to']}` "
+        + ("(written)" if result.written else "(not written: --dry-run)"),
+        "",
+    ]
+    if src["kind"] == "sdist":
+        out.append(
+            f"Source: `{src['filename']}` sha256 `{src['sha256']}` from {src['index']} "
+            "(verified on download)"
+        )
+    else:
+        out.append(f"Source: {src['url']} tag `{src['tag']}` commit `{src['commit']}` (verified)")
+    out += [
+        "",
+        f"SOURCE_DATE_EPOCH: {src['source_date_epoch']} ({src['source_date_epoch_utc']} UTC, "
+        f"{src['source_date_epoch_origin']})",
+        "",
+    ]
+    out += _req_section(f"Runtime dependencies ({COMMON_REQUIREMENTS})", r["requirements"])
+    out += _req_section("Build requirements ([build-system].requires)", r["build_requires"])
+    out += ["### Locks", ""]
+    for lock in r.get("locks", []):
+        line = f"- `{lock['file']}` ({lock['name']}): {lock['status']}"
+        pins = lock.get("pins")
+        if pins:
+            line += (
+                f"; {len(pins['changed'])} re-pinned, {len(pins['added'])} added, "
+                f"{len(pins['removed'])} removed"
+            )
+        out.append(line)
+        for name, change in (pins or {}).get("changed", {}).items():
+            out.append(f"  - {name} {change['from']} → {change['to']}")
+    out += ["", "### Served API", ""]
+    api = r["api"]
+    if api["status"] != "run":
+        out.append(f"{api['status']}: {api['reason']}")
+    else:
+        out.append(f"{api['breaking']} breaking, {api['additive']} additive change(s)")
+        for c in api["changes"]:
+            if c["breaking"]:
+                out.append(f"- BREAKING {c['kind']} `{_md(c['location'])}`: {_md(c['detail'])}")
+    out += ["", "### Plugin tests", ""]
+    tests = r["plugin_tests"]
+    if tests["status"] != "run":
+        out.append(f"{tests['status']}: {tests['reason']}")
+    else:
+        out.append(
+            f"{len(tests['regressions'])} regression(s) on {core['to']} "
+            f"(passed on {core['from']}); {len(tests['fixed'])} fixed"
+        )
+        out += [f"- regressed: `{t}`" for t in tests["regressions"]]
+    if r["comments_to_review"]:
+        out += ["", f"### Comments that still name {core['from']} (review by hand)", ""]
+        out += [f"- line {c['line']}: `{_md(c['text'])}`" for c in r["comments_to_review"]]
+    return "\n".join(out) + "\n"
