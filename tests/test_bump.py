@@ -15,11 +15,11 @@ import pytest
 
 from tests.conftest import REFERENCE_SPEC, vpr
 from tests.support import Index
+from vllm_plugin_release.conform.registry import load_spec
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.edges.fetch import IndexFile
 from vllm_plugin_release.flows import bump, upstream
 from vllm_plugin_release.flows.migration_report import render_markdown
-from vllm_plugin_release.spec.model import load
 
 OLD_EPOCH = 1_750_000_000
 NEW_EPOCH = 1_760_000_000
@@ -280,7 +280,7 @@ def test_bump_writes_the_new_spec_and_its_locks(project: Path, index: Index) -> 
     assert result.written and result.new_path == new_file
     assert old_file.read_text() == old_text  # the versioned file is kept
     new_text = new_file.read_text()
-    spec = load(new_file)
+    spec = load_spec(new_file)
     assert spec.name == "demo-0.26.0" and spec.core.version == "0.26.0"
     assert spec.core.source.sha256 == sha(index.files["vllm-0.26.0.tar.gz"])
     assert spec.core.source_date_epoch == NEW_EPOCH
@@ -313,8 +313,8 @@ def test_bump_in_place_when_the_name_has_no_version(project: Path) -> None:
         return "# lock\n"
 
     result = bump.bump(plain, "0.26.0", cache=Cache(project / ".vpr"), locker=locker)
-    assert result.new_path == plain and load(plain).core.version == "0.26.0"
-    assert load(plain).name == "demo"
+    assert result.new_path == plain and load_spec(plain).core.version == "0.26.0"
+    assert load_spec(plain).name == "demo"
     assert "name" not in result.report["spec"]["changed"]
 
 
@@ -361,7 +361,7 @@ def pypi() -> None:
 def test_real_bump_0_25_1_to_0_26_0(pypi: None, tmp_path: Path, cache_root: Path) -> None:
     """The committed reference spec, moved back to 0.25.1, bumps forward to exactly itself."""
     text = REFERENCE_SPEC.read_text()
-    committed = load(REFERENCE_SPEC)
+    committed = load_spec(REFERENCE_SPEC)
     assert committed.core.version == "0.26.0"
     (tmp_path / "buildspec").mkdir()
     old = (

@@ -77,11 +77,12 @@ def side_effects(path: Path) -> list[str]:
     """`os.environ`, `os.getenv` and `urllib.request` uses in one module (by AST)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            if (node.value.id, node.attr) in SIDE_EFFECT_CALLS:
-                found.append(
-                    f"{path.relative_to(PACKAGE)}:{node.lineno}: {node.value.id}.{node.attr}"
-                )
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and (node.value.id, node.attr) in SIDE_EFFECT_CALLS
+        ):
+            found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {node.value.id}.{node.attr}")
         if isinstance(node, ast.ImportFrom) and node.module == "urllib.request":
             found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: from urllib.request")
     return found

@@ -24,12 +24,12 @@ import pytest
 from tests.conftest import vpr
 from tests.support import VLLM_SHA, spec_head
 from vllm_plugin_release.conform import hardware
+from vllm_plugin_release.conform.registry import load_spec
 from vllm_plugin_release.conform.result import CheckResult
 from vllm_plugin_release.conform.scorecard import scorecard
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges import device
 from vllm_plugin_release.flows import hardware as hardware_flow
-from vllm_plugin_release.spec.model import load
 
 REPO = Path(__file__).resolve().parent.parent
 WORKFLOWS = REPO / ".github" / "workflows"
@@ -298,7 +298,7 @@ def test_hardware_probe_on_a_cpu_machine_exits_3_naming_what_is_missing(tmp_path
 def test_probe_observes_runtime_device_and_mesh(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    spec = load(hw_spec(tmp_path))
+    spec = load_spec(hw_spec(tmp_path))
     hw = hardware.settings(spec)
     assert hw.mesh_device == "N300"  # from the device class
     python = Path(sys.executable)
@@ -324,7 +324,7 @@ def test_probe_observes_runtime_device_and_mesh(
 
 
 def test_rank_flags_in_serve_args_are_refused(tmp_path: Path) -> None:
-    spec = load(hw_spec(tmp_path, '["--tensor-parallel-size=2"]'))
+    spec = load_spec(hw_spec(tmp_path, '["--tensor-parallel-size=2"]'))
     with pytest.raises(BadInput, match=r"hw.toml:2\d: \[conformance.hardware\] serve_args has"):
         hardware.settings(spec)
 
@@ -348,7 +348,7 @@ def fake_vllm(tmp_path: Path, body: str) -> Path:
 
 
 def test_tp_probe_starts_vllm_serve_with_tp_2_and_records_the_error(tmp_path: Path) -> None:
-    hw = hardware.settings(load(hw_spec(tmp_path)))
+    hw = hardware.settings(load_spec(hw_spec(tmp_path)))
     vllm = fake_vllm(
         tmp_path,
         """

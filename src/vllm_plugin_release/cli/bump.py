@@ -108,10 +108,10 @@ def _register_pr_body(sub: argparse._SubParsersAction) -> None:
 
 
 def _upstream(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.flows import upstream
-    from vllm_plugin_release.spec.model import load
 
-    spec = load(args.spec)
+    spec = load_spec(args.spec)
     index = upstream.spec_index(spec, args.index)
     found = upstream.newer_releases(
         spec,
@@ -190,9 +190,9 @@ def _name(text: str) -> str:
 
 
 def _pr_body(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.spec.model import load
+    from vllm_plugin_release.conform.registry import load_spec
 
-    spec = load(args.spec)
+    spec = load_spec(args.spec)
     parts = [
         f"Automated bump: `{spec.path}` now pins {spec.core.name} {spec.core.version}.",
         "",

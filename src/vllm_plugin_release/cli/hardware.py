@@ -119,17 +119,18 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _load(args: argparse.Namespace) -> tuple[Spec, Path, HardwareSettings]:
     from vllm_plugin_release.conform.hardware import settings
-    from vllm_plugin_release.spec.model import load
+    from vllm_plugin_release.conform.registry import load_spec
 
-    spec = load(args.spec)
+    spec = load_spec(args.spec)
     return spec, Path(args.dist) / spec.name, settings(spec)
 
 
 def _probe(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.edges.device import runtime_env_from_environ
     from vllm_plugin_release.flows import hardware
 
     spec, dist, hw = _load(args)
-    runtime_env = args.runtime_env or hardware.runtime_env_from_environ()
+    runtime_env = args.runtime_env or runtime_env_from_environ()
     found = hardware.observe(spec, hardware.probe_python(dist, runtime_env), hw, dist)
     if args.json:
         sys.stdout.write(json.dumps(found.to_json(), indent=2) + "\n")
@@ -145,11 +146,11 @@ def _live(args: argparse.Namespace) -> int:
 
 
 def _conform_hardware(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.core.cache import Cache
     from vllm_plugin_release.flows import hardware
-    from vllm_plugin_release.spec.model import load
 
-    spec = load(args.spec)
+    spec = load_spec(args.spec)
     opts = hardware.Options(
         cache=Cache.from_args(args),
         dist_root=Path(args.dist),

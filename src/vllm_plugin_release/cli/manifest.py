@@ -208,11 +208,11 @@ def _register_publish(subparsers: Any) -> None:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.core import progress
-    from vllm_plugin_release.spec import model as spec_mod
     from vllm_plugin_release.stages import manifest as mf
 
-    spec = spec_mod.load(args.spec)
+    spec = load_spec(args.spec)
     built = mf.build_for_spec(
         spec, signing_key=args.signing_key, dist_root=args.dist, cache=Cache.from_args(args)
     )
@@ -379,10 +379,10 @@ def cmd_keys_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.spec import model as spec_mod
+    from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.stages import publish as pub
 
-    spec = spec_mod.load(args.spec)
+    spec = load_spec(args.spec)
     result = pub.publish_spec(
         spec,
         index=args.index,

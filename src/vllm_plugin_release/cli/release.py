@@ -40,13 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _release(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.core.errors import BadInput
     from vllm_plugin_release.flows.release import Options, release
-    from vllm_plugin_release.spec.model import load
 
     if args.runner not in ("cpu", "hardware"):
         raise BadInput(f"unknown runner {args.runner!r}; expected cpu or hardware")
-    spec = load(args.spec)
+    spec = load_spec(args.spec)
     outcome = release(
         spec,
         Options(

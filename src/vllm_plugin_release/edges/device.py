@@ -147,3 +147,9 @@ def probe(
                 f"([conformance.hardware] of {spec.path})"
             )
     return Probe(runtime=runtime, devices=devices, mesh=mesh, missing=missing)
+
+
+def runtime_env_from_environ() -> Path | None:
+    """$VPR_RUNTIME_ENV: the vendor runtime's Python environment on the runner."""
+    value = os.environ.get("VPR_RUNTIME_ENV")
+    return Path(value) if value else None

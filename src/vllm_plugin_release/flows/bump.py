@@ -39,11 +39,18 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from vllm_plugin_release.core import progress
+from vllm_plugin_release.conform.registry import load_spec, spec_schema
+from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, atomic_write_text
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure, VprError
-from vllm_plugin_release.edges.fetch import Fetcher, index_files
+from vllm_plugin_release.core.lockfile import pins, read_build_requires
+from vllm_plugin_release.core.records import dist_dir
+from vllm_plugin_release.edges.fetch import Fetcher, index_files, source_tree
 from vllm_plugin_release.edges.git import git
+from vllm_plugin_release.edges.plugin_source import PluginSource
+from vllm_plugin_release.edges.uv import compile_lock
+from vllm_plugin_release.flows.baseline import baseline_python
+from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.flows.upstream import file_version, releases_from_files
 from vllm_plugin_release.spec.model import (
     GitSource,
@@ -53,6 +60,7 @@ from vllm_plugin_release.spec.model import (
     read_document,
     validate,
 )
+from vllm_plugin_release.stages.lock import pairing_locks
 
 COMMON_REQUIREMENTS = "requirements/common.txt"
 
@@ -99,8 +107,6 @@ def requirements_diff(
 
 
 def build_requires(tree: Path) -> list[str]:
-    from vllm_plugin_release.stages.lock import read_build_requires
-
     return read_build_requires(tree)
 
 
@@ -196,8 +202,6 @@ def _git_source(spec: Spec, version: str, fetcher: Fetcher, tag: str | None) -> 
 
 
 def old_tree(spec: Spec, fetcher: Fetcher) -> Path:
-    from vllm_plugin_release.stages.build_core import source_tree
-
     return source_tree(spec, fetcher)
 
 
@@ -282,26 +286,21 @@ def _not_run(reason: str) -> dict[str, Any]:
 
 
 def pairing_pythons(
-    spec: Spec, version: str, *, cache: Cache, dist_root: Path, plugin_source: Path | None
+    spec: Spec, version: str, *, cache: Cache, dist_root: Path, plugin: PluginSource
 ) -> tuple[Path, Path]:
     """A pairing environment (cpu) for the pinned core and one for `version`, same plugin."""
-    from vllm_plugin_release.flows.baseline import baseline_python
-    from vllm_plugin_release.stages.build_plugin import RECORD as PLUGIN_RECORD
-
     if not spec.plugin:
         raise BadInput(f"{spec.path}: no [plugin]; a pairing environment needs one")
     if not isinstance(spec.core.source, SdistSource):
         raise BadInput(f"{spec.path}: pairing environments for a bump need an sdist core source")
-    dist = dist_root / spec.name
-    if not (dist / PLUGIN_RECORD).exists():
+    dist = dist_dir(dist_root, spec.name)
+    if not (dist / records.BUILD_PLUGIN).exists():
         raise BadInput(
-            f"{dist / PLUGIN_RECORD}: not found",
+            f"{dist / records.BUILD_PLUGIN}: not found",
             hint=f"run `vpr build-plugin --spec {spec.path}` first",
         )
-    old = baseline_python(
-        spec, spec.core.version, cache=cache, dist=dist, plugin_source=plugin_source
-    )
-    new = baseline_python(spec, version, cache=cache, dist=dist, plugin_source=plugin_source)
+    old = baseline_python(spec, spec.core.version, cache=cache, dist=dist, plugin=plugin)
+    new = baseline_python(spec, version, cache=cache, dist=dist, plugin=plugin)
     return old, new
 
 
@@ -331,14 +330,13 @@ def plugin_test_regressions(
     new_python: Path,
     *,
     cache: Cache,
-    plugin_source: Path | None,
+    plugin_root: Path,
 ) -> dict[str, Any]:
     """Plugin tests that pass on the pinned core and fail on the new one (cpu runner)."""
     from vllm_plugin_release.conform import plugin_tests as pt
-    from vllm_plugin_release.edges.plugin_source import resolve
 
     cfg = pt.settings(spec.conformance, str(spec.path))
-    root = resolve(spec, cache, plugin_source).root
+    root = plugin_root
     module = spec.runtime.get("module")
     with cache.scratch("bump-tests-") as tmp:
         base = pt.run_tests(old_python, root, "cpu", cfg, tmp / "old.xml", module)
@@ -407,9 +405,9 @@ def bump(
     locker: Locker | None = None,
 ) -> BumpResult:
     """Plan, check and (unless `dry_run`) write the bump of `spec_path` to core `version`."""
-    from vllm_plugin_release.spec.model import load
-
-    spec = load(spec_path)
+    spec = load_spec(spec_path)
+    # The plugin is resolved once (when a step needs it) and handed to every step.
+    inputs = Inputs(spec, cache, plugin_source)
     document, old_text = read_document(spec_path)
     version, new_path = _target(spec, spec_path, version, out)
     before_tree, new = _sources(spec, version, Fetcher(cache), tag)
@@ -431,8 +429,7 @@ def bump(
             spec.root,
             pending,
             dry_run=dry_run,
-            cache=cache,
-            plugin_source=plugin_source,
+            inputs=inputs,
             locker=locker,
         )
         analyses = _analyses(
@@ -443,7 +440,7 @@ def bump(
             with_tests=with_tests,
             cache=cache,
             dist_root=dist_root,
-            plugin_source=plugin_source,
+            inputs=inputs,
         )
         report.update(analyses)
         written = False
@@ -493,7 +490,7 @@ def _sources(spec: Spec, version: str, fetcher: Fetcher, tag: str | None) -> tup
 def _checked(new_text: str, new_path: Path) -> Spec:
     """The edited spec text, validated and typed (nothing is written yet)."""
     data = tomlkit.parse(new_text).unwrap()
-    validate(data, new_path, new_text)
+    validate(data, new_path, new_text, spec_schema())
     return from_data(data, new_path)
 
 
@@ -561,8 +558,7 @@ def _locks(
     pending: list[tuple[Path, Path]],
     *,
     dry_run: bool,
-    cache: Cache,
-    plugin_source: Path | None,
+    inputs: Inputs,
     locker: Locker | None,
 ) -> list[dict[str, Any]]:
     """Resolve the new spec's locks into hidden files (added to `pending`); the report's
@@ -573,7 +569,7 @@ def _locks(
             for name, dest in _lock_files(new_spec)
         ]
     lock_report: list[dict[str, Any]] = []
-    for request, dest in _lock_requests(new_spec, tree, cache, plugin_source):
+    for request, dest in _lock_requests(new_spec, tree, inputs):
         tmp = dest.with_name(f".{dest.name}.bump")
         tmp.parent.mkdir(parents=True, exist_ok=True)
         with progress.status(f"bump: resolving {request.name} for {version}"):
@@ -599,7 +595,7 @@ def _analyses(
     with_tests: bool,
     cache: Cache,
     dist_root: Path,
-    plugin_source: Path | None,
+    inputs: Inputs,
 ) -> dict[str, Any]:
     """The report's `api` and `plugin_tests` parts: they need a pairing environment for each
     core, so they run only when asked for; what could not run is added to `errors`."""
@@ -613,7 +609,7 @@ def _analyses(
         return out
     try:
         old_py, new_py = pairing_pythons(
-            spec, version, cache=cache, dist_root=dist_root, plugin_source=plugin_source
+            spec, version, cache=cache, dist_root=dist_root, plugin=inputs.plugin
         )
     except VprError as exc:
         errors.append(exc)
@@ -623,7 +619,7 @@ def _analyses(
     runs: dict[str, Callable[[], dict[str, Any]]] = {
         "api": lambda: api_diff(spec, old_py, new_py),
         "plugin_tests": lambda: plugin_test_regressions(
-            spec, old_py, new_py, cache=cache, plugin_source=plugin_source
+            spec, old_py, new_py, cache=cache, plugin_root=inputs.plugin.root
         ),
     }
     for key in wanted:
@@ -644,8 +640,6 @@ def _write(pending: list[tuple[Path, Path]], new_path: Path, new_text: str) -> N
 
 
 def _compile(request: Any, dest: Path, find_links: tuple[str, ...]) -> str:
-    from vllm_plugin_release.stages.lock import compile_lock
-
     return compile_lock(request, dest, find_links)
 
 
@@ -656,28 +650,11 @@ def _lock_files(spec: Spec) -> list[tuple[str, Path]]:
     return files
 
 
-def _lock_requests(
-    spec: Spec, tree: Path, cache: Cache, plugin_source: Path | None
-) -> list[tuple[Any, Path]]:
-    from vllm_plugin_release.stages.build_core import lock_request
-
-    request, _ = lock_request(spec, tree)
-    locks: list[tuple[Any, Path]] = [(request, spec.resolve(spec.build.constraints))]
-    if spec.plugin:
-        from vllm_plugin_release.edges.plugin_source import resolve
-        from vllm_plugin_release.stages.pairing_env import env_lock_request, runtime_plan
-
-        src = resolve(spec, cache, plugin_source)
-        plan = runtime_plan(spec, "cpu", None)
-        locks.append(
-            (env_lock_request(spec, tree, src.root, plan), spec.resolve(spec.env_constraints))
-        )
-    return locks
+def _lock_requests(spec: Spec, tree: Path, inputs: Inputs) -> list[tuple[Any, Path]]:
+    return pairing_locks(spec, tree, inputs.plugin.root if spec.plugin else None)
 
 
 def _pins_diff(old_lock: Path, new_text: str) -> dict[str, Any]:
-    from vllm_plugin_release.stages.lock import pins
-
     try:
         before = pins(old_lock.read_text(encoding="utf-8"))
     except OSError:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -37,11 +36,12 @@ from vllm_plugin_release.conform.hardware import (
     hardware_check,
     settings,
 )
-from vllm_plugin_release.core import progress
+from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import write_json
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK, BadInput, OutsideFailure
+from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges import serve
-from vllm_plugin_release.edges.device import Probe, probe
+from vllm_plugin_release.edges.device import Probe, probe, runtime_env_from_environ
 from vllm_plugin_release.edges.git import git
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
@@ -67,7 +67,7 @@ def _changed(files: list[Path], since: str, root: Path) -> set[Path]:
 
 
 def plan(spec_files: list[Path], since: str | None = None) -> dict[str, Any]:
-    from vllm_plugin_release.spec.model import load
+    from vllm_plugin_release.conform.registry import load_spec
 
     files = spec_files or sorted(Path("buildspec").glob("*.toml"))
     if since and set(since) != {"0"}:
@@ -75,7 +75,7 @@ def plan(spec_files: list[Path], since: str | None = None) -> dict[str, Any]:
         files = [f for f in files if f.resolve() in keep]
     include, skipped = [], []
     for file in files:
-        spec = load(file)
+        spec = load_spec(file)
         hw = settings(spec)
         if not hw.device_class:
             skipped.append({"spec": str(file), "reason": "no [conformance.hardware] device_class"})
@@ -95,15 +95,9 @@ def plan(spec_files: list[Path], since: str | None = None) -> dict[str, Any]:
 # The probe
 
 
-def runtime_env_from_environ() -> Path | None:
-    """$VPR_RUNTIME_ENV: the vendor runtime's Python environment on the runner."""
-    value = os.environ.get("VPR_RUNTIME_ENV")
-    return Path(value) if value else None
-
-
 def _env_record(dist: Path) -> dict[str, Any] | None:
     try:
-        return json.loads((dist / "env.json").read_text())
+        return json.loads((dist / records.ENV).read_text())
     except (OSError, ValueError):
         return None
 
@@ -261,13 +255,13 @@ def live(spec: Spec, dist: Path, hw: HardwareSettings, spec_arg: str | Path) -> 
         raise _missing_error(found)
     if not has_env:
         raise BadInput(
-            f"{dist / 'env.json'}: no hardware pairing environment",
+            f"{dist / records.ENV}: no hardware pairing environment",
             hint=f"run `vpr env --spec {spec_arg} --runner hardware` first",
         )
     vllm = python.parent / "vllm"
     if not vllm.exists():
         raise BadInput(f"{vllm}: not found; the pairing environment has no vllm command")
-    serve_env = {**os.environ, "MESH_DEVICE": found.mesh["value"] or ""}
+    serve_env = serve.environment(MESH_DEVICE=found.mesh["value"] or "")
     serve_command(vllm, hw, 0)  # the model must be set before anything starts
     progress.info("hardware-live: vllm serve -tp 2 (must be rejected)")
     tp = tp_probe(vllm, hw, serve_env, dist / "hardware-tp-probe.log")
@@ -300,10 +294,12 @@ def conform_hardware(spec: Spec, opts: Options, spec_arg: str | Path) -> int:
     Stops at the first step that fails, with that step's exit code (as the separate
     commands would): 3 when the probe finds something missing, 1 when conformance gives
     verdict `lab`; then `live`'s code (0 only with verdict `fleet`)."""
-    from vllm_plugin_release.conform.suite import Context, conform_cached
+    from vllm_plugin_release.conform.suite import conform_cached
+    from vllm_plugin_release.flows.sources import Inputs
     from vllm_plugin_release.stages.pairing_env import create_env
 
-    dist = opts.dist_root / spec.name
+    inputs = Inputs(spec, opts.cache, opts.plugin_source)
+    dist = dist_dir(opts.dist_root, spec.name)
     hw = settings(spec)
     runtime_env = opts.runtime_env or runtime_env_from_environ()
     require(observe(spec, probe_python(dist, runtime_env), hw, dist))
@@ -313,19 +309,13 @@ def conform_hardware(spec: Spec, opts: Options, spec_arg: str | Path) -> int:
         dist_root=opts.dist_root,
         runner_kind="hardware",
         runtime_env=runtime_env,
-        plugin_source=opts.plugin_source,
+        plugin=inputs.plugin,
+        tree=inputs.tree,
     )
     print(record["python"])
-    ctx = Context(
-        spec=spec,
-        runner="hardware",
-        cache=opts.cache,
-        dist=dist,
-        plugin_source=opts.plugin_source,
-    )
-    card = conform_cached(ctx)
+    card = conform_cached(inputs.context("hardware", opts.dist_root))
     progress.info(
-        f"conform: verdict {card['verdict']} ({dist / 'scorecard.md'}); "
+        f"conform: verdict {card['verdict']} ({dist / records.SCORECARD_MD}); "
         + ", ".join(f"{n} {s}" for s, n in card["summary"].items() if n)
     )
     if card["verdict"] == "lab":

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.core import records
 from vllm_plugin_release.replay.config import ReplayConfig
 from vllm_plugin_release.replay.mix import RequestMix
 from vllm_plugin_release.replay.model import Analysis, build_report, timing_report
@@ -111,6 +112,4 @@ def write(outcome: ReplayOutcome, out_dir: Path, *, plots: bool = True) -> list[
 
 def env_python(dist_dir: Path, spec_path: Path) -> Path:
     """The pairing environment's python, from dist/NAME/env.json (written by `vpr env`)."""
-    from vllm_plugin_release.stages.pairing_env import recorded_env
-
-    return Path(recorded_env(dist_dir, spec_path)["python"])
+    return Path(records.env_record(dist_dir, spec_path)["python"])
