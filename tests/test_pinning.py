@@ -10,6 +10,7 @@ import pytest
 from tests.support import spec_head
 from vllm_plugin_release.conform import pinning
 from vllm_plugin_release.conform.installer.shell import parse_shell
+from vllm_plugin_release.conform.registry import load_spec
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.spec import model as specmod
 
@@ -80,7 +81,7 @@ def make(
     spec_file.write_text(
         spec_head(core=core, sha=SHA) + PLUGIN_TABLES.format(plugin_keys=keys, extra=extra)
     )
-    return specmod.load(spec_file), root
+    return load_spec(spec_file), root
 
 
 # ---------------------------------------------------------------------------
@@ -409,20 +410,16 @@ def test_sourced_script_is_followed(tmp_path: Path) -> None:
 
 
 def test_bad_options_name_the_key(tmp_path: Path) -> None:
-    # The spec loader rejects them (the check's schema is part of the spec's) ...
-    with pytest.raises(BadInput, match=r"spec\.toml:\d+: unhashed_fetch must be one of"):
-        make(tmp_path, extra='\n[conformance.pinning]\nunhashed_fetch = "maybe"\n')
-    # ... and so does the check for a spec that did not go through the loader.
-    spec, root = make(tmp_path, extra='\n[conformance.pinning]\nunhashed_fetch = "warn"\n')
+    # The spec loader rejects them: the check's schema is part of the spec's (the check
+    # registry), so a check only ever sees validated options.
     for table, needle in (
-        ({"unhashed_fetch": "maybe"}, "[conformance.pinning] unhashed_fetch"),
-        ({"hashes": True}, "[conformance.pinning] hashes: unknown key"),
+        ('unhashed_fetch = "maybe"', r"spec\.toml:\d+: unhashed_fetch must be one of"),
+        ("hashes = true", r"spec\.toml:\d+: unknown key 'hashes' in \[conformance\.pinning\]"),
     ):
-        data = {**spec.raw, "conformance": {"pinning": table}}
-        with pytest.raises(BadInput) as err:
-            pinning.check(specmod.from_data(data, spec.path), root)
-        assert needle in str(err.value)
-        assert "spec.toml:" in str(err.value)
+        with pytest.raises(BadInput, match=needle):
+            make(tmp_path, extra=f"\n[conformance.pinning]\n{table}\n")
+    spec, _ = make(tmp_path, extra='\n[conformance.pinning]\nunhashed_fetch = "warn"\n')
+    assert spec.options("pinning") == {"unhashed_fetch": "warn"}
 
 
 @pytest.mark.skipif(
@@ -431,7 +428,7 @@ def test_bad_options_name_the_key(tmp_path: Path) -> None:
 )
 def test_tt_plugin_checkout(repo_root: Path) -> None:
     checkout = Path(os.environ["VPR_TT_PLUGIN_CHECKOUT"])
-    spec = specmod.load(repo_root / "buildspec" / "tt.toml")
+    spec = load_spec(repo_root / "buildspec" / "tt.toml")
     result = pinning.check(spec, checkout)
     assert result.status == "fail"
     assert "0.25.1" in result.summary and "0.26.0" in result.summary

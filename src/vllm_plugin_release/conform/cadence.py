@@ -502,9 +502,7 @@ def _installer_pin(spec: Any, root: Path | None) -> tuple[Version | None, list[s
     if root is None or not plugin.get("installer"):
         notes.append("no installer to read ([plugin] installer unset or no plugin source)")
         return None, notes
-    files = pinning.input_files(
-        spec, pinning.conformance_table(spec, "pinning", pinning.PINNING_SCHEMA)
-    )
+    files = pinning.input_files(spec, spec.options("pinning"))
     report = pinning.scan(root, files, spec.core.name)
     for item in report.missing:
         notes.append(f"{item['file']} is missing ({item.get('named_by') or 'referenced'})")
@@ -536,7 +534,7 @@ def check(
     The installer's core pin is read from the plugin source unless `installer_pin`
     is given or `read_installer` is false.
     """
-    policy = pinning.conformance_table(spec, NAME, CADENCE_SCHEMA)
+    policy = spec.options(NAME)
     if policy.get("tag_pattern"):
         try:
             compiled = re.compile(policy["tag_pattern"])

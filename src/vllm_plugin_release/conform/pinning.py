@@ -15,12 +15,10 @@ against the spec and the `[conformance.pinning]` options.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
 from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.conform.installer.analyzer import InputFile, PinningReport, scan
@@ -83,44 +81,6 @@ PINNING_SCHEMA: dict[str, Any] = {
 
 # ---------------------------------------------------------------------------
 # Options tables shared by the conformance checks.
-
-
-def conformance_table(spec: Any, key: str, schema: dict[str, Any]) -> dict[str, Any]:
-    """`[conformance.KEY]` validated against `schema`; BadInput names file, line and key."""
-    from vllm_plugin_release.spec.model import locate
-
-    table = (getattr(spec, "conformance", None) or {}).get(key, {})
-    if table is None:
-        table = {}
-    where = str(getattr(spec, "path", "buildspec"))
-    if not isinstance(table, dict):
-        raise BadInput(
-            f"{where}: [conformance.{key}] must be a table, got {table!r}",
-            hint=f"write it as a [conformance.{key}] section",
-        )
-    errors = sorted(
-        Draft202012Validator(schema).iter_errors(table), key=lambda e: list(e.absolute_path)
-    )
-    if not errors:
-        return dict(table)
-    error = errors[0]
-    path = tuple(str(p) for p in error.absolute_path)
-    if error.validator == "additionalProperties":
-        extra = sorted(set(error.instance) - set(schema.get("properties", {})))
-        path = (*path, extra[0] if extra else "?")
-        message = f"unknown key; expected one of: {', '.join(sorted(schema['properties']))}"
-    else:
-        sub = schema.get("properties", {}).get(path[0], {}) if path else {}
-        desc = sub.get("description", "")
-        message = f"{error.message}" + (f" ({desc})" if desc else "")
-    line = None
-    with contextlib.suppress(OSError):
-        line = locate(Path(where).read_text(encoding="utf-8"), ("conformance", key, *path[:1]))
-    dotted = ".".join(path) if path else "(table)"
-    raise BadInput(
-        f"{where}{f':{line}' if line else ''}: [conformance.{key}] {dotted}: {message}",
-        hint=f"fix [conformance.{key}] {path[0] if path else ''}".rstrip(),
-    )
 
 
 def plugin_root_for(spec: Any, plugin_root: Path | str | None) -> Path:
@@ -186,7 +146,7 @@ def _loc(item: dict[str, Any]) -> str:
 
 def check(spec: Any, plugin_root: Path | str | None = None) -> CheckResult:
     """The `pinning` check for `spec`, reading installer inputs under `plugin_root`."""
-    options = conformance_table(spec, NAME, PINNING_SCHEMA)
+    options = spec.options(NAME)
     root = plugin_root_for(spec, plugin_root)
     core_name = spec.core.name
     want = spec.core.version

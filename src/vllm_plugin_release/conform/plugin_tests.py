@@ -88,26 +88,13 @@ class TestRun:
         }
 
 
-def settings(spec_conformance: dict[str, Any], where: str) -> dict[str, Any]:
-    cfg = spec_conformance.get("plugin_tests", {})
-    if not isinstance(cfg, dict):
-        raise BadInput(f"{where}: [conformance.plugin_tests] must be a table")
-    known = {"cpu", "hardware", "ignore", "timeout"}
-    for key in cfg:
-        if key not in known:
-            raise BadInput(
-                f"{where}: unknown key {key!r} in [conformance.plugin_tests]; "
-                f"expected one of: {', '.join(sorted(known))}"
-            )
-    for key in ("cpu", "hardware", "ignore"):
-        value = cfg.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise BadInput(f"{where}: [conformance.plugin_tests] {key} must be a list of paths")
+def settings(table: dict[str, Any]) -> dict[str, Any]:
+    """`[conformance.plugin_tests]` (validated with the spec) with its defaults filled in."""
     return {
-        "cpu": cfg.get("cpu", ["tests"]),
-        "hardware": cfg.get("hardware", cfg.get("cpu", ["tests"])),
-        "ignore": cfg.get("ignore", []),
-        "timeout": int(cfg.get("timeout", 1800)),
+        "cpu": table.get("cpu", ["tests"]),
+        "hardware": table.get("hardware", table.get("cpu", ["tests"])),
+        "ignore": table.get("ignore", []),
+        "timeout": int(table.get("timeout", 1800)),
     }
 
 
@@ -237,7 +224,7 @@ def write_record(
 
 def run(ctx: Context) -> CheckResult:
     """The `plugin_tests` check: the plugin's tests in the pairing env, with a recorded baseline."""
-    cfg = settings(ctx.spec.conformance, str(ctx.spec.path))
+    cfg = settings(ctx.spec.options("plugin_tests"))
     env = ctx.env
     module = (
         None

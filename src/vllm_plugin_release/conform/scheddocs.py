@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.conform.pinning import conformance_table, plugin_root_for
+from vllm_plugin_release.conform.pinning import plugin_root_for
 from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
 from vllm_plugin_release.core.errors import BadInput
 
@@ -635,7 +635,7 @@ def check(
     spec: Any, plugin_root: Path | str | None, replay: dict[str, Any] | None = None
 ) -> CheckResult:
     """The `scheduler` check: docs statements, the request mix, and the replay when given."""
-    options = conformance_table(spec, NAME, SCHEDULER_SCHEMA)
+    options = spec.options(NAME)
     request_mix = (getattr(spec, "conformance", None) or {}).get("request_mix")
     if request_mix is not None and not isinstance(request_mix, dict):
         raise BadInput(

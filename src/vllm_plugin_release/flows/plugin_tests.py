@@ -30,7 +30,7 @@ def run_plugin_tests(inputs: Inputs, dist_root: Path, runner: str, baseline: str
             f"{env_file}: the environment is for runner {env.get('runner')!r}, not {runner!r}",
             hint=f"run `vpr env --spec {spec.path} --runner {runner}` first",
         )
-    cfg = pt.settings(spec.conformance, str(spec.path))
+    cfg = pt.settings(spec.options("plugin_tests"))
     root = inputs.plugin.root
     with cache.scratch("plugin-tests-") as tmp:
         module = env.get("runtime", {}).get("module")
@@ -67,7 +67,7 @@ def _report(runner: str, run: pt.TestRun, base_run, version, record) -> None:
 
 def installer_pin(spec: Spec, root: Path) -> str:
     """The core version the plugin's installer pins exactly (read by the pinning check)."""
-    options = pinning.conformance_table(spec, "pinning", pinning.PINNING_SCHEMA)
+    options = spec.options("pinning")
     report = pinning.scan(root, pinning.input_files(spec, options), spec.core.name)
     pin = report.core_pin
     if not pin or not pin.get("exact") or not pin.get("version"):

@@ -104,6 +104,15 @@ class Spec:
         py = self.build.python.replace(".", "")
         return self.env.get("constraints", f"constraints/env-{self.name}-py{py}.txt")
 
+    def options(self, key: str) -> dict[str, Any]:
+        """`[conformance.KEY]` as validated when the spec was loaded (a copy; {} when absent).
+
+        A check reads its options here and trusts them: the table's schema is part of the
+        buildspec schema (the check registry), so a `Spec` from `load` never holds an
+        invalid one. Only rules a schema cannot state are the check's to enforce.
+        """
+        return dict(self.conformance.get(key) or {})
+
     def resolve(self, relative: str) -> Path:
         p = Path(relative)
         return p if p.is_absolute() else self.root / p
