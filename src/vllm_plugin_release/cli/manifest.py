@@ -246,10 +246,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_query(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core import progress
+    from vllm_plugin_release.core import storeindex as si
     from vllm_plugin_release.edges import store as st
 
     s = st.open_store(args.store or _default_store())
-    entries = st.query(s.read_index(), core=args.core, plugin=args.plugin, verdict=args.verdict)
+    entries = si.query(s.read_index(), core=args.core, plugin=args.plugin, verdict=args.verdict)
     if args.json:
         print(json.dumps(entries, indent=2, sort_keys=True))
     elif entries:
@@ -300,21 +301,22 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.core import storeindex as si
     from vllm_plugin_release.core.cache import atomic_write_text
     from vllm_plugin_release.edges import store as st
 
     s = st.open_store(args.store or _default_store())
-    m = st.matrix(s.read_index())
+    m = si.matrix(s.read_index())
     if args.format == "table":
         from rich.console import Console
 
         if args.output:
             with open(args.output, "w", encoding="utf-8") as f:
-                Console(file=f, width=200, color_system=None).print(st.render_table(m))
+                Console(file=f, width=200, color_system=None).print(si.render_table(m))
         else:
-            Console(soft_wrap=True).print(st.render_table(m))
+            Console(soft_wrap=True).print(si.render_table(m))
         return EXIT_OK
-    text = st.render_markdown(m) if args.format == "markdown" else st.render_html(m)
+    text = si.render_markdown(m) if args.format == "markdown" else si.render_html(m)
     if args.output:
         atomic_write_text(Path(args.output), text)
     else:
