@@ -185,6 +185,7 @@ def register(subparsers: Any) -> None:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core import progress
+    from vllm_plugin_release.core.manifestdoc import summary_line
     from vllm_plugin_release.spec import model as spec_mod
     from vllm_plugin_release.stages import manifest as mf
 
@@ -197,7 +198,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             f"created signing key {built.key_path} (public key {built.public_key_path}); "
             "keep the private key out of version control"
         )
-    progress.info(mf.summary_line(built.manifest))
+    progress.info(summary_line(built.manifest))
     print(f"manifest   {built.manifest_path}")
     print(f"statement  {built.statement_path}")
     print(f"pairing    {built.manifest['pairing_id']}")
@@ -206,17 +207,17 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.stages import manifest as mf
+    from vllm_plugin_release.core import manifestdoc as mf
 
     sys.stdout.write(mf.schema_text())
     return EXIT_OK
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.stages import manifest as mf
-    from vllm_plugin_release.stages import signing
+    from vllm_plugin_release.core import manifestdoc as mf
+    from vllm_plugin_release.stages import verify
 
-    result = signing.verify_files(Path(args.file), Path(args.key), manifest_only=args.manifest_only)
+    result = verify.verify_files(Path(args.file), Path(args.key), manifest_only=args.manifest_only)
     if args.json:
         print(
             json.dumps(
@@ -325,12 +326,13 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def cmd_check_env(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.stages import manifest as mf
+    from vllm_plugin_release.core import manifestdoc as mf
+    from vllm_plugin_release.stages import verify
 
     path = Path(args.manifest)
     data = mf.load(path)
     wheels = Path(args.wheels) if args.wheels else path.parent
-    problems = mf.check_environment(data, args.python, wheels)
+    problems = verify.check_environment(data, args.python, wheels)
     if problems:
         print(f"MISMATCH {args.python} vs {path}:")
         for problem in problems:
@@ -345,11 +347,12 @@ def cmd_check_env(args: argparse.Namespace) -> int:
 
 
 def cmd_keys_generate(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.stages import signing
+    from vllm_plugin_release.core.attest import keyid
+    from vllm_plugin_release.edges import keys
 
-    out = Path(args.out) if args.out else Cache.from_env().root / signing.DEFAULT_KEY
-    private, public = signing.generate_keypair(out, force=args.force, encrypt=args.encrypt)
-    kid = signing.keyid(signing.load_public_key(public))
+    out = Path(args.out) if args.out else Cache.from_env().root / keys.DEFAULT_KEY
+    private, public = keys.generate_keypair(out, force=args.force, encrypt=args.encrypt)
+    kid = keyid(keys.load_public_key(public))
     print(f"private key  {private}  (mode 0600; keep it secret, out of version control)")
     print(f"public key   {public}")
     print(f"keyid        {kid}")
