@@ -18,9 +18,11 @@ from typing import Any
 
 import pytest
 
+from vllm_plugin_release.core import manifestdoc as doc
 from vllm_plugin_release.core.cache import sha256_file
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.stages import manifest as mf
+from vllm_plugin_release.stages.verify import check_environment
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 SDIST_SHA = "ab" * 32
@@ -262,7 +264,7 @@ def test_build_manifest_records_everything(tmp_path: Path) -> None:
     dist = tmp_path / "dist" / "ref"
     pins = make_pairing(dist, docker=True)
     m = mf.build_manifest(pins, mf.read_records(dist), pipeline_version="9.9.9")
-    assert m["schema_version"] == mf.SCHEMA_VERSION
+    assert m["schema_version"] == doc.SCHEMA_VERSION
     assert m["created"] == "2025-10-09T08:53:20Z"
     assert m["core"]["source"] == {
         "kind": "sdist",
@@ -291,15 +293,15 @@ def test_build_manifest_records_everything(tmp_path: Path) -> None:
     assert m["conformance"]["deferred"] == [{"check": "hardware", "reason": "needs a TT device"}]
     assert m["conformance"]["checks"]["cadence"]["evidence"] == [{"note": "n", "line": 3}]
     assert m["pipeline"] == {"name": "vllm-plugin-release", "version": "9.9.9"}
-    mf.validate(m, "test")
+    doc.validate(m, "test")
 
 
 def test_manifest_is_deterministic_and_pairing_id_tracks_inputs(tmp_path: Path) -> None:
     a, b = tmp_path / "a" / "ref", tmp_path / "b" / "ref"
     pins = make_pairing(a)
     make_pairing(b)
-    ma = mf.manifest_bytes(mf.build_manifest(pins, mf.read_records(a)))
-    mb = mf.manifest_bytes(mf.build_manifest(pins, mf.read_records(b)))
+    ma = doc.manifest_bytes(mf.build_manifest(pins, mf.read_records(a)))
+    mb = doc.manifest_bytes(mf.build_manifest(pins, mf.read_records(b)))
     assert ma == mb
     assert b"host" not in ma
     c = tmp_path / "c" / "ref"
@@ -368,10 +370,10 @@ def test_newer_schema_version_is_a_clear_message(tmp_path: Path) -> None:
     dist = tmp_path / "ref"
     pins = make_pairing(dist)
     m = mf.build_manifest(pins, mf.read_records(dist))
-    m["schema_version"] = mf.SCHEMA_VERSION + 1
+    m["schema_version"] = doc.SCHEMA_VERSION + 1
     m["something_new"] = {"x": 1}
     with pytest.raises(BadInput, match="newer than this vpr understands"):
-        mf.validate(m, "m.json")
+        doc.validate(m, "m.json")
 
 
 def test_schema_errors_name_the_key(tmp_path: Path) -> None:
@@ -380,7 +382,7 @@ def test_schema_errors_name_the_key(tmp_path: Path) -> None:
     m = mf.build_manifest(pins, mf.read_records(dist))
     m["core"]["wheel"]["sha256"] = "nothex"
     with pytest.raises(BadInput, match=r"core\.wheel\.sha256"):
-        mf.validate(m, "m.json")
+        doc.validate(m, "m.json")
 
 
 def test_cli_build_schema_and_missing_record(tmp_path: Path) -> None:
@@ -417,7 +419,7 @@ def test_check_env_matches_and_reports_every_mismatch(tmp_path: Path) -> None:
     pins = make_pairing(dist)
     m = mf.build_manifest(pins, mf.read_records(dist))
     mpath = dist / "manifest.json"
-    mpath.write_bytes(mf.manifest_bytes(m))
+    mpath.write_bytes(doc.manifest_bytes(m))
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
@@ -426,7 +428,7 @@ def test_check_env_matches_and_reports_every_mismatch(tmp_path: Path) -> None:
          "--no-index", "--disable-pip-version-check", *map(str, dist.glob("*.whl"))],
         check=True,
     )  # fmt: skip
-    assert mf.check_environment(m, py, dist) == []
+    assert check_environment(m, py, dist) == []
     ok = vpr("manifest", "check-env", "--manifest", str(mpath), "--python", str(py), cwd=tmp_path)
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
@@ -441,14 +443,14 @@ def test_check_env_matches_and_reports_every_mismatch(tmp_path: Path) -> None:
     other = json.loads(json.dumps(m))
     other["plugin"]["wheel"]["version"] = "0.2.0"
     other["plugin"]["entry_points"]["vllm.platform_plugins"]["vpr_test"] = "elsewhere:register"
-    problems = mf.check_environment(other, py, dist)
+    problems = check_environment(other, py, dist)
     text = "\n".join(problems)
     assert "vllm/__init__.py modified since installation" in text
     assert "installed files differ from the certified wheel" in text
     assert "vllm/__init__.py: installed sha256=" in text
     assert "version 0.1.0, manifest 0.2.0" in text
     assert "entry point [vllm.platform_plugins] vpr_test" in text
-    mpath.write_bytes(mf.manifest_bytes(m))
+    mpath.write_bytes(doc.manifest_bytes(m))
     bad = vpr("manifest", "check-env", "--manifest", str(mpath), "--python", str(py), cwd=tmp_path)
     assert bad.returncode == 1
     assert "vllm/__init__.py" in bad.stdout

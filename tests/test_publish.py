@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from tests.test_manifest import make_pairing, vpr, write_spec, write_wheel
+from vllm_plugin_release.core import net
 from vllm_plugin_release.core.cache import sha256_file
+from vllm_plugin_release.edges import index as ix
 from vllm_plugin_release.stages import publish as pub
 
 FAST_RETRY = {"VPR_PUBLISH_ATTEMPTS": "3", "VPR_PUBLISH_BACKOFF": "0.05"}
@@ -85,7 +87,7 @@ class FlakyProxy:
 
 @pytest.fixture
 def pypi(tmp_path: Path) -> Any:
-    server = pub.LocalIndex(tmp_path / "served" / "packages")
+    server = ix.LocalIndex(tmp_path / "served" / "packages")
     target = server.start()
     yield target
     server.stop()
@@ -169,7 +171,7 @@ def test_uncertified_and_bad_metadata_are_gates(tmp_path: Path) -> None:
 
 
 def test_5xx_mid_upload_retries_then_exit_3_and_store_untouched(
-    tmp_path: Path, pypi: pub.IndexTarget
+    tmp_path: Path, pypi: ix.IndexTarget
 ) -> None:
     spec = _project(tmp_path)
     proxy = FlakyProxy(pypi.upload_url, fail_after=1)
@@ -220,17 +222,20 @@ def test_index_down_is_exit_3(tmp_path: Path) -> None:
 
 
 def test_simple_url_and_scrub(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert pub.simple_url_for("https://upload.pypi.org/legacy/") == "https://pypi.org/simple/"
-    assert pub.simple_url_for("https://test.pypi.org/legacy/") == "https://test.pypi.org/simple/"
-    assert pub.simple_url_for("http://127.0.0.1:8080/") == "http://127.0.0.1:8080/simple/"
+    assert ix.simple_url_for("https://upload.pypi.org/legacy/") == "https://pypi.org/simple/"
+    assert ix.simple_url_for("https://test.pypi.org/legacy/") == "https://test.pypi.org/simple/"
+    assert ix.simple_url_for("http://127.0.0.1:8080/") == "http://127.0.0.1:8080/simple/"
     monkeypatch.setenv("TWINE_PASSWORD", "pypi-AgEIcHlwaS5vcmc")
-    text = pub.scrub("token pypi-AgEIcHlwaS5vcmc at https://me:pw@host/x")
+    text = ix.redact("token pypi-AgEIcHlwaS5vcmc at https://me:pw@host/x")
     assert "AgEI" not in text and "me:pw" not in text and "https://***@host/x" in text
+    assert net.redact_url("https://u:p@ss@Host:8080/x?a=b@c") == "https://***@Host:8080/x?a=b@c"
+    assert net.redact_url("https://:token@host/") == "https://***@host/"
+    assert net.redact_url("https://host/simple/") == "https://host/simple/"
 
 
-def test_remote_sha256_against_real_pypiserver(tmp_path: Path, pypi: pub.IndexTarget) -> None:
+def test_remote_sha256_against_real_pypiserver(tmp_path: Path, pypi: ix.IndexTarget) -> None:
     wheel = write_wheel(tmp_path, "vpr-probe", "1.0", {"vpr_probe/__init__.py": ""})
-    assert pub.remote_sha256(pypi.simple_url, "vpr-probe", wheel.name) is None
+    assert ix.remote_sha256(pypi.simple_url, "vpr-probe", wheel.name) is None
     assert pub.ensure_on_index(pypi, "vpr-probe", wheel, sha256_file(wheel)) == "uploaded"
-    assert pub.remote_sha256(pypi.simple_url, "VPR_Probe", wheel.name) == sha256_file(wheel)
+    assert ix.remote_sha256(pypi.simple_url, "VPR_Probe", wheel.name) == sha256_file(wheel)
     assert pub.ensure_on_index(pypi, "vpr-probe", wheel, sha256_file(wheel)) == "present"

@@ -12,14 +12,18 @@ from typing import Any
 import pytest
 
 from tests.test_manifest import SDIST_SHA, make_pairing, vpr, write_spec
+from vllm_plugin_release.core import attest
+from vllm_plugin_release.core import manifestdoc as doc
 from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.edges import keys
 from vllm_plugin_release.stages import manifest as mf
 from vllm_plugin_release.stages import signing
+from vllm_plugin_release.stages.verify import verify_files
 
 
 def _signed(tmp_path: Path, **kw: Any) -> tuple[Path, Path, dict[str, Any]]:
     """dist folder with a signed manifest; returns (dist, public key, pins)."""
-    key, pub = signing.generate_keypair(tmp_path / "keys" / "k.key")
+    key, pub = keys.generate_keypair(tmp_path / "keys" / "k.key")
     dist = tmp_path / "dist" / "ref"
     pins = make_pairing(dist, **kw)
     m = mf.build_manifest(pins, mf.read_records(dist))
@@ -28,40 +32,40 @@ def _signed(tmp_path: Path, **kw: Any) -> tuple[Path, Path, dict[str, Any]]:
 
 
 def test_pae_matches_the_dsse_spec() -> None:
-    got = signing.pae("http://example.com/HelloWorld", b"hello world")
+    got = attest.pae("http://example.com/HelloWorld", b"hello world")
     assert got == b"DSSEv1 29 http://example.com/HelloWorld 11 hello world"
 
 
 def test_generate_keypair(tmp_path: Path) -> None:
-    key, pub = signing.generate_keypair(tmp_path / "k.key")
+    key, pub = keys.generate_keypair(tmp_path / "k.key")
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
     assert b"PRIVATE KEY" in key.read_bytes() and b"PUBLIC KEY" in pub.read_bytes()
-    assert signing.keyid(signing.load_private_key(key).public_key()) == signing.keyid(
-        signing.load_public_key(pub)
+    assert attest.keyid(keys.load_private_key(key).public_key()) == attest.keyid(
+        keys.load_public_key(pub)
     )
     with pytest.raises(BadInput, match="already exists"):
-        signing.generate_keypair(tmp_path / "k.key")
-    signing.generate_keypair(tmp_path / "k.key", force=True)
+        keys.generate_keypair(tmp_path / "k.key")
+    keys.generate_keypair(tmp_path / "k.key", force=True)
 
 
 def test_encrypted_key_needs_its_passphrase(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(signing.PASSWORD_ENV, "correct horse")
-    key, _ = signing.generate_keypair(tmp_path / "k.key", encrypt=True)
-    signing.load_private_key(key)
-    monkeypatch.delenv(signing.PASSWORD_ENV)
+    monkeypatch.setenv(keys.PASSWORD_ENV, "correct horse")
+    key, _ = keys.generate_keypair(tmp_path / "k.key", encrypt=True)
+    keys.load_private_key(key)
+    monkeypatch.delenv(keys.PASSWORD_ENV)
     with pytest.raises(BadInput, match="encrypted"):
-        signing.load_private_key(key)
-    monkeypatch.setenv(signing.PASSWORD_ENV, "wrong")
+        keys.load_private_key(key)
+    monkeypatch.setenv(keys.PASSWORD_ENV, "wrong")
     with pytest.raises(BadInput) as exc:
-        signing.load_private_key(key)
+        keys.load_private_key(key)
     assert key.read_text().splitlines()[1] not in str(exc.value)
 
 
 def test_statement_and_provenance(tmp_path: Path) -> None:
     dist, pub, pins = _signed(tmp_path, docker=True)
-    v = signing.verify_files(dist / "manifest.json", pub)
+    v = verify_files(dist / "manifest.json", pub)
     st = v.statement
     assert st["_type"] == "https://in-toto.io/Statement/v1"
     assert st["predicateType"] == "https://slsa.dev/provenance/v1"
@@ -72,7 +76,7 @@ def test_statement_and_provenance(tmp_path: Path) -> None:
         "manifest.json",
     ]
     bd = st["predicate"]["buildDefinition"]
-    assert bd["buildType"] == signing.BUILD_TYPE
+    assert bd["buildType"] == attest.BUILD_TYPE
     assert bd["externalParameters"] == pins
     digests = [d["digest"] for d in bd["resolvedDependencies"]]
     assert {"sha256": SDIST_SHA} in digests
@@ -96,13 +100,13 @@ def _flip(path: Path, offset: int) -> bytes:
 
 def test_any_tampered_byte_fails(tmp_path: Path) -> None:
     dist, pub, _ = _signed(tmp_path)
-    signing.verify_files(dist / "manifest.json", pub)
+    verify_files(dist / "manifest.json", pub)
     envelope = dist / "manifest.intoto.jsonl"
     size = envelope.stat().st_size
     for offset in range(size):  # every byte of the signed envelope
         original = _flip(envelope, offset)
         with pytest.raises(GateFailed):
-            signing.verify_files(dist / "manifest.json", pub)
+            verify_files(dist / "manifest.json", pub)
         envelope.write_bytes(original)
     targets = [dist / "manifest.json", *sorted(dist.glob("*.whl"))]
     for target in targets:
@@ -110,39 +114,41 @@ def test_any_tampered_byte_fails(tmp_path: Path) -> None:
         for offset in sorted({0, 1, size // 3, size // 2, size - 2, size - 1}):
             original = _flip(target, offset)
             with pytest.raises(GateFailed, match=target.name.replace("+", r"\+")):
-                signing.verify_files(dist / "manifest.json", pub)
+                verify_files(dist / "manifest.json", pub)
             target.write_bytes(original)
-    signing.verify_files(dist / "manifest.json", pub)
+    verify_files(dist / "manifest.json", pub)
 
 
 def test_wrong_key_missing_subject_and_newer_schema(tmp_path: Path) -> None:
     dist, pub, pins = _signed(tmp_path)
-    _, other = signing.generate_keypair(tmp_path / "other.key")
+    _, other = keys.generate_keypair(tmp_path / "other.key")
     with pytest.raises(GateFailed, match="wrong key"):
-        signing.verify_files(dist / "manifest.json", other)
+        verify_files(dist / "manifest.json", other)
     wheel = next(dist.glob("vpr_test_plugin-*.whl"))
     wheel.rename(tmp_path / wheel.name)
     with pytest.raises(GateFailed, match="subject file missing"):
-        signing.verify_files(dist / "manifest.intoto.jsonl", pub)
+        verify_files(dist / "manifest.intoto.jsonl", pub)
     (tmp_path / wheel.name).rename(wheel)
     with pytest.raises(BadInput, match="private key"):
-        signing.verify_files(dist, tmp_path / "keys" / "k.key")
+        verify_files(dist, tmp_path / "keys" / "k.key")
 
     # A correctly signed manifest from a newer schema: a clear message, exit 2, no crash.
     m = json.loads((dist / "manifest.json").read_text())
     m["schema_version"] = 2
     m["future_field"] = True
-    data = mf.manifest_bytes(m)
+    data = doc.manifest_bytes(m)
     (dist / "manifest.json").write_bytes(data)
     import hashlib
 
-    statement = signing.build_statement(m, hashlib.sha256(data).hexdigest(), pins)
-    key = signing.load_private_key(tmp_path / "keys" / "k.key")
+    statement = attest.build_statement(
+        m, hashlib.sha256(data).hexdigest(), pins, builder_id=keys.builder_id()
+    )
+    key = keys.load_private_key(tmp_path / "keys" / "k.key")
     (dist / "manifest.intoto.jsonl").write_bytes(
-        signing.envelope_bytes(signing.sign_statement(statement, key))
+        attest.envelope_bytes(attest.sign_statement(statement, key))
     )
     with pytest.raises(BadInput, match="schema_version 2 is newer"):
-        signing.verify_files(dist / "manifest.json", pub)
+        verify_files(dist / "manifest.json", pub)
 
 
 def test_cli_keys_build_verify(tmp_path: Path) -> None:
@@ -172,7 +178,7 @@ def test_cli_keys_build_verify(tmp_path: Path) -> None:
     # The key from the environment wins over the spec; an unreadable key never shows its bytes.
     broken = tmp_path / "broken.key"
     broken.write_text("-----BEGIN PRIVATE KEY-----\nTOPSECRETMATERIAL\n-----END PRIVATE KEY-----\n")
-    env = {signing.KEY_ENV: str(broken)}
+    env = {keys.KEY_ENV: str(broken)}
     fail = vpr("manifest", "build", "--spec", str(spec), cwd=tmp_path, env=env)
     assert fail.returncode == 2
     assert "broken.key" in fail.stderr
@@ -193,12 +199,22 @@ def test_store_copy_verifies_with_manifest_only(tmp_path: Path) -> None:
         dist / "manifest.json", dist / "manifest.intoto.jsonl"
     )
     copy = tmp_path / "store" / result.entry["manifest"]
-    v = signing.verify_files(copy, pub, manifest_only=True)
+    v = verify_files(copy, pub, manifest_only=True)
     assert v.manifest["pairing_id"] == result.entry["pairing_id"]
     with pytest.raises(GateFailed, match="subject file missing"):
-        signing.verify_files(copy, pub)
+        verify_files(copy, pub)
     _flip(copy, 10)
     with pytest.raises(GateFailed, match="does not match the signed subject"):
-        signing.verify_files(copy, pub, manifest_only=True)
+        verify_files(copy, pub, manifest_only=True)
     done = vpr("manifest", "verify", str(copy), "--key", str(pub), "--manifest-only", cwd=tmp_path)
     assert done.returncode == 1
+
+
+def test_signing_stage_resigns_a_folder_byte_for_byte(tmp_path: Path) -> None:
+    dist, pub, pins = _signed(tmp_path)
+    statement = dist / "manifest.intoto.jsonl"
+    original = statement.read_bytes()
+    statement.unlink()
+    signed = signing.sign_folder(dist, pins, tmp_path / "keys" / "k.key")
+    assert signed.statement_path == statement and statement.read_bytes() == original
+    assert verify_files(dist, pub).keyid == signed.keyid

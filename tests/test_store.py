@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 
 from tests.test_manifest import SRC, make_pairing, vpr
+from vllm_plugin_release.core import manifestdoc as doc
+from vllm_plugin_release.core import storeindex as si
 from vllm_plugin_release.core.cache import key_of
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.edges import store as st
@@ -43,7 +45,7 @@ def variant(
         out["core"]["version"] = core
     if verdict:
         out["conformance"]["verdict"] = verdict
-    out["pairing_inputs"] = mf.pairing_inputs(
+    out["pairing_inputs"] = doc.pairing_inputs(
         out["core"], out["plugin"], {"name": "tt-metal", "version": "0.60.0"}, "3.11"
     )
     out["pairing_id"] = key_of(out["pairing_inputs"])
@@ -53,7 +55,7 @@ def variant(
 def write(folder: Path, m: dict[str, Any], name: str | None = None) -> Path:
     path = folder / (name or f"{m['pairing_id'][:12]}.json")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(mf.manifest_bytes(m))
+    path.write_bytes(doc.manifest_bytes(m))
     return path
 
 
@@ -133,19 +135,19 @@ def _fill(tmp_path: Path, base: dict) -> tuple[Path, list[dict]]:
 def test_query_and_matrix(tmp_path: Path, base_manifest: dict) -> None:
     root, _ = _fill(tmp_path, base_manifest)
     index = st.DirStore(root).read_index()
-    assert [e["core"]["version"] for e in st.query(index)] == ["0.26.0", "0.26.0", "0.25.1"]
-    assert len(st.query(index, core="0.26")) == 2
-    assert len(st.query(index, core=">=0.25,<0.26")) == 1
-    assert len(st.query(index, verdict="fleet")) == 1
-    assert len(st.query(index, plugin="VPR_test.plugin")) == 3
-    assert st.query(index, plugin="other") == []
+    assert [e["core"]["version"] for e in si.query(index)] == ["0.26.0", "0.26.0", "0.25.1"]
+    assert len(si.query(index, core="0.26")) == 2
+    assert len(si.query(index, core=">=0.25,<0.26")) == 1
+    assert len(si.query(index, verdict="fleet")) == 1
+    assert len(si.query(index, plugin="VPR_test.plugin")) == 3
+    assert si.query(index, plugin="other") == []
 
-    m = st.matrix(index)
+    m = si.matrix(index)
     assert m.cores == ["0.26.0", "0.25.1"]
     assert m.plugins == ["vpr-test-plugin@111111111111", "vpr-test-plugin@222222222222"]
-    md = st.render_markdown(m)
+    md = si.render_markdown(m)
     assert "| 0.26.0 | fleet | pilot |" in md and "| 0.25.1 | pilot |" in md
-    html = st.render_html(m)
+    html = si.render_html(m)
     assert '<td class="fleet">fleet</td>' in html and html.startswith("<!DOCTYPE html>")
 
     q = vpr("manifest", "query", "--store", str(root), "--core", "0.26.0", "--json", cwd=tmp_path)
@@ -178,7 +180,7 @@ def test_http_store_is_readable_and_read_only(tmp_path: Path, base_manifest: dic
         store = st.open_store(url)
         index = store.read_index()
         assert len(index["pairings"]) == 3
-        entry = st.query(index, verdict="fleet")[0]
+        entry = si.query(index, verdict="fleet")[0]
         assert store.read_manifest(entry)["pairing_id"] == entry["pairing_id"]
         q = vpr("manifest", "query", "--store", url, "--verdict", "pilot", "--json", cwd=tmp_path)
         assert q.returncode == 0, q.stderr

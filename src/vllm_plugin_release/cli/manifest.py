@@ -210,6 +210,7 @@ def _register_publish(subparsers: Any) -> None:
 def cmd_build(args: argparse.Namespace) -> int:
     from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.core import progress
+    from vllm_plugin_release.core.manifestdoc import summary_line
     from vllm_plugin_release.stages import manifest as mf
 
     spec = load_spec(args.spec)
@@ -221,7 +222,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             f"created signing key {built.key_path} (public key {built.public_key_path}); "
             "keep the private key out of version control"
         )
-    progress.info(mf.summary_line(built.manifest))
+    progress.info(summary_line(built.manifest))
     print(f"manifest   {built.manifest_path}")
     print(f"statement  {built.statement_path}")
     print(f"pairing    {built.manifest['pairing_id']}")
@@ -230,17 +231,17 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.stages import manifest as mf
+    from vllm_plugin_release.core import manifestdoc as mf
 
     sys.stdout.write(mf.schema_text())
     return EXIT_OK
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.stages import manifest as mf
-    from vllm_plugin_release.stages import signing
+    from vllm_plugin_release.core import manifestdoc as mf
+    from vllm_plugin_release.stages import verify
 
-    result = signing.verify_files(Path(args.file), Path(args.key), manifest_only=args.manifest_only)
+    result = verify.verify_files(Path(args.file), Path(args.key), manifest_only=args.manifest_only)
     if args.json:
         print(
             json.dumps(
@@ -270,10 +271,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_query(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core import progress
+    from vllm_plugin_release.core import storeindex as si
     from vllm_plugin_release.edges import store as st
 
     s = st.open_store(args.store or _default_store())
-    entries = st.query(s.read_index(), core=args.core, plugin=args.plugin, verdict=args.verdict)
+    entries = si.query(s.read_index(), core=args.core, plugin=args.plugin, verdict=args.verdict)
     if args.json:
         print(json.dumps(entries, indent=2, sort_keys=True))
     elif entries:
@@ -324,21 +326,22 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.core import storeindex as si
     from vllm_plugin_release.core.cache import atomic_write_text
     from vllm_plugin_release.edges import store as st
 
     s = st.open_store(args.store or _default_store())
-    m = st.matrix(s.read_index())
+    m = si.matrix(s.read_index())
     if args.format == "table":
         from rich.console import Console
 
         if args.output:
             with open(args.output, "w", encoding="utf-8") as f:
-                Console(file=f, width=200, color_system=None).print(st.render_table(m))
+                Console(file=f, width=200, color_system=None).print(si.render_table(m))
         else:
-            Console(soft_wrap=True).print(st.render_table(m))
+            Console(soft_wrap=True).print(si.render_table(m))
         return EXIT_OK
-    text = st.render_markdown(m) if args.format == "markdown" else st.render_html(m)
+    text = si.render_markdown(m) if args.format == "markdown" else si.render_html(m)
     if args.output:
         atomic_write_text(Path(args.output), text)
     else:
@@ -347,12 +350,13 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def cmd_check_env(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.stages import manifest as mf
+    from vllm_plugin_release.core import manifestdoc as mf
+    from vllm_plugin_release.stages import verify
 
     path = Path(args.manifest)
     data = mf.load(path)
     wheels = Path(args.wheels) if args.wheels else path.parent
-    problems = mf.check_environment(data, args.python, wheels)
+    problems = verify.check_environment(data, args.python, wheels)
     if problems:
         print(f"MISMATCH {args.python} vs {path}:")
         for problem in problems:
@@ -367,11 +371,12 @@ def cmd_check_env(args: argparse.Namespace) -> int:
 
 
 def cmd_keys_generate(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.stages import signing
+    from vllm_plugin_release.core.attest import keyid
+    from vllm_plugin_release.edges import keys
 
-    out = Path(args.out) if args.out else Cache.from_env().root / signing.DEFAULT_KEY
-    private, public = signing.generate_keypair(out, force=args.force, encrypt=args.encrypt)
-    kid = signing.keyid(signing.load_public_key(public))
+    out = Path(args.out) if args.out else Cache.from_env().root / keys.DEFAULT_KEY
+    private, public = keys.generate_keypair(out, force=args.force, encrypt=args.encrypt)
+    kid = keyid(keys.load_public_key(public))
     print(f"private key  {private}  (mode 0600; keep it secret, out of version control)")
     print(f"public key   {public}")
     print(f"keyid        {kid}")

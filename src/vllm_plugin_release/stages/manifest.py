@@ -13,24 +13,30 @@ Stage records read from dist/NAME/ (written by earlier stages):
 
 from __future__ import annotations
 
-import base64
 import datetime as _dt
 import hashlib
 import json
-import zipfile
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.core import attest
 from vllm_plugin_release.core.cache import key_of, sha256_file
 from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.manifestdoc import (
+    KIND,
+    MANIFEST_FILE,
+    RUN_FILE,
+    SCHEMA_VERSION,
+    STATEMENT_FILE,
+    manifest_bytes,
+    pairing_inputs,
+    read_json,
+    validate,
+)
+from vllm_plugin_release.core.wheelfacts import files_digest, wheel_files, wheel_tags, wheel_version
+from vllm_plugin_release.edges import keys
 
-SCHEMA_VERSION = 1
-KIND = "vllm-plugin-release/manifest"
-MANIFEST_FILE = "manifest.json"
-STATEMENT_FILE = "manifest.intoto.jsonl"
-RUN_FILE = "run.json"
 EVIDENCE_KEPT = 5  # evidence items per check copied into the manifest (the scorecard has all)
 
 # Which command writes each stage record (named in the error when one is missing).
@@ -42,81 +48,6 @@ RECORD_PRODUCERS: dict[str, str] = {
 }
 REQUIRED_RECORDS = ("build-core.json", "build-plugin.json")
 OPTIONAL_RECORDS = ("env.json", "scorecard.json")
-
-
-# ---------------------------------------------------------------------------
-# Schema
-
-
-@lru_cache(maxsize=1)
-def schema() -> dict[str, Any]:
-    """The manifest JSON Schema shipped in the package."""
-    from importlib.resources import files
-
-    text = files("vllm_plugin_release").joinpath("schemas/manifest.schema.json").read_text()
-    return json.loads(text)
-
-
-def schema_text() -> str:
-    return json.dumps(schema(), indent=2, sort_keys=False) + "\n"
-
-
-def check_schema_version(data: Any, where: str) -> None:
-    """Refuse, in words, a document from a newer (or no) schema_version before validating it."""
-    if not isinstance(data, dict):
-        raise BadInput(f"{where}: not a manifest (expected a JSON object)")
-    version = data.get("schema_version")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise BadInput(
-            f"{where}: key 'schema_version' is missing or not an integer ({version!r})",
-            hint="this is not a manifest written by `vpr manifest build`",
-        )
-    if version > SCHEMA_VERSION:
-        raise BadInput(
-            f"{where}: manifest schema_version {version} is newer than this vpr understands "
-            f"(it reads schema_version {SCHEMA_VERSION})",
-            hint="upgrade vllm-plugin-release (pip install -U vllm-plugin-release)",
-        )
-    if version < 1:
-        raise BadInput(f"{where}: schema_version {version} is not a valid manifest version")
-
-
-def validate(data: Any, where: str) -> None:
-    """Validate a manifest against the shipped schema; BadInput naming each bad key."""
-    from jsonschema import Draft202012Validator, FormatChecker
-
-    check_schema_version(data, where)
-    validator = Draft202012Validator(schema(), format_checker=FormatChecker())
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
-    if errors:
-        lines = []
-        for error in errors[:20]:
-            key = ".".join(str(p) for p in error.absolute_path) or "(top level)"
-            lines.append(f"{where}: {key}: {error.message}")
-        raise BadInput(
-            "manifest does not match its schema:\n  " + "\n  ".join(lines),
-            hint="`vpr manifest schema` prints the schema; rebuild with `vpr manifest build`",
-        )
-
-
-def load(path: Path) -> dict[str, Any]:
-    """Read and validate a manifest file."""
-    data = read_json(path, what="manifest")
-    validate(data, str(path))
-    return data
-
-
-def read_json(path: Path, *, what: str = "record") -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput(f"{path}: {what} not found")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{path}: cannot read {what}: {exc}")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"{path}:{exc.lineno}:{exc.colno}: malformed JSON in {what}: {exc.msg}")
 
 
 # ---------------------------------------------------------------------------
@@ -177,108 +108,7 @@ def _get(record: dict[str, Any], dotted: str, file: str, *, required: bool = Tru
 
 
 # ---------------------------------------------------------------------------
-# Wheels
-
-
-def _record_hash_b64(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
-def installed_path(wheel_path: str) -> str | None:
-    """Where an installer puts a wheel entry, relative to site-packages; None if not covered.
-
-    Covered: files installed unchanged under site-packages. Not covered: the
-    .dist-info folder (installers rewrite RECORD, add INSTALLER ...), scripts,
-    headers and data files, and byte-code caches.
-    """
-    parts = PurePosixPath(wheel_path).parts
-    if not parts or ".." in parts or "__pycache__" in parts:
-        return None
-    top = parts[0]
-    if top.endswith(".dist-info"):
-        return None
-    if top.endswith(".data"):
-        if len(parts) > 2 and parts[1] in ("purelib", "platlib"):
-            return "/".join(parts[2:])
-        return None
-    return "/".join(parts)
-
-
-def files_digest(entries: dict[str, str]) -> str:
-    """sha256 over sorted `path,hash` lines (hash as RECORD writes it: sha256=<b64>)."""
-    text = "".join(f"{path},{entries[path]}\n" for path in sorted(entries))
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def parse_record(text: str) -> dict[str, str]:
-    """RECORD (csv) -> {path: 'sha256=...'} for the rows that carry a sha256 hash."""
-    import csv
-    import io
-
-    out: dict[str, str] = {}
-    for row in csv.reader(io.StringIO(text)):
-        if len(row) >= 2 and row[1].startswith("sha256="):
-            out[row[0]] = row[1]
-    return out
-
-
-def wheel_version(path: Path) -> str:
-    """The Version field of a wheel's METADATA (what an installer reports)."""
-    from email.parser import HeaderParser
-
-    try:
-        with zipfile.ZipFile(path) as zf:
-            names = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
-            if len(names) != 1:
-                raise GateFailed(f"{path}: expected one .dist-info/METADATA, found {len(names)}")
-            headers = HeaderParser().parsestr(zf.read(names[0]).decode("utf-8"))
-    except (zipfile.BadZipFile, OSError, UnicodeDecodeError) as exc:
-        raise GateFailed(f"{path}: not a readable wheel ({exc})", hint="rebuild the wheel")
-    version = headers.get("Version")
-    if not version:
-        raise GateFailed(f"{path}: METADATA has no Version")
-    return str(version)
-
-
-def wheel_files(path: Path) -> dict[str, str]:
-    """The covered files of a wheel, {installed path: 'sha256=...'}, checked against its RECORD.
-
-    Raises GateFailed if the wheel's RECORD does not match its contents.
-    """
-    try:
-        with zipfile.ZipFile(path) as zf:
-            records = [n for n in zf.namelist() if n.endswith(".dist-info/RECORD")]
-            if len(records) != 1:
-                raise GateFailed(f"{path}: expected one .dist-info/RECORD, found {len(records)}")
-            recorded = parse_record(zf.read(records[0]).decode("utf-8"))
-            out: dict[str, str] = {}
-            for info in zf.infolist():
-                if info.is_dir() or info.filename == records[0]:
-                    continue
-                actual = _record_hash_b64(zf.read(info))
-                want = recorded.get(info.filename)
-                if want is None:
-                    raise GateFailed(f"{path}: {info.filename} is not listed in the wheel's RECORD")
-                if want != actual:
-                    raise GateFailed(
-                        f"{path}: {info.filename} does not match the wheel's RECORD "
-                        f"({want} recorded, {actual} in the archive)",
-                        hint="the wheel is corrupt; rebuild it",
-                    )
-                target = installed_path(info.filename)
-                if target is not None:
-                    out[target] = actual
-            return out
-    except (zipfile.BadZipFile, OSError, KeyError) as exc:
-        raise GateFailed(f"{path}: not a readable wheel ({exc})", hint="rebuild the wheel")
-
-
-def wheel_tags(filename: str) -> dict[str, str]:
-    parts = filename[: -len(".whl")].split("-")
-    if len(parts) < 5:
-        raise BadInput(f"{filename}: not a wheel file name (NAME-VERSION-PY-ABI-PLATFORM.whl)")
-    python, abi, platform = parts[-3:]
-    return {"python": python, "abi": abi, "platform": platform}
+# Wheels and pins
 
 
 def describe_wheel(dist_dir: Path, filename: str, sha256: str, record_file: str) -> dict[str, Any]:
@@ -305,10 +135,6 @@ def describe_wheel(dist_dir: Path, filename: str, sha256: str, record_file: str)
         "files": len(files),
         "tags": wheel_tags(filename),
     }
-
-
-# ---------------------------------------------------------------------------
-# Pins and pairing id
 
 
 def pins_from_spec(spec: Any) -> dict[str, Any]:
@@ -342,34 +168,6 @@ def pins_from_spec(spec: Any) -> dict[str, Any]:
             "torch": spec.build.torch,
             "constraints": spec.build.constraints,
         },
-    }
-
-
-def _source_pin(source: dict[str, Any]) -> dict[str, Any]:
-    if source.get("kind") == "git":
-        return {"kind": "git", "commit": source.get("commit")}
-    return {"kind": "sdist", "sha256": source.get("sha256")}
-
-
-def pairing_inputs(
-    manifest_core: dict[str, Any],
-    plugin: dict[str, Any],
-    runtime_pins: dict[str, Any] | None,
-    python: str,
-) -> dict[str, Any]:
-    runtime = None
-    if runtime_pins:
-        runtime = {k: runtime_pins.get(k) for k in ("name", "package", "version", "commit")}
-    return {
-        "core": {
-            "name": manifest_core["name"],
-            "version": manifest_core["version"],
-            "target_device": manifest_core["target_device"],
-            "source": _source_pin(manifest_core["source"]),
-        },
-        "plugin": {"name": plugin["name"], "commit": plugin["commit"]},
-        "runtime": runtime,
-        "python": python,
     }
 
 
@@ -439,6 +237,40 @@ def _runtime(env: dict[str, Any] | None, pins: dict[str, Any] | None) -> dict[st
     }
 
 
+def _evidence(items: list[Any]) -> list[dict[str, Any]]:
+    """The first EVIDENCE_KEPT evidence items of a check, reduced to note/file/line/source."""
+    evidence = []
+    for item in items[:EVIDENCE_KEPT]:
+        if isinstance(item, dict):
+            kept = {
+                k: item[k] for k in ("note", "file", "line", "source") if item.get(k) is not None
+            }
+            kept["note"] = str(kept.get("note", ""))
+            if "line" in kept and not isinstance(kept["line"], int):
+                kept.pop("line")
+            for k in ("file", "source"):
+                if k in kept:
+                    kept[k] = str(kept[k])
+            evidence.append(kept)
+        else:
+            evidence.append({"note": str(item)})
+    return evidence
+
+
+def _check_verdict(verdict: str, checks: dict[str, Any], file: str) -> None:
+    """A verdict that contradicts its own checks is a gate failure, never recorded as is."""
+    statuses = {c["status"] for c in checks.values()}
+    if verdict == "fleet" and statuses - {"pass", "warn"}:
+        bad = sorted(n for n, c in checks.items() if c["status"] not in ("pass", "warn"))
+        raise GateFailed(
+            f"{file}: verdict 'fleet' but checks {', '.join(bad)} did not pass",
+            hint="fleet needs every check passed, hardware included; re-run `vpr conform`",
+        )
+    if verdict == "pilot" and "fail" in statuses:
+        bad = sorted(n for n, c in checks.items() if c["status"] == "fail")
+        raise GateFailed(f"{file}: verdict 'pilot' but checks {', '.join(bad)} failed")
+
+
 def _conformance(scorecard: dict[str, Any] | None) -> dict[str, Any]:
     if scorecard is None:
         return {"status": "absent", "verdict": None, "runner": None, "checks": {}, "deferred": []}
@@ -456,42 +288,15 @@ def _conformance(scorecard: dict[str, Any] | None) -> dict[str, Any]:
         status = _get(result, "status", f"{file}: checks.{name}")
         summary = str(result.get("summary", ""))
         evidence_in = result.get("evidence") or []
-        evidence = []
-        for item in evidence_in[:EVIDENCE_KEPT]:
-            if isinstance(item, dict):
-                kept = {
-                    k: item[k]
-                    for k in ("note", "file", "line", "source")
-                    if item.get(k) is not None
-                }
-                kept["note"] = str(kept.get("note", ""))
-                if "line" in kept and not isinstance(kept["line"], int):
-                    kept.pop("line")
-                for k in ("file", "source"):
-                    if k in kept:
-                        kept[k] = str(kept[k])
-                evidence.append(kept)
-            else:
-                evidence.append({"note": str(item)})
         checks[name] = {
             "status": status,
             "summary": summary,
-            "evidence": evidence,
+            "evidence": _evidence(evidence_in),
             "evidence_count": len(evidence_in),
         }
         if status == "deferred":
             deferred.append({"check": name, "reason": summary})
-    # A verdict that contradicts its own checks is a gate failure, never recorded as is.
-    statuses = {c["status"] for c in checks.values()}
-    if verdict == "fleet" and statuses - {"pass", "warn"}:
-        bad = sorted(n for n, c in checks.items() if c["status"] not in ("pass", "warn"))
-        raise GateFailed(
-            f"{file}: verdict 'fleet' but checks {', '.join(bad)} did not pass",
-            hint="fleet needs every check passed, hardware included; re-run `vpr conform`",
-        )
-    if verdict == "pilot" and "fail" in statuses:
-        bad = sorted(n for n, c in checks.items() if c["status"] == "fail")
-        raise GateFailed(f"{file}: verdict 'pilot' but checks {', '.join(bad)} failed")
+    _check_verdict(verdict, checks, file)
     return {
         "status": "present",
         "verdict": verdict,
@@ -501,24 +306,24 @@ def _conformance(scorecard: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def build_manifest(
-    pins: dict[str, Any], records: Records, *, pipeline_version: str | None = None
-) -> dict[str, Any]:
-    """The manifest for one pairing, as plain data (validated against the schema)."""
-    if pipeline_version is None:
-        from vllm_plugin_release import __version__ as pipeline_version
-    bc, bp = records.build_core, records.build_plugin
-    fc, fp = "build-core.json", "build-plugin.json"
-    core_in = _get(bc, "core", fc)
+def _source_date_epoch(records: Records, pins: dict[str, Any]) -> int:
+    core_in = _get(records.build_core, "core", "build-core.json")
     sde = core_in.get("source_date_epoch", pins.get("core", {}).get("source_date_epoch"))
     if not isinstance(sde, int):
-        raise BadInput(f"{fc}: core.source_date_epoch must be an integer, got {sde!r}")
+        raise BadInput(f"build-core.json: core.source_date_epoch must be an integer, got {sde!r}")
+    return sde
+
+
+def _core(records: Records) -> dict[str, Any]:
+    """The manifest's `core` section, from build-core.json and the core wheel."""
+    bc, fc = records.build_core, "build-core.json"
+    core_in = _get(bc, "core", fc)
     core_wheel = describe_wheel(
         records.dist_dir, _get(bc, "wheel.filename", fc), _get(bc, "wheel.sha256", fc), fc
     )
     build_env = bc.get("build_env") or {}
     python = str(_get(bc, "python", fc))
-    core = {
+    return {
         "name": _get(core_in, "name", fc),
         "version": str(_get(core_in, "version", fc)),
         "source": _core_source(_get(core_in, "source", fc), fc),
@@ -535,12 +340,17 @@ def build_manifest(
         "python": python,
         "platform_tag": core_wheel["tags"]["platform"],
     }
+
+
+def _plugin(records: Records) -> dict[str, Any]:
+    """The manifest's `plugin` section, from build-plugin.json and the plugin wheel."""
+    bp, fp = records.build_plugin, "build-plugin.json"
     plugin_in = _get(bp, "plugin", fp)
     plugin_wheel = describe_wheel(
         records.dist_dir, _get(bp, "wheel.filename", fp), _get(bp, "wheel.sha256", fp), fp
     )
     entry_points = bp.get("entry_points") or {}
-    plugin = {
+    return {
         "name": _get(plugin_in, "name", fp),
         "version": str(_get(plugin_in, "version", fp)),
         "repository": str(_get(plugin_in, "repository", fp)),
@@ -552,28 +362,45 @@ def build_manifest(
         },
         "reproducible": bp.get("reproducible"),
     }
-    backend = bc.get("backend") or {}
-    container = None
-    if backend.get("kind") == "docker":
-        base = backend.get("base_image")
-        container = {
-            "base_image": base,
-            "base_digest": base.split("@", 1)[1] if base and "@" in base else None,
-            "image_id": backend.get("image_id"),
-        }
-    env = records.env
-    environment = (
-        {"status": "absent", "runner": None, "lock_file": None, "lock_sha256": None}
-        if env is None
-        else {
-            "status": "present",
-            "runner": env.get("runner"),
-            "lock_file": env.get("lock_file"),
-            "lock_sha256": env.get("lock_sha256"),
-        }
-    )
+
+
+def _container(build_core: dict[str, Any]) -> dict[str, Any] | None:
+    backend = build_core.get("backend") or {}
+    if backend.get("kind") != "docker":
+        return None
+    base = backend.get("base_image")
+    return {
+        "base_image": base,
+        "base_digest": base.split("@", 1)[1] if base and "@" in base else None,
+        "image_id": backend.get("image_id"),
+    }
+
+
+def _environment(env: dict[str, Any] | None) -> dict[str, Any]:
+    if env is None:
+        return {"status": "absent", "runner": None, "lock_file": None, "lock_sha256": None}
+    return {
+        "status": "present",
+        "runner": env.get("runner"),
+        "lock_file": env.get("lock_file"),
+        "lock_sha256": env.get("lock_sha256"),
+    }
+
+
+def build_manifest(
+    pins: dict[str, Any], records: Records, *, pipeline_version: str | None = None
+) -> dict[str, Any]:
+    """The manifest for one pairing, as plain data (validated against the schema)."""
+    if pipeline_version is None:
+        from vllm_plugin_release import __version__ as pipeline_version
+    sde = _source_date_epoch(records, pins)
+    core = _core(records)
+    plugin = _plugin(records)
+    container = _container(records.build_core)
+    environment = _environment(records.env)
     runtime_pins = pins.get("runtime")
-    inputs = pairing_inputs(core, plugin, runtime_pins, ".".join(python.split(".")[:2]))
+    python = ".".join(core["python"].split(".")[:2])
+    inputs = pairing_inputs(core, plugin, runtime_pins, python)
     manifest = {
         "schema_version": SCHEMA_VERSION,
         "kind": KIND,
@@ -585,29 +412,13 @@ def build_manifest(
         "pipeline": {"name": "vllm-plugin-release", "version": pipeline_version},
         "core": core,
         "plugin": plugin,
-        "runtime": _runtime(env, runtime_pins),
+        "runtime": _runtime(records.env, runtime_pins),
         "container": container,
         "environment": environment,
         "conformance": _conformance(records.scorecard),
     }
     validate(manifest, str(records.dist_dir / MANIFEST_FILE))
     return manifest
-
-
-def manifest_bytes(manifest: dict[str, Any]) -> bytes:
-    """The canonical on-disk form: sorted keys, 2-space indent, trailing newline."""
-    return (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
-
-
-def manifest_digest(manifest: dict[str, Any]) -> str:
-    return hashlib.sha256(manifest_bytes(manifest)).hexdigest()
-
-
-def summary_line(manifest: dict[str, Any]) -> str:
-    c, p = manifest["core"], manifest["plugin"]
-    verdict = manifest["conformance"]["verdict"] or "no conformance"
-    commit = (p.get("commit") or "no-commit")[:12]
-    return f"{c['name']} {c['version']} + {p['name']} {p['version']} @ {commit}: {verdict}"
 
 
 # ---------------------------------------------------------------------------
@@ -643,17 +454,20 @@ def write_signed(
     dist_dir: Path, manifest: dict[str, Any], pins: dict[str, Any], key_path: Path
 ) -> tuple[Path, Path, str]:
     """Write manifest.json and the signed manifest.intoto.jsonl; returns (paths..., keyid)."""
-    from vllm_plugin_release.stages import signing
-
-    key = signing.load_private_key(key_path)
+    key = keys.load_private_key(key_path)
     data = manifest_bytes(manifest)
-    statement = signing.build_statement(manifest, hashlib.sha256(data).hexdigest(), pins)
-    envelope = signing.sign_statement(statement, key)
+    statement = attest.build_statement(
+        manifest,
+        hashlib.sha256(data).hexdigest(),
+        pins,
+        builder_id=keys.builder_id(),
+        invocation_id=keys.invocation_id(),
+    )
     manifest_path = dist_dir / MANIFEST_FILE
     statement_path = dist_dir / STATEMENT_FILE
     _write_if_changed(manifest_path, data)
-    _write_if_changed(statement_path, signing.envelope_bytes(envelope))
-    return manifest_path, statement_path, signing.keyid(key.public_key())
+    _write_if_changed(statement_path, attest.signed_bytes(statement, key))
+    return manifest_path, statement_path, attest.keyid(key.public_key())
 
 
 def update_run_record(dist_dir: Path, section: str, data: dict[str, Any]) -> Path:
@@ -673,6 +487,29 @@ def update_run_record(dist_dir: Path, section: str, data: dict[str, Any]) -> Pat
     return path
 
 
+def _run_facts(started: float, finished: float, signing_key: dict[str, str]) -> dict[str, Any]:
+    """What run.json records about this run (host, wall times: never in the manifest)."""
+    import os
+    import platform
+    import socket
+    import sys
+
+    from vllm_plugin_release import __version__
+
+    return {
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "pid": os.getpid(),
+        "started": _iso(int(started)),
+        "finished": _iso(int(finished)),
+        "seconds": round(finished - started, 3),
+        "pipeline_version": __version__,
+        "builder_id": keys.builder_id(),
+        "signing_key": signing_key,
+    }
+
+
 def build_for_spec(
     spec: Any,
     *,
@@ -681,224 +518,32 @@ def build_for_spec(
     cache: Any = None,
 ) -> Built:
     """Read dist/NAME/'s stage records, write manifest.json, the signed statement, run.json."""
-    import os
-    import platform
-    import socket
-    import sys
     import time
 
     from vllm_plugin_release import __version__
     from vllm_plugin_release.core.cache import Cache
-    from vllm_plugin_release.stages import signing
 
     started = time.time()
     dist = dist_dir_for(spec, dist_root)
     cache = cache or Cache.from_env()
-    key_path, origin = signing.resolve_key_path(
+    key_path, origin = keys.resolve_key_path(
         signing_key, spec.publish.get("signing_key"), root=spec.root, cache_root=cache.root
     )
     records = read_records(dist, str(spec.path))
     pins = pins_from_spec(spec)
     manifest = build_manifest(pins, records, pipeline_version=__version__)
-    created = signing.ensure_key(key_path, origin)
+    created = keys.ensure_key(key_path, origin)
     manifest_path, statement_path, kid = write_signed(dist, manifest, pins, key_path)
     finished = time.time()
-    run_path = update_run_record(
-        dist,
-        "manifest",
-        {
-            "host": socket.gethostname(),
-            "platform": platform.platform(),
-            "python": sys.version.split()[0],
-            "pid": os.getpid(),
-            "started": _iso(int(started)),
-            "finished": _iso(int(finished)),
-            "seconds": round(finished - started, 3),
-            "pipeline_version": __version__,
-            "builder_id": signing.builder_id(),
-            "signing_key": {"path": str(key_path), "origin": origin, "keyid": kid},
-        },
-    )
+    key_facts = {"path": str(key_path), "origin": origin, "keyid": kid}
+    run_path = update_run_record(dist, "manifest", _run_facts(started, finished, key_facts))
     return Built(
         manifest=manifest,
         manifest_path=manifest_path,
         statement_path=statement_path,
         run_path=run_path,
         key_path=key_path,
-        public_key_path=signing.public_path(key_path),
+        public_key_path=keys.public_path(key_path),
         keyid=kid,
         key_created=created,
     )
-
-
-# ---------------------------------------------------------------------------
-# Does an installed environment match a manifest? (`vpr manifest check-env`)
-
-# Runs inside the environment being checked: standard library only, Python 3.8+.
-_PROBE = r"""
-import base64, csv, hashlib, json, sys
-import importlib.metadata as md
-out = {}
-for name in json.loads(sys.argv[1]):
-    try:
-        d = md.distribution(name)
-    except md.PackageNotFoundError:
-        out[name] = None
-        continue
-    entries, bad = {}, []
-    for row in csv.reader((d.read_text("RECORD") or "").splitlines()):
-        if len(row) < 2 or not row[1].startswith("sha256="):
-            continue
-        try:
-            with open(d.locate_file(row[0]), "rb") as f:
-                data = f.read()
-        except OSError:
-            bad.append([row[0], "missing"])
-            continue
-        got = "sha256=" + base64.urlsafe_b64encode(
-            hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        if got != row[1]:
-            bad.append([row[0], "modified"])
-        entries[row[0]] = got  # what is on disk, not what RECORD claims
-    eps = {}
-    for ep in d.entry_points:
-        eps.setdefault(ep.group, {})[ep.name] = ep.value
-    direct = d.read_text("direct_url.json")
-    out[name] = {"version": d.version, "record": entries, "bad": bad, "entry_points": eps,
-                 "direct_url": json.loads(direct) if direct else None,
-                 "location": str(d.locate_file(""))}
-print(json.dumps(out))
-"""
-
-
-def probe_environment(python: Path | str, names: list[str]) -> dict[str, Any]:
-    """Installed version, RECORD (verified against the files) and entry points per name."""
-    import subprocess
-
-    from vllm_plugin_release.core.errors import OutsideFailure
-
-    python = Path(python)
-    if not python.exists():
-        raise BadInput(f"--python {python}: interpreter not found")
-    try:
-        done = subprocess.run(
-            [str(python), "-I", "-c", _PROBE, json.dumps(names)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise OutsideFailure(f"--python {python}: could not run it ({exc})")
-    if done.returncode != 0:
-        tail = "\n".join(done.stderr.strip().splitlines()[-8:])
-        raise BadInput(
-            f"--python {python}: the environment probe failed:\n{tail}",
-            hint="pass the python of a virtual environment (Python >= 3.8)",
-        )
-    return json.loads(done.stdout)
-
-
-def installed_files(record: dict[str, str]) -> dict[str, str]:
-    """The covered subset of an installed RECORD (same rule as `installed_path`)."""
-    out = {}
-    for path, digest in record.items():
-        parts = PurePosixPath(path).parts
-        if (
-            not parts
-            or path.startswith("/")
-            or ".." in parts
-            or "__pycache__" in parts
-            or parts[0].endswith(".dist-info")
-        ):
-            continue
-        out["/".join(parts)] = digest
-    return out
-
-
-def _same_version(a: str, b: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return Version(a) == Version(b)
-    except InvalidVersion:
-        return a == b
-
-
-def check_environment(
-    manifest: dict[str, Any], python: Path | str, wheels_dir: Path | None = None
-) -> list[str]:
-    """Every way the environment differs from the manifest (empty list: it matches)."""
-    parts = {"core": manifest["core"], "plugin": manifest["plugin"]}
-    found = probe_environment(python, [p["name"] for p in parts.values()])
-    mismatches: list[str] = []
-    for role, want in parts.items():
-        name = want["name"]
-        got = found.get(name)
-        if got is None:
-            mismatches.append(
-                f"{role} {name}: not installed (manifest: {want['wheel']['version']})"
-            )
-            continue
-        where = f"{role} {name} ({got['location']})"
-        if not _same_version(got["version"], want["wheel"]["version"]):
-            mismatches.append(
-                f"{where}: version {got['version']}, manifest {want['wheel']['version']}"
-            )
-        for path, problem in got["bad"]:
-            mismatches.append(f"{where}: {path} {problem} since installation (RECORD hash)")
-        wheel = want["wheel"]
-        archive = (got.get("direct_url") or {}).get("archive_info") or {}
-        hashes = dict(archive.get("hashes") or {})
-        if "hash" in archive and "=" in archive["hash"]:
-            algo, value = archive["hash"].split("=", 1)
-            hashes.setdefault(algo, value)
-        if "sha256" in hashes and hashes["sha256"] != wheel["sha256"]:
-            mismatches.append(
-                f"{where}: installed from a wheel with sha256 {hashes['sha256']}, "
-                f"manifest {wheel['sha256']}"
-            )
-        files = installed_files(got["record"])
-        if files_digest(files) != wheel["files_sha256"]:
-            detail = _file_differences(files, wheels_dir, wheel)
-            mismatches.append(
-                f"{where}: installed files differ from the certified wheel {wheel['filename']}"
-                + (
-                    ":\n    " + "\n    ".join(detail)
-                    if detail
-                    else f" ({len(files)} files installed, {wheel['files']} in the wheel; pass "
-                    "--wheels DIR holding the wheel for a file-by-file list)"
-                )
-            )
-        if role == "plugin":
-            for group, eps in sorted(want.get("entry_points", {}).items()):
-                have = got["entry_points"].get(group, {})
-                for ep_name, value in sorted(eps.items()):
-                    if have.get(ep_name) != value:
-                        mismatches.append(
-                            f"{where}: entry point [{group}] {ep_name} = "
-                            f"{have.get(ep_name)!r}, manifest {value!r}"
-                        )
-    return mismatches
-
-
-def _file_differences(
-    files: dict[str, str], wheels_dir: Path | None, wheel: dict[str, Any], limit: int = 20
-) -> list[str]:
-    if wheels_dir is None:
-        return []
-    path = wheels_dir / wheel["filename"]
-    if not path.is_file() or sha256_file(path) != wheel["sha256"]:
-        return []
-    expected = wheel_files(path)
-    lines = []
-    for p in sorted(set(expected) | set(files)):
-        if p not in files:
-            lines.append(f"{p}: missing from the installation")
-        elif p not in expected:
-            lines.append(f"{p}: installed but not in the certified wheel")
-        elif files[p] != expected[p]:
-            lines.append(f"{p}: installed {files[p]}, certified wheel {expected[p]}")
-    if len(lines) > limit:
-        lines = [*lines[:limit], f"... and {len(lines) - limit} more"]
-    return lines

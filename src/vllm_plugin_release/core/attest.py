@@ -1,0 +1,325 @@
+"""Provenance and signature as data: an in-toto Statement v1 with an SLSA provenance v1
+predicate, wrapped in a DSSE envelope signed with an ed25519 key.
+
+The envelope is stored next to the manifest as `manifest.intoto.jsonl`: one line,
+the envelope as canonical JSON. Verification is strict: the envelope file must be
+byte-for-byte the canonical form of what it parses to, and the signature's keyid
+must be the given key's. Key files and the environment are `edges.keys`'s business.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from typing import TYPE_CHECKING, Any
+
+from vllm_plugin_release.core.cache import canonical_json
+from vllm_plugin_release.core.errors import GateFailed
+from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
+
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
+BUILD_TYPE = "https://vllm-plugin-release.invalid/buildtypes/pairing/v1"
+LOCAL_BUILDER = "https://vllm-plugin-release.invalid/builders/local"
+
+
+def keyid(public_key: Ed25519PublicKey) -> str:
+    """sha256 of the raw 32-byte public key, hex."""
+    from cryptography.hazmat.primitives import serialization
+
+    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return hashlib.sha256(raw).hexdigest()
+
+
+# ---------------------------------------------------------------------------
+# DSSE
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE pre-authentication encoding."""
+    t = payload_type.encode()
+    return b"DSSEv1 %d %s %d %s" % (len(t), t, len(payload), payload)
+
+
+def sign_statement(statement: dict[str, Any], key: Ed25519PrivateKey) -> dict[str, Any]:
+    payload = canonical_json(statement).encode()
+    signature = key.sign(pae(PAYLOAD_TYPE, payload))
+    return {
+        "payload": base64.b64encode(payload).decode(),
+        "payloadType": PAYLOAD_TYPE,
+        "signatures": [
+            {"keyid": keyid(key.public_key()), "sig": base64.b64encode(signature).decode()}
+        ],
+    }
+
+
+def envelope_bytes(envelope: dict[str, Any]) -> bytes:
+    return (canonical_json(envelope) + "\n").encode()
+
+
+def signed_bytes(statement: dict[str, Any], key: Ed25519PrivateKey) -> bytes:
+    """The .intoto.jsonl file content: `statement` signed with `key`, as one canonical line."""
+    return envelope_bytes(sign_statement(statement, key))
+
+
+def _strict_b64(text: Any, what: str, problems: list[str]) -> bytes | None:
+    if not isinstance(text, str):
+        problems.append(f"{what} is not a string")
+        return None
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        problems.append(f"{what} is not valid base64")
+        return None
+    if base64.b64encode(raw).decode() != text:
+        problems.append(f"{what} is not canonical base64 (altered)")
+        return None
+    return raw
+
+
+def parse_envelope(data: bytes, where: str) -> dict[str, Any]:
+    """The envelope in a .intoto.jsonl file; GateFailed unless it is exactly canonical."""
+    try:
+        envelope = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise GateFailed(
+            f"{where}: the signed envelope is not valid JSON ({exc})",
+            hint="the file was altered; rebuild it with `vpr manifest build`",
+        )
+    if not isinstance(envelope, dict) or envelope_bytes(envelope) != data:
+        raise GateFailed(
+            f"{where}: the envelope is not in its signed canonical form (altered)",
+            hint="rebuild it with `vpr manifest build`",
+        )
+    return envelope
+
+
+def unverified_statement(envelope: dict[str, Any], where: str) -> dict[str, Any]:
+    """The statement an envelope carries, signature not checked (digests-only verification)."""
+    problems: list[str] = []
+    payload = _strict_b64(envelope.get("payload"), "payload", problems)
+    if payload is None:
+        raise GateFailed(f"{where}: " + "; ".join(problems))
+    try:
+        return json.loads(payload)
+    except json.JSONDecodeError as exc:
+        raise GateFailed(f"{where}: signed payload is not JSON ({exc})")
+
+
+def verify_envelope(
+    envelope: dict[str, Any], public_key: Ed25519PublicKey, where: str
+) -> dict[str, Any]:
+    """Check the DSSE signature with `public_key`; return the statement it carries."""
+    from cryptography.exceptions import InvalidSignature
+
+    problems: list[str] = []
+    if set(envelope) != {"payload", "payloadType", "signatures"}:
+        problems.append(f"unexpected envelope keys {sorted(envelope)}")
+    if envelope.get("payloadType") != PAYLOAD_TYPE:
+        problems.append(f"payloadType is {envelope.get('payloadType')!r}, not {PAYLOAD_TYPE!r}")
+    payload = _strict_b64(envelope.get("payload"), "payload", problems)
+    signatures = envelope.get("signatures")
+    if not isinstance(signatures, list) or not signatures:
+        problems.append("the envelope carries no signatures")
+        signatures = []
+    want = keyid(public_key)
+    matched = False
+    seen: list[str] = []
+    for i, sig in enumerate(signatures):
+        if not isinstance(sig, dict) or set(sig) != {"keyid", "sig"}:
+            problems.append(f"signatures[{i}] is malformed")
+            continue
+        seen.append(str(sig["keyid"]))
+        raw = _strict_b64(sig["sig"], f"signatures[{i}].sig", problems)
+        if sig["keyid"] != want or raw is None or payload is None:
+            continue
+        try:
+            public_key.verify(raw, pae(str(envelope.get("payloadType")), payload))
+            matched = True
+        except InvalidSignature:
+            problems.append(
+                f"signatures[{i}] (keyid {want[:16]}) does not verify: the payload or the "
+                "signature was altered"
+            )
+    if not matched and not problems:
+        problems.append(
+            f"no signature by this key (keyid {want[:16]}); the envelope is signed by keyid "
+            f"{', '.join(k[:16] for k in seen) or 'none'}: wrong key"
+        )
+    if problems or not matched or payload is None:
+        raise GateFailed(
+            f"{where}: signature check failed:\n  " + "\n  ".join(problems),
+            hint="verify with the public key that matches the signing key, or rebuild",
+        )
+    try:
+        statement = json.loads(payload)
+    except json.JSONDecodeError as exc:
+        raise GateFailed(f"{where}: signed payload is not JSON ({exc})")
+    if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
+        raise GateFailed(f"{where}: signed payload is not an in-toto Statement v1")
+    if statement.get("predicateType") != PREDICATE_TYPE:
+        raise GateFailed(f"{where}: predicateType is not {PREDICATE_TYPE}")
+    return statement
+
+
+# ---------------------------------------------------------------------------
+# Statement
+
+
+def _sha_digest(value: str | None) -> dict[str, str] | None:
+    if not value:
+        return None
+    value = value.split(":", 1)[1] if value.startswith("sha256:") else value
+    return {"sha256": value}
+
+
+def _source_dependencies(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The core's source (sdist or git) and the plugin's commit."""
+    deps: list[dict[str, Any]] = []
+    core = manifest["core"]
+    src = core["source"]
+    if src["kind"] == "sdist":
+        deps.append(
+            {"name": src["filename"], "uri": src["url"], "digest": {"sha256": src["sha256"]}}
+        )
+    else:
+        ref = f"@refs/tags/{src['tag']}" if src.get("tag") else ""
+        deps.append(
+            {
+                "name": core["name"],
+                "uri": f"git+{src['url']}{ref}",
+                "digest": {"gitCommit": src["commit"]},
+            }
+        )
+    plugin = manifest["plugin"]
+    if plugin.get("commit"):
+        deps.append(
+            {
+                "name": plugin["name"],
+                "uri": f"git+{plugin['repository']}",
+                "digest": {"gitCommit": plugin["commit"]},
+            }
+        )
+    return deps
+
+
+def _lock_dependencies(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The build and runtime environment locks."""
+    deps: list[dict[str, Any]] = []
+    lock = manifest["core"]["build_env"]
+    if lock.get("lock_sha256"):
+        deps.append(
+            {
+                "name": lock.get("lock_file") or "build-lock",
+                "digest": {"sha256": lock["lock_sha256"]},
+                "annotations": {"role": "build environment lock"},
+            }
+        )
+    env = manifest["environment"]
+    if env.get("lock_sha256"):
+        deps.append(
+            {
+                "name": env.get("lock_file") or "env-lock",
+                "digest": {"sha256": env["lock_sha256"]},
+                "annotations": {"role": "runtime environment lock"},
+            }
+        )
+    return deps
+
+
+def _image_and_runtime_dependencies(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The container images built in, and the vendor runtime seen present."""
+    deps: list[dict[str, Any]] = []
+    container = manifest.get("container")
+    if container:
+        base = container.get("base_image") or ""
+        digest = _sha_digest(container.get("base_digest"))
+        if digest:
+            deps.append(
+                {"name": "base-image", "uri": f"oci://{base.split('@', 1)[0]}", "digest": digest}
+            )
+        image = _sha_digest(container.get("image_id"))
+        if image:
+            deps.append({"name": "build-image", "digest": image})
+    runtime = manifest["runtime"]
+    if runtime.get("status") == "present" and runtime.get("commit"):
+        deps.append(
+            {"name": runtime.get("name") or "runtime", "digest": {"gitCommit": runtime["commit"]}}
+        )
+    if runtime.get("status") == "present" and runtime.get("version"):
+        deps.append(
+            {
+                "name": runtime.get("name") or "runtime",
+                "uri": f"pkg:pypi/{runtime.get('name')}@{runtime['version']}",
+            }
+        )
+    return deps
+
+
+def resolved_dependencies(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        *_source_dependencies(manifest),
+        *_lock_dependencies(manifest),
+        *_image_and_runtime_dependencies(manifest),
+    ]
+
+
+def build_statement(
+    manifest: dict[str, Any],
+    manifest_sha256: str,
+    external_parameters: dict[str, Any],
+    *,
+    builder_id: str,
+    invocation_id: str | None = None,
+    manifest_name: str = MANIFEST_FILE,
+) -> dict[str, Any]:
+    """The in-toto Statement: subjects = both wheels + the manifest; SLSA provenance v1.
+
+    `builder_id` and `invocation_id` say who ran the build (`edges.keys` reads them
+    from the CI environment)."""
+    subjects = [
+        {
+            "name": manifest["core"]["wheel"]["filename"],
+            "digest": {"sha256": manifest["core"]["wheel"]["sha256"]},
+        },
+        {
+            "name": manifest["plugin"]["wheel"]["filename"],
+            "digest": {"sha256": manifest["plugin"]["wheel"]["sha256"]},
+        },
+        {"name": manifest_name, "digest": {"sha256": manifest_sha256}},
+    ]
+    run_details: dict[str, Any] = {
+        "builder": {
+            "id": builder_id,
+            "version": {"vllm-plugin-release": manifest["pipeline"]["version"]},
+        },
+    }
+    if invocation_id:
+        run_details["metadata"] = {"invocationId": invocation_id}
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": subjects,
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {
+            "buildDefinition": {
+                "buildType": BUILD_TYPE,
+                "externalParameters": external_parameters,
+                "internalParameters": {
+                    "pairing_id": manifest["pairing_id"],
+                    "source_date_epoch": manifest["source_date_epoch"],
+                    "verdict": manifest["conformance"]["verdict"],
+                },
+                "resolvedDependencies": resolved_dependencies(manifest),
+            },
+            "runDetails": run_details,
+        },
+    }

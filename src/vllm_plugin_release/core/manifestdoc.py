@@ -1,0 +1,149 @@
+"""The pairing manifest as a document: its schema, file names, canonical bytes, pairing id.
+
+Shared by the stage that builds it, the signing and verification code, the
+manifest store and the consumer commands. The JSON Schema ships in the package
+(`schemas/manifest.schema.json`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.core.errors import BadInput
+
+SCHEMA_VERSION = 1
+KIND = "vllm-plugin-release/manifest"
+MANIFEST_FILE = "manifest.json"
+STATEMENT_FILE = "manifest.intoto.jsonl"
+RUN_FILE = "run.json"
+
+
+# ---------------------------------------------------------------------------
+# Schema
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict[str, Any]:
+    """The manifest JSON Schema shipped in the package."""
+    from importlib.resources import files
+
+    text = files("vllm_plugin_release").joinpath("schemas/manifest.schema.json").read_text()
+    return json.loads(text)
+
+
+def schema_text() -> str:
+    return json.dumps(schema(), indent=2, sort_keys=False) + "\n"
+
+
+def check_schema_version(data: Any, where: str) -> None:
+    """Refuse, in words, a document from a newer (or no) schema_version before validating it."""
+    if not isinstance(data, dict):
+        raise BadInput(f"{where}: not a manifest (expected a JSON object)")
+    version = data.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise BadInput(
+            f"{where}: key 'schema_version' is missing or not an integer ({version!r})",
+            hint="this is not a manifest written by `vpr manifest build`",
+        )
+    if version > SCHEMA_VERSION:
+        raise BadInput(
+            f"{where}: manifest schema_version {version} is newer than this vpr understands "
+            f"(it reads schema_version {SCHEMA_VERSION})",
+            hint="upgrade vllm-plugin-release (pip install -U vllm-plugin-release)",
+        )
+    if version < 1:
+        raise BadInput(f"{where}: schema_version {version} is not a valid manifest version")
+
+
+def validate(data: Any, where: str) -> None:
+    """Validate a manifest against the shipped schema; BadInput naming each bad key."""
+    from jsonschema import Draft202012Validator, FormatChecker
+
+    check_schema_version(data, where)
+    validator = Draft202012Validator(schema(), format_checker=FormatChecker())
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        lines = []
+        for error in errors[:20]:
+            key = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+            lines.append(f"{where}: {key}: {error.message}")
+        raise BadInput(
+            "manifest does not match its schema:\n  " + "\n  ".join(lines),
+            hint="`vpr manifest schema` prints the schema; rebuild with `vpr manifest build`",
+        )
+
+
+def read_json(path: Path, *, what: str = "record") -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"{path}: {what} not found")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{path}: cannot read {what}: {exc}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{path}:{exc.lineno}:{exc.colno}: malformed JSON in {what}: {exc.msg}")
+
+
+def load(path: Path) -> dict[str, Any]:
+    """Read and validate a manifest file."""
+    data = read_json(path, what="manifest")
+    validate(data, str(path))
+    return data
+
+
+# ---------------------------------------------------------------------------
+# Bytes, digest, one-line summary
+
+
+def manifest_bytes(manifest: dict[str, Any]) -> bytes:
+    """The canonical on-disk form: sorted keys, 2-space indent, trailing newline."""
+    return (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def manifest_digest(manifest: dict[str, Any]) -> str:
+    return hashlib.sha256(manifest_bytes(manifest)).hexdigest()
+
+
+def summary_line(manifest: dict[str, Any]) -> str:
+    c, p = manifest["core"], manifest["plugin"]
+    verdict = manifest["conformance"]["verdict"] or "no conformance"
+    commit = (p.get("commit") or "no-commit")[:12]
+    return f"{c['name']} {c['version']} + {p['name']} {p['version']} @ {commit}: {verdict}"
+
+
+# ---------------------------------------------------------------------------
+# Pairing id: the hash of what identifies a pairing (`key_of(pairing_inputs(...))`)
+
+
+def _source_pin(source: dict[str, Any]) -> dict[str, Any]:
+    if source.get("kind") == "git":
+        return {"kind": "git", "commit": source.get("commit")}
+    return {"kind": "sdist", "sha256": source.get("sha256")}
+
+
+def pairing_inputs(
+    manifest_core: dict[str, Any],
+    plugin: dict[str, Any],
+    runtime_pins: dict[str, Any] | None,
+    python: str,
+) -> dict[str, Any]:
+    runtime = None
+    if runtime_pins:
+        runtime = {k: runtime_pins.get(k) for k in ("name", "package", "version", "commit")}
+    return {
+        "core": {
+            "name": manifest_core["name"],
+            "version": manifest_core["version"],
+            "target_device": manifest_core["target_device"],
+            "source": _source_pin(manifest_core["source"]),
+        },
+        "plugin": {"name": plugin["name"], "commit": plugin["commit"]},
+        "runtime": runtime,
+        "python": python,
+    }

@@ -1,0 +1,304 @@
+"""The manifest store's index (`index.json`, the compatibility matrix) as data.
+
+What an index entry says about a manifest, how the index is rebuilt from the
+manifests present, how it is queried, and how the core x plugin matrix is drawn.
+The folder and HTTP backends that hold the files are `edges.store`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.manifestdoc import SCHEMA_VERSION, validate
+
+INDEX_FILE = "index.json"
+INDEX_KIND = "vllm-plugin-release/manifest-index"
+INDEX_SCHEMA_VERSION = 1
+PAIRINGS = "pairings"
+VERDICT_ORDER = {"fleet": 0, "pilot": 1, "lab": 2, None: 3}
+
+
+# ---------------------------------------------------------------------------
+# Index entries and the index
+
+
+def entry_for(
+    manifest: dict[str, Any], manifest_sha256: str, has_statement: bool
+) -> dict[str, Any]:
+    """The index entry summarising one manifest (what query and matrix read)."""
+    pid = manifest["pairing_id"]
+    core, plugin, conf = manifest["core"], manifest["plugin"], manifest["conformance"]
+    runtime = manifest.get("runtime") or {}
+    return {
+        "pairing_id": pid,
+        "name": manifest["name"],
+        "schema_version": manifest["schema_version"],
+        "manifest": f"{PAIRINGS}/{pid}.json",
+        "manifest_sha256": manifest_sha256,
+        "statement": f"{PAIRINGS}/{pid}.intoto.jsonl" if has_statement else None,
+        "created": manifest.get("created"),
+        "python": core.get("python"),
+        "core": {
+            "name": core["name"],
+            "version": core["version"],
+            "wheel": core["wheel"]["filename"],
+            "sha256": core["wheel"]["sha256"],
+        },
+        "plugin": {
+            "name": plugin["name"],
+            "version": plugin["version"],
+            "commit": plugin.get("commit"),
+            "wheel": plugin["wheel"]["filename"],
+            "sha256": plugin["wheel"]["sha256"],
+        },
+        "runtime": {
+            "name": runtime.get("name"),
+            "status": runtime.get("status"),
+            "version": runtime.get("version") or runtime.get("pinned_version"),
+            "commit": runtime.get("commit") or runtime.get("pinned_commit"),
+        },
+        "verdict": conf.get("verdict"),
+        "runner": conf.get("runner"),
+    }
+
+
+def check_index(data: Any, where: str) -> dict[str, Any]:
+    if not isinstance(data, dict) or data.get("kind") != INDEX_KIND:
+        raise BadInput(f"{where}: not a manifest store index (kind {INDEX_KIND!r} expected)")
+    version = data.get("schema_version")
+    if not isinstance(version, int) or version > INDEX_SCHEMA_VERSION:
+        raise BadInput(
+            f"{where}: index schema_version {version!r} is newer than this vpr understands "
+            f"({INDEX_SCHEMA_VERSION})",
+            hint="upgrade vllm-plugin-release (pip install -U vllm-plugin-release)",
+        )
+    if not isinstance(data.get("pairings"), dict):
+        raise BadInput(f"{where}: key 'pairings' must be an object")
+    return data
+
+
+def parse_manifest(text: str, relative: str, location: str) -> dict[str, Any]:
+    where = f"{location}/{relative}"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{where}:{exc.lineno}: manifest is not valid JSON ({exc.msg})")
+    validate(data, where)
+    return data
+
+
+def empty_index() -> dict[str, Any]:
+    return {"schema_version": INDEX_SCHEMA_VERSION, "kind": INDEX_KIND, "pairings": {}}
+
+
+def index_bytes(index: dict[str, Any]) -> bytes:
+    return (json.dumps(index, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def rebuild_index(
+    manifests: Iterable[tuple[str, bytes, bool]], previous: dict[str, Any]
+) -> dict[str, Any]:
+    """The index of the manifests present, given as (pairing id, file bytes, has statement).
+
+    An entry is kept from `previous` for a manifest that cannot be read here (e.g. from
+    a newer schema_version); such a manifest without a previous entry is left out.
+    """
+    index = empty_index()
+    old = previous.get("pairings", {})
+    for pid, data, has_statement in manifests:
+        try:
+            manifest = json.loads(data)
+            version = manifest.get("schema_version")
+            if isinstance(version, int) and version > SCHEMA_VERSION and pid in old:
+                index["pairings"][pid] = old[pid]
+                continue
+            entry = entry_for(manifest, hashlib.sha256(data).hexdigest(), has_statement)
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
+            if pid in old:
+                index["pairings"][pid] = old[pid]
+            continue
+        index["pairings"][pid] = entry
+    return index
+
+
+def check_same_wheels(
+    previous: dict[str, Any] | None, entry: dict[str, Any], location: str
+) -> None:
+    """A pairing's wheels never change once published: GateFailed if `entry` differs."""
+    if previous is None:
+        return
+    pid = entry["pairing_id"]
+    for part in ("core", "plugin"):
+        if previous[part]["sha256"] != entry[part]["sha256"]:
+            raise GateFailed(
+                f"{location}: pairing {pid[:16]} is already in the store "
+                f"with {part} wheel {previous[part]['wheel']} sha256 "
+                f"{previous[part]['sha256']}; this manifest has "
+                f"{entry[part]['sha256']}",
+                hint="a pairing's wheels never change once published; "
+                "check the build's reproducibility",
+            )
+
+
+# ---------------------------------------------------------------------------
+# Consumers
+
+
+def _version_key(text: str) -> Any:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (1, Version(text))
+    except InvalidVersion:
+        return (0, text)
+
+
+def _core_matches(version: str, wanted: str) -> bool:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    if wanted[:1] in "<>=!~":
+        try:
+            return Version(version) in SpecifierSet(wanted)
+        except (InvalidSpecifier, InvalidVersion):
+            raise BadInput(f"--core {wanted}: not a version or version specifier")
+    try:
+        return Version(version) == Version(wanted)
+    except InvalidVersion:
+        return version == wanted
+
+
+def query(
+    index: dict[str, Any],
+    *,
+    core: str | None = None,
+    plugin: str | None = None,
+    verdict: str | None = None,
+) -> list[dict[str, Any]]:
+    """Entries matching the filters, newest core first, best verdict first."""
+    out = []
+    for entry in index["pairings"].values():
+        if core and not _core_matches(entry["core"]["version"], core):
+            continue
+        if plugin and canonicalize_name(entry["plugin"]["name"]) != canonicalize_name(plugin):
+            continue
+        if verdict and entry.get("verdict") != verdict:
+            continue
+        out.append(entry)
+    out.sort(key=lambda e: (e["plugin"]["name"], e["pairing_id"]))
+    out.sort(key=lambda e: VERDICT_ORDER.get(e.get("verdict"), 9))
+    out.sort(key=lambda e: _version_key(e["core"]["version"]), reverse=True)
+    return out
+
+
+def _plugin_column(entry: dict[str, Any]) -> str:
+    commit = entry["plugin"].get("commit")
+    return f"{entry['plugin']['name']}@{commit[:12] if commit else entry['plugin']['version']}"
+
+
+@dataclass(frozen=True)
+class Matrix:
+    cores: list[str]
+    plugins: list[str]
+    cells: dict[tuple[str, str], list[dict[str, Any]]]
+
+    def cell_text(self, core: str, plugin: str) -> str:
+        entries = self.cells.get((core, plugin), [])
+        if not entries:
+            return ""
+        if len(entries) == 1:
+            return entries[0].get("verdict") or "none"
+        return ", ".join(f"{e.get('verdict') or 'none'} (py{e.get('python')})" for e in entries)
+
+
+def matrix(index: dict[str, Any]) -> Matrix:
+    """Core versions (rows, newest first) x plugin commits (columns) -> verdicts."""
+    cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    cores: set[str] = set()
+    plugins: set[str] = set()
+    for entry in index["pairings"].values():
+        core, column = entry["core"]["version"], _plugin_column(entry)
+        cores.add(core)
+        plugins.add(column)
+        cells.setdefault((core, column), []).append(entry)
+    for entries in cells.values():
+        entries.sort(key=lambda e: (str(e.get("python")), e["pairing_id"]))
+    return Matrix(
+        cores=sorted(cores, key=_version_key, reverse=True),
+        plugins=sorted(plugins),
+        cells=cells,
+    )
+
+
+def render_markdown(m: Matrix) -> str:
+    def esc(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    head = "| vLLM core | " + " | ".join(esc(p) for p in m.plugins) + " |"
+    rule = "|---|" + "---|" * len(m.plugins)
+    rows = [
+        f"| {esc(c)} | " + " | ".join(esc(m.cell_text(c, p)) or " " for p in m.plugins) + " |"
+        for c in m.cores
+    ]
+    if not m.cores:
+        return "_No pairings in the manifest store._\n"
+    return "\n".join([head, rule, *rows]) + "\n"
+
+
+def render_html(m: Matrix, *, title: str = "vLLM core x plugin compatibility") -> str:
+    e = html.escape
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{e(title)}</title>",
+        "<style>body{font-family:sans-serif}table{border-collapse:collapse}"
+        "td,th{border:1px solid #999;padding:4px 8px;text-align:center}"
+        ".fleet{background:#c8f0c8}.pilot{background:#fff2b3}.lab{background:#f5c2c2}"
+        "</style></head><body>",
+        f"<h1>{e(title)}</h1>",
+    ]
+    if not m.cores:
+        parts.append("<p>No pairings in the manifest store.</p>")
+    else:
+        parts.append("<table><thead><tr><th>vLLM core</th>")
+        parts.extend(f"<th>{e(p)}</th>" for p in m.plugins)
+        parts.append("</tr></thead><tbody>")
+        for c in m.cores:
+            parts.append(f"<tr><th>{e(c)}</th>")
+            for p in m.plugins:
+                entries = m.cells.get((c, p), [])
+                css = entries[0].get("verdict") if len(entries) == 1 else ""
+                cls = f' class="{e(css)}"' if css in ("fleet", "pilot", "lab") else ""
+                parts.append(f"<td{cls}>{e(m.cell_text(c, p))}</td>")
+            parts.append("</tr>")
+        parts.append("</tbody></table>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def render_table(m: Matrix) -> Any:
+    """A rich Table for the terminal."""
+    from rich.table import Table
+
+    table = Table(title="vLLM core x plugin compatibility")
+    table.add_column("vLLM core", style="bold")
+    for p in m.plugins:
+        table.add_column(p, justify="center")
+    colours = {"fleet": "green", "pilot": "yellow", "lab": "red"}
+    for c in m.cores:
+        cells = []
+        for p in m.plugins:
+            text = m.cell_text(c, p)
+            entries = m.cells.get((c, p), [])
+            colour = colours.get(entries[0].get("verdict")) if len(entries) == 1 else None
+            cells.append(f"[{colour}]{text}[/{colour}]" if colour else text)
+        table.add_row(c, *cells)
+    return table

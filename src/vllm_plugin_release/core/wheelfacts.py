@@ -1,0 +1,134 @@
+"""Facts about a wheel that a manifest records and an installation is checked against.
+
+The files digest (`files_digest`) covers the files an installer puts under
+site-packages unchanged; the same rule picks them from a wheel (`installed_path`)
+and from an installed distribution's RECORD (`installed_files`).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+from pathlib import Path, PurePosixPath
+
+from vllm_plugin_release.core.errors import BadInput, GateFailed
+
+
+def record_hash(data: bytes) -> str:
+    """A file's hash as RECORD writes it: sha256=<urlsafe base64, no padding>."""
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def installed_path(wheel_path: str) -> str | None:
+    """Where an installer puts a wheel entry, relative to site-packages; None if not covered.
+
+    Covered: files installed unchanged under site-packages. Not covered: the
+    .dist-info folder (installers rewrite RECORD, add INSTALLER ...), scripts,
+    headers and data files, and byte-code caches.
+    """
+    parts = PurePosixPath(wheel_path).parts
+    if not parts or ".." in parts or "__pycache__" in parts:
+        return None
+    top = parts[0]
+    if top.endswith(".dist-info"):
+        return None
+    if top.endswith(".data"):
+        if len(parts) > 2 and parts[1] in ("purelib", "platlib"):
+            return "/".join(parts[2:])
+        return None
+    return "/".join(parts)
+
+
+def installed_files(record: dict[str, str]) -> dict[str, str]:
+    """The covered subset of an installed RECORD (same rule as `installed_path`)."""
+    out = {}
+    for path, digest in record.items():
+        parts = PurePosixPath(path).parts
+        if (
+            not parts
+            or path.startswith("/")
+            or ".." in parts
+            or "__pycache__" in parts
+            or parts[0].endswith(".dist-info")
+        ):
+            continue
+        out["/".join(parts)] = digest
+    return out
+
+
+def files_digest(entries: dict[str, str]) -> str:
+    """sha256 over sorted `path,hash` lines (hash as RECORD writes it: sha256=<b64>)."""
+    text = "".join(f"{path},{entries[path]}\n" for path in sorted(entries))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def parse_record(text: str) -> dict[str, str]:
+    """RECORD (csv) -> {path: 'sha256=...'} for the rows that carry a sha256 hash."""
+    import csv
+    import io
+
+    out: dict[str, str] = {}
+    for row in csv.reader(io.StringIO(text)):
+        if len(row) >= 2 and row[1].startswith("sha256="):
+            out[row[0]] = row[1]
+    return out
+
+
+def wheel_version(path: Path) -> str:
+    """The Version field of a wheel's METADATA (what an installer reports)."""
+    from email.parser import HeaderParser
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+            if len(names) != 1:
+                raise GateFailed(f"{path}: expected one .dist-info/METADATA, found {len(names)}")
+            headers = HeaderParser().parsestr(zf.read(names[0]).decode("utf-8"))
+    except (zipfile.BadZipFile, OSError, UnicodeDecodeError) as exc:
+        raise GateFailed(f"{path}: not a readable wheel ({exc})", hint="rebuild the wheel")
+    version = headers.get("Version")
+    if not version:
+        raise GateFailed(f"{path}: METADATA has no Version")
+    return str(version)
+
+
+def wheel_files(path: Path) -> dict[str, str]:
+    """The covered files of a wheel, {installed path: 'sha256=...'}, checked against its RECORD.
+
+    Raises GateFailed if the wheel's RECORD does not match its contents.
+    """
+    try:
+        with zipfile.ZipFile(path) as zf:
+            records = [n for n in zf.namelist() if n.endswith(".dist-info/RECORD")]
+            if len(records) != 1:
+                raise GateFailed(f"{path}: expected one .dist-info/RECORD, found {len(records)}")
+            recorded = parse_record(zf.read(records[0]).decode("utf-8"))
+            out: dict[str, str] = {}
+            for info in zf.infolist():
+                if info.is_dir() or info.filename == records[0]:
+                    continue
+                actual = record_hash(zf.read(info))
+                want = recorded.get(info.filename)
+                if want is None:
+                    raise GateFailed(f"{path}: {info.filename} is not listed in the wheel's RECORD")
+                if want != actual:
+                    raise GateFailed(
+                        f"{path}: {info.filename} does not match the wheel's RECORD "
+                        f"({want} recorded, {actual} in the archive)",
+                        hint="the wheel is corrupt; rebuild it",
+                    )
+                target = installed_path(info.filename)
+                if target is not None:
+                    out[target] = actual
+            return out
+    except (zipfile.BadZipFile, OSError, KeyError) as exc:
+        raise GateFailed(f"{path}: not a readable wheel ({exc})", hint="rebuild the wheel")
+
+
+def wheel_tags(filename: str) -> dict[str, str]:
+    parts = filename[: -len(".whl")].split("-")
+    if len(parts) < 5:
+        raise BadInput(f"{filename}: not a wheel file name (NAME-VERSION-PY-ABI-PLATFORM.whl)")
+    python, abi, platform = parts[-3:]
+    return {"python": python, "abi": abi, "platform": platform}

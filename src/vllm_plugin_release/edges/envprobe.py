@@ -1,0 +1,70 @@
+"""Ask an installed Python environment what it holds (for `vpr manifest check-env`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+
+# Runs inside the environment being checked: standard library only, Python 3.8+.
+_PROBE = r"""
+import base64, csv, hashlib, json, sys
+import importlib.metadata as md
+out = {}
+for name in json.loads(sys.argv[1]):
+    try:
+        d = md.distribution(name)
+    except md.PackageNotFoundError:
+        out[name] = None
+        continue
+    entries, bad = {}, []
+    for row in csv.reader((d.read_text("RECORD") or "").splitlines()):
+        if len(row) < 2 or not row[1].startswith("sha256="):
+            continue
+        try:
+            with open(d.locate_file(row[0]), "rb") as f:
+                data = f.read()
+        except OSError:
+            bad.append([row[0], "missing"])
+            continue
+        got = "sha256=" + base64.urlsafe_b64encode(
+            hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        if got != row[1]:
+            bad.append([row[0], "modified"])
+        entries[row[0]] = got  # what is on disk, not what RECORD claims
+    eps = {}
+    for ep in d.entry_points:
+        eps.setdefault(ep.group, {})[ep.name] = ep.value
+    direct = d.read_text("direct_url.json")
+    out[name] = {"version": d.version, "record": entries, "bad": bad, "entry_points": eps,
+                 "direct_url": json.loads(direct) if direct else None,
+                 "location": str(d.locate_file(""))}
+print(json.dumps(out))
+"""
+
+
+def probe_environment(python: Path | str, names: list[str]) -> dict[str, Any]:
+    """Installed version, RECORD (verified against the files) and entry points per name."""
+    python = Path(python)
+    if not python.exists():
+        raise BadInput(f"--python {python}: interpreter not found")
+    try:
+        done = subprocess.run(
+            [str(python), "-I", "-c", _PROBE, json.dumps(names)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise OutsideFailure(f"--python {python}: could not run it ({exc})")
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-8:])
+        raise BadInput(
+            f"--python {python}: the environment probe failed:\n{tail}",
+            hint="pass the python of a virtual environment (Python >= 3.8)",
+        )
+    return json.loads(done.stdout)

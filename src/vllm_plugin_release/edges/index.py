@@ -1,0 +1,248 @@
+"""A package index as seen from here: the simple API (PEP 691 JSON / PEP 503 HTML) and
+the local default index, a pypiserver on loopback that we start and stop.
+
+Queries send the credentials of the environment (TWINE_USERNAME / TWINE_PASSWORD)
+or of the URL as a header; no URL in a message carries user info.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from vllm_plugin_release.core.errors import OutsideFailure
+from vllm_plugin_release.core.net import free_port, scrub
+
+USER_AGENT = "vllm-plugin-release (+publish)"
+HTTP_TIMEOUT = 60
+CREDENTIAL_ENV = ("TWINE_PASSWORD", "TWINE_USERNAME")
+
+
+def redact(text: str) -> str:
+    """Text meant for a person, without the environment's index credentials or URL user info."""
+    values = [os.environ.get(k, "") for k in CREDENTIAL_ENV]
+    return scrub(text, [v for v in values if len(v) >= 4])
+
+
+@dataclass(frozen=True)
+class IndexTarget:
+    upload_url: str
+    simple_url: str
+    local: bool = False
+
+
+def simple_url_for(upload_url: str) -> str:
+    """The simple API that goes with an upload URL (PyPI, TestPyPI, pypiserver/devpi-like)."""
+    parts = urllib.parse.urlsplit(upload_url)
+    host = parts.hostname or ""
+    if host == "upload.pypi.org":
+        return "https://pypi.org/simple/"
+    if host == "test.pypi.org":
+        return "https://test.pypi.org/simple/"
+    return upload_url.rstrip("/") + "/simple/"
+
+
+# ---------------------------------------------------------------------------
+# Talking to an index
+
+
+class Transient(Exception):
+    """A failure worth retrying (connection error, timeout, HTTP 5xx)."""
+
+
+def _auth_header() -> dict[str, str]:
+    user, password = os.environ.get("TWINE_USERNAME"), os.environ.get("TWINE_PASSWORD")
+    if user and password:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        return {"Authorization": f"Basic {token}"}
+    return {}
+
+
+def _get(url: str, accept: str | None = None) -> tuple[bytes, str, str] | None:
+    """(body, content type, final URL), None on 404; Transient on 5xx/connection errors."""
+    parts = urllib.parse.urlsplit(url)
+    headers = {"User-Agent": USER_AGENT, **_auth_header()}
+    if parts.username:  # credentials in the URL: send them as a header, never log them
+        user = urllib.parse.unquote(parts.username)
+        password = urllib.parse.unquote(parts.password or "")
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        headers["Authorization"] = f"Basic {token}"
+        url = urllib.parse.urlunsplit(
+            parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""))
+        )
+    if accept:
+        headers["Accept"] = accept
+    try:
+        request = urllib.request.Request(url, headers=headers)
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT) as response:
+            return response.read(), response.headers.get("Content-Type", ""), response.geturl()
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        if exc.code >= 500:
+            raise Transient(f"HTTP {exc.code} from {redact(url)}")
+        if exc.code in (401, 403):
+            raise OutsideFailure(
+                f"{redact(url)}: the index refused access (HTTP {exc.code})",
+                hint="set TWINE_USERNAME / TWINE_PASSWORD or store them in the keyring",
+            )
+        raise OutsideFailure(f"{redact(url)}: the index answered HTTP {exc.code}")
+    except (urllib.error.URLError, OSError) as exc:
+        raise Transient(f"{redact(url)} unreachable ({getattr(exc, 'reason', exc)})")
+
+
+def _links(body: bytes, content_type: str, base: str) -> dict[str, tuple[str, str | None]]:
+    """{filename: (url, sha256 or None)} from a PEP 691 JSON or PEP 503 HTML page."""
+    import html.parser
+
+    out: dict[str, tuple[str, str | None]] = {}
+    if "json" in content_type:
+        for f in json.loads(body).get("files", []):
+            url = urllib.parse.urljoin(base, f["url"])
+            out[f["filename"]] = (url.split("#")[0], (f.get("hashes") or {}).get("sha256"))
+        return out
+
+    class Parser(html.parser.HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            href = dict(attrs).get("href")
+            if tag != "a" or not href:
+                return
+            url = urllib.parse.urljoin(base, href)
+            name = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
+            frag = urllib.parse.urlsplit(url).fragment
+            sha = frag.split("=", 1)[1] if frag.startswith("sha256=") else None
+            out[name] = (url.split("#")[0], sha)
+
+    Parser().feed(body.decode("utf-8", "replace"))
+    return out
+
+
+def remote_sha256(simple_url: str, project: str, filename: str) -> str | None:
+    """sha256 of `filename` on the index, or None when the index does not have it."""
+    page = _get(
+        f"{simple_url.rstrip('/')}/{canonicalize_name(project)}/",
+        "application/vnd.pypi.simple.v1+json, text/html;q=0.1",
+    )
+    if page is None:
+        return None
+    links = _links(*page)
+    if filename not in links:
+        return None
+    url, sha = links[filename]
+    if sha:
+        return sha
+    got = _get(url)  # no hash on the page: download and hash it
+    return hashlib.sha256(got[0]).hexdigest() if got else None
+
+
+# ---------------------------------------------------------------------------
+# The local default index
+
+
+class LocalIndex:
+    """A pypiserver on 127.0.0.1 over `root`, started and stopped by us."""
+
+    def __init__(self, root: Path, *, startup_timeout: float = 30.0) -> None:
+        self.root = Path(root)
+        self.startup_timeout = startup_timeout
+        self.port: int | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = self.root.parent / "index-server.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    @property
+    def target(self) -> IndexTarget:
+        return IndexTarget(upload_url=self.url, simple_url=self.url + "simple/", local=True)
+
+    def start(self) -> IndexTarget:
+        self.root.mkdir(parents=True, exist_ok=True)
+        last = ""
+        for _ in range(3):  # the port could be taken between choosing and binding
+            self.port = free_port()
+            with self.log.open("wb") as log:
+                self.process = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "pypiserver",
+                        "run",
+                        "-i",
+                        "127.0.0.1",
+                        "-p",
+                        str(self.port),
+                        "-a",
+                        ".",
+                        "-P",
+                        ".",
+                        "--disable-fallback",
+                        "--hash-algo",
+                        "sha256",
+                        "--backend",
+                        "simple-dir",
+                        str(self.root),
+                    ],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            deadline = time.monotonic() + self.startup_timeout
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    break
+                try:
+                    with urllib.request.urlopen(f"{self.url}health", timeout=2) as r:
+                        if r.status == 200:
+                            return self.target
+                except (urllib.error.URLError, OSError):
+                    time.sleep(0.1)
+            last = self.log.read_text(errors="replace")[-2000:]
+            self.stop()
+        raise OutsideFailure(
+            f"the local package index (pypiserver over {self.root}) did not start:\n{last}",
+            hint="is pypiserver installed (pip install pypiserver)? see " + str(self.log),
+        )
+
+    def stop(self) -> None:
+        proc, self.process = self.process, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+    def __enter__(self) -> IndexTarget:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def local_index(root: Path) -> Iterator[IndexTarget]:
+    """A LocalIndex as a context manager (for tests and the release pipeline)."""
+    server = LocalIndex(root)
+    try:
+        yield server.start()
+    finally:
+        server.stop()

@@ -1,0 +1,186 @@
+"""Signing keys on disk, and who is signing: the environment-facing half of signing.
+
+Keys are PEM files: PKCS#8 private key (mode 0600), SubjectPublicKeyInfo public
+key next to it as `KEY.pub`. The private key is only ever named by its path: no
+log line, manifest, or error message contains its bytes. An encrypted private
+key is opened with the passphrase in $VPR_SIGNING_KEY_PASSWORD.
+
+Environment variables are read when a function is called, never at import.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vllm_plugin_release.core.attest import LOCAL_BUILDER
+from vllm_plugin_release.core.cache import atomic_write_bytes
+from vllm_plugin_release.core.errors import BadInput
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
+
+KEY_ENV = "VPR_SIGNING_KEY"
+PASSWORD_ENV = "VPR_SIGNING_KEY_PASSWORD"
+DEFAULT_KEY = Path("keys") / "manifest-signing.key"  # under the .vpr/ cache folder
+
+
+# ---------------------------------------------------------------------------
+# Key files
+
+
+def public_path(private: Path) -> Path:
+    return private.with_name(private.name + ".pub")
+
+
+def generate_keypair(
+    private: Path, *, force: bool = False, encrypt: bool = False
+) -> tuple[Path, Path]:
+    """Write a new ed25519 key pair: `private` (0600) and `private.pub`. Returns both paths."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    pub = public_path(private)
+    if not force and (private.exists() or pub.exists()):
+        raise BadInput(
+            f"{private}: a key already exists there",
+            hint="pass --force to replace it (manifests signed with the old key will no longer "
+            "verify with the new public key), or choose another --out",
+        )
+    encryption: serialization.KeySerializationEncryption = serialization.NoEncryption()
+    if encrypt:
+        password = os.environ.get(PASSWORD_ENV)
+        if not password:
+            raise BadInput(f"--encrypt needs the passphrase in ${PASSWORD_ENV}")
+        encryption = serialization.BestAvailableEncryption(password.encode())
+    key = Ed25519PrivateKey.generate()
+    private_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption
+    )
+    public_pem = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    private.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(private, private_pem)  # mkstemp creates it 0600
+    os.chmod(private, 0o600)
+    atomic_write_bytes(pub, public_pem)
+    os.chmod(pub, 0o644)
+    return private, pub
+
+
+def load_private_key(path: Path) -> Ed25519PrivateKey:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise BadInput(
+            f"{path}: signing key not found",
+            hint="create one with `vpr keys generate --out PATH`, then point --signing-key, "
+            f"${KEY_ENV} or [publish] signing_key at it",
+        )
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read signing key ({exc.strerror})")
+    password = os.environ.get(PASSWORD_ENV)
+    try:
+        key = serialization.load_pem_private_key(
+            data, password=password.encode() if password else None
+        )
+    except TypeError:
+        raise BadInput(
+            f"{path}: signing key is encrypted", hint=f"put its passphrase in ${PASSWORD_ENV}"
+        )
+    except ValueError:
+        # Deliberately no detail: the library's message could quote key material.
+        raise BadInput(
+            f"{path}: not a readable PEM private key (or wrong passphrase)",
+            hint="`vpr keys generate` writes a PKCS#8 ed25519 key",
+        )
+    if not isinstance(key, Ed25519PrivateKey):
+        raise BadInput(f"{path}: signing key is not an ed25519 key")
+    return key
+
+
+def load_public_key(path: Path) -> Ed25519PublicKey:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise BadInput(f"{path}: public key not found", hint="pass the KEY.pub file")
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read public key ({exc.strerror})")
+    if b"PRIVATE KEY" in data:
+        raise BadInput(
+            f"{path}: this is a private key; verification takes the public key",
+            hint=f"pass {public_path(path).name} (written next to it by `vpr keys generate`)",
+        )
+    try:
+        key = serialization.load_pem_public_key(data)
+    except ValueError:
+        raise BadInput(f"{path}: not a PEM public key", hint="pass the KEY.pub file")
+    if not isinstance(key, Ed25519PublicKey):
+        raise BadInput(f"{path}: public key is not an ed25519 key")
+    return key
+
+
+# ---------------------------------------------------------------------------
+# Which key
+
+
+def resolve_key_path(
+    cli: str | Path | None, spec_value: str | None, *, root: Path, cache_root: Path
+) -> tuple[Path, str]:
+    """Which signing key to use and why: --signing-key, $VPR_SIGNING_KEY, spec, or the default.
+
+    Relative spec paths are resolved against the project root. The default is
+    `.vpr/keys/manifest-signing.key` (created on first use by `ensure_key`).
+    """
+    if cli:
+        return Path(cli), "--signing-key"
+    env = os.environ.get(KEY_ENV)
+    if env:
+        return Path(env), f"${KEY_ENV}"
+    if spec_value:
+        p = Path(spec_value)
+        return (p if p.is_absolute() else root / p), "[publish] signing_key"
+    return cache_root / DEFAULT_KEY, "default"
+
+
+def ensure_key(path: Path, origin: str) -> bool:
+    """Create the default key if it is missing; True when a key was created."""
+    if origin == "default" and not path.exists():
+        generate_keypair(path)
+        return True
+    return False
+
+
+# ---------------------------------------------------------------------------
+# Who signs (CI environment)
+
+
+def builder_id() -> str:
+    """Who ran the build: $VPR_BUILDER_ID, the GitHub workflow, or a local builder."""
+    given = os.environ.get("VPR_BUILDER_ID")
+    if given:
+        return given
+    if os.environ.get("GITHUB_ACTIONS") == "true" and os.environ.get("GITHUB_WORKFLOW_REF"):
+        server = os.environ.get("GITHUB_SERVER_URL", "https://github.com")
+        return f"{server}/{os.environ['GITHUB_WORKFLOW_REF']}"
+    return LOCAL_BUILDER
+
+
+def invocation_id() -> str | None:
+    """The CI run that did the build (GitHub Actions), or None."""
+    if os.environ.get("GITHUB_ACTIONS") == "true" and os.environ.get("GITHUB_RUN_ID"):
+        server = os.environ.get("GITHUB_SERVER_URL", "https://github.com")
+        repo = os.environ.get("GITHUB_REPOSITORY", "")
+        attempt = os.environ.get("GITHUB_RUN_ATTEMPT", "1")
+        return f"{server}/{repo}/actions/runs/{os.environ['GITHUB_RUN_ID']}/attempts/{attempt}"
+    return None

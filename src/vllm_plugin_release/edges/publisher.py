@@ -1,0 +1,161 @@
+"""Uploading to a package index and installing from it: twine and pip (or uv) subprocesses.
+
+Every line of their output that reaches a message is scrubbed of credentials
+(`edges.index.redact`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from vllm_plugin_release.core.errors import GateFailed, OutsideFailure
+from vllm_plugin_release.edges.index import IndexTarget, Transient, redact
+
+# ---------------------------------------------------------------------------
+# twine
+
+
+def _twine_env(target: IndexTarget) -> dict[str, str]:
+    env = {**os.environ, "TWINE_NON_INTERACTIVE": "1"}
+    if target.local:  # pypiserver with auth off still wants a user name from twine
+        env.update(
+            TWINE_USERNAME="vpr",
+            TWINE_PASSWORD="local-index",
+            PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring",
+        )
+    return env
+
+
+def twine_check(wheels: list[Path]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", *map(str, wheels)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        out = redact((done.stdout + done.stderr).strip())
+        raise GateFailed(
+            f"`twine check --strict` failed:\n{out}",
+            hint="fix the package metadata (long description, content type) and rebuild",
+        )
+
+
+def twine_upload(target: IndexTarget, wheel: Path) -> None:
+    try:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "twine",
+                "upload",
+                "--non-interactive",
+                "--disable-progress-bar",
+                "--repository-url",
+                target.upload_url,
+                str(wheel),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=_twine_env(target),
+            timeout=1800,
+        )
+    except subprocess.TimeoutExpired:
+        raise Transient(f"upload of {wheel.name} timed out")
+    if done.returncode == 0:
+        return
+    out = redact((done.stdout + done.stderr).strip())
+    last = "\n".join(out.splitlines()[-6:])
+    status = re.search(r"HTTPError: (\d{3})", out)
+    code = int(status.group(1)) if status else None
+    if code is None or code >= 500 or "ConnectionError" in out or "timed out" in out.lower():
+        raise Transient(f"upload of {wheel.name}: {last}")
+    if code in (401, 403):
+        raise OutsideFailure(
+            f"{redact(target.upload_url)} refused the upload of {wheel.name} (HTTP {code})",
+            hint="set TWINE_USERNAME / TWINE_PASSWORD or store them in the keyring",
+        )
+    if code in (400, 409):  # often "file already exists": the caller re-checks the digest
+        raise Transient(f"upload of {wheel.name} refused (HTTP {code}): {last}")
+    raise OutsideFailure(f"upload of {wheel.name} failed (HTTP {code}):\n{last}")
+
+
+# ---------------------------------------------------------------------------
+# Installing from an index (the install proof)
+
+
+def make_venv(venv: Path) -> Path:
+    """A new virtual environment without pip at `venv`; returns its python."""
+    made = subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if made.returncode != 0:
+        raise OutsideFailure(f"install proof: could not create a venv in {venv}:\n{made.stderr}")
+    return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def _pip_has_python_option() -> bool:
+    """pip >= 22.3 can install into another interpreter (`pip --python`)."""
+    try:
+        import pip
+    except ImportError:
+        return False
+    try:
+        major, minor = (int(x) for x in pip.__version__.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (22, 3)
+
+
+def install_with_hashes(
+    python: Path, simple_url: str, requirements: Path
+) -> subprocess.CompletedProcess[str]:
+    """`pip install --no-deps --require-hashes` of `requirements` into `python`'s environment,
+    from `simple_url` only (pip --python when it can, else uv pip)."""
+    common = [
+        "--no-deps",
+        "--require-hashes",
+        "--index-url",
+        simple_url,
+        "-r",
+        str(requirements),
+    ]
+    if _pip_has_python_option():
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--disable-pip-version-check",
+            "--no-cache-dir",
+            "--no-input",
+            *common,
+        ]
+    else:  # uv ships as a dependency of this package
+        cmd = [
+            sys.executable,
+            "-m",
+            "uv",
+            "pip",
+            "install",
+            "--python",
+            str(python),
+            "--no-cache",
+            "--no-config",
+            *common,
+        ]
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1"}
+    for name in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "UV_FIND_LINKS", "UV_INDEX",
+                 "UV_EXTRA_INDEX_URL", "UV_INDEX_URL"):  # fmt: skip
+        env.pop(name, None)  # the proof installs from this index only
+    return subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)

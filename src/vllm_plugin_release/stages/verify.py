@@ -1,0 +1,265 @@
+"""Consumer-side checks of a pairing (a shared helper of the stages, not a stage itself).
+
+- `verify_files`: does a manifest folder (or a store copy) verify: the signature
+  when a public key is given, every subject's sha256, and the manifest's schema?
+  (`vpr manifest verify`, and publish before it publishes anything.)
+- `check_environment`: does an installed environment match a manifest?
+  (`vpr manifest check-env`, and publish's install proof.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.core import attest
+from vllm_plugin_release.core.cache import sha256_file
+from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.manifestdoc import (
+    MANIFEST_FILE,
+    STATEMENT_FILE,
+    read_json,
+    validate,
+)
+from vllm_plugin_release.core.wheelfacts import files_digest, installed_files, wheel_files
+from vllm_plugin_release.edges.envprobe import probe_environment
+from vllm_plugin_release.edges.keys import load_public_key
+
+# ---------------------------------------------------------------------------
+# A manifest folder
+
+
+@dataclass
+class Verified:
+    manifest_path: Path
+    statement_path: Path
+    keyid: str | None
+    manifest: dict[str, Any]
+    statement: dict[str, Any]
+    subjects: list[dict[str, Any]] = field(default_factory=list)
+
+
+def locate(path: Path) -> tuple[Path, Path]:
+    """(manifest.json, manifest.intoto.jsonl) for a path naming either of them or their folder."""
+    if path.is_dir():
+        return path / MANIFEST_FILE, path / STATEMENT_FILE
+    if path.name.endswith(".intoto.jsonl"):
+        return path.with_name(path.name[: -len(".intoto.jsonl")] + ".json"), path
+    return path, path.with_name(path.stem + ".intoto.jsonl")
+
+
+def verify_files(path: Path, public_key: Path | None, *, manifest_only: bool = False) -> Verified:
+    """Check signature (when a key is given), subject digests, and the manifest's schema.
+
+    The manifest subject is the file given (a store copy is named <pairing_id>.json);
+    the wheel subjects are looked up next to it unless `manifest_only`.
+
+    GateFailed (exit 1) lists everything that did not match; a missing input
+    named on the command line is BadInput (exit 2).
+    """
+    if not path.exists():
+        raise BadInput(f"{path}: no such file", hint="pass dist/NAME/manifest.json")
+    manifest_path, statement_path = locate(path)
+    key = load_public_key(public_key) if public_key else None
+    statement = _read_statement(manifest_path, statement_path, key)
+    subjects = statement.get("subject")
+    if not isinstance(subjects, list) or not subjects:
+        raise GateFailed(f"{statement_path}: the statement has no subjects")
+    names, report, problems = _check_subjects(subjects, manifest_path, manifest_only)
+    if MANIFEST_FILE not in names:
+        problems.append(f"{MANIFEST_FILE} is not a subject of {statement_path.name}")
+    manifest_ok = MANIFEST_FILE in names and all(
+        r["ok"] for r in report if r["name"] == MANIFEST_FILE
+    )
+    manifest: dict[str, Any] = {}
+    if manifest_ok:
+        manifest = read_json(manifest_path, what="manifest")
+        validate(manifest, str(manifest_path))  # newer schema_version: a clear BadInput
+        problems += _unsigned_wheels(manifest, manifest_path, names)
+    if problems:
+        raise GateFailed(
+            f"{manifest_path}: verification failed:\n  " + "\n  ".join(problems),
+            hint="something changed after signing; rebuild with `vpr manifest build`",
+        )
+    return Verified(
+        manifest_path=manifest_path,
+        statement_path=statement_path,
+        keyid=attest.keyid(key) if key is not None else None,
+        manifest=manifest,
+        statement=statement,
+        subjects=report,
+    )
+
+
+def _read_statement(manifest_path: Path, statement_path: Path, key: Any) -> dict[str, Any]:
+    """The signed statement next to the manifest; its signature checked when `key` is given."""
+    if not statement_path.exists():
+        raise GateFailed(
+            f"{statement_path}: signed statement missing next to {manifest_path.name}",
+            hint="`vpr manifest build` writes it; an unsigned manifest cannot be verified",
+        )
+    envelope = attest.parse_envelope(statement_path.read_bytes(), str(statement_path))
+    if key is not None:
+        return attest.verify_envelope(envelope, key, str(statement_path))
+    # digests only (publish re-checks its own output when no public key is at hand)
+    return attest.unverified_statement(envelope, str(statement_path))
+
+
+def _check_subjects(
+    subjects: list[Any], manifest_path: Path, manifest_only: bool
+) -> tuple[dict[str, str], list[dict[str, Any]], list[str]]:
+    """({subject name: sha256}, one report line per subject, problems) for the files found."""
+    problems: list[str] = []
+    report: list[dict[str, Any]] = []
+    folder = manifest_path.parent
+    names: dict[str, str] = {}
+    for s in subjects:
+        name = s.get("name") if isinstance(s, dict) else None
+        want = (s.get("digest") or {}).get("sha256") if isinstance(s, dict) else None
+        if (
+            not isinstance(name, str)
+            or not isinstance(want, str)
+            or "/" in name
+            or name in ("", "..")
+        ):
+            problems.append(f"malformed subject {s!r}")
+            continue
+        names[name] = want
+        file = manifest_path if name == MANIFEST_FILE else folder / name
+        if manifest_only and name != MANIFEST_FILE:
+            report.append({"name": name, "sha256": want, "ok": True, "problem": "not checked"})
+            continue
+        if not file.is_file():
+            problems.append(f"{file}: subject file missing (expected sha256 {want})")
+            report.append({"name": name, "sha256": want, "ok": False, "problem": "missing"})
+            continue
+        got = sha256_file(file)
+        ok = got == want
+        if not ok:
+            problems.append(f"{file}: sha256 {got} does not match the signed subject {want}")
+        report.append(
+            {"name": name, "sha256": want, "ok": ok, **({} if ok else {"problem": f"sha256 {got}"})}
+        )
+    return names, report, problems
+
+
+def _unsigned_wheels(
+    manifest: dict[str, Any], manifest_path: Path, names: dict[str, str]
+) -> list[str]:
+    """The manifest's wheels that are not signed subjects with the manifest's digest."""
+    problems = []
+    for part in ("core", "plugin"):
+        wheel = manifest[part]["wheel"]
+        if names.get(wheel["filename"]) != wheel["sha256"]:
+            problems.append(
+                f"{manifest_path}: {part}.wheel {wheel['filename']} sha256 {wheel['sha256']} "
+                "is not a subject of the signed statement with that digest"
+            )
+    return problems
+
+
+# ---------------------------------------------------------------------------
+# An installed environment
+
+
+def _same_version(a: str, b: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
+
+
+def check_environment(
+    manifest: dict[str, Any], python: Path | str, wheels_dir: Path | None = None
+) -> list[str]:
+    """Every way the environment differs from the manifest (empty list: it matches)."""
+    parts = {"core": manifest["core"], "plugin": manifest["plugin"]}
+    found = probe_environment(python, [p["name"] for p in parts.values()])
+    mismatches: list[str] = []
+    for role, want in parts.items():
+        name = want["name"]
+        got = found.get(name)
+        if got is None:
+            mismatches.append(
+                f"{role} {name}: not installed (manifest: {want['wheel']['version']})"
+            )
+            continue
+        where = f"{role} {name} ({got['location']})"
+        if not _same_version(got["version"], want["wheel"]["version"]):
+            mismatches.append(
+                f"{where}: version {got['version']}, manifest {want['wheel']['version']}"
+            )
+        for path, problem in got["bad"]:
+            mismatches.append(f"{where}: {path} {problem} since installation (RECORD hash)")
+        mismatches += _wheel_mismatches(where, want["wheel"], got, wheels_dir)
+        if role == "plugin":
+            mismatches += _entry_point_mismatches(where, want, got)
+    return mismatches
+
+
+def _wheel_mismatches(
+    where: str, wheel: dict[str, Any], got: dict[str, Any], wheels_dir: Path | None
+) -> list[str]:
+    """The installed files (and the wheel they came from) against the certified wheel."""
+    mismatches = []
+    archive = (got.get("direct_url") or {}).get("archive_info") or {}
+    hashes = dict(archive.get("hashes") or {})
+    if "hash" in archive and "=" in archive["hash"]:
+        algo, value = archive["hash"].split("=", 1)
+        hashes.setdefault(algo, value)
+    if "sha256" in hashes and hashes["sha256"] != wheel["sha256"]:
+        mismatches.append(
+            f"{where}: installed from a wheel with sha256 {hashes['sha256']}, "
+            f"manifest {wheel['sha256']}"
+        )
+    files = installed_files(got["record"])
+    if files_digest(files) != wheel["files_sha256"]:
+        detail = _file_differences(files, wheels_dir, wheel)
+        mismatches.append(
+            f"{where}: installed files differ from the certified wheel {wheel['filename']}"
+            + (
+                ":\n    " + "\n    ".join(detail)
+                if detail
+                else f" ({len(files)} files installed, {wheel['files']} in the wheel; pass "
+                "--wheels DIR holding the wheel for a file-by-file list)"
+            )
+        )
+    return mismatches
+
+
+def _entry_point_mismatches(where: str, want: dict[str, Any], got: dict[str, Any]) -> list[str]:
+    mismatches = []
+    for group, eps in sorted(want.get("entry_points", {}).items()):
+        have = got["entry_points"].get(group, {})
+        for ep_name, value in sorted(eps.items()):
+            if have.get(ep_name) != value:
+                mismatches.append(
+                    f"{where}: entry point [{group}] {ep_name} = "
+                    f"{have.get(ep_name)!r}, manifest {value!r}"
+                )
+    return mismatches
+
+
+def _file_differences(
+    files: dict[str, str], wheels_dir: Path | None, wheel: dict[str, Any], limit: int = 20
+) -> list[str]:
+    if wheels_dir is None:
+        return []
+    path = wheels_dir / wheel["filename"]
+    if not path.is_file() or sha256_file(path) != wheel["sha256"]:
+        return []
+    expected = wheel_files(path)
+    lines = []
+    for p in sorted(set(expected) | set(files)):
+        if p not in files:
+            lines.append(f"{p}: missing from the installation")
+        elif p not in expected:
+            lines.append(f"{p}: installed but not in the certified wheel")
+        elif files[p] != expected[p]:
+            lines.append(f"{p}: installed {files[p]}, certified wheel {expected[p]}")
+    if len(lines) > limit:
+        lines = [*lines[:limit], f"... and {len(lines) - limit} more"]
+    return lines
