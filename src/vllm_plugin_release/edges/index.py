@@ -25,7 +25,8 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from vllm_plugin_release.core.errors import OutsideFailure
-from vllm_plugin_release.core.net import free_port, scrub
+from vllm_plugin_release.core.net import scrub
+from vllm_plugin_release.edges.serve import free_port
 
 USER_AGENT = "vllm-plugin-release (+publish)"
 HTTP_TIMEOUT = 60

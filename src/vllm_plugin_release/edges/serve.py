@@ -13,7 +13,8 @@ from pathlib import Path
 
 
 def free_port() -> int:
-    with socket.socket() as s:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 

@@ -35,7 +35,7 @@ from vllm_plugin_release.core.manifestdoc import (
     validate,
 )
 from vllm_plugin_release.core.wheelfacts import files_digest, wheel_files, wheel_tags, wheel_version
-from vllm_plugin_release.edges import keys
+from vllm_plugin_release.edges import host, keys
 
 EVIDENCE_KEPT = 5  # evidence items per check copied into the manifest (the scorecard has all)
 
@@ -489,18 +489,10 @@ def update_run_record(dist_dir: Path, section: str, data: dict[str, Any]) -> Pat
 
 def _run_facts(started: float, finished: float, signing_key: dict[str, str]) -> dict[str, Any]:
     """What run.json records about this run (host, wall times: never in the manifest)."""
-    import os
-    import platform
-    import socket
-    import sys
-
     from vllm_plugin_release import __version__
 
     return {
-        "host": socket.gethostname(),
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "pid": os.getpid(),
+        **host.facts(),
         "started": _iso(int(started)),
         "finished": _iso(int(finished)),
         "seconds": round(finished - started, 3),
