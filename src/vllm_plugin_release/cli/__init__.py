@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -56,6 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_BAD_INPUT
+    from vllm_plugin_release.core import progress
+
+    # Live displays on a terminal; plain lines in CI logs and pipes.
+    progress.configure(interactive=progress.console.is_terminal and not os.environ.get("CI"))
     try:
         return int(args.func(args) or 0)
     except VprError as exc:

@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 
 from vllm_plugin_release.core import progress
-from vllm_plugin_release.core.cache import Cache
+from vllm_plugin_release.edges import cachedir
 
 
 def add_spec_argument(parser: argparse.ArgumentParser) -> None:
@@ -114,7 +114,7 @@ def _inputs(args: argparse.Namespace):
     from vllm_plugin_release.flows.sources import Inputs
 
     spec = load_spec(args.spec)
-    return Inputs(spec, Cache.from_args(args), getattr(args, "plugin_source", None))
+    return Inputs(spec, cachedir.from_args(args), getattr(args, "plugin_source", None))
 
 
 def _fetch(args: argparse.Namespace) -> int:

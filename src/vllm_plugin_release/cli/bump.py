@@ -9,8 +9,8 @@ from pathlib import Path
 
 from vllm_plugin_release.cli.build import add_dirs, add_plugin_source, add_spec_argument
 from vllm_plugin_release.core import progress
-from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import EXIT_OK, BadInput
+from vllm_plugin_release.edges import cachedir
 from vllm_plugin_release.edges.ci import github_output
 
 PR_BODY_LIMIT = 60_000
@@ -143,7 +143,7 @@ def _bump(args: argparse.Namespace) -> int:
     result = bump.bump(
         Path(args.spec),
         args.core,
-        cache=Cache.from_args(args),
+        cache=cachedir.from_args(args),
         out=args.out,
         dry_run=args.dry_run,
         with_api=args.with_api,

@@ -13,7 +13,7 @@ from vllm_plugin_release.cli.build import (
     add_spec_argument,
 )
 from vllm_plugin_release.core import progress
-from vllm_plugin_release.core.cache import Cache
+from vllm_plugin_release.edges import cachedir
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -63,7 +63,7 @@ def _context(args: argparse.Namespace):
 
     if args.runner not in ("cpu", "hardware"):
         raise BadInput(f"unknown runner {args.runner!r}; expected cpu or hardware")
-    inputs = Inputs(load_spec(args.spec), Cache.from_args(args), args.plugin_source)
+    inputs = Inputs(load_spec(args.spec), cachedir.from_args(args), args.plugin_source)
     return inputs.context(args.runner, Path(args.dist))
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from vllm_plugin_release.cli.build import add_dirs, add_plugin_source, add_spec_argument
 from vllm_plugin_release.core.errors import EXIT_OK
+from vllm_plugin_release.edges import cachedir
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.conform.hardware import HardwareSettings
@@ -147,12 +148,11 @@ def _live(args: argparse.Namespace) -> int:
 
 def _conform_hardware(args: argparse.Namespace) -> int:
     from vllm_plugin_release.conform.registry import load_spec
-    from vllm_plugin_release.core.cache import Cache
     from vllm_plugin_release.flows import hardware
 
     spec = load_spec(args.spec)
     opts = hardware.Options(
-        cache=Cache.from_args(args),
+        cache=cachedir.from_args(args),
         dist_root=Path(args.dist),
         plugin_source=args.plugin_source,
         runtime_env=args.runtime_env,

@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK
+from vllm_plugin_release.edges import cachedir
 
 
 def _default_store() -> str:
-    return os.environ.get("VPR_STORE") or str(Cache.from_env().root / "store")
+    return os.environ.get("VPR_STORE") or str(cachedir.from_env().root / "store")
 
 
 def _spec_and_dirs(parser: argparse.ArgumentParser) -> None:
@@ -215,7 +215,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     built = mf.build_for_spec(
-        spec, signing_key=args.signing_key, dist_root=args.dist, cache=Cache.from_args(args)
+        spec, signing_key=args.signing_key, dist_root=args.dist, cache=cachedir.from_args(args)
     )
     if built.key_created:
         progress.info(
@@ -374,7 +374,7 @@ def cmd_keys_generate(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core.attest import keyid
     from vllm_plugin_release.edges import keys
 
-    out = Path(args.out) if args.out else Cache.from_env().root / keys.DEFAULT_KEY
+    out = Path(args.out) if args.out else cachedir.from_env().root / keys.DEFAULT_KEY
     private, public = keys.generate_keypair(out, force=args.force, encrypt=args.encrypt)
     kid = keyid(keys.load_public_key(public))
     print(f"private key  {private}  (mode 0600; keep it secret, out of version control)")
@@ -398,7 +398,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         verify_install=args.verify_install,
         allow_uncertified=args.allow_uncertified,
         dist_root=args.dist,
-        cache=Cache.from_args(args),
+        cache=cachedir.from_args(args),
     )
     if args.json:
         from dataclasses import asdict

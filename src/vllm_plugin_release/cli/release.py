@@ -11,7 +11,7 @@ from vllm_plugin_release.cli.build import (
     add_runner,
     add_spec_argument,
 )
-from vllm_plugin_release.core.cache import Cache
+from vllm_plugin_release.edges import cachedir
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,7 +50,7 @@ def _release(args: argparse.Namespace) -> int:
     outcome = release(
         spec,
         Options(
-            cache=Cache.from_args(args),
+            cache=cachedir.from_args(args),
             dist_root=Path(args.dist),
             runner=args.runner,
             plugin_source=args.plugin_source,

@@ -15,7 +15,6 @@ before the fleet sees it.
 from __future__ import annotations
 
 import json
-import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,7 +183,8 @@ def run_tests(
     ignore = cfg["ignore"] if runner == "cpu" else []
     argv = pytest_command(python, root, paths, ignore, junit)
     progress.info(f"plugin-tests: {' '.join(argv[3:])}")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    # bytecode is cached in the pairing env: a later import of vLLM and torch is ~3x faster
+    env = proc.inherited(drop=("PYTHONDONTWRITEBYTECODE",))
     done = proc.run(argv, what="plugin tests", cwd=root, env=env, timeout=cfg["timeout"])
     if done.returncode not in (0, 1, 2, 5) or not junit.exists():
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])

@@ -106,16 +106,6 @@ class Cache:
     def __init__(self, root: Path | str = ".vpr") -> None:
         self.root = Path(root).absolute()
 
-    @classmethod
-    def from_env(cls, default: Path | str = ".vpr") -> Cache:
-        return cls(os.environ.get("VPR_CACHE_DIR", default))
-
-    @classmethod
-    def from_args(cls, args: Any) -> Cache:
-        """--cache-dir, else $VPR_CACHE_DIR, else .vpr (every command the same way)."""
-        given = getattr(args, "cache_dir", None)
-        return cls(given) if given else cls.from_env()
-
     def cas_path(self, sha256: str) -> Path:
         return self.root / "cas" / "sha256" / sha256[:2] / sha256
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -14,8 +13,18 @@ from rich.markup import escape
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+_mode: dict[str, bool | None] = {"interactive": None}
+
+
+def configure(*, interactive: bool) -> None:
+    """Live displays (spinners, bars) or plain lines; the command line decides once, from
+    the terminal and $CI. Left unset, live displays follow the terminal alone."""
+    _mode["interactive"] = interactive
+
+
 def interactive() -> bool:
-    return console.is_terminal and not os.environ.get("CI")
+    chosen = _mode["interactive"]
+    return console.is_terminal if chosen is None else chosen
 
 
 def info(message: str) -> None:

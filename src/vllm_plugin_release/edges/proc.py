@@ -7,6 +7,7 @@ time, is an outside failure (exit 3) naming what was being done.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -14,6 +15,11 @@ from pathlib import Path
 from vllm_plugin_release.core.errors import OutsideFailure
 
 Completed = subprocess.CompletedProcess
+
+
+def inherited(*, drop: tuple[str, ...] = ()) -> dict[str, str]:
+    """This process's environment for a child, without the variables named in `drop`."""
+    return {k: v for k, v in os.environ.items() if k not in drop}
 
 
 def run(

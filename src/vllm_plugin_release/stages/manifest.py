@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core import attest
-from vllm_plugin_release.core.cache import key_of, sha256_file
+from vllm_plugin_release.core.cache import Cache, key_of, sha256_file
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import (
     KIND,
@@ -507,17 +507,15 @@ def build_for_spec(
     *,
     signing_key: str | Path | None = None,
     dist_root: Path | str = "dist",
-    cache: Any = None,
+    cache: Cache,
 ) -> Built:
     """Read dist/NAME/'s stage records, write manifest.json, the signed statement, run.json."""
     import time
 
     from vllm_plugin_release import __version__
-    from vllm_plugin_release.core.cache import Cache
 
     started = time.time()
     dist = dist_dir_for(spec, dist_root)
-    cache = cache or Cache.from_env()
     key_path, origin = keys.resolve_key_path(
         signing_key, spec.publish.get("signing_key"), root=spec.root, cache_root=cache.root
     )

@@ -21,13 +21,13 @@ output: every line from a subprocess is scrubbed, URLs lose their user info.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core import progress
+from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE
 from vllm_plugin_release.edges import keys
@@ -42,6 +42,8 @@ from vllm_plugin_release.edges.index import (
 from vllm_plugin_release.edges.publisher import (
     install_with_hashes,
     make_venv,
+    retry_policy,
+    targets_from_environ,
     twine_check,
     twine_upload,
 )
@@ -49,14 +51,6 @@ from vllm_plugin_release.edges.store import HttpStore, Store, open_store
 from vllm_plugin_release.stages.verify import Verified, check_environment, verify_files
 
 CERTIFIED = ("fleet", "pilot")
-
-
-def _attempts() -> int:
-    return max(1, int(os.environ.get("VPR_PUBLISH_ATTEMPTS", "4")))
-
-
-def _backoff() -> float:
-    return float(os.environ.get("VPR_PUBLISH_BACKOFF", "2.0"))
 
 
 # ---------------------------------------------------------------------------
@@ -69,7 +63,7 @@ def ensure_on_index(target: IndexTarget, project: str, wheel: Path, sha256: str)
     A different file under the same name is GateFailed; the index failing every
     attempt is OutsideFailure.
     """
-    attempts, backoff = _attempts(), _backoff()
+    attempts, backoff = retry_policy()
     last = ""
     for attempt in range(attempts):
         if attempt:
@@ -159,8 +153,9 @@ def resolve_targets(
     spec: Any, index: str | None, store: str | None, cache_root: Path
 ) -> tuple[str | None, str]:
     """(index upload URL or None for the local default, store location)."""
-    index = index or os.environ.get("VPR_INDEX") or spec.publish.get("index")
-    store = store or os.environ.get("VPR_STORE") or spec.publish.get("store")
+    env_index, env_store = targets_from_environ()
+    index = index or env_index or spec.publish.get("index")
+    store = store or env_store or spec.publish.get("store")
     if store and "://" not in store and not Path(store).is_absolute():
         store = str(spec.root / store)
     return index, store or str(cache_root / "store")
@@ -355,12 +350,9 @@ def publish_spec(
     verify_install: bool | None = None,
     allow_uncertified: bool = False,
     dist_root: Path | str = "dist",
-    cache: Any = None,
+    cache: Cache,
 ) -> PublishResult:
     """`vpr publish --spec FILE`: the defaults resolved from the spec and the environment."""
-    from vllm_plugin_release.core.cache import Cache
-
-    cache = cache or Cache.from_env()
     index, store_location = resolve_targets(spec, index, store, cache.root)
     pub = Path(public_key) if public_key else None
     if pub is None:  # the signing key's public half, when it is where the build left it
