@@ -13,20 +13,17 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from vllm_plugin_release.cli import main
-from vllm_plugin_release.conform import api
+from vllm_plugin_release.conform import api, apicontract
 from vllm_plugin_release.conform.api import (
     API_SCHEMA,
     DEFAULT_CONTRACT,
-    KINDS,
     Allow,
-    Change,
     api_config,
-    diff_contracts,
-    diff_schemas,
-    dump_contract,
-    load_contract,
     split_allowed,
 )
+from vllm_plugin_release.conform.apichange import KINDS, Change
+from vllm_plugin_release.conform.apicontract import dump_contract, load_contract
+from vllm_plugin_release.conform.apidiff import diff_contracts, diff_schemas
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.spec import model as spec_mod
 
@@ -561,7 +558,7 @@ def test_const_literals_in_union_are_enum_values():
 
 def test_bare_openapi_document_is_a_contract():
     doc = chat_contract()["openapi"]
-    norm = api.normalize_contract(doc)
+    norm = apicontract.normalize_contract(doc)
     assert norm["models"] == {} and norm["openapi"] is doc
     assert diff_contracts(doc, doc) == []
 
@@ -843,7 +840,7 @@ def in_env(vllm_python, tmp_path_factory):
     with ThreadPoolExecutor(max_workers=2) as pool:
         good = pool.submit(api.check, make_spec({"tasks": ["generate"]}), vllm_python, None)
         bad = pool.submit(
-            api.capture, vllm_python, ["generate"], None, env={"PYTHONPATH": str(site)}
+            apicontract.capture, vllm_python, ["generate"], None, env={"PYTHONPATH": str(site)}
         )
         return good.result(), bad.result()
 
