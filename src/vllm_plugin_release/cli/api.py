@@ -30,16 +30,16 @@ from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK
 
 
 def _recorded_env(spec: Any, dist_root: str) -> dict[str, Any]:
-    from vllm_plugin_release.stages.pairing_env import recorded_env
+    from vllm_plugin_release.core import records
 
-    return recorded_env(Path(dist_root) / spec.name, spec.path)
+    return records.env_record(records.dist_dir(Path(dist_root), spec.name), spec.path)
 
 
 def _cmd_contract(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.core.cache import atomic_write_text
-    from vllm_plugin_release.spec import model as spec_mod
 
-    spec = spec_mod.load(args.spec)
+    spec = load_spec(args.spec)
     cfg = api_config(spec)
     recorded = None if args.python else _recorded_env(spec, args.dist)
     python = Path(args.python) if args.python else Path(recorded["python"])

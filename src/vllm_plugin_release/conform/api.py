@@ -29,7 +29,7 @@ from vllm_plugin_release.conform.apicontract import (
 )
 from vllm_plugin_release.conform.apidiff import diff_contracts
 from vllm_plugin_release.conform.result import CheckResult, Evidence, Status
-from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.spec.model import Spec
 
 DEFAULT_CONTRACT = "buildspec/contracts/vllm-0.25.1-openai.json"
 MAX_INFO_EVIDENCE = 300
@@ -81,12 +81,15 @@ API_SCHEMA: dict[str, Any] = {
                 "additionalProperties": False,
                 "required": ["location", "reason"],
                 "properties": {
-                    "kind": {"type": "string", "description": "Change kind (any if omitted)."},
+                    "kind": {
+                        "enum": sorted(KINDS),
+                        "description": "Change kind (any if omitted).",
+                    },
                     "location": {
                         "type": "string",
                         "description": "Change location; shell-style wildcards (*, ?) allowed.",
                     },
-                    "reason": {"type": "string", "minLength": 1, "description": "Why."},
+                    "reason": {"type": "string", "pattern": r"\S", "description": "Why."},
                 },
             },
             "default": [],
@@ -107,69 +110,20 @@ class Allow:
         return fnmatch.fnmatchcase(change.location, self.location)
 
 
-def api_config(spec: Any) -> dict[str, Any]:
-    """`[conformance.api]` with defaults, checked (BadInput names the key)."""
-    where = f"{spec.path}: [conformance.api]"
-    raw = (spec.conformance or {}).get("api", {})
-    if not isinstance(raw, dict):
-        raise BadInput(f"{where} must be a table")
-    known = set(API_SCHEMA["properties"])
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise BadInput(
-            f"{where}: unknown key {unknown[0]!r}; expected one of: {', '.join(sorted(known))}"
-        )
-    contract = raw.get("contract", DEFAULT_CONTRACT)
-    if not isinstance(contract, str) or not contract:
-        raise BadInput(f"{where}: contract must be a file path, e.g. {DEFAULT_CONTRACT!r}")
-    tasks = raw.get("tasks", list(DEFAULT_TASKS))
-    if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) for t in tasks):
-        raise BadInput(f'{where}: tasks must be a non-empty list of strings, e.g. ["generate"]')
-    plugins = raw.get("endpoint_plugins", True)
-    if not isinstance(plugins, bool):
-        raise BadInput(f"{where}: endpoint_plugins must be true or false")
-    platform_class = raw.get("platform_class")
-    if platform_class is not None and not isinstance(platform_class, str):
-        raise BadInput(f"{where}: platform_class must be a string (package.module:Class)")
-    timeout = raw.get("timeout", DEFAULT_TIMEOUT)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise BadInput(f"{where}: timeout must be a positive number of seconds")
-    allow = _allow_list(raw.get("allow", []), where)
+def api_config(spec: Spec) -> dict[str, Any]:
+    """`[conformance.api]` (validated with the spec) with its defaults filled in."""
+    raw = spec.options("api")
     return {
-        "contract": contract,
-        "tasks": tasks,
-        "endpoint_plugins": plugins,
-        "platform_class": platform_class,
-        "timeout": float(timeout),
-        "allow": allow,
+        "contract": raw.get("contract", DEFAULT_CONTRACT),
+        "tasks": raw.get("tasks", list(DEFAULT_TASKS)),
+        "endpoint_plugins": raw.get("endpoint_plugins", True),
+        "platform_class": raw.get("platform_class"),
+        "timeout": float(raw.get("timeout", DEFAULT_TIMEOUT)),
+        "allow": [
+            Allow(entry["location"], entry["reason"], entry.get("kind") or None)
+            for entry in raw.get("allow", [])
+        ],
     }
-
-
-def _allow_list(allow_raw: Any, where: str) -> list[Allow]:
-    """`[conformance.api] allow` as Allow entries (BadInput names the entry)."""
-    if not isinstance(allow_raw, list):
-        raise BadInput(f"{where}: allow must be an array of {{location, reason, kind}} tables")
-    allow: list[Allow] = []
-    for i, entry in enumerate(allow_raw):
-        if (
-            not isinstance(entry, dict)
-            or not isinstance(entry.get("location"), str)
-            or not isinstance(entry.get("reason"), str)
-            or not entry.get("reason", "").strip()
-            or not isinstance(entry.get("kind", ""), str)
-            or set(entry) - {"location", "reason", "kind"}
-        ):
-            raise BadInput(
-                f'{where}: allow[{i}] must be {{location = "...", reason = "..."}} with an '
-                "optional kind; location may use * wildcards"
-            )
-        if entry.get("kind") and entry["kind"] not in KINDS:
-            raise BadInput(
-                f"{where}: allow[{i}].kind {entry['kind']!r} is not a change kind; one of: "
-                + ", ".join(sorted(KINDS))
-            )
-        allow.append(Allow(entry["location"], entry["reason"], entry.get("kind") or None))
-    return allow
 
 
 def split_allowed(
