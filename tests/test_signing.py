@@ -17,7 +17,6 @@ from vllm_plugin_release.core import manifestdoc as doc
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.edges import keys
 from vllm_plugin_release.stages import manifest as mf
-from vllm_plugin_release.stages import signing
 from vllm_plugin_release.stages.verify import verify_files
 
 
@@ -208,13 +207,3 @@ def test_store_copy_verifies_with_manifest_only(tmp_path: Path) -> None:
         verify_files(copy, pub, manifest_only=True)
     done = vpr("manifest", "verify", str(copy), "--key", str(pub), "--manifest-only", cwd=tmp_path)
     assert done.returncode == 1
-
-
-def test_signing_stage_resigns_a_folder_byte_for_byte(tmp_path: Path) -> None:
-    dist, pub, pins = _signed(tmp_path)
-    statement = dist / "manifest.intoto.jsonl"
-    original = statement.read_bytes()
-    statement.unlink()
-    signed = signing.sign_folder(dist, pins, tmp_path / "keys" / "k.key")
-    assert signed.statement_path == statement and statement.read_bytes() == original
-    assert verify_files(dist, pub).keyid == signed.keyid
