@@ -18,11 +18,7 @@ the plugin targets the latest series). Only final releases count unless
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import tempfile
-import urllib.parse
 from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -37,7 +33,8 @@ from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.conform import pinning
 from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
-from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.edges.git import tag_refs, tag_refs_of
 
 NAME = "cadence"
 DEFAULT_TAG_PATTERN = (
@@ -193,47 +190,33 @@ def _normalize_tags(tags: list[Any]) -> list[PluginTag]:
     return sorted(out, key=lambda t: (t.date or floor, t.name))
 
 
-def assess_cadence(
-    core_releases: list[Any],
-    plugin_tags: list[Any],
-    installer_pin: Version | str | None,
-    policy: dict[str, Any] | None = None,
-    *,
-    now: datetime | None = None,
+class _Lag(NamedTuple):
+    minor: int
+    days: int | None
+    targeted_release: CoreRelease | None
+
+
+def _no_releases(
+    releases: list[CoreRelease], threshold: dict[str, Any], details: dict[str, Any]
 ) -> CheckResult:
-    """The cadence verdict from plain data (no I/O).
+    return CheckResult(
+        name=NAME,
+        status="fail",
+        summary="no core releases found"
+        + (" (only pre-releases)" if releases else "")
+        + "; check [conformance.cadence] core_from / core_index / core_repo",
+        threshold=threshold,
+        details=details,
+    )
 
-    `core_releases`: (version, upload/tag date) pairs; `plugin_tags`: (name, date,
-    commit) triples; `installer_pin`: the core version the installer pins exactly.
-    """
-    policy = dict(policy or {})
-    max_minor = int(policy.get("max_minor_lag", 1))
-    max_days = policy.get("max_days_lag")
-    include_pre = bool(policy.get("include_prereleases", False))
-    pattern = policy.get("tag_pattern") or DEFAULT_TAG_PATTERN
-    now = _aware(now) or datetime.now(timezone.utc)
-    threshold: dict[str, Any] = {
-        "max_minor_lag": max_minor,
-        "max_days_lag": max_days,
-        "include_prereleases": include_pre,
-    }
-    releases = _normalize_releases(core_releases)
-    tags = _normalize_tags(plugin_tags)
-    finals = [r for r in releases if _is_final(r.version)]
-    pool = releases if include_pre else finals
-    evidence: list[Evidence] = []
-    details: dict[str, Any] = {"as_of": now.isoformat(timespec="seconds")}
 
-    if not pool:
-        return CheckResult(
-            name=NAME,
-            status="fail",
-            summary="no core releases found"
-            + (" (only pre-releases)" if releases else "")
-            + "; check [conformance.cadence] core_from / core_index / core_repo",
-            threshold=threshold,
-            details=details,
-        )
+def _core_latest(
+    pool: list[CoreRelease],
+    releases: list[CoreRelease],
+    details: dict[str, Any],
+    evidence: list[Evidence],
+) -> tuple[CoreRelease, list[CoreRelease]]:
+    """The latest counted core release and the newer pre-releases (reported, not counted)."""
     latest = max(pool, key=lambda r: r.version)
     details["core_latest"] = {"version": str(latest.version), "date": _day(latest.date)}
     evidence.append(
@@ -255,10 +238,23 @@ def assess_cadence(
                 source=_day(r.date),
             )
         )
+    return latest, newer_pre
 
+
+def _plugin_latest(
+    tags: list[PluginTag],
+    pattern: str,
+    latest: CoreRelease,
+    details: dict[str, Any],
+    evidence: list[Evidence],
+) -> tuple[PluginTag | None, tuple[PluginTag, Version] | None]:
+    """The plugin's latest tag, and its latest tag that names a core version."""
     latest_tag = tags[-1] if tags else None
-    named = [(t, core_version_in_tag(t.name, pattern)) for t in tags]
-    named = [(t, v) for t, v in named if v is not None]
+    named: list[tuple[PluginTag, Version]] = []
+    for t in tags:
+        version = core_version_in_tag(t.name, pattern)
+        if version is not None:
+            named.append((t, version))
     latest_named = named[-1] if named else None
     details["plugin_latest_tag"] = (
         {
@@ -282,43 +278,62 @@ def assess_cadence(
             "date": _day(latest_named[0].date),
             "core": str(latest_named[1]),
         }
+    return latest_tag, latest_named
 
-    pin = Version(str(installer_pin)) if installer_pin is not None else None
+
+def _targeted(
+    pin: Version | None,
+    latest_named: tuple[PluginTag, Version] | None,
+    evidence: list[Evidence],
+) -> tuple[Version, str] | None:
+    """The core version the plugin targets and how we know: installer pin, else compat tag."""
     if pin is not None:
-        targeted, how = pin, "installer pin"
         evidence.append(
             Evidence(note="core version the installer pins", value=str(pin), source="installer")
         )
-    elif latest_named is not None:
-        targeted, how = latest_named[1], f"tag {latest_named[0].name}"
+        return pin, "installer pin"
+    if latest_named is not None:
         evidence.append(
             Evidence(
                 note="core version named by the latest compat tag",
-                value=str(targeted),
+                value=str(latest_named[1]),
                 source=latest_named[0].name,
             )
         )
-    else:
-        details["targeted"] = None
-        return CheckResult(
-            name=NAME,
-            status="fail",
-            summary=(
-                f"cannot tell which core version the plugin targets: no exact installer pin and "
-                f"no plugin tag names one (latest tag: {latest_tag.name if latest_tag else 'none'}"
-                "); pin the core in the installer or tag releases like compat/vllm-X.Y.Z"
-            ),
-            evidence=evidence,
-            threshold=threshold,
-            details=details,
-        )
-    if pin is not None and latest_named is not None and latest_named[1] != pin:
-        details["tag_vs_installer"] = (
-            f"latest compat tag {latest_named[0].name} names {latest_named[1]}, the installer "
-            f"pins {pin}"
-        )
-    details["targeted"] = {"version": str(targeted), "from": how}
+        return latest_named[1], f"tag {latest_named[0].name}"
+    return None
 
+
+def _unknown_target(
+    latest_tag: PluginTag | None,
+    evidence: list[Evidence],
+    threshold: dict[str, Any],
+    details: dict[str, Any],
+) -> CheckResult:
+    details["targeted"] = None
+    return CheckResult(
+        name=NAME,
+        status="fail",
+        summary=(
+            f"cannot tell which core version the plugin targets: no exact installer pin and "
+            f"no plugin tag names one (latest tag: {latest_tag.name if latest_tag else 'none'}"
+            "); pin the core in the installer or tag releases like compat/vllm-X.Y.Z"
+        ),
+        evidence=evidence,
+        threshold=threshold,
+        details=details,
+    )
+
+
+def _lag(
+    pool: list[CoreRelease],
+    releases: list[CoreRelease],
+    targeted: Version,
+    latest: CoreRelease,
+    now: datetime,
+    details: dict[str, Any],
+) -> _Lag:
+    """How far `targeted` trails `latest`: minor series and days (see the module doc)."""
     newer_series = sorted(
         {
             _series(r.version)
@@ -351,34 +366,105 @@ def assess_cadence(
         details["targeted_note"] = f"{targeted} is not a known core release"
     elif targeted_release.date and latest.date:
         details["core_gap_days"] = max(0, (latest.date - targeted_release.date).days)
+    return _Lag(lag_minor, lag_days, targeted_release)
 
+
+def _findings(
+    target: tuple[Version, str],
+    latest: CoreRelease,
+    lag: _Lag,
+    max_minor: int,
+    max_days: Any,
+    details: dict[str, Any],
+) -> tuple[list[str], list[str]]:
+    """(fails, warns) of the lag against the policy."""
+    targeted, how = target
     fails: list[str] = []
     warns: list[str] = []
-    if lag_minor > max_minor:
+    if lag.minor > max_minor:
         fails.append(
-            f"plugin targets core {targeted} ({how}), {lag_minor} minor release"
-            f"{'s' if lag_minor != 1 else ''} behind {latest.version} "
+            f"plugin targets core {targeted} ({how}), {lag.minor} minor release"
+            f"{'s' if lag.minor != 1 else ''} behind {latest.version} "
             f"({', '.join(details['newer_series'])}); policy allows {max_minor}"
         )
     if max_days is not None:
-        if lag_days is None:
+        if lag.days is None:
             warns.append("release dates unknown: the day lag could not be measured")
-        elif lag_days > int(max_days):
+        elif lag.days > int(max_days):
             fails.append(
                 f"plugin has trailed core {details['first_unadopted']['version']} for "
-                f"{lag_days} days; policy allows {max_days}"
+                f"{lag.days} days; policy allows {max_days}"
             )
-    if targeted_release is None and targeted > latest.version:
+    if lag.targeted_release is None and targeted > latest.version:
         warns.append(
             f"plugin targets {targeted}, newer than the latest counted release {latest.version}"
         )
+    return fails, warns
+
+
+def _tail(
+    target: tuple[Version, str], latest: CoreRelease, lag: _Lag, newer_pre: list[CoreRelease]
+) -> str:
+    targeted, how = target
     tail = (
         f"core latest {latest.version} ({_day(latest.date) or 'no date'}); plugin targets "
-        f"{targeted} ({how}); lag {lag_minor} minor, "
-        f"{lag_days if lag_days is not None else '?'} days"
+        f"{targeted} ({how}); lag {lag.minor} minor, "
+        f"{lag.days if lag.days is not None else '?'} days"
     )
     if newer_pre:
         tail += f"; pre-releases not counted: {', '.join(str(r.version) for r in newer_pre)}"
+    return tail
+
+
+def assess_cadence(
+    core_releases: list[Any],
+    plugin_tags: list[Any],
+    installer_pin: Version | str | None,
+    policy: dict[str, Any] | None = None,
+    *,
+    now: datetime | None = None,
+) -> CheckResult:
+    """The cadence verdict from plain data (no I/O).
+
+    `core_releases`: (version, upload/tag date) pairs; `plugin_tags`: (name, date,
+    commit) triples; `installer_pin`: the core version the installer pins exactly.
+    """
+    policy = dict(policy or {})
+    max_minor = int(policy.get("max_minor_lag", 1))
+    max_days = policy.get("max_days_lag")
+    include_pre = bool(policy.get("include_prereleases", False))
+    pattern = policy.get("tag_pattern") or DEFAULT_TAG_PATTERN
+    now = _aware(now) or datetime.now(timezone.utc)
+    threshold: dict[str, Any] = {
+        "max_minor_lag": max_minor,
+        "max_days_lag": max_days,
+        "include_prereleases": include_pre,
+    }
+    releases = _normalize_releases(core_releases)
+    tags = _normalize_tags(plugin_tags)
+    finals = [r for r in releases if _is_final(r.version)]
+    pool = releases if include_pre else finals
+    evidence: list[Evidence] = []
+    details: dict[str, Any] = {"as_of": now.isoformat(timespec="seconds")}
+    if not pool:
+        return _no_releases(releases, threshold, details)
+
+    latest, newer_pre = _core_latest(pool, releases, details, evidence)
+    latest_tag, latest_named = _plugin_latest(tags, pattern, latest, details, evidence)
+    pin = Version(str(installer_pin)) if installer_pin is not None else None
+    target = _targeted(pin, latest_named, evidence)
+    if target is None:
+        return _unknown_target(latest_tag, evidence, threshold, details)
+    if pin is not None and latest_named is not None and latest_named[1] != pin:
+        details["tag_vs_installer"] = (
+            f"latest compat tag {latest_named[0].name} names {latest_named[1]}, the installer "
+            f"pins {pin}"
+        )
+    details["targeted"] = {"version": str(target[0]), "from": target[1]}
+
+    lag = _lag(pool, releases, target[0], latest, now, details)
+    fails, warns = _findings(target, latest, lag, max_minor, max_days, details)
+    tail = _tail(target, latest, lag, newer_pre)
     if fails and policy.get("on_violation", "fail") == "warn":
         warns, fails = fails + warns, []
         tail += "; on_violation = warn"
@@ -420,43 +506,10 @@ def core_releases_from_index(index: str, project: str) -> list[CoreRelease]:
     return sorted((CoreRelease(v, d) for v, d in earliest.items()), key=lambda r: r.version)
 
 
-def _git(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
-    try:
-        return subprocess.run(
-            ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
-        )
-    except FileNotFoundError:
-        raise OutsideFailure("git is not installed", hint="install git") from None
-
-
-_SEP = "\x1f"
-
-
-def _tag_refs(repo: Path) -> list[list[str]]:
-    fmt = _SEP.join(
-        [
-            "%(refname:strip=2)",
-            "%(creatordate:iso-strict)",
-            "%(objecttype)",
-            "%(objectname)",
-            "%(*objectname)",
-        ]
-    )
-    done = _git("-C", str(repo), "for-each-ref", "refs/tags", f"--format={fmt}")
-    if done.returncode != 0:
-        message = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "git failed"
-        raise BadInput(
-            f"{repo}: cannot list tags ({message})",
-            hint="pass a git repository (a clone of the plugin or the core)",
-        )
-    return [line.split(_SEP) for line in done.stdout.splitlines() if line.strip()]
-
-
 def plugin_tags_from_git(repo_path: Path | str) -> list[PluginTag]:
     """Tags of a local repository with creator dates and the commit each one points to."""
     out = []
-    for name, when, kind, obj, peeled in _tag_refs(Path(repo_path)):
+    for name, when, kind, obj, peeled in tag_refs(Path(repo_path)):
         commit = peeled if kind == "tag" and peeled else obj
         out.append(PluginTag(name, parse_time(when), commit))
     return _normalize_tags(out)
@@ -465,21 +518,9 @@ def plugin_tags_from_git(repo_path: Path | str) -> list[PluginTag]:
 def core_releases_from_git(repo: Path | str) -> list[CoreRelease]:
     """Core releases from version tags (v0.26.0, 0.26.0) of a repository (path or URL).
 
-    A URL is cloned bare and treeless into a temporary folder (tags and commits only).
+    A URL is cloned bare and treeless into a temporary folder (`edges/git.tag_refs_of`).
     """
-    text = str(repo)
-    local = not urllib.parse.urlparse(text).scheme or text.startswith("file://")
-    if local:
-        return _releases_from_refs(_tag_refs(Path(text.removeprefix("file://"))))
-    with tempfile.TemporaryDirectory(prefix="vpr-core-tags-") as tmp:
-        done = _git("clone", "--bare", "--quiet", "--filter=tree:0", text, tmp + "/repo.git")
-        if done.returncode != 0:
-            message = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"
-            raise OutsideFailure(
-                f"{text}: cannot fetch core tags ({message})",
-                hint="check the network or set [conformance.cadence] core_repo to a local clone",
-            )
-        return _releases_from_refs(_tag_refs(Path(tmp) / "repo.git"))
+    return _releases_from_refs(tag_refs_of(str(repo)))
 
 
 def _releases_from_refs(refs: list[list[str]]) -> list[CoreRelease]:
@@ -519,6 +560,77 @@ def _installer_pin(spec: Any, root: Path | None) -> tuple[Version | None, list[s
     return None, notes
 
 
+def _check_tag_pattern(spec: Any, policy: dict[str, Any]) -> None:
+    """A tag_pattern must compile and name a group `core`."""
+    if not policy.get("tag_pattern"):
+        return
+    try:
+        compiled = re.compile(policy["tag_pattern"])
+    except re.error as exc:
+        raise BadInput(
+            f"{spec.path}: [conformance.cadence] tag_pattern is not a regular expression ({exc})",
+            hint="fix tag_pattern",
+        ) from None
+    if "core" not in compiled.groupindex:
+        raise BadInput(
+            f"{spec.path}: [conformance.cadence] tag_pattern has no named group `core`",
+            hint=r"e.g. tag_pattern = 'vllm-(?P<core>\d+\.\d+\.\d+)'",
+        )
+
+
+def _read_core_releases(
+    spec: Any, policy: dict[str, Any], sources: dict[str, Any]
+) -> list[CoreRelease]:
+    """Core releases from the index or git tags, as the policy says; the source noted."""
+    source = spec.core.source
+    if policy.get("core_from", "index") == "git":
+        repo = policy.get("core_repo") or getattr(source, "url", None)
+        if not repo:
+            raise BadInput(
+                f'{spec.path}: [conformance.cadence] core_from = "git" needs '
+                "core_repo (or a git [core.source])",
+                hint="set core_repo",
+            )
+        releases = core_releases_from_git(repo)
+        sources["core"] = f"git tags of {repo}"
+    else:
+        index = policy.get("core_index") or getattr(source, "index", None) or PYPI_SIMPLE
+        releases = core_releases_from_index(index, spec.core.name)
+        sources["core"] = f"{index.rstrip('/')}/{spec.core.name}/"
+    return releases
+
+
+def _plugin_source(spec: Any, plugin_root: Path | str | None, notes: list[str]) -> Path | None:
+    """The plugin's source folder when there is one to read."""
+    root: Path | None = None
+    try:
+        root = pinning.plugin_root_for(spec, plugin_root)
+    except BadInput:
+        notes.append("no plugin source given: plugin tags and installer pin not read")
+    if root is not None and not root.exists():
+        notes.append(f"plugin source {root} does not exist")
+        root = None
+    return root
+
+
+def _read_plugin_tags(
+    source_kind: str | None, root: Path | None, notes: list[str], sources: dict[str, Any]
+) -> list[Any]:
+    """The plugin's tags from its git repository (none for a folder of this repository)."""
+    plugin_tags: list[Any] = []
+    if source_kind == "path":
+        # An exported folder of this repository: its tags are this project's, not the
+        # plugin's. The installer pin says what it targets.
+        notes.append("plugin source is a folder of this repository: no plugin tags read")
+    elif root is not None:
+        try:
+            plugin_tags = plugin_tags_from_git(root)
+            sources["plugin_tags"] = f"git tags of {root}"
+        except BadInput as exc:
+            notes.append(f"plugin tags not read: {exc.message}")
+    return plugin_tags
+
+
 def check(
     spec: Any,
     plugin_root: Path | str | None,
@@ -535,59 +647,15 @@ def check(
     is given or `read_installer` is false.
     """
     policy = spec.options(NAME)
-    if policy.get("tag_pattern"):
-        try:
-            compiled = re.compile(policy["tag_pattern"])
-        except re.error as exc:
-            raise BadInput(
-                f"{spec.path}: [conformance.cadence] tag_pattern is not a regular "
-                f"expression ({exc})",
-                hint="fix tag_pattern",
-            ) from None
-        if "core" not in compiled.groupindex:
-            raise BadInput(
-                f"{spec.path}: [conformance.cadence] tag_pattern has no named group `core`",
-                hint=r"e.g. tag_pattern = 'vllm-(?P<core>\d+\.\d+\.\d+)'",
-            )
+    _check_tag_pattern(spec, policy)
     notes: list[str] = []
     sources: dict[str, Any] = {}
     if core_releases is None:
-        source = spec.core.source
-        if policy.get("core_from", "index") == "git":
-            repo = policy.get("core_repo") or getattr(source, "url", None)
-            if not repo:
-                raise BadInput(
-                    f'{spec.path}: [conformance.cadence] core_from = "git" needs '
-                    "core_repo (or a git [core.source])",
-                    hint="set core_repo",
-                )
-            core_releases = core_releases_from_git(repo)
-            sources["core"] = f"git tags of {repo}"
-        else:
-            index = policy.get("core_index") or getattr(source, "index", None) or PYPI_SIMPLE
-            core_releases = core_releases_from_index(index, spec.core.name)
-            sources["core"] = f"{index.rstrip('/')}/{spec.core.name}/"
-    root: Path | None = None
-    try:
-        root = pinning.plugin_root_for(spec, plugin_root)
-    except BadInput:
-        notes.append("no plugin source given: plugin tags and installer pin not read")
-    if root is not None and not root.exists():
-        notes.append(f"plugin source {root} does not exist")
-        root = None
+        core_releases = _read_core_releases(spec, policy, sources)
+    root = _plugin_source(spec, plugin_root, notes)
     source_kind = ((getattr(spec, "plugin", None) or {}).get("source") or {}).get("kind")
     if plugin_tags is None:
-        plugin_tags = []
-        if source_kind == "path":
-            # An exported folder of this repository: its tags are this project's, not the
-            # plugin's. The installer pin says what it targets.
-            notes.append("plugin source is a folder of this repository: no plugin tags read")
-        elif root is not None:
-            try:
-                plugin_tags = plugin_tags_from_git(root)
-                sources["plugin_tags"] = f"git tags of {root}"
-            except BadInput as exc:
-                notes.append(f"plugin tags not read: {exc.message}")
+        plugin_tags = _read_plugin_tags(source_kind, root, notes, sources)
     if installer_pin is None and read_installer:
         installer_pin, pin_notes = _installer_pin(spec, root)
         notes.extend(pin_notes)

@@ -17,7 +17,6 @@ import html.parser
 import json
 import os
 import shutil
-import subprocess
 import tarfile
 import urllib.error
 import urllib.parse
@@ -29,6 +28,7 @@ from pathlib import Path, PurePosixPath
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import CHUNK, Cache, write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.edges.git import git
 from vllm_plugin_release.spec.model import GitSource, SdistSource, Spec
 
 USER_AGENT = "vllm-plugin-release (+fetch)"
@@ -232,22 +232,12 @@ def source_tree(spec: Spec, fetcher: Fetcher) -> Path:
     return fetcher.git(src)
 
 
-def _git(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ADVICE": "0"}
-    try:
-        return subprocess.run(
-            ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
-        )
-    except FileNotFoundError:
-        raise OutsideFailure("git is not installed", hint="install git")
-
-
 def clone_at(url: str, tag: str, dest: Path) -> None:
     local = not urllib.parse.urlparse(url).scheme or url.startswith("file://")
     args = ["clone", "--quiet", "--branch", tag, "--single-branch"]
     if not local:
         args += ["--depth", "1"]
-    done = _git(*args, url, str(dest))
+    done = git(*args, url, str(dest))
     if done.returncode != 0:
         message = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "git failed"
         if "not found in upstream" in done.stderr or "Remote branch" in done.stderr:
@@ -258,7 +248,7 @@ def clone_at(url: str, tag: str, dest: Path) -> None:
 
 
 def verify_commit(checkout: Path, commit: str, label: str) -> None:
-    done = _git("rev-parse", "HEAD^{commit}", cwd=checkout)
+    done = git("rev-parse", "HEAD^{commit}", cwd=checkout)
     head = done.stdout.strip()
     if head != commit:
         raise GateFailed(

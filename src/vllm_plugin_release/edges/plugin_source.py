@@ -22,7 +22,7 @@ from pathlib import Path
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
-from vllm_plugin_release.edges.fetch import _git
+from vllm_plugin_release.edges.git import git
 from vllm_plugin_release.spec.model import Spec
 
 
@@ -51,11 +51,11 @@ def _ok(done: subprocess.CompletedProcess[str], what: str) -> str:
 
 
 def commit_time(repo: Path, commit: str) -> int:
-    return int(_ok(_git("log", "-1", "--format=%ct", commit, cwd=repo), "git log"))
+    return int(_ok(git("log", "-1", "--format=%ct", commit, cwd=repo), "git log"))
 
 
 def _has_commit(repo: Path, commit: str) -> bool:
-    return _git("cat-file", "-e", f"{commit}^{{commit}}", cwd=repo).returncode == 0
+    return git("cat-file", "-e", f"{commit}^{{commit}}", cwd=repo).returncode == 0
 
 
 def resolve(spec: Spec, cache: Cache, override: Path | None = None) -> PluginSource:
@@ -106,7 +106,7 @@ def resolve(spec: Spec, cache: Cache, override: Path | None = None) -> PluginSou
 
 def _remote_tag_commit(url: str, tag: str) -> str | None:
     """The commit `tag` names at `url` now (annotated tags peeled), or None."""
-    done = _git("ls-remote", "--tags", url, f"refs/tags/{tag}", f"refs/tags/{tag}^{{}}")
+    done = git("ls-remote", "--tags", url, f"refs/tags/{tag}", f"refs/tags/{tag}^{{}}")
     if done.returncode != 0:
         raise OutsideFailure(f"{url}: cannot list tags ({done.stderr.strip()})")
     refs = dict(reversed(line.split("\t", 1)) for line in done.stdout.splitlines() if "\t" in line)
@@ -119,28 +119,28 @@ def _is_bare(path: Path) -> bool:
 
 def _clone_commit(url: str, commit: str, dest: Path, tag: str | None) -> None:
     local = not urllib.parse.urlparse(url).scheme or url.startswith("file://")
-    done = _git("clone", "--quiet", "--no-checkout", url, str(dest))
+    done = git("clone", "--quiet", "--no-checkout", url, str(dest))
     if done.returncode != 0:
         if local:
             raise BadInput(f"{url}: cannot clone ({done.stderr.strip()})")
         raise OutsideFailure(f"{url}: git clone failed: {done.stderr.strip()}")
     if tag:
-        _git("fetch", "--quiet", "origin", f"refs/tags/{tag}:refs/tags/{tag}", cwd=dest)
+        git("fetch", "--quiet", "origin", f"refs/tags/{tag}:refs/tags/{tag}", cwd=dest)
     if not _has_commit(dest, commit):
-        _git("fetch", "--quiet", "origin", commit, cwd=dest)  # servers that allow it
+        git("fetch", "--quiet", "origin", commit, cwd=dest)  # servers that allow it
     if not _has_commit(dest, commit):
         raise BadInput(
             f"{url}: commit {commit} not found",
             hint="check [plugin.source] commit, or pass --plugin-source with a checkout "
             "that contains it",
         )
-    _ok(_git("checkout", "--quiet", "--detach", commit, cwd=dest), "git checkout")
+    _ok(git("checkout", "--quiet", "--detach", commit, cwd=dest), "git checkout")
 
 
 def _from_repo_path(spec: Spec, folder: Path, cache: Cache) -> PluginSource:
     if not folder.is_dir():
         raise BadInput(f"{spec.path}: [plugin.source] path {folder} does not exist")
-    top = _git("rev-parse", "--show-toplevel", cwd=folder)
+    top = git("rev-parse", "--show-toplevel", cwd=folder)
     if top.returncode != 0:
         raise BadInput(
             f"{folder}: not inside a git repository",
@@ -148,13 +148,13 @@ def _from_repo_path(spec: Spec, folder: Path, cache: Cache) -> PluginSource:
         )
     repo = Path(top.stdout.strip())
     rel = folder.resolve().relative_to(repo.resolve()).as_posix()
-    commit = _git("log", "-1", "--format=%H", "--", rel, cwd=repo).stdout.strip()
+    commit = git("log", "-1", "--format=%H", "--", rel, cwd=repo).stdout.strip()
     if not commit:
         raise BadInput(f"{folder}: has no commit yet", hint="commit the plugin first")
-    dirty = bool(_git("status", "--porcelain", "--", rel, cwd=repo).stdout.strip())
+    dirty = bool(git("status", "--porcelain", "--", rel, cwd=repo).stdout.strip())
     if dirty:
         progress.warn(f"{rel}: uncommitted changes are not part of the build (committed tree used)")
-    head = _ok(_git("rev-parse", "HEAD", cwd=repo), "git rev-parse")
+    head = _ok(git("rev-parse", "HEAD", cwd=repo), "git rev-parse")
     archive = subprocess.run(
         ["git", "archive", "--format=tar", f"{head}:{rel}"], cwd=repo, capture_output=True
     )
@@ -162,7 +162,7 @@ def _from_repo_path(spec: Spec, folder: Path, cache: Cache) -> PluginSource:
         raise OutsideFailure(f"git archive of {rel} failed: {archive.stderr.decode().strip()}")
     from vllm_plugin_release.core.cache import key_of
 
-    tree_id = _ok(_git("rev-parse", f"{head}:{rel}", cwd=repo), "git rev-parse")
+    tree_id = _ok(git("rev-parse", f"{head}:{rel}", cwd=repo), "git rev-parse")
     dest = cache.root / "plugins" / f"tree-{key_of(tree_id)[:16]}"
     if not dest.exists():
         tmp = dest.with_name(dest.name + ".tmp")

@@ -265,8 +265,8 @@ def _export_models(names: list[str]) -> tuple[dict[str, Any], dict[str, str], li
     return models, sources, missing
 
 
-def run(request: dict[str, Any]) -> dict[str, Any]:
-    t0 = time.perf_counter()
+def _read_request(request: dict[str, Any]) -> tuple[list[str], str | None, list[str]]:
+    """The tasks, platform class and model names asked for; BadRequest when malformed."""
     tasks = request.get("tasks")
     if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) for t in tasks):
         raise BadRequest('tasks must be a non-empty list of task names, e.g. ["generate"]')
@@ -276,26 +276,24 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     names = request.get("models", list(MODELS))
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise BadRequest("models must be a list of model class names")
+    return tasks, platform_class, names
 
-    plugins = _prepare_plugin_env(bool(request.get("endpoint_plugins", True)))
 
-    import vllm
-
+def _check_tasks(tasks: list[str], vllm_version: str) -> None:
     known = _supported_tasks()
     unknown = [t for t in tasks if known and t not in known]
     if unknown:
         raise BadRequest(
-            f"tasks: unknown task(s) {unknown}; vLLM {vllm.__version__} supports: "
+            f"tasks: unknown task(s) {unknown}; vLLM {vllm_version} supports: "
             + ", ".join(sorted(known))
         )
-    timings: dict[str, float] = {"import": time.perf_counter() - t0}
 
-    platform = _set_platform(platform_class, bool(request.get("discover_platform", True)))
-    t = time.perf_counter()
-    args = _parse_server_args()
-    timings["parse_args"] = time.perf_counter() - t
 
-    t = time.perf_counter()
+def _build_app(args: Any, tasks: list[str], plugins: dict[str, Any]) -> tuple[Any, Any]:
+    """The app, with the endpoint plugins when asked for, and the core-only OpenAPI document.
+
+    The core-only document is None when no endpoint plugin is attached.
+    """
     import vllm.plugins as vllm_plugins
     from vllm.entrypoints.openai.api_server import build_app
 
@@ -313,6 +311,26 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
         else:
             app = build_app(args, tuple(tasks))
             _attach_ourselves(app, tuple(tasks), plugins)
+    return app, core_document
+
+
+def run(request: dict[str, Any]) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    tasks, platform_class, names = _read_request(request)
+    plugins = _prepare_plugin_env(bool(request.get("endpoint_plugins", True)))
+
+    import vllm
+
+    _check_tasks(tasks, vllm.__version__)
+    timings: dict[str, float] = {"import": time.perf_counter() - t0}
+
+    platform = _set_platform(platform_class, bool(request.get("discover_platform", True)))
+    t = time.perf_counter()
+    args = _parse_server_args()
+    timings["parse_args"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    app, core_document = _build_app(args, tasks, plugins)
     timings["build_app"] = time.perf_counter() - t
 
     t = time.perf_counter()

@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -204,22 +205,12 @@ def write_model_dir(max_model_len: int) -> Path:
     return folder
 
 
-def build_scheduler(
-    cls: type,
-    model_dir: Path,
-    max_model_len: int,
-    settings: dict[str, Any],
-    policy: str,
-    model_type: str,
-) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """Construct `cls` as EngineCore would, with the platform policy applied."""
-    import torch
+def _vllm_config(
+    model_dir: Path, max_model_len: int, settings: dict[str, Any], block_size: int, num_blocks: int
+) -> Any:
+    """vLLM's config for `settings`, as the engine builds it; BadRequest when vLLM refuses."""
     from vllm.config import CacheConfig, DeviceConfig, ModelConfig, SchedulerConfig, VllmConfig
-    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
-    from vllm.v1.structured_output import StructuredOutputManager
 
-    block_size = int(settings["block_size"])
-    num_blocks = int(settings["num_gpu_blocks"])
     try:
         model_config = ModelConfig(
             model=str(model_dir),
@@ -250,11 +241,15 @@ def build_scheduler(
         )
     except ValueError as exc:  # pydantic ValidationError derives from ValueError
         raise BadRequest(f"vLLM refuses the scheduler settings {settings}: {exc}") from None
+    return vllm_config
 
-    # The platform applies its policy to the finished config (check_and_update_config).
-    policy_report = apply_policy(policy, vllm_config, model_type)
+
+def _effective_settings(
+    vllm_config: Any, settings: dict[str, Any], block_size: int, num_blocks: int
+) -> dict[str, Any]:
+    """The settings the scheduler runs with, once the policy has run."""
     sc = vllm_config.scheduler_config
-    effective = {
+    return {
         "max_num_seqs": sc.max_num_seqs,
         "max_num_batched_tokens": sc.max_num_batched_tokens,
         "max_num_scheduled_tokens": sc.max_num_scheduled_tokens,
@@ -265,7 +260,14 @@ def build_scheduler(
         "enable_prefix_caching": bool(settings["enable_prefix_caching"]),
         "max_model_len": vllm_config.model_config.max_model_len,
     }
-    kv_cache_config = KVCacheConfig(
+
+
+def _kv_cache_config(num_blocks: int, block_size: int) -> Any:
+    """One full-attention layer over `num_blocks` blocks: all the scheduler looks at."""
+    import torch
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+
+    return KVCacheConfig(
         num_blocks=num_blocks,
         kv_cache_tensors=[],
         kv_cache_groups=[
@@ -277,11 +279,30 @@ def build_scheduler(
             )
         ],
     )
+
+
+def build_scheduler(
+    cls: type,
+    model_dir: Path,
+    max_model_len: int,
+    settings: dict[str, Any],
+    policy: str,
+    model_type: str,
+) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """Construct `cls` as EngineCore would, with the platform policy applied."""
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    block_size = int(settings["block_size"])
+    num_blocks = int(settings["num_gpu_blocks"])
+    vllm_config = _vllm_config(model_dir, max_model_len, settings, block_size, num_blocks)
+    # The platform applies its policy to the finished config (check_and_update_config).
+    policy_report = apply_policy(policy, vllm_config, model_type)
+    effective = _effective_settings(vllm_config, settings, block_size, num_blocks)
     # As EngineCore constructs it. A scheduler that fails here is incompatible with this
     # vLLM: the caller reports that as the scheduler's failure, not as bad input.
     scheduler = cls(
         vllm_config=vllm_config,
-        kv_cache_config=kv_cache_config,
+        kv_cache_config=_kv_cache_config(num_blocks, block_size),
         structured_output_manager=StructuredOutputManager(vllm_config),
         block_size=block_size,
         hash_block_size=block_size,
@@ -293,24 +314,25 @@ def build_scheduler(
 # ---------------------------------------------------------------------------
 # The replay loop.
 
+# The per-step columns of a result, in the order it lists them.
+STEP_COLUMNS = (
+    "start",
+    "end",
+    "prefill_tokens",
+    "decode_tokens",
+    "prefill_requests",
+    "decode_requests",
+    "preemptions",
+    "partial_prefills",  # prefill chunks that did not finish their prompt
+    "prefill_pending",  # 1 when prefill work was pending before the step
+)
 
-def replay_one(
-    scheduler: Any,
-    arrival: list[float],
-    prompt: list[int],
-    output: list[int],
-    max_model_len: int,
-    cost: dict[str, float],
-    max_steps: int,
-    timeout_s: float,
-) -> dict[str, Any]:
-    from vllm.sampling_params import SamplingParams
-    from vllm.v1.outputs import ModelRunnerOutput
-    from vllm.v1.request import Request
 
-    a, b, c = float(cost["a"]), float(cost["b"]), float(cost["c"])
-    n = len(arrival)
-    order = sorted(range(n), key=lambda i: (arrival[i], i))
+def split_by_length(
+    arrival: list[float], prompt: list[int], max_model_len: int
+) -> tuple[list[int], list[dict[str, Any]]]:
+    """Request indices in arrival order that the engine accepts, and those it rejects."""
+    order = sorted(range(len(arrival)), key=lambda i: (arrival[i], i))
     rejected: list[dict[str, Any]] = []
     admitted: list[int] = []
     for i in order:
@@ -326,63 +348,113 @@ def replay_one(
             )
         else:
             admitted.append(i)
+    return admitted, rejected
 
-    params_cache: dict[int, Any] = {}
-    reqs: dict[str, Any] = {}
-    index_of: dict[str, int] = {}
-    timeline: list[list[int]] = [[] for _ in range(n)]
 
-    st_start: list[float] = []
-    st_end: list[float] = []
-    st_pf_tok: list[int] = []
-    st_dec_tok: list[int] = []
-    st_pf_req: list[int] = []
-    st_dec_req: list[int] = []
-    st_pre: list[int] = []
-    st_partial: list[int] = []  # prefill chunks that did not finish their prompt
-    st_pending: list[int] = []  # 1 when prefill work was pending before the step
+class Arrivals:
+    """The admitted requests, added to the scheduler as the simulated clock reaches them."""
+
+    def __init__(
+        self,
+        scheduler: Any,
+        arrival: list[float],
+        prompt: list[int],
+        output: list[int],
+        admitted: list[int],
+    ) -> None:
+        from vllm.sampling_params import SamplingParams
+        from vllm.v1.request import Request
+
+        self._sampling_params = SamplingParams
+        self._request = Request
+        self._add = scheduler.add_request
+        self.arrival, self.prompt, self.output, self.admitted = arrival, prompt, output, admitted
+        self.params_cache: dict[int, Any] = {}
+        self.reqs: dict[str, Any] = {}
+        self.index_of: dict[str, int] = {}
+        self.add_s = 0.0  # time spent in the scheduler's add_request
+
+    def add_due(self, nxt: int, clock: float) -> int:
+        """Add the admitted requests from the `nxt`-th on that have arrived by `clock`.
+
+        Returns the index of the next request to add.
+        """
+        SamplingParams, Request = self._sampling_params, self._request
+        arrival, prompt, output, admitted = self.arrival, self.prompt, self.output, self.admitted
+        params_cache, reqs, index_of, add = self.params_cache, self.reqs, self.index_of, self._add
+        perf = time.perf_counter
+        while nxt < len(admitted) and arrival[admitted[nxt]] <= clock:
+            i = admitted[nxt]
+            nxt += 1
+            out_n = output[i]
+            params = params_cache.get(out_n)
+            if params is None:
+                params = SamplingParams(max_tokens=out_n, ignore_eos=True, temperature=0.0)
+                params_cache[out_n] = params
+            rid = str(i)
+            req = Request(
+                request_id=rid,
+                prompt_token_ids=[1 + i % 30000] * prompt[i],
+                sampling_params=params,
+                pooling_params=None,
+                arrival_time=arrival[i],
+            )
+            reqs[rid] = req
+            index_of[rid] = i
+            t0 = perf()
+            add(req)
+            self.add_s += perf() - t0
+        return nxt
+
+
+@dataclass
+class Loop:
+    """What the step loop leaves: per-step columns, per-request token steps, timings."""
+
+    steps: dict[str, list[Any]]
+    timeline: list[list[int]]
+    stopped: str | None
+    one_token_chunks: int
+    scheduler_s: float
+    wall_s: float
+
+
+def no_progress(scheduler: Any, empty_run: int) -> str:
+    return (
+        f"scheduler made no progress: {empty_run} empty steps in a row with "
+        f"{scheduler.get_num_unfinished_requests()} unfinished requests and no "
+        f"arrivals left"
+    )
+
+
+def step_loop(
+    scheduler: Any, feed: Arrivals, cost: dict[str, float], max_steps: int, timeout_s: float
+) -> Loop:
+    """Step the scheduler on the simulated clock until the mix drains or a limit stops it."""
+    # One function on purpose, over the usual length: the harness's own time per step
+    # is measured against the scheduler's (replay-timing.json), so the step body works
+    # on locals and calls nothing of ours but the arrival feed, when requests arrive.
+    from vllm.v1.outputs import ModelRunnerOutput
+
+    a, b, c = float(cost["a"]), float(cost["b"]), float(cost["c"])
+    arrival, admitted, reqs, index_of = feed.arrival, feed.admitted, feed.reqs, feed.index_of
+    timeline: list[list[int]] = [[] for _ in range(len(arrival))]
+    columns: list[list[Any]] = [[] for _ in STEP_COLUMNS]
+    st_start, st_end, st_pf_tok, st_dec_tok, st_pf_req, st_dec_req = columns[:6]
+    st_pre, st_partial, st_pending = columns[6:]
     mid: set[str] = set()  # requests between two chunks of their prompt
-
-    sched_s = 0.0
-    add_s = 0.0
-    clock = 0.0
-    nxt = 0  # next admitted request to add
-    step = 0
-    empty_run = 0
-    one_token_chunks = 0
+    sched_s = clock = 0.0
+    nxt = step = empty_run = one_token_chunks = 0  # nxt: the next admitted request to add
     stopped: str | None = None
-    schedule = scheduler.schedule
-    update = scheduler.update_from_output
-    add = scheduler.add_request
+    schedule, update = scheduler.schedule, scheduler.update_from_output
     has_work = scheduler.has_unfinished_requests
     perf = time.perf_counter
     wall0 = perf()
     deadline = wall0 + timeout_s
 
     while True:
-        # Arrivals up to the current clock.
         if nxt < len(admitted) and arrival[admitted[nxt]] <= clock:
-            while nxt < len(admitted) and arrival[admitted[nxt]] <= clock:
-                i = admitted[nxt]
-                nxt += 1
-                out_n = output[i]
-                params = params_cache.get(out_n)
-                if params is None:
-                    params = SamplingParams(max_tokens=out_n, ignore_eos=True, temperature=0.0)
-                    params_cache[out_n] = params
-                rid = str(i)
-                req = Request(
-                    request_id=rid,
-                    prompt_token_ids=[1 + i % 30000] * prompt[i],
-                    sampling_params=params,
-                    pooling_params=None,
-                    arrival_time=arrival[i],
-                )
-                reqs[rid] = req
-                index_of[rid] = i
-                t0 = perf()
-                add(req)
-                add_s += perf() - t0
+            nxt = feed.add_due(nxt, clock)  # arrivals up to the current clock
         if not has_work():
             if nxt >= len(admitted):
                 break
@@ -426,6 +498,8 @@ def replay_one(
             pf_tok += k
             pf_req += 1
 
+        # The fake model-runner output: one token for each request whose prompt and
+        # outputs are computed, none for a prefill chunk that does not finish its prompt.
         req_ids = list(nst)
         sampled: list[list[int]] = []
         got: list[str] = []
@@ -477,18 +551,17 @@ def replay_one(
             if nxt < len(admitted):
                 clock = max(clock, arrival[admitted[nxt]])
             elif empty_run >= 3:
-                stopped = (
-                    f"scheduler made no progress: {empty_run} empty steps in a row with "
-                    f"{scheduler.get_num_unfinished_requests()} unfinished requests and no "
-                    f"arrivals left"
-                )
+                stopped = no_progress(scheduler, empty_run)
                 break
     wall = perf() - wall0
+    steps = dict(zip(STEP_COLUMNS, columns))
+    return Loop(steps, timeline, stopped, one_token_chunks, sched_s, wall)
 
-    t0 = perf()
+
+def encode_timelines(timeline: list[list[int]]) -> list[list[int] | None]:
+    """Each request's token steps run-length encoded: [first_step, gap, count, ...]."""
     tokens: list[list[int] | None] = []
-    for i in range(n):
-        steps = timeline[i]
+    for steps in timeline:
         if not steps:
             tokens.append([])
             continue
@@ -511,29 +584,37 @@ def replay_one(
             enc.append(gap)
             enc.append(count)
         tokens.append(enc)
-    encode_s = perf() - t0
+    return tokens
 
+
+def replay_one(
+    scheduler: Any,
+    arrival: list[float],
+    prompt: list[int],
+    output: list[int],
+    max_model_len: int,
+    cost: dict[str, float],
+    max_steps: int,
+    timeout_s: float,
+) -> dict[str, Any]:
+    """Replay the mix through one scheduler: per-step records, token timelines, timings."""
+    admitted, rejected = split_by_length(arrival, prompt, max_model_len)
+    feed = Arrivals(scheduler, arrival, prompt, output, admitted)
+    loop = step_loop(scheduler, feed, cost, max_steps, timeout_s)
+    t0 = time.perf_counter()
+    tokens = encode_timelines(loop.timeline)
+    encode_s = time.perf_counter() - t0
     return {
-        "steps": {
-            "start": st_start,
-            "end": st_end,
-            "prefill_tokens": st_pf_tok,
-            "decode_tokens": st_dec_tok,
-            "prefill_requests": st_pf_req,
-            "decode_requests": st_dec_req,
-            "preemptions": st_pre,
-            "partial_prefills": st_partial,
-            "prefill_pending": st_pending,
-        },
+        "steps": loop.steps,
         "tokens": tokens,
         "rejected": rejected,
-        "unfinished": scheduler.get_num_unfinished_requests() if stopped else 0,
-        "one_token_prompt_chunks": one_token_chunks,
-        "stopped": stopped,
+        "unfinished": scheduler.get_num_unfinished_requests() if loop.stopped else 0,
+        "one_token_prompt_chunks": loop.one_token_chunks,
+        "stopped": loop.stopped,
         "timing": {
-            "scheduler_s": sched_s,
-            "add_request_s": add_s,
-            "loop_wall_s": wall,
+            "scheduler_s": loop.scheduler_s,
+            "add_request_s": feed.add_s,
+            "loop_wall_s": loop.wall_s,
             "encode_s": encode_s,
         },
     }

@@ -239,6 +239,53 @@ async def _send(
     record.output_tokens = usage_tokens if usage_tokens is not None else chunks
 
 
+def _plan(mix: RequestMix, options: LoadOptions) -> list[RequestRecord]:
+    """One record per request to send, its arrival scaled by `time_scale`."""
+    return [
+        RequestRecord(
+            index=index,
+            arrival_s=mix.arrival[index] * options.time_scale,
+            prompt_tokens=mix.prompt[index],
+            max_tokens=mix.output[index],
+        )
+        for index in range(min(len(mix), options.max_requests))
+    ]
+
+
+async def _await_requests(
+    tasks: list[asyncio.Future[None]], t0: float, options: LoadOptions
+) -> str | None:
+    """Wait for the requests within the run's time bound, then cancel what is left.
+
+    Returns what stopped the run early (a failed request or the time bound), if anything.
+    """
+    failure: str | None = None
+    deadline = t0 + options.duration_s
+    pending = set(tasks)
+    while pending:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            failure = f"the run exceeded its time bound of {options.duration_s:g} s"
+            break
+        done, pending = await asyncio.wait(
+            pending, timeout=left, return_when=asyncio.FIRST_EXCEPTION
+        )
+        for task in done:
+            exc = task.exception()
+            if isinstance(exc, EndpointFailure):
+                failure = str(exc)
+            elif isinstance(exc, asyncio.TimeoutError):
+                failure = f"a request got no complete answer within {options.request_timeout_s:g} s"
+            elif exc is not None:
+                failure = f"{type(exc).__name__}: {exc}"
+        if failure:
+            break
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return failure
+
+
 async def _run(
     base: str,
     mix: RequestMix,
@@ -261,15 +308,7 @@ async def _run(
         state["model"] = model
         t0 = time.perf_counter()
         state["started"] = time.time()
-        for index in range(min(len(mix), options.max_requests)):
-            records.append(
-                RequestRecord(
-                    index=index,
-                    arrival_s=mix.arrival[index] * options.time_scale,
-                    prompt_tokens=mix.prompt[index],
-                    max_tokens=mix.output[index],
-                )
-            )
+        records.extend(_plan(mix, options))
         tasks = [
             asyncio.ensure_future(
                 asyncio.wait_for(
@@ -279,32 +318,7 @@ async def _run(
             )
             for r in records
         ]
-        failure: str | None = None
-        deadline = t0 + options.duration_s
-        pending = set(tasks)
-        while pending:
-            left = deadline - time.perf_counter()
-            if left <= 0:
-                failure = f"the run exceeded its time bound of {options.duration_s:g} s"
-                break
-            done, pending = await asyncio.wait(
-                pending, timeout=left, return_when=asyncio.FIRST_EXCEPTION
-            )
-            for task in done:
-                exc = task.exception()
-                if isinstance(exc, EndpointFailure):
-                    failure = str(exc)
-                elif isinstance(exc, asyncio.TimeoutError):
-                    failure = (
-                        f"a request got no complete answer within {options.request_timeout_s:g} s"
-                    )
-                elif exc is not None:
-                    failure = f"{type(exc).__name__}: {exc}"
-            if failure:
-                break
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        failure = await _await_requests(tasks, t0, options)
         for r in records:
             if r.sent_s is not None and r.done_s is None:
                 r.error = r.error or "cancelled: the run stopped before this request finished"

@@ -408,17 +408,10 @@ def _lengths(
     return [int(v) for v in column[:count]]
 
 
-def generate(table: dict[str, Any], root: Path, origin: Origin | str = "buildspec") -> RequestMix:
-    """Validate the request-mix table and generate the mix (deterministic for a seed)."""
-    if isinstance(origin, str):
-        origin = Origin(origin)
-    table, origin = load_table(table, root, origin)
-    validate_table(table, origin)
-    seed = int(table.get("seed", 0))
-    rows: list[TraceRow] | None = None
-    if "trace" in table:
-        trace_path = Path(table["trace"])
-        rows = read_trace(trace_path if trace_path.is_absolute() else root / trace_path)
+def _distributions(
+    table: dict[str, Any], rows: list[TraceRow] | None, origin: Origin
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The arrival process and the prompt and output length distributions (trace by default)."""
     default = {"dist": "trace"} if rows is not None else None
     arrival_spec = table.get("arrival") or ({"process": "trace"} if rows is not None else None)
     prompt_spec = table.get("prompt_tokens") or default
@@ -434,10 +427,13 @@ def generate(table: dict[str, Any], root: Path, origin: Origin | str = "buildspe
                 hint='e.g. arrival = {process = "poisson", rate = 2.0}',
             )
     assert arrival_spec is not None and prompt_spec is not None and output_spec is not None
-    uses_rows = arrival_spec["process"] == "trace" or "trace" in (
-        prompt_spec["dist"],
-        output_spec["dist"],
-    )
+    return arrival_spec, prompt_spec, output_spec
+
+
+def _request_count(
+    table: dict[str, Any], rows: list[TraceRow] | None, uses_rows: bool, origin: Origin
+) -> int:
+    """`requests`, else the trace's length; no more than the trace holds when it is used."""
     if "requests" in table:
         count = int(table["requests"])
         if uses_rows and rows is not None and count > len(rows):
@@ -446,10 +442,29 @@ def generate(table: dict[str, Any], root: Path, origin: Origin | str = "buildspe
                 f"{len(rows)} rows",
                 hint='lower `requests` or sample lengths with dist = "empirical"',
             )
-    elif rows is not None:
-        count = len(rows)
-    else:
-        raise BadInput(f"{origin.where('requests')}: missing (how many requests to send)")
+        return count
+    if rows is not None:
+        return len(rows)
+    raise BadInput(f"{origin.where('requests')}: missing (how many requests to send)")
+
+
+def generate(table: dict[str, Any], root: Path, origin: Origin | str = "buildspec") -> RequestMix:
+    """Validate the request-mix table and generate the mix (deterministic for a seed)."""
+    if isinstance(origin, str):
+        origin = Origin(origin)
+    table, origin = load_table(table, root, origin)
+    validate_table(table, origin)
+    seed = int(table.get("seed", 0))
+    rows: list[TraceRow] | None = None
+    if "trace" in table:
+        trace_path = Path(table["trace"])
+        rows = read_trace(trace_path if trace_path.is_absolute() else root / trace_path)
+    arrival_spec, prompt_spec, output_spec = _distributions(table, rows, origin)
+    uses_rows = arrival_spec["process"] == "trace" or "trace" in (
+        prompt_spec["dist"],
+        output_spec["dist"],
+    )
+    count = _request_count(table, rows, uses_rows, origin)
 
     arrivals = _arrivals(arrival_spec, count, _rng(seed, "arrival"), rows, origin)
     prompt = _lengths(

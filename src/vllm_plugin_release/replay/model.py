@@ -139,26 +139,86 @@ def expand_tokens(encoded: Sequence[int]) -> Any:
     return steps
 
 
-def analyze(raw: dict[str, Any], mix: RequestMix) -> Analysis:
-    """Metrics for one scheduler's replay (`raw` as returned by the in-env part)."""
+@dataclass
+class _Steps:
+    """The per-step columns of a raw result as arrays."""
+
+    start: Any
+    end: Any
+    prefill_tokens: Any
+    decode_tokens: Any
+    prefill_requests: Any
+    decode_requests: Any
+    preemptions: Any
+    partial_prefills: Any
+    prefill_pending: Any
+
+    @classmethod
+    def of(cls, steps: dict[str, Any]) -> _Steps:
+        import numpy as np
+
+        zeros = [0] * len(steps["start"])
+        return cls(
+            start=np.asarray(steps["start"], dtype=float),
+            end=np.asarray(steps["end"], dtype=float),
+            prefill_tokens=np.asarray(steps["prefill_tokens"], dtype=np.int64),
+            decode_tokens=np.asarray(steps["decode_tokens"], dtype=np.int64),
+            prefill_requests=np.asarray(steps["prefill_requests"], dtype=np.int64),
+            decode_requests=np.asarray(steps["decode_requests"], dtype=np.int64),
+            preemptions=np.asarray(steps["preemptions"], dtype=np.int64),
+            partial_prefills=np.asarray(steps.get("partial_prefills", zeros), dtype=np.int64),
+            prefill_pending=np.asarray(steps.get("prefill_pending", zeros), dtype=bool),
+        )
+
+
+def _composition(steps: _Steps, raw: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """What the steps held (summary figures), and which steps mixed prefill with decode."""
     import numpy as np
 
-    steps = raw["steps"]
-    start = np.asarray(steps["start"], dtype=float)
-    end = np.asarray(steps["end"], dtype=float)
-    pf_tok = np.asarray(steps["prefill_tokens"], dtype=np.int64)
-    dec_tok = np.asarray(steps["decode_tokens"], dtype=np.int64)
-    pf_req = np.asarray(steps["prefill_requests"], dtype=np.int64)
-    dec_req = np.asarray(steps["decode_requests"], dtype=np.int64)
-    pre = np.asarray(steps["preemptions"], dtype=np.int64)
-    zeros = [0] * len(start)
-    partial = np.asarray(steps.get("partial_prefills", zeros), dtype=np.int64)
-    pending = np.asarray(steps.get("prefill_pending", zeros), dtype=bool)
-    has_pf, has_dec = pf_req > 0, dec_req > 0
+    has_pf, has_dec = steps.prefill_requests > 0, steps.decode_requests > 0
     mixed = has_pf & has_dec
+    figures = {
+        "steps": len(steps.start),
+        "mixed_steps": int(mixed.sum()),
+        "prefill_only_steps": int((has_pf & ~has_dec).sum()),
+        "decode_only_steps": int((has_dec & ~has_pf).sum()),
+        "empty_steps": int((~has_pf & ~has_dec).sum()),
+        "first_mixed_step": int(np.argmax(mixed)) if mixed.any() else None,
+        # Steps holding a prefill chunk that did not finish its prompt.
+        "chunked_prefill_steps": int((steps.partial_prefills > 0).sum()),
+        # Steps with decode work while prefill work was pending before the step (requests
+        # waiting for admission, or a prompt part-way prefilled): decodes run between
+        # prefill work instead of waiting for it to drain.
+        "interleaved_decode_steps": int((has_dec & steps.prefill_pending).sum()),
+        "preemptions": int(steps.preemptions.sum()),
+        # Final prompt chunks of one token: counted as prefill, not decode (see inenv).
+        "one_token_prompt_chunks": int(raw.get("one_token_prompt_chunks", 0)),
+        "prefill_tokens": int(steps.prefill_tokens.sum()),
+        "decode_tokens": int(steps.decode_tokens.sum()),
+    }
+    return figures, mixed
 
-    rejected = {r["index"] for r in raw.get("rejected", [])}
-    arrival = np.asarray(mix.arrival, dtype=float)
+
+@dataclass
+class _Tokens:
+    """Per-request token figures over the replay's token timelines."""
+
+    ttft: Any
+    itl: Any
+    produced: int
+    completed: int
+    capped: int
+    longest_stall: int
+    stall_request: int | None
+    last_token_time: float
+
+
+def _tokens(
+    encoded_tokens: list[Any], mix: RequestMix, end: Any, arrival: Any, rejected: set[int]
+) -> _Tokens:
+    """TTFT, inter-token latencies and request outcomes from the encoded token steps."""
+    import numpy as np
+
     ttft: list[float] = []
     itl_parts = []
     longest_stall = 0
@@ -166,7 +226,7 @@ def analyze(raw: dict[str, Any], mix: RequestMix) -> Analysis:
     produced = 0
     completed = capped = 0
     last_token_time = 0.0
-    for index, encoded in enumerate(raw["tokens"]):
+    for index, encoded in enumerate(encoded_tokens):
         if index in rejected or not encoded:
             continue
         token_steps = expand_tokens(encoded)
@@ -185,55 +245,70 @@ def analyze(raw: dict[str, Any], mix: RequestMix) -> Analysis:
             capped += 1
     itl = np.concatenate(itl_parts) if itl_parts else np.zeros(0)
     ttft_arr = np.asarray(ttft, dtype=float)
-    unfinished = int(raw.get("unfinished", 0))
-    if raw.get("stopped"):
-        # Requests cut off by the stop are not "capped": they never got the chance.
-        capped = max(0, capped - unfinished)
-    first_arrival = float(arrival.min()) if len(arrival) else 0.0
-    makespan = max(0.0, last_token_time - first_arrival)
+    return _Tokens(
+        ttft_arr, itl, produced, completed, capped, longest_stall, stall_request, last_token_time
+    )
 
-    itl_stats = _percentiles(itl)
-    summary: dict[str, Any] = {
+
+def _identity(raw: dict[str, Any]) -> dict[str, Any]:
+    """Which scheduler ran, under which policy and settings."""
+    return {
         "scheduler": raw.get("scheduler"),
         "scheduler_class": raw.get("scheduler_class"),
         "policy": raw.get("policy"),
         "settings_requested": raw.get("settings_requested"),
         "settings_effective": raw.get("settings_effective"),
-        "steps": len(start),
-        "mixed_steps": int(mixed.sum()),
-        "prefill_only_steps": int((has_pf & ~has_dec).sum()),
-        "decode_only_steps": int((has_dec & ~has_pf).sum()),
-        "empty_steps": int((~has_pf & ~has_dec).sum()),
-        "first_mixed_step": int(np.argmax(mixed)) if mixed.any() else None,
-        # Steps holding a prefill chunk that did not finish its prompt.
-        "chunked_prefill_steps": int((partial > 0).sum()),
-        # Steps with decode work while prefill work was pending before the step (requests
-        # waiting for admission, or a prompt part-way prefilled): decodes run between
-        # prefill work instead of waiting for it to drain.
-        "interleaved_decode_steps": int((has_dec & pending).sum()),
-        "preemptions": int(pre.sum()),
-        # Final prompt chunks of one token: counted as prefill, not decode (see inenv).
-        "one_token_prompt_chunks": int(raw.get("one_token_prompt_chunks", 0)),
-        "prefill_tokens": int(pf_tok.sum()),
-        "decode_tokens": int(dec_tok.sum()),
+    }
+
+
+def analyze(raw: dict[str, Any], mix: RequestMix) -> Analysis:
+    """Metrics for one scheduler's replay (`raw` as returned by the in-env part)."""
+    import numpy as np
+
+    steps = _Steps.of(raw["steps"])
+    composition, mixed = _composition(steps, raw)
+    rejected = {r["index"] for r in raw.get("rejected", [])}
+    arrival = np.asarray(mix.arrival, dtype=float)
+    tokens = _tokens(raw["tokens"], mix, steps.end, arrival, rejected)
+    unfinished = int(raw.get("unfinished", 0))
+    capped = tokens.capped
+    if raw.get("stopped"):
+        # Requests cut off by the stop are not "capped": they never got the chance.
+        capped = max(0, capped - unfinished)
+    first_arrival = float(arrival.min()) if len(arrival) else 0.0
+    makespan = max(0.0, tokens.last_token_time - first_arrival)
+
+    itl_stats = _percentiles(tokens.itl)
+    summary: dict[str, Any] = {
+        **_identity(raw),
+        **composition,
         "requests": {
             "total": len(mix),
-            "completed": completed,
+            "completed": tokens.completed,
             "rejected": len(rejected),
             "length_capped": capped,
             "unfinished": unfinished,
         },
         "rejected": raw.get("rejected", []),
-        "output_tokens": produced,
-        "ttft_s": {k: v for k, v in _percentiles(ttft_arr).items()},
+        "output_tokens": tokens.produced,
+        "ttft_s": {k: v for k, v in _percentiles(tokens.ttft).items()},
         "itl_s": {"mean": itl_stats["mean"], "p99": itl_stats["p99"], "max": itl_stats["max"]},
-        "longest_decode_stall_steps": longest_stall,
-        "longest_decode_stall_request": stall_request,
-        "output_tokens_per_s": _r(produced / makespan) if makespan > 0 else None,
+        "longest_decode_stall_steps": tokens.longest_stall,
+        "longest_decode_stall_request": tokens.stall_request,
+        "output_tokens_per_s": _r(tokens.produced / makespan) if makespan > 0 else None,
         "makespan_s": _r(makespan),
         "stopped": raw.get("stopped"),
     }
-    return Analysis(summary, start, end, pf_tok, dec_tok, mixed, itl, ttft_arr)
+    return Analysis(
+        summary,
+        steps.start,
+        steps.end,
+        steps.prefill_tokens,
+        steps.decode_tokens,
+        mixed,
+        tokens.itl,
+        tokens.ttft,
+    )
 
 
 def _dig(summary: dict[str, Any], path: Sequence[str]) -> Any:
@@ -255,11 +330,7 @@ def ratios(plugin: dict[str, Any], upstream: dict[str, Any]) -> dict[str, float 
 def crashed_summary(raw: dict[str, Any], mix: RequestMix) -> dict[str, Any]:
     """The summary of a scheduler that crashed: no figures, the failure said."""
     return {
-        "scheduler": raw.get("scheduler"),
-        "scheduler_class": raw.get("scheduler_class"),
-        "policy": raw.get("policy"),
-        "settings_requested": raw.get("settings_requested"),
-        "settings_effective": raw.get("settings_effective"),
+        **_identity(raw),
         "crashed": raw["crashed"],
         "traceback": raw.get("traceback", []),
         "steps": None,
