@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.edges.http_stream import Client, EndpointFailure, connect
 from vllm_plugin_release.replay.mix import RequestMix
 
 # A token id every tokenizer has; a prompt of N of them is N tokens long.
@@ -75,10 +76,6 @@ class LoadOptions:
     prompt_mode: str = "tokens"  # "tokens" (token-id array) or "text"
     vllm_extras: bool = True
     time_scale: float = 1.0  # arrival times are multiplied by this
-
-
-class EndpointFailure(Exception):
-    """The endpoint refused, reset or timed out: stop the run."""
 
 
 # ---------------------------------------------------------------------------
@@ -132,39 +129,20 @@ def _base(endpoint: str) -> str:
     return base
 
 
-def _transport_error(exc: Exception, what: str) -> EndpointFailure:
-    import httpx
+async def _get_metrics(client: Client, base: str) -> dict[str, Any]:
+    answer = await client.get(f"{base}/metrics")
+    if answer.status != 200:
+        return {"available": False, "reason": f"HTTP {answer.status}"}
+    return {"available": True, "samples": parse_metrics(answer.text)}
 
-    if isinstance(exc, httpx.TimeoutException):
-        return EndpointFailure(f"{what}: timed out ({type(exc).__name__})")
-    return EndpointFailure(f"{what}: {type(exc).__name__}: {exc}")
 
-
-async def _get_metrics(client: Any, base: str) -> dict[str, Any]:
-    import httpx
-
+async def _model_name(client: Client, base: str) -> str:
+    answer = await client.get(f"{base}/v1/models")
     try:
-        resp = await client.get(f"{base}/metrics")
-    except httpx.HTTPError as exc:
-        raise _transport_error(exc, f"GET {base}/metrics") from None
-    if resp.status_code != 200:
-        return {"available": False, "reason": f"HTTP {resp.status_code}"}
-    samples = parse_metrics(resp.text)
-    return {"available": True, "samples": samples}
-
-
-async def _model_name(client: Any, base: str) -> str:
-    import httpx
-
-    try:
-        resp = await client.get(f"{base}/v1/models")
-    except httpx.HTTPError as exc:
-        raise _transport_error(exc, f"GET {base}/v1/models") from None
-    try:
-        return str(resp.json()["data"][0]["id"])
+        return str(answer.json()["data"][0]["id"])
     except (ValueError, KeyError, IndexError, TypeError):
         raise EndpointFailure(
-            f"GET {base}/v1/models: HTTP {resp.status_code}, no model listed; pass --model NAME"
+            f"GET {base}/v1/models: HTTP {answer.status}, no model listed; pass --model NAME"
         ) from None
 
 
@@ -189,10 +167,8 @@ def _body(record: RequestRecord, model: str, options: LoadOptions) -> dict[str, 
 
 
 async def _send(
-    client: Any, base: str, model: str, record: RequestRecord, t0: float, options: LoadOptions
+    client: Client, base: str, model: str, record: RequestRecord, t0: float, options: LoadOptions
 ) -> None:
-    import httpx
-
     delay = t0 + record.arrival_s - time.perf_counter()
     if delay > 0:
         await asyncio.sleep(delay)
@@ -200,17 +176,18 @@ async def _send(
     record.sent_s = clock() - t0
     usage_tokens = None
     chunks = 0
+    url = f"{base}/v1/completions"
     try:
-        async with client.stream(
-            "POST", f"{base}/v1/completions", json=_body(record, model, options)
+        async with client.stream_post(
+            url, _body(record, model, options), f"request {record.index}"
         ) as resp:
-            record.status = resp.status_code
-            if resp.status_code != 200:
-                text = (await resp.aread()).decode("utf-8", "replace")
-                record.error = f"HTTP {resp.status_code}: {text[:300]}"
+            record.status = resp.status
+            if resp.status != 200:
+                text = (await resp.read()).decode("utf-8", "replace")
+                record.error = f"HTTP {resp.status}: {text[:300]}"
                 record.done_s = clock() - t0
                 return
-            async for line in resp.aiter_lines():
+            async for line in resp.lines():
                 if not line.startswith("data:"):
                     continue
                 data = line[5:].strip()
@@ -231,8 +208,8 @@ async def _send(
                         record.first_token_s = now
                     record.chunk_times_s.append(now)
                     chunks += 1
-    except httpx.HTTPError as exc:
-        record.error = str(_transport_error(exc, f"request {record.index}"))
+    except EndpointFailure as exc:
+        record.error = str(exc)
         record.done_s = clock() - t0
         raise EndpointFailure(record.error) from None
     record.done_s = clock() - t0
@@ -293,16 +270,9 @@ async def _run(
     records: list[RequestRecord],
     state: dict[str, Any],
 ) -> None:
-    import httpx
-
-    timeout = httpx.Timeout(
-        connect=options.connect_timeout_s,
-        read=options.request_timeout_s,
-        write=options.request_timeout_s,
-        pool=options.request_timeout_s,
-    )
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
-    async with httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False) as client:
+    async with connect(
+        connect_timeout_s=options.connect_timeout_s, request_timeout_s=options.request_timeout_s
+    ) as client:
         state["metrics_before"] = await _get_metrics(client, base)
         model = options.model or await _model_name(client, base)
         state["model"] = model
