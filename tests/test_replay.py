@@ -171,11 +171,11 @@ def test_mix_table_errors_name_file_line_and_key(tmp_path: Path) -> None:
     text = spec_path.read_text().replace('process = "bursts"', 'process = "sometimes"')
     text = text.replace("seed = 11", "seed = 11\ncolour = 3")
     spec_path.write_text(text)
-    from vllm_plugin_release.spec import model as spec_mod
+    from vllm_plugin_release.conform.registry import load_spec
 
     # the buildspec schema carries the request-mix schema: loading already names them
     with pytest.raises(BadInput) as info:
-        spec_mod.load(spec_path)
+        load_spec(spec_path)
     message = str(info.value)
     assert "unknown key 'colour' in [conformance.request_mix]" in message
     assert "process must be one of" in message and "sometimes" in message
@@ -310,14 +310,14 @@ def reference_replay(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory
     The report for reference vs upstream is written as `vpr replay` writes it; the
     mutant's raw result is kept beside it (one vLLM import for all three).
     """
+    from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.edges.envrun import run_in_env
     from vllm_plugin_release.replay import runner
-    from vllm_plugin_release.spec import model as spec_mod
 
     folder = tmp_path_factory.mktemp("replay-ref")
     (folder / "mutant").mkdir()
     (folder / "mutant" / "mixing_scheduler.py").write_text(MIXING)
-    spec = spec_mod.load(write_spec(folder, "ref"))
+    spec = load_spec(write_spec(folder, "ref"))
     request_mix, cfg = mix.from_spec(spec), config.from_spec(spec)
     request = runner.build_request(request_mix, cfg, sys_path=[folder / "mutant"])
     mutant = {**request["schedulers"][0], "label": "mutant"}
@@ -441,9 +441,9 @@ def test_mutated_scheduler_fails_the_check(reference_replay: Path, tmp_path: Pat
     # The real scheduler check (docs half + replay half) on the reference plugin's docs,
     # which say a step never mixes prefill and decode.
     from vllm_plugin_release.conform import scheddocs
-    from vllm_plugin_release.spec.model import load
+    from vllm_plugin_release.conform.registry import load_spec
 
-    spec = load(REPO / "buildspec" / "reference.toml")
+    spec = load_spec(REPO / "buildspec" / "reference.toml")
     root = REPO / "plugin" / "reference"
     result = scheddocs.check(spec, root, replay=report)
     assert result.status == "fail", result.summary
@@ -466,9 +466,9 @@ def test_crashing_scheduler_is_reported_not_hidden(reference_replay: Path) -> No
     assert any("boom" in line for line in raw["traceback"])
     report = {"plugin": model.crashed_summary(raw, mix.RequestMix((0.0,), (1,), (1,), 0))}
     from vllm_plugin_release.conform import scheddocs
-    from vllm_plugin_release.spec.model import load
+    from vllm_plugin_release.conform.registry import load_spec
 
-    spec = load(REPO / "buildspec" / "reference.toml")
+    spec = load_spec(REPO / "buildspec" / "reference.toml")
     result = scheddocs.check(spec, REPO / "plugin" / "reference", {**report, "upstream": {}})
     assert result.status == "fail" and "boom at step 5" in result.summary
 

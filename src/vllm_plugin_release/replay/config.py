@@ -7,11 +7,12 @@ Pure: the table is validated against REPLAY_SCHEMA and resolved once into a type
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.replay.cost import CostModel, fit_cost_model, read_calibration
 from vllm_plugin_release.replay.mix import Origin, check_table, spec_origin
 
 UPSTREAM_SCHEDULER = "vllm.v1.core.sched.scheduler:Scheduler"
@@ -120,22 +121,6 @@ REPLAY_SCHEMA: dict[str, Any] = {
 
 
 @dataclass(frozen=True)
-class CostModel:
-    """t_step = a + b * prefill_tokens + c * decode_requests (seconds)."""
-
-    a: float
-    b: float
-    c: float
-    source: str = "default (illustrative, not measured)"
-
-    def step_time(self, prefill_tokens: int, decode_requests: int) -> float:
-        return self.a + self.b * prefill_tokens + self.c * decode_requests
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
 class ReplayConfig:
     plugin_scheduler: str
     upstream_scheduler: str
@@ -170,11 +155,19 @@ def validate_table(table: dict[str, Any], origin: Origin) -> None:
     )
 
 
-def resolve(table: dict[str, Any], root: Path, origin: Origin | str = "buildspec") -> ReplayConfig:
-    """Validate `[conformance.replay]` and fill in every default."""
+def resolve(
+    table: dict[str, Any],
+    root: Path,
+    origin: Origin | str = "buildspec",
+    *,
+    validated: bool = False,
+) -> ReplayConfig:
+    """`[conformance.replay]` with every default filled in (validated here unless it was
+    with the spec: `validated`)."""
     if isinstance(origin, str):
         origin = Origin(origin, None, ("conformance", "replay"))
-    validate_table(table, origin)
+    if not validated:
+        validate_table(table, origin)
     policy = str(table.get("policy", "none"))
     if policy not in ("none", "tt", "reference") and ":" not in policy:
         raise BadInput(
@@ -240,8 +233,6 @@ def _cost(table: dict[str, Any], root: Path, origin: Origin) -> CostModel:
             raise BadInput(
                 f"{origin.where('cost_model')}: give either a, b, c or calibration, not both"
             )
-        from vllm_plugin_release.replay.model import fit_cost_model, read_calibration
-
         path = Path(table["calibration"])
         path = path if path.is_absolute() else root / path
         return fit_cost_model(read_calibration(path), source=f"fitted from {table['calibration']}")
@@ -263,4 +254,4 @@ def from_spec(spec: Any) -> ReplayConfig:
             f"{spec.path}: no [conformance.replay] table",
             hint='add one with at least plugin_scheduler = "module:Class" (or policy)',
         )
-    return resolve(table, spec.root, spec_origin(spec, ("conformance", "replay")))
+    return resolve(table, spec.root, spec_origin(spec, ("conformance", "replay")), validated=True)

@@ -448,12 +448,21 @@ def _request_count(
     raise BadInput(f"{origin.where('requests')}: missing (how many requests to send)")
 
 
-def generate(table: dict[str, Any], root: Path, origin: Origin | str = "buildspec") -> RequestMix:
-    """Validate the request-mix table and generate the mix (deterministic for a seed)."""
+def generate(
+    table: dict[str, Any],
+    root: Path,
+    origin: Origin | str = "buildspec",
+    *,
+    validated: bool = False,
+) -> RequestMix:
+    """Generate the mix (deterministic for a seed). The table is validated here unless it
+    was with the spec (`validated`); keys merged from a `file` always are."""
     if isinstance(origin, str):
         origin = Origin(origin)
+    from_file = "file" in table
     table, origin = load_table(table, root, origin)
-    validate_table(table, origin)
+    if from_file or not validated:
+        validate_table(table, origin)
     seed = int(table.get("seed", 0))
     rows: list[TraceRow] | None = None
     if "trace" in table:
@@ -532,7 +541,7 @@ def from_spec(spec: Any) -> RequestMix:
             f"{spec.path}: no [conformance.request_mix] table",
             hint="add one: requests, seed, arrival, prompt_tokens, output_tokens (or a trace)",
         )
-    return generate(table, spec.root, spec_origin(spec))
+    return generate(table, spec.root, spec_origin(spec), validated=True)
 
 
 def spec_origin(spec: Any, prefix: tuple[str, ...] = ("conformance", "request_mix")) -> Origin:

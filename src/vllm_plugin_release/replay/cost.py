@@ -1,0 +1,82 @@
+"""The step cost model of the replay: t_step = a + b * prefill_tokens + c * decode_requests,
+and fitting it to measured steps (a calibration CSV)."""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.core.errors import BadInput
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """t_step = a + b * prefill_tokens + c * decode_requests (seconds)."""
+
+    a: float
+    b: float
+    c: float
+    source: str = "default (illustrative, not measured)"
+
+    def step_time(self, prefill_tokens: int, decode_requests: int) -> float:
+        return self.a + self.b * prefill_tokens + self.c * decode_requests
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------
+# Calibration.
+
+
+def read_calibration(path: Path) -> list[tuple[float, float, float]]:
+    """(prefill_tokens, decode_requests, seconds) rows from a CSV with a header."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read calibration file: {exc.strerror or exc}") from None
+    reader = csv.reader(lines)
+    header = [h.strip() for h in next(reader, [])]
+    wanted = ("prefill_tokens", "decode_requests", "seconds")
+    if any(c not in header for c in wanted):
+        raise BadInput(f"{path}:1: header must name {','.join(wanted)}")
+    rows = []
+    for number, fields in enumerate(reader, start=2):
+        if not fields or all(not f.strip() for f in fields):
+            continue
+        if len(fields) != len(header):
+            raise BadInput(f"{path}:{number}: {len(fields)} fields, header has {len(header)}")
+        record = dict(zip(header, fields))
+        try:
+            row = tuple(float(record[c]) for c in wanted)
+        except ValueError:
+            raise BadInput(f"{path}:{number}: {','.join(wanted)} must be numbers") from None
+        if any(not math.isfinite(v) or v < 0 for v in row):
+            raise BadInput(f"{path}:{number}: values must be finite and >= 0")
+        rows.append(row)
+    if len(rows) < 3:
+        raise BadInput(f"{path}: need at least 3 measured steps to fit a, b and c")
+    return rows  # type: ignore[return-value]
+
+
+def fit_cost_model(
+    rows: Sequence[tuple[float, float, float]], *, source: str = "fitted"
+) -> CostModel:
+    """Least-squares fit of t = a + b*prefill_tokens + c*decode_requests, clipped at 0."""
+    import numpy as np
+
+    data = np.asarray(rows, dtype=float)
+    design = np.column_stack([np.ones(len(data)), data[:, 0], data[:, 1]])
+    coef, *_ = np.linalg.lstsq(design, data[:, 2], rcond=None)
+    if np.linalg.matrix_rank(design) < 3:
+        raise BadInput(
+            f"cost model calibration ({source}): the measured steps do not vary enough in "
+            "prefill tokens and decode requests to separate a, b and c",
+            hint="measure prefill-only and decode-only steps of several sizes",
+        )
+    a, b, c = (max(0.0, float(x)) for x in coef)
+    return CostModel(a, b, c, source=source)
