@@ -27,6 +27,7 @@ from vllm_plugin_release.conform.apidiff import diff_contracts, diff_schemas
 from vllm_plugin_release.conform.registry import spec_schema
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.spec import model as spec_mod
+from vllm_plugin_release.spec.load import validate
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED = REPO / DEFAULT_CONTRACT
@@ -624,7 +625,7 @@ def make_spec(api_table: dict[str, Any] | None = None, name: str = "api-test") -
     if api_table is not None:
         data["conformance"] = {"api": api_table}
     path = REPO / "buildspec" / f"{name}.toml"
-    spec_mod.validate(data, path, "", spec_schema())  # as `load_spec` does
+    validate(data, path, "", spec_schema())  # as `load_spec` does
     return spec_mod.from_data(data, path)
 
 

@@ -31,7 +31,7 @@ from vllm_plugin_release.conform.context import Context
 from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.replay.config import REPLAY_SCHEMA
 from vllm_plugin_release.replay.mix import REQUEST_MIX_SCHEMA
-from vllm_plugin_release.spec import model
+from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.spec.schema import full_schema
 
 RUNNERS = ("cpu", "hardware")
@@ -156,14 +156,18 @@ def spec_schema() -> dict[str, Any]:
     return full_schema(tables())
 
 
-def load_spec(path: str | Path) -> model.Spec:
+def load_spec(path: str | Path) -> Spec:
     """Read, validate (against the full schema) and type a buildspec."""
-    return model.load(path, spec_schema())
+    from vllm_plugin_release.spec import load  # jsonschema and tomlkit: only when needed
+
+    return load.load(path, spec_schema())
 
 
 def set_spec_value(path: str | Path, dotted_key: str, raw_value: str) -> str:
     """`vpr spec set`: edit one key, refusing a result that does not validate."""
-    return model.set_value(path, dotted_key, raw_value, spec_schema())
+    from vllm_plugin_release.spec import load
+
+    return load.set_value(path, dotted_key, raw_value, spec_schema())
 
 
 def help_lines() -> str:

@@ -52,14 +52,8 @@ from vllm_plugin_release.edges.uv import compile_lock
 from vllm_plugin_release.flows.baseline import baseline_python
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.flows.upstream import file_version, releases_from_files
-from vllm_plugin_release.spec.model import (
-    GitSource,
-    SdistSource,
-    Spec,
-    from_data,
-    read_document,
-    validate,
-)
+from vllm_plugin_release.spec.load import read_document, validate
+from vllm_plugin_release.spec.model import GitSource, SdistSource, Spec, from_data
 from vllm_plugin_release.stages.lock import pairing_locks
 
 COMMON_REQUIREMENTS = "requirements/common.txt"

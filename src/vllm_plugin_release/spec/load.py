@@ -1,0 +1,192 @@
+"""Reading, validating and editing a buildspec file (tomlkit keeps comments and order).
+
+Every error names the file, the line, the key and what is expected (exit 2).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+import tomlkit.exceptions
+from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.exceptions import ValidationError
+from packaging.version import InvalidVersion, Version
+
+from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.spec.model import Spec, from_data, locate
+
+_format_checker = FormatChecker()
+
+
+@_format_checker.checks("pep440", raises=InvalidVersion)
+def _is_pep440(value: object) -> bool:
+    if isinstance(value, str):
+        Version(value)
+    return True
+
+
+_VALIDATORS: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
+
+
+def _validator(schema: dict[str, Any]) -> Draft202012Validator:
+    """One compiled validator per schema object (the registry hands in the same one)."""
+    held = _VALIDATORS.get(id(schema))
+    if held is None or held[0] is not schema:
+        held = (schema, Draft202012Validator(schema, format_checker=_format_checker))
+        _VALIDATORS[id(schema)] = held
+    return held[1]
+
+
+def _where(file: Path, text: str, path: tuple[str, ...]) -> str:
+    line = locate(text, path)
+    return f"{file}:{line}" if line else str(file)
+
+
+def _table_name(path: tuple[str, ...]) -> str:
+    return "[" + ".".join(path) + "]" if path else "top level"
+
+
+def _describe(error: ValidationError, prefix: tuple[str, ...] = ()) -> tuple[tuple[str, ...], str]:
+    """(key path, message) for one schema error, in words a person can act on."""
+    path = prefix + tuple(str(p) for p in error.absolute_path)
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    if error.validator == "additionalProperties":
+        allowed = sorted(schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed))
+        key = extra[0] if extra else "?"
+        return (*path, key), (
+            f"unknown key {key!r} in {_table_name(path)}; expected one of: {', '.join(allowed)}"
+        )
+    if error.validator == "required":
+        missing = re.findall(r"'([^']+)' is a required property", error.message)
+        key = missing[0] if missing else "?"
+        desc = schema.get("properties", {}).get(key, {}).get("description", "")
+        return path, f"missing key {key!r} in {_table_name(path)}" + (f": {desc}" if desc else "")
+    desc = schema.get("description", "")
+    if error.validator == "oneOf" and isinstance(error.instance, dict):
+        kind = error.instance.get("kind")
+        for sub in error.validator_value:
+            if sub.get("properties", {}).get("kind", {}).get("const") == kind:
+                sub_errors = sorted(
+                    Draft202012Validator(sub, format_checker=_format_checker).iter_errors(
+                        error.instance
+                    ),
+                    key=lambda e: list(e.absolute_path),
+                )
+                if sub_errors:
+                    return _describe(sub_errors[0], path)
+        kinds = [
+            s.get("properties", {}).get("kind", {}).get("const") for s in error.validator_value
+        ]
+        return (*path, "kind"), f"'kind' must be one of {kinds}, got {kind!r}"
+    key = path[-1] if path else "value"
+    got = error.instance
+    if error.validator == "format" and error.validator_value == "pep440":
+        return path, f"{key} = {got!r} is not a PEP 440 version (e.g. 0.26.0)"
+    if error.validator == "const":
+        return path, f"{key} must be {error.validator_value!r}, got {got!r}"
+    if error.validator == "enum":
+        return path, f"{key} must be one of {error.validator_value}, got {got!r}"
+    if error.validator == "type":
+        return path, f"{key} must be of type {error.validator_value}, got {got!r}" + (
+            f" ({desc})" if desc else ""
+        )
+    return path, f"{key} = {got!r}: {desc or error.message}"
+
+
+def validate(data: dict[str, Any], file: Path, text: str, schema: dict[str, Any]) -> None:
+    """Every error of `data` against `schema`, each naming file:line and key (BadInput)."""
+    errors = sorted(
+        _validator(schema).iter_errors(data), key=lambda e: list(map(str, e.absolute_path))
+    )
+    if not errors:
+        return
+    lines = []
+    for error in errors:
+        path, message = _describe(error)
+        lines.append(f"{_where(file, text, path)}: {message}")
+    raise BadInput(
+        "invalid buildspec:\n  " + "\n  ".join(lines),
+        hint="fix the keys named above; `vpr spec schema` prints every key, docs/buildspec.md "
+        "explains them",
+    )
+
+
+def _plain(value: Any) -> Any:
+    """tomlkit containers -> plain Python data."""
+    return value.unwrap() if hasattr(value, "unwrap") else value
+
+
+def read_document(path: Path) -> tuple[tomlkit.TOMLDocument, str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"{path}: spec file not found", hint="pass --spec buildspec/NAME.toml")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{path}: cannot read spec file: {exc}")
+    try:
+        return tomlkit.parse(text), text
+    except tomlkit.exceptions.ParseError as exc:
+        raise BadInput(
+            f"{path}:{exc.line}:{exc.col}: malformed TOML: {exc}",
+            hint="fix the syntax at that line (quote strings, one key per line)",
+        )
+
+
+def load(path: str | Path, schema: dict[str, Any]) -> Spec:
+    """Read, validate against `schema` (the full buildspec schema) and type a buildspec.
+
+    Callers get the schema from the check registry: `conform.registry.load_spec(path)`.
+    """
+    file = Path(path)
+    document, text = read_document(file)
+    data = _plain(document)
+    validate(data, file, text, schema)
+    return from_data(data, file)
+
+
+# ---------------------------------------------------------------------------
+# Round-trip editing (comments and order preserved).
+
+
+def _parse_value(raw: str) -> Any:
+    """A CLI value as TOML (`1`, `true`, `"x"`, `[1, 2]`), else a plain string."""
+    try:
+        return tomlkit.parse(f"v = {raw}")["v"]
+    except tomlkit.exceptions.ParseError:
+        return raw
+
+
+def set_value(
+    path: str | Path,
+    dotted_key: str,
+    raw_value: str,
+    schema: dict[str, Any],
+    *,
+    write: bool = True,
+) -> str:
+    """Set `a.b.c = value` in the spec, validate the result, and write it atomically.
+
+    Returns the new text. Nothing is written when the result would not validate.
+    """
+    from vllm_plugin_release.core.cache import atomic_write_text
+
+    file = Path(path)
+    document, _ = read_document(file)
+    keys = dotted_key.split(".")
+    node: Any = document
+    for key in keys[:-1]:
+        if key not in node:
+            node[key] = tomlkit.table()
+        node = node[key]
+        if not hasattr(node, "__setitem__"):
+            raise BadInput(f"{file}: {dotted_key}: {key!r} is not a table")
+    node[keys[-1]] = _parse_value(raw_value)
+    new_text = tomlkit.dumps(document)
+    validate(_plain(tomlkit.parse(new_text)), file, new_text, schema)
+    if write:
+        atomic_write_text(file, new_text)
+    return new_text
