@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.conform.isolation import TT_SYMBOLS, scan_tree
+from vllm_plugin_release.conform.symbolmatch import TT_SYMBOLS
+from vllm_plugin_release.conform.symbolscan import scan_tree
 
 MAX_RATIO = 3.0
 
