@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.conform.isolation import TT_SYMBOLS, scan_tree
+from vllm_plugin_release.conform.symbolmatch import TT_SYMBOLS
+from vllm_plugin_release.conform.symbolscan import scan_tree
 
 MAX_RATIO = 3.0
 
@@ -185,13 +186,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _verified_tree() -> Path:
     """The pinned vLLM sdist tree from the pipeline's own verified cache (fetched if needed)."""
+    from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.core.cache import Cache
-    from vllm_plugin_release.edges.fetch import Fetcher
-    from vllm_plugin_release.spec.model import load
-    from vllm_plugin_release.stages.build_core import source_tree
+    from vllm_plugin_release.edges.fetch import Fetcher, source_tree
 
     repo = Path(__file__).resolve().parent.parent
-    spec = load(repo / "buildspec" / "reference.toml")
+    spec = load_spec(repo / "buildspec" / "reference.toml")
     return source_tree(spec, Fetcher(Cache(repo / ".vpr")))
 
 

@@ -7,25 +7,16 @@ import os
 import shutil
 import zipfile
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from jsonschema import Draft202012Validator
 
 from tests.support import VLLM_SHA, spec_head
 from vllm_plugin_release.cli import main
-from vllm_plugin_release.conform.isolation import (
-    ISOLATION_SCHEMA,
-    TT_SYMBOLS,
-    Matcher,
-    check,
-    parse_symbols,
-    scan_path,
-    scan_tree,
-    scan_wheel,
-    split_words,
-    validate_config,
-)
+from vllm_plugin_release.conform.isolation import ISOLATION_SCHEMA, check, validate_config
+from vllm_plugin_release.conform.registry import load_spec
+from vllm_plugin_release.conform.symbolmatch import TT_SYMBOLS, Matcher, parse_symbols, split_words
+from vllm_plugin_release.conform.symbolscan import scan_path, scan_tree, scan_wheel
 from vllm_plugin_release.core.errors import BadInput
 
 
@@ -133,7 +124,7 @@ def test_prefilter_finds_every_overlapping_spelling() -> None:
     """The Rust aho-corasick pass reports what a plain find loop reports."""
     import random
 
-    from vllm_plugin_release.conform.isolation import _PlainFinder
+    from vllm_plugin_release.conform.symbolmatch import _PlainFinder
 
     syms = parse_symbols([*TT_SYMBOLS, "tt", "nn_tt", "ttnn_ttnn"])
     matcher = Matcher(syms)
@@ -470,9 +461,16 @@ def test_not_a_wheel_is_bad_input(tmp_path: Path) -> None:
 # The conformance check
 
 
-def fake_spec(tmp_path: Path, isolation: dict | None) -> SimpleNamespace:
-    conformance = {} if isolation is None else {"isolation": isolation}
-    return SimpleNamespace(path=tmp_path / "tt.toml", conformance=conformance)
+def fake_spec(tmp_path: Path, isolation: dict | None):
+    """A spec loaded as `vpr` loads one, with `[conformance.isolation]` when given."""
+    text = spec_head("tt-test", sha=VLLM_SHA)
+    if isolation is not None:
+        text += "\n[conformance.isolation]\n" + "".join(
+            f"{key} = {json.dumps(value)}\n" for key, value in isolation.items()
+        )
+    path = tmp_path / "tt.toml"
+    path.write_text(text)
+    return load_spec(path)
 
 
 def test_check_statuses(tmp_path: Path) -> None:
@@ -497,8 +495,8 @@ def test_check_statuses(tmp_path: Path) -> None:
     assert json.dumps(result.to_json())
 
     assert check(fake_spec(tmp_path, None), tree).status == "deferred"
-    with pytest.raises(BadInput):
-        check(fake_spec(tmp_path, {"symbols": []}), tree)
+    with pytest.raises(BadInput, match="symbols"):  # refused when the spec is loaded
+        fake_spec(tmp_path, {"symbols": []})
 
 
 # ---------------------------------------------------------------------------

@@ -45,16 +45,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _config(args: argparse.Namespace):  # -> IsolationConfig
-    from vllm_plugin_release.conform.isolation import (
-        IsolationConfig,
-        Symbol,
-        config_from_spec,
-    )
+    from vllm_plugin_release.conform.isolation import IsolationConfig, config_from_spec
+    from vllm_plugin_release.conform.symbolmatch import Symbol
 
     if args.spec:
-        from vllm_plugin_release.spec.model import load
+        from vllm_plugin_release.conform.registry import load_spec
 
-        spec = load(args.spec)
+        spec = load_spec(args.spec)
         config = config_from_spec(spec)
         if config is None:
             raise BadInput(
@@ -75,7 +72,7 @@ def _config(args: argparse.Namespace):  # -> IsolationConfig
 
 
 def run(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.conform.isolation import scan_path
+    from vllm_plugin_release.conform.symbolscan import scan_path
 
     config = _config(args)
     report = scan_path(Path(args.path), config.symbols, config.allowlist)
@@ -95,7 +92,7 @@ def _print(report) -> None:  # report: ScanReport
     from rich.markup import escape
     from rich.table import Table
 
-    from vllm_plugin_release.conform.isolation import KINDS, SEVERITY
+    from vllm_plugin_release.conform.symbolkinds import KINDS, SEVERITY
 
     out = Console(highlight=False, soft_wrap=True)
     n = report.files_scanned

@@ -1,97 +1,39 @@
 """Core isolation: vendor-specific symbols must be absent from vLLM core.
 
 The pinned core (its verified source tree and its built wheel) is searched for the
-vendor symbols listed in the buildspec, `[conformance.isolation] symbols = [...]`.
-Every hit is classified by what it is in the code that holds it:
+vendor symbols listed in the buildspec, `[conformance.isolation] symbols = [...]`,
+with an optional allowlist of known hits (`path` glob + `symbol` + `reason`).
+The check fails on hits in imports or code, warns on hits in string literals,
+and passes otherwise; comments and docs are info, and allowlisted hits are info,
+still reported with their reason.
 
-* import (fail): an import statement, an `#include`/`use`/`source` line, a string
-  passed to `importlib.import_module`/`__import__`/..., a dependency (requirements
-  file, wheel `Requires-Dist`, wheel entry point), a CMake `find_package`/link;
-* code (fail): an identifier in code;
-* string (warn): a string literal, environment variable names included;
-* comment (info): a comment or a docstring (a bare string statement);
-* docs (info): documentation, configuration and build metadata, and every file
-  under a top-level docs/, .buildkite/, .github/ or docker/ folder (CI, images).
-
-An allowlist entry (`path` glob + `symbol` + `reason`) downgrades a known hit to
-info; it is still reported, marked allowed, with its reason.
-
-Matching rule (identifier boundaries, case-insensitive, like `rg -i` but on words)
---------------------------------------------------------------------------------
-A symbol is cut into words the way code spells identifiers: at `_ - . /` and at
-CamelCase humps (`TTPlatform` -> tt, platform; `vllm_tt_plugin` -> vllm, tt, plugin).
-
-* A symbol matches text that spells its words in order, case-insensitively,
-  joined by nothing or by one of `_ - . /`, where the matched span *starts and
-  ends on a word boundary* of the text: the edge of an identifier, a separator,
-  or a CamelCase hump.  So `ttnn` matches `import ttnn`, `ttnn.open_device`,
-  `is_ttnn_available`, `TTNNOps` and `"TTNN_CACHE"`, but not the `ttnN` inside
-  `AttnNvfp4QuantPattern` (no boundary before `t`); `ascend` matches
-  `AscendPlatform` and `vllm_ascend` but not `ascending`; `tt_metal`, `tt-metal`
-  and `TtMetal` are one symbol, and it matches `TT_METAL_HOME`.
-* A symbol spelled like an environment variable (ALL CAPS with underscores,
-  e.g. `MESH_DEVICE`, `TT_VISIBLE_DEVICES`) names one variable and matches the
-  whole token only: `"MESH_DEVICE"`, `os.environ["MESH_DEVICE"]`, `$MESH_DEVICE`,
-  but not `MESH_DEVICE_COUNT` or `create_mesh_device`.
-
-Speed: one pass over every file with a multi-pattern matcher (the Rust
-aho-corasick crate, through `ahocorasick_rs`) on the lower-cased bytes; only the
-few files with a candidate are decoded, tokenized (Python) or lexed (C/C++/CUDA,
-Rust, CMake, shell) to classify the hits.  Binary files (a NUL byte) and files
-that are not UTF-8 are skipped and counted.
+This module holds the check: its options (`ISOLATION_SCHEMA`, `validate_config`)
+and its result.  The scanner it runs is `symbolscan` (walking trees and wheels),
+`symbolmatch` (the symbols and their matching rule) and `symbolkinds` (how a hit
+is classified: import, code, string, comment, docs).
 """
 
 from __future__ import annotations
 
-import bisect
-import dataclasses
-import fnmatch
-import io
-import itertools
-import os
-import re
-import stat
-import time
-import tokenize
-import zipfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from vllm_plugin_release.conform.result import CheckResult, Evidence
+from vllm_plugin_release.conform.symbolkinds import FAIL_KINDS, KINDS, WARN_KINDS, Hit
+from vllm_plugin_release.conform.symbolmatch import (
+    SYMBOL_RE,
+    AllowEntry,
+    Symbol,
+    parse_symbols,
+    split_words,
+)
+from vllm_plugin_release.conform.symbolscan import ScanReport, scan_tree, scan_wheel
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.spec.model import Spec
 
 NAME = "isolation"
-
-Kind = Literal["import", "code", "string", "comment", "docs"]
-KINDS: tuple[Kind, ...] = ("import", "code", "string", "comment", "docs")
-SEVERITY: dict[str, str] = {
-    "import": "fail",
-    "code": "fail",
-    "string": "warn",
-    "comment": "info",
-    "docs": "info",
-}
-FAIL_KINDS: tuple[str, ...] = tuple(k for k in KINDS if SEVERITY[k] == "fail")
-WARN_KINDS: tuple[str, ...] = tuple(k for k in KINDS if SEVERITY[k] == "warn")
-
-# The Tenstorrent symbol set (the TT buildspec lists these, or more).
-TT_SYMBOLS: tuple[str, ...] = (
-    "ttnn",
-    "tt_metal",
-    "tt-metal",
-    "tenstorrent",
-    "TTPlatform",
-    "MESH_DEVICE",
-    "TT_VISIBLE_DEVICES",
-    "vllm_tt_plugin",
-)
-
-_SYMBOL_RE = re.compile(r"^[A-Za-z0-9_./-]*[A-Za-z0-9][A-Za-z0-9_./-]*$")
-_ENV_STYLE_RE = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
-_JOINERS: tuple[str, ...] = ("", "_", "-", ".", "/")
-MAX_WORDS = 5  # 5 joiners ** (words - 1) spellings per symbol; 625 at most
 
 # JSON Schema (draft 2020-12) of `[conformance.isolation]`, for spec_schema.py.
 ISOLATION_SCHEMA: dict[str, Any] = {
@@ -109,7 +51,7 @@ ISOLATION_SCHEMA: dict[str, Any] = {
             "minItems": 1,
             "items": {
                 "type": "string",
-                "pattern": _SYMBOL_RE.pattern,
+                "pattern": SYMBOL_RE.pattern,
                 "description": "Letters, digits and `_ . - /`, at most 5 words.",
             },
         },
@@ -144,93 +86,6 @@ ISOLATION_SCHEMA: dict[str, Any] = {
 }
 
 
-# ---------------------------------------------------------------------------
-# Symbols and the allowlist
-
-
-def split_words(identifier: str) -> tuple[str, ...]:
-    """Lower-cased words of an identifier: split at non-alphanumerics and CamelCase humps."""
-    words: list[str] = []
-    for part in re.split(r"[^A-Za-z0-9]+", identifier):
-        if not part:
-            continue
-        start = 0
-        for i in range(1, len(part)):
-            if _hump(part, i):
-                words.append(part[start:i])
-                start = i
-        words.append(part[start:])
-    return tuple(w.lower() for w in words)
-
-
-def _hump(s: str, i: int) -> bool:
-    a, b = s[i - 1], s[i]
-    if b.isupper() and (a.islower() or a.isdigit()):
-        return True
-    return a.isupper() and b.isupper() and i + 1 < len(s) and s[i + 1].islower()
-
-
-@dataclass(frozen=True)
-class Symbol:
-    """A vendor symbol as written in the spec, with its matching rule."""
-
-    name: str
-    words: tuple[str, ...]
-    exact: bool  # environment-variable style: whole token only
-
-    @classmethod
-    def parse(cls, name: str) -> Symbol:
-        if not isinstance(name, str) or not _SYMBOL_RE.match(name):
-            raise ValueError(
-                f"{name!r} is not a symbol: use letters, digits and `_ . - /` "
-                "(e.g. ttnn, tt_metal, TTPlatform)"
-            )
-        words = split_words(name)
-        if len(words) > MAX_WORDS:
-            raise ValueError(f"{name!r} has {len(words)} words; at most {MAX_WORDS}")
-        return cls(name=name, words=words, exact=bool(_ENV_STYLE_RE.match(name)))
-
-    @property
-    def key(self) -> tuple[tuple[str, ...], bool]:
-        return self.words, self.exact
-
-    def spellings(self) -> list[str]:
-        """Lower-case spellings the matcher searches for."""
-        if self.exact:
-            return [self.name.lower()]
-        out = []
-        for seps in itertools.product(_JOINERS, repeat=len(self.words) - 1):
-            text = self.words[0]
-            for sep, word in zip(seps, self.words[1:]):
-                text += sep + word
-            out.append(text)
-        return out
-
-
-@dataclass(frozen=True)
-class AllowEntry:
-    path: str
-    symbol: str
-    reason: str
-
-    def matches(self, hit_path: str, symbol: Symbol) -> bool:
-        if self.symbol != "*" and split_words(self.symbol) != symbol.words:
-            return False
-        return hit_path == self.path or fnmatch.fnmatchcase(hit_path, self.path)
-
-    def to_json(self) -> dict[str, str]:
-        return {"path": self.path, "symbol": self.symbol, "reason": self.reason}
-
-
-def parse_symbols(names: Iterable[str]) -> list[Symbol]:
-    """Symbols, deduplicated by their words (`tt_metal` and `tt-metal` are one)."""
-    seen: dict[tuple[tuple[str, ...], bool], Symbol] = {}
-    for name in names:
-        symbol = Symbol.parse(name)
-        seen.setdefault(symbol.key, symbol)
-    return list(seen.values())
-
-
 @dataclass(frozen=True)
 class IsolationConfig:
     symbols: tuple[str, ...]
@@ -249,844 +104,65 @@ def _line_of(file: Path | None, keys: tuple[str, ...]) -> str:
     return f"{file}:{line}" if line else str(file)
 
 
-def validate_config(data: Any, file: Path | None = None) -> IsolationConfig:
-    """`[conformance.isolation]` as plain data -> IsolationConfig, or BadInput naming the key."""
-    base = ("conformance", "isolation")
-    hint = (
-        '[conformance.isolation] takes symbols = ["ttnn", ...] and optionally '
-        'allowlist = [{path = "...", symbol = "...", reason = "..."}]'
-    )
+_HINT = (
+    '[conformance.isolation] takes symbols = ["ttnn", ...] and optionally '
+    'allowlist = [{path = "...", symbol = "...", reason = "..."}]'
+)
 
-    def bad(keys: tuple[str, ...], message: str) -> BadInput:
-        return BadInput(f"{_line_of(file, base + keys)}: {message}", hint=hint)
 
-    if not isinstance(data, Mapping):
-        raise bad((), "[conformance.isolation] must be a table")
-    unknown = sorted(set(data) - {"symbols", "allowlist"})
-    if unknown:
-        raise bad(
-            (unknown[0],),
-            f"unknown key {unknown[0]!r} in [conformance.isolation]; "
-            "expected one of: allowlist, symbols",
-        )
-    names = data.get("symbols")
-    if not isinstance(names, list) or not names:
-        raise bad(("symbols",), "conformance.isolation.symbols must be a non-empty list of strings")
+def _bad(file: Path | None, keys: tuple[str, ...], message: str) -> BadInput:
+    return BadInput(f"{_line_of(file, ('conformance', 'isolation', *keys))}: {message}", hint=_HINT)
+
+
+def config_from_table(data: Mapping[str, Any], file: Path | None = None) -> IsolationConfig:
+    """A table of the right shape (ISOLATION_SCHEMA) -> IsolationConfig. What the schema
+    cannot state is checked here: each symbol parses, each allowlist symbol is one of them."""
+    names = list(data["symbols"])
     for i, name in enumerate(names):
         try:
             Symbol.parse(name)
         except ValueError as exc:
-            raise bad(("symbols",), f"conformance.isolation.symbols[{i}]: {exc}") from None
+            raise _bad(file, ("symbols",), f"conformance.isolation.symbols[{i}]: {exc}") from None
     symbols = parse_symbols(names)
-    raw_allow = data.get("allowlist", [])
-    if not isinstance(raw_allow, list):
-        raise bad(("allowlist",), "conformance.isolation.allowlist must be a list of tables")
     entries = []
-    for i, item in enumerate(raw_allow):
-        where = f"conformance.isolation.allowlist[{i}]"
-        if not isinstance(item, Mapping):
-            raise bad(("allowlist",), f"{where} must be a table {{path, symbol, reason}}")
-        extra = sorted(set(item) - {"path", "symbol", "reason"})
-        if extra:
-            raise bad(
-                ("allowlist",), f"{where}: unknown key {extra[0]!r}; expected path, symbol, reason"
-            )
-        for key in ("path", "symbol", "reason"):
-            value = item.get(key)
-            if not isinstance(value, str) or not value.strip():
-                raise bad(("allowlist",), f"{where}.{key} must be a non-empty string")
+    for i, item in enumerate(data.get("allowlist", [])):
         if item["symbol"] != "*" and not any(
             split_words(item["symbol"]) == s.words for s in symbols
         ):
-            raise bad(
+            raise _bad(
+                file,
                 ("allowlist",),
-                f"{where}.symbol {item['symbol']!r} is not one of symbols "
-                f"({', '.join(s.name for s in symbols)}) nor '*'",
+                f"conformance.isolation.allowlist[{i}].symbol {item['symbol']!r} is not one of "
+                f"symbols ({', '.join(s.name for s in symbols)}) nor '*'",
             )
         entries.append(AllowEntry(item["path"].strip(), item["symbol"], item["reason"].strip()))
     return IsolationConfig(symbols=tuple(names), allowlist=tuple(entries))
 
 
-def config_from_spec(spec: Any) -> IsolationConfig | None:
+def validate_config(data: Any, file: Path | None = None) -> IsolationConfig:
+    """Plain data that did not come through the spec loader: checked against
+    ISOLATION_SCHEMA (the first error, naming the key), then `config_from_table`."""
+    from jsonschema import Draft202012Validator
+
+    errors = sorted(
+        Draft202012Validator(ISOLATION_SCHEMA).iter_errors(data),
+        key=lambda e: list(map(str, e.absolute_path)),
+    )
+    if errors:
+        error = errors[0]
+        path = tuple(str(p) for p in error.absolute_path)
+        where = "conformance.isolation" + "".join(
+            f"[{part}]" if part.isdigit() else f".{part}" for part in path
+        )
+        raise _bad(file, path[:1], f"{where}: {error.message}")
+    return config_from_table(data, file)
+
+
+def config_from_spec(spec: Spec) -> IsolationConfig | None:
     """The isolation config of a loaded Spec; None when `[conformance.isolation]` is absent."""
-    conformance = getattr(spec, "conformance", None) or {}
-    if "isolation" not in conformance:
+    if "isolation" not in spec.conformance:
         return None
-    return validate_config(conformance.get("isolation", {}), getattr(spec, "path", None))
-
-
-# ---------------------------------------------------------------------------
-# Reports
-
-
-@dataclass(frozen=True)
-class Hit:
-    path: str
-    line: int
-    column: int
-    symbol: str
-    kind: Kind
-    text: str
-    context: str = ""
-    allowed: bool = False
-    reason: str | None = None
-
-    @property
-    def severity(self) -> str:
-        return "info" if self.allowed else SEVERITY[self.kind]
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "path": self.path,
-            "line": self.line,
-            "column": self.column,
-            "symbol": self.symbol,
-            "kind": self.kind,
-            "severity": self.severity,
-            "text": self.text,
-            "context": self.context,
-            "allowed": self.allowed,
-        }
-        if self.reason:
-            out["reason"] = self.reason
-        return out
-
-
-@dataclass(frozen=True)
-class Skipped:
-    path: str
-    reason: str  # binary | undecodable | symlink | unreadable | special
-    symbols: tuple[str, ...] = ()  # symbols whose spelling occurs in the raw bytes (unverified)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"path": self.path, "reason": self.reason}
-        if self.symbols:
-            out["symbols"] = list(self.symbols)
-        return out
-
-
-@dataclass
-class ScanReport:
-    root: str
-    source: Literal["tree", "wheel"]
-    symbols: tuple[str, ...]
-    hits: list[Hit] = field(default_factory=list)
-    files_scanned: int = 0
-    bytes_scanned: int = 0
-    files_with_hits: int = 0
-    skipped: list[Skipped] = field(default_factory=list)
-    unused_allowlist: list[AllowEntry] = field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def counts(self) -> dict[str, int]:
-        """Hits by kind, allowlisted hits left out (they are counted under `allowed`)."""
-        counts = dict.fromkeys(KINDS, 0)
-        for hit in self.hits:
-            if not hit.allowed:
-                counts[hit.kind] += 1
-        return counts
-
-    @property
-    def allowed(self) -> int:
-        return sum(1 for h in self.hits if h.allowed)
-
-    @property
-    def skipped_counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for s in self.skipped:
-            out[s.reason] = out.get(s.reason, 0) + 1
-        return out
-
-    @property
-    def status(self) -> Literal["pass", "warn", "fail"]:
-        severities = {h.severity for h in self.hits}
-        if "fail" in severities:
-            return "fail"
-        return "warn" if "warn" in severities else "pass"
-
-    @property
-    def failed(self) -> bool:
-        return self.status == "fail"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.root,
-            "source": self.source,
-            "status": self.status,
-            "symbols": list(self.symbols),
-            "counts": self.counts,
-            "allowed": self.allowed,
-            "hits": [h.to_json() for h in self.hits],
-            "files_scanned": self.files_scanned,
-            "bytes_scanned": self.bytes_scanned,
-            "files_with_hits": self.files_with_hits,
-            "skipped": {
-                "counts": self.skipped_counts,
-                "files": [s.to_json() for s in self.skipped],
-            },
-            "unused_allowlist": [a.to_json() for a in self.unused_allowlist],
-            "seconds": round(self.seconds, 3),
-        }
-
-
-# ---------------------------------------------------------------------------
-# The matcher: one multi-pattern pass, then boundary checks on the raw bytes
-
-
-def _automaton(patterns: list[bytes]) -> Any:
-    """ahocorasick_rs (the Rust aho-corasick crate) when installed, else a plain fallback."""
-    try:
-        import ahocorasick_rs
-    except ImportError:  # pragma: no cover - the dependency is declared
-        return _PlainFinder(patterns)
-    return ahocorasick_rs.BytesAhoCorasick(patterns)
-
-
-class _PlainFinder:
-    """Same interface as BytesAhoCorasick, with bytes.find (slower, no dependency)."""
-
-    def __init__(self, patterns: list[bytes]) -> None:
-        self.patterns = patterns
-
-    def find_matches_as_indexes(
-        self, data: bytes, overlapping: bool = False
-    ) -> list[tuple[int, int, int]]:
-        out = []
-        for index, pattern in enumerate(self.patterns):
-            start = data.find(pattern)
-            while start >= 0:
-                out.append((index, start, start + len(pattern)))
-                start = data.find(pattern, start + 1)
-        return out
-
-
-# byte classes, ASCII only (non-ASCII bytes count as separators)
-_UPPER = frozenset(range(65, 91))
-_LOWER = frozenset(range(97, 123))
-_DIGIT = frozenset(range(48, 58))
-_ALNUM = _UPPER | _LOWER | _DIGIT
-_IDENT = _ALNUM | {95}  # and `_`: the characters of an environment variable name
-
-
-def _boundary(data: bytes, i: int) -> bool:
-    """Is byte offset i a word boundary (edge, separator or CamelCase hump)?"""
-    if i <= 0 or i >= len(data):
-        return True
-    a, b = data[i - 1], data[i]
-    if a not in _ALNUM or b not in _ALNUM:
-        return True
-    if b in _UPPER and (a in _LOWER or a in _DIGIT):
-        return True
-    return a in _UPPER and b in _UPPER and i + 1 < len(data) and data[i + 1] in _LOWER
-
-
-class Matcher:
-    """Compiled symbol set: finds verified symbol spans in file bytes."""
-
-    def __init__(self, symbols: Sequence[Symbol]) -> None:
-        if not symbols:
-            raise BadInput("no vendor symbols to search for", hint="pass --symbols A,B or --spec")
-        self.symbols = list(symbols)
-        self._owner: list[int] = []
-        patterns: list[bytes] = []
-        for index, symbol in enumerate(self.symbols):
-            for spelling in symbol.spellings():
-                patterns.append(spelling.encode("ascii"))
-                self._owner.append(index)
-        self._ac = _automaton(patterns)
-
-    def candidates(self, lowered: bytes) -> list[tuple[int, int, int]]:
-        """(symbol index, start, end) of every spelling in lower-cased bytes (unverified)."""
-        return [
-            (self._owner[p], s, e)
-            for p, s, e in self._ac.find_matches_as_indexes(lowered, overlapping=True)
-        ]
-
-    def verify(
-        self, data: bytes, found: Iterable[tuple[int, int, int]]
-    ) -> list[tuple[int, int, int]]:
-        out = []
-        for index, start, end in found:
-            if not (_boundary(data, start) and _boundary(data, end)):
-                continue
-            if self.symbols[index].exact and (
-                (start > 0 and data[start - 1] in _IDENT)
-                or (end < len(data) and data[end] in _IDENT)
-            ):
-                continue
-            out.append((index, start, end))
-        # a span inside a longer hit (`ascend` in `vllm_ascend`) is that hit, not another
-        out.sort(key=lambda t: (t[1], -t[2], t[0]))
-        kept = []
-        reach = -1
-        for span in out:
-            if span[2] > reach:
-                kept.append(span)
-                reach = span[2]
-        return kept
-
-
-# ---------------------------------------------------------------------------
-# Classification of hits (only for files that have one)
-
-FileType = Literal["python", "clike", "shell", "cmake", "requirements", "metadata", "docs"]
-
-_PY_EXT = {".py", ".pyi", ".pyw", ".pyx", ".pxd"}
-_CLIKE_EXT = {
-    ".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".h++", ".cu", ".cuh",
-    ".inl", ".inc", ".ipp", ".tpp", ".m", ".mm", ".rs", ".go", ".java", ".js", ".mjs", ".cjs",
-    ".ts", ".tsx", ".jsx", ".proto", ".cl", ".metal", ".hip", ".swift", ".kt", ".scala",
-}  # fmt: skip
-_SHELL_EXT = {".sh", ".bash", ".zsh", ".ksh", ".env"}
-
-
-# Top-level folders of a source tree that hold documentation, CI or container builds.
-DOCS_DIRS = frozenset({"docs", "doc", ".buildkite", ".github", ".gitlab", ".circleci", "docker"})
-
-
-def file_type(path: str, head: bytes = b"") -> FileType:
-    """How a file is classified, from its name (and shebang line when it has no suffix)."""
-    if path.split("/", 1)[0] in DOCS_DIRS and "/" in path:
-        return "docs"
-    name = path.rsplit("/", 1)[-1]
-    lower = name.lower()
-    suffix = os.path.splitext(lower)[1]
-    parent = path.rsplit("/", 2)[-2].lower() if "/" in path else ""
-    if suffix in _PY_EXT:
-        return "python"
-    if suffix in _CLIKE_EXT:
-        return "clike"
-    if suffix in _SHELL_EXT:
-        return "shell"
-    if lower == "cmakelists.txt" or suffix == ".cmake":
-        return "cmake"
-    if (lower.startswith("requirements") and suffix in {".txt", ".in"}) or (
-        parent == "requirements" and suffix in {".txt", ".in"}
-    ):
-        return "requirements"
-    if parent.endswith(".dist-info") and lower in {"metadata", "entry_points.txt"}:
-        return "metadata"
-    if not suffix and head.startswith(b"#!"):
-        first = head.split(b"\n", 1)[0]
-        if b"python" in first:
-            return "python"
-        if re.search(rb"\b(ba|z|k|da)?sh\b", first):
-            return "shell"
-    return "docs"
-
-
-# Region lexers: (comment | string) spans by regular expression, leftmost first.
-_CLIKE_LEX = re.compile(
-    r"""(?P<comment>//[^\n]*|/\*[\s\S]*?(?:\*/|\Z))
-      |(?P<string>(?<![A-Za-z0-9_])(?:u8|u|U|L)?R"(?P<d>[^()\\\s"]{0,16})\([\s\S]*?\)(?P=d)"
-                 |(?<![A-Za-z0-9_])b?r(?P<h>\#*)"[\s\S]*?"(?P=h)
-                 |"(?:\\[\s\S]|[^"\\\n])*"
-                 |'(?:\\[^\n]{1,9}?|[^'\\\n])'
-                 |`[^`]*`)""",
-    re.VERBOSE,
-)
-_SHELL_LEX = re.compile(
-    r"""(?P<comment>(?<![^\s;&|(])\#[^\n]*)
-      |(?P<string>"(?:\\[\s\S]|[^"\\])*"|'[^']*')""",
-    re.VERBOSE,
-)
-_CMAKE_LEX = re.compile(
-    r"""(?P<comment>\#\[(?P<e1>=*)\[[\s\S]*?\](?P=e1)\]|\#[^\n]*)
-      |(?P<string>"(?:\\[\s\S]|[^"\\])*"|\[(?P<e2>=*)\[[\s\S]*?\](?P=e2)\])""",
-    re.VERBOSE,
-)
-_PY_LEX = re.compile(
-    r"""(?P<comment>\#[^\n]*)
-      |(?P<string>(?<![A-Za-z0-9_])[rRbBuUfF]{0,2}
-                  (?:'''[\s\S]*?(?:'''|\Z)|\"\"\"[\s\S]*?(?:\"\"\"|\Z)
-                    |'(?:\\[\s\S]|[^'\\\n])*'|"(?:\\[\s\S]|[^"\\\n])*"))""",
-    re.VERBOSE,
-)
-_LEXERS: dict[str, re.Pattern[str]] = {
-    "clike": _CLIKE_LEX,
-    "shell": _SHELL_LEX,
-    "cmake": _CMAKE_LEX,
-    "python": _PY_LEX,
-}
-_IMPORT_LINE: dict[str, re.Pattern[str]] = {
-    "clike": re.compile(
-        r"^\s*(?:\#\s*(?:include|import)\b|(?:pub(?:\([^)]*\))?\s+)?use\s|extern\s+crate\s"
-        r"|import\s|from\s+\S+\s+import\s|(?:const|let|var)\s+.*=\s*require\s*\()"
-    ),
-    "shell": re.compile(r"^\s*(?:source|\.)\s+\S"),
-    "python": re.compile(r"^\s*(?:import\s|from\s+\S+\s+import\b)"),
-}
-_CMAKE_IMPORT_COMMANDS = {
-    "find_package", "find_library", "find_path", "include", "add_subdirectory",
-    "fetchcontent_declare", "fetchcontent_makeavailable", "externalproject_add",
-    "target_link_libraries", "link_libraries", "target_include_directories",
-}  # fmt: skip
-# Functions whose first string argument names a module to load: an import.
-_DYNAMIC_IMPORTS = {
-    "import_module", "__import__", "find_spec", "resolve_obj_by_qualname", "import_string",
-    "import_from_path", "load_module", "require",
-}  # fmt: skip
-
-
-class _Lines:
-    """Byte offset -> (line, column, char offset) for one decoded file."""
-
-    def __init__(self, data: bytes, text: str) -> None:
-        self.data = data
-        self.ascii = len(data) == len(text)
-        self.starts = [0]
-        find = data.find
-        i = find(b"\n")
-        while i >= 0:
-            self.starts.append(i + 1)
-            i = find(b"\n", i + 1)
-        self._mark = (0, 0)  # (byte offset, char offset), advanced as offsets grow
-
-    def _chars(self, offset: int) -> int:
-        if self.ascii:
-            return offset
-        byte, char = self._mark if offset >= self._mark[0] else (0, 0)
-        # offsets always sit on an ASCII byte, never inside a UTF-8 sequence
-        char += len(self.data[byte:offset].decode("utf-8"))
-        self._mark = (offset, char)
-        return char
-
-    def locate(self, offset: int) -> tuple[int, int, int]:
-        """(1-based line, 0-based char column, char offset) of a byte offset."""
-        row = bisect.bisect_right(self.starts, offset) - 1
-        start = self.starts[row]
-        if self.ascii:
-            return row + 1, offset - start, offset
-        col = len(self.data[start:offset].decode("utf-8"))
-        return row + 1, col, self._chars(offset)
-
-    def line_text(self, row: int) -> str:
-        start = self.starts[row - 1]
-        end = self.starts[row] - 1 if row < len(self.starts) else len(self.data)
-        return self.data[start:end].decode("utf-8", "replace").strip()
-
-
-def _regions(lexer: re.Pattern[str], text: str) -> tuple[list[int], list[tuple[int, str]]]:
-    starts: list[int] = []
-    spans: list[tuple[int, str]] = []
-    for m in lexer.finditer(text):
-        if m.end() > m.start():
-            starts.append(m.start())
-            spans.append((m.end(), "comment" if m.group("comment") is not None else "string"))
-    return starts, spans
-
-
-def _region_kind(regions: tuple[list[int], list[tuple[int, str]]], offset: int) -> str:
-    starts, spans = regions
-    i = bisect.bisect_right(starts, offset) - 1
-    if i >= 0 and offset < spans[i][0]:
-        return spans[i][1]
-    return "code"
-
-
-def _cmake_command(text: str, offset: int) -> str:
-    """Name of the CMake command whose arguments hold `offset` (approximate)."""
-    depth = 0
-    lo = max(0, offset - 20000)
-    for i in range(offset - 1, lo - 1, -1):
-        c = text[i]
-        if c == ")":
-            depth += 1
-        elif c == "(":
-            if depth == 0:
-                m = re.search(r"([A-Za-z_][A-Za-z0-9_]*)\s*$", text[max(0, i - 80) : i])
-                return m.group(1).lower() if m else ""
-            depth -= 1
-    return ""
-
-
-_DYNAMIC_IMPORT_CALL = re.compile(
-    r"\b(?:" + "|".join(sorted(_DYNAMIC_IMPORTS)) + r")\s*\(\s*[rRbBuU]?['\"`][^'\"`\n]*$"
-)
-
-
-def _lexical_kind(ftype: str, text: str, regions: Any, offset: int, line: str) -> Kind:
-    region = _region_kind(regions, offset)
-    if region == "comment":
-        return "comment"
-    if ftype == "cmake":
-        if _cmake_command(text, offset) in _CMAKE_IMPORT_COMMANDS:
-            return "import"
-    elif ftype in _IMPORT_LINE and _IMPORT_LINE[ftype].match(line):
-        return "import"
-    if region == "string":
-        if ftype != "cmake" and _DYNAMIC_IMPORT_CALL.search(text, max(0, offset - 200), offset):
-            return "import"
-        return "string"
-    return "code"
-
-
-_STRING_TOKEN_NAMES = (
-    "STRING", "FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END",
-    "TSTRING_START", "TSTRING_MIDDLE", "TSTRING_END",
-)  # fmt: skip
-_STRINGISH = {getattr(tokenize, n) for n in _STRING_TOKEN_NAMES if hasattr(tokenize, n)}
-_SKIP_TOKENS = {tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING}
-
-
-def _python_tokens(text: str) -> tuple[list[tuple[int, int]], list[tuple[tuple[int, int], Kind]]]:
-    """Token start positions and (end position, kind) for every token of a Python file."""
-    starts: list[tuple[int, int]] = []
-    info: list[tuple[tuple[int, int], Kind]] = []
-    logical: list[int] = []  # indexes into starts/info of the current logical line's tokens
-    toks: list[tokenize.TokenInfo] = []
-
-    def close_line() -> None:
-        if not logical:
-            return
-        kinds = [toks[i].type for i in logical]
-        if all(k in _STRINGISH for k in kinds):  # a bare string statement: a docstring
-            for i in logical:
-                info[i] = (info[i][0], "comment")
-            logical.clear()
-            return
-        # split into simple statements at ';' and ':' outside brackets
-        depth = 0
-        segment: list[int] = []
-        segments: list[list[int]] = [segment]
-        for i in logical:
-            tok = toks[i]
-            if tok.type == tokenize.OP:
-                if tok.string in "([{":
-                    depth += 1
-                elif tok.string in ")]}":
-                    depth -= 1
-                elif depth == 0 and tok.string in (";", ":"):
-                    segment = []
-                    segments.append(segment)
-                    continue
-            segment.append(i)
-        for seg in segments:
-            if any(toks[i].type == tokenize.NAME and toks[i].string == "import" for i in seg):
-                for i in seg:
-                    if toks[i].type == tokenize.NAME:
-                        info[i] = (info[i][0], "import")
-        # dynamic imports: a string right after `import_module(` and friends
-        for a, b, c in zip(logical, logical[1:], logical[2:]):
-            if (
-                toks[a].type == tokenize.NAME
-                and toks[a].string in _DYNAMIC_IMPORTS
-                and toks[b].string == "("
-                and toks[c].type in _STRINGISH
-            ):
-                info[c] = (info[c][0], "import")
-        logical.clear()
-
-    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-        if tok.type in (tokenize.NEWLINE, tokenize.ENDMARKER):
-            close_line()
-            continue
-        kind: Kind
-        if tok.type == tokenize.COMMENT:
-            kind = "comment"
-        elif tok.type in _STRINGISH:
-            kind = "string"
-        else:
-            kind = "code"
-        starts.append(tok.start)
-        info.append((tok.end, kind))
-        toks.append(tok)
-        if tok.type not in _SKIP_TOKENS:
-            logical.append(len(toks) - 1)
-    close_line()
-    return starts, info
-
-
-def _python_kind(tokens: Any, row: int, col: int) -> Kind:
-    starts, info = tokens
-    i = bisect.bisect_right(starts, (row, col)) - 1
-    if i >= 0 and (row, col) < info[i][0]:
-        return info[i][1]
-    return "code"
-
-
-def _metadata_kind(path: str, line: str) -> Kind:
-    if path.lower().endswith("entry_points.txt"):
-        return "comment" if line.startswith(("#", ";")) else "import"
-    return "import" if line.lower().startswith(("requires-dist:", "provides-extra:")) else "docs"
-
-
-def classify(
-    path: str, data: bytes, text: str, spans: Sequence[tuple[int, int, int]], symbols: list[Symbol]
-) -> list[Hit]:
-    """Hits for verified (symbol index, start, end) byte spans of one decoded file."""
-    ftype = file_type(path, data[:256])
-    lines = _Lines(data, text)
-    tokens: Any = None
-    regions: Any = None
-    if ftype == "python":
-        try:
-            tokens = _python_tokens(text)
-        except (tokenize.TokenError, SyntaxError, ValueError):
-            tokens = None  # not valid Python 3: lexical rules instead
-        if tokens is None:
-            regions = _regions(_PY_LEX, text)
-    elif ftype in _LEXERS:
-        regions = _regions(_LEXERS[ftype], text)
-    hits = []
-    for index, start, end in spans:
-        row, col, char_offset = lines.locate(start)
-        line = lines.line_text(row)
-        kind: Kind
-        if ftype == "docs":
-            kind = "docs"
-        elif ftype == "requirements":
-            kind = "comment" if line.startswith("#") else "import"
-        elif ftype == "metadata":
-            kind = _metadata_kind(path, line)
-        elif tokens is not None:
-            kind = _python_kind(tokens, row, col)
-        else:
-            kind = _lexical_kind(ftype, text, regions, char_offset, line)
-        hits.append(
-            Hit(
-                path=path,
-                line=row,
-                column=col + 1,
-                symbol=symbols[index].name,
-                kind=kind,
-                text=data[start:end].decode("utf-8", "replace"),
-                context=line if len(line) <= 200 else line[:197] + "...",
-            )
-        )
-    return hits
-
-
-# ---------------------------------------------------------------------------
-# Scanning
-
-
-class _Scan:
-    """Shared state of one scan (a tree or a wheel)."""
-
-    def __init__(
-        self,
-        report: ScanReport,
-        matcher: Matcher,
-        allowlist: Sequence[AllowEntry],
-        *,
-        inspect_binary: bool,
-    ) -> None:
-        self.report = report
-        self.matcher = matcher
-        self.allowlist = list(allowlist)
-        self.used: set[int] = set()
-        # Wheels: note the symbols in binary members (compiled extensions); trees: skip
-        # images and archives unread, as ripgrep does.
-        self.inspect_binary = inspect_binary
-
-    def feed(self, path: str, data: bytes) -> None:
-        report = self.report
-        if b"\0" in data:
-            names = self._names(data, None) if self.inspect_binary else ()
-            report.skipped.append(Skipped(path, "binary", names))
-            return
-        found = self.matcher.candidates(data.lower())
-        text = ""
-        if not data.isascii():
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError:
-                report.skipped.append(Skipped(path, "undecodable", self._names(data, found)))
-                return
-        report.files_scanned += 1
-        report.bytes_scanned += len(data)
-        if not found:
-            return
-        spans = self.matcher.verify(data, found)
-        if not spans:
-            return
-        report.files_with_hits += 1
-        for hit in classify(path, data, text or data.decode("ascii"), spans, self.matcher.symbols):
-            report.hits.append(self._allow(hit))
-
-    def _names(self, data: bytes, found: list[tuple[int, int, int]] | None) -> tuple[str, ...]:
-        if found is None:
-            found = self.matcher.candidates(data.lower())
-        spans = self.matcher.verify(data, found) if found else []
-        return tuple(sorted({self.matcher.symbols[i].name for i, _, _ in spans}))
-
-    def _allow(self, hit: Hit) -> Hit:
-        symbol = next(s for s in self.matcher.symbols if s.name == hit.symbol)
-        for i, entry in enumerate(self.allowlist):
-            if entry.matches(hit.path, symbol):
-                self.used.add(i)
-                return dataclasses.replace(hit, allowed=True, reason=entry.reason)
-        return hit
-
-    def finish(self, started: float) -> ScanReport:
-        report = self.report
-        report.hits.sort(key=lambda h: (h.path, h.line, h.column, h.symbol))
-        report.skipped.sort(key=lambda s: s.path)
-        report.unused_allowlist = [e for i, e in enumerate(self.allowlist) if i not in self.used]
-        report.seconds = time.perf_counter() - started
-        return report
-
-
-def _allow_entries(allowlist: Iterable[AllowEntry | Mapping[str, str]]) -> list[AllowEntry]:
-    out = []
-    for item in allowlist:
-        if isinstance(item, AllowEntry):
-            out.append(item)
-        else:
-            out.append(AllowEntry(str(item["path"]), str(item["symbol"]), str(item["reason"])))
-    return out
-
-
-def _symbols(symbols: Iterable[str | Symbol]) -> list[Symbol]:
-    names = [s.name if isinstance(s, Symbol) else s for s in symbols]
-    try:
-        return parse_symbols(names)
-    except ValueError as exc:
-        raise BadInput(f"bad symbol: {exc}") from None
-
-
-def _walk(root: str) -> Iterator[tuple[str, str, str | None]]:
-    """(absolute path, relative posix path, skip reason) for every file under root."""
-    stack = [""]
-    while stack:
-        rel_dir = stack.pop()
-        directory = os.path.join(root, rel_dir) if rel_dir else root
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            yield directory, rel_dir or ".", "unreadable"
-            continue
-        for entry in entries:
-            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-            try:
-                if entry.is_symlink():
-                    yield entry.path, rel, "symlink"
-                elif entry.is_dir():
-                    if entry.name != ".git":
-                        stack.append(rel)
-                elif entry.is_file():
-                    yield entry.path, rel, None
-                else:
-                    yield entry.path, rel, "special"
-            except OSError:
-                yield entry.path, rel, "unreadable"
-
-
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
-
-
-def _read(path: str) -> bytes:
-    fd = os.open(path, _OPEN_FLAGS)
-    try:
-        size = os.fstat(fd).st_size
-        data = os.read(fd, size + 1)
-        if len(data) != size:  # short read or a file that grew: read to the end
-            parts = [data]
-            while chunk := os.read(fd, 1 << 20):
-                parts.append(chunk)
-            data = b"".join(parts)
-        return data
-    finally:
-        os.close(fd)
-
-
-def scan_tree(
-    root: Path | str,
-    symbols: Iterable[str | Symbol],
-    allowlist: Iterable[AllowEntry | Mapping[str, str]] = (),
-) -> ScanReport:
-    """Search every file under `root` (a core source tree) for the vendor symbols."""
-    started = time.perf_counter()
-    root_path = Path(root)
-    if not root_path.exists():
-        raise BadInput(
-            f"{root_path}: core tree not found",
-            hint="pass the extracted vLLM source tree (or a built wheel)",
-        )
-    if not root_path.is_dir():
-        raise BadInput(f"{root_path}: not a directory", hint="pass the extracted vLLM source tree")
-    syms = _symbols(symbols)
-    scan = _Scan(
-        ScanReport(str(root_path), "tree", tuple(s.name for s in syms)),
-        Matcher(syms),
-        _allow_entries(allowlist),
-        inspect_binary=False,
-    )
-    for path, rel, reason in _walk(str(root_path)):
-        if reason:
-            scan.report.skipped.append(Skipped(rel, reason))
-            continue
-        try:
-            data = _read(path)
-        except OSError:
-            scan.report.skipped.append(Skipped(rel, "unreadable"))
-            continue
-        scan.feed(rel, data)
-    return scan.finish(started)
-
-
-def scan_wheel(
-    path: Path | str,
-    symbols: Iterable[str | Symbol],
-    allowlist: Iterable[AllowEntry | Mapping[str, str]] = (),
-) -> ScanReport:
-    """Search every member of a built wheel (read from the zip directly)."""
-    started = time.perf_counter()
-    wheel = Path(path)
-    if not wheel.is_file():
-        raise BadInput(f"{wheel}: wheel not found", hint="pass the built core wheel (.whl)")
-    syms = _symbols(symbols)
-    scan = _Scan(
-        ScanReport(str(wheel), "wheel", tuple(s.name for s in syms)),
-        Matcher(syms),
-        _allow_entries(allowlist),
-        inspect_binary=True,
-    )
-    try:
-        with zipfile.ZipFile(wheel) as zf:
-            for member in zf.infolist():
-                if member.is_dir():
-                    continue
-                if stat.S_ISLNK(member.external_attr >> 16):
-                    scan.report.skipped.append(Skipped(member.filename, "symlink"))
-                    continue
-                try:
-                    data = zf.read(member)
-                except (zipfile.BadZipFile, NotImplementedError, OSError, EOFError) as exc:
-                    raise BadInput(
-                        f"{wheel}: member {member.filename} cannot be read: {exc}",
-                        hint="rebuild the wheel; it is damaged",
-                    ) from None
-                scan.feed(member.filename, data)
-    except zipfile.BadZipFile as exc:
-        raise BadInput(
-            f"{wheel}: not a wheel (zip) file: {exc}", hint="pass a built .whl"
-        ) from None
-    return scan.finish(started)
-
-
-def scan_path(
-    path: Path | str,
-    symbols: Iterable[str | Symbol],
-    allowlist: Iterable[AllowEntry | Mapping[str, str]] = (),
-) -> ScanReport:
-    """A directory -> scan_tree; a wheel or zip file -> scan_wheel."""
-    p = Path(path)
-    if p.is_dir():
-        return scan_tree(p, symbols, allowlist)
-    if p.is_file():
-        if zipfile.is_zipfile(p):
-            return scan_wheel(p, symbols, allowlist)
-        raise BadInput(
-            f"{p}: neither a directory nor a wheel",
-            hint="pass the extracted core source tree or a built .whl (extract an sdist first)",
-        )
-    raise BadInput(
-        f"{p}: no such file or directory",
-        hint="pass the extracted core source tree or a built .whl",
-    )
+    return config_from_table(spec.options("isolation"), spec.path)
 
 
 # ---------------------------------------------------------------------------
@@ -1117,21 +193,43 @@ def check(spec: Any, source_tree: Path, wheel: Path | None = None) -> CheckResul
     failing = sum(counts[k] for k in FAIL_KINDS)
     warning = sum(counts[k] for k in WARN_KINDS)
     status: Literal["pass", "warn", "fail"] = "fail" if failing else "warn" if warning else "pass"
+    order = {"fail": 0, "warn": 1, "info": 2}
+    ranked = sorted(hits, key=lambda sh: (order[sh[1].severity], sh[0], sh[1].path, sh[1].line))
+    return CheckResult(
+        name=NAME,
+        status=status,
+        summary=_summary(status, counts, failing, reports),
+        evidence=_evidence(ranked[:MAX_EVIDENCE]),
+        threshold={"fail_kinds": list(FAIL_KINDS), "warn_kinds": list(WARN_KINDS)},
+        details={
+            "symbols": list(config.symbols),
+            "counts": counts,
+            "allowed": sum(1 for _, h in hits if h.allowed),
+            "evidence_omitted": max(0, len(ranked) - MAX_EVIDENCE),
+            "scans": {source: _scan_details(r) for source, r in reports},
+            "unused_allowlist": _unused_allowlist(config, reports),
+        },
+    )
+
+
+def _summary(
+    status: str, counts: dict[str, int], failing: int, reports: list[tuple[str, ScanReport]]
+) -> str:
     scanned = " + ".join(
         f"{r.files_scanned} {'files' if r.source == 'tree' else 'wheel members'}"
         for _, r in reports
     )
     by_kind = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
     if status == "fail":
-        summary = f"vendor symbols in core: {failing} failing hit(s) ({by_kind}); {scanned} scanned"
-    elif status == "warn":
-        summary = f"vendor symbols in core string literals: {by_kind}; {scanned} scanned"
-    else:
-        extra = f" ({by_kind})" if by_kind else ""
-        summary = f"no vendor symbol in core code{extra}; {scanned} scanned"
-    order = {"fail": 0, "warn": 1, "info": 2}
-    ranked = sorted(hits, key=lambda sh: (order[sh[1].severity], sh[0], sh[1].path, sh[1].line))
-    evidence = [
+        return f"vendor symbols in core: {failing} failing hit(s) ({by_kind}); {scanned} scanned"
+    if status == "warn":
+        return f"vendor symbols in core string literals: {by_kind}; {scanned} scanned"
+    extra = f" ({by_kind})" if by_kind else ""
+    return f"no vendor symbol in core code{extra}; {scanned} scanned"
+
+
+def _evidence(ranked: list[tuple[str, Hit]]) -> list[Evidence]:
+    return [
         Evidence(
             note=f"{h.severity}: {h.kind} {h.symbol!r}: {h.text}"
             + (f" (allowed: {h.reason})" if h.allowed else ""),
@@ -1140,37 +238,28 @@ def check(spec: Any, source_tree: Path, wheel: Path | None = None) -> CheckResul
             value=h.context,
             source=source,
         )
-        for source, h in ranked[:MAX_EVIDENCE]
+        for source, h in ranked
     ]
+
+
+def _scan_details(report: ScanReport) -> dict[str, Any]:
+    return {
+        "path": report.root,
+        "counts": report.counts,
+        "files_scanned": report.files_scanned,
+        "skipped": report.skipped_counts,
+        "skipped_with_symbols": [s.to_json() for s in report.skipped if s.symbols],
+        "seconds": round(report.seconds, 3),
+    }
+
+
+def _unused_allowlist(
+    config: IsolationConfig, reports: list[tuple[str, ScanReport]]
+) -> list[dict[str, str]]:
+    """Allowlist entries that no scan used (an entry used by the tree or the wheel is used)."""
     unused = {
         (e.path, e.symbol, e.reason)
         for e in config.allowlist
         if all(e in r.unused_allowlist for _, r in reports)
     }
-    return CheckResult(
-        name=NAME,
-        status=status,
-        summary=summary,
-        evidence=evidence,
-        threshold={"fail_kinds": list(FAIL_KINDS), "warn_kinds": list(WARN_KINDS)},
-        details={
-            "symbols": list(config.symbols),
-            "counts": counts,
-            "allowed": sum(1 for _, h in hits if h.allowed),
-            "evidence_omitted": max(0, len(ranked) - MAX_EVIDENCE),
-            "scans": {
-                source: {
-                    "path": r.root,
-                    "counts": r.counts,
-                    "files_scanned": r.files_scanned,
-                    "skipped": r.skipped_counts,
-                    "skipped_with_symbols": [s.to_json() for s in r.skipped if s.symbols],
-                    "seconds": round(r.seconds, 3),
-                }
-                for source, r in reports
-            },
-            "unused_allowlist": [
-                {"path": p, "symbol": s, "reason": why} for p, s, why in sorted(unused)
-            ],
-        },
-    )
+    return [{"path": p, "symbol": s, "reason": why} for p, s, why in sorted(unused)]

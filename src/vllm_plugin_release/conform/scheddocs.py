@@ -33,6 +33,7 @@ Without a replay only the docs half is judged, and the summary says so.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -102,15 +103,6 @@ class Statement:
 # Markdown -> sentences with line numbers.
 
 
-@dataclass
-class _Sentence:
-    text: str
-    line: int
-    kind: str  # para | item | heading | table
-    block: int  # index of the block it came from
-    last_in_block: bool = False
-
-
 _FENCE = re.compile(r"^\s*(```+|~~~+)")
 _HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 _ITEM = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(.*)$")
@@ -126,13 +118,45 @@ def _clean_inline(text: str) -> str:
     return text
 
 
+def _visible_lines(text: str) -> Iterator[tuple[int, str | None]]:
+    """(line number, text) of the lines outside code fences and HTML comments, blockquote
+    markers removed; (line number, None) where a fence or a comment interrupts the text."""
+    fence: str | None = None
+    in_comment = False
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if fence is not None:
+            if raw.strip().startswith(fence):
+                fence = None
+            continue
+        m = _FENCE.match(raw)
+        if m:
+            fence = m.group(1)[:3]
+            yield number, None
+            continue
+        if in_comment:
+            if "-->" in raw:
+                in_comment = False
+            continue
+        if raw.strip().startswith("<!--"):
+            in_comment = "-->" not in raw
+            yield number, None
+            continue
+        yield number, re.sub(r"^\s*>\s?", "", raw)  # blockquotes read as text
+
+
+def _table_row(line: str) -> str | None:
+    """The cells of a Markdown table row joined with "; "; None for a separator row."""
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if all(re.fullmatch(r":?-{2,}:?", c) for c in cells if c):
+        return None
+    return _clean_inline("; ".join(c for c in cells if c))
+
+
 def _blocks(text: str) -> list[tuple[str, list[tuple[int, str]]]]:
     """(kind, [(line, text)]) blocks: headings, paragraphs, list items, table rows."""
     blocks: list[tuple[str, list[tuple[int, str]]]] = []
     current: list[tuple[int, str]] | None = None
     kind = ""
-    fence: str | None = None
-    in_comment = False
     previous_blank = True
     last_kind = ""
 
@@ -143,25 +167,10 @@ def _blocks(text: str) -> list[tuple[str, list[tuple[int, str]]]]:
             last_kind = kind
         current = None
 
-    for number, raw in enumerate(text.splitlines(), start=1):
-        if fence is not None:
-            if raw.strip().startswith(fence):
-                fence = None
-            continue
-        m = _FENCE.match(raw)
-        if m:
+    for number, line in _visible_lines(text):
+        if line is None:
             close()
-            fence = m.group(1)[:3]
             continue
-        if in_comment:
-            if "-->" in raw:
-                in_comment = False
-            continue
-        if raw.strip().startswith("<!--"):
-            close()
-            in_comment = "-->" not in raw
-            continue
-        line = re.sub(r"^\s*>\s?", "", raw)  # blockquotes read as text
         if not line.strip():
             close()
             previous_blank = True
@@ -181,11 +190,10 @@ def _blocks(text: str) -> list[tuple[str, list[tuple[int, str]]]]:
             continue
         if line.lstrip().startswith("|"):
             close()
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if all(re.fullmatch(r":?-{2,}:?", c) for c in cells if c):
-                continue
-            blocks.append(("table", [(number, _clean_inline("; ".join(c for c in cells if c)))]))
-            last_kind = "table"
+            row = _table_row(line)
+            if row is not None:
+                blocks.append(("table", [(number, row)]))
+                last_kind = "table"
             continue
         if item := _ITEM.match(line):
             close()
@@ -421,6 +429,33 @@ def _classify(lower: str, start: int, end: int, inherent: str | None) -> tuple[s
     return "unknown", conditional
 
 
+def _topics(lower: str, lead_polarity: str | None) -> dict[str, tuple[str, bool]]:
+    """(polarity, conditional) per topic a normalized sentence speaks of.
+
+    A list item under a lead-in with a polarity ("It does not mean:") takes that
+    polarity when it states none, and is negated under a negated lead-in.
+    """
+    found: dict[str, tuple[str, bool]] = {}
+    for topic, rules in _TOPIC_RULES.items():
+        flt = _TOPIC_FILTER.get(topic)
+        if flt is not None and not flt.search(lower):
+            continue
+        for pattern, inherent in rules:
+            m = pattern.search(lower)
+            if not m:
+                continue
+            polarity, conditional = _classify(lower, m.start(), m.end(), inherent)
+            if lead_polarity is not None:
+                if polarity == "unknown":
+                    polarity = lead_polarity
+                elif lead_polarity == "not_supported":
+                    polarity = "supported" if polarity == "not_supported" else "not_supported"
+            old = found.get(topic)
+            if old is None or (old[0] == "unknown" and polarity != "unknown"):
+                found[topic] = (polarity, conditional)
+    return found
+
+
 def extract_statements(
     doc_text: str, *, plugin_name: str | None = None, aliases: list[str] | None = None
 ) -> list[Statement]:
@@ -453,26 +488,7 @@ def extract_statements(
                 subject = lead[0]
             else:
                 subject = last_subject
-            found: dict[str, tuple[str, bool]] = {}
-            for topic, rules in _TOPIC_RULES.items():
-                flt = _TOPIC_FILTER.get(topic)
-                if flt is not None and not flt.search(lower):
-                    continue
-                for pattern, inherent in rules:
-                    m = pattern.search(lower)
-                    if not m:
-                        continue
-                    polarity, conditional = _classify(lower, m.start(), m.end(), inherent)
-                    if kind == "item" and lead is not None and lead[1] is not None:
-                        if polarity == "unknown":
-                            polarity = lead[1]
-                        elif lead[1] == "not_supported":
-                            polarity = (
-                                "supported" if polarity == "not_supported" else "not_supported"
-                            )
-                    old = found.get(topic)
-                    if old is None or (old[0] == "unknown" and polarity != "unknown"):
-                        found[topic] = (polarity, conditional)
+            found = _topics(lower, lead[1] if kind == "item" and lead is not None else None)
             for topic, (polarity, conditional) in found.items():
                 statements.append(
                     Statement(topic, polarity, sentence, line, subject, conditional, section)
@@ -596,39 +612,55 @@ def _compare_replay(
         if counter not in plugin_counts:
             continue
         seen = plugin_counts[counter]
+        evidence.append(Evidence(note=f"replay: plugin {counter}", value=seen, source="replay"))
+        finding = _topic_finding(
+            topic, stances[topic], plugin, plugin_counts, upstream_counts.get(counter, 0), docs
+        )
+        if finding is None:
+            continue
+        verdict, msg = finding
+        if verdict == "unobserved":
+            verdict = unobserved
+        if verdict == "fail":
+            fails.append(msg)
+        elif verdict == "warn":
+            warns.append(msg)
+    return fails, warns
+
+
+def _topic_finding(
+    topic: str,
+    stance: dict[str, Any],
+    plugin: dict[str, Any],
+    plugin_counts: dict[str, int],
+    upstream_seen: int,
+    docs: str,
+) -> tuple[str, str] | None:
+    """(fail | warn | unobserved, message) when the replay disagrees with the docs on a topic."""
+    seen = plugin_counts[REPLAY_KEYS[topic]]
+    negatives = [i for i in stance["statements"] if i["polarity"] == "not_supported"]
+    positives = [i for i in stance["statements"] if i["polarity"] == "supported"]
+    if seen > 0 and stance["stance"] in ("not_supported", "contradictory") and negatives:
+        # Docs that rule the behaviour out (unconditionally: fail; conditionally: warn).
+        firm = [i for i in negatives if not i["conditional"]]
         steps = plugin_counts.get("steps")
         of = f" of {steps}" if steps is not None else ""
-        stance = stances[topic]
-        evidence.append(Evidence(note=f"replay: plugin {counter}", value=seen, source="replay"))
-        negatives = [i for i in stance["statements"] if i["polarity"] == "not_supported"]
-        positives = [i for i in stance["statements"] if i["polarity"] == "supported"]
-        if seen > 0 and stance["stance"] in ("not_supported", "contradictory") and negatives:
-            # Docs that rule the behaviour out (unconditionally: fail; conditionally: warn).
-            firm = [i for i in negatives if not i["conditional"]]
-            first = plugin.get("first_mixed_step") if topic == "mixed_batches" else None
-            at = f" (first at step {first})" if first is not None else ""
-            msg = (
-                f"the replay saw {seen}{of} plugin steps with {_WORDS[topic]}{at}, but "
-                f"{_quote((firm or negatives)[0], docs)}"
-            )
-            (fails if firm else warns).append(msg)
-        elif (
-            seen == 0
-            and stance["stance"] == "supported"
-            and positives
-            and upstream_counts.get(counter, 0) > 0
-        ):
-            # Docs that claim the behaviour, never seen on a load where upstream shows it.
-            msg = (
-                f"the docs state {_WORDS[topic]} ({_quote(positives[0], docs)}) but the "
-                f"replay saw none in the plugin, while upstream had "
-                f"{upstream_counts[counter]} on the same load"
-            )
-            if unobserved == "fail":
-                fails.append(msg)
-            elif unobserved == "warn":
-                warns.append(msg)
-    return fails, warns
+        first = plugin.get("first_mixed_step") if topic == "mixed_batches" else None
+        at = f" (first at step {first})" if first is not None else ""
+        msg = (
+            f"the replay saw {seen}{of} plugin steps with {_WORDS[topic]}{at}, but "
+            f"{_quote((firm or negatives)[0], docs)}"
+        )
+        return ("fail" if firm else "warn"), msg
+    if seen == 0 and stance["stance"] == "supported" and positives and upstream_seen > 0:
+        # Docs that claim the behaviour, never seen on a load where upstream shows it.
+        msg = (
+            f"the docs state {_WORDS[topic]} ({_quote(positives[0], docs)}) but the "
+            f"replay saw none in the plugin, while upstream had "
+            f"{upstream_seen} on the same load"
+        )
+        return "unobserved", msg
+    return None
 
 
 def check(
@@ -636,18 +668,8 @@ def check(
 ) -> CheckResult:
     """The `scheduler` check: docs statements, the request mix, and the replay when given."""
     options = spec.options(NAME)
-    request_mix = (getattr(spec, "conformance", None) or {}).get("request_mix")
-    if request_mix is not None and not isinstance(request_mix, dict):
-        raise BadInput(
-            f"{spec.path}: [conformance.request_mix] must be a table, got {request_mix!r}",
-            hint="write the pilot's request mix as a [conformance.request_mix] table",
-        )
+    request_mix = _request_mix(spec)
     docs = options.get("docs", DEFAULT_DOCS)
-    key = (
-        "[conformance.scheduler] docs"
-        if "docs" in options
-        else ("default of [conformance.scheduler] docs")
-    )
     unobserved = options.get("unobserved_support", "warn")
     threshold: dict[str, Any] = {
         "docs": docs,
@@ -655,36 +677,11 @@ def check(
         "unobserved_support": unobserved,
     }
     details: dict[str, Any] = {"docs": docs, "request_mix": request_mix}
-    evidence: list[Evidence] = []
-    if request_mix:
-        evidence.append(
-            Evidence(
-                note="expected production request mix (pilot plan)",
-                value=request_mix,
-                source="spec",
-            )
-        )
-    else:
-        evidence.append(
-            Evidence(
-                note="no [conformance.request_mix] in the spec: the pilot's "
-                "request mix is not recorded",
-                source="spec",
-            )
-        )
-    root = plugin_root_for(spec, plugin_root)
-    path = root / docs
+    evidence = [_mix_evidence(request_mix)]
+    path = plugin_root_for(spec, plugin_root) / docs
     if not path.is_file():
         details["replay_compared"] = False
-        return CheckResult(
-            name=NAME,
-            status="fail",
-            summary=f"scheduler docs {docs} missing in the plugin source ({key}); point "
-            "[conformance.scheduler] docs at the plugin's scheduling notes",
-            evidence=[Evidence(note="file missing", file=docs, source="plugin"), *evidence],
-            threshold=threshold,
-            details=details,
-        )
+        return _missing_docs(docs, "docs" in options, evidence, threshold, details)
     text = path.read_text(encoding="utf-8", errors="replace")
     plugin_name = (getattr(spec, "plugin", None) or {}).get("name")
     statements = extract_statements(text, plugin_name=plugin_name, aliases=options.get("aliases"))
@@ -694,31 +691,8 @@ def check(
     details["upstream_stated"] = {
         t: v["stance"] for t, v in summarize(statements, "upstream").items()
     }
-    for topic in TOPICS:
-        for item in stances[topic]["statements"]:
-            evidence.append(
-                Evidence(
-                    note=f"{_WORDS[topic]}: {item['polarity'].replace('_', ' ')}"
-                    + (" (conditional)" if item["conditional"] else ""),
-                    file=docs,
-                    line=item["line"],
-                    value=item["sentence"],
-                    source="plugin docs",
-                )
-            )
-
-    fails: list[str] = []
-    warns: list[str] = []
-    mixed = stances["mixed_batches"]["stance"]
-    if mixed in ("unstated", "mentioned") and options.get("require_mixed_statement", True):
-        fails.append(
-            f"{docs} states nothing about mixed prefill+decode batches; say whether "
-            "the plugin schedules them"
-        )
-    for topic in TOPICS:
-        if stances[topic]["stance"] == "contradictory":
-            quotes = "; ".join(_quote(i, docs) for i in stances[topic]["statements"][:3])
-            warns.append(f"{docs} contradicts itself on {_WORDS[topic]}: {quotes}")
+    evidence += _statement_evidence(stances, docs)
+    fails, warns = _docs_findings(stances, docs, options.get("require_mixed_statement", True))
 
     compared = replay is not None
     details["replay_compared"] = compared
@@ -736,3 +710,77 @@ def check(
     return from_findings(
         NAME, fails, warns, tail, evidence=evidence, threshold=threshold, details=details
     )
+
+
+def _request_mix(spec: Any) -> dict[str, Any] | None:
+    """`[conformance.request_mix]` of the spec (the pilot's expected load), if any."""
+    return spec.conformance.get("request_mix")
+
+
+def _mix_evidence(request_mix: dict[str, Any] | None) -> Evidence:
+    if request_mix:
+        return Evidence(
+            note="expected production request mix (pilot plan)",
+            value=request_mix,
+            source="spec",
+        )
+    return Evidence(
+        note="no [conformance.request_mix] in the spec: the pilot's request mix is not recorded",
+        source="spec",
+    )
+
+
+def _missing_docs(
+    docs: str,
+    configured: bool,
+    evidence: list[Evidence],
+    threshold: dict[str, Any],
+    details: dict[str, Any],
+) -> CheckResult:
+    key = "[conformance.scheduler] docs"
+    if not configured:
+        key = f"default of {key}"
+    return CheckResult(
+        name=NAME,
+        status="fail",
+        summary=f"scheduler docs {docs} missing in the plugin source ({key}); point "
+        "[conformance.scheduler] docs at the plugin's scheduling notes",
+        evidence=[Evidence(note="file missing", file=docs, source="plugin"), *evidence],
+        threshold=threshold,
+        details=details,
+    )
+
+
+def _statement_evidence(stances: dict[str, dict[str, Any]], docs: str) -> list[Evidence]:
+    """One evidence item per decisive docs statement, topic by topic."""
+    return [
+        Evidence(
+            note=f"{_WORDS[topic]}: {item['polarity'].replace('_', ' ')}"
+            + (" (conditional)" if item["conditional"] else ""),
+            file=docs,
+            line=item["line"],
+            value=item["sentence"],
+            source="plugin docs",
+        )
+        for topic in TOPICS
+        for item in stances[topic]["statements"]
+    ]
+
+
+def _docs_findings(
+    stances: dict[str, dict[str, Any]], docs: str, require_mixed_statement: bool
+) -> tuple[list[str], list[str]]:
+    """(failures, warnings) from the docs alone: silence on mixed batches, self-contradiction."""
+    fails: list[str] = []
+    warns: list[str] = []
+    mixed = stances["mixed_batches"]["stance"]
+    if mixed in ("unstated", "mentioned") and require_mixed_statement:
+        fails.append(
+            f"{docs} states nothing about mixed prefill+decode batches; say whether "
+            "the plugin schedules them"
+        )
+    for topic in TOPICS:
+        if stances[topic]["stance"] == "contradictory":
+            quotes = "; ".join(_quote(i, docs) for i in stances[topic]["statements"][:3])
+            warns.append(f"{docs} contradicts itself on {_WORDS[topic]}: {quotes}")
+    return fails, warns

@@ -1,0 +1,338 @@
+"""Scanning a core tree or a built wheel for vendor symbols (the scanner of `isolation`).
+
+`scan_tree` walks a source tree, `scan_wheel` reads a wheel's members from the zip,
+`scan_path` picks one.  Every file goes through one pass of the symbol matcher
+(`symbolmatch`) on its lower-cased bytes; only the few files with a candidate are
+decoded and their hits classified (`symbolkinds`).  Binary files (a NUL byte) and
+files that are not UTF-8 are skipped and counted.  Hits named by an allowlist
+entry are downgraded to info; they are still reported, marked allowed, with the
+entry's reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import stat
+import time
+import zipfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from vllm_plugin_release.conform.symbolkinds import KINDS, Hit, classify
+from vllm_plugin_release.conform.symbolmatch import AllowEntry, Matcher, Symbol, parse_symbols
+from vllm_plugin_release.core.errors import BadInput
+
+# ---------------------------------------------------------------------------
+# Reports
+
+
+@dataclass(frozen=True)
+class Skipped:
+    path: str
+    reason: str  # binary | undecodable | symlink | unreadable | special
+    symbols: tuple[str, ...] = ()  # symbols whose spelling occurs in the raw bytes (unverified)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": self.path, "reason": self.reason}
+        if self.symbols:
+            out["symbols"] = list(self.symbols)
+        return out
+
+
+@dataclass
+class ScanReport:
+    root: str
+    source: Literal["tree", "wheel"]
+    symbols: tuple[str, ...]
+    hits: list[Hit] = field(default_factory=list)
+    files_scanned: int = 0
+    bytes_scanned: int = 0
+    files_with_hits: int = 0
+    skipped: list[Skipped] = field(default_factory=list)
+    unused_allowlist: list[AllowEntry] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Hits by kind, allowlisted hits left out (they are counted under `allowed`)."""
+        counts = dict.fromkeys(KINDS, 0)
+        for hit in self.hits:
+            if not hit.allowed:
+                counts[hit.kind] += 1
+        return counts
+
+    @property
+    def allowed(self) -> int:
+        return sum(1 for h in self.hits if h.allowed)
+
+    @property
+    def skipped_counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for s in self.skipped:
+            out[s.reason] = out.get(s.reason, 0) + 1
+        return out
+
+    @property
+    def status(self) -> Literal["pass", "warn", "fail"]:
+        severities = {h.severity for h in self.hits}
+        if "fail" in severities:
+            return "fail"
+        return "warn" if "warn" in severities else "pass"
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "fail"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.root,
+            "source": self.source,
+            "status": self.status,
+            "symbols": list(self.symbols),
+            "counts": self.counts,
+            "allowed": self.allowed,
+            "hits": [h.to_json() for h in self.hits],
+            "files_scanned": self.files_scanned,
+            "bytes_scanned": self.bytes_scanned,
+            "files_with_hits": self.files_with_hits,
+            "skipped": {
+                "counts": self.skipped_counts,
+                "files": [s.to_json() for s in self.skipped],
+            },
+            "unused_allowlist": [a.to_json() for a in self.unused_allowlist],
+            "seconds": round(self.seconds, 3),
+        }
+
+
+# ---------------------------------------------------------------------------
+# Scanning
+
+
+class _Scan:
+    """Shared state of one scan (a tree or a wheel)."""
+
+    def __init__(
+        self,
+        report: ScanReport,
+        matcher: Matcher,
+        allowlist: Sequence[AllowEntry],
+        *,
+        inspect_binary: bool,
+    ) -> None:
+        self.report = report
+        self.matcher = matcher
+        self.allowlist = list(allowlist)
+        self.used: set[int] = set()
+        # Wheels: note the symbols in binary members (compiled extensions); trees: skip
+        # images and archives unread, as ripgrep does.
+        self.inspect_binary = inspect_binary
+
+    def feed(self, path: str, data: bytes) -> None:
+        report = self.report
+        if b"\0" in data:
+            names = self._names(data, None) if self.inspect_binary else ()
+            report.skipped.append(Skipped(path, "binary", names))
+            return
+        found = self.matcher.candidates(data.lower())
+        text = ""
+        if not data.isascii():
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                report.skipped.append(Skipped(path, "undecodable", self._names(data, found)))
+                return
+        report.files_scanned += 1
+        report.bytes_scanned += len(data)
+        if not found:
+            return
+        spans = self.matcher.verify(data, found)
+        if not spans:
+            return
+        report.files_with_hits += 1
+        for hit in classify(path, data, text or data.decode("ascii"), spans, self.matcher.symbols):
+            report.hits.append(self._allow(hit))
+
+    def _names(self, data: bytes, found: list[tuple[int, int, int]] | None) -> tuple[str, ...]:
+        if found is None:
+            found = self.matcher.candidates(data.lower())
+        spans = self.matcher.verify(data, found) if found else []
+        return tuple(sorted({self.matcher.symbols[i].name for i, _, _ in spans}))
+
+    def _allow(self, hit: Hit) -> Hit:
+        symbol = next(s for s in self.matcher.symbols if s.name == hit.symbol)
+        for i, entry in enumerate(self.allowlist):
+            if entry.matches(hit.path, symbol):
+                self.used.add(i)
+                return dataclasses.replace(hit, allowed=True, reason=entry.reason)
+        return hit
+
+    def finish(self, started: float) -> ScanReport:
+        report = self.report
+        report.hits.sort(key=lambda h: (h.path, h.line, h.column, h.symbol))
+        report.skipped.sort(key=lambda s: s.path)
+        report.unused_allowlist = [e for i, e in enumerate(self.allowlist) if i not in self.used]
+        report.seconds = time.perf_counter() - started
+        return report
+
+
+def _allow_entries(allowlist: Iterable[AllowEntry | Mapping[str, str]]) -> list[AllowEntry]:
+    out = []
+    for item in allowlist:
+        if isinstance(item, AllowEntry):
+            out.append(item)
+        else:
+            out.append(AllowEntry(str(item["path"]), str(item["symbol"]), str(item["reason"])))
+    return out
+
+
+def _symbols(symbols: Iterable[str | Symbol]) -> list[Symbol]:
+    names = [s.name if isinstance(s, Symbol) else s for s in symbols]
+    try:
+        return parse_symbols(names)
+    except ValueError as exc:
+        raise BadInput(f"bad symbol: {exc}") from None
+
+
+def _walk(root: str) -> Iterator[tuple[str, str, str | None]]:
+    """(absolute path, relative posix path, skip reason) for every file under root."""
+    stack = [""]
+    while stack:
+        rel_dir = stack.pop()
+        directory = os.path.join(root, rel_dir) if rel_dir else root
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            yield directory, rel_dir or ".", "unreadable"
+            continue
+        for entry in entries:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            try:
+                if entry.is_symlink():
+                    yield entry.path, rel, "symlink"
+                elif entry.is_dir():
+                    if entry.name != ".git":
+                        stack.append(rel)
+                elif entry.is_file():
+                    yield entry.path, rel, None
+                else:
+                    yield entry.path, rel, "special"
+            except OSError:
+                yield entry.path, rel, "unreadable"
+
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+
+
+def _read(path: str) -> bytes:
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        size = os.fstat(fd).st_size
+        data = os.read(fd, size + 1)
+        if len(data) != size:  # short read or a file that grew: read to the end
+            parts = [data]
+            while chunk := os.read(fd, 1 << 20):
+                parts.append(chunk)
+            data = b"".join(parts)
+        return data
+    finally:
+        os.close(fd)
+
+
+def scan_tree(
+    root: Path | str,
+    symbols: Iterable[str | Symbol],
+    allowlist: Iterable[AllowEntry | Mapping[str, str]] = (),
+) -> ScanReport:
+    """Search every file under `root` (a core source tree) for the vendor symbols."""
+    started = time.perf_counter()
+    root_path = Path(root)
+    if not root_path.exists():
+        raise BadInput(
+            f"{root_path}: core tree not found",
+            hint="pass the extracted vLLM source tree (or a built wheel)",
+        )
+    if not root_path.is_dir():
+        raise BadInput(f"{root_path}: not a directory", hint="pass the extracted vLLM source tree")
+    syms = _symbols(symbols)
+    scan = _Scan(
+        ScanReport(str(root_path), "tree", tuple(s.name for s in syms)),
+        Matcher(syms),
+        _allow_entries(allowlist),
+        inspect_binary=False,
+    )
+    for path, rel, reason in _walk(str(root_path)):
+        if reason:
+            scan.report.skipped.append(Skipped(rel, reason))
+            continue
+        try:
+            data = _read(path)
+        except OSError:
+            scan.report.skipped.append(Skipped(rel, "unreadable"))
+            continue
+        scan.feed(rel, data)
+    return scan.finish(started)
+
+
+def scan_wheel(
+    path: Path | str,
+    symbols: Iterable[str | Symbol],
+    allowlist: Iterable[AllowEntry | Mapping[str, str]] = (),
+) -> ScanReport:
+    """Search every member of a built wheel (read from the zip directly)."""
+    started = time.perf_counter()
+    wheel = Path(path)
+    if not wheel.is_file():
+        raise BadInput(f"{wheel}: wheel not found", hint="pass the built core wheel (.whl)")
+    syms = _symbols(symbols)
+    scan = _Scan(
+        ScanReport(str(wheel), "wheel", tuple(s.name for s in syms)),
+        Matcher(syms),
+        _allow_entries(allowlist),
+        inspect_binary=True,
+    )
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            for member in zf.infolist():
+                if member.is_dir():
+                    continue
+                if stat.S_ISLNK(member.external_attr >> 16):
+                    scan.report.skipped.append(Skipped(member.filename, "symlink"))
+                    continue
+                try:
+                    data = zf.read(member)
+                except (zipfile.BadZipFile, NotImplementedError, OSError, EOFError) as exc:
+                    raise BadInput(
+                        f"{wheel}: member {member.filename} cannot be read: {exc}",
+                        hint="rebuild the wheel; it is damaged",
+                    ) from None
+                scan.feed(member.filename, data)
+    except zipfile.BadZipFile as exc:
+        raise BadInput(
+            f"{wheel}: not a wheel (zip) file: {exc}", hint="pass a built .whl"
+        ) from None
+    return scan.finish(started)
+
+
+def scan_path(
+    path: Path | str,
+    symbols: Iterable[str | Symbol],
+    allowlist: Iterable[AllowEntry | Mapping[str, str]] = (),
+) -> ScanReport:
+    """A directory -> scan_tree; a wheel or zip file -> scan_wheel."""
+    p = Path(path)
+    if p.is_dir():
+        return scan_tree(p, symbols, allowlist)
+    if p.is_file():
+        if zipfile.is_zipfile(p):
+            return scan_wheel(p, symbols, allowlist)
+        raise BadInput(
+            f"{p}: neither a directory nor a wheel",
+            hint="pass the extracted core source tree or a built .whl (extract an sdist first)",
+        )
+    raise BadInput(
+        f"{p}: no such file or directory",
+        hint="pass the extracted core source tree or a built .whl",
+    )
