@@ -38,9 +38,11 @@ def spec_args(session: nox.Session) -> list[str]:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    session.install("-c", DEV_CONSTRAINTS, "ruff")
+    """ruff (lint + format) and the layer contracts (import-linter, see docs/architecture.md)."""
+    install_project(session, "lint")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("lint-imports")
 
 
 @nox.session(python=PYTHON)
