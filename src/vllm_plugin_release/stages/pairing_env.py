@@ -127,6 +127,20 @@ def create_env(
             shutil.rmtree(env_dir, ignore_errors=True)
             raise
         write_json(result_file, result)
+    return _deliver(spec, dist, runner_kind, env_dir, lock_sha, core, built, result)
+
+
+def _deliver(
+    spec: Spec,
+    dist: Path,
+    runner_kind: str,
+    env_dir: Path,
+    lock_sha: str,
+    core: dict[str, Any],
+    built: dict[str, Any],
+    result: dict[str, Any],
+) -> dict[str, Any]:
+    """Write dist/NAME/env.json for the environment's checks; GateFailed if one failed."""
     platform = next(
         (
             c.get("value")
