@@ -27,9 +27,10 @@ from vllm_plugin_release.conform.apicontract import (
 from vllm_plugin_release.conform.apidiff import diff_contracts
 from vllm_plugin_release.conform.apireport import render_markdown, render_text
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK
+from vllm_plugin_release.spec.model import Spec
 
 
-def _recorded_env(spec: Any, dist_root: str) -> dict[str, Any]:
+def _recorded_env(spec: Spec, dist_root: str) -> dict[str, Any]:
     from vllm_plugin_release.core import records
 
     return records.env_record(records.dist_dir(Path(dist_root), spec.name), spec.path)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core.errors import EXIT_OK, BadInput, GateFailed
+from vllm_plugin_release.spec.model import Spec
 
 
 def register(subparsers: Any) -> None:
@@ -75,7 +76,7 @@ def register(subparsers: Any) -> None:
     q.set_defaults(func=_cmd_loadtest)
 
 
-def _dist(spec: Any, root: str) -> Path:
+def _dist(spec: Spec, root: str) -> Path:
     return Path(root) / spec.name
 
 

@@ -330,7 +330,7 @@ def _verdict(
     return status, summary
 
 
-def check(spec: Any, python: Path, platform_class: str | None) -> CheckResult:
+def check(spec: Spec, python: Path, platform_class: str | None) -> CheckResult:
     """The `api` check: build the pairing's app in its env and diff it against the contract."""
     cfg = api_config(spec)
     contract_path = spec.resolve(cfg["contract"])

@@ -35,6 +35,7 @@ from vllm_plugin_release.conform import pinning
 from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges.git import tag_refs, tag_refs_of
+from vllm_plugin_release.spec.model import Spec
 
 NAME = "cadence"
 DEFAULT_TAG_PATTERN = (
@@ -536,10 +537,10 @@ def _releases_from_refs(refs: list[list[str]]) -> list[CoreRelease]:
     return _normalize_releases(out)
 
 
-def _installer_pin(spec: Any, root: Path | None) -> tuple[Version | None, list[str]]:
+def _installer_pin(spec: Spec, root: Path | None) -> tuple[Version | None, list[str]]:
     """The exact core pin in the plugin's installer (via the pinning parser), and notes."""
     notes: list[str] = []
-    plugin = getattr(spec, "plugin", None) or {}
+    plugin = spec.plugin
     if root is None or not plugin.get("installer"):
         notes.append("no installer to read ([plugin] installer unset or no plugin source)")
         return None, notes
@@ -560,7 +561,7 @@ def _installer_pin(spec: Any, root: Path | None) -> tuple[Version | None, list[s
     return None, notes
 
 
-def _check_tag_pattern(spec: Any, policy: dict[str, Any]) -> None:
+def _check_tag_pattern(spec: Spec, policy: dict[str, Any]) -> None:
     """A tag_pattern must compile and name a group `core`."""
     if not policy.get("tag_pattern"):
         return
@@ -579,7 +580,7 @@ def _check_tag_pattern(spec: Any, policy: dict[str, Any]) -> None:
 
 
 def _read_core_releases(
-    spec: Any, policy: dict[str, Any], sources: dict[str, Any]
+    spec: Spec, policy: dict[str, Any], sources: dict[str, Any]
 ) -> list[CoreRelease]:
     """Core releases from the index or git tags, as the policy says; the source noted."""
     source = spec.core.source
@@ -600,7 +601,7 @@ def _read_core_releases(
     return releases
 
 
-def _plugin_source(spec: Any, plugin_root: Path | str | None, notes: list[str]) -> Path | None:
+def _plugin_source(spec: Spec, plugin_root: Path | str | None, notes: list[str]) -> Path | None:
     """The plugin's source folder when there is one to read."""
     root: Path | None = None
     try:
@@ -632,7 +633,7 @@ def _read_plugin_tags(
 
 
 def check(
-    spec: Any,
+    spec: Spec,
     plugin_root: Path | str | None,
     *,
     core_releases: list[Any] | None = None,
@@ -653,7 +654,7 @@ def check(
     if core_releases is None:
         core_releases = _read_core_releases(spec, policy, sources)
     root = _plugin_source(spec, plugin_root, notes)
-    source_kind = ((getattr(spec, "plugin", None) or {}).get("source") or {}).get("kind")
+    source_kind = (spec.plugin.get("source") or {}).get("kind")
     if plugin_tags is None:
         plugin_tags = _read_plugin_tags(source_kind, root, notes, sources)
     if installer_pin is None and read_installer:

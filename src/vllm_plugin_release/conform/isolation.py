@@ -171,11 +171,11 @@ def config_from_spec(spec: Spec) -> IsolationConfig | None:
 MAX_EVIDENCE = 200
 
 
-def check(spec: Any, source_tree: Path, wheel: Path | None = None) -> CheckResult:
+def check(spec: Spec, source_tree: Path, wheel: Path | None = None) -> CheckResult:
     """`isolation`: fail on import/code hits, warn on string literals, pass otherwise."""
     config = config_from_spec(spec)
     if config is None:
-        where = getattr(spec, "path", "the buildspec")
+        where = spec.path
         return CheckResult(
             name=NAME,
             status="deferred",

@@ -24,6 +24,7 @@ from packaging.version import InvalidVersion, Version
 from vllm_plugin_release.conform.installer.analyzer import InputFile, PinningReport, scan
 from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.spec.model import Spec
 
 NAME = "pinning"
 LEVELS = ("ignore", "warn", "fail")
@@ -83,15 +84,15 @@ PINNING_SCHEMA: dict[str, Any] = {
 # Options tables shared by the conformance checks.
 
 
-def plugin_root_for(spec: Any, plugin_root: Path | str | None) -> Path:
+def plugin_root_for(spec: Spec, plugin_root: Path | str | None) -> Path:
     """The plugin source folder: given, or [plugin.source] path for kind = path."""
     if plugin_root is not None:
         return Path(plugin_root)
-    source = (getattr(spec, "plugin", None) or {}).get("source") or {}
+    source = spec.plugin.get("source") or {}
     if source.get("kind") == "path" and source.get("path"):
         return Path(spec.resolve(source["path"]))
     raise BadInput(
-        f"{getattr(spec, 'path', 'buildspec')}: [plugin.source] is not a local path; "
+        f"{spec.path}: [plugin.source] is not a local path; "
         "the check needs the plugin's source folder",
         hint="fetch the plugin first and pass its checkout (plugin_root)",
     )
@@ -101,8 +102,8 @@ def plugin_root_for(spec: Any, plugin_root: Path | str | None) -> Path:
 # Files named by the spec.
 
 
-def input_files(spec: Any, options: dict[str, Any]) -> list[InputFile]:
-    plugin = getattr(spec, "plugin", None) or {}
+def input_files(spec: Spec, options: dict[str, Any]) -> list[InputFile]:
+    plugin = spec.plugin
     out: list[InputFile] = []
     if plugin.get("installer"):
         out.append(InputFile(plugin["installer"], "", "installer", "[plugin] installer"))
@@ -144,7 +145,7 @@ def _loc(item: dict[str, Any]) -> str:
     return f"{item.get('file')}:{item.get('line')}" if item.get("line") else str(item.get("file"))
 
 
-def check(spec: Any, plugin_root: Path | str | None = None) -> CheckResult:
+def check(spec: Spec, plugin_root: Path | str | None = None) -> CheckResult:
     """The `pinning` check for `spec`, reading installer inputs under `plugin_root`."""
     options = spec.options(NAME)
     root = plugin_root_for(spec, plugin_root)
@@ -188,7 +189,7 @@ def check(spec: Any, plugin_root: Path | str | None = None) -> CheckResult:
 
 
 def _unreadable(
-    spec: Any, root: Path, files: list[InputFile], threshold: dict[str, Any]
+    spec: Spec, root: Path, files: list[InputFile], threshold: dict[str, Any]
 ) -> CheckResult | None:
     """A failing result when there is nothing to read; None when the check can go on."""
     if not files:

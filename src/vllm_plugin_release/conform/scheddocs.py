@@ -41,6 +41,7 @@ from typing import Any
 from vllm_plugin_release.conform.pinning import plugin_root_for
 from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.spec.model import Spec
 
 NAME = "scheduler"
 TOPICS = ("mixed_batches", "chunked_prefill", "decode_interleaving")
@@ -664,7 +665,7 @@ def _topic_finding(
 
 
 def check(
-    spec: Any, plugin_root: Path | str | None, replay: dict[str, Any] | None = None
+    spec: Spec, plugin_root: Path | str | None, replay: dict[str, Any] | None = None
 ) -> CheckResult:
     """The `scheduler` check: docs statements, the request mix, and the replay when given."""
     options = spec.options(NAME)
@@ -683,7 +684,7 @@ def check(
         details["replay_compared"] = False
         return _missing_docs(docs, "docs" in options, evidence, threshold, details)
     text = path.read_text(encoding="utf-8", errors="replace")
-    plugin_name = (getattr(spec, "plugin", None) or {}).get("name")
+    plugin_name = spec.plugin.get("name")
     statements = extract_statements(text, plugin_name=plugin_name, aliases=options.get("aliases"))
     stances = summarize(statements)
     details["statements"] = [s.to_json() for s in statements]
@@ -712,7 +713,7 @@ def check(
     )
 
 
-def _request_mix(spec: Any) -> dict[str, Any] | None:
+def _request_mix(spec: Spec) -> dict[str, Any] | None:
     """`[conformance.request_mix]` of the spec (the pilot's expected load), if any."""
     return spec.conformance.get("request_mix")
 

@@ -14,6 +14,7 @@ from typing import Any
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.replay.cost import CostModel, fit_cost_model, read_calibration
 from vllm_plugin_release.replay.mix import Origin, check_table, spec_origin
+from vllm_plugin_release.spec.model import Spec
 
 UPSTREAM_SCHEDULER = "vllm.v1.core.sched.scheduler:Scheduler"
 
@@ -247,7 +248,7 @@ def _cost(table: dict[str, Any], root: Path, origin: Origin) -> CostModel:
     return CostModel(float(table["a"]), float(table["b"]), float(table["c"]), source="spec")
 
 
-def from_spec(spec: Any) -> ReplayConfig:
+def from_spec(spec: Spec) -> ReplayConfig:
     table = (spec.conformance or {}).get("replay")
     if not isinstance(table, dict):
         raise BadInput(

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.spec.model import Spec
 
 TRACE_COLUMNS = ("arrival_time", "prompt_tokens", "output_tokens")
 
@@ -533,7 +534,7 @@ def _arrivals(
     return [round(r.arrival_time - start, 6) for r in rows[:count]]
 
 
-def from_spec(spec: Any) -> RequestMix:
+def from_spec(spec: Spec) -> RequestMix:
     """The mix of a loaded `Spec` (its `[conformance.request_mix]` table)."""
     table = (spec.conformance or {}).get("request_mix")
     if not isinstance(table, dict):
@@ -544,7 +545,7 @@ def from_spec(spec: Any) -> RequestMix:
     return generate(table, spec.root, spec_origin(spec), validated=True)
 
 
-def spec_origin(spec: Any, prefix: tuple[str, ...] = ("conformance", "request_mix")) -> Origin:
+def spec_origin(spec: Spec, prefix: tuple[str, ...] = ("conformance", "request_mix")) -> Origin:
     """An Origin for a table of a loaded spec (its text read again for line numbers)."""
     try:
         text: str | None = Path(spec.path).read_text(encoding="utf-8")

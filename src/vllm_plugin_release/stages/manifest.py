@@ -36,6 +36,7 @@ from vllm_plugin_release.core.manifestdoc import (
 )
 from vllm_plugin_release.core.wheelfacts import files_digest, wheel_files, wheel_tags, wheel_version
 from vllm_plugin_release.edges import host, keys
+from vllm_plugin_release.spec.model import Spec
 
 EVIDENCE_KEPT = 5  # evidence items per check copied into the manifest (the scorecard has all)
 
@@ -137,7 +138,7 @@ def describe_wheel(dist_dir: Path, filename: str, sha256: str, record_file: str)
     }
 
 
-def pins_from_spec(spec: Any) -> dict[str, Any]:
+def pins_from_spec(spec: Spec) -> dict[str, Any]:
     """The spec's pins (plain data): what the pairing was asked to be built from."""
     core = spec.core
     src = core.source
@@ -437,7 +438,7 @@ class Built:
     key_created: bool
 
 
-def dist_dir_for(spec: Any, dist_root: Path | str = "dist") -> Path:
+def dist_dir_for(spec: Spec, dist_root: Path | str = "dist") -> Path:
     """dist/NAME/ (the `--dist` root is relative to the working folder, as for build-core)."""
     return Path(dist_root) / spec.name
 
@@ -503,7 +504,7 @@ def _run_facts(started: float, finished: float, signing_key: dict[str, str]) -> 
 
 
 def build_for_spec(
-    spec: Any,
+    spec: Spec,
     *,
     signing_key: str | Path | None = None,
     dist_root: Path | str = "dist",

@@ -48,6 +48,7 @@ from vllm_plugin_release.edges.publisher import (
     twine_upload,
 )
 from vllm_plugin_release.edges.store import HttpStore, Store, open_store
+from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.verify import Verified, check_environment, verify_files
 
 CERTIFIED = ("fleet", "pilot")
@@ -150,7 +151,7 @@ class PublishResult:
 
 
 def resolve_targets(
-    spec: Any, index: str | None, store: str | None, cache_root: Path
+    spec: Spec, index: str | None, store: str | None, cache_root: Path
 ) -> tuple[str | None, str]:
     """(index upload URL or None for the local default, store location)."""
     env_index, env_store = targets_from_environ()
@@ -340,7 +341,7 @@ def publish_folder(
 
 
 def publish_spec(
-    spec: Any,
+    spec: Spec,
     *,
     index: str | None = None,
     store: str | None = None,
