@@ -240,7 +240,6 @@ def evaluate(
                 "vllm_version": new["core"]["version"],
                 "tasks": captured.get("tasks"),
                 "counts": captured.get("counts", {}),
-                "timings": captured.get("timings"),
                 "platform": captured.get("platform", {}),
                 "endpoint_plugins": captured.get("endpoint_plugins", {}),
                 "model_sources": captured.get("model_sources"),
@@ -286,9 +285,7 @@ def _capture_evidence(captured: dict[str, Any], new: dict[str, Any]) -> list[Evi
         Evidence(
             note=f"vLLM {new['core']['version']} app for tasks {captured.get('tasks')}: "
             f"{counts.get('paths')} paths, {counts.get('schemas')} component schemas, "
-            f"{len(new['models'])} models; built in "
-            f"{captured.get('timings', {}).get('total', '?')} s (no engine, no model)",
-            value=captured.get("timings"),
+            f"{len(new['models'])} models (no engine, no model)",
             source="env",
         )
     )

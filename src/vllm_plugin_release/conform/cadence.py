@@ -446,7 +446,8 @@ def assess_cadence(
     finals = [r for r in releases if _is_final(r.version)]
     pool = releases if include_pre else finals
     evidence: list[Evidence] = []
-    details: dict[str, Any] = {"as_of": now.isoformat(timespec="seconds")}
+    # The UTC day, not the time: the scorecard is the same all day (the day is in its key).
+    details: dict[str, Any] = {"as_of": now.date().isoformat()}
     if not pool:
         return _no_releases(releases, threshold, details)
 

@@ -243,13 +243,14 @@ def _evidence(ranked: list[tuple[str, Hit]]) -> list[Evidence]:
 
 
 def _scan_details(report: ScanReport) -> dict[str, Any]:
+    """What was scanned, for the scorecard: the tree's or the wheel's name (not where this run
+    keeps it) and no timings, so the same inputs give the same bytes."""
     return {
-        "path": report.root,
+        "path": Path(report.root).name,
         "counts": report.counts,
         "files_scanned": report.files_scanned,
         "skipped": report.skipped_counts,
         "skipped_with_symbols": [s.to_json() for s in report.skipped if s.symbols],
-        "seconds": round(report.seconds, 3),
     }
 
 

@@ -34,7 +34,7 @@ from vllm_plugin_release.stages.requests import RuntimePlan, env_lock_request, r
 RUNNERS = ("cpu", "hardware")
 ENV_RECORD = records.ENV
 # Bump when the way an environment is made changes (it is part of the cache key).
-ENV_RECIPE = 3
+ENV_RECIPE = 4  # 4: the stand-in runtime wheel is built reproducibly
 
 
 def top_level_packages(wheel: Path) -> list[str]:
@@ -333,29 +333,25 @@ def _overlay(
 
 
 def _stand_in_wheel(spec: Spec, stand_in: str, cache: Cache) -> Path:
-    """Build the stand-in runtime wheel (a test double) with `python -m build`."""
+    """Build the stand-in runtime wheel (a test double) with `uv build`, reproducibly: the
+    same sources and SOURCE_DATE_EPOCH (the spec's) give the same wheel bytes."""
     root = spec.resolve(stand_in)
     if not (root / "pyproject.toml").exists():
         raise BadInput(f"{root}: [runtime] stand_in has no pyproject.toml")
-    out = (
-        cache.root
-        / "stand-in"
-        / key_of(
-            sorted(
-                (p.relative_to(root).as_posix(), sha256_file(p))
-                for p in root.rglob("*")
-                if p.is_file()
-                and "egg-info" not in p.as_posix()
-                and "__pycache__" not in p.as_posix()
-            )
-        )[:16]
+    epoch = str(spec.core.source_date_epoch)
+    files = sorted(
+        (p.relative_to(root).as_posix(), sha256_file(p))
+        for p in root.rglob("*")
+        if p.is_file() and "egg-info" not in p.as_posix() and "__pycache__" not in p.as_posix()
     )
+    out = cache.root / "stand-in" / key_of({"files": files, "epoch": epoch})[:16]
     wheels = sorted(out.glob("*.whl"))
     if wheels:
         return wheels[0]
     done = proc.run(
         [uv_bin(), "build", "--wheel", "--quiet", "--out-dir", str(out), str(root)],
         what="building the stand-in runtime",
+        env={**proc.inherited(), "SOURCE_DATE_EPOCH": epoch},
     )
     wheels = sorted(out.glob("*.whl"))
     if done.returncode != 0 or not wheels:
