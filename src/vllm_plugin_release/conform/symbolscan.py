@@ -196,6 +196,22 @@ def _symbols(symbols: Iterable[str | Symbol]) -> list[Symbol]:
         raise BadInput(f"bad symbol: {exc}") from None
 
 
+def _new_scan(
+    root: Path,
+    source: Literal["tree", "wheel"],
+    symbols: Iterable[str | Symbol],
+    allowlist: Iterable[AllowEntry | Mapping[str, str]],
+) -> _Scan:
+    """A scan of a tree or a wheel; a wheel's binary members are searched for symbols too."""
+    syms = _symbols(symbols)
+    return _Scan(
+        ScanReport(str(root), source, tuple(s.name for s in syms)),
+        Matcher(syms),
+        _allow_entries(allowlist),
+        inspect_binary=source == "wheel",
+    )
+
+
 def _walk(root: str) -> Iterator[tuple[str, str, str | None]]:
     """(absolute path, relative posix path, skip reason) for every file under root."""
     stack = [""]
@@ -256,13 +272,7 @@ def scan_tree(
         )
     if not root_path.is_dir():
         raise BadInput(f"{root_path}: not a directory", hint="pass the extracted vLLM source tree")
-    syms = _symbols(symbols)
-    scan = _Scan(
-        ScanReport(str(root_path), "tree", tuple(s.name for s in syms)),
-        Matcher(syms),
-        _allow_entries(allowlist),
-        inspect_binary=False,
-    )
+    scan = _new_scan(root_path, "tree", symbols, allowlist)
     for path, rel, reason in _walk(str(root_path)):
         if reason:
             scan.report.skipped.append(Skipped(rel, reason))
@@ -286,13 +296,7 @@ def scan_wheel(
     wheel = Path(path)
     if not wheel.is_file():
         raise BadInput(f"{wheel}: wheel not found", hint="pass the built core wheel (.whl)")
-    syms = _symbols(symbols)
-    scan = _Scan(
-        ScanReport(str(wheel), "wheel", tuple(s.name for s in syms)),
-        Matcher(syms),
-        _allow_entries(allowlist),
-        inspect_binary=True,
-    )
+    scan = _new_scan(wheel, "wheel", symbols, allowlist)
     try:
         with zipfile.ZipFile(wheel) as zf:
             for member in zf.infolist():
