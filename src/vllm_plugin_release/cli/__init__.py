@@ -12,7 +12,7 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from vllm_plugin_release import __version__
 from vllm_plugin_release.core.errors import EXIT_BAD_INPUT, EXIT_OUTSIDE, VprError
@@ -33,9 +33,18 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 
 class _Parser(argparse.ArgumentParser):
+    # A subcommand may set `lazy_epilog` (a callable): its text is made only when the help
+    # is shown, so building the parser never imports what the text is made from.
+    lazy_epilog: Callable[[], str] | None = None
+
     def error(self, message: str) -> None:  # exit 2 with a usage line, as argparse does
         self.print_usage(sys.stderr)
         self.exit(EXIT_BAD_INPUT, f"vpr: error: {message}\n")
+
+    def format_help(self) -> str:
+        if self.lazy_epilog is not None:
+            self.epilog = self.lazy_epilog()
+        return super().format_help()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,17 +16,22 @@ from vllm_plugin_release.core import progress
 from vllm_plugin_release.edges import cachedir
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def _checks_epilog() -> str:
+    """The checks, from the registry (imported only when a help text is shown)."""
     from vllm_plugin_release.conform import registry
 
+    return "checks:\n" + registry.help_lines()
+
+
+def register(sub: argparse._SubParsersAction) -> None:
     conform = sub.add_parser(
         "conform",
         help="run every conformance check; write dist/NAME/scorecard.{json,md,html}",
         description="Run every conformance check of the pairing and write the scorecard "
         "with its verdict (fleet, pilot or lab).",
-        epilog="checks:\n" + registry.help_lines(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    conform.lazy_epilog = _checks_epilog
     add_spec_argument(conform)
     add_dirs(conform)
     add_plugin_source(conform)
@@ -37,12 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     check = sub.add_parser(
         "check",
         help="run one conformance check (exit 1 on fail)",
-        epilog="checks:\n" + registry.help_lines(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    check.add_argument(
-        "name", nargs="?", choices=registry.SUITE, metavar="NAME", help="the check to run"
-    )
+    check.lazy_epilog = _checks_epilog
+    check.add_argument("name", nargs="?", metavar="NAME", help="the check to run (see below)")
     check.add_argument(
         "--list",
         action="store_true",
@@ -87,10 +90,9 @@ def _check(args: argparse.Namespace) -> int:
     if args.list:
         sys.stdout.write(registry.docs_table())
         return 0
-    if not args.name:
-        raise BadInput(
-            "vpr check: name the check to run", hint="one of: " + ", ".join(registry.SUITE)
-        )
+    if args.name not in registry.SUITE:
+        what = f"unknown check {args.name!r}" if args.name else "name the check to run"
+        raise BadInput(f"vpr check: {what}", hint="one of: " + ", ".join(registry.SUITE))
     result = run_check(_context(args), args.name)
     if args.json:
         sys.stdout.write(dumps(result) + "\n")
