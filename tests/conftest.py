@@ -11,29 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-REFERENCE_SPEC = REPO / "buildspec" / "reference.toml"
-
-
-def vpr(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None, check: bool = True):
-    """Run the real CLI in a subprocess."""
-    done = subprocess.run(
-        [sys.executable, "-m", "vllm_plugin_release", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
-    if check and done.returncode != 0:
-        raise AssertionError(f"vpr {' '.join(args)} exited {done.returncode}:\n{done.stderr}")
-    return done
+from tests.support import REFERENCE_SPEC, REPO, vpr
 
 
 @pytest.fixture(scope="session")

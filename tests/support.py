@@ -1,4 +1,5 @@
-"""Test support: a real PEP 691/503 index on loopback, tiny sdists, git helpers."""
+"""Test support: the repository paths, the CLI in a subprocess, a real PEP 691/503 index on
+loopback, tiny sdists, git helpers and the smallest valid buildspec."""
 
 from __future__ import annotations
 
@@ -8,10 +9,29 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import tarfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+REFERENCE_SPEC = REPO / "buildspec" / "reference.toml"
+
+
+def vpr(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None, check: bool = True):
+    """Run the real CLI in a subprocess."""
+    done = subprocess.run(
+        [sys.executable, "-m", "vllm_plugin_release", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(f"vpr {' '.join(args)} exited {done.returncode}:\n{done.stderr}")
+    return done
 
 
 def make_sdist(members: dict[str, bytes], *, top: str = "vllm-0.0.1") -> bytes:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from tests.support import REPO
 from vllm_plugin_release.cli import main
 from vllm_plugin_release.conform import api, apicontract
 from vllm_plugin_release.conform.api import (
@@ -29,7 +30,6 @@ from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.spec import model as spec_mod
 from vllm_plugin_release.spec.load import validate
 
-REPO = Path(__file__).resolve().parent.parent
 SHIPPED = REPO / DEFAULT_CONTRACT
 
 # ---------------------------------------------------------------------------

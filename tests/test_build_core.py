@@ -9,11 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import REFERENCE_SPEC, Index, make_sdist, vpr
 from vllm_plugin_release.core.wheeldiff import diff_wheels
 from vllm_plugin_release.edges.runner import can_unshare_network
-
-from .conftest import REFERENCE_SPEC, vpr
-from .support import Index, make_sdist
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REFERENCE_SPEC, vpr
-from tests.support import Index
+from tests.support import REFERENCE_SPEC, Index, vpr
 from vllm_plugin_release.conform.registry import load_spec
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.edges.fetch import IndexFile

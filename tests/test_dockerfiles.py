@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import REPO
 from vllm_plugin_release.core.dockerlint import ARG_LINE, DIGEST, lint, lint_file
 
-REPO = Path(__file__).resolve().parent.parent
 DOCKER = REPO / "docker"
 DOCKERFILES = sorted(DOCKER.glob("*Dockerfile*"))
 TT = DOCKER / "tt-runtime.Dockerfile"

@@ -7,10 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import REFERENCE_SPEC, REPO, git, vpr
 from vllm_plugin_release.conform import plugin_tests as pt
-
-from .conftest import REFERENCE_SPEC, REPO, vpr
-from .support import git
 
 pytestmark = pytest.mark.integration
 

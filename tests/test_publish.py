@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_manifest import make_pairing, vpr, write_spec, write_wheel
+from tests.pairing import b64_digest, make_pairing, vpr, write_spec, write_wheel
 from vllm_plugin_release.core import net
 from vllm_plugin_release.core.cache import sha256_file
 from vllm_plugin_release.edges import index as ix
@@ -148,12 +148,10 @@ def test_uncertified_and_bad_metadata_are_gates(tmp_path: Path) -> None:
     text = members[meta].decode()
     text = text.replace("text/markdown", "text/x-rst").split("\n\n")[0] + "\n\n`broken <rst\n"
     members[meta] = text.encode()
-    from tests.test_manifest import _b64
-
     record = next(n for n in members if n.endswith("RECORD"))
     members[record] = (
         "".join(
-            f"{n},sha256={_b64(d)},{len(d)}\n" for n, d in members.items() if n != record
+            f"{n},sha256={b64_digest(d)},{len(d)}\n" for n, d in members.items() if n != record
         ).encode()
         + f"{record},,\n".encode()
     )

@@ -27,9 +27,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import REPO
+
 pytestmark = pytest.mark.integration
 
-PLUGIN = Path(__file__).resolve().parent.parent / "plugin" / "reference"
+PLUGIN = REPO / "plugin" / "reference"
 # What each environment runs: the whole suite with the runtime; without it, the
 # tests whose outcome depends on the runtime (the scheduler and policy tests do
 # not, and each costs a vLLM start-up on a busy CI machine).

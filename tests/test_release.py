@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REFERENCE_SPEC, vpr
+from tests.support import REFERENCE_SPEC, vpr
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import spec_head
+from tests.support import REPO, spec_head
 from vllm_plugin_release.cli import main
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.replay import config, mix, model
@@ -37,8 +37,6 @@ max_num_batched_tokens = 256
 block_size = 16
 cost_model = {{a = 0.002, b = 0.00002, c = 0.0001}}
 """
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def write_spec(folder: Path, name: str, plugin: str = REFERENCE, policy: str = "reference") -> Path:

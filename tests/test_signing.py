@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_manifest import SDIST_SHA, make_pairing, vpr, write_spec
+from tests.pairing import SDIST_SHA, make_pairing, vpr, write_spec
 from vllm_plugin_release.core import attest
 from vllm_plugin_release.core import manifestdoc as doc
 from vllm_plugin_release.core.errors import BadInput, GateFailed

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_manifest import SRC, make_pairing, vpr
+from tests.pairing import SRC, make_pairing, vpr
 from vllm_plugin_release.core import manifestdoc as doc
 from vllm_plugin_release.core import storeindex as si
 from vllm_plugin_release.core.cache import key_of
