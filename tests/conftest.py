@@ -1,4 +1,8 @@
-"""Shared fixtures.
+"""Shared fixtures, and the `integration` marker for everything under tests/integration/.
+
+tests/unit/ is the fast loop (`nox -s tests -- -m "not integration"`): pure logic, loopback
+servers in the test process and quick CLI runs, never the cache below. tests/integration/
+builds and installs real artifacts, starts pypiserver, reads the real vLLM tree and wheel.
 
 Real artifacts are built once per test session through the pipeline itself and
 shared: the vLLM 0.26.0 empty wheel (`core_build`), its verified source tree
@@ -16,6 +20,15 @@ from pathlib import Path
 import pytest
 
 from tests.support import REFERENCE_SPEC, REPO, vpr
+
+INTEGRATION = Path(__file__).resolve().parent / "integration"
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if INTEGRATION in item.path.parents:
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from tests.pairing import b64_digest, make_pairing, vpr, write_spec, write_wheel
-from vllm_plugin_release.core import net
 from vllm_plugin_release.core.cache import sha256_file
 from vllm_plugin_release.edges import index as ix
 from vllm_plugin_release.stages import publish as pub
@@ -217,18 +216,6 @@ def test_index_down_is_exit_3(tmp_path: Path) -> None:
     assert "hunter2hunter2" not in done.stdout + done.stderr
     assert "unreachable" in done.stderr
     assert not store.exists()
-
-
-def test_simple_url_and_scrub(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert ix.simple_url_for("https://upload.pypi.org/legacy/") == "https://pypi.org/simple/"
-    assert ix.simple_url_for("https://test.pypi.org/legacy/") == "https://test.pypi.org/simple/"
-    assert ix.simple_url_for("http://127.0.0.1:8080/") == "http://127.0.0.1:8080/simple/"
-    monkeypatch.setenv("TWINE_PASSWORD", "pypi-AgEIcHlwaS5vcmc")
-    text = ix.redact("token pypi-AgEIcHlwaS5vcmc at https://me:pw@host/x")
-    assert "AgEI" not in text and "me:pw" not in text and "https://***@host/x" in text
-    assert net.redact_url("https://u:p@ss@Host:8080/x?a=b@c") == "https://***@Host:8080/x?a=b@c"
-    assert net.redact_url("https://:token@host/") == "https://***@host/"
-    assert net.redact_url("https://host/simple/") == "https://host/simple/"
 
 
 def test_remote_sha256_against_real_pypiserver(tmp_path: Path, pypi: ix.IndexTarget) -> None:

@@ -29,8 +29,6 @@ import pytest
 
 from tests.support import REPO
 
-pytestmark = pytest.mark.integration
-
 PLUGIN = REPO / "plugin" / "reference"
 # What each environment runs: the whole suite with the runtime; without it, the
 # tests whose outcome depends on the runtime (the scheduler and policy tests do
