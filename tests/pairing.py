@@ -7,6 +7,7 @@ Shared by the manifest, signing, store and publish tests.
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import json
 import os
@@ -17,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.support import REPO
-from vllm_plugin_release.core.cache import sha256_file
+from vllm_plugin_release.core import manifestdoc as doc
+from vllm_plugin_release.core.cache import key_of, sha256_file
+from vllm_plugin_release.stages import manifest as mf
 
 SRC = REPO / "src"
 SDIST_SHA = "ab" * 32
@@ -245,3 +248,59 @@ def vpr(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.
         text=True,
         timeout=300,
     )
+
+
+def flip_byte(path: Path, offset: int) -> bytes:
+    """Flip the lowest bit of one byte of `path`; returns the original bytes."""
+    data = path.read_bytes()
+    changed = bytearray(data)
+    changed[offset] ^= 0x01
+    path.write_bytes(bytes(changed))
+    return data
+
+
+# -- manifests and the store ----------------------------------------------------------
+
+
+def built_manifest(dist: Path) -> dict[str, Any]:
+    """`make_pairing` in `dist`, then the manifest its records make."""
+    return mf.build_manifest(make_pairing(dist), mf.read_records(dist))
+
+
+def manifest_variant(
+    m: dict[str, Any], *, commit: str | None = None, core: str | None = None, verdict: str = ""
+) -> dict[str, Any]:
+    """A copy of manifest `m` with another plugin commit, core version or verdict; the
+    pairing inputs and id are recomputed as the pipeline would."""
+    out = copy.deepcopy(m)
+    if commit:
+        out["plugin"]["commit"] = commit
+    if core:
+        out["core"]["version"] = core
+    if verdict:
+        out["conformance"]["verdict"] = verdict
+    out["pairing_inputs"] = doc.pairing_inputs(
+        out["core"], out["plugin"], {"name": "tt-metal", "version": "0.60.0"}, "3.11"
+    )
+    out["pairing_id"] = key_of(out["pairing_inputs"])
+    return out
+
+
+def write_manifest(folder: Path, m: dict[str, Any], name: str | None = None) -> Path:
+    """`m` as the pipeline writes it, in `folder` (named by its pairing id unless `name`)."""
+    path = folder / (name or f"{m['pairing_id'][:12]}.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(doc.manifest_bytes(m))
+    return path
+
+
+def check_store(root: Path) -> dict[str, Any]:
+    """Every visible file is complete JSON; the index lists exactly the manifests present."""
+    index = json.loads((root / "index.json").read_text())
+    for path in (root / "pairings").iterdir():
+        if path.name.startswith("."):
+            continue
+        json.loads(path.read_text())  # never half-written
+    present = {p.stem for p in (root / "pairings").glob("*.json")}
+    assert set(index["pairings"]) <= present
+    return index

@@ -38,6 +38,16 @@ def vpr(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None, check: 
     return done
 
 
+def serve_in_thread(server: ThreadingHTTPServer) -> threading.Thread:
+    """Serve on a daemon thread. A short poll interval keeps `server.shutdown()` quick: with
+    the default (0.5 s) every test that stops a loopback server waits half a second."""
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+    )
+    thread.start()
+    return thread
+
+
 def make_sdist(members: dict[str, bytes], *, top: str = "vllm-0.0.1") -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tf:
@@ -116,8 +126,7 @@ class Index:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.thread = serve_in_thread(self.server)
 
     def close(self) -> None:
         self.server.shutdown()

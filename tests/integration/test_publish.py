@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.pairing import b64_digest, make_pairing, vpr, write_spec, write_wheel
+from tests.support import serve_in_thread
 from vllm_plugin_release.core.cache import sha256_file
 from vllm_plugin_release.edges import index as ix
 from vllm_plugin_release.stages import publish as pub
@@ -77,7 +77,7 @@ class FlakyProxy:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_thread(self.server)
 
     def close(self) -> None:
         self.server.shutdown()

@@ -6,7 +6,6 @@ import http.server
 import json
 import os
 import subprocess
-import threading
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import ClassVar
 import pytest
 from packaging.version import Version
 
-from tests.support import spec_head
+from tests.support import serve_in_thread, spec_head
 from vllm_plugin_release.conform import cadence
 from vllm_plugin_release.conform.registry import load_spec
 from vllm_plugin_release.core.errors import BadInput
@@ -270,8 +269,7 @@ def index() -> Iterator[str]:
         f("vllm-weird-name.zip", "2026-08-11T00:00:00Z"),
     ]
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Index)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    serve_in_thread(server)
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/simple"
     finally:

@@ -1,4 +1,4 @@
-"""Manifest: building from stage records, determinism, schema, missing records, the CLI."""
+"""Manifest: building from stage records, determinism, schema, missing records."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pairing import PLUGIN_COMMIT, SDIST_SHA, make_pairing, vpr, write_spec
+from tests.pairing import PLUGIN_COMMIT, SDIST_SHA, make_pairing
 from vllm_plugin_release.core import manifestdoc as doc
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.stages import manifest as mf
@@ -136,32 +136,3 @@ def test_schema_errors_name_the_key(tmp_path: Path) -> None:
     m["core"]["wheel"]["sha256"] = "nothex"
     with pytest.raises(BadInput, match=r"core\.wheel\.sha256"):
         doc.validate(m, "m.json")
-
-
-def test_cli_build_schema_and_missing_record(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path)
-    dist = tmp_path / "dist" / "ref"
-    make_pairing(dist)
-    done = vpr("manifest", "build", "--spec", str(spec), cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    first = (dist / "manifest.json").read_bytes()
-    statement = (dist / "manifest.intoto.jsonl").read_bytes()
-    run = json.loads((dist / "run.json").read_text())
-    assert "host" in run["manifest"]
-    assert (tmp_path / ".vpr" / "keys" / "manifest-signing.key").exists()
-    key_text = (tmp_path / ".vpr" / "keys" / "manifest-signing.key").read_text()
-    assert key_text.splitlines()[1] not in done.stdout + done.stderr
-    again = vpr("manifest", "build", "--spec", str(spec), cwd=tmp_path)
-    assert again.returncode == 0, again.stderr
-    assert (dist / "manifest.json").read_bytes() == first
-    assert (dist / "manifest.intoto.jsonl").read_bytes() == statement
-
-    schema = vpr("manifest", "schema", cwd=tmp_path)
-    assert schema.returncode == 0
-    assert json.loads(schema.stdout)["properties"]["schema_version"]["const"] == 1
-
-    (dist / "build-core.json").unlink()
-    missing = vpr("manifest", "build", "--spec", str(spec), cwd=tmp_path)
-    assert missing.returncode == 2
-    assert "build-core.json" in missing.stderr and "vpr build-core" in missing.stderr
-    assert "Traceback" not in missing.stderr
