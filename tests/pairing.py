@@ -74,6 +74,57 @@ def write_wheel(
     return path
 
 
+def _core_record(core_version: str, core_wheel: Path, docker: bool) -> dict[str, Any]:
+    """build-core.json as `vpr build-core` writes it."""
+    backend: dict[str, Any] = {"kind": "local"}
+    if docker:
+        backend = {
+            "kind": "docker",
+            "base_image": "python@sha256:" + "d" * 64,
+            "image_id": "sha256:" + "e" * 64,
+        }
+    return {
+        "core": {
+            "name": "vllm",
+            "version": core_version,
+            "target_device": "empty",
+            "source_date_epoch": SDE,
+            "source": {
+                "kind": "sdist",
+                "index": "https://pypi.org/simple",
+                "filename": f"vllm-{core_version}.tar.gz",
+                "sha256": SDIST_SHA,
+                "url": f"https://files.example/vllm-{core_version}.tar.gz",
+            },
+        },
+        "wheel": {"filename": core_wheel.name, "sha256": sha256_file(core_wheel)},
+        "reproducible": True,
+        "isolated": True,
+        "python": "3.11.7",
+        "build_env": {
+            "lock_file": "constraints/build-core-py311.txt",
+            "lock_sha256": "1" * 64,
+            "torch": "2.13.0+cpu",
+            "core_declared_torch": "torch==2.13.0",
+        },
+        "backend": backend,
+        "env": {"VLLM_TARGET_DEVICE": "empty", "SOURCE_DATE_EPOCH": str(SDE)},
+    }
+
+
+def _scorecard(verdict: str) -> dict[str, Any]:
+    """scorecard.json for `verdict`: lab fails pinning, fleet passed the hardware check."""
+    checks = {
+        "cadence": {"status": "pass", "summary": "ok", "evidence": [{"note": "n", "line": 3}]},
+        "hardware": {"status": "deferred", "summary": "needs a TT device", "evidence": []},
+    }
+    if verdict == "lab":
+        checks["pinning"] = {"status": "fail", "summary": "bad pin", "evidence": []}
+    if verdict == "fleet":
+        checks["hardware"] = {"status": "pass", "summary": "ran", "evidence": []}
+    return {"verdict": verdict, "runner": "cpu", "checks": checks}
+
+
 def make_pairing(
     dist: Path,
     *,
@@ -104,43 +155,8 @@ def make_pairing(
         {f"{mod}/__init__.py": "def register():\n    return None\n"},
         entry_points=eps,
     )
-    backend: dict[str, Any] = {"kind": "local"}
-    if docker:
-        backend = {
-            "kind": "docker",
-            "base_image": "python@sha256:" + "d" * 64,
-            "image_id": "sha256:" + "e" * 64,
-        }
     (dist / "build-core.json").write_text(
-        json.dumps(
-            {
-                "core": {
-                    "name": "vllm",
-                    "version": core_version,
-                    "target_device": "empty",
-                    "source_date_epoch": SDE,
-                    "source": {
-                        "kind": "sdist",
-                        "index": "https://pypi.org/simple",
-                        "filename": f"vllm-{core_version}.tar.gz",
-                        "sha256": SDIST_SHA,
-                        "url": f"https://files.example/vllm-{core_version}.tar.gz",
-                    },
-                },
-                "wheel": {"filename": core_wheel.name, "sha256": sha256_file(core_wheel)},
-                "reproducible": True,
-                "isolated": True,
-                "python": "3.11.7",
-                "build_env": {
-                    "lock_file": "constraints/build-core-py311.txt",
-                    "lock_sha256": "1" * 64,
-                    "torch": "2.13.0+cpu",
-                    "core_declared_torch": "torch==2.13.0",
-                },
-                "backend": backend,
-                "env": {"VLLM_TARGET_DEVICE": "empty", "SOURCE_DATE_EPOCH": str(SDE)},
-            }
-        )
+        json.dumps(_core_record(core_version, core_wheel, docker))
     )
     (dist / "build-plugin.json").write_text(
         json.dumps(
@@ -169,17 +185,7 @@ def make_pairing(
             )
         )
     if verdict:
-        checks = {
-            "cadence": {"status": "pass", "summary": "ok", "evidence": [{"note": "n", "line": 3}]},
-            "hardware": {"status": "deferred", "summary": "needs a TT device", "evidence": []},
-        }
-        if verdict == "lab":
-            checks["pinning"] = {"status": "fail", "summary": "bad pin", "evidence": []}
-        if verdict == "fleet":
-            checks["hardware"] = {"status": "pass", "summary": "ran", "evidence": []}
-        (dist / "scorecard.json").write_text(
-            json.dumps({"verdict": verdict, "runner": "cpu", "checks": checks})
-        )
+        (dist / "scorecard.json").write_text(json.dumps(_scorecard(verdict)))
     return {
         "name": name,
         "core": {
