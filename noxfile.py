@@ -3,6 +3,7 @@
 nox -s release                 the whole pipeline for buildspec/reference.toml
 nox -s release -- --spec buildspec/tt.toml
 nox -s tests                   the test suite (what CI runs)
+nox -s tests -- -m "not integration"   the fast loop: tests/unit/ only
 nox -s lint                    ruff lint + format check
 nox -s bench                   side-by-side benchmarks (ratios, medians)
 nox -s lock                    re-resolve every hash-locked file under constraints/
@@ -47,6 +48,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
+    """Everything (tests/unit/ and tests/integration/); posargs go to pytest."""
     install_project(session, "test")
     session.run("pytest", *session.posargs)
 

@@ -1,4 +1,8 @@
-"""Shared fixtures.
+"""Shared fixtures, and the `integration` marker for everything under tests/integration/.
+
+tests/unit/ is the fast loop (`nox -s tests -- -m "not integration"`): pure logic, loopback
+servers in the test process and quick CLI runs, never the cache below. tests/integration/
+builds and installs real artifacts, starts pypiserver, reads the real vLLM tree and wheel.
 
 Real artifacts are built once per test session through the pipeline itself and
 shared: the vLLM 0.26.0 empty wheel (`core_build`), its verified source tree
@@ -11,29 +15,20 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-REFERENCE_SPEC = REPO / "buildspec" / "reference.toml"
+from tests.support import REFERENCE_SPEC, REPO, vpr
+
+INTEGRATION = Path(__file__).resolve().parent / "integration"
 
 
-def vpr(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None, check: bool = True):
-    """Run the real CLI in a subprocess."""
-    done = subprocess.run(
-        [sys.executable, "-m", "vllm_plugin_release", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
-    if check and done.returncode != 0:
-        raise AssertionError(f"vpr {' '.join(args)} exited {done.returncode}:\n{done.stderr}")
-    return done
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if INTEGRATION in item.path.parents:
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session")

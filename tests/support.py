@@ -1,4 +1,5 @@
-"""Test support: a real PEP 691/503 index on loopback, tiny sdists, git helpers."""
+"""Test support: the repository paths, the CLI in a subprocess, a real PEP 691/503 index on
+loopback, tiny sdists, git helpers and the smallest valid buildspec."""
 
 from __future__ import annotations
 
@@ -8,10 +9,43 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import tarfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vllm_plugin_release.spec.model import Spec
+
+REPO = Path(__file__).resolve().parent.parent
+REFERENCE_SPEC = REPO / "buildspec" / "reference.toml"
+
+
+def vpr(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None, check: bool = True):
+    """Run the real CLI in a subprocess."""
+    done = subprocess.run(
+        [sys.executable, "-m", "vllm_plugin_release", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(f"vpr {' '.join(args)} exited {done.returncode}:\n{done.stderr}")
+    return done
+
+
+def serve_in_thread(server: ThreadingHTTPServer) -> threading.Thread:
+    """Serve on a daemon thread. A short poll interval keeps `server.shutdown()` quick: with
+    the default (0.5 s) every test that stops a loopback server waits half a second."""
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+    )
+    thread.start()
+    return thread
 
 
 def make_sdist(members: dict[str, bytes], *, top: str = "vllm-0.0.1") -> bytes:
@@ -92,8 +126,7 @@ class Index:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.thread = serve_in_thread(self.server)
 
     def close(self) -> None:
         self.server.shutdown()
@@ -144,3 +177,62 @@ sha256 = "{sha}"
 python = "3.11"
 backend = "local"
 """
+
+
+def api_spec(api_table: dict[str, Any] | None = None, name: str = "api-test") -> Spec:
+    """A validated Spec (as `load_spec` makes it) with an optional [conformance.api] table."""
+    from vllm_plugin_release.conform.registry import spec_schema
+    from vllm_plugin_release.spec import model as spec_mod
+    from vllm_plugin_release.spec.load import validate
+
+    data: dict[str, Any] = {
+        "spec_version": 1,
+        "name": name,
+        "core": {
+            "name": "vllm",
+            "version": "0.26.0",
+            "target_device": "empty",
+            "source_date_epoch": 1700000000,
+            "source": {"kind": "sdist", "sha256": "0" * 64},
+        },
+        "build": {"python": "3.11", "backend": "local"},
+    }
+    if api_table is not None:
+        data["conformance"] = {"api": api_table}
+    path = REPO / "buildspec" / f"{name}.toml"
+    validate(data, path, "", spec_schema())  # as `load_spec` does
+    return spec_mod.from_data(data, path)
+
+
+REFERENCE_SCHEDULER = "vllm_reference_plugin.scheduler:ReferenceScheduler"
+
+# Small but loaded: bursts of 6 arrive faster than the device drains them, so a
+# token-budget scheduler mixes new prompts into running decodes. Two prompts are
+# longer than max_model_len (1024) and must be reported as rejected.
+SMALL_MIX = """
+[conformance.request_mix]
+requests = 36
+seed = 11
+arrival = {{process = "bursts", size = 6, interval = 0.05}}
+prompt_tokens = {{dist = "empirical", values = [40, 90, 200, 350, 700, 1500]}}
+output_tokens = {{dist = "uniform", min = 4, max = 24}}
+
+[conformance.replay]
+plugin_scheduler = "{plugin}"
+policy = "{policy}"
+max_model_len = 1024
+max_num_seqs = 8
+max_num_batched_tokens = 256
+block_size = 16
+cost_model = {{a = 0.002, b = 0.00002, c = 0.0001}}
+"""
+
+
+def replay_spec(
+    folder: Path, name: str, plugin: str = REFERENCE_SCHEDULER, policy: str = "reference"
+) -> Path:
+    """A buildspec with SMALL_MIX and a [conformance.replay] table, in `folder`."""
+    (folder / "pyproject.toml").write_text("")
+    spec = folder / f"{name}.toml"
+    spec.write_text(spec_head(name) + SMALL_MIX.format(plugin=plugin, policy=policy))
+    return spec

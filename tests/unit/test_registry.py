@@ -7,12 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import REPO, vpr
 from vllm_plugin_release.conform import registry
 from vllm_plugin_release.core.errors import BadInput
-
-from .conftest import vpr
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def test_docs_table_is_generated_from_the_registry() -> None:

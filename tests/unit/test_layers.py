@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.support import REPO
+
 PACKAGE = REPO / "src" / "vllm_plugin_release"
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 

@@ -5,11 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
-from .conftest import REFERENCE_SPEC, vpr
-
-pytestmark = pytest.mark.integration
+from tests.support import REFERENCE_SPEC, vpr
 
 
 def test_release_reference_pairing(

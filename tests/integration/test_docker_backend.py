@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import REFERENCE_SPEC, REPO, vpr
 from vllm_plugin_release.core.errors import OutsideFailure
 from vllm_plugin_release.edges.container import connect
-
-from .conftest import REFERENCE_SPEC, REPO, vpr
 
 
 def engine_reason() -> str | None:

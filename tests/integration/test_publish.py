@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.test_manifest import make_pairing, vpr, write_spec, write_wheel
-from vllm_plugin_release.core import net
+from tests.pairing import b64_digest, make_pairing, vpr, write_spec, write_wheel
+from tests.support import serve_in_thread
 from vllm_plugin_release.core.cache import sha256_file
 from vllm_plugin_release.edges import index as ix
 from vllm_plugin_release.stages import publish as pub
@@ -78,7 +77,7 @@ class FlakyProxy:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_thread(self.server)
 
     def close(self) -> None:
         self.server.shutdown()
@@ -148,12 +147,10 @@ def test_uncertified_and_bad_metadata_are_gates(tmp_path: Path) -> None:
     text = members[meta].decode()
     text = text.replace("text/markdown", "text/x-rst").split("\n\n")[0] + "\n\n`broken <rst\n"
     members[meta] = text.encode()
-    from tests.test_manifest import _b64
-
     record = next(n for n in members if n.endswith("RECORD"))
     members[record] = (
         "".join(
-            f"{n},sha256={_b64(d)},{len(d)}\n" for n, d in members.items() if n != record
+            f"{n},sha256={b64_digest(d)},{len(d)}\n" for n, d in members.items() if n != record
         ).encode()
         + f"{record},,\n".encode()
     )
@@ -219,18 +216,6 @@ def test_index_down_is_exit_3(tmp_path: Path) -> None:
     assert "hunter2hunter2" not in done.stdout + done.stderr
     assert "unreachable" in done.stderr
     assert not store.exists()
-
-
-def test_simple_url_and_scrub(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert ix.simple_url_for("https://upload.pypi.org/legacy/") == "https://pypi.org/simple/"
-    assert ix.simple_url_for("https://test.pypi.org/legacy/") == "https://test.pypi.org/simple/"
-    assert ix.simple_url_for("http://127.0.0.1:8080/") == "http://127.0.0.1:8080/simple/"
-    monkeypatch.setenv("TWINE_PASSWORD", "pypi-AgEIcHlwaS5vcmc")
-    text = ix.redact("token pypi-AgEIcHlwaS5vcmc at https://me:pw@host/x")
-    assert "AgEI" not in text and "me:pw" not in text and "https://***@host/x" in text
-    assert net.redact_url("https://u:p@ss@Host:8080/x?a=b@c") == "https://***@Host:8080/x?a=b@c"
-    assert net.redact_url("https://:token@host/") == "https://***@host/"
-    assert net.redact_url("https://host/simple/") == "https://host/simple/"
 
 
 def test_remote_sha256_against_real_pypiserver(tmp_path: Path, pypi: ix.IndexTarget) -> None:

@@ -21,8 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import vpr
-from tests.support import VLLM_SHA, spec_head
+from tests.support import REPO, VLLM_SHA, spec_head, vpr
 from vllm_plugin_release.conform import hardware
 from vllm_plugin_release.conform.registry import load_spec
 from vllm_plugin_release.conform.result import CheckResult
@@ -31,7 +30,6 @@ from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges import device
 from vllm_plugin_release.flows import hardware as hardware_flow
 
-REPO = Path(__file__).resolve().parent.parent
 WORKFLOWS = REPO / ".github" / "workflows"
 FILES = sorted(WORKFLOWS.glob("*.yml"))
 NOX_INSTALL = re.compile(r"^python3? -m pip install '?nox(\[uv\])?==[0-9][0-9.]*'?$")

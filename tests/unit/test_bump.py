@@ -1,20 +1,18 @@
 """`vpr upstream` and `vpr bump`: against a real PEP 691 index on loopback serving tiny
-vLLM sdists (0.25.1, 0.26.0, 0.26.1rc1), and, when it is reachable, the real PyPI."""
+vLLM sdists (0.25.1, 0.26.0, 0.26.1rc1). Against the real PyPI:
+tests/integration/test_bump_real_index.py."""
 
 from __future__ import annotations
 
 import hashlib
 import io
 import json
-import os
 import tarfile
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REFERENCE_SPEC, vpr
-from tests.support import Index
+from tests.support import Index, vpr
 from vllm_plugin_release.conform.registry import load_spec
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.edges.fetch import IndexFile
@@ -339,60 +337,6 @@ def test_requirements_diff_groups_by_name() -> None:
     assert diff["added"] == ["d"] and diff["removed"] == ["c"]
     assert diff["changed"] == [{"name": "a", "from": ["a==1"], "to": ["A==2"]}]
     assert diff["unchanged"] == 1
-
-
-# -- the real index ------------------------------------------------------------------
-
-
-def _pypi_reachable() -> bool:
-    try:
-        with urllib.request.urlopen("https://pypi.org/simple/vllm/", timeout=10) as r:
-            return r.status == 200
-    except OSError:
-        return False
-
-
-@pytest.fixture(scope="module")
-def pypi() -> None:
-    if os.environ.get("VPR_OFFLINE") or not _pypi_reachable():
-        pytest.skip("pypi.org is not reachable")
-
-
-def test_real_bump_0_25_1_to_0_26_0(pypi: None, tmp_path: Path, cache_root: Path) -> None:
-    """The committed reference spec, moved back to 0.25.1, bumps forward to exactly itself."""
-    text = REFERENCE_SPEC.read_text()
-    committed = load_spec(REFERENCE_SPEC)
-    assert committed.core.version == "0.26.0"
-    (tmp_path / "buildspec").mkdir()
-    old = (
-        text.replace('version = "0.26.0"', 'version = "0.25.1"')
-        .replace('"vllm-0.26.0.tar.gz"', '"vllm-0.25.1.tar.gz"')
-        .replace(
-            committed.core.source.sha256,
-            "ddbdec3f1c0f21afa70b7eb6ddf3faa29d26b1302ee4b5d5e00ec3af41b0c2e4",
-        )
-    )
-    spec = tmp_path / "buildspec" / "reference.toml"
-    spec.write_text(old)
-    done = vpr(
-        "bump",
-        "--spec",
-        str(spec),
-        "--core",
-        "0.26.0",
-        "--dry-run",
-        "--json",
-        "--cache-dir",
-        str(cache_root),
-        cwd=tmp_path,
-    )
-    doc = json.loads(done.stdout)
-    assert doc["source"]["sha256"] == committed.core.source.sha256
-    assert doc["source"]["source_date_epoch"] == committed.core.source_date_epoch
-    assert doc["requirements"]["removed"] == ["diskcache==5.6.3"]
-    assert spec.read_text() == old
-    listing = json.loads(vpr("upstream", "--spec", str(spec), "--json", cwd=tmp_path).stdout)
-    assert listing["releases"][0]["version"] == "0.26.0"
 
 
 def test_pr_body_has_the_report_and_the_scorecard(project: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -420,17 +419,3 @@ def test_bad_options_name_the_key(tmp_path: Path) -> None:
             make(tmp_path, extra=f"\n[conformance.pinning]\n{table}\n")
     spec, _ = make(tmp_path, extra='\n[conformance.pinning]\nunhashed_fetch = "warn"\n')
     assert spec.options("pinning") == {"unhashed_fetch": "warn"}
-
-
-@pytest.mark.skipif(
-    not os.environ.get("VPR_TT_PLUGIN_CHECKOUT"),
-    reason="set VPR_TT_PLUGIN_CHECKOUT to a vllm-tt-plugin checkout to run",
-)
-def test_tt_plugin_checkout(repo_root: Path) -> None:
-    checkout = Path(os.environ["VPR_TT_PLUGIN_CHECKOUT"])
-    spec = load_spec(repo_root / "buildspec" / "tt.toml")
-    result = pinning.check(spec, checkout)
-    assert result.status == "fail"
-    assert "0.25.1" in result.summary and "0.26.0" in result.summary
-    assert any("common.txt" in f["url"] for f in result.details["unhashed_fetches"])
-    assert any(e["target"] == "." for e in result.details["editable_installs"])

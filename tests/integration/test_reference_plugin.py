@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+from tests.support import REPO
 
-PLUGIN = Path(__file__).resolve().parent.parent / "plugin" / "reference"
+PLUGIN = REPO / "plugin" / "reference"
 # What each environment runs: the whole suite with the runtime; without it, the
 # tests whose outcome depends on the runtime (the scheduler and policy tests do
 # not, and each costs a vLLM start-up on a busy CI machine).

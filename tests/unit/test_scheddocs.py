@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -294,16 +293,3 @@ def test_silence_can_be_allowed_and_missing_mix_is_noted(tmp_path: Path) -> None
     assert result.status == "pass", result.summary
     assert result.details["request_mix"] is None
     assert "no request mix in the spec" in result.summary
-
-
-@pytest.mark.skipif(
-    not os.environ.get("VPR_TT_PLUGIN_CHECKOUT"),
-    reason="set VPR_TT_PLUGIN_CHECKOUT to a vllm-tt-plugin checkout to run",
-)
-def test_tt_plugin_checkout(tmp_path: Path) -> None:
-    doc = Path(os.environ["VPR_TT_PLUGIN_CHECKOUT"]) / "docs" / "SCHEDULING.md"
-    st = scheddocs.extract_statements(doc.read_text(), plugin_name="vllm-tt-plugin")
-    stances = scheddocs.summarize(st)
-    assert stances["mixed_batches"]["stance"] == "not_supported"
-    assert stances["chunked_prefill"]["stance"] == "conditional"
-    assert scheddocs.summarize(st, "upstream")["mixed_batches"]["stance"] == "supported"

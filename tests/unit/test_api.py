@@ -1,17 +1,18 @@
-"""API compatibility (`api`): the contract diff engine, the CLI, and the in-env capture."""
+"""API compatibility (`api`): the contract diff engine, the config and the CLI.
+
+The capture in the real vLLM env is in tests/integration/test_api_in_env.py."""
 
 from __future__ import annotations
 
 import copy
 import json
 import textwrap
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
 
+from tests.support import REPO, api_spec
 from vllm_plugin_release.cli import main
 from vllm_plugin_release.conform import api, apicontract
 from vllm_plugin_release.conform.api import (
@@ -24,12 +25,8 @@ from vllm_plugin_release.conform.api import (
 from vllm_plugin_release.conform.apichange import KINDS, Change
 from vllm_plugin_release.conform.apicontract import dump_contract, load_contract
 from vllm_plugin_release.conform.apidiff import diff_contracts, diff_schemas
-from vllm_plugin_release.conform.registry import spec_schema
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.spec import model as spec_mod
-from vllm_plugin_release.spec.load import validate
 
-REPO = Path(__file__).resolve().parent.parent
 SHIPPED = REPO / DEFAULT_CONTRACT
 
 # ---------------------------------------------------------------------------
@@ -609,26 +606,6 @@ def test_missing_contract_file(tmp_path):
 # Spec keys and allow list
 
 
-def make_spec(api_table: dict[str, Any] | None = None, name: str = "api-test") -> spec_mod.Spec:
-    data: dict[str, Any] = {
-        "spec_version": 1,
-        "name": name,
-        "core": {
-            "name": "vllm",
-            "version": "0.26.0",
-            "target_device": "empty",
-            "source_date_epoch": 1700000000,
-            "source": {"kind": "sdist", "sha256": "0" * 64},
-        },
-        "build": {"python": "3.11", "backend": "local"},
-    }
-    if api_table is not None:
-        data["conformance"] = {"api": api_table}
-    path = REPO / "buildspec" / f"{name}.toml"
-    validate(data, path, "", spec_schema())  # as `load_spec` does
-    return spec_mod.from_data(data, path)
-
-
 def test_api_schema_is_valid_and_matches_config():
     Draft202012Validator.check_schema(API_SCHEMA)
     good = {
@@ -637,9 +614,9 @@ def test_api_schema_is_valid_and_matches_config():
         "allow": [{"kind": "removed-path", "location": "/v1/x*", "reason": "gone upstream"}],
     }
     assert not list(Draft202012Validator(API_SCHEMA).iter_errors(good))
-    cfg = api_config(make_spec(good))
+    cfg = api_config(api_spec(good))
     assert cfg["tasks"] == ["generate"] and cfg["allow"][0].location == "/v1/x*"
-    assert api_config(make_spec())["contract"] == DEFAULT_CONTRACT
+    assert api_config(api_spec())["contract"] == DEFAULT_CONTRACT
 
 
 @pytest.mark.parametrize(
@@ -656,7 +633,7 @@ def test_api_schema_is_valid_and_matches_config():
 def test_bad_api_config(table, needle):
     # The spec loader refuses them: the check's table schema is part of the buildspec's.
     with pytest.raises(BadInput) as err:
-        make_spec(table)
+        api_spec(table)
     assert needle in str(err.value)
 
 
@@ -783,110 +760,3 @@ def test_shipped_contract_is_valid_deterministic_and_small():
     }
     assert {"/v1/chat/completions", "/v1/completions", "/v1/models"} <= set(doc["openapi"]["paths"])
     assert diff_contracts(doc, doc) == []
-
-
-# ---------------------------------------------------------------------------
-# In the real vLLM env: known-good (the default spec passes against the shipped
-# contract) and known-bad (an endpoint plugin that removes a request field).
-
-STRIP_ECHO = '''\
-from pydantic import create_model
-
-
-class StripEcho:
-    """Replaces POST /v1/completions with a handler whose request model lacks `echo`."""
-
-    name = "strip-echo"
-    required_tasks = None
-
-    def attach_router(self, app):
-        from vllm.entrypoints.openai.completion.protocol import CompletionRequest
-
-        fields = {
-            n: (f.annotation, f)
-            for n, f in CompletionRequest.model_fields.items()
-            if n != "echo"
-        }
-        trimmed = create_model(
-            "TrimmedCompletionRequest", __config__=CompletionRequest.model_config, **fields
-        )
-        app.router.routes[:] = [
-            r
-            for r in app.router.routes
-            if not (getattr(r, "path", None) == "/v1/completions" and "POST" in r.methods)
-        ]
-
-        async def create_completion(request: trimmed):
-            return {}
-
-        app.post("/v1/completions")(create_completion)
-
-    async def init_state(self, engine_client, state, args):
-        return None
-'''
-
-
-def write_endpoint_plugin(site: Path) -> Path:
-    """A tiny installed-looking distribution with a `vllm.endpoint_plugins` entry point."""
-    site.mkdir(parents=True, exist_ok=True)
-    (site / "vpr_strip_echo.py").write_text(STRIP_ECHO)
-    info = site / "vpr_strip_echo-0.1.dist-info"
-    info.mkdir(exist_ok=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vpr-strip-echo\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        "[vllm.endpoint_plugins]\nstrip-echo = vpr_strip_echo:StripEcho\n"
-    )
-    return site
-
-
-@pytest.fixture(scope="module")
-def in_env(vllm_python, tmp_path_factory):
-    """Both env runs at once (each builds the app, ~10-20 s): the check and a mutated capture."""
-    site = write_endpoint_plugin(tmp_path_factory.mktemp("endpoint-plugin") / "site")
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        good = pool.submit(api.check, make_spec({"tasks": ["generate"]}), vllm_python, None)
-        bad = pool.submit(
-            apicontract.capture, vllm_python, ["generate"], None, env={"PYTHONPATH": str(site)}
-        )
-        return good.result(), bad.result()
-
-
-@pytest.mark.integration
-def test_known_good_default_spec_passes_against_shipped_contract(in_env):
-    result, _ = in_env
-    assert result.name == "api"
-    assert result.status == "pass", "\n".join(e.note for e in result.evidence)
-    assert result.details["breaking"] == 0
-    assert result.details["contract"]["core"]["version"] == "0.25.1"
-    captured = result.details["captured"]
-    assert captured["counts"]["paths"] >= 20 and captured["counts"]["schemas"] >= 300
-    assert captured["platform"]["used"] in {"plugin", "stand-in"}
-    assert result.evidence[0].note.startswith("current platform: ")
-    # additive changes are listed as info
-    assert result.details["additive"] > 0
-    assert any(e.note.startswith("[info] ") for e in result.evidence)
-
-
-@pytest.mark.integration
-def test_known_bad_endpoint_plugin_removing_a_field_fails(in_env):
-    _, captured = in_env
-    assert captured["endpoint_plugins"]["attached"] == ["strip-echo"]
-    result = api.evaluate(load_contract(SHIPPED), captured, contract_file=DEFAULT_CONTRACT)
-    assert result.status == "fail"
-    removed = [
-        c
-        for c in result.details["changes"]
-        if c["kind"] == "removed-request-field" and c["location"].endswith(".echo")
-    ]
-    assert removed and removed[0]["breaking"] and removed[0]["via"] == "POST /v1/completions"
-    assert "silently ignored" in removed[0]["detail"]
-    # the app built without the endpoint plugin tells vLLM's own changes from the plugin's
-    assert removed[0]["origin"] == "endpoint plugins"
-    assert all(
-        c["origin"] == "vLLM core"
-        for c in result.details["changes"]
-        if not c["breaking"]
-        and c["kind"] == "added-request-field"
-        and c["location"].startswith("Chat")
-    )
-    assert "from endpoint plugins" in result.summary

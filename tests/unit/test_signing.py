@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import stat
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.test_manifest import SDIST_SHA, make_pairing, vpr, write_spec
+from tests.pairing import SDIST_SHA, flip_byte, make_pairing, vpr
 from vllm_plugin_release.core import attest
 from vllm_plugin_release.core import manifestdoc as doc
 from vllm_plugin_release.core.errors import BadInput, GateFailed
@@ -89,21 +88,13 @@ def test_statement_and_provenance(tmp_path: Path) -> None:
     assert json.loads(base64.b64decode(envelope["payload"])) == st
 
 
-def _flip(path: Path, offset: int) -> bytes:
-    data = path.read_bytes()
-    changed = bytearray(data)
-    changed[offset] ^= 0x01
-    path.write_bytes(bytes(changed))
-    return data
-
-
 def test_any_tampered_byte_fails(tmp_path: Path) -> None:
     dist, pub, _ = _signed(tmp_path)
     verify_files(dist / "manifest.json", pub)
     envelope = dist / "manifest.intoto.jsonl"
     size = envelope.stat().st_size
     for offset in range(size):  # every byte of the signed envelope
-        original = _flip(envelope, offset)
+        original = flip_byte(envelope, offset)
         with pytest.raises(GateFailed):
             verify_files(dist / "manifest.json", pub)
         envelope.write_bytes(original)
@@ -111,7 +102,7 @@ def test_any_tampered_byte_fails(tmp_path: Path) -> None:
     for target in targets:
         size = target.stat().st_size
         for offset in sorted({0, 1, size // 3, size // 2, size - 2, size - 1}):
-            original = _flip(target, offset)
+            original = flip_byte(target, offset)
             with pytest.raises(GateFailed, match=target.name.replace("+", r"\+")):
                 verify_files(dist / "manifest.json", pub)
             target.write_bytes(original)
@@ -150,46 +141,6 @@ def test_wrong_key_missing_subject_and_newer_schema(tmp_path: Path) -> None:
         verify_files(dist / "manifest.json", pub)
 
 
-def test_cli_keys_build_verify(tmp_path: Path) -> None:
-    keyfile = tmp_path / "secrets" / "sign.key"
-    gen = vpr("keys", "generate", "--out", str(keyfile), cwd=tmp_path)
-    assert gen.returncode == 0, gen.stderr
-    secret_line = keyfile.read_text().splitlines()[1]
-    spec = write_spec(tmp_path, publish={"signing_key": "secrets/sign.key"})
-    dist = tmp_path / "dist" / "ref"
-    make_pairing(dist)
-    built = vpr("manifest", "build", "--spec", str(spec), cwd=tmp_path)
-    assert built.returncode == 0, built.stderr
-    pub = str(keyfile) + ".pub"
-    ok = vpr("manifest", "verify", str(dist / "manifest.json"), "--key", pub, cwd=tmp_path)
-    assert ok.returncode == 0, ok.stderr
-    assert "OK" in ok.stdout
-    as_json = vpr("manifest", "verify", str(dist), "--key", pub, "--json", cwd=tmp_path)
-    assert json.loads(as_json.stdout)["ok"] is True
-
-    original = _flip(dist / "manifest.json", 100)
-    bad = vpr("manifest", "verify", str(dist / "manifest.json"), "--key", pub, cwd=tmp_path)
-    assert bad.returncode == 1
-    assert "manifest.json" in bad.stderr and "does not match the signed subject" in bad.stderr
-    assert "Traceback" not in bad.stderr
-    (dist / "manifest.json").write_bytes(original)
-
-    # The key from the environment wins over the spec; an unreadable key never shows its bytes.
-    broken = tmp_path / "broken.key"
-    broken.write_text("-----BEGIN PRIVATE KEY-----\nTOPSECRETMATERIAL\n-----END PRIVATE KEY-----\n")
-    env = {keys.KEY_ENV: str(broken)}
-    fail = vpr("manifest", "build", "--spec", str(spec), cwd=tmp_path, env=env)
-    assert fail.returncode == 2
-    assert "broken.key" in fail.stderr
-    for out in (fail.stdout + fail.stderr, built.stdout + built.stderr, gen.stdout + gen.stderr):
-        assert "TOPSECRETMATERIAL" not in out and secret_line not in out
-    assert secret_line not in (dist / "run.json").read_text()
-    assert secret_line not in (dist / "manifest.json").read_text()
-    missing = vpr("manifest", "verify", str(dist), "--key", "nope.pub", cwd=tmp_path)
-    assert missing.returncode == 2
-    assert os.path.exists(pub)
-
-
 def test_store_copy_verifies_with_manifest_only(tmp_path: Path) -> None:
     dist, pub, _ = _signed(tmp_path)
     from vllm_plugin_release.edges.store import DirStore
@@ -202,7 +153,7 @@ def test_store_copy_verifies_with_manifest_only(tmp_path: Path) -> None:
     assert v.manifest["pairing_id"] == result.entry["pairing_id"]
     with pytest.raises(GateFailed, match="subject file missing"):
         verify_files(copy, pub)
-    _flip(copy, 10)
+    flip_byte(copy, 10)
     with pytest.raises(GateFailed, match="does not match the signed subject"):
         verify_files(copy, pub, manifest_only=True)
     done = vpr("manifest", "verify", str(copy), "--key", str(pub), "--manifest-only", cwd=tmp_path)

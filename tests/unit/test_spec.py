@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import REPO
 from vllm_plugin_release.conform.registry import load_spec, set_spec_value, spec_schema
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.spec import model as specmod
 from vllm_plugin_release.spec.docs import render
 
-REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "buildspec" / "reference.toml"
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import spec_head
+from tests.support import serve_in_thread, spec_head
 from vllm_plugin_release.cli import main
 from vllm_plugin_release.core.errors import OutsideFailure
 from vllm_plugin_release.replay import loadtest
@@ -194,8 +194,7 @@ def server() -> Iterator[dict[str, Any]]:
     state: dict[str, Any] = {"posts": 0, "hang_after": None, "release": threading.Event()}
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(engine, state))
     httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
+    serve_in_thread(httpd)
     host, port = httpd.server_address[:2]
     try:
         yield {"url": f"http://{host}:{port}", "engine": engine, "state": state}

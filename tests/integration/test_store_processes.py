@@ -1,5 +1,5 @@
-"""Manifest store: add/replace/idempotence, query, matrix, HTTP reads, concurrent and
-killed writers (real processes)."""
+"""The store through real processes: the CLI's query and matrix over a directory and over
+HTTP, and concurrent and killed writers (each a real process) that lose and corrupt nothing."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -19,116 +18,35 @@ from typing import Any
 
 import pytest
 
-from tests.test_manifest import SRC, make_pairing, vpr
-from vllm_plugin_release.core import manifestdoc as doc
+from tests.pairing import (
+    SRC,
+    built_manifest,
+    check_store,
+    manifest_variant,
+    vpr,
+    write_manifest,
+)
+from tests.support import serve_in_thread
 from vllm_plugin_release.core import storeindex as si
-from vllm_plugin_release.core.cache import key_of
-from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges import store as st
-from vllm_plugin_release.stages import manifest as mf
 
 
 @pytest.fixture(scope="module")
 def base_manifest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    dist = tmp_path_factory.mktemp("dist") / "ref"
-    pins = make_pairing(dist)
-    return mf.build_manifest(pins, mf.read_records(dist))
-
-
-def variant(
-    m: dict[str, Any], *, commit: str | None = None, core: str | None = None, verdict: str = ""
-) -> dict[str, Any]:
-    out = copy.deepcopy(m)
-    if commit:
-        out["plugin"]["commit"] = commit
-    if core:
-        out["core"]["version"] = core
-    if verdict:
-        out["conformance"]["verdict"] = verdict
-    out["pairing_inputs"] = doc.pairing_inputs(
-        out["core"], out["plugin"], {"name": "tt-metal", "version": "0.60.0"}, "3.11"
-    )
-    out["pairing_id"] = key_of(out["pairing_inputs"])
-    return out
-
-
-def write(folder: Path, m: dict[str, Any], name: str | None = None) -> Path:
-    path = folder / (name or f"{m['pairing_id'][:12]}.json")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(doc.manifest_bytes(m))
-    return path
-
-
-def _check_store(root: Path) -> dict[str, Any]:
-    """Every visible file is complete JSON; the index lists exactly the manifests present."""
-    index = json.loads((root / "index.json").read_text())
-    for path in (root / "pairings").iterdir():
-        if path.name.startswith("."):
-            continue
-        json.loads(path.read_text())  # never half-written
-    present = {p.stem for p in (root / "pairings").glob("*.json")}
-    assert set(index["pairings"]) <= present
-    return index
-
-
-def test_add_idempotent_replace_and_conflict(tmp_path: Path, base_manifest: dict) -> None:
-    store = st.DirStore(tmp_path / "store")
-    m = variant(base_manifest, commit="1" * 40)
-    path = write(tmp_path / "in", m)
-    assert store.add(path).status == "added"
-    assert store.add(path).status == "unchanged"
-    before = (tmp_path / "store" / "index.json").read_bytes()
-    assert store.add(path).status == "unchanged"
-    assert (tmp_path / "store" / "index.json").read_bytes() == before
-
-    fleet = copy.deepcopy(m)
-    fleet["conformance"]["verdict"] = "fleet"
-    fleet["conformance"]["checks"]["hardware"]["status"] = "pass"
-    fleet["conformance"]["deferred"] = []
-    result = store.add(write(tmp_path / "in", fleet, "fleet.json"))
-    assert result.status == "replaced" and result.previous["verdict"] == "pilot"
-    assert store.read_index()["pairings"][m["pairing_id"]]["verdict"] == "fleet"
-
-    other_build = copy.deepcopy(m)
-    other_build["core"]["wheel"]["sha256"] = "f" * 64
-    with pytest.raises(GateFailed, match="already in the store"):
-        store.add(write(tmp_path / "in", other_build, "other.json"))
-    stored = tmp_path / "store" / "pairings" / f"{m['pairing_id']}.json"
-    assert json.loads(stored.read_text())["conformance"]["verdict"] == "fleet"
-
-
-def test_index_rebuilt_when_corrupt_and_newer_refused(tmp_path: Path, base_manifest: dict) -> None:
-    root = tmp_path / "store"
-    store = st.DirStore(root)
-    a, b = variant(base_manifest, commit="a" * 40), variant(base_manifest, commit="b" * 40)
-    store.add(write(tmp_path, a))
-    (root / "index.json").write_text('{"pairings": ')  # truncated by some other tool
-    with pytest.raises(BadInput, match="not valid JSON"):
-        store.read_index()
-    store.add(write(tmp_path, b))
-    assert set(store.read_index()["pairings"]) == {a["pairing_id"], b["pairing_id"]}
-
-    newer = json.loads((root / "index.json").read_text())
-    newer["schema_version"] = 99
-    (root / "index.json").write_text(json.dumps(newer))
-    with pytest.raises(BadInput, match="newer than this vpr understands"):
-        store.read_index()
-    with pytest.raises(BadInput, match="newer"):
-        store.add(write(tmp_path, a))
-    q = vpr("manifest", "query", "--store", str(root), cwd=tmp_path)
-    assert q.returncode == 2 and "newer" in q.stderr and "Traceback" not in q.stderr
+    return built_manifest(tmp_path_factory.mktemp("dist") / "ref")
 
 
 def _fill(tmp_path: Path, base: dict) -> tuple[Path, list[dict]]:
     root = tmp_path / "store"
     store = st.DirStore(root)
     entries = [
-        variant(base, commit="1" * 40, core="0.26.0", verdict="fleet"),
-        variant(base, commit="2" * 40, core="0.26.0", verdict="pilot"),
-        variant(base, commit="1" * 40, core="0.25.1", verdict="pilot"),
+        manifest_variant(base, commit="1" * 40, core="0.26.0", verdict="fleet"),
+        manifest_variant(base, commit="2" * 40, core="0.26.0", verdict="pilot"),
+        manifest_variant(base, commit="1" * 40, core="0.25.1", verdict="pilot"),
     ]
     for m in entries:
-        store.add(write(tmp_path / "in", m))
+        store.add(write_manifest(tmp_path / "in", m))
     return root, entries
 
 
@@ -173,8 +91,7 @@ def test_http_store_is_readable_and_read_only(tmp_path: Path, base_manifest: dic
         ("127.0.0.1", 0), partial(SimpleHTTPRequestHandler, directory=str(root))
     )
     server.RequestHandlerClass.log_message = lambda *a: None  # type: ignore[method-assign]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    serve_in_thread(server)
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
         store = st.open_store(url)
@@ -219,14 +136,14 @@ def _env() -> dict[str, str]:
 def test_concurrent_publishers_lose_nothing(tmp_path: Path, base_manifest: dict) -> None:
     root = tmp_path / "store"
     go = tmp_path / "go"
-    shared = write(tmp_path / "in", variant(base_manifest, commit="e" * 40))
+    shared = write_manifest(tmp_path / "in", manifest_variant(base_manifest, commit="e" * 40))
     procs, expected = [], {json.loads(shared.read_text())["pairing_id"]}
     for w in range(8):
         files = [shared]
         for i in range(4):
-            m = variant(base_manifest, commit=f"{w:x}{i:x}".ljust(40, "0"))
+            m = manifest_variant(base_manifest, commit=f"{w:x}{i:x}".ljust(40, "0"))
             expected.add(m["pairing_id"])
-            files.append(write(tmp_path / "in", m))
+            files.append(write_manifest(tmp_path / "in", m))
         procs.append(
             subprocess.Popen(
                 [sys.executable, "-c", _WRITER, str(root), str(go), *map(str, files)],
@@ -239,7 +156,7 @@ def test_concurrent_publishers_lose_nothing(tmp_path: Path, base_manifest: dict)
     for p in procs:
         _, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
-    index = _check_store(root)
+    index = check_store(root)
     assert set(index["pairings"]) == expected
     assert not [p for p in root.rglob("*.tmp")]
 
@@ -261,12 +178,15 @@ def test_killed_publisher_leaves_no_half_written_file(tmp_path: Path, base_manif
     root = tmp_path / "store"
     files = []
     for i in range(6):
-        m = variant(base_manifest, commit=f"{i:x}".ljust(40, "a"))
+        m = manifest_variant(base_manifest, commit=f"{i:x}".ljust(40, "a"))
         # Alternate two verdicts so every add rewrites the manifest and the index.
-        files += [write(tmp_path / "in", m), write(tmp_path / "in", m, f"{i}-again.json")]
+        files += [
+            write_manifest(tmp_path / "in", m),
+            write_manifest(tmp_path / "in", m, f"{i}-again.json"),
+        ]
         m2 = copy.deepcopy(m)
         m2["conformance"]["checks"]["cadence"]["summary"] = "x" * 50_000
-        files.append(write(tmp_path / "in", m2, f"{i}-big.json"))
+        files.append(write_manifest(tmp_path / "in", m2, f"{i}-big.json"))
     rng = random.Random(7)
     for _ in range(8):
         proc = subprocess.Popen(
@@ -280,8 +200,8 @@ def test_killed_publisher_leaves_no_half_written_file(tmp_path: Path, base_manif
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         if (root / "index.json").exists():
-            _check_store(root)
+            check_store(root)
     st.DirStore(root).add(files[0])  # the next writer cleans up a killed writer's temp file
-    index = _check_store(root)
+    index = check_store(root)
     assert not [p for p in root.rglob("*.tmp")]
     assert len(index["pairings"]) == len({p.stem for p in (root / "pairings").glob("*.json")})

@@ -1,0 +1,25 @@
+"""Pinning against a real vllm-tt-plugin checkout (VPR_TT_PLUGIN_CHECKOUT)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from vllm_plugin_release.conform import pinning
+from vllm_plugin_release.conform.registry import load_spec
+
+
+@pytest.mark.skipif(
+    not os.environ.get("VPR_TT_PLUGIN_CHECKOUT"),
+    reason="set VPR_TT_PLUGIN_CHECKOUT to a vllm-tt-plugin checkout to run",
+)
+def test_tt_plugin_checkout(repo_root: Path) -> None:
+    checkout = Path(os.environ["VPR_TT_PLUGIN_CHECKOUT"])
+    spec = load_spec(repo_root / "buildspec" / "tt.toml")
+    result = pinning.check(spec, checkout)
+    assert result.status == "fail"
+    assert "0.25.1" in result.summary and "0.26.0" in result.summary
+    assert any("common.txt" in f["url"] for f in result.details["unhashed_fetches"])
+    assert any(e["target"] == "." for e in result.details["editable_installs"])

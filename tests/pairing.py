@@ -1,0 +1,312 @@
+"""A pairing without building one: real wheels written with zipfile and a proper RECORD,
+the stage records, a buildspec, and the CLI run from a scratch project folder.
+
+Shared by the manifest, signing, store and publish tests.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from tests.support import REPO
+from vllm_plugin_release.core import manifestdoc as doc
+from vllm_plugin_release.core.cache import key_of, sha256_file
+from vllm_plugin_release.stages import manifest as mf
+
+SRC = REPO / "src"
+SDIST_SHA = "ab" * 32
+PLUGIN_COMMIT = "c0ffee" + "0" * 34
+SDE = 1760000000
+
+
+def b64_digest(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def write_wheel(
+    folder: Path,
+    name: str,
+    version: str,
+    files: dict[str, str],
+    *,
+    entry_points: dict[str, dict[str, str]] | None = None,
+    tag: str = "py3-none-any",
+) -> Path:
+    """A real, installable wheel with METADATA (markdown description), WHEEL and RECORD."""
+    dist = name.replace("-", "_")
+    info = f"{dist}-{version}.dist-info"
+    metadata = (
+        "Metadata-Version: 2.1\n"
+        f"Name: {name}\nVersion: {version}\n"
+        f"Summary: test distribution {name}\n"
+        "Description-Content-Type: text/markdown\n\n"
+        f"# {name}\n\nA small distribution written by the vpr tests.\n"
+    )
+    members: dict[str, bytes] = {p: c.encode() for p, c in files.items()}
+    members[f"{info}/METADATA"] = metadata.encode()
+    members[f"{info}/WHEEL"] = (
+        f"Wheel-Version: 1.0\nGenerator: vpr-tests\nRoot-Is-Purelib: true\nTag: {tag}\n"
+    ).encode()
+    if entry_points:
+        text = ""
+        for group, eps in entry_points.items():
+            text += f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) + "\n"
+        members[f"{info}/entry_points.txt"] = text.encode()
+    record = "".join(f"{p},sha256={b64_digest(d)},{len(d)}\n" for p, d in members.items())
+    record += f"{info}/RECORD,,\n"
+    members[f"{info}/RECORD"] = record.encode()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{dist}-{version}-{tag}.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for p, d in members.items():
+            zi = zipfile.ZipInfo(p, date_time=(1980, 1, 1, 0, 0, 0))
+            zi.external_attr = 0o644 << 16
+            zf.writestr(zi, d)
+    return path
+
+
+def _core_record(core_version: str, core_wheel: Path, docker: bool) -> dict[str, Any]:
+    """build-core.json as `vpr build-core` writes it."""
+    backend: dict[str, Any] = {"kind": "local"}
+    if docker:
+        backend = {
+            "kind": "docker",
+            "base_image": "python@sha256:" + "d" * 64,
+            "image_id": "sha256:" + "e" * 64,
+        }
+    return {
+        "core": {
+            "name": "vllm",
+            "version": core_version,
+            "target_device": "empty",
+            "source_date_epoch": SDE,
+            "source": {
+                "kind": "sdist",
+                "index": "https://pypi.org/simple",
+                "filename": f"vllm-{core_version}.tar.gz",
+                "sha256": SDIST_SHA,
+                "url": f"https://files.example/vllm-{core_version}.tar.gz",
+            },
+        },
+        "wheel": {"filename": core_wheel.name, "sha256": sha256_file(core_wheel)},
+        "reproducible": True,
+        "isolated": True,
+        "python": "3.11.7",
+        "build_env": {
+            "lock_file": "constraints/build-core-py311.txt",
+            "lock_sha256": "1" * 64,
+            "torch": "2.13.0+cpu",
+            "core_declared_torch": "torch==2.13.0",
+        },
+        "backend": backend,
+        "env": {"VLLM_TARGET_DEVICE": "empty", "SOURCE_DATE_EPOCH": str(SDE)},
+    }
+
+
+def _scorecard(verdict: str) -> dict[str, Any]:
+    """scorecard.json for `verdict`: lab fails pinning, fleet passed the hardware check."""
+    checks = {
+        "cadence": {"status": "pass", "summary": "ok", "evidence": [{"note": "n", "line": 3}]},
+        "hardware": {"status": "deferred", "summary": "needs a TT device", "evidence": []},
+    }
+    if verdict == "lab":
+        checks["pinning"] = {"status": "fail", "summary": "bad pin", "evidence": []}
+    if verdict == "fleet":
+        checks["hardware"] = {"status": "pass", "summary": "ran", "evidence": []}
+    return {"verdict": verdict, "runner": "cpu", "checks": checks}
+
+
+def make_pairing(
+    dist: Path,
+    *,
+    name: str = "ref",
+    core_version: str = "0.26.0",
+    plugin_name: str = "vpr-test-plugin",
+    plugin_version: str = "0.1.0",
+    plugin_commit: str = PLUGIN_COMMIT,
+    verdict: str | None = "pilot",
+    env: bool = True,
+    runtime: dict[str, Any] | None = None,
+    docker: bool = False,
+    core_extra: str = "",
+) -> dict[str, Any]:
+    """Wheels + stage records in `dist`; returns the pins (as `pins_from_spec` makes them)."""
+    core_wheel = write_wheel(
+        dist,
+        "vllm",
+        f"{core_version}+empty",
+        {"vllm/__init__.py": f"__version__ = '{core_version}+empty'\n{core_extra}"},
+    )
+    mod = plugin_name.replace("-", "_")
+    eps = {"vllm.platform_plugins": {"vpr_test": f"{mod}:register"}}
+    plugin_wheel = write_wheel(
+        dist,
+        plugin_name,
+        plugin_version,
+        {f"{mod}/__init__.py": "def register():\n    return None\n"},
+        entry_points=eps,
+    )
+    (dist / "build-core.json").write_text(
+        json.dumps(_core_record(core_version, core_wheel, docker))
+    )
+    (dist / "build-plugin.json").write_text(
+        json.dumps(
+            {
+                "plugin": {
+                    "name": plugin_name,
+                    "version": plugin_version,
+                    "repository": "https://example.invalid/plugin.git",
+                    "commit": plugin_commit,
+                },
+                "wheel": {"filename": plugin_wheel.name, "sha256": sha256_file(plugin_wheel)},
+                "entry_points": eps,
+                "reproducible": True,
+            }
+        )
+    )
+    if env:
+        (dist / "env.json").write_text(
+            json.dumps(
+                {
+                    "runner": "cpu",
+                    "lock_file": "constraints/env-py311.txt",
+                    "lock_sha256": "2" * 64,
+                    "runtime": runtime or {"name": "tt-metal", "status": "absent"},
+                }
+            )
+        )
+    if verdict:
+        (dist / "scorecard.json").write_text(json.dumps(_scorecard(verdict)))
+    return {
+        "name": name,
+        "core": {
+            "name": "vllm",
+            "version": core_version,
+            "target_device": "empty",
+            "source_date_epoch": SDE,
+            "source": {"kind": "sdist", "index": "https://pypi.org/simple", "sha256": SDIST_SHA},
+        },
+        "plugin": {
+            "name": plugin_name,
+            "source": {"kind": "git", "url": "https://x.invalid/p", "commit": plugin_commit},
+        },
+        "runtime": {"name": "tt-metal", "package": "ttnn", "version": "0.60.0"},
+        "build": {"python": "3.11", "backend": "local"},
+    }
+
+
+def write_spec(root: Path, name: str = "ref", publish: dict[str, str] | None = None) -> Path:
+    """A valid buildspec under root/buildspec/ (root gets a pyproject.toml to anchor it)."""
+    (root / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    lines = [
+        "spec_version = 1",
+        f'name = "{name}"',
+        "[core]",
+        'name = "vllm"',
+        'version = "0.26.0"',
+        'target_device = "empty"',
+        f"source_date_epoch = {SDE}",
+        "[core.source]",
+        'kind = "sdist"',
+        f'sha256 = "{SDIST_SHA}"',
+        "[build]",
+        'python = "3.11"',
+        'backend = "local"',
+        "[plugin]",
+        'name = "vpr-test-plugin"',
+        "[plugin.source]",
+        'kind = "git"',
+        'url = "https://example.invalid/plugin.git"',
+        f'commit = "{PLUGIN_COMMIT}"',
+        "[runtime]",
+        'name = "tt-metal"',
+        'package = "ttnn"',
+        'version = "0.60.0"',
+    ]
+    if publish:
+        lines.append("[publish]")
+        lines += [f'{k} = "{v}"' for k, v in publish.items()]
+    spec = root / "buildspec" / f"{name}.toml"
+    spec.parent.mkdir(parents=True, exist_ok=True)
+    spec.write_text("\n".join(lines) + "\n")
+    return spec
+
+
+def vpr(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the real CLI in a subprocess."""
+    full_env = {**os.environ, **(env or {})}
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), full_env.get("PYTHONPATH")]))
+    full_env.setdefault("VPR_CACHE_DIR", str(cwd / ".vpr"))
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_plugin_release", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def flip_byte(path: Path, offset: int) -> bytes:
+    """Flip the lowest bit of one byte of `path`; returns the original bytes."""
+    data = path.read_bytes()
+    changed = bytearray(data)
+    changed[offset] ^= 0x01
+    path.write_bytes(bytes(changed))
+    return data
+
+
+# -- manifests and the store ----------------------------------------------------------
+
+
+def built_manifest(dist: Path) -> dict[str, Any]:
+    """`make_pairing` in `dist`, then the manifest its records make."""
+    return mf.build_manifest(make_pairing(dist), mf.read_records(dist))
+
+
+def manifest_variant(
+    m: dict[str, Any], *, commit: str | None = None, core: str | None = None, verdict: str = ""
+) -> dict[str, Any]:
+    """A copy of manifest `m` with another plugin commit, core version or verdict; the
+    pairing inputs and id are recomputed as the pipeline would."""
+    out = copy.deepcopy(m)
+    if commit:
+        out["plugin"]["commit"] = commit
+    if core:
+        out["core"]["version"] = core
+    if verdict:
+        out["conformance"]["verdict"] = verdict
+    out["pairing_inputs"] = doc.pairing_inputs(
+        out["core"], out["plugin"], {"name": "tt-metal", "version": "0.60.0"}, "3.11"
+    )
+    out["pairing_id"] = key_of(out["pairing_inputs"])
+    return out
+
+
+def write_manifest(folder: Path, m: dict[str, Any], name: str | None = None) -> Path:
+    """`m` as the pipeline writes it, in `folder` (named by its pairing id unless `name`)."""
+    path = folder / (name or f"{m['pairing_id'][:12]}.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(doc.manifest_bytes(m))
+    return path
+
+
+def check_store(root: Path) -> dict[str, Any]:
+    """Every visible file is complete JSON; the index lists exactly the manifests present."""
+    index = json.loads((root / "index.json").read_text())
+    for path in (root / "pairings").iterdir():
+        if path.name.startswith("."):
+            continue
+        json.loads(path.read_text())  # never half-written
+    present = {p.stem for p in (root / "pairings").glob("*.json")}
+    assert set(index["pairings"]) <= present
+    return index

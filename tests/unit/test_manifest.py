@@ -1,0 +1,138 @@
+"""Manifest: building from stage records, determinism, schema, missing records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.pairing import PLUGIN_COMMIT, SDIST_SHA, make_pairing
+from vllm_plugin_release.core import manifestdoc as doc
+from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.stages import manifest as mf
+
+
+def test_build_manifest_records_everything(tmp_path: Path) -> None:
+    dist = tmp_path / "dist" / "ref"
+    pins = make_pairing(dist, docker=True)
+    m = mf.build_manifest(pins, mf.read_records(dist), pipeline_version="9.9.9")
+    assert m["schema_version"] == doc.SCHEMA_VERSION
+    assert m["created"] == "2025-10-09T08:53:20Z"
+    assert m["core"]["source"] == {
+        "kind": "sdist",
+        "url": "https://files.example/vllm-0.26.0.tar.gz",
+        "index": "https://pypi.org/simple",
+        "filename": "vllm-0.26.0.tar.gz",
+        "sha256": SDIST_SHA,
+    }
+    assert m["core"]["wheel"]["filename"] == "vllm-0.26.0+empty-py3-none-any.whl"
+    assert m["core"]["platform_tag"] == "any"
+    assert m["core"]["build_env"]["lock_sha256"] == "1" * 64
+    assert m["plugin"]["commit"] == PLUGIN_COMMIT
+    assert m["plugin"]["entry_points"] == {
+        "vllm.platform_plugins": {"vpr_test": "vpr_test_plugin:register"}
+    }
+    assert m["runtime"]["status"] == "absent"
+    assert m["runtime"]["note"] == "absent on this runner (cpu)"
+    assert m["runtime"]["pinned_version"] == "0.60.0"
+    assert m["container"] == {
+        "base_image": "python@sha256:" + "d" * 64,
+        "base_digest": "sha256:" + "d" * 64,
+        "image_id": "sha256:" + "e" * 64,
+    }
+    assert m["environment"]["lock_sha256"] == "2" * 64
+    assert m["conformance"]["verdict"] == "pilot"
+    assert m["conformance"]["deferred"] == [{"check": "hardware", "reason": "needs a TT device"}]
+    assert m["conformance"]["checks"]["cadence"]["evidence"] == [{"note": "n", "line": 3}]
+    assert m["pipeline"] == {"name": "vllm-plugin-release", "version": "9.9.9"}
+    doc.validate(m, "test")
+
+
+def test_manifest_is_deterministic_and_pairing_id_tracks_inputs(tmp_path: Path) -> None:
+    a, b = tmp_path / "a" / "ref", tmp_path / "b" / "ref"
+    pins = make_pairing(a)
+    make_pairing(b)
+    ma = doc.manifest_bytes(mf.build_manifest(pins, mf.read_records(a)))
+    mb = doc.manifest_bytes(mf.build_manifest(pins, mf.read_records(b)))
+    assert ma == mb
+    assert b"host" not in ma
+    c = tmp_path / "c" / "ref"
+    other = make_pairing(c, plugin_commit="f" * 40)
+    mc = mf.build_manifest(other, mf.read_records(c))
+    assert mc["pairing_id"] != json.loads(ma)["pairing_id"]
+
+
+def test_optional_records_absent(tmp_path: Path) -> None:
+    dist = tmp_path / "ref"
+    pins = make_pairing(dist, verdict=None, env=False)
+    m = mf.build_manifest(pins, mf.read_records(dist))
+    assert m["conformance"] == {
+        "status": "absent",
+        "verdict": None,
+        "runner": None,
+        "checks": {},
+        "deferred": [],
+    }
+    assert m["environment"]["status"] == "absent"
+    assert m["runtime"]["status"] == "absent"
+    assert "no env.json" in m["runtime"]["note"]
+
+
+def test_runtime_present_on_hardware(tmp_path: Path) -> None:
+    dist = tmp_path / "ref"
+    rt = {"name": "tt-metal", "status": "present", "version": "0.60.0", "commit": "9" * 40}
+    pins = make_pairing(dist, runtime=rt, verdict="fleet")
+    m = mf.build_manifest(pins, mf.read_records(dist))
+    assert m["runtime"]["status"] == "present"
+    assert m["runtime"]["commit"] == "9" * 40
+    assert m["conformance"]["verdict"] == "fleet"
+
+
+def test_missing_required_record_names_the_producer(tmp_path: Path) -> None:
+    dist = tmp_path / "ref"
+    make_pairing(dist)
+    (dist / "build-plugin.json").unlink()
+    with pytest.raises(BadInput) as exc:
+        mf.read_records(dist, "buildspec/ref.toml")
+    assert "build-plugin.json" in str(exc.value)
+    assert "vpr build-plugin --spec buildspec/ref.toml" in str(exc.value)
+    assert exc.value.exit_code == 2
+
+
+def test_wheel_changed_after_build_is_a_gate_failure(tmp_path: Path) -> None:
+    dist = tmp_path / "ref"
+    pins = make_pairing(dist)
+    wheel = next(dist.glob("vllm-*.whl"))
+    wheel.write_bytes(wheel.read_bytes() + b"x")
+    with pytest.raises(GateFailed, match="sha256"):
+        mf.build_manifest(pins, mf.read_records(dist))
+
+
+def test_contradictory_verdict_refused(tmp_path: Path) -> None:
+    dist = tmp_path / "ref"
+    pins = make_pairing(dist, verdict="pilot")
+    card = json.loads((dist / "scorecard.json").read_text())
+    card["verdict"] = "fleet"  # but the hardware check is deferred
+    (dist / "scorecard.json").write_text(json.dumps(card))
+    with pytest.raises(GateFailed, match="hardware"):
+        mf.build_manifest(pins, mf.read_records(dist))
+
+
+def test_newer_schema_version_is_a_clear_message(tmp_path: Path) -> None:
+    dist = tmp_path / "ref"
+    pins = make_pairing(dist)
+    m = mf.build_manifest(pins, mf.read_records(dist))
+    m["schema_version"] = doc.SCHEMA_VERSION + 1
+    m["something_new"] = {"x": 1}
+    with pytest.raises(BadInput, match="newer than this vpr understands"):
+        doc.validate(m, "m.json")
+
+
+def test_schema_errors_name_the_key(tmp_path: Path) -> None:
+    dist = tmp_path / "ref"
+    pins = make_pairing(dist)
+    m = mf.build_manifest(pins, mf.read_records(dist))
+    m["core"]["wheel"]["sha256"] = "nothex"
+    with pytest.raises(BadInput, match=r"core\.wheel\.sha256"):
+        doc.validate(m, "m.json")
