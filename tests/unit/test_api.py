@@ -665,6 +665,17 @@ def _fake_capture(doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def test_evaluate_keeps_run_specific_timings_out_of_the_result():
+    """The same contract and app give the same check result, however long the capture took
+    (the scorecard, and the manifest that quotes it, are deterministic)."""
+    old = chat_contract()
+    fast, slow = _fake_capture(old), {**_fake_capture(old), "timings": {"total": 42.5}}
+    one = api.evaluate(old, fast, contract_file="c.json").to_json()
+    two = api.evaluate(old, slow, contract_file="c.json").to_json()
+    assert one == two
+    assert "42.5" not in json.dumps(two) and "timings" not in json.dumps(two)
+
+
 def test_evaluate_statuses_and_evidence():
     old = chat_contract()
     same = api.evaluate(old, _fake_capture(old), contract_file="c.json")

@@ -297,3 +297,15 @@ def test_bad_policy_names_the_key(tmp_path: Path) -> None:
     spec = make_spec(tmp_path, extra="\n[conformance.cadence]\ntag_pattern = 'vllm-(.*)'\n")
     with pytest.raises(BadInput, match="named group"):
         cadence.check(spec, None, core_releases=CORE, plugin_tags=[])
+
+
+def test_as_of_is_the_utc_day_not_the_time() -> None:
+    """The scorecard is cached and compared per UTC day: the time of day is not in it."""
+    morning = cadence.assess_cadence(
+        CORE, [], None, {}, now=datetime(2026, 8, 1, 6, tzinfo=timezone.utc)
+    )
+    evening = cadence.assess_cadence(
+        CORE, [], None, {}, now=datetime(2026, 8, 1, 23, tzinfo=timezone.utc)
+    )
+    assert morning.details["as_of"] == "2026-08-01"
+    assert morning.to_json() == evening.to_json()

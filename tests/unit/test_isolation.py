@@ -496,3 +496,16 @@ def test_check_statuses(tmp_path: Path) -> None:
     assert check(fake_spec(tmp_path, None), tree).status == "deferred"
     with pytest.raises(BadInput, match="symbols"):  # refused when the spec is loaded
         fake_spec(tmp_path, {"symbols": []})
+
+
+def test_check_result_does_not_depend_on_where_the_tree_is(tmp_path: Path) -> None:
+    """No cache path or scan time in the result: the scorecard is the same for the same
+    inputs wherever this run keeps them."""
+    files = {"vllm/a.py": "x = 1\n", "vllm/envs.py": 'V = "TT_VISIBLE_DEVICES"\n'}
+    one = write(tmp_path / "one" / "vllm-0.26.0", files)
+    two = write(tmp_path / "elsewhere" / "deeper" / "vllm-0.26.0", files)
+    spec = fake_spec(tmp_path, {"symbols": list(TT_SYMBOLS)})
+    first, second = check(spec, one).to_json(), check(spec, two).to_json()
+    assert first == second
+    scan = first["details"]["scans"]["core-tree"]
+    assert scan["path"] == "vllm-0.26.0" and "seconds" not in scan

@@ -57,4 +57,5 @@ def test_check_help_lists_every_check_and_refuses_an_unknown_one() -> None:
         assert check.name in shown and check.summary.split()[0] in shown
     bad = vpr("check", "no-such-check", check=False)
     assert bad.returncode == 2
-    assert "invalid choice" in bad.stderr
+    assert "unknown check 'no-such-check'" in bad.stderr
+    assert "cadence, isolation, pinning" in bad.stderr and "Traceback" not in bad.stderr
