@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from vllm_plugin_release.cli.build import add_dirs, add_plugin_source, add_spec_argument
-from vllm_plugin_release.core import progress
+from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.errors import EXIT_OK, BadInput
 from vllm_plugin_release.edges import cachedir
 from vllm_plugin_release.edges.ci import github_output
@@ -206,7 +206,7 @@ def _pr_body(args: argparse.Namespace) -> int:
             parts.append(args.report.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise BadInput(f"{args.report}: migration report not found", hint="run `vpr bump`")
-    card = Path(args.dist) / spec.name / "scorecard.md"
+    card = records.dist_dir(Path(args.dist), spec.name) / records.SCORECARD_MD
     if card.exists():
         parts.append(card.read_text(encoding="utf-8"))
     else:

@@ -71,14 +71,11 @@ def _context(args: argparse.Namespace):
 
 
 def _conform(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.conform.suite import conform_cached
+    from vllm_plugin_release.conform.suite import conform_cached, verdict_line
 
     ctx = _context(args)
     card = conform_cached(ctx, force=args.force)
-    progress.info(
-        f"conform: verdict {card['verdict']} ({ctx.dist / 'scorecard.md'}); "
-        + ", ".join(f"{n} {s}" for s, n in card["summary"].items() if n)
-    )
+    progress.info(verdict_line(card, ctx.dist))
     return 1 if card["verdict"] == "lab" else 0
 
 

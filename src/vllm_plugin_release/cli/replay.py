@@ -17,6 +17,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.core import records
 from vllm_plugin_release.core.errors import EXIT_OK, BadInput, GateFailed
 from vllm_plugin_release.spec.model import Spec
 
@@ -194,7 +195,7 @@ def _cmd_loadtest(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     request_mix = mix.from_spec(spec)
-    out = Path(args.out) if args.out else _dist(spec, args.dist) / "loadtest.json"
+    out = Path(args.out) if args.out else _dist(spec, args.dist) / records.LOADTEST
     options = loadtest.LoadOptions(
         model=args.model,
         max_requests=args.max_requests,

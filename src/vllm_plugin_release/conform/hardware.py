@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.conform.result import CheckResult, Evidence
+from vllm_plugin_release.core import records
 from vllm_plugin_release.core.cache import atomic_write_text, write_json
 from vllm_plugin_release.core.errors import BadInput
 
@@ -38,8 +39,8 @@ if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.edges.device import Probe
     from vllm_plugin_release.spec.model import Spec
 
-PROBE_RECORD = "hardware-probe.json"
-RECORD = "hardware.json"
+PROBE_RECORD = records.HARDWARE_PROBE
+RECORD = records.HARDWARE
 CHECK = "hardware"
 # MESH_DEVICE values of the TT device classes (runner labels).
 MESH_DEVICES = {
@@ -286,7 +287,7 @@ def collect(dist: Path, check: CheckResult) -> dict[str, Any]:
     """Add (or replace) the hardware check in dist/scorecard.*; recompute the verdict."""
     from vllm_plugin_release.conform.scorecard import scorecard, to_html, to_markdown
 
-    path = dist / "scorecard.json"
+    path = dist / records.SCORECARD
     try:
         card = json.loads(path.read_text())
     except FileNotFoundError:
@@ -301,6 +302,6 @@ def collect(dist: Path, check: CheckResult) -> dict[str, Any]:
     results = [_result(n, c) for n, c in card["checks"].items() if n != CHECK]
     new = scorecard([*results, check], runner="hardware", pairing=card["pairing"])
     write_json(path, new)
-    atomic_write_text(dist / "scorecard.md", to_markdown(new))
-    atomic_write_text(dist / "scorecard.html", to_html(new))
+    atomic_write_text(dist / records.SCORECARD_MD, to_markdown(new))
+    atomic_write_text(dist / records.SCORECARD_HTML, to_html(new))
     return new

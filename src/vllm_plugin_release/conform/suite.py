@@ -9,6 +9,7 @@ outside failure (network, engine) is `deferred` with the reason, never `pass`.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.conform import api, registry
@@ -122,6 +123,12 @@ def conform(ctx: Context, names: tuple[str, ...] = CHECK_NAMES) -> dict[str, Any
     atomic_write_text(ctx.dist / records.SCORECARD_MD, to_markdown(card))
     atomic_write_text(ctx.dist / records.SCORECARD_HTML, to_html(card))
     return card
+
+
+def verdict_line(card: dict[str, Any], dist: Path) -> str:
+    """`conform: verdict pilot (dist/NAME/scorecard.md); 6 pass, 1 warn`."""
+    counts = ", ".join(f"{n} {s}" for s, n in card["summary"].items() if n)
+    return f"conform: verdict {card['verdict']} ({dist / records.SCORECARD_MD}); {counts}"
 
 
 def dumps(result: CheckResult) -> str:

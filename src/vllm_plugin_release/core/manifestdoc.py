@@ -13,13 +13,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.core import records
 from vllm_plugin_release.core.errors import BadInput
 
 SCHEMA_VERSION = 1
 KIND = "vllm-plugin-release/manifest"
-MANIFEST_FILE = "manifest.json"
-STATEMENT_FILE = "manifest.intoto.jsonl"
-RUN_FILE = "run.json"
+MANIFEST_FILE = records.MANIFEST
+STATEMENT_FILE = records.STATEMENT
+RUN_FILE = records.RUN
 
 
 # ---------------------------------------------------------------------------

@@ -25,6 +25,8 @@ SCORECARD = "scorecard.json"
 SCORECARD_MD = "scorecard.md"
 SCORECARD_HTML = "scorecard.html"
 RUN = "run.json"
+MANIFEST = "manifest.json"
+STATEMENT = "manifest.intoto.jsonl"
 LOADTEST = "loadtest.json"
 HARDWARE_PROBE = "hardware-probe.json"
 HARDWARE = "hardware.json"
@@ -37,6 +39,7 @@ PRODUCERS: dict[str, str] = {
     PLUGIN_TESTS: "vpr plugin-tests",
     REPLAY: "vpr replay",
     SCORECARD: "vpr conform",
+    MANIFEST: "vpr manifest build",
     HARDWARE: "vpr hardware-live",
     HARDWARE_PROBE: "vpr hardware-probe",
 }
@@ -68,11 +71,6 @@ def read(dist: Path, name: str, producer_hint: str | None = None) -> dict[str, A
     if not isinstance(data, dict):
         raise BadInput(f"{path}: not a JSON object", hint=f"run `{hint}` again")
     return data
-
-
-def read_optional(dist: Path, name: str) -> dict[str, Any] | None:
-    """The record when it exists, else None (malformed is still an error)."""
-    return read(dist, name) if (dist / name).exists() else None
 
 
 def env_record(dist: Path, spec_path: Path | str) -> dict[str, Any]:

@@ -14,8 +14,6 @@ from pathlib import Path
 
 from vllm_plugin_release.core.errors import OutsideFailure
 
-Completed = subprocess.CompletedProcess
-
 
 def inherited(*, drop: tuple[str, ...] = ()) -> dict[str, str]:
     """This process's environment for a child, without the variables named in `drop`."""

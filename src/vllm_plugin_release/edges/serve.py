@@ -19,11 +19,6 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def environment(**extra: str) -> dict[str, str]:
-    """The server's environment: this process's, plus `extra` (e.g. MESH_DEVICE)."""
-    return {**os.environ, **extra}
-
-
 def start_server(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """Start `argv` in its own session, stdout and stderr into `log`."""
     log.parent.mkdir(parents=True, exist_ok=True)

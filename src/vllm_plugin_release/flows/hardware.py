@@ -40,7 +40,7 @@ from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import write_json
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK, BadInput, OutsideFailure
 from vllm_plugin_release.core.records import dist_dir
-from vllm_plugin_release.edges import serve
+from vllm_plugin_release.edges import proc, serve
 from vllm_plugin_release.edges.device import Probe, probe, runtime_env_from_environ
 from vllm_plugin_release.edges.git import git
 
@@ -221,7 +221,7 @@ def _load_test(
     options = loadtest.LoadOptions(
         model=None, max_requests=hw.max_requests, duration_s=hw.duration_s
     )
-    out = dist / "loadtest.json"
+    out = dist / records.LOADTEST
     try:
         result = loadtest.run(f"http://127.0.0.1:{port}", request_mix, options, out=out)
     except OutsideFailure as exc:
@@ -261,7 +261,7 @@ def live(spec: Spec, dist: Path, hw: HardwareSettings, spec_arg: str | Path) -> 
     vllm = python.parent / "vllm"
     if not vllm.exists():
         raise BadInput(f"{vllm}: not found; the pairing environment has no vllm command")
-    serve_env = serve.environment(MESH_DEVICE=found.mesh["value"] or "")
+    serve_env = {**proc.inherited(), "MESH_DEVICE": found.mesh["value"] or ""}
     serve_command(vllm, hw, 0)  # the model must be set before anything starts
     progress.info("hardware-live: vllm serve -tp 2 (must be rejected)")
     tp = tp_probe(vllm, hw, serve_env, dist / "hardware-tp-probe.log")
@@ -294,7 +294,7 @@ def conform_hardware(spec: Spec, opts: Options, spec_arg: str | Path) -> int:
     Stops at the first step that fails, with that step's exit code (as the separate
     commands would): 3 when the probe finds something missing, 1 when conformance gives
     verdict `lab`; then `live`'s code (0 only with verdict `fleet`)."""
-    from vllm_plugin_release.conform.suite import conform_cached
+    from vllm_plugin_release.conform.suite import conform_cached, verdict_line
     from vllm_plugin_release.flows.sources import Inputs
     from vllm_plugin_release.stages.pairing_env import create_env
 
@@ -314,10 +314,7 @@ def conform_hardware(spec: Spec, opts: Options, spec_arg: str | Path) -> int:
     )
     print(record["python"])
     card = conform_cached(inputs.context("hardware", opts.dist_root))
-    progress.info(
-        f"conform: verdict {card['verdict']} ({dist / records.SCORECARD_MD}); "
-        + ", ".join(f"{n} {s}" for s, n in card["summary"].items() if n)
-    )
+    progress.info(verdict_line(card, dist))
     if card["verdict"] == "lab":
         return EXIT_GATE
     return live(spec, dist, hw, spec_arg)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.core import records
 from vllm_plugin_release.replay.model import Analysis
 
 COLOURS = {"prefill": "#d95f02", "decode": "#1b9e77", "mixed": "#7570b3"}
@@ -120,6 +121,6 @@ def draw(analyses: dict[str, Analysis], folder: Path) -> list[Path]:
     if not analyses:
         return []
     return [
-        step_composition(analyses, folder / "replay-steps.png"),
-        itl_distribution(analyses, folder / "replay-itl.png"),
+        step_composition(analyses, folder / records.REPLAY_PLOTS[0]),
+        itl_distribution(analyses, folder / records.REPLAY_PLOTS[1]),
     ]

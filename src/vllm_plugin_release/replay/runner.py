@@ -103,9 +103,9 @@ def write(outcome: ReplayOutcome, out_dir: Path, *, plots: bool = True) -> list[
 
         files.extend(draw(outcome.analyses, out_dir))
         outcome.report["plots"] = [p.name for p in files]
-    report_path = out_dir / "replay.json"
+    report_path = out_dir / records.REPLAY
     atomic_write_text(report_path, json.dumps(outcome.report, indent=2, sort_keys=True) + "\n")
-    timing_path = out_dir / "replay-timing.json"
+    timing_path = out_dir / records.REPLAY_TIMING
     atomic_write_text(timing_path, json.dumps(outcome.timing, indent=2, sort_keys=True) + "\n")
     return [report_path, timing_path, *files]
 

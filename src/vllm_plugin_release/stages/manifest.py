@@ -34,6 +34,7 @@ from vllm_plugin_release.core.manifestdoc import (
     read_json,
     validate,
 )
+from vllm_plugin_release.core.records import BUILD_CORE, BUILD_PLUGIN, ENV, SCORECARD
 from vllm_plugin_release.core.wheelfacts import files_digest, wheel_files, wheel_tags, wheel_version
 from vllm_plugin_release.edges import host, keys
 from vllm_plugin_release.spec.model import Spec
@@ -42,13 +43,13 @@ EVIDENCE_KEPT = 5  # evidence items per check copied into the manifest (the scor
 
 # Which command writes each stage record (named in the error when one is missing).
 RECORD_PRODUCERS: dict[str, str] = {
-    "build-core.json": "vpr build-core --spec SPEC",
-    "build-plugin.json": "vpr build-plugin --spec SPEC",
-    "env.json": "vpr env --spec SPEC",
-    "scorecard.json": "vpr conform --spec SPEC",
+    BUILD_CORE: "vpr build-core --spec SPEC",
+    BUILD_PLUGIN: "vpr build-plugin --spec SPEC",
+    ENV: "vpr env --spec SPEC",
+    SCORECARD: "vpr conform --spec SPEC",
 }
-REQUIRED_RECORDS = ("build-core.json", "build-plugin.json")
-OPTIONAL_RECORDS = ("env.json", "scorecard.json")
+REQUIRED_RECORDS = (BUILD_CORE, BUILD_PLUGIN)
+OPTIONAL_RECORDS = (ENV, SCORECARD)
 
 
 # ---------------------------------------------------------------------------
@@ -86,10 +87,10 @@ def read_records(dist_dir: Path, spec_path: str | None = None) -> Records:
         found[name] = data
     return Records(
         dist_dir=dist_dir,
-        build_core=found["build-core.json"],
-        build_plugin=found["build-plugin.json"],
-        env=found["env.json"],
-        scorecard=found["scorecard.json"],
+        build_core=found[BUILD_CORE],
+        build_plugin=found[BUILD_PLUGIN],
+        env=found[ENV],
+        scorecard=found[SCORECARD],
     )
 
 
@@ -275,7 +276,7 @@ def _check_verdict(verdict: str, checks: dict[str, Any], file: str) -> None:
 def _conformance(scorecard: dict[str, Any] | None) -> dict[str, Any]:
     if scorecard is None:
         return {"status": "absent", "verdict": None, "runner": None, "checks": {}, "deferred": []}
-    file = "scorecard.json"
+    file = SCORECARD
     verdict = _get(scorecard, "verdict", file)
     if verdict not in ("fleet", "pilot", "lab"):
         raise BadInput(f"{file}: verdict must be fleet, pilot or lab, got {verdict!r}")
@@ -308,7 +309,7 @@ def _conformance(scorecard: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _source_date_epoch(records: Records, pins: dict[str, Any]) -> int:
-    core_in = _get(records.build_core, "core", "build-core.json")
+    core_in = _get(records.build_core, "core", BUILD_CORE)
     sde = core_in.get("source_date_epoch", pins.get("core", {}).get("source_date_epoch"))
     if not isinstance(sde, int):
         raise BadInput(f"build-core.json: core.source_date_epoch must be an integer, got {sde!r}")
@@ -317,7 +318,7 @@ def _source_date_epoch(records: Records, pins: dict[str, Any]) -> int:
 
 def _core(records: Records) -> dict[str, Any]:
     """The manifest's `core` section, from build-core.json and the core wheel."""
-    bc, fc = records.build_core, "build-core.json"
+    bc, fc = records.build_core, BUILD_CORE
     core_in = _get(bc, "core", fc)
     core_wheel = describe_wheel(
         records.dist_dir, _get(bc, "wheel.filename", fc), _get(bc, "wheel.sha256", fc), fc
@@ -345,7 +346,7 @@ def _core(records: Records) -> dict[str, Any]:
 
 def _plugin(records: Records) -> dict[str, Any]:
     """The manifest's `plugin` section, from build-plugin.json and the plugin wheel."""
-    bp, fp = records.build_plugin, "build-plugin.json"
+    bp, fp = records.build_plugin, BUILD_PLUGIN
     plugin_in = _get(bp, "plugin", fp)
     plugin_wheel = describe_wheel(
         records.dist_dir, _get(bp, "wheel.filename", fp), _get(bp, "wheel.sha256", fp), fp
