@@ -22,6 +22,7 @@ import pytest
 from tests.support import REFERENCE_SPEC, REPO, vpr
 
 INTEGRATION = Path(__file__).resolve().parent / "integration"
+FAULTS = Path(__file__).resolve().parent / "faults"
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
@@ -29,6 +30,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if INTEGRATION in item.path.parents:
             item.add_marker(pytest.mark.integration)
+        if FAULTS in item.path.parents:
+            item.add_marker(pytest.mark.faults)
 
 
 @pytest.fixture(scope="session")
