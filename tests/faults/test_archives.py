@@ -108,6 +108,15 @@ HOSTILE: dict[str, Callable[[tarfile.TarFile], None]] = {
         entry(tf, f"{TOP}/dir", tarfile.SYMTYPE, linkname="."),
         entry(tf, f"{TOP}/dir/created", data=b"pwned"),
     ),
+    "symlink replaced mid-archive": lambda tf: (
+        entry(tf, "s", tarfile.DIRTYPE),
+        entry(tf, "p/q/r/t/u", tarfile.DIRTYPE),
+        entry(tf, "b", tarfile.SYMTYPE, linkname="s"),
+        entry(tf, "a", tarfile.SYMTYPE, linkname="b/../../../.."),
+        entry(tf, "h", tarfile.LNKTYPE, linkname="a/victim"),
+        entry(tf, "b", tarfile.SYMTYPE, linkname="p/q/r/t/u"),
+        entry(tf, "h", data=b"pwned"),
+    ),
     "device": lambda tf: entry(tf, f"{TOP}/dev", tarfile.CHRTYPE, devmajor=1, devminor=3),
     "fifo": lambda tf: entry(tf, f"{TOP}/fifo", tarfile.FIFOTYPE),
 }

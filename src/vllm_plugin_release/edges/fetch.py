@@ -367,11 +367,16 @@ def _resolve(
 def _check_tar_members(members: list[tarfile.TarInfo]) -> None:
     """Refuse devices, absolute or escaping links, and paths through a symlink member."""
     links: dict[tuple[str, ...], str] = {}
+    seen: set[tuple[str, ...]] = set()
     for m in members:
+        parts = _parts(m.name)
         if m.issym():
             if m.linkname.startswith("/") or m.linkname.startswith("\\"):
                 raise _Unsafe(f"{m.name!r}: absolute symlink target {m.linkname!r}")
-            links[_parts(m.name)] = m.linkname
+            if not parts or parts in seen:  # links are judged in their final state only
+                raise _Unsafe(f"{m.name!r}: symlink replaces an earlier member")
+            links[parts] = m.linkname
+        seen.add(parts)
     for m in members:
         parts = _parts(m.name)
         if not (m.isreg() or m.isdir() or m.issym() or m.islnk()):
