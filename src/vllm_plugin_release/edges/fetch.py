@@ -4,8 +4,10 @@
   fallback), streamed to a temporary file while hashing, and only renamed into
   `.vpr/cas/` when its sha256 equals the pin. A mismatch or an interrupted
   download leaves nothing behind.
-- Archives are extracted with tarfile's `data` filter (no absolute paths, no `..`,
-  no links that escape, no device files) into `.vpr/src/<sha256>/`.
+- Archives are extracted into `.vpr/src/<sha256>/` only after every member and link
+  target resolved inside it (through the archive's own links, lexically; no absolute
+  paths, no `..` escape, no device files, nothing under a symlink member) and within
+  the `[fetch]` limits; tarfile's `data` filter stays on as a second wall.
 - A git source is cloned at its tag and HEAD must equal the pinned commit.
 """
 
@@ -24,6 +26,7 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import CHUNK, Cache, write_json
@@ -162,8 +165,9 @@ def download(url: str, expected_sha256: str, dest: Path, tmp_dir: Path, label: s
 class Fetcher:
     """The network edge for sources: sdists by sha256, git by commit."""
 
-    def __init__(self, cache: Cache) -> None:
+    def __init__(self, cache: Cache, limits: ArchiveLimits | None = None) -> None:
         self.cache = cache
+        self.limits = limits
 
     # -- sdist ---------------------------------------------------------------
     def sdist(self, source: SdistSource, project: str) -> Path:
@@ -199,13 +203,15 @@ class Fetcher:
         except (OSError, ValueError, KeyError):
             return None
 
-    def source_tree(self, source: SdistSource, project: str) -> Path:
+    def source_tree(
+        self, source: SdistSource, project: str, limits: ArchiveLimits | None = None
+    ) -> Path:
         """The verified sdist extracted (once) into `.vpr/src/<sha256>/`; returns its top dir."""
         final = self.cache.src_dir(source.sha256)
         if not final.exists():
             archive = self.sdist(source, project)
             with self.cache.publish_dir(final) as work:
-                extract(archive, work)
+                extract(archive, work, limits or self.limits, source.filename)
         return single_top_dir(final)
 
     # -- git -----------------------------------------------------------------
@@ -228,7 +234,7 @@ def source_tree(spec: Spec, fetcher: Fetcher) -> Path:
     """The verified core source tree of `spec` (sdist by sha256 or git by commit)."""
     src = spec.core.source
     if isinstance(src, SdistSource):
-        return fetcher.source_tree(src, spec.core.name)
+        return fetcher.source_tree(src, spec.core.name, ArchiveLimits.of(spec.fetch))
     return fetcher.git(src)
 
 
@@ -259,6 +265,63 @@ def verify_commit(checkout: Path, commit: str, label: str) -> None:
 
 # ---------------------------------------------------------------------------
 # Safe extraction.
+#
+# Every member and every link target is resolved lexically inside the destination,
+# following the archive's own symlinks (never the disk), before anything is written;
+# tarfile's `data` filter stays on as a second wall (it has holes on older Pythons:
+# CVE-2025-4517). Limits on members and sizes stop archive bombs early.
+
+_MAX_LINK_HOPS = 40  # as the kernel's ELOOP limit
+
+
+@dataclass(frozen=True)
+class ArchiveLimits:
+    """`[fetch]` limits; defaults leave headroom over the vLLM sdist (~6,000 files, ~30 MB)."""
+
+    max_members: int = 100_000
+    max_total_bytes: int = 2 * 1024**3
+    max_file_bytes: int = 512 * 1024**2
+
+    @classmethod
+    def of(cls, table: dict[str, Any] | None) -> ArchiveLimits:
+        table = table or {}
+        return cls(**{k: int(table[k]) for k in cls.__dataclass_fields__ if k in table})
+
+
+class _Unsafe(Exception):
+    """A member the extraction refuses; `extract` turns it into BadInput naming the archive."""
+
+
+class _Budget:
+    """Counts members and bytes against the limits (from headers, then while writing)."""
+
+    def __init__(self, archive: str, limits: ArchiveLimits) -> None:
+        self.archive, self.limits = archive, limits
+        self.members = self.total = 0
+
+    def _over(self, what: str, limit: int, key: str, member: str | None = None) -> BadInput:
+        where = f" at member {member!r}" if member else ""
+        return BadInput(
+            f"{self.archive}: archive exceeds the limit of {limit} {what}{where}; "
+            "extraction stopped and nothing was kept",
+            hint=f"if the archive is trusted, raise [fetch] {key} in the spec",
+        )
+
+    def member(self, name: str, size: int) -> None:
+        self.members += 1
+        if self.members > self.limits.max_members:
+            raise self._over("members", self.limits.max_members, "max_members")
+        self.add(name, size, size)
+
+    def add(self, name: str, file_bytes: int, more: int) -> None:
+        """`file_bytes`: the member's size so far; `more`: bytes to add to the total."""
+        if file_bytes > self.limits.max_file_bytes:
+            raise self._over(
+                "bytes in one file", self.limits.max_file_bytes, "max_file_bytes", name
+            )
+        self.total += more
+        if self.total > self.limits.max_total_bytes:
+            raise self._over("bytes in total", self.limits.max_total_bytes, "max_total_bytes", name)
 
 
 def _check_member_path(name: str) -> None:
@@ -271,29 +334,135 @@ def _check_member_path(name: str) -> None:
         )
 
 
-def extract(archive: Path, dest: Path) -> None:
-    """Extract a tar or zip archive safely into `dest`."""
-    name = archive.name
+def _parts(name: str) -> tuple[str, ...]:
+    return tuple(p for p in name.split("/") if p not in ("", "."))
+
+
+def _resolve(
+    start: tuple[str, ...], target: str, links: dict[tuple[str, ...], str]
+) -> tuple[str, ...]:
+    """`target` walked from folder `start` (parts under the destination), expanding the
+    archive's symlinks as the kernel would, but lexically: no PATH_MAX, no disk."""
+    stack, todo, hops = list(start), target.split("/"), 0
+    while todo:
+        part = todo.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not stack:
+                raise _Unsafe(f"link target {target!r} resolves outside the destination")
+            stack.pop()
+            continue
+        stack.append(part)
+        link = links.get(tuple(stack))
+        if link is not None:
+            hops += 1
+            if hops > _MAX_LINK_HOPS or link.startswith("/"):
+                raise _Unsafe(f"link target {target!r} loops or is absolute")
+            stack.pop()
+            todo = link.split("/") + todo
+    return tuple(stack)
+
+
+def _check_tar_members(members: list[tarfile.TarInfo]) -> None:
+    """Refuse devices, absolute or escaping links, and paths through a symlink member."""
+    links: dict[tuple[str, ...], str] = {}
+    seen: set[tuple[str, ...]] = set()
+    for m in members:
+        parts = _parts(m.name)
+        if m.issym():
+            if m.linkname.startswith("/") or m.linkname.startswith("\\"):
+                raise _Unsafe(f"{m.name!r}: absolute symlink target {m.linkname!r}")
+            if not parts or parts in seen:  # links are judged in their final state only
+                raise _Unsafe(f"{m.name!r}: symlink replaces an earlier member")
+            links[parts] = m.linkname
+        seen.add(parts)
+    for m in members:
+        parts = _parts(m.name)
+        if not (m.isreg() or m.isdir() or m.issym() or m.islnk()):
+            raise _Unsafe(f"{m.name!r}: device, fifo or other special file")
+        for i in range(1, len(parts) + 1):
+            if parts[:i] in links and (i < len(parts) or not m.issym()):
+                raise _Unsafe(f"{m.name!r}: path passes through or replaces a symlink member")
+        try:
+            if m.issym():
+                _resolve(parts[:-1], m.linkname, links)
+            elif m.islnk():
+                if m.linkname.startswith("/"):
+                    raise _Unsafe(f"absolute hard link target {m.linkname!r}")
+                _resolve((), m.linkname, links)
+        except _Unsafe as exc:
+            raise _Unsafe(f"{m.name!r}: {exc}")
+
+
+def _extract_tar(archive: Path, dest: Path, budget: _Budget) -> None:
+    with tarfile.open(archive) as tf:
+        members: list[tarfile.TarInfo] = []
+        for member in tf:  # headers only: stops at the first limit exceeded
+            _check_member_path(member.name)  # same path rules as for zip: no abs, no ..
+            budget.member(member.name, member.size if member.isreg() else 0)
+            members.append(member)
+        _check_tar_members(members)
+        # tarfile copies exactly `size` bytes per member (short data is an error), so the
+        # header sizes counted above are the bytes written.
+        try:
+            tf.extractall(dest, members=members, filter="data")
+        except tarfile.FilterError as exc:
+            raise BadInput(
+                f"unsafe archive member rejected: {exc}",
+                hint="the archive tries to write outside its folder or holds a device file; "
+                "do not use it",
+            )
+
+
+def _extract_zip(archive: Path, dest: Path, budget: _Budget) -> None:
+    with zipfile.ZipFile(archive) as zf:
+        infos = zf.infolist()
+        for info in infos:
+            _check_member_path(info.filename)
+            kind = (info.external_attr >> 16) & 0o170000
+            if kind == 0o120000:
+                raise _Unsafe(f"{info.filename!r} (link)")
+            if kind not in (0, 0o100000, 0o040000):
+                raise _Unsafe(f"{info.filename!r}: device, fifo or other special file")
+            budget.member(info.filename, info.file_size)
+        written = _Budget(budget.archive, budget.limits)  # counts what is really written
+        for info in infos:
+            target = dest.joinpath(*_parts(info.filename))
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            size = 0
+            with zf.open(info) as src, target.open("wb") as out:
+                while block := src.read(CHUNK):
+                    size += len(block)
+                    written.add(info.filename, size, len(block))
+                    out.write(block)
+
+
+def extract(
+    archive: Path, dest: Path, limits: ArchiveLimits | None = None, label: str | None = None
+) -> None:
+    """Extract a tar or zip archive safely into `dest` (a scratch folder the caller
+    discards on error); messages name it `label` (default: its file name)."""
+    name = label or archive.name
+    budget = _Budget(name, limits or ArchiveLimits())
     try:
         if zipfile.is_zipfile(archive):
-            with zipfile.ZipFile(archive) as zf:
-                for info in zf.infolist():
-                    _check_member_path(info.filename)
-                    if (info.external_attr >> 16) & 0o170000 == 0o120000:
-                        raise BadInput(f"{name}: unsafe archive member {info.filename!r} (link)")
-                zf.extractall(dest)
-            return
-        with tarfile.open(archive) as tf:
-            for member in tf.getmembers():
-                _check_member_path(member.name)  # same path rules as for zip: no abs, no ..
-            try:
-                tf.extractall(dest, filter="data")
-            except tarfile.FilterError as exc:
-                raise BadInput(
-                    f"{name}: unsafe archive member rejected: {exc}",
-                    hint="the archive tries to write outside its folder or holds a device file; "
-                    "do not use it",
-                )
+            _extract_zip(archive, dest, budget)
+        else:
+            _extract_tar(archive, dest, budget)
+    except _Unsafe as exc:
+        raise BadInput(
+            f"{name}: unsafe archive member {exc}",
+            hint="the archive tries to write outside its folder or holds a special file; "
+            "do not use it",
+        )
+    except BadInput as exc:
+        if not exc.message.startswith(name):
+            raise BadInput(f"{name}: {exc.message}", hint=exc.hint)
+        raise
     except (tarfile.ReadError, zipfile.BadZipFile, EOFError) as exc:
         raise BadInput(f"{name}: not a readable archive ({exc})")
 

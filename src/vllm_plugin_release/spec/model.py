@@ -62,6 +62,7 @@ class Spec:
     runtime: dict[str, Any] = field(default_factory=dict)
     conformance: dict[str, Any] = field(default_factory=dict)
     publish: dict[str, Any] = field(default_factory=dict)
+    fetch: dict[str, Any] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -181,6 +182,7 @@ def from_data(data: dict[str, Any], file: Path) -> Spec:
         runtime=data.get("runtime", {}),
         conformance=data.get("conformance", {}),
         publish=data.get("publish", {}),
+        fetch=data.get("fetch", {}),
         env=data.get("env", {}),
         raw=data,
     )

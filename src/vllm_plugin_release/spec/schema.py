@@ -255,6 +255,33 @@ SCHEMA: dict[str, Any] = {
                 "signing_key": _str("ed25519 private key file for the manifest signature."),
             },
         },
+        "fetch": {
+            "type": "object",
+            "description": "Limits on the source archive's extraction; an archive over a limit "
+            "is refused (exit 2) and nothing is kept. Defaults leave headroom over the vLLM "
+            "sdist (about 6,000 files, 30 MB unpacked).",
+            "additionalProperties": False,
+            "properties": {
+                "max_members": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "default": 100000,
+                    "description": "Most members (files, folders, links) the archive may hold.",
+                },
+                "max_total_bytes": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "default": 2147483648,
+                    "description": "Most bytes all files together may unpack to (2 GiB).",
+                },
+                "max_file_bytes": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "default": 536870912,
+                    "description": "Most bytes a single file may unpack to (512 MiB).",
+                },
+            },
+        },
     },
 }
 
