@@ -45,7 +45,7 @@ from vllm_plugin_release.core.cache import Cache, atomic_write_text
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure, VprError
 from vllm_plugin_release.core.lockfile import pins, read_build_requires
 from vllm_plugin_release.core.records import dist_dir
-from vllm_plugin_release.edges.fetch import Fetcher, index_files, source_tree
+from vllm_plugin_release.edges.fetch import ArchiveLimits, Fetcher, index_files, source_tree
 from vllm_plugin_release.edges.git import git
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.uv import compile_lock
@@ -156,7 +156,7 @@ def _sdist_source(spec: Spec, version: str, fetcher: Fetcher) -> NewSource:
         )
     source = SdistSource(index=old.index, filename=entry.filename, sha256=entry.sha256)
     archive = fetcher.sdist(source, spec.core.name)  # verified against the listed sha256
-    tree = fetcher.source_tree(source, spec.core.name)
+    tree = fetcher.source_tree(source, spec.core.name, ArchiveLimits.of(spec.fetch))
     return NewSource(
         source, tree, sdist_epoch(archive), f"newest file time inside {entry.filename}"
     )
