@@ -173,3 +173,15 @@ def test_hardware_plan_since_starting_with_dash_is_refused(tmp_path: Path) -> No
     with pytest.raises(BadInput, match="--since"):
         hardware._changed([], f"--output={marker}", repo)
     assert not marker.exists()
+
+
+# --- uv --------------------------------------------------------------------------------
+
+
+def test_find_links_starting_with_dash_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vllm_plugin_release.edges import uv
+
+    monkeypatch.setattr(uv, "pip_find_links", lambda: [])
+    with pytest.raises(BadInput, match="find_links"):
+        uv.find_link_args(["--index-url=http://127.0.0.1:9/"])
+    assert uv.find_link_args(["/srv/wheels"]) == ["--find-links", "/srv/wheels"]
