@@ -185,3 +185,18 @@ def test_find_links_starting_with_dash_is_refused(monkeypatch: pytest.MonkeyPatc
     with pytest.raises(BadInput, match="find_links"):
         uv.find_link_args(["--index-url=http://127.0.0.1:9/"])
     assert uv.find_link_args(["/srv/wheels"]) == ["--find-links", "/srv/wheels"]
+
+
+# --- twine / pip -----------------------------------------------------------------------
+
+
+def test_index_url_starting_with_dash_is_refused(tmp_path: Path) -> None:
+    from vllm_plugin_release.edges import publisher
+    from vllm_plugin_release.edges.index import IndexTarget
+
+    wheel = tmp_path / "demo-1.0-py3-none-any.whl"
+    wheel.write_bytes(b"x")
+    with pytest.raises(BadInput, match="--index"):
+        publisher.twine_upload(IndexTarget("--help", "--help"), wheel)
+    with pytest.raises(BadInput, match="--index"):
+        publisher.install_with_hashes(tmp_path / "python", "--help", tmp_path / "req.txt")
