@@ -31,7 +31,7 @@ from typing import Any
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import CHUNK, Cache, write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
-from vllm_plugin_release.edges.git import git
+from vllm_plugin_release.edges.git import git, refuse_option
 from vllm_plugin_release.spec.model import GitSource, SdistSource, Spec
 
 USER_AGENT = "vllm-plugin-release (+fetch)"
@@ -239,11 +239,13 @@ def source_tree(spec: Spec, fetcher: Fetcher) -> Path:
 
 
 def clone_at(url: str, tag: str, dest: Path) -> None:
+    refuse_option(url, "[core.source] url")
+    refuse_option(tag, "[core.source] tag")
     local = not urllib.parse.urlparse(url).scheme or url.startswith("file://")
-    args = ["clone", "--quiet", "--branch", tag, "--single-branch"]
+    args = ["clone", "--quiet", f"--branch={tag}", "--single-branch"]
     if not local:
         args += ["--depth", "1"]
-    done = git(*args, url, str(dest))
+    done = git(*args, "--", url, str(dest))
     if done.returncode != 0:
         message = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "git failed"
         if "not found in upstream" in done.stderr or "Remote branch" in done.stderr:

@@ -22,6 +22,18 @@ def git(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
         raise OutsideFailure("git is not installed", hint="install git")
 
 
+def refuse_option(value: str, key: str) -> str:
+    """`value` (a URL, ref or tag from a spec, an index or the command line) unless it starts
+    with '-': git would read it as an option (`--upload-pack=CMD` runs CMD). Exit 2 naming
+    `key`. Callers also put URLs after `--`; this is the defence in depth."""
+    if value.startswith("-"):
+        raise BadInput(
+            f"{key} = {value!r} starts with '-' and would be read as a git option",
+            hint=f"set {key} to a repository URL, path or ref that does not start with '-'",
+        )
+    return value
+
+
 _SEP = "\x1f"
 _TAG_FORMAT = _SEP.join(
     [

@@ -65,31 +65,97 @@ class Transient(Exception):
     """A failure worth retrying (connection error, timeout, HTTP 5xx)."""
 
 
-def _auth_header() -> dict[str, str]:
-    user, password = os.environ.get("TWINE_USERNAME"), os.environ.get("TWINE_PASSWORD")
-    if user and password:
-        token = base64.b64encode(f"{user}:{password}".encode()).decode()
-        return {"Authorization": f"Basic {token}"}
-    return {}
+Origin = tuple[str, str, int | None]
+
+# The files host an index links its files to (no credentials go there): PyPI's simple pages
+# link files.pythonhosted.org. Any other origin than the index's own is refused.
+FILE_HOSTS: dict[Origin, frozenset[Origin]] = {
+    ("https", "pypi.org", 443): frozenset({("https", "files.pythonhosted.org", 443)}),
+    ("https", "test.pypi.org", 443): frozenset({("https", "test-files.pythonhosted.org", 443)}),
+}
 
 
-def _get(url: str, accept: str | None = None) -> tuple[bytes, str, str] | None:
-    """(body, content type, final URL), None on 404; Transient on 5xx/connection errors."""
+def origin(url: str) -> Origin:
+    """(scheme, host, port) of `url`, the default port filled in."""
     parts = urllib.parse.urlsplit(url)
-    headers = {"User-Agent": USER_AGENT, **_auth_header()}
-    if parts.username:  # credentials in the URL: send them as a header, never log them
+    scheme = parts.scheme.lower()
+    return (
+        scheme,
+        (parts.hostname or "").lower(),
+        parts.port or {"http": 80, "https": 443}.get(scheme),
+    )
+
+
+def _basic(user: str, password: str) -> dict[str, str]:
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+def _auth_header(index_url: str) -> dict[str, str]:
+    """The index's credentials: its URL's user info, else TWINE_USERNAME / TWINE_PASSWORD."""
+    parts = urllib.parse.urlsplit(index_url)
+    if parts.username:
         user = urllib.parse.unquote(parts.username)
-        password = urllib.parse.unquote(parts.password or "")
-        token = base64.b64encode(f"{user}:{password}".encode()).decode()
-        headers["Authorization"] = f"Basic {token}"
-        url = urllib.parse.urlunsplit(
-            parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""))
+        return _basic(user, urllib.parse.unquote(parts.password or ""))
+    user, password = os.environ.get("TWINE_USERNAME"), os.environ.get("TWINE_PASSWORD")
+    return _basic(user, password) if user and password else {}
+
+
+def _without_userinfo(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    if not parts.username and not parts.password:
+        return url
+    netloc = parts.hostname or ""
+    netloc = f"[{netloc}]" if ":" in netloc else netloc
+    return urllib.parse.urlunsplit(
+        parts._replace(netloc=netloc + (f":{parts.port}" if parts.port else ""))
+    )
+
+
+class _OriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Redirects stay inside `allowed`; credentials never follow one off `auth_origin`."""
+
+    def __init__(self, allowed: frozenset[Origin], auth_origin: Origin) -> None:
+        self.allowed, self.auth_origin = allowed, auth_origin
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is None:
+            return None
+        if origin(newurl) not in self.allowed:
+            raise OutsideFailure(
+                f"{redact(_without_userinfo(req.full_url))} redirects to "
+                f"{redact(_without_userinfo(newurl))}, another origin than the index's",
+                hint="the index must serve its pages and files itself (or from its files host)",
+            )
+        if origin(newurl) != self.auth_origin:
+            new.remove_header("Authorization")
+        return new
+
+
+def _get(url: str, accept: str | None = None, *, index: str) -> tuple[bytes, str, str] | None:
+    """(body, content type, final URL), None on 404; Transient on 5xx/connection errors.
+    `url` must be on the origin of `index` (or its files host); the index's credentials go
+    to the index's origin only, as a header (no URL in a message carries user info)."""
+    home = origin(index)
+    allowed = frozenset({home}) | FILE_HOSTS.get(home, frozenset())
+    if origin(url) not in allowed:
+        raise OutsideFailure(
+            f"{redact(_without_userinfo(index))} links {redact(_without_userinfo(url))}, "
+            "on another origin than the index's: not downloaded",
+            hint="the index must serve its files itself (or from its files host) or list "
+            "their sha256",
         )
+    headers = {"User-Agent": USER_AGENT}
+    if origin(url) == home:
+        headers.update(_auth_header(index))
+    url = _without_userinfo(url)
     if accept:
         headers["Accept"] = accept
+    opener = urllib.request.build_opener(_OriginRedirects(allowed, home))
     try:
         request = urllib.request.Request(url, headers=headers)
-        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT) as response:
+        with opener.open(request, timeout=HTTP_TIMEOUT) as response:
             return response.read(), response.headers.get("Content-Type", ""), response.geturl()
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
@@ -137,6 +203,7 @@ def remote_sha256(simple_url: str, project: str, filename: str) -> str | None:
     page = _get(
         f"{simple_url.rstrip('/')}/{canonicalize_name(project)}/",
         "application/vnd.pypi.simple.v1+json, text/html;q=0.1",
+        index=simple_url,
     )
     if page is None:
         return None
@@ -146,7 +213,7 @@ def remote_sha256(simple_url: str, project: str, filename: str) -> str | None:
     url, sha = links[filename]
     if sha:
         return sha
-    got = _get(url)  # no hash on the page: download and hash it
+    got = _get(url, index=simple_url)  # no hash on the page: download and hash it
     return hashlib.sha256(got[0]).hexdigest() if got else None
 
 

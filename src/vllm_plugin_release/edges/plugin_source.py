@@ -22,7 +22,7 @@ from pathlib import Path
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
-from vllm_plugin_release.edges.git import git
+from vllm_plugin_release.edges.git import git, refuse_option
 from vllm_plugin_release.spec.model import Spec
 
 
@@ -71,6 +71,11 @@ def resolve(spec: Spec, cache: Cache, override: Path | None = None) -> PluginSou
     if not commit:
         raise BadInput(f"{spec.path}: [plugin.source] commit is required with --plugin-source")
     url = str(override) if override is not None else source["url"]
+    refuse_option(
+        url, "--plugin-source" if override is not None else f"{spec.path}: [plugin.source] url"
+    )
+    if source.get("tag"):
+        refuse_option(source["tag"], f"{spec.path}: [plugin.source] tag")
     if override is not None and not (override / ".git").exists() and not _is_bare(override):
         raise BadInput(
             f"{override}: not a git checkout",
@@ -106,7 +111,9 @@ def resolve(spec: Spec, cache: Cache, override: Path | None = None) -> PluginSou
 
 def _remote_tag_commit(url: str, tag: str) -> str | None:
     """The commit `tag` names at `url` now (annotated tags peeled), or None."""
-    done = git("ls-remote", "--tags", url, f"refs/tags/{tag}", f"refs/tags/{tag}^{{}}")
+    refuse_option(url, "[plugin.source] url")
+    refuse_option(tag, "[plugin.source] tag")
+    done = git("ls-remote", "--tags", "--", url, f"refs/tags/{tag}", f"refs/tags/{tag}^{{}}")
     if done.returncode != 0:
         raise OutsideFailure(f"{url}: cannot list tags ({done.stderr.strip()})")
     refs = dict(reversed(line.split("\t", 1)) for line in done.stdout.splitlines() if "\t" in line)
@@ -119,14 +126,16 @@ def _is_bare(path: Path) -> bool:
 
 def _clone_commit(url: str, commit: str, dest: Path, tag: str | None) -> None:
     local = not urllib.parse.urlparse(url).scheme or url.startswith("file://")
-    done = git("clone", "--quiet", "--no-checkout", url, str(dest))
+    refuse_option(url, "[plugin.source] url")
+    done = git("clone", "--quiet", "--no-checkout", "--", url, str(dest))
     if done.returncode != 0:
         if local:
             raise BadInput(f"{url}: cannot clone ({done.stderr.strip()})")
         raise OutsideFailure(f"{url}: git clone failed: {done.stderr.strip()}")
     if tag:
+        refuse_option(tag, "[plugin.source] tag")
         git("fetch", "--quiet", "origin", f"refs/tags/{tag}:refs/tags/{tag}", cwd=dest)
-    if not _has_commit(dest, commit):
+    if not _has_commit(dest, refuse_option(commit, "[plugin.source] commit")):
         git("fetch", "--quiet", "origin", commit, cwd=dest)  # servers that allow it
     if not _has_commit(dest, commit):
         raise BadInput(

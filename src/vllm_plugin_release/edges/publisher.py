@@ -12,11 +12,21 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vllm_plugin_release.core.errors import GateFailed, OutsideFailure
+from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.edges.index import IndexTarget, Transient, redact
 
 # ---------------------------------------------------------------------------
 # twine
+
+
+def _not_an_option(url: str) -> str:
+    """An index URL for a command line: one starting with '-' would be read as an option."""
+    if url.startswith("-"):
+        raise BadInput(
+            f"index URL {redact(url)!r} starts with '-' and would be read as an option",
+            hint="set --index / $VPR_INDEX to an http(s) URL",
+        )
+    return url
 
 
 def _twine_env(target: IndexTarget) -> dict[str, str]:
@@ -56,7 +66,7 @@ def twine_upload(target: IndexTarget, wheel: Path) -> None:
                 "--non-interactive",
                 "--disable-progress-bar",
                 "--repository-url",
-                target.upload_url,
+                _not_an_option(target.upload_url),
                 str(wheel),
             ],
             capture_output=True,
@@ -124,7 +134,7 @@ def install_with_hashes(
         "--no-deps",
         "--require-hashes",
         "--index-url",
-        simple_url,
+        _not_an_option(simple_url),
         "-r",
         str(requirements),
     ]

@@ -61,6 +61,12 @@ def pip_find_links() -> list[str]:
 def find_link_args(extra: tuple[str, ...] | list[str] = ()) -> list[str]:
     args: list[str] = []
     for link in [*extra, *pip_find_links()]:
+        if link.startswith("-"):  # uv would read it as an option, not as the value
+            raise BadInput(
+                f"find_links = {link!r} starts with '-' and would be read as an option",
+                hint="set [build] find_links (or PIP_FIND_LINKS / VPR_FIND_LINKS) to a URL "
+                "or folder that does not start with '-'",
+            )
         args += ["--find-links", link]
     return args
 

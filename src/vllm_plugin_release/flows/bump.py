@@ -46,7 +46,7 @@ from vllm_plugin_release.core.errors import BadInput, OutsideFailure, VprError
 from vllm_plugin_release.core.lockfile import pins, read_build_requires
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges.fetch import ArchiveLimits, Fetcher, index_files, source_tree
-from vllm_plugin_release.edges.git import git
+from vllm_plugin_release.edges.git import git, refuse_option
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.uv import compile_lock
 from vllm_plugin_release.flows.baseline import baseline_python
@@ -164,7 +164,9 @@ def _sdist_source(spec: Spec, version: str, fetcher: Fetcher) -> NewSource:
 
 def tag_commit(url: str, tag: str) -> str:
     """The commit a tag points at (annotated tags peeled), from `git ls-remote`."""
-    done = git("ls-remote", "--tags", url, f"refs/tags/{tag}", f"refs/tags/{tag}^{{}}")
+    refuse_option(url, "[core.source] url")
+    refuse_option(tag, "[core.source] tag")
+    done = git("ls-remote", "--tags", "--", url, f"refs/tags/{tag}", f"refs/tags/{tag}^{{}}")
     if done.returncode != 0:
         message = (done.stderr.strip().splitlines() or ["git ls-remote failed"])[-1]
         raise OutsideFailure(f"{url}: cannot list tags ({message})", hint="check the source url")
@@ -180,7 +182,11 @@ def tag_commit(url: str, tag: str) -> str:
 def _git_source(spec: Spec, version: str, fetcher: Fetcher, tag: str | None) -> NewSource:
     old = spec.core.source
     assert isinstance(old, GitSource)
-    new_tag = tag or _replace_version(old.tag, spec.core.version, version)
+    refuse_option(old.url, f"{spec.path}: [core.source] url")
+    new_tag = refuse_option(
+        tag or _replace_version(old.tag, spec.core.version, version),
+        "--tag" if tag else f"{spec.path}: [core.source] tag",
+    )
     if new_tag == old.tag:
         raise BadInput(
             f"{spec.path}: [core.source] tag {old.tag!r} does not contain the version "

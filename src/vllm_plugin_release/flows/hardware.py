@@ -42,7 +42,7 @@ from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK, BadInput, Outsid
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges import proc, serve
 from vllm_plugin_release.edges.device import Probe, probe, runtime_env_from_environ
-from vllm_plugin_release.edges.git import git
+from vllm_plugin_release.edges.git import git, refuse_option
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.core.cache import Cache
@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
 
 
 def _changed(files: list[Path], since: str, root: Path) -> set[Path]:
+    refuse_option(since, "--since")
     done = git("diff", "--name-only", since, "HEAD", "--", "buildspec", "constraints", cwd=root)
     if done.returncode != 0:
         raise OutsideFailure(
