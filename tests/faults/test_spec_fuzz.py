@@ -23,7 +23,7 @@ import tomllib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support import REFERENCE_SPEC, REPO
+from tests.support import REFERENCE_SPEC, REPO, vpr
 from vllm_plugin_release import cli
 from vllm_plugin_release.cli import main
 
@@ -204,3 +204,28 @@ def test_spec_check_never_crashes(workdir: Path, capsys, text: str) -> None:
     if code == 2:
         assert "spec.toml" in said, said  # the message names the file
     assert sorted(p.name for p in workdir.iterdir()) == ["spec.toml"]
+
+
+SAMPLE = {
+    "duplicate key in a table": REFERENCE_TEXT.replace(
+        'name = "vllm"', 'name = "vllm"\nname = "x"'
+    ),
+    "nan median": REFERENCE_TEXT.replace("median = 512", "median = nan"),
+    "newline in index": REFERENCE_TEXT.replace(
+        'index = "https://pypi.org/simple"', 'index = "x\\n&& touch pwned"'
+    ),
+    "truncated": REFERENCE_TEXT[: len(REFERENCE_TEXT) // 3],
+}
+
+
+@pytest.mark.parametrize("text", list(SAMPLE.values()), ids=list(SAMPLE))
+def test_spec_check_sample_in_a_subprocess(tmp_path: Path, text: str) -> None:
+    """A few of the same inputs through the installed entry point, as a user runs it."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text(text, encoding="utf-8")
+    done = vpr("spec", "check", str(spec), cwd=tmp_path, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert "spec.toml" in done.stdout + done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.toml"]
+    assert not (tmp_path.parent / "pwned").exists()
