@@ -95,3 +95,12 @@ def test_git_url_starting_with_dash_is_refused(tmp_path, capsys):
 def test_reference_still_valid(tmp_path, capsys):
     code, out = _check(tmp_path, REFERENCE, capsys)
     assert code == 0, out
+
+
+@pytest.mark.parametrize("url", ["localhost:8080", r"http://h/\nx", "-http://h/"])
+def test_publish_index_must_be_a_url(tmp_path, capsys, url):
+    text = REFERENCE + f'\n[publish]\nindex = "{url}"\n'
+    code, out = _check(tmp_path, text, capsys)
+    assert code == 2, out
+    assert f"spec.toml:{len(text.splitlines())}" in out
+    assert "index" in out
