@@ -45,6 +45,26 @@ PRODUCERS: dict[str, str] = {
 }
 
 
+# The keys (dotted) each record must carry as strings or objects before anyone reads it:
+# a `{}` or hand-edited record is bad input naming the file, not a KeyError later.
+SHAPES: dict[str, dict[str, type]] = {
+    BUILD_CORE: {"wheel.filename": str, "wheel.sha256": str, "core": dict},
+    BUILD_PLUGIN: {"wheel.filename": str, "wheel.sha256": str},
+    ENV: {"runner": str},
+}
+
+
+def _shape_problem(data: dict[str, Any], name: str) -> str | None:
+    """The first required key of record `name` that `data` lacks (or has of another type)."""
+    for dotted, kind in SHAPES.get(name, {}).items():
+        node: Any = data
+        for key in dotted.split("."):
+            node = node.get(key) if isinstance(node, dict) else None
+        if not isinstance(node, kind) or not node:
+            return f"no {dotted!r} ({'text' if kind is str else 'an object'})"
+    return None
+
+
 def dist_dir(dist_root: Path, name: str) -> Path:
     """dist/NAME: where every record and artifact of pairing NAME goes."""
     return dist_root / name
@@ -66,10 +86,13 @@ def read(dist: Path, name: str, producer_hint: str | None = None) -> dict[str, A
         data = json.loads(path.read_text())
     except FileNotFoundError:
         raise BadInput(f"{path}: not found", hint=f"run `{hint}` first")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError
         raise BadInput(f"{path}: malformed JSON ({exc})", hint=f"run `{hint}` again")
     if not isinstance(data, dict):
         raise BadInput(f"{path}: not a JSON object", hint=f"run `{hint}` again")
+    problem = _shape_problem(data, name)
+    if problem:
+        raise BadInput(f"{path}: incomplete record: {problem}", hint=f"run `{hint}` again")
     return data
 
 

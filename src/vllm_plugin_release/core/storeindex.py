@@ -82,7 +82,45 @@ def check_index(data: Any, where: str) -> dict[str, Any]:
         )
     if not isinstance(data.get("pairings"), dict):
         raise BadInput(f"{where}: key 'pairings' must be an object")
+    for pid, entry in data["pairings"].items():
+        problem = _entry_problem(entry)
+        if problem:
+            raise BadInput(
+                f"{where}: pairings[{pid!r}]: {problem}",
+                hint="the store index is damaged; restore index.json from a backup or "
+                "re-publish the pairing's manifest",
+            )
     return data
+
+
+# What query, matrix and publish read from an entry: (dotted key, allowed types).
+_ENTRY_KEYS: tuple[tuple[str, tuple[type, ...]], ...] = (
+    ("pairing_id", (str,)),
+    ("core.version", (str,)),
+    ("core.wheel", (str,)),
+    ("core.sha256", (str,)),
+    ("plugin.name", (str,)),
+    ("plugin.version", (str,)),
+    ("plugin.commit", (str, type(None))),
+    ("plugin.wheel", (str,)),
+    ("plugin.sha256", (str,)),
+    ("verdict", (str, type(None))),
+)
+
+
+def _entry_problem(entry: Any) -> str | None:
+    """Why an index entry cannot be read (a key missing or of another type), else None."""
+    if not isinstance(entry, dict):
+        return "not an object"
+    for dotted, kinds in _ENTRY_KEYS:
+        node: Any = entry
+        for key in dotted.split("."):
+            if not isinstance(node, dict):
+                return f"{dotted.rsplit('.', 1)[0]!r} is not an object"
+            node = node.get(key)
+        if not isinstance(node, kinds):
+            return f"{dotted!r} is {node!r}, expected {' or '.join(k.__name__ for k in kinds)}"
+    return None
 
 
 def parse_manifest(text: str, relative: str, location: str) -> dict[str, Any]:
@@ -167,9 +205,13 @@ def _core_matches(version: str, wanted: str) -> bool:
 
     if wanted[:1] in "<>=!~":
         try:
-            return Version(version) in SpecifierSet(wanted)
-        except (InvalidSpecifier, InvalidVersion):
+            specifier = SpecifierSet(wanted)
+        except InvalidSpecifier:
             raise BadInput(f"--core {wanted}: not a version or version specifier")
+        try:
+            return Version(version) in specifier
+        except InvalidVersion:  # the store's version, not the user's argument
+            return False
     try:
         return Version(version) == Version(wanted)
     except InvalidVersion:

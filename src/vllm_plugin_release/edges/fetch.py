@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from vllm_plugin_release.core import progress
+from vllm_plugin_release.core import progress, simpleindex
 from vllm_plugin_release.core.cache import CHUNK, Cache, write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.edges.git import git, refuse_option
@@ -97,13 +97,12 @@ def index_files(index: str, project: str) -> list[IndexFile]:
         )
     files: list[IndexFile] = []
     if "json" in content_type:
-        data = json.loads(body)
-        for f in data.get("files", []):
+        for f in simpleindex.json_files(body, url):
             files.append(
                 IndexFile(
                     filename=f["filename"],
                     url=urllib.parse.urljoin(base, f["url"]),
-                    sha256=f.get("hashes", {}).get("sha256"),
+                    sha256=(f.get("hashes") or {}).get("sha256"),
                     size=f.get("size"),
                     upload_time=f.get("upload-time"),
                     yanked=bool(f.get("yanked")),

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from vllm_plugin_release.core import simpleindex
 from vllm_plugin_release.core.errors import OutsideFailure
 from vllm_plugin_release.core.net import scrub
 from vllm_plugin_release.edges.serve import free_port
@@ -178,7 +178,7 @@ def _links(body: bytes, content_type: str, base: str) -> dict[str, tuple[str, st
 
     out: dict[str, tuple[str, str | None]] = {}
     if "json" in content_type:
-        for f in json.loads(body).get("files", []):
+        for f in simpleindex.json_files(body, redact(base)):
             url = urllib.parse.urljoin(base, f["url"])
             out[f["filename"]] = (url.split("#")[0], (f.get("hashes") or {}).get("sha256"))
         return out

@@ -5,9 +5,11 @@ Every error names the file, the line, the key and what is expected (exit 2).
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import tomlkit
 import tomlkit.exceptions
@@ -26,6 +28,27 @@ def _is_pep440(value: object) -> bool:
     if isinstance(value, str):
         Version(value)
     return True
+
+
+# Control characters (C0, DEL, C1) and line/paragraph separators: never in a URL or path.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Free-text keys, where a newline is harmless; every other string is a name, URL or path.
+_FREE_TEXT = frozenset({"description"})
+
+
+@_format_checker.checks("uri", raises=ValueError)
+def _is_uri(value: object) -> bool:
+    """http(s)://host[/path] or file:///path; nothing that a shell or git could misread."""
+    if not isinstance(value, str):
+        return True
+    if _CONTROL.search(value) or any(c.isspace() for c in value):
+        raise ValueError("contains whitespace or control characters")
+    parts = urlsplit(value)
+    if parts.scheme in ("http", "https") and parts.hostname:
+        return True
+    if parts.scheme == "file" and parts.path.startswith("/") and parts.netloc in ("", "localhost"):
+        return True
+    raise ValueError("expected http(s)://HOST/... or file:///PATH")
 
 
 _VALIDATORS: dict[int, tuple[dict[str, Any], Draft202012Validator]] = {}
@@ -86,6 +109,8 @@ def _describe(error: ValidationError, prefix: tuple[str, ...] = ()) -> tuple[tup
     got = error.instance
     if error.validator == "format" and error.validator_value == "pep440":
         return path, f"{key} = {got!r} is not a PEP 440 version (e.g. 0.26.0)"
+    if error.validator == "format" and error.validator_value == "uri":
+        return path, (f"{key} = {got!r} is not a URL: expected http(s)://HOST/PATH or file:///PATH")
     if error.validator == "const":
         return path, f"{key} must be {error.validator_value!r}, got {got!r}"
     if error.validator == "enum":
@@ -97,16 +122,35 @@ def _describe(error: ValidationError, prefix: tuple[str, ...] = ()) -> tuple[tup
     return path, f"{key} = {got!r}: {desc or error.message}"
 
 
+def _value_problems(value: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], str]]:
+    """Values no schema keyword refuses: nan/inf, control characters, a leading `-`."""
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _value_problems(v, (*path, str(k)))]
+    if isinstance(value, list):
+        # A list item is located by its key (locate() knows keys, not indexes).
+        return [p for v in value for p in _value_problems(v, path)]
+    key = path[-1] if path else "value"
+    if isinstance(value, float) and not math.isfinite(value):
+        return [(path, f"{key} = {value!r}: must be a finite number")]
+    if not isinstance(value, str) or key in _FREE_TEXT:
+        return []
+    if _CONTROL.search(value):
+        return [(path, f"{key} = {value!r}: control characters and newlines are not allowed")]
+    if key in ("url", "index", "store") and value.startswith("-"):
+        return [(path, f"{key} = {value!r}: a URL or path must not start with '-'")]
+    return []
+
+
 def validate(data: dict[str, Any], file: Path, text: str, schema: dict[str, Any]) -> None:
     """Every error of `data` against `schema`, each naming file:line and key (BadInput)."""
     errors = sorted(
         _validator(schema).iter_errors(data), key=lambda e: list(map(str, e.absolute_path))
     )
-    if not errors:
+    found = [_describe(error) for error in errors] + _value_problems(data, ())
+    if not found:
         return
     lines = []
-    for error in errors:
-        path, message = _describe(error)
+    for path, message in found:
         lines.append(f"{_where(file, text, path)}: {message}")
     raise BadInput(
         "invalid buildspec:\n  " + "\n  ".join(lines),
@@ -128,12 +172,42 @@ def read_document(path: Path) -> tuple[tomlkit.TOMLDocument, str]:
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"{path}: cannot read spec file: {exc}")
     try:
-        return tomlkit.parse(text), text
+        document = tomlkit.parse(text)
+        _plain(document)  # some errors (a key defined twice in a table) surface only here
+        return document, text
     except tomlkit.exceptions.ParseError as exc:
         raise BadInput(
             f"{path}:{exc.line}:{exc.col}: malformed TOML: {exc}",
             hint="fix the syntax at that line (quote strings, one key per line)",
         )
+    except (tomlkit.exceptions.TOMLKitError, ValueError) as exc:
+        raise BadInput(
+            f"{_duplicate_line(path, text, exc)}: malformed TOML: {exc}",
+            hint="define each key and table once",
+        )
+
+
+def _duplicate_line(path: Path, text: str, exc: Exception) -> str:
+    """`file:line` of the second definition of the key named in a tomlkit error, else `file`."""
+    m = re.search(r'Key "([^"]+)" already exists', str(exc))
+    if not m:
+        return str(path)
+    name = m.group(1)
+    key = re.compile(rf"""^\s*["']?{re.escape(name)}["']?\s*=""")
+    header = re.compile(r"^\s*\[+\s*([^\]]+?)\s*\]")
+    table, seen = "", set()
+    for number, line in enumerate(text.splitlines(), start=1):
+        h = header.match(line)
+        if h:
+            table = h.group(1)
+            if table.split(".")[-1].strip("\"' ") == name and (None, table) in seen:
+                return f"{path}:{number}"
+            seen.add((None, table))
+        elif key.match(line):
+            if (table, name) in seen:
+                return f"{path}:{number}"
+            seen.add((table, name))
+    return str(path)
 
 
 def load(path: str | Path, schema: dict[str, Any]) -> Spec:

@@ -250,7 +250,9 @@ SCHEMA: dict[str, Any] = {
             "description": "Where wheels and the manifest go.",
             "additionalProperties": False,
             "properties": {
-                "index": _str("Package index upload URL; default: a local pypiserver."),
+                "index": _str(
+                    "Package index upload URL; default: a local pypiserver.", format="uri"
+                ),
                 "store": _str("Manifest store (folder or URL)."),
                 "signing_key": _str("ed25519 private key file for the manifest signature."),
             },

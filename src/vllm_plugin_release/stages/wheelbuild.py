@@ -9,14 +9,13 @@ network where possible.
 
 from __future__ import annotations
 
-import json
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.core import progress
+from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, atomic_copy, key_of, sha256_file, write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.wheeldiff import diff_wheels
@@ -147,7 +146,10 @@ def reuse(stage_dir: Path, dist: Path, record_name: str, stage: str) -> StageRes
     """The cached result of a wheel stage, delivered into dist/NAME; None when there is none."""
     if not (stage_dir / record_name).exists():
         return None
-    record = json.loads((stage_dir / record_name).read_text())
+    # A truncated or emptied cache entry is named, with the way out (never a KeyError).
+    record = records.read(
+        stage_dir, record_name, f"rm -r {stage_dir}` and `vpr {stage} --spec SPEC"
+    )
     wheel, rec = deliver(stage_dir, dist, record, record_name)
     progress.info(f"{stage}: cached result reused ({wheel.name})")
     return StageResult(wheel, rec, record, cached=True)
