@@ -6,6 +6,7 @@ real local repository (the URL goes after `--`)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -65,9 +66,16 @@ def _git_core_spec(tmp_path: Path, url: str, commit: str, tag: str = "v0.25.1") 
 
 def test_plugin_source_url_is_not_run_as_an_option(tmp_path: Path) -> None:
     from vllm_plugin_release.conform.registry import load_spec
+    from vllm_plugin_release.core.compat import tomllib
+    from vllm_plugin_release.spec.model import from_data
 
     marker = tmp_path / "MARKER"
-    spec = load_spec(_plugin_spec(tmp_path, _payload(marker), "b" * 40, tag="v1.0.0"))
+    path = _plugin_spec(tmp_path, _payload(marker), "b" * 40, tag="v1.0.0")
+    # First wall: the spec loader refuses a URL that starts with '-' ...
+    with pytest.raises(BadInput, match=r"inj\.toml:\d+: url = '--upload-pack"):
+        load_spec(path)
+    # ... second wall: the edge refuses it too, for a spec that did not go through the loader.
+    spec = from_data(tomllib.loads(path.read_text()), path)
     cache = Cache(tmp_path / ".vpr")
     # a cached checkout skips the clone: only the tag check talks to the url then
     done = cache.root / "plugins" / ("b" * 40)
@@ -120,7 +128,9 @@ def test_bump_dry_run_with_an_option_core_url_exits_2(tmp_path: Path) -> None:
         check=False,
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
-    assert "[core.source] url" in done.stderr and "Traceback" not in done.stderr
+    # refused when the spec is loaded, naming the file, line and key
+    assert re.search(r"\.toml:\d+: url = '--upload-pack", done.stderr), done.stderr
+    assert "Traceback" not in done.stderr
     assert not marker.exists()
 
 
