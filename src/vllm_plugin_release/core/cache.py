@@ -7,6 +7,7 @@ Layout:
   .vpr/envs/<name>-<key>/           virtual environments keyed by their lock
   .vpr/stages/<stage>/<key>/        stage results keyed by the hash of their inputs
   .vpr/tmp/                         work in progress (same filesystem, for renames)
+  .vpr/locks/                       one lock file per cache entry being created
 """
 
 from __future__ import annotations
@@ -126,6 +127,21 @@ class Cache:
         path = self.root / "tmp"
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    @contextlib.contextmanager
+    def lock(self, entry: Path) -> Iterator[None]:
+        """Hold the lock of one shared cache entry while it is checked and created.
+
+        Two runs that need the same entry (a build env, a download, an extracted tree)
+        take turns: the second waits, then finds the entry complete and reuses it.
+        """
+        from filelock import FileLock
+
+        locks = self.root / "locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        name = hashlib.sha256(str(Path(entry).absolute()).encode()).hexdigest()[:32]
+        with FileLock(str(locks / f"{name}.lock")):
+            yield
 
     @contextlib.contextmanager
     def scratch(self, prefix: str) -> Iterator[Path]:

@@ -169,8 +169,12 @@ class Fetcher:
     def sdist(self, source: SdistSource, project: str) -> Path:
         """Path of the verified sdist in the cache; downloads it when missing."""
         cached = self.cache.cas_path(source.sha256)
-        if cached.exists():
-            return cached
+        with self.cache.lock(cached):  # one download per file, however many runs ask
+            if not cached.exists():
+                self._download_sdist(source, project, cached)
+        return cached
+
+    def _download_sdist(self, source: SdistSource, project: str, cached: Path) -> None:
         files = {f.filename: f for f in index_files(source.index, project)}
         entry = files.get(source.filename)
         if entry is None:
@@ -188,7 +192,6 @@ class Fetcher:
         write_json(
             cached.with_name(cached.name + ".json"), {"filename": entry.filename, "url": entry.url}
         )
-        return cached
 
     def sdist_url(self, source: SdistSource) -> str | None:
         """The URL the cached sdist was downloaded from (recorded at download time)."""
@@ -202,10 +205,11 @@ class Fetcher:
     def source_tree(self, source: SdistSource, project: str) -> Path:
         """The verified sdist extracted (once) into `.vpr/src/<sha256>/`; returns its top dir."""
         final = self.cache.src_dir(source.sha256)
-        if not final.exists():
-            archive = self.sdist(source, project)
-            with self.cache.publish_dir(final) as work:
-                extract(archive, work)
+        with self.cache.lock(final):  # one extraction, however many runs ask
+            if not final.exists():
+                archive = self.sdist(source, project)
+                with self.cache.publish_dir(final) as work:
+                    extract(archive, work)
         return single_top_dir(final)
 
     # -- git -----------------------------------------------------------------

@@ -77,13 +77,14 @@ def resolve(spec: Spec, cache: Cache, override: Path | None = None) -> PluginSou
             hint="--plugin-source takes a local git clone that contains the pinned commit",
         )
     dest = cache.root / "plugins" / commit
-    if not (dest / ".vpr-complete").exists():
-        with (
-            cache.publish_dir(dest) as work,
-            progress.status(f"plugin: checking out {commit[:12]}"),
-        ):
-            _clone_commit(url, commit, work / "checkout", source.get("tag"))
-            (work / ".vpr-complete").write_text(commit + "\n")
+    with cache.lock(dest):  # one checkout, however many runs ask
+        if not (dest / ".vpr-complete").exists():
+            with (
+                cache.publish_dir(dest) as work,
+                progress.status(f"plugin: checking out {commit[:12]}"),
+            ):
+                _clone_commit(url, commit, work / "checkout", source.get("tag"))
+                (work / ".vpr-complete").write_text(commit + "\n")
     checkout = dest / "checkout"
     if source.get("tag"):
         # Asked of the source every time: a cached checkout cannot see a moved tag.
@@ -164,13 +165,14 @@ def _from_repo_path(spec: Spec, folder: Path, cache: Cache) -> PluginSource:
 
     tree_id = _ok(git("rev-parse", f"{head}:{rel}", cwd=repo), "git rev-parse")
     dest = cache.root / "plugins" / f"tree-{key_of(tree_id)[:16]}"
-    if not dest.exists():
-        tmp = dest.with_name(dest.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tf:
-            tf.extractall(tmp / folder.name, filter="data")
-        tmp.rename(dest)
+    with cache.lock(dest):  # one export, however many runs ask
+        if not dest.exists():
+            tmp = dest.with_name(dest.name + ".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tf:
+                tf.extractall(tmp / folder.name, filter="data")
+            tmp.rename(dest)
     return PluginSource(
         root=dest / folder.name,
         kind="path",

@@ -148,6 +148,12 @@ def reuse(stage_dir: Path, dist: Path, record_name: str, stage: str) -> StageRes
     if not (stage_dir / record_name).exists():
         return None
     record = json.loads((stage_dir / record_name).read_text())
+    cached = stage_dir / record["wheel"]["filename"]
+    if not cached.is_file() or sha256_file(cached) != record["wheel"]["sha256"]:
+        # Never delivered: the cached wheel no longer matches its own record.
+        progress.warn(f"{stage}: cached {cached.name} does not match its record; rebuilding")
+        shutil.rmtree(stage_dir, ignore_errors=True)
+        return None
     wheel, rec = deliver(stage_dir, dist, record, record_name)
     progress.info(f"{stage}: cached result reused ({wheel.name})")
     return StageResult(wheel, rec, record, cached=True)
@@ -182,6 +188,17 @@ def ensure_build_env(
     marker = venv / ".vpr-complete"
     if marker.exists():
         return venv
+    with cache.lock(venv):  # a second run waits here, then reuses what the first made
+        if not marker.exists():
+            _create_build_env(spec, lock_path, cache, runner, venv)
+    if not (venv / "bin" / "python").exists():
+        raise BadInput(f"{venv}: build environment is incomplete; delete it and retry")
+    return venv
+
+
+def _create_build_env(
+    spec: Spec, lock_path: Path, cache: Cache, runner: LocalRunner, venv: Path
+) -> None:
     # Built in place (a venv records its path); the marker is written last, so a
     # half-built environment is never reused.
     shutil.rmtree(venv, ignore_errors=True)
@@ -199,7 +216,4 @@ def ensure_build_env(
     except BaseException:
         shutil.rmtree(venv, ignore_errors=True)
         raise
-    marker.write_text("ok\n")
-    if not (venv / "bin" / "python").exists():
-        raise BadInput(f"{venv}: build environment is incomplete; delete it and retry")
-    return venv
+    (venv / ".vpr-complete").write_text("ok\n")

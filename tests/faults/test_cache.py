@@ -1,0 +1,92 @@
+"""A tampered cache is never used, and two runs on a cold cache take turns (issue 13)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+from vllm_plugin_release.core.cache import Cache
+from vllm_plugin_release.stages import wheelbuild
+
+RECORD = "build-core.json"
+
+
+def _stage(tmp_path: Path) -> tuple[Path, dict]:
+    stage_dir = tmp_path / "cache" / "stages" / "build-core" / "k"
+    stage_dir.mkdir(parents=True)
+    wheel = stage_dir / "vllm-0.0.1-py3-none-any.whl"
+    wheel.write_bytes(b"PK wheel bytes")
+    record = {
+        "wheel": {
+            "filename": wheel.name,
+            "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
+        }
+    }
+    (stage_dir / RECORD).write_text(json.dumps(record))
+    return stage_dir, record
+
+
+def test_intact_stage_wheel_is_reused(tmp_path: Path) -> None:
+    stage_dir, _ = _stage(tmp_path)
+    result = wheelbuild.reuse(stage_dir, tmp_path / "dist", RECORD, "build-core")
+    assert result is not None and result.cached
+    assert result.wheel.read_bytes() == b"PK wheel bytes"
+
+
+def test_tampered_stage_wheel_is_discarded_not_delivered(tmp_path: Path, capsys) -> None:
+    stage_dir, record = _stage(tmp_path)
+    wheel = stage_dir / record["wheel"]["filename"]
+    data = bytearray(wheel.read_bytes())
+    data[3] ^= 0x01
+    wheel.write_bytes(bytes(data))
+    dist = tmp_path / "dist"
+    assert wheelbuild.reuse(stage_dir, dist, RECORD, "build-core") is None
+    assert not stage_dir.exists()  # discarded: the next run rebuilds instead of re-delivering
+    assert not (dist / wheel.name).exists()
+    assert "does not match its record; rebuilding" in capsys.readouterr().err
+
+
+# -- two runs creating one cache entry at once ---------------------------------------------
+
+
+class _SlowRunner:
+    """Stands in for the local runner: records who ran, and takes its time."""
+
+    def __init__(self, venv: Path, log: Path) -> None:
+        self.venv, self.log = venv, log
+
+    def run(self, command, log) -> None:
+        with self.log.open("a") as f:
+            f.write(f"{os.getpid()}\n")
+        (self.venv / "bin").mkdir(parents=True, exist_ok=True)
+        (self.venv / "bin" / "python").write_text("")
+        time.sleep(0.4)
+
+
+def _create_env(root: str, log: str, start: float) -> None:
+    cache = Cache(root)
+    spec = SimpleNamespace(build=SimpleNamespace(python="3.11", find_links=[]))
+    venv = cache.env_dir("build-core", wheelbuild.key_of({"lock": "k", "python": "3.11"}))
+    time.sleep(max(0.0, start - time.time()))
+    wheelbuild.ensure_build_env(spec, Path("lock.txt"), "k", cache, _SlowRunner(venv, Path(log)))
+
+
+def test_two_runs_on_a_cold_cache_create_the_build_env_once(tmp_path: Path) -> None:
+    log = tmp_path / "runs.log"
+    ctx = multiprocessing.get_context("fork")
+    start = time.time() + 0.3
+    procs = [
+        ctx.Process(target=_create_env, args=(str(tmp_path / "cache"), str(log), start))
+        for _ in range(2)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert len(set(log.read_text().split())) == 1  # one process built it, the other reused it
