@@ -153,3 +153,59 @@ def test_two_runs_on_a_cold_cache_create_the_build_env_once(tmp_path: Path) -> N
         p.join(30)
     assert [p.exitcode for p in procs] == [0, 0]
     assert len(set(log.read_text().split())) == 1  # one process built it, the other reused it
+
+
+# -- a lock's body ----------------------------------------------------------------------
+
+LOCK_BODY = "torch==2.13.0+cpu \\\n    --hash=sha256:" + "1" * 64 + "\n    # via -r build-core.in\n"
+
+
+def _lock(tmp_path: Path, body: str = LOCK_BODY):
+    from vllm_plugin_release.core.lockfile import LockRequest, header
+
+    request = LockRequest(name="build-core", requirements=("torch==2.13.0+cpu",), python="3.11")
+    path = tmp_path / "build-core-py311.txt"
+    path.write_text("\n".join(header(request, body)) + "\n" + body)
+    return request, path
+
+
+def test_untouched_lock_is_current(tmp_path: Path) -> None:
+    from vllm_plugin_release.core.lockfile import check_lock, pins
+
+    request, path = _lock(tmp_path)
+    assert pins(check_lock(path, request)) == {"torch": "2.13.0+cpu"}
+
+
+def test_lock_with_a_swapped_pin_and_valid_hashes_is_refused(tmp_path: Path) -> None:
+    from vllm_plugin_release.core.errors import BadInput
+    from vllm_plugin_release.core.lockfile import check_lock
+
+    request, path = _lock(tmp_path)
+    swapped = LOCK_BODY.replace("2.13.0+cpu", "2.12.0+cpu").replace("1" * 64, "2" * 64)
+    text = path.read_text()
+    path.write_text(text[: text.index(LOCK_BODY)] + swapped)
+    with pytest.raises(BadInput, match="lock body was edited") as info:
+        check_lock(path, request)
+    assert str(path) in str(info.value)
+
+
+def test_lock_without_a_body_digest_is_refused(tmp_path: Path) -> None:
+    from vllm_plugin_release.core.errors import BadInput
+    from vllm_plugin_release.core.lockfile import check_lock
+
+    request, path = _lock(tmp_path)
+    path.write_text(
+        "".join(line for line in path.read_text().splitlines(True) if "body-" not in line)
+    )
+    with pytest.raises(BadInput, match="written by an older vpr"):
+        check_lock(path, request)
+
+
+@pytest.mark.parametrize("name", ["build-core-py311", "env-reference-py311", "env-tt-py311"])
+def test_committed_locks_carry_a_matching_body_digest(name: str) -> None:
+    from tests.support import REPO
+    from vllm_plugin_release.core.lockfile import BODY_LINE, body_sha256
+
+    text = (REPO / "constraints" / f"{name}.txt").read_text(encoding="utf-8")
+    m = BODY_LINE.search(text)
+    assert m and m.group(1) == body_sha256(text[m.end() :])
