@@ -209,3 +209,23 @@ def test_committed_locks_carry_a_matching_body_digest(name: str) -> None:
     text = (REPO / "constraints" / f"{name}.txt").read_text(encoding="utf-8")
     m = BODY_LINE.search(text)
     assert m and m.group(1) == body_sha256(text[m.end() :])
+
+
+def test_tampered_plugin_tree_is_made_again(tmp_path: Path, capsys) -> None:
+    from tests.support import git
+    from vllm_plugin_release.edges import plugin_source
+
+    repo = tmp_path / "repo"
+    (repo / "plugin" / "demo").mkdir(parents=True)
+    (repo / "plugin" / "demo" / "__init__.py").write_text("X = 1\n")
+    git("init", "-q", cwd=repo)
+    git("add", ".", cwd=repo)
+    git("commit", "-qm", "plugin", cwd=repo, date="2026-07-25T00:00:00Z")
+    spec = SimpleNamespace(path=repo / "spec.toml")
+    cache = Cache(tmp_path / ".vpr")
+    first = plugin_source._from_repo_path(spec, repo / "plugin", cache)
+    with (first.root / "demo" / "__init__.py").open("a") as f:
+        f.write("import os\n")
+    again = plugin_source._from_repo_path(spec, repo / "plugin", cache)
+    assert (again.root / "demo" / "__init__.py").read_text() == "X = 1\n"
+    assert "plugin tree differs from its manifest" in capsys.readouterr().err
