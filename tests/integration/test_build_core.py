@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import REFERENCE_SPEC, Index, make_sdist, vpr
+from vllm_plugin_release.core.lockfile import BODY_LINE, body_sha256
 from vllm_plugin_release.edges.runner import can_unshare_network
 
 
@@ -179,6 +180,12 @@ def test_hand_edited_lock_fails_hash_check(tmp_path: Path, index: Index) -> None
         + lines[1 + n_hashes :]
     )
     assert first_hash and tampered != text
+    # The body digest is stamped again (it is no signature), so the hash check at install
+    # time is what must catch it; an unstamped edit is exit 2 (tests/faults/test_cache.py).
+    m = BODY_LINE.search(tampered)
+    assert m is not None
+    body = tampered[m.end() :]
+    tampered = tampered[: m.start()] + f"# body-sha256: {body_sha256(body)}\n" + body
     lock.write_text(tampered)
     done = vpr(
         "build-core", "--spec", str(spec), "--cache-dir", str(cache), cwd=tmp_path, check=False

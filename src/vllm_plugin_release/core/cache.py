@@ -7,11 +7,13 @@ Layout:
   .vpr/envs/<name>-<key>/           virtual environments keyed by their lock
   .vpr/stages/<stage>/<key>/        stage results keyed by the hash of their inputs
   .vpr/tmp/                         work in progress (same filesystem, for renames)
+  .vpr/locks/                       one lock file per cache entry being created
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -22,6 +24,9 @@ from pathlib import Path
 from typing import Any
 
 CHUNK = 1 << 20
+TREE_MANIFEST = ".vpr-manifest.json"
+# Written by the tools that use a tree (git, plugin tests), never part of what is built.
+TREE_SKIP = frozenset({".git", "__pycache__", ".pytest_cache"})
 
 
 def sha256_file(path: Path) -> str:
@@ -30,6 +35,54 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: f.read(CHUNK), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def verified_file(path: Path, sha256: str) -> bool:
+    """True when `path` holds `sha256`. Re-hashed unless its `.verified.json` marker
+    vouches for this very file (inode, mtime, size); a good hash renews the marker."""
+    marker = path.with_name(path.name + ".verified.json")
+    st = path.stat()
+    stamp = {"inode": st.st_ino, "mtime_ns": st.st_mtime_ns, "size": st.st_size, "sha256": sha256}
+    try:
+        if json.loads(marker.read_text(encoding="utf-8")) == stamp:
+            return True
+    except (OSError, ValueError):
+        pass
+    if sha256_file(path) != sha256:
+        marker.unlink(missing_ok=True)
+        return False
+    write_json(marker, stamp)
+    return True
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Relative path -> sha256 (or `link:<target>`) of every file under `root`."""
+    files: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in TREE_SKIP)
+        here = Path(dirpath)
+        for name in [*dirnames, *filenames]:
+            path = here / name
+            rel = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                files[rel] = "link:" + os.readlink(path)
+            elif name in filenames and rel != TREE_MANIFEST:
+                files[rel] = sha256_file(path)
+    return files
+
+
+def write_tree_manifest(root: Path) -> None:
+    """Record what an extracted tree holds (written last, inside the cache entry)."""
+    write_json(root / TREE_MANIFEST, {"files": tree_digest(root)})
+
+
+def tree_intact(root: Path) -> bool:
+    """True when the tree still holds exactly what its manifest recorded (False: none)."""
+    try:
+        recorded = json.loads((root / TREE_MANIFEST).read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return recorded == tree_digest(root)
 
 
 def canonical_json(obj: Any) -> str:
@@ -126,6 +179,34 @@ class Cache:
         path = self.root / "tmp"
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    @contextlib.contextmanager
+    def lock(self, entry: Path) -> Iterator[None]:
+        """Hold the lock of one shared cache entry while it is checked and created.
+
+        Two runs that need the same entry (a build env, a download, an extracted tree)
+        take turns: the second waits, then finds the entry complete and reuses it.
+        The lock file is removed on release (nothing is left in the cache): a waiter
+        that wakes holding a removed file's lock tries again on the current one.
+        """
+        locks = self.root / "locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        name = hashlib.sha256(str(Path(entry).absolute()).encode()).hexdigest()[:32]
+        path = locks / f"{name}.lock"
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+            os.close(fd)
 
     @contextlib.contextmanager
     def scratch(self, prefix: str) -> Iterator[Path]:

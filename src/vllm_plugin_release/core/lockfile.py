@@ -2,11 +2,13 @@
 
 A lock is resolved once with `uv pip compile --generate-hashes` (`edges/uv.py`) for
 the spec's Python and platform, and installed with hashes required. Its header
-records the hash of its inputs so a stale lock is caught before it is used.
+records the hash of its inputs so a stale lock is caught before it is used, and the
+hash of its body (every line after the header) so a lock edited by hand is caught too.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,7 @@ from vllm_plugin_release.core.errors import BadInput
 
 LOCK_PLATFORM = "x86_64-manylinux_2_28"
 INPUTS_LINE = re.compile(r"^# inputs-sha256: ([0-9a-f]{64})$", re.M)
+BODY_LINE = re.compile(r"^# body-sha256: ([0-9a-f]{64})\n", re.M)
 PIN_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)", re.M)
 
 
@@ -96,14 +99,22 @@ def core_build_request(
     )
 
 
-def header(request: LockRequest) -> list[str]:
-    """The comment lines a lock file starts with (title, notes, inputs hash)."""
+def body_sha256(body: str) -> str:
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def header(request: LockRequest, body: str) -> list[str]:
+    """The comment lines a lock file starts with (title, notes, inputs hash, body hash).
+
+    The body-sha256 line is the last line of the header: the body is what follows it.
+    """
     return [
         f"# {request.title or request.name}",
         "# Written by `vpr lock`; do not edit by hand (install uses --require-hashes).",
         *(f"# {note}" for note in request.notes),
         f"# python: {request.python}  platform: {request.platform}",
         f"# inputs-sha256: {request.inputs_key}",
+        f"# body-sha256: {body_sha256(body)}",
     ]
 
 
@@ -122,6 +133,18 @@ def check_lock(path: Path, request: LockRequest) -> str:
         raise BadInput(
             f"{path}: lock is stale (its inputs changed since it was written)",
             hint="run `vpr lock --spec FILE` and commit the new lock",
+        )
+    body = BODY_LINE.search(text)
+    if not body:
+        raise BadInput(
+            f"{path}: lock written by an older vpr (no body-sha256 line)",
+            hint="run `vpr lock --spec FILE` and commit the new lock",
+        )
+    if body.group(1) != body_sha256(text[body.end() :]):
+        raise BadInput(
+            f"{path}: lock body was edited after `vpr lock` wrote it "
+            "(its body-sha256 does not match its pins and hashes)",
+            hint="run `vpr lock --spec FILE` and commit the new lock; never edit a lock by hand",
         )
     return text
 

@@ -29,7 +29,14 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from vllm_plugin_release.core import progress, simpleindex
-from vllm_plugin_release.core.cache import CHUNK, Cache, write_json
+from vllm_plugin_release.core.cache import (
+    CHUNK,
+    Cache,
+    tree_intact,
+    verified_file,
+    write_json,
+    write_tree_manifest,
+)
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.edges.git import git, refuse_option
 from vllm_plugin_release.spec.model import GitSource, SdistSource, Spec
@@ -172,8 +179,16 @@ class Fetcher:
     def sdist(self, source: SdistSource, project: str) -> Path:
         """Path of the verified sdist in the cache; downloads it when missing."""
         cached = self.cache.cas_path(source.sha256)
-        if cached.exists():
-            return cached
+        with self.cache.lock(cached):  # one download per file, however many runs ask
+            if cached.exists() and not verified_file(cached, source.sha256):
+                progress.warn(f"{cached}: cached file fails its sha256; downloading it again")
+                cached.unlink()
+            if not cached.exists():
+                self._download_sdist(source, project, cached)
+                verified_file(cached, source.sha256)  # the marker for the next run
+        return cached
+
+    def _download_sdist(self, source: SdistSource, project: str, cached: Path) -> None:
         files = {f.filename: f for f in index_files(source.index, project)}
         entry = files.get(source.filename)
         if entry is None:
@@ -191,7 +206,6 @@ class Fetcher:
         write_json(
             cached.with_name(cached.name + ".json"), {"filename": entry.filename, "url": entry.url}
         )
-        return cached
 
     def sdist_url(self, source: SdistSource) -> str | None:
         """The URL the cached sdist was downloaded from (recorded at download time)."""
@@ -207,10 +221,15 @@ class Fetcher:
     ) -> Path:
         """The verified sdist extracted (once) into `.vpr/src/<sha256>/`; returns its top dir."""
         final = self.cache.src_dir(source.sha256)
-        if not final.exists():
-            archive = self.sdist(source, project)
-            with self.cache.publish_dir(final) as work:
-                extract(archive, work, limits or self.limits, source.filename)
+        with self.cache.lock(final):  # one extraction, however many runs ask
+            if final.exists() and not tree_intact(final):
+                progress.warn(f"{final}: extracted tree differs from its manifest; re-extracting")
+                shutil.rmtree(final)
+            if not final.exists():
+                archive = self.sdist(source, project)
+                with self.cache.publish_dir(final) as work:
+                    extract(archive, work, limits or self.limits, source.filename)
+                    write_tree_manifest(work)
         return single_top_dir(final)
 
     # -- git -----------------------------------------------------------------

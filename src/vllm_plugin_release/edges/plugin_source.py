@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_plugin_release.core import progress
-from vllm_plugin_release.core.cache import Cache
+from vllm_plugin_release.core.cache import Cache, tree_intact, write_tree_manifest
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.edges.git import git, refuse_option
 from vllm_plugin_release.spec.model import Spec
@@ -82,13 +82,16 @@ def resolve(spec: Spec, cache: Cache, override: Path | None = None) -> PluginSou
             hint="--plugin-source takes a local git clone that contains the pinned commit",
         )
     dest = cache.root / "plugins" / commit
-    if not (dest / ".vpr-complete").exists():
-        with (
-            cache.publish_dir(dest) as work,
-            progress.status(f"plugin: checking out {commit[:12]}"),
-        ):
-            _clone_commit(url, commit, work / "checkout", source.get("tag"))
-            (work / ".vpr-complete").write_text(commit + "\n")
+    with cache.lock(dest):  # one checkout, however many runs ask
+        _discard_if_changed(dest)
+        if not (dest / ".vpr-complete").exists():
+            with (
+                cache.publish_dir(dest) as work,
+                progress.status(f"plugin: checking out {commit[:12]}"),
+            ):
+                _clone_commit(url, commit, work / "checkout", source.get("tag"))
+                write_tree_manifest(work)
+                (work / ".vpr-complete").write_text(commit + "\n")
     checkout = dest / "checkout"
     if source.get("tag"):
         # Asked of the source every time: a cached checkout cannot see a moved tag.
@@ -107,6 +110,13 @@ def resolve(spec: Spec, cache: Cache, override: Path | None = None) -> PluginSou
         commit=commit,
         source_date_epoch=commit_time(checkout, commit),
     )
+
+
+def _discard_if_changed(dest: Path) -> None:
+    """A cached plugin tree that no longer matches its manifest is removed (made again)."""
+    if dest.exists() and not tree_intact(dest):
+        progress.warn(f"{dest}: plugin tree differs from its manifest; making it again")
+        shutil.rmtree(dest)
 
 
 def _remote_tag_commit(url: str, tag: str) -> str | None:
@@ -173,13 +183,16 @@ def _from_repo_path(spec: Spec, folder: Path, cache: Cache) -> PluginSource:
 
     tree_id = _ok(git("rev-parse", f"{head}:{rel}", cwd=repo), "git rev-parse")
     dest = cache.root / "plugins" / f"tree-{key_of(tree_id)[:16]}"
-    if not dest.exists():
-        tmp = dest.with_name(dest.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tf:
-            tf.extractall(tmp / folder.name, filter="data")
-        tmp.rename(dest)
+    with cache.lock(dest):  # one export, however many runs ask
+        _discard_if_changed(dest)
+        if not dest.exists():
+            tmp = dest.with_name(dest.name + ".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tf:
+                tf.extractall(tmp / folder.name, filter="data")
+            write_tree_manifest(tmp)
+            tmp.rename(dest)
     return PluginSource(
         root=dest / folder.name,
         kind="path",

@@ -116,6 +116,6 @@ def compile_lock(
         )
     body = done.stdout.replace(str(tmp), f"{request.name}.in")
     body = body.replace(os.path.relpath(tmp), f"{request.name}.in")
-    text = "\n".join(header(request)) + "\n" + body
+    text = "\n".join(header(request, body)) + "\n" + body
     atomic_write_text(dest, text)
     return text

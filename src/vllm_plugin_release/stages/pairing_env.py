@@ -102,31 +102,32 @@ def create_env(
     env_dir = cache.env_dir(f"pair-{spec.name}", key)
     result_file = env_dir / ".vpr-env.json"
     runner = LocalRunner("off")
-    if result_file.exists():
-        result = json.loads(result_file.read_text())
-        progress.info(f"env: cached environment reused ({env_dir})")
-    else:
-        # Built in place (console scripts hold absolute paths); the marker file is
-        # written last, so a half-built environment is never reused.
-        shutil.rmtree(env_dir, ignore_errors=True)
-        try:
-            result = _build(
-                spec,
-                env_dir,
-                runner,
-                cache,
-                lock_path,
-                core_wheel,
-                plugin_wheel,
-                built,
-                plan,
-                runtime_env,
-                stand_in,
-            )
-        except BaseException:
+    with cache.lock(env_dir):  # a second run waits here, then reuses the env
+        if result_file.exists():
+            result = json.loads(result_file.read_text())
+            progress.info(f"env: cached environment reused ({env_dir})")
+        else:
+            # Built in place (console scripts hold absolute paths); the marker file is
+            # written last, so a half-built environment is never reused.
             shutil.rmtree(env_dir, ignore_errors=True)
-            raise
-        write_json(result_file, result)
+            try:
+                result = _build(
+                    spec,
+                    env_dir,
+                    runner,
+                    cache,
+                    lock_path,
+                    core_wheel,
+                    plugin_wheel,
+                    built,
+                    plan,
+                    runtime_env,
+                    stand_in,
+                )
+            except BaseException:
+                shutil.rmtree(env_dir, ignore_errors=True)
+                raise
+            write_json(result_file, result)
     return _deliver(spec, dist, runner_kind, env_dir, lock_sha, core, built, result)
 
 

@@ -150,6 +150,12 @@ def reuse(stage_dir: Path, dist: Path, record_name: str, stage: str) -> StageRes
     record = records.read(
         stage_dir, record_name, f"rm -r {stage_dir}` and `vpr {stage} --spec SPEC"
     )
+    cached = stage_dir / record["wheel"]["filename"]
+    if not cached.is_file() or sha256_file(cached) != record["wheel"]["sha256"]:
+        # Never delivered: the cached wheel no longer matches its own record.
+        progress.warn(f"{stage}: cached {cached.name} does not match its record; rebuilding")
+        shutil.rmtree(stage_dir, ignore_errors=True)
+        return None
     wheel, rec = deliver(stage_dir, dist, record, record_name)
     progress.info(f"{stage}: cached result reused ({wheel.name})")
     return StageResult(wheel, rec, record, cached=True)
@@ -184,6 +190,17 @@ def ensure_build_env(
     marker = venv / ".vpr-complete"
     if marker.exists():
         return venv
+    with cache.lock(venv):  # a second run waits here, then reuses what the first made
+        if not marker.exists():
+            _create_build_env(spec, lock_path, cache, runner, venv)
+    if not (venv / "bin" / "python").exists():
+        raise BadInput(f"{venv}: build environment is incomplete; delete it and retry")
+    return venv
+
+
+def _create_build_env(
+    spec: Spec, lock_path: Path, cache: Cache, runner: LocalRunner, venv: Path
+) -> None:
     # Built in place (a venv records its path); the marker is written last, so a
     # half-built environment is never reused.
     shutil.rmtree(venv, ignore_errors=True)
@@ -201,7 +218,4 @@ def ensure_build_env(
     except BaseException:
         shutil.rmtree(venv, ignore_errors=True)
         raise
-    marker.write_text("ok\n")
-    if not (venv / "bin" / "python").exists():
-        raise BadInput(f"{venv}: build environment is incomplete; delete it and retry")
-    return venv
+    (venv / ".vpr-complete").write_text("ok\n")
