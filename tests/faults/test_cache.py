@@ -85,10 +85,11 @@ def _stage(tmp_path: Path) -> tuple[Path, dict]:
     wheel = stage_dir / "vllm-0.0.1-py3-none-any.whl"
     wheel.write_bytes(b"PK wheel bytes")
     record = {
+        "core": {"name": "vllm", "version": "0.0.1"},
         "wheel": {
             "filename": wheel.name,
             "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
-        }
+        },
     }
     (stage_dir / RECORD).write_text(json.dumps(record))
     return stage_dir, record
