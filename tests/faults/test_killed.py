@@ -213,6 +213,32 @@ def test_killed_download_leaves_no_part_file(tmp_path: Path, index: Index, sig: 
     assert not list((cache / "tmp").glob("*.part.*"))
 
 
+@pytest.mark.timeout(30)
+def test_stalled_download_times_out_with_waiting_lines(tmp_path: Path, index: Index) -> None:
+    spec = tiny_spec(tmp_path, index, stamp='"S = 1\\n"')
+    data = index.files["vllm-0.0.1.tar.gz"] + b"\0" * (1 << 21)
+    text = spec.read_text()
+    old_sha = text.split('sha256 = "', 1)[1].split('"', 1)[0]
+    stalling = _StallingIndex(data)
+    cache = tmp_path / ".vpr"
+    try:
+        text = text.replace(old_sha, hashlib.sha256(data).hexdigest())
+        spec.write_text(text.replace(index.url, stalling.url))
+        started = time.monotonic()
+        done = vpr(
+            "fetch", "--spec", str(spec), "--cache-dir", str(cache), cwd=tmp_path,
+            env={"VPR_NET_TIMEOUT": "3", "VPR_NET_HEARTBEAT": "1"}, check=False,
+        )  # fmt: skip
+        took = time.monotonic() - started
+    finally:
+        stalling.close()
+    assert done.returncode == 3, done.stderr
+    assert "waiting for" in done.stderr and "3 s" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert not list((cache / "tmp").glob("*.part.*"))
+    assert took < 10
+
+
 # -- the local index (pypiserver) -----------------------------------------------------------
 
 HOLD_INDEX = """

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import html.parser
 import json
@@ -135,7 +136,9 @@ def download(url: str, expected_sha256: str, dest: Path, tmp_dir: Path, label: s
             with _open(url) as response, part.open("wb") as out:
                 total = response.headers.get("Content-Length")
                 with progress.bytes_progress(label, int(total) if total else None) as bar:
-                    while block := response.read(CHUNK):
+                    read = functools.partial(response.read, CHUNK)
+                    stop = functools.partial(netwait.shut_down, response.fileno())
+                    while block := netwait.waiting(read, url, stop):
                         out.write(block)
                         digest.update(block)
                         bar.advance(len(block))

@@ -7,7 +7,9 @@ and an error that names the URL and how long we waited.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import sys
 import threading
 import time
@@ -41,9 +43,21 @@ def timeout() -> float:
     return _seconds("VPR_NET_TIMEOUT", DEFAULT_TIMEOUT)
 
 
-def waiting(what: Callable[[], T], url: str) -> T:
+def shut_down(fd: int) -> None:
+    """Shut down the socket `fd` (both ways) without closing it: a read blocked on it in
+    another thread returns, so closing its response no longer waits for that read."""
+    with contextlib.suppress(OSError, ValueError):
+        sock = socket.socket(fileno=fd)
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        finally:
+            sock.detach()
+
+
+def waiting(what: Callable[[], T], url: str, abort: Callable[[], None] | None = None) -> T:
     """`what()` (a blocking request to `url`), with a waiting line every heartbeat and
-    `NoAnswer` once the timeout has passed. Exceptions of `what` pass through."""
+    `NoAnswer` once the timeout has passed. Exceptions of `what` pass through; when the
+    wait is given up (timeout, Ctrl-C, SIGTERM) `abort` unblocks the abandoned call."""
     limit, beat = timeout(), _seconds("VPR_NET_HEARTBEAT", DEFAULT_HEARTBEAT)
     box: dict[str, object] = {}
 
@@ -56,15 +70,20 @@ def waiting(what: Callable[[], T], url: str) -> T:
     worker = threading.Thread(target=call, daemon=True)
     started = time.monotonic()
     worker.start()
-    while True:
-        left = limit - (time.monotonic() - started)
-        worker.join(min(beat, max(left, 0)))
-        if not worker.is_alive():
-            break
-        waited = time.monotonic() - started
-        if waited >= limit:
-            raise NoAnswer(url, waited)
-        print(f"vpr: waiting for {url} ({waited:.0f} s so far)", file=sys.stderr, flush=True)
+    try:
+        while True:
+            left = limit - (time.monotonic() - started)
+            worker.join(min(beat, max(left, 0)))
+            if not worker.is_alive():
+                break
+            waited = time.monotonic() - started
+            if waited >= limit:
+                raise NoAnswer(url, waited)
+            print(f"vpr: waiting for {url} ({waited:.0f} s so far)", file=sys.stderr, flush=True)
+    except BaseException:
+        if abort is not None:
+            abort()
+        raise
     if "error" in box:
         raise box["error"]  # type: ignore[misc]
     return box["value"]  # type: ignore[return-value]
