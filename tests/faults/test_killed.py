@@ -332,3 +332,25 @@ def test_silent_index_times_out_with_waiting_lines(tmp_path: Path, index: Index)
     assert f"{url}/vllm/" in done.stderr and "3 s" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert took < 10
+
+
+@pytest.mark.timeout(15)
+def test_silent_index_query_gives_up_naming_url_and_wait(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The publish side (`edges/index.py`): a Transient naming the URL and the wait, which
+    publish's retries turn into exit 3."""
+    from vllm_plugin_release.edges.index import Transient, remote_sha256
+
+    monkeypatch.setenv("VPR_NET_TIMEOUT", "2")
+    monkeypatch.setenv("VPR_NET_HEARTBEAT", "0.5")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/simple/"
+        started = time.monotonic()
+        with pytest.raises(Transient) as caught:
+            remote_sha256(url, "demo", "demo-1.0-py3-none-any.whl")
+    assert time.monotonic() - started < 5
+    assert f"{url}demo/" in str(caught.value) and "2 s" in str(caught.value)
+    assert "waiting for" in capfd.readouterr().err
