@@ -70,8 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # Live displays on a terminal; plain lines in CI logs and pipes.
     progress.configure(interactive=progress.console.is_terminal and not os.environ.get("CI"))
+    from vllm_plugin_release.edges.children import stopped_on_signals
+
     try:
-        return int(args.func(args) or 0)
+        with stopped_on_signals():  # SIGTERM takes Ctrl-C's path; children are stopped
+            return int(args.func(args) or 0)
     except VprError as exc:
         from rich.markup import escape
 

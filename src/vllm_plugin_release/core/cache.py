@@ -153,11 +153,73 @@ def atomic_copy(src: Path, dest: Path) -> None:
         raise
 
 
+# ---------------------------------------------------------------------------
+# Leftovers of killed runs: scratch folders and partial downloads name their owner.
+
+OWNER_FILE = ".vpr-owner"
+_SWEPT: set[Path] = set()
+
+
+def _start_time(pid: int) -> str:
+    """The start time of process `pid` (clock ticks since boot; '' when unknown)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def owner_stamp(pid: int | None = None) -> str:
+    """'<pid> <start time>' of this process: names the owner even if the pid is reused."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid} {_start_time(pid)}".strip()
+
+
+def owner_alive(stamp: str) -> bool:
+    """Whether the process a stamp names still runs (unreadable stamps count as alive)."""
+    fields = stamp.split()
+    try:
+        pid = int(fields[0])
+    except (IndexError, ValueError):
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return len(fields) < 2 or _start_time(pid) in ("", fields[1])
+
+
+def sweep_stale(tmp: Path) -> list[Path]:
+    """Remove scratch folders and `<sha>.part.<pid>` downloads under `tmp` whose owner is
+    gone; folders without an owner stamp and live owners' files are kept."""
+    removed: list[Path] = []
+    for entry in sorted(tmp.iterdir()):
+        if entry.is_dir() and not entry.is_symlink():
+            try:
+                stamp = (entry / OWNER_FILE).read_text()
+            except OSError:
+                continue
+            if not owner_alive(stamp):
+                shutil.rmtree(entry, ignore_errors=True)
+                removed.append(entry)
+        elif ".part." in entry.name and not owner_alive(entry.name.rsplit(".part.", 1)[1]):
+            with contextlib.suppress(FileNotFoundError):
+                entry.unlink()
+            removed.append(entry)
+    return removed
+
+
 class Cache:
     """The `.vpr/` folder. Every path it hands out is keyed by content or inputs."""
 
     def __init__(self, root: Path | str = ".vpr") -> None:
         self.root = Path(root).absolute()
+        tmp = self.root / "tmp"
+        if tmp not in _SWEPT and tmp.is_dir():  # what a killed run left: gone at the next
+            _SWEPT.add(tmp)
+            sweep_stale(tmp)
 
     def cas_path(self, sha256: str) -> Path:
         return self.root / "cas" / "sha256" / sha256[:2] / sha256
@@ -176,8 +238,12 @@ class Cache:
 
     @property
     def tmp(self) -> Path:
+        """`.vpr/tmp/`; the first use in a process removes what killed runs left there."""
         path = self.root / "tmp"
         path.mkdir(parents=True, exist_ok=True)
+        if path not in _SWEPT:
+            _SWEPT.add(path)
+            sweep_stale(path)
         return path
 
     @contextlib.contextmanager
@@ -210,9 +276,12 @@ class Cache:
 
     @contextlib.contextmanager
     def scratch(self, prefix: str) -> Iterator[Path]:
-        """A temporary folder under .vpr/tmp, removed afterwards whatever happens."""
+        """A temporary folder under .vpr/tmp, removed afterwards whatever happens. It
+        records its owner (`OWNER_FILE`) so that a later run removes it if this one is
+        killed before it can."""
         path = Path(tempfile.mkdtemp(prefix=prefix, dir=self.tmp))
         try:
+            (path / OWNER_FILE).write_text(owner_stamp())
             yield path
         finally:
             shutil.rmtree(path, ignore_errors=True)

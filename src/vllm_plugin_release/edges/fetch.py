@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import html.parser
 import json
@@ -38,6 +39,7 @@ from vllm_plugin_release.core.cache import (
     write_tree_manifest,
 )
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.edges import netwait
 from vllm_plugin_release.edges.git import git, refuse_option
 from vllm_plugin_release.spec.model import GitSource, SdistSource, Spec
 
@@ -82,7 +84,8 @@ def _open(url: str, accept: str | None = None):
     if accept:
         headers["Accept"] = accept
     request = urllib.request.Request(url, headers=headers)
-    return urllib.request.urlopen(request, timeout=TIMEOUT)
+    # a heartbeat while the index keeps us waiting; NoAnswer once VPR_NET_TIMEOUT has passed
+    return netwait.waiting(lambda: urllib.request.urlopen(request, timeout=netwait.timeout()), url)
 
 
 def index_files(index: str, project: str) -> list[IndexFile]:
@@ -101,6 +104,12 @@ def index_files(index: str, project: str) -> list[IndexFile]:
         raise OutsideFailure(
             f"{url}: package index unreachable ({getattr(exc, 'reason', exc)})",
             hint="check the network or the [core.source] index URL",
+        )
+    except netwait.NoAnswer as exc:
+        raise OutsideFailure(
+            f"package index timed out: {exc}",
+            hint="the index accepted the connection but did not answer; retry later, or raise "
+            "VPR_NET_TIMEOUT",
         )
     files: list[IndexFile] = []
     if "json" in content_type:
@@ -136,7 +145,9 @@ def download(url: str, expected_sha256: str, dest: Path, tmp_dir: Path, label: s
             with _open(url) as response, part.open("wb") as out:
                 total = response.headers.get("Content-Length")
                 with progress.bytes_progress(label, int(total) if total else None) as bar:
-                    while block := response.read(CHUNK):
+                    read = functools.partial(response.read, CHUNK)
+                    stop = functools.partial(netwait.shut_down, response.fileno())
+                    while block := netwait.waiting(read, url, stop):
                         out.write(block)
                         digest.update(block)
                         bar.advance(len(block))
@@ -148,6 +159,10 @@ def download(url: str, expected_sha256: str, dest: Path, tmp_dir: Path, label: s
                 os.fsync(out.fileno())
         except urllib.error.HTTPError as exc:
             raise OutsideFailure(f"{url}: HTTP {exc.code} while downloading")
+        except netwait.NoAnswer as exc:
+            raise OutsideFailure(
+                f"download timed out: {exc}", hint="retry; nothing was kept in the cache"
+            )
         except (urllib.error.URLError, OSError) as exc:
             raise OutsideFailure(
                 f"{url}: download failed ({getattr(exc, 'reason', exc)})",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -24,12 +25,13 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from vllm_plugin_release.core import simpleindex
+from vllm_plugin_release.core.cache import atomic_write_text
 from vllm_plugin_release.core.errors import OutsideFailure
 from vllm_plugin_release.core.net import scrub
+from vllm_plugin_release.edges import children, netwait
 from vllm_plugin_release.edges.serve import free_port
 
 USER_AGENT = "vllm-plugin-release (+publish)"
-HTTP_TIMEOUT = 60
 CREDENTIAL_ENV = ("TWINE_PASSWORD", "TWINE_USERNAME")
 
 
@@ -155,8 +157,12 @@ def _get(url: str, accept: str | None = None, *, index: str) -> tuple[bytes, str
     opener = urllib.request.build_opener(_OriginRedirects(allowed, home))
     try:
         request = urllib.request.Request(url, headers=headers)
-        with opener.open(request, timeout=HTTP_TIMEOUT) as response:
+        with netwait.waiting(
+            lambda: opener.open(request, timeout=netwait.timeout()), redact(url)
+        ) as response:
             return response.read(), response.headers.get("Content-Type", ""), response.geturl()
+    except netwait.NoAnswer as exc:
+        raise Transient(str(exc))
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             return None
@@ -230,6 +236,7 @@ class LocalIndex:
         self.port: int | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self.log = self.root.parent / "index-server.log"
+        self.pid_file = self.root.parent / "index-server.pid"
 
     @property
     def url(self) -> str:
@@ -239,8 +246,26 @@ class LocalIndex:
     def target(self) -> IndexTarget:
         return IndexTarget(upload_url=self.url, simple_url=self.url + "simple/", local=True)
 
+    def _stop_recorded(self) -> None:
+        """Stop the server a killed run left behind (recorded in the pid file, still running
+        and still a pypiserver over our root), then forget the file."""
+        try:
+            pid = int(json.loads(self.pid_file.read_text())["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pid = 0
+        if pid > 0:
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                cmdline = []
+            if b"pypiserver" in cmdline and str(self.root).encode() in cmdline:
+                children.kill_group(pid)
+        with contextlib.suppress(FileNotFoundError):
+            self.pid_file.unlink()
+
     def start(self) -> IndexTarget:
         self.root.mkdir(parents=True, exist_ok=True)
+        self._stop_recorded()
         last = ""
         for _ in range(3):  # the port could be taken between choosing and binding
             self.port = free_port()
@@ -271,6 +296,9 @@ class LocalIndex:
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
+            children.register(self.process)
+            pid_record = {"pid": self.process.pid, "port": self.port, "root": str(self.root)}
+            atomic_write_text(self.pid_file, json.dumps(pid_record) + "\n")
             deadline = time.monotonic() + self.startup_timeout
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
@@ -290,14 +318,18 @@ class LocalIndex:
 
     def stop(self) -> None:
         proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
+        if proc is None:
             return
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        children.forget(proc)
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        with contextlib.suppress(FileNotFoundError):
+            self.pid_file.unlink()
 
     def __enter__(self) -> IndexTarget:
         return self.start()

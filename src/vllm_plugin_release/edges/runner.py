@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.edges import children
 
 
 @dataclass(frozen=True)
@@ -74,20 +75,26 @@ class LocalRunner:
             out.write(f"$ {' '.join(argv)}\n".encode())
             out.flush()
             try:
-                done = subprocess.run(
+                proc = subprocess.Popen(
                     argv,
                     env=dict(cmd.env) if cmd.env else None,
                     cwd=cmd.cwd,
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
-                    check=False,
+                    start_new_session=True,  # its own group: stopped as a whole with the run
                 )
             except FileNotFoundError as exc:
                 raise OutsideFailure(f"{cmd.label}: cannot start {argv[0]!r}: {exc.strerror}")
-        if done.returncode != 0:
+            children.register(proc)
+            try:
+                returncode = proc.wait()
+            finally:
+                children.forget(proc)
+                children.kill_group(proc.pid, grace=0 if proc.returncode is None else 5)
+        if returncode != 0:
             raise GateFailed(
-                f"{cmd.label} failed (exit {done.returncode}); log: {log}\n{_tail(log)}",
+                f"{cmd.label} failed (exit {returncode}); log: {log}\n{_tail(log)}",
                 hint="read the log above; nothing was written to dist/",
             )
 

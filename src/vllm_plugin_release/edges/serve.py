@@ -11,6 +11,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from vllm_plugin_release.edges import children
+
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
@@ -23,13 +25,16 @@ def start_server(argv: list[str], env: dict[str, str], log: Path) -> subprocess.
     """Start `argv` in its own session, stdout and stderr into `log`."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
+    children.register(proc)  # stopped with the run on SIGINT/SIGTERM
+    return proc
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
     """Stop a server started in its own session (its process group), politely first."""
+    children.forget(proc)
     if proc.poll() is not None:
         return
     with contextlib.suppress(ProcessLookupError):

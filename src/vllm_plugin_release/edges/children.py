@@ -1,0 +1,96 @@
+"""Long-running children belong to the run: builders, the local index, `vllm serve`.
+
+Each is started in its own process group (`start_new_session=True`) and registered
+here while it runs. On SIGINT or SIGTERM the CLI calls `stop_all()` before turning the
+signal into the ordinary interrupted exit, so no group outlives the run; a run that
+was SIGKILLed is cleaned up by the next one (pid files, owner-stamped scratch folders).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from types import FrameType
+
+_LOCK = threading.Lock()
+_LIVE: dict[int, subprocess.Popen[bytes]] = {}
+_STOPPING = threading.Event()
+
+
+def register(proc: subprocess.Popen[bytes]) -> None:
+    """`proc` leads its own process group and is stopped with the run."""
+    with _LOCK:
+        _LIVE[proc.pid] = proc
+    if _STOPPING.is_set():  # started by another thread while the run is being stopped
+        stop_all()
+
+
+def forget(proc: subprocess.Popen[bytes]) -> None:
+    with _LOCK:
+        _LIVE.pop(proc.pid, None)
+
+
+def kill_group(pgid: int, *, grace: float = 5.0) -> None:
+    """SIGTERM the process group `pgid`, then SIGKILL what is left after `grace` seconds."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        _reap(pgid)
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def stop_all() -> None:
+    """Stop every registered group (SIGTERM, then SIGKILL), e.g. on SIGINT/SIGTERM."""
+    with _LOCK:
+        procs = list(_LIVE.values())
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # what the leader left behind in its group
+        forget(proc)
+
+
+def _interrupted(signum: int, frame: FrameType | None) -> None:
+    _STOPPING.set()
+    stop_all()
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def stopped_on_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM stop the children, then raise KeyboardInterrupt (the clean
+    interrupted exit); the previous handlers come back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, _interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        _STOPPING.clear()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

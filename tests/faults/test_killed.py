@@ -1,0 +1,356 @@
+"""A killed run leaves nothing running and nothing behind (issue 13 items 5, 6, 11).
+
+SIGTERM takes the Ctrl-C path: the builders' process groups and the local index are
+stopped and the scratch folder removed. After a SIGKILL the next run removes what was
+left: owner-stamped scratch folders, `.part` downloads, the pypiserver of the pid file.
+An index that accepts and never answers prints waiting lines and fails with exit 3.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_build_core import tiny_spec
+from tests.support import REPO, Index, serve_in_thread, vpr
+
+# setup.py of the tiny core: leaves a marker, then builds for a minute
+SLOW_STAMP = '(open(r"{marker}", "a").write("x"), __import__("time").sleep(60), "S = 1\\n")[2]'
+
+
+def _start(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "vllm_plugin_release", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` runs (a zombie does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _descendants(root: int) -> set[int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int(
+                    (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+                )
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {pid for pid, ppid in parents.items() if ppid in frontier} - found
+        found |= frontier
+    return found
+
+
+def _wait_for(condition, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def _kill_all(pids: set[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def index():
+    idx = Index()
+    yield idx
+    idx.close()
+
+
+def _slow_build(tmp_path: Path, index: Index, sig: int):
+    """`vpr build-core` of a tiny core whose setup.py sleeps, hit by `sig` mid-build:
+    (the finished child, its stderr, its builders seen while it ran, the cache folder)."""
+    marker = tmp_path / "building"
+    spec = tiny_spec(tmp_path, index, stamp=SLOW_STAMP.format(marker=marker))
+    cache = tmp_path / ".vpr"
+    vpr("lock", "--spec", str(spec), "--cache-dir", str(cache), cwd=tmp_path)
+    child = _start(
+        "build-core", "--spec", str(spec), "--dist", str(tmp_path / "dist"),
+        "--cache-dir", str(cache), cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        _wait_for(marker.exists, 60, "the tiny build to start")
+        builders = _descendants(child.pid)
+        assert builders, "no builder processes seen"
+        assert list((cache / "tmp").glob("build-core-*"))
+        child.send_signal(sig)
+        _, stderr = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    return child, stderr, builders, cache
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_stops_builders_and_removes_scratch(tmp_path: Path, index: Index) -> None:
+    child, stderr, builders, cache = _slow_build(tmp_path, index, signal.SIGTERM)
+    try:
+        assert child.returncode == 130, stderr
+        assert "interrupted" in stderr and "Traceback" not in stderr
+        time.sleep(0.5)
+        assert not [p for p in builders if _running(p)], "builders outlived the run"
+        assert not list((cache / "tmp").glob("build-core-*"))
+    finally:
+        _kill_all(builders)
+
+
+@pytest.mark.timeout(120)
+def test_after_sigkill_the_next_run_removes_the_scratch(tmp_path: Path, index: Index) -> None:
+    _, _, builders, cache = _slow_build(tmp_path, index, signal.SIGKILL)
+    _kill_all(builders)  # a SIGKILLed run cannot stop them; the leftover folder is the point
+    assert list((cache / "tmp").glob("build-core-*")), "the killed run left no scratch?"
+    spec = tmp_path / "project" / "buildspec" / "tiny.toml"
+    vpr("fetch", "--spec", str(spec), "--cache-dir", str(cache), cwd=tmp_path)
+    assert not list((cache / "tmp").glob("build-core-*"))
+
+
+# -- a download killed half way -------------------------------------------------------------
+
+
+class _StallingIndex:
+    """A simple index whose file download sends half the bytes and then stalls."""
+
+    def __init__(self, data: bytes) -> None:
+        release = self.release = threading.Event()
+        sha = hashlib.sha256(data).hexdigest()
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                if self.path == "/simple/vllm/":
+                    files = [
+                        {"filename": "vllm-0.0.1.tar.gz", "url": "/f", "hashes": {"sha256": sha}}
+                    ]
+                    body = json.dumps({"files": files}).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data[: len(data) // 2])
+                self.wfile.flush()
+                release.wait(30)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple"
+        serve_in_thread(self.server)
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+def test_killed_download_leaves_no_part_file(tmp_path: Path, index: Index, sig: int) -> None:
+    """SIGTERM: the run removes its .part; SIGKILL: the next run removes it."""
+    spec = tiny_spec(tmp_path, index, stamp='"S = 1\\n"')
+    data = index.files["vllm-0.0.1.tar.gz"]
+    data += b"\0" * (1 << 21)  # big enough that half of it reaches the .part file
+    index.files["vllm-0.0.1.tar.gz"] = data
+    text = spec.read_text().replace(index.url, "INDEX")
+    old_sha = text.split('sha256 = "', 1)[1].split('"', 1)[0]
+    text = text.replace(old_sha, hashlib.sha256(data).hexdigest())
+    stalling = _StallingIndex(data)
+    cache = tmp_path / ".vpr"
+    try:
+        spec.write_text(text.replace("INDEX", stalling.url))
+        child = _start("fetch", "--spec", str(spec), "--cache-dir", str(cache), cwd=tmp_path)
+        try:
+            _wait_for(lambda: any((cache / "tmp").glob("*.part.*")), 20, "a .part file")
+            child.send_signal(sig)
+            _, stderr = child.communicate(timeout=10)
+        finally:
+            if child.poll() is None:
+                child.kill()
+    finally:
+        stalling.close()
+    if sig == signal.SIGTERM:
+        assert child.returncode == 130, stderr
+        assert not list((cache / "tmp").glob("*.part.*"))
+        return
+    assert list((cache / "tmp").glob("*.part.*")), "the killed download left no .part?"
+    spec.write_text(text.replace("INDEX", index.url))
+    vpr("fetch", "--spec", str(spec), "--cache-dir", str(cache), cwd=tmp_path)
+    assert not list((cache / "tmp").glob("*.part.*"))
+
+
+@pytest.mark.timeout(30)
+def test_stalled_download_times_out_with_waiting_lines(tmp_path: Path, index: Index) -> None:
+    spec = tiny_spec(tmp_path, index, stamp='"S = 1\\n"')
+    data = index.files["vllm-0.0.1.tar.gz"] + b"\0" * (1 << 21)
+    text = spec.read_text()
+    old_sha = text.split('sha256 = "', 1)[1].split('"', 1)[0]
+    stalling = _StallingIndex(data)
+    cache = tmp_path / ".vpr"
+    try:
+        text = text.replace(old_sha, hashlib.sha256(data).hexdigest())
+        spec.write_text(text.replace(index.url, stalling.url))
+        started = time.monotonic()
+        done = vpr(
+            "fetch", "--spec", str(spec), "--cache-dir", str(cache), cwd=tmp_path,
+            env={"VPR_NET_TIMEOUT": "3", "VPR_NET_HEARTBEAT": "1"}, check=False,
+        )  # fmt: skip
+        took = time.monotonic() - started
+    finally:
+        stalling.close()
+    assert done.returncode == 3, done.stderr
+    assert "waiting for" in done.stderr and "3 s" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert not list((cache / "tmp").glob("*.part.*"))
+    assert took < 10
+
+
+# -- the local index (pypiserver) -----------------------------------------------------------
+
+HOLD_INDEX = """
+import sys, time
+from pathlib import Path
+from vllm_plugin_release.edges.index import LocalIndex
+server = LocalIndex(Path(sys.argv[1]))
+server.start()
+print(server.process.pid, flush=True)
+time.sleep(60)
+"""
+
+# the CLI's way: SIGINT/SIGTERM stop the run's children and exit through KeyboardInterrupt
+HOLD_INDEX_IN_A_RUN = """
+import sys, time
+from pathlib import Path
+from vllm_plugin_release.edges.children import stopped_on_signals
+from vllm_plugin_release.edges.index import LocalIndex
+with stopped_on_signals():
+    try:
+        server = LocalIndex(Path(sys.argv[1]))
+        server.start()
+        print(server.process.pid, flush=True)
+        time.sleep(60)
+    except KeyboardInterrupt:
+        sys.exit(130)
+"""
+
+
+def _hold_index(root: Path, script: str = HOLD_INDEX) -> tuple[subprocess.Popen[str], int]:
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, str(root)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    line = child.stdout.readline() if child.stdout else ""
+    assert line.strip().isdigit(), "the local index did not start"
+    return child, int(line)
+
+
+@pytest.mark.timeout(60)
+def test_sigterm_stops_the_local_index(tmp_path: Path) -> None:
+    child, server = _hold_index(tmp_path / "index", HOLD_INDEX_IN_A_RUN)
+    try:
+        child.send_signal(signal.SIGTERM)
+        child.wait(timeout=20)
+        time.sleep(0.3)
+        assert not _running(server), "pypiserver outlived the run"
+    finally:
+        child.kill()
+        _kill_all({server})
+
+
+@pytest.mark.timeout(60)
+def test_after_sigkill_the_next_start_stops_the_recorded_index(tmp_path: Path) -> None:
+    from vllm_plugin_release.edges.index import LocalIndex
+
+    root = tmp_path / "index"
+    child, server = _hold_index(root)
+    try:
+        child.kill()
+        child.wait(timeout=10)
+        assert _running(server), "the SIGKILLed run's pypiserver should still be there"
+        with LocalIndex(root):
+            assert not _running(server), "the recorded pypiserver was not stopped"
+        assert not (tmp_path / "index-server.pid").exists()
+    finally:
+        _kill_all({server})
+
+
+# -- an index that accepts and never answers ------------------------------------------------
+
+
+@pytest.mark.timeout(30)
+def test_silent_index_times_out_with_waiting_lines(tmp_path: Path, index: Index) -> None:
+    spec = tiny_spec(tmp_path, index, stamp='"S = 1\\n"')
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel accepts; nobody ever answers
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/simple"
+        spec.write_text(spec.read_text().replace(index.url, url))
+        started = time.monotonic()
+        done = vpr(
+            "fetch", "--spec", str(spec), "--cache-dir", str(tmp_path / ".vpr"), cwd=tmp_path,
+            env={"VPR_NET_TIMEOUT": "3", "VPR_NET_HEARTBEAT": "1"}, check=False,
+        )  # fmt: skip
+        took = time.monotonic() - started
+    assert done.returncode == 3, done.stderr
+    assert "waiting for" in done.stderr
+    assert f"{url}/vllm/" in done.stderr and "3 s" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert took < 10
+
+
+@pytest.mark.timeout(15)
+def test_silent_index_query_gives_up_naming_url_and_wait(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The publish side (`edges/index.py`): a Transient naming the URL and the wait, which
+    publish's retries turn into exit 3."""
+    from vllm_plugin_release.edges.index import Transient, remote_sha256
+
+    monkeypatch.setenv("VPR_NET_TIMEOUT", "2")
+    monkeypatch.setenv("VPR_NET_HEARTBEAT", "0.5")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/simple/"
+        started = time.monotonic()
+        with pytest.raises(Transient) as caught:
+            remote_sha256(url, "demo", "demo-1.0-py3-none-any.whl")
+    assert time.monotonic() - started < 5
+    assert f"{url}demo/" in str(caught.value) and "2 s" in str(caught.value)
+    assert "waiting for" in capfd.readouterr().err
