@@ -75,6 +75,19 @@ def _wait_for(condition, seconds: float, what: str) -> None:
         time.sleep(0.1)
 
 
+def _alive(pids: set[int]) -> set[int]:
+    """The pids of `pids` that still run (zombies count as gone)."""
+    out = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            out.add(pid)
+    return out
+
+
 def _kill_all(pids: set[int]) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -128,7 +141,11 @@ def test_sigterm_stops_builders_and_removes_scratch(tmp_path: Path, index: Index
 @pytest.mark.timeout(120)
 def test_after_sigkill_the_next_run_removes_the_scratch(tmp_path: Path, index: Index) -> None:
     _, _, builders, cache = _slow_build(tmp_path, index, signal.SIGKILL)
-    _kill_all(builders)  # a SIGKILLed run cannot stop them; the leftover folder is the point
+    try:
+        # the death guard stops the builders although the run itself was SIGKILLed
+        _wait_for(lambda: not _alive(builders), 10, "the builders of the SIGKILLed run to stop")
+    finally:
+        _kill_all(builders)
     assert list((cache / "tmp").glob("build-core-*")), "the killed run left no scratch?"
     spec = tmp_path / "project" / "buildspec" / "tiny.toml"
     vpr("fetch", "--spec", str(spec), "--cache-dir", str(cache), cwd=tmp_path)

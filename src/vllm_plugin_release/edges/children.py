@@ -2,8 +2,11 @@
 
 Each is started in its own process group (`start_new_session=True`) and registered
 here while it runs. On SIGINT or SIGTERM the CLI calls `stop_all()` before turning the
-signal into the ordinary interrupted exit, so no group outlives the run; a run that
-was SIGKILLed is cleaned up by the next one (pid files, owner-stamped scratch folders).
+signal into the ordinary interrupted exit, so no group outlives the run. A run that is
+SIGKILLed cannot stop anything: builders are therefore started behind a guard
+(`guarded`) that the kernel signals when the run dies (Linux `PR_SET_PDEATHSIG`) and
+that then kills its whole group; what else such a run leaves (pid files, owner-stamped
+scratch folders) is cleaned up by the next one.
 """
 
 from __future__ import annotations
@@ -12,10 +15,31 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from types import FrameType
+
+# Started as `python -c GUARD RUN_PID ARGV...` in a new session (so it leads the group):
+# asks the kernel for SIGTERM when its parent dies, and on SIGTERM kills the group.
+GUARD = r"""
+import ctypes, os, signal, subprocess, sys
+def _die(*_):
+    os.killpg(0, signal.SIGKILL)
+signal.signal(signal.SIGTERM, _die)
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+if os.getppid() != int(sys.argv[1]):  # the run died before the request took effect
+    _die()
+sys.exit(subprocess.call(sys.argv[2:]))
+"""
+
+
+def guarded(argv: list[str]) -> list[str]:
+    """`argv` behind the death guard: its process group dies with this run, even when the
+    run is SIGKILLed. The guard's exit status is the command's."""
+    return [sys.executable, "-c", GUARD, str(os.getpid()), *argv]
+
 
 _LOCK = threading.Lock()
 _LIVE: dict[int, subprocess.Popen[bytes]] = {}

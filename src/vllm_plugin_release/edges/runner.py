@@ -76,7 +76,7 @@ class LocalRunner:
             out.flush()
             try:
                 proc = subprocess.Popen(
-                    argv,
+                    children.guarded(argv),  # dies with the run, even a SIGKILLed one
                     env=dict(cmd.env) if cmd.env else None,
                     cwd=cmd.cwd,
                     stdout=out,
