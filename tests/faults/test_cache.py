@@ -230,3 +230,19 @@ def test_tampered_plugin_tree_is_made_again(tmp_path: Path, capsys) -> None:
     again = plugin_source._from_repo_path(spec, repo / "plugin", cache)
     assert (again.root / "demo" / "__init__.py").read_text() == "X = 1\n"
     assert "plugin tree differs from its manifest" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("meta", ["[1, 2]", '{"url": 5}', "{", '"just a string"'])
+def test_tampered_download_metadata_is_not_a_traceback(tmp_path: Path, meta: str) -> None:
+    """The URL a cached sdist came from is informational: tampered metadata is dropped."""
+    from vllm_plugin_release.edges.fetch import Fetcher
+    from vllm_plugin_release.spec.model import SdistSource
+
+    cache = Cache(tmp_path / ".vpr")
+    source = SdistSource(
+        index="https://example.invalid/simple", filename="v.tar.gz", sha256="e" * 64
+    )
+    cas = cache.cas_path(source.sha256)
+    cas.parent.mkdir(parents=True)
+    cas.with_name(cas.name + ".json").write_text(meta)
+    assert Fetcher(cache).sdist_url(source) is None

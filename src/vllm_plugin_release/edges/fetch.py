@@ -227,9 +227,10 @@ class Fetcher:
         meta = self.cache.cas_path(source.sha256)
         meta = meta.with_name(meta.name + ".json")
         try:
-            return json.loads(meta.read_text())["url"]
-        except (OSError, ValueError, KeyError):
+            url = json.loads(meta.read_text())["url"]
+        except (OSError, ValueError, KeyError, TypeError):  # absent or tampered: not recorded
             return None
+        return url if isinstance(url, str) else None
 
     def source_tree(
         self, source: SdistSource, project: str, limits: ArchiveLimits | None = None
