@@ -31,7 +31,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if INTEGRATION in item.path.parents:
             item.add_marker(pytest.mark.integration)
         if FAULTS in item.path.parents:
+            # real subprocesses, servers and signals: not part of the fast loop either
             item.add_marker(pytest.mark.faults)
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session")
