@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.edges import proc
 
 INENV = Path(__file__).resolve().parent.parent / "inenv"
 
@@ -68,18 +68,13 @@ def run_in_env(
         out = Path(tmp) / "result.json"
         req.write_text(json.dumps(request))
         script = stage_module(module, Path(tmp))
-        try:
-            done = subprocess.run(
-                [str(python), str(script), str(req), str(out)],
-                env=child_environment(env),
-                cwd=cwd,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise OutsideFailure(f"inenv {module}: no answer within {timeout} s")
+        done = proc.run(
+            [python, script, req, out],
+            what=f"inenv {module}",
+            env=child_environment(env),
+            cwd=cwd,
+            timeout=timeout,
+        )
         result = json.loads(out.read_text()) if out.exists() else None
         if done.returncode == 2 and result and "error" in result:
             raise BadInput(result["error"])
