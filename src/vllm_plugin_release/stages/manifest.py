@@ -35,19 +35,13 @@ from vllm_plugin_release.core.manifestdoc import (
     validate,
 )
 from vllm_plugin_release.core.records import BUILD_CORE, BUILD_PLUGIN, ENV, SCORECARD
+from vllm_plugin_release.core.records import producer as record_producer
 from vllm_plugin_release.core.wheelfacts import files_digest, wheel_files, wheel_tags, wheel_version
 from vllm_plugin_release.edges import host, keys
 from vllm_plugin_release.spec.model import Spec
 
 EVIDENCE_KEPT = 5  # evidence items per check copied into the manifest (the scorecard has all)
 
-# Which command writes each stage record (named in the error when one is missing).
-RECORD_PRODUCERS: dict[str, str] = {
-    BUILD_CORE: "vpr build-core --spec SPEC",
-    BUILD_PLUGIN: "vpr build-plugin --spec SPEC",
-    ENV: "vpr env --spec SPEC",
-    SCORECARD: "vpr conform --spec SPEC",
-}
 REQUIRED_RECORDS = (BUILD_CORE, BUILD_PLUGIN)
 OPTIONAL_RECORDS = (ENV, SCORECARD)
 
@@ -74,7 +68,7 @@ def read_records(dist_dir: Path, spec_path: str | None = None) -> Records:
         path = dist_dir / name
         if not path.exists():
             if name in REQUIRED_RECORDS:
-                producer = RECORD_PRODUCERS[name].replace("SPEC", spec_path or "FILE")
+                producer = record_producer(name, spec_path or "FILE")
                 raise BadInput(
                     f"{path}: required stage record {name} is missing",
                     hint=f"run `{producer}` first (it writes {name})",
@@ -100,7 +94,7 @@ def _get(record: dict[str, Any], dotted: str, file: str, *, required: bool = Tru
         if not isinstance(node, dict) or part not in node:
             if not required:
                 return None
-            producer = RECORD_PRODUCERS.get(file, "the stage that writes it")
+            producer = record_producer(file, "SPEC")
             raise BadInput(
                 f"{file}: missing key {dotted!r}",
                 hint=f"the record is incomplete or from another version; re-run `{producer}`",
@@ -119,7 +113,7 @@ def describe_wheel(dist_dir: Path, filename: str, sha256: str, record_file: str)
     if not path.is_file():
         raise BadInput(
             f"{path}: wheel named in {record_file} is missing",
-            hint=f"re-run `{RECORD_PRODUCERS[record_file].replace('SPEC', 'FILE')}`",
+            hint=f"re-run `{record_producer(record_file, 'FILE')}`",
         )
     actual = sha256_file(path)
     if actual != sha256:
