@@ -639,26 +639,42 @@ class _Differ:
         elif obody is not None and nbody is not None:
             if nbody.get("required") and not obody.get("required"):
                 self.add("new-required-request-field", loc, True, "request body now required", op)
-            ocont, ncont = obody.get("content") or {}, nbody.get("content") or {}
-            for media in sorted(ocont):
-                if media not in ncont:
-                    self.add(
-                        "removed-request-media-type",
-                        f"{loc} {media}",
-                        True,
-                        "media type no longer accepted",
-                        op,
-                    )
-                    continue
-                self.schema(
-                    _Side(as_dict(ocont[media]).get("schema", {}), oroot),
-                    _Side(as_dict(ncont[media]).get("schema", {}), nroot),
-                    "request",
-                    f"{loc} {media}",
-                    op,
-                )
-            for media in sorted(set(ncont) - set(ocont)):
-                self.add("added-media-type", f"{loc} {media}", False, "new media type", op)
+            self._media(
+                _Side(obody.get("content") or {}, oroot),
+                _Side(nbody.get("content") or {}, nroot),
+                "request",
+                loc,
+                op,
+                removed=("removed-request-media-type", True, "media type no longer accepted"),
+            )
+
+    def _media(
+        self,
+        old: _Side,
+        new: _Side,
+        direction: str,
+        loc: str,
+        op: str,
+        *,
+        removed: tuple[str, bool, str],
+    ) -> None:
+        """One body's media types (`old.schema`/`new.schema` are the `content` maps): each
+        kept type's schema compared, a removed one reported as `removed`, new ones listed."""
+        ocont, ncont = old.schema, new.schema
+        kind, breaking, why = removed
+        for media in sorted(ocont):
+            if media not in ncont:
+                self.add(kind, f"{loc} {media}", breaking, why, op)
+                continue
+            self.schema(
+                _Side(as_dict(ocont[media]).get("schema", {}), old.root),
+                _Side(as_dict(ncont[media]).get("schema", {}), new.root),
+                direction,
+                f"{loc} {media}",
+                op,
+            )
+        for media in sorted(set(ncont) - set(ocont)):
+            self.add("added-media-type", f"{loc} {media}", False, "new media type", op)
 
     def _responses(self, old: _Side, new: _Side, op: str) -> None:
         """The operation's responses (`old.schema`/`new.schema` are the operations)."""
@@ -673,27 +689,15 @@ class _Differ:
                 else:
                     self.add("removed-error-status", loc, False, "status no longer declared", op)
                 continue
-            ocont = deref(oresp[status], oroot).get("content") or {}
-            ncont = deref(nresp[status], nroot).get("content") or {}
-            for media in sorted(ocont):
-                if media not in ncont:
-                    self.add(
-                        "removed-media-type" if success else "removed-error-status",
-                        f"{loc} {media}",
-                        success,
-                        "media type removed",
-                        op,
-                    )
-                    continue
-                self.schema(
-                    _Side(as_dict(ocont[media]).get("schema", {}), oroot),
-                    _Side(as_dict(ncont[media]).get("schema", {}), nroot),
-                    "response",
-                    f"{loc} {media}",
-                    op,
-                )
-            for media in sorted(set(ncont) - set(ocont)):
-                self.add("added-media-type", f"{loc} {media}", False, "new media type", op)
+            removed_kind = "removed-media-type" if success else "removed-error-status"
+            self._media(
+                _Side(deref(oresp[status], oroot).get("content") or {}, oroot),
+                _Side(deref(nresp[status], nroot).get("content") or {}, nroot),
+                "response",
+                loc,
+                op,
+                removed=(removed_kind, success, "media type removed"),
+            )
         for status in sorted(set(nresp) - set(oresp)):
             self.add("added-status", f"{op} {status}", False, "new response status", op)
 
