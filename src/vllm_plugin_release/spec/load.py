@@ -141,12 +141,34 @@ def _value_problems(value: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, 
     return []
 
 
+def _cross_key_problems(
+    data: dict[str, Any], file: Path, text: str
+) -> list[tuple[tuple[str, ...], str]]:
+    """Rules between keys that a schema cannot state (checked once the shapes are valid)."""
+    build_python = data.get("build", {}).get("python")
+    loadable = (data.get("runtime") or {}).get("python")
+    if not loadable or build_python in loadable:
+        return []
+    # A pairing is certified for a Python the vendor runtime loads, or not at all.
+    return [
+        (
+            ("build", "python"),
+            f"[build] python = {build_python!r} is not a Python the vendor runtime loads: "
+            f"[runtime] python = {loadable!r} ({_where(file, text, ('runtime', 'python'))}); "
+            f"set [build] python to one of {', '.join(loadable)} (and its base_image, "
+            "constraints), then `vpr lock --spec FILE`",
+        )
+    ]
+
+
 def validate(data: dict[str, Any], file: Path, text: str, schema: dict[str, Any]) -> None:
     """Every error of `data` against `schema`, each naming file:line and key (BadInput)."""
     errors = sorted(
         _validator(schema).iter_errors(data), key=lambda e: list(map(str, e.absolute_path))
     )
     found = [_describe(error) for error in errors] + _value_problems(data, ())
+    if not found:
+        found = _cross_key_problems(data, file, text)
     if not found:
         return
     lines = []

@@ -204,7 +204,8 @@ SCHEMA: dict[str, Any] = {
                 "python": {
                     "type": "array",
                     "items": {"type": "string", "pattern": r"^3\.\d{1,2}$"},
-                    "description": "Python versions the runtime ships wheels for.",
+                    "description": "Python versions the runtime ships wheels for (loads); "
+                    "[build] python must be one of them, else the spec is refused.",
                 },
                 "stand_in": _str(
                     "A labelled stand-in runtime package (folder in this repository) used for "
