@@ -38,6 +38,16 @@ def add_plugin_source(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_backend(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--runner-backend",
+        choices=("local", "docker"),
+        default=None,
+        help="where the stages run: local (this machine) or docker (the pinned "
+        "[build] base_image); default: the spec's [build] backend",
+    )
+
+
 def add_runner(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--runner",
@@ -66,6 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_spec_argument(build)
     add_dirs(build)
+    add_backend(build)
     build.add_argument("--force", action="store_true", help="ignore the cached result")
     build.set_defaults(func=_build_core)
 
@@ -75,6 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_spec_argument(plugin)
     add_dirs(plugin)
     add_plugin_source(plugin)
+    add_backend(plugin)
     plugin.add_argument("--force", action="store_true", help="ignore the cached result")
     plugin.set_defaults(func=_build_plugin)
 
@@ -83,6 +95,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_dirs(env)
     add_plugin_source(env)
     add_runner(env)
+    add_backend(env)
     env.add_argument(
         "--runtime-env",
         type=Path,
@@ -113,7 +126,7 @@ def _inputs(args: argparse.Namespace):
     from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.flows.sources import Inputs
 
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec).with_backend(getattr(args, "runner_backend", None))
     return Inputs(spec, cachedir.from_args(args), getattr(args, "plugin_source", None))
 
 

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from vllm_plugin_release.cli.build import (
+    add_backend,
     add_dirs,
     add_plugin_source,
     add_runner,
@@ -24,6 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_dirs(release)
     add_plugin_source(release)
     add_runner(release)
+    add_backend(release)
     release.add_argument("--runtime-env", type=Path, default=None, metavar="PATH")
     release.add_argument("--index", default=None, help="package index upload URL")
     release.add_argument("--store", default=None, help="manifest store (folder or URL)")
@@ -46,7 +48,7 @@ def _release(args: argparse.Namespace) -> int:
 
     if args.runner not in ("cpu", "hardware"):
         raise BadInput(f"unknown runner {args.runner!r}; expected cpu or hardware")
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec).with_backend(args.runner_backend)
     outcome = release(
         spec,
         Options(

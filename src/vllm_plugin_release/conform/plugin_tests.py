@@ -26,6 +26,7 @@ from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import write_json
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.edges import proc
+from vllm_plugin_release.edges.container import runner_of
 
 RECORD = records.PLUGIN_TESTS
 PLUGIN_TESTS_SCHEMA: dict[str, Any] = {
@@ -185,7 +186,8 @@ def run_tests(
     progress.info(f"plugin-tests: {' '.join(argv[3:])}")
     # bytecode is cached in the pairing env: a later import of vLLM and torch is ~3x faster
     env = proc.inherited(drop=("PYTHONDONTWRITEBYTECODE",))
-    done = proc.run(argv, what="plugin tests", cwd=root, env=env, timeout=cfg["timeout"])
+    # Where the pairing env was made: this machine, or its pinned container image.
+    done = runner_of(python).call(argv, env=env, cwd=root, timeout=cfg["timeout"])
     if done.returncode not in (0, 1, 2, 5) or not junit.exists():
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
         raise OutsideFailure(f"pytest failed to run (exit {done.returncode}):\n{tail}")

@@ -18,6 +18,7 @@ from typing import Any
 
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.edges import proc
+from vllm_plugin_release.edges.container import runner_of
 
 INENV = Path(__file__).resolve().parent.parent / "inenv"
 
@@ -66,12 +67,9 @@ def run_in_env(
         out = Path(tmp) / "result.json"
         req.write_text(json.dumps(request))
         script = stage_module(module, Path(tmp))
-        done = proc.run(
-            [python, script, req, out],
-            what=f"inenv {module}",
-            env=child_environment(env),
-            cwd=cwd,
-            timeout=timeout,
+        # Where the environment was made: this machine, or its pinned container image.
+        done = runner_of(python).call(
+            [python, script, req, out], env=child_environment(env), cwd=cwd, timeout=timeout
         )
         result = json.loads(out.read_text()) if out.exists() else None
         if done.returncode == 2 and result and "error" in result:

@@ -25,7 +25,6 @@ from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.lockfile import check_lock, pins
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges.plugin_source import PluginSource
-from vllm_plugin_release.edges.runner import LocalRunner
 from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.requests import build_request
 from vllm_plugin_release.stages.wheelbuild import (
@@ -34,6 +33,7 @@ from vllm_plugin_release.stages.wheelbuild import (
     ensure_build_env,
     parallel_local_builds,
     reuse,
+    runner_for,
     store,
 )
 
@@ -110,17 +110,18 @@ def build_plugin(
 ) -> StageResult:
     """Build the plugin wheel from the resolved `plugin` checkout in the core's build lock
     (whose request comes from the verified core source `tree`); both handed in by the flow."""
-    if spec.build.backend != "local":
-        progress.warn("build-plugin: the docker backend builds the core only; plugin built locally")
     src = plugin
+    runner = runner_for(spec, cache, folders=(src.root,))
+    runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
     lock_path = spec.resolve(spec.build.constraints)
     request, _ = build_request(spec, tree)
     lock_text = check_lock(lock_path, request)
     lock_sha = sha256_file(lock_path)
     requires = check_build_requirements(src.root, lock_text, spec.build.constraints)
-    runner = LocalRunner(spec.build.network_isolation)
     key = key_of(
         {
+            # A runner that lives in an image is part of the key (the local key is unchanged).
+            **({"runner": runner.describe()} if runner.env_key else {}),
             "recipe": RECIPE_VERSION,
             "source": src.record(),
             "tree": _tree_key(src),
@@ -188,6 +189,7 @@ def build_plugin(
             "isolated": runner.isolate,
             "python": results[0]["python"],
             "build_env": {"lock_file": spec.build.constraints, "lock_sha256": lock_sha},
+            "backend": runner.describe(),
         }
         result = store(cache, stage_dir, dist, wheels[0], record, RECORD)
     progress.info(

@@ -26,10 +26,11 @@ from vllm_plugin_release.core.records import dist_dir, verified_wheel
 from vllm_plugin_release.edges import proc
 from vllm_plugin_release.edges.envrun import run_in_env
 from vllm_plugin_release.edges.plugin_source import PluginSource
-from vllm_plugin_release.edges.runner import Command, LocalRunner, host_env
+from vllm_plugin_release.edges.runner import Command, Runner, host_env
 from vllm_plugin_release.edges.uv import find_link_args, uv_bin
 from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.requests import RuntimePlan, env_lock_request, runtime_plan
+from vllm_plugin_release.stages.wheelbuild import runner_for
 
 RUNNERS = ("cpu", "hardware")
 ENV_RECORD = records.ENV
@@ -47,7 +48,7 @@ def top_level_packages(wheel: Path) -> list[str]:
     return sorted(tops)
 
 
-def _run(runner: LocalRunner, cache: Cache, label: str, argv: list[str]) -> None:
+def _run(runner: Runner, cache: Cache, label: str, argv: list[str]) -> None:
     runner.run(
         Command(label=label, argv=tuple(argv), env=host_env()), cache.root / "logs" / "env.log"
     )
@@ -87,8 +88,12 @@ def create_env(
     check_lock(lock_path, request)
     lock_sha = sha256_file(lock_path)
     stand_in = spec.runtime.get("stand_in") if runner_kind == "cpu" else None
+    runner = runner_for(spec, cache, folders=(dist, plugin.root), network_isolation="off")
+    runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
     key = key_of(
         {
+            # An environment made in an image is keyed by it (the local key is unchanged).
+            **({"image": runner.env_key} if runner.env_key else {}),
             "recipe": ENV_RECIPE,
             "lock": lock_sha,
             "core": core["wheel"]["sha256"],
@@ -101,7 +106,6 @@ def create_env(
     )
     env_dir = cache.env_dir(f"pair-{spec.name}", key)
     result_file = env_dir / ".vpr-env.json"
-    runner = LocalRunner("off")
     with cache.lock(env_dir):  # a second run waits here, then reuses the env
         if result_file.exists():
             result = json.loads(result_file.read_text())
@@ -128,6 +132,7 @@ def create_env(
                 shutil.rmtree(env_dir, ignore_errors=True)
                 raise
             write_json(result_file, result)
+    result = {**result, "backend": runner.describe()}  # where the environment runs
     return _deliver(spec, dist, runner_kind, env_dir, lock_sha, core, built, result)
 
 
@@ -207,7 +212,7 @@ def install_steps(
 def _build(
     spec: Spec,
     work: Path,
-    runner: LocalRunner,
+    runner: Runner,
     cache: Cache,
     lock_path: Path,
     core_wheel: Path,
@@ -217,7 +222,7 @@ def _build(
     runtime_env: Path | None,
     stand_in: str | None,
 ) -> dict[str, Any]:
-    uv = uv_bin()
+    uv = runner.uv
     python = spec.build.python if runtime_env is None else str(runtime_env / "bin" / "python")
     with progress.status(f"env: creating the pairing environment for {spec.name}"):
         for label, argv in install_steps(
@@ -229,6 +234,8 @@ def _build(
             [core_wheel, plugin_wheel],
         ):
             _run(runner, cache, label, argv)
+            if label == "create pairing environment":
+                runner.mark(work)  # its python runs where it was made (edges/container)
             if label == "create pairing environment" and runtime_env is not None:
                 _layer_on(work, runtime_env)
     request = {
@@ -300,9 +307,7 @@ def _layer_on(env: Path, runtime_env: Path) -> None:
     lib.joinpath("_vpr_runtime_env.pth").write_text(_purelib(runtime_env / "bin" / "python") + "\n")
 
 
-def _overlay(
-    runner: LocalRunner, cache: Cache, uv: str, base: Path, overlay: Path, wheel: Path
-) -> Path:
+def _overlay(runner: Runner, cache: Cache, uv: str, base: Path, overlay: Path, wheel: Path) -> Path:
     """A venv that sees the pairing env's packages (.pth) plus the stand-in runtime."""
     import sysconfig
 
