@@ -78,6 +78,8 @@ def verify_image(client: Any, ref: str) -> Any:
         except ImageNotFound:
             continue
     if image is None:
+        image = _pull(client, ref)
+    if image is None:
         raise OutsideFailure(
             f"image {ref} is not in the container engine",
             hint="`vpr image build --spec SPEC` makes the Debian-based image here; "
@@ -92,6 +94,17 @@ def verify_image(client: Any, ref: str) -> Any:
             "base_image; nothing was run in it",
         )
     return image
+
+
+def _pull(client: Any, ref: str) -> Any:
+    """Pull `name@sha256:...` from its registry (the engine checks the digest); None when
+    the registry cannot be reached or does not have it."""
+    from docker.errors import APIError
+
+    try:
+        return client.images.pull(ref)
+    except APIError:
+        return None
 
 
 def stale_owner(label: str) -> bool:
