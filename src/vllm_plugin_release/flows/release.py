@@ -43,6 +43,8 @@ class Options:
 class Outcome:
     stages: dict[str, float] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)
+    # Where each stage that runs core or plugin code ran (its record's `backend`).
+    ran_in: dict[str, Any] = field(default_factory=dict)
 
 
 def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable[[], None]]]:
@@ -64,6 +66,7 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
             fetcher=inputs.fetcher,
         )
         out.facts["core wheel"] = f"{result.wheel.name} sha256:{result.data['wheel']['sha256']}"
+        out.ran_in["build-core"] = result.data.get("backend")
 
     def build_plugin() -> None:
         from vllm_plugin_release.stages.build_plugin import build_plugin as run
@@ -76,6 +79,7 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
             tree=inputs.tree,
         )
         out.facts["plugin wheel"] = f"{result.wheel.name} sha256:{result.data['wheel']['sha256']}"
+        out.ran_in["build-plugin"] = result.data.get("backend")
 
     def env() -> None:
         from vllm_plugin_release.stages.pairing_env import create_env
@@ -89,6 +93,8 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
             plugin=inputs.plugin,
             tree=inputs.tree,
         )
+        # The in-env parts of conform run where the pairing environment lives.
+        out.ran_in["env"] = out.ran_in["conform (in-env parts)"] = record.get("backend")
         runtime = record["runtime"]
         out.facts["runtime"] = f"{runtime['name']}: {runtime['status']}" + (
             " (stand-in checked in an overlay, a test double)" if runtime.get("stand_in") else ""
@@ -177,5 +183,9 @@ def _summary(spec: Spec, opts: Options, out: Outcome, failed: str | None) -> Non
             data = json.loads(run_file.read_text())
         except (OSError, ValueError):
             data = {}
-        data["release"] = {"stages_seconds": out.stages, "failed_stage": failed}
+        data["release"] = {
+            "stages_seconds": out.stages,
+            "failed_stage": failed,
+            "ran_in": out.ran_in,
+        }
         write_json(run_file, data)
