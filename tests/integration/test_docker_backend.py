@@ -201,3 +201,37 @@ def test_a_killed_run_leaves_no_container(
         tmp_path / "d2",
     )
     assert client.containers.list(all=True, filters=owner) == []
+
+
+@pytest.mark.docker
+@needs_engine
+def test_release_in_the_pinned_container_is_pilot(
+    pinned_image: subprocess.CompletedProcess, cache_root: Path, tmp_path: Path
+) -> None:
+    """`vpr release --runner-backend docker`: every stage that runs core or plugin code ran
+    in the pinned image (run.json), the manifest records it, and the verdict is pilot."""
+    assert pinned_image.returncode == 0, pinned_image.stderr
+    dist = tmp_path / "dist"
+    done = vpr(
+        "release",
+        "--spec",
+        str(REFERENCE_SPEC),
+        "--runner-backend",
+        "docker",
+        "--no-publish",
+        "--cache-dir",
+        str(cache_root),
+        "--dist",
+        str(dist),
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = dist / "reference"
+    image_id = "sha256:" + PINNED.split("@sha256:")[1]
+    ran_in = json.loads((out / "run.json").read_text())["release"]["ran_in"]
+    assert set(ran_in) == {"build-core", "build-plugin", "env", "conform (in-env parts)"}
+    for stage, backend in ran_in.items():
+        assert backend == {"kind": "docker", "base_image": PINNED, "image_id": image_id}, stage
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["container"]["image_id"] == image_id
+    assert json.loads((out / "scorecard.json").read_text())["verdict"] == "pilot"

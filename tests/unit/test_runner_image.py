@@ -108,3 +108,12 @@ def test_an_environment_runs_where_it_was_made(tmp_path: Path) -> None:
     (tmp_path / "env" / MARKER).write_text("{not json")
     with pytest.raises(BadInput, match="unreadable runner marker"):
         runner_of(python)
+
+
+def test_runner_backend_option_replaces_the_spec_backend_everywhere() -> None:
+    spec = load_spec(REPO / "buildspec" / "reference.toml")
+    assert spec.with_backend(None) is spec
+    docker = spec.with_backend("docker")
+    assert docker.build.backend == "docker" and docker.raw["build"]["backend"] == "docker"
+    assert spec.build.backend == "local" and spec.raw["build"]["backend"] == "local"
+    assert docker.build.base_image == spec.build.base_image

@@ -85,6 +85,9 @@ def conform_key(ctx: Context) -> str:
             "core": core["wheel"]["sha256"],
             "plugin": [plugin["wheel"]["sha256"], plugin["plugin"].get("commit")],
             "env": [env.get("lock_sha256"), env.get("runtime"), env.get("checks")],
+            # Where the in-env parts run (this machine or a pinned image): a result made
+            # on one is never reported as made on the other.
+            "env_backend": env.get("backend"),
             "contract": sha256_file(contract_path) if contract_path.exists() else None,
             "day": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
         }

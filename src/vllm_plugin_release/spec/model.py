@@ -89,7 +89,8 @@ class Spec:
         """This spec with `[build] backend` replaced (`--runner-backend`); itself for None."""
         if not backend or backend == self.build.backend:
             return self
-        return replace(self, build=replace(self.build, backend=backend))
+        raw = {**self.raw, "build": {**self.raw.get("build", {}), "backend": backend}}
+        return replace(self, build=replace(self.build, backend=backend), raw=raw)
 
     def resolve(self, relative: str) -> Path:
         p = Path(relative)

@@ -134,8 +134,9 @@ SCHEMA: dict[str, Any] = {
                     "(a container built from docker/ with the docker SDK).",
                 },
                 "base_image": _str(
-                    "Container base image pinned by digest (name@sha256:...); "
-                    "required when backend = docker.",
+                    "The image every stage runs in with backend = docker, pinned by digest "
+                    "(name@sha256:...): a registry image, or the Debian-based one "
+                    "`vpr image build` makes; an image with another digest is refused.",
                     pattern=DIGEST_PINNED_IMAGE,
                 ),
                 "dockerfile": _str(
