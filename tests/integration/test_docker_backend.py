@@ -15,7 +15,7 @@ import pytest
 
 from tests.support import REFERENCE_SPEC, REPO, vpr
 from vllm_plugin_release.core.errors import OutsideFailure
-from vllm_plugin_release.edges.container import LABEL, connect
+from vllm_plugin_release.edges.container import LABEL, connect, owner_label
 
 
 def engine_reason() -> str | None:
@@ -185,7 +185,7 @@ def test_a_killed_run_leaves_no_container(
     argv = [sys.executable, "-m", "vllm_plugin_release", "build-core", "--spec", str(spec)]
     argv += ["--cache-dir", str(cache_root), "--dist", str(dist), "--force"]
     child = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    owner = {"label": f"{LABEL}={child.pid}"}
+    owner = {"label": f"{LABEL}={owner_label(child.pid)}"}
     deadline = time.monotonic() + 600
     while not client.containers.list(filters=owner) and time.monotonic() < deadline:
         assert child.poll() is None, "the build ended before a container started"

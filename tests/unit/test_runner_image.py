@@ -117,3 +117,16 @@ def test_runner_backend_option_replaces_the_spec_backend_everywhere() -> None:
     assert docker.build.backend == "docker" and docker.raw["build"]["backend"] == "docker"
     assert spec.build.backend == "local" and spec.raw["build"]["backend"] == "local"
     assert docker.build.base_image == spec.build.base_image
+
+
+def test_only_this_machines_dead_runs_are_stale() -> None:
+    import os
+    import subprocess
+
+    from vllm_plugin_release.edges.container import owner_label, stale_owner
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # reaped: its pid no longer exists
+    assert stale_owner(owner_label(dead.pid))
+    assert not stale_owner(owner_label(os.getpid()))
+    assert not stale_owner(f"another-machine:{dead.pid}")

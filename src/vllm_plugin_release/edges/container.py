@@ -5,7 +5,7 @@ API) from the image `[build] base_image` pins by digest. The folders a stage wor
 (the cache, the project, dist/, local find-links) are bind-mounted at the same paths,
 so a recipe's paths mean the same thing on both runners and a stage never needs to
 know where its commands run. A command that asks for no network gets
-`network_mode="none"`. Containers carry the run's pid as a label; the run removes
+`network_mode="none"`. Containers carry the run's machine and pid as a label; the run removes
 its own, and a later run removes those of a run that was killed.
 
 The image is refused (exit 1, both digests named) when the one the engine holds under
@@ -107,10 +107,19 @@ def _pull(client: Any, ref: str) -> Any:
         return None
 
 
+def owner_label(pid: int | None = None) -> str:
+    """The label value of a run's containers: this machine and the run's pid."""
+    return f"{os.uname().nodename}:{pid or os.getpid()}"
+
+
 def stale_owner(label: str) -> bool:
-    """True when the run that labelled a container is gone (pid no longer exists)."""
+    """True when the run on this machine that labelled a container is gone (its pid no
+    longer exists); a container of another machine's run is never taken for stale."""
+    host, _, pid = label.rpartition(":")
+    if host != os.uname().nodename:
+        return False
     try:
-        os.kill(int(label), 0)
+        os.kill(int(pid), 0)
     except (ValueError, ProcessLookupError):
         return True
     except PermissionError:
@@ -264,7 +273,7 @@ class ContainerRunner:
                 working_dir=str(cwd) if cwd else "/",
                 volumes=self._binds_for(argv),
                 network_mode="none" if not network else None,
-                labels={LABEL: str(os.getpid())},
+                labels={LABEL: owner_label()},
                 user=f"{os.getuid()}:{os.getgid()}",
             )
         except APIError as exc:
