@@ -76,9 +76,12 @@ def pinned_image(cache_root: Path) -> subprocess.CompletedProcess:
     half): it exits 1 unless the image made here has the digest the spec pins."""
     if NO_ENGINE is not None:
         pytest.skip(f"no container engine: {NO_ENGINE}")
-    return vpr(
+    done = vpr(
         "image", "build", "--spec", str(REFERENCE_SPEC), "--cache-dir", str(cache_root), check=False
     )
+    if done.returncode == 3:  # no mmdebstrap or no Debian mirror here: say so, do not fail
+        pytest.skip(f"the Debian-based image cannot be made here: {done.stderr.strip()[-400:]}")
+    return done
 
 
 def test_unpinned_from_is_refused_with_its_line(tmp_path: Path, cache_root: Path) -> None:
