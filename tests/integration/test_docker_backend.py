@@ -138,6 +138,34 @@ def test_container_core_wheel_is_the_local_one(
 
 @pytest.mark.docker
 @needs_engine
+def test_container_plugin_wheel_is_the_local_one(
+    pinned_image: subprocess.CompletedProcess, cache_root: Path, tmp_path: Path
+) -> None:
+    assert pinned_image.returncode == 0, pinned_image.stderr
+    records = {}
+    for backend in ("local", "docker"):
+        dist = tmp_path / backend
+        done = vpr(
+            "build-plugin",
+            "--spec",
+            str(REFERENCE_SPEC),
+            "--cache-dir",
+            str(cache_root),
+            "--dist",
+            str(dist),
+            "--runner-backend",
+            backend,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        records[backend] = json.loads((dist / "reference" / "build-plugin.json").read_text())
+    assert records["docker"]["backend"]["image_id"] == "sha256:" + PINNED.split("@sha256:")[1]
+    assert records["local"]["backend"] == {"kind": "local"}
+    assert records["docker"]["wheel"] == records["local"]["wheel"]  # name and sha256
+
+
+@pytest.mark.docker
+@needs_engine
 def test_another_digest_is_refused_naming_both(
     pinned_image: subprocess.CompletedProcess, cache_root: Path, tmp_path: Path
 ) -> None:
