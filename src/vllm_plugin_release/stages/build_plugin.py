@@ -39,7 +39,8 @@ from vllm_plugin_release.stages.wheelbuild import (
 
 STAGE = "build-plugin"
 RECORD = records.BUILD_PLUGIN
-RECIPE_VERSION = 1
+# 2: the record says where the plugin was built (`backend`); the runner is in the key.
+RECIPE_VERSION = 2
 PLATFORM_GROUP = "vllm.platform_plugins"
 
 
@@ -120,8 +121,7 @@ def build_plugin(
     requires = check_build_requirements(src.root, lock_text, spec.build.constraints)
     key = key_of(
         {
-            # A runner that lives in an image is part of the key (the local key is unchanged).
-            **({"runner": runner.describe()} if runner.env_key else {}),
+            "runner": runner.describe(),
             "recipe": RECIPE_VERSION,
             "source": src.record(),
             "tree": _tree_key(src),
