@@ -8,6 +8,7 @@ outside failure (network, engine) is `deferred` with the reason, never `pass`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from vllm_plugin_release.conform.scorecard import scorecard, to_html, to_markdow
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import atomic_write_text, key_of, sha256_file, write_json
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.edges import envrun
 
 CHECK_NAMES = registry.SUITE
 
@@ -149,8 +151,26 @@ def run_checks(ctx: Context, names: tuple[str, ...]) -> list[CheckResult]:
     return results
 
 
+# Checks whose in-env work (`edges/envrun.run_in_env`) can share the warm worker.
+IN_WORKER = ("api", "scheduler")
+
+
+def _warm(ctx: Context, names: tuple[str, ...]) -> contextlib.AbstractContextManager[Any]:
+    """The pairing env's warm worker, started before the checks (its imports overlap with
+    the short ones); nothing when no check uses it or there is no env record (the check
+    that needs one says so)."""
+    if not set(names) & set(IN_WORKER):
+        return contextlib.nullcontext()
+    try:
+        python = ctx.python
+    except BadInput:
+        return contextlib.nullcontext()
+    return envrun.warm(python)
+
+
 def conform(ctx: Context, names: tuple[str, ...] = CHECK_NAMES) -> dict[str, Any]:
-    results = run_checks(ctx, names)
+    with _warm(ctx, names):
+        results = run_checks(ctx, names)
     card = scorecard(results, runner=ctx.runner, pairing=pairing_summary(ctx))
     write_json(ctx.dist / records.SCORECARD, card)
     atomic_write_text(ctx.dist / records.SCORECARD_MD, to_markdown(card))

@@ -23,7 +23,7 @@ from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_jso
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.core.records import dist_dir, verified_wheel
-from vllm_plugin_release.edges import proc
+from vllm_plugin_release.edges import envrun, proc
 from vllm_plugin_release.edges.envrun import run_in_env
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.runner import Command, LocalRunner, host_env
@@ -238,11 +238,13 @@ def _build(
         "runtime_module": plan.module,
     }
     present = plan.status in ("install", "runtime-env")
-    first = run_in_env(
-        work / "bin" / "python",
-        "envcheck",
-        {**request, "expect_runtime": "present" if present else "absent"},
-    )
+    # In the env's warm worker: within `vpr release` it stays for conform's in-env checks.
+    with envrun.warm(work / "bin" / "python", for_session=True):
+        first = run_in_env(
+            work / "bin" / "python",
+            "envcheck",
+            {**request, "expect_runtime": "present" if present else "absent"},
+        )
     checks = list(first["checks"])
     runtime: dict[str, Any] = {"name": plan.name, "module": plan.module, "reason": plan.reason}
     runtime["status"] = "present" if present else ("none" if plan.status == "none" else "absent")
