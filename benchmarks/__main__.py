@@ -69,6 +69,8 @@ ROWS: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None], float | No
     ("  in-process scan / rg -w -i", "isolation", _key("isolation", "ratio"), None, "x"),
     ("replay of 10,000 requests, both schedulers", "replay", _key("replay", "total_s"), 20.0,
      " s"),
+    ("  the same in the warm worker (as vpr conform runs it)", "replay",
+     _key("replay", "warm_worker_total_s"), 20.0, " s"),
     ("  replay overhead (wall / inside the schedulers)", "replay",
      _key("replay", "overhead_ratio"), 1.1, "x"),
     ("vpr release cold (fresh .vpr, warm uv cache)", "release",

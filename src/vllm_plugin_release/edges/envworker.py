@@ -37,6 +37,7 @@ class Worker:
         self._events: dict[int, threading.Event] = {}
         self._next = 0
         self.ready: dict[str, Any] | None = None
+        self._ready = threading.Event()
         self._gone = threading.Event()
         self._reader = threading.Thread(target=self._read, name="vpr-envworker", daemon=True)
         self._reader.start()
@@ -84,6 +85,7 @@ class Worker:
                 continue
             if message.get("ready"):
                 self.ready = message
+                self._ready.set()
                 continue
             if "rc" not in message:  # a job started ({"id", "pid"})
                 continue
@@ -93,9 +95,15 @@ class Worker:
             if event is not None:
                 event.set()
         self._gone.set()
+        self._ready.set()
         with self._lock:
             for event in self._events.values():
                 event.set()
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until the preloaded imports are done (True), or the worker ended (False)."""
+        self._ready.wait(timeout)
+        return self.ready is not None
 
     def _log_tail(self, path: Path, lines: int = 15) -> str:
         try:
