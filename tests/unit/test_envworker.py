@@ -93,7 +93,15 @@ def test_a_job_in_the_worker_is_the_script_run_alone(
     assert alone["preloaded"] is False
     assert warm["preloaded"] is True and again["preloaded"] is True
     for result in (warm, again):
-        for key in ("ours_importable", "leak_module", "leak_env", "argv0", "name", "hashseed"):
+        for key in (
+            "ours_importable",
+            "leak_module",
+            "leak_env",
+            "argv0",
+            "name",
+            "hashseed",
+            "cwd",
+        ):
             assert result[key] == alone[key], key
         assert Path(result["path0"]).name.startswith("vpr-inenv-")
     assert alone["ours_importable"] is False

@@ -77,8 +77,9 @@ def run_in_env(
         child_env = child_environment(env)
         worker = workers.get(python) if env is None else None
         if worker is not None and worker.env == child_env:
+            # The job's folder is ours, as a new interpreter's would be (not the worker's).
             returncode, stderr = worker.run(
-                script, [req, out], child_env, cwd, timeout, what=f"inenv {module}"
+                script, [req, out], child_env, cwd or Path.cwd(), timeout, what=f"inenv {module}"
             )
         else:
             done = proc.run(
