@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit import test_envrun
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.edges import children, envrun
 from vllm_plugin_release.edges.envworker import workers
@@ -56,12 +57,8 @@ json.dump({**seen, "tag": request.get("tag")}, open(sys.argv[2], "w"))
 """
 
 
-@pytest.fixture(scope="module")
-def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real venv without this package (what a pairing env looks like to us)."""
-    venv = tmp_path_factory.mktemp("bare") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    return venv / "bin" / "python"
+# A real venv without this package (what a pairing env looks like to us), shared.
+bare_python = test_envrun.bare_python
 
 
 @pytest.fixture
