@@ -70,7 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from vllm_plugin_release.core import progress
 
     # Live displays on a terminal; plain lines in CI logs and pipes.
-    progress.configure(interactive=progress.console.is_terminal and not os.environ.get("CI"))
+    # (None: follow the terminal, asked when something is first shown, so a command that
+    # shows nothing never loads rich)
+    progress.configure(interactive=False if os.environ.get("CI") else None)
     from vllm_plugin_release.edges.children import stopped_on_signals
 
     try:

@@ -1,16 +1,47 @@
-"""Progress and status output on stderr (rich), quiet when not on a terminal."""
+"""Progress and status output on stderr (rich), quiet when not on a terminal.
+
+rich is imported on the first line printed (`console` is made then), so a command that
+prints nothing through here (`vpr scan-core --json`) does not pay for it.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.markup import escape
+if TYPE_CHECKING:
+    from rich.console import Console
 
-console = Console(stderr=True, highlight=False, soft_wrap=True)
+_made: dict[str, Any] = {}
+_making = threading.Lock()
+
+
+def _console() -> Console:
+    console = _made.get("console")
+    if console is None:
+        with _making:
+            if "console" not in _made:
+                from rich.console import Console
+
+                _made["console"] = Console(stderr=True, highlight=False, soft_wrap=True)
+            console = _made["console"]
+    return console
+
+
+def __getattr__(name: str) -> Any:
+    """`progress.console`: the one rich Console on stderr, made on first use."""
+    if name == "console":
+        return _console()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 _mode: dict[str, bool | None] = {"interactive": None}
@@ -24,15 +55,15 @@ def configure(*, interactive: bool) -> None:
 
 def interactive() -> bool:
     chosen = _mode["interactive"]
-    return console.is_terminal if chosen is None else chosen
+    return _console().is_terminal if chosen is None else chosen
 
 
 def info(message: str) -> None:
-    console.print(f"[bold]vpr[/bold] {escape(message)}")
+    _console().print(f"[bold]vpr[/bold] {escape(message)}")
 
 
 def warn(message: str) -> None:
-    console.print(f"[bold yellow]vpr warning[/bold yellow] {escape(message)}")
+    _console().print(f"[bold yellow]vpr warning[/bold yellow] {escape(message)}")
 
 
 class _Bytes:
@@ -60,7 +91,7 @@ class _Bytes:
                 BarColumn(),
                 DownloadColumn(),
                 TransferSpeedColumn(),
-                console=console,
+                console=_console(),
                 transient=True,
             )
             self._progress.start()
@@ -96,7 +127,7 @@ def bytes_progress(description: str, total: int | None) -> _Bytes:
 def status(message: str) -> Iterator[None]:
     """A spinner with a message on a terminal; one line otherwise."""
     if interactive():
-        with console.status(message):
+        with _console().status(message):
             yield
     else:
         info(message)

@@ -20,6 +20,7 @@ from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, write_json
 from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.core.records import dist_dir
+from vllm_plugin_release.edges import envrun
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.requests import build_request
@@ -148,6 +149,12 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
 
 def release(spec: Spec, opts: Options) -> Outcome:
     """Run the stages; a failing stage stops the run with its own exit code."""
+    # One warm worker per pairing env for the run: started by env, reused by conform.
+    with envrun.session():
+        return _release(spec, opts)
+
+
+def _release(spec: Spec, opts: Options) -> Outcome:
     out = Outcome()
     stages = _stages(spec, opts, out)
     failed: str | None = None

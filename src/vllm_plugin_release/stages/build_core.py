@@ -109,7 +109,7 @@ def build_core(
                 runner, spec, tree, lock_path, scratch, cache, builds=builds, lock_key=lock_sha
             )
         wheels = [r["wheel"] for r in results]
-        digest, reproducible = compare_builds(wheels, STAGE)
+        digest, reproducible = compare_builds(wheels, STAGE, [r.get("sha256") for r in results])
         expected_suffix = f"+{spec.core.target_device}"
         if expected_suffix not in wheels[0].name:
             raise GateFailed(

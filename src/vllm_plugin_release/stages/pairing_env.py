@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_jso
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.core.records import dist_dir, verified_wheel
-from vllm_plugin_release.edges import proc
+from vllm_plugin_release.edges import envrun, proc
 from vllm_plugin_release.edges.envrun import run_in_env
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.runner import Command, Runner, host_env
@@ -245,11 +246,23 @@ def _build(
         "runtime_module": plan.module,
     }
     present = plan.status in ("install", "runtime-env")
-    first = run_in_env(
-        work / "bin" / "python",
-        "envcheck",
-        {**request, "expect_runtime": "present" if present else "absent"},
-    )
+    overlay_check = not present and stand_in
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vpr-overlay") as pool:
+        # The stand-in overlay is made and checked while the pairing env is checked: two
+        # interpreters importing vLLM side by side. (Results are put together in order.)
+        overlay = (
+            pool.submit(_stand_in_check, spec, stand_in, cache, runner, uv, work, request)
+            if overlay_check
+            else None
+        )
+        # In the env's warm worker: within `vpr release` it stays for conform's in-env checks.
+        with envrun.warm(work / "bin" / "python", for_session=True):
+            first = run_in_env(
+                work / "bin" / "python",
+                "envcheck",
+                {**request, "expect_runtime": "present" if present else "absent"},
+            )
+        stand_in_result = overlay.result() if overlay is not None else None
     checks = list(first["checks"])
     runtime: dict[str, Any] = {"name": plan.name, "module": plan.module, "reason": plan.reason}
     runtime["status"] = "present" if present else ("none" if plan.status == "none" else "absent")
@@ -257,13 +270,8 @@ def _build(
         runtime["commit"] = spec.runtime["commit"]
     if plan.requirement:
         runtime["requirement"] = plan.requirement
-    if not present and stand_in:
-        # The stand-in goes into an overlay environment layered on the pairing env, so
-        # the pairing env itself stays exactly what a cpu runner has: no runtime.
-        wheel = _stand_in_wheel(spec, stand_in, cache)
-        overlay = work / "stand-in-overlay"
-        overlay_py = _overlay(runner, cache, uv, work, overlay, wheel)
-        second = run_in_env(overlay_py, "envcheck", {**request, "expect_runtime": "present"})
+    if stand_in_result is not None:
+        second, wheel, overlay_py = stand_in_result
         for check in second["checks"]:
             if check["name"].startswith(("platform_plugin()", "runtime modules")):
                 check = {
@@ -287,6 +295,24 @@ def _build(
             }
         )
     return {"runtime": runtime, "checks": checks, "runtime_modules": first["runtime_modules"]}
+
+
+def _stand_in_check(
+    spec: Spec,
+    stand_in: str,
+    cache: Cache,
+    runner: LocalRunner,
+    uv: str,
+    work: Path,
+    request: dict[str, Any],
+) -> tuple[dict[str, Any], Path, Path]:
+    """The stand-in goes into an overlay environment layered on the pairing env, so the
+    pairing env itself stays exactly what a cpu runner has: no runtime. (envcheck result,
+    stand-in wheel, overlay python)"""
+    wheel = _stand_in_wheel(spec, stand_in, cache)
+    overlay_py = _overlay(runner, cache, uv, work, work / "stand-in-overlay", wheel)
+    second = run_in_env(overlay_py, "envcheck", {**request, "expect_runtime": "present"})
+    return second, wheel, overlay_py
 
 
 def _purelib(python: Path) -> str:

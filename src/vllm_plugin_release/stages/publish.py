@@ -8,8 +8,8 @@ Order, each step a gate for the next:
      done. Different sha256: exit 1. Absent: `twine upload`, with retries and
      backoff on connection errors and 5xx (then exit 3);
   4. with the default index, a local pypiserver on loopback over `.vpr/index/`, the
-     result is proven by installing both wheels with `pip --require-hashes` into a
-     scratch venv and checking it against the manifest (`--verify-install` does
+     result is proven by installing both wheels with `uv pip install --require-hashes`
+     (no cache) into a scratch venv and checking it against the manifest (`--verify-install` does
      the same for any index);
   5. only then is the manifest added to the store.
 
@@ -243,7 +243,7 @@ def _prove_in_scratch(
     scratch_root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="install-proof-", dir=scratch_root))
     try:
-        with progress.status("install proof: pip --require-hashes into a scratch venv"):
+        with progress.status("install proof: uv pip --require-hashes into a scratch venv"):
             prove_install(target, manifest, dist_dir, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)

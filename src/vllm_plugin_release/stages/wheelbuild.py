@@ -93,18 +93,26 @@ def parallel_local_builds(
         found = sorted(out.glob("*.whl"))
         if len(found) != 1:
             raise GateFailed(f"{log_name}: build {index + 1} produced {len(found)} wheels in {out}")
-        return {"wheel": found[0], "env": env, "python": version}
+        # This build's tail work, done here while the other build may still run: hash its
+        # wheel, remove its copy of the tree (thousands of files; not needed any more).
+        digest = sha256_file(found[0])
+        shutil.rmtree(src, ignore_errors=True)
+        return {"wheel": found[0], "env": env, "python": version, "sha256": digest}
 
     with ThreadPoolExecutor(max_workers=builds) as pool:
         return list(pool.map(one, range(builds)))
 
 
-def compare_builds(wheels: list[Path], stage: str) -> tuple[str, bool | None]:
+def compare_builds(
+    wheels: list[Path], stage: str, known: list[str | None] | None = None
+) -> tuple[str, bool | None]:
     """sha256 of the first wheel and whether all builds are byte-identical (None: one build).
+    `known`: the wheels' sha256 where the builds already hashed them (else hashed here).
 
     Raises GateFailed (exit 1) naming the differing members when they are not.
     """
-    digests = [sha256_file(w) for w in wheels]
+    given = known or [None] * len(wheels)
+    digests = [d or sha256_file(w) for w, d in zip(wheels, given, strict=True)]
     if len({w.name for w in wheels}) != 1:
         raise GateFailed(f"{stage}: the builds named their wheels differently: {wheels}")
     if len(wheels) < 2:
