@@ -18,7 +18,7 @@ def test_build_manifest_records_everything(tmp_path: Path) -> None:
     pins = make_pairing(dist, docker=True)
     m = mf.build_manifest(pins, mf.read_records(dist), pipeline_version="9.9.9")
     assert m["schema_version"] == doc.SCHEMA_VERSION
-    assert m["created"] == "2025-10-09T08:53:20Z"
+    assert m["source_date"] == "2025-10-09T08:53:20Z" and "created" not in m
     assert m["core"]["source"] == {
         "kind": "sdist",
         "url": "https://files.example/vllm-0.26.0.tar.gz",

@@ -19,6 +19,7 @@ from vllm_plugin_release.conform.scorecard import scorecard, to_html, to_markdow
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import atomic_write_text, key_of, sha256_file, write_json
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.replay.model import headline
 
 CHECK_NAMES = registry.SUITE
 
@@ -36,6 +37,70 @@ def run_check(ctx: Context, name: str) -> CheckResult:
             f"could not run: {exc.message}",
             [Evidence(note=str(exc), source="outside failure")],
         )
+
+
+def utc_day() -> str:
+    """The certification day: the scorecard is deterministic for one UTC day (cadence reads
+    the index), so the day is the finest time it can carry."""
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+
+
+def card_facts(ctx: Context, day: str) -> dict[str, Any]:
+    """What the scorecard states beside the checks: pairing id, wheels, runtime, the
+    certification day, the tool, the replay's headline (from the records in dist/NAME)."""
+    from vllm_plugin_release import __version__
+    from vllm_plugin_release.stages.manifest import pairing_id_of, pins_from_spec
+
+    core = ctx.record(records.BUILD_CORE)
+    plugin = ctx.record(records.BUILD_PLUGIN)
+    runtime: dict[str, Any] = {}
+    env_path = ctx.dist / records.ENV
+    if env_path.exists():
+        rt = json.loads(env_path.read_text(encoding="utf-8")).get("runtime") or {}
+        runtime = {k: rt.get(k) for k in ("name", "status", "reason") if rt.get(k)}
+    replay_path = ctx.dist / records.REPLAY
+    replay = None
+    if replay_path.exists() and ctx.spec.conformance.get("replay"):
+        report = json.loads(replay_path.read_text(encoding="utf-8"))
+        replay = {**headline(report), "plots": list(report.get("plots") or [])}
+    return {
+        "pairing_id": pairing_id_of(pins_from_spec(ctx.spec), core, plugin),
+        "wheels": [
+            {"role": role, "filename": rec["wheel"]["filename"], "sha256": rec["wheel"]["sha256"]}
+            for role, rec in (("core", core), ("plugin", plugin))
+        ],
+        "runtime": runtime or None,
+        "certified_on": day,
+        "tool": {"name": "vllm-plugin-release", "version": __version__},
+        "replay": replay,
+    }
+
+
+def not_run_here(runner: str) -> list[tuple[str, str]]:
+    """Checks `vpr conform` never runs (the hardware runner's live part), with why."""
+    return [
+        (
+            c.name,
+            f"runs only on the hardware runner ({c.summary}); this run used the {runner} runner",
+        )
+        for c in registry.CHECKS
+        if c.run is None
+    ]
+
+
+def plot_bytes(dist: Path, card: dict[str, Any]) -> dict[str, bytes]:
+    """The replay plots the card names, for embedding in the HTML page."""
+    names = (card.get("replay") or {}).get("plots") or []
+    return {n: (dist / n).read_bytes() for n in names if (dist / n).is_file()}
+
+
+def write_card(dist: Path, card: dict[str, Any]) -> None:
+    """scorecard.json, .md and .html (the plots embedded) into dist/NAME."""
+    write_json(dist / records.SCORECARD, card)
+    atomic_write_text(dist / records.SCORECARD_MD, to_markdown(card))
+    atomic_write_text(dist / records.SCORECARD_HTML, to_html(card, plot_bytes(dist, card)))
 
 
 def pairing_summary(ctx: Context) -> dict[str, Any]:
@@ -61,14 +126,12 @@ OUTPUTS = (
     records.REPLAY_TIMING,
     *records.REPLAY_PLOTS,
 )
-CONFORM_RECIPE = 3  # 3: no run-specific timings, paths or times in the scorecard
+CONFORM_RECIPE = 4  # 3: no run-specific timings, paths or times; 4: scorecard v2 (facts)
 
 
 def conform_key(ctx: Context) -> str:
     """Everything a scorecard depends on. The UTC day is an input because cadence asks the
     index which releases exist: a cached verdict never outlives the day it was made."""
-    import datetime
-
     from vllm_plugin_release import __version__
 
     core = ctx.record(records.BUILD_CORE)
@@ -86,7 +149,7 @@ def conform_key(ctx: Context) -> str:
             "plugin": [plugin["wheel"]["sha256"], plugin["plugin"].get("commit")],
             "env": [env.get("lock_sha256"), env.get("runtime"), env.get("checks")],
             "contract": sha256_file(contract_path) if contract_path.exists() else None,
-            "day": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
+            "day": utc_day(),
         }
     )
 
@@ -118,10 +181,14 @@ def conform(ctx: Context, names: tuple[str, ...] = CHECK_NAMES) -> dict[str, Any
             result = run_check(ctx, name)
         progress.info(f"conform: {result.status:>8}  {name}: {result.summary}")
         results.append(result)
-    card = scorecard(results, runner=ctx.runner, pairing=pairing_summary(ctx))
-    write_json(ctx.dist / records.SCORECARD, card)
-    atomic_write_text(ctx.dist / records.SCORECARD_MD, to_markdown(card))
-    atomic_write_text(ctx.dist / records.SCORECARD_HTML, to_html(card))
+    card = scorecard(
+        results,
+        runner=ctx.runner,
+        pairing=pairing_summary(ctx),
+        facts=card_facts(ctx, utc_day()),
+        not_run=not_run_here(ctx.runner) if names == CHECK_NAMES else [],
+    )
+    write_card(ctx.dist, card)
     return card
 
 
