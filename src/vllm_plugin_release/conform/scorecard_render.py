@@ -29,6 +29,10 @@ PLOT_ALT = {
     "replay-steps.png": "step composition over simulated time, plugin and upstream",
     "replay-itl.png": "inter-token latency distribution and CDF, plugin and upstream (ms)",
 }
+RATIO_NOTE = (
+    "plugin divided by upstream vLLM on the same request mix and cost model: above 1 the "
+    "plugin's latency is longer (ITL, TTFT), below 1 its throughput is lower"
+)
 MANIFEST_NOTE = (
     "manifest.json and its signed statement manifest.intoto.jsonl sit next to this file "
     "once `vpr manifest build` ran"
@@ -190,7 +194,8 @@ def markdown(card: dict[str, Any], max_evidence: int = 12) -> str:
         out.append("Nothing deferred.")
     replay = _replay_rows(card)
     if replay:
-        out += ["", "## Replay: plugin / upstream", "", "| figure | ratio |", "|---|---|"]
+        out += ["", "## Replay: plugin / upstream", "", RATIO_NOTE, ""]
+        out += ["| figure | ratio |", "|---|---|"]
         out += [f"| {k} | {v} |" for k, v in replay]
         for plot in card["replay"].get("plots", []):
             out += ["", f"![{PLOT_ALT.get(plot, plot)}]({plot})"]
@@ -290,7 +295,12 @@ def _replay_html(card: dict[str, Any], plots: dict[str, bytes]) -> str:
         f"<figcaption>{html.escape(name)}</figcaption></figure>"
         for name, data in plots.items()
     )
-    return "<h2>Replay: plugin / upstream</h2>" + _table(rows) + images
+    return (
+        "<h2>Replay: plugin / upstream</h2>"
+        + f"<p>{inline(RATIO_NOTE)}</p>"
+        + _table(rows)
+        + images
+    )
 
 
 def _evidence_html(check: dict[str, Any], max_evidence: int) -> str:
