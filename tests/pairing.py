@@ -304,7 +304,7 @@ def check_store(root: Path) -> dict[str, Any]:
     """Every visible file is complete JSON; the index lists exactly the manifests present."""
     index = json.loads((root / "index.json").read_text())
     for path in (root / "pairings").iterdir():
-        if path.name.startswith("."):
+        if path.name.startswith(".") or path.name.endswith(".lock.txt"):
             continue
         json.loads(path.read_text())  # never half-written
     present = {p.stem for p in (root / "pairings").glob("*.json")}
