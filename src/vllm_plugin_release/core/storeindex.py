@@ -346,7 +346,7 @@ class Matrix:
 
     def cell_text(self, core: str, plugin: str) -> str:
         entries = self.cells.get((core, plugin), [])
-        return ", ".join(f"{e.get('verdict') or 'none'} (py{e.get('python')})" for e in entries)
+        return ", ".join(f"{e.get('verdict') or 'none'} (py{python_of(e)})" for e in entries)
 
 
 def matrix(index: dict[str, Any]) -> Matrix:
