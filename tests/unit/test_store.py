@@ -169,7 +169,7 @@ def test_query_and_matrix_fit_80_columns_without_cutting_names(base_manifest: di
     for column in m.plugins:
         assert column in table  # the legend names every column in full
     assert "py3.11" in table and "tt-metal" in table and "pilot:" in table
-    assert "pairings/" in table  # the manifests' places in the store
+    assert "pairings/<pairing id>.json" in table  # where each manifest is
     data = storeview.matrix_json(m)
     assert len(data["plugins"]) == 9 and data["plugins"][0]["key"] == "A"
     md = si.render_markdown(m)

@@ -68,7 +68,7 @@ def run_file_name(run: dict[str, Any]) -> str:
 
 def history(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Run records as history lines, newest first (a malformed record is left out)."""
-    keep = ("time", "runner", "verdict", "manifest_sha256", "index")
+    keep = ("time", "runner", "verdict", "manifest_sha256")
     out = [
         {k: r.get(k) for k in keep}
         for r in runs
@@ -196,13 +196,16 @@ _ENTRY_KEYS: tuple[tuple[str, tuple[type, ...]], ...] = (
 )
 
 
+_ENTRY_PATHS = tuple((dotted, dotted.split("."), kinds) for dotted, kinds in _ENTRY_KEYS)
+
+
 def _entry_problem(entry: Any) -> str | None:
     """Why an index entry cannot be read (a key missing or of another type), else None."""
     if not isinstance(entry, dict):
         return "not an object"
-    for dotted, kinds in _ENTRY_KEYS:
+    for dotted, path, kinds in _ENTRY_PATHS:
         node: Any = entry
-        for key in dotted.split("."):
+        for key in path:
             if not isinstance(node, dict):
                 return f"{dotted.rsplit('.', 1)[0]!r} is not an object"
             node = node.get(key)
@@ -291,6 +294,12 @@ def _version_key(text: str) -> Any:
         return (0, text)
 
 
+def version_ranks(versions: Iterable[str]) -> dict[str, int]:
+    """Each distinct version's rank (0 oldest): a store repeats a few hundred versions over
+    thousands of entries, so each is parsed and compared once."""
+    return {v: i for i, v in enumerate(sorted(set(versions), key=_version_key))}
+
+
 def _core_matches(version: str, wanted: str) -> bool:
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
@@ -327,9 +336,15 @@ def query(
         if verdict and entry.get("verdict") != verdict:
             continue
         out.append(entry)
-    out.sort(key=lambda e: (e["plugin"]["name"], e["pairing_id"]))
-    out.sort(key=lambda e: VERDICT_ORDER.get(e.get("verdict"), 9))
-    out.sort(key=lambda e: _version_key(e["core"]["version"]), reverse=True)
+    rank = version_ranks(e["core"]["version"] for e in out)
+    out.sort(
+        key=lambda e: (
+            -rank[e["core"]["version"]],
+            VERDICT_ORDER.get(e.get("verdict"), 9),
+            e["plugin"]["name"],
+            e["pairing_id"],
+        )
+    )
     return out
 
 
@@ -361,8 +376,9 @@ def matrix(index: dict[str, Any]) -> Matrix:
         cells.setdefault((core, column), []).append(entry)
     for entries in cells.values():
         entries.sort(key=lambda e: (str(e.get("python")), e["pairing_id"]))
+    rank = version_ranks(cores)
     return Matrix(
-        cores=sorted(cores, key=_version_key, reverse=True),
+        cores=sorted(cores, key=rank.__getitem__, reverse=True),
         plugins=sorted(plugins),
         cells=cells,
     )
@@ -382,9 +398,12 @@ def python_of(entry: dict[str, Any]) -> str:
 
 def legend_rows(m: Matrix) -> list[tuple[str, str, list[str]]]:
     """(column, runtimes, manifest paths) per plugin column, for every renderer's legend."""
+    by_column: dict[str, list[dict[str, Any]]] = {}
+    for (_, column), entries in sorted(m.cells.items()):
+        by_column.setdefault(column, []).extend(entries)
     rows = []
     for column in m.plugins:
-        entries = [e for (_, c), es in sorted(m.cells.items()) if c == column for e in es]
+        entries = by_column.get(column, [])
         runtimes = ", ".join(sorted({runtime_text(e) for e in entries}))
         rows.append((column, runtimes, [str(e.get("manifest")) for e in entries]))
     return rows

@@ -15,6 +15,7 @@ from typing import Any
 from vllm_plugin_release.core.storeindex import (
     VERDICTS,
     Matrix,
+    legend_rows,
     python_of,
     runtime_text,
 )
@@ -22,10 +23,20 @@ from vllm_plugin_release.core.storeindex import (
 WIDTH = 80
 
 
+def _wrapper(width: int, indent: str) -> Any:
+    """wrap(text) -> lines: textwrap only for a line that does not fit (most do)."""
+    wrapper = textwrap.TextWrapper(width=width, subsequent_indent=indent, break_on_hyphens=False)
+
+    def wrap(text: str) -> list[str]:
+        return [text] if len(text) <= width else wrapper.wrap(text)
+
+    return wrap
+
+
 def query_text(entries: list[dict[str, Any]], location: str, width: int = WIDTH) -> str:
     """One block per pairing, every line at most `width` columns, no name cut."""
-    wrap = textwrap.TextWrapper(width=width, subsequent_indent="    ", break_on_hyphens=False)
-    lines = [*wrap.wrap(f"{len(entries)} pairing(s) in {location}"), ""]
+    wrap = _wrapper(width, "    ")
+    lines = [*wrap(f"{len(entries)} pairing(s) in {location}"), ""]
     for e in entries:
         p = e["plugin"]
         head = (
@@ -41,9 +52,9 @@ def query_text(entries: list[dict[str, Any]], location: str, width: int = WIDTH)
         if e.get("certified_at"):
             past = e.get("history") or []
             detail.append(f"certified {e['certified_at']}; {len(past)} run(s) in its history")
-        lines += wrap.wrap(head)
+        lines += wrap(head)
         for text in detail:
-            lines += wrap.wrap("  " + text)
+            lines += wrap("  " + text)
     return "\n".join(lines) + "\n"
 
 
@@ -97,21 +108,19 @@ def matrix_text(m: Matrix, width: int = WIDTH) -> str:
 
 
 def _legend(m: Matrix, keys: dict[str, str], width: int) -> list[str]:
-    wrap = textwrap.TextWrapper(width=width, subsequent_indent="      ", break_on_hyphens=False)
+    wrap = _wrapper(width, "      ")
     out = ["plugins:"]
-    for column, key in keys.items():
-        entries = [e for (_, c), es in m.cells.items() if c == column for e in es]
-        runtimes = sorted({runtime_text(e) for e in entries})
-        out += wrap.wrap(f"  [{key}] {column}; runtime {', '.join(runtimes)}")
-    out.append("manifests (in the store):")
+    for column, runtimes, _ in legend_rows(m):
+        out += wrap(f"  [{keys[column]}] {column}; runtime {runtimes}")
+    out.append("manifests: STORE/pairings/<pairing id>.json, per cell:")
     for core in m.cores:
         for column in m.plugins:
             for e in m.cells.get((core, column), []):
-                out += wrap.wrap(
-                    f"  {core} [{keys[column]}] py{python_of(e)}: {e.get('manifest') or '?'}"
+                out.append(
+                    f"  {core} [{keys[column]}] py{python_of(e)}: {e['pairing_id'][:16]}"[:width]
                 )
     out.append("verdicts:")
-    out += [line for v, text in VERDICTS.items() for line in wrap.wrap(f"  {v}: {text}")]
+    out += [line for v, text in VERDICTS.items() for line in wrap(f"  {v}: {text}")]
     return out
 
 
