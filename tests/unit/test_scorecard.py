@@ -8,8 +8,14 @@ import json
 
 from vllm_plugin_release.conform import suite
 from vllm_plugin_release.conform.result import CheckResult, Evidence
-from vllm_plugin_release.conform.scorecard import scorecard, to_html, to_markdown
-from vllm_plugin_release.conform.scorecard_render import evidence_groups, strip_tags, value_text
+from vllm_plugin_release.conform.scorecard import scorecard
+from vllm_plugin_release.conform.scorecard_render import (
+    evidence_groups,
+    strip_tags,
+    to_html,
+    to_markdown,
+    value_text,
+)
 
 # A 1x1 PNG, so the page's embedding can be checked without drawing.
 PNG = base64.b64decode(

@@ -284,8 +284,8 @@ def _result(name: str, data: dict[str, Any]) -> CheckResult:
 
 def collect(dist: Path, check: CheckResult) -> dict[str, Any]:
     """Add (or replace) the hardware check in dist/scorecard.*; recompute the verdict."""
-    from vllm_plugin_release.conform.scorecard import FACT_KEYS, scorecard
-    from vllm_plugin_release.conform.suite import utc_day, write_card
+    from vllm_plugin_release.conform.scorecard import FACT_KEYS, scorecard, utc_day
+    from vllm_plugin_release.conform.scorecard_render import write_card
 
     path = dist / records.SCORECARD
     try:

@@ -33,6 +33,14 @@ HARDWARE_RUN = (
 FACT_KEYS = ("wheels", "runtime", "certified_on", "tool", "replay", "pairing_id")
 
 
+def utc_day() -> str:
+    """The certification day: the scorecard is deterministic for one UTC day (cadence reads
+    the index), so the day is the finest time it can carry."""
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+
+
 def verdict(results: list[CheckResult], runner: str) -> str:
     """lab on any failure; fleet only on the hardware runner with nothing deferred and the
     live `hardware` check (vpr hardware-live) observed passing; pilot otherwise."""
@@ -133,17 +141,3 @@ def scorecard(
         if facts and facts.get(key) is not None:
             card[key] = facts[key]
     return card
-
-
-def to_markdown(card: dict[str, Any], max_evidence: int = 12) -> str:
-    from vllm_plugin_release.conform.scorecard_render import markdown
-
-    return markdown(card, max_evidence=max_evidence)
-
-
-def to_html(
-    card: dict[str, Any], plots: dict[str, bytes] | None = None, max_evidence: int = 40
-) -> str:
-    from vllm_plugin_release.conform.scorecard_render import page
-
-    return page(card, plots or {}, max_evidence=max_evidence)

@@ -19,9 +19,12 @@ import html
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.conform.scorecard import ICONS
+from vllm_plugin_release.core import records
+from vllm_plugin_release.core.cache import atomic_write_text, write_json
 from vllm_plugin_release.replay.model import HEADLINE
 
 VALUE_CHARS = 160
@@ -366,3 +369,30 @@ def strip_tags(text: str) -> str:
     return html.unescape(
         re.sub(r"<[^>]+>", " ", re.sub(r"<style>.*?</style>", "", text, flags=re.S))
     )
+
+
+# ---------------------------------------------------------------------------
+# Files
+
+
+def to_markdown(card: dict[str, Any], max_evidence: int = 12) -> str:
+    return markdown(card, max_evidence=max_evidence)
+
+
+def to_html(
+    card: dict[str, Any], plots: dict[str, bytes] | None = None, max_evidence: int = 40
+) -> str:
+    return page(card, plots or {}, max_evidence=max_evidence)
+
+
+def plot_bytes(dist: Path, card: dict[str, Any]) -> dict[str, bytes]:
+    """The replay plots the card names, for embedding in the HTML page."""
+    names = (card.get("replay") or {}).get("plots") or []
+    return {n: (dist / n).read_bytes() for n in names if (dist / n).is_file()}
+
+
+def write_card(dist: Path, card: dict[str, Any]) -> None:
+    """scorecard.json, .md and .html (the plots embedded) into dist/NAME."""
+    write_json(dist / records.SCORECARD, card)
+    atomic_write_text(dist / records.SCORECARD_MD, to_markdown(card))
+    atomic_write_text(dist / records.SCORECARD_HTML, to_html(card, plot_bytes(dist, card)))

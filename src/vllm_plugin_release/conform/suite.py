@@ -15,9 +15,10 @@ from typing import Any
 from vllm_plugin_release.conform import api, registry
 from vllm_plugin_release.conform.context import Context
 from vllm_plugin_release.conform.result import CheckResult, Evidence
-from vllm_plugin_release.conform.scorecard import scorecard, to_html, to_markdown
+from vllm_plugin_release.conform.scorecard import scorecard, utc_day
+from vllm_plugin_release.conform.scorecard_render import write_card
 from vllm_plugin_release.core import progress, records
-from vllm_plugin_release.core.cache import atomic_write_text, key_of, sha256_file, write_json
+from vllm_plugin_release.core.cache import key_of, sha256_file
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.replay.model import headline
 
@@ -37,14 +38,6 @@ def run_check(ctx: Context, name: str) -> CheckResult:
             f"could not run: {exc.message}",
             [Evidence(note=str(exc), source="outside failure")],
         )
-
-
-def utc_day() -> str:
-    """The certification day: the scorecard is deterministic for one UTC day (cadence reads
-    the index), so the day is the finest time it can carry."""
-    import datetime
-
-    return datetime.datetime.now(datetime.timezone.utc).date().isoformat()
 
 
 def card_facts(ctx: Context, day: str) -> dict[str, Any]:
@@ -88,19 +81,6 @@ def not_run_here(runner: str) -> list[tuple[str, str]]:
         for c in registry.CHECKS
         if c.run is None
     ]
-
-
-def plot_bytes(dist: Path, card: dict[str, Any]) -> dict[str, bytes]:
-    """The replay plots the card names, for embedding in the HTML page."""
-    names = (card.get("replay") or {}).get("plots") or []
-    return {n: (dist / n).read_bytes() for n in names if (dist / n).is_file()}
-
-
-def write_card(dist: Path, card: dict[str, Any]) -> None:
-    """scorecard.json, .md and .html (the plots embedded) into dist/NAME."""
-    write_json(dist / records.SCORECARD, card)
-    atomic_write_text(dist / records.SCORECARD_MD, to_markdown(card))
-    atomic_write_text(dist / records.SCORECARD_HTML, to_html(card, plot_bytes(dist, card)))
 
 
 def pairing_summary(ctx: Context) -> dict[str, Any]:
