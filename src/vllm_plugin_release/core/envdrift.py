@@ -36,7 +36,8 @@ class Drift:
         return out
 
 
-def _same(a: str, b: str) -> bool:
+def same_version(a: str, b: str) -> bool:
+    """Equal as versions (PEP 440), else as text."""
     from packaging.version import InvalidVersion, Version
 
     try:
@@ -54,7 +55,7 @@ def drift(pins: dict[str, str], installed: dict[str, str]) -> Drift:
     for name in sorted(want):
         if name not in have:
             out.missing.append((name, want[name]))
-        elif not _same(have[name], want[name]):
+        elif not same_version(have[name], want[name]):
             out.different.append((name, want[name], have[name]))
     for name in sorted(set(have) - set(want)):
         if name in SEEDS:

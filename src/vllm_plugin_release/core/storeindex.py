@@ -44,6 +44,20 @@ def lock_path(pid: str) -> str:
     return f"{PAIRINGS}/{pid}{LOCK_SUFFIX}"
 
 
+def check_lock(manifest: dict[str, Any], data: bytes, where: str, hint: str = "") -> str:
+    """The pairing lock's text when its sha256 is the manifest's (signed)
+    environment.lock_sha256; GateFailed naming both digests otherwise."""
+    want = (manifest.get("environment") or {}).get("lock_sha256")
+    have = hashlib.sha256(data).hexdigest()
+    if want != have:
+        raise GateFailed(
+            f"{where}: sha256 {have} is not the pairing lock the manifest names "
+            f"(environment.lock_sha256 {want})",
+            hint=hint or "use the lock stored with the manifest (pairings/<id>.lock.txt)",
+        )
+    return data.decode("utf-8")
+
+
 def run_record(
     manifest: dict[str, Any], manifest_sha256: str, time: str, index: dict[str, Any]
 ) -> dict[str, Any]:

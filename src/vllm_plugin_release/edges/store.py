@@ -46,6 +46,7 @@ from vllm_plugin_release.core.storeindex import (
     RUNS,
     WHEELS,
     check_index,
+    check_lock,
     check_same_wheels,
     empty_index,
     entry_for,
@@ -209,7 +210,13 @@ class DirStore:
         statement = statement_path.read_bytes() if statement_path else None
         entry = entry_for(manifest, hashlib.sha256(data).hexdigest(), statement is not None)
         extras = extras or Extras()
-        _check_lock(manifest, extras.lock, manifest_path)
+        if extras.lock is not None:  # the lock stored is the one the signed manifest names
+            check_lock(
+                manifest,
+                extras.lock,
+                f"{manifest_path}: the pairing lock to store",
+                hint="the lock changed since `vpr env`; re-run the pairing (vpr release) first",
+            )
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / PAIRINGS).mkdir(exist_ok=True)
         try:
@@ -325,20 +332,6 @@ class DirStore:
 def _write_if_changed(path: Path, data: bytes) -> None:
     if not path.exists() or path.read_bytes() != data:
         atomic_write_bytes(path, data)
-
-
-def _check_lock(manifest: dict[str, Any], lock: bytes | None, where: Path) -> None:
-    """The lock stored with a pairing is the one its signed manifest names, byte for byte."""
-    if lock is None:
-        return
-    want = (manifest.get("environment") or {}).get("lock_sha256")
-    have = hashlib.sha256(lock).hexdigest()
-    if want != have:
-        raise GateFailed(
-            f"{where}: the pairing lock to store has sha256 {have}, the manifest's "
-            f"environment.lock_sha256 is {want}",
-            hint="the lock changed since `vpr env`; re-run the pairing (vpr release) first",
-        )
 
 
 class HttpStore:

@@ -126,9 +126,8 @@ def install(
                 "pairings are installed",
                 hint="pass --allow-uncertified to install it anyway",
             )
-        lock_text = verify.check_lock_bytes(
-            manifest, store.read_bytes(entry["requirements"]["path"]), entry["requirements"]["path"]
-        )
+        lock_path = entry["requirements"]["path"]
+        lock_text = si.check_lock(manifest, store.read_bytes(lock_path), lock_path)
         pins = len(verify.lock_pins(manifest, lock_text))
         result = Installed(pid, verdict, "", "unchanged", pins, store.location, verified.keyid)
         python = env_dir / "bin" / "python"

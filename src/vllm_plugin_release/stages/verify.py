@@ -15,6 +15,7 @@ from typing import Any
 
 from vllm_plugin_release.core import attest
 from vllm_plugin_release.core.cache import sha256_file
+from vllm_plugin_release.core.envdrift import same_version
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import (
     MANIFEST_FILE,
@@ -163,15 +164,6 @@ def _unsigned_wheels(
 # An installed environment
 
 
-def _same_version(a: str, b: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return Version(a) == Version(b)
-    except InvalidVersion:
-        return a == b
-
-
 def lock_pins(manifest: dict[str, Any], lock_text: str) -> dict[str, str]:
     """Every pin of the pairing: the lock's, then the core and plugin at their versions."""
     from vllm_plugin_release.core.lockfile import pins
@@ -182,28 +174,13 @@ def lock_pins(manifest: dict[str, Any], lock_text: str) -> dict[str, str]:
     return out
 
 
-def check_lock_bytes(manifest: dict[str, Any], data: bytes, where: str) -> str:
-    """The lock's text when its sha256 is the manifest's environment.lock_sha256."""
-    import hashlib
-
-    want = (manifest.get("environment") or {}).get("lock_sha256")
-    have = hashlib.sha256(data).hexdigest()
-    if want != have:
-        raise GateFailed(
-            f"{where}: sha256 {have} is not the pairing lock the manifest names "
-            f"(environment.lock_sha256 {want})",
-            hint="use the lock stored with the manifest (pairings/<id>.lock.txt)",
-        )
-    return data.decode("utf-8")
-
-
 def find_lock(
     manifest_path: Path, manifest: dict[str, Any], given: Path | None
 ) -> tuple[str | None, Path | None]:
     """The pairing lock for `check-env`: `given`, else the store's pairings/<id>.lock.txt
     next to the manifest, else the manifest's environment.lock_file from the working
     folder. (text, path) when found and its sha256 is the signed one; (None, None) else."""
-    from vllm_plugin_release.core.storeindex import LOCK_SUFFIX
+    from vllm_plugin_release.core.storeindex import LOCK_SUFFIX, check_lock
 
     candidates = [given] if given else []
     if not given:
@@ -218,7 +195,7 @@ def find_lock(
             if given:
                 raise BadInput(f"--lock {path}: not found")
             continue
-        return check_lock_bytes(manifest, data, str(path)), path
+        return check_lock(manifest, data, str(path)), path
     return None, None
 
 
@@ -249,7 +226,7 @@ def check_environment(
             )
             continue
         where = f"{role} {name} ({got['location']})"
-        if not _same_version(got["version"], want["wheel"]["version"]):
+        if not same_version(got["version"], want["wheel"]["version"]):
             mismatches.append(
                 f"{where}: version {got['version']}, manifest {want['wheel']['version']}"
             )
