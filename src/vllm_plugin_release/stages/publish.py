@@ -33,6 +33,7 @@ from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE
+from vllm_plugin_release.core.storeindex import check_lock
 from vllm_plugin_release.edges import keys
 from vllm_plugin_release.edges.index import (
     IndexTarget,
@@ -55,6 +56,7 @@ from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.verify import Verified, check_environment, verify_files
 
 CERTIFIED = ("fleet", "pilot")
+LOCK_HINT = "the lock changed since `vpr env`; run the pairing again (vpr release) first"
 
 
 # ---------------------------------------------------------------------------
@@ -284,29 +286,30 @@ def _upload_and_prove(
                 marker.write_text("install proven\n")
 
 
-def _store_extras(
-    manifest: dict[str, Any], wheels: Wheels, root: Path | None, simple_url: str | None
-) -> Extras:
-    """The lock, wheels and history line that go into the store beside the manifest. The
-    lock is the manifest's environment.lock_file under `root` (the project root)."""
-    lock_bytes = None
+def _read_lock(manifest: dict[str, Any], root: Path | None) -> bytes | None:
+    """The pairing lock the manifest names (environment.lock_file under the project root),
+    read before anything is uploaded; None when the manifest names no environment."""
     env = manifest.get("environment") or {}
-    if root is not None and env.get("lock_file") and env.get("lock_sha256"):
-        lock = root / env["lock_file"]
-        try:
-            lock_bytes = lock.read_bytes()
-        except FileNotFoundError:
-            raise BadInput(
-                f"{lock}: the pairing lock named by the manifest (environment.lock_file) "
-                "is missing",
-                hint="run `vpr lock --spec FILE` and the pairing again (vpr release)",
-            )
+    if root is None or not (env.get("lock_file") and env.get("lock_sha256")):
+        return None
+    lock = root / env["lock_file"]
+    try:
+        data = lock.read_bytes()
+    except FileNotFoundError:
+        raise BadInput(
+            f"{lock}: the pairing lock named by the manifest (environment.lock_file) is missing",
+            hint="run `vpr lock --spec FILE` and the pairing again (vpr release)",
+        )
+    check_lock(manifest, data, str(lock), hint=LOCK_HINT)
+    return data
+
+
+def _store_extras(lock: bytes | None, wheels: Wheels, simple_url: str | None) -> Extras:
+    """The lock, wheels and history line that go into the store beside the manifest."""
     where: dict[str, Any] = {"kind": "local", "simple_url": None}
     if simple_url is not None:
         where = {"kind": "remote", "simple_url": redact(simple_url)}
-    return Extras(
-        lock=lock_bytes, wheels=tuple(w for _, w, _ in wheels), index=where, time=utc_now()
-    )
+    return Extras(lock=lock, wheels=tuple(w for _, w, _ in wheels), index=where, time=utc_now())
 
 
 def _record_certification(dist_dir: Path, result: PublishResult) -> None:
@@ -363,6 +366,7 @@ def publish_folder(
         )
         for p in ("core", "plugin")
     ]
+    lock = _read_lock(manifest, project_root)  # gate: before anything is uploaded
     progress.info("twine check --strict")
     twine_check([w for _, w, _ in wheels])
     verdict = manifest["conformance"]["verdict"]
@@ -389,7 +393,7 @@ def publish_folder(
             verify_install=verify_install,
         )
     remote = None if local is not None else (simple_index or simple_url_for(str(index)))
-    extras = _store_extras(manifest, wheels, project_root, remote)
+    extras = _store_extras(lock, wheels, remote)
     added = target_store.add(manifest_path, verified.statement_path, extras)  # gate 5: the store
     result.store, result.store_status = added.store, added.status
     result.certified_at = added.entry.get("certified_at") or ""
