@@ -82,6 +82,24 @@ def _verified(store: st.Store, entry: dict[str, Any], key: Path, work: Path) -> 
     return verify.verify_files(manifest_path, key, manifest_only=True)
 
 
+def check_stored_wheels(store: st.Store, manifest: dict[str, Any]) -> None:
+    """A folder store's wheel copies have the signed sha256 (uv checks them again by hash;
+    this names the file plainly). Over HTTP only uv's check applies."""
+    if not isinstance(store, st.DirStore):
+        return
+    from vllm_plugin_release.core.cache import sha256_file
+
+    for role in ("core", "plugin"):
+        wheel = manifest[role]["wheel"]
+        path = store.root / si.WHEELS / wheel["filename"]
+        if path.is_file() and sha256_file(path) != wheel["sha256"]:
+            raise GateFailed(
+                f"{path}: sha256 {sha256_file(path)}, but the signed manifest certifies "
+                f"{wheel['sha256']}",
+                hint="the store's copy was changed after publishing; nothing was installed",
+            )
+
+
 def requirements_text(manifest: dict[str, Any], lock_text: str) -> str:
     """The lock, then the certified core and plugin wheels pinned by sha256."""
     lines = [lock_text.rstrip("\n"), "# the certified wheels (vpr install)"]
@@ -126,6 +144,7 @@ def install(
                 "pairings are installed",
                 hint="pass --allow-uncertified to install it anyway",
             )
+        check_stored_wheels(store, manifest)
         lock_path = entry["requirements"]["path"]
         lock_text = si.check_lock(manifest, store.read_bytes(lock_path), lock_path)
         pins = len(verify.lock_pins(manifest, lock_text))
