@@ -140,6 +140,7 @@ def test_html_verdict_first_facts_embedded_plot_folded_evidence() -> None:
     assert "<script" not in page and "http://" not in page and "https://" not in page
     assert "`" not in page  # code spans became <code>
     assert "<code>17</code>" in page
+    assert '<a href="manifest.json">manifest.json</a>' in page
     assert page.count("<details>") == 1  # only the check with evidence folds
     # the contract path is named once for its group, not on every line
     assert page.count("vllm-0.25.1-openai.json") == 1

@@ -37,8 +37,8 @@ RATIO_NOTE = (
     "plugin's latency is longer (ITL, TTFT), below 1 its throughput is lower"
 )
 MANIFEST_NOTE = (
-    "manifest.json and its signed statement manifest.intoto.jsonl sit next to this file "
-    "once `vpr manifest build` ran"
+    "next to this file: the manifest and its signed statement (once `vpr manifest build` "
+    "ran), the full scorecard data, the replay plots"
 )
 
 
@@ -114,9 +114,14 @@ def _pairing_rows(card: dict[str, Any]) -> list[tuple[str, str]]:
             else "not recorded",
         ),
         ("tool", f"{tool.get('name', 'vllm-plugin-release')} {tool.get('version', '?')}"),
-        ("manifest", MANIFEST_NOTE),
     ]
     return rows
+
+
+def _links(card: dict[str, Any]) -> list[str]:
+    """The files next to this one a reader may open (relative links, nothing fetched)."""
+    plots = list((card.get("replay") or {}).get("plots") or [])
+    return ["manifest.json", "manifest.intoto.jsonl", "scorecard.json", *plots]
 
 
 def _wheels(card: dict[str, Any]) -> list[dict[str, str]]:
@@ -179,6 +184,7 @@ def markdown(card: dict[str, Any], max_evidence: int = 12) -> str:
         "| | |",
         "|---|---|",
         *[f"| {k} | {_md(v)} |" for k, v in _pairing_rows(card)],
+        "| files | " + ", ".join(f"[{n}]({n})" for n in _links(card)) + " |",
         "",
         "## Wheels",
         "",
@@ -351,6 +357,9 @@ def page(card: dict[str, Any], plots: dict[str, bytes], max_evidence: int = 40) 
         f"<style>{STYLE}</style></head><body><h1>Scorecard: {name}</h1>"
         + _banner(card)
         + _table(_pairing_rows(card))
+        + f"<p>{inline(MANIFEST_NOTE)}: "
+        + ", ".join(f'<a href="{html.escape(n)}">{html.escape(n)}</a>' for n in _links(card))
+        + "</p>"
         + "<h2>Wheels</h2><table><tr><th>role</th><th>file</th><th>sha256</th></tr>"
         + wheels
         + "</table>"
