@@ -412,15 +412,18 @@ def python_of(entry: dict[str, Any]) -> str:
 
 def legend_rows(m: Matrix) -> list[tuple[str, str, list[str]]]:
     """(column, runtimes, manifest paths) per plugin column, for every renderer's legend."""
-    by_column: dict[str, list[dict[str, Any]]] = {}
+    runtimes: dict[str, set[str]] = {c: set() for c in m.plugins}
+    paths: dict[str, list[str]] = {c: [] for c in m.plugins}
+    seen: dict[tuple[Any, ...], str] = {}
     for (_, column), entries in sorted(m.cells.items()):
-        by_column.setdefault(column, []).extend(entries)
-    rows = []
-    for column in m.plugins:
-        entries = by_column.get(column, [])
-        runtimes = ", ".join(sorted({runtime_text(e) for e in entries}))
-        rows.append((column, runtimes, [str(e.get("manifest")) for e in entries]))
-    return rows
+        for e in entries:
+            rt = e.get("runtime") or {}
+            ident = (rt.get("name"), rt.get("version"), rt.get("status"))
+            if ident not in seen:
+                seen[ident] = runtime_text(e)
+            runtimes[column].add(seen[ident])
+            paths[column].append(str(e.get("manifest")))
+    return [(c, ", ".join(sorted(runtimes[c])), paths[c]) for c in m.plugins]
 
 
 def render_markdown(m: Matrix) -> str:

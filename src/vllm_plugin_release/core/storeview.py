@@ -80,12 +80,14 @@ def matrix_text(m: Matrix, width: int = WIDTH) -> str:
     if not m.cores:
         return "No pairings in the manifest store.\n"
     keys = dict(zip(m.plugins, _keys(len(m.plugins))))
+    lines = {where: _cell_lines(entries) for where, entries in m.cells.items()}
     first = max(9, *(len(c) for c in m.cores)) + 2
     cell = max(
         12,
-        *(len(line) + 2 for entries in m.cells.values() for line in _cell_lines(entries)),
+        *(len(line) + 2 for cell_lines in lines.values() for line in cell_lines),
         *(len(k) + 4 for k in keys.values()),
     )
+    empty = ["-"]
     per_table = max(1, (width - first) // cell)
     out: list[str] = []
     for start in range(0, len(m.plugins), per_table):
@@ -93,7 +95,7 @@ def matrix_text(m: Matrix, width: int = WIDTH) -> str:
         head = "vLLM core".ljust(first) + "".join(f"[{keys[c]}]".ljust(cell) for c in columns)
         out.append(head.rstrip())
         for core in m.cores:
-            cells = [_cell_lines(m.cells.get((core, c), [])) for c in columns]
+            cells = [lines.get((core, c), empty) for c in columns]
             for row in range(max(len(x) for x in cells)):
                 label = core if row == 0 else ""
                 out.append(
@@ -115,10 +117,11 @@ def _legend(m: Matrix, keys: dict[str, str], width: int) -> list[str]:
     out.append("manifests: STORE/pairings/<pairing id>.json, per cell:")
     for core in m.cores:
         for column in m.plugins:
-            for e in m.cells.get((core, column), []):
-                out.append(
-                    f"  {core} [{keys[column]}] py{python_of(e)}: {e['pairing_id'][:16]}"[:width]
-                )
+            key = keys[column]
+            out += [
+                f"  {core} [{key}] py{python_of(e)}: {e['pairing_id'][:16]}"[:width]
+                for e in m.cells.get((core, column), ())
+            ]
     out.append("verdicts:")
     out += [line for v, text in VERDICTS.items() for line in wrap(f"  {v}: {text}")]
     return out

@@ -63,6 +63,14 @@ LOCK_TIMEOUT_ENV = "VPR_STORE_LOCK_TIMEOUT"
 HTTP_TIMEOUT = 30
 
 
+def loads(data: bytes) -> Any:
+    """JSON from bytes: orjson (a fleet store's index.json runs to tens of MB; orjson reads
+    it several times faster). Its errors are json.JSONDecodeError, invalid UTF-8 included."""
+    import orjson
+
+    return orjson.loads(data)
+
+
 def utc_now() -> str:
     import datetime
 
@@ -130,7 +138,7 @@ class DirStore:
         if not path.exists():
             return empty_index()
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = loads(path.read_bytes())
         except json.JSONDecodeError as exc:
             raise BadInput(
                 f"{path}:{exc.lineno}: index.json is not valid JSON ({exc.msg})",
@@ -366,10 +374,10 @@ class HttpStore:
             )
 
     def read_index(self) -> dict[str, Any]:
-        text = self.read_text(INDEX_FILE)
+        text = self.read_bytes(INDEX_FILE)
         where = redact_url(urllib.parse.urljoin(self.url, INDEX_FILE))
         try:
-            data = json.loads(text)
+            data = loads(text)
         except json.JSONDecodeError as exc:
             raise BadInput(f"{where}:{exc.lineno}: index.json is not valid JSON ({exc.msg})")
         return check_index(data, where)
