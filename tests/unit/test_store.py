@@ -170,6 +170,8 @@ def test_query_and_matrix_fit_80_columns_without_cutting_names(base_manifest: di
         assert column in table  # the legend names every column in full
     assert "py3.11" in table and "tt-metal" in table and "pilot:" in table
     assert "pairings/<pairing id>.json" in table  # where each manifest is
+    big = storeview.matrix_text(si.matrix(_many(base_manifest, 50, plugins=2)))
+    assert "50 pairings (ids:" in big and max(map(len, big.splitlines())) <= 80
     data = storeview.matrix_json(m)
     assert len(data["plugins"]) == 9 and data["plugins"][0]["key"] == "A"
     md = si.render_markdown(m)

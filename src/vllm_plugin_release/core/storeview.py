@@ -21,6 +21,7 @@ from vllm_plugin_release.core.storeindex import (
 )
 
 WIDTH = 80
+LIST_IDS = 40  # the matrix legend lists each cell's pairing id up to this many pairings
 
 
 def _wrapper(width: int, indent: str) -> Any:
@@ -114,14 +115,21 @@ def _legend(m: Matrix, keys: dict[str, str], width: int) -> list[str]:
     out = ["plugins:"]
     for column, runtimes, _ in legend_rows(m):
         out += wrap(f"  [{keys[column]}] {column}; runtime {runtimes}")
-    out.append("manifests: STORE/pairings/<pairing id>.json, per cell:")
-    for core in m.cores:
-        for column in m.plugins:
-            key = keys[column]
-            out += [
-                f"  {core} [{key}] py{python_of(e)}: {e['pairing_id'][:16]}"[:width]
-                for e in m.cells.get((core, column), ())
-            ]
+    pairings = sum(len(es) for es in m.cells.values())
+    if pairings > LIST_IDS:
+        out += wrap(
+            f"manifests: STORE/pairings/<pairing id>.json; {pairings} pairings (ids: "
+            "vpr manifest query --core VERSION --plugin NAME, or matrix --json)"
+        )
+    else:
+        out.append("manifests: STORE/pairings/<pairing id>.json, per cell:")
+        for core in m.cores:
+            for column in m.plugins:
+                key = keys[column]
+                out += [
+                    f"  {core} [{key}] py{python_of(e)}: {e['pairing_id'][:16]}"[:width]
+                    for e in m.cells.get((core, column), ())
+                ]
     out.append("verdicts:")
     out += [line for v, text in VERDICTS.items() for line in wrap(f"  {v}: {text}")]
     return out
