@@ -176,5 +176,7 @@ def test_value_shown_only_when_it_adds_to_the_note() -> None:
 
 
 def test_not_run_here_names_the_hardware_part() -> None:
-    names = [n for n, _ in suite.not_run_here("cpu")]
-    assert names == ["hardware"]
+    ((name, why),) = suite.not_run_here("cpu")
+    assert name == "hardware" and "this run used the cpu runner" in why
+    ((name, why),) = suite.not_run_here("hardware")
+    assert name == "hardware" and "vpr hardware-live" in why
