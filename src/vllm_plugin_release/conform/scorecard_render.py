@@ -213,23 +213,28 @@ def markdown(card: dict[str, Any], max_evidence: int = 12) -> str:
         out.append(f"| {name} | {ICONS[check['status']]} | {_md(check['summary'])} |")
     for name, check in card["checks"].items():
         out += ["", f"### {name}: {ICONS[check['status']]}", "", check["summary"], ""]
-        evidence = check.get("evidence", [])
-        if not evidence and not check.get("threshold"):
-            continue
-        out += [f"<details><summary>evidence ({len(evidence)} items)</summary>", ""]
-        if check.get("threshold"):
-            limits = ", ".join(f"{k}={v}" for k, v in sorted(check["threshold"].items()))
-            out += [f"Threshold: {limits}", ""]
-        for file, lines in evidence_groups(evidence[:max_evidence]):
-            indent = ""
-            if file:
-                out.append(f"- {file}")
-                indent = "  "
-            out += [f"{indent}- {line}" + (f" ({value})" if value else "") for line, value in lines]
-        if len(evidence) > max_evidence:
-            out.append(f"- ... and {len(evidence) - max_evidence} more (see scorecard.json)")
-        out += ["", "</details>"]
+        out += _md_evidence(check, max_evidence)
     return "\n".join(out) + "\n"
+
+
+def _md_evidence(check: dict[str, Any], max_evidence: int) -> list[str]:
+    """A check's threshold and evidence, folded (nothing when it has neither)."""
+    evidence = check.get("evidence", [])
+    if not evidence and not check.get("threshold"):
+        return []
+    out = [f"<details><summary>evidence ({len(evidence)} items)</summary>", ""]
+    if check.get("threshold"):
+        limits = ", ".join(f"{k}={v}" for k, v in sorted(check["threshold"].items()))
+        out += [f"Threshold: {limits}", ""]
+    for file, lines in evidence_groups(evidence[:max_evidence]):
+        indent = ""
+        if file:
+            out.append(f"- {file}")
+            indent = "  "
+        out += [f"{indent}- {line}" + (f" ({value})" if value else "") for line, value in lines]
+    if len(evidence) > max_evidence:
+        out.append(f"- ... and {len(evidence) - max_evidence} more (see scorecard.json)")
+    return [*out, "", "</details>"]
 
 
 # ---------------------------------------------------------------------------

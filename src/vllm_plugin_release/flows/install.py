@@ -148,19 +148,14 @@ def install(
         lock_path = entry["requirements"]["path"]
         lock_text = si.check_lock(manifest, store.read_bytes(lock_path), lock_path)
         pins = len(verify.lock_pins(manifest, lock_text))
-        result = Installed(pid, verdict, "", "unchanged", pins, store.location, verified.keyid)
         python = env_dir / "bin" / "python"
-        result.python = str(python)
+        result = Installed(pid, verdict, str(python), "unchanged", pins, store.location,
+                           verified.keyid)  # fmt: skip
         if python.exists() and not verify.check_environment(manifest, python, None, lock_text):
             return result
-        if not python.exists():
-            version = ".".join(manifest["core"]["python"].split(".")[:2])
-            progress.info(f"creating a Python {version} environment at {env_dir}")
-            uv.create_venv(env_dir, version, offline=offline)
         requirements = work / "requirements.txt"
         requirements.write_text(requirements_text(manifest, lock_text))
-        with progress.status(f"installing {pins} pins with --require-hashes into {env_dir}"):
-            uv.sync_locked(python, requirements, [store.find_links()], offline=offline)
+        _sync(manifest, env_dir, requirements, [store.find_links()], offline=offline)
         problems = verify.check_environment(manifest, python, None, lock_text)
         if problems:
             raise GateFailed(
@@ -171,3 +166,22 @@ def install(
         return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _sync(
+    manifest: dict[str, Any],
+    env_dir: Path,
+    requirements: Path,
+    find_links: list[str],
+    *,
+    offline: bool,
+) -> None:
+    """Create the environment when it is not there, then make it hold exactly `requirements`."""
+    python = env_dir / "bin" / "python"
+    if not python.exists():
+        version = ".".join(manifest["core"]["python"].split(".")[:2])
+        progress.info(f"creating a Python {version} environment at {env_dir}")
+        uv.create_venv(env_dir, version, offline=offline)
+    pins = sum(1 for line in requirements.read_text().splitlines() if "==" in line)
+    with progress.status(f"installing {pins} pins with --require-hashes into {env_dir}"):
+        uv.sync_locked(python, requirements, find_links, offline=offline)
