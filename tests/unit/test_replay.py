@@ -254,19 +254,14 @@ def test_headline_and_plot_titles_name_pairing_cost_model_and_one_unit(
 ) -> None:
     import numpy as np
 
+    from tests.unit.test_scorecard import FACTS
     from vllm_plugin_release.replay import plots
 
     report = {
         "name": "reference",
         "vllm_version": "0.26.0",
         "config": {"cost_model": {"a": 0.004, "b": 2e-05, "c": 0.0005, "source": "spec"}},
-        "ratios": {
-            "itl_p50_s": 1.0,
-            "itl_p99_s": 1.1705,
-            "itl_max_s": 2.0909,
-            "ttft_p99_s": 1.0701,
-            "output_tokens_per_s": 0.9693,
-        },
+        "ratios": FACTS["replay"]["ratios"],  # the reference replay's figures
         "plugin": {"mixed_step_share": 0.0},
         "upstream": {"mixed_step_share": 0.186},
     }
