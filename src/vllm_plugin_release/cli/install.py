@@ -22,17 +22,32 @@ def register(subparsers: Any) -> None:
         "over a matching environment changes nothing. Exit 0 installed or already matching; "
         "1 verification, verdict or check failed; 2 bad input; 3 install or network failure.",
     )
-    p.add_argument("pairing", nargs="?", help="pairing id (or a unique prefix of 8+ characters)")
-    p.add_argument("--core", help="core version or specifier, with --plugin (instead of an id)")
-    p.add_argument("--plugin", help="plugin distribution name, with --core")
-    p.add_argument("--store", help="folder or http(s) URL (default: $VPR_STORE, else .vpr/store)")
+    p.add_argument(
+        "pairing",
+        nargs="?",
+        metavar="PAIRING_ID",
+        help="pairing id (or a unique prefix of 8+ characters)",
+    )
+    p.add_argument(
+        "--core",
+        metavar="VERSION",
+        help="core version or specifier, with --plugin (instead of an id)",
+    )
+    p.add_argument("--plugin", metavar="NAME", help="plugin distribution name, with --core")
+    p.add_argument(
+        "--store",
+        metavar="PATH|URL",
+        help="folder or http(s) URL (default: $VPR_STORE, else .vpr/store)",
+    )
     p.add_argument(
         "--python-env",
+        metavar="DIR",
         default=".venv",
         help="the environment to create or bring in line (default: .venv)",
     )
     p.add_argument(
         "--key",
+        metavar="KEY.pub",
         help="the publisher's ed25519 public key (default: .vpr/keys/manifest-signing.key.pub)",
     )
     p.add_argument(
@@ -42,7 +57,10 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--allow-uncertified", action="store_true", help="install a lab pairing anyway")
     p.add_argument(
-        "--cache-dir", default=None, help="cache folder (default: $VPR_CACHE_DIR or .vpr)"
+        "--cache-dir",
+        metavar="DIR",
+        default=None,
+        help="cache folder (default: $VPR_CACHE_DIR or .vpr)",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_install)
