@@ -20,7 +20,7 @@ from rich.table import Table
 
 from benchmarks.common import REPO, console
 
-BENCHES = ("build_core", "container", "env", "isolation", "replay", "release")
+BENCHES = ("build_core", "container", "env", "isolation", "replay", "release", "store")
 
 
 def _isolation(repeats: int | None) -> dict[str, Any]:

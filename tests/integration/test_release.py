@@ -58,3 +58,46 @@ def test_release_reference_pairing(
         "manifest",
         "publish",
     }
+    assert (
+        run["publish"]["certified_at"] == index["pairings"][manifest["pairing_id"]]["certified_at"]
+    )
+
+    # what a newcomer reads: the verdict with why and what is next, the hardware part listed
+    assert [d["check"] for d in card["deferred"]] == ["hardware"]
+    assert card["explanation"]["next_level"] == "fleet"
+    assert card["pairing_id"] == manifest["pairing_id"]
+    page = (out / "scorecard.html").read_text()
+    assert "Verdict: PILOT" in page and "data:image/png;base64," in page and "`" not in page
+
+
+def test_install_reference_pairing_from_the_store_offline(
+    reference_env: dict, session_dist: Path, cache_root: Path, tmp_path: Path
+) -> None:
+    """The released reference pairing installs from the store alone (its embedded index and
+    uv's cache, no network) into a fresh venv; a second run changes nothing."""
+    store, key = tmp_path / "store", tmp_path / "keys" / "release.key"
+    vpr("keys", "generate", "--out", str(key))
+    common = ["--spec", str(REFERENCE_SPEC), "--dist", str(session_dist)]
+    vpr("release", *common, "--cache-dir", str(cache_root), "--store", str(store),
+        "--signing-key", str(key))  # fmt: skip
+    pid = json.loads((session_dist / "reference" / "manifest.json").read_text())["pairing_id"]
+    env = tmp_path / "venv"
+
+    def install(env: Path, public: str) -> list[str]:
+        return ["install", pid[:12], "--store", str(store), "--python-env", str(env),
+                "--key", public, "--offline", "--cache-dir", str(cache_root), "--json"]  # fmt: skip
+
+    first = json.loads(vpr(*install(env, f"{key}.pub")).stdout)
+    assert first["status"] == "installed" and first["pins"] > 100
+    second = json.loads(vpr(*install(env, f"{key}.pub")).stdout)
+    assert second["status"] == "unchanged"
+    stored = store / "pairings" / f"{pid}.json"
+    python = str(env / "bin" / "python")
+    ok = vpr("manifest", "check-env", "--manifest", str(stored), "--python", python)
+    assert "every pin of" in ok.stdout
+    # a wrong key is refused before anything is installed
+    other = tmp_path / "keys" / "other.key"
+    vpr("keys", "generate", "--out", str(other))
+    wrong = vpr(*install(tmp_path / "never", f"{other}.pub"), check=False)
+    assert wrong.returncode == 1 and "signature" in wrong.stderr
+    assert not (tmp_path / "never").exists()

@@ -64,9 +64,10 @@ def test_query_and_matrix(tmp_path: Path, base_manifest: dict) -> None:
     assert m.cores == ["0.26.0", "0.25.1"]
     assert m.plugins == ["vpr-test-plugin@111111111111", "vpr-test-plugin@222222222222"]
     md = si.render_markdown(m)
-    assert "| 0.26.0 | fleet | pilot |" in md and "| 0.25.1 | pilot |" in md
+    assert "| 0.26.0 | fleet (py3.11) | pilot (py3.11) |" in md
+    assert "| 0.25.1 | pilot (py3.11) |" in md
     html = si.render_html(m)
-    assert '<td class="fleet">fleet</td>' in html and html.startswith("<!DOCTYPE html>")
+    assert '<td class="fleet">fleet (py3.11)</td>' in html and html.startswith("<!DOCTYPE html>")
 
     q = vpr("manifest", "query", "--store", str(root), "--core", "0.26.0", "--json", cwd=tmp_path)
     assert q.returncode == 0, q.stderr

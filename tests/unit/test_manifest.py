@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -18,7 +19,7 @@ def test_build_manifest_records_everything(tmp_path: Path) -> None:
     pins = make_pairing(dist, docker=True)
     m = mf.build_manifest(pins, mf.read_records(dist), pipeline_version="9.9.9")
     assert m["schema_version"] == doc.SCHEMA_VERSION
-    assert m["created"] == "2025-10-09T08:53:20Z"
+    assert m["source_date"] == "2025-10-09T08:53:20Z" and "created" not in m
     assert m["core"]["source"] == {
         "kind": "sdist",
         "url": "https://files.example/vllm-0.26.0.tar.gz",
@@ -41,7 +42,8 @@ def test_build_manifest_records_everything(tmp_path: Path) -> None:
         "base_digest": "sha256:" + "d" * 64,
         "image_id": "sha256:" + "e" * 64,
     }
-    assert m["environment"]["lock_sha256"] == "2" * 64
+    lock = tmp_path / "constraints" / "env-py311.txt"
+    assert m["environment"]["lock_sha256"] == hashlib.sha256(lock.read_bytes()).hexdigest()
     assert m["conformance"]["verdict"] == "pilot"
     assert m["conformance"]["deferred"] == [{"check": "hardware", "reason": "needs a TT device"}]
     assert m["conformance"]["checks"]["cadence"]["evidence"] == [{"note": "n", "line": 3}]

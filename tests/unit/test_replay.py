@@ -247,3 +247,47 @@ def test_replay_without_env_says_run_vpr_env(tmp_path: Path, capsys: pytest.Capt
     spec = replay_spec(tmp_path, "noenv")
     assert main(["replay", "--spec", str(spec)]) == 2
     assert "vpr env --spec" in capsys.readouterr().err
+
+
+def test_headline_and_plot_titles_name_pairing_cost_model_and_one_unit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+
+    from tests.unit.test_scorecard import FACTS
+    from vllm_plugin_release.replay import plots
+
+    report = {
+        "name": "reference",
+        "vllm_version": "0.26.0",
+        "config": {"cost_model": {"a": 0.004, "b": 2e-05, "c": 0.0005, "source": "spec"}},
+        "ratios": FACTS["replay"]["ratios"],  # the reference replay's figures
+        "plugin": {"mixed_step_share": 0.0},
+        "upstream": {"mixed_step_share": 0.186},
+    }
+    text = model.headline_text(report)
+    assert "ITL p99 1.17x" in text and "throughput 0.97x" in text and "0.0% vs 18.6%" in text
+    title = plots.caption(report)
+    assert "reference" in title and "0.26.0" in title
+    assert "4 ms + 0.02 ms/prefill token + 0.5 ms/decode request (spec)" in title
+    itl = np.array([0.004, 0.02, 0.02, 0.06])
+    a = model.Analysis({}, np.array([0.0, 1.0]), np.array([1.0, 2.0]), np.array([10, 0]),
+                       np.array([0, 4]), np.array([False, False]), itl, itl)  # fmt: skip
+    captured: list[str] = []
+    import matplotlib.figure
+
+    real = matplotlib.figure.Figure.savefig
+
+    def spy(fig: Any, *args: Any, **kw: Any) -> Any:
+        captured.extend(
+            [fig._suptitle.get_text() if fig._suptitle else ""]
+            + [ax.get_xlabel() for ax in fig.axes]
+        )
+        return real(fig, *args, **kw)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", spy)  # reads, then draws for real
+    plots.draw({"plugin": a, "upstream": a}, tmp_path, title=title)
+    assert (tmp_path / "replay-itl.png").stat().st_size > 0
+    assert sum(title in c for c in captured) == 2  # both figures carry the title
+    itl_labels = [c for c in captured if "inter-token latency" in c]
+    assert itl_labels == ["inter-token latency (ms)", "inter-token latency (ms)"]

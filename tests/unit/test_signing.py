@@ -80,7 +80,8 @@ def test_statement_and_provenance(tmp_path: Path) -> None:
     assert {"sha256": SDIST_SHA} in digests
     assert {"gitCommit": pins["plugin"]["source"]["commit"]} in digests
     assert {"sha256": "1" * 64} in digests  # build lock
-    assert {"sha256": "2" * 64} in digests  # environment lock
+    env_lock = json.loads((dist / "env.json").read_text())["lock_sha256"]
+    assert {"sha256": env_lock} in digests  # environment lock
     assert {"sha256": "d" * 64} in digests  # base image
     assert st["predicate"]["runDetails"]["builder"]["id"]
     envelope = json.loads((dist / "manifest.intoto.jsonl").read_text())
@@ -124,7 +125,7 @@ def test_wrong_key_missing_subject_and_newer_schema(tmp_path: Path) -> None:
 
     # A correctly signed manifest from a newer schema: a clear message, exit 2, no crash.
     m = json.loads((dist / "manifest.json").read_text())
-    m["schema_version"] = 2
+    m["schema_version"] = doc.SCHEMA_VERSION + 1
     m["future_field"] = True
     data = doc.manifest_bytes(m)
     (dist / "manifest.json").write_bytes(data)
@@ -137,7 +138,7 @@ def test_wrong_key_missing_subject_and_newer_schema(tmp_path: Path) -> None:
     (dist / "manifest.intoto.jsonl").write_bytes(
         attest.envelope_bytes(attest.sign_statement(statement, key))
     )
-    with pytest.raises(BadInput, match="schema_version 2 is newer"):
+    with pytest.raises(BadInput, match=f"schema_version {doc.SCHEMA_VERSION + 1} is newer"):
         verify_files(dist / "manifest.json", pub)
 
 

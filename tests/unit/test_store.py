@@ -5,6 +5,7 @@ tests/integration/test_store_processes.py)."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,11 @@ from tests.pairing import (
     vpr,
     write_manifest,
 )
+from vllm_plugin_release.core import envdrift, storeview
+from vllm_plugin_release.core import storeindex as si
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.edges import store as st
+from vllm_plugin_release.flows import install
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +79,143 @@ def test_index_rebuilt_when_corrupt_and_newer_refused(tmp_path: Path, base_manif
         store.add(write_manifest(tmp_path, a))
     q = vpr("manifest", "query", "--store", str(root), cwd=tmp_path)
     assert q.returncode == 2 and "newer" in q.stderr and "Traceback" not in q.stderr
+
+
+def _extras(tmp_path: Path, m: dict, time: str, **kw: Any) -> st.Extras:
+    return st.Extras(index={"kind": "local", "simple_url": None}, time=time, **kw)
+
+
+def test_history_keeps_cpu_then_hardware_newest_first(tmp_path: Path, base_manifest: dict) -> None:
+    store = st.DirStore(tmp_path / "store")
+    cpu = manifest_variant(base_manifest, commit="3" * 40)
+    path = write_manifest(tmp_path / "in", cpu)
+    store.add(path, None, _extras(tmp_path, cpu, "2026-12-01T01:00:00Z"))
+    # the same bytes again (a re-run): no second history line
+    store.add(path, None, _extras(tmp_path, cpu, "2026-12-01T01:30:00Z"))
+    hw = copy.deepcopy(cpu)
+    hw["conformance"].update(verdict="fleet", runner="hardware", deferred=[])
+    hw["conformance"]["checks"]["hardware"]["status"] = "pass"
+    added = store.add(
+        write_manifest(tmp_path / "in", hw, "hw.json"),
+        None,
+        _extras(tmp_path, hw, "2026-12-02T09:00:00Z"),
+    )
+    assert added.status == "replaced"
+    entry = store.read_index()["pairings"][cpu["pairing_id"]]
+    assert [(h["time"], h["runner"], h["verdict"]) for h in entry["history"]] == [
+        ("2026-12-02T09:00:00Z", "hardware", "fleet"),
+        ("2026-12-01T01:00:00Z", "cpu", "pilot"),
+    ]
+    assert entry["certified_at"] == "2026-12-02T09:00:00Z"
+    assert entry["source_date"] == cpu["source_date"]
+    # history comes from the run files: a rebuilt index keeps it
+    (tmp_path / "store" / "index.json").unlink()
+    store.add(path, None, None)
+    assert len(store.read_index()["pairings"][cpu["pairing_id"]]["history"]) == 2
+
+
+def test_wheels_and_lock_are_stored_and_checked(tmp_path: Path) -> None:
+    dist = tmp_path / "dist" / "ref"
+    m = built_manifest(dist)
+    lock = b"idna==3.20 \\\n    --hash=sha256:" + b"0" * 64 + b"\n"
+    m["environment"]["lock_sha256"] = hashlib.sha256(lock).hexdigest()
+    path = write_manifest(dist, m, "manifest.json")
+    wheels = tuple(dist / m[r]["wheel"]["filename"] for r in ("core", "plugin"))
+    store = st.DirStore(tmp_path / "store")
+    # a lock that is not the one the manifest signs is refused before anything is written
+    with pytest.raises(GateFailed, match="lock_sha256"):
+        store.add(path, None, st.Extras(lock=lock + b"# edited\n", wheels=wheels))
+    assert not (tmp_path / "store" / "index.json").exists()
+    store.add(path, None, st.Extras(lock=lock, wheels=wheels, index={"kind": "local"}))
+    entry = store.read_index()["pairings"][m["pairing_id"]]
+    assert (tmp_path / "store" / entry["requirements"]["path"]).read_bytes() == lock
+    for w in entry["wheels"]:
+        stored = tmp_path / "store" / w["store_path"]
+        assert hashlib.sha256(stored.read_bytes()).hexdigest() == w["sha256"]
+        assert w["index_url"] is None  # the local pypiserver is gone after the run
+    page = (tmp_path / "store" / "wheels" / "index.html").read_text()
+    assert all(f"{w['filename']}#sha256={w['sha256']}" in page for w in entry["wheels"])
+    # another file under a stored wheel's name is refused, the store unchanged
+    other = tmp_path / "other"
+    other.mkdir()
+    clash = other / wheels[1].name
+    clash.write_bytes(b"not the certified wheel")
+    before = (tmp_path / "store" / "index.json").read_bytes()
+    with pytest.raises(GateFailed, match="already in the store"):
+        store.add(path, None, st.Extras(wheels=(clash,)))
+    assert (tmp_path / "store" / "index.json").read_bytes() == before
+
+
+def _many(base: dict, n: int, plugins: int = 1) -> dict[str, Any]:
+    index = si.empty_index()
+    for i in range(n):
+        m = manifest_variant(base, commit=f"{i % plugins:040x}", core=f"0.{20 + i // plugins}.0")
+        m["plugin"]["name"] = f"vllm-very-long-vendor-platform-plugin-{i % plugins}"
+        index["pairings"][m["pairing_id"]] = si.entry_for(m, "0" * 64, True)
+    return index
+
+
+def test_query_and_matrix_fit_80_columns_without_cutting_names(base_manifest: dict) -> None:
+    index = _many(base_manifest, 12, plugins=9)
+    entries = si.query(index)
+    text = storeview.query_text(entries, "/a/store/with/a/rather/long/path/name/" * 3)
+    assert max(map(len, text.splitlines())) <= 80
+    assert "vllm-very-long-vendor-platform-plugin-8 0.1.0" in text
+    assert "…" not in text
+    m = si.matrix(index)
+    table = storeview.matrix_text(m)
+    assert max(map(len, table.splitlines())) <= 80
+    assert table.count("vLLM core") >= 2  # nine plugin columns: split into several tables
+    for column in m.plugins:
+        assert column in table  # the legend names every column in full
+    assert "py3.11" in table and "tt-metal" in table and "pilot:" in table
+    assert "pairings/<pairing id>.json" in table  # where each manifest is
+    big = storeview.matrix_text(si.matrix(_many(base_manifest, 50, plugins=2)))
+    assert "50 pairings (ids:" in big and max(map(len, big.splitlines())) <= 80
+    data = storeview.matrix_json(m)
+    assert len(data["plugins"]) == 9 and data["plugins"][0]["key"] == "A"
+    md = si.render_markdown(m)
+    assert "(py3.11)" in md and "Verdicts:" in md and "tt-metal" in md
+
+
+def test_query_and_matrix_json_from_the_cli(tmp_path: Path, base_manifest: dict) -> None:
+    store = st.DirStore(tmp_path / "store")
+    m = manifest_variant(base_manifest, commit="4" * 40)
+    store.add(write_manifest(tmp_path, m))
+    q = vpr("manifest", "query", "--store", str(tmp_path / "store"), "--json", cwd=tmp_path)
+    assert json.loads(q.stdout)[0]["pairing_id"] == m["pairing_id"]
+    t = vpr("manifest", "matrix", "--store", str(tmp_path / "store"), "--json", cwd=tmp_path)
+    assert json.loads(t.stdout)["cells"][0]["pairings"][0]["pairing_id"] == m["pairing_id"]
+    text = vpr("manifest", "query", "--store", str(tmp_path / "store"), cwd=tmp_path).stdout
+    assert max(map(len, text.splitlines())) <= 80 and m["pairing_id"][:16] in text
+
+
+def test_envdrift_reports_missing_different_and_extra() -> None:
+    pins = {"Torch": "2.13.0+cpu", "idna": "3.20", "vllm": "0.26.0+empty"}
+    same = {"torch": "2.13.0+cpu", "IDNA": "3.20", "vllm": "0.26.0+empty", "pip": "25.0"}
+    d = envdrift.drift(pins, same)
+    assert d.clean and d.compared == 3 and d.seeds == ["pip"]
+    bad = envdrift.drift(pins, {"torch": "2.12.0", "vllm": "0.26.0+empty", "six": "1.17.0"})
+    assert bad.lines() == [
+        "pin idna: missing (lock 3.20)",
+        "pin torch: installed 2.12.0, lock 2.13.0+cpu",
+        "extra six 1.17.0: installed but not in the lock",
+    ]
+
+
+def test_install_picks_one_pairing_or_says_why(base_manifest: dict) -> None:
+    index = _many(base_manifest, 3)
+    pid = next(iter(index["pairings"]))
+    assert install.pick(index, pid[:10], None, None)["pairing_id"] == pid
+    with pytest.raises(BadInput, match="8 to 64 hexadecimal"):
+        install.pick(index, "abc", None, None)
+    with pytest.raises(BadInput, match="no store entries match"):
+        install.pick(index, "f" * 12, None, None)
+    with pytest.raises(BadInput, match="--core VERSION and --plugin NAME"):
+        install.pick(index, None, "0.26.0", None)
+    best = install.pick(index, None, ">=0.20", "vllm-very-long-vendor-platform-plugin-0")
+    assert best["core"]["version"] == "0.22.0"  # newest core first
+    with pytest.raises(GateFailed, match="no pairing"):
+        install.pick(index, None, "9.9.9", "vllm-very-long-vendor-platform-plugin-0")
+    text = install.requirements_text(base_manifest, "a==1 \\\n    --hash=sha256:00\n")
+    assert text.splitlines()[-2].startswith("vllm==0.26.0+empty --hash=sha256:")

@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "vllm_plugin_release.cli.conform",
     "vllm_plugin_release.cli.release",
     "vllm_plugin_release.cli.manifest",
+    "vllm_plugin_release.cli.install",
     "vllm_plugin_release.cli.scan",
     "vllm_plugin_release.cli.api",
     "vllm_plugin_release.cli.replay",

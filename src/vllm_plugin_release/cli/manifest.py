@@ -120,7 +120,14 @@ def _register_matrix(sub: Any) -> None:
         help="render the compatibility matrix (core versions x plugin commits)",
     )
     p.add_argument("--store", default=None, help="folder or http(s) URL")
-    p.add_argument("--format", choices=["table", "markdown", "html"], default="table")
+    p.add_argument(
+        "--format",
+        choices=["table", "markdown", "html"],
+        default="table",
+        help="table: plain text for an 80-column log, plugin columns keyed [A], [B]... with "
+        "a legend (default); markdown; html: a standalone page",
+    )
+    p.add_argument("--json", action="store_true", help="print the matrix as JSON")
     p.add_argument("-o", "--output", help="write to this file instead of standard output")
     p.set_defaults(func=cmd_matrix)
 
@@ -130,7 +137,8 @@ def _register_check_env(sub: Any) -> None:
         "check-env",
         help="check an installed environment against a manifest",
         description="Compare installed distributions with the manifest: versions, the files "
-        "recorded in RECORD against the certified wheels' digests, the plugin's entry points. "
+        "recorded in RECORD against the certified wheels' digests, the plugin's entry points, "
+        "and every pin of the pairing's lock (missing, different, extra). "
         "Prints every mismatch; exit 1 when there is one.",
     )
     p.add_argument("--manifest", required=True, help="manifest.json")
@@ -141,6 +149,12 @@ def _register_check_env(sub: Any) -> None:
         "--wheels",
         help="folder holding the certified wheels, for a file-by-file "
         "list of differences (default: the manifest's folder)",
+    )
+    p.add_argument(
+        "--lock",
+        help="the pairing's hash lock, to compare every pin (default: pairings/<id>.lock.txt "
+        "next to a stored manifest, else the manifest's environment.lock_file); its sha256 "
+        "must be the manifest's environment.lock_sha256",
     )
     p.set_defaults(func=cmd_check_env)
 
@@ -279,46 +293,9 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(entries, indent=2, sort_keys=True))
     elif entries:
-        from rich.console import Console
-        from rich.markup import escape
-        from rich.table import Table
+        from vllm_plugin_release.core.storeview import query_text
 
-        table = Table(title=f"pairings in {s.location}")
-        for col in (
-            "core",
-            "plugin",
-            "commit",
-            "runtime",
-            "python",
-            "verdict",
-            "runner",
-            "pairing",
-        ):
-            table.add_column(col)
-        for e in entries:
-            rt = e.get("runtime") or {}
-            runtime = (
-                " ".join(
-                    filter(None, [rt.get("name"), rt.get("version"), (rt.get("commit") or "")[:12]])
-                )
-                or "-"
-            )
-            table.add_row(
-                *map(
-                    escape,
-                    [
-                        e["core"]["version"],
-                        f"{e['plugin']['name']} {e['plugin']['version']}",
-                        (e["plugin"].get("commit") or "-")[:12],
-                        runtime,
-                        str(e.get("python")),
-                        str(e.get("verdict")),
-                        str(e.get("runner")),
-                        e["pairing_id"][:12],
-                    ],
-                )
-            )
-        Console(soft_wrap=True).print(table)
+        sys.stdout.write(query_text(entries, s.location))
     if not entries:
         progress.info("no pairing matches")
         return EXIT_GATE
@@ -328,20 +305,17 @@ def cmd_query(args: argparse.Namespace) -> int:
 def cmd_matrix(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core import storeindex as si
     from vllm_plugin_release.core.cache import atomic_write_text
+    from vllm_plugin_release.core.storeview import matrix_json, matrix_text
     from vllm_plugin_release.edges import store as st
 
     s = st.open_store(args.store or _default_store())
     m = si.matrix(s.read_index())
-    if args.format == "table":
-        from rich.console import Console
-
-        if args.output:
-            with open(args.output, "w", encoding="utf-8") as f:
-                Console(file=f, width=200, color_system=None).print(si.render_table(m))
-        else:
-            Console(soft_wrap=True).print(si.render_table(m))
-        return EXIT_OK
-    text = si.render_markdown(m) if args.format == "markdown" else si.render_html(m)
+    if args.json:
+        text = json.dumps(matrix_json(m), indent=2, sort_keys=True) + "\n"
+    elif args.format == "table":
+        text = matrix_text(m)
+    else:
+        text = si.render_markdown(m) if args.format == "markdown" else si.render_html(m)
     if args.output:
         atomic_write_text(Path(args.output), text)
     else:
@@ -351,21 +325,29 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 def cmd_check_env(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core import manifestdoc as mf
+    from vllm_plugin_release.core import progress
     from vllm_plugin_release.stages import verify
 
     path = Path(args.manifest)
     data = mf.load(path)
     wheels = Path(args.wheels) if args.wheels else path.parent
-    problems = verify.check_environment(data, args.python, wheels)
+    lock_text, lock = verify.find_lock(path, data, Path(args.lock) if args.lock else None)
+    if lock_text is None:
+        progress.warn(
+            "no pairing lock found (pass --lock FILE): only the core and plugin are compared, "
+            "not the pins of the environment"
+        )
+    problems = verify.check_environment(data, args.python, wheels, lock_text)
     if problems:
         print(f"MISMATCH {args.python} vs {path}:")
         for problem in problems:
             print(f"  - {problem}")
         return EXIT_GATE
+    pins = f", every pin of {lock}" if lock else ""
     print(
         f"OK {args.python} matches {path}: {data['core']['name']} {data['core']['version']}, "
         f"{data['plugin']['name']} {data['plugin']['version']} (versions, RECORD hashes, "
-        "entry points)"
+        f"entry points{pins})"
     )
     return EXIT_OK
 

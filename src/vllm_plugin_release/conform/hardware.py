@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.core import records
-from vllm_plugin_release.core.cache import atomic_write_text, write_json
 from vllm_plugin_release.core.errors import BadInput
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
@@ -285,7 +284,8 @@ def _result(name: str, data: dict[str, Any]) -> CheckResult:
 
 def collect(dist: Path, check: CheckResult) -> dict[str, Any]:
     """Add (or replace) the hardware check in dist/scorecard.*; recompute the verdict."""
-    from vllm_plugin_release.conform.scorecard import scorecard, to_html, to_markdown
+    from vllm_plugin_release.conform.scorecard import FACT_KEYS, scorecard, utc_day
+    from vllm_plugin_release.conform.scorecard_render import write_card
 
     path = dist / records.SCORECARD
     try:
@@ -300,8 +300,8 @@ def collect(dist: Path, check: CheckResult) -> dict[str, Any]:
             hint="run `vpr conform --runner hardware` first",
         )
     results = [_result(n, c) for n, c in card["checks"].items() if n != CHECK]
-    new = scorecard([*results, check], runner="hardware", pairing=card["pairing"])
-    write_json(path, new)
-    atomic_write_text(dist / records.SCORECARD_MD, to_markdown(new))
-    atomic_write_text(dist / records.SCORECARD_HTML, to_html(new))
+    facts = {k: card.get(k) for k in FACT_KEYS}
+    facts["certified_on"] = utc_day()
+    new = scorecard([*results, check], runner="hardware", pairing=card["pairing"], facts=facts)
+    write_card(dist, new)
     return new

@@ -41,6 +41,7 @@ from typing import Any
 from vllm_plugin_release.conform.pinning import plugin_root_for
 from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.replay.model import headline_text
 from vllm_plugin_release.spec.model import Spec
 
 NAME = "scheduler"
@@ -706,7 +707,9 @@ def check(
 
     stated = ", ".join(f"{_WORDS[t]}: {stances[t]['stance'].replace('_', ' ')}" for t in TOPICS)
     mix_note = "request mix recorded" if request_mix else "no request mix in the spec"
-    replay_note = "replay compared" if compared else "replay half not yet compared (docs only)"
+    replay_note = "replay half not yet compared (docs only)"
+    if replay is not None:
+        replay_note = f"replay {headline_text(replay)}"
     tail = f"{docs}: {stated}; {mix_note}; {replay_note}"
     return from_findings(
         NAME, fails, warns, tail, evidence=evidence, threshold=threshold, details=details

@@ -4,18 +4,41 @@ Verdicts (ARCHITECTURE.md): `fleet` (all checks pass, hardware conformance passe
 `pilot` (all CPU-runner checks pass, hardware part not yet run), `lab` (any check
 failed). A deferred check is never a pass: on the hardware runner it keeps the
 verdict at `pilot`.
+
+This module is the data (deterministic: no clock, no host; the certification day is
+handed in); `conform/scorecard_render.py` draws it as Markdown and HTML.
 """
 
 from __future__ import annotations
 
-import html
-import json
 from typing import Any
 
 from vllm_plugin_release.conform.result import CheckResult
 
-SCORECARD_VERSION = 1
+SCORECARD_VERSION = 2
 ICONS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "deferred": "DEFERRED"}
+
+# What each verdict means, in one sentence (scorecard, docs/conformance.md).
+MEANING = {
+    "fleet": "certified for fleet rollout: every check passed, the hardware part included",
+    "pilot": "certified for a pilot: every check the CPU runner can make passed; the "
+    "hardware part has not passed yet",
+    "lab": "not certified: at least one check failed; keep it in the lab",
+}
+HARDWARE_RUN = (
+    "run on the hardware runner: `vpr conform-hardware --spec FILE` (`nox -s conform-hardware`) "
+    "on a machine with the vendor runtime and device"
+)
+# Facts beside the checks, carried over when the hardware runner adds its check.
+FACT_KEYS = ("wheels", "runtime", "certified_on", "tool", "replay", "pairing_id")
+
+
+def utc_day() -> str:
+    """The certification day: the scorecard is deterministic for one UTC day (cadence reads
+    the index), so the day is the finest time it can carry."""
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc).date().isoformat()
 
 
 def verdict(results: list[CheckResult], runner: str) -> str:
@@ -35,100 +58,86 @@ def verdict(results: list[CheckResult], runner: str) -> str:
     return "pilot"
 
 
+def run_with(name: str, reason: str) -> str:
+    """What would run a deferred check."""
+    if name == "hardware" or "runtime" in reason:
+        return HARDWARE_RUN
+    return f"`vpr check {name} --spec FILE` once the cause above is gone"
+
+
+def deferred_items(
+    results: list[CheckResult], not_run: list[tuple[str, str]]
+) -> list[dict[str, str]]:
+    """Every check that did not pass because it did not run: deferred results, and the
+    checks this runner never runs (`not_run`: name, reason), each with what would run it."""
+    items = [
+        {"check": r.name, "reason": r.summary, "run_with": run_with(r.name, r.summary)}
+        for r in results
+        if r.status == "deferred"
+    ]
+    seen = {r.name for r in results}
+    items += [
+        {"check": n, "reason": why, "run_with": run_with(n, why)}
+        for n, why in not_run
+        if n not in seen
+    ]
+    return sorted(items, key=lambda i: i["check"])
+
+
+def explain(v: str, results: list[CheckResult], deferred: list[dict[str, str]]) -> dict[str, Any]:
+    """Why the verdict is what it is, and what the next level needs."""
+    by = {s: sorted(r.name for r in results if r.status == s) for s in ICONS}
+    why: list[str] = []
+    needs: list[str] = []
+    if v == "lab":
+        why.append("failed: " + (", ".join(by["fail"]) or "no check ran"))
+        needs = [f"fix {n} (see its evidence below) and re-run `vpr conform`" for n in by["fail"]]
+        if not results:
+            needs = ["run `vpr conform --spec FILE`"]
+    else:
+        why.append(f"{len(by['pass'])} checks passed" + (f": {', '.join(by['pass'])}"))
+    if by["warn"]:
+        why.append(f"warnings (do not block): {', '.join(by['warn'])}")
+    if deferred:
+        why.append(
+            "not run yet (never counted as a pass): " + ", ".join(d["check"] for d in deferred)
+        )
+    if v == "pilot":
+        needs = [f"{d['check']} passing: {d['run_with']}" for d in deferred]
+        if not deferred:
+            needs = [f"the hardware check passing: {HARDWARE_RUN}"]
+    nxt = {"lab": "pilot", "pilot": "fleet", "fleet": None}[v]
+    if v == "fleet":
+        needs = ["nothing: fleet is the top level; re-certify when the core or plugin moves"]
+    return {"meaning": MEANING[v], "why": why, "next_level": nxt, "needs": needs}
+
+
 def scorecard(
-    results: list[CheckResult], *, runner: str, pairing: dict[str, Any]
+    results: list[CheckResult],
+    *,
+    runner: str,
+    pairing: dict[str, Any],
+    facts: dict[str, Any] | None = None,
+    not_run: list[tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """The machine-readable scorecard (deterministic: no times, no hosts)."""
+    """The machine-readable scorecard (deterministic: no times, no hosts).
+
+    `facts`: the wheels, runtime, certification day, tool and replay headline (see
+    `conform.suite.card_facts`); `not_run`: checks this runner never runs (name, why).
+    """
     v = verdict(results, runner)
-    return {
+    deferred = deferred_items(results, list(not_run or []))
+    card = {
         "scorecard_version": SCORECARD_VERSION,
         "verdict": v,
+        "explanation": explain(v, results, deferred),
         "runner": runner,
         "pairing": pairing,
-        "deferred": sorted(r.name for r in results if r.status == "deferred"),
+        "deferred": deferred,
         "checks": {r.name: r.to_json() for r in sorted(results, key=lambda r: r.name)},
         "summary": {s: sum(1 for r in results if r.status == s) for s in ICONS},
     }
-
-
-def _evidence_line(item: dict[str, Any]) -> str:
-    where = item.get("file", "")
-    if where and item.get("line"):
-        where += f":{item['line']}"
-    value = item.get("value")
-    parts = [p for p in (where, item.get("note", "")) if p]
-    if value not in (None, ""):
-        parts.append(f"`{json.dumps(value, sort_keys=True)[:200]}`")
-    return " — ".join(parts)
-
-
-def to_markdown(card: dict[str, Any], max_evidence: int = 12) -> str:
-    p = card["pairing"]
-    out = [
-        f"# Scorecard: {p.get('name', '?')}",
-        "",
-        f"**Verdict: {card['verdict']}** (runner: {card['runner']}) — "
-        f"core {p.get('core', '?')}, plugin {p.get('plugin', '?')}",
-        "",
-        "| check | status | summary |",
-        "|---|---|---|",
-    ]
-    for name, check in card["checks"].items():
-        summary = check["summary"].replace("|", "\\|")
-        out.append(f"| {name} | {ICONS[check['status']]} | {summary} |")
-    for name, check in card["checks"].items():
-        out += ["", f"## {name}: {ICONS[check['status']]}", "", check["summary"], ""]
-        if check.get("threshold"):
-            out.append(f"Threshold: `{json.dumps(check['threshold'], sort_keys=True)}`")
-            out.append("")
-        evidence = check.get("evidence", [])
-        for item in evidence[:max_evidence]:
-            out.append(f"- {_evidence_line(item)}")
-        if len(evidence) > max_evidence:
-            out.append(f"- ... and {len(evidence) - max_evidence} more (see scorecard.json)")
-    if card["deferred"]:
-        out += ["", "Deferred (not passed): " + ", ".join(card["deferred"])]
-    return "\n".join(out) + "\n"
-
-
-STYLE = """
-body{font-family:system-ui,sans-serif;margin:2rem;max-width:70rem;color:#1a1a1a}
-table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3rem .6rem;text-align:left}
-.pass{background:#d9f2d9}.warn{background:#fff2cc}.fail{background:#f8d0d0}
-.deferred{background:#e0e0f0}.verdict{font-size:1.4rem;font-weight:bold}
-li{margin:.15rem 0;font-size:.9rem}code{font-size:.85rem}
-"""
-
-
-def to_html(card: dict[str, Any], max_evidence: int = 40) -> str:
-    """A self-contained page: inline style, no scripts, no external resources."""
-    e = html.escape
-    p = card["pairing"]
-    rows = "".join(
-        f'<tr class="{c["status"]}"><td><a href="#{e(n)}">{e(n)}</a></td>'
-        f"<td>{ICONS[c['status']]}</td><td>{e(c['summary'])}</td></tr>"
-        for n, c in card["checks"].items()
-    )
-    sections = []
-    for name, check in card["checks"].items():
-        items = "".join(
-            f"<li>{e(_evidence_line(item))}</li>" for item in check["evidence"][:max_evidence]
-        )
-        more = len(check["evidence"]) - max_evidence
-        if more > 0:
-            items += f"<li>... and {more} more (scorecard.json)</li>"
-        sections.append(
-            f'<h2 id="{e(name)}" class="{check["status"]}">{e(name)}: {ICONS[check["status"]]}'
-            f"</h2><p>{e(check['summary'])}</p><ul>{items}</ul>"
-        )
-    return (
-        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
-        f"<title>Scorecard {e(str(p.get('name', '')))}</title><style>{STYLE}</style></head><body>"
-        f"<h1>Scorecard: {e(str(p.get('name', '')))}</h1>"
-        f'<p class="verdict">Verdict: {e(card["verdict"])}</p>'
-        f"<p>Runner: {e(card['runner'])}; core {e(str(p.get('core', '')))}; "
-        f"plugin {e(str(p.get('plugin', '')))}</p>"
-        f"<table><tr><th>check</th><th>status</th><th>summary</th></tr>{rows}</table>"
-        + "".join(sections)
-        + "</body></html>\n"
-    )
+    for key in FACT_KEYS:
+        if facts and facts.get(key) is not None:
+            card[key] = facts[key]
+    return card

@@ -16,11 +16,13 @@ from typing import Any
 from vllm_plugin_release.conform import api, registry
 from vllm_plugin_release.conform.context import Context
 from vllm_plugin_release.conform.result import CheckResult, Evidence
-from vllm_plugin_release.conform.scorecard import scorecard, to_html, to_markdown
+from vllm_plugin_release.conform.scorecard import scorecard, utc_day
+from vllm_plugin_release.conform.scorecard_render import write_card
 from vllm_plugin_release.core import progress, records
-from vllm_plugin_release.core.cache import atomic_write_text, key_of, sha256_file, write_json
+from vllm_plugin_release.core.cache import key_of, sha256_file
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.edges import envrun
+from vllm_plugin_release.replay.model import headline
 
 CHECK_NAMES = registry.SUITE
 
@@ -38,6 +40,46 @@ def run_check(ctx: Context, name: str) -> CheckResult:
             f"could not run: {exc.message}",
             [Evidence(note=str(exc), source="outside failure")],
         )
+
+
+def card_facts(ctx: Context, day: str) -> dict[str, Any]:
+    """What the scorecard states beside the checks: pairing id, wheels, runtime, the
+    certification day, the tool, the replay's headline (from the records in dist/NAME)."""
+    from vllm_plugin_release import __version__
+    from vllm_plugin_release.stages.manifest import pairing_id_of, pins_from_spec
+
+    core = ctx.record(records.BUILD_CORE)
+    plugin = ctx.record(records.BUILD_PLUGIN)
+    runtime: dict[str, Any] = {}
+    env_path = ctx.dist / records.ENV
+    if env_path.exists():
+        rt = json.loads(env_path.read_text(encoding="utf-8")).get("runtime") or {}
+        runtime = {k: rt.get(k) for k in ("name", "status", "reason") if rt.get(k)}
+    replay_path = ctx.dist / records.REPLAY
+    replay = None
+    if replay_path.exists() and ctx.spec.conformance.get("replay"):
+        report = json.loads(replay_path.read_text(encoding="utf-8"))
+        replay = {**headline(report), "plots": list(report.get("plots") or [])}
+    return {
+        "pairing_id": pairing_id_of(pins_from_spec(ctx.spec), core, plugin),
+        "wheels": [
+            {"role": role, "filename": rec["wheel"]["filename"], "sha256": rec["wheel"]["sha256"]}
+            for role, rec in (("core", core), ("plugin", plugin))
+        ],
+        "runtime": runtime or None,
+        "certified_on": day,
+        "tool": {"name": "vllm-plugin-release", "version": __version__},
+        "replay": replay,
+    }
+
+
+def not_run_here(runner: str) -> list[tuple[str, str]]:
+    """Checks `vpr conform` never runs (the hardware runner's live part), with why."""
+    if runner == "hardware":
+        why = "not run yet: `vpr hardware-live` adds it after `vpr conform` ({})"
+    else:
+        why = "runs only on the hardware runner ({}); this run used the " + runner + " runner"
+    return [(c.name, why.format(c.summary)) for c in registry.CHECKS if c.run is None]
 
 
 def pairing_summary(ctx: Context) -> dict[str, Any]:
@@ -63,14 +105,12 @@ OUTPUTS = (
     records.REPLAY_TIMING,
     *records.REPLAY_PLOTS,
 )
-CONFORM_RECIPE = 3  # 3: no run-specific timings, paths or times in the scorecard
+CONFORM_RECIPE = 4  # 3: no run-specific timings, paths or times; 4: scorecard v2 (facts)
 
 
 def conform_key(ctx: Context) -> str:
     """Everything a scorecard depends on. The UTC day is an input because cadence asks the
     index which releases exist: a cached verdict never outlives the day it was made."""
-    import datetime
-
     from vllm_plugin_release import __version__
 
     core = ctx.record(records.BUILD_CORE)
@@ -91,7 +131,7 @@ def conform_key(ctx: Context) -> str:
             # on one is never reported as made on the other.
             "env_backend": env.get("backend"),
             "contract": sha256_file(contract_path) if contract_path.exists() else None,
-            "day": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
+            "day": utc_day(),
         }
     )
 
@@ -174,10 +214,14 @@ def _warm(ctx: Context, names: tuple[str, ...]) -> contextlib.AbstractContextMan
 def conform(ctx: Context, names: tuple[str, ...] = CHECK_NAMES) -> dict[str, Any]:
     with _warm(ctx, names):
         results = run_checks(ctx, names)
-    card = scorecard(results, runner=ctx.runner, pairing=pairing_summary(ctx))
-    write_json(ctx.dist / records.SCORECARD, card)
-    atomic_write_text(ctx.dist / records.SCORECARD_MD, to_markdown(card))
-    atomic_write_text(ctx.dist / records.SCORECARD_HTML, to_html(card))
+    card = scorecard(
+        results,
+        runner=ctx.runner,
+        pairing=pairing_summary(ctx),
+        facts=card_facts(ctx, utc_day()),
+        not_run=not_run_here(ctx.runner) if names == CHECK_NAMES else [],
+    )
+    write_card(ctx.dist, card)
     return card
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.errors import BadInput
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: source_date (was created), deferred items with run_with
 KIND = "vllm-plugin-release/manifest"
 MANIFEST_FILE = records.MANIFEST
 STATEMENT_FILE = records.STATEMENT

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,20 +23,113 @@ INDEX_FILE = "index.json"
 INDEX_KIND = "vllm-plugin-release/manifest-index"
 INDEX_SCHEMA_VERSION = 1
 PAIRINGS = "pairings"
+WHEELS = "wheels"  # the embedded index: the certified wheels and a find-links page
+RUNS = "runs"  # runs/<pairing_id>/<time>-<runner>-<manifest sha>.json: verdict history
+RUN_KIND = "vllm-plugin-release/store-run"
+LOCK_SUFFIX = ".lock.txt"  # pairings/<id>.lock.txt: the pairing environment's hash lock
 VERDICT_ORDER = {"fleet": 0, "pilot": 1, "lab": 2, None: 3}
+VERDICTS = {
+    "fleet": "all checks passed, the hardware part included",
+    "pilot": "all CPU-runner checks passed; the hardware part has not passed yet",
+    "lab": "a check failed",
+    "none": "no conformance recorded",
+}
 
 
 # ---------------------------------------------------------------------------
 # Index entries and the index
 
 
-def entry_for(
-    manifest: dict[str, Any], manifest_sha256: str, has_statement: bool
+def lock_path(pid: str) -> str:
+    return f"{PAIRINGS}/{pid}{LOCK_SUFFIX}"
+
+
+def check_lock(manifest: dict[str, Any], data: bytes, where: str, hint: str = "") -> str:
+    """The pairing lock's text when its sha256 is the manifest's (signed)
+    environment.lock_sha256; GateFailed naming both digests otherwise."""
+    want = (manifest.get("environment") or {}).get("lock_sha256")
+    have = hashlib.sha256(data).hexdigest()
+    if want != have:
+        raise GateFailed(
+            f"{where}: sha256 {have} is not the pairing lock the manifest names "
+            f"(environment.lock_sha256 {want})",
+            hint=hint or "use the lock stored with the manifest (pairings/<id>.lock.txt)",
+        )
+    return data.decode("utf-8")
+
+
+def run_record(
+    manifest: dict[str, Any], manifest_sha256: str, time: str, index: dict[str, Any]
 ) -> dict[str, Any]:
-    """The index entry summarising one manifest (what query and matrix read)."""
+    """One line of a pairing's verdict history: when, which runner, which verdict, where
+    its wheels were published (`index`: kind local|remote, simple_url)."""
+    conf = manifest["conformance"]
+    return {
+        "kind": RUN_KIND,
+        "pairing_id": manifest["pairing_id"],
+        "time": time,
+        "runner": conf.get("runner"),
+        "verdict": conf.get("verdict"),
+        "manifest_sha256": manifest_sha256,
+        "index": index,
+    }
+
+
+def run_file_name(run: dict[str, Any]) -> str:
+    stamp = run["time"].replace("-", "").replace(":", "")
+    return f"{stamp}-{run['runner'] or 'none'}-{run['manifest_sha256'][:12]}.json"
+
+
+def history(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Run records as history lines, newest first (a malformed record is left out)."""
+    keep = ("time", "runner", "verdict", "manifest_sha256")
+    out = [
+        {k: r.get(k) for k in keep}
+        for r in runs
+        if isinstance(r, dict) and r.get("kind") == RUN_KIND and isinstance(r.get("time"), str)
+    ]
+    return sorted(out, key=lambda r: (r["time"], str(r["manifest_sha256"])), reverse=True)
+
+
+def _wheels(
+    manifest: dict[str, Any], stored: dict[str, str], newest: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """Where each certified wheel lives: the index it was published to (None for the local
+    pypiserver, gone after the run) and its copy in the store's embedded index."""
+    index = (newest or {}).get("index") or {}
+    out = []
+    for role in ("core", "plugin"):
+        wheel = manifest[role]["wheel"]
+        name, sha = wheel["filename"], wheel["sha256"]
+        out.append(
+            {
+                "role": role,
+                "filename": name,
+                "sha256": sha,
+                "index_url": index.get("simple_url") if index.get("kind") == "remote" else None,
+                "store_path": f"{WHEELS}/{name}" if stored.get(name) == sha else None,
+            }
+        )
+    return out
+
+
+def entry_for(
+    manifest: dict[str, Any],
+    manifest_sha256: str,
+    has_statement: bool,
+    extras: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The index entry summarising one manifest (what query, matrix and install read).
+
+    `extras`, what the store holds beside the manifest: `runs` (run records),
+    `stored_wheels` (filename -> sha256 in wheels/), `lock` (pairings/<id>.lock.txt is
+    there; its bytes were checked against the manifest's signed lock_sha256)."""
     pid = manifest["pairing_id"]
     core, plugin, conf = manifest["core"], manifest["plugin"], manifest["conformance"]
     runtime = manifest.get("runtime") or {}
+    extras = extras or {}
+    past = history(extras.get("runs") or [])
+    lock = extras.get("lock")
     return {
         "pairing_id": pid,
         "name": manifest["name"],
@@ -44,7 +137,16 @@ def entry_for(
         "manifest": f"{PAIRINGS}/{pid}.json",
         "manifest_sha256": manifest_sha256,
         "statement": f"{PAIRINGS}/{pid}.intoto.jsonl" if has_statement else None,
-        "created": manifest.get("created"),
+        "source_date": manifest.get("source_date") or manifest.get("created"),
+        "certified_at": past[0]["time"] if past else None,
+        "history": past,
+        "wheels": _wheels(manifest, extras.get("stored_wheels") or {}, past[0] if past else None),
+        "requirements": {
+            "path": lock_path(pid),
+            "sha256": (manifest.get("environment") or {}).get("lock_sha256"),
+        }
+        if lock
+        else None,
         "python": core.get("python"),
         "core": {
             "name": core["name"],
@@ -108,13 +210,16 @@ _ENTRY_KEYS: tuple[tuple[str, tuple[type, ...]], ...] = (
 )
 
 
+_ENTRY_PATHS = tuple((dotted, dotted.split("."), kinds) for dotted, kinds in _ENTRY_KEYS)
+
+
 def _entry_problem(entry: Any) -> str | None:
     """Why an index entry cannot be read (a key missing or of another type), else None."""
     if not isinstance(entry, dict):
         return "not an object"
-    for dotted, kinds in _ENTRY_KEYS:
+    for dotted, path, kinds in _ENTRY_PATHS:
         node: Any = entry
-        for key in dotted.split("."):
+        for key in path:
             if not isinstance(node, dict):
                 return f"{dotted.rsplit('.', 1)[0]!r} is not an object"
             node = node.get(key)
@@ -142,9 +247,12 @@ def index_bytes(index: dict[str, Any]) -> bytes:
 
 
 def rebuild_index(
-    manifests: Iterable[tuple[str, bytes, bool]], previous: dict[str, Any]
+    manifests: Iterable[tuple[str, bytes, bool]],
+    previous: dict[str, Any],
+    extras: Callable[[str], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The index of the manifests present, given as (pairing id, file bytes, has statement).
+    """The index of the manifests present, given as (pairing id, file bytes, has statement),
+    with `extras(pairing_id)` (see `entry_for`) from the files beside them.
 
     An entry is kept from `previous` for a manifest that cannot be read here (e.g. from
     a newer schema_version); such a manifest without a previous entry is left out.
@@ -158,7 +266,8 @@ def rebuild_index(
             if isinstance(version, int) and version > SCHEMA_VERSION and pid in old:
                 index["pairings"][pid] = old[pid]
                 continue
-            entry = entry_for(manifest, hashlib.sha256(data).hexdigest(), has_statement)
+            more = extras(pid) if extras else None
+            entry = entry_for(manifest, hashlib.sha256(data).hexdigest(), has_statement, more)
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
             if pid in old:
                 index["pairings"][pid] = old[pid]
@@ -199,6 +308,12 @@ def _version_key(text: str) -> Any:
         return (0, text)
 
 
+def version_ranks(versions: Iterable[str]) -> dict[str, int]:
+    """Each distinct version's rank (0 oldest): a store repeats a few hundred versions over
+    thousands of entries, so each is parsed and compared once."""
+    return {v: i for i, v in enumerate(sorted(set(versions), key=_version_key))}
+
+
 def _core_matches(version: str, wanted: str) -> bool:
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
@@ -235,9 +350,15 @@ def query(
         if verdict and entry.get("verdict") != verdict:
             continue
         out.append(entry)
-    out.sort(key=lambda e: (e["plugin"]["name"], e["pairing_id"]))
-    out.sort(key=lambda e: VERDICT_ORDER.get(e.get("verdict"), 9))
-    out.sort(key=lambda e: _version_key(e["core"]["version"]), reverse=True)
+    rank = version_ranks(e["core"]["version"] for e in out)
+    out.sort(
+        key=lambda e: (
+            -rank[e["core"]["version"]],
+            VERDICT_ORDER.get(e.get("verdict"), 9),
+            e["plugin"]["name"],
+            e["pairing_id"],
+        )
+    )
     return out
 
 
@@ -254,11 +375,7 @@ class Matrix:
 
     def cell_text(self, core: str, plugin: str) -> str:
         entries = self.cells.get((core, plugin), [])
-        if not entries:
-            return ""
-        if len(entries) == 1:
-            return entries[0].get("verdict") or "none"
-        return ", ".join(f"{e.get('verdict') or 'none'} (py{e.get('python')})" for e in entries)
+        return ", ".join(f"{e.get('verdict') or 'none'} (py{python_of(e)})" for e in entries)
 
 
 def matrix(index: dict[str, Any]) -> Matrix:
@@ -273,11 +390,40 @@ def matrix(index: dict[str, Any]) -> Matrix:
         cells.setdefault((core, column), []).append(entry)
     for entries in cells.values():
         entries.sort(key=lambda e: (str(e.get("python")), e["pairing_id"]))
+    rank = version_ranks(cores)
     return Matrix(
-        cores=sorted(cores, key=_version_key, reverse=True),
+        cores=sorted(cores, key=rank.__getitem__, reverse=True),
         plugins=sorted(plugins),
         cells=cells,
     )
+
+
+def runtime_text(entry: dict[str, Any]) -> str:
+    rt = entry.get("runtime") or {}
+    if not rt.get("name"):
+        return "no runtime"
+    version = f" {rt['version']}" if rt.get("version") else ""
+    return f"{rt['name']}{version}: {rt.get('status') or 'unknown'}"
+
+
+def python_of(entry: dict[str, Any]) -> str:
+    return ".".join(str(entry.get("python") or "?").split(".")[:2])
+
+
+def legend_rows(m: Matrix) -> list[tuple[str, str, list[str]]]:
+    """(column, runtimes, manifest paths) per plugin column, for every renderer's legend."""
+    runtimes: dict[str, set[str]] = {c: set() for c in m.plugins}
+    paths: dict[str, list[str]] = {c: [] for c in m.plugins}
+    seen: dict[tuple[Any, ...], str] = {}
+    for (_, column), entries in sorted(m.cells.items()):
+        for e in entries:
+            rt = e.get("runtime") or {}
+            ident = (rt.get("name"), rt.get("version"), rt.get("status"))
+            if ident not in seen:
+                seen[ident] = runtime_text(e)
+            runtimes[column].add(seen[ident])
+            paths[column].append(str(e.get("manifest")))
+    return [(c, ", ".join(sorted(runtimes[c])), paths[c]) for c in m.plugins]
 
 
 def render_markdown(m: Matrix) -> str:
@@ -292,7 +438,13 @@ def render_markdown(m: Matrix) -> str:
     ]
     if not m.cores:
         return "_No pairings in the manifest store._\n"
-    return "\n".join([head, rule, *rows]) + "\n"
+    legend = ["", "| plugin column | runtime | manifests |", "|---|---|---|"]
+    legend += [
+        f"| {esc(c)} | {esc(rt)} | " + ", ".join(f"[{p}]({p})" for p in paths) + " |"
+        for c, rt, paths in legend_rows(m)
+    ]
+    legend += ["", "Verdicts: " + "; ".join(f"**{v}**: {t}" for v, t in VERDICTS.items())]
+    return "\n".join([head, rule, *rows, *legend]) + "\n"
 
 
 def render_html(m: Matrix, *, title: str = "vLLM core x plugin compatibility") -> str:
@@ -322,25 +474,13 @@ def render_html(m: Matrix, *, title: str = "vLLM core x plugin compatibility") -
                 parts.append(f"<td{cls}>{e(m.cell_text(c, p))}</td>")
             parts.append("</tr>")
         parts.append("</tbody></table>")
+        parts.append("<h2>Legend</h2><table><tr><th>plugin column</th><th>runtime</th>")
+        parts.append("<th>manifests</th></tr>")
+        for column, runtimes, paths in legend_rows(m):
+            links = ", ".join(f'<a href="{e(p)}">{e(p)}</a>' for p in paths)
+            parts.append(f"<tr><td>{e(column)}</td><td>{e(runtimes)}</td><td>{links}</td></tr>")
+        parts.append("</table><ul>")
+        parts.extend(f'<li class="{v}">{e(v)}: {e(t)}</li>' for v, t in VERDICTS.items())
+        parts.append("</ul>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
-
-
-def render_table(m: Matrix) -> Any:
-    """A rich Table for the terminal."""
-    from rich.table import Table
-
-    table = Table(title="vLLM core x plugin compatibility")
-    table.add_column("vLLM core", style="bold")
-    for p in m.plugins:
-        table.add_column(p, justify="center")
-    colours = {"fleet": "green", "pilot": "yellow", "lab": "red"}
-    for c in m.cores:
-        cells = []
-        for p in m.plugins:
-            text = m.cell_text(c, p)
-            entries = m.cells.get((c, p), [])
-            colour = colours.get(entries[0].get("verdict")) if len(entries) == 1 else None
-            cells.append(f"[{colour}]{text}[/{colour}]" if colour else text)
-        table.add_row(c, *cells)
-    return table

@@ -42,18 +42,37 @@ for name in json.loads(sys.argv[1]):
     out[name] = {"version": d.version, "record": entries, "bad": bad, "entry_points": eps,
                  "direct_url": json.loads(direct) if direct else None,
                  "location": str(d.locate_file(""))}
+if len(sys.argv) > 2 and sys.argv[2] == "all":
+    every = {}
+    for d in md.distributions():
+        name = d.metadata["Name"]
+        if name:
+            every.setdefault(name, d.version)
+    out = {"dists": out, "installed": every}
 print(json.dumps(out))
 """
 
 
 def probe_environment(python: Path | str, names: list[str]) -> dict[str, Any]:
     """Installed version, RECORD (verified against the files) and entry points per name."""
+    return _probe(python, [json.dumps(names)])
+
+
+def probe_with_installed(
+    python: Path | str, names: list[str]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """`probe_environment`, and every installed distribution (name -> version), in one run."""
+    data = _probe(python, [json.dumps(names), "all"])
+    return data["dists"], data["installed"]
+
+
+def _probe(python: Path | str, argv: list[str]) -> Any:
     python = Path(python)
     if not python.exists():
         raise BadInput(f"--python {python}: interpreter not found")
     try:
         done = subprocess.run(
-            [str(python), "-I", "-c", _PROBE, json.dumps(names)],
+            [str(python), "-I", "-c", _PROBE, *argv],
             capture_output=True,
             text=True,
             timeout=300,

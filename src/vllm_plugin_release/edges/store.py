@@ -5,6 +5,11 @@ Layout (a folder, or the same folder served as static files over HTTP):
   STORE/index.json                       {"schema_version", "kind", "pairings": {id: entry}}
   STORE/pairings/<pairing_id>.json       the manifest, byte for byte as built
   STORE/pairings/<pairing_id>.intoto.jsonl   its signed statement
+  STORE/pairings/<pairing_id>.lock.txt   the pairing environment's hash lock (its sha256
+                                         is signed in the manifest: environment.lock_sha256)
+  STORE/wheels/<file>.whl, <file>.sha256 the certified wheels (the embedded index) and
+  STORE/wheels/index.html                a find-links page with their sha256
+  STORE/runs/<pairing_id>/<time>-<runner>-<sha>.json   verdict history, one per run
   STORE/.lock                            the writers' file lock
 
 Writers take the lock, write the pairing's files (temp file, fsync, rename), then
@@ -31,25 +36,70 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.core.cache import atomic_write_bytes
-from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.core.cache import atomic_write_bytes, sha256_file
+from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.manifestdoc import read_json, validate
 from vllm_plugin_release.core.net import redact_url
 from vllm_plugin_release.core.storeindex import (
     INDEX_FILE,
     PAIRINGS,
+    RUNS,
+    WHEELS,
     check_index,
+    check_lock,
     check_same_wheels,
     empty_index,
     entry_for,
     index_bytes,
+    lock_path,
     parse_manifest,
     rebuild_index,
+    run_file_name,
+    run_record,
 )
 
 LOCK_FILE = ".lock"
 LOCK_TIMEOUT_ENV = "VPR_STORE_LOCK_TIMEOUT"
 HTTP_TIMEOUT = 30
+
+
+def loads(data: bytes) -> Any:
+    """JSON from bytes: orjson (a fleet store's index.json runs to tens of MB; orjson reads
+    it several times faster). Its errors are json.JSONDecodeError, invalid UTF-8 included."""
+    import orjson
+
+    return orjson.loads(data)
+
+
+def utc_now() -> str:
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Extras:
+    """What a publish adds beside the manifest: the pairing's lock (bytes), the two wheels,
+    and where they were published (`index`: {kind: local|remote, simple_url})."""
+
+    lock: bytes | None = None
+    wheels: tuple[Path, ...] = ()
+    index: dict[str, Any] | None = None
+    time: str | None = None  # the certification time; now when None
+
+
+def wheels_page(entries: list[dict[str, Any]]) -> str:
+    """The embedded index's find-links page: every stored wheel with its sha256."""
+    import html
+
+    files = sorted(
+        {(w["filename"], w["sha256"]) for e in entries for w in e["wheels"] if w["store_path"]}
+    )
+    links = "".join(
+        f'<a href="{html.escape(name)}#sha256={sha}">{html.escape(name)}</a><br>\n'
+        for name, sha in files
+    )
+    return f"<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n"
 
 
 def lock_timeout_from_env() -> float:
@@ -88,7 +138,7 @@ class DirStore:
         if not path.exists():
             return empty_index()
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = loads(path.read_bytes())
         except json.JSONDecodeError as exc:
             raise BadInput(
                 f"{path}:{exc.lineno}: index.json is not valid JSON ({exc.msg})",
@@ -106,6 +156,17 @@ class DirStore:
     def read_manifest(self, entry: dict[str, Any]) -> dict[str, Any]:
         return parse_manifest(self.read_text(entry["manifest"]), entry["manifest"], self.location)
 
+    def read_bytes(self, relative: str) -> bytes:
+        path = self.root / relative
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            raise BadInput(f"{path}: listed in {INDEX_FILE} but missing from the store")
+
+    def find_links(self) -> str:
+        """The embedded index, as a find-links location for pip or uv."""
+        return str(self.root / WHEELS)
+
     # -- writing ------------------------------------------------------------
     def _lock(self) -> Any:
         from filelock import FileLock
@@ -114,7 +175,10 @@ class DirStore:
 
     def _remove_stale_temps(self) -> None:
         """Temp files left by a killed writer (only ever written under the lock we now hold)."""
-        for folder in (self.root, self.root / PAIRINGS):
+        runs = self.root / RUNS
+        folders = [self.root, self.root / PAIRINGS, self.root / WHEELS]
+        folders += [p for p in runs.iterdir() if p.is_dir()] if runs.is_dir() else []
+        for folder in folders:
             if not folder.is_dir():
                 continue
             for p in folder.iterdir():
@@ -141,8 +205,11 @@ class DirStore:
             return check_index(data, str(path))
         return empty_index()
 
-    def add(self, manifest_path: Path, statement_path: Path | None = None) -> AddResult:
-        """Add (or replace) the pairing's manifest and rebuild index.json, under the lock."""
+    def add(
+        self, manifest_path: Path, statement_path: Path | None = None, extras: Extras | None = None
+    ) -> AddResult:
+        """Add (or replace) the pairing's manifest, its lock, wheels and a history line, and
+        rebuild index.json, under the lock."""
         from filelock import Timeout
 
         manifest = read_json(manifest_path, what="manifest")
@@ -150,11 +217,21 @@ class DirStore:
         data = manifest_path.read_bytes()
         statement = statement_path.read_bytes() if statement_path else None
         entry = entry_for(manifest, hashlib.sha256(data).hexdigest(), statement is not None)
+        extras = extras or Extras()
+        if extras.lock is not None:  # the lock stored is the one the signed manifest names
+            check_lock(
+                manifest,
+                extras.lock,
+                f"{manifest_path}: the pairing lock to store",
+                hint="the lock changed since `vpr env`; re-run the pairing (vpr release) first",
+            )
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / PAIRINGS).mkdir(exist_ok=True)
         try:
             with self._lock():
-                previous, unchanged, index = self._add_locked(entry, data, statement)
+                previous, unchanged, index = self._add_locked(
+                    entry, data, statement, manifest, extras
+                )
         except Timeout:
             raise OutsideFailure(
                 f"{self.root / LOCK_FILE}: manifest store still locked after "
@@ -170,11 +247,18 @@ class DirStore:
         )
 
     def _add_locked(
-        self, entry: dict[str, Any], data: bytes, statement: bytes | None
+        self,
+        entry: dict[str, Any],
+        data: bytes,
+        statement: bytes | None,
+        manifest: dict[str, Any],
+        extras: Extras,
     ) -> tuple[dict[str, Any] | None, bool, dict[str, Any]]:
         """Write the pairing's files and index.json: (previous entry, unchanged?, new index)."""
         pid = entry["pairing_id"]
         self._remove_stale_temps()
+        for wheel in extras.wheels:  # refused before anything of this pairing is written
+            self._check_wheel(wheel)
         current = self._index_for_writing()
         previous = current["pairings"].get(pid)
         target = self.root / PAIRINGS / f"{pid}.json"
@@ -185,16 +269,77 @@ class DirStore:
             and target.exists()
             and target.read_bytes() == data
         )
+        for wheel in extras.wheels:
+            self._store_wheel(wheel)
+        if extras.lock is not None:
+            _write_if_changed(self.root / lock_path(pid), extras.lock)
         if not unchanged:
             if statement is not None:
                 atomic_write_bytes(self.root / PAIRINGS / f"{pid}.intoto.jsonl", statement)
             atomic_write_bytes(target, data)
-        index = rebuild_index(self._manifests(), current)
-        new_bytes = index_bytes(index)
-        index_path = self.root / INDEX_FILE
-        if not index_path.exists() or index_path.read_bytes() != new_bytes:
-            atomic_write_bytes(index_path, new_bytes)
+        if extras.index is not None:
+            self._record_run(manifest, entry["manifest_sha256"], extras)
+        index = rebuild_index(self._manifests(), current, self._extras_reader())
+        _write_if_changed(self.root / INDEX_FILE, index_bytes(index))
+        page = wheels_page(list(index["pairings"].values())).encode()
+        _write_if_changed(self.root / WHEELS / "index.html", page)
         return previous, unchanged, index
+
+    # -- the files beside the manifests ---------------------------------------
+    def _check_wheel(self, wheel: Path) -> None:
+        """A stored wheel is never replaced by another file of the same name."""
+        sidecar = self.root / WHEELS / f"{wheel.name}.sha256"
+        if sidecar.exists():
+            have, new = sidecar.read_text().strip(), sha256_file(wheel)
+            if have != new:
+                raise GateFailed(
+                    f"{self.root / WHEELS / wheel.name}: already in the store with sha256 "
+                    f"{have}; this wheel is {new}",
+                    hint="a stored wheel never changes; bump the version or fix reproducibility",
+                )
+
+    def _store_wheel(self, wheel: Path) -> None:
+        folder = self.root / WHEELS
+        sidecar = folder / f"{wheel.name}.sha256"
+        if sidecar.exists():
+            return
+        data = wheel.read_bytes()
+        atomic_write_bytes(folder / wheel.name, data)
+        atomic_write_bytes(sidecar, hashlib.sha256(data).hexdigest().encode() + b"\n")
+
+    def _record_run(self, manifest: dict[str, Any], sha: str, extras: Extras) -> None:
+        """One history line per certified manifest: a re-publish of the same bytes adds none."""
+        folder = self.root / RUNS / manifest["pairing_id"]
+        if folder.is_dir() and any(p.name.endswith(f"-{sha[:12]}.json") for p in folder.iterdir()):
+            return
+        assert extras.index is not None
+        run = run_record(manifest, sha, extras.time or utc_now(), extras.index)
+        text = json.dumps(run, indent=2, sort_keys=True) + "\n"
+        atomic_write_bytes(folder / run_file_name(run), text.encode())
+
+    def _extras_reader(self) -> Any:
+        """extras(pairing_id) for `rebuild_index`: runs, stored wheels, lock."""
+        folder = self.root / WHEELS
+        stored = {
+            p.name[: -len(".sha256")]: p.read_text().strip()
+            for p in (folder.glob("*.sha256") if folder.is_dir() else [])
+        }
+
+        def extras(pid: str) -> dict[str, Any]:
+            runs = []
+            for path in sorted((self.root / RUNS / pid).glob("*.json")):
+                with contextlib.suppress(OSError, ValueError):
+                    runs.append(json.loads(path.read_text(encoding="utf-8")))
+            # the lock was checked against the signed lock_sha256 when it was written
+            lock = (self.root / lock_path(pid)).is_file()
+            return {"runs": runs, "stored_wheels": stored, "lock": lock}
+
+        return extras
+
+
+def _write_if_changed(path: Path, data: bytes) -> None:
+    if not path.exists() or path.read_bytes() != data:
+        atomic_write_bytes(path, data)
 
 
 class HttpStore:
@@ -205,11 +350,17 @@ class HttpStore:
         self.location = redact_url(self.url)
 
     def read_text(self, relative: str) -> str:
+        return self.read_bytes(relative).decode("utf-8")
+
+    def find_links(self) -> str:
+        return urllib.parse.urljoin(self.url, f"{WHEELS}/index.html")
+
+    def read_bytes(self, relative: str) -> bytes:
         url = urllib.parse.urljoin(self.url, relative)
         try:
             request = urllib.request.Request(url, headers={"User-Agent": "vllm-plugin-release"})
             with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT) as response:
-                return response.read().decode("utf-8")
+                return response.read()
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
                 raise BadInput(
@@ -223,10 +374,10 @@ class HttpStore:
             )
 
     def read_index(self) -> dict[str, Any]:
-        text = self.read_text(INDEX_FILE)
+        text = self.read_bytes(INDEX_FILE)
         where = redact_url(urllib.parse.urljoin(self.url, INDEX_FILE))
         try:
-            data = json.loads(text)
+            data = loads(text)
         except json.JSONDecodeError as exc:
             raise BadInput(f"{where}:{exc.lineno}: index.json is not valid JSON ({exc.msg})")
         return check_index(data, where)
@@ -234,7 +385,9 @@ class HttpStore:
     def read_manifest(self, entry: dict[str, Any]) -> dict[str, Any]:
         return parse_manifest(self.read_text(entry["manifest"]), entry["manifest"], self.location)
 
-    def add(self, manifest_path: Path, statement_path: Path | None = None) -> AddResult:
+    def add(
+        self, manifest_path: Path, statement_path: Path | None = None, extras: Extras | None = None
+    ) -> AddResult:
         raise BadInput(
             f"{self.location}: an HTTP manifest store is read-only",
             hint="publish to the folder that is served (--store PATH)",

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 from vllm_plugin_release.core.cache import atomic_write_text
-from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.lockfile import LockRequest, header
 
 
@@ -119,3 +119,55 @@ def compile_lock(
     text = "\n".join(header(request, body)) + "\n" + body
     atomic_write_text(dest, text)
     return text
+
+
+def create_venv(folder: Path, python: str, *, offline: bool = False) -> Path:
+    """`uv venv` at `folder` for Python `python` (e.g. "3.11"); its interpreter."""
+    args = [uv_bin(), "venv", "--quiet", "--python", python, str(folder)]
+    if offline:
+        args[2:2] = ["--offline", "--no-python-downloads"]
+    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise BadInput(
+            f"--python-env {folder}: could not create a Python {python} environment:\n"
+            + done.stderr.strip()[-1500:],
+            hint=f"install Python {python} (the pairing was certified on it) or pass the folder "
+            "of an existing environment",
+        )
+    return folder / "bin" / "python"
+
+
+def sync_locked(
+    python: Path, requirements: Path, find_links: list[str], *, offline: bool = False
+) -> None:
+    """`uv pip sync --require-hashes`: the environment holds exactly `requirements` (missing
+    and different pins installed, extra distributions removed), every file checked by hash."""
+    args = [
+        uv_bin(),
+        "pip",
+        "sync",
+        "--quiet",
+        "--python",
+        str(python),
+        "--require-hashes",
+        "--index-strategy",
+        "unsafe-best-match",
+        *find_link_args(find_links),
+    ]
+    if offline:
+        args.append("--offline")
+    args += ["--", str(requirements)]
+    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        message = done.stderr.strip()[-2500:]
+        if "hash mismatch" in message.lower() or "hashes do not match" in message.lower():
+            raise GateFailed(
+                f"installing {requirements}: a file does not have the certified sha256:\n"
+                + message,
+                hint="the index or the store serves another file than the one certified; "
+                "nothing else was changed",
+            )
+        hint = "check the network and the index, then run it again"
+        if offline:
+            hint = "without --offline the missing files are downloaded (by hash) once"
+        raise OutsideFailure(f"installing {requirements} with hashes failed:\n{message}", hint=hint)

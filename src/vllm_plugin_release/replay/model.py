@@ -20,6 +20,7 @@ from vllm_plugin_release.replay.mix import RequestMix
 RATIO_KEYS = (
     ("ttft_p50_s", ("ttft_s", "p50")),
     ("ttft_p99_s", ("ttft_s", "p99")),
+    ("itl_p50_s", ("itl_s", "p50")),
     ("itl_mean_s", ("itl_s", "mean")),
     ("itl_p99_s", ("itl_s", "p99")),
     ("itl_max_s", ("itl_s", "max")),
@@ -122,6 +123,8 @@ def _composition(steps: _Steps, raw: dict[str, Any]) -> tuple[dict[str, Any], An
     figures = {
         "steps": len(steps.start),
         "mixed_steps": int(mixed.sum()),
+        # The share of steps that mixed prefill with decode work (0 with no steps).
+        "mixed_step_share": _r(mixed.sum() / len(steps.start)) if len(steps.start) else 0.0,
         "prefill_only_steps": int((has_pf & ~has_dec).sum()),
         "decode_only_steps": int((has_dec & ~has_pf).sum()),
         "empty_steps": int((~has_pf & ~has_dec).sum()),
@@ -234,7 +237,7 @@ def analyze(raw: dict[str, Any], mix: RequestMix) -> Analysis:
         "rejected": raw.get("rejected", []),
         "output_tokens": tokens.produced,
         "ttft_s": {k: v for k, v in _percentiles(tokens.ttft).items()},
-        "itl_s": {"mean": itl_stats["mean"], "p99": itl_stats["p99"], "max": itl_stats["max"]},
+        "itl_s": itl_stats,
         "longest_decode_stall_steps": tokens.longest_stall,
         "longest_decode_stall_request": tokens.stall_request,
         "output_tokens_per_s": _r(tokens.produced / makespan) if makespan > 0 else None,
@@ -277,6 +280,7 @@ def crashed_summary(raw: dict[str, Any], mix: RequestMix) -> dict[str, Any]:
         "traceback": raw.get("traceback", []),
         "steps": None,
         "mixed_steps": None,
+        "mixed_step_share": None,
         "prefill_only_steps": None,
         "decode_only_steps": None,
         "empty_steps": None,
@@ -339,3 +343,46 @@ def timing_report(raw_result: dict[str, Any]) -> dict[str, Any]:
     out["replay_wall_s"] = round(total_wall, 4)
     out["overhead_ratio"] = round(total_wall / total_sched, 3) if total_sched else None
     return out
+
+
+# ---------------------------------------------------------------------------
+# The headline a reader sees first (scorecard, scheduler check).
+
+HEADLINE = (
+    ("ITL p50", "itl_p50_s"),
+    ("ITL p99", "itl_p99_s"),
+    ("ITL max", "itl_max_s"),
+    ("TTFT p99", "ttft_p99_s"),
+    ("throughput", "output_tokens_per_s"),
+)
+
+
+def headline(report: dict[str, Any]) -> dict[str, Any]:
+    """plugin / upstream ratios of the headline figures and each side's mixed-step share."""
+    ratios_ = report.get("ratios") or {}
+    return {
+        "ratios": {key: ratios_.get(key) for _, key in HEADLINE},
+        "mixed_step_share": {
+            side: (report.get(side) or {}).get("mixed_step_share")
+            for side in ("plugin", "upstream")
+        },
+    }
+
+
+def _times(value: Any) -> str:
+    return f"{value:.2f}x" if isinstance(value, (int, float)) else "n/a"
+
+
+def _share(value: Any) -> str:
+    return f"{value * 100:.1f}%" if isinstance(value, (int, float)) else "n/a"
+
+
+def headline_text(report: dict[str, Any]) -> str:
+    """`plugin vs upstream: ITL p50 1.04x, ITL p99 1.17x, ...; mixed steps 0.0% vs 12.3%`."""
+    h = headline(report)
+    figures = ", ".join(f"{label} {_times(h['ratios'][key])}" for label, key in HEADLINE)
+    share = h["mixed_step_share"]
+    return (
+        f"plugin vs upstream: {figures}; mixed steps "
+        f"{_share(share['plugin'])} vs {_share(share['upstream'])}"
+    )

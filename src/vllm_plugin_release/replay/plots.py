@@ -24,7 +24,21 @@ def _pyplot() -> Any:
     return plt
 
 
-def step_composition(analyses: dict[str, Analysis], path: Path, *, bins: int = 200) -> Path:
+def caption(report: dict[str, Any]) -> str:
+    """What every plot's title names: the pairing and the cost model the replay assumed."""
+    cost = (report.get("config") or {}).get("cost_model") or {}
+    model = "cost model ?"
+    if all(isinstance(cost.get(k), (int, float)) for k in "abc"):
+        model = (
+            f"cost model: step = {cost['a'] * 1000:g} ms + {cost['b'] * 1000:g} ms/prefill token"
+            f" + {cost['c'] * 1000:g} ms/decode request ({cost.get('source', '?')})"
+        )
+    return f"{report.get('name', '?')}, vLLM {report.get('vllm_version') or '?'}; {model}"
+
+
+def step_composition(
+    analyses: dict[str, Analysis], path: Path, *, bins: int = 200, title: str = ""
+) -> Path:
     """Tokens per second of simulated time, split prefill/decode, with mixed steps marked."""
     import numpy as np
 
@@ -69,28 +83,30 @@ def step_composition(analyses: dict[str, Analysis], path: Path, *, bins: int = 2
         ax.set_ylabel("tokens / s")
         ax.legend(loc="upper right", fontsize=8)
     axes[-1, 0].set_xlabel("simulated time (s)")
+    if title:
+        fig.suptitle(f"Step composition: {title}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
 
 
-def itl_distribution(analyses: dict[str, Analysis], path: Path) -> Path:
-    """Histogram (log-spaced) and CDF of inter-token latency for both schedulers."""
+def itl_distribution(analyses: dict[str, Analysis], path: Path, *, title: str = "") -> Path:
+    """Histogram (log-spaced) and CDF of inter-token latency for both schedulers, in ms."""
     import numpy as np
 
     plt = _pyplot()
     fig, (hist, cdf) = plt.subplots(1, 2, figsize=(11, 3.8))
-    values = [a.itl for a in analyses.values() if len(a.itl)]
+    values = [a.itl * 1000 for a in analyses.values() if len(a.itl)]
     if values:
-        low = max(min(float(v[v > 0].min()) if (v > 0).any() else 1e-6 for v in values), 1e-6)
+        low = max(min(float(v[v > 0].min()) if (v > 0).any() else 1e-3 for v in values), 1e-3)
         high = max(float(v.max()) for v in values)
         edges = np.geomspace(low, max(high, low * 1.01), 60)
     for label, colour in (("plugin", COLOURS["prefill"]), ("upstream", COLOURS["decode"])):
         a = analyses.get(label)
         if a is None or not len(a.itl):
             continue
-        hist.hist(a.itl, bins=edges, alpha=0.55, color=colour, label=LABELS[label])
+        hist.hist(a.itl * 1000, bins=edges, alpha=0.55, color=colour, label=LABELS[label])
         ordered = np.sort(a.itl)
         cdf.plot(
             ordered * 1000,
@@ -100,7 +116,7 @@ def itl_distribution(analyses: dict[str, Analysis], path: Path) -> Path:
         )
     hist.set_xscale("log")
     hist.set_yscale("log")
-    hist.set_xlabel("inter-token latency (s)")
+    hist.set_xlabel("inter-token latency (ms)")
     hist.set_ylabel("tokens")
     hist.set_title("ITL distribution")
     hist.legend(fontsize=8)
@@ -109,18 +125,20 @@ def itl_distribution(analyses: dict[str, Analysis], path: Path) -> Path:
     cdf.set_ylabel("fraction of tokens")
     cdf.set_title("ITL CDF")
     cdf.legend(fontsize=8, loc="lower right")
+    if title:
+        fig.suptitle(f"Inter-token latency: {title}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
 
 
-def draw(analyses: dict[str, Analysis], folder: Path) -> list[Path]:
-    """Both plots into `folder`; returns their paths."""
+def draw(analyses: dict[str, Analysis], folder: Path, *, title: str = "") -> list[Path]:
+    """Both plots into `folder`, titled with `title` (see `caption`); returns their paths."""
     folder.mkdir(parents=True, exist_ok=True)
     if not analyses:
         return []
     return [
-        step_composition(analyses, folder / records.REPLAY_PLOTS[0]),
-        itl_distribution(analyses, folder / records.REPLAY_PLOTS[1]),
+        step_composition(analyses, folder / records.REPLAY_PLOTS[0], title=title),
+        itl_distribution(analyses, folder / records.REPLAY_PLOTS[1], title=title),
     ]

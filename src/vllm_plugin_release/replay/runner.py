@@ -99,9 +99,9 @@ def write(outcome: ReplayOutcome, out_dir: Path, *, plots: bool = True) -> list[
     out_dir.mkdir(parents=True, exist_ok=True)
     files = []
     if plots:
-        from vllm_plugin_release.replay.plots import draw
+        from vllm_plugin_release.replay.plots import caption, draw
 
-        files.extend(draw(outcome.analyses, out_dir))
+        files.extend(draw(outcome.analyses, out_dir, title=caption(outcome.report)))
         outcome.report["plots"] = [p.name for p in files]
     report_path = out_dir / records.REPLAY
     atomic_write_text(report_path, json.dumps(outcome.report, indent=2, sort_keys=True) + "\n")

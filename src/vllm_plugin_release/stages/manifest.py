@@ -292,6 +292,12 @@ def _conformance(scorecard: dict[str, Any] | None) -> dict[str, Any]:
         }
         if status == "deferred":
             deferred.append({"check": name, "reason": summary})
+    # scorecard v2 also lists the checks this runner never ran (the hardware part).
+    for item in scorecard.get("deferred") or []:
+        if isinstance(item, dict) and item.get("check") not in checks:
+            deferred.append(
+                {k: str(item[k]) for k in ("check", "reason", "run_with") if item.get(k)}
+            )
     _check_verdict(verdict, checks, file)
     return {
         "status": "present",
@@ -383,6 +389,25 @@ def _environment(env: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
+def pairing_id_of(
+    pins: dict[str, Any], build_core: dict[str, Any], build_plugin: dict[str, Any]
+) -> str:
+    """The pairing id `build_manifest` gives these records, without reading the wheels
+    (the scorecard names it before the manifest exists)."""
+    fc, fp = BUILD_CORE, BUILD_PLUGIN
+    core_in = _get(build_core, "core", fc)
+    core = {
+        "name": _get(core_in, "name", fc),
+        "version": str(_get(core_in, "version", fc)),
+        "target_device": _get(core_in, "target_device", fc),
+        "source": _core_source(_get(core_in, "source", fc), fc),
+    }
+    plugin_in = _get(build_plugin, "plugin", fp)
+    plugin = {"name": _get(plugin_in, "name", fp), "commit": plugin_in.get("commit")}
+    python = ".".join(str(_get(build_core, "python", fc)).split(".")[:2])
+    return key_of(pairing_inputs(core, plugin, pins.get("runtime"), python))
+
+
 def build_manifest(
     pins: dict[str, Any], records: Records, *, pipeline_version: str | None = None
 ) -> dict[str, Any]:
@@ -403,7 +428,9 @@ def build_manifest(
         "name": pins.get("name") or records.dist_dir.name,
         "pairing_id": key_of(inputs),
         "pairing_inputs": inputs,
-        "created": _iso(sde),
+        # The vLLM source date (SOURCE_DATE_EPOCH), never the certification time: that is
+        # not deterministic and lives in run.json and the store entry.
+        "source_date": _iso(sde),
         "source_date_epoch": sde,
         "pipeline": {"name": "vllm-plugin-release", "version": pipeline_version},
         "core": core,

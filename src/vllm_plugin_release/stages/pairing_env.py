@@ -301,7 +301,7 @@ def _stand_in_check(
     spec: Spec,
     stand_in: str,
     cache: Cache,
-    runner: LocalRunner,
+    runner: Runner,
     uv: str,
     work: Path,
     request: dict[str, Any],

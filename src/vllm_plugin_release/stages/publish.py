@@ -11,7 +11,10 @@ Order, each step a gate for the next:
      result is proven by installing both wheels with `uv pip install --require-hashes`
      (no cache) into a scratch venv and checking it against the manifest (`--verify-install` does
      the same for any index);
-  5. only then is the manifest added to the store.
+  5. only then is the manifest added to the store, with the pairing's hash lock, both
+     wheels (the store's embedded index) and a line of verdict history (the
+     certification time, the runner, where the wheels were published); the time also
+     goes to dist/NAME/run.json (section `publish`).
 
 Credentials: twine reads TWINE_USERNAME / TWINE_PASSWORD or the keyring; the
 simple-API queries send the same environment credentials. Neither appears in
@@ -30,6 +33,7 @@ from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE
+from vllm_plugin_release.core.storeindex import check_lock
 from vllm_plugin_release.edges import keys
 from vllm_plugin_release.edges.index import (
     IndexTarget,
@@ -47,11 +51,12 @@ from vllm_plugin_release.edges.publisher import (
     twine_check,
     twine_upload,
 )
-from vllm_plugin_release.edges.store import HttpStore, Store, open_store
+from vllm_plugin_release.edges.store import Extras, HttpStore, Store, open_store, utc_now
 from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.verify import Verified, check_environment, verify_files
 
 CERTIFIED = ("fleet", "pilot")
+LOCK_HINT = "the lock changed since `vpr env`; run the pairing again (vpr release) first"
 
 
 # ---------------------------------------------------------------------------
@@ -148,6 +153,7 @@ class PublishResult:
     store_status: str = ""
     pairing_id: str = ""
     verdict: str | None = None
+    certified_at: str = ""
 
 
 def resolve_targets(
@@ -280,6 +286,54 @@ def _upload_and_prove(
                 marker.write_text("install proven\n")
 
 
+def _read_lock(manifest: dict[str, Any], root: Path | None) -> bytes | None:
+    """The pairing lock the manifest names (environment.lock_file under the project root),
+    read before anything is uploaded; None when the manifest names no environment."""
+    env = manifest.get("environment") or {}
+    if root is None or not (env.get("lock_file") and env.get("lock_sha256")):
+        return None
+    lock = root / env["lock_file"]
+    try:
+        data = lock.read_bytes()
+    except FileNotFoundError:
+        raise BadInput(
+            f"{lock}: the pairing lock named by the manifest (environment.lock_file) is missing",
+            hint="run `vpr lock --spec FILE` and the pairing again (vpr release)",
+        )
+    check_lock(manifest, data, str(lock), hint=LOCK_HINT)
+    return data
+
+
+def _store_extras(lock: bytes | None, wheels: Wheels, simple_url: str | None) -> Extras:
+    """The lock, wheels and history line that go into the store beside the manifest."""
+    where: dict[str, Any] = {"kind": "local", "simple_url": None}
+    if simple_url is not None:
+        where = {"kind": "remote", "simple_url": redact(simple_url)}
+    return Extras(lock=lock, wheels=tuple(w for _, w, _ in wheels), index=where, time=utc_now())
+
+
+def _record_certification(dist_dir: Path, result: PublishResult) -> None:
+    """run.json's `publish` section: when the pairing was certified into which store."""
+    import json
+
+    from vllm_plugin_release.core.cache import write_json
+    from vllm_plugin_release.core.manifestdoc import RUN_FILE
+
+    path = dist_dir / RUN_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    data["publish"] = {
+        "certified_at": result.certified_at,
+        "store": result.store,
+        "store_status": result.store_status,
+        "pairing_id": result.pairing_id,
+        "verdict": result.verdict,
+    }
+    write_json(path, data)
+
+
 def publish_folder(
     dist_dir: Path,
     *,
@@ -291,8 +345,10 @@ def publish_folder(
     public_key: Path | None = None,
     verify_install: bool | None = None,
     allow_uncertified: bool = False,
+    project_root: Path | None = None,
 ) -> PublishResult:
-    """Publish dist_dir's wheels and manifest. `index=None`: a local pypiserver over index_root."""
+    """Publish dist_dir's wheels and manifest. `index=None`: a local pypiserver over index_root.
+    `project_root`: where the manifest's lock file is (stored with it; None: no lock)."""
     manifest_path = dist_dir / MANIFEST_FILE
     if not manifest_path.exists():
         raise BadInput(
@@ -310,6 +366,7 @@ def publish_folder(
         )
         for p in ("core", "plugin")
     ]
+    lock = _read_lock(manifest, project_root)  # gate: before anything is uploaded
     progress.info("twine check --strict")
     twine_check([w for _, w, _ in wheels])
     verdict = manifest["conformance"]["verdict"]
@@ -335,8 +392,12 @@ def publish_folder(
             scratch_root=scratch_root,
             verify_install=verify_install,
         )
-    added = target_store.add(manifest_path, verified.statement_path)  # gate 5: the store
+    remote = None if local is not None else (simple_index or simple_url_for(str(index)))
+    extras = _store_extras(lock, wheels, remote)
+    added = target_store.add(manifest_path, verified.statement_path, extras)  # gate 5: the store
     result.store, result.store_status = added.store, added.status
+    result.certified_at = added.entry.get("certified_at") or ""
+    _record_certification(dist_dir, result)
     return result
 
 
@@ -372,4 +433,5 @@ def publish_spec(
         public_key=pub,
         verify_install=verify_install,
         allow_uncertified=allow_uncertified,
+        project_root=spec.root,
     )

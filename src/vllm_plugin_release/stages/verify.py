@@ -15,6 +15,7 @@ from typing import Any
 
 from vllm_plugin_release.core import attest
 from vllm_plugin_release.core.cache import sha256_file
+from vllm_plugin_release.core.envdrift import same_version
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import (
     MANIFEST_FILE,
@@ -23,7 +24,7 @@ from vllm_plugin_release.core.manifestdoc import (
     validate,
 )
 from vllm_plugin_release.core.wheelfacts import files_digest, installed_files, wheel_files
-from vllm_plugin_release.edges.envprobe import probe_environment
+from vllm_plugin_release.edges.envprobe import probe_environment, probe_with_installed
 from vllm_plugin_release.edges.keys import load_public_key
 
 # ---------------------------------------------------------------------------
@@ -163,22 +164,59 @@ def _unsigned_wheels(
 # An installed environment
 
 
-def _same_version(a: str, b: str) -> bool:
-    from packaging.version import InvalidVersion, Version
+def lock_pins(manifest: dict[str, Any], lock_text: str) -> dict[str, str]:
+    """Every pin of the pairing: the lock's, then the core and plugin at their versions."""
+    from vllm_plugin_release.core.lockfile import pins
 
-    try:
-        return Version(a) == Version(b)
-    except InvalidVersion:
-        return a == b
+    out = pins(lock_text)
+    for role in ("core", "plugin"):
+        out[manifest[role]["name"]] = manifest[role]["wheel"]["version"]
+    return out
+
+
+def find_lock(
+    manifest_path: Path, manifest: dict[str, Any], given: Path | None
+) -> tuple[str | None, Path | None]:
+    """The pairing lock for `check-env`: `given`, else the store's pairings/<id>.lock.txt
+    next to the manifest, else the manifest's environment.lock_file from the working
+    folder. (text, path) when found and its sha256 is the signed one; (None, None) else."""
+    from vllm_plugin_release.core.storeindex import LOCK_SUFFIX, check_lock
+
+    candidates = [given] if given else []
+    if not given:
+        candidates.append(manifest_path.with_name(manifest_path.stem + LOCK_SUFFIX))
+        lock_file = (manifest.get("environment") or {}).get("lock_file")
+        if lock_file:
+            candidates.append(Path(lock_file))
+    for path in candidates:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            if given:
+                raise BadInput(f"--lock {path}: not found")
+            continue
+        return check_lock(manifest, data, str(path)), path
+    return None, None
 
 
 def check_environment(
-    manifest: dict[str, Any], python: Path | str, wheels_dir: Path | None = None
+    manifest: dict[str, Any],
+    python: Path | str,
+    wheels_dir: Path | None = None,
+    lock_text: str | None = None,
 ) -> list[str]:
-    """Every way the environment differs from the manifest (empty list: it matches)."""
+    """Every way the environment differs from the manifest (empty list: it matches).
+    With `lock_text` (the pairing's lock), every pin is compared too (core/envdrift.py)."""
     parts = {"core": manifest["core"], "plugin": manifest["plugin"]}
-    found = probe_environment(python, [p["name"] for p in parts.values()])
+    names = [p["name"] for p in parts.values()]
     mismatches: list[str] = []
+    if lock_text is None:
+        found = probe_environment(python, names)
+    else:
+        from vllm_plugin_release.core.envdrift import drift
+
+        found, installed = probe_with_installed(python, names)
+        mismatches += drift(lock_pins(manifest, lock_text), installed).lines()
     for role, want in parts.items():
         name = want["name"]
         got = found.get(name)
@@ -188,7 +226,7 @@ def check_environment(
             )
             continue
         where = f"{role} {name} ({got['location']})"
-        if not _same_version(got["version"], want["wheel"]["version"]):
+        if not same_version(got["version"], want["wheel"]["version"]):
             mismatches.append(
                 f"{where}: version {got['version']}, manifest {want['wheel']['version']}"
             )

@@ -1,0 +1,103 @@
+"""`vpr install`: a certified pairing from the manifest store into a Python environment."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.core.errors import EXIT_OK, BadInput
+from vllm_plugin_release.edges import cachedir
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "install",
+        help="install a certified pairing from the manifest store (hashes required)",
+        description="Verify the pairing's signed manifest with the publisher's public key, then "
+        "install exactly its certified set (the pairing's hash lock and both wheels, from the "
+        "store's embedded index) with --require-hashes into a Python environment. A second run "
+        "over a matching environment changes nothing. Exit 0 installed or already matching; "
+        "1 verification, verdict or check failed; 2 bad input; 3 install or network failure.",
+    )
+    p.add_argument(
+        "pairing",
+        nargs="?",
+        metavar="PAIRING_ID",
+        help="pairing id (or a unique prefix of 8+ characters)",
+    )
+    p.add_argument(
+        "--core",
+        metavar="VERSION",
+        help="core version or specifier, with --plugin (instead of an id)",
+    )
+    p.add_argument("--plugin", metavar="NAME", help="plugin distribution name, with --core")
+    p.add_argument(
+        "--store",
+        metavar="PATH|URL",
+        help="folder or http(s) URL (default: $VPR_STORE, else .vpr/store)",
+    )
+    p.add_argument(
+        "--python-env",
+        metavar="DIR",
+        default=".venv",
+        help="the environment to create or bring in line (default: .venv)",
+    )
+    p.add_argument(
+        "--key",
+        metavar="KEY.pub",
+        help="the publisher's ed25519 public key (default: .vpr/keys/manifest-signing.key.pub)",
+    )
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="no network: only the store's embedded index and uv's cache",
+    )
+    p.add_argument("--allow-uncertified", action="store_true", help="install a lab pairing anyway")
+    p.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        default=None,
+        help="cache folder (default: $VPR_CACHE_DIR or .vpr)",
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=cmd_install)
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.edges import keys
+    from vllm_plugin_release.flows.install import install
+
+    cache = cachedir.from_args(args)
+    key = Path(args.key) if args.key else keys.public_path(cache.root / keys.DEFAULT_KEY)
+    if not key.exists():
+        raise BadInput(
+            f"--key {key}: public key not found",
+            hint="pass the publisher's public key (KEY.pub), distributed out of band",
+        )
+    store = args.store or os.environ.get("VPR_STORE") or str(cache.root / "store")
+    result = install(
+        store,
+        key=key,
+        env_dir=Path(args.python_env),
+        scratch=cache.tmp,
+        pairing=args.pairing,
+        core=args.core,
+        plugin=args.plugin,
+        offline=args.offline,
+        allow_uncertified=args.allow_uncertified,
+    )
+    if args.json:
+        from dataclasses import asdict
+
+        print(json.dumps(asdict(result), indent=2, sort_keys=True))
+        return EXIT_OK
+    what = {"installed": "installed", "unchanged": "already matches; nothing to do"}
+    print(
+        f"{what[result.status]}: pairing {result.pairing_id[:16]} ({result.verdict}) in "
+        f"{args.python_env}: {result.pins} pins with hashes, signature keyid "
+        f"{(result.keyid or '')[:16]}, from {result.store}"
+    )
+    return EXIT_OK

@@ -1,0 +1,182 @@
+"""The scorecard people read: verdict first with why and what is next, every deferred item,
+the pairing's facts, the replay headline, folded evidence; deterministic bytes."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from vllm_plugin_release.conform import suite
+from vllm_plugin_release.conform.result import CheckResult, Evidence
+from vllm_plugin_release.conform.scorecard import scorecard
+from vllm_plugin_release.conform.scorecard_render import (
+    evidence_groups,
+    strip_tags,
+    to_html,
+    to_markdown,
+    value_text,
+)
+
+# A 1x1 PNG, so the page's embedding can be checked without drawing.
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+FACTS = {
+    "pairing_id": "0d2d" * 16,
+    "wheels": [
+        {
+            "role": "core",
+            "filename": "vllm-0.26.0+empty-cp311-cp311-linux_x86_64.whl",
+            "sha256": "a" * 64,
+        },
+        {
+            "role": "plugin",
+            "filename": "vllm_reference_plugin-0.1.0-py3-none-any.whl",
+            "sha256": "b" * 64,
+        },
+    ],
+    "runtime": {"name": "reference-runtime", "status": "absent", "reason": "not installed"},
+    "certified_on": "2026-12-01",
+    "tool": {"name": "vllm-plugin-release", "version": "0.1.0"},
+    "replay": {
+        "ratios": {
+            "itl_p50_s": 1.0,
+            "itl_p99_s": 1.1705,
+            "itl_max_s": 2.0909,
+            "ttft_p99_s": 1.0701,
+            "output_tokens_per_s": 0.9693,
+        },
+        "mixed_step_share": {"plugin": 0.0, "upstream": 0.186},
+        "plots": ["replay-itl.png"],
+    },
+}
+PAIRING = {"name": "reference", "core": "vllm 0.26.0", "plugin": "vllm-reference-plugin 0.1.0"}
+
+
+def api_evidence(n: int) -> list[Evidence]:
+    contract = "buildspec/contracts/vllm-0.25.1-openai.json"
+    return [
+        Evidence(
+            note=f"[info] added-request-field Req.f{i} (via POST /v1/x): new optional field",
+            file=contract,
+            value={
+                "breaking": False,
+                "kind": "added-request-field",
+                "location": f"Req.f{i}",
+                "via": "POST /v1/x",
+                "detail": "new optional field",
+            },
+        )
+        for i in range(n)
+    ]
+
+
+def results(cadence: str = "warn") -> list[CheckResult]:
+    return [
+        CheckResult("api", "pass", "no breaking change; `17` additive", api_evidence(20)),
+        CheckResult("cadence", cadence, "7 minor releases behind"),
+        CheckResult("isolation", "pass", "no vendor symbol"),
+    ]
+
+
+def card(res: list[CheckResult] | None = None, **kw: object) -> dict:
+    return scorecard(
+        results() if res is None else res,
+        runner="cpu",
+        pairing=PAIRING,
+        facts=FACTS,
+        not_run=[("hardware", "runs only on the hardware runner")],
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_pilot_says_why_and_what_fleet_needs_and_lists_hardware_as_deferred() -> None:
+    c = card()
+    assert c["verdict"] == "pilot"
+    assert [d["check"] for d in c["deferred"]] == ["hardware"]
+    assert "conform-hardware" in c["deferred"][0]["run_with"]
+    x = c["explanation"]
+    assert x["next_level"] == "fleet"
+    assert any("hardware" in n and "conform-hardware" in n for n in x["needs"])
+    assert any("cadence" in w for w in x["why"])  # a warning is named, not hidden
+
+
+def test_lab_names_the_failing_check_and_what_pilot_needs() -> None:
+    c = card(results(cadence="fail"))
+    assert c["verdict"] == "lab"
+    assert c["explanation"]["next_level"] == "pilot"
+    assert c["explanation"]["why"][0] == "failed: cadence"
+    assert any(n.startswith("fix cadence") for n in c["explanation"]["needs"])
+
+
+def test_deferred_result_and_never_run_check_are_both_listed_once() -> None:
+    res = [*results(), CheckResult("hardware", "deferred", "runtime missing")]
+    c = card(res)
+    assert [d["check"] for d in c["deferred"]] == ["hardware"]  # once, from the result
+    assert c["deferred"][0]["reason"] == "runtime missing"
+    no_hw = scorecard(results(), runner="cpu", pairing=PAIRING)  # nothing said: none listed
+    assert no_hw["deferred"] == []
+
+
+def test_html_verdict_first_facts_embedded_plot_folded_evidence() -> None:
+    page = to_html(card(), {"replay-itl.png": PNG})
+    text = strip_tags(page)
+    assert text.index("Verdict: PILOT") < text.index("Wheels") < text.index("Checks")
+    for fact in (
+        "0d2d" * 16,
+        "a" * 64,
+        "vllm_reference_plugin-0.1.0-py3-none-any.whl",
+        "reference-runtime: absent",
+        "2026-12-01",
+        "vllm-plugin-release 0.1.0",
+        "ITL p99",
+        "1.17x",
+        "2.09x",
+        "0.97x",
+        "upstream 18.6%",
+    ):
+        assert fact in text, fact
+    assert "data:image/png;base64," + base64.b64encode(PNG).decode() in page
+    assert "<script" not in page and "http://" not in page and "https://" not in page
+    assert "`" not in page  # code spans became <code>
+    assert "<code>17</code>" in page
+    assert '<a href="manifest.json">manifest.json</a>' in page
+    assert page.count("<details>") == 1  # only the check with evidence folds
+    # the contract path is named once for its group, not on every line
+    assert page.count("vllm-0.25.1-openai.json") == 1
+    # no raw JSON blob repeating what the note already says
+    assert "&quot;breaking&quot;" not in page and '"breaking"' not in page
+
+
+def test_markdown_has_the_same_order_and_facts() -> None:
+    md = to_markdown(card())
+    assert md.index("## Verdict: PILOT") < md.index("## Wheels") < md.index("## Deferred")
+    assert "| hardware |" in md and "![" in md and "replay-itl.png" in md
+    assert "1.17x" in md and "b" * 64 in md
+
+
+def test_rendering_is_deterministic() -> None:
+    a, b = card(), card()
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    assert to_html(a, {"replay-itl.png": PNG}) == to_html(b, {"replay-itl.png": PNG})
+    assert to_markdown(a) == to_markdown(b)
+
+
+def test_value_shown_only_when_it_adds_to_the_note() -> None:
+    assert value_text({"kind": "x", "via": "POST /y"}, "x via POST /y") == ""
+    assert value_text("0.33.0", "latest core release") == "0.33.0"
+    assert value_text("0.33.0", "latest core 0.33.0") == ""
+    assert value_text({"a": 1, "b": "two"}, "note") == "a=1, b=two"
+    long = value_text({"k": ["x" * 300]}, "note")
+    assert len(long) < 200 and long.endswith("(scorecard.json)")
+    groups = evidence_groups(
+        [{"note": "f.sh:3 said", "file": "f.sh", "line": 3}, {"note": "n", "file": "f.sh"}]
+    )
+    assert groups == [("f.sh", [("line 3: said", ""), ("n", "")])]
+
+
+def test_not_run_here_names_the_hardware_part() -> None:
+    ((name, why),) = suite.not_run_here("cpu")
+    assert name == "hardware" and "this run used the cpu runner" in why
+    ((name, why),) = suite.not_run_here("hardware")
+    assert name == "hardware" and "vpr hardware-live" in why
