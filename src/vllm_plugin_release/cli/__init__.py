@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "vllm_plugin_release.cli.api",
     "vllm_plugin_release.cli.replay",
     "vllm_plugin_release.cli.bump",
+    "vllm_plugin_release.cli.bisect",
     "vllm_plugin_release.cli.hardware",
 )
 

@@ -12,9 +12,12 @@ import shutil
 import tarfile
 from pathlib import Path
 
+from packaging.utils import parse_wheel_filename
+
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.core.lockfile import LockRequest
 from vllm_plugin_release.edges.fetch import Fetcher, index_files, source_tree
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.uv import compile_lock
@@ -67,16 +70,42 @@ def baseline_python(
     )
     fetcher = Fetcher(cache)
     tree = source_tree(base, fetcher)
+    return pairing_python(base, tree, cache=cache, dist=dist, plugin=plugin, fetcher=fetcher)
+
+
+def _relock(request: LockRequest, path: Path, base: Spec) -> None:
+    """Resolve a derived lock when it is missing or its inputs changed."""
+    if not path.exists() or request.inputs_key not in path.read_text():
+        compile_lock(request, path, base.build.find_links)
+
+
+def pairing_python(
+    base: Spec,
+    tree: Path,
+    *,
+    cache: Cache,
+    dist: Path,
+    plugin: PluginSource,
+    fetcher: Fetcher | None = None,
+) -> Path:
+    """The cpu pairing environment of `base` (a derived spec whose locks live in the cache)
+    on the verified core `tree`, with the plugin wheel already built in `dist`; its Python.
+
+    Its locks are resolved when missing or stale; the core build and the environment
+    are cached like any stage's."""
     request, _ = build_request(base, tree)
-    env_request = env_lock_request(base, tree, plugin.root, runtime_plan(base, "cpu", None))
-    for req, path in (
-        (request, base.resolve(base.build.constraints)),
-        (env_request, base.resolve(base.env_constraints)),
-    ):
-        if not path.exists() or req.inputs_key not in path.read_text():
-            compile_lock(req, path, base.build.find_links)
+    _relock(request, base.resolve(base.build.constraints), base)
     dist_root = cache.root / "baseline" / "dist"
-    build_core(base, cache=cache, dist_root=dist_root, tree=tree, fetcher=fetcher)
+    built_core = build_core(
+        base, cache=cache, dist_root=dist_root, tree=tree, fetcher=fetcher or Fetcher(cache)
+    )
+    # A core built from a git commit carries the version its tree declares (a dev version
+    # between tags); the environment checks that version.
+    version = parse_wheel_filename(built_core.wheel.name)[1].public
+    if version != base.core.version:
+        base = dataclasses.replace(base, core=dataclasses.replace(base.core, version=version))
+    env_request = env_lock_request(base, tree, plugin.root, runtime_plan(base, "cpu", None))
+    _relock(env_request, base.resolve(base.env_constraints), base)
     target = dist_root / base.name
     built = records.read(dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN))
     shutil.copy2(dist / records.BUILD_PLUGIN, target / records.BUILD_PLUGIN)

@@ -1,0 +1,97 @@
+"""`vpr bisect` end to end on a synthetic core with a known breaking commit (tests/synthcore.py):
+over its git history and over its published versions on a loopback index, each probe built
+through the real build-core stage, a real pairing environment and the plugin's real tests."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from tests import synthcore
+from tests.support import Index, vpr
+
+# version on the index -> the synthetic core commit it was cut from (1-based)
+RELEASES = {"0.1.0": 1, "0.1.1": 3, "0.2.0rc1": 4, "0.2.0rc2": 5, "0.2.0": 8}
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("bisect")
+    commits = synthcore.core_repo(root / "core")
+    index = Index()
+    for version, number in RELEASES.items():
+        index.files[f"vllm-{version}.tar.gz"] = synthcore.core_sdist(number, version)
+    sha = hashlib.sha256(index.files["vllm-0.2.0.tar.gz"]).hexdigest()
+    spec = synthcore.project(
+        root / "proj", synthcore.sdist_source(index.url, "0.2.0", sha), "0.2.0"
+    )
+    env = {"VPR_CACHE_DIR": str(root / ".vpr")}
+    proj = root / "proj"
+    try:
+        vpr("lock", "--spec", str(spec), cwd=proj, env=env)
+        vpr("build-plugin", "--spec", str(spec), cwd=proj, env=env)
+        yield {"root": root, "proj": proj, "spec": spec, "env": env, "commits": commits}
+    finally:
+        index.close()
+
+
+def _bisect(setup, *args: str):
+    return vpr(
+        "bisect",
+        "--spec",
+        str(setup["spec"]),
+        *args,
+        cwd=setup["proj"],
+        env=setup["env"],
+        check=False,
+    )
+
+
+def test_bisect_finds_the_breaking_commit(setup) -> None:
+    commits = setup["commits"]
+    core = str(setup["root"] / "core")
+    done = _bisect(setup, "--repo", core, "--good", "v0.1.0", "--bad", "v0.2.0")
+    assert done.returncode == 0, done.stdout + done.stderr
+    dist = setup["proj"] / "dist" / "demo"
+    report = json.loads((dist / "bisect.json").read_text())
+    breaking = commits[synthcore.BREAKING - 1]
+    assert report["mode"] == "git" and report["candidates"] == synthcore.COMMITS
+    assert report["first_bad"]["candidate"] == breaking
+    assert report["last_good"] == commits[synthcore.BREAKING - 2]
+    assert report["first_bad"]["subject"] == f"change {synthcore.BREAKING}"
+    assert report["watched"] == ["tests.test_core_api::test_api_level"]
+    assert report["first_bad"]["failing"] == report["watched"]
+    lines = report["first_bad"]["errors"]["tests.test_core_api::test_api_level"]
+    assert "has no attribute 'api_level'" in lines[0]
+    assert len(report["steps"]) <= 3  # log2(8) probes between the ends
+    md = (dist / "bisect.md").read_text()
+    assert f"First bad commit: `{breaking}` change 5" in md
+    assert f"First bad commit: `{breaking}`" in done.stdout
+
+
+def test_bisect_over_published_versions(setup) -> None:
+    done = _bisect(setup, "--good", "0.1.0", "--bad", "0.2.0", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["mode"] == "index"
+    assert report["candidates"] == len(RELEASES)
+    assert report["first_bad"]["candidate"] == "0.2.0rc2"  # cut from the breaking commit
+    assert report["last_good"] == "0.2.0rc1"
+    # final releases only: the break is narrowed to the release that first ships it
+    done = _bisect(setup, "--good", "0.1.0", "--bad", "0.2.0", "--json", "--final-only")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["first_bad"]["candidate"] == "0.2.0"
+
+
+def test_bisect_refuses_a_failing_good_end_and_a_passing_bad_end(setup) -> None:
+    commits = setup["commits"]
+    core = str(setup["root"] / "core")
+    done = _bisect(setup, "--repo", core, "--good", commits[5], "--bad", "v0.2.0")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "the good end already fails" in " ".join((done.stdout + done.stderr).split())
+    done = _bisect(setup, "--repo", core, "--good", "v0.1.0", "--bad", commits[2])
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "the bad end passes" in " ".join((done.stdout + done.stderr).split())
+    assert "Traceback" not in done.stderr
