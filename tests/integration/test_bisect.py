@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -95,3 +96,75 @@ def test_bisect_refuses_a_failing_good_end_and_a_passing_bad_end(setup) -> None:
     assert done.returncode == 2, done.stdout + done.stderr
     assert "the bad end passes" in " ".join((done.stdout + done.stderr).split())
     assert "Traceback" not in done.stderr
+
+
+def test_nightly_moves_the_last_known_good_pointer_and_backs_off(setup, tmp_path: Path) -> None:
+    commits = setup["commits"]
+    core = str(setup["root"] / "core")
+    store = tmp_path / "store"
+    key = tmp_path / "keys" / "m.key"
+    vpr("keys", "generate", "--out", str(key))
+    common = ["nightly", "--spec", str(setup["spec"]), "--repo", core, "--store", str(store)]
+    common += ["--signing-key", str(key), "--json"]
+    good = commits[synthcore.BREAKING - 2]
+
+    def nightly(*args: str):
+        return vpr(*common, *args, cwd=setup["proj"], env=setup["env"], check=False)
+
+    done = nightly("--ref", good)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["status"] == "pass" and report["manifest"] == "demo-nightly"
+    lkg = json.loads((store / "lkg" / "demo.json").read_text())
+    assert lkg["pointer"]["core_commit"] == good
+    # passed just now: the next scheduled run waits (8 h)
+    skipped = nightly()
+    assert skipped.returncode == 0 and json.loads(skipped.stdout)["status"] == "skipped"
+    # main is broken: exit 1, what broke is named, the pointer stays
+    done = nightly("--force")
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["core"]["commit"] == commits[-1]
+    assert report["failing"] == ["tests.test_core_api::test_api_level"]
+    assert (
+        "has no attribute 'api_level'" in report["errors"]["tests.test_core_api::test_api_level"][0]
+    )
+    since = report["since_last_known_good"]
+    assert since["last_known_good"] == good and since["commits"] == 4
+    assert f"--good {good} --bad {commits[-1]}" in report["bisect"]
+    assert json.loads((store / "lkg" / "demo.json").read_text())["pointer"]["core_commit"] == good
+    # failing: the schedule backs off to 24 h
+    backing = json.loads(nightly().stdout)
+    assert backing["status"] == "skipped" and "backing off: 1 failure" in backing["reason"]
+    # the ledger has both verdicts, kind nightly; the nightly manifest is never published
+    entries = json.loads(
+        vpr(
+            "manifest",
+            "ledger",
+            "--store",
+            str(store),
+            "--key",
+            f"{key}.pub",
+            "--json",
+            "--kind",
+            "nightly",
+        ).stdout
+    )
+    assert [(e["verdict"], e["core"]["commit"]) for e in entries] == [
+        ("pass", good),
+        ("fail", commits[-1]),
+    ]
+    from vllm_plugin_release.core.errors import GateFailed
+    from vllm_plugin_release.stages.publish import publish_folder
+
+    with pytest.raises(GateFailed, match="nightly manifests are never published"):
+        publish_folder(
+            setup["proj"] / "dist" / "demo-nightly",
+            index=None,
+            store=str(store),
+            index_root=tmp_path / "index",
+            scratch_root=tmp_path / "scratch",
+            public_key=Path(f"{key}.pub"),
+            allow_uncertified=True,
+        )
+    assert not (store / "index.json").exists()

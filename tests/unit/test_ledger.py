@@ -124,7 +124,7 @@ def test_a_removed_reordered_or_torn_line_breaks_the_chain(signed, how: str) -> 
 def test_another_key_does_not_verify(signed, tmp_path: Path) -> None:
     store, _, _ = signed
     other, _ = keys.generate_keypair(tmp_path / "other" / "o.key")
-    with pytest.raises(GateFailed, match="ledger.jsonl:1: the signature does not verify"):
+    with pytest.raises(GateFailed, match=r"ledger\.jsonl:1: the signature does not verify"):
         ledgerstore.read_ledger(store, keys.load_private_key(other).public_key())
 
 
@@ -153,7 +153,26 @@ def test_last_known_good_pointer_is_signed_and_checked(tmp_path: Path) -> None:
     doc = json.loads(path.read_text())
     doc["pointer"]["core_commit"] = "e" * 40  # moved by hand
     path.write_text(json.dumps(doc))
-    with pytest.raises(GateFailed, match="lkg/demo.json: the signature does not verify"):
+    with pytest.raises(GateFailed, match=r"lkg/demo\.json: the signature does not verify"):
         ledgerstore.read_lkg(store, "demo", key.public_key())
     with pytest.raises(Exception, match="cannot name"):
         ledgerstore.write_lkg(store, "../x", pointer, key)
+
+
+def test_nightly_schedule_backs_off_while_failing() -> None:
+    import datetime as dt
+
+    from vllm_plugin_release.core import schedule
+
+    t0 = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    assert schedule.due(None, t0)[0]
+    passed = schedule.after_run(None, t0, passed=True, commit="c1")
+    assert not schedule.due(passed, t0 + dt.timedelta(hours=7))[0]
+    assert schedule.due(passed, t0 + dt.timedelta(hours=8))[0]
+    failed = schedule.after_run(passed, t0, passed=False, commit="c2")
+    failed = schedule.after_run(failed, t0, passed=False, commit="c3")
+    assert failed["failures"] == 2 and failed["last_commit"] == "c3"
+    ok, why = schedule.due(failed, t0 + dt.timedelta(hours=8))
+    assert not ok and "backing off: 2 failure(s)" in why
+    assert schedule.due(failed, t0 + dt.timedelta(hours=24))[0]
+    assert schedule.after_run(failed, t0, passed=True, commit="c4")["failures"] == 0

@@ -1,4 +1,5 @@
-"""`vpr bisect`: the first core commit or published version that breaks the plugin's tests."""
+"""`vpr bisect` (the first core commit or published version that breaks the plugin's tests)
+and `vpr nightly` (the plugin against a core git commit, with a last-known-good pointer)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,11 @@ from vllm_plugin_release.edges import cachedir
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    _register_bisect(sub)
+    _register_nightly(sub)
+
+
+def _register_bisect(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bisect",
         help="find the first core commit (or published version) that breaks the plugin's tests",
@@ -70,3 +76,62 @@ def _bisect(args: argparse.Namespace) -> int:
         f"bisect: first bad {report['mode']} candidate {report['first_bad']['candidate']}"
     )
     return EXIT_OK
+
+
+def _register_nightly(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "nightly",
+        help="the plugin against a core git commit (vLLM main): last-known-good pointer, backoff",
+        description="Unless the schedule says wait (every --interval hours while passing, "
+        "--backoff hours while failing; --force runs anyway), resolve --ref in the core "
+        "repository, build the empty-target core at that commit, make the cpu pairing "
+        "environment with the plugin wheel already built (`vpr build-plugin` first), run the "
+        "plugin's cpu tests, write the NAME-nightly manifest (never published) and a ledger "
+        "entry of kind nightly. On pass the store's signed last-known-good pointer "
+        "(lkg/NAME.json) moves to the commit; on failure the report names the failing tests, "
+        "their first error lines and the commits since the last-known-good one. Exit 0 pass "
+        "or skipped, 1 the tests fail, 2 bad input (an unreachable ref), 3 outside failure.",
+    )
+    add_spec_argument(p)
+    p.add_argument(
+        "--repo",
+        default=None,
+        metavar="URL",
+        help="core git repository (default: the spec's git core source)",
+    )
+    p.add_argument("--ref", default="main", help="branch, tag or commit to test (default: main)")
+    p.add_argument("--store", default=None, help="manifest store folder (default: as publish)")
+    p.add_argument("--signing-key", default=None, help="ed25519 private key (as manifest build)")
+    p.add_argument("--force", action="store_true", help="run even when the schedule says wait")
+    p.add_argument("--interval", type=int, default=8, help="hours between passing runs (8)")
+    p.add_argument("--backoff", type=int, default=24, help="hours between failing runs (24)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_plugin_source(p)
+    add_dirs(p)
+    p.set_defaults(func=_nightly)
+
+
+def _nightly(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.conform.registry import load_spec
+    from vllm_plugin_release.core.errors import EXIT_GATE
+    from vllm_plugin_release.flows import nightly
+
+    spec = load_spec(args.spec)
+    opts = nightly.Options(
+        cache=cachedir.from_args(args),
+        dist_root=Path(args.dist),
+        repo=args.repo,
+        ref=args.ref,
+        store=args.store,
+        signing_key=args.signing_key,
+        plugin_source=args.plugin_source,
+        force=args.force,
+        interval=args.interval,
+        backoff=args.backoff,
+    )
+    report = nightly.nightly(spec, opts)
+    if args.json:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    else:
+        sys.stdout.write(nightly.render_text(report) + "\n")
+    return EXIT_GATE if report["status"] == "fail" else EXIT_OK

@@ -4,6 +4,7 @@
   STORE/ledger/ledger.jsonl            the signed, chained pairing ledger (append-only)
   STORE/lkg/<pairing name>.json        last-known-good core commit of a nightly pairing,
                                        with its ed25519 signature by the manifest key
+  STORE/nightly/<pairing name>.json    the nightly schedule's state (last run, failures)
 
 Writers take the store's lock; the ledger is checked (every signature and link) before
 an entry is appended, so a tampered ledger is never extended, and the new file is the old
@@ -135,3 +136,27 @@ def read_lkg(store: Store, name: str, public_key: Ed25519PublicKey) -> dict[str,
             hint="restore the pointer, or let the next passing nightly run write it again",
         )
     return pointer
+
+
+NIGHTLY_DIR = "nightly"
+
+
+def read_state(store: Store, name: str) -> dict[str, Any] | None:
+    """The nightly schedule's state for pairing `name` (None before the first run)."""
+    relative = f"{NIGHTLY_DIR}/{_lkg_path(name).split('/', 1)[1]}"
+    data = read_bytes(store, relative)
+    if not data:
+        return None
+    try:
+        state = json.loads(data)
+    except ValueError:
+        return None  # unreadable: treated as no earlier run (it only delays or hastens a run)
+    return state if isinstance(state, dict) else None
+
+
+def write_state(store: Store, name: str, state: dict[str, Any]) -> None:
+    target = _writable(store)
+    path = target.root / NIGHTLY_DIR / _lkg_path(name).split("/", 1)[1]
+    with _locked(target):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, (canonical_json(state) + "\n").encode())

@@ -37,7 +37,7 @@ from vllm_plugin_release.core.cache import Cache, atomic_write_text, write_json
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges import corehistory
 from vllm_plugin_release.edges.fetch import index_files
-from vllm_plugin_release.flows.baseline import baseline_python, pairing_python
+from vllm_plugin_release.flows.baseline import baseline_python, commit_spec, pairing_python
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.flows.upstream import releases_from_files, spec_index
 from vllm_plugin_release.spec.model import GitSource, SdistSource, Spec
@@ -73,20 +73,6 @@ def _version(value: str, flag: str) -> str:
         raise BadInput(f"{flag} {value!r} is not a PEP 440 version (e.g. 0.25.1)")
 
 
-def commit_spec(spec: Spec, url: str, commit: str, epoch: int, cache: Cache) -> Spec:
-    """`spec` with its core at `commit` of `url`; locks derived under .vpr/bisect/COMMIT/."""
-    folder = cache.root / "bisect" / commit
-    core = dataclasses.replace(
-        spec.core,
-        source=GitSource(url=url, tag=commit, commit=commit),
-        source_date_epoch=epoch,
-    )
-    build = dataclasses.replace(spec.build, constraints=str(folder / "build-core.txt"))
-    env = {**spec.env, "constraints": str(folder / "env.txt")}
-    name = f"{spec.name}-bisect-{commit[:12]}"
-    return dataclasses.replace(spec, name=name, core=core, build=build, env=env)
-
-
 def git_candidates(spec: Spec, good: str, bad: str, opts: Options, inputs: Inputs) -> Candidates:
     url = opts.repo or (spec.core.source.url if isinstance(spec.core.source, GitSource) else "")
     repo = corehistory.mirror(url, opts.cache)
@@ -96,7 +82,8 @@ def git_candidates(spec: Spec, good: str, bad: str, opts: Options, inputs: Input
     dist = records.dist_dir(opts.dist_root, spec.name)
 
     def python_of(commit: str) -> Path:
-        base = commit_spec(spec, url, commit, corehistory.commit_time(repo, commit), opts.cache)
+        epoch = corehistory.commit_time(repo, commit)
+        base = commit_spec(spec, url, commit, epoch, opts.cache, f"bisect-{commit[:12]}")
         tree = corehistory.checkout(repo, commit, opts.cache)
         return pairing_python(base, tree, cache=opts.cache, dist=dist, plugin=inputs.plugin)
 

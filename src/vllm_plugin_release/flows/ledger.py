@@ -46,14 +46,18 @@ def record_verdict(
     runner: str,
     kind: str = "release",
     lag: dict[str, Any] | None = None,
+    verdict: str | None = None,
 ) -> dict[str, Any]:
-    """Append the verdict of dist/NAME/manifest.json to the ledger; the entry as written."""
+    """Append the verdict of dist/NAME/manifest.json (or `verdict`: a nightly's test
+    outcome, pass|fail) to the ledger; the entry as written."""
     manifest_path = dist / MANIFEST_FILE
     manifest = load(manifest_path)
     digest = hashlib.sha256(manifest_path.read_bytes()).hexdigest()
     entry = ledger.entry_from_manifest(
         manifest, manifest_sha256=digest, runner=runner, time=now_utc(), kind=kind, lag=lag
     )
+    if verdict is not None:
+        entry["verdict"] = verdict
     key = signing_key(spec, cache, signing)
     target = open_store(resolve_targets(spec, None, store, cache.root)[1])
     written = ledgerstore.append(target, entry, key)
