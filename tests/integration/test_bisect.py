@@ -168,3 +168,67 @@ def test_nightly_moves_the_last_known_good_pointer_and_backs_off(setup, tmp_path
             allow_uncertified=True,
         )
     assert not (store / "index.json").exists()
+
+
+def test_version_matrix_marks_the_regressed_column(setup) -> None:
+    core = str(setup["root"] / "core")
+    done = vpr(
+        "matrix",
+        "run",
+        "--spec",
+        str(setup["spec"]),
+        "--lowest",
+        "0.1.0",
+        "--prereleases",
+        "--repo",
+        core,
+        "--json",
+        cwd=setup["proj"],
+        env=setup["env"],
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr  # a regression
+    m = json.loads(done.stdout)
+    cols = [(c["core"], c["role"], c["regressions"]) for c in m["columns"]]
+    test = "tests.test_core_api::test_api_level"
+    main = f"main@{setup['commits'][-1][:12]}"
+    assert cols == [
+        ("0.1.0", "lowest", []),
+        ("0.1.1", "release", []),
+        ("0.2.0rc1", "release", []),
+        ("0.2.0rc2", "release", [test]),
+        ("0.2.0", "pinned", []),
+        (main, "main", []),
+    ]
+    md = (setup["proj"] / "dist" / "demo" / "matrix.md").read_text()
+    assert "| 0.2.0rc2 | release | 1 | 1 | **REGRESSED: 1** |" in md
+    assert f"- `{test}` AttributeError: module 'vllm' has no attribute 'api_level'" in md
+    # final releases only: the regression shows on the release that ships it
+    done = vpr(
+        "matrix",
+        "run",
+        "--spec",
+        str(setup["spec"]),
+        "--lowest",
+        "0.1.0",
+        "--json",
+        cwd=setup["proj"],
+        env=setup["env"],
+        check=False,
+    )
+    cols = [(c["core"], c["regressions"]) for c in json.loads(done.stdout)["columns"]]
+    assert cols == [("0.1.0", []), ("0.1.1", []), ("0.2.0", [test])]
+    # the matrix bytes depend on the inputs only
+    first = (setup["proj"] / "dist" / "demo" / "matrix.json").read_bytes()
+    vpr(
+        "matrix",
+        "run",
+        "--spec",
+        str(setup["spec"]),
+        "--lowest",
+        "0.1.0",
+        cwd=setup["proj"],
+        env=setup["env"],
+        check=False,
+    )
+    assert (setup["proj"] / "dist" / "demo" / "matrix.json").read_bytes() == first
