@@ -71,3 +71,9 @@ def test_release_reference_pairing(
     assert entries[1]["core"]["version"] == manifest["core"]["version"]
     assert entries[1]["plugin"]["commit"] == manifest["plugin"]["commit"]
     assert entries[1]["manifest_sha256"] == hashlib.sha256(before).hexdigest()
+    # the release lag, as the cadence check measured it, is in the ledger
+    cadence = card["checks"]["cadence"]["details"]
+    assert entries[1]["lag"] == {
+        "days": cadence["lag_days"],
+        "minor_releases": cadence["lag_minor"],
+    }

@@ -176,3 +176,15 @@ def test_nightly_schedule_backs_off_while_failing() -> None:
     assert not ok and "backing off: 2 failure(s)" in why
     assert schedule.due(failed, t0 + dt.timedelta(hours=24))[0]
     assert schedule.after_run(failed, t0, passed=True, commit="c4")["failures"] == 0
+
+
+def test_lag_comes_from_the_cadence_check_in_the_scorecard(tmp_path: Path) -> None:
+    from vllm_plugin_release.flows.ledger import lag_from_scorecard
+
+    assert lag_from_scorecard(tmp_path) is None  # no scorecard: no figure, never a guess
+    card = {"checks": {"cadence": {"details": {"lag_minor": 1, "lag_days": 26}}}}
+    (tmp_path / "scorecard.json").write_text(json.dumps(card))
+    assert lag_from_scorecard(tmp_path) == {"days": 26, "minor_releases": 1}
+    card["checks"]["cadence"]["details"] = {"reason": "no releases"}
+    (tmp_path / "scorecard.json").write_text(json.dumps(card))
+    assert lag_from_scorecard(tmp_path) is None

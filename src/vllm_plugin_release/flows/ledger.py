@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.core import ledger, progress
+from vllm_plugin_release.core import ledger, progress, records
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE, load
@@ -36,6 +37,18 @@ def signing_key(spec: Spec, cache: Cache, given: str | Path | None) -> Any:
     return keys.load_private_key(path)
 
 
+def lag_from_scorecard(dist: Path) -> dict[str, Any] | None:
+    """The pairing's release lag as the cadence check measured it (scorecard.json), or None."""
+    try:
+        card = json.loads((dist / records.SCORECARD).read_text())
+        details = card["checks"]["cadence"]["details"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(details, dict) or "lag_minor" not in details:
+        return None
+    return {"days": details.get("lag_days"), "minor_releases": details.get("lag_minor")}
+
+
 def record_verdict(
     spec: Spec,
     dist: Path,
@@ -53,6 +66,8 @@ def record_verdict(
     manifest_path = dist / MANIFEST_FILE
     manifest = load(manifest_path)
     digest = hashlib.sha256(manifest_path.read_bytes()).hexdigest()
+    if lag is None:
+        lag = lag_from_scorecard(dist)
     entry = ledger.entry_from_manifest(
         manifest, manifest_sha256=digest, runner=runner, time=now_utc(), kind=kind, lag=lag
     )
