@@ -11,7 +11,7 @@ import sys
 
 from benchmarks.common import REPO, console
 
-BENCHES = ("build_core", "env", "isolation", "replay", "release")
+BENCHES = ("build_core", "env", "isolation", "replay", "release", "upstream")
 
 
 def main(argv: list[str]) -> int:
