@@ -33,7 +33,14 @@ def setup(tmp_path_factory: pytest.TempPathFactory):
     try:
         vpr("lock", "--spec", str(spec), cwd=proj, env=env)
         vpr("build-plugin", "--spec", str(spec), cwd=proj, env=env)
-        yield {"root": root, "proj": proj, "spec": spec, "env": env, "commits": commits}
+        yield {
+            "root": root,
+            "proj": proj,
+            "spec": spec,
+            "env": env,
+            "commits": commits,
+            "index": index,
+        }
     finally:
         index.close()
 
@@ -232,3 +239,48 @@ def test_version_matrix_marks_the_regressed_column(setup) -> None:
         check=False,
     )
     assert (setup["proj"] / "dist" / "demo" / "matrix.json").read_bytes() == first
+
+
+def test_bump_with_tests_bisects_into_the_migration_report(setup) -> None:
+    proj, env, index = setup["proj"], setup["env"], setup["index"]
+    sha = hashlib.sha256(index.files["vllm-0.1.1.tar.gz"]).hexdigest()
+    old = proj / "buildspec" / "demo-old.toml"
+    text = setup["spec"].read_text().replace('name = "demo"', 'name = "demo-old"', 1)
+    text = text.replace('version = "0.2.0"', 'version = "0.1.1"', 1)
+    old.write_text(text.replace(text.split('sha256 = "')[1].split('"')[0], sha))
+    vpr("lock", "--spec", str(old), cwd=proj, env=env)
+    vpr("build-plugin", "--spec", str(old), cwd=proj, env=env)
+    done = vpr(
+        "bump",
+        "--spec",
+        str(old),
+        "--core",
+        "0.2.0",
+        "--dry-run",
+        "--with-tests",
+        "--bisect",
+        "--json",
+        cwd=proj,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["plugin_tests"]["regressions"] == ["tests.test_core_api::test_api_level"]
+    bisected = report["bisect"]
+    assert bisected["status"] == "run" and bisected["mode"] == "index"
+    assert (bisected["last_good"], bisected["first_bad"]["candidate"]) == ("0.2.0rc1", "0.2.0rc2")
+    text = vpr(
+        "bump",
+        "--spec",
+        str(old),
+        "--core",
+        "0.2.0",
+        "--dry-run",
+        "--with-tests",
+        "--bisect",
+        cwd=proj,
+        env=env,
+    ).stdout
+    assert "### Bisection: 0.1.1 (good) .. 0.2.0 (bad)" in text
+    assert "First bad version: `0.2.0rc2`" in text

@@ -85,6 +85,12 @@ def _register_bump(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="run the plugin's tests on both cores and list regressions (pairing envs)",
     )
+    bump.add_argument(
+        "--bisect",
+        action="store_true",
+        help="with --with-tests: when tests regress, bisect the published versions between "
+        "the pinned core and the new one (`vpr bisect`) into the migration report",
+    )
     bump.add_argument("--tag", default=None, help="git sources: the new tag (default: derived)")
     bump.add_argument(
         "--report", type=Path, default=None, metavar="FILE", help="also write the Markdown report"
@@ -154,6 +160,7 @@ def _bump(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         with_api=args.with_api,
         with_tests=args.with_tests,
+        bisect=args.bisect,
         tag=args.tag,
         plugin_source=args.plugin_source,
         dist_root=Path(args.dist),
