@@ -146,15 +146,7 @@ def publish(session: nox.Session) -> None:
     $VPR_SIGNING_PUB_PEM) are written to private temporary files for `vpr`.
     """
     install_project(session)
-    env = {}
-    pem = os.environ.get("VPR_SIGNING_KEY_PEM")
-    if pem:
-        key = Path(session.create_tmp()) / "manifest-signing.key"
-        for path, text in ((key, pem), (Path(f"{key}.pub"), os.environ.get("VPR_SIGNING_PUB_PEM"))):
-            if text:
-                path.touch(mode=0o600)
-                path.write_text(text if text.endswith("\n") else text + "\n")
-        env["VPR_SIGNING_KEY"] = str(key)
+    env = _signing_env(session)
     args = spec_args(session)
     session.run("vpr", "manifest", "build", *args, env=env)
     session.run("vpr", "publish", *args, env=env)
