@@ -188,3 +188,13 @@ def test_lag_comes_from_the_cadence_check_in_the_scorecard(tmp_path: Path) -> No
     card["checks"]["cadence"]["details"] = {"reason": "no releases"}
     (tmp_path / "scorecard.json").write_text(json.dumps(card))
     assert lag_from_scorecard(tmp_path) is None
+
+
+def test_a_line_that_is_not_a_signed_entry_is_refused(signed) -> None:
+    store, key, _ = signed
+    lines = _lines(store)
+    _write(store, [lines[0], b'{"payload": "not base64!", "payloadType": "x"}\n', lines[2]])
+    with pytest.raises(GateFailed, match=r"ledger\.jsonl:2: not a signed ledger entry"):
+        ledgerstore.read_ledger(store, key.public_key())
+    with pytest.raises(Exception, match="ledger kind 'bisect'"):
+        _entry("0.26.0", "a", "pilot", kind="bisect")

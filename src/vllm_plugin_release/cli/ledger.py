@@ -36,7 +36,7 @@ def register_ledger(sub: Any) -> None:
     p.add_argument("--core", help="core version, or a core commit prefix")
     p.add_argument("--plugin", help="plugin distribution name, or a plugin commit prefix")
     p.add_argument("--verdict", choices=["fleet", "pilot", "lab"])
-    p.add_argument("--kind", choices=["release", "nightly", "bisect"])
+    p.add_argument("--kind", choices=["release", "nightly"])
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the matching entries as JSON")
     out.add_argument(

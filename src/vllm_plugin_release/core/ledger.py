@@ -5,7 +5,7 @@ the manifest key (ed25519). Its payload is one entry:
 
   seq, prev            the entry's number and the sha256 of the previous line (a chain:
                        a removed, reordered or edited line breaks every later link)
-  kind                 release | nightly | bisect
+  kind                 release | nightly
   core                 {name, version, commit}   (commit: a git core source's)
   plugin               {name, version, commit}
   runtime, python, verdict, runner, time (UTC), manifest_sha256, pairing_id
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 LEDGER_FILE = "ledger/ledger.jsonl"
 PAYLOAD_TYPE = "application/vnd.vllm-plugin-release.ledger-entry+json"
 GENESIS = "0" * 64
-KINDS = ("release", "nightly", "bisect")
+KINDS = ("release", "nightly")
 
 
 def line_digest(line: bytes) -> str:
@@ -202,8 +202,6 @@ def matrix(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """The compatibility matrix from the ledger: the latest verdict per (core, plugin)."""
     cells: dict[tuple[str, str], dict[str, Any]] = {}
     for e in entries:
-        if e.get("kind") == "bisect":
-            continue
         cells[(_core_label(e), _plugin_label(e))] = e  # later entries win
     cores = sorted({c for c, _ in cells})
     plugins = sorted({p for _, p in cells})
