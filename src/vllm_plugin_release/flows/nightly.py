@@ -84,6 +84,30 @@ def _since(repo: Path, lkg: dict[str, Any] | None, commit: str, url: str) -> dic
     }
 
 
+def _outcome(
+    spec: Spec, report: dict[str, Any], store: Any, key: Any, repo: Path, lkg: dict | None
+) -> None:
+    """Pass: move the signed last-known-good pointer. Fail: say what broke since it."""
+    core = report["core"]
+    if report["status"] == "pass":
+        pointer = {
+            "pairing": spec.name,
+            "core_url": core["url"],
+            "core_commit": core["commit"],
+            "plugin_commit": report["plugin_commit"],
+            "time": now_utc(),
+        }
+        report["last_known_good"] = str(ledgerstore.write_lkg(store, spec.name, pointer, key))
+        return
+    report["since_last_known_good"] = _since(repo, lkg, core["commit"], core["url"])
+    good = (lkg or {}).get("core_commit")
+    if good:
+        report["bisect"] = (
+            f"vpr bisect --spec {spec.path} --repo {core['url']} --good {good} "
+            f"--bad {core['commit']}"
+        )
+
+
 def nightly(spec: Spec, opts: Options) -> dict[str, Any]:
     """One nightly run (or a skip); the report (also dist/NAME-nightly/nightly.json)."""
     if not spec.plugin:
@@ -115,9 +139,8 @@ def nightly(spec: Spec, opts: Options) -> dict[str, Any]:
     built = build_for_spec(
         base, signing_key=opts.signing_key, dist_root=opts.dist_root, cache=opts.cache
     )
-    passed = not failing
     report: dict[str, Any] = {
-        "status": "pass" if passed else "fail",
+        "status": "fail" if failing else "pass",
         "pairing": spec.name,
         "core": {"url": url, "ref": opts.ref, "commit": commit},
         "plugin_commit": built.manifest["plugin"].get("commit"),
@@ -125,22 +148,7 @@ def nightly(spec: Spec, opts: Options) -> dict[str, Any]:
         "failing": failing,
         "errors": {t: errors.get(t, []) for t in failing},
     }
-    if passed:
-        pointer = {
-            "pairing": spec.name,
-            "core_url": url,
-            "core_commit": commit,
-            "plugin_commit": report["plugin_commit"],
-            "time": now_utc(),
-        }
-        report["last_known_good"] = str(ledgerstore.write_lkg(store, spec.name, pointer, key))
-    else:
-        report["since_last_known_good"] = _since(repo, lkg, commit, url)
-        good = (lkg or {}).get("core_commit")
-        if good:
-            report["bisect"] = (
-                f"vpr bisect --spec {spec.path} --repo {url} --good {good} --bad {commit}"
-            )
+    _outcome(spec, report, store, key, repo, lkg)
     record_verdict(
         base,
         records.dist_dir(opts.dist_root, base.name),
@@ -152,7 +160,7 @@ def nightly(spec: Spec, opts: Options) -> dict[str, Any]:
         verdict=report["status"],
     )
     ledgerstore.write_state(
-        store, spec.name, schedule.after_run(state, now, passed=passed, commit=commit)
+        store, spec.name, schedule.after_run(state, now, passed=not failing, commit=commit)
     )
     write_json(records.dist_dir(opts.dist_root, base.name) / REPORT, report)
     return report
