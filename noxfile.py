@@ -8,6 +8,9 @@ nox -s lint                    ruff lint + format check
 nox -s bench                   side-by-side benchmarks (ratios, medians)
 nox -s lock                    re-resolve every hash-locked file under constraints/
 nox -s build-core -- --spec FILE
+nox -s bisect -- --spec FILE --good A --bad B   the first breaking core version or commit
+nox -s nightly -- --spec FILE --repo URL        the plugin against core main (backs off)
+nox -s matrix -- --spec FILE                    the version matrix
 """
 
 from __future__ import annotations
@@ -143,18 +146,58 @@ def publish(session: nox.Session) -> None:
     $VPR_SIGNING_PUB_PEM) are written to private temporary files for `vpr`.
     """
     install_project(session)
-    env = {}
-    pem = os.environ.get("VPR_SIGNING_KEY_PEM")
-    if pem:
-        key = Path(session.create_tmp()) / "manifest-signing.key"
-        for path, text in ((key, pem), (Path(f"{key}.pub"), os.environ.get("VPR_SIGNING_PUB_PEM"))):
-            if text:
-                path.touch(mode=0o600)
-                path.write_text(text if text.endswith("\n") else text + "\n")
-        env["VPR_SIGNING_KEY"] = str(key)
+    env = _signing_env(session)
     args = spec_args(session)
     session.run("vpr", "manifest", "build", *args, env=env)
     session.run("vpr", "publish", *args, env=env)
+
+
+@nox.session(name="plugin-tests", python=PYTHON)
+def plugin_tests(session: nox.Session) -> None:
+    """The plugin's tests, with regressions against another core: -- --spec F --baseline V."""
+    install_project(session)
+    session.run("vpr", "plugin-tests", *spec_args(session))
+
+
+@nox.session(python=PYTHON)
+def bisect(session: nox.Session) -> None:
+    """The first breaking core version or commit: -- --spec F --good A --bad B [--repo URL]."""
+    install_project(session)
+    session.run("vpr", "bisect", *spec_args(session))
+
+
+@nox.session(python=PYTHON)
+def matrix(session: nox.Session) -> None:
+    """The version matrix: -- --spec F [--lowest V] [--repo URL]."""
+    install_project(session)
+    session.run("vpr", "matrix", "run", *spec_args(session))
+
+
+@nox.session(python=PYTHON)
+def nightly(session: nox.Session) -> None:
+    """The plugin against core main (build-plugin first): -- --spec F --repo URL [--force].
+
+    CI secrets as for `publish`: $VPR_SIGNING_KEY_PEM (and $VPR_SIGNING_PUB_PEM) sign the
+    last-known-good pointer and the ledger entry."""
+    install_project(session)
+    env = _signing_env(session)
+    args = spec_args(session)
+    spec = args[args.index("--spec") + 1]
+    session.run("vpr", "build-plugin", "--spec", spec, env=env)
+    session.run("vpr", "nightly", *args, env=env)
+
+
+def _signing_env(session: nox.Session) -> dict[str, str]:
+    """The signing key from CI secrets, written to private temporary files for `vpr`."""
+    pem = os.environ.get("VPR_SIGNING_KEY_PEM")
+    if not pem:
+        return {}
+    key = Path(session.create_tmp()) / "manifest-signing.key"
+    for path, text in ((key, pem), (Path(f"{key}.pub"), os.environ.get("VPR_SIGNING_PUB_PEM"))):
+        if text:
+            path.touch(mode=0o600)
+            path.write_text(text if text.endswith("\n") else text + "\n")
+    return {"VPR_SIGNING_KEY": str(key)}
 
 
 @nox.session(name="pr-body", python=PYTHON)

@@ -20,7 +20,16 @@ from rich.table import Table
 
 from benchmarks.common import REPO, console
 
-BENCHES = ("build_core", "container", "env", "isolation", "replay", "release", "store")
+BENCHES = (
+    "build_core",
+    "container",
+    "env",
+    "isolation",
+    "replay",
+    "release",
+    "store",
+    "upstream",
+)
 
 
 def _isolation(repeats: int | None) -> dict[str, Any]:
@@ -37,6 +46,8 @@ def _run(name: str, repeats: int | None) -> dict[str, Any]:
     module = importlib.import_module(f"benchmarks.bench_{name}")
     if name == "replay":
         return module.main([])
+    if name == "store":
+        return module.main(["--repeats", str(repeats)] if repeats else [])
     if name == "release":
         return module.main(*((repeats, repeats) if repeats else ()))
     return module.main(*((repeats,) if repeats else ()))

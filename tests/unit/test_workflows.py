@@ -72,7 +72,7 @@ def nox_sessions() -> set[str]:
 
 
 def test_the_three_workflows_exist() -> None:
-    assert {p.name for p in FILES} >= {"upstream.yml", "release.yml", "ci.yml"}
+    assert {p.name for p in FILES} >= {"upstream.yml", "release.yml", "ci.yml", "nightly.yml"}
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -161,6 +161,25 @@ def test_upstream_workflow_shape() -> None:
     assert "constraints/*.txt" in pr["with"]["add-paths"]
     assert "buildspec/*.toml" in pr["with"]["add-paths"]
     assert "pr-body.md" in pr["with"]["body-path"]
+    # within the hour of a tag, release candidates included unless configured otherwise
+    assert doc["on"]["schedule"][0]["cron"].split()[1] == "*"
+    assert "prereleases" in doc["on"]["workflow_dispatch"]["inputs"]
+    assert "VPR_UPSTREAM_PRERELEASES" in doc["env"]
+    bump_runs = [s.get("run", "") for s in bump["steps"]]
+    for session in ("plugin-tests", "bisect"):
+        assert any(r.startswith(f"nox -s {session} ") for r in bump_runs), session
+    assert any("$GITHUB_STEP_SUMMARY" in r for r in bump_runs)
+
+
+def test_nightly_workflow_shape() -> None:
+    doc = load_workflow(WORKFLOWS / "nightly.yml")
+    assert doc["on"]["schedule"][0]["cron"].split()[1] == "*/8"
+    job = doc["jobs"]["nightly"]
+    runs = [s.get("run", "") for s in job["steps"]]
+    assert any(r.startswith("nox -s nightly ") and "--repo" in r for r in runs)
+    save = next(s for s in job["steps"] if "actions/cache/save" in s.get("uses", ""))
+    assert save["if"] == "always()"  # the backoff state survives a failing run
+    assert job["permissions"] == {"contents": "read"}
 
 
 def test_release_workflow_shape() -> None:

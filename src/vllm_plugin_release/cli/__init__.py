@@ -29,6 +29,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "vllm_plugin_release.cli.api",
     "vllm_plugin_release.cli.replay",
     "vllm_plugin_release.cli.bump",
+    "vllm_plugin_release.cli.bisect",
+    "vllm_plugin_release.cli.matrix",
     "vllm_plugin_release.cli.hardware",
     "vllm_plugin_release.cli.image",
 )

@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import tarfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -88,14 +89,65 @@ def _open(url: str, accept: str | None = None):
     return netwait.waiting(lambda: urllib.request.urlopen(request, timeout=netwait.timeout()), url)
 
 
+RATE_LIMIT_BUDGET_ENV = "VPR_INDEX_RETRY_BUDGET"
+
+
+class _RateLimited(Exception):
+    def __init__(self, code: int, retry_after: float | None) -> None:
+        super().__init__(code)
+        self.code = code
+        self.retry_after = retry_after
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:  # an HTTP date, or garbage: back off by our own schedule
+        return None
+
+
+def _listing(url: str) -> tuple[str, bytes, str]:
+    """The listing's (content type, body, final URL), backing off while the index answers
+    HTTP 429 (or 503 with Retry-After) for up to $VPR_INDEX_RETRY_BUDGET seconds (120)."""
+    try:
+        budget = float(os.environ.get(RATE_LIMIT_BUDGET_ENV, "120"))
+    except ValueError:
+        budget = 120.0
+    waited, delay = 0.0, 1.0
+    while True:
+        try:
+            return _listing_once(url)
+        except _RateLimited as exc:
+            if waited >= budget:
+                raise OutsideFailure(
+                    f"{url}: the package index still rate-limits (HTTP {exc.code}) after "
+                    f"{waited:.0f} s of backing off",
+                    hint=f"retry later, or raise {RATE_LIMIT_BUDGET_ENV} (seconds)",
+                )
+            asked = exc.retry_after if exc.retry_after is not None else delay
+            pause = min(max(asked, 0.25), budget - waited)  # never a busy loop
+            progress.warn(f"{url}: rate-limited (HTTP {exc.code}); waiting {pause:.1f} s")
+            time.sleep(pause)
+            waited += pause
+            delay = min(delay * 2, 30.0)
+
+
+def _listing_once(url: str) -> tuple[str, bytes, str]:
+    try:
+        with _open(url, "application/vnd.pypi.simple.v1+json, text/html;q=0.1") as response:
+            return response.headers.get("Content-Type", ""), response.read(), response.geturl()
+    except urllib.error.HTTPError as exc:
+        after = _retry_after(exc.headers.get("Retry-After") if exc.headers else None)
+        if exc.code == 429 or (exc.code == 503 and after is not None):
+            raise _RateLimited(exc.code, after)
+        raise
+
+
 def index_files(index: str, project: str) -> list[IndexFile]:
     """All files of `project` on a simple-API index (JSON preferred, HTML accepted)."""
     url = f"{index.rstrip('/')}/{_normalize(project)}/"
     try:
-        with _open(url, "application/vnd.pypi.simple.v1+json, text/html;q=0.1") as response:
-            content_type = response.headers.get("Content-Type", "")
-            body = response.read()
-            base = response.geturl()
+        content_type, body, base = _listing(url)
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             raise BadInput(f"{url}: project {project!r} not found on the index (HTTP 404)")

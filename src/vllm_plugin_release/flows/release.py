@@ -134,6 +134,19 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
             f"{wheels} on {result.index}; manifest {result.store_status} in {result.store}"
         )
 
+    def ledger() -> None:
+        from vllm_plugin_release.flows.ledger import record_verdict
+
+        written = record_verdict(
+            spec,
+            dist_dir(opts.dist_root, spec.name),
+            cache=opts.cache,
+            store=opts.store,
+            signing=opts.signing_key,
+            runner=opts.runner,
+        )
+        out.facts["ledger"] = f"entry #{written['seq']} (signed, chain verified)"
+
     stages = [
         ("lock", lock_check),
         ("build-core", build_core),
@@ -143,7 +156,7 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
         ("manifest", manifest),
     ]
     if opts.publish:
-        stages.append(("publish", publish))
+        stages += [("publish", publish), ("ledger", ledger)]
     return stages
 
 

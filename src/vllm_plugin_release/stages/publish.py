@@ -200,6 +200,9 @@ def _writable_store(store: str) -> Store:
     return target_store
 
 
+NIGHTLY_MARK = "-nightly"  # `vpr nightly` names its pairing NAME-nightly
+
+
 def _verified_for_publishing(
     manifest_path: Path, public_key: Path | None, allow_uncertified: bool
 ) -> Verified:
@@ -207,6 +210,12 @@ def _verified_for_publishing(
     if public_key is None:
         progress.warn("no public key at hand: checking subject digests, not the signature")
     verified = verify_files(manifest_path, public_key)
+    if str(verified.manifest["name"]).endswith(NIGHTLY_MARK):
+        raise GateFailed(
+            f"{manifest_path}: {verified.manifest['name']} is a nightly pairing (a core git "
+            "commit); nightly manifests are never published as release pairings",
+            hint="publish the release pairing (`vpr release --spec FILE`)",
+        )
     verdict = verified.manifest["conformance"]["verdict"]
     if verdict not in CERTIFIED and not allow_uncertified:
         raise GateFailed(
