@@ -81,6 +81,7 @@ def lock(session: nox.Session) -> None:
 
 @nox.session(name="build-core", python=PYTHON)
 def build_core(session: nox.Session) -> None:
+    """Build the vLLM wheel (empty target) twice and compare: nox -s build-core -- --spec F."""
     install_project(session)
     session.run("vpr", "build-core", *spec_args(session))
 
@@ -94,6 +95,7 @@ def release(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
+    """Side-by-side benchmarks, medians and ratios: nox -s bench -- [build_core env ...]."""
     install_project(session, "bench")
     session.run("python", "-m", "benchmarks", *session.posargs)
 

@@ -61,11 +61,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _context(args: argparse.Namespace):
     from vllm_plugin_release.conform.registry import load_spec
-    from vllm_plugin_release.core.errors import BadInput
     from vllm_plugin_release.flows.sources import Inputs
 
-    if args.runner not in ("cpu", "hardware"):
-        raise BadInput(f"unknown runner {args.runner!r}; expected cpu or hardware")
     inputs = Inputs(load_spec(args.spec), cachedir.from_args(args), args.plugin_source)
     return inputs.context(args.runner, Path(args.dist))
 
