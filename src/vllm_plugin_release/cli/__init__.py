@@ -92,6 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _seconds(text: str | None, default: float) -> float:
+    try:
+        value = float(text or "")
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -101,7 +109,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from vllm_plugin_release.core import progress
 
     # Live displays on a terminal; plain lines in CI logs and pipes.
-    progress.configure(interactive=progress.console.is_terminal and not os.environ.get("CI"))
+    progress.configure(
+        interactive=progress.console.is_terminal and not os.environ.get("CI"),
+        heartbeat=_seconds(os.environ.get("VPR_HEARTBEAT"), 15.0),
+        github=os.environ.get("GITHUB_ACTIONS") == "true",
+    )
     from vllm_plugin_release.edges.children import stopped_on_signals
 
     try:

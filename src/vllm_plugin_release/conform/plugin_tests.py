@@ -185,7 +185,9 @@ def run_tests(
     progress.info(f"plugin-tests: {' '.join(argv[3:])}")
     # bytecode is cached in the pairing env: a later import of vLLM and torch is ~3x faster
     env = proc.inherited(drop=("PYTHONDONTWRITEBYTECODE",))
-    done = proc.run(argv, what="plugin tests", cwd=root, env=env, timeout=cfg["timeout"])
+    done = proc.run(
+        argv, what="plugin tests", cwd=root, env=env, timeout=cfg["timeout"], announce=True
+    )
     if done.returncode not in (0, 1, 2, 5) or not junit.exists():
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
         raise OutsideFailure(f"pytest failed to run (exit {done.returncode}):\n{tail}")

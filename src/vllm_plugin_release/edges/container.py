@@ -16,6 +16,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.dockerlint import lint_file
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.edges.runner import Command
@@ -96,7 +97,8 @@ class DockerRunner:
         for dest, archive in inputs.items():
             container.put_archive(dest, archive)
         container.start()
-        status = container.wait()
+        with progress.working(f"{cmd.label} (in a container)"):
+            status = container.wait()
         if status.get("StatusCode", 1) != 0:
             logs = container.logs(tail=25).decode(errors="replace")
             container.remove(force=True)

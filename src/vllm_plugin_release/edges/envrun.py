@@ -72,6 +72,7 @@ def run_in_env(
             env=child_environment(env),
             cwd=cwd,
             timeout=timeout,
+            announce=True,
         )
         result = json.loads(out.read_text()) if out.exists() else None
         if done.returncode == 2 and result and "error" in result:

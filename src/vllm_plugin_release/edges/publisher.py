@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.edges.index import IndexTarget, Transient, redact
 
@@ -168,7 +169,8 @@ def install_with_hashes(
     for name in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "UV_FIND_LINKS", "UV_INDEX",
                  "UV_EXTRA_INDEX_URL", "UV_INDEX_URL"):  # fmt: skip
         env.pop(name, None)  # the proof installs from this index only
-    return subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+    with progress.working(f"install proof: {cmd[2]} install --require-hashes"):
+        return subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
 
 
 def retry_policy() -> tuple[int, float]:

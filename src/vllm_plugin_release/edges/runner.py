@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.edges import children
 
@@ -88,7 +89,8 @@ class LocalRunner:
                 raise OutsideFailure(f"{cmd.label}: cannot start {argv[0]!r}: {exc.strerror}")
             children.register(proc)
             try:
-                returncode = proc.wait()
+                with progress.working(cmd.label, log):  # the log path, then a heartbeat
+                    returncode = proc.wait()
             finally:
                 children.forget(proc)
                 children.kill_group(proc.pid, grace=0 if proc.returncode is None else 5)
