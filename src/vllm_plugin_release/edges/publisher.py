@@ -173,15 +173,6 @@ def install_with_hashes(
         return subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
 
 
-def retry_policy() -> tuple[int, float]:
-    """(attempts, first backoff in seconds) for index requests: $VPR_PUBLISH_ATTEMPTS (4) and
-    $VPR_PUBLISH_BACKOFF (2.0), read when a publish starts."""
-    return (
-        max(1, int(os.environ.get("VPR_PUBLISH_ATTEMPTS", "4"))),
-        float(os.environ.get("VPR_PUBLISH_BACKOFF", "2.0")),
-    )
-
-
 def targets_from_environ() -> tuple[str | None, str | None]:
     """($VPR_INDEX, $VPR_STORE): the environment's defaults for the upload index and store."""
     return os.environ.get("VPR_INDEX") or None, os.environ.get("VPR_STORE") or None
