@@ -162,6 +162,8 @@ def conform_hardware(session: nox.Session) -> None:
 def publish(session: nox.Session) -> None:
     """Sign the manifest and publish the pairing (after conformance): nox -s publish -- --spec F.
 
+    --sign-only: sign, and copy the wheels into dist/NAME/upload/ for trusted publishing
+    (release.yml uploads them with PEP 740 attestations; `vpr publish` then finds them).
     CI secrets: the PEM private key in $VPR_SIGNING_KEY_PEM (and its public half in
     $VPR_SIGNING_PUB_PEM) are written to private temporary files for `vpr`.
     """
@@ -176,8 +178,31 @@ def publish(session: nox.Session) -> None:
                 path.write_text(text if text.endswith("\n") else text + "\n")
         env["VPR_SIGNING_KEY"] = str(key)
     args = spec_args(session)
+    sign_only = "--sign-only" in args
+    if sign_only:
+        args.remove("--sign-only")
     vpr(session, "manifest", "build", *args, env=env)
+    if sign_only:  # trusted publishing uploads next (release.yml); `vpr publish` after it
+        session.log(f"wheels staged for upload in {stage_wheels(args)}")
+        return
     vpr(session, "publish", *args, env=env)
+
+
+def stage_wheels(args: list[str]) -> Path:
+    """Copy dist/NAME/*.whl alone into dist/NAME/upload/ (an upload action takes a folder)."""
+    import shutil
+
+    import tomllib
+
+    spec = Path(args[args.index("--spec") + 1])
+    dist_root = Path(args[args.index("--dist") + 1]) if "--dist" in args else ROOT / "dist"
+    dist = dist_root / tomllib.loads(spec.read_text())["name"]
+    upload = dist / "upload"
+    shutil.rmtree(upload, ignore_errors=True)
+    upload.mkdir(parents=True)
+    for wheel in sorted(dist.glob("*.whl")):
+        shutil.copy2(wheel, upload / wheel.name)
+    return upload
 
 
 @nox.session(name="pr-body", python=PYTHON)

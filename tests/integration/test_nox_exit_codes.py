@@ -45,3 +45,39 @@ def test_bad_input_is_not_retried_and_exits_2(tmp_path: Path) -> None:
     log = done.stdout + done.stderr
     assert done.returncode == 2, log[-2000:]
     assert log.count("spec file not found") == 1 and "retrying" not in log
+
+
+def test_sign_only_stages_the_wheels_alone(tmp_path: Path) -> None:
+    """`nox -s publish -- --sign-only` hands trusted publishing a folder of wheels only."""
+    nox_python = next(
+        (
+            python
+            for python in filter(None, (shutil.which("python3"), shutil.which("python")))
+            if subprocess.run([python, "-c", "import nox"], capture_output=True).returncode == 0
+        ),
+        None,
+    )  # the Python nox runs in (CI installs nox with pip into the runner's Python)
+    if nox_python is None:
+        pytest.skip("no python on PATH imports nox")
+    dist = tmp_path / "dist" / "reference"
+    dist.mkdir(parents=True)
+    for name in ("a-1.0-py3-none-any.whl", "b-2.0-py3-none-any.whl", "manifest.json"):
+        (dist / name).write_text(name)
+    (dist / "upload").mkdir()
+    (dist / "upload" / "stale-0.1-py3-none-any.whl").write_text("old")
+    code = (
+        "import runpy, sys; ns = runpy.run_path(sys.argv[1]);"
+        "print(ns['stage_wheels'](['--spec', sys.argv[2], '--dist', sys.argv[3]]))"
+    )
+    done = subprocess.run(
+        [nox_python, "-c", code, str(REPO / "noxfile.py"), str(REFERENCE_SPEC), str(dist.parent)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()) == dist / "upload"
+    assert sorted(p.name for p in (dist / "upload").iterdir()) == [
+        "a-1.0-py3-none-any.whl",
+        "b-2.0-py3-none-any.whl",
+    ]
