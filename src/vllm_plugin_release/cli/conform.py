@@ -73,6 +73,9 @@ def _conform(args: argparse.Namespace) -> int:
     ctx = _context(args)
     card = conform_cached(ctx, force=args.force)
     progress.info(verdict_line(card, ctx.dist))
+    from vllm_plugin_release.edges import ci
+
+    ci.report_scorecard(ctx.dist)  # GitHub Actions: job summary, an ::error:: per failed check
     return 1 if card["verdict"] == "lab" else 0
 
 
