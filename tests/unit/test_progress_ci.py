@@ -157,3 +157,22 @@ def test_next_steps_after_pilot_say_what_fleet_needs(tmp_path: Path) -> None:
     assert any("nox -s conform-hardware -- --spec" in s for s in steps)
     lab = next_steps(tt, _options(tmp_path), Outcome(facts={"verdict": "lab"}), None)
     assert any("failed checks" in s for s in lab)
+
+
+def test_on_a_terminal_parallel_steps_inside_a_stage_spinner_just_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """build-core runs two builds in threads inside its stage's spinner: no nested live
+    display, no heartbeat lines (the spinner shows the step is alive)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    saved = dict(progress._mode)
+    progress.configure(interactive=True, heartbeat=0.1)
+    runner = LocalRunner(network_isolation="off")
+    try:
+        with progress.status("build-core: building"), ThreadPoolExecutor(max_workers=2) as pool:
+            list(pool.map(lambda i: runner.run(_sleep(0.3), tmp_path / f"{i}.log"), [0, 1]))
+    finally:
+        progress._mode.update(saved)
+    err = capsys.readouterr().err
+    assert err.count("slow step: started (log: ") == 2 and "still running" not in err

@@ -121,13 +121,13 @@ def _elapsed(seconds: float) -> str:
 @contextlib.contextmanager
 def working(what: str, log: Path | None = None) -> Iterator[None]:
     """A long step: one line when it starts (naming its log file, if any) and, in plain
-    mode, a "still running" line with the elapsed time every heartbeat until it ends;
-    a spinner on a terminal."""
+    mode, a "still running" line with the elapsed time every heartbeat until it ends.
+    On a terminal the stage's own spinner (`status`) already shows it is alive: no second
+    live display (steps run in parallel threads, and older rich refuses nested ones)."""
     where = f" (log: {log})" if log is not None else ""
     info(f"{what}: started{where}")
     if interactive():
-        with console.status(f"{escape(what)}{escape(where)}"):
-            yield
+        yield
         return
     stop = threading.Event()
     started = time.monotonic()
