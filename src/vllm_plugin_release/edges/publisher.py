@@ -58,24 +58,25 @@ def twine_check(wheels: list[Path]) -> None:
 
 def twine_upload(target: IndexTarget, wheel: Path) -> None:
     try:
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "twine",
-                "upload",
-                "--non-interactive",
-                "--disable-progress-bar",
-                "--repository-url",
-                _not_an_option(target.upload_url),
-                str(wheel),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            env=_twine_env(target),
-            timeout=1800,
-        )
+        with progress.working(f"upload of {wheel.name} (twine)"):
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "twine",
+                    "upload",
+                    "--non-interactive",
+                    "--disable-progress-bar",
+                    "--repository-url",
+                    _not_an_option(target.upload_url),
+                    str(wheel),
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+                env=_twine_env(target),
+                timeout=1800,
+            )
     except subprocess.TimeoutExpired:
         raise Transient(f"upload of {wheel.name} timed out")
     if done.returncode == 0:
