@@ -47,13 +47,14 @@ def test_a_long_step_names_its_log_and_beats(
     first = err.splitlines()[0]
     assert first == f"vpr slow step: started (log: {log})"  # the log path, at the start
     beats = re.findall(r"vpr slow step: still running, (\d+) s \(log: ", err)
-    assert len(beats) >= 3, err  # every 0.2 s for 1 s
+    assert len(beats) >= 2, err  # every 0.2 s for at least 1 s
     assert "done" in log.read_text()
 
 
 def test_a_quick_step_does_not_beat(
     plain: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    progress.configure(interactive=False, heartbeat=60)  # "quick": ends within a heartbeat
     LocalRunner(network_isolation="off").run(_sleep(0), tmp_path / "quick.log")
     err = capsys.readouterr().err
     assert "started" in err and "still running" not in err
