@@ -148,3 +148,10 @@ def test_every_nox_session_has_a_docstring() -> None:
     assert len(sessions) >= 10
     bare = [node.name for node in sessions if not ast.get_docstring(node)]
     assert not bare, f"nox sessions without a docstring: {bare}"
+
+
+def test_a_command_group_alone_shows_its_own_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["manifest"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: vpr manifest ") and "check-env" in err
+    assert "build-core" not in err  # not the top-level list

@@ -103,8 +103,8 @@ def _seconds(text: str | None, default: float) -> float:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help(sys.stderr)
+    if not getattr(args, "func", None):  # `vpr manifest`: the help of `vpr manifest`
+        suggest.chosen_parser(parser, _Parser.argv).print_help(sys.stderr)
         return EXIT_BAD_INPUT
     from vllm_plugin_release.core import progress
 
