@@ -143,6 +143,9 @@ def test_least_privilege_and_concurrency(path: Path) -> None:
         if top == {}:
             assert "permissions" in job, f"{path.name}:{name}: set the job's permissions"
         writes = {k for k, v in (perms or {}).items() if v == "write"}
+        if "id-token" in writes:  # OIDC: Sigstore and trusted publishing, in publish only
+            assert (path.name, name) == ("release.yml", "publish"), f"{path.name}:{name}"
+            writes.discard("id-token")
         assert writes <= {"contents", "pull-requests"}, f"{path.name}:{name}: {writes}"
         if writes:
             assert path.name == "upstream.yml", f"{path.name}:{name} needs no write access"

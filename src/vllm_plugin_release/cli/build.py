@@ -48,10 +48,15 @@ def add_backend(parser: argparse.ArgumentParser) -> None:
     )
 
 
+RUNNERS = ("cpu", "hardware")  # conform.registry.RUNNERS, not imported to keep start-up quick
+
+
 def add_runner(parser: argparse.ArgumentParser) -> None:
+    """`--runner`, refused by argparse when not a runner: before anything is fetched."""
     parser.add_argument(
         "--runner",
         default="cpu",
+        choices=RUNNERS,
         help="cpu (default: no accelerator, runtime checks deferred) or hardware",
     )
 

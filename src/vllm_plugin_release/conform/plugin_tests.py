@@ -187,7 +187,8 @@ def run_tests(
     # bytecode is cached in the pairing env: a later import of vLLM and torch is ~3x faster
     env = proc.inherited(drop=("PYTHONDONTWRITEBYTECODE",))
     # Where the pairing env was made: this machine, or its pinned container image.
-    done = runner_of(python).call(argv, env=env, cwd=root, timeout=cfg["timeout"])
+    with progress.working("plugin tests"):
+        done = runner_of(python).call(argv, env=env, cwd=root, timeout=cfg["timeout"])
     if done.returncode not in (0, 1, 2, 5) or not junit.exists():
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
         raise OutsideFailure(f"pytest failed to run (exit {done.returncode}):\n{tail}")

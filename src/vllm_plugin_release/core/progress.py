@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -44,13 +46,16 @@ def escape(text: str) -> str:
     return rich_escape(text)
 
 
-_mode: dict[str, bool | None] = {"interactive": None}
+_mode: dict[str, Any] = {"interactive": None, "heartbeat": 15.0, "github": False}
 
 
-def configure(*, interactive: bool) -> None:
+def configure(*, interactive: bool | None, heartbeat: float = 15.0, github: bool = False) -> None:
     """Live displays (spinners, bars) or plain lines; the command line decides once, from
-    the terminal and $CI. Left unset, live displays follow the terminal alone."""
-    _mode["interactive"] = interactive
+    the terminal and $CI. Left unset, live displays follow the terminal alone.
+
+    `heartbeat`: seconds between the "still running" lines of a long step in plain mode;
+    `github`: the log is GitHub Actions' (stages become collapsible `::group::` blocks)."""
+    _mode.update(interactive=interactive, heartbeat=heartbeat, github=github)
 
 
 def interactive() -> bool:
@@ -136,3 +141,57 @@ def status(message: str) -> Iterator[None]:
 
 def flush() -> None:
     sys.stderr.flush()
+
+
+def _elapsed(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole // 60} min {whole % 60:02d} s" if whole >= 60 else f"{whole} s"
+
+
+@contextlib.contextmanager
+def working(what: str, log: Path | None = None) -> Iterator[None]:
+    """A long step: one line when it starts (naming its log file, if any) and, in plain
+    mode, a "still running" line with the elapsed time every heartbeat until it ends.
+    On a terminal the stage's own spinner (`status`) already shows it is alive: no second
+    live display (steps run in parallel threads, and older rich refuses nested ones)."""
+    where = f" (log: {log})" if log is not None else ""
+    info(f"{what}: started{where}")
+    if interactive():
+        yield
+        return
+    stop = threading.Event()
+    started = time.monotonic()
+
+    def beat() -> None:
+        while not stop.wait(float(_mode["heartbeat"])):
+            info(f"{what}: still running, {_elapsed(time.monotonic() - started)}{where}")
+            flush()
+
+    thread = threading.Thread(target=beat, name="vpr-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+@contextlib.contextmanager
+def stage(title: str) -> Iterator[None]:
+    """One stage of a flow: a rule line, or a collapsible group in a GitHub Actions log."""
+    if not _mode["github"]:
+        _console().rule(f"[bold]{escape(title)}")
+        yield
+        return
+    workflow_command(f"::group::{title}")
+    try:
+        yield
+    finally:
+        workflow_command("::endgroup::")
+
+
+def workflow_command(line: str) -> None:
+    """A GitHub Actions workflow command, on standard output as the runner expects (after
+    what is already on stderr, so the log keeps its order)."""
+    flush()
+    print(line, flush=True)

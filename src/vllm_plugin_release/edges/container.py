@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.edges.runner import Command, LocalRunner, Runner, _tail
 
@@ -294,7 +295,8 @@ class ContainerRunner:
 
     def run(self, cmd: Command, log: Path) -> None:
         log.parent.mkdir(parents=True, exist_ok=True)
-        done = self.call(cmd.argv, env=cmd.env, cwd=cmd.cwd, network=cmd.network)
+        with progress.working(f"{cmd.label} (in a container)", log):
+            done = self.call(cmd.argv, env=cmd.env, cwd=cmd.cwd, network=cmd.network)
         with log.open("a") as out:
             out.write(f"$ [container {self.image_id[:19]}] {' '.join(cmd.argv)}\n")
             out.write(done.stdout + done.stderr)

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.edges import proc
 from vllm_plugin_release.edges.container import MARKER, runner_of
@@ -84,9 +85,10 @@ def run_in_env(
             )
         else:
             # Where the environment was made: this machine, or its pinned container image.
-            done = runner_of(python).call(
-                [python, script, req, out], env=child_env, cwd=cwd, timeout=timeout
-            )
+            with progress.working(f"inenv {module}"):
+                done = runner_of(python).call(
+                    [python, script, req, out], env=child_env, cwd=cwd, timeout=timeout
+                )
             returncode, stderr = done.returncode, done.stderr
         result = json.loads(out.read_text()) if out.exists() else None
         if returncode == 2 and result and "error" in result:

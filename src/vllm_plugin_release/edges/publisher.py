@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.edges.index import IndexTarget, Transient, redact
 from vllm_plugin_release.edges.uv import uv_bin
@@ -58,24 +59,25 @@ def twine_check(wheels: list[Path]) -> None:
 
 def twine_upload(target: IndexTarget, wheel: Path) -> None:
     try:
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "twine",
-                "upload",
-                "--non-interactive",
-                "--disable-progress-bar",
-                "--repository-url",
-                _not_an_option(target.upload_url),
-                str(wheel),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            env=_twine_env(target),
-            timeout=1800,
-        )
+        with progress.working(f"upload of {wheel.name} (twine)"):
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "twine",
+                    "upload",
+                    "--non-interactive",
+                    "--disable-progress-bar",
+                    "--repository-url",
+                    _not_an_option(target.upload_url),
+                    str(wheel),
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+                env=_twine_env(target),
+                timeout=1800,
+            )
     except subprocess.TimeoutExpired:
         raise Transient(f"upload of {wheel.name} timed out")
     if done.returncode == 0:
@@ -167,16 +169,8 @@ def install_with_hashes(
     for name in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "UV_FIND_LINKS", "UV_INDEX",
                  "UV_EXTRA_INDEX_URL", "UV_INDEX_URL"):  # fmt: skip
         env.pop(name, None)  # the proof installs from this index only
-    return subprocess.run([*cmd, *common], capture_output=True, text=True, check=False, env=env)
-
-
-def retry_policy() -> tuple[int, float]:
-    """(attempts, first backoff in seconds) for index requests: $VPR_PUBLISH_ATTEMPTS (4) and
-    $VPR_PUBLISH_BACKOFF (2.0), read when a publish starts."""
-    return (
-        max(1, int(os.environ.get("VPR_PUBLISH_ATTEMPTS", "4"))),
-        float(os.environ.get("VPR_PUBLISH_BACKOFF", "2.0")),
-    )
+    with progress.working(f"install proof: {Path(cmd[0]).name} install --require-hashes"):
+        return subprocess.run([*cmd, *common], capture_output=True, text=True, check=False, env=env)
 
 
 def targets_from_environ() -> tuple[str | None, str | None]:

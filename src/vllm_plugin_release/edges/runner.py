@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.edges import children, proc
 from vllm_plugin_release.edges.uv import uv_bin
@@ -164,7 +165,8 @@ class LocalRunner:
                 raise OutsideFailure(f"{cmd.label}: cannot start {argv[0]!r}: {exc.strerror}")
             children.register(proc)
             try:
-                returncode = proc.wait()
+                with progress.working(cmd.label, log):  # the log path, then a heartbeat
+                    returncode = proc.wait()
             finally:
                 children.forget(proc)
                 children.kill_group(proc.pid, grace=0 if proc.returncode is None else 5)

@@ -20,7 +20,7 @@ from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, write_json
 from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.core.records import dist_dir
-from vllm_plugin_release.edges import envrun
+from vllm_plugin_release.edges import ci, envrun
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.requests import build_request
@@ -116,6 +116,7 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
         )
         out.facts["manifest"] = str(built.manifest_path)
         out.facts["pairing id"] = built.manifest.get("pairing_id", "")
+        out.facts["public key"] = str(built.public_key_path)
 
     def publish() -> None:
         from vllm_plugin_release.stages.publish import publish_spec
@@ -173,15 +174,16 @@ def _release(spec: Spec, opts: Options) -> Outcome:
     failed: str | None = None
     try:
         for number, (name, run) in enumerate(stages, start=1):
-            progress.console.rule(f"[bold]stage {number}/{len(stages)}: {name}")
-            start = time.perf_counter()
-            try:
-                run()
-            except BaseException:
-                failed = name
-                raise
-            finally:
-                out.stages[name] = round(time.perf_counter() - start, 3)
+            # a rule line; a collapsible group in a GitHub Actions log
+            with progress.stage(f"stage {number}/{len(stages)}: {name}"):
+                start = time.perf_counter()
+                try:
+                    run()
+                except BaseException:
+                    failed = name
+                    raise
+                finally:
+                    out.stages[name] = round(time.perf_counter() - start, 3)
     finally:
         _summary(spec, opts, out, failed)
     return out
@@ -197,6 +199,9 @@ def _summary(spec: Spec, opts: Options, out: Outcome, failed: str | None) -> Non
     progress.console.print(table)
     for key, value in out.facts.items():
         progress.info(f"{key}: {value}")
+    for line in next_steps(spec, opts, out, failed):
+        progress.info(f"next: {line}")
+    ci.report_scorecard(dist)  # GitHub Actions: job summary and an ::error:: per failed check
     if dist.exists():
         run_file = dist / records.RUN
         try:
@@ -209,3 +214,31 @@ def _summary(spec: Spec, opts: Options, out: Outcome, failed: str | None) -> Non
             "ran_in": out.ran_in,
         }
         write_json(run_file, data)
+
+
+def next_steps(spec: Spec, opts: Options, out: Outcome, failed: str | None) -> list[str]:
+    """What to look at next, from how the run ended (the last lines of `vpr release`)."""
+    dist = dist_dir(opts.dist_root, spec.name)
+    rerun = f"vpr release --spec {spec.path}" + (" --no-publish" if not opts.publish else "")
+    if failed:
+        return [
+            f"the error above says why {failed} stopped; build and install logs are in "
+            f"{opts.cache.root / 'logs'}/",
+            f"after fixing it: {rerun} (finished stages reuse their cached results)",
+        ]
+    verdict = out.facts.get("verdict")
+    steps = [f"open {dist / records.SCORECARD_HTML} (verdict {verdict}: why, and what is next)"]
+    if verdict == "lab":
+        steps.append(f"the failed checks are listed first in {dist / records.SCORECARD_MD}")
+    elif verdict == "pilot":
+        if spec.options("hardware").get("device_class"):
+            steps.append(
+                "verdict fleet needs the hardware part, on the hardware runner: "
+                f"nox -s conform-hardware -- --spec {spec.path}"
+            )
+        else:
+            steps.append("pilot is this spec's highest verdict: it has no [conformance.hardware]")
+    if "manifest" in out.facts:
+        key = out.facts.get("public key", "KEY.pub")
+        steps.append(f"check the signed manifest: vpr manifest verify {dist} --key {key}")
+    return steps

@@ -5,6 +5,7 @@ Every error names the file, the line, the key and what is expected (exit 2).
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from pathlib import Path
@@ -186,11 +187,25 @@ def _plain(value: Any) -> Any:
     return value.unwrap() if hasattr(value, "unwrap") else value
 
 
+def _existing_specs(missing: Path) -> str:
+    """The hint for a missing spec: the specs next to it (or in ./buildspec/), by name."""
+    for folder in (missing.parent, Path("buildspec")):
+        try:
+            found = sorted(str(p) for p in folder.glob("*.toml") if p.is_file())
+        except OSError:
+            continue
+        if found:
+            close = difflib.get_close_matches(str(missing), found, n=1, cutoff=0.8)
+            meant = f"did you mean {close[0]}? " if close else ""
+            return f"{meant}existing specs: " + ", ".join(found) + "; pass one with --spec"
+    return "no spec files found in buildspec/; pass --spec PATH/NAME.toml"
+
+
 def read_document(path: Path) -> tuple[tomlkit.TOMLDocument, str]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise BadInput(f"{path}: spec file not found", hint="pass --spec buildspec/NAME.toml")
+        raise BadInput(f"{path}: spec file not found", hint=_existing_specs(path))
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"{path}: cannot read spec file: {exc}")
     try:

@@ -24,7 +24,6 @@ output: every line from a subprocess is scrubbed, URLs lose their user info.
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,12 +40,13 @@ from vllm_plugin_release.edges.index import (
     Transient,
     redact,
     remote_sha256,
+    retry_policy,
+    retrying,
     simple_url_for,
 )
 from vllm_plugin_release.edges.publisher import (
     install_with_hashes,
     make_venv,
-    retry_policy,
     targets_from_environ,
     twine_check,
     twine_upload,
@@ -67,42 +67,42 @@ def ensure_on_index(target: IndexTarget, project: str, wheel: Path, sha256: str)
     """Make sure `wheel` is on the index: 'present' (same sha256 already) or 'uploaded'.
 
     A different file under the same name is GateFailed; the index failing every
-    attempt is OutsideFailure.
+    attempt (the index client's one retry loop, `retrying`) is OutsideFailure.
     """
     attempts, backoff = retry_policy()
-    last = ""
-    for attempt in range(attempts):
-        if attempt:
-            delay = backoff * (2 ** (attempt - 1))
-            progress.warn(f"{last}; retrying in {delay:g} s ({attempt + 1}/{attempts})")
-            time.sleep(delay)
-        try:
-            remote = remote_sha256(target.simple_url, project, wheel.name)
-            if remote == sha256:
-                return "present" if attempt == 0 else "uploaded"
-            if remote is not None:
-                raise GateFailed(
-                    f"{redact(target.simple_url)}: {wheel.name} is already on the index "
-                    f"with sha256 {remote}, but this build's wheel is {sha256}",
-                    hint="a published file can never be replaced; bump the version (or a "
-                    "local label) and rebuild, or check why the build is not reproducible",
-                )
-            twine_upload(target, wheel)
-            remote = remote_sha256(target.simple_url, project, wheel.name)
-            if remote == sha256:
-                return "uploaded"
-            if remote is not None:
-                raise GateFailed(
-                    f"{wheel.name}: the index holds sha256 {remote} after upload, expected {sha256}"
-                )
-            last = f"{wheel.name} not listed on the index after upload"
-        except Transient as exc:
-            last = str(exc)
-    raise OutsideFailure(
-        f"{redact(target.upload_url)}: giving up on {wheel.name} after {attempts} attempts: {last}",
-        hint="the index is down or failing; re-run `vpr publish` later (files already "
-        "uploaded with the same sha256 count as done)",
-    )
+    uploads: list[bool] = []
+
+    def attempt() -> str:
+        remote = remote_sha256(target.simple_url, project, wheel.name)
+        if remote == sha256:
+            return "uploaded" if uploads else "present"
+        if remote is not None:
+            raise GateFailed(
+                f"{redact(target.simple_url)}: {wheel.name} is already on the index "
+                f"with sha256 {remote}, but this build's wheel is {sha256}",
+                hint="a published file can never be replaced; bump the version (or a "
+                "local label) and rebuild, or check why the build is not reproducible",
+            )
+        twine_upload(target, wheel)
+        uploads.append(True)
+        remote = remote_sha256(target.simple_url, project, wheel.name)
+        if remote == sha256:
+            return "uploaded"
+        if remote is not None:
+            raise GateFailed(
+                f"{wheel.name}: the index holds sha256 {remote} after upload, expected {sha256}"
+            )
+        raise Transient(f"{wheel.name} not listed on the index after upload")
+
+    try:
+        return retrying(attempt, attempts=attempts, backoff=backoff)
+    except Transient as exc:
+        raise OutsideFailure(
+            f"{redact(target.upload_url)}: giving up on {wheel.name} after {attempts} "
+            f"attempts: {exc}",
+            hint="the index is down or failing; re-run `vpr publish` later (files already "
+            "uploaded with the same sha256 count as done)",
+        )
 
 
 # ---------------------------------------------------------------------------
