@@ -97,6 +97,14 @@ def settings(table: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def absence_signatures(runtime_module: str) -> list[str]:
+    """How an absent runtime shows in a failure: its own name or, for a dotted runtime
+    (`vendor_sdk.torch`), a missing parent package (`No module named 'vendor_sdk'`)."""
+    parts = runtime_module.split(".")
+    parents = [f"No module named '{'.'.join(parts[:i])}'" for i in range(1, len(parts))]
+    return [*parents, f"No module named '{runtime_module}"]
+
+
 def parse_junit(
     path: Path, runtime_module: str | None = None
 ) -> tuple[dict[str, int], dict[str, str]]:
@@ -105,7 +113,7 @@ def parse_junit(
     A failure whose only cause is the absent vendor runtime (`No module named 'ttnn'`)
     is `deferred` (it belongs to the hardware runner), never `passed`.
     """
-    missing = f"No module named '{runtime_module}" if runtime_module else None
+    missing = absence_signatures(runtime_module) if runtime_module else []
     try:
         root = ET.parse(path).getroot()
     except (ET.ParseError, OSError) as exc:
@@ -120,7 +128,7 @@ def parse_junit(
         text = (
             ((problem.get("message") or "") + (problem.text or "")) if problem is not None else ""
         )
-        if problem is not None and missing and missing in text:
+        if problem is not None and any(m in text for m in missing):
             outcome = "deferred"
         elif case.find("failure") is not None:
             outcome = "failed"

@@ -77,7 +77,9 @@ def run_in_env(
         if done.returncode == 2 and result and "error" in result:
             raise BadInput(result["error"])
         if done.returncode != 0 or result is None:
-            tail = "\n".join(done.stderr.strip().splitlines()[-15:])
+            # The child's own traceback (in its result) says why; stderr may be empty.
+            told = str((result or {}).get("error") or "") + "\n" + done.stderr
+            tail = "\n".join(told.strip().splitlines()[-15:])
             raise OutsideFailure(
                 f"inenv {module} failed in {python} (exit {done.returncode}):\n{tail}"
             )

@@ -15,6 +15,7 @@ SPEC_VERSION = 1
 
 HEX64 = "^[0-9a-f]{64}$"
 HEX40 = "^[0-9a-f]{40}$"
+DOTTED_MODULE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 DIGEST_PINNED_IMAGE = r"^[^\s@]+@sha256:[0-9a-f]{64}$"
 
 
@@ -197,7 +198,11 @@ SCHEMA: dict[str, Any] = {
             "required": ["name"],
             "properties": {
                 "name": _str("Runtime name, e.g. tt-metal."),
-                "module": _str("Python module whose import proves the runtime, e.g. ttnn."),
+                "module": _str(
+                    "Python module whose import proves the runtime, e.g. ttnn or a dotted "
+                    "name such as vendor_sdk.torch.",
+                    pattern=DOTTED_MODULE,
+                ),
                 "package": _str("Distribution to install, e.g. ttnn."),
                 "version": _str("Pinned version of `package`.", format="pep440"),
                 "commit": _str("Runtime source commit (e.g. TT-Metal), recorded.", pattern=HEX40),
