@@ -57,14 +57,13 @@ def _imports_runtime(path: Path, runtime: str) -> bool:
     except (SyntaxError, UnicodeDecodeError):
         return False
     for node in ast.walk(tree):
+        names: list[str] = []
         if isinstance(node, ast.Import):
-            if any(_names_runtime(a.name, runtime) for a in node.names):
-                return True
+            names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if _names_runtime(node.module, runtime) or any(
-                _names_runtime(f"{node.module}.{a.name}", runtime) for a in node.names
-            ):
-                return True
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        if any(_names_runtime(name, runtime) for name in names):
+            return True
     return False
 
 
