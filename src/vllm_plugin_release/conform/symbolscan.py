@@ -39,6 +39,7 @@ def without_record_hashes(path: str, data: bytes) -> bytes:
         return data
     return _RECORD_HASH.sub(lambda m: m.group(1) + b"=" * len(m.group(2)), data)
 
+
 # ---------------------------------------------------------------------------
 # Reports
 
