@@ -545,8 +545,9 @@ def _installer_pin(spec: Spec, root: Path | None) -> tuple[Version | None, list[
     if root is None or not plugin.get("installer"):
         notes.append("no installer to read ([plugin] installer unset or no plugin source)")
         return None, notes
-    files = pinning.input_files(spec, spec.options("pinning"))
-    report = pinning.scan(root, files, spec.core.name)
+    options = spec.options("pinning")
+    files = pinning.input_files(spec, options)
+    report = pinning.scan(root, files, spec.core.name, options.get("build_args") or {})
     for item in report.missing:
         notes.append(f"{item['file']} is missing ({item.get('named_by') or 'referenced'})")
     pin = report.core_pin
