@@ -366,9 +366,34 @@ def check(spec: Spec, python: Path, platform_class: str | None) -> CheckResult:
         endpoint_plugins=cfg["endpoint_plugins"],
         timeout=cfg["timeout"],
     )
+    if captured.get("general_plugins_crash"):
+        return general_plugins_crash(captured, _rel(contract_path, spec.root))
     return evaluate(
         contract,
         captured,
         contract_file=_rel(contract_path, spec.root),
         allow=cfg["allow"],
+    )
+
+
+def general_plugins_crash(captured: dict[str, Any], contract_file: str) -> CheckResult:
+    """vLLM's load_general_plugins() raised in the pairing env: `vllm serve` fails the same
+    way wherever that holds (e.g. wherever the vendor runtime is absent). A finding about
+    the plugin, not a deferral."""
+    crash = captured["general_plugins_crash"]
+    eps = crash.get("entry_points") or []
+    where = f" (vllm.general_plugins: {', '.join(eps)})" if eps else ""
+    summary = (
+        f"vLLM {captured.get('vllm_version')} load_general_plugins() raises "
+        f"{crash['error']}{where}: `vllm serve` fails before it serves; a general plugin "
+        "must not need the vendor runtime when it is loaded"
+    )
+    evidence = [Evidence(note=f"traceback: {frame}", source="api") for frame in crash["frames"]]
+    return CheckResult(
+        "api",
+        "fail",
+        summary,
+        evidence,
+        threshold={"breaking": 0, "contract": contract_file},
+        details={"general_plugins_crash": crash},
     )
