@@ -189,6 +189,18 @@ SCHEMA: dict[str, Any] = {
                 "subdirectory": _str("Folder of the plugin's pyproject.toml inside the source."),
                 "installer": _str("The plugin's installer script (relative to its source)."),
                 "overrides": _str("The plugin's dependency overrides file (relative)."),
+                "build_constraints": _str(
+                    "The plugin's own hash-locked build environment (written by `vpr lock` "
+                    "from its [build-system].requires plus build_requirements). Unset: the "
+                    "plugin is built in the core's build lock, which must meet its build "
+                    "requirements."
+                ),
+                "build_requirements": {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1},
+                    "description": "Build requirements the plugin needs beyond its "
+                    "[build-system].requires (e.g. what a setup.py imports), PEP 508 strings.",
+                },
             },
         },
         "runtime": {

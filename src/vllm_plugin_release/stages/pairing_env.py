@@ -82,7 +82,7 @@ def create_env(
         )
     if runtime_env is not None and not (runtime_env / "bin" / "python").exists():
         raise BadInput(f"{runtime_env}: no bin/python; --runtime-env takes a Python environment")
-    request = env_lock_request(spec, tree, plugin.root, plan)
+    request = env_lock_request(spec, tree, plugin.root, plan, built["plugin"].get("requires_dist"))
     lock_path = spec.resolve(spec.env_constraints)
     check_lock(lock_path, request)
     lock_sha = sha256_file(lock_path)
