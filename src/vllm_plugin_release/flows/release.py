@@ -88,6 +88,7 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
             runtime_env=opts.runtime_env,
             plugin=inputs.plugin,
             tree=inputs.tree,
+            conduct_gate=False,  # the platform plugin's answer is the environment check's
         )
         runtime = record["runtime"]
         out.facts["runtime"] = f"{runtime['name']}: {runtime['status']}" + (

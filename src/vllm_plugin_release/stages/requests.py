@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from vllm_plugin_release.core.compat import tomllib
 from vllm_plugin_release.core.errors import BadInput
@@ -155,6 +156,24 @@ def runtime_plan(spec: Spec, runner: str, runtime_env: Path | None) -> RuntimePl
     return RuntimePlan(name, module, "absent", reason)
 
 
+def _without_core(spec: Spec, deps: list[str]) -> list[str]:
+    """The plugin's dependencies without the core itself (`vllm>=0.19.0,<0.19.1`): the core
+    is our built wheel, its requirements come from its requirements/common.txt. A declared
+    range that excludes the spec's core is bad input."""
+    out = []
+    for line in deps:
+        req = Requirement(line)
+        if canonicalize_name(req.name) != canonicalize_name(spec.core.name):
+            out.append(line)
+        elif req.specifier and not req.specifier.contains(spec.core.version, prereleases=True):
+            raise BadInput(
+                f"the plugin declares {line!r}, which excludes {spec.core.name} "
+                f"{spec.core.version} ([core] version of {spec.path})",
+                hint="pair the plugin with a core version it declares",
+            )
+    return out
+
+
 def env_lock_request(
     spec: Spec,
     core_tree: Path,
@@ -168,7 +187,7 @@ def env_lock_request(
     requirements = [
         *read_requirements_file(common),
         f"torch=={spec.build.torch}",
-        *plugin_dependencies(plugin_root, requires_dist),
+        *_without_core(spec, plugin_dependencies(plugin_root, requires_dist)),
         *spec.env.get("requirements", ["pytest"]),
     ]
     if plan.status == "install" and plan.requirement:

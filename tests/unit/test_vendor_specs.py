@@ -1,0 +1,60 @@
+"""The vendor specs load, and a plugin's declared core range is not resolved from the
+index (the core is our built wheel) but must contain the spec's core (issue 12)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support import REPO
+from vllm_plugin_release.conform.registry import load_spec
+from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.stages.requests import env_lock_request, runtime_plan
+
+
+@pytest.mark.parametrize(
+    ("name", "core", "runtime"),
+    [("ascend.toml", "0.27.1", "torch_npu"), ("spyre.toml", "0.19.0", "torch_sendnn")],
+)
+def test_vendor_specs_load(name: str, core: str, runtime: str) -> None:
+    spec = load_spec(REPO / "buildspec" / name)
+    assert spec.core.version == core and spec.runtime["module"] == runtime
+    assert spec.plugin["build_constraints"].startswith("constraints/build-plugin-")
+    assert spec.build.constraints == f"constraints/build-core-{core}-py311.txt"
+
+
+def _tree(tmp_path: Path) -> Path:
+    core = tmp_path / "core"
+    (core / "requirements").mkdir(parents=True)
+    (core / "requirements" / "common.txt").write_text("requests>=2\n")
+    return core
+
+
+def _plugin(tmp_path: Path, declared: str) -> Path:
+    root = tmp_path / "plugin"
+    root.mkdir()
+    (root / "pyproject.toml").write_text(
+        f'[project]\nname = "p"\nversion = "1"\ndependencies = ["{declared}", "attrs"]\n'
+    )
+    return root
+
+
+def test_declared_core_range_is_dropped_from_the_env_lock(tmp_path: Path) -> None:
+    spec = load_spec(REPO / "buildspec" / "spyre.toml")
+    request = env_lock_request(
+        spec,
+        _tree(tmp_path),
+        _plugin(tmp_path, "vllm>=0.19.0,<0.19.1"),
+        runtime_plan(spec, "cpu", None),
+    )
+    assert "attrs" in request.requirements
+    assert not any(r.startswith("vllm") for r in request.requirements)
+
+
+def test_declared_core_range_that_excludes_the_core_is_bad_input(tmp_path: Path) -> None:
+    spec = load_spec(REPO / "buildspec" / "spyre.toml")
+    with pytest.raises(BadInput, match=r"'vllm>=0\.20', which excludes vllm 0\.19\.0"):
+        env_lock_request(
+            spec, _tree(tmp_path), _plugin(tmp_path, "vllm>=0.20"), runtime_plan(spec, "cpu", None)
+        )
