@@ -58,3 +58,22 @@ def test_declared_core_range_that_excludes_the_core_is_bad_input(tmp_path: Path)
         env_lock_request(
             spec, _tree(tmp_path), _plugin(tmp_path, "vllm>=0.20"), runtime_plan(spec, "cpu", None)
         )
+
+
+def test_release_leaves_the_platform_plugins_answer_to_the_scorecard(tmp_path: Path) -> None:
+    """`vpr env` gates on it; `vpr release` records it for the environment check (a finding
+    about the plugin, e.g. vllm-spyre's register() that answers without its runtime)."""
+    from vllm_plugin_release.core.errors import GateFailed
+    from vllm_plugin_release.stages.pairing_env import _deliver
+
+    spec = load_spec(REPO / "buildspec" / "spyre.toml")
+    conduct = {"name": "platform_plugin() runtime absent", "status": "fail", "detail": "x"}
+    result = {"checks": [conduct], "runtime": {"name": "r"}, "runtime_modules": []}
+    args = (spec, tmp_path, "cpu", tmp_path / "env", "ab" * 32, {"wheel": {}}, {"wheel": {}})
+    record = _deliver(*args, result, False)
+    assert record["checks"] == [conduct] and (tmp_path / "env.json").is_file()
+    with pytest.raises(GateFailed, match=r"platform_plugin\(\) runtime absent"):
+        _deliver(*args, result, True)
+    broken = {**result, "checks": [{"name": "import vllm", "status": "fail", "detail": "x"}]}
+    with pytest.raises(GateFailed, match="import vllm"):
+        _deliver(*args, broken, False)
