@@ -12,7 +12,8 @@ Request (JSON, argv[1]):
    "requests": {"arrival": [s, ...], "prompt": [n, ...], "output": [n, ...]},
    "cost_model": {"a": s, "b": s/token, "c": s/request},
    "schedulers": [{"label": str, "cls": "module:Class",
-                   "policy": "none" | "tt" | "reference" | "module:function",
+                   "policy": "none" | "tt" | "reference" | "module:function"
+                             | "platform:module:Class" (its check_and_update_config),
                    "settings": {max_num_seqs, max_num_batched_tokens, block_size,
                                 num_gpu_blocks, enable_chunked_prefill,
                                 long_prefill_token_threshold, enable_prefix_caching}}],
@@ -120,6 +121,8 @@ def apply_policy(policy: str, vllm_config: Any, model_type: str) -> dict[str, An
     reasons: list[str]
     if policy == "none":
         reasons = []
+    elif policy.startswith(PLATFORM_PREFIX):
+        reasons = platform_hook(policy[len(PLATFORM_PREFIX) :], vllm_config)
     elif policy == "tt":
         reasons = tt_policy(sc, vllm_config.model_config, model_type)
     else:
@@ -140,6 +143,26 @@ def apply_policy(policy: str, vllm_config: Any, model_type: str) -> dict[str, An
         "changes": changes,
         "reasons": [str(r) for r in reasons],
     }
+
+
+PLATFORM_PREFIX = "platform:"
+PLATFORM_BASE = "vllm.platforms.interface:Platform"
+
+
+def platform_hook(path: str, vllm_config: Any) -> list[str]:
+    """The plugin's own `Platform.check_and_update_config(vllm_config)`, as vLLM calls it
+    once the config is built (`platform:module:Class`). A class that is not a vLLM Platform
+    is bad input; the hook raising is the plugin's failure (reported with the replay)."""
+    cls = load_object(path, what="platform")
+    module_name, _, name = PLATFORM_BASE.partition(":")
+    base = getattr(importlib.import_module(module_name), name)
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise BadRequest(
+            f"platform {path!r} is not a vLLM platform: it must be a class deriving from "
+            f"{PLATFORM_BASE.replace(':', '.')}"
+        )
+    cls.check_and_update_config(vllm_config)
+    return [f"{path}.check_and_update_config applied"]
 
 
 # ---------------------------------------------------------------------------
@@ -689,7 +712,8 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
         policy = entry.get("policy", "none")
         if policy not in ("none", "tt") and ":" not in POLICY_FUNCTIONS.get(policy, policy):
             raise BadRequest(
-                f"policy {policy!r}: expected none, tt, reference or 'module:function'"
+                f"policy {policy!r}: expected none, tt, reference, 'module:function' or "
+                "'platform:module:Class'"
             )
         classes[entry["label"]] = load_class(entry["cls"])
     import vllm
