@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -449,18 +450,17 @@ def test_hardware_expectations_come_from_the_spec(tmp_path: Path) -> None:
     assert hw.parallelism == "tp" and hw.serve_args == ("-tp", "2")
     tp = {"status": "not-applicable", "detail": "not run"}
 
-    class Found:  # the probe's observation (a record, not a double of the hardware)
-        ok = True
-        runtime = {"module": "torch_npu", "version": "2.10", "file": "x"}
-        devices = {"found": ["/dev/davinci0"]}
-        mesh = {"value": None}
-        missing: list[str] = []
-
-        def to_json(self) -> dict:
-            return {}
-
+    # the probe's observation on such a runner (a record of it, not a double of hardware)
+    found = SimpleNamespace(
+        ok=True,
+        runtime={"module": "torch_npu", "version": "2.10", "file": "x"},
+        devices={"found": ["/dev/davinci0"]},
+        mesh={"value": None},
+        missing=[],
+        to_json=dict,
+    )
     live = {"status": "pass", "detail": "64 requests completed"}
-    assert hardware_check(Found(), tp, live).status == "pass"  # type: ignore[arg-type]
+    assert hardware_check(found, tp, live).status == "pass"  # type: ignore[arg-type]
     # the same serve_args are refused for a mesh plugin, naming the key
     mesh = table.replace('"tp"', '"mesh"', 1)
     spec.write_text(text.replace("[conformance.hardware]\n", "[conformance.hardware]\n" + mesh))
