@@ -12,12 +12,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 from vllm_plugin_release.conform.installer.scanner import SUB_RE, Segment, words
-
-if TYPE_CHECKING:  # shell.py imports this module
-    from vllm_plugin_release.conform.installer.shell import State
 
 KEYWORDS = ("if", "then", "elif", "else", "fi")
 
@@ -125,9 +122,10 @@ def _test(argv: list[str]) -> bool | None:
     return None
 
 
-def merge(states: list[State], file: str, line: int) -> State:
-    """The state after branches that may each have run: a variable keeps its value only
-    when every branch leaves the same one; otherwise it is not static."""
+def merge(states: list[Any], file: str, line: int) -> Any:
+    """The state after branches that may each have run (shell.State objects, which import
+    this module): a variable keeps its value only when every branch leaves the same one;
+    otherwise it is not static."""
     first = states[0]
     merged = dataclasses.replace(
         first,
