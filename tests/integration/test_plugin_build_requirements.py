@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REFERENCE_SPEC, REPO, git, vpr
+from tests.integration.test_plugin_build import build as _build
+from tests.support import REFERENCE_SPEC, REPO, git
 from vllm_plugin_release.conform.registry import load_spec
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.lockfile import check_lock
@@ -50,21 +51,6 @@ def _spec(tmp_path: Path, commit: str, own_lock: Path | None) -> Path:
     path = tmp_path / "synth.toml"
     path.write_text(text)
     return path
-
-
-def _build(tmp_path: Path, spec: Path, repo: Path, cache_root: Path, check: bool = True):
-    return vpr(
-        "build-plugin",
-        "--spec",
-        str(spec),
-        "--plugin-source",
-        str(repo),
-        "--dist",
-        str(tmp_path / "dist"),
-        "--cache-dir",
-        str(cache_root),
-        check=check,
-    )
 
 
 def test_conflict_with_the_core_build_lock_names_both_pins(
