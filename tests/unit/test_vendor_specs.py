@@ -77,3 +77,24 @@ def test_release_leaves_the_platform_plugins_answer_to_the_scorecard(tmp_path: P
     broken = {**result, "checks": [{"name": "import vllm", "status": "fail", "detail": "x"}]}
     with pytest.raises(GateFailed, match="import vllm"):
         _deliver(*args, broken, False)
+
+
+def test_a_wrong_name_is_bad_input_a_broken_import_is_an_outside_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replay names the plugin's classes: a name that does not exist is exit 2; a
+    module that exists but fails to import here (vllm-spyre's scheduler on this machine:
+    `operator torchvision::nms does not exist`) is exit 3, not the spec's fault."""
+    from vllm_plugin_release.inenv import replay
+
+    (tmp_path / "broken_sched.py").write_text(
+        "raise RuntimeError('operator x::nms does not exist')\n"
+    )
+    (tmp_path / "needs_dep.py").write_text("import no_such_dependency_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(replay.BadRequest, match="does not import"):
+        replay.load_object("no_such_module_xyz:Sched", what="scheduler")
+    with pytest.raises(replay.ImportFailure, match="exists but its import fails"):
+        replay.load_object("broken_sched:Sched", what="scheduler")
+    with pytest.raises(replay.ImportFailure, match="no_such_dependency_xyz"):
+        replay.load_object("needs_dep:Sched", what="scheduler")

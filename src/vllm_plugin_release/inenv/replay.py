@@ -49,6 +49,11 @@ TT_CHUNKED_PREFILL_MODEL_TYPES = frozenset({"gemma4", "gemma4_unified"})
 SCHEDULER_BASE = "vllm.v1.core.sched.interface:SchedulerInterface"
 
 
+class ImportFailure(Exception):
+    """A named module that exists but cannot be imported in this environment (a missing
+    dependency, a broken build): an outside failure, exit 3 with {"error": ...}."""
+
+
 class BadRequest(Exception):
     """Bad input: reported as {"error": ...} with exit code 2."""
 
@@ -179,11 +184,18 @@ def load_object(path: str, *, what: str) -> Any:
         raise BadRequest(f"{what} {path!r}: expected 'module:Name'")
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # any import-time failure belongs to the named module
-        raise BadRequest(
-            f"{what} {path!r}: module {module_name!r} does not import "
-            f"({type(exc).__name__}: {exc}); check the name and that the plugin is installed "
-            f"in this environment"
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise BadRequest(  # the name itself is wrong
+                f"{what} {path!r}: module {module_name!r} does not import "
+                f"({type(exc).__name__}: {exc}); check the name and that the plugin is "
+                f"installed in this environment"
+            ) from None
+        raise ImportFailure(f"{what} {path!r}: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # the module exists, its import fails in this environment
+        raise ImportFailure(
+            f"{what} {path!r}: module {module_name!r} exists but its import fails here "
+            f"({type(exc).__name__}: {exc})"
         ) from None
     obj = module
     for part in attr.split("."):
@@ -679,7 +691,7 @@ def replay_entry(
         result = replay_one(
             scheduler, arrival, prompt, output, max_model_len, cost_model, max_steps, timeout_s
         )
-    except BadRequest:
+    except (BadRequest, ImportFailure):
         raise
     except Exception as exc:  # the scheduler under test failed: report it, do not hide it
         tail = traceback.format_exc().strip().splitlines()[-12:]
@@ -765,6 +777,9 @@ def main(argv: list[str]) -> int:
     except BadRequest as exc:
         out.write_text(json.dumps({"error": str(exc)}))
         return 2
+    except ImportFailure as exc:
+        out.write_text(json.dumps({"error": str(exc)}))
+        return 3
     out.write_text(json.dumps(result, separators=(",", ":")))
     return 0
 
