@@ -126,8 +126,6 @@ def bench(session: nox.Session) -> None:
 
 # -- moving to a new core release, and the hardware runner (.github/workflows/) -----------
 
-HARDWARE_SPEC = "buildspec/tt.toml"
-
 
 @nox.session(python=PYTHON)
 def bump(session: nox.Session) -> None:
@@ -158,7 +156,11 @@ def conform_hardware(session: nox.Session) -> None:
         args.remove("--plan")
         vpr(session, "hardware-plan", *args)
         return
-    vpr(session, "conform-hardware", *spec_args_from(args, HARDWARE_SPEC))
+    if "--spec" not in args:  # the spec names the hardware part; no vendor is the default
+        session.error(
+            "usage: nox -s conform-hardware -- --spec FILE [vpr conform-hardware options]"
+        )
+    vpr(session, "conform-hardware", *args)
 
 
 @nox.session(python=PYTHON)

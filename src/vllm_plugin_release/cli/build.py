@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vllm_plugin_release.core import progress
+from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.edges import cachedir
 
 
@@ -147,7 +147,14 @@ def _lock(args: argparse.Namespace) -> int:
 
     inputs = _inputs(args)
     plugin_root = inputs.plugin.root if inputs.spec.plugin else None
-    lock(inputs.spec, inputs.tree, plugin_root, check=args.check)
+    # A plugin with dynamic dependencies: they come from its built wheel, when built.
+    built = Path(args.dist) / inputs.spec.name / records.BUILD_PLUGIN
+    requires_dist = (
+        records.read(built.parent, records.BUILD_PLUGIN)["plugin"].get("requires_dist")
+        if built.is_file()
+        else None
+    )
+    lock(inputs.spec, inputs.tree, plugin_root, check=args.check, requires_dist=requires_dist)
     return 0
 
 

@@ -104,7 +104,7 @@ def _plan(args: argparse.Namespace) -> int:
     else:
         for entry in result["include"]:
             print(
-                f"{entry['spec']}: runs-on [self-hosted, tenstorrent, {entry['device_class']}]"
+                f"{entry['spec']}: runs-on [{', '.join(entry['runner_labels'])}]"
                 f" MESH_DEVICE={entry['mesh_device'] or '(not set)'}"
             )
         for entry in result["skipped"]:

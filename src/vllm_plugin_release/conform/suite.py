@@ -115,7 +115,7 @@ def conform_key(ctx: Context) -> str:
 
     core = ctx.record(records.BUILD_CORE)
     plugin = ctx.record(records.BUILD_PLUGIN)
-    contract = ctx.spec.conformance.get("api", {}).get("contract", api.DEFAULT_CONTRACT)
+    contract = api.api_config(ctx.spec)["contract"]  # the spec's, else the default one
     contract_path = ctx.spec.resolve(contract)
     env = ctx.env
     return key_of(

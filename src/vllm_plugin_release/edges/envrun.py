@@ -94,7 +94,9 @@ def run_in_env(
         if returncode == 2 and result and "error" in result:
             raise BadInput(result["error"])
         if returncode != 0 or result is None:
-            tail = "\n".join(stderr.strip().splitlines()[-15:])
+            # The child's own traceback (in its result) says why; stderr may be empty.
+            told = str((result or {}).get("error") or "") + "\n" + stderr
+            tail = "\n".join(told.strip().splitlines()[-15:])
             raise OutsideFailure(f"inenv {module} failed in {python} (exit {returncode}):\n{tail}")
         return result
 

@@ -93,6 +93,7 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
             runtime_env=opts.runtime_env,
             plugin=inputs.plugin,
             tree=inputs.tree,
+            conduct_gate=False,  # the platform plugin's answer is the environment check's
         )
         # The in-env parts of conform run where the pairing environment lives.
         out.ran_in["env"] = out.ran_in["conform (in-env parts)"] = record.get("backend")
