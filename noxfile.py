@@ -206,21 +206,21 @@ def stage_wheels(args: list[str]) -> Path:
 def plugin_tests(session: nox.Session) -> None:
     """The plugin's tests, with regressions against another core: -- --spec F --baseline V."""
     install_project(session)
-    session.run("vpr", "plugin-tests", *spec_args(session))
+    vpr(session, "plugin-tests", *spec_args(session))
 
 
 @nox.session(python=PYTHON)
 def bisect(session: nox.Session) -> None:
     """The first breaking core version or commit: -- --spec F --good A --bad B [--repo URL]."""
     install_project(session)
-    session.run("vpr", "bisect", *spec_args(session))
+    vpr(session, "bisect", *spec_args(session))
 
 
 @nox.session(python=PYTHON)
 def matrix(session: nox.Session) -> None:
     """The version matrix: -- --spec F [--lowest V] [--repo URL]."""
     install_project(session)
-    session.run("vpr", "matrix", "run", *spec_args(session))
+    vpr(session, "matrix", "run", *spec_args(session))
 
 
 @nox.session(python=PYTHON)
@@ -233,8 +233,8 @@ def nightly(session: nox.Session) -> None:
     env = _signing_env(session)
     args = spec_args(session)
     spec = args[args.index("--spec") + 1]
-    session.run("vpr", "build-plugin", "--spec", spec, env=env)
-    session.run("vpr", "nightly", *args, env=env)
+    vpr(session, "build-plugin", "--spec", spec, env=env)
+    vpr(session, "nightly", *args, env=env)
 
 
 def _signing_env(session: nox.Session) -> dict[str, str]:
