@@ -8,6 +8,9 @@ nox -s lint                    ruff lint + format check
 nox -s bench                   side-by-side benchmarks (ratios, medians)
 nox -s lock                    re-resolve every hash-locked file under constraints/
 nox -s build-core -- --spec FILE
+nox -s bisect -- --spec FILE --good A --bad B   the first breaking core version or commit
+nox -s nightly -- --spec FILE --repo URL        the plugin against core main (backs off)
+nox -s matrix -- --spec FILE                    the version matrix
 """
 
 from __future__ import annotations
@@ -37,13 +40,34 @@ def spec_args(session: nox.Session) -> list[str]:
     return spec_args_from(list(session.posargs))
 
 
+OUTSIDE_FAILURE = 3  # vpr's exit code for a network, index or engine failure
+
+
+def vpr(session: nox.Session, *args: str, env: dict[str, str] | None = None) -> None:
+    """Run `vpr ARGS`; an outside failure (exit 3) is retried once, and a failure ends nox
+    with vpr's own exit code (1 gate failed, 2 bad input, 3 outside failure), not nox's 1,
+    so CI can tell them apart. Finished stages are cached: a retry redoes only the rest."""
+    for attempt in (1, 2):
+        try:
+            session.run("vpr", *args, env=env)
+            return
+        except nox.command.CommandFailed as exc:
+            code = exc.return_code or 1
+            if code == OUTSIDE_FAILURE and attempt == 1:
+                session.warn("vpr: outside failure (exit 3); retrying once")
+                continue
+            session.warn(f"vpr exited {code}; nox exits {code} too")
+            raise SystemExit(code) from None
+
+
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff (lint + format) and the layer contracts (import-linter, see docs/architecture.md)."""
+    """ruff (lint + format), the layer contracts (import-linter), actionlint (workflows)."""
     install_project(session, "lint")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("lint-imports")
+    session.run("actionlint")  # offline: .github/workflows/ with .github/actionlint.yaml
 
 
 @nox.session(python=PYTHON)
@@ -76,31 +100,31 @@ def lock(session: nox.Session) -> None:
         DEV_CONSTRAINTS,
     )
     install_project(session)
-    session.run("vpr", "lock", *spec_args(session))
+    vpr(session, "lock", *spec_args(session))
 
 
 @nox.session(name="build-core", python=PYTHON)
 def build_core(session: nox.Session) -> None:
+    """Build the vLLM wheel (empty target) twice and compare: nox -s build-core -- --spec F."""
     install_project(session)
-    session.run("vpr", "build-core", *spec_args(session))
+    vpr(session, "build-core", *spec_args(session))
 
 
 @nox.session(python=PYTHON)
 def release(session: nox.Session) -> None:
     """Every stage in order for one pairing; each stage reuses its cached result."""
     install_project(session)
-    session.run("vpr", "release", *spec_args(session))
+    vpr(session, "release", *spec_args(session))
 
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
+    """Side-by-side benchmarks, medians and ratios: nox -s bench -- [build_core env ...]."""
     install_project(session, "bench")
     session.run("python", "-m", "benchmarks", *session.posargs)
 
 
 # -- moving to a new core release, and the hardware runner (.github/workflows/) -----------
-
-HARDWARE_SPEC = "buildspec/tt.toml"
 
 
 @nox.session(python=PYTHON)
@@ -110,14 +134,14 @@ def bump(session: nox.Session) -> None:
     if not args or args[0].startswith("-"):
         session.error("usage: nox -s bump -- VERSION [--spec FILE] [vpr bump options]")
     install_project(session)
-    session.run("vpr", "bump", "--core", args[0], *spec_args_from(args[1:]))
+    vpr(session, "bump", "--core", args[0], *spec_args_from(args[1:]))
 
 
 @nox.session(python=PYTHON)
 def upstream(session: nox.Session) -> None:
     """Core releases newer than the pin: nox -s upstream -- [--spec FILE] [--json]."""
     install_project(session)
-    session.run("vpr", "upstream", *spec_args(session))
+    vpr(session, "upstream", *spec_args(session))
 
 
 @nox.session(name="conform-hardware", python=PYTHON)
@@ -130,38 +154,107 @@ def conform_hardware(session: nox.Session) -> None:
     args = list(session.posargs)
     if "--plan" in args:
         args.remove("--plan")
-        session.run("vpr", "hardware-plan", *args)
+        vpr(session, "hardware-plan", *args)
         return
-    session.run("vpr", "conform-hardware", *spec_args_from(args, HARDWARE_SPEC))
+    if "--spec" not in args:  # the spec names the hardware part; no vendor is the default
+        session.error(
+            "usage: nox -s conform-hardware -- --spec FILE [vpr conform-hardware options]"
+        )
+    vpr(session, "conform-hardware", *args)
 
 
 @nox.session(python=PYTHON)
 def publish(session: nox.Session) -> None:
     """Sign the manifest and publish the pairing (after conformance): nox -s publish -- --spec F.
 
+    --sign-only: sign, and copy the wheels into dist/NAME/upload/ for trusted publishing
+    (release.yml uploads them with PEP 740 attestations; `vpr publish` then finds them).
     CI secrets: the PEM private key in $VPR_SIGNING_KEY_PEM (and its public half in
     $VPR_SIGNING_PUB_PEM) are written to private temporary files for `vpr`.
     """
     install_project(session)
-    env = {}
-    pem = os.environ.get("VPR_SIGNING_KEY_PEM")
-    if pem:
-        key = Path(session.create_tmp()) / "manifest-signing.key"
-        for path, text in ((key, pem), (Path(f"{key}.pub"), os.environ.get("VPR_SIGNING_PUB_PEM"))):
-            if text:
-                path.touch(mode=0o600)
-                path.write_text(text if text.endswith("\n") else text + "\n")
-        env["VPR_SIGNING_KEY"] = str(key)
+    env = _signing_env(session)
     args = spec_args(session)
-    session.run("vpr", "manifest", "build", *args, env=env)
-    session.run("vpr", "publish", *args, env=env)
+    sign_only = "--sign-only" in args
+    if sign_only:
+        args.remove("--sign-only")
+    vpr(session, "manifest", "build", *args, env=env)
+    if sign_only:  # trusted publishing uploads next (release.yml); `vpr publish` after it
+        session.log(f"wheels staged for upload in {stage_wheels(args)}")
+        return
+    vpr(session, "publish", *args, env=env)
+
+
+def stage_wheels(args: list[str]) -> Path:
+    """Copy dist/NAME/*.whl alone into dist/NAME/upload/ (an upload action takes a folder)."""
+    import shutil
+
+    import tomllib
+
+    spec = Path(args[args.index("--spec") + 1])
+    dist_root = Path(args[args.index("--dist") + 1]) if "--dist" in args else ROOT / "dist"
+    dist = dist_root / tomllib.loads(spec.read_text())["name"]
+    upload = dist / "upload"
+    shutil.rmtree(upload, ignore_errors=True)
+    upload.mkdir(parents=True)
+    for wheel in sorted(dist.glob("*.whl")):
+        shutil.copy2(wheel, upload / wheel.name)
+    return upload
+
+
+@nox.session(name="plugin-tests", python=PYTHON)
+def plugin_tests(session: nox.Session) -> None:
+    """The plugin's tests, with regressions against another core: -- --spec F --baseline V."""
+    install_project(session)
+    vpr(session, "plugin-tests", *spec_args(session))
+
+
+@nox.session(python=PYTHON)
+def bisect(session: nox.Session) -> None:
+    """The first breaking core version or commit: -- --spec F --good A --bad B [--repo URL]."""
+    install_project(session)
+    vpr(session, "bisect", *spec_args(session))
+
+
+@nox.session(python=PYTHON)
+def matrix(session: nox.Session) -> None:
+    """The version matrix: -- --spec F [--lowest V] [--repo URL]."""
+    install_project(session)
+    vpr(session, "matrix", "run", *spec_args(session))
+
+
+@nox.session(python=PYTHON)
+def nightly(session: nox.Session) -> None:
+    """The plugin against core main (build-plugin first): -- --spec F --repo URL [--force].
+
+    CI secrets as for `publish`: $VPR_SIGNING_KEY_PEM (and $VPR_SIGNING_PUB_PEM) sign the
+    last-known-good pointer and the ledger entry."""
+    install_project(session)
+    env = _signing_env(session)
+    args = spec_args(session)
+    spec = args[args.index("--spec") + 1]
+    vpr(session, "build-plugin", "--spec", spec, env=env)
+    vpr(session, "nightly", *args, env=env)
+
+
+def _signing_env(session: nox.Session) -> dict[str, str]:
+    """The signing key from CI secrets, written to private temporary files for `vpr`."""
+    pem = os.environ.get("VPR_SIGNING_KEY_PEM")
+    if not pem:
+        return {}
+    key = Path(session.create_tmp()) / "manifest-signing.key"
+    for path, text in ((key, pem), (Path(f"{key}.pub"), os.environ.get("VPR_SIGNING_PUB_PEM"))):
+        if text:
+            path.touch(mode=0o600)
+            path.write_text(text if text.endswith("\n") else text + "\n")
+    return {"VPR_SIGNING_KEY": str(key)}
 
 
 @nox.session(name="pr-body", python=PYTHON)
 def pr_body(session: nox.Session) -> None:
     """A bump pull request's body: nox -s pr-body -- --spec F --report R --out FILE."""
     install_project(session)
-    session.run("vpr", "pr-body", *spec_args(session))
+    vpr(session, "pr-body", *spec_args(session))
 
 
 def spec_args_from(args: list[str], default: str = DEFAULT_SPEC) -> list[str]:

@@ -1,28 +1,144 @@
-"""`python -m benchmarks [NAME ...]`: run the benchmarks side by side, print ratios.
+"""`python -m benchmarks [--repeats N] [NAME ...]`: run the benchmarks side by side, print
+each measure of issue 16's table with its target, write .vpr/bench/results.json.
 
-Results are also written to .vpr/bench/results.json (run-specific, not committed).
+Every figure is a median of repeated runs in this one process run, and the ratios are
+between cases measured side by side (same machine, same load), never absolute timings
+asserted in tests. On a shared machine the absolute seconds (cold release, replay) move
+with the load: compare ratios, and re-run when the machine is quiet.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import sys
+from collections.abc import Callable
+from typing import Any
+
+from rich.table import Table
 
 from benchmarks.common import REPO, console
 
-BENCHES = ("build_core", "env", "isolation", "replay", "release", "store")
+BENCHES = (
+    "build_core",
+    "container",
+    "env",
+    "isolation",
+    "replay",
+    "release",
+    "store",
+    "upstream",
+)
+
+
+def _isolation(repeats: int | None) -> dict[str, Any]:
+    from benchmarks import bench_isolation
+
+    result = bench_isolation.run(bench_isolation._verified_tree(), repeats or 5)
+    bench_isolation._print(result)
+    return result
+
+
+def _run(name: str, repeats: int | None) -> dict[str, Any]:
+    if name == "isolation":
+        return _isolation(repeats)
+    module = importlib.import_module(f"benchmarks.bench_{name}")
+    if name == "replay":
+        return module.main([])
+    if name == "store":
+        return module.main(["--repeats", str(repeats)] if repeats else [])
+    if name == "release":
+        return module.main(*((repeats, repeats) if repeats else ()))
+    return module.main(*((repeats,) if repeats else ()))
+
+
+def _ratio(bench: str, label: str) -> Callable[[dict[str, Any]], float | None]:
+    return lambda r: r.get(bench, {}).get("ratios", {}).get(label, {}).get("ratio")
+
+
+def _key(bench: str, *path: str) -> Callable[[dict[str, Any]], float | None]:
+    def get(r: dict[str, Any]) -> float | None:
+        value: Any = r.get(bench, {})
+        for key in path:
+            value = value.get(key, {}) if isinstance(value, dict) else {}
+        return value if isinstance(value, int | float) else None
+
+    return get
+
+
+# Issue 16's table: (measure, bench, figure, target, unit); target None: shown, not judged.
+ROWS: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None], float | None, str], ...] = (
+    ("vpr build-core cold / bare python -m build", "build_core",
+     _ratio("build_core", "cold / bare"), 1.0, "x"),
+    ("vpr build-core warm / cold", "build_core", _ratio("build_core", "warm / cold"), 0.02, "x"),
+    ("vpr env (hashes + in-env checks) / plain uv pip install", "env",
+     _ratio("env", "vpr env / plain"), 2.0, "x"),
+    ("  the install alone / plain uv pip install", "env",
+     _ratio("env", "install only / plain"), None, "x"),
+    ("vpr scan-core end to end / rg -w -i", "isolation", _key("isolation", "cli_ratio"), 1.5, "x"),
+    ("  in-process scan / rg -w -i", "isolation", _key("isolation", "ratio"), None, "x"),
+    ("replay of 10,000 requests, both schedulers", "replay", _key("replay", "total_s"), 20.0,
+     " s"),
+    ("  the same in the warm worker (as vpr conform runs it)", "replay",
+     _key("replay", "warm_worker_total_s"), 20.0, " s"),
+    ("  replay overhead (wall / inside the schedulers)", "replay",
+     _key("replay", "overhead_ratio"), 1.1, "x"),
+    ("vpr release cold (fresh .vpr, warm uv cache)", "release",
+     _key("release", "medians", "cold release (fresh .vpr)"), 60.0, " s"),
+    ("vpr release warm / cold", "release", _ratio("release", "warm / cold"), 0.02, "x"),
+)  # fmt: skip
+
+
+def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The table's rows for the benches that ran: figure, target, met."""
+    rows = []
+    for measure, bench, figure, target, unit in ROWS:
+        if bench not in results:
+            continue
+        value = figure(results)
+        met = None if value is None or target is None else value <= target
+        rows.append(
+            {"measure": measure.strip(), "value": value, "target": target, "unit": unit.strip(),
+             "met": met}
+        )  # fmt: skip
+    return rows
+
+
+def print_summary(rows: list[dict[str, Any]]) -> None:
+    table = Table(title="issue 16 targets (medians, side by side in this run)")
+    table.add_column("measure")
+    table.add_column("now", justify="right")
+    table.add_column("target", justify="right")
+    table.add_column("")
+    for row in rows:
+        unit = "" if row["unit"] == "x" else " "
+        value = "n/a" if row["value"] is None else f"{row['value']:.3f}{unit}{row['unit']}"
+        target = "-" if row["target"] is None else f"<= {row['target']}{unit}{row['unit']}"
+        verdict = {True: "[green]meets", False: "[red]MISSES", None: ""}[row["met"]]
+        table.add_row(row["measure"], value, target, verdict)
+    console.print(table)
 
 
 def main(argv: list[str]) -> int:
-    names = argv or list(BENCHES)
-    results = {}
-    for name in names:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("names", nargs="*", metavar="NAME", help=", ".join(BENCHES))
+    parser.add_argument("--repeats", type=int, help="repeats per case (default: each bench's)")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.names) - set(BENCHES))
+    if unknown:
+        parser.error(f"unknown bench {', '.join(unknown)}; expected some of {', '.join(BENCHES)}")
+    results: dict[str, Any] = {}
+    for name in args.names or BENCHES:
         console.rule(f"bench {name}")
-        results[name] = importlib.import_module(f"benchmarks.bench_{name}").main()
+        results[name] = _run(name, args.repeats)
+    rows = summary(results)
+    print_summary(rows)
+    results["targets"] = rows
     out = REPO / ".vpr" / "bench"
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    console.print(f"written: {out / 'results.json'}")
     return 0
 
 

@@ -1,10 +1,11 @@
-"""Issue 5 targets for the scheduler replay, on 10,000 requests:
+"""Issue 16 targets for the scheduler replay, on 10,000 requests (issue 5's were 1.25x
+and 60 s):
 
 - harness overhead: replay wall time (the loop around the schedulers, plus encoding
-  the token timelines) <= 1.25x the time spent inside `schedule()` +
+  the token timelines) <= 1.1x the time spent inside `schedule()` +
   `update_from_output()`;
 - 10,000 requests through both schedulers (the reference plugin's and upstream
-  vLLM's) in <= 60 s, counted as the whole in-environment run: vLLM import,
+  vLLM's) in <= 20 s, counted as the whole in-environment run: vLLM import,
   scheduler construction, both replays and the result's serialisation.
 
 The pairing env's python comes from the argument, else VPR_BENCH_VLLM_PYTHON /
@@ -39,8 +40,8 @@ BENCH_REPLAY: dict[str, Any] = {
     "max_num_batched_tokens": 2048,
     "cost_model": {"a": 0.004, "b": 0.00005, "c": 0.0002},
 }
-OVERHEAD_TARGET = 1.25
-TOTAL_TARGET_S = 60.0
+OVERHEAD_TARGET = 1.1
+TOTAL_TARGET_S = 20.0
 
 
 def run(python: Path, requests: int = 10000) -> dict[str, Any]:
@@ -57,6 +58,7 @@ def run(python: Path, requests: int = 10000) -> dict[str, Any]:
     report, _ = build_report(raw, request_mix, name="bench", replay_config={})
     metrics_s = time.perf_counter() - t0
     timing = timing_report(raw)
+    warm_s = _warm_total(python, request_mix, replay_config)
     return {
         "requests": requests,
         "steps": {side: report[side]["steps"] for side in ("plugin", "upstream")},
@@ -67,6 +69,9 @@ def run(python: Path, requests: int = 10000) -> dict[str, Any]:
         "per_scheduler": {side: timing[side] for side in ("plugin", "upstream")},
         "import_s": round(timing["import_s"] or 0.0, 3),
         "total_s": round(total, 3),
+        # The same run in the pairing env's warm worker, its imports already done (how
+        # `vpr conform` runs it: the worker's imports overlap with the other checks).
+        "warm_worker_total_s": round(warm_s, 3),
         "host_metrics_s": round(metrics_s, 3),
         "targets": {
             "overhead_ratio": {
@@ -76,6 +81,18 @@ def run(python: Path, requests: int = 10000) -> dict[str, Any]:
             "total_s": {"target": TOTAL_TARGET_S, "met": total <= TOTAL_TARGET_S},
         },
     }
+
+
+def _warm_total(python: Path, request_mix: Any, replay_config: Any) -> float:
+    from vllm_plugin_release.edges import envrun
+    from vllm_plugin_release.replay import runner
+
+    with envrun.warm(python) as worker:
+        if worker is None or not worker.wait_ready(600):
+            raise SystemExit("bench_replay: the warm worker did not start")
+        start = time.perf_counter()
+        runner.run_raw(python, request_mix, replay_config)
+        return time.perf_counter() - start
 
 
 def _python() -> Path:
@@ -107,6 +124,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{result['replay_wall_s']:.2f} s: overhead x{result['overhead_ratio']} (target <= "
         f"{OVERHEAD_TARGET}: "
         f"{'meets' if result['targets']['overhead_ratio']['met'] else 'MISSES'})"
+    )
+    print(
+        f"  in the warm worker (imports done before, as in `vpr conform`): "
+        f"{result['warm_worker_total_s']:.1f} s"
     )
     for side, figures in result["per_scheduler"].items():
         print(

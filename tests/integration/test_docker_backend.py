@@ -1,15 +1,21 @@
-"""The docker backend: refusals that need no engine here, the real build where one exists."""
+"""The container runner: refusals that need no engine, and the real thing where an engine
+runs (here: Podman's Docker API, started by .ci/run). Without one they skip, saying why."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.support import REFERENCE_SPEC, REPO, vpr
 from vllm_plugin_release.core.errors import OutsideFailure
-from vllm_plugin_release.edges.container import connect
+from vllm_plugin_release.edges.container import LABEL, connect, owner_label
 
 
 def engine_reason() -> str | None:
@@ -20,8 +26,20 @@ def engine_reason() -> str | None:
     return None
 
 
-def docker_spec(tmp_path: Path, dockerfile: str | None = None) -> Path:
+NO_ENGINE = engine_reason()
+needs_engine = pytest.mark.skipif(NO_ENGINE is not None, reason=f"no container engine: {NO_ENGINE}")
+PINNED = next(
+    line.split("=", 1)[1].strip().strip('"')
+    for line in REFERENCE_SPEC.read_text().splitlines()
+    if line.startswith("base_image")
+)
+
+
+def docker_spec(
+    tmp_path: Path, dockerfile: str | None = None, *, image: str = PINNED, python: str = "3.11"
+) -> Path:
     text = REFERENCE_SPEC.read_text().replace('backend = "local"', 'backend = "docker"', 1)
+    text = text.replace(PINNED, image, 1).replace('python = "3.11"', f'python = "{python}"', 1)
     path = REPO / "docker" / "build.Dockerfile"
     if dockerfile is not None:
         path = tmp_path / "bad.Dockerfile"
@@ -36,18 +54,39 @@ def docker_spec(tmp_path: Path, dockerfile: str | None = None) -> Path:
     return spec
 
 
-def test_unpinned_from_is_refused_with_its_line(tmp_path: Path, cache_root: Path) -> None:
-    spec = docker_spec(tmp_path, "# build image\nARG X=1\nFROM python:3.11-slim\nRUN true\n")
-    done = vpr(
+def build_core(
+    spec: Path, cache_root: Path, dist: Path, *extra: str
+) -> subprocess.CompletedProcess:
+    return vpr(
         "build-core",
         "--spec",
         str(spec),
         "--cache-dir",
         str(cache_root),
         "--dist",
-        str(tmp_path / "dist"),
+        str(dist),
+        *extra,
         check=False,
     )
+
+
+@pytest.fixture(scope="session")
+def pinned_image(cache_root: Path) -> subprocess.CompletedProcess:
+    """`vpr image build` of the reference spec, once per session (about a minute and a
+    half): it exits 1 unless the image made here has the digest the spec pins."""
+    if NO_ENGINE is not None:
+        pytest.skip(f"no container engine: {NO_ENGINE}")
+    done = vpr(
+        "image", "build", "--spec", str(REFERENCE_SPEC), "--cache-dir", str(cache_root), check=False
+    )
+    if done.returncode == 3:  # no mmdebstrap or no Debian mirror here: say so, do not fail
+        pytest.skip(f"the Debian-based image cannot be made here: {done.stderr.strip()[-400:]}")
+    return done
+
+
+def test_unpinned_from_is_refused_with_its_line(tmp_path: Path, cache_root: Path) -> None:
+    spec = docker_spec(tmp_path, "# build image\nARG X=1\nFROM python:3.11-slim\nRUN true\n")
+    done = build_core(spec, cache_root, tmp_path / "dist")
     assert done.returncode == 2, done.stderr
     assert f"{tmp_path / 'bad.Dockerfile'}:3: FROM python:3.11-slim is not pinned by digest" in (
         done.stderr
@@ -55,40 +94,175 @@ def test_unpinned_from_is_refused_with_its_line(tmp_path: Path, cache_root: Path
     assert not (tmp_path / "dist").exists()
 
 
-@pytest.mark.skipif(engine_reason() is None, reason="a container engine is reachable here")
+@pytest.mark.skipif(NO_ENGINE is None, reason="a container engine is reachable here")
 def test_no_engine_is_an_outside_failure(tmp_path: Path, cache_root: Path) -> None:
-    done = vpr(
-        "build-core",
-        "--spec",
-        str(docker_spec(tmp_path)),
-        "--cache-dir",
-        str(cache_root),
-        "--dist",
-        str(tmp_path / "dist"),
-        check=False,
-    )
+    done = build_core(docker_spec(tmp_path), cache_root, tmp_path / "dist")
     assert done.returncode == 3, done.stderr
     assert "no reachable container engine" in done.stderr
+    assert "podman system service" in done.stderr  # what to start
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "dist").exists()
 
 
 @pytest.mark.docker
-@pytest.mark.skipif(engine_reason() is not None, reason=f"no container engine: {engine_reason()}")
-def test_docker_build_matches_the_local_recipe(tmp_path: Path, cache_root: Path) -> None:
-    """Where an engine exists (CI on GitHub-hosted runners): the same recipe in a container."""
+@needs_engine
+def test_debian_image_has_the_pinned_digest(pinned_image: subprocess.CompletedProcess) -> None:
+    """Made from Debian packages here, the image's digest is the one the spec records."""
+    assert pinned_image.returncode == 0, pinned_image.stderr
+    assert pinned_image.stdout.strip() == PINNED
+
+
+@pytest.mark.docker
+@needs_engine
+def test_container_core_wheel_is_the_local_one(
+    pinned_image: subprocess.CompletedProcess, core_build: dict, cache_root: Path, tmp_path: Path
+) -> None:
+    """build-core in the pinned container gives the same bytes as the local build."""
+    assert pinned_image.returncode == 0, pinned_image.stderr
+    done = build_core(REFERENCE_SPEC, cache_root, tmp_path / "dist", "--runner-backend", "docker")
+    assert done.returncode == 0, done.stderr
+    record = json.loads((tmp_path / "dist" / "reference" / "build-core.json").read_text())
+    assert record["reproducible"] is True
+    assert record["backend"]["kind"] == "docker"
+    assert record["backend"]["image_id"] == "sha256:" + PINNED.split("@sha256:")[1]
+    if record["wheel"]["sha256"] != core_build["wheel"]["sha256"]:
+        from vllm_plugin_release.core.wheeldiff import diff_wheels
+
+        wheel = tmp_path / "dist" / "reference" / record["wheel"]["filename"]
+        members = diff_wheels(Path(core_build["_wheel_path"]), wheel)
+        inputs = {
+            k: (core_build[k], record[k]) for k in ("python", "env") if core_build[k] != record[k]
+        }
+        pytest.fail(f"container and local wheels differ; inputs {inputs}; members {members[:20]}")
+
+
+@pytest.mark.docker
+@needs_engine
+def test_container_plugin_wheel_is_the_local_one(
+    pinned_image: subprocess.CompletedProcess, cache_root: Path, tmp_path: Path
+) -> None:
+    assert pinned_image.returncode == 0, pinned_image.stderr
+    records = {}
+    for backend in ("local", "docker"):
+        dist = tmp_path / backend
+        done = vpr(
+            "build-plugin",
+            "--spec",
+            str(REFERENCE_SPEC),
+            "--cache-dir",
+            str(cache_root),
+            "--dist",
+            str(dist),
+            "--runner-backend",
+            backend,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        records[backend] = json.loads((dist / "reference" / "build-plugin.json").read_text())
+    assert records["docker"]["backend"]["image_id"] == "sha256:" + PINNED.split("@sha256:")[1]
+    assert records["local"]["backend"] == {"kind": "local"}
+    assert records["docker"]["wheel"] == records["local"]["wheel"]  # name and sha256
+
+
+@pytest.mark.docker
+@needs_engine
+def test_another_digest_is_refused_naming_both(
+    pinned_image: subprocess.CompletedProcess, cache_root: Path, tmp_path: Path
+) -> None:
+    assert pinned_image.returncode == 0, pinned_image.stderr
+    name, digest = PINNED.split("@sha256:")
+    wrong = "0" * 64
+    done = build_core(
+        docker_spec(tmp_path, image=f"{name}@sha256:{wrong}"), cache_root, tmp_path / "d"
+    )
+    assert done.returncode == 1, done.stderr
+    assert f"sha256:{digest} is not the pinned sha256:{wrong}" in done.stderr
+    assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.docker
+@needs_engine
+def test_an_absent_image_says_how_to_get_it(cache_root: Path, tmp_path: Path) -> None:
+    absent = "localhost/vpr-absent:1@sha256:" + "1" * 64
+    done = build_core(docker_spec(tmp_path, image=absent), cache_root, tmp_path / "d")
+    assert done.returncode == 3, done.stderr
+    assert f"image {absent} is not in the container engine" in done.stderr
+    assert "vpr image build" in done.stderr
+    assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.docker
+@needs_engine
+def test_an_image_without_the_spec_python_is_named(
+    pinned_image: subprocess.CompletedProcess, cache_root: Path, tmp_path: Path
+) -> None:
+    assert pinned_image.returncode == 0, pinned_image.stderr
+    done = build_core(docker_spec(tmp_path, python="3.12"), cache_root, tmp_path / "d")
+    assert done.returncode == 3, done.stderr
+    assert f"image {PINNED} has no python3.12" in done.stderr
+    assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.docker
+@needs_engine
+def test_a_killed_run_leaves_no_container(
+    pinned_image: subprocess.CompletedProcess, cache_root: Path, tmp_path: Path
+) -> None:
+    """SIGKILL mid-build: nothing in dist/, and the next run removes the orphan container."""
+    assert pinned_image.returncode == 0, pinned_image.stderr
+    client = connect()
+    spec = docker_spec(tmp_path)
+    dist = tmp_path / "dist"
+    argv = [sys.executable, "-m", "vllm_plugin_release", "build-core", "--spec", str(spec)]
+    argv += ["--cache-dir", str(cache_root), "--dist", str(dist), "--force"]
+    child = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    owner = {"label": f"{LABEL}={owner_label(child.pid)}"}
+    deadline = time.monotonic() + 600
+    while not client.containers.list(filters=owner) and time.monotonic() < deadline:
+        assert child.poll() is None, "the build ended before a container started"
+        time.sleep(0.5)
+    assert client.containers.list(filters=owner), "no container of the run appeared"
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    assert not dist.exists()
+    # The next run (here one that is refused at once) removes what the killed one left.
+    build_core(
+        docker_spec(tmp_path, image=PINNED.split("@")[0] + "@sha256:" + "0" * 64),
+        cache_root,
+        tmp_path / "d2",
+    )
+    assert client.containers.list(all=True, filters=owner) == []
+
+
+@pytest.mark.docker
+@needs_engine
+def test_release_in_the_pinned_container_is_pilot(
+    pinned_image: subprocess.CompletedProcess, cache_root: Path, tmp_path: Path
+) -> None:
+    """`vpr release --runner-backend docker`: every stage that runs core or plugin code ran
+    in the pinned image (run.json), the manifest records it, and the verdict is pilot."""
+    assert pinned_image.returncode == 0, pinned_image.stderr
+    dist = tmp_path / "dist"
     done = vpr(
-        "build-core",
+        "release",
         "--spec",
-        str(docker_spec(tmp_path)),
+        str(REFERENCE_SPEC),
+        "--runner-backend",
+        "docker",
+        "--no-publish",
         "--cache-dir",
         str(cache_root),
         "--dist",
-        str(tmp_path / "dist"),
-        cwd=REPO,
+        str(dist),
+        check=False,
     )
-    record = json.loads((tmp_path / "dist" / "reference" / "build-core.json").read_text())
-    assert record["reproducible"] is True, done.stderr
-    assert record["backend"]["kind"] == "docker"
-    assert record["backend"]["image_id"]
-    assert "@sha256:" in record["backend"]["base_image"]
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = dist / "reference"
+    image_id = "sha256:" + PINNED.split("@sha256:")[1]
+    ran_in = json.loads((out / "run.json").read_text())["release"]["ran_in"]
+    assert set(ran_in) == {"build-core", "build-plugin", "env", "conform (in-env parts)"}
+    for stage, backend in ran_in.items():
+        assert backend == {"kind": "docker", "base_image": PINNED, "image_id": image_id}, stage
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["container"]["image_id"] == image_id
+    assert json.loads((out / "scorecard.json").read_text())["verdict"] == "pilot"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -57,6 +58,24 @@ def test_release_reference_pairing(
         "conform",
         "manifest",
         "publish",
+        "ledger",
+    }
+    # each release appended its verdict to the store's signed ledger, read back verified
+    entries = json.loads(
+        vpr("manifest", "ledger", "--store", str(store), "--key", f"{key}.pub", "--json").stdout
+    )
+    assert [(e["seq"], e["kind"], e["verdict"]) for e in entries] == [
+        (1, "release", "pilot"),
+        (2, "release", "pilot"),
+    ]
+    assert entries[1]["core"]["version"] == manifest["core"]["version"]
+    assert entries[1]["plugin"]["commit"] == manifest["plugin"]["commit"]
+    assert entries[1]["manifest_sha256"] == hashlib.sha256(before).hexdigest()
+    # the release lag, as the cadence check measured it, is in the ledger
+    cadence = card["checks"]["cadence"]["details"]
+    assert entries[1]["lag"] == {
+        "days": cadence["lag_days"],
+        "minor_releases": cadence["lag_minor"],
     }
     assert (
         run["publish"]["certified_at"] == index["pairings"][manifest["pairing_id"]]["certified_at"]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from tests.support import REPO, api_spec
+from tests.support import REFERENCE_SPEC, REPO, api_spec
 from vllm_plugin_release.cli import main
 from vllm_plugin_release.conform import api, apicontract
 from vllm_plugin_release.conform.api import (
@@ -25,6 +25,7 @@ from vllm_plugin_release.conform.api import (
 from vllm_plugin_release.conform.apichange import KINDS, Change
 from vllm_plugin_release.conform.apicontract import dump_contract, load_contract
 from vllm_plugin_release.conform.apidiff import diff_contracts, diff_schemas
+from vllm_plugin_release.conform.registry import load_spec
 from vllm_plugin_release.core.errors import BadInput
 
 SHIPPED = REPO / DEFAULT_CONTRACT
@@ -771,3 +772,24 @@ def test_shipped_contract_is_valid_deterministic_and_small():
     }
     assert {"/v1/chat/completions", "/v1/completions", "/v1/models"} <= set(doc["openapi"]["paths"])
     assert diff_contracts(doc, doc) == []
+
+
+def test_default_contract_is_the_newest_older_than_the_core(tmp_path):
+    """The previous release's clients, not a fixed 0.25.1 (issue 12, item 8)."""
+    from vllm_plugin_release.conform.api import default_contract
+
+    root = tmp_path / "repo"
+    (root / "buildspec" / "contracts").mkdir(parents=True)
+    for version in ("0.18.0", "0.25.1", "0.26.0", "0.27.0", "x"):
+        (root / "buildspec" / "contracts" / f"vllm-{version}-openai.json").write_text("{}")
+    (root / "pyproject.toml").write_text("")
+
+    def at(core):
+        text = REFERENCE_SPEC.read_text().replace('version = "0.26.0"', f'version = "{core}"', 1)
+        (root / "buildspec" / "s.toml").write_text(text)
+        return default_contract(load_spec(root / "buildspec" / "s.toml"))
+
+    assert at("0.26.0") == "buildspec/contracts/vllm-0.25.1-openai.json"
+    assert at("0.27.1") == "buildspec/contracts/vllm-0.27.0-openai.json"
+    assert at("0.19.0") == "buildspec/contracts/vllm-0.18.0-openai.json"
+    assert at("0.17.0") == DEFAULT_CONTRACT

@@ -177,6 +177,13 @@ def test_upstream_github_output_and_one_version(project: Path, tmp_path: Path) -
     )
     assert done.returncode == 0
     assert 'versions=["0.26.0"]' in out.read_text() and "count=1" in out.read_text()
+    assert "pinned=0.25.1" in out.read_text()  # the bump job's baseline and bisect's good end
+    # release candidates: listed when the workflow's variable asks for them
+    rc = vpr("upstream", "--spec", spec, cwd=project, env={"VPR_UPSTREAM_PRERELEASES": "true"})
+    assert (
+        "0.26.1rc1" in rc.stdout
+        and "0.26.1rc1" not in run(project, "upstream", "--spec", spec).stdout
+    )
     older = run(project, "upstream", "--spec", spec, "--version", "0.25.0", check=False)
     assert older.returncode == 2 and "not newer" in older.stderr
     missing = run(project, "upstream", "--spec", spec, "--version", "0.99.0", check=False)
@@ -363,6 +370,15 @@ def test_pr_body_has_the_report_and_the_scorecard(project: Path) -> None:
         cwd=project,
     )
     assert "**Verdict: pilot**" in out.read_text() and "Migration report" in out.read_text()
+    assert "Release lag" not in out.read_text()  # no cadence figure: none is made up
+    # the cadence check's lag and the bisection report join the body when the run made them
+    card = {"checks": {"cadence": {"details": {"lag_minor": 1, "lag_days": 26}}}}
+    (dist / "demo-0.25.1" / "scorecard.json").write_text(json.dumps(card))
+    (dist / "demo-0.25.1" / "bisect.md").write_text("### Bisection: 0.25.1 (good) .. 0.26.0\n")
+    body = vpr("pr-body", "--spec", spec, "--report", str(report), "--dist", str(dist), cwd=project)
+    text = body.stdout
+    assert "Release lag of the pinned core: 26 days, 1 minor." in text
+    assert text.index("Migration report") < text.index("### Bisection") < text.index("Verdict")
 
 
 def test_bump_a_git_source_pins_the_new_tags_commit(tmp_path: Path) -> None:

@@ -309,3 +309,41 @@ def test_as_of_is_the_utc_day_not_the_time() -> None:
     )
     assert morning.details["as_of"] == "2026-08-01"
     assert morning.to_json() == evening.to_json()
+
+
+# ---------------------------------------------------------------------------
+# The vllm-project plugins' tags (issue 12, item 8)
+
+RELEASES = {Version(v) for v in ("0.24.0", "0.25.1", "0.25.1rc1", "1.10.0")}
+
+
+@pytest.mark.parametrize(
+    ("tag", "core"),
+    [
+        ("v0.25.1", "0.25.1"),
+        ("v0.25.1rc1", "0.25.1rc1"),
+        ("compat/vllm-0.24.0", "0.24.0"),
+        ("vllm-v0.24.0", "0.24.0"),
+        ("v0.1.0", None),  # the plugin's own version: not a core release
+        ("v2.0.0-rc.9", None),  # a plugin's own semver pre-release
+        ("spyre-next-v0.1.0", None),
+        ("release/v0.25.1", None),
+    ],
+)
+def test_default_tag_forms(tag: str, core: str | None) -> None:
+    found = cadence.tag_core(tag, None, RELEASES)
+    assert (str(found) if found else None) == core
+
+
+def test_a_spec_pattern_replaces_the_release_tag_form() -> None:
+    assert cadence.tag_core("v1.10.0", None, RELEASES) == Version("1.10.0")
+    assert cadence.tag_core("v1.10.0", r"^compat/vllm-(?P<core>.+)$", RELEASES) is None
+
+
+def test_a_vX_Y_ZrcN_tag_names_the_target_and_the_hint_shows_the_forms() -> None:
+    core = [*CORE, (Version("0.26.1rc1"), day("2026-07-30"))]
+    tags = [("v0.1.0", day("2026-06-01"), None), ("v0.26.1rc1", day("2026-08-01"), None)]
+    result = cadence.assess_cadence(core, tags, None, {"include_prereleases": True}, now=NOW)
+    assert result.details["targeted"] == {"version": "0.26.1rc1", "from": "tag v0.26.1rc1"}
+    unknown = cadence.assess_cadence(CORE, [("v2.0.0-rc.9", None, None)], None, {}, now=NOW)
+    assert unknown.status == "fail" and "vX.Y.ZrcN" in unknown.summary

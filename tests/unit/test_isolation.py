@@ -509,3 +509,37 @@ def test_check_result_does_not_depend_on_where_the_tree_is(tmp_path: Path) -> No
     assert first == second
     scan = first["details"]["scans"]["core-tree"]
     assert scan["path"] == "vllm-0.26.0" and "seconds" not in scan
+
+
+# ---------------------------------------------------------------------------
+# RECORD hashes are not code (issue 12, item 10)
+
+# A real urlsafe-base64 sha256 that holds "XNpuR" (a CamelCase boundary before "Npu").
+RECORD_LINE = "vllm/config.py,sha256=q0kXNpuR4xLw2cVb7yTfP0aQm1s8ZkEoJ3uHdGn5iYc,1234\n"
+
+
+def _wheel(path: Path, record: str, extra: dict[str, str] | None = None) -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("vllm/config.py", "x = 1\n")
+        for name, text in (extra or {}).items():
+            zf.writestr(name, text)
+        zf.writestr("vllm-0.26.0.dist-info/RECORD", record)
+    return path
+
+
+def test_record_hashes_are_not_scanned(tmp_path: Path) -> None:
+    assert matches(RECORD_LINE, "npu"), "the fixture must hold a hit for the bad case"
+    report = scan_wheel(_wheel(tmp_path / "a.whl", RECORD_LINE), ["npu"])
+    assert report.hits == [] and report.files_scanned == 2
+
+
+def test_record_paths_are_still_scanned(tmp_path: Path) -> None:
+    record = RECORD_LINE + "vllm/npu/ops.py,sha256=AAAA,10\n"
+    wheel = _wheel(tmp_path / "b.whl", record, {"vllm/npu/ops.py": "y = 2\n"})
+    hits = [(h.path, h.line) for h in scan_wheel(wheel, ["npu"]).hits]
+    assert ("vllm-0.26.0.dist-info/RECORD", 2) in hits
+
+
+def test_a_record_like_file_that_is_not_a_record_is_scanned(tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path / "c.whl", "", {"vllm/RECORD.txt": RECORD_LINE})
+    assert [h.path for h in scan_wheel(wheel, ["npu"]).hits] == ["vllm/RECORD.txt"]

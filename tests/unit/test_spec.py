@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REPO
+from tests.support import REPO, vpr
 from vllm_plugin_release.conform.registry import load_spec, set_spec_value, spec_schema
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.spec import model as specmod
@@ -180,3 +180,35 @@ def test_cli_unknown_command_exit_2() -> None:
 def test_cli_good_spec_exit_0() -> None:
     done = run_cli("spec", "check", str(REFERENCE))
     assert done.returncode == 0, done.stderr
+
+
+def _tt_with_build_python(tmp_path: Path, python: str) -> Path:
+    text = (REPO / "buildspec" / "tt.toml").read_text()
+    old = 'python = "3.10"\nbackend'
+    assert old in text
+    return write(tmp_path, text.replace(old, f'python = "{python}"\nbackend', 1), "tt.toml")
+
+
+def test_build_python_must_be_one_the_runtime_loads(tmp_path: Path) -> None:
+    # The shipped tt spec builds for 3.10, which ttnn ships wheels for.
+    assert load_spec(REPO / "buildspec" / "tt.toml").build.python in ("3.10", "3.12")
+    assert load_spec(_tt_with_build_python(tmp_path, "3.12")).build.python == "3.12"
+    path = _tt_with_build_python(tmp_path, "3.11")
+    with pytest.raises(BadInput) as err:
+        load_spec(path)
+    text = path.read_text()
+    message = str(err.value)
+    # Both keys named, each with its line.
+    build_line = _line_of(text, 'python = "3.11"')
+    runtime_line = _line_of(text, "python = [")
+    assert f"{path}:{build_line}: [build] python = '3.11'" in message
+    assert f"[runtime] python = ['3.10', '3.12'] ({path}:{runtime_line})" in message
+
+
+def test_spec_check_cli_refuses_a_runtime_unloadable_python(tmp_path: Path) -> None:
+    path = _tt_with_build_python(tmp_path, "3.11")
+    done = vpr("spec", "check", str(path), check=False)
+    assert done.returncode == 2, done.stderr
+    assert "[build] python = '3.11'" in done.stderr and "[runtime] python" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert vpr("spec", "check", str(REPO / "buildspec" / "tt.toml"), check=False).returncode == 0

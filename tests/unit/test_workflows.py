@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -72,7 +73,7 @@ def nox_sessions() -> set[str]:
 
 
 def test_the_three_workflows_exist() -> None:
-    assert {p.name for p in FILES} >= {"upstream.yml", "release.yml", "ci.yml"}
+    assert {p.name for p in FILES} >= {"upstream.yml", "release.yml", "ci.yml", "nightly.yml"}
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -143,6 +144,9 @@ def test_least_privilege_and_concurrency(path: Path) -> None:
         if top == {}:
             assert "permissions" in job, f"{path.name}:{name}: set the job's permissions"
         writes = {k for k, v in (perms or {}).items() if v == "write"}
+        if "id-token" in writes:  # OIDC: Sigstore and trusted publishing, in publish only
+            assert (path.name, name) == ("release.yml", "publish"), f"{path.name}:{name}"
+            writes.discard("id-token")
         assert writes <= {"contents", "pull-requests"}, f"{path.name}:{name}: {writes}"
         if writes:
             assert path.name == "upstream.yml", f"{path.name}:{name} needs no write access"
@@ -161,6 +165,25 @@ def test_upstream_workflow_shape() -> None:
     assert "constraints/*.txt" in pr["with"]["add-paths"]
     assert "buildspec/*.toml" in pr["with"]["add-paths"]
     assert "pr-body.md" in pr["with"]["body-path"]
+    # within the hour of a tag, release candidates included unless configured otherwise
+    assert doc["on"]["schedule"][0]["cron"].split()[1] == "*"
+    assert "prereleases" in doc["on"]["workflow_dispatch"]["inputs"]
+    assert "VPR_UPSTREAM_PRERELEASES" in doc["env"]
+    bump_runs = [s.get("run", "") for s in bump["steps"]]
+    for session in ("plugin-tests", "bisect"):
+        assert any(r.startswith(f"nox -s {session} ") for r in bump_runs), session
+    assert any("$GITHUB_STEP_SUMMARY" in r for r in bump_runs)
+
+
+def test_nightly_workflow_shape() -> None:
+    doc = load_workflow(WORKFLOWS / "nightly.yml")
+    assert doc["on"]["schedule"][0]["cron"].split()[1] == "*/8"
+    job = doc["jobs"]["nightly"]
+    runs = [s.get("run", "") for s in job["steps"]]
+    assert any(r.startswith("nox -s nightly ") and "--repo" in r for r in runs)
+    save = next(s for s in job["steps"] if "actions/cache/save" in s.get("uses", ""))
+    assert save["if"] == "always()"  # the backoff state survives a failing run
+    assert job["permissions"] == {"contents": "read"}
 
 
 def test_release_workflow_shape() -> None:
@@ -169,8 +192,7 @@ def test_release_workflow_shape() -> None:
     assert "workflow_dispatch" in doc["on"]
     jobs = doc["jobs"]
     hw = jobs["hardware"]
-    assert hw["runs-on"][:2] == ["self-hosted", "tenstorrent"]
-    assert "matrix.device_class" in hw["runs-on"][2]
+    assert hw["runs-on"] == "${{ matrix.runner_labels }}"  # from the spec, per vendor
     assert "matrix.mesh_device" in hw["env"]["MESH_DEVICE"]
     assert any(s.get("run", "").startswith("nox -s conform-hardware ") for s in hw["steps"])
     assert "build" in hw["needs"]
@@ -404,9 +426,22 @@ def test_hardware_plan(tmp_path: Path) -> None:
     spec = hw_spec(tmp_path)
     done = vpr("hardware-plan", "--spec", str(spec), "--spec", "buildspec/tt.toml", "--json")
     plan = json.loads(done.stdout)
+    labels = ["self-hosted", "tenstorrent", "n300"]
     assert plan["include"] == [
-        {"spec": str(spec), "name": "hw", "device_class": "n300", "mesh_device": "N300"},
-        {"spec": "buildspec/tt.toml", "name": "tt", "device_class": "n300", "mesh_device": "N300"},
+        {
+            "spec": str(spec),
+            "name": "hw",
+            "device_class": "n300",
+            "mesh_device": "N300",
+            "runner_labels": labels,
+        },
+        {
+            "spec": "buildspec/tt.toml",
+            "name": "tt",
+            "device_class": "n300",
+            "mesh_device": "N300",
+            "runner_labels": labels,
+        },
     ]
     assert plan["skipped"] == []
     # a spec without [conformance.hardware] is skipped with the reason
@@ -418,3 +453,38 @@ def test_hardware_plan(tmp_path: Path) -> None:
     lines = dict(line.split("=", 1) for line in out.read_text().splitlines())
     assert json.loads(lines["matrix"])["include"][0]["device_class"] == "n300"
     assert lines["count"] == "1"
+
+
+def test_hardware_expectations_come_from_the_spec(tmp_path: Path) -> None:
+    """Another vendor: its own runner labels, and a plugin that shards with -tp (issue 12,
+    item 7): -tp in serve_args is accepted and the -tp 2 rejection probe is not applicable."""
+    from vllm_plugin_release.conform.hardware import hardware_check, settings
+    from vllm_plugin_release.conform.registry import load_spec
+    from vllm_plugin_release.core.errors import BadInput
+
+    spec = hw_spec(tmp_path, serve_args='["-tp", "2"]')
+    text = spec.read_text()
+    table = 'parallelism = "tp"\nrunner_labels = ["self-hosted", "ascend", "910b"]\n'
+    spec.write_text(text.replace("[conformance.hardware]\n", "[conformance.hardware]\n" + table))
+    plan = json.loads(vpr("hardware-plan", "--spec", str(spec), "--json").stdout)
+    assert plan["include"][0]["runner_labels"] == ["self-hosted", "ascend", "910b"]
+    hw = settings(load_spec(spec))
+    assert hw.parallelism == "tp" and hw.serve_args == ("-tp", "2")
+    tp = {"status": "not-applicable", "detail": "not run"}
+
+    # the probe's observation on such a runner (a record of it, not a double of hardware)
+    found = SimpleNamespace(
+        ok=True,
+        runtime={"module": "torch_npu", "version": "2.10", "file": "x"},
+        devices={"found": ["/dev/davinci0"]},
+        mesh={"value": None},
+        missing=[],
+        to_json=dict,
+    )
+    live = {"status": "pass", "detail": "64 requests completed"}
+    assert hardware_check(found, tp, live).status == "pass"  # type: ignore[arg-type]
+    # the same serve_args are refused for a mesh plugin, naming the key
+    mesh = table.replace('"tp"', '"mesh"', 1)
+    spec.write_text(text.replace("[conformance.hardware]\n", "[conformance.hardware]\n" + mesh))
+    with pytest.raises(BadInput, match="serve_args"):
+        settings(load_spec(spec))

@@ -13,8 +13,10 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 from vllm_plugin_release import __version__
+from vllm_plugin_release.cli import suggest
 from vllm_plugin_release.core.errors import EXIT_BAD_INPUT, EXIT_OUTSIDE, VprError
 
 # Modules that contribute subcommands, in the order `vpr --help` lists them.
@@ -29,8 +31,21 @@ COMMAND_MODULES: tuple[str, ...] = (
     "vllm_plugin_release.cli.api",
     "vllm_plugin_release.cli.replay",
     "vllm_plugin_release.cli.bump",
+    "vllm_plugin_release.cli.bisect",
+    "vllm_plugin_release.cli.matrix",
     "vllm_plugin_release.cli.hardware",
+    "vllm_plugin_release.cli.image",
 )
+
+
+class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """Subcommands whose `--help` always has a description: their `help` line if no other."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        if kwargs.get("description") is None and kwargs.get("help"):
+            text = str(kwargs["help"])
+            kwargs["description"] = text[:1].upper() + text[1:] + ("" if text[-1:] in ".)" else ".")
+        return super().add_parser(name, **kwargs)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,9 +53,29 @@ class _Parser(argparse.ArgumentParser):
     # is shown, so building the parser never imports what the text is made from.
     lazy_epilog: Callable[[], str] | None = None
 
-    def error(self, message: str) -> None:  # exit 2 with a usage line, as argparse does
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", _Commands)
+
+    argv: Sequence[str] = ()  # the command line being parsed (set by the top level)
+
+    def error(self, message: str) -> NoReturn:  # exit 2 with this (sub)command's usage line
         self.print_usage(sys.stderr)
+        message = suggest.explain_choice_error(message)
+        if "arguments are required" in message:  # often a mistyped flag: say which
+            message += suggest.mistyped_flags(self, _Parser.argv)
         self.exit(EXIT_BAD_INPUT, f"vpr: error: {message}\n")
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:
+        # An unknown flag is reported by the subcommand it was given to (its usage, and a
+        # "did you mean"), not by the top level as argparse does.
+        argv = sys.argv[1:] if args is None else list(args)
+        _Parser.argv = argv
+        parsed, extras = self.parse_known_args(argv, namespace)
+        if extras:
+            chosen = suggest.chosen_parser(self, argv)
+            chosen.error(suggest.unknown_arguments(chosen, extras))
+        return parsed
 
     def format_help(self) -> str:
         if self.lazy_epilog is not None:
@@ -61,16 +96,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _seconds(text: str | None, default: float) -> float:
+    try:
+        value = float(text or "")
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help(sys.stderr)
+    if not getattr(args, "func", None):  # `vpr manifest`: the help of `vpr manifest`
+        suggest.chosen_parser(parser, _Parser.argv).print_help(sys.stderr)
         return EXIT_BAD_INPUT
     from vllm_plugin_release.core import progress
 
     # Live displays on a terminal; plain lines in CI logs and pipes.
-    progress.configure(interactive=progress.console.is_terminal and not os.environ.get("CI"))
+    # interactive None: follow the terminal, asked when something is first shown, so a
+    # command that shows nothing never loads rich
+    progress.configure(
+        interactive=False if os.environ.get("CI") else None,
+        heartbeat=_seconds(os.environ.get("VPR_HEARTBEAT"), 15.0),
+        github=os.environ.get("GITHUB_ACTIONS") == "true",
+    )
     from vllm_plugin_release.edges.children import stopped_on_signals
 
     try:

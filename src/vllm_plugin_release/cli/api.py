@@ -15,19 +15,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vllm_plugin_release.conform.api import api_config
-from vllm_plugin_release.conform.apicontract import (
-    capture,
-    contract_from_capture,
-    dump_contract,
-    load_contract,
-)
-from vllm_plugin_release.conform.apidiff import diff_contracts
-from vllm_plugin_release.conform.apireport import render_markdown, render_text
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK
-from vllm_plugin_release.spec.model import Spec
+
+if TYPE_CHECKING:
+    from vllm_plugin_release.spec.model import Spec
+
+# The conform modules are imported by the commands that use them, not when the parser is
+# built: every `vpr` command builds it (`vpr scan-core` start-up, say).
 
 
 def _recorded_env(spec: Spec, dist_root: str) -> dict[str, Any]:
@@ -37,6 +33,12 @@ def _recorded_env(spec: Spec, dist_root: str) -> dict[str, Any]:
 
 
 def _cmd_contract(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.conform.api import api_config
+    from vllm_plugin_release.conform.apicontract import (
+        capture,
+        contract_from_capture,
+        dump_contract,
+    )
     from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.core.cache import atomic_write_text
 
@@ -75,6 +77,10 @@ def _cmd_contract(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.conform.apicontract import load_contract
+    from vllm_plugin_release.conform.apidiff import diff_contracts
+    from vllm_plugin_release.conform.apireport import render_markdown, render_text
+
     old = load_contract(Path(args.old))
     new = load_contract(Path(args.new))
     changes = diff_contracts(old, new)

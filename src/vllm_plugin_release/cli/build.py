@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vllm_plugin_release.core import progress
+from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.edges import cachedir
 
 
@@ -38,10 +38,25 @@ def add_plugin_source(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_backend(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--runner-backend",
+        choices=("local", "docker"),
+        default=None,
+        help="where the stages run: local (this machine) or docker (the pinned "
+        "[build] base_image); default: the spec's [build] backend",
+    )
+
+
+RUNNERS = ("cpu", "hardware")  # conform.registry.RUNNERS, not imported to keep start-up quick
+
+
 def add_runner(parser: argparse.ArgumentParser) -> None:
+    """`--runner`, refused by argparse when not a runner: before anything is fetched."""
     parser.add_argument(
         "--runner",
         default="cpu",
+        choices=RUNNERS,
         help="cpu (default: no accelerator, runtime checks deferred) or hardware",
     )
 
@@ -66,6 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_spec_argument(build)
     add_dirs(build)
+    add_backend(build)
     build.add_argument("--force", action="store_true", help="ignore the cached result")
     build.set_defaults(func=_build_core)
 
@@ -75,6 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_spec_argument(plugin)
     add_dirs(plugin)
     add_plugin_source(plugin)
+    add_backend(plugin)
     plugin.add_argument("--force", action="store_true", help="ignore the cached result")
     plugin.set_defaults(func=_build_plugin)
 
@@ -83,6 +100,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_dirs(env)
     add_plugin_source(env)
     add_runner(env)
+    add_backend(env)
     env.add_argument(
         "--runtime-env",
         type=Path,
@@ -113,7 +131,7 @@ def _inputs(args: argparse.Namespace):
     from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.flows.sources import Inputs
 
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec).with_backend(getattr(args, "runner_backend", None))
     return Inputs(spec, cachedir.from_args(args), getattr(args, "plugin_source", None))
 
 
@@ -129,7 +147,14 @@ def _lock(args: argparse.Namespace) -> int:
 
     inputs = _inputs(args)
     plugin_root = inputs.plugin.root if inputs.spec.plugin else None
-    lock(inputs.spec, inputs.tree, plugin_root, check=args.check)
+    # A plugin with dynamic dependencies: they come from its built wheel, when built.
+    built = Path(args.dist) / inputs.spec.name / records.BUILD_PLUGIN
+    requires_dist = (
+        records.read(built.parent, records.BUILD_PLUGIN)["plugin"].get("requires_dist")
+        if built.is_file()
+        else None
+    )
+    lock(inputs.spec, inputs.tree, plugin_root, check=args.check, requires_dist=requires_dist)
     return 0
 
 

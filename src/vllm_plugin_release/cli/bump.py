@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -33,7 +34,10 @@ def _register_upstream(sub: argparse._SubParsersAction) -> None:
     add_spec_argument(up)
     up.add_argument("--json", action="store_true", help="print the releases as JSON")
     up.add_argument(
-        "--include-prereleases", action="store_true", help="also list rc/beta/dev releases"
+        "--include-prereleases",
+        action="store_true",
+        default=os.environ.get("VPR_UPSTREAM_PRERELEASES", "").lower() in ("1", "true", "yes"),
+        help="also list rc/beta/dev releases (default: $VPR_UPSTREAM_PRERELEASES)",
     )
     up.add_argument("--index", default=None, help="simple API URL (default: the spec's index)")
     up.add_argument(
@@ -46,7 +50,7 @@ def _register_upstream(sub: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--github-output",
         action="store_true",
-        help="also append versions=<JSON list> and count=N to $GITHUB_OUTPUT",
+        help="also append versions=<JSON list>, count=N and pinned=VERSION to $GITHUB_OUTPUT",
     )
     up.set_defaults(func=_upstream)
 
@@ -80,6 +84,12 @@ def _register_bump(sub: argparse._SubParsersAction) -> None:
         "--with-tests",
         action="store_true",
         help="run the plugin's tests on both cores and list regressions (pairing envs)",
+    )
+    bump.add_argument(
+        "--bisect",
+        action="store_true",
+        help="with --with-tests: when tests regress, bisect the published versions between "
+        "the pinned core and the new one (`vpr bisect`) into the migration report",
     )
     bump.add_argument("--tag", default=None, help="git sources: the new tag (default: derived)")
     bump.add_argument(
@@ -132,7 +142,9 @@ def _upstream(args: argparse.Namespace) -> int:
         print(upstream.render_releases(spec, found, index, args.include_prereleases))
     if args.github_output:
         pinnable = [r.version for r in found if r.sha256]
-        github_output({"versions": pinnable, "count": str(len(pinnable))})
+        github_output(
+            {"versions": pinnable, "count": str(len(pinnable)), "pinned": spec.core.version}
+        )
     return EXIT_OK
 
 
@@ -148,6 +160,7 @@ def _bump(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         with_api=args.with_api,
         with_tests=args.with_tests,
+        bisect=args.bisect,
         tag=args.tag,
         plugin_source=args.plugin_source,
         dist_root=Path(args.dist),
@@ -189,6 +202,22 @@ def _name(text: str) -> str:
     return str(tomlkit.parse(text)["name"])
 
 
+def _lag_and_bisect(dist: Path) -> list[str]:
+    """The release lag (cadence check) and the bisection report, when the run made them."""
+    from vllm_plugin_release.flows.bisect import REPORT_MD
+    from vllm_plugin_release.flows.ledger import lag_from_scorecard
+
+    parts = []
+    lag = lag_from_scorecard(dist)
+    if lag is not None:
+        days = "unknown" if lag["days"] is None else f"{lag['days']} days"
+        parts += [f"Release lag of the pinned core: {days}, {lag['minor_releases']} minor.", ""]
+    bisected = dist / REPORT_MD
+    if bisected.exists():
+        parts.append(bisected.read_text(encoding="utf-8"))
+    return parts
+
+
 def _pr_body(args: argparse.Namespace) -> int:
     from vllm_plugin_release.conform.registry import load_spec
 
@@ -206,7 +235,9 @@ def _pr_body(args: argparse.Namespace) -> int:
             parts.append(args.report.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise BadInput(f"{args.report}: migration report not found", hint="run `vpr bump`")
-    card = records.dist_dir(Path(args.dist), spec.name) / records.SCORECARD_MD
+    dist = records.dist_dir(Path(args.dist), spec.name)
+    parts += _lag_and_bisect(dist)
+    card = dist / records.SCORECARD_MD
     if card.exists():
         parts.append(card.read_text(encoding="utf-8"))
     else:

@@ -61,11 +61,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _context(args: argparse.Namespace):
     from vllm_plugin_release.conform.registry import load_spec
-    from vllm_plugin_release.core.errors import BadInput
     from vllm_plugin_release.flows.sources import Inputs
 
-    if args.runner not in ("cpu", "hardware"):
-        raise BadInput(f"unknown runner {args.runner!r}; expected cpu or hardware")
     inputs = Inputs(load_spec(args.spec), cachedir.from_args(args), args.plugin_source)
     return inputs.context(args.runner, Path(args.dist))
 
@@ -76,6 +73,9 @@ def _conform(args: argparse.Namespace) -> int:
     ctx = _context(args)
     card = conform_cached(ctx, force=args.force)
     progress.info(verdict_line(card, ctx.dist))
+    from vllm_plugin_release.edges import ci
+
+    ci.report_scorecard(ctx.dist)  # GitHub Actions: job summary, an ::error:: per failed check
     return 1 if card["verdict"] == "lab" else 0
 
 

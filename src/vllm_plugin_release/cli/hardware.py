@@ -104,7 +104,7 @@ def _plan(args: argparse.Namespace) -> int:
     else:
         for entry in result["include"]:
             print(
-                f"{entry['spec']}: runs-on [self-hosted, tenstorrent, {entry['device_class']}]"
+                f"{entry['spec']}: runs-on [{', '.join(entry['runner_labels'])}]"
                 f" MESH_DEVICE={entry['mesh_device'] or '(not set)'}"
             )
         for entry in result["skipped"]:
@@ -157,4 +157,9 @@ def _conform_hardware(args: argparse.Namespace) -> int:
         plugin_source=args.plugin_source,
         runtime_env=args.runtime_env,
     )
-    return hardware.conform_hardware(spec, opts, args.spec)
+    from vllm_plugin_release.edges import ci
+
+    try:
+        return hardware.conform_hardware(spec, opts, args.spec)
+    finally:  # GitHub Actions: the hardware scorecard in the job summary, ::error:: per fail
+        ci.report_scorecard(Path(args.dist) / spec.name)

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.cli.ledger import register_ledger
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK
 from vllm_plugin_release.edges import cachedir
 
@@ -51,6 +52,7 @@ def register(subparsers: Any) -> None:
     _register_query(sub)
     _register_matrix(sub)
     _register_check_env(sub)
+    register_ledger(sub)  # cli/ledger.py
     _register_keys(subparsers)
     _register_publish(subparsers)
 

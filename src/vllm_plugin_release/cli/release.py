@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from vllm_plugin_release.cli.build import (
+    add_backend,
     add_dirs,
     add_plugin_source,
     add_runner,
@@ -19,11 +20,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "release",
         help="every stage in order: lock check, build-core, build-plugin, env, conform, "
         "manifest, publish",
+        description="Run every stage for one pairing, in order: lock check, build-core, "
+        "build-plugin, env, conform (the scorecard), manifest, publish. Each stage reuses its "
+        "cached result; each prints its log file when it starts, and the run ends with a "
+        "summary naming what to read next. Exit 0 with verdict fleet or pilot, 1 with "
+        "verdict lab or a failed gate, 2 bad input, 3 outside failure.",
     )
     add_spec_argument(release)
     add_dirs(release)
     add_plugin_source(release)
     add_runner(release)
+    add_backend(release)
     release.add_argument("--runtime-env", type=Path, default=None, metavar="PATH")
     release.add_argument("--index", default=None, help="package index upload URL")
     release.add_argument("--store", default=None, help="manifest store (folder or URL)")
@@ -41,12 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _release(args: argparse.Namespace) -> int:
     from vllm_plugin_release.conform.registry import load_spec
-    from vllm_plugin_release.core.errors import BadInput
     from vllm_plugin_release.flows.release import Options, release
 
-    if args.runner not in ("cpu", "hardware"):
-        raise BadInput(f"unknown runner {args.runner!r}; expected cpu or hardware")
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec).with_backend(args.runner_backend)
     outcome = release(
         spec,
         Options(

@@ -15,9 +15,12 @@ contract with the stored client contract (`[conformance.api] contract`):
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.conform.apichange import KINDS, Change
 from vllm_plugin_release.conform.apicontract import (
@@ -32,6 +35,8 @@ from vllm_plugin_release.conform.result import CheckResult, Evidence, Status
 from vllm_plugin_release.spec.model import Spec
 
 DEFAULT_CONTRACT = "buildspec/contracts/vllm-0.25.1-openai.json"
+CONTRACTS = "buildspec/contracts"
+_CONTRACT_NAME = re.compile(r"^vllm-(?P<version>[0-9][0-9A-Za-z.+!]*)-openai\.json$")
 MAX_INFO_EVIDENCE = 300
 
 # ---------------------------------------------------------------------------
@@ -46,8 +51,9 @@ API_SCHEMA: dict[str, Any] = {
         "contract": {
             "type": "string",
             "description": "Client contract (JSON, written by `vpr api-contract`, or an OpenAPI "
-            "document), relative to the repository root.",
-            "default": DEFAULT_CONTRACT,
+            "document), relative to the repository root. Default: the newest "
+            "buildspec/contracts/vllm-X.Y.Z-openai.json older than [core] version (else "
+            f"{DEFAULT_CONTRACT}).",
         },
         "tasks": {
             "type": "array",
@@ -110,11 +116,32 @@ class Allow:
         return fnmatch.fnmatchcase(change.location, self.location)
 
 
+def default_contract(spec: Spec) -> str:
+    """The stored contract of the newest core release before the spec's core
+    (`buildspec/contracts/vllm-X.Y.Z-openai.json`): the clients of the previous release
+    are the ones a new pairing must keep serving. DEFAULT_CONTRACT when none is older."""
+    try:
+        core = Version(spec.core.version)
+        names = sorted(p.name for p in spec.resolve(CONTRACTS).iterdir())
+    except (InvalidVersion, OSError):
+        return DEFAULT_CONTRACT
+    older: list[tuple[Version, str]] = []
+    for name in names:
+        m = _CONTRACT_NAME.match(name)
+        try:
+            version = Version(m.group("version")) if m else None
+        except InvalidVersion:
+            version = None
+        if version is not None and version < core:
+            older.append((version, f"{CONTRACTS}/{name}"))
+    return max(older)[1] if older else DEFAULT_CONTRACT
+
+
 def api_config(spec: Spec) -> dict[str, Any]:
     """`[conformance.api]` (validated with the spec) with its defaults filled in."""
     raw = spec.options("api")
     return {
-        "contract": raw.get("contract", DEFAULT_CONTRACT),
+        "contract": raw.get("contract") or default_contract(spec),
         "tasks": raw.get("tasks", list(DEFAULT_TASKS)),
         "endpoint_plugins": raw.get("endpoint_plugins", True),
         "platform_class": raw.get("platform_class"),
@@ -339,9 +366,34 @@ def check(spec: Spec, python: Path, platform_class: str | None) -> CheckResult:
         endpoint_plugins=cfg["endpoint_plugins"],
         timeout=cfg["timeout"],
     )
+    if captured.get("general_plugins_crash"):
+        return general_plugins_crash(captured, _rel(contract_path, spec.root))
     return evaluate(
         contract,
         captured,
         contract_file=_rel(contract_path, spec.root),
         allow=cfg["allow"],
+    )
+
+
+def general_plugins_crash(captured: dict[str, Any], contract_file: str) -> CheckResult:
+    """vLLM's load_general_plugins() raised in the pairing env: `vllm serve` fails the same
+    way wherever that holds (e.g. wherever the vendor runtime is absent). A finding about
+    the plugin, not a deferral."""
+    crash = captured["general_plugins_crash"]
+    eps = crash.get("entry_points") or []
+    where = f" (vllm.general_plugins: {', '.join(eps)})" if eps else ""
+    summary = (
+        f"vLLM {captured.get('vllm_version')} load_general_plugins() raises "
+        f"{crash['error']}{where}: `vllm serve` fails before it serves; a general plugin "
+        "must not need the vendor runtime when it is loaded"
+    )
+    evidence = [Evidence(note=f"traceback: {frame}", source="api") for frame in crash["frames"]]
+    return CheckResult(
+        "api",
+        "fail",
+        summary,
+        evidence,
+        threshold={"breaking": 0, "contract": contract_file},
+        details={"general_plugins_crash": crash},
     )

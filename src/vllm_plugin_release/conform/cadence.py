@@ -41,6 +41,10 @@ NAME = "cadence"
 DEFAULT_TAG_PATTERN = (
     r"(?i)vllm[-_/]?v?(?P<core>\d+\.\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?)"
 )
+# The vllm-project plugins tag their releases with the core version they target, the
+# whole tag `v0.25.1` or `v0.25.1rc1`. A plugin's own version looks the same (`v0.1.0`),
+# so with the default pattern such a tag counts only when its version is a core release.
+RELEASE_TAG_PATTERN = r"^v(?P<core>\d+\.\d+\.\d+(?:rc\d+)?)$"
 PYPI_SIMPLE = "https://pypi.org/simple"
 
 CADENCE_SCHEMA: dict[str, Any] = {
@@ -92,7 +96,9 @@ CADENCE_SCHEMA: dict[str, Any] = {
         "tag_pattern": {
             "type": "string",
             "description": "Regular expression with a named group `core` that finds the core "
-            "version in a plugin tag name (default matches compat/vllm-0.24.0, vllm-v0.24.0).",
+            "version in a plugin tag name (default matches compat/vllm-0.24.0, vllm-v0.24.0, "
+            "and a whole tag v0.24.0 or v0.24.0rc1, the vllm-project plugins' form, when "
+            "that version is a core release).",
         },
     },
 }
@@ -242,18 +248,29 @@ def _core_latest(
     return latest, newer_pre
 
 
+def tag_core(name: str, pattern: str | None, releases: set[Version]) -> Version | None:
+    """The core version a tag names: by `pattern` when the spec sets one; else by the
+    default pattern, or a whole `vX.Y.Z[rcN]` tag whose version is a core release."""
+    version = core_version_in_tag(name, pattern or DEFAULT_TAG_PATTERN)
+    if version is None and not pattern:
+        version = core_version_in_tag(name, RELEASE_TAG_PATTERN)
+        version = version if version in releases else None
+    return version
+
+
 def _plugin_latest(
     tags: list[PluginTag],
-    pattern: str,
+    pattern: str | None,
     latest: CoreRelease,
     details: dict[str, Any],
     evidence: list[Evidence],
+    releases: set[Version],
 ) -> tuple[PluginTag | None, tuple[PluginTag, Version] | None]:
     """The plugin's latest tag, and its latest tag that names a core version."""
     latest_tag = tags[-1] if tags else None
     named: list[tuple[PluginTag, Version]] = []
     for t in tags:
-        version = core_version_in_tag(t.name, pattern)
+        version = tag_core(t.name, pattern, releases)
         if version is not None:
             named.append((t, version))
     latest_named = named[-1] if named else None
@@ -262,7 +279,7 @@ def _plugin_latest(
             "name": latest_tag.name,
             "date": _day(latest_tag.date),
             "commit": latest_tag.commit,
-            "names_core": str(core_version_in_tag(latest_tag.name, pattern) or "") or None,
+            "names_core": str(tag_core(latest_tag.name, pattern, releases) or "") or None,
         }
         if latest_tag
         else None
@@ -318,7 +335,8 @@ def _unknown_target(
         summary=(
             f"cannot tell which core version the plugin targets: no exact installer pin and "
             f"no plugin tag names one (latest tag: {latest_tag.name if latest_tag else 'none'}"
-            "); pin the core in the installer or tag releases like compat/vllm-X.Y.Z"
+            "); pin the core in the installer or tag releases with the core version "
+            "they target (vX.Y.Z, vX.Y.ZrcN or compat/vllm-X.Y.Z)"
         ),
         evidence=evidence,
         threshold=threshold,
@@ -434,7 +452,7 @@ def assess_cadence(
     max_minor = int(policy.get("max_minor_lag", 1))
     max_days = policy.get("max_days_lag")
     include_pre = bool(policy.get("include_prereleases", False))
-    pattern = policy.get("tag_pattern") or DEFAULT_TAG_PATTERN
+    pattern = policy.get("tag_pattern") or None
     now = _aware(now) or datetime.now(timezone.utc)
     threshold: dict[str, Any] = {
         "max_minor_lag": max_minor,
@@ -452,7 +470,8 @@ def assess_cadence(
         return _no_releases(releases, threshold, details)
 
     latest, newer_pre = _core_latest(pool, releases, details, evidence)
-    latest_tag, latest_named = _plugin_latest(tags, pattern, latest, details, evidence)
+    known = {r.version for r in releases}
+    latest_tag, latest_named = _plugin_latest(tags, pattern, latest, details, evidence, known)
     pin = Version(str(installer_pin)) if installer_pin is not None else None
     target = _targeted(pin, latest_named, evidence)
     if target is None:
@@ -545,8 +564,9 @@ def _installer_pin(spec: Spec, root: Path | None) -> tuple[Version | None, list[
     if root is None or not plugin.get("installer"):
         notes.append("no installer to read ([plugin] installer unset or no plugin source)")
         return None, notes
-    files = pinning.input_files(spec, spec.options("pinning"))
-    report = pinning.scan(root, files, spec.core.name)
+    options = spec.options("pinning")
+    files = pinning.input_files(spec, options)
+    report = pinning.scan(root, files, spec.core.name, options.get("build_args") or {})
     for item in report.missing:
         notes.append(f"{item['file']} is missing ({item.get('named_by') or 'referenced'})")
     pin = report.core_pin

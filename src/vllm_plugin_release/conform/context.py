@@ -8,6 +8,7 @@ are read from dist/NAME through `core/records.py`.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,11 +36,18 @@ class Context:
     dist: Path
     sources: Sources
     _memo: dict[str, Any] = field(default_factory=dict)
+    _locks: dict[str, threading.Lock] = field(default_factory=dict)
+    _guard: threading.Lock = field(default_factory=threading.Lock)
 
     def _once(self, key: str, make: Callable[[], Any]) -> Any:
-        if key not in self._memo:
-            self._memo[key] = make()
-        return self._memo[key]
+        """`make()` once per key, also when checks running side by side ask at once (each
+        key has its own lock: a long replay does not hold up a record read)."""
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._memo:
+                self._memo[key] = make()
+            return self._memo[key]
 
     @property
     def plugin_root(self) -> Path:

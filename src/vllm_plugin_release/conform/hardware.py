@@ -104,6 +104,21 @@ HARDWARE_SCHEMA: dict[str, Any] = {
             "description": "Device nodes that prove a device is visible (default for ttnn: "
             "/dev/tenstorrent/*).",
         },
+        "parallelism": {
+            "enum": ["mesh", "tp"],
+            "default": "mesh",
+            "description": "How the plugin spreads a model over devices: `mesh` (from a mesh "
+            "variable such as MESH_DEVICE; GPU rank flags are refused in serve_args and "
+            "`vllm serve -tp 2` must be rejected) or `tp` (vLLM's -tp/-pp in serve_args; "
+            "no rejection probe).",
+        },
+        "runner_labels": {
+            "type": "array",
+            "items": {"type": "string", "pattern": LABEL.pattern},
+            "minItems": 1,
+            "description": "The CI runner labels of the hardware job (release.yml reads them "
+            "through `vpr hardware-plan`); default [self-hosted, tenstorrent, device_class].",
+        },
         "startup_timeout": _positive("Seconds `vllm serve` may take to answer /health.", 3600),
         "probe_timeout": _positive("Seconds the `-tp 2` start may take to fail.", 900),
         "max_requests": {
@@ -128,6 +143,8 @@ class HardwareSettings:
     probe_timeout: float
     max_requests: int
     duration_s: float
+    parallelism: str = "mesh"
+    runner_labels: tuple[str, ...] = ()
 
 
 def _where(spec: Spec, key: str | None = None) -> str:
@@ -149,13 +166,14 @@ def settings(spec: Spec) -> HardwareSettings:
     table = spec.options("hardware")
     device_class = table.get("device_class")
     serve_args = table.get("serve_args", [])
-    for arg in serve_args:
+    parallelism = table.get("parallelism", "mesh")
+    for arg in serve_args if parallelism == "mesh" else []:
         flag = arg.split("=", 1)[0]
         if flag in RANK_FLAGS:
             raise BadInput(
-                f"{_where(spec, 'serve_args')} has {arg!r}: the TT plugin takes its mesh from "
-                "MESH_DEVICE and rejects GPU rank flags",
-                hint="remove it; set mesh_device (or device_class) instead",
+                f'{_where(spec, "serve_args")} has {arg!r}: with parallelism = "mesh" the '
+                "plugin takes its mesh from MESH_DEVICE and rejects GPU rank flags",
+                hint='remove it and set mesh_device (or device_class), or set parallelism = "tp"',
             )
     numbers = {
         key: table.get(key, HARDWARE_SCHEMA["properties"][key]["default"])
@@ -173,6 +191,11 @@ def settings(spec: Spec) -> HardwareSettings:
         probe_timeout=float(numbers["probe_timeout"]),
         max_requests=int(numbers["max_requests"]),
         duration_s=float(numbers["duration_s"]),
+        parallelism=parallelism,
+        runner_labels=tuple(
+            table.get("runner_labels")
+            or ["self-hosted", "tenstorrent", *([device_class] if device_class else [])]
+        ),
     )
 
 
@@ -231,7 +254,9 @@ def hardware_check(
         )
     )
     statuses = []
-    if tp is None:
+    if tp is not None and tp["status"] == "not-applicable":
+        evidence.append(Evidence(note=f"-tp 2 probe: {tp['detail']}", source="spec"))
+    elif tp is None:
         statuses.append("deferred")
         evidence.append(Evidence(note="-tp 2 probe: not run", source="probe"))
     else:

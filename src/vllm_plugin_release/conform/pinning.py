@@ -54,6 +54,14 @@ PINNING_SCHEMA: dict[str, Any] = {
                 ]
             },
         },
+        "build_args": {
+            "type": "object",
+            "additionalProperties": {"type": "string"},
+            "default": {},
+            "description": "Build arguments the installer Dockerfile is read with (like "
+            "`docker build --build-arg`): they replace ARG defaults, so the `if` branches "
+            "they select are the ones followed.",
+        },
         "unhashed_fetch": {
             "enum": list(LEVELS),
             "default": "warn",
@@ -164,7 +172,7 @@ def check(spec: Spec, plugin_root: Path | str | None = None) -> CheckResult:
     unreadable = _unreadable(spec, root, files, threshold)
     if unreadable is not None:
         return unreadable
-    report = scan(root, files, core_name)
+    report = scan(root, files, core_name, options.get("build_args") or {})
     found = _Findings()
     _judge_missing(report, found)
     no_installer = any(m.get("named_by") == "[plugin] installer" for m in report.missing)

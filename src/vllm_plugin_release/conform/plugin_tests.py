@@ -22,10 +22,16 @@ from typing import Any
 
 from vllm_plugin_release.conform.context import Context
 from vllm_plugin_release.conform.result import CheckResult, Evidence
+from vllm_plugin_release.conform.testscan import (
+    NETWORK_SIGNATURES,
+    OFFLINE_ENV,
+    runtime_importers,
+)
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import write_json
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.edges import proc
+from vllm_plugin_release.edges.container import runner_of
 
 RECORD = records.PLUGIN_TESTS
 PLUGIN_TESTS_SCHEMA: dict[str, Any] = {
@@ -56,6 +62,20 @@ PLUGIN_TESTS_SCHEMA: dict[str, Any] = {
             "minimum": 1,
             "default": 1800,
             "description": "Seconds one pytest run may take.",
+        },
+        "absence_signatures": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 3},
+            "default": [],
+            "description": "Text in a failure that means the vendor runtime is absent, "
+            "besides `No module named '<runtime module>'` (e.g. the runtime's own "
+            "exception name): such failures are deferred on the cpu runner.",
+        },
+        "scan_imports": {
+            "type": "boolean",
+            "default": True,
+            "description": "On the cpu runner with the runtime absent, leave out (and defer) "
+            "the test files that import the runtime at import time, found by reading them.",
         },
     },
 }
@@ -94,18 +114,29 @@ def settings(table: dict[str, Any]) -> dict[str, Any]:
         "hardware": table.get("hardware", table.get("cpu", ["tests"])),
         "ignore": table.get("ignore", []),
         "timeout": int(table.get("timeout", 1800)),
+        "absence_signatures": list(table.get("absence_signatures", [])),
+        "scan_imports": bool(table.get("scan_imports", True)),
     }
 
 
+def absence_signatures(runtime_module: str) -> list[str]:
+    """How an absent runtime shows in a failure: its own name or, for a dotted runtime
+    (`vendor_sdk.torch`), a missing parent package (`No module named 'vendor_sdk'`)."""
+    parts = runtime_module.split(".")
+    parents = [f"No module named '{'.'.join(parts[:i])}'" for i in range(1, len(parts))]
+    return [*parents, f"No module named '{runtime_module}"]
+
+
 def parse_junit(
-    path: Path, runtime_module: str | None = None
+    path: Path, runtime_module: str | None = None, signatures: tuple[str, ...] = ()
 ) -> tuple[dict[str, int], dict[str, str]]:
     """Counts and per-test outcomes from a JUnit XML file.
 
-    A failure whose only cause is the absent vendor runtime (`No module named 'ttnn'`)
-    is `deferred` (it belongs to the hardware runner), never `passed`.
+    A failure whose only cause is the absent vendor runtime (`No module named 'ttnn'`, or
+    one of the spec's `signatures`) is `deferred` (it belongs to the hardware runner), one
+    that needs the network the tests run without is `network`; never `passed`.
     """
-    missing = f"No module named '{runtime_module}" if runtime_module else None
+    missing = [*absence_signatures(runtime_module), *signatures] if runtime_module else []
     try:
         root = ET.parse(path).getroot()
     except (ET.ParseError, OSError) as exc:
@@ -120,8 +151,10 @@ def parse_junit(
         text = (
             ((problem.get("message") or "") + (problem.text or "")) if problem is not None else ""
         )
-        if problem is not None and missing and missing in text:
+        if problem is not None and any(m in text for m in missing):
             outcome = "deferred"
+        elif problem is not None and any(m in text for m in NETWORK_SIGNATURES):
+            outcome = "network"
         elif case.find("failure") is not None:
             outcome = "failed"
         elif case.find("error") is not None:
@@ -133,7 +166,7 @@ def parse_junit(
         outcomes[test_id] = outcome
     counts = {k: 0 for k in ("passed", "failed", "error", "skipped", "deferred")}
     for outcome in outcomes.values():
-        counts[outcome] += 1
+        counts[outcome] = counts.get(outcome, 0) + 1  # "network" only when there is one
     # collection errors appear as testsuite errors without a testcase on some versions
     suite_errors = sum(int(s.get("errors", 0)) for s in root.iter("testsuite"))
     counts["error"] = max(counts["error"], suite_errors)
@@ -153,6 +186,7 @@ def pytest_command(python: Path, root: Path, paths: list[str], ignore: list[str]
         "-p",
         "no:cacheprovider",
         "-q",
+        "--continue-on-collection-errors",
         "--rootdir",
         str(root),
     ]
@@ -180,16 +214,27 @@ def run_tests(
             f"{root}: test paths not found: {', '.join(missing)}",
             hint="check [conformance.plugin_tests]",
         )
-    ignore = cfg["ignore"] if runner == "cpu" else []
+    ignore = list(cfg["ignore"]) if runner == "cpu" else []
+    scanned: list[str] = []
+    if runner == "cpu" and runtime_module and cfg.get("scan_imports", True):
+        scanned = runtime_importers(root, paths, ignore, runtime_module)
+        ignore += scanned
     argv = pytest_command(python, root, paths, ignore, junit)
     progress.info(f"plugin-tests: {' '.join(argv[3:])}")
     # bytecode is cached in the pairing env: a later import of vLLM and torch is ~3x faster
     env = proc.inherited(drop=("PYTHONDONTWRITEBYTECODE",))
-    done = proc.run(argv, what="plugin tests", cwd=root, env=env, timeout=cfg["timeout"])
+    env.update(OFFLINE_ENV)  # no hub downloads and their retries: those tests are classified
+    # Where the pairing env was made: this machine, or its pinned container image.
+    with progress.working("plugin tests"):
+        done = runner_of(python).call(argv, env=env, cwd=root, timeout=cfg["timeout"])
     if done.returncode not in (0, 1, 2, 5) or not junit.exists():
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
         raise OutsideFailure(f"pytest failed to run (exit {done.returncode}):\n{tail}")
-    counts, outcomes = parse_junit(junit, runtime_module if runner == "cpu" else None)
+    counts, outcomes = parse_junit(
+        junit,
+        runtime_module if runner == "cpu" else None,
+        tuple(cfg.get("absence_signatures", ())),
+    )
     run = TestRun(
         runner=runner, paths=paths, counts=counts, outcomes=outcomes, exit_code=done.returncode
     )
@@ -247,13 +292,16 @@ def run(ctx: Context) -> CheckResult:
     # pass only when the whole suite ran: tests or paths left to the hardware runner
     # keep the check at deferred
     status = (
-        "fail" if run.failing else ("deferred" if c.get("deferred") or run.deferred else "pass")
+        "fail"
+        if run.failing
+        else ("deferred" if c.get("deferred") or c.get("network") or run.deferred else "pass")
     )
     if c.get("total", 0) == 0:
         status = "fail"
     summary = (
         f"{c['passed']} passed, {c['failed']} failed, {c['error']} errors, {c['skipped']} skipped,"
         f" {c.get('deferred', 0)} deferred (need the runtime)"
+        + (f", {c['network']} need the network (run offline)" if c.get("network") else "")
         + (f"; deferred paths: {', '.join(run.deferred)}" if run.deferred else "")
     )
     evidence = [Evidence(note=f"failing: {t}", source="pytest") for t in run.failing]

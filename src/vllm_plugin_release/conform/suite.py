@@ -8,6 +8,7 @@ outside failure (network, engine) is `deferred` with the reason, never `pass`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from vllm_plugin_release.conform.scorecard_render import write_card
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import key_of, sha256_file
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.edges import envrun
 from vllm_plugin_release.replay.model import headline
 
 CHECK_NAMES = registry.SUITE
@@ -113,7 +115,7 @@ def conform_key(ctx: Context) -> str:
 
     core = ctx.record(records.BUILD_CORE)
     plugin = ctx.record(records.BUILD_PLUGIN)
-    contract = ctx.spec.conformance.get("api", {}).get("contract", api.DEFAULT_CONTRACT)
+    contract = api.api_config(ctx.spec)["contract"]  # the spec's, else the default one
     contract_path = ctx.spec.resolve(contract)
     env = ctx.env
     return key_of(
@@ -125,6 +127,9 @@ def conform_key(ctx: Context) -> str:
             "core": core["wheel"]["sha256"],
             "plugin": [plugin["wheel"]["sha256"], plugin["plugin"].get("commit")],
             "env": [env.get("lock_sha256"), env.get("runtime"), env.get("checks")],
+            # Where the in-env parts run (this machine or a pinned image): a result made
+            # on one is never reported as made on the other.
+            "env_backend": env.get("backend"),
             "contract": sha256_file(contract_path) if contract_path.exists() else None,
             "day": utc_day(),
         }
@@ -152,13 +157,64 @@ def conform_cached(ctx: Context, *, force: bool = False) -> dict[str, Any]:
     return card
 
 
+# Checks that start an interpreter in the pairing environment (seconds each): started
+# first, so the short ones fill the other cores meanwhile. Order of start only; the
+# scorecard and the result lines keep the suite's order.
+LONG_FIRST = ("plugin_tests", "api", "scheduler")
+
+
+def parallelism(count: int) -> int:
+    """How many checks run at once: the cores this process may use, at most `count`."""
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(count, cores or 1))
+
+
+def run_checks(ctx: Context, names: tuple[str, ...]) -> list[CheckResult]:
+    """Run the checks side by side (bounded by the cores); results in the order of `names`,
+    and each result line printed as soon as every earlier one is known."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    start_order = sorted(names, key=lambda n: (n not in LONG_FIRST, names.index(n)))
+    workers = parallelism(len(names))
+    if workers > 1:
+        progress.info(f"conform: {len(names)} checks, {workers} at a time")
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vpr-check")
+    try:
+        futures = {name: pool.submit(run_check, ctx, name) for name in start_order}
+        results = []
+        for name in names:
+            result = futures[name].result()
+            progress.info(f"conform: {result.status:>8}  {name}: {result.summary}")
+            results.append(result)
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)  # checks not started never start
+        raise
+    pool.shutdown()
+    return results
+
+
+# Checks whose in-env work (`edges/envrun.run_in_env`) can share the warm worker.
+IN_WORKER = ("api", "scheduler")
+
+
+def _warm(ctx: Context, names: tuple[str, ...]) -> contextlib.AbstractContextManager[Any]:
+    """The pairing env's warm worker, started before the checks (its imports overlap with
+    the short ones); nothing when no check uses it or there is no env record (the check
+    that needs one says so)."""
+    if not set(names) & set(IN_WORKER):
+        return contextlib.nullcontext()
+    try:
+        python = ctx.python
+    except BadInput:
+        return contextlib.nullcontext()
+    return envrun.warm(python)
+
+
 def conform(ctx: Context, names: tuple[str, ...] = CHECK_NAMES) -> dict[str, Any]:
-    results = []
-    for name in names:
-        with progress.status(f"conform: {name}"):
-            result = run_check(ctx, name)
-        progress.info(f"conform: {result.status:>8}  {name}: {result.summary}")
-        results.append(result)
+    with _warm(ctx, names):
+        results = run_checks(ctx, names)
     card = scorecard(
         results,
         runner=ctx.runner,

@@ -1,5 +1,9 @@
 """Provenance and signature as data: an in-toto Statement v1 with an SLSA provenance v1
-predicate, wrapped in a DSSE envelope signed with an ed25519 key.
+predicate, wrapped in a DSSE envelope signed with an ed25519 key. The envelope, its
+pre-authentication encoding, signing and signature checks are securesystemslib's
+(`securesystemslib.dsse`, `CryptoSigner`, `SSlibKey`); what stays here is this project's
+policy on top: the keyid (sha256 of the raw public key), the canonical one-line file,
+strict base64, and the statement's content.
 
 The envelope is stored next to the manifest as `manifest.intoto.jsonl`: one line,
 the envelope as canonical JSON. Verification is strict: the envelope file must be
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import hashlib
 import json
 from typing import TYPE_CHECKING, Any
@@ -45,21 +50,29 @@ def keyid(public_key: Ed25519PublicKey) -> str:
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:
-    """DSSE pre-authentication encoding."""
-    t = payload_type.encode()
-    return b"DSSEv1 %d %s %d %s" % (len(t), t, len(payload), payload)
+    """DSSE pre-authentication encoding (securesystemslib's)."""
+    from securesystemslib.dsse import Envelope
+
+    return Envelope(payload, payload_type, {}).pae()
+
+
+def _sslib_key(public_key: Ed25519PublicKey) -> Any:
+    """The public key for securesystemslib, under this project's keyid (`keyid`), so
+    envelopes signed before the library was used keep their keyid and still verify."""
+    from securesystemslib.signer import SSlibKey
+
+    return SSlibKey.from_crypto(public_key, keyid=keyid(public_key))
 
 
 def sign_statement(statement: dict[str, Any], key: Ed25519PrivateKey) -> dict[str, Any]:
-    payload = canonical_json(statement).encode()
-    signature = key.sign(pae(PAYLOAD_TYPE, payload))
-    return {
-        "payload": base64.b64encode(payload).decode(),
-        "payloadType": PAYLOAD_TYPE,
-        "signatures": [
-            {"keyid": keyid(key.public_key()), "sig": base64.b64encode(signature).decode()}
-        ],
-    }
+    """`statement` as a DSSE envelope signed with `key` (securesystemslib's Envelope and
+    CryptoSigner; ed25519 signatures are deterministic, so the bytes are as before)."""
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.signer import CryptoSigner
+
+    envelope = Envelope(canonical_json(statement).encode(), PAYLOAD_TYPE, {})
+    envelope.sign(CryptoSigner(key, _sslib_key(key.public_key())))
+    return envelope.to_dict()
 
 
 def envelope_bytes(envelope: dict[str, Any]) -> bytes:
@@ -115,12 +128,9 @@ def unverified_statement(envelope: dict[str, Any], where: str) -> dict[str, Any]
         raise GateFailed(f"{where}: signed payload is not JSON ({exc})")
 
 
-def verify_envelope(
-    envelope: dict[str, Any], public_key: Ed25519PublicKey, where: str
-) -> dict[str, Any]:
-    """Check the DSSE signature with `public_key`; return the statement it carries."""
-    from cryptography.exceptions import InvalidSignature
-
+def _shape_problems(envelope: dict[str, Any]) -> tuple[list[str], bytes | None, list[str]]:
+    """(problems, payload, keyids): this project's rules on top of DSSE: exactly the three
+    keys, the in-toto payload type, canonical base64, signatures of exactly keyid and sig."""
     problems: list[str] = []
     if set(envelope) != {"payload", "payloadType", "signatures"}:
         problems.append(f"unexpected envelope keys {sorted(envelope)}")
@@ -131,31 +141,43 @@ def verify_envelope(
     if not isinstance(signatures, list) or not signatures:
         problems.append("the envelope carries no signatures")
         signatures = []
-    want = keyid(public_key)
-    matched = False
     seen: list[str] = []
     for i, sig in enumerate(signatures):
         if not isinstance(sig, dict) or set(sig) != {"keyid", "sig"}:
             problems.append(f"signatures[{i}] is malformed")
             continue
         seen.append(str(sig["keyid"]))
-        raw = _strict_b64(sig["sig"], f"signatures[{i}].sig", problems)
-        if sig["keyid"] != want or raw is None or payload is None:
-            continue
+        _strict_b64(sig["sig"], f"signatures[{i}].sig", problems)
+    if len(set(seen)) != len(seen):
+        problems.append("two signatures under one keyid")
+    return problems, payload, seen
+
+
+def verify_envelope(
+    envelope: dict[str, Any], public_key: Ed25519PublicKey, where: str
+) -> dict[str, Any]:
+    """Check the DSSE signature with `public_key` (securesystemslib's Envelope.verify, after
+    this project's shape rules); return the statement it carries."""
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.exceptions import VerificationError
+
+    problems, payload, seen = _shape_problems(envelope)
+    want = keyid(public_key)
+    if not problems and payload is not None:
         try:
-            public_key.verify(raw, pae(str(envelope.get("payloadType")), payload))
-            matched = True
-        except InvalidSignature:
-            problems.append(
-                f"signatures[{i}] (keyid {want[:16]}) does not verify: the payload or the "
-                "signature was altered"
-            )
-    if not matched and not problems:
-        problems.append(
-            f"no signature by this key (keyid {want[:16]}); the envelope is signed by keyid "
-            f"{', '.join(k[:16] for k in seen) or 'none'}: wrong key"
-        )
-    if problems or not matched or payload is None:
+            Envelope.from_dict(copy.deepcopy(envelope)).verify([_sslib_key(public_key)], 1)
+        except VerificationError:
+            if want in seen:
+                problems.append(
+                    f"the signature by keyid {want[:16]} does not verify: the payload or the "
+                    "signature was altered"
+                )
+            else:
+                problems.append(
+                    f"no signature by this key (keyid {want[:16]}); the envelope is signed by "
+                    f"keyid {', '.join(k[:16] for k in seen) or 'none'}: wrong key"
+                )
+    if problems or payload is None:
         raise GateFailed(
             f"{where}: signature check failed:\n  " + "\n  ".join(problems),
             hint="verify with the public key that matches the signing key, or rebuild",

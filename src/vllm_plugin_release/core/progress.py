@@ -1,38 +1,74 @@
-"""Progress and status output on stderr (rich), quiet when not on a terminal."""
+"""Progress and status output on stderr (rich), quiet when not on a terminal.
+
+rich is imported on the first line printed (`console` is made then), so a command that
+prints nothing through here (`vpr scan-core --json`) does not pay for it.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import sys
+import threading
+import time
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.markup import escape
+if TYPE_CHECKING:
+    from rich.console import Console
 
-console = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-_mode: dict[str, bool | None] = {"interactive": None}
+_made: dict[str, Any] = {}
+_making = threading.Lock()
 
 
-def configure(*, interactive: bool) -> None:
+def _console() -> Console:
+    console = _made.get("console")
+    if console is None:
+        with _making:
+            if "console" not in _made:
+                from rich.console import Console
+
+                _made["console"] = Console(stderr=True, highlight=False, soft_wrap=True)
+            console = _made["console"]
+    return console
+
+
+def __getattr__(name: str) -> Any:
+    """`progress.console`: the one rich Console on stderr, made on first use."""
+    if name == "console":
+        return _console()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+_mode: dict[str, Any] = {"interactive": None, "heartbeat": 15.0, "github": False}
+
+
+def configure(*, interactive: bool | None, heartbeat: float = 15.0, github: bool = False) -> None:
     """Live displays (spinners, bars) or plain lines; the command line decides once, from
-    the terminal and $CI. Left unset, live displays follow the terminal alone."""
-    _mode["interactive"] = interactive
+    the terminal and $CI. Left unset, live displays follow the terminal alone.
+
+    `heartbeat`: seconds between the "still running" lines of a long step in plain mode;
+    `github`: the log is GitHub Actions' (stages become collapsible `::group::` blocks)."""
+    _mode.update(interactive=interactive, heartbeat=heartbeat, github=github)
 
 
 def interactive() -> bool:
     chosen = _mode["interactive"]
-    return console.is_terminal if chosen is None else chosen
+    return _console().is_terminal if chosen is None else chosen
 
 
 def info(message: str) -> None:
-    console.print(f"[bold]vpr[/bold] {escape(message)}")
+    _console().print(f"[bold]vpr[/bold] {escape(message)}")
 
 
 def warn(message: str) -> None:
-    console.print(f"[bold yellow]vpr warning[/bold yellow] {escape(message)}")
+    _console().print(f"[bold yellow]vpr warning[/bold yellow] {escape(message)}")
 
 
 class _Bytes:
@@ -60,7 +96,7 @@ class _Bytes:
                 BarColumn(),
                 DownloadColumn(),
                 TransferSpeedColumn(),
-                console=console,
+                console=_console(),
                 transient=True,
             )
             self._progress.start()
@@ -96,7 +132,7 @@ def bytes_progress(description: str, total: int | None) -> _Bytes:
 def status(message: str) -> Iterator[None]:
     """A spinner with a message on a terminal; one line otherwise."""
     if interactive():
-        with console.status(message):
+        with _console().status(message):
             yield
     else:
         info(message)
@@ -105,3 +141,57 @@ def status(message: str) -> Iterator[None]:
 
 def flush() -> None:
     sys.stderr.flush()
+
+
+def _elapsed(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole // 60} min {whole % 60:02d} s" if whole >= 60 else f"{whole} s"
+
+
+@contextlib.contextmanager
+def working(what: str, log: Path | None = None) -> Iterator[None]:
+    """A long step: one line when it starts (naming its log file, if any) and, in plain
+    mode, a "still running" line with the elapsed time every heartbeat until it ends.
+    On a terminal the stage's own spinner (`status`) already shows it is alive: no second
+    live display (steps run in parallel threads, and older rich refuses nested ones)."""
+    where = f" (log: {log})" if log is not None else ""
+    info(f"{what}: started{where}")
+    if interactive():
+        yield
+        return
+    stop = threading.Event()
+    started = time.monotonic()
+
+    def beat() -> None:
+        while not stop.wait(float(_mode["heartbeat"])):
+            info(f"{what}: still running, {_elapsed(time.monotonic() - started)}{where}")
+            flush()
+
+    thread = threading.Thread(target=beat, name="vpr-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+@contextlib.contextmanager
+def stage(title: str) -> Iterator[None]:
+    """One stage of a flow: a rule line, or a collapsible group in a GitHub Actions log."""
+    if not _mode["github"]:
+        _console().rule(f"[bold]{escape(title)}")
+        yield
+        return
+    workflow_command(f"::group::{title}")
+    try:
+        yield
+    finally:
+        workflow_command("::endgroup::")
+
+
+def workflow_command(line: str) -> None:
+    """A GitHub Actions workflow command, on standard output as the runner expects (after
+    what is already on stderr, so the log keeps its order)."""
+    flush()
+    print(line, flush=True)

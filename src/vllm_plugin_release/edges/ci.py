@@ -1,11 +1,14 @@
-"""What a CI system reads back from a step: GitHub Actions' `$GITHUB_OUTPUT` file."""
+"""What a CI system reads back from a step: GitHub Actions' `$GITHUB_OUTPUT` file, the job
+summary (`$GITHUB_STEP_SUMMARY`) and `::error::` annotations on the run page."""
 
 from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.core import records
 from vllm_plugin_release.core.errors import BadInput
 
 
@@ -22,3 +25,56 @@ def github_output(values: dict[str, Any]) -> None:
             if "\n" in text:
                 raise BadInput(f"--github-output: value of {key} spans lines")
             out.write(f"{key}={text}\n")
+
+
+# -- the run page: job summary and annotations -----------------------------------------
+
+
+def in_github_actions() -> bool:
+    return os.environ.get("GITHUB_ACTIONS") == "true"
+
+
+def _escape(text: str, *, prop: bool = False) -> str:
+    """A workflow command's data (or property value) escaped as the runner unescapes it."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+def error_line(title: str, message: str) -> str:
+    """`::error title=T::M`: an annotation on the run page."""
+    return f"::error title={_escape(title, prop=True)}::{_escape(message)}"
+
+
+def failing_checks(card: dict[str, Any]) -> list[tuple[str, str]]:
+    """(check name, one-line summary) of each failed check of a scorecard."""
+    checks = card.get("checks")
+    if not isinstance(checks, dict):
+        return []
+    return [
+        (str(name), str(result.get("summary") or "failed"))
+        for name, result in sorted(checks.items())
+        if isinstance(result, dict) and result.get("status") == "fail"
+    ]
+
+
+def report_scorecard(dist: Path, *, extra_markdown: str = "") -> bool:
+    """In GitHub Actions: the scorecard (dist/NAME/scorecard.md) in the job summary
+    ($GITHUB_STEP_SUMMARY) and an `::error::` per failing check. False elsewhere, or when
+    there is no scorecard yet (a run that stopped before conform)."""
+    if not in_github_actions():
+        return False
+    from vllm_plugin_release.core import progress
+
+    card_md, card_json = dist / records.SCORECARD_MD, dist / records.SCORECARD
+    try:
+        markdown = card_md.read_text(encoding="utf-8")
+        card = json.loads(card_json.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        markdown, card = "", {}
+    for name, summary in failing_checks(card if isinstance(card, dict) else {}):
+        progress.workflow_command(error_line(f"vpr check {name}", summary))
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if target and (markdown or extra_markdown):
+        with open(target, "a", encoding="utf-8") as out:
+            out.write(markdown.rstrip("\n") + "\n\n" + extra_markdown)
+    return bool(markdown)

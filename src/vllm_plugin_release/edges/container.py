@@ -1,27 +1,39 @@
-"""The docker backend: the same recipe commands, run in a container (Python docker SDK).
+"""The container runner: the same `Command`s as the local runner, run in a pinned image.
 
-The runner builds the image from the spec's Dockerfile with the digest-pinned base
-(BASE_IMAGE build arg; a FROM that is not pinned by digest is refused) and runs one
-command in a fresh container with files copied in. The build recipe that drives it
-(environment, then one container per build) is `stages/container_build.py`.
+Each command runs in a fresh container (Python docker SDK; Docker or Podman's Docker
+API) from the image `[build] base_image` pins by digest. The folders a stage works in
+(the cache, the project, dist/, local find-links) are bind-mounted at the same paths,
+so a recipe's paths mean the same thing on both runners and a stage never needs to
+know where its commands run. A command that asks for no network gets
+`network_mode="none"`. Containers carry the run's machine and pid as a label; the run removes
+its own, and a later run removes those of a run that was killed.
 
-Exercised where an engine is reachable (CI on GitHub-hosted runners); elsewhere
-constructing it fails with exit 3 and a message saying so.
+The image is refused (exit 1, both digests named) when the one the engine holds under
+that name has another digest, and named with how to get it (exit 3) when absent.
 """
 
 from __future__ import annotations
 
-import io
-import tarfile
+import functools
+import json
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.core.dockerlint import lint_file
+from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
-from vllm_plugin_release.edges.runner import Command
+from vllm_plugin_release.edges.runner import Command, LocalRunner, Runner, _tail
 
-WORKSPACE = "/workspace"
-VENV = "/opt/vpr-build-env"
+LABEL = "vllm-plugin-release.owner"
+# In an environment made by the container runner: the image and mounts it runs with.
+MARKER = ".vpr-runner.json"
+# Set by `vpr image build`: the image carries uv and needs no Dockerfile layer on top.
+UV_LABEL = "vllm-plugin-release.uv"
+PINNED = re.compile(r"^(?P<name>[^@\s]+)@sha256:(?P<digest>[0-9a-f]{64})$")
 
 
 def connect() -> Any:
@@ -33,42 +45,169 @@ def connect() -> Any:
     except ImportError:
         raise OutsideFailure("the docker backend needs the `docker` package (pip install docker)")
     try:
-        client = docker.from_env(timeout=30)
+        client = docker.from_env(timeout=600)
         client.ping()
         return client
     except DockerException as exc:
         raise OutsideFailure(
             f"no reachable container engine for the docker backend ({exc})",
-            hint="start Docker/Podman (DOCKER_HOST) or set [build] backend = 'local'",
+            hint="start Docker, or Podman's API: `podman system service --time=0 "
+            "unix:///run/vpr-podman/podman.sock &` and DOCKER_HOST=unix:///run/vpr-podman/"
+            "podman.sock (see .ci/run); or use [build] backend = 'local'",
         )
 
 
-class DockerRunner:
-    kind = "docker"
+def split_pinned(ref: str) -> tuple[str, str]:
+    """(name, digest hex) of `name@sha256:<hex>`; BadInput for anything else."""
+    m = PINNED.match(ref)
+    if not m:
+        raise BadInput(f"[build] base_image = {ref!r} is not pinned by digest (name@sha256:...)")
+    return m.group("name"), m.group("digest")
 
-    def __init__(self, base_image: str | None, dockerfile: Path) -> None:
+
+def verify_image(client: Any, ref: str) -> Any:
+    """The engine's image for `ref` when its digest is the pinned one (its ID, or one of
+    its registry digests); GateFailed naming both digests when it differs."""
+    from docker.errors import ImageNotFound
+
+    name, digest = split_pinned(ref)
+    image = None
+    for candidate in (name, ref):
+        try:
+            image = client.images.get(candidate)
+            break
+        except ImageNotFound:
+            continue
+    if image is None:
+        image = _pull(client, ref)
+    if image is None:
+        raise OutsideFailure(
+            f"image {ref} is not in the container engine",
+            hint="`vpr image build --spec SPEC` makes the Debian-based image here; "
+            f"or `docker pull {ref}` where a registry is reachable",
+        )
+    found = [image.id.removeprefix("sha256:")]
+    found += [d.split("@sha256:", 1)[1] for d in image.attrs.get("RepoDigests") or [] if "@" in d]
+    if digest not in found:
+        raise GateFailed(
+            f"image {name}: digest sha256:{found[0]} is not the pinned sha256:{digest}",
+            hint="rebuild it (`vpr image build`) or pin the digest you trust in [build] "
+            "base_image; nothing was run in it",
+        )
+    return image
+
+
+def _pull(client: Any, ref: str) -> Any:
+    """Pull `name@sha256:...` from its registry (the engine checks the digest); None when
+    the registry cannot be reached or does not have it."""
+    from docker.errors import APIError
+
+    try:
+        return client.images.pull(ref)
+    except APIError:
+        return None
+
+
+def owner_label(pid: int | None = None) -> str:
+    """The label value of a run's containers: this machine and the run's pid."""
+    return f"{os.uname().nodename}:{pid or os.getpid()}"
+
+
+def stale_owner(label: str) -> bool:
+    """True when the run on this machine that labelled a container is gone (its pid no
+    longer exists); a container of another machine's run is never taken for stale."""
+    host, _, pid = label.rpartition(":")
+    if host != os.uname().nodename:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def mount_roots(paths: Iterable[Path]) -> list[str]:
+    """Existing folders to bind at their own path, without one that another contains."""
+    roots = sorted({str(Path(p).resolve()) for p in paths if Path(p).exists()})
+    kept: list[str] = []
+    for root in roots:
+        if not any(root == k or root.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(root)
+    return kept
+
+
+class ContainerRunner:
+    """Runs each `Command` in a fresh container from the pinned image (see module doc)."""
+
+    kind = "docker"
+    isolate = True  # a command that asks for no network always gets none
+
+    def __init__(
+        self,
+        base_image: str | None,
+        dockerfile: Path,
+        mounts: Sequence[Path],
+        uv_cache: Path | None = None,
+    ) -> None:
         if not base_image:
             raise BadInput("[build] base_image is required for backend = 'docker'")
+        from vllm_plugin_release.core.dockerlint import lint_file
+
         if not dockerfile.exists():
             raise BadInput(f"{dockerfile}: Dockerfile not found", hint="see [build] dockerfile")
         problems = lint_file(dockerfile, {"BASE_IMAGE": base_image})
         if problems:
-            first = problems[0]
             raise BadInput(
-                f"{dockerfile}:{first.line}: {first.message}",
+                f"{dockerfile}:{problems[0].line}: {problems[0].message}",
                 hint="pin every base image by digest: FROM name@sha256:<digest>",
             )
+        split_pinned(base_image)
         self.base_image = base_image
         self.dockerfile = dockerfile
         self.client = connect()
-        self.image_id: str | None = None
+        self.remove_stale()
+        base = verify_image(self.client, base_image)
+        self.base_id = base.id
+        labels = base.attrs.get("Config", {}).get("Labels") or {}
+        self.image_id = base.id if UV_LABEL in labels else self._layer_dockerfile()
+        cert = os.environ.get("SSL_CERT_FILE")
+        self.cert = cert if cert and Path(cert).is_file() else None
+        self.uv_cache = str(uv_cache) if uv_cache else None
+        self.binds = {root: {"bind": root, "mode": "rw"} for root in mount_roots(mounts)}
+        if self.cert:
+            self.binds[str(Path(self.cert).resolve())] = {"bind": self.cert, "mode": "ro"}
+
+    @property
+    def uv(self) -> str:
+        return "uv"
+
+    @property
+    def env_key(self) -> str | None:
+        """What an environment made by this runner depends on (it lives in the image)."""
+        return self.image_id
 
     def describe(self) -> dict[str, object]:
         return {"kind": self.kind, "base_image": self.base_image, "image_id": self.image_id}
 
-    def image(self) -> Any:
-        """Build the image from the spec's Dockerfile (digest-pinned base); returns it."""
-        from docker.errors import BuildError
+    def mark(self, env_dir: Path) -> None:
+        """Note in an environment made here that its programs run in this image (read by
+        `runner_of`, so whoever runs the environment's python later runs it here too)."""
+        marker = {
+            "base_image": self.base_image,
+            "dockerfile": str(self.dockerfile),
+            "mounts": sorted(self.binds_rw()),
+            "uv_cache": self.uv_cache,
+        }
+        (env_dir / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
+
+    def binds_rw(self) -> list[str]:
+        return [path for path, bind in self.binds.items() if bind["mode"] == "rw"]
+
+    def _layer_dockerfile(self) -> str:
+        """A registry base without uv: build the spec's Dockerfile (git + pinned uv) on it."""
+        from docker.errors import APIError, BuildError
 
         root = self.dockerfile.parent.parent
         try:
@@ -79,44 +218,220 @@ class DockerRunner:
                 rm=True,
                 pull=False,
             )
-        except BuildError as exc:
-            raise GateFailed(f"{self.dockerfile}: image build failed: {exc.msg}")
-        self.image_id = image.id
-        return image
+        except (BuildError, APIError) as exc:
+            raise GateFailed(f"{self.dockerfile}: image build failed: {exc}")
+        return str(image.id)
 
-    def run_in(self, image: str, cmd: Command, *, network: bool, inputs: dict[str, bytes]) -> Any:
-        """Run `cmd` in a new container from `image` (after copying `inputs` in); returns it."""
-        container = self.client.containers.create(
-            image,
-            command=list(cmd.argv),
-            environment=dict(cmd.env),
-            working_dir=cmd.cwd or WORKSPACE,
-            network_disabled=not network,
+    def remove_stale(self) -> list[str]:
+        """Remove containers left by a killed run (their owner pid is gone); their names."""
+        removed = []
+        for container in self.client.containers.list(all=True, filters={"label": LABEL}):
+            if stale_owner(container.labels.get(LABEL, "")):
+                container.remove(force=True)
+                removed.append(container.name)
+        return removed
+
+    def _env(self, env: Mapping[str, str]) -> dict[str, str]:
+        out = dict(env)
+        if self.cert:
+            out.setdefault("SSL_CERT_FILE", self.cert)
+        if self.uv_cache:  # HOME may not be writable in the container; keep uv's cache
+            out.setdefault("UV_CACHE_DIR", self.uv_cache)
+        return out
+
+    def _binds_for(self, argv: Sequence[str | Path]) -> dict[str, dict[str, str]]:
+        """The runner's binds plus the private temporary folders `argv` names (a request
+        and result file of an in-env run, `--junitxml=PATH`), each at its own path."""
+        binds = dict(self.binds)
+        tmp = Path(tempfile.gettempdir()).resolve()
+        for arg in map(str, argv):
+            path = Path(arg.split("=", 1)[-1] if arg.startswith("-") else arg)
+            if not path.is_absolute() or tmp not in path.parents:
+                continue
+            folder = tmp / path.relative_to(tmp).parts[0]
+            covered = any(folder == Path(b) or Path(b) in folder.parents for b in binds)
+            if folder.is_dir() and not covered:
+                binds[str(folder)] = {"bind": str(folder), "mode": "rw"}
+        return binds
+
+    def call(
+        self,
+        argv: Sequence[str | Path],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | str | None = None,
+        network: bool = True,
+        timeout: float | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run `argv` in a container to completion; its exit status and output (text)."""
+        from docker.errors import APIError
+
+        try:
+            container = self.client.containers.create(
+                self.image_id,
+                command=[str(a) for a in argv],
+                environment=self._env(env or {}),
+                working_dir=str(cwd) if cwd else "/",
+                volumes=self._binds_for(argv),
+                network_mode="none" if not network else None,
+                labels={LABEL: owner_label()},
+                user=f"{os.getuid()}:{os.getgid()}",
+            )
+        except APIError as exc:
+            raise OutsideFailure(f"the container engine refused to create a container: {exc}")
+        try:
+            container.start()
+            status = container.wait(timeout=timeout) if timeout else container.wait()
+            out = container.logs(stdout=True, stderr=False).decode(errors="replace")
+            err = container.logs(stdout=False, stderr=True).decode(errors="replace")
+            code = int(status.get("StatusCode", 1))
+        except Exception as exc:  # the engine's and requests' errors: an outside failure
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            raise OutsideFailure(f"running {argv[0]!s} in the container failed: {exc}")
+        finally:
+            container.remove(force=True)  # also stops it when the run is interrupted
+        return subprocess.CompletedProcess([str(a) for a in argv], code, out, err)
+
+    def run(self, cmd: Command, log: Path) -> None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with progress.working(f"{cmd.label} (in a container)", log):
+            done = self.call(cmd.argv, env=cmd.env, cwd=cmd.cwd, network=cmd.network)
+        with log.open("a") as out:
+            out.write(f"$ [container {self.image_id[:19]}] {' '.join(cmd.argv)}\n")
+            out.write(done.stdout + done.stderr)
+        if done.returncode != 0:
+            raise GateFailed(
+                f"{cmd.label} failed in the container (exit {done.returncode}); log: {log}\n"
+                f"{_tail(log)}",
+                hint="read the log above; nothing was written to dist/",
+            )
+
+    def require_python(self, version: str) -> None:
+        if not re.fullmatch(r"3\.\d{1,2}", version):
+            raise BadInput(f"[build] python = {version!r}: expected 3.X")
+        # Through the shell: an image without the program is an answer, not an engine error.
+        done = self.call(["/bin/sh", "-c", f"exec python{version} --version"], network=False)
+        if done.returncode != 0:
+            raise OutsideFailure(
+                f"image {self.base_image} has no python{version} (the spec's [build] python)",
+                hint=f"pin an image that carries CPython {version} in [build] base_image "
+                f"(`vpr image build --python {version}` where Debian ships it)",
+            )
+
+
+# ---------------------------------------------------------------------------
+# The Debian-based image (`vpr image build`): a rootfs from Debian packages, then loaded.
+
+
+def debian_rootfs(
+    dest: Path, *, suite: str, packages: Sequence[str], epoch: int, mirror: str, log: Path
+) -> None:
+    """`mmdebstrap` a rootfs tarball with SOURCE_DATE_EPOCH (same packages, same bytes)."""
+    import shutil
+
+    if not shutil.which("mmdebstrap"):
+        raise OutsideFailure(
+            "mmdebstrap is not installed", hint="apt-get install -y mmdebstrap (see .ci/run)"
         )
-        for dest, archive in inputs.items():
-            container.put_archive(dest, archive)
-        container.start()
-        status = container.wait()
-        if status.get("StatusCode", 1) != 0:
-            logs = container.logs(tail=25).decode(errors="replace")
-            container.remove(force=True)
-            raise GateFailed(f"{cmd.label} failed in the container:\n{logs}")
-        return container
+    argv = [
+        "mmdebstrap",
+        "--mode=root",
+        "--variant=apt",
+        "--quiet",
+        f"--include={','.join(packages)}",
+        "--",
+        suite,
+        str(dest),
+        mirror,
+    ]
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "SOURCE_DATE_EPOCH": str(epoch), "LC_ALL": "C"}
+    runner_log = log.open("a")
+    with runner_log:
+        done = subprocess.run(argv, env=env, stdout=runner_log, stderr=subprocess.STDOUT)
+    if done.returncode != 0 or not dest.is_file():
+        dest.unlink(missing_ok=True)
+        raise OutsideFailure(
+            f"mmdebstrap {suite} failed (exit {done.returncode}); log: {log}\n{_tail(log)}",
+            hint=f"is {mirror} reachable? mmdebstrap needs root (--mode=root)",
+        )
 
 
-def tar_bytes(files: dict[str, bytes], mode: int = 0o644) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tf:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            info.mode = mode
-            tf.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+def download_wheel(requirements: Path, dest: Path) -> Path:
+    """The manylinux x86_64 wheel a hash-pinned requirements file names (pip checks hashes)."""
+    import sys
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--platform",
+            "manylinux_2_17_x86_64",
+            "--require-hashes",
+            "-d",
+            str(dest),
+            "-r",
+            str(requirements),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    wheels = sorted(dest.glob("*.whl"))
+    if done.returncode != 0 or len(wheels) != 1:
+        raise OutsideFailure(
+            f"downloading the wheel pinned in {requirements} failed:\n{done.stderr}"
+        )
+    return wheels[0]
 
 
-def tar_dir(path: Path, arcname: str) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tf:
-        tf.add(path, arcname=arcname)
-    return buf.getvalue()
+def load_archive(client: Any, archive: Path) -> str:
+    """Load a `docker save` archive into the engine; the loaded image's ID (hex)."""
+    from docker.errors import APIError
+
+    try:
+        with archive.open("rb") as fh:
+            images = client.images.load(fh)
+    except APIError as exc:
+        raise OutsideFailure(f"the container engine refused {archive}: {exc}")
+    if len(images) != 1:
+        raise OutsideFailure(f"loading {archive} gave {len(images)} images, expected 1")
+    return str(images[0].id).removeprefix("sha256:")
+
+
+def image_ids(client: Any, name: str) -> list[str]:
+    """IDs (hex) of the images the engine holds under `name` (none: [])."""
+    from docker.errors import ImageNotFound
+
+    try:
+        return [str(client.images.get(name).id).removeprefix("sha256:")]
+    except ImageNotFound:
+        return []
+
+
+@functools.lru_cache(maxsize=8)
+def _from_marker(text: str) -> ContainerRunner:
+    marker = json.loads(text)
+    return ContainerRunner(
+        marker["base_image"],
+        Path(marker["dockerfile"]),
+        [Path(m) for m in marker["mounts"]],
+        uv_cache=Path(marker["uv_cache"]) if marker.get("uv_cache") else None,
+    )
+
+
+def runner_of(python: Path | str) -> Runner:
+    """The runner an environment's `python` runs on: the container runner that made the
+    environment (its marker, image digest checked again), else this machine."""
+    marker = Path(python).parent.parent / MARKER
+    if not marker.is_file():
+        return LocalRunner("off")
+    try:
+        return _from_marker(marker.read_text())
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise BadInput(f"{marker}: unreadable runner marker ({exc})", hint="run `vpr env` again")

@@ -10,14 +10,19 @@ from argv[1] and write a JSON result to argv[2].
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.edges import proc
+from vllm_plugin_release.edges.container import MARKER, runner_of
+from vllm_plugin_release.edges.envworker import Worker, workers
 
 INENV = Path(__file__).resolve().parent.parent / "inenv"
 
@@ -55,6 +60,11 @@ def run_in_env(
 ) -> dict[str, Any]:
     """Run inenv/<module>.py as a script with `python`: `req.json out.json`; return out.json.
 
+    In a forked copy of the warm worker for `python` when one was started (`warm`) and
+    the call sets no environment of its own (the worker's interpreter started with ours);
+    else in a new interpreter. Either way the module runs as `python SCRIPT req out`
+    with the same environment.
+
     An inenv module exits 0 with a result, 2 for bad input (its result holds
     `error`), anything else is an outside failure; stderr is kept for the message.
     """
@@ -66,19 +76,84 @@ def run_in_env(
         out = Path(tmp) / "result.json"
         req.write_text(json.dumps(request))
         script = stage_module(module, Path(tmp))
-        done = proc.run(
-            [python, script, req, out],
-            what=f"inenv {module}",
-            env=child_environment(env),
-            cwd=cwd,
-            timeout=timeout,
-        )
-        result = json.loads(out.read_text()) if out.exists() else None
-        if done.returncode == 2 and result and "error" in result:
-            raise BadInput(result["error"])
-        if done.returncode != 0 or result is None:
-            tail = "\n".join(done.stderr.strip().splitlines()[-15:])
-            raise OutsideFailure(
-                f"inenv {module} failed in {python} (exit {done.returncode}):\n{tail}"
+        child_env = child_environment(env)
+        worker = workers.get(python) if env is None else None
+        if worker is not None and worker.env == child_env:
+            # The job's folder is ours, as a new interpreter's would be (not the worker's).
+            returncode, stderr = worker.run(
+                script, [req, out], child_env, cwd or Path.cwd(), timeout, what=f"inenv {module}"
             )
+        else:
+            # Where the environment was made: this machine, or its pinned container image.
+            with progress.working(f"inenv {module}"):
+                done = runner_of(python).call(
+                    [python, script, req, out], env=child_env, cwd=cwd, timeout=timeout
+                )
+            returncode, stderr = done.returncode, done.stderr
+        result = json.loads(out.read_text()) if out.exists() else None
+        if returncode == 2 and result and "error" in result:
+            raise BadInput(result["error"])
+        if returncode != 0 or result is None:
+            # The child's own traceback (in its result) says why; stderr may be empty.
+            told = str((result or {}).get("error") or "") + "\n" + stderr
+            tail = "\n".join(told.strip().splitlines()[-15:])
+            raise OutsideFailure(f"inenv {module} failed in {python} (exit {returncode}):\n{tail}")
         return result
+
+
+# The third-party modules vLLM's import spends its time in (torch alone is half of it),
+# imported once by the warm worker. Never vLLM or the plugin: their import reads the
+# variables a job sets. One that an environment lacks is skipped.
+PRELOAD = (
+    "torch",
+    "torch._dynamo",
+    "torch._inductor.config",
+    "torch.distributed.fsdp",
+    "torch.distributed.tensor",
+    "triton",
+    "transformers",
+    "transformers.configuration_utils",
+    "transformers.tokenization_utils_base",
+    "transformers.modeling_utils",
+    "transformers.processing_utils",
+    "transformers.models.auto",
+    "openai",
+    "mistral_common",
+    "aiohttp",
+    "pydantic",
+    "huggingface_hub",
+    "tokenizers",
+    "xgrammar",
+    "sympy",
+    "networkx",
+    "msgspec",
+    "zmq",
+    "fastapi",
+)
+
+
+@contextlib.contextmanager
+def warm(python: Path | str, *, for_session: bool = False) -> Iterator[Worker | None]:
+    """Keep one warm worker for `python` during the block (started now, so its imports
+    overlap with the caller's other work); `run_in_env` calls for it go there. Inside
+    `session()` the worker stays until the session ends, so later stages reuse it.
+    Yields None, and changes nothing, when `python` does not exist, or with
+    `for_session` outside a session (one job alone gains nothing from a worker)."""
+    python = Path(python)
+    in_container = (python.parent.parent / MARKER).is_file()  # runs in its image, not here
+    if not python.exists() or in_container or (for_session and not workers.in_session()):
+        yield None
+        return
+    worker = workers.start(
+        python,
+        lambda: Worker.start(
+            python, lambda folder: stage_module("worker", folder), PRELOAD, child_environment()
+        ),
+    )
+    try:
+        yield worker
+    finally:
+        workers.release(python)
+
+
+session = workers.session

@@ -16,11 +16,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import html.parser
 import json
 import os
 import shutil
 import tarfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from vllm_plugin_release.core import progress, simpleindex
+from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import (
     CHUNK,
     Cache,
@@ -39,38 +39,14 @@ from vllm_plugin_release.core.cache import (
     write_tree_manifest,
 )
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.edges import index as ix
 from vllm_plugin_release.edges import netwait
 from vllm_plugin_release.edges.git import git, refuse_option
+from vllm_plugin_release.edges.index import IndexFile
 from vllm_plugin_release.spec.model import GitSource, SdistSource, Spec
 
 USER_AGENT = "vllm-plugin-release (+fetch)"
 TIMEOUT = 60
-
-
-@dataclass(frozen=True)
-class IndexFile:
-    filename: str
-    url: str
-    sha256: str | None
-    size: int | None
-    upload_time: str | None = None
-    yanked: bool = False
-
-
-class _LinkParser(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: list[tuple[str, str]] = []
-        self._href: str | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            self._href = dict(attrs).get("href")
-
-    def handle_data(self, data: str) -> None:
-        if self._href is not None:
-            self.links.append((data.strip(), self._href))
-            self._href = None
 
 
 def _normalize(project: str) -> str:
@@ -88,50 +64,64 @@ def _open(url: str, accept: str | None = None):
     return netwait.waiting(lambda: urllib.request.urlopen(request, timeout=netwait.timeout()), url)
 
 
-def index_files(index: str, project: str) -> list[IndexFile]:
-    """All files of `project` on a simple-API index (JSON preferred, HTML accepted)."""
-    url = f"{index.rstrip('/')}/{_normalize(project)}/"
+RATE_LIMIT_BUDGET_ENV = "VPR_INDEX_RETRY_BUDGET"
+
+
+def _rate_limit_budget() -> float:
     try:
-        with _open(url, "application/vnd.pypi.simple.v1+json, text/html;q=0.1") as response:
-            content_type = response.headers.get("Content-Type", "")
-            body = response.read()
-            base = response.geturl()
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            raise BadInput(f"{url}: project {project!r} not found on the index (HTTP 404)")
-        raise OutsideFailure(f"{url}: package index answered HTTP {exc.code}")
-    except (urllib.error.URLError, OSError) as exc:
-        raise OutsideFailure(
-            f"{url}: package index unreachable ({getattr(exc, 'reason', exc)})",
-            hint="check the network or the [core.source] index URL",
-        )
-    except netwait.NoAnswer as exc:
-        raise OutsideFailure(
-            f"package index timed out: {exc}",
-            hint="the index accepted the connection but did not answer; retry later, or raise "
-            "VPR_NET_TIMEOUT",
-        )
-    files: list[IndexFile] = []
-    if "json" in content_type:
-        for f in simpleindex.json_files(body, url):
-            files.append(
-                IndexFile(
-                    filename=f["filename"],
-                    url=urllib.parse.urljoin(base, f["url"]),
-                    sha256=(f.get("hashes") or {}).get("sha256"),
-                    size=f.get("size"),
-                    upload_time=f.get("upload-time"),
-                    yanked=bool(f.get("yanked")),
-                )
+        return float(os.environ.get(RATE_LIMIT_BUDGET_ENV, "120"))
+    except ValueError:
+        return 120.0
+
+
+def index_files(index: str, project: str) -> list[IndexFile]:
+    """All files of `project` on a simple-API index (JSON preferred, HTML accepted), through
+    the one index client (`edges/index.project_files`): connection errors, HTTP 5xx and 429
+    are retried ($VPR_INDEX_ATTEMPTS, 3; $VPR_INDEX_BACKOFF, 0.5 s doubling); an index that
+    accepted and never answered is not (it was waited for $VPR_NET_TIMEOUT already)."""
+    url = f"{index.rstrip('/')}/{_normalize(project)}/"
+    attempts, backoff = ix.retry_policy("VPR_INDEX")
+    budget, waited, delay = _rate_limit_budget(), 0.0, 1.0
+    while True:
+        try:
+            files = ix.retrying(
+                lambda: ix.project_files(index, project, credentials=False),
+                attempts=attempts,
+                backoff=backoff,
+                retry_waited=False,
+                retry_rate_limited=False,
             )
-        return files
-    parser = _LinkParser()
-    parser.feed(body.decode("utf-8", "replace"))
-    for text, href in parser.links:
-        full = urllib.parse.urljoin(base, href)
-        frag = urllib.parse.urlparse(full).fragment
-        sha = frag.split("=", 1)[1] if frag.startswith("sha256=") else None
-        files.append(IndexFile(filename=text, url=full.split("#")[0], sha256=sha, size=None))
+            break
+        except ix.Transient as exc:
+            if exc.rate_limited:
+                # HTTP 429 (or 503 with Retry-After): back off for up to the budget
+                if waited >= budget:
+                    raise OutsideFailure(
+                        f"{url}: the package index still rate-limits (HTTP {exc.rate_limited})"
+                        f" after {waited:.0f} s of backing off",
+                        hint=f"retry later, or raise {RATE_LIMIT_BUDGET_ENV} (seconds)",
+                    )
+                asked = exc.retry_after if exc.retry_after is not None else delay
+                pause = min(max(asked, 0.25), budget - waited)  # never a busy loop
+                progress.warn(
+                    f"{url}: rate-limited (HTTP {exc.rate_limited}); waiting {pause:.1f} s"
+                )
+                time.sleep(pause)
+                waited += pause
+                delay = min(delay * 2, 30.0)
+                continue
+            if exc.waited:
+                raise OutsideFailure(
+                    f"package index timed out: {exc}",
+                    hint="the index accepted the connection but did not answer; retry later, or "
+                    "raise VPR_NET_TIMEOUT",
+                )
+            raise OutsideFailure(
+                f"{url}: package index unreachable ({exc}; {attempts} attempts)",
+                hint="check the network or the [core.source] index URL",
+            )
+    if files is None:
+        raise BadInput(f"{url}: project {project!r} not found on the index (HTTP 404)")
     return files
 
 

@@ -18,13 +18,14 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from packaging.utils import canonicalize_name
 
-from vllm_plugin_release.core import simpleindex
+from vllm_plugin_release.core import progress, simpleindex
 from vllm_plugin_release.core.cache import atomic_write_text
 from vllm_plugin_release.core.errors import OutsideFailure
 from vllm_plugin_release.core.net import scrub
@@ -64,7 +65,81 @@ def simple_url_for(upload_url: str) -> str:
 
 
 class Transient(Exception):
-    """A failure worth retrying (connection error, timeout, HTTP 5xx)."""
+    """A failure worth retrying (connection error, timeout, HTTP 5xx or 429). `waited`: the
+    index accepted the connection and said nothing for the whole VPR_NET_TIMEOUT."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        waited: bool = False,
+        rate_limited: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.waited = waited
+        # HTTP 429, or 503 with Retry-After: the index asks us to slow down (the status code)
+        self.rate_limited = rate_limited
+        self.retry_after = retry_after
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:  # an HTTP date, or garbage: back off by our own schedule
+        return None
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    """One file of a project page (PEP 691 JSON or PEP 503 HTML)."""
+
+    filename: str
+    url: str
+    sha256: str | None
+    size: int | None
+    upload_time: str | None = None
+    yanked: bool = False
+
+
+def retry_policy(prefix: str = "VPR_PUBLISH") -> tuple[int, float]:
+    """(attempts, first backoff in seconds) for index requests: $PREFIX_ATTEMPTS (4) and
+    $PREFIX_BACKOFF (2.0); `VPR_PUBLISH` for publishing, `VPR_INDEX` for reading (3, 0.5)."""
+    attempts, backoff = (4, 2.0) if prefix == "VPR_PUBLISH" else (3, 0.5)
+    try:
+        attempts = max(1, int(os.environ.get(f"{prefix}_ATTEMPTS", attempts)))
+        backoff = max(0.0, float(os.environ.get(f"{prefix}_BACKOFF", backoff)))
+    except ValueError:
+        pass
+    return attempts, backoff
+
+
+T = TypeVar("T")
+
+
+def retrying(
+    call: Callable[[], T],
+    *,
+    attempts: int,
+    backoff: float,
+    retry_waited: bool = True,
+    retry_rate_limited: bool = True,
+) -> T:
+    """`call()`, again after a Transient, up to `attempts` times with doubling waits (the one
+    retry loop of the index client). The last Transient is raised when every attempt failed;
+    one that `waited` the whole timeout is raised at once unless `retry_waited`."""
+    for attempt in range(attempts):
+        try:
+            return call()
+        except Transient as exc:
+            if attempt + 1 >= attempts or (exc.waited and not retry_waited):
+                raise
+            if exc.rate_limited and not retry_rate_limited:  # the caller's budget decides
+                raise
+            delay = backoff * (2**attempt)
+            progress.warn(f"{exc}; retrying in {delay:g} s ({attempt + 2}/{attempts})")
+            time.sleep(delay)
+    raise AssertionError("unreachable")  # attempts >= 1
 
 
 Origin = tuple[str, str, int | None]
@@ -93,12 +168,15 @@ def _basic(user: str, password: str) -> dict[str, str]:
     return {"Authorization": f"Basic {token}"}
 
 
-def _auth_header(index_url: str) -> dict[str, str]:
-    """The index's credentials: its URL's user info, else TWINE_USERNAME / TWINE_PASSWORD."""
+def _auth_header(index_url: str, *, environment: bool = True) -> dict[str, str]:
+    """The index's credentials: its URL's user info, else TWINE_USERNAME / TWINE_PASSWORD
+    (when `environment`: the upload index's, never sent to an index we only read from)."""
     parts = urllib.parse.urlsplit(index_url)
     if parts.username:
         user = urllib.parse.unquote(parts.username)
         return _basic(user, urllib.parse.unquote(parts.password or ""))
+    if not environment:
+        return {}
     user, password = os.environ.get("TWINE_USERNAME"), os.environ.get("TWINE_PASSWORD")
     return _basic(user, password) if user and password else {}
 
@@ -135,8 +213,10 @@ class _OriginRedirects(urllib.request.HTTPRedirectHandler):
         return new
 
 
-def _get(url: str, accept: str | None = None, *, index: str) -> tuple[bytes, str, str] | None:
-    """(body, content type, final URL), None on 404; Transient on 5xx/connection errors.
+def _get(
+    url: str, accept: str | None = None, *, index: str, credentials: bool = True
+) -> tuple[bytes, str, str] | None:
+    """(body, content type, final URL), None on 404; Transient on 5xx/429/connection errors.
     `url` must be on the origin of `index` (or its files host); the index's credentials go
     to the index's origin only, as a header (no URL in a message carries user info)."""
     home = origin(index)
@@ -150,7 +230,7 @@ def _get(url: str, accept: str | None = None, *, index: str) -> tuple[bytes, str
         )
     headers = {"User-Agent": USER_AGENT}
     if origin(url) == home:
-        headers.update(_auth_header(index))
+        headers.update(_auth_header(index, environment=credentials))
     url = _without_userinfo(url)
     if accept:
         headers["Accept"] = accept
@@ -162,10 +242,15 @@ def _get(url: str, accept: str | None = None, *, index: str) -> tuple[bytes, str
         ) as response:
             return response.read(), response.headers.get("Content-Type", ""), response.geturl()
     except netwait.NoAnswer as exc:
-        raise Transient(str(exc))
+        raise Transient(str(exc), waited=True)
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             return None
+        after = _retry_after(exc.headers.get("Retry-After") if exc.headers else None)
+        if exc.code == 429 or (exc.code == 503 and after is not None):
+            raise Transient(
+                f"HTTP {exc.code} from {redact(url)}", rate_limited=exc.code, retry_after=after
+            )
         if exc.code >= 500:
             raise Transient(f"HTTP {exc.code} from {redact(url)}")
         if exc.code in (401, 403):
@@ -178,48 +263,36 @@ def _get(url: str, accept: str | None = None, *, index: str) -> tuple[bytes, str
         raise Transient(f"{redact(url)} unreachable ({getattr(exc, 'reason', exc)})")
 
 
-def _links(body: bytes, content_type: str, base: str) -> dict[str, tuple[str, str | None]]:
-    """{filename: (url, sha256 or None)} from a PEP 691 JSON or PEP 503 HTML page."""
-    import html.parser
-
-    out: dict[str, tuple[str, str | None]] = {}
-    if "json" in content_type:
-        for f in simpleindex.json_files(body, redact(base)):
-            url = urllib.parse.urljoin(base, f["url"])
-            out[f["filename"]] = (url.split("#")[0], (f.get("hashes") or {}).get("sha256"))
-        return out
-
-    class Parser(html.parser.HTMLParser):
-        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-            href = dict(attrs).get("href")
-            if tag != "a" or not href:
-                return
-            url = urllib.parse.urljoin(base, href)
-            name = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
-            frag = urllib.parse.urlsplit(url).fragment
-            sha = frag.split("=", 1)[1] if frag.startswith("sha256=") else None
-            out[name] = (url.split("#")[0], sha)
-
-    Parser().feed(body.decode("utf-8", "replace"))
-    return out
+def project_files(
+    simple_url: str, project: str, *, credentials: bool = True
+) -> list[IndexFile] | None:
+    """The files of `project` on a simple-API index (PEP 691 JSON preferred, PEP 503 HTML
+    accepted), None when the index has no such project (404). One request, no retry: the
+    caller picks the policy (`retrying`). `credentials`: send the environment's upload
+    credentials (publish); a source index is read with its URL's own user info only."""
+    page = _get(
+        f"{simple_url.rstrip('/')}/{canonicalize_name(project)}/",
+        simpleindex.ACCEPT,
+        index=simple_url,
+        credentials=credentials,
+    )
+    if page is None:
+        return None
+    body, content_type, base = page
+    return [
+        IndexFile(**f)
+        for f in simpleindex.page_files(body, content_type, base, redact(_without_userinfo(base)))
+    ]
 
 
 def remote_sha256(simple_url: str, project: str, filename: str) -> str | None:
     """sha256 of `filename` on the index, or None when the index does not have it."""
-    page = _get(
-        f"{simple_url.rstrip('/')}/{canonicalize_name(project)}/",
-        "application/vnd.pypi.simple.v1+json, text/html;q=0.1",
-        index=simple_url,
-    )
-    if page is None:
+    files = {f.filename: f for f in project_files(simple_url, project) or []}
+    if filename not in files:
         return None
-    links = _links(*page)
-    if filename not in links:
-        return None
-    url, sha = links[filename]
-    if sha:
-        return sha
-    got = _get(url, index=simple_url)  # no hash on the page: download and hash it
+    if files[filename].sha256:
+        return files[filename].sha256
+    got = _get(files[filename].url, index=simple_url)  # no hash on the page: download, hash
     return hashlib.sha256(got[0]).hexdigest() if got else None
 
 

@@ -7,11 +7,13 @@ time, is an outside failure (exit 3) naming what was being done.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import OutsideFailure
 
 
@@ -27,19 +29,23 @@ def run(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
+    announce: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """Run `argv` to completion with its output captured as text (never raises on exit
-    status: the caller decides what an exit code means)."""
+    status: the caller decides what an exit code means). `announce`: a long step, said
+    when it starts and with a heartbeat while it runs (`progress.working`)."""
+    shown = progress.working(what) if announce else contextlib.nullcontext()
     try:
-        return subprocess.run(
-            [str(a) for a in argv],
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        with shown:
+            return subprocess.run(
+                [str(a) for a in argv],
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
     except subprocess.TimeoutExpired:
         raise OutsideFailure(f"{what} did not finish within {timeout:g} s")
     except OSError as exc:

@@ -1,8 +1,10 @@
-"""Runners: where build commands execute. `local` (this machine) or `docker` (a container).
+"""Runners: where commands execute. `local` (this machine) or `docker` (a container).
 
-Both runners take the same `Command` objects, produced once by `stages/recipes.py`;
-a runner only decides where the workspace lives and how a command is started. The
-stage helpers pick one (`stages/wheelbuild.runner_for`); neither knows the other.
+One interface (`Runner`), two implementations: `LocalRunner` here and
+`edges/container.ContainerRunner`. Both take the same `Command` objects (the build
+recipes are `stages/recipes.py`) and the same paths; a runner only decides how a
+command is started. Stages get one from `stages/wheelbuild.runner_for` and call its
+methods, never asking which kind it is.
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ import functools
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
+from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
-from vllm_plugin_release.edges import children
+from vllm_plugin_release.edges import children, proc
+from vllm_plugin_release.edges.uv import uv_bin
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,37 @@ def _tail(path: Path, lines: int = 25) -> str:
     return "\n".join("    " + line for line in text[-lines:])
 
 
+class Runner(Protocol):
+    """Where a stage's commands run. `describe()` goes into the stage's record."""
+
+    kind: str
+    isolate: bool  # True: a command that asks for no network gets none
+
+    @property
+    def uv(self) -> str: ...  # the uv program, as a command on this runner names it
+
+    @property
+    def env_key(self) -> str | None: ...  # what an environment made here depends on
+
+    def describe(self) -> dict[str, object]: ...
+
+    def run(self, cmd: Command, log: Path) -> None: ...
+
+    def call(
+        self,
+        argv: Sequence[str | Path],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | str | None = None,
+        network: bool = True,
+        timeout: float | None = None,
+    ) -> subprocess.CompletedProcess[str]: ...
+
+    def require_python(self, version: str) -> None: ...
+
+    def mark(self, env_dir: Path) -> None: ...  # note in an env made here where it runs
+
+
 class LocalRunner:
     """Runs commands as subprocesses on this machine; the workspace is a host folder."""
 
@@ -63,8 +99,49 @@ class LocalRunner:
             )
         self.isolate = network_isolation != "off" and can_unshare_network()
 
+    @property
+    def uv(self) -> str:
+        return uv_bin()
+
+    @property
+    def env_key(self) -> str | None:
+        return None  # this machine's environments: keyed as they always were
+
     def describe(self) -> dict[str, object]:
         return {"kind": self.kind}
+
+    def mark(self, env_dir: Path) -> None:
+        """An environment made here runs here: nothing to note."""
+
+    def call(
+        self,
+        argv: Sequence[str | Path],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | str | None = None,
+        network: bool = True,
+        timeout: float | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run `argv` here to completion; its exit status and output (text)."""
+        argv = list(argv)
+        if not network and self.isolate:
+            argv = ["unshare", "-n", *argv]
+        where = Path(cwd) if cwd else None
+        return proc.run(argv, what=f"running {argv[0]!s}", env=env, cwd=where, timeout=timeout)
+
+    def require_python(self, version: str) -> None:
+        """OutsideFailure (exit 3) naming the interpreter when this machine has none."""
+        done = proc.run(
+            [self.uv, "python", "find", "--no-python-downloads", version],
+            what=f"looking for CPython {version}",
+        )
+        if done.returncode != 0:
+            raise OutsideFailure(
+                f"no CPython {version} interpreter on this machine (the spec's [build] python)",
+                hint=f"install it (`uv python install {version}`, or your distribution's "
+                f"python{version}), or run in a container that has it: [build] backend = "
+                "'docker' with a base_image that carries it",
+            )
 
     def run(self, cmd: Command, log: Path) -> None:
         argv = list(cmd.argv)
@@ -88,7 +165,8 @@ class LocalRunner:
                 raise OutsideFailure(f"{cmd.label}: cannot start {argv[0]!r}: {exc.strerror}")
             children.register(proc)
             try:
-                returncode = proc.wait()
+                with progress.working(cmd.label, log):  # the log path, then a heartbeat
+                    returncode = proc.wait()
             finally:
                 children.forget(proc)
                 children.kill_group(proc.pid, grace=0 if proc.returncode is None else 5)

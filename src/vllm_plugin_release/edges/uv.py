@@ -12,6 +12,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import atomic_write_text
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.lockfile import LockRequest, header
@@ -100,7 +101,8 @@ def compile_lock(
         ov.write_text("\n".join(request.overrides) + "\n")
         args += ["--override", str(ov)]
     try:
-        done = subprocess.run(args, capture_output=True, text=True, check=False)
+        with progress.working(f"lock: resolving {request.name} (uv pip compile)"):
+            done = subprocess.run(args, capture_output=True, text=True, check=False)
     finally:
         tmp.unlink(missing_ok=True)
         if ov:

@@ -399,6 +399,7 @@ def bump(
     dry_run: bool = False,
     with_api: bool = False,
     with_tests: bool = False,
+    bisect: bool = False,
     tag: str | None = None,
     plugin_source: Path | None = None,
     dist_root: Path = Path("dist"),
@@ -443,6 +444,8 @@ def bump(
             inputs=inputs,
         )
         report.update(analyses)
+        if bisect:
+            report["bisect"] = _bisect(spec, version, report, errors, cache, dist_root, inputs)
         written = False
         if not dry_run:
             _write(pending, new_path, new_text)
@@ -629,6 +632,32 @@ def _analyses(
             errors.append(exc)
             out[key] = {"status": "error", "reason": exc.message}
     return out
+
+
+def _bisect(
+    spec: Spec,
+    version: str,
+    report: dict[str, Any],
+    errors: list[VprError],
+    cache: Cache,
+    dist_root: Path,
+    inputs: Inputs,
+) -> dict[str, Any]:
+    """With regressions: the first published version between the pin and `version` that
+    breaks the plugin's tests (`vpr bisect` over the index), for the migration report."""
+    from vllm_plugin_release.flows import bisect
+
+    tests = report.get("plugin_tests") or {}
+    if tests.get("status") != "run":
+        return _not_run("needs the plugin tests (--with-tests)")
+    if not tests.get("regressions"):
+        return _not_run("no regression to bisect")
+    opts = bisect.Options(cache=cache, dist_root=dist_root, plugin_source=inputs.plugin_source)
+    try:
+        return {"status": "run", **bisect.bisect(spec, spec.core.version, version, opts)}
+    except VprError as exc:
+        errors.append(exc)
+        return {"status": "error", "reason": exc.message}
 
 
 def _write(pending: list[tuple[Path, Path]], new_path: Path, new_text: str) -> None:

@@ -87,6 +87,7 @@ def plan(spec_files: list[Path], since: str | None = None) -> dict[str, Any]:
                 "name": spec.name,
                 "device_class": hw.device_class,
                 "mesh_device": hw.mesh_device or "",
+                "runner_labels": list(hw.runner_labels),
             }
         )
     return {"include": include, "skipped": skipped}
@@ -264,8 +265,11 @@ def live(spec: Spec, dist: Path, hw: HardwareSettings, spec_arg: str | Path) -> 
         raise BadInput(f"{vllm}: not found; the pairing environment has no vllm command")
     serve_env = {**proc.inherited(), "MESH_DEVICE": found.mesh["value"] or ""}
     serve_command(vllm, hw, 0)  # the model must be set before anything starts
-    progress.info("hardware-live: vllm serve -tp 2 (must be rejected)")
-    tp = tp_probe(vllm, hw, serve_env, dist / "hardware-tp-probe.log")
+    if hw.parallelism == "mesh":
+        progress.info("hardware-live: vllm serve -tp 2 (must be rejected)")
+        tp = tp_probe(vllm, hw, serve_env, dist / "hardware-tp-probe.log")
+    else:  # the plugin shards with -tp itself: nothing to reject
+        tp = {"status": "not-applicable", "detail": 'not run: parallelism = "tp" in the spec'}
     progress.info(f"hardware-live: -tp 2 probe: {tp['status']}: {tp['detail']}")
     progress.info(f"hardware-live: vllm serve {hw.model} (MESH_DEVICE={found.mesh['value']})")
     result = live_test(spec, vllm, hw, serve_env, dist)

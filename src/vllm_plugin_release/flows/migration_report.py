@@ -87,6 +87,13 @@ def render_markdown(result: BumpResult) -> str:
             f"(passed on {core['from']}); {len(tests['fixed'])} fixed"
         )
         out += [f"- regressed: `{t}`" for t in tests["regressions"]]
+    bisected = r.get("bisect")
+    if bisected and bisected.get("status") == "run":
+        from vllm_plugin_release.core.bisect import render_markdown as render_bisect
+
+        out += ["", render_bisect(bisected).rstrip("\n")]
+    elif bisected and bisected.get("status") == "error":
+        out += ["", "### Bisection", "", f"error: {bisected['reason']}"]
     if r["comments_to_review"]:
         out += ["", f"### Comments that still name {core['from']} (review by hand)", ""]
         out += [f"- line {c['line']}: `{_md(c['text'])}`" for c in r["comments_to_review"]]

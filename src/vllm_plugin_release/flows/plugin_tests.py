@@ -68,7 +68,8 @@ def _report(runner: str, run: pt.TestRun, base_run, version, record) -> None:
 def installer_pin(spec: Spec, root: Path) -> str:
     """The core version the plugin's installer pins exactly (read by the pinning check)."""
     options = spec.options("pinning")
-    report = pinning.scan(root, pinning.input_files(spec, options), spec.core.name)
+    files = pinning.input_files(spec, options)
+    report = pinning.scan(root, files, spec.core.name, options.get("build_args") or {})
     pin = report.core_pin
     if not pin or not pin.get("exact") or not pin.get("version"):
         raise BadInput(

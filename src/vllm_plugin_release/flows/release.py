@@ -20,6 +20,7 @@ from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, write_json
 from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.core.records import dist_dir
+from vllm_plugin_release.edges import ci, envrun
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.requests import build_request
@@ -43,6 +44,8 @@ class Options:
 class Outcome:
     stages: dict[str, float] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)
+    # Where each stage that runs core or plugin code ran (its record's `backend`).
+    ran_in: dict[str, Any] = field(default_factory=dict)
 
 
 def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable[[], None]]]:
@@ -64,6 +67,7 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
             fetcher=inputs.fetcher,
         )
         out.facts["core wheel"] = f"{result.wheel.name} sha256:{result.data['wheel']['sha256']}"
+        out.ran_in["build-core"] = result.data.get("backend")
 
     def build_plugin() -> None:
         from vllm_plugin_release.stages.build_plugin import build_plugin as run
@@ -76,6 +80,7 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
             tree=inputs.tree,
         )
         out.facts["plugin wheel"] = f"{result.wheel.name} sha256:{result.data['wheel']['sha256']}"
+        out.ran_in["build-plugin"] = result.data.get("backend")
 
     def env() -> None:
         from vllm_plugin_release.stages.pairing_env import create_env
@@ -88,7 +93,10 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
             runtime_env=opts.runtime_env,
             plugin=inputs.plugin,
             tree=inputs.tree,
+            conduct_gate=False,  # the platform plugin's answer is the environment check's
         )
+        # The in-env parts of conform run where the pairing environment lives.
+        out.ran_in["env"] = out.ran_in["conform (in-env parts)"] = record.get("backend")
         runtime = record["runtime"]
         out.facts["runtime"] = f"{runtime['name']}: {runtime['status']}" + (
             " (stand-in checked in an overlay, a test double)" if runtime.get("stand_in") else ""
@@ -109,6 +117,7 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
         )
         out.facts["manifest"] = str(built.manifest_path)
         out.facts["pairing id"] = built.manifest.get("pairing_id", "")
+        out.facts["public key"] = str(built.public_key_path)
 
     def publish() -> None:
         from vllm_plugin_release.stages.publish import publish_spec
@@ -127,6 +136,19 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
             f"{wheels} on {result.index}; manifest {result.store_status} in {result.store}"
         )
 
+    def ledger() -> None:
+        from vllm_plugin_release.flows.ledger import record_verdict
+
+        written = record_verdict(
+            spec,
+            dist_dir(opts.dist_root, spec.name),
+            cache=opts.cache,
+            store=opts.store,
+            signing=opts.signing_key,
+            runner=opts.runner,
+        )
+        out.facts["ledger"] = f"entry #{written['seq']} (signed, chain verified)"
+
     stages = [
         ("lock", lock_check),
         ("build-core", build_core),
@@ -136,26 +158,33 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
         ("manifest", manifest),
     ]
     if opts.publish:
-        stages.append(("publish", publish))
+        stages += [("publish", publish), ("ledger", ledger)]
     return stages
 
 
 def release(spec: Spec, opts: Options) -> Outcome:
     """Run the stages; a failing stage stops the run with its own exit code."""
+    # One warm worker per pairing env for the run: started by env, reused by conform.
+    with envrun.session():
+        return _release(spec, opts)
+
+
+def _release(spec: Spec, opts: Options) -> Outcome:
     out = Outcome()
     stages = _stages(spec, opts, out)
     failed: str | None = None
     try:
         for number, (name, run) in enumerate(stages, start=1):
-            progress.console.rule(f"[bold]stage {number}/{len(stages)}: {name}")
-            start = time.perf_counter()
-            try:
-                run()
-            except BaseException:
-                failed = name
-                raise
-            finally:
-                out.stages[name] = round(time.perf_counter() - start, 3)
+            # a rule line; a collapsible group in a GitHub Actions log
+            with progress.stage(f"stage {number}/{len(stages)}: {name}"):
+                start = time.perf_counter()
+                try:
+                    run()
+                except BaseException:
+                    failed = name
+                    raise
+                finally:
+                    out.stages[name] = round(time.perf_counter() - start, 3)
     finally:
         _summary(spec, opts, out, failed)
     return out
@@ -171,11 +200,46 @@ def _summary(spec: Spec, opts: Options, out: Outcome, failed: str | None) -> Non
     progress.console.print(table)
     for key, value in out.facts.items():
         progress.info(f"{key}: {value}")
+    for line in next_steps(spec, opts, out, failed):
+        progress.info(f"next: {line}")
+    ci.report_scorecard(dist)  # GitHub Actions: job summary and an ::error:: per failed check
     if dist.exists():
         run_file = dist / records.RUN
         try:
             data = json.loads(run_file.read_text())
         except (OSError, ValueError):
             data = {}
-        data["release"] = {"stages_seconds": out.stages, "failed_stage": failed}
+        data["release"] = {
+            "stages_seconds": out.stages,
+            "failed_stage": failed,
+            "ran_in": out.ran_in,
+        }
         write_json(run_file, data)
+
+
+def next_steps(spec: Spec, opts: Options, out: Outcome, failed: str | None) -> list[str]:
+    """What to look at next, from how the run ended (the last lines of `vpr release`)."""
+    dist = dist_dir(opts.dist_root, spec.name)
+    rerun = f"vpr release --spec {spec.path}" + (" --no-publish" if not opts.publish else "")
+    if failed:
+        return [
+            f"the error above says why {failed} stopped; build and install logs are in "
+            f"{opts.cache.root / 'logs'}/",
+            f"after fixing it: {rerun} (finished stages reuse their cached results)",
+        ]
+    verdict = out.facts.get("verdict")
+    steps = [f"open {dist / records.SCORECARD_HTML} (verdict {verdict}: why, and what is next)"]
+    if verdict == "lab":
+        steps.append(f"the failed checks are listed first in {dist / records.SCORECARD_MD}")
+    elif verdict == "pilot":
+        if spec.options("hardware").get("device_class"):
+            steps.append(
+                "verdict fleet needs the hardware part, on the hardware runner: "
+                f"nox -s conform-hardware -- --spec {spec.path}"
+            )
+        else:
+            steps.append("pilot is this spec's highest verdict: it has no [conformance.hardware]")
+    if "manifest" in out.facts:
+        key = out.facts.get("public key", "KEY.pub")
+        steps.append(f"check the signed manifest: vpr manifest verify {dist} --key {key}")
+    return steps

@@ -45,23 +45,34 @@ def _module_name(path: Path, package: str) -> str:
     return ".".join(names)
 
 
+def _names_runtime(name: str, runtime: str) -> bool:
+    """`name` is the runtime module or inside it (`vendor_sdk.torch`, `vendor_sdk.torch.ops`)."""
+    return name == runtime or name.startswith(runtime + ".")
+
+
 def _imports_runtime(path: Path, runtime: str) -> bool:
+    """The module imports the runtime (a dotted runtime too) on its own level (absolute)."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (SyntaxError, UnicodeDecodeError):
         return False
     for node in ast.walk(tree):
+        names: list[str] = []
         if isinstance(node, ast.Import):
-            if any(a.name.split(".")[0] == runtime for a in node.names):
-                return True
-        elif (
-            isinstance(node, ast.ImportFrom)
-            and node.module
-            and node.level == 0
-            and node.module.split(".")[0] == runtime
-        ):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        if any(_names_runtime(name, runtime) for name in names):
             return True
     return False
+
+
+def runtime_importable(runtime: str) -> bool:
+    """`find_spec` without its exceptions: a dotted name whose parent is missing raises."""
+    try:
+        return importlib.util.find_spec(runtime) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _byte_compile(files: list[Path]) -> dict[str, Any]:
@@ -108,7 +119,7 @@ def _runtime_modules(
 ) -> tuple[list[dict[str, str]], dict[str, Any]]:
     """Modules that import the vendor runtime: imported when it is present, else listed."""
     runtime_modules: list[dict[str, str]] = []
-    runtime_present = importlib.util.find_spec(runtime) is not None
+    runtime_present = runtime_importable(runtime)
     for path in files:
         if not _imports_runtime(path, runtime):
             continue
@@ -220,7 +231,7 @@ def main(argv: list[str]) -> int:
     try:
         result = run(request)
     except Exception:
-        result = {"error": traceback.format_exc(limit=5)}
+        result = {"error": traceback.format_exc(limit=8)}
         Path(argv[2]).write_text(json.dumps(result))
         return 3
     Path(argv[2]).write_text(json.dumps(result))

@@ -19,6 +19,9 @@ Request (JSON object):
 Result (JSON object): vllm_version, openapi, core_openapi (the same app without the
 endpoint plugins, when any were attached), models, model_sources, platform,
 endpoint_plugins, notes, counts, timings. Bad input: exit 2 with {"error": ...}.
+When vLLM's `load_general_plugins()` (what `vllm serve` calls first) raises, the
+result is {vllm_version, platform, notes, general_plugins_crash: {error, frames,
+entry_points}} instead: a finding about the plugin, with paths relative to sys.path.
 
 Current platform. The empty-target build has no platform of its own, and vLLM's
 argument parser builds config objects that need one. We set
@@ -43,6 +46,7 @@ import json
 import os
 import sys
 import time
+import traceback
 import typing
 from importlib.metadata import distributions, entry_points
 from pathlib import Path
@@ -314,6 +318,37 @@ def _build_app(args: Any, tasks: list[str], plugins: dict[str, Any]) -> tuple[An
     return app, core_document
 
 
+def _shown(filename: str) -> str:
+    """A file as its path under the sys.path entry that holds it (no host paths)."""
+    best = ""
+    for entry in sys.path:
+        root = os.path.join(os.path.abspath(entry or "."), "")
+        if filename.startswith(root) and len(root) > len(best):
+            best = root
+    return filename[len(best) :] if best else os.path.basename(filename)
+
+
+def _general_plugins_crash() -> dict[str, Any] | None:
+    """Call vLLM's load_general_plugins() as `vllm serve` does; what it raised, if it did."""
+    try:
+        from vllm.plugins import load_general_plugins
+    except ImportError:
+        return None
+    try:
+        load_general_plugins()
+    except Exception as exc:
+        frames = traceback.extract_tb(exc.__traceback__)
+        shown = [f"{_shown(f.filename)}:{f.lineno} in {f.name}" for f in frames[-6:]]
+        modules = {_shown(f.filename).rsplit(".", 1)[0].replace("/", ".") for f in frames}
+        eps = sorted(
+            f"{ep.name} = {ep.value}"
+            for ep in entry_points(group="vllm.general_plugins")
+            if any(m == ep.module or m.startswith(ep.module + ".") for m in modules)
+        )
+        return {"error": f"{type(exc).__name__}: {exc}", "frames": shown, "entry_points": eps}
+    return None
+
+
 def run(request: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     tasks, platform_class, names = _read_request(request)
@@ -325,6 +360,15 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     timings: dict[str, float] = {"import": time.perf_counter() - t0}
 
     platform = _set_platform(platform_class, bool(request.get("discover_platform", True)))
+    crash = _general_plugins_crash()
+    if crash is not None:
+        notes = [f"current platform: {platform['label']}", *platform["notes"]]
+        return {
+            "vllm_version": vllm.__version__,
+            "platform": {k: v for k, v in platform.items() if k != "notes"},
+            "notes": notes,
+            "general_plugins_crash": crash,
+        }
     t = time.perf_counter()
     args = _parse_server_args()
     timings["parse_args"] = time.perf_counter() - t

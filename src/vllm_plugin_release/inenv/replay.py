@@ -12,7 +12,8 @@ Request (JSON, argv[1]):
    "requests": {"arrival": [s, ...], "prompt": [n, ...], "output": [n, ...]},
    "cost_model": {"a": s, "b": s/token, "c": s/request},
    "schedulers": [{"label": str, "cls": "module:Class",
-                   "policy": "none" | "tt" | "reference" | "module:function",
+                   "policy": "none" | "tt" | "reference" | "module:function"
+                             | "platform:module:Class" (its check_and_update_config),
                    "settings": {max_num_seqs, max_num_batched_tokens, block_size,
                                 num_gpu_blocks, enable_chunked_prefill,
                                 long_prefill_token_threshold, enable_prefix_caching}}],
@@ -46,6 +47,11 @@ from typing import Any
 TT_CHUNKED_PREFILL_MODEL_TYPES = frozenset({"gemma4", "gemma4_unified"})
 
 SCHEDULER_BASE = "vllm.v1.core.sched.interface:SchedulerInterface"
+
+
+class ImportFailure(Exception):
+    """A named module that exists but cannot be imported in this environment (a missing
+    dependency, a broken build): an outside failure, exit 3 with {"error": ...}."""
 
 
 class BadRequest(Exception):
@@ -120,6 +126,8 @@ def apply_policy(policy: str, vllm_config: Any, model_type: str) -> dict[str, An
     reasons: list[str]
     if policy == "none":
         reasons = []
+    elif policy.startswith(PLATFORM_PREFIX):
+        reasons = platform_hook(policy[len(PLATFORM_PREFIX) :], vllm_config)
     elif policy == "tt":
         reasons = tt_policy(sc, vllm_config.model_config, model_type)
     else:
@@ -142,6 +150,26 @@ def apply_policy(policy: str, vllm_config: Any, model_type: str) -> dict[str, An
     }
 
 
+PLATFORM_PREFIX = "platform:"
+PLATFORM_BASE = "vllm.platforms.interface:Platform"
+
+
+def platform_hook(path: str, vllm_config: Any) -> list[str]:
+    """The plugin's own `Platform.check_and_update_config(vllm_config)`, as vLLM calls it
+    once the config is built (`platform:module:Class`). A class that is not a vLLM Platform
+    is bad input; the hook raising is the plugin's failure (reported with the replay)."""
+    cls = load_object(path, what="platform")
+    module_name, _, name = PLATFORM_BASE.partition(":")
+    base = getattr(importlib.import_module(module_name), name)
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise BadRequest(
+            f"platform {path!r} is not a vLLM platform: it must be a class deriving from "
+            f"{PLATFORM_BASE.replace(':', '.')}"
+        )
+    cls.check_and_update_config(vllm_config)
+    return [f"{path}.check_and_update_config applied"]
+
+
 # ---------------------------------------------------------------------------
 # Building schedulers.
 
@@ -156,11 +184,18 @@ def load_object(path: str, *, what: str) -> Any:
         raise BadRequest(f"{what} {path!r}: expected 'module:Name'")
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # any import-time failure belongs to the named module
-        raise BadRequest(
-            f"{what} {path!r}: module {module_name!r} does not import "
-            f"({type(exc).__name__}: {exc}); check the name and that the plugin is installed "
-            f"in this environment"
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise BadRequest(  # the name itself is wrong
+                f"{what} {path!r}: module {module_name!r} does not import "
+                f"({type(exc).__name__}: {exc}); check the name and that the plugin is "
+                f"installed in this environment"
+            ) from None
+        raise ImportFailure(f"{what} {path!r}: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # the module exists, its import fails in this environment
+        raise ImportFailure(
+            f"{what} {path!r}: module {module_name!r} exists but its import fails here "
+            f"({type(exc).__name__}: {exc})"
         ) from None
     obj = module
     for part in attr.split("."):
@@ -656,7 +691,7 @@ def replay_entry(
         result = replay_one(
             scheduler, arrival, prompt, output, max_model_len, cost_model, max_steps, timeout_s
         )
-    except BadRequest:
+    except (BadRequest, ImportFailure):
         raise
     except Exception as exc:  # the scheduler under test failed: report it, do not hide it
         tail = traceback.format_exc().strip().splitlines()[-12:]
@@ -689,7 +724,8 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
         policy = entry.get("policy", "none")
         if policy not in ("none", "tt") and ":" not in POLICY_FUNCTIONS.get(policy, policy):
             raise BadRequest(
-                f"policy {policy!r}: expected none, tt, reference or 'module:function'"
+                f"policy {policy!r}: expected none, tt, reference, 'module:function' or "
+                "'platform:module:Class'"
             )
         classes[entry["label"]] = load_class(entry["cls"])
     import vllm
@@ -741,6 +777,9 @@ def main(argv: list[str]) -> int:
     except BadRequest as exc:
         out.write_text(json.dumps({"error": str(exc)}))
         return 2
+    except ImportFailure as exc:
+        out.write_text(json.dumps({"error": str(exc)}))
+        return 3
     out.write_text(json.dumps(result, separators=(",", ":")))
     return 0
 

@@ -51,8 +51,11 @@ REPLAY_SCHEMA: dict[str, Any] = {
         "policy": {
             "type": "string",
             "description": "The plugin's configuration policy, applied to the plugin side as "
-            'its platform would: "tt", "reference", "none" or "module:function" '
-            "(function(scheduler_config, model_config) -> list of reasons). Default none.",
+            'its platform would: "tt", "reference", "none", "module:function" '
+            "(function(scheduler_config, model_config) -> list of reasons), or "
+            '"platform:module:Class": the plugin\'s own Platform class, whose '
+            "check_and_update_config(vllm_config) hook runs on the built config as vLLM "
+            "runs it. Default none.",
         },
         "model_type": {
             "type": "string",
@@ -173,7 +176,7 @@ def resolve(
     if policy not in ("none", "tt", "reference") and ":" not in policy:
         raise BadInput(
             f"{origin.where('policy')}: {policy!r} is not a policy",
-            hint='use "tt", "reference", "none" or "module:function"',
+            hint='use "tt", "reference", "none", "module:function" or "platform:module:Class"',
         )
     plugin = table.get("plugin_scheduler") or POLICY_SCHEDULERS.get(policy)
     if not plugin:

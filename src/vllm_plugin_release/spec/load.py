@@ -5,6 +5,7 @@ Every error names the file, the line, the key and what is expected (exit 2).
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from pathlib import Path
@@ -141,12 +142,34 @@ def _value_problems(value: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, 
     return []
 
 
+def _cross_key_problems(
+    data: dict[str, Any], file: Path, text: str
+) -> list[tuple[tuple[str, ...], str]]:
+    """Rules between keys that a schema cannot state (checked once the shapes are valid)."""
+    build_python = data.get("build", {}).get("python")
+    loadable = (data.get("runtime") or {}).get("python")
+    if not loadable or build_python in loadable:
+        return []
+    # A pairing is certified for a Python the vendor runtime loads, or not at all.
+    return [
+        (
+            ("build", "python"),
+            f"[build] python = {build_python!r} is not a Python the vendor runtime loads: "
+            f"[runtime] python = {loadable!r} ({_where(file, text, ('runtime', 'python'))}); "
+            f"set [build] python to one of {', '.join(loadable)} (and its base_image, "
+            "constraints), then `vpr lock --spec FILE`",
+        )
+    ]
+
+
 def validate(data: dict[str, Any], file: Path, text: str, schema: dict[str, Any]) -> None:
     """Every error of `data` against `schema`, each naming file:line and key (BadInput)."""
     errors = sorted(
         _validator(schema).iter_errors(data), key=lambda e: list(map(str, e.absolute_path))
     )
     found = [_describe(error) for error in errors] + _value_problems(data, ())
+    if not found:
+        found = _cross_key_problems(data, file, text)
     if not found:
         return
     lines = []
@@ -164,11 +187,25 @@ def _plain(value: Any) -> Any:
     return value.unwrap() if hasattr(value, "unwrap") else value
 
 
+def _existing_specs(missing: Path) -> str:
+    """The hint for a missing spec: the specs next to it (or in ./buildspec/), by name."""
+    for folder in (missing.parent, Path("buildspec")):
+        try:
+            found = sorted(str(p) for p in folder.glob("*.toml") if p.is_file())
+        except OSError:
+            continue
+        if found:
+            close = difflib.get_close_matches(str(missing), found, n=1, cutoff=0.8)
+            meant = f"did you mean {close[0]}? " if close else ""
+            return f"{meant}existing specs: " + ", ".join(found) + "; pass one with --spec"
+    return "no spec files found in buildspec/; pass --spec PATH/NAME.toml"
+
+
 def read_document(path: Path) -> tuple[tomlkit.TOMLDocument, str]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise BadInput(f"{path}: spec file not found", hint="pass --spec buildspec/NAME.toml")
+        raise BadInput(f"{path}: spec file not found", hint=_existing_specs(path))
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"{path}: cannot read spec file: {exc}")
     try:

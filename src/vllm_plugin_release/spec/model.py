@@ -7,7 +7,7 @@ from the check registry (`conform.registry.load_spec`). This module is light to 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,13 @@ class Spec:
         invalid one. Only rules a schema cannot state are the check's to enforce.
         """
         return dict(self.conformance.get(key) or {})
+
+    def with_backend(self, backend: str | None) -> Spec:
+        """This spec with `[build] backend` replaced (`--runner-backend`); itself for None."""
+        if not backend or backend == self.build.backend:
+            return self
+        raw = {**self.raw, "build": {**self.raw.get("build", {}), "backend": backend}}
+        return replace(self, build=replace(self.build, backend=backend), raw=raw)
 
     def resolve(self, relative: str) -> Path:
         p = Path(relative)

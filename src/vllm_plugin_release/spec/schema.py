@@ -15,6 +15,7 @@ SPEC_VERSION = 1
 
 HEX64 = "^[0-9a-f]{64}$"
 HEX40 = "^[0-9a-f]{40}$"
+DOTTED_MODULE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 DIGEST_PINNED_IMAGE = r"^[^\s@]+@sha256:[0-9a-f]{64}$"
 
 
@@ -134,8 +135,9 @@ SCHEMA: dict[str, Any] = {
                     "(a container built from docker/ with the docker SDK).",
                 },
                 "base_image": _str(
-                    "Container base image pinned by digest (name@sha256:...); "
-                    "required when backend = docker.",
+                    "The image every stage runs in with backend = docker, pinned by digest "
+                    "(name@sha256:...): a registry image, or the Debian-based one "
+                    "`vpr image build` makes; an image with another digest is refused.",
                     pattern=DIGEST_PINNED_IMAGE,
                 ),
                 "dockerfile": _str(
@@ -188,6 +190,18 @@ SCHEMA: dict[str, Any] = {
                 "subdirectory": _str("Folder of the plugin's pyproject.toml inside the source."),
                 "installer": _str("The plugin's installer script (relative to its source)."),
                 "overrides": _str("The plugin's dependency overrides file (relative)."),
+                "build_constraints": _str(
+                    "The plugin's own hash-locked build environment (written by `vpr lock` "
+                    "from its [build-system].requires plus build_requirements). Unset: the "
+                    "plugin is built in the core's build lock, which must meet its build "
+                    "requirements."
+                ),
+                "build_requirements": {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 1},
+                    "description": "Build requirements the plugin needs beyond its "
+                    "[build-system].requires (e.g. what a setup.py imports), PEP 508 strings.",
+                },
             },
         },
         "runtime": {
@@ -197,14 +211,19 @@ SCHEMA: dict[str, Any] = {
             "required": ["name"],
             "properties": {
                 "name": _str("Runtime name, e.g. tt-metal."),
-                "module": _str("Python module whose import proves the runtime, e.g. ttnn."),
+                "module": _str(
+                    "Python module whose import proves the runtime, e.g. ttnn or a dotted "
+                    "name such as vendor_sdk.torch.",
+                    pattern=DOTTED_MODULE,
+                ),
                 "package": _str("Distribution to install, e.g. ttnn."),
                 "version": _str("Pinned version of `package`.", format="pep440"),
                 "commit": _str("Runtime source commit (e.g. TT-Metal), recorded.", pattern=HEX40),
                 "python": {
                     "type": "array",
                     "items": {"type": "string", "pattern": r"^3\.\d{1,2}$"},
-                    "description": "Python versions the runtime ships wheels for.",
+                    "description": "Python versions the runtime ships wheels for (loads); "
+                    "[build] python must be one of them, else the spec is refused.",
                 },
                 "stand_in": _str(
                     "A labelled stand-in runtime package (folder in this repository) used for "

@@ -18,10 +18,9 @@ from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.core.lockfile import check_lock, pins
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges.fetch import Fetcher
-from vllm_plugin_release.edges.runner import LocalRunner
+from vllm_plugin_release.edges.runner import Runner
 from vllm_plugin_release.spec.model import GitSource, SdistSource, Spec
 from vllm_plugin_release.stages import recipes
-from vllm_plugin_release.stages.container_build import container_build
 from vllm_plugin_release.stages.requests import build_request
 from vllm_plugin_release.stages.wheelbuild import (
     StageResult,
@@ -86,8 +85,9 @@ def build_core(
     """Build the core wheel from the verified source `tree` (handed in by the flow)."""
     fetcher = fetcher or Fetcher(cache)
     dist = dist_dir(dist_root, spec.name)
-    runner = runner_for(spec)
-    isolated = bool(getattr(runner, "isolate", False))
+    runner = runner_for(spec, cache, folders=(tree,))
+    runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
+    isolated = runner.isolate
     lock_path = spec.resolve(spec.build.constraints)
     request, declared_torch = build_request(spec, tree)
     lock_text = check_lock(lock_path, request)
@@ -109,7 +109,7 @@ def build_core(
                 runner, spec, tree, lock_path, scratch, cache, builds=builds, lock_key=lock_sha
             )
         wheels = [r["wheel"] for r in results]
-        digest, reproducible = compare_builds(wheels, STAGE)
+        digest, reproducible = compare_builds(wheels, STAGE, [r.get("sha256") for r in results])
         expected_suffix = f"+{spec.core.target_device}"
         if expected_suffix not in wheels[0].name:
             raise GateFailed(
@@ -159,7 +159,7 @@ def build_core(
 
 
 def runner_build(
-    runner: Any,
+    runner: Runner,
     spec: Spec,
     tree: Path,
     lock_path: Path,
@@ -170,8 +170,6 @@ def runner_build(
     lock_key: str,
 ) -> list[dict[str, Any]]:
     """Run `builds` independent builds through the runner (in parallel); return their wheels."""
-    if not isinstance(runner, LocalRunner):
-        return container_build(runner, spec, tree, lock_path, scratch, builds=builds)
     venv = ensure_build_env(spec, lock_path, lock_key, cache, runner)
     return parallel_local_builds(
         runner,

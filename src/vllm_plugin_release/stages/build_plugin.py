@@ -1,8 +1,9 @@
 """Plugin build stage: the plugin wheel from its verified commit, twice, compared.
 
 The plugin is built in the core's hash-locked build environment (its build
-requirements must be satisfied by that lock, which keeps the build hermetic and
-under `unshare -n`), with SOURCE_DATE_EPOCH = the commit time. The record lists
+requirements must be satisfied by that lock), or, when the spec sets
+`[plugin] build_constraints`, in its own hash-locked one; either keeps the build
+hermetic and under `unshare -n`, with SOURCE_DATE_EPOCH = the commit time. The record lists
 the plugin's entry points read from the wheel; a wheel without a
 `vllm.platform_plugins` entry point fails the stage (exit 1).
 """
@@ -14,32 +15,36 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from vllm_plugin_release import __version__
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file
-from vllm_plugin_release.core.compat import tomllib
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.lockfile import check_lock, pins
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges.plugin_source import PluginSource
-from vllm_plugin_release.edges.runner import LocalRunner
 from vllm_plugin_release.spec.model import Spec
-from vllm_plugin_release.stages.requests import build_request
+from vllm_plugin_release.stages.requests import (
+    build_request,
+    plugin_build_request,
+    plugin_build_requires,
+)
 from vllm_plugin_release.stages.wheelbuild import (
     StageResult,
     compare_builds,
     ensure_build_env,
     parallel_local_builds,
     reuse,
+    runner_for,
     store,
 )
 
 STAGE = "build-plugin"
 RECORD = records.BUILD_PLUGIN
-RECIPE_VERSION = 1
+# 2: the record says where the plugin was built (`backend`); the runner is in the key.
+RECIPE_VERSION = 2
 PLATFORM_GROUP = "vllm.platform_plugins"
 
 
@@ -70,33 +75,26 @@ def wheel_metadata(wheel: Path) -> dict[str, Any]:
     }
 
 
-def check_build_requirements(root: Path, lock_text: str, lock_file: str) -> list[str]:
-    """The plugin's [build-system].requires must be met by the core build lock's pins."""
-    pyproject = root / "pyproject.toml"
-    try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BadInput(f"{pyproject}: not found", hint="set [plugin] subdirectory")
-    except tomllib.TOMLDecodeError as exc:
-        raise BadInput(f"{pyproject}: malformed TOML ({exc})")
-    requires = data.get("build-system", {}).get("requires", ["setuptools", "wheel"])
+def check_build_requirements(spec: Spec, root: Path, lock_text: str, lock_file: str) -> list[str]:
+    """The plugin's build requirements must be met by the core build lock's pins; a
+    conflict names the plugin's requirement and the lock's pin."""
+    requires = plugin_build_requires(spec, root)
     pinned = {canonicalize_name(k): v for k, v in pins(lock_text).items()}
+    source = "pyproject.toml" if (root / "pyproject.toml").is_file() else "setup.py"
     for raw in requires:
-        try:
-            req = Requirement(raw)
-        except InvalidRequirement as exc:
-            raise BadInput(f"{pyproject}: bad build requirement {raw!r} ({exc})")
+        req = Requirement(raw)
         have = pinned.get(canonicalize_name(req.name))
         if have is None or (req.specifier and not req.specifier.contains(have, prereleases=True)):
+            where = f"{root / source} (or [plugin] build_requirements)"
             raise BadInput(
-                f"{pyproject}: build requirement {raw!r} is not met by {lock_file} "
-                f"(has {req.name}=={have})"
+                f"{where}: build requirement {raw!r} conflicts with {lock_file}, "
+                f"which pins {req.name}=={have}"
                 if have
-                else f"{pyproject}: build requirement {raw!r} is not in {lock_file}",
-                hint="the plugin is built in the core's locked build environment; "
-                "add the requirement to the lock inputs or relax it",
+                else f"{where}: build requirement {raw!r} is not in {lock_file}",
+                hint="the plugin is built in the core's locked build environment; give it its "
+                "own with [plugin] build_constraints (then `vpr lock`), or relax the requirement",
             )
-    return list(requires)
+    return requires
 
 
 def build_plugin(
@@ -110,17 +108,25 @@ def build_plugin(
 ) -> StageResult:
     """Build the plugin wheel from the resolved `plugin` checkout in the core's build lock
     (whose request comes from the verified core source `tree`); both handed in by the flow."""
-    if spec.build.backend != "local":
-        progress.warn("build-plugin: the docker backend builds the core only; plugin built locally")
     src = plugin
-    lock_path = spec.resolve(spec.build.constraints)
-    request, _ = build_request(spec, tree)
-    lock_text = check_lock(lock_path, request)
+    runner = runner_for(spec, cache, folders=(src.root,))
+    runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
+    own = plugin_build_request(spec, src.root)
+    if own is not None:  # the plugin's own hash-locked build environment
+        lock_file = spec.plugin["build_constraints"]
+        lock_path = spec.resolve(lock_file)
+        check_lock(lock_path, own)
+        requires = plugin_build_requires(spec, src.root)
+    else:  # the core's build lock, which must meet the plugin's build requirements
+        lock_file = spec.build.constraints
+        lock_path = spec.resolve(lock_file)
+        request, _ = build_request(spec, tree)
+        lock_text = check_lock(lock_path, request)
+        requires = check_build_requirements(spec, src.root, lock_text, lock_file)
     lock_sha = sha256_file(lock_path)
-    requires = check_build_requirements(src.root, lock_text, spec.build.constraints)
-    runner = LocalRunner(spec.build.network_isolation)
     key = key_of(
         {
+            "runner": runner.describe(),
             "recipe": RECIPE_VERSION,
             "source": src.record(),
             "tree": _tree_key(src),
@@ -187,7 +193,8 @@ def build_plugin(
             "builds_compared": builds,
             "isolated": runner.isolate,
             "python": results[0]["python"],
-            "build_env": {"lock_file": spec.build.constraints, "lock_sha256": lock_sha},
+            "build_env": {"lock_file": lock_file, "lock_sha256": lock_sha},
+            "backend": runner.describe(),
         }
         result = store(cache, stage_dir, dist, wheels[0], record, RECORD)
     progress.info(

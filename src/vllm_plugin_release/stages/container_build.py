@@ -1,92 +1,125 @@
-"""The core build recipe on the container runner (the docker backend).
+"""`vpr image build`: the image the container runner runs in, made from Debian packages.
 
-1. Build the image from the spec's Dockerfile with the digest-pinned base.
-2. Run the environment commands (with network) in a container from it and commit
-   the result: the build environment image.
-3. For each build: create a container from that image with the network disabled,
-   copy the source in, run the wheel command, copy the wheel out.
+For machines that cannot reach a container registry. Two layers, both reproducible:
+1. the root filesystem, `mmdebstrap --variant=apt` of the spec's Python from a Debian
+   suite with SOURCE_DATE_EPOCH (the spec's core epoch): the same packages give the
+   same tarball;
+2. uv, from the wheel `docker/uv-requirements.txt` pins by hash.
+The image is written as a `docker save` archive whose config has a fixed time
+(`core/imagearchive.py`), so its ID (the digest `[build] base_image` pins) follows from
+the two layers only, and loaded into the engine. The engine must report the same ID.
 
-Exercised where an engine is reachable; elsewhere constructing the runner fails
-with exit 3 and a message saying so.
+Debian's archive moves (point releases, security updates): the digest holds for as long
+as the suite's packages do, or for ever with a snapshot mirror
+(`--mirror http://snapshot.debian.org/archive/debian/<time>`).
 """
 
 from __future__ import annotations
 
-import io
-import tarfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.core.errors import GateFailed
-from vllm_plugin_release.edges.container import VENV, WORKSPACE, DockerRunner, tar_bytes, tar_dir
-from vllm_plugin_release.edges.runner import Command
-from vllm_plugin_release.edges.uv import pip_find_links
+from vllm_plugin_release.core import progress
+from vllm_plugin_release.core.cache import Cache, sha256_file
+from vllm_plugin_release.core.errors import GateFailed, OutsideFailure
+from vllm_plugin_release.core.imagearchive import file_layer, write_archive
+from vllm_plugin_release.edges import container
 from vllm_plugin_release.spec.model import Spec
-from vllm_plugin_release.stages import recipes
+
+DEFAULT_SUITE = "bookworm"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+# The CPython each Debian suite ships (an image for another Python comes from a registry).
+SUITE_PYTHON = {"bookworm": ("3.11",), "trixie": ("3.13",)}
+UV_REQUIREMENTS = "docker/uv-requirements.txt"
 
 
-def container_build(
-    runner: DockerRunner, spec: Spec, tree: Path, lock_path: Path, scratch: Path, *, builds: int
-) -> list[dict[str, Any]]:
-    """The core build recipe in containers: the locked environment committed as an image,
-    then `builds` builds, each in its own container with no network; returns the wheels."""
-    image = runner.image()
-    env = {
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "TZ": "UTC",
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-    }
-    current = image.id
-    lock_tar = tar_bytes({"build-lock.txt": lock_path.read_bytes()})
-    for cmd in recipes.venv_commands(
-        uv="uv",
-        python=spec.build.python,
-        venv=VENV,
-        lock=f"{WORKSPACE}/build-lock.txt",
-        # Local folders of this machine do not exist in the container: URLs only.
-        find_links=[
-            link
-            for link in [*spec.build.find_links, *pip_find_links()]
-            if link.startswith(("http://", "https://"))
-        ],
-        env=env,
-    ):
-        container = runner.run_in(current, cmd, network=True, inputs={WORKSPACE: lock_tar})
-        current = container.commit().id
-        container.remove(force=True)
-    shim_tar = tar_bytes(
-        {f"shim/{tool}": recipes.RUST_SHIM.encode() for tool in recipes.RUST_TOOLS}, mode=0o755
+def image_name(python: str, suite: str) -> str:
+    return f"localhost/vpr-build:{suite}-py{python.replace('.', '')}"
+
+
+def check_python(python: str, suite: str) -> None:
+    """OutsideFailure naming what is missing when `suite` has no CPython `python`."""
+    shipped = SUITE_PYTHON.get(suite, ())
+    if python not in shipped:
+        raise OutsideFailure(
+            f"Debian {suite} ships CPython {', '.join(shipped) or 'unknown'}, not {python} "
+            "(the spec's [build] python): no Debian-based image for it can be made here",
+            hint="pin a registry image that carries it in [build] base_image (e.g. "
+            f"python:{python}-slim-bookworm@sha256:...) and `docker pull` it where a "
+            "registry is reachable",
+        )
+
+
+def _uv_binary(wheel: Path) -> bytes:
+    with zipfile.ZipFile(wheel) as zf:
+        names = [n for n in zf.namelist() if n.endswith(".data/scripts/uv")]
+        if len(names) != 1:
+            raise GateFailed(f"{wheel.name}: no uv program inside")
+        return zf.read(names[0])
+
+
+def build_image(
+    spec: Spec, cache: Cache, *, suite: str = DEFAULT_SUITE, mirror: str = DEFAULT_MIRROR
+) -> dict[str, Any]:
+    """Make the Debian-based image for the spec's Python and load it; what was made."""
+    python = spec.build.python
+    check_python(python, suite)
+    client = container.connect()
+    name = image_name(python, suite)
+    epoch = spec.core.source_date_epoch
+    log = cache.root / "logs" / "image-build.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.unlink(missing_ok=True)
+    with cache.scratch("image-") as work:
+        rootfs = work / "rootfs.tar"
+        with progress.status(f"image: mmdebstrap {suite} with python{python} (about a minute)"):
+            container.debian_rootfs(
+                rootfs,
+                suite=suite,
+                packages=(f"python{python}", f"python{python}-venv", "ca-certificates"),
+                epoch=epoch,
+                mirror=mirror,
+                log=log,
+            )
+        (work / "wheels").mkdir()
+        wheel = container.download_wheel(spec.resolve(UV_REQUIREMENTS), work / "wheels")
+        uv_layer = file_layer(
+            work / "uv.tar", {"usr/local/bin/uv": (_uv_binary(wheel), 0o755)}, epoch=epoch
+        )
+        labels = {
+            container.UV_LABEL: f"{wheel.name} sha256:{sha256_file(wheel)}",
+            "vllm-plugin-release.rootfs": f"mmdebstrap {suite} {mirror} python{python}",
+        }
+        archive = work / "image.tar"
+        image_id = write_archive(
+            archive, [rootfs, uv_layer], repo_tag=name, epoch=epoch, labels=labels
+        )
+        with progress.status(f"image: loading {name} into the engine"):
+            loaded = container.load_archive(client, archive)
+        result = {
+            "image": f"{name}@sha256:{image_id}",
+            "rootfs_sha256": sha256_file(rootfs),
+            "uv_layer_sha256": sha256_file(uv_layer),
+            "uv_wheel": wheel.name,
+        }
+    if loaded != image_id:
+        raise GateFailed(
+            f"the engine loaded {name} as sha256:{loaded}, not the archive's sha256:{image_id}",
+            hint="the engine rewrote the image config; use Docker or Podman's Docker API",
+        )
+    return result
+
+
+def compare_pin(spec: Spec, made: str) -> str | None:
+    """A message when the spec pins an image of the same name with another digest."""
+    pinned = spec.build.base_image or ""
+    name, digest = made.split("@sha256:")
+    if pinned.split("@", 1)[0] != name:
+        return None
+    if pinned == made:
+        return None
+    return (
+        f"{spec.path}: [build] base_image pins {pinned.split('@', 1)[1]}, "
+        f"the image made here is sha256:{digest}"
     )
-    results: list[dict[str, Any]] = []
-    source_tar = tar_dir(tree, arcname=tree.name)
-    for index in range(builds):
-        work = f"{WORKSPACE}/build-{'ab'[index]}"
-        build_env = recipes.build_env(
-            base={**env, "HOME": f"{work}/home"},
-            venv=VENV,
-            shim=f"{WORKSPACE}/shim",
-            target_device=spec.core.target_device,
-            source_date_epoch=spec.core.source_date_epoch,
-        )
-        cmd = recipes.wheel_command(
-            venv=VENV, src=f"{work}/{tree.name}", outdir=f"{work}/out", env=build_env
-        )
-        mkdir = Command("prepare workspace", ("mkdir", "-p", work, f"{work}/home"), env=env)
-        prep = runner.run_in(current, mkdir, network=False, inputs={})
-        base = prep.commit().id
-        prep.remove(force=True)
-        container = runner.run_in(
-            base, cmd, network=False, inputs={WORKSPACE: shim_tar, work: source_tar}
-        )
-        stream, _ = container.get_archive(f"{work}/out")
-        out = scratch / f"out-{index}"
-        out.mkdir()
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tf:
-            tf.extractall(out, filter="data")
-        container.remove(force=True)
-        wheels = sorted(out.rglob("*.whl"))
-        if len(wheels) != 1:
-            raise GateFailed(f"container build {index + 1} produced {len(wheels)} wheels")
-        results.append({"wheel": wheels[0], "env": build_env, "python": spec.build.python})
-    return results

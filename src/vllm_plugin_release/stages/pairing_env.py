@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +24,14 @@ from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_jso
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.core.records import dist_dir, verified_wheel
-from vllm_plugin_release.edges import proc
+from vllm_plugin_release.edges import envrun, proc
 from vllm_plugin_release.edges.envrun import run_in_env
 from vllm_plugin_release.edges.plugin_source import PluginSource
-from vllm_plugin_release.edges.runner import Command, LocalRunner, host_env
+from vllm_plugin_release.edges.runner import Command, Runner, host_env
 from vllm_plugin_release.edges.uv import find_link_args, uv_bin
 from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.requests import RuntimePlan, env_lock_request, runtime_plan
+from vllm_plugin_release.stages.wheelbuild import runner_for
 
 RUNNERS = ("cpu", "hardware")
 ENV_RECORD = records.ENV
@@ -47,7 +49,7 @@ def top_level_packages(wheel: Path) -> list[str]:
     return sorted(tops)
 
 
-def _run(runner: LocalRunner, cache: Cache, label: str, argv: list[str]) -> None:
+def _run(runner: Runner, cache: Cache, label: str, argv: list[str]) -> None:
     runner.run(
         Command(label=label, argv=tuple(argv), env=host_env()), cache.root / "logs" / "env.log"
     )
@@ -62,6 +64,7 @@ def create_env(
     runtime_env: Path | None = None,
     plugin: PluginSource,
     tree: Path,
+    conduct_gate: bool = True,
 ) -> dict[str, Any]:
     """Create and check the pairing environment from the wheels in dist/NAME; the plugin
     checkout and the verified core source tree are handed in by the flow."""
@@ -82,13 +85,17 @@ def create_env(
         )
     if runtime_env is not None and not (runtime_env / "bin" / "python").exists():
         raise BadInput(f"{runtime_env}: no bin/python; --runtime-env takes a Python environment")
-    request = env_lock_request(spec, tree, plugin.root, plan)
+    request = env_lock_request(spec, tree, plugin.root, plan, built["plugin"].get("requires_dist"))
     lock_path = spec.resolve(spec.env_constraints)
     check_lock(lock_path, request)
     lock_sha = sha256_file(lock_path)
     stand_in = spec.runtime.get("stand_in") if runner_kind == "cpu" else None
+    runner = runner_for(spec, cache, folders=(dist, plugin.root), network_isolation="off")
+    runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
     key = key_of(
         {
+            # An environment made in an image is keyed by it (the local key is unchanged).
+            **({"image": runner.env_key} if runner.env_key else {}),
             "recipe": ENV_RECIPE,
             "lock": lock_sha,
             "core": core["wheel"]["sha256"],
@@ -101,7 +108,6 @@ def create_env(
     )
     env_dir = cache.env_dir(f"pair-{spec.name}", key)
     result_file = env_dir / ".vpr-env.json"
-    runner = LocalRunner("off")
     with cache.lock(env_dir):  # a second run waits here, then reuses the env
         if result_file.exists():
             result = json.loads(result_file.read_text())
@@ -128,7 +134,8 @@ def create_env(
                 shutil.rmtree(env_dir, ignore_errors=True)
                 raise
             write_json(result_file, result)
-    return _deliver(spec, dist, runner_kind, env_dir, lock_sha, core, built, result)
+    result = {**result, "backend": runner.describe()}  # where the environment runs
+    return _deliver(spec, dist, runner_kind, env_dir, lock_sha, core, built, result, conduct_gate)
 
 
 def _deliver(
@@ -140,8 +147,11 @@ def _deliver(
     core: dict[str, Any],
     built: dict[str, Any],
     result: dict[str, Any],
+    conduct_gate: bool = True,
 ) -> dict[str, Any]:
-    """Write dist/NAME/env.json for the environment's checks; GateFailed if one failed."""
+    """Write dist/NAME/env.json for the environment's checks; GateFailed if one failed.
+    Without `conduct_gate` (the release), how the platform plugin answers is left to the
+    scorecard's environment check: a finding about the plugin, not a stop."""
     platform = next(
         (
             c.get("value")
@@ -162,7 +172,11 @@ def _deliver(
         **result,
     }
     write_json(dist / ENV_RECORD, record)
-    failed = [c for c in record["checks"] if c["status"] == "fail"]
+    failed = [
+        c
+        for c in record["checks"]
+        if c["status"] == "fail" and (conduct_gate or not c["name"].startswith("platform_plugin()"))
+    ]
     for check in record["checks"]:
         progress.info(f"env: {check['status']:>8}  {check['name']}: {check['detail']}")
     if failed:
@@ -207,7 +221,7 @@ def install_steps(
 def _build(
     spec: Spec,
     work: Path,
-    runner: LocalRunner,
+    runner: Runner,
     cache: Cache,
     lock_path: Path,
     core_wheel: Path,
@@ -217,7 +231,7 @@ def _build(
     runtime_env: Path | None,
     stand_in: str | None,
 ) -> dict[str, Any]:
-    uv = uv_bin()
+    uv = runner.uv
     python = spec.build.python if runtime_env is None else str(runtime_env / "bin" / "python")
     with progress.status(f"env: creating the pairing environment for {spec.name}"):
         for label, argv in install_steps(
@@ -229,6 +243,8 @@ def _build(
             [core_wheel, plugin_wheel],
         ):
             _run(runner, cache, label, argv)
+            if label == "create pairing environment":
+                runner.mark(work)  # its python runs where it was made (edges/container)
             if label == "create pairing environment" and runtime_env is not None:
                 _layer_on(work, runtime_env)
     request = {
@@ -238,11 +254,23 @@ def _build(
         "runtime_module": plan.module,
     }
     present = plan.status in ("install", "runtime-env")
-    first = run_in_env(
-        work / "bin" / "python",
-        "envcheck",
-        {**request, "expect_runtime": "present" if present else "absent"},
-    )
+    overlay_check = not present and stand_in
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vpr-overlay") as pool:
+        # The stand-in overlay is made and checked while the pairing env is checked: two
+        # interpreters importing vLLM side by side. (Results are put together in order.)
+        overlay = (
+            pool.submit(_stand_in_check, spec, stand_in, cache, runner, uv, work, request)
+            if overlay_check
+            else None
+        )
+        # In the env's warm worker: within `vpr release` it stays for conform's in-env checks.
+        with envrun.warm(work / "bin" / "python", for_session=True):
+            first = run_in_env(
+                work / "bin" / "python",
+                "envcheck",
+                {**request, "expect_runtime": "present" if present else "absent"},
+            )
+        stand_in_result = overlay.result() if overlay is not None else None
     checks = list(first["checks"])
     runtime: dict[str, Any] = {"name": plan.name, "module": plan.module, "reason": plan.reason}
     runtime["status"] = "present" if present else ("none" if plan.status == "none" else "absent")
@@ -250,13 +278,8 @@ def _build(
         runtime["commit"] = spec.runtime["commit"]
     if plan.requirement:
         runtime["requirement"] = plan.requirement
-    if not present and stand_in:
-        # The stand-in goes into an overlay environment layered on the pairing env, so
-        # the pairing env itself stays exactly what a cpu runner has: no runtime.
-        wheel = _stand_in_wheel(spec, stand_in, cache)
-        overlay = work / "stand-in-overlay"
-        overlay_py = _overlay(runner, cache, uv, work, overlay, wheel)
-        second = run_in_env(overlay_py, "envcheck", {**request, "expect_runtime": "present"})
+    if stand_in_result is not None:
+        second, wheel, overlay_py = stand_in_result
         for check in second["checks"]:
             if check["name"].startswith(("platform_plugin()", "runtime modules")):
                 check = {
@@ -282,6 +305,24 @@ def _build(
     return {"runtime": runtime, "checks": checks, "runtime_modules": first["runtime_modules"]}
 
 
+def _stand_in_check(
+    spec: Spec,
+    stand_in: str,
+    cache: Cache,
+    runner: Runner,
+    uv: str,
+    work: Path,
+    request: dict[str, Any],
+) -> tuple[dict[str, Any], Path, Path]:
+    """The stand-in goes into an overlay environment layered on the pairing env, so the
+    pairing env itself stays exactly what a cpu runner has: no runtime. (envcheck result,
+    stand-in wheel, overlay python)"""
+    wheel = _stand_in_wheel(spec, stand_in, cache)
+    overlay_py = _overlay(runner, cache, uv, work, work / "stand-in-overlay", wheel)
+    second = run_in_env(overlay_py, "envcheck", {**request, "expect_runtime": "present"})
+    return second, wheel, overlay_py
+
+
 def _purelib(python: Path) -> str:
     purelib = proc.ask_python(
         python,
@@ -300,9 +341,7 @@ def _layer_on(env: Path, runtime_env: Path) -> None:
     lib.joinpath("_vpr_runtime_env.pth").write_text(_purelib(runtime_env / "bin" / "python") + "\n")
 
 
-def _overlay(
-    runner: LocalRunner, cache: Cache, uv: str, base: Path, overlay: Path, wheel: Path
-) -> Path:
+def _overlay(runner: Runner, cache: Cache, uv: str, base: Path, overlay: Path, wheel: Path) -> Path:
     """A venv that sees the pairing env's packages (.pth) plus the stand-in runtime."""
     import sysconfig
 

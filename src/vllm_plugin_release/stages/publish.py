@@ -8,8 +8,8 @@ Order, each step a gate for the next:
      done. Different sha256: exit 1. Absent: `twine upload`, with retries and
      backoff on connection errors and 5xx (then exit 3);
   4. with the default index, a local pypiserver on loopback over `.vpr/index/`, the
-     result is proven by installing both wheels with `pip --require-hashes` into a
-     scratch venv and checking it against the manifest (`--verify-install` does
+     result is proven by installing both wheels with `uv pip install --require-hashes`
+     (no cache) into a scratch venv and checking it against the manifest (`--verify-install` does
      the same for any index);
   5. only then is the manifest added to the store, with the pairing's hash lock, both
      wheels (the store's embedded index) and a line of verdict history (the
@@ -24,7 +24,6 @@ output: every line from a subprocess is scrubbed, URLs lose their user info.
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,12 +40,13 @@ from vllm_plugin_release.edges.index import (
     Transient,
     redact,
     remote_sha256,
+    retry_policy,
+    retrying,
     simple_url_for,
 )
 from vllm_plugin_release.edges.publisher import (
     install_with_hashes,
     make_venv,
-    retry_policy,
     targets_from_environ,
     twine_check,
     twine_upload,
@@ -67,42 +67,42 @@ def ensure_on_index(target: IndexTarget, project: str, wheel: Path, sha256: str)
     """Make sure `wheel` is on the index: 'present' (same sha256 already) or 'uploaded'.
 
     A different file under the same name is GateFailed; the index failing every
-    attempt is OutsideFailure.
+    attempt (the index client's one retry loop, `retrying`) is OutsideFailure.
     """
     attempts, backoff = retry_policy()
-    last = ""
-    for attempt in range(attempts):
-        if attempt:
-            delay = backoff * (2 ** (attempt - 1))
-            progress.warn(f"{last}; retrying in {delay:g} s ({attempt + 1}/{attempts})")
-            time.sleep(delay)
-        try:
-            remote = remote_sha256(target.simple_url, project, wheel.name)
-            if remote == sha256:
-                return "present" if attempt == 0 else "uploaded"
-            if remote is not None:
-                raise GateFailed(
-                    f"{redact(target.simple_url)}: {wheel.name} is already on the index "
-                    f"with sha256 {remote}, but this build's wheel is {sha256}",
-                    hint="a published file can never be replaced; bump the version (or a "
-                    "local label) and rebuild, or check why the build is not reproducible",
-                )
-            twine_upload(target, wheel)
-            remote = remote_sha256(target.simple_url, project, wheel.name)
-            if remote == sha256:
-                return "uploaded"
-            if remote is not None:
-                raise GateFailed(
-                    f"{wheel.name}: the index holds sha256 {remote} after upload, expected {sha256}"
-                )
-            last = f"{wheel.name} not listed on the index after upload"
-        except Transient as exc:
-            last = str(exc)
-    raise OutsideFailure(
-        f"{redact(target.upload_url)}: giving up on {wheel.name} after {attempts} attempts: {last}",
-        hint="the index is down or failing; re-run `vpr publish` later (files already "
-        "uploaded with the same sha256 count as done)",
-    )
+    uploads: list[bool] = []
+
+    def attempt() -> str:
+        remote = remote_sha256(target.simple_url, project, wheel.name)
+        if remote == sha256:
+            return "uploaded" if uploads else "present"
+        if remote is not None:
+            raise GateFailed(
+                f"{redact(target.simple_url)}: {wheel.name} is already on the index "
+                f"with sha256 {remote}, but this build's wheel is {sha256}",
+                hint="a published file can never be replaced; bump the version (or a "
+                "local label) and rebuild, or check why the build is not reproducible",
+            )
+        twine_upload(target, wheel)
+        uploads.append(True)
+        remote = remote_sha256(target.simple_url, project, wheel.name)
+        if remote == sha256:
+            return "uploaded"
+        if remote is not None:
+            raise GateFailed(
+                f"{wheel.name}: the index holds sha256 {remote} after upload, expected {sha256}"
+            )
+        raise Transient(f"{wheel.name} not listed on the index after upload")
+
+    try:
+        return retrying(attempt, attempts=attempts, backoff=backoff)
+    except Transient as exc:
+        raise OutsideFailure(
+            f"{redact(target.upload_url)}: giving up on {wheel.name} after {attempts} "
+            f"attempts: {exc}",
+            hint="the index is down or failing; re-run `vpr publish` later (files already "
+            "uploaded with the same sha256 count as done)",
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -200,6 +200,9 @@ def _writable_store(store: str) -> Store:
     return target_store
 
 
+NIGHTLY_MARK = "-nightly"  # `vpr nightly` names its pairing NAME-nightly
+
+
 def _verified_for_publishing(
     manifest_path: Path, public_key: Path | None, allow_uncertified: bool
 ) -> Verified:
@@ -207,6 +210,12 @@ def _verified_for_publishing(
     if public_key is None:
         progress.warn("no public key at hand: checking subject digests, not the signature")
     verified = verify_files(manifest_path, public_key)
+    if str(verified.manifest["name"]).endswith(NIGHTLY_MARK):
+        raise GateFailed(
+            f"{manifest_path}: {verified.manifest['name']} is a nightly pairing (a core git "
+            "commit); nightly manifests are never published as release pairings",
+            hint="publish the release pairing (`vpr release --spec FILE`)",
+        )
     verdict = verified.manifest["conformance"]["verdict"]
     if verdict not in CERTIFIED and not allow_uncertified:
         raise GateFailed(
@@ -249,7 +258,7 @@ def _prove_in_scratch(
     scratch_root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="install-proof-", dir=scratch_root))
     try:
-        with progress.status("install proof: pip --require-hashes into a scratch venv"):
+        with progress.status("install proof: uv pip --require-hashes into a scratch venv"):
             prove_install(target, manifest, dist_dir, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)

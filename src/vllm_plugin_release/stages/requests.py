@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from vllm_plugin_release.core.compat import tomllib
 from vllm_plugin_release.core.errors import BadInput
@@ -52,17 +53,80 @@ def read_requirements_file(path: Path) -> list[str]:
     return out
 
 
-def plugin_dependencies(root: Path) -> list[str]:
-    """[project].dependencies of the plugin source (static metadata)."""
+def plugin_build_requires(spec: Spec, root: Path) -> list[str]:
+    """The plugin's build requirements: its [build-system].requires (PEP 517's default for
+    a setup.py-only source) plus [plugin] build_requirements, each a valid requirement."""
     path = root / "pyproject.toml"
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise BadInput(f"{path}: cannot read ({exc})")
-    project = data.get("project", {})
-    if "dependencies" in project.get("dynamic", []):
-        raise BadInput(f"{path}: dynamic dependencies are not supported; declare them statically")
+    data: dict = {}
+    if path.is_file():
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise BadInput(f"{path}: cannot read ({exc})")
+    elif not (root / "setup.py").is_file():
+        raise BadInput(
+            f"{root}: neither pyproject.toml nor setup.py", hint="set [plugin] subdirectory"
+        )
+    requires = list(data.get("build-system", {}).get("requires", ["setuptools>=40.8.0", "wheel"]))
+    for raw in [*requires, *spec.plugin.get("build_requirements", [])]:
+        try:
+            Requirement(raw)
+        except InvalidRequirement as exc:
+            raise BadInput(f"{path}: bad build requirement {raw!r} ({exc})")
+    return [*requires, *spec.plugin.get("build_requirements", [])]
+
+
+def plugin_build_request(spec: Spec, root: Path) -> LockRequest | None:
+    """The plugin's own build lock ([plugin] build_constraints), or None: built in the core's."""
+    if not spec.plugin.get("build_constraints"):
+        return None
+    name = spec.plugin.get("name", "plugin")
+    return LockRequest(
+        name=f"build-plugin-{spec.name}",
+        requirements=tuple(sorted({*plugin_build_requires(spec, root), "build"})),
+        python=spec.build.python,
+        title=f"Build requirements for {name} (its own build lock), Python {spec.build.python}",
+        notes=("Inputs: the plugin's [build-system].requires and [plugin] build_requirements.",),
+    )
+
+
+def static_dependencies(root: Path) -> list[str] | None:
+    """[project].dependencies when pyproject.toml declares them statically, else None."""
+    path = root / "pyproject.toml"
+    project: dict = {}
+    if path.is_file():
+        try:
+            project = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {})
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise BadInput(f"{path}: cannot read ({exc})")
+    if not project or "dependencies" in project.get("dynamic", []):
+        return None
     return list(project.get("dependencies", []))
+
+
+def plugin_dependencies(root: Path, requires_dist: list[str] | None = None) -> list[str]:
+    """The plugin's dependencies: [project].dependencies when declared statically, else
+    (dynamic, or a setup.py plugin) the built wheel's Requires-Dist (`requires_dist`, from
+    build-plugin.json) without the extras-only entries."""
+    static = static_dependencies(root)
+    if static is not None:
+        return static
+    if requires_dist is None:
+        pyproject = root / "pyproject.toml"
+        has_project = pyproject.is_file() and "[project]" in pyproject.read_text(encoding="utf-8")
+        how = "dynamic in pyproject.toml" if has_project else "in setup.py"
+        raise BadInput(
+            f"{root}: the plugin's dependencies are {how}; they are read from the built "
+            "wheel's Requires-Dist (build-plugin.json)",
+            hint="run `vpr build-plugin --spec FILE` before `vpr lock` / `vpr env`",
+        )
+    out = []
+    for line in requires_dist:
+        req = Requirement(line)
+        if req.marker is not None and "extra" in str(req.marker):
+            continue
+        out.append(line)
+    return out
 
 
 def runtime_plan(spec: Spec, runner: str, runtime_env: Path | None) -> RuntimePlan:
@@ -92,8 +156,30 @@ def runtime_plan(spec: Spec, runner: str, runtime_env: Path | None) -> RuntimePl
     return RuntimePlan(name, module, "absent", reason)
 
 
+def _without_core(spec: Spec, deps: list[str]) -> list[str]:
+    """The plugin's dependencies without the core itself (`vllm>=0.19.0,<0.19.1`): the core
+    is our built wheel, its requirements come from its requirements/common.txt. A declared
+    range that excludes the spec's core is bad input."""
+    out = []
+    for line in deps:
+        req = Requirement(line)
+        if canonicalize_name(req.name) != canonicalize_name(spec.core.name):
+            out.append(line)
+        elif req.specifier and not req.specifier.contains(spec.core.version, prereleases=True):
+            raise BadInput(
+                f"the plugin declares {line!r}, which excludes {spec.core.name} "
+                f"{spec.core.version} ([core] version of {spec.path})",
+                hint="pair the plugin with a core version it declares",
+            )
+    return out
+
+
 def env_lock_request(
-    spec: Spec, core_tree: Path, plugin_root: Path, plan: RuntimePlan
+    spec: Spec,
+    core_tree: Path,
+    plugin_root: Path,
+    plan: RuntimePlan,
+    requires_dist: list[str] | None = None,
 ) -> LockRequest:
     common = core_tree / "requirements" / "common.txt"
     if not common.exists():
@@ -101,7 +187,7 @@ def env_lock_request(
     requirements = [
         *read_requirements_file(common),
         f"torch=={spec.build.torch}",
-        *plugin_dependencies(plugin_root),
+        *_without_core(spec, plugin_dependencies(plugin_root, requires_dist)),
         *spec.env.get("requirements", ["pytest"]),
     ]
     if plan.status == "install" and plan.requirement:

@@ -59,9 +59,13 @@ def verify_files(path: Path, public_key: Path | None, *, manifest_only: bool = F
     GateFailed (exit 1) lists everything that did not match; a missing input
     named on the command line is BadInput (exit 2).
     """
-    if not path.exists():
-        raise BadInput(f"{path}: no such file", hint="pass dist/NAME/manifest.json")
     manifest_path, statement_path = locate(path)
+    if not path.exists() or not manifest_path.exists():
+        raise BadInput(
+            f"{manifest_path}: no such file",
+            hint="run a release first (`vpr release --spec FILE` writes dist/NAME/manifest.json), "
+            "or pass the manifest of an earlier one",
+        )
     key = load_public_key(public_key) if public_key else None
     statement = _read_statement(manifest_path, statement_path, key)
     subjects = statement.get("subject")
@@ -81,7 +85,7 @@ def verify_files(path: Path, public_key: Path | None, *, manifest_only: bool = F
     if problems:
         raise GateFailed(
             f"{manifest_path}: verification failed:\n  " + "\n  ".join(problems),
-            hint="something changed after signing; rebuild with `vpr manifest build`",
+            hint=_verify_hint(report, problems, manifest_only),
         )
     return Verified(
         manifest_path=manifest_path,
@@ -91,6 +95,18 @@ def verify_files(path: Path, public_key: Path | None, *, manifest_only: bool = F
         statement=statement,
         subjects=report,
     )
+
+
+def _verify_hint(report: list[dict[str, Any]], problems: list[str], manifest_only: bool) -> str:
+    """What to do next: only wheels absent (a store entry, a manifest copied alone) is not a
+    tampered pairing, so it says to check the manifest alone, never to rebuild."""
+    missing = [r for r in report if r.get("problem") == "missing"]
+    if not manifest_only and missing and len(missing) == len(problems):
+        return (
+            "the wheels are not next to this manifest (a store entry?): pass --manifest-only to "
+            "check the signature and the manifest alone, or verify the release's dist/NAME/ folder"
+        )
+    return "something changed after signing; rebuild with `vpr manifest build`"
 
 
 def _read_statement(manifest_path: Path, statement_path: Path, key: Any) -> dict[str, Any]:

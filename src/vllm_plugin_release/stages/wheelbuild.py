@@ -1,7 +1,8 @@
-"""Independent wheel builds in parallel on the local runner, and their comparison.
+"""Independent wheel builds in parallel on the spec's runner, and their comparison.
 
 Shared by the core and plugin build stages (a helper module, not a stage): the runner
 for a spec, the hash-locked build environment, the parallel builds and the stage cache.
+The runner (local or container) is only called through its interface (`edges/runner`).
 Each build gets its own copy of the source in its own folder (so a path that leaks
 into the wheel shows up as a difference), its own HOME and TMPDIR, and runs with no
 network where possible.
@@ -19,10 +20,9 @@ from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, atomic_copy, key_of, sha256_file, write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.wheeldiff import diff_wheels
-from vllm_plugin_release.edges import proc
-from vllm_plugin_release.edges.container import DockerRunner
-from vllm_plugin_release.edges.runner import LocalRunner, host_env
-from vllm_plugin_release.edges.uv import pip_find_links, uv_bin
+from vllm_plugin_release.edges.container import ContainerRunner
+from vllm_plugin_release.edges.runner import LocalRunner, Runner, host_env
+from vllm_plugin_release.edges.uv import pip_find_links
 from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages import recipes
 
@@ -39,19 +39,18 @@ class StageResult:
     cached: bool
 
 
-def python_version(venv: Path) -> str:
-    version = proc.ask_python(
-        venv / "bin" / "python",
-        "import platform; print(platform.python_version())",
-        what="asking the build environment for its Python version",
+def python_version(runner: Runner, venv: Path) -> str:
+    done = runner.call(
+        [venv / "bin" / "python", "-c", "import platform; print(platform.python_version())"],
+        network=False,
     )
-    if version is None:
+    if done.returncode != 0:
         raise GateFailed(f"{venv}: the build environment's python does not run")
-    return version
+    return done.stdout.strip()
 
 
 def parallel_local_builds(
-    runner: LocalRunner,
+    runner: Runner,
     venv: Path,
     tree: Path,
     scratch: Path,
@@ -68,7 +67,7 @@ def parallel_local_builds(
     for tool in recipes.RUST_TOOLS:
         (shim / tool).write_text(recipes.RUST_SHIM)
         (shim / tool).chmod(0o755)
-    version = python_version(venv)
+    version = python_version(runner, venv)
     logs = cache.root / "logs"
     logs.mkdir(parents=True, exist_ok=True)
 
@@ -94,18 +93,26 @@ def parallel_local_builds(
         found = sorted(out.glob("*.whl"))
         if len(found) != 1:
             raise GateFailed(f"{log_name}: build {index + 1} produced {len(found)} wheels in {out}")
-        return {"wheel": found[0], "env": env, "python": version}
+        # This build's tail work, done here while the other build may still run: hash its
+        # wheel, remove its copy of the tree (thousands of files; not needed any more).
+        digest = sha256_file(found[0])
+        shutil.rmtree(src, ignore_errors=True)
+        return {"wheel": found[0], "env": env, "python": version, "sha256": digest}
 
     with ThreadPoolExecutor(max_workers=builds) as pool:
         return list(pool.map(one, range(builds)))
 
 
-def compare_builds(wheels: list[Path], stage: str) -> tuple[str, bool | None]:
+def compare_builds(
+    wheels: list[Path], stage: str, known: list[str | None] | None = None
+) -> tuple[str, bool | None]:
     """sha256 of the first wheel and whether all builds are byte-identical (None: one build).
+    `known`: the wheels' sha256 where the builds already hashed them (else hashed here).
 
     Raises GateFailed (exit 1) naming the differing members when they are not.
     """
-    digests = [sha256_file(w) for w in wheels]
+    given = known or [None] * len(wheels)
+    digests = [d or sha256_file(w) for w, d in zip(wheels, given, strict=True)]
     if len({w.name for w in wheels}) != 1:
         raise GateFailed(f"{stage}: the builds named their wheels differently: {wheels}")
     if len(wheels) < 2:
@@ -172,21 +179,38 @@ def store(
     return StageResult(delivered, rec, record, cached=False)
 
 
-def runner_for(spec: Spec) -> LocalRunner | DockerRunner:
-    """The runner the spec's `[build] backend` names (both are edges; this picks one)."""
+def runner_for(
+    spec: Spec, cache: Cache, *, folders: tuple[Path, ...] = (), network_isolation: str = ""
+) -> Runner:
+    """The runner the spec's `[build] backend` names (both are edges; this picks one).
+
+    `folders` are the paths the stage's commands use beyond the cache and the project
+    (a source tree, dist/); the container runner mounts them at the same paths.
+    """
     backend = spec.build.backend
     if backend == "local":
-        return LocalRunner(spec.build.network_isolation)
+        return LocalRunner(network_isolation or spec.build.network_isolation)
     if backend == "docker":
-        return DockerRunner(spec.build.base_image, spec.resolve(spec.build.dockerfile))
+        links = [Path(link) for link in [*spec.build.find_links, *pip_find_links()]]
+        mounts = [cache.root, spec.root, *folders, *(p for p in links if p.is_absolute())]
+        return ContainerRunner(
+            spec.build.base_image,
+            spec.resolve(spec.build.dockerfile),
+            mounts,
+            uv_cache=cache.root / "uv-cache",
+        )
     raise BadInput(f"unknown backend {backend!r}; expected 'local' or 'docker'")
 
 
 def ensure_build_env(
-    spec: Spec, lock_path: Path, lock_key: str, cache: Cache, runner: LocalRunner
+    spec: Spec, lock_path: Path, lock_key: str, cache: Cache, runner: Runner
 ) -> Path:
-    """The build venv for this lock, created once and reused (keyed by lock sha + python)."""
-    venv = cache.env_dir("build-core", key_of({"lock": lock_key, "python": spec.build.python}))
+    """The build venv for this lock, created once and reused (keyed by lock sha + python,
+    and the runner's image when it lives in one)."""
+    identity = {"lock": lock_key, "python": spec.build.python}
+    if runner.env_key:
+        identity["runner"] = runner.env_key
+    venv = cache.env_dir("build-core", key_of(identity))
     marker = venv / ".vpr-complete"
     if marker.exists():
         return venv
@@ -199,7 +223,7 @@ def ensure_build_env(
 
 
 def _create_build_env(
-    spec: Spec, lock_path: Path, cache: Cache, runner: LocalRunner, venv: Path
+    spec: Spec, lock_path: Path, cache: Cache, runner: Runner, venv: Path
 ) -> None:
     # Built in place (a venv records its path); the marker is written last, so a
     # half-built environment is never reused.
@@ -207,7 +231,7 @@ def _create_build_env(
     try:
         with progress.status("build-core: creating build environment"):
             for cmd in recipes.venv_commands(
-                uv=uv_bin(),
+                uv=runner.uv,
                 python=spec.build.python,
                 venv=str(venv),
                 lock=str(lock_path),

@@ -26,8 +26,9 @@ __all__ = ["CorePin", "InputFile", "PinningReport", "guess_kind", "scan"]
 class Analyzer:
     """Turns commands and requirement files into a PinningReport."""
 
-    def __init__(self, root: Path, core_name: str) -> None:
+    def __init__(self, root: Path, core_name: str, build_args: dict[str, str]) -> None:
         self.root = root
+        self.build_args = build_args
         self.report = PinningReport()
         self.shell = Shell(root, self.report.notes, self.report.files_read)
         self.core = CoreFindings(core_name, self.report)
@@ -43,7 +44,7 @@ class Analyzer:
         if kind == "shell":
             self.commands(self.shell.run_text(numbered(text), shown, State()))
         elif kind == "dockerfile":
-            commands, fetches = dockerfile(self.shell, text, shown)
+            commands, fetches = dockerfile(self.shell, text, shown, self.build_args)
             self.report.unhashed_fetches.extend(fetches)
             self.commands(commands)
         elif kind == "pyproject":
@@ -148,9 +149,15 @@ def guess_kind(path: str, head: str = "") -> str:
     return "requirements"
 
 
-def scan(root: Path, files: list[InputFile], core_name: str = "vllm") -> PinningReport:
-    """Read the installer inputs under `root` (missing ones are listed, not raised)."""
-    analyzer = Analyzer(root, core_name)
+def scan(
+    root: Path,
+    files: list[InputFile],
+    core_name: str = "vllm",
+    build_args: dict[str, str] | None = None,
+) -> PinningReport:
+    """Read the installer inputs under `root` (missing ones are listed, not raised);
+    Dockerfiles with `build_args` replacing their ARG defaults."""
+    analyzer = Analyzer(root, core_name, dict(build_args or {}))
     for item in files:
         path = root / item.path
         if not path.is_file():

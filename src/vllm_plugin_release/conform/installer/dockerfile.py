@@ -26,8 +26,11 @@ class _Instruction:
     heredoc: list[tuple[int, str]]  # the body of a RUN/COPY/ADD <<WORD heredoc
 
 
-def dockerfile(shell: Shell, text: str, file: str) -> tuple[list[ShellCommand], list[dict]]:
-    """Commands of every RUN (through the shell parser) and fetches made by ADD."""
+def dockerfile(
+    shell: Shell, text: str, file: str, build_args: dict[str, str] | None = None
+) -> tuple[list[ShellCommand], list[dict]]:
+    """Commands of every RUN (through the shell parser) and fetches made by ADD;
+    `build_args` replace ARG defaults (`docker build --build-arg`)."""
     commands: list[ShellCommand] = []
     fetches: list[dict] = []
     state = State()
@@ -35,7 +38,7 @@ def dockerfile(shell: Shell, text: str, file: str) -> tuple[list[ShellCommand], 
         if ins.keyword == "FROM":
             state = State()
         elif ins.keyword in ("ENV", "ARG"):
-            docker_env(shell, ins.keyword, ins.args, state, file, ins.start)
+            docker_env(shell, ins.keyword, ins.args, state, file, ins.start, build_args)
         elif ins.keyword == "WORKDIR":
             state.cwd = expand(ins.args, state)
         elif ins.keyword == "RUN":
@@ -139,7 +142,15 @@ def _add_fetches(args: str, state: State, file: str, line: int) -> list[dict]:
     return out
 
 
-def docker_env(shell: Shell, keyword: str, args: str, state: State, file: str, line: int) -> None:
+def docker_env(
+    shell: Shell,
+    keyword: str,
+    args: str,
+    state: State,
+    file: str,
+    line: int,
+    build_args: dict[str, str] | None = None,
+) -> None:
     try:
         argv = shlex.split(args, posix=True)
     except ValueError:
@@ -153,7 +164,9 @@ def docker_env(shell: Shell, keyword: str, args: str, state: State, file: str, l
         name, eq, value = word.partition("=")
         if not _NAME_RE.fullmatch(name):
             continue
-        if eq:
+        if keyword == "ARG" and build_args and name in build_args:
+            shell.assign(state, name, Var(build_args[name], file, line, True))
+        elif eq:
             shell.assign(state, name, Var(expand(value, state), file, line, True))
         elif keyword == "ARG" and name not in state.vars:
             state.vars[name] = Var(None, file, line, True)

@@ -229,7 +229,8 @@ class Installs:
         if url is not None:
             self.url_requirement(url, name, inst, file, line, role, hashed or "#sha256=" in url)
             return
-        clone = self.fetches.clone_for(text, cmd.cwd if cmd else None)
+        # `/src/vllm/[audio]` is the checkout /src/vllm with an extra
+        clone = self.fetches.clone_for(_without_extras(text), cmd.cwd if cmd else None)
         if _looks_path(text, clone):
             self.path_requirement(text, clone, inst, file, line, role, editable)
             return
@@ -395,6 +396,12 @@ def _direct_url(text: str) -> tuple[str | None, str | None]:
     if "://" in text or text.startswith("git+"):
         return text, None
     return None, None
+
+
+def _without_extras(text: str) -> str:
+    """A path or name without its `[extra,...]` (and a trailing slash before it)."""
+    m = re.match(r"^(.*?)\[[^\]]*\]$", text.strip())
+    return m.group(1).rstrip("/") if m and m.group(1).rstrip("/") else text
 
 
 def _looks_path(text: str, clone: dict[str, Any] | None) -> bool:

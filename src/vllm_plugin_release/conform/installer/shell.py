@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from vllm_plugin_release.conform.installer import branches
 from vllm_plugin_release.conform.installer.scanner import SUB_RE, Scanner, Segment, words
 
 ASSIGN_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\+?=(.*)$", re.S)
@@ -113,10 +114,50 @@ class Shell:
         segments = scanner.run()
         if scanner.unterminated:
             self.notes.append(f"{file}: unterminated quote or $( ... ); parsed best-effort")
+        return self.run_items(branches.structure(segments), file, state, depth)
+
+    def run_items(
+        self, items: list[branches.Item], file: str, state: State, depth: int
+    ) -> list[ShellCommand]:
         out: list[ShellCommand] = []
-        for seg in segments:
-            out.extend(self.run_segment(seg, file, state, depth))
+        for item in items:
+            if isinstance(item, branches.IfBlock):
+                out.extend(self.run_if(item, file, state, depth))
+            else:
+                out.extend(self.run_segment(item, file, state, depth))
         return out
+
+    def run_if(
+        self, block: branches.IfBlock, file: str, state: State, depth: int
+    ) -> list[ShellCommand]:
+        """The branch a static condition selects; every possible branch otherwise (each on
+        a copy of the state, merged after)."""
+        out: list[ShellCommand] = []
+        possible: list[list[branches.Item]] = []
+        for cond, body in block.branches:
+            out.extend(self.run_items(cond, file, state, depth))
+            verdict = branches.condition(cond, lambda word: expand(word, state))
+            if verdict is True and not possible:
+                return out + self.run_items(body, file, state, depth)
+            if verdict is not False:
+                possible.append(body)
+            if verdict is True:
+                break
+        else:
+            possible.append(block.otherwise or [])
+        if len(possible) == 1:
+            return out + self.run_items(possible[0], file, state, depth)
+        states = [state.copy() for _ in possible]
+        for body, copy in zip(possible, states):
+            out.extend(self.run_items(body, file, copy, depth))
+        line = next((s.line for s in self._segments(block)), 0)
+        merged = branches.merge(states, file, line)
+        state.vars, state.allexport, state.cwd = merged.vars, merged.allexport, merged.cwd
+        return out
+
+    @staticmethod
+    def _segments(block: branches.IfBlock) -> list[Segment]:
+        return [s for cond, _ in block.branches for s in cond if isinstance(s, Segment)]
 
     def run_segment(self, seg: Segment, file: str, state: State, depth: int) -> list[ShellCommand]:
         raw, stdout = words(seg.text)

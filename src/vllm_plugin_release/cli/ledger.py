@@ -1,0 +1,93 @@
+"""`vpr manifest ledger`: print, filter and verify the store's signed pairing ledger; the
+compatibility matrix generated from it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK
+from vllm_plugin_release.edges import cachedir
+
+
+def register_ledger(sub: Any) -> None:
+    p = sub.add_parser(
+        "ledger",
+        help="print and filter the signed pairing ledger (every verdict ever reached)",
+        description="Read STORE/ledger/ledger.jsonl, check every entry's ed25519 signature and "
+        "its link to the previous entry, and print the entries that match the filters "
+        "(--matrix: the compatibility matrix generated from the ledger, the latest verdict "
+        "per core and plugin commit). Exit 0; 1 when an entry's signature or link fails "
+        "(the ledger is refused, naming the line) or no entry matches; 2 bad input.",
+    )
+    p.add_argument(
+        "--store", default=None, help="folder or http(s) URL (default: $VPR_STORE or .vpr/store)"
+    )
+    p.add_argument(
+        "--key",
+        default=None,
+        help="ed25519 public key (default: the .pub of $VPR_SIGNING_KEY or "
+        ".vpr/keys/manifest-signing.key)",
+    )
+    p.add_argument("--core", help="core version, or a core commit prefix")
+    p.add_argument("--plugin", help="plugin distribution name, or a plugin commit prefix")
+    p.add_argument("--verdict", choices=["fleet", "pilot", "lab"])
+    p.add_argument("--kind", choices=["release", "nightly"])
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the matching entries as JSON")
+    out.add_argument(
+        "--matrix",
+        choices=["markdown", "json"],
+        default=None,
+        help="print the compatibility matrix generated from the matching entries",
+    )
+    p.add_argument(
+        "--cache-dir", default=None, help="cache folder (default: $VPR_CACHE_DIR or .vpr)"
+    )
+    p.set_defaults(func=cmd_ledger)
+
+
+def _public_key(args: argparse.Namespace) -> Path:
+    from vllm_plugin_release.edges import keys
+
+    if args.key:
+        return Path(args.key)
+    cache = cachedir.from_args(args)
+    private, _ = keys.resolve_key_path(None, None, root=Path.cwd(), cache_root=cache.root)
+    return keys.public_path(private)
+
+
+def cmd_ledger(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.core import ledger, progress
+    from vllm_plugin_release.edges import keys, ledgerstore
+    from vllm_plugin_release.edges import store as st
+
+    location = (
+        args.store or os.environ.get("VPR_STORE") or str(cachedir.from_args(args).root / "store")
+    )
+    store = st.open_store(location)
+    entries = ledgerstore.read_ledger(store, keys.load_public_key(_public_key(args)))
+    chosen = ledger.select(
+        entries, core=args.core, plugin=args.plugin, verdict=args.verdict, kind=args.kind
+    )
+    if args.matrix:
+        m = ledger.matrix(chosen)
+        text = (
+            json.dumps(m, indent=2, sort_keys=True) + "\n"
+            if args.matrix == "json"
+            else ledger.render_matrix_markdown(m)
+        )
+        sys.stdout.write(text)
+    elif args.json:
+        print(json.dumps(chosen, indent=2, sort_keys=True))
+    elif chosen:
+        print(ledger.render_lines(chosen))
+    progress.info(f"ledger: {len(entries)} entries verified in {store.location}")
+    if not chosen:
+        progress.info("no ledger entry matches")
+        return EXIT_GATE
+    return EXIT_OK

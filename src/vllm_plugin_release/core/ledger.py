@@ -1,0 +1,246 @@
+"""The pairing ledger: every verdict the pipeline reached, signed, chained, append-only (pure).
+
+`STORE/ledger/ledger.jsonl` holds one DSSE envelope per line (canonical JSON), signed with
+the manifest key (ed25519). Its payload is one entry:
+
+  seq, prev            the entry's number and the sha256 of the previous line (a chain:
+                       a removed, reordered or edited line breaks every later link)
+  kind                 release | nightly
+  core                 {name, version, commit}   (commit: a git core source's)
+  plugin               {name, version, commit}
+  runtime, python, verdict, runner, time (UTC), manifest_sha256, pairing_id
+  lag                  {days, minor_releases} behind the newest core, when known
+
+Reading refuses the whole ledger at the first line whose signature or link fails
+(GateFailed, exit 1, naming the line). Files and locks are `edges.ledgerstore`'s.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from vllm_plugin_release.core.attest import keyid, pae
+from vllm_plugin_release.core.cache import canonical_json
+from vllm_plugin_release.core.errors import BadInput, GateFailed
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
+
+LEDGER_FILE = "ledger/ledger.jsonl"
+PAYLOAD_TYPE = "application/vnd.vllm-plugin-release.ledger-entry+json"
+GENESIS = "0" * 64
+KINDS = ("release", "nightly")
+
+
+def line_digest(line: bytes) -> str:
+    return hashlib.sha256(line).hexdigest()
+
+
+def entry_from_manifest(
+    manifest: dict[str, Any],
+    *,
+    manifest_sha256: str,
+    runner: str,
+    time: str,
+    kind: str = "release",
+    lag: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A ledger entry (without seq/prev) for the verdict a manifest carries."""
+    if kind not in KINDS:
+        raise BadInput(f"ledger kind {kind!r}: expected one of {', '.join(KINDS)}")
+    core, plugin = manifest["core"], manifest["plugin"]
+    source = core.get("source") or {}
+    runtime = manifest.get("runtime") or {}
+    entry: dict[str, Any] = {
+        "kind": kind,
+        "pairing_id": manifest.get("pairing_id"),
+        "core": {
+            "name": core["name"],
+            "version": core["version"],
+            "commit": source.get("commit"),
+        },
+        "plugin": {
+            "name": plugin["name"],
+            "version": plugin.get("version"),
+            "commit": plugin.get("commit"),
+        },
+        "runtime": {"name": runtime.get("name"), "status": runtime.get("status")},
+        "python": ".".join(str(core.get("python", "")).split(".")[:2]),
+        "verdict": (manifest.get("conformance") or {}).get("verdict"),
+        "runner": runner,
+        "time": time,
+        "manifest_sha256": manifest_sha256,
+    }
+    if lag is not None:
+        entry["lag"] = lag
+    return entry
+
+
+def chained(entry: dict[str, Any], previous_line: bytes | None, count: int) -> dict[str, Any]:
+    """`entry` with its place in the chain: seq (1-based) and the previous line's digest."""
+    prev = line_digest(previous_line) if previous_line else GENESIS
+    return {"seq": count + 1, "prev": prev, **entry}
+
+
+def sign_line(entry: dict[str, Any], key: Ed25519PrivateKey) -> bytes:
+    """One ledger line: `entry` in a DSSE envelope signed with `key`, canonical, newline."""
+    payload = canonical_json(entry).encode()
+    envelope = {
+        "payload": base64.b64encode(payload).decode(),
+        "payloadType": PAYLOAD_TYPE,
+        "signatures": [
+            {
+                "keyid": keyid(key.public_key()),
+                "sig": base64.b64encode(key.sign(pae(PAYLOAD_TYPE, payload))).decode(),
+            }
+        ],
+    }
+    return (canonical_json(envelope) + "\n").encode()
+
+
+def _verified_entry(line: bytes, public_key: Ed25519PublicKey, where: str) -> dict[str, Any]:
+    from cryptography.exceptions import InvalidSignature
+
+    try:
+        envelope = json.loads(line)
+        payload = base64.b64decode(envelope["payload"], validate=True)
+        sigs = envelope["signatures"]
+        kind = envelope["payloadType"]
+    except (ValueError, KeyError, TypeError):
+        raise GateFailed(f"{where}: not a signed ledger entry", hint=_HINT)
+    if kind != PAYLOAD_TYPE or not isinstance(sigs, list):
+        raise GateFailed(f"{where}: not a signed ledger entry", hint=_HINT)
+    if (canonical_json(envelope) + "\n").encode() != line:
+        raise GateFailed(f"{where}: not in its signed canonical form (altered)", hint=_HINT)
+    want = keyid(public_key)
+    for sig in sigs:
+        if not isinstance(sig, dict) or sig.get("keyid") != want:
+            continue
+        try:
+            public_key.verify(base64.b64decode(sig["sig"]), pae(PAYLOAD_TYPE, payload))
+        except (InvalidSignature, ValueError, TypeError):
+            break
+        entry = json.loads(payload)
+        if isinstance(entry, dict):
+            return entry
+    raise GateFailed(
+        f"{where}: the signature does not verify with keyid {want[:16]} "
+        "(the entry was altered or signed by another key)",
+        hint=_HINT,
+    )
+
+
+_HINT = "the ledger is append-only: restore the store's ledger from its last good copy"
+
+
+def parse_ledger(data: bytes, public_key: Ed25519PublicKey, where: str) -> list[dict[str, Any]]:
+    """Every entry, oldest first, each signature and chain link checked."""
+    entries: list[dict[str, Any]] = []
+    previous: bytes | None = None
+    for number, line in enumerate(data.splitlines(keepends=True), start=1):
+        here = f"{where}:{number}"
+        if not line.endswith(b"\n"):
+            raise GateFailed(f"{here}: the last line is cut short (a torn write)", hint=_HINT)
+        entry = _verified_entry(line, public_key, here)
+        expected = line_digest(previous) if previous else GENESIS
+        if entry.get("seq") != number or entry.get("prev") != expected:
+            raise GateFailed(
+                f"{here}: the chain is broken (seq {entry.get('seq')}, expected {number}): "
+                "an entry was removed, reordered or inserted",
+                hint=_HINT,
+            )
+        entries.append(entry)
+        previous = line
+    return entries
+
+
+def select(
+    entries: Iterable[dict[str, Any]],
+    *,
+    core: str | None = None,
+    plugin: str | None = None,
+    verdict: str | None = None,
+    kind: str | None = None,
+) -> list[dict[str, Any]]:
+    """The entries matching every filter given (core: version or commit prefix)."""
+    out = []
+    for e in entries:
+        c = e.get("core") or {}
+        if core and core != c.get("version") and not str(c.get("commit") or "").startswith(core):
+            continue
+        p = e.get("plugin") or {}
+        if plugin and plugin != p.get("name") and not str(p.get("commit") or "").startswith(plugin):
+            continue
+        if verdict and e.get("verdict") != verdict:
+            continue
+        if kind and e.get("kind") != kind:
+            continue
+        out.append(e)
+    return out
+
+
+def _core_label(e: dict[str, Any]) -> str:
+    c = e.get("core") or {}
+    if e.get("kind") == "nightly" and c.get("commit"):
+        return f"{c['version']}@{str(c['commit'])[:12]}"
+    return str(c.get("version"))
+
+
+def _plugin_label(e: dict[str, Any]) -> str:
+    p = e.get("plugin") or {}
+    return f"{p.get('name')}@{str(p.get('commit') or 'no-commit')[:12]}"
+
+
+def matrix(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The compatibility matrix from the ledger: the latest verdict per (core, plugin)."""
+    cells: dict[tuple[str, str], dict[str, Any]] = {}
+    for e in entries:
+        cells[(_core_label(e), _plugin_label(e))] = e  # later entries win
+    cores = sorted({c for c, _ in cells})
+    plugins = sorted({p for _, p in cells})
+    return {
+        "cores": cores,
+        "plugins": plugins,
+        "cells": {
+            f"{c} | {p}": {
+                "verdict": e.get("verdict"),
+                "seq": e.get("seq"),
+                "kind": e.get("kind"),
+                "lag": e.get("lag"),
+            }
+            for (c, p), e in sorted(cells.items())
+        },
+    }
+
+
+def render_matrix_markdown(m: dict[str, Any]) -> str:
+    lines = ["| core \\ plugin | " + " | ".join(m["plugins"]) + " |"]
+    lines.append("|---" * (len(m["plugins"]) + 1) + "|")
+    for core in m["cores"]:
+        row = []
+        for plugin in m["plugins"]:
+            cell = m["cells"].get(f"{core} | {plugin}")
+            row.append(f"{cell['verdict']} (#{cell['seq']})" if cell else "")
+        lines.append(f"| {core} | " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def render_lines(entries: Iterable[dict[str, Any]]) -> str:
+    """One line per entry, for a terminal or a job summary."""
+    out = []
+    for e in entries:
+        lag = e.get("lag") or {}
+        lag_text = f"  lag {lag.get('days')} d / {lag.get('minor_releases')} minor" if lag else ""
+        out.append(
+            f"#{e.get('seq')} {e.get('time')} {e.get('kind'):<7} {_core_label(e)} + "
+            f"{_plugin_label(e)}: {e.get('verdict')} ({e.get('runner')}, py{e.get('python')})"
+            f"{lag_text}  manifest sha256:{str(e.get('manifest_sha256'))[:16]}"
+        )
+    return "\n".join(out)

@@ -1,0 +1,236 @@
+"""The warm worker of a pairing environment (`inenv/worker.py`), from our side.
+
+One worker per environment python: started in its own process group behind the death
+guard (`children.guarded`), registered with the run's children, fed jobs as JSON lines
+and stopped when no holder is left. Jobs may be sent from several threads at once (the
+conformance checks run side by side); each waits for its own answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.core.errors import OutsideFailure
+from vllm_plugin_release.edges import children
+
+
+class Worker:
+    def __init__(
+        self, python: Path, folder: Path, popen: subprocess.Popen[bytes], env: dict[str, str]
+    ):
+        self.python = python
+        self.folder = folder
+        self.env = env
+        self._popen = popen
+        self._lock = threading.Lock()
+        self._answers: dict[int, dict[str, Any]] = {}
+        self._events: dict[int, threading.Event] = {}
+        self._next = 0
+        self.ready: dict[str, Any] | None = None
+        self._ready = threading.Event()
+        self._gone = threading.Event()
+        self._reader = threading.Thread(target=self._read, name="vpr-envworker", daemon=True)
+        self._reader.start()
+
+    @classmethod
+    def start(
+        cls,
+        python: Path,
+        stage: Callable[[Path], Path],
+        preload: Sequence[str],
+        env: dict[str, str],
+    ) -> Worker:
+        """Start the worker script that `stage(folder)` puts in a private folder."""
+        folder = Path(tempfile.mkdtemp(prefix="vpr-inenv-worker-"))
+        try:
+            script = stage(folder)
+            (folder / "preload.json").write_text(json.dumps(list(preload)))
+            with open(folder / "worker.log", "wb") as log:
+                popen = subprocess.Popen(
+                    children.guarded(
+                        [str(python.absolute()), str(script), str(folder / "preload.json")]
+                    ),
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    env=env,
+                    cwd=folder,
+                    start_new_session=True,  # its own group: stopped as a whole with the run
+                )
+        except OSError as exc:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise OutsideFailure(f"cannot start the warm worker in {python}: {exc}")
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        children.register(popen)
+        return cls(python, folder, popen, env)
+
+    def _read(self) -> None:
+        assert self._popen.stdout is not None
+        for line in self._popen.stdout:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if message.get("ready"):
+                self.ready = message
+                self._ready.set()
+                continue
+            if "rc" not in message:  # a job started ({"id", "pid"})
+                continue
+            with self._lock:
+                self._answers[message["id"]] = message
+                event = self._events.get(message["id"])
+            if event is not None:
+                event.set()
+        self._gone.set()
+        self._ready.set()
+        with self._lock:
+            for event in self._events.values():
+                event.set()
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until the preloaded imports are done (True), or the worker ended (False)."""
+        self._ready.wait(timeout)
+        return self.ready is not None
+
+    def _log_tail(self, path: Path, lines: int = 15) -> str:
+        try:
+            return "\n".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def run(
+        self,
+        script: Path,
+        argv: Sequence[Path | str],
+        env: dict[str, str],
+        cwd: Path | None,
+        timeout: float | None,
+        *,
+        what: str,
+    ) -> tuple[int, str]:
+        """Run `script argv...` in a forked copy of the worker: (exit code, its output)."""
+        log = script.parent / "output.log"
+        with self._lock:
+            self._next += 1
+            job_id = self._next
+            event = self._events[job_id] = threading.Event()
+        job = {
+            "id": job_id,
+            "script": str(script),
+            "argv": [str(a) for a in argv],
+            "env": env,
+            "cwd": str(cwd) if cwd else None,
+            "log": str(log),
+        }
+        try:
+            assert self._popen.stdin is not None
+            with self._lock:
+                self._popen.stdin.write(json.dumps(job).encode() + b"\n")
+                self._popen.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            self._gone.set()
+        try:
+            if not event.wait(timeout) and not self._gone.is_set():
+                self._kill_job(job_id, event)
+                raise OutsideFailure(f"{what} did not finish within {timeout:g} s")
+            with self._lock:
+                answer = self._answers.pop(job_id, None)
+        finally:
+            with self._lock:
+                self._events.pop(job_id, None)
+        if answer is None:
+            raise OutsideFailure(
+                f"{what}: the warm worker in {self.python} ended:\n"
+                + self._log_tail(self.folder / "worker.log")
+            )
+        return int(answer["rc"]), self._log_tail(log, 200)
+
+    def _kill_job(self, job_id: int, event: threading.Event) -> None:
+        """Ask the worker to SIGKILL the job (it owns and reaps the pid: no race with
+        reuse), then wait a little for its answer."""
+        with contextlib.suppress(OSError, ValueError), self._lock:
+            assert self._popen.stdin is not None
+            self._popen.stdin.write(json.dumps({"kill": job_id}).encode() + b"\n")
+            self._popen.stdin.flush()
+        event.wait(10)
+
+    def stop(self) -> None:
+        """Close the job stream (the worker ends after its running jobs), then its group."""
+        with contextlib.suppress(OSError, ValueError):
+            if self._popen.stdin is not None:
+                self._popen.stdin.close()
+        try:
+            self._popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            children.kill_group(self._popen.pid)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._popen.pid, signal.SIGKILL)  # what the guard left in its group
+        children.forget(self._popen)
+        self._gone.set()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class Workers:
+    """The run's warm workers, one per python, each kept while someone holds it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: dict[Path, Worker] = {}
+        self._holds: dict[Path, int] = {}
+        self._sessions = 0
+
+    def in_session(self) -> bool:
+        with self._lock:
+            return self._sessions > 0
+
+    def get(self, python: Path) -> Worker | None:
+        with self._lock:
+            worker = self._live.get(Path(python))
+        return None if worker is None or worker._gone.is_set() else worker
+
+    def start(self, python: Path, make: Callable[[], Worker]) -> Worker:
+        with self._lock:
+            worker = self._live.get(python)
+            if worker is None or worker._gone.is_set():
+                worker = self._live[python] = make()
+            self._holds[python] = self._holds.get(python, 0) + 1
+            return worker
+
+    def release(self, python: Path) -> None:
+        with self._lock:
+            self._holds[python] -= 1
+            done = self._holds[python] == 0 and self._sessions == 0
+            worker = self._live.pop(python) if done else None
+        if worker is not None:
+            worker.stop()
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """Workers started inside the block stay until it ends (the stages of one run)."""
+        with self._lock:
+            self._sessions += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._sessions -= 1
+                idle = [] if self._sessions else [p for p in self._live if not self._holds.get(p)]
+                stopping = [self._live.pop(p) for p in idle]
+            for worker in stopping:
+                worker.stop()
+
+
+workers = Workers()

@@ -1,0 +1,203 @@
+"""`vpr bisect`: the first core commit (or published version) that breaks the plugin's tests.
+
+Two sources of candidates:
+- git (`--repo URL`, or the spec's git core source): the commits from `--good` to `--bad`
+  on the first-parent line of `--bad`;
+- index (the spec's sdist index): the published versions from `--good` to `--bad`, release
+  candidates included unless `--final-only`.
+Each probe builds the empty-target core through the build-core stage (cached by source),
+makes the cpu pairing environment with the plugin wheel already built for the spec, and
+runs the plugin's cpu tests. The ends are probed first: the good end must pass, the bad
+end must fail (else exit 2, naming which). The report (`dist/NAME/bisect.json` and
+`bisect.md`, no times) names the first bad candidate, the regressed tests failing there and
+the first lines of their errors; `vpr bump --report` quotes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from vllm_plugin_release.conform import plugin_tests as pt
+from vllm_plugin_release.core import progress, records
+from vllm_plugin_release.core.bisect import (
+    Probe,
+    first_error_lines,
+    render_markdown,
+    search,
+    versions_between,
+)
+from vllm_plugin_release.core.cache import Cache, atomic_write_text, write_json
+from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.edges import corehistory
+from vllm_plugin_release.edges.fetch import index_files
+from vllm_plugin_release.flows.baseline import baseline_python, commit_spec, pairing_python
+from vllm_plugin_release.flows.sources import Inputs
+from vllm_plugin_release.flows.upstream import releases_from_files, spec_index
+from vllm_plugin_release.spec.model import GitSource, SdistSource, Spec
+
+REPORT_JSON = "bisect.json"
+REPORT_MD = "bisect.md"
+
+
+@dataclass
+class Options:
+    cache: Cache
+    dist_root: Path
+    plugin_source: Path | None = None
+    repo: str | None = None  # a core git repository: bisect commits
+    index: str | None = None  # a simple index: bisect published versions
+    prereleases: bool = True
+    error_lines: int = 3
+
+
+@dataclass
+class Candidates:
+    mode: str  # git | index
+    source: str
+    items: list[str]
+    python_of: Callable[[str], Path]
+    subject: Callable[[str], str] = lambda _: ""
+
+
+def _version(value: str, flag: str) -> str:
+    try:
+        return str(Version(value))
+    except InvalidVersion:
+        raise BadInput(f"{flag} {value!r} is not a PEP 440 version (e.g. 0.25.1)")
+
+
+def git_candidates(spec: Spec, good: str, bad: str, opts: Options, inputs: Inputs) -> Candidates:
+    url = opts.repo or (spec.core.source.url if isinstance(spec.core.source, GitSource) else "")
+    repo = corehistory.mirror(url, opts.cache)
+    good_commit = corehistory.resolve(repo, good, "--good", url)
+    bad_commit = corehistory.resolve(repo, bad, "--bad", url)
+    items = corehistory.commits_between(repo, good_commit, bad_commit, url)
+    dist = records.dist_dir(opts.dist_root, spec.name)
+
+    def python_of(commit: str) -> Path:
+        epoch = corehistory.commit_time(repo, commit)
+        base = commit_spec(spec, url, commit, epoch, opts.cache, f"bisect-{commit[:12]}")
+        tree = corehistory.checkout(repo, commit, opts.cache)
+        return pairing_python(base, tree, cache=opts.cache, dist=dist, plugin=inputs.plugin)
+
+    return Candidates("git", url, items, python_of, subject=lambda c: corehistory.subject(repo, c))
+
+
+def index_candidates(spec: Spec, good: str, bad: str, opts: Options, inputs: Inputs) -> Candidates:
+    if not isinstance(spec.core.source, SdistSource):
+        raise BadInput(
+            f"{spec.path}: a bisection over published versions needs an sdist core source",
+            hint="pass --repo URL to bisect the core's git history instead",
+        )
+    index = spec_index(spec, opts.index)
+    spec = dataclasses.replace(
+        spec,
+        core=dataclasses.replace(
+            spec.core, source=dataclasses.replace(spec.core.source, index=index)
+        ),
+    )
+    found = releases_from_files(spec.core.name, index_files(index, spec.core.name))
+    available = [
+        r.version
+        for r in found
+        if r.filename and r.sha256 and (opts.prereleases or not r.prerelease)
+    ]
+    items = versions_between(_version(good, "--good"), _version(bad, "--bad"), available, index)
+    dist = records.dist_dir(opts.dist_root, spec.name)
+
+    def python_of(version: str) -> Path:
+        return baseline_python(spec, version, cache=opts.cache, dist=dist, plugin=inputs.plugin)
+
+    return Candidates("index", index, items, python_of)
+
+
+def _prober(spec: Spec, cands: Candidates, opts: Options, inputs: Inputs) -> Callable[[str], Probe]:
+    cfg = pt.settings(spec.options("plugin_tests"))
+    module = spec.runtime.get("module")
+    seen: dict[str, Probe] = {}
+
+    def probe(candidate: str) -> Probe:
+        if candidate not in seen:
+            progress.console.rule(f"bisect: {cands.mode} {candidate}")
+            python = cands.python_of(candidate)
+            with opts.cache.scratch("bisect-") as tmp:
+                junit = tmp / "junit.xml"
+                run = pt.run_tests(python, inputs.plugin.root, "cpu", cfg, junit, module)
+                errors = first_error_lines(junit, opts.error_lines)
+            seen[candidate] = Probe(candidate, tuple(run.failing), errors)
+            progress.info(f"bisect: {candidate}: {len(run.failing)} failing test(s)")
+        return seen[candidate]
+
+    return probe
+
+
+def _ends(cands: Candidates, probe: Callable[[str], Probe], good: str, bad: str) -> list[str]:
+    """Probe both ends; the regressed tests (watched while searching), or exit 2."""
+    if len(cands.items) < 2:
+        raise BadInput(f"--good {good} and --bad {bad} are the same {cands.mode} candidate")
+    first = probe(cands.items[0])
+    if first.failing:
+        raise BadInput(
+            f"--good {good}: the good end already fails: {len(first.failing)} plugin test(s) "
+            f"fail there (first: {first.failing[0]})",
+            hint="pick an older --good where the plugin's cpu tests pass",
+        )
+    last = probe(cands.items[-1])
+    if not last.failing:
+        raise BadInput(
+            f"--bad {bad}: the bad end passes: every plugin test passes there",
+            hint="pick a newer --bad where the plugin's cpu tests fail",
+        )
+    return list(last.failing)
+
+
+def bisect(spec: Spec, good: str, bad: str, opts: Options) -> dict[str, Any]:
+    """Find the first bad candidate; write and return the report."""
+    if not spec.plugin:
+        raise BadInput(f"{spec.path}: no [plugin]; bisection runs the plugin's tests")
+    dist = records.dist_dir(opts.dist_root, spec.name)
+    inputs = Inputs(spec, opts.cache, opts.plugin_source)
+    git_mode = bool(opts.repo) or isinstance(spec.core.source, GitSource)
+    make = git_candidates if git_mode else index_candidates
+    cands = make(spec, good, bad, opts, inputs)  # bad ends are refused before any build
+    records.read(dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN, spec.path))
+    probe = _prober(spec, cands, opts, inputs)
+    watched = _ends(cands, probe, good, bad)
+    found, steps = search(cands.items, watched, probe)
+    first = probe(cands.items[found])
+    report: dict[str, Any] = {
+        "mode": cands.mode,
+        "source": cands.source,
+        "core": spec.core.name,
+        "good": good,
+        "bad": bad,
+        "candidates": len(cands.items),
+        "watched": watched,
+        "steps": [{"candidate": c, "verdict": v} for c, v in steps],
+        "last_good": cands.items[found - 1],
+        "first_bad": {
+            "candidate": first.candidate,
+            "subject": cands.subject(first.candidate),
+            "failing": first.broken_by(watched),
+            "errors": {t: first.errors.get(t, []) for t in first.broken_by(watched)},
+        },
+    }
+    write_json(dist / REPORT_JSON, report)
+    atomic_write_text(dist / REPORT_MD, render_markdown(report))
+    return report
+
+
+def read_report(dist: Path) -> dict[str, Any] | None:
+    """The last bisect report in `dist`, or None."""
+    try:
+        data = json.loads((dist / REPORT_JSON).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,85 @@
+"""Recording a verdict in the store's pairing ledger (release, nightly and bisect flows).
+
+The entry comes from the pairing's signed manifest in dist/NAME/ (its sha256 is the
+entry's `manifest_sha256`), is signed with the manifest key, appended under the store's
+lock and read back verified: the flow fails (exit 1) if the ledger it extended does not
+verify.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.core import ledger, progress, records
+from vllm_plugin_release.core.cache import Cache
+from vllm_plugin_release.core.errors import GateFailed
+from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE, load
+from vllm_plugin_release.edges import keys, ledgerstore
+from vllm_plugin_release.edges.store import open_store
+from vllm_plugin_release.spec.model import Spec
+from vllm_plugin_release.stages.publish import resolve_targets
+
+
+def now_utc() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def signing_key(spec: Spec, cache: Cache, given: str | Path | None) -> Any:
+    """The manifest key (as `vpr manifest build` resolves it)."""
+    path, origin = keys.resolve_key_path(
+        given, spec.publish.get("signing_key"), root=spec.root, cache_root=cache.root
+    )
+    keys.ensure_key(path, origin)
+    return keys.load_private_key(path)
+
+
+def lag_from_scorecard(dist: Path) -> dict[str, Any] | None:
+    """The pairing's release lag as the cadence check measured it (scorecard.json), or None."""
+    try:
+        card = json.loads((dist / records.SCORECARD).read_text())
+        details = card["checks"]["cadence"]["details"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(details, dict) or "lag_minor" not in details:
+        return None
+    return {"days": details.get("lag_days"), "minor_releases": details.get("lag_minor")}
+
+
+def record_verdict(
+    spec: Spec,
+    dist: Path,
+    *,
+    cache: Cache,
+    store: str | None,
+    signing: str | Path | None,
+    runner: str,
+    kind: str = "release",
+    lag: dict[str, Any] | None = None,
+    verdict: str | None = None,
+) -> dict[str, Any]:
+    """Append the verdict of dist/NAME/manifest.json (or `verdict`: a nightly's test
+    outcome, pass|fail) to the ledger; the entry as written."""
+    manifest_path = dist / MANIFEST_FILE
+    manifest = load(manifest_path)
+    digest = hashlib.sha256(manifest_path.read_bytes()).hexdigest()
+    if lag is None:
+        lag = lag_from_scorecard(dist)
+    entry = ledger.entry_from_manifest(
+        manifest, manifest_sha256=digest, runner=runner, time=now_utc(), kind=kind, lag=lag
+    )
+    if verdict is not None:
+        entry["verdict"] = verdict
+    key = signing_key(spec, cache, signing)
+    target = open_store(resolve_targets(spec, None, store, cache.root)[1])
+    written = ledgerstore.append(target, entry, key)
+    entries = ledgerstore.read_ledger(target, key.public_key())  # read back, verified
+    if not entries or entries[-1] != written:
+        raise GateFailed(f"{target.location}: the ledger entry just written does not read back")
+    progress.info(
+        f"ledger: entry #{written['seq']} ({kind}, {written['verdict']}) in {target.location}"
+    )
+    return written

@@ -1,0 +1,152 @@
+"""A warm interpreter in the pairing environment: the heavy imports once, each job forked.
+
+Started by `edges/envrun.py` as a script (`python vpr_inenv_worker.py PRELOAD.json`),
+like every inenv module: standard library only, nothing else of ours on its path. It
+imports the third-party modules named in PRELOAD.json (torch, transformers, ... : what
+vLLM's import spends its time in; a module that does not import is skipped), then runs
+jobs. Each job is one of the inenv scripts, run in a forked copy of this process, so it
+starts with those modules loaded and ends with everything it changed (vLLM's plugins and
+current platform, os.environ, logging) gone: jobs cannot see each other. vLLM itself
+and the plugin are never preloaded, because importing them reads the environment a job
+sets (VLLM_PLUGINS, VLLM_LOGGING_LEVEL).
+
+Protocol, one JSON object per line. On stdout: first {"ready": true, "preloaded": [...],
+"skipped": {module: error}}, then {"id": ID, "pid": PID} when a job starts and
+{"id": ID, "rc": EXIT_CODE} when it ends (jobs end in any order). On stdin: {"id": ID,
+"script": PATH, "argv": [...], "env": {...}, "cwd": PATH or null, "log": PATH}: the job
+runs `PATH argv...` as __main__ with exactly that environment, its stdout and stderr in
+`log`; or {"kill": ID}: SIGKILL that job if it still runs. End of stdin: wait for the
+running jobs, then exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import runpy
+import select
+import signal
+import sys
+import traceback
+from typing import Any
+
+
+def preload(names: list[str]) -> dict[str, Any]:
+    loaded, skipped = [], {}
+    for name in names:
+        try:
+            importlib.import_module(name)
+            loaded.append(name)
+        except Exception as exc:  # an environment without it: the job imports what it needs
+            skipped[name] = f"{type(exc).__name__}: {exc}"
+    return {"ready": True, "preloaded": loaded, "skipped": skipped}
+
+
+def _exit_code(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+_PROTOCOL: dict[str, int] = {}
+
+
+def run_job(job: dict[str, Any]) -> int:
+    """In the forked child: become `python SCRIPT ARGV...` and run it; the exit code."""
+    log = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)  # the worker's job stream and answers are not the job's
+    os.close(null)
+    if "fd" in _PROTOCOL:
+        os.close(_PROTOCOL["fd"])
+    os.environ.clear()
+    os.environ.update(job["env"])
+    if job.get("cwd"):
+        os.chdir(job["cwd"])
+    script = job["script"]
+    sys.argv = [script, *job["argv"]]
+    sys.path[0] = os.path.dirname(script)  # what `python SCRIPT` puts first
+    try:
+        runpy.run_path(script, run_name="__main__")
+        code = 0
+    except SystemExit as exc:
+        code = _exit_code(exc.code)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    return code
+
+
+def _start(job: dict[str, Any]) -> int:
+    pid = os.fork()
+    if pid == 0:
+        code = 70  # EX_SOFTWARE: run_job itself failed (e.g. the log cannot be opened)
+        try:
+            code = run_job(job)
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            os._exit(code)  # never back into the worker's loop; no interpreter teardown
+    return pid
+
+
+def serve(reply: Any) -> None:
+    """Read jobs from stdin until it closes; answer each with its exit code."""
+    running: dict[int, Any] = {}  # pid -> job id
+    pending = b""
+    open_ = True
+    while open_ or running:
+        if open_ and select.select([0], [], [], 0.05)[0]:
+            chunk = os.read(0, 65536)
+            open_ = bool(chunk)
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in filter(None, lines):
+                message = json.loads(line)
+                if "kill" in message:  # a job past its time: only one still running here
+                    for pid, job_id in running.items():
+                        if job_id == message["kill"]:
+                            os.kill(pid, signal.SIGKILL)
+                    continue
+                pid = _start(message)
+                running[pid] = message["id"]
+                reply({"id": message["id"], "pid": pid})
+        while running:
+            pid, status = os.waitpid(-1, os.WNOHANG if open_ else 0)
+            if pid == 0:
+                break
+            reply({"id": running.pop(pid), "rc": os.waitstatus_to_exitcode(status)})
+
+
+def main(argv: list[str]) -> int:
+    # The protocol keeps the real stdout; anything printed by a preloaded module (or by
+    # this loop) goes to stderr instead.
+    _PROTOCOL["fd"] = os.dup(1)
+    out = os.fdopen(_PROTOCOL["fd"], "w")
+    os.dup2(2, 1)
+
+    def reply(message: dict[str, Any]) -> None:
+        out.write(json.dumps(message) + "\n")
+        out.flush()
+
+    with open(argv[1]) as f:
+        names = json.load(f)
+    reply(preload(list(names)))
+    serve(reply)
+    return 0
+
+
+if __name__ == "__main__":
+    code = main(sys.argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # torch's teardown takes seconds; every answer is written

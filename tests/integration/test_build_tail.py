@@ -1,0 +1,58 @@
+"""Two parallel builds do their own tail work (hash the wheel, remove their copy of the
+tree) as each ends, so the second build's run hides the first's; the comparison uses
+those hashes and still catches a difference."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.support import REFERENCE_SPEC, REPO
+from vllm_plugin_release.conform.registry import load_spec
+from vllm_plugin_release.core.cache import Cache, sha256_file
+from vllm_plugin_release.core.errors import GateFailed
+from vllm_plugin_release.edges.runner import LocalRunner
+from vllm_plugin_release.stages.wheelbuild import (
+    compare_builds,
+    ensure_build_env,
+    parallel_local_builds,
+)
+
+
+def test_each_build_hashes_its_wheel_and_removes_its_tree(tmp_path: Path, cache_root: Path) -> None:
+    spec = load_spec(REFERENCE_SPEC)
+    cache = Cache(cache_root)
+    lock = spec.resolve(spec.build.constraints)
+    runner = LocalRunner("off")
+    venv = ensure_build_env(spec, lock, sha256_file(lock), cache, runner)
+    tree = tmp_path / "reference"
+    shutil.copytree(REPO / "plugin" / "reference", tree)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    results = parallel_local_builds(
+        runner,
+        venv,
+        tree,
+        scratch,
+        cache,
+        builds=2,
+        source_date_epoch=spec.core.source_date_epoch,
+        target_device=None,
+        log_name="tail-test",
+    )
+    wheels = [r["wheel"] for r in results]
+    for result in results:
+        assert result["sha256"] == sha256_file(result["wheel"])
+    # The copies of the tree are gone once the builds return; the wheels stay.
+    assert not (scratch / "tail-test-a" / tree.name).exists()
+    assert not (scratch / "tail-test-b" / tree.name).exists()
+    assert all(w.is_file() for w in wheels)
+    assert tree.is_dir()  # the caller's tree is never touched
+
+    digest, reproducible = compare_builds(wheels, "tail-test", [r["sha256"] for r in results])
+    assert (digest, reproducible) == (results[0]["sha256"], True)
+    # Known-bad: a second build whose hash differs is not reproducible.
+    with pytest.raises(GateFailed, match="not reproducible"):
+        compare_builds(wheels, "tail-test", [results[0]["sha256"], "0" * 64])

@@ -1,0 +1,3 @@
+from vendor_sdk import torch
+
+KERNELS = torch.kernels()

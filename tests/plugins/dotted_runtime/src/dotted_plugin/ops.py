@@ -1,0 +1,3 @@
+import vendor_sdk.torch
+
+DEVICE = vendor_sdk.torch.device("vendor")

@@ -1,0 +1,3 @@
+import vendor_sdk_tools
+
+TOOLS = vendor_sdk_tools

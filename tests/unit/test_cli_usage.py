@@ -1,0 +1,157 @@
+"""The command line's usage errors and hints: the subcommand's usage with a "did you mean",
+choices refused before anything is fetched, a description on every command, the specs
+that exist when one is missing, and `vpr manifest verify` hints that say what to do."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from tests.pairing import make_pairing
+from tests.support import REPO, vpr
+from vllm_plugin_release.cli import build_parser, main, suggest
+from vllm_plugin_release.cli.build import RUNNERS
+from vllm_plugin_release.conform import registry
+
+
+def _fails(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_mistyped_command_is_suggested(capsys: pytest.CaptureFixture[str]) -> None:
+    err = _fails(["relase"], capsys)
+    assert "invalid choice: 'relase'" in err and "did you mean release?" in err
+
+
+def test_mistyped_nested_command_shows_that_commands_usage(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    err = _fails(["manifest", "verfy"], capsys)
+    assert err.startswith("usage: vpr manifest ")
+    assert "did you mean verify" in err
+
+
+def test_mistyped_flag_names_the_subcommand_and_the_flag(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    err = _fails(["release", "--no-publsh"], capsys)
+    assert err.startswith("usage: vpr release "), err  # not the top-level usage
+    assert "unrecognized arguments: --no-publsh (did you mean --no-publish?)" in err
+
+
+def test_mistyped_flag_with_a_value_and_an_unknown_word(capsys: pytest.CaptureFixture[str]) -> None:
+    err = _fails(["conform", "--spce=buildspec/reference.toml", "extra"], capsys)
+    assert err.startswith("usage: vpr conform ")
+    assert "--spce=buildspec/reference.toml (did you mean --spec?)" in err
+    assert err.rstrip().endswith("extra")  # a stray word gets no made-up suggestion
+
+
+def test_a_required_flag_reported_missing_because_it_was_mistyped(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    err = _fails(["manifest", "verify", "x.json", "--kye", "k.pub"], capsys)
+    assert "required: --key" in err and "--kye (did you mean --key?)" in err
+
+
+def test_nothing_close_means_no_suggestion() -> None:
+    assert suggest.did_you_mean("--zzzzzz", ["--spec", "--dist"]) == ""
+    assert suggest.close("--no-pub", ["--no-publish", "--dist"]) == ["--no-publish"]
+    assert suggest.close("--plug", ["--plugin-source", "--spec"]) == ["--plugin-source"]  # prefix
+
+
+def test_runner_is_checked_before_anything_is_fetched(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    done = vpr("env", "--runner", "bogus", "--cache-dir", str(cache), check=False, cwd=REPO)
+    assert done.returncode == 2, done.stderr
+    assert "invalid choice: 'bogus' (choose from 'cpu', 'hardware')" in done.stderr
+    assert "usage: vpr env" in done.stderr
+    assert not cache.exists()  # nothing downloaded, no cache folder made
+
+
+def test_cli_runners_are_the_registry_runners() -> None:
+    assert RUNNERS == registry.RUNNERS
+
+
+def _commands(parser: argparse.ArgumentParser, prefix: str = "vpr"):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield f"{prefix} {name}", sub
+                yield from _commands(sub, f"{prefix} {name}")
+
+
+def test_every_command_has_a_description() -> None:
+    missing = [name for name, sub in _commands(build_parser()) if not sub.description]
+    assert not missing, f"commands without a description: {missing}"
+
+
+def test_runner_help_shows_its_choices() -> None:
+    parser = dict(_commands(build_parser()))["vpr release"]
+    assert "{cpu,hardware}" in parser.format_help()
+
+
+def test_missing_spec_lists_the_specs_that_exist(tmp_path: Path) -> None:
+    done = vpr("build-core", "--spec", "buildspec/referense.toml", check=False, cwd=REPO)
+    assert done.returncode == 2
+    assert "spec file not found" in done.stderr
+    assert "did you mean buildspec/reference.toml?" in done.stderr
+    assert "buildspec/tt.toml" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_verify_before_any_release_says_to_run_one(tmp_path: Path) -> None:
+    (tmp_path / "k.pub").write_text("unused")
+    done = vpr("manifest", "verify", "dist/reference", "--key", "k.pub", check=False, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "run a release first" in done.stderr and "vpr release --spec" in done.stderr
+
+
+def test_verify_of_a_store_entry_without_manifest_only_does_not_say_rebuild(
+    tmp_path: Path,
+) -> None:
+    from vllm_plugin_release.edges import keys
+    from vllm_plugin_release.edges.store import DirStore
+    from vllm_plugin_release.stages import manifest as mf
+
+    key, pub = keys.generate_keypair(tmp_path / "keys" / "k.key")
+    dist = tmp_path / "dist" / "ref"
+    pins = make_pairing(dist)
+    mf.write_signed(dist, mf.build_manifest(pins, mf.read_records(dist)), pins, key)
+    added = DirStore(tmp_path / "store").add(dist / "manifest.json", dist / "manifest.intoto.jsonl")
+    copy = tmp_path / "store" / added.entry["manifest"]
+    done = vpr("manifest", "verify", str(copy), "--key", str(pub), check=False, cwd=tmp_path)
+    assert done.returncode == 1
+    assert "--manifest-only" in done.stderr and "rebuild" not in done.stderr
+    # a changed wheel in a release folder still says the pairing changed after signing
+    wheel = next(dist.glob("*.whl"))
+    wheel.write_bytes(wheel.read_bytes() + b"x")
+    done = vpr("manifest", "verify", str(dist), "--key", str(pub), check=False, cwd=tmp_path)
+    assert done.returncode == 1 and "rebuild" in done.stderr
+
+
+def test_every_nox_session_has_a_docstring() -> None:
+    """`nox --list` describes every session (its docstring's first line)."""
+    import ast
+
+    tree = ast.parse((REPO / "noxfile.py").read_text())
+    sessions = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+        and any("nox.session" in ast.unparse(d) for d in node.decorator_list)
+    ]
+    assert len(sessions) >= 10
+    bare = [node.name for node in sessions if not ast.get_docstring(node)]
+    assert not bare, f"nox sessions without a docstring: {bare}"
+
+
+def test_a_command_group_alone_shows_its_own_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["manifest"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: vpr manifest ") and "check-env" in err
+    assert "build-core" not in err  # not the top-level list

@@ -1,0 +1,216 @@
+"""The warm worker (inenv/worker.py + edges/envworker.py) in a real venv without our package.
+
+A job run by the worker must behave as the same inenv script started on its own: same
+result, nothing of ours importable, nothing left over from an earlier job; it differs
+only in starting with the preloaded modules already imported.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.unit import test_envrun
+from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.edges import children, envrun
+from vllm_plugin_release.edges.envworker import workers
+
+SRC = Path(envrun.__file__).resolve().parents[2]
+
+PROBE = """
+import json, os, sys, time
+request = json.load(open(sys.argv[1]))
+try:
+    import vllm_plugin_release  # noqa: F401
+    ours = True
+except ImportError:
+    ours = False
+seen = {
+    "ours_importable": ours,
+    "leak_module": "vpr_probe_leak" in sys.modules,
+    "leak_env": "VPR_PROBE_LEAK" in os.environ,
+    "preloaded": "colorsys" in sys.modules,
+    "path0": sys.path[0],
+    "argv0": os.path.basename(sys.argv[0]),
+    "name": __name__,
+    "cwd": os.getcwd(),
+    "hashseed": os.environ.get("PYTHONHASHSEED"),
+}
+sys.modules["vpr_probe_leak"] = sys
+os.environ["VPR_PROBE_LEAK"] = "1"
+print("probe says hello on stdout")
+time.sleep(request.get("sleep", 0))
+if request.get("bad"):
+    json.dump({"error": "bad request: " + request["bad"]}, open(sys.argv[2], "w"))
+    sys.exit(2)
+if request.get("exit"):
+    print("the probe broke", file=sys.stderr)
+    sys.exit(request["exit"])
+json.dump({**seen, "tag": request.get("tag")}, open(sys.argv[2], "w"))
+"""
+
+
+# A real venv without this package (what a pairing env looks like to us), shared.
+bare_python = test_envrun.bare_python
+
+
+@pytest.fixture
+def inenv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An inenv folder with the real worker and the probe; `colorsys` is preloaded."""
+    folder = tmp_path / "inenv"
+    folder.mkdir()
+    shutil.copyfile(envrun.INENV / "worker.py", folder / "worker.py")
+    (folder / "probe.py").write_text(PROBE)
+    monkeypatch.setattr(envrun, "INENV", folder)
+    monkeypatch.setattr(envrun, "PRELOAD", ("colorsys", "no_such_module_here"))
+    return folder
+
+
+def test_a_job_in_the_worker_is_the_script_run_alone(
+    bare_python: Path, inenv: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(SRC))  # must not leak into either
+    alone = envrun.run_in_env(bare_python, "probe", {"tag": "a"})
+    with envrun.warm(bare_python) as worker:
+        assert worker is not None
+        warm = envrun.run_in_env(bare_python, "probe", {"tag": "a"})
+        again = envrun.run_in_env(bare_python, "probe", {"tag": "a"})
+        assert worker.ready is not None
+        assert worker.ready["preloaded"] == ["colorsys"]
+        assert "no_such_module_here" in worker.ready["skipped"]
+    # Known-bad first: only the worker's jobs start with the preloaded module, so the
+    # comparison below is between a worker job and a fresh interpreter.
+    assert alone["preloaded"] is False
+    assert warm["preloaded"] is True and again["preloaded"] is True
+    for result in (warm, again):
+        for key in (
+            "ours_importable",
+            "leak_module",
+            "leak_env",
+            "argv0",
+            "name",
+            "hashseed",
+            "cwd",
+        ):
+            assert result[key] == alone[key], key
+        assert Path(result["path0"]).name.startswith("vpr-inenv-")
+    assert alone["ours_importable"] is False
+    assert alone["name"] == "__main__"
+    # The first job's changes (a module, a variable) are gone for the next one.
+    assert again["leak_module"] is False and again["leak_env"] is False
+
+
+def test_the_worker_answers_jobs_from_several_threads(bare_python: Path, inenv: Path) -> None:
+    results: dict[int, dict] = {}
+
+    def job(n: int) -> None:
+        results[n] = envrun.run_in_env(bare_python, "probe", {"tag": n, "sleep": 0.2})
+
+    with envrun.warm(bare_python):
+        threads = [threading.Thread(target=job, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert {n: r["tag"] for n, r in results.items()} == {0: 0, 1: 1, 2: 2, 3: 3}
+    assert all(r["preloaded"] for r in results.values())
+
+
+def test_exit_codes_mean_the_same_in_the_worker(bare_python: Path, inenv: Path) -> None:
+    with envrun.warm(bare_python):
+        with pytest.raises(BadInput, match="bad request: nope"):
+            envrun.run_in_env(bare_python, "probe", {"bad": "nope"})
+        with pytest.raises(OutsideFailure, match=r"exit 3\):\n(.|\n)*the probe broke"):
+            envrun.run_in_env(bare_python, "probe", {"exit": 3})
+        # The worker survives a failed job.
+        assert envrun.run_in_env(bare_python, "probe", {"tag": 1})["preloaded"] is True
+
+
+def test_a_job_past_its_time_is_killed_and_the_worker_serves_on(
+    bare_python: Path, inenv: Path
+) -> None:
+    with envrun.warm(bare_python) as worker:
+        assert worker is not None
+        with pytest.raises(OutsideFailure, match=r"did not finish within 0\.5 s"):
+            envrun.run_in_env(bare_python, "probe", {"sleep": 60}, timeout=0.5)
+        assert envrun.run_in_env(bare_python, "probe", {"tag": 2})["tag"] == 2
+        assert _jobs_of(worker) == []  # the sleeping job was killed and reaped
+
+
+def _children(pid: int) -> list[int]:
+    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _jobs_of(worker) -> list[int]:
+    """The worker's own children (its running jobs); the guard's one child is the worker."""
+    (worker_pid,) = _children(worker._popen.pid)
+    return _children(worker_pid)
+
+
+def test_a_call_with_its_own_environment_starts_a_fresh_interpreter(
+    bare_python: Path, inenv: Path
+) -> None:
+    with envrun.warm(bare_python):
+        result = envrun.run_in_env(bare_python, "probe", {}, env={"PYTHONPATH": str(SRC)})
+    assert result["preloaded"] is False
+    assert result["ours_importable"] is True  # PYTHONPATH took effect: a new interpreter
+
+
+def test_the_worker_stops_with_its_block_unless_a_session_keeps_it(
+    bare_python: Path, inenv: Path
+) -> None:
+    with envrun.warm(bare_python) as worker:
+        assert worker is not None
+        popen = worker._popen
+        assert popen.pid in children._LIVE
+    assert popen.poll() is not None
+    assert popen.pid not in children._LIVE
+    assert not worker.folder.exists()
+    assert workers.get(bare_python) is None
+
+    with envrun.session():
+        with envrun.warm(bare_python, for_session=True) as first:
+            assert first is not None
+        with envrun.warm(bare_python) as second:
+            assert second is first  # kept between the two stages
+        assert first._popen.poll() is None
+    assert first._popen.poll() is not None
+
+    with envrun.warm(bare_python, for_session=True) as none:
+        assert none is None  # no session: one job alone does not start a worker
+
+
+def test_the_worker_dies_with_a_killed_run(bare_python: Path, inenv: Path, tmp_path: Path) -> None:
+    """SIGKILL the run that holds a worker: the death guard takes the worker with it."""
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from vllm_plugin_release.edges import envrun\n"
+        f"envrun.INENV = Path({str(inenv)!r})\n"
+        "envrun.PRELOAD = ()\n"
+        f"with envrun.warm(Path({str(bare_python)!r})) as w:\n"
+        "    print(w._popen.pid, flush=True)\n"
+        "    time.sleep(60)\n"
+    )
+    run = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    assert run.stdout is not None
+    guard = int(run.stdout.readline())
+    run.kill()
+    run.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(guard, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the worker's process group outlived the killed run")

@@ -1,0 +1,200 @@
+"""The signed pairing ledger and the last-known-good pointer in a store folder: append,
+read back verified, filters, the matrix generated from it, and every way a tampered file
+is refused (exit 1 from `vpr manifest ledger`, naming the line)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support import vpr
+from vllm_plugin_release.core import ledger
+from vllm_plugin_release.core.errors import GateFailed
+from vllm_plugin_release.edges import keys, ledgerstore
+from vllm_plugin_release.edges.store import DirStore
+
+
+def _manifest(core: str, commit: str, verdict: str) -> dict:
+    return {
+        "pairing_id": f"p-{core}-{commit}",
+        "core": {"name": "vllm", "version": core, "python": "3.11.9", "source": {}},
+        "plugin": {"name": "demo-plugin", "version": "1.0", "commit": commit * 40},
+        "runtime": {"name": "refrt", "status": "stand-in"},
+        "conformance": {"verdict": verdict},
+    }
+
+
+def _entry(core: str, commit: str, verdict: str, kind: str = "release") -> dict:
+    return ledger.entry_from_manifest(
+        _manifest(core, commit, verdict),
+        manifest_sha256="ab" * 32,
+        runner="cpu",
+        time="2026-12-01T00:00:00Z",
+        kind=kind,
+        lag={"days": 3, "minor_releases": 0},
+    )
+
+
+@pytest.fixture
+def signed(tmp_path: Path):
+    key_path, pub_path = keys.generate_keypair(tmp_path / "k" / "m.key")
+    key = keys.load_private_key(key_path)
+    store = DirStore(tmp_path / "store")
+    ledgerstore.append(store, _entry("0.25.1", "a", "pilot"), key)
+    ledgerstore.append(store, _entry("0.26.0", "a", "lab"), key)
+    ledgerstore.append(store, _entry("0.26.0", "b", "pilot"), key)
+    return store, key, pub_path
+
+
+def _lines(store: DirStore) -> list[bytes]:
+    return (store.root / ledger.LEDGER_FILE).read_bytes().splitlines(keepends=True)
+
+
+def _write(store: DirStore, lines: list[bytes]) -> None:
+    (store.root / ledger.LEDGER_FILE).write_bytes(b"".join(lines))
+
+
+def test_appended_entries_read_back_chained_and_filtered(signed) -> None:
+    store, key, _ = signed
+    entries = ledgerstore.read_ledger(store, key.public_key())
+    assert [e["seq"] for e in entries] == [1, 2, 3]
+    assert entries[0]["prev"] == ledger.GENESIS
+    assert entries[1]["prev"] == ledger.line_digest(_lines(store)[0])
+    assert entries[0]["core"] == {"name": "vllm", "version": "0.25.1", "commit": None}
+    assert entries[0]["python"] == "3.11" and entries[0]["lag"]["days"] == 3
+    assert [e["seq"] for e in ledger.select(entries, core="0.26.0")] == [2, 3]
+    assert [e["seq"] for e in ledger.select(entries, plugin="bbbb")] == [3]
+    assert [e["seq"] for e in ledger.select(entries, verdict="lab")] == [2]
+    assert ledger.select(entries, kind="nightly") == []
+
+
+def test_matrix_is_generated_from_the_ledger_latest_verdict_wins(signed, tmp_path: Path) -> None:
+    store, key, _ = signed
+    ledgerstore.append(store, _entry("0.26.0", "a", "pilot"), key)  # the lab verdict is fixed
+    m = ledger.matrix(ledgerstore.read_ledger(store, key.public_key()))
+    assert m["cores"] == ["0.25.1", "0.26.0"]
+    assert m["cells"]["0.26.0 | demo-plugin@aaaaaaaaaaaa"]["verdict"] == "pilot"
+    assert m["cells"]["0.26.0 | demo-plugin@aaaaaaaaaaaa"]["seq"] == 4
+    md = ledger.render_matrix_markdown(m)
+    assert "| 0.26.0 | pilot (#4) | pilot (#3) |" in md
+
+
+def _altered(line: bytes, **change: object) -> bytes:
+    envelope = json.loads(line)
+    payload = json.loads(base64.b64decode(envelope["payload"]))
+    payload.update(change)
+    envelope["payload"] = base64.b64encode(json.dumps(payload).encode()).decode()
+    from vllm_plugin_release.core.cache import canonical_json
+
+    return (canonical_json(envelope) + "\n").encode()
+
+
+def test_an_altered_entry_is_refused_naming_its_line(signed) -> None:
+    store, key, pub = signed
+    lines = _lines(store)
+    _write(store, [lines[0], _altered(lines[1], verdict="fleet"), lines[2]])
+    with pytest.raises(GateFailed, match=r"ledger.jsonl:2: the signature does not verify"):
+        ledgerstore.read_ledger(store, key.public_key())
+    # a tampered ledger is never extended
+    with pytest.raises(GateFailed):
+        ledgerstore.append(store, _entry("0.27.0", "a", "pilot"), key)
+    assert len(_lines(store)) == 3
+    done = vpr("manifest", "ledger", "--store", str(store.root), "--key", str(pub), check=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "ledger.jsonl:2" in done.stdout + done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("how", ["removed", "reordered", "torn"])
+def test_a_removed_reordered_or_torn_line_breaks_the_chain(signed, how: str) -> None:
+    store, key, _ = signed
+    lines = _lines(store)
+    changed = {
+        "removed": [lines[0], lines[2]],
+        "reordered": [lines[0], lines[2], lines[1]],
+        "torn": [lines[0], lines[1], lines[2][:-10]],
+    }[how]
+    _write(store, changed)
+    with pytest.raises(GateFailed, match=r"ledger.jsonl:[23]: the (chain is broken|last line)"):
+        ledgerstore.read_ledger(store, key.public_key())
+
+
+def test_another_key_does_not_verify(signed, tmp_path: Path) -> None:
+    store, _, _ = signed
+    other, _ = keys.generate_keypair(tmp_path / "other" / "o.key")
+    with pytest.raises(GateFailed, match=r"ledger\.jsonl:1: the signature does not verify"):
+        ledgerstore.read_ledger(store, keys.load_private_key(other).public_key())
+
+
+def test_cli_prints_filters_and_renders_the_matrix(signed) -> None:
+    store, _, pub = signed
+    common = ("manifest", "ledger", "--store", str(store.root), "--key", str(pub))
+    done = vpr(*common, "--core", "0.26.0")
+    assert "#2 " in done.stdout and "#3 " in done.stdout and "#1 " not in done.stdout
+    assert "lag 3 d / 0 minor" in done.stdout
+    entries = json.loads(vpr(*common, "--json", "--verdict", "pilot").stdout)
+    assert [e["seq"] for e in entries] == [1, 3]
+    m = json.loads(vpr(*common, "--matrix", "json").stdout)
+    assert m["cells"]["0.26.0 | demo-plugin@aaaaaaaaaaaa"]["verdict"] == "lab"
+    none = vpr(*common, "--core", "9.9.9", check=False)
+    assert none.returncode == 1 and "no ledger entry matches" in none.stderr
+
+
+def test_last_known_good_pointer_is_signed_and_checked(tmp_path: Path) -> None:
+    key_path, _ = keys.generate_keypair(tmp_path / "k" / "m.key")
+    key = keys.load_private_key(key_path)
+    store = DirStore(tmp_path / "store")
+    assert ledgerstore.read_lkg(store, "demo", key.public_key()) is None
+    pointer = {"pairing": "demo", "core_commit": "c" * 40, "plugin_commit": "d" * 40}
+    path = ledgerstore.write_lkg(store, "demo", pointer, key)
+    assert ledgerstore.read_lkg(store, "demo", key.public_key()) == pointer
+    doc = json.loads(path.read_text())
+    doc["pointer"]["core_commit"] = "e" * 40  # moved by hand
+    path.write_text(json.dumps(doc))
+    with pytest.raises(GateFailed, match=r"lkg/demo\.json: the signature does not verify"):
+        ledgerstore.read_lkg(store, "demo", key.public_key())
+    with pytest.raises(Exception, match="cannot name"):
+        ledgerstore.write_lkg(store, "../x", pointer, key)
+
+
+def test_nightly_schedule_backs_off_while_failing() -> None:
+    import datetime as dt
+
+    from vllm_plugin_release.core import schedule
+
+    t0 = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    assert schedule.due(None, t0)[0]
+    passed = schedule.after_run(None, t0, passed=True, commit="c1")
+    assert not schedule.due(passed, t0 + dt.timedelta(hours=7))[0]
+    assert schedule.due(passed, t0 + dt.timedelta(hours=8))[0]
+    failed = schedule.after_run(passed, t0, passed=False, commit="c2")
+    failed = schedule.after_run(failed, t0, passed=False, commit="c3")
+    assert failed["failures"] == 2 and failed["last_commit"] == "c3"
+    ok, why = schedule.due(failed, t0 + dt.timedelta(hours=8))
+    assert not ok and "backing off: 2 failure(s)" in why
+    assert schedule.due(failed, t0 + dt.timedelta(hours=24))[0]
+    assert schedule.after_run(failed, t0, passed=True, commit="c4")["failures"] == 0
+
+
+def test_lag_comes_from_the_cadence_check_in_the_scorecard(tmp_path: Path) -> None:
+    from vllm_plugin_release.flows.ledger import lag_from_scorecard
+
+    assert lag_from_scorecard(tmp_path) is None  # no scorecard: no figure, never a guess
+    card = {"checks": {"cadence": {"details": {"lag_minor": 1, "lag_days": 26}}}}
+    (tmp_path / "scorecard.json").write_text(json.dumps(card))
+    assert lag_from_scorecard(tmp_path) == {"days": 26, "minor_releases": 1}
+    card["checks"]["cadence"]["details"] = {"reason": "no releases"}
+    (tmp_path / "scorecard.json").write_text(json.dumps(card))
+    assert lag_from_scorecard(tmp_path) is None
+
+
+def test_a_line_that_is_not_a_signed_entry_is_refused(signed) -> None:
+    store, key, _ = signed
+    lines = _lines(store)
+    _write(store, [lines[0], b'{"payload": "not base64!", "payloadType": "x"}\n', lines[2]])
+    with pytest.raises(GateFailed, match=r"ledger\.jsonl:2: not a signed ledger entry"):
+        ledgerstore.read_ledger(store, key.public_key())
+    with pytest.raises(Exception, match="ledger kind 'bisect'"):
+        _entry("0.26.0", "a", "pilot", kind="bisect")

@@ -1,0 +1,58 @@
+"""`vpr scan-core` start-up loads only what the scan needs (the issue 16 target: end to end
+<= 1.5x `rg -w -i`, where interpreter start-up and imports are most of the gap)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+# Modules a scan never uses: the rich console (--json prints plain JSON), the API
+# contract machinery, schema validation, TOML editing, HTTP clients.
+NOT_NEEDED = (
+    "rich",
+    "vllm_plugin_release.conform.api",
+    "vllm_plugin_release.conform.apicontract",
+    "vllm_plugin_release.conform.apidiff",
+    "jsonschema",
+    "tomlkit",
+    "httpx",
+)
+
+PROBE = """
+import json, sys
+from vllm_plugin_release.cli import main
+code = main(sys.argv[1:])
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in {"rich", "jsonschema", "tomlkit",
+    "httpx"} or m.startswith("vllm_plugin_release."))
+print(json.dumps({"code": code, "loaded": loaded}), file=sys.stderr)
+"""
+
+
+def _loaded(tree: Path, *args: str) -> tuple[dict, str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, "scan-core", str(tree), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return json.loads(done.stderr.strip().splitlines()[-1]), done.stdout
+
+
+def test_scan_core_json_loads_nothing_it_does_not_use(tmp_path: Path) -> None:
+    (tmp_path / "ok.py").write_text("import os\n")
+    (tmp_path / "bad.py").write_text("import ttnn\n")
+    probe, stdout = _loaded(tmp_path, "--symbols", "ttnn", "--json")
+    assert probe["code"] == 1  # the scan ran and found the import
+    assert json.loads(stdout)["hits"]
+    loaded = set(probe["loaded"])
+    for name in NOT_NEEDED:
+        assert not any(m == name or m.startswith(name + ".") for m in loaded), name
+
+
+def test_the_probe_sees_rich_when_the_text_report_needs_it(tmp_path: Path) -> None:
+    # Known-bad for the probe: the text report prints through rich, and the probe says so.
+    (tmp_path / "bad.py").write_text("import ttnn\n")
+    probe, _ = _loaded(tmp_path, "--symbols", "ttnn")
+    assert any(m.startswith("rich") for m in probe["loaded"]) or "rich" in sys.modules
