@@ -146,6 +146,7 @@ def conform_cached(ctx: Context, *, force: bool = False) -> dict[str, Any]:
             if (stage / name).exists():
                 shutil.copy2(stage / name, ctx.dist / name)
         card = json.loads((stage / records.SCORECARD).read_text())
+        write_card(ctx.dist, card)  # the pages drawn by this version from the cached data
         progress.info(f"conform: cached result reused (verdict {card['verdict']})")
         return card
     card = conform(ctx)

@@ -155,7 +155,7 @@ def install(
             return result
         requirements = work / "requirements.txt"
         requirements.write_text(requirements_text(manifest, lock_text))
-        _sync(manifest, env_dir, requirements, [store.find_links()], offline=offline)
+        _sync(manifest, env_dir, requirements, [store.find_links()], pins, offline=offline)
         problems = verify.check_environment(manifest, python, None, lock_text)
         if problems:
             raise GateFailed(
@@ -173,6 +173,7 @@ def _sync(
     env_dir: Path,
     requirements: Path,
     find_links: list[str],
+    pins: int,
     *,
     offline: bool,
 ) -> None:
@@ -182,6 +183,5 @@ def _sync(
         version = ".".join(manifest["core"]["python"].split(".")[:2])
         progress.info(f"creating a Python {version} environment at {env_dir}")
         uv.create_venv(env_dir, version, offline=offline)
-    pins = sum(1 for line in requirements.read_text().splitlines() if "==" in line)
     with progress.status(f"installing {pins} pins with --require-hashes into {env_dir}"):
         uv.sync_locked(python, requirements, find_links, offline=offline)
