@@ -121,6 +121,9 @@ def test_tampered_stage_wheel_is_discarded_not_delivered(tmp_path: Path, capsys)
 class _SlowRunner:
     """Stands in for the local runner: records who ran, and takes its time."""
 
+    env_key = None  # a local environment: keyed by lock and Python only
+    uv = "uv"  # the commands are recorded, never run
+
     def __init__(self, venv: Path, log: Path) -> None:
         self.venv, self.log = venv, log
 
