@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import tarfile
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -76,50 +75,38 @@ def _rate_limit_budget() -> float:
 
 def index_files(index: str, project: str) -> list[IndexFile]:
     """All files of `project` on a simple-API index (JSON preferred, HTML accepted), through
-    the one index client (`edges/index.project_files`): connection errors, HTTP 5xx and 429
-    are retried ($VPR_INDEX_ATTEMPTS, 3; $VPR_INDEX_BACKOFF, 0.5 s doubling); an index that
-    accepted and never answered is not (it was waited for $VPR_NET_TIMEOUT already)."""
+    the one index client (`edges/index.project_files`): connection errors and HTTP 5xx are
+    retried ($VPR_INDEX_ATTEMPTS, 3; $VPR_INDEX_BACKOFF, 0.5 s doubling); a rate-limited
+    answer (429, or 503 with Retry-After) is waited out for up to $VPR_INDEX_RETRY_BUDGET
+    seconds (120); an index that accepted and never answered is not retried (it was waited
+    for $VPR_NET_TIMEOUT already)."""
     url = f"{index.rstrip('/')}/{_normalize(project)}/"
     attempts, backoff = ix.retry_policy("VPR_INDEX")
-    budget, waited, delay = _rate_limit_budget(), 0.0, 1.0
-    while True:
-        try:
-            files = ix.retrying(
-                lambda: ix.project_files(index, project, credentials=False),
-                attempts=attempts,
-                backoff=backoff,
-                retry_waited=False,
-                retry_rate_limited=False,
-            )
-            break
-        except ix.Transient as exc:
-            if exc.rate_limited:
-                # HTTP 429 (or 503 with Retry-After): back off for up to the budget
-                if waited >= budget:
-                    raise OutsideFailure(
-                        f"{url}: the package index still rate-limits (HTTP {exc.rate_limited})"
-                        f" after {waited:.0f} s of backing off",
-                        hint=f"retry later, or raise {RATE_LIMIT_BUDGET_ENV} (seconds)",
-                    )
-                asked = exc.retry_after if exc.retry_after is not None else delay
-                pause = min(max(asked, 0.25), budget - waited)  # never a busy loop
-                progress.warn(
-                    f"{url}: rate-limited (HTTP {exc.rate_limited}); waiting {pause:.1f} s"
-                )
-                time.sleep(pause)
-                waited += pause
-                delay = min(delay * 2, 30.0)
-                continue
-            if exc.waited:
-                raise OutsideFailure(
-                    f"package index timed out: {exc}",
-                    hint="the index accepted the connection but did not answer; retry later, or "
-                    "raise VPR_NET_TIMEOUT",
-                )
+    try:
+        files = ix.retrying(
+            lambda: ix.project_files(index, project, credentials=False),
+            attempts=attempts,
+            backoff=backoff,
+            retry_waited=False,
+            rate_budget=_rate_limit_budget(),
+        )
+    except ix.RateLimited as exc:
+        raise OutsideFailure(
+            f"{url}: the package index still rate-limits (HTTP {exc.rate_limited}) after "
+            f"{exc.backed_off:.0f} s of backing off",
+            hint=f"retry later, or raise {RATE_LIMIT_BUDGET_ENV} (seconds)",
+        )
+    except ix.Transient as exc:
+        if exc.waited:
             raise OutsideFailure(
-                f"{url}: package index unreachable ({exc}; {attempts} attempts)",
-                hint="check the network or the [core.source] index URL",
+                f"package index timed out: {exc}",
+                hint="the index accepted the connection but did not answer; retry later, or "
+                "raise VPR_NET_TIMEOUT",
             )
+        raise OutsideFailure(
+            f"{url}: package index unreachable ({exc}; {attempts} attempts)",
+            hint="check the network or the [core.source] index URL",
+        )
     if files is None:
         raise BadInput(f"{url}: project {project!r} not found on the index (HTTP 404)")
     return files

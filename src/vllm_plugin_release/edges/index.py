@@ -117,29 +117,50 @@ def retry_policy(prefix: str = "VPR_PUBLISH") -> tuple[int, float]:
 T = TypeVar("T")
 
 
+class RateLimited(Transient):
+    """The index still rate-limited when the caller's backoff budget was spent."""
+
+    def __init__(self, last: Transient, backed_off: float) -> None:
+        super().__init__(str(last), rate_limited=last.rate_limited, retry_after=last.retry_after)
+        self.backed_off = backed_off
+
+
 def retrying(
     call: Callable[[], T],
     *,
     attempts: int,
     backoff: float,
     retry_waited: bool = True,
-    retry_rate_limited: bool = True,
+    rate_budget: float | None = None,
 ) -> T:
     """`call()`, again after a Transient, up to `attempts` times with doubling waits (the one
     retry loop of the index client). The last Transient is raised when every attempt failed;
-    one that `waited` the whole timeout is raised at once unless `retry_waited`."""
-    for attempt in range(attempts):
+    one that `waited` the whole timeout is raised at once unless `retry_waited`.
+
+    With `rate_budget` (seconds), a rate-limited answer (HTTP 429, or 503 with Retry-After)
+    is not an attempt: it is waited out (its Retry-After, else doubling from 1 s) until
+    that much time was spent backing off, then RateLimited is raised."""
+    attempt, backed_off, pace = 0, 0.0, 1.0
+    while True:
         try:
             return call()
         except Transient as exc:
-            if attempt + 1 >= attempts or (exc.waited and not retry_waited):
+            if exc.rate_limited and rate_budget is not None:
+                if backed_off >= rate_budget:
+                    raise RateLimited(exc, backed_off) from None
+                asked = exc.retry_after if exc.retry_after is not None else pace
+                pause = min(max(asked, 0.25), rate_budget - backed_off)  # never a busy loop
+                progress.warn(f"{exc}: rate-limited; waiting {pause:.1f} s")
+                time.sleep(pause)
+                backed_off += pause
+                pace = min(pace * 2, 30.0)
+                continue
+            attempt += 1
+            if attempt >= attempts or (exc.waited and not retry_waited):
                 raise
-            if exc.rate_limited and not retry_rate_limited:  # the caller's budget decides
-                raise
-            delay = backoff * (2**attempt)
-            progress.warn(f"{exc}; retrying in {delay:g} s ({attempt + 2}/{attempts})")
+            delay = backoff * (2 ** (attempt - 1))
+            progress.warn(f"{exc}; retrying in {delay:g} s ({attempt + 1}/{attempts})")
             time.sleep(delay)
-    raise AssertionError("unreachable")  # attempts >= 1
 
 
 Origin = tuple[str, str, int | None]
