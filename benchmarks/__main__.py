@@ -137,7 +137,8 @@ def main(argv: list[str]) -> int:
         console.rule(f"bench {name}")
         results[name] = _run(name, args.repeats)
     rows = summary(results)
-    print_summary(rows)
+    if rows:  # only the benches of the speed table (not `store`, `upstream` alone)
+        print_summary(rows)
     results["targets"] = rows
     out = REPO / ".vpr" / "bench"
     out.mkdir(parents=True, exist_ok=True)
