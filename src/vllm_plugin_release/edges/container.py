@@ -425,10 +425,15 @@ def _from_marker(text: str) -> ContainerRunner:
     )
 
 
+def marker_of(python: Path | str) -> Path:
+    """Where an environment's runner marker is (`mark`): beside its bin/ folder."""
+    return Path(python).parent.parent / MARKER
+
+
 def runner_of(python: Path | str) -> Runner:
     """The runner an environment's `python` runs on: the container runner that made the
     environment (its marker, image digest checked again), else this machine."""
-    marker = Path(python).parent.parent / MARKER
+    marker = marker_of(python)
     if not marker.is_file():
         return LocalRunner("off")
     try:

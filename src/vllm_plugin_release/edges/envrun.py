@@ -21,7 +21,7 @@ from typing import Any
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.edges import proc
-from vllm_plugin_release.edges.container import MARKER, runner_of
+from vllm_plugin_release.edges.container import marker_of, runner_of
 from vllm_plugin_release.edges.envworker import Worker, workers
 
 INENV = Path(__file__).resolve().parent.parent / "inenv"
@@ -140,7 +140,7 @@ def warm(python: Path | str, *, for_session: bool = False) -> Iterator[Worker | 
     Yields None, and changes nothing, when `python` does not exist, or with
     `for_session` outside a session (one job alone gains nothing from a worker)."""
     python = Path(python)
-    in_container = (python.parent.parent / MARKER).is_file()  # runs in its image, not here
+    in_container = marker_of(python).is_file()  # runs in its image, not here
     if not python.exists() or in_container or (for_session and not workers.in_session()):
         yield None
         return
