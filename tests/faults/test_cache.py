@@ -138,7 +138,10 @@ class _SlowRunner:
 def _create_env(root: str, log: str, start: float) -> None:
     cache = Cache(root)
     spec = SimpleNamespace(build=SimpleNamespace(python="3.11", find_links=[]))
-    venv = cache.env_dir("build-core", wheelbuild.key_of({"lock": "k", "python": "3.11"}))
+    venv = cache.env_dir(
+        "build-core",
+        wheelbuild.key_of({"lock": "k", "python": "3.11", "bytecode": wheelbuild.BYTECODE}),
+    )
     time.sleep(max(0.0, start - time.time()))
     wheelbuild.ensure_build_env(spec, Path("lock.txt"), "k", cache, _SlowRunner(venv, Path(log)))
 
