@@ -131,6 +131,8 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
             dist_root=opts.dist_root,
             cache=opts.cache,
         )
+        if result.proven_in is not None:  # the install proof runs on the spec's runner too
+            out.ran_in["publish (install proof)"] = result.proven_in
         wheels = ", ".join(f"{name} {status}" for name, status in result.wheels.items())
         out.facts["published"] = (
             f"{wheels} on {result.index}; manifest {result.store_status} in {result.store}"
