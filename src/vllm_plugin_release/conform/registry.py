@@ -78,7 +78,7 @@ CHECKS: tuple[CheckDef, ...] = (
     CheckDef(
         "isolation",
         "no vendor symbols in the vLLM core source tree or wheel",
-        lambda ctx: isolation.check(ctx.spec, ctx.core_tree, ctx.core_wheel),
+        lambda ctx: isolation.check(ctx.spec, ctx.core_tree, *ctx.built_core_wheel()),
         {"isolation": isolation.ISOLATION_SCHEMA},
         ("core_tree", "core_wheel"),
     ),

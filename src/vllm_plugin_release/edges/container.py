@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core import progress
-from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure, PythonUnavailable
 from vllm_plugin_release.edges.runner import (
     HOST_NETWORK,
     Command,
@@ -87,8 +87,8 @@ def verify_image(client: Any, ref: str) -> Any:
             continue
     if image is None:
         image = _pull(client, ref)
-    if image is None:
-        raise OutsideFailure(
+    if image is None:  # no image carrying the spec's Python here
+        raise PythonUnavailable(
             f"image {ref} is not in the container engine",
             hint="`vpr image build --spec SPEC` makes the Debian-based image here; "
             f"or `docker pull {ref}` where a registry is reachable",
@@ -329,7 +329,7 @@ class ContainerRunner:
         # Through the shell: an image without the program is an answer, not an engine error.
         done = self.call(["/bin/sh", "-c", f"exec python{version} --version"], network=False)
         if done.returncode != 0:
-            raise OutsideFailure(
+            raise PythonUnavailable(
                 f"image {self.base_image} has no python{version} (the spec's [build] python)",
                 hint=f"pin an image that carries CPython {version} in [build] base_image "
                 f"(`vpr image build --python {version}` where Debian ships it)",

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from vllm_plugin_release.core import progress
-from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure, PythonUnavailable
 from vllm_plugin_release.edges import children, proc
 from vllm_plugin_release.edges.uv import uv_bin
 
@@ -137,13 +137,13 @@ class LocalRunner:
         return proc.run(argv, what=f"running {argv[0]!s}", env=env, cwd=where, timeout=timeout)
 
     def require_python(self, version: str) -> None:
-        """OutsideFailure (exit 3) naming the interpreter when this machine has none."""
+        """PythonUnavailable (exit 3) naming the interpreter when this machine has none."""
         done = proc.run(
             [self.uv, "python", "find", "--no-python-downloads", version],
             what=f"looking for CPython {version}",
         )
         if done.returncode != 0:
-            raise OutsideFailure(
+            raise PythonUnavailable(
                 f"no CPython {version} interpreter on this machine (the spec's [build] python)",
                 hint=f"install it (`uv python install {version}`, or your distribution's "
                 f"python{version}), or run in a container that has it: [build] backend = "

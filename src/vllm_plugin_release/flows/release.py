@@ -18,6 +18,7 @@ from rich.table import Table
 
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, write_json
+from vllm_plugin_release.core.errors import PythonUnavailable, VprError
 from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges import ci, envrun
@@ -59,15 +60,30 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
     def build_core() -> None:
         from vllm_plugin_release.stages.build_core import build_core as run
 
-        result = run(
-            spec,
-            cache=opts.cache,
-            dist_root=opts.dist_root,
-            tree=inputs.tree,
-            fetcher=inputs.fetcher,
-        )
+        try:
+            result = run(
+                spec,
+                cache=opts.cache,
+                dist_root=opts.dist_root,
+                tree=inputs.tree,
+                fetcher=inputs.fetcher,
+            )
+        except PythonUnavailable as exc:  # the run stops here (exit 3), after the checks
+            env_free_checks(exc)  # that need no pairing environment
+            raise
         out.facts["core wheel"] = f"{result.wheel.name} sha256:{result.data['wheel']['sha256']}"
         out.ran_in["build-core"] = result.data.get("backend")
+
+    def env_free_checks(blocked: PythonUnavailable) -> None:
+        from vllm_plugin_release.conform.envfree import conform_env_free
+
+        try:
+            card = conform_env_free(inputs.context(opts.runner, opts.dist_root), blocked)
+        except VprError as exc:
+            progress.warn(f"the checks that need no pairing environment did not run: {exc}")
+            return
+        out.facts["verdict"] = f"{card['verdict']} (only the checks that need no environment)"
+        out.facts["scorecard"] = str(dist_dir(opts.dist_root, spec.name) / records.SCORECARD_MD)
 
     def build_plugin() -> None:
         from vllm_plugin_release.stages.build_plugin import build_plugin as run
