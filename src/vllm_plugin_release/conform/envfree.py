@@ -5,9 +5,12 @@ of `[runtime] python`). On a machine with no such interpreter (and no image carr
 it), build-core, build-plugin and env stop with exit 3 naming what is missing
 (`PythonUnavailable`). The checks that need no pairing environment still run here:
 those whose registry inputs do not include `env` (cadence, isolation on the verified
-core source tree, pinning). Every check that needs the environment is `deferred` with
-that reason, and the verdict is `lab`: the pairing's environment was never checked, so
-it is never pilot or fleet. The scorecard is written as usual, with a `blocked` section.
+core source tree, pinning), and what a check that needs it can say without it
+(`CheckDef.without_env`: api diffs the pinned core's recorded contract,
+buildspec/contracts/vllm-VERSION-openai.json, when there is one). Every other check
+that needs the environment is `deferred` with that reason, and the verdict is `lab`:
+the pairing's environment was never checked, so it is never pilot or fleet. The
+scorecard is written as usual, with a `blocked` section.
 """
 
 from __future__ import annotations
@@ -74,6 +77,11 @@ def conform_env_free(ctx: Context, blocked: PythonUnavailable) -> dict[str, Any]
     results = []
     for name in CHECK_NAMES:
         result = ran.get(name)
+        fallback = registry.BY_NAME[name].without_env
+        if result is None and fallback is not None:
+            result = fallback(ctx)  # e.g. api: the core's recorded contract
+            if result is not None:
+                progress.info(f"conform: {result.status:>8}  {name}: {result.summary}")
         if result is None:
             result = CheckResult(
                 name,

@@ -65,6 +65,9 @@ class CheckDef:
     # "any": `vpr conform` runs it on every runner; "hardware": only the hardware
     # runner's live part produces it (`vpr hardware-live`), never `vpr conform`.
     runner: str = "any"
+    # A check that reads the pairing env: what it can say when no env can be made here
+    # (`conform/envfree.py`); None from it (or no function) defers the check.
+    without_env: Callable[[Context], CheckResult | None] | None = None
 
 
 CHECKS: tuple[CheckDef, ...] = (
@@ -111,6 +114,8 @@ CHECKS: tuple[CheckDef, ...] = (
         ),
         {"api": api.API_SCHEMA},
         ("env",),
+        # No env: the pinned core's recorded contract against the client contract.
+        without_env=lambda ctx: api.check_recorded(ctx.spec),
     ),
     CheckDef(
         "environment",
