@@ -10,7 +10,8 @@ Order, each step a gate for the next:
   4. with the default index, a local pypiserver on loopback over `.vpr/index/`, the
      result is proven by installing both wheels with `uv pip install --require-hashes`
      (no cache) into a scratch venv and checking it against the manifest (`--verify-install` does
-     the same for any index);
+     the same for any index), on the spec's runner (the pinned image with backend
+     docker, on the host network to reach the loopback index);
   5. only then is the manifest added to the store, with the pairing's hash lock, both
      wheels (the store's embedded index) and a line of verdict history (the
      certification time, the runner, where the wheels were published); the time also
