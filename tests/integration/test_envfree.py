@@ -82,6 +82,26 @@ def test_env_free_isolation_still_fails_on_a_vendor_symbol(
     assert card["verdict"] == "lab"
 
 
+def test_release_without_the_spec_python_still_runs_the_env_free_checks(
+    tmp_path: Path, cache_root: Path
+) -> None:
+    """`vpr release` stops at its first gate, here the lock (written for 3.11, so stale
+    for 3.19: exit 2, its own error), and the env-free checks ran all the same."""
+    spec = absent_python_spec(tmp_path)
+    dist = tmp_path / "dist"
+    args = ("--spec", str(spec), "--no-publish", "--dist", str(dist))
+    done = vpr("release", *args, "--cache-dir", str(cache_root), check=False)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "lock is stale" in done.stderr
+    assert f"no CPython {ABSENT} interpreter on this machine" in done.stderr
+    assert "Traceback" not in done.stderr
+    card = json.loads((dist / "reference" / "scorecard.json").read_text())
+    assert card["verdict"] == "lab"
+    assert {n for n, c in card["checks"].items() if c["status"] != "deferred"} == ENV_FREE
+    run = json.loads((dist / "reference" / "run.json").read_text())
+    assert run["release"]["failed_stage"] == "lock"
+
+
 @pytest.mark.skipif(
     not os.environ.get("VPR_TT_PLUGIN_CHECKOUT"),
     reason="set VPR_TT_PLUGIN_CHECKOUT to a vllm-tt-plugin checkout to run",
