@@ -25,6 +25,7 @@ def absent_python_spec(tmp_path: Path, symbols: list[str] | None = None) -> Path
     assert old in text
     text = text.replace(old, f'python = "{ABSENT}"', 1)
     text = text.replace('"plugin/reference', f'"{REPO}/plugin/reference')
+    text = text.replace('"constraints/', f'"{REPO}/constraints/')
     if symbols is not None:
         head, sep, tail = text.partition("[conformance.isolation]\n")
         assert sep, "the reference spec has an isolation table"
