@@ -306,3 +306,60 @@ def test_release_in_the_pinned_container_is_pilot(
     )
     assert local.returncode == 0, local.stderr[-3000:]
     assert json.loads(local.stdout)["proven_in"] == {"kind": "local"}
+
+
+@pytest.mark.docker
+@needs_engine
+def test_install_proof_in_the_image_refuses_other_bytes(
+    pinned_image: subprocess.CompletedProcess, cache_root: Path, tmp_path: Path
+) -> None:
+    """Known-bad for the proof in the pinned image: the index serves the wheels, the
+    requirement hashes are not theirs; uv in the container refuses (exit 1, nothing made)."""
+    from tests.pairing import write_wheel
+    from vllm_plugin_release.conform.registry import load_spec
+    from vllm_plugin_release.core.cache import Cache, sha256_file
+    from vllm_plugin_release.core.errors import GateFailed
+    from vllm_plugin_release.edges.index import LocalIndex
+    from vllm_plugin_release.stages.publish import prove_install
+    from vllm_plugin_release.stages.wheelbuild import runner_for
+
+    assert pinned_image.returncode == 0, pinned_image.stderr
+    index = tmp_path / "index"
+    index.mkdir()
+    wheels = {
+        role: write_wheel(index, name, "1.0", {f"{name.replace('-', '_')}/__init__.py": "X = 1\n"})
+        for role, name in (("core", "demo-core"), ("plugin", "demo-plugin"))
+    }
+    manifest = {
+        role: {"name": w.name.split("-")[0], "wheel": {"version": "1.0", "sha256": "0" * 64}}
+        for role, w in wheels.items()
+    }
+    manifest["core"]["python"] = "3.11.2"
+    runner = runner_for(load_spec(docker_spec(tmp_path)), Cache(cache_root), folders=(tmp_path,))
+    work = tmp_path / "work"
+    work.mkdir()
+    with LocalIndex(index) as target, pytest.raises(GateFailed) as err:
+        prove_install(target, manifest, index, work, runner)
+    assert "--require-hashes did not work" in err.value.message
+    assert "hash" in err.value.message.lower()
+    # The venv was made in the image (its marker names it), never on this machine.
+    marker = json.loads((work / "venv" / ".vpr-runner.json").read_text())
+    assert marker["base_image"] == PINNED
+    # Known-good counterpart: the right hashes install in the image.
+    for role, w in wheels.items():
+        manifest[role]["wheel"]["sha256"] = sha256_file(w)
+    good = tmp_path / "good"
+    good.mkdir()
+    with LocalIndex(index) as target:
+        from vllm_plugin_release.edges.publisher import install_with_hashes, make_venv
+
+        python = make_venv(good / "venv", runner, "3.11")
+        req = good / "req.txt"
+        req.write_text(
+            "".join(
+                f"{m['name']}==1.0 --hash=sha256:{m['wheel']['sha256']}\n"
+                for m in manifest.values()
+            )
+        )
+        done = install_with_hashes(python, target.simple_url, req, runner)
+    assert done.returncode == 0, done.stderr
