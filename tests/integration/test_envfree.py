@@ -107,9 +107,11 @@ def test_release_without_the_spec_python_still_runs_the_env_free_checks(
     not os.environ.get("VPR_TT_PLUGIN_CHECKOUT"),
     reason="set VPR_TT_PLUGIN_CHECKOUT to a vllm-tt-plugin checkout to run",
 )
-def test_tt_release_without_cpython_310_stops_at_build_core(
+def test_tt_release_without_cpython_310_runs_the_env_free_checks(
     tmp_path: Path, cache_root: Path
 ) -> None:
+    """tt builds for 3.10: with its build lock committed the run stops at build-core
+    (exit 3), without it at the lock (exit 2); either way the env-free checks ran."""
     found = subprocess.run(
         ["uv", "python", "find", "--no-python-downloads", "3.10"], capture_output=True
     )
@@ -129,11 +131,13 @@ def test_tt_release_without_cpython_310_stops_at_build_core(
         str(cache_root),
         check=False,
     )
-    assert done.returncode == 3, done.stderr[-3000:]
+    locked = (REPO / "constraints" / "build-core-py310.txt").is_file()
+    assert done.returncode == (3 if locked else 2), done.stderr[-3000:]
     assert "no CPython 3.10 interpreter on this machine" in done.stderr
+    assert "Traceback" not in done.stderr
     card = json.loads((dist / "tt" / "scorecard.json").read_text())
     assert card["verdict"] == "lab"
     ran = {n for n, c in card["checks"].items() if c["status"] != "deferred"}
     assert ran == ENV_FREE
     run = json.loads((dist / "tt" / "run.json").read_text())
-    assert run["release"]["failed_stage"] == "build-core"
+    assert run["release"]["failed_stage"] == ("build-core" if locked else "lock")
