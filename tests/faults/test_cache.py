@@ -208,7 +208,7 @@ def test_lock_without_a_body_digest_is_refused(tmp_path: Path) -> None:
         check_lock(path, request)
 
 
-@pytest.mark.parametrize("name", ["build-core-py311", "env-reference-py311", "env-tt-py311"])
+@pytest.mark.parametrize("name", ["build-core-py311", "env-reference-py311"])
 def test_committed_locks_carry_a_matching_body_digest(name: str) -> None:
     from tests.support import REPO
     from vllm_plugin_release.core.lockfile import BODY_LINE, body_sha256

@@ -65,6 +65,9 @@ class CheckDef:
     # "any": `vpr conform` runs it on every runner; "hardware": only the hardware
     # runner's live part produces it (`vpr hardware-live`), never `vpr conform`.
     runner: str = "any"
+    # A check that reads the pairing env: what it can say when no env can be made here
+    # (`conform/envfree.py`); None from it (or no function) defers the check.
+    without_env: Callable[[Context], CheckResult | None] | None = None
 
 
 CHECKS: tuple[CheckDef, ...] = (
@@ -78,7 +81,7 @@ CHECKS: tuple[CheckDef, ...] = (
     CheckDef(
         "isolation",
         "no vendor symbols in the vLLM core source tree or wheel",
-        lambda ctx: isolation.check(ctx.spec, ctx.core_tree, ctx.core_wheel),
+        lambda ctx: isolation.check(ctx.spec, ctx.core_tree, *ctx.built_core_wheel()),
         {"isolation": isolation.ISOLATION_SCHEMA},
         ("core_tree", "core_wheel"),
     ),
@@ -111,6 +114,8 @@ CHECKS: tuple[CheckDef, ...] = (
         ),
         {"api": api.API_SCHEMA},
         ("env",),
+        # No env: the pinned core's recorded contract against the client contract.
+        without_env=lambda ctx: api.check_recorded(ctx.spec),
     ),
     CheckDef(
         "environment",
