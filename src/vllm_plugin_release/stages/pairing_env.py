@@ -30,7 +30,12 @@ from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.runner import Command, Runner, host_env
 from vllm_plugin_release.edges.uv import find_link_args, uv_bin
 from vllm_plugin_release.spec.model import Spec
-from vllm_plugin_release.stages.requests import RuntimePlan, env_lock_request, runtime_plan
+from vllm_plugin_release.stages.requests import (
+    RuntimePlan,
+    env_left_out,
+    env_lock_request,
+    runtime_plan,
+)
 from vllm_plugin_release.stages.wheelbuild import runner_for
 
 RUNNERS = ("cpu", "hardware")
@@ -135,6 +140,13 @@ def create_env(
                 raise
             write_json(result_file, result)
     result = {**result, "backend": runner.describe()}  # where the environment runs
+    left = env_left_out(spec, plugin.root, built["plugin"].get("requires_dist"))
+    if left:  # never resolved here: what needs them waits for the runtime
+        where = "--runtime-env" if runtime_env else "deferred to the hardware runner"
+        result["runtime"] = {
+            **result["runtime"],
+            "left_out": {"requirements": left, "reason": f"provided by the vendor image ({where})"},
+        }
     return _deliver(spec, dist, runner_kind, env_dir, lock_sha, core, built, result, conduct_gate)
 
 
