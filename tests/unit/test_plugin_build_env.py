@@ -131,3 +131,67 @@ def test_a_runtime_the_index_installs_is_not_left_out(tmp_path: Path) -> None:
     (tmp_path / "s.toml").unlink()
     bare = load_spec(_spec(tmp_path, "", 'name = "r"\n'))
     assert vendor_image_packages(bare) == frozenset()
+
+
+class RecordingRunner:
+    """TEST DOUBLE for a runner: no container engine runs here, so this records the
+    `Command` each build hands its runner (LocalRunner and ContainerRunner both start it
+    with `Command.env` as given) and leaves an empty stand-in wheel where a build would."""
+
+    kind = "recording-double"
+    isolate = False
+    uv = "uv"
+    env_key = None
+
+    def __init__(self) -> None:
+        self.commands: list = []
+
+    def describe(self) -> dict[str, object]:
+        return {"kind": self.kind}
+
+    def call(self, argv, **_: object):
+        import subprocess
+
+        return subprocess.CompletedProcess(list(map(str, argv)), 0, "3.11.9\n", "")
+
+    def run(self, cmd, log: Path) -> None:
+        self.commands.append(cmd)
+        out = Path(cmd.argv[cmd.argv.index("--outdir") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "synth-0.1.0-py3-none-any.whl").write_bytes(b"stand-in, not a wheel")
+
+
+def test_the_build_command_carries_build_env_on_either_runner(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from vllm_plugin_release.core.cache import Cache
+    from vllm_plugin_release.edges.container import ContainerRunner
+    from vllm_plugin_release.stages.wheelbuild import parallel_local_builds
+
+    tree = tmp_path / "plugin"
+    tree.mkdir()
+    (tree / "setup.py").write_text("")
+    runner = RecordingRunner()
+    cache = Cache(tmp_path / "cache")
+    variables = {"COMPILE_CUSTOM_KERNELS": "0", "SOC_VERSION": "ascend910b1"}
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    parallel_local_builds(
+        runner,  # type: ignore[arg-type]
+        tmp_path / "venv",
+        tree,
+        scratch,
+        cache,
+        builds=2,
+        source_date_epoch=1700000000,
+        target_device=None,
+        log_name="build-plugin",
+        extra_env=variables,
+    )
+    assert len(runner.commands) == 2
+    for cmd in runner.commands:
+        assert {k: cmd.env[k] for k in variables} == variables
+        assert cmd.env["SOURCE_DATE_EPOCH"] == "1700000000"
+        # what the container runner gives the container: the same variables
+        inside = ContainerRunner._env(SimpleNamespace(cert=None, uv_cache="/c"), cmd.env)  # type: ignore[arg-type]
+        assert {k: inside[k] for k in variables} == variables
