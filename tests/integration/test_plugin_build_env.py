@@ -13,12 +13,11 @@ Known-bad: without build_env the build stops and its message names the variable;
 from __future__ import annotations
 
 import json
-import shutil
 import zipfile
 from pathlib import Path
 
 from tests.integration.test_plugin_build import build as _build
-from tests.support import REFERENCE_SPEC, REPO, git
+from tests.support import REPO, VLLM_SHA, committed_copy, spec_head
 from vllm_plugin_release.conform.registry import load_spec
 from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.edges.uv import compile_lock
@@ -38,28 +37,19 @@ WITH_RUNTIME = (
 
 def _repo(tmp_path: Path) -> tuple[Path, str]:
     repo = tmp_path / "synth"
-    shutil.copytree(PLUGIN, repo)
-    git("init", "-q", "-b", "main", cwd=repo)
-    git("add", ".", cwd=repo)
-    git("commit", "-q", "-m", "synth", cwd=repo, date="2026-08-01T12:00:00+00:00")
-    return repo, git("rev-parse", "HEAD", cwd=repo)
+    return repo, committed_copy(PLUGIN, repo)
 
 
 def _spec(tmp_path: Path, commit: str, own_lock: Path, *, build_env: str, runtime: str) -> Path:
-    text = REFERENCE_SPEC.read_text().split("\n[plugin]")[0]
-    text = text.replace(
-        'constraints = "constraints/build-core-py311.txt"',
-        f'constraints = "{REPO / "constraints" / "build-core-py311.txt"}"',
-    )
-    text += f'\n[plugin]\nname = "synth-vendorimage-plugin"\nbuild_constraints = "{own_lock}"\n'
-    text += build_env
-    text += (
-        '\n[plugin.source]\nkind = "git"\n'
-        f'url = "https://example.invalid/synth.git"\ncommit = "{commit}"\n'
-    )
-    text += runtime
+    """The reference pairing's core with the synthetic plugin in its own build lock."""
+    head = spec_head("synth", sha=VLLM_SHA)
     path = tmp_path / "synth.toml"
-    path.write_text(text)
+    path.write_text(
+        f'{head}constraints = "{REPO / "constraints" / "build-core-py311.txt"}"\n\n'
+        f'[plugin]\nname = "synth-vendorimage-plugin"\nbuild_constraints = "{own_lock}"\n'
+        f'{build_env}\n[plugin.source]\nkind = "git"\n'
+        f'url = "https://example.invalid/synth.git"\ncommit = "{commit}"\n{runtime}'
+    )
     return path
 
 
@@ -77,7 +67,7 @@ def test_build_env_is_passed_and_the_vendor_runtime_left_out(
     compile_lock(request, own, spec.build.find_links)  # uv, for real: no such runtime exists
     assert "vpr-synth-vendor-runtime" not in check_lock(own, request)
     _build(tmp_path, spec_file, repo, cache_root)
-    dist = tmp_path / "dist" / "reference"
+    dist = tmp_path / "dist" / "synth"
     record = json.loads((dist / "build-plugin.json").read_text())
     assert record["build_env"]["variables"] == {"SYNTH_CHIP": "chip-a1"}
     assert RUNTIME in record["plugin"]["build_requires"]  # declared, as the plugin says
@@ -112,7 +102,7 @@ def test_without_build_env_the_build_stops_naming_the_variable(
     done = _build(tmp_path, spec_file, repo, cache_root, check=False)
     assert done.returncode == 1, done.stderr
     assert "SYNTH_CHIP is not set" in done.stderr, done.stderr
-    assert not (tmp_path / "dist" / "reference" / "build-plugin.json").exists()
+    assert not (tmp_path / "dist" / "synth" / "build-plugin.json").exists()
     # without [runtime] package naming it, the runtime stays in the build lock's request
     bare = load_spec(_spec(tmp_path, commit, own, build_env="", runtime=""))
     kept = plugin_build_request(bare, repo)
