@@ -101,6 +101,20 @@ def check_build_requirements(
     return plan
 
 
+def _build_lock(spec: Spec, root: Path, tree: Path) -> tuple[str, PluginBuildPlan]:
+    """The build lock the plugin is built in (checked current) and its build plan."""
+    own = plugin_build_request(spec, root)
+    if own is not None:  # the plugin's own hash-locked build environment
+        lock_file = spec.plugin["build_constraints"]
+        check_lock(spec.resolve(lock_file), own)
+        return lock_file, plugin_build_plan(spec, root)
+    # the core's build lock, which must meet the plugin's build requirements
+    lock_file = spec.build.constraints
+    request, _ = build_request(spec, tree)
+    lock_text = check_lock(spec.resolve(lock_file), request)
+    return lock_file, check_build_requirements(spec, root, lock_text, lock_file)
+
+
 def build_plugin(
     spec: Spec,
     *,
@@ -115,18 +129,8 @@ def build_plugin(
     src = plugin
     runner = runner_for(spec, cache, folders=(src.root,))
     runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
-    own = plugin_build_request(spec, src.root)
-    if own is not None:  # the plugin's own hash-locked build environment
-        lock_file = spec.plugin["build_constraints"]
-        lock_path = spec.resolve(lock_file)
-        check_lock(lock_path, own)
-        plan = plugin_build_plan(spec, src.root)
-    else:  # the core's build lock, which must meet the plugin's build requirements
-        lock_file = spec.build.constraints
-        lock_path = spec.resolve(lock_file)
-        request, _ = build_request(spec, tree)
-        lock_text = check_lock(lock_path, request)
-        plan = check_build_requirements(spec, src.root, lock_text, lock_file)
+    lock_file, plan = _build_lock(spec, src.root, tree)
+    lock_path = spec.resolve(lock_file)
     lock_sha = sha256_file(lock_path)
     variables = dict(sorted(spec.plugin.get("build_env", {}).items()))
     key = key_of(
