@@ -45,3 +45,17 @@ def test_runtime_missing_at_vllm_import_is_the_plugins_finding(tmp_path: Path) -
 def test_other_failures_of_vllm_import_stop_the_release(tmp_path: Path, result: dict) -> None:
     with pytest.raises(GateFailed, match="import vllm"):
         _deliver(*_args(tmp_path), result, False)
+
+
+def test_the_api_check_reports_the_unimportable_core_as_a_finding(tmp_path: Path) -> None:
+    from vllm_plugin_release.conform.api import vllm_unimportable
+
+    record = _deliver(
+        *_args(tmp_path), _result("ModuleNotFoundError: No module named 'torch_npu'"), False
+    )
+    found = vllm_unimportable(record)
+    assert found is not None and found.status == "fail" and "vllm serve" in found.summary
+    assert "/" not in found.summary.split("(")[0]  # no absolute path of this machine
+    # any other failure of `import vllm` is not the plugin's: the api check runs as before
+    assert vllm_unimportable(_result("ModuleNotFoundError: No module named 'numpy'")) is None
+    assert vllm_unimportable({"checks": [{"name": "import vllm", "status": "pass"}]}) is None
