@@ -148,6 +148,18 @@ def git(*args: str, cwd: Path, date: str | None = None) -> str:
     ).stdout.strip()
 
 
+def committed_copy(folder: Path, dest: Path) -> str:
+    """`dest`: a git repository holding a copy of `folder` in one commit at a fixed date
+    (a synthetic plugin as a checkout); returns the commit."""
+    import shutil
+
+    shutil.copytree(folder, dest)
+    git("init", "-q", "-b", "main", cwd=dest)
+    git("add", ".", cwd=dest)
+    git("commit", "-q", "-m", "synthetic", cwd=dest, date="2026-08-01T12:00:00+00:00")
+    return git("rev-parse", "HEAD", cwd=dest)
+
+
 # sha256 of vllm-0.26.0.tar.gz on PyPI (the pin of the shipped buildspecs)
 VLLM_SHA = "23e9fa19d7e20ce7dcc1c074d41503e2116d23f19e688f5d5ea91b741f958502"
 

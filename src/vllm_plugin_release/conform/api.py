@@ -453,3 +453,27 @@ def general_plugins_crash(captured: dict[str, Any], contract_file: str) -> Check
         threshold={"breaking": 0, "contract": contract_file},
         details={"general_plugins_crash": crash},
     )
+
+
+def vllm_unimportable(env: dict[str, Any]) -> CheckResult | None:
+    """The env found that vLLM does not import with the plugin installed, because of the
+    plugin (env.json marks it `finding`: its platform activates and needs the absent
+    runtime): no API to capture, and `vllm serve` fails the same way. A finding, not a
+    deferral; None otherwise."""
+    found = next(
+        (
+            c
+            for c in env.get("checks", [])
+            if c.get("name") == "import vllm" and c.get("status") == "fail" and c.get("finding")
+        ),
+        None,
+    )
+    if found is None:
+        return None
+    return CheckResult(
+        "api",
+        "fail",
+        f"vLLM does not import with the plugin installed ({found['detail']}): `vllm serve` "
+        "fails before it serves, so no API surface exists to compare",
+        [Evidence(note=f"import vllm: {found['detail']}", source="env")],
+    )

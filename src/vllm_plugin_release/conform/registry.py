@@ -106,11 +106,14 @@ CHECKS: tuple[CheckDef, ...] = (
     CheckDef(
         "api",
         "the served OpenAPI surface of the pairing against a client contract",
-        lambda ctx: api.check(
-            ctx.spec,
-            ctx.python,
-            # Same precedence as `vpr api-contract`: the spec's platform_class, then the env's.
-            ctx.spec.conformance.get("api", {}).get("platform_class") or ctx.platform_class,
+        lambda ctx: (
+            api.vllm_unimportable(ctx.env)
+            or api.check(
+                ctx.spec,
+                ctx.python,
+                # Same precedence as `vpr api-contract`: the spec's platform_class, then the env's.
+                ctx.spec.conformance.get("api", {}).get("platform_class") or ctx.platform_class,
+            )
         ),
         {"api": api.API_SCHEMA},
         ("env",),

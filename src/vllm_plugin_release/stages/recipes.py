@@ -6,6 +6,8 @@ Paths are passed in by the runner: host paths for `local`, container paths for
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from vllm_plugin_release.edges.runner import Command
 
 # Optional Rust extensions of vLLM are not part of the empty target; a shim that
@@ -66,9 +68,11 @@ def build_env(
     shim: str,
     target_device: str | None,
     source_date_epoch: int,
+    extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The environment of a wheel build: only what matters, all of it recorded."""
-    env = dict(base)
+    """The environment of a wheel build: only what matters, all of it recorded. `extra`
+    (the spec's `[plugin] build_env`) never replaces what is set here."""
+    env = {**base, **(extra or {})}
     env.update(
         {
             "PATH": f"{shim}:{venv}/bin:{base.get('PATH', '/usr/bin:/bin')}",

@@ -11,6 +11,7 @@ network where possible.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,8 +61,10 @@ def parallel_local_builds(
     source_date_epoch: int,
     target_device: str | None,
     log_name: str,
+    extra_env: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """`builds` wheel builds of `tree` in parallel; returns wheel, env and python of each."""
+    """`builds` wheel builds of `tree` in parallel; returns wheel, env and python of each.
+    `extra_env`: the spec's variables for this build (`[plugin] build_env`)."""
     shim = scratch / "shim"
     shim.mkdir(exist_ok=True)
     for tool in recipes.RUST_TOOLS:
@@ -83,6 +86,7 @@ def parallel_local_builds(
             shim=str(shim),
             target_device=target_device,
             source_date_epoch=source_date_epoch,
+            extra=extra_env,
         )
         out = work / "out"
         log = logs / f"{log_name}-{LETTERS[index]}.log"
