@@ -71,18 +71,59 @@ def tree_digest(root: Path) -> dict[str, str]:
     return files
 
 
+def tree_stamps(root: Path) -> dict[str, Any]:
+    """Relative path -> [inode, size, mtime_ns, ctime_ns] (or `link:<target>`) of every
+    file under `root`: what changes when a file is written, replaced, added or removed
+    (ctime cannot be set back, so a rewrite that restores mtime and size still shows)."""
+    stamps: dict[str, Any] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in TREE_SKIP)
+        here = Path(dirpath)
+        for name in [*dirnames, *filenames]:
+            path = here / name
+            rel = path.relative_to(root).as_posix()
+            st = path.lstat()
+            if path.is_symlink():
+                stamps[rel] = "link:" + os.readlink(path)
+            elif name in filenames and rel != TREE_MANIFEST:
+                stamps[rel] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    return stamps
+
+
 def write_tree_manifest(root: Path) -> None:
     """Record what an extracted tree holds (written last, inside the cache entry)."""
-    write_json(root / TREE_MANIFEST, {"files": tree_digest(root)})
+    before = tree_stamps(root)
+    files = tree_digest(root)
+    _write_manifest(root, files, before)
+
+
+def _write_manifest(root: Path, files: dict[str, str], stamps: dict[str, Any]) -> None:
+    """The digest, and the stamps taken before it when nothing changed while hashing."""
+    data: dict[str, Any] = {"files": files}
+    if stamps == tree_stamps(root):
+        data["stamps"] = stamps
+    write_json(root / TREE_MANIFEST, data)
 
 
 def tree_intact(root: Path) -> bool:
-    """True when the tree still holds exactly what its manifest recorded (False: none)."""
+    """True when the tree still holds exactly what its manifest recorded (False: none).
+
+    Every file is hashed again unless the stamps recorded with the last full check
+    (`tree_stamps`) all still hold: then no file was written, replaced, added or removed
+    since it was hashed. A full check that passes records fresh stamps."""
     try:
-        recorded = json.loads((root / TREE_MANIFEST).read_text(encoding="utf-8"))["files"]
+        data = json.loads((root / TREE_MANIFEST).read_text(encoding="utf-8"))
+        recorded = data["files"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    return recorded == tree_digest(root)
+    before = tree_stamps(root)
+    if data.get("stamps") == before:
+        return True
+    if recorded != tree_digest(root):
+        return False
+    with contextlib.suppress(OSError):  # a read-only cache is checked in full each time
+        _write_manifest(root, recorded, before)
+    return True
 
 
 def canonical_json(obj: Any) -> str:
