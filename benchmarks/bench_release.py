@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from benchmarks.common import REPO, report, run, timed
+from benchmarks.common import REPO, installed_env, report, run, timed
 
 SPEC = str(REPO / "buildspec" / "reference.toml")
 
@@ -25,7 +25,7 @@ def main(cold_repeats: int = 2, warm_repeats: int = 3) -> dict:
     work = Path(tempfile.mkdtemp(prefix="bench-release-"))
 
     def release(cache: Path) -> None:
-        env = {**os.environ, "VPR_CACHE_DIR": str(cache)}
+        env = installed_env({**os.environ, "VPR_CACHE_DIR": str(cache)})
         run(
             sys.executable,
             "-m",

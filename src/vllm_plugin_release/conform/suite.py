@@ -215,6 +215,8 @@ def _warm(ctx: Context, names: tuple[str, ...]) -> contextlib.AbstractContextMan
 def conform(ctx: Context, names: tuple[str, ...] = CHECK_NAMES) -> dict[str, Any]:
     with _warm(ctx, names):
         results = run_checks(ctx, names)
+    with contextlib.suppress(BadInput):  # no env record: no in-env check ran
+        envrun.keep_bytecode(ctx.python)
     card = scorecard(
         results,
         runner=ctx.runner,

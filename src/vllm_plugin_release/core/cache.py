@@ -5,6 +5,7 @@ Layout:
   .vpr/src/<sha256>/                sources extracted from a verified archive
   .vpr/git/<commit>/                verified git checkouts
   .vpr/envs/<name>-<key>/           virtual environments keyed by their lock
+  .vpr/bytecode/<key>/              pairing envs' bytecode, by lock and core (edges/envbytecode)
   .vpr/stages/<stage>/<key>/        stage results keyed by the hash of their inputs
   .vpr/tmp/                         work in progress (same filesystem, for renames)
   .vpr/locks/                       one lock file per cache entry being created
@@ -73,20 +74,25 @@ def tree_digest(root: Path) -> dict[str, str]:
 
 def tree_stamps(root: Path) -> dict[str, Any]:
     """Relative path -> [inode, size, mtime_ns, ctime_ns] (or `link:<target>`) of every
-    file under `root`: what changes when a file is written, replaced, added or removed
-    (ctime cannot be set back, so a rewrite that restores mtime and size still shows)."""
+    file under `root` that `tree_digest` covers (and a little more): what changes when a
+    file is written, replaced, added or removed (ctime cannot be set back, so a rewrite
+    that restores mtime and size still shows). One stat per file, no pathlib."""
     stamps: dict[str, Any] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in TREE_SKIP)
-        here = Path(dirpath)
-        for name in [*dirnames, *filenames]:
-            path = here / name
-            rel = path.relative_to(root).as_posix()
-            st = path.lstat()
-            if path.is_symlink():
-                stamps[rel] = "link:" + os.readlink(path)
-            elif name in filenames and rel != TREE_MANIFEST:
-                stamps[rel] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+    def walk(folder: str, prefix: str) -> None:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                rel = prefix + entry.name
+                if entry.is_symlink():
+                    stamps[rel] = "link:" + os.readlink(entry.path)
+                elif entry.is_dir():
+                    if entry.name not in TREE_SKIP:
+                        walk(entry.path, rel + "/")
+                elif rel != TREE_MANIFEST:
+                    st = entry.stat(follow_symlinks=False)
+                    stamps[rel] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+    walk(str(root), "")
     return stamps
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
-from vllm_plugin_release.edges import proc
+from vllm_plugin_release.edges import envbytecode, proc
 from vllm_plugin_release.edges.container import marker_of, runner_of
 from vllm_plugin_release.edges.envworker import Worker, workers
 
@@ -157,3 +157,9 @@ def warm(python: Path | str, *, for_session: bool = False) -> Iterator[Worker | 
 
 
 session = workers.session
+
+
+def keep_bytecode(python: Path | str) -> int:
+    """The bytecode that imports in the pairing env of `python` compiled, kept for the next
+    environment made from the same lock (`edges/envbytecode.py`); how many modules."""
+    return envbytecode.keep_for(Path(python).parent.parent)

@@ -24,7 +24,7 @@ from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_jso
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.core.records import dist_dir, verified_wheel
-from vllm_plugin_release.edges import envrun, proc
+from vllm_plugin_release.edges import envbytecode, envrun, proc
 from vllm_plugin_release.edges.envrun import run_in_env
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.runner import Command, Runner, host_env
@@ -91,7 +91,6 @@ def create_env(
     lock_sha = sha256_file(lock_path)
     stand_in = spec.runtime.get("stand_in") if runner_kind == "cpu" else None
     runner = runner_for(spec, cache, folders=(dist, plugin.root), network_isolation="off")
-    runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
     key = key_of(
         {
             # An environment made in an image is keyed by it (the local key is unchanged).
@@ -107,6 +106,19 @@ def create_env(
         }
     )
     env_dir = cache.env_dir(f"pair-{spec.name}", key)
+    # The bytecode kept from environments with the same third-party packages and core.
+    bytecode = (
+        cache.root
+        / "bytecode"
+        / key_of(
+            {
+                **({"image": runner.env_key} if runner.env_key else {}),
+                "lock": lock_sha,
+                "core": core["wheel"]["sha256"],
+                "python": spec.build.python,
+            }
+        )[:16]
+    )
     result_file = env_dir / ".vpr-env.json"
     with cache.lock(env_dir):  # a second run waits here, then reuses the env
         if result_file.exists():
@@ -116,6 +128,7 @@ def create_env(
             # Built in place (console scripts hold absolute paths); the marker file is
             # written last, so a half-built environment is never reused.
             shutil.rmtree(env_dir, ignore_errors=True)
+            runner.require_python(spec.build.python)  # exit 3 naming what is missing
             try:
                 result = _build(
                     spec,
@@ -129,6 +142,7 @@ def create_env(
                     plan,
                     runtime_env,
                     stand_in,
+                    bytecode,
                 )
             except BaseException:
                 shutil.rmtree(env_dir, ignore_errors=True)
@@ -230,6 +244,7 @@ def _build(
     plan: RuntimePlan,
     runtime_env: Path | None,
     stand_in: str | None,
+    bytecode: Path,
 ) -> dict[str, Any]:
     uv = runner.uv
     python = spec.build.python if runtime_env is None else str(runtime_env / "bin" / "python")
@@ -247,9 +262,15 @@ def _build(
                 runner.mark(work)  # its python runs where it was made (edges/container)
             if label == "create pairing environment" and runtime_env is not None:
                 _layer_on(work, runtime_env)
+    packages = top_level_packages(plugin_wheel)
+    site = envbytecode.site_packages(work)
+    if site is not None and bytecode.is_dir():
+        restored = envbytecode.restore(bytecode, site)
+        progress.info(f"env: {restored} modules' bytecode from an environment of the same lock")
+    envbytecode.remember(work, bytecode, tuple(packages))
     request = {
         "core_version": spec.core.version,
-        "packages": top_level_packages(plugin_wheel),
+        "packages": packages,
         "entry_points": plugin["entry_points"],
         "runtime_module": plan.module,
     }
@@ -271,6 +292,7 @@ def _build(
                 {**request, "expect_runtime": "present" if present else "absent"},
             )
         stand_in_result = overlay.result() if overlay is not None else None
+    envbytecode.keep_for(work)  # what the checks' imports compiled, for the next environment
     checks = list(first["checks"])
     runtime: dict[str, Any] = {"name": plan.name, "module": plan.module, "reason": plan.reason}
     runtime["status"] = "present" if present else ("none" if plan.status == "none" else "absent")
