@@ -78,6 +78,8 @@ ROWS: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None], float | No
     ("vpr build-core warm / cold", "build_core", _ratio("build_core", "warm / cold"), 0.02, "x"),
     ("vpr env (hashes + in-env checks) / plain uv pip install", "env",
      _ratio("env", "vpr env / plain"), 2.0, "x"),
+    ("  the same, first environment of its lock (no kept bytecode)", "env",
+     _ratio("env", "first env of its lock / plain"), None, "x"),
     ("  the install alone / plain uv pip install", "env",
      _ratio("env", "install only / plain"), None, "x"),
     ("vpr scan-core end to end / rg -w -i", "isolation", _key("isolation", "cli_ratio"), 1.5, "x"),
