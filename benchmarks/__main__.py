@@ -88,6 +88,8 @@ ROWS: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None], float | No
      " s"),
     ("  the same in the warm worker (as vpr conform runs it)", "replay",
      _key("replay", "warm_worker_total_s"), 20.0, " s"),
+    ("  floor: the slower scheduler's own time (the two side by side)", "replay",
+     _key("replay", "scheduler_floor_s"), None, " s"),
     ("  replay overhead (wall / inside the schedulers)", "replay",
      _key("replay", "overhead_ratio"), 1.1, "x"),
     ("vpr release cold (fresh .vpr, warm uv cache)", "release",
