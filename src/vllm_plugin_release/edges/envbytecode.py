@@ -2,17 +2,18 @@
 
 Python writes a module's bytecode (`__pycache__/NAME.cpython-311.pyc`) when it first
 imports it. In a new pairing env that is most of the first import of vLLM (torch alone
-is over a thousand modules): ~3x the import with bytecode. The environment is made
-again whenever the core or the plugin wheel changes, but its third-party packages (the
-lock) stay, so the bytecode Python wrote in one environment is kept (`keep`) and put
-into the next one made from the same lock (`restore`), before anything imports there.
+is over a thousand modules): about twice the import with bytecode. The environment is
+made again whenever the core or the plugin wheel changes, but its third-party packages
+(the lock) and, for a plugin change, the core stay, so the bytecode Python wrote in one
+environment is kept (`keep`: hard links into `.vpr/bytecode/<key>/`, keyed by the lock,
+the core wheel and the Python version) and linked into the next environment with that
+key (`restore`) before anything imports there. The plugin's packages are never kept.
 
-Kept as checked-hash pycs (PEP 552): the header holds the hash of the source's bytes, so
-a kept pyc is valid for a file with the same bytes wherever it lives and whatever its
-mtime, and Python checks that hash on every import. A stale or foreign entry costs one
-compile (Python writes a fresh pyc), never a wrong module. Only bytecode Python wrote
-itself, for a source beside it that it still matches, and only of this interpreter's
-bytecode version, is kept; nothing is compiled here.
+A pyc is kept with its source (both hard links) and put back only beside that very
+file: uv links installed files from its cache, so the next environment's source is the
+same file (same inode, same bytes); any other file (another version, a copy) gets no
+kept bytecode. Python then checks the pyc against its source as always (bytecode
+version, the source's mtime and size). Nothing is compiled or rewritten here.
 """
 
 from __future__ import annotations
@@ -22,11 +23,10 @@ import importlib.util
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 PYCACHE = "__pycache__"
-_TIMESTAMP, _CHECKED_HASH = 0, 0b11
+_TIMESTAMP = 0  # the flags of a pyc checked by its source's mtime and size
 
 
 def site_packages(env: Path) -> Path | None:
@@ -43,42 +43,44 @@ def _source_of(pyc: Path) -> Path | None:
     return pyc.parent.parent / f"{parts[0]}.py"
 
 
-def checked_hash_pyc(pyc: bytes, source: Path) -> bytes | None:
-    """`pyc` as a checked-hash pyc for `source`, when it is this interpreter's bytecode
-    written for exactly that source; else None."""
-    if len(pyc) < 16 or pyc[:4] != importlib.util.MAGIC_NUMBER:
-        return None
-    flags = int.from_bytes(pyc[4:8], "little")
-    data = source.read_bytes()
-    digest = importlib.util.source_hash(data)
-    if flags == _CHECKED_HASH:
-        return pyc if pyc[8:16] == digest else None
-    if flags != _TIMESTAMP:
-        return None  # unchecked-hash pycs are never kept
+def current(pyc: Path, source: Path) -> bool:
+    """`pyc` is this interpreter's bytecode, written for `source` as it is now (the header
+    Python itself checks: version, then the source's mtime and size)."""
+    with pyc.open("rb") as f:
+        head = f.read(16)
     st = source.stat()
-    mtime = int.from_bytes(pyc[8:12], "little")
-    size = int.from_bytes(pyc[12:16], "little")
-    if mtime != int(st.st_mtime) & 0xFFFFFFFF or size != st.st_size & 0xFFFFFFFF:
-        return None  # written for another version of the source
-    return pyc[:4] + _CHECKED_HASH.to_bytes(4, "little") + digest + pyc[16:]
+    return (
+        len(head) == 16
+        and head[:4] == importlib.util.MAGIC_NUMBER
+        and int.from_bytes(head[4:8], "little") == _TIMESTAMP
+        and int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
+        and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF
+    )
 
 
-def _write(dest: Path, data: bytes) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".pyc.", dir=dest.parent)
+def _link(source: Path, dest: Path, *, copy: bool = True) -> bool:
+    """Hard-link `source` to `dest` (else, when `copy`, copy it there whole); False when
+    not done or when `dest` appeared meanwhile (never written over)."""
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, dest)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+        os.link(source, dest)
+    except FileExistsError:
+        return False
+    except OSError:
+        if not copy:
+            return False
+        part = dest.with_name(f".{dest.name}.{os.getpid()}.part")
+        try:
+            shutil.copyfile(source, part)
+            os.replace(part, dest)
+        except OSError:
+            part.unlink(missing_ok=True)
+            return False
+    return True
 
 
 def keep(site: Path, store: Path, skip: tuple[str, ...] = ()) -> int:
-    """Copy into `store` the bytecode in `site` that it lacks, except under the top-level
-    folders `skip` (the plugin's: they change with every plugin commit); how many files."""
+    """Link into `store` the current bytecode in `site` that it lacks, with its source,
+    except under the top-level folders `skip` (the plugin's); how many files."""
     kept = 0
     for dirpath, dirnames, filenames in os.walk(site):
         rel_dir = Path(dirpath).relative_to(site)
@@ -94,35 +96,31 @@ def keep(site: Path, store: Path, skip: tuple[str, ...] = ()) -> int:
             if source is None or dest.exists() or not source.is_file():
                 continue
             with contextlib.suppress(OSError):
-                data = checked_hash_pyc(pyc.read_bytes(), source)
-                if data is not None:
-                    _write(dest, data)
-                    kept += 1
+                if current(pyc, source):
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    kept_source = dest.parent.parent / source.name
+                    if kept_source.exists() or _link(source, kept_source, copy=False):
+                        kept += _link(pyc, dest)
     return kept
 
 
 def restore(store: Path, site: Path) -> int:
-    """Put the kept bytecode into `site` (linked, else copied) beside the sources it was
-    written for; how many files. Existing bytecode is left alone."""
+    """Link the kept bytecode into `site` beside the very files it was written for (the
+    same inode as the kept source); how many files. Bytecode already there stays."""
     restored = 0
     for dirpath, _, filenames in os.walk(store):
         rel_dir = Path(dirpath).relative_to(store)
         if rel_dir.name != PYCACHE or not (site / rel_dir.parent).is_dir():
             continue
+        (site / rel_dir).mkdir(exist_ok=True)
         for name in filenames:
             target = site / rel_dir / name
             source = _source_of(target)
-            if source is None or target.exists() or not source.is_file():
+            if source is None or target.exists():
                 continue
-            target.parent.mkdir(exist_ok=True)
-            try:
-                os.link(Path(dirpath, name), target)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    shutil.copyfile(Path(dirpath, name), target)
-                    restored += 1
-                continue
-            restored += 1
+            with contextlib.suppress(OSError):
+                if os.path.samefile(source, store / rel_dir.parent / source.name):
+                    restored += _link(Path(dirpath, name), target)
     return restored
 
 

@@ -14,6 +14,7 @@ import contextlib
 import json
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -156,10 +157,29 @@ def warm(python: Path | str, *, for_session: bool = False) -> Iterator[Worker | 
         workers.release(python)
 
 
-session = workers.session
+_keeping: list[threading.Thread] = []
 
 
-def keep_bytecode(python: Path | str) -> int:
-    """The bytecode that imports in the pairing env of `python` compiled, kept for the next
-    environment made from the same lock (`edges/envbytecode.py`); how many modules."""
-    return envbytecode.keep_for(Path(python).parent.parent)
+@contextlib.contextmanager
+def session() -> Iterator[None]:
+    """The stages of one run (`vpr release`): a warm worker started inside stays until the
+    block ends; bytecode kept in the background is finished when it ends."""
+    with workers.session():
+        try:
+            yield
+        finally:
+            while _keeping:
+                _keeping.pop().join()
+
+
+def keep_bytecode(python: Path | str) -> None:
+    """Keep the bytecode that imports in the pairing env of `python` compiled, for the next
+    environment made from the same lock (`edges/envbytecode.py`). Inside a session, in
+    the background (the next stages go on meanwhile); else now."""
+    env = Path(python).parent.parent
+    if not workers.in_session():
+        envbytecode.keep_for(env)
+        return
+    thread = threading.Thread(target=envbytecode.keep_for, args=(env,), name="vpr-bytecode")
+    thread.start()
+    _keeping.append(thread)

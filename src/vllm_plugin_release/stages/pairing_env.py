@@ -264,8 +264,8 @@ def _build(
                 _layer_on(work, runtime_env)
     packages = top_level_packages(plugin_wheel)
     site = envbytecode.site_packages(work)
-    if site is not None and bytecode.is_dir():
-        restored = envbytecode.restore(bytecode, site)
+    restored = envbytecode.restore(bytecode, site) if site and bytecode.is_dir() else 0
+    if restored:
         progress.info(f"env: {restored} modules' bytecode from an environment of the same lock")
     envbytecode.remember(work, bytecode, tuple(packages))
     request = {
@@ -292,7 +292,8 @@ def _build(
                 {**request, "expect_runtime": "present" if present else "absent"},
             )
         stand_in_result = overlay.result() if overlay is not None else None
-    envbytecode.keep_for(work)  # what the checks' imports compiled, for the next environment
+    if not restored:  # the first of its lock: what the checks compiled, for the next one
+        envrun.keep_bytecode(work / "bin" / "python")
     checks = list(first["checks"])
     runtime: dict[str, Any] = {"name": plan.name, "module": plan.module, "reason": plan.reason}
     runtime["status"] = "present" if present else ("none" if plan.status == "none" else "absent")
