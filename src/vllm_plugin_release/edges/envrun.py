@@ -82,7 +82,13 @@ def run_in_env(
         if worker is not None and worker.env == child_env:
             # The job's folder is ours, as a new interpreter's would be (not the worker's).
             returncode, stderr = worker.run(
-                script, [req, out], child_env, cwd or Path.cwd(), timeout, what=f"inenv {module}"
+                script,
+                [req, out],
+                child_env,
+                cwd or Path.cwd(),
+                timeout,
+                what=f"inenv {module}",
+                early=module in EARLY_JOBS,
             )
         else:
             # Where the environment was made: this machine, or its pinned container image.
@@ -104,7 +110,10 @@ def run_in_env(
 
 # The third-party modules vLLM's import spends its time in (torch alone is half of it),
 # imported once by the warm worker. Never vLLM or the plugin: their import reads the
-# variables a job sets. One that an environment lacks is skipped.
+# variables a job sets. One that an environment lacks is skipped. PRELOAD is what
+# `import vllm` and the plugin's platform need (the env checks): the worker is ready
+# when they are in. PRELOAD_LATER is what the API capture and the replay add; the worker
+# imports them while the env checks run, and those jobs start once they are in.
 PRELOAD = (
     "torch",
     "torch._dynamo",
@@ -112,23 +121,28 @@ PRELOAD = (
     "torch.distributed.fsdp",
     "torch.distributed.tensor",
     "triton",
+    "sympy",
+    "networkx",
+)
+# The inenv modules that need only PRELOAD: started as soon as the worker is ready; the
+# others (the API capture, the replay) start once PRELOAD_LATER is in too.
+EARLY_JOBS = ("envcheck",)
+PRELOAD_LATER = (
     "transformers",
     "transformers.configuration_utils",
     "transformers.tokenization_utils_base",
     "transformers.modeling_utils",
     "transformers.processing_utils",
     "transformers.models.auto",
-    "openai",
-    "mistral_common",
-    "aiohttp",
     "pydantic",
     "huggingface_hub",
     "tokenizers",
-    "xgrammar",
-    "sympy",
-    "networkx",
     "msgspec",
     "zmq",
+    "aiohttp",
+    "openai",
+    "mistral_common",
+    "xgrammar",
     "fastapi",
 )
 
@@ -148,7 +162,11 @@ def warm(python: Path | str, *, for_session: bool = False) -> Iterator[Worker | 
     worker = workers.start(
         python,
         lambda: Worker.start(
-            python, lambda folder: stage_module("worker", folder), PRELOAD, child_environment()
+            python,
+            lambda folder: stage_module("worker", folder),
+            PRELOAD,
+            child_environment(),
+            PRELOAD_LATER,
         ),
     )
     try:

@@ -276,21 +276,23 @@ def _build(
     }
     present = plan.status in ("install", "runtime-env")
     overlay_check = not present and stand_in
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vpr-overlay") as pool:
+    # In the env's warm worker (within `vpr release`: it stays for conform's in-env checks).
+    with (
+        envrun.warm(work / "bin" / "python", for_session=True) as worker,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="vpr-overlay") as pool,
+    ):
         # The stand-in overlay is made and checked while the pairing env is checked: two
         # interpreters importing vLLM side by side. (Results are put together in order.)
         overlay = (
-            pool.submit(_stand_in_check, spec, stand_in, cache, runner, uv, work, request)
+            pool.submit(_stand_in_check, spec, stand_in, cache, runner, work, request, worker)
             if overlay_check
             else None
         )
-        # In the env's warm worker: within `vpr release` it stays for conform's in-env checks.
-        with envrun.warm(work / "bin" / "python", for_session=True):
-            first = run_in_env(
-                work / "bin" / "python",
-                "envcheck",
-                {**request, "expect_runtime": "present" if present else "absent"},
-            )
+        first = run_in_env(
+            work / "bin" / "python",
+            "envcheck",
+            {**request, "expect_runtime": "present" if present else "absent"},
+        )
         stand_in_result = overlay.result() if overlay is not None else None
     if not restored:  # the first of its lock: what the checks compiled, for the next one
         envrun.keep_bytecode(work / "bin" / "python")
@@ -333,15 +335,19 @@ def _stand_in_check(
     stand_in: str,
     cache: Cache,
     runner: Runner,
-    uv: str,
     work: Path,
     request: dict[str, Any],
+    worker: Any = None,
 ) -> tuple[dict[str, Any], Path, Path]:
     """The stand-in goes into an overlay environment layered on the pairing env, so the
     pairing env itself stays exactly what a cpu runner has: no runtime. (envcheck result,
-    stand-in wheel, overlay python)"""
+    stand-in wheel, overlay python). With the pairing env's warm worker up, its check
+    starts once the worker's imports are in: it finds their bytecode written, instead of
+    compiling the same modules beside it."""
     wheel = _stand_in_wheel(spec, stand_in, cache)
-    overlay_py = _overlay(runner, cache, uv, work, work / "stand-in-overlay", wheel)
+    overlay_py = _overlay(runner, cache, runner.uv, work, work / "stand-in-overlay", wheel)
+    if worker is not None:
+        worker.wait_ready(600)
     second = run_in_env(overlay_py, "envcheck", {**request, "expect_runtime": "present"})
     return second, wheel, overlay_py
 
