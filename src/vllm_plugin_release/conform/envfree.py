@@ -5,7 +5,7 @@ of `[runtime] python`). On a machine with no such interpreter (and no image carr
 it), build-core, build-plugin and env stop with exit 3 naming what is missing
 (`PythonUnavailable`). The checks that need no pairing environment still run here:
 those whose registry inputs do not include `env` (cadence, isolation on the verified
-core source tree, pinning), and what a check that needs it can say without it
+core source tree, pinning, hardware_docs for a spec with a hardware part), and what a check that needs it can say without it
 (`CheckDef.without_env`: api diffs the pinned core's recorded contract,
 buildspec/contracts/vllm-VERSION-openai.json, when there is one). Every other check
 that needs the environment is `deferred` with that reason, and the verdict is `lab`:
@@ -71,11 +71,11 @@ def conform_env_free(ctx: Context, blocked: PythonUnavailable) -> dict[str, Any]
     reason, write the scorecard (verdict lab) and return it."""
     from vllm_plugin_release import __version__
 
-    names = tuple(n for n in CHECK_NAMES if env_free(n))
-    ran = {r.name: r for r in run_checks(ctx, names)}
+    suite = registry.applicable(ctx.spec, CHECK_NAMES)  # as `vpr conform` runs them
+    ran = {r.name: r for r in run_checks(ctx, tuple(n for n in suite if env_free(n)))}
     reason = f"needs the pairing environment, which cannot be made here: {blocked.message}"
     results = []
-    for name in CHECK_NAMES:
+    for name in suite:
         result = ran.get(name)
         fallback = registry.BY_NAME[name].without_env
         if result is None and fallback is not None:
