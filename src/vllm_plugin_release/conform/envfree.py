@@ -5,9 +5,10 @@ of `[runtime] python`). On a machine with no such interpreter (and no image carr
 it), build-core, build-plugin and env stop with exit 3 naming what is missing
 (`PythonUnavailable`). The checks that need no pairing environment still run here:
 those whose registry inputs do not include `env` (cadence, isolation on the verified
-core source tree, pinning, hardware_docs for a spec with a hardware part), and what a check that needs it can say without it
-(`CheckDef.without_env`: api diffs the pinned core's recorded contract,
-buildspec/contracts/vllm-VERSION-openai.json, when there is one). Every other check
+core source tree, pinning, hardware_docs for a spec with a hardware part), and what
+a check that needs it can say without it (`CheckDef.without_env`: api diffs the
+pinned core's recorded contract, buildspec/contracts/vllm-VERSION-openai.json, when
+there is one). Every other check
 that needs the environment is `deferred` with that reason, and the verdict is `lab`:
 the pairing's environment was never checked, so it is never pilot or fleet. The
 scorecard is written as usual, with a `blocked` section.
