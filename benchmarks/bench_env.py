@@ -6,8 +6,12 @@ plugin's own installer. The install alone is shown next to it.
     installer's requirement list, unlocked, resolved on every run) + vLLM wheel --no-deps
     + plugin wheel --no-deps;
 (b) vpr env: `vpr env --spec buildspec/tt.toml` with its environment removed (uv's
-    download cache warm): hash-locked install + wheel checks + the in-env checks;
-(c) vpr env install only: the same install commands vpr runs, without the in-env checks.
+    download cache warm): hash-locked install + wheel checks + the in-env checks, as when
+    the plugin or core changes: the bytecode kept from the last environment of this lock
+    is put in first (.vpr/bytecode, edges/envbytecode.py);
+(c) vpr env install only: the same install commands vpr runs, without the in-env checks;
+(d) vpr env, first environment of its lock: (b) with no kept bytecode (the in-env
+    checks' imports compile every module they load), shown next to it.
 The TT plugin checkout comes from VPR_TT_PLUGIN_CHECKOUT (a local git clone); without
 it the benchmark uses buildspec/reference.toml and says so.
 """
@@ -81,6 +85,10 @@ def main(repeats: int = 3) -> dict:
         shutil.rmtree(env_dir, ignore_errors=True)
         vpr("env", *common)
 
+    def first_of_lock() -> None:
+        shutil.rmtree(env_dir.parent.parent / "bytecode", ignore_errors=True)  # .vpr/bytecode
+        vpr_env()
+
     def install_only() -> None:
         from vllm_plugin_release.stages.pairing_env import install_steps
 
@@ -94,7 +102,9 @@ def main(repeats: int = 3) -> dict:
         "(a) plain uv pip install (installer)": timed(plain, repeats),
         "(b) vpr env (hashes + checks)": timed(vpr_env, repeats),
         "(c) vpr env install only (hashes)": timed(install_only, repeats),
+        "(d) vpr env, first env of its lock": timed(first_of_lock, repeats),
     }
+    vpr_env()  # leaves kept bytecode behind, as a run of (b) found it
     shutil.rmtree(dist, ignore_errors=True)
     return report(
         f"pairing environment ({name}), warm uv cache",
@@ -103,6 +113,12 @@ def main(repeats: int = 3) -> dict:
             (
                 "vpr env / plain",
                 "(b) vpr env (hashes + checks)",
+                "(a) plain uv pip install (installer)",
+                2.0,
+            ),
+            (
+                "first env of its lock / plain",
+                "(d) vpr env, first env of its lock",
                 "(a) plain uv pip install (installer)",
                 2.0,
             ),

@@ -248,3 +248,20 @@ def replay_spec(
     spec = folder / f"{name}.toml"
     spec.write_text(spec_head(name) + SMALL_MIX.format(plugin=plugin, policy=policy))
     return spec
+
+
+def installer_spec(
+    tmp_path: Path, plugin: Path, name: str, table: str = "", core: str = "0.26.0"
+) -> tuple[Path, Path]:
+    """A copy of a synthetic plugin whose `docker/Dockerfile` is its installer, and a spec
+    pairing it with `core` (plus `table`, e.g. `[conformance.pinning]`): (spec, root)."""
+    import shutil
+
+    root = tmp_path / "plugin"
+    shutil.copytree(plugin, root)
+    text = spec_head(core=core, sha="a" * 64) + (
+        f'\n[plugin]\nname = "{name}"\ninstaller = "docker/Dockerfile"\n'
+        '\n[plugin.source]\nkind = "path"\npath = "plugin"\n' + table
+    )
+    (tmp_path / "spec.toml").write_text(text)
+    return tmp_path / "spec.toml", root

@@ -71,6 +71,29 @@ def test_tampered_extracted_tree_is_extracted_again(fetched, capsys) -> None:
     assert "differs from its manifest; re-extracting" in capsys.readouterr().err
 
 
+def test_intact_extracted_tree_is_not_rehashed_each_time(fetched, monkeypatch) -> None:
+    """The stamps recorded with the last full check vouch for an untouched tree."""
+    fetcher, src, _, _ = fetched
+    from vllm_plugin_release.core import cache as cache_mod
+
+    monkeypatch.setattr(cache_mod, "sha256_file", lambda path: pytest.fail("re-hashed"))
+    tree = fetcher.source_tree(src, "vllm")
+    assert (tree / "vllm" / "version.py").read_bytes() == VERSION_PY
+
+
+def test_rewrite_that_keeps_size_and_mtime_is_caught(fetched, capsys) -> None:
+    """Same length, mtime set back: only the content (and the ctime) differ."""
+    fetcher, src, _, _ = fetched
+    tree = fetcher.source_tree(src, "vllm")
+    target = tree / "vllm" / "version.py"
+    st = target.stat()
+    target.write_bytes(VERSION_PY.replace(b"0.0.1", b"6.6.6"))
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    tree = fetcher.source_tree(src, "vllm")
+    assert (tree / "vllm" / "version.py").read_bytes() == VERSION_PY
+    assert "differs from its manifest; re-extracting" in capsys.readouterr().err
+
+
 def test_file_added_to_extracted_tree_is_caught(fetched) -> None:
     fetcher, src, _, _ = fetched
     tree = fetcher.source_tree(src, "vllm")
@@ -138,7 +161,10 @@ class _SlowRunner:
 def _create_env(root: str, log: str, start: float) -> None:
     cache = Cache(root)
     spec = SimpleNamespace(build=SimpleNamespace(python="3.11", find_links=[]))
-    venv = cache.env_dir("build-core", wheelbuild.key_of({"lock": "k", "python": "3.11"}))
+    venv = cache.env_dir(
+        "build-core",
+        wheelbuild.key_of({"lock": "k", "python": "3.11", "bytecode": wheelbuild.BYTECODE}),
+    )
     time.sleep(max(0.0, start - time.time()))
     wheelbuild.ensure_build_env(spec, Path("lock.txt"), "k", cache, _SlowRunner(venv, Path(log)))
 
@@ -205,7 +231,7 @@ def test_lock_without_a_body_digest_is_refused(tmp_path: Path) -> None:
         check_lock(path, request)
 
 
-@pytest.mark.parametrize("name", ["build-core-py311", "env-reference-py311", "env-tt-py311"])
+@pytest.mark.parametrize("name", ["build-core-py311", "env-reference-py311"])
 def test_committed_locks_carry_a_matching_body_digest(name: str) -> None:
     from tests.support import REPO
     from vllm_plugin_release.core.lockfile import BODY_LINE, body_sha256
@@ -233,6 +259,29 @@ def test_tampered_plugin_tree_is_made_again(tmp_path: Path, capsys) -> None:
     again = plugin_source._from_repo_path(spec, repo / "plugin", cache)
     assert (again.root / "demo" / "__init__.py").read_text() == "X = 1\n"
     assert "plugin tree differs from its manifest" in capsys.readouterr().err
+
+
+def test_untouched_git_plugin_tree_is_reused(tmp_path: Path, capsys) -> None:
+    """A pinned-commit checkout is cloned once; later runs reuse it (the clone's own
+    completion marker is not mistaken for a tampered file)."""
+    from tests.support import git
+    from vllm_plugin_release.edges import plugin_source
+
+    repo = tmp_path / "repo"
+    (repo / "demo").mkdir(parents=True)
+    (repo / "demo" / "__init__.py").write_text("X = 1\n")
+    git("init", "-q", cwd=repo)
+    git("add", ".", cwd=repo)
+    git("commit", "-qm", "plugin", cwd=repo, date="2026-07-25T00:00:00Z")
+    commit = git("rev-parse", "HEAD", cwd=repo)
+    source = {"kind": "git", "url": str(repo), "commit": commit}
+    spec = SimpleNamespace(path=repo / "spec.toml", plugin={"source": source})
+    cache = Cache(tmp_path / ".vpr")
+    first = plugin_source.resolve(spec, cache)
+    inode = (first.root / "demo" / "__init__.py").stat().st_ino
+    again = plugin_source.resolve(spec, cache)
+    assert (again.root / "demo" / "__init__.py").stat().st_ino == inode  # not cloned again
+    assert "differs from its manifest" not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("meta", ["[1, 2]", '{"url": 5}', "{", '"just a string"'])

@@ -37,6 +37,7 @@ seen = {
     "leak_module": "vpr_probe_leak" in sys.modules,
     "leak_env": "VPR_PROBE_LEAK" in os.environ,
     "preloaded": "colorsys" in sys.modules,
+    "later": "wave" in sys.modules,
     "path0": sys.path[0],
     "argv0": os.path.basename(sys.argv[0]),
     "name": __name__,
@@ -70,7 +71,25 @@ def inenv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (folder / "probe.py").write_text(PROBE)
     monkeypatch.setattr(envrun, "INENV", folder)
     monkeypatch.setattr(envrun, "PRELOAD", ("colorsys", "no_such_module_here"))
+    monkeypatch.setattr(envrun, "PRELOAD_LATER", ())
     return folder
+
+
+def test_the_later_modules_are_imported_between_jobs(
+    bare_python: Path, inenv: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ready after PRELOAD; PRELOAD_LATER follows while no job waits, so a later job
+    starts with it too (and a module that is missing is skipped)."""
+    monkeypatch.setattr(envrun, "PRELOAD_LATER", ("no_such_module_later", "wave"))
+    with envrun.warm(bare_python) as worker:
+        assert worker is not None and worker.wait_ready(60)
+        assert worker.ready is not None and worker.ready["preloaded"] == ["colorsys"]
+        # A job that is not early starts once the later list is in.
+        assert envrun.run_in_env(bare_python, "probe", {})["later"] is True
+        monkeypatch.setattr(envrun, "EARLY_JOBS", ("probe",))
+        early = envrun.run_in_env(bare_python, "probe", {"tag": "early"})
+        assert early["tag"] == "early" and early["preloaded"] is True
+    assert envrun.run_in_env(bare_python, "probe", {})["later"] is False  # alone: not there
 
 
 def test_a_job_in_the_worker_is_the_script_run_alone(

@@ -124,8 +124,13 @@ def test_a_removed_reordered_or_torn_line_breaks_the_chain(signed, how: str) -> 
 def test_another_key_does_not_verify(signed, tmp_path: Path) -> None:
     store, _, _ = signed
     other, _ = keys.generate_keypair(tmp_path / "other" / "o.key")
-    with pytest.raises(GateFailed, match=r"ledger\.jsonl:1: the signature does not verify"):
-        ledgerstore.read_ledger(store, keys.load_private_key(other).public_key())
+    other_key = keys.load_private_key(other).public_key()
+    with pytest.raises(GateFailed, match=r"ledger\.jsonl:1: the signature does not verify") as err:
+        ledgerstore.read_ledger(store, other_key)
+    # Both keys are named: the entry's and this run's (not "altered").
+    signer = json.loads(_lines(store)[0])["signatures"][0]["keyid"][:16]
+    assert f"signed by keyid {signer}, another key" in err.value.message
+    assert ledger.keyid(other_key)[:16] in err.value.message and "altered" not in err.value.message
 
 
 def test_cli_prints_filters_and_renders_the_matrix(signed) -> None:

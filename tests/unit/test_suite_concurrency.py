@@ -64,6 +64,20 @@ def test_checks_run_side_by_side_bounded_and_report_in_suite_order(
     assert probe.started[0] == "plugin_tests"
 
 
+def test_the_long_checks_start_longest_first_whatever_the_suite_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the suite, scheduler and api come before plugin_tests; the plugin's pytest run
+    (the longest) must still start first, or it ends the stage alone after the others."""
+    probe = Probe()
+    names = ("cadence", "scheduler", "api", "environment", "plugin_tests")
+    monkeypatch.setattr(registry, "BY_NAME", {n: probe.check(n, 0.01) for n in names})
+    monkeypatch.setattr(suite, "parallelism", lambda count: 1)
+    results = suite.run_checks(_context(tmp_path), names)
+    assert probe.started == ["plugin_tests", "api", "scheduler", "cadence", "environment"]
+    assert [r.name for r in results] == list(names)
+
+
 def test_a_failing_check_stops_the_run_and_unstarted_checks_never_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

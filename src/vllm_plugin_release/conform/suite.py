@@ -105,7 +105,8 @@ OUTPUTS = (
     records.REPLAY_TIMING,
     *records.REPLAY_PLOTS,
 )
-CONFORM_RECIPE = 4  # 3: no run-specific timings, paths or times; 4: scorecard v2 (facts)
+# 3: no run-specific timings, paths or times; 4: scorecard v2 (facts); 5: hardware_docs
+CONFORM_RECIPE = 5
 
 
 def conform_key(ctx: Context) -> str:
@@ -158,9 +159,18 @@ def conform_cached(ctx: Context, *, force: bool = False) -> dict[str, Any]:
 
 
 # Checks that start an interpreter in the pairing environment (seconds each): started
-# first, so the short ones fill the other cores meanwhile. Order of start only; the
-# scorecard and the result lines keep the suite's order.
+# first, longest first (the plugin's pytest run is its own process), so the short ones
+# fill the other cores meanwhile. Order of start only; the scorecard and the result
+# lines keep the suite's order.
 LONG_FIRST = ("plugin_tests", "api", "scheduler")
+
+
+def start_order(names: tuple[str, ...]) -> list[str]:
+    """`names` in the order they start: LONG_FIRST's, in its order, then the suite's."""
+    return sorted(
+        names,
+        key=lambda n: (LONG_FIRST.index(n) if n in LONG_FIRST else len(LONG_FIRST), names.index(n)),
+    )
 
 
 def parallelism(count: int) -> int:
@@ -176,13 +186,12 @@ def run_checks(ctx: Context, names: tuple[str, ...]) -> list[CheckResult]:
     and each result line printed as soon as every earlier one is known."""
     from concurrent.futures import ThreadPoolExecutor
 
-    start_order = sorted(names, key=lambda n: (n not in LONG_FIRST, names.index(n)))
     workers = parallelism(len(names))
     if workers > 1:
         progress.info(f"conform: {len(names)} checks, {workers} at a time")
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vpr-check")
     try:
-        futures = {name: pool.submit(run_check, ctx, name) for name in start_order}
+        futures = {name: pool.submit(run_check, ctx, name) for name in start_order(names)}
         results = []
         for name in names:
             result = futures[name].result()
@@ -213,14 +222,18 @@ def _warm(ctx: Context, names: tuple[str, ...]) -> contextlib.AbstractContextMan
 
 
 def conform(ctx: Context, names: tuple[str, ...] = CHECK_NAMES) -> dict[str, Any]:
+    not_run = not_run_here(ctx.runner) if names == CHECK_NAMES else []
+    names = registry.applicable(ctx.spec, names)
     with _warm(ctx, names):
         results = run_checks(ctx, names)
+    with contextlib.suppress(BadInput):  # no env record: no in-env check ran
+        envrun.keep_bytecode(ctx.python)
     card = scorecard(
         results,
         runner=ctx.runner,
         pairing=pairing_summary(ctx),
         facts=card_facts(ctx, utc_day()),
-        not_run=not_run_here(ctx.runner) if names == CHECK_NAMES else [],
+        not_run=not_run,
     )
     write_card(ctx.dist, card)
     return card

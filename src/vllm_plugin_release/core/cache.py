@@ -5,6 +5,7 @@ Layout:
   .vpr/src/<sha256>/                sources extracted from a verified archive
   .vpr/git/<commit>/                verified git checkouts
   .vpr/envs/<name>-<key>/           virtual environments keyed by their lock
+  .vpr/bytecode/<key>/              pairing envs' bytecode, by lock and core (edges/envbytecode)
   .vpr/stages/<stage>/<key>/        stage results keyed by the hash of their inputs
   .vpr/tmp/                         work in progress (same filesystem, for renames)
   .vpr/locks/                       one lock file per cache entry being created
@@ -71,18 +72,64 @@ def tree_digest(root: Path) -> dict[str, str]:
     return files
 
 
+def tree_stamps(root: Path) -> dict[str, Any]:
+    """Relative path -> [inode, size, mtime_ns, ctime_ns] (or `link:<target>`) of every
+    file under `root` that `tree_digest` covers (and a little more): what changes when a
+    file is written, replaced, added or removed (ctime cannot be set back, so a rewrite
+    that restores mtime and size still shows). One stat per file, no pathlib."""
+    stamps: dict[str, Any] = {}
+
+    def walk(folder: str, prefix: str) -> None:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                rel = prefix + entry.name
+                if entry.is_symlink():
+                    stamps[rel] = "link:" + os.readlink(entry.path)
+                elif entry.is_dir():
+                    if entry.name not in TREE_SKIP:
+                        walk(entry.path, rel + "/")
+                elif rel != TREE_MANIFEST:
+                    st = entry.stat(follow_symlinks=False)
+                    stamps[rel] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+    walk(str(root), "")
+    return stamps
+
+
 def write_tree_manifest(root: Path) -> None:
     """Record what an extracted tree holds (written last, inside the cache entry)."""
-    write_json(root / TREE_MANIFEST, {"files": tree_digest(root)})
+    before = tree_stamps(root)
+    files = tree_digest(root)
+    _write_manifest(root, files, before)
+
+
+def _write_manifest(root: Path, files: dict[str, str], stamps: dict[str, Any]) -> None:
+    """The digest, and the stamps taken before it when nothing changed while hashing."""
+    data: dict[str, Any] = {"files": files}
+    if stamps == tree_stamps(root):
+        data["stamps"] = stamps
+    write_json(root / TREE_MANIFEST, data)
 
 
 def tree_intact(root: Path) -> bool:
-    """True when the tree still holds exactly what its manifest recorded (False: none)."""
+    """True when the tree still holds exactly what its manifest recorded (False: none).
+
+    Every file is hashed again unless the stamps recorded with the last full check
+    (`tree_stamps`) all still hold: then no file was written, replaced, added or removed
+    since it was hashed. A full check that passes records fresh stamps."""
     try:
-        recorded = json.loads((root / TREE_MANIFEST).read_text(encoding="utf-8"))["files"]
+        data = json.loads((root / TREE_MANIFEST).read_text(encoding="utf-8"))
+        recorded = data["files"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    return recorded == tree_digest(root)
+    before = tree_stamps(root)
+    if data.get("stamps") == before:
+        return True
+    if recorded != tree_digest(root):
+        return False
+    with contextlib.suppress(OSError):  # a read-only cache is checked in full each time
+        _write_manifest(root, recorded, before)
+    return True
 
 
 def canonical_json(obj: Any) -> str:

@@ -130,9 +130,16 @@ def _verified_entry(line: bytes, public_key: Ed25519PublicKey, where: str) -> di
         entry = json.loads(payload)
         if isinstance(entry, dict):
             return entry
+    signers = sorted({str(s.get("keyid"))[:16] for s in sigs if isinstance(s, dict)} - {want[:16]})
+    if signers and not any(isinstance(s, dict) and s.get("keyid") == want for s in sigs):
+        raise GateFailed(
+            f"{where}: the signature does not verify with keyid {want[:16]} (this key): the "
+            f"entry is signed by keyid {', '.join(signers)}, another key",
+            hint="sign with the key this ledger was started with (--signing-key), or give "
+            "this key a store of its own",
+        )
     raise GateFailed(
-        f"{where}: the signature does not verify with keyid {want[:16]} "
-        "(the entry was altered or signed by another key)",
+        f"{where}: the signature does not verify with keyid {want[:16]} (the entry was altered)",
         hint=_HINT,
     )
 

@@ -14,13 +14,14 @@ import contextlib
 import json
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
-from vllm_plugin_release.edges import proc
+from vllm_plugin_release.edges import envbytecode, proc
 from vllm_plugin_release.edges.container import marker_of, runner_of
 from vllm_plugin_release.edges.envworker import Worker, workers
 
@@ -81,7 +82,13 @@ def run_in_env(
         if worker is not None and worker.env == child_env:
             # The job's folder is ours, as a new interpreter's would be (not the worker's).
             returncode, stderr = worker.run(
-                script, [req, out], child_env, cwd or Path.cwd(), timeout, what=f"inenv {module}"
+                script,
+                [req, out],
+                child_env,
+                cwd or Path.cwd(),
+                timeout,
+                what=f"inenv {module}",
+                early=module in EARLY_JOBS,
             )
         else:
             # Where the environment was made: this machine, or its pinned container image.
@@ -103,7 +110,10 @@ def run_in_env(
 
 # The third-party modules vLLM's import spends its time in (torch alone is half of it),
 # imported once by the warm worker. Never vLLM or the plugin: their import reads the
-# variables a job sets. One that an environment lacks is skipped.
+# variables a job sets. One that an environment lacks is skipped. PRELOAD is what
+# `import vllm` and the plugin's platform need (the env checks): the worker is ready
+# when they are in. PRELOAD_LATER is what the API capture and the replay add; the worker
+# imports them while the env checks run, and those jobs start once they are in.
 PRELOAD = (
     "torch",
     "torch._dynamo",
@@ -111,23 +121,28 @@ PRELOAD = (
     "torch.distributed.fsdp",
     "torch.distributed.tensor",
     "triton",
+    "sympy",
+    "networkx",
+)
+# The inenv modules that need only PRELOAD: started as soon as the worker is ready; the
+# others (the API capture, the replay) start once PRELOAD_LATER is in too.
+EARLY_JOBS = ("envcheck",)
+PRELOAD_LATER = (
     "transformers",
     "transformers.configuration_utils",
     "transformers.tokenization_utils_base",
     "transformers.modeling_utils",
     "transformers.processing_utils",
     "transformers.models.auto",
-    "openai",
-    "mistral_common",
-    "aiohttp",
     "pydantic",
     "huggingface_hub",
     "tokenizers",
-    "xgrammar",
-    "sympy",
-    "networkx",
     "msgspec",
     "zmq",
+    "aiohttp",
+    "openai",
+    "mistral_common",
+    "xgrammar",
     "fastapi",
 )
 
@@ -147,7 +162,11 @@ def warm(python: Path | str, *, for_session: bool = False) -> Iterator[Worker | 
     worker = workers.start(
         python,
         lambda: Worker.start(
-            python, lambda folder: stage_module("worker", folder), PRELOAD, child_environment()
+            python,
+            lambda folder: stage_module("worker", folder),
+            PRELOAD,
+            child_environment(),
+            PRELOAD_LATER,
         ),
     )
     try:
@@ -156,4 +175,29 @@ def warm(python: Path | str, *, for_session: bool = False) -> Iterator[Worker | 
         workers.release(python)
 
 
-session = workers.session
+_keeping: list[threading.Thread] = []
+
+
+@contextlib.contextmanager
+def session() -> Iterator[None]:
+    """The stages of one run (`vpr release`): a warm worker started inside stays until the
+    block ends; bytecode kept in the background is finished when it ends."""
+    with workers.session():
+        try:
+            yield
+        finally:
+            while _keeping:
+                _keeping.pop().join()
+
+
+def keep_bytecode(python: Path | str) -> None:
+    """Keep the bytecode that imports in the pairing env of `python` compiled, for the next
+    environment made from the same lock (`edges/envbytecode.py`). Inside a session, in
+    the background (the next stages go on meanwhile); else now."""
+    env = Path(python).parent.parent
+    if not workers.in_session():
+        envbytecode.keep_for(env)
+        return
+    thread = threading.Thread(target=envbytecode.keep_for, args=(env,), name="vpr-bytecode")
+    thread.start()
+    _keeping.append(thread)

@@ -49,12 +49,15 @@ class Worker:
         stage: Callable[[Path], Path],
         preload: Sequence[str],
         env: dict[str, str],
+        later: Sequence[str] = (),
     ) -> Worker:
-        """Start the worker script that `stage(folder)` puts in a private folder."""
+        """Start the worker script that `stage(folder)` puts in a private folder; it is ready
+        once `preload` is imported, and imports `later` between jobs."""
         folder = Path(tempfile.mkdtemp(prefix="vpr-inenv-worker-"))
         try:
             script = stage(folder)
-            (folder / "preload.json").write_text(json.dumps(list(preload)))
+            names = {"first": list(preload), "then": list(later)}
+            (folder / "preload.json").write_text(json.dumps(names))
             with open(folder / "worker.log", "wb") as log:
                 popen = subprocess.Popen(
                     children.guarded(
@@ -120,8 +123,10 @@ class Worker:
         timeout: float | None,
         *,
         what: str,
+        early: bool = False,
     ) -> tuple[int, str]:
-        """Run `script argv...` in a forked copy of the worker: (exit code, its output)."""
+        """Run `script argv...` in a forked copy of the worker: (exit code, its output).
+        An `early` job starts once the first preload list is in, any other once both are."""
         log = script.parent / "output.log"
         with self._lock:
             self._next += 1
@@ -134,6 +139,7 @@ class Worker:
             "env": env,
             "cwd": str(cwd) if cwd else None,
             "log": str(log),
+            "early": early,
         }
         try:
             assert self._popen.stdin is not None

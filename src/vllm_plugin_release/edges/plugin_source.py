@@ -90,8 +90,10 @@ def resolve(spec: Spec, cache: Cache, override: Path | None = None) -> PluginSou
                 progress.status(f"plugin: checking out {commit[:12]}"),
             ):
                 _clone_commit(url, commit, work / "checkout", source.get("tag"))
-                write_tree_manifest(work)
+                # The marker is part of the tree the manifest records (else every later
+                # check would find an unrecorded file and clone again).
                 (work / ".vpr-complete").write_text(commit + "\n")
+                write_tree_manifest(work)
     checkout = dest / "checkout"
     if source.get("tag"):
         # Asked of the source every time: a cached checkout cannot see a moved tag.

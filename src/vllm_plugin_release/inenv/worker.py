@@ -4,7 +4,10 @@ Started by `edges/envrun.py` as a script (`python vpr_inenv_worker.py PRELOAD.js
 like every inenv module: standard library only, nothing else of ours on its path. It
 imports the third-party modules named in PRELOAD.json (torch, transformers, ... : what
 vLLM's import spends its time in; a module that does not import is skipped), then runs
-jobs. Each job is one of the inenv scripts, run in a forked copy of this process, so it
+jobs. PRELOAD.json is a list, or {"first": [...], "then": [...]}: the worker is ready
+once `first` is imported, and imports `then` one module at a time whenever no job is
+waiting to start (a job started later has them; an answer may wait for the one module
+being imported). Each job is one of the inenv scripts, run in a forked copy of this process, so it
 starts with those modules loaded and ends with everything it changed (vLLM's plugins and
 current platform, os.environ, logging) gone: jobs cannot see each other. vLLM itself
 and the plugin are never preloaded, because importing them reads the environment a job
@@ -13,10 +16,11 @@ sets (VLLM_PLUGINS, VLLM_LOGGING_LEVEL).
 Protocol, one JSON object per line. On stdout: first {"ready": true, "preloaded": [...],
 "skipped": {module: error}}, then {"id": ID, "pid": PID} when a job starts and
 {"id": ID, "rc": EXIT_CODE} when it ends (jobs end in any order). On stdin: {"id": ID,
-"script": PATH, "argv": [...], "env": {...}, "cwd": PATH or null, "log": PATH}: the job
-runs `PATH argv...` as __main__ with exactly that environment, its stdout and stderr in
-`log`; or {"kill": ID}: SIGKILL that job if it still runs. End of stdin: wait for the
-running jobs, then exit.
+"script": PATH, "argv": [...], "env": {...}, "cwd": PATH or null, "log": PATH, "early":
+BOOL}: the job runs `PATH argv...` as __main__ with exactly that environment, its stdout
+and stderr in `log` (an `early` job starts as soon as the first list is imported, any
+other once the second one is too); or {"kill": ID}: SIGKILL that job if it still runs
+(or drop it if it has not started). End of stdin: wait for the jobs, then exit.
 """
 
 from __future__ import annotations
@@ -99,13 +103,31 @@ def _start(job: dict[str, Any]) -> int:
     return pid
 
 
-def serve(reply: Any) -> None:
-    """Read jobs from stdin until it closes; answer each with its exit code."""
+def _import_later(name: str) -> None:
+    """One module of the second preload list, between jobs (a job forked later has it)."""
+    try:
+        importlib.import_module(name)
+    except Exception as exc:  # an environment without it: the job imports what it needs
+        print(f"preload {name}: skipped ({type(exc).__name__}: {exc})", file=sys.stderr)
+
+
+def serve(reply: Any, later: list[str] | None = None) -> None:
+    """Read jobs from stdin until it closes; answer each with its exit code. A job marked
+    `early` starts at once; any other once `later` is imported, which the worker does one
+    module at a time whenever no job is waiting to be read."""
+    later = list(later or [])
     running: dict[int, Any] = {}  # pid -> job id
+    waiting: list[dict[str, Any]] = []  # jobs that start once `later` is imported
     pending = b""
     open_ = True
-    while open_ or running:
-        if open_ and select.select([0], [], [], 0.05)[0]:
+    while open_ or running or waiting:
+        while waiting and not later:
+            job = waiting.pop(0)
+            pid = _start(job)
+            running[pid] = job["id"]
+            reply({"id": job["id"], "pid": pid})
+        ready = open_ and select.select([0], [], [], 0 if later else 0.05)[0]
+        if ready:
             chunk = os.read(0, 65536)
             open_ = bool(chunk)
             pending += chunk
@@ -116,12 +138,21 @@ def serve(reply: Any) -> None:
                     for pid, job_id in running.items():
                         if job_id == message["kill"]:
                             os.kill(pid, signal.SIGKILL)
+                    if any(job["id"] == message["kill"] for job in waiting):  # never started
+                        waiting = [job for job in waiting if job["id"] != message["kill"]]
+                        reply({"id": message["kill"], "rc": -signal.SIGKILL})
+                    continue
+                if later and not message.get("early"):
+                    waiting.append(message)
                     continue
                 pid = _start(message)
                 running[pid] = message["id"]
                 reply({"id": message["id"], "pid": pid})
+        elif later:
+            _import_later(later.pop(0))
+        block = not open_ and not later and not waiting
         while running:
-            pid, status = os.waitpid(-1, os.WNOHANG if open_ else 0)
+            pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)
             if pid == 0:
                 break
             reply({"id": running.pop(pid), "rc": os.waitstatus_to_exitcode(status)})
@@ -140,8 +171,10 @@ def main(argv: list[str]) -> int:
 
     with open(argv[1]) as f:
         names = json.load(f)
-    reply(preload(list(names)))
-    serve(reply)
+    if isinstance(names, list):  # one list: all of it before the first job
+        names = {"first": names, "then": []}
+    reply(preload(list(names["first"])))
+    serve(reply, list(names["then"]))
     return 0
 
 

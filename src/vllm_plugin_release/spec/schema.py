@@ -137,11 +137,17 @@ SCHEMA: dict[str, Any] = {
             "additionalProperties": False,
             "required": ["python", "backend"],
             "properties": {
-                "python": _str("Python version of the build, e.g. 3.11.", pattern=r"^3\.\d{1,2}$"),
+                "python": _str(
+                    "Python version of the build, e.g. 3.11. Where the runner has no such "
+                    "interpreter (or image), the stages that need it stop with exit 3 and "
+                    "only the checks that need no pairing environment run (verdict lab).",
+                    pattern=r"^3\.\d{1,2}$",
+                ),
                 "backend": {
                     "enum": ["local", "docker"],
-                    "description": '"local" (a venv on this machine) or "docker" '
-                    "(a container built from docker/ with the docker SDK).",
+                    "description": '"local" (this machine) or "docker" (every stage '
+                    "that runs core or plugin code, publish's install proof included, in a "
+                    "fresh container from base_image, with the docker SDK).",
                 },
                 "base_image": _str(
                     "The image every stage runs in with backend = docker, pinned by digest "

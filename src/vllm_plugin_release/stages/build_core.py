@@ -86,7 +86,6 @@ def build_core(
     fetcher = fetcher or Fetcher(cache)
     dist = dist_dir(dist_root, spec.name)
     runner = runner_for(spec, cache, folders=(tree,))
-    runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
     isolated = runner.isolate
     lock_path = spec.resolve(spec.build.constraints)
     request, declared_torch = build_request(spec, tree)
@@ -97,6 +96,7 @@ def build_core(
     cached = None if force else reuse(stage_dir, dist, RECORD, STAGE)
     if cached:
         return cached
+    runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
 
     torch_pin = pins(lock_text).get("torch", "")
     with cache.scratch("build-core-") as scratch:

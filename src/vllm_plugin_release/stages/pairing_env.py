@@ -24,7 +24,7 @@ from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_jso
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.core.records import dist_dir, verified_wheel
-from vllm_plugin_release.edges import envrun, proc
+from vllm_plugin_release.edges import envbytecode, envrun, proc
 from vllm_plugin_release.edges.envrun import run_in_env
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.runner import Command, Runner, host_env
@@ -96,7 +96,6 @@ def create_env(
     lock_sha = sha256_file(lock_path)
     stand_in = spec.runtime.get("stand_in") if runner_kind == "cpu" else None
     runner = runner_for(spec, cache, folders=(dist, plugin.root), network_isolation="off")
-    runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
     key = key_of(
         {
             # An environment made in an image is keyed by it (the local key is unchanged).
@@ -112,6 +111,19 @@ def create_env(
         }
     )
     env_dir = cache.env_dir(f"pair-{spec.name}", key)
+    # The bytecode kept from environments with the same third-party packages and core.
+    bytecode = (
+        cache.root
+        / "bytecode"
+        / key_of(
+            {
+                **({"image": runner.env_key} if runner.env_key else {}),
+                "lock": lock_sha,
+                "core": core["wheel"]["sha256"],
+                "python": spec.build.python,
+            }
+        )[:16]
+    )
     result_file = env_dir / ".vpr-env.json"
     with cache.lock(env_dir):  # a second run waits here, then reuses the env
         if result_file.exists():
@@ -121,6 +133,7 @@ def create_env(
             # Built in place (console scripts hold absolute paths); the marker file is
             # written last, so a half-built environment is never reused.
             shutil.rmtree(env_dir, ignore_errors=True)
+            runner.require_python(spec.build.python)  # exit 3 naming what is missing
             try:
                 result = _build(
                     spec,
@@ -134,6 +147,7 @@ def create_env(
                     plan,
                     runtime_env,
                     stand_in,
+                    bytecode,
                 )
             except BaseException:
                 shutil.rmtree(env_dir, ignore_errors=True)
@@ -272,6 +286,7 @@ def _build(
     plan: RuntimePlan,
     runtime_env: Path | None,
     stand_in: str | None,
+    bytecode: Path,
 ) -> dict[str, Any]:
     uv = runner.uv
     python = spec.build.python if runtime_env is None else str(runtime_env / "bin" / "python")
@@ -289,30 +304,40 @@ def _build(
                 runner.mark(work)  # its python runs where it was made (edges/container)
             if label == "create pairing environment" and runtime_env is not None:
                 _layer_on(work, runtime_env)
+    packages = top_level_packages(plugin_wheel)
+    site = envbytecode.site_packages(work)
+    restored = envbytecode.restore(bytecode, site) if site and bytecode.is_dir() else 0
+    if restored:
+        progress.info(f"env: {restored} modules' bytecode from an environment of the same lock")
+    envbytecode.remember(work, bytecode, tuple(packages))
     request = {
         "core_version": spec.core.version,
-        "packages": top_level_packages(plugin_wheel),
+        "packages": packages,
         "entry_points": plugin["entry_points"],
         "runtime_module": plan.module,
     }
     present = plan.status in ("install", "runtime-env")
     overlay_check = not present and stand_in
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vpr-overlay") as pool:
+    # In the env's warm worker (within `vpr release`: it stays for conform's in-env checks).
+    with (
+        envrun.warm(work / "bin" / "python", for_session=True) as worker,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="vpr-overlay") as pool,
+    ):
         # The stand-in overlay is made and checked while the pairing env is checked: two
         # interpreters importing vLLM side by side. (Results are put together in order.)
         overlay = (
-            pool.submit(_stand_in_check, spec, stand_in, cache, runner, uv, work, request)
+            pool.submit(_stand_in_check, spec, stand_in, cache, runner, work, request, worker)
             if overlay_check
             else None
         )
-        # In the env's warm worker: within `vpr release` it stays for conform's in-env checks.
-        with envrun.warm(work / "bin" / "python", for_session=True):
-            first = run_in_env(
-                work / "bin" / "python",
-                "envcheck",
-                {**request, "expect_runtime": "present" if present else "absent"},
-            )
+        first = run_in_env(
+            work / "bin" / "python",
+            "envcheck",
+            {**request, "expect_runtime": "present" if present else "absent"},
+        )
         stand_in_result = overlay.result() if overlay is not None else None
+    if not restored:  # the first of its lock: what the checks compiled, for the next one
+        envrun.keep_bytecode(work / "bin" / "python")
     checks = list(first["checks"])
     runtime: dict[str, Any] = {"name": plan.name, "module": plan.module, "reason": plan.reason}
     runtime["status"] = "present" if present else ("none" if plan.status == "none" else "absent")
@@ -352,15 +377,19 @@ def _stand_in_check(
     stand_in: str,
     cache: Cache,
     runner: Runner,
-    uv: str,
     work: Path,
     request: dict[str, Any],
+    worker: Any = None,
 ) -> tuple[dict[str, Any], Path, Path]:
     """The stand-in goes into an overlay environment layered on the pairing env, so the
     pairing env itself stays exactly what a cpu runner has: no runtime. (envcheck result,
-    stand-in wheel, overlay python)"""
+    stand-in wheel, overlay python). With the pairing env's warm worker up, its check
+    starts once the worker's imports are in: it finds their bytecode written, instead of
+    compiling the same modules beside it."""
     wheel = _stand_in_wheel(spec, stand_in, cache)
-    overlay_py = _overlay(runner, cache, uv, work, work / "stand-in-overlay", wheel)
+    overlay_py = _overlay(runner, cache, runner.uv, work, work / "stand-in-overlay", wheel)
+    if worker is not None:
+        worker.wait_ready(600)
     second = run_in_env(overlay_py, "envcheck", {**request, "expect_runtime": "present"})
     return second, wheel, overlay_py
 

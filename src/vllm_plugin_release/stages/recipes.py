@@ -24,7 +24,11 @@ RUST_TOOLS = ("cargo", "rustc")
 def venv_commands(
     *, uv: str, python: str, venv: str, lock: str, find_links: list[str], env: dict[str, str]
 ) -> list[Command]:
-    """Create a venv and install a hash-locked file into it, nothing else."""
+    """Create a venv and install a hash-locked file into it, nothing else.
+
+    The install compiles bytecode (uv, in parallel) once: every wheel build runs with
+    PYTHONDONTWRITEBYTECODE, and vLLM's setup.py imports torch, which without its .pyc
+    files is compiled again by each build (~15 s of a ~25 s build on this machine)."""
     links: list[str] = []
     for link in find_links:
         links += ["--find-links", link]
@@ -45,6 +49,7 @@ def venv_commands(
                 f"{venv}/bin/python",
                 "--require-hashes",
                 "--no-deps",
+                "--compile-bytecode",
                 "--index-strategy",
                 "unsafe-best-match",
                 "-r",

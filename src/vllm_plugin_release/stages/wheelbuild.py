@@ -206,12 +206,17 @@ def runner_for(
     raise BadInput(f"unknown backend {backend!r}; expected 'local' or 'docker'")
 
 
+# Part of the build env's key: environments made before bytecode was compiled at install
+# time are not reused (they would re-compile torch in every build).
+BYTECODE = "compiled-at-install"
+
+
 def ensure_build_env(
     spec: Spec, lock_path: Path, lock_key: str, cache: Cache, runner: Runner
 ) -> Path:
     """The build venv for this lock, created once and reused (keyed by lock sha + python,
     and the runner's image when it lives in one)."""
-    identity = {"lock": lock_key, "python": spec.build.python}
+    identity = {"lock": lock_key, "python": spec.build.python, "bytecode": BYTECODE}
     if runner.env_key:
         identity["runner"] = runner.env_key
     venv = cache.env_dir("build-core", key_of(identity))

@@ -1,0 +1,144 @@
+"""The pairing env's bytecode, kept for the next environment made from the same lock.
+
+Python writes a module's bytecode (`__pycache__/NAME.cpython-311.pyc`) when it first
+imports it. In a new pairing env that is most of the first import of vLLM (torch alone
+is over a thousand modules): about twice the import with bytecode. The environment is
+made again whenever the core or the plugin wheel changes, but its third-party packages
+(the lock) and, for a plugin change, the core stay, so the bytecode Python wrote in one
+environment is kept (`keep`: hard links into `.vpr/bytecode/<key>/`, keyed by the lock,
+the core wheel and the Python version) and linked into the next environment with that
+key (`restore`) before anything imports there. The plugin's packages are never kept.
+
+A pyc is kept with its source (both hard links) and put back only beside that very
+file: uv links installed files from its cache, so the next environment's source is the
+same file (same inode, same bytes); any other file (another version, a copy) gets no
+kept bytecode. Python then checks the pyc against its source as always (bytecode
+version, the source's mtime and size). Nothing is compiled or rewritten here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+
+PYCACHE = "__pycache__"
+_TIMESTAMP = 0  # the flags of a pyc checked by its source's mtime and size
+
+
+def site_packages(env: Path) -> Path | None:
+    """The environment's site-packages (POSIX layout), or None."""
+    found = sorted(env.glob("lib/python3*/site-packages"))
+    return found[0] if len(found) == 1 else None
+
+
+def _source_of(pyc: Path) -> Path | None:
+    """`pkg/__pycache__/mod.cpython-311.pyc` -> `pkg/mod.py`; None for optimised ones."""
+    parts = pyc.name.split(".")
+    if len(parts) != 3 or parts[2] != "pyc" or pyc.parent.name != PYCACHE:
+        return None
+    return pyc.parent.parent / f"{parts[0]}.py"
+
+
+def current(pyc: Path, source: Path) -> bool:
+    """`pyc` is this interpreter's bytecode, written for `source` as it is now (the header
+    Python itself checks: version, then the source's mtime and size)."""
+    with pyc.open("rb") as f:
+        head = f.read(16)
+    st = source.stat()
+    return (
+        len(head) == 16
+        and head[:4] == importlib.util.MAGIC_NUMBER
+        and int.from_bytes(head[4:8], "little") == _TIMESTAMP
+        and int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
+        and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF
+    )
+
+
+def _link(source: Path, dest: Path, *, copy: bool = True) -> bool:
+    """Hard-link `source` to `dest` (else, when `copy`, copy it there whole); False when
+    not done or when `dest` appeared meanwhile (never written over)."""
+    try:
+        os.link(source, dest)
+    except FileExistsError:
+        return False
+    except OSError:
+        if not copy:
+            return False
+        part = dest.with_name(f".{dest.name}.{os.getpid()}.part")
+        try:
+            shutil.copyfile(source, part)
+            os.replace(part, dest)
+        except OSError:
+            part.unlink(missing_ok=True)
+            return False
+    return True
+
+
+def keep(site: Path, store: Path, skip: tuple[str, ...] = ()) -> int:
+    """Link into `store` the current bytecode in `site` that it lacks, with its source,
+    except under the top-level folders `skip` (the plugin's); how many files."""
+    kept = 0
+    for dirpath, dirnames, filenames in os.walk(site):
+        rel_dir = Path(dirpath).relative_to(site)
+        if rel_dir == Path("."):
+            dirnames[:] = [d for d in dirnames if d not in skip]
+        if rel_dir.name != PYCACHE:
+            continue
+        dirnames.clear()
+        for name in filenames:
+            pyc = Path(dirpath, name)
+            source = _source_of(pyc)
+            dest = store / rel_dir / name
+            if source is None or dest.exists() or not source.is_file():
+                continue
+            with contextlib.suppress(OSError):
+                if current(pyc, source):
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    kept_source = dest.parent.parent / source.name
+                    if kept_source.exists() or _link(source, kept_source, copy=False):
+                        kept += _link(pyc, dest)
+    return kept
+
+
+def restore(store: Path, site: Path) -> int:
+    """Link the kept bytecode into `site` beside the very files it was written for (the
+    same inode as the kept source); how many files. Bytecode already there stays."""
+    restored = 0
+    for dirpath, _, filenames in os.walk(store):
+        rel_dir = Path(dirpath).relative_to(store)
+        if rel_dir.name != PYCACHE or not (site / rel_dir.parent).is_dir():
+            continue
+        (site / rel_dir).mkdir(exist_ok=True)
+        for name in filenames:
+            target = site / rel_dir / name
+            source = _source_of(target)
+            if source is None or target.exists():
+                continue
+            with contextlib.suppress(OSError):
+                if os.path.samefile(source, store / rel_dir.parent / source.name):
+                    restored += _link(Path(dirpath, name), target)
+    return restored
+
+
+# Beside an environment's marker: where its bytecode is kept, and what is not kept.
+POINTER = ".vpr-bytecode.json"
+
+
+def remember(env: Path, store: Path, skip: tuple[str, ...]) -> None:
+    """Note in `env` where its bytecode goes (`keep_for` reads it after later imports)."""
+    (env / POINTER).write_text(json.dumps({"store": str(store), "skip": list(skip)}))
+
+
+def keep_for(env: Path) -> int:
+    """`keep` for an environment made by `vpr env` (0 for any other environment)."""
+    site = site_packages(env)
+    try:
+        noted = json.loads((env / POINTER).read_text())
+        store, skip = Path(noted["store"]), tuple(noted["skip"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+    return keep(site, store, skip) if site is not None else 0
