@@ -19,7 +19,7 @@ from pathlib import Path
 from tests.integration.test_plugin_build import build as _build
 from tests.support import REPO, VLLM_SHA, committed_copy, spec_head
 from vllm_plugin_release.conform.registry import load_spec
-from vllm_plugin_release.core.lockfile import check_lock
+from vllm_plugin_release.core.lockfile import check_lock, pins
 from vllm_plugin_release.edges.uv import compile_lock
 from vllm_plugin_release.stages.requests import (
     env_left_out,
@@ -65,7 +65,9 @@ def test_build_env_is_passed_and_the_vendor_runtime_left_out(
     assert request is not None and RUNTIME not in request.requirements
     assert any("vendor image" in note and RUNTIME in note for note in request.notes)
     compile_lock(request, own, spec.build.find_links)  # uv, for real: no such runtime exists
-    assert "vpr-synth-vendor-runtime" not in check_lock(own, request)
+    locked = check_lock(own, request)
+    assert "setuptools" in pins(locked) and "vpr-synth-vendor-runtime" not in pins(locked)
+    assert "Left out, provided by the vendor image ([runtime]): " + RUNTIME in locked
     _build(tmp_path, spec_file, repo, cache_root)
     dist = tmp_path / "dist" / "synth"
     record = json.loads((dist / "build-plugin.json").read_text())
