@@ -148,6 +148,18 @@ def git(*args: str, cwd: Path, date: str | None = None) -> str:
     ).stdout.strip()
 
 
+def committed_copy(folder: Path, dest: Path) -> str:
+    """`dest`: a git repository holding a copy of `folder` in one commit at a fixed date
+    (a synthetic plugin as a checkout); returns the commit."""
+    import shutil
+
+    shutil.copytree(folder, dest)
+    git("init", "-q", "-b", "main", cwd=dest)
+    git("add", ".", cwd=dest)
+    git("commit", "-q", "-m", "synthetic", cwd=dest, date="2026-08-01T12:00:00+00:00")
+    return git("rev-parse", "HEAD", cwd=dest)
+
+
 # sha256 of vllm-0.26.0.tar.gz on PyPI (the pin of the shipped buildspecs)
 VLLM_SHA = "23e9fa19d7e20ce7dcc1c074d41503e2116d23f19e688f5d5ea91b741f958502"
 
@@ -236,3 +248,20 @@ def replay_spec(
     spec = folder / f"{name}.toml"
     spec.write_text(spec_head(name) + SMALL_MIX.format(plugin=plugin, policy=policy))
     return spec
+
+
+def installer_spec(
+    tmp_path: Path, plugin: Path, name: str, table: str = "", core: str = "0.26.0"
+) -> tuple[Path, Path]:
+    """A copy of a synthetic plugin whose `docker/Dockerfile` is its installer, and a spec
+    pairing it with `core` (plus `table`, e.g. `[conformance.pinning]`): (spec, root)."""
+    import shutil
+
+    root = tmp_path / "plugin"
+    shutil.copytree(plugin, root)
+    text = spec_head(core=core, sha="a" * 64) + (
+        f'\n[plugin]\nname = "{name}"\ninstaller = "docker/Dockerfile"\n'
+        '\n[plugin.source]\nkind = "path"\npath = "plugin"\n' + table
+    )
+    (tmp_path / "spec.toml").write_text(text)
+    return tmp_path / "spec.toml", root

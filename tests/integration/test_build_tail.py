@@ -56,3 +56,14 @@ def test_each_build_hashes_its_wheel_and_removes_its_tree(tmp_path: Path, cache_
     # Known-bad: a second build whose hash differs is not reproducible.
     with pytest.raises(GateFailed, match="not reproducible"):
         compare_builds(wheels, "tail-test", [results[0]["sha256"], "0" * 64])
+
+
+def test_the_build_env_carries_bytecode_for_what_setup_py_imports(cache_root: Path) -> None:
+    """Builds run with PYTHONDONTWRITEBYTECODE: without .pyc files made at install time,
+    vLLM's setup.py would compile torch again in every build."""
+    spec = load_spec(REFERENCE_SPEC)
+    lock = spec.resolve(spec.build.constraints)
+    venv = ensure_build_env(spec, lock, sha256_file(lock), Cache(cache_root), LocalRunner("off"))
+    site = next((venv / "lib").glob("python3.*/site-packages"))
+    compiled = list((site / "torch" / "__pycache__").glob("__init__.cpython-*.pyc"))
+    assert compiled, f"{site / 'torch'} has no bytecode: the build env was made without it"

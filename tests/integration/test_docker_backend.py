@@ -245,8 +245,15 @@ def test_release_in_the_pinned_container_is_pilot(
     pinned_image: subprocess.CompletedProcess, cache_root: Path, tmp_path: Path
 ) -> None:
     """`vpr release --runner-backend docker`: every stage that runs core or plugin code ran
-    in the pinned image (run.json), the manifest records it, and the verdict is pilot."""
+    in the pinned image (run.json), the install proof of publish included (its scratch venv
+    and `uv pip install --require-hashes` in the image, on the host network to reach the
+    loopback index); the manifest records the image, and the verdict is pilot. A proof made
+    in the image is never reused for the local runner."""
+    import shutil
+
     assert pinned_image.returncode == 0, pinned_image.stderr
+    # The proof must run in this test, not be read back from an earlier run's note.
+    shutil.rmtree(cache_root / "index" / ".vpr-proofs", ignore_errors=True)
     dist = tmp_path / "dist"
     done = vpr(
         "release",
@@ -254,7 +261,8 @@ def test_release_in_the_pinned_container_is_pilot(
         str(REFERENCE_SPEC),
         "--runner-backend",
         "docker",
-        "--no-publish",
+        "--store",
+        str(tmp_path / "store"),
         "--cache-dir",
         str(cache_root),
         "--dist",
@@ -264,10 +272,94 @@ def test_release_in_the_pinned_container_is_pilot(
     assert done.returncode == 0, done.stderr[-3000:]
     out = dist / "reference"
     image_id = "sha256:" + PINNED.split("@sha256:")[1]
-    ran_in = json.loads((out / "run.json").read_text())["release"]["ran_in"]
-    assert set(ran_in) == {"build-core", "build-plugin", "env", "conform (in-env parts)"}
+    in_image = {"kind": "docker", "base_image": PINNED, "image_id": image_id}
+    run = json.loads((out / "run.json").read_text())
+    ran_in = run["release"]["ran_in"]
+    assert set(ran_in) == {
+        "build-core",
+        "build-plugin",
+        "env",
+        "conform (in-env parts)",
+        "publish (install proof)",
+    }
     for stage, backend in ran_in.items():
-        assert backend == {"kind": "docker", "base_image": PINNED, "image_id": image_id}, stage
+        assert backend == in_image, stage
+    assert run["publish"]["install_proof_ran_in"] == in_image
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["container"]["image_id"] == image_id
     assert json.loads((out / "scorecard.json").read_text())["verdict"] == "pilot"
+
+    # The same wheels published with the local backend: proven on this machine (now or by
+    # an earlier local run), never by the note the image's proof left.
+    local = vpr(
+        "publish",
+        "--spec",
+        str(REFERENCE_SPEC),
+        "--store",
+        str(tmp_path / "store"),
+        "--cache-dir",
+        str(cache_root),
+        "--dist",
+        str(dist),
+        "--json",
+        check=False,
+    )
+    assert local.returncode == 0, local.stderr[-3000:]
+    assert json.loads(local.stdout)["proven_in"] == {"kind": "local"}
+
+
+@pytest.mark.docker
+@needs_engine
+def test_install_proof_in_the_image_refuses_other_bytes(
+    pinned_image: subprocess.CompletedProcess, cache_root: Path, tmp_path: Path
+) -> None:
+    """Known-bad for the proof in the pinned image: the index serves the wheels, the
+    requirement hashes are not theirs; uv in the container refuses (exit 1, nothing made)."""
+    from tests.pairing import write_wheel
+    from vllm_plugin_release.conform.registry import load_spec
+    from vllm_plugin_release.core.cache import Cache, sha256_file
+    from vllm_plugin_release.core.errors import GateFailed
+    from vllm_plugin_release.edges.index import LocalIndex
+    from vllm_plugin_release.stages.publish import prove_install
+    from vllm_plugin_release.stages.wheelbuild import runner_for
+
+    assert pinned_image.returncode == 0, pinned_image.stderr
+    index = tmp_path / "index"
+    index.mkdir()
+    wheels = {
+        role: write_wheel(index, name, "1.0", {f"{name.replace('-', '_')}/__init__.py": "X = 1\n"})
+        for role, name in (("core", "demo-core"), ("plugin", "demo-plugin"))
+    }
+    manifest = {
+        role: {"name": w.name.split("-")[0], "wheel": {"version": "1.0", "sha256": "0" * 64}}
+        for role, w in wheels.items()
+    }
+    manifest["core"]["python"] = "3.11.2"
+    runner = runner_for(load_spec(docker_spec(tmp_path)), Cache(cache_root), folders=(tmp_path,))
+    work = tmp_path / "work"
+    work.mkdir()
+    with LocalIndex(index) as target, pytest.raises(GateFailed) as err:
+        prove_install(target, manifest, index, work, runner)
+    assert "--require-hashes did not work" in err.value.message
+    assert "hash" in err.value.message.lower()
+    # The venv was made in the image (its marker names it), never on this machine.
+    marker = json.loads((work / "venv" / ".vpr-runner.json").read_text())
+    assert marker["base_image"] == PINNED
+    # Known-good counterpart: the right hashes install in the image.
+    for role, w in wheels.items():
+        manifest[role]["wheel"]["sha256"] = sha256_file(w)
+    good = tmp_path / "good"
+    good.mkdir()
+    with LocalIndex(index) as target:
+        from vllm_plugin_release.edges.publisher import install_with_hashes, make_venv
+
+        python = make_venv(good / "venv", runner, "3.11")
+        req = good / "req.txt"
+        req.write_text(
+            "".join(
+                f"{m['name']}==1.0 --hash=sha256:{m['wheel']['sha256']}\n"
+                for m in manifest.values()
+            )
+        )
+        done = install_with_hashes(python, target.simple_url, req, runner)
+    assert done.returncode == 0, done.stderr

@@ -126,6 +126,42 @@ def test_default_publish_is_real_and_idempotent(tmp_path: Path) -> None:
     assert (tmp_path / ".vpr" / "store" / "index.json").read_bytes() == before
 
 
+def test_install_proof_travels_with_the_index_folder(tmp_path: Path) -> None:
+    """A fresh cache whose index folder already holds the same wheels, proven on the same
+    runner: the proof is not run again (no pypiserver started). The same folder with one
+    wheel's bytes changed is never taken as proven: publish refuses it (exit 1)."""
+    import shutil
+
+    spec = _project(tmp_path)
+    first = vpr("publish", "--spec", str(spec), "--json", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    result = json.loads(first.stdout)
+    assert result["install_proven"] is True and result["proven_in"] == {"kind": "local"}
+    run = json.loads((tmp_path / "dist" / "ref" / "run.json").read_text())
+    assert run["publish"]["install_proof_ran_in"] == {"kind": "local"}
+
+    for name, mutate in (("fresh", False), ("mutated", True)):
+        cache = tmp_path / name / ".vpr"
+        shutil.copytree(tmp_path / ".vpr" / "index", cache / "index")
+        if mutate:
+            served = next((cache / "index").glob("vpr_test_plugin-*.whl"))
+            with served.open("ab") as fh:
+                fh.write(b"\0")  # same name, other bytes
+        args = ("publish", "--spec", str(spec), "--store", str(tmp_path / name / "store"))
+        done = vpr(*args, "--json", cwd=tmp_path, env={"VPR_CACHE_DIR": str(cache)})
+        if mutate:
+            assert done.returncode == 1, done.stderr
+            assert "already on the index with sha256" in done.stderr
+            assert not (tmp_path / name / "store").exists()
+            continue
+        assert done.returncode == 0, done.stderr
+        again = json.loads(done.stdout)
+        assert "install proven by an earlier run" in again["index"]
+        assert set(again["wheels"].values()) == {"present"}
+        assert again["install_proven"] is True and again["proven_in"] == {"kind": "local"}
+        assert not (cache / "index-server.log").exists()  # no pypiserver was started
+
+
 def test_uncertified_and_bad_metadata_are_gates(tmp_path: Path) -> None:
     spec = _project(tmp_path, verdict="lab")
     done = vpr("publish", "--spec", str(spec), cwd=tmp_path)

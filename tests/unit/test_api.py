@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -793,3 +794,47 @@ def test_default_contract_is_the_newest_older_than_the_core(tmp_path):
     assert at("0.27.1") == "buildspec/contracts/vllm-0.27.0-openai.json"
     assert at("0.19.0") == "buildspec/contracts/vllm-0.18.0-openai.json"
     assert at("0.17.0") == DEFAULT_CONTRACT
+
+
+def _recorded_project(tmp_path: Path, drop_path: str | None = None) -> Path:
+    """A project pinning vLLM 0.26.0 whose buildspec/contracts holds the client contract
+    (0.25.1, the shipped one) and a recorded 0.26.0 contract made from it."""
+    from tests.pairing import write_spec
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    spec = write_spec(tmp_path)
+    contracts = tmp_path / "buildspec" / "contracts"
+    contracts.mkdir(parents=True, exist_ok=True)
+    shipped = REPO / "buildspec" / "contracts" / "vllm-0.25.1-openai.json"
+    (contracts / shipped.name).write_bytes(shipped.read_bytes())
+    recorded = json.loads(shipped.read_text())
+    recorded["core"]["version"] = "0.26.0"
+    if drop_path is not None:
+        del recorded["openapi"]["paths"][drop_path]
+    (contracts / "vllm-0.26.0-openai.json").write_text(json.dumps(recorded))
+    return spec
+
+
+def test_recorded_contract_is_diffed_without_an_environment(tmp_path: Path) -> None:
+    from vllm_plugin_release.conform.api import check_recorded
+    from vllm_plugin_release.conform.registry import load_spec
+
+    result = check_recorded(load_spec(_recorded_project(tmp_path / "good")))
+    assert result is not None and result.status == "pass", result.summary
+    assert "from the recorded contract buildspec/contracts/vllm-0.26.0-openai.json" in (
+        result.summary
+    )
+    assert any("not captured in this pairing's environment" in e.note for e in result.evidence)
+    # Known-bad: the recorded core drops an endpoint clients of 0.25.1 call.
+    gone = "/v1/completions"
+    bad = check_recorded(load_spec(_recorded_project(tmp_path / "bad", drop_path=gone)))
+    assert bad is not None and bad.status == "fail"
+    assert any(gone in e.note for e in bad.evidence)
+
+
+def test_no_recorded_contract_means_no_answer(tmp_path: Path) -> None:
+    from tests.pairing import write_spec
+    from vllm_plugin_release.conform.api import check_recorded
+    from vllm_plugin_release.conform.registry import load_spec
+
+    assert check_recorded(load_spec(write_spec(tmp_path))) is None

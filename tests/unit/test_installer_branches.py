@@ -4,12 +4,11 @@ tests/plugins/branching_installer (a Dockerfile in the shape vendor images take)
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.support import spec_head
+from tests.support import installer_spec
 from vllm_plugin_release.conform import pinning
 from vllm_plugin_release.conform.installer.shell import parse_shell
 from vllm_plugin_release.conform.registry import load_spec
@@ -18,14 +17,7 @@ PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "branching_installer"
 
 
 def _spec(tmp_path: Path, core: str = "0.26.0", pinning_table: str = "") -> tuple[Path, Path]:
-    root = tmp_path / "plugin"
-    shutil.copytree(PLUGIN, root)
-    text = spec_head(core=core, sha="a" * 64) + (
-        '\n[plugin]\nname = "branching-installer-plugin"\ninstaller = "docker/Dockerfile"\n'
-        '\n[plugin.source]\nkind = "path"\npath = "plugin"\n' + pinning_table
-    )
-    (tmp_path / "spec.toml").write_text(text)
-    return tmp_path / "spec.toml", root
+    return installer_spec(tmp_path, PLUGIN, "branching-installer-plugin", pinning_table, core)
 
 
 def test_the_untaken_then_branch_does_not_move_the_core_tag(tmp_path: Path) -> None:

@@ -42,8 +42,36 @@ def test_import_time_scan() -> None:
     assert not imports_at_import_time(tests / "test_config.py", "eager_sdk")
     # imported inside a function: only when that test runs
     assert not imports_at_import_time(PLUGIN / "src" / "eager_plugin" / "__init__.py", "eager_sdk")
-    assert runtime_importers(PLUGIN, ["tests"], [], "eager_sdk") == ["tests/test_ops.py"]
-    assert runtime_importers(PLUGIN, ["tests"], ["tests/test_ops.py"], "eager_sdk") == []
+    # also through the plugin's modules (loader -> kernels) and a helper of a conftest;
+    # not through a module that guards its runtime import (eager_plugin.safe)
+    found = ["tests/device", "tests/test_indirect.py", "tests/test_ops.py"]
+    assert runtime_importers(PLUGIN, ["tests"], [], "eager_sdk") == found
+    assert runtime_importers(PLUGIN, ["tests"], found, "eager_sdk") == []
+
+
+def test_the_indirect_scan_follows_relative_imports_and_packages_bounded(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    (root / "pkg" / "sub").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "sub" / "__init__.py").write_text("from .deep import x\n")
+    (root / "pkg" / "sub" / "deep.py").write_text("from vendor_sdk import torch\nx = 1\n")
+    (root / "pkg" / "cycle_a.py").write_text("from pkg import cycle_b\n")
+    (root / "pkg" / "cycle_b.py").write_text("from pkg import cycle_a\n")
+    (root / "pkg" / "typed.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import vendor_sdk.torch\n"
+    )
+    tests = {
+        "test_package_init.py": "import pkg.sub\n",  # pkg/sub/__init__ -> deep -> runtime
+        "test_cycle.py": "from pkg import cycle_a\n",
+        "test_typed.py": "import pkg.typed\n",
+        "test_parent_only.py": "import vendor_sdk\n",  # the parent package is not the runtime
+    }
+    for name, text in tests.items():
+        (root / "tests" / name).write_text(text)
+    assert runtime_importers(root, ["tests"], [], "vendor_sdk.torch") == [
+        "tests/test_package_init.py"
+    ]
 
 
 def test_absent_runtime_offline_and_collection_errors(plugin: Path, tmp_path: Path) -> None:
@@ -53,6 +81,8 @@ def test_absent_runtime_offline_and_collection_errors(plugin: Path, tmp_path: Pa
     assert outcomes["test_kernel_table"] == "deferred"
     assert outcomes["test_tokenizer_from_the_hub"] == "network"
     assert "tests/test_ops.py" in run.deferred  # found by the scan, not collected
+    assert {"tests/test_indirect.py", "tests/device"} <= set(run.deferred)  # through the plugin
+    assert outcomes["test_runtime_is_reported_absent"] == "passed"  # a guarded import runs
     assert not any("test_ops" in k for k in run.outcomes)
     # the broken import is an error, and it fails the run
     assert [t for t in run.failing if "test_broken" in t], run.outcomes
@@ -73,10 +103,11 @@ def test_without_the_scan_the_import_time_runtime_is_a_deferred_collection_error
         plugin,
         tmp_path,
         scan_imports=False,
-        ignore=["tests/test_broken.py"],
+        # a conftest that cannot be imported stops pytest itself: only the scan finds it
+        ignore=["tests/test_broken.py", "tests/device"],
         absence_signatures=["EagerSDKUnavailable"],
     )
-    ops = [v for k, v in run.outcomes.items() if "test_ops" in k]
-    assert ops == ["deferred"]
+    ops = [v for k, v in run.outcomes.items() if "test_ops" in k or "test_indirect" in k]
+    assert ops == ["deferred", "deferred"]
     assert "tests/test_ops.py" not in run.deferred
     assert not run.failing

@@ -35,6 +35,7 @@ def test_every_table_of_the_registry_is_in_the_spec_schema() -> None:
         "api",
         "environment",
         "plugin_tests",
+        "hardware_docs",
     )
 
 

@@ -14,10 +14,16 @@ import pytest
 
 from tests.support import REPO
 from vllm_plugin_release.conform.registry import load_spec
-from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.core.errors import BadInput, OutsideFailure, PythonUnavailable
 from vllm_plugin_release.core.imagearchive import file_layer, write_archive
-from vllm_plugin_release.edges.container import MARKER, mount_roots, runner_of, split_pinned
-from vllm_plugin_release.edges.runner import LocalRunner
+from vllm_plugin_release.edges.container import (
+    MARKER,
+    _network_mode,
+    mount_roots,
+    runner_of,
+    split_pinned,
+)
+from vllm_plugin_release.edges.runner import HOST_NETWORK, LocalRunner
 from vllm_plugin_release.stages.container_build import check_python, compare_pin
 
 EPOCH = 1784975730
@@ -88,8 +94,9 @@ def test_debian_image_only_for_the_python_the_suite_ships() -> None:
 def test_local_runner_names_a_missing_interpreter() -> None:
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     LocalRunner("off").require_python(here)
-    with pytest.raises(OutsideFailure) as err:
+    with pytest.raises(PythonUnavailable) as err:  # exit 3; conform runs the env-free part
         LocalRunner("off").require_python("3.99")
+    assert err.value.exit_code == 3
     assert "no CPython 3.99 interpreter on this machine" in err.value.message
     assert "uv python install 3.99" in (err.value.hint or "")
 
@@ -130,3 +137,11 @@ def test_only_this_machines_dead_runs_are_stale() -> None:
     assert stale_owner(owner_label(dead.pid))
     assert not stale_owner(owner_label(os.getpid()))
     assert not stale_owner(f"another-machine:{dead.pid}")
+
+
+def test_network_modes_of_the_container_runner() -> None:
+    """Build steps get no network, the install proof the host's (the loopback index), a
+    step that asks for the network the engine's default."""
+    assert _network_mode(False) == "none"
+    assert _network_mode(HOST_NETWORK) == "host"
+    assert _network_mode(True) is None

@@ -180,3 +180,25 @@ def test_not_run_here_names_the_hardware_part() -> None:
     assert name == "hardware" and "this run used the cpu runner" in why
     ((name, why),) = suite.not_run_here("hardware")
     assert name == "hardware" and "vpr hardware-live" in why
+
+
+def test_a_pairing_without_its_environment_is_lab_whatever_ran() -> None:
+    """Env-free checks all passing, the rest deferred for a missing interpreter: lab, never
+    pilot (without `blocked` the same results would be pilot), and the card says why."""
+    results = [
+        CheckResult("isolation", "pass", "no vendor symbol in core code"),
+        CheckResult("pinning", "pass", "pinned"),
+        CheckResult("api", "deferred", "needs the pairing environment: no CPython 3.10"),
+    ]
+    pairing = {"name": "tt", "core": "vllm 0.26.0", "plugin": "vllm-tt-plugin"}
+    assert scorecard(results, runner="cpu", pairing=pairing)["verdict"] == "pilot"
+    blocked = {"reason": "no CPython 3.10 interpreter", "hint": "uv python install 3.10"}
+    card = scorecard(results, runner="cpu", pairing=pairing, blocked=blocked)
+    assert card["verdict"] == "lab"
+    assert card["blocked"] == blocked
+    why = card["explanation"]["why"]
+    assert why[0] == "no pairing environment here: no CPython 3.10 interpreter"
+    assert "ran without it: isolation, pinning" in why
+    assert card["explanation"]["needs"][0] == "uv python install 3.10"
+    assert "api" in {d["check"] for d in card["deferred"]}
+    assert "## Verdict: LAB" in to_markdown(card)

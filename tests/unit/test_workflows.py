@@ -193,7 +193,8 @@ def test_release_workflow_shape() -> None:
     jobs = doc["jobs"]
     hw = jobs["hardware"]
     assert hw["runs-on"] == "${{ matrix.runner_labels }}"  # from the spec, per vendor
-    assert "matrix.mesh_device" in hw["env"]["MESH_DEVICE"]
+    assert hw["env"] == {"VPR_MESH_VALUE": "${{ matrix.mesh_device }}"}
+    assert "MESH_DEVICE" not in str(hw)  # the variable's name comes from the spec
     assert any(s.get("run", "").startswith("nox -s conform-hardware ") for s in hw["steps"])
     assert "build" in hw["needs"]
     assert "hardware" in jobs["publish"]["needs"]
@@ -250,6 +251,10 @@ module = "fakettnn"
 
 [conformance.hardware]
 device_class = "n300"
+parallelism = "mesh"
+mesh_variable = "MESH_DEVICE"
+mesh_device = "N300"
+runner_labels = ["self-hosted", "tenstorrent", "n300"]
 model = "demo/model"
 device_glob = "{devices}/*"
 serve_args = {serve_args}
@@ -313,6 +318,12 @@ def test_hardware_probe_on_a_cpu_machine_exits_3_naming_what_is_missing(tmp_path
     assert whole.returncode == 3 and "MESH_DEVICE is not set" in whole.stderr
     assert not (tmp_path / "tt" / "env.json").exists()
     assert not (tmp_path / "tt" / "scorecard.json").exists()
+    # CI's plan value (release.yml: VPR_MESH_VALUE) becomes the spec's mesh variable
+    planned = subprocess.run(
+        done.args, capture_output=True, text=True, env={**env, "VPR_MESH_VALUE": "N300"}
+    )
+    assert planned.returncode == 3 and "'ttnn' is not importable" in planned.stderr
+    assert "MESH_DEVICE is not set" not in planned.stderr
 
 
 def test_probe_observes_runtime_device_and_mesh(
@@ -320,9 +331,11 @@ def test_probe_observes_runtime_device_and_mesh(
 ) -> None:
     spec = load_spec(hw_spec(tmp_path))
     hw = hardware.settings(spec)
-    assert hw.mesh_device == "N300"  # from the device class
+    assert hw.mesh_device == "N300" and hw.mesh_variable == "MESH_DEVICE"
     python = Path(sys.executable)
-    found = device.probe(spec, python, hw.device_glob, hw.mesh_device, environ={})
+    found = device.probe(
+        spec, python, hw.device_glob, hw.mesh_device, environ={}, mesh_variable="MESH_DEVICE"
+    )
     assert not found.ok and len(found.missing) == 3  # runtime, device, MESH_DEVICE
 
     site = tmp_path / "site"
@@ -331,13 +344,13 @@ def test_probe_observes_runtime_device_and_mesh(
     monkeypatch.setenv("PYTHONPATH", str(site))
     (tmp_path / "dev-tt" / "0").write_text("")
     wrong = device.probe(
-        spec, python, hw.device_glob, hw.mesh_device, environ={"MESH_DEVICE": "T3K"}
+        spec, python, hw.device_glob, hw.mesh_device, {"MESH_DEVICE": "T3K"}, "MESH_DEVICE"
     )
     assert wrong.missing == [
         f"MESH_DEVICE=T3K but the spec's mesh is N300 ([conformance.hardware] of {spec.path})"
     ]
     found = device.probe(
-        spec, python, hw.device_glob, hw.mesh_device, environ={"MESH_DEVICE": "N300"}
+        spec, python, hw.device_glob, hw.mesh_device, {"MESH_DEVICE": "N300"}, "MESH_DEVICE"
     )
     assert found.ok, found.missing
     assert found.runtime["version"] == "0.81.1" and found.devices["found"]
@@ -345,7 +358,7 @@ def test_probe_observes_runtime_device_and_mesh(
 
 def test_rank_flags_in_serve_args_are_refused(tmp_path: Path) -> None:
     spec = load_spec(hw_spec(tmp_path, '["--tensor-parallel-size=2"]'))
-    with pytest.raises(BadInput, match=r"hw.toml:2\d: \[conformance.hardware\] serve_args has"):
+    with pytest.raises(BadInput, match=r"hw.toml:3\d: \[conformance.hardware\] serve_args has"):
         hardware.settings(spec)
 
 
@@ -392,7 +405,7 @@ def test_hardware_check_passes_only_what_was_observed(tmp_path: Path) -> None:
     found = device.Probe(
         runtime={"module": "ttnn", "status": "present", "version": "0.81.1", "file": "x"},
         devices={"glob": "/dev/tenstorrent/*", "found": ["/dev/tenstorrent/0"]},
-        mesh={"expected": "N300", "value": "N300"},
+        mesh={"variable": "MESH_DEVICE", "expected": "N300", "value": "N300"},
     )
     rejected = {"status": "rejected", "detail": "exit 1: no -tp; use MESH_DEVICE"}
     live = {"status": "pass", "detail": "64/64 requests completed"}
@@ -432,6 +445,7 @@ def test_hardware_plan(tmp_path: Path) -> None:
             "spec": str(spec),
             "name": "hw",
             "device_class": "n300",
+            "mesh_variable": "MESH_DEVICE",
             "mesh_device": "N300",
             "runner_labels": labels,
         },
@@ -439,6 +453,7 @@ def test_hardware_plan(tmp_path: Path) -> None:
             "spec": "buildspec/tt.toml",
             "name": "tt",
             "device_class": "n300",
+            "mesh_variable": "MESH_DEVICE",
             "mesh_device": "N300",
             "runner_labels": labels,
         },
@@ -464,6 +479,9 @@ def test_hardware_expectations_come_from_the_spec(tmp_path: Path) -> None:
 
     spec = hw_spec(tmp_path, serve_args='["-tp", "2"]')
     text = spec.read_text()
+    mesh_lines = 'parallelism = "mesh"\nmesh_variable = "MESH_DEVICE"\nmesh_device = "N300"\n'
+    tt_labels = 'runner_labels = ["self-hosted", "tenstorrent", "n300"]\n'
+    text = text.replace(mesh_lines, "").replace(tt_labels, "")
     table = 'parallelism = "tp"\nrunner_labels = ["self-hosted", "ascend", "910b"]\n'
     spec.write_text(text.replace("[conformance.hardware]\n", "[conformance.hardware]\n" + table))
     plan = json.loads(vpr("hardware-plan", "--spec", str(spec), "--json").stdout)
@@ -486,5 +504,39 @@ def test_hardware_expectations_come_from_the_spec(tmp_path: Path) -> None:
     # the same serve_args are refused for a mesh plugin, naming the key
     mesh = table.replace('"tp"', '"mesh"', 1)
     spec.write_text(text.replace("[conformance.hardware]\n", "[conformance.hardware]\n" + mesh))
-    with pytest.raises(BadInput, match="serve_args"):
+    with pytest.raises(BadInput, match=r'parallelism is "mesh" but mesh_variable is not set'):
         settings(load_spec(spec))
+    mesh += 'mesh_variable = "MESH_DEVICE"\n'
+    spec.write_text(text.replace("[conformance.hardware]\n", "[conformance.hardware]\n" + mesh))
+    with pytest.raises(BadInput, match=r"serve_args has '-tp': .* from MESH_DEVICE"):
+        settings(load_spec(spec))
+
+
+def test_no_vendor_is_a_code_default(tmp_path: Path) -> None:
+    """The Tenstorrent mesh names, device glob and runner label live in buildspec/tt.toml:
+    a spec that leaves them out gets vendor-neutral defaults (no mesh, no device glob,
+    labels [self-hosted, device_class], parallelism "tp"), and the probe checks no mesh."""
+    path = hw_spec(tmp_path)
+    vendor_keys = ("parallelism", "mesh_", "runner_labels", "device_glob")
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(line for line in lines if not line.startswith(vendor_keys)))
+    spec = load_spec(path)
+    hw = hardware.settings(spec)
+    assert (hw.parallelism, hw.mesh_variable, hw.mesh_device, hw.device_glob) == (
+        "tp",
+        None,
+        None,
+        None,
+    )
+    assert hw.runner_labels == ("self-hosted", "n300")
+    found = device.probe(spec, Path(sys.executable), None, None, {"MESH_DEVICE": "N300"})
+    assert found.mesh["variable"] is None and not any("MESH" in m for m in found.missing)
+    # the Tenstorrent facts are the TT spec's own keys
+    tt = hardware.settings(load_spec(REPO / "buildspec" / "tt.toml"))
+    assert (tt.parallelism, tt.mesh_variable, tt.mesh_device, tt.device_glob) == (
+        "mesh",
+        "MESH_DEVICE",
+        "N300",
+        "/dev/tenstorrent/*",
+    )
+    assert tt.runner_labels == ("self-hosted", "tenstorrent", "n300")

@@ -56,8 +56,8 @@ def _register_plan(sub: argparse._SubParsersAction) -> None:
 def _register_probe(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "hardware-probe",
-        help="detect the vendor runtime, the device and MESH_DEVICE (exit 3 naming what is "
-        "missing)",
+        help="detect the vendor runtime, the device and the spec's mesh variable (exit 3 "
+        "naming what is missing)",
     )
     _add_spec_dirs_source(p)
     _add_runtime_env(
@@ -105,7 +105,11 @@ def _plan(args: argparse.Namespace) -> int:
         for entry in result["include"]:
             print(
                 f"{entry['spec']}: runs-on [{', '.join(entry['runner_labels'])}]"
-                f" MESH_DEVICE={entry['mesh_device'] or '(not set)'}"
+                + (
+                    f" {entry['mesh_variable']}={entry['mesh_device'] or '(not set)'}"
+                    if entry["mesh_variable"]
+                    else ""
+                )
             )
         for entry in result["skipped"]:
             print(f"{entry['spec']}: no hardware part ({entry['reason']})")
@@ -118,12 +122,24 @@ def _plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _mesh_from_plan(hw: HardwareSettings) -> None:
+    """CI hands the plan's `mesh_device` over as $VPR_MESH_VALUE (a workflow cannot name a
+    variable from data): it becomes the spec's `mesh_variable` unless the runner set it."""
+    import os
+
+    value = os.environ.get("VPR_MESH_VALUE")
+    if hw.mesh_variable and value and not os.environ.get(hw.mesh_variable):
+        os.environ[hw.mesh_variable] = value
+
+
 def _load(args: argparse.Namespace) -> tuple[Spec, Path, HardwareSettings]:
     from vllm_plugin_release.conform.hardware import settings
     from vllm_plugin_release.conform.registry import load_spec
 
     spec = load_spec(args.spec)
-    return spec, Path(args.dist) / spec.name, settings(spec)
+    hw = settings(spec)
+    _mesh_from_plan(hw)
+    return spec, Path(args.dist) / spec.name, hw
 
 
 def _probe(args: argparse.Namespace) -> int:
@@ -147,10 +163,12 @@ def _live(args: argparse.Namespace) -> int:
 
 
 def _conform_hardware(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.conform.hardware import settings
     from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.flows import hardware
 
     spec = load_spec(args.spec)
+    _mesh_from_plan(settings(spec))
     opts = hardware.Options(
         cache=cachedir.from_args(args),
         dist_root=Path(args.dist),

@@ -14,6 +14,7 @@ contract with the stored client contract (`[conformance.api] contract`):
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import re
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from vllm_plugin_release.conform.apicontract import (
 )
 from vllm_plugin_release.conform.apidiff import diff_contracts
 from vllm_plugin_release.conform.result import CheckResult, Evidence, Status
+from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.spec.model import Spec
 
 DEFAULT_CONTRACT = "buildspec/contracts/vllm-0.25.1-openai.json"
@@ -376,6 +378,60 @@ def check(spec: Spec, python: Path, platform_class: str | None) -> CheckResult:
     )
 
 
+def recorded_contract(spec: Spec) -> Path:
+    """Where the pinned core's own contract is recorded (`vpr api-contract` in a pairing
+    environment of that core): buildspec/contracts/vllm-VERSION-openai.json."""
+    return spec.resolve(f"{CONTRACTS}/vllm-{spec.core.version}-openai.json")
+
+
+def check_recorded(spec: Spec) -> CheckResult | None:
+    """`api` with no pairing environment: the pinned core's recorded contract against the
+    client contract, labelled as such (the plugin's platform and endpoint plugins are not
+    in it). None when no contract of that core version is recorded."""
+    recorded_path = recorded_contract(spec)
+    if not recorded_path.is_file():
+        return None
+    cfg = api_config(spec)
+    contract_path = spec.resolve(cfg["contract"])
+    recorded = load_contract(recorded_path)
+    if recorded["core"]["version"] != spec.core.version:
+        raise BadInput(
+            f"{recorded_path}: records vLLM {recorded['core']['version']}, not the pinned "
+            f"{spec.core.version}",
+            hint="write it again with `vpr api-contract --spec FILE --out PATH`",
+        )
+    made = recorded.get("captured_with") or {}
+    rel = _rel(recorded_path, spec.root)
+    captured = {
+        "vllm_version": recorded["core"]["version"],
+        "openapi": recorded["openapi"],
+        "models": recorded["models"],
+        "tasks": made.get("tasks"),
+        "model_sources": made.get("model_sources"),
+        "platform": {"label": f"recorded with {made.get('platform') or '?'}", "used": "recorded"},
+        "endpoint_plugins": {"attached": list(made.get("endpoint_plugins") or [])},
+        "counts": {
+            "paths": len(recorded["openapi"].get("paths") or {}),
+            "schemas": len((recorded["openapi"].get("components") or {}).get("schemas") or {}),
+        },
+        "notes": [
+            f"from the recorded contract {rel}, not captured in this pairing's environment "
+            "(none can be made here): the plugin's platform and endpoint plugins are not in it"
+        ],
+    }
+    result = evaluate(
+        load_contract(contract_path),
+        captured,
+        contract_file=_rel(contract_path, spec.root),
+        allow=cfg["allow"],
+    )
+    return dataclasses.replace(
+        result,
+        summary=f"{result.summary} (from the recorded contract {rel}; no pairing environment)",
+        details={**result.details, "recorded_contract": rel},
+    )
+
+
 def general_plugins_crash(captured: dict[str, Any], contract_file: str) -> CheckResult:
     """vLLM's load_general_plugins() raised in the pairing env: `vllm serve` fails the same
     way wherever that holds (e.g. wherever the vendor runtime is absent). A finding about
@@ -396,4 +452,28 @@ def general_plugins_crash(captured: dict[str, Any], contract_file: str) -> Check
         evidence,
         threshold={"breaking": 0, "contract": contract_file},
         details={"general_plugins_crash": crash},
+    )
+
+
+def vllm_unimportable(env: dict[str, Any]) -> CheckResult | None:
+    """The env found that vLLM does not import with the plugin installed, because of the
+    plugin (env.json marks it `finding`: its platform activates and needs the absent
+    runtime): no API to capture, and `vllm serve` fails the same way. A finding, not a
+    deferral; None otherwise."""
+    found = next(
+        (
+            c
+            for c in env.get("checks", [])
+            if c.get("name") == "import vllm" and c.get("status") == "fail" and c.get("finding")
+        ),
+        None,
+    )
+    if found is None:
+        return None
+    return CheckResult(
+        "api",
+        "fail",
+        f"vLLM does not import with the plugin installed ({found['detail']}): `vllm serve` "
+        "fails before it serves, so no API surface exists to compare",
+        [Evidence(note=f"import vllm: {found['detail']}", source="env")],
     )

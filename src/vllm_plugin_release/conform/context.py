@@ -81,6 +81,16 @@ class Context:
     def core_wheel(self) -> Path:
         return self.dist / self.record(records.BUILD_CORE)["wheel"]["filename"]
 
+    def built_core_wheel(self) -> tuple[Path | None, str | None]:
+        """(the core wheel, None) once build-core ran; (None, why not) before: a check that
+        can do without it (isolation scans the verified source tree) says so."""
+        if not (self.dist / records.BUILD_CORE).exists():
+            return None, (
+                f"no {records.BUILD_CORE} in {self.dist}: the core wheel is not built "
+                f"(`vpr build-core --spec {self.spec.path}`)"
+            )
+        return self.core_wheel, None
+
     @property
     def platform_class(self) -> str | None:
         """The plugin's Platform class path when its runtime (or stand-in) imports."""

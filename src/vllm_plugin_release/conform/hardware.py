@@ -3,19 +3,24 @@ the `hardware` check.
 
 The check is made of what only the hardware can show (`flows.hardware` runs it, in the
 hardware pairing environment): a probe that the vendor runtime and a device are there
-and `MESH_DEVICE` is set, a probe that `vllm serve ... -tp 2` is rejected with a clear
-error (the TT plugin takes its mesh from `MESH_DEVICE`, never from GPU rank flags), and
-the live mixed-load test against a `vllm serve` started with the spec's model and
-settings. `collect` adds the check to the scorecard written by `vpr conform --runner
-hardware` and recomputes the verdict: `fleet` needs that check passed. Nothing is
-reported as passed unless it was observed.
+(and, for a plugin that takes its mesh from a variable, that the variable is set), a probe
+that `vllm serve ... -tp 2` is rejected with a clear error (only with parallelism =
+"mesh": such a plugin never takes GPU rank flags), and the live mixed-load test against a
+`vllm serve` started with the spec's model and settings. `collect` adds the check to the
+scorecard written by `vpr conform --runner hardware` and recomputes the verdict: `fleet`
+needs that check passed. Nothing is reported as passed unless it was observed.
 
-Spec keys, `[conformance.hardware]`:
-  device_class = "n300"          runner label (n150, n300, t3k, galaxy, p150, ...)
-  mesh_device = "N300"           MESH_DEVICE value (default from device_class)
+Every vendor fact is a key of the spec, `[conformance.hardware]` (buildspec/tt.toml has the
+Tenstorrent ones); the code's defaults are vendor-neutral:
+  device_class = "n300"          runner label of the device class
+  parallelism = "mesh"           "tp" (default: vLLM's -tp/-pp) or "mesh"
+  mesh_variable = "MESH_DEVICE"  the variable a mesh plugin reads (required with "mesh")
+  mesh_device = "N300"           its value on the runner
   model = "meta-llama/Llama-3.1-8B-Instruct"
-  serve_args = ["--max-model-len", "8192"]   never -tp/-pp: the mesh comes from MESH_DEVICE
-  device_glob = "/dev/tenstorrent/*"         (the default when the runtime module is ttnn)
+  serve_args = ["--max-model-len", "8192"]   with "mesh": never -tp/-pp/-dp
+  device_glob = "/dev/tenstorrent/*"         device nodes that prove a device (no default)
+  runner_labels = ["self-hosted", "tenstorrent", "n300"]  (default: self-hosted + class)
+  docs = ["README*", "docs/**/*"]  the plugin's docs the `hardware_docs` check compares with
   startup_timeout = 3600         seconds for `vllm serve` to answer /health
   probe_timeout = 900            seconds for the `-tp 2` start to fail
   max_requests = 64              load test bounds
@@ -41,16 +46,6 @@ if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
 PROBE_RECORD = records.HARDWARE_PROBE
 RECORD = records.HARDWARE
 CHECK = "hardware"
-# MESH_DEVICE values of the TT device classes (runner labels).
-MESH_DEVICES = {
-    "n150": "N150",
-    "n300": "N300",
-    "t3k": "T3K",
-    "galaxy": "TG",
-    "p150": "P150",
-    "p300": "P300",
-}
-DEFAULT_DEVICE_GLOBS = {"ttnn": "/dev/tenstorrent/*"}
 RANK_FLAGS = (
     "-tp",
     "--tensor-parallel-size",
@@ -60,14 +55,16 @@ RANK_FLAGS = (
     "--data-parallel-size",
 )
 # A clear rejection of `-tp 2`: an error line that names what was rejected (a line that
-# only echoes the arguments, e.g. "non-default args: {'tensor_parallel_size': 2}", is not).
-REJECTION_SUBJECT = re.compile(
-    r"tensor[-_ ]parallel|\B-tp\b|MESH_DEVICE|pipeline[-_ ]parallel", re.IGNORECASE
-)
+# only echoes the arguments, e.g. "non-default args: {'tensor_parallel_size': 2}", is not);
+# the spec's mesh variable counts as a subject too (`rejection_subject`).
+REJECTION_SUBJECT = r"tensor[-_ ]parallel|\B-tp\b|pipeline[-_ ]parallel"
 REJECTION_WORDS = re.compile(
     r"error|reject|not supported|unsupported|invalid|must|cannot|can't|instead", re.IGNORECASE
 )
 LABEL = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+# The plugin files the `hardware_docs` check reads when the spec names none.
+DOCS_DEFAULT = ("README*", "docs/**/*", "examples/**/*")
+ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
 def _positive(description: str, default: int) -> dict[str, Any]:
@@ -83,41 +80,58 @@ HARDWARE_SCHEMA: dict[str, Any] = {
         "device_class": {
             "type": "string",
             "pattern": LABEL.pattern,
-            "description": "Runner label of the device class (n150, n300, t3k, galaxy, p150); "
-            "CI runs the hardware job on [self-hosted, tenstorrent, device_class].",
+            "description": "Runner label of the device class (n300, 910b, ...); a spec with "
+            "one has a hardware part (`vpr hardware-plan`).",
+        },
+        "mesh_variable": {
+            "type": "string",
+            "pattern": ENV_NAME.pattern,
+            "description": 'With parallelism = "mesh": the environment variable the '
+            "plugin reads its device mesh from (Tenstorrent: MESH_DEVICE). The probe needs "
+            "it set; CI sets it to mesh_device.",
         },
         "mesh_device": {
             "type": "string",
-            "description": "MESH_DEVICE for the runtime (default from device_class: N150, N300, "
-            "T3K, TG, P150). The mesh is never given as -tp/-pp.",
+            "pattern": r"^[^\s]+$",
+            "description": "The mesh variable's value on the runner (Tenstorrent: N150, N300, "
+            "T3K, TG, P150). No default.",
         },
         "model": {"type": "string", "description": "Model `vllm serve` starts for the live test."},
         "serve_args": {
             "type": "array",
             "items": {"type": "string"},
             "default": [],
-            "description": "Extra `vllm serve` arguments; GPU rank flags (-tp, -pp, -dp) are "
-            "refused.",
+            "description": 'Extra `vllm serve` arguments; with parallelism = "mesh" GPU '
+            "rank flags (-tp, -pp, -dp) are refused.",
         },
         "device_glob": {
             "type": "string",
-            "description": "Device nodes that prove a device is visible (default for ttnn: "
-            "/dev/tenstorrent/*).",
+            "description": "Device nodes that prove a device is visible (Tenstorrent: "
+            "/dev/tenstorrent/*). No default: without it the probe says what to set.",
         },
         "parallelism": {
             "enum": ["mesh", "tp"],
-            "default": "mesh",
-            "description": "How the plugin spreads a model over devices: `mesh` (from a mesh "
-            "variable such as MESH_DEVICE; GPU rank flags are refused in serve_args and "
-            "`vllm serve -tp 2` must be rejected) or `tp` (vLLM's -tp/-pp in serve_args; "
-            "no rejection probe).",
+            "default": "tp",
+            "description": "How the plugin spreads a model over devices: `tp` (vLLM's "
+            "-tp/-pp in serve_args; no rejection probe) or `mesh` (from mesh_variable; GPU "
+            "rank flags are refused in serve_args and `vllm serve -tp 2` must be rejected).",
         },
         "runner_labels": {
             "type": "array",
             "items": {"type": "string", "pattern": LABEL.pattern},
             "minItems": 1,
             "description": "The CI runner labels of the hardware job (release.yml reads them "
-            "through `vpr hardware-plan`); default [self-hosted, tenstorrent, device_class].",
+            "through `vpr hardware-plan`); default [self-hosted, device_class].",
+        },
+        "docs": {
+            "type": "array",
+            # relative, no `..`: the check never reads outside the plugin's checkout
+            "items": {"type": "string", "pattern": r"^(?!/)(?!(?:.*/)?\.\.(?:/|$))[^\\]+$"},
+            "minItems": 1,
+            "default": list(DOCS_DEFAULT),
+            "description": "Files of the plugin (globs relative to its root) whose usage the "
+            "`hardware_docs` check compares with these expectations: -tp/--tensor-parallel-"
+            "size, the mesh variable and its values, device nodes.",
         },
         "startup_timeout": _positive("Seconds `vllm serve` may take to answer /health.", 3600),
         "probe_timeout": _positive("Seconds the `-tp 2` start may take to fail.", 900),
@@ -143,8 +157,10 @@ class HardwareSettings:
     probe_timeout: float
     max_requests: int
     duration_s: float
-    parallelism: str = "mesh"
+    parallelism: str = "tp"
     runner_labels: tuple[str, ...] = ()
+    mesh_variable: str | None = None
+    docs: tuple[str, ...] = DOCS_DEFAULT
 
 
 def _where(spec: Spec, key: str | None = None) -> str:
@@ -166,36 +182,42 @@ def settings(spec: Spec) -> HardwareSettings:
     table = spec.options("hardware")
     device_class = table.get("device_class")
     serve_args = table.get("serve_args", [])
-    parallelism = table.get("parallelism", "mesh")
+    parallelism = table.get("parallelism", "tp")
+    variable = table.get("mesh_variable")
+    if parallelism == "mesh" and not variable:
+        raise BadInput(
+            f'{_where(spec, "parallelism")} is "mesh" but mesh_variable is not set',
+            hint="name the environment variable the plugin reads its mesh from "
+            '(mesh_variable = "MESH_DEVICE" for Tenstorrent), or set parallelism = "tp"',
+        )
     for arg in serve_args if parallelism == "mesh" else []:
         flag = arg.split("=", 1)[0]
         if flag in RANK_FLAGS:
             raise BadInput(
                 f'{_where(spec, "serve_args")} has {arg!r}: with parallelism = "mesh" the '
-                "plugin takes its mesh from MESH_DEVICE and rejects GPU rank flags",
-                hint='remove it and set mesh_device (or device_class), or set parallelism = "tp"',
+                f"plugin takes its mesh from {variable} and rejects GPU rank flags",
+                hint='remove it and set mesh_device, or set parallelism = "tp"',
             )
     numbers = {
         key: table.get(key, HARDWARE_SCHEMA["properties"][key]["default"])
         for key in ("startup_timeout", "probe_timeout", "max_requests", "duration_s")
     }
-    mesh = table.get("mesh_device") or (MESH_DEVICES.get(device_class) if device_class else None)
-    module = spec.runtime.get("module")
     return HardwareSettings(
         device_class=device_class,
-        mesh_device=mesh,
+        mesh_device=table.get("mesh_device"),
         model=table.get("model"),
         serve_args=tuple(serve_args),
-        device_glob=table.get("device_glob") or DEFAULT_DEVICE_GLOBS.get(module or ""),
+        device_glob=table.get("device_glob"),
         startup_timeout=float(numbers["startup_timeout"]),
         probe_timeout=float(numbers["probe_timeout"]),
         max_requests=int(numbers["max_requests"]),
         duration_s=float(numbers["duration_s"]),
         parallelism=parallelism,
         runner_labels=tuple(
-            table.get("runner_labels")
-            or ["self-hosted", "tenstorrent", *([device_class] if device_class else [])]
+            table.get("runner_labels") or ["self-hosted", *([device_class] if device_class else [])]
         ),
+        mesh_variable=variable,
+        docs=tuple(table.get("docs") or DOCS_DEFAULT),
     )
 
 
@@ -203,8 +225,15 @@ def settings(spec: Spec) -> HardwareSettings:
 # The check
 
 
-def classify_rejection(returncode: int | None, came_up: bool, output: str) -> dict[str, Any]:
-    """The `-tp 2` probe's outcome from what was observed (pure)."""
+def classify_rejection(
+    returncode: int | None, came_up: bool, output: str, mesh_variable: str | None = None
+) -> dict[str, Any]:
+    """The `-tp 2` probe's outcome from what was observed (pure); an error line that names
+    tensor/pipeline parallelism or the spec's mesh variable is a rejection's subject."""
+    subject = re.compile(
+        REJECTION_SUBJECT + (rf"|\b{re.escape(mesh_variable)}\b" if mesh_variable else ""),
+        re.IGNORECASE,
+    )
     if came_up:
         return {"status": "accepted", "detail": "the server came up with -tp 2 (not rejected)"}
     if returncode is None:
@@ -214,9 +243,7 @@ def classify_rejection(returncode: int | None, came_up: bool, output: str) -> di
     lines = [
         line.strip()
         for line in output.splitlines()
-        if REJECTION_SUBJECT.search(line)
-        and REJECTION_WORDS.search(line)
-        and "non-default args" not in line
+        if subject.search(line) and REJECTION_WORDS.search(line) and "non-default args" not in line
     ]
     if lines:
         return {
@@ -226,7 +253,8 @@ def classify_rejection(returncode: int | None, came_up: bool, output: str) -> di
         }
     return {
         "status": "unclear",
-        "detail": f"exit {returncode}, but no error mentions tensor parallelism or MESH_DEVICE",
+        "detail": f"exit {returncode}, but no error mentions tensor parallelism"
+        + (f" or {mesh_variable}" if mesh_variable else ""),
         "exit_code": returncode,
     }
 
@@ -248,8 +276,12 @@ def hardware_check(
     evidence.append(
         Evidence(
             note=f"runtime {rt['module']} {rt.get('version') or ''} imported from "
-            f"{rt.get('file')}; devices {', '.join(found.devices['found'])}; "
-            f"MESH_DEVICE={found.mesh['value']}",
+            f"{rt.get('file')}; devices {', '.join(found.devices['found'])}"
+            + (
+                f"; {found.mesh['variable']}={found.mesh['value']}"
+                if found.mesh.get("variable")
+                else ""
+            ),
             source="hardware-probe",
         )
     )

@@ -171,8 +171,12 @@ def config_from_spec(spec: Spec) -> IsolationConfig | None:
 MAX_EVIDENCE = 200
 
 
-def check(spec: Spec, source_tree: Path, wheel: Path | None = None) -> CheckResult:
-    """`isolation`: fail on import/code hits, warn on string literals, pass otherwise."""
+def check(
+    spec: Spec, source_tree: Path, wheel: Path | None = None, no_wheel: str | None = None
+) -> CheckResult:
+    """`isolation`: fail on import/code hits, warn on string literals, pass otherwise.
+    `no_wheel`: why there is no core wheel to scan (the tree is scanned alone; the
+    evidence and the summary say so)."""
     config = config_from_spec(spec)
     if config is None:
         where = spec.path
@@ -195,11 +199,23 @@ def check(spec: Spec, source_tree: Path, wheel: Path | None = None) -> CheckResu
     status: Literal["pass", "warn", "fail"] = "fail" if failing else "warn" if warning else "pass"
     order = {"fail": 0, "warn": 1, "info": 2}
     ranked = sorted(hits, key=lambda sh: (order[sh[1].severity], sh[0], sh[1].path, sh[1].line))
+    summary = _summary(status, counts, failing, reports)
+    evidence = _evidence(ranked[:MAX_EVIDENCE])
+    if wheel is None and no_wheel:
+        summary += " (source tree only: no core wheel yet)"
+        evidence.insert(
+            0,
+            Evidence(
+                note=f"core wheel not scanned: {no_wheel}; the verified core sdist's source "
+                "tree was scanned alone",
+                source="core-wheel",
+            ),
+        )
     return CheckResult(
         name=NAME,
         status=status,
-        summary=_summary(status, counts, failing, reports),
-        evidence=_evidence(ranked[:MAX_EVIDENCE]),
+        summary=summary,
+        evidence=evidence,
         threshold={"fail_kinds": list(FAIL_KINDS), "warn_kinds": list(WARN_KINDS)},
         details={
             "symbols": list(config.symbols),

@@ -22,6 +22,7 @@ from vllm_plugin_release.conform import (
     cadence,
     environment,
     hardware,
+    hardwaredocs,
     isolation,
     pinning,
     plugin_tests,
@@ -65,6 +66,11 @@ class CheckDef:
     # "any": `vpr conform` runs it on every runner; "hardware": only the hardware
     # runner's live part produces it (`vpr hardware-live`), never `vpr conform`.
     runner: str = "any"
+    # A check that reads the pairing env: what it can say when no env can be made here
+    # (`conform/envfree.py`); None from it (or no function) defers the check.
+    without_env: Callable[[Context], CheckResult | None] | None = None
+    # Whether `vpr conform` runs it for a spec (None: always); `vpr check NAME` always does.
+    applies: Callable[[Spec], bool] | None = None
 
 
 CHECKS: tuple[CheckDef, ...] = (
@@ -78,7 +84,7 @@ CHECKS: tuple[CheckDef, ...] = (
     CheckDef(
         "isolation",
         "no vendor symbols in the vLLM core source tree or wheel",
-        lambda ctx: isolation.check(ctx.spec, ctx.core_tree, ctx.core_wheel),
+        lambda ctx: isolation.check(ctx.spec, ctx.core_tree, *ctx.built_core_wheel()),
         {"isolation": isolation.ISOLATION_SCHEMA},
         ("core_tree", "core_wheel"),
     ),
@@ -103,14 +109,19 @@ CHECKS: tuple[CheckDef, ...] = (
     CheckDef(
         "api",
         "the served OpenAPI surface of the pairing against a client contract",
-        lambda ctx: api.check(
-            ctx.spec,
-            ctx.python,
-            # Same precedence as `vpr api-contract`: the spec's platform_class, then the env's.
-            ctx.spec.conformance.get("api", {}).get("platform_class") or ctx.platform_class,
+        lambda ctx: (
+            api.vllm_unimportable(ctx.env)
+            or api.check(
+                ctx.spec,
+                ctx.python,
+                # Same precedence as `vpr api-contract`: the spec's platform_class, then the env's.
+                ctx.spec.conformance.get("api", {}).get("platform_class") or ctx.platform_class,
+            )
         ),
         {"api": api.API_SCHEMA},
         ("env",),
+        # No env: the pinned core's recorded contract against the client contract.
+        without_env=lambda ctx: api.check_recorded(ctx.spec),
     ),
     CheckDef(
         "environment",
@@ -127,6 +138,15 @@ CHECKS: tuple[CheckDef, ...] = (
         ("plugin_root", "env"),
     ),
     CheckDef(
+        "hardware_docs",
+        "the spec's hardware expectations (parallelism, mesh variable, device nodes) against "
+        "the plugin's docs [specs with a hardware part]",
+        lambda ctx: hardwaredocs.check(ctx.spec, ctx.plugin_root),
+        {"hardware": hardware.HARDWARE_SCHEMA},
+        ("plugin_root",),
+        applies=hardwaredocs.applies,
+    ),
+    CheckDef(
         "hardware",
         "the live part on the hardware runner: the parallelism probe and a mixed-load "
         "test against `vllm serve`",
@@ -140,6 +160,15 @@ CHECKS: tuple[CheckDef, ...] = (
 BY_NAME: Mapping[str, CheckDef] = {c.name: c for c in CHECKS}
 # The checks `vpr conform` runs, in scorecard order.
 SUITE: tuple[str, ...] = tuple(c.name for c in CHECKS if c.run is not None)
+
+
+def applicable(spec: Spec, names: tuple[str, ...] = SUITE) -> tuple[str, ...]:
+    """The checks of `names` that apply to `spec`, in order."""
+    return tuple(
+        n
+        for n in names
+        if BY_NAME[n].applies is None or BY_NAME[n].applies(spec)  # type: ignore[misc]
+    )
 
 
 def tables() -> dict[str, dict[str, Any]]:

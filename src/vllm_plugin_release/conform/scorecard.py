@@ -112,6 +112,31 @@ def explain(v: str, results: list[CheckResult], deferred: list[dict[str, str]]) 
     return {"meaning": MEANING[v], "why": why, "next_level": nxt, "needs": needs}
 
 
+def explain_blocked(
+    results: list[CheckResult], deferred: list[dict[str, str]], blocked: dict[str, str]
+) -> dict[str, Any]:
+    """Why a pairing whose environment cannot be made here is `lab`, whatever ran."""
+    ran = sorted(r.name for r in results if r.status != "deferred")
+    failed = sorted(r.name for r in results if r.status == "fail")
+    why = [
+        f"no pairing environment here: {blocked['reason']}",
+        "ran without it: "
+        + (", ".join(ran) or "nothing")
+        + (f" (failed: {', '.join(failed)})" if failed else ""),
+        "not run (never counted as a pass): " + ", ".join(d["check"] for d in deferred),
+    ]
+    needs = [blocked["hint"]] if blocked.get("hint") else []
+    needs += [f"fix {n} (see its evidence below)" for n in failed]
+    needs.append("then `vpr release --spec FILE`: every check, in the pairing's environment")
+    return {
+        "meaning": "not certified: the pairing's environment cannot be made here, so only the "
+        "checks that need none ran",
+        "why": why,
+        "next_level": "pilot",
+        "needs": needs,
+    }
+
+
 def scorecard(
     results: list[CheckResult],
     *,
@@ -119,24 +144,33 @@ def scorecard(
     pairing: dict[str, Any],
     facts: dict[str, Any] | None = None,
     not_run: list[tuple[str, str]] | None = None,
+    blocked: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The machine-readable scorecard (deterministic: no times, no hosts).
 
     `facts`: the wheels, runtime, certification day, tool and replay headline (see
-    `conform.suite.card_facts`); `not_run`: checks this runner never runs (name, why).
+    `conform.suite.card_facts`); `not_run`: checks this runner never runs (name, why);
+    `blocked`: why the pairing's environment cannot be made here (`reason`, `hint`):
+    the verdict is then `lab` whatever ran (`conform/envfree.py`).
     """
-    v = verdict(results, runner)
+    v = "lab" if blocked else verdict(results, runner)
     deferred = deferred_items(results, list(not_run or []))
     card = {
         "scorecard_version": SCORECARD_VERSION,
         "verdict": v,
-        "explanation": explain(v, results, deferred),
+        "explanation": (
+            explain_blocked(results, deferred, blocked)
+            if blocked
+            else explain(v, results, deferred)
+        ),
         "runner": runner,
         "pairing": pairing,
         "deferred": deferred,
         "checks": {r.name: r.to_json() for r in sorted(results, key=lambda r: r.name)},
         "summary": {s: sum(1 for r in results if r.status == s) for s in ICONS},
     }
+    if blocked:
+        card["blocked"] = dict(blocked)
     for key in FACT_KEYS:
         if facts and facts.get(key) is not None:
             card[key] = facts[key]

@@ -105,7 +105,8 @@ OUTPUTS = (
     records.REPLAY_TIMING,
     *records.REPLAY_PLOTS,
 )
-CONFORM_RECIPE = 4  # 3: no run-specific timings, paths or times; 4: scorecard v2 (facts)
+# 3: no run-specific timings, paths or times; 4: scorecard v2 (facts); 5: hardware_docs
+CONFORM_RECIPE = 5
 
 
 def conform_key(ctx: Context) -> str:
@@ -221,6 +222,8 @@ def _warm(ctx: Context, names: tuple[str, ...]) -> contextlib.AbstractContextMan
 
 
 def conform(ctx: Context, names: tuple[str, ...] = CHECK_NAMES) -> dict[str, Any]:
+    not_run = not_run_here(ctx.runner) if names == CHECK_NAMES else []
+    names = registry.applicable(ctx.spec, names)
     with _warm(ctx, names):
         results = run_checks(ctx, names)
     with contextlib.suppress(BadInput):  # no env record: no in-env check ran
@@ -230,7 +233,7 @@ def conform(ctx: Context, names: tuple[str, ...] = CHECK_NAMES) -> dict[str, Any
         runner=ctx.runner,
         pairing=pairing_summary(ctx),
         facts=card_facts(ctx, utc_day()),
-        not_run=not_run_here(ctx.runner) if names == CHECK_NAMES else [],
+        not_run=not_run,
     )
     write_card(ctx.dist, card)
     return card

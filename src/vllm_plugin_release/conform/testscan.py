@@ -2,8 +2,13 @@
 
 A test module that imports the runtime at import time (a module-level `import ttnn`,
 `from vendor_sdk import torch`, also inside a module-level `try`/`if`) cannot be
-collected where the runtime is absent. Found by reading the files (AST), so a spec need
-not hand-list them in `ignore`; they go to the hardware runner, named in the record.
+collected where the runtime is absent. Nor can one that imports, at import time, a
+module of the plugin (or a helper next to the tests) that imports the runtime at its
+import time: the plugin's own modules are followed transitively (packages' `__init__`
+too, relative imports included), through imports a `try ... except ImportError` does
+not catch, at most `MAX_MODULES` files. Found by reading the files (AST), so a spec
+need not hand-list them in `ignore`; they go to the hardware runner, named in the
+record.
 """
 
 from __future__ import annotations
@@ -53,17 +58,136 @@ def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
             yield from _module_level(node.orelse)
 
 
+MAX_MODULES = 400  # plugin modules read per scan
+MAX_BYTES = 1_000_000  # a larger file is not read
+_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+def _parse(path: Path) -> ast.Module | None:
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            return None
+        return ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except (SyntaxError, ValueError, OSError):
+        return None
+
+
+def _is_runtime(name: str, runtime: str) -> bool:
+    return name == runtime or name.startswith(runtime + ".")
+
+
 def imports_at_import_time(path: Path, runtime: str) -> bool:
     """`path` imports `runtime` (or a module inside it) when it is imported."""
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-    except (SyntaxError, ValueError, OSError):
-        return False
-    for node in _module_level(tree.body):
-        for name in _names(node):
-            if name == runtime or name.startswith(runtime + "."):
-                return True
+    tree = _parse(path)
+    return tree is not None and any(
+        _is_runtime(name, runtime) for node in _module_level(tree.body) for name in _names(node)
+    )
+
+
+def _catches_import_errors(node: ast.Try) -> bool:
+    for handler in node.handlers:
+        caught = handler.type
+        names = caught.elts if isinstance(caught, ast.Tuple) else [caught]
+        if caught is None or any(isinstance(n, ast.Name) and n.id in _IMPORT_ERRORS for n in names):
+            return True
     return False
+
+
+def _unguarded(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Statements that run at import time and whose ImportError is not caught there
+    (`if TYPE_CHECKING:` never runs)."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.Try) and not _catches_import_errors(node):
+            yield from _unguarded(node.body)
+        elif isinstance(node, ast.If):
+            test = node.test
+            checking = isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
+            checking |= isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+            if not checking:
+                yield from _unguarded(node.body)
+            yield from _unguarded(node.orelse)
+
+
+class _Follower:
+    """Which files of the plugin an import statement loads, and whether a file reaches
+    the runtime through its unguarded imports (memoised; a cycle reaches nothing new)."""
+
+    def __init__(self, root: Path, runtime: str) -> None:
+        self.base = root.resolve()
+        self.roots = [r for r in (root / "src", root) if r.is_dir()]
+        self.runtime = runtime
+        self.seen: dict[Path, bool] = {}
+
+    def _inside(self, path: Path) -> bool:
+        try:
+            path.resolve().relative_to(self.base)
+        except ValueError:
+            return False
+        return True
+
+    def _walk(self, base: Path, parts: list[str]) -> list[Path]:
+        """The files importing `parts` under `base` runs: each package's __init__, then the
+        module; [] when the first part is not there."""
+        files: list[Path] = []
+        here = base
+        for i, part in enumerate(parts):
+            here = here / part
+            init = here / "__init__.py"
+            if i == len(parts) - 1 and here.with_suffix(".py").is_file():
+                files.append(here.with_suffix(".py"))
+            elif init.is_file():
+                files.append(init)
+            elif i == 0:
+                return []
+            else:
+                break
+        return [f for f in files if self._inside(f)]
+
+    def _absolute(self, dotted: str, near: Path) -> list[Path]:
+        for base in [*self.roots, near]:
+            if found := self._walk(base, dotted.split(".")):
+                return found
+        return []
+
+    def files_of(self, node: ast.stmt, path: Path) -> list[Path]:
+        if isinstance(node, ast.Import):
+            return [f for a in node.names for f in self._absolute(a.name, path.parent)]
+        if not isinstance(node, ast.ImportFrom):
+            return []
+        module = (node.module or "").split(".") if node.module else []
+        subs = [a.name for a in node.names if a.name != "*"]
+        if node.level == 0:
+            found = self._absolute(".".join(module), path.parent)
+            return found + [
+                f for s in subs for f in self._absolute(f"{node.module}.{s}", path.parent)
+            ]
+        base = path.parent
+        for _ in range(node.level - 1):
+            base = base.parent
+        found = self._walk(base, module) if module else []
+        return found + [f for s in subs for f in self._walk(base, [*module, s])[-1:]]
+
+    def reaches(self, path: Path, depth: int = 0) -> bool:
+        key = path.resolve()
+        if key in self.seen:
+            return self.seen[key]
+        self.seen[key] = False  # while being read: a cycle adds nothing
+        if len(self.seen) > MAX_MODULES or depth > 32 or (tree := _parse(path)) is None:
+            return False
+        for node in _unguarded(tree.body):
+            if any(_is_runtime(n, self.runtime) for n in _names(node)) or any(
+                self.reaches(f, depth + 1) for f in self.files_of(node, path) if f.resolve() != key
+            ):
+                self.seen[key] = True
+                return True
+        return False
+
+
+def needs_runtime(path: Path, runtime: str, follower: _Follower) -> bool:
+    """A test file that imports the runtime at import time, itself or through the
+    plugin's modules (and helpers next to it) that do."""
+    return imports_at_import_time(path, runtime) or follower.reaches(path)
 
 
 def _test_files(root: Path, paths: list[str]) -> Iterator[Path]:
@@ -80,12 +204,13 @@ def runtime_importers(root: Path, paths: list[str], ignore: list[str], runtime: 
     """Test files under `paths` (relative to `root`, not under an `ignore` entry) that
     import the runtime at import time, as relative POSIX paths."""
     covered = [PurePosixPath(i) for i in ignore]
+    follower = _Follower(root, runtime)
     out: list[str] = []
     for f in _test_files(root, paths):
         rel = PurePosixPath(f.relative_to(root).as_posix())
         if any(rel == c or c in rel.parents for c in covered):
             continue
-        if imports_at_import_time(f, runtime):
+        if needs_runtime(f, runtime, follower):
             # a conftest.py is loaded for its whole folder: the folder needs the runtime
             out.append(str(rel.parent) if f.name == "conftest.py" else str(rel))
     return sorted(set(out))

@@ -43,3 +43,9 @@ class OutsideFailure(VprError):
     """An outside failure (exit 3): network, container engine, package index."""
 
     exit_code = EXIT_OUTSIDE
+
+
+class PythonUnavailable(OutsideFailure):
+    """The spec's build Python cannot run here (exit 3): no such interpreter on this
+    machine, or no image carrying it. The stages that need it stop; the checks that need
+    no pairing environment still run (`conform/envfree.py`)."""

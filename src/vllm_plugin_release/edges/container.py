@@ -25,8 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core import progress
-from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
-from vllm_plugin_release.edges.runner import Command, LocalRunner, Runner, _tail
+from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure, PythonUnavailable
+from vllm_plugin_release.edges.runner import (
+    HOST_NETWORK,
+    Command,
+    LocalRunner,
+    Network,
+    Runner,
+    _tail,
+)
 
 LABEL = "vllm-plugin-release.owner"
 # In an environment made by the container runner: the image and mounts it runs with.
@@ -80,8 +87,8 @@ def verify_image(client: Any, ref: str) -> Any:
             continue
     if image is None:
         image = _pull(client, ref)
-    if image is None:
-        raise OutsideFailure(
+    if image is None:  # no image carrying the spec's Python here
+        raise PythonUnavailable(
             f"image {ref} is not in the container engine",
             hint="`vpr image build --spec SPEC` makes the Debian-based image here; "
             f"or `docker pull {ref}` where a registry is reachable",
@@ -126,6 +133,13 @@ def stale_owner(label: str) -> bool:
     except PermissionError:
         return False
     return False
+
+
+def _network_mode(network: Network) -> str | None:
+    """The engine's network mode for a command's `network` (None: the engine's default)."""
+    if not network:
+        return "none"
+    return "host" if network == HOST_NETWORK else None
 
 
 def mount_roots(paths: Iterable[Path]) -> list[str]:
@@ -260,10 +274,12 @@ class ContainerRunner:
         *,
         env: Mapping[str, str] | None = None,
         cwd: Path | str | None = None,
-        network: bool = True,
+        network: Network = True,
         timeout: float | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """Run `argv` in a container to completion; its exit status and output (text)."""
+        """Run `argv` in a container to completion; its exit status and output (text).
+        `network`: False, none; HOST_NETWORK, this machine's (its loopback services
+        reachable); True, the engine's default network."""
         from docker.errors import APIError
 
         try:
@@ -273,7 +289,7 @@ class ContainerRunner:
                 environment=self._env(env or {}),
                 working_dir=str(cwd) if cwd else "/",
                 volumes=self._binds_for(argv),
-                network_mode="none" if not network else None,
+                network_mode=_network_mode(network),
                 labels={LABEL: owner_label()},
                 user=f"{os.getuid()}:{os.getgid()}",
             )
@@ -313,7 +329,7 @@ class ContainerRunner:
         # Through the shell: an image without the program is an answer, not an engine error.
         done = self.call(["/bin/sh", "-c", f"exec python{version} --version"], network=False)
         if done.returncode != 0:
-            raise OutsideFailure(
+            raise PythonUnavailable(
                 f"image {self.base_image} has no python{version} (the spec's [build] python)",
                 hint=f"pin an image that carries CPython {version} in [build] base_image "
                 f"(`vpr image build --python {version}` where Debian ships it)",

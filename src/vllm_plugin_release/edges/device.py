@@ -1,5 +1,6 @@
 """The hardware runner's probe: is the vendor runtime importable (and not a stand-in), is a
-device node visible, is MESH_DEVICE set? Only what was observed is reported as present."""
+device node visible, is the spec's mesh variable (Tenstorrent: MESH_DEVICE) set? Only what
+was observed is reported as present."""
 
 from __future__ import annotations
 
@@ -100,10 +101,12 @@ def probe(
     device_glob: str | None,
     mesh_device: str | None,
     environ: dict[str, str] | None = None,
+    mesh_variable: str | None = None,
 ) -> Probe:
-    """Observe the runtime, the device and MESH_DEVICE; list what is missing.
+    """Observe the runtime, the device and the mesh variable; list what is missing.
 
-    `device_glob` and `mesh_device` come from the spec's `[conformance.hardware]`."""
+    `device_glob`, `mesh_variable` and `mesh_device` come from the spec's
+    `[conformance.hardware]`; without a mesh variable there is no mesh to check."""
     environ = dict(os.environ if environ is None else environ)
     module = spec.runtime.get("module")
     if not spec.runtime or not module:
@@ -136,14 +139,18 @@ def probe(
             "no device check configured: set [conformance.hardware] device_glob "
             f"(the device nodes of runtime {module!r})"
         )
-    mesh: dict[str, Any] = {"expected": mesh_device, "value": environ.get("MESH_DEVICE")}
-    if module == "ttnn" or mesh_device:
+    mesh: dict[str, Any] = {
+        "variable": mesh_variable,
+        "expected": mesh_device,
+        "value": environ.get(mesh_variable) if mesh_variable else None,
+    }
+    if mesh_variable:
         if not mesh["value"]:
             want = f" (expected {mesh_device})" if mesh_device else ""
-            missing.append(f"MESH_DEVICE is not set{want}")
+            missing.append(f"{mesh_variable} is not set{want}")
         elif mesh_device and mesh["value"].upper() != mesh_device.upper():
             missing.append(
-                f"MESH_DEVICE={mesh['value']} but the spec's mesh is {mesh_device} "
+                f"{mesh_variable}={mesh['value']} but the spec's mesh is {mesh_device} "
                 f"([conformance.hardware] of {spec.path})"
             )
     return Probe(runtime=runtime, devices=devices, mesh=mesh, missing=missing)

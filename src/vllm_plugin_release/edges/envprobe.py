@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -67,18 +66,18 @@ def probe_with_installed(
 
 
 def _probe(python: Path | str, argv: list[str]) -> Any:
+    """Run the probe with `python`, where its environment runs (`container.runner_of`: in
+    the pinned image for an environment a container runner made, else here)."""
+    from vllm_plugin_release.edges.container import runner_of
+
     python = Path(python)
-    if not python.exists():
+    if not (python.exists() or python.is_symlink()):  # a container env's link: its image's
         raise BadInput(f"--python {python}: interpreter not found")
     try:
-        done = subprocess.run(
-            [str(python), "-I", "-c", _PROBE, *argv],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
+        done = runner_of(python).call(
+            [str(python), "-I", "-c", _PROBE, *argv], network=False, timeout=300
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except OSError as exc:
         raise OutsideFailure(f"--python {python}: could not run it ({exc})")
     if done.returncode != 0:
         tail = "\n".join(done.stderr.strip().splitlines()[-8:])

@@ -15,6 +15,7 @@ from pathlib import Path
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.edges.index import IndexTarget, Transient, redact
+from vllm_plugin_release.edges.runner import HOST_NETWORK, Runner, host_env
 from vllm_plugin_release.edges.uv import uv_bin
 
 # ---------------------------------------------------------------------------
@@ -102,16 +103,29 @@ def twine_upload(target: IndexTarget, wheel: Path) -> None:
 # Installing from an index (the install proof)
 
 
-def make_venv(venv: Path) -> Path:
-    """A new virtual environment without pip at `venv`; returns its python."""
-    made = subprocess.run(
-        [sys.executable, "-m", "venv", "--without-pip", str(venv)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+def make_venv(venv: Path, runner: Runner | None = None, python: str | None = None) -> Path:
+    """A new virtual environment without pip at `venv`; returns its python.
+
+    With a `runner`, made where that runner runs commands (`uv venv`, CPython `python`
+    when given, no network) and marked as that runner's (`Runner.mark`), so whoever runs
+    its python later runs it there too; else with the python that runs vpr."""
+    if runner is None:
+        made = subprocess.run(
+            [sys.executable, "-m", "venv", "--without-pip", str(venv)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    else:
+        argv = [runner.uv, "venv", "--no-config", "--no-python-downloads", "--quiet"]
+        argv += ["--python", python] if python else []
+        made = runner.call([*argv, "--", str(venv)], network=False, timeout=300)
     if made.returncode != 0:
-        raise OutsideFailure(f"install proof: could not create a venv in {venv}:\n{made.stderr}")
+        raise OutsideFailure(
+            f"install proof: could not create a venv in {venv}:\n{made.stdout}{made.stderr}"
+        )
+    if runner is not None:
+        runner.mark(venv)
     return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
@@ -129,7 +143,7 @@ def _pip_has_python_option() -> bool:
 
 
 def install_with_hashes(
-    python: Path, simple_url: str, requirements: Path
+    python: Path, simple_url: str, requirements: Path, runner: Runner | None = None
 ) -> subprocess.CompletedProcess[str]:
     """`install --no-deps --require-hashes` of `requirements` into `python`'s environment,
     from `simple_url` only, with no download cache (the bytes come from the index).
@@ -138,7 +152,9 @@ def install_with_hashes(
     this check (about 10x pip here: one small Rust binary against pip's start-up and
     resolver, for the same result). The check is the same with either: every downloaded
     wheel's sha256 must equal its requirement line's hash, else the install fails.
-    pip (`pip --python`, 22.3+) only when no uv binary can be found."""
+    With a `runner`: its uv, run where it runs commands, on this machine's network (the
+    local index listens on its loopback). Without one, pip (`pip --python`, 22.3+) only
+    when no uv binary can be found."""
     common = [
         "--no-deps",
         "--require-hashes",
@@ -147,8 +163,14 @@ def install_with_hashes(
         "-r",
         str(requirements),
     ]
+    uv_args = ["pip", "install", "--python", str(python), "--no-cache", "--no-config"]
+    if runner is not None:
+        env = {**host_env(), **_INSTALL_ENV}
+        env.pop("UV_CACHE_DIR", None)
+        with progress.working("install proof: uv pip install --require-hashes"):
+            return runner.call([runner.uv, *uv_args, *common], env=env, network=HOST_NETWORK)
     try:
-        cmd = [uv_bin(), "pip", "install", "--python", str(python), "--no-cache", "--no-config"]
+        cmd = [uv_bin(), *uv_args]
     except OutsideFailure:
         if not _pip_has_python_option():
             raise OutsideFailure(
@@ -165,12 +187,17 @@ def install_with_hashes(
             "--no-cache-dir",
             "--no-input",
         ]
-    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1"}
-    for name in ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "UV_FIND_LINKS", "UV_INDEX",
-                 "UV_EXTRA_INDEX_URL", "UV_INDEX_URL"):  # fmt: skip
+    env = {**os.environ, **_INSTALL_ENV}
+    for name in _OTHER_SOURCES:
         env.pop(name, None)  # the proof installs from this index only
     with progress.working(f"install proof: {Path(cmd[0]).name} install --require-hashes"):
         return subprocess.run([*cmd, *common], capture_output=True, text=True, check=False, env=env)
+
+
+_INSTALL_ENV = {"PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1"}
+# Where else an installer would look for packages: never read by the proof.
+_OTHER_SOURCES = ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "UV_FIND_LINKS", "UV_INDEX",
+                  "UV_EXTRA_INDEX_URL", "UV_INDEX_URL")  # fmt: skip
 
 
 def targets_from_environ() -> tuple[str | None, str | None]:

@@ -17,12 +17,19 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from vllm_plugin_release.core import progress
-from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure, PythonUnavailable
 from vllm_plugin_release.edges import children, proc
 from vllm_plugin_release.edges.uv import uv_bin
+
+# `network=HOST_NETWORK`: the command shares this machine's network namespace, so a
+# service on its loopback (the local package index of publish's install proof) is
+# reachable; a container runner grants it to that one command only (build steps stay
+# network-off). On this machine it is the same as `network=True`.
+HOST_NETWORK = "host"
+Network = bool | Literal["host"]
 
 
 @dataclass(frozen=True)
@@ -77,7 +84,7 @@ class Runner(Protocol):
         *,
         env: Mapping[str, str] | None = None,
         cwd: Path | str | None = None,
-        network: bool = True,
+        network: Network = True,
         timeout: float | None = None,
     ) -> subprocess.CompletedProcess[str]: ...
 
@@ -119,7 +126,7 @@ class LocalRunner:
         *,
         env: Mapping[str, str] | None = None,
         cwd: Path | str | None = None,
-        network: bool = True,
+        network: Network = True,
         timeout: float | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """Run `argv` here to completion; its exit status and output (text)."""
@@ -130,13 +137,13 @@ class LocalRunner:
         return proc.run(argv, what=f"running {argv[0]!s}", env=env, cwd=where, timeout=timeout)
 
     def require_python(self, version: str) -> None:
-        """OutsideFailure (exit 3) naming the interpreter when this machine has none."""
+        """PythonUnavailable (exit 3) naming the interpreter when this machine has none."""
         done = proc.run(
             [self.uv, "python", "find", "--no-python-downloads", version],
             what=f"looking for CPython {version}",
         )
         if done.returncode != 0:
-            raise OutsideFailure(
+            raise PythonUnavailable(
                 f"no CPython {version} interpreter on this machine (the spec's [build] python)",
                 hint=f"install it (`uv python install {version}`, or your distribution's "
                 f"python{version}), or run in a container that has it: [build] backend = "

@@ -2,17 +2,17 @@
 
 * `plan` lists the specs that have a hardware part (`[conformance.hardware]` with a
   `device_class`) and the runner label each needs, for CI's job matrix.
-* `observe` / `require` detect the vendor runtime and the device: for Tenstorrent,
-  `ttnn` importable (and not a stand-in), a device node under `/dev/tenstorrent/`,
-  and `MESH_DEVICE` set (to the spec's mesh when it names one). Anything missing:
-  exit 3, naming each missing piece. Nothing is reported as present unless it was
-  observed.
+* `observe` / `require` detect the vendor runtime and the device, as the spec's
+  `[runtime]` and `[conformance.hardware]` say (for Tenstorrent: `ttnn` importable and not
+  a stand-in, a node matching `/dev/tenstorrent/*`, `MESH_DEVICE` set to the spec's mesh).
+  Anything missing: exit 3, naming each missing piece. Nothing is reported as present
+  unless it was observed.
 * `live` runs what only the hardware can show, in the hardware pairing environment
-  (`vpr env --runner hardware`): a probe that `vllm serve ... -tp 2` is rejected with a
-  clear error, and the live mixed-load test against a `vllm serve` it starts with the
-  spec's model and settings. Both results become the `hardware` check of the scorecard
-  written by `vpr conform --runner hardware`, and the verdict is recomputed: `fleet`
-  needs that check passed. Exit 0 only with verdict `fleet`.
+  (`vpr env --runner hardware`): for parallelism = "mesh", a probe that `vllm serve ...
+  -tp 2` is rejected with a clear error, and the live mixed-load test against a `vllm
+  serve` it starts with the spec's model and settings. Both results become the
+  `hardware` check of the scorecard written by `vpr conform --runner hardware`, and the
+  verdict is recomputed: `fleet` needs that check passed. Exit 0 only with verdict `fleet`.
 * `conform_hardware` is the whole sequence on the runner: probe, hardware pairing
   environment, conformance on the hardware runner, live.
 """
@@ -86,6 +86,7 @@ def plan(spec_files: list[Path], since: str | None = None) -> dict[str, Any]:
                 "spec": str(file),
                 "name": spec.name,
                 "device_class": hw.device_class,
+                "mesh_variable": hw.mesh_variable or "",
                 "mesh_device": hw.mesh_device or "",
                 "runner_labels": list(hw.runner_labels),
             }
@@ -115,8 +116,8 @@ def probe_python(dist: Path, runtime_env: Path | None) -> Path:
 
 
 def observe(spec: Spec, python: Path, hw: HardwareSettings, dist: Path) -> Probe:
-    """Probe the runtime in `python`, the device and MESH_DEVICE; record it in `dist`."""
-    found = probe(spec, python, hw.device_glob, hw.mesh_device)
+    """Probe the runtime in `python`, the device and the mesh variable; record it in `dist`."""
+    found = probe(spec, python, hw.device_glob, hw.mesh_device, mesh_variable=hw.mesh_variable)
     write_json(dist / PROBE_RECORD, found.to_json())
     return found
 
@@ -126,8 +127,13 @@ def _missing_error(found: Probe) -> OutsideFailure:
         "hardware runner: not on a working hardware runner; missing:\n  - "
         + "\n  - ".join(found.missing),
         hint="run on the self-hosted hardware runner (runtime installed, device attached, "
-        "MESH_DEVICE set); nothing was reported as passed",
+        "the spec's mesh variable set); nothing was reported as passed",
     )
+
+
+def _mesh_text(found: Probe) -> str:
+    variable = found.mesh.get("variable")
+    return f", {variable}={found.mesh['value']}" if variable else ""
 
 
 def require(found: Probe) -> None:
@@ -136,7 +142,7 @@ def require(found: Probe) -> None:
         raise _missing_error(found)
     progress.info(
         f"hardware-probe: runtime {found.runtime['module']} present ({found.runtime['python']}),"
-        f" {len(found.devices['found'])} device node(s), MESH_DEVICE={found.mesh['value']}"
+        f" {len(found.devices['found'])} device node(s)" + _mesh_text(found)
     )
 
 
@@ -179,7 +185,7 @@ def tp_probe(vllm: Path, hw: HardwareSettings, env: dict[str, str], log: Path) -
     finally:
         code = proc.poll()
         serve.stop(proc)
-    result = classify_rejection(code, came_up, serve.tail(log, 200))
+    result = classify_rejection(code, came_up, serve.tail(log, 200), hw.mesh_variable)
     return {"argv": argv[1:], "log": str(log), **result}
 
 
@@ -263,7 +269,9 @@ def live(spec: Spec, dist: Path, hw: HardwareSettings, spec_arg: str | Path) -> 
     vllm = python.parent / "vllm"
     if not vllm.exists():
         raise BadInput(f"{vllm}: not found; the pairing environment has no vllm command")
-    serve_env = {**proc.inherited(), "MESH_DEVICE": found.mesh["value"] or ""}
+    serve_env = dict(proc.inherited())
+    if hw.mesh_variable:
+        serve_env[hw.mesh_variable] = found.mesh["value"] or ""
     serve_command(vllm, hw, 0)  # the model must be set before anything starts
     if hw.parallelism == "mesh":
         progress.info("hardware-live: vllm serve -tp 2 (must be rejected)")
@@ -271,7 +279,7 @@ def live(spec: Spec, dist: Path, hw: HardwareSettings, spec_arg: str | Path) -> 
     else:  # the plugin shards with -tp itself: nothing to reject
         tp = {"status": "not-applicable", "detail": 'not run: parallelism = "tp" in the spec'}
     progress.info(f"hardware-live: -tp 2 probe: {tp['status']}: {tp['detail']}")
-    progress.info(f"hardware-live: vllm serve {hw.model} (MESH_DEVICE={found.mesh['value']})")
+    progress.info(f"hardware-live: vllm serve {hw.model}{_mesh_text(found)}")
     result = live_test(spec, vllm, hw, serve_env, dist)
     progress.info(f"hardware-live: live load test: {result['status']}: {result['detail']}")
     check = hardware_check(found, tp, result)

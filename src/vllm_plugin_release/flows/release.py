@@ -18,6 +18,7 @@ from rich.table import Table
 
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, write_json
+from vllm_plugin_release.core.errors import BadInput, PythonUnavailable, VprError
 from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges import ci, envrun
@@ -54,18 +55,26 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
 
     def lock_check() -> None:
         request, _ = build_request(spec, inputs.tree)
-        check_lock(spec.resolve(spec.build.constraints), request)
+        try:
+            check_lock(spec.resolve(spec.build.constraints), request)
+        except BadInput:  # the lock's error stands (exit 2); where the spec's Python is
+            _env_free_checks(spec, opts, out, inputs, None)  # missing too, the env-free
+            raise  # checks still run
 
     def build_core() -> None:
         from vllm_plugin_release.stages.build_core import build_core as run
 
-        result = run(
-            spec,
-            cache=opts.cache,
-            dist_root=opts.dist_root,
-            tree=inputs.tree,
-            fetcher=inputs.fetcher,
-        )
+        try:
+            result = run(
+                spec,
+                cache=opts.cache,
+                dist_root=opts.dist_root,
+                tree=inputs.tree,
+                fetcher=inputs.fetcher,
+            )
+        except PythonUnavailable as exc:  # the run stops here (exit 3), after the checks
+            _env_free_checks(spec, opts, out, inputs, exc)  # that need no pairing env
+            raise
         out.facts["core wheel"] = f"{result.wheel.name} sha256:{result.data['wheel']['sha256']}"
         out.ran_in["build-core"] = result.data.get("backend")
 
@@ -131,6 +140,8 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
             dist_root=opts.dist_root,
             cache=opts.cache,
         )
+        if result.proven_in is not None:  # the install proof runs on the spec's runner too
+            out.ran_in["publish (install proof)"] = result.proven_in
         wheels = ", ".join(f"{name} {status}" for name, status in result.wheels.items())
         out.facts["published"] = (
             f"{wheels} on {result.index}; manifest {result.store_status} in {result.store}"
@@ -160,6 +171,29 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
     if opts.publish:
         stages += [("publish", publish), ("ledger", ledger)]
     return stages
+
+
+def _env_free_checks(
+    spec: Spec, opts: Options, out: Outcome, inputs: Inputs, blocked: PythonUnavailable | None
+) -> None:
+    """The checks that need no pairing environment, when the spec's Python cannot run here
+    (`blocked`, or looked for now; nothing when it can). Their own failure is a warning:
+    the error that stopped the run is the one reported."""
+    from vllm_plugin_release.conform.envfree import blocker, conform_env_free
+
+    try:
+        ctx = inputs.context(opts.runner, opts.dist_root)
+        if blocked is None:
+            blocked = blocker(ctx)
+            if blocked is None:
+                return
+            progress.warn(str(blocked))  # beside the error that stops the run
+        card = conform_env_free(ctx, blocked)
+    except VprError as exc:
+        progress.warn(f"the checks that need no pairing environment did not run: {exc}")
+        return
+    out.facts["verdict"] = f"{card['verdict']} (only the checks that need no environment)"
+    out.facts["scorecard"] = str(dist_dir(opts.dist_root, spec.name) / records.SCORECARD_MD)
 
 
 def release(spec: Spec, opts: Options) -> Outcome:

@@ -108,6 +108,9 @@ def _describe(error: ValidationError, prefix: tuple[str, ...] = ()) -> tuple[tup
         return (*path, "kind"), f"'kind' must be one of {kinds}, got {kind!r}"
     key = path[-1] if path else "value"
     got = error.instance
+    if "propertyNames" in error.absolute_schema_path:  # a key of a free-form table
+        why = "is refused (the pipeline owns it)" if error.validator == "not" else "is invalid"
+        return (*path, str(got)), f"{_table_name(path)}: key {got!r} {why}: expected {desc}"
     if error.validator == "format" and error.validator_value == "pep440":
         return path, f"{key} = {got!r} is not a PEP 440 version (e.g. 0.26.0)"
     if error.validator == "format" and error.validator_value == "uri":

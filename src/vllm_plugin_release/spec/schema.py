@@ -17,6 +17,15 @@ HEX64 = "^[0-9a-f]{64}$"
 HEX40 = "^[0-9a-f]{40}$"
 DOTTED_MODULE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 DIGEST_PINNED_IMAGE = r"^[^\s@]+@sha256:[0-9a-f]{64}$"
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# What the pipeline sets in a build's environment itself (stages/recipes.build_env,
+# edges/runner.host_env), and families that steer the interpreter, installers or loader:
+# a spec's [plugin] build_env may not set them.
+RESERVED_ENV = (
+    r"^(PATH|HOME|TMPDIR|TZ|LANG|LC_[A-Za-z_]*|SOURCE_DATE_EPOCH|PYTHON[A-Za-z0-9_]*"
+    r"|PIP_[A-Za-z0-9_]*|UV_[A-Za-z0-9_]*|LD_[A-Za-z0-9_]*|CARGO|VIRTUAL_ENV"
+    r"|VLLM_TARGET_DEVICE|SSL_CERT_FILE|XDG_[A-Za-z_]*)$"
+)
 
 
 def _str(description: str, **extra: Any) -> dict[str, Any]:
@@ -128,11 +137,17 @@ SCHEMA: dict[str, Any] = {
             "additionalProperties": False,
             "required": ["python", "backend"],
             "properties": {
-                "python": _str("Python version of the build, e.g. 3.11.", pattern=r"^3\.\d{1,2}$"),
+                "python": _str(
+                    "Python version of the build, e.g. 3.11. Where the runner has no such "
+                    "interpreter (or image), the stages that need it stop with exit 3 and "
+                    "only the checks that need no pairing environment run (verdict lab).",
+                    pattern=r"^3\.\d{1,2}$",
+                ),
                 "backend": {
                     "enum": ["local", "docker"],
-                    "description": '"local" (a venv on this machine) or "docker" '
-                    "(a container built from docker/ with the docker SDK).",
+                    "description": '"local" (this machine) or "docker" (every stage '
+                    "that runs core or plugin code, publish's install proof included, in a "
+                    "fresh container from base_image, with the docker SDK).",
                 },
                 "base_image": _str(
                     "The image every stage runs in with backend = docker, pinned by digest "
@@ -202,6 +217,25 @@ SCHEMA: dict[str, Any] = {
                     "description": "Build requirements the plugin needs beyond its "
                     "[build-system].requires (e.g. what a setup.py imports), PEP 508 strings.",
                 },
+                "build_env": {
+                    "type": "object",
+                    "description": "Environment variables of the plugin's wheel build (e.g. "
+                    '{ COMPILE_CUSTOM_KERNELS = "0", SOC_VERSION = "ascend910b1" }), string '
+                    "values, recorded in build-plugin.json and passed to the build on either "
+                    "runner. Names the pipeline sets itself are refused: PATH, HOME, TMPDIR, "
+                    "TZ, LANG, LC_*, SOURCE_DATE_EPOCH, PYTHON*, PIP_*, UV_*, LD_*, CARGO, "
+                    "VIRTUAL_ENV, VLLM_TARGET_DEVICE, SSL_CERT_FILE, XDG_*.",
+                    "propertyNames": {
+                        "pattern": ENV_NAME,
+                        "not": {"pattern": RESERVED_ENV},
+                        "description": "an environment variable name (letters, digits and _, "
+                        "not starting with a digit) the pipeline does not set itself "
+                        "(not PATH, HOME, TMPDIR, TZ, LANG, LC_*, SOURCE_DATE_EPOCH, PYTHON*, "
+                        "PIP_*, UV_*, LD_*, CARGO, VIRTUAL_ENV, VLLM_TARGET_DEVICE, "
+                        "SSL_CERT_FILE, XDG_*)",
+                    },
+                    "additionalProperties": {"type": "string"},
+                },
             },
         },
         "runtime": {
@@ -216,7 +250,19 @@ SCHEMA: dict[str, Any] = {
                     "name such as vendor_sdk.torch.",
                     pattern=DOTTED_MODULE,
                 ),
-                "package": _str("Distribution to install, e.g. ttnn."),
+                "package": _str(
+                    "Distribution to install, e.g. ttnn. Without `version` it is the vendor "
+                    "image's to provide: a requirement on it (the plugin's build requirements "
+                    "and dependencies) is left out of the plugin build lock and the pairing "
+                    "lock, and recorded as deferred to the hardware runner."
+                ),
+                "provides": {
+                    "type": "array",
+                    "items": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*$"},
+                    "description": "Other distributions the vendor image provides with the "
+                    "runtime (e.g. triton-ascend): left out of the locks like `package`.",
+                    "default": [],
+                },
                 "version": _str("Pinned version of `package`.", format="pep440"),
                 "commit": _str("Runtime source commit (e.g. TT-Metal), recorded.", pattern=HEX40),
                 "python": {

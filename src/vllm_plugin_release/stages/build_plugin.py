@@ -27,9 +27,10 @@ from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.requests import (
+    PluginBuildPlan,
     build_request,
+    plugin_build_plan,
     plugin_build_request,
-    plugin_build_requires,
 )
 from vllm_plugin_release.stages.wheelbuild import (
     StageResult,
@@ -75,13 +76,16 @@ def wheel_metadata(wheel: Path) -> dict[str, Any]:
     }
 
 
-def check_build_requirements(spec: Spec, root: Path, lock_text: str, lock_file: str) -> list[str]:
-    """The plugin's build requirements must be met by the core build lock's pins; a
-    conflict names the plugin's requirement and the lock's pin."""
-    requires = plugin_build_requires(spec, root)
+def check_build_requirements(
+    spec: Spec, root: Path, lock_text: str, lock_file: str
+) -> PluginBuildPlan:
+    """The plugin's build requirements (without the vendor image's; torch as [build] torch)
+    must be met by the core build lock's pins; a conflict names the plugin's requirement and
+    the lock's pin."""
+    plan = plugin_build_plan(spec, root)
     pinned = {canonicalize_name(k): v for k, v in pins(lock_text).items()}
     source = "pyproject.toml" if (root / "pyproject.toml").is_file() else "setup.py"
-    for raw in requires:
+    for raw in plan.requirements:
         req = Requirement(raw)
         have = pinned.get(canonicalize_name(req.name))
         if have is None or (req.specifier and not req.specifier.contains(have, prereleases=True)):
@@ -94,7 +98,21 @@ def check_build_requirements(spec: Spec, root: Path, lock_text: str, lock_file: 
                 hint="the plugin is built in the core's locked build environment; give it its "
                 "own with [plugin] build_constraints (then `vpr lock`), or relax the requirement",
             )
-    return requires
+    return plan
+
+
+def _build_lock(spec: Spec, root: Path, tree: Path) -> tuple[str, PluginBuildPlan]:
+    """The build lock the plugin is built in (checked current) and its build plan."""
+    own = plugin_build_request(spec, root)
+    if own is not None:  # the plugin's own hash-locked build environment
+        lock_file = spec.plugin["build_constraints"]
+        check_lock(spec.resolve(lock_file), own)
+        return lock_file, plugin_build_plan(spec, root)
+    # the core's build lock, which must meet the plugin's build requirements
+    lock_file = spec.build.constraints
+    request, _ = build_request(spec, tree)
+    lock_text = check_lock(spec.resolve(lock_file), request)
+    return lock_file, check_build_requirements(spec, root, lock_text, lock_file)
 
 
 def build_plugin(
@@ -111,19 +129,10 @@ def build_plugin(
     src = plugin
     runner = runner_for(spec, cache, folders=(src.root,))
     runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
-    own = plugin_build_request(spec, src.root)
-    if own is not None:  # the plugin's own hash-locked build environment
-        lock_file = spec.plugin["build_constraints"]
-        lock_path = spec.resolve(lock_file)
-        check_lock(lock_path, own)
-        requires = plugin_build_requires(spec, src.root)
-    else:  # the core's build lock, which must meet the plugin's build requirements
-        lock_file = spec.build.constraints
-        lock_path = spec.resolve(lock_file)
-        request, _ = build_request(spec, tree)
-        lock_text = check_lock(lock_path, request)
-        requires = check_build_requirements(spec, src.root, lock_text, lock_file)
+    lock_file, plan = _build_lock(spec, src.root, tree)
+    lock_path = spec.resolve(lock_file)
     lock_sha = sha256_file(lock_path)
+    variables = dict(sorted(spec.plugin.get("build_env", {}).items()))
     key = key_of(
         {
             "runner": runner.describe(),
@@ -134,6 +143,8 @@ def build_plugin(
             "python": spec.build.python,
             "reproducibility_check": spec.build.reproducibility_check,
             "isolated": runner.isolate,
+            # only when set: the keys of plugins built without it are unchanged
+            **({"build_env": variables} if variables else {}),
         }
     )
     stage_dir = cache.stage_dir(STAGE, key)
@@ -156,6 +167,7 @@ def build_plugin(
                 source_date_epoch=src.source_date_epoch,
                 target_device=None,
                 log_name=STAGE,
+                extra_env=variables,
             )
         wheels = [r["wheel"] for r in results]
         digest, reproducible = compare_builds(wheels, STAGE)
@@ -184,7 +196,8 @@ def build_plugin(
                 "commit": src.commit,
                 "source_kind": src.kind,
                 "requires_dist": meta["requires_dist"],
-                "build_requires": requires,
+                "build_requires": list(plan.declared),
+                **plan.record(),
             },
             "source_date_epoch": src.source_date_epoch,
             "wheel": {"filename": wheels[0].name, "sha256": digest},
@@ -193,7 +206,11 @@ def build_plugin(
             "builds_compared": builds,
             "isolated": runner.isolate,
             "python": results[0]["python"],
-            "build_env": {"lock_file": lock_file, "lock_sha256": lock_sha},
+            "build_env": {
+                "lock_file": lock_file,
+                "lock_sha256": lock_sha,
+                **({"variables": variables} if variables else {}),
+            },
             "backend": runner.describe(),
         }
         result = store(cache, stage_dir, dist, wheels[0], record, RECORD)

@@ -30,7 +30,12 @@ from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.runner import Command, Runner, host_env
 from vllm_plugin_release.edges.uv import find_link_args, uv_bin
 from vllm_plugin_release.spec.model import Spec
-from vllm_plugin_release.stages.requests import RuntimePlan, env_lock_request, runtime_plan
+from vllm_plugin_release.stages.requests import (
+    RuntimePlan,
+    env_left_out,
+    env_lock_request,
+    runtime_plan,
+)
 from vllm_plugin_release.stages.wheelbuild import runner_for
 
 RUNNERS = ("cpu", "hardware")
@@ -149,6 +154,13 @@ def create_env(
                 raise
             write_json(result_file, result)
     result = {**result, "backend": runner.describe()}  # where the environment runs
+    left = env_left_out(spec, plugin.root, built["plugin"].get("requires_dist"))
+    if left:  # never resolved here: what needs them waits for the runtime
+        where = "--runtime-env" if runtime_env else "deferred to the hardware runner"
+        result["runtime"] = {
+            **result["runtime"],
+            "left_out": {"requirements": left, "reason": f"provided by the vendor image ({where})"},
+        }
     return _deliver(spec, dist, runner_kind, env_dir, lock_sha, core, built, result, conduct_gate)
 
 
@@ -166,6 +178,7 @@ def _deliver(
     """Write dist/NAME/env.json for the environment's checks; GateFailed if one failed.
     Without `conduct_gate` (the release), how the platform plugin answers is left to the
     scorecard's environment check: a finding about the plugin, not a stop."""
+    result = {**result, "checks": _plugin_findings(result, spec.runtime.get("module"))}
     platform = next(
         (
             c.get("value")
@@ -189,7 +202,8 @@ def _deliver(
     failed = [
         c
         for c in record["checks"]
-        if c["status"] == "fail" and (conduct_gate or not c["name"].startswith("platform_plugin()"))
+        if c["status"] == "fail"
+        and (conduct_gate or not (c["name"].startswith("platform_plugin()") or c.get("finding")))
     ]
     for check in record["checks"]:
         progress.info(f"env: {check['status']:>8}  {check['name']}: {check['detail']}")
@@ -199,6 +213,34 @@ def _deliver(
             hint=f"see {dist / ENV_RECORD}",
         )
     return record
+
+
+def _plugin_findings(result: dict[str, Any], module: str | None) -> list[dict[str, Any]]:
+    """The checks, with `import vllm` failing for want of the absent runtime marked as a
+    finding about the plugin: vLLM itself never imports a vendor runtime, so only the
+    plugin's platform (activated while vLLM imports) can have asked for it."""
+    if not module or result.get("runtime", {}).get("status") != "absent":
+        return list(result["checks"])
+    parts = module.split(".")
+    missing = {
+        f"ModuleNotFoundError: No module named '{'.'.join(parts[:i])}'" for i in (1, len(parts))
+    }
+    out = []
+    for check in result["checks"]:
+        if (
+            check["name"] == "import vllm"
+            and check["status"] == "fail"
+            and check["detail"] in missing
+        ):
+            check = {
+                **check,
+                "detail": f"{check['detail']}: the platform plugin activates while vLLM imports "
+                f"and needs {module}, so vLLM cannot be imported where the plugin is installed "
+                "without its runtime (a finding about the plugin)",
+                "finding": "plugin",
+            }
+        out.append(check)
+    return out
 
 
 def install_steps(

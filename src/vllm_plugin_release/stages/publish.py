@@ -10,7 +10,8 @@ Order, each step a gate for the next:
   4. with the default index, a local pypiserver on loopback over `.vpr/index/`, the
      result is proven by installing both wheels with `uv pip install --require-hashes`
      (no cache) into a scratch venv and checking it against the manifest (`--verify-install` does
-     the same for any index);
+     the same for any index), on the spec's runner (the pinned image with backend
+     docker, on the host network to reach the loopback index);
   5. only then is the manifest added to the store, with the pairing's hash lock, both
      wheels (the store's embedded index) and a line of verdict history (the
      certification time, the runner, where the wheels were published); the time also
@@ -24,6 +25,7 @@ output: every line from a subprocess is scrubbed, URLs lose their user info.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,9 +53,11 @@ from vllm_plugin_release.edges.publisher import (
     twine_check,
     twine_upload,
 )
+from vllm_plugin_release.edges.runner import LocalRunner, Runner
 from vllm_plugin_release.edges.store import Extras, HttpStore, Store, open_store, utc_now
 from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.verify import Verified, check_environment, verify_files
+from vllm_plugin_release.stages.wheelbuild import runner_for
 
 CERTIFIED = ("fleet", "pilot")
 LOCK_HINT = "the lock changed since `vpr env`; run the pairing again (vpr release) first"
@@ -110,11 +114,16 @@ def ensure_on_index(target: IndexTarget, project: str, wheel: Path, sha256: str)
 
 
 def prove_install(
-    target: IndexTarget, manifest: dict[str, Any], wheels_dir: Path, workdir: Path
+    target: IndexTarget,
+    manifest: dict[str, Any],
+    wheels_dir: Path,
+    workdir: Path,
+    runner: Runner,
 ) -> None:
-    """Install both wheels from the index with --require-hashes into a scratch venv, then
-    check that environment against the manifest. GateFailed on any mismatch."""
-    python = make_venv(workdir / "venv")
+    """Install both wheels from the index with --require-hashes into a scratch venv made
+    on `runner` (this machine, or the pinned image) for the pairing's Python, then check
+    that environment against the manifest. GateFailed on any mismatch."""
+    python = make_venv(workdir / "venv", runner, _certified_python(manifest))
     requirements = workdir / "requirements.txt"
     lines = [
         f"{manifest[p]['name']}=={manifest[p]['wheel']['version']} "
@@ -122,7 +131,7 @@ def prove_install(
         for p in ("core", "plugin")
     ]
     requirements.write_text("\n".join(lines) + "\n")
-    done = install_with_hashes(python, target.simple_url, requirements)
+    done = install_with_hashes(python, target.simple_url, requirements, runner)
     if done.returncode != 0:
         out = redact((done.stdout + done.stderr).strip())
         raise GateFailed(
@@ -140,6 +149,12 @@ def prove_install(
         )
 
 
+def _certified_python(manifest: dict[str, Any]) -> str | None:
+    """X.Y of the Python the core wheel was built for (None: the manifest does not say)."""
+    version = str(manifest["core"].get("python") or "")
+    return ".".join(version.split(".")[:2]) or None
+
+
 # ---------------------------------------------------------------------------
 # The whole step
 
@@ -149,6 +164,7 @@ class PublishResult:
     index: str
     wheels: dict[str, str] = field(default_factory=dict)  # filename -> uploaded | present
     install_proven: bool = False
+    proven_in: dict[str, Any] | None = None  # where the install proof ran (Runner.describe)
     store: str = ""
     store_status: str = ""
     pairing_id: str = ""
@@ -171,23 +187,63 @@ def resolve_targets(
 Wheels = list[tuple[str, Path, str]]  # (project, wheel file, sha256) for core and plugin
 
 
-def _proof_marker(index_root: Path, wheels: Wheels) -> Path:
+PROOFS = ".vpr-proofs"  # in the index folder (pypiserver serves no dot folder)
+
+
+def _proof_marker(index_root: Path, wheels: Wheels, runner: Runner) -> Path:
+    """Where the proof of this exact pair of wheels on this runner is noted: in the index
+    folder itself, so the note travels with the files it speaks of (an index folder
+    restored into a fresh cache keeps its proofs)."""
     from vllm_plugin_release.core.cache import key_of
 
-    return index_root.parent / "index-proofs" / key_of(sorted(sha for _, _, sha in wheels))
+    key = key_of({"wheels": sorted(sha for _, _, sha in wheels), "runner": runner.env_key})
+    return index_root / PROOFS / f"{key}.json"
 
 
-def _already_proven(index_root: Path, wheels: Wheels) -> bool:
-    """Both wheels sit in the local index folder with the right sha256, and an earlier
-    run proved that exact pair installs with --require-hashes."""
+def _already_proven(index_root: Path, wheels: Wheels, runner: Runner) -> dict[str, Any] | None:
+    """Where an earlier proof ran, when both wheels sit in the local index folder with the
+    right sha256 and that proof installed this exact pair (--require-hashes) on a runner
+    of the same kind and image; None otherwise (the proof runs)."""
+    import json
+
     from vllm_plugin_release.core.cache import sha256_file
 
-    if not _proof_marker(index_root, wheels).exists():
-        return False
-    return all(
-        (index_root / w.name).is_file() and sha256_file(index_root / w.name) == sha
-        for _, w, sha in wheels
+    marker = _proof_marker(index_root, wheels, runner)
+    try:
+        noted = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    want = {w.name: sha for _, w, sha in wheels}
+    if not isinstance(noted, dict) or noted.get("wheels") != want:
+        return None
+    for _, wheel, sha in wheels:
+        served = index_root / wheel.name
+        if not served.is_file() or sha256_file(served) != sha:
+            return None
+    ran_in = noted.get("ran_in")
+    return ran_in if isinstance(ran_in, dict) else None
+
+
+def _note_proof(index_root: Path, wheels: Wheels, runner: Runner) -> None:
+    from vllm_plugin_release.core.cache import write_json
+
+    marker = _proof_marker(index_root, wheels, runner)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    write_json(
+        marker, {"wheels": {w.name: sha for _, w, sha in wheels}, "ran_in": runner.describe()}
     )
+
+
+def _once(make: Callable[[], Runner]) -> Callable[[], Runner]:
+    """`make`, called at most once (a container runner connects and checks its image)."""
+    made: list[Runner] = []
+
+    def get() -> Runner:
+        if not made:
+            made.append(make())
+        return made[0]
+
+    return get
 
 
 def _writable_store(store: str) -> Store:
@@ -250,7 +306,11 @@ def _open_index(
 
 
 def _prove_in_scratch(
-    target: IndexTarget, manifest: dict[str, Any], dist_dir: Path, scratch_root: Path
+    target: IndexTarget,
+    manifest: dict[str, Any],
+    dist_dir: Path,
+    scratch_root: Path,
+    runner: Runner,
 ) -> None:
     import shutil
     import tempfile
@@ -258,8 +318,9 @@ def _prove_in_scratch(
     scratch_root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="install-proof-", dir=scratch_root))
     try:
-        with progress.status("install proof: uv pip --require-hashes into a scratch venv"):
-            prove_install(target, manifest, dist_dir, work)
+        where = "" if runner.kind == "local" else " in the pinned image"
+        with progress.status(f"install proof: uv pip --require-hashes into a scratch venv{where}"):
+            prove_install(target, manifest, dist_dir, work, runner)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -274,25 +335,24 @@ def _upload_and_prove(
     index: str | None,
     simple_index: str | None,
     scratch_root: Path,
-    verify_install: bool | None,
+    verify_install: bool,
+    runner: Callable[[], Runner],
 ) -> None:
-    """Gates 3 and 4: each wheel on the index, then (by default on the local index) the
-    install proof. The local index is stopped again before this returns."""
+    """Gates 3 and 4: each wheel on the index, then (when `verify_install`) the install
+    proof on `runner()`. The local index is stopped again before this returns."""
     with contextlib.ExitStack() as stack:
         target = _open_index(stack, result, local, index, simple_index)
         for project, wheel, sha in wheels:
             with progress.status(f"publishing {wheel.name} to {result.index}"):
                 result.wheels[wheel.name] = ensure_on_index(target, project, wheel, sha)
             progress.info(f"{wheel.name}: {result.wheels[wheel.name]} on {result.index}")
-        if verify_install is None:
-            verify_install = local is not None
         if verify_install:
-            _prove_in_scratch(target, manifest, dist_dir, scratch_root)
+            proof_runner = runner()
+            _prove_in_scratch(target, manifest, dist_dir, scratch_root, proof_runner)
             result.install_proven = True
+            result.proven_in = proof_runner.describe()
             if local is not None:
-                marker = _proof_marker(local.root, wheels)
-                marker.parent.mkdir(parents=True, exist_ok=True)
-                marker.write_text("install proven\n")
+                _note_proof(local.root, wheels, proof_runner)
 
 
 def _read_lock(manifest: dict[str, Any], root: Path | None) -> bytes | None:
@@ -339,6 +399,7 @@ def _record_certification(dist_dir: Path, result: PublishResult) -> None:
         "store_status": result.store_status,
         "pairing_id": result.pairing_id,
         "verdict": result.verdict,
+        "install_proof_ran_in": result.proven_in,
     }
     write_json(path, data)
 
@@ -355,9 +416,11 @@ def publish_folder(
     verify_install: bool | None = None,
     allow_uncertified: bool = False,
     project_root: Path | None = None,
+    runner: Callable[[], Runner] | None = None,
 ) -> PublishResult:
     """Publish dist_dir's wheels and manifest. `index=None`: a local pypiserver over index_root.
-    `project_root`: where the manifest's lock file is (stored with it; None: no lock)."""
+    `project_root`: where the manifest's lock file is (stored with it; None: no lock).
+    `runner`: makes the runner the install proof runs on (default: this machine)."""
     manifest_path = dist_dir / MANIFEST_FILE
     if not manifest_path.exists():
         raise BadInput(
@@ -381,14 +444,24 @@ def publish_folder(
     verdict = manifest["conformance"]["verdict"]
     result = PublishResult(index="", pairing_id=manifest["pairing_id"], verdict=verdict)
     local = LocalIndex(index_root) if index is None else None
-    if local is not None and verify_install is not False and _already_proven(index_root, wheels):
-        # The same bytes were uploaded and install-proven by an earlier run: the local
-        # index is a folder we own, so checking the files on disk is the whole answer.
+    if verify_install is None:
+        verify_install = local is not None
+    make_runner = _once(runner or (lambda: LocalRunner("off")))
+    proven = (
+        _already_proven(index_root, wheels, make_runner())
+        if local is not None and verify_install
+        else None
+    )
+    if proven is not None:
+        # The same bytes were uploaded and install-proven on this runner by an earlier
+        # run: the local index is a folder we own, so checking the files on disk is the
+        # whole answer.
         result.index = (
             f"local index {index_root} (files verified on disk; install proven by an earlier run)"
         )
         result.wheels = {w.name: "present" for _, w, _ in wheels}
         result.install_proven = True
+        result.proven_in = proven
     else:
         _upload_and_prove(
             result,
@@ -400,6 +473,7 @@ def publish_folder(
             simple_index=simple_index,
             scratch_root=scratch_root,
             verify_install=verify_install,
+            runner=make_runner,
         )
     remote = None if local is not None else (simple_index or simple_url_for(str(index)))
     extras = _store_extras(lock, wheels, remote)
@@ -432,8 +506,9 @@ def publish_spec(
         )
         candidate = keys.public_path(key_path)
         pub = candidate if candidate.exists() else None
+    dist = Path(dist_root) / spec.name  # dist/NAME/, as `vpr manifest build` writes it
     return publish_folder(
-        Path(dist_root) / spec.name,  # dist/NAME/, as `vpr manifest build` writes it
+        dist,
         index=index,
         store=store_location,
         index_root=cache.root / "index",
@@ -443,4 +518,6 @@ def publish_spec(
         verify_install=verify_install,
         allow_uncertified=allow_uncertified,
         project_root=spec.root,
+        # The install proof runs where the pairing's stages ran: the spec's runner.
+        runner=lambda: runner_for(spec, cache, folders=(dist.resolve(),)),
     )

@@ -76,17 +76,92 @@ def plugin_build_requires(spec: Spec, root: Path) -> list[str]:
     return [*requires, *spec.plugin.get("build_requirements", [])]
 
 
+def vendor_image_packages(spec: Spec) -> frozenset[str]:
+    """Canonical names of what the vendor image provides, never resolved on a cpu runner:
+    `[runtime] package` (unless the spec pins a version the index installs) and
+    `[runtime] provides`."""
+    rt = spec.runtime
+    if not rt:
+        return frozenset()
+    names = list(rt.get("provides", []))
+    if rt.get("package") and runtime_plan(spec, "cpu", None).status != "install":
+        names.append(rt["package"])
+    return frozenset(canonicalize_name(n) for n in names)
+
+
+def without_vendor_image(spec: Spec, lines: list[str]) -> tuple[list[str], list[str]]:
+    """(kept, left out): the requirements on a distribution the vendor image provides are
+    left out of a lock (recorded by the caller as deferred to the hardware runner)."""
+    vendor = vendor_image_packages(spec)
+    kept: list[str] = []
+    left: list[str] = []
+    for line in lines:
+        (left if canonicalize_name(Requirement(line).name) in vendor else kept).append(line)
+    return kept, left
+
+
+@dataclass(frozen=True)
+class PluginBuildPlan:
+    """What the plugin's build environment holds, from what it declares."""
+
+    declared: tuple[str, ...]  # [build-system].requires + [plugin] build_requirements
+    requirements: tuple[str, ...]  # what the build environment gets
+    left_out: tuple[str, ...]  # provided by the vendor image
+    torch: dict[str, str] | None  # {"declared", "used"} when the plugin declares torch
+
+    def record(self) -> dict[str, object]:
+        """The build-plugin.json keys for what differs from the declared requirements."""
+        out: dict[str, object] = {}
+        if self.left_out:
+            out["left_out"] = {
+                "requirements": list(self.left_out),
+                "reason": "provided by the vendor image: deferred to the hardware runner",
+            }
+        if self.torch:
+            out["torch"] = dict(self.torch)
+        return out
+
+
+def plugin_build_plan(spec: Spec, root: Path) -> PluginBuildPlan:
+    """The plugin's build requirements as its build environment gets them: without what the
+    vendor image provides, and with torch as `[build] torch` (a CPU build this machine can
+    install; the declared pin is recorded beside it), as for the core."""
+    declared = plugin_build_requires(spec, root)
+    kept, left = without_vendor_image(spec, declared)
+    torch: dict[str, str] | None = None
+    requirements: list[str] = []
+    for line in kept:
+        if canonicalize_name(Requirement(line).name) == "torch":
+            torch = {"declared": line, "used": f"torch=={spec.build.torch}"}
+            continue
+        requirements.append(line)
+    if torch:
+        requirements.append(torch["used"])
+    return PluginBuildPlan(tuple(declared), tuple(requirements), tuple(left), torch)
+
+
 def plugin_build_request(spec: Spec, root: Path) -> LockRequest | None:
     """The plugin's own build lock ([plugin] build_constraints), or None: built in the core's."""
     if not spec.plugin.get("build_constraints"):
         return None
     name = spec.plugin.get("name", "plugin")
+    plan = plugin_build_plan(spec, root)
+    notes = ["Inputs: the plugin's [build-system].requires and [plugin] build_requirements."]
+    if plan.left_out:
+        notes.append(
+            "Left out, provided by the vendor image ([runtime]): " + ", ".join(plan.left_out)
+        )
+    if plan.torch:
+        notes.append(
+            f"The plugin declares {plan.torch['declared']!r}; this build uses "
+            f"{plan.torch['used']} ([build] torch)."
+        )
     return LockRequest(
         name=f"build-plugin-{spec.name}",
-        requirements=tuple(sorted({*plugin_build_requires(spec, root), "build"})),
+        requirements=tuple(sorted({*plan.requirements, "build"})),
         python=spec.build.python,
         title=f"Build requirements for {name} (its own build lock), Python {spec.build.python}",
-        notes=("Inputs: the plugin's [build-system].requires and [plugin] build_requirements.",),
+        notes=tuple(notes),
     )
 
 
@@ -184,14 +259,20 @@ def env_lock_request(
     common = core_tree / "requirements" / "common.txt"
     if not common.exists():
         raise BadInput(f"{common}: not in the verified core source", hint="check [core] version")
+    deps, left = without_vendor_image(
+        spec, _without_core(spec, plugin_dependencies(plugin_root, requires_dist))
+    )
     requirements = [
         *read_requirements_file(common),
         f"torch=={spec.build.torch}",
-        *_without_core(spec, plugin_dependencies(plugin_root, requires_dist)),
+        *deps,
         *spec.env.get("requirements", ["pytest"]),
     ]
     if plan.status == "install" and plan.requirement:
         requirements.append(plan.requirement)
+    vendor = (
+        ("Left out, provided by the vendor image ([runtime]): " + ", ".join(left),) if left else ()
+    )
     return LockRequest(
         name=f"env-{spec.name}",
         requirements=tuple(requirements),
@@ -202,5 +283,13 @@ def env_lock_request(
         notes=(
             "Inputs: requirements/common.txt from the verified sdist, the plugin's "
             "dependencies, [env] requirements; [env] overrides win.",
+            *vendor,
         ),
     )
+
+
+def env_left_out(
+    spec: Spec, plugin_root: Path, requires_dist: list[str] | None = None
+) -> list[str]:
+    """The plugin's dependencies the pairing lock leaves out: the vendor image's."""
+    return without_vendor_image(spec, plugin_dependencies(plugin_root, requires_dist))[1]

@@ -11,6 +11,7 @@ network where possible.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,8 +61,10 @@ def parallel_local_builds(
     source_date_epoch: int,
     target_device: str | None,
     log_name: str,
+    extra_env: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """`builds` wheel builds of `tree` in parallel; returns wheel, env and python of each."""
+    """`builds` wheel builds of `tree` in parallel; returns wheel, env and python of each.
+    `extra_env`: the spec's variables for this build (`[plugin] build_env`)."""
     shim = scratch / "shim"
     shim.mkdir(exist_ok=True)
     for tool in recipes.RUST_TOOLS:
@@ -83,6 +86,7 @@ def parallel_local_builds(
             shim=str(shim),
             target_device=target_device,
             source_date_epoch=source_date_epoch,
+            extra=extra_env,
         )
         out = work / "out"
         log = logs / f"{log_name}-{LETTERS[index]}.log"
@@ -202,12 +206,17 @@ def runner_for(
     raise BadInput(f"unknown backend {backend!r}; expected 'local' or 'docker'")
 
 
+# Part of the build env's key: environments made before bytecode was compiled at install
+# time are not reused (they would re-compile torch in every build).
+BYTECODE = "compiled-at-install"
+
+
 def ensure_build_env(
     spec: Spec, lock_path: Path, lock_key: str, cache: Cache, runner: Runner
 ) -> Path:
     """The build venv for this lock, created once and reused (keyed by lock sha + python,
     and the runner's image when it lives in one)."""
-    identity = {"lock": lock_key, "python": spec.build.python}
+    identity = {"lock": lock_key, "python": spec.build.python, "bytecode": BYTECODE}
     if runner.env_key:
         identity["runner"] = runner.env_key
     venv = cache.env_dir("build-core", key_of(identity))

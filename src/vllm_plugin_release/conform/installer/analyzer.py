@@ -19,6 +19,7 @@ from vllm_plugin_release.conform.installer.shell import (
     display,
     numbered,
 )
+from vllm_plugin_release.conform.installer.uvlock import is_uv_sync
 
 __all__ = ["CorePin", "InputFile", "PinningReport", "guess_kind", "scan"]
 
@@ -69,6 +70,8 @@ class Analyzer:
         pip = pip_args(cmd.argv)
         if pip is not None:
             self.installs.install(parse_install(cmd, pip[0], pip[1]))
+        elif is_uv_sync(cmd.argv):
+            self.installs.uv_sync(cmd)
         elif name in ("curl", "wget"):
             self.fetches.download(cmd, name)
         elif name == "git":
@@ -76,6 +79,7 @@ class Analyzer:
         self.fetches.verification(cmd, pipeline)
 
     def finish(self) -> PinningReport:
+        self.installs.locked_ranges()
         self.fetches.finish_downloads()
         self.fetches.finish_clones()
         report = self.report

@@ -1,22 +1,31 @@
-"""`if / elif / else / fi` in installer scripts: which branch runs.
+"""`if / elif / else / fi`, `case ... esac` and loops in installer scripts: what runs.
 
 The scanner yields flat simple commands; `structure` folds the ones between `if` and
-`fi` into an `IfBlock`. The interpreter then takes the branch a condition selects
-when the condition is static (`[ -n "$ARG" ]`, `[ "$A" = b ]`, `test`, `true`), and
-follows every branch when it is not, keeping only the variables all branches agree
-on. A `then` branch that is not taken no longer overrides an ARG default.
+`fi` into an `IfBlock`, a `case WORD in PATTERN) ... ;; esac` into a `CaseBlock`, and
+`for NAME in WORDS; do ... done` / `while|until COND; do ... done` into a `Loop`. The
+interpreter then takes the branch a condition selects when the condition is static
+(`[ -n "$ARG" ]`, `[ "$A" = b ]`, `test`, `true`), the first clause whose pattern
+matches a static case word (an ARG default or a build argument included), runs a `for`
+body once per static word, and otherwise follows every branch (a loop body: run or
+not), keeping only the variables all branches agree on. A `then` branch or a case
+clause that is not taken no longer overrides an ARG default.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_plugin_release.conform.installer.scanner import SUB_RE, Segment, words
 
-KEYWORDS = ("if", "then", "elif", "else", "fi")
+KEYWORDS = ("if", "then", "elif", "else", "fi", "while", "until", "do", "done", "esac")
+_CASE_RE = re.compile(r"^case\s+(.+?)\s+in(?:\s+(.*))?$", re.S)
+_PATTERN_RE = re.compile(r"^\(?\s*([^()]*?)\s*\)\s*(.*)$", re.S)
+_FOR_RE = re.compile(r"^(for|select)\s+([A-Za-z_][A-Za-z0-9_]*)(?:\s+in(?:\s+(.*))?)?$", re.S)
+PATTERN = "<pattern>"  # a stop: the next case clause
 
 
 @dataclass
@@ -27,23 +36,80 @@ class IfBlock:
     otherwise: list[Item] | None = None
 
 
-Item = Segment | IfBlock
+@dataclass
+class CaseBlock:
+    """`case WORD in P1|P2) B1 ;; P3) B2 ;; esac`: the word (as written) and the clauses."""
+
+    word: Segment
+    clauses: list[tuple[list[str], list[Item]]] = field(default_factory=list)
 
 
-def _tokens(segments: list[Segment]) -> list[str | Segment]:
-    """Each segment's leading `if/then/elif/else/fi` words as tokens, then its command."""
-    out: list[str | Segment] = []
+@dataclass
+class Loop:
+    """`for NAME in WORDS; do BODY; done` (`words` as written; None: "$@") or
+    `while|until COND; do BODY; done`."""
+
+    kind: str
+    head: Segment | None
+    name: str | None = None
+    words: str | None = None
+    cond: list[Item] = field(default_factory=list)
+    body: list[Item] = field(default_factory=list)
+
+
+Item = Segment | IfBlock | CaseBlock | Loop
+
+
+@dataclass(frozen=True)
+class _Head:
+    """A `case WORD in` or `for NAME in WORDS` line, or a case clause's patterns."""
+
+    kind: str  # "case", "for", "select" or PATTERN
+    seg: Segment
+    name: str = ""
+    words: str | None = None
+    patterns: tuple[str, ...] = ()
+
+
+Token = str | Segment | _Head
+
+
+def _tokens(segments: list[Segment]) -> list[Token]:
+    """Each segment's leading keywords as tokens, a `case`/`for` head or a clause's
+    patterns as a `_Head`, then its command. Inside a case, the words before `PATTERN)`
+    (split by the scanner at each `|`) are the clause's patterns, up to the next `;;`."""
+    out: list[Token] = []
+    cases: list[bool] = []  # per open case: is a clause's pattern next?
+    alternatives: list[str] = []
     for seg in segments:
+        if cases and seg.op == ";;":
+            cases[-1] = True
         text = seg.text
-        while True:
+        while text:
             head, _, rest = text.partition(" ")
-            head = head.strip()
-            if head not in KEYWORDS:
+            if head.strip() in KEYWORDS:
+                out.append(head.strip())
+                if head.strip() == "esac" and cases:
+                    cases.pop()
+                text = rest.strip()
+            elif cases and cases[-1]:
+                m = _PATTERN_RE.match(text)
+                if not m or ")" not in text:
+                    alternatives.append(text)  # `a` of `a|b)`: the scanner split at `|`
+                    break
+                found = [*alternatives, *m.group(1).split("|")]
+                out.append(_Head(PATTERN, seg, patterns=tuple(a.strip() for a in found)))
+                alternatives, cases[-1], text = [], False, m.group(2).strip()
+            elif m := _CASE_RE.match(text):
+                out.append(_Head("case", dataclasses.replace(seg, text=m.group(1))))
+                cases.append(True)
+                text = (m.group(2) or "").strip()
+            elif m := _FOR_RE.match(text):
+                out.append(_Head(m.group(1), seg, name=m.group(2), words=m.group(3)))
                 break
-            out.append(head)
-            text = rest.strip()
-        if text:
-            out.append(dataclasses.replace(seg, text=text) if text != seg.text else seg)
+            else:
+                out.append(dataclasses.replace(seg, text=text) if text != seg.text else seg)
+                break
     return out
 
 
@@ -54,24 +120,62 @@ def structure(segments: list[Segment]) -> list[Item]:
     return items
 
 
-def _items(tokens: list[str | Segment], i: int, stops: tuple[str, ...]) -> tuple[list[Item], int]:
+def _items(tokens: list[Token], i: int, stops: tuple[str, ...]) -> tuple[list[Item], int]:
     items: list[Item] = []
     while i < len(tokens):
         token = tokens[i]
         if isinstance(token, Segment):
             items.append(token)
             i += 1
+        elif isinstance(token, _Head):
+            if token.kind == PATTERN and PATTERN in stops:
+                return items, i
+            block: Item
+            if token.kind == "case":
+                block, i = _case_block(token, tokens, i + 1)
+            elif token.kind == PATTERN:  # a stray clause outside a case
+                i += 1
+                continue
+            else:
+                block, i = _loop(Loop(token.kind, token.seg, token.name, token.words), tokens, i)
+            items.append(block)
         elif token in stops:
             return items, i
         elif token == "if":
             block, i = _if_block(tokens, i + 1)
+            items.append(block)
+        elif token in ("while", "until"):
+            loop = Loop(token, None)
+            loop.cond, i = _items(tokens, i + 1, ("do",))
+            block, i = _loop(loop, tokens, i - 1)
             items.append(block)
         else:
             i += 1
     return items, i
 
 
-def _if_block(tokens: list[str | Segment], i: int) -> tuple[IfBlock, int]:
+def _loop(loop: Loop, tokens: list[Token], i: int) -> tuple[Loop, int]:
+    """The body between the `do` after token `i` and its `done`."""
+    i += 1
+    while i < len(tokens) and tokens[i] != "do":
+        i += 1
+    loop.body, i = _items(tokens, i + 1, ("done",))
+    return loop, i + 1
+
+
+def _case_block(head: _Head, tokens: list[Token], i: int) -> tuple[CaseBlock, int]:
+    block = CaseBlock(head.seg)
+    while i < len(tokens) and tokens[i] != "esac":
+        token = tokens[i]
+        if isinstance(token, _Head) and token.kind == PATTERN:
+            body, i = _items(tokens, i + 1, ("esac", PATTERN))
+            block.clauses.append((list(token.patterns), body))
+        else:
+            i += 1  # nothing runs between `in` and the first pattern
+    return block, i + 1
+
+
+def _if_block(tokens: list[Token], i: int) -> tuple[IfBlock, int]:
     block = IfBlock()
     while True:
         cond, i = _items(tokens, i, ("then",))

@@ -25,6 +25,7 @@ from vllm_plugin_release.conform.installer.requirements import (
     requirement_lines,
 )
 from vllm_plugin_release.conform.installer.shell import ShellCommand, display, resolve
+from vllm_plugin_release.conform.installer.uvlock import LockError, read_lock, sync_project
 
 _SDIST_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+?)-(?P<ver>\d[^-/]*?)\.(?:tar\.gz|zip|tgz)$")
 
@@ -41,6 +42,26 @@ class Installs:
         self.fetches = fetches
         self.read_req_files: set[str] = set()
         self.read_pyprojects: set[str] = set()
+        # pyproject.toml (as shown) -> the packages its uv.lock pins, for `uv sync`
+        self.locked: dict[str, set[str]] = {}
+
+    def locked_ranges(self) -> None:
+        """A project's ranges that `uv sync` installs from its lock are pinned there."""
+        kept = []
+        for item in self.report.unpinned:
+            names = self.locked.get(item.get("file") or "")
+            try:
+                name = canonical(Requirement(item["requirement"]).name)
+            except InvalidRequirement:
+                name = ""
+            if names is not None and item.get("role") == "pyproject dependency" and name in names:
+                self.report.notes.append(
+                    f"{item['file']}:{item.get('line')}: {item['requirement']} is pinned by "
+                    f"the project's uv.lock (`uv sync`)"
+                )
+            else:
+                kept.append(item)
+        self.report.unpinned = kept
 
     # -- install commands ------------------------------------------------------
     def install(self, inst: Install) -> None:
@@ -94,6 +115,48 @@ class Installs:
             )
             return
         self.requirements_file(path, "install" if role == "requirement" else role, inst, set())
+
+    def uv_sync(self, cmd: ShellCommand) -> None:
+        """`uv sync`: the core exactly as the project's uv.lock records it."""
+        project, frozen = sync_project(cmd.argv)
+        target = f"{project.rstrip('/')}/uv.lock" if project else "uv.lock"
+        path = None if "$" in target else resolve(self.root, target, cmd.cwd, cmd.file)
+        where = f"{cmd.file}:{cmd.line}"
+        if path is None:
+            self.report.missing.append({"file": target, "referenced_by": where, "role": "uv lock"})
+            return
+        shown = display(self.root, path)
+        if shown not in self.report.files_read:
+            self.report.files_read.append(shown)
+        if not frozen:
+            self.report.notes.append(
+                f"{where}: uv sync without --frozen or --locked may update {shown} first; "
+                "read as it is in the source"
+            )
+        try:
+            lock = read_lock(path, shown)
+            found = lock.core(self.core.name)
+        except LockError as exc:
+            self.report.missing.append({"file": shown, "referenced_by": where, "error": str(exc)})
+            self.report.notes.append(str(exc))
+            return
+        project_file = display(self.root, path.parent / "pyproject.toml")
+        self.locked[project_file] = self.locked.get(project_file, set()) | lock.names
+        inst = Install(cmd=cmd, tool="uv")
+        for core in found:
+            requirement = f"{self.core.name}=={core.version}"
+            if core.source == "git":
+                requirement = f"{self.core.name} @ git+{core.url}@{core.commit or core.ref}"
+                exact = bool(core.commit and HEX40.match(core.commit))
+                self.core.from_source(
+                    f"git {core.url} @ {core.commit or core.ref}", shown, core.line
+                )
+            else:
+                exact = core.source == "registry"
+                if core.sdist_only:
+                    self.core.from_source(f"sdist {core.url} (no wheel locked)", shown, core.line)
+            via = "git" if core.source == "git" else "uv.lock"
+            self.core.pin(CorePin(requirement, core.version, exact, shown, core.line, via), inst)
 
     # -- files -----------------------------------------------------------------
     def requirements_file(

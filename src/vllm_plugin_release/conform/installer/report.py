@@ -25,7 +25,7 @@ class CorePin:
     exact: bool
     file: str
     line: int
-    via: str  # install | requirements | constraint | override | git | sdist | url
+    via: str  # install | requirements | constraint | override | git | sdist | url | uv.lock
 
 
 @dataclass

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 SUB_RE = re.compile(r"__VPR_SUB(\d+)__")
 _WORD_BREAK = " \t;&|()"
+_CASE_HEAD_RE = re.compile(r"^case\s.*\sin$", re.S)
 _FD_RE = re.compile(r"(\d+)[<>]")  # a file descriptor before a redirection (2>&1)
 _HEREDOC_WORD_RE = re.compile(r"""(['"])(.*?)\1|([^\s;&|<>()]+)""")
 
@@ -22,7 +23,8 @@ class Segment:
 
     text: str
     line: int
-    op: str | None  # the operator before it: ";", "&&", "||", "|", "&" or None
+    op: str | None  # the operator before it: ";", ";;" (ends a case clause), "&&", "||",
+    # "|", "&" or None
     heredoc_marks: list[tuple[str, bool]] = field(default_factory=list)
     heredocs: list[list[tuple[int, str]]] = field(default_factory=list)
 
@@ -72,7 +74,7 @@ class Scanner:
             if self.marks:
                 self.pending.append(seg)
             self.next_op = op
-        elif op in ("&&", "||", "|") or self.next_op not in ("&&", "||", "|"):
+        elif op in ("&&", "||", "|") or self.next_op not in ("&&", "||", "|", ";;"):
             self.next_op = op
         self.cur, self.cur_line, self.marks = [], None, []
 
@@ -213,6 +215,8 @@ class Scanner:
 
     def paren(self, c: str) -> None:
         top = self.stack[-1] if self.stack else None
+        if c == "(" and not self.capturing() and self.case_pattern_next():
+            return  # `(pattern)` of a case clause: the `(` is optional syntax
         if c == "(":
             self.stack.append("(")
             if self.capturing():
@@ -233,11 +237,32 @@ class Scanner:
                 self.emit(";")
         else:
             self.put(c)  # a case pattern or a stray parenthesis
+            if not self.capturing() and self.pattern_closed():
+                self.emit(";")  # the clause's commands start (and keep) their own line
+
+    def case_pattern_next(self) -> bool:
+        """A case clause's pattern comes next: after `case WORD in` or a `;;`."""
+        text = "".join(self.cur).strip()
+        if _CASE_HEAD_RE.match(text):
+            self.emit(";")
+            return True
+        if text:
+            return False
+        last = self.segments[-1].text if self.segments else ""
+        return self.next_op == ";;" or bool(_CASE_HEAD_RE.match(last))
+
+    def pattern_closed(self) -> bool:
+        """The `)` just read closes a case clause's pattern (`a)`, or `b)` of `a|b)`)."""
+        text = "".join(self.cur).strip()
+        if " " in text or "\t" in text:
+            return False
+        last = self.segments[-1].text if self.segments else ""
+        return self.next_op in (";;", "|") or bool(_CASE_HEAD_RE.match(last))
 
     def operator(self, line: str, j: int) -> int:
         c, pair = line[j], line[j : j + 2]
         if pair in ("&&", "||", ";;"):
-            self.emit(pair if pair != ";;" else ";")
+            self.emit(pair)
             return j + 2
         if pair == "&>" or self.prev_char() == ">":
             self.put(c)

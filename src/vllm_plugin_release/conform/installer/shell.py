@@ -7,6 +7,7 @@ with `bash FILE`, heredocs fed to a shell and command substitutions.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -38,6 +39,7 @@ _RESERVED = {
 }
 _SHELLS = ("bash", "sh", "dash", "zsh")
 _MAX_DEPTH = 8  # nested substitutions / bash -c strings / heredocs followed
+_MAX_WORDS = 64  # a `for` over more static words runs its body once, as if not static
 
 
 @dataclass
@@ -123,9 +125,86 @@ class Shell:
         for item in items:
             if isinstance(item, branches.IfBlock):
                 out.extend(self.run_if(item, file, state, depth))
+            elif isinstance(item, branches.CaseBlock):
+                out.extend(self.run_case(item, file, state, depth))
+            elif isinstance(item, branches.Loop):
+                out.extend(self.run_loop(item, file, state, depth))
             else:
                 out.extend(self.run_segment(item, file, state, depth))
         return out
+
+    def run_possible(
+        self, possible: list[list[branches.Item]], file: str, state: State, depth: int, line: int
+    ) -> list[ShellCommand]:
+        """Bodies of which any one may run: each on a copy of the state, merged after."""
+        if len(possible) == 1:
+            return self.run_items(possible[0], file, state, depth)
+        out: list[ShellCommand] = []
+        states = [state.copy() for _ in possible]
+        for body, copy in zip(possible, states):
+            out.extend(self.run_items(body, file, copy, depth))
+        merged = branches.merge(states, file, line)
+        state.vars, state.allexport, state.cwd = merged.vars, merged.allexport, merged.cwd
+        return out
+
+    def static_words(
+        self, text: str, seg: branches.Segment, file: str, state: State, depth: int
+    ) -> tuple[list[ShellCommand], list[str] | None]:
+        """The words of `text` expanded (their command substitutions run first); None
+        when any is not static here."""
+        raw, _ = words(text)
+        out = self.substitutions(raw, seg, file, state, depth)
+        values = [expand(w, state) for w in raw]
+        if any("$" in v or SUB_RE.search(v) for v in values):
+            return out, None
+        return out, values
+
+    def run_case(
+        self, block: branches.CaseBlock, file: str, state: State, depth: int
+    ) -> list[ShellCommand]:
+        """The first clause whose pattern matches a static word; otherwise every clause
+        may run (and none, unless a clause matches anything)."""
+        seg = block.word
+        out, found = self.static_words(seg.text, seg, file, state, depth)
+        word = found[0] if found and len(found) == 1 else None
+        possible: list[list[branches.Item]] = []
+        for patterns, body in block.clauses:
+            values = [expand(p.strip("\"'"), state) for p in patterns]
+            known = word is not None and not any("$" in v or SUB_RE.search(v) for v in values)
+            if not known:
+                possible.append(body)  # may match
+            elif any(fnmatch.fnmatchcase(word or "", v) for v in values):
+                possible.append(body)  # matches: no later clause runs
+                return out + self.run_possible(possible, file, state, depth, seg.line)
+        if not any(p == "*" for patterns, _ in block.clauses for p in patterns):
+            possible.append([])  # no clause may match
+        return out + self.run_possible(possible, file, state, depth, seg.line)
+
+    def run_loop(
+        self, loop: branches.Loop, file: str, state: State, depth: int
+    ) -> list[ShellCommand]:
+        """A `for` over static words: the body once per word, the name set to it. Any
+        other loop: its condition, then its body may run or not (merged)."""
+        out = self.run_items(loop.cond, file, state, depth)
+        line = (
+            loop.head.line
+            if loop.head
+            else next((s.line for s in loop.cond if isinstance(s, branches.Segment)), 0)
+        )
+        values: list[str] | None = None
+        if loop.kind == "for" and loop.head is not None and loop.words is not None:
+            found, values = self.static_words(loop.words, loop.head, file, state, depth)
+            out.extend(found)
+        if loop.name and values is not None and len(values) <= _MAX_WORDS:
+            for value in values:
+                old = state.vars.get(loop.name)
+                exported = state.allexport or bool(old and old.exported)
+                self.assign(state, loop.name, Var(value, file, line, exported))
+                out.extend(self.run_items(loop.body, file, state, depth))
+            return out
+        if loop.name:
+            self.assign(state, loop.name, Var(None, file, line, False))
+        return out + self.run_possible([loop.body, []], file, state, depth, line)
 
     def run_if(
         self, block: branches.IfBlock, file: str, state: State, depth: int
@@ -145,15 +224,8 @@ class Shell:
                 break
         else:
             possible.append(block.otherwise or [])
-        if len(possible) == 1:
-            return out + self.run_items(possible[0], file, state, depth)
-        states = [state.copy() for _ in possible]
-        for body, copy in zip(possible, states):
-            out.extend(self.run_items(body, file, copy, depth))
         line = next((s.line for s in self._segments(block)), 0)
-        merged = branches.merge(states, file, line)
-        state.vars, state.allexport, state.cwd = merged.vars, merged.allexport, merged.cwd
-        return out
+        return out + self.run_possible(possible, file, state, depth, line)
 
     @staticmethod
     def _segments(block: branches.IfBlock) -> list[Segment]:

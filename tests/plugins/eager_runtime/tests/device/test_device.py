@@ -1,0 +1,4 @@
+def test_device_table():
+    from conftest import TABLE
+
+    assert TABLE

@@ -1,0 +1,5 @@
+from eager_plugin.loader import load  # the runtime through loader -> kernels
+
+
+def test_kernels_load():
+    assert load()

@@ -1,0 +1,5 @@
+"""Synthetic platform plugin (tests only): never active."""
+
+
+def register() -> None:
+    return None
