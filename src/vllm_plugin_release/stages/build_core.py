@@ -14,7 +14,7 @@ from typing import Any
 from vllm_plugin_release import __version__
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file
-from vllm_plugin_release.core.errors import GateFailed
+from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.lockfile import check_lock, pins
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges.fetch import Fetcher
@@ -89,7 +89,11 @@ def build_core(
     isolated = runner.isolate
     lock_path = spec.resolve(spec.build.constraints)
     request, declared_torch = build_request(spec, tree)
-    lock_text = check_lock(lock_path, request)
+    try:
+        lock_text = check_lock(lock_path, request)
+    except BadInput:  # no lock can help while the spec's Python is missing: say that first
+        runner.require_python(spec.build.python)
+        raise
     lock_sha = sha256_file(lock_path)
     key = stage_key(spec, lock_sha, isolated)
     stage_dir = cache.stage_dir(STAGE, key)
