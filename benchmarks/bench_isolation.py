@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import installed_env
 from vllm_plugin_release.conform.symbolmatch import TT_SYMBOLS
 from vllm_plugin_release.conform.symbolscan import scan_tree
 
@@ -37,15 +38,10 @@ def _rg_command(rg: str, tree: Path, symbols: Sequence[str]) -> list[str]:
     return [*cmd, str(tree)]
 
 
-# Subprocesses may cache bytecode, as an installed package does (this matters where
-# PYTHONDONTWRITEBYTECODE is set: every start-up would compile the modules again).
-_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-
-
 def _timed(cmd: list[str]) -> tuple[float, bytes]:
     started = time.perf_counter()
     proc = subprocess.run(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_ENV, check=False
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=installed_env(), check=False
     )
     elapsed = time.perf_counter() - started
     if proc.returncode not in (0, 1):  # rg: 1 = no match; scan-core: 1 = failing hit
