@@ -1,5 +1,5 @@
-"""The install proof's installer against a real pypiserver on loopback: uv by default,
-pip when no uv binary is found; both refuse a wheel whose bytes do not match the hash."""
+"""The install proof's installer (uv, on the runner) against a real pypiserver on
+loopback: it installs the hashed wheel and refuses one whose bytes do not match."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 
 from tests.pairing import write_wheel
 from vllm_plugin_release.core.cache import sha256_file
-from vllm_plugin_release.core.errors import OutsideFailure
 from vllm_plugin_release.edges import publisher
 from vllm_plugin_release.edges.index import IndexTarget, LocalIndex
+from vllm_plugin_release.edges.runner import LocalRunner
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +26,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IndexTarg
         yield target, wheel
 
 
-def _venv(tmp_path: Path) -> Path:
-    return publisher.make_venv(tmp_path / "venv")
+def _venv(tmp_path: Path, runner: LocalRunner) -> Path:
+    return publisher.make_venv(tmp_path / "venv", runner, "{}.{}".format(*sys.version_info[:2]))
 
 
 def _requirements(tmp_path: Path, sha: str) -> Path:
@@ -41,47 +41,29 @@ def _installed(python: Path) -> bool:
     return done.returncode == 0
 
 
-@pytest.mark.parametrize("installer", ["uv", "pip"])
 def test_the_installer_installs_the_hashed_wheel_and_refuses_other_bytes(
-    served: tuple[IndexTarget, Path],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    installer: str,
+    served: tuple[IndexTarget, Path], tmp_path: Path
 ) -> None:
     target, wheel = served
-    if installer == "pip":
-
-        def no_uv() -> str:
-            raise OutsideFailure("uv not found")
-
-        monkeypatch.setattr(publisher, "uv_bin", no_uv)
-    calls: list[list[str]] = []
-    real_run = subprocess.run
-
-    def recording_run(cmd, *args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append([str(c) for c in cmd])
-        return real_run(cmd, *args, **kwargs)
-
-    monkeypatch.setattr(publisher.subprocess, "run", recording_run)
+    runner = LocalRunner("off")
 
     good = tmp_path / "good"
-    python = _venv(good)
+    python = _venv(good, runner)
     done = publisher.install_with_hashes(
-        python, target.simple_url, _requirements(good, sha256_file(wheel))
+        python, target.simple_url, _requirements(good, sha256_file(wheel)), runner
     )
     assert done.returncode == 0, done.stderr
     assert _installed(python)
-    (used,) = [c for c in calls if "--require-hashes" in c]
-    if installer == "uv":
-        assert Path(used[0]).name == "uv" and used[1:3] == ["pip", "install"]
-    else:
-        assert used[:3] == [sys.executable, "-m", "pip"]
+    used = [str(a) for a in done.args]
+    assert Path(used[0]).name == "uv" and used[1:3] == ["pip", "install"]
     assert "--require-hashes" in used and "--no-deps" in used
 
     # Known-bad: the requirement's hash is not the served wheel's.
     bad = tmp_path / "bad"
-    python = _venv(bad)
-    done = publisher.install_with_hashes(python, target.simple_url, _requirements(bad, "0" * 64))
+    python = _venv(bad, runner)
+    done = publisher.install_with_hashes(
+        python, target.simple_url, _requirements(bad, "0" * 64), runner
+    )
     assert done.returncode != 0
     assert "hash" in (done.stdout + done.stderr).lower()
     assert not _installed(python)

@@ -16,7 +16,6 @@ from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.edges.index import IndexTarget, Transient, redact
 from vllm_plugin_release.edges.runner import HOST_NETWORK, Runner, host_env
-from vllm_plugin_release.edges.uv import uv_bin
 
 # ---------------------------------------------------------------------------
 # twine
@@ -103,101 +102,44 @@ def twine_upload(target: IndexTarget, wheel: Path) -> None:
 # Installing from an index (the install proof)
 
 
-def make_venv(venv: Path, runner: Runner | None = None, python: str | None = None) -> Path:
-    """A new virtual environment without pip at `venv`; returns its python.
-
-    With a `runner`, made where that runner runs commands (`uv venv`, CPython `python`
-    when given, no network) and marked as that runner's (`Runner.mark`), so whoever runs
-    its python later runs it there too; else with the python that runs vpr."""
-    if runner is None:
-        made = subprocess.run(
-            [sys.executable, "-m", "venv", "--without-pip", str(venv)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    else:
-        argv = [runner.uv, "venv", "--no-config", "--no-python-downloads", "--quiet"]
-        argv += ["--python", python] if python else []
-        made = runner.call([*argv, "--", str(venv)], network=False, timeout=300)
+def make_venv(venv: Path, runner: Runner, python: str | None = None) -> Path:
+    """A new virtual environment without pip at `venv`, made where `runner` runs commands
+    (`uv venv`, CPython `python` when given, no network) and marked as that runner's
+    (`Runner.mark`), so whoever runs its python later runs it there too; its python."""
+    argv = [runner.uv, "venv", "--no-config", "--no-python-downloads", "--quiet"]
+    argv += ["--python", python] if python else []
+    made = runner.call([*argv, "--", str(venv)], network=False, timeout=300)
     if made.returncode != 0:
         raise OutsideFailure(
             f"install proof: could not create a venv in {venv}:\n{made.stdout}{made.stderr}"
         )
-    if runner is not None:
-        runner.mark(venv)
+    runner.mark(venv)
     return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
-def _pip_has_python_option() -> bool:
-    """pip >= 22.3 can install into another interpreter (`pip --python`)."""
-    try:
-        import pip
-    except ImportError:
-        return False
-    try:
-        major, minor = (int(x) for x in pip.__version__.split(".")[:2])
-    except ValueError:
-        return False
-    return (major, minor) >= (22, 3)
-
-
 def install_with_hashes(
-    python: Path, simple_url: str, requirements: Path, runner: Runner | None = None
+    python: Path, simple_url: str, requirements: Path, runner: Runner
 ) -> subprocess.CompletedProcess[str]:
-    """`install --no-deps --require-hashes` of `requirements` into `python`'s environment,
-    from `simple_url` only, with no download cache (the bytes come from the index).
+    """`uv pip install --no-deps --require-hashes` of `requirements` into `python`'s
+    environment, from `simple_url` only, with no download cache (the bytes come from the
+    index), run where `runner` runs commands, on this machine's network (the local index
+    listens on its loopback).
 
-    The installer is uv: the one the plugins' own installers use, and the fastest for
-    this check (about 10x pip here: one small Rust binary against pip's start-up and
-    resolver, for the same result). The check is the same with either: every downloaded
-    wheel's sha256 must equal its requirement line's hash, else the install fails.
-    With a `runner`: its uv, run where it runs commands, on this machine's network (the
-    local index listens on its loopback). Without one, pip (`pip --python`, 22.3+) only
-    when no uv binary can be found."""
-    common = [
-        "--no-deps",
-        "--require-hashes",
-        "--index-url",
-        _not_an_option(simple_url),
-        "-r",
-        str(requirements),
-    ]
-    uv_args = ["pip", "install", "--python", str(python), "--no-cache", "--no-config"]
-    if runner is not None:
-        env = {**host_env(), **_INSTALL_ENV}
-        env.pop("UV_CACHE_DIR", None)
-        with progress.working("install proof: uv pip install --require-hashes"):
-            return runner.call([runner.uv, *uv_args, *common], env=env, network=HOST_NETWORK)
-    try:
-        cmd = [uv_bin(), *uv_args]
-    except OutsideFailure:
-        if not _pip_has_python_option():
-            raise OutsideFailure(
-                "install proof: neither uv nor pip 22.3+ is available", hint="pip install uv"
-            ) from None
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(python),
-            "install",
-            "--disable-pip-version-check",
-            "--no-cache-dir",
-            "--no-input",
-        ]
-    env = {**os.environ, **_INSTALL_ENV}
-    for name in _OTHER_SOURCES:
-        env.pop(name, None)  # the proof installs from this index only
-    with progress.working(f"install proof: {Path(cmd[0]).name} install --require-hashes"):
-        return subprocess.run([*cmd, *common], capture_output=True, text=True, check=False, env=env)
+    uv is the installer the plugins' own installers use, and the fastest for this check
+    (about 10x pip here: one small Rust binary against pip's start-up and resolver, for
+    the same result): every downloaded wheel's sha256 must equal its requirement line's
+    hash, else the install fails. The environment is the runner's minimal one and uv
+    reads no configuration, so no other package source is consulted."""
+    argv = [runner.uv, "pip", "install", "--python", str(python), "--no-cache", "--no-config"]
+    argv += ["--no-deps", "--require-hashes", "--index-url", _not_an_option(simple_url)]
+    argv += ["-r", str(requirements)]
+    env = {**host_env(), **_INSTALL_ENV}
+    env.pop("UV_CACHE_DIR", None)
+    with progress.working("install proof: uv pip install --require-hashes"):
+        return runner.call(argv, env=env, network=HOST_NETWORK)
 
 
 _INSTALL_ENV = {"PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1"}
-# Where else an installer would look for packages: never read by the proof.
-_OTHER_SOURCES = ("PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL", "UV_FIND_LINKS", "UV_INDEX",
-                  "UV_EXTRA_INDEX_URL", "UV_INDEX_URL")  # fmt: skip
 
 
 def targets_from_environ() -> tuple[str | None, str | None]:
