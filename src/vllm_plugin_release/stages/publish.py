@@ -25,6 +25,7 @@ output: every line from a subprocess is scrubbed, URLs lose their user info.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -234,18 +235,6 @@ def _note_proof(index_root: Path, wheels: Wheels, runner: Runner) -> None:
     )
 
 
-def _once(make: Callable[[], Runner]) -> Callable[[], Runner]:
-    """`make`, called at most once (a container runner connects and checks its image)."""
-    made: list[Runner] = []
-
-    def get() -> Runner:
-        if not made:
-            made.append(make())
-        return made[0]
-
-    return get
-
-
 def _writable_store(store: str) -> Store:
     target_store = open_store(store)
     if isinstance(target_store, HttpStore):
@@ -446,7 +435,8 @@ def publish_folder(
     local = LocalIndex(index_root) if index is None else None
     if verify_install is None:
         verify_install = local is not None
-    make_runner = _once(runner or (lambda: LocalRunner("off")))
+    # made at most once: a container runner connects and checks its image
+    make_runner = functools.cache(runner or (lambda: LocalRunner("off")))
     proven = (
         _already_proven(index_root, wheels, make_runner())
         if local is not None and verify_install
