@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from vllm_plugin_release.conform.hardware import DOCS_DEFAULT, HardwareSettings, settings
 from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
-from vllm_plugin_release.conform.scheddocs import _blocks, _split_sentences
+from vllm_plugin_release.conform.scheddocs import split_sentences, text_blocks
 
 if TYPE_CHECKING:
     from vllm_plugin_release.spec.model import Spec
@@ -126,8 +126,8 @@ def _prose(text: str) -> list[tuple[str, int, str]]:
     """(block kind, first line, sentence) of a Markdown text outside code; a table row is
     one sentence, its cells joined with "; "."""
     out: list[tuple[str, int, str]] = []
-    for kind, parts in _blocks(text):
-        lines = parts[:1] if kind in ("table", "heading") else _split_sentences(parts)
+    for kind, parts in text_blocks(text):
+        lines = parts[:1] if kind in ("table", "heading") else split_sentences(parts)
         out += [(kind, line, sentence) for line, sentence in lines]
     return out
 

@@ -154,7 +154,7 @@ def _table_row(line: str) -> str | None:
     return _clean_inline("; ".join(c for c in cells if c))
 
 
-def _blocks(text: str) -> list[tuple[str, list[tuple[int, str]]]]:
+def text_blocks(text: str) -> list[tuple[str, list[tuple[int, str]]]]:
     """(kind, [(line, text)]) blocks: headings, paragraphs, list items, table rows."""
     blocks: list[tuple[str, list[tuple[int, str]]]] = []
     current: list[tuple[int, str]] | None = None
@@ -208,7 +208,7 @@ def _blocks(text: str) -> list[tuple[str, list[tuple[int, str]]]]:
     return blocks
 
 
-def _split_sentences(parts: list[tuple[int, str]]) -> list[tuple[int, str]]:
+def split_sentences(parts: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """Join wrapped lines and split into sentences; each keeps its first line."""
     text = ""
     offsets: list[tuple[int, int]] = []  # (start offset, line)
@@ -468,7 +468,7 @@ def extract_statements(
     section_subject = "plugin"
     last_subject = "plugin"
     lead: tuple[str, str | None] | None = None  # (subject, polarity) of the open lead-in
-    for kind, parts in _blocks(doc_text):
+    for kind, parts in text_blocks(doc_text):
         if kind == "heading":
             section = parts[0][1]
             heading_subject = _subject(_normalize(section), names)
@@ -478,7 +478,7 @@ def extract_statements(
             continue
         if kind != "item":
             lead = None
-        sentences = [(parts[0][0], parts[0][1])] if kind == "table" else _split_sentences(parts)
+        sentences = [(parts[0][0], parts[0][1])] if kind == "table" else split_sentences(parts)
         for index, (line, sentence) in enumerate(sentences):
             lower = _normalize(sentence)
             explicit = _subject(lower, names)
