@@ -371,3 +371,40 @@ def test_silent_index_query_gives_up_naming_url_and_wait(
     assert time.monotonic() - started < 5
     assert f"{url}demo/" in str(caught.value) and "2 s" in str(caught.value)
     assert "waiting for" in capfd.readouterr().err
+
+
+# A signal that lands while code run by exec() or eval() is on the stack: CPython then
+# remembers an "unhandled" KeyboardInterrupt even once the CLI has handled it, and ends the
+# process by SIGINT (-2) instead of the documented 130. Dataclasses and namedtuples exec
+# code when a module is first imported, so a signal during a lazy import hit this in CI.
+INTERRUPTED_IN_EXEC = r"""
+import sys
+from vllm_plugin_release import cli
+
+def hang(args):
+    exec("import os, signal, time\nos.kill(os.getpid(), signal.SIG{sig})\n"
+         "while True:\n    time.sleep(0.01)\n")
+
+built = cli.build_parser
+def with_hang():
+    parser = built()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    sub.add_parser("hang").set_defaults(func=hang)
+    return parser
+cli.build_parser = with_hang
+sys.exit(cli.main(["hang"]))
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("sig", ["TERM", "INT"])
+def test_a_signal_inside_exec_code_still_exits_130(tmp_path: Path, sig: str) -> None:
+    # run as `python -m`, like the installed `vpr`: `python -c` exits another way
+    (tmp_path / "hang_in_exec.py").write_text(INTERRUPTED_IN_EXEC.format(sig=sig))
+    done = subprocess.run(
+        [sys.executable, "-m", "hang_in_exec"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=50,
+    )  # fmt: skip
+    assert done.returncode == 130, (done.returncode, done.stderr)
+    assert "interrupted; nothing was published" in done.stderr
+    assert "Traceback" not in done.stderr

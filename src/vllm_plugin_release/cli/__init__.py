@@ -120,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         heartbeat=_seconds(os.environ.get("VPR_HEARTBEAT"), 15.0),
         github=os.environ.get("GITHUB_ACTIONS") == "true",
     )
-    from vllm_plugin_release.edges.children import stopped_on_signals
+    from vllm_plugin_release.edges.children import Interrupted, stopped_on_signals
 
     try:
         with stopped_on_signals():  # SIGTERM takes Ctrl-C's path; children are stopped
@@ -132,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         console.print(f"[bold red]vpr error[/bold red] {escape(str(exc))}", highlight=False)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except (Interrupted, KeyboardInterrupt):
         print("vpr: interrupted; nothing was published", file=sys.stderr)
         return 130
     except OSError as exc:  # disk full, permissions: an outside failure, said plainly

@@ -98,15 +98,24 @@ def stop_all() -> None:
         forget(proc)
 
 
+class Interrupted(BaseException):
+    """The run was stopped by SIGINT or SIGTERM (exit 130).
+
+    Not a KeyboardInterrupt on purpose: CPython remembers any KeyboardInterrupt that
+    passes through code run by exec() or eval() (dataclasses and namedtuples run such
+    code while a module is imported) as unhandled, and a `python -m` process then ends by
+    SIGINT even after the CLI handled it and returned 130."""
+
+
 def _interrupted(signum: int, frame: FrameType | None) -> None:
     _STOPPING.set()
     stop_all()
-    raise KeyboardInterrupt
+    raise Interrupted(signal.Signals(signum).name)
 
 
 @contextlib.contextmanager
 def stopped_on_signals() -> Iterator[None]:
-    """SIGINT and SIGTERM stop the children, then raise KeyboardInterrupt (the clean
+    """SIGINT and SIGTERM stop the children, then raise `Interrupted` (the clean
     interrupted exit); the previous handlers come back afterwards."""
     if threading.current_thread() is not threading.main_thread():
         yield

@@ -302,8 +302,6 @@ class ContainerRunner:
             err = container.logs(stdout=False, stderr=True).decode(errors="replace")
             code = int(status.get("StatusCode", 1))
         except Exception as exc:  # the engine's and requests' errors: an outside failure
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                raise
             raise OutsideFailure(f"running {argv[0]!s} in the container failed: {exc}")
         finally:
             container.remove(force=True)  # also stops it when the run is interrupted
