@@ -101,3 +101,37 @@ def test_existing_bytecode_is_left_alone(tmp_path: Path) -> None:
     before = _pyc(second).read_bytes()
     assert envbytecode.restore(store, second) == 0
     assert _pyc(second).read_bytes() == before
+
+
+def test_bytecode_for_another_python_is_not_put_back(tmp_path: Path) -> None:
+    """A pure-Python file is the same file in every Python's environment (uv's cache):
+    only the pyc names the target's interpreter reads are linked there."""
+    first = _site(tmp_path / "env1")
+    _import(first)
+    store = tmp_path / "store"
+    envbytecode.keep(first, store)
+    other = store / "pkg" / "__pycache__" / "mod.cpython-310.pyc"
+    other.write_bytes(_pyc(first).read_bytes())
+    second = _site(tmp_path / "env2", like=first)
+    assert envbytecode.restore(store, second) == 3  # pkg, pkg.mod, plugin_pkg
+    assert not (second / "pkg" / "__pycache__" / "mod.cpython-310.pyc").exists()
+
+
+def test_a_lock_first_pairing_env_takes_the_build_environment_bytecode(tmp_path: Path) -> None:
+    """The build env is installed with its bytecode; torch and its dependencies are the
+    same files in the pairing env, so their bytecode is linked there, not compiled again.
+    An unfinished build env gives none."""
+    from vllm_plugin_release.core.cache import ENV_COMPLETE, Cache
+    from vllm_plugin_release.stages.pairing_env import bytecode_from_build_envs
+
+    cache = Cache(tmp_path / ".vpr")
+    build_env = cache.env_dir("build-core", "0" * 64)
+    build_site = _site(build_env)
+    _import(build_site)
+    pairing = _site(tmp_path / "pair", like=build_site)
+    assert bytecode_from_build_envs(cache, pairing) == 0  # not finished: no marker
+    (build_env / ENV_COMPLETE).write_text("ok\n")
+    assert bytecode_from_build_envs(cache, pairing) == 3
+    assert _pyc(pairing).stat().st_ino == _pyc(build_site).stat().st_ino
+    assert _import(pairing) == "first"
+    assert _pyc(pairing).stat().st_ino == _pyc(build_site).stat().st_ino  # found current

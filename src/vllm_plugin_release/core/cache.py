@@ -258,6 +258,10 @@ def sweep_stale(tmp: Path) -> list[Path]:
     return removed
 
 
+# Written last into an environment made by a stage: without it the env is remade.
+ENV_COMPLETE = ".vpr-complete"
+
+
 class Cache:
     """The `.vpr/` folder. Every path it hands out is keyed by content or inputs."""
 
@@ -279,6 +283,12 @@ class Cache:
 
     def env_dir(self, name: str, key: str) -> Path:
         return self.root / "envs" / f"{name}-{key[:16]}"
+
+    def complete_envs(self, name: str) -> list[Path]:
+        """The environments `name-*` made to the end (`ENV_COMPLETE` written last)."""
+        return sorted(
+            e for e in (self.root / "envs").glob(f"{name}-*") if (e / ENV_COMPLETE).is_file()
+        )
 
     def stage_dir(self, stage: str, key: str) -> Path:
         return self.root / "stages" / stage / key

@@ -104,10 +104,20 @@ def keep(site: Path, store: Path, skip: tuple[str, ...] = ()) -> int:
     return kept
 
 
+def _cache_tag(site: Path) -> str | None:
+    """`lib/python3.11/site-packages` -> "cpython-311" (the pyc names that interpreter
+    reads); None for another layout."""
+    version = site.parent.name.removeprefix("python")
+    major, _, minor = version.partition(".")
+    return f"cpython-{major}{minor}" if major.isdigit() and minor.isdigit() else None
+
+
 def restore(store: Path, site: Path) -> int:
     """Link the kept bytecode into `site` beside the very files it was written for (the
-    same inode as the kept source); how many files. Bytecode already there stays."""
+    same inode as the kept source); how many files. Bytecode already there stays, and so
+    does bytecode for another Python (a pure-Python file is the same file for each)."""
     restored = 0
+    tag = _cache_tag(site)
     for dirpath, _, filenames in os.walk(store):
         rel_dir = Path(dirpath).relative_to(store)
         if rel_dir.name != PYCACHE or not (site / rel_dir.parent).is_dir():
@@ -116,7 +126,7 @@ def restore(store: Path, site: Path) -> int:
         for name in filenames:
             target = site / rel_dir / name
             source = _source_of(target)
-            if source is None or target.exists():
+            if source is None or target.exists() or (tag and name.split(".")[1] != tag):
                 continue
             with contextlib.suppress(OSError):
                 if os.path.samefile(source, store / rel_dir.parent / source.name):

@@ -309,6 +309,9 @@ def _build(
     restored = envbytecode.restore(bytecode, site) if site and bytecode.is_dir() else 0
     if restored:
         progress.info(f"env: {restored} modules' bytecode from an environment of the same lock")
+    seeded = bytecode_from_build_envs(cache, site) if site else 0
+    if seeded:
+        progress.info(f"env: {seeded} modules' bytecode from the build environment")
     envbytecode.remember(work, bytecode, tuple(packages))
     request = {
         "core_version": spec.core.version,
@@ -370,6 +373,19 @@ def _build(
             }
         )
     return {"runtime": runtime, "checks": checks, "runtime_modules": first["runtime_modules"]}
+
+
+def bytecode_from_build_envs(cache: Cache, site: Path) -> int:
+    """Link into `site` the bytecode of this cache's build environments (installed with
+    their bytecode): torch and its dependencies are the very same files there, linked
+    from uv's cache, so a lock's first pairing env need not compile them again.
+    `envbytecode.restore` puts a pyc only beside the very file it was written for."""
+    seeded = 0
+    for env in cache.complete_envs("build-core"):
+        build_site = envbytecode.site_packages(env)
+        if build_site is not None:
+            seeded += envbytecode.restore(build_site, site)
+    return seeded
 
 
 def _stand_in_check(

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core import progress, records
-from vllm_plugin_release.core.cache import Cache, atomic_copy, key_of, sha256_file, write_json
+from vllm_plugin_release.core.cache import (
+    ENV_COMPLETE,
+    Cache,
+    atomic_copy,
+    key_of,
+    sha256_file,
+    write_json,
+)
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.wheeldiff import diff_wheels
 from vllm_plugin_release.edges.container import ContainerRunner
@@ -220,7 +227,7 @@ def ensure_build_env(
     if runner.env_key:
         identity["runner"] = runner.env_key
     venv = cache.env_dir("build-core", key_of(identity))
-    marker = venv / ".vpr-complete"
+    marker = venv / ENV_COMPLETE
     if marker.exists():
         return venv
     with cache.lock(venv):  # a second run waits here, then reuses what the first made
@@ -251,4 +258,4 @@ def _create_build_env(
     except BaseException:
         shutil.rmtree(venv, ignore_errors=True)
         raise
-    (venv / ".vpr-complete").write_text("ok\n")
+    (venv / ENV_COMPLETE).write_text("ok\n")
