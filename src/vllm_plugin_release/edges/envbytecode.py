@@ -115,22 +115,33 @@ def _cache_tag(site: Path) -> str | None:
 def restore(store: Path, site: Path) -> int:
     """Link the kept bytecode into `site` beside the very files it was written for (the
     same inode as the kept source); how many files. Bytecode already there stays, and so
-    does bytecode for another Python (a pure-Python file is the same file for each)."""
+    does bytecode for another Python (a pure-Python file is the same file for each).
+    (Plain strings, not Paths: a build environment holds some 5,000 pyc files.)"""
     restored = 0
     tag = _cache_tag(site)
-    for dirpath, _, filenames in os.walk(store):
-        rel_dir = Path(dirpath).relative_to(store)
-        if rel_dir.name != PYCACHE or not (site / rel_dir.parent).is_dir():
+    top = str(store)
+    for dirpath, dirnames, filenames in os.walk(top):
+        if os.path.basename(dirpath) != PYCACHE:
             continue
-        (site / rel_dir).mkdir(exist_ok=True)
+        dirnames.clear()
+        kept_pkg = os.path.dirname(dirpath)
+        pkg = os.path.join(site, os.path.relpath(kept_pkg, top))
+        target_dir = os.path.join(pkg, PYCACHE)
+        made = os.path.isdir(target_dir)
         for name in filenames:
-            target = site / rel_dir / name
-            source = _source_of(target)
-            if source is None or target.exists() or (tag and name.split(".")[1] != tag):
+            parts = name.split(".")
+            if len(parts) != 3 or parts[2] != "pyc" or (tag and parts[1] != tag):
                 continue
-            with contextlib.suppress(OSError):
-                if os.path.samefile(source, store / rel_dir.parent / source.name):
-                    restored += _link(Path(dirpath, name), target)
+            source = parts[0] + ".py"
+            try:
+                if not os.path.samefile(os.path.join(pkg, source), os.path.join(kept_pkg, source)):
+                    continue
+                if not made:
+                    os.mkdir(target_dir)
+                    made = True
+            except OSError:  # no such file here (another package set): nothing to put back
+                continue
+            restored += _link(Path(dirpath, name), Path(target_dir, name))
     return restored
 
 
