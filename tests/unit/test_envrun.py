@@ -51,6 +51,21 @@ def test_stage_copies_the_one_module_under_a_unique_name(tmp_path: Path) -> None
             envrun.stage_module(bad, tmp_path)
 
 
+def test_a_script_is_staged_with_the_inenv_modules_it_imports(tmp_path: Path) -> None:
+    """The replay forks its schedulers with `inenv/forking.py`: staged beside it, and
+    found there with nothing of ours installed (-S: no site-packages)."""
+    script = envrun.stage_module("replay", tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "vpr_inenv_forking.py",
+        "vpr_inenv_replay.py",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", "import vpr_inenv_replay as r; print(r.forked.__module__)"],
+        cwd=script.parent, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert done.stdout.strip() == "vpr_inenv_forking"
+
+
 def test_nothing_of_ours_reaches_the_environment(
     bare_python: Path, probe_module: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,18 +1,23 @@
-"""The two schedulers' replays run side by side, one in-env run each, merged in order.
+"""The schedulers' replays: one in-env run imports vLLM once, then replays each scheduler
+in its own forked child, side by side, the results in the request's order.
 
-The in-env run is a test double here (it needs vLLM: the real replays are
-tests/integration/test_replay_in_env.py); what is checked is the split, the
-concurrency and the merge."""
+`forked` is tested here with plain functions (the real replays need vLLM:
+tests/integration/test_replay_in_env.py); the host side with a test double of the
+in-env run, which checks what is asked of it."""
 
 from __future__ import annotations
 
-import threading
+import os
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from vllm_plugin_release.edges import envrun
+from vllm_plugin_release.inenv import forking
+from vllm_plugin_release.inenv import replay as inenv_replay
 from vllm_plugin_release.replay import runner
 
 
@@ -23,52 +28,68 @@ def _request(labels: list[str]) -> dict[str, Any]:
     }
 
 
-def test_each_scheduler_is_its_own_run_and_they_overlap(monkeypatch) -> None:
-    monkeypatch.setattr(runner, "_cores", lambda: 2)
-    both_started = threading.Barrier(2, timeout=10)
-    calls: list[list[str]] = []
+def _meet(folder: Path, me: str, other: str) -> dict[str, Any]:
+    """In a child: say it runs, and wait (10 s at most) until the other one runs too."""
+    (folder / me).write_text(str(os.getpid()))
+    deadline = time.monotonic() + 10
+    while not (folder / other).exists():
+        if time.monotonic() > deadline:
+            return {"me": me, "met": False}
+        time.sleep(0.01)
+    return {"me": me, "met": True, "pid": os.getpid()}
+
+
+def test_each_scheduler_replays_in_its_own_child_at_the_same_time(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import tempfile
+
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    results = forking.forked(
+        [
+            lambda: _meet(tmp_path, "plugin", "upstream"),
+            lambda: _meet(tmp_path, "upstream", "plugin"),
+        ]
+    )
+    assert [r["me"] for r in results] == ["plugin", "upstream"]  # the calls' order
+    assert all(r["met"] for r in results)  # a child that waited for the other to end would not
+    assert len({r["pid"] for r in results} | {os.getpid()}) == 3
+    assert not list((tmp_path / "tmp").iterdir())  # the children's result files are gone
+
+
+def test_bad_input_in_a_child_is_raised_in_the_run() -> None:
+    def bad() -> dict[str, Any]:
+        raise inenv_replay.BadRequest("m:plugin is not a vLLM scheduler")
+
+    with pytest.raises(inenv_replay.BadRequest, match="not a vLLM scheduler"):
+        forking.forked(
+            [lambda: {"fine": True}, bad], (inenv_replay.BadRequest, inenv_replay.ImportFailure)
+        )
+
+
+def test_a_child_that_dies_fails_the_run() -> None:
+    def dies() -> dict[str, Any]:
+        os.kill(os.getpid(), signal.SIGKILL)
+        return {}
+
+    with pytest.raises(RuntimeError, match="status"):
+        forking.forked([dies, lambda: {"fine": True}])
+
+
+@pytest.mark.parametrize(("cores", "together", "timeout"), [(2, True, 360), (1, False, 420)])
+def test_the_host_asks_one_run_side_by_side_where_there_are_cores(
+    monkeypatch, cores: int, together: bool, timeout: int
+) -> None:
+    monkeypatch.setattr(runner, "_cores", lambda: cores)
+    asked: list[tuple[dict[str, Any], float]] = []
 
     def in_env(python, module, request, *, timeout=None, **_: Any) -> dict[str, Any]:  # double
-        labels = [s["label"] for s in request["schedulers"]]
-        calls.append(labels)
-        both_started.wait()  # a run that waited for the other to end would break this
-        return {
-            "vllm_version": "0.26.0",
-            "import_s": 1.0 if labels == ["upstream"] else 2.0,
-            "results": {label: {"steps": label} for label in labels},
-        }
-
-    monkeypatch.setattr(envrun, "run_in_env", in_env)
-    merged = runner.side_by_side(Path("python"), _request(["plugin", "upstream"]), 60)
-    assert sorted(calls) == [["plugin"], ["upstream"]]
-    assert list(merged["results"]) == ["plugin", "upstream"]  # the request's order
-    assert merged["results"]["upstream"] == {"steps": "upstream"}
-    assert merged["vllm_version"] == "0.26.0" and merged["import_s"] == 2.0
-
-
-def test_one_core_keeps_one_run_for_all(monkeypatch) -> None:
-    monkeypatch.setattr(runner, "_cores", lambda: 1)
-    calls: list[list[str]] = []
-
-    def in_env(python, module, request, *, timeout=None, **_: Any) -> dict[str, Any]:  # double
-        calls.append([s["label"] for s in request["schedulers"]])
+        asked.append((request, timeout))
         return {"results": {s["label"]: {} for s in request["schedulers"]}}
 
     monkeypatch.setattr(envrun, "run_in_env", in_env)
     runner.side_by_side(Path("python"), _request(["plugin", "upstream"]), 60)
-    assert calls == [["plugin", "upstream"]]
-
-
-def test_a_failing_run_fails_the_replay(monkeypatch) -> None:
-    from vllm_plugin_release.core.errors import BadInput
-
-    monkeypatch.setattr(runner, "_cores", lambda: 2)
-
-    def in_env(python, module, request, *, timeout=None, **_: Any) -> dict[str, Any]:  # double
-        if request["schedulers"][0]["label"] == "plugin":
-            raise BadInput("m:plugin does not import")
-        return {"results": {"upstream": {}}}
-
-    monkeypatch.setattr(envrun, "run_in_env", in_env)
-    with pytest.raises(BadInput, match="does not import"):
-        runner.side_by_side(Path("python"), _request(["plugin", "upstream"]), 60)
+    ((request, asked_timeout),) = asked
+    assert [s["label"] for s in request["schedulers"]] == ["plugin", "upstream"]
+    assert request["side_by_side"] is together and asked_timeout == timeout

@@ -28,12 +28,18 @@ from vllm_plugin_release.edges.envworker import Worker, workers
 INENV = Path(__file__).resolve().parent.parent / "inenv"
 
 
+# The inenv modules a script imports, staged beside it under the same unique prefix.
+COMPANIONS = {"replay": ("forking",)}
+
+
 def stage_module(module: str, folder: Path) -> Path:
-    """Copy inenv/<module>.py alone into `folder`; the script to start (a unique name,
-    so it cannot shadow a module the environment imports)."""
+    """Copy inenv/<module>.py (and its COMPANIONS) alone into `folder`; the script to
+    start (a unique name, so it cannot shadow a module the environment imports)."""
     source = INENV / f"{module}.py"
     if not module.isidentifier() or not source.is_file():
         raise BadInput(f"no inenv module {module!r}")
+    for companion in COMPANIONS.get(module, ()):
+        shutil.copyfile(INENV / f"{companion}.py", folder / f"vpr_inenv_{companion}.py")
     script = folder / f"vpr_inenv_{module}.py"
     shutil.copyfile(source, script)
     return script

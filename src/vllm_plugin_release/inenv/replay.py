@@ -30,6 +30,7 @@ is not a vLLM scheduler, settings vLLM refuses).
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import json
 import os
@@ -41,6 +42,11 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+try:  # staged beside this script (edges/envrun.stage_module), or the package (tests)
+    from vpr_inenv_forking import forked  # type: ignore[import-not-found]
+except ImportError:
+    from vllm_plugin_release.inenv.forking import forked
 
 # Model types whose TT generator can resume a prefill from a chunk boundary; the TT
 # platform keeps token-chunked prefill for these and disables it for every other type.
@@ -736,22 +742,17 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     import_s = time.perf_counter() - t_import
 
     model_dir = write_model_dir(max_model_len)
-    results: dict[str, Any] = {}
+    shared = (model_dir, max_model_len, model_type, arrival, prompt, output)
+    limits_ = (request["cost_model"], max_steps, timeout_s)
+    calls = {
+        e["label"]: functools.partial(replay_entry, e, classes[e["label"]], *shared, *limits_)
+        for e in request["schedulers"]
+    }
     try:
-        for entry in request["schedulers"]:
-            results[entry["label"]] = replay_entry(
-                entry,
-                classes[entry["label"]],
-                model_dir,
-                max_model_len,
-                model_type,
-                arrival,
-                prompt,
-                output,
-                request["cost_model"],
-                max_steps,
-                timeout_s,
-            )
+        if request.get("side_by_side") and len(calls) > 1:
+            results = dict(zip(calls, forked(list(calls.values()), (BadRequest, ImportFailure))))
+        else:
+            results = {label: call() for label, call in calls.items()}
     finally:
         shutil.rmtree(model_dir, ignore_errors=True)
     return {
@@ -774,12 +775,9 @@ def main(argv: list[str]) -> int:
     out = Path(argv[2])
     try:
         result = run(request)
-    except BadRequest as exc:
+    except (BadRequest, ImportFailure) as exc:
         out.write_text(json.dumps({"error": str(exc)}))
-        return 2
-    except ImportFailure as exc:
-        out.write_text(json.dumps({"error": str(exc)}))
-        return 3
+        return 2 if isinstance(exc, BadRequest) else 3
     out.write_text(json.dumps(result, separators=(",", ":")))
     return 0
 

@@ -77,35 +77,17 @@ def _cores() -> int:
 
 
 def side_by_side(python: Path | str, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-    """The replay of each scheduler in `request` as its own in-env run, as many at once as
-    there are cores (each is independent: its own scheduler, config and clock), merged
-    into one result in the request's order. On one core: one run for all, as before."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    """The replay of the schedulers in `request`: one in-env run, which imports vLLM once
+    and, with two cores or more, replays each scheduler in its own forked child, all at
+    once (each is independent: its own scheduler, config and clock); the results come in
+    the request's order. On one core: one after the other."""
     from vllm_plugin_release.edges.envrun import run_in_env
 
-    schedulers = request["schedulers"]
-    at_once = min(len(schedulers), _cores())
-    if at_once < 2:
-        # The replays plus vLLM's import; the per-scheduler bound is enforced inside.
-        timeout = len(schedulers) * timeout_s + 300
-        return run_in_env(python, "replay", request, timeout=timeout)
-    with ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="vpr-replay") as pool:
-        runs = [
-            pool.submit(
-                run_in_env,
-                python,
-                "replay",
-                {**request, "schedulers": [one]},
-                timeout=timeout_s + 300,
-            )
-            for one in schedulers
-        ]
-        raws = [run.result() for run in runs]
-    merged = {k: v for k, v in raws[0].items() if k != "results"}
-    merged["import_s"] = max(raw.get("import_s") or 0.0 for raw in raws)  # side by side
-    merged["results"] = {label: r for raw in raws for label, r in raw["results"].items()}
-    return merged
+    count = len(request["schedulers"])
+    together = count > 1 and _cores() > 1
+    # The replays plus vLLM's import; the per-scheduler bound is enforced inside.
+    timeout = (1 if together else count) * timeout_s + 300
+    return run_in_env(python, "replay", {**request, "side_by_side": together}, timeout=timeout)
 
 
 def replay(
