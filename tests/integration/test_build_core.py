@@ -126,11 +126,19 @@ def test_nonreproducible_core_fails_gate_and_writes_nothing(
 
 
 def test_reproducible_tiny_core_passes(tmp_path: Path, index: Index) -> None:
+    """Also: `vpr release` makes the build environment while its lock stage fetches the
+    source (`prepare_build_env` needs only the lock); build-core then finds it made."""
+    from vllm_plugin_release.conform.registry import load_spec
+    from vllm_plugin_release.core.cache import Cache
+    from vllm_plugin_release.stages.build_core import prepare_build_env
+
     spec = tiny_spec(tmp_path, index, stamp='"STAMP = 1\\n"')
     cache = tmp_path / ".vpr"
     vpr("lock", "--spec", str(spec), "--cache-dir", str(cache), cwd=tmp_path)
+    assert prepare_build_env(load_spec(spec), Cache(cache)) is True
+    assert len(Cache(cache).complete_envs("build-core")) == 1
     dist = tmp_path / "dist"
-    vpr(
+    done = vpr(
         "build-core",
         "--spec",
         str(spec),
@@ -140,9 +148,26 @@ def test_reproducible_tiny_core_passes(tmp_path: Path, index: Index) -> None:
         str(cache),
         cwd=tmp_path,
     )
+    assert "creating build environment" not in done.stderr
     record = json.loads((dist / "tiny" / "build-core.json").read_text())
     assert record["reproducible"] is True
     assert record["wheel"]["filename"] == "vllm-0.0.1+empty-py3-none-any.whl"
+
+
+def test_preparing_the_build_env_leaves_what_it_cannot_do_to_the_stage(tmp_path: Path) -> None:
+    """No lock for the spec's Python yet: nothing is made and nothing is said (build-core
+    meets it again and names it)."""
+    from vllm_plugin_release.conform.registry import load_spec
+    from vllm_plugin_release.core.cache import Cache
+    from vllm_plugin_release.stages.build_core import prepare_build_env
+
+    project = tmp_path / "project"
+    (project / "buildspec").mkdir(parents=True)
+    spec = project / "buildspec" / "gone.toml"
+    spec.write_text(REFERENCE_SPEC.read_text().split("\n[plugin]")[0])  # no constraints/ here
+    cache = Cache(tmp_path / ".vpr")
+    assert prepare_build_env(load_spec(spec), cache) is False
+    assert cache.complete_envs("build-core") == []
 
 
 def test_stale_lock_is_bad_input(tmp_path: Path, index: Index) -> None:

@@ -8,6 +8,7 @@ timings go to dist/NAME/run.json (run-specific; never into the manifest).
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from vllm_plugin_release.core.cache import Cache, write_json
 from vllm_plugin_release.core.errors import BadInput, PythonUnavailable, VprError
 from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.core.records import dist_dir
-from vllm_plugin_release.edges import ci, envrun
+from vllm_plugin_release.edges import children, ci, envrun
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.requests import build_request
@@ -49,11 +50,40 @@ class Outcome:
     ran_in: dict[str, Any] = field(default_factory=dict)
 
 
-def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable[[], None]]]:
+class _Ahead:
+    """The build environment, made in a thread while the lock stage fetches the sources
+    (the download leaves the cores idle; the environment needs only the lock)."""
+
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
+
+    def start(self, spec: Spec, cache: Cache) -> None:
+        from vllm_plugin_release.stages.build_core import prepare_build_env
+
+        self.thread = threading.Thread(
+            target=prepare_build_env, args=(spec, cache), name="vpr-build-env"
+        )
+        self.thread.start()
+
+    def wait(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+
+    def stop(self) -> None:
+        """When the run stops before build-core: its installer is stopped, not awaited."""
+        if self.thread is not None and self.thread.is_alive():
+            children.stop_all()
+        self.wait()
+
+
+def _stages(
+    spec: Spec, opts: Options, out: Outcome, ahead: _Ahead
+) -> list[tuple[str, Callable[[], None]]]:
     # Each source is fetched or resolved once, here, and handed to the stages that read it.
     inputs = Inputs(spec, opts.cache, opts.plugin_source)
 
     def lock_check() -> None:
+        ahead.start(spec, opts.cache)
         request, _ = build_request(spec, inputs.tree)
         try:
             check_lock(spec.resolve(spec.build.constraints), request)
@@ -64,6 +94,7 @@ def _stages(spec: Spec, opts: Options, out: Outcome) -> list[tuple[str, Callable
     def build_core() -> None:
         from vllm_plugin_release.stages.build_core import build_core as run
 
+        ahead.wait()
         try:
             result = run(
                 spec,
@@ -205,7 +236,8 @@ def release(spec: Spec, opts: Options) -> Outcome:
 
 def _release(spec: Spec, opts: Options) -> Outcome:
     out = Outcome()
-    stages = _stages(spec, opts, out)
+    ahead = _Ahead()
+    stages = _stages(spec, opts, out, ahead)
     failed: str | None = None
     try:
         for number, (name, run) in enumerate(stages, start=1):
@@ -220,6 +252,7 @@ def _release(spec: Spec, opts: Options) -> Outcome:
                 finally:
                     out.stages[name] = round(time.perf_counter() - start, 3)
     finally:
+        ahead.stop()
         _summary(spec, opts, out, failed)
     return out
 

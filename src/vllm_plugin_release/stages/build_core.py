@@ -14,7 +14,7 @@ from typing import Any
 from vllm_plugin_release import __version__
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file
-from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.errors import BadInput, GateFailed, VprError
 from vllm_plugin_release.core.lockfile import check_lock, pins
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges.fetch import Fetcher
@@ -71,6 +71,25 @@ def stage_key(spec: Spec, lock_sha: str, isolated: bool) -> str:
             "isolated": isolated,
         }
     )
+
+
+def prepare_build_env(spec: Spec, cache: Cache) -> bool:
+    """Make the build environment ahead of the build: it needs only the lock, so it can be
+    made while the source is still being fetched. Nothing when the stage's result is
+    cached or the environment exists. What goes wrong here (no such Python, no lock, a
+    failed install) is left to the stage, which meets it again and says so: False."""
+    try:
+        runner = runner_for(spec, cache)
+        lock_path = spec.resolve(spec.build.constraints)
+        lock_sha = sha256_file(lock_path)
+        key = stage_key(spec, lock_sha, runner.isolate)
+        if (cache.stage_dir(STAGE, key) / RECORD).exists():
+            return True
+        runner.require_python(spec.build.python)
+        ensure_build_env(spec, lock_path, lock_sha, cache, runner)
+    except (VprError, OSError):
+        return False
+    return True
 
 
 def build_core(
