@@ -135,3 +135,5 @@ def test_a_lock_first_pairing_env_takes_the_build_environment_bytecode(tmp_path:
     assert _pyc(pairing).stat().st_ino == _pyc(build_site).stat().st_ino
     assert _import(pairing) == "first"
     assert _pyc(pairing).stat().st_ino == _pyc(build_site).stat().st_ino  # found current
+    # Kept for the next env of the lock: not what the build env gives it anyway.
+    assert envbytecode.keep(pairing, tmp_path / "store") == 0

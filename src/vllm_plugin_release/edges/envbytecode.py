@@ -80,27 +80,33 @@ def _link(source: Path, dest: Path, *, copy: bool = True) -> bool:
 
 def keep(site: Path, store: Path, skip: tuple[str, ...] = ()) -> int:
     """Link into `store` the current bytecode in `site` that it lacks, with its source,
-    except under the top-level folders `skip` (the plugin's); how many files."""
+    except under the top-level folders `skip` (the plugin's); how many files. Bytecode
+    that is already a link (put here from the store or a build environment) is not kept
+    again. (Plain strings, not Paths: a pairing env holds some 5,000 pyc files.)"""
     kept = 0
-    for dirpath, dirnames, filenames in os.walk(site):
-        rel_dir = Path(dirpath).relative_to(site)
-        if rel_dir == Path("."):
+    top = str(site)
+    for dirpath, dirnames, filenames in os.walk(top):
+        if dirpath == top:
             dirnames[:] = [d for d in dirnames if d not in skip]
-        if rel_dir.name != PYCACHE:
+        if os.path.basename(dirpath) != PYCACHE:
             continue
         dirnames.clear()
+        pkg = os.path.dirname(dirpath)
+        kept_pkg = os.path.join(store, os.path.relpath(pkg, top))
         for name in filenames:
-            pyc = Path(dirpath, name)
-            source = _source_of(pyc)
-            dest = store / rel_dir / name
-            if source is None or dest.exists() or not source.is_file():
+            parts = name.split(".")
+            if len(parts) != 3 or parts[2] != "pyc":
                 continue
+            pyc, source = os.path.join(dirpath, name), os.path.join(pkg, parts[0] + ".py")
+            dest = os.path.join(kept_pkg, PYCACHE, name)
             with contextlib.suppress(OSError):
-                if current(pyc, source):
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    kept_source = dest.parent.parent / source.name
-                    if kept_source.exists() or _link(source, kept_source, copy=False):
-                        kept += _link(pyc, dest)
+                if os.stat(pyc).st_nlink > 1 or os.path.exists(dest):
+                    continue
+                if os.path.isfile(source) and current(Path(pyc), Path(source)):
+                    os.makedirs(os.path.dirname(dest), exist_ok=True)
+                    kept_source = Path(kept_pkg, parts[0] + ".py")
+                    if kept_source.exists() or _link(Path(source), kept_source, copy=False):
+                        kept += _link(Path(pyc), Path(dest))
     return kept
 
 

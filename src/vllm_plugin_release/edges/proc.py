@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -56,3 +57,16 @@ def ask_python(python: Path, code: str, *, what: str) -> str | None:
     """What `python -c code` prints (stripped), or None when it exits non-zero."""
     done = run([python, "-c", code], what=what)
     return done.stdout.strip() if done.returncode == 0 else None
+
+
+def copy_tree(src: Path, dst: Path) -> None:
+    """`src` copied to the new folder `dst`, links as links, times and modes kept. With
+    `cp -a` where there is one: a process, so copies made from threads (the two builds'
+    trees) run side by side and at C speed, not one at a time under the GIL."""
+    cp = shutil.which("cp")
+    if cp is None:
+        shutil.copytree(src, dst, symlinks=True)
+        return
+    done = run([cp, "-a", "--", src, dst], what=f"copying {src}")
+    if done.returncode != 0:
+        raise OutsideFailure(f"copying {src} to {dst} failed: {done.stderr.strip()[-500:]}")

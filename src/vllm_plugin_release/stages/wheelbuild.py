@@ -28,6 +28,7 @@ from vllm_plugin_release.core.cache import (
 )
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.wheeldiff import diff_wheels
+from vllm_plugin_release.edges import proc
 from vllm_plugin_release.edges.container import ContainerRunner
 from vllm_plugin_release.edges.runner import LocalRunner, Runner, host_env
 from vllm_plugin_release.edges.uv import pip_find_links
@@ -84,7 +85,7 @@ def parallel_local_builds(
     def one(index: int) -> dict[str, Any]:
         work = scratch / f"{log_name}-{LETTERS[index]}"
         src = work / tree.name
-        shutil.copytree(tree, src, symlinks=True)
+        proc.copy_tree(tree, src)
         home = work / "home"
         home.mkdir()
         env = recipes.build_env(
