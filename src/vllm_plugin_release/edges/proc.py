@@ -67,6 +67,7 @@ def copy_tree(src: Path, dst: Path) -> None:
     if cp is None:
         shutil.copytree(src, dst, symlinks=True)
         return
+    dst.parent.mkdir(parents=True, exist_ok=True)  # as copytree does
     done = run([cp, "-a", "--", src, dst], what=f"copying {src}")
     if done.returncode != 0:
         raise OutsideFailure(f"copying {src} to {dst} failed: {done.stderr.strip()[-500:]}")

@@ -24,6 +24,11 @@ def _pyplot() -> Any:
     return plt
 
 
+def load_pyplot() -> None:
+    """Import matplotlib ahead of the first plot (a second or two), e.g. in a thread."""
+    _pyplot()
+
+
 def caption(report: dict[str, Any]) -> str:
     """What every plot's title names: the pairing and the cost model the replay assumed."""
     cost = (report.get("config") or {}).get("cost_model") or {}

@@ -101,6 +101,12 @@ def replay(
     sys_path: Sequence[str | Path] = (),
 ) -> ReplayOutcome:
     """Replay `mix`, build the report and (when `out_dir` is given) write its files."""
+    if out_dir is not None and plots:  # matplotlib loads while the replay runs in the env
+        import threading
+
+        from vllm_plugin_release.replay.plots import load_pyplot
+
+        threading.Thread(target=load_pyplot, name="vpr-pyplot", daemon=True).start()
     raw = run_raw(python, mix, config, sys_path=sys_path)
     report, analyses = build_report(raw, mix, name=name, replay_config=config.to_json())
     timing = timing_report(raw)
