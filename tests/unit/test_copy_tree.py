@@ -37,5 +37,5 @@ def test_the_copy_is_the_tree(tmp_path: Path, monkeypatch, with_cp: bool) -> Non
 
 
 def test_a_copy_that_fails_is_an_outside_failure(tmp_path: Path) -> None:
-    with pytest.raises(OutsideFailure, match="copying .*gone"):
+    with pytest.raises(OutsideFailure, match=r"copying .*gone"):
         proc.copy_tree(tmp_path / "gone", tmp_path / "copy")
