@@ -14,7 +14,7 @@ from typing import Any
 from vllm_plugin_release import __version__
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file
-from vllm_plugin_release.core.errors import BadInput, GateFailed, VprError
+from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.lockfile import check_lock, pins
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges.fetch import Fetcher
@@ -91,7 +91,7 @@ def prepare_build_env(spec: Spec, cache: Cache) -> bool:
             return True
         runner.require_python(spec.build.python)
         ensure_build_env(spec, lock_path, lock_sha, cache, runner)
-    except (VprError, OSError):
+    except Exception:  # whatever it is, the stage meets it again and reports it
         return False
     return True
 
