@@ -18,10 +18,15 @@ THIRD_PARTY = frozenset({"vllm", "torch"})
 MODULES = frozenset(path.stem for path in INENV.glob("*.py") if path.stem != "__init__")
 
 
+STAGED = "vpr_inenv_"  # an inenv module staged beside the script (envrun.COMPANIONS)
+
+
 def _allowed(name: str) -> bool:
     """An absolute import of `name` is allowed in an inenv module."""
     top = name.partition(".")[0]
     if top in sys.stdlib_module_names or top in THIRD_PARTY:
+        return True
+    if top.startswith(STAGED) and top.removeprefix(STAGED) in MODULES:
         return True
     package, _, module = name.rpartition(".")
     return package == PACKAGE and module in MODULES
@@ -69,6 +74,7 @@ def test_allowed_imports_pass() -> None:
         "from .envcheck import run\n"
         "import vllm_plugin_release.inenv.openapi\n"
         "from vllm_plugin_release.inenv import replay as r\n"
+        "from vpr_inenv_forking import forked\n"
         "def lazy():\n"
         "    import vllm.v1.request\n"
     )
@@ -89,9 +95,28 @@ def test_allowed_imports_pass() -> None:
         ("from ..core import cache\n", "1: ..core"),
         ("from . import no_such_inenv_module\n", "1: .no_such_inenv_module"),
         ("import numpy\n", "1: numpy"),
+        ("import vpr_inenv_no_such_module\n", "1: vpr_inenv_no_such_module"),
         ("import json\n\ndef lazy():\n    import rich\n", "4: rich"),
     ],
 )
 def test_foreign_imports_are_rejected(source: str, reported: str) -> None:
     found = foreign_imports(source)
     assert len(found) == 1 and found[0].startswith(reported), found
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_a_staged_import_is_staged_with_the_script(module: str) -> None:
+    """`import vpr_inenv_X` finds X only when envrun stages X beside the script."""
+    from vllm_plugin_release.edges.envrun import COMPANIONS
+
+    tree = ast.parse((INENV / f"{module}.py").read_text(encoding="utf-8"))
+    staged = {
+        name.removeprefix(STAGED)
+        for node in ast.walk(tree)
+        for name in (
+            [a.name for a in node.names] if isinstance(node, ast.Import)
+            else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        )
+        if name.startswith(STAGED)
+    }  # fmt: skip
+    assert staged <= set(COMPANIONS.get(module, ())), f"inenv/{module}.py: stage {staged}"
