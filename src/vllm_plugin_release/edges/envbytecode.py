@@ -35,12 +35,13 @@ def site_packages(env: Path) -> Path | None:
     return found[0] if len(found) == 1 else None
 
 
-def _source_of(pyc: Path) -> Path | None:
-    """`pkg/__pycache__/mod.cpython-311.pyc` -> `pkg/mod.py`; None for optimised ones."""
-    parts = pyc.name.split(".")
-    if len(parts) != 3 or parts[2] != "pyc" or pyc.parent.name != PYCACHE:
+def _pyc_name(name: str) -> tuple[str, str] | None:
+    """`mod.cpython-311.pyc` -> ("mod", "cpython-311"); None for an optimised one
+    (`mod.cpython-311.opt-1.pyc`) or any other file."""
+    parts = name.split(".")
+    if len(parts) != 3 or parts[2] != "pyc":
         return None
-    return pyc.parent.parent / f"{parts[0]}.py"
+    return parts[0], parts[1]
 
 
 def current(pyc: Path, source: Path) -> bool:
@@ -94,17 +95,17 @@ def keep(site: Path, store: Path, skip: tuple[str, ...] = ()) -> int:
         pkg = os.path.dirname(dirpath)
         kept_pkg = os.path.join(store, os.path.relpath(pkg, top))
         for name in filenames:
-            parts = name.split(".")
-            if len(parts) != 3 or parts[2] != "pyc":
+            parsed = _pyc_name(name)
+            if parsed is None:
                 continue
-            pyc, source = os.path.join(dirpath, name), os.path.join(pkg, parts[0] + ".py")
+            pyc, source = os.path.join(dirpath, name), os.path.join(pkg, parsed[0] + ".py")
             dest = os.path.join(kept_pkg, PYCACHE, name)
             with contextlib.suppress(OSError):
                 if os.stat(pyc).st_nlink > 1 or os.path.exists(dest):
                     continue
                 if os.path.isfile(source) and current(Path(pyc), Path(source)):
                     os.makedirs(os.path.dirname(dest), exist_ok=True)
-                    kept_source = Path(kept_pkg, parts[0] + ".py")
+                    kept_source = Path(kept_pkg, parsed[0] + ".py")
                     if kept_source.exists() or _link(Path(source), kept_source, copy=False):
                         kept += _link(Path(pyc), Path(dest))
     return kept
@@ -120,8 +121,8 @@ def _cache_tag(site: Path) -> str | None:
 
 def restore(store: Path, site: Path) -> int:
     """Link the kept bytecode into `site` beside the very files it was written for (the
-    same inode as the kept source); how many files. Bytecode already there stays, and so
-    does bytecode for another Python (a pure-Python file is the same file for each).
+    same inode as the kept source); how many files. Bytecode already there stays; bytecode
+    for another Python is not put there (a pure-Python file is the same file for each).
     (Plain strings, not Paths: a build environment holds some 5,000 pyc files.)"""
     restored = 0
     tag = _cache_tag(site)
@@ -135,10 +136,10 @@ def restore(store: Path, site: Path) -> int:
         target_dir = os.path.join(pkg, PYCACHE)
         made = os.path.isdir(target_dir)
         for name in filenames:
-            parts = name.split(".")
-            if len(parts) != 3 or parts[2] != "pyc" or (tag and parts[1] != tag):
+            parsed = _pyc_name(name)
+            if parsed is None or (tag and parsed[1] != tag):
                 continue
-            source = parts[0] + ".py"
+            source = parsed[0] + ".py"
             try:
                 if not os.path.samefile(os.path.join(pkg, source), os.path.join(kept_pkg, source)):
                     continue
