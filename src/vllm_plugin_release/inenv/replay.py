@@ -743,9 +743,9 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
 
     model_dir = write_model_dir(max_model_len)
     shared = (model_dir, max_model_len, model_type, arrival, prompt, output)
-    limits_ = (request["cost_model"], max_steps, timeout_s)
+    bounds = (request["cost_model"], max_steps, timeout_s)
     calls = {
-        e["label"]: functools.partial(replay_entry, e, classes[e["label"]], *shared, *limits_)
+        e["label"]: functools.partial(replay_entry, e, classes[e["label"]], *shared, *bounds)
         for e in request["schedulers"]
     }
     try:
