@@ -93,3 +93,14 @@ def test_the_host_asks_one_run_side_by_side_where_there_are_cores(
     ((request, asked_timeout),) = asked
     assert [s["label"] for s in request["schedulers"]] == ["plugin", "upstream"]
     assert request["side_by_side"] is together and asked_timeout == timeout
+
+
+def test_a_result_that_cannot_be_sent_back_fails_the_run(tmp_path: Path) -> None:
+    """The child must end inside `forked` whatever happens there: a result that is not
+    JSON is a failure of the run, not a second copy of the caller going on."""
+    marker = tmp_path / "went-on"
+    with pytest.raises(RuntimeError, match="not JSON serializable"):
+        forking.forked([lambda: {"value": object()}, lambda: {"fine": True}])
+        marker.write_text(str(os.getpid()))  # only a child that escaped would get here
+    time.sleep(0.2)
+    assert not marker.exists()

@@ -33,28 +33,33 @@ def forked(
     for call in calls:
         fd, path = tempfile.mkstemp(prefix="vpr-forked-", suffix=".json")
         pid = os.fork()
-        if pid == 0:
-            with contextlib.suppress(Exception):  # dies with the caller (PR_SET_PDEATHSIG)
-                ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+        if pid == 0:  # the child never leaves this block: it ends here, whatever happens
             try:
-                out: dict[str, Any] = {"ok": call()}
-            except errors as exc:
-                out = {"raise": type(exc).__name__, "message": str(exc)}
-            except BaseException:
-                out = {"raise": "", "message": traceback.format_exc()}
-            with os.fdopen(fd, "w") as f:
-                json.dump(out, f, separators=(",", ":"))
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)  # no interpreter teardown in the child
+                with contextlib.suppress(Exception):  # dies with the caller (PDEATHSIG)
+                    ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+                try:
+                    text = json.dumps({"ok": call()}, separators=(",", ":"))
+                except errors as exc:
+                    text = json.dumps({"raise": type(exc).__name__, "message": str(exc)})
+                except BaseException:
+                    text = json.dumps({"raise": "", "message": traceback.format_exc()})
+                with os.fdopen(fd, "w") as f:
+                    f.write(text)
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(0)  # no interpreter teardown in the child
         os.close(fd)
         kids.append((pid, Path(path)))
     outs = []
-    for pid, path in kids:
-        _, status = os.waitpid(pid, 0)
-        text = path.read_text()
-        path.unlink()
-        outs.append(json.loads(text) if text else {"raise": "", "message": f"status {status}"})
+    try:
+        for pid, path in kids:
+            _, status = os.waitpid(pid, 0)
+            text = path.read_text()
+            outs.append(json.loads(text) if text else {"raise": "", "message": f"status {status}"})
+    finally:  # the result files go, whatever happened while waiting
+        for _, path in kids:
+            path.unlink(missing_ok=True)
     by_name = {cls.__name__: cls for cls in errors}
     for out in outs:
         if "raise" in out:
