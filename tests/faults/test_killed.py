@@ -103,53 +103,70 @@ def index():
 
 def _slow_build(tmp_path: Path, index: Index, sig: int):
     """`vpr build-core` of a tiny core whose setup.py sleeps, hit by `sig` mid-build:
-    (the finished child, its stderr, its builders seen while it ran, the cache folder)."""
+    (the finished child, its stderr, its builders seen while it ran, the folder of its
+    scratch: in memory, `$VPR_BUILD_SCRATCH/vpr-<uid>`, here under tmp_path)."""
     marker = tmp_path / "building"
     spec = tiny_spec(tmp_path, index, stamp=SLOW_STAMP.format(marker=marker))
     cache = tmp_path / ".vpr"
     vpr("lock", "--spec", str(spec), "--cache-dir", str(cache), cwd=tmp_path)
+    (tmp_path / "ram").mkdir()
+    scratch = tmp_path / "ram" / f"vpr-{os.getuid()}"
     child = _start(
         "build-core", "--spec", str(spec), "--dist", str(tmp_path / "dist"),
-        "--cache-dir", str(cache), cwd=tmp_path,
+        "--cache-dir", str(cache), cwd=tmp_path, env=_ram_env(tmp_path),
     )  # fmt: skip
     try:
         _wait_for(marker.exists, 60, "the tiny build to start")
         builders = _descendants(child.pid)
         assert builders, "no builder processes seen"
-        assert list((cache / "tmp").glob("build-core-*"))
+        assert list(scratch.glob("build-core-*"))
+        assert not list((cache / "tmp").glob("build-core-*"))
         child.send_signal(sig)
         _, stderr = child.communicate(timeout=30)
     finally:
         if child.poll() is None:
             child.kill()
-    return child, stderr, builders, cache
+    return child, stderr, builders, scratch
+
+
+def _ram_env(tmp_path: Path) -> dict[str, str]:
+    return {"VPR_BUILD_SCRATCH": str(tmp_path / "ram")}
 
 
 @pytest.mark.timeout(120)
 def test_sigterm_stops_builders_and_removes_scratch(tmp_path: Path, index: Index) -> None:
-    child, stderr, builders, cache = _slow_build(tmp_path, index, signal.SIGTERM)
+    child, stderr, builders, scratch = _slow_build(tmp_path, index, signal.SIGTERM)
     try:
         assert child.returncode == 130, stderr
         assert "interrupted" in stderr and "Traceback" not in stderr
         time.sleep(0.5)
         assert not [p for p in builders if _running(p)], "builders outlived the run"
-        assert not list((cache / "tmp").glob("build-core-*"))
+        assert not list(scratch.glob("build-core-*"))
     finally:
         _kill_all(builders)
 
 
 @pytest.mark.timeout(120)
 def test_after_sigkill_the_next_run_removes_the_scratch(tmp_path: Path, index: Index) -> None:
-    _, _, builders, cache = _slow_build(tmp_path, index, signal.SIGKILL)
+    _, _, builders, scratch = _slow_build(tmp_path, index, signal.SIGKILL)
     try:
         # the death guard stops the builders although the run itself was SIGKILLed
         _wait_for(lambda: not _alive(builders), 10, "the builders of the SIGKILLed run to stop")
     finally:
         _kill_all(builders)
-    assert list((cache / "tmp").glob("build-core-*")), "the killed run left no scratch?"
+    assert list(scratch.glob("build-core-*")), "the killed run left no scratch?"
     spec = tmp_path / "project" / "buildspec" / "tiny.toml"
-    vpr("fetch", "--spec", str(spec), "--cache-dir", str(cache), cwd=tmp_path)
-    assert not list((cache / "tmp").glob("build-core-*"))
+    cache = tmp_path / ".vpr"
+    vpr(
+        "fetch",
+        "--spec",
+        str(spec),
+        "--cache-dir",
+        str(cache),
+        cwd=tmp_path,
+        env=_ram_env(tmp_path),
+    )
+    assert not list(scratch.glob("build-core-*"))
 
 
 # -- a download killed half way -------------------------------------------------------------

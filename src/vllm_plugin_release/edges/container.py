@@ -156,6 +156,7 @@ class ContainerRunner:
     """Runs each `Command` in a fresh container from the pinned image (see module doc)."""
 
     kind = "docker"
+    scratch_in_memory = False  # the container sees only what is mounted: the cache
     isolate = True  # a command that asks for no network always gets none
 
     def __init__(

@@ -67,6 +67,7 @@ class Runner(Protocol):
 
     kind: str
     isolate: bool  # True: a command that asks for no network gets none
+    scratch_in_memory: bool  # builds' scratch may be outside the cache (core.cache)
 
     @property
     def uv(self) -> str: ...  # the uv program, as a command on this runner names it
@@ -97,6 +98,7 @@ class LocalRunner:
     """Runs commands as subprocesses on this machine; the workspace is a host folder."""
 
     kind = "local"
+    scratch_in_memory = True  # /dev/shm where it is usable: the builds run here
 
     def __init__(self, network_isolation: str = "auto") -> None:
         if network_isolation == "required" and not can_unshare_network():
