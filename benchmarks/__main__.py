@@ -75,6 +75,8 @@ def _key(bench: str, *path: str) -> Callable[[dict[str, Any]], float | None]:
 ROWS: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None], float | None, str], ...] = (
     ("vpr build-core cold / bare python -m build", "build_core",
      _ratio("build_core", "cold / bare"), 1.0, "x"),
+    ("  the same, the bare build in vpr's build scratch (/dev/shm)", "build_core",
+     _ratio("build_core", "cold / bare in the same scratch"), 1.0, "x"),
     ("vpr build-core warm / cold", "build_core", _ratio("build_core", "warm / cold"), 0.02, "x"),
     ("vpr env (hashes + in-env checks) / plain uv pip install", "env",
      _ratio("env", "vpr env / plain"), 2.0, "x"),
