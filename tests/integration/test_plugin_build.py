@@ -274,3 +274,27 @@ def test_platform_plugin_that_ignores_its_runtime_fails_the_env_gate(
     record = json.loads((tmp_path / "dist" / "reference" / "env.json").read_text())
     check = next(c for c in record["checks"] if c["name"] == "platform_plugin() runtime absent")
     assert check["status"] == "fail" and "expected None" in check["detail"]
+
+
+def test_a_cached_build_needs_no_interpreter(
+    tmp_path: Path, cache_root: Path, monkeypatch, capsys
+) -> None:
+    """A warm `vpr build-plugin` reuses its result without looking for the spec's Python
+    (`uv python find`, a subprocess): as build-core, it is asked only when building."""
+    from vllm_plugin_release.cli import main
+    from vllm_plugin_release.core.errors import PythonUnavailable
+    from vllm_plugin_release.edges.runner import LocalRunner
+
+    repo, commit = toy_repo(tmp_path)
+    spec = toy_spec(tmp_path, commit, tag="v0.3.0")
+    build(tmp_path, spec, repo, cache_root)
+
+    def missing(self, version: str) -> None:
+        raise PythonUnavailable(f"no CPython {version} (this test's stand-in for a lookup)")
+
+    monkeypatch.setattr(LocalRunner, "require_python", missing)
+    argv = ["build-plugin", "--spec", str(spec), "--plugin-source", str(repo)]
+    argv += ["--dist", str(tmp_path / "dist"), "--cache-dir", str(cache_root)]
+    assert main(argv) == 0
+    assert "cached result reused" in capsys.readouterr().err
+    assert main([*argv, "--force"]) == 3  # building: the interpreter is asked for

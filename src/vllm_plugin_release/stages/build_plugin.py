@@ -128,8 +128,11 @@ def build_plugin(
     (whose request comes from the verified core source `tree`); both handed in by the flow."""
     src = plugin
     runner = runner_for(spec, cache, folders=(src.root,))
-    runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
-    lock_file, plan = _build_lock(spec, src.root, tree)
+    try:
+        lock_file, plan = _build_lock(spec, src.root, tree)
+    except BadInput:  # no lock can help while the spec's Python is missing: say that first
+        runner.require_python(spec.build.python)
+        raise
     lock_path = spec.resolve(lock_file)
     lock_sha = sha256_file(lock_path)
     variables = dict(sorted(spec.plugin.get("build_env", {}).items()))
@@ -150,8 +153,9 @@ def build_plugin(
     stage_dir = cache.stage_dir(STAGE, key)
     dist = dist_dir(dist_root, spec.name)
     cached = None if force else reuse(stage_dir, dist, RECORD, STAGE)
-    if cached:
+    if cached:  # a cached result needs no interpreter: asked only when building
         return cached
+    runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
 
     venv = ensure_build_env(spec, lock_path, lock_sha, cache, runner)
     builds = 2 if spec.build.reproducibility_check else 1
