@@ -137,6 +137,7 @@ def test_install_proof_travels_with_the_index_folder(tmp_path: Path) -> None:
     assert first.returncode == 0, first.stderr
     result = json.loads(first.stdout)
     assert result["install_proven"] is True and result["proven_in"] == {"kind": "local"}
+    assert "vpr twine check --strict\n" in first.stderr  # checked before the upload
     run = json.loads((tmp_path / "dist" / "ref" / "run.json").read_text())
     assert run["publish"]["install_proof_ran_in"] == {"kind": "local"}
 
@@ -152,6 +153,7 @@ def test_install_proof_travels_with_the_index_folder(tmp_path: Path) -> None:
         if mutate:
             assert done.returncode == 1, done.stderr
             assert "already on the index with sha256" in done.stderr
+            assert "vpr twine check --strict\n" in done.stderr  # not proven: checked again
             assert not (tmp_path / name / "store").exists()
             continue
         assert done.returncode == 0, done.stderr
@@ -160,6 +162,8 @@ def test_install_proof_travels_with_the_index_folder(tmp_path: Path) -> None:
         assert set(again["wheels"].values()) == {"present"}
         assert again["install_proven"] is True and again["proven_in"] == {"kind": "local"}
         assert not (cache / "index-server.log").exists()  # no pypiserver was started
+        # the run that proved these very bytes ran twine check on them before uploading
+        assert "twine check --strict: passed by the run that proved" in done.stderr
 
 
 def test_uncertified_and_bad_metadata_are_gates(tmp_path: Path) -> None:

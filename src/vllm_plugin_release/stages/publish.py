@@ -428,8 +428,6 @@ def publish_folder(
         for p in ("core", "plugin")
     ]
     lock = _read_lock(manifest, project_root)  # gate: before anything is uploaded
-    progress.info("twine check --strict")
-    twine_check([w for _, w, _ in wheels])
     verdict = manifest["conformance"]["verdict"]
     result = PublishResult(index="", pairing_id=manifest["pairing_id"], verdict=verdict)
     local = LocalIndex(index_root) if index is None else None
@@ -442,6 +440,11 @@ def publish_folder(
         if local is not None and verify_install
         else None
     )
+    if proven is None:
+        progress.info("twine check --strict")
+        twine_check([w for _, w, _ in wheels])
+    else:  # the run that proved these very bytes checked them before it uploaded them
+        progress.info("twine check --strict: passed by the run that proved these wheels")
     if proven is not None:
         # The same bytes were uploaded and install-proven on this runner by an earlier
         # run: the local index is a folder we own, so checking the files on disk is the
