@@ -138,3 +138,47 @@ def test_schema_errors_name_the_key(tmp_path: Path) -> None:
     m["core"]["wheel"]["sha256"] = "nothex"
     with pytest.raises(BadInput, match=r"core\.wheel\.sha256"):
         doc.validate(m, "m.json")
+
+
+def test_wheel_file_facts_are_read_once_per_wheel_bytes(tmp_path: Path) -> None:
+    """`wheel_memo`: the facts of a wheel's files (every member read and checked against
+    its RECORD) are noted by the wheel's sha256; the next manifest of the same bytes takes
+    them from the note. A malformed note is ignored, and a wheel with other bytes is
+    checked again: a member that does not match its RECORD still fails the gate."""
+    import zipfile
+
+    dist = tmp_path / "ref"
+    pins = make_pairing(dist)
+    memo = tmp_path / "memo"
+    first = mf.build_manifest(pins, mf.read_records(dist), wheel_memo=memo)
+    plain = mf.build_manifest(pins, mf.read_records(dist))
+    assert first == plain  # the same document with or without the memo
+    core = first["core"]["wheel"]
+    note = memo / f"{core['sha256']}.json"
+    assert json.loads(note.read_text()) == {
+        "files_sha256": core["files_sha256"],
+        "files": core["files"],
+    }
+    # the note is what the next run reads (seen by what it says)
+    note.write_text(json.dumps({"files_sha256": "a" * 64, "files": 7}))
+    again = mf.build_manifest(pins, mf.read_records(dist), wheel_memo=memo)
+    assert again["core"]["wheel"]["files"] == 7
+    for bad in ("{", json.dumps({"files_sha256": "../x", "files": 7}), '{"files": true}'):
+        note.write_text(bad)
+        redone = mf.build_manifest(pins, mf.read_records(dist), wheel_memo=memo)
+        assert redone == plain, bad
+
+    # other bytes: a wheel whose member no longer matches its RECORD, records updated
+    wheel = dist / core["filename"]
+    with zipfile.ZipFile(wheel) as zf:
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    name = next(n for n in members if n.endswith(".py"))
+    members[name] += b"\n# changed\n"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for member, data in members.items():
+            zf.writestr(member, data)
+    record = json.loads((dist / "build-core.json").read_text())
+    record["wheel"]["sha256"] = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    (dist / "build-core.json").write_text(json.dumps(record))
+    with pytest.raises(GateFailed, match="does not match the wheel's RECORD"):
+        mf.build_manifest(pins, mf.read_records(dist), wheel_memo=memo)

@@ -7,6 +7,7 @@ Layout:
   .vpr/envs/<name>-<key>/           virtual environments keyed by their lock
   .vpr/bytecode/<key>/              pairing envs' bytecode, by lock and core (edges/envbytecode)
   .vpr/stages/<stage>/<key>/        stage results keyed by the hash of their inputs
+  .vpr/stages/wheel-files/<sha>.json a wheel's checked file facts (stages/manifest)
   .vpr/tmp/                         work in progress (same filesystem, for renames)
   /dev/shm/vpr-<uid>/               local builds' scratch, in memory (`build_scratch_root`)
   .vpr/locks/                       one lock file per cache entry being created

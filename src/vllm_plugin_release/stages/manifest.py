@@ -13,6 +13,7 @@ Stage records read from dist/NAME/ (written by earlier stages):
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core import attest
-from vllm_plugin_release.core.cache import Cache, key_of, sha256_file
+from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import (
     KIND,
@@ -106,9 +107,15 @@ def _get(record: dict[str, Any], dotted: str, file: str, *, required: bool = Tru
 # ---------------------------------------------------------------------------
 # Wheels and pins
 
+WHEEL_FACTS = "wheel-files"  # .vpr/stages/wheel-files/<wheel sha256>.json
 
-def describe_wheel(dist_dir: Path, filename: str, sha256: str, record_file: str) -> dict[str, Any]:
-    """Facts about a wheel in dist_dir, after checking its sha256 against the stage record."""
+
+def describe_wheel(
+    dist_dir: Path, filename: str, sha256: str, record_file: str, memo: Path | None = None
+) -> dict[str, Any]:
+    """Facts about a wheel in dist_dir, after checking its sha256 against the stage record.
+    `memo`: a folder where the facts of its files are kept by the wheel's sha256 (reading
+    and checking every member against the wheel's RECORD is done once per wheel)."""
     path = dist_dir / filename
     if not path.is_file():
         raise BadInput(
@@ -121,16 +128,44 @@ def describe_wheel(dist_dir: Path, filename: str, sha256: str, record_file: str)
             f"{path}: sha256 {actual} differs from {record_file} wheel.sha256 {sha256}",
             hint="the wheel changed after it was built; rebuild it",
         )
-    files = wheel_files(path)
+    digest, count = _files_facts(path, actual, memo)
     return {
         "filename": filename,
         "sha256": actual,
         "version": wheel_version(path),
         "size": path.stat().st_size,
-        "files_sha256": files_digest(files),
-        "files": len(files),
+        "files_sha256": digest,
+        "files": count,
         "tags": wheel_tags(filename),
     }
+
+
+def _files_facts(path: Path, sha256: str, memo: Path | None) -> tuple[str, int]:
+    """(files_sha256, number of files) of the wheel at `path`, whose bytes the caller has
+    checked to be `sha256`: from `memo` when an earlier run noted them for those bytes
+    (a malformed note is ignored), else read from the wheel, checked against its RECORD
+    (GateFailed when they differ), and noted."""
+    note = memo / f"{sha256}.json" if memo is not None else None
+    if note is not None:
+        try:
+            kept = json.loads(note.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            kept = None
+        if (
+            isinstance(kept, dict)
+            and isinstance(kept.get("files_sha256"), str)
+            and len(kept["files_sha256"]) == 64
+            and all(c in "0123456789abcdef" for c in kept["files_sha256"])
+            and type(kept.get("files")) is int
+            and kept["files"] >= 0
+        ):
+            return kept["files_sha256"], kept["files"]
+    files = wheel_files(path)
+    facts = files_digest(files), len(files)
+    if note is not None:  # a read-only cache: the facts are simply read again next time
+        with contextlib.suppress(OSError):
+            write_json(note, {"files_sha256": facts[0], "files": facts[1]})
+    return facts
 
 
 def pins_from_spec(spec: Spec) -> dict[str, Any]:
@@ -316,12 +351,12 @@ def _source_date_epoch(records: Records, pins: dict[str, Any]) -> int:
     return sde
 
 
-def _core(records: Records) -> dict[str, Any]:
+def _core(records: Records, memo: Path | None = None) -> dict[str, Any]:
     """The manifest's `core` section, from build-core.json and the core wheel."""
     bc, fc = records.build_core, BUILD_CORE
     core_in = _get(bc, "core", fc)
     core_wheel = describe_wheel(
-        records.dist_dir, _get(bc, "wheel.filename", fc), _get(bc, "wheel.sha256", fc), fc
+        records.dist_dir, _get(bc, "wheel.filename", fc), _get(bc, "wheel.sha256", fc), fc, memo
     )
     build_env = bc.get("build_env") or {}
     python = str(_get(bc, "python", fc))
@@ -344,12 +379,12 @@ def _core(records: Records) -> dict[str, Any]:
     }
 
 
-def _plugin(records: Records) -> dict[str, Any]:
+def _plugin(records: Records, memo: Path | None = None) -> dict[str, Any]:
     """The manifest's `plugin` section, from build-plugin.json and the plugin wheel."""
     bp, fp = records.build_plugin, BUILD_PLUGIN
     plugin_in = _get(bp, "plugin", fp)
     plugin_wheel = describe_wheel(
-        records.dist_dir, _get(bp, "wheel.filename", fp), _get(bp, "wheel.sha256", fp), fp
+        records.dist_dir, _get(bp, "wheel.filename", fp), _get(bp, "wheel.sha256", fp), fp, memo
     )
     entry_points = bp.get("entry_points") or {}
     return {
@@ -409,14 +444,19 @@ def pairing_id_of(
 
 
 def build_manifest(
-    pins: dict[str, Any], records: Records, *, pipeline_version: str | None = None
+    pins: dict[str, Any],
+    records: Records,
+    *,
+    pipeline_version: str | None = None,
+    wheel_memo: Path | None = None,
 ) -> dict[str, Any]:
-    """The manifest for one pairing, as plain data (validated against the schema)."""
+    """The manifest for one pairing, as plain data (validated against the schema).
+    `wheel_memo`: where the wheels' file facts are kept by sha256 (`describe_wheel`)."""
     if pipeline_version is None:
         from vllm_plugin_release import __version__ as pipeline_version
     sde = _source_date_epoch(records, pins)
-    core = _core(records)
-    plugin = _plugin(records)
+    core = _core(records, wheel_memo)
+    plugin = _plugin(records, wheel_memo)
     container = _container(records.build_core)
     environment = _environment(records.env)
     runtime_pins = pins.get("runtime")
@@ -544,7 +584,9 @@ def build_for_spec(
     )
     records = read_records(dist, str(spec.path))
     pins = pins_from_spec(spec)
-    manifest = build_manifest(pins, records, pipeline_version=__version__)
+    manifest = build_manifest(
+        pins, records, pipeline_version=__version__, wheel_memo=cache.root / "stages" / WHEEL_FACTS
+    )
     created = keys.ensure_key(key_path, origin)
     manifest_path, statement_path, kid = write_signed(dist, manifest, pins, key_path)
     finished = time.time()
