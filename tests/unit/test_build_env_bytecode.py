@@ -1,0 +1,69 @@
+"""The build environment's bytecode step (stages/recipes.COMPILE_BYTECODE), run for real
+on a small site-packages tree: compiled in parallel, timestamp-checked even where
+SOURCE_DATE_EPOCH is set, test packages left out, a file that does not compile is not
+an error of the step."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from vllm_plugin_release.stages import recipes
+
+
+def _site(tmp_path: Path) -> tuple[Path, Path]:
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    site = venv / "lib" / "python3.11" / "site-packages"
+    for rel, text in {
+        "pkg/__init__.py": "X = 1\n",
+        "pkg/core.py": "def f():\n    return 2\n",
+        "pkg/tests/__init__.py": "",
+        "pkg/tests/test_core.py": "def test_f():\n    pass\n",
+        "pkg/testing/helpers.py": "Y = 3\n",
+        "pkg/test/conftest.py": "Z = 4\n",
+        "pkg/contest.py": "W = 5\n",  # not a test package: only whole path parts count
+        "pkg/broken.py": "def (:\n",
+    }.items():
+        path = site / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return venv, site
+
+
+def _compiled(site: Path) -> set[str]:
+    return {
+        str(p.parent.parent.relative_to(site) / p.name.split(".")[0])
+        for p in site.rglob("__pycache__/*.pyc")
+    }
+
+
+def test_the_bytecode_step_compiles_all_but_test_packages(tmp_path: Path) -> None:
+    venv, site = _site(tmp_path)
+    step = recipes.venv_commands(
+        uv="uv", python="3.11", venv=str(venv), lock="lock.txt", find_links=[], env={}
+    )[-1]
+    assert step.network is False
+    env = {**os.environ, "SOURCE_DATE_EPOCH": "1700000000"}
+    done = subprocess.run(step.argv, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr  # broken.py: Python's error at import time
+    assert _compiled(site) == {"pkg/__init__", "pkg/core", "pkg/contest"}
+    pyc = next((site / "pkg" / "__pycache__").glob("core.*.pyc")).read_bytes()
+    assert int.from_bytes(pyc[4:8], "little") == 0  # timestamp-checked, not hash-checked
+
+
+def test_without_the_exclusion_every_package_would_be_compiled(tmp_path: Path) -> None:
+    """The known-bad mutation: the same step with an exclusion that matches nothing
+    compiles the test packages too (what the rule is there to leave out)."""
+    venv, site = _site(tmp_path)
+    argv = list(
+        recipes.venv_commands(
+            uv="uv", python="3.11", venv=str(venv), lock="l", find_links=[], env={}
+        )[-1].argv
+    )
+    argv[-1] = r"^$nothing"
+    subprocess.run(argv, check=True, capture_output=True)
+    assert {"pkg/tests/test_core", "pkg/testing/helpers", "pkg/test/conftest"} <= _compiled(site)
