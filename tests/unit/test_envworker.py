@@ -233,3 +233,55 @@ def test_the_worker_dies_with_a_killed_run(bare_python: Path, inenv: Path, tmp_p
         time.sleep(0.05)
     else:
         pytest.fail("the worker's process group outlived the killed run")
+
+
+LATE = """
+import json, sys
+try:
+    import vpr_installed_late
+    seen = vpr_installed_late.VALUE
+except ImportError as exc:
+    seen = f"ImportError: {exc}"
+json.dump({"seen": seen, "in_worker": "vpr_installed_early" in sys.modules}, open(sys.argv[2], "w"))
+"""
+
+
+def test_a_job_sees_what_was_installed_after_the_worker_started(
+    bare_python: Path, inenv: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pairing env's wheels are installed while its worker imports torch: a job must
+    see them as a new interpreter would, even when the folder's mtime did not move (the
+    import system and importlib.metadata cache a folder's listing by its mtime)."""
+    site = next((bare_python.parent.parent / "lib").glob("python3.*/site-packages"))
+    early, late = site / "vpr_installed_early.py", site / "vpr_installed_late.py"
+    (inenv / "late.py").write_text(LATE)
+    monkeypatch.setattr(envrun, "PRELOAD", ("vpr_installed_early",))
+    try:
+        early.write_text("VALUE = 'early'\n")
+        before = site.stat()  # what the worker's import system sees when it lists `site`
+        with envrun.warm(bare_python) as worker:
+            assert worker is not None and worker.wait_ready(60)
+            assert worker.ready is not None
+            assert worker.ready["preloaded"] == ["vpr_installed_early"]  # site listed
+            late.write_text("VALUE = 'late'\n")
+            os.utime(site, ns=(before.st_atime_ns, before.st_mtime_ns))  # the same tick
+            result = envrun.run_in_env(bare_python, "late", {})
+            assert result == {"seen": "late", "in_worker": True}
+    finally:
+        early.unlink(missing_ok=True)
+        late.unlink(missing_ok=True)
+
+
+def test_a_wheel_with_a_pth_file_is_told_apart(tmp_path: Path) -> None:
+    """The pairing env's worker starts before the two wheels are installed unless one
+    brings a top-level .pth file (read only by an interpreter started after it)."""
+    import zipfile
+
+    from vllm_plugin_release.stages.pairing_env import _has_pth
+
+    plain, with_pth = tmp_path / "a-1-py3-none-any.whl", tmp_path / "b-1-py3-none-any.whl"
+    for wheel, names in ((plain, ["a/__init__.py", "a/x.pth"]), (with_pth, ["b.pth", "b/m.py"])):
+        with zipfile.ZipFile(wheel, "w") as zf:
+            for name in names:
+                zf.writestr(name, "")
+    assert not _has_pth(plain) and _has_pth(with_pth)

@@ -78,6 +78,10 @@ def run_job(job: dict[str, Any]) -> int:
     script = job["script"]
     sys.argv = [script, *job["argv"]]
     sys.path[0] = os.path.dirname(script)  # what `python SCRIPT` puts first
+    # Files installed after the worker looked at a folder (the pairing env's wheels go in
+    # while it imports torch): seen as a new interpreter would see them, whatever the
+    # folder's mtime says (finders and importlib.metadata cache listings by it).
+    importlib.invalidate_caches()
     try:
         runpy.run_path(script, run_name="__main__")
         code = 0

@@ -12,10 +12,11 @@ reports the checks that need it as deferred; `hardware` fails (exit 3) without i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import zipfile
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -270,7 +271,7 @@ def install_steps(
                 *links,
             ],
         ),
-        ("install core and plugin wheels (--no-deps)", [*pip, *map(str, wheels)]),
+        (WHEELS_STEP, [*pip, *map(str, wheels)]),
     ]
 
 
@@ -290,55 +291,72 @@ def _build(
 ) -> dict[str, Any]:
     uv = runner.uv
     python = spec.build.python if runtime_env is None else str(runtime_env / "bin" / "python")
-    with progress.status(f"env: creating the pairing environment for {spec.name}"):
-        for label, argv in install_steps(
-            uv,
-            python,
-            work,
-            lock_path,
-            find_link_args(tuple(spec.build.find_links)),
-            [core_wheel, plugin_wheel],
-        ):
-            _run(runner, cache, label, argv)
-            if label == "create pairing environment":
-                runner.mark(work)  # its python runs where it was made (edges/container)
-            if label == "create pairing environment" and runtime_env is not None:
-                _layer_on(work, runtime_env)
-    packages = top_level_packages(plugin_wheel)
-    site = envbytecode.site_packages(work)
-    restored = envbytecode.restore(bytecode, site) if site and bytecode.is_dir() else 0
-    if restored:
-        progress.info(f"env: {restored} modules' bytecode from an environment of the same lock")
-    seeded = bytecode_from_build_envs(cache, site) if site else 0
-    if seeded:
-        progress.info(f"env: {seeded} modules' bytecode from the build environment")
-    envbytecode.remember(work, bytecode, tuple(packages))
-    request = {
-        "core_version": spec.core.version,
-        "packages": packages,
-        "entry_points": plugin["entry_points"],
-        "runtime_module": plan.module,
-    }
     present = plan.status in ("install", "runtime-env")
     overlay_check = not present and stand_in
-    # In the env's warm worker (within `vpr release`: it stays for conform's in-env checks).
-    with (
-        envrun.warm(work / "bin" / "python", for_session=True) as worker,
-        ThreadPoolExecutor(max_workers=1, thread_name_prefix="vpr-overlay") as pool,
-    ):
-        # The stand-in overlay is made and checked while the pairing env is checked: two
-        # interpreters importing vLLM side by side. (Results are put together in order.)
-        overlay = (
-            pool.submit(_stand_in_check, spec, stand_in, cache, runner, work, request, worker)
-            if overlay_check
-            else None
+    # The stand-in wheel needs nothing of the pairing env: built while it installs.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vpr-overlay") as pool:
+        stand_in_wheel = (
+            pool.submit(_stand_in_wheel, spec, stand_in, cache) if overlay_check else None
         )
-        first = run_in_env(
-            work / "bin" / "python",
-            "envcheck",
-            {**request, "expect_runtime": "present" if present else "absent"},
-        )
-        stand_in_result = overlay.result() if overlay is not None else None
+        with contextlib.ExitStack() as stack:
+            # In the env's warm worker (within `vpr release`: it stays for conform's in-env
+            # checks), started as soon as the locked packages and their bytecode are in:
+            # it imports torch while the two wheels are installed (unless a wheel brings a
+            # .pth file, which only an interpreter started after it would have read).
+            early = not (_has_pth(core_wheel) or _has_pth(plugin_wheel))
+            worker = None
+            restored = seeded = 0
+            with progress.status(f"env: creating the pairing environment for {spec.name}"):
+                for label, argv in install_steps(
+                    uv,
+                    python,
+                    work,
+                    lock_path,
+                    find_link_args(tuple(spec.build.find_links)),
+                    [core_wheel, plugin_wheel],
+                ):
+                    if label == WHEELS_STEP and early:
+                        restored, seeded = _bytecode_in(work, bytecode, cache)
+                        worker = stack.enter_context(
+                            envrun.warm(work / "bin" / "python", for_session=True)
+                        )
+                    _run(runner, cache, label, argv)
+                    if label == "create pairing environment":
+                        runner.mark(work)  # its python runs where it was made (edges/container)
+                    if label == "create pairing environment" and runtime_env is not None:
+                        _layer_on(work, runtime_env)
+            # the kept bytecode of the two wheels' modules (and all of it when not early)
+            more, also = _bytecode_in(work, bytecode, cache, seed=not early)
+            restored, seeded = restored + more, seeded + also
+            if restored:
+                progress.info(
+                    f"env: {restored} modules' bytecode from an environment of the same lock"
+                )
+            if seeded:
+                progress.info(f"env: {seeded} modules' bytecode from the build environment")
+            packages = top_level_packages(plugin_wheel)
+            envbytecode.remember(work, bytecode, tuple(packages))
+            request = {
+                "core_version": spec.core.version,
+                "packages": packages,
+                "entry_points": plugin["entry_points"],
+                "runtime_module": plan.module,
+            }
+            if worker is None:
+                worker = stack.enter_context(envrun.warm(work / "bin" / "python", for_session=True))
+            # The stand-in overlay is made and checked while the pairing env is checked: two
+            # interpreters importing vLLM side by side. (Results are put together in order.)
+            overlay = (
+                pool.submit(_stand_in_check, stand_in_wheel, cache, runner, work, request, worker)
+                if stand_in_wheel is not None
+                else None
+            )
+            first = run_in_env(
+                work / "bin" / "python",
+                "envcheck",
+                {**request, "expect_runtime": "present" if present else "absent"},
+            )
+            stand_in_result = overlay.result() if overlay is not None else None
     if not restored:  # the first of its lock: what the checks compiled, for the next one
         envrun.keep_bytecode(work / "bin" / "python")
     checks = list(first["checks"])
@@ -375,6 +393,26 @@ def _build(
     return {"runtime": runtime, "checks": checks, "runtime_modules": first["runtime_modules"]}
 
 
+WHEELS_STEP = "install core and plugin wheels (--no-deps)"
+
+
+def _has_pth(wheel: Path) -> bool:
+    """Whether a wheel installs a .pth file (read by `site` when an interpreter starts)."""
+    with zipfile.ZipFile(wheel) as zf:
+        return any(name.endswith(".pth") and "/" not in name for name in zf.namelist())
+
+
+def _bytecode_in(env: Path, kept: Path, cache: Cache, *, seed: bool = True) -> tuple[int, int]:
+    """Link into `env` the bytecode kept for its lock (for the files installed so far:
+    `envbytecode.restore` links a pyc only beside the very file it was written for) and,
+    with `seed`, the build environments'; (restored, seeded)."""
+    site = envbytecode.site_packages(env)
+    if site is None:
+        return 0, 0
+    restored = envbytecode.restore(kept, site) if kept.is_dir() else 0
+    return restored, bytecode_from_build_envs(cache, site) if seed else 0
+
+
 def bytecode_from_build_envs(cache: Cache, site: Path) -> int:
     """Link into `site` the bytecode of this cache's build environments (installed with
     their bytecode): torch and its dependencies are the very same files there, linked
@@ -389,8 +427,7 @@ def bytecode_from_build_envs(cache: Cache, site: Path) -> int:
 
 
 def _stand_in_check(
-    spec: Spec,
-    stand_in: str,
+    stand_in_wheel: Future[Path],
     cache: Cache,
     runner: Runner,
     work: Path,
@@ -402,7 +439,7 @@ def _stand_in_check(
     stand-in wheel, overlay python). With the pairing env's warm worker up, its check
     starts once the worker's imports are in: it finds their bytecode written, instead of
     compiling the same modules beside it."""
-    wheel = _stand_in_wheel(spec, stand_in, cache)
+    wheel = stand_in_wheel.result()  # built while the pairing env was installed
     overlay_py = _overlay(runner, cache, runner.uv, work, work / "stand-in-overlay", wheel)
     if worker is not None:
         worker.wait_ready(600)
