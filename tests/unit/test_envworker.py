@@ -285,3 +285,6 @@ def test_a_wheel_with_a_pth_file_is_told_apart(tmp_path: Path) -> None:
             for name in names:
                 zf.writestr(name, "")
     assert not _has_pth(plain) and _has_pth(with_pth)
+    broken = tmp_path / "c-1-py3-none-any.whl"
+    broken.write_bytes(b"not a zip")
+    assert _has_pth(broken)  # started after the install, which reports the bad wheel

@@ -397,9 +397,13 @@ WHEELS_STEP = "install core and plugin wheels (--no-deps)"
 
 
 def _has_pth(wheel: Path) -> bool:
-    """Whether a wheel installs a .pth file (read by `site` when an interpreter starts)."""
-    with zipfile.ZipFile(wheel) as zf:
-        return any(name.endswith(".pth") and "/" not in name for name in zf.namelist())
+    """Whether a wheel installs a .pth file (read by `site` when an interpreter starts);
+    True for one that cannot be read (its install then says what is wrong with it)."""
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            return any(name.endswith(".pth") and "/" not in name for name in zf.namelist())
+    except (zipfile.BadZipFile, OSError):
+        return True
 
 
 def _bytecode_in(env: Path, kept: Path, cache: Cache, *, seed: bool = True) -> tuple[int, int]:
