@@ -1,5 +1,6 @@
-"""Local builds' scratch in memory (core.cache.build_scratch_root): where it is made,
-when it is refused (shared /dev/shm is hostile), and that a killed run's is swept."""
+"""Local builds' scratch in memory (edges/cachedir.build_scratch_root, core.cache.
+private_scratch_root): where it is made, when it is refused (shared /dev/shm is
+hostile), that a container runner keeps it in the cache, and that a killed run's goes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from vllm_plugin_release.core import cache as cache_mod
-from vllm_plugin_release.core.cache import OWNER_FILE, Cache, build_scratch_root
+from vllm_plugin_release.core.cache import OWNER_FILE, Cache
+from vllm_plugin_release.edges import cachedir
+from vllm_plugin_release.edges.cachedir import build_scratch_root
+from vllm_plugin_release.edges.runner import LocalRunner
 
 
 @pytest.fixture
@@ -21,17 +25,23 @@ def base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-def test_scratch_in_memory_is_a_private_folder_and_is_removed(base: Path, tmp_path: Path) -> None:
+def test_a_local_build_s_scratch_is_a_private_folder_in_memory(base: Path, tmp_path: Path) -> None:
     cache = Cache(tmp_path / ".vpr")
-    with cache.scratch("build-core-", in_memory=True) as scratch:
+    with cache.scratch("build-core-", under=LocalRunner("off").scratch_root()) as scratch:
         root = base / f"vpr-{os.getuid()}"
         assert scratch.parent == root
         assert (root.stat().st_mode & 0o777) == 0o700
         assert (scratch / OWNER_FILE).is_file()
         (scratch / "tree").mkdir()
     assert not scratch.exists()
-    with cache.scratch("build-core-") as other:  # not asked for: in the cache, as before
+    with cache.scratch("build-core-") as other:  # no other root: in the cache, as before
         assert other.parent == tmp_path / ".vpr" / "tmp"
+
+
+def test_a_container_build_s_scratch_stays_in_the_mounted_cache() -> None:
+    from vllm_plugin_release.edges.container import ContainerRunner
+
+    assert ContainerRunner.scratch_root(object()) is None  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("value", ["off", "", "0"])
@@ -40,7 +50,7 @@ def test_scratch_in_memory_can_be_turned_off(
 ) -> None:
     monkeypatch.setenv("VPR_BUILD_SCRATCH", value)
     assert build_scratch_root() is None
-    with Cache(tmp_path / ".vpr").scratch("b-", in_memory=True) as scratch:
+    with Cache(tmp_path / ".vpr").scratch("b-", under=build_scratch_root()) as scratch:
         assert scratch.parent == tmp_path / ".vpr" / "tmp"
 
 
@@ -49,7 +59,7 @@ def test_a_folder_planted_by_someone_else_is_not_used(base: Path, tmp_path: Path
     elsewhere.mkdir(mode=0o700)
     (base / f"vpr-{os.getuid()}").symlink_to(elsewhere)
     assert build_scratch_root() is None
-    with Cache(tmp_path / ".vpr").scratch("b-", in_memory=True) as scratch:
+    with Cache(tmp_path / ".vpr").scratch("b-", under=build_scratch_root()) as scratch:
         assert scratch.parent == tmp_path / ".vpr" / "tmp"
     assert not list(elsewhere.iterdir())
 
@@ -66,12 +76,12 @@ def test_a_missing_or_full_filesystem_falls_back(
     monkeypatch.setenv("VPR_BUILD_SCRATCH", str(tmp_path / "absent"))
     assert build_scratch_root() is None
     monkeypatch.setenv("VPR_BUILD_SCRATCH", str(tmp_path))
-    monkeypatch.setattr(cache_mod, "BUILD_SCRATCH_MIN_FREE", 1 << 62)  # more than any disk
+    monkeypatch.setattr(cache_mod, "SCRATCH_MIN_FREE", 1 << 62)  # more than any disk
     assert build_scratch_root() is None
 
 
 def test_a_killed_run_s_scratch_in_memory_is_swept_by_the_next_run(
-    base: Path, tmp_path: Path
+    base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = build_scratch_root()
     assert root is not None
@@ -83,6 +93,7 @@ def test_a_killed_run_s_scratch_in_memory_is_swept_by_the_next_run(
     (live / OWNER_FILE).write_text(cache_mod.owner_stamp())
     unowned = root / "someone-elses"
     unowned.mkdir()
-    Cache(tmp_path / ".vpr")  # a later run: it sweeps before it uses anything
+    monkeypatch.setenv("VPR_CACHE_DIR", str(tmp_path / ".vpr"))
+    cachedir.from_env()  # a later run's cache: it sweeps before anything is used
     assert not dead.exists()
     assert live.exists() and unowned.exists()

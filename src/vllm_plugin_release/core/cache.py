@@ -9,7 +9,7 @@ Layout:
   .vpr/stages/<stage>/<key>/        stage results keyed by the hash of their inputs
   .vpr/stages/wheel-files/<sha>.json a wheel's checked file facts (stages/manifest)
   .vpr/tmp/                         work in progress (same filesystem, for renames)
-  /dev/shm/vpr-<uid>/               local builds' scratch, in memory (`build_scratch_root`)
+  /dev/shm/vpr-<uid>/               local builds' scratch, in memory (edges/cachedir)
   .vpr/locks/                       one lock file per cache entry being created
 """
 
@@ -264,25 +264,21 @@ def sweep_stale(tmp: Path) -> list[Path]:
 # Local builds' scratch: a private copy of the source tree per build, and setuptools'
 # build/ and bdist folders, thousands of small files written once and removed. On a RAM
 # filesystem that costs a fraction of what ext4 costs (its block allocator is the slow
-# part on some machines), and nothing there has to survive the run.
-BUILD_SCRATCH_ENV = "VPR_BUILD_SCRATCH"  # a folder, or 'off' for .vpr/tmp
-BUILD_SCRATCH_DEFAULT = "/dev/shm"
-BUILD_SCRATCH_MIN_FREE = 2 << 30
+# part on some machines), and nothing there has to survive the run. Where it is comes
+# from the edges (`edges/cachedir.build_scratch_root`: $VPR_BUILD_SCRATCH, /dev/shm).
+SCRATCH_MIN_FREE = 2 << 30
 
 
-def build_scratch_root(*, create: bool = True) -> Path | None:
-    """This user's private folder for local builds' scratch, or None to use `.vpr/tmp`.
+def private_scratch_root(base: Path, *, create: bool = True) -> Path | None:
+    """This user's private folder in the shared folder `base`, `vpr-<uid>`, or None.
 
-    `$VPR_BUILD_SCRATCH` (default /dev/shm) must exist with 2 GiB free; the folder in it,
-    `vpr-<uid>`, must be a real folder owned by this user and closed to others (/dev/shm
-    is shared: anything else there is not used)."""
-    base = os.environ.get(BUILD_SCRATCH_ENV, BUILD_SCRATCH_DEFAULT)
-    if base.strip().lower() in ("", "off", "0", "no"):
-        return None
-    root = Path(base) / f"vpr-{os.getuid()}"
+    With `create`, `base` must have 2 GiB free and the folder is made (mode 0700) when
+    missing. It must be a real folder owned by this user and closed to others: anything
+    else there (a link, someone else's folder) is not used."""
+    root = base / f"vpr-{os.getuid()}"
     try:
         if create:
-            if shutil.disk_usage(base).free < BUILD_SCRATCH_MIN_FREE:
+            if shutil.disk_usage(base).free < SCRATCH_MIN_FREE:
                 return None
             with contextlib.suppress(FileExistsError):
                 os.mkdir(root, 0o700)
@@ -294,6 +290,13 @@ def build_scratch_root(*, create: bool = True) -> Path | None:
     return root
 
 
+def sweep_once(folder: Path | None) -> None:
+    """`sweep_stale(folder)` the first time this process uses it."""
+    if folder is not None and folder not in _SWEPT and folder.is_dir():
+        _SWEPT.add(folder)
+        sweep_stale(folder)
+
+
 # Written last into an environment made by a stage: without it the env is remade.
 ENV_COMPLETE = ".vpr-complete"
 
@@ -303,11 +306,7 @@ class Cache:
 
     def __init__(self, root: Path | str = ".vpr") -> None:
         self.root = Path(root).absolute()
-        tmp = self.root / "tmp"
-        for folder in (tmp, build_scratch_root(create=False)):
-            if folder and folder not in _SWEPT and folder.is_dir():  # a killed run's: gone
-                _SWEPT.add(folder)
-                sweep_stale(folder)
+        sweep_once(self.root / "tmp")  # what a killed run left: gone at the next
 
     def cas_path(self, sha256: str) -> Path:
         return self.root / "cas" / "sha256" / sha256[:2] / sha256
@@ -335,9 +334,7 @@ class Cache:
         """`.vpr/tmp/`; the first use in a process removes what killed runs left there."""
         path = self.root / "tmp"
         path.mkdir(parents=True, exist_ok=True)
-        if path not in _SWEPT:
-            _SWEPT.add(path)
-            sweep_stale(path)
+        sweep_once(path)
         return path
 
     @contextlib.contextmanager
@@ -369,16 +366,13 @@ class Cache:
             os.close(fd)
 
     @contextlib.contextmanager
-    def scratch(self, prefix: str, *, in_memory: bool = False) -> Iterator[Path]:
+    def scratch(self, prefix: str, *, under: Path | None = None) -> Iterator[Path]:
         """A temporary folder under .vpr/tmp, removed afterwards whatever happens. It
         records its owner (`OWNER_FILE`) so that a later run removes it if this one is
-        killed before it can. `in_memory`: under `build_scratch_root()` where there is
-        one (a local build's; a container sees only what is mounted)."""
-        memory = build_scratch_root() if in_memory else None
-        if memory is not None and memory not in _SWEPT:
-            _SWEPT.add(memory)
-            sweep_stale(memory)
-        path = Path(tempfile.mkdtemp(prefix=prefix, dir=memory or self.tmp))
+        killed before it can. `under`: another scratch root (a local build's in memory:
+        `Runner.scratch_root()`), swept the same way."""
+        sweep_once(under)
+        path = Path(tempfile.mkdtemp(prefix=prefix, dir=under or self.tmp))
         try:
             (path / OWNER_FILE).write_text(owner_stamp())
             yield path

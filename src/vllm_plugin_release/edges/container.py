@@ -156,7 +156,6 @@ class ContainerRunner:
     """Runs each `Command` in a fresh container from the pinned image (see module doc)."""
 
     kind = "docker"
-    scratch_in_memory = False  # the container sees only what is mounted: the cache
     isolate = True  # a command that asks for no network always gets none
 
     def __init__(
@@ -205,6 +204,11 @@ class ContainerRunner:
 
     def describe(self) -> dict[str, object]:
         return {"kind": self.kind, "base_image": self.base_image, "image_id": self.image_id}
+
+    def scratch_root(self) -> Path | None:
+        """None: the container sees only what is mounted (the cache), so builds' scratch
+        stays in `.vpr/tmp`."""
+        return None
 
     def mark(self, env_dir: Path) -> None:
         """Note in an environment made here that its programs run in this image (read by

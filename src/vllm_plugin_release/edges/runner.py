@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure, PythonUnavailable
-from vllm_plugin_release.edges import children, proc
+from vllm_plugin_release.edges import cachedir, children, proc
 from vllm_plugin_release.edges.uv import uv_bin
 
 # `network=HOST_NETWORK`: the command shares this machine's network namespace, so a
@@ -67,7 +67,6 @@ class Runner(Protocol):
 
     kind: str
     isolate: bool  # True: a command that asks for no network gets none
-    scratch_in_memory: bool  # builds' scratch may be outside the cache (core.cache)
 
     @property
     def uv(self) -> str: ...  # the uv program, as a command on this runner names it
@@ -93,12 +92,13 @@ class Runner(Protocol):
 
     def mark(self, env_dir: Path) -> None: ...  # note in an env made here where it runs
 
+    def scratch_root(self) -> Path | None: ...  # builds' scratch outside the cache, or None
+
 
 class LocalRunner:
     """Runs commands as subprocesses on this machine; the workspace is a host folder."""
 
     kind = "local"
-    scratch_in_memory = True  # /dev/shm where it is usable: the builds run here
 
     def __init__(self, network_isolation: str = "auto") -> None:
         if network_isolation == "required" and not can_unshare_network():
@@ -121,6 +121,10 @@ class LocalRunner:
 
     def mark(self, env_dir: Path) -> None:
         """An environment made here runs here: nothing to note."""
+
+    def scratch_root(self) -> Path | None:
+        """The builds run here: their scratch in memory where that is usable."""
+        return cachedir.build_scratch_root()
 
     def call(
         self,

@@ -126,7 +126,7 @@ def build_core(
     runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
 
     torch_pin = pins(lock_text).get("torch", "")
-    with cache.scratch("build-core-", in_memory=runner.scratch_in_memory) as scratch:
+    with cache.scratch("build-core-", under=runner.scratch_root()) as scratch:
         builds = 2 if spec.build.reproducibility_check else 1
         with progress.status(
             f"build-core: building vLLM {spec.core.version} (empty target), "

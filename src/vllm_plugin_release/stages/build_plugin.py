@@ -159,7 +159,7 @@ def build_plugin(
 
     venv = ensure_build_env(spec, lock_path, lock_sha, cache, runner)
     builds = 2 if spec.build.reproducibility_check else 1
-    with cache.scratch("build-plugin-", in_memory=runner.scratch_in_memory) as scratch:
+    with cache.scratch("build-plugin-", under=runner.scratch_root()) as scratch:
         with progress.status(f"build-plugin: building {spec.plugin['name']} ({builds} builds)"):
             results = parallel_local_builds(
                 runner,
