@@ -27,22 +27,21 @@ def build_scratch_root(*, create: bool = True) -> Path | None:
 
 
 def from_env(default: Path | str = DEFAULT) -> Cache:
-    """$VPR_CACHE_DIR, else `default`. What killed runs left in the build scratch goes
-    too (the cache's own `tmp/` is swept by `Cache`)."""
-    from vllm_plugin_release.core.cache import Cache, sweep_once
-
-    cache = Cache(os.environ.get("VPR_CACHE_DIR", default))
-    sweep_once(build_scratch_root(create=False))
-    return cache
+    """$VPR_CACHE_DIR, else `default`."""
+    return _opened(os.environ.get("VPR_CACHE_DIR", default))
 
 
 def from_args(args: Any) -> Cache:
     """--cache-dir, else $VPR_CACHE_DIR, else .vpr (every command the same way)."""
-    from vllm_plugin_release.core.cache import Cache, sweep_once
-
     given = getattr(args, "cache_dir", None)
-    if not given:
-        return from_env()
-    cache = Cache(given)
+    return _opened(given) if given else from_env()
+
+
+def _opened(root: Path | str) -> Cache:
+    """The cache at `root`; what killed runs left in the build scratch goes too (the
+    cache's own `tmp/` is swept by `Cache`)."""
+    from vllm_plugin_release.core.cache import Cache, sweep_once  # the CLI's modules import us
+
+    cache = Cache(root)
     sweep_once(build_scratch_root(create=False))
     return cache

@@ -440,15 +440,11 @@ def publish_folder(
         if local is not None and verify_install
         else None
     )
-    if proven is None:
-        progress.info("twine check --strict")
-        twine_check([w for _, w, _ in wheels])
-    else:  # the run that proved these very bytes checked them before it uploaded them
-        progress.info("twine check --strict: passed by the run that proved these wheels")
     if proven is not None:
         # The same bytes were uploaded and install-proven on this runner by an earlier
         # run: the local index is a folder we own, so checking the files on disk is the
-        # whole answer.
+        # whole answer (that run checked them with twine before it uploaded them).
+        progress.info("twine check --strict: passed by the run that proved these wheels")
         result.index = (
             f"local index {index_root} (files verified on disk; install proven by an earlier run)"
         )
@@ -456,6 +452,8 @@ def publish_folder(
         result.install_proven = True
         result.proven_in = proven
     else:
+        progress.info("twine check --strict")
+        twine_check([w for _, w, _ in wheels])
         _upload_and_prove(
             result,
             wheels,
