@@ -19,23 +19,40 @@ from vllm_plugin_release import __version__
 from vllm_plugin_release.cli import suggest
 from vllm_plugin_release.core.errors import EXIT_BAD_INPUT, EXIT_OUTSIDE, VprError
 
-# Modules that contribute subcommands, in the order `vpr --help` lists them.
-COMMAND_MODULES: tuple[str, ...] = (
-    "vllm_plugin_release.cli.spec",
-    "vllm_plugin_release.cli.build",
-    "vllm_plugin_release.cli.conform",
-    "vllm_plugin_release.cli.release",
-    "vllm_plugin_release.cli.manifest",
-    "vllm_plugin_release.cli.install",
-    "vllm_plugin_release.cli.scan",
-    "vllm_plugin_release.cli.api",
-    "vllm_plugin_release.cli.replay",
-    "vllm_plugin_release.cli.bump",
-    "vllm_plugin_release.cli.bisect",
-    "vllm_plugin_release.cli.matrix",
-    "vllm_plugin_release.cli.hardware",
-    "vllm_plugin_release.cli.image",
-)
+# Modules that contribute subcommands, in the order `vpr --help` lists them, and the
+# commands each registers: a command line that names one builds only its module's parser
+# (`build_parser(command)`), so `vpr scan-core` does not import the other thirteen.
+# tests/unit/test_cli_lazy.py checks this table against what each module registers.
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "vllm_plugin_release.cli.spec": ("spec",),
+    "vllm_plugin_release.cli.build": (
+        "fetch",
+        "lock",
+        "build-core",
+        "build-plugin",
+        "env",
+        "plugin-tests",
+    ),
+    "vllm_plugin_release.cli.conform": ("conform", "check"),
+    "vllm_plugin_release.cli.release": ("release",),
+    "vllm_plugin_release.cli.manifest": ("manifest", "keys", "publish"),
+    "vllm_plugin_release.cli.install": ("install",),
+    "vllm_plugin_release.cli.scan": ("scan-core",),
+    "vllm_plugin_release.cli.api": ("api-contract", "api-diff"),
+    "vllm_plugin_release.cli.replay": ("replay", "loadtest"),
+    "vllm_plugin_release.cli.bump": ("upstream", "bump", "pr-body"),
+    "vllm_plugin_release.cli.bisect": ("bisect", "nightly"),
+    "vllm_plugin_release.cli.matrix": ("matrix",),
+    "vllm_plugin_release.cli.hardware": (
+        "hardware-plan",
+        "hardware-probe",
+        "hardware-live",
+        "conform-hardware",
+    ),
+    "vllm_plugin_release.cli.image": ("image",),
+}
+COMMAND_MODULES: tuple[str, ...] = tuple(COMMANDS)
+_MODULE_OF = {name: module for module, names in COMMANDS.items() for name in names}
 
 
 class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
@@ -83,7 +100,9 @@ class _Parser(argparse.ArgumentParser):
         return super().format_help()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with `command` (a name in COMMANDS), only the parser of the
+    module that registers it (the same parser for that command, made without the rest)."""
     parser = _Parser(
         prog="vpr",
         description="Release pipeline for vLLM core + hardware platform plugins.",
@@ -91,7 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"vpr {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in COMMAND_MODULES:
+    modules = [_MODULE_OF[command]] if command in _MODULE_OF else COMMAND_MODULES
+    for name in modules:
         importlib.import_module(name).register(sub)
     return parser
 
@@ -105,7 +125,10 @@ def _seconds(text: str | None, default: float) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # `vpr COMMAND ...`: that command's module alone; anything else (a top-level flag, a
+    # mistyped command to suggest a name for) gets the whole command line
+    parser = build_parser(argv[0]) if argv and argv[0] in _MODULE_OF else build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):  # `vpr manifest`: the help of `vpr manifest`
         suggest.chosen_parser(parser, _Parser.argv).print_help(sys.stderr)

@@ -14,12 +14,15 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from types import FrameType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # every CLI command loads this module: `vpr scan-core` starts no process
+    import subprocess
 
 # Started as `python -c GUARD RUN_PID ARGV...` in a new session (so it leads the group):
 # asks the kernel for SIGTERM when its parent dies, and on SIGTERM kills the group.
@@ -82,6 +85,8 @@ def _reap(pid: int) -> None:
 
 def stop_all() -> None:
     """Stop every registered group (SIGTERM, then SIGKILL), e.g. on SIGINT/SIGTERM."""
+    import subprocess  # loaded already by whoever started a registered process
+
     with _LOCK:
         procs = list(_LIVE.values())
     for proc in procs:
