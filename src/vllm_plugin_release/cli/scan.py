@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK, BadInput
 
@@ -44,11 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def _config(args: argparse.Namespace):  # -> IsolationConfig
-    from vllm_plugin_release.conform.isolation import IsolationConfig, config_from_spec
+def _config(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    """(symbols, allowlist) from --spec or --symbols (which loads no spec machinery)."""
     from vllm_plugin_release.conform.symbolmatch import Symbol
 
     if args.spec:
+        from vllm_plugin_release.conform.isolation import config_from_spec
         from vllm_plugin_release.conform.registry import load_spec
 
         spec = load_spec(args.spec)
@@ -59,7 +61,7 @@ def _config(args: argparse.Namespace):  # -> IsolationConfig
                 hint='add [conformance.isolation] with symbols = ["ttnn", ...], '
                 "or pass --symbols A,B",
             )
-        return config
+        return tuple(config.symbols), tuple(config.allowlist)
     names = [s.strip() for s in args.symbols.split(",") if s.strip()]
     if not names:
         raise BadInput("--symbols: no symbol given", hint="pass --symbols ttnn,tt_metal,...")
@@ -68,14 +70,16 @@ def _config(args: argparse.Namespace):  # -> IsolationConfig
             Symbol.parse(name)
         except ValueError as exc:
             raise BadInput(f"--symbols: {exc}") from None
-    return IsolationConfig(symbols=tuple(names))
+    return tuple(names), ()
 
 
 def run(args: argparse.Namespace) -> int:
     from vllm_plugin_release.conform.symbolscan import scan_path
+    from vllm_plugin_release.edges.forkmap import usable_cores
 
-    config = _config(args)
-    report = scan_path(Path(args.path), config.symbols, config.allowlist)
+    symbols, allowlist = _config(args)
+    # every usable core: the files are shared out over forked processes
+    report = scan_path(Path(args.path), symbols, allowlist, workers=usable_cores())
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")

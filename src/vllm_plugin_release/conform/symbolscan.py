@@ -20,11 +20,16 @@ import zipfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from vllm_plugin_release.conform.symbolkinds import KINDS, Hit, classify
 from vllm_plugin_release.conform.symbolmatch import AllowEntry, Matcher, Symbol, parse_symbols
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.edges.forkmap import forked_map
+
+if TYPE_CHECKING:
+    from vllm_plugin_release.conform.symbolkinds import Hit
+
+# `symbolkinds` (its lexers) is imported when a file has a hit: a clean scan never needs it.
 
 # A wheel's RECORD lists `path,sha256=<urlsafe base64>,size`: the paths are scanned, the
 # hashes are not code (random base64 matches a short symbol on a CamelCase boundary).
@@ -73,6 +78,8 @@ class ScanReport:
     @property
     def counts(self) -> dict[str, int]:
         """Hits by kind, allowlisted hits left out (they are counted under `allowed`)."""
+        from vllm_plugin_release.conform.symbolkinds import KINDS
+
         counts = dict.fromkeys(KINDS, 0)
         for hit in self.hits:
             if not hit.allowed:
@@ -127,7 +134,7 @@ class ScanReport:
 
 
 class _Scan:
-    """Shared state of one scan (a tree or a wheel)."""
+    """Shared state of one scan (a tree or a wheel), or of one share of its files."""
 
     def __init__(
         self,
@@ -168,6 +175,8 @@ class _Scan:
         if not spans:
             return
         report.files_with_hits += 1
+        from vllm_plugin_release.conform.symbolkinds import classify
+
         for hit in classify(path, data, text or data.decode("ascii"), spans, self.matcher.symbols):
             report.hits.append(self._allow(hit))
 
@@ -184,6 +193,27 @@ class _Scan:
                 self.used.add(i)
                 return dataclasses.replace(hit, allowed=True, reason=entry.reason)
         return hit
+
+    def share(self) -> _Scan:
+        """An empty scan with this one's matcher and allowlist, for one share of the files
+        (`forked_map` runs the shares side by side; `merge` takes their results)."""
+        report = self.report
+        return _Scan(
+            ScanReport(report.root, report.source, report.symbols),
+            self.matcher,
+            self.allowlist,
+            inspect_binary=self.inspect_binary,
+        )
+
+    def merge(self, part: tuple[ScanReport, set[int]]) -> None:
+        done, used = part
+        report = self.report
+        report.hits.extend(done.hits)
+        report.skipped.extend(done.skipped)
+        report.files_scanned += done.files_scanned
+        report.bytes_scanned += done.bytes_scanned
+        report.files_with_hits += done.files_with_hits
+        self.used |= used
 
     def finish(self, started: float) -> ScanReport:
         report = self.report
@@ -258,17 +288,27 @@ def _walk(root: str) -> Iterator[tuple[str, str, str | None]]:
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 
 
+# A file is read this far first; one with a NUL byte in it is binary, skipped unread (as
+# ripgrep does), so the rest of it is not read (images in docs/ are a quarter of vLLM's bytes).
+_HEAD = 1 << 16
+
+
 def _read(path: str) -> bytes:
+    """The file's bytes, or only its first _HEAD bytes when they hold a NUL byte (a binary
+    file: `feed` skips it on the same NUL whatever follows)."""
     fd = os.open(path, _OPEN_FLAGS)
     try:
         size = os.fstat(fd).st_size
-        data = os.read(fd, size + 1)
-        if len(data) != size:  # short read or a file that grew: read to the end
-            parts = [data]
-            while chunk := os.read(fd, 1 << 20):
-                parts.append(chunk)
-            data = b"".join(parts)
-        return data
+        data = os.read(fd, min(size, _HEAD) + 1)
+        if len(data) > _HEAD and b"\0" in data:
+            return data
+        parts = [data]
+        if len(data) > _HEAD:  # a big text file: the rest of it
+            parts.append(os.read(fd, size - len(data) + 1))
+        # a short read or a file that grew: read to the end
+        while sum(map(len, parts)) != size and (chunk := os.read(fd, 1 << 20)):
+            parts.append(chunk)
+        return b"".join(parts) if len(parts) > 1 else data
     finally:
         os.close(fd)
 
@@ -277,8 +317,12 @@ def scan_tree(
     root: Path | str,
     symbols: Iterable[str | Symbol],
     allowlist: Iterable[AllowEntry | Mapping[str, str]] = (),
+    *,
+    workers: int = 1,
 ) -> ScanReport:
-    """Search every file under `root` (a core source tree) for the vendor symbols."""
+    """Search every file under `root` (a core source tree) for the vendor symbols; with
+    `workers` above 1, the files are shared out over that many processes (forked, from a
+    process that runs one thread; else one after another), the report the same."""
     started = time.perf_counter()
     root_path = Path(root)
     if not root_path.exists():
@@ -289,25 +333,49 @@ def scan_tree(
     if not root_path.is_dir():
         raise BadInput(f"{root_path}: not a directory", hint="pass the extracted vLLM source tree")
     scan = _new_scan(root_path, "tree", symbols, allowlist)
+    files = []
     for path, rel, reason in _walk(str(root_path)):
         if reason:
             scan.report.skipped.append(Skipped(rel, reason))
-            continue
-        try:
-            data = _read(path)
-        except OSError:
-            scan.report.skipped.append(Skipped(rel, "unreadable"))
-            continue
-        scan.feed(rel, data)
+        else:
+            files.append((path, rel))
+
+    def read_share(share: list[tuple[str, str]]) -> tuple[ScanReport, set[int]]:
+        part = scan.share()
+        for path, rel in share:
+            try:
+                data = _read(path)
+            except OSError:
+                part.report.skipped.append(Skipped(rel, "unreadable"))
+                continue
+            part.feed(rel, data)
+        return part.report, part.used
+
+    for part in forked_map(read_share, _shares(files, workers)):
+        scan.merge(part)
     return scan.finish(started)
+
+
+# A share is worth a fork from this many files (a fork and its pickled answer: ~10 ms).
+FILES_PER_FORK = 128
+
+
+def _shares(items: list[Any], workers: int) -> list[list[Any]]:
+    """`items` dealt round-robin into at most `workers` shares of FILES_PER_FORK or more;
+    the merged report is sorted, so the split never shows in it."""
+    n = max(1, min(workers, len(items) // FILES_PER_FORK))
+    return [items[i::n] for i in range(n)]
 
 
 def scan_wheel(
     path: Path | str,
     symbols: Iterable[str | Symbol],
     allowlist: Iterable[AllowEntry | Mapping[str, str]] = (),
+    *,
+    workers: int = 1,
 ) -> ScanReport:
-    """Search every member of a built wheel (read from the zip directly)."""
+    """Search every member of a built wheel (read from the zip directly); `workers` as in
+    `scan_tree` (each process opens the zip and reads its share of the members)."""
     started = time.perf_counter()
     wheel = Path(path)
     if not wheel.is_file():
@@ -315,12 +383,25 @@ def scan_wheel(
     scan = _new_scan(wheel, "wheel", symbols, allowlist)
     try:
         with zipfile.ZipFile(wheel) as zf:
-            for member in zf.infolist():
+            members = []
+            for index, member in enumerate(zf.infolist()):
                 if member.is_dir():
                     continue
                 if stat.S_ISLNK(member.external_attr >> 16):
                     scan.report.skipped.append(Skipped(member.filename, "symlink"))
-                    continue
+                else:
+                    members.append(index)
+    except zipfile.BadZipFile as exc:
+        raise BadInput(
+            f"{wheel}: not a wheel (zip) file: {exc}", hint="pass a built .whl"
+        ) from None
+
+    def read_share(share: list[int]) -> tuple[ScanReport, set[int]]:
+        part = scan.share()
+        with zipfile.ZipFile(wheel) as zf:
+            infos = zf.infolist()
+            for index in share:
+                member = infos[index]
                 try:
                     data = zf.read(member)
                 except (zipfile.BadZipFile, NotImplementedError, OSError, EOFError) as exc:
@@ -328,11 +409,11 @@ def scan_wheel(
                         f"{wheel}: member {member.filename} cannot be read: {exc}",
                         hint="rebuild the wheel; it is damaged",
                     ) from None
-                scan.feed(member.filename, data)
-    except zipfile.BadZipFile as exc:
-        raise BadInput(
-            f"{wheel}: not a wheel (zip) file: {exc}", hint="pass a built .whl"
-        ) from None
+                part.feed(member.filename, data)
+        return part.report, part.used
+
+    for part in forked_map(read_share, _shares(members, workers)):
+        scan.merge(part)
     return scan.finish(started)
 
 
@@ -340,14 +421,16 @@ def scan_path(
     path: Path | str,
     symbols: Iterable[str | Symbol],
     allowlist: Iterable[AllowEntry | Mapping[str, str]] = (),
+    *,
+    workers: int = 1,
 ) -> ScanReport:
     """A directory -> scan_tree; a wheel or zip file -> scan_wheel."""
     p = Path(path)
     if p.is_dir():
-        return scan_tree(p, symbols, allowlist)
+        return scan_tree(p, symbols, allowlist, workers=workers)
     if p.is_file():
         if zipfile.is_zipfile(p):
-            return scan_wheel(p, symbols, allowlist)
+            return scan_wheel(p, symbols, allowlist, workers=workers)
         raise BadInput(
             f"{p}: neither a directory nor a wheel",
             hint="pass the extracted core source tree or a built .whl (extract an sdist first)",
