@@ -23,7 +23,7 @@ from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.edges import envbytecode, proc
 from vllm_plugin_release.edges.container import marker_of, runner_of
-from vllm_plugin_release.edges.envworker import Worker, workers
+from vllm_plugin_release.edges.envworker import LAYER_REFUSED, Worker, workers
 
 INENV = Path(__file__).resolve().parent.parent / "inenv"
 
@@ -64,6 +64,7 @@ def run_in_env(
     env: dict[str, str] | None = None,
     timeout: float | None = None,
     cwd: Path | None = None,
+    overlay: Path | None = None,
 ) -> dict[str, Any]:
     """Run inenv/<module>.py as a script with `python`: `req.json out.json`; return out.json.
 
@@ -71,6 +72,13 @@ def run_in_env(
     the call sets no environment of its own (the worker's interpreter started with ours);
     else in a new interpreter. Either way the module runs as `python SCRIPT req out`
     with the same environment.
+
+    With `overlay` (a venv made on `python`'s environment, which sees its packages
+    through a .pth file: the stand-in runtime's), the module runs as the overlay's
+    python: in the worker with the overlay's site-packages put first, as that python's
+    sys.path has it (inenv/worker.layer_first), so vLLM's dependencies are not imported
+    again; else, or when the overlay brings a module the worker has imported, with the
+    overlay's python itself.
 
     An inenv module exits 0 with a result, 2 for bad input (its result holds
     `error`), anything else is an outside failure; stderr is kept for the message.
@@ -85,7 +93,9 @@ def run_in_env(
         script = stage_module(module, Path(tmp))
         child_env = child_environment(env)
         worker = workers.get(python) if env is None else None
-        if worker is not None and worker.env == child_env:
+        site_first = envbytecode.site_packages(overlay) if overlay is not None else None
+        returncode = None
+        if worker is not None and worker.env == child_env and (overlay is None or site_first):
             # The job's folder is ours, as a new interpreter's would be (not the worker's).
             returncode, stderr = worker.run(
                 script,
@@ -95,8 +105,13 @@ def run_in_env(
                 timeout,
                 what=f"inenv {module}",
                 early=module in EARLY_JOBS,
+                site_first=site_first,
             )
-        else:
+            if overlay is not None and returncode == LAYER_REFUSED:
+                returncode = None  # the overlay's own python runs it, below
+        if returncode is None:
+            if overlay is not None:
+                python = overlay / "bin" / "python"
             # Where the environment was made: this machine, or its pinned container image.
             with progress.working(f"inenv {module}"):
                 done = runner_of(python).call(

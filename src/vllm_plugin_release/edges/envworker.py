@@ -23,6 +23,10 @@ from typing import Any
 from vllm_plugin_release.core.errors import OutsideFailure
 from vllm_plugin_release.edges import children
 
+# The exit code of a job refused its `site_first` (inenv/worker.LAYER_REFUSED: nothing
+# imports inenv, so the number is written twice; tests/unit/test_worker_layer.py checks).
+LAYER_REFUSED = 75
+
 
 class Worker:
     def __init__(
@@ -124,9 +128,13 @@ class Worker:
         *,
         what: str,
         early: bool = False,
+        site_first: Path | None = None,
     ) -> tuple[int, str]:
         """Run `script argv...` in a forked copy of the worker: (exit code, its output).
-        An `early` job starts once the first preload list is in, any other once both are."""
+        An `early` job starts once the first preload list is in, any other once both are.
+        With `site_first` (the site-packages of a venv layered on this environment) it
+        runs as that venv's python would (inenv/worker.layer_first), or ends with
+        LAYER_REFUSED when that folder brings a module the worker has imported."""
         log = script.parent / "output.log"
         with self._lock:
             self._next += 1
@@ -140,6 +148,7 @@ class Worker:
             "cwd": str(cwd) if cwd else None,
             "log": str(log),
             "early": early,
+            "site_first": str(site_first) if site_first else None,
         }
         try:
             assert self._popen.stdin is not None

@@ -17,10 +17,12 @@ Protocol, one JSON object per line. On stdout: first {"ready": true, "preloaded"
 "skipped": {module: error}}, then {"id": ID, "pid": PID} when a job starts and
 {"id": ID, "rc": EXIT_CODE} when it ends (jobs end in any order). On stdin: {"id": ID,
 "script": PATH, "argv": [...], "env": {...}, "cwd": PATH or null, "log": PATH, "early":
-BOOL}: the job runs `PATH argv...` as __main__ with exactly that environment, its stdout
-and stderr in `log` (an `early` job starts as soon as the first list is imported, any
-other once the second one is too); or {"kill": ID}: SIGKILL that job if it still runs
-(or drop it if it has not started). End of stdin: wait for the jobs, then exit.
+BOOL, "site_first": PATH or null}: the job runs `PATH argv...` as __main__ with exactly
+that environment, its stdout and stderr in `log` (an `early` job starts as soon as the
+first list is imported, any other once the second one is too; with `site_first`, the
+site-packages of a venv layered on this environment, as that venv's python would run it:
+`layer_first`); or {"kill": ID}: SIGKILL that job if it still runs (or drop it if it has
+not started). End of stdin: wait for the jobs, then exit.
 """
 
 from __future__ import annotations
@@ -78,6 +80,11 @@ def run_job(job: dict[str, Any]) -> int:
     script = job["script"]
     sys.argv = [script, *job["argv"]]
     sys.path[0] = os.path.dirname(script)  # what `python SCRIPT` puts first
+    if job.get("site_first"):
+        shadowed = layer_first(job["site_first"])
+        if shadowed:  # the overlay's python must run it: its modules would not be these
+            print(f"{LAYER_REFUSED_TEXT}: {', '.join(shadowed)}", file=sys.stderr)
+            return LAYER_REFUSED
     # Files installed after the worker looked at a folder (the pairing env's wheels go in
     # while it imports torch): seen as a new interpreter would see them, whatever the
     # folder's mtime says (finders and importlib.metadata cache listings by it).
@@ -91,6 +98,43 @@ def run_job(job: dict[str, Any]) -> int:
         traceback.print_exc()
         code = 1
     return code
+
+
+# A job with `site_first` whose folder brings a module this worker has imported already
+# ends with this code (EX_TEMPFAIL) before it runs: the caller runs it in a new interpreter.
+LAYER_REFUSED = 75
+LAYER_REFUSED_TEXT = "already imported by the warm worker"
+
+
+def layer_first(site_dir: str) -> list[str]:
+    """sys.path as the python of a venv layered on this environment has it: the standard
+    library, then `site_dir` (that venv's site-packages) and the lines of its .pth files,
+    one of which names this environment's site-packages (whose own .pth files that python
+    does not read). Refused, with nothing changed, when that python would not import what
+    this worker has imported: the names of the modules in `site_dir` imported here
+    already, or a note that this environment's site-packages is not on its path."""
+    names = set()
+    with contextlib.suppress(OSError):
+        for entry in os.listdir(site_dir):
+            stem = entry.split(".")[0]
+            if entry.endswith((".dist-info", ".pth")) or not stem.isidentifier():
+                continue
+            names.add(stem)
+    shadowed = sorted(name for name in names if name in sys.modules)
+    if shadowed:
+        return shadowed
+    import site
+
+    before = list(sys.path)
+    at = next((i for i, p in enumerate(before) if os.path.basename(p) == "site-packages"), None)
+    if at is None:
+        return ["(this environment has no site-packages on its path)"]
+    sys.path[:] = before[:at]
+    site.addsitedir(site_dir)  # its own .pth files, as that python's `site` reads them
+    if before[at] not in sys.path:
+        sys.path[:] = before
+        return [f"(no .pth line of {site_dir} names {before[at]})"]
+    return []
 
 
 def _start(job: dict[str, Any]) -> int:

@@ -304,7 +304,6 @@ def _build(
             # it imports torch while the two wheels are installed (unless a wheel brings a
             # .pth file, which only an interpreter started after it would have read).
             early = not (_has_pth(core_wheel) or _has_pth(plugin_wheel))
-            worker = None
             restored = seeded = 0
             with progress.status(f"env: creating the pairing environment for {spec.name}"):
                 for label, argv in install_steps(
@@ -317,9 +316,7 @@ def _build(
                 ):
                     if label == WHEELS_STEP and early:
                         restored, seeded = _bytecode_in(work, bytecode, cache)
-                        worker = stack.enter_context(
-                            envrun.warm(work / "bin" / "python", for_session=True)
-                        )
+                        stack.enter_context(envrun.warm(work / "bin" / "python", for_session=True))
                     _run(runner, cache, label, argv)
                     if label == "create pairing environment":
                         runner.mark(work)  # its python runs where it was made (edges/container)
@@ -342,12 +339,13 @@ def _build(
                 "entry_points": plugin["entry_points"],
                 "runtime_module": plan.module,
             }
-            if worker is None:
-                worker = stack.enter_context(envrun.warm(work / "bin" / "python", for_session=True))
-            # The stand-in overlay is made and checked while the pairing env is checked: two
-            # interpreters importing vLLM side by side. (Results are put together in order.)
+            if not early:
+                stack.enter_context(envrun.warm(work / "bin" / "python", for_session=True))
+            # The stand-in overlay is made and checked while the pairing env is checked, side
+            # by side: two forked copies of the warm worker when it is up, else two
+            # interpreters. (Results are put together in order.)
             overlay = (
-                pool.submit(_stand_in_check, stand_in_wheel, cache, runner, work, request, worker)
+                pool.submit(_stand_in_check, stand_in_wheel, cache, runner, work, request)
                 if stand_in_wheel is not None
                 else None
             )
@@ -436,18 +434,21 @@ def _stand_in_check(
     runner: Runner,
     work: Path,
     request: dict[str, Any],
-    worker: Any = None,
 ) -> tuple[dict[str, Any], Path, Path]:
     """The stand-in goes into an overlay environment layered on the pairing env, so the
     pairing env itself stays exactly what a cpu runner has: no runtime. (envcheck result,
-    stand-in wheel, overlay python). With the pairing env's warm worker up, its check
-    starts once the worker's imports are in: it finds their bytecode written, instead of
-    compiling the same modules beside it."""
+    stand-in wheel, overlay python). With the pairing env's warm worker up, the check
+    runs in a forked copy of it with the overlay's site-packages first, as the overlay's
+    python would run it (`run_in_env(overlay=...)`): torch and the rest are not imported
+    a second time."""
     wheel = stand_in_wheel.result()  # built while the pairing env was installed
     overlay_py = _overlay(runner, cache, runner.uv, work, work / "stand-in-overlay", wheel)
-    if worker is not None:
-        worker.wait_ready(600)
-    second = run_in_env(overlay_py, "envcheck", {**request, "expect_runtime": "present"})
+    second = run_in_env(
+        work / "bin" / "python",
+        "envcheck",
+        {**request, "expect_runtime": "present"},
+        overlay=work / "stand-in-overlay",
+    )
     return second, wheel, overlay_py
 
 
