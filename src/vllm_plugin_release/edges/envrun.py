@@ -139,6 +139,10 @@ PRELOAD = (
     "torch",
     "torch._dynamo",
     "torch._inductor.config",
+    # what vllm.env_override imports of inductor (its graph lowering: ~1.5 s a job)
+    "torch._inductor.graph",
+    "torch._inductor.scheduler",
+    "torch._inductor.codegen.wrapper",
     "torch.distributed.fsdp",
     "torch.distributed.tensor",
     "triton",
