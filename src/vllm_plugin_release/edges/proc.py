@@ -11,11 +11,13 @@ import contextlib
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import OutsideFailure
+from vllm_plugin_release.edges import children
 
 
 def inherited(*, drop: tuple[str, ...] = ()) -> dict[str, str]:
@@ -51,6 +53,66 @@ def run(
         raise OutsideFailure(f"{what} did not finish within {timeout:g} s")
     except OSError as exc:
         raise OutsideFailure(f"{what}: cannot start {argv[0]!s}: {exc.strerror or exc}")
+
+
+class Started:
+    """A command started now and waited for later (`finish`), or stopped (`cancel`). It
+    runs in its own process group, registered with the run (stopped with it on SIGINT
+    or SIGTERM) and behind the death guard (its group dies with a SIGKILLed run); its
+    output goes to two files in `folder`, which must outlive it."""
+
+    def __init__(
+        self,
+        argv: Sequence[str | Path],
+        *,
+        what: str,
+        folder: Path,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.what = what
+        self.argv = [str(a) for a in argv]
+        self.started = time.monotonic()
+        self._out, self._err = folder / "stdout.txt", folder / "stderr.txt"
+        if shutil.which(self.argv[0]) is None:  # the guard would start, and fail, in its place
+            raise OutsideFailure(f"{what}: cannot start {self.argv[0]}: no such program")
+        with self._out.open("wb") as out, self._err.open("wb") as err:
+            try:
+                self.popen = subprocess.Popen(
+                    children.guarded(self.argv),
+                    cwd=cwd,
+                    env=dict(env) if env is not None else None,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise OutsideFailure(
+                    f"{what}: cannot start {self.argv[0]}: {exc.strerror or exc}"
+                ) from None
+        children.register(self.popen)
+
+    def finish(self, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+        """Its exit status and output, once it ends; `timeout` counts from its start (an
+        outside failure past it, the command stopped)."""
+        left = None if timeout is None else max(0.0, timeout - (time.monotonic() - self.started))
+        try:
+            code = self.popen.wait(left)
+        except subprocess.TimeoutExpired:
+            self.cancel()
+            raise OutsideFailure(f"{self.what} did not finish within {timeout:g} s") from None
+        children.forget(self.popen)
+        out, err = (p.read_text(errors="replace") for p in (self._out, self._err))
+        return subprocess.CompletedProcess(self.argv, code, out, err)
+
+    def cancel(self) -> None:
+        """Stop its whole group (SIGTERM, then SIGKILL) and reap it, unless it has ended."""
+        if self.popen.poll() is None:
+            children.kill_group(self.popen.pid, grace=2.0)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(5)
+        children.forget(self.popen)
 
 
 def ask_python(python: Path, code: str, *, what: str) -> str | None:

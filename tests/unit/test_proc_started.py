@@ -1,0 +1,81 @@
+"""edges/proc.Started: a command started now and waited for later, stopped with its whole
+process group when it is past its time or cancelled, registered with the run meanwhile."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from vllm_plugin_release.core.errors import OutsideFailure
+from vllm_plugin_release.edges import children
+from vllm_plugin_release.edges.proc import Started
+
+SPAWN_AND_WAIT = """
+import subprocess, sys, time
+kid = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+open(sys.argv[1], "w").write(str(kid.pid))
+time.sleep(60)
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as f:  # a zombie (not reaped by its parent) is gone too
+        return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def _wait_for(path: Path) -> int:
+    deadline = time.monotonic() + 30
+    while not (path.exists() and path.read_text()):
+        assert time.monotonic() < deadline, "the command did not start its child"
+        time.sleep(0.02)
+    return int(path.read_text())
+
+
+def test_finish_gives_the_exit_status_and_both_outputs(tmp_path: Path) -> None:
+    code = "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"
+    started = Started([sys.executable, "-c", code], what="a probe", folder=tmp_path)
+    assert started.popen.pid in children._LIVE  # stopped with the run on a signal
+    done = started.finish(30)
+    assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")
+    assert started.popen.pid not in children._LIVE
+
+
+def test_past_its_time_the_whole_group_is_stopped(tmp_path: Path) -> None:
+    script = tmp_path / "spawn.py"
+    script.write_text(SPAWN_AND_WAIT)
+    started = Started(
+        [sys.executable, str(script), str(tmp_path / "kid")], what="a slow probe", folder=tmp_path
+    )
+    kid = _wait_for(tmp_path / "kid")
+    with pytest.raises(OutsideFailure, match=r"a slow probe did not finish within 0\.5 s"):
+        started.finish(0.5)
+    assert started.popen.returncode is not None and _gone(kid)
+    assert started.popen.pid not in children._LIVE
+
+
+def test_cancel_stops_the_group_and_leaves_an_ended_command_alone(tmp_path: Path) -> None:
+    script = tmp_path / "spawn.py"
+    script.write_text(SPAWN_AND_WAIT)
+    started = Started(
+        [sys.executable, str(script), str(tmp_path / "kid")], what="a probe", folder=tmp_path
+    )
+    kid = _wait_for(tmp_path / "kid")
+    started.cancel()
+    assert started.popen.returncode is not None and _gone(kid)
+    ended = Started([sys.executable, "-c", "pass"], what="a probe", folder=tmp_path)
+    assert ended.finish(30).returncode == 0
+    ended.cancel()  # nothing to stop: no signal for a group id that may be reused
+    assert ended.popen.returncode == 0
+
+
+def test_a_command_that_cannot_start_is_an_outside_failure(tmp_path: Path) -> None:
+    with pytest.raises(OutsideFailure, match="cannot start"):
+        Started([str(tmp_path / "no-such-program")], what="a probe", folder=tmp_path)
