@@ -14,6 +14,7 @@ before the fleet sees it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from vllm_plugin_release.conform.testscan import (
     runtime_importers,
 )
 from vllm_plugin_release.core import progress, records
-from vllm_plugin_release.core.cache import write_json
+from vllm_plugin_release.core.cache import Cache, write_json
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.edges import proc
 from vllm_plugin_release.edges.container import runner_of
@@ -199,14 +200,10 @@ def pytest_command(python: Path, root: Path, paths: list[str], ignore: list[str]
     return argv
 
 
-def run_tests(
-    python: Path,
-    root: Path,
-    runner: str,
-    cfg: dict[str, Any],
-    junit: Path,
-    runtime_module: str | None = None,
-) -> TestRun:
+def _planned(
+    root: Path, runner: str, cfg: dict[str, Any], runtime_module: str | None
+) -> tuple[list[str], list[str]]:
+    """(the test paths, the paths left out) of a run; BadInput for a path not there."""
     paths = cfg[runner]
     missing = [p for p in paths if not (root / p).exists()]
     if missing:
@@ -215,21 +212,30 @@ def run_tests(
             hint="check [conformance.plugin_tests]",
         )
     ignore = list(cfg["ignore"]) if runner == "cpu" else []
-    scanned: list[str] = []
     if runner == "cpu" and runtime_module and cfg.get("scan_imports", True):
-        scanned = runtime_importers(root, paths, ignore, runtime_module)
-        ignore += scanned
-    argv = pytest_command(python, root, paths, ignore, junit)
-    progress.info(f"plugin-tests: {' '.join(argv[3:])}")
+        ignore += runtime_importers(root, paths, ignore, runtime_module)
+    return paths, ignore
+
+
+def _test_env() -> dict[str, str]:
     # bytecode is cached in the pairing env: a later import of vLLM and torch is ~3x faster
     env = proc.inherited(drop=("PYTHONDONTWRITEBYTECODE",))
     env.update(OFFLINE_ENV)  # no hub downloads and their retries: those tests are classified
-    # Where the pairing env was made: this machine, or its pinned container image.
-    with progress.working("plugin tests"):
-        done = runner_of(python).call(argv, env=env, cwd=root, timeout=cfg["timeout"])
+    return env
+
+
+def _outcome(
+    done: Any,  # subprocess.CompletedProcess[str]
+    junit: Path,
+    runner: str,
+    cfg: dict[str, Any],
+    plan: tuple[list[str], list[str]],
+    runtime_module: str | None,
+) -> TestRun:
     if done.returncode not in (0, 1, 2, 5) or not junit.exists():
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
         raise OutsideFailure(f"pytest failed to run (exit {done.returncode}):\n{tail}")
+    paths, ignore = plan
     counts, outcomes = parse_junit(
         junit,
         runtime_module if runner == "cpu" else None,
@@ -241,6 +247,114 @@ def run_tests(
     if runner == "cpu":
         run.deferred = sorted(set(cfg["hardware"]) - set(paths)) + list(ignore)
     return run
+
+
+def run_tests(
+    python: Path,
+    root: Path,
+    runner: str,
+    cfg: dict[str, Any],
+    junit: Path,
+    runtime_module: str | None = None,
+) -> TestRun:
+    plan = _planned(root, runner, cfg, runtime_module)
+    argv = pytest_command(python, root, *plan, junit)
+    progress.info(f"plugin-tests: {' '.join(argv[3:])}")
+    # Where the pairing env was made: this machine, or its pinned container image.
+    with progress.working("plugin tests"):
+        done = runner_of(python).call(argv, env=_test_env(), cwd=root, timeout=cfg["timeout"])
+    return _outcome(done, junit, runner, cfg, plan, runtime_module)
+
+
+# ---------------------------------------------------------------------------
+# Started ahead: within `vpr release`, the plugin's tests start as soon as the pairing
+# env's wheels are in, while the env is checked (a core is idle while the warm worker
+# imports torch); the conformance check then waits for that very run. Same command, same
+# environment, same files: only the start is earlier. A run nobody took is stopped.
+
+
+@dataclass
+class _Ahead:
+    key: tuple[str, ...]
+    started: proc.Started
+    junit: Path
+    plan: tuple[list[str], list[str]]
+    scratch: contextlib.ExitStack
+
+
+_AHEAD: list[_Ahead] = []
+
+
+def _key(python: Path, root: Path, runner: str, cfg: dict[str, Any], module: str | None):
+    return (str(python), str(root), runner, json.dumps(cfg, sort_keys=True), str(module))
+
+
+def start_ahead(
+    cache: Cache, python: Path, root: Path, runner: str, cfg: dict[str, Any], module: str | None
+) -> bool:
+    """Start the plugin's tests now for `run` to take (only where the pairing env runs on
+    this machine: a container runner starts them in conform, as before); whether started.
+    `module`: the runtime module when the runtime is not in the environment."""
+    if runner_of(python).kind != "local":
+        return False
+    scratch = contextlib.ExitStack()
+    try:
+        tmp = scratch.enter_context(cache.scratch("conform-tests-"))
+        plan = _planned(root, runner, cfg, module)
+        argv = pytest_command(python, root, *plan, tmp / "j.xml")
+        progress.info(f"plugin-tests, started while the env is checked: {' '.join(argv[3:])}")
+        started = proc.Started(argv, what="plugin tests", folder=tmp, cwd=root, env=_test_env())
+    except (BadInput, OutsideFailure):
+        scratch.close()  # conform runs them itself, and says what is wrong
+        return False
+    except BaseException:
+        scratch.close()
+        raise
+    key = _key(python, root, runner, cfg, module)
+    _AHEAD.append(_Ahead(key, started, tmp / "j.xml", plan, scratch))
+    return True
+
+
+def _take(key: tuple[str, ...]) -> _Ahead | None:
+    """The run started ahead with this very command, if any; any other is stopped."""
+    found = None
+    while _AHEAD:
+        ahead = _AHEAD.pop()
+        if ahead.key == key and found is None:
+            found = ahead
+        else:
+            _stop(ahead)
+    return found
+
+
+def _stop(ahead: _Ahead) -> None:
+    try:
+        ahead.started.cancel()
+    finally:
+        ahead.scratch.close()
+
+
+def tests_run(
+    cache: Cache, python: Path, root: Path, runner: str, cfg: dict[str, Any], module: str | None
+) -> TestRun:
+    """The run started ahead with this very command, once it ends; else a run now."""
+    ahead = _take(_key(python, root, runner, cfg, module))
+    if ahead is None:
+        with cache.scratch("conform-tests-") as tmp:
+            return run_tests(python, root, runner, cfg, tmp / "j.xml", module)
+    try:
+        with progress.working("plugin tests (started while the env was checked)"):
+            done = ahead.started.finish(cfg["timeout"])
+        return _outcome(done, ahead.junit, runner, cfg, ahead.plan, module)
+    finally:
+        _stop(ahead)
+
+
+def cancel_ahead() -> None:
+    """Stop a run started ahead that conform did not take (the release stopped before it,
+    or reused a cached scorecard)."""
+    while _AHEAD:
+        _stop(_AHEAD.pop())
 
 
 def regressions(baseline: TestRun, new: TestRun) -> list[str]:
@@ -276,8 +390,7 @@ def run(ctx: Context) -> CheckResult:
         if env.get("runtime", {}).get("status") == "present"
         else env.get("runtime", {}).get("module")
     )
-    with ctx.cache.scratch("conform-tests-") as tmp:
-        run = run_tests(ctx.python, ctx.plugin_root, ctx.runner, cfg, tmp / "j.xml", module)
+    run = tests_run(ctx.cache, ctx.python, ctx.plugin_root, ctx.runner, cfg, module)
     # A baseline recorded by `vpr plugin-tests --baseline` stays, compared with this run.
     previous = ctx.dist / RECORD
     base_run, base_version = None, None

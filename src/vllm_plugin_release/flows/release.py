@@ -122,6 +122,16 @@ def _stages(
         out.facts["plugin wheel"] = f"{result.wheel.name} sha256:{result.data['wheel']['sha256']}"
         out.ran_in["build-plugin"] = result.data.get("backend")
 
+    def tests_ahead(python: Path, module: str | None) -> None:
+        """The plugin's tests start once the env's packages are in, while it is checked;
+        conform takes that run (plugin_tests.start_ahead)."""
+        from vllm_plugin_release.conform import plugin_tests, registry
+
+        if "plugin_tests" in registry.applicable(spec):
+            cfg = plugin_tests.settings(spec.options("plugin_tests"))
+            root = inputs.plugin.root
+            plugin_tests.start_ahead(opts.cache, python, root, opts.runner, cfg, module)
+
     def env() -> None:
         from vllm_plugin_release.stages.pairing_env import create_env
 
@@ -134,6 +144,7 @@ def _stages(
             plugin=inputs.plugin,
             tree=inputs.tree,
             conduct_gate=False,  # the platform plugin's answer is the environment check's
+            on_installed=tests_ahead,
         )
         # The in-env parts of conform run where the pairing environment lives.
         out.ran_in["env"] = out.ran_in["conform (in-env parts)"] = record.get("backend")
@@ -253,8 +264,17 @@ def _release(spec: Spec, opts: Options) -> Outcome:
                     out.stages[name] = round(time.perf_counter() - start, 3)
     finally:
         ahead.stop()
+        _stop_tests_ahead()
         _summary(spec, opts, out, failed)
     return out
+
+
+def _stop_tests_ahead() -> None:
+    """A plugin test run started in the env stage that conform did not take (the run
+    stopped before it, or reused a cached scorecard) is stopped."""
+    from vllm_plugin_release.conform import plugin_tests
+
+    plugin_tests.cancel_ahead()
 
 
 def _summary(spec: Spec, opts: Options, out: Outcome, failed: str | None) -> None:

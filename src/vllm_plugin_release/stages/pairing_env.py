@@ -16,6 +16,7 @@ import contextlib
 import json
 import shutil
 import zipfile
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -71,9 +72,12 @@ def create_env(
     plugin: PluginSource,
     tree: Path,
     conduct_gate: bool = True,
+    on_installed: Callable[[Path, str | None], object] | None = None,
 ) -> dict[str, Any]:
     """Create and check the pairing environment from the wheels in dist/NAME; the plugin
-    checkout and the verified core source tree are handed in by the flow."""
+    checkout and the verified core source tree are handed in by the flow. A new
+    environment calls `on_installed(python, runtime module or None)` once its packages
+    are in, before it is checked (the runtime module: when the runtime is not there)."""
     if runner_kind not in RUNNERS:
         raise BadInput(f"unknown runner {runner_kind!r}; expected one of {', '.join(RUNNERS)}")
     dist = dist_dir(dist_root, spec.name)
@@ -149,6 +153,7 @@ def create_env(
                     runtime_env,
                     stand_in,
                     bytecode,
+                    on_installed,
                 )
             except BaseException:
                 shutil.rmtree(env_dir, ignore_errors=True)
@@ -288,6 +293,7 @@ def _build(
     runtime_env: Path | None,
     stand_in: str | None,
     bytecode: Path,
+    on_installed: Callable[[Path, str | None], object] | None = None,
 ) -> dict[str, Any]:
     uv = runner.uv
     python = spec.build.python if runtime_env is None else str(runtime_env / "bin" / "python")
@@ -341,6 +347,8 @@ def _build(
             }
             if not early:
                 stack.enter_context(envrun.warm(work / "bin" / "python", for_session=True))
+            if on_installed is not None:  # within `vpr release`: the plugin's tests start
+                on_installed(work / "bin" / "python", None if present else plan.module)
             # The stand-in overlay is made and checked while the pairing env is checked, side
             # by side: two forked copies of the warm worker when it is up, else two
             # interpreters. (Results are put together in order.)

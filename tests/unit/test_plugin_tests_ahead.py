@@ -1,0 +1,92 @@
+"""The plugin's tests started ahead of conform (within `vpr release`, once the pairing
+env's packages are in): conform takes that very run, whose result is the run it would
+have made; a run started for another command is stopped and not used, and one nobody
+takes is stopped with the release. Real pytest on tests/plugins/eager_runtime."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from vllm_plugin_release.conform import plugin_tests as pt
+from vllm_plugin_release.core.cache import Cache
+from vllm_plugin_release.edges import children
+
+PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "eager_runtime"
+PYTHON = Path(sys.executable)
+CFG = pt.settings({"cpu": ["tests"], "absence_signatures": ["EagerSDKUnavailable"]})
+
+
+@pytest.fixture
+def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "eager"
+    shutil.copytree(PLUGIN, root)
+    (root / "pytest.ini").write_text("[pytest]\n")
+    monkeypatch.setenv("PYTHONPATH", str(root / "src"))
+    yield root
+    pt.cancel_ahead()
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Cache:
+    return Cache(tmp_path / ".vpr")
+
+
+def _scratch(cache: Cache) -> list[Path]:
+    return sorted((cache.root / "tmp").glob("conform-tests-*"))
+
+
+def _no_run_now(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    real = pt.run_tests
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pt, "run_tests", spy)
+    return calls
+
+
+def test_conform_takes_the_run_started_ahead_and_gets_the_same_result(
+    plugin: Path, cache: Cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = pt.tests_run(cache, PYTHON, plugin, "cpu", CFG, "eager_sdk")
+    calls = _no_run_now(monkeypatch)
+    assert pt.start_ahead(cache, PYTHON, plugin, "cpu", CFG, "eager_sdk")
+    pid = pt._AHEAD[0].started.popen.pid
+    ahead = pt.tests_run(cache, PYTHON, plugin, "cpu", CFG, "eager_sdk")
+    assert calls == []  # known-bad first: no second run was made, the one ahead was taken
+    assert ahead.to_json() == now.to_json() and ahead.counts["deferred"] == 1
+    assert pt._AHEAD == [] and _scratch(cache) == [] and pid not in children._LIVE
+
+
+def test_a_run_started_for_another_command_is_stopped_not_used(
+    plugin: Path, cache: Cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _no_run_now(monkeypatch)
+    assert pt.start_ahead(cache, PYTHON, plugin, "cpu", CFG, None)  # runtime "present"
+    started = pt._AHEAD[0].started
+    run = pt.tests_run(cache, PYTHON, plugin, "cpu", CFG, "eager_sdk")
+    assert calls == [1]  # run now, for the command conform needs
+    assert started.popen.returncode is not None and started.popen.pid not in children._LIVE
+    assert "tests/test_ops.py" in run.deferred and _scratch(cache) == []
+
+
+def test_a_run_nobody_took_is_stopped(plugin: Path, cache: Cache) -> None:
+    assert pt.start_ahead(cache, PYTHON, plugin, "cpu", CFG, "eager_sdk")
+    started = pt._AHEAD[0].started
+    pt.cancel_ahead()
+    assert started.popen.returncode is not None and started.popen.pid not in children._LIVE
+    assert pt._AHEAD == [] and _scratch(cache) == []
+
+
+def test_bad_input_starts_nothing_ahead(plugin: Path, cache: Cache) -> None:
+    cfg = pt.settings({"cpu": ["no-such-tests"]})
+    assert not pt.start_ahead(cache, PYTHON, plugin, "cpu", cfg, "eager_sdk")
+    assert pt._AHEAD == [] and _scratch(cache) == []
+    with pytest.raises(pt.BadInput, match="test paths not found"):  # conform says it
+        pt.tests_run(cache, PYTHON, plugin, "cpu", cfg, "eager_sdk")
