@@ -5,28 +5,26 @@ takes is stopped with the release. Real pytest on tests/plugins/eager_runtime.""
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.unit import test_plugin_tests_absence
 from vllm_plugin_release.conform import plugin_tests as pt
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.edges import children
 
-PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "eager_runtime"
 PYTHON = Path(sys.executable)
 CFG = pt.settings({"cpu": ["tests"], "absence_signatures": ["EagerSDKUnavailable"]})
 
 
-@pytest.fixture
-def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "eager"
-    shutil.copytree(PLUGIN, root)
-    (root / "pytest.ini").write_text("[pytest]\n")
-    monkeypatch.setenv("PYTHONPATH", str(root / "src"))
-    yield root
+plugin = test_plugin_tests_absence.plugin  # the synthetic plugin, copied; its src on the path
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_ahead():
+    yield
     pt.cancel_ahead()
 
 

@@ -39,6 +39,16 @@ def _wait_for(path: Path) -> int:
     return int(path.read_text())
 
 
+def _spawning(tmp_path: Path, what: str) -> tuple[Started, int]:
+    """A command that starts a child of its own and waits: (it, its child's pid)."""
+    script = tmp_path / "spawn.py"
+    script.write_text(SPAWN_AND_WAIT)
+    started = Started(
+        [sys.executable, str(script), str(tmp_path / "kid")], what=what, folder=tmp_path
+    )
+    return started, _wait_for(tmp_path / "kid")
+
+
 def test_finish_gives_the_exit_status_and_both_outputs(tmp_path: Path) -> None:
     code = "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"
     started = Started([sys.executable, "-c", code], what="a probe", folder=tmp_path)
@@ -49,12 +59,7 @@ def test_finish_gives_the_exit_status_and_both_outputs(tmp_path: Path) -> None:
 
 
 def test_past_its_time_the_whole_group_is_stopped(tmp_path: Path) -> None:
-    script = tmp_path / "spawn.py"
-    script.write_text(SPAWN_AND_WAIT)
-    started = Started(
-        [sys.executable, str(script), str(tmp_path / "kid")], what="a slow probe", folder=tmp_path
-    )
-    kid = _wait_for(tmp_path / "kid")
+    started, kid = _spawning(tmp_path, "a slow probe")
     with pytest.raises(OutsideFailure, match=r"a slow probe did not finish within 0\.5 s"):
         started.finish(0.5)
     assert started.popen.returncode is not None and _gone(kid)
@@ -62,12 +67,7 @@ def test_past_its_time_the_whole_group_is_stopped(tmp_path: Path) -> None:
 
 
 def test_cancel_stops_the_group_and_leaves_an_ended_command_alone(tmp_path: Path) -> None:
-    script = tmp_path / "spawn.py"
-    script.write_text(SPAWN_AND_WAIT)
-    started = Started(
-        [sys.executable, str(script), str(tmp_path / "kid")], what="a probe", folder=tmp_path
-    )
-    kid = _wait_for(tmp_path / "kid")
+    started, kid = _spawning(tmp_path, "a probe")
     started.cancel()
     assert started.popen.returncode is not None and _gone(kid)
     ended = Started([sys.executable, "-c", "pass"], what="a probe", folder=tmp_path)
