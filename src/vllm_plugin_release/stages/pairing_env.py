@@ -306,10 +306,13 @@ def _build(
         )
         with contextlib.ExitStack() as stack:
             # In the env's warm worker (within `vpr release`: it stays for conform's in-env
-            # checks), started as soon as the locked packages and their bytecode are in:
+            # checks; outside it, for the two env checks), started as soon as the locked
+            # packages and their bytecode are in:
             # it imports torch while the two wheels are installed (unless a wheel brings a
             # .pth file, which only an interpreter started after it would have read).
             early = not (_has_pth(core_wheel) or _has_pth(plugin_wheel))
+            # Outside a session too when the stand-in's check shares it with the env's.
+            alone = not overlay_check
             restored = seeded = 0
             with progress.status(f"env: creating the pairing environment for {spec.name}"):
                 for label, argv in install_steps(
@@ -322,7 +325,7 @@ def _build(
                 ):
                     if label == WHEELS_STEP and early:
                         restored, seeded = _bytecode_in(work, bytecode, cache)
-                        stack.enter_context(envrun.warm(work / "bin" / "python", for_session=True))
+                        stack.enter_context(envrun.warm(work / "bin" / "python", for_session=alone))
                     _run(runner, cache, label, argv)
                     if label == "create pairing environment":
                         runner.mark(work)  # its python runs where it was made (edges/container)
@@ -346,7 +349,7 @@ def _build(
                 "runtime_module": plan.module,
             }
             if not early:
-                stack.enter_context(envrun.warm(work / "bin" / "python", for_session=True))
+                stack.enter_context(envrun.warm(work / "bin" / "python", for_session=alone))
             if on_installed is not None:  # within `vpr release`: the plugin's tests start
                 on_installed(work / "bin" / "python", None if present else plan.module)
             # The stand-in overlay is made and checked while the pairing env is checked, side
