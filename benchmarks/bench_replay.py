@@ -10,7 +10,8 @@ and 60 s):
   serialisation. Its floor is the slower scheduler's own time (printed as such).
 
 The pairing env's python comes from the argument, else VPR_BENCH_VLLM_PYTHON /
-VPR_TEST_VLLM_PYTHON, else dist/reference/env.json.
+VPR_TEST_VLLM_PYTHON, else dist/reference/env.json, else the bench makes the reference
+pairing's env itself (`vpr build-core`, `build-plugin`, `env` into .vpr/bench/dist).
 
     python -m benchmarks.bench_replay [PYTHON] [REQUESTS]
 """
@@ -106,10 +107,15 @@ def _python() -> Path:
     env_json = REPO / "dist" / "reference" / "env.json"
     if env_json.exists():
         return Path(json.loads(env_json.read_text())["python"])
-    raise SystemExit(
-        "bench_replay: no vLLM environment; set VPR_BENCH_VLLM_PYTHON or run "
-        "`vpr env --spec buildspec/reference.toml`"
-    )
+    # None yet (a fresh clone): the reference pairing's env, made as `vpr env` makes it
+    # (kept in .vpr: seconds once its wheels and environment are cached)
+    from benchmarks.common import console, vpr
+
+    console.print("bench_replay: making the reference pairing env (VPR_BENCH_VLLM_PYTHON unset)")
+    dist = REPO / ".vpr" / "bench" / "dist"
+    for stage in ("build-core", "build-plugin", "env"):
+        vpr(stage, "--spec", str(REPO / "buildspec" / "reference.toml"), "--dist", str(dist))
+    return Path(json.loads((dist / "reference" / "env.json").read_text())["python"])
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
