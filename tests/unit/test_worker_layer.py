@@ -117,7 +117,7 @@ def test_layer_first_gives_the_path_of_the_overlays_python(
     # refused, nothing changed: a package imported here already ...
     (layer / "json").mkdir()
     monkeypatch.setattr("sys.path", ["/script", str(env_site)])
-    assert inenv_worker.layer_first(str(layer)) == ["json"]
+    assert inenv_worker.layer_first(str(layer)) == ["json (imported by the worker already)"]
     assert sys.path == ["/script", str(env_site)]
     # ... or an overlay that does not see this environment
     (layer / "json").rmdir()

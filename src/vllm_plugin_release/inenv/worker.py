@@ -81,9 +81,9 @@ def run_job(job: dict[str, Any]) -> int:
     sys.argv = [script, *job["argv"]]
     sys.path[0] = os.path.dirname(script)  # what `python SCRIPT` puts first
     if job.get("site_first"):
-        shadowed = layer_first(job["site_first"])
-        if shadowed:  # the overlay's python must run it: its modules would not be these
-            print(f"{LAYER_REFUSED_TEXT}: {', '.join(shadowed)}", file=sys.stderr)
+        refused = layer_first(job["site_first"])
+        if refused:  # the overlay's python must run it: its modules would not be these
+            print(f"{LAYER_REFUSED_TEXT}: {', '.join(refused)}", file=sys.stderr)
             return LAYER_REFUSED
     # Files installed after the worker looked at a folder (the pairing env's wheels go in
     # while it imports torch): seen as a new interpreter would see them, whatever the
@@ -103,7 +103,7 @@ def run_job(job: dict[str, Any]) -> int:
 # A job with `site_first` whose folder brings a module this worker has imported already
 # ends with this code (EX_TEMPFAIL) before it runs: the caller runs it in a new interpreter.
 LAYER_REFUSED = 75
-LAYER_REFUSED_TEXT = "already imported by the warm worker"
+LAYER_REFUSED_TEXT = "not run as the overlay's python here (its own python runs it)"
 
 
 def layer_first(site_dir: str) -> list[str]:
@@ -111,8 +111,8 @@ def layer_first(site_dir: str) -> list[str]:
     library, then `site_dir` (that venv's site-packages) and the lines of its .pth files,
     one of which names this environment's site-packages (whose own .pth files that python
     does not read). Refused, with nothing changed, when that python would not import what
-    this worker has imported: the names of the modules in `site_dir` imported here
-    already, or a note that this environment's site-packages is not on its path."""
+    this worker has imported: why (each module of `site_dir` imported here already, or
+    that this environment's site-packages is not on its path)."""
     names = set()
     with contextlib.suppress(OSError):
         for entry in os.listdir(site_dir):
@@ -122,7 +122,7 @@ def layer_first(site_dir: str) -> list[str]:
             names.add(stem)
     shadowed = sorted(name for name in names if name in sys.modules)
     if shadowed:
-        return shadowed
+        return [f"{name} (imported by the worker already)" for name in shadowed]
     import site
 
     before = list(sys.path)
