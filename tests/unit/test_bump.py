@@ -15,7 +15,7 @@ import pytest
 from tests.support import Index, vpr
 from vllm_plugin_release.conform.registry import load_spec
 from vllm_plugin_release.core.cache import Cache
-from vllm_plugin_release.edges.fetch import IndexFile
+from vllm_plugin_release.edges.index import IndexFile
 from vllm_plugin_release.flows import bump, upstream
 from vllm_plugin_release.flows.migration_report import render_markdown
 

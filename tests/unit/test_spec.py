@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from tests.support import REPO, vpr
 from vllm_plugin_release.conform.registry import load_spec, set_spec_value, spec_schema
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.spec import load
 from vllm_plugin_release.spec import model as specmod
 from vllm_plugin_release.spec.docs import render
 
@@ -147,6 +149,44 @@ def test_docs_page_matches_schema() -> None:
     assert page == render(spec_schema()), (
         "docs/buildspec.md is stale: run `vpr spec docs > docs/buildspec.md`"
     )
+
+
+def test_packaged_schema_is_the_registry_schema() -> None:
+    """Specs are validated against the schema the package ships (so that reading one loads
+    no check module); it must be exactly what `vpr spec schema` prints from the registry."""
+    shipped = REPO / "src" / "vllm_plugin_release" / load.PACKAGED_SCHEMA
+    assert shipped.read_text() == json.dumps(spec_schema(), indent=2, sort_keys=True) + "\n", (
+        f"{shipped.relative_to(REPO)} is stale: run "
+        f"`vpr spec schema > src/vllm_plugin_release/{load.PACKAGED_SCHEMA}`"
+    )
+    assert load.packaged_schema() == spec_schema()
+
+
+def test_a_stale_packaged_schema_is_what_validation_uses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Known-bad: a shipped schema that lacks a table the registry has refuses that table,
+    so the test above is what keeps the two equal."""
+    stale = json.loads(json.dumps(load.packaged_schema()))
+    del stale["properties"]["conformance"]["properties"]["isolation"]
+    monkeypatch.setattr(load, "packaged_schema", lambda: stale)
+    spec = tmp_path / "s.toml"
+    spec.write_text((REPO / "buildspec" / "reference.toml").read_text())
+    with pytest.raises(BadInput, match="isolation"):
+        load.load_spec(spec)
+
+
+def test_reading_a_spec_loads_no_check_module() -> None:
+    code = (
+        "import sys\n"
+        "from vllm_plugin_release.spec.load import load_spec\n"
+        f"load_spec({str(REPO / 'buildspec' / 'reference.toml')!r})\n"
+        "print(sorted(m for m in sys.modules if m.startswith('vllm_plugin_release.conform')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert done.stdout.strip() == "[]"
 
 
 def run_cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:

@@ -39,8 +39,8 @@ def _cmd_contract(args: argparse.Namespace) -> int:
         contract_from_capture,
         dump_contract,
     )
-    from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.core.cache import atomic_write_text
+    from vllm_plugin_release.spec.load import load_spec
 
     spec = load_spec(args.spec)
     cfg = api_config(spec)

@@ -128,8 +128,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _inputs(args: argparse.Namespace):
-    from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.flows.sources import Inputs
+    from vllm_plugin_release.spec.load import load_spec
 
     spec = load_spec(args.spec).with_backend(getattr(args, "runner_backend", None))
     return Inputs(spec, cachedir.from_args(args), getattr(args, "plugin_source", None))

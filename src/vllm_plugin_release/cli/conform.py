@@ -60,8 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _context(args: argparse.Namespace):
-    from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.flows.sources import Inputs
+    from vllm_plugin_release.spec.load import load_spec
 
     inputs = Inputs(load_spec(args.spec), cachedir.from_args(args), args.plugin_source)
     return inputs.context(args.runner, Path(args.dist))

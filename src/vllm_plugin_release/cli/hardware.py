@@ -134,7 +134,7 @@ def _mesh_from_plan(hw: HardwareSettings) -> None:
 
 def _load(args: argparse.Namespace) -> tuple[Spec, Path, HardwareSettings]:
     from vllm_plugin_release.conform.hardware import settings
-    from vllm_plugin_release.conform.registry import load_spec
+    from vllm_plugin_release.spec.load import load_spec
 
     spec = load_spec(args.spec)
     hw = settings(spec)
@@ -164,8 +164,8 @@ def _live(args: argparse.Namespace) -> int:
 
 def _conform_hardware(args: argparse.Namespace) -> int:
     from vllm_plugin_release.conform.hardware import settings
-    from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.flows import hardware
+    from vllm_plugin_release.spec.load import load_spec
 
     spec = load_spec(args.spec)
     _mesh_from_plan(settings(spec))

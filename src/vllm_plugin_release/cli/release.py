@@ -47,8 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _release(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.flows.release import Options, release
+    from vllm_plugin_release.spec.load import load_spec
 
     spec = load_spec(args.spec).with_backend(args.runner_backend)
     outcome = release(

@@ -82,9 +82,9 @@ def _dist(spec: Spec, root: str) -> Path:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.core.progress import info
     from vllm_plugin_release.replay import config, mix, runner
+    from vllm_plugin_release.spec.load import load_spec
 
     spec = load_spec(args.spec)
     request_mix = mix.from_spec(spec)
@@ -190,8 +190,8 @@ def render(report: dict[str, Any], timing: dict[str, Any] | None = None) -> str:
 
 
 def _cmd_loadtest(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.replay import loadtest, mix
+    from vllm_plugin_release.spec.load import load_spec
 
     spec = load_spec(args.spec)
     request_mix = mix.from_spec(spec)

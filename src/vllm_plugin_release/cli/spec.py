@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.conform.registry import load_spec
+    from vllm_plugin_release.spec.load import load_spec
 
     spec = load_spec(args.file)
     progress.info(f"{args.file}: valid (pairing {spec.name!r}, vLLM {spec.core.version})")

@@ -6,7 +6,9 @@ Each entry says what the check is called, what it checks (one line, shown by
 schema, so `vpr spec check`, `vpr spec schema` and docs/buildspec.md follow), where
 it runs, which inputs of the `Context` it reads, and the function that runs it.
 
-Adding a check: one module under `conform/`, one entry here, one test.
+Adding a check: one module under `conform/`, one entry here, one test; then regenerate
+the schema the package ships (`vpr spec schema > src/vllm_plugin_release/schemas/
+buildspec.schema.json`, which `spec.load.load_spec` validates against) and the docs.
 """
 
 from __future__ import annotations
@@ -186,10 +188,12 @@ def spec_schema() -> dict[str, Any]:
 
 
 def load_spec(path: str | Path) -> Spec:
-    """Read, validate (against the full schema) and type a buildspec."""
+    """Read, validate (against the full schema) and type a buildspec: `spec.load.load_spec`,
+    which needs none of the check modules (it reads the schema the package ships, kept
+    equal to `spec_schema()` by a unit test)."""
     from vllm_plugin_release.spec import load  # jsonschema and tomlkit: only when needed
 
-    return load.load(path, spec_schema())
+    return load.load_spec(path)
 
 
 def set_spec_value(path: str | Path, dotted_key: str, raw_value: str) -> str:

@@ -20,13 +20,10 @@ import json
 import os
 import shutil
 import tarfile
-import urllib.error
-import urllib.parse
-import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import (
@@ -38,11 +35,13 @@ from vllm_plugin_release.core.cache import (
     write_tree_manifest,
 )
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
-from vllm_plugin_release.edges import index as ix
-from vllm_plugin_release.edges import netwait
-from vllm_plugin_release.edges.git import git, refuse_option
-from vllm_plugin_release.edges.index import IndexFile
 from vllm_plugin_release.spec.model import GitSource, SdistSource, Spec
+
+if TYPE_CHECKING:
+    from vllm_plugin_release.edges.index import IndexFile
+
+# The network and git halves (urllib, the index client, subprocess) are imported where
+# they are used: a run that finds its sources cached and verified never loads them.
 
 USER_AGENT = "vllm-plugin-release (+fetch)"
 TIMEOUT = 60
@@ -55,6 +54,10 @@ def _normalize(project: str) -> str:
 
 
 def _open(url: str, accept: str | None = None):
+    import urllib.request
+
+    from vllm_plugin_release.edges import netwait
+
     headers = {"User-Agent": USER_AGENT}
     if accept:
         headers["Accept"] = accept
@@ -80,6 +83,8 @@ def index_files(index: str, project: str) -> list[IndexFile]:
     answer (429, or 503 with Retry-After) is waited out for up to $VPR_INDEX_RETRY_BUDGET
     seconds (120); an index that accepted and never answered is not retried (it was waited
     for $VPR_NET_TIMEOUT already)."""
+    from vllm_plugin_release.edges import index as ix
+
     url = f"{index.rstrip('/')}/{_normalize(project)}/"
     attempts, backoff = ix.retry_policy("VPR_INDEX")
     try:
@@ -114,6 +119,10 @@ def index_files(index: str, project: str) -> list[IndexFile]:
 
 def download(url: str, expected_sha256: str, dest: Path, tmp_dir: Path, label: str) -> None:
     """Stream `url` to `dest`, verifying sha256; nothing is left behind on failure."""
+    import urllib.error
+
+    from vllm_plugin_release.edges import netwait
+
     tmp_dir.mkdir(parents=True, exist_ok=True)
     part = tmp_dir / f"{expected_sha256}.part.{os.getpid()}"
     digest = hashlib.sha256()
@@ -250,6 +259,10 @@ def source_tree(spec: Spec, fetcher: Fetcher) -> Path:
 
 
 def clone_at(url: str, tag: str, dest: Path) -> None:
+    import urllib.parse
+
+    from vllm_plugin_release.edges.git import git, refuse_option
+
     refuse_option(url, "[core.source] url")
     refuse_option(tag, "[core.source] tag")
     local = not urllib.parse.urlparse(url).scheme or url.startswith("file://")
@@ -267,6 +280,8 @@ def clone_at(url: str, tag: str, dest: Path) -> None:
 
 
 def verify_commit(checkout: Path, commit: str, label: str) -> None:
+    from vllm_plugin_release.edges.git import git
+
     done = git("rev-parse", "HEAD^{commit}", cwd=checkout)
     head = done.stdout.strip()
     if head != commit:

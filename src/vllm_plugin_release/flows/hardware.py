@@ -68,7 +68,7 @@ def _changed(files: list[Path], since: str, root: Path) -> set[Path]:
 
 
 def plan(spec_files: list[Path], since: str | None = None) -> dict[str, Any]:
-    from vllm_plugin_release.conform.registry import load_spec
+    from vllm_plugin_release.spec.load import load_spec
 
     files = spec_files or sorted(Path("buildspec").glob("*.toml"))
     if since and set(since) != {"0"}:

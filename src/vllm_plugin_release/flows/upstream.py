@@ -21,7 +21,8 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.edges.fetch import IndexFile, index_files
+from vllm_plugin_release.edges.fetch import index_files
+from vllm_plugin_release.edges.index import IndexFile
 from vllm_plugin_release.spec.model import SdistSource, Spec
 
 DEFAULT_INDEX = "https://pypi.org/simple"

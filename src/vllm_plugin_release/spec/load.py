@@ -6,6 +6,8 @@ Every error names the file, the line, the key and what is expected (exit 2).
 from __future__ import annotations
 
 import difflib
+import functools
+import json
 import math
 import re
 from pathlib import Path
@@ -18,7 +20,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
 from packaging.version import InvalidVersion, Version
 
-from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.spec.model import Spec, from_data, locate
 
 _format_checker = FormatChecker()
@@ -250,10 +252,43 @@ def _duplicate_line(path: Path, text: str, exc: Exception) -> str:
     return str(path)
 
 
+# The full buildspec schema as the package ships it: exactly what `vpr spec schema`
+# prints from the check registry (`conform.registry.spec_schema`), which a unit test keeps
+# equal to it. Reading a spec thus needs none of the check modules.
+PACKAGED_SCHEMA = "schemas/buildspec.schema.json"
+
+
+@functools.cache
+def packaged_schema() -> dict[str, Any]:
+    """The buildspec JSON Schema shipped in the package (the same object on every call)."""
+    from importlib.resources import files
+
+    resource = files("vllm_plugin_release").joinpath(PACKAGED_SCHEMA)
+    try:
+        schema = json.loads(resource.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise OutsideFailure(
+            f"vllm_plugin_release/{PACKAGED_SCHEMA}: the installed package's buildspec schema "
+            f"cannot be read ({exc})",
+            hint="reinstall vllm-plugin-release",
+        )
+    if not isinstance(schema, dict):
+        raise OutsideFailure(
+            f"vllm_plugin_release/{PACKAGED_SCHEMA}: not a JSON Schema object",
+            hint="reinstall vllm-plugin-release",
+        )
+    return schema
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read, validate (against the full schema) and type a buildspec."""
+    return load(path, packaged_schema())
+
+
 def load(path: str | Path, schema: dict[str, Any]) -> Spec:
     """Read, validate against `schema` (the full buildspec schema) and type a buildspec.
 
-    Callers get the schema from the check registry: `conform.registry.load_spec(path)`.
+    Most callers want `load_spec(path)`: the full schema as the package ships it.
     """
     file = Path(path)
     document, text = read_document(file)
