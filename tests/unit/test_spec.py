@@ -11,7 +11,7 @@ import pytest
 
 from tests.support import REPO, vpr
 from vllm_plugin_release.conform.registry import load_spec, set_spec_value, spec_schema
-from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.spec import load
 from vllm_plugin_release.spec import model as specmod
 from vllm_plugin_release.spec.docs import render
@@ -174,6 +174,23 @@ def test_a_stale_packaged_schema_is_what_validation_uses(
     spec.write_text((REPO / "buildspec" / "reference.toml").read_text())
     with pytest.raises(BadInput, match="isolation"):
         load.load_spec(spec)
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]"])
+def test_an_unreadable_packaged_schema_is_an_outside_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: str
+) -> None:
+    import importlib.resources
+
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / load.PACKAGED_SCHEMA).write_text(content)
+    monkeypatch.setattr(importlib.resources, "files", lambda package: tmp_path)
+    load.packaged_schema.cache_clear()
+    try:
+        with pytest.raises(OutsideFailure, match="reinstall"):
+            load.load_spec(REFERENCE)
+    finally:
+        load.packaged_schema.cache_clear()
 
 
 def test_reading_a_spec_loads_no_check_module() -> None:
