@@ -96,6 +96,10 @@ ROWS: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None], float | No
      _key("replay", "overhead_ratio"), 1.1, "x"),
     ("vpr release cold (fresh .vpr, warm uv cache)", "release",
      _key("release", "medians", "cold release (fresh .vpr)"), 60.0, " s"),
+    ("  its CPU time (user + sys, every process)", "release", _key("release", "cold_cpu_s"),
+     None, " s"),
+    ("  floor: that CPU time over the usable cores", "release", _key("release", "cpu_floor_s"),
+     None, " s"),
     ("vpr release warm / cold", "release", _ratio("release", "warm / cold"), 0.02, "x"),
 )  # fmt: skip
 

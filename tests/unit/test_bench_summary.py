@@ -32,13 +32,15 @@ RESULTS = {
     "release": {
         "medians": {"cold release (fresh .vpr)": 58.0},
         "ratios": {"warm / cold": {"ratio": 0.01}},
+        "cold_cpu_s": 104.0,
+        "cpu_floor_s": 52.0,
     },
 }
 
 
 def test_every_row_of_the_issue_table_has_its_figure_and_target() -> None:
     rows = {r["measure"]: r for r in bench_main.summary(RESULTS)}
-    assert len(rows) == 14
+    assert len(rows) == 16
     judged = {m: r["met"] for m, r in rows.items() if r["target"] is not None}
     assert judged == {
         "vpr build-core cold / bare python -m build": True,
@@ -56,6 +58,9 @@ def test_every_row_of_the_issue_table_has_its_figure_and_target() -> None:
     first = rows["the same, first environment of its lock (no kept bytecode)"]
     assert first["value"] == 3.1 and first["met"] is None  # shown beside the judged row
     assert rows["in-process scan / rg -w -i"]["met"] is None
+    floor = rows["floor: that CPU time over the usable cores"]
+    assert floor["value"] == 52.0 and floor["met"] is None
+    assert rows["its CPU time (user + sys, every process)"]["value"] == 104.0
 
 
 def test_only_the_benches_that_ran_are_reported_and_a_missing_figure_is_not_a_pass() -> None:
