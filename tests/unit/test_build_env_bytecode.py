@@ -1,7 +1,7 @@
 """The build environment's bytecode step (stages/recipes.COMPILE_BYTECODE), run for real
-on a small site-packages tree: compiled in parallel, timestamp-checked even where
-SOURCE_DATE_EPOCH is set, test packages left out, a file that does not compile is not
-an error of the step."""
+on a small site-packages tree: compiled in parallel, the files dealt out as processes
+are free, timestamp-checked even where SOURCE_DATE_EPOCH is set, test packages left out,
+a file that does not compile is not an error of the step."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from vllm_plugin_release.stages import recipes
 
@@ -67,3 +69,27 @@ def test_without_the_exclusion_every_package_would_be_compiled(tmp_path: Path) -
     argv[-1] = r"^$nothing"
     subprocess.run(argv, check=True, capture_output=True)
     assert {"pkg/tests/test_core", "pkg/testing/helpers", "pkg/test/conftest"} <= _compiled(site)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two usable cores")
+def test_files_are_taken_as_processes_are_free(tmp_path: Path) -> None:
+    """One module that takes about a second to compile, and 60 small ones: while one
+    process compiles the big one, the others take every small one, so none of theirs is
+    written after it. (With fixed round-robin shares, the process that drew the big
+    module compiled its share of the small ones after it: the known-bad case, which
+    fails this test.)"""
+    venv, site = _site(tmp_path)
+    pkg = site / "many"
+    pkg.mkdir()
+    (pkg / "a_big.py").write_text("".join(f'x{i} = [{i}, {i} + 1, "s{i}"]\n' for i in range(40000)))
+    for i in range(60):
+        (pkg / f"small_{i:03}.py").write_text(f"def f():\n    return {i}\n")
+    step = recipes.venv_commands(
+        uv="uv", python="3.11", venv=str(venv), lock="lock.txt", find_links=[], env={}
+    )[-1]
+    subprocess.run(step.argv, check=True, capture_output=True)
+    written = {p.name.split(".")[0]: p.stat().st_mtime_ns for p in (pkg / "__pycache__").iterdir()}
+    assert len(written) == 61
+    big = written.pop("a_big")
+    late = sorted(name for name, mtime in written.items() if mtime > big)
+    assert late == []

@@ -24,16 +24,22 @@ RUST_TOOLS = ("cargo", "rustc")
 # The build environment's bytecode, compiled once, in parallel, after the install: every
 # wheel build runs with PYTHONDONTWRITEBYTECODE, and vLLM's setup.py imports torch, which
 # without its .pyc files is compiled again by each build (~15 s of a ~25 s build on this
-# machine). One process per usable core, each compiling every n-th file (sorted), with
-# py_compile as uv's `--compile-bytecode` does (compileall's own pool measured 1.4x the
-# CPU time here). Timestamp-checked pyc, as uv writes them (not hash-checked, which
-# py_compile would pick where SOURCE_DATE_EPOCH is set). Test packages are left out
-# (`tests/`, `test/`, `testing/`: 36 of the 127 MB of bytecode of the reference lock, of
-# which 0.1 MB was ever read, by the builds or by the pairing env it is linked into);
-# whatever imports one compiles it then, as Python always does. A file that does not
-# compile is Python's error when it is imported, not this step's.
+# machine). One process per usable core, with py_compile as uv's `--compile-bytecode`
+# does (compileall's own pool measured 1.4x the CPU time here). The files are dealt out
+# as the processes take them, largest first, not in fixed shares: a counter in memory
+# shared by the forked processes holds the next file's number, moved only by the holder
+# of a one-byte token in a pipe, and each process takes the next file when it is free.
+# Within `vpr release` this step shares the machine with the source's extraction, which
+# slows one process more than the other: with fixed shares, one process was left
+# compiling alone for ~4 s after the other had finished. Timestamp-checked pyc, as uv
+# writes them (not hash-checked, which py_compile would pick where SOURCE_DATE_EPOCH is
+# set); each depends on its file only, so the order changes no byte. Test packages are
+# left out (`tests/`, `test/`, `testing/`: 36 of the 127 MB of bytecode of the reference
+# lock, of which 0.1 MB was ever read, by the builds or by the pairing env it is linked
+# into); whatever imports one compiles it then, as Python always does. A file that does
+# not compile is Python's error when it is imported, not this step's.
 COMPILE_BYTECODE = """\
-import os, py_compile, re, sys
+import mmap, os, py_compile, re, sys
 top, skip = sys.argv[1], re.compile(sys.argv[2])
 paths = []
 for folder, subfolders, names in os.walk(top):
@@ -41,13 +47,24 @@ for folder, subfolders, names in os.walk(top):
     for name in names:
         path = os.path.join(folder, name)
         if name.endswith(".py") and not skip.search(path):
-            paths.append(path)
-paths.sort()
-def run(share):
-    for path in share:
+            paths.append((os.path.getsize(path), path))
+paths = [path for _, path in sorted(paths, key=lambda p: (-p[0], p[1]))]
+counter = mmap.mmap(-1, 8)  # shared with the forked processes
+token, give_back = os.pipe()
+os.write(give_back, b".")  # one token: whoever holds it moves the counter
+def take():
+    os.read(token, 1)
+    number = int.from_bytes(counter[:8], "little")
+    counter[:8] = (number + 1).to_bytes(8, "little")
+    os.write(give_back, b".")
+    return number
+def run():
+    while (number := take()) < len(paths):
         try:
             py_compile.compile(
-                path, doraise=True, invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP
+                paths[number],
+                doraise=True,
+                invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP,
             )
         except (py_compile.PyCompileError, OSError, ValueError):
             pass
@@ -57,11 +74,11 @@ for i in range(1, n):
     pid = os.fork()
     if pid == 0:
         try:
-            run(paths[i::n])
+            run()
         finally:
             os._exit(0)
     children.append(pid)
-run(paths[0::n])
+run()
 for pid in children:
     os.waitpid(pid, 0)
 """
