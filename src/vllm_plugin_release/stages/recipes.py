@@ -29,15 +29,18 @@ RUST_TOOLS = ("cargo", "rustc")
 # as the processes take them, largest first, not in fixed shares: a counter in memory
 # shared by the forked processes holds the next file's number, moved only by the holder
 # of a one-byte token in a pipe, and each process takes the next file when it is free.
-# Within `vpr release` this step shares the machine with the source's extraction, which
-# slows one process more than the other: with fixed shares, one process was left
-# compiling alone for ~4 s after the other had finished. Timestamp-checked pyc, as uv
-# writes them (not hash-checked, which py_compile would pick where SOURCE_DATE_EPOCH is
-# set); each depends on its file only, so the order changes no byte. Test packages are
-# left out (`tests/`, `test/`, `testing/`: 36 of the 127 MB of bytecode of the reference
-# lock, of which 0.1 MB was ever read, by the builds or by the pairing env it is linked
-# into); whatever imports one compiles it then, as Python always does. A file that does
-# not compile is Python's error when it is imported, not this step's.
+# With fixed round-robin shares, one process went on alone at the end: on the reference
+# build env, the step took 1.03-1.08x its CPU time over the two cores, against
+# 1.01-1.02x dealt out (a skewed package, sympy and networkx alone: 3.76 and 3.13 s
+# against 2.82 and 2.89 s for the same CPU); other work on the machine (within
+# `vpr release`, the source's extraction) unbalances fixed shares more.
+# Timestamp-checked pyc, as uv writes them (not hash-checked, which py_compile would
+# pick where SOURCE_DATE_EPOCH is set); each depends on its file only, so the order
+# changes no byte. Test packages are left out (`tests/`, `test/`, `testing/`: 36 of the
+# 127 MB of bytecode of the reference lock, of which 0.1 MB was ever read, by the builds
+# or by the pairing env it is linked into); whatever imports one compiles it then, as
+# Python always does. A file that does not compile is Python's error when it is
+# imported, not this step's.
 COMPILE_BYTECODE = """\
 import mmap, os, py_compile, re, sys
 top, skip = sys.argv[1], re.compile(sys.argv[2])
