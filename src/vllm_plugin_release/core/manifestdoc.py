@@ -15,6 +15,7 @@ from typing import Any
 
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.core.packaged import packaged_json_object
 
 SCHEMA_VERSION = 2  # 2: source_date (was created), deferred items with run_with
 KIND = "vllm-plugin-release/manifest"
@@ -30,10 +31,7 @@ RUN_FILE = records.RUN
 @lru_cache(maxsize=1)
 def schema() -> dict[str, Any]:
     """The manifest JSON Schema shipped in the package."""
-    from importlib.resources import files
-
-    text = files("vllm_plugin_release").joinpath("schemas/manifest.schema.json").read_text()
-    return json.loads(text)
+    return packaged_json_object("schemas/manifest.schema.json")
 
 
 def schema_text() -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import json
 import math
 import re
 from pathlib import Path
@@ -20,7 +19,8 @@ from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
 from packaging.version import InvalidVersion, Version
 
-from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.core.packaged import packaged_json_object
 from vllm_plugin_release.spec.model import Spec, from_data, locate
 
 _format_checker = FormatChecker()
@@ -261,23 +261,7 @@ PACKAGED_SCHEMA = "schemas/buildspec.schema.json"
 @functools.cache
 def packaged_schema() -> dict[str, Any]:
     """The buildspec JSON Schema shipped in the package (the same object on every call)."""
-    from importlib.resources import files
-
-    resource = files("vllm_plugin_release").joinpath(PACKAGED_SCHEMA)
-    try:
-        schema = json.loads(resource.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise OutsideFailure(
-            f"vllm_plugin_release/{PACKAGED_SCHEMA}: the installed package's buildspec schema "
-            f"cannot be read ({exc})",
-            hint="reinstall vllm-plugin-release",
-        )
-    if not isinstance(schema, dict):
-        raise OutsideFailure(
-            f"vllm_plugin_release/{PACKAGED_SCHEMA}: not a JSON Schema object",
-            hint="reinstall vllm-plugin-release",
-        )
-    return schema
+    return packaged_json_object(PACKAGED_SCHEMA)
 
 
 def load_spec(path: str | Path) -> Spec:
