@@ -14,12 +14,20 @@ this machine, however well the work is spread (a cold release is CPU-bound here)
 from __future__ import annotations
 
 import os
-import resource
 import shutil
 import tempfile
 from pathlib import Path
 
-from benchmarks.common import REPO, console, installed_env, median, report, run, timed
+from benchmarks.common import (
+    REPO,
+    console,
+    cpu_seconds,
+    installed_env,
+    median,
+    report,
+    run,
+    timed,
+)
 
 SPEC = str(REPO / "buildspec" / "reference.toml")
 
@@ -53,9 +61,9 @@ def main(cold_repeats: int = 2, warm_repeats: int = 3) -> dict:
 
     def cold() -> None:
         run_dir = work / f"cold-{next(counter)}"
-        before = _children_cpu()
+        before = cpu_seconds(own=False)
         release(run_dir)
-        cpu.append(_children_cpu() - before)
+        cpu.append(cpu_seconds(own=False) - before)
         shutil.rmtree(run_dir, ignore_errors=True)
 
     warm_dir = work / "warm"
@@ -80,12 +88,6 @@ def main(cold_repeats: int = 2, warm_repeats: int = 3) -> dict:
         "the floor of its wall time here"
     )
     return result
-
-
-def _children_cpu() -> float:
-    """User + system seconds of every process this one has waited for (and theirs)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 if __name__ == "__main__":

@@ -22,30 +22,23 @@ import argparse
 import copy
 import hashlib
 import json
-import resource
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import REPO, console, median, timed
+from benchmarks.common import REPO, console, cpu_seconds, median, timed
 
 
 def cpu_timed(fn: Any, repeats: int) -> list[float]:
     """CPU seconds of this process and its finished children, per run."""
     out = []
     for _ in range(repeats):
-        before = _cpu()
+        before = cpu_seconds()
         fn()
-        out.append(_cpu() - before)
+        out.append(cpu_seconds() - before)
     return out
-
-
-def _cpu() -> float:
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 TARGETS = {"query": 0.5, "matrix": 0.5, "check-env": 1.0}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -24,6 +25,17 @@ def timed(fn: Callable[[], object], repeats: int) -> list[float]:
         fn()
         out.append(time.perf_counter() - start)
     return out
+
+
+def cpu_seconds(*, own: bool = True) -> float:
+    """User + system seconds so far of the processes this one has waited for (and
+    theirs), plus its own unless `own` is False."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = kids.ru_utime + kids.ru_stime
+    if own:
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        total += me.ru_utime + me.ru_stime
+    return total
 
 
 def installed_env(base: dict[str, str] | None = None) -> dict[str, str]:
