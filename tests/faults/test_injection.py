@@ -65,8 +65,8 @@ def _git_core_spec(tmp_path: Path, url: str, commit: str, tag: str = "v0.25.1") 
 
 
 def test_plugin_source_url_is_not_run_as_an_option(tmp_path: Path) -> None:
-    from vllm_plugin_release.conform.registry import load_spec
     from vllm_plugin_release.core.compat import tomllib
+    from vllm_plugin_release.spec.load import load_spec
     from vllm_plugin_release.spec.model import from_data
 
     marker = tmp_path / "MARKER"
@@ -98,7 +98,7 @@ def test_plugin_source_git_calls_refuse_an_option_url(tmp_path: Path, what: str)
 
 
 def test_plugin_source_tag_starting_with_dash_is_refused(tmp_path: Path) -> None:
-    from vllm_plugin_release.conform.registry import load_spec
+    from vllm_plugin_release.spec.load import load_spec
 
     repo, head = _repo(tmp_path)
     spec = load_spec(_plugin_spec(tmp_path, str(repo), head, tag="--output=/dev/null"))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import REFERENCE_SPEC, vpr
-from vllm_plugin_release.conform.registry import load_spec
+from vllm_plugin_release.spec.load import load_spec
 
 
 def _pypi_reachable() -> bool:

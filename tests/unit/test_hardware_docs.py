@@ -13,8 +13,8 @@ import pytest
 from tests.support import REPO, spec_head
 from vllm_plugin_release.conform import hardwaredocs, registry
 from vllm_plugin_release.conform.hardware import settings
-from vllm_plugin_release.conform.registry import load_spec
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.spec.load import load_spec
 from vllm_plugin_release.spec.model import Spec
 
 DOCS = REPO / "tests" / "plugins" / "hardware_docs"

@@ -10,7 +10,7 @@ from pathlib import Path
 from tests.support import installer_spec
 from vllm_plugin_release.conform import pinning
 from vllm_plugin_release.conform.installer.shell import parse_shell
-from vllm_plugin_release.conform.registry import load_spec
+from vllm_plugin_release.spec.load import load_spec
 
 PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "case_installer"
 

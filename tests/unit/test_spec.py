@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from tests.support import REPO, vpr
-from vllm_plugin_release.conform.registry import load_spec, set_spec_value, spec_schema
+from vllm_plugin_release.conform.registry import set_spec_value, spec_schema
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.spec import load
 from vllm_plugin_release.spec import model as specmod
 from vllm_plugin_release.spec.docs import render
+from vllm_plugin_release.spec.load import load_spec
 
 REFERENCE = REPO / "buildspec" / "reference.toml"
 

@@ -187,15 +187,6 @@ def spec_schema() -> dict[str, Any]:
     return full_schema(tables())
 
 
-def load_spec(path: str | Path) -> Spec:
-    """Read, validate (against the full schema) and type a buildspec: `spec.load.load_spec`,
-    which needs none of the check modules (it reads the schema the package ships, kept
-    equal to `spec_schema()` by a unit test)."""
-    from vllm_plugin_release.spec import load  # jsonschema and tomlkit: only when needed
-
-    return load.load_spec(path)
-
-
 def set_spec_value(path: str | Path, dotted_key: str, raw_value: str) -> str:
     """`vpr spec set`: edit one key, refusing a result that does not validate."""
     from vllm_plugin_release.spec import load
