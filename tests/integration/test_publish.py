@@ -14,6 +14,7 @@ import pytest
 from tests.pairing import b64_digest, make_pairing, vpr, write_spec, write_wheel
 from tests.support import serve_in_thread
 from vllm_plugin_release.core.cache import sha256_file
+from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.edges import index as ix
 from vllm_plugin_release.stages import publish as pub
 
@@ -166,6 +167,29 @@ def test_install_proof_travels_with_the_index_folder(tmp_path: Path) -> None:
         assert "twine check --strict: passed by the run that proved" in done.stderr
 
 
+def _break_description(wheel: Path) -> None:
+    """Rewrite `wheel` with a long description that `twine check --strict` refuses (broken
+    reStructuredText), its RECORD kept true."""
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    meta = next(n for n in members if n.endswith("METADATA"))
+    text = members[meta].decode()
+    text = text.replace("text/markdown", "text/x-rst").split("\n\n")[0] + "\n\n`broken <rst\n"
+    members[meta] = text.encode()
+    record = next(n for n in members if n.endswith("RECORD"))
+    members[record] = (
+        "".join(
+            f"{n},sha256={b64_digest(d)},{len(d)}\n" for n, d in members.items() if n != record
+        ).encode()
+        + f"{record},,\n".encode()
+    )
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for n, d in members.items():
+            zf.writestr(n, d)
+
+
 def test_uncertified_and_bad_metadata_are_gates(tmp_path: Path) -> None:
     spec = _project(tmp_path, verdict="lab")
     done = vpr("publish", "--spec", str(spec), cwd=tmp_path)
@@ -179,24 +203,7 @@ def test_uncertified_and_bad_metadata_are_gates(tmp_path: Path) -> None:
     card["checks"].pop("pinning")
     (dist / "scorecard.json").write_text(json.dumps(card))
     plugin = next(dist.glob("vpr_test_plugin-*.whl"))
-    import zipfile
-
-    with zipfile.ZipFile(plugin) as zf:
-        members = {n: zf.read(n) for n in zf.namelist()}
-    meta = next(n for n in members if n.endswith("METADATA"))
-    text = members[meta].decode()
-    text = text.replace("text/markdown", "text/x-rst").split("\n\n")[0] + "\n\n`broken <rst\n"
-    members[meta] = text.encode()
-    record = next(n for n in members if n.endswith("RECORD"))
-    members[record] = (
-        "".join(
-            f"{n},sha256={b64_digest(d)},{len(d)}\n" for n, d in members.items() if n != record
-        ).encode()
-        + f"{record},,\n".encode()
-    )
-    with zipfile.ZipFile(plugin, "w") as zf:
-        for n, d in members.items():
-            zf.writestr(n, d)
+    _break_description(plugin)
     rec = json.loads((dist / "build-plugin.json").read_text())
     rec["wheel"]["sha256"] = sha256_file(plugin)
     (dist / "build-plugin.json").write_text(json.dumps(rec))
@@ -260,7 +267,99 @@ def test_index_down_is_exit_3(tmp_path: Path) -> None:
 
 def test_remote_sha256_against_real_pypiserver(tmp_path: Path, pypi: ix.IndexTarget) -> None:
     wheel = write_wheel(tmp_path, "vpr-probe", "1.0", {"vpr_probe/__init__.py": ""})
+    wheels = [("vpr-probe", wheel, sha256_file(wheel))]
     assert ix.remote_sha256(pypi.simple_url, "vpr-probe", wheel.name) is None
-    assert pub.ensure_on_index(pypi, "vpr-probe", wheel, sha256_file(wheel)) == "uploaded"
+    assert pub.ensure_on_index(pypi, wheels) == {wheel.name: "uploaded"}
     assert ix.remote_sha256(pypi.simple_url, "VPR_Probe", wheel.name) == sha256_file(wheel)
-    assert pub.ensure_on_index(pypi, "vpr-probe", wheel, sha256_file(wheel)) == "present"
+    assert pub.ensure_on_index(pypi, wheels) == {wheel.name: "present"}
+
+
+def test_one_upload_for_the_absent_wheels_and_a_clash_uploads_nothing(
+    tmp_path: Path, pypi: ix.IndexTarget
+) -> None:
+    """Every name is looked up before anything goes up: a clash on the second wheel leaves
+    the first unpublished too. Then the absent ones go up together (one twine upload),
+    and one already there with the same bytes is 'present'."""
+    first = write_wheel(tmp_path / "a", "vpr-one", "1.0", {"vpr_one/__init__.py": ""})
+    second = write_wheel(tmp_path / "a", "vpr-two", "1.0", {"vpr_two/__init__.py": ""})
+    other = write_wheel(tmp_path / "b", "vpr-two", "1.0", {"vpr_two/__init__.py": "# other\n"})
+    assert pub.ensure_on_index(pypi, [("vpr-two", other, sha256_file(other))]) == {
+        other.name: "uploaded"
+    }
+    pair = [("vpr-one", first, sha256_file(first)), ("vpr-two", second, sha256_file(second))]
+    with pytest.raises(GateFailed, match=f"{second.name} is already on the index"):
+        pub.ensure_on_index(pypi, pair)
+    assert ix.remote_sha256(pypi.simple_url, "vpr-one", first.name) is None  # nothing went up
+
+    third = write_wheel(tmp_path / "a", "vpr-three", "1.0", {"vpr_three/__init__.py": ""})
+    triple = [
+        ("vpr-one", first, sha256_file(first)),
+        ("vpr-two", other, sha256_file(other)),
+        ("vpr-three", third, sha256_file(third)),
+    ]
+    assert pub.ensure_on_index(pypi, triple) == {
+        first.name: "uploaded",
+        other.name: "present",
+        third.name: "uploaded",
+    }
+    for project, wheel, sha in triple:
+        assert ix.remote_sha256(pypi.simple_url, project, wheel.name) == sha
+
+
+def test_twine_check_started_ahead_is_taken_for_the_same_bytes_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`vpr release` starts publish's `twine check` once the wheels are built, at the
+    lowest CPU priority. Publish takes that run's answer only for the very same files and
+    bytes, and only once it has ended; otherwise it checks again now."""
+    import os
+    import signal
+
+    from vllm_plugin_release.core.cache import Cache
+    from vllm_plugin_release.edges import children
+
+    cache = Cache(tmp_path / ".vpr")
+    wheel = write_wheel(tmp_path / "w", "vpr-probe", "1.0", {"vpr_probe/__init__.py": ""})
+    good = sha256_file(wheel)
+
+    def ahead() -> Any:
+        pub.start_check_ahead([(wheel, sha256_file(wheel))], cache)
+        [run] = pub._CHECK_AHEAD
+        return run.started
+
+    # A good wheel: the run ahead is taken, and it ran in the background.
+    started = ahead()
+    assert os.getpriority(os.PRIO_PROCESS, started.popen.pid) == 19
+    started.popen.wait(120)
+    pub._twine_check([("vpr-probe", wheel, good)])
+    assert "twine check --strict (run while the pairing was checked)" in capsys.readouterr().err
+    assert not pub._CHECK_AHEAD and not list((cache.tmp).glob("twine-check-*"))
+
+    # A broken description: the run ahead's failure is the gate.
+    _break_description(wheel)
+    broken = sha256_file(wheel)
+    ahead().popen.wait(120)
+    with pytest.raises(GateFailed, match="twine check --strict"):
+        pub._twine_check([("vpr-probe", wheel, broken)])
+
+    # The run ahead saw the broken bytes; the file was mended since: checked again, passes.
+    ahead().popen.wait(120)
+    write_wheel(tmp_path / "w", "vpr-probe", "1.0", {"vpr_probe/__init__.py": ""})
+    assert sha256_file(wheel) == good
+    capsys.readouterr()
+    pub._twine_check([("vpr-probe", wheel, good)])
+    assert "twine check --strict\n" in capsys.readouterr().err
+
+    # A run ahead still going (held stopped here) is stopped and reaped; checked now.
+    started = ahead()
+    os.killpg(started.popen.pid, signal.SIGSTOP)
+    pub._twine_check([("vpr-probe", wheel, good)])
+    assert started.popen.returncode is not None
+    assert "twine check --strict\n" in capsys.readouterr().err
+    assert not pub._CHECK_AHEAD
+
+    # One nobody took (the release stopped before publish): stopped, reaped, swept.
+    started = ahead()
+    pub.cancel_check_ahead()
+    assert started.popen.returncode is not None and started.popen.pid not in children._LIVE
+    assert not pub._CHECK_AHEAD and not list((cache.tmp).glob("twine-check-*"))

@@ -69,6 +69,7 @@ class Started:
         folder: Path,
         cwd: Path | None = None,
         env: Mapping[str, str] | None = None,
+        background: bool = False,
     ) -> None:
         self.what = what
         self.argv = [str(a) for a in argv]
@@ -92,6 +93,9 @@ class Started:
                     f"{what}: cannot start {self.argv[0]}: {exc.strerror or exc}"
                 ) from None
         children.register(self.popen)
+        if background:  # the whole group: the guard and the command it starts
+            with contextlib.suppress(OSError, AttributeError):  # not on every platform
+                os.setpriority(os.PRIO_PGRP, self.popen.pid, 19)
 
     def finish(self, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
         """Its exit status and output, once it ends; `timeout` counts from its start (an

@@ -42,13 +42,19 @@ def _twine_env(target: IndexTarget) -> dict[str, str]:
     return env
 
 
+def twine_check_command(wheels: list[Path]) -> list[str]:
+    return [sys.executable, "-m", "twine", "check", "--strict", "--", *map(str, wheels)]
+
+
 def twine_check(wheels: list[Path]) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "twine", "check", "--strict", *map(str, wheels)],
-        capture_output=True,
-        text=True,
-        check=False,
+    """`twine check --strict` of `wheels`, run now; GateFailed when it fails."""
+    twine_check_verdict(
+        subprocess.run(twine_check_command(wheels), capture_output=True, text=True, check=False)
     )
+
+
+def twine_check_verdict(done: subprocess.CompletedProcess[str]) -> None:
+    """GateFailed when that `twine check --strict` run failed."""
     if done.returncode != 0:
         out = redact((done.stdout + done.stderr).strip())
         raise GateFailed(
@@ -57,9 +63,13 @@ def twine_check(wheels: list[Path]) -> None:
         )
 
 
-def twine_upload(target: IndexTarget, wheel: Path) -> None:
+def twine_upload(target: IndexTarget, wheels: list[Path]) -> None:
+    """One `twine upload` of `wheels`, in their order (twine stops at the first failure).
+    Transient: worth another attempt (a connection error, a timeout, 5xx, or 400/409,
+    often "file already exists", which the caller settles by asking the index)."""
+    names = ", ".join(w.name for w in wheels)
     try:
-        with progress.working(f"upload of {wheel.name} (twine)"):
+        with progress.working(f"upload of {names} (twine)"):
             done = subprocess.run(
                 [
                     sys.executable,
@@ -70,7 +80,8 @@ def twine_upload(target: IndexTarget, wheel: Path) -> None:
                     "--disable-progress-bar",
                     "--repository-url",
                     _not_an_option(target.upload_url),
-                    str(wheel),
+                    "--",
+                    *map(str, wheels),
                 ],
                 capture_output=True,
                 text=True,
@@ -79,7 +90,7 @@ def twine_upload(target: IndexTarget, wheel: Path) -> None:
                 timeout=1800,
             )
     except subprocess.TimeoutExpired:
-        raise Transient(f"upload of {wheel.name} timed out")
+        raise Transient(f"upload of {names} timed out")
     if done.returncode == 0:
         return
     out = redact((done.stdout + done.stderr).strip())
@@ -87,15 +98,15 @@ def twine_upload(target: IndexTarget, wheel: Path) -> None:
     status = re.search(r"HTTPError: (\d{3})", out)
     code = int(status.group(1)) if status else None
     if code is None or code >= 500 or "ConnectionError" in out or "timed out" in out.lower():
-        raise Transient(f"upload of {wheel.name}: {last}")
+        raise Transient(f"upload of {names}: {last}")
     if code in (401, 403):
         raise OutsideFailure(
-            f"{redact(target.upload_url)} refused the upload of {wheel.name} (HTTP {code})",
+            f"{redact(target.upload_url)} refused the upload of {names} (HTTP {code})",
             hint="set TWINE_USERNAME / TWINE_PASSWORD or store them in the keyring",
         )
     if code in (400, 409):  # often "file already exists": the caller re-checks the digest
-        raise Transient(f"upload of {wheel.name} refused (HTTP {code}): {last}")
-    raise OutsideFailure(f"upload of {wheel.name} failed (HTTP {code}):\n{last}")
+        raise Transient(f"upload of {names} refused (HTTP {code}): {last}")
+    raise OutsideFailure(f"upload of {names} failed (HTTP {code}):\n{last}")
 
 
 # ---------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
@@ -26,6 +26,9 @@ from vllm_plugin_release.edges import children, ci, envrun
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.requests import build_request
+
+if TYPE_CHECKING:
+    from vllm_plugin_release.stages.wheelbuild import StageResult
 
 
 @dataclass
@@ -81,6 +84,7 @@ def _stages(
 ) -> list[tuple[str, Callable[[], None]]]:
     # Each source is fetched or resolved once, here, and handed to the stages that read it.
     inputs = Inputs(spec, opts.cache, opts.plugin_source)
+    built: list[StageResult] = []  # the core's and the plugin's wheel stage, in that order
 
     def lock_check() -> None:
         ahead.start(spec, opts.cache)
@@ -108,6 +112,7 @@ def _stages(
             raise
         out.facts["core wheel"] = f"{result.wheel.name} sha256:{result.data['wheel']['sha256']}"
         out.ran_in["build-core"] = result.data.get("backend")
+        built.append(result)
 
     def build_plugin() -> None:
         from vllm_plugin_release.stages.build_plugin import build_plugin as run
@@ -121,6 +126,14 @@ def _stages(
         )
         out.facts["plugin wheel"] = f"{result.wheel.name} sha256:{result.data['wheel']['sha256']}"
         out.ran_in["build-plugin"] = result.data.get("backend")
+        built.append(result)
+        if opts.publish and not all(b.cached for b in built):
+            # New wheels are final now: publish's `twine check` runs in conform's idle time
+            # (a pair of cached wheels was most likely published and proven already).
+            from vllm_plugin_release.stages.publish import start_check_ahead
+
+            wheels = [(b.wheel, b.data["wheel"]["sha256"]) for b in built]
+            start_check_ahead(wheels, opts.cache)
 
     def tests_ahead(python: Path, module: str | None) -> None:
         """The plugin's tests start once the env's packages are in, while it is checked;
@@ -264,17 +277,22 @@ def _release(spec: Spec, opts: Options) -> Outcome:
                     out.stages[name] = round(time.perf_counter() - start, 3)
     finally:
         ahead.stop()
-        _stop_tests_ahead()
+        _stop_work_ahead()
         _summary(spec, opts, out, failed)
     return out
 
 
-def _stop_tests_ahead() -> None:
+def _stop_work_ahead() -> None:
     """A plugin test run started in the env stage that conform did not take (the run
-    stopped before it, or reused a cached scorecard) is stopped."""
+    stopped before it, or reused a cached scorecard), and a `twine check` started after
+    the builds that publish did not take, are stopped."""
     from vllm_plugin_release.conform import plugin_tests
+    from vllm_plugin_release.stages import publish
 
-    plugin_tests.cancel_ahead()
+    try:
+        plugin_tests.cancel_ahead()
+    finally:
+        publish.cancel_check_ahead()
 
 
 def _summary(spec: Spec, opts: Options, out: Outcome, failed: str | None) -> None:

@@ -4,9 +4,9 @@ Order, each step a gate for the next:
   1. the manifest folder verifies (subject digests; the signature when a public
      key is at hand) and its verdict is fleet or pilot (else `--allow-uncertified`);
   2. `twine check --strict` on both wheels;
-  3. per wheel: ask the index's simple API whether the file is there. Same sha256:
-     done. Different sha256: exit 1. Absent: `twine upload`, with retries and
-     backoff on connection errors and 5xx (then exit 3);
+  3. ask the index's simple API whether each file is there. Same sha256: done.
+     Different sha256: exit 1, before anything is uploaded. The absent ones: one
+     `twine upload`, with retries and backoff on connection errors and 5xx (then exit 3);
   4. with the default index, a local pypiserver on loopback over `.vpr/index/`, the
      result is proven by installing both wheels with `uv pip install --require-hashes`
      (no cache) into a scratch venv and checking it against the manifest (`--verify-install` does
@@ -36,7 +36,7 @@ from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE
 from vllm_plugin_release.core.storeindex import check_lock
-from vllm_plugin_release.edges import keys
+from vllm_plugin_release.edges import keys, proc
 from vllm_plugin_release.edges.index import (
     IndexTarget,
     LocalIndex,
@@ -52,6 +52,8 @@ from vllm_plugin_release.edges.publisher import (
     make_venv,
     targets_from_environ,
     twine_check,
+    twine_check_command,
+    twine_check_verdict,
     twine_upload,
 )
 from vllm_plugin_release.edges.runner import LocalRunner, Runner
@@ -63,51 +65,125 @@ from vllm_plugin_release.stages.wheelbuild import runner_for
 CERTIFIED = ("fleet", "pilot")
 LOCK_HINT = "the lock changed since `vpr env`; run the pairing again (vpr release) first"
 
+Wheels = list[tuple[str, Path, str]]  # (project, wheel file, sha256) for core and plugin
+
 
 # ---------------------------------------------------------------------------
 # Wheels on the index
 
 
-def ensure_on_index(target: IndexTarget, project: str, wheel: Path, sha256: str) -> str:
-    """Make sure `wheel` is on the index: 'present' (same sha256 already) or 'uploaded'.
+def ensure_on_index(target: IndexTarget, wheels: Wheels) -> dict[str, str]:
+    """Make sure every wheel is on the index: by file name, 'present' (the same sha256
+    was there already) or 'uploaded'.
 
-    A different file under the same name is GateFailed; the index failing every
-    attempt (the index client's one retry loop, `retrying`) is OutsideFailure.
+    Every file is looked up first: a different file under one of the names is GateFailed
+    before anything is uploaded. The absent ones go up in one `twine upload`; the index
+    failing every attempt (the index client's one retry loop, `retrying`) is
+    OutsideFailure naming the files still missing.
     """
     attempts, backoff = retry_policy()
-    uploads: list[bool] = []
+    uploaded: set[str] = set()
+    missing: list[str] = []
 
-    def attempt() -> str:
-        remote = remote_sha256(target.simple_url, project, wheel.name)
-        if remote == sha256:
-            return "uploaded" if uploads else "present"
-        if remote is not None:
-            raise GateFailed(
-                f"{redact(target.simple_url)}: {wheel.name} is already on the index "
-                f"with sha256 {remote}, but this build's wheel is {sha256}",
-                hint="a published file can never be replaced; bump the version (or a "
-                "local label) and rebuild, or check why the build is not reproducible",
-            )
-        twine_upload(target, wheel)
-        uploads.append(True)
-        remote = remote_sha256(target.simple_url, project, wheel.name)
-        if remote == sha256:
-            return "uploaded"
-        if remote is not None:
-            raise GateFailed(
-                f"{wheel.name}: the index holds sha256 {remote} after upload, expected {sha256}"
-            )
-        raise Transient(f"{wheel.name} not listed on the index after upload")
+    def look_up() -> list[tuple[Path, str | None]]:
+        found = [(w, remote_sha256(target.simple_url, p, w.name)) for p, w, _ in wheels]
+        for (wheel, remote), (_, _, sha) in zip(found, wheels):
+            if remote is not None and remote != sha:
+                raise GateFailed(
+                    f"{redact(target.simple_url)}: {wheel.name} is already on the index "
+                    f"with sha256 {remote}, but this build's wheel is {sha}",
+                    hint="a published file can never be replaced; bump the version (or a "
+                    "local label) and rebuild, or check why the build is not reproducible",
+                )
+        return found
+
+    def attempt() -> dict[str, str]:
+        absent = [wheel for wheel, remote in look_up() if remote is None]
+        missing[:] = [w.name for w in absent]
+        if absent:
+            uploaded.update(missing)
+            twine_upload(target, absent)
+            still = [wheel.name for wheel, remote in look_up() if remote is None]
+            if still:
+                missing[:] = still
+                raise Transient(f"{', '.join(still)} not listed on the index after upload")
+        return {w.name: "uploaded" if w.name in uploaded else "present" for _, w, _ in wheels}
 
     try:
         return retrying(attempt, attempts=attempts, backoff=backoff)
     except Transient as exc:
         raise OutsideFailure(
-            f"{redact(target.upload_url)}: giving up on {wheel.name} after {attempts} "
-            f"attempts: {exc}",
+            f"{redact(target.upload_url)}: giving up on {', '.join(missing)} after "
+            f"{attempts} attempts: {exc}",
             hint="the index is down or failing; re-run `vpr publish` later (files already "
             "uploaded with the same sha256 count as done)",
         )
+
+
+# ---------------------------------------------------------------------------
+# twine check, started ahead: within `vpr release`, once both wheels are built (they
+# are final then), at the lowest CPU priority, so that it runs in the time conform and
+# the manifest leave a core idle. Publish takes its answer for the very same files and
+# bytes; a run still going then is stopped and the check run again at normal priority
+# (on a machine busy with other work, the early run may have had no time at all).
+
+
+@dataclass
+class _CheckAhead:
+    key: tuple[tuple[str, str], ...]  # (resolved wheel path, sha256), in order
+    started: proc.Started
+    scratch: contextlib.ExitStack
+
+
+_CHECK_AHEAD: list[_CheckAhead] = []
+
+
+def _check_key(wheels: list[tuple[Path, str]]) -> tuple[tuple[str, str], ...]:
+    return tuple((str(wheel.resolve()), sha) for wheel, sha in wheels)
+
+
+def start_check_ahead(wheels: list[tuple[Path, str]], cache: Cache) -> None:
+    """Start `twine check --strict` of `wheels` (each with its sha256) for publish to take."""
+    cancel_check_ahead()
+    scratch = contextlib.ExitStack()
+    try:
+        folder = scratch.enter_context(cache.scratch("twine-check-"))
+        command = twine_check_command([wheel for wheel, _ in wheels])
+        started = proc.Started(command, what="twine check", folder=folder, background=True)
+    except OutsideFailure:
+        scratch.close()  # publish runs the check itself, and says what is wrong
+        return
+    except BaseException:
+        scratch.close()
+        raise
+    _CHECK_AHEAD.append(_CheckAhead(_check_key(wheels), started, scratch))
+
+
+def cancel_check_ahead() -> None:
+    """Stop a check started ahead that publish did not take (the run stopped before it)."""
+    while _CHECK_AHEAD:
+        ahead = _CHECK_AHEAD.pop()
+        try:
+            ahead.started.cancel()
+        finally:
+            ahead.scratch.close()
+
+
+def _twine_check(wheels: Wheels) -> None:
+    """Gate 2: `twine check --strict` of both wheels; the run started ahead for these very
+    files and bytes when it has ended, else a run now."""
+    key = _check_key([(wheel, sha) for _, wheel, sha in wheels])
+    ended = [a for a in _CHECK_AHEAD if a.key == key and a.started.popen.poll() is not None]
+    try:
+        done = ended[0].started.finish() if ended else None
+    finally:
+        cancel_check_ahead()  # its output is read; any other run is stopped
+    if done is not None:
+        progress.info("twine check --strict (run while the pairing was checked)")
+        twine_check_verdict(done)
+        return
+    progress.info("twine check --strict")
+    twine_check([wheel for _, wheel, _ in wheels])
 
 
 # ---------------------------------------------------------------------------
@@ -183,9 +259,6 @@ def resolve_targets(
     if store and "://" not in store and not Path(store).is_absolute():
         store = str(spec.root / store)
     return index, store or str(cache_root / "store")
-
-
-Wheels = list[tuple[str, Path, str]]  # (project, wheel file, sha256) for core and plugin
 
 
 PROOFS = ".vpr-proofs"  # in the index folder (pypiserver serves no dot folder)
@@ -331,10 +404,11 @@ def _upload_and_prove(
     proof on `runner()`. The local index is stopped again before this returns."""
     with contextlib.ExitStack() as stack:
         target = _open_index(stack, result, local, index, simple_index)
-        for project, wheel, sha in wheels:
-            with progress.status(f"publishing {wheel.name} to {result.index}"):
-                result.wheels[wheel.name] = ensure_on_index(target, project, wheel, sha)
-            progress.info(f"{wheel.name}: {result.wheels[wheel.name]} on {result.index}")
+        names = " and ".join(w.name for _, w, _ in wheels)
+        with progress.status(f"publishing {names} to {result.index}"):
+            result.wheels = ensure_on_index(target, wheels)
+        for name, status in result.wheels.items():
+            progress.info(f"{name}: {status} on {result.index}")
         if verify_install:
             proof_runner = runner()
             _prove_in_scratch(target, manifest, dist_dir, scratch_root, proof_runner)
@@ -441,6 +515,7 @@ def publish_folder(
         else None
     )
     if proven is not None:
+        cancel_check_ahead()
         # The same bytes were uploaded and install-proven on this runner by an earlier
         # run: the local index is a folder we own, so checking the files on disk is the
         # whole answer (that run checked them with twine before it uploaded them).
@@ -452,8 +527,7 @@ def publish_folder(
         result.install_proven = True
         result.proven_in = proven
     else:
-        progress.info("twine check --strict")
-        twine_check([w for _, w, _ in wheels])
+        _twine_check(wheels)
         _upload_and_prove(
             result,
             wheels,
