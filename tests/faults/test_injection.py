@@ -208,7 +208,7 @@ def test_index_url_starting_with_dash_is_refused(tmp_path: Path) -> None:
     wheel = tmp_path / "demo-1.0-py3-none-any.whl"
     wheel.write_bytes(b"x")
     with pytest.raises(BadInput, match="--index"):
-        publisher.twine_upload(IndexTarget("--help", "--help"), wheel)
+        publisher.twine_upload(IndexTarget("--help", "--help"), [wheel])
     with pytest.raises(BadInput, match="--index"):
         publisher.install_with_hashes(
             tmp_path / "python", "--help", tmp_path / "req.txt", LocalRunner("off")
