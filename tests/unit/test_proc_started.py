@@ -79,3 +79,36 @@ def test_cancel_stops_the_group_and_leaves_an_ended_command_alone(tmp_path: Path
 def test_a_command_that_cannot_start_is_an_outside_failure(tmp_path: Path) -> None:
     with pytest.raises(OutsideFailure, match="cannot start"):
         Started([str(tmp_path / "no-such-program")], what="a probe", folder=tmp_path)
+
+
+def test_every_long_lived_child_is_spawned_the_same_way(tmp_path: Path) -> None:
+    """`spawn`, behind the runner's commands, the warm worker, the local index and `vllm
+    serve`: its own session, registered with the run; a missing program is an outside
+    failure naming what was being started, with or without the death guard."""
+    from vllm_plugin_release.edges import serve
+    from vllm_plugin_release.edges.proc import spawn
+
+    for guard in (True, False):
+        sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+        popen = spawn(sleeper, what="a probe", stdout=None, guard=guard)
+        try:
+            assert os.getpgid(popen.pid) == popen.pid  # leads its own group
+            assert popen.pid in children._LIVE  # stopped with the run on a signal
+        finally:
+            children.forget(popen)
+            children.kill_group(popen.pid, grace=0)
+            popen.wait(30)
+        with pytest.raises(OutsideFailure, match=r"a probe: cannot start .*no-such-program"):
+            spawn([tmp_path / "no-such-program"], what="a probe", stdout=None, guard=guard)
+    with pytest.raises(OutsideFailure, match="vllm serve: cannot start"):
+        serve.start_server([str(tmp_path / "no-such-vllm")], {}, tmp_path / "serve.log")
+
+
+def test_a_build_command_that_cannot_start_is_an_outside_failure(tmp_path: Path) -> None:
+    """Before, the death guard started in its place and failed with a traceback in the
+    log: a gate failure (exit 1) that blamed the build."""
+    from vllm_plugin_release.edges.runner import Command, LocalRunner
+
+    command = Command(label="build wheel", argv=(str(tmp_path / "no-such-tool"), "--version"))
+    with pytest.raises(OutsideFailure, match=r"build wheel: cannot start .*no-such-tool"):
+        LocalRunner("off").run(command, tmp_path / "logs" / "build.log")

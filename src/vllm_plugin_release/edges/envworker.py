@@ -22,6 +22,7 @@ from typing import Any
 
 from vllm_plugin_release.core.errors import OutsideFailure
 from vllm_plugin_release.edges import children
+from vllm_plugin_release.edges.proc import spawn
 
 # The exit code of a job refused its `site_first` (inenv/worker.LAYER_REFUSED: nothing
 # imports inenv, so the number is written twice; tests/unit/test_worker_layer.py checks).
@@ -63,24 +64,18 @@ class Worker:
             names = {"first": list(preload), "then": list(later)}
             (folder / "preload.json").write_text(json.dumps(names))
             with open(folder / "worker.log", "wb") as log:
-                popen = subprocess.Popen(
-                    children.guarded(
-                        [str(python.absolute()), str(script), str(folder / "preload.json")]
-                    ),
+                popen = spawn(  # its own group: stopped as a whole with the run
+                    [python.absolute(), script, folder / "preload.json"],
+                    what=f"the warm worker in {python}",
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=log,
                     env=env,
                     cwd=folder,
-                    start_new_session=True,  # its own group: stopped as a whole with the run
                 )
-        except OSError as exc:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise OutsideFailure(f"cannot start the warm worker in {python}: {exc}")
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
-        children.register(popen)
         return cls(python, folder, popen, env)
 
     def _read(self) -> None:

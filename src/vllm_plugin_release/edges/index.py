@@ -30,6 +30,7 @@ from vllm_plugin_release.core.cache import atomic_write_text
 from vllm_plugin_release.core.errors import OutsideFailure
 from vllm_plugin_release.core.net import scrub
 from vllm_plugin_release.edges import children, netwait
+from vllm_plugin_release.edges.proc import spawn
 from vllm_plugin_release.edges.serve import free_port
 
 USER_AGENT = "vllm-plugin-release (+publish)"
@@ -364,7 +365,7 @@ class LocalIndex:
         for _ in range(3):  # the port could be taken between choosing and binding
             self.port = free_port()
             with self.log.open("wb") as log:
-                self.process = subprocess.Popen(
+                self.process = spawn(
                     [
                         sys.executable,
                         "-m",
@@ -385,12 +386,10 @@ class LocalIndex:
                         "simple-dir",
                         str(self.root),
                     ],
-                    stdin=subprocess.DEVNULL,
+                    what="the local package index (pypiserver)",
                     stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
+                    guard=False,  # a server left by a SIGKILLed run is stopped by the next
                 )
-            children.register(self.process)
             pid_record = {"pid": self.process.pid, "port": self.port, "root": str(self.root)}
             atomic_write_text(self.pid_file, json.dumps(pid_record) + "\n")
             deadline = time.monotonic() + self.startup_timeout

@@ -1,5 +1,7 @@
-"""Child processes for stages and checks that need one outside a runner: the one place
-that starts them (plugin tests, interpreter questions, the stand-in wheel build).
+"""Child processes for stages and checks that need one outside a runner (plugin tests,
+interpreter questions, the stand-in wheel build), and `spawn`, the one place that starts
+a process that outlives the call (the runner's commands, the warm worker, the local
+index, `vllm serve`, `Started`).
 
 Errors are said plainly: a program that cannot be started, or does not finish in
 time, is an outside failure (exit 3) naming what was being done.
@@ -14,6 +16,7 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import OutsideFailure
@@ -55,6 +58,42 @@ def run(
         raise OutsideFailure(f"{what}: cannot start {argv[0]!s}: {exc.strerror or exc}")
 
 
+def spawn(
+    argv: Sequence[str | Path],
+    *,
+    what: str,
+    stdout: Any,
+    stderr: Any = subprocess.STDOUT,
+    stdin: Any = subprocess.DEVNULL,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    guard: bool = True,
+) -> subprocess.Popen[bytes]:
+    """Start `argv` in its own process group (a new session) and register it with the run,
+    which stops the group on SIGINT or SIGTERM: the one way the edges start a process that
+    outlives the call. `guard`: behind the death guard (`children.guarded`: the group dies
+    with a SIGKILLed run). A program that cannot be started is an outside failure naming
+    `what`: with the guard, it is looked for first (the guard would start, and fail, in
+    its place)."""
+    args = [str(a) for a in argv]
+    if guard and shutil.which(args[0]) is None:
+        raise OutsideFailure(f"{what}: cannot start {args[0]}: no such program")
+    try:
+        popen = subprocess.Popen(
+            children.guarded(args) if guard else args,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise OutsideFailure(f"{what}: cannot start {args[0]}: {exc.strerror or exc}") from None
+    children.register(popen)
+    return popen
+
+
 class Started:
     """A command started now and waited for later (`finish`), or stopped (`cancel`). It
     runs in its own process group, registered with the run (stopped with it on SIGINT
@@ -75,24 +114,8 @@ class Started:
         self.argv = [str(a) for a in argv]
         self.started = time.monotonic()
         self._out, self._err = folder / "stdout.txt", folder / "stderr.txt"
-        if shutil.which(self.argv[0]) is None:  # the guard would start, and fail, in its place
-            raise OutsideFailure(f"{what}: cannot start {self.argv[0]}: no such program")
         with self._out.open("wb") as out, self._err.open("wb") as err:
-            try:
-                self.popen = subprocess.Popen(
-                    children.guarded(self.argv),
-                    cwd=cwd,
-                    env=dict(env) if env is not None else None,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=err,
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                raise OutsideFailure(
-                    f"{what}: cannot start {self.argv[0]}: {exc.strerror or exc}"
-                ) from None
-        children.register(self.popen)
+            self.popen = spawn(self.argv, what=what, stdout=out, stderr=err, env=env, cwd=cwd)
         if background:  # the whole group: the guard and the command it starts
             with contextlib.suppress(OSError, AttributeError):  # not on every platform
                 os.setpriority(os.PRIO_PGRP, self.popen.pid, 19)

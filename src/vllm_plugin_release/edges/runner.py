@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from vllm_plugin_release.core import progress
-from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure, PythonUnavailable
+from vllm_plugin_release.core.errors import BadInput, GateFailed, PythonUnavailable
 from vllm_plugin_release.edges import cachedir, children, proc
 from vllm_plugin_release.edges.uv import uv_bin
 
@@ -164,25 +164,14 @@ class LocalRunner:
         with log.open("ab") as out:
             out.write(f"$ {' '.join(argv)}\n".encode())
             out.flush()
-            try:
-                proc = subprocess.Popen(
-                    children.guarded(argv),  # dies with the run, even a SIGKILLed one
-                    env=dict(cmd.env) if cmd.env else None,
-                    cwd=cmd.cwd,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,  # its own group: stopped as a whole with the run
-                )
-            except FileNotFoundError as exc:
-                raise OutsideFailure(f"{cmd.label}: cannot start {argv[0]!r}: {exc.strerror}")
-            children.register(proc)
+            # its own group, stopped as a whole with the run, even a SIGKILLed one
+            child = proc.spawn(argv, what=cmd.label, stdout=out, env=cmd.env or None, cwd=cmd.cwd)
             try:
                 with progress.working(cmd.label, log):  # the log path, then a heartbeat
-                    returncode = proc.wait()
+                    returncode = child.wait()
             finally:
-                children.forget(proc)
-                children.kill_group(proc.pid, grace=0 if proc.returncode is None else 5)
+                children.forget(child)
+                children.kill_group(child.pid, grace=0 if child.returncode is None else 5)
         if returncode != 0:
             raise GateFailed(
                 f"{cmd.label} failed (exit {returncode}); log: {log}\n{_tail(log)}",

@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 from vllm_plugin_release.edges import children
+from vllm_plugin_release.edges.proc import spawn
 
 
 def free_port() -> int:
@@ -24,12 +25,8 @@ def free_port() -> int:
 def start_server(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """Start `argv` in its own session, stdout and stderr into `log`."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-    children.register(proc)  # stopped with the run on SIGINT/SIGTERM
-    return proc
+    with log.open("wb") as out:  # no death guard: `stop` asks the server to end, politely
+        return spawn(argv, what="vllm serve", stdout=out, env=env, guard=False)
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
