@@ -93,7 +93,11 @@ def run_in_env(
         script = stage_module(module, Path(tmp))
         child_env = child_environment(env)
         worker = workers.get(python) if env is None else None
-        site_first = envbytecode.site_packages(overlay) if overlay is not None else None
+        site_first = (  # looked up only for a worker to put first
+            envbytecode.site_packages(overlay)
+            if overlay is not None and worker is not None
+            else None
+        )
         returncode = None
         if worker is not None and worker.env == child_env and (overlay is None or site_first):
             # The job's folder is ours, as a new interpreter's would be (not the worker's).
