@@ -363,3 +363,36 @@ def test_twine_check_started_ahead_is_taken_for_the_same_bytes_only(
     pub.cancel_check_ahead()
     assert started.popen.returncode is not None and started.popen.pid not in children._LIVE
     assert not pub._CHECK_AHEAD and not list((cache.tmp).glob("twine-check-*"))
+
+
+def test_an_index_failing_every_lookup_names_the_wheels_it_gave_up_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index answering 503 to every page: an outside failure after the retries that
+    names every wheel not known to be on it (before, the first lookup's failure left
+    the list empty: 'giving up on  after 3 attempts')."""
+    from vllm_plugin_release.core.errors import OutsideFailure
+
+    class Down(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Down)
+    serve_in_thread(server)
+    for name, value in FAST_RETRY.items():
+        monkeypatch.setenv(name, value)
+    one = write_wheel(tmp_path, "vpr-one", "1.0", {"vpr_one/__init__.py": ""})
+    two = write_wheel(tmp_path, "vpr-two", "1.0", {"vpr_two/__init__.py": ""})
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    wheels = [("vpr-one", one, sha256_file(one)), ("vpr-two", two, sha256_file(two))]
+    try:
+        with pytest.raises(OutsideFailure, match=f"giving up on {one.name}, {two.name} after 3"):
+            pub.ensure_on_index(ix.IndexTarget(url, url + "simple/"), wheels)
+    finally:
+        server.shutdown()
+        server.server_close()

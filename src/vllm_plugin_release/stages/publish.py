@@ -83,7 +83,7 @@ def ensure_on_index(target: IndexTarget, wheels: Wheels) -> dict[str, str]:
     """
     attempts, backoff = retry_policy()
     uploaded: set[str] = set()
-    missing: list[str] = []
+    missing = [w.name for _, w, _ in wheels]  # not known to be on the index yet
 
     def look_up() -> list[tuple[Path, str | None]]:
         found = [(w, remote_sha256(target.simple_url, p, w.name)) for p, w, _ in wheels]
