@@ -184,10 +184,11 @@ def _register_publish(subparsers: Any) -> None:
         "publish",
         help="upload both wheels to a package index and add the manifest to the store",
         description="twine check --strict, then upload both wheels (a file already on the index "
-        "with the same sha256 counts as done; a different one fails), then add the manifest "
-        "to the manifest store. With no index, a local pypiserver on loopback over .vpr/index/ "
-        "is used and the upload is proven by installing both wheels with --require-hashes. "
-        "Credentials come from TWINE_USERNAME / TWINE_PASSWORD or the keyring.",
+        "with the same sha256 counts as done; a different one fails before anything is "
+        "uploaded), then add the manifest to the manifest store. With no index, a local "
+        "pypiserver on loopback over .vpr/index/ is used and the upload is proven by "
+        "installing both wheels with --require-hashes. Credentials come from "
+        "TWINE_USERNAME / TWINE_PASSWORD or the keyring.",
     )
     _spec_and_dirs(p)
     p.add_argument(
