@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,10 +34,12 @@ def _project(tmp_path: Path, **kw: Any) -> Path:
 class FlakyProxy:
     """Forwards to a real index; answers 503 to uploads once `fail_after` uploads went through."""
 
-    def __init__(self, upstream: str, fail_after: int) -> None:
+    def __init__(self, upstream: str, fail_after: int, *, lie_after_upload: bool = False) -> None:
         self.upstream = upstream.rstrip("/")
         self.fail_after = fail_after
         self.posts = 0
+        # once an upload went through, every sha256 on the index's pages reads 000...0
+        self.lie_after_upload = lie_after_upload
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -57,6 +60,8 @@ class FlakyProxy:
                         status, data, ctype = r.status, r.read(), r.headers.get("Content-Type")
                 except urllib.error.HTTPError as exc:
                     status, data, ctype = exc.code, exc.read(), exc.headers.get("Content-Type")
+                if body is None and proxy.lie_after_upload and proxy.posts:
+                    data = re.sub(rb"[0-9a-f]{64}", b"0" * 64, data)
                 self.send_response(status)
                 self.send_header("Content-Type", ctype or "text/plain")
                 self.send_header("Content-Length", str(len(data)))
@@ -396,3 +401,22 @@ def test_an_index_failing_every_lookup_names_the_wheels_it_gave_up_on(
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_an_index_holding_other_bytes_after_the_upload_says_so(
+    tmp_path: Path, pypi: ix.IndexTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index lists another sha256 for the file just uploaded: a gate failure that says
+    it happened after the upload (not that the file was there before)."""
+    for name, value in FAST_RETRY.items():
+        monkeypatch.setenv(name, value)
+    proxy = FlakyProxy(pypi.upload_url, fail_after=10**6, lie_after_upload=True)
+    wheel = write_wheel(tmp_path, "vpr-one", "1.0", {"vpr_one/__init__.py": ""})
+    target = ix.IndexTarget(proxy.url, proxy.url + "simple/", local=True)  # twine's dummy user
+    try:
+        with pytest.raises(GateFailed, match=f"{wheel.name}: the index holds sha256 0{{64}} "
+                           "after upload"):  # fmt: skip
+            pub.ensure_on_index(target, [("vpr-one", wheel, sha256_file(wheel))])
+        assert proxy.posts == 1
+    finally:
+        proxy.close()

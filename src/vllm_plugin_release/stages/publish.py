@@ -88,13 +88,21 @@ def ensure_on_index(target: IndexTarget, wheels: Wheels) -> dict[str, str]:
     def look_up() -> list[tuple[Path, str | None]]:
         found = [(w, remote_sha256(target.simple_url, p, w.name)) for p, w, _ in wheels]
         for (wheel, remote), (_, _, sha) in zip(found, wheels):
-            if remote is not None and remote != sha:
+            if remote is None or remote == sha:
+                continue
+            if wheel.name in uploaded:  # this call's upload: not the file it sent
                 raise GateFailed(
-                    f"{redact(target.simple_url)}: {wheel.name} is already on the index "
-                    f"with sha256 {remote}, but this build's wheel is {sha}",
-                    hint="a published file can never be replaced; bump the version (or a "
-                    "local label) and rebuild, or check why the build is not reproducible",
+                    f"{redact(target.simple_url)}: {wheel.name}: the index holds sha256 "
+                    f"{remote} after upload, expected {sha}",
+                    hint="the index changed the file, or another publisher uploaded other "
+                    "bytes under its name meanwhile; check the index before publishing again",
                 )
+            raise GateFailed(
+                f"{redact(target.simple_url)}: {wheel.name} is already on the index "
+                f"with sha256 {remote}, but this build's wheel is {sha}",
+                hint="a published file can never be replaced; bump the version (or a "
+                "local label) and rebuild, or check why the build is not reproducible",
+            )
         return found
 
     def attempt() -> dict[str, str]:
