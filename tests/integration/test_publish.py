@@ -420,3 +420,22 @@ def test_an_index_holding_other_bytes_after_the_upload_says_so(
         assert proxy.posts == 1
     finally:
         proxy.close()
+
+
+def test_no_credentials_for_an_index_is_an_outside_failure_at_once(
+    tmp_path: Path, pypi: ix.IndexTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """twine with no user name and no keyring entry (non-interactive): exit 3 at once with
+    what to set, not retried as if the index were down."""
+    from vllm_plugin_release.core.errors import OutsideFailure
+
+    for name in ("TWINE_USERNAME", "TWINE_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.null.Keyring")
+    monkeypatch.setenv("VPR_PUBLISH_ATTEMPTS", "3")
+    monkeypatch.setenv("VPR_PUBLISH_BACKOFF", "30")  # a retry would take a minute
+    wheel = write_wheel(tmp_path, "vpr-one", "1.0", {"vpr_one/__init__.py": ""})
+    target = ix.IndexTarget(pypi.upload_url, pypi.simple_url)  # not marked local: no dummy user
+    with pytest.raises(OutsideFailure, match="no credentials") as info:
+        pub.ensure_on_index(target, [("vpr-one", wheel, sha256_file(wheel))])
+    assert "TWINE_USERNAME" in info.value.hint

@@ -95,6 +95,11 @@ def twine_upload(target: IndexTarget, wheels: list[Path]) -> None:
         return
     out = redact((done.stdout + done.stderr).strip())
     last = "\n".join(out.splitlines()[-6:])
+    if "Credential not found" in out:  # twine, non-interactive, with no user or password
+        raise OutsideFailure(
+            f"{redact(target.upload_url)}: no credentials for the upload of {names}",
+            hint="set TWINE_USERNAME / TWINE_PASSWORD or store them in the keyring",
+        )
     status = re.search(r"HTTPError: (\d{3})", out)
     code = int(status.group(1)) if status else None
     if code is None or code >= 500 or "ConnectionError" in out or "timed out" in out.lower():
