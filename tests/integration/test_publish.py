@@ -329,8 +329,8 @@ def test_twine_check_started_ahead_is_taken_for_the_same_bytes_only(
 
     def ahead() -> Any:
         pub.start_check_ahead([(wheel, sha256_file(wheel))], cache)
-        [run] = pub._CHECK_AHEAD
-        return run.started
+        [started] = pub._CHECK_AHEAD.started()
+        return started
 
     # A good wheel: the run ahead is taken, and it ran in the background.
     started = ahead()
@@ -338,7 +338,7 @@ def test_twine_check_started_ahead_is_taken_for_the_same_bytes_only(
     started.popen.wait(120)
     pub._twine_check([("vpr-probe", wheel, good)])
     assert "twine check --strict (run while the pairing was checked)" in capsys.readouterr().err
-    assert not pub._CHECK_AHEAD and not list((cache.tmp).glob("twine-check-*"))
+    assert not pub._CHECK_AHEAD.started() and not list((cache.tmp).glob("twine-check-*"))
 
     # A broken description: the run ahead's failure is the gate.
     _break_description(wheel)
@@ -361,13 +361,13 @@ def test_twine_check_started_ahead_is_taken_for_the_same_bytes_only(
     pub._twine_check([("vpr-probe", wheel, good)])
     assert started.popen.returncode is not None
     assert "twine check --strict\n" in capsys.readouterr().err
-    assert not pub._CHECK_AHEAD
+    assert not pub._CHECK_AHEAD.started()
 
     # One nobody took (the release stopped before publish): stopped, reaped, swept.
     started = ahead()
     pub.cancel_check_ahead()
     assert started.popen.returncode is not None and started.popen.pid not in children._LIVE
-    assert not pub._CHECK_AHEAD and not list((cache.tmp).glob("twine-check-*"))
+    assert not pub._CHECK_AHEAD.started() and not list((cache.tmp).glob("twine-check-*"))
 
 
 def test_an_index_failing_every_lookup_names_the_wheels_it_gave_up_on(

@@ -55,11 +55,11 @@ def test_conform_takes_the_run_started_ahead_and_gets_the_same_result(
     now = pt.tests_run(cache, PYTHON, plugin, "cpu", CFG, "eager_sdk")
     calls = _no_run_now(monkeypatch)
     assert pt.start_ahead(cache, PYTHON, plugin, "cpu", CFG, "eager_sdk")
-    pid = pt._AHEAD[0].started.popen.pid
+    pid = pt._AHEAD.started()[0].popen.pid
     ahead = pt.tests_run(cache, PYTHON, plugin, "cpu", CFG, "eager_sdk")
     assert calls == []  # known-bad first: no second run was made, the one ahead was taken
     assert ahead.to_json() == now.to_json() and ahead.counts["deferred"] == 1
-    assert pt._AHEAD == [] and _scratch(cache) == [] and pid not in children._LIVE
+    assert pt._AHEAD.started() == [] and _scratch(cache) == [] and pid not in children._LIVE
 
 
 def test_a_run_started_for_another_command_is_stopped_not_used(
@@ -67,7 +67,7 @@ def test_a_run_started_for_another_command_is_stopped_not_used(
 ) -> None:
     calls = _no_run_now(monkeypatch)
     assert pt.start_ahead(cache, PYTHON, plugin, "cpu", CFG, None)  # runtime "present"
-    started = pt._AHEAD[0].started
+    started = pt._AHEAD.started()[0]
     run = pt.tests_run(cache, PYTHON, plugin, "cpu", CFG, "eager_sdk")
     assert calls == [1]  # run now, for the command conform needs
     assert started.popen.returncode is not None and started.popen.pid not in children._LIVE
@@ -76,15 +76,15 @@ def test_a_run_started_for_another_command_is_stopped_not_used(
 
 def test_a_run_nobody_took_is_stopped(plugin: Path, cache: Cache) -> None:
     assert pt.start_ahead(cache, PYTHON, plugin, "cpu", CFG, "eager_sdk")
-    started = pt._AHEAD[0].started
+    started = pt._AHEAD.started()[0]
     pt.cancel_ahead()
     assert started.popen.returncode is not None and started.popen.pid not in children._LIVE
-    assert pt._AHEAD == [] and _scratch(cache) == []
+    assert pt._AHEAD.started() == [] and _scratch(cache) == []
 
 
 def test_bad_input_starts_nothing_ahead(plugin: Path, cache: Cache) -> None:
     cfg = pt.settings({"cpu": ["no-such-tests"]})
     assert not pt.start_ahead(cache, PYTHON, plugin, "cpu", cfg, "eager_sdk")
-    assert pt._AHEAD == [] and _scratch(cache) == []
+    assert pt._AHEAD.started() == [] and _scratch(cache) == []
     with pytest.raises(pt.BadInput, match="test paths not found"):  # conform says it
         pt.tests_run(cache, PYTHON, plugin, "cpu", cfg, "eager_sdk")

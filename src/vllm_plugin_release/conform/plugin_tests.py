@@ -273,16 +273,7 @@ def run_tests(
 # environment, same files: only the start is earlier. A run nobody took is stopped.
 
 
-@dataclass
-class _Ahead:
-    key: tuple[str, ...]
-    started: proc.Started
-    junit: Path
-    plan: tuple[list[str], list[str]]
-    scratch: contextlib.ExitStack
-
-
-_AHEAD: list[_Ahead] = []
+_AHEAD = proc.Ahead()
 
 
 def _key(python: Path, root: Path, runner: str, cfg: dict[str, Any], module: str | None):
@@ -310,51 +301,31 @@ def start_ahead(
     except BaseException:
         scratch.close()
         raise
-    key = _key(python, root, runner, cfg, module)
-    _AHEAD.append(_Ahead(key, started, tmp / "j.xml", plan, scratch))
+    _AHEAD.add(_key(python, root, runner, cfg, module), started, scratch, (tmp / "j.xml", plan))
     return True
-
-
-def _take(key: tuple[str, ...]) -> _Ahead | None:
-    """The run started ahead with this very command, if any; any other is stopped."""
-    found = None
-    while _AHEAD:
-        ahead = _AHEAD.pop()
-        if ahead.key == key and found is None:
-            found = ahead
-        else:
-            _stop(ahead)
-    return found
-
-
-def _stop(ahead: _Ahead) -> None:
-    try:
-        ahead.started.cancel()
-    finally:
-        ahead.scratch.close()
 
 
 def tests_run(
     cache: Cache, python: Path, root: Path, runner: str, cfg: dict[str, Any], module: str | None
 ) -> TestRun:
     """The run started ahead with this very command, once it ends; else a run now."""
-    ahead = _take(_key(python, root, runner, cfg, module))
+    ahead = _AHEAD.take(_key(python, root, runner, cfg, module))
     if ahead is None:
         with cache.scratch("conform-tests-") as tmp:
             return run_tests(python, root, runner, cfg, tmp / "j.xml", module)
     try:
         with progress.working("plugin tests (started while the env was checked)"):
             done = ahead.started.finish(cfg["timeout"])
-        return _outcome(done, ahead.junit, runner, cfg, ahead.plan, module)
+        junit, plan = ahead.data
+        return _outcome(done, junit, runner, cfg, plan, module)
     finally:
-        _stop(ahead)
+        ahead.close()
 
 
 def cancel_ahead() -> None:
     """Stop a run started ahead that conform did not take (the release stopped before it,
     or reused a cached scorecard)."""
-    while _AHEAD:
-        _stop(_AHEAD.pop())
+    _AHEAD.cancel()
 
 
 def regressions(baseline: TestRun, new: TestRun) -> list[str]:

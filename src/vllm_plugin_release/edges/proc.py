@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,68 @@ class Started:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.popen.wait(5)
         children.forget(self.popen)
+
+
+@dataclass
+class Taken:
+    """A run started ahead, taken by the step it was started for: read its result
+    (`started.finish`), then `close` it."""
+
+    started: Started
+    scratch: contextlib.ExitStack  # the folder its output goes to
+    data: Any = None  # what the starter noted for the taker
+
+    def close(self) -> None:
+        """Stop it unless it has ended, and remove its folder."""
+        try:
+            self.started.cancel()
+        finally:
+            self.scratch.close()
+
+
+class Ahead:
+    """Commands started before the step that wants their result (within `vpr release`:
+    the plugin's tests, publish's `twine check`), each under a key that says exactly
+    what it runs. The step takes the run for its very key, or runs the command itself;
+    any other run is stopped. A run nobody takes is stopped by `cancel`."""
+
+    def __init__(self) -> None:
+        self._runs: list[tuple[object, Taken]] = []
+
+    def add(
+        self, key: object, started: Started, scratch: contextlib.ExitStack, data: Any = None
+    ) -> None:
+        self._runs.append((key, Taken(started, scratch, data)))
+
+    def started(self) -> list[Started]:
+        """The runs held now."""
+        return [run.started for _, run in self._runs]
+
+    def take(self, key: object, *, ended: bool = False) -> Taken | None:
+        """The run started for `key` (with `ended`: only if it has ended), which the caller
+        closes; every other run is stopped."""
+        found = None
+        try:
+            while self._runs:
+                held, run = self._runs.pop()
+                if (
+                    found is None
+                    and held == key
+                    and (not ended or run.started.popen.poll() is not None)
+                ):
+                    found = run
+                else:
+                    run.close()
+        except BaseException:
+            if found is not None:
+                found.close()
+            raise
+        return found
+
+    def cancel(self) -> None:
+        """Stop every run held."""
+        while self._runs:
+            self._runs.pop()[1].close()
 
 
 def ask_python(python: Path, code: str, *, what: str) -> str | None:

@@ -136,18 +136,11 @@ def ensure_on_index(target: IndexTarget, wheels: Wheels) -> dict[str, str]:
 # (on a machine busy with other work, the early run may have had no time at all).
 
 
-@dataclass
-class _CheckAhead:
-    key: tuple[tuple[str, str], ...]  # (resolved wheel path, sha256), in order
-    started: proc.Started
-    scratch: contextlib.ExitStack
-
-
-_CHECK_AHEAD: list[_CheckAhead] = []
+_CHECK_AHEAD = proc.Ahead()
 
 
 def _check_key(wheels: list[tuple[Path, str]]) -> tuple[tuple[str, str], ...]:
-    return tuple((str(wheel.resolve()), sha) for wheel, sha in wheels)
+    return tuple((str(wheel.resolve()), sha) for wheel, sha in wheels)  # in order
 
 
 def start_check_ahead(wheels: list[tuple[Path, str]], cache: Cache) -> None:
@@ -164,29 +157,24 @@ def start_check_ahead(wheels: list[tuple[Path, str]], cache: Cache) -> None:
     except BaseException:
         scratch.close()
         raise
-    _CHECK_AHEAD.append(_CheckAhead(_check_key(wheels), started, scratch))
+    _CHECK_AHEAD.add(_check_key(wheels), started, scratch)
 
 
 def cancel_check_ahead() -> None:
     """Stop a check started ahead that publish did not take (the run stopped before it)."""
-    while _CHECK_AHEAD:
-        ahead = _CHECK_AHEAD.pop()
-        try:
-            ahead.started.cancel()
-        finally:
-            ahead.scratch.close()
+    _CHECK_AHEAD.cancel()
 
 
 def _twine_check(wheels: Wheels) -> None:
     """Gate 2: `twine check --strict` of both wheels; the run started ahead for these very
     files and bytes when it has ended, else a run now."""
     key = _check_key([(wheel, sha) for _, wheel, sha in wheels])
-    ended = [a for a in _CHECK_AHEAD if a.key == key and a.started.popen.poll() is not None]
-    try:
-        done = ended[0].started.finish() if ended else None
-    finally:
-        cancel_check_ahead()  # its output is read; any other run is stopped
-    if done is not None:
+    ahead = _CHECK_AHEAD.take(key, ended=True)  # any other run is stopped
+    if ahead is not None:
+        try:
+            done = ahead.started.finish()
+        finally:
+            ahead.close()
         progress.info("twine check --strict (run while the pairing was checked)")
         twine_check_verdict(done)
         return
