@@ -46,6 +46,25 @@ def add_backend(parser: argparse.ArgumentParser) -> None:
         help="where the stages run: local (this machine) or docker (the pinned "
         "[build] base_image); default: the spec's [build] backend",
     )
+    add_interpreter(parser)
+
+
+def add_interpreter(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--interpreter",
+        default=None,
+        metavar="PATH",
+        help="the CPython to build and check with (it must be the spec's [build] python); "
+        "default: $VPR_INTERPRETER, else uv, pyenv, asdf/mise, /usr/bin in that order",
+    )
+
+
+def load_spec_for(args: argparse.Namespace):
+    """The spec `--spec` names, with `--runner-backend` and `--interpreter` applied."""
+    from vllm_plugin_release.spec.load import load_spec
+
+    spec = load_spec(args.spec).with_backend(getattr(args, "runner_backend", None))
+    return spec.with_interpreter(getattr(args, "interpreter", None))
 
 
 RUNNERS = ("cpu", "hardware")  # conform.registry.RUNNERS, not imported to keep start-up quick
@@ -117,6 +136,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_dirs(tests)
     add_plugin_source(tests)
     add_runner(tests)
+    add_interpreter(tests)
     tests.add_argument(
         "--baseline",
         metavar="VERSION",
@@ -129,9 +149,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _inputs(args: argparse.Namespace):
     from vllm_plugin_release.flows.sources import Inputs
-    from vllm_plugin_release.spec.load import load_spec
 
-    spec = load_spec(args.spec).with_backend(getattr(args, "runner_backend", None))
+    spec = load_spec_for(args)
     return Inputs(spec, cachedir.from_args(args), getattr(args, "plugin_source", None))
 
 

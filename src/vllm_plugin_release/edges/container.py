@@ -14,6 +14,7 @@ that name has another digest, and named with how to get it (exit 3) when absent.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -26,6 +27,7 @@ from typing import Any
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure, PythonUnavailable
+from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.runner import (
     HOST_NETWORK,
     Command,
@@ -189,6 +191,7 @@ class ContainerRunner:
         cert = os.environ.get("SSL_CERT_FILE")
         self.cert = cert if cert and Path(cert).is_file() else None
         self.uv_cache = str(uv_cache) if uv_cache else None
+        self._interpreters: dict[str, Interpreter] = {}
         self.binds = {root: {"bind": root, "mode": "rw"} for root in mount_roots(mounts)}
         if self.cert:
             self.binds[str(Path(self.cert).resolve())] = {"bind": self.cert, "mode": "ro"}
@@ -326,17 +329,62 @@ class ContainerRunner:
                 hint="read the log above; nothing was written to dist/",
             )
 
-    def require_python(self, version: str) -> None:
+    def interpreter(self, version: str) -> Interpreter:
+        """The image's CPython `version` (`pythonX.Y` on its PATH), asked in a container:
+        its path there, version and the sha256 of its executable; PythonUnavailable (exit 3)
+        when the image has none."""
         if not re.fullmatch(r"3\.\d{1,2}", version):
             raise BadInput(f"[build] python = {version!r}: expected 3.X")
+        if version in self._interpreters:
+            return self._interpreters[version]
         # Through the shell: an image without the program is an answer, not an engine error.
-        done = self.call(["/bin/sh", "-c", f"exec python{version} --version"], network=False)
-        if done.returncode != 0:
+        done = self.call(
+            ["/bin/sh", "-c", f'exec python{version} -I -S -c "$0"', IMAGE_PROBE], network=False
+        )
+        answer = None
+        with contextlib.suppress(ValueError, IndexError):
+            answer = json.loads(done.stdout.strip().splitlines()[-1])
+        if (
+            done.returncode != 0
+            or not isinstance(answer, dict)
+            or answer.get("implementation") != "CPython"
+            or ".".join(str(answer.get("version", "")).split(".")[:2]) != version
+        ):
             raise PythonUnavailable(
-                f"image {self.base_image} has no python{version} (the spec's [build] python)",
-                hint=f"pin an image that carries CPython {version} in [build] base_image "
-                f"(`vpr image build --python {version}` where Debian ships it)",
+                f"image {self.base_image} has no CPython {version} (the spec's [build] python)",
+                hint=f"make an image that carries it (`vpr image build --spec SPEC`: Debian's "
+                f"python3 where it is {version}, else this machine's CPython {version} copied "
+                "in by its hash) and pin it in [build] base_image",
             )
+        found = Interpreter(
+            path=str(answer["executable"]),
+            version=str(answer["version"]),
+            implementation="CPython",
+            sha256=str(answer["sha256"]),
+            found_by="image",
+        )
+        self._interpreters[version] = found
+        return found
+
+    def require_python(self, version: str) -> None:
+        self.interpreter(version)
+
+
+# Asked of the image's python: what it is, and its fingerprint as
+# `edges/interpreters.fingerprint` computes it (the executable and a shared libpython).
+IMAGE_PROBE = """
+import hashlib, json, os, platform, sys, sysconfig
+def sha(p):
+    return hashlib.sha256(open(os.path.realpath(p), "rb").read()).hexdigest()
+v = sysconfig.get_config_var
+lib = os.path.join(v("LIBDIR") or "", v("INSTSONAME") or "") if v("Py_ENABLE_SHARED") else ""
+parts = ["executable " + sha(sys.executable)]
+if lib and os.path.isfile(lib):
+    parts.append("libpython " + sha(lib))
+print(json.dumps({"implementation": platform.python_implementation(),
+    "version": platform.python_version(), "executable": sys.executable,
+    "sha256": hashlib.sha256("\\n".join(parts).encode()).hexdigest()}))
+"""
 
 
 # ---------------------------------------------------------------------------

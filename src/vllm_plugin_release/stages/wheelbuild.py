@@ -201,7 +201,9 @@ def runner_for(
     """
     backend = spec.build.backend
     if backend == "local":
-        return LocalRunner(network_isolation or spec.build.network_isolation)
+        return LocalRunner(
+            network_isolation or spec.build.network_isolation, spec.build.interpreter
+        )
     if backend == "docker":
         links = [Path(link) for link in [*spec.build.find_links, *pip_find_links()]]
         mounts = [cache.root, spec.root, *folders, *(p for p in links if p.is_absolute())]
@@ -223,8 +225,14 @@ def ensure_build_env(
     spec: Spec, lock_path: Path, lock_key: str, cache: Cache, runner: Runner
 ) -> Path:
     """The build venv for this lock, created once and reused (keyed by lock sha + python,
-    and the runner's image when it lives in one)."""
-    identity = {"lock": lock_key, "python": spec.build.python, "bytecode": BYTECODE}
+    the interpreter it is made from, and the runner's image when it lives in one)."""
+    interpreter = runner.interpreter(spec.build.python)  # exit 3 naming where it looked
+    identity: dict[str, object] = {
+        "lock": lock_key,
+        "python": spec.build.python,
+        "bytecode": BYTECODE,
+        "interpreter": interpreter.identity(),
+    }
     if runner.env_key:
         identity["runner"] = runner.env_key
     venv = cache.env_dir("build-core", key_of(identity))
@@ -233,14 +241,14 @@ def ensure_build_env(
         return venv
     with cache.lock(venv):  # a second run waits here, then reuses what the first made
         if not marker.exists():
-            _create_build_env(spec, lock_path, cache, runner, venv)
+            _create_build_env(spec, lock_path, cache, runner, venv, interpreter.path)
     if not (venv / "bin" / "python").exists():
         raise BadInput(f"{venv}: build environment is incomplete; delete it and retry")
     return venv
 
 
 def _create_build_env(
-    spec: Spec, lock_path: Path, cache: Cache, runner: Runner, venv: Path
+    spec: Spec, lock_path: Path, cache: Cache, runner: Runner, venv: Path, python: str
 ) -> None:
     # Built in place (a venv records its path); the marker is written last, so a
     # half-built environment is never reused.
@@ -249,7 +257,7 @@ def _create_build_env(
         with progress.status("build-core: creating build environment"):
             for cmd in recipes.venv_commands(
                 uv=runner.uv,
-                python=spec.build.python,
+                python=python,
                 venv=str(venv),
                 lock=str(lock_path),
                 find_links=[*spec.build.find_links, *pip_find_links()],
