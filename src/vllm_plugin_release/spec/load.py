@@ -152,18 +152,29 @@ def _cross_key_problems(
 ) -> list[tuple[tuple[str, ...], str]]:
     """Rules between keys that a schema cannot state (checked once the shapes are valid)."""
     build_python = data.get("build", {}).get("python")
+    problems: list[tuple[tuple[str, ...], str]] = []
+    torch = data.get("build", {}).get("torch")
+    if isinstance(torch, dict) and build_python not in torch:
+        problems.append(
+            (
+                ("build", "torch"),
+                f"[build] torch names no version for [build] python = {build_python!r} "
+                f'(it has {", ".join(sorted(torch))}); add `"{build_python}" = VERSION`',
+            )
+        )
     loadable = (data.get("runtime") or {}).get("python")
     if not loadable or build_python in loadable:
-        return []
+        return problems
     # A pairing is certified for a Python the vendor runtime loads, or not at all.
     return [
+        *problems,
         (
             ("build", "python"),
             f"[build] python = {build_python!r} is not a Python the vendor runtime loads: "
             f"[runtime] python = {loadable!r} ({_where(file, text, ('runtime', 'python'))}); "
             f"set [build] python to one of {', '.join(loadable)} (and its base_image, "
             "constraints), then `vpr lock --spec FILE`",
-        )
+        ),
     ]
 
 

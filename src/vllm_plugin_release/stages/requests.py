@@ -22,7 +22,9 @@ from vllm_plugin_release.spec.model import Spec
 
 def build_request(spec: Spec, tree: Path) -> tuple[LockRequest, str]:
     """The core build lock's request, and the torch requirement the core itself declares."""
-    return core_build_request(tree, spec.build.python, spec.build.torch, spec.core.version)
+    return core_build_request(
+        tree, spec.build.python, spec.build.torch, spec.core.version, spec.build.platform
+    )
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,7 @@ def plugin_build_request(spec: Spec, root: Path) -> LockRequest | None:
         name=f"build-plugin-{spec.name}",
         requirements=tuple(sorted({*plan.requirements, "build"})),
         python=spec.build.python,
+        platform=spec.build.platform,
         title=f"Build requirements for {name} (its own build lock), Python {spec.build.python}",
         notes=tuple(notes),
     )
@@ -268,7 +271,8 @@ def env_lock_request(
         *deps,
         *spec.env.get("requirements", ["pytest"]),
     ]
-    if plan.status == "install" and plan.requirement:
+    runtime = plan.status == "install" and plan.requirement
+    if runtime:
         requirements.append(plan.requirement)
     vendor = (
         ("Left out, provided by the vendor image ([runtime]): " + ", ".join(left),) if left else ()
@@ -277,7 +281,10 @@ def env_lock_request(
         name=f"env-{spec.name}",
         requirements=tuple(requirements),
         overrides=tuple(spec.env.get("overrides", [])),
+        caps=tuple(spec.env.get("caps", [])),
+        files=("torch", *([canonicalize_name(spec.runtime["package"])] if runtime else [])),
         python=spec.build.python,
+        platform=spec.build.platform,
         title=f"Pairing environment {spec.name}: vLLM {spec.core.version} requirements/common.txt"
         f" + {spec.plugin.get('name', 'plugin')} + torch=={spec.build.torch}",
         notes=(
