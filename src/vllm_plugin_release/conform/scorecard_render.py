@@ -213,8 +213,46 @@ def markdown(card: dict[str, Any], max_evidence: int = 12) -> str:
         out.append(f"| {name} | {ICONS[check['status']]} | {_md(check['summary'])} |")
     for name, check in card["checks"].items():
         out += ["", f"### {name}: {ICONS[check['status']]}", "", check["summary"], ""]
+        rows = module_rows(check)
+        if rows:
+            out += [
+                "| test file | " + " | ".join(OUTCOMES) + " |",
+                "|---" * (len(OUTCOMES) + 1) + "|",
+            ]
+            out += [f"| {m} | " + " | ".join(cells) + " |" for m, cells in rows]
+            out.append("")
         out += _md_evidence(check, max_evidence)
     return "\n".join(out) + "\n"
+
+
+# The per-file table of a check that ran tests (`plugin_tests`: details.by_module).
+OUTCOMES = ("passed", "failed", "error", "skipped", "deferred")
+
+
+def module_rows(check: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """(test file, counts in OUTCOMES order) of a check whose details hold `by_module`."""
+    table = (check.get("details") or {}).get("by_module")
+    if not isinstance(table, dict):
+        return []
+    return [
+        (str(module), [str(counts.get(o, 0)) for o in OUTCOMES])
+        for module, counts in sorted(table.items())
+        if isinstance(counts, dict)
+    ]
+
+
+def _modules_html(check: dict[str, Any]) -> str:
+    rows = module_rows(check)
+    if not rows:
+        return ""
+    head = "".join(f'<th scope="col">{o}</th>' for o in OUTCOMES)
+    body = "".join(
+        f'<tr><th scope="row">{html.escape(m)}</th>'
+        + "".join(f"<td>{c}</td>" for c in cells)
+        + "</tr>"
+        for m, cells in rows
+    )
+    return f'<table><tr><th scope="col">test file</th>{head}</tr>{body}</table>'
 
 
 def _md_evidence(check: dict[str, Any], max_evidence: int) -> list[str]:
@@ -353,7 +391,7 @@ def page(card: dict[str, Any], plots: dict[str, bytes], max_evidence: int = 40) 
     )
     sections = "".join(
         f'<h3 id="{html.escape(n)}">{html.escape(n)}: {ICONS[c["status"]]}</h3>'
-        f"<p>{inline(c['summary'])}</p>{_evidence_html(c, max_evidence)}"
+        f"<p>{inline(c['summary'])}</p>{_modules_html(c)}{_evidence_html(c, max_evidence)}"
         for n, c in card["checks"].items()
     )
     return (

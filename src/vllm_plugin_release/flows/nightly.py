@@ -62,7 +62,7 @@ def _core_url(spec: Spec, repo: str | None) -> str:
 
 
 def _tests(spec: Spec, python: Path, root: Path, cache: Cache) -> tuple[list[str], dict]:
-    cfg = pt.settings(spec.options("plugin_tests"))
+    cfg = pt.settings_for(spec)
     with cache.scratch("nightly-") as tmp:
         run = pt.run_tests(python, root, "cpu", cfg, tmp / "junit.xml", spec.runtime.get("module"))
         return run.failing, first_error_lines(tmp / "junit.xml")

@@ -252,12 +252,17 @@ def _runtime(env: dict[str, Any] | None, pins: dict[str, Any] | None) -> dict[st
         status, note = "absent", "no env.json: the environment stage has not run"
     elif not observed or observed.get("status") != "present":
         status = "absent"
-        note = f"absent on this runner ({env.get('runner', 'unknown')})"
+        why = (observed or {}).get("reason")
+        note = f"absent on this runner ({env.get('runner', 'unknown')})" + (
+            f": {why}" if why else ""
+        )
     else:
         status, note = "present", f"present on the {env.get('runner', 'unknown')} runner"
+    wheel = (observed or {}).get("wheel") if status == "present" else None
     return {
         "name": name,
         "status": status,
+        **({"wheel": wheel} if isinstance(wheel, dict) else {}),
         "version": (observed or {}).get("version") if status == "present" else None,
         "commit": ((observed or {}).get("commit") or pinned_commit)
         if status == "present"
@@ -372,9 +377,12 @@ def _core(records: Records, memo: Path | None = None) -> dict[str, Any]:
             "lock_file": build_env.get("lock_file"),
             "lock_sha256": build_env.get("lock_sha256"),
             "torch": build_env.get("torch"),
+            # only when recorded (a build record of an older vpr has none)
+            **({"torch_file": build_env["torch_file"]} if build_env.get("torch_file") else {}),
             "core_declared_torch": build_env.get("core_declared_torch"),
         },
         "python": python,
+        **({"interpreter": bc["interpreter"]} if isinstance(bc.get("interpreter"), dict) else {}),
         "platform_tag": core_wheel["tags"]["platform"],
     }
 
