@@ -259,6 +259,9 @@ class ContainerRunner:
             out.setdefault("SSL_CERT_FILE", self.cert)
         if self.uv_cache:  # HOME may not be writable in the container; keep uv's cache
             out.setdefault("UV_CACHE_DIR", self.uv_cache)
+            # the cache is its own bind mount: a hard link into an environment across
+            # mounts fails (EXDEV), so copy, and say so rather than warn every install
+            out.setdefault("UV_LINK_MODE", "copy")
         return out
 
     def _binds_for(self, argv: Sequence[str | Path]) -> dict[str, dict[str, str]]:
@@ -422,6 +425,63 @@ def debian_rootfs(
             f"mmdebstrap {suite} failed (exit {done.returncode}); log: {log}\n{_tail(log)}",
             hint=f"is {mirror} reachable? mmdebstrap needs root (--mode=root)",
         )
+
+
+def debian_packages_for(files: Sequence[Path]) -> list[str]:
+    """The Debian packages that hold the shared libraries `files` (ELF objects) load, as
+    this machine's loader resolves them (`ldd`) and its package database names them
+    (`dpkg -S`): what an image needs beside a CPython copied in. libc's own are left out
+    (every rootfs has them). OutsideFailure when the tools are missing or a library
+    belongs to no package."""
+    import shutil
+
+    if not (shutil.which("ldd") and shutil.which("dpkg")):
+        raise OutsideFailure(
+            "ldd and dpkg are needed to find the Debian packages a copied-in Python links against",
+            hint="run `vpr image build` on a Debian or Ubuntu machine",
+        )
+    libraries: set[str] = set()
+    for file in files:
+        done = subprocess.run(["ldd", "--", str(file)], capture_output=True, text=True)
+        for line in done.stdout.splitlines():
+            parts = line.split("=>")
+            target = parts[1].split("(")[0].strip() if len(parts) == 2 else ""
+            if target.startswith(("/lib", "/usr/lib")):
+                libraries.add(os.path.realpath(target))
+    packages: set[str] = set()
+    for library in sorted(libraries):
+        candidates = [library, library.replace("/usr/lib/", "/lib/", 1)]
+        candidates.append(library.replace("/lib/", "/usr/lib/", 1))
+        owner = None
+        for candidate in dict.fromkeys(candidates):
+            done = subprocess.run(["dpkg", "-S", "--", candidate], capture_output=True, text=True)
+            if done.returncode == 0:
+                owner = done.stdout.split(":", 1)[0].strip()
+                break
+        if owner is None:
+            raise OutsideFailure(f"{library}: no Debian package holds it (dpkg -S)")
+        packages.add(owner)
+    return sorted(packages - {"libc6"})
+
+
+def check_python_runs(client: Any, image_id: str, python: str) -> None:
+    """The image's `pythonX.Y` starts and imports the standard library's extension modules
+    (ssl, sqlite3, ctypes, lzma, bz2, zlib, decimal, uuid, venv): GateFailed naming the
+    error."""
+    from docker.errors import APIError, ContainerError
+
+    code = "import bz2, ctypes, decimal, lzma, sqlite3, ssl, uuid, zlib, venv; print('ok')"
+    try:
+        out = client.containers.run(
+            image_id, [f"python{python}", "-I", "-c", code], remove=True, network_mode="none"
+        )
+    except (ContainerError, APIError) as exc:
+        raise GateFailed(
+            f"the image's python{python} does not run its standard library: {exc}",
+            hint="a library it links against is missing from the image",
+        )
+    if b"ok" not in out:
+        raise GateFailed(f"the image's python{python} said {out[-300:]!r}, not ok")
 
 
 def download_wheel(requirements: Path, dest: Path) -> Path:

@@ -44,7 +44,7 @@ PROBE = (
     "if v('Py_ENABLE_SHARED') else ''; "
     "print(json.dumps({'implementation': platform.python_implementation(), "
     "'version': platform.python_version(), 'executable': sys.executable, "
-    "'libpython': lib if lib and os.path.isfile(lib) else ''}))"
+    "'base_prefix': sys.base_prefix, 'libpython': lib if lib and os.path.isfile(lib) else ''}))"
 )
 PROBE_SECONDS = 20.0
 PROBE_MAX_BYTES = 64 * 1024
@@ -60,6 +60,7 @@ class Interpreter:
     implementation: str  # "CPython"
     sha256: str  # of its code: the executable, and libpython for a shared build
     found_by: str  # explicit | uv | pyenv | asdf | mise | system | image
+    prefix: str = ""  # its installation (sys.base_prefix), for an image to copy; not recorded
 
     @property
     def minor(self) -> str:
@@ -242,7 +243,45 @@ def _interpreter(path: str, answer: dict[str, str], found_by: str) -> Interprete
         implementation=answer["implementation"],
         sha256=fingerprint(path, answer.get("libpython", "")),
         found_by=found_by,
+        prefix=answer.get("base_prefix", ""),
     )
+
+
+# What an image that carries this interpreter leaves out of its installation: the test
+# suite, Tk and IDLE, and whatever was pip-installed into it (venvs are made from it).
+LEFT_OUT = re.compile(
+    r"^lib/python3\.\d+/(test|idlelib|tkinter|turtledemo|lib2to3/tests|ctypes/test|"
+    r"distutils/tests|unittest/test|site-packages/.+)(/|$)|"
+    r"^lib/python3\.\d+/lib-dynload/(_tkinter|_test|xxlimited)[^/]*$|^share/|"
+    r"^lib/python3\.\d+/config-[^/]+/libpython[^/]*\.a$"
+)
+
+
+def install_members(interpreter: Interpreter) -> list[str]:
+    """The files, folders and links of the interpreter's installation an image needs
+    (relative to its prefix, sorted): `bin/pythonX.Y` and its links, libpython, the
+    standard library and its extension modules; not LEFT_OUT, not other programs in bin/."""
+    prefix = Path(interpreter.prefix)
+    if not interpreter.prefix or not (prefix / "lib").is_dir():
+        raise BadInput(f"{interpreter.path}: no installation folder to copy ({prefix})")
+    exe = f"python{interpreter.minor}"
+    keep_bin = {exe, "python3", "python"}
+    out: list[str] = []
+    for folder, dirs, files in os.walk(prefix):
+        rel_dir = os.path.relpath(folder, prefix)
+        for name in sorted([*files, *(d for d in dirs if os.path.islink(os.path.join(folder, d)))]):
+            rel = os.path.normpath(os.path.join(rel_dir, name))
+            if rel.startswith("bin/") and name not in keep_bin:
+                continue
+            if not LEFT_OUT.search(rel):
+                out.append(rel)
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if not os.path.islink(os.path.join(folder, d))
+            and not LEFT_OUT.search(os.path.normpath(os.path.join(rel_dir, d)) + "/")
+        )
+    return sorted(out)
 
 
 def explicit(path: str, version: str, source: str) -> Interpreter:

@@ -35,6 +35,16 @@ def uv_bin() -> str:
         return found
 
 
+def machine_cache() -> Path:
+    """uv's cache on this machine (UV_CACHE_DIR, else XDG_CACHE_HOME/uv, else ~/.cache/uv):
+    the one place every environment of every checkout installs its files from, so a
+    multi-GB torch is downloaded once per machine. The container runner mounts it."""
+    if os.environ.get("UV_CACHE_DIR"):
+        return Path(os.environ["UV_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "uv"
+
+
 def pip_find_links() -> list[str]:
     """find-links from pip's configuration (uv does not read it): PIP_FIND_LINKS and files."""
     links: list[str] = []

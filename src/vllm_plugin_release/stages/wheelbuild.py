@@ -31,7 +31,7 @@ from vllm_plugin_release.core.wheeldiff import diff_wheels
 from vllm_plugin_release.edges import proc
 from vllm_plugin_release.edges.container import ContainerRunner
 from vllm_plugin_release.edges.runner import LocalRunner, Runner, host_env
-from vllm_plugin_release.edges.uv import pip_find_links
+from vllm_plugin_release.edges.uv import machine_cache, pip_find_links
 from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages import recipes
 
@@ -206,12 +206,17 @@ def runner_for(
         )
     if backend == "docker":
         links = [Path(link) for link in [*spec.build.find_links, *pip_find_links()]]
-        mounts = [cache.root, spec.root, *folders, *(p for p in links if p.is_absolute())]
+        uv_cache = machine_cache()  # downloads once per machine, shared with local runs
+        uv_cache.mkdir(parents=True, exist_ok=True)
+        mounts = [
+            cache.root,
+            spec.root,
+            uv_cache,
+            *folders,
+            *(p for p in links if p.is_absolute()),
+        ]
         return ContainerRunner(
-            spec.build.base_image,
-            spec.resolve(spec.build.dockerfile),
-            mounts,
-            uv_cache=cache.root / "uv-cache",
+            spec.build.base_image, spec.resolve(spec.build.dockerfile), mounts, uv_cache=uv_cache
         )
     raise BadInput(f"unknown backend {backend!r}; expected 'local' or 'docker'")
 
