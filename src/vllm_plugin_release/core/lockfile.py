@@ -63,6 +63,13 @@ def read_build_requires(source_tree: Path) -> list[str]:
         raise BadInput(f"{pyproject}: cannot read [build-system].requires ({exc})")
 
 
+def torch_requirement(version: str) -> str:
+    """The requirement for `[build] torch`: `torch==2.13.0+cpu` for a local build, and
+    `torch===2.13.0` (exactly that version, no local label) for the index's build, which
+    `==` would let a find-links `+cpu` file take."""
+    return f"torch=={version}" if "+" in version else f"torch==={version}"
+
+
 def core_build_request(
     source_tree: Path, python: str, torch: str, version: str, platform: str = LOCK_PLATFORM
 ) -> tuple[LockRequest, str]:
@@ -83,7 +90,7 @@ def core_build_request(
             declared_torch = str(req)
             continue
         lines.append(str(req))
-    lines.append(f"torch=={torch}")
+    lines.append(torch_requirement(torch))
     lines.append("build")  # the frontend that runs the build inside the env
     kind = "a CPU build" if torch.endswith("+cpu") else "the index's build for this Python"
     notes = (
