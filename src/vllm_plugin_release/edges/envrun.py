@@ -84,7 +84,7 @@ def run_in_env(
     `error`), anything else is an outside failure; stderr is kept for the message.
     """
     python = Path(python)
-    if not python.exists():
+    if not (python.exists() or python.is_symlink()):  # a container env's: its image's python
         raise BadInput(f"{python}: environment python not found", hint="run `vpr env` first")
     with tempfile.TemporaryDirectory(prefix="vpr-inenv-") as tmp:
         req = Path(tmp) / "request.json"

@@ -292,6 +292,14 @@ SCHEMA: dict[str, Any] = {
                     "description": "Python versions the runtime ships wheels for (loads); "
                     "[build] python must be one of them, else the spec is refused.",
                 },
+                "system_packages": {
+                    "type": "array",
+                    "items": {"type": "string", "pattern": r"^[a-z0-9][a-z0-9+.-]+$"},
+                    "description": "Debian packages the runtime's wheels load that a "
+                    "minimal image lacks (ttnn: libatomic1; `ldd` of its libraries tells): "
+                    "`vpr image build` puts them in the image.",
+                    "default": [],
+                },
                 "no_device": {
                     "type": "array",
                     "items": {"type": "string", "minLength": 3},

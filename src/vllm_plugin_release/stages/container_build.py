@@ -71,8 +71,9 @@ def python_layer(spec: Spec, suite: str, work: Path, epoch: int) -> PythonLayer:
     machine has (`edges/interpreters.find`), copied in by its files and recorded by its
     fingerprint and the layer's sha256."""
     python = spec.build.python
+    runtime = tuple(spec.runtime.get("system_packages", ()))  # what its wheels load
     if python in SUITE_PYTHON[suite]:
-        packages = (f"python{python}", f"python{python}-venv", "ca-certificates")
+        packages = (f"python{python}", f"python{python}-venv", "ca-certificates", *runtime)
         return PythonLayer(packages, None, f"Debian {suite} python{python}")
     found = interpreters.find(python, spec.build.interpreter, uv_bin())
     members = interpreters.install_members(found)
@@ -84,7 +85,7 @@ def python_layer(spec: Spec, suite: str, work: Path, epoch: int) -> PythonLayer:
         and (prefix / m).is_file()
         and not (prefix / m).is_symlink()
     ]
-    packages = ("ca-certificates", *container.debian_packages_for(elf))
+    packages = ("ca-certificates", *container.debian_packages_for(elf), *runtime)
     exe = Path(found.path)
     link = {f"usr/local/bin/python{python}": exe if exe.is_absolute() else prefix / exe}
     layer = tree_layer(

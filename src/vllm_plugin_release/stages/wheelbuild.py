@@ -247,7 +247,8 @@ def ensure_build_env(
     with cache.lock(venv):  # a second run waits here, then reuses what the first made
         if not marker.exists():
             _create_build_env(spec, lock_path, cache, runner, venv, interpreter.path)
-    if not (venv / "bin" / "python").exists():
+    python = venv / "bin" / "python"
+    if not (python.exists() or python.is_symlink()):  # a container env's: its image's python
         raise BadInput(f"{venv}: build environment is incomplete; delete it and retry")
     return venv
 
