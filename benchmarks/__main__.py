@@ -28,6 +28,7 @@ BENCHES = (
     "replay",
     "release",
     "store",
+    "tt",
     "upstream",
 )
 
@@ -52,7 +53,7 @@ def _run(name: str, repeats: int | None) -> dict[str, Any]:
         return module.main([])
     if name == "store":
         return module.main(["--repeats", str(repeats)] if repeats else [])
-    if name == "release":
+    if name in ("release", "tt"):
         return module.main(*((repeats, repeats) if repeats else ()))
     return module.main(*((repeats,) if repeats else ()))
 
@@ -101,6 +102,9 @@ ROWS: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None], float | No
     ("  floor: that CPU time over the usable cores", "release", _key("release", "cpu_floor_s"),
      None, " s"),
     ("vpr release warm / cold", "release", _ratio("release", "warm / cold"), 0.02, "x"),
+    ("TT release cold / reference cold (3.10, real ttnn)", "tt",
+     _ratio("tt", "tt cold / reference cold"), 2.0, "x"),
+    ("TT release warm / TT cold", "tt", _ratio("tt", "tt warm / tt cold"), 0.05, "x"),
 )  # fmt: skip
 
 

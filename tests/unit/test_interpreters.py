@@ -66,7 +66,9 @@ def test_pyenv_versions_are_found_where_the_shim_fails(
     # pyenv's shims fail for every version but the global one: never asked
     shims = tmp_path / "shims"
     shims.mkdir()
-    (shims / f"python{HERE}").write_text("#!/bin/sh\necho 'pyenv: command not found' >&2\nexit 127\n")
+    (shims / f"python{HERE}").write_text(
+        "#!/bin/sh\necho 'pyenv: command not found' >&2\nexit 127\n"
+    )
     (shims / f"python{HERE}").chmod(0o755)
     monkeypatch.setenv("PATH", f"{shims}:{os.environ['PATH']}")
     root = tmp_path / "pyenv"
@@ -86,8 +88,10 @@ def test_asdf_and_mise_installs(
     manager: str, empty_machine: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     base = (
-        empty_machine / ".asdf" if manager == "asdf" else empty_machine / ".local/share/mise"
-    ) / "installs" / "python"
+        (empty_machine / ".asdf" if manager == "asdf" else empty_machine / ".local/share/mise")
+        / "installs"
+        / "python"
+    )
     python = _install(base, f"{HERE}.4")
     found = find(HERE, None, None)
     assert (found.path, found.found_by) == (str(python), manager)
