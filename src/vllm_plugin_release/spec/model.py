@@ -50,6 +50,7 @@ class BuildSpec:
     reproducibility_check: bool
     network_isolation: str
     platform: str = "x86_64-manylinux_2_28"  # the locks' target (uv --python-platform)
+    image_python_sha256: str | None = None  # the CPython `vpr image build` may copy in
     # An interpreter named on the command line (`--interpreter PATH`), never from the file.
     interpreter: str | None = None
 
@@ -201,6 +202,7 @@ def from_data(data: dict[str, Any], file: Path) -> Spec:
             reproducibility_check=build.get("reproducibility_check", True),
             network_isolation=build.get("network_isolation", "auto"),
             platform=build.get("platform", "x86_64-manylinux_2_28"),
+            image_python_sha256=build.get("image_python_sha256"),
         ),
         plugin=data.get("plugin", {}),
         runtime=data.get("runtime", {}),

@@ -182,6 +182,13 @@ SCHEMA: dict[str, Any] = {
                         },
                     ],
                 },
+                "image_python_sha256": _str(
+                    "The fingerprint of the CPython `vpr image build` copies into the image "
+                    "for a Python the Debian suite lacks (`build-core.json` interpreter.sha256 "
+                    "shows a machine's): another build of that Python is refused (exit 1, both "
+                    "named), so the image's digest follows from pinned inputs only.",
+                    pattern=r"^[0-9a-f]{64}$",
+                ),
                 "platform": _str(
                     "The platform the locks are resolved for (uv's --python-platform): the "
                     "oldest glibc every locked wheel must install on. A runtime that ships "

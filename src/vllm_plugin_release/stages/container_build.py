@@ -76,6 +76,14 @@ def python_layer(spec: Spec, suite: str, work: Path, epoch: int) -> PythonLayer:
         packages = (f"python{python}", f"python{python}-venv", "ca-certificates", *runtime)
         return PythonLayer(packages, None, f"Debian {suite} python{python}")
     found = interpreters.find(python, spec.build.interpreter, uv_bin())
+    pinned = spec.build.image_python_sha256
+    if pinned and found.sha256 != pinned:
+        raise GateFailed(
+            f"{found.path} (CPython {found.version}, found by {found.found_by}) has fingerprint "
+            f"sha256:{found.sha256}, not the sha256:{pinned} [build] image_python_sha256 pins",
+            hint="name the pinned build with --interpreter PATH, or pin this one if you trust "
+            "it (the image's digest changes with it)",
+        )
     members = interpreters.install_members(found)
     prefix = Path(found.prefix)
     elf = [
