@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REPO, vpr
+from tests.support import REPO, git, vpr
 from vllm_plugin_release.core.errors import PythonUnavailable
 from vllm_plugin_release.edges import interpreters
 
@@ -45,6 +45,7 @@ def test_the_reference_pairing_on_another_python(
         ("build.constraints", f'"constraints/build-core-py{xy}.txt"'),
     ):
         vpr("spec", "set", str(spec), key, value)
+    _commit(proj)  # a path plugin is read from the project's git history
     common = ("--spec", str(spec), "--cache-dir", str(cache_root))
     vpr("lock", *common)
     lock = (proj / "constraints" / f"build-core-py{xy}.txt").read_text()
@@ -65,3 +66,9 @@ def test_the_reference_pairing_on_another_python(
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["core"]["interpreter"]["version"] == found.version
     assert manifest["conformance"]["verdict"] == "pilot"
+
+
+def _commit(proj: Path) -> None:
+    git("init", "-q", "-b", "main", cwd=proj)
+    git("add", ".", cwd=proj)
+    git("commit", "-q", "-m", "project", cwd=proj, date="2026-08-01T12:00:00+00:00")

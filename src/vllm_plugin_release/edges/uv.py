@@ -340,3 +340,32 @@ def file_notes(
         if found:
             notes.append(found.note())
     return tuple(notes)
+
+
+def runtime_has_no_wheel(requirement: str, python: str, platform: str) -> str | None:
+    """Why `requirement` (`ttnn==0.81.1`) has no wheel that installs for CPython `python` on
+    `platform`, from the index's list of its files; None when one does (or when the index
+    cannot say: the lock's resolution then decides)."""
+    from packaging.requirements import Requirement
+
+    from vllm_plugin_release.edges import index
+
+    req = Requirement(requirement)
+    try:
+        files = index.project_files(DEFAULT_INDEX, req.name, credentials=False)
+    except (OutsideFailure, index.Transient):
+        return None
+    if files is None:
+        return f"{req.name} is not on {DEFAULT_INDEX}"
+    version = next(iter(req.specifier)).version if len(req.specifier) == 1 else None
+    wheels = [f.filename for f in files if f.filename.endswith(".whl")]
+    mine = [w for w in wheels if version is None or f"-{version}-" in w]
+    if not mine:
+        return f"{requirement} has no wheel on {DEFAULT_INDEX}"
+    if any(wheel_fits(w, python, platform) is not None for w in mine):
+        return None
+    tags = sorted({w.split("-", 2)[2].removesuffix(".whl") for w in mine})
+    return (
+        f"{requirement} has no wheel for CPython {python} on {platform} (its wheels: "
+        f"{', '.join(tags[:6])})"
+    )

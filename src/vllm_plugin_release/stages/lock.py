@@ -13,17 +13,19 @@ from pathlib import Path
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.lockfile import LockRequest, check_lock
-from vllm_plugin_release.edges.uv import compile_lock
+from vllm_plugin_release.edges.uv import compile_lock, runtime_has_no_wheel
 from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.requests import (
     BUILD_REQUIRES_NOTE,
     DEPENDENCIES_NOTE,
     build_request,
     env_lock_request,
+    plan_from_lock,
     plugin_build_request,
     recorded_inputs,
     runtime_plan,
     static_dependencies,
+    without_runtime,
 )
 
 
@@ -34,6 +36,7 @@ def pairing_locks(
     requires_dist: list[str] | None = None,
     *,
     from_locks: bool = False,
+    check: bool = False,
 ) -> list[tuple[LockRequest, Path]]:
     """(request, lock file) for each lock of the pairing, build lock first.
     `requires_dist`: the built plugin wheel's, for a plugin with dynamic dependencies.
@@ -51,6 +54,13 @@ def pairing_locks(
             locks.append((plugin_request, dest))
     dest = spec.resolve(spec.env_constraints)
     plan = runtime_plan(spec, "cpu", None)
+    if from_locks or check:  # as the lock was made: with the runtime, or without and why
+        plan = plan_from_lock(plan, _text(dest))
+    elif plan.status == "install" and plan.requirement:
+        missing = runtime_has_no_wheel(plan.requirement, spec.build.python, spec.build.platform)
+        if missing:
+            progress.warn(f"lock: the runtime is absent from {dest.name} because {missing}")
+            plan = without_runtime(plan, missing)
     if from_locks:
         recorded = _recorded(dest, DEPENDENCIES_NOTE)
         locks.append((env_lock_request(spec, tree, None, plan, recorded=recorded), dest))
@@ -65,6 +75,13 @@ def pairing_locks(
     env_request = env_lock_request(spec, tree, plugin_root, plan, requires_dist)
     locks.append((env_request, dest))
     return locks
+
+
+def _text(lock: Path) -> str:
+    try:
+        return lock.read_text(encoding="utf-8")
+    except OSError:
+        return ""  # no lock yet: checking it says so
 
 
 def _recorded(lock: Path, label: str) -> list[str]:

@@ -38,6 +38,7 @@ from vllm_plugin_release.stages.requests import (
     RuntimePlan,
     env_left_out,
     env_lock_request,
+    plan_from_lock,
     runtime_plan,
 )
 from vllm_plugin_release.stages.wheelbuild import runner_for
@@ -98,8 +99,10 @@ def create_env(
         )
     if runtime_env is not None and not (runtime_env / "bin" / "python").exists():
         raise BadInput(f"{runtime_env}: no bin/python; --runtime-env takes a Python environment")
-    request = env_lock_request(spec, tree, plugin.root, plan, built["plugin"].get("requires_dist"))
     lock_path = spec.resolve(spec.env_constraints)
+    if lock_path.is_file():  # a runtime that no wheel installs here: absent, and why
+        plan = plan_from_lock(plan, lock_path.read_text(encoding="utf-8"))
+    request = env_lock_request(spec, tree, plugin.root, plan, built["plugin"].get("requires_dist"))
     check_lock(lock_path, request)
     lock_sha = sha256_file(lock_path)
     stand_in = spec.runtime.get("stand_in") if runner_kind == "cpu" else None
@@ -411,6 +414,15 @@ def _build(
             "status": "checked in an overlay environment (test double)",
             "python": str(overlay_py),
         }
+    elif plan.no_wheel:  # pinned, yet no wheel of it installs here: the pairing cannot hold
+        checks.append(
+            {
+                "name": "runtime installs",
+                "status": "fail",
+                "detail": f"runtime absent because {plan.reason}",
+                "finding": "spec",
+            }
+        )
     elif not present:
         checks.append(
             {

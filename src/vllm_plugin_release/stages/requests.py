@@ -63,6 +63,30 @@ class RuntimePlan:
     status: str  # "install" | "absent" | "runtime-env" | "none"
     reason: str
     requirement: str | None = None
+    no_wheel: bool = False  # pinned, but no wheel of it installs on the lock's platform
+
+
+# A pairing lock made where the pinned runtime has no wheel for its Python and platform
+# says so in its header: the environment is made without it, and says why.
+ABSENT_NOTE = "runtime-absent:"
+
+
+def without_runtime(plan: RuntimePlan, reason: str) -> RuntimePlan:
+    """The plan for a pinned runtime no wheel of which installs here (`reason` says why)."""
+    return RuntimePlan(plan.name, plan.module, "absent", reason, plan.requirement, no_wheel=True)
+
+
+def plan_from_lock(plan: RuntimePlan, lock_text: str) -> RuntimePlan:
+    """`plan`, or the runtime as absent when the pairing lock recorded that no wheel of it
+    installs for its Python and platform (`vpr lock` found none)."""
+    if plan.status != "install":
+        return plan
+    for line in lock_text.splitlines():
+        if not line.startswith("#"):
+            break
+        if line.startswith(f"# {ABSENT_NOTE} "):
+            return without_runtime(plan, line[len(ABSENT_NOTE) + 3 :])
+    return plan
 
 
 def read_requirements_file(path: Path) -> list[str]:
@@ -327,6 +351,8 @@ def env_lock_request(
     vendor = (
         ("Left out, provided by the vendor image ([runtime]): " + ", ".join(left),) if left else ()
     )
+    if plan.no_wheel:
+        vendor = (*vendor, f"{ABSENT_NOTE} {plan.reason}")
     return LockRequest(
         name=f"env-{spec.name}",
         requirements=tuple(requirements),
