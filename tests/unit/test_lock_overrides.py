@@ -121,3 +121,40 @@ def test_wheel_fits_the_python_and_the_glibc(
     filename: str, python: str, platform: str, fits: bool
 ) -> None:
     assert (wheel_fits(filename, python, platform) is not None) is fits
+
+
+def test_the_index_build_is_pinned_so_a_local_build_cannot_take_its_place(
+    links: Path, tmp_path: Path
+) -> None:
+    """`[build] torch = "9.9.9"` is the index's build: the lock pins it `===`, so the install
+    takes that file even where find-links also offer `9.9.9+cpu` (with `==`, uv takes the
+    +cpu file, then fails its hash: what happened to spyre's cp311 torch here)."""
+    import subprocess
+
+    from vllm_plugin_release.edges.uv import uv_bin
+
+    plain = _wheel(links, "vprt-torch", "9.9.9", [])
+    _wheel(links, "vprt-torch", "9.9.9+cpu", [])
+    request = LockRequest(name="b", requirements=("vprt-torch===9.9.9",), python="3.11")
+    lock = tmp_path / "b.txt"
+    text = compile_lock(request, lock, [str(links)])
+    assert "\nvprt-torch===9.9.9 \\" in text
+    assert hashlib.sha256(plain.read_bytes()).hexdigest() in text
+    check_lock(lock, request)
+    def install(path: Path) -> subprocess.CompletedProcess[str]:
+        venv = tmp_path / f"venv-{path.stem}"
+        subprocess.run([uv_bin(), "venv", "-q", str(venv)], check=True)
+        return subprocess.run(
+            [uv_bin(), "pip", "install", "--python", str(venv / "bin" / "python"),
+             "--require-hashes", "--no-deps", "--find-links", str(links), "-r", str(path)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+
+    done = install(lock)
+    assert done.returncode == 0, done.stderr
+    assert "+ vprt-torch==9.9.9\n" in done.stderr
+    # known-bad: the same lock written with uv's `==` takes the local build and fails
+    loose = tmp_path / "loose.txt"
+    loose.write_text(text.replace("vprt-torch===9.9.9", "vprt-torch==9.9.9"))
+    done = install(loose)
+    assert done.returncode != 0 and "9.9.9+cpu" in done.stderr

@@ -22,7 +22,9 @@ from vllm_plugin_release.core.errors import BadInput
 LOCK_PLATFORM = "x86_64-manylinux_2_28"
 INPUTS_LINE = re.compile(r"^# inputs-sha256: ([0-9a-f]{64})$", re.M)
 BODY_LINE = re.compile(r"^# body-sha256: ([0-9a-f]{64})\n", re.M)
-PIN_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)", re.M)
+# `name==version` or, for a release that must not be taken by a local build of it
+# (`torch===2.13.0`, never a find-links `2.13.0+cpu`), `name===version`
+PIN_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)===?([^\s;\\=]+)", re.M)
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,23 @@ def read_build_requires(source_tree: Path) -> list[str]:
         return list(data["build-system"]["requires"])
     except (OSError, KeyError, tomllib.TOMLDecodeError) as exc:
         raise BadInput(f"{pyproject}: cannot read [build-system].requires ({exc})")
+
+
+def exact_pins(request: LockRequest, body: str) -> str:
+    """`body` with the pins the request asks for exactly (`name===version`: the index's
+    release, no local label) written `===` too: uv writes `==`, which at install time a
+    find-links file with a local label (`2.13.0+cpu`) would satisfy, and fail its hash."""
+    exact = {
+        m.group(1).lower()
+        for line in (*request.requirements, *request.overrides)
+        if (m := re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*===", line))
+    }
+
+    def rewrite(m: re.Match[str]) -> str:
+        name, version = m.group(1), m.group(2)
+        return f"{name}==={version}" if name.lower() in exact else m.group(0)
+
+    return PIN_LINE.sub(rewrite, body)
 
 
 def torch_requirement(version: str) -> str:

@@ -16,7 +16,14 @@ from pathlib import Path
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import atomic_write_text
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
-from vllm_plugin_release.core.lockfile import LockedFile, LockRequest, hashes, header, pins
+from vllm_plugin_release.core.lockfile import (
+    LockedFile,
+    LockRequest,
+    exact_pins,
+    hashes,
+    header,
+    pins,
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -152,6 +159,7 @@ def compile_lock(
         )
     body = done.stdout.replace(str(tmp), f"{request.name}.in")
     body = body.replace(os.path.relpath(tmp), f"{request.name}.in")
+    body = exact_pins(request, body)
     if request.overrides:
         check_overrides(request, body, dest, find_links)
     notes = file_notes(request, body, find_links)
@@ -168,7 +176,8 @@ def check_overrides(
     environment would hold a package whose requirement is broken (a compiled one fails at
     import). Bad input naming the override, the package and its requirement."""
     exact = dest.parent / f".{dest.name}.exact"
-    exact.write_text("\n".join(f"{name}=={version}" for name, version in pins(body).items()))
+    # `===`: exactly the locked release (a find-links +cpu build must not stand in for it)
+    exact.write_text("\n".join(f"{name}==={version}" for name, version in pins(body).items()))
     try:
         with progress.working(f"lock: checking {request.name}'s overrides against its pins"):
             done = _uv_compile(request, exact, find_links)

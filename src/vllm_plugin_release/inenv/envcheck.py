@@ -185,8 +185,15 @@ def _platform_activation(packages: list[str], runtime: str, expect: str) -> dict
 
         resolved = type(platforms.current_platform)
         value = f"{resolved.__module__}.{resolved.__qualname__}"
-    except BaseException as exc:
-        return _check(name, "fail", f"resolving vLLM's platform raised {exc!r}")
+    except BaseException as exc:  # the plugin's platform activated where it cannot run
+        return _check(
+            name,
+            "fail",
+            _without_env(
+                f"resolving vLLM's platform raised {exc!r}; {_why_not_activated(runtime)}"
+            ),
+            finding="plugin",
+        )
     ours = any(value == p or value.startswith(p + ".") for p in packages)
     if expect != "present":
         return _check(

@@ -46,7 +46,7 @@ from vllm_plugin_release.stages.wheelbuild import runner_for
 RUNNERS = ("cpu", "hardware")
 ENV_RECORD = records.ENV
 # Bump when the way an environment is made changes (it is part of the cache key).
-ENV_RECIPE = 5  # 5: platform activation and every plugin module imported
+ENV_RECIPE = 6  # 5: platform activation and every plugin module imported; 6: a crash finding
 
 
 def top_level_packages(wheel: Path) -> list[str]:
