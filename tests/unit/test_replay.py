@@ -291,3 +291,23 @@ def test_headline_and_plot_titles_name_pairing_cost_model_and_one_unit(
     assert sum(title in c for c in captured) == 2  # both figures carry the title
     itl_labels = [c for c in captured if "inter-token latency" in c]
     assert itl_labels == ["inter-token latency (ms)", "inter-token latency (ms)"]
+
+
+def test_a_scheduler_gets_the_arguments_its_own_vllm_passes() -> None:
+    """vLLM 0.19.0's Scheduler takes no `hash_block_size` (0.26.0's does): the replay passes
+    each constructor what it takes, as that core's EngineCore would."""
+    from vllm_plugin_release.inenv.replay import accepted
+
+    offered = {"vllm_config": 1, "block_size": 16, "hash_block_size": 16, "log_stats": False}
+
+    class Old:
+        def __init__(self, vllm_config, block_size, log_stats=True):  # type: ignore[no-untyped-def]
+            pass
+
+    class Open:
+        def __init__(self, vllm_config, **kwargs):  # type: ignore[no-untyped-def]
+            pass
+
+    assert accepted(Old, offered) == {"vllm_config": 1, "block_size": 16, "log_stats": False}
+    assert accepted(Open, offered) == offered
+    Old(**accepted(Old, offered))

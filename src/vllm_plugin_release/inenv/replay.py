@@ -341,15 +341,28 @@ def build_scheduler(
     effective = _effective_settings(vllm_config, settings, block_size, num_blocks)
     # As EngineCore constructs it. A scheduler that fails here is incompatible with this
     # vLLM: the caller reports that as the scheduler's failure, not as bad input.
-    scheduler = cls(
-        vllm_config=vllm_config,
-        kv_cache_config=_kv_cache_config(num_blocks, block_size),
-        structured_output_manager=StructuredOutputManager(vllm_config),
-        block_size=block_size,
-        hash_block_size=block_size,
-        log_stats=False,
-    )
+    offered = {
+        "vllm_config": vllm_config,
+        "kv_cache_config": _kv_cache_config(num_blocks, block_size),
+        "structured_output_manager": StructuredOutputManager(vllm_config),
+        "block_size": block_size,
+        "hash_block_size": block_size,
+        "log_stats": False,
+    }
+    scheduler = cls(**accepted(cls, offered))
     return scheduler, effective, policy_report
+
+
+def accepted(cls: type, offered: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of `offered` that `cls` takes, as the EngineCore of the vLLM
+    it belongs to passes them (`hash_block_size` is 0.26's; 0.19's scheduler has none).
+    A constructor that takes **kwargs gets them all; a required one missing still fails."""
+    import inspect
+
+    params = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return dict(offered)
+    return {k: v for k, v in offered.items() if k in params}
 
 
 # ---------------------------------------------------------------------------
