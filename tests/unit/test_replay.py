@@ -304,10 +304,15 @@ def test_a_scheduler_gets_the_arguments_its_own_vllm_passes() -> None:
         def __init__(self, vllm_config, block_size, log_stats=True):  # type: ignore[no-untyped-def]
             pass
 
+    class Plugin(Old):  # a plugin's scheduler handing **kwargs to vLLM's
+        def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            super().__init__(*args, **kwargs)
+
     class Open:
         def __init__(self, vllm_config, **kwargs):  # type: ignore[no-untyped-def]
             pass
 
     assert accepted(Old, offered) == {"vllm_config": 1, "block_size": 16, "log_stats": False}
+    assert accepted(Plugin, offered) == accepted(Old, offered)
     assert accepted(Open, offered) == offered
-    Old(**accepted(Old, offered))
+    Plugin(**accepted(Plugin, offered))

@@ -355,14 +355,18 @@ def build_scheduler(
 
 def accepted(cls: type, offered: dict[str, Any]) -> dict[str, Any]:
     """The keyword arguments of `offered` that `cls` takes, as the EngineCore of the vLLM
-    it belongs to passes them (`hash_block_size` is 0.26's; 0.19's scheduler has none).
-    A constructor that takes **kwargs gets them all; a required one missing still fails."""
+    it belongs to passes them (`hash_block_size` is 0.26's; 0.19's scheduler has none): those
+    of the nearest class in its MRO whose constructor names its parameters (a plugin's
+    scheduler that takes **kwargs passes them to vLLM's). A required one missing fails."""
     import inspect
 
-    params = inspect.signature(cls.__init__).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return dict(offered)
-    return {k: v for k, v in offered.items() if k in params}
+    for klass in cls.__mro__:  # a subclass taking **kwargs hands them to its base's
+        if "__init__" not in vars(klass):
+            continue
+        params = inspect.signature(klass.__init__).parameters
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return {k: v for k, v in offered.items() if k in params}
+    return dict(offered)
 
 
 # ---------------------------------------------------------------------------
