@@ -20,11 +20,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.attest import keyid
 from vllm_plugin_release.core.cache import atomic_write_bytes, canonical_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.ledger import LEDGER_FILE, chained, parse_ledger, sign_line
-from vllm_plugin_release.edges.store import DirStore, HttpStore, Store
+from vllm_plugin_release.edges.store import DirStore, HttpStore, Missing, Store
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -44,20 +45,18 @@ def _writable(store: Store) -> DirStore:
     return store
 
 
-def read_bytes(store: Store, relative: str) -> bytes:
-    """A store file's bytes; b"" when it does not exist yet."""
-    if isinstance(store, DirStore):
-        path = store.root / relative
-        return path.read_bytes() if path.exists() else b""
+def read_bytes(store: Store, relative: str, limit: int = bounded.MAX_DOCUMENT) -> bytes:
+    """A store file's bytes (bounded: `Store.read_bytes`); b"" when it does not exist yet."""
     try:
-        return store.read_text(relative).encode("utf-8")
-    except BadInput:  # HTTP 404: none yet
+        return store.read_bytes(relative, limit)
+    except Missing:  # none yet
         return b""
 
 
 def read_ledger(store: Store, public_key: Ed25519PublicKey) -> list[dict[str, Any]]:
     """Every ledger entry, verified (GateFailed, exit 1, at the first bad line)."""
-    return parse_ledger(read_bytes(store, LEDGER_FILE), public_key, _where(store, LEDGER_FILE))
+    data = read_bytes(store, LEDGER_FILE, bounded.MAX_INDEX)
+    return parse_ledger(data, public_key, _where(store, LEDGER_FILE))
 
 
 def _where(store: Store, relative: str) -> str:
