@@ -20,11 +20,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.pairing import SRC
+from tests.pairing import SRC, store_key
 from tests.support import serve_in_thread
 
 MEMORY = 1 << 30
 STORE_FILES = ("head.json", "index.json")
+
+
+@pytest.fixture(autouse=True)
+def _key(tmp_path: Path) -> None:
+    """The key the CLI checks a store's head with, where it looks by default: the reads
+    below fail before any signature could be checked."""
+    store_key(tmp_path)
 
 
 def _limited() -> None:
@@ -146,3 +153,22 @@ def test_an_http_store_sending_a_byte_at_a_time_meets_a_total_deadline(
     url = hostile(mode)
     done = run("manifest", "query", "--store", url, cwd=tmp_path)
     _refused(done, 3, url, "3 s")
+
+
+@pytest.mark.parametrize("kind", ["folder", "text file", "text file, executable"])
+def test_check_env_given_a_python_that_is_no_program_is_bad_input(
+    tmp_path: Path, kind: str
+) -> None:
+    from tests.pairing import built_manifest, write_manifest
+
+    manifest = write_manifest(tmp_path, built_manifest(tmp_path / "dist" / "ref"), "m.json")
+    python = tmp_path / "python"
+    if kind == "folder":
+        python.mkdir()
+    else:
+        python.write_text("this is not python\n")
+        python.chmod(0o755 if "executable" in kind else 0o644)
+    done = run("manifest", "check-env", "--manifest", str(manifest), "--python", str(python),
+               cwd=tmp_path)  # fmt: skip
+    said = _refused(done, 2, str(python))
+    assert "[Errno" not in said

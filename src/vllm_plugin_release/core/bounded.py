@@ -95,3 +95,34 @@ def _deeper_than(value: Any, limit: int) -> bool:
         items = node.values() if isinstance(node, dict) else node
         stack.extend((item, depth + 1) for item in items if isinstance(item, dict | list))
     return False
+
+
+NONE = type(None)  # in a shape: the key may be null or absent
+
+
+def shape(keys: tuple[tuple[str, tuple[type, ...]], ...]) -> tuple[Any, ...]:
+    """A shape for `shape_problem`: (dotted key, allowed types) pairs, split once."""
+    return tuple((dotted, dotted.split("."), kinds) for dotted, kinds in keys)
+
+
+def shape_problem(value: Any, paths: tuple[Any, ...]) -> str | None:
+    """Why a document from outside does not have the shape (`shape`), else None: the
+    first key missing or of another type, named by its dotted path."""
+    if not isinstance(value, dict):
+        return "not an object"
+    for dotted, path, kinds in paths:
+        node: Any = value
+        for key in path:
+            if not isinstance(node, dict):
+                return f"{dotted.rsplit('.', 1)[0]!r} is not an object"
+            node = node.get(key)
+        if not isinstance(node, kinds):
+            names = " or ".join("null" if k is NONE else k.__name__ for k in kinds)
+            return f"{dotted!r} is {shown(node)}, expected {names}"
+    return None
+
+
+def shown(value: Any) -> str:
+    """A value from outside as a message may show it: short, its type when it is large."""
+    text = repr(value) if isinstance(value, str | int | float | bool | NONE) else None
+    return text[:80] if text is not None else f"a {type(value).__name__}"

@@ -17,14 +17,11 @@ Reading refuses the whole ledger at the first line whose signature or link fails
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from vllm_plugin_release.core.attest import keyid, pae
-from vllm_plugin_release.core.cache import canonical_json
+from vllm_plugin_release.core import signed
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 
 if TYPE_CHECKING:
@@ -91,57 +88,11 @@ def chained(entry: dict[str, Any], previous_line: bytes | None, count: int) -> d
 
 def sign_line(entry: dict[str, Any], key: Ed25519PrivateKey) -> bytes:
     """One ledger line: `entry` in a DSSE envelope signed with `key`, canonical, newline."""
-    payload = canonical_json(entry).encode()
-    envelope = {
-        "payload": base64.b64encode(payload).decode(),
-        "payloadType": PAYLOAD_TYPE,
-        "signatures": [
-            {
-                "keyid": keyid(key.public_key()),
-                "sig": base64.b64encode(key.sign(pae(PAYLOAD_TYPE, payload))).decode(),
-            }
-        ],
-    }
-    return (canonical_json(envelope) + "\n").encode()
+    return signed.sign(entry, PAYLOAD_TYPE, key)
 
 
 def _verified_entry(line: bytes, public_key: Ed25519PublicKey, where: str) -> dict[str, Any]:
-    from cryptography.exceptions import InvalidSignature
-
-    try:
-        envelope = json.loads(line)
-        payload = base64.b64decode(envelope["payload"], validate=True)
-        sigs = envelope["signatures"]
-        kind = envelope["payloadType"]
-    except (ValueError, KeyError, TypeError):
-        raise GateFailed(f"{where}: not a signed ledger entry", hint=_HINT)
-    if kind != PAYLOAD_TYPE or not isinstance(sigs, list):
-        raise GateFailed(f"{where}: not a signed ledger entry", hint=_HINT)
-    if (canonical_json(envelope) + "\n").encode() != line:
-        raise GateFailed(f"{where}: not in its signed canonical form (altered)", hint=_HINT)
-    want = keyid(public_key)
-    for sig in sigs:
-        if not isinstance(sig, dict) or sig.get("keyid") != want:
-            continue
-        try:
-            public_key.verify(base64.b64decode(sig["sig"]), pae(PAYLOAD_TYPE, payload))
-        except (InvalidSignature, ValueError, TypeError):
-            break
-        entry = json.loads(payload)
-        if isinstance(entry, dict):
-            return entry
-    signers = sorted({str(s.get("keyid"))[:16] for s in sigs if isinstance(s, dict)} - {want[:16]})
-    if signers and not any(isinstance(s, dict) and s.get("keyid") == want for s in sigs):
-        raise GateFailed(
-            f"{where}: the signature does not verify with keyid {want[:16]} (this key): the "
-            f"entry is signed by keyid {', '.join(signers)}, another key",
-            hint="sign with the key this ledger was started with (--signing-key), or give "
-            "this key a store of its own",
-        )
-    raise GateFailed(
-        f"{where}: the signature does not verify with keyid {want[:16]} (the entry was altered)",
-        hint=_HINT,
-    )
+    return signed.verify(line, PAYLOAD_TYPE, public_key, where, what="ledger entry", hint=_HINT)
 
 
 _HINT = "the ledger is append-only: restore the store's ledger from its last good copy"

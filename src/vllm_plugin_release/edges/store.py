@@ -32,7 +32,7 @@ import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.cache import atomic_write_bytes, sha256_file
@@ -58,7 +58,11 @@ from vllm_plugin_release.core.storeindex import (
 )
 from vllm_plugin_release.core.storetrust import store_path
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 LOCK_FILE = ".lock"
+WRITER_FOLDERS = ("ledger", "lkg", "nightly")  # the ledger's, lkg pointers', schedules' files
 LOCK_TIMEOUT_ENV = "VPR_STORE_LOCK_TIMEOUT"
 
 
@@ -73,7 +77,7 @@ def loads(data: bytes) -> Any:
     return bounded.loads(data)
 
 
-def _index_from(data: bytes, where: str) -> dict[str, Any]:
+def index_from(data: bytes, where: str) -> dict[str, Any]:
     try:
         index = loads(data)
     except json.JSONDecodeError as exc:
@@ -135,10 +139,26 @@ class DirStore:
     $VPR_STORE_LOCK_TIMEOUT (default 120) when the store is opened.
     """
 
-    def __init__(self, root: Path, *, lock_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        lock_timeout: float | None = None,
+        signer: Ed25519PrivateKey | None = None,
+    ) -> None:
         self.root = Path(root)
         self.location = str(self.root)
         self.lock_timeout = lock_timeout_from_env() if lock_timeout is None else lock_timeout
+        self.signer = signer  # the manifest key: a writer with it signs the store's head
+
+    def sign_head(self, wrote: tuple[str, ...]) -> None:
+        """Under the lock, after `wrote` is in place: a new signed head (`edges.storehead`)
+        when this writer holds the key; without it the head is left as it is (consumers
+        then refuse the files it no longer vouches for)."""
+        if self.signer is not None:
+            from vllm_plugin_release.edges.storehead import sign_head
+
+            sign_head(self.root, self.signer, wrote)
 
     # -- reading ------------------------------------------------------------
     def where(self, relative: str) -> str:
@@ -153,7 +173,7 @@ class DirStore:
             if not self.root.is_dir():
                 raise BadInput(exc.message, hint=exc.hint)
             return empty_index()
-        return _index_from(data, self.where(INDEX_FILE))
+        return index_from(data, self.where(INDEX_FILE))
 
     def read_text(self, relative: str, limit: int = bounded.MAX_DOCUMENT) -> str:
         return _text(self.read_bytes(relative, limit), self.where(relative))
@@ -192,10 +212,30 @@ class DirStore:
 
         return FileLock(str(self.root / LOCK_FILE), timeout=self.lock_timeout)
 
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """The writers' lock (waiting up to `lock_timeout`, then exit 3); what a killed
+        writer left (dot-named temp files) is swept first."""
+        from filelock import Timeout
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            with self._lock():
+                self._remove_stale_temps()
+                yield
+        except Timeout:
+            raise OutsideFailure(
+                f"{self.root / LOCK_FILE}: manifest store still locked after "
+                f"{self.lock_timeout:.0f} s",
+                hint="another publisher holds it; the lock is released when that process ends",
+            )
+
     def _remove_stale_temps(self) -> None:
-        """Temp files left by a killed writer (only ever written under the lock we now hold)."""
+        """Temp files left by a killed writer (only ever written under the lock we now hold),
+        in every folder a writer writes: the store, pairings/, wheels/, runs/*/, ledger/,
+        lkg/, nightly/."""
         runs = self.root / RUNS
-        folders = [self.root, self.root / PAIRINGS, self.root / WHEELS]
+        folders = [self.root / name for name in ("", PAIRINGS, WHEELS, *WRITER_FOLDERS)]
         folders += [p for p in runs.iterdir() if p.is_dir()] if runs.is_dir() else []
         for folder in folders:
             if not folder.is_dir():
@@ -229,8 +269,6 @@ class DirStore:
     ) -> AddResult:
         """Add (or replace) the pairing's manifest, its lock, wheels and a history line, and
         rebuild index.json, under the lock."""
-        from filelock import Timeout
-
         manifest = read_json(manifest_path, what="manifest")
         validate(manifest, str(manifest_path))
         data = manifest_path.read_bytes()
@@ -246,17 +284,8 @@ class DirStore:
             )
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / PAIRINGS).mkdir(exist_ok=True)
-        try:
-            with self._lock():
-                previous, unchanged, index = self._add_locked(
-                    entry, data, statement, manifest, extras
-                )
-        except Timeout:
-            raise OutsideFailure(
-                f"{self.root / LOCK_FILE}: manifest store still locked after "
-                f"{self.lock_timeout:.0f} s",
-                hint="another publisher holds it; the lock is released when that process ends",
-            )
+        with self.locked():
+            previous, unchanged, index = self._add_locked(entry, data, statement, manifest, extras)
         status = "unchanged" if unchanged else ("replaced" if previous else "added")
         return AddResult(
             status=status,
@@ -275,7 +304,6 @@ class DirStore:
     ) -> tuple[dict[str, Any] | None, bool, dict[str, Any]]:
         """Write the pairing's files and index.json: (previous entry, unchanged?, new index)."""
         pid = entry["pairing_id"]
-        self._remove_stale_temps()
         for wheel in extras.wheels:  # refused before anything of this pairing is written
             self._check_wheel(wheel)
         current = self._index_for_writing()
@@ -302,6 +330,7 @@ class DirStore:
         _write_if_changed(self.root / INDEX_FILE, index_bytes(index))
         page = wheels_page(list(index["pairings"].values())).encode()
         _write_if_changed(self.root / WHEELS / "index.html", page)
+        self.sign_head((INDEX_FILE,))
         return previous, unchanged, index
 
     # -- the files beside the manifests ---------------------------------------
@@ -417,7 +446,7 @@ class HttpStore:
             data = self.read_bytes(INDEX_FILE, bounded.MAX_INDEX)
         except Missing as exc:
             raise BadInput(str(exc.message), hint=exc.hint)
-        return _index_from(data, self.where(INDEX_FILE))
+        return index_from(data, self.where(INDEX_FILE))
 
     def read_manifest(self, entry: dict[str, Any]) -> dict[str, Any]:
         return parse_manifest(self.read_text(entry["manifest"]), entry["manifest"], self.location)
