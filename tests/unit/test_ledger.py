@@ -212,3 +212,25 @@ def test_a_line_that_is_not_a_signed_entry_is_refused(signed) -> None:
         ledgerstore.read_ledger(store, key.public_key())
     with pytest.raises(Exception, match="ledger kind 'bisect'"):
         _entry("0.26.0", "a", "pilot", kind="bisect")
+
+
+def test_a_signed_entry_of_another_shape_is_bad_input_naming_its_line(signed) -> None:
+    """Found by tests/faults/test_store_fuzz.py: a validly signed line whose `core` is a list
+    crashed the filters (AttributeError); now the ledger is refused at that line (exit 2)."""
+    from vllm_plugin_release.core.errors import BadInput
+    from vllm_plugin_release.edges.storehead import sign_head
+
+    store, key, pub = signed
+    entries = [json.loads(base64.b64decode(json.loads(line)["payload"])) for line in _lines(store)]
+    entries[0]["core"] = ["0.26"]
+    lines: list[bytes] = []
+    for entry in entries:  # signed and chained again, as a buggy writer would have
+        entry["prev"] = ledger.line_digest(lines[-1]) if lines else ledger.GENESIS
+        lines.append(ledger.sign_line(entry, key))
+    _write(store, lines)
+    sign_head(store.root, key, everything=True)  # its publisher signed it: the shape is checked
+    with pytest.raises(BadInput, match=r"ledger\.jsonl:1: a signed entry that is not a ledger"):
+        ledgerstore.read_ledger(store, key.public_key())
+    done = vpr("manifest", "ledger", "--store", str(store.root), "--key", str(pub), "--core", "x",
+               check=False)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr

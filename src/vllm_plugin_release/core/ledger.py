@@ -21,7 +21,7 @@ import hashlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from vllm_plugin_release.core import signed
+from vllm_plugin_release.core import bounded, signed
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 
 if TYPE_CHECKING:
@@ -95,6 +95,26 @@ def _verified_entry(line: bytes, public_key: Ed25519PublicKey, where: str) -> di
     return signed.verify(line, PAYLOAD_TYPE, public_key, where, what="ledger entry", hint=_HINT)
 
 
+_NONE = bounded.NONE
+# What select, matrix and the renderers read from an entry (seq and prev are checked apart).
+_ENTRY_SHAPE = bounded.shape(
+    (
+        ("kind", (str,)),
+        ("pairing_id", (str, _NONE)),
+        ("core.name", (str, _NONE)),
+        ("core.version", (str, _NONE)),
+        ("core.commit", (str, _NONE)),
+        ("plugin.name", (str, _NONE)),
+        ("plugin.version", (str, _NONE)),
+        ("plugin.commit", (str, _NONE)),
+        ("python", (str, _NONE)),
+        ("verdict", (str, _NONE)),
+        ("runner", (str, _NONE)),
+        ("time", (str, _NONE)),
+        ("manifest_sha256", (str, _NONE)),
+        ("lag", (dict, _NONE)),
+    )
+)
 _HINT = "the ledger is append-only: restore the store's ledger from its last good copy"
 
 
@@ -107,6 +127,12 @@ def parse_ledger(data: bytes, public_key: Ed25519PublicKey, where: str) -> list[
         if not line.endswith(b"\n"):
             raise GateFailed(f"{here}: the last line is cut short (a torn write)", hint=_HINT)
         entry = _verified_entry(line, public_key, here)
+        problem = bounded.shape_problem(entry, _ENTRY_SHAPE)
+        if problem:
+            raise BadInput(
+                f"{here}: a signed entry that is not a ledger entry ({problem})",
+                hint="the ledger was written by something other than vpr; restore it",
+            )
         expected = line_digest(previous) if previous else GENESIS
         if entry.get("seq") != number or entry.get("prev") != expected:
             raise GateFailed(
