@@ -24,6 +24,7 @@ BENCHES = (
     "build_core",
     "container",
     "env",
+    "install",
     "isolation",
     "replay",
     "release",
@@ -101,6 +102,10 @@ ROWS: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None], float | No
     ("  floor: that CPU time over the usable cores", "release", _key("release", "cpu_floor_s"),
      None, " s"),
     ("vpr release warm / cold", "release", _ratio("release", "warm / cold"), 0.02, "x"),
+    ("vpr install warm, store verified first / before (issue 28)", "install",
+     _ratio("install", "verified / before"), 1.10, "x"),
+    ("  in process: the verification / the whole warm install", "install",
+     _ratio("install", "verification / whole install"), None, "x"),
 )  # fmt: skip
 
 
