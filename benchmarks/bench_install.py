@@ -35,16 +35,16 @@ from typing import Any
 from benchmarks.common import REPO, console, installed_env, median
 
 TARGET = 1.10  # verified / before, end to end
-TRUST_FILE = "src/vllm_plugin_release/edges/trust.py"
+FIRST_FILE = "src/vllm_plugin_release/core/bounded.py"  # the first file issue 28's work added
 
 
 def base_commit(given: str | None) -> str:
-    """The code before the trust path: `given`, else the parent of the commit that added
-    edges/trust.py (HEAD when it is not committed yet)."""
+    """The code before issue 28's consumer-side work: `given`, else the parent of the commit
+    that added core/bounded.py (HEAD when it is not committed yet)."""
     if given:
         return given
     added = subprocess.run(
-        ["git", "log", "--diff-filter=A", "--format=%H", "--", TRUST_FILE],
+        ["git", "log", "--diff-filter=A", "--format=%H", "--", FIRST_FILE],
         cwd=REPO, capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
     return f"{added[-1]}^" if added else "HEAD"

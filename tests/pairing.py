@@ -338,12 +338,23 @@ def store_key(root: Path) -> Any:
     return keys.load_private_key(private)
 
 
-def sign_store(store: Path, key: Any) -> None:
+def sign_store(store: Path, key: Any, *, check: bool = True) -> None:
     """A new head over every file of `store` as it is now (`vpr manifest sign-store`): for
-    a store a test wrote or edited by hand, whose consumers must get past its head."""
-    from vllm_plugin_release.edges.storehead import sign_head
+    a store a test wrote or edited by hand, whose consumers must get past its head.
+    `check=False`: a head written as a buggy or hostile publisher would, over whatever is
+    there (the writers' own checks, such as each ledger line's, skipped)."""
+    import datetime as dt
 
-    sign_head(store, key, everything=True)
+    from vllm_plugin_release.core import signed
+    from vllm_plugin_release.core import storehead as sh
+    from vllm_plugin_release.edges.storehead import record, sign_head, vouched_files
+
+    if check:
+        sign_head(store, key, everything=True)
+        return
+    files = {name: record(name, (store / name).read_bytes()) for name in vouched_files(store)}
+    body = sh.body(files, previous=0, now=dt.datetime.now(dt.timezone.utc), days=30)
+    (store / sh.HEAD_FILE).write_bytes(signed.sign(body, sh.PAYLOAD_TYPE, key))
 
 
 def check_store(root: Path) -> dict[str, Any]:

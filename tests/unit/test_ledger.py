@@ -217,6 +217,7 @@ def test_a_line_that_is_not_a_signed_entry_is_refused(signed) -> None:
 def test_a_signed_entry_of_another_shape_is_bad_input_naming_its_line(signed) -> None:
     """Found by tests/faults/test_store_fuzz.py: a validly signed line whose `core` is a list
     crashed the filters (AttributeError); now the ledger is refused at that line (exit 2)."""
+    from tests.pairing import sign_store
     from vllm_plugin_release.core.errors import BadInput
     from vllm_plugin_release.edges.storehead import sign_head
 
@@ -228,7 +229,9 @@ def test_a_signed_entry_of_another_shape_is_bad_input_naming_its_line(signed) ->
         entry["prev"] = ledger.line_digest(lines[-1]) if lines else ledger.GENESIS
         lines.append(ledger.sign_line(entry, key))
     _write(store, lines)
-    sign_head(store.root, key, everything=True)  # its publisher signed it: the shape is checked
+    with pytest.raises(BadInput, match="not a ledger entry"):  # a writer never vouches for it
+        sign_head(store.root, key, everything=True)
+    sign_store(store.root, key, check=False)  # a buggy publisher did: the reader checks too
     with pytest.raises(BadInput, match=r"ledger\.jsonl:1: a signed entry that is not a ledger"):
         ledgerstore.read_ledger(store, key.public_key())
     done = vpr("manifest", "ledger", "--store", str(store.root), "--key", str(pub), "--core", "x",

@@ -43,8 +43,11 @@ def sign(body: dict[str, Any], payload_type: str, key: Ed25519PrivateKey) -> byt
     return (canonical_json(envelope) + "\n").encode()
 
 
-def _envelope(line: bytes, payload_type: str, where: str, what: str, hint: str) -> Any:
-    """(payload bytes, signatures) of a well-formed, canonical envelope of `payload_type`."""
+def _envelope(
+    line: bytes, payload_type: str, where: str, what: str, hint: str, canonical: bool = True
+) -> Any:
+    """(payload bytes, signatures) of a well-formed envelope of `payload_type`, canonical
+    unless the caller holds bytes vouched for as a whole (`canonical=False`)."""
     try:
         envelope = bounded.loads(line)
         payload = base64.b64decode(envelope["payload"], validate=True)
@@ -53,7 +56,7 @@ def _envelope(line: bytes, payload_type: str, where: str, what: str, hint: str) 
         raise GateFailed(f"{where}: not a signed {what}", hint=hint)
     if kind != payload_type or not isinstance(sigs, list):
         raise GateFailed(f"{where}: not a signed {what}", hint=hint)
-    if (canonical_json(envelope) + "\n").encode() != line:
+    if canonical and (canonical_json(envelope) + "\n").encode() != line:
         raise GateFailed(f"{where}: not in its signed canonical form (altered)", hint=hint)
     return payload, sigs
 
@@ -99,3 +102,17 @@ def verify(
         f"{where}: the signature does not verify with keyid {want[:16]} (the {what} was altered)",
         hint=hint,
     )
+
+
+def unverified(line: bytes, payload_type: str, where: str, *, what: str, hint: str) -> Any:
+    """The body of a well-formed, canonical line of `payload_type`, its signature NOT
+    checked: only for bytes something signed vouches for as a whole (the ledger the
+    store's signed head names by sha256). GateFailed for a malformed line."""
+    payload, _ = _envelope(line, payload_type, where, what, hint, canonical=False)
+    try:
+        body = bounded.loads(payload)
+    except json.JSONDecodeError:
+        body = None
+    if not isinstance(body, dict):
+        raise GateFailed(f"{where}: the signed payload is not a JSON object", hint=hint)
+    return body

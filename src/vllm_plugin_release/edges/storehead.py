@@ -6,7 +6,9 @@ A writer re-signs only what it wrote: the other records are carried over from th
 before, which must verify with the writer's key (its expiry does not matter: signing is how
 a head is refreshed). A file changed behind the writers' backs therefore stays refused by
 consumers instead of being signed anew. The first head of a store, and `vpr manifest
-sign-store` (a person vouching for a reviewed store), record every file present.
+sign-store` (a person vouching for a reviewed store), record every file present (the
+publisher's own folder). A ledger is recorded only after each of its lines verified, so a
+consumer holding a ledger of the signed sha256 need not check each line's signature again.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from vllm_plugin_release.core import storehead as sh
 from vllm_plugin_release.core.attest import keyid
 from vllm_plugin_release.core.cache import atomic_write_bytes
 from vllm_plugin_release.core.errors import GateFailed
-from vllm_plugin_release.core.ledger import LEDGER_FILE
+from vllm_plugin_release.core.ledger import LEDGER_FILE, parse_ledger
 from vllm_plugin_release.core.storeindex import INDEX_FILE
 
 if TYPE_CHECKING:
@@ -101,6 +103,8 @@ def sign_head(
         except FileNotFoundError:
             files.pop(relative, None)
             continue
+        if relative == LEDGER_FILE:  # each line verified before the head vouches for it all
+            parse_ledger(data, public, str(root / relative))
         files[relative] = record(relative, data)
     now = now or dt.datetime.now(dt.timezone.utc)
     made = sh.body(files, previous=previous.version if previous else 0, now=now, days=head_days())

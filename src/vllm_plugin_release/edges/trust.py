@@ -204,8 +204,11 @@ class Trusted:
             data = self._bytes(LEDGER_FILE, record["size"]) if record else b""
             if data is None:  # larger than signed
                 data = self.store.read_bytes(LEDGER_FILE, bounded.MAX_INDEX)
+            vouched = record is not None and sh.file_record(data) == {
+                k: record[k] for k in ("sha256", "size")
+            }
             try:
-                entries = parse_ledger(data, self.public_key, where)
+                entries = parse_ledger(data, self.public_key, where, vouched=vouched)
                 if head is not None:
                     lines = data.splitlines(keepends=True)
                     last = line_digest(lines[-1]) if lines else GENESIS
