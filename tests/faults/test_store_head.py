@@ -133,3 +133,25 @@ def test_a_store_without_a_signed_head_is_refused(signed, tmp_path: Path) -> Non
     (signed["root"] / "head.json").unlink()
     _refused(_query(tmp_path, signed["root"]), "head.json")
     _refused(_ledger(tmp_path, signed["root"]), "head.json")
+
+
+def test_sign_store_vouches_for_a_reviewed_store_and_never_for_a_bad_ledger(
+    tmp_path: Path, base: dict
+) -> None:
+    """A store written before heads (no signer): refused until its publisher runs
+    `vpr manifest sign-store`; a ledger line that does not verify is never signed over."""
+    key = keys.load_private_key(keys.generate_keypair(tmp_path / ".vpr" / keys.DEFAULT_KEY)[0])
+    root = tmp_path / "store"
+    store = DirStore(root)  # no signer: as a writer before this version
+    store.add(write_manifest(tmp_path / "in", manifest_variant(base, commit="2" * 40)))
+    said = _refused(_query(tmp_path, root), "no signed head", "sign-store")
+    assert "Traceback" not in said
+    done = vpr("manifest", "sign-store", "--store", str(root), cwd=tmp_path)
+    assert done.returncode == 0 and "signed head version" in done.stdout, done.stderr
+    assert _query(tmp_path, root).returncode == 0
+    ledgerstore.append(DirStore(root), _entry(manifest_variant(base, commit="2" * 40), "pilot"),
+                       key)  # fmt: skip
+    path = root / ledger.LEDGER_FILE
+    path.write_bytes(path.read_bytes().replace(b'"payload":"', b'"payload":"e', 1))
+    bad = vpr("manifest", "sign-store", "--store", str(root), cwd=tmp_path)
+    assert bad.returncode == 1 and "ledger.jsonl:1" in bad.stderr, bad.stderr

@@ -109,6 +109,13 @@ def _outcome(
         )
 
 
+def _trusted(store: Any, key: Any, cache: Cache, now: dt.datetime) -> Trusted:
+    """The store read through its signed head with the manifest key's public half; its
+    expiry not checked (this run signs the next head), a missing head read as no state."""
+    memory = cache.root / TRUST_DIR
+    return Trusted(store, key.public_key(), memory=memory, fresh=False, required=False, now=now)
+
+
 def nightly(spec: Spec, opts: Options) -> dict[str, Any]:
     """One nightly run (or a skip); the report (also dist/NAME-nightly/nightly.json)."""
     if not spec.plugin:
@@ -117,15 +124,7 @@ def nightly(spec: Spec, opts: Options) -> dict[str, Any]:
     store = open_store(resolve_targets(spec, None, opts.store, opts.cache.root)[1])
     key = signing_key(spec, opts.cache, opts.signing_key)
     now = opts.now or dt.datetime.now(dt.timezone.utc)
-    # read through the store's signed head (this run signs the next one: no expiry check)
-    trusted = Trusted(
-        store,
-        key.public_key(),
-        memory=opts.cache.root / TRUST_DIR,
-        fresh=False,
-        required=False,
-        now=now,
-    )
+    trusted = _trusted(store, key, opts.cache, now)
     state = ledgerstore.read_state(trusted, spec.name)
     run_now, why = schedule.due(state, now, interval=opts.interval, backoff=opts.backoff)
     if not run_now and not opts.force:
