@@ -172,3 +172,23 @@ def test_check_env_given_a_python_that_is_no_program_is_bad_input(
                cwd=tmp_path)  # fmt: skip
     said = _refused(done, 2, str(python))
     assert "[Errno" not in said
+
+
+def test_check_env_given_a_lock_that_is_a_folder_is_bad_input(tmp_path: Path) -> None:
+    from tests.pairing import built_manifest, write_manifest
+    from vllm_plugin_release.core import attest
+    from vllm_plugin_release.core.cache import sha256_file
+
+    m = built_manifest(tmp_path / "dist" / "ref")
+    manifest = write_manifest(tmp_path / "signed", m, "manifest.json")
+    statement = attest.build_statement(
+        m, sha256_file(manifest), {}, builder_id=attest.LOCAL_BUILDER
+    )
+    signed = attest.signed_bytes(statement, store_key(tmp_path))
+    (manifest.parent / "manifest.intoto.jsonl").write_bytes(signed)
+    lock = tmp_path / "lock"
+    lock.mkdir()
+    done = run("manifest", "check-env", "--manifest", str(manifest), "--lock", str(lock),
+               "--python", sys.executable, cwd=tmp_path)  # fmt: skip
+    said = _refused(done, 2, str(lock))
+    assert "[Errno" not in said

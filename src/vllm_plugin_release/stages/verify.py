@@ -180,7 +180,7 @@ def find_lock(
             candidates.append(Path(lock_file))
     for path in candidates:
         try:
-            data = path.read_bytes()
+            data = bounded.read_file(path, bounded.MAX_DOCUMENT, "pairing lock")
         except FileNotFoundError:
             if given:
                 raise BadInput(f"--lock {path}: not found")
