@@ -75,6 +75,12 @@ def test_the_signed_store_reads(signed, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert [e["verdict"] for e in json.loads(done.stdout)] == ["pilot", "lab", "pilot"]
     assert _query(tmp_path, signed["root"]).returncode == 0
+    # written on purpose: store files never writable by others, the consumer's record private
+    for name in ("head.json", "index.json", ledger.LEDGER_FILE):
+        assert (signed["root"] / name).stat().st_mode & 0o022 == 0, name
+    records = list((tmp_path / ".vpr" / "trust").iterdir())
+    assert records and all(p.stat().st_mode & 0o777 == 0o600 for p in records)
+    assert (tmp_path / ".vpr" / "trust").stat().st_mode & 0o077 == 0
 
 
 def test_a_ledger_cut_short_is_refused(signed, tmp_path: Path) -> None:

@@ -115,3 +115,20 @@ def test_a_file_that_is_not_a_regular_file_is_bad_input(tmp_path: Path) -> None:
         bounded.read_file(tmp_path, 100, "index")
     with pytest.raises(BadInput, match="not a regular file"):
         bounded.read_file(Path("/dev/zero"), 100, "index")
+
+
+def test_files_are_written_0644_whatever_the_umask(tmp_path: Path) -> None:
+    """Under umask 000 a written file (a store's index, head, ledger) is still 0644, never
+    writable by others; the consumer's trust record is 0600."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import os, sys; os.umask(0)\n"
+        "from pathlib import Path\n"
+        "from vllm_plugin_release.core.cache import atomic_write_bytes\n"
+        "atomic_write_bytes(Path(sys.argv[1]), b'x')\n"
+    )
+    target = tmp_path / "index.json"
+    subprocess.run([sys.executable, "-c", probe, str(target)], check=True)
+    assert target.stat().st_mode & 0o777 == 0o644
