@@ -104,6 +104,8 @@ ROWS: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None], float | No
     ("vpr release warm / cold", "release", _ratio("release", "warm / cold"), 0.02, "x"),
     ("vpr install warm, store verified first / before (issue 28)", "install",
      _ratio("install", "verified / before"), 1.10, "x"),
+    ("  the same in CPU time (the command and its children)", "install",
+     _ratio("install", "verified / before, cpu"), None, "x"),
     ("  in process: the verification / the whole warm install", "install",
      _ratio("install", "verification / whole install"), None, "x"),
 )  # fmt: skip
