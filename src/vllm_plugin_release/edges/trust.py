@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -119,7 +120,10 @@ class Trusted:
     def _memory_file(self) -> Path | None:
         if self.memory is None:
             return None
-        name = hashlib.sha256(f"{self.location}\0{self.keyid}".encode()).hexdigest()[:32]
+        where = (
+            os.path.abspath(self.store.root) if isinstance(self.store, DirStore) else self.location
+        )  # one record per store however its folder is named
+        name = hashlib.sha256(f"{where}\0{self.keyid}".encode()).hexdigest()[:32]
         return self.memory / f"{name}.json"
 
     def _seen(self) -> dict[str, Any] | None:
