@@ -24,6 +24,7 @@ BENCHES = (
     "build_core",
     "container",
     "env",
+    "install",
     "isolation",
     "replay",
     "release",
@@ -105,6 +106,12 @@ ROWS: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None], float | No
     ("TT release cold / reference cold (3.10, real ttnn)", "tt",
      _ratio("tt", "tt cold / reference cold"), 2.0, "x"),
     ("TT release warm / TT cold", "tt", _ratio("tt", "tt warm / tt cold"), 0.05, "x"),
+    ("vpr install warm, store verified first / before (issue 28)", "install",
+     _ratio("install", "verified / before"), 1.10, "x"),
+    ("  the same in CPU time (the command and its children)", "install",
+     _ratio("install", "verified / before, cpu"), None, "x"),
+    ("  in process: the verification / the whole warm install", "install",
+     _ratio("install", "verification / whole install"), None, "x"),
 )  # fmt: skip
 
 

@@ -112,7 +112,8 @@ def test_install_reference_pairing_from_the_store_offline(
     assert second["status"] == "unchanged"
     stored = store / "pairings" / f"{pid}.json"
     python = str(env / "bin" / "python")
-    ok = vpr("manifest", "check-env", "--manifest", str(stored), "--python", python)
+    ok = vpr("manifest", "check-env", "--manifest", str(stored), "--python", python,
+             "--key", f"{key}.pub")  # fmt: skip
     assert "every pin of" in ok.stdout
     # a wrong key is refused before anything is installed
     other = tmp_path / "keys" / "other.key"

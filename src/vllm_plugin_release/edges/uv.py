@@ -209,8 +209,11 @@ def override_name(line: str) -> str:
 
 
 def create_venv(folder: Path, python: str, *, offline: bool = False) -> Path:
-    """`uv venv` at `folder` for Python `python` (e.g. "3.11"); its interpreter."""
-    args = [uv_bin(), "venv", "--quiet", "--python", python, str(folder)]
+    """`uv venv` at `folder` for Python `python` (e.g. "3.11"); its interpreter. The folder
+    goes to uv absolute and after `--` (a name like `--seed` or `-seed` is a folder, never
+    an option)."""
+    folder = Path(os.path.abspath(folder))
+    args = [uv_bin(), "venv", "--quiet", "--python", python, "--", str(folder)]
     if offline:
         args[2:2] = ["--offline", "--no-python-downloads"]
     done = subprocess.run(args, capture_output=True, text=True, check=False)
@@ -234,8 +237,7 @@ def sync_locked(
         "pip",
         "sync",
         "--quiet",
-        "--python",
-        str(python),
+        f"--python={os.path.abspath(python)}",  # one argument: never read as an option
         "--require-hashes",
         "--index-strategy",
         "unsafe-best-match",
