@@ -141,6 +141,7 @@ def test_the_index_build_is_pinned_so_a_local_build_cannot_take_its_place(
     assert "\nvprt-torch===9.9.9 \\" in text
     assert hashlib.sha256(plain.read_bytes()).hexdigest() in text
     check_lock(lock, request)
+
     def install(path: Path) -> subprocess.CompletedProcess[str]:
         venv = tmp_path / f"venv-{path.stem}"
         subprocess.run([uv_bin(), "venv", "-q", str(venv)], check=True)

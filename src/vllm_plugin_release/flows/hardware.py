@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import sys
 import time
@@ -134,6 +135,14 @@ def _missing_error(found: Probe) -> OutsideFailure:
 def _mesh_text(found: Probe) -> str:
     variable = found.mesh.get("variable")
     return f", {variable}={found.mesh['value']}" if variable else ""
+
+
+def without_runtime(found: Probe, spec: Spec) -> Probe:
+    """`found` less what it says about the runtime module (for a runtime the pairing lock
+    installs: it is probed again in that environment)."""
+    module = str(spec.runtime.get("module") or "")
+    rest = [m for m in found.missing if not (module and f"'{module}'" in m)]
+    return dataclasses.replace(found, missing=rest)
 
 
 def require(found: Probe) -> None:
@@ -329,8 +338,11 @@ def conform_hardware(spec: Spec, opts: Options, spec_arg: str | Path) -> int:
         )
 
     if runtime_env is None and runtime_plan(spec, "hardware", None).status == "install":
-        # The runtime is pinned in the pairing lock (tt: ttnn 0.81.1): the environment
-        # installs it by hash, and the device is probed with that environment's python.
+        # The runtime is pinned in the pairing lock (tt: ttnn 0.81.1): the device and the
+        # mesh variable are probed first (a machine without them stops here, before any
+        # environment is made), then the environment installs the runtime by hash and the
+        # runtime is probed in it.
+        require(without_runtime(observe(spec, Path(sys.executable), hw, dist), spec))
         record = make_env()
         require(observe(spec, Path(record["python"]), hw, dist))
     else:
