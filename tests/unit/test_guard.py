@@ -160,10 +160,10 @@ def test_the_platform_is_compared_in_both_directions(env: dict) -> None:
     state = check.load_state(str(env["prefix"]))
     assert check.platform_finding(state, UNSPECIFIED, None) == []
     [moved] = check.platform_finding(state, PLATFORM, None)
-    assert moved.text == f"platform: vLLM resolved {PLATFORM}, certified {UNSPECIFIED}"
+    assert moved.text.startswith(f"platform: vLLM resolved {PLATFORM}, certified {UNSPECIFIED} (")
     state.manifest["platform"]["resolved"] = PLATFORM  # a fleet pairing on its hardware
     [fallback] = check.platform_finding(state, "vllm.platforms.cpu.CpuPlatform", None)
-    assert fallback.text.endswith(f"resolved vllm.platforms.cpu.CpuPlatform, certified {PLATFORM}")
+    assert f"resolved vllm.platforms.cpu.CpuPlatform, certified {PLATFORM} (" in fallback.text
     [raised] = check.platform_finding(state, None, "RuntimeError: no device")
     assert "raised RuntimeError: no device; certified" in raised.text
     state.manifest["platform"] = None  # a manifest from before the guard: not compared
@@ -212,7 +212,8 @@ def test_start_up_refuses_under_enforce_warns_under_warn(
         f"vpr-guard: vLLM will not start: this environment is not the certified pairing "
         f"{'ab' * 8} (vllm 0.26.0 + ref-plugin 0.1.0 @ {'c' * 12}, verdict pilot):",
         "  - extra six 1.17.0: installed, not in the certified set",
-        f"  - platform: vLLM resolved {PLATFORM}, certified {UNSPECIFIED}",
+        f"  - platform: vLLM resolved {PLATFORM}, certified {UNSPECIFIED} (what vLLM resolves "
+        "follows what is importable: the vendor runtime, PYTHONPATH, VLLM_PLUGINS)",
         f"to get back to the certified set: vpr install {'ab' * 8} --store /srv/store --key "
         f"/k.pub --python-env {env['prefix']}",
         "(policy enforce, from VPR_GUARD; VPR_GUARD=warn starts it anyway with this warning, "

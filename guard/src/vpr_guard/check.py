@@ -171,67 +171,51 @@ def _signed_files(state: State) -> dict[str, tuple[str, str]]:
 
 def _dist_findings(state: State, installed: dict[str, dict[str, str]]) -> list[Finding]:
     labels = _labels(state)
-    signed = _signed_files(state)
     certified = state.certified.get("dists") or {}
-    certified_files = state.certified.get("files") or {}
     found: list[Finding] = []
     for name, want in sorted(certified.items(), key=lambda kv: (kv[0] not in labels, kv[0])):
         who, now = _who(labels, name), installed.get(name)
         if now is None:
-            found.append(
-                Finding(
-                    "missing", name, f"{who} {want['version']}: missing (certified, not installed)"
-                )
-            )
-            continue
-        if now["version"] != want["version"]:
-            found.append(
-                Finding(
-                    "version",
-                    name,
-                    f"{who}: installed {now['version']}, certified {want['version']}",
-                )
-            )
-            continue
-        data = scan.record_bytes(now["folder"])
-        digest = hashlib.sha256(data).hexdigest() if data is not None else None
-        if name in signed and data is not None:
-            files, wheel = signed[name]
-            have = scan.files_sha256(data)
-            if have != files:
-                found.append(
-                    Finding(
-                        "build",
-                        name,
-                        f"{who} {now['version']}: its installed files "
-                        f"are not those of the certified wheel {wheel} (files_sha256 "
-                        f"{have[:16]}, signed {files[:16]})",
-                    )
-                )
-                continue
-        if digest != want.get("record"):
-            found.append(
-                Finding(
-                    "build",
-                    name,
-                    f"{who} {now['version']}: another build is "
-                    "installed (its RECORD is not the one vpr install certified)",
-                )
-            )
-            continue
-        stats = certified_files.get(name)
-        if isinstance(stats, dict) and data is not None:
-            found += _changed_files(who, name, stats, scan.file_stats(now["folder"], data))
+            text = f"{who} {want['version']}: missing (certified, not installed)"
+            found.append(Finding("missing", name, text))
+        elif now["version"] != want["version"]:
+            text = f"{who}: installed {now['version']}, certified {want['version']}"
+            found.append(Finding("version", name, text))
+        else:
+            found += _build_findings(state, name, who, now, want)
     for name in sorted(set(installed) - set(certified)):
-        now = installed[name]
-        found.append(
-            Finding(
-                "extra",
-                name,
-                f"extra {name} {now['version']}: installed, not in the certified set",
-            )
-        )
+        text = f"extra {name} {installed[name]['version']}: installed, not in the certified set"
+        found.append(Finding("extra", name, text))
     return found
+
+
+def _build_findings(
+    state: State, name: str, who: str, now: dict[str, str], want: dict[str, Any]
+) -> list[Finding]:
+    """Another build under the certified version (its RECORD differs; for the core, the
+    plugin and the guard, named against the signed files_sha256), or files changed in
+    place since vpr install (size or time)."""
+    data = scan.record_bytes(now["folder"])
+    digest = hashlib.sha256(data).hexdigest() if data is not None else None
+    if digest != want.get("record"):
+        signed = _signed_files(state).get(name)
+        have = scan.files_sha256(data) if signed and data is not None else None
+        if signed and have != signed[0]:
+            text = (
+                f"{who} {now['version']}: its installed files are not those of the certified "
+                f"wheel {signed[1]} (files_sha256 {str(have)[:16]}, signed {signed[0][:16]})"
+            )
+        else:
+            text = (
+                f"{who} {now['version']}: another build is installed (its RECORD is not the "
+                "one vpr install certified)"
+            )
+        return [Finding("build", name, text)]
+    stats = (state.certified.get("files") or {}).get(name)
+    if not isinstance(stats, dict):
+        return []
+    have_stats = scan.file_stats(now["folder"], list(stats))
+    return [] if have_stats == stats else _changed_files(who, name, stats, have_stats)
 
 
 def _changed_files(who: str, name: str, want: dict[str, Any], have: dict[str, list[int]]):
@@ -260,7 +244,11 @@ def platform_finding(state: State, resolved: str | None, error: str | None) -> l
             )
         ]
     if resolved != want:
-        return [Finding("platform", "", f"platform: vLLM resolved {resolved}, certified {want}")]
+        text = (
+            f"platform: vLLM resolved {resolved}, certified {want} (what vLLM resolves follows "
+            "what is importable: the vendor runtime, PYTHONPATH, VLLM_PLUGINS)"
+        )
+        return [Finding("platform", "", text)]
     return []
 
 

@@ -11,7 +11,6 @@ RECORD gives `files_sha256` as the manifest signs it.
 
 from __future__ import annotations
 
-import base64
 import csv
 import hashlib
 import io
@@ -94,57 +93,67 @@ def record_sha256(folder: str) -> str | None:
 
 
 def record_rows(data: bytes) -> list[tuple[str, str]]:
-    """(path, hash) for the rows of a RECORD that carry a sha256."""
-    rows = csv.reader(io.StringIO(data.decode("utf-8", errors="replace")))
-    return [(r[0], r[1]) for r in rows if len(r) >= 2 and r[1].startswith("sha256=")]
+    """(path, hash) for the rows of a RECORD that carry a sha256 (a row with a quote is read
+    by the csv module, every other one split at its last two commas: RECORD is a csv file
+    whose third column never holds a comma)."""
+    rows: list[tuple[str, str]] = []
+    for line in data.decode("utf-8", errors="replace").splitlines():
+        parsed = next(csv.reader(io.StringIO(line)), []) if '"' in line else line.rsplit(",", 2)
+        if len(parsed) >= 2 and parsed[1].startswith("sha256="):
+            rows.append((parsed[0], parsed[1]))
+    return rows
 
 
 def _covered(path: str) -> str | None:
     """The path as the manifest's files_sha256 covers it (installed unchanged, inside the
     site folder), else None."""
-    parts = [p for p in path.split("/") if p not in ("", ".")]
-    if (
-        not parts
-        or path.startswith("/")
-        or ".." in parts
-        or "__pycache__" in parts
-        or parts[0].endswith(".dist-info")
-    ):
-        return None
-    return "/".join(parts)
+    if path.startswith("/") or "__pycache__" in path or ".dist-info/" in path or ".." in path:
+        parts = [p for p in path.split("/") if p not in ("", ".")]
+        if (
+            not parts
+            or path.startswith("/")
+            or ".." in parts
+            or "__pycache__" in parts
+            or parts[0].endswith(".dist-info")
+        ):
+            return None
+        return "/".join(parts)
+    if "//" in path or "/./" in path or path.startswith("./") or path.endswith("/."):
+        return "/".join(p for p in path.split("/") if p not in ("", ".")) or None
+    return path or None
+
+
+def covered(data: bytes) -> dict[str, str]:
+    """{path: hash} of the files of a RECORD that an installer puts into site-packages
+    unchanged (the manifest's files_sha256 covers them)."""
+    out = {}
+    for path, digest in record_rows(data):
+        where = _covered(path)
+        if where is not None:
+            out[where] = digest
+    return out
 
 
 def files_sha256(data: bytes) -> str:
     """The manifest's `files_sha256` from an installed RECORD: sha256 over the sorted
     `path,hash` lines of the files an installer puts into site-packages unchanged."""
-    entries = {}
-    for path, digest in record_rows(data):
-        covered = _covered(path)
-        if covered is not None:
-            entries[covered] = digest
+    entries = covered(data)
     text = "".join(f"{p},{entries[p]}\n" for p in sorted(entries))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def file_stats(folder: str, data: bytes) -> dict[str, list[int]]:
-    """{path: [size, mtime_ns]} of the covered files of a distribution ([-1, -1]: missing)."""
-    site = os.path.dirname(folder)
+def file_stats(folder: str, paths: list[str]) -> dict[str, list[int]]:
+    """{path: [size, mtime_ns]} of a distribution's files ([-1, -1]: missing)."""
+    site = os.path.dirname(folder) + os.sep
     out: dict[str, list[int]] = {}
-    for path, _ in record_rows(data):
-        covered = _covered(path)
-        if covered is None:
-            continue
+    stat = os.stat
+    for path in paths:
         try:
-            st = os.stat(os.path.join(site, covered))
-            out[covered] = [st.st_size, st.st_mtime_ns]
+            st = stat(site + path)
+            out[path] = [st.st_size, st.st_mtime_ns]
         except OSError:
-            out[covered] = [-1, -1]
+            out[path] = [-1, -1]
     return out
-
-
-def record_hash(data: bytes) -> str:
-    """A file's hash as RECORD writes it."""
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
 def snapshot(roles: dict[str, str], paths: list[str] | None = None) -> dict[str, object]:
@@ -161,5 +170,5 @@ def snapshot(roles: dict[str, str], paths: list[str] | None = None) -> dict[str,
         found = dists.get(canonical(name))
         data = record_bytes(found["folder"]) if found else None
         if data is not None:
-            files[canonical(name)] = file_stats(found["folder"], data)
+            files[canonical(name)] = file_stats(found["folder"], list(covered(data)))
     return {"dists": out_dists, "files": files}

@@ -42,6 +42,7 @@ from vllm_plugin_release.core.wheelfacts import files_digest, wheel_files, wheel
 from vllm_plugin_release.edges import host, keys
 from vllm_plugin_release.spec.model import Spec
 
+PLATFORM_CHECK = "platform activation (vllm.platforms.current_platform)"  # inenv/envcheck.py
 EVIDENCE_KEPT = 5  # evidence items per check copied into the manifest (the scorecard has all)
 
 REQUIRED_RECORDS = (BUILD_CORE, BUILD_PLUGIN)
@@ -437,16 +438,18 @@ def _guard(records: Records, memo: Path | None = None) -> dict[str, Any] | None:
 
 
 def _platform(env: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The platform class vLLM resolved in the pairing environment (env.json's `platform
-    activation` check, whatever its status: on a runner without the vendor runtime that is
-    the class vLLM falls back to), and the runner; None without env.json."""
+    """The platform class vLLM resolved in the pairing environment itself (env.json's
+    `platform activation` check, whatever its status: on a runner without the vendor
+    runtime that is the class vLLM falls back to; never the stand-in overlay's, a test
+    double's), and the runner; None without env.json."""
     if env is None:
         return None
     resolved = None
     for check in env.get("checks") or []:
-        if isinstance(check, dict) and str(check.get("name", "")).startswith("platform activation"):
+        if isinstance(check, dict) and check.get("name") == PLATFORM_CHECK:
             value = check.get("value")
             resolved = value if isinstance(value, str) and value else None
+            break
     return {"resolved": resolved, "runner": env.get("runner")}
 
 
