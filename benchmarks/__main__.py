@@ -24,6 +24,7 @@ BENCHES = (
     "build_core",
     "container",
     "env",
+    "guard",
     "install",
     "isolation",
     "replay",
@@ -112,6 +113,12 @@ ROWS: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None], float | No
      _ratio("install", "verified / before, cpu"), None, "x"),
     ("  in process: the verification / the whole warm install", "install",
      _ratio("install", "verification / whole install"), None, "x"),
+    ("vpr-guard: added to vLLM start-up (load_general_plugins, with - without)", "guard",
+     _key("guard", "added_s"), 0.050, " s"),
+    ("  the guard's check alone, in the process", "guard", _key("guard", "check_s"), 0.050,
+     " s"),
+    ("  the whole command, median with - median without", "guard",
+     _key("guard", "whole_added_s"), None, " s"),
 )  # fmt: skip
 
 

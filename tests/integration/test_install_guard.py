@@ -56,7 +56,7 @@ def test_install_leaves_the_guard_and_repairs_what_it_finds(published: dict, tmp
     assert first.returncode == 0, first.stderr
     state = venv / "vpr-guard"
     assert sorted(p.name for p in state.iterdir()) == [
-        "certified.json", "lock.txt", "manifest.intoto.jsonl", "manifest.json", "policy"
+        "certified.json", "manifest.intoto.jsonl", "manifest.json", "manifest.lock.txt", "policy"
     ]  # fmt: skip
     assert (state / "manifest.json").read_bytes() == (
         published["store"] / "pairings" / f"{published['pid']}.json"
@@ -101,7 +101,12 @@ def test_a_record_beside_the_environment_that_was_edited_is_written_again(
 ) -> None:
     venv = tmp_path / "venv"
     assert install(published, venv).returncode == 0
+    # what vpr install left beside the environment re-verifies with the publisher's key
+    key = published["root"] / ".vpr" / "keys" / "manifest-signing.key.pub"
     manifest = venv / "vpr-guard" / "manifest.json"
+    ok = vpr("manifest", "check-env", "--manifest", str(manifest), "--key", str(key),
+             "--python", str(venv / "bin" / "python"), cwd=tmp_path)  # fmt: skip
+    assert ok.returncode == 0 and "every pin of" in ok.stdout, ok.stdout + ok.stderr
     manifest.write_text(manifest.read_text().replace('"pilot"', '"fleet"'))
     code, answer = guard_check(venv)
     assert code == 2 and "is not the manifest vpr install verified" in answer["findings"][0]["text"]

@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 STATE_DIR = "vpr-guard"
 MANIFEST = "manifest.json"
 STATEMENT = "manifest.intoto.jsonl"
-LOCK = "lock.txt"
+LOCK = "manifest.lock.txt"  # beside manifest.json, where `vpr manifest check-env` looks
 CERTIFIED = "certified.json"
 POLICY = "policy"
 POLICIES = ("enforce", "warn", "off")
