@@ -15,6 +15,7 @@ from tests.pairing import built_manifest, manifest_variant, sign_store
 from vllm_plugin_release.core import attest, ledger
 from vllm_plugin_release.core import manifestdoc as doc
 from vllm_plugin_release.core import storeindex as si
+from vllm_plugin_release.core.cache import key_of
 
 CADENCE = "plugin targets core {core}; policy allows 1 [lag {minor} minor, {days} days]"
 
@@ -39,7 +40,10 @@ def variant(
         core=core, minor=lag_days // 30, days=lag_days
     )
     m["api_approval"] = approval
-    return manifest_variant(m, commit=commit, core=core, verdict=verdict)
+    out = manifest_variant(m, commit=commit, core=core, verdict=verdict)
+    out["pairing_inputs"]["python"] = ".".join(python.split(".")[:2])
+    out["pairing_id"] = key_of(out["pairing_inputs"])
+    return out
 
 
 def write_store(

@@ -84,26 +84,25 @@ def _cell(site: str, pid: str, stored: Stored, releases: list[dict[str, Any]]) -
     }
 
 
-def _history(pid: str, ledger: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _history(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     keep = ("seq", "kind", "time", "runner", "verdict", "manifest_sha256")
-    return [
-        {**{k: e.get(k) for k in keep}, "lag_days": _lag_days(e, None)}
-        for e in ledger
-        if e.get("pairing_id") == pid
-    ]
+    return [{**{k: e.get(k) for k in keep}, "lag_days": _lag_days(e, None)} for e in entries]
 
 
 def install_line(pid: str, store: str, key: str) -> str:
     return shlex.join(["vpr", "install", pid[:16], "--store", store, "--key", key])
 
 
-def _pairing(stored: Stored, ledger: list[dict[str, Any]], store: str, key: str) -> dict[str, Any]:
+def _pairing(
+    stored: Stored, entries: list[dict[str, Any]], store: str, key: str
+) -> dict[str, Any]:
+    """One pairing's data; `entries`: the ledger's entries for it, in ledger order."""
     entry, manifest = stored.entry, stored.manifest
     pid = entry["pairing_id"]
     problem = stored.problem
     if manifest is not None and problem is None:
-        problem = superseded(ledger, pid, entry["manifest_sha256"])
-    releases = [e for e in ledger if e.get("pairing_id") == pid and e.get("kind") == "release"]
+        problem = superseded(entries, pid, entry["manifest_sha256"])
+    releases = [e for e in entries if e.get("kind") == "release"]
     plugin = entry["plugin"]
     return {
         "pairing_id": pid,
@@ -123,7 +122,7 @@ def _pairing(stored: Stored, ledger: list[dict[str, Any]], store: str, key: str)
         "api_approval": (manifest or {}).get("api_approval"),
         "guard": bool((manifest or {}).get("guard")),
         "install": install_line(pid, store, key),
-        "history": _history(pid, ledger),
+        "history": _history(entries),
     }
 
 
@@ -182,7 +181,10 @@ def build(
     """compat.json: every pairing (newest core first, then plugin, best verdict), the cores,
     the newest core release and who does not cover it. `store`/`key`: what the install
     lines name (the public store URL and the publisher's key file)."""
-    pairings = [_pairing(s, ledger, store, key) for s in stored]
+    by_pairing: dict[str, list[dict[str, Any]]] = {}
+    for e in ledger:
+        by_pairing.setdefault(str(e.get("pairing_id")), []).append(e)
+    pairings = [_pairing(s, by_pairing.get(s.entry["pairing_id"], []), store, key) for s in stored]
     rank = version_ranks(p["core"]["version"] for p in pairings)
     pairings.sort(
         key=lambda p: (

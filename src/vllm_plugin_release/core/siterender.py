@@ -343,7 +343,9 @@ def pairing_page(p: dict[str, Any], manifest: dict[str, Any] | None) -> bytes:
 
 
 def compat_bytes(compat: dict[str, Any]) -> bytes:
-    return (json.dumps(compat, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    """One JSON line, keys sorted (the encoder's fast path: a fleet store's is megabytes)."""
+    text = json.dumps(compat, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return (text + "\n").encode()
 
 
 def render(compat: dict[str, Any], manifests: dict[str, dict[str, Any] | None]) -> dict[str, bytes]:
