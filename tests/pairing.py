@@ -262,8 +262,10 @@ def write_spec(
     publish: dict[str, str] | None = None,
     *,
     core_version: str = "0.26.0",
+    approval: dict[str, Any] | None = None,
 ) -> Path:
-    """A valid buildspec under root/buildspec/ (root gets a pyproject.toml to anchor it)."""
+    """A valid buildspec under root/buildspec/ (root gets a pyproject.toml to anchor it);
+    `approval`: its [core.api_approval] (`to` is the core version)."""
     (root / "pyproject.toml").write_text("[project]\nname = 'x'\n")
     lines = [
         "spec_version = 1",
@@ -290,6 +292,9 @@ def write_spec(
         'package = "ttnn"',
         'version = "0.60.0"',
     ]
+    if approval:
+        lines.append("[core.api_approval]")
+        lines += [f"{k} = {json.dumps(v)}" for k, v in {**approval, "to": core_version}.items()]
     if publish:
         lines.append("[publish]")
         lines += [f'{k} = "{v}"' for k, v in publish.items()]
@@ -400,11 +405,14 @@ def check_store(root: Path) -> dict[str, Any]:
     return index
 
 
-def published_pairing(root: Path, **pairing: Any) -> dict[str, Any]:
+def published_pairing(
+    root: Path, approval: dict[str, Any] | None = None, **pairing: Any
+) -> dict[str, Any]:
     """A project in `root` whose pairing lock pins one real wheel (in deps/), its pairing
-    (`make_pairing(**pairing)`) built and published to root/store: {root, store, pid, env}."""
+    (`make_pairing(**pairing)`) built and published to root/store: {root, store, pid, env}.
+    `approval`: the spec's [core.api_approval]."""
     deps = locked_project(root)
-    spec = write_spec(root)
+    spec = write_spec(root, approval=approval)
     make_pairing(root / "dist" / "ref", **pairing)
     built = vpr("manifest", "build", "--spec", str(spec), cwd=root)
     assert built.returncode == 0, built.stderr

@@ -93,9 +93,7 @@ def install_line(pid: str, store: str, key: str) -> str:
     return shlex.join(["vpr", "install", pid[:16], "--store", store, "--key", key])
 
 
-def _pairing(
-    stored: Stored, entries: list[dict[str, Any]], store: str, key: str
-) -> dict[str, Any]:
+def _pairing(stored: Stored, entries: list[dict[str, Any]], store: str, key: str) -> dict[str, Any]:
     """One pairing's data; `entries`: the ledger's entries for it, in ledger order."""
     entry, manifest = stored.entry, stored.manifest
     pid = entry["pairing_id"]
