@@ -178,3 +178,33 @@ def test_a_platform_resolving_to_another_class_is_refused(installed: dict) -> No
     print("\n[platform] refused:\n" + "\n".join(lines))
     warned = start(installed["venv"], "warn", PYTHONPATH=str(runtime))
     assert warned.returncode == 0 and "vLLM started" in warned.stdout
+
+
+def test_the_site_of_the_released_store(installed: dict) -> None:
+    """The compatibility site of that very store (the real reference pairing, its guard
+    and platform in the signed manifest), and Chromium's view of it at 390 and 1280 px."""
+    import importlib.util
+
+    out = installed["tmp"] / "site"
+    store = installed["tmp"] / "store"
+    key = installed["tmp"] / "keys" / "release.key.pub"
+    vpr("manifest", "site", "--store", str(store), "--key", str(key), "--out", str(out),
+        "--cache-dir", str(installed["cache"]))  # fmt: skip
+    compat = json.loads((out / "compat.json").read_text())
+    (pairing,) = compat["pairings"]
+    assert pairing["pairing_id"] == installed["manifest"]["pairing_id"]
+    assert pairing["signature"]["verified"] and pairing["guard"] is True
+    assert pairing["sites"]["cpu"]["verdict"] == "pilot"
+    assert pairing["sites"]["hardware"]["signed_by"] is None  # the hardware part: not run
+    spec = importlib.util.spec_from_file_location("sitecheck", REPO / "scripts/sitecheck.py")
+    assert spec and spec.loader
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    if check.find_browser() is None:
+        pytest.skip("no Chromium (apt-get install -y chromium)")
+    for width in (390, 1280):
+        seen = check.inspect(out / "index.html", width, installed["tmp"] / "shots")
+        assert check.problems(seen) == [], seen
+        cells = [[c["text"].strip() for c in row] for row in seen["rows"] if len(row) == 3]
+        assert cells[0][0].startswith("vllm-reference-plugin 0.1.0")
+        assert cells[0][1].split("\n")[:2][0] == "PILOT" and cells[0][2] == "not run"
