@@ -45,8 +45,9 @@ def test_the_tt_image_is_made_again_to_its_pin_and_runs(tmp_path) -> None:
     made = json.loads(done.stdout)
     assert made["image"] == spec.build.base_image  # the same digest, made again here
     assert f"fingerprint sha256:{found.sha256}" in made["python"]
+    image_id = made["image"].split("@sha256:", 1)[1]  # a loaded image has no registry digest
     out = client.containers.run(
-        spec.build.base_image,
+        image_id,
         ["/bin/sh", "-c", "python3.10 -c 'import ssl, sqlite3; print(\"py ok\")' && "
          "ls /usr/lib/x86_64-linux-gnu/libatomic.so.1"],
         remove=True, network_disabled=True,
