@@ -227,12 +227,14 @@ def load_class(path: str) -> type:
     return cls
 
 
-def write_model_dir(max_model_len: int) -> Path:
+def write_model_dir(
+    max_model_len: int, architecture: str = "LlamaForCausalLM", model_type: str = "llama"
+) -> Path:
     """A local model folder holding only a small config.json (no hub access)."""
     folder = Path(tempfile.mkdtemp(prefix="vpr-replay-model-"))
     config = {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
+        "architectures": [architecture],
+        "model_type": model_type,
         "hidden_size": 64,
         "intermediate_size": 128,
         "num_attention_heads": 4,
@@ -478,6 +480,8 @@ def step_loop(
     from vllm.v1.outputs import ModelRunnerOutput
 
     a, b, c = float(cost["a"]), float(cost["b"]), float(cost["c"])
+    # Seconds added per token sampled on a slow path, per request (None: no slow path cost).
+    extra: list[float] | None = cost.get("per_request")
     arrival, admitted, reqs, index_of = feed.arrival, feed.admitted, feed.reqs, feed.index_of
     timeline: list[list[int]] = [[] for _ in range(len(arrival))]
     columns: list[list[Any]] = [[] for _ in STEP_COLUMNS]
@@ -574,6 +578,9 @@ def step_loop(
         else:
             empty_run = 0
             duration = a + b * pf_tok + c * dec_req
+            if extra is not None:
+                for rid in got:
+                    duration += extra[index_of[rid]]
         st_start.append(clock)
         clock += duration
         st_end.append(clock)
@@ -741,11 +748,19 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
 
     import_s = time.perf_counter() - t_import
 
+    paths = request_paths(request.get("paths"))
     model_dir = write_model_dir(max_model_len)
     shared = (model_dir, max_model_len, model_type, arrival, prompt, output)
-    bounds = (request["cost_model"], max_steps, timeout_s)
+    costs = {
+        e["label"]: {**request["cost_model"], **paths.get("cost", {})}
+        if e.get("slow_path_cost")
+        else request["cost_model"]
+        for e in request["schedulers"]
+    }
     calls = {
-        e["label"]: functools.partial(replay_entry, e, classes[e["label"]], *shared, *bounds)
+        e["label"]: functools.partial(
+            replay_entry, e, classes[e["label"]], *shared, costs[e["label"]], max_steps, timeout_s
+        )
         for e in request["schedulers"]
     }
     try:
@@ -760,7 +775,28 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
         "python": sys.version.split()[0],
         "import_s": import_s,
         "results": results,
+        **({"paths": paths["marks"]} if paths else {}),
     }
+
+
+def request_paths(spec: dict[str, Any] | None) -> dict[str, Any]:
+    """The slow path of each request (the plugin's predicates, `inenv/workload.paths_of`)
+    and the seconds each adds per sampled token: {"marks": {"per_request" | "error"},
+    "cost": {"per_request": [...]}}; {} without slow paths."""
+    if not spec:
+        return {}
+    try:
+        from vpr_inenv_workload import paths_of  # type: ignore[import-not-found]
+    except ImportError:
+        from vllm_plugin_release.inenv.workload import paths_of
+    found = paths_of(spec["combos"], spec["slow_paths"])
+    if "error" in found:
+        return {"marks": {"error": found["error"]}}
+    per_request = [found["paths"][c] for c in spec["request_combo"]]
+    price = spec.get("cost") or {}
+    seconds = [float(price.get(p, 0.0)) if p else 0.0 for p in per_request]
+    cost = {"per_request": seconds} if any(seconds) else {}
+    return {"marks": {"per_request": per_request}, "cost": cost}
 
 
 def main(argv: list[str]) -> int:
