@@ -67,7 +67,7 @@ def test_a_script_is_staged_with_the_inenv_modules_it_imports(tmp_path: Path) ->
     )  # fmt: skip
     assert done.stdout.strip() == "vpr_inenv_forking"
     done = subprocess.run(
-        [sys.executable, "-S", "-c", "import vpr_inenv_workload as w; print(w.load_object.__module__)"],
+        [sys.executable, "-S", "-c", "import vpr_inenv_workload as w; print(w._replay.__name__)"],
         cwd=script.parent, capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert done.stdout.strip() == "vpr_inenv_replay"

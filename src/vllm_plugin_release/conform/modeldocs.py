@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_plugin_release.conform.hardware import DOCS_DEFAULT
-from vllm_plugin_release.conform.hardwaredocs import MAX_BYTES, doc_files
+from vllm_plugin_release.conform.hardwaredocs import doc_texts
 
 # A Hugging Face repo id: ORG/NAME (no path of more parts, no file extension of docs).
 _ID = r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}"
@@ -79,21 +79,8 @@ def read_doc(rel: str, text: str) -> list[Seen]:
 
 def read_models(root: Path, patterns: list[str] | None = None) -> tuple[list[str], list[Seen]]:
     """(the doc files read, every model id seen), bounded like the other doc readers."""
-    files = doc_files(root, list(patterns or DOCS_DEFAULT))
-    names: list[str] = []
-    seen: list[Seen] = []
-    for path in files:
-        rel = path.relative_to(root).as_posix()
-        try:
-            with path.open("rb") as handle:
-                raw = handle.read(MAX_BYTES)
-        except OSError:
-            continue
-        if b"\0" in raw:
-            continue
-        names.append(rel)
-        seen += read_doc(rel, raw.decode("utf-8", errors="replace"))
-    return names, seen
+    texts = doc_texts(root, list(patterns or DOCS_DEFAULT))
+    return [rel for rel, _ in texts], [s for rel, text in texts for s in read_doc(rel, text)]
 
 
 def table(seen: list[Seen]) -> list[dict[str, object]]:

@@ -807,10 +807,16 @@ def main(argv: list[str]) -> int:
     # No platform plugin may touch the configs: the replay applies the plugin's
     # policy itself, to the plugin's scheduler only, and says what it changed.
     os.environ["VLLM_PLUGINS"] = ""
+    return serve(run, argv)
+
+
+def serve(job: Any, argv: list[str]) -> int:
+    """`job(request)` on argv[1]'s JSON, its result into argv[2]: exit 0; bad input (exit 2)
+    or an import that fails here (exit 3) as {"error": ...}."""
     request = json.loads(Path(argv[1]).read_text())
     out = Path(argv[2])
     try:
-        result = run(request)
+        result = job(request)
     except (BadRequest, ImportFailure) as exc:
         out.write_text(json.dumps({"error": str(exc)}))
         return 2 if isinstance(exc, BadRequest) else 3

@@ -46,19 +46,12 @@ from pathlib import Path
 from typing import Any
 
 try:  # staged beside this script (edges/envrun.COMPANIONS), or the package (tests)
-    from vpr_inenv_replay import (  # type: ignore[import-not-found]
-        BadRequest,
-        ImportFailure,
-        load_object,
-        write_model_dir,
-    )
+    import vpr_inenv_replay as _replay  # type: ignore[import-not-found]
 except ImportError:
-    from vllm_plugin_release.inenv.replay import (
-        BadRequest,
-        ImportFailure,
-        load_object,
-        write_model_dir,
-    )
+    from vllm_plugin_release.inenv import replay as _replay
+
+BadRequest, ImportFailure = _replay.BadRequest, _replay.ImportFailure
+load_object, write_model_dir, serve = _replay.load_object, _replay.write_model_dir, _replay.serve
 
 PROBE_PROCESSOR = "probe"  # replay/features.PROBE_PROCESSOR: the no-op processor below
 VOCAB = 300  # the tiny tokenizer's size (the model config keeps its own vocab_size)
@@ -624,26 +617,8 @@ def main(argv: list[str]) -> int:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
         os.environ.setdefault(name, "1")
-    request = json.loads(Path(argv[1]).read_text())
-    out = Path(argv[2])
-    try:
-        result = run(request)
-    except (BadRequest, ImportFailure) as exc:
-        out.write_text(json.dumps({"error": str(exc)}))
-        return 2 if isinstance(exc, BadRequest) else 3
-    except Exception:
-        out.write_text(json.dumps({"error": traceback.format_exc(limit=12)}))
-        return 3
-    out.write_text(json.dumps(result, separators=(",", ":")))
-    return 0
-
-
-def _exit(code: int) -> None:
-    """Exit without interpreter teardown (torch's takes seconds; the result is written)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    return serve(run, argv)
 
 
 if __name__ == "__main__":
-    _exit(main(sys.argv))
+    _replay._exit(main(sys.argv))
