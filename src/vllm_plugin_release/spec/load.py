@@ -75,6 +75,9 @@ def _table_name(path: tuple[str, ...]) -> str:
     return "[" + ".".join(path) + "]" if path else "top level"
 
 
+_BOUNDS = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
+
+
 def narrow(error: ValidationError) -> ValidationError:
     """An `anyOf` error (a table, or an array of such tables) as the error of the form the
     value has: its first error there, so the message names the key inside."""
@@ -131,6 +134,11 @@ def _describe(error: ValidationError, prefix: tuple[str, ...] = ()) -> tuple[tup
         return path, (f"{key} = {got!r} is not a URL: expected http(s)://HOST/PATH or file:///PATH")
     if error.validator == "const":
         return path, f"{key} must be {error.validator_value!r}, got {got!r}"
+    bound = _BOUNDS.get(str(error.validator))
+    if bound:
+        return path, f"{key} = {got!r}: must be {bound} {error.validator_value}" + (
+            f" ({desc})" if desc else ""
+        )
     if error.validator == "enum":
         return path, f"{key} must be one of {error.validator_value}, got {got!r}"
     if error.validator == "type":
