@@ -105,8 +105,9 @@ OUTPUTS = (
     records.REPLAY_TIMING,
     *records.REPLAY_PLOTS,
 )
-# 3: no run-specific timings, paths or times; 4: scorecard v2 (facts); 5: hardware_docs
-CONFORM_RECIPE = 5
+# 3: no run-specific timings, paths or times; 4: scorecard v2 (facts); 5: hardware_docs;
+# 6: workload (its check, plans' verdicts, the slow-path marks of the replay)
+CONFORM_RECIPE = 6
 
 
 def conform_key(ctx: Context) -> str:
