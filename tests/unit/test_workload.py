@@ -9,13 +9,14 @@ reports, one case per answer, each known-good next to its known-bad."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support import REFERENCE_SPEC, vpr
+from tests.support import REFERENCE_SPEC, REPO, vpr
 from vllm_plugin_release.conform import modeldocs, workload
 from vllm_plugin_release.conform.result import CheckResult
 from vllm_plugin_release.conform.scorecard import scorecard
@@ -25,6 +26,7 @@ from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.inenv import workload as inenv
 from vllm_plugin_release.replay import features as feat
 from vllm_plugin_release.replay import mix
+from vllm_plugin_release.spec.load import load_spec
 
 BASE_MIX = {
     "requests": 200,
@@ -113,8 +115,18 @@ def _spec_file(tmp_path: Path, features: str, plans: str = "") -> Path:
     ("features", "plans", "key", "message"),
     [
         ("logprob = { share = 0.1 }\n", "", "features", "unknown key 'logprob'"),
-        ("logprobs = { share = 1.5 }\n", "", "features.logprobs.share", "share = 1.5: must be <= 1"),
-        ("logprobs = { share = -0.1 }\n", "", "features.logprobs.share", "share = -0.1: must be >= 0"),
+        (
+            "logprobs = { share = 1.5 }\n",
+            "",
+            "features.logprobs.share",
+            "share = 1.5: must be <= 1",
+        ),
+        (
+            "logprobs = { share = -0.1 }\n",
+            "",
+            "features.logprobs.share",
+            "share = -0.1: must be >= 0",
+        ),
         (
             '[[conformance.request_mix.features.structured_output]]\nshare = 0.7\nkind = "json"\n'
             '[[conformance.request_mix.features.structured_output]]\nshare = 0.4\nkind = "regex"\n',
@@ -528,3 +540,17 @@ def test_models_are_read_where_the_docs_name_a_model(tmp_path: Path) -> None:
     assert missing["listed"] is False and missing["nearest"][0] == "meta-llama/Llama-3.1-8B"
     warning, _ = workload.coverage_finding({**missing, "table": rows})
     assert warning and "not among the 4 models" in warning
+
+
+@pytest.mark.skipif(
+    not os.environ.get("VPR_TT_PLUGIN_CHECKOUT"),
+    reason="set VPR_TT_PLUGIN_CHECKOUT to a vllm-tt-plugin checkout to run",
+)
+def test_the_tt_spec_model_in_the_tt_plugin_docs() -> None:
+    root = Path(os.environ["VPR_TT_PLUGIN_CHECKOUT"])
+    cov = workload.model_coverage(load_spec(REPO / "buildspec" / "tt.toml"), root)
+    assert cov["model"] == "meta-llama/Llama-3.1-8B-Instruct" and cov["listed"] is True
+    file, _, line = cov["where"][0].rpartition(":")
+    assert cov["model"] in (root / file).read_text().splitlines()[int(line) - 1]
+    shown = {str(r["model"]) for r in cov["table"]}
+    assert "meta-llama/Llama-3.2-11B-Vision-Instruct" in shown  # a multimodal model it lists
