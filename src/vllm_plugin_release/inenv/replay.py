@@ -32,11 +32,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
-import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass
@@ -44,24 +42,22 @@ from pathlib import Path
 from typing import Any
 
 try:  # staged beside this script (edges/envrun.stage_module), or the package (tests)
+    import vpr_inenv_common as common  # type: ignore[import-not-found]
     from vpr_inenv_forking import forked  # type: ignore[import-not-found]
 except ImportError:
+    from vllm_plugin_release.inenv import common
     from vllm_plugin_release.inenv.forking import forked
+
+BadRequest, ImportFailure, load_object = common.BadRequest, common.ImportFailure, common.load_object
+write_model_dir, serve, exit_now = common.write_model_dir, common.serve, common.exit_now
+
+__all__ = ["BadRequest", "ImportFailure", "load_object", "write_model_dir"]
 
 # Model types whose TT generator can resume a prefill from a chunk boundary; the TT
 # platform keeps token-chunked prefill for these and disables it for every other type.
 TT_CHUNKED_PREFILL_MODEL_TYPES = frozenset({"gemma4", "gemma4_unified"})
 
 SCHEDULER_BASE = "vllm.v1.core.sched.interface:SchedulerInterface"
-
-
-class ImportFailure(Exception):
-    """A named module that exists but cannot be imported in this environment (a missing
-    dependency, a broken build): an outside failure, exit 3 with {"error": ...}."""
-
-
-class BadRequest(Exception):
-    """Bad input: reported as {"error": ...} with exit code 2."""
 
 
 # ---------------------------------------------------------------------------
@@ -180,37 +176,6 @@ def platform_hook(path: str, vllm_config: Any) -> list[str]:
 # Building schedulers.
 
 
-def load_object(path: str, *, what: str) -> Any:
-    """Import `module:attr` (or `module.attr`)."""
-    if ":" in path:
-        module_name, _, attr = path.partition(":")
-    else:
-        module_name, _, attr = path.rpartition(".")
-    if not module_name or not attr:
-        raise BadRequest(f"{what} {path!r}: expected 'module:Name'")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
-            raise BadRequest(  # the name itself is wrong
-                f"{what} {path!r}: module {module_name!r} does not import "
-                f"({type(exc).__name__}: {exc}); check the name and that the plugin is "
-                f"installed in this environment"
-            ) from None
-        raise ImportFailure(f"{what} {path!r}: {type(exc).__name__}: {exc}") from None
-    except Exception as exc:  # the module exists, its import fails in this environment
-        raise ImportFailure(
-            f"{what} {path!r}: module {module_name!r} exists but its import fails here "
-            f"({type(exc).__name__}: {exc})"
-        ) from None
-    obj = module
-    for part in attr.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            raise BadRequest(f"{what} {path!r}: module {module_name!r} has no {attr!r}")
-    return obj
-
-
 def load_class(path: str) -> type:
     """Import `module:Class` and check it is a vLLM scheduler."""
     cls = load_object(path, what="scheduler")
@@ -225,27 +190,6 @@ def load_class(path: str) -> type:
             f"{SCHEDULER_BASE.replace(':', '.')}"
         )
     return cls
-
-
-def write_model_dir(
-    max_model_len: int, architecture: str = "LlamaForCausalLM", model_type: str = "llama"
-) -> Path:
-    """A local model folder holding only a small config.json (no hub access)."""
-    folder = Path(tempfile.mkdtemp(prefix="vpr-replay-model-"))
-    config = {
-        "architectures": [architecture],
-        "model_type": model_type,
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 4,
-        "num_hidden_layers": 1,
-        "vocab_size": 32000,
-        "max_position_embeddings": max_model_len,
-        "torch_dtype": "float32",
-    }
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
 
 
 def _vllm_config(
@@ -748,14 +692,12 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
 
     import_s = time.perf_counter() - t_import
 
-    paths = request_paths(request.get("paths"))
+    paths = _marks(request.get("paths"))  # each request's slow path and its price
     model_dir = write_model_dir(max_model_len)
     shared = (model_dir, max_model_len, model_type, arrival, prompt, output)
+    plain, priced = request["cost_model"], {**request["cost_model"], **paths.get("cost", {})}
     costs = {
-        e["label"]: {**request["cost_model"], **paths.get("cost", {})}
-        if e.get("slow_path_cost")
-        else request["cost_model"]
-        for e in request["schedulers"]
+        e["label"]: priced if e.get("slow_path_cost") else plain for e in request["schedulers"]
     }
     calls = {
         e["label"]: functools.partial(
@@ -779,24 +721,14 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def request_paths(spec: dict[str, Any] | None) -> dict[str, Any]:
-    """The slow path of each request (the plugin's predicates, `inenv/workload.paths_of`)
-    and the seconds each adds per sampled token: {"marks": {"per_request" | "error"},
-    "cost": {"per_request": [...]}}; {} without slow paths."""
+def _marks(spec: dict[str, Any] | None) -> dict[str, Any]:
     if not spec:
         return {}
-    try:
-        from vpr_inenv_workload import paths_of  # type: ignore[import-not-found]
+    try:  # staged beside this script, or the package (tests)
+        from vpr_inenv_workload import request_paths  # type: ignore[import-not-found]
     except ImportError:
-        from vllm_plugin_release.inenv.workload import paths_of
-    found = paths_of(spec["combos"], spec["slow_paths"])
-    if "error" in found:
-        return {"marks": {"error": found["error"]}}
-    per_request = [found["paths"][c] for c in spec["request_combo"]]
-    price = spec.get("cost") or {}
-    seconds = [float(price.get(p, 0.0)) if p else 0.0 for p in per_request]
-    cost = {"per_request": seconds} if any(seconds) else {}
-    return {"marks": {"per_request": per_request}, "cost": cost}
+        from vllm_plugin_release.inenv.workload import request_paths
+    return request_paths(spec)
 
 
 def main(argv: list[str]) -> int:
@@ -810,26 +742,5 @@ def main(argv: list[str]) -> int:
     return serve(run, argv)
 
 
-def serve(job: Any, argv: list[str]) -> int:
-    """`job(request)` on argv[1]'s JSON, its result into argv[2]: exit 0; bad input (exit 2)
-    or an import that fails here (exit 3) as {"error": ...}."""
-    request = json.loads(Path(argv[1]).read_text())
-    out = Path(argv[2])
-    try:
-        result = job(request)
-    except (BadRequest, ImportFailure) as exc:
-        out.write_text(json.dumps({"error": str(exc)}))
-        return 2 if isinstance(exc, BadRequest) else 3
-    out.write_text(json.dumps(result, separators=(",", ":")))
-    return 0
-
-
-def _exit(code: int) -> None:
-    """Exit without interpreter teardown (torch's takes seconds; the result is written)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 if __name__ == "__main__":
-    _exit(main(sys.argv))
+    exit_now(main(sys.argv))

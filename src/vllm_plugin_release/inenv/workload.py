@@ -46,12 +46,12 @@ from pathlib import Path
 from typing import Any
 
 try:  # staged beside this script (edges/envrun.COMPANIONS), or the package (tests)
-    import vpr_inenv_replay as _replay  # type: ignore[import-not-found]
+    import vpr_inenv_common as common  # type: ignore[import-not-found]
 except ImportError:
-    from vllm_plugin_release.inenv import replay as _replay
+    from vllm_plugin_release.inenv import common
 
-BadRequest, ImportFailure = _replay.BadRequest, _replay.ImportFailure
-load_object, write_model_dir, serve = _replay.load_object, _replay.write_model_dir, _replay.serve
+BadRequest, ImportFailure, load_object = common.BadRequest, common.ImportFailure, common.load_object
+write_model_dir, serve, exit_now = common.write_model_dir, common.serve, common.exit_now
 
 PROBE_PROCESSOR = "probe"  # replay/features.PROBE_PROCESSOR: the no-op processor below
 VOCAB = 300  # the tiny tokenizer's size (the model config keeps its own vocab_size)
@@ -610,6 +610,20 @@ def paths_of(combos: list[dict[str, Any]], slow_paths: list[dict[str, Any]]) -> 
     return {"paths": taken}
 
 
+def request_paths(spec: dict[str, Any]) -> dict[str, Any]:
+    """The slow path of each request (the plugin's predicates, `inenv/workload.paths_of`)
+    and the seconds each adds per sampled token (the replay's, `inenv/replay.py`):
+    {"marks": {"per_request" | "error"}, "cost": {"per_request": [...]}}."""
+    found = paths_of(spec["combos"], spec["slow_paths"])
+    if "error" in found:
+        return {"marks": {"error": found["error"]}}
+    per_request = [found["paths"][c] for c in spec["request_combo"]]
+    price = spec.get("cost") or {}
+    seconds = [float(price.get(p, 0.0)) if p else 0.0 for p in per_request]
+    cost = {"per_request": seconds} if any(seconds) else {}
+    return {"marks": {"per_request": per_request}, "cost": cost}
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 3:
         print("usage: python workload.py REQUEST.json OUT.json")
@@ -621,4 +635,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    _replay._exit(main(sys.argv))
+    exit_now(main(sys.argv))
