@@ -179,11 +179,11 @@ def read_doc(rel: str, text: str, mesh_variable: str | None) -> list[Seen]:
     return seen
 
 
-def read_docs(root: Path, hw: HardwareSettings) -> tuple[list[str], list[Seen]]:
-    files = doc_files(root, list(hw.docs or DOCS_DEFAULT))
-    names, seen = [], []
-    for path in files:
-        rel = path.relative_to(root).as_posix()
+def doc_texts(root: Path, patterns: list[str]) -> list[tuple[str, str]]:
+    """(path relative to `root`, text) of the docs `patterns` name: `doc_files`, each read
+    at most MAX_BYTES, binary files left out."""
+    out = []
+    for path in doc_files(root, patterns):
         try:
             with path.open("rb") as handle:
                 raw = handle.read(MAX_BYTES)
@@ -191,9 +191,14 @@ def read_docs(root: Path, hw: HardwareSettings) -> tuple[list[str], list[Seen]]:
             continue
         if b"\0" in raw:
             continue  # binary
-        names.append(rel)
-        seen += read_doc(rel, raw.decode("utf-8", errors="replace"), hw.mesh_variable)
-    return names, seen
+        out.append((path.relative_to(root).as_posix(), raw.decode("utf-8", errors="replace")))
+    return out
+
+
+def read_docs(root: Path, hw: HardwareSettings) -> tuple[list[str], list[Seen]]:
+    texts = doc_texts(root, list(hw.docs or DOCS_DEFAULT))
+    seen = [s for rel, text in texts for s in read_doc(rel, text, hw.mesh_variable)]
+    return [rel for rel, _ in texts], seen
 
 
 def _at(items: list[Seen]) -> str:

@@ -17,7 +17,7 @@ from vllm_plugin_release.core import records
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.packaged import packaged_json_object
 
-SCHEMA_VERSION = 2  # 2: source_date (was created), deferred items with run_with
+SCHEMA_VERSION = 3  # 2: source_date (was created), deferred items with run_with; 3: workload
 KIND = "vllm-plugin-release/manifest"
 MANIFEST_FILE = records.MANIFEST
 STATEMENT_FILE = records.STATEMENT
