@@ -199,7 +199,7 @@ def test_an_image_without_the_spec_python_is_named(
     assert pinned_image.returncode == 0, pinned_image.stderr
     done = build_core(docker_spec(tmp_path, python="3.12"), cache_root, tmp_path / "d")
     assert done.returncode == 3, done.stderr
-    assert f"image {PINNED} has no python3.12" in done.stderr
+    assert f"image {PINNED} has no CPython 3.12" in done.stderr
     assert not (tmp_path / "d").exists()
 
 
