@@ -35,6 +35,7 @@ from vllm_plugin_release.core.cache import (
     write_tree_manifest,
 )
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.core.treewalk import remove_tree
 from vllm_plugin_release.spec.model import GitSource, SdistSource, Spec
 
 if TYPE_CHECKING:
@@ -226,7 +227,7 @@ class Fetcher:
         with self.cache.lock(final):  # one extraction, however many runs ask
             if final.exists() and not tree_intact(final):
                 progress.warn(f"{final}: extracted tree differs from its manifest; re-extracting")
-                shutil.rmtree(final)
+                remove_tree(final)
             if not final.exists():
                 archive = self.sdist(source, project)
                 with self.cache.publish_dir(final) as work:

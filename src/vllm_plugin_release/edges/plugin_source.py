@@ -12,7 +12,6 @@ The source date epoch of the plugin build is the commit time.
 from __future__ import annotations
 
 import io
-import shutil
 import subprocess
 import tarfile
 import urllib.parse
@@ -22,6 +21,7 @@ from pathlib import Path
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import Cache, tree_intact, write_tree_manifest
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.core.treewalk import remove_tree
 from vllm_plugin_release.edges.git import git, refuse_option
 from vllm_plugin_release.spec.model import Spec
 
@@ -118,7 +118,7 @@ def _discard_if_changed(dest: Path) -> None:
     """A cached plugin tree that no longer matches its manifest is removed (made again)."""
     if dest.exists() and not tree_intact(dest):
         progress.warn(f"{dest}: plugin tree differs from its manifest; making it again")
-        shutil.rmtree(dest)
+        remove_tree(dest)
 
 
 def _remote_tag_commit(url: str, tag: str) -> str | None:
@@ -189,7 +189,7 @@ def _from_repo_path(spec: Spec, folder: Path, cache: Cache) -> PluginSource:
         _discard_if_changed(dest)
         if not dest.exists():
             tmp = dest.with_name(dest.name + ".tmp")
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_tree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
             with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tf:
                 tf.extractall(tmp / folder.name, filter="data")

@@ -20,6 +20,7 @@ from vllm_plugin_release.conform.installer.shell import (
     numbered,
 )
 from vllm_plugin_release.conform.installer.uvlock import is_uv_sync
+from vllm_plugin_release.conform.plugintree import Unread, read_text, too_large
 
 __all__ = ["CorePin", "InputFile", "PinningReport", "guess_kind", "scan"]
 
@@ -36,9 +37,8 @@ class Analyzer:
         self.fetches = Fetches(self.report, self.core)
         self.installs = Installs(root, self.report, self.core, self.fetches)
 
-    def read_file(self, rel: str, kind: str, role: str) -> None:
+    def read_file(self, rel: str, kind: str, role: str, text: str) -> None:
         path = self.root / rel
-        text = path.read_text(encoding="utf-8", errors="replace")
         shown = display(self.root, path)
         if kind in ("shell", "dockerfile") and shown not in self.report.files_read:
             self.report.files_read.append(shown)
@@ -168,12 +168,13 @@ def scan(
             analyzer.report.missing.append({"file": item.path, "named_by": item.key})
             continue
         try:
-            head = path.read_text(encoding="utf-8", errors="replace")[:200]
-        except OSError as exc:
-            analyzer.report.missing.append(
-                {"file": item.path, "named_by": item.key, "error": str(exc)}
-            )
+            text, cut = read_text(root, path)
+        except Unread as exc:
+            missing = {"file": item.path, "named_by": item.key, "error": exc.reason}
+            analyzer.report.missing.append(missing)
             continue
-        kind = item.kind or guess_kind(item.path, head)
-        analyzer.read_file(item.path, kind, item.role)
+        if cut:
+            analyzer.report.notes.append(too_large(item.path))
+        kind = item.kind or guess_kind(item.path, text[:200])
+        analyzer.read_file(item.path, kind, item.role, text)
     return analyzer.finish()

@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 
 from vllm_plugin_release.conform.installer import branches
 from vllm_plugin_release.conform.installer.scanner import SUB_RE, Scanner, Segment, words
+from vllm_plugin_release.conform.plugintree import Unread, exists_within, read_text, too_large
 
 ASSIGN_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\+?=(.*)$", re.S)
 _VAR_RE = re.compile(
@@ -381,12 +382,18 @@ class Shell:
             return []
         path = resolve(self.root, target, state.cwd, file)
         if path is None:
-            self.notes.append(f"{file}:{line}: sourced script {target} not found; not read")
+            self.notes.append(f"{file}:{line}: {target} is not in the plugin tree; not read")
             return []
         rel = display(self.root, path)
+        try:
+            text, cut = read_text(self.root, path)
+        except Unread as exc:
+            self.notes.append(f"{file}:{line}: {target} is {exc.reason}")
+            return []
+        if cut:
+            self.notes.append(too_large(rel))
         if rel not in self.files_read:
             self.files_read.append(rel)
-        text = path.read_text(encoding="utf-8", errors="replace")
         return self.run_text(numbered(text), rel, state, depth + 1)
 
 
@@ -439,7 +446,9 @@ def display(root: Path, path: Path) -> str:
 
 
 def resolve(root: Path, target: str, cwd: str | None, file: str) -> Path | None:
-    """A file named by an installer: against its cwd, the plugin root, the installer's folder."""
+    """A file named by an installer: against its cwd, the plugin root, the installer's
+    folder; only inside the plugin tree (links resolved): a path outside it, or a link
+    out of it, is not looked at (None, as for a file that is not there)."""
     if target.startswith("~") or "://" in target:
         return None
     candidates: list[Path] = []
@@ -453,8 +462,9 @@ def resolve(root: Path, target: str, cwd: str | None, file: str) -> Path | None:
         candidates.append(root / p)
         candidates.append((root / file).parent / p)
     for candidate in candidates:
-        if candidate.exists():
-            return candidate
+        inside = exists_within(root, candidate)
+        if inside is not None:
+            return inside
     return None
 
 

@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 import tomllib
 
 from vllm_plugin_release.conform.installer.requirements import canonical
+from vllm_plugin_release.conform.plugintree import Unread, read_regular
 
 MAX_BYTES = 64 * 1024 * 1024
 _AT_LINE = re.compile(r"\(at line (\d+)")
@@ -119,10 +120,9 @@ class Lock:
 def read_lock(path: Path, shown: str) -> Lock:
     """The uv.lock at `path` (`shown`: its name in messages), checked for size and shape."""
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise LockError(f"{shown}: cannot be read ({exc.strerror or exc})") from None
+        raw = read_regular(path, MAX_BYTES)
+    except Unread as exc:
+        raise LockError(f"{shown}: {exc.reason}") from None
     if len(raw) > MAX_BYTES:
         raise LockError(f"{shown}: larger than {MAX_BYTES // (1024 * 1024)} MiB; not read")
     text = raw.decode("utf-8", errors="replace")
