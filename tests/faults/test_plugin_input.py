@@ -286,3 +286,121 @@ def test_scheduler_docs_may_not_link_out(tmp_path: Path) -> None:
     assert result.status == "fail"
     assert "docs/SCHEDULING.md outside the plugin tree; not read" in result.summary
     assert SECRET not in json.dumps(result.to_json())
+
+
+# ---------------------------------------------------------------------------
+# D8: installers whose loops, branches, sourced scripts or lists multiply the work.
+
+GOOD_TAIL = "export VLLM_TARGET_DEVICE=empty\npip install --no-binary vllm vllm==0.26.0\n"
+
+
+def _nested_requirements(depth: int) -> dict[str, str]:
+    files = {f"r{i}.txt": f"-r r{i + 1}.txt\npkg{i}==1\n" for i in range(depth)}
+    return {**files, f"r{depth}.txt": "numpy==1.26.4\n"}
+
+
+HOSTILE_INSTALLERS: dict[str, tuple[str, dict[str, str], bool]] = {
+    # name: (installer, other files, whether the analysis must stop and say where)
+    "ten nested for loops": (
+        "".join(f"for v{i} in a b c d e f g h; do\n" for i in range(10))
+        + GOOD_TAIL
+        + "done\n" * 10,
+        {},
+        False,
+    ),
+    "blocks nested 1,000 deep": (
+        "".join(f"if [ -f $X{i} ]; then\n" for i in range(1000)) + GOOD_TAIL + "fi\n" * 1000,
+        {},
+        True,
+    ),
+    "variables times branches": (
+        "".join(f"V{i}=x\n" for i in range(3000))
+        + "".join(f"if [ -f $X ]; then A{i}=1; fi\n" for i in range(3000))
+        + GOOD_TAIL,
+        {},
+        True,
+    ),
+    "a script sourcing itself": (
+        "source scripts/again.sh\n" + GOOD_TAIL,
+        {"scripts/again.sh": "source scripts/again.sh\n" * 1000},
+        True,
+    ),
+    "case blocks": (
+        "".join(f"case $X in\n a) B{i}=1;;\n b) C{i}=2;;\nesac\n" for i in range(4000)) + GOOD_TAIL,
+        {},
+        True,
+    ),
+    "requirement files nested 1,000 deep": (
+        "pip install -r r0.txt\n" + GOOD_TAIL,
+        _nested_requirements(1000),
+        False,
+    ),
+    "a pyproject with 20,000 dependencies": (
+        "pip install .\n" + GOOD_TAIL,
+        {
+            "pyproject.toml": "[project]\nname = 'x'\nversion = '1'\ndependencies = [\n"
+            + "".join(f'  "pkg{i}==1",\n' for i in range(20000))
+            + "]\n"
+        },
+        False,
+    ),
+    "a uv.lock with 20,000 core entries": (
+        "export VLLM_TARGET_DEVICE=empty\nuv sync --frozen\n",
+        {
+            "pyproject.toml": "[project]\nname = 'x'\nversion = '1'\n",
+            "uv.lock": "version = 1\n"
+            + "".join(
+                f'[[package]]\nname = "vllm"\nversion = "0.{i}"\n'
+                'source = { registry = "https://pypi.org/simple" }\n'
+                for i in range(20000)
+            ),
+        },
+        False,
+    ),
+    "a requirement line of 500,000 blanks": (
+        "pip install -r r.txt\n" + GOOD_TAIL,
+        {"r.txt": "numpy" + " " * 500_000 + "==1.26.4\n"},
+        False,
+    ),
+}
+
+
+@pytest.mark.timeout(120)  # each took minutes or crashed before; now seconds at most
+@pytest.mark.parametrize("shape", list(HOSTILE_INSTALLERS))
+def test_installer_analysis_is_bounded(tmp_path: Path, shape: str) -> None:
+    installer, files, stops = HOSTILE_INSTALLERS[shape]
+    root = tmp_path / "plugin"
+    for name, text in {"scripts/install.sh": installer, **files}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    result = pinning.check(load_spec(_plugin_spec(tmp_path, root)), root)
+    incomplete = result.details["incomplete"]
+    if stops:
+        assert result.status == "fail" and incomplete, result.summary
+        assert "simplify the installer" in result.summary
+        assert incomplete[0].startswith(("scripts/install.sh:", "scripts/again.sh:"))
+    else:
+        assert not incomplete, incomplete
+        assert result.details["core_pin"] is not None, result.summary
+
+
+def test_uv_lock_with_a_broken_url_or_deep_nesting_is_named(tmp_path: Path) -> None:
+    """D9: a git source `https://[::1/...` and arrays nested 600 deep: each a message
+    naming uv.lock (and the line), not a traceback."""
+    root = tmp_path / "plugin"
+    (root / "scripts").mkdir(parents=True)
+    (root / "scripts" / "install.sh").write_text("uv sync --frozen\n")
+    (root / "pyproject.toml").write_text("[project]\nname = 'x'\nversion = '1'\n")
+    spec = load_spec(_plugin_spec(tmp_path, root))
+    for lock, error in (
+        (
+            '[[package]]\nname = "vllm"\nversion = "0.26.0"\n'
+            'source = { git = "https://[::1/vllm?rev=v0.26.0#abc" }\n',
+            "uv.lock:2: [[package]] vllm: its source URL cannot be read (Invalid IPv6 URL)",
+        ),
+        ("x = " + "[" * 600 + "]" * 600 + "\n", "uv.lock: arrays or tables nested too deep"),
+    ):
+        (root / "uv.lock").write_text(lock)
+        result = pinning.check(spec, root)
+        missing = [m for m in result.details["missing"] if m["file"] == "uv.lock"]
+        assert missing and missing[0]["error"].startswith(error), result.details["missing"]

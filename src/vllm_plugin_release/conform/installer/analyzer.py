@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from vllm_plugin_release.conform.installer.branches import TooComplex
 from vllm_plugin_release.conform.installer.dockerfile import dockerfile
 from vllm_plugin_release.conform.installer.fetches import Fetches
 from vllm_plugin_release.conform.installer.installs import Installs
@@ -42,16 +43,29 @@ class Analyzer:
         shown = display(self.root, path)
         if kind in ("shell", "dockerfile") and shown not in self.report.files_read:
             self.report.files_read.append(shown)
-        if kind == "shell":
-            self.commands(self.shell.run_text(numbered(text), shown, State()))
-        elif kind == "dockerfile":
-            commands, fetches = dockerfile(self.shell, text, shown, self.build_args)
-            self.report.unhashed_fetches.extend(fetches)
-            self.commands(commands)
+        if kind in ("shell", "dockerfile"):
+            self.script(kind, text, shown)
         elif kind == "pyproject":
             self.installs.pyproject(path, (), shown, None)
         else:
             self.installs.requirements_file(path, role, None, set())
+
+    def script(self, kind: str, text: str, shown: str) -> None:
+        """A shell script or Dockerfile: its commands; when it is beyond what the analysis
+        follows, the commands found before it stopped (and the report says where)."""
+        start = len(self.shell.emitted)
+        try:
+            if kind == "shell":
+                commands = self.shell.run_text(numbered(text), shown, State())
+            else:
+                commands, fetches = dockerfile(self.shell, text, shown, self.build_args)
+                self.report.unhashed_fetches.extend(fetches)
+        except TooComplex as exc:
+            commands = self.shell.emitted[start:]
+            self.report.incomplete.append(
+                f"{exc}; analysed the {len(commands)} command(s) found before {exc.where}"
+            )
+        self.commands(commands)
 
     def commands(self, commands: list[ShellCommand]) -> None:
         previous: ShellCommand | None = None
