@@ -251,7 +251,7 @@ def test_tampered_plugin_tree_is_made_again(tmp_path: Path, capsys) -> None:
     git("init", "-q", cwd=repo)
     git("add", ".", cwd=repo)
     git("commit", "-qm", "plugin", cwd=repo, date="2026-07-25T00:00:00Z")
-    spec = SimpleNamespace(path=repo / "spec.toml")
+    spec = SimpleNamespace(path=repo / "spec.toml", fetch={})  # [fetch]: the default limits
     cache = Cache(tmp_path / ".vpr")
     first = plugin_source._from_repo_path(spec, repo / "plugin", cache)
     with (first.root / "demo" / "__init__.py").open("a") as f:

@@ -143,17 +143,6 @@ def test_installer_fifo_is_not_opened(tmp_path: Path) -> None:
 DEEP = 1100
 
 
-@pytest.fixture
-def deep_tmp(tmp_path: Path):
-    """`tmp_path`, emptied without recursion afterwards (pytest's own clean-up of old temp
-    folders uses shutil.rmtree, which a tree this deep would crash)."""
-    from vllm_plugin_release.core.treewalk import remove_tree
-
-    yield tmp_path
-    for child in list(tmp_path.iterdir()):
-        remove_tree(child, ignore_errors=True)
-
-
 def _deep(top: Path, depth: int = DEEP) -> Path:
     """`top/d/d/.../d` (`depth` folders, made one by one: os.makedirs recurses too), with a
     doc at the bottom; returns the bottom folder."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import subprocess
-import tarfile
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import Cache, tree_intact, write_tree_manifest
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.treewalk import remove_tree
+from vllm_plugin_release.edges.fetch import ArchiveLimits, extract
 from vllm_plugin_release.edges.git import git, refuse_option
 from vllm_plugin_release.spec.model import Spec
 
@@ -191,9 +191,19 @@ def _from_repo_path(spec: Spec, folder: Path, cache: Cache) -> PluginSource:
             tmp = dest.with_name(dest.name + ".tmp")
             remove_tree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
-            with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tf:
-                tf.extractall(tmp / folder.name, filter="data")
-            write_tree_manifest(tmp)
+            # the same checks as a source archive's (nothing outside, no special file),
+            # each linear in a member's name: a tree 1,100 folders deep is quick too
+            try:
+                extract(
+                    io.BytesIO(archive.stdout),
+                    tmp / folder.name,
+                    ArchiveLimits.of(spec.fetch),
+                    label=f"{rel} (the committed plugin tree)",
+                )
+                write_tree_manifest(tmp)
+            except BaseException:
+                remove_tree(tmp, ignore_errors=True)  # nothing half-made is left
+                raise
             tmp.rename(dest)
     return PluginSource(
         root=dest / folder.name,
