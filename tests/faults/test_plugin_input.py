@@ -393,3 +393,45 @@ def test_uv_lock_with_a_broken_url_or_deep_nesting_is_named(tmp_path: Path) -> N
         result = pinning.check(spec, root)
         missing = [m for m in result.details["missing"] if m["file"] == "uv.lock"]
         assert missing and missing[0]["error"].startswith(error), result.details["missing"]
+
+
+# ---------------------------------------------------------------------------
+# The plugin's test files, read to find those that need the vendor runtime.
+
+
+@pytest.mark.timeout(60)
+def test_test_scan_survives_hostile_test_files(deep_tmp: Path) -> None:
+    """An expression too deep for Python's AST builder, a fifo named like a test, a link
+    to a test file outside the tree and a tests folder 1,100 deep: each is passed over
+    (a RecursionError, a wait forever and a RecursionError before); a real runtime import
+    beside them is still found."""
+    import os
+
+    from vllm_plugin_release.conform.testscan import runtime_importers
+
+    root = deep_tmp / "plugin"
+    tests = root / "tests"
+    tests.mkdir(parents=True)
+    (tests / "test_deep_expr.py").write_text("x = " + "+".join(["a"] * 20000) + "\n")
+    os.mkfifo(tests / "test_fifo.py")
+    outside = deep_tmp / "outside_test.py"
+    outside.write_text("import vendor_sdk\n")
+    (tests / "test_link_out.py").symlink_to(outside)
+    bottom = _deep(tests)
+    (bottom / "test_needs.py").write_text("import vendor_sdk\n")
+    found = runtime_importers(root, ["tests"], [], "vendor_sdk")
+    assert found == ["tests/" + "d/" * DEEP + "test_needs.py"]
+
+
+@pytest.mark.timeout(60)  # 217 s before (each hit decoded its whole line again)
+def test_symbol_scan_of_one_long_line_with_many_hits(tmp_path: Path) -> None:
+    """A 1 MiB file of one non-ASCII line holding 150,000 vendor symbols: every hit is
+    located and classified in one pass over the line (~5 s)."""
+    from vllm_plugin_release.conform.symbolscan import scan_tree
+
+    unit = "é ttnn("
+    (tmp_path / "f.py").write_text((unit * (2**20 // len(unit) + 1))[: 2**20])
+    report = scan_tree(tmp_path, ["ttnn"])
+    hits = report.hits
+    assert len(hits) == 2**20 // len(unit)
+    assert (hits[0].column, hits[-1].column) == (3, (len(hits) - 1) * len(unit) + 3)  # 1-based
