@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.required import pytest_runtest_makereport  # noqa: F401 (a hook: required skips)
 from tests.support import REFERENCE_SPEC, REPO, vpr
 
 INTEGRATION = Path(__file__).resolve().parent / "integration"

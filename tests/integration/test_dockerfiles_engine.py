@@ -9,7 +9,7 @@ from tests.support import REPO
 TT = REPO / "docker" / "tt-runtime.Dockerfile"
 
 
-@pytest.mark.docker
+@pytest.mark.docker(may_skip="the pinned base cannot be pulled")  # a registry, not the engine
 def test_tt_runtime_base_is_python_3_10_in_an_engine() -> None:
     """Where an engine is reachable: the pinned base resolves and carries Python 3.10."""
     from vllm_plugin_release.core.errors import OutsideFailure
@@ -31,7 +31,7 @@ def test_tt_runtime_base_is_python_3_10_in_an_engine() -> None:
     except ImageNotFound:
         try:
             client.images.pull(base)
-        except APIError as exc:  # an engine, but no registry (e.g. here, behind .ci/run)
+        except APIError as exc:  # an engine, but no registry (e.g. this machine)
             pytest.skip(f"the pinned base cannot be pulled here: {exc}")
     out = client.containers.run(base, ["python", "--version"], remove=True, network_disabled=True)
     assert out.decode().startswith("Python 3.10.")
