@@ -346,6 +346,15 @@ HOSTILE_INSTALLERS: dict[str, tuple[str, dict[str, str], bool]] = {
         },
         False,
     ),
+    "5,000 clones, each installed from its folder": (
+        "".join(
+            f"git clone https://example.invalid/r{i} /src/r{i}\npip install /src/r{i}\n"
+            for i in range(5000)
+        )
+        + GOOD_TAIL,
+        {},
+        True,  # past 1,000 clones the rest are not judged, and the check says so
+    ),
     "a requirement line of 500,000 blanks": (
         "pip install -r r.txt\n" + GOOD_TAIL,
         {"r.txt": "numpy" + " " * 500_000 + "==1.26.4\n"},
@@ -435,3 +444,18 @@ def test_symbol_scan_of_one_long_line_with_many_hits(tmp_path: Path) -> None:
     hits = report.hits
     assert len(hits) == 2**20 // len(unit)
     assert (hits[0].column, hits[-1].column) == (3, (len(hits) - 1) * len(unit) + 3)  # 1-based
+
+
+def test_what_the_installer_fuzzer_found(tmp_path: Path) -> None:
+    """`-r` with no file after it (the plugin's folder was opened as a file:
+    IsADirectoryError) and a NUL byte in a path (realpath: ValueError): a verdict, no
+    traceback. Both found by tests/faults/test_installer_fuzz.py."""
+    root = tmp_path / "plugin"
+    (root / "scripts").mkdir(parents=True)
+    (root / "scripts" / "install.sh").write_text(
+        "pip install -r reqs.txt\npip install /outside/x.txt\0\nsource a\0b.sh\n" + GOOD_TAIL
+    )
+    (root / "reqs.txt").write_text("-r\n-c \nnumpy==1.26.4\n")
+    result = pinning.check(load_spec(_plugin_spec(tmp_path, root)), root)
+    assert result.status in ("pass", "warn"), result.summary
+    assert result.details["core_pin"]["version"] == "0.26.0"

@@ -20,7 +20,10 @@ MISSING = "missing in the plugin source"
 
 
 def within(root: Path, path: Path) -> Path | None:
-    """`path` with every link resolved, when that is `root` or under it; else None."""
+    """`path` with every link resolved, when that is `root` or under it; else None (also
+    for a name no file can have: a NUL byte in it)."""
+    if "\0" in os.fspath(path):
+        return None
     base = os.path.realpath(root)
     real = os.path.realpath(path)
     if real == base or real.startswith(base.rstrip(os.sep) + os.sep):
@@ -52,10 +55,13 @@ def read_regular(path: Path, limit: int) -> bytes:
         raise Unread(MISSING)
     except OSError as exc:
         raise Unread(f"unreadable ({exc.strerror}); not read")
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a folder, a fifo, a device
             raise Unread("not a regular file; not read")
-        return handle.read(limit + 1)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(limit + 1)
+    finally:
+        os.close(fd)
 
 
 def read_text(root: Path, path: Path, limit: int = MAX_BYTES) -> tuple[str, bool]:

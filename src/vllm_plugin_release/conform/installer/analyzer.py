@@ -72,7 +72,10 @@ class Analyzer:
         pipeline: list[ShellCommand] = []
         for cmd in commands:
             self.fetches.order += 1
-            pipeline = [*pipeline, cmd] if cmd.op == "|" else [cmd]
+            if cmd.op == "|":
+                pipeline.append(cmd)  # (not a copy per command: a pipe of 40,000 is linear)
+            else:
+                pipeline = [cmd]
             if cmd.op == "|" and previous is not None:
                 self.fetches.piped(previous, cmd)
             self.command(cmd, pipeline)

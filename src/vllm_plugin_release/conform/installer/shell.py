@@ -118,6 +118,7 @@ class Shell:
         # (target, cwd, file) of a `source`d script -> its path and name, looked up once
         self.found: dict[tuple[str, str | None, str], tuple[Path | None, str]] = {}
         self.split: dict[str, tuple[list[str], str | None]] = {}  # text -> its words
+        self.parsed: dict[tuple[str, tuple[tuple[int, str], ...]], list[branches.Item]] = {}
 
     def spend(self, units: int) -> None:
         """Count work; TooComplex once a scan has done MAX_STEPS units."""
@@ -153,12 +154,18 @@ class Shell:
         return self.run_items(self.parse(lines, file), file, state, depth)
 
     def parse(self, lines: list[tuple[int, str]], file: str) -> list[branches.Item]:
-        self.spend(sum(len(text) for _, text in lines) // 16 + 1)  # ~ its cost to parse
-        scanner = Scanner(lines, self.subs)
-        segments = scanner.run()
-        if scanner.unterminated:
-            self.notes.append(f"{file}: unterminated quote or $( ... ); parsed best-effort")
-        return branches.structure(segments, file)
+        """The items of `lines`, parsed once (a substitution, `bash -c` string or heredoc
+        inside a loop or a branch runs again, and is not parsed again)."""
+        key = (file, tuple(lines))
+        if key not in self.parsed:
+            self.spend(sum(len(text) for _, text in lines) // 16 + 1)  # ~ its cost to parse
+            scanner = Scanner(lines, self.subs)
+            segments = scanner.run()
+            if scanner.unterminated:
+                self.notes.append(f"{file}: unterminated quote or $( ... ); parsed best-effort")
+            self.parsed[key] = branches.structure(segments, file)
+        self.spend(1)
+        return self.parsed[key]
 
     def run_items(
         self, items: list[branches.Item], file: str, state: State, depth: int
@@ -419,7 +426,7 @@ class Shell:
         stdout: str | None,
     ) -> list[ShellCommand]:
         """The command itself, then what a shell reading a heredoc runs."""
-        self.spend(len(state.vars))
+        self.spend(len(state.vars) + 64)  # and the analysis of it afterwards (installs, fetches)
         env = {k: v for k, v in state.vars.items() if v.exported}
         for key, value in prefix.items():
             env[key] = Var(value, file, seg.line, True)
