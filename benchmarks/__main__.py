@@ -25,10 +25,12 @@ BENCHES = (
     "build_core",
     "container",
     "env",
+    "install",
     "isolation",
     "replay",
     "release",
     "store",
+    "tt",
     "upstream",
 )
 
@@ -53,7 +55,7 @@ def _run(name: str, repeats: int | None) -> dict[str, Any]:
         return module.main([])
     if name == "store":
         return module.main(["--repeats", str(repeats)] if repeats else [])
-    if name == "release":
+    if name in ("release", "tt"):
         return module.main(*((repeats, repeats) if repeats else ()))
     return module.main(*((repeats,) if repeats else ()))
 
@@ -102,6 +104,15 @@ ROWS: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None], float | No
     ("  floor: that CPU time over the usable cores", "release", _key("release", "cpu_floor_s"),
      None, " s"),
     ("vpr release warm / cold", "release", _ratio("release", "warm / cold"), 0.02, "x"),
+    ("TT release cold / reference cold (3.10, real ttnn)", "tt",
+     _ratio("tt", "tt cold / reference cold"), 2.0, "x"),
+    ("TT release warm / TT cold", "tt", _ratio("tt", "tt warm / tt cold"), 0.05, "x"),
+    ("vpr install warm, store verified first / before (issue 28)", "install",
+     _ratio("install", "verified / before"), 1.10, "x"),
+    ("  the same in CPU time (the command and its children)", "install",
+     _ratio("install", "verified / before, cpu"), None, "x"),
+    ("  in process: the verification / the whole warm install", "install",
+     _ratio("install", "verification / whole install"), None, "x"),
 )  # fmt: skip
 
 

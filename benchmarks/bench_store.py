@@ -65,7 +65,20 @@ def _store(root: Path, n: int, plugins: int = 5) -> Path:
     store = root / "store"
     store.mkdir()
     (store / "index.json").write_bytes(si.index_bytes(index))
+    from tests.pairing import sign_store
+
+    sign_store(store, _key(root))  # consumers read a store through its signed head
     return store
+
+
+def _key(root: Path) -> Any:
+    """The bench's manifest key (root/key.pub is what the commands verify with)."""
+    from vllm_plugin_release.edges import keys
+
+    private = root / "key"
+    if not private.exists():
+        keys.generate_keypair(private)
+    return keys.load_private_key(private)
 
 
 def _env(root: Path, pins: int = 148) -> tuple[Path, Path, Path]:
@@ -87,6 +100,12 @@ def _env(root: Path, pins: int = 148) -> tuple[Path, Path, Path]:
     lock.write_text("\n".join(lock_lines) + "\n")
     manifest["environment"]["lock_sha256"] = hashlib.sha256(lock.read_bytes()).hexdigest()
     manifest_path = write_manifest(dist, manifest, "manifest.json")
+    from vllm_plugin_release.core import attest
+
+    statement = attest.build_statement(  # check-env verifies the signature first
+        manifest, sha256_file(manifest_path), {}, builder_id=attest.LOCAL_BUILDER
+    )
+    (dist / "manifest.intoto.jsonl").write_bytes(attest.signed_bytes(statement, _key(root)))
     venv = root / "venv"
     subprocess.run([uv_bin(), "venv", "-q", str(venv)], check=True)
     python = venv / "bin" / "python"
@@ -115,6 +134,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from vllm_plugin_release.core import storeindex as si
     from vllm_plugin_release.core import storeview
     from vllm_plugin_release.edges import store as st
+    from vllm_plugin_release.edges.trust import Trusted
     from vllm_plugin_release.stages import verify
 
     rows: dict[str, dict[str, list[float]]] = {}
@@ -123,12 +143,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         store = _store(root, args.pairings)
         size = (store / "index.json").stat().st_size
 
+        public = _key(root).public_key()
+
+        def index() -> dict[str, Any]:  # through the signed head, as the commands read it
+            return Trusted(st.DirStore(store), public, memory=None).index()
+
         def query() -> None:
-            entries = si.query(st.DirStore(store).read_index())
-            storeview.query_text(entries, str(store))
+            storeview.query_text(si.query(index()), str(store))
 
         def matrix() -> None:
-            storeview.matrix_text(si.matrix(st.DirStore(store).read_index()))
+            storeview.matrix_text(si.matrix(index()))
 
         python, manifest_path, lock = _env(root)
         manifest = json.loads(manifest_path.read_text())
@@ -139,11 +163,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             assert not problems, problems
 
         n = args.repeats
+        key = ["--key", str(root / "key.pub")]
         env_cli = ["manifest", "check-env", "--manifest", str(manifest_path), "--python",
-                   str(python), "--lock", str(lock)]  # fmt: skip
+                   str(python), "--lock", str(lock), *key]  # fmt: skip
         cases = {
-            "query": (query, ["manifest", "query", "--store", str(store)]),
-            "matrix": (matrix, ["manifest", "matrix", "--store", str(store)]),
+            "query": (query, ["manifest", "query", "--store", str(store), *key]),
+            "matrix": (matrix, ["manifest", "matrix", "--store", str(store), *key]),
             "check-env": (check_env, env_cli),
         }
         for case, (fn, argv) in cases.items():

@@ -1,21 +1,21 @@
-# TT-Metal runtime image for the self-hosted hardware runner (`nox -s conform-hardware`).
+# TT-Metal runtime image for a hardware runner that keeps the runtime in a venv of its own
+# (`vpr env --runtime-env /opt/tt-runtime`, `nox -s conform-hardware`).
 #
-# ttnn (TT-Metal's Python package) comes from PyPI, pinned by version and sha256 in
-# docker/tt-runtime-requirements.txt. ttnn 0.81.1 ships wheels for CPython 3.10 and 3.12
-# only (manylinux_2_34; bookworm's glibc 2.36 is new enough), so the base is Python 3.10.
-# The runtime lives in its own venv, /opt/tt-runtime, which VPR_RUNTIME_ENV names: the
-# hardware session builds the pairing environment on top of it (`vpr env --runtime-env`).
+# The base is the image `vpr image build --spec buildspec/tt.toml` makes here, pinned by
+# digest in buildspec/tt.toml [build] base_image: Debian bookworm from its packages with
+# SOURCE_DATE_EPOCH, the CPython 3.10 that [build] image_python_sha256 pins copied in at
+# /usr/local/bin/python3.10, uv pinned by hash, and libatomic1 (ttnn's libraries load it).
+# Anyone can make it again and get the same digest. Without --runtime-env the hardware
+# runner needs nothing more than that image: the pairing lock holds ttnn by hash.
+#
+# ttnn comes from PyPI, pinned by version and sha256 in docker/tt-runtime-requirements.txt
+# (the same pins as the pairing lock). ttnn 0.81.1 ships wheels for CPython 3.10 and 3.12
+# only (manylinux_2_34; bookworm's glibc 2.36 is new enough).
 #
 # Run it with the device and hugepages of the host, e.g.
 #   docker run --device /dev/tenstorrent -v /dev/hugepages-1G:/dev/hugepages-1G \
 #     -e MESH_DEVICE=N300 IMAGE
-#
-# The base is pinned by digest; the docker backend refuses a FROM that is not. The digest
-# below was taken from public records and could not be re-checked from the machine this
-# file was written on: refresh it on a machine with registry access
-#   docker buildx imagetools inspect docker.io/library/python:3.10-slim-bookworm
-# and keep the tag and the digest together.
-ARG BASE_IMAGE=docker.io/library/python:3.10-slim-bookworm@sha256:7ed92b32353e8d8bd865b5ba811e0315d3999c3b57b1c2df2b504a359d4a1707
+ARG BASE_IMAGE=localhost/vpr-build:bookworm-py310@sha256:9b6165cdd9427b2ee6d00fbd00edcfa606d17ad9e264cbf678031a8c0727cb8e
 FROM ${BASE_IMAGE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -33,7 +33,7 @@ RUN apt-get update \
 
 # ttnn and its dependencies: every file hash-checked, nothing resolved at build time.
 COPY docker/tt-runtime-requirements.txt /tmp/tt-runtime-requirements.txt
-RUN python -m venv /opt/tt-runtime \
+RUN python3.10 -m venv /opt/tt-runtime \
     && /opt/tt-runtime/bin/python -m pip install --require-hashes --no-deps \
         -r /tmp/tt-runtime-requirements.txt \
     && rm /tmp/tt-runtime-requirements.txt

@@ -212,7 +212,26 @@ def make_pairing(
     }
 
 
-def write_spec(root: Path, name: str = "ref", publish: dict[str, str] | None = None) -> Path:
+def locked_project(root: Path) -> Path:
+    """The pairing lock of a project in `root` (constraints/env-py311.txt) pinning LOCK_PIN
+    by the sha256 of a real wheel written to root/deps; returns deps (VPR_FIND_LINKS for an
+    offline install)."""
+    deps = root / "deps"
+    name, version = LOCK_PIN.split("==")
+    dep = write_wheel(deps, name, version, {"vpr_test_dep/__init__.py": "VALUE = 1\n"})
+    lock = root / "constraints" / "env-py311.txt"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text(f"{LOCK_PIN} \\\n    --hash=sha256:{sha256_file(dep)}\n")
+    return deps
+
+
+def write_spec(
+    root: Path,
+    name: str = "ref",
+    publish: dict[str, str] | None = None,
+    *,
+    core_version: str = "0.26.0",
+) -> Path:
     """A valid buildspec under root/buildspec/ (root gets a pyproject.toml to anchor it)."""
     (root / "pyproject.toml").write_text("[project]\nname = 'x'\n")
     lines = [
@@ -220,7 +239,7 @@ def write_spec(root: Path, name: str = "ref", publish: dict[str, str] | None = N
         f'name = "{name}"',
         "[core]",
         'name = "vllm"',
-        'version = "0.26.0"',
+        f'version = "{core_version}"',
         'target_device = "empty"',
         f"source_date_epoch = {SDE}",
         "[core.source]",
@@ -306,6 +325,36 @@ def write_manifest(folder: Path, m: dict[str, Any], name: str | None = None) -> 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(doc.manifest_bytes(m))
     return path
+
+
+def store_key(root: Path) -> Any:
+    """The manifest signing key where the CLI looks by default with VPR_CACHE_DIR=root/.vpr
+    (made on first use): a store signed with it reads without --key."""
+    from vllm_plugin_release.edges import keys
+
+    private = root / ".vpr" / keys.DEFAULT_KEY
+    if not private.exists():
+        keys.generate_keypair(private)
+    return keys.load_private_key(private)
+
+
+def sign_store(store: Path, key: Any, *, check: bool = True) -> None:
+    """A new head over every file of `store` as it is now (`vpr manifest sign-store`): for
+    a store a test wrote or edited by hand, whose consumers must get past its head.
+    `check=False`: a head written as a buggy or hostile publisher would, over whatever is
+    there (the writers' own checks, such as each ledger line's, skipped)."""
+    import datetime as dt
+
+    from vllm_plugin_release.core import signed
+    from vllm_plugin_release.core import storehead as sh
+    from vllm_plugin_release.edges.storehead import record, sign_head, vouched_files
+
+    if check:
+        sign_head(store, key, everything=True)
+        return
+    files = {name: record(name, (store / name).read_bytes()) for name in vouched_files(store)}
+    body = sh.body(files, previous=0, now=dt.datetime.now(dt.timezone.utc), days=30)
+    (store / sh.HEAD_FILE).write_bytes(signed.sign(body, sh.PAYLOAD_TYPE, key))
 
 
 def check_store(root: Path) -> dict[str, Any]:

@@ -38,6 +38,19 @@ def vpr(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None, check: 
     return done
 
 
+def repo_state() -> str:
+    """The repository's `git status` (untracked files too): a fuzzer compares it before and
+    after, so that nothing it ran wrote into the repository."""
+    done = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout
+
+
 def serve_in_thread(server: ThreadingHTTPServer) -> threading.Thread:
     """Serve on a daemon thread. A short poll interval keeps `server.shutdown()` quick: with
     the default (0.5 s) every test that stops a loopback server waits half a second."""

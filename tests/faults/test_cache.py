@@ -16,6 +16,7 @@ import pytest
 from tests.support import Index, make_sdist
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.edges.fetch import Fetcher
+from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.spec.model import SdistSource
 from vllm_plugin_release.stages import wheelbuild
 
@@ -141,6 +142,16 @@ def test_tampered_stage_wheel_is_discarded_not_delivered(tmp_path: Path, capsys)
 # -- two runs creating one cache entry at once ---------------------------------------------
 
 
+# What the stand-in runner says it makes environments from (never run).
+INTERPRETER = Interpreter(
+    path="/usr/bin/python3.11",
+    version="3.11.2",
+    implementation="CPython",
+    sha256="0" * 64,
+    found_by="system",
+)
+
+
 class _SlowRunner:
     """Stands in for the local runner: records who ran, and takes its time."""
 
@@ -149,6 +160,9 @@ class _SlowRunner:
 
     def __init__(self, venv: Path, log: Path) -> None:
         self.venv, self.log = venv, log
+
+    def interpreter(self, version: str) -> Interpreter:
+        return INTERPRETER
 
     def run(self, command, log) -> None:
         with self.log.open("a") as f:
@@ -161,10 +175,13 @@ class _SlowRunner:
 def _create_env(root: str, log: str, start: float) -> None:
     cache = Cache(root)
     spec = SimpleNamespace(build=SimpleNamespace(python="3.11", find_links=[]))
-    venv = cache.env_dir(
-        "build-core",
-        wheelbuild.key_of({"lock": "k", "python": "3.11", "bytecode": wheelbuild.BYTECODE}),
-    )
+    identity = {
+        "lock": "k",
+        "python": "3.11",
+        "bytecode": wheelbuild.BYTECODE,
+        "interpreter": INTERPRETER.identity(),
+    }
+    venv = cache.env_dir("build-core", wheelbuild.key_of(identity))
     time.sleep(max(0.0, start - time.time()))
     wheelbuild.ensure_build_env(spec, Path("lock.txt"), "k", cache, _SlowRunner(venv, Path(log)))
 

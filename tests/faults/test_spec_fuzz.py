@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import functools
 import os
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ import tomllib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support import REFERENCE_SPEC, REPO, vpr
+from tests.support import REFERENCE_SPEC, repo_state, vpr
 from vllm_plugin_release import cli
 from vllm_plugin_release.cli import main
 
@@ -148,17 +147,6 @@ def text_mutations(draw: st.DrawFn) -> str:
     return "".join(lines[:end] + lines[i:end] + lines[end:])
 
 
-def _repo_state() -> str:
-    done = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=all"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return done.stdout
-
-
 EXIT_CODES: dict[int, int] = {}
 
 
@@ -169,7 +157,7 @@ def workdir():
     The argument parser is built once (building it is half the cost of a `spec check`);
     everything after `parse_args` runs as in `vpr`.
     """
-    before = _repo_state()
+    before = repo_state()
     cwd = Path.cwd()
     build_parser = cli.build_parser
     cli.build_parser = functools.cache(build_parser)
@@ -180,7 +168,7 @@ def workdir():
         finally:
             os.chdir(cwd)
             cli.build_parser = build_parser
-    assert _repo_state() == before, "spec check wrote into the repository"
+    assert repo_state() == before, "spec check wrote into the repository"
     print(f"\nspec fuzz: exit codes {sorted(EXIT_CODES.items())}")
 
 

@@ -12,6 +12,8 @@ import pytest
 
 from tests import synthcore
 from tests.support import Index, vpr
+from vllm_plugin_release.edges import keys, ledgerstore
+from vllm_plugin_release.edges.store import DirStore
 
 # version on the index -> the synthetic core commit it was cut from (1-based)
 RELEASES = {"0.1.0": 1, "0.1.1": 3, "0.2.0rc1": 4, "0.2.0rc2": 5, "0.2.0": 8}
@@ -118,12 +120,18 @@ def test_nightly_moves_the_last_known_good_pointer_and_backs_off(setup, tmp_path
     def nightly(*args: str):
         return vpr(*common, *args, cwd=setup["proj"], env=setup["env"], check=False)
 
+    def last_known_good() -> dict:
+        """The store's pointer, read as the nightly reads it: through the store's head."""
+        public = keys.load_public_key(Path(f"{key}.pub"))
+        pointer = ledgerstore.read_lkg(DirStore(store), "demo", public)
+        assert pointer is not None
+        return pointer
+
     done = nightly("--ref", good)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
     assert report["status"] == "pass" and report["manifest"] == "demo-nightly"
-    lkg = json.loads((store / "lkg" / "demo.json").read_text())
-    assert lkg["pointer"]["core_commit"] == good
+    assert last_known_good()["core_commit"] == good
     # passed just now: the next scheduled run waits (8 h)
     skipped = nightly()
     assert skipped.returncode == 0 and json.loads(skipped.stdout)["status"] == "skipped"
@@ -139,7 +147,7 @@ def test_nightly_moves_the_last_known_good_pointer_and_backs_off(setup, tmp_path
     since = report["since_last_known_good"]
     assert since["last_known_good"] == good and since["commits"] == 4
     assert f"--good {good} --bad {commits[-1]}" in report["bisect"]
-    assert json.loads((store / "lkg" / "demo.json").read_text())["pointer"]["core_commit"] == good
+    assert last_known_good()["core_commit"] == good
     # failing: the schedule backs off to 24 h
     backing = json.loads(nightly().stdout)
     assert backing["status"] == "skipped" and "backing off: 1 failure" in backing["reason"]

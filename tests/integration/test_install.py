@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pairing import LOCK_PIN, make_pairing, vpr, write_spec, write_wheel
-from vllm_plugin_release.core.cache import sha256_file
+from tests.pairing import locked_project, make_pairing, vpr, write_spec, write_wheel
 from vllm_plugin_release.edges.uv import uv_bin
 
 
@@ -20,12 +19,7 @@ from vllm_plugin_release.edges.uv import uv_bin
 def published(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """A project whose pairing lock pins one real wheel (in deps/), published to a store."""
     root = tmp_path_factory.mktemp("project")
-    deps = root / "deps"
-    name, version = LOCK_PIN.split("==")
-    dep = write_wheel(deps, name, version, {"vpr_test_dep/__init__.py": "VALUE = 1\n"})
-    lock = root / "constraints" / "env-py311.txt"
-    lock.parent.mkdir(parents=True)
-    lock.write_text(f"{LOCK_PIN} \\\n    --hash=sha256:{sha256_file(dep)}\n")
+    deps = locked_project(root)
     spec = write_spec(root)
     make_pairing(root / "dist" / "ref")
     assert vpr("manifest", "build", "--spec", str(spec), cwd=root).returncode == 0
@@ -65,12 +59,14 @@ def test_install_verifies_installs_by_hash_and_second_run_is_a_no_op(
 
     stored = published["store"] / entry["manifest"]
     python = str(venv / "bin" / "python")
-    ok = vpr("manifest", "check-env", "--manifest", str(stored), "--python", python, cwd=tmp_path)
+    key = ("--key", str(published["root"] / ".vpr" / "keys" / "manifest-signing.key.pub"))
+    ok = vpr("manifest", "check-env", "--manifest", str(stored), "--python", python, *key,
+             cwd=tmp_path)  # fmt: skip
     assert ok.returncode == 0 and "every pin of" in ok.stdout, ok.stderr
     # drift: a pin removed is reported, and `vpr install` brings the environment back
     subprocess.run([uv_bin(), "pip", "uninstall", "-q", "--python", python, "vpr-test-dep"],
                    check=True)  # fmt: skip
-    drift = vpr("manifest", "check-env", "--manifest", str(stored), "--python", python,
+    drift = vpr("manifest", "check-env", "--manifest", str(stored), "--python", python, *key,
                 cwd=tmp_path)  # fmt: skip
     assert drift.returncode == 1 and "pin vpr-test-dep: missing (lock 1.0)" in drift.stdout
     again = install(published, venv, "--json")

@@ -7,10 +7,19 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.pairing import make_pairing, vpr
+from tests.pairing import make_pairing, store_key, vpr
+from vllm_plugin_release.core import attest
 from vllm_plugin_release.core import manifestdoc as doc
 from vllm_plugin_release.stages import manifest as mf
 from vllm_plugin_release.stages.verify import check_environment
+
+
+def _sign(path: Path, manifest: dict, key: object) -> None:
+    """manifest.intoto.jsonl next to `path`, signed with `key` (as `vpr manifest build`)."""
+    statement = attest.build_statement(
+        manifest, doc.manifest_digest(manifest), {}, builder_id=attest.LOCAL_BUILDER
+    )
+    path.with_name(doc.STATEMENT_FILE).write_bytes(attest.signed_bytes(statement, key))
 
 
 def test_check_env_matches_and_reports_every_mismatch(tmp_path: Path) -> None:
@@ -19,6 +28,7 @@ def test_check_env_matches_and_reports_every_mismatch(tmp_path: Path) -> None:
     m = mf.build_manifest(pins, mf.read_records(dist))
     mpath = dist / "manifest.json"
     mpath.write_bytes(doc.manifest_bytes(m))
+    _sign(mpath, m, store_key(tmp_path))  # check-env verifies the signature first
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"

@@ -155,6 +155,9 @@ def test_install_proof_travels_with_the_index_folder(tmp_path: Path) -> None:
             with served.open("ab") as fh:
                 fh.write(b"\0")  # same name, other bytes
         args = ("publish", "--spec", str(spec), "--store", str(tmp_path / name / "store"))
+        # the fresh cache holds no key: the one the manifest was signed with signs the store
+        key = tmp_path / ".vpr" / "keys" / "manifest-signing.key"
+        args += ("--signing-key", str(key))
         done = vpr(*args, "--json", cwd=tmp_path, env={"VPR_CACHE_DIR": str(cache)})
         if mutate:
             assert done.returncode == 1, done.stderr

@@ -23,6 +23,7 @@ from tests.pairing import (
     built_manifest,
     check_store,
     manifest_variant,
+    store_key,
     vpr,
     write_manifest,
 )
@@ -39,7 +40,7 @@ def base_manifest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def _fill(tmp_path: Path, base: dict) -> tuple[Path, list[dict]]:
     root = tmp_path / "store"
-    store = st.DirStore(root)
+    store = st.DirStore(root, signer=store_key(tmp_path))  # the CLI finds its .pub by default
     entries = [
         manifest_variant(base, commit="1" * 40, core="0.26.0", verdict="fleet"),
         manifest_variant(base, commit="2" * 40, core="0.26.0", verdict="pilot"),

@@ -15,6 +15,7 @@ import pytest
 
 from tests.support import REPO
 from vllm_plugin_release.core.dockerlint import ARG_LINE, DIGEST, lint, lint_file
+from vllm_plugin_release.spec.load import load_spec
 
 DOCKER = REPO / "docker"
 DOCKERFILES = sorted(DOCKER.glob("*Dockerfile*"))
@@ -80,22 +81,22 @@ def test_known_bad_edits_are_flagged_on_their_line() -> None:
     assert any("unpinned 'ttnn'" in m for m in problems_at(loose)[workdir])
 
     no_hashes = good.replace("--require-hashes --no-deps", "--no-deps")
-    install = line_of(good, "RUN python -m venv /opt/tt-runtime")
+    install = line_of(good, "RUN python3.10 -m venv /opt/tt-runtime")
     assert any("-r (no --require-hashes)" in m for m in problems_at(no_hashes)[install])
 
     mount = good.replace(
-        "RUN python -m venv /opt/tt-runtime",
-        "RUN --mount type=cache,target=/root/.cache python -m venv /opt/tt-runtime",
+        "RUN python3.10 -m venv /opt/tt-runtime",
+        "RUN --mount type=cache,target=/root/.cache python3.10 -m venv /opt/tt-runtime",
     )
     assert any("--mount" in m for m in problems_at(mount)[install])
 
 
 def test_run_mount_with_equals_is_flagged() -> None:
     good = TT.read_text()
-    install = line_of(good, "RUN python -m venv /opt/tt-runtime")
+    install = line_of(good, "RUN python3.10 -m venv /opt/tt-runtime")
     mount = good.replace(
-        "RUN python -m venv /opt/tt-runtime",
-        "RUN --mount=type=cache,target=/root/.cache python -m venv /opt/tt-runtime",
+        "RUN python3.10 -m venv /opt/tt-runtime",
+        "RUN --mount=type=cache,target=/root/.cache python3.10 -m venv /opt/tt-runtime",
     )
     assert any("--mount" in m for m in problems_at(mount).get(install, []))
 
@@ -105,7 +106,11 @@ def test_tt_runtime_python_and_ttnn_pin() -> None:
     ttnn comes from a hash-locked file (every requirement pinned, every one hashed)."""
     text = TT.read_text()
     base = next(line for line in text.splitlines() if line.startswith("ARG BASE_IMAGE="))
-    assert re.search(r"python:3\.(10|12)[.-]", base), base
+    # the image `vpr image build --spec buildspec/tt.toml` makes (and tt.toml pins): Debian
+    # with the pinned CPython 3.10 copied in, made here again to the same digest
+    spec = load_spec(REPO / "buildspec" / "tt.toml")
+    assert base.split("=", 1)[1] == spec.build.base_image
+    assert spec.build.python in ("3.10", "3.12") and spec.build.image_python_sha256
     assert "tt-runtime-requirements.txt" in text and "--require-hashes" in text
     reqs = TT_REQUIREMENTS.read_text()
     entries = [b for b in re.split(r"\n(?=[a-z0-9])", reqs) if b and not b.startswith("#")]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import vpr
-from vllm_plugin_release.core import ledger
+from vllm_plugin_release.core import attest, ledger
 from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.edges import keys, ledgerstore
 from vllm_plugin_release.edges.store import DirStore
@@ -125,12 +125,13 @@ def test_another_key_does_not_verify(signed, tmp_path: Path) -> None:
     store, _, _ = signed
     other, _ = keys.generate_keypair(tmp_path / "other" / "o.key")
     other_key = keys.load_private_key(other).public_key()
-    with pytest.raises(GateFailed, match=r"ledger\.jsonl:1: the signature does not verify") as err:
+    # the store's head is checked first: signed by another key, so nothing is read from it
+    with pytest.raises(GateFailed, match=r"head\.json: the signature does not verify") as err:
         ledgerstore.read_ledger(store, other_key)
-    # Both keys are named: the entry's and this run's (not "altered").
+    # Both keys are named: the head's and this run's (not "altered").
     signer = json.loads(_lines(store)[0])["signatures"][0]["keyid"][:16]
     assert f"signed by keyid {signer}, another key" in err.value.message
-    assert ledger.keyid(other_key)[:16] in err.value.message and "altered" not in err.value.message
+    assert attest.keyid(other_key)[:16] in err.value.message and "altered" not in err.value.message
 
 
 def test_cli_prints_filters_and_renders_the_matrix(signed) -> None:
@@ -152,13 +153,21 @@ def test_last_known_good_pointer_is_signed_and_checked(tmp_path: Path) -> None:
     key = keys.load_private_key(key_path)
     store = DirStore(tmp_path / "store")
     assert ledgerstore.read_lkg(store, "demo", key.public_key()) is None
-    pointer = {"pairing": "demo", "core_commit": "c" * 40, "plugin_commit": "d" * 40}
+    pointer = {
+        "pairing": "demo",
+        "core_url": "https://example.invalid/core.git",
+        "core_commit": "c" * 40,
+        "plugin_commit": "d" * 40,
+        "time": "2026-12-01T00:00:00Z",
+    }
     path = ledgerstore.write_lkg(store, "demo", pointer, key)
     assert ledgerstore.read_lkg(store, "demo", key.public_key()) == pointer
-    doc = json.loads(path.read_text())
-    doc["pointer"]["core_commit"] = "e" * 40  # moved by hand
-    path.write_text(json.dumps(doc))
-    with pytest.raises(GateFailed, match=r"lkg/demo\.json: the signature does not verify"):
+    envelope = json.loads(path.read_text())
+    moved = json.loads(base64.b64decode(envelope["payload"]))
+    moved["core_commit"] = "e" * 40  # moved by hand
+    envelope["payload"] = base64.b64encode(json.dumps(moved).encode()).decode()
+    path.write_text(json.dumps(envelope))
+    with pytest.raises(GateFailed, match=r"lkg/demo\.json: (not the file|larger than)"):
         ledgerstore.read_lkg(store, "demo", key.public_key())
     with pytest.raises(Exception, match="cannot name"):
         ledgerstore.write_lkg(store, "../x", pointer, key)
@@ -203,3 +212,28 @@ def test_a_line_that_is_not_a_signed_entry_is_refused(signed) -> None:
         ledgerstore.read_ledger(store, key.public_key())
     with pytest.raises(Exception, match="ledger kind 'bisect'"):
         _entry("0.26.0", "a", "pilot", kind="bisect")
+
+
+def test_a_signed_entry_of_another_shape_is_bad_input_naming_its_line(signed) -> None:
+    """Found by tests/faults/test_store_fuzz.py: a validly signed line whose `core` is a list
+    crashed the filters (AttributeError); now the ledger is refused at that line (exit 2)."""
+    from tests.pairing import sign_store
+    from vllm_plugin_release.core.errors import BadInput
+    from vllm_plugin_release.edges.storehead import sign_head
+
+    store, key, pub = signed
+    entries = [json.loads(base64.b64decode(json.loads(line)["payload"])) for line in _lines(store)]
+    entries[0]["core"] = ["0.26"]
+    lines: list[bytes] = []
+    for entry in entries:  # signed and chained again, as a buggy writer would have
+        entry["prev"] = ledger.line_digest(lines[-1]) if lines else ledger.GENESIS
+        lines.append(ledger.sign_line(entry, key))
+    _write(store, lines)
+    with pytest.raises(BadInput, match="not a ledger entry"):  # a writer never vouches for it
+        sign_head(store.root, key, everything=True)
+    sign_store(store.root, key, check=False)  # a buggy publisher did: the reader checks too
+    with pytest.raises(BadInput, match=r"ledger\.jsonl:1: a signed entry that is not a ledger"):
+        ledgerstore.read_ledger(store, key.public_key())
+    done = vpr("manifest", "ledger", "--store", str(store.root), "--key", str(pub), "--core", "x",
+               check=False)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr

@@ -15,6 +15,8 @@ import pytest
 from tests.pairing import (
     built_manifest,
     manifest_variant,
+    sign_store,
+    store_key,
     vpr,
     write_manifest,
 )
@@ -77,6 +79,7 @@ def test_index_rebuilt_when_corrupt_and_newer_refused(tmp_path: Path, base_manif
         store.read_index()
     with pytest.raises(BadInput, match="newer"):
         store.add(write_manifest(tmp_path, a))
+    sign_store(root, store_key(tmp_path))  # as its publisher would: the head vouches for it
     q = vpr("manifest", "query", "--store", str(root), cwd=tmp_path)
     assert q.returncode == 2 and "newer" in q.stderr and "Traceback" not in q.stderr
 
@@ -179,7 +182,7 @@ def test_query_and_matrix_fit_80_columns_without_cutting_names(base_manifest: di
 
 
 def test_query_and_matrix_json_from_the_cli(tmp_path: Path, base_manifest: dict) -> None:
-    store = st.DirStore(tmp_path / "store")
+    store = st.DirStore(tmp_path / "store", signer=store_key(tmp_path))
     m = manifest_variant(base_manifest, commit="4" * 40)
     store.add(write_manifest(tmp_path, m))
     q = vpr("manifest", "query", "--store", str(tmp_path / "store"), "--json", cwd=tmp_path)

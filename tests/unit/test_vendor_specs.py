@@ -14,14 +14,19 @@ from vllm_plugin_release.stages.requests import env_lock_request, runtime_plan
 
 
 @pytest.mark.parametrize(
-    ("name", "core", "runtime"),
-    [("ascend.toml", "0.27.1", "torch_npu"), ("spyre.toml", "0.19.0", "torch_sendnn")],
+    ("name", "core", "runtime", "python"),
+    [
+        ("ascend.toml", "0.27.1", "torch_npu", "3.12"),
+        ("spyre.toml", "0.19.0", "torch_sendnn", "3.11"),
+    ],
 )
-def test_vendor_specs_load(name: str, core: str, runtime: str) -> None:
+def test_vendor_specs_load(name: str, core: str, runtime: str, python: str) -> None:
     spec = load_spec(REPO / "buildspec" / name)
     assert spec.core.version == core and spec.runtime["module"] == runtime
+    assert spec.build.python == python  # the vendor image's
     assert spec.plugin["build_constraints"].startswith("constraints/build-plugin-")
-    assert spec.build.constraints == f"constraints/build-core-{core}-py311.txt"
+    xy = python.replace(".", "")
+    assert spec.build.constraints == f"constraints/build-core-{core}-py{xy}.txt"
 
 
 def _tree(tmp_path: Path) -> Path:

@@ -46,6 +46,25 @@ def add_backend(parser: argparse.ArgumentParser) -> None:
         help="where the stages run: local (this machine) or docker (the pinned "
         "[build] base_image); default: the spec's [build] backend",
     )
+    add_interpreter(parser)
+
+
+def add_interpreter(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--interpreter",
+        default=None,
+        metavar="PATH",
+        help="the CPython to build and check with (it must be the spec's [build] python); "
+        "default: $VPR_INTERPRETER, else uv, pyenv, asdf/mise, /usr/bin in that order",
+    )
+
+
+def load_spec_for(args: argparse.Namespace):
+    """The spec `--spec` names, with `--runner-backend` and `--interpreter` applied."""
+    from vllm_plugin_release.spec.load import load_spec
+
+    spec = load_spec(args.spec).with_backend(getattr(args, "runner_backend", None))
+    return spec.with_interpreter(getattr(args, "interpreter", None))
 
 
 RUNNERS = ("cpu", "hardware")  # conform.registry.RUNNERS, not imported to keep start-up quick
@@ -117,6 +136,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_dirs(tests)
     add_plugin_source(tests)
     add_runner(tests)
+    add_interpreter(tests)
     tests.add_argument(
         "--baseline",
         metavar="VERSION",
@@ -129,9 +149,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _inputs(args: argparse.Namespace):
     from vllm_plugin_release.flows.sources import Inputs
-    from vllm_plugin_release.spec.load import load_spec
 
-    spec = load_spec(args.spec).with_backend(getattr(args, "runner_backend", None))
+    spec = load_spec_for(args)
     return Inputs(spec, cachedir.from_args(args), getattr(args, "plugin_source", None))
 
 
@@ -146,7 +165,6 @@ def _lock(args: argparse.Namespace) -> int:
     from vllm_plugin_release.stages.lock import lock
 
     inputs = _inputs(args)
-    plugin_root = inputs.plugin.root if inputs.spec.plugin else None
     # A plugin with dynamic dependencies: they come from its built wheel, when built.
     built = Path(args.dist) / inputs.spec.name / records.BUILD_PLUGIN
     requires_dist = (
@@ -154,8 +172,44 @@ def _lock(args: argparse.Namespace) -> int:
         if built.is_file()
         else None
     )
-    lock(inputs.spec, inputs.tree, plugin_root, check=args.check, requires_dist=requires_dist)
+    plugin_root, from_locks = _plugin_for_lock(inputs, args.check, requires_dist)
+    lock(
+        inputs.spec,
+        inputs.tree,
+        plugin_root,
+        check=args.check,
+        requires_dist=requires_dist,
+        from_locks=from_locks,
+    )
     return 0
+
+
+def _plugin_for_lock(inputs, check: bool, requires_dist: list[str] | None):
+    """(plugin checkout, from_locks): `vpr lock --check` where the plugin's git source
+    cannot be reached (no --plugin-source, its host unreachable) checks the locks with the
+    plugin's inputs as they recorded them, and says so."""
+    from vllm_plugin_release.core.errors import OutsideFailure
+
+    spec = inputs.spec
+    if not spec.plugin:
+        return None, False
+    try:
+        root = inputs.plugin.root
+    except OutsideFailure as exc:
+        if not check:
+            raise
+        progress.warn(
+            f"lock --check: the plugin source is not reachable ({exc.message.splitlines()[0]}); "
+            "checking with its inputs as the locks recorded them (every stage that has the "
+            "source checks the locks against it)"
+        )
+        return None, True
+    if check and requires_dist is None:
+        from vllm_plugin_release.stages.requests import static_dependencies
+
+        if static_dependencies(root) is None:  # from the built wheel, which is not here
+            return root, True
+    return root, False
 
 
 def _build_core(args: argparse.Namespace) -> int:

@@ -8,9 +8,11 @@ from pathlib import Path
 
 from vllm_plugin_release.cli.build import (
     add_dirs,
+    add_interpreter,
     add_plugin_source,
     add_runner,
     add_spec_argument,
+    load_spec_for,
 )
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.edges import cachedir
@@ -36,6 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_dirs(conform)
     add_plugin_source(conform)
     add_runner(conform)
+    add_interpreter(conform)
     conform.add_argument("--force", action="store_true", help="ignore the cached scorecard")
     conform.set_defaults(func=_conform)
 
@@ -55,15 +58,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_dirs(check)
     add_plugin_source(check)
     add_runner(check)
+    add_interpreter(check)
     check.add_argument("--json", action="store_true", help="print the check's JSON object")
     check.set_defaults(func=_check)
 
 
 def _context(args: argparse.Namespace):
     from vllm_plugin_release.flows.sources import Inputs
-    from vllm_plugin_release.spec.load import load_spec
 
-    inputs = Inputs(load_spec(args.spec), cachedir.from_args(args), args.plugin_source)
+    inputs = Inputs(load_spec_for(args), cachedir.from_args(args), args.plugin_source)
     return inputs.context(args.runner, Path(args.dist))
 
 

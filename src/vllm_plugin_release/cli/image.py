@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="pin the image made here in the spec's [build] base_image",
     )
     build.add_argument("--json", action="store_true", help="print what was made as JSON")
+    from vllm_plugin_release.cli.build import add_interpreter
+
+    add_interpreter(build)
     build.set_defaults(func=_build)
 
 
@@ -44,7 +47,7 @@ def _build(args: argparse.Namespace) -> int:
     from vllm_plugin_release.spec.load import load_spec
     from vllm_plugin_release.stages.container_build import build_image, compare_pin
 
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec).with_interpreter(args.interpreter)
     made = build_image(spec, cachedir.from_args(args), suite=args.suite, mirror=args.mirror)
     print(json.dumps(made, indent=2) if args.json else made["image"])
     if args.write_spec:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.core.errors import EXIT_OK, BadInput
+from vllm_plugin_release.cli.storeargs import add_store_arguments, trusted
+from vllm_plugin_release.core.errors import EXIT_OK
 from vllm_plugin_release.edges import cachedir
 
 
@@ -16,7 +16,9 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "install",
         help="install a certified pairing from the manifest store (hashes required)",
-        description="Verify the pairing's signed manifest with the publisher's public key, then "
+        description="Read the store through its signed head and verify the pairing's signed "
+        "manifest with the publisher's public key (it must be the pairing asked for, and the "
+        "ledger must hold no newer verdict for it), then "
         "install exactly its certified set (the pairing's hash lock and both wheels, from the "
         "store's embedded index) with --require-hashes into a Python environment. A second run "
         "over a matching environment changes nothing. Exit 0 installed or already matching; "
@@ -34,21 +36,12 @@ def register(subparsers: Any) -> None:
         help="core version or specifier, with --plugin (instead of an id)",
     )
     p.add_argument("--plugin", metavar="NAME", help="plugin distribution name, with --core")
-    p.add_argument(
-        "--store",
-        metavar="PATH|URL",
-        help="folder or http(s) URL (default: $VPR_STORE, else .vpr/store)",
-    )
+    add_store_arguments(p)
     p.add_argument(
         "--python-env",
         metavar="DIR",
         default=".venv",
         help="the environment to create or bring in line (default: .venv)",
-    )
-    p.add_argument(
-        "--key",
-        metavar="KEY.pub",
-        help="the publisher's ed25519 public key (default: .vpr/keys/manifest-signing.key.pub)",
     )
     p.add_argument(
         "--offline",
@@ -67,27 +60,18 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.edges import keys
-    from vllm_plugin_release.flows.install import install
+    from vllm_plugin_release.flows.install import Request, Target, install
 
     cache = cachedir.from_args(args)
-    key = Path(args.key) if args.key else keys.public_path(cache.root / keys.DEFAULT_KEY)
-    if not key.exists():
-        raise BadInput(
-            f"--key {key}: public key not found",
-            hint="pass the publisher's public key (KEY.pub), distributed out of band",
-        )
-    store = args.store or os.environ.get("VPR_STORE") or str(cache.root / "store")
     result = install(
-        store,
-        key=key,
-        env_dir=Path(args.python_env),
-        scratch=cache.tmp,
-        pairing=args.pairing,
-        core=args.core,
-        plugin=args.plugin,
-        offline=args.offline,
-        allow_uncertified=args.allow_uncertified,
+        trusted(args),
+        Request(pairing=args.pairing, core=args.core, plugin=args.plugin),
+        Target(
+            env_dir=Path(args.python_env),
+            scratch=cache.tmp,
+            offline=args.offline,
+            allow_uncertified=args.allow_uncertified,
+        ),
     )
     if args.json:
         from dataclasses import asdict

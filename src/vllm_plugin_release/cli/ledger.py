@@ -5,34 +5,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.cli.storeargs import add_store_arguments, trusted
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK
-from vllm_plugin_release.edges import cachedir
 
 
 def register_ledger(sub: Any) -> None:
     p = sub.add_parser(
         "ledger",
         help="print and filter the signed pairing ledger (every verdict ever reached)",
-        description="Read STORE/ledger/ledger.jsonl, check every entry's ed25519 signature and "
-        "its link to the previous entry, and print the entries that match the filters "
+        description="Read STORE/ledger/ledger.jsonl through the store's signed head, check every "
+        "entry's ed25519 signature, its link to the previous entry, and the entry count and "
+        "last entry the head signs, and print the entries that match the filters "
         "(--matrix: the compatibility matrix generated from the ledger, the latest verdict "
         "per core and plugin commit). Exit 0; 1 when an entry's signature or link fails "
         "(the ledger is refused, naming the line) or no entry matches; 2 bad input.",
     )
-    p.add_argument(
-        "--store", default=None, help="folder or http(s) URL (default: $VPR_STORE or .vpr/store)"
-    )
-    p.add_argument(
-        "--key",
-        default=None,
-        help="ed25519 public key (default: the .pub of $VPR_SIGNING_KEY or "
-        ".vpr/keys/manifest-signing.key)",
-    )
+    add_store_arguments(p)
     p.add_argument("--core", help="core version, or a core commit prefix")
     p.add_argument("--plugin", help="plugin distribution name, or a plugin commit prefix")
     p.add_argument("--verdict", choices=["fleet", "pilot", "lab"])
@@ -51,26 +42,11 @@ def register_ledger(sub: Any) -> None:
     p.set_defaults(func=cmd_ledger)
 
 
-def _public_key(args: argparse.Namespace) -> Path:
-    from vllm_plugin_release.edges import keys
-
-    if args.key:
-        return Path(args.key)
-    cache = cachedir.from_args(args)
-    private, _ = keys.resolve_key_path(None, None, root=Path.cwd(), cache_root=cache.root)
-    return keys.public_path(private)
-
-
 def cmd_ledger(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core import ledger, progress
-    from vllm_plugin_release.edges import keys, ledgerstore
-    from vllm_plugin_release.edges import store as st
 
-    location = (
-        args.store or os.environ.get("VPR_STORE") or str(cachedir.from_args(args).root / "store")
-    )
-    store = st.open_store(location)
-    entries = ledgerstore.read_ledger(store, keys.load_public_key(_public_key(args)))
+    store = trusted(args)
+    entries = store.ledger()
     chosen = ledger.select(
         entries, core=args.core, plugin=args.plugin, verdict=args.verdict, kind=args.kind
     )

@@ -8,18 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.cli.ledger import register_ledger
+from vllm_plugin_release.cli.storeargs import KEY_HELP, add_store_arguments, trusted
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK
 from vllm_plugin_release.edges import cachedir
-
-
-def _default_store() -> str:
-    return os.environ.get("VPR_STORE") or str(cachedir.from_env().root / "store")
 
 
 def _spec_and_dirs(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +49,7 @@ def register(subparsers: Any) -> None:
     _register_matrix(sub)
     _register_check_env(sub)
     register_ledger(sub)  # cli/ledger.py
+    _register_sign_store(sub)
     _register_keys(subparsers)
     _register_publish(subparsers)
 
@@ -104,11 +101,11 @@ def _register_query(sub: Any) -> None:
     p = sub.add_parser(
         "query",
         help="list pairings in a manifest store",
-        description="List the pairings in a manifest store (exit 1 when none matches).",
+        description="List the pairings in a manifest store, read through its signed head "
+        "(exit 1 when none matches, or when the store's head does not verify with --key, "
+        "has expired, is older than one seen here, or does not vouch for index.json).",
     )
-    p.add_argument(
-        "--store", default=None, help="folder or http(s) URL (default: $VPR_STORE or .vpr/store)"
-    )
+    add_store_arguments(p)
     p.add_argument("--core", help="core version (0.26.0) or specifier (>=0.25)")
     p.add_argument("--plugin", help="plugin distribution name")
     p.add_argument("--verdict", choices=["fleet", "pilot", "lab"])
@@ -120,8 +117,11 @@ def _register_matrix(sub: Any) -> None:
     p = sub.add_parser(
         "matrix",
         help="render the compatibility matrix (core versions x plugin commits)",
+        description="Render the compatibility matrix of a manifest store, read through its "
+        "signed head (exit 1 when the head does not verify with --key, has expired, is older "
+        "than one seen here, or does not vouch for index.json).",
     )
-    p.add_argument("--store", default=None, help="folder or http(s) URL")
+    add_store_arguments(p)
     p.add_argument(
         "--format",
         choices=["table", "markdown", "html"],
@@ -138,12 +138,19 @@ def _register_check_env(sub: Any) -> None:
     p = sub.add_parser(
         "check-env",
         help="check an installed environment against a manifest",
-        description="Compare installed distributions with the manifest: versions, the files "
+        description="Verify the manifest's signature with the publisher's key (an edited "
+        "manifest is exit 1), then compare installed distributions with it: versions, the files "
         "recorded in RECORD against the certified wheels' digests, the plugin's entry points, "
         "and every pin of the pairing's lock (missing, different, extra). "
         "Prints every mismatch; exit 1 when there is one.",
     )
-    p.add_argument("--manifest", required=True, help="manifest.json")
+    p.add_argument(
+        "--manifest",
+        required=True,
+        help="manifest.json (its signed statement next to it: manifest.intoto.jsonl, or "
+        "<id>.intoto.jsonl for a store's pairings/<id>.json)",
+    )
+    p.add_argument("--key", default=None, metavar="KEY.pub", help=KEY_HELP)
     p.add_argument(
         "--python", default=sys.executable, help="python of the environment (default: this one)"
     )
@@ -159,6 +166,28 @@ def _register_check_env(sub: Any) -> None:
         "must be the manifest's environment.lock_sha256",
     )
     p.set_defaults(func=cmd_check_env)
+
+
+def _register_sign_store(sub: Any) -> None:
+    p = sub.add_parser(
+        "sign-store",
+        help="sign a fresh head for a store folder (after review, or before it expires)",
+        description="Sign the store's head (head.json) over every file it vouches for "
+        "(index.json, the ledger, last-known-good pointers, nightly schedules) as they are "
+        "now, after checking the ledger and the signed documents with the key, with a new "
+        "expiry ($VPR_STORE_HEAD_DAYS, default 30 days). Every writer signs a head; run this "
+        "for a store written before vpr signed heads, after a reviewed repair, or to keep a "
+        "store nobody writes to from expiring. Exit 0 signed; 1 a file does not verify.",
+    )
+    p.add_argument("--store", default=None, help="store folder (default: $VPR_STORE or .vpr/store)")
+    p.add_argument(
+        "--signing-key",
+        help="ed25519 private key (default: $VPR_SIGNING_KEY, else .vpr/keys/manifest-signing.key)",
+    )
+    p.add_argument(
+        "--cache-dir", default=None, help="cache folder (default: $VPR_CACHE_DIR or .vpr)"
+    )
+    p.set_defaults(func=cmd_sign_store)
 
 
 def _register_keys(subparsers: Any) -> None:
@@ -289,10 +318,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_query(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core import progress
     from vllm_plugin_release.core import storeindex as si
-    from vllm_plugin_release.edges import store as st
 
-    s = st.open_store(args.store or _default_store())
-    entries = si.query(s.read_index(), core=args.core, plugin=args.plugin, verdict=args.verdict)
+    s = trusted(args)
+    entries = si.query(s.index(), core=args.core, plugin=args.plugin, verdict=args.verdict)
     if args.json:
         print(json.dumps(entries, indent=2, sort_keys=True))
     elif entries:
@@ -309,10 +337,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core import storeindex as si
     from vllm_plugin_release.core.cache import atomic_write_text
     from vllm_plugin_release.core.storeview import matrix_json, matrix_text
-    from vllm_plugin_release.edges import store as st
 
-    s = st.open_store(args.store or _default_store())
-    m = si.matrix(s.read_index())
+    m = si.matrix(trusted(args).index())
     if args.json:
         text = json.dumps(matrix_json(m), indent=2, sort_keys=True) + "\n"
     elif args.format == "table":
@@ -327,12 +353,15 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def cmd_check_env(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.core import manifestdoc as mf
+    from vllm_plugin_release.cli.storeargs import key_path
     from vllm_plugin_release.core import progress
+    from vllm_plugin_release.edges.envprobe import check_python
     from vllm_plugin_release.stages import verify
 
     path = Path(args.manifest)
-    data = mf.load(path)
+    check_python(args.python)  # a folder or a text file: bad input, before anything else
+    # the signature first: nothing of an unverified manifest is used
+    data = verify.verify_files(path, key_path(args), manifest_only=True).manifest
     wheels = Path(args.wheels) if args.wheels else path.parent
     lock_text, lock = verify.find_lock(path, data, Path(args.lock) if args.lock else None)
     if lock_text is None:
@@ -352,6 +381,20 @@ def cmd_check_env(args: argparse.Namespace) -> int:
         f"{data['plugin']['name']} {data['plugin']['version']} (versions, RECORD hashes, "
         f"entry points{pins})"
     )
+    return EXIT_OK
+
+
+def cmd_sign_store(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.cli.storeargs import store_location
+    from vllm_plugin_release.edges import keys, ledgerstore
+    from vllm_plugin_release.edges.store import open_store
+
+    cache = cachedir.from_args(args)
+    path, _ = keys.resolve_key_path(args.signing_key, None, root=Path.cwd(), cache_root=cache.root)
+    location = store_location(args)
+    head = ledgerstore.sign_store(open_store(location), keys.load_private_key(path))
+    files = ", ".join(sorted(head.files)) or "no files yet"
+    print(f"signed head version {head.version} of {location}, valid until {head.expires}: {files}")
     return EXIT_OK
 
 

@@ -11,6 +11,7 @@ from vllm_plugin_release.cli.build import (
     add_plugin_source,
     add_runner,
     add_spec_argument,
+    load_spec_for,
 )
 from vllm_plugin_release.edges import cachedir
 
@@ -48,9 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _release(args: argparse.Namespace) -> int:
     from vllm_plugin_release.flows.release import Options, release
-    from vllm_plugin_release.spec.load import load_spec
 
-    spec = load_spec(args.spec).with_backend(args.runner_backend)
+    spec = load_spec_for(args)
     outcome = release(
         spec,
         Options(

@@ -228,16 +228,20 @@ def read_doc(rel: str, text: str, mesh_variable: str | None) -> list[Seen]:
     return seen
 
 
-def read_docs(root: Path, hw: HardwareSettings) -> tuple[list[str], list[Seen], list[str]]:
-    """(files read, what they show, files left unread once MAX_TOTAL_BYTES were read)."""
-    files = doc_files(root, list(hw.docs or DOCS_DEFAULT))
-    names: list[str] = []
-    seen: list[Seen] = []
+def doc_texts(
+    root: Path, patterns: list[str], left: list[str] | None = None
+) -> list[tuple[str, str]]:
+    """(path relative to `root`, text) of the docs `patterns` name: `doc_files`, each read
+    at most MAX_BYTES through the plugin tree's reader, binary files left out, until
+    MAX_TOTAL_BYTES are read; the files after that go to `left` (named, not read)."""
+    out: list[tuple[str, str]] = []
+    files = doc_files(root, patterns)
     total = 0
     for index, path in enumerate(files):
-        rel = path.relative_to(root).as_posix()
         if total >= MAX_TOTAL_BYTES:
-            return names, seen, [p.relative_to(root).as_posix() for p in files[index:]]
+            if left is not None:
+                left.extend(p.relative_to(root).as_posix() for p in files[index:])
+            break
         try:
             raw = read_regular(path, MAX_BYTES)[:MAX_BYTES]
         except Unread:
@@ -245,9 +249,16 @@ def read_docs(root: Path, hw: HardwareSettings) -> tuple[list[str], list[Seen], 
         if b"\0" in raw:
             continue  # binary
         total += len(raw)
-        names.append(rel)
-        seen += read_doc(rel, raw.decode("utf-8", errors="replace"), hw.mesh_variable)
-    return names, seen, []
+        out.append((path.relative_to(root).as_posix(), raw.decode("utf-8", errors="replace")))
+    return out
+
+
+def read_docs(root: Path, hw: HardwareSettings) -> tuple[list[str], list[Seen], list[str]]:
+    """(files read, what they show, files left unread once MAX_TOTAL_BYTES were read)."""
+    left: list[str] = []
+    texts = doc_texts(root, list(hw.docs or DOCS_DEFAULT), left)
+    seen = [s for rel, text in texts for s in read_doc(rel, text, hw.mesh_variable)]
+    return [rel for rel, _ in texts], seen, left
 
 
 def _at(items: list[Seen]) -> str:

@@ -26,6 +26,7 @@ from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.conform.testscan import (
     NETWORK_SIGNATURES,
     OFFLINE_ENV,
+    option_folders,
     runtime_importers,
 )
 from vllm_plugin_release.core import progress, records
@@ -33,6 +34,7 @@ from vllm_plugin_release.core.cache import Cache, write_json
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.edges import proc
 from vllm_plugin_release.edges.container import runner_of
+from vllm_plugin_release.spec.model import Spec
 
 RECORD = records.PLUGIN_TESTS
 PLUGIN_TESTS_SCHEMA: dict[str, Any] = {
@@ -91,10 +93,19 @@ class TestRun:
     outcomes: dict[str, str] = field(default_factory=dict)  # test id -> passed|failed|...
     exit_code: int = 0
     deferred: list[str] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)  # deferred, skipped, found: why
 
     @property
     def failing(self) -> list[str]:
         return sorted(t for t, o in self.outcomes.items() if o in ("failed", "error"))
+
+    def by_module(self) -> dict[str, dict[str, int]]:
+        """Outcome counts per test file (`tests/test_x.py`): what the scorecard shows."""
+        table: dict[str, dict[str, int]] = {}
+        for test, outcome in self.outcomes.items():
+            row = table.setdefault(test_module(test), {})
+            row[outcome] = row.get(outcome, 0) + 1
+        return dict(sorted(table.items()))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -105,7 +116,39 @@ class TestRun:
             "pytest_exit_code": self.exit_code,
             "deferred": self.deferred,
             "outcomes": dict(sorted(self.outcomes.items())),
+            "by_module": self.by_module(),
+            "deferred_tests": {
+                t: r for t, r in sorted(self.reasons.items()) if self.outcomes.get(t) == "deferred"
+            },
+            "import_findings": {
+                t: r for t, r in sorted(self.reasons.items()) if self.outcomes.get(t) == "failed"
+            },
         }
+
+    def without_paths(self, env: Path, root: Path) -> None:
+        """Reasons without this machine's folders (the environment's, the checkout's): the
+        record and the scorecard are the same wherever the run was."""
+        for test, why in self.reasons.items():
+            self.reasons[test] = why.replace(f"{env}/", "<env>/").replace(f"{root}/", "")
+
+    def count_import_findings(self, failed_modules: dict[str, str]) -> None:
+        """A test skipped because a plugin module does not import (its skip message names
+        the module, or carries the import error) is that finding: a failure, not a skip.
+        `failed_modules`: module -> import error, from the environment's check."""
+        for test, outcome in list(self.outcomes.items()):
+            said = self.reasons.get(test, "")
+            if outcome != "skipped" or not said:
+                continue
+            hit = next(
+                (m for m, err in failed_modules.items() if m in said or (err and err in said)),
+                None,
+            )
+            if hit is None:
+                continue
+            self.outcomes[test] = "failed"
+            self.reasons[test] = f"skipped because {hit} does not import: {failed_modules[hit]}"
+            self.counts["skipped"] -= 1
+            self.counts["failed"] = self.counts.get("failed", 0) + 1
 
 
 def settings(table: dict[str, Any]) -> dict[str, Any]:
@@ -120,6 +163,31 @@ def settings(table: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def settings_for(spec: Spec) -> dict[str, Any]:
+    """The spec's `[conformance.plugin_tests]` with its defaults, and the runtime's own
+    "no device" errors (`[runtime] no_device`): what a run needs to classify its tests."""
+    return {
+        **settings(spec.options("plugin_tests")),
+        "no_device": spec.runtime.get("no_device", []),
+    }
+
+
+def deferrals(root: Path, cfg: dict[str, Any], runner: str, module: str | None) -> Deferrals:
+    """What defers a failing test of this run: on the cpu runner, the absent runtime
+    (`module`), the runtime's "no device" error, and the options the plugin's conftests
+    require (a live server)."""
+    if runner != "cpu":
+        return Deferrals()
+    absent = (*absence_signatures(module), *cfg.get("absence_signatures", ())) if module else ()
+    folders = option_folders(root, cfg["cpu"])
+    return Deferrals(
+        absent=tuple(absent),
+        no_device=tuple(cfg.get("no_device", ())),
+        option_folders=tuple((k, tuple(v)) for k, v in sorted(folders.items())),
+        runtime_module=module or "",
+    )
+
+
 def absence_signatures(runtime_module: str) -> list[str]:
     """How an absent runtime shows in a failure: its own name or, for a dotted runtime
     (`vendor_sdk.torch`), a missing parent package (`No module named 'vendor_sdk'`)."""
@@ -128,21 +196,60 @@ def absence_signatures(runtime_module: str) -> list[str]:
     return [*parents, f"No module named '{runtime_module}"]
 
 
-def parse_junit(
-    path: Path, runtime_module: str | None = None, signatures: tuple[str, ...] = ()
-) -> tuple[dict[str, int], dict[str, str]]:
-    """Counts and per-test outcomes from a JUnit XML file.
+@dataclass(frozen=True)
+class Deferrals:
+    """What makes a failing test the hardware runner's, not a failure: the absent runtime
+    (`No module named 'ttnn'`, `absence_signatures`), a device the machine does not have
+    (the runtime's own error, `[runtime] no_device`), or options the plugin's conftest
+    requires that the cpu runner never passes (a live server: `testscan.option_folders`).
+    Each keyed on what the test did, never on a list of tests."""
 
-    A failure whose only cause is the absent vendor runtime (`No module named 'ttnn'`, or
-    one of the spec's `signatures`) is `deferred` (it belongs to the hardware runner), one
-    that needs the network the tests run without is `network`; never `passed`.
-    """
-    missing = [*absence_signatures(runtime_module), *signatures] if runtime_module else []
+    absent: tuple[str, ...] = ()
+    no_device: tuple[str, ...] = ()
+    option_folders: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    runtime_module: str = ""
+
+    def reason(self, test_id: str, text: str) -> str | None:
+        """Why the failing test `test_id` (its failure `text`) is deferred, or None."""
+        if found := next((m for m in self.absent if m in text), None):
+            return f"needs the runtime {self.runtime_module or ''}: {found}".replace("  ", " ")
+        if found := next((m for m in self.no_device if m in text), None):
+            return f"needs a device: {found}"
+        module = test_module(test_id)
+        for folder, options in self.option_folders:
+            if module.startswith(folder.rstrip("/") + "/"):
+                return (
+                    f"needs {', '.join(options)}, which {folder}/conftest.py requires (a live "
+                    "server: given on the hardware runner)"
+                )
+        return None
+
+
+def test_module(test_id: str) -> str:
+    """The test file of a JUnit test id (`tests.tt.test_x.TestY::test_z` ->
+    `tests/tt/test_x.py`): the classname up to its last `test_*` / `*_test` part."""
+    parts = test_id.split("::", 1)[0].split(".")
+    last = max(
+        (i for i, p in enumerate(parts) if p.startswith("test_") or p.endswith("_test")),
+        default=len(parts) - 1,
+    )
+    return "/".join(parts[: last + 1]) + ".py"
+
+
+def classify_junit(
+    path: Path, deferrals: Deferrals
+) -> tuple[dict[str, int], dict[str, str], dict[str, str]]:
+    """Counts, per-test outcomes, and why each deferred test is (from a JUnit XML file).
+
+    A failure whose cause `deferrals` recognises is `deferred` (it belongs to the hardware
+    runner), one that needs the network the tests run without is `network`; never
+    `passed`. A skip keeps its message as its reason (`skip_reasons`)."""
     try:
         root = ET.parse(path).getroot()
     except (ET.ParseError, OSError) as exc:
         raise OutsideFailure(f"{path}: unreadable JUnit XML ({exc})")
     outcomes: dict[str, str] = {}
+    reasons: dict[str, str] = {}
     for case in root.iter("testcase"):
         classname = case.get("classname", "")
         test_id = f"{classname}::{case.get('name', '?')}" if classname else case.get("name", "?")
@@ -152,26 +259,45 @@ def parse_junit(
         text = (
             ((problem.get("message") or "") + (problem.text or "")) if problem is not None else ""
         )
-        if problem is not None and any(m in text for m in missing):
+        why = deferrals.reason(test_id, text) if problem is not None else None
+        skipped = case.find("skipped")
+        if why:
             outcome = "deferred"
+            reasons[test_id] = why
         elif problem is not None and any(m in text for m in NETWORK_SIGNATURES):
             outcome = "network"
         elif case.find("failure") is not None:
             outcome = "failed"
         elif case.find("error") is not None:
             outcome = "error"
-        elif case.find("skipped") is not None:
+        elif skipped is not None:
             outcome = "skipped"
+            reasons[test_id] = (skipped.get("message") or "").strip()[:300]
         else:
             outcome = "passed"
         outcomes[test_id] = outcome
     counts = {k: 0 for k in ("passed", "failed", "error", "skipped", "deferred")}
     for outcome in outcomes.values():
         counts[outcome] = counts.get(outcome, 0) + 1  # "network" only when there is one
-    # collection errors appear as testsuite errors without a testcase on some versions
+    # collection errors appear as testsuite errors without a testcase on some versions:
+    # those beyond the testcases that carry an <error> (whatever they were classified as)
     suite_errors = sum(int(s.get("errors", 0)) for s in root.iter("testsuite"))
-    counts["error"] = max(counts["error"], suite_errors)
+    with_error = sum(1 for case in root.iter("testcase") if case.find("error") is not None)
+    counts["error"] += max(0, suite_errors - with_error)
     counts["total"] = len(outcomes)
+    return counts, outcomes, reasons
+
+
+def parse_junit(
+    path: Path, runtime_module: str | None = None, signatures: tuple[str, ...] = ()
+) -> tuple[dict[str, int], dict[str, str]]:
+    """Counts and per-test outcomes from a JUnit XML file: a failure whose only cause is
+    the absent vendor runtime (`No module named 'ttnn'`, or one of `signatures`) is
+    `deferred` (`classify_junit` with the runtime's absence alone)."""
+    absent = (*absence_signatures(runtime_module), *signatures) if runtime_module else ()
+    counts, outcomes, _ = classify_junit(
+        path, Deferrals(absent, runtime_module=runtime_module or "")
+    )
     return counts, outcomes
 
 
@@ -211,7 +337,9 @@ def _planned(
             f"{root}: test paths not found: {', '.join(missing)}",
             hint="check [conformance.plugin_tests]",
         )
-    ignore = list(cfg["ignore"]) if runner == "cpu" else []
+    # The hand list and the import scan apply only where the runtime is absent: with it
+    # present, every host test runs, and what needs a device shows in the run itself.
+    ignore = list(cfg["ignore"]) if runner == "cpu" and runtime_module else []
     if runner == "cpu" and runtime_module and cfg.get("scan_imports", True):
         ignore += runtime_importers(root, paths, ignore, runtime_module)
     return paths, ignore
@@ -227,6 +355,7 @@ def _test_env() -> dict[str, str]:
 def _outcome(
     done: Any,  # subprocess.CompletedProcess[str]
     junit: Path,
+    root: Path,
     runner: str,
     cfg: dict[str, Any],
     plan: tuple[list[str], list[str]],
@@ -236,13 +365,14 @@ def _outcome(
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
         raise OutsideFailure(f"pytest failed to run (exit {done.returncode}):\n{tail}")
     paths, ignore = plan
-    counts, outcomes = parse_junit(
-        junit,
-        runtime_module if runner == "cpu" else None,
-        tuple(cfg.get("absence_signatures", ())),
-    )
+    counts, outcomes, reasons = classify_junit(junit, deferrals(root, cfg, runner, runtime_module))
     run = TestRun(
-        runner=runner, paths=paths, counts=counts, outcomes=outcomes, exit_code=done.returncode
+        runner=runner,
+        paths=paths,
+        counts=counts,
+        outcomes=outcomes,
+        exit_code=done.returncode,
+        reasons=reasons,
     )
     if runner == "cpu":
         run.deferred = sorted(set(cfg["hardware"]) - set(paths)) + list(ignore)
@@ -263,7 +393,7 @@ def run_tests(
     # Where the pairing env was made: this machine, or its pinned container image.
     with progress.working("plugin tests"):
         done = runner_of(python).call(argv, env=_test_env(), cwd=root, timeout=cfg["timeout"])
-    return _outcome(done, junit, runner, cfg, plan, runtime_module)
+    return _outcome(done, junit, root, runner, cfg, plan, runtime_module)
 
 
 # ---------------------------------------------------------------------------
@@ -317,7 +447,7 @@ def tests_run(
         with progress.working("plugin tests (started while the env was checked)"):
             done = ahead.started.finish(cfg["timeout"])
         junit, plan = ahead.data
-        return _outcome(done, junit, runner, cfg, plan, module)
+        return _outcome(done, junit, root, runner, cfg, plan, module)
     finally:
         ahead.close()
 
@@ -354,7 +484,7 @@ def write_record(
 
 def run(ctx: Context) -> CheckResult:
     """The `plugin_tests` check: the plugin's tests in the pairing env, with a recorded baseline."""
-    cfg = settings(ctx.spec.options("plugin_tests"))
+    cfg = settings_for(ctx.spec)
     env = ctx.env
     module = (
         None
@@ -362,6 +492,14 @@ def run(ctx: Context) -> CheckResult:
         else env.get("runtime", {}).get("module")
     )
     run = tests_run(ctx.cache, ctx.python, ctx.plugin_root, ctx.runner, cfg, module)
+    run.without_paths(Path(ctx.python).parent.parent, ctx.plugin_root)
+    run.count_import_findings(
+        {
+            m["module"]: m.get("reason", "")
+            for m in env.get("plugin_modules", [])
+            if m.get("status") == "failed"
+        }
+    )
     # A baseline recorded by `vpr plugin-tests --baseline` stays, compared with this run.
     previous = ctx.dist / RECORD
     base_run, base_version = None, None
@@ -384,11 +522,19 @@ def run(ctx: Context) -> CheckResult:
         status = "fail"
     summary = (
         f"{c['passed']} passed, {c['failed']} failed, {c['error']} errors, {c['skipped']} skipped,"
-        f" {c.get('deferred', 0)} deferred (need the runtime)"
+        f" {c.get('deferred', 0)} deferred to the hardware runner"
         + (f", {c['network']} need the network (run offline)" if c.get("network") else "")
         + (f"; deferred paths: {', '.join(run.deferred)}" if run.deferred else "")
     )
-    evidence = [Evidence(note=f"failing: {t}", source="pytest") for t in run.failing]
+    found = record["import_findings"]
+    evidence = [
+        Evidence(note=f"failing: {t}" + (f" ({found[t]})" if t in found else ""), source="pytest")
+        for t in run.failing
+    ]
+    evidence += [
+        Evidence(note=f"deferred: {t}: {why}", source="pytest")
+        for t, why in record["deferred_tests"].items()
+    ]
     evidence += [
         Evidence(note=f"regression vs vLLM {base_version}: {t}", source="baseline")
         for t in record.get("regressions", [])
@@ -402,5 +548,5 @@ def run(ctx: Context) -> CheckResult:
         summary,
         evidence,
         threshold={"paths": cfg[ctx.runner]},  # type: ignore[arg-type]
-        details={"counts": c},
+        details={"counts": c, "by_module": record["by_module"]},
     )

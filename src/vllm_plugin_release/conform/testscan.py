@@ -234,3 +234,39 @@ def runtime_importers(root: Path, paths: list[str], ignore: list[str], runtime: 
             # a conftest.py is loaded for its whole folder: the folder needs the runtime
             out.append(str(rel.parent) if f.name == "conftest.py" else str(rel))
     return sorted(set(out))
+
+
+def _required_options(tree: ast.Module) -> list[str]:
+    """The command-line options a conftest's `pytest_addoption` declares `required=True`."""
+    found: list[str] = []
+    for node in tree.body:
+        if not (isinstance(node, ast.FunctionDef) and node.name == "pytest_addoption"):
+            continue
+        for call in ast.walk(node):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+                continue
+            if call.func.attr != "addoption":
+                continue
+            required = any(
+                k.arg == "required" and isinstance(k.value, ast.Constant) and k.value.value is True
+                for k in call.keywords
+            )
+            names = [a.value for a in call.args if isinstance(a, ast.Constant)]
+            if required:
+                found += [n for n in names if isinstance(n, str) and n.startswith("--")]
+    return found
+
+
+def option_folders(root: Path, paths: list[str]) -> dict[str, list[str]]:
+    """Folders (relative POSIX paths) whose conftest.py requires command-line options
+    (`parser.addoption("--server-url", required=True)`): their tests need what those
+    options name (a live server, a model), which the cpu runner never passes. What the
+    plugin itself declares, read from its files; {} when none does."""
+    out: dict[str, list[str]] = {}
+    for f in _test_files(root, paths):
+        if f.name != "conftest.py" or (tree := _parse(f)) is None:
+            continue
+        options = _required_options(tree)
+        if options:
+            out[f.parent.relative_to(root).as_posix()] = options
+    return out

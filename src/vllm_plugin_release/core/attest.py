@@ -20,9 +20,10 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
+from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.cache import canonical_json
-from vllm_plugin_release.core.errors import GateFailed
-from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE
+from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE, validate
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -102,8 +103,8 @@ def _strict_b64(text: Any, what: str, problems: list[str]) -> bytes | None:
 def parse_envelope(data: bytes, where: str) -> dict[str, Any]:
     """The envelope in a .intoto.jsonl file; GateFailed unless it is exactly canonical."""
     try:
-        envelope = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        envelope = bounded.loads(data)
+    except json.JSONDecodeError as exc:
         raise GateFailed(
             f"{where}: the signed envelope is not valid JSON ({exc})",
             hint="the file was altered; rebuild it with `vpr manifest build`",
@@ -123,7 +124,7 @@ def unverified_statement(envelope: dict[str, Any], where: str) -> dict[str, Any]
     if payload is None:
         raise GateFailed(f"{where}: " + "; ".join(problems))
     try:
-        return json.loads(payload)
+        return bounded.loads(payload)
     except json.JSONDecodeError as exc:
         raise GateFailed(f"{where}: signed payload is not JSON ({exc})")
 
@@ -183,7 +184,7 @@ def verify_envelope(
             hint="verify with the public key that matches the signing key, or rebuild",
         )
     try:
-        statement = json.loads(payload)
+        statement = bounded.loads(payload)
     except json.JSONDecodeError as exc:
         raise GateFailed(f"{where}: signed payload is not JSON ({exc})")
     if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
@@ -191,6 +192,82 @@ def verify_envelope(
     if statement.get("predicateType") != PREDICATE_TYPE:
         raise GateFailed(f"{where}: predicateType is not {PREDICATE_TYPE}")
     return statement
+
+
+def subject_digests(statement: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """({subject name: sha256}, problems) of a statement's well-formed subjects (a plain
+    file name and a sha256 string each)."""
+    names: dict[str, str] = {}
+    problems: list[str] = []
+    subjects = statement.get("subject")
+    for s in subjects if isinstance(subjects, list) else []:
+        name = s.get("name") if isinstance(s, dict) else None
+        digest = s.get("digest") if isinstance(s, dict) else None
+        want = digest.get("sha256") if isinstance(digest, dict) else None
+        if (
+            not isinstance(name, str)
+            or not isinstance(want, str)
+            or "/" in name
+            or name in ("", "..")
+        ):
+            problems.append(f"malformed subject {str(s)[:200]}")
+            continue
+        names[name] = want
+    if not names and not problems:
+        problems.append("the statement has no subjects")
+    return names, problems
+
+
+def unsigned_wheels(manifest: dict[str, Any], where: str, names: dict[str, str]) -> list[str]:
+    """The manifest's wheels that are not signed subjects with the manifest's digest."""
+    problems = []
+    for part in ("core", "plugin"):
+        wheel = manifest[part]["wheel"]
+        if names.get(wheel["filename"]) != wheel["sha256"]:
+            problems.append(
+                f"{where}: {part}.wheel {wheel['filename']} sha256 {wheel['sha256']} "
+                "is not a subject of the signed statement with that digest"
+            )
+    return problems
+
+
+def verify_pairing(
+    manifest_data: bytes,
+    envelope_data: bytes,
+    public_key: Ed25519PublicKey,
+    where: tuple[str, str],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(manifest, statement) of a pairing held as bytes (a store's copy, never written
+    anywhere): the envelope signed by `public_key`, the manifest bytes its `manifest.json`
+    subject, the manifest valid against its schema, both wheels signed subjects.
+    `where`: how to name the manifest and the statement. GateFailed lists the problems."""
+    manifest_at, statement_at = where
+    statement = verify_envelope(
+        parse_envelope(envelope_data, statement_at), public_key, statement_at
+    )
+    names, problems = subject_digests(statement)
+    got = hashlib.sha256(manifest_data).hexdigest()
+    if names.get(MANIFEST_FILE) != got:
+        problems.append(
+            f"{manifest_at}: sha256 {got} is not the signed {MANIFEST_FILE} subject "
+            f"{names.get(MANIFEST_FILE)}"
+        )
+        raise GateFailed(
+            f"{manifest_at}: verification failed:\n  " + "\n  ".join(problems),
+            hint="the manifest is not the one its statement signs; nothing was installed",
+        )
+    try:
+        manifest = bounded.loads(manifest_data)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{manifest_at}:{exc.lineno}: manifest is not valid JSON ({exc.msg})")
+    validate(manifest, manifest_at)
+    problems += unsigned_wheels(manifest, manifest_at, names)
+    if problems:
+        raise GateFailed(
+            f"{manifest_at}: verification failed:\n  " + "\n  ".join(problems),
+            hint="something changed after signing; rebuild with `vpr manifest build`",
+        )
+    return manifest, statement
 
 
 # ---------------------------------------------------------------------------

@@ -149,7 +149,9 @@ def _umask() -> int:
     return mask
 
 
-FILE_MODE = 0o666 & ~_umask()
+# Files are written 0644 on purpose (a restrictive umask is honoured): never writable by
+# others, whatever the umask; a secret (a private key) is made 0600 where it is written.
+FILE_MODE = 0o644 & ~_umask()
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -45,6 +45,49 @@ def file_layer(dest: Path, files: Mapping[str, tuple[bytes, int]], *, epoch: int
     return dest
 
 
+def tree_layer(
+    dest: Path,
+    root: Path,
+    members: Sequence[str],
+    *,
+    at: str,
+    epoch: int,
+    links: Mapping[str, Path] | None = None,
+) -> Path:
+    """A layer tar holding `members` (paths relative to `root`: files, folders, symbolic
+    links, in any order) under `at` in the image, and the symbolic `links` ({path in the
+    image: target}), owner root, every time `epoch`, modes kept; entries sorted, parents
+    included, so the bytes depend on the files only."""
+    base = at.strip("/")
+    names = {base + "/" + m.strip("/") for m in members}
+    extra = {k.strip("/"): str(v) for k, v in (links or {}).items()}
+    parents = {str(p) for n in [*names, *extra] for p in Path(n).parents} - {"."}
+    with tarfile.open(dest, "w", format=tarfile.GNU_FORMAT) as tf:
+        for name in sorted(parents | names | set(extra)):
+            if name in extra:
+                info = tarfile.TarInfo(name)
+                info.type, info.mode, info.mtime = tarfile.SYMTYPE, 0o777, epoch
+                info.linkname = extra[name]
+                tf.addfile(info)
+                continue
+            rel = name[len(base) + 1 :] if name.startswith(base + "/") else None
+            path = root / rel if rel else None
+            info = tarfile.TarInfo(name)
+            info.mtime = epoch
+            if path is None or (path.is_dir() and not path.is_symlink()):
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tf.addfile(info)
+            elif path.is_symlink():
+                info.type, info.mode = tarfile.SYMTYPE, 0o777
+                info.linkname = str(Path(path.readlink()))
+                tf.addfile(info)
+            else:
+                info.size, info.mode = path.stat().st_size, path.stat().st_mode & 0o755
+                with path.open("rb") as fh:
+                    tf.addfile(info, fh)
+    return dest
+
+
 def image_config(
     diff_ids: Sequence[str], *, epoch: int, labels: Mapping[str, str], env: Sequence[str] = ()
 ) -> dict[str, Any]:

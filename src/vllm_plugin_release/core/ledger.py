@@ -17,14 +17,11 @@ Reading refuses the whole ledger at the first line whose signature or link fails
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from vllm_plugin_release.core.attest import keyid, pae
-from vllm_plugin_release.core.cache import canonical_json
+from vllm_plugin_release.core import bounded, signed
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 
 if TYPE_CHECKING:
@@ -91,71 +88,59 @@ def chained(entry: dict[str, Any], previous_line: bytes | None, count: int) -> d
 
 def sign_line(entry: dict[str, Any], key: Ed25519PrivateKey) -> bytes:
     """One ledger line: `entry` in a DSSE envelope signed with `key`, canonical, newline."""
-    payload = canonical_json(entry).encode()
-    envelope = {
-        "payload": base64.b64encode(payload).decode(),
-        "payloadType": PAYLOAD_TYPE,
-        "signatures": [
-            {
-                "keyid": keyid(key.public_key()),
-                "sig": base64.b64encode(key.sign(pae(PAYLOAD_TYPE, payload))).decode(),
-            }
-        ],
-    }
-    return (canonical_json(envelope) + "\n").encode()
+    return signed.sign(entry, PAYLOAD_TYPE, key)
 
 
 def _verified_entry(line: bytes, public_key: Ed25519PublicKey, where: str) -> dict[str, Any]:
-    from cryptography.exceptions import InvalidSignature
+    return signed.verify(line, PAYLOAD_TYPE, public_key, where, what="ledger entry", hint=_HINT)
 
-    try:
-        envelope = json.loads(line)
-        payload = base64.b64decode(envelope["payload"], validate=True)
-        sigs = envelope["signatures"]
-        kind = envelope["payloadType"]
-    except (ValueError, KeyError, TypeError):
-        raise GateFailed(f"{where}: not a signed ledger entry", hint=_HINT)
-    if kind != PAYLOAD_TYPE or not isinstance(sigs, list):
-        raise GateFailed(f"{where}: not a signed ledger entry", hint=_HINT)
-    if (canonical_json(envelope) + "\n").encode() != line:
-        raise GateFailed(f"{where}: not in its signed canonical form (altered)", hint=_HINT)
-    want = keyid(public_key)
-    for sig in sigs:
-        if not isinstance(sig, dict) or sig.get("keyid") != want:
-            continue
-        try:
-            public_key.verify(base64.b64decode(sig["sig"]), pae(PAYLOAD_TYPE, payload))
-        except (InvalidSignature, ValueError, TypeError):
-            break
-        entry = json.loads(payload)
-        if isinstance(entry, dict):
-            return entry
-    signers = sorted({str(s.get("keyid"))[:16] for s in sigs if isinstance(s, dict)} - {want[:16]})
-    if signers and not any(isinstance(s, dict) and s.get("keyid") == want for s in sigs):
-        raise GateFailed(
-            f"{where}: the signature does not verify with keyid {want[:16]} (this key): the "
-            f"entry is signed by keyid {', '.join(signers)}, another key",
-            hint="sign with the key this ledger was started with (--signing-key), or give "
-            "this key a store of its own",
-        )
-    raise GateFailed(
-        f"{where}: the signature does not verify with keyid {want[:16]} (the entry was altered)",
-        hint=_HINT,
+
+_NONE = bounded.NONE
+# What select, matrix and the renderers read from an entry (seq and prev are checked apart).
+_ENTRY_SHAPE = bounded.shape(
+    (
+        ("kind", (str,)),
+        ("pairing_id", (str, _NONE)),
+        ("core.name", (str, _NONE)),
+        ("core.version", (str, _NONE)),
+        ("core.commit", (str, _NONE)),
+        ("plugin.name", (str, _NONE)),
+        ("plugin.version", (str, _NONE)),
+        ("plugin.commit", (str, _NONE)),
+        ("python", (str, _NONE)),
+        ("verdict", (str, _NONE)),
+        ("runner", (str, _NONE)),
+        ("time", (str, _NONE)),
+        ("manifest_sha256", (str, _NONE)),
+        ("lag", (dict, _NONE)),
     )
-
-
+)
 _HINT = "the ledger is append-only: restore the store's ledger from its last good copy"
 
 
-def parse_ledger(data: bytes, public_key: Ed25519PublicKey, where: str) -> list[dict[str, Any]]:
-    """Every entry, oldest first, each signature and chain link checked."""
+def parse_ledger(
+    data: bytes, public_key: Ed25519PublicKey, where: str, *, vouched: bool = False
+) -> list[dict[str, Any]]:
+    """Every entry, oldest first, each signature, shape and chain link checked.
+    `vouched`: `data` is exactly the ledger a signed store head names by sha256 (its
+    writer verified every line before it signed), so each line's own signature is not
+    checked again; the rest is."""
     entries: list[dict[str, Any]] = []
     previous: bytes | None = None
     for number, line in enumerate(data.splitlines(keepends=True), start=1):
         here = f"{where}:{number}"
         if not line.endswith(b"\n"):
             raise GateFailed(f"{here}: the last line is cut short (a torn write)", hint=_HINT)
-        entry = _verified_entry(line, public_key, here)
+        if vouched:
+            entry = signed.unverified(line, PAYLOAD_TYPE, here, what="ledger entry", hint=_HINT)
+        else:
+            entry = _verified_entry(line, public_key, here)
+        problem = bounded.shape_problem(entry, _ENTRY_SHAPE)
+        if problem:
+            raise BadInput(
+                f"{here}: a signed entry that is not a ledger entry ({problem})",
+                hint="the ledger was written by something other than vpr; restore it",
+            )
         expected = line_digest(previous) if previous else GENESIS
         if entry.get("seq") != number or entry.get("prev") != expected:
             raise GateFailed(

@@ -22,7 +22,9 @@ from vllm_plugin_release.core.errors import BadInput
 LOCK_PLATFORM = "x86_64-manylinux_2_28"
 INPUTS_LINE = re.compile(r"^# inputs-sha256: ([0-9a-f]{64})$", re.M)
 BODY_LINE = re.compile(r"^# body-sha256: ([0-9a-f]{64})\n", re.M)
-PIN_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)", re.M)
+# `name==version` or, for a release that must not be taken by a local build of it
+# (`torch===2.13.0`, never a find-links `2.13.0+cpu`), `name===version`
+PIN_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)===?([^\s;\\=]+)", re.M)
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class LockRequest:
     python: str
     overrides: tuple[str, ...] = ()
     platform: str = LOCK_PLATFORM
+    caps: tuple[str, ...] = ()  # constraints (uv --constraint): limits, not requirements
+    files: tuple[str, ...] = ("torch",)  # whose installed file the header names (not an input)
     title: str = ""
     notes: tuple[str, ...] = ()
 
@@ -45,6 +49,8 @@ class LockRequest:
                 "overrides": list(self.overrides),
                 "python": self.python,
                 "platform": self.platform,
+                # only when set: the keys of locks without caps are unchanged
+                **({"caps": list(self.caps)} if self.caps else {}),
             }
         )
 
@@ -59,8 +65,32 @@ def read_build_requires(source_tree: Path) -> list[str]:
         raise BadInput(f"{pyproject}: cannot read [build-system].requires ({exc})")
 
 
+def exact_pins(request: LockRequest, body: str) -> str:
+    """`body` with the pins the request asks for exactly (`name===version`: the index's
+    release, no local label) written `===` too: uv writes `==`, which at install time a
+    find-links file with a local label (`2.13.0+cpu`) would satisfy, and fail its hash."""
+    exact = {
+        m.group(1).lower()
+        for line in (*request.requirements, *request.overrides)
+        if (m := re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*===", line))
+    }
+
+    def rewrite(m: re.Match[str]) -> str:
+        name, version = m.group(1), m.group(2)
+        return f"{name}==={version}" if name.lower() in exact else m.group(0)
+
+    return PIN_LINE.sub(rewrite, body)
+
+
+def torch_requirement(version: str) -> str:
+    """The requirement for `[build] torch`: `torch==2.13.0+cpu` for a local build, and
+    `torch===2.13.0` (exactly that version, no local label) for the index's build, which
+    `==` would let a find-links `+cpu` file take."""
+    return f"torch=={version}" if "+" in version else f"torch==={version}"
+
+
 def core_build_request(
-    source_tree: Path, python: str, torch: str, version: str
+    source_tree: Path, python: str, torch: str, version: str, platform: str = LOCK_PLATFORM
 ) -> tuple[LockRequest, str]:
     """Build requirements of the core: its own, with torch replaced by the spec's.
 
@@ -79,11 +109,12 @@ def core_build_request(
             declared_torch = str(req)
             continue
         lines.append(str(req))
-    lines.append(f"torch=={torch}")
+    lines.append(torch_requirement(torch))
     lines.append("build")  # the frontend that runs the build inside the env
+    kind = "a CPU build" if torch.endswith("+cpu") else "the index's build for this Python"
     notes = (
         f"vLLM {version} declares {declared_torch!r} in [build-system]; this build uses "
-        f"torch=={torch} (a CPU build the machine can install). The empty target compiles "
+        f"torch=={torch} ({kind} the machine can install). The empty target compiles "
         "no kernels, so torch is only imported by setup.py.",
     )
     return (
@@ -91,6 +122,7 @@ def core_build_request(
             name="build-core",
             requirements=tuple(sorted(lines)),
             python=python,
+            platform=platform,
             title=f"Build requirements for vLLM {version} (VLLM_TARGET_DEVICE=empty), "
             f"Python {python}",
             notes=notes,
@@ -103,15 +135,17 @@ def body_sha256(body: str) -> str:
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
-def header(request: LockRequest, body: str) -> list[str]:
+def header(request: LockRequest, body: str, extra: tuple[str, ...] = ()) -> list[str]:
     """The comment lines a lock file starts with (title, notes, inputs hash, body hash).
+    `extra`: notes found while locking (the torch file chosen for this Python).
 
     The body-sha256 line is the last line of the header: the body is what follows it.
     """
+    caps = (f"caps (uv --constraint): {', '.join(request.caps)}",) if request.caps else ()
     return [
         f"# {request.title or request.name}",
         "# Written by `vpr lock`; do not edit by hand (install uses --require-hashes).",
-        *(f"# {note}" for note in request.notes),
+        *(f"# {note}" for note in (*request.notes, *caps, *extra)),
         f"# python: {request.python}  platform: {request.platform}",
         f"# inputs-sha256: {request.inputs_key}",
         f"# body-sha256: {body_sha256(body)}",
@@ -152,3 +186,63 @@ def check_lock(path: Path, request: LockRequest) -> str:
 def pins(lock_text: str) -> dict[str, str]:
     """name -> version of every pin in a lock."""
     return {m.group(1).lower(): m.group(2) for m in PIN_LINE.finditer(lock_text)}
+
+
+HASH_LINE = re.compile(r"--hash=sha256:([0-9a-f]{64})")
+FILE_LINE = re.compile(
+    r"^# file: (?P<name>[a-z0-9][a-z0-9._-]*) (?P<filename>\S+\.whl) "
+    r"sha256=(?P<sha256>[0-9a-f]{64}) size=(?P<size>\d+) from=(?P<source>\S+)$",
+    re.M,
+)
+
+
+def hashes(lock_text: str) -> dict[str, set[str]]:
+    """name -> the sha256 hashes a lock allows for it (its `--hash` lines)."""
+    found: dict[str, set[str]] = {}
+    current: set[str] | None = None
+    for line in lock_text.splitlines():
+        pin = PIN_LINE.match(line)
+        if pin:
+            current = found.setdefault(pin.group(1).lower(), set())
+        elif not line.startswith(" "):
+            current = None
+        if current is not None:  # the pin line itself may carry a hash
+            current.update(HASH_LINE.findall(line))
+    return found
+
+
+@dataclass(frozen=True)
+class LockedFile:
+    """The wheel a lock installs for a package on its Python and platform (`vpr lock`
+    records it for torch and the vendor runtime: the multi-GB file, the runtime's own)."""
+
+    name: str
+    filename: str
+    sha256: str
+    size: int
+    source: str  # the find-links folder or index it comes from
+
+    def note(self) -> str:
+        return (
+            f"file: {self.name} {self.filename} sha256={self.sha256} size={self.size} "
+            f"from={self.source}"
+        )
+
+    def record(self, version: str) -> dict[str, object]:
+        local = version.split("+", 1)[1] if "+" in version else None
+        return {
+            "version": version,
+            "local": local,
+            "filename": self.filename,
+            "sha256": self.sha256,
+            "size": self.size,
+            "source": self.source,
+        }
+
+
+def locked_file(lock_text: str, name: str) -> LockedFile | None:
+    """The file a lock's header names for `name` (None: none recorded, or an older lock)."""
+    for m in FILE_LINE.finditer(lock_text):
+        if m["name"] == name:
+            return LockedFile(m["name"], m["filename"], m["sha256"], int(m["size"]), m["source"])
+    return None

@@ -17,7 +17,7 @@ from vllm_plugin_release.core import records
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.packaged import packaged_json_object
 
-SCHEMA_VERSION = 2  # 2: source_date (was created), deferred items with run_with
+SCHEMA_VERSION = 3  # 2: source_date (was created), deferred items with run_with; 3: workload
 KIND = "vllm-plugin-release/manifest"
 MANIFEST_FILE = records.MANIFEST
 STATEMENT_FILE = records.STATEMENT
@@ -89,9 +89,24 @@ def read_json(path: Path, *, what: str = "record") -> Any:
         raise BadInput(f"{path}:{exc.lineno}:{exc.colno}: malformed JSON in {what}: {exc.msg}")
 
 
+def read_document(path: Path, what: str) -> Any:
+    """A JSON document given from outside (a manifest), bounded: a regular file of at most
+    16 MiB, at most 64 levels deep (`core.bounded`); BadInput naming the file otherwise."""
+    from vllm_plugin_release.core import bounded
+
+    try:
+        data = bounded.read_file(path, bounded.MAX_DOCUMENT, what)
+    except FileNotFoundError:
+        raise BadInput(f"{path}: {what} not found")
+    try:
+        return bounded.loads(data)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{path}:{exc.lineno}:{exc.colno}: malformed JSON in {what}: {exc.msg}")
+
+
 def load(path: Path) -> dict[str, Any]:
-    """Read and validate a manifest file."""
-    data = read_json(path, what="manifest")
+    """Read (bounded) and validate a manifest file."""
+    data = read_document(path, "manifest")
     validate(data, str(path))
     return data
 

@@ -49,6 +49,11 @@ def escape(text: str) -> str:
 _mode: dict[str, Any] = {"interactive": None, "heartbeat": 15.0, "github": False}
 
 
+def heartbeat_seconds() -> float:
+    """Seconds between the "still running" lines of a long step (`VPR_HEARTBEAT`)."""
+    return float(_mode["heartbeat"])
+
+
 def configure(*, interactive: bool | None, heartbeat: float = 15.0, github: bool = False) -> None:
     """Live displays (spinners, bars) or plain lines; the command line decides once, from
     the terminal and $CI. Left unset, live displays follow the terminal alone.

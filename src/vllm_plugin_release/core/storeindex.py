@@ -7,6 +7,7 @@ The folder and HTTP backends that hold the files are `edges.store`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import html
 import json
@@ -16,8 +17,10 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import SCHEMA_VERSION, validate
+from vllm_plugin_release.core.storetrust import core_matches, entry_pid_problem
 
 INDEX_FILE = "index.json"
 INDEX_KIND = "vllm-plugin-release/manifest-index"
@@ -185,7 +188,7 @@ def check_index(data: Any, where: str) -> dict[str, Any]:
     if not isinstance(data.get("pairings"), dict):
         raise BadInput(f"{where}: key 'pairings' must be an object")
     for pid, entry in data["pairings"].items():
-        problem = _entry_problem(entry)
+        problem = _entry_problem(entry) or entry_pid_problem(pid, entry)
         if problem:
             raise BadInput(
                 f"{where}: pairings[{pid!r}]: {problem}",
@@ -195,37 +198,54 @@ def check_index(data: Any, where: str) -> dict[str, Any]:
     return data
 
 
-# What query, matrix and publish read from an entry: (dotted key, allowed types).
-_ENTRY_KEYS: tuple[tuple[str, tuple[type, ...]], ...] = (
-    ("pairing_id", (str,)),
-    ("core.version", (str,)),
-    ("core.wheel", (str,)),
-    ("core.sha256", (str,)),
-    ("plugin.name", (str,)),
-    ("plugin.version", (str,)),
-    ("plugin.commit", (str, type(None))),
-    ("plugin.wheel", (str,)),
-    ("plugin.sha256", (str,)),
-    ("verdict", (str, type(None))),
+# What query, matrix, install and publish read from an entry: (dotted key, allowed types);
+# bounded.NONE allows the key to be null or absent.
+_NONE = bounded.NONE
+_ENTRY_SHAPE = bounded.shape(
+    (
+        ("pairing_id", (str,)),
+        ("name", (str,)),
+        ("manifest_sha256", (str,)),
+        ("python", (str, _NONE)),
+        ("runner", (str, _NONE)),
+        ("verdict", (str, _NONE)),
+        ("certified_at", (str, _NONE)),
+        ("history", (list, _NONE)),
+        ("requirements", (dict, _NONE)),
+        ("runtime", (dict, _NONE)),
+        ("core.name", (str, _NONE)),
+        ("core.version", (str,)),
+        ("core.wheel", (str,)),
+        ("core.sha256", (str,)),
+        ("plugin.name", (str,)),
+        ("plugin.version", (str,)),
+        ("plugin.commit", (str, _NONE)),
+        ("plugin.wheel", (str,)),
+        ("plugin.sha256", (str,)),
+    )
 )
 
 
-_ENTRY_PATHS = tuple((dotted, dotted.split("."), kinds) for dotted, kinds in _ENTRY_KEYS)
-
-
 def _entry_problem(entry: Any) -> str | None:
-    """Why an index entry cannot be read (a key missing or of another type), else None."""
-    if not isinstance(entry, dict):
-        return "not an object"
-    for dotted, path, kinds in _ENTRY_PATHS:
-        node: Any = entry
-        for key in path:
-            if not isinstance(node, dict):
-                return f"{dotted.rsplit('.', 1)[0]!r} is not an object"
-            node = node.get(key)
-        if not isinstance(node, kinds):
-            return f"{dotted!r} is {node!r}, expected {' or '.join(k.__name__ for k in kinds)}"
-    return None
+    """Why an index entry cannot be read (a key missing or of another type, a core version
+    that is not a PEP 440 version), else None."""
+    problem = bounded.shape_problem(entry, _ENTRY_SHAPE)
+    if problem is None and not _is_version(entry["core"]["version"]):
+        problem = (
+            f"'core.version' is {bounded.shown(entry['core']['version'])}, not a PEP 440 version"
+        )
+    return problem
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_version(text: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
 
 
 def parse_manifest(text: str, relative: str, location: str) -> dict[str, Any]:
@@ -314,25 +334,6 @@ def version_ranks(versions: Iterable[str]) -> dict[str, int]:
     return {v: i for i, v in enumerate(sorted(set(versions), key=_version_key))}
 
 
-def _core_matches(version: str, wanted: str) -> bool:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
-
-    if wanted[:1] in "<>=!~":
-        try:
-            specifier = SpecifierSet(wanted)
-        except InvalidSpecifier:
-            raise BadInput(f"--core {wanted}: not a version or version specifier")
-        try:
-            return Version(version) in specifier
-        except InvalidVersion:  # the store's version, not the user's argument
-            return False
-    try:
-        return Version(version) == Version(wanted)
-    except InvalidVersion:
-        return version == wanted
-
-
 def query(
     index: dict[str, Any],
     *,
@@ -343,7 +344,7 @@ def query(
     """Entries matching the filters, newest core first, best verdict first."""
     out = []
     for entry in index["pairings"].values():
-        if core and not _core_matches(entry["core"]["version"], core):
+        if core and not core_matches(entry["core"]["version"], core):
             continue
         if plugin and canonicalize_name(entry["plugin"]["name"]) != canonicalize_name(plugin):
             continue

@@ -14,6 +14,7 @@ that name has another digest, and named with how to get it (exit 3) when absent.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -26,6 +27,8 @@ from typing import Any
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure, PythonUnavailable
+from vllm_plugin_release.edges import uvwatch
+from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.runner import (
     HOST_NETWORK,
     Command,
@@ -189,6 +192,7 @@ class ContainerRunner:
         cert = os.environ.get("SSL_CERT_FILE")
         self.cert = cert if cert and Path(cert).is_file() else None
         self.uv_cache = str(uv_cache) if uv_cache else None
+        self._interpreters: dict[str, Interpreter] = {}
         self.binds = {root: {"bind": root, "mode": "rw"} for root in mount_roots(mounts)}
         if self.cert:
             self.binds[str(Path(self.cert).resolve())] = {"bind": self.cert, "mode": "ro"}
@@ -256,6 +260,9 @@ class ContainerRunner:
             out.setdefault("SSL_CERT_FILE", self.cert)
         if self.uv_cache:  # HOME may not be writable in the container; keep uv's cache
             out.setdefault("UV_CACHE_DIR", self.uv_cache)
+            # the cache is its own bind mount: a hard link into an environment across
+            # mounts fails (EXDEV), so copy, and say so rather than warn every install
+            out.setdefault("UV_LINK_MODE", "copy")
         return out
 
     def _binds_for(self, argv: Sequence[str | Path]) -> dict[str, dict[str, str]]:
@@ -285,21 +292,7 @@ class ContainerRunner:
         """Run `argv` in a container to completion; its exit status and output (text).
         `network`: False, none; HOST_NETWORK, this machine's (its loopback services
         reachable); True, the engine's default network."""
-        from docker.errors import APIError
-
-        try:
-            container = self.client.containers.create(
-                self.image_id,
-                command=[str(a) for a in argv],
-                environment=self._env(env or {}),
-                working_dir=str(cwd) if cwd else "/",
-                volumes=self._binds_for(argv),
-                network_mode=_network_mode(network),
-                labels={LABEL: owner_label()},
-                user=f"{os.getuid()}:{os.getgid()}",
-            )
-        except APIError as exc:
-            raise OutsideFailure(f"the container engine refused to create a container: {exc}")
+        container = self._create(argv, env=env, cwd=cwd, network=network)
         try:
             container.start()
             status = container.wait(timeout=timeout) if timeout else container.wait()
@@ -312,31 +305,124 @@ class ContainerRunner:
             container.remove(force=True)  # also stops it when the run is interrupted
         return subprocess.CompletedProcess([str(a) for a in argv], code, out, err)
 
+    def _create(
+        self,
+        argv: Sequence[str | Path],
+        *,
+        env: Mapping[str, str] | None,
+        cwd: Path | str | None,
+        network: Network,
+    ) -> Any:
+        from docker.errors import APIError
+
+        try:
+            return self.client.containers.create(
+                self.image_id,
+                command=[str(a) for a in argv],
+                environment=self._env(env or {}),
+                working_dir=str(cwd) if cwd else "/",
+                volumes=self._binds_for(argv),
+                network_mode=_network_mode(network),
+                labels={LABEL: owner_label()},
+                user=f"{os.getuid()}:{os.getgid()}",
+            )
+        except APIError as exc:
+            raise OutsideFailure(f"the container engine refused to create a container: {exc}")
+
     def run(self, cmd: Command, log: Path) -> None:
+        """Run one recipe step in a fresh container, its output streamed into `log` as it
+        comes (a long step is followed live, and uv's downloads said as for a local run)."""
         log.parent.mkdir(parents=True, exist_ok=True)
-        with progress.working(f"{cmd.label} (in a container)", log):
-            done = self.call(cmd.argv, env=cmd.env, cwd=cmd.cwd, network=cmd.network)
-        with log.open("a") as out:
-            out.write(f"$ [container {self.image_id[:19]}] {' '.join(cmd.argv)}\n")
-            out.write(done.stdout + done.stderr)
-        if done.returncode != 0:
+        with log.open("ab") as out:
+            out.write(f"$ [container {self.image_id[:19]}] {' '.join(cmd.argv)}\n".encode())
+            out.flush()
+            start = out.tell()
+            container = self._create(cmd.argv, env=cmd.env, cwd=cmd.cwd, network=cmd.network)
+            watch = (
+                uvwatch.watching(cmd.label, log, start)
+                if cmd.downloads
+                else contextlib.nullcontext()
+            )
+            try:
+                with progress.working(f"{cmd.label} (in a container)", log), watch:
+                    code = self._stream(container, out)
+            finally:
+                container.remove(force=True)  # also stops it when the run is interrupted
+        if code != 0:
             raise GateFailed(
-                f"{cmd.label} failed in the container (exit {done.returncode}); log: {log}\n"
-                f"{_tail(log)}",
+                f"{cmd.label} failed in the container (exit {code}); log: {log}\n{_tail(log)}",
                 hint="read the log above; nothing was written to dist/",
             )
 
-    def require_python(self, version: str) -> None:
+    @staticmethod
+    def _stream(container: Any, out: Any) -> int:
+        """Start `container`, copy its output (stdout and stderr, as they come) to `out`
+        until it ends; its exit status."""
+        try:
+            container.start()
+            for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
+                out.write(chunk)
+                out.flush()
+            return int(container.wait().get("StatusCode", 1))
+        except Exception as exc:  # the engine's and requests' errors: an outside failure
+            raise OutsideFailure(f"running a step in the container failed: {exc}")
+
+    def interpreter(self, version: str) -> Interpreter:
+        """The image's CPython `version` (`pythonX.Y` on its PATH), asked in a container:
+        its path there, version and the sha256 of its executable; PythonUnavailable (exit 3)
+        when the image has none."""
         if not re.fullmatch(r"3\.\d{1,2}", version):
             raise BadInput(f"[build] python = {version!r}: expected 3.X")
+        if version in self._interpreters:
+            return self._interpreters[version]
         # Through the shell: an image without the program is an answer, not an engine error.
-        done = self.call(["/bin/sh", "-c", f"exec python{version} --version"], network=False)
-        if done.returncode != 0:
+        done = self.call(
+            ["/bin/sh", "-c", f'exec python{version} -I -S -c "$0"', IMAGE_PROBE], network=False
+        )
+        answer = None
+        with contextlib.suppress(ValueError, IndexError):
+            answer = json.loads(done.stdout.strip().splitlines()[-1])
+        if (
+            done.returncode != 0
+            or not isinstance(answer, dict)
+            or answer.get("implementation") != "CPython"
+            or ".".join(str(answer.get("version", "")).split(".")[:2]) != version
+        ):
             raise PythonUnavailable(
-                f"image {self.base_image} has no python{version} (the spec's [build] python)",
-                hint=f"pin an image that carries CPython {version} in [build] base_image "
-                f"(`vpr image build --python {version}` where Debian ships it)",
+                f"image {self.base_image} has no CPython {version} (the spec's [build] python)",
+                hint=f"make an image that carries it (`vpr image build --spec SPEC`: Debian's "
+                f"python3 where it is {version}, else this machine's CPython {version} copied "
+                "in by its hash) and pin it in [build] base_image",
             )
+        found = Interpreter(
+            path=str(answer["executable"]),
+            version=str(answer["version"]),
+            implementation="CPython",
+            sha256=str(answer["sha256"]),
+            found_by="image",
+        )
+        self._interpreters[version] = found
+        return found
+
+    def require_python(self, version: str) -> None:
+        self.interpreter(version)
+
+
+# Asked of the image's python: what it is, and its fingerprint as
+# `edges/interpreters.fingerprint` computes it (the executable and a shared libpython).
+IMAGE_PROBE = """
+import hashlib, json, os, platform, sys, sysconfig
+def sha(p):
+    return hashlib.sha256(open(os.path.realpath(p), "rb").read()).hexdigest()
+v = sysconfig.get_config_var
+lib = os.path.join(v("LIBDIR") or "", v("INSTSONAME") or "") if v("Py_ENABLE_SHARED") else ""
+parts = ["executable " + sha(sys.executable)]
+if lib and os.path.isfile(lib):
+    parts.append("libpython " + sha(lib))
+print(json.dumps({"implementation": platform.python_implementation(),
+    "version": platform.python_version(), "executable": sys.executable,
+    "sha256": hashlib.sha256("\\n".join(parts).encode()).hexdigest()}))
+"""
 
 
 # ---------------------------------------------------------------------------
@@ -375,6 +461,63 @@ def debian_rootfs(
             f"mmdebstrap {suite} failed (exit {done.returncode}); log: {log}\n{_tail(log)}",
             hint=f"is {mirror} reachable? mmdebstrap needs root (--mode=root)",
         )
+
+
+def debian_packages_for(files: Sequence[Path]) -> list[str]:
+    """The Debian packages that hold the shared libraries `files` (ELF objects) load, as
+    this machine's loader resolves them (`ldd`) and its package database names them
+    (`dpkg -S`): what an image needs beside a CPython copied in. libc's own are left out
+    (every rootfs has them). OutsideFailure when the tools are missing or a library
+    belongs to no package."""
+    import shutil
+
+    if not (shutil.which("ldd") and shutil.which("dpkg")):
+        raise OutsideFailure(
+            "ldd and dpkg are needed to find the Debian packages a copied-in Python links against",
+            hint="run `vpr image build` on a Debian or Ubuntu machine",
+        )
+    libraries: set[str] = set()
+    for file in files:
+        done = subprocess.run(["ldd", "--", str(file)], capture_output=True, text=True)
+        for line in done.stdout.splitlines():
+            parts = line.split("=>")
+            target = parts[1].split("(")[0].strip() if len(parts) == 2 else ""
+            if target.startswith(("/lib", "/usr/lib")):
+                libraries.add(os.path.realpath(target))
+    packages: set[str] = set()
+    for library in sorted(libraries):
+        candidates = [library, library.replace("/usr/lib/", "/lib/", 1)]
+        candidates.append(library.replace("/lib/", "/usr/lib/", 1))
+        owner = None
+        for candidate in dict.fromkeys(candidates):
+            done = subprocess.run(["dpkg", "-S", "--", candidate], capture_output=True, text=True)
+            if done.returncode == 0:
+                owner = done.stdout.split(":", 1)[0].strip()
+                break
+        if owner is None:
+            raise OutsideFailure(f"{library}: no Debian package holds it (dpkg -S)")
+        packages.add(owner)
+    return sorted(packages - {"libc6"})
+
+
+def check_python_runs(client: Any, image_id: str, python: str) -> None:
+    """The image's `pythonX.Y` starts and imports the standard library's extension modules
+    (ssl, sqlite3, ctypes, lzma, bz2, zlib, decimal, uuid, venv): GateFailed naming the
+    error."""
+    from docker.errors import APIError, ContainerError
+
+    code = "import bz2, ctypes, decimal, lzma, sqlite3, ssl, uuid, zlib, venv; print('ok')"
+    try:
+        out = client.containers.run(
+            image_id, [f"python{python}", "-I", "-c", code], remove=True, network_mode="none"
+        )
+    except (ContainerError, APIError) as exc:
+        raise GateFailed(
+            f"the image's python{python} does not run its standard library: {exc}",
+            hint="a library it links against is missing from the image",
+        )
+    if b"ok" not in out:
+        raise GateFailed(f"the image's python{python} said {out[-300:]!r}, not ok")
 
 
 def download_wheel(requirements: Path, dest: Path) -> Path:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -70,14 +72,16 @@ def _probe(python: Path | str, argv: list[str]) -> Any:
     the pinned image for an environment a container runner made, else here)."""
     from vllm_plugin_release.edges.container import runner_of
 
-    python = Path(python)
-    if not (python.exists() or python.is_symlink()):  # a container env's link: its image's
-        raise BadInput(f"--python {python}: interpreter not found")
+    python = check_python(python)
     try:
         done = runner_of(python).call(
             [str(python), "-I", "-c", _PROBE, *argv], network=False, timeout=300
         )
     except OSError as exc:
+        if exc.errno in (errno.ENOEXEC, errno.EACCES, errno.EISDIR, errno.ENOTDIR):
+            raise BadInput(
+                f"--python {python}: not a program this machine can run ({exc.strerror})"
+            )
         raise OutsideFailure(f"--python {python}: could not run it ({exc})")
     if done.returncode != 0:
         tail = "\n".join(done.stderr.strip().splitlines()[-8:])
@@ -85,4 +89,40 @@ def _probe(python: Path | str, argv: list[str]) -> Any:
             f"--python {python}: the environment probe failed:\n{tail}",
             hint="pass the python of a virtual environment (Python >= 3.8)",
         )
-    return json.loads(done.stdout)
+    try:
+        return json.loads(done.stdout)
+    except ValueError:
+        raise BadInput(
+            f"--python {python}: did not answer as a Python interpreter does",
+            hint="pass the python of a virtual environment (Python >= 3.8)",
+        )
+
+
+def check_python(python: Path | str) -> Path:
+    """`python` when it can be an interpreter to run: a file (or a container env's link,
+    whose target is the image's) that this user may execute; BadInput naming it otherwise."""
+    python = Path(python)
+    if python.is_dir():
+        raise BadInput(
+            f"--python {python}: a folder, not a Python interpreter",
+            hint="pass the interpreter itself, e.g. VENV/bin/python",
+        )
+    if not (python.exists() or python.is_symlink()):  # a container env's link: its image's
+        raise BadInput(f"--python {python}: interpreter not found")
+    if python.exists() and not (os.access(python, os.X_OK) and _runnable(python)):
+        raise BadInput(
+            f"--python {python}: not an executable program (a binary or a #! script), so "
+            "not a Python interpreter",
+            hint="pass the interpreter itself, e.g. VENV/bin/python",
+        )
+    return python
+
+
+def _runnable(path: Path) -> bool:
+    """Whether the kernel would start `path`: an ELF binary or a `#!` script."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(4)
+    except OSError:
+        return False
+    return head == b"\x7fELF" or head.startswith(b"#!")

@@ -29,7 +29,7 @@ INENV = Path(__file__).resolve().parent.parent / "inenv"
 
 
 # The inenv modules a script imports, staged beside it under the same unique prefix.
-COMPANIONS = {"replay": ("forking",)}
+COMPANIONS = {"replay": ("common", "forking", "workload"), "workload": ("common",)}
 
 
 def stage_module(module: str, folder: Path) -> Path:
@@ -84,7 +84,7 @@ def run_in_env(
     `error`), anything else is an outside failure; stderr is kept for the message.
     """
     python = Path(python)
-    if not python.exists():
+    if not (python.exists() or python.is_symlink()):  # a container env's: its image's python
         raise BadInput(f"{python}: environment python not found", hint="run `vpr env` first")
     with tempfile.TemporaryDirectory(prefix="vpr-inenv-") as tmp:
         req = Path(tmp) / "request.json"
@@ -177,10 +177,14 @@ PRELOAD_LATER = (
 
 
 @contextlib.contextmanager
-def warm(python: Path | str, *, for_session: bool = False) -> Iterator[Worker | None]:
+def warm(
+    python: Path | str, *, for_session: bool = False, runtime: str | None = None
+) -> Iterator[Worker | None]:
     """Keep one warm worker for `python` during the block (started now, so its imports
     overlap with the caller's other work); `run_in_env` calls for it go there. Inside
     `session()` the worker stays until the session ends, so later stages reuse it.
+    `runtime`: the vendor runtime module installed in the environment (ttnn), imported
+    once by the worker after torch (it imports torch itself), not by every job.
     Yields None, and changes nothing, when `python` does not exist, or with
     `for_session` outside a session (one job alone gains nothing from a worker)."""
     python = Path(python)
@@ -193,7 +197,7 @@ def warm(python: Path | str, *, for_session: bool = False) -> Iterator[Worker | 
         lambda: Worker.start(
             python,
             lambda folder: stage_module("worker", folder),
-            PRELOAD,
+            (*PRELOAD, *((runtime,) if runtime else ())),
             child_environment(),
             PRELOAD_LATER,
         ),

@@ -28,7 +28,7 @@ from packaging.utils import canonicalize_name
 from vllm_plugin_release.core import progress, simpleindex
 from vllm_plugin_release.core.cache import atomic_write_text
 from vllm_plugin_release.core.errors import OutsideFailure
-from vllm_plugin_release.core.net import scrub
+from vllm_plugin_release.core.net import Origin, origin, scrub
 from vllm_plugin_release.edges import children, netwait
 from vllm_plugin_release.edges.proc import spawn
 from vllm_plugin_release.edges.serve import free_port
@@ -164,25 +164,12 @@ def retrying(
             time.sleep(delay)
 
 
-Origin = tuple[str, str, int | None]
-
 # The files host an index links its files to (no credentials go there): PyPI's simple pages
 # link files.pythonhosted.org. Any other origin than the index's own is refused.
 FILE_HOSTS: dict[Origin, frozenset[Origin]] = {
     ("https", "pypi.org", 443): frozenset({("https", "files.pythonhosted.org", 443)}),
     ("https", "test.pypi.org", 443): frozenset({("https", "test-files.pythonhosted.org", 443)}),
 }
-
-
-def origin(url: str) -> Origin:
-    """(scheme, host, port) of `url`, the default port filled in."""
-    parts = urllib.parse.urlsplit(url)
-    scheme = parts.scheme.lower()
-    return (
-        scheme,
-        (parts.hostname or "").lower(),
-        parts.port or {"http": 80, "https": 443}.get(scheme),
-    )
 
 
 def _basic(user: str, password: str) -> dict[str, str]:

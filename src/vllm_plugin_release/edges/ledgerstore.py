@@ -1,30 +1,33 @@
-"""The ledger and last-known-good pointers in a manifest store (files; the content is
-`core.ledger`'s).
+"""The ledger, last-known-good pointers and nightly schedules in a manifest store (files;
+the content is `core.ledger`'s and `core.schedule`'s).
 
   STORE/ledger/ledger.jsonl            the signed, chained pairing ledger (append-only)
-  STORE/lkg/<pairing name>.json        last-known-good core commit of a nightly pairing,
-                                       with its ed25519 signature by the manifest key
-  STORE/nightly/<pairing name>.json    the nightly schedule's state (last run, failures)
+  STORE/lkg/<pairing name>.json        last-known-good core commit of a nightly pairing:
+                                       a signed document (`core.signed`) naming its pairing
+  STORE/nightly/<pairing name>.json    the nightly schedule's state, signed likewise
 
-Writers take the store's lock; the ledger is checked (every signature and link) before
-an entry is appended, so a tampered ledger is never extended, and the new file is the old
-bytes plus one line, renamed into place.
+Writers take the store's lock, put their file in place and sign the store's head
+(`edges.storehead`) last. The ledger is checked (every signature and link, and against
+the head) before an entry is appended, so a tampered or cut ledger is never extended, and
+the new file is the old bytes plus one line, renamed into place. Readers go through the
+store's head (`edges.trust.Trusted`).
 """
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import json
-from collections.abc import Iterator
+import datetime as dt
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vllm_plugin_release.core.attest import keyid
-from vllm_plugin_release.core.cache import atomic_write_bytes, canonical_json
-from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.core import bounded, progress, signed
+from vllm_plugin_release.core.cache import atomic_write_bytes
+from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.ledger import LEDGER_FILE, chained, parse_ledger, sign_line
+from vllm_plugin_release.core.schedule import LKG_TYPE, SCHEDULE_TYPE, pointer_problem
+from vllm_plugin_release.core.storetrust import store_path
 from vllm_plugin_release.edges.store import DirStore, HttpStore, Store
+from vllm_plugin_release.edges.storehead import check_vouched, sign_head
+from vllm_plugin_release.edges.trust import Trusted
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -44,119 +47,126 @@ def _writable(store: Store) -> DirStore:
     return store
 
 
-def read_bytes(store: Store, relative: str) -> bytes:
-    """A store file's bytes; b"" when it does not exist yet."""
-    if isinstance(store, DirStore):
-        path = store.root / relative
-        return path.read_bytes() if path.exists() else b""
-    try:
-        return store.read_text(relative).encode("utf-8")
-    except BadInput:  # HTTP 404: none yet
-        return b""
-
-
 def read_ledger(store: Store, public_key: Ed25519PublicKey) -> list[dict[str, Any]]:
-    """Every ledger entry, verified (GateFailed, exit 1, at the first bad line)."""
-    return parse_ledger(read_bytes(store, LEDGER_FILE), public_key, _where(store, LEDGER_FILE))
-
-
-def _where(store: Store, relative: str) -> str:
-    return f"{store.location.rstrip('/')}/{relative}"
-
-
-@contextlib.contextmanager
-def _locked(store: DirStore) -> Iterator[None]:
-    from filelock import Timeout
-
-    store.root.mkdir(parents=True, exist_ok=True)
-    try:
-        with store._lock():
-            yield
-    except Timeout:
-        raise OutsideFailure(
-            f"{store.root}: manifest store still locked after {store.lock_timeout:.0f} s",
-            hint="another publisher holds it; the lock is released when that process ends",
-        )
+    """Every ledger entry, verified through the store's signed head (`edges.trust`):
+    GateFailed (exit 1) at the first bad line, or a ledger the head does not vouch for."""
+    return Trusted(store, public_key, memory=None).ledger()
 
 
 def append(store: Store, entry: dict[str, Any], key: Ed25519PrivateKey) -> dict[str, Any]:
-    """Append `entry` (signed with `key`) to the store's ledger; the entry as chained."""
+    """Append `entry` (signed with `key`) to the store's ledger and sign the store's head;
+    the entry as chained. The ledger there must verify line by line and be the one the
+    head vouches for: a tampered or cut ledger is never extended."""
     target = _writable(store)
     path = target.root / LEDGER_FILE
-    with _locked(target):
-        old = path.read_bytes() if path.exists() else b""
+    with target.locked():
+        try:
+            old = bounded.read_file(path, bounded.MAX_INDEX, "ledger")
+        except FileNotFoundError:
+            old = b""
         entries = parse_ledger(old, key.public_key(), str(path))
+        check_vouched(target.root, key.public_key(), LEDGER_FILE, old)
         last = old.splitlines(keepends=True)[-1] if old else None
         full = chained(entry, last, len(entries))
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(path, old + sign_line(full, key))
+        sign_head(target.root, key, (LEDGER_FILE,))
     return full
 
 
-def _lkg_path(name: str) -> str:
+def _name_path(folder: str, name: str) -> str:
     if not name or "/" in name or name.startswith("."):
-        raise BadInput(f"pairing name {name!r} cannot name a last-known-good pointer")
-    return f"{LKG_DIR}/{name}.json"
+        raise BadInput(f"pairing name {name!r} cannot name a file in {folder}/")
+    return store_path(f"{folder}/{name}.json", f"pairing name {name!r}")
 
 
-def write_lkg(store: Store, name: str, pointer: dict[str, Any], key: Ed25519PrivateKey) -> Path:
-    """Move the pairing's last-known-good pointer: one file, the pointer and its signature
-    (ed25519 over the pointer's canonical JSON), renamed into place."""
+def _write_signed(
+    store: Store, relative: str, body: dict[str, Any], payload_type: str, key: Ed25519PrivateKey
+) -> Path:
+    """`body` signed (`core.signed`) into `relative`, then the store's head, under the lock."""
     target = _writable(store)
-    signed = canonical_json(pointer).encode()
-    doc = {
-        "pointer": pointer,
-        "keyid": keyid(key.public_key()),
-        "sig": base64.b64encode(key.sign(signed)).decode(),
-    }
-    path = target.root / _lkg_path(name)
-    with _locked(target):
+    path = target.root / relative
+    with target.locked():
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, (canonical_json(doc) + "\n").encode())
+        atomic_write_bytes(path, signed.sign(body, payload_type, key))
+        sign_head(target.root, key, (relative,))
     return path
 
 
-def read_lkg(store: Store, name: str, public_key: Ed25519PublicKey) -> dict[str, Any] | None:
-    """The pairing's last-known-good pointer, its signature checked; None when there is none."""
-    from cryptography.exceptions import InvalidSignature
-
-    relative = _lkg_path(name)
-    data = read_bytes(store, relative)
-    if not data:
-        return None
-    try:
-        doc = json.loads(data)
-        pointer = doc["pointer"]
-        public_key.verify(
-            base64.b64decode(doc["sig"], validate=True), canonical_json(pointer).encode()
-        )
-    except (InvalidSignature, ValueError, KeyError, TypeError):
-        raise GateFailed(
-            f"{_where(store, relative)}: the signature does not verify (altered, or another key)",
-            hint="restore the pointer, or let the next passing nightly run write it again",
-        )
-    return pointer
-
-
+LKG_HINT = "restore the pointer, or let the next passing nightly run write it again"
 NIGHTLY_DIR = "nightly"
 
 
-def read_state(store: Store, name: str) -> dict[str, Any] | None:
-    """The nightly schedule's state for pairing `name` (None before the first run)."""
-    relative = f"{NIGHTLY_DIR}/{_lkg_path(name).split('/', 1)[1]}"
-    data = read_bytes(store, relative)
-    if not data:
+def write_lkg(store: Store, name: str, pointer: dict[str, Any], key: Ed25519PrivateKey) -> Path:
+    """Move the pairing's last-known-good pointer: the pointer signed (it names its pairing
+    and time: `pointer_problem`), then the store's head."""
+    return _write_signed(store, _name_path(LKG_DIR, name), pointer, LKG_TYPE, key)
+
+
+def read_lkg(
+    store: Store | Trusted, name: str, public_key: Ed25519PublicKey | None = None
+) -> dict[str, Any] | None:
+    """The pairing's last-known-good pointer: vouched for by the store's head, signed, and
+    naming this pairing (None when the store has none). GateFailed otherwise."""
+    trusted = _trusted(store, public_key)
+    relative = _name_path(LKG_DIR, name)
+    pointer = trusted.document(relative, LKG_TYPE, "last-known-good pointer", LKG_HINT)
+    if pointer is None:
         return None
+    problem = pointer_problem(pointer, name, dt.datetime.now(dt.timezone.utc))
+    if problem:
+        raise GateFailed(f"{trusted.store.where(relative)}: {problem}", hint=LKG_HINT)
+    return pointer
+
+
+def write_state(store: Store, name: str, state: dict[str, Any], key: Ed25519PrivateKey) -> None:
+    """The nightly schedule's state for pairing `name`, signed, then the store's head."""
+    _write_signed(store, _name_path(NIGHTLY_DIR, name), state, SCHEDULE_TYPE, key)
+
+
+def read_state(
+    store: Store | Trusted, name: str, public_key: Ed25519PublicKey | None = None
+) -> dict[str, Any] | None:
+    """The nightly schedule's state for pairing `name`: None before the first run, and when
+    it cannot be trusted (not vouched for by the head, not signed by this key): an
+    untrusted schedule never delays a run, it only loses its backoff."""
+    trusted = _trusted(store, public_key)
+    relative = _name_path(NIGHTLY_DIR, name)
     try:
-        state = json.loads(data)
-    except ValueError:
-        return None  # unreadable: treated as no earlier run (it only delays or hastens a run)
-    return state if isinstance(state, dict) else None
+        return trusted.document(relative, SCHEDULE_TYPE, "nightly schedule", "")
+    except GateFailed as exc:
+        progress.warn(f"{exc.message.splitlines()[0]}; running as if there were no schedule")
+        return None
 
 
-def write_state(store: Store, name: str, state: dict[str, Any]) -> None:
+def _trusted(store: Store | Trusted, public_key: Ed25519PublicKey | None) -> Trusted:
+    if isinstance(store, Trusted):
+        return store
+    assert public_key is not None, "a store is read with its public key"
+    return Trusted(store, public_key, memory=None, fresh=False, required=False)
+
+
+def sign_store(store: Store, key: Ed25519PrivateKey) -> Any:
+    """`vpr manifest sign-store`: a new head over every file of a reviewed store folder, as
+    it is now (a person vouches for it), after what can be checked with the key is: each
+    ledger line (signature, chain), each pointer's and schedule's signature, the index."""
+    from vllm_plugin_release.core.storeindex import INDEX_FILE
+    from vllm_plugin_release.edges.store import index_from
+    from vllm_plugin_release.edges.storehead import vouched_files
+
     target = _writable(store)
-    path = target.root / NIGHTLY_DIR / _lkg_path(name).split("/", 1)[1]
-    with _locked(target):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, (canonical_json(state) + "\n").encode())
+    if not target.root.is_dir():
+        raise BadInput(f"{target.root}: manifest store not found")
+    public = key.public_key()
+    with target.locked():
+        for relative in vouched_files(target.root):
+            data = bounded.read_file(target.root / relative, bounded.MAX_INDEX, "store file")
+            where = str(target.root / relative)
+            if relative == LEDGER_FILE:
+                parse_ledger(data, public, where)
+            elif relative == INDEX_FILE:
+                index_from(data, where)
+            else:
+                kind = LKG_TYPE if relative.startswith(f"{LKG_DIR}/") else SCHEDULE_TYPE
+                signed.verify(data, kind, public, where, what="signed document", hint="")
+        return sign_head(target.root, key, everything=True)

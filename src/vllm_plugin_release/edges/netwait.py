@@ -54,11 +54,18 @@ def shut_down(fd: int) -> None:
             sock.detach()
 
 
-def waiting(what: Callable[[], T], url: str, abort: Callable[[], None] | None = None) -> T:
+def waiting(
+    what: Callable[[], T],
+    url: str,
+    abort: Callable[[], None] | None = None,
+    limit: float | None = None,
+) -> T:
     """`what()` (a blocking request to `url`), with a waiting line every heartbeat and
-    `NoAnswer` once the timeout has passed. Exceptions of `what` pass through; when the
-    wait is given up (timeout, Ctrl-C, SIGTERM) `abort` unblocks the abandoned call."""
-    limit, beat = timeout(), _seconds("VPR_NET_HEARTBEAT", DEFAULT_HEARTBEAT)
+    `NoAnswer` once the timeout (`limit`, else VPR_NET_TIMEOUT) has passed. Exceptions of
+    `what` pass through; when the wait is given up (timeout, Ctrl-C, SIGTERM) `abort`
+    unblocks the abandoned call."""
+    limit = timeout() if limit is None else limit
+    beat = _seconds("VPR_NET_HEARTBEAT", DEFAULT_HEARTBEAT)
     box: dict[str, object] = {}
 
     def call() -> None:

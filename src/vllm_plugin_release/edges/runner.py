@@ -15,13 +15,15 @@ import os
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
 from vllm_plugin_release.core import progress
-from vllm_plugin_release.core.errors import BadInput, GateFailed, PythonUnavailable
-from vllm_plugin_release.edges import cachedir, children, proc
+from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.edges import cachedir, children, interpreters, proc, uvwatch
+from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.uv import uv_bin
 
 # `network=HOST_NETWORK`: the command shares this machine's network namespace, so a
@@ -41,6 +43,7 @@ class Command:
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
     network: bool = True  # False: the step must run with no network access
+    downloads: bool = False  # a uv install: say what it downloads (`edges/uvwatch`)
 
 
 @functools.lru_cache(maxsize=1)
@@ -88,6 +91,8 @@ class Runner(Protocol):
         timeout: float | None = None,
     ) -> subprocess.CompletedProcess[str]: ...
 
+    def interpreter(self, version: str) -> Interpreter: ...  # PythonUnavailable: none
+
     def require_python(self, version: str) -> None: ...
 
     def mark(self, env_dir: Path) -> None: ...  # note in an env made here where it runs
@@ -100,7 +105,8 @@ class LocalRunner:
 
     kind = "local"
 
-    def __init__(self, network_isolation: str = "auto") -> None:
+    def __init__(self, network_isolation: str = "auto", interpreter: str | None = None) -> None:
+        self.explicit = interpreter  # --interpreter PATH (else VPR_INTERPRETER, then search)
         if network_isolation == "required" and not can_unshare_network():
             raise BadInput(
                 "build.network_isolation = 'required' but `unshare -n` is not permitted here",
@@ -142,19 +148,15 @@ class LocalRunner:
         where = Path(cwd) if cwd else None
         return proc.run(argv, what=f"running {argv[0]!s}", env=env, cwd=where, timeout=timeout)
 
+    def interpreter(self, version: str) -> Interpreter:
+        """The CPython `version` this machine has (`edges/interpreters.find`: an explicit
+        path, uv, pyenv, asdf/mise, /usr/bin); PythonUnavailable (exit 3) naming every place
+        searched when none has it."""
+        return interpreters.find(version, self.explicit, self.uv)
+
     def require_python(self, version: str) -> None:
-        """PythonUnavailable (exit 3) naming the interpreter when this machine has none."""
-        done = proc.run(
-            [self.uv, "python", "find", "--no-python-downloads", version],
-            what=f"looking for CPython {version}",
-        )
-        if done.returncode != 0:
-            raise PythonUnavailable(
-                f"no CPython {version} interpreter on this machine (the spec's [build] python)",
-                hint=f"install it (`uv python install {version}`, or your distribution's "
-                f"python{version}), or run in a container that has it: [build] backend = "
-                "'docker' with a base_image that carries it",
-            )
+        """PythonUnavailable (exit 3) naming the places searched when this machine has none."""
+        self.interpreter(version)
 
     def run(self, cmd: Command, log: Path) -> None:
         argv = list(cmd.argv)
@@ -164,10 +166,12 @@ class LocalRunner:
         with log.open("ab") as out:
             out.write(f"$ {' '.join(argv)}\n".encode())
             out.flush()
+            start = out.tell()
             # its own group, stopped as a whole with the run, even a SIGKILLed one
             child = proc.spawn(argv, what=cmd.label, stdout=out, env=cmd.env or None, cwd=cmd.cwd)
+            watch = uvwatch.watching(cmd.label, log, start) if cmd.downloads else nullcontext()
             try:
-                with progress.working(cmd.label, log):  # the log path, then a heartbeat
+                with progress.working(cmd.label, log), watch:  # the log path, then a heartbeat
                     returncode = child.wait()
             finally:
                 children.forget(child)

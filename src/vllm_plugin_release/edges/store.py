@@ -28,14 +28,13 @@ import contextlib
 import hashlib
 import json
 import os
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.cache import atomic_write_bytes, sha256_file
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.manifestdoc import read_json, validate
@@ -57,18 +56,36 @@ from vllm_plugin_release.core.storeindex import (
     run_file_name,
     run_record,
 )
+from vllm_plugin_release.core.storetrust import store_path
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 LOCK_FILE = ".lock"
+WRITER_FOLDERS = ("ledger", "lkg", "nightly")  # the ledger's, lkg pointers', schedules' files
 LOCK_TIMEOUT_ENV = "VPR_STORE_LOCK_TIMEOUT"
-HTTP_TIMEOUT = 30
+
+
+class Missing(BadInput):
+    """A store file that is not there (a folder store's missing file, HTTP 404)."""
 
 
 def loads(data: bytes) -> Any:
     """JSON from bytes: orjson (a fleet store's index.json runs to tens of MB; orjson reads
-    it several times faster). Its errors are json.JSONDecodeError, invalid UTF-8 included."""
-    import orjson
+    it several times faster), at most `bounded.MAX_DEPTH` deep. Its errors are
+    json.JSONDecodeError, invalid UTF-8 included."""
+    return bounded.loads(data)
 
-    return orjson.loads(data)
+
+def index_from(data: bytes, where: str) -> dict[str, Any]:
+    try:
+        index = loads(data)
+    except json.JSONDecodeError as exc:
+        raise BadInput(
+            f"{where}:{exc.lineno}: index.json is not valid JSON ({exc.msg})",
+            hint="a writer rebuilds it from pairings/ on its next publish",
+        )
+    return check_index(index, where)
 
 
 def utc_now() -> str:
@@ -122,46 +139,68 @@ class DirStore:
     $VPR_STORE_LOCK_TIMEOUT (default 120) when the store is opened.
     """
 
-    def __init__(self, root: Path, *, lock_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        lock_timeout: float | None = None,
+        signer: Ed25519PrivateKey | None = None,
+    ) -> None:
         self.root = Path(root)
         self.location = str(self.root)
         self.lock_timeout = lock_timeout_from_env() if lock_timeout is None else lock_timeout
+        self.signer = signer  # the manifest key: a writer with it signs the store's head
+
+    def sign_head(self, wrote: tuple[str, ...]) -> None:
+        """Under the lock, after `wrote` is in place: a new signed head (`edges.storehead`)
+        when this writer holds the key; without it the head is left as it is (consumers
+        then refuse the files it no longer vouches for)."""
+        if self.signer is not None:
+            from vllm_plugin_release.edges.storehead import sign_head
+
+            sign_head(self.root, self.signer, wrote)
 
     # -- reading ------------------------------------------------------------
-    def read_index(self) -> dict[str, Any]:
-        path = self.root / INDEX_FILE
-        if not self.root.is_dir():
-            raise BadInput(
-                f"{self.root}: manifest store not found",
-                hint="publish to it first with `vpr publish --store PATH`",
-            )
-        if not path.exists():
-            return empty_index()
-        try:
-            data = loads(path.read_bytes())
-        except json.JSONDecodeError as exc:
-            raise BadInput(
-                f"{path}:{exc.lineno}: index.json is not valid JSON ({exc.msg})",
-                hint="a writer rebuilds it from pairings/ on its next publish",
-            )
-        return check_index(data, str(path))
+    def where(self, relative: str) -> str:
+        return str(self.root / relative)
 
-    def read_text(self, relative: str) -> str:
-        path = self.root / relative
+    def read_index(self) -> dict[str, Any]:
+        """The index as the folder holds it, checked but not verified (what a writer reads;
+        a consumer reads it through `edges.trust`)."""
         try:
-            return path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise BadInput(f"{path}: listed in {INDEX_FILE} but missing from the store")
+            data = self.read_bytes(INDEX_FILE, bounded.MAX_INDEX)
+        except Missing as exc:
+            if not self.root.is_dir():
+                raise BadInput(exc.message, hint=exc.hint)
+            return empty_index()
+        return index_from(data, self.where(INDEX_FILE))
+
+    def read_text(self, relative: str, limit: int = bounded.MAX_DOCUMENT) -> str:
+        return _text(self.read_bytes(relative, limit), self.where(relative))
 
     def read_manifest(self, entry: dict[str, Any]) -> dict[str, Any]:
         return parse_manifest(self.read_text(entry["manifest"]), entry["manifest"], self.location)
 
-    def read_bytes(self, relative: str) -> bytes:
-        path = self.root / relative
+    def read_bytes(self, relative: str, limit: int = bounded.MAX_DOCUMENT) -> bytes:
+        """A store file's bytes: `relative` a safe store path (`storetrust.store_path`) that
+        stays inside the folder (no link out of it), a regular file of at most `limit`
+        bytes; Missing when it is not there, BadInput naming it for anything else."""
+        path = self.root / store_path(relative, str(self.root))
+        if not self.root.is_dir():
+            raise Missing(
+                f"{self.root}: manifest store not found",
+                hint="publish to it first with `vpr publish --store PATH`",
+            )
+        real, home = os.path.realpath(path), os.path.realpath(self.root)
+        if os.path.lexists(path) and not real.startswith(home.rstrip("/") + "/"):
+            raise BadInput(
+                f"{path}: a link that leads outside the store (to {real})",
+                hint="a store holds its files itself; nothing was read from there",
+            )
         try:
-            return path.read_bytes()
+            return bounded.read_file(path, limit, "store file")
         except FileNotFoundError:
-            raise BadInput(f"{path}: listed in {INDEX_FILE} but missing from the store")
+            raise Missing(f"{path}: missing from the store")
 
     def find_links(self) -> str:
         """The embedded index, as a find-links location for pip or uv."""
@@ -173,10 +212,30 @@ class DirStore:
 
         return FileLock(str(self.root / LOCK_FILE), timeout=self.lock_timeout)
 
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """The writers' lock (waiting up to `lock_timeout`, then exit 3); what a killed
+        writer left (dot-named temp files) is swept first."""
+        from filelock import Timeout
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            with self._lock():
+                self._remove_stale_temps()
+                yield
+        except Timeout:
+            raise OutsideFailure(
+                f"{self.root / LOCK_FILE}: manifest store still locked after "
+                f"{self.lock_timeout:.0f} s",
+                hint="another publisher holds it; the lock is released when that process ends",
+            )
+
     def _remove_stale_temps(self) -> None:
-        """Temp files left by a killed writer (only ever written under the lock we now hold)."""
+        """Temp files left by a killed writer (only ever written under the lock we now hold),
+        in every folder a writer writes: the store, pairings/, wheels/, runs/*/, ledger/,
+        lkg/, nightly/."""
         runs = self.root / RUNS
-        folders = [self.root, self.root / PAIRINGS, self.root / WHEELS]
+        folders = [self.root / name for name in ("", PAIRINGS, WHEELS, *WRITER_FOLDERS)]
         folders += [p for p in runs.iterdir() if p.is_dir()] if runs.is_dir() else []
         for folder in folders:
             if not folder.is_dir():
@@ -198,8 +257,8 @@ class DirStore:
         manifests), one from a newer schema is refused rather than downgraded."""
         path = self.root / INDEX_FILE
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            data = loads(bounded.read_file(path, bounded.MAX_INDEX, INDEX_FILE))
+        except (OSError, BadInput, json.JSONDecodeError):
             return empty_index()
         if isinstance(data, dict) and isinstance(data.get("schema_version"), int):
             return check_index(data, str(path))
@@ -210,8 +269,6 @@ class DirStore:
     ) -> AddResult:
         """Add (or replace) the pairing's manifest, its lock, wheels and a history line, and
         rebuild index.json, under the lock."""
-        from filelock import Timeout
-
         manifest = read_json(manifest_path, what="manifest")
         validate(manifest, str(manifest_path))
         data = manifest_path.read_bytes()
@@ -227,17 +284,8 @@ class DirStore:
             )
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / PAIRINGS).mkdir(exist_ok=True)
-        try:
-            with self._lock():
-                previous, unchanged, index = self._add_locked(
-                    entry, data, statement, manifest, extras
-                )
-        except Timeout:
-            raise OutsideFailure(
-                f"{self.root / LOCK_FILE}: manifest store still locked after "
-                f"{self.lock_timeout:.0f} s",
-                hint="another publisher holds it; the lock is released when that process ends",
-            )
+        with self.locked():
+            previous, unchanged, index = self._add_locked(entry, data, statement, manifest, extras)
         status = "unchanged" if unchanged else ("replaced" if previous else "added")
         return AddResult(
             status=status,
@@ -256,7 +304,6 @@ class DirStore:
     ) -> tuple[dict[str, Any] | None, bool, dict[str, Any]]:
         """Write the pairing's files and index.json: (previous entry, unchanged?, new index)."""
         pid = entry["pairing_id"]
-        self._remove_stale_temps()
         for wheel in extras.wheels:  # refused before anything of this pairing is written
             self._check_wheel(wheel)
         current = self._index_for_writing()
@@ -283,6 +330,7 @@ class DirStore:
         _write_if_changed(self.root / INDEX_FILE, index_bytes(index))
         page = wheels_page(list(index["pairings"].values())).encode()
         _write_if_changed(self.root / WHEELS / "index.html", page)
+        self.sign_head((INDEX_FILE,))
         return previous, unchanged, index
 
     # -- the files beside the manifests ---------------------------------------
@@ -342,45 +390,63 @@ def _write_if_changed(path: Path, data: bytes) -> None:
         atomic_write_bytes(path, data)
 
 
+def _text(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{where}: not UTF-8 text (byte {exc.start})")
+
+
+def store_timeout() -> float:
+    """Seconds one read from an HTTP store may take in all: $VPR_STORE_TIMEOUT, else 30."""
+    try:
+        value = float(os.environ.get(STORE_TIMEOUT_ENV, ""))
+    except ValueError:
+        return DEFAULT_STORE_TIMEOUT
+    return value if value > 0 else DEFAULT_STORE_TIMEOUT
+
+
+STORE_TIMEOUT_ENV = "VPR_STORE_TIMEOUT"
+DEFAULT_STORE_TIMEOUT = 30.0
+
+
 class HttpStore:
-    """A manifest store served as static files (read-only)."""
+    """A manifest store served as static files (read-only). Every read is bounded: a safe
+    store path under the store's URL (never a `file:`, absolute or other-origin URL),
+    redirects only within the store's origin, at most `limit` bytes, and the whole answer
+    (connecting, headers, body) within `store_timeout()` seconds (`edges.httpread`)."""
 
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/") + "/"
         self.location = redact_url(self.url)
 
-    def read_text(self, relative: str) -> str:
-        return self.read_bytes(relative).decode("utf-8")
+    def where(self, relative: str) -> str:
+        return redact_url(self.url + relative)
+
+    def read_text(self, relative: str, limit: int = bounded.MAX_DOCUMENT) -> str:
+        return _text(self.read_bytes(relative, limit), self.where(relative))
 
     def find_links(self) -> str:
-        return urllib.parse.urljoin(self.url, f"{WHEELS}/index.html")
+        return self.url + f"{WHEELS}/index.html"
 
-    def read_bytes(self, relative: str) -> bytes:
-        url = urllib.parse.urljoin(self.url, relative)
+    def read_bytes(self, relative: str, limit: int = bounded.MAX_DOCUMENT) -> bytes:
+        from vllm_plugin_release.edges import httpread
+
+        url = self.url + urllib.parse.quote(store_path(relative, self.location), safe="/")
         try:
-            request = urllib.request.Request(url, headers={"User-Agent": "vllm-plugin-release"})
-            with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT) as response:
-                return response.read()
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                raise BadInput(
-                    f"{redact_url(url)}: not found (HTTP 404)",
-                    hint="is this the manifest store's base URL?",
-                )
-            raise OutsideFailure(f"{redact_url(url)}: manifest store answered HTTP {exc.code}")
-        except (urllib.error.URLError, OSError) as exc:
-            raise OutsideFailure(
-                f"{redact_url(url)}: manifest store unreachable ({getattr(exc, 'reason', exc)})"
+            return httpread.get(url, limit, store_timeout(), what="manifest store")
+        except httpread.NotFound:
+            raise Missing(
+                f"{redact_url(url)}: not found (HTTP 404)",
+                hint="is this the manifest store's base URL?",
             )
 
     def read_index(self) -> dict[str, Any]:
-        text = self.read_bytes(INDEX_FILE)
-        where = redact_url(urllib.parse.urljoin(self.url, INDEX_FILE))
         try:
-            data = loads(text)
-        except json.JSONDecodeError as exc:
-            raise BadInput(f"{where}:{exc.lineno}: index.json is not valid JSON ({exc.msg})")
-        return check_index(data, where)
+            data = self.read_bytes(INDEX_FILE, bounded.MAX_INDEX)
+        except Missing as exc:
+            raise BadInput(str(exc.message), hint=exc.hint)
+        return index_from(data, self.where(INDEX_FILE))
 
     def read_manifest(self, entry: dict[str, Any]) -> dict[str, Any]:
         return parse_manifest(self.read_text(entry["manifest"]), entry["manifest"], self.location)
@@ -400,9 +466,28 @@ Store = DirStore | HttpStore
 def open_store(location: str | Path) -> Store:
     text = str(location)
     if text.startswith(("http://", "https://")):
+        _check_url(text)
         return HttpStore(text)
     if text.startswith("file://"):
         return DirStore(Path(urllib.parse.unquote(urllib.parse.urlsplit(text).path)))
     if "://" in text:
         raise BadInput(f"--store {text}: unsupported scheme", hint="use a folder or http(s)://")
     return DirStore(Path(text))
+
+
+def _check_url(text: str) -> None:
+    """An http(s) store URL that parses, with a host and a port that is a number."""
+    try:
+        parts = urllib.parse.urlsplit(text)
+        parts.port  # noqa: B018 (raises ValueError for a port that is not a number)
+    except ValueError as exc:
+        raise BadInput(
+            f"--store {redact_url(text)}: not a valid URL ({exc})",
+            hint="give the store's base URL, e.g. https://host/store/",
+        )
+    if not parts.hostname or parts.query or parts.fragment or any(c.isspace() for c in text):
+        raise BadInput(
+            f"--store {redact_url(text)}: not a store base URL (it needs a host, and no "
+            "query, fragment or spaces)",
+            hint="give the store's base URL, e.g. https://host/store/",
+        )

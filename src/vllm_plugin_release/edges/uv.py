@@ -9,13 +9,21 @@ from __future__ import annotations
 import configparser
 import functools
 import os
+import re
 import subprocess
 from pathlib import Path
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import atomic_write_text
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
-from vllm_plugin_release.core.lockfile import LockRequest, header
+from vllm_plugin_release.core.lockfile import (
+    LockedFile,
+    LockRequest,
+    exact_pins,
+    hashes,
+    header,
+    pins,
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -32,6 +40,16 @@ def uv_bin() -> str:
         if not found:
             raise OutsideFailure("uv not found", hint="pip install uv")
         return found
+
+
+def machine_cache() -> Path:
+    """uv's cache on this machine (UV_CACHE_DIR, else XDG_CACHE_HOME/uv, else ~/.cache/uv):
+    the one place every environment of every checkout installs its files from, so a
+    multi-GB torch is downloaded once per machine. The container runner mounts it."""
+    if os.environ.get("UV_CACHE_DIR"):
+        return Path(os.environ["UV_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "uv"
 
 
 def pip_find_links() -> list[str]:
@@ -72,18 +90,18 @@ def find_link_args(extra: tuple[str, ...] | list[str] = ()) -> list[str]:
     return args
 
 
-def compile_lock(
-    request: LockRequest, dest: Path, find_links: list[str] | tuple[str, ...] = ()
-) -> str:
-    """Resolve `request` with uv and write the hash-locked file atomically. Returns its text."""
-    tmp = dest.parent / f".{dest.name}.in"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp.write_text("\n".join(request.requirements) + "\n")
+def _uv_compile(
+    request: LockRequest,
+    inputs: Path,
+    find_links: list[str] | tuple[str, ...],
+    *,
+    overrides: Path | None = None,
+    caps: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
     args = [
         uv_bin(),
         "pip",
         "compile",
-        str(tmp),
         "--generate-hashes",
         "--no-header",
         "--quiet",
@@ -95,21 +113,44 @@ def compile_lock(
         "unsafe-best-match",
         *find_link_args(tuple(find_links)),
     ]
-    ov = None
-    if request.overrides:
-        ov = dest.parent / f".{dest.name}.overrides"
+    if overrides is not None:
+        args += ["--override", str(overrides)]
+    if caps is not None:
+        args += ["--constraint", str(caps)]
+    args += ["--", str(inputs)]
+    return subprocess.run(args, capture_output=True, text=True, check=False)
+
+
+def _unreachable(message: str) -> bool:
+    return "unreachable" in message.lower() or "failed to fetch" in message.lower()
+
+
+def compile_lock(
+    request: LockRequest, dest: Path, find_links: list[str] | tuple[str, ...] = ()
+) -> str:
+    """Resolve `request` with uv and write the hash-locked file atomically. Returns its text.
+    With overrides, the locked set is resolved again as exact pins without them: an
+    override that forces a version some locked package itself rules out (a numpy cap
+    under a package that needs numpy>=2) is bad input naming both, and nothing is written."""
+    tmp = dest.parent / f".{dest.name}.in"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp.write_text("\n".join(request.requirements) + "\n")
+    ov = dest.parent / f".{dest.name}.overrides" if request.overrides else None
+    caps = dest.parent / f".{dest.name}.caps" if request.caps else None
+    if ov:
         ov.write_text("\n".join(request.overrides) + "\n")
-        args += ["--override", str(ov)]
+    if caps:
+        caps.write_text("\n".join(request.caps) + "\n")
     try:
         with progress.working(f"lock: resolving {request.name} (uv pip compile)"):
-            done = subprocess.run(args, capture_output=True, text=True, check=False)
+            done = _uv_compile(request, tmp, find_links, overrides=ov, caps=caps)
     finally:
-        tmp.unlink(missing_ok=True)
-        if ov:
-            ov.unlink(missing_ok=True)
+        for scratch in (tmp, ov, caps):
+            if scratch:
+                scratch.unlink(missing_ok=True)
     if done.returncode != 0:
         message = done.stderr.strip()
-        if "unreachable" in message.lower() or "failed to fetch" in message.lower():
+        if _unreachable(message):
             raise OutsideFailure(f"resolving {request.name}: index unreachable:\n{message}")
         raise BadInput(
             f"resolving {request.name} failed: no set of versions satisfies the requirements:"
@@ -118,14 +159,61 @@ def compile_lock(
         )
     body = done.stdout.replace(str(tmp), f"{request.name}.in")
     body = body.replace(os.path.relpath(tmp), f"{request.name}.in")
-    text = "\n".join(header(request, body)) + "\n" + body
+    body = exact_pins(request, body)
+    if request.overrides:
+        check_overrides(request, body, dest, find_links)
+    notes = file_notes(request, body, find_links)
+    text = "\n".join(header(request, body, notes)) + "\n" + body
     atomic_write_text(dest, text)
     return text
 
 
+def check_overrides(
+    request: LockRequest, body: str, dest: Path, find_links: list[str] | tuple[str, ...]
+) -> None:
+    """The locked set, resolved again as exact pins with no overrides, must hold together:
+    else an override forced a version that a locked package itself rules out, and the
+    environment would hold a package whose requirement is broken (a compiled one fails at
+    import). Bad input naming the override, the package and its requirement."""
+    exact = dest.parent / f".{dest.name}.exact"
+    # `===`: exactly the locked release (a find-links +cpu build must not stand in for it)
+    exact.write_text("\n".join(f"{name}==={version}" for name, version in pins(body).items()))
+    try:
+        with progress.working(f"lock: checking {request.name}'s overrides against its pins"):
+            done = _uv_compile(request, exact, find_links)
+    finally:
+        exact.unlink(missing_ok=True)
+    if done.returncode == 0:
+        return
+    message = done.stderr.strip()
+    if _unreachable(message):
+        raise OutsideFailure(f"checking {request.name}'s overrides: index unreachable:\n{message}")
+    locked = pins(body)
+    named = [
+        f"{line!r} (locked {name}=={locked[name]})"
+        for line in request.overrides
+        if (name := override_name(line)) in locked and name in message.lower()
+    ]
+    raise BadInput(
+        f"{dest.name}: [env] overrides {', '.join(named) or ', '.join(request.overrides)} "
+        "contradict what a locked package itself requires, so that package would be "
+        f"installed broken:\n{message}",
+        hint='cap the package that needs more (e.g. [env] caps = ["NAME<VERSION"] for the '
+        "last release the override suits), or turn the override into a cap on its own "
+        "package; then `vpr lock --spec FILE`",
+    )
+
+
+def override_name(line: str) -> str:
+    return re.split(r"[\s<>=!~;\[]", line.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
 def create_venv(folder: Path, python: str, *, offline: bool = False) -> Path:
-    """`uv venv` at `folder` for Python `python` (e.g. "3.11"); its interpreter."""
-    args = [uv_bin(), "venv", "--quiet", "--python", python, str(folder)]
+    """`uv venv` at `folder` for Python `python` (e.g. "3.11"); its interpreter. The folder
+    goes to uv absolute and after `--` (a name like `--seed` or `-seed` is a folder, never
+    an option)."""
+    folder = Path(os.path.abspath(folder))
+    args = [uv_bin(), "venv", "--quiet", "--python", python, "--", str(folder)]
     if offline:
         args[2:2] = ["--offline", "--no-python-downloads"]
     done = subprocess.run(args, capture_output=True, text=True, check=False)
@@ -149,8 +237,7 @@ def sync_locked(
         "pip",
         "sync",
         "--quiet",
-        "--python",
-        str(python),
+        f"--python={os.path.abspath(python)}",  # one argument: never read as an option
         "--require-hashes",
         "--index-strategy",
         "unsafe-best-match",
@@ -173,3 +260,123 @@ def sync_locked(
         if offline:
             hint = "without --offline the missing files are downloaded (by hash) once"
         raise OutsideFailure(f"installing {requirements} with hashes failed:\n{message}", hint=hint)
+
+
+DEFAULT_INDEX = "https://pypi.org/simple"
+
+
+def wheel_fits(filename: str, python: str, platform: str) -> int | None:
+    """How well a wheel fits a lock's Python and platform (higher is better; None: not at
+    all): the CPython tag of `python` (or abi3, or py3), and a Linux tag no newer than the
+    platform's glibc (`x86_64-manylinux_2_34`)."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    try:
+        _, _, _, tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename:
+        return None
+    arch, _, glibc = platform.partition("-manylinux_")
+    newest = int(glibc.split("_")[1]) if glibc.count("_") == 1 else 0
+    cp = "cp" + python.replace(".", "")
+    best = None
+    for tag in tags:
+        if tag.interpreter not in (cp, "py3") and tag.abi != "abi3":
+            continue
+        m = re.fullmatch(rf"manylinux_2_(\d+)_{arch}", tag.platform)
+        legacy = {f"manylinux2014_{arch}": 17, f"manylinux1_{arch}": 5, f"linux_{arch}": 0}
+        level = (
+            int(m.group(1)) if m else legacy.get(tag.platform, -1 if tag.platform != "any" else 0)
+        )
+        if 0 <= level <= newest:
+            best = max(best or 0, level + (100 if tag.interpreter == cp else 0))
+    return best
+
+
+def _local_file(
+    name: str, version: str, allowed: set[str], request: LockRequest, folder: Path
+) -> LockedFile | None:
+    from vllm_plugin_release.core.cache import sha256_file
+
+    stem = name.replace("-", "_")
+    for path in sorted(folder.glob(f"{stem}-{version}-*.whl")):
+        if wheel_fits(path.name, request.python, request.platform) is None:
+            continue
+        digest = sha256_file(path)
+        if digest in allowed:
+            return LockedFile(name, path.name, digest, path.stat().st_size, str(folder))
+    return None
+
+
+def _index_file(
+    name: str, version: str, allowed: set[str], request: LockRequest
+) -> LockedFile | None:
+    from vllm_plugin_release.edges import index
+
+    try:
+        files = index.project_files(DEFAULT_INDEX, name, credentials=False) or []
+    except (OutsideFailure, index.Transient) as exc:
+        progress.warn(f"lock: the {name} file for Python {request.python} not recorded ({exc})")
+        return None
+    fitting = [
+        (fit, f)
+        for f in files
+        if f.sha256 in allowed
+        and f"-{version}-" in f.filename
+        and (fit := wheel_fits(f.filename, request.python, request.platform))
+    ]
+    if not fitting:
+        return None
+    chosen = max(fitting, key=lambda pair: pair[0])[1]
+    return LockedFile(name, chosen.filename, chosen.sha256 or "", chosen.size or 0, DEFAULT_INDEX)
+
+
+def file_notes(
+    request: LockRequest, body: str, find_links: list[str] | tuple[str, ...]
+) -> tuple[str, ...]:
+    """The header lines naming the file this lock installs, on its Python and platform, for
+    each of `request.files` (torch, the vendor runtime): name, sha256, size, where from.
+    A package the lock does not hold, or whose file is not found, gets no line."""
+    notes = []
+    locked, allowed_by = pins(body), hashes(body)
+    for name in request.files:
+        version, allowed = locked.get(name), allowed_by.get(name, set())
+        if not version or not allowed:
+            continue
+        found = None
+        for link in [*find_links, *pip_find_links()]:
+            folder = Path(link.removeprefix("file://"))
+            if folder.is_dir() and (found := _local_file(name, version, allowed, request, folder)):
+                break
+        found = found or _index_file(name, version, allowed, request)
+        if found:
+            notes.append(found.note())
+    return tuple(notes)
+
+
+def runtime_has_no_wheel(requirement: str, python: str, platform: str) -> str | None:
+    """Why `requirement` (`ttnn==0.81.1`) has no wheel that installs for CPython `python` on
+    `platform`, from the index's list of its files; None when one does (or when the index
+    cannot say: the lock's resolution then decides)."""
+    from packaging.requirements import Requirement
+
+    from vllm_plugin_release.edges import index
+
+    req = Requirement(requirement)
+    try:
+        files = index.project_files(DEFAULT_INDEX, req.name, credentials=False)
+    except (OutsideFailure, index.Transient):
+        return None
+    if files is None:
+        return f"{req.name} is not on {DEFAULT_INDEX}"
+    version = next(iter(req.specifier)).version if len(req.specifier) == 1 else None
+    wheels = [f.filename for f in files if f.filename.endswith(".whl")]
+    mine = [w for w in wheels if version is None or f"-{version}-" in w]
+    if not mine:
+        return f"{requirement} has no wheel on {DEFAULT_INDEX}"
+    if any(wheel_fits(w, python, platform) is not None for w in mine):
+        return None
+    tags = sorted({w.split("-", 2)[2].removesuffix(".whl") for w in mine})
+    return (
+        f"{requirement} has no wheel for CPython {python} on {platform} (its wheels: "
+        f"{', '.join(tags[:6])})"
+    )

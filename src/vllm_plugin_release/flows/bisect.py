@@ -119,7 +119,7 @@ def index_candidates(spec: Spec, good: str, bad: str, opts: Options, inputs: Inp
 
 
 def _prober(spec: Spec, cands: Candidates, opts: Options, inputs: Inputs) -> Callable[[str], Probe]:
-    cfg = pt.settings(spec.options("plugin_tests"))
+    cfg = pt.settings_for(spec)
     module = spec.runtime.get("module")
     seen: dict[str, Probe] = {}
 

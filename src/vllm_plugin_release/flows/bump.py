@@ -335,7 +335,7 @@ def plugin_test_regressions(
     """Plugin tests that pass on the pinned core and fail on the new one (cpu runner)."""
     from vllm_plugin_release.conform import plugin_tests as pt
 
-    cfg = pt.settings(spec.options("plugin_tests"))
+    cfg = pt.settings_for(spec)
     root = plugin_root
     module = spec.runtime.get("module")
     with cache.scratch("bump-tests-") as tmp:

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import sys
 import time
@@ -134,6 +135,14 @@ def _missing_error(found: Probe) -> OutsideFailure:
 def _mesh_text(found: Probe) -> str:
     variable = found.mesh.get("variable")
     return f", {variable}={found.mesh['value']}" if variable else ""
+
+
+def without_runtime(found: Probe, spec: Spec) -> Probe:
+    """`found` less what it says about the runtime module (for a runtime the pairing lock
+    installs: it is probed again in that environment)."""
+    module = str(spec.runtime.get("module") or "")
+    rest = [m for m in found.missing if not (module and f"'{module}'" in m)]
+    return dataclasses.replace(found, missing=rest)
 
 
 def require(found: Probe) -> None:
@@ -310,21 +319,35 @@ def conform_hardware(spec: Spec, opts: Options, spec_arg: str | Path) -> int:
     from vllm_plugin_release.conform.suite import conform_cached, verdict_line
     from vllm_plugin_release.flows.sources import Inputs
     from vllm_plugin_release.stages.pairing_env import create_env
+    from vllm_plugin_release.stages.requests import runtime_plan
 
     inputs = Inputs(spec, opts.cache, opts.plugin_source)
     dist = dist_dir(opts.dist_root, spec.name)
     hw = settings(spec)
     runtime_env = opts.runtime_env or runtime_env_from_environ()
-    require(observe(spec, probe_python(dist, runtime_env), hw, dist))
-    record = create_env(
-        spec,
-        cache=opts.cache,
-        dist_root=opts.dist_root,
-        runner_kind="hardware",
-        runtime_env=runtime_env,
-        plugin=inputs.plugin,
-        tree=inputs.tree,
-    )
+
+    def make_env() -> dict:
+        return create_env(
+            spec,
+            cache=opts.cache,
+            dist_root=opts.dist_root,
+            runner_kind="hardware",
+            runtime_env=runtime_env,
+            plugin=inputs.plugin,
+            tree=inputs.tree,
+        )
+
+    if runtime_env is None and runtime_plan(spec, "hardware", None).status == "install":
+        # The runtime is pinned in the pairing lock (tt: ttnn 0.81.1): the device and the
+        # mesh variable are probed first (a machine without them stops here, before any
+        # environment is made), then the environment installs the runtime by hash and the
+        # runtime is probed in it.
+        require(without_runtime(observe(spec, Path(sys.executable), hw, dist), spec))
+        record = make_env()
+        require(observe(spec, Path(record["python"]), hw, dist))
+    else:
+        require(observe(spec, probe_python(dist, runtime_env), hw, dist))
+        record = make_env()
     print(record["python"])
     card = conform_cached(inputs.context("hardware", opts.dist_root))
     progress.info(verdict_line(card, dist))

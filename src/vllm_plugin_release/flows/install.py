@@ -1,34 +1,49 @@
 """`vpr install`: one certified pairing from the manifest store into a Python environment.
 
-In order, each step a gate for the next:
-  1. find the pairing in the store's index (by id or id prefix, or the best entry for
-     `--core` and `--plugin`);
-  2. copy its manifest and signed statement aside and verify the signature with the
-     publisher's public key (nothing is installed from an unverified entry); only
-     fleet and pilot verdicts are installed unless `allow_uncertified`;
-  3. read the pairing's hash lock from the store: its sha256 must be the manifest's
-     signed environment.lock_sha256;
-  4. when the environment exists and already matches every pin (as `vpr manifest
+In order, each step a gate for the next; nothing from the store is used for a path, a URL,
+an install or a decision before it is verified (`edges.trust`, the one consumer-side
+trust path):
+  1. the store's signed head (`head.json`) verifies with the publisher's key, has not
+     expired and is not older than one seen here; the index is the one it vouches for,
+     every entry checked (its id a sha256 equal to its key);
+  2. find the pairing in that index (by id or id prefix, or the best entry for `--core` and
+     `--plugin`);
+  3. read its manifest and signed statement from the paths its id makes (never a path the
+     index names), in memory (nothing is written), and verify: the signature, the manifest
+     the statement's subject, the sha256 the index names, and the pairing, core and plugin
+     the ones asked for (another pairing's files, or a downgrade, are refused);
+  4. the ledger (vouched for by the head, line by line) must not hold a newer verdict for
+     the pairing than that manifest's; only fleet and pilot verdicts are installed unless
+     `allow_uncertified`;
+  5. the pairing's hash lock from the store: its sha256 must be the manifest's signed
+     environment.lock_sha256;
+  6. when the environment exists and already matches every pin (as `vpr manifest
      check-env`), stop: nothing to do;
-  5. else create it (`uv venv`, the certified Python) and `uv pip sync --require-hashes`
+  7. else create it (`uv venv`, the certified Python) and `uv pip sync --require-hashes`
      the lock plus the two certified wheels, found in the store's embedded index
-     (`wheels/`); `--offline` uses only that index and uv's cache;
-  6. check the result against the manifest and every pin.
+     (`wheels/`); `--offline` uses only that index and uv's cache; every path goes to uv
+     absolute and after `--`;
+  8. check the result against the manifest and every pin.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.core import progress
+from vllm_plugin_release.core import attest, progress
 from vllm_plugin_release.core import storeindex as si
+from vllm_plugin_release.core import storetrust as trust
+from vllm_plugin_release.core.bounded import MAX_DOCUMENT
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.edges import store as st
 from vllm_plugin_release.edges import uv
+from vllm_plugin_release.edges.trust import Trusted
 from vllm_plugin_release.stages import verify
 
 CERTIFIED = ("fleet", "pilot")
@@ -51,8 +66,8 @@ def pick(
     """The store entry for an id (or unique prefix of 8+ characters), else the best entry for
     core and plugin (newest core, best verdict, as `vpr manifest query` orders them)."""
     if pairing:
-        if len(pairing) < 8 or any(c not in "0123456789abcdef" for c in pairing):
-            raise BadInput(f"{pairing!r}: a pairing id is 8 to 64 hexadecimal characters")
+        if not 8 <= len(pairing) <= 64 or any(c not in "0123456789abcdef" for c in pairing):
+            raise BadInput(f"{pairing[:80]!r}: a pairing id is 8 to 64 hexadecimal characters")
         hits = [e for pid, e in index["pairings"].items() if pid.startswith(pairing)]
         if len(hits) != 1:
             raise BadInput(
@@ -71,15 +86,43 @@ def pick(
     return hits[0]
 
 
-def _verified(store: st.Store, entry: dict[str, Any], key: Path, work: Path) -> Any:
-    """The entry's manifest and statement copied into `work` and verified there."""
-    if not entry.get("statement"):
-        raise GateFailed(f"pairing {entry['pairing_id'][:16]}: the store holds no signed statement")
-    pid = entry["pairing_id"]
-    manifest_path = work / f"{pid}.json"
-    manifest_path.write_bytes(store.read_bytes(entry["manifest"]))
-    (work / f"{pid}.intoto.jsonl").write_bytes(store.read_bytes(entry["statement"]))
-    return verify.verify_files(manifest_path, key, manifest_only=True)
+@dataclass(frozen=True)
+class Request:
+    """What was asked for: an id (prefix), or a core and a plugin."""
+
+    pairing: str | None = None
+    core: str | None = None
+    plugin: str | None = None
+
+
+def verified_pairing(
+    trusted: Trusted, entry: dict[str, Any], request: Request
+) -> tuple[dict[str, Any], str]:
+    """(manifest, its sha256) of the entry's pairing, verified and matched to the request
+    and to the ledger (steps 3 and 4)."""
+    pid = trust.check_pid(entry["pairing_id"], trusted.store.where(si.INDEX_FILE))
+    manifest_at, statement_at = f"{si.PAIRINGS}/{pid}.json", f"{si.PAIRINGS}/{pid}.intoto.jsonl"
+    data = trusted.store.read_bytes(manifest_at, MAX_DOCUMENT)
+    envelope = trusted.store.read_bytes(statement_at, MAX_DOCUMENT)
+    where = (trusted.store.where(manifest_at), trusted.store.where(statement_at))
+    manifest, _ = attest.verify_pairing(data, envelope, trusted.public_key, where)
+    digest = hashlib.sha256(data).hexdigest()
+    problems = trust.request_problems(
+        manifest, entry, pid=pid, manifest_sha256=digest, core=request.core, plugin=request.plugin
+    )
+    if problems:
+        raise GateFailed(
+            f"{where[0]}: not the pairing asked for:\n  " + "\n  ".join(problems),
+            hint="the store's files do not match its index; nothing was installed",
+        )
+    old = trust.superseded(trusted.ledger(), pid, digest)
+    if old:
+        raise GateFailed(
+            f"{where[0]}: {old}",
+            hint="the store must serve the pairing's newest manifest (its publisher "
+            "re-publishes it); nothing was installed",
+        )
+    return manifest, digest
 
 
 def check_stored_wheels(store: st.Store, manifest: dict[str, Any]) -> None:
@@ -91,7 +134,8 @@ def check_stored_wheels(store: st.Store, manifest: dict[str, Any]) -> None:
 
     for role in ("core", "plugin"):
         wheel = manifest[role]["wheel"]
-        path = store.root / si.WHEELS / wheel["filename"]
+        relative = trust.store_path(f"{si.WHEELS}/{wheel['filename']}", f"{role}.wheel.filename")
+        path = store.root / relative
         if path.is_file() and sha256_file(path) != wheel["sha256"]:
             raise GateFailed(
                 f"{path}: sha256 {sha256_file(path)}, but the signed manifest certifies "
@@ -111,61 +155,70 @@ def requirements_text(manifest: dict[str, Any], lock_text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def install(
-    store_location: str,
-    *,
-    key: Path,
-    env_dir: Path,
-    scratch: Path,
-    pairing: str | None = None,
-    core: str | None = None,
-    plugin: str | None = None,
-    offline: bool = False,
-    allow_uncertified: bool = False,
-) -> Installed:
-    store = st.open_store(store_location)
-    entry = pick(store.read_index(), pairing, core, plugin)
-    pid = entry["pairing_id"]
+@dataclass(frozen=True)
+class Target:
+    """Where and how to install: the environment, the scratch folder (for the requirements
+    file), uv offline or not, and whether a lab verdict may be installed."""
+
+    env_dir: Path
+    scratch: Path
+    offline: bool = False
+    allow_uncertified: bool = False
+
+
+def install(trusted: Trusted, request: Request, target: Target) -> Installed:
+    index = trusted.index()  # step 1: vouched for by the signed head, every entry checked
+    entry = pick(index, request.pairing, request.core, request.plugin)
+    pid = trust.check_pid(entry["pairing_id"], trusted.store.where(si.INDEX_FILE))
     if not entry.get("requirements"):
         raise BadInput(
             f"pairing {pid[:16]}: its store entry carries no pairing lock (published before "
             "locks were stored)",
             hint="publish the pairing again (`vpr publish`) to store its lock",
         )
-    scratch.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="install-", dir=scratch))
-    try:
-        verified = _verified(store, entry, key, work)
-        manifest = verified.manifest
-        verdict = manifest["conformance"]["verdict"]
-        if verdict not in CERTIFIED and not allow_uncertified:
-            raise GateFailed(
-                f"pairing {pid[:16]}: verdict {verdict or 'absent'}; only fleet and pilot "
-                "pairings are installed",
-                hint="pass --allow-uncertified to install it anyway",
-            )
-        check_stored_wheels(store, manifest)
-        lock_path = entry["requirements"]["path"]
-        lock_text = si.check_lock(manifest, store.read_bytes(lock_path), lock_path)
-        pins = len(verify.lock_pins(manifest, lock_text))
-        python = env_dir / "bin" / "python"
-        result = Installed(pid, verdict, str(python), "unchanged", pins, store.location,
-                           verified.keyid)  # fmt: skip
-        if python.exists() and not verify.check_environment(manifest, python, None, lock_text):
-            return result
-        requirements = work / "requirements.txt"
-        requirements.write_text(requirements_text(manifest, lock_text))
-        _sync(manifest, env_dir, requirements, [store.find_links()], pins, offline=offline)
-        problems = verify.check_environment(manifest, python, None, lock_text)
-        if problems:
-            raise GateFailed(
-                f"{env_dir}: after the install the environment does not match pairing "
-                f"{pid[:16]}:\n  " + "\n  ".join(problems)
-            )
-        result.status = "installed"
+    manifest, _ = verified_pairing(trusted, entry, request)
+    verdict = manifest["conformance"]["verdict"]
+    if verdict not in CERTIFIED and not target.allow_uncertified:
+        raise GateFailed(
+            f"pairing {pid[:16]}: verdict {verdict or 'absent'}; only fleet and pilot "
+            "pairings are installed",
+            hint="pass --allow-uncertified to install it anyway",
+        )
+    store = trusted.store
+    check_stored_wheels(store, manifest)
+    lock_at = si.lock_path(pid)
+    lock_text = si.check_lock(manifest, store.read_bytes(lock_at), store.where(lock_at))
+    pins = len(verify.lock_pins(manifest, lock_text))
+    env_dir = Path(os.path.abspath(target.env_dir))  # never read as an option by uv
+    python = env_dir / "bin" / "python"
+    keyid = attest.keyid(trusted.public_key)
+    result = Installed(pid, verdict, str(python), "unchanged", pins, store.location, keyid)
+    if python.exists() and not verify.check_environment(manifest, python, None, lock_text):
         return result
+    target.scratch.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="install-", dir=target.scratch))  # mode 0700
+    try:
+        requirements = work / "requirements.txt"
+        _write_private(requirements, requirements_text(manifest, lock_text))
+        links = [store.find_links()]
+        _sync(manifest, env_dir, requirements, links, pins, offline=target.offline)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    problems = verify.check_environment(manifest, python, None, lock_text)
+    if problems:
+        raise GateFailed(
+            f"{env_dir}: after the install the environment does not match pairing "
+            f"{pid[:16]}:\n  " + "\n  ".join(problems)
+        )
+    result.status = "installed"
+    return result
+
+
+def _write_private(path: Path, text: str) -> None:
+    """A new file only this user can read (mode 0600, whatever the umask)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def _sync(

@@ -83,7 +83,7 @@ def _columns(spec: Spec, opts: Options, inputs: Inputs) -> tuple[list[str], str]
 
 
 def _cell(spec: Spec, python: Path, root: Path, cache: Cache) -> dict[str, Any]:
-    cfg = pt.settings(spec.options("plugin_tests"))
+    cfg = pt.settings_for(spec)
     with cache.scratch("matrix-") as tmp:
         run = pt.run_tests(python, root, "cpu", cfg, tmp / "j.xml", spec.runtime.get("module"))
         errors = first_error_lines(tmp / "j.xml", 1)

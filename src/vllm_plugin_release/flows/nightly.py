@@ -25,6 +25,7 @@ from vllm_plugin_release.core.cache import Cache, write_json
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges import corehistory, ledgerstore
 from vllm_plugin_release.edges.store import open_store
+from vllm_plugin_release.edges.trust import TRUST_DIR, Trusted
 from vllm_plugin_release.flows.baseline import commit_spec, pairing_python
 from vllm_plugin_release.flows.ledger import now_utc, record_verdict, signing_key
 from vllm_plugin_release.flows.sources import Inputs
@@ -62,7 +63,7 @@ def _core_url(spec: Spec, repo: str | None) -> str:
 
 
 def _tests(spec: Spec, python: Path, root: Path, cache: Cache) -> tuple[list[str], dict]:
-    cfg = pt.settings(spec.options("plugin_tests"))
+    cfg = pt.settings_for(spec)
     with cache.scratch("nightly-") as tmp:
         run = pt.run_tests(python, root, "cpu", cfg, tmp / "junit.xml", spec.runtime.get("module"))
         return run.failing, first_error_lines(tmp / "junit.xml")
@@ -108,6 +109,13 @@ def _outcome(
         )
 
 
+def _trusted(store: Any, key: Any, cache: Cache, now: dt.datetime) -> Trusted:
+    """The store read through its signed head with the manifest key's public half; its
+    expiry not checked (this run signs the next head), a missing head read as no state."""
+    memory = cache.root / TRUST_DIR
+    return Trusted(store, key.public_key(), memory=memory, fresh=False, required=False, now=now)
+
+
 def nightly(spec: Spec, opts: Options) -> dict[str, Any]:
     """One nightly run (or a skip); the report (also dist/NAME-nightly/nightly.json)."""
     if not spec.plugin:
@@ -116,14 +124,15 @@ def nightly(spec: Spec, opts: Options) -> dict[str, Any]:
     store = open_store(resolve_targets(spec, None, opts.store, opts.cache.root)[1])
     key = signing_key(spec, opts.cache, opts.signing_key)
     now = opts.now or dt.datetime.now(dt.timezone.utc)
-    state = ledgerstore.read_state(store, spec.name)
+    trusted = _trusted(store, key, opts.cache, now)
+    state = ledgerstore.read_state(trusted, spec.name)
     run_now, why = schedule.due(state, now, interval=opts.interval, backoff=opts.backoff)
     if not run_now and not opts.force:
         progress.info(f"nightly: skipped ({why})")
         return {"status": "skipped", "reason": why}
     repo = corehistory.mirror(url, opts.cache)
     commit = corehistory.resolve(repo, opts.ref, "--ref", url)
-    lkg = ledgerstore.read_lkg(store, spec.name, key.public_key())  # verified, or refused
+    lkg = ledgerstore.read_lkg(trusted, spec.name)  # verified and bound, or refused
     dist = records.dist_dir(opts.dist_root, spec.name)
     records.read(dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN, spec.path))
     inputs = Inputs(spec, opts.cache, opts.plugin_source)
@@ -160,7 +169,7 @@ def nightly(spec: Spec, opts: Options) -> dict[str, Any]:
         verdict=report["status"],
     )
     ledgerstore.write_state(
-        store, spec.name, schedule.after_run(state, now, passed=not failing, commit=commit)
+        store, spec.name, schedule.after_run(state, now, passed=not failing, commit=commit), key
     )
     write_json(records.dist_dir(opts.dist_root, base.name) / REPORT, report)
     return report

@@ -30,7 +30,7 @@ def run_plugin_tests(inputs: Inputs, dist_root: Path, runner: str, baseline: str
             f"{env_file}: the environment is for runner {env.get('runner')!r}, not {runner!r}",
             hint=f"run `vpr env --spec {spec.path} --runner {runner}` first",
         )
-    cfg = pt.settings(spec.options("plugin_tests"))
+    cfg = pt.settings_for(spec)
     root = inputs.plugin.root
     with cache.scratch("plugin-tests-") as tmp:
         module = env.get("runtime", {}).get("module")

@@ -141,7 +141,7 @@ def _stages(
         from vllm_plugin_release.conform import plugin_tests, registry
 
         if "plugin_tests" in registry.applicable(spec):
-            cfg = plugin_tests.settings(spec.options("plugin_tests"))
+            cfg = plugin_tests.settings_for(spec)
             root = inputs.plugin.root
             plugin_tests.start_ahead(opts.cache, python, root, opts.runner, cfg, module)
 

@@ -3,7 +3,8 @@
 Standard library, vLLM and the plugin only (see envrun.py). Request keys:
   core_version, packages (plugin top-level packages), entry_points {group: {name: value}},
   runtime_module (e.g. "ttnn", "refrt"), expect_runtime ("absent" | "present").
-Result: {"checks": [{"name", "status": pass|fail|skipped, "detail"}], "runtime_modules": [...]}
+Result: {"checks": [{"name", "status": pass|fail|skipped, "detail"}], "runtime_modules": [...],
+         "plugin_modules": [{"module", "status": imported|failed|skipped, "reason"}]}
 """
 
 from __future__ import annotations
@@ -114,38 +115,125 @@ def _import_packages(packages: list[str]) -> list[dict[str, Any]]:
     return checks
 
 
-def _runtime_modules(
+def _plugin_modules(
     files: list[Path], packages: list[str], runtime: str
-) -> tuple[list[dict[str, str]], dict[str, Any]]:
-    """Modules that import the vendor runtime: imported when it is present, else listed."""
-    runtime_modules: list[dict[str, str]] = []
-    runtime_present = runtime_importable(runtime)
+) -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
+    """Every module of the plugin, imported (a module that needs the runtime is listed, not
+    imported, when the runtime is absent): its list, and the checks "plugin modules import"
+    and, with a runtime, "runtime modules". An import failure is a finding about the plugin
+    (against this core and runtime), named with its module and error."""
+    present = bool(runtime) and runtime_importable(runtime)
+    modules: list[dict[str, str]] = []
     for path in files:
-        if not _imports_runtime(path, runtime):
-            continue
         module = _module_name(path, next(p for p in packages if p in path.parts))
-        if runtime_present:
-            try:
-                importlib.import_module(module)
-                runtime_modules.append({"module": module, "status": "imported"})
-            except Exception as exc:
-                runtime_modules.append({"module": module, "status": "failed", "reason": f"{exc}"})
-        else:
-            runtime_modules.append(
-                {
-                    "module": module,
-                    "status": "skipped",
-                    "reason": f"imports {runtime}, which is absent on this runner",
-                }
+        needs = bool(runtime) and _imports_runtime(path, runtime)
+        entry = {"module": module, **({"imports_runtime": "yes"} if needs else {})}
+        if needs and not present:
+            modules.append(
+                {**entry, "status": "skipped", "reason": f"imports {runtime}, absent here"}
             )
-    failed = [m for m in runtime_modules if m["status"] == "failed"]
-    check = _check(
-        "runtime modules",
-        "fail" if failed else ("pass" if runtime_present else "skipped"),
-        f"{len(runtime_modules)} modules import {runtime}"
-        + ("" if runtime_present else " (skipped: runtime absent)"),
+            continue
+        try:
+            importlib.import_module(module)
+            modules.append({**entry, "status": "imported"})
+        except BaseException as exc:  # SystemExit too: a module must never end the process
+            reason = _without_env(f"{type(exc).__name__}: {exc}".strip())[:500]
+            modules.append({**entry, "status": "failed", "reason": reason})
+    failed = [m for m in modules if m["status"] == "failed"]
+    skipped = [m for m in modules if m["status"] == "skipped"]
+    detail = f"{len(modules) - len(failed) - len(skipped)} of {len(modules)} modules import"
+    if failed:
+        detail += "; failed: " + "; ".join(f"{m['module']} ({m['reason']})" for m in failed)
+    if skipped:
+        detail += f"; {len(skipped)} need {runtime}, absent here"
+    checks = [
+        _check(
+            "plugin modules import",
+            "fail" if failed else "pass",
+            detail,
+            **({"finding": "plugin"} if failed else {}),
+        )
+    ]
+    if runtime:
+        importers = [m for m in modules if m.get("imports_runtime")]
+        bad = [m for m in importers if m["status"] == "failed"]
+        checks.append(
+            _check(
+                "runtime modules",
+                "fail" if bad else ("pass" if present else "skipped"),
+                f"{len(importers)} modules import {runtime}"
+                + ("" if present else " (skipped: runtime absent)"),
+                **({"finding": "plugin"} if bad else {}),
+            )
+        )
+    return modules, checks
+
+
+def _without_env(text: str) -> str:
+    """`text` without this environment's folder (`<env>/lib/...` instead): a detail that
+    goes into the scorecard is the same wherever the environment was made."""
+    return text.replace(sys.prefix.rstrip("/") + "/", "<env>/")
+
+
+def _platform_activation(packages: list[str], runtime: str, expect: str) -> dict[str, Any]:
+    """The platform vLLM itself resolves (`vllm.platforms.current_platform`, through its own
+    plugin discovery) must be the plugin's when the runtime is present: a silent fallback
+    to another platform is a failure, named with what the plugin's platform_plugin() said."""
+    name = "platform activation (vllm.platforms.current_platform)"
+    try:
+        from vllm import platforms
+
+        resolved = type(platforms.current_platform)
+        value = f"{resolved.__module__}.{resolved.__qualname__}"
+    except BaseException as exc:  # the plugin's platform activated where it cannot run
+        if expect != "present":  # said by `import vllm` and platform_plugin() already
+            detail = f"not resolved with the runtime absent: {exc!r}"
+            return _check(name, "skipped", _without_env(detail))
+        return _check(
+            name,
+            "fail",
+            _without_env(
+                f"resolving vLLM's platform raised {exc!r}; {_why_not_activated(runtime)}"
+            ),
+            finding="plugin",
+        )
+    ours = any(value == p or value.startswith(p + ".") for p in packages)
+    if expect != "present":
+        return _check(
+            name,
+            "skipped",
+            f"resolved {value}; the runtime {runtime or '(none)'} is absent here, so the "
+            "plugin's platform is not expected to activate",
+            value=value,
+        )
+    if ours:
+        return _check(name, "pass", f"resolved {value}, the plugin's platform", value=value)
+    return _check(
+        name,
+        "fail",
+        f"resolved {value}, not a platform of the plugin ({', '.join(packages)}): a silent "
+        f"fallback; {_why_not_activated(runtime)}",
+        value=value,
+        finding="plugin",
     )
-    return runtime_modules, check
+
+
+def _why_not_activated(runtime: str) -> str:
+    """What the plugin's platform_plugin() entry points answer here, and the runtime's
+    import: the cause of a platform that did not activate."""
+    said = []
+    for ep in importlib.metadata.entry_points(group="vllm.platform_plugins"):
+        try:
+            said.append(f"{ep.name}: platform_plugin() returned {ep.load()()!r}")
+        except BaseException as exc:
+            said.append(f"{ep.name}: platform_plugin() raised {type(exc).__name__}: {exc}")
+    if runtime:
+        try:
+            importlib.import_module(runtime)
+            said.append(f"{runtime} imports")
+        except BaseException as exc:
+            said.append(f"import {runtime}: {type(exc).__name__}: {exc}")
+    return "; ".join(said) or "no vllm.platform_plugins entry point is installed"
 
 
 def _entry_point_checks(group: str, entries: dict[str, str], expect: str) -> list[dict[str, Any]]:
@@ -197,18 +285,20 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     checks = [_byte_compile(files)]
     # 2. vLLM imports and is the pinned core
     checks.append(_import_vllm(request))
-    # 3. the plugin imports; modules that need the runtime are listed, not imported blindly
+    # 3. the platform vLLM resolves through its own plugin discovery is the plugin's
+    checks.append(_platform_activation(packages, runtime, expect))
+    # 4. the plugin imports, then every module of it (those that need an absent runtime
+    # are listed, not imported)
     checks += _import_packages(packages)
-    runtime_modules: list[dict[str, str]] = []
-    if runtime:
-        runtime_modules, runtime_check = _runtime_modules(files, packages, runtime)
-        checks.append(runtime_check)
-    # 4. entry points resolve; the platform plugin answers as the runtime dictates
+    modules, module_checks = _plugin_modules(files, packages, runtime)
+    checks += module_checks
+    # 5. entry points resolve; the platform plugin answers as the runtime dictates
     groups = request.get("entry_points", {})
     for group, entries in sorted(groups.items()):
         if group.startswith("vllm."):
             checks += _entry_point_checks(group, entries, expect)
-    return {"checks": checks, "runtime_modules": runtime_modules}
+    runtime_modules = [m for m in modules if m.pop("imports_runtime", None)]
+    return {"checks": checks, "runtime_modules": runtime_modules, "plugin_modules": modules}
 
 
 def _check_platform(answer: object) -> tuple[bool, str]:

@@ -49,6 +49,10 @@ class BuildSpec:
     find_links: tuple[str, ...]
     reproducibility_check: bool
     network_isolation: str
+    platform: str = "x86_64-manylinux_2_28"  # the locks' target (uv --python-platform)
+    image_python_sha256: str | None = None  # the CPython `vpr image build` may copy in
+    # An interpreter named on the command line (`--interpreter PATH`), never from the file.
+    interpreter: str | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,12 @@ class Spec:
             return self
         raw = {**self.raw, "build": {**self.raw.get("build", {}), "backend": backend}}
         return replace(self, build=replace(self.build, backend=backend), raw=raw)
+
+    def with_interpreter(self, path: str | None) -> Spec:
+        """This spec with the interpreter `--interpreter PATH` names; itself for None."""
+        if not path:
+            return self
+        return replace(self, build=replace(self.build, interpreter=path))
 
     def resolve(self, relative: str) -> Path:
         p = Path(relative)
@@ -148,6 +158,12 @@ def locate(text: str, path: tuple[str, ...]) -> int | None:
     return best[1] if best else None
 
 
+def torch_for(torch: str | dict[str, str], python: str) -> str:
+    """`[build] torch` for `python`: the version, or the table's entry for it (the loader
+    has checked that the table names it)."""
+    return torch if isinstance(torch, str) else torch[python]
+
+
 def from_data(data: dict[str, Any], file: Path) -> Spec:
     core = data["core"]
     src = core["source"]
@@ -181,10 +197,12 @@ def from_data(data: dict[str, Any], file: Path) -> Spec:
             constraints=build.get(
                 "constraints", f"constraints/build-core-py{python.replace('.', '')}.txt"
             ),
-            torch=build.get("torch", "2.13.0+cpu"),
+            torch=torch_for(build.get("torch", "2.13.0+cpu"), python),
             find_links=tuple(build.get("find_links", [])),
             reproducibility_check=build.get("reproducibility_check", True),
             network_isolation=build.get("network_isolation", "auto"),
+            platform=build.get("platform", "x86_64-manylinux_2_28"),
+            image_python_sha256=build.get("image_python_sha256"),
         ),
         plugin=data.get("plugin", {}),
         runtime=data.get("runtime", {}),

@@ -162,11 +162,39 @@ SCHEMA: dict[str, Any] = {
                     "Hash-locked build requirements written by `vpr lock`.",
                     default="constraints/build-core-pyXY.txt",
                 ),
-                "torch": _str(
-                    "torch release for the build env; vLLM's setup.py imports torch even for "
-                    "the empty target. Use a CPU build (e.g. 2.13.0+cpu).",
-                    format="pep440",
-                    default="2.13.0+cpu",
+                "torch": {
+                    "description": "torch for the build and pairing environments (vLLM's "
+                    "setup.py imports it even for the empty target): a version, or a table "
+                    'of versions by Python (`{ "3.10" = "2.13.0", "3.11" = '
+                    '"2.13.0+cpu" }`) that must name [build] python. `+cpu` is the CPU '
+                    "build (pip's find-links or VPR_FIND_LINKS must offer it for that "
+                    "Python); a plain version is the index's build (on PyPI, Linux x86_64: "
+                    "the CUDA build, about 3 GB with its nvidia-* wheels, which imports and "
+                    "runs on a CPU; downloaded once per machine into uv's cache).",
+                    "default": "2.13.0+cpu",
+                    "oneOf": [
+                        {"type": "string", "format": "pep440"},
+                        {
+                            "type": "object",
+                            "minProperties": 1,
+                            "propertyNames": {"pattern": r"^3\.\d{1,2}$"},
+                            "additionalProperties": {"type": "string", "format": "pep440"},
+                        },
+                    ],
+                },
+                "image_python_sha256": _str(
+                    "The fingerprint of the CPython `vpr image build` copies into the image "
+                    "for a Python the Debian suite lacks (`build-core.json` interpreter.sha256 "
+                    "shows a machine's): another build of that Python is refused (exit 1, both "
+                    "named), so the image's digest follows from pinned inputs only.",
+                    pattern=r"^[0-9a-f]{64}$",
+                ),
+                "platform": _str(
+                    "The platform the locks are resolved for (uv's --python-platform): the "
+                    "oldest glibc every locked wheel must install on. A runtime that ships "
+                    "only newer wheels needs a newer one (ttnn: x86_64-manylinux_2_34).",
+                    pattern=r"^(x86_64|aarch64)-manylinux_2_\d{1,2}$",
+                    default="x86_64-manylinux_2_28",
                 ),
                 "find_links": {
                     "type": "array",
@@ -271,6 +299,23 @@ SCHEMA: dict[str, Any] = {
                     "description": "Python versions the runtime ships wheels for (loads); "
                     "[build] python must be one of them, else the spec is refused.",
                 },
+                "system_packages": {
+                    "type": "array",
+                    "items": {"type": "string", "pattern": r"^[a-z0-9][a-z0-9+.-]+$"},
+                    "description": "Debian packages the runtime's wheels load that a "
+                    "minimal image lacks (ttnn: libatomic1; `ldd` of its libraries tells): "
+                    "`vpr image build` puts them in the image.",
+                    "default": [],
+                },
+                "no_device": {
+                    "type": "array",
+                    "items": {"type": "string", "minLength": 3},
+                    "description": "Text of the runtime's own error when it finds no device "
+                    "(ttnn: `No chips detected in the cluster`): a plugin test on the cpu "
+                    "runner that fails with it is deferred to the hardware runner with that "
+                    "reason, not failed.",
+                    "default": [],
+                },
                 "stand_in": _str(
                     "A labelled stand-in runtime package (folder in this repository) used for "
                     "the runtime-present checks on the cpu runner; never reported as the real "
@@ -293,6 +338,15 @@ SCHEMA: dict[str, Any] = {
                     "items": {"type": "string"},
                     "description": "Requirement overrides that win over vLLM's own pins (uv "
                     "--override), e.g. the plugin runtime's numpy<2.",
+                    "default": [],
+                },
+                "caps": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "Constraints on the pairing lock (uv --constraint): they "
+                    "limit which version the resolver may take without adding a requirement "
+                    "or replacing anyone's, e.g. a cap on a package whose newest release "
+                    "requires what an [env] override forbids (`vpr lock` names such a clash).",
                     "default": [],
                 },
                 "requirements": {

@@ -15,7 +15,7 @@ from vllm_plugin_release import __version__
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file
 from vllm_plugin_release.core.errors import BadInput, GateFailed
-from vllm_plugin_release.core.lockfile import check_lock, pins
+from vllm_plugin_release.core.lockfile import check_lock, locked_file, pins
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges.fetch import Fetcher
 from vllm_plugin_release.edges.runner import Runner
@@ -165,10 +165,16 @@ def build_core(
             "builds_compared": builds,
             "isolated": isolated,
             "python": results[0]["python"],
+            "interpreter": runner.interpreter(spec.build.python).record(),
             "build_env": {
                 "lock_file": spec.build.constraints,
                 "lock_sha256": lock_sha,
                 "torch": torch_pin,
+                # the file for this Python and platform (`vpr lock` records it; None for
+                # a lock written before it did)
+                "torch_file": (
+                    found.record(torch_pin) if (found := locked_file(lock_text, "torch")) else None
+                ),
                 "core_declared_torch": declared_torch,
                 "torch_differs_from_core_pin": bool(declared_torch)
                 and not declared_torch.replace(" ", "").endswith(torch_pin),

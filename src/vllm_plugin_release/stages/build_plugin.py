@@ -210,6 +210,7 @@ def build_plugin(
             "builds_compared": builds,
             "isolated": runner.isolate,
             "python": results[0]["python"],
+            "interpreter": runner.interpreter(spec.build.python).record(),
             "build_env": {
                 "lock_file": lock_file,
                 "lock_sha256": lock_sha,

@@ -4,7 +4,13 @@ For machines that cannot reach a container registry. Two layers, both reproducib
 1. the root filesystem, `mmdebstrap --variant=apt` of the spec's Python from a Debian
    suite with SOURCE_DATE_EPOCH (the spec's core epoch): the same packages give the
    same tarball;
-2. uv, from the wheel `docker/uv-requirements.txt` pins by hash.
+2. for a Python the suite does not ship (bookworm has 3.11 only; ttnn loads 3.10 and
+   3.12): this machine's CPython of that version (`edges/interpreters`), its installation
+   copied in at the same path (less its tests, Tk and site-packages) as a layer whose
+   bytes follow from its files, with the Debian packages its modules link against (ldd,
+   dpkg -S) in the rootfs; recorded in a label by its fingerprint and the layer's sha256,
+   and checked by running its standard library in the image;
+3. uv, from the wheel `docker/uv-requirements.txt` pins by hash.
 The image is written as a `docker save` archive whose config has a fixed time
 (`core/imagearchive.py`), so its ID (the digest `[build] base_image` pins) follows from
 the two layers only, and loaded into the engine. The engine must report the same ID.
@@ -17,19 +23,21 @@ as the suite's packages do, or for ever with a snapshot mirror
 from __future__ import annotations
 
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import Cache, sha256_file
 from vllm_plugin_release.core.errors import GateFailed, OutsideFailure
-from vllm_plugin_release.core.imagearchive import file_layer, write_archive
-from vllm_plugin_release.edges import container
+from vllm_plugin_release.core.imagearchive import file_layer, tree_layer, write_archive
+from vllm_plugin_release.edges import container, interpreters
+from vllm_plugin_release.edges.uv import uv_bin
 from vllm_plugin_release.spec.model import Spec
 
 DEFAULT_SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-# The CPython each Debian suite ships (an image for another Python comes from a registry).
+# The CPython each Debian suite ships (another is this machine's, copied in).
 SUITE_PYTHON = {"bookworm": ("3.11",), "trixie": ("3.13",)}
 UV_REQUIREMENTS = "docker/uv-requirements.txt"
 
@@ -39,16 +47,71 @@ def image_name(python: str, suite: str) -> str:
 
 
 def check_python(python: str, suite: str) -> None:
-    """OutsideFailure naming what is missing when `suite` has no CPython `python`."""
-    shipped = SUITE_PYTHON.get(suite, ())
-    if python not in shipped:
+    """OutsideFailure naming what is missing when `suite` is not a Debian suite we know."""
+    if suite not in SUITE_PYTHON:
         raise OutsideFailure(
-            f"Debian {suite} ships CPython {', '.join(shipped) or 'unknown'}, not {python} "
-            "(the spec's [build] python): no Debian-based image for it can be made here",
-            hint="pin a registry image that carries it in [build] base_image (e.g. "
-            f"python:{python}-slim-bookworm@sha256:...) and `docker pull` it where a "
-            "registry is reachable",
+            f"unknown Debian suite {suite!r}; known: {', '.join(SUITE_PYTHON)}",
+            hint="use --suite bookworm (the default)",
         )
+
+
+@dataclass(frozen=True)
+class PythonLayer:
+    """How the image gets its CPython: Debian's package, or this machine's interpreter
+    copied in (a layer of its installation, at the same path: its libpython is found
+    through an absolute RUNPATH), with the Debian packages its modules link against."""
+
+    packages: tuple[str, ...]
+    layer: Path | None
+    label: str
+
+    @property
+    def rootfs(self) -> str:
+        """What the rootfs label says it holds: Debian's python (the label images were
+        made with before), or the packages the copied-in one and the runtime need."""
+        if self.layer is None and len(self.packages) == 3:
+            return self.packages[0]
+        return " ".join(self.packages)
+
+
+def python_layer(spec: Spec, suite: str, work: Path, epoch: int) -> PythonLayer:
+    """Debian's python3.X where the suite ships the spec's Python; else the CPython this
+    machine has (`edges/interpreters.find`), copied in by its files and recorded by its
+    fingerprint and the layer's sha256."""
+    python = spec.build.python
+    runtime = tuple(spec.runtime.get("system_packages", ()))  # what its wheels load
+    if python in SUITE_PYTHON[suite]:
+        packages = (f"python{python}", f"python{python}-venv", "ca-certificates", *runtime)
+        return PythonLayer(packages, None, f"Debian {suite} python{python}")
+    found = interpreters.find(python, spec.build.interpreter, uv_bin())
+    pinned = spec.build.image_python_sha256
+    if pinned and found.sha256 != pinned:
+        raise GateFailed(
+            f"{found.path} (CPython {found.version}, found by {found.found_by}) has fingerprint "
+            f"sha256:{found.sha256}, not the sha256:{pinned} [build] image_python_sha256 pins",
+            hint="name the pinned build with --interpreter PATH, or pin this one if you trust "
+            "it (the image's digest changes with it)",
+        )
+    members = interpreters.install_members(found)
+    prefix = Path(found.prefix)
+    elf = [
+        prefix / m
+        for m in members
+        if (m.startswith("bin/") or m.endswith(".so") or ".so." in m)
+        and (prefix / m).is_file()
+        and not (prefix / m).is_symlink()
+    ]
+    packages = ("ca-certificates", *container.debian_packages_for(elf), *runtime)
+    exe = Path(found.path)
+    link = {f"usr/local/bin/python{python}": exe if exe.is_absolute() else prefix / exe}
+    layer = tree_layer(
+        work / "python.tar", prefix, members, at=str(prefix), epoch=epoch, links=link
+    )
+    label = (
+        f"CPython {found.version} from {found.prefix} (found by {found.found_by}), "
+        f"fingerprint sha256:{found.sha256}, layer sha256:{sha256_file(layer)}"
+    )
+    return PythonLayer(packages, layer, label)
 
 
 def _uv_binary(wheel: Path) -> bytes:
@@ -73,11 +136,12 @@ def build_image(
     log.unlink(missing_ok=True)
     with cache.scratch("image-") as work:
         rootfs = work / "rootfs.tar"
-        with progress.status(f"image: mmdebstrap {suite} with python{python} (about a minute)"):
+        made = python_layer(spec, suite, work, epoch)
+        with progress.status(f"image: mmdebstrap {suite} for python{python} (about a minute)"):
             container.debian_rootfs(
                 rootfs,
                 suite=suite,
-                packages=(f"python{python}", f"python{python}-venv", "ca-certificates"),
+                packages=made.packages,
                 epoch=epoch,
                 mirror=mirror,
                 log=log,
@@ -89,12 +153,13 @@ def build_image(
         )
         labels = {
             container.UV_LABEL: f"{wheel.name} sha256:{sha256_file(wheel)}",
-            "vllm-plugin-release.rootfs": f"mmdebstrap {suite} {mirror} python{python}",
+            "vllm-plugin-release.rootfs": f"mmdebstrap {suite} {mirror} {made.rootfs}",
+            # only for a copied-in Python: an image of Debian's keeps the digest it had
+            **({"vllm-plugin-release.python": made.label} if made.layer else {}),
         }
+        layers = [rootfs, *([made.layer] if made.layer else []), uv_layer]
         archive = work / "image.tar"
-        image_id = write_archive(
-            archive, [rootfs, uv_layer], repo_tag=name, epoch=epoch, labels=labels
-        )
+        image_id = write_archive(archive, layers, repo_tag=name, epoch=epoch, labels=labels)
         with progress.status(f"image: loading {name} into the engine"):
             loaded = container.load_archive(client, archive)
         result = {
@@ -102,12 +167,15 @@ def build_image(
             "rootfs_sha256": sha256_file(rootfs),
             "uv_layer_sha256": sha256_file(uv_layer),
             "uv_wheel": wheel.name,
+            "python": made.label,
         }
     if loaded != image_id:
         raise GateFailed(
             f"the engine loaded {name} as sha256:{loaded}, not the archive's sha256:{image_id}",
             hint="the engine rewrote the image config; use Docker or Podman's Docker API",
         )
+    if made.layer is not None:  # a copied-in Python: it runs its standard library there
+        container.check_python_runs(client, image_id, python)
     return result
 
 

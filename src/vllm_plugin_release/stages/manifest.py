@@ -252,12 +252,17 @@ def _runtime(env: dict[str, Any] | None, pins: dict[str, Any] | None) -> dict[st
         status, note = "absent", "no env.json: the environment stage has not run"
     elif not observed or observed.get("status") != "present":
         status = "absent"
-        note = f"absent on this runner ({env.get('runner', 'unknown')})"
+        why = (observed or {}).get("reason")
+        note = f"absent on this runner ({env.get('runner', 'unknown')})" + (
+            f": {why}" if why else ""
+        )
     else:
         status, note = "present", f"present on the {env.get('runner', 'unknown')} runner"
+    wheel = (observed or {}).get("wheel") if status == "present" else None
     return {
         "name": name,
         "status": status,
+        **({"wheel": wheel} if isinstance(wheel, dict) else {}),
         "version": (observed or {}).get("version") if status == "present" else None,
         "commit": ((observed or {}).get("commit") or pinned_commit)
         if status == "present"
@@ -334,12 +339,46 @@ def _conformance(scorecard: dict[str, Any] | None) -> dict[str, Any]:
                 {k: str(item[k]) for k in ("check", "reason", "run_with") if item.get(k)}
             )
     _check_verdict(verdict, checks, file)
-    return {
+    out = {
         "status": "present",
         "verdict": verdict,
         "runner": scorecard.get("runner"),
         "checks": checks,
         "deferred": deferred,
+    }
+    workload = _workload(scorecard)
+    if workload is not None:
+        out["workload"] = workload
+    return out
+
+
+def _workload(scorecard: dict[str, Any]) -> dict[str, Any] | None:
+    """The workload answers the scorecard carries (`workload`, `plans`), as the manifest
+    records them: each feature's answer, the share on each path, each plan's verdict and
+    why, the models the plugin's docs show (None when the scorecard has no workload)."""
+    facts = scorecard.get("workload")
+    if not isinstance(facts, dict):
+        return None
+    keep = ("feature", "share", "needed", "outcome", "where", "path")
+    models = facts.get("models") or {}
+    table = ((scorecard.get("checks") or {}).get("workload") or {}).get("details", {})
+    rows = (table.get("models") or {}).get("table") or []
+    return {
+        "platform": facts.get("platform"),
+        "features": [{k: f[k] for k in keep if k in f} for f in facts.get("features") or []],
+        "paths": {
+            name: {k: mark[k] for k in ("requests", "share", "instead_of") if k in mark}
+            for name, mark in (facts.get("paths") or {}).items()
+        },
+        "plans": {
+            name: {"verdict": plan["verdict"], "why": [str(w) for w in plan.get("why") or []]}
+            for name, plan in (scorecard.get("plans") or {}).items()
+        },
+        "models": {
+            "model": models.get("model"),
+            "listed": models.get("listed"),
+            "table": [str(r.get("model")) for r in rows if isinstance(r, dict)],
+        },
     }
 
 
@@ -372,9 +411,12 @@ def _core(records: Records, memo: Path | None = None) -> dict[str, Any]:
             "lock_file": build_env.get("lock_file"),
             "lock_sha256": build_env.get("lock_sha256"),
             "torch": build_env.get("torch"),
+            # only when recorded (a build record of an older vpr has none)
+            **({"torch_file": build_env["torch_file"]} if build_env.get("torch_file") else {}),
             "core_declared_torch": build_env.get("core_declared_torch"),
         },
         "python": python,
+        **({"interpreter": bc["interpreter"]} if isinstance(bc.get("interpreter"), dict) else {}),
         "platform_tag": core_wheel["tags"]["platform"],
     }
 

@@ -21,10 +21,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
-from vllm_plugin_release.core.lockfile import check_lock
+from vllm_plugin_release.core.lockfile import check_lock, locked_file, pins
 from vllm_plugin_release.core.records import dist_dir, verified_wheel
 from vllm_plugin_release.edges import envbytecode, envrun, proc
 from vllm_plugin_release.edges.envrun import run_in_env
@@ -36,6 +38,7 @@ from vllm_plugin_release.stages.requests import (
     RuntimePlan,
     env_left_out,
     env_lock_request,
+    plan_from_lock,
     runtime_plan,
 )
 from vllm_plugin_release.stages.wheelbuild import runner_for
@@ -43,7 +46,7 @@ from vllm_plugin_release.stages.wheelbuild import runner_for
 RUNNERS = ("cpu", "hardware")
 ENV_RECORD = records.ENV
 # Bump when the way an environment is made changes (it is part of the cache key).
-ENV_RECIPE = 4  # 4: the stand-in runtime wheel is built reproducibly
+ENV_RECIPE = 7  # 5: platform activation, every plugin module imported; 6, 7: its crash
 
 
 def top_level_packages(wheel: Path) -> list[str]:
@@ -58,7 +61,8 @@ def top_level_packages(wheel: Path) -> list[str]:
 
 def _run(runner: Runner, cache: Cache, label: str, argv: list[str]) -> None:
     runner.run(
-        Command(label=label, argv=tuple(argv), env=host_env()), cache.root / "logs" / "env.log"
+        Command(label=label, argv=tuple(argv), env=host_env(), downloads=label == LOCKED_STEP),
+        cache.root / "logs" / "env.log",
     )
 
 
@@ -95,12 +99,16 @@ def create_env(
         )
     if runtime_env is not None and not (runtime_env / "bin" / "python").exists():
         raise BadInput(f"{runtime_env}: no bin/python; --runtime-env takes a Python environment")
-    request = env_lock_request(spec, tree, plugin.root, plan, built["plugin"].get("requires_dist"))
     lock_path = spec.resolve(spec.env_constraints)
+    if lock_path.is_file():  # a runtime that no wheel installs here: absent, and why
+        plan = plan_from_lock(plan, lock_path.read_text(encoding="utf-8"))
+    request = env_lock_request(spec, tree, plugin.root, plan, built["plugin"].get("requires_dist"))
     check_lock(lock_path, request)
     lock_sha = sha256_file(lock_path)
     stand_in = spec.runtime.get("stand_in") if runner_kind == "cpu" else None
     runner = runner_for(spec, cache, folders=(dist, plugin.root), network_isolation="off")
+    # exit 3 naming every place searched; a --runtime-env brings its own python
+    interpreter = runner.interpreter(spec.build.python) if runtime_env is None else None
     key = key_of(
         {
             # An environment made in an image is keyed by it (the local key is unchanged).
@@ -113,6 +121,7 @@ def create_env(
             "runtime_env": str(runtime_env) if runtime_env else None,
             "stand_in": stand_in,
             "python": spec.build.python,
+            **({"interpreter": interpreter.identity()} if interpreter else {}),
         }
     )
     env_dir = cache.env_dir(f"pair-{spec.name}", key)
@@ -138,10 +147,11 @@ def create_env(
             # Built in place (console scripts hold absolute paths); the marker file is
             # written last, so a half-built environment is never reused.
             shutil.rmtree(env_dir, ignore_errors=True)
-            runner.require_python(spec.build.python)  # exit 3 naming what is missing
+            python = str(runtime_env / "bin" / "python") if runtime_env else interpreter.path
             try:
                 result = _build(
                     spec,
+                    python,
                     env_dir,
                     runner,
                     cache,
@@ -158,6 +168,8 @@ def create_env(
             except BaseException:
                 shutil.rmtree(env_dir, ignore_errors=True)
                 raise
+            if interpreter is not None:
+                result["interpreter"] = interpreter.record()
             write_json(result_file, result)
     result = {**result, "backend": runner.describe()}  # where the environment runs
     left = env_left_out(spec, plugin.root, built["plugin"].get("requires_dist"))
@@ -185,14 +197,7 @@ def _deliver(
     Without `conduct_gate` (the release), how the platform plugin answers is left to the
     scorecard's environment check: a finding about the plugin, not a stop."""
     result = {**result, "checks": _plugin_findings(result, spec.runtime.get("module"))}
-    platform = next(
-        (
-            c.get("value")
-            for c in result["checks"]
-            if c["name"].startswith("platform_plugin() runtime present") and c["status"] == "pass"
-        ),
-        None,
-    )
+    platform = _platform_class(result["checks"])
     record = {
         "stage": "env",
         "runner": runner_kind,
@@ -219,6 +224,16 @@ def _deliver(
             hint=f"see {dist / ENV_RECORD}",
         )
     return record
+
+
+def _platform_class(checks: list[dict[str, Any]]) -> str | None:
+    """The platform class vLLM resolved to the plugin's (its own discovery: `platform
+    activation`), else the one the plugin's platform_plugin() named; None when neither."""
+    for prefix in ("platform activation", "platform_plugin() runtime present"):
+        for check in checks:
+            if check["name"].startswith(prefix) and check["status"] == "pass":
+                return check.get("value")
+    return None
 
 
 def _plugin_findings(result: dict[str, Any], module: str | None) -> list[dict[str, Any]]:
@@ -265,9 +280,10 @@ def install_steps(
     return [
         ("create pairing environment", create),
         (
-            "install locked requirements (hashes required)",
+            LOCKED_STEP,
             [
-                *pip,
+                *pip[:3],
+                *pip[4:],  # not --quiet: uv's download lines go to the log (`edges/uvwatch`)
                 "--require-hashes",
                 "--index-strategy",
                 "unsafe-best-match",
@@ -282,6 +298,7 @@ def install_steps(
 
 def _build(
     spec: Spec,
+    python: str,
     work: Path,
     runner: Runner,
     cache: Cache,
@@ -296,8 +313,8 @@ def _build(
     on_installed: Callable[[Path, str | None], object] | None = None,
 ) -> dict[str, Any]:
     uv = runner.uv
-    python = spec.build.python if runtime_env is None else str(runtime_env / "bin" / "python")
     present = plan.status in ("install", "runtime-env")
+    preload = plan.module if present else None  # the runtime, imported once by the worker
     overlay_check = not present and stand_in
     # The stand-in wheel needs nothing of the pairing env: built while it installs.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vpr-overlay") as pool:
@@ -325,7 +342,9 @@ def _build(
                 ):
                     if label == WHEELS_STEP and early:
                         restored, seeded = _bytecode_in(work, bytecode, cache)
-                        stack.enter_context(envrun.warm(work / "bin" / "python", for_session=alone))
+                        stack.enter_context(
+                            envrun.warm(work / "bin" / "python", for_session=alone, runtime=preload)
+                        )
                     _run(runner, cache, label, argv)
                     if label == "create pairing environment":
                         runner.mark(work)  # its python runs where it was made (edges/container)
@@ -349,7 +368,9 @@ def _build(
                 "runtime_module": plan.module,
             }
             if not early:
-                stack.enter_context(envrun.warm(work / "bin" / "python", for_session=alone))
+                stack.enter_context(
+                    envrun.warm(work / "bin" / "python", for_session=alone, runtime=preload)
+                )
             if on_installed is not None:  # within `vpr release`: the plugin's tests start
                 on_installed(work / "bin" / "python", None if present else plan.module)
             # The stand-in overlay is made and checked while the pairing env is checked, side
@@ -375,10 +396,12 @@ def _build(
         runtime["commit"] = spec.runtime["commit"]
     if plan.requirement:
         runtime["requirement"] = plan.requirement
+    if present and plan.status == "install":  # what the lock installed: version and wheel
+        runtime.update(_runtime_files(spec, lock_path))
     if stand_in_result is not None:
         second, wheel, overlay_py = stand_in_result
         for check in second["checks"]:
-            if check["name"].startswith(("platform_plugin()", "runtime modules")):
+            if check["name"].startswith(STAND_IN_CHECKS):
                 check = {
                     **check,
                     "name": check["name"] + " [stand-in runtime]",
@@ -391,6 +414,15 @@ def _build(
             "status": "checked in an overlay environment (test double)",
             "python": str(overlay_py),
         }
+    elif plan.no_wheel:  # pinned, yet no wheel of it installs here: the pairing cannot hold
+        checks.append(
+            {
+                "name": "runtime installs",
+                "status": "fail",
+                "detail": f"runtime absent because {plan.reason}",
+                "finding": "spec",
+            }
+        )
     elif not present:
         checks.append(
             {
@@ -399,10 +431,31 @@ def _build(
                 "detail": f"deferred to the hardware runner: {plan.reason}",
             }
         )
-    return {"runtime": runtime, "checks": checks, "runtime_modules": first["runtime_modules"]}
+    return {
+        "runtime": runtime,
+        "checks": checks,
+        "runtime_modules": first["runtime_modules"],
+        "plugin_modules": first.get("plugin_modules", []),
+    }
 
 
 WHEELS_STEP = "install core and plugin wheels (--no-deps)"
+# The checks of the stand-in overlay that say something the pairing env's cannot.
+STAND_IN_CHECKS = ("platform_plugin()", "runtime modules", "platform activation")
+LOCKED_STEP = "install locked requirements (hashes required)"
+
+
+def _runtime_files(spec: Spec, lock_path: Path) -> dict[str, Any]:
+    """The runtime's locked version and the wheel the lock installs for this Python
+    (named in the lock's header by `vpr lock`)."""
+    text = lock_path.read_text(encoding="utf-8")
+    name = canonicalize_name(spec.runtime.get("package", ""))
+    version = pins(text).get(name)
+    found = locked_file(text, name)
+    return {
+        "version": version,
+        **({"wheel": found.record(version or "")} if found else {}),
+    }
 
 
 def _has_pth(wheel: Path) -> bool:
@@ -482,18 +535,19 @@ def _layer_on(env: Path, runtime_env: Path) -> None:
 
 
 def _overlay(runner: Runner, cache: Cache, uv: str, base: Path, overlay: Path, wheel: Path) -> Path:
-    """A venv that sees the pairing env's packages (.pth) plus the stand-in runtime."""
-    import sysconfig
-
+    """A venv that sees the pairing env's packages (.pth) plus the stand-in runtime. Each
+    site-packages is the environment's own (its Python's version, not vpr's: a 3.10 pairing
+    env has lib/python3.10), found in its folder (its python may run only in an image)."""
     _run(
         runner,
         cache,
         "create stand-in overlay",
         [uv, "venv", "--quiet", "--python", str(base / "bin" / "python"), str(overlay)],
     )
-    purelib = sysconfig.get_path("purelib", vars={"base": str(base), "platbase": str(base)})
-    over_lib = sysconfig.get_path("purelib", vars={"base": str(overlay), "platbase": str(overlay)})
-    Path(over_lib, "_vpr_pairing_env.pth").write_text(purelib + "\n")
+    purelib, over_lib = envbytecode.site_packages(base), envbytecode.site_packages(overlay)
+    if purelib is None or over_lib is None:
+        raise OutsideFailure(f"{overlay}: no single lib/python3.*/site-packages to layer on")
+    Path(over_lib, "_vpr_pairing_env.pth").write_text(f"{purelib}\n")
     _run(
         runner,
         cache,

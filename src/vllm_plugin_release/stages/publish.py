@@ -29,7 +29,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import Cache
@@ -57,10 +57,13 @@ from vllm_plugin_release.edges.publisher import (
     twine_upload,
 )
 from vllm_plugin_release.edges.runner import LocalRunner, Runner
-from vllm_plugin_release.edges.store import Extras, HttpStore, Store, open_store, utc_now
+from vllm_plugin_release.edges.store import DirStore, Extras, HttpStore, open_store, utc_now
 from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.verify import Verified, check_environment, verify_files
 from vllm_plugin_release.stages.wheelbuild import runner_for
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 CERTIFIED = ("fleet", "pilot")
 LOCK_HINT = "the lock changed since `vpr env`; run the pairing again (vpr release) first"
@@ -304,7 +307,7 @@ def _note_proof(index_root: Path, wheels: Wheels, runner: Runner) -> None:
     )
 
 
-def _writable_store(store: str) -> Store:
+def _writable_store(store: str) -> DirStore:
     target_store = open_store(store)
     if isinstance(target_store, HttpStore):
         raise BadInput(
@@ -476,10 +479,13 @@ def publish_folder(
     allow_uncertified: bool = False,
     project_root: Path | None = None,
     runner: Callable[[], Runner] | None = None,
+    signer: Ed25519PrivateKey | None = None,
 ) -> PublishResult:
     """Publish dist_dir's wheels and manifest. `index=None`: a local pypiserver over index_root.
     `project_root`: where the manifest's lock file is (stored with it; None: no lock).
-    `runner`: makes the runner the install proof runs on (default: this machine)."""
+    `runner`: makes the runner the install proof runs on (default: this machine).
+    `signer`: the manifest key, which signs the store's head (required, checked before
+    anything is uploaded: consumers trust nothing a head does not vouch for)."""
     manifest_path = dist_dir / MANIFEST_FILE
     if not manifest_path.exists():
         raise BadInput(
@@ -488,6 +494,14 @@ def publish_folder(
         )
     target_store = _writable_store(store)
     verified = _verified_for_publishing(manifest_path, public_key, allow_uncertified)
+    if signer is None:
+        raise BadInput(
+            f"{manifest_path}: publishing signs the manifest store's head, and no signing key "
+            "was given",
+            hint="pass --signing-key (or set $VPR_SIGNING_KEY or [publish] signing_key): the "
+            "key the manifest was signed with",
+        )
+    target_store.signer = signer
     manifest = verified.manifest
     wheels: Wheels = [
         (
@@ -560,11 +574,11 @@ def publish_spec(
 ) -> PublishResult:
     """`vpr publish --spec FILE`: the defaults resolved from the spec and the environment."""
     index, store_location = resolve_targets(spec, index, store, cache.root)
+    key_path, _ = keys.resolve_key_path(
+        signing_key, spec.publish.get("signing_key"), root=spec.root, cache_root=cache.root
+    )
     pub = Path(public_key) if public_key else None
     if pub is None:  # the signing key's public half, when it is where the build left it
-        key_path, _ = keys.resolve_key_path(
-            signing_key, spec.publish.get("signing_key"), root=spec.root, cache_root=cache.root
-        )
         candidate = keys.public_path(key_path)
         pub = candidate if candidate.exists() else None
     dist = Path(dist_root) / spec.name  # dist/NAME/, as `vpr manifest build` writes it
@@ -581,4 +595,5 @@ def publish_spec(
         project_root=spec.root,
         # The install proof runs where the pairing's stages ran: the spec's runner.
         runner=lambda: runner_for(spec, cache, folders=(dist.resolve(),)),
+        signer=keys.load_private_key(key_path),
     )

@@ -98,7 +98,7 @@ def venv_commands(
         links += ["--find-links", link]
     return [
         Command(
-            label=f"create build environment (Python {python})",
+            label=f"create build environment ({python})",
             argv=(uv, "venv", "--quiet", "--no-python-downloads", "--python", python, venv),
             env=env,
         ),
@@ -108,7 +108,6 @@ def venv_commands(
                 uv,
                 "pip",
                 "install",
-                "--quiet",
                 "--python",
                 f"{venv}/bin/python",
                 "--require-hashes",
@@ -120,6 +119,7 @@ def venv_commands(
                 *links,
             ),
             env=env,
+            downloads=True,  # uv's "Downloading NAME (SIZE)" lines, said as they come
         ),
         Command(
             label="compile the build environment's bytecode",

@@ -8,6 +8,7 @@ environment's requirements, and of what a runner does about the vendor runtime.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,13 +17,41 @@ from packaging.utils import canonicalize_name
 
 from vllm_plugin_release.core.compat import tomllib
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.core.lockfile import LockRequest, core_build_request
+from vllm_plugin_release.core.lockfile import LockRequest, core_build_request, torch_requirement
 from vllm_plugin_release.spec.model import Spec
+
+# The plugin's inputs a lock records in its header, so that `vpr lock --check` can check it
+# where the plugin source cannot be reached (every stage that has the source checks the
+# lock against it, as before).
+DEPENDENCIES_NOTE = "plugin-dependencies:"
+BUILD_REQUIRES_NOTE = "plugin-build-requires:"
+
+
+def recorded_line(label: str, items: list[str]) -> str:
+    return f"{label} {json.dumps(items)}"
+
+
+def recorded_inputs(lock_text: str, label: str) -> list[str] | None:
+    """The plugin inputs a lock's header recorded under `label`, or None (none recorded)."""
+    for line in lock_text.splitlines():
+        if not line.startswith("#"):
+            break
+        if line.startswith(f"# {label} "):
+            try:
+                found = json.loads(line[len(label) + 3 :])
+            except ValueError:
+                return None
+            if isinstance(found, list) and all(isinstance(i, str) for i in found):
+                return found
+            return None
+    return None
 
 
 def build_request(spec: Spec, tree: Path) -> tuple[LockRequest, str]:
     """The core build lock's request, and the torch requirement the core itself declares."""
-    return core_build_request(tree, spec.build.python, spec.build.torch, spec.core.version)
+    return core_build_request(
+        tree, spec.build.python, spec.build.torch, spec.core.version, spec.build.platform
+    )
 
 
 @dataclass(frozen=True)
@@ -34,6 +63,30 @@ class RuntimePlan:
     status: str  # "install" | "absent" | "runtime-env" | "none"
     reason: str
     requirement: str | None = None
+    no_wheel: bool = False  # pinned, but no wheel of it installs on the lock's platform
+
+
+# A pairing lock made where the pinned runtime has no wheel for its Python and platform
+# says so in its header: the environment is made without it, and says why.
+ABSENT_NOTE = "runtime-absent:"
+
+
+def without_runtime(plan: RuntimePlan, reason: str) -> RuntimePlan:
+    """The plan for a pinned runtime no wheel of which installs here (`reason` says why)."""
+    return RuntimePlan(plan.name, plan.module, "absent", reason, plan.requirement, no_wheel=True)
+
+
+def plan_from_lock(plan: RuntimePlan, lock_text: str) -> RuntimePlan:
+    """`plan`, or the runtime as absent when the pairing lock recorded that no wheel of it
+    installs for its Python and platform (`vpr lock` found none)."""
+    if plan.status != "install":
+        return plan
+    for line in lock_text.splitlines():
+        if not line.startswith("#"):
+            break
+        if line.startswith(f"# {ABSENT_NOTE} "):
+            return without_runtime(plan, line[len(ABSENT_NOTE) + 3 :])
+    return plan
 
 
 def read_requirements_file(path: Path) -> list[str]:
@@ -122,17 +175,25 @@ class PluginBuildPlan:
         return out
 
 
-def plugin_build_plan(spec: Spec, root: Path) -> PluginBuildPlan:
+def plugin_build_plan(
+    spec: Spec, root: Path | None, recorded: list[str] | None = None
+) -> PluginBuildPlan:
     """The plugin's build requirements as its build environment gets them: without what the
     vendor image provides, and with torch as `[build] torch` (a CPU build this machine can
-    install; the declared pin is recorded beside it), as for the core."""
-    declared = plugin_build_requires(spec, root)
+    install; the declared pin is recorded beside it), as for the core. `recorded`: the
+    plugin's own [build-system].requires as its lock recorded them (no checkout needed)."""
+    if recorded is not None:
+        declared = [*recorded, *spec.plugin.get("build_requirements", [])]
+    elif root is None:
+        raise BadInput("the plugin's build requirements need its source", hint="--plugin-source")
+    else:
+        declared = plugin_build_requires(spec, root)
     kept, left = without_vendor_image(spec, declared)
     torch: dict[str, str] | None = None
     requirements: list[str] = []
     for line in kept:
         if canonicalize_name(Requirement(line).name) == "torch":
-            torch = {"declared": line, "used": f"torch=={spec.build.torch}"}
+            torch = {"declared": line, "used": torch_requirement(spec.build.torch)}
             continue
         requirements.append(line)
     if torch:
@@ -140,13 +201,20 @@ def plugin_build_plan(spec: Spec, root: Path) -> PluginBuildPlan:
     return PluginBuildPlan(tuple(declared), tuple(requirements), tuple(left), torch)
 
 
-def plugin_build_request(spec: Spec, root: Path) -> LockRequest | None:
-    """The plugin's own build lock ([plugin] build_constraints), or None: built in the core's."""
+def plugin_build_request(
+    spec: Spec, root: Path | None, recorded: list[str] | None = None
+) -> LockRequest | None:
+    """The plugin's own build lock ([plugin] build_constraints), or None: built in the core's.
+    `recorded`: the plugin's [build-system].requires as the lock recorded them."""
     if not spec.plugin.get("build_constraints"):
         return None
     name = spec.plugin.get("name", "plugin")
-    plan = plugin_build_plan(spec, root)
-    notes = ["Inputs: the plugin's [build-system].requires and [plugin] build_requirements."]
+    plan = plugin_build_plan(spec, root, recorded)
+    own = plan.declared[: len(plan.declared) - len(spec.plugin.get("build_requirements", []))]
+    notes = [
+        "Inputs: the plugin's [build-system].requires and [plugin] build_requirements.",
+        recorded_line(BUILD_REQUIRES_NOTE, list(own)),
+    ]
     if plan.left_out:
         notes.append(
             "Left out, provided by the vendor image ([runtime]): " + ", ".join(plan.left_out)
@@ -160,6 +228,7 @@ def plugin_build_request(spec: Spec, root: Path) -> LockRequest | None:
         name=f"build-plugin-{spec.name}",
         requirements=tuple(sorted({*plan.requirements, "build"})),
         python=spec.build.python,
+        platform=spec.build.platform,
         title=f"Build requirements for {name} (its own build lock), Python {spec.build.python}",
         notes=tuple(notes),
     )
@@ -252,37 +321,52 @@ def _without_core(spec: Spec, deps: list[str]) -> list[str]:
 def env_lock_request(
     spec: Spec,
     core_tree: Path,
-    plugin_root: Path,
+    plugin_root: Path | None,
     plan: RuntimePlan,
     requires_dist: list[str] | None = None,
+    *,
+    recorded: list[str] | None = None,
 ) -> LockRequest:
+    """The pairing lock's request. `recorded`: the plugin's dependencies as the lock recorded
+    them (`vpr lock --check` where the plugin source cannot be reached)."""
     common = core_tree / "requirements" / "common.txt"
     if not common.exists():
         raise BadInput(f"{common}: not in the verified core source", hint="check [core] version")
-    deps, left = without_vendor_image(
-        spec, _without_core(spec, plugin_dependencies(plugin_root, requires_dist))
-    )
+    if recorded is not None:
+        declared = list(recorded)
+    elif plugin_root is None:
+        raise BadInput("the plugin's dependencies need its source", hint="--plugin-source")
+    else:
+        declared = plugin_dependencies(plugin_root, requires_dist)
+    deps, left = without_vendor_image(spec, _without_core(spec, declared))
     requirements = [
         *read_requirements_file(common),
-        f"torch=={spec.build.torch}",
+        torch_requirement(spec.build.torch),
         *deps,
         *spec.env.get("requirements", ["pytest"]),
     ]
-    if plan.status == "install" and plan.requirement:
+    runtime = plan.status == "install" and plan.requirement
+    if runtime:
         requirements.append(plan.requirement)
     vendor = (
         ("Left out, provided by the vendor image ([runtime]): " + ", ".join(left),) if left else ()
     )
+    if plan.no_wheel:
+        vendor = (*vendor, f"{ABSENT_NOTE} {plan.reason}")
     return LockRequest(
         name=f"env-{spec.name}",
         requirements=tuple(requirements),
         overrides=tuple(spec.env.get("overrides", [])),
+        caps=tuple(spec.env.get("caps", [])),
+        files=("torch", *([canonicalize_name(spec.runtime["package"])] if runtime else [])),
         python=spec.build.python,
+        platform=spec.build.platform,
         title=f"Pairing environment {spec.name}: vLLM {spec.core.version} requirements/common.txt"
         f" + {spec.plugin.get('name', 'plugin')} + torch=={spec.build.torch}",
         notes=(
             "Inputs: requirements/common.txt from the verified sdist, the plugin's "
             "dependencies, [env] requirements; [env] overrides win.",
+            recorded_line(DEPENDENCIES_NOTE, declared),
             *vendor,
         ),
     )

@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.core import attest
+from vllm_plugin_release.core import attest, bounded
 from vllm_plugin_release.core.cache import sha256_file
 from vllm_plugin_release.core.envdrift import same_version
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import (
     MANIFEST_FILE,
     STATEMENT_FILE,
-    read_json,
+    read_document,
     validate,
 )
 from vllm_plugin_release.core.wheelfacts import files_digest, installed_files, wheel_files
@@ -71,7 +71,7 @@ def verify_files(path: Path, public_key: Path | None, *, manifest_only: bool = F
     subjects = statement.get("subject")
     if not isinstance(subjects, list) or not subjects:
         raise GateFailed(f"{statement_path}: the statement has no subjects")
-    names, report, problems = _check_subjects(subjects, manifest_path, manifest_only)
+    names, report, problems = _check_subjects(statement, manifest_path, manifest_only)
     if MANIFEST_FILE not in names:
         problems.append(f"{MANIFEST_FILE} is not a subject of {statement_path.name}")
     manifest_ok = MANIFEST_FILE in names and all(
@@ -79,9 +79,9 @@ def verify_files(path: Path, public_key: Path | None, *, manifest_only: bool = F
     )
     manifest: dict[str, Any] = {}
     if manifest_ok:
-        manifest = read_json(manifest_path, what="manifest")
+        manifest = read_document(manifest_path, "manifest")
         validate(manifest, str(manifest_path))  # newer schema_version: a clear BadInput
-        problems += _unsigned_wheels(manifest, manifest_path, names)
+        problems += attest.unsigned_wheels(manifest, str(manifest_path), names)
     if problems:
         raise GateFailed(
             f"{manifest_path}: verification failed:\n  " + "\n  ".join(problems),
@@ -116,7 +116,8 @@ def _read_statement(manifest_path: Path, statement_path: Path, key: Any) -> dict
             f"{statement_path}: signed statement missing next to {manifest_path.name}",
             hint="`vpr manifest build` writes it; an unsigned manifest cannot be verified",
         )
-    envelope = attest.parse_envelope(statement_path.read_bytes(), str(statement_path))
+    data = bounded.read_file(statement_path, bounded.MAX_DOCUMENT, "signed statement")
+    envelope = attest.parse_envelope(data, str(statement_path))
     if key is not None:
         return attest.verify_envelope(envelope, key, str(statement_path))
     # digests only (publish re-checks its own output when no public key is at hand)
@@ -124,25 +125,13 @@ def _read_statement(manifest_path: Path, statement_path: Path, key: Any) -> dict
 
 
 def _check_subjects(
-    subjects: list[Any], manifest_path: Path, manifest_only: bool
+    statement: dict[str, Any], manifest_path: Path, manifest_only: bool
 ) -> tuple[dict[str, str], list[dict[str, Any]], list[str]]:
     """({subject name: sha256}, one report line per subject, problems) for the files found."""
-    problems: list[str] = []
+    names, problems = attest.subject_digests(statement)
     report: list[dict[str, Any]] = []
     folder = manifest_path.parent
-    names: dict[str, str] = {}
-    for s in subjects:
-        name = s.get("name") if isinstance(s, dict) else None
-        want = (s.get("digest") or {}).get("sha256") if isinstance(s, dict) else None
-        if (
-            not isinstance(name, str)
-            or not isinstance(want, str)
-            or "/" in name
-            or name in ("", "..")
-        ):
-            problems.append(f"malformed subject {s!r}")
-            continue
-        names[name] = want
+    for name, want in names.items():
         file = manifest_path if name == MANIFEST_FILE else folder / name
         if manifest_only and name != MANIFEST_FILE:
             report.append({"name": name, "sha256": want, "ok": True, "problem": "not checked"})
@@ -159,21 +148,6 @@ def _check_subjects(
             {"name": name, "sha256": want, "ok": ok, **({} if ok else {"problem": f"sha256 {got}"})}
         )
     return names, report, problems
-
-
-def _unsigned_wheels(
-    manifest: dict[str, Any], manifest_path: Path, names: dict[str, str]
-) -> list[str]:
-    """The manifest's wheels that are not signed subjects with the manifest's digest."""
-    problems = []
-    for part in ("core", "plugin"):
-        wheel = manifest[part]["wheel"]
-        if names.get(wheel["filename"]) != wheel["sha256"]:
-            problems.append(
-                f"{manifest_path}: {part}.wheel {wheel['filename']} sha256 {wheel['sha256']} "
-                "is not a subject of the signed statement with that digest"
-            )
-    return problems
 
 
 # ---------------------------------------------------------------------------
@@ -206,7 +180,7 @@ def find_lock(
             candidates.append(Path(lock_file))
     for path in candidates:
         try:
-            data = path.read_bytes()
+            data = bounded.read_file(path, bounded.MAX_DOCUMENT, "pairing lock")
         except FileNotFoundError:
             if given:
                 raise BadInput(f"--lock {path}: not found")

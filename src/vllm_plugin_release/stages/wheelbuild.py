@@ -32,7 +32,7 @@ from vllm_plugin_release.core.wheeldiff import diff_wheels
 from vllm_plugin_release.edges import proc
 from vllm_plugin_release.edges.container import ContainerRunner
 from vllm_plugin_release.edges.runner import LocalRunner, Runner, host_env
-from vllm_plugin_release.edges.uv import pip_find_links
+from vllm_plugin_release.edges.uv import machine_cache, pip_find_links
 from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages import recipes
 
@@ -202,15 +202,22 @@ def runner_for(
     """
     backend = spec.build.backend
     if backend == "local":
-        return LocalRunner(network_isolation or spec.build.network_isolation)
+        return LocalRunner(
+            network_isolation or spec.build.network_isolation, spec.build.interpreter
+        )
     if backend == "docker":
         links = [Path(link) for link in [*spec.build.find_links, *pip_find_links()]]
-        mounts = [cache.root, spec.root, *folders, *(p for p in links if p.is_absolute())]
+        uv_cache = machine_cache()  # downloads once per machine, shared with local runs
+        uv_cache.mkdir(parents=True, exist_ok=True)
+        mounts = [
+            cache.root,
+            spec.root,
+            uv_cache,
+            *folders,
+            *(p for p in links if p.is_absolute()),
+        ]
         return ContainerRunner(
-            spec.build.base_image,
-            spec.resolve(spec.build.dockerfile),
-            mounts,
-            uv_cache=cache.root / "uv-cache",
+            spec.build.base_image, spec.resolve(spec.build.dockerfile), mounts, uv_cache=uv_cache
         )
     raise BadInput(f"unknown backend {backend!r}; expected 'local' or 'docker'")
 
@@ -224,8 +231,14 @@ def ensure_build_env(
     spec: Spec, lock_path: Path, lock_key: str, cache: Cache, runner: Runner
 ) -> Path:
     """The build venv for this lock, created once and reused (keyed by lock sha + python,
-    and the runner's image when it lives in one)."""
-    identity = {"lock": lock_key, "python": spec.build.python, "bytecode": BYTECODE}
+    the interpreter it is made from, and the runner's image when it lives in one)."""
+    interpreter = runner.interpreter(spec.build.python)  # exit 3 naming where it looked
+    identity: dict[str, object] = {
+        "lock": lock_key,
+        "python": spec.build.python,
+        "bytecode": BYTECODE,
+        "interpreter": interpreter.identity(),
+    }
     if runner.env_key:
         identity["runner"] = runner.env_key
     venv = cache.env_dir("build-core", key_of(identity))
@@ -234,14 +247,15 @@ def ensure_build_env(
         return venv
     with cache.lock(venv):  # a second run waits here, then reuses what the first made
         if not marker.exists():
-            _create_build_env(spec, lock_path, cache, runner, venv)
-    if not (venv / "bin" / "python").exists():
+            _create_build_env(spec, lock_path, cache, runner, venv, interpreter.path)
+    python = venv / "bin" / "python"
+    if not (python.exists() or python.is_symlink()):  # a container env's: its image's python
         raise BadInput(f"{venv}: build environment is incomplete; delete it and retry")
     return venv
 
 
 def _create_build_env(
-    spec: Spec, lock_path: Path, cache: Cache, runner: Runner, venv: Path
+    spec: Spec, lock_path: Path, cache: Cache, runner: Runner, venv: Path, python: str
 ) -> None:
     # Built in place (a venv records its path); the marker is written last, so a
     # half-built environment is never reused.
@@ -250,7 +264,7 @@ def _create_build_env(
         with progress.status("build-core: creating build environment"):
             for cmd in recipes.venv_commands(
                 uv=runner.uv,
-                python=spec.build.python,
+                python=python,
                 venv=str(venv),
                 lock=str(lock_path),
                 find_links=[*spec.build.find_links, *pip_find_links()],

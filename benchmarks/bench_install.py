@@ -1,0 +1,213 @@
+"""Issue 28's performance target: verifying a store entry before use (the store's signed
+head, the index it vouches for, the manifest's signature and its match to the request, the
+ledger's newest verdict) adds at most 10% to `vpr install` of a warm pairing (the
+environment already matches: nothing to install).
+
+Two measures, each the median of several runs (wall and CPU time: on a shared machine the
+wall time also counts waiting for a core, the CPU time does not):
+
+- side by side, end to end: `vpr install` of the same warm pairing from the same store
+  into the same environment, by this code and by the code before the trust path (the
+  parent of the commit that added `edges/trust.py`, unpacked with `git archive`; `--base`
+  picks another), runs interleaved so both see the same load;
+- in process: the verification part alone (what `install` does before it probes the
+  environment) against the whole warm `install()`.
+
+The store is made in process (no package index): two pairings' files, the pairing's lock
+and wheels, and a ledger of `--ledger` entries (the ledger is read and verified in full).
+
+    python -m benchmarks.bench_install [--repeats 7] [--ledger 200] [--base REV]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import REPO, console, cpu_seconds, installed_env, median
+
+TARGET = 1.10  # verified / before, end to end
+FIRST_FILE = "src/vllm_plugin_release/core/bounded.py"  # the first file issue 28's work added
+
+
+def base_commit(given: str | None) -> str:
+    """The code before issue 28's consumer-side work: `given`, else the parent of the commit
+    that added core/bounded.py (HEAD when it is not committed yet)."""
+    if given:
+        return given
+    added = subprocess.run(
+        ["git", "log", "--diff-filter=A", "--format=%H", "--", FIRST_FILE],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    return f"{added[-1]}^" if added else "HEAD"
+
+
+def unpack(rev: str, into: Path) -> Path:
+    """`src/` of `rev` in `into`; the folder to put on PYTHONPATH."""
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", rev, "src"], cwd=REPO, capture_output=True, check=True
+    ).stdout
+    into.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into / "src"
+
+
+def _project(root: Path, ledger_entries: int) -> dict[str, Any]:
+    """A store holding one installable pairing (lock + wheels) and a ledger; its key."""
+    sys.path.insert(0, str(REPO))
+    from tests.pairing import locked_project, make_pairing, vpr, write_spec
+    from vllm_plugin_release.core import ledger
+    from vllm_plugin_release.edges import keys, ledgerstore
+    from vllm_plugin_release.edges.store import DirStore, Extras
+
+    deps = locked_project(root)
+    lock = root / "constraints" / "env-py311.txt"
+    spec = write_spec(root)
+    dist = root / "dist" / "ref"
+    make_pairing(dist)
+    done = vpr("manifest", "build", "--spec", str(spec), cwd=root)
+    if done.returncode != 0:
+        raise SystemExit(done.stderr)
+    key_path = root / ".vpr" / keys.DEFAULT_KEY
+    key = keys.load_private_key(key_path)
+    store = DirStore(root / "store", signer=key)
+    manifest = json.loads((dist / "manifest.json").read_text())
+    wheels = tuple(dist / manifest[r]["wheel"]["filename"] for r in ("core", "plugin"))
+    extras = Extras(lock=lock.read_bytes(), wheels=wheels, index={"kind": "local"})
+    store.add(dist / "manifest.json", dist / "manifest.intoto.jsonl", extras)
+    digest = hashlib.sha256((dist / "manifest.json").read_bytes()).hexdigest()
+    entry = ledger.entry_from_manifest(manifest, manifest_sha256=digest, runner="cpu",
+                                       time="2026-12-01T00:00:00Z")  # fmt: skip
+    for i in range(ledger_entries - 1):  # other pairings' verdicts, then this one's
+        other = {**entry, "pairing_id": f"{i:064x}", "manifest_sha256": f"{i:064x}"}
+        ledgerstore.append(store, other, key)
+    ledgerstore.append(store, entry, key)
+    env = {**installed_env(), "VPR_FIND_LINKS": str(deps), "VPR_CACHE_DIR": str(root / ".vpr")}
+    return {
+        "root": root,
+        "store": store.root,
+        "pid": manifest["pairing_id"],
+        "public": f"{key_path}.pub",
+        "env": env,
+    }
+
+
+def _install_argv(p: dict[str, Any], venv: Path) -> list[str]:
+    return [sys.executable, "-m", "vllm_plugin_release", "install", p["pid"][:12], "--store",
+            str(p["store"]), "--python-env", str(venv), "--key", p["public"], "--offline",
+            "--json"]  # fmt: skip
+
+
+def _timed_install(p: dict[str, Any], venv: Path, src: Path, status: str) -> tuple[float, float]:
+    """(wall, CPU) seconds of one `vpr install` by the code in `src` (CPU: the command and
+    its children, the environment probe included)."""
+    env = {**p["env"], "PYTHONPATH": str(src)}
+    start, cpu = time.perf_counter(), cpu_seconds(own=False)
+    done = subprocess.run(_install_argv(p, venv), env=env, cwd=p["root"], capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    took = (time.perf_counter() - start, cpu_seconds(own=False) - cpu)
+    if done.returncode != 0 or json.loads(done.stdout)["status"] != status:
+        raise SystemExit(f"install with {src} failed:\n{done.stdout}\n{done.stderr[-3000:]}")
+    return took
+
+
+def _in_process(p: dict[str, Any], venv: Path, repeats: int) -> dict[str, list[float]]:
+    """The verification part alone and the whole warm install(), in this process."""
+    from vllm_plugin_release.core import storeindex as si
+    from vllm_plugin_release.edges import keys
+    from vllm_plugin_release.edges.store import DirStore
+    from vllm_plugin_release.edges.trust import Trusted
+    from vllm_plugin_release.flows import install as fi
+
+    public = keys.load_public_key(Path(p["public"]))
+    request = fi.Request(pairing=p["pid"][:12])
+    target = fi.Target(env_dir=venv, scratch=p["root"] / ".vpr" / "tmp", offline=True)
+
+    def verification() -> None:
+        trusted = Trusted(DirStore(p["store"]), public, memory=None)
+        entry = fi.pick(trusted.index(), request.pairing, None, None)
+        manifest, _ = fi.verified_pairing(trusted, entry, request)
+        lock_at = si.lock_path(entry["pairing_id"])
+        si.check_lock(manifest, trusted.store.read_bytes(lock_at), lock_at)
+
+    def whole() -> None:
+        result = fi.install(Trusted(DirStore(p["store"]), public, memory=None), request, target)
+        assert result.status == "unchanged"
+
+    out: dict[str, list[float]] = {"verification": [], "whole install": []}
+    for _ in range(repeats):
+        for name, fn in (("verification", verification), ("whole install", whole)):
+            start = time.perf_counter()
+            fn()
+            out[name].append(time.perf_counter() - start)
+    return out
+
+
+def main(repeats: int = 7, ledger_entries: int = 200, base: str | None = None) -> dict[str, Any]:
+    rev = base_commit(base)
+    with tempfile.TemporaryDirectory(prefix="vpr-bench-install-") as tmp:
+        root = Path(tmp)
+        old_src = unpack(rev, root / "before")
+        p = _project(root / "project", ledger_entries)
+        venv = root / "venv"
+        _timed_install(p, venv, REPO / "src", "installed")  # cold, once: the env is then warm
+        rows: dict[str, list[float]] = {k: [] for k in ("before", "verified", "before cpu",
+                                                        "verified cpu")}  # fmt: skip
+        for i in range(repeats):  # interleaved, in turn first: both see the same load
+            order = [("before", old_src), ("verified", REPO / "src")][:: 1 if i % 2 else -1]
+            for name, src in order:
+                wall, cpu = _timed_install(p, venv, src, "unchanged")
+                rows[name].append(wall)
+                rows[f"{name} cpu"].append(cpu)
+        inner = _in_process(p, venv, repeats)
+    return _report(rows, inner, rev, ledger_entries)
+
+
+def _report(
+    rows: dict[str, list[float]], inner: dict[str, list[float]], rev: str, ledger_entries: int
+) -> dict[str, Any]:
+    from rich.table import Table
+
+    table = Table(title=f"vpr install of a warm pairing (ledger of {ledger_entries} entries)")
+    for col in ("case", "median s", "runs"):
+        table.add_column(col)
+    for name, values in {**rows, **{f"in process: {k}": v for k, v in inner.items()}}.items():
+        table.add_row(name, f"{median(values):.3f}", " ".join(f"{v:.3f}" for v in values))
+    console.print(table)
+    ratio = median(rows["verified"]) / median(rows["before"])
+    cpu = median(rows["verified cpu"]) / median(rows["before cpu"])
+    share = median(inner["verification"]) / median(inner["whole install"])
+    ok = "meets" if ratio <= TARGET else "MISSES"
+    console.print(f"  end to end, verified / before ({rev}): {ratio:.3f}x (target <= {TARGET}x: "
+                  f"{ok}); CPU time {cpu:.3f}x")  # fmt: skip
+    console.print(f"  in process, verification / whole warm install: {share:.3f}")
+    return {
+        "base": rev,
+        "ledger_entries": ledger_entries,
+        "medians": {k: median(v) for k, v in rows.items()},
+        "in_process_medians": {k: median(v) for k, v in inner.items()},
+        "ratios": {
+            "verified / before": {"ratio": ratio, "target": TARGET, "met": ratio <= TARGET},
+            "verified / before, cpu": {"ratio": cpu, "target": None, "met": None},
+            "verification / whole install": {"ratio": share, "target": None, "met": None},
+        },
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--ledger", type=int, default=200)
+    parser.add_argument("--base", default=None, help="the code before (default: see above)")
+    args = parser.parse_args()
+    print(json.dumps(main(args.repeats, args.ledger, args.base), indent=2))

@@ -1,0 +1,128 @@
+"""Input from outside, bounded: a file is read only when it is a regular file, never past a
+size cap, and JSON is parsed with a depth cap.
+
+`/dev/zero`, a fifo or a folder where a store file should be is bad input naming the path
+(not a MemoryError, a hang or a bare `[Errno 21]`); a document nested deeper than
+`MAX_DEPTH` is refused before anything walks it (CPython's recursion limit is about 1,000:
+a repr, a copy or a dump of a value nested deeper ends in RecursionError).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.core.errors import BadInput
+
+MiB = 1 << 20
+MAX_DOCUMENT = 16 * MiB  # a manifest, statement, lock, store head, pointer or schedule
+MAX_INDEX = 256 * MiB  # index.json or the ledger (10,000 pairings: a 25.6 MB index)
+MAX_DEPTH = 64  # the deepest store document (a manifest) nests 7 levels
+
+
+class TooLarge(BadInput):
+    """More bytes than the cap allows for what was being read."""
+
+
+def too_large(where: str, limit: int) -> TooLarge:
+    size = f"{limit // MiB} MiB" if limit >= MiB and limit % MiB == 0 else f"{limit} bytes"
+    return TooLarge(
+        f"{where}: larger than {size} ({limit} bytes), the most read for this file",
+        hint="this is not a file vpr wrote; check where it comes from",
+    )
+
+
+def read_file(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of `path` when it is a regular file of at most `limit` bytes.
+    FileNotFoundError passes through (the caller says what a missing file means); a folder,
+    a device, a fifo, an unreadable or a too large file is BadInput naming the path."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read the {what} ({exc.strerror})")
+    try:
+        mode = os.fstat(fd)
+        if stat.S_ISDIR(mode.st_mode):
+            raise BadInput(f"{path}: the {what} is a folder, not a file")
+        if not stat.S_ISREG(mode.st_mode):
+            raise BadInput(f"{path}: the {what} is not a regular file (a device, fifo or socket)")
+        if mode.st_size > limit:
+            raise too_large(str(path), limit)
+        chunks: list[bytes] = []
+        total = 0
+        while chunk := os.read(fd, min(MiB, limit + 1 - total)):
+            total += len(chunk)
+            if total > limit:  # it grew while being read
+                raise too_large(str(path), limit)
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read the {what} ({exc.strerror})")
+    finally:
+        os.close(fd)
+
+
+class TooDeep(json.JSONDecodeError):
+    """A document nested deeper than the cap (a JSONDecodeError, so callers that name the
+    line of a malformed document handle it the same way)."""
+
+
+def loads(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
+    """JSON from outside: strict (orjson: no NaN or Infinity, valid UTF-8 only, integers
+    of at most 64 bits) and at most `max_depth` levels deep. Errors are JSONDecodeError."""
+    import orjson
+
+    value = orjson.loads(data)
+    if _deeper_than(value, max_depth):
+        raise TooDeep(f"nested deeper than {max_depth} levels", "", 0)
+    return value
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether `value` nests more than `limit` containers deep (no recursion: an explicit
+    stack of containers, scalars never pushed)."""
+    stack = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        items = node.values() if isinstance(node, dict) else node
+        stack.extend((item, depth + 1) for item in items if isinstance(item, dict | list))
+    return False
+
+
+NONE = type(None)  # in a shape: the key may be null or absent
+
+
+def shape(keys: tuple[tuple[str, tuple[type, ...]], ...]) -> tuple[Any, ...]:
+    """A shape for `shape_problem`: (dotted key, allowed types) pairs, split once."""
+    return tuple((dotted, dotted.split("."), kinds) for dotted, kinds in keys)
+
+
+def shape_problem(value: Any, paths: tuple[Any, ...]) -> str | None:
+    """Why a document from outside does not have the shape (`shape`), else None: the
+    first key missing or of another type, named by its dotted path."""
+    if not isinstance(value, dict):
+        return "not an object"
+    for dotted, path, kinds in paths:
+        node: Any = value
+        for key in path:
+            if not isinstance(node, dict):
+                return f"{dotted.rsplit('.', 1)[0]!r} is not an object"
+            node = node.get(key)
+        if not isinstance(node, kinds):
+            names = " or ".join("null" if k is NONE else k.__name__ for k in kinds)
+            return f"{dotted!r} is {shown(node)}, expected {names}"
+    return None
+
+
+def shown(value: Any) -> str:
+    """A value from outside as a message may show it: short, its type when it is large."""
+    text = repr(value) if isinstance(value, str | int | float | bool | NONE) else None
+    return text[:80] if text is not None else f"a {type(value).__name__}"

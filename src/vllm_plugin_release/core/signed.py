@@ -1,0 +1,118 @@
+"""Small signed documents of the store (a ledger line, the store head, a last-known-good
+pointer, the nightly schedule): one DSSE envelope as one canonical JSON line, signed with
+the manifest key (ed25519 over DSSE's pre-authentication encoding, securesystemslib's), its
+payload type naming what the document is, so one kind is never taken for another.
+
+Verification is strict: the line must be byte for byte its canonical form, the payload
+type the one expected, and a signature by the given key's keyid must verify; then the
+payload is parsed (bounded in depth) and must be a JSON object.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import TYPE_CHECKING, Any
+
+from vllm_plugin_release.core import bounded
+from vllm_plugin_release.core.attest import keyid, pae
+from vllm_plugin_release.core.cache import canonical_json
+from vllm_plugin_release.core.errors import GateFailed
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
+
+
+def sign(body: dict[str, Any], payload_type: str, key: Ed25519PrivateKey) -> bytes:
+    """`body` in a DSSE envelope signed with `key`: one canonical JSON line, newline."""
+    payload = canonical_json(body).encode()
+    envelope = {
+        "payload": base64.b64encode(payload).decode(),
+        "payloadType": payload_type,
+        "signatures": [
+            {
+                "keyid": keyid(key.public_key()),
+                "sig": base64.b64encode(key.sign(pae(payload_type, payload))).decode(),
+            }
+        ],
+    }
+    return (canonical_json(envelope) + "\n").encode()
+
+
+def _envelope(
+    line: bytes, payload_type: str, where: str, what: str, hint: str, canonical: bool = True
+) -> Any:
+    """(payload bytes, signatures) of a well-formed envelope of `payload_type`, canonical
+    unless the caller holds bytes vouched for as a whole (`canonical=False`)."""
+    try:
+        envelope = bounded.loads(line)
+        payload = base64.b64decode(envelope["payload"], validate=True)
+        sigs, kind = envelope["signatures"], envelope["payloadType"]
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        raise GateFailed(f"{where}: not a signed {what}", hint=hint)
+    if kind != payload_type or not isinstance(sigs, list):
+        raise GateFailed(f"{where}: not a signed {what}", hint=hint)
+    if canonical and (canonical_json(envelope) + "\n").encode() != line:
+        raise GateFailed(f"{where}: not in its signed canonical form (altered)", hint=hint)
+    return payload, sigs
+
+
+def verify(
+    line: bytes,
+    payload_type: str,
+    public_key: Ed25519PublicKey,
+    where: str,
+    *,
+    what: str,
+    hint: str,
+) -> dict[str, Any]:
+    """The body of a signed line (`sign`), its signature by `public_key` checked;
+    GateFailed naming `where` (and both keyids when another key signed it) otherwise."""
+    from cryptography.exceptions import InvalidSignature
+
+    payload, sigs = _envelope(line, payload_type, where, what, hint)
+    want = keyid(public_key)
+    for sig in sigs:
+        if not isinstance(sig, dict) or sig.get("keyid") != want:
+            continue
+        try:
+            public_key.verify(base64.b64decode(sig["sig"]), pae(payload_type, payload))
+        except (InvalidSignature, ValueError, TypeError, KeyError, binascii.Error):
+            break
+        try:
+            body = bounded.loads(payload)
+        except json.JSONDecodeError:
+            body = None
+        if isinstance(body, dict):
+            return body
+        raise GateFailed(f"{where}: the signed payload is not a JSON object", hint=hint)
+    signers = sorted({str(s.get("keyid"))[:16] for s in sigs if isinstance(s, dict)} - {want[:16]})
+    if signers and not any(isinstance(s, dict) and s.get("keyid") == want for s in sigs):
+        raise GateFailed(
+            f"{where}: the signature does not verify with keyid {want[:16]} (this key): the "
+            f"{what} is signed by keyid {', '.join(signers)}, another key",
+            hint="use the key this store is signed with (--key to read it, --signing-key to "
+            "write it), or give this key a store of its own",
+        )
+    raise GateFailed(
+        f"{where}: the signature does not verify with keyid {want[:16]} (the {what} was altered)",
+        hint=hint,
+    )
+
+
+def unverified(line: bytes, payload_type: str, where: str, *, what: str, hint: str) -> Any:
+    """The body of a well-formed, canonical line of `payload_type`, its signature NOT
+    checked: only for bytes something signed vouches for as a whole (the ledger the
+    store's signed head names by sha256). GateFailed for a malformed line."""
+    payload, _ = _envelope(line, payload_type, where, what, hint, canonical=False)
+    try:
+        body = bounded.loads(payload)
+    except json.JSONDecodeError:
+        body = None
+    if not isinstance(body, dict):
+        raise GateFailed(f"{where}: the signed payload is not a JSON object", hint=hint)
+    return body

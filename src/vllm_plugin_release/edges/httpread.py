@@ -1,0 +1,132 @@
+"""One bounded HTTP GET for files read from outside (the manifest store): at most `limit`
+bytes, and the whole answer (connecting, the status line and headers, the body) within a
+total deadline, however slowly the server sends; redirects only within the URL's origin.
+
+The deadline is kept by running the request in a thread (`netwait.waiting`): when it
+passes, the connection's socket is shut down, so the abandoned read returns at once.
+Proxies from the environment are honoured as urllib does.
+"""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+from vllm_plugin_release.core import bounded
+from vllm_plugin_release.core.errors import OutsideFailure
+from vllm_plugin_release.core.net import origin, redact_url
+from vllm_plugin_release.edges import netwait
+
+USER_AGENT = "vllm-plugin-release"
+CHUNK = 1 << 16
+
+
+class NotFound(Exception):
+    """HTTP 404."""
+
+
+class _Connections:
+    """The connections a request opens, so the deadline can shut their sockets down."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: list[http.client.HTTPConnection] = []
+
+    def factory(self, cls: type[http.client.HTTPConnection]) -> Callable[..., Any]:
+        def make(*args: Any, **kwargs: Any) -> http.client.HTTPConnection:
+            connection = cls(*args, **kwargs)
+            with self._lock:
+                self._open.append(connection)
+            return connection
+
+        return make
+
+    def abort(self) -> None:
+        with self._lock:
+            for connection in self._open:
+                if connection.sock is not None:
+                    netwait.shut_down(connection.sock.fileno())
+
+
+class _Http(urllib.request.HTTPHandler):
+    def __init__(self, connections: _Connections) -> None:
+        super().__init__()
+        self.connections = connections
+
+    def http_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(self.connections.factory(http.client.HTTPConnection), req)
+
+
+class _Https(urllib.request.HTTPSHandler):
+    def __init__(self, connections: _Connections) -> None:
+        super().__init__()
+        self.connections = connections
+
+    def https_open(self, req: urllib.request.Request) -> Any:
+        make = self.connections.factory(http.client.HTTPSConnection)
+        return self.do_open(make, req, context=self._context)  # type: ignore[attr-defined]
+
+
+class _SameOrigin(urllib.request.HTTPRedirectHandler):
+    """A redirect stays on the origin of the first URL (no `file:`, no other host)."""
+
+    max_redirections = 5
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        if origin(newurl) != origin(req.full_url):
+            raise OutsideFailure(
+                f"{redact_url(req.full_url)} redirects to {redact_url(newurl)}, another "
+                "origin: not followed",
+                hint="the store must serve its files itself",
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _body(response: Any, limit: int, url: str) -> bytes:
+    length = response.headers.get("Content-Length")
+    if length and length.strip().isdigit() and int(length) > limit:
+        raise bounded.too_large(redact_url(url), limit)
+    chunks: list[bytes] = []
+    total = 0
+    while chunk := response.read1(CHUNK):
+        total += len(chunk)
+        if total > limit:
+            raise bounded.too_large(redact_url(url), limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def get(url: str, limit: int, deadline: float, *, what: str) -> bytes:
+    """The body of `url` (at most `limit` bytes, all of it within `deadline` seconds).
+    NotFound on HTTP 404; OutsideFailure naming the URL for another status, a connection
+    that fails, a malformed answer or the deadline; bounded.TooLarge past `limit`."""
+    connections = _Connections()
+    opener = urllib.request.build_opener(_Http(connections), _Https(connections), _SameOrigin())
+    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
+    shown = redact_url(url)
+
+    def fetch() -> bytes:
+        with opener.open(request, timeout=deadline) as response:
+            return _body(response, limit, url)
+
+    try:
+        return netwait.waiting(fetch, shown, abort=connections.abort, limit=deadline)
+    except netwait.NoAnswer:
+        raise OutsideFailure(
+            f"{shown}: the {what} did not answer in full within {deadline:g} s",
+            hint="the server is down or too slow; VPR_STORE_TIMEOUT sets the deadline",
+        )
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            raise NotFound(shown)
+        raise OutsideFailure(f"{shown}: the {what} answered HTTP {exc.code}")
+    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        raise OutsideFailure(f"{shown}: the {what} is unreachable or its answer broken ({reason})")
+    finally:
+        connections.abort()

@@ -1,0 +1,131 @@
+"""Signing a folder store's head (`core.storehead`): every writer does it, under the store's
+lock, after its own files are in place (publish: index.json; the ledger; a last-known-good
+pointer; the nightly schedule), so the head is always the last file to change.
+
+A writer re-signs only what it wrote: the other records are carried over from the head
+before, which must verify with the writer's key (its expiry does not matter: signing is how
+a head is refreshed). A file changed behind the writers' backs therefore stays refused by
+consumers instead of being signed anew. The first head of a store, and `vpr manifest
+sign-store` (a person vouching for a reviewed store), record every file present (the
+publisher's own folder). A ledger is recorded only after each of its lines verified, so a
+consumer holding a ledger of the signed sha256 need not check each line's signature again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vllm_plugin_release.core import bounded, signed
+from vllm_plugin_release.core import storehead as sh
+from vllm_plugin_release.core.attest import keyid
+from vllm_plugin_release.core.cache import atomic_write_bytes
+from vllm_plugin_release.core.errors import GateFailed
+from vllm_plugin_release.core.ledger import LEDGER_FILE, parse_ledger
+from vllm_plugin_release.core.storeindex import INDEX_FILE
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
+
+DAYS_ENV = "VPR_STORE_HEAD_DAYS"
+SIGNED_FOLDERS = ("lkg", "nightly")  # one signed document per pairing name in each
+
+
+def head_days() -> float:
+    """How long a head is valid: $VPR_STORE_HEAD_DAYS (a positive number), else 30."""
+    try:
+        days = float(os.environ.get(DAYS_ENV, ""))
+    except ValueError:
+        return sh.DEFAULT_DAYS
+    return days if days > 0 else sh.DEFAULT_DAYS
+
+
+def record(relative: str, data: bytes) -> dict[str, Any]:
+    return sh.ledger_record(data) if relative == LEDGER_FILE else sh.file_record(data)
+
+
+def vouched_files(root: Path) -> list[str]:
+    """Every file of `root` a head vouches for, as store paths."""
+    found = [name for name in (INDEX_FILE, LEDGER_FILE) if (root / name).is_file()]
+    for folder in SIGNED_FOLDERS:
+        if (root / folder).is_dir():
+            found += sorted(
+                f"{folder}/{p.name}"
+                for p in (root / folder).iterdir()
+                if p.suffix == ".json" and not p.name.startswith(".") and p.is_file()
+            )
+    return found
+
+
+def read_head(root: Path, public_key: Ed25519PublicKey, where: str) -> sh.Head | None:
+    """The head of a folder store, its signature checked (None when there is none yet)."""
+    try:
+        data = bounded.read_file(root / sh.HEAD_FILE, sh.MAX_HEAD, "store head")
+    except FileNotFoundError:
+        return None
+    body = signed.verify(data, sh.PAYLOAD_TYPE, public_key, where, what="store head", hint=sh.HINT)
+    return sh.parse(
+        body, keyid=keyid(public_key), digest=hashlib.sha256(data).hexdigest(), where=where
+    )
+
+
+def sign_head(
+    root: Path,
+    key: Ed25519PrivateKey,
+    wrote: Iterable[str] = (),
+    *,
+    everything: bool = False,
+    now: dt.datetime | None = None,
+) -> sh.Head:
+    """Sign a new head for the folder store at `root` (the caller holds the store's lock):
+    the records of `wrote` made from the files now there, the others carried over (all
+    files present when `everything` or when there is no head yet)."""
+    where = str(root / sh.HEAD_FILE)
+    public = key.public_key()
+    try:
+        previous = read_head(root, public, where)
+    except GateFailed:
+        if not everything:
+            raise
+        previous = None  # a person vouches for the store as it is: a new head from scratch
+    files = dict(previous.files) if previous else {}
+    names = set(vouched_files(root)) | set(files) if everything or previous is None else wrote
+    for relative in sorted(set(names)):
+        try:
+            data = bounded.read_file(root / relative, bounded.MAX_INDEX, "store file")
+        except FileNotFoundError:
+            files.pop(relative, None)
+            continue
+        if relative == LEDGER_FILE:  # each line verified before the head vouches for it all
+            parse_ledger(data, public, str(root / relative))
+        files[relative] = record(relative, data)
+    now = now or dt.datetime.now(dt.timezone.utc)
+    made = sh.body(files, previous=previous.version if previous else 0, now=now, days=head_days())
+    data = signed.sign(made, sh.PAYLOAD_TYPE, key)
+    atomic_write_bytes(root / sh.HEAD_FILE, data)
+    return sh.parse(made, keyid=keyid(public), digest=hashlib.sha256(data).hexdigest(), where=where)
+
+
+def check_vouched(root: Path, public_key: Ed25519PublicKey, relative: str, data: bytes) -> None:
+    """Before a writer extends `relative` (the ledger): it is the file the store's head
+    vouches for (none at all when the head lists none), so a file cut short or swapped
+    behind the writers' backs is never signed anew."""
+    where = str(root / sh.HEAD_FILE)
+    head = read_head(root, public_key, where)
+    if head is None:
+        return
+    if relative in head.files:
+        sh.check_file(head, relative, data, str(root / relative))
+    elif data:
+        raise GateFailed(
+            f"{root / relative}: the store's signed head (version {head.version}) vouches "
+            "for no such file: it was not written by the store's writers",
+            hint=sh.HINT,
+        )

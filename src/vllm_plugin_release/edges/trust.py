@@ -1,0 +1,237 @@
+"""The one consumer-side trust path over a manifest store: `vpr install`, `vpr manifest
+query|matrix|ledger` and `vpr nightly`'s reads of its schedule and last-known-good pointer
+all read a store through `Trusted`, and nothing else of theirs reads a store.
+
+In order, before anything from the store is used:
+
+  1. the store head (`head.json`, `core.storehead`) is read (bounded), its signature
+     checked with the publisher's key, its expiry (unless the reader is a writer about to
+     refresh it) and that it is not older than the newest head this machine has seen for
+     the store and key (kept under the cache: `.vpr/trust/`, mode 0600);
+  2. each file it vouches for is read with the signed size as its cap and must have the
+     signed sha256 (a file the head does not list is not there for a consumer);
+  3. only then is it parsed: the index checked entry by entry, the ledger line by line
+     (signatures, chain, and the signed count and last entry).
+
+A mismatch right after a writer's change is read once more with the new head (a writer
+puts its files in place first and its head last).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vllm_plugin_release.core import bounded, signed
+from vllm_plugin_release.core import storehead as sh
+from vllm_plugin_release.core.attest import keyid
+from vllm_plugin_release.core.cache import atomic_write_bytes
+from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.ledger import GENESIS, LEDGER_FILE, line_digest, parse_ledger
+from vllm_plugin_release.core.storeindex import INDEX_FILE, empty_index
+from vllm_plugin_release.edges.store import DirStore, Missing, Store, index_from
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+TRUST_DIR = "trust"  # under the cache folder: the newest head seen per store and key
+
+
+class Trusted:
+    """A store read through its signed head. `memory`: the folder that keeps the newest
+    head seen (None: remember nothing). `fresh`: refuse an expired head (a writer that
+    will sign a new one reads with False). `required`: a store without a head is refused
+    (False: it is read as empty, for a writer's own state that a missing head only
+    makes it forget)."""
+
+    def __init__(
+        self,
+        store: Store,
+        public_key: Ed25519PublicKey,
+        *,
+        memory: Path | None,
+        fresh: bool = True,
+        required: bool = True,
+        now: dt.datetime | None = None,
+    ) -> None:
+        self.store = store
+        self.location = store.location
+        self.public_key = public_key
+        self.keyid = keyid(public_key)
+        self.memory = memory
+        self.fresh = fresh
+        self.required = required
+        self.now = now or dt.datetime.now(dt.timezone.utc)
+        self._head: sh.Head | None = None
+        self._read_head = False
+
+    # -- the head -------------------------------------------------------------------------
+    def head(self) -> sh.Head | None:
+        if not self._read_head:
+            self._head = self._load_head()
+            self._read_head = True
+        return self._head
+
+    def _load_head(self) -> sh.Head | None:
+        where = self.store.where(sh.HEAD_FILE)
+        try:
+            data = self.store.read_bytes(sh.HEAD_FILE, sh.MAX_HEAD)
+        except Missing as exc:
+            if not self.required:
+                return None
+            if isinstance(self.store, DirStore) and not self.store.root.is_dir():
+                raise BadInput(exc.message, hint=exc.hint)
+            if not self._has(INDEX_FILE) and not self._has(LEDGER_FILE):
+                raise BadInput(
+                    f"{self.location}: not a manifest store (no head.json, index.json or "
+                    "ledger there)",
+                    hint="is this the manifest store's folder or base URL?",
+                )
+            raise GateFailed(
+                f"{where}: the store has no signed head, so nothing in it can be trusted",
+                hint="stores written before vpr signed them have none: their publisher "
+                "signs one with `vpr manifest sign-store`",
+            )
+        body = signed.verify(
+            data, sh.PAYLOAD_TYPE, self.public_key, where, what="store head", hint=sh.HINT
+        )
+        head = sh.parse(
+            body, keyid=self.keyid, digest=hashlib.sha256(data).hexdigest(), where=where
+        )
+        if self.fresh:
+            sh.check_fresh(head, self.now, where)
+        sh.check_not_older(head, self._seen(), where)
+        self._remember(head)
+        return head
+
+    def _has(self, relative: str) -> bool:
+        try:
+            self.store.read_bytes(relative, 0)
+        except Missing:
+            return False
+        except BadInput:  # there, of any size
+            return True
+        return True
+
+    def _memory_file(self) -> Path | None:
+        if self.memory is None:
+            return None
+        where = (
+            os.path.abspath(self.store.root) if isinstance(self.store, DirStore) else self.location
+        )  # one record per store however its folder is named
+        name = hashlib.sha256(f"{where}\0{self.keyid}".encode()).hexdigest()[:32]
+        return self.memory / f"{name}.json"
+
+    def _seen(self) -> dict[str, Any] | None:
+        path = self._memory_file()
+        if path is None:
+            return None
+        try:
+            seen = bounded.loads(bounded.read_file(path, sh.MAX_HEAD, "trust record"))
+        except (FileNotFoundError, BadInput, json.JSONDecodeError):
+            return None  # no record (or a damaged one): nothing seen here yet
+        return seen if isinstance(seen, dict) else None
+
+    def _remember(self, head: sh.Head) -> None:
+        path = self._memory_file()
+        seen = self._seen()
+        if path is None or (seen and seen.get("version") == head.version):
+            return
+        record = {
+            "location": self.location,
+            "keyid": self.keyid,
+            "version": head.version,
+            "digest": head.digest,
+            "time": head.time,
+        }
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        atomic_write_bytes(path, (json.dumps(record, sort_keys=True) + "\n").encode())
+        path.chmod(0o600)
+
+    # -- files the head vouches for ---------------------------------------------------------
+    def read(self, relative: str) -> bytes | None:
+        """The bytes of `relative` exactly as the head signs them; None when the head does
+        not list it (or, for a reader that does not require one, there is no head)."""
+        for again in (True, False):
+            head = self.head()
+            if head is None or relative not in head.files:
+                return None
+            data = self._bytes(relative, head.files[relative]["size"])
+            if data is not None and sh.file_record(data) == {
+                k: head.files[relative][k] for k in ("sha256", "size")
+            }:
+                return data
+            if again:  # a writer may have just moved on: once more, with its new head
+                self._read_head = False
+        where = self.store.where(relative)
+        if data is None:
+            raise GateFailed(
+                f"{where}: larger than the {head.files[relative]['size']} bytes the store's "
+                f"signed head (version {head.version}) vouches for",
+                hint=sh.HINT,
+            )
+        sh.check_file(head, relative, data, where)
+        return data
+
+    def _bytes(self, relative: str, size: int) -> bytes | None:
+        """The file, read with its signed size as the cap (None: it is larger)."""
+        try:
+            return self.store.read_bytes(relative, size)
+        except bounded.TooLarge:
+            return None
+        except Missing:
+            raise GateFailed(
+                f"{self.store.where(relative)}: the store's signed head lists it, but it is "
+                "missing",
+                hint=sh.HINT,
+            )
+
+    def index(self) -> dict[str, Any]:
+        """The store index the head vouches for, checked (an empty index when it has none)."""
+        data = self.read(INDEX_FILE)
+        if data is None:
+            return empty_index()
+        return index_from(data, self.store.where(INDEX_FILE))
+
+    def ledger(self) -> list[dict[str, Any]]:
+        """Every ledger entry, verified line by line (naming the first bad line), then held
+        to the head's signed count, last entry and digest: a ledger cut short, frozen or
+        from another state of the store is refused."""
+        where = self.store.where(LEDGER_FILE)
+        for again in (True, False):
+            head = self.head()
+            record = head.files.get(LEDGER_FILE) if head else None
+            data = self._bytes(LEDGER_FILE, record["size"]) if record else b""
+            if data is None:  # larger than signed
+                data = self.store.read_bytes(LEDGER_FILE, bounded.MAX_INDEX)
+            vouched = record is not None and sh.file_record(data) == {
+                k: record[k] for k in ("sha256", "size")
+            }
+            try:
+                entries = parse_ledger(data, self.public_key, where, vouched=vouched)
+                if head is not None:
+                    lines = data.splitlines(keepends=True)
+                    last = line_digest(lines[-1]) if lines else GENESIS
+                    sh.check_ledger(head, LEDGER_FILE, len(entries), last, where)
+                    if record:
+                        sh.check_file(head, LEDGER_FILE, data, where)
+                return entries
+            except GateFailed:
+                if not again:
+                    raise
+                self._read_head = False  # a writer may have just moved on
+        raise AssertionError("unreachable")
+
+    def document(self, relative: str, payload_type: str, what: str, hint: str) -> Any:
+        """A signed document of the store (`core.signed`) the head vouches for: its body,
+        or None when the head lists none."""
+        data = self.read(relative)
+        if data is None:
+            return None
+        return signed.verify(
+            data, payload_type, self.public_key, self.store.where(relative), what=what, hint=hint
+        )

@@ -1,0 +1,163 @@
+"""A store's files can be cut, frozen, rolled back, mixed or re-signed by another key: the
+signed store head (`head.json`: the version, an expiry, the sha256 and size of index.json
+and of the ledger, the ledger's entry count and last entry) lets `vpr manifest query`,
+`matrix` and `ledger` refuse each (exit 1 naming what was found), as TUF's timestamp and
+snapshot roles do. Each case starts from a store its writers signed, which reads fine."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.pairing import built_manifest, manifest_variant, vpr, write_manifest
+from vllm_plugin_release.core import ledger
+from vllm_plugin_release.edges import keys, ledgerstore
+from vllm_plugin_release.edges.store import DirStore
+
+
+def _entry(manifest: dict[str, Any], verdict: str) -> dict[str, Any]:
+    entry = ledger.entry_from_manifest(
+        manifest, manifest_sha256="ab" * 32, runner="cpu", time="2026-12-01T00:00:00Z"
+    )
+    entry["verdict"] = verdict
+    return entry
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return built_manifest(tmp_path_factory.mktemp("dist") / "ref")
+
+
+@pytest.fixture
+def signed(tmp_path: Path, base: dict, monkeypatch: pytest.MonkeyPatch):
+    """A store with one pairing (pilot) and three ledger entries; the key where the CLI
+    looks by default (VPR_CACHE_DIR=tmp_path/.vpr). `snapshots[n]`: the store after n
+    ledger entries."""
+    private, _ = keys.generate_keypair(tmp_path / ".vpr" / keys.DEFAULT_KEY)
+    key = keys.load_private_key(private)
+    root = tmp_path / "store"
+    store = DirStore(root)
+    m = manifest_variant(base, commit="1" * 40)
+    store.add(write_manifest(tmp_path / "in", m))
+    snapshots = {}
+    for n, verdict in enumerate(("pilot", "lab", "pilot"), start=1):
+        ledgerstore.append(store, _entry(m, verdict), key)
+        snapshots[n] = tmp_path / f"after-{n}"
+        shutil.copytree(root, snapshots[n])
+    return {"root": root, "key": key, "manifest": m, "snapshots": snapshots}
+
+
+def _ledger(tmp_path: Path, store: Path, *more: str) -> subprocess.CompletedProcess:
+    return vpr("manifest", "ledger", "--store", str(store), "--json", *more, cwd=tmp_path)
+
+
+def _query(tmp_path: Path, store: Path) -> subprocess.CompletedProcess:
+    return vpr("manifest", "query", "--store", str(store), "--json", cwd=tmp_path)
+
+
+def _refused(done: subprocess.CompletedProcess, *needles: str) -> str:
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said
+    assert "Traceback" not in said
+    for needle in needles:
+        assert needle in said, said
+    return said
+
+
+def test_the_signed_store_reads(signed, tmp_path: Path) -> None:
+    done = _ledger(tmp_path, signed["root"])
+    assert done.returncode == 0, done.stderr
+    assert [e["verdict"] for e in json.loads(done.stdout)] == ["pilot", "lab", "pilot"]
+    assert _query(tmp_path, signed["root"]).returncode == 0
+    # written on purpose: store files never writable by others, the consumer's record private
+    for name in ("head.json", "index.json", ledger.LEDGER_FILE):
+        assert (signed["root"] / name).stat().st_mode & 0o022 == 0, name
+    records = list((tmp_path / ".vpr" / "trust").iterdir())
+    assert records and all(p.stat().st_mode & 0o777 == 0o600 for p in records)
+    assert (tmp_path / ".vpr" / "trust").stat().st_mode & 0o077 == 0
+
+
+def test_a_ledger_cut_short_is_refused(signed, tmp_path: Path) -> None:
+    path = signed["root"] / ledger.LEDGER_FILE
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:2]))  # the newest verdict removed
+    _refused(_ledger(tmp_path, signed["root"]), "ledger.jsonl", "head")
+
+
+def test_an_edited_index_is_refused(signed, tmp_path: Path) -> None:
+    path = signed["root"] / "index.json"
+    index = json.loads(path.read_text())
+    for entry in index["pairings"].values():
+        entry["verdict"] = "fleet"  # promoted by hand
+    path.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+    said = _refused(_query(tmp_path, signed["root"]), "index.json")
+    assert '"fleet"' not in said
+
+
+def test_a_store_rolled_back_to_an_older_signed_state_is_refused(signed, tmp_path) -> None:
+    assert _ledger(tmp_path, signed["root"]).returncode == 0  # this consumer saw 3 entries
+    shutil.rmtree(signed["root"])
+    shutil.copytree(signed["snapshots"][2], signed["root"])  # everything as it was at 2
+    _refused(_ledger(tmp_path, signed["root"]), "older")
+
+
+def test_an_index_and_ledger_from_two_states_are_refused(signed, tmp_path: Path) -> None:
+    """Mix-and-match: today's head and index, the ledger of an older state."""
+    old = signed["snapshots"][1] / ledger.LEDGER_FILE
+    shutil.copyfile(old, signed["root"] / ledger.LEDGER_FILE)
+    _refused(_ledger(tmp_path, signed["root"]), "ledger.jsonl")
+
+
+def test_a_frozen_store_is_refused_once_its_head_expires(
+    signed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer's head is valid for VPR_STORE_HEAD_DAYS; a store nobody refreshes (or an
+    attacker serving one old state forever) expires."""
+    monkeypatch.setenv("VPR_STORE_HEAD_DAYS", "0.00001")  # under a second
+    ledgerstore.append(DirStore(signed["root"]), _entry(signed["manifest"], "lab"), signed["key"])
+    time.sleep(2)
+    _refused(_ledger(tmp_path, signed["root"]), "expired")
+    _refused(_query(tmp_path, signed["root"]), "expired")
+
+
+def test_a_store_signed_by_another_key_is_refused(signed, tmp_path: Path) -> None:
+    _, other_pub = keys.generate_keypair(tmp_path / "other" / "o.key")
+    done = _ledger(tmp_path, signed["root"], "--key", str(other_pub))
+    _refused(done, "another key")
+    q = vpr("manifest", "query", "--store", str(signed["root"]), "--key", str(other_pub),
+            cwd=tmp_path)  # fmt: skip
+    _refused(q, "another key")
+
+
+def test_a_store_without_a_signed_head_is_refused(signed, tmp_path: Path) -> None:
+    (signed["root"] / "head.json").unlink()
+    _refused(_query(tmp_path, signed["root"]), "head.json")
+    _refused(_ledger(tmp_path, signed["root"]), "head.json")
+
+
+def test_sign_store_vouches_for_a_reviewed_store_and_never_for_a_bad_ledger(
+    tmp_path: Path, base: dict
+) -> None:
+    """A store written before heads (no signer): refused until its publisher runs
+    `vpr manifest sign-store`; a ledger line that does not verify is never signed over."""
+    key = keys.load_private_key(keys.generate_keypair(tmp_path / ".vpr" / keys.DEFAULT_KEY)[0])
+    root = tmp_path / "store"
+    store = DirStore(root)  # no signer: as a writer before this version
+    store.add(write_manifest(tmp_path / "in", manifest_variant(base, commit="2" * 40)))
+    said = _refused(_query(tmp_path, root), "no signed head", "sign-store")
+    assert "Traceback" not in said
+    done = vpr("manifest", "sign-store", "--store", str(root), cwd=tmp_path)
+    assert done.returncode == 0 and "signed head version" in done.stdout, done.stderr
+    assert _query(tmp_path, root).returncode == 0
+    ledgerstore.append(DirStore(root), _entry(manifest_variant(base, commit="2" * 40), "pilot"),
+                       key)  # fmt: skip
+    path = root / ledger.LEDGER_FILE
+    path.write_bytes(path.read_bytes().replace(b'"payload":"', b'"payload":"e', 1))
+    bad = vpr("manifest", "sign-store", "--store", str(root), cwd=tmp_path)
+    assert bad.returncode == 1 and "ledger.jsonl:1" in bad.stderr, bad.stderr

@@ -1,0 +1,147 @@
+"""Finding the CPython a pairing is built for (`edges/interpreters.py`), against real
+interpreters: this one, copies of it laid out as pyenv, asdf and mise keep them, a failing
+shim, and a place that has none."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from vllm_plugin_release.core.errors import BadInput, PythonUnavailable
+from vllm_plugin_release.edges import interpreters
+from vllm_plugin_release.edges.interpreters import find, patch_dirs
+
+HERE = f"{sys.version_info.major}.{sys.version_info.minor}"
+REAL = os.path.realpath(sys.executable)
+
+
+@pytest.fixture(autouse=True)
+def empty_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A machine with no interpreter anywhere: every place points into an empty folder."""
+    home = tmp_path / "home"
+    home.mkdir()
+    for var in ("PYENV_ROOT", "ASDF_DATA_DIR", "MISE_DATA_DIR", "XDG_DATA_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv(interpreters.ENV_VARIABLE, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    find.cache_clear()
+    yield home
+    find.cache_clear()
+
+
+def _install(root: Path, version_dir: str) -> Path:
+    """A real interpreter at `root/version_dir/bin/pythonX.Y` (a link to this one)."""
+    python = root / version_dir / "bin" / f"python{HERE}"
+    python.parent.mkdir(parents=True)
+    python.symlink_to(REAL)
+    return python
+
+
+def test_newest_patch_of_the_asked_version_only() -> None:
+    names = ["3.10.2", "3.10.13", "3.10.9", "3.10.13t", "3.10-dev", "pypy3.10-7.3.12", "3.11.7"]
+    assert patch_dirs(names, "3.10") == ["3.10.13", "3.10.9", "3.10.2"]
+    assert patch_dirs(names, "3.1") == []  # 3.10.x is not 3.1.x
+
+
+def test_nothing_anywhere_names_every_place_searched(empty_machine: Path) -> None:
+    with pytest.raises(PythonUnavailable) as err:
+        find("3.99", None, None)
+    assert err.value.exit_code == 3
+    text = err.value.message
+    for place in ("VPR_INTERPRETER", "pyenv", "asdf", "mise", "/usr/bin/python3.99"):
+        assert place in text
+    assert str(empty_machine / ".pyenv" / "versions") in text
+    hint = err.value.hint or ""
+    assert "pyenv install 3.99" in hint and "actions/setup-python" in hint
+    assert "uv python install" not in hint  # downloads from GitHub: no use here
+
+
+def test_pyenv_versions_are_found_where_the_shim_fails(
+    empty_machine: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pyenv's shims fail for every version but the global one: never asked
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    (shims / f"python{HERE}").write_text(
+        "#!/bin/sh\necho 'pyenv: command not found' >&2\nexit 127\n"
+    )
+    (shims / f"python{HERE}").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}:{os.environ['PATH']}")
+    root = tmp_path / "pyenv"
+    older = _install(root / "versions", f"{HERE}.0")
+    newer = _install(root / "versions", f"{HERE}.99")
+    monkeypatch.setenv("PYENV_ROOT", str(root))
+    found = find(HERE, None, None)
+    assert found.path == str(newer) and found.found_by == "pyenv"
+    assert found.version == ".".join(map(str, sys.version_info[:3]))
+    assert found.implementation == "CPython"
+    assert len(found.sha256) == 64
+    assert older != newer
+
+
+@pytest.mark.parametrize("manager", ["asdf", "mise"])
+def test_asdf_and_mise_installs(
+    manager: str, empty_machine: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = (
+        (empty_machine / ".asdf" if manager == "asdf" else empty_machine / ".local/share/mise")
+        / "installs"
+        / "python"
+    )
+    python = _install(base, f"{HERE}.4")
+    found = find(HERE, None, None)
+    assert (found.path, found.found_by) == (str(python), manager)
+
+
+def test_a_broken_install_is_passed_over(empty_machine: Path, tmp_path: Path) -> None:
+    root = tmp_path / "pyenv"
+    broken = root / "versions" / f"{HERE}.99" / "bin" / f"python{HERE}"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("#!/bin/sh\nexit 1\n")
+    broken.chmod(0o755)
+    good = _install(root / "versions", f"{HERE}.1")
+    os.environ["PYENV_ROOT"] = str(root)
+    try:
+        assert find(HERE, None, None).path == str(good)
+    finally:
+        del os.environ["PYENV_ROOT"]
+
+
+def test_an_explicit_path_wins_and_must_be_the_asked_version(
+    empty_machine: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    python = _install(tmp_path / "anywhere", "x")
+    assert find(HERE, str(python), None).found_by == "explicit"
+    monkeypatch.setenv(interpreters.ENV_VARIABLE, str(python))
+    assert find(HERE, None, None).path == str(python)
+    # not the asked version: bad input (exit 2), saying what it is
+    with pytest.raises(BadInput) as err:
+        find("3.99", str(python), None)
+    assert err.value.exit_code == 2
+    assert f"it is CPython {sys.version_info.major}.{sys.version_info.minor}" in err.value.message
+    # not a Python at all, or not there
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n")
+    for bad in (text, tmp_path / "missing", tmp_path):
+        find.cache_clear()
+        with pytest.raises(BadInput):
+            find(HERE, str(bad), None)
+
+
+def test_the_fingerprint_is_the_code_not_the_path(tmp_path: Path) -> None:
+    """The same interpreter at two paths has one fingerprint; other code has another."""
+    a = _install(tmp_path / "a", "1")
+    libpython = (interpreters.probe(REAL) or {}).get("libpython", "")
+    copy = tmp_path / "b" / "python"
+    copy.parent.mkdir()
+    shutil.copy2(REAL, copy)
+    assert find(HERE, str(a), None).sha256 == interpreters.fingerprint(str(copy), libpython)
+    other = tmp_path / "other"
+    other.write_bytes(Path(REAL).read_bytes() + b"\0")
+    assert interpreters.fingerprint(str(other), libpython) != interpreters.fingerprint(
+        REAL, libpython
+    )
