@@ -1,6 +1,6 @@
 """Property-based fuzzing of the plugin analysers: installer scripts (shell and Dockerfile,
 with the requirement files, sourced scripts and links they name) through the `pinning`
-check, and plugin docs through `hardware_docs` and `scheduler`.
+check, and plugin docs through `hardware_docs`, `scheduler` and the docs' model table.
 
 Whatever a plugin holds, each check ends with a verdict (pass, warn or fail), never an
 exception; it reads nothing outside the plugin tree (a secret beside the tree, named by
@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support import spec_head
-from vllm_plugin_release.conform import hardwaredocs, pinning, scheddocs
+from vllm_plugin_release.conform import hardwaredocs, modeldocs, pinning, scheddocs
 from vllm_plugin_release.conform.result import CheckResult
 from vllm_plugin_release.spec.load import load_spec
 
@@ -249,3 +249,5 @@ def test_docs_checks_never_fail(world: Path, pieces: list[str]) -> None:
     loaded = load_spec(spec)
     _held(hardwaredocs.check(loaded, root), world)
     _held(scheddocs.check(loaded, root), world)
+    files, seen = modeldocs.read_models(root)
+    assert SECRET not in repr(seen) and "docs/link.md" not in files
