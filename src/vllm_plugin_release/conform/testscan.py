@@ -264,7 +264,7 @@ def option_folders(root: Path, paths: list[str]) -> dict[str, list[str]]:
     plugin itself declares, read from its files; {} when none does."""
     out: dict[str, list[str]] = {}
     for f in _test_files(root, paths):
-        if f.name != "conftest.py" or (tree := _parse(f)) is None:
+        if f.name != "conftest.py" or (tree := _parse(f, root)) is None:
             continue
         options = _required_options(tree)
         if options:
