@@ -248,6 +248,39 @@ def test_lock_without_a_body_digest_is_refused(tmp_path: Path) -> None:
         check_lock(path, request)
 
 
+def test_lock_check_via_cli(tmp_path: Path) -> None:
+    """`vpr lock --check`, as CI and a reviewer run it: a current lock passes and is left
+    as it is; an edited or stale one is exit 2 naming the file, and is not rewritten."""
+    from tests.integration.test_build_core import tiny_spec
+    from tests.support import vpr
+
+    index = Index()
+    try:
+        spec = tiny_spec(tmp_path, index, stamp='"STAMP = 1\\n"')
+        common = ("--spec", str(spec), "--cache-dir", str(tmp_path / ".vpr"))
+        wrote = vpr("lock", *common, cwd=tmp_path).stderr
+        lock = Path(wrote.split("lock: wrote ", 1)[1].split()[0])
+        before = lock.stat()
+        done = vpr("lock", *common, "--check", cwd=tmp_path)
+        assert f"lock: {lock} is current" in done.stderr
+        after = lock.stat()
+        assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+        text = lock.read_text()
+        pin = next(line for line in text.splitlines() if line.startswith("setuptools=="))
+        edited = text.replace(pin, "setuptools==1.0 \\")
+        key = text.split("# inputs-sha256: ", 1)[1][:64]
+        stale = text.replace(key, key[::-1])  # as after an input changed
+        for bad, why in ((edited, "lock body was edited"), (stale, "lock is stale")):
+            lock.write_text(bad)
+            done = vpr("lock", *common, "--check", cwd=tmp_path, check=False)
+            assert done.returncode == 2, done.stderr
+            assert f"{lock}: {why}" in done.stderr
+            assert "Traceback" not in done.stderr
+            assert lock.read_text() == bad  # checked, never rewritten
+    finally:
+        index.close()
+
+
 @pytest.mark.parametrize("name", ["build-core-py311", "env-reference-py311"])
 def test_committed_locks_carry_a_matching_body_digest(name: str) -> None:
     from tests.support import REPO
@@ -268,7 +301,7 @@ def test_tampered_plugin_tree_is_made_again(tmp_path: Path, capsys) -> None:
     git("init", "-q", cwd=repo)
     git("add", ".", cwd=repo)
     git("commit", "-qm", "plugin", cwd=repo, date="2026-07-25T00:00:00Z")
-    spec = SimpleNamespace(path=repo / "spec.toml")
+    spec = SimpleNamespace(path=repo / "spec.toml", fetch={})  # [fetch]: the default limits
     cache = Cache(tmp_path / ".vpr")
     first = plugin_source._from_repo_path(spec, repo / "plugin", cache)
     with (first.root / "demo" / "__init__.py").open("a") as f:

@@ -1,5 +1,6 @@
 """The container runner: refusals that need no engine, and the real thing where an engine
-runs (here: Podman's Docker API, started by .ci/run). Without one they skip, saying why."""
+runs (here: Podman's Docker API, started by `nox -s tests` through scripts/engine.sh).
+Without one they skip, saying why; where the run started one, a skip fails (tests/required.py)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,9 @@ from vllm_plugin_release.spec.load import load_spec
 SPEC = REPO / "buildspec" / "tt.toml"
 
 
-@pytest.mark.docker
+# where the run started an engine a skip fails (tests/required.py), unless this machine has
+# no CPython of the image's version to copy in (VPR_REQUIRE_PYTHONS makes that one fail)
+@pytest.mark.docker(may_skip="no CPython")
 def test_the_tt_image_is_made_again_to_its_pin_and_runs(tmp_path) -> None:
     from vllm_plugin_release.edges.container import connect
 

@@ -22,8 +22,10 @@ from vllm_plugin_release.conform.hardwaredocs import doc_texts
 # A Hugging Face repo id: ORG/NAME (no path of more parts, no file extension of docs).
 _ID = r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}"
 _CONTEXTS = (
-    # --model X, --model=X, --tt-model-name=X, --served-model-name X (quoted or not)
-    re.compile(rf"--[\w-]*model(?:[-_]name)?(?:=|[ \t]+)[\"']?({_ID})(?![\w/])"),
+    # --model X, --model=X, --tt-model-name=X, --served-model-name X (quoted or not); a
+    # flag starts after no word character or dash and is short (a run of dashes is not
+    # scanned to its end from each dash of it)
+    re.compile(rf"(?<![\w-])--[\w-]{{0,40}}model(?:[-_]name)?(?:=|[ \t]+)[\"']?({_ID})(?![\w/])"),
     # model="X", "model": "X", model_name: X
     re.compile(rf"\b[\"']?model(?:_name|_id)?[\"']?\s*[=:]\s*[\"']({_ID})[\"']"),
     # https://huggingface.co/ORG/NAME

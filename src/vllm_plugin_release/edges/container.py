@@ -63,7 +63,7 @@ def connect() -> Any:
             f"no reachable container engine for the docker backend ({exc})",
             hint="start Docker, or Podman's API: `podman system service --time=0 "
             "unix:///run/vpr-podman/podman.sock &` and DOCKER_HOST=unix:///run/vpr-podman/"
-            "podman.sock (see .ci/run); or use [build] backend = 'local'",
+            "podman.sock (scripts/engine.sh start does it); or use [build] backend = 'local'",
         )
 
 
@@ -437,7 +437,8 @@ def debian_rootfs(
 
     if not shutil.which("mmdebstrap"):
         raise OutsideFailure(
-            "mmdebstrap is not installed", hint="apt-get install -y mmdebstrap (see .ci/run)"
+            "mmdebstrap is not installed",
+            hint="apt-get install -y mmdebstrap (see scripts/engine.sh)",
         )
     argv = [
         "mmdebstrap",
