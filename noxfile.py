@@ -73,9 +73,52 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Everything (tests/unit/ and tests/integration/); posargs go to pytest."""
+    """Everything (tests/unit/ and tests/integration/); posargs go to pytest.
+
+    The container tests need an engine: where none is reachable and podman is installable
+    (root with apt), scripts/engine.sh starts one for the run (as .ci/run did) and stops it
+    at the end, and then a container test that skips fails (VPR_REQUIRE_ENGINE=1).
+    VPR_ENGINE=off never starts one; a selection without integration tests does not."""
     install_project(session, "test")
-    session.run("pytest", *session.posargs)
+    engine = start_engine(session) if wants_engine(session.posargs) else {}
+    try:
+        session.run("pytest", *session.posargs, env=engine)
+    finally:
+        if engine:
+            run_engine_script("stop", engine["VPR_ENGINE_PID"], engine["VPR_ENGINE_DIR"])
+
+
+ENGINE_SCRIPT = ROOT / "scripts" / "engine.sh"
+
+
+def wants_engine(posargs: list[str]) -> bool:
+    """Whether this pytest selection can hold a container test (they are integration)."""
+    if os.environ.get("VPR_ENGINE", "").lower() in ("off", "0", "no"):
+        return False
+    if "-m" in posargs[:-1]:  # a marker expression: docker tests are docker and integration
+        expr = posargs[posargs.index("-m") + 1]
+        if "docker" not in expr and ("integration" not in expr or "not integration" in expr):
+            return False
+    paths = [a.split("::")[0].rstrip("/") for a in posargs if a.startswith("tests")]
+    return not paths or any(
+        p in ("tests", "tests/integration") or "integration/" in p for p in paths
+    )
+
+
+def run_engine_script(*args: str) -> str:
+    import subprocess
+
+    done = subprocess.run(["bash", str(ENGINE_SCRIPT), *args], stdout=subprocess.PIPE, text=True)
+    return done.stdout if done.returncode == 0 else ""
+
+
+def start_engine(session: nox.Session) -> dict[str, str]:
+    """The run's engine environment from scripts/engine.sh start (empty: none started)."""
+    out = run_engine_script("start")
+    env = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    if env:
+        session.log(f"container engine for this run: {env['DOCKER_HOST']}")
+    return env
 
 
 @nox.session(python=PYTHON)

@@ -21,6 +21,7 @@ from rich.table import Table
 from benchmarks.common import REPO, console
 
 BENCHES = (
+    "analysers",
     "build_core",
     "container",
     "env",

@@ -37,12 +37,17 @@ def screenshot(page: Path, out: Path, *, width: int = 1280, height: int = 2200) 
     with tempfile.TemporaryDirectory(prefix="vpr-shot-") as profile:
         args = [
             browser,
-            "--headless=new",
+            "--headless",
             "--no-sandbox",  # root in a container has no user namespace sandbox
             "--disable-gpu",
+            # nothing but the page: no QUIC, no background fetches, updates or sync
+            "--disable-quic",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
             "--hide-scrollbars",
             "--no-first-run",
-            f"--user-data-dir={profile}",
+            f"--user-data-dir={profile}",  # a fresh profile each time
             f"--window-size={width},{height}",
             f"--screenshot={out.resolve()}",
             page.resolve().as_uri(),

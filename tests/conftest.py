@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.required import pytest_runtest_makereport  # noqa: F401 (a hook: required skips)
 from tests.support import REFERENCE_SPEC, REPO, vpr
 
 INTEGRATION = Path(__file__).resolve().parent / "integration"
@@ -108,3 +109,15 @@ def vllm_python(request: pytest.FixtureRequest) -> Path:
 @pytest.fixture(scope="session")
 def vllm_wheel(core_build: dict) -> Path:
     return Path(core_build["_wheel_path"])
+
+
+@pytest.fixture
+def deep_tmp(tmp_path: Path):
+    """`tmp_path` for a tree nested deeper than Python's recursion limit, emptied without
+    recursion afterwards (pytest's own clean-up of old temp folders uses shutil.rmtree,
+    which such a tree crashes)."""
+    from vllm_plugin_release.core.treewalk import remove_tree
+
+    yield tmp_path
+    for child in list(tmp_path.iterdir()):
+        remove_tree(child, ignore_errors=True)

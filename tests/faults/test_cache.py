@@ -16,6 +16,7 @@ import pytest
 from tests.support import Index, make_sdist
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.edges.fetch import Fetcher
+from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.spec.model import SdistSource
 from vllm_plugin_release.stages import wheelbuild
 
@@ -141,6 +142,16 @@ def test_tampered_stage_wheel_is_discarded_not_delivered(tmp_path: Path, capsys)
 # -- two runs creating one cache entry at once ---------------------------------------------
 
 
+# What the stand-in runner says it makes environments from (never run).
+INTERPRETER = Interpreter(
+    path="/usr/bin/python3.11",
+    version="3.11.2",
+    implementation="CPython",
+    sha256="0" * 64,
+    found_by="system",
+)
+
+
 class _SlowRunner:
     """Stands in for the local runner: records who ran, and takes its time."""
 
@@ -149,6 +160,9 @@ class _SlowRunner:
 
     def __init__(self, venv: Path, log: Path) -> None:
         self.venv, self.log = venv, log
+
+    def interpreter(self, version: str) -> Interpreter:
+        return INTERPRETER
 
     def run(self, command, log) -> None:
         with self.log.open("a") as f:
@@ -161,10 +175,13 @@ class _SlowRunner:
 def _create_env(root: str, log: str, start: float) -> None:
     cache = Cache(root)
     spec = SimpleNamespace(build=SimpleNamespace(python="3.11", find_links=[]))
-    venv = cache.env_dir(
-        "build-core",
-        wheelbuild.key_of({"lock": "k", "python": "3.11", "bytecode": wheelbuild.BYTECODE}),
-    )
+    identity = {
+        "lock": "k",
+        "python": "3.11",
+        "bytecode": wheelbuild.BYTECODE,
+        "interpreter": INTERPRETER.identity(),
+    }
+    venv = cache.env_dir("build-core", wheelbuild.key_of(identity))
     time.sleep(max(0.0, start - time.time()))
     wheelbuild.ensure_build_env(spec, Path("lock.txt"), "k", cache, _SlowRunner(venv, Path(log)))
 
@@ -231,6 +248,39 @@ def test_lock_without_a_body_digest_is_refused(tmp_path: Path) -> None:
         check_lock(path, request)
 
 
+def test_lock_check_via_cli(tmp_path: Path) -> None:
+    """`vpr lock --check`, as CI and a reviewer run it: a current lock passes and is left
+    as it is; an edited or stale one is exit 2 naming the file, and is not rewritten."""
+    from tests.integration.test_build_core import tiny_spec
+    from tests.support import vpr
+
+    index = Index()
+    try:
+        spec = tiny_spec(tmp_path, index, stamp='"STAMP = 1\\n"')
+        common = ("--spec", str(spec), "--cache-dir", str(tmp_path / ".vpr"))
+        wrote = vpr("lock", *common, cwd=tmp_path).stderr
+        lock = Path(wrote.split("lock: wrote ", 1)[1].split()[0])
+        before = lock.stat()
+        done = vpr("lock", *common, "--check", cwd=tmp_path)
+        assert f"lock: {lock} is current" in done.stderr
+        after = lock.stat()
+        assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+        text = lock.read_text()
+        pin = next(line for line in text.splitlines() if line.startswith("setuptools=="))
+        edited = text.replace(pin, "setuptools==1.0 \\")
+        key = text.split("# inputs-sha256: ", 1)[1][:64]
+        stale = text.replace(key, key[::-1])  # as after an input changed
+        for bad, why in ((edited, "lock body was edited"), (stale, "lock is stale")):
+            lock.write_text(bad)
+            done = vpr("lock", *common, "--check", cwd=tmp_path, check=False)
+            assert done.returncode == 2, done.stderr
+            assert f"{lock}: {why}" in done.stderr
+            assert "Traceback" not in done.stderr
+            assert lock.read_text() == bad  # checked, never rewritten
+    finally:
+        index.close()
+
+
 @pytest.mark.parametrize("name", ["build-core-py311", "env-reference-py311"])
 def test_committed_locks_carry_a_matching_body_digest(name: str) -> None:
     from tests.support import REPO
@@ -251,7 +301,7 @@ def test_tampered_plugin_tree_is_made_again(tmp_path: Path, capsys) -> None:
     git("init", "-q", cwd=repo)
     git("add", ".", cwd=repo)
     git("commit", "-qm", "plugin", cwd=repo, date="2026-07-25T00:00:00Z")
-    spec = SimpleNamespace(path=repo / "spec.toml")
+    spec = SimpleNamespace(path=repo / "spec.toml", fetch={})  # [fetch]: the default limits
     cache = Cache(tmp_path / ".vpr")
     first = plugin_source._from_repo_path(spec, repo / "plugin", cache)
     with (first.root / "demo" / "__init__.py").open("a") as f:

@@ -1,5 +1,9 @@
 """A killed run leaves nothing running and nothing behind (issue 13 items 5, 6, 11).
 
+Every wait here is for an event (a file the child writes, a line it prints, a process
+ending), never a fixed short timeout and never a measured time: on a busy machine each
+step takes what it takes. Each test's pytest timeout, generous, ends a hang with a stack.
+
 SIGTERM takes the Ctrl-C path: the builders' process groups and the local index are
 stopped and the scratch folder removed. After a SIGKILL the next run removes what was
 left: owner-stamped scratch folders, `.part` downloads, the pypiserver of the pid file.
@@ -12,6 +16,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -67,12 +72,17 @@ def _descendants(root: int) -> set[int]:
     return found
 
 
-def _wait_for(condition, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
+def _wait_for(condition, what: str, child: subprocess.Popen[str] | None = None) -> None:
+    """Wait for an event: until `condition()` holds. No time limit of its own (a loaded
+    machine takes what it takes; the test's pytest timeout ends a hang, with a stack);
+    when `child` ends first, fail at once with what it said."""
     while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+        if child is not None and child.poll() is not None:
+            _, stderr = child.communicate()
+            raise AssertionError(
+                f"the run ended (exit {child.returncode}) before {what}:\n{stderr[-3000:]}"
+            )
+        time.sleep(0.05)
 
 
 def _alive(pids: set[int]) -> set[int]:
@@ -116,13 +126,13 @@ def _slow_build(tmp_path: Path, index: Index, sig: int):
         "--cache-dir", str(cache), cwd=tmp_path, env=_ram_env(tmp_path),
     )  # fmt: skip
     try:
-        _wait_for(marker.exists, 60, "the tiny build to start")
+        _wait_for(marker.exists, "the tiny build started", child)
         builders = _descendants(child.pid)
         assert builders, "no builder processes seen"
         assert list(scratch.glob("build-core-*"))
         assert not list((cache / "tmp").glob("build-core-*"))
         child.send_signal(sig)
-        _, stderr = child.communicate(timeout=30)
+        _, stderr = child.communicate()
     finally:
         if child.poll() is None:
             child.kill()
@@ -133,25 +143,26 @@ def _ram_env(tmp_path: Path) -> dict[str, str]:
     return {"VPR_BUILD_SCRATCH": str(tmp_path / "ram")}
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(600)
 def test_sigterm_stops_builders_and_removes_scratch(tmp_path: Path, index: Index) -> None:
     child, stderr, builders, scratch = _slow_build(tmp_path, index, signal.SIGTERM)
     try:
         assert child.returncode == 130, stderr
         assert "interrupted" in stderr and "Traceback" not in stderr
-        time.sleep(0.5)
-        assert not [p for p in builders if _running(p)], "builders outlived the run"
+        # the run stopped its builders' groups before it ended: they end (an event; were
+        # one left running, the test's timeout would end it with a stack)
+        _wait_for(lambda: not _alive(builders), "the builders of the stopped run ended")
         assert not list(scratch.glob("build-core-*"))
     finally:
         _kill_all(builders)
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(600)
 def test_after_sigkill_the_next_run_removes_the_scratch(tmp_path: Path, index: Index) -> None:
     _, _, builders, scratch = _slow_build(tmp_path, index, signal.SIGKILL)
     try:
         # the death guard stops the builders although the run itself was SIGKILLed
-        _wait_for(lambda: not _alive(builders), 10, "the builders of the SIGKILLed run to stop")
+        _wait_for(lambda: not _alive(builders), "the builders of the SIGKILLed run ended")
     finally:
         _kill_all(builders)
     assert list(scratch.glob("build-core-*")), "the killed run left no scratch?"
@@ -212,7 +223,7 @@ class _StallingIndex:
         self.server.server_close()
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 def test_killed_download_leaves_no_part_file(tmp_path: Path, index: Index, sig: int) -> None:
     """SIGTERM: the run removes its .part; SIGKILL: the next run removes it."""
@@ -229,9 +240,9 @@ def test_killed_download_leaves_no_part_file(tmp_path: Path, index: Index, sig: 
         spec.write_text(text.replace("INDEX", stalling.url))
         child = _start("fetch", "--spec", str(spec), "--cache-dir", str(cache), cwd=tmp_path)
         try:
-            _wait_for(lambda: any((cache / "tmp").glob("*.part.*")), 20, "a .part file")
+            _wait_for(lambda: any((cache / "tmp").glob("*.part.*")), "a .part file", child)
             child.send_signal(sig)
-            _, stderr = child.communicate(timeout=10)
+            _, stderr = child.communicate()
         finally:
             if child.poll() is None:
                 child.kill()
@@ -247,7 +258,7 @@ def test_killed_download_leaves_no_part_file(tmp_path: Path, index: Index, sig: 
     assert not list((cache / "tmp").glob("*.part.*"))
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(300)
 def test_stalled_download_times_out_with_waiting_lines(tmp_path: Path, index: Index) -> None:
     spec = tiny_spec(tmp_path, index, stamp='"S = 1\\n"')
     data = index.files["vllm-0.0.1.tar.gz"] + b"\0" * (1 << 21)
@@ -258,19 +269,27 @@ def test_stalled_download_times_out_with_waiting_lines(tmp_path: Path, index: In
     try:
         text = text.replace(old_sha, hashlib.sha256(data).hexdigest())
         spec.write_text(text.replace(index.url, stalling.url))
-        started = time.monotonic()
         done = vpr(
             "fetch", "--spec", str(spec), "--cache-dir", str(cache), cwd=tmp_path,
             env={"VPR_NET_TIMEOUT": "3", "VPR_NET_HEARTBEAT": "1"}, check=False,
         )  # fmt: skip
-        took = time.monotonic() - started
     finally:
         stalling.close()
     assert done.returncode == 3, done.stderr
-    assert "waiting for" in done.stderr and "3 s" in done.stderr, done.stderr
+    _gave_up_once(done.stderr, limit=3, beat=1)
     assert "Traceback" not in done.stderr
     assert not list((cache / "tmp").glob("*.part.*"))
-    assert took < 10
+
+
+def _gave_up_once(said: str, *, limit: float, beat: float) -> None:
+    """The run's own account of a wait (no clock of the test's): it gave up once the limit
+    had passed, saying how long it waited, after at most one waiting line a heartbeat (a
+    wait started again, or not given up, would say more)."""
+    waited = [float(s) for s in re.findall(r"no answer after waiting (\d+) s", said)]
+    assert waited and waited[0] >= limit, said
+    lines = re.findall(r"vpr: waiting for \S+ \((\d+) s so far\)", said)
+    assert 1 <= len(lines) <= limit / beat, said
+    assert all(float(s) <= limit for s in lines), said  # (rounded to whole seconds)
 
 
 # -- the local index (pypiserver) -----------------------------------------------------------
@@ -314,20 +333,19 @@ def _hold_index(root: Path, script: str = HOLD_INDEX) -> tuple[subprocess.Popen[
     return child, int(line)
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(300)
 def test_sigterm_stops_the_local_index(tmp_path: Path) -> None:
     child, server = _hold_index(tmp_path / "index", HOLD_INDEX_IN_A_RUN)
     try:
         child.send_signal(signal.SIGTERM)
-        child.wait(timeout=20)
-        time.sleep(0.3)
-        assert not _running(server), "pypiserver outlived the run"
+        child.wait()
+        _wait_for(lambda: not _running(server), "pypiserver ended with the run")
     finally:
         child.kill()
         _kill_all({server})
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(300)
 def test_after_sigkill_the_next_start_stops_the_recorded_index(tmp_path: Path) -> None:
     from vllm_plugin_release.edges.index import LocalIndex
 
@@ -335,7 +353,7 @@ def test_after_sigkill_the_next_start_stops_the_recorded_index(tmp_path: Path) -
     child, server = _hold_index(root)
     try:
         child.kill()
-        child.wait(timeout=10)
+        child.wait()
         assert _running(server), "the SIGKILLed run's pypiserver should still be there"
         with LocalIndex(root):
             assert not _running(server), "the recorded pypiserver was not stopped"
@@ -347,7 +365,7 @@ def test_after_sigkill_the_next_start_stops_the_recorded_index(tmp_path: Path) -
 # -- an index that accepts and never answers ------------------------------------------------
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(300)
 def test_silent_index_times_out_with_waiting_lines(tmp_path: Path, index: Index) -> None:
     spec = tiny_spec(tmp_path, index, stamp='"S = 1\\n"')
     with socket.socket() as silent:
@@ -355,20 +373,17 @@ def test_silent_index_times_out_with_waiting_lines(tmp_path: Path, index: Index)
         silent.listen(8)  # the kernel accepts; nobody ever answers
         url = f"http://127.0.0.1:{silent.getsockname()[1]}/simple"
         spec.write_text(spec.read_text().replace(index.url, url))
-        started = time.monotonic()
         done = vpr(
             "fetch", "--spec", str(spec), "--cache-dir", str(tmp_path / ".vpr"), cwd=tmp_path,
             env={"VPR_NET_TIMEOUT": "3", "VPR_NET_HEARTBEAT": "1"}, check=False,
         )  # fmt: skip
-        took = time.monotonic() - started
     assert done.returncode == 3, done.stderr
-    assert "waiting for" in done.stderr
-    assert f"{url}/vllm/" in done.stderr and "3 s" in done.stderr, done.stderr
+    assert f"{url}/vllm/" in done.stderr, done.stderr
+    _gave_up_once(done.stderr, limit=3, beat=1)
     assert "Traceback" not in done.stderr
-    assert took < 10
 
 
-@pytest.mark.timeout(15)
+@pytest.mark.timeout(120)
 def test_silent_index_query_gives_up_naming_url_and_wait(
     monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -382,12 +397,10 @@ def test_silent_index_query_gives_up_naming_url_and_wait(
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)
         url = f"http://127.0.0.1:{silent.getsockname()[1]}/simple/"
-        started = time.monotonic()
         with pytest.raises(Transient) as caught:
             remote_sha256(url, "demo", "demo-1.0-py3-none-any.whl")
-    assert time.monotonic() - started < 5
-    assert f"{url}demo/" in str(caught.value) and "2 s" in str(caught.value)
-    assert "waiting for" in capfd.readouterr().err
+    assert f"{url}demo/" in str(caught.value)
+    _gave_up_once(f"{capfd.readouterr().err}\n{caught.value}", limit=2, beat=0.5)
 
 
 # A signal that lands while code run by exec() or eval() is on the stack: CPython then
@@ -413,14 +426,14 @@ sys.exit(cli.main(["hang"]))
 """
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("sig", ["TERM", "INT"])
 def test_a_signal_inside_exec_code_still_exits_130(tmp_path: Path, sig: str) -> None:
     # run as `python -m`, like the installed `vpr`: `python -c` exits another way
     (tmp_path / "hang_in_exec.py").write_text(INTERRUPTED_IN_EXEC.format(sig=sig))
     done = subprocess.run(
         [sys.executable, "-m", "hang_in_exec"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=50,
+        cwd=tmp_path, capture_output=True, text=True,
     )  # fmt: skip
     assert done.returncode == 130, (done.returncode, done.stderr)
     assert "interrupted; nothing was published" in done.stderr

@@ -1,5 +1,6 @@
 """The container runner: refusals that need no engine, and the real thing where an engine
-runs (here: Podman's Docker API, started by .ci/run). Without one they skip, saying why."""
+runs (here: Podman's Docker API, started by `nox -s tests` through scripts/engine.sh).
+Without one they skip, saying why; where the run started one, a skip fails (tests/required.py)."""
 
 from __future__ import annotations
 
@@ -199,7 +200,7 @@ def test_an_image_without_the_spec_python_is_named(
     assert pinned_image.returncode == 0, pinned_image.stderr
     done = build_core(docker_spec(tmp_path, python="3.12"), cache_root, tmp_path / "d")
     assert done.returncode == 3, done.stderr
-    assert f"image {PINNED} has no python3.12" in done.stderr
+    assert f"image {PINNED} has no CPython 3.12" in done.stderr
     assert not (tmp_path / "d").exists()
 
 
@@ -363,3 +364,47 @@ def test_install_proof_in_the_image_refuses_other_bytes(
         )
         done = install_with_hashes(python, target.simple_url, req, runner)
     assert done.returncode == 0, done.stderr
+
+
+@needs_engine
+def test_a_container_steps_output_reaches_its_log_while_it_runs(
+    pinned_image: subprocess.CompletedProcess, tmp_path: Path
+) -> None:
+    """Streamed, not written at the end: the step prints, then waits for a file the test
+    makes only once that line is in the log; then it ends. (A deadline guards a hang.)
+    The lines are joined at run time, so the command echoed in the log does not hold them."""
+    import threading
+
+    from vllm_plugin_release.edges.container import ContainerRunner
+    from vllm_plugin_release.edges.runner import Command
+
+    assert pinned_image.returncode == 0, pinned_image.stderr
+    runner = ContainerRunner(PINNED, REPO / "docker" / "build.Dockerfile", [tmp_path])
+    go = tmp_path / "go"
+    script = (
+        "import os, time\nprint('-'.join(['ready', '1']), flush=True)\n"
+        f"while not os.path.exists({str(go)!r}):\n    time.sleep(0.05)\n"
+        "print('-'.join(['done', '2']))\n"
+    )
+    log = tmp_path / "step.log"
+    done: list[BaseException | None] = []
+
+    def step() -> None:
+        try:
+            runner.run(Command("stream", ("python3", "-c", script), network=False), log)
+            done.append(None)
+        except BaseException as exc:
+            done.append(exc)
+
+    thread = threading.Thread(target=step)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 120
+        while "ready-1" not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline, "the step's first line never reached the log"
+            time.sleep(0.05)
+        assert not done and "done-2" not in log.read_text()  # in the log while it runs
+    finally:
+        go.touch()  # let the step end, whatever happened
+        thread.join(120)
+    assert done == [None] and "done-2" in log.read_text()

@@ -65,7 +65,8 @@ def test_conform_without_the_spec_python_runs_the_env_free_checks(
     assert done.returncode == 3, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
     assert f"no CPython {ABSENT} interpreter on this machine" in done.stderr
-    assert f"uv python install {ABSENT}" in done.stderr  # how to get it
+    assert f"pyenv install {ABSENT}" in done.stderr  # how to get it, without GitHub
+    assert "searched:" in done.stderr and "pyenv (" in done.stderr  # where it looked
     card = json.loads((tmp_path / "dist" / "reference" / "scorecard.json").read_text())
     assert card["verdict"] == "lab"
     assert f"no CPython {ABSENT}" in card["blocked"]["reason"]

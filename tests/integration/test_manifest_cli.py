@@ -31,7 +31,7 @@ def test_cli_build_schema_and_missing_record(tmp_path: Path) -> None:
 
     schema = vpr("manifest", "schema", cwd=tmp_path)
     assert schema.returncode == 0
-    assert json.loads(schema.stdout)["properties"]["schema_version"]["enum"] == [1, 2]
+    assert json.loads(schema.stdout)["properties"]["schema_version"]["enum"] == [1, 2, 3]
 
     (dist / "build-core.json").unlink()
     missing = vpr("manifest", "build", "--spec", str(spec), cwd=tmp_path)

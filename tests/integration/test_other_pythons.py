@@ -35,7 +35,7 @@ def test_the_reference_pairing_on_another_python(
     found = _interpreter_or_skip(python)
     proj = tmp_path / "proj"
     shutil.copytree(REPO / "plugin" / "reference", proj / "plugin" / "reference")
-    (proj / "buildspec").mkdir()
+    shutil.copytree(REPO / "buildspec" / "contracts", proj / "buildspec" / "contracts")
     spec = proj / "buildspec" / "reference.toml"
     shutil.copy(REPO / "buildspec" / "reference.toml", spec)
     xy = python.replace(".", "")

@@ -33,6 +33,7 @@ def test_release_reference_pairing(
         "isolation",
         "pinning",
         "scheduler",
+        "workload",
         "api",
         "environment",
         "plugin_tests",
@@ -40,6 +41,14 @@ def test_release_reference_pairing(
     assert "verdict: pilot" in done.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["conformance"]["verdict"] == "pilot"
+    # the request mix's features: the plugin's answers and the host sampler's share
+    recorded = manifest["conformance"]["workload"]
+    assert (
+        recorded["paths"]["host sampler"]["share"]
+        == card["workload"]["paths"]["host sampler"]["share"]
+        > 0
+    )
+    assert {f["feature"]: f["outcome"] for f in recorded["features"]}["speculative"] == "refused"
     # the signed statement verifies against the key's public half, subjects included
     vpr("manifest", "verify", str(out / "manifest.json"), "--key", f"{key}.pub")
     index = json.loads((store / "index.json").read_text())

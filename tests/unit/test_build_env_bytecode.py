@@ -71,25 +71,64 @@ def test_without_the_exclusion_every_package_would_be_compiled(tmp_path: Path) -
     assert {"pkg/tests/test_core", "pkg/testing/helpers", "pkg/test/conftest"} <= _compiled(site)
 
 
+# py_compile for the step, through PYTHONPATH: the real one, each compile logged (pid,
+# file); the big module waits until every small one is compiled. Dealt out as processes
+# are free, the others take them all meanwhile; with fixed shares the process that drew
+# the big module holds small ones of its own and it waits in vain (the known-bad case).
+SHIM = """
+import importlib.util, os, sysconfig, time
+_real_path = os.path.join(sysconfig.get_paths()["stdlib"], "py_compile.py")
+_spec = importlib.util.spec_from_file_location("_real_py_compile", _real_path)
+_real = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_real)
+PycInvalidationMode, PyCompileError = _real.PycInvalidationMode, _real.PyCompileError
+LOG = os.environ["VPR_TEST_COMPILE_LOG"]
+
+def _log(line):
+    fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    os.write(fd, (line + "\\n").encode())
+    os.close(fd)
+
+def _small_done():
+    with open(LOG) as f:
+        return sum(1 for line in f if "small_" in line)
+
+def compile(path, **kw):
+    if path.endswith("a_big.py"):
+        give_up = time.monotonic() + 60  # only the known-bad case waits this long
+        while _small_done() < SMALL and time.monotonic() < give_up:
+            time.sleep(0.01)
+        if _small_done() < SMALL:
+            _log(f"{os.getpid()} gave-up-waiting {path}")
+    out = _real.compile(path, **kw)
+    _log(f"{os.getpid()} compiled {path}")
+    return out
+"""
+
+
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two usable cores")
 def test_files_are_taken_as_processes_are_free(tmp_path: Path) -> None:
-    """One module that takes about a second to compile, and 60 small ones: while one
-    process compiles the big one, the others take every small one, so none of theirs is
-    written after it. (With fixed round-robin shares, the process that drew the big
-    module compiled its share of the small ones after it: the known-bad case, which
-    fails this test.)"""
+    """One big module and 60 small ones: while one process compiles the big one (it waits
+    for the event "every small one is compiled"), the others take every small one.
+    Events only: no step depends on how fast a process runs."""
     venv, site = _site(tmp_path)
     pkg = site / "many"
     pkg.mkdir()
-    (pkg / "a_big.py").write_text("".join(f'x{i} = [{i}, {i} + 1, "s{i}"]\n' for i in range(40000)))
+    (pkg / "a_big.py").write_text("".join(f"x{i} = {i}\n" for i in range(2000)))
     for i in range(60):
         (pkg / f"small_{i:03}.py").write_text(f"def f():\n    return {i}\n")
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "py_compile.py").write_text(SHIM.replace("SMALL", "60"))
+    log = tmp_path / "compiled.log"
+    log.touch()
     step = recipes.venv_commands(
         uv="uv", python="3.11", venv=str(venv), lock="lock.txt", find_links=[], env={}
     )[-1]
-    subprocess.run(step.argv, check=True, capture_output=True)
-    written = {p.name.split(".")[0]: p.stat().st_mtime_ns for p in (pkg / "__pycache__").iterdir()}
-    assert len(written) == 61
-    big = written.pop("a_big")
-    late = sorted(name for name, mtime in written.items() if mtime > big)
-    assert late == []
+    env = {**os.environ, "PYTHONPATH": str(shim), "VPR_TEST_COMPILE_LOG": str(log)}
+    subprocess.run(step.argv, check=True, capture_output=True, env=env)
+    lines = [line.split(" ", 2) for line in log.read_text().splitlines()]
+    assert not [path for _, what, path in lines if what == "gave-up-waiting"]
+    by = {path.rsplit("/", 1)[-1]: pid for pid, what, path in lines if "/many/" in path}
+    assert len(by) == 61 and len(set(by.values())) >= 2
+    assert by["a_big.py"] not in {pid for name, pid in by.items() if name != "a_big.py"}

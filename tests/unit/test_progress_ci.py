@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from vllm_plugin_release.spec.load import load_spec
 def plain() -> Iterator[None]:
     """Plain lines (a CI log) with a fast heartbeat; the default mode restored after."""
     saved = dict(progress._mode)
-    progress.configure(interactive=False, heartbeat=0.2)
+    progress.configure(interactive=False, heartbeat=0.05)
     yield
     progress._mode.update(saved)
 
@@ -38,23 +38,49 @@ def _sleep(seconds: float, code: int = 0) -> Command:
     return Command(label="slow step", argv=(sys.executable, "-c", script))
 
 
+def _until(release: Path, code: int = 0) -> Command:
+    """A step that runs until the file `release` exists (the test says when it ends)."""
+    script = (
+        "import os, sys, time\n"
+        f"while not os.path.exists({str(release)!r}):\n    time.sleep(0.01)\n"
+        f"print('done'); sys.exit({code})"
+    )
+    return Command(label="slow step", argv=(sys.executable, "-c", script))
+
+
+def _beating() -> bool:
+    return any(t.name == "vpr-heartbeat" and t.is_alive() for t in threading.enumerate())
+
+
 def test_a_long_step_names_its_log_and_beats(
     plain: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Events only: the step runs until two heartbeat lines are out, then is let go."""
     log = tmp_path / "logs" / "slow.log"
-    LocalRunner(network_isolation="off").run(_sleep(1.0), log)
-    err = capsys.readouterr().err
+    release = tmp_path / "release"
+    run = threading.Thread(
+        target=LocalRunner(network_isolation="off").run, args=(_until(release), log)
+    )
+    run.start()
+    err = ""
+    while len(re.findall(r"still running, \d+ s", err)) < 2 and run.is_alive():
+        run.join(0.01)  # (a wait for the next line, not a bound: the step ends when told)
+        err += capsys.readouterr().err
+    release.touch()
+    run.join()
+    err += capsys.readouterr().err
     first = err.splitlines()[0]
     assert first == f"vpr slow step: started (log: {log})"  # the log path, at the start
     beats = re.findall(r"vpr slow step: still running, (\d+) s \(log: ", err)
-    assert len(beats) >= 2, err  # every 0.2 s for at least 1 s
+    assert len(beats) >= 2, err
     assert "done" in log.read_text()
+    assert not _beating()  # the heartbeat ended with its step
 
 
 def test_a_quick_step_does_not_beat(
     plain: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    progress.configure(interactive=False, heartbeat=60)  # "quick": ends within a heartbeat
+    progress.configure(interactive=False, heartbeat=3600)  # "quick": ends within a heartbeat
     LocalRunner(network_isolation="off").run(_sleep(0), tmp_path / "quick.log")
     err = capsys.readouterr().err
     assert "started" in err and "still running" not in err
@@ -64,10 +90,12 @@ def test_a_failing_step_stops_beating(
     plain: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     log = tmp_path / "bad.log"
+    release = tmp_path / "release"
+    release.touch()
     with pytest.raises(GateFailed, match=f"log: {re.escape(str(log))}"):
-        LocalRunner(network_isolation="off").run(_sleep(0.5, code=4), log)
+        LocalRunner(network_isolation="off").run(_until(release, code=4), log)
     capsys.readouterr()
-    time.sleep(0.5)  # no heartbeat thread outlives its step
+    assert not _beating()  # joined when its step failed: no line can follow
     assert "still running" not in capsys.readouterr().err
 
 

@@ -33,6 +33,7 @@ def test_every_table_of_the_registry_is_in_the_spec_schema() -> None:
         "isolation",
         "pinning",
         "scheduler",
+        "workload",
         "api",
         "environment",
         "plugin_tests",

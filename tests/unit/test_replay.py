@@ -202,6 +202,49 @@ def test_cost_model_calibration(tmp_path: Path) -> None:
         config.resolve({"policy": "tt", "cost_model": {"calibration": "bad.csv"}}, tmp_path)
 
 
+def test_slow_path_terms_in_the_cost_model(tmp_path: Path) -> None:
+    """A `path:NAME` column fits that path's price; without one the spec's price (or 0:
+    not calibrated) is used; a price may come with a, b, c too."""
+    rows = ["prefill_tokens,decode_requests,seconds,path:host sampler"]
+    for p, d, h in [(0, 1, 0), (0, 8, 4), (0, 32, 0), (512, 0, 0), (2048, 0, 0), (0, 16, 16),
+                    (128, 4, 1), (0, 4, 4)]:  # fmt: skip
+        rows.append(f"{p},{d},{0.003 + 0.00004 * p + 0.0005 * d + 0.002 * h:.9f},{h}")
+    (tmp_path / "steps.csv").write_text("\n".join(rows) + "\n")
+    cfg = config.resolve({"policy": "tt", "cost_model": {"calibration": "steps.csv"}}, tmp_path)
+    assert cfg.cost.paths["host sampler"] == pytest.approx(0.002, rel=1e-6)
+    assert cfg.cost.c == pytest.approx(0.0005, rel=1e-6)
+    # known-bad: a path column that never varies cannot be told apart from a
+    flat = [rows[0]] + [",".join(r.split(",")[:3]) + ",1" for r in rows[1:]]
+    (tmp_path / "flat.csv").write_text("\n".join(flat) + "\n")
+    with pytest.raises(BadInput, match="requests per slow path"):
+        config.resolve({"policy": "tt", "cost_model": {"calibration": "flat.csv"}}, tmp_path)
+    priced = config.resolve(
+        {"policy": "tt", "cost_model": {"a": 0.004, "b": 0, "c": 0, "paths": {"x": 0.001}}},
+        tmp_path,
+    )
+    assert priced.cost.paths == {"x": 0.001}
+    slow = [{"name": "host sampler", "predicate": "m:f"}, {"name": "x", "predicate": "m:g"}]
+    marked = config.with_slow_paths(priced, slow)
+    assert marked.cost.paths == {"x": 0.001, "host sampler": 0.0}
+    assert marked.to_json()["slow_paths"] == slow
+
+
+def test_slow_path_marks_in_the_report() -> None:
+    m = mix.RequestMix((0.0,) * 4, (5,) * 4, (2,) * 4, 0)
+    slow = [{"name": "host sampler", "instead_of": "device sampler", "predicate": "m:f"}]
+    marks = model.path_marks({"per_request": [None, "host sampler", None, "host sampler"]}, slow, m)
+    assert marks["per_path"]["host sampler"] == {
+        "instead_of": "device sampler", "requests": 2, "share": 0.5, "indices": [1, 3]
+    }  # fmt: skip
+    assert marks["per_path"]["default"] == {"requests": 2, "share": 0.5}
+    report = {"ratios": {}, "plugin": {}, "upstream": {}, "paths": marks}
+    assert "50.0% of requests leave the device sampler for the host sampler" in (
+        model.headline_text(report)
+    )
+    assert model.path_marks({"error": "no such module"}, slow, m) == {"error": "no such module"}
+    assert model.path_marks(None, slow, m) is None
+
+
 def test_metrics_from_synthetic_steps() -> None:
     """Four steps, two requests: a mixed step, a decode stall, TTFT and ITL by hand."""
     m = mix.RequestMix((0.0, 0.0015), (10, 10), (3, 2), 0)

@@ -101,6 +101,43 @@ def test_pilot_says_why_and_what_fleet_needs_and_lists_hardware_as_deferred() ->
     assert any("cadence" in w for w in x["why"])  # a warning is named, not hidden
 
 
+HW_PASS = CheckResult("hardware", "pass", "served -tp 2 on the device")
+# (results, runner) -> verdict: fleet only on the hardware runner, with nothing deferred
+# and the hardware check passed; each other row is one way short of it.
+VERDICTS = {
+    "all passed on the hardware runner": ([*results(), HW_PASS], "hardware", "fleet"),
+    "one check deferred there": (
+        [*results(), HW_PASS, CheckResult("plugin_tests", "deferred", "needs the device")],
+        "hardware",
+        "pilot",
+    ),
+    "hardware check deferred": (
+        [*results(), CheckResult("hardware", "deferred", "runtime missing")],
+        "hardware",
+        "pilot",
+    ),
+    "hardware check only warned": (
+        [*results(), CheckResult("hardware", "warn", "served, slower than the target")],
+        "hardware",
+        "pilot",
+    ),
+    "no hardware check": (results(), "hardware", "pilot"),
+    "all passed on the cpu runner": ([*results(), HW_PASS], "cpu", "pilot"),
+    "one failed": ([*results("fail"), HW_PASS], "hardware", "lab"),
+    "nothing ran": ([], "hardware", "lab"),
+}
+
+
+def test_verdict_is_fleet_only_with_every_check_run_and_the_hardware_check_passed() -> None:
+    """Each row a way to be one step short of fleet (a mutation that let any of them
+    through, e.g. fleet with a deferred check, fails its row)."""
+    got = {
+        name: scorecard(res, runner=runner, pairing=PAIRING)["verdict"]
+        for name, (res, runner, _) in VERDICTS.items()
+    }
+    assert got == {name: want for name, (_, _, want) in VERDICTS.items()}
+
+
 def test_lab_names_the_failing_check_and_what_pilot_needs() -> None:
     c = card(results(cadence="fail"))
     assert c["verdict"] == "lab"

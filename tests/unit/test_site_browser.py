@@ -26,9 +26,12 @@ def _script():
 
 
 check = _script()
-pytestmark = pytest.mark.skipif(
-    check.find_browser() is None, reason="no Chromium (apt-get install -y chromium)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        check.find_browser() is None, reason="no Chromium (apt-get install -y chromium)"
+    ),
+    pytest.mark.screenshot,  # where .ci/run installed Chromium, a skip fails (tests/required.py)
+]
 
 
 @pytest.fixture(scope="module")

@@ -77,3 +77,38 @@ def test_is_not_the_current_platform_without_the_runtime():
     from vllm.platforms import current_platform
 
     assert not isinstance(current_platform, ReferencePlatform)
+
+
+def test_refuses_prompt_logprobs_per_request():
+    from vllm.inputs.engine import tokens_input
+    from vllm.sampling_params import SamplingParams
+
+    inputs = tokens_input([1, 2, 3])
+    ReferencePlatform.validate_request(inputs, SamplingParams(max_tokens=4))
+    with pytest.raises(ReferenceConfigError, match="prompt_logprobs"):
+        ReferencePlatform.validate_request(inputs, SamplingParams(max_tokens=4, prompt_logprobs=1))
+
+
+@pytest.mark.parametrize(
+    ("params", "host"),
+    [
+        ({}, False),
+        ({"temperature": 0.8, "top_p": 0.9, "top_k": 40, "seed": 3}, False),
+        ({"logprobs": 0}, True),
+        ({"logprobs": 5}, True),
+        ({"presence_penalty": 0.5}, True),
+        ({"repetition_penalty": 1.1}, True),
+        ({"logit_bias": {5: -100.0}}, True),
+    ],
+)
+def test_the_host_sampler_takes_what_the_device_cannot_sample(params, host):
+    from vllm.sampling_params import SamplingParams
+
+    assert ReferencePlatform.needs_host_sampler(SamplingParams(**params)) is host
+
+
+def test_structured_output_goes_to_the_host_sampler():
+    from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+
+    params = SamplingParams(structured_outputs=StructuredOutputsParams(regex="[a-z]+"))
+    assert ReferencePlatform.needs_host_sampler(params) is True

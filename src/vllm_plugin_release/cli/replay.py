@@ -177,6 +177,7 @@ def render(report: dict[str, Any], timing: dict[str, Any] | None = None) -> str:
             f"policy {policy.get('name')}: "
             + (why if why.startswith(said) else (f"{said} ({why})" if why else said))
         )
+    lines += _path_lines(report)
     for side in ("plugin", "upstream"):
         if report[side].get("crashed"):
             lines.append(f"{side} scheduler crashed: {report[side]['crashed']}")
@@ -187,6 +188,22 @@ def render(report: dict[str, Any], timing: dict[str, Any] | None = None) -> str:
             f"(x{timing['overhead_ratio']}), vLLM import {timing.get('import_s') or 0:.1f} s"
         )
     return "\n".join(lines)
+
+
+def _path_lines(report: dict[str, Any]) -> list[str]:
+    """The slow paths' marks: how many requests took each, and its price."""
+    paths = report.get("paths") or {}
+    lines = [f"slow paths not marked: {paths['error']}"] if paths.get("error") else []
+    prices = (report.get("config") or {}).get("cost_model", {}).get("paths") or {}
+    for name, mark in (paths.get("per_path") or {}).items():
+        if name == "default":
+            continue
+        instead = f", instead of the {mark['instead_of']}" if mark.get("instead_of") else ""
+        lines.append(
+            f"slow path {name}: {mark['requests']} requests ({mark['share'] * 100:.1f}%)"
+            f"{instead}; {prices.get(name, 0.0) * 1000:g} ms per token sampled there (plugin side)"
+        )
+    return lines
 
 
 def _cmd_loadtest(args: argparse.Namespace) -> int:

@@ -28,6 +28,7 @@ from vllm_plugin_release.spec.model import Spec
 
 NAME = "pinning"
 LEVELS = ("ignore", "warn", "fail")
+SHOWN = 5  # disagreeing core pins named one by one; the rest counted
 
 PINNING_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -175,6 +176,7 @@ def check(spec: Spec, plugin_root: Path | str | None = None) -> CheckResult:
     report = scan(root, files, core_name, options.get("build_args") or {})
     found = _Findings()
     _judge_missing(report, found)
+    _judge_incomplete(report, found)
     no_installer = any(m.get("named_by") == "[plugin] installer" for m in report.missing)
     _judge_core_pin(report, found, core_name, want, no_installer)
     _judge_target_device(report, found, want_target, no_installer)
@@ -224,6 +226,8 @@ def _judge_missing(report: PinningReport, found: _Findings) -> None:
     """Files named by the spec fail when missing; files named by the installer warn."""
     for item in report.missing:
         named = item.get("named_by") or f"referenced by {item.get('referenced_by')}"
+        if item.get("error"):
+            named += f"; {item['error']}"
         msg = f"{item['file']} is missing ({named})"
         found.evidence.append(
             Evidence(note=f"file missing: {msg}", file=item["file"], source="plugin")
@@ -234,6 +238,16 @@ def _judge_missing(report: PinningReport, found: _Findings) -> None:
             found.warns.append(
                 f"{msg}: the installer names a file that is not in the plugin source"
             )
+
+
+def _judge_incomplete(report: PinningReport, found: _Findings) -> None:
+    """A script the analysis could not follow to its end is not vouched for: fail."""
+    for where in report.incomplete:
+        found.evidence.append(Evidence(note=f"analysis incomplete: {where}", source="plugin"))
+        found.fails.append(
+            f"{where}: simplify the installer (fewer nested loops, branches and sourced "
+            "scripts) so that it can be read to its end"
+        )
 
 
 def _judge_core_pin(
@@ -267,18 +281,20 @@ def _judge_core_pin(
             f"installer pins {core_name} {pin['version']} ({_loc(pin)}) but the spec pairs "
             f"core {want} ([core] version); bump one so they agree"
         )
+    twice: dict[str, None] = {}  # each message once, in order
     for other in report.core_pins:
         if (
             other["exact"]
             and other["version"]
             and not _same_version(other["version"], pin["version"] or "")
         ):
-            msg = (
+            twice[
                 f"the installer pins {core_name} twice: {pin['version']} ({_loc(pin)}) "
                 f"and {other['version']} ({_loc(other)})"
-            )
-            if msg not in found.fails:
-                found.fails.append(msg)
+            ] = None
+    found.fails += list(twice)[:SHOWN]
+    if len(twice) > SHOWN:
+        found.fails.append(f"... and {len(twice) - SHOWN} more pins of {core_name} that disagree")
     _judge_core_refs(report, found, pin)
 
 

@@ -29,6 +29,7 @@ from vllm_plugin_release.conform import (
     pinning,
     plugin_tests,
     scheddocs,
+    workload,
 )
 from vllm_plugin_release.conform.context import Context
 from vllm_plugin_release.conform.result import CheckResult, Evidence
@@ -107,6 +108,15 @@ CHECKS: tuple[CheckDef, ...] = (
             "replay": REPLAY_SCHEMA,
         },
         ("plugin_root", "env", "replay"),
+    ),
+    CheckDef(
+        "workload",
+        "the request mix's features (speculative decoding, sampling on the device or the "
+        "host, structured output, ...) asked of the plugin as vLLM asks at startup; the "
+        "models its docs show",
+        workload.run,
+        {"request_mix": REQUEST_MIX_SCHEMA, "workload": workload.WORKLOAD_SCHEMA},
+        ("plugin_root", "env"),
     ),
     CheckDef(
         "api",

@@ -33,12 +33,13 @@ Without a replay only the docs half is judged, and the summary says so.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.conform.doctext import split_sentences, text_blocks
 from vllm_plugin_release.conform.pinning import plugin_root_for
+from vllm_plugin_release.conform.plugintree import Unread, read_text, too_large
 from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.replay.model import headline_text
@@ -47,6 +48,7 @@ from vllm_plugin_release.spec.model import Spec
 NAME = "scheduler"
 TOPICS = ("mixed_batches", "chunked_prefill", "decode_interleaving")
 DEFAULT_DOCS = "docs/SCHEDULING.md"
+MAX_BYTES = 512 * 1024  # the docs are read this far (the evidence says when cut)
 # Replay counters compared with each topic (the replay stage writes these keys).
 REPLAY_KEYS = {
     "mixed_batches": "mixed_steps",
@@ -102,155 +104,13 @@ class Statement:
 
 
 # ---------------------------------------------------------------------------
-# Markdown -> sentences with line numbers.
-
-
-_FENCE = re.compile(r"^\s*(```+|~~~+)")
-_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
-_ITEM = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(.*)$")
-_ABBREV = {"e.g", "i.e", "vs", "etc", "cf", "approx", "fig", "no", "ca", "resp", "incl"}
-
-
-def _clean_inline(text: str) -> str:
-    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", text)  # links and images
-    text = re.sub(r"<[^>]+>", "", text)  # inline HTML
-    text = text.replace("`", "")
-    text = re.sub(r"(\*\*|__)(.+?)\1", r"\2", text)
-    text = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"\1", text)
-    return text
-
-
-def _visible_lines(text: str) -> Iterator[tuple[int, str | None]]:
-    """(line number, text) of the lines outside code fences and HTML comments, blockquote
-    markers removed; (line number, None) where a fence or a comment interrupts the text."""
-    fence: str | None = None
-    in_comment = False
-    for number, raw in enumerate(text.splitlines(), start=1):
-        if fence is not None:
-            if raw.strip().startswith(fence):
-                fence = None
-            continue
-        m = _FENCE.match(raw)
-        if m:
-            fence = m.group(1)[:3]
-            yield number, None
-            continue
-        if in_comment:
-            if "-->" in raw:
-                in_comment = False
-            continue
-        if raw.strip().startswith("<!--"):
-            in_comment = "-->" not in raw
-            yield number, None
-            continue
-        yield number, re.sub(r"^\s*>\s?", "", raw)  # blockquotes read as text
-
-
-def _table_row(line: str) -> str | None:
-    """The cells of a Markdown table row joined with "; "; None for a separator row."""
-    cells = [c.strip() for c in line.strip().strip("|").split("|")]
-    if all(re.fullmatch(r":?-{2,}:?", c) for c in cells if c):
-        return None
-    return _clean_inline("; ".join(c for c in cells if c))
-
-
-def text_blocks(text: str) -> list[tuple[str, list[tuple[int, str]]]]:
-    """(kind, [(line, text)]) blocks: headings, paragraphs, list items, table rows."""
-    blocks: list[tuple[str, list[tuple[int, str]]]] = []
-    current: list[tuple[int, str]] | None = None
-    kind = ""
-    previous_blank = True
-    last_kind = ""
-
-    def close() -> None:
-        nonlocal current, last_kind
-        if current:
-            blocks.append((kind, current))
-            last_kind = kind
-        current = None
-
-    for number, line in _visible_lines(text):
-        if line is None:
-            close()
-            continue
-        if not line.strip():
-            close()
-            previous_blank = True
-            continue
-        if (
-            previous_blank
-            and current is None
-            and last_kind != "item"
-            and re.match(r"^(    |\t)", line)
-        ):
-            continue  # indented code block
-        previous_blank = False
-        if h := _HEADING.match(line):
-            close()
-            blocks.append(("heading", [(number, _clean_inline(h.group(2)))]))
-            last_kind = "heading"
-            continue
-        if line.lstrip().startswith("|"):
-            close()
-            row = _table_row(line)
-            if row is not None:
-                blocks.append(("table", [(number, row)]))
-                last_kind = "table"
-            continue
-        if item := _ITEM.match(line):
-            close()
-            current, kind = [(number, _clean_inline(item.group(2)))], "item"
-            continue
-        if current is None:
-            current, kind = [], "para"
-        current.append((number, _clean_inline(line.strip())))
-    close()
-    return blocks
-
-
-def split_sentences(parts: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    """Join wrapped lines and split into sentences; each keeps its first line."""
-    text = ""
-    offsets: list[tuple[int, int]] = []  # (start offset, line)
-    for number, piece in parts:
-        if text:
-            text += " "
-        offsets.append((len(text), number))
-        text += piece.strip()
-
-    def line_at(pos: int) -> int:
-        line = offsets[0][1]
-        for start, number in offsets:
-            if start <= pos:
-                line = number
-        return line
-
-    out: list[tuple[int, str]] = []
-    start = 0
-    for m in re.finditer(r"[.!?]+[\"')\]]*\s+(?=[A-Z0-9\"'(\[])", text):
-        before = text[start : m.start()]
-        word = re.search(r"(\S+)$", before)
-        if word and word.group(1).lower().rstrip(".") in _ABBREV:
-            continue
-        if word and re.fullmatch(r"[A-Za-z]", word.group(1)):
-            continue  # an initial
-        sentence = text[start : m.end()].strip()
-        if sentence:
-            skip = len(text[start:]) - len(text[start:].lstrip())
-            out.append((line_at(start + skip), sentence))
-        start = m.end()
-    rest = text[start:].strip()
-    if rest:
-        skip = len(text[start:]) - len(text[start:].lstrip())
-        out.append((line_at(start + skip), rest))
-    return out
-
-
-# ---------------------------------------------------------------------------
 # Sentence rules.
 
 _PF = r"prefill(?:s|ing)?(?:-like)?"
 _DC = r"decod(?:e|es|ing)(?:-like)?"
+# Words between two terms of one clause: bounded, so a sentence repeating one term is not
+# rescanned to its end from each repeat.
+_GAP = r"[^.;:]{0,300}"
 _TOPIC_RULES: dict[str, list[tuple[re.Pattern[str], str | None]]] = {
     # (pattern, inherent polarity or None)
     "mixed_batches": [
@@ -268,8 +128,8 @@ _TOPIC_RULES: dict[str, list[tuple[re.Pattern[str], str | None]]] = {
             "not_supported",
         ),
         (re.compile(r"\bco-?schedul\w*"), None),
-        (re.compile(rf"\bmix(?:ed|es|ing)?\b[^.;:]*\b(?:{_PF}|{_DC}|batch\w*|steps?)\b"), None),
-        (re.compile(rf"\b(?:{_PF}|{_DC})\b[^.;:]*\bmix(?:ed|es|ing)?\b"), None),
+        (re.compile(rf"\bmix(?:ed|es|ing)?\b{_GAP}\b(?:{_PF}|{_DC}|batch\w*|steps?)\b"), None),
+        (re.compile(rf"\b(?:{_PF}|{_DC})\b{_GAP}\bmix(?:ed|es|ing)?\b"), None),
         (
             re.compile(rf"\bboth\b[^.;:]{{0,40}}\b{_PF}\b[^.;:]{{0,40}}\b{_DC}\b"),
             "supported",
@@ -385,8 +245,9 @@ def _lead_polarity(lower: str) -> str | None:
 
 
 def _normalize(sentence: str) -> str:
-    lower = sentence.lower()
-    lower = re.sub(r"\s*[+/&]\s*", " and ", lower)  # prefill+decode, prefill/decode
+    # blanks first: `\s*[+/&]` would rescan a long run of blanks from each of them
+    lower = re.sub(r"\s+", " ", sentence.lower())
+    lower = re.sub(r" ?[+/&] ?", " and ", lower)  # prefill+decode, prefill/decode
     return re.sub(r"\s+", " ", lower)
 
 
@@ -680,11 +541,14 @@ def check(
     }
     details: dict[str, Any] = {"docs": docs, "request_mix": request_mix}
     evidence = [_mix_evidence(request_mix)]
-    path = plugin_root_for(spec, plugin_root) / docs
-    if not path.is_file():
+    root = plugin_root_for(spec, plugin_root)
+    try:
+        text, cut = read_text(root, root / docs, MAX_BYTES)
+    except Unread as exc:
         details["replay_compared"] = False
-        return _missing_docs(docs, "docs" in options, evidence, threshold, details)
-    text = path.read_text(encoding="utf-8", errors="replace")
+        return _missing_docs(docs, "docs" in options, evidence, threshold, details, exc.reason)
+    if cut:
+        evidence.append(Evidence(note=too_large(docs, MAX_BYTES), file=docs, source="plugin"))
     plugin_name = spec.plugin.get("name")
     statements = extract_statements(text, plugin_name=plugin_name, aliases=options.get("aliases"))
     stances = summarize(statements)
@@ -740,6 +604,7 @@ def _missing_docs(
     evidence: list[Evidence],
     threshold: dict[str, Any],
     details: dict[str, Any],
+    why: str,
 ) -> CheckResult:
     key = "[conformance.scheduler] docs"
     if not configured:
@@ -747,9 +612,9 @@ def _missing_docs(
     return CheckResult(
         name=NAME,
         status="fail",
-        summary=f"scheduler docs {docs} missing in the plugin source ({key}); point "
+        summary=f"scheduler docs {docs} {why} ({key}); point "
         "[conformance.scheduler] docs at the plugin's scheduling notes",
-        evidence=[Evidence(note="file missing", file=docs, source="plugin"), *evidence],
+        evidence=[Evidence(note=f"file {why}", file=docs, source="plugin"), *evidence],
         threshold=threshold,
         details=details,
     )

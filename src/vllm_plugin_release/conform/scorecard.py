@@ -84,14 +84,31 @@ def deferred_items(
     return sorted(items, key=lambda i: i["check"])
 
 
+def blockers(results: list[CheckResult]) -> list[tuple[str, str]]:
+    """(check, sentence) for each thing the plan needs that a failing check found refused
+    (a check's `details.blockers`, e.g. the workload check's): the first reasons of `lab`."""
+    return [
+        (r.name, str(b))
+        for r in sorted(results, key=lambda r: r.name)
+        if r.status == "fail"
+        for b in (r.details.get("blockers") or [])
+    ]
+
+
 def explain(v: str, results: list[CheckResult], deferred: list[dict[str, str]]) -> dict[str, Any]:
     """Why the verdict is what it is, and what the next level needs."""
     by = {s: sorted(r.name for r in results if r.status == s) for s in ICONS}
     why: list[str] = []
     needs: list[str] = []
     if v == "lab":
+        blocked = blockers(results)
+        why += [f"the plan cannot run on this pairing: it {b} [{n}]" for n, b in blocked]
         why.append("failed: " + (", ".join(by["fail"]) or "no check ran"))
-        needs = [f"fix {n} (see its evidence below) and re-run `vpr conform`" for n in by["fail"]]
+        needs = [
+            f"{n}: a plugin that supports what the plan needs, or a plan without it"
+            for n in dict.fromkeys(n for n, _ in blocked)
+        ]
+        needs += [f"fix {n} (see its evidence below) and re-run `vpr conform`" for n in by["fail"]]
         if not results:
             needs = ["run `vpr conform --spec FILE`"]
     else:
@@ -137,6 +154,57 @@ def explain_blocked(
     }
 
 
+def plan_verdicts(
+    results: list[CheckResult], runner: str, not_run: list[tuple[str, str]]
+) -> dict[str, Any]:
+    """Each variant plan's verdict: the pairing's checks with the plan's own answer in place
+    of the check that answered it (the workload check's `details.plans`), explained the same
+    way, so a plan a refused feature blocks says so first."""
+    out: dict[str, Any] = {}
+    for check in results:
+        for name, plan in sorted((check.details.get("plans") or {}).items()):
+            mine = CheckResult(
+                check.name,
+                plan["status"],
+                plan["summary"],
+                check.evidence,
+                check.threshold,
+                {"blockers": plan.get("blockers") or []},
+            )
+            swapped = [mine if r is check else r for r in results]
+            v = verdict(swapped, runner)
+            x = explain(v, swapped, deferred_items(swapped, not_run))
+            out[name] = {
+                "description": plan.get("description"),
+                "verdict": v,
+                "why": x["why"],
+                check.name: {"status": plan["status"], "summary": plan["summary"]},
+            }
+    return out
+
+
+def workload_facts(results: list[CheckResult]) -> dict[str, Any] | None:
+    """The features the plan uses and the plugin's answer to each, the share of the mix on
+    each path, the model coverage: what a pilot reads before the hardware order ships."""
+    check = next((r for r in results if r.name == "workload" and r.details.get("features")), None)
+    if check is None:
+        return None
+    keep = ("feature", "label", "share", "needed", "outcome", "where", "path", "requests")
+    models = check.details.get("models") or {}
+    return {
+        "platform": check.details.get("platform"),
+        "features": [
+            {k: f[k] for k in keep if f.get(k) is not None} for f in check.details["features"]
+        ],
+        "paths": check.details.get("paths") or {},
+        "models": {
+            "model": models.get("model"),
+            "listed": models.get("listed"),
+            "shown": len(models.get("table") or []),
+        },
+    }
+
+
 def scorecard(
     results: list[CheckResult],
     *,
@@ -171,6 +239,13 @@ def scorecard(
     }
     if blocked:
         card["blocked"] = dict(blocked)
+    else:
+        plans = plan_verdicts(results, runner, list(not_run or []))
+        if plans:
+            card["plans"] = plans
+        workload = workload_facts(results)
+        if workload:
+            card["workload"] = workload
     for key in FACT_KEYS:
         if facts and facts.get(key) is not None:
             card[key] = facts[key]

@@ -25,7 +25,7 @@ from typing import Any
 from vllm_plugin_release.conform.scorecard import ICONS
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.cache import atomic_write_text, write_json
-from vllm_plugin_release.replay.model import HEADLINE
+from vllm_plugin_release.replay.model import HEADLINE, path_sentences
 
 VALUE_CHARS = 160
 PLOT_ALT = {
@@ -158,6 +158,39 @@ def _replay_rows(card: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def _workload_rows(card: dict[str, Any]) -> list[list[str]]:
+    """feature | share | answer | where | path, the plan's features first."""
+    workload = card.get("workload") or {}
+    rows = []
+    for f in sorted(workload.get("features") or [], key=lambda f: not f.get("needed")):
+        share = f"{f['share'] * 100:.0f}%" if f.get("needed") else "not in the plan"
+        rows.append(
+            [
+                f.get("label", f.get("feature", "")),
+                share,
+                str(f.get("outcome", "")).replace("_", " "),
+                f.get("where") or "",
+                f.get("path") or "",
+            ]
+        )
+    return rows
+
+
+def _path_lines(card: dict[str, Any]) -> list[str]:
+    return path_sentences((card.get("workload") or {}).get("paths") or {})
+
+
+def _plan_lines(card: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
+    """(plan, verdict, why) for each variant plan."""
+    return [
+        (f"{name}: {plan.get('description') or ''}".rstrip(": "), plan["verdict"], plan["why"])
+        for name, plan in (card.get("plans") or {}).items()
+    ]
+
+
+WORKLOAD_HEAD = ("feature", "share of requests", "answer", "where", "path")
+
+
 # ---------------------------------------------------------------------------
 # Markdown
 
@@ -208,6 +241,7 @@ def markdown(card: dict[str, Any], max_evidence: int = 12) -> str:
         out += [f"| {k} | {v} |" for k, v in replay]
         for plot in card["replay"].get("plots", []):
             out += ["", f"![{PLOT_ALT.get(plot, plot)}]({plot})"]
+    out += _workload_md(card)
     out += ["", "## Checks", "", "| check | status | summary |", "|---|---|---|"]
     for name, check in card["checks"].items():
         out.append(f"| {name} | {ICONS[check['status']]} | {_md(check['summary'])} |")
@@ -223,6 +257,19 @@ def markdown(card: dict[str, Any], max_evidence: int = 12) -> str:
             out.append("")
         out += _md_evidence(check, max_evidence)
     return "\n".join(out) + "\n"
+
+
+def _workload_md(card: dict[str, Any]) -> list[str]:
+    rows = _workload_rows(card)
+    if not rows:
+        return []
+    out = ["", "## Workload: the plan's features, asked of the plugin", ""]
+    out += [f"- {line}" for line in _path_lines(card)]
+    out += ["", "| " + " | ".join(WORKLOAD_HEAD) + " |", "|---" * len(WORKLOAD_HEAD) + "|"]
+    out += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows]
+    for plan, v, why in _plan_lines(card):
+        out += ["", f"Plan {plan}: **{v}**", *[f"- {w}" for w in why]]
+    return out
 
 
 # The per-file table of a check that ran tests (`plugin_tests`: details.by_module).
@@ -290,6 +337,7 @@ text-align:left;vertical-align:top}th{background:#f4f4f4}
 code{font-size:.85rem;background:#f0f0f0;padding:0 .2rem}.sha{font-family:monospace;font-size:.8rem}
 details{margin:.2rem 0 1rem}summary{cursor:pointer;color:#333}
 li{margin:.15rem 0;font-size:.9rem}.value{color:#555}img{max-width:100%;border:1px solid #ddd}
+.supported{background:#eef8ee}.refused,.changed{background:#fbe3e3}.slow_path{background:#fff6d9}
 """
 
 
@@ -355,6 +403,32 @@ def _replay_html(card: dict[str, Any], plots: dict[str, bytes]) -> str:
     )
 
 
+def _workload_html(card: dict[str, Any]) -> str:
+    rows = _workload_rows(card)
+    if not rows:
+        return ""
+    head = "".join(f"<th>{h}</th>" for h in WORKLOAD_HEAD)
+    body = "".join(
+        f'<tr class="{html.escape(row[2].replace(" ", "_"))}">'
+        + "".join(f"<td>{inline(c)}</td>" for c in row)
+        + "</tr>"
+        for row in rows
+    )
+    paths = "".join(f"<li><b>{inline(line)}</b></li>" for line in _path_lines(card))
+    plans = "".join(
+        f"<p>Plan {inline(plan)}: <b>{html.escape(v)}</b></p><ul>"
+        + "".join(f"<li>{inline(w)}</li>" for w in why)
+        + "</ul>"
+        for plan, v, why in _plan_lines(card)
+    )
+    return (
+        "<h2>Workload: the plan's features, asked of the plugin</h2>"
+        + (f"<ul>{paths}</ul>" if paths else "")
+        + f"<table><tr>{head}</tr>{body}</table>"
+        + plans
+    )
+
+
 def _evidence_html(check: dict[str, Any], max_evidence: int) -> str:
     evidence = check.get("evidence", [])
     if not evidence and not check.get("threshold"):
@@ -408,6 +482,7 @@ def page(card: dict[str, Any], plots: dict[str, bytes], max_evidence: int = 40) 
         + "</table>"
         + _deferred_html(card)
         + _replay_html(card, plots)
+        + _workload_html(card)
         + "<h2>Checks</h2><table><tr><th>check</th><th>status</th><th>summary</th></tr>"
         + rows
         + "</table>"

@@ -105,8 +105,9 @@ OUTPUTS = (
     records.REPLAY_TIMING,
     *records.REPLAY_PLOTS,
 )
-# 3: no run-specific timings, paths or times; 4: scorecard v2 (facts); 5: hardware_docs
-CONFORM_RECIPE = 5
+# 3: no run-specific timings, paths or times; 4: scorecard v2 (facts); 5: hardware_docs;
+# 6: workload (its check, plans' verdicts, the slow-path marks of the replay)
+CONFORM_RECIPE = 6
 
 
 def conform_key(ctx: Context) -> str:
@@ -162,7 +163,7 @@ def conform_cached(ctx: Context, *, force: bool = False) -> dict[str, Any]:
 # first, longest first (the plugin's pytest run is its own process), so the short ones
 # fill the other cores meanwhile. Order of start only; the scorecard and the result
 # lines keep the suite's order.
-LONG_FIRST = ("plugin_tests", "api", "scheduler")
+LONG_FIRST = ("plugin_tests", "api", "scheduler", "workload")
 
 
 def start_order(names: tuple[str, ...]) -> list[str]:
@@ -205,7 +206,7 @@ def run_checks(ctx: Context, names: tuple[str, ...]) -> list[CheckResult]:
 
 
 # Checks whose in-env work (`edges/envrun.run_in_env`) can share the warm worker.
-IN_WORKER = ("api", "scheduler")
+IN_WORKER = ("api", "scheduler", "workload")
 
 
 def _warm(ctx: Context, names: tuple[str, ...]) -> contextlib.AbstractContextManager[Any]:

@@ -187,6 +187,9 @@ class _Lines:
             self.starts.append(i + 1)
             i = find(b"\n", i + 1)
         self._mark = (0, 0)  # (byte offset, char offset), advanced as offsets grow
+        # per line, once: many hits on one long line cost one pass over it, not one each
+        self._row_chars: dict[int, int] = {}
+        self._texts: dict[int, str] = {}
 
     def _chars(self, offset: int) -> int:
         if self.ascii:
@@ -203,13 +206,17 @@ class _Lines:
         start = self.starts[row]
         if self.ascii:
             return row + 1, offset - start, offset
-        col = len(self.data[start:offset].decode("utf-8"))
-        return row + 1, col, self._chars(offset)
+        if row not in self._row_chars:
+            self._row_chars[row] = self._chars(start)
+        char = self._chars(offset)
+        return row + 1, char - self._row_chars[row], char
 
     def line_text(self, row: int) -> str:
-        start = self.starts[row - 1]
-        end = self.starts[row] - 1 if row < len(self.starts) else len(self.data)
-        return self.data[start:end].decode("utf-8", "replace").strip()
+        if row not in self._texts:
+            start = self.starts[row - 1]
+            end = self.starts[row] - 1 if row < len(self.starts) else len(self.data)
+            self._texts[row] = self.data[start:end].decode("utf-8", "replace").strip()
+        return self._texts[row]
 
 
 def _regions(lexer: re.Pattern[str], text: str) -> tuple[list[int], list[tuple[int, str]]]:

@@ -17,6 +17,9 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
+from vllm_plugin_release.conform.plugintree import Unread, read_regular, within
+from vllm_plugin_release.core.treewalk import walk
+
 # How the absence of a runtime reads in a failure besides `No module named '<module>'`:
 # declared per spec (`absence_signatures`). And how needing the network reads when the
 # tests run offline (HF_HUB_OFFLINE=1 and friends): those tests are classified, not failed.
@@ -63,12 +66,17 @@ MAX_BYTES = 1_000_000  # a larger file is not read
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 
 
-def _parse(path: Path) -> ast.Module | None:
+def _parse(path: Path, root: Path) -> ast.Module | None:
+    """The AST of a plugin file, or None: outside `root` (a link out), not a regular
+    file (a fifo would block), larger than MAX_BYTES, or beyond what Python's parser
+    takes (too deep for its AST builder)."""
+    inside = within(root, path)
     try:
-        if path.stat().st_size > MAX_BYTES:
+        raw = read_regular(inside, MAX_BYTES) if inside is not None else b""
+        if inside is None or len(raw) > MAX_BYTES:
             return None
-        return ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-    except (SyntaxError, ValueError, OSError):
+        return ast.parse(raw.decode("utf-8", errors="replace"))
+    except (Unread, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
 
@@ -76,9 +84,10 @@ def _is_runtime(name: str, runtime: str) -> bool:
     return name == runtime or name.startswith(runtime + ".")
 
 
-def imports_at_import_time(path: Path, runtime: str) -> bool:
-    """`path` imports `runtime` (or a module inside it) when it is imported."""
-    tree = _parse(path)
+def imports_at_import_time(path: Path, runtime: str, root: Path | None = None) -> bool:
+    """`path` (a file of the plugin at `root`, default: its folder) imports `runtime` (or a
+    module inside it) when it is imported."""
+    tree = _parse(path, root if root is not None else path.parent)
     return tree is not None and any(
         _is_runtime(name, runtime) for node in _module_level(tree.body) for name in _names(node)
     )
@@ -173,7 +182,7 @@ class _Follower:
         if key in self.seen:
             return self.seen[key]
         self.seen[key] = False  # while being read: a cycle adds nothing
-        if len(self.seen) > MAX_MODULES or depth > 32 or (tree := _parse(path)) is None:
+        if len(self.seen) > MAX_MODULES or depth > 32 or (tree := _parse(path, self.base)) is None:
             return False
         for node in _unguarded(tree.body):
             if any(_is_runtime(n, self.runtime) for n in _names(node)) or any(
@@ -187,17 +196,28 @@ class _Follower:
 def needs_runtime(path: Path, runtime: str, follower: _Follower) -> bool:
     """A test file that imports the runtime at import time, itself or through the
     plugin's modules (and helpers next to it) that do."""
-    return imports_at_import_time(path, runtime) or follower.reaches(path)
+    return imports_at_import_time(path, runtime, follower.base) or follower.reaches(path)
 
 
 def _test_files(root: Path, paths: list[str]) -> Iterator[Path]:
     for rel in paths:
         base = root / rel
-        files = [base] if base.is_file() else sorted(base.rglob("*.py")) if base.is_dir() else []
+        files = [base] if base.is_file() else _python_files(base) if base.is_dir() else []
         for f in files:
             name = f.name
             if name == "conftest.py" or name.startswith("test_") or name.endswith("_test.py"):
                 yield f
+
+
+def _python_files(base: Path) -> list[Path]:
+    """`sorted(base.rglob("*.py"))` in one walk without recursion (rglob recurses once per
+    folder: a tests folder 1,100 deep crashed it); links to folders are not entered."""
+    found = [
+        Path(entry.path)
+        for rel, entry in walk(base, errors="skip")
+        if rel.endswith(".py") and not entry.is_dir()
+    ]
+    return sorted(found)
 
 
 def runtime_importers(root: Path, paths: list[str], ignore: list[str], runtime: str) -> list[str]:
@@ -244,7 +264,7 @@ def option_folders(root: Path, paths: list[str]) -> dict[str, list[str]]:
     plugin itself declares, read from its files; {} when none does."""
     out: dict[str, list[str]] = {}
     for f in _test_files(root, paths):
-        if f.name != "conftest.py" or (tree := _parse(f)) is None:
+        if f.name != "conftest.py" or (tree := _parse(f, root)) is None:
             continue
         options = _required_options(tree)
         if options:

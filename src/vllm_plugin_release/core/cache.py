@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.core.treewalk import remove_tree, walk
+
 CHUNK = 1 << 20
 TREE_MANIFEST = ".vpr-manifest.json"
 # Written by the tools that use a tree (git, plugin tests), never part of what is built.
@@ -60,18 +62,14 @@ def verified_file(path: Path, sha256: str) -> bool:
 
 
 def tree_digest(root: Path) -> dict[str, str]:
-    """Relative path -> sha256 (or `link:<target>`) of every file under `root`."""
+    """Relative path -> sha256 (or `link:<target>`) of every file under `root` (folders
+    that cannot be listed are passed over)."""
     files: dict[str, str] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in TREE_SKIP)
-        here = Path(dirpath)
-        for name in [*dirnames, *filenames]:
-            path = here / name
-            rel = path.relative_to(root).as_posix()
-            if path.is_symlink():
-                files[rel] = "link:" + os.readlink(path)
-            elif name in filenames and rel != TREE_MANIFEST:
-                files[rel] = sha256_file(path)
+    for rel, entry in walk(root, TREE_SKIP, errors="skip"):
+        if entry.is_symlink():
+            files[rel] = "link:" + os.readlink(entry.path)
+        elif not entry.is_dir() and rel != TREE_MANIFEST:
+            files[rel] = sha256_file(Path(entry.path))
     return files
 
 
@@ -79,23 +77,15 @@ def tree_stamps(root: Path) -> dict[str, Any]:
     """Relative path -> [inode, size, mtime_ns, ctime_ns] (or `link:<target>`) of every
     file under `root` that `tree_digest` covers (and a little more): what changes when a
     file is written, replaced, added or removed (ctime cannot be set back, so a rewrite
-    that restores mtime and size still shows). One stat per file, no pathlib."""
+    that restores mtime and size still shows). One stat per file, no pathlib; no
+    recursion (a tree deeper than Python's recursion limit is walked the same way)."""
     stamps: dict[str, Any] = {}
-
-    def walk(folder: str, prefix: str) -> None:
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                rel = prefix + entry.name
-                if entry.is_symlink():
-                    stamps[rel] = "link:" + os.readlink(entry.path)
-                elif entry.is_dir():
-                    if entry.name not in TREE_SKIP:
-                        walk(entry.path, rel + "/")
-                elif rel != TREE_MANIFEST:
-                    st = entry.stat(follow_symlinks=False)
-                    stamps[rel] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-
-    walk(str(root), "")
+    for rel, entry in walk(root, TREE_SKIP):
+        if entry.is_symlink():
+            stamps[rel] = "link:" + os.readlink(entry.path)
+        elif not entry.is_dir(follow_symlinks=False) and rel != TREE_MANIFEST:
+            st = entry.stat(follow_symlinks=False)
+            stamps[rel] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
     return stamps
 
 
@@ -254,7 +244,7 @@ def sweep_stale(tmp: Path) -> list[Path]:
             except OSError:
                 continue
             if not owner_alive(stamp):
-                shutil.rmtree(entry, ignore_errors=True)
+                remove_tree(entry, ignore_errors=True)
                 removed.append(entry)
         elif ".part." in entry.name and not owner_alive(entry.name.rsplit(".part.", 1)[1]):
             with contextlib.suppress(FileNotFoundError):
@@ -379,7 +369,7 @@ class Cache:
             (path / OWNER_FILE).write_text(owner_stamp())
             yield path
         finally:
-            shutil.rmtree(path, ignore_errors=True)
+            remove_tree(path, ignore_errors=True)
 
     @contextlib.contextmanager
     def publish_dir(self, final: Path) -> Iterator[Path]:
@@ -389,7 +379,7 @@ class Cache:
         try:
             yield work
             if final.exists():
-                shutil.rmtree(final)
+                remove_tree(final)
             os.replace(work, final)
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            remove_tree(work, ignore_errors=True)

@@ -18,7 +18,7 @@ from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.packaged import packaged_json_object
 
 SCHEMA_VERSION = 3  # 2: source_date (was created), deferred items with run_with; 3: guard,
-# platform, api_approval
+# platform, api_approval, conformance.workload
 KIND = "vllm-plugin-release/manifest"
 MANIFEST_FILE = records.MANIFEST
 STATEMENT_FILE = records.STATEMENT

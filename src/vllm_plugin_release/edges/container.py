@@ -27,6 +27,7 @@ from typing import Any
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure, PythonUnavailable
+from vllm_plugin_release.edges import uvwatch
 from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.runner import (
     HOST_NETWORK,
@@ -62,7 +63,7 @@ def connect() -> Any:
             f"no reachable container engine for the docker backend ({exc})",
             hint="start Docker, or Podman's API: `podman system service --time=0 "
             "unix:///run/vpr-podman/podman.sock &` and DOCKER_HOST=unix:///run/vpr-podman/"
-            "podman.sock (see .ci/run); or use [build] backend = 'local'",
+            "podman.sock (scripts/engine.sh start does it); or use [build] backend = 'local'",
         )
 
 
@@ -291,21 +292,7 @@ class ContainerRunner:
         """Run `argv` in a container to completion; its exit status and output (text).
         `network`: False, none; HOST_NETWORK, this machine's (its loopback services
         reachable); True, the engine's default network."""
-        from docker.errors import APIError
-
-        try:
-            container = self.client.containers.create(
-                self.image_id,
-                command=[str(a) for a in argv],
-                environment=self._env(env or {}),
-                working_dir=str(cwd) if cwd else "/",
-                volumes=self._binds_for(argv),
-                network_mode=_network_mode(network),
-                labels={LABEL: owner_label()},
-                user=f"{os.getuid()}:{os.getgid()}",
-            )
-        except APIError as exc:
-            raise OutsideFailure(f"the container engine refused to create a container: {exc}")
+        container = self._create(argv, env=env, cwd=cwd, network=network)
         try:
             container.start()
             status = container.wait(timeout=timeout) if timeout else container.wait()
@@ -318,19 +305,67 @@ class ContainerRunner:
             container.remove(force=True)  # also stops it when the run is interrupted
         return subprocess.CompletedProcess([str(a) for a in argv], code, out, err)
 
+    def _create(
+        self,
+        argv: Sequence[str | Path],
+        *,
+        env: Mapping[str, str] | None,
+        cwd: Path | str | None,
+        network: Network,
+    ) -> Any:
+        from docker.errors import APIError
+
+        try:
+            return self.client.containers.create(
+                self.image_id,
+                command=[str(a) for a in argv],
+                environment=self._env(env or {}),
+                working_dir=str(cwd) if cwd else "/",
+                volumes=self._binds_for(argv),
+                network_mode=_network_mode(network),
+                labels={LABEL: owner_label()},
+                user=f"{os.getuid()}:{os.getgid()}",
+            )
+        except APIError as exc:
+            raise OutsideFailure(f"the container engine refused to create a container: {exc}")
+
     def run(self, cmd: Command, log: Path) -> None:
+        """Run one recipe step in a fresh container, its output streamed into `log` as it
+        comes (a long step is followed live, and uv's downloads said as for a local run)."""
         log.parent.mkdir(parents=True, exist_ok=True)
-        with progress.working(f"{cmd.label} (in a container)", log):
-            done = self.call(cmd.argv, env=cmd.env, cwd=cmd.cwd, network=cmd.network)
-        with log.open("a") as out:
-            out.write(f"$ [container {self.image_id[:19]}] {' '.join(cmd.argv)}\n")
-            out.write(done.stdout + done.stderr)
-        if done.returncode != 0:
+        with log.open("ab") as out:
+            out.write(f"$ [container {self.image_id[:19]}] {' '.join(cmd.argv)}\n".encode())
+            out.flush()
+            start = out.tell()
+            container = self._create(cmd.argv, env=cmd.env, cwd=cmd.cwd, network=cmd.network)
+            watch = (
+                uvwatch.watching(cmd.label, log, start)
+                if cmd.downloads
+                else contextlib.nullcontext()
+            )
+            try:
+                with progress.working(f"{cmd.label} (in a container)", log), watch:
+                    code = self._stream(container, out)
+            finally:
+                container.remove(force=True)  # also stops it when the run is interrupted
+        if code != 0:
             raise GateFailed(
-                f"{cmd.label} failed in the container (exit {done.returncode}); log: {log}\n"
-                f"{_tail(log)}",
+                f"{cmd.label} failed in the container (exit {code}); log: {log}\n{_tail(log)}",
                 hint="read the log above; nothing was written to dist/",
             )
+
+    @staticmethod
+    def _stream(container: Any, out: Any) -> int:
+        """Start `container`, copy its output (stdout and stderr, as they come) to `out`
+        until it ends; its exit status."""
+        try:
+            container.start()
+            for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
+                out.write(chunk)
+                out.flush()
+            return int(container.wait().get("StatusCode", 1))
+        except Exception as exc:  # the engine's and requests' errors: an outside failure
+            raise OutsideFailure(f"running a step in the container failed: {exc}")
 
     def interpreter(self, version: str) -> Interpreter:
         """The image's CPython `version` (`pythonX.Y` on its PATH), asked in a container:
@@ -402,7 +437,8 @@ def debian_rootfs(
 
     if not shutil.which("mmdebstrap"):
         raise OutsideFailure(
-            "mmdebstrap is not installed", hint="apt-get install -y mmdebstrap (see .ci/run)"
+            "mmdebstrap is not installed",
+            hint="apt-get install -y mmdebstrap (see scripts/engine.sh)",
         )
     argv = [
         "mmdebstrap",

@@ -7,7 +7,8 @@
 - Archives are extracted into `.vpr/src/<sha256>/` only after every member and link
   target resolved inside it (through the archive's own links, lexically; no absolute
   paths, no `..` escape, no device files, nothing under a symlink member) and within
-  the `[fetch]` limits; tarfile's `data` filter stays on as a second wall.
+  the `[fetch]` limits; each member is checked again as it is written (a second wall),
+  every check linear in the length of the member's name.
 - A git source is cloned at its tag and HEAD must equal the pinned commit.
 """
 
@@ -23,7 +24,7 @@ import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import (
@@ -35,6 +36,7 @@ from vllm_plugin_release.core.cache import (
     write_tree_manifest,
 )
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.core.treewalk import remove_tree
 from vllm_plugin_release.spec.model import GitSource, SdistSource, Spec
 
 if TYPE_CHECKING:
@@ -226,7 +228,7 @@ class Fetcher:
         with self.cache.lock(final):  # one extraction, however many runs ask
             if final.exists() and not tree_intact(final):
                 progress.warn(f"{final}: extracted tree differs from its manifest; re-extracting")
-                shutil.rmtree(final)
+                remove_tree(final)
             if not final.exists():
                 archive = self.sdist(source, project)
                 with self.cache.publish_dir(final) as work:
@@ -296,10 +298,15 @@ def verify_commit(checkout: Path, commit: str, label: str) -> None:
 #
 # Every member and every link target is resolved lexically inside the destination,
 # following the archive's own symlinks (never the disk), before anything is written;
-# tarfile's `data` filter stays on as a second wall (it has holes on older Pythons:
-# CVE-2025-4517). Limits on members and sizes stop archive bombs early.
+# a second wall checks each member again as it is extracted (names, types, link
+# targets, modes as tarfile's `data` filter sets them). tarfile's own `data` filter is
+# not used: it calls realpath on every member, so a tree N folders deep cost O(N^3)
+# (71 s at 1,100 folders) and older Pythons have holes in it (CVE-2025-4517). Every
+# check here is linear in the length of the member's name. Limits on members and sizes
+# stop archive bombs early.
 
 _MAX_LINK_HOPS = 40  # as the kernel's ELOOP limit
+_LINK = ""  # the key of a trie node that is a symlink member (a path part is never "")
 
 
 @dataclass(frozen=True)
@@ -366,35 +373,65 @@ def _parts(name: str) -> tuple[str, ...]:
     return tuple(p for p in name.split("/") if p not in ("", "."))
 
 
-def _resolve(
-    start: tuple[str, ...], target: str, links: dict[tuple[str, ...], str]
-) -> tuple[str, ...]:
-    """`target` walked from folder `start` (parts under the destination), expanding the
-    archive's symlinks as the kernel would, but lexically: no PATH_MAX, no disk."""
-    stack, todo, hops = list(start), target.split("/"), 0
-    while todo:
-        part = todo.pop(0)
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if not stack:
-                raise _Unsafe(f"link target {target!r} resolves outside the destination")
-            stack.pop()
-            continue
-        stack.append(part)
-        link = links.get(tuple(stack))
-        if link is not None:
+class _Links:
+    """The archive's symlink members as a trie of path parts: whether a path passes
+    through one, and where a link target leads, in steps linear in the path's length
+    (a tuple per prefix cost O(depth^2) per member)."""
+
+    def __init__(self) -> None:
+        self.root: dict[str, Any] = {}
+
+    def add(self, parts: tuple[str, ...], target: str) -> None:
+        node = self.root
+        for part in parts:
+            node = node.setdefault(part, {})
+        node[_LINK] = target
+
+    def through(self, parts: tuple[str, ...], is_link: bool) -> bool:
+        """`parts` passes through a symlink member, or replaces one (unless it is it)."""
+        node: dict[str, Any] | None = self.root
+        for i, part in enumerate(parts):
+            node = node.get(part) if node is not None else None
+            if node is None:
+                return False
+            if _LINK in node and (i < len(parts) - 1 or not is_link):
+                return True
+        return False
+
+    def resolve(self, start: tuple[str, ...], target: str) -> None:
+        """`target` walked from folder `start` (parts under the destination), expanding
+        the archive's symlinks as the kernel would, but lexically: no PATH_MAX, no disk.
+        Raises _Unsafe when it leaves the destination, loops or is absolute."""
+        stack: list[dict[str, Any] | None] = []  # the trie node of each part walked
+        node: dict[str, Any] | None = self.root
+        for part in start:
+            node = node.get(part) if node is not None else None
+            stack.append(node)
+        todo, hops = target.split("/")[::-1], 0  # reversed: the next part is last
+        while todo:
+            part = todo.pop()
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if not stack:
+                    raise _Unsafe(f"link target {target!r} resolves outside the destination")
+                stack.pop()
+                continue
+            parent = stack[-1] if stack else self.root
+            node = parent.get(part) if parent is not None else None
+            link = node.get(_LINK) if node is not None else None
+            if link is None:
+                stack.append(node)
+                continue
             hops += 1
             if hops > _MAX_LINK_HOPS or link.startswith("/"):
                 raise _Unsafe(f"link target {target!r} loops or is absolute")
-            stack.pop()
-            todo = link.split("/") + todo
-    return tuple(stack)
+            todo.extend(link.split("/")[::-1])
 
 
 def _check_tar_members(members: list[tarfile.TarInfo]) -> None:
     """Refuse devices, absolute or escaping links, and paths through a symlink member."""
-    links: dict[tuple[str, ...], str] = {}
+    links = _Links()
     seen: set[tuple[str, ...]] = set()
     for m in members:
         parts = _parts(m.name)
@@ -403,28 +440,54 @@ def _check_tar_members(members: list[tarfile.TarInfo]) -> None:
                 raise _Unsafe(f"{m.name!r}: absolute symlink target {m.linkname!r}")
             if not parts or parts in seen:  # links are judged in their final state only
                 raise _Unsafe(f"{m.name!r}: symlink replaces an earlier member")
-            links[parts] = m.linkname
+            links.add(parts, m.linkname)
         seen.add(parts)
     for m in members:
         parts = _parts(m.name)
         if not (m.isreg() or m.isdir() or m.issym() or m.islnk()):
             raise _Unsafe(f"{m.name!r}: device, fifo or other special file")
-        for i in range(1, len(parts) + 1):
-            if parts[:i] in links and (i < len(parts) or not m.issym()):
-                raise _Unsafe(f"{m.name!r}: path passes through or replaces a symlink member")
+        if links.through(parts, m.issym()):
+            raise _Unsafe(f"{m.name!r}: path passes through or replaces a symlink member")
         try:
             if m.issym():
-                _resolve(parts[:-1], m.linkname, links)
+                links.resolve(parts[:-1], m.linkname)
             elif m.islnk():
                 if m.linkname.startswith("/"):
                     raise _Unsafe(f"absolute hard link target {m.linkname!r}")
-                _resolve((), m.linkname, links)
+                links.resolve((), m.linkname)
         except _Unsafe as exc:
             raise _Unsafe(f"{m.name!r}: {exc}")
 
 
-def _extract_tar(archive: Path, dest: Path, budget: _Budget) -> None:
-    with tarfile.open(archive) as tf:
+def _second_wall(member: tarfile.TarInfo, _dest: str) -> tarfile.TarInfo:
+    """Each member again as it is extracted, lexically (the checks above walked them all
+    first, link targets through the archive's links): no absolute or '..' name, no
+    absolute link, no special file; modes, owners and groups as tarfile's `data` filter
+    sets them (no setuid, nothing group/other-writable)."""
+    _check_member_path(member.name)
+    if member.issym() or member.islnk():
+        if member.linkname.startswith(("/", "\\")):
+            raise _Unsafe(f"{member.name!r}: absolute link target {member.linkname!r}")
+    elif not (member.isreg() or member.isdir()):
+        raise _Unsafe(f"{member.name!r}: device, fifo or other special file")
+    mode: int | None = member.mode & 0o755
+    if member.isreg() or member.islnk():
+        if not mode & 0o100:
+            mode &= ~0o111
+        mode |= 0o600
+    else:
+        mode = None
+    return member.replace(mode=mode, uid=None, gid=None, uname=None, gname=None, deep=False)
+
+
+def _open_tar(archive: Path | BinaryIO) -> tarfile.TarFile:
+    if isinstance(archive, Path):
+        return tarfile.open(archive)
+    return tarfile.open(fileobj=archive)
+
+
+def _extract_tar(archive: Path | BinaryIO, dest: Path, budget: _Budget) -> None:
+    with _open_tar(archive) as tf:
         members: list[tarfile.TarInfo] = []
         for member in tf:  # headers only: stops at the first limit exceeded
             _check_member_path(member.name)  # same path rules as for zip: no abs, no ..
@@ -433,17 +496,10 @@ def _extract_tar(archive: Path, dest: Path, budget: _Budget) -> None:
         _check_tar_members(members)
         # tarfile copies exactly `size` bytes per member (short data is an error), so the
         # header sizes counted above are the bytes written.
-        try:
-            tf.extractall(dest, members=members, filter="data")
-        except tarfile.FilterError as exc:
-            raise BadInput(
-                f"unsafe archive member rejected: {exc}",
-                hint="the archive tries to write outside its folder or holds a device file; "
-                "do not use it",
-            )
+        tf.extractall(dest, members=members, filter=_second_wall)
 
 
-def _extract_zip(archive: Path, dest: Path, budget: _Budget) -> None:
+def _extract_zip(archive: Path | BinaryIO, dest: Path, budget: _Budget) -> None:
     with zipfile.ZipFile(archive) as zf:
         infos = zf.infolist()
         for info in infos:
@@ -470,16 +526,22 @@ def _extract_zip(archive: Path, dest: Path, budget: _Budget) -> None:
 
 
 def extract(
-    archive: Path, dest: Path, limits: ArchiveLimits | None = None, label: str | None = None
+    archive: Path | BinaryIO,
+    dest: Path,
+    limits: ArchiveLimits | None = None,
+    label: str | None = None,
 ) -> None:
-    """Extract a tar or zip archive safely into `dest` (a scratch folder the caller
-    discards on error); messages name it `label` (default: its file name)."""
-    name = label or archive.name
+    """Extract a tar or zip archive (a file, or an open binary stream that can seek)
+    safely into `dest` (a scratch folder the caller discards on error); messages name it
+    `label` (default: its file name)."""
+    name = label or (archive.name if isinstance(archive, Path) else "archive")
     budget = _Budget(name, limits or ArchiveLimits())
     try:
         if zipfile.is_zipfile(archive):
             _extract_zip(archive, dest, budget)
         else:
+            if not isinstance(archive, Path):
+                archive.seek(0)
             _extract_tar(archive, dest, budget)
     except _Unsafe as exc:
         raise BadInput(

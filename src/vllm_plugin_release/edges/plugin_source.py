@@ -12,9 +12,7 @@ The source date epoch of the plugin build is the commit time.
 from __future__ import annotations
 
 import io
-import shutil
 import subprocess
-import tarfile
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +20,8 @@ from pathlib import Path
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import Cache, tree_intact, write_tree_manifest
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.core.treewalk import remove_tree
+from vllm_plugin_release.edges.fetch import ArchiveLimits, extract
 from vllm_plugin_release.edges.git import git, refuse_option
 from vllm_plugin_release.spec.model import Spec
 
@@ -118,7 +118,7 @@ def _discard_if_changed(dest: Path) -> None:
     """A cached plugin tree that no longer matches its manifest is removed (made again)."""
     if dest.exists() and not tree_intact(dest):
         progress.warn(f"{dest}: plugin tree differs from its manifest; making it again")
-        shutil.rmtree(dest)
+        remove_tree(dest)
 
 
 def _remote_tag_commit(url: str, tag: str) -> str | None:
@@ -189,11 +189,21 @@ def _from_repo_path(spec: Spec, folder: Path, cache: Cache) -> PluginSource:
         _discard_if_changed(dest)
         if not dest.exists():
             tmp = dest.with_name(dest.name + ".tmp")
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_tree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
-            with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tf:
-                tf.extractall(tmp / folder.name, filter="data")
-            write_tree_manifest(tmp)
+            # the same checks as a source archive's (nothing outside, no special file),
+            # each linear in a member's name: a tree 1,100 folders deep is quick too
+            try:
+                extract(
+                    io.BytesIO(archive.stdout),
+                    tmp / folder.name,
+                    ArchiveLimits.of(spec.fetch),
+                    label=f"{rel} (the committed plugin tree)",
+                )
+                write_tree_manifest(tmp)
+            except BaseException:
+                remove_tree(tmp, ignore_errors=True)  # nothing half-made is left
+                raise
             tmp.rename(dest)
     return PluginSource(
         root=dest / folder.name,

@@ -22,7 +22,7 @@ from vllm_plugin_release.core.manifestdoc import wheel_roles
 from vllm_plugin_release.edges import guardenv
 
 if TYPE_CHECKING:
-    from vllm_plugin_release.flows.install import Target, VerifiedPairing
+    from vllm_plugin_release.flows.installing import Target, VerifiedPairing
 
 RECORD_KINDS = ("build", "files")  # the guard's findings that a reinstall repairs
 

@@ -34,7 +34,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from vllm_plugin_release.core import attest, progress
 from vllm_plugin_release.core import storeindex as si
@@ -46,6 +46,7 @@ from vllm_plugin_release.edges import store as st
 from vllm_plugin_release.edges import uv
 from vllm_plugin_release.edges.trust import Trusted
 from vllm_plugin_release.flows import guarded
+from vllm_plugin_release.flows.installing import Request, Target, VerifiedPairing
 from vllm_plugin_release.stages import verify
 
 CERTIFIED = ("fleet", "pilot")
@@ -86,25 +87,6 @@ def pick(
     if not hits:
         raise GateFailed(f"no pairing of core {core} with plugin {plugin} in the store")
     return hits[0]
-
-
-@dataclass(frozen=True)
-class Request:
-    """What was asked for: an id (prefix), or a core and a plugin."""
-
-    pairing: str | None = None
-    core: str | None = None
-    plugin: str | None = None
-
-
-class VerifiedPairing(NamedTuple):
-    """A stored pairing's manifest, verified: the document, its sha256, and the bytes of
-    the manifest and its signed statement as the store served them (nothing is re-read)."""
-
-    manifest: dict[str, Any]
-    sha256: str
-    data: bytes
-    envelope: bytes
 
 
 def verified_pairing(trusted: Trusted, entry: dict[str, Any], request: Request) -> VerifiedPairing:
@@ -163,21 +145,6 @@ def requirements_text(manifest: dict[str, Any], lock_text: str) -> str:
             f"{part['name']}=={part['wheel']['version']} --hash=sha256:{part['wheel']['sha256']}"
         )
     return "\n".join(lines) + "\n"
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where and how to install: the environment, the scratch folder (for the requirements
-    file), uv offline or not, whether a lab verdict may be installed, the guard's policy to
-    write beside the manifest (None: its default for the verdict) and the key the recovery
-    line names."""
-
-    env_dir: Path
-    scratch: Path
-    offline: bool = False
-    allow_uncertified: bool = False
-    guard_policy: str | None = None
-    key_path: str | None = None
 
 
 def install(trusted: Trusted, request: Request, target: Target) -> Installed:

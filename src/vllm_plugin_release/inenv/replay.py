@@ -32,11 +32,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
-import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass
@@ -44,24 +42,22 @@ from pathlib import Path
 from typing import Any
 
 try:  # staged beside this script (edges/envrun.stage_module), or the package (tests)
+    import vpr_inenv_common as common  # type: ignore[import-not-found]
     from vpr_inenv_forking import forked  # type: ignore[import-not-found]
 except ImportError:
+    from vllm_plugin_release.inenv import common
     from vllm_plugin_release.inenv.forking import forked
+
+BadRequest, ImportFailure, load_object = common.BadRequest, common.ImportFailure, common.load_object
+write_model_dir, serve, exit_now = common.write_model_dir, common.serve, common.exit_now
+
+__all__ = ["BadRequest", "ImportFailure", "load_object", "write_model_dir"]
 
 # Model types whose TT generator can resume a prefill from a chunk boundary; the TT
 # platform keeps token-chunked prefill for these and disables it for every other type.
 TT_CHUNKED_PREFILL_MODEL_TYPES = frozenset({"gemma4", "gemma4_unified"})
 
 SCHEDULER_BASE = "vllm.v1.core.sched.interface:SchedulerInterface"
-
-
-class ImportFailure(Exception):
-    """A named module that exists but cannot be imported in this environment (a missing
-    dependency, a broken build): an outside failure, exit 3 with {"error": ...}."""
-
-
-class BadRequest(Exception):
-    """Bad input: reported as {"error": ...} with exit code 2."""
 
 
 # ---------------------------------------------------------------------------
@@ -180,37 +176,6 @@ def platform_hook(path: str, vllm_config: Any) -> list[str]:
 # Building schedulers.
 
 
-def load_object(path: str, *, what: str) -> Any:
-    """Import `module:attr` (or `module.attr`)."""
-    if ":" in path:
-        module_name, _, attr = path.partition(":")
-    else:
-        module_name, _, attr = path.rpartition(".")
-    if not module_name or not attr:
-        raise BadRequest(f"{what} {path!r}: expected 'module:Name'")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
-            raise BadRequest(  # the name itself is wrong
-                f"{what} {path!r}: module {module_name!r} does not import "
-                f"({type(exc).__name__}: {exc}); check the name and that the plugin is "
-                f"installed in this environment"
-            ) from None
-        raise ImportFailure(f"{what} {path!r}: {type(exc).__name__}: {exc}") from None
-    except Exception as exc:  # the module exists, its import fails in this environment
-        raise ImportFailure(
-            f"{what} {path!r}: module {module_name!r} exists but its import fails here "
-            f"({type(exc).__name__}: {exc})"
-        ) from None
-    obj = module
-    for part in attr.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            raise BadRequest(f"{what} {path!r}: module {module_name!r} has no {attr!r}")
-    return obj
-
-
 def load_class(path: str) -> type:
     """Import `module:Class` and check it is a vLLM scheduler."""
     cls = load_object(path, what="scheduler")
@@ -225,25 +190,6 @@ def load_class(path: str) -> type:
             f"{SCHEDULER_BASE.replace(':', '.')}"
         )
     return cls
-
-
-def write_model_dir(max_model_len: int) -> Path:
-    """A local model folder holding only a small config.json (no hub access)."""
-    folder = Path(tempfile.mkdtemp(prefix="vpr-replay-model-"))
-    config = {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 4,
-        "num_hidden_layers": 1,
-        "vocab_size": 32000,
-        "max_position_embeddings": max_model_len,
-        "torch_dtype": "float32",
-    }
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
 
 
 def _vllm_config(
@@ -495,6 +441,8 @@ def step_loop(
     from vllm.v1.outputs import ModelRunnerOutput
 
     a, b, c = float(cost["a"]), float(cost["b"]), float(cost["c"])
+    # Seconds added per token sampled on a slow path, per request (None: no slow path cost).
+    extra: list[float] | None = cost.get("per_request")
     arrival, admitted, reqs, index_of = feed.arrival, feed.admitted, feed.reqs, feed.index_of
     timeline: list[list[int]] = [[] for _ in range(len(arrival))]
     columns: list[list[Any]] = [[] for _ in STEP_COLUMNS]
@@ -591,6 +539,9 @@ def step_loop(
         else:
             empty_run = 0
             duration = a + b * pf_tok + c * dec_req
+            if extra is not None:
+                for rid in got:
+                    duration += extra[index_of[rid]]
         st_start.append(clock)
         clock += duration
         st_end.append(clock)
@@ -758,11 +709,17 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
 
     import_s = time.perf_counter() - t_import
 
+    paths = _marks(request.get("paths"))  # each request's slow path and its price
     model_dir = write_model_dir(max_model_len)
     shared = (model_dir, max_model_len, model_type, arrival, prompt, output)
-    bounds = (request["cost_model"], max_steps, timeout_s)
+    plain, priced = request["cost_model"], {**request["cost_model"], **paths.get("cost", {})}
+    costs = {
+        e["label"]: priced if e.get("slow_path_cost") else plain for e in request["schedulers"]
+    }
     calls = {
-        e["label"]: functools.partial(replay_entry, e, classes[e["label"]], *shared, *bounds)
+        e["label"]: functools.partial(
+            replay_entry, e, classes[e["label"]], *shared, costs[e["label"]], max_steps, timeout_s
+        )
         for e in request["schedulers"]
     }
     try:
@@ -777,7 +734,18 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
         "python": sys.version.split()[0],
         "import_s": import_s,
         "results": results,
+        **({"paths": paths["marks"]} if paths else {}),
     }
+
+
+def _marks(spec: dict[str, Any] | None) -> dict[str, Any]:
+    if not spec:
+        return {}
+    try:  # staged beside this script, or the package (tests)
+        from vpr_inenv_workload import request_paths  # type: ignore[import-not-found]
+    except ImportError:
+        from vllm_plugin_release.inenv.workload import request_paths
+    return request_paths(spec)
 
 
 def main(argv: list[str]) -> int:
@@ -788,23 +756,8 @@ def main(argv: list[str]) -> int:
     # No platform plugin may touch the configs: the replay applies the plugin's
     # policy itself, to the plugin's scheduler only, and says what it changed.
     os.environ["VLLM_PLUGINS"] = ""
-    request = json.loads(Path(argv[1]).read_text())
-    out = Path(argv[2])
-    try:
-        result = run(request)
-    except (BadRequest, ImportFailure) as exc:
-        out.write_text(json.dumps({"error": str(exc)}))
-        return 2 if isinstance(exc, BadRequest) else 3
-    out.write_text(json.dumps(result, separators=(",", ":")))
-    return 0
-
-
-def _exit(code: int) -> None:
-    """Exit without interpreter teardown (torch's takes seconds; the result is written)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    return serve(run, argv)
 
 
 if __name__ == "__main__":
-    _exit(main(sys.argv))
+    exit_now(main(sys.argv))

@@ -7,12 +7,17 @@ Pure: the table is validated against REPLAY_SCHEMA and resolved once into a type
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.replay.cost import CostModel, fit_cost_model, read_calibration
+from vllm_plugin_release.replay.cost import (
+    CostModel,
+    calibration_paths,
+    fit_cost_model,
+    read_calibration,
+)
 from vllm_plugin_release.replay.mix import Origin, check_table, spec_origin
 from vllm_plugin_release.spec.model import Spec
 
@@ -107,7 +112,19 @@ REPLAY_SCHEMA: dict[str, Any] = {
                     "minimum": 0,
                     "description": "Seconds per decode request.",
                 },
-                "calibration": {"type": "string", "description": "CSV of measured steps."},
+                "calibration": {
+                    "type": "string",
+                    "description": "CSV of measured steps; a `path:NAME` column (requests on "
+                    "slow path NAME in the step) fits that path's term too.",
+                },
+                "paths": {
+                    "type": "object",
+                    "description": "Seconds per request that takes a slow path "
+                    "([conformance.workload] slow_paths NAME) in a step, added to the step's "
+                    "time on the plugin side; 0 (not calibrated) until measured on the hardware "
+                    "runner.",
+                    "additionalProperties": {"type": "number", "minimum": 0},
+                },
             },
         },
         "max_steps": {
@@ -136,9 +153,12 @@ class ReplayConfig:
     max_steps: int | None = None
     timeout_s: float = 600.0
     extra: dict[str, Any] = field(default_factory=dict)
+    # The slower paths a request may take on the plugin side ([conformance.workload]
+    # slow_paths: name, predicate, args, ...): the replay marks those requests.
+    slow_paths: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "plugin_scheduler": self.plugin_scheduler,
             "upstream_scheduler": self.upstream_scheduler,
             "policy": self.policy,
@@ -147,6 +167,9 @@ class ReplayConfig:
             "settings": dict(self.settings),
             "cost_model": self.cost.to_json(),
         }
+        if self.slow_paths:
+            out["slow_paths"] = [dict(p) for p in self.slow_paths]
+        return out
 
 
 def validate_table(table: dict[str, Any], origin: Origin) -> None:
@@ -232,6 +255,7 @@ def resolve(
 
 
 def _cost(table: dict[str, Any], root: Path, origin: Origin) -> CostModel:
+    paths = {str(k): float(v) for k, v in (table.get("paths") or {}).items()}
     if "calibration" in table:
         if any(k in table for k in "abc"):
             raise BadInput(
@@ -239,16 +263,23 @@ def _cost(table: dict[str, Any], root: Path, origin: Origin) -> CostModel:
             )
         path = Path(table["calibration"])
         path = path if path.is_absolute() else root / path
-        return fit_cost_model(read_calibration(path), source=f"fitted from {table['calibration']}")
-    if not table:
-        return CostModel(**DEFAULT_COST)
+        fitted = fit_cost_model(
+            read_calibration(path),
+            source=f"fitted from {table['calibration']}",
+            paths=calibration_paths(path),
+        )
+        return CostModel(fitted.a, fitted.b, fitted.c, fitted.source, {**paths, **fitted.paths})
+    if not (table.keys() - {"paths"}):
+        return CostModel(**DEFAULT_COST, paths=paths)
     missing = [k for k in "abc" if k not in table]
     if missing:
         raise BadInput(
             f"{origin.where('cost_model')}: missing {', '.join(missing)}",
             hint="give all of a (s/step), b (s/prefill token), c (s/decode request)",
         )
-    return CostModel(float(table["a"]), float(table["b"]), float(table["c"]), source="spec")
+    return CostModel(
+        float(table["a"]), float(table["b"]), float(table["c"]), source="spec", paths=paths
+    )
 
 
 def from_spec(spec: Spec) -> ReplayConfig:
@@ -258,4 +289,16 @@ def from_spec(spec: Spec) -> ReplayConfig:
             f"{spec.path}: no [conformance.replay] table",
             hint='add one with at least plugin_scheduler = "module:Class" (or policy)',
         )
-    return resolve(table, spec.root, spec_origin(spec, ("conformance", "replay")), validated=True)
+    config = resolve(table, spec.root, spec_origin(spec, ("conformance", "replay")), validated=True)
+    return with_slow_paths(config, spec.options("workload").get("slow_paths") or [])
+
+
+def with_slow_paths(config: ReplayConfig, slow_paths: list[dict[str, Any]]) -> ReplayConfig:
+    """`config` with the spec's slow paths, each priced by the cost model (0 where the cost
+    model names no price: not calibrated yet)."""
+    if not slow_paths:
+        return config
+    cost = config.cost
+    prices = {p["name"]: cost.paths.get(p["name"], 0.0) for p in slow_paths}
+    cost = CostModel(cost.a, cost.b, cost.c, cost.source, {**cost.paths, **prices})
+    return replace(config, cost=cost, slow_paths=tuple(dict(p) for p in slow_paths))

@@ -23,6 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.replay.features import (
+    FEATURES_SCHEMA,
+    PLANS_SCHEMA,
+    FeatureMix,
+    feature_mix,
+    merged,
+)
 from vllm_plugin_release.spec.model import Spec
 
 TRACE_COLUMNS = ("arrival_time", "prompt_tokens", "output_tokens")
@@ -119,6 +126,8 @@ REQUEST_MIX_SCHEMA: dict[str, Any] = {
         },
         "prompt_tokens": _dist_schema("Prompt length distribution"),
         "output_tokens": _dist_schema("Output length distribution"),
+        "features": FEATURES_SCHEMA,
+        "plans": PLANS_SCHEMA,
     },
 }
 
@@ -139,13 +148,18 @@ class RequestMix:
     output: tuple[int, ...]
     seed: int
     description: dict[str, Any] = field(default_factory=dict)
+    # The workload features the requests use (`features`), None when the mix declares none.
+    features: FeatureMix | None = None
 
     def __len__(self) -> int:
         return len(self.arrival)
 
     def digest(self) -> str:
         """sha256 of the mix itself: equal digests, identical workloads."""
-        text = json.dumps([self.arrival, self.prompt, self.output], separators=(",", ":"))
+        parts: list[Any] = [self.arrival, self.prompt, self.output]
+        if self.features is not None:  # a mix without features keeps its digest
+            parts.append([[v.to_json() for v in self.features.variants], self.features.per_request])
+        text = json.dumps(parts, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
 
     def summary(self) -> dict[str, Any]:
@@ -161,7 +175,7 @@ class RequestMix:
                 "total": sum(ordered),
             }
 
-        return {
+        out = {
             **self.description,
             "requests": len(self),
             "seed": self.seed,
@@ -170,15 +184,22 @@ class RequestMix:
             "output_tokens": stats(self.output),
             "sha256": self.digest(),
         }
+        if self.features is not None:
+            out["features"] = self.features.summary()
+        return out
 
     def limit(self, count: int) -> RequestMix:
         """The first `count` requests (by index), e.g. to bound a load test."""
+        features = self.features
+        if features is not None:
+            features = FeatureMix(features.variants, features.per_request[:count])
         return RequestMix(
             self.arrival[:count],
             self.prompt[:count],
             self.output[:count],
             self.seed,
             {**self.description, "limited_to": count},
+            features,
         )
 
 
@@ -257,8 +278,10 @@ def check_table(
     )
     if not errors:
         return
+    from vllm_plugin_release.spec.load import narrow
+
     lines = []
-    for error in errors:
+    for error in map(narrow, errors):
         path = ".".join(str(p) for p in error.absolute_path) or "(table)"
         if error.validator == "additionalProperties":
             allowed = sorted(error.schema.get("properties", {}))
@@ -273,8 +296,32 @@ def check_table(
 
 
 def validate_table(table: dict[str, Any], origin: Origin) -> None:
-    """Check `table` against REQUEST_MIX_SCHEMA; BadInput naming the key otherwise."""
+    """Check `table` against REQUEST_MIX_SCHEMA, and the shares of each feature's exclusive
+    variants (the base mix's and each plan's); BadInput naming the key otherwise."""
+    from vllm_plugin_release.spec.load import share_problems
+
     check_table(REQUEST_MIX_SCHEMA, table, origin, "invalid request mix")
+    found = [(f"features.{k}", m) for k, m in share_problems(table.get("features"))]
+    for name, plan in sorted((table.get("plans") or {}).items()):
+        found += [
+            (f"plans.{name}.features.{k}", m) for k, m in share_problems(plan.get("features"))
+        ]
+    if found:
+        lines = [f"{origin.where(key)}: {message}" for key, message in found]
+        raise BadInput("invalid request mix:\n  " + "\n  ".join(lines))
+
+
+def plan_names(table: dict[str, Any]) -> list[str]:
+    """The variant plans a request-mix table names, sorted."""
+    return sorted(table.get("plans") or {})
+
+
+def plan_features(table: dict[str, Any], plan: str | None) -> dict[str, Any]:
+    """The features of the base mix (`plan` None) or of a variant plan over it."""
+    base = table.get("features") or {}
+    if plan is None:
+        return dict(base)
+    return merged(base, (table.get("plans") or {})[plan].get("features"))
 
 
 # ---------------------------------------------------------------------------
@@ -500,7 +547,8 @@ def generate(
     }
     if "trace" in table:
         description["trace"] = str(table["trace"])
-    return RequestMix(tuple(arrivals), tuple(prompt), tuple(output), seed, description)
+    features = feature_mix(table.get("features"), count, seed)
+    return RequestMix(tuple(arrivals), tuple(prompt), tuple(output), seed, description, features)
 
 
 def _arrivals(

@@ -319,7 +319,37 @@ def build_report(
         "upstream": sides["upstream"],
         "ratios": ratios(sides["plugin"], sides["upstream"]),
     }
+    marks = path_marks(raw_result.get("paths"), replay_config.get("slow_paths") or [], mix)
+    if marks is not None:
+        report["paths"] = marks
     return report, analyses
+
+
+def path_marks(
+    raw: dict[str, Any] | None, slow_paths: list[dict[str, Any]], mix: RequestMix
+) -> dict[str, Any] | None:
+    """Which requests took each slow path on the plugin side (the plugin's own predicates,
+    asked in the environment), their share of the mix, and the price per sampled token the
+    cost model added; None when nothing was marked."""
+    if not raw:
+        return None
+    if "error" in raw:
+        return {"error": raw["error"]}
+    per = raw.get("per_request") or []
+    total = len(per) or 1
+    out: dict[str, Any] = {}
+    for path in slow_paths:
+        name = path["name"]
+        indices = [i for i, taken in enumerate(per) if taken == name]
+        out[name] = {
+            "instead_of": path.get("instead_of"),
+            "requests": len(indices),
+            "share": _r(len(indices) / total),
+            "indices": indices,
+        }
+    rest = sum(1 for taken in per if taken is None)
+    out["default"] = {"requests": rest, "share": _r(rest / total)}
+    return {"per_path": out, "requests": len(mix)}
 
 
 def timing_report(raw_result: dict[str, Any]) -> dict[str, Any]:
@@ -360,13 +390,35 @@ HEADLINE = (
 def headline(report: dict[str, Any]) -> dict[str, Any]:
     """plugin / upstream ratios of the headline figures and each side's mixed-step share."""
     ratios_ = report.get("ratios") or {}
-    return {
+    out: dict[str, Any] = {
         "ratios": {key: ratios_.get(key) for _, key in HEADLINE},
         "mixed_step_share": {
             side: (report.get(side) or {}).get("mixed_step_share")
             for side in ("plugin", "upstream")
         },
     }
+    per_path = (report.get("paths") or {}).get("per_path")
+    if per_path:
+        out["paths"] = {
+            name: {k: v for k, v in mark.items() if k != "indices"}
+            for name, mark in per_path.items()
+        }
+    return out
+
+
+def path_sentences(paths: dict[str, Any]) -> list[str]:
+    """`38.0% of requests leave the device sampler for the host sampler`, per slow path."""
+    out = []
+    for name, mark in paths.items():
+        if name == "default":
+            continue
+        where = (
+            f"leave the {mark['instead_of']} for the {name}"
+            if mark.get("instead_of")
+            else f"take the {name}"
+        )
+        out.append(f"{_share(mark.get('share'))} of requests {where}")
+    return out
 
 
 def _times(value: Any) -> str:
@@ -382,7 +434,10 @@ def headline_text(report: dict[str, Any]) -> str:
     h = headline(report)
     figures = ", ".join(f"{label} {_times(h['ratios'][key])}" for label, key in HEADLINE)
     share = h["mixed_step_share"]
-    return (
+    text = (
         f"plugin vs upstream: {figures}; mixed steps "
         f"{_share(share['plugin'])} vs {_share(share['upstream'])}"
     )
+    if h.get("paths"):
+        text += "; " + ", ".join(path_sentences(h["paths"]))
+    return text

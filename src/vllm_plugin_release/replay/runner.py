@@ -45,6 +45,7 @@ def build_request(
                 "cls": config.plugin_scheduler,
                 "policy": config.policy,
                 "settings": dict(config.settings),
+                "slow_path_cost": True,  # the slow paths are the plugin's
             },
             {
                 "label": "upstream",
@@ -55,6 +56,35 @@ def build_request(
         ],
         "limits": {"max_steps": config.max_steps, "timeout_s": config.timeout_s},
         "sys_path": [str(p) for p in sys_path],
+        **({"paths": paths} if (paths := paths_request(mix, config)) else {}),
+    }
+
+
+def paths_request(mix: RequestMix, config: ReplayConfig) -> dict[str, Any] | None:
+    """What the in-environment part needs to mark each request's slow path: the distinct
+    combinations of the mix's features (as SamplingParams keyword arguments), each
+    request's combination, the spec's slow paths and their price (None: nothing to mark)."""
+    if mix.features is None or not config.slow_paths:
+        return None
+    from vllm_plugin_release.replay.features import combined_params
+
+    variants = mix.features.variants
+    used = {v.key for v in variants if v.needed}
+    combos, of_request = mix.features.combos()
+    return {
+        "combos": [combined_params([variants[i] for i in combo]) for combo in combos],
+        "request_combo": of_request,
+        "slow_paths": [
+            {
+                "name": p["name"],
+                "predicate": p["predicate"],
+                "args": dict(p.get("args") or {}),
+                # an engine-level feature the plan uses puts every request on the path
+                "everyone": bool(used & set(p.get("engine_features") or ())),
+            }
+            for p in config.slow_paths
+        ],
+        "cost": dict(config.cost.paths),
     }
 
 

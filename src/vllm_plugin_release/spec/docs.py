@@ -22,6 +22,8 @@ def _type(node: dict[str, Any]) -> str:
         return " \\| ".join(f"`{json.dumps(v)}`" for v in node["enum"])
     if "oneOf" in node:
         return "table (one of the forms below)"
+    if "anyOf" in node:
+        return " or ".join(_type(form) for form in node["anyOf"])
     t = node.get("type", "")
     if t == "array":
         return f"array of {node.get('items', {}).get('type', 'values')}"
@@ -48,6 +50,15 @@ def _rows(
         child = f"{table}.{key}" if table else key
         if sub.get("type") == "object" and sub.get("properties"):
             sections.append((child, sub))
+        items = sub.get("items", {}) if sub.get("type") == "array" else {}
+        if items.get("type") == "object" and items.get("properties"):
+            sections.append((f"{child}[]", items))  # each table of the array
+        named = sub.get("additionalProperties")
+        if isinstance(named, dict) and named.get("properties"):
+            sections.append((f"{child}.NAME", named))  # a table of named tables
+        for form in sub.get("anyOf", []):
+            if form.get("type") == "object" and form.get("properties"):
+                sections.append((child, form))  # the table form (the array holds the same)
         for i, form in enumerate(sub.get("oneOf", [])):
             kind = form.get("properties", {}).get("kind", {}).get("const", i)
             sections.append((f"{child} (kind = {json.dumps(kind)})", form))

@@ -75,8 +75,23 @@ def _table_name(path: tuple[str, ...]) -> str:
     return "[" + ".".join(path) + "]" if path else "top level"
 
 
+_BOUNDS = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
+
+
+def narrow(error: ValidationError) -> ValidationError:
+    """An `anyOf` error (a table, or an array of such tables) as the error of the form the
+    value has: its first error there, so the message names the key inside."""
+    while error.validator == "anyOf" and error.context:
+        fits = [e for e in error.context if not (e.validator == "type" and not e.relative_path)]
+        if not fits:
+            break
+        error = min(fits, key=lambda e: list(map(str, e.absolute_path)))
+    return error
+
+
 def _describe(error: ValidationError, prefix: tuple[str, ...] = ()) -> tuple[tuple[str, ...], str]:
     """(key path, message) for one schema error, in words a person can act on."""
+    error = narrow(error)
     path = prefix + tuple(str(p) for p in error.absolute_path)
     schema = error.schema if isinstance(error.schema, dict) else {}
     if error.validator == "additionalProperties":
@@ -119,6 +134,11 @@ def _describe(error: ValidationError, prefix: tuple[str, ...] = ()) -> tuple[tup
         return path, (f"{key} = {got!r} is not a URL: expected http(s)://HOST/PATH or file:///PATH")
     if error.validator == "const":
         return path, f"{key} must be {error.validator_value!r}, got {got!r}"
+    bound = _BOUNDS.get(str(error.validator))
+    if bound:
+        return path, f"{key} = {got!r}: must be {bound} {error.validator_value}" + (
+            f" ({desc})" if desc else ""
+        )
     if error.validator == "enum":
         return path, f"{key} must be one of {error.validator_value}, got {got!r}"
     if error.validator == "type":
@@ -147,12 +167,46 @@ def _value_problems(value: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, 
     return []
 
 
+def share_problems(features: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """(key, message) for each key whose variants' shares add up past 1 (pure; the spec
+    loader and the request-mix file loader both say it with the line)."""
+    problems = []
+    for key, value in (features or {}).items():
+        if not isinstance(value, list):
+            continue
+        shares = [float(v.get("share", 0)) for v in value if isinstance(v, dict)]
+        if sum(shares) > 1 + 1e-9:
+            listed = " + ".join(f"{s:g}" for s in shares)
+            problems.append(
+                (
+                    key,
+                    f"the variants of {key!r} are exclusive (a request gets at most one), but "
+                    f"their shares add up to {sum(shares):g} ({listed}); lower them to at "
+                    "most 1 in all",
+                )
+            )
+    return problems
+
+
+def _mix_problems(data: dict[str, Any]) -> list[tuple[tuple[str, ...], str]]:
+    """Exclusive feature variants of the request mix (and of each plan) that add up past 1."""
+    mix = (data.get("conformance") or {}).get("request_mix") or {}
+    at = ("conformance", "request_mix")
+    found = [((*at, "features", k), m) for k, m in share_problems(mix.get("features"))]
+    for name, plan in sorted((mix.get("plans") or {}).items()):
+        found += [
+            ((*at, "plans", name, "features", k), m)
+            for k, m in share_problems((plan or {}).get("features"))
+        ]
+    return found
+
+
 def _cross_key_problems(
     data: dict[str, Any], file: Path, text: str
 ) -> list[tuple[tuple[str, ...], str]]:
     """Rules between keys that a schema cannot state (checked once the shapes are valid)."""
     build_python = data.get("build", {}).get("python")
-    problems: list[tuple[tuple[str, ...], str]] = []
+    problems: list[tuple[tuple[str, ...], str]] = _mix_problems(data)
     torch = data.get("build", {}).get("torch")
     if isinstance(torch, dict) and build_python not in torch:
         problems.append(

@@ -65,6 +65,14 @@ class PythonLayer:
     layer: Path | None
     label: str
 
+    @property
+    def rootfs(self) -> str:
+        """What the rootfs label says it holds: Debian's python (the label images were
+        made with before), or the packages the copied-in one and the runtime need."""
+        if self.layer is None and len(self.packages) == 3:
+            return self.packages[0]
+        return " ".join(self.packages)
+
 
 def python_layer(spec: Spec, suite: str, work: Path, epoch: int) -> PythonLayer:
     """Debian's python3.X where the suite ships the spec's Python; else the CPython this
@@ -145,8 +153,9 @@ def build_image(
         )
         labels = {
             container.UV_LABEL: f"{wheel.name} sha256:{sha256_file(wheel)}",
-            "vllm-plugin-release.rootfs": f"mmdebstrap {suite} {mirror} " + " ".join(made.packages),
-            "vllm-plugin-release.python": made.label,
+            "vllm-plugin-release.rootfs": f"mmdebstrap {suite} {mirror} {made.rootfs}",
+            # only for a copied-in Python: an image of Debian's keeps the digest it had
+            **({"vllm-plugin-release.python": made.label} if made.layer else {}),
         }
         layers = [rootfs, *([made.layer] if made.layer else []), uv_layer]
         archive = work / "image.tar"

@@ -345,12 +345,46 @@ def _conformance(scorecard: dict[str, Any] | None) -> dict[str, Any]:
                 {k: str(item[k]) for k in ("check", "reason", "run_with") if item.get(k)}
             )
     _check_verdict(verdict, checks, file)
-    return {
+    out = {
         "status": "present",
         "verdict": verdict,
         "runner": scorecard.get("runner"),
         "checks": checks,
         "deferred": deferred,
+    }
+    workload = _workload(scorecard)
+    if workload is not None:
+        out["workload"] = workload
+    return out
+
+
+def _workload(scorecard: dict[str, Any]) -> dict[str, Any] | None:
+    """The workload answers the scorecard carries (`workload`, `plans`), as the manifest
+    records them: each feature's answer, the share on each path, each plan's verdict and
+    why, the models the plugin's docs show (None when the scorecard has no workload)."""
+    facts = scorecard.get("workload")
+    if not isinstance(facts, dict):
+        return None
+    keep = ("feature", "share", "needed", "outcome", "where", "path")
+    models = facts.get("models") or {}
+    table = ((scorecard.get("checks") or {}).get("workload") or {}).get("details", {})
+    rows = (table.get("models") or {}).get("table") or []
+    return {
+        "platform": facts.get("platform"),
+        "features": [{k: f[k] for k in keep if k in f} for f in facts.get("features") or []],
+        "paths": {
+            name: {k: mark[k] for k in ("requests", "share", "instead_of") if k in mark}
+            for name, mark in (facts.get("paths") or {}).items()
+        },
+        "plans": {
+            name: {"verdict": plan["verdict"], "why": [str(w) for w in plan.get("why") or []]}
+            for name, plan in (scorecard.get("plans") or {}).items()
+        },
+        "models": {
+            "model": models.get("model"),
+            "listed": models.get("listed"),
+            "table": [str(r.get("model")) for r in rows if isinstance(r, dict)],
+        },
     }
 
 

@@ -46,7 +46,7 @@ from vllm_plugin_release.stages.wheelbuild import runner_for
 RUNNERS = ("cpu", "hardware")
 ENV_RECORD = records.ENV
 # Bump when the way an environment is made changes (it is part of the cache key).
-ENV_RECIPE = 6  # 5: platform activation and every plugin module imported; 6: a crash finding
+ENV_RECIPE = 7  # 5: platform activation, every plugin module imported; 6, 7: its crash
 
 
 def top_level_packages(wheel: Path) -> list[str]:
@@ -535,18 +535,19 @@ def _layer_on(env: Path, runtime_env: Path) -> None:
 
 
 def _overlay(runner: Runner, cache: Cache, uv: str, base: Path, overlay: Path, wheel: Path) -> Path:
-    """A venv that sees the pairing env's packages (.pth) plus the stand-in runtime."""
-    import sysconfig
-
+    """A venv that sees the pairing env's packages (.pth) plus the stand-in runtime. Each
+    site-packages is the environment's own (its Python's version, not vpr's: a 3.10 pairing
+    env has lib/python3.10), found in its folder (its python may run only in an image)."""
     _run(
         runner,
         cache,
         "create stand-in overlay",
         [uv, "venv", "--quiet", "--python", str(base / "bin" / "python"), str(overlay)],
     )
-    purelib = sysconfig.get_path("purelib", vars={"base": str(base), "platbase": str(base)})
-    over_lib = sysconfig.get_path("purelib", vars={"base": str(overlay), "platbase": str(overlay)})
-    Path(over_lib, "_vpr_pairing_env.pth").write_text(purelib + "\n")
+    purelib, over_lib = envbytecode.site_packages(base), envbytecode.site_packages(overlay)
+    if purelib is None or over_lib is None:
+        raise OutsideFailure(f"{overlay}: no single lib/python3.*/site-packages to layer on")
+    Path(over_lib, "_vpr_pairing_env.pth").write_text(f"{purelib}\n")
     _run(
         runner,
         cache,

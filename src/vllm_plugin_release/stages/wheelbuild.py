@@ -27,6 +27,7 @@ from vllm_plugin_release.core.cache import (
     write_json,
 )
 from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.treewalk import remove_tree
 from vllm_plugin_release.core.wheeldiff import diff_wheels
 from vllm_plugin_release.edges import proc
 from vllm_plugin_release.edges.container import ContainerRunner
@@ -108,7 +109,7 @@ def parallel_local_builds(
         # This build's tail work, done here while the other build may still run: hash its
         # wheel, remove its copy of the tree (thousands of files; not needed any more).
         digest = sha256_file(found[0])
-        shutil.rmtree(src, ignore_errors=True)
+        remove_tree(src, ignore_errors=True)
         return {"wheel": found[0], "env": env, "python": version, "sha256": digest}
 
     with ThreadPoolExecutor(max_workers=builds) as pool:

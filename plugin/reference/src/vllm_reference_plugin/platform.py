@@ -21,6 +21,9 @@ from vllm_reference_plugin.policy import apply_scheduler_policy
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
+    from vllm.inputs.engine import EngineInput
+    from vllm.pooling_params import PoolingParams
+    from vllm.sampling_params import SamplingParams
 
 logger = get_logger(__name__)
 
@@ -115,3 +118,34 @@ class ReferencePlatform(Platform):
             vllm_config.scheduler_config, vllm_config.model_config
         ):
             logger.info("reference platform: %s", reason)
+
+    @classmethod
+    def validate_request(
+        cls, processed_inputs: EngineInput, params: SamplingParams | PoolingParams
+    ) -> None:
+        """Refuse, per request, what the reference device cannot compute."""
+        if getattr(params, "prompt_logprobs", None) is not None:
+            raise ReferenceConfigError(
+                "reference platform: prompt_logprobs are not supported (the device returns "
+                "no logits for prompt tokens); drop prompt_logprobs from the request"
+            )
+
+    @staticmethod
+    def needs_host_sampler(sampling_params: SamplingParams) -> bool:
+        """Whether a request leaves the reference device's sampler for vLLM's host sampler.
+
+        The device samples greedily or with temperature, top-k and top-p, and nothing
+        else: log probabilities, penalties, structured output and token masks need the
+        logits on the host.
+        """
+        p = sampling_params
+        return bool(
+            p.logprobs is not None
+            or p.presence_penalty != 0.0
+            or p.frequency_penalty != 0.0
+            or p.repetition_penalty != 1.0
+            or p.structured_outputs is not None
+            or p.logit_bias
+            or p.allowed_token_ids
+            or p.bad_words
+        )

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from vllm_plugin_release.conform.installer.branches import TooComplex
 from vllm_plugin_release.conform.installer.dockerfile import dockerfile
 from vllm_plugin_release.conform.installer.fetches import Fetches
 from vllm_plugin_release.conform.installer.installs import Installs
@@ -20,6 +21,7 @@ from vllm_plugin_release.conform.installer.shell import (
     numbered,
 )
 from vllm_plugin_release.conform.installer.uvlock import is_uv_sync
+from vllm_plugin_release.conform.plugintree import Unread, read_text, too_large
 
 __all__ = ["CorePin", "InputFile", "PinningReport", "guess_kind", "scan"]
 
@@ -36,29 +38,44 @@ class Analyzer:
         self.fetches = Fetches(self.report, self.core)
         self.installs = Installs(root, self.report, self.core, self.fetches)
 
-    def read_file(self, rel: str, kind: str, role: str) -> None:
+    def read_file(self, rel: str, kind: str, role: str, text: str) -> None:
         path = self.root / rel
-        text = path.read_text(encoding="utf-8", errors="replace")
         shown = display(self.root, path)
         if kind in ("shell", "dockerfile") and shown not in self.report.files_read:
             self.report.files_read.append(shown)
-        if kind == "shell":
-            self.commands(self.shell.run_text(numbered(text), shown, State()))
-        elif kind == "dockerfile":
-            commands, fetches = dockerfile(self.shell, text, shown, self.build_args)
-            self.report.unhashed_fetches.extend(fetches)
-            self.commands(commands)
+        if kind in ("shell", "dockerfile"):
+            self.script(kind, text, shown)
         elif kind == "pyproject":
             self.installs.pyproject(path, (), shown, None)
         else:
             self.installs.requirements_file(path, role, None, set())
+
+    def script(self, kind: str, text: str, shown: str) -> None:
+        """A shell script or Dockerfile: its commands; when it is beyond what the analysis
+        follows, the commands found before it stopped (and the report says where)."""
+        start = len(self.shell.emitted)
+        try:
+            if kind == "shell":
+                commands = self.shell.run_text(numbered(text), shown, State())
+            else:
+                commands, fetches = dockerfile(self.shell, text, shown, self.build_args)
+                self.report.unhashed_fetches.extend(fetches)
+        except TooComplex as exc:
+            commands = self.shell.emitted[start:]
+            self.report.incomplete.append(
+                f"{exc}; analysed the {len(commands)} command(s) found before {exc.where}"
+            )
+        self.commands(commands)
 
     def commands(self, commands: list[ShellCommand]) -> None:
         previous: ShellCommand | None = None
         pipeline: list[ShellCommand] = []
         for cmd in commands:
             self.fetches.order += 1
-            pipeline = [*pipeline, cmd] if cmd.op == "|" else [cmd]
+            if cmd.op == "|":
+                pipeline.append(cmd)  # (not a copy per command: a pipe of 40,000 is linear)
+            else:
+                pipeline = [cmd]
             if cmd.op == "|" and previous is not None:
                 self.fetches.piped(previous, cmd)
             self.command(cmd, pipeline)
@@ -168,12 +185,13 @@ def scan(
             analyzer.report.missing.append({"file": item.path, "named_by": item.key})
             continue
         try:
-            head = path.read_text(encoding="utf-8", errors="replace")[:200]
-        except OSError as exc:
-            analyzer.report.missing.append(
-                {"file": item.path, "named_by": item.key, "error": str(exc)}
-            )
+            text, cut = read_text(root, path)
+        except Unread as exc:
+            missing = {"file": item.path, "named_by": item.key, "error": exc.reason}
+            analyzer.report.missing.append(missing)
             continue
-        kind = item.kind or guess_kind(item.path, head)
-        analyzer.read_file(item.path, kind, item.role)
+        if cut:
+            analyzer.report.notes.append(too_large(item.path))
+        kind = item.kind or guess_kind(item.path, text[:200])
+        analyzer.read_file(item.path, kind, item.role, text)
     return analyzer.finish()

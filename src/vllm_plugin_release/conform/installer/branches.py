@@ -72,6 +72,16 @@ class _Head:
 
 
 Token = str | Segment | _Head
+MAX_NESTING = 64  # blocks inside blocks (if, case, loops; sourced scripts and subshells add)
+
+
+class TooComplex(Exception):
+    """A script beyond what the analysis follows (nested too deep, or more work than its
+    budget): `where` is FILE:LINE, the message says what and what to do."""
+
+    def __init__(self, where: str, what: str) -> None:
+        super().__init__(f"{where}: {what}")
+        self.where = where
 
 
 def _tokens(segments: list[Segment]) -> list[Token]:
@@ -113,14 +123,42 @@ def _tokens(segments: list[Segment]) -> list[Token]:
     return out
 
 
-def structure(segments: list[Segment]) -> list[Item]:
+def structure(segments: list[Segment], file: str = "<shell>") -> list[Item]:
     """The segments with every `if ... fi` folded into an IfBlock (an unclosed one ends
-    with the text; a stray `then/else/fi` is dropped)."""
-    items, _ = _items(_tokens(segments), 0, ())
+    with the text; a stray `then/else/fi` is dropped). Blocks nested more than
+    MAX_NESTING deep raise TooComplex (the parser recurses once per block)."""
+    items, _ = _items(_tokens(segments), 0, (), _Nesting(file))
     return items
 
 
-def _items(tokens: list[Token], i: int, stops: tuple[str, ...]) -> tuple[list[Item], int]:
+class _Nesting:
+    """How deep the block being folded is; TooComplex past MAX_NESTING."""
+
+    def __init__(self, file: str) -> None:
+        self.file, self.depth = file, 0
+
+    def enter(self, tokens: list[Token], i: int) -> None:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            near = (t for t in tokens[i : i + 8] if not isinstance(t, str))
+            token = next(near, None)
+            line = token.line if isinstance(token, Segment) else token.seg.line if token else 0
+            raise TooComplex(f"{self.file}:{line}", f"blocks nested more than {MAX_NESTING} deep")
+
+
+def _items(
+    tokens: list[Token], i: int, stops: tuple[str, ...], nest: _Nesting
+) -> tuple[list[Item], int]:
+    nest.enter(tokens, i)
+    try:
+        return _fold(tokens, i, stops, nest)
+    finally:
+        nest.depth -= 1
+
+
+def _fold(
+    tokens: list[Token], i: int, stops: tuple[str, ...], nest: _Nesting
+) -> tuple[list[Item], int]:
     items: list[Item] = []
     while i < len(tokens):
         token = tokens[i]
@@ -132,61 +170,63 @@ def _items(tokens: list[Token], i: int, stops: tuple[str, ...]) -> tuple[list[It
                 return items, i
             block: Item
             if token.kind == "case":
-                block, i = _case_block(token, tokens, i + 1)
+                block, i = _case_block(token, tokens, i + 1, nest)
             elif token.kind == PATTERN:  # a stray clause outside a case
                 i += 1
                 continue
             else:
-                block, i = _loop(Loop(token.kind, token.seg, token.name, token.words), tokens, i)
+                block, i = _loop(
+                    Loop(token.kind, token.seg, token.name, token.words), tokens, i, nest
+                )
             items.append(block)
         elif token in stops:
             return items, i
         elif token == "if":
-            block, i = _if_block(tokens, i + 1)
+            block, i = _if_block(tokens, i + 1, nest)
             items.append(block)
         elif token in ("while", "until"):
             loop = Loop(token, None)
-            loop.cond, i = _items(tokens, i + 1, ("do",))
-            block, i = _loop(loop, tokens, i - 1)
+            loop.cond, i = _items(tokens, i + 1, ("do",), nest)
+            block, i = _loop(loop, tokens, i - 1, nest)
             items.append(block)
         else:
             i += 1
     return items, i
 
 
-def _loop(loop: Loop, tokens: list[Token], i: int) -> tuple[Loop, int]:
+def _loop(loop: Loop, tokens: list[Token], i: int, nest: _Nesting) -> tuple[Loop, int]:
     """The body between the `do` after token `i` and its `done`."""
     i += 1
     while i < len(tokens) and tokens[i] != "do":
         i += 1
-    loop.body, i = _items(tokens, i + 1, ("done",))
+    loop.body, i = _items(tokens, i + 1, ("done",), nest)
     return loop, i + 1
 
 
-def _case_block(head: _Head, tokens: list[Token], i: int) -> tuple[CaseBlock, int]:
+def _case_block(head: _Head, tokens: list[Token], i: int, nest: _Nesting) -> tuple[CaseBlock, int]:
     block = CaseBlock(head.seg)
     while i < len(tokens) and tokens[i] != "esac":
         token = tokens[i]
         if isinstance(token, _Head) and token.kind == PATTERN:
-            body, i = _items(tokens, i + 1, ("esac", PATTERN))
+            body, i = _items(tokens, i + 1, ("esac", PATTERN), nest)
             block.clauses.append((list(token.patterns), body))
         else:
             i += 1  # nothing runs between `in` and the first pattern
     return block, i + 1
 
 
-def _if_block(tokens: list[Token], i: int) -> tuple[IfBlock, int]:
+def _if_block(tokens: list[Token], i: int, nest: _Nesting) -> tuple[IfBlock, int]:
     block = IfBlock()
     while True:
-        cond, i = _items(tokens, i, ("then",))
-        body, i = _items(tokens, i + 1, ("elif", "else", "fi"))
+        cond, i = _items(tokens, i, ("then",), nest)
+        body, i = _items(tokens, i + 1, ("elif", "else", "fi"), nest)
         block.branches.append((cond, body))
         if i < len(tokens) and tokens[i] == "elif":
             i += 1
             continue
         break
     if i < len(tokens) and tokens[i] == "else":
-        block.otherwise, i = _items(tokens, i + 1, ("fi",))
+        block.otherwise, i = _items(tokens, i + 1, ("fi",), nest)
     return block, i + 1
 
 
@@ -239,6 +279,9 @@ def merge(states: list[Any], file: str, line: int) -> Any:
     )
     for name in sorted({n for s in states for n in s.vars}):
         found = [s.vars.get(name) for s in states]
+        if found[0] is not None and all(v is found[0] for v in found):
+            merged.vars[name] = found[0]  # no branch touched it
+            continue
         known = [v for v in found if v is not None]
         exported = any(v.exported for v in known)
         same = len(known) == len(found) and all(v.value == known[0].value for v in known)

@@ -17,6 +17,9 @@ _LONG_VALUES = names(
     "--connect-timeout --user-agent --write-out --request --cacert --directory-prefix "
     "--output-dir --referer --proxy --config --tries --timeout"
 )
+# Downloads, clones and hash checks judged, each kind: a real installer has a few; past it
+# the analysis says it is incomplete (each is compared with the others: kept small).
+MAX_FETCHES = 1000
 _CLONE_VALUE_OPTS = (
     "--depth",
     "-o",
@@ -44,6 +47,26 @@ class Fetches:
         self.downloads: list[dict[str, Any]] = []
         self.verified_words: list[tuple[int, str, list[str]]] = []  # (order, file, words)
         self.order = 0  # the number of the command being read
+        # lookups by key, not by a scan of every fetch so far per command
+        self._pending: list[dict[str, Any]] = []  # downloads not yet judged
+        self._by_cmd: dict[int, list[dict[str, Any]]] = {}  # id(command) -> its downloads
+        self._by_output: dict[str, dict[str, Any]] = {}  # output file -> first download
+        self._first_clone: dict[str, dict[str, Any]] = {}  # folder -> first clone there
+        self._last_clone: dict[str, dict[str, Any]] = {}  # folder -> last clone there
+        self._over = False
+
+    def _room(self, kind: list[Any], cmd: ShellCommand) -> bool:
+        """Whether one more download, clone or hash check is judged; past MAX_FETCHES of
+        one kind the rest are not, and the analysis says it is incomplete (once)."""
+        if len(kind) < MAX_FETCHES:
+            return True
+        if not self._over:
+            self._over = True
+            self.report.incomplete.append(
+                f"{cmd.file}:{cmd.line}: more than {MAX_FETCHES} downloads, clones or hash "
+                "checks; the rest are not judged"
+            )
+        return False
 
     # -- downloads -------------------------------------------------------------
     def download(self, cmd: ShellCommand, tool: str) -> None:
@@ -51,27 +74,31 @@ class Fetches:
         if output is None and cmd.stdout is not None:
             output = cmd.stdout  # curl URL > file
         for url in urls:
+            if not self._room(self.downloads, cmd):
+                return
             out = output
             if out is None and (remote_name or tool == "wget"):
                 out = PurePosixPath(url.split("?")[0]).name
-            self.downloads.append(
-                {
-                    "url": url,
-                    "output": out,
-                    "file": cmd.file,
-                    "line": cmd.line,
-                    "tool": tool,
-                    "_order": self.order,
-                    "_cmd": cmd,
-                }
-            )
+            dl = {
+                "url": url,
+                "output": out,
+                "file": cmd.file,
+                "line": cmd.line,
+                "tool": tool,
+                "_order": self.order,
+                "_cmd": cmd,
+            }
+            self.downloads.append(dl)
+            self._pending.append(dl)
+            self._by_cmd.setdefault(id(cmd), []).append(dl)
+            if out:
+                self._by_output.setdefault(out, dl)
             self.core.vllm_url(url, cmd.file, cmd.line)
 
     def piped(self, previous: ShellCommand, cmd: ShellCommand) -> None:
         """`previous | cmd`: a download of `previous` is fed to `cmd`."""
-        for dl in self.downloads:
-            if dl.get("_cmd") is previous:
-                dl["piped_to"] = PurePosixPath(cmd.argv[0]).name
+        for dl in self._by_cmd.get(id(previous), []):
+            dl["piped_to"] = PurePosixPath(cmd.argv[0]).name
 
     def verification(self, cmd: ShellCommand, pipeline: list[ShellCommand]) -> None:
         """Remember the words of a hash or signature check (they name the files checked)."""
@@ -81,17 +108,18 @@ class Fetches:
             a in ("-c", "--check") or (a.startswith("-") and not a.startswith("--") and "c" in a)
             for a in argv[1:]
         ):
+            if not self._room(self.verified_words, cmd):
+                return
             words = [w for c in pipeline for w in c.argv] + [
                 h for c in pipeline for h in c.heredocs
             ]
             self.verified_words.append((self.order, cmd.file, words))
-        elif (name in ("gpg", "gpgv") and ("--verify" in argv or name == "gpgv")) or (
-            name in ("cosign", "minisign") and any(a in ("verify-blob", "-V") for a in argv)
-        ):
+        elif _signature_check(name, argv) and self._room(self.verified_words, cmd):
             self.verified_words.append((self.order, cmd.file, list(argv)))
 
     def finish_downloads(self) -> None:
-        for dl in self.downloads:
+        pending, self._pending = self._pending, []
+        for dl in pending:
             if dl.get("_done"):
                 continue
             dl["_done"] = True
@@ -120,10 +148,7 @@ class Fetches:
         return False
 
     def download_for(self, path: str) -> dict[str, Any] | None:
-        for dl in self.downloads:
-            if dl.get("output") and dl["output"] == path:
-                return dl
-        return None
+        return self._by_output.get(path) if path else None
 
     # -- git -------------------------------------------------------------------
     def git(self, cmd: ShellCommand) -> None:
@@ -137,11 +162,13 @@ class Fetches:
             refs = [a for a in args if not a.startswith("-")]
             if not refs:
                 return
-            for clone in reversed(self.clones):
-                if cwd is None or same_dir(clone["dir"], cwd):
-                    clone["ref"] = refs[-1]
-                    clone["line_ref"] = cmd.line
-                    break
+            if cwd is not None:
+                clone = self._last_clone.get(_norm(cwd))
+            else:
+                clone = self.clones[-1] if self.clones else None
+            if clone is not None:
+                clone["ref"] = refs[-1]
+                clone["line_ref"] = cmd.line
 
     def clone(self, cmd: ShellCommand, args: list[str], cwd: str | None) -> None:
         ref, positional = _clone_args(args)
@@ -155,9 +182,12 @@ class Fetches:
         )
         if cwd and not directory.startswith("/"):
             directory = str(PurePosixPath(cwd) / directory)
-        self.clones.append(
-            {"url": url, "ref": ref, "dir": directory, "file": cmd.file, "line": cmd.line}
-        )
+        if not self._room(self.clones, cmd):
+            return
+        clone = {"url": url, "ref": ref, "dir": directory, "file": cmd.file, "line": cmd.line}
+        self.clones.append(clone)
+        self._first_clone.setdefault(_norm(directory), clone)
+        self._last_clone[_norm(directory)] = clone
 
     def finish_clones(self) -> None:
         for clone in self.clones:
@@ -180,10 +210,9 @@ class Fetches:
 
     def clone_for(self, path: str, cwd: str | None) -> dict[str, Any] | None:
         full = path if not cwd or path.startswith("/") else str(PurePosixPath(cwd) / path)
-        for clone in self.clones:
-            if same_dir(clone["dir"], full) or same_dir(clone["dir"], path):
-                return clone
-        return None
+        found = [self._first_clone.get(_norm(p)) for p in (full, path)]
+        found = [c for c in found if c is not None]
+        return min(found, key=self.clones.index) if len(found) > 1 else next(iter(found), None)
 
 
 def _download_args(argv: list[str], tool: str) -> tuple[list[str], str | None, bool]:
@@ -255,8 +284,13 @@ def _clone_args(args: list[str]) -> tuple[str | None, list[str]]:
     return ref, positional
 
 
-def same_dir(a: str, b: str) -> bool:
-    def norm(s: str) -> str:
-        return str(PurePosixPath(s.rstrip("/") or "/")).removeprefix("./")
+def _signature_check(name: str, argv: list[str]) -> bool:
+    """gpg --verify, gpgv, cosign verify-blob, minisign -V."""
+    return (name in ("gpg", "gpgv") and ("--verify" in argv or name == "gpgv")) or (
+        name in ("cosign", "minisign") and any(a in ("verify-blob", "-V") for a in argv)
+    )
 
-    return norm(a) == norm(b)
+
+def _norm(folder: str) -> str:
+    """A folder as two commands that name it the same way would (`a/`, `./a`: `a`)."""
+    return str(PurePosixPath(folder.rstrip("/") or "/")).removeprefix("./")

@@ -20,13 +20,19 @@ from vllm_plugin_release.conform.installer.requirements import (
     VALUE_OPTS,
     Install,
     canonical,
-    line_of,
     load_toml,
+    quoted_lines,
     requirement_lines,
 )
 from vllm_plugin_release.conform.installer.shell import ShellCommand, display, resolve
 from vllm_plugin_release.conform.installer.uvlock import LockError, read_lock, sync_project
+from vllm_plugin_release.conform.plugintree import Unread, exists_within, read_text, too_large
 
+MAX_NESTED_FILES = 32  # -r inside -r inside ...: pip follows them all; we stop here
+
+# Blanks before an option, matched from the first blank of a run only (a long run of
+# blanks is not rescanned from each of them).
+_OPTIONS = re.compile(r"(?<!\s)\s+(?=--)")
 _SDIST_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+?)-(?P<ver>\d[^-/]*?)\.(?:tar\.gz|zip|tgz)$")
 
 
@@ -166,18 +172,32 @@ class Installs:
         if key in self.read_req_files or key in seen:
             return
         self.read_req_files.add(key)
-        if key not in self.report.files_read:
-            self.report.files_read.append(key)
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = self.read(path, key, role)
+        if text is None:
+            return
         file_no_binary: set[str] = set()
         for number, line in requirement_lines(text):
             if line.startswith("-"):
                 where = (path, key, number)
                 self.option_line(line, where, role, inst, seen | {key}, file_no_binary)
                 continue
-            parts = re.split(r"\s+(?=--)", line)
+            parts = _OPTIONS.split(line)
             options = tuple(parts[1:])
             self.requirement(parts[0], inst, key, number, role, file_no_binary, options)
+
+    def read(self, path: Path, shown: str, role: str) -> str | None:
+        """The text of a file the installer names (listed as read), or None: outside the
+        plugin tree, not a regular file (listed as missing, with the reason)."""
+        try:
+            text, cut = read_text(self.root, path)
+        except Unread as exc:
+            self.report.missing.append({"file": shown, "role": role, "error": exc.reason})
+            return None
+        if cut:
+            self.report.notes.append(too_large(shown))
+        if shown not in self.report.files_read:
+            self.report.files_read.append(shown)
+        return text
 
     def option_line(
         self,
@@ -237,8 +257,13 @@ class Installs:
                 }
             )
             return
-        nested = path.parent / value
-        if nested.exists():
+        nested = exists_within(self.root, path.parent / value)
+        if nested is not None and len(seen) >= MAX_NESTED_FILES:
+            self.report.notes.append(
+                f"{shown}:{number}: {value} not read: requirement files nested more than "
+                f"{MAX_NESTED_FILES} deep"
+            )
+        elif nested is not None:
             self.requirements_file(nested, role, inst, seen)
         else:
             self.report.missing.append(
@@ -252,9 +277,9 @@ class Installs:
         if key in self.read_pyprojects:
             return
         self.read_pyprojects.add(key)
-        if shown not in self.report.files_read:
-            self.report.files_read.append(shown)
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = self.read(path, shown, "pyproject")
+        if text is None:
+            return
         try:
             data = load_toml(text)
         except Exception as exc:  # tomllib.TOMLDecodeError or tomlkit errors
@@ -265,10 +290,11 @@ class Installs:
         optional = project.get("optional-dependencies") or {}
         for extra in extras:
             deps.extend(optional.get(extra) or [])
+        lines = quoted_lines(text)
         for dep in deps:
             if not isinstance(dep, str):
                 continue
-            line = line_of(text, dep) or 1
+            line = lines.get(dep) or 1
             self.requirement(dep, inst, shown, line, "pyproject dependency", set(), ())
 
     # -- one requirement -------------------------------------------------------

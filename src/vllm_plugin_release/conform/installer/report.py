@@ -41,6 +41,8 @@ class PinningReport:
     files_read: list[str] = field(default_factory=list)
     missing: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # where the analysis of a script stopped (too tangled to follow): not vouched for
+    incomplete: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

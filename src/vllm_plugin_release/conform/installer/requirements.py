@@ -192,9 +192,14 @@ def load_toml(text: str) -> dict[str, Any]:
     return tomlkit.parse(text).unwrap()  # pragma: no cover
 
 
-def line_of(text: str, needle: str) -> int | None:
-    """The first line quoting `needle` (a dependency string in pyproject.toml)."""
+def quoted_lines(text: str) -> dict[str, int]:
+    """Each string quoted in `text` (a pyproject.toml) -> the first line that quotes it:
+    one pass, for the line numbers of many dependency strings."""
+    found: dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
-        if f'"{needle}"' in line or f"'{needle}'" in line:
-            return number
-    return None
+        for m in _QUOTED.finditer(line):
+            found.setdefault(m.group(1) if m.group(1) is not None else m.group(2), number)
+    return found
+
+
+_QUOTED = re.compile(r"\"([^\"]*)\"|'([^']*)'")

@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 
 from vllm_plugin_release.conform.installer import branches
 from vllm_plugin_release.conform.installer.scanner import SUB_RE, Scanner, Segment, words
+from vllm_plugin_release.conform.plugintree import Unread, exists_within, read_text, too_large
 
 ASSIGN_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\+?=(.*)$", re.S)
 _VAR_RE = re.compile(
@@ -40,6 +41,14 @@ _RESERVED = {
 _SHELLS = ("bash", "sh", "dash", "zsh")
 _MAX_DEPTH = 8  # nested substitutions / bash -c strings / heredocs followed
 _MAX_WORDS = 64  # a `for` over more static words runs its body once, as if not static
+# Work is bounded, whatever the script: loops, branches, sourced scripts and variables
+# multiply. Static `for` loops are run word by word while the words of the loops around
+# them multiply to at most _MAX_UNROLL (past it, a body runs once, as if not static); a
+# scan does at most _MAX_STEPS units of work (lines read, items run, variables copied,
+# merged or exported), then stops with TooComplex naming where (a real installer needs a
+# few thousand).
+_MAX_UNROLL = 256
+MAX_STEPS = 1_000_000
 
 
 @dataclass
@@ -100,6 +109,36 @@ class Shell:
         self.files_read = files_read
         self.subs: dict[str, tuple[str, int]] = {}
         self.assignments: dict[str, list[Var]] = {}
+        self.emitted: list[ShellCommand] = []  # every command, in order (what ran so far)
+        self.steps = 0
+        self.unrolled = 1  # the words of the static loops around, multiplied
+        self.level = 0  # blocks, sourced scripts and subshells around
+        self.where = "<shell>:0"
+        self.scripts: dict[Path, list[branches.Item]] = {}  # sourced scripts, parsed once
+        # (target, cwd, file) of a `source`d script -> its path and name, looked up once
+        self.found: dict[tuple[str, str | None, str], tuple[Path | None, str]] = {}
+        self.split: dict[str, tuple[list[str], str | None]] = {}  # text -> its words
+        self.parsed: dict[tuple[str, tuple[tuple[int, str], ...]], list[branches.Item]] = {}
+
+    def spend(self, units: int) -> None:
+        """Count work; TooComplex once a scan has done MAX_STEPS units."""
+        self.steps += units
+        if self.steps > MAX_STEPS:
+            raise branches.TooComplex(
+                self.where,
+                f"the analysis stopped after {MAX_STEPS:,} steps: the installer's loops, "
+                "branches, sourced scripts and variables multiply past what is analysed",
+            )
+
+    def words(self, text: str) -> tuple[list[str], str | None]:
+        """`scanner.words(text)`, split once per text (a loop body or a sourced script
+        runs its commands again); the work counted by the text's length."""
+        if text not in self.split:
+            self.spend(len(text) + 1)
+            self.split[text] = words(text)
+        self.spend(1)
+        raw, stdout = self.split[text]
+        return list(raw), stdout
 
     def assign(self, state: State, name: str, var: Var) -> None:
         """Set a variable in `state` and remember every assignment (for the report)."""
@@ -112,26 +151,48 @@ class Shell:
     def run_text(
         self, lines: list[tuple[int, str]], file: str, state: State, depth: int = 0
     ) -> list[ShellCommand]:
-        scanner = Scanner(lines, self.subs)
-        segments = scanner.run()
-        if scanner.unterminated:
-            self.notes.append(f"{file}: unterminated quote or $( ... ); parsed best-effort")
-        return self.run_items(branches.structure(segments), file, state, depth)
+        return self.run_items(self.parse(lines, file), file, state, depth)
+
+    def parse(self, lines: list[tuple[int, str]], file: str) -> list[branches.Item]:
+        """The items of `lines`, parsed once (a substitution, `bash -c` string or heredoc
+        inside a loop or a branch runs again, and is not parsed again)."""
+        key = (file, tuple(lines))
+        if key not in self.parsed:
+            self.spend(sum(len(text) for _, text in lines) // 16 + 1)  # ~ its cost to parse
+            scanner = Scanner(lines, self.subs)
+            segments = scanner.run()
+            if scanner.unterminated:
+                self.notes.append(f"{file}: unterminated quote or $( ... ); parsed best-effort")
+            self.parsed[key] = branches.structure(segments, file)
+        self.spend(1)
+        return self.parsed[key]
 
     def run_items(
         self, items: list[branches.Item], file: str, state: State, depth: int
     ) -> list[ShellCommand]:
-        out: list[ShellCommand] = []
-        for item in items:
-            if isinstance(item, branches.IfBlock):
-                out.extend(self.run_if(item, file, state, depth))
-            elif isinstance(item, branches.CaseBlock):
-                out.extend(self.run_case(item, file, state, depth))
-            elif isinstance(item, branches.Loop):
-                out.extend(self.run_loop(item, file, state, depth))
-            else:
-                out.extend(self.run_segment(item, file, state, depth))
-        return out
+        self.level += 1
+        try:
+            if self.level > branches.MAX_NESTING:
+                raise branches.TooComplex(
+                    self.where,
+                    f"blocks, sourced scripts and subshells nested more than "
+                    f"{branches.MAX_NESTING} deep",
+                )
+            out: list[ShellCommand] = []
+            for item in items:
+                self.spend(1)
+                if isinstance(item, branches.IfBlock):
+                    out.extend(self.run_if(item, file, state, depth))
+                elif isinstance(item, branches.CaseBlock):
+                    out.extend(self.run_case(item, file, state, depth))
+                elif isinstance(item, branches.Loop):
+                    out.extend(self.run_loop(item, file, state, depth))
+                else:
+                    self.where = f"{file}:{item.line}"
+                    out.extend(self.run_segment(item, file, state, depth))
+            return out
+        finally:
+            self.level -= 1
 
     def run_possible(
         self, possible: list[list[branches.Item]], file: str, state: State, depth: int, line: int
@@ -140,6 +201,7 @@ class Shell:
         if len(possible) == 1:
             return self.run_items(possible[0], file, state, depth)
         out: list[ShellCommand] = []
+        self.spend(2 * len(possible) * (len(state.vars) + 1))  # the copies, then the merge
         states = [state.copy() for _ in possible]
         for body, copy in zip(possible, states):
             out.extend(self.run_items(body, file, copy, depth))
@@ -152,7 +214,7 @@ class Shell:
     ) -> tuple[list[ShellCommand], list[str] | None]:
         """The words of `text` expanded (their command substitutions run first); None
         when any is not static here."""
-        raw, _ = words(text)
+        raw, _ = self.words(text)
         out = self.substitutions(raw, seg, file, state, depth)
         values = [expand(w, state) for w in raw]
         if any("$" in v or SUB_RE.search(v) for v in values):
@@ -195,12 +257,21 @@ class Shell:
         if loop.kind == "for" and loop.head is not None and loop.words is not None:
             found, values = self.static_words(loop.words, loop.head, file, state, depth)
             out.extend(found)
-        if loop.name and values is not None and len(values) <= _MAX_WORDS:
-            for value in values:
-                old = state.vars.get(loop.name)
-                exported = state.allexport or bool(old and old.exported)
-                self.assign(state, loop.name, Var(value, file, line, exported))
-                out.extend(self.run_items(loop.body, file, state, depth))
+        if (
+            loop.name
+            and values is not None
+            and len(values) <= _MAX_WORDS
+            and self.unrolled * max(len(values), 1) <= _MAX_UNROLL
+        ):
+            self.unrolled *= max(len(values), 1)
+            try:
+                for value in values:
+                    old = state.vars.get(loop.name)
+                    exported = state.allexport or bool(old and old.exported)
+                    self.assign(state, loop.name, Var(value, file, line, exported))
+                    out.extend(self.run_items(loop.body, file, state, depth))
+            finally:
+                self.unrolled //= max(len(values), 1)
             return out
         if loop.name:
             self.assign(state, loop.name, Var(None, file, line, False))
@@ -232,7 +303,8 @@ class Shell:
         return [s for cond, _ in block.branches for s in cond if isinstance(s, Segment)]
 
     def run_segment(self, seg: Segment, file: str, state: State, depth: int) -> list[ShellCommand]:
-        raw, stdout = words(seg.text)
+        self.spend(8)  # a command: its words, expansions and wrappers
+        raw, stdout = self.words(seg.text)
         out = self.substitutions(raw, seg, file, state, depth)
         while raw and raw[0] in _RESERVED:
             raw.pop(0)
@@ -264,6 +336,7 @@ class Shell:
                 inner, line = self.subs.get(f"__VPR_SUB{key}__", ("", seg.line))
                 if depth < _MAX_DEPTH and inner.strip():
                     sub_lines = list(enumerate(inner.split("\n"), start=line))
+                    self.spend(len(state.vars))
                     out.extend(self.run_text(sub_lines, file, state.copy(), depth + 1))
         return out
 
@@ -329,8 +402,9 @@ class Shell:
         self, argv: list[str], file: str, line: int, state: State, depth: int
     ) -> list[ShellCommand] | None:
         """`bash -c STRING` and `bash SCRIPT`: what they run; None for anything else."""
-        if PurePosixPath(argv[0]).name not in _SHELLS or len(argv) < 2:
+        if _name(argv[0]) not in _SHELLS or len(argv) < 2:
             return None
+        self.spend(len(state.vars))
         if "-c" in argv[1:]:
             idx = argv.index("-c")
             if idx + 1 < len(argv) and depth < _MAX_DEPTH:
@@ -352,6 +426,7 @@ class Shell:
         stdout: str | None,
     ) -> list[ShellCommand]:
         """The command itself, then what a shell reading a heredoc runs."""
+        self.spend(len(state.vars) + 64)  # and the analysis of it afterwards (installs, fetches)
         env = {k: v for k, v in state.vars.items() if v.exported}
         for key, value in prefix.items():
             env[key] = Var(value, file, seg.line, True)
@@ -368,8 +443,10 @@ class Shell:
             stdout=stdout,
         )
         out = [cmd]
-        if PurePosixPath(argv[0]).name in _SHELLS and seg.heredocs and depth < _MAX_DEPTH:
+        self.emitted.append(cmd)
+        if _name(argv[0]) in _SHELLS and seg.heredocs and depth < _MAX_DEPTH:
             for body in seg.heredocs:
+                self.spend(len(state.vars))
                 out.extend(self.run_text(body, file, state.copy(True), depth + 1))
         return out
 
@@ -379,21 +456,39 @@ class Shell:
         if "$" in target or depth >= 5:
             self.notes.append(f"{file}:{line}: not followed: {target} (not a static path)")
             return []
-        path = resolve(self.root, target, state.cwd, file)
+        self.spend(16)  # a lookup on disk, the first time
+        key = (target, state.cwd, file)
+        if key not in self.found:
+            path = resolve(self.root, target, state.cwd, file)
+            self.found[key] = (path, display(self.root, path) if path else "")
+        path, rel = self.found[key]
         if path is None:
-            self.notes.append(f"{file}:{line}: sourced script {target} not found; not read")
+            self.notes.append(f"{file}:{line}: {target} is not in the plugin tree; not read")
             return []
-        rel = display(self.root, path)
+        if path not in self.scripts:
+            try:
+                text, cut = read_text(self.root, path)
+            except Unread as exc:
+                self.notes.append(f"{file}:{line}: {target} is {exc.reason}")
+                return []
+            if cut:
+                self.notes.append(too_large(rel))
+            self.scripts[path] = self.parse(numbered(text), rel)
         if rel not in self.files_read:
             self.files_read.append(rel)
-        text = path.read_text(encoding="utf-8", errors="replace")
-        return self.run_text(numbered(text), rel, state, depth + 1)
+        return self.run_items(self.scripts[path], rel, state, depth + 1)
+
+
+def _name(word: str) -> str:
+    """`PurePosixPath(word).name`, without building a path (this runs for every command)."""
+    parts = [part for part in word.split("/") if part not in ("", ".")]
+    return parts[-1] if parts else ""
 
 
 def _unwrap(argv: list[str], prefix: dict[str, str]) -> None:
     """Drop wrappers that run the rest of the line as a command (sudo, env, exec, ...)."""
     while argv:
-        head = PurePosixPath(argv[0]).name
+        head = _name(argv[0])
         if head in ("sudo", "doas"):
             argv.pop(0)
             while argv and argv[0].startswith("-"):
@@ -439,7 +534,9 @@ def display(root: Path, path: Path) -> str:
 
 
 def resolve(root: Path, target: str, cwd: str | None, file: str) -> Path | None:
-    """A file named by an installer: against its cwd, the plugin root, the installer's folder."""
+    """A file named by an installer: against its cwd, the plugin root, the installer's
+    folder; only inside the plugin tree (links resolved): a path outside it, or a link
+    out of it, is not looked at (None, as for a file that is not there)."""
     if target.startswith("~") or "://" in target:
         return None
     candidates: list[Path] = []
@@ -453,8 +550,9 @@ def resolve(root: Path, target: str, cwd: str | None, file: str) -> Path | None:
         candidates.append(root / p)
         candidates.append((root / file).parent / p)
     for candidate in candidates:
-        if candidate.exists():
-            return candidate
+        inside = exists_within(root, candidate)
+        if inside is not None:
+            return inside
     return None
 
 

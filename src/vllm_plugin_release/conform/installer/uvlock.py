@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 import tomllib
 
 from vllm_plugin_release.conform.installer.requirements import canonical
+from vllm_plugin_release.conform.plugintree import Unread, read_regular
 
 MAX_BYTES = 64 * 1024 * 1024
 _AT_LINE = re.compile(r"\(at line (\d+)")
@@ -58,14 +59,17 @@ def is_uv_sync(argv: list[str]) -> bool:
     return PurePosixPath(argv[0]).name == "uv" and words[:1] == ["sync"]
 
 
-def _line_of(text: str, name: str) -> int:
-    """The line of `name = "NAME"` right after a `[[package]]` header (1 if not found)."""
-    lines = text.splitlines()
-    for number in range(2, len(lines) + 1):
-        header, line = lines[number - 2].strip(), lines[number - 1].strip()
-        if header == "[[package]]" and line == f'name = "{name}"':
-            return number
-    return 1
+def _package_lines(text: str) -> dict[str, int]:
+    """Each `[[package]]`'s name -> the line of its `name = "NAME"` (the first one): one
+    pass over the lock."""
+    found: dict[str, int] = {}
+    previous = ""
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if previous == "[[package]]" and line.startswith('name = "') and line.endswith('"'):
+            found.setdefault(line[len('name = "') : -1], number)
+        previous = line
+    return found
 
 
 def _source(entry: dict[str, Any]) -> dict[str, Any]:
@@ -96,6 +100,7 @@ class Lock:
     shown: str
     text: str
     packages: tuple[dict[str, Any], ...]
+    lines: dict[str, int]  # package name -> the line of its name
 
     @property
     def names(self) -> set[str]:
@@ -108,21 +113,27 @@ class Lock:
         for entry in self.packages:
             if canonical(entry["name"]) != canonical(core):
                 continue
-            line = _line_of(self.text, entry["name"])
+            line = self.lines.get(entry["name"], 1)
             version = entry.get("version")
             if not isinstance(version, str) or not version:
                 raise LockError(f"{self.shown}:{line}: [[package]] {entry['name']} has no version")
-            found.append(LockedCore(version=version, line=line, **_source(entry)))
+            try:
+                source = _source(entry)
+            except ValueError as exc:  # urlsplit: "Invalid IPv6 URL", a bad port, ...
+                raise LockError(
+                    f"{self.shown}:{line}: [[package]] {entry['name']}: its source URL cannot "
+                    f"be read ({exc})"
+                ) from None
+            found.append(LockedCore(version=version, line=line, **source))
         return found
 
 
 def read_lock(path: Path, shown: str) -> Lock:
     """The uv.lock at `path` (`shown`: its name in messages), checked for size and shape."""
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise LockError(f"{shown}: cannot be read ({exc.strerror or exc})") from None
+        raw = read_regular(path, MAX_BYTES)
+    except Unread as exc:
+        raise LockError(f"{shown}: {exc.reason}") from None
     if len(raw) > MAX_BYTES:
         raise LockError(f"{shown}: larger than {MAX_BYTES // (1024 * 1024)} MiB; not read")
     text = raw.decode("utf-8", errors="replace")
@@ -131,8 +142,10 @@ def read_lock(path: Path, shown: str) -> Lock:
     except tomllib.TOMLDecodeError as exc:
         m = _AT_LINE.search(str(exc))
         raise LockError(f"{shown}:{m.group(1) if m else 1}: not valid TOML ({exc})") from None
+    except RecursionError:  # tomllib recurses once per nested array or table
+        raise LockError(f"{shown}: arrays or tables nested too deep to read; not read") from None
     packages = data.get("package")
     if not isinstance(packages, list):
         raise LockError(f"{shown}:1: no [[package]] list; not a uv lock file")
     tables = tuple(p for p in packages if isinstance(p, dict) and isinstance(p.get("name"), str))
-    return Lock(shown, text, tables)
+    return Lock(shown, text, tables, _package_lines(text))

@@ -1,0 +1,638 @@
+"""Workload features asked of the plugin the way vLLM asks at startup, in the pairing env.
+
+Standard library, vLLM and the plugin only (see envrun.py); vLLM's own platform discovery
+picks the platform (VLLM_PLUGINS is left as it is), so with the vendor runtime present it
+is the plugin's. For each probe:
+
+- the engine: `EngineArgs(model=<a tiny local Llama config + tokenizer>, **engine).
+  create_engine_config()`, as `vllm serve` builds it; vLLM's VllmConfig calls the platform's
+  `check_and_update_config` on it. The hook is watched (not changed): whether it returned
+  or raised (with the raising line), and every watched setting it changed, with the line
+  that changed it (a line tracer runs only while the hook does);
+- a request: `SamplingParams(**params)`, then what vLLM's InputProcessor does with it
+  before it reaches the engine: `params.verify(model_config, speculative_config,
+  structured_outputs_config, tokenizer)` and `current_platform.validate_request(inputs,
+  params)`, each watched the same way (a requested value changed or dropped is reported);
+- the slow paths the spec names (`module:attr` predicates of the plugin, called with the
+  request's SamplingParams and the spec's `args`): taken or not, and the line that decided.
+
+When vLLM's config stops after the hook returned (e.g. the plugin registers model classes
+whose implementation is not installed here), the config as the hook left it is kept for
+the request probes and the stop is reported.
+
+Request (JSON, argv[1]):
+  {"model": {"max_model_len", "architecture", "model_type"},
+   "engine": {EngineArgs kwargs for every probe},
+   "probes": [{"id", "engine": {...} | null, "params": {...} | null,
+               "requested": {watched setting: value}}],
+   "combos": [{...SamplingParams kwargs...}, ...],
+   "slow_paths": [{"name", "predicate": "module:attr", "args": {...}}],
+   "sys_path": [folder, ...]}
+Result (JSON, argv[2]): {"platform", "vllm_version", "hooks", "base", "probes", "combos",
+  "predicates"}. Exit 2 with {"error"} for bad input (a predicate that does not resolve).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import os
+import shutil
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+try:  # staged beside this script (edges/envrun.COMPANIONS), or the package (tests)
+    import vpr_inenv_common as common  # type: ignore[import-not-found]
+except ImportError:
+    from vllm_plugin_release.inenv import common
+
+BadRequest, ImportFailure, load_object = common.BadRequest, common.ImportFailure, common.load_object
+write_model_dir, serve, exit_now = common.write_model_dir, common.serve, common.exit_now
+
+PROBE_PROCESSOR = "probe"  # replay/features.PROBE_PROCESSOR: the no-op processor below
+VOCAB = 300  # the tiny tokenizer's size (the model config keeps its own vocab_size)
+
+
+# ---------------------------------------------------------------------------
+# Where code lives, without this machine's folders.
+
+
+def relative(path: str) -> str:
+    """`path` relative to the sys.path entry that holds it (site-packages, the script's
+    folder): `vllm_tt_plugin/platform.py`, never a machine's folder."""
+    best = ""
+    for entry in sys.path:
+        entry = os.path.abspath(entry or ".")
+        if path.startswith(entry.rstrip("/") + "/") and len(entry) > len(best):
+            best = entry
+    if best:
+        return path[len(best.rstrip("/")) + 1 :]
+    return os.path.basename(path)
+
+
+def code_at(obj: Any) -> dict[str, Any] | None:
+    """{file, line, name} of a function's definition (unwrapped), or None."""
+    try:
+        func = inspect.unwrap(getattr(obj, "__func__", obj))
+        file = inspect.getsourcefile(func)
+        line = inspect.getsourcelines(func)[1]
+    except (TypeError, OSError):
+        return None
+    return {"file": relative(file or "?"), "line": line, "name": func.__qualname__}
+
+
+def _in_package(filename: str, package: str) -> bool:
+    return bool(package) and relative(filename).split("/")[0] == package
+
+
+def error_of(exc: BaseException, package: str) -> dict[str, Any]:
+    """An exception as data: type, message, and where it was raised: the innermost frame
+    in the plugin's package when one is on the stack, else the innermost frame."""
+    original = _unwrapped(exc)
+    frames = traceback.extract_tb(original.__traceback__)
+    ours = [f for f in frames if _in_package(f.filename, package)]
+    frame = (ours or frames or [None])[-1]
+    message = str(original).strip() or type(original).__name__
+    out: dict[str, Any] = {
+        "type": type(original).__name__,
+        "message": message.splitlines()[0][:500],
+        "by": "plugin" if ours else "vllm",
+    }
+    if frame is not None:
+        out["where"] = {"file": relative(frame.filename), "line": frame.lineno, "name": frame.name}
+    return out
+
+
+def _unwrapped(exc: BaseException) -> BaseException:
+    """The error a pydantic ValidationError wraps (vLLM's configs are pydantic dataclasses:
+    an error in __post_init__, the platform hook's included, arrives wrapped)."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors) and type(exc).__name__ == "ValidationError":
+        try:
+            inner = (errors()[0].get("ctx") or {}).get("error")
+        except Exception:
+            inner = None
+        if isinstance(inner, BaseException):
+            return inner
+    return exc
+
+
+# ---------------------------------------------------------------------------
+# Watching code that runs: which line changed a value, which line decided.
+
+
+def _safe(read: Callable[[], Any]) -> Any:
+    try:
+        return _plain(read())
+    except Exception as exc:
+        return f"<unreadable: {type(exc).__name__}>"
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready, comparable form of a watched value."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_plain(v) for v in value]
+    if isinstance(value, type):
+        return f"{value.__module__}.{value.__qualname__}"
+    fields = getattr(value, "__dataclass_fields__", None)
+    if fields:
+        return {k: _plain(getattr(value, k, None)) for k in fields if not k.startswith("_")}
+    return repr(value)
+
+
+class Watch:
+    """Runs a function with a line tracer that reads the watched values at every event; a
+    value that differs from the last reading was changed by the line that ran last. Also
+    keeps the warnings logged meanwhile (vLLM's and the plugin's), with their lines."""
+
+    def __init__(self, reads: dict[str, Callable[[], Any]]) -> None:
+        self.reads = reads
+        self.before = {k: _safe(r) for k, r in reads.items()}
+        self.now = dict(self.before)
+        self.where: dict[str, dict[str, Any]] = {}
+        self.last: tuple[str, int, str] | None = None
+        self.warnings: list[dict[str, Any]] = []
+
+    def _poll(self) -> None:
+        for key, read in self.reads.items():
+            value = _safe(read)
+            if value != self.now[key]:
+                self.now[key] = value
+                if self.last is not None:
+                    file, line, name = self.last
+                    self.where[key] = {"file": relative(file), "line": line, "name": name}
+
+    def _trace(self, frame: Any, event: str, arg: Any) -> Any:
+        self._poll()
+        self.last = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+        return self._trace
+
+    def run(self, func: Callable[..., Any], *args: Any) -> Any:
+        handler = _Capture(self.warnings)
+        loggers = [logging.getLogger(), logging.getLogger("vllm")]
+        for logger in loggers:
+            logger.addHandler(handler)
+        previous = sys.gettrace()
+        sys.settrace(self._trace)
+        try:
+            return func(*args)
+        finally:
+            sys.settrace(previous)
+            self._poll()
+            for logger in loggers:
+                logger.removeHandler(handler)
+
+    def changes(self) -> list[dict[str, Any]]:
+        return [
+            {"field": k, "from": self.before[k], "to": self.now[k], "where": self.where.get(k)}
+            for k in self.reads
+            if self.before[k] != self.now[k]
+        ]
+
+
+class _Capture(logging.Handler):
+    """Warnings logged while a hook runs (one record once, however many loggers saw it)."""
+
+    def __init__(self, into: list[dict[str, Any]]) -> None:
+        super().__init__(logging.WARNING)
+        self.into = into
+        self.seen: set[int] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if id(record) in self.seen:
+            return
+        self.seen.add(id(record))
+        message = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:  # the cause, in one line
+            exc = record.exc_info[1]
+            message += f": {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        self.into.append(
+            {
+                "message": message[:400],
+                "where": {"file": relative(record.pathname), "line": record.lineno},
+            }
+        )
+
+
+def deciding_line(lines: list[int]) -> int | None:
+    """The line of a predicate that decided, from the lines it ran: its last statement, or
+    in a multi-line `return (a or b or ...)` the last condition it evaluated (the operand
+    lines after the `return` line; the first of them recurs as the `or` jumps' line)."""
+    if not lines:
+        return None
+    final = lines[-1]
+    start = max((i for i, n in enumerate(lines[:-1]) if n <= final), default=-1)
+    tail = lines[start + 1 : -1]
+    if not tail:
+        return final
+    rest = [n for n in tail if n != tail[0]]
+    return (rest or tail)[-1]
+
+
+def decide(predicate: Callable[..., Any], params: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """Call a slow-path predicate; whether it says the path is taken, and the deciding line."""
+    func = inspect.unwrap(getattr(predicate, "__func__", predicate))
+    code = getattr(func, "__code__", None)
+    lines: list[int] = []
+
+    def trace(frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code is not code:
+            return None
+        if event == "line":
+            lines.append(frame.f_lineno)
+        return trace
+
+    previous = sys.gettrace()
+    sys.settrace(trace)
+    try:
+        taken = bool(predicate(params, **args))
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    finally:
+        sys.settrace(previous)
+    out: dict[str, Any] = {"taken": taken}
+    at = code_at(predicate)
+    line = deciding_line(lines)
+    if at and line:
+        out["where"] = {**at, "line": line}
+    return out
+
+
+# ---------------------------------------------------------------------------
+# The model folder, the engine, the requests.
+
+
+def write_tokenizer(folder: Path) -> None:
+    """A tiny word-level tokenizer (tokenizer.json and its config), stdlib only: requests
+    that need a tokenizer (structured output, allowed token ids) are checked offline."""
+    special = [("<unk>", 0), ("<s>", 1), ("</s>", 2)]
+    vocab = {**dict(special), **{f"t{i}": i for i in range(len(special), VOCAB)}}
+    added = [
+        {
+            "id": i,
+            "content": c,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for c, i in special
+    ]
+    tokenizer = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Whitespace"},
+        "post_processor": None,
+        "decoder": None,
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"},
+    }
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "unk_token": "<unk>",
+    }
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+
+
+def probe_processor() -> type:
+    """A no-op custom logits processor (a vLLM LogitsProcessor subclass)."""
+    from vllm.v1.sample.logits_processor import LogitsProcessor
+
+    class ProbeLogitsProcessor(LogitsProcessor):
+        def __init__(self, vllm_config: Any, device: Any, is_pin_memory: bool) -> None:
+            pass
+
+        def is_argmax_invariant(self) -> bool:
+            return True
+
+        def update_state(self, batch_update: Any) -> None:
+            return None
+
+        def apply(self, logits: Any) -> Any:
+            return logits
+
+    return ProbeLogitsProcessor
+
+
+# Engine settings the platform hook is watched on: (name, read from the VllmConfig).
+ENGINE_WATCH: dict[str, Callable[[Any], Any]] = {
+    "speculative_config": lambda c: (
+        None
+        if c.speculative_config is None
+        else {
+            "method": c.speculative_config.method,
+            "num_speculative_tokens": c.speculative_config.num_speculative_tokens,
+        }
+    ),
+    "model_config.max_logprobs": lambda c: c.model_config.max_logprobs,
+    "model_config.logits_processors": lambda c: c.model_config.logits_processors,
+    "structured_outputs_config.backend": lambda c: c.structured_outputs_config.backend,
+    "structured_outputs_config.disable_any_whitespace": lambda c: (
+        c.structured_outputs_config.disable_any_whitespace
+    ),
+    "structured_outputs_config.disable_additional_properties": lambda c: (
+        c.structured_outputs_config.disable_additional_properties
+    ),
+}
+
+
+class Engine:
+    """Builds engine configs as `vllm serve` does, the platform hook watched."""
+
+    def __init__(self, platform: Any, model_dir: Path, base: dict[str, Any], package: str):
+        self.platform = platform
+        self.model_dir = model_dir
+        self.base = base
+        self.package = package
+        self.hook = platform.check_and_update_config  # the plugin's, bound
+
+    def build(self, engine: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """(the config as the hook left it, or None; what happened)."""
+        from vllm.engine.arg_utils import EngineArgs
+
+        kwargs = {**self.base, **engine}
+        if PROBE_PROCESSOR in (kwargs.get("logits_processors") or []):
+            kwargs["logits_processors"] = [
+                probe_processor() if p == PROBE_PROCESSOR else p
+                for p in kwargs["logits_processors"]
+            ]
+        seen: dict[str, Any] = {"hook": "not reached"}
+
+        def watched(vllm_config: Any) -> None:
+            watch = Watch({k: (lambda r=r: r(vllm_config)) for k, r in ENGINE_WATCH.items()})
+            seen["config"] = vllm_config
+            try:
+                watch.run(self.hook, vllm_config)
+            except BaseException as exc:
+                seen.update(hook="raised", error=error_of(exc, self.package))
+                raise
+            finally:
+                seen["changes"] = watch.changes()
+                seen["warnings"] = watch.warnings
+                seen["after"] = dict(watch.now)
+            seen["hook"] = "returned"
+
+        self.platform.check_and_update_config = watched
+        try:
+            config = EngineArgs(model=str(self.model_dir), **kwargs).create_engine_config()
+        except BaseException as exc:
+            if seen["hook"] == "returned":  # vLLM stopped after the hook: said, kept going
+                seen["after_hook"] = error_of(exc, self.package)
+            elif seen["hook"] == "not reached":
+                seen["error"] = error_of(exc, self.package)
+            # The config as the hook left it (None when vLLM refused before the hook).
+            config = seen.get("config")
+        finally:
+            self.platform.check_and_update_config = self.hook
+        out = {k: v for k, v in seen.items() if k != "config"}
+        if config is not None:
+            out["model_classes"] = model_classes(config)
+        return config, out
+
+
+def model_classes(config: Any) -> dict[str, str]:
+    """Where vLLM's model registry loads the config's architectures from (after the
+    hook: a plugin may rename and register them)."""
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    out = {}
+    for arch in getattr(config.model_config.hf_config, "architectures", None) or []:
+        entry = getattr(ModelRegistry, "models", {}).get(arch)
+        module, name = getattr(entry, "module_name", None), getattr(entry, "class_name", None)
+        if module and name:
+            out[arch] = f"{module}:{name}"
+    return out
+
+
+def sampling_params(kwargs: dict[str, Any]) -> Any:
+    """vLLM's SamplingParams from JSON-ready keyword arguments."""
+    from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+
+    kwargs = dict(kwargs)
+    if "structured_outputs" in kwargs:
+        kwargs["structured_outputs"] = StructuredOutputsParams(**kwargs["structured_outputs"])
+    if "logit_bias" in kwargs:
+        kwargs["logit_bias"] = {int(k): float(v) for k, v in kwargs["logit_bias"].items()}
+    return SamplingParams(**kwargs)
+
+
+def probe_request(
+    platform: Any, config: Any, tokenizer: Any, kwargs: dict[str, Any], package: str
+) -> tuple[Any, dict[str, Any]]:
+    """(the params, or None; what happened) for one request through SamplingParams, vLLM's
+    verify and the platform's validate_request, as the InputProcessor runs them."""
+    from vllm.inputs.engine import tokens_input
+
+    try:
+        params = sampling_params(kwargs)
+    except Exception as exc:
+        return None, {"accepted": False, "stage": "SamplingParams", "error": error_of(exc, "")}
+    watch = Watch({k: (lambda k=k: getattr(params, k)) for k in kwargs})
+    stage = "verify"
+    try:
+        watch.run(
+            params.verify,
+            config.model_config,
+            config.speculative_config,
+            config.structured_outputs_config,
+            tokenizer,
+        )
+        stage = "validate_request"
+        watch.run(platform.validate_request, tokens_input(list(range(3, 19))), params)
+    except Exception as exc:
+        out = {"accepted": False, "stage": stage, "error": error_of(exc, package)}
+        return None, {**out, "changes": watch.changes(), "warnings": watch.warnings}
+    return params, {"accepted": True, "changes": watch.changes(), "warnings": watch.warnings}
+
+
+def hooks(platform: Any) -> dict[str, Any]:
+    """Where the code that decides lives: the platform's hooks and the InputProcessor's
+    calls of them (found by reading vLLM's source here: no line is hard-coded)."""
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.engine.input_processor import InputProcessor
+
+    out: dict[str, Any] = {
+        "check_and_update_config": code_at(type(platform).check_and_update_config),
+        "validate_request": code_at(type(platform).validate_request),
+        "verify": code_at(SamplingParams.verify),
+    }
+    for name, needle, method in (
+        ("verify_call", "params.verify(", InputProcessor._validate_params),
+        ("validate_request_call", "validate_request(", InputProcessor.process_inputs),
+    ):
+        at = code_at(method)
+        try:
+            lines, first = inspect.getsourcelines(method)
+        except (OSError, TypeError):
+            continue
+        hit = next((first + i for i, text in enumerate(lines) if needle in text), None)
+        if at and hit:
+            out[name] = {**at, "line": hit}
+    return out
+
+
+def plugin_package(platform: Any) -> str:
+    return type(platform).__module__.split(".")[0]
+
+
+def run(request: dict[str, Any]) -> dict[str, Any]:
+    for folder in request.get("sys_path", []):
+        sys.path.insert(0, folder)
+    import vllm
+    from vllm.platforms import current_platform  # resolved first: a plugin imports it
+    from vllm.tokenizers.registry import cached_tokenizer_from_config
+
+    predicates = {
+        p["name"]: load_object(p["predicate"], what="slow path predicate")
+        for p in request.get("slow_paths", [])
+    }
+    platform = current_platform
+    package = plugin_package(platform)
+    model = request["model"]
+    model_dir = write_model_dir(
+        int(model["max_model_len"]), model.get("architecture"), model.get("model_type")
+    )
+    write_tokenizer(model_dir)
+    try:
+        engine = Engine(
+            platform,
+            model_dir,
+            {
+                "max_model_len": int(model["max_model_len"]),
+                "dtype": "float32",
+                "seed": 0,
+                **request.get("engine", {}),
+            },
+            package,
+        )
+        base_config, base = engine.build({})
+        tokenizer = cached_tokenizer_from_config(base_config.model_config) if base_config else None
+        probes = {}
+        for probe in request.get("probes", []):
+            probes[probe["id"]] = _probe(probe, engine, base_config, tokenizer, predicates, request)
+        combos = [
+            _paths(platform, kwargs, predicates, request) for kwargs in request.get("combos", [])
+        ]
+    finally:
+        shutil.rmtree(model_dir, ignore_errors=True)
+    cls = type(platform)
+    return {
+        "platform": f"{cls.__module__}.{cls.__qualname__}",
+        "vllm_version": getattr(vllm, "__version__", "unknown"),
+        "python": sys.version.split()[0],
+        "hooks": hooks(platform),
+        "base": base,
+        "probes": probes,
+        "combos": combos,
+        "predicates": {name: code_at(p) for name, p in predicates.items()},
+    }
+
+
+def _probe(
+    probe: dict[str, Any],
+    engine: Engine,
+    base_config: Any,
+    tokenizer: Any,
+    predicates: dict[str, Any],
+    request: dict[str, Any],
+) -> dict[str, Any]:
+    """One feature: its own engine config when it needs one, then its request."""
+    out: dict[str, Any] = {}
+    config = base_config
+    if probe.get("engine"):
+        config, out["engine"] = engine.build(probe["engine"])
+    if probe.get("params") is None or config is None:
+        return out
+    from vllm.tokenizers.registry import cached_tokenizer_from_config
+
+    if config is not base_config:
+        tokenizer = cached_tokenizer_from_config(config.model_config)
+    params, out["request"] = probe_request(
+        engine.platform, config, tokenizer, probe["params"], engine.package
+    )
+    if params is not None:
+        out["paths"] = _paths(engine.platform, probe["params"], predicates, request)["paths"]
+    return out
+
+
+def _paths(
+    platform: Any, kwargs: dict[str, Any], predicates: dict[str, Any], request: dict[str, Any]
+) -> dict[str, Any]:
+    """Which slow paths a request with these SamplingParams takes (as the client sent them)."""
+    try:
+        params = sampling_params(kwargs)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:300], "paths": {}}
+    args = {p["name"]: p.get("args") or {} for p in request.get("slow_paths", [])}
+    return {"paths": {name: decide(p, params, args[name]) for name, p in predicates.items()}}
+
+
+def paths_of(combos: list[dict[str, Any]], slow_paths: list[dict[str, Any]]) -> dict[str, Any]:
+    """For the replay: per combination of SamplingParams, the first slow path it takes (or
+    None; a path marked `everyone` takes every request: an engine-level feature the plan
+    uses puts all of them there); {"error"} when a predicate does not resolve here."""
+    from vllm.platforms import current_platform  # noqa: F401  (resolved before a plugin)
+
+    try:
+        predicates = [
+            (
+                p["name"],
+                load_object(p["predicate"], what="slow path predicate"),
+                p.get("args") or {},
+            )
+            for p in slow_paths
+        ]
+    except (BadRequest, ImportFailure) as exc:
+        return {"error": str(exc)}
+    everyone = {p["name"] for p in slow_paths if p.get("everyone")}
+    taken: list[str | None] = []
+    for kwargs in combos:
+        params = sampling_params(kwargs)
+        name = next(
+            (n for n, p, a in predicates if n in everyone or decide(p, params, a).get("taken")),
+            None,
+        )
+        taken.append(name)
+    return {"paths": taken}
+
+
+def request_paths(spec: dict[str, Any]) -> dict[str, Any]:
+    """The slow path of each request (the plugin's predicates, `inenv/workload.paths_of`)
+    and the seconds each adds per sampled token (the replay's, `inenv/replay.py`):
+    {"marks": {"per_request" | "error"}, "cost": {"per_request": [...]}}."""
+    found = paths_of(spec["combos"], spec["slow_paths"])
+    if "error" in found:
+        return {"marks": {"error": found["error"]}}
+    per_request = [found["paths"][c] for c in spec["request_combo"]]
+    price = spec.get("cost") or {}
+    seconds = [float(price.get(p, 0.0)) if p else 0.0 for p in per_request]
+    cost = {"per_request": seconds} if any(seconds) else {}
+    return {"marks": {"per_request": per_request}, "cost": cost}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print("usage: python workload.py REQUEST.json OUT.json")
+        return 2
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        os.environ.setdefault(name, "1")
+    return serve(run, argv)
+
+
+if __name__ == "__main__":
+    exit_now(main(sys.argv))

@@ -1,0 +1,461 @@
+"""The workload features a request mix declares (`[conformance.request_mix] features`), pure.
+
+A pilot plan is more than token counts: some requests ask for log probabilities,
+penalties, a JSON schema, n > 1 completions; the engine may run speculative decoding.
+`features` says which, and for what share of the requests; the same keys for every
+vendor (no vendor name here: what a plugin does with them is asked of the plugin, in the
+pairing environment, by the `workload` check).
+
+Each key holds one variant (a table) or several (an array of tables, TOML's
+`[[...features.KEY]]`): the variants of one key are an exclusive group (a request gets at
+most one of them, so their shares add up to at most 1); different keys are independent.
+Which requests get which variant is drawn from the mix's seed, one stream per key (the
+exact count: round(share x requests)), so the same seed gives the same requests on every
+machine, and a feature added to the mix does not reshuffle the others.
+
+A variant turns into what a client and an operator would give vLLM: `SamplingParams`
+keyword arguments for a request (`request_params`), `EngineArgs` keyword arguments for
+the engine (`engine_kwargs`: speculative decoding, custom logits processors, a
+`max_logprobs` above vLLM's default). Variant plans (`[conformance.request_mix.plans.NAME]`)
+put their own `features` over the base mix's, key by key.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# vLLM's default `max_logprobs` (ModelConfig): a plan that asks for more sets the engine's.
+VLLM_MAX_LOGPROBS = 20
+
+_SHARE = {
+    "type": "number",
+    "minimum": 0,
+    "maximum": 1,
+    "description": "Share of the requests (0 to 1) that use it; 0 = asked of the plugin, not "
+    "needed by the plan.",
+}
+_INT = {"type": "integer"}
+_NUM = {"type": "number"}
+
+# key -> (what it is, its variant's options (JSON Schema properties), level)
+CATALOGUE: dict[str, tuple[str, dict[str, Any], str]] = {
+    "speculative": (
+        "Speculative decoding, configured for the engine (every request runs with it). "
+        "`share` defaults to 1.",
+        {
+            "method": {
+                "type": "string",
+                "minLength": 1,
+                "default": "ngram",
+                "description": "vLLM's speculative method (`--speculative-config` method); "
+                "ngram needs no draft model, so it is asked on any runner.",
+            },
+            "num_tokens": {
+                **_INT,
+                "minimum": 1,
+                "default": 4,
+                "description": "Speculative tokens per step.",
+            },
+        },
+        "engine",
+    ),
+    "logprobs": (
+        "Log probabilities of the sampled tokens.",
+        {
+            "top": {
+                **_INT,
+                "minimum": 0,
+                "default": 5,
+                "description": "Top-N alternatives per token (0: the sampled token only); above "
+                f"{VLLM_MAX_LOGPROBS} the engine's max_logprobs is raised to it.",
+            }
+        },
+        "request",
+    ),
+    "prompt_logprobs": (
+        "Log probabilities of the prompt tokens.",
+        {"top": {**_INT, "minimum": 0, "default": 1, "description": "Top-N per prompt token."}},
+        "request",
+    ),
+    "penalties": (
+        "Repetition penalties.",
+        {
+            "presence": {**_NUM, "minimum": -2, "maximum": 2, "default": 0.5},
+            "frequency": {**_NUM, "minimum": -2, "maximum": 2, "default": 0.5},
+            "repetition": {**_NUM, "exclusiveMinimum": 0, "maximum": 2, "default": 1.1},
+        },
+        "request",
+    ),
+    "sampling": (
+        "Random sampling instead of greedy (requests without it are greedy).",
+        {
+            "temperature": {**_NUM, "exclusiveMinimum": 0, "default": 0.8},
+            "top_p": {**_NUM, "exclusiveMinimum": 0, "maximum": 1, "default": 0.95},
+            "top_k": {**_INT, "minimum": -1, "default": 50, "description": "-1: off."},
+            "min_p": {**_NUM, "minimum": 0, "maximum": 1, "default": 0.0},
+        },
+        "request",
+    ),
+    "seed": (
+        "A per-request seed.",
+        {"value": {**_INT, "minimum": 0, "default": 1234}},
+        "request",
+    ),
+    "token_masks": (
+        "Token-level masks and biases.",
+        {
+            "kind": {
+                "enum": ["logit_bias", "allowed_token_ids", "bad_words"],
+                "default": "logit_bias",
+            }
+        },
+        "request",
+    ),
+    "structured_output": (
+        "Structured output (a grammar mask on every step).",
+        {
+            "kind": {
+                "enum": ["json", "regex", "choice", "grammar"],
+                "default": "json",
+                "description": "A JSON schema, a regex, a choice list or an EBNF grammar.",
+            }
+        },
+        "request",
+    ),
+    "logits_processors": (
+        "Custom logits processors (configured for the engine, used by these requests).",
+        {
+            "class": {
+                "type": "string",
+                "pattern": r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$",
+                "description": "The processor, module:Class, installed in the pairing "
+                "environment; default a no-op vllm LogitsProcessor of the check.",
+            }
+        },
+        "request",
+    ),
+    "multimodal": (
+        "Image inputs.",
+        {
+            "images": {**_INT, "minimum": 1, "default": 1, "description": "Images per request."},
+            "width": {**_INT, "minimum": 1, "default": 640},
+            "height": {**_INT, "minimum": 1, "default": 480},
+        },
+        "request",
+    ),
+    "n": (
+        "Several completions per request (n > 1; sampled with temperature 1 unless the "
+        "request also has a `sampling` variant).",
+        {"value": {**_INT, "minimum": 2, "default": 2}},
+        "request",
+    ),
+}
+FEATURE_KEYS: tuple[str, ...] = tuple(CATALOGUE)
+# What a person calls each key.
+NAMES = {
+    "speculative": "speculative decoding",
+    "logprobs": "logprobs",
+    "prompt_logprobs": "prompt logprobs",
+    "penalties": "penalties",
+    "sampling": "random sampling",
+    "seed": "seeds",
+    "token_masks": "token masks",
+    "structured_output": "structured output",
+    "logits_processors": "custom logits processors",
+    "multimodal": "image inputs",
+    "n": "n > 1",
+}
+ENGINE_LEVEL = frozenset(k for k, (_, _, level) in CATALOGUE.items() if level == "engine")
+
+
+def _variant_schema(key: str) -> dict[str, Any]:
+    what, options, _ = CATALOGUE[key]
+    return {
+        "type": "object",
+        "description": what,
+        "additionalProperties": False,
+        "required": [] if key in ENGINE_LEVEL else ["share"],
+        "properties": {
+            "share": {**_SHARE, **({"default": 1} if key in ENGINE_LEVEL else {})},
+            **options,
+        },
+    }
+
+
+FEATURES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "The workload features the requests use, with the share of requests for "
+    "each (the `workload` check asks the plugin about every one; the replay marks the "
+    "requests a slower path takes). Each key: one table, or an array of tables (variants "
+    "of one key are exclusive: their shares add up to at most 1).",
+    "additionalProperties": False,
+    "properties": {
+        key: {
+            "description": CATALOGUE[key][0] + " One table or an array of tables.",
+            "anyOf": [
+                _variant_schema(key),
+                {"type": "array", "minItems": 1, "items": _variant_schema(key)},
+            ],
+        }
+        for key in FEATURE_KEYS
+    },
+}
+
+PLANS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Variant plans: each NAME holds `features` put over the base mix's, key by "
+    "key (a key given replaces the base's). The `workload` check answers each plan, and "
+    "the scorecard gives each its verdict.",
+    "propertyNames": {"pattern": r"^[a-z][a-z0-9_-]{0,39}$"},
+    "additionalProperties": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["features"],
+        "properties": {
+            "description": {"type": "string", "description": "What the plan is."},
+            "features": FEATURES_SCHEMA,
+        },
+    },
+}
+
+
+# ---------------------------------------------------------------------------
+# Variants.
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One variant of a feature key, its options with every default written out."""
+
+    key: str
+    index: int  # position in the key's array (0 for a single table)
+    share: float
+    options: dict[str, Any] = field(default_factory=dict)
+    declared: bool = True  # False: asked of the plugin with the defaults, not in the plan
+    several: bool = False  # the key holds an array of variants
+
+    @property
+    def id(self) -> str:
+        return f"{self.key}[{self.index}]" if self.several else self.key
+
+    @property
+    def needed(self) -> bool:
+        return self.declared and self.share > 0
+
+    @property
+    def level(self) -> str:
+        return CATALOGUE[self.key][2]
+
+    def label(self) -> str:
+        """`logprobs (top 5)`: what the feature is and what the variant asks for."""
+        o = self.options
+        detail = {
+            "speculative": lambda: f"{o['method']}, {o['num_tokens']} tokens",
+            "logprobs": lambda: f"top {o['top']}",
+            "prompt_logprobs": lambda: f"top {o['top']}",
+            "penalties": lambda: (
+                f"presence {o['presence']}, frequency {o['frequency']}, "
+                f"repetition {o['repetition']}"
+            ),
+            "sampling": lambda: (
+                f"temperature {o['temperature']}, top_p {o['top_p']}, top_k {o['top_k']}"
+                + (f", min_p {o['min_p']}" if o["min_p"] else "")
+            ),
+            "seed": lambda: f"seed {o['value']}",
+            "token_masks": lambda: o["kind"],
+            "structured_output": lambda: o["kind"],
+            "logits_processors": lambda: o.get("class") or "a no-op processor",
+            "multimodal": lambda: f"{o['images']} image(s) {o['width']}x{o['height']}",
+            "n": lambda: f"n = {o['value']}",
+        }[self.key]()
+        index = f" #{self.index + 1}" if self.several else ""
+        return f"{NAMES[self.key]}{index} ({detail})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "key": self.key,
+            "share": self.share,
+            "declared": self.declared,
+            "needed": self.needed,
+            "level": self.level,
+            "options": dict(self.options),
+        }
+
+
+def _defaults(key: str) -> dict[str, Any]:
+    return {k: v["default"] for k, v in CATALOGUE[key][1].items() if "default" in v}
+
+
+def parse(features: dict[str, Any] | None) -> list[Variant]:
+    """The declared variants of a (validated) features table, in catalogue order."""
+    out: list[Variant] = []
+    for key in FEATURE_KEYS:
+        value = (features or {}).get(key)
+        if value is None:
+            continue
+        items = value if isinstance(value, list) else [value]
+        for index, item in enumerate(items):
+            options = {**_defaults(key), **{k: v for k, v in item.items() if k != "share"}}
+            share = float(item.get("share", 1.0 if key in ENGINE_LEVEL else 0.0))
+            out.append(Variant(key, index, share, options, True, isinstance(value, list)))
+    return out
+
+
+def asked(declared: list[Variant]) -> list[Variant]:
+    """Every key of the catalogue: the plan's variants, and for a key it does not declare
+    one variant with the defaults (share 0, not needed), so the plugin's answer is known."""
+    have = {v.key for v in declared}
+    extra = [Variant(k, 0, 0.0, _defaults(k), False) for k in FEATURE_KEYS if k not in have]
+    order = {k: i for i, k in enumerate(FEATURE_KEYS)}
+    return sorted([*declared, *extra], key=lambda v: (order[v.key], v.index))
+
+
+def merged(base: dict[str, Any] | None, plan: dict[str, Any] | None) -> dict[str, Any]:
+    """A plan's features over the base mix's, key by key."""
+    return {**(base or {}), **(plan or {})}
+
+
+# ---------------------------------------------------------------------------
+# Which requests get which variant.
+
+
+def assign(variants: Sequence[Variant], count: int, seed: int) -> list[tuple[int, ...]]:
+    """Per request, the indices (into `variants`) of the variants it uses: per key, a seeded
+    shuffle of the requests, the first round(share x count) to the key's first variant, the
+    next to its second, and so on. Engine-level variants are not per request."""
+    chosen: list[list[int]] = [[] for _ in range(count)]
+    by_key: dict[str, list[int]] = {}
+    for i, v in enumerate(variants):
+        if v.level == "request" and v.share > 0:
+            by_key.setdefault(v.key, []).append(i)
+    for key, indices in by_key.items():
+        order = list(range(count))
+        random.Random(f"vpr-request-mix:{seed}:features:{key}").shuffle(order)
+        at = 0
+        for i in indices:
+            take = round(variants[i].share * count)
+            for request in order[at : at + take]:
+                chosen[request].append(i)
+            at += take
+    return [tuple(sorted(c)) for c in chosen]
+
+
+# ---------------------------------------------------------------------------
+# What vLLM is given.
+
+STRUCTURED = {
+    "json": {
+        "json": {
+            "type": "object",
+            "properties": {"answer": {"type": "string"}, "confidence": {"type": "number"}},
+            "required": ["answer"],
+        }
+    },
+    "regex": {"regex": "[A-Z][a-z]{2,10}"},
+    "choice": {"choice": ["yes", "no", "maybe"]},
+    "grammar": {"grammar": 'root ::= "yes" | "no"'},
+}
+TOKEN_MASKS = {
+    "logit_bias": {"logit_bias": {"5": -100.0, "7": 2.0}},
+    "allowed_token_ids": {"allowed_token_ids": [3, 4, 5, 6, 7, 8, 9, 10]},
+    "bad_words": {"bad_words": ["t5"]},
+}
+# The probe's own processor (a no-op vLLM LogitsProcessor defined by inenv/workload.py).
+PROBE_PROCESSOR = "probe"
+
+
+def request_params(v: Variant) -> dict[str, Any]:
+    """`SamplingParams` keyword arguments for a request with variant `v` (JSON-ready)."""
+    o = v.options
+    return {
+        "speculative": lambda: {},
+        "logprobs": lambda: {"logprobs": o["top"]},
+        "prompt_logprobs": lambda: {"prompt_logprobs": o["top"]},
+        "penalties": lambda: {
+            "presence_penalty": o["presence"],
+            "frequency_penalty": o["frequency"],
+            "repetition_penalty": o["repetition"],
+        },
+        "sampling": lambda: {k: o[k] for k in ("temperature", "top_p", "top_k", "min_p")},
+        "seed": lambda: {"seed": o["value"]},
+        "token_masks": lambda: json.loads(json.dumps(TOKEN_MASKS[o["kind"]])),
+        "structured_output": lambda: {"structured_outputs": STRUCTURED[o["kind"]]},
+        "logits_processors": lambda: {},
+        "multimodal": lambda: {},
+        "n": lambda: {"n": o["value"]},
+    }[v.key]()
+
+
+def engine_kwargs(v: Variant) -> dict[str, Any]:
+    """`EngineArgs` keyword arguments the variant needs (JSON-ready); {} for most."""
+    o = v.options
+    if v.key == "speculative":
+        return {
+            "speculative_config": {"method": o["method"], "num_speculative_tokens": o["num_tokens"]}
+        }
+    if v.key in ("logprobs", "prompt_logprobs") and o["top"] > VLLM_MAX_LOGPROBS:
+        return {"max_logprobs": o["top"]}
+    if v.key == "logits_processors":
+        return {"logits_processors": [o.get("class") or PROBE_PROCESSOR]}
+    return {}
+
+
+def combined_params(variants: Sequence[Variant]) -> dict[str, Any]:
+    """The SamplingParams of a request that uses all of `variants`: greedy (temperature 0)
+    unless it samples; n > 1 without a `sampling` variant samples at temperature 1 (vLLM
+    refuses n > 1 with greedy sampling)."""
+    params: dict[str, Any] = {"temperature": 0.0}
+    for v in variants:
+        params.update(request_params(v))
+    if any(v.key == "n" for v in variants) and not any(v.key == "sampling" for v in variants):
+        params["temperature"] = 1.0
+    return params
+
+
+@dataclass(frozen=True)
+class FeatureMix:
+    """The features of a mix: the variants and, per request, which of them it uses."""
+
+    variants: tuple[Variant, ...]
+    per_request: tuple[tuple[int, ...], ...]
+
+    def combos(self) -> tuple[list[tuple[int, ...]], list[int]]:
+        """The distinct combinations of variants (first-seen order) and each request's."""
+        index: dict[tuple[int, ...], int] = {}
+        of_request = []
+        for combo in self.per_request:
+            of_request.append(index.setdefault(combo, len(index)))
+        return list(index), of_request
+
+    def counts(self) -> dict[str, int]:
+        """Requests per variant id."""
+        out = {v.id: 0 for v in self.variants if v.level == "request"}
+        for combo in self.per_request:
+            for i in combo:
+                out[self.variants[i].id] += 1
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        total = len(self.per_request) or 1
+        counts = self.counts()
+        return {
+            v.id: {
+                "share": v.share,
+                "requests": counts.get(v.id, total if v.level == "engine" else 0),
+                "options": dict(v.options),
+            }
+            for v in self.variants
+        }
+
+
+def feature_mix(features: dict[str, Any] | None, count: int, seed: int) -> FeatureMix | None:
+    """The declared features of a mix, assigned to its `count` requests (None: none)."""
+    variants = parse(features)
+    if not variants:
+        return None
+    return FeatureMix(tuple(variants), tuple(assign(variants, count, seed)))
