@@ -11,6 +11,7 @@ nox -s build-core -- --spec FILE
 nox -s bisect -- --spec FILE --good A --bad B   the first breaking core version or commit
 nox -s nightly -- --spec FILE --repo URL        the plugin against core main (backs off)
 nox -s matrix -- --spec FILE                    the version matrix
+nox -s site -- --out DIR [--store S] [--shots DIR]   the compatibility site, checked in Chromium
 """
 
 from __future__ import annotations
@@ -278,6 +279,37 @@ def nightly(session: nox.Session) -> None:
     spec = args[args.index("--spec") + 1]
     vpr(session, "build-plugin", "--spec", spec, env=env)
     vpr(session, "nightly", *args, env=env)
+
+
+@nox.session(python=PYTHON)
+def site(session: nox.Session) -> None:
+    """The compatibility site of a store, then Chromium's view of it at 390 and 1280 px:
+
+    nox -s site -- --out DIR [--store S] [--key K.pub] [--store-url URL] [--shots DIR]
+
+    CI: the store is $VPR_STORE, its public URL for the install lines $VPR_STORE_URL, the
+    publisher's public key $VPR_SIGNING_PUB_PEM (written to a private temporary file)."""
+    install_project(session)
+    args = list(session.posargs)
+    shots = "site-shots"
+    if "--shots" in args:
+        at = args.index("--shots")
+        shots = args[at + 1]
+        del args[at : at + 2]
+    if "--out" not in args:
+        session.error("usage: nox -s site -- --out DIR [vpr manifest site options] [--shots DIR]")
+    pem = os.environ.get("VPR_SIGNING_PUB_PEM")
+    if pem and "--key" not in args:
+        key = Path(session.create_tmp()) / "publisher.pub"
+        key.touch(mode=0o600)
+        key.write_text(pem if pem.endswith("\n") else pem + "\n")
+        args += ["--key", str(key)]
+    url = os.environ.get("VPR_STORE_URL")
+    if url and "--store-url" not in args:
+        args += ["--store-url", url]
+    vpr(session, "manifest", "site", *args)
+    out = args[args.index("--out") + 1]
+    session.run("python", "scripts/sitecheck.py", out, "-o", shots)
 
 
 def _signing_env(session: nox.Session) -> dict[str, str]:

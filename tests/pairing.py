@@ -141,6 +141,8 @@ def make_pairing(
     runtime: dict[str, Any] | None = None,
     docker: bool = False,
     core_extra: str = "",
+    guard: bool = False,
+    platform: str | None = None,
 ) -> dict[str, Any]:
     """Wheels + stage records in `dist`; returns the pins (as `pins_from_spec` makes them)."""
     core_wheel = write_wheel(
@@ -194,6 +196,15 @@ def make_pairing(
         )
     if verdict:
         (dist / "scorecard.json").write_text(json.dumps(_scorecard(verdict)))
+    if guard:
+        write_guard(dist)
+    if platform and env:
+        record = json.loads((dist / "env.json").read_text())
+        check = "platform activation (vllm.platforms.current_platform)"
+        record["checks"] = [
+            {"name": check, "status": "skipped", "detail": "resolved", "value": platform}
+        ]
+        (dist / "env.json").write_text(json.dumps(record))
     return {
         "name": name,
         "core": {
@@ -210,6 +221,26 @@ def make_pairing(
         "runtime": {"name": "tt-metal", "package": "ttnn", "version": "0.60.0"},
         "build": {"python": "3.11", "backend": "local"},
     }
+
+
+def write_guard(dist: Path) -> Path:
+    """The real vpr-guard wheel (built from guard/ by its own backend, as `vpr build-guard`
+    does) and build-guard.json in `dist`."""
+    from vllm_plugin_release.core.wheelfacts import wheel_entry_points
+    from vllm_plugin_release.edges.guardbuild import CHECKOUT, build_wheel
+
+    wheel = build_wheel(CHECKOUT, dist)
+    (dist / "build-guard.json").write_text(
+        json.dumps(
+            {
+                "guard": {"name": "vpr-guard", "version": "1.0.0"},
+                "wheel": {"filename": wheel.name, "sha256": sha256_file(wheel)},
+                "entry_points": wheel_entry_points(wheel),
+                "reproducible": True,
+            }
+        )
+    )
+    return wheel
 
 
 def locked_project(root: Path) -> Path:
@@ -231,8 +262,10 @@ def write_spec(
     publish: dict[str, str] | None = None,
     *,
     core_version: str = "0.26.0",
+    approval: dict[str, Any] | None = None,
 ) -> Path:
-    """A valid buildspec under root/buildspec/ (root gets a pyproject.toml to anchor it)."""
+    """A valid buildspec under root/buildspec/ (root gets a pyproject.toml to anchor it);
+    `approval`: its [core.api_approval] (`to` is the core version)."""
     (root / "pyproject.toml").write_text("[project]\nname = 'x'\n")
     lines = [
         "spec_version = 1",
@@ -259,6 +292,9 @@ def write_spec(
         'package = "ttnn"',
         'version = "0.60.0"',
     ]
+    if approval:
+        lines.append("[core.api_approval]")
+        lines += [f"{k} = {json.dumps(v)}" for k, v in {**approval, "to": core_version}.items()]
     if publish:
         lines.append("[publish]")
         lines += [f'{k} = "{v}"' for k, v in publish.items()]
@@ -367,3 +403,21 @@ def check_store(root: Path) -> dict[str, Any]:
     present = {p.stem for p in (root / "pairings").glob("*.json")}
     assert set(index["pairings"]) <= present
     return index
+
+
+def published_pairing(
+    root: Path, approval: dict[str, Any] | None = None, **pairing: Any
+) -> dict[str, Any]:
+    """A project in `root` whose pairing lock pins one real wheel (in deps/), its pairing
+    (`make_pairing(**pairing)`) built and published to root/store: {root, store, pid, env}.
+    `approval`: the spec's [core.api_approval]."""
+    deps = locked_project(root)
+    spec = write_spec(root, approval=approval)
+    make_pairing(root / "dist" / "ref", **pairing)
+    built = vpr("manifest", "build", "--spec", str(spec), cwd=root)
+    assert built.returncode == 0, built.stderr
+    store = root / "store"
+    done = vpr("publish", "--spec", str(spec), "--store", str(store), "--json", cwd=root)
+    assert done.returncode == 0, done.stderr
+    pid = json.loads(done.stdout)["pairing_id"]
+    return {"root": root, "store": store, "pid": pid, "env": {"VPR_FIND_LINKS": str(deps)}}

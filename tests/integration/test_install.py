@@ -11,23 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.pairing import locked_project, make_pairing, vpr, write_spec, write_wheel
+from tests.pairing import published_pairing, vpr, write_wheel
 from vllm_plugin_release.edges.uv import uv_bin
 
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """A project whose pairing lock pins one real wheel (in deps/), published to a store."""
-    root = tmp_path_factory.mktemp("project")
-    deps = locked_project(root)
-    spec = write_spec(root)
-    make_pairing(root / "dist" / "ref")
-    assert vpr("manifest", "build", "--spec", str(spec), cwd=root).returncode == 0
-    store = root / "store"
-    done = vpr("publish", "--spec", str(spec), "--store", str(store), "--json", cwd=root)
-    assert done.returncode == 0, done.stderr
-    pid = json.loads(done.stdout)["pairing_id"]
-    return {"root": root, "store": store, "pid": pid, "env": {"VPR_FIND_LINKS": str(deps)}}
+    return published_pairing(tmp_path_factory.mktemp("project"))
 
 
 def install(p: dict, venv: Path, *more: str) -> subprocess.CompletedProcess:

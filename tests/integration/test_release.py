@@ -63,6 +63,7 @@ def test_release_reference_pairing(
         "lock",
         "build-core",
         "build-plugin",
+        "build-guard",
         "env",
         "conform",
         "manifest",

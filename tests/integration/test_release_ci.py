@@ -17,11 +17,11 @@ def test_release_in_github_actions(reference_env: dict, cache_root: Path, tmp_pa
         "--cache-dir", str(cache_root), "--no-publish",
         env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary), "CI": "true"},
     )  # fmt: skip
-    groups = re.findall(r"^::group::stage (\d)/6: ([a-z-]+)$", done.stdout, re.M)
+    groups = re.findall(r"^::group::stage (\d)/7: ([a-z-]+)$", done.stdout, re.M)
     assert [name for _, name in groups] == [
-        "lock", "build-core", "build-plugin", "env", "conform", "manifest",
+        "lock", "build-core", "build-plugin", "build-guard", "env", "conform", "manifest",
     ]  # fmt: skip
-    assert done.stdout.count("::endgroup::") == 6
+    assert done.stdout.count("::endgroup::") == 7
     card = (dist / "reference" / "scorecard.md").read_text()
     assert summary.read_text().startswith(card.rstrip("\n"))  # the scorecard, as written
     assert "::error" not in done.stdout  # verdict pilot: no check failed

@@ -182,3 +182,28 @@ def test_wheel_file_facts_are_read_once_per_wheel_bytes(tmp_path: Path) -> None:
     (dist / "build-core.json").write_text(json.dumps(record))
     with pytest.raises(GateFailed, match="does not match the wheel's RECORD"):
         mf.build_manifest(pins, mf.read_records(dist), wheel_memo=memo)
+
+
+def test_guard_and_platform_sections(tmp_path: Path) -> None:
+    """schema 3: the guard's wheel is signed beside the core and the plugin; the platform is
+    the one vLLM resolved in the pairing environment itself, never the stand-in overlay's
+    (a test double); without build-guard.json or env.json both are null."""
+    dist = tmp_path / "dist" / "ref"
+    pins = make_pairing(dist, guard=True, platform="vllm.platforms.interface.UnspecifiedPlatform")
+    env = json.loads((dist / "env.json").read_text())
+    overlay = "platform activation (vllm.platforms.current_platform) [stand-in runtime]"
+    env["checks"].append({"name": overlay, "status": "pass", "value": "ref.ReferencePlatform"})
+    (dist / "env.json").write_text(json.dumps(env))
+    m = mf.build_manifest(pins, mf.read_records(dist), pipeline_version="9.9.9")
+    assert m["platform"] == {
+        "resolved": "vllm.platforms.interface.UnspecifiedPlatform",
+        "runner": "cpu",
+    }
+    assert m["guard"]["name"] == "vpr-guard" and m["guard"]["reproducible"] is True
+    assert m["guard"]["wheel"]["filename"] == "vpr_guard-1.0.0-py3-none-any.whl"
+    assert doc.wheel_roles(m) == ("core", "plugin", "guard")
+    (dist / "build-guard.json").unlink()
+    (dist / "env.json").unlink()
+    bare = mf.build_manifest(pins, mf.read_records(dist), pipeline_version="9.9.9")
+    assert bare["guard"] is None and bare["platform"] is None
+    assert doc.wheel_roles(bare) == ("core", "plugin")

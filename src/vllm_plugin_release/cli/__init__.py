@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
         "lock",
         "build-core",
         "build-plugin",
+        "build-guard",
         "env",
         "plugin-tests",
     ),

@@ -114,6 +114,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     plugin.add_argument("--force", action="store_true", help="ignore the cached result")
     plugin.set_defaults(func=_build_plugin)
 
+    guard = sub.add_parser(
+        "build-guard",
+        help="build the vpr-guard wheel (vLLM's start-up check of a certified set), twice, "
+        "and compare",
+    )
+    add_spec_argument(guard)
+    add_dirs(guard)
+    guard.set_defaults(func=_build_guard)
+
     env = sub.add_parser("env", help="create and check the pairing environment for a runner")
     add_spec_argument(env)
     add_dirs(env)
@@ -256,6 +265,17 @@ def _build_plugin(args: argparse.Namespace) -> int:
         plugin=inputs.plugin,
         tree=inputs.tree,
         force=args.force,
+    )
+    print(result.wheel)
+    return 0
+
+
+def _build_guard(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.spec.load import load_spec
+    from vllm_plugin_release.stages.build_guard import build_guard
+
+    result = build_guard(
+        load_spec(args.spec), cache=cachedir.from_args(args), dist_root=Path(args.dist)
     )
     print(result.wheel)
     return 0

@@ -63,6 +63,9 @@ def _register_bump(sub: argparse._SubParsersAction) -> None:
         "commit from git), edit the spec keeping every comment and the key order, re-lock, "
         "and print the unified diff and a migration report (dependency changes; with "
         "--with-api/--with-tests also the served API diff and plugin test regressions). "
+        "A breaking change of the core API the plugin uses (its imports, calls, subclasses "
+        "and overrides, read statically from both verified cores) needs an approval on record "
+        "(--approve-by, --approve-why, --approve ID): without one the bump stops, exit 1. "
         "The spec is replaced in place unless its file name carries the old version "
         "(then a new file with the version replaced is written); --out chooses the path.",
     )
@@ -90,6 +93,19 @@ def _register_bump(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="with --with-tests: when tests regress, bisect the published versions between "
         "the pinned core and the new one (`vpr bisect`) into the migration report",
+    )
+    bump.add_argument(
+        "--approve",
+        action="append",
+        default=None,
+        metavar="ID",
+        help="approve a breaking change of the core API the plugin uses, by the id the "
+        "migration report lists (once per change; with --approve-by and --approve-why). A "
+        "bump with such a change and no approval stops with exit 1",
+    )
+    bump.add_argument("--approve-by", default=None, metavar="WHO", help="who approves")
+    bump.add_argument(
+        "--approve-why", default=None, metavar="WHY", help="why the changes are acceptable"
     )
     bump.add_argument("--tag", default=None, help="git sources: the new tag (default: derived)")
     bump.add_argument(
@@ -150,8 +166,10 @@ def _upstream(args: argparse.Namespace) -> int:
 
 def _bump(args: argparse.Namespace) -> int:
     from vllm_plugin_release.flows import bump
+    from vllm_plugin_release.flows.bumpapproval import approval_from
     from vllm_plugin_release.flows.migration_report import render_markdown
 
+    approval = approval_from(args.approve_by, args.approve_why, args.approve)
     result = bump.bump(
         Path(args.spec),
         args.core,
@@ -164,6 +182,7 @@ def _bump(args: argparse.Namespace) -> int:
         tag=args.tag,
         plugin_source=args.plugin_source,
         dist_root=Path(args.dist),
+        approval=approval,
     )
     markdown = render_markdown(result)
     if args.json:
@@ -189,6 +208,8 @@ def _bump(args: argparse.Namespace) -> int:
         progress.info(f"bump: wrote {result.new_path} and its locks")
     else:
         progress.info("bump: --dry-run, nothing written")
+    if result.blocked is not None:  # --dry-run: the real bump would stop here
+        raise result.blocked
     if result.errors:
         first = result.errors[0]
         progress.warn(f"bump: {len(result.errors)} requested analysis could not run: {first}")

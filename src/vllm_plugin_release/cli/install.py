@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,10 @@ def register(subparsers: Any) -> None:
         description="Read the store through its signed head and verify the pairing's signed "
         "manifest with the publisher's public key (it must be the pairing asked for, and the "
         "ledger must hold no newer verdict for it), then "
-        "install exactly its certified set (the pairing's hash lock and both wheels, from the "
-        "store's embedded index) with --require-hashes into a Python environment. A second run "
+        "install exactly its certified set (the pairing's hash lock and its wheels, from the "
+        "store's embedded index) with --require-hashes into a Python environment, with "
+        "vpr-guard and the verified manifest beside it (ENV/vpr-guard/): at every start vLLM "
+        "then compares itself with that set. A second run "
         "over a matching environment changes nothing. Exit 0 installed or already matching; "
         "1 verification, verdict or check failed; 2 bad input; 3 install or network failure.",
     )
@@ -50,6 +53,14 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--allow-uncertified", action="store_true", help="install a lab pairing anyway")
     p.add_argument(
+        "--guard-policy",
+        choices=["enforce", "warn", "off"],
+        default=None,
+        help="what vpr-guard does at vLLM's start-up when the environment is not the certified "
+        "set, written to ENV/vpr-guard/policy ($VPR_GUARD overrides it; default without the "
+        "file: enforce for a fleet verdict, warn for pilot or lab)",
+    )
+    p.add_argument(
         "--cache-dir",
         metavar="DIR",
         default=None,
@@ -60,6 +71,7 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.cli.storeargs import key_path
     from vllm_plugin_release.flows.install import Request, Target, install
 
     cache = cachedir.from_args(args)
@@ -71,6 +83,8 @@ def cmd_install(args: argparse.Namespace) -> int:
             scratch=cache.tmp,
             offline=args.offline,
             allow_uncertified=args.allow_uncertified,
+            guard_policy=args.guard_policy,
+            key_path=str(Path(os.path.abspath(key_path(args)))),
         ),
     )
     if args.json:

@@ -47,6 +47,7 @@ def register(subparsers: Any) -> None:
     _register_verify(sub)
     _register_query(sub)
     _register_matrix(sub)
+    _register_site(sub)
     _register_check_env(sub)
     register_ledger(sub)  # cli/ledger.py
     _register_sign_store(sub)
@@ -132,6 +133,45 @@ def _register_matrix(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the matrix as JSON")
     p.add_argument("-o", "--output", help="write to this file instead of standard output")
     p.set_defaults(func=cmd_matrix)
+
+
+def _register_site(sub: Any) -> None:
+    p = sub.add_parser(
+        "site",
+        help="write the compatibility site (static HTML and compat.json) of a store",
+        description="Read the store through its signed head, check every pairing's signed "
+        "manifest with --key, and write a static site to --out: index.html (core versions x "
+        "plugins x site, each cell with its verdict, release lag and whether its signature "
+        "verified; the newest core release and the pairings not covering it), one page per "
+        "pairing (its scorecard from the signed manifest, its ledger history, the `vpr "
+        "install` line) and compat.json. No script, no outside asset; the same store gives "
+        "the same bytes. Exit 0 written; 1 the store's head does not verify; 2 bad input.",
+    )
+    add_store_arguments(p)
+    p.add_argument("--out", required=True, metavar="DIR", help="the site's folder (replaced)")
+    p.add_argument(
+        "--store-url",
+        default=None,
+        metavar="URL",
+        help="where consumers read the store, for the install lines (default: --store)",
+    )
+    p.add_argument(
+        "--key-name",
+        default="publisher.pub",
+        metavar="FILE",
+        help="the publisher's key file as consumers hold it, for the install lines "
+        "(default: publisher.pub)",
+    )
+    p.add_argument(
+        "--core-release",
+        default=None,
+        metavar="VERSION",
+        help="the newest core release (default: the newest the store names)",
+    )
+    p.add_argument(
+        "--cache-dir", default=None, help="cache folder (default: $VPR_CACHE_DIR or .vpr)"
+    )
+    p.set_defaults(func=cmd_site)
 
 
 def _register_check_env(sub: Any) -> None:
@@ -349,6 +389,33 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         atomic_write_text(Path(args.output), text)
     else:
         sys.stdout.write(text)
+    return EXIT_OK
+
+
+def cmd_site(args: argparse.Namespace) -> int:
+    from packaging.version import InvalidVersion, Version
+
+    from vllm_plugin_release.core.errors import BadInput
+    from vllm_plugin_release.flows.site import site
+
+    if args.core_release is not None:
+        try:
+            Version(args.core_release)
+        except InvalidVersion:
+            raise BadInput(f"--core-release {args.core_release!r} is not a PEP 440 version")
+    compat = site(
+        trusted(args),
+        Path(args.out),
+        store_url=args.store_url,
+        key_name=args.key_name,
+        newest_core=args.core_release,
+    )
+    bad = sum(not p["signature"]["verified"] for p in compat["pairings"])
+    print(
+        f"site {args.out}: {len(compat['pairings'])} pairing(s), {len(compat['cores'])} core "
+        f"version(s); index.html, compat.json, {len(compat['pairings'])} pairing page(s)"
+        + (f"; {bad} pairing(s) whose signature did NOT verify" if bad else "")
+    )
     return EXIT_OK
 
 

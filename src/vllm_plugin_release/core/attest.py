@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.cache import canonical_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed
-from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE, validate
+from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE, validate, wheel_roles
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -221,7 +221,7 @@ def subject_digests(statement: dict[str, Any]) -> tuple[dict[str, str], list[str
 def unsigned_wheels(manifest: dict[str, Any], where: str, names: dict[str, str]) -> list[str]:
     """The manifest's wheels that are not signed subjects with the manifest's digest."""
     problems = []
-    for part in ("core", "plugin"):
+    for part in wheel_roles(manifest):
         wheel = manifest[part]["wheel"]
         if names.get(wheel["filename"]) != wheel["sha256"]:
             problems.append(
@@ -381,21 +381,19 @@ def build_statement(
     invocation_id: str | None = None,
     manifest_name: str = MANIFEST_FILE,
 ) -> dict[str, Any]:
-    """The in-toto Statement: subjects = both wheels + the manifest; SLSA provenance v1.
+    """The in-toto Statement: subjects = the wheels (core, plugin, the guard when there is
+    one) + the manifest; SLSA provenance v1.
 
     `builder_id` and `invocation_id` say who ran the build (`edges.keys` reads them
     from the CI environment)."""
     subjects = [
         {
-            "name": manifest["core"]["wheel"]["filename"],
-            "digest": {"sha256": manifest["core"]["wheel"]["sha256"]},
-        },
-        {
-            "name": manifest["plugin"]["wheel"]["filename"],
-            "digest": {"sha256": manifest["plugin"]["wheel"]["sha256"]},
-        },
-        {"name": manifest_name, "digest": {"sha256": manifest_sha256}},
+            "name": manifest[role]["wheel"]["filename"],
+            "digest": {"sha256": manifest[role]["wheel"]["sha256"]},
+        }
+        for role in wheel_roles(manifest)
     ]
+    subjects.append({"name": manifest_name, "digest": {"sha256": manifest_sha256}})
     run_details: dict[str, Any] = {
         "builder": {
             "id": builder_id,

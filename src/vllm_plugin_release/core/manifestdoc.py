@@ -17,11 +17,21 @@ from vllm_plugin_release.core import records
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.packaged import packaged_json_object
 
-SCHEMA_VERSION = 3  # 2: source_date (was created), deferred items with run_with; 3: workload
+SCHEMA_VERSION = 3  # 2: source_date (was created), deferred items with run_with; 3: guard,
+# platform, api_approval, conformance.workload
 KIND = "vllm-plugin-release/manifest"
 MANIFEST_FILE = records.MANIFEST
 STATEMENT_FILE = records.STATEMENT
 RUN_FILE = records.RUN
+
+
+WHEEL_ROLES = ("core", "plugin", "guard")
+
+
+def wheel_roles(manifest: dict[str, Any]) -> tuple[str, ...]:
+    """The parts of a pairing that are wheels it certifies: the core, the plugin, and the
+    guard when the manifest names one (schema_version 3)."""
+    return tuple(r for r in WHEEL_ROLES if isinstance(manifest.get(r), dict))
 
 
 # ---------------------------------------------------------------------------

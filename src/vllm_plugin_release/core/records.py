@@ -16,6 +16,7 @@ from vllm_plugin_release.core.errors import BadInput, GateFailed
 
 BUILD_CORE = "build-core.json"
 BUILD_PLUGIN = "build-plugin.json"
+BUILD_GUARD = "build-guard.json"
 ENV = "env.json"
 PLUGIN_TESTS = "plugin-tests.json"
 REPLAY = "replay.json"
@@ -35,6 +36,7 @@ HARDWARE = "hardware.json"
 PRODUCERS: dict[str, str] = {
     BUILD_CORE: "vpr build-core",
     BUILD_PLUGIN: "vpr build-plugin",
+    BUILD_GUARD: "vpr build-guard",
     ENV: "vpr env",
     PLUGIN_TESTS: "vpr plugin-tests",
     REPLAY: "vpr replay",
@@ -50,6 +52,7 @@ PRODUCERS: dict[str, str] = {
 SHAPES: dict[str, dict[str, type]] = {
     BUILD_CORE: {"wheel.filename": str, "wheel.sha256": str, "core": dict},
     BUILD_PLUGIN: {"wheel.filename": str, "wheel.sha256": str},
+    BUILD_GUARD: {"wheel.filename": str, "wheel.sha256": str, "guard": dict},
     ENV: {"runner": str},
 }
 

@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import BadInput, GateFailed
-from vllm_plugin_release.core.manifestdoc import SCHEMA_VERSION, validate
+from vllm_plugin_release.core.manifestdoc import SCHEMA_VERSION, validate, wheel_roles
 from vllm_plugin_release.core.storetrust import core_matches, entry_pid_problem
 
 INDEX_FILE = "index.json"
@@ -101,7 +101,7 @@ def _wheels(
     pypiserver, gone after the run) and its copy in the store's embedded index."""
     index = (newest or {}).get("index") or {}
     out = []
-    for role in ("core", "plugin"):
+    for role in wheel_roles(manifest):
         wheel = manifest[role]["wheel"]
         name, sha = wheel["filename"], wheel["sha256"]
         out.append(

@@ -8,9 +8,11 @@ and from an installed distribution's RECORD (`installed_files`).
 from __future__ import annotations
 
 import base64
+import configparser
 import hashlib
 import zipfile
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 
@@ -132,3 +134,30 @@ def wheel_tags(filename: str) -> dict[str, str]:
         raise BadInput(f"{filename}: not a wheel file name (NAME-VERSION-PY-ABI-PLATFORM.whl)")
     python, abi, platform = parts[-3:]
     return {"python": python, "abi": abi, "platform": platform}
+
+
+def wheel_entry_points(wheel: Path) -> dict[str, dict[str, str]]:
+    """group -> {name: value} from the wheel's *.dist-info/entry_points.txt."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = [n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt")]
+        if not names:
+            return {}
+        text = zf.read(names[0]).decode("utf-8")
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(text)
+    return {group: dict(parser.items(group)) for group in parser.sections()}
+
+
+def wheel_metadata(wheel: Path) -> dict[str, Any]:
+    """Name, version and Requires-Dist from the wheel's METADATA."""
+    from email.parser import Parser
+
+    with zipfile.ZipFile(wheel) as zf:
+        name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        msg = Parser().parsestr(zf.read(name).decode("utf-8"))
+    return {
+        "name": msg["Name"],
+        "version": msg["Version"],
+        "requires_dist": sorted(msg.get_all("Requires-Dist") or []),
+    }

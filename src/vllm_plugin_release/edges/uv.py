@@ -228,10 +228,17 @@ def create_venv(folder: Path, python: str, *, offline: bool = False) -> Path:
 
 
 def sync_locked(
-    python: Path, requirements: Path, find_links: list[str], *, offline: bool = False
+    python: Path,
+    requirements: Path,
+    find_links: list[str],
+    *,
+    offline: bool = False,
+    reinstall: list[str] | None = None,
 ) -> None:
     """`uv pip sync --require-hashes`: the environment holds exactly `requirements` (missing
-    and different pins installed, extra distributions removed), every file checked by hash."""
+    and different pins installed, extra distributions removed), every file checked by hash;
+    the distributions in `reinstall` (another build of the same version, files changed in
+    place) are installed again from their certified files."""
     args = [
         uv_bin(),
         "pip",
@@ -245,6 +252,8 @@ def sync_locked(
     ]
     if offline:
         args.append("--offline")
+    for name in reinstall or ():
+        args.append(f"--reinstall-package={name}")
     args += ["--", str(requirements)]
     done = subprocess.run(args, capture_output=True, text=True, check=False)
     if done.returncode != 0:

@@ -49,6 +49,7 @@ from vllm_plugin_release.edges.fetch import ArchiveLimits, Fetcher, index_files,
 from vllm_plugin_release.edges.git import git, refuse_option
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.uv import compile_lock
+from vllm_plugin_release.flows import bumpapproval as ba
 from vllm_plugin_release.flows.baseline import baseline_python
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.flows.upstream import file_version, releases_from_files
@@ -370,6 +371,7 @@ class BumpResult:
     report: dict[str, Any]
     written: bool
     errors: list[VprError] = field(default_factory=list)
+    blocked: VprError | None = None  # --dry-run: what would stop the bump (an approval)
 
     @property
     def diff(self) -> str:
@@ -404,24 +406,33 @@ def bump(
     plugin_source: Path | None = None,
     dist_root: Path = Path("dist"),
     locker: Locker | None = None,
+    approval: ba.Approval | None = None,
 ) -> BumpResult:
-    """Plan, check and (unless `dry_run`) write the bump of `spec_path` to core `version`."""
+    """Plan, check and (unless `dry_run`) write the bump of `spec_path` to core `version`.
+    A breaking change of the core API the plugin uses needs `approval` (else GateFailed,
+    nothing written; `--dry-run` reports it in `blocked`)."""
     spec = load_spec(spec_path)
     # The plugin is resolved once (when a step needs it) and handed to every step.
     inputs = Inputs(spec, cache, plugin_source)
     document, old_text = read_document(spec_path)
     version, new_path = _target(spec, spec_path, version, out)
     before_tree, new = _sources(spec, version, Fetcher(cache), tag)
+    errors: list[VprError] = []
+    coupling, table = _coupling(spec, spec_path, version, before_tree, new, inputs, approval)
+    blocked = ba.stop(coupling)
+    if blocked is not None and not dry_run:
+        raise blocked  # before the locks: nothing is resolved or written
     changed = edit_document(document, spec, version, new)
+    changed.update(ba.edit(document, table))
     new_text, review = refresh_comments(tomlkit.dumps(document), spec, new)
     new_spec = _checked(new_text, new_path)
     report = _report_head(spec, spec_path, new_path, version, new, changed, dry_run)
     report.update(_dependency_diffs(spec, version, before_tree, new.tree))
+    report["api_coupling"] = coupling
     report["comments_to_review"] = review
 
     # Locks: resolved into hidden files next to their destinations, moved in at the end.
     pending: list[tuple[Path, Path]] = []
-    errors: list[VprError] = []
     try:
         report["locks"] = _locks(
             new_spec,
@@ -454,7 +465,26 @@ def bump(
         for tmp, _ in pending:
             tmp.unlink(missing_ok=True)
     report["spec"]["written"] = written
-    return BumpResult(spec_path, new_path, old_text, new_text, report, written, errors)
+    return BumpResult(spec_path, new_path, old_text, new_text, report, written, errors, blocked)
+
+
+def _coupling(
+    spec: Spec,
+    spec_path: Path,
+    version: str,
+    before_tree: Path,
+    new: NewSource,
+    inputs: Inputs,
+    approval: ba.Approval | None,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The API coupling diff and the approval table the new spec gets. A diff that cannot
+    run stops the bump: its gate cannot be passed unchecked."""
+    root = inputs.plugin.root if spec.plugin else None
+    failed: list[VprError] = []
+    coupling = ba.coupling(root, before_tree, new.tree, failed)
+    if failed:
+        raise failed[0]
+    return coupling, ba.decide(coupling, approval, spec_path, spec.core.version, version)
 
 
 def _target(spec: Spec, spec_path: Path, version: str, out: Path | None) -> tuple[str, Path]:

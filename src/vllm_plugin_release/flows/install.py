@@ -41,9 +41,12 @@ from vllm_plugin_release.core import storeindex as si
 from vllm_plugin_release.core import storetrust as trust
 from vllm_plugin_release.core.bounded import MAX_DOCUMENT
 from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.manifestdoc import wheel_roles
 from vllm_plugin_release.edges import store as st
 from vllm_plugin_release.edges import uv
 from vllm_plugin_release.edges.trust import Trusted
+from vllm_plugin_release.flows import guarded
+from vllm_plugin_release.flows.installing import Request, Target, VerifiedPairing
 from vllm_plugin_release.stages import verify
 
 CERTIFIED = ("fleet", "pilot")
@@ -86,20 +89,9 @@ def pick(
     return hits[0]
 
 
-@dataclass(frozen=True)
-class Request:
-    """What was asked for: an id (prefix), or a core and a plugin."""
-
-    pairing: str | None = None
-    core: str | None = None
-    plugin: str | None = None
-
-
-def verified_pairing(
-    trusted: Trusted, entry: dict[str, Any], request: Request
-) -> tuple[dict[str, Any], str]:
-    """(manifest, its sha256) of the entry's pairing, verified and matched to the request
-    and to the ledger (steps 3 and 4)."""
+def verified_pairing(trusted: Trusted, entry: dict[str, Any], request: Request) -> VerifiedPairing:
+    """The entry's pairing, verified and matched to the request and to the ledger (steps 3
+    and 4)."""
     pid = trust.check_pid(entry["pairing_id"], trusted.store.where(si.INDEX_FILE))
     manifest_at, statement_at = f"{si.PAIRINGS}/{pid}.json", f"{si.PAIRINGS}/{pid}.intoto.jsonl"
     data = trusted.store.read_bytes(manifest_at, MAX_DOCUMENT)
@@ -122,7 +114,7 @@ def verified_pairing(
             hint="the store must serve the pairing's newest manifest (its publisher "
             "re-publishes it); nothing was installed",
         )
-    return manifest, digest
+    return VerifiedPairing(manifest, digest, data, envelope)
 
 
 def check_stored_wheels(store: st.Store, manifest: dict[str, Any]) -> None:
@@ -132,7 +124,7 @@ def check_stored_wheels(store: st.Store, manifest: dict[str, Any]) -> None:
         return
     from vllm_plugin_release.core.cache import sha256_file
 
-    for role in ("core", "plugin"):
+    for role in wheel_roles(manifest):
         wheel = manifest[role]["wheel"]
         relative = trust.store_path(f"{si.WHEELS}/{wheel['filename']}", f"{role}.wheel.filename")
         path = store.root / relative
@@ -145,25 +137,14 @@ def check_stored_wheels(store: st.Store, manifest: dict[str, Any]) -> None:
 
 
 def requirements_text(manifest: dict[str, Any], lock_text: str) -> str:
-    """The lock, then the certified core and plugin wheels pinned by sha256."""
+    """The lock, then the certified core, plugin and guard wheels pinned by sha256."""
     lines = [lock_text.rstrip("\n"), "# the certified wheels (vpr install)"]
-    for role in ("core", "plugin"):
+    for role in wheel_roles(manifest):
         part = manifest[role]
         lines.append(
             f"{part['name']}=={part['wheel']['version']} --hash=sha256:{part['wheel']['sha256']}"
         )
     return "\n".join(lines) + "\n"
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where and how to install: the environment, the scratch folder (for the requirements
-    file), uv offline or not, and whether a lab verdict may be installed."""
-
-    env_dir: Path
-    scratch: Path
-    offline: bool = False
-    allow_uncertified: bool = False
 
 
 def install(trusted: Trusted, request: Request, target: Target) -> Installed:
@@ -176,7 +157,8 @@ def install(trusted: Trusted, request: Request, target: Target) -> Installed:
             "locks were stored)",
             hint="publish the pairing again (`vpr publish`) to store its lock",
         )
-    manifest, _ = verified_pairing(trusted, entry, request)
+    pairing = verified_pairing(trusted, entry, request)
+    manifest = pairing.manifest
     verdict = manifest["conformance"]["verdict"]
     if verdict not in CERTIFIED and not target.allow_uncertified:
         raise GateFailed(
@@ -193,25 +175,51 @@ def install(trusted: Trusted, request: Request, target: Target) -> Installed:
     python = env_dir / "bin" / "python"
     keyid = attest.keyid(trusted.public_key)
     result = Installed(pid, verdict, str(python), "unchanged", pins, store.location, keyid)
-    if python.exists() and not verify.check_environment(manifest, python, None, lock_text):
-        return result
+    guard = guarded.Guard(pairing.sha256, guarded.recover(pid, store.location, target, env_dir))
+    reinstall: list[str] = []
+    problems: list[str] = []
+    if python.exists():
+        problems = verify.check_environment(manifest, python, None, lock_text)
+        reinstall = guarded.to_reinstall(manifest, python, env_dir, guard, problems)
+        if not problems and not reinstall and guard.current:
+            guarded.write_policy(env_dir, target.guard_policy)
+            return result
+    if not python.exists() or problems or reinstall:
+        _install(manifest, store, env_dir, lock_text, pins, target, reinstall)
+        problems = verify.check_environment(manifest, python, None, lock_text)
+        if problems:
+            raise GateFailed(
+                f"{env_dir}: after the install the environment does not match pairing "
+                f"{pid[:16]}:\n  " + "\n  ".join(problems)
+            )
+        result.status = "installed"
+    if guarded.has_guard(manifest):
+        guarded.write_state(env_dir, python, pairing, lock_text, guard)
+        result.status = "installed"
+    guarded.write_policy(env_dir, target.guard_policy)
+    return result
+
+
+def _install(
+    manifest: dict[str, Any],
+    store: st.Store,
+    env_dir: Path,
+    lock_text: str,
+    pins: int,
+    target: Target,
+    reinstall: list[str],
+) -> None:
+    """`uv pip sync` of the lock and the certified wheels (those in `reinstall` again)."""
     target.scratch.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="install-", dir=target.scratch))  # mode 0700
     try:
         requirements = work / "requirements.txt"
         _write_private(requirements, requirements_text(manifest, lock_text))
         links = [store.find_links()]
-        _sync(manifest, env_dir, requirements, links, pins, offline=target.offline)
+        _sync(manifest, env_dir, requirements, links, pins, offline=target.offline,
+              reinstall=reinstall)  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    problems = verify.check_environment(manifest, python, None, lock_text)
-    if problems:
-        raise GateFailed(
-            f"{env_dir}: after the install the environment does not match pairing "
-            f"{pid[:16]}:\n  " + "\n  ".join(problems)
-        )
-    result.status = "installed"
-    return result
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -229,12 +237,14 @@ def _sync(
     pins: int,
     *,
     offline: bool,
+    reinstall: list[str] | None = None,
 ) -> None:
-    """Create the environment when it is not there, then make it hold exactly `requirements`."""
+    """Create the environment when it is not there, then make it hold exactly `requirements`
+    (the distributions in `reinstall` installed again from their certified wheels)."""
     python = env_dir / "bin" / "python"
     if not python.exists():
         version = ".".join(manifest["core"]["python"].split(".")[:2])
         progress.info(f"creating a Python {version} environment at {env_dir}")
         uv.create_venv(env_dir, version, offline=offline)
     with progress.status(f"installing {pins} pins with --require-hashes into {env_dir}"):
-        uv.sync_locked(python, requirements, find_links, offline=offline)
+        uv.sync_locked(python, requirements, find_links, offline=offline, reinstall=reinstall)

@@ -30,6 +30,33 @@ def _req_section(title: str, diff: dict[str, Any]) -> list[str]:
     return out
 
 
+def _coupling_section(c: dict[str, Any] | None) -> list[str]:
+    """The core API the plugin uses: what changed for it, and the approval on record."""
+    out = ["", "### Core API the plugin uses", ""]
+    if not c or c.get("status") != "run":
+        return [*out, f"not run: {(c or {}).get('reason', 'no plugin')}"]
+    out.append(
+        f"{c['symbols']} core symbols used (imports, calls, subclasses, overrides); "
+        f"{c['breaking']} breaking change(s) for the plugin"
+        + (f"; {len(c['unresolved'])} not resolvable statically" if c["unresolved"] else "")
+    )
+    if c["changes"]:
+        out += ["", "| id | what changed | plugin |", "|---|---|---|"]
+        out += [
+            f"| `{_md(ch['id'])}` | {_md(ch['detail'])} | {_md(', '.join(ch['uses'][:3]))} |"
+            for ch in c["changes"]
+        ]
+    approval = c.get("approval") or {}
+    if approval.get("status") == "approved":
+        out += ["", f"**Approved** by {_md(approval['by'])}: {_md(approval['why'])} "
+                f"({len(approval['changes'])} change(s), recorded in the spec as "
+                "`[core.api_approval]`)"]  # fmt: skip
+    elif approval.get("status") == "missing":
+        out += ["", f"**Not approved**: the bump stops until {len(approval['needed'])} "
+                f"change(s) are approved on record: `{_md(approval['command'])}`"]  # fmt: skip
+    return out
+
+
 def render_markdown(result: BumpResult) -> str:
     r = result.report
     core = r["core"]
@@ -68,6 +95,7 @@ def render_markdown(result: BumpResult) -> str:
         out.append(line)
         for name, change in (pins or {}).get("changed", {}).items():
             out.append(f"  - {name} {change['from']} → {change['to']}")
+    out += _coupling_section(r.get("api_coupling"))
     out += ["", "### Served API", ""]
     api = r["api"]
     if api["status"] != "run":

@@ -1,6 +1,7 @@
 """`vpr release`: every stage in order for one pairing, each reusing its cached result.
 
-lock check -> build-core -> build-plugin -> env -> conform -> manifest -> publish,
+lock check -> build-core -> build-plugin -> build-guard -> env -> conform -> manifest ->
+publish,
 one progress display, and a summary at the end (verdict, paths, digests). Stage
 timings go to dist/NAME/run.json (run-specific; never into the manifest).
 """
@@ -84,7 +85,7 @@ def _stages(
 ) -> list[tuple[str, Callable[[], None]]]:
     # Each source is fetched or resolved once, here, and handed to the stages that read it.
     inputs = Inputs(spec, opts.cache, opts.plugin_source)
-    built: list[StageResult] = []  # the core's and the plugin's wheel stage, in that order
+    built: list[StageResult] = []  # the core's, the plugin's and the guard's wheel stage
 
     def lock_check() -> None:
         ahead.start(spec, opts.cache)
@@ -127,9 +128,16 @@ def _stages(
         out.facts["plugin wheel"] = f"{result.wheel.name} sha256:{result.data['wheel']['sha256']}"
         out.ran_in["build-plugin"] = result.data.get("backend")
         built.append(result)
+
+    def build_guard() -> None:
+        from vllm_plugin_release.stages.build_guard import build_guard as run
+
+        result = run(spec, cache=opts.cache, dist_root=opts.dist_root)
+        out.facts["guard wheel"] = f"{result.wheel.name} sha256:{result.data['wheel']['sha256']}"
+        built.append(result)
         if opts.publish and not all(b.cached for b in built):
             # New wheels are final now: publish's `twine check` runs in conform's idle time
-            # (a pair of cached wheels was most likely published and proven already).
+            # (cached wheels were most likely published and proven already).
             from vllm_plugin_release.stages.publish import start_check_ahead
 
             wheels = [(b.wheel, b.data["wheel"]["sha256"]) for b in built]
@@ -219,6 +227,7 @@ def _stages(
         ("lock", lock_check),
         ("build-core", build_core),
         ("build-plugin", build_plugin),
+        ("build-guard", build_guard),
         ("env", env),
         ("conform", conform),
         ("manifest", manifest),

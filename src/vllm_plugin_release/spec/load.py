@@ -36,7 +36,7 @@ def _is_pep440(value: object) -> bool:
 # Control characters (C0, DEL, C1) and line/paragraph separators: never in a URL or path.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 # Free-text keys, where a newline is harmless; every other string is a name, URL or path.
-_FREE_TEXT = frozenset({"description"})
+_FREE_TEXT = frozenset({"description", "why"})
 
 
 @_format_checker.checks("uri", raises=ValueError)
@@ -214,6 +214,17 @@ def _cross_key_problems(
                 ("build", "torch"),
                 f"[build] torch names no version for [build] python = {build_python!r} "
                 f'(it has {", ".join(sorted(torch))}); add `"{build_python}" = VERSION`',
+            )
+        )
+    approval = data.get("core", {}).get("api_approval")
+    version = data.get("core", {}).get("version")
+    if isinstance(approval, dict) and approval.get("to") != version:
+        problems.append(
+            (
+                ("core", "api_approval", "to"),
+                f"[core.api_approval] approves the move to {approval.get('to')!r}, but [core] "
+                f"version is {version!r}: an approval belongs to the bump that wrote it; run "
+                "`vpr bump` to move the core (it asks for an approval where one is needed)",
             )
         )
     loadable = (data.get("runtime") or {}).get("python")

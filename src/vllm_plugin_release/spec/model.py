@@ -36,6 +36,9 @@ class CoreSpec:
     target_device: str
     source_date_epoch: int
     source: SdistSource | GitSource
+    # [core.api_approval]: who approved the breaking core API changes of the bump that moved
+    # the core here (from, to, by, why, changes); None when there was nothing to approve
+    api_approval: dict[str, Any] | None = field(default=None, hash=False)
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,7 @@ def from_data(data: dict[str, Any], file: Path) -> Spec:
             target_device=core["target_device"],
             source_date_epoch=core["source_date_epoch"],
             source=source,
+            api_approval=core.get("api_approval"),
         ),
         build=BuildSpec(
             python=python,

@@ -32,6 +32,32 @@ def _str(description: str, **extra: Any) -> dict[str, Any]:
     return {"type": "string", "description": description, **extra}
 
 
+API_APPROVAL: dict[str, Any] = {
+    "type": "object",
+    "description": "Written by `vpr bump --approve-by ... --approve-why ... --approve ID`: who "
+    "approved the breaking changes of the core API the plugin uses (the migration report's "
+    "API coupling section lists them) when the core moved from `from` to `to`. The manifest "
+    "records it and the compatibility site shows it; a bump with such a change and no approval "
+    "stops (exit 1).",
+    "additionalProperties": False,
+    "required": ["from", "to", "by", "why", "changes"],
+    "properties": {
+        "from": _str("The core version before the bump.", format="pep440"),
+        "to": _str("The core version of the bump (the spec's [core] version).", format="pep440"),
+        "by": _str("Who approved (a name, an address).", minLength=1),
+        "why": _str(
+            "Why the changes are acceptable (what the plugin did about them).", minLength=1
+        ),
+        "changes": {
+            "type": "array",
+            "minItems": 1,
+            "items": _str("A change id of the migration report (KIND:SYMBOL).", minLength=1),
+            "description": "Every breaking change approved, by its id.",
+        },
+    },
+}
+
+
 SDIST_SOURCE: dict[str, Any] = {
     "type": "object",
     "description": "vLLM from its source distribution on a package index.",
@@ -129,6 +155,7 @@ SCHEMA: dict[str, Any] = {
                     "description": "sdist (kind = sdist) or git (kind = git) source.",
                     "oneOf": [SDIST_SOURCE, GIT_SOURCE],
                 },
+                "api_approval": API_APPROVAL,
             },
         },
         "build": {

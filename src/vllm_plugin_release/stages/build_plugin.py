@@ -10,10 +10,7 @@ the plugin's entry points read from the wheel; a wheel without a
 
 from __future__ import annotations
 
-import configparser
-import zipfile
 from pathlib import Path
-from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -24,6 +21,7 @@ from vllm_plugin_release.core.cache import Cache, key_of, sha256_file
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.lockfile import check_lock, pins
 from vllm_plugin_release.core.records import dist_dir
+from vllm_plugin_release.core.wheelfacts import wheel_entry_points, wheel_metadata
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.requests import (
@@ -47,33 +45,6 @@ RECORD = records.BUILD_PLUGIN
 # 2: the record says where the plugin was built (`backend`); the runner is in the key.
 RECIPE_VERSION = 2
 PLATFORM_GROUP = "vllm.platform_plugins"
-
-
-def wheel_entry_points(wheel: Path) -> dict[str, dict[str, str]]:
-    """group -> {name: value} from the wheel's *.dist-info/entry_points.txt."""
-    with zipfile.ZipFile(wheel) as zf:
-        names = [n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt")]
-        if not names:
-            return {}
-        text = zf.read(names[0]).decode("utf-8")
-    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
-    parser.read_string(text)
-    return {group: dict(parser.items(group)) for group in parser.sections()}
-
-
-def wheel_metadata(wheel: Path) -> dict[str, Any]:
-    """Name, version and Requires-Dist from the wheel's METADATA."""
-    from email.parser import Parser
-
-    with zipfile.ZipFile(wheel) as zf:
-        name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-        msg = Parser().parsestr(zf.read(name).decode("utf-8"))
-    return {
-        "name": msg["Name"],
-        "version": msg["Version"],
-        "requires_dist": sorted(msg.get_all("Requires-Dist") or []),
-    }
 
 
 def check_build_requirements(

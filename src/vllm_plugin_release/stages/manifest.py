@@ -9,6 +9,7 @@ Stage records read from dist/NAME/ (written by earlier stages):
   build-plugin.json  required  (`vpr build-plugin`)
   env.json           optional  (`vpr env`)      -> environment/runtime say "absent"
   scorecard.json     optional  (`vpr conform`)  -> conformance says "absent"
+  build-guard.json   optional  (`vpr build-guard`) -> `guard` is null
 """
 
 from __future__ import annotations
@@ -35,16 +36,17 @@ from vllm_plugin_release.core.manifestdoc import (
     read_json,
     validate,
 )
-from vllm_plugin_release.core.records import BUILD_CORE, BUILD_PLUGIN, ENV, SCORECARD
+from vllm_plugin_release.core.records import BUILD_CORE, BUILD_GUARD, BUILD_PLUGIN, ENV, SCORECARD
 from vllm_plugin_release.core.records import producer as record_producer
 from vllm_plugin_release.core.wheelfacts import files_digest, wheel_files, wheel_tags, wheel_version
 from vllm_plugin_release.edges import host, keys
 from vllm_plugin_release.spec.model import Spec
 
+PLATFORM_CHECK = "platform activation (vllm.platforms.current_platform)"  # inenv/envcheck.py
 EVIDENCE_KEPT = 5  # evidence items per check copied into the manifest (the scorecard has all)
 
 REQUIRED_RECORDS = (BUILD_CORE, BUILD_PLUGIN)
-OPTIONAL_RECORDS = (ENV, SCORECARD)
+OPTIONAL_RECORDS = (ENV, SCORECARD, BUILD_GUARD)
 
 
 # ---------------------------------------------------------------------------
@@ -60,6 +62,7 @@ class Records:
     build_plugin: dict[str, Any]
     env: dict[str, Any] | None = None
     scorecard: dict[str, Any] | None = None
+    build_guard: dict[str, Any] | None = None
 
 
 def read_records(dist_dir: Path, spec_path: str | None = None) -> Records:
@@ -86,6 +89,7 @@ def read_records(dist_dir: Path, spec_path: str | None = None) -> Records:
         build_plugin=found[BUILD_PLUGIN],
         env=found[ENV],
         scorecard=found[SCORECARD],
+        build_guard=found[BUILD_GUARD],
     )
 
 
@@ -199,6 +203,8 @@ def pins_from_spec(spec: Spec) -> dict[str, Any]:
             "torch": spec.build.torch,
             "constraints": spec.build.constraints,
         },
+        # only when the spec has one: the statement of a spec without it is unchanged
+        **({"api_approval": dict(core.api_approval)} if core.api_approval else {}),
     }
 
 
@@ -443,6 +449,44 @@ def _plugin(records: Records, memo: Path | None = None) -> dict[str, Any]:
     }
 
 
+def _guard(records: Records, memo: Path | None = None) -> dict[str, Any] | None:
+    """The manifest's `guard` section (vpr-guard's wheel), from build-guard.json; None
+    without one."""
+    bg, fg = records.build_guard, BUILD_GUARD
+    if bg is None:
+        return None
+    guard_in = _get(bg, "guard", fg)
+    wheel = describe_wheel(
+        records.dist_dir, _get(bg, "wheel.filename", fg), _get(bg, "wheel.sha256", fg), fg, memo
+    )
+    return {
+        "name": str(_get(guard_in, "name", fg)),
+        "version": str(_get(guard_in, "version", fg)),
+        "wheel": wheel,
+        "entry_points": {
+            str(g): {str(k): str(v) for k, v in sorted(eps.items())}
+            for g, eps in sorted((bg.get("entry_points") or {}).items())
+        },
+        "reproducible": bg.get("reproducible"),
+    }
+
+
+def _platform(env: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The platform class vLLM resolved in the pairing environment itself (env.json's
+    `platform activation` check, whatever its status: on a runner without the vendor
+    runtime that is the class vLLM falls back to; never the stand-in overlay's, a test
+    double's), and the runner; None without env.json."""
+    if env is None:
+        return None
+    resolved = None
+    for check in env.get("checks") or []:
+        if isinstance(check, dict) and check.get("name") == PLATFORM_CHECK:
+            value = check.get("value")
+            resolved = value if isinstance(value, str) and value else None
+            break
+    return {"resolved": resolved, "runner": env.get("runner")}
+
+
 def _container(build_core: dict[str, Any]) -> dict[str, Any] | None:
     backend = build_core.get("backend") or {}
     if backend.get("kind") != "docker":
@@ -521,6 +565,9 @@ def build_manifest(
         "container": container,
         "environment": environment,
         "conformance": _conformance(records.scorecard),
+        "guard": _guard(records, wheel_memo),
+        "platform": _platform(records.env),
+        "api_approval": pins.get("api_approval"),
     }
     validate(manifest, str(records.dist_dir / MANIFEST_FILE))
     return manifest

@@ -1,14 +1,15 @@
-"""Publish: both wheels to a package index (twine), then the manifest to the manifest store.
+"""Publish: the wheels (core, plugin and vpr-guard) to a package index (twine), then the
+manifest to the manifest store.
 
 Order, each step a gate for the next:
   1. the manifest folder verifies (subject digests; the signature when a public
      key is at hand) and its verdict is fleet or pilot (else `--allow-uncertified`);
-  2. `twine check --strict` on both wheels;
+  2. `twine check --strict` on the wheels;
   3. ask the index's simple API whether each file is there. Same sha256: done.
      Different sha256: exit 1, before anything is uploaded. The absent ones: one
      `twine upload`, with retries and backoff on connection errors and 5xx (then exit 3);
   4. with the default index, a local pypiserver on loopback over `.vpr/index/`, the
-     result is proven by installing both wheels with `uv pip install --require-hashes`
+     result is proven by installing the wheels with `uv pip install --require-hashes`
      (no cache) into a scratch venv and checking it against the manifest (`--verify-install` does
      the same for any index), on the spec's runner (the pinned image with backend
      docker, on the host network to reach the loopback index);
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
-from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE
+from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE, wheel_roles
 from vllm_plugin_release.core.storeindex import check_lock
 from vllm_plugin_release.edges import keys, proc
 from vllm_plugin_release.edges.index import (
@@ -68,7 +69,7 @@ if TYPE_CHECKING:
 CERTIFIED = ("fleet", "pilot")
 LOCK_HINT = "the lock changed since `vpr env`; run the pairing again (vpr release) first"
 
-Wheels = list[tuple[str, Path, str]]  # (project, wheel file, sha256) for core and plugin
+Wheels = list[tuple[str, Path, str]]  # (project, wheel file, sha256): core, plugin, guard
 
 
 # ---------------------------------------------------------------------------
@@ -132,7 +133,7 @@ def ensure_on_index(target: IndexTarget, wheels: Wheels) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------
-# twine check, started ahead: within `vpr release`, once both wheels are built (they
+# twine check, started ahead: within `vpr release`, once the wheels are built (they
 # are final then), at the lowest CPU priority, so that it runs in the time conform and
 # the manifest leave a core idle. Publish takes its answer for the very same files and
 # bytes; a run still going then is stopped and the check run again at normal priority
@@ -169,7 +170,7 @@ def cancel_check_ahead() -> None:
 
 
 def _twine_check(wheels: Wheels) -> None:
-    """Gate 2: `twine check --strict` of both wheels; the run started ahead for these very
+    """Gate 2: `twine check --strict` of the wheels; the run started ahead for these very
     files and bytes when it has ended, else a run now."""
     key = _check_key([(wheel, sha) for _, wheel, sha in wheels])
     ahead = _CHECK_AHEAD.take(key, ended=True)  # any other run is stopped
@@ -196,7 +197,8 @@ def prove_install(
     workdir: Path,
     runner: Runner,
 ) -> None:
-    """Install both wheels from the index with --require-hashes into a scratch venv made
+    """Install the wheels (core, plugin, guard) from the index with --require-hashes into a
+    scratch venv made
     on `runner` (this machine, or the pinned image) for the pairing's Python, then check
     that environment against the manifest. GateFailed on any mismatch."""
     python = make_venv(workdir / "venv", runner, _certified_python(manifest))
@@ -204,14 +206,14 @@ def prove_install(
     lines = [
         f"{manifest[p]['name']}=={manifest[p]['wheel']['version']} "
         f"--hash=sha256:{manifest[p]['wheel']['sha256']}"
-        for p in ("core", "plugin")
+        for p in wheel_roles(manifest)
     ]
     requirements.write_text("\n".join(lines) + "\n")
     done = install_with_hashes(python, target.simple_url, requirements, runner)
     if done.returncode != 0:
         out = redact((done.stdout + done.stderr).strip())
         raise GateFailed(
-            "install proof failed: installing both wheels from "
+            "install proof failed: installing the wheels from "
             f"{redact(target.simple_url)} with --require-hashes did not work:\n"
             + "\n".join(out.splitlines()[-15:]),
             hint="nothing was added to the manifest store",
@@ -509,7 +511,7 @@ def publish_folder(
             dist_dir / manifest[p]["wheel"]["filename"],
             manifest[p]["wheel"]["sha256"],
         )
-        for p in ("core", "plugin")
+        for p in wheel_roles(manifest)
     ]
     lock = _read_lock(manifest, project_root)  # gate: before anything is uploaded
     verdict = manifest["conformance"]["verdict"]

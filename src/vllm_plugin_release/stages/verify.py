@@ -22,6 +22,7 @@ from vllm_plugin_release.core.manifestdoc import (
     STATEMENT_FILE,
     read_document,
     validate,
+    wheel_roles,
 )
 from vllm_plugin_release.core.wheelfacts import files_digest, installed_files, wheel_files
 from vllm_plugin_release.edges.envprobe import probe_environment, probe_with_installed
@@ -155,11 +156,12 @@ def _check_subjects(
 
 
 def lock_pins(manifest: dict[str, Any], lock_text: str) -> dict[str, str]:
-    """Every pin of the pairing: the lock's, then the core and plugin at their versions."""
+    """Every pin of the pairing: the lock's, then the core, the plugin and the guard (when
+    the manifest names one) at their versions."""
     from vllm_plugin_release.core.lockfile import pins
 
     out = pins(lock_text)
-    for role in ("core", "plugin"):
+    for role in wheel_roles(manifest):
         out[manifest[role]["name"]] = manifest[role]["wheel"]["version"]
     return out
 
@@ -197,7 +199,7 @@ def check_environment(
 ) -> list[str]:
     """Every way the environment differs from the manifest (empty list: it matches).
     With `lock_text` (the pairing's lock), every pin is compared too (core/envdrift.py)."""
-    parts = {"core": manifest["core"], "plugin": manifest["plugin"]}
+    parts = {role: manifest[role] for role in wheel_roles(manifest)}
     names = [p["name"] for p in parts.values()]
     mismatches: list[str] = []
     if lock_text is None:

@@ -1,0 +1,294 @@
+"""The comparison: the running environment against what `vpr install` certified.
+
+`ENV/vpr-guard/` holds the verified manifest, its statement, the pairing's lock and
+`certified.json`: the manifest's sha256 (verified with the publisher's key through the
+store's signed head when `vpr install` ran, and checked again here), the recovery command,
+and the snapshot taken once the environment matched every pin: each distribution's
+version and RECORD sha256, and the size and time of every file of the core, the plugin
+and the guard. Every difference is a finding; the policy says what vLLM does with them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from vpr_guard import (
+    CERTIFIED,
+    CERTIFIED_KIND,
+    MANIFEST,
+    POLICIES,
+    POLICY,
+    POLICY_ENV,
+    STATE_DIR,
+    scan,
+)
+
+LISTED = 5  # changed files named per distribution
+MAX_STATE = 64 * 1024 * 1024  # certified.json / manifest.json are read up to this size
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # missing | version | build | files | extra | platform | state
+    name: str  # the distribution (canonical), or "" for platform/state
+    text: str
+
+
+@dataclass
+class State:
+    """What `vpr install` left in ENV/vpr-guard/ (manifest and certified.json), or why
+    it cannot be used (`problems`)."""
+
+    prefix: str
+    folder: str
+    manifest: dict[str, Any] = field(default_factory=dict)
+    certified: dict[str, Any] = field(default_factory=dict)
+    problems: list[Finding] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str | None:
+        verdict = (self.manifest.get("conformance") or {}).get("verdict")
+        return verdict if isinstance(verdict, str) else None
+
+    @property
+    def recover(self) -> str:
+        line = self.certified.get("recover")
+        if isinstance(line, str) and line:
+            return line
+        pid = self.manifest.get("pairing_id") or "PAIRING_ID"
+        return f"vpr install {pid} --python-env {self.prefix}"
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        data = f.read(MAX_STATE + 1)
+    if len(data) > MAX_STATE:
+        raise ValueError(f"larger than {MAX_STATE} bytes")
+    return data
+
+
+def load_state(prefix: str | None = None) -> State:
+    prefix = prefix or sys.prefix
+    folder = os.path.join(prefix, STATE_DIR)
+    state = State(prefix=prefix, folder=folder)
+    if not os.path.isdir(folder):
+        state.problems.append(
+            Finding(
+                "state",
+                "",
+                f"{folder}: no certified pairing here (this environment was "
+                "not made by `vpr install`, or its record was removed)",
+            )
+        )
+        return state
+    try:
+        manifest_bytes = _read(os.path.join(folder, MANIFEST))
+        certified = json.loads(_read(os.path.join(folder, CERTIFIED)))
+        manifest = json.loads(manifest_bytes)
+    except (OSError, ValueError) as exc:
+        state.problems.append(
+            Finding("state", "", f"{folder}: the certified record cannot be read ({exc})")
+        )
+        return state
+    if not isinstance(certified, dict) or certified.get("kind") != CERTIFIED_KIND:
+        state.problems.append(Finding("state", "", f"{folder}/{CERTIFIED}: not a vpr-guard record"))
+        return state
+    if not isinstance(manifest, dict):
+        state.problems.append(Finding("state", "", f"{folder}/{MANIFEST}: not a manifest"))
+        return state
+    state.manifest, state.certified = manifest, certified
+    have = hashlib.sha256(manifest_bytes).hexdigest()
+    if have != certified.get("manifest_sha256"):
+        state.problems.append(
+            Finding(
+                "state",
+                "",
+                f"{folder}/{MANIFEST}: sha256 {have[:16]} is not the manifest "
+                f"vpr install verified ({str(certified.get('manifest_sha256'))[:16]})",
+            )
+        )
+    return state
+
+
+class BadPolicy(ValueError):
+    pass
+
+
+def resolve_policy(state: State) -> tuple[str, str]:
+    """(policy, where it came from): $VPR_GUARD, else the first word of ENV/vpr-guard/policy,
+    else enforce for a fleet verdict and warn for pilot or lab. BadPolicy for a value that is
+    none of enforce, warn, off (the guard then refuses: it does not guess)."""
+    value = os.environ.get(POLICY_ENV, "").strip()
+    if value:
+        if value.lower() not in POLICIES:
+            raise BadPolicy(f"{POLICY_ENV}={value!r} is not one of {', '.join(POLICIES)}")
+        return value.lower(), POLICY_ENV
+    path = os.path.join(state.folder, POLICY)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            words = f.read(256).split()
+    except OSError:
+        words = None
+    if words is not None:
+        word = words[0].lower() if words else ""
+        if word not in POLICIES:
+            raise BadPolicy(f"{path}: {word!r} is not one of {', '.join(POLICIES)}")
+        return word, path
+    verdict = state.verdict
+    return ("enforce" if verdict == "fleet" else "warn"), f"the default for verdict {verdict}"
+
+
+def _labels(state: State) -> dict[str, str]:
+    roles = state.certified.get("roles")
+    if not isinstance(roles, dict):
+        return {}
+    return {scan.canonical(str(n)): str(r) for r, n in roles.items() if isinstance(n, str)}
+
+
+def _who(labels: dict[str, str], name: str) -> str:
+    role = labels.get(name)
+    return f"{role} {name}" if role and role != name else name
+
+
+def _signed_files(state: State) -> dict[str, tuple[str, str]]:
+    """{canonical name: (files_sha256, wheel file)} the signed manifest certifies."""
+    out = {}
+    for role in ("core", "plugin", "guard"):
+        part = state.manifest.get(role)
+        if isinstance(part, dict) and isinstance(part.get("wheel"), dict):
+            wheel = part["wheel"]
+            out[scan.canonical(str(part.get("name")))] = (
+                str(wheel.get("files_sha256")),
+                str(wheel.get("filename")),
+            )
+    return out
+
+
+def _dist_findings(state: State, installed: dict[str, dict[str, str]]) -> list[Finding]:
+    labels = _labels(state)
+    certified = state.certified.get("dists") or {}
+    found: list[Finding] = []
+    for name, want in sorted(certified.items(), key=lambda kv: (kv[0] not in labels, kv[0])):
+        who, now = _who(labels, name), installed.get(name)
+        if now is None:
+            text = f"{who} {want['version']}: missing (certified, not installed)"
+            found.append(Finding("missing", name, text))
+        elif now["version"] != want["version"]:
+            text = f"{who}: installed {now['version']}, certified {want['version']}"
+            found.append(Finding("version", name, text))
+        else:
+            found += _build_findings(state, name, who, now, want)
+    for name in sorted(set(installed) - set(certified)):
+        text = f"extra {name} {installed[name]['version']}: installed, not in the certified set"
+        found.append(Finding("extra", name, text))
+    return found
+
+
+def _build_findings(
+    state: State, name: str, who: str, now: dict[str, str], want: dict[str, Any]
+) -> list[Finding]:
+    """Another build under the certified version (its RECORD differs; for the core, the
+    plugin and the guard, named against the signed files_sha256), or files changed in
+    place since vpr install (size or time)."""
+    data = scan.record_bytes(now["folder"])
+    digest = hashlib.sha256(data).hexdigest() if data is not None else None
+    if digest != want.get("record"):
+        signed = _signed_files(state).get(name)
+        have = scan.files_sha256(data) if signed and data is not None else None
+        if signed and have != signed[0]:
+            text = (
+                f"{who} {now['version']}: its installed files are not those of the certified "
+                f"wheel {signed[1]} (files_sha256 {str(have)[:16]}, signed {signed[0][:16]})"
+            )
+        else:
+            text = (
+                f"{who} {now['version']}: another build is installed (its RECORD is not the "
+                "one vpr install certified)"
+            )
+        return [Finding("build", name, text)]
+    stats = (state.certified.get("files") or {}).get(name)
+    if not isinstance(stats, dict):
+        return []
+    have_stats = scan.file_stats(now["folder"], list(stats))
+    return [] if have_stats == stats else _changed_files(who, name, stats, have_stats)
+
+
+def _changed_files(who: str, name: str, want: dict[str, Any], have: dict[str, list[int]]):
+    changed = sorted(p for p in set(want) | set(have) if want.get(p) != have.get(p))
+    if not changed:
+        return []
+    shown = ", ".join(changed[:LISTED]) + (
+        f" and {len(changed) - LISTED} more" if len(changed) > LISTED else ""
+    )
+    return [
+        Finding("files", name, f"{who}: {len(changed)} file(s) changed since vpr install ({shown})")
+    ]
+
+
+def platform_finding(state: State, resolved: str | None, error: str | None) -> list[Finding]:
+    """The platform class vLLM resolved against the one the pairing was certified with."""
+    want = (state.manifest.get("platform") or {}).get("resolved")
+    if not isinstance(want, str) or not want:
+        return []  # a manifest that records none (written before the guard): not compared
+    if error is not None:
+        return [
+            Finding(
+                "platform",
+                "",
+                f"platform: resolving vLLM's platform raised {error}; certified {want}",
+            )
+        ]
+    if resolved != want:
+        text = (
+            f"platform: vLLM resolved {resolved}, certified {want} (what vLLM resolves follows "
+            "what is importable: the vendor runtime, PYTHONPATH, VLLM_PLUGINS)"
+        )
+        return [Finding("platform", "", text)]
+    return []
+
+
+def compare(state: State, installed: dict[str, dict[str, str]] | None = None) -> list[Finding]:
+    """Every difference between the environment and its certified record (the platform
+    is the caller's: only a process running vLLM knows it)."""
+    if state.problems:
+        return list(state.problems)
+    return _dist_findings(state, scan.distributions() if installed is None else installed)
+
+
+def describe(state: State) -> str:
+    m = state.manifest
+    core, plugin = m.get("core") or {}, m.get("plugin") or {}
+    commit = f" @ {str(plugin['commit'])[:12]}" if plugin.get("commit") else ""
+    return (
+        f"pairing {str(m.get('pairing_id'))[:16]} ({core.get('name')} {core.get('version')} + "
+        f"{plugin.get('name')} {plugin.get('version')}{commit}, verdict {state.verdict})"
+    )
+
+
+def message(state: State, findings: list[Finding], policy: str, source: str) -> str:
+    """One message: what differs, how to get back, and what the policy does (`check`: the
+    shell's `python -m vpr_guard check`, which applies none)."""
+    if state.manifest:
+        what = f"this environment is not the certified {describe(state)}"
+    else:
+        what = "this environment has no certified pairing"
+    head = {
+        "enforce": f"vpr-guard: vLLM will not start: {what}:",
+        "warn": f"vpr-guard: WARNING: vLLM starts in an environment that is not certified: {what}:",
+        "check": f"vpr-guard: {what}:",
+    }[policy]
+    lines = [head, *(f"  - {f.text}" for f in findings)]
+    lines.append(f"to get back to the certified set: {state.recover}")
+    if policy == "enforce":
+        lines.append(
+            f"(policy enforce, from {source}; VPR_GUARD=warn starts it anyway with this "
+            "warning, VPR_GUARD=off skips the check)"
+        )
+    elif policy == "warn":
+        lines.append(f"(policy warn, from {source}; VPR_GUARD=enforce refuses to start instead)")
+    return "\n".join(lines)

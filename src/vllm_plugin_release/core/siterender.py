@@ -1,0 +1,356 @@
+"""The compatibility site as files (pure): `index.html` (the matrix), one page per pairing
+(its scorecard from the signed manifest, its ledger history, the `vpr install` line) and
+`compat.json`, from `sitemodel.build`'s data.
+
+Static and self-contained: no script, no outside asset (the style is in each page), every
+value from the store escaped. Accessible: tables with captions, `scope` on every header,
+the verdict as a word (the colour only repeats it). One column of cells per site, so the
+matrix fits a 390 px phone as well as a wide screen; long names wrap.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+from vllm_plugin_release.core.sitemodel import SITES
+
+STYLE = (
+    "*{box-sizing:border-box}"
+    "body{font:16px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#1a1a1a;"
+    "background:#fff;margin:0 auto;padding:12px;max-width:1100px}"
+    "h1{font-size:1.45rem;margin:.4em 0}h2{font-size:1.15rem;margin-top:1.6em}"
+    "table{border-collapse:collapse;width:100%;table-layout:fixed;margin:.5em 0}"
+    "caption{text-align:left;font-weight:600;padding:.3em 0}"
+    "th,td{border:1px solid #aaa;padding:6px;vertical-align:top;text-align:left;"
+    "overflow-wrap:anywhere}"
+    "thead th{background:#e9e9e9}tbody th[scope=rowgroup]{background:#dde6f3}"
+    "th[scope=row]{font-weight:400}"
+    ".v{font-weight:700;text-transform:uppercase;letter-spacing:.02em}"
+    ".fleet{background:#c8f0c8}.pilot{background:#fff2b3}.lab{background:#f5c2c2}"
+    ".none{background:#f3f3f3;color:#333}"
+    ".bad{color:#8b0000;font-weight:700}.small{font-size:.85em;color:#333}"
+    ".banner{border:2px solid #555;padding:10px;margin:.6em 0;font-size:1.05rem}"
+    "code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.88em;"
+    "overflow-wrap:anywhere;word-break:break-all}"
+    "pre{white-space:pre-wrap;word-break:break-all;background:#f5f5f5;border:1px solid #ccc;"
+    "padding:8px}"
+    "ul{padding-left:1.2em}"
+    "@media (max-width:600px){body{padding:8px;font-size:15px}th,td{padding:4px}"
+    "table{font-size:.9em}.v{letter-spacing:0}}"
+)
+VERDICT_CLASSES = ("fleet", "pilot", "lab")
+
+
+def e(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _page(title: str, body: list[str]) -> bytes:
+    return (
+        "\n".join(
+            [
+                "<!DOCTYPE html>",
+                '<html lang="en"><head><meta charset="utf-8">',
+                '<meta name="viewport" content="width=device-width, initial-scale=1">',
+                f"<title>{e(title)}</title>",
+                f"<style>{STYLE}</style>",
+                "</head><body>",
+                *body,
+                "</body></html>",
+            ]
+        )
+        + "\n"
+    ).encode()
+
+
+def _css(verdict: str | None) -> str:
+    return verdict if verdict in VERDICT_CLASSES else "none"
+
+
+def _plugin_label(p: dict[str, Any]) -> str:
+    commit = p["plugin"].get("commit")
+    return f"@{commit[:12]}" if commit else "no commit"
+
+
+def _cell(cell: dict[str, Any]) -> str:
+    verdict = cell["verdict"]
+    if cell["signed_by"] is None:
+        return '<td class="none">not run</td>'
+    parts = [f'<span class="v">{e(verdict or "none")}</span>']
+    lag = cell["lag_days"]
+    parts.append(f"lag {e(lag)} days" if lag is not None else "lag unknown")
+    if cell["verified"]:
+        parts.append(f"signature verified ({e(cell['signed_by'])})")
+    else:
+        parts.append(f'<span class="bad">signature NOT verified ({e(cell["signed_by"])})</span>')
+    return f'<td class="{_css(verdict)}">' + "<br>".join(parts) + "</td>"
+
+
+def _row(p: dict[str, Any]) -> str:
+    head = (
+        f'<a href="{e(p["page"])}">{e(p["plugin"]["name"])} {e(p["plugin"]["version"])}</a>'
+        f'<br><span class="small">{e(_plugin_label(p))} · py{e(p["python"])} · id '
+        f"{e(p['pairing_id'][:12])}</span>"
+    )
+    if not p["signature"]["verified"]:
+        head += '<br><span class="bad">signature NOT verified: do not install</span>'
+    if p["api_approval"]:
+        head += '<br><span class="small">breaking core API change approved</span>'
+    cells = "".join(_cell(p["sites"][site]) for site in SITES)
+    return f'<tr><th scope="row">{head}</th>{cells}</tr>'
+
+
+def _matrix(compat: dict[str, Any]) -> list[str]:
+    out = [
+        '<table id="matrix">',
+        "<caption>vLLM core versions × plugins × site: verdict, release lag, signature</caption>",
+        '<colgroup><col style="width:40%"><col style="width:30%"><col style="width:30%">'
+        "</colgroup>",
+        '<thead><tr><th scope="col">core and plugin</th>'
+        + "".join(f'<th scope="col">{e(site)} site</th>' for site in SITES)
+        + "</tr></thead>",
+    ]
+    by_core: dict[str, list[dict[str, Any]]] = {}
+    for p in compat["pairings"]:
+        by_core.setdefault(p["core"]["version"], []).append(p)
+    for core in compat["cores"]:
+        rows = by_core.get(core, [])
+        out.append(
+            f'<tbody><tr><th scope="rowgroup" colspan="3">vLLM {e(core)} '
+            f'<span class="small">({len(rows)} pairing{"s" if len(rows) != 1 else ""})</span>'
+            "</th></tr>"
+        )
+        out += [_row(p) for p in rows]
+        out.append("</tbody>")
+    out.append("</table>")
+    return out
+
+
+def _newest(compat: dict[str, Any]) -> list[str]:
+    newest = compat["newest_core"]
+    if newest is None:
+        return []
+    source = "given to the site" if newest["source"] == "given" else "the newest the store names"
+    out = [
+        '<h2 id="newest">Newest core release</h2>',
+        f"<p>vLLM <strong>{e(newest['version'])}</strong> ({e(source)}): "
+        f"{len(newest['covered_by'])} pairing(s) cover it.</p>",
+    ]
+    if not newest["not_covered"]:
+        return [*out, "<p>Every plugin in the store has a pairing with it.</p>"]
+    out += [
+        "<table><caption>Plugins whose pairings do not cover it yet</caption>",
+        '<thead><tr><th scope="col">plugin</th><th scope="col">newest core it is paired '
+        "with</th></tr></thead><tbody>",
+    ]
+    out += [
+        f'<tr><th scope="row">{e(b["plugin"])}</th><td><a href="{e(b["page"])}">'
+        f"{e(b['newest_core'])}</a></td></tr>"
+        for b in newest["not_covered"]
+    ]
+    return [*out, "</tbody></table>"]
+
+
+def _legend(compat: dict[str, Any]) -> list[str]:
+    out = ['<h2 id="legend">Reading the matrix</h2>', "<ul>"]
+    out += [
+        f'<li><span class="v">{e(v)}</span>: {e(t)}</li>' for v, t in compat["verdicts"].items()
+    ]
+    out += [
+        "<li><strong>not run</strong>: no verdict from that site yet (never a pass)</li>",
+        "<li><strong>lag</strong>: days since the first core release the plugin has not "
+        "adopted (the cadence check)</li>",
+        "<li><strong>signature</strong>: the manifest's DSSE signature, or the signed ledger "
+        "entry the verdict comes from, checked with the publisher's key</li>",
+        "</ul>",
+        '<p>Machine-readable: <a href="compat.json">compat.json</a>.</p>',
+    ]
+    return out
+
+
+def index_page(compat: dict[str, Any]) -> bytes:
+    head = compat["head"] or {}
+    count = len(compat["pairings"])
+    body = [
+        "<h1>vLLM core × plugin compatibility</h1>",
+        f'<p class="small">{count} pairing(s) over {len(compat["cores"])} core version(s), read '
+        f"from {e(compat['store'])} through its signed head (version {e(head.get('version'))}"
+        f", {e(head.get('time'))}), signatures checked with key {e(compat['keyid'][:16])}.</p>",
+        *_matrix(compat),
+        *_newest(compat),
+        *_legend(compat),
+    ]
+    return _page("vLLM core × plugin compatibility", body)
+
+
+# ---------------------------------------------------------------------------
+# One pairing
+
+
+def _checks(manifest: dict[str, Any]) -> list[str]:
+    conformance = manifest.get("conformance") or {}
+    checks = conformance.get("checks") or {}
+    out = [
+        "<table><caption>Checks (from the signed manifest)</caption>",
+        '<colgroup><col style="width:24%"><col style="width:20%"><col></colgroup>',
+        '<thead><tr><th scope="col">check</th><th scope="col">status</th>'
+        '<th scope="col">summary and evidence</th></tr></thead><tbody>',
+    ]
+    for name in sorted(checks):
+        check = checks[name] or {}
+        evidence = "".join(
+            f"<li>{e(item.get('note'))}</li>"
+            for item in check.get("evidence") or []
+            if isinstance(item, dict)
+        )
+        more = f"<ul>{evidence}</ul>" if evidence else ""
+        out.append(
+            f'<tr><th scope="row">{e(name)}</th><td><span class="v">{e(check.get("status"))}'
+            f"</span></td><td>{e(check.get('summary'))}{more}</td></tr>"
+        )
+    out.append("</tbody></table>")
+    deferred = conformance.get("deferred") or []
+    if deferred:
+        out.append("<p>Deferred (not run here, never counted as a pass):</p><ul>")
+        out += [f"<li>{e(d.get('check'))}: {e(d.get('reason'))}</li>" for d in deferred]
+        out.append("</ul>")
+    return out
+
+
+def _sites_table(p: dict[str, Any]) -> list[str]:
+    out = [
+        "<table><caption>Verdict per site</caption><thead><tr>"
+        '<th scope="col">site</th><th scope="col">verdict</th><th scope="col">lag</th>'
+        '<th scope="col">signed by</th></tr></thead><tbody>'
+    ]
+    for site in SITES:
+        c = p["sites"][site]
+        verdict = c["verdict"] or "none" if c["signed_by"] else "not run"
+        lag = f"{c['lag_days']} days" if c["lag_days"] is not None else "unknown"
+        signed = c["signed_by"] or "-"
+        if c["signed_by"] and not c["verified"]:
+            signed += " (NOT verified)"
+        out.append(
+            f'<tr><th scope="row">{e(site)}</th><td class="{_css(c["verdict"])}">'
+            f'<span class="v">{e(verdict)}</span></td><td>{e(lag)}</td><td>{e(signed)}</td></tr>'
+        )
+    return [*out, "</tbody></table>"]
+
+
+def _approval(p: dict[str, Any]) -> list[str]:
+    a = p["api_approval"]
+    out = ['<h2 id="api">Core API the plugin uses</h2>']
+    if not a:
+        return [
+            *out,
+            "<p>No approval recorded: the bump to this core found no breaking change "
+            "in the core API the plugin uses (or the pairing predates approvals).</p>",
+        ]
+    changes = "".join(f"<li><code>{e(c)}</code></li>" for c in a.get("changes") or [])
+    return [
+        *out,
+        f"<p>Breaking changes from vLLM {e(a.get('from'))} to {e(a.get('to'))} approved by "
+        f"<strong>{e(a.get('by'))}</strong>: {e(a.get('why'))}</p>",
+        f"<ul>{changes}</ul>",
+    ]
+
+
+def _wheels(manifest: dict[str, Any]) -> list[str]:
+    out = [
+        "<table><caption>Certified wheels</caption>",
+        '<colgroup><col style="width:14%"><col style="width:36%"><col></colgroup>',
+        '<thead><tr><th scope="col">role</th><th scope="col">file</th>'
+        '<th scope="col">sha256</th></tr></thead><tbody>',
+    ]
+    for role in ("core", "plugin", "guard"):
+        wheel = (
+            (manifest.get(role) or {}).get("wheel")
+            if isinstance(manifest.get(role), dict)
+            else None
+        )
+        if isinstance(wheel, dict):
+            out.append(
+                f'<tr><th scope="row">{e(role)}</th><td>{e(wheel.get("filename"))}</td>'
+                f"<td><code>{e(wheel.get('sha256'))}</code></td></tr>"
+            )
+    return [*out, "</tbody></table>"]
+
+
+def _history(p: dict[str, Any]) -> list[str]:
+    if not p["history"]:
+        return ["<p>The store's ledger holds no entry for this pairing.</p>"]
+    out = [
+        "<table><caption>Ledger entries of this pairing (signed, chained)</caption><thead><tr>"
+        + "".join(
+            f'<th scope="col">{h}</th>'
+            for h in ("#", "time", "kind", "runner", "verdict", "lag", "manifest")
+        )
+        + "</tr></thead><tbody>"
+    ]
+    for h in p["history"]:
+        lag = f"{h['lag_days']} days" if h["lag_days"] is not None else "-"
+        out.append(
+            f'<tr><th scope="row">{e(h["seq"])}</th><td>{e(h["time"])}</td><td>{e(h["kind"])}'
+            f'</td><td>{e(h["runner"])}</td><td><span class="v">{e(h["verdict"])}</span></td>'
+            f"<td>{e(lag)}</td><td><code>{e(str(h['manifest_sha256'])[:16])}</code></td></tr>"
+        )
+    return [*out, "</tbody></table>"]
+
+
+def pairing_page(p: dict[str, Any], manifest: dict[str, Any] | None) -> bytes:
+    title = (
+        f"{p['core']['name']} {p['core']['version']} + {p['plugin']['name']} "
+        f"{p['plugin']['version']}"
+    )
+    verdict = ((manifest or {}).get("conformance") or {}).get("verdict")
+    signature = (
+        "<p>Signature verified with the publisher's key: the manifest is the one its signed "
+        f"statement names and the one the signed index names (sha256 "
+        f"<code>{e(p['manifest_sha256'])}</code>).</p>"
+        if p["signature"]["verified"]
+        else f'<p class="bad">Signature NOT verified: {e(p["signature"]["problem"])}</p>'
+    )
+    body = [
+        '<p><a href="../index.html">compatibility matrix</a></p>',
+        f"<h1>{e(title)}</h1>",
+        f'<p class="small">pairing id <code>{e(p["pairing_id"])}</code> · plugin commit '
+        f"<code>{e(p['plugin']['commit'] or 'none')}</code> · Python {e(p['python'])}</p>",
+        f'<div class="banner {_css(verdict)}"><span class="v">Verdict: '
+        f"{e(verdict or 'none')}</span> (the signed manifest's)</div>",
+        "<h2>Signature</h2>",
+        signature,
+        "<h2>Install</h2>",
+        f"<pre><code>{e(p['install'])}</code></pre>",
+        "<p>Installs exactly the certified set with --require-hashes"
+        + (
+            ", with vpr-guard: vLLM then refuses to start in an environment that drifts from it"
+            if p["guard"]
+            else ""
+        )
+        + ".</p>",
+        *_sites_table(p),
+        *_approval(p),
+        "<h2>Scorecard</h2>",
+        *(_checks(manifest) if manifest else ["<p>No verified manifest to show.</p>"]),
+        "<h2>Wheels</h2>",
+        *(_wheels(manifest) if manifest else []),
+        "<h2>Ledger history</h2>",
+        *_history(p),
+    ]
+    return _page(title, body)
+
+
+def compat_bytes(compat: dict[str, Any]) -> bytes:
+    """One JSON line, keys sorted (the encoder's fast path: a fleet store's is megabytes)."""
+    text = json.dumps(compat, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return (text + "\n").encode()
+
+
+def render(compat: dict[str, Any], manifests: dict[str, dict[str, Any] | None]) -> dict[str, bytes]:
+    """Every file of the site: relative path -> bytes."""
+    files = {"index.html": index_page(compat), "compat.json": compat_bytes(compat)}
+    for p in compat["pairings"]:
+        files[p["page"]] = pairing_page(p, manifests.get(p["pairing_id"]))
+    return files

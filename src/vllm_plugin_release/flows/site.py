@@ -1,0 +1,195 @@
+"""`vpr manifest site`: the compatibility site of a manifest store (`core.sitemodel` for the
+data, `core.siterender` for the files).
+
+The store is read through its signed head (`edges.trust`): the index and the ledger it
+vouches for, or nothing. Each pairing's manifest and statement are read from the paths its
+id makes and checked here, one by one: the DSSE signature with the publisher's key, the
+manifest the statement's subject, the sha256 the signed index names, the pairing the index
+says, and the shape of every field the site shows. A pairing that fails is still listed,
+marked "signature NOT verified" with the reason, and its page shows no scorecard: the site
+shows what the store holds, and what of it can be trusted.
+
+(The full JSON Schema is not checked here: at 2.7 ms a manifest it would cost a store of
+1,000 pairings nearly 3 s; the fields read are shape-checked and every value is escaped.)
+
+The site is written to a fresh folder beside `--out` and moved into place whole, so a
+reader never sees half a site; an `--out` that holds anything but a site vpr wrote is
+refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.core import attest, bounded
+from vllm_plugin_release.core import sitemodel as sm
+from vllm_plugin_release.core import storeindex as si
+from vllm_plugin_release.core import storetrust as trust
+from vllm_plugin_release.core.bounded import MAX_DOCUMENT
+from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE
+from vllm_plugin_release.core.siterender import render
+from vllm_plugin_release.edges.store import Missing
+from vllm_plugin_release.edges.trust import Trusted
+
+_NONE = bounded.NONE
+# Every field of a manifest the site reads (besides those request_problems compares).
+_SHAPE = bounded.shape(
+    (
+        ("pairing_id", (str,)),
+        ("core.name", (str,)),
+        ("core.version", (str,)),
+        ("plugin.name", (str,)),
+        ("plugin.version", (str,)),
+        ("plugin.commit", (str, _NONE)),
+        ("conformance.verdict", (str, _NONE)),
+        ("conformance.runner", (str, _NONE)),
+        ("conformance.checks", (dict,)),
+        ("conformance.deferred", (list,)),
+        ("guard", (dict, _NONE)),
+        ("api_approval", (dict, _NONE)),
+    )
+)
+
+
+def _check_manifest(manifest: Any) -> str | None:
+    """Why a verified manifest cannot be shown (a field of another shape), else None."""
+    problem = bounded.shape_problem(manifest, _SHAPE)
+    if problem:
+        return problem
+    for name, check in manifest["conformance"]["checks"].items():
+        if not isinstance(check, dict) or not isinstance(check.get("evidence", []), list):
+            return f"'conformance.checks.{name}' is not a check"
+    approval = manifest.get("api_approval")
+    if approval is not None and not isinstance(approval.get("changes"), list):
+        return "'api_approval.changes' is not a list"
+    return None
+
+
+def verified(trusted: Trusted, entry: dict[str, Any]) -> sm.Stored:
+    """The entry's manifest, verified as `vpr install` verifies it (without the schema),
+    or the reason it is not."""
+    store = trusted.store
+    pid = entry["pairing_id"]
+    manifest_at, statement_at = f"{si.PAIRINGS}/{pid}.json", f"{si.PAIRINGS}/{pid}.intoto.jsonl"
+    try:
+        data = store.read_bytes(manifest_at, MAX_DOCUMENT)
+        envelope = store.read_bytes(statement_at, MAX_DOCUMENT)
+        where = store.where(statement_at)
+        statement = attest.verify_envelope(
+            attest.parse_envelope(envelope, where), trusted.public_key, where
+        )
+        names, problems = attest.subject_digests(statement)
+        digest = hashlib.sha256(data).hexdigest()
+        if names.get(MANIFEST_FILE) != digest:
+            raise GateFailed(f"{store.where(manifest_at)}: not the manifest its statement signs")
+        manifest = bounded.loads(data)
+        shape = _check_manifest(manifest)
+        if shape:
+            raise GateFailed(f"{store.where(manifest_at)}: {shape}")
+        problems += attest.unsigned_wheels(manifest, store.where(manifest_at), names)
+        problems += trust.request_problems(manifest, entry, pid=pid, manifest_sha256=digest)
+    except Missing as exc:
+        return sm.Stored(entry, None, exc.message)
+    except (GateFailed, BadInput) as exc:
+        return sm.Stored(entry, None, exc.message.splitlines()[-1].strip())
+    except json.JSONDecodeError as exc:
+        return sm.Stored(entry, None, f"{store.where(manifest_at)}: not JSON ({exc.msg})")
+    if problems:
+        return sm.Stored(entry, None, problems[0])
+    return sm.Stored(entry, manifest, None)
+
+
+def build(
+    trusted: Trusted,
+    *,
+    store_url: str | None = None,
+    key_name: str = "publisher.pub",
+    newest_core: str | None = None,
+) -> tuple[dict[str, Any], dict[str, dict[str, Any] | None]]:
+    """(compat.json's data, {pairing id: verified manifest or None})."""
+    index = trusted.index()
+    ledger = trusted.ledger()
+    head = trusted.head()
+    where = trusted.store.where(si.INDEX_FILE)
+    stored = [
+        verified(trusted, entry)
+        for pid, entry in sorted(index["pairings"].items())
+        if trust.check_pid(pid, where)
+    ]
+    compat = sm.build(
+        stored,
+        ledger,
+        store=store_url or trusted.location,
+        key=key_name,
+        keyid=trusted.keyid,
+        head={"version": head.version, "time": head.time} if head else None,
+        newest_core=newest_core,
+    )
+    return compat, {s.entry["pairing_id"]: s.manifest for s in stored}
+
+
+def _refuse_foreign(out: Path) -> None:
+    """`out` may be absent, empty, or a site vpr wrote (its compat.json says so)."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise BadInput(f"--out {out}: not a folder")
+    if not any(out.iterdir()):
+        return
+    try:
+        kind = json.loads((out / "compat.json").read_text(encoding="utf-8")).get("kind")
+    except (OSError, ValueError, AttributeError):
+        kind = None
+    if kind != sm.KIND:
+        raise BadInput(
+            f"--out {out}: the folder holds files that are not a site vpr wrote",
+            hint="name an empty or new folder (the site replaces the folder's contents)",
+        )
+
+
+def write(out: Path, files: dict[str, bytes]) -> None:
+    """The site's files in a fresh folder beside `out`, then moved into place whole."""
+    _refuse_foreign(out)
+    out = Path(os.path.abspath(out))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for relative, data in sorted(files.items()):
+            path = fresh / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            path.chmod(0o644)
+        fresh.chmod(0o755)
+        old = None
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+            os.replace(out, old / "site")
+        os.replace(fresh, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
+
+
+def site(
+    trusted: Trusted,
+    out: Path,
+    *,
+    store_url: str | None = None,
+    key_name: str = "publisher.pub",
+    newest_core: str | None = None,
+) -> dict[str, Any]:
+    """Build and write the site; compat.json's data."""
+    compat, manifests = build(
+        trusted, store_url=store_url, key_name=key_name, newest_core=newest_core
+    )
+    write(out, render(compat, manifests))
+    return compat

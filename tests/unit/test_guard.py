@@ -1,0 +1,258 @@
+"""vpr-guard's comparison, policy and start-up hook against a synthetic environment (a
+site folder of real .dist-info folders and files, a certified record written as `vpr
+install` writes it). Each check: the untouched environment passes, each tampering is
+named. The same guard against the real vLLM: tests/integration/test_guard.py."""
+
+from __future__ import annotations
+
+import ast
+import base64
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import REPO
+from vllm_plugin_release.core import guardstate as gs
+from vllm_plugin_release.core.wheelfacts import files_digest, installed_files, parse_record
+
+GUARD_SRC = REPO / "guard" / "src"
+sys.path.insert(0, str(GUARD_SRC))
+
+import vpr_guard  # noqa: E402
+from vpr_guard import check, plugin, scan  # noqa: E402
+
+UNSPECIFIED = "vllm.platforms.interface.UnspecifiedPlatform"
+PLATFORM = "vllm_reference_plugin.platform.ReferencePlatform"
+
+
+def _b64(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def install_dist(site: Path, name: str, version: str, files: dict[str, str]) -> Path:
+    """A distribution as an installer leaves it: its files and a .dist-info with RECORD."""
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    rows = []
+    for path, text in files.items():
+        target = site / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        rows.append(f"{path},{_b64(text.encode())},{len(text)}")
+    rows += [f"{info.name}/METADATA,,", f"{info.name}/RECORD,,"]
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+    return info
+
+
+def _wheel(files: dict[str, str]) -> dict:
+    digest = files_digest({p: _b64(t.encode()) for p, t in files.items()})
+    return {"filename": "x.whl", "files_sha256": digest, "version": "1"}
+
+
+CORE = {"vllm/__init__.py": "__version__ = '0.26.0+empty'\n", "vllm/platforms.py": "X = 1\n"}
+PLUGIN = {"ref_plugin/__init__.py": "def register():\n    return None\n"}
+GUARD = {"vpr_guard/__init__.py": "# the guard\n"}
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict:
+    """An environment holding a certified pairing: core, plugin, guard, torch and a pin."""
+    prefix = tmp_path / "env"
+    site = prefix / "lib" / "site-packages"
+    install_dist(site, "vllm", "0.26.0+empty", CORE)
+    install_dist(site, "ref-plugin", "0.1.0", PLUGIN)
+    install_dist(site, "vpr-guard", "1.0.0", GUARD)
+    install_dist(site, "torch", "2.13.0+cpu", {"torch/__init__.py": "T = 1\n"})
+    install_dist(site, "idna", "3.10", {"idna/__init__.py": "I = 1\n"})
+    manifest = {
+        "pairing_id": "ab" * 32,
+        "core": {"name": "vllm", "version": "0.26.0", "wheel": _wheel(CORE)},
+        "plugin": {"name": "ref-plugin", "version": "0.1.0", "commit": "c" * 40,
+                   "wheel": _wheel(PLUGIN)},
+        "guard": {"name": "vpr-guard", "version": "1.0.0", "wheel": _wheel(GUARD)},
+        "conformance": {"verdict": "pilot"},
+        "platform": {"resolved": UNSPECIFIED, "runner": "cpu"},
+    }  # fmt: skip
+    data = json.dumps(manifest, sort_keys=True).encode()
+    snapshot = scan.snapshot(gs.snapshot_roles(manifest), [str(site)])
+    recover = gs.recover_line(manifest["pairing_id"], "/srv/store", "/k.pub", str(prefix))
+    record = gs.certified_record(manifest, hashlib.sha256(data).hexdigest(), snapshot, recover)
+    folder = prefix / gs.STATE_DIR
+    folder.mkdir()
+    (folder / gs.MANIFEST).write_bytes(data)
+    (folder / gs.CERTIFIED).write_text(json.dumps(record))
+    return {"prefix": prefix, "site": site, "folder": folder}
+
+
+def findings(env: dict) -> list[str]:
+    state = check.load_state(str(env["prefix"]))
+    return [f.text for f in check.compare(state, scan.distributions([str(env["site"])]))]
+
+
+def test_the_certified_environment_has_no_finding(env: dict) -> None:
+    assert findings(env) == []
+
+
+def test_an_extra_distribution_is_named(env: dict) -> None:
+    install_dist(env["site"], "six", "1.17.0", {"six.py": "S = 1\n"})
+    assert findings(env) == ["extra six 1.17.0: installed, not in the certified set"]
+
+
+def test_a_changed_version_is_named_with_its_role(env: dict) -> None:
+    info = next(env["site"].glob("torch-*.dist-info"))
+    info.rename(env["site"] / "torch-2.12.0.dist-info")
+    install_dist(env["site"], "idna", "3.99", {"idna/core.py": "I = 2\n"})  # a second idna
+    for old in env["site"].glob("idna-3.10.dist-info"):
+        for f in old.iterdir():
+            f.unlink()
+        old.rmdir()
+    assert findings(env) == [
+        "torch: installed 2.12.0, certified 2.13.0+cpu",
+        "idna: installed 3.99, certified 3.10",
+    ]
+
+
+def test_a_swapped_plugin_wheel_is_not_the_signed_one(env: dict) -> None:
+    site = env["site"]
+    for f in sorted(site.glob("ref_plugin-0.1.0.dist-info/*")) + sorted(site.glob("ref_plugin/*")):
+        f.unlink()
+    (site / "ref_plugin-0.1.0.dist-info").rmdir()
+    install_dist(site, "ref-plugin", "0.1.0", {"ref_plugin/__init__.py": "def register(): 1\n"})
+    [text] = findings(env)
+    assert text.startswith("plugin ref-plugin 0.1.0: its installed files are not those of the "
+                           "certified wheel x.whl (files_sha256 ")  # fmt: skip
+
+
+def test_another_build_of_a_pin_and_a_file_edited_in_place_are_named(env: dict) -> None:
+    record = next(env["site"].glob("idna-*.dist-info")) / "RECORD"
+    record.write_text(record.read_text().replace("idna/__init__.py", "idna/./__init__.py"))
+    core_file = env["site"] / "vllm" / "platforms.py"
+    core_file.write_text("X = 2  # patched in place\n")
+    assert findings(env) == [
+        "core vllm: 1 file(s) changed since vpr install (vllm/platforms.py)",
+        "idna 3.10: another build is installed (its RECORD is not the one vpr install certified)",
+    ]
+
+
+def test_a_missing_pin_and_an_edited_manifest_are_named(env: dict) -> None:
+    for f in sorted(env["site"].glob("idna*/*")):
+        f.unlink()
+    (env["site"] / "idna-3.10.dist-info").rmdir()
+    assert findings(env) == ["idna 3.10: missing (certified, not installed)"]
+    manifest = env["folder"] / gs.MANIFEST
+    manifest.write_text(manifest.read_text().replace("pilot", "fleet"))
+    [text] = findings(env)
+    assert "manifest.json: sha256" in text and "is not the manifest vpr install verified" in text
+
+
+def test_no_record_is_a_finding(tmp_path: Path) -> None:
+    state = check.load_state(str(tmp_path))
+    [finding] = check.compare(state, {})
+    assert finding.kind == "state" and "no certified pairing here" in finding.text
+
+
+def test_the_platform_is_compared_in_both_directions(env: dict) -> None:
+    state = check.load_state(str(env["prefix"]))
+    assert check.platform_finding(state, UNSPECIFIED, None) == []
+    [moved] = check.platform_finding(state, PLATFORM, None)
+    assert moved.text.startswith(f"platform: vLLM resolved {PLATFORM}, certified {UNSPECIFIED} (")
+    state.manifest["platform"]["resolved"] = PLATFORM  # a fleet pairing on its hardware
+    [fallback] = check.platform_finding(state, "vllm.platforms.cpu.CpuPlatform", None)
+    assert f"resolved vllm.platforms.cpu.CpuPlatform, certified {PLATFORM} (" in fallback.text
+    [raised] = check.platform_finding(state, None, "RuntimeError: no device")
+    assert "raised RuntimeError: no device; certified" in raised.text
+    state.manifest["platform"] = None  # a manifest from before the guard: not compared
+    assert check.platform_finding(state, PLATFORM, None) == []
+
+
+def test_policy_from_the_variable_the_file_or_the_verdict(
+    env: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("VPR_GUARD", raising=False)
+    state = check.load_state(str(env["prefix"]))
+    assert check.resolve_policy(state) == ("warn", "the default for verdict pilot")
+    state.manifest["conformance"]["verdict"] = "fleet"
+    assert check.resolve_policy(state) == ("enforce", "the default for verdict fleet")
+    (env["folder"] / gs.POLICY).write_text("off\n")
+    assert check.resolve_policy(state)[0] == "off"
+    monkeypatch.setenv("VPR_GUARD", "Warn")
+    assert check.resolve_policy(state) == ("warn", "VPR_GUARD")
+    monkeypatch.setenv("VPR_GUARD", "enforced")
+    with pytest.raises(check.BadPolicy, match="VPR_GUARD='enforced' is not one of"):
+        check.resolve_policy(state)
+    monkeypatch.delenv("VPR_GUARD")
+    (env["folder"] / gs.POLICY).write_text("strict\n")
+    with pytest.raises(check.BadPolicy, match="'strict' is not one of enforce, warn, off"):
+        check.resolve_policy(state)
+
+
+def _start(env: dict, monkeypatch: pytest.MonkeyPatch, policy: str, resolved: str) -> None:
+    monkeypatch.setattr(sys, "prefix", str(env["prefix"]))
+    monkeypatch.setattr(sys, "path", [str(env["site"])])
+    monkeypatch.setattr(plugin, "resolved_platform", lambda: (resolved, None))
+    monkeypatch.setenv("VPR_GUARD", policy)
+    plugin.check_at_startup()
+
+
+def test_start_up_refuses_under_enforce_warns_under_warn(
+    env: dict, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _start(env, monkeypatch, "enforce", UNSPECIFIED)  # the certified set: starts, silently
+    assert capsys.readouterr().err == ""
+    install_dist(env["site"], "six", "1.17.0", {"six.py": "S = 1\n"})
+    with pytest.raises(plugin.Refused) as refused:
+        _start(env, monkeypatch, "enforce", PLATFORM)
+    text = str(refused.value.code)
+    assert text.splitlines() == [
+        f"vpr-guard: vLLM will not start: this environment is not the certified pairing "
+        f"{'ab' * 8} (vllm 0.26.0 + ref-plugin 0.1.0 @ {'c' * 12}, verdict pilot):",
+        "  - extra six 1.17.0: installed, not in the certified set",
+        f"  - platform: vLLM resolved {PLATFORM}, certified {UNSPECIFIED} (what vLLM resolves "
+        "follows what is importable: the vendor runtime, PYTHONPATH, VLLM_PLUGINS)",
+        f"to get back to the certified set: vpr install {'ab' * 8} --store /srv/store --key "
+        f"/k.pub --python-env {env['prefix']}",
+        "(policy enforce, from VPR_GUARD; VPR_GUARD=warn starts it anyway with this warning, "
+        "VPR_GUARD=off skips the check)",
+    ]
+    assert isinstance(refused.value, SystemExit)  # no traceback, exit status 1
+    _start(env, monkeypatch, "warn", PLATFORM)
+    err = capsys.readouterr().err
+    assert err.startswith("vpr-guard: WARNING: vLLM starts in an environment that is not ")
+    assert "  - extra six 1.17.0" in err and "VPR_GUARD=enforce refuses" in err
+    _start(env, monkeypatch, "off", PLATFORM)
+    assert capsys.readouterr().err == ""
+    with pytest.raises(plugin.Refused, match="VPR_GUARD='maybe' is not one of"):
+        _start(env, monkeypatch, "maybe", PLATFORM)
+
+
+def test_files_sha256_is_the_one_check_env_computes(env: dict) -> None:
+    """The guard's copy of the manifest's files digest agrees with core.wheelfacts."""
+    for info in env["site"].glob("*.dist-info"):
+        data = (info / "RECORD").read_bytes()
+        assert scan.files_sha256(data) == files_digest(installed_files(parse_record(data.decode())))
+
+
+def test_the_record_names_are_the_guards_own() -> None:
+    for name in ("STATE_DIR", "MANIFEST", "STATEMENT", "LOCK", "CERTIFIED", "POLICY",
+                 "POLICIES", "CERTIFIED_KIND"):  # fmt: skip
+        assert getattr(gs, name) == getattr(vpr_guard, name), name
+
+
+def test_the_guard_imports_the_standard_library_only() -> None:
+    allowed = set(sys.stdlib_module_names) | {"vpr_guard", "vllm", "__future__"}
+    for path in (GUARD_SRC / "vpr_guard").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] in allowed, f"{path.name} imports {name}"
+    assert "vllm_plugin_release" not in (GUARD_SRC / "vpr_guard" / "check.py").read_text()
+    assert os.path.isfile(REPO / "guard" / "pyproject.toml")

@@ -1,0 +1,152 @@
+"""`vpr manifest site` over a signed store: the matrix data, the same bytes from the same
+store, a pairing whose signature does not verify shown as such, hostile text escaped, a
+tampered store refused, and the output folder written whole or not at all. What a browser
+shows of it: tests/unit/test_site_browser.py."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.pairing import built_manifest, sign_store, store_key, vpr
+from tests.sitestore import small, variant, write_store
+
+
+def site(root: Path, store: Path, out: Path, *more: str):
+    return vpr("manifest", "site", "--store", str(store), "--out", str(out),
+               "--store-url", "https://store.example/", *more, cwd=root)  # fmt: skip
+
+
+@pytest.fixture
+def stored(tmp_path: Path) -> dict:
+    store, manifests = small(tmp_path, store_key(tmp_path))
+    return {"root": tmp_path, "store": store, "manifests": manifests}
+
+
+def test_the_site_shows_every_pairing_per_site_with_lag_and_signature(stored: dict) -> None:
+    out = stored["root"] / "site"
+    done = site(stored["root"], stored["store"], out)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["compat.json", "index.html", "pairings"]
+    compat = json.loads((out / "compat.json").read_text())
+    assert compat["cores"] == ["0.26.0", "0.25.1", "0.19.0"]
+    pilot, fleet, lab = compat["pairings"]
+    assert pilot["sites"]["cpu"] == {"verdict": "pilot", "lag_days": 113, "verified": True,
+                                     "signed_by": "ledger entry #1",
+                                     "time": "2026-11-01T00:00:00Z"}  # fmt: skip
+    assert pilot["sites"]["hardware"]["signed_by"] is None  # not run, never a pass
+    assert fleet["sites"]["hardware"]["verdict"] == "fleet"
+    assert fleet["api_approval"]["by"] == "Rel Eng <releng@example.org>"
+    assert lab["plugin"]["name"] == "vllm-spyre" and lab["sites"]["cpu"]["verdict"] == "lab"
+    assert all(p["signature"]["verified"] for p in compat["pairings"])
+    assert pilot["install"] == (
+        f"vpr install {pilot['pairing_id'][:16]} --store https://store.example/ --key publisher.pub"
+    )
+    newest = compat["newest_core"]
+    assert newest["version"] == "0.26.0"
+    assert [b["plugin"] for b in newest["not_covered"]] == ["vllm-spyre"]
+    index = (out / "index.html").read_text()
+    assert "<script" not in index and "http://" not in index.replace("https://store.example", "")
+    assert index.count('scope="col"') == 5 and index.count('scope="rowgroup"') == 3
+    assert index.count('scope="row"') >= 4  # three pairings, one plugin not covering
+    page = (out / pilot["page"]).read_text()
+    assert "Verdict: pilot" in page and pilot["install"] in page
+    assert (out / fleet["page"]).read_text().count("signature:vllm.v1.core.sched") == 1
+    # a newer core named from outside: nobody covers it yet
+    done = site(stored["root"], stored["store"], out, "--core-release", "0.27.1")
+    compat = json.loads((out / "compat.json").read_text())
+    assert compat["newest_core"]["covered_by"] == []
+    assert len(compat["newest_core"]["not_covered"]) == 2
+
+
+def test_the_same_store_gives_the_same_bytes(stored: dict) -> None:
+    a, b = stored["root"] / "a", stored["root"] / "b"
+    assert site(stored["root"], stored["store"], a).returncode == 0
+    assert site(stored["root"], stored["store"], b).returncode == 0
+    files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    assert len(files) == 5
+    for f in files:
+        assert (a / f).read_bytes() == (b / f).read_bytes(), f
+
+
+def test_a_pairing_whose_signature_does_not_verify_is_marked(stored: dict) -> None:
+    """Known-bad: another key signs one pairing's statement (the head still vouches for
+    the index): its cells say NOT verified, its page shows no scorecard."""
+    from vllm_plugin_release.core import attest
+    from vllm_plugin_release.edges import keys
+
+    other = stored["root"] / "other.key"
+    keys.generate_keypair(other)
+    victim = stored["manifests"][0]
+    statement = stored["store"] / "pairings" / f"{victim['pairing_id']}.intoto.jsonl"
+    payload = attest.parse_envelope(statement.read_bytes(), "x")
+    forged = attest.signed_bytes(attest.unverified_statement(payload, "x"),
+                                 keys.load_private_key(other))  # fmt: skip
+    statement.write_bytes(forged)
+    out = stored["root"] / "site"
+    assert site(stored["root"], stored["store"], out).returncode == 0
+    compat = json.loads((out / "compat.json").read_text())
+    bad = next(p for p in compat["pairings"] if p["pairing_id"] == victim["pairing_id"])
+    assert bad["signature"]["verified"] is False
+    assert "no signature by this key" in bad["signature"]["problem"]
+    index = (out / "index.html").read_text()
+    assert index.count("signature NOT verified: do not install") == 1
+    page = (out / bad["page"]).read_text()
+    assert "Signature NOT verified" in page and "No verified manifest to show" in page
+
+
+def test_hostile_text_is_escaped(tmp_path: Path) -> None:
+    """A signed manifest whose plugin name and check summary carry markup: shown as text."""
+    key = store_key(tmp_path)
+    base = built_manifest(tmp_path / "dist")
+    evil = variant(base, core="0.26.0", plugin="evil<script>alert(1)</script>", commit="d" * 40)
+    evil["conformance"]["checks"]["cadence"]["summary"] = (
+        '<img src=x onerror="alert(2)"> lag 1 minor, 5 days'
+    )
+    store = write_store(tmp_path / "store", [evil], key)
+    out = tmp_path / "site"
+    assert site(tmp_path, store, out).returncode == 0
+    for page in out.rglob("*.html"):
+        text = page.read_text()
+        assert "<script" not in text and "<img" not in text, page
+    assert "evil&lt;script&gt;" in (out / "index.html").read_text()
+
+
+def test_a_tampered_store_writes_nothing(stored: dict) -> None:
+    index = stored["store"] / "index.json"
+    index.write_text(index.read_text().replace("0.19.0", "0.19.1"))
+    out = stored["root"] / "site"
+    done = site(stored["root"], stored["store"], out)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "sha256" in done.stderr and not out.exists()
+
+
+def test_out_is_replaced_whole_and_a_foreign_folder_refused(stored: dict) -> None:
+    out = stored["root"] / "site"
+    assert site(stored["root"], stored["store"], out).returncode == 0
+    (out / "stale.html").write_text("old")
+    assert site(stored["root"], stored["store"], out).returncode == 0
+    assert not (out / "stale.html").exists()  # a site is replaced, not merged
+    foreign = stored["root"] / "docs"
+    foreign.mkdir()
+    (foreign / "notes.md").write_text("mine")
+    done = site(stored["root"], stored["store"], foreign)
+    assert done.returncode == 2 and "not a site vpr wrote" in done.stderr
+    assert (foreign / "notes.md").read_text() == "mine"
+    bad = site(stored["root"], stored["store"], out, "--core-release", "next")
+    assert bad.returncode == 2 and "not a PEP 440 version" in bad.stderr
+    leftovers = [p.name for p in stored["root"].iterdir() if re.match(r"^\.site\.", p.name)]
+    assert leftovers == []
+
+
+def test_an_unsigned_head_is_refused(stored: dict, tmp_path: Path) -> None:
+    from vllm_plugin_release.edges import keys
+
+    other = tmp_path / "x.key"
+    keys.generate_keypair(other)
+    sign_store(stored["store"], keys.load_private_key(other), check=False)  # another key
+    done = site(stored["root"], stored["store"], stored["root"] / "site")
+    assert done.returncode == 1 and "store head" in done.stderr

@@ -1,0 +1,107 @@
+"""The compatibility site as a reader sees it: headless Chromium (Debian's, driven over the
+DevTools pipe by scripts/sitecheck.py) loads the site from its folder at 390 px (a phone)
+and 1280 px wide, takes screenshots, and reports the text of the matrix cells, where the
+matrix is and whether the page scrolls sideways. Known-bad: the same page with a matrix
+forced wider than the phone is caught. Skips, saying why, where no Chromium is installed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.pairing import store_key, vpr
+from tests.sitestore import small
+from tests.support import REPO
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("sitecheck", REPO / "scripts/sitecheck.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+check = _script()
+pytestmark = [
+    pytest.mark.skipif(
+        check.find_browser() is None, reason="no Chromium (apt-get install -y chromium)"
+    ),
+    pytest.mark.screenshot,  # where .ci/run installed Chromium, a skip fails (tests/required.py)
+]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    root = tmp_path_factory.mktemp("site")
+    store, manifests = small(root, store_key(root))
+    out = root / "site"
+    done = vpr("manifest", "site", "--store", str(store), "--out", str(out), cwd=root)
+    assert done.returncode == 0, done.stderr
+    return {"root": root, "out": out, "manifests": manifests,
+            "compat": json.loads((out / "compat.json").read_text())}  # fmt: skip
+
+
+def _cells(seen: dict) -> list[list[str]]:
+    return [[c["text"].strip() for c in row] for row in seen["rows"]]
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_the_matrix_is_visible_and_reads_the_same_at_each_width(built: dict, width: int) -> None:
+    shots = built["root"] / "shots"
+    seen = check.inspect(built["out"] / "index.html", width, shots)
+    assert check.problems(seen) == []
+    assert seen["viewport"] == width and seen["scroll_width"] <= width
+    assert seen["matrix"]["visible"] and seen["matrix"]["right"] <= width
+    assert [h["scope"] for h in seen["headers"]] == ["col", "col", "col"]
+    assert [h["text"] for h in seen["headers"]] == ["core and plugin", "cpu site",
+                                                    "hardware site"]  # fmt: skip
+    cells = _cells(seen)
+    # the group row of each core, then one row per pairing: header cell, cpu, hardware
+    assert [row[0].split("\n")[0] for row in cells if len(row) == 1] == [
+        "vLLM 0.26.0 (1 pairing)", "vLLM 0.25.1 (1 pairing)", "vLLM 0.19.0 (1 pairing)"
+    ]  # fmt: skip
+    rows = [row for row in cells if len(row) == 3]
+    assert [r[0].split("\n")[0] for r in rows] == [
+        "vllm-reference-plugin 0.1.0", "vllm-reference-plugin 0.1.0", "vllm-spyre 0.1.0"
+    ]  # fmt: skip
+    assert rows[0][1].split("\n") == ["PILOT", "lag 113 days", "signature verified (ledger "
+                                      "entry #1)"]  # fmt: skip
+    assert rows[0][2] == "not run"
+    assert rows[1][2].split("\n")[:2] == ["FLEET", "lag 40 days"]
+    assert "breaking core API change approved" in rows[1][0]
+    assert rows[2][1].split("\n")[0] == "LAB"
+    assert all(row[0]["scope"] == "row" for row in seen["rows"] if len(row) == 3)
+    for shot in (seen["screenshot"], seen["full_page"]):
+        assert Path(shot).stat().st_size > 5000
+    if width == 390:  # a phone shows the whole width of the matrix on its first screen
+        assert seen["matrix"]["left"] >= 0 and seen["matrix"]["top"] < 844
+
+
+def test_a_pairing_page_reads_on_a_phone(built: dict) -> None:
+    fleet = built["compat"]["pairings"][1]
+    seen = check.inspect(built["out"] / fleet["page"], 390, built["root"] / "shots")
+    assert check.problems(seen, matrix_page=False) == []
+    assert seen["scroll_width"] <= 390
+
+
+def test_a_matrix_wider_than_the_phone_is_caught(built: dict, tmp_path: Path) -> None:
+    page = tmp_path / "index.html"
+    text = (built["out"] / "index.html").read_text()
+    page.write_text(text.replace("</style>", "#matrix{min-width:900px}</style>"))
+    problems = check.problems(check.inspect(page, 390))
+    assert any("scrolls sideways" in p for p in problems), problems
+    assert any("does not fit the 390 px viewport" in p for p in problems), problems
+
+
+def test_the_script_writes_shots_and_exits_by_what_it_saw(built: dict, tmp_path: Path) -> None:
+    shots = tmp_path / "shots"
+    assert check.main([str(built["out"]), "-o", str(shots)]) == 0
+    assert sorted(p.name for p in shots.iterdir()) == [
+        "index-1280-full.png", "index-1280.png", "index-390-full.png", "index-390.png",
+        "sitecheck.json",
+    ]  # fmt: skip
+    assert check.main([str(tmp_path / "nowhere")]) == 2
