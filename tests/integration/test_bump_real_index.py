@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.support import REFERENCE_SPEC, vpr
+from tests.support import REFERENCE_SPEC, REPO, git, vpr
 from vllm_plugin_release.spec.load import load_spec
 
 
@@ -34,6 +35,8 @@ def test_real_bump_0_25_1_to_0_26_0(pypi: None, tmp_path: Path, cache_root: Path
     committed = load_spec(REFERENCE_SPEC)
     assert committed.core.version == "0.26.0"
     (tmp_path / "buildspec").mkdir()
+    # bump reads the core API the plugin uses (the coupling diff): the spec's plugin path
+    shutil.copytree(REPO / "plugin" / "reference", tmp_path / "plugin" / "reference")
     old = (
         text.replace('version = "0.26.0"', 'version = "0.25.1"')
         .replace('"vllm-0.26.0.tar.gz"', '"vllm-0.25.1.tar.gz"')
@@ -44,6 +47,9 @@ def test_real_bump_0_25_1_to_0_26_0(pypi: None, tmp_path: Path, cache_root: Path
     )
     spec = tmp_path / "buildspec" / "reference.toml"
     spec.write_text(old)
+    git("init", "-q", "-b", "main", cwd=tmp_path)  # an in-repo plugin is read from its commit
+    git("add", ".", cwd=tmp_path)
+    git("commit", "-q", "-m", "project", cwd=tmp_path, date="2026-08-01T12:00:00+00:00")
     done = vpr(
         "bump",
         "--spec",
