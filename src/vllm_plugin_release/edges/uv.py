@@ -213,9 +213,10 @@ def create_venv(folder: Path, python: str, *, offline: bool = False) -> Path:
     goes to uv absolute and after `--` (a name like `--seed` or `-seed` is a folder, never
     an option)."""
     folder = Path(os.path.abspath(folder))
-    args = [uv_bin(), "venv", "--quiet", "--python", python, "--", str(folder)]
+    args = [uv_bin(), "venv", "--quiet", "--no-python-downloads", f"--python={python}"]
+    args += ["--", str(folder)]
     if offline:
-        args[2:2] = ["--offline", "--no-python-downloads"]
+        args[2:2] = ["--offline"]
     done = subprocess.run(args, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise BadInput(

@@ -19,8 +19,9 @@ trust path):
      environment.lock_sha256;
   6. when the environment exists and already matches every pin (as `vpr manifest
      check-env`), stop: nothing to do;
-  7. else create it (`uv venv`, the certified Python) and `uv pip sync --require-hashes`
-     the lock plus the two certified wheels, found in the store's embedded index
+  7. else create it (`uv venv` on the certified Python as found here, as the build finds
+     it; never downloaded) and `uv pip sync --require-hashes` the lock plus the two
+     certified wheels, found in the store's embedded index
      (`wheels/`); `--offline` uses only that index and uv's cache; every path goes to uv
      absolute and after `--`;
   8. check the result against the manifest and every pin.
@@ -42,8 +43,8 @@ from vllm_plugin_release.core import storetrust as trust
 from vllm_plugin_release.core.bounded import MAX_DOCUMENT
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import wheel_roles
+from vllm_plugin_release.edges import interpreters, uv
 from vllm_plugin_release.edges import store as st
-from vllm_plugin_release.edges import uv
 from vllm_plugin_release.edges.trust import Trusted
 from vllm_plugin_release.flows import guarded
 from vllm_plugin_release.flows.installing import Request, Target, VerifiedPairing
@@ -244,7 +245,10 @@ def _sync(
     python = env_dir / "bin" / "python"
     if not python.exists():
         version = ".".join(manifest["core"]["python"].split(".")[:2])
-        progress.info(f"creating a Python {version} environment at {env_dir}")
-        uv.create_venv(env_dir, version, offline=offline)
+        # found where the build finds it (VPR_INTERPRETER, uv, pyenv, asdf/mise, /usr/bin);
+        # never downloaded: an interpreter from the network is neither pinned nor verified
+        found = interpreters.find(version, None, uv.uv_bin())
+        progress.info(f"creating a Python {found.version} environment at {env_dir} ({found.path})")
+        uv.create_venv(env_dir, found.path, offline=offline)
     with progress.status(f"installing {pins} pins with --require-hashes into {env_dir}"):
         uv.sync_locked(python, requirements, find_links, offline=offline, reinstall=reinstall)

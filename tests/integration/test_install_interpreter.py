@@ -1,0 +1,51 @@
+"""`vpr install` creates the pairing's environment on the interpreter this machine has for
+the certified Python, found as the build found it (explicit path, uv, pyenv, asdf/mise,
+/usr/bin), and never lets uv download one (an interpreter from the network is neither
+pinned nor verified). Known-bad: a Python no place here has stops with exit 3, naming
+where it looked, and leaves no environment behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from vllm_plugin_release.core.errors import PythonUnavailable
+from vllm_plugin_release.edges import interpreters
+from vllm_plugin_release.flows import install
+
+
+def _interpreter_or_skip(python: str) -> interpreters.Interpreter:
+    try:
+        return interpreters.find(python, None, shutil.which("uv"))
+    except PythonUnavailable as exc:
+        if python in os.environ.get("VPR_REQUIRE_PYTHONS", "").split(","):
+            raise
+        pytest.skip(f"no CPython {python} here: {exc.message.splitlines()[0]}")
+
+
+def test_the_environment_is_made_on_the_interpreter_found_here(tmp_path: Path) -> None:
+    found = _interpreter_or_skip("3.10")
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("")
+    env = tmp_path / "env"
+    manifest = {"core": {"python": found.version}}
+    install._sync(manifest, env, requirements, [], 0, offline=True)
+    said = subprocess.run(
+        [str(env / "bin" / "python"), "-c", "import sys; print(sys.version.split()[0])"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert said.stdout.strip() == found.version
+
+
+def test_a_python_this_machine_lacks_is_named_not_downloaded(tmp_path: Path) -> None:
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("")
+    env = tmp_path / "env"
+    with pytest.raises(PythonUnavailable) as caught:
+        install._sync({"core": {"python": "3.99.1"}}, env, requirements, [], 0, offline=False)
+    assert "3.99" in caught.value.message and "pyenv" in caught.value.message
+    assert not env.exists()
