@@ -256,3 +256,31 @@ def test_the_guard_imports_the_standard_library_only() -> None:
                 assert name.split(".")[0] in allowed, f"{path.name} imports {name}"
     assert "vllm_plugin_release" not in (GUARD_SRC / "vpr_guard" / "check.py").read_text()
     assert os.path.isfile(REPO / "guard" / "pyproject.toml")
+
+
+def test_a_distributions_own_vendored_folder_on_sys_path_is_not_an_extra(tmp_path: Path) -> None:
+    """setuptools (>= 71) puts its `_vendor` folder on sys.path when it is imported (torch,
+    ttnn and vLLM import it at start-up); the dist-info folders in there are files of the
+    setuptools wheel (its RECORD lists them, and the guard checks that RECORD), not
+    distributions someone installed. Seen on the TT pairing (Python 3.10, setuptools 84):
+    every vLLM start refused for zipp, jaraco-*, ... Known-bad: a folder inside
+    site-packages that no distribution's RECORD covers still shows what it holds."""
+    site = tmp_path / "site-packages"
+    vendored = "setuptools/_vendor/zipp-3.23.0.dist-info"
+    install_dist(site, "setuptools", "84.2.1", {
+        "setuptools/__init__.py": "",
+        f"{vendored}/METADATA": "Metadata-Version: 2.1\nName: zipp\nVersion: 3.23.0\n",
+    })  # fmt: skip
+    found = scan.distributions([str(site), str(site / "setuptools" / "_vendor")])
+    assert sorted(found) == ["setuptools"]
+    # `python -c` puts the working folder first, which may hold the environment
+    found = scan.distributions([str(tmp_path), str(site), str(site / "setuptools" / "_vendor")])
+    assert sorted(found) == ["setuptools"]
+    stray = site / "added" / "extra-1.0.dist-info"
+    stray.mkdir(parents=True)
+    (stray / "METADATA").write_text("Metadata-Version: 2.1\nName: extra\nVersion: 1.0\n")
+    found = scan.distributions([str(site), str(site / "added")])
+    assert sorted(found) == ["extra", "setuptools"]
+    (site / "setuptools" / "_vendor" / "extra-1.0.dist-info").mkdir()  # not in its RECORD
+    found = scan.distributions([str(site), str(site / "setuptools" / "_vendor")])
+    assert sorted(found) == ["extra", "setuptools"]

@@ -55,18 +55,57 @@ def _parse(entry: str, folder: str) -> tuple[str, str] | None:
     return (name, version) if name else None
 
 
+def _vendored_folders(owner: dict[str, str] | None) -> set[str]:
+    """The .dist-info/.egg-info folders (site-relative, '/'-separated) that `owner`'s RECORD
+    lists as its own files: a wheel's vendored distributions (setuptools/_vendor/...)."""
+    data = record_bytes(owner["folder"]) if owner else None
+    folders: set[str] = set()
+    for row in (data or b"").decode("utf-8", errors="replace").splitlines():
+        path = row.split(",", 1)[0].strip('"')
+        for marker in (".dist-info/", ".egg-info/"):
+            at = path.find(marker)
+            if at > 0 and "/" in path[:at]:
+                folders.add(path[: at + len(marker) - 1])
+    return folders
+
+
+def _inside(entry: str, roots: list[str]) -> tuple[str, str] | None:
+    """(root, entry relative to it, '/'-separated) when `entry` lies inside a folder listed
+    before it on the path (the innermost one: the working folder `-c` puts first may hold
+    the environment), else None."""
+    inside = [root for root in roots if entry.startswith(root.rstrip(os.sep) + os.sep)]
+    if not inside:
+        return None
+    root = max(inside, key=len)
+    return root, os.path.relpath(entry, root).replace(os.sep, "/")
+
+
 def distributions(paths: list[str] | None = None) -> dict[str, dict[str, str]]:
     """{canonical name: {name, version, folder}} of every distribution on `paths`
-    (default sys.path), the first of a name winning, as importlib.metadata finds them."""
+    (default sys.path), the first of a name winning, as importlib.metadata finds them.
+
+    A path entry inside an earlier one (setuptools >= 71 adds `setuptools/_vendor` when it
+    is imported) holds files of the distribution installed there: a dist-info folder in it
+    that the owner's RECORD lists (the owner named by the entry's first folder) is part of
+    that wheel, checked through its RECORD, and not counted as installed on its own."""
     found: dict[str, dict[str, str]] = {}
+    roots: list[str] = []
     for entry in sys.path if paths is None else paths:
         where = entry or "."
         try:
             names = sorted(os.listdir(where))
         except OSError:  # a zip, a missing folder
             continue
+        owned: set[str] = set()
+        nested = _inside(os.path.abspath(where), roots)
+        if nested is not None:
+            owner = found.get(canonical(nested[1].split("/", 1)[0]))
+            if owner and os.path.abspath(os.path.dirname(owner["folder"])) == nested[0]:
+                owned = {f[len(nested[1]) + 1 :] for f in _vendored_folders(owner)
+                         if f.startswith(nested[1] + "/")}  # fmt: skip
+        roots.append(os.path.abspath(where))
         for name in names:
-            if not name.endswith((".dist-info", ".egg-info")):
+            if not name.endswith((".dist-info", ".egg-info")) or name in owned:
                 continue
             folder = os.path.join(where, name)
             parsed = _parse(name, folder)
