@@ -97,6 +97,9 @@ demo = "demo_plugin:register"
 packages = ["demo_plugin"]
 """,
     "demo_plugin/__init__.py": "def register():\n    return None\n",
+    # a module no core has the API for (as vllm-tt-plugin's launcher on vLLM 0.25.1 and
+    # 0.26.0): a finding of the environment check, never a stop of a probe
+    "demo_plugin/stale.py": "from vllm import NoSuchLauncher  # noqa: F401\n",
     "tests/test_core_api.py": """import vllm
 
 
