@@ -156,17 +156,21 @@ def _stages(
     def env() -> None:
         from vllm_plugin_release.stages.pairing_env import create_env
 
-        record = create_env(
-            spec,
-            cache=opts.cache,
-            dist_root=opts.dist_root,
-            runner_kind=opts.runner,
-            runtime_env=opts.runtime_env,
-            plugin=inputs.plugin,
-            tree=inputs.tree,
-            conduct_gate=False,  # the platform plugin's answer is the environment check's
-            on_installed=tests_ahead,
-        )
+        try:
+            record = create_env(
+                spec,
+                cache=opts.cache,
+                dist_root=opts.dist_root,
+                runner_kind=opts.runner,
+                runtime_env=opts.runtime_env,
+                plugin=inputs.plugin,
+                tree=inputs.tree,
+                conduct_gate=False,  # the platform plugin's answer is the environment check's
+                on_installed=tests_ahead,
+            )
+        except PythonUnavailable as exc:  # the wheels were cached (they do not depend on
+            _env_free_checks(spec, opts, out, inputs, exc)  # where the interpreter lives):
+            raise  # the run stops here, as at build-core, after the env-free checks
         # The in-env parts of conform run where the pairing environment lives.
         out.ran_in["env"] = out.ran_in["conform (in-env parts)"] = record.get("backend")
         runtime = record["runtime"]
