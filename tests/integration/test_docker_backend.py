@@ -206,6 +206,7 @@ def test_an_image_without_the_spec_python_is_named(
 
 @pytest.mark.docker
 @needs_engine
+@pytest.mark.timeout(900)
 def test_a_killed_run_leaves_no_container(
     pinned_image: subprocess.CompletedProcess, cache_root: Path, tmp_path: Path
 ) -> None:
@@ -223,11 +224,9 @@ def test_a_killed_run_leaves_no_container(
         running = client.containers.list(filters=owner)
         return [c for c in running if "--wheel" in (c.attrs["Config"].get("Cmd") or [])]
 
-    deadline = time.monotonic() + 600
-    while not wheel_builds() and time.monotonic() < deadline:
+    while not wheel_builds():  # the event; a hang is pytest-timeout's (this test's bound)
         assert child.poll() is None, "the build ended before a container started"
         time.sleep(0.5)
-    assert wheel_builds(), "no wheel build container of the run appeared"
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
     assert not dist.exists()
@@ -366,12 +365,14 @@ def test_install_proof_in_the_image_refuses_other_bytes(
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.docker
 @needs_engine
+@pytest.mark.timeout(600)
 def test_a_container_steps_output_reaches_its_log_while_it_runs(
     pinned_image: subprocess.CompletedProcess, tmp_path: Path
 ) -> None:
     """Streamed, not written at the end: the step prints, then waits for a file the test
-    makes only once that line is in the log; then it ends. (A deadline guards a hang.)
+    makes only once that line is in the log; then it ends. (pytest-timeout guards a hang.)
     The lines are joined at run time, so the command echoed in the log does not hold them."""
     import threading
 
@@ -399,9 +400,10 @@ def test_a_container_steps_output_reaches_its_log_while_it_runs(
     thread = threading.Thread(target=step)
     thread.start()
     try:
-        deadline = time.monotonic() + 120
+        # the event: the first line in the log; a step that ended first fails here, and a
+        # hang is pytest-timeout's (this test's bound)
         while "ready-1" not in (log.read_text() if log.exists() else ""):
-            assert time.monotonic() < deadline, "the step's first line never reached the log"
+            assert not done, f"the step ended before its first line reached the log: {done}"
             time.sleep(0.05)
         assert not done and "done-2" not in log.read_text()  # in the log while it runs
     finally:

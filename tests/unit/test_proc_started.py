@@ -14,6 +14,8 @@ from vllm_plugin_release.core.errors import OutsideFailure
 from vllm_plugin_release.edges import children
 from vllm_plugin_release.edges.proc import Started
 
+pytestmark = pytest.mark.timeout(120)  # a hang fails with a stack; the tests wait on events
+
 SPAWN_AND_WAIT = """
 import subprocess, sys, time
 kid = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -31,10 +33,11 @@ def _gone(pid: int) -> bool:
         return f.read().rsplit(")", 1)[1].split()[0] == "Z"
 
 
-def _wait_for(path: Path) -> int:
-    deadline = time.monotonic() + 30
+def _wait_for(path: Path, started: Started) -> int:
+    """The child's pid, once the command has written it (the event); a command that ended
+    first fails here, and a hang is pytest-timeout's (the module's bound)."""
     while not (path.exists() and path.read_text()):
-        assert time.monotonic() < deadline, "the command did not start its child"
+        assert started.popen.poll() is None, "the command ended without starting its child"
         time.sleep(0.02)
     return int(path.read_text())
 
@@ -46,7 +49,7 @@ def _spawning(tmp_path: Path, what: str) -> tuple[Started, int]:
     started = Started(
         [sys.executable, str(script), str(tmp_path / "kid")], what=what, folder=tmp_path
     )
-    return started, _wait_for(tmp_path / "kid")
+    return started, _wait_for(tmp_path / "kid", started)
 
 
 def test_finish_gives_the_exit_status_and_both_outputs(tmp_path: Path) -> None:
