@@ -10,7 +10,7 @@ import contextlib
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -164,15 +164,27 @@ def working(what: str, log: Path | None = None) -> Iterator[None]:
     if interactive():
         yield
         return
-    stop = threading.Event()
     started = time.monotonic()
 
     def beat() -> None:
-        while not stop.wait(float(_mode["heartbeat"])):
-            info(f"{what}: still running, {_elapsed(time.monotonic() - started)}{where}")
-            flush()
+        info(f"{what}: still running, {_elapsed(time.monotonic() - started)}{where}")
+        flush()
 
-    thread = threading.Thread(target=beat, name="vpr-heartbeat", daemon=True)
+    with every(float(_mode["heartbeat"]), beat, "vpr-heartbeat"):
+        yield
+
+
+@contextlib.contextmanager
+def every(seconds: float, tick: Callable[[], None], name: str) -> Iterator[None]:
+    """`tick` every `seconds` in a thread of its own while the block runs (not at its
+    start); stopped, and joined, when the block ends."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(seconds):
+            tick()
+
+    thread = threading.Thread(target=loop, name=name, daemon=True)
     thread.start()
     try:
         yield

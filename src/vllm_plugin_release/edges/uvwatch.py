@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,7 +84,6 @@ def watching(what: str, log: Path, offset: int | None = None) -> Iterator[None]:
     default its size now) runs."""
     if offset is None:
         offset = log.stat().st_size if log.exists() else 0
-    stop = threading.Event()
     said = {"announced": 0, "reported": 0.0}
 
     def report(final: bool) -> None:
@@ -110,15 +108,8 @@ def watching(what: str, log: Path, offset: int | None = None) -> Iterator[None]:
                 f"({size_text(seen.finished)} of {size_text(seen.total)})"
             )
 
-    def loop() -> None:
-        while not stop.wait(POLL_SECONDS):
-            report(final=False)
-
-    thread = threading.Thread(target=loop, name="vpr-uv-downloads", daemon=True)
-    thread.start()
     try:
-        yield
+        with progress.every(POLL_SECONDS, lambda: report(final=False), "vpr-uv-downloads"):
+            yield
     finally:
-        stop.set()
-        thread.join()
         report(final=True)
