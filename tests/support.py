@@ -4,6 +4,7 @@ loopback, tiny sdists, git helpers and the smallest valid buildspec."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import json
 import os
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import tarfile
 import threading
+import types
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -278,3 +280,12 @@ def installer_spec(
     )
     (tmp_path / "spec.toml").write_text(text)
     return tmp_path / "spec.toml", root
+
+
+def script(name: str) -> types.ModuleType:
+    """scripts/NAME.py loaded as a module (the scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.pairing import write_wheel
-from tests.support import REFERENCE_SPEC, REPO, vpr
+from tests.support import REFERENCE_SPEC, REPO, script, vpr
 from vllm_plugin_release.edges.uv import uv_bin
 
 START = "import vllm; from vllm.plugins import load_general_plugins; load_general_plugins(); " \
@@ -183,7 +183,6 @@ def test_a_platform_resolving_to_another_class_is_refused(installed: dict) -> No
 def test_the_site_of_the_released_store(installed: dict) -> None:
     """The compatibility site of that very store (the real reference pairing, its guard
     and platform in the signed manifest), and Chromium's view of it at 390 and 1280 px."""
-    import importlib.util
 
     out = installed["tmp"] / "site"
     store = installed["tmp"] / "store"
@@ -196,10 +195,7 @@ def test_the_site_of_the_released_store(installed: dict) -> None:
     assert pairing["signature"]["verified"] and pairing["guard"] is True
     assert pairing["sites"]["cpu"]["verdict"] == "pilot"
     assert pairing["sites"]["hardware"]["signed_by"] is None  # the hardware part: not run
-    spec = importlib.util.spec_from_file_location("sitecheck", REPO / "scripts/sitecheck.py")
-    assert spec and spec.loader
-    check = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(check)
+    check = script("sitecheck")
     if check.find_browser() is None:
         pytest.skip("no Chromium (apt-get install -y chromium)")
     for width in (390, 1280):

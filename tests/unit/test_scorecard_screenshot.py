@@ -3,25 +3,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
-from tests.support import REPO
+from tests.support import script
 from tests.unit.test_scorecard import PNG, card, results
 from vllm_plugin_release.conform.scorecard_render import to_html
 
-
-def _script():
-    spec = importlib.util.spec_from_file_location("screenshot", REPO / "scripts/screenshot.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-shot = _script()
+shot = script("screenshot")
 pytestmark = [
     pytest.mark.screenshot,  # where .ci/run installed Chromium, a skip fails (tests/required.py)
     pytest.mark.skipif(

@@ -6,7 +6,6 @@ forced wider than the phone is caught. Skips, saying why, where no Chromium is i
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -14,18 +13,9 @@ import pytest
 
 from tests.pairing import store_key, vpr
 from tests.sitestore import small
-from tests.support import REPO
+from tests.support import script
 
-
-def _script():
-    spec = importlib.util.spec_from_file_location("sitecheck", REPO / "scripts/sitecheck.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-check = _script()
+check = script("sitecheck")
 pytestmark = [
     pytest.mark.skipif(
         check.find_browser() is None, reason="no Chromium (apt-get install -y chromium)"
