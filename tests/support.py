@@ -289,3 +289,21 @@ def script(name: str) -> types.ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def interpreter_or_skip(python: str):
+    """This machine's CPython `python` as vpr finds it; a skip naming where it looked, or a
+    failure where the run requires it (VPR_REQUIRE_PYTHONS, set by .ci/run)."""
+    import shutil
+
+    import pytest
+
+    from vllm_plugin_release.core.errors import PythonUnavailable
+    from vllm_plugin_release.edges import interpreters
+
+    try:
+        return interpreters.find(python, None, shutil.which("uv"))
+    except PythonUnavailable as exc:
+        if python in os.environ.get("VPR_REQUIRE_PYTHONS", "").split(","):
+            raise
+        pytest.skip(f"no CPython {python} here: {exc.message.splitlines()[0]}")

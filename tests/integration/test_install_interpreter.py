@@ -6,29 +6,18 @@ where it looked, and leaves no environment behind."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.support import interpreter_or_skip
 from vllm_plugin_release.core.errors import PythonUnavailable
-from vllm_plugin_release.edges import interpreters
 from vllm_plugin_release.flows import install
 
 
-def _interpreter_or_skip(python: str) -> interpreters.Interpreter:
-    try:
-        return interpreters.find(python, None, shutil.which("uv"))
-    except PythonUnavailable as exc:
-        if python in os.environ.get("VPR_REQUIRE_PYTHONS", "").split(","):
-            raise
-        pytest.skip(f"no CPython {python} here: {exc.message.splitlines()[0]}")
-
-
 def test_the_environment_is_made_on_the_interpreter_found_here(tmp_path: Path) -> None:
-    found = _interpreter_or_skip("3.10")
+    found = interpreter_or_skip("3.10")
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("")
     env = tmp_path / "env"

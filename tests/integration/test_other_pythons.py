@@ -7,32 +7,19 @@ so there a missing interpreter fails instead of skipping."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.support import REPO, git, vpr
-from vllm_plugin_release.core.errors import PythonUnavailable
-from vllm_plugin_release.edges import interpreters
-
-
-def _interpreter_or_skip(python: str) -> interpreters.Interpreter:
-    try:
-        return interpreters.find(python, None, shutil.which("uv"))
-    except PythonUnavailable as exc:
-        required = os.environ.get("VPR_REQUIRE_PYTHONS", "").split(",")
-        if python in required:
-            raise
-        pytest.skip(f"no CPython {python} here: {exc.message.splitlines()[0]}")
+from tests.support import REPO, git, interpreter_or_skip, vpr
 
 
 @pytest.mark.parametrize("python", ["3.10", "3.12"])
 def test_the_reference_pairing_on_another_python(
     python: str, tmp_path: Path, cache_root: Path
 ) -> None:
-    found = _interpreter_or_skip(python)
+    found = interpreter_or_skip(python)
     proj = tmp_path / "proj"
     shutil.copytree(REPO / "plugin" / "reference", proj / "plugin" / "reference")
     shutil.copytree(REPO / "buildspec" / "contracts", proj / "buildspec" / "contracts")
