@@ -482,50 +482,39 @@ def write_record(
     return record
 
 
-def run(ctx: Context) -> CheckResult:
-    """The `plugin_tests` check: the plugin's tests in the pairing env, with a recorded baseline."""
-    cfg = settings_for(ctx.spec)
-    env = ctx.env
-    module = (
-        None
-        if env.get("runtime", {}).get("status") == "present"
-        else env.get("runtime", {}).get("module")
-    )
-    run = tests_run(ctx.cache, ctx.python, ctx.plugin_root, ctx.runner, cfg, module)
-    run.without_paths(Path(ctx.python).parent.parent, ctx.plugin_root)
-    run.count_import_findings(
-        {
-            m["module"]: m.get("reason", "")
-            for m in env.get("plugin_modules", [])
-            if m.get("status") == "failed"
-        }
-    )
-    # A baseline recorded by `vpr plugin-tests --baseline` stays, compared with this run.
-    previous = ctx.dist / RECORD
-    base_run, base_version = None, None
-    if previous.exists():
-        old = json.loads(previous.read_text())
-        if old.get("baseline") and old["baseline"].get("runner") == ctx.runner:
-            b = old["baseline"]
-            base_version = b.get("core_version")
-            base_run = TestRun(b["runner"], b["paths"], b["counts"], b["outcomes"])
-    record = write_record(ctx.dist, run, base_run, base_version, ctx.spec.core.version)
+def _recorded_baseline(dist: Path, runner: str) -> tuple[TestRun | None, str | None]:
+    """The baseline run `vpr plugin-tests --baseline` recorded for this runner, and its core
+    version; (None, None) when there is none."""
+    previous = dist / RECORD
+    if not previous.exists():
+        return None, None
+    old = json.loads(previous.read_text())
+    b = old.get("baseline")
+    if not b or b.get("runner") != runner:
+        return None, None
+    return TestRun(b["runner"], b["paths"], b["counts"], b["outcomes"]), b.get("core_version")
+
+
+def _status_and_summary(run: TestRun) -> tuple[str, str]:
+    """pass only when the whole suite ran: tests or paths left to the hardware runner keep
+    the check at deferred; a failing test, or no test at all, fails it."""
     c = run.counts
-    # pass only when the whole suite ran: tests or paths left to the hardware runner
-    # keep the check at deferred
-    status = (
-        "fail"
-        if run.failing
-        else ("deferred" if c.get("deferred") or c.get("network") or run.deferred else "pass")
-    )
-    if c.get("total", 0) == 0:
+    if run.failing or c.get("total", 0) == 0:
         status = "fail"
+    elif c.get("deferred") or c.get("network") or run.deferred:
+        status = "deferred"
+    else:
+        status = "pass"
     summary = (
         f"{c['passed']} passed, {c['failed']} failed, {c['error']} errors, {c['skipped']} skipped,"
         f" {c.get('deferred', 0)} deferred to the hardware runner"
         + (f", {c['network']} need the network (run offline)" if c.get("network") else "")
         + (f"; deferred paths: {', '.join(run.deferred)}" if run.deferred else "")
     )
+    return status, summary
+
+
+def _evidence(run: TestRun, record: dict[str, Any], base_version: str | None) -> list[Evidence]:
     found = record["import_findings"]
     evidence = [
         Evidence(note=f"failing: {t}" + (f" ({found[t]})" if t in found else ""), source="pytest")
@@ -542,11 +531,27 @@ def run(ctx: Context) -> CheckResult:
     evidence += [
         Evidence(note=f"deferred to the hardware runner: {p}", source="spec") for p in run.deferred
     ]
+    return evidence
+
+
+def run(ctx: Context) -> CheckResult:
+    """The `plugin_tests` check: the plugin's tests in the pairing env, with a recorded baseline."""
+    cfg = settings_for(ctx.spec)
+    runtime = ctx.env.get("runtime", {})
+    module = None if runtime.get("status") == "present" else runtime.get("module")
+    run = tests_run(ctx.cache, ctx.python, ctx.plugin_root, ctx.runner, cfg, module)
+    run.without_paths(Path(ctx.python).parent.parent, ctx.plugin_root)
+    failed_modules = [m for m in ctx.env.get("plugin_modules", []) if m.get("status") == "failed"]
+    run.count_import_findings({m["module"]: m.get("reason", "") for m in failed_modules})
+    # A baseline recorded by `vpr plugin-tests --baseline` stays, compared with this run.
+    base_run, base_version = _recorded_baseline(ctx.dist, ctx.runner)
+    record = write_record(ctx.dist, run, base_run, base_version, ctx.spec.core.version)
+    status, summary = _status_and_summary(run)
     return CheckResult(
         "plugin_tests",
         status,
         summary,
-        evidence,
+        _evidence(run, record, base_version),
         threshold={"paths": cfg[ctx.runner]},  # type: ignore[arg-type]
-        details={"counts": c, "by_module": record["by_module"]},
+        details={"counts": run.counts, "by_module": record["by_module"]},
     )
