@@ -81,6 +81,12 @@ def add_runner(parser: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    _register_sources(sub)
+    _register_builds(sub)
+    _register_env(sub)
+
+
+def _register_sources(sub: argparse._SubParsersAction) -> None:
     fetch = sub.add_parser("fetch", help="download and verify the core source into the cache")
     add_spec_argument(fetch)
     add_dirs(fetch)
@@ -95,6 +101,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     lock.set_defaults(func=_lock)
 
+
+def _register_builds(sub: argparse._SubParsersAction) -> None:
     build = sub.add_parser(
         "build-core", help="build the vLLM wheel (empty target), twice, and compare"
     )
@@ -123,6 +131,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_dirs(guard)
     guard.set_defaults(func=_build_guard)
 
+
+def _register_env(sub: argparse._SubParsersAction) -> None:
     env = sub.add_parser("env", help="create and check the pairing environment for a runner")
     add_spec_argument(env)
     add_dirs(env)

@@ -94,6 +94,23 @@ def _register_bump(sub: argparse._SubParsersAction) -> None:
         help="with --with-tests: when tests regress, bisect the published versions between "
         "the pinned core and the new one (`vpr bisect`) into the migration report",
     )
+    _add_approval(bump)
+    bump.add_argument("--tag", default=None, help="git sources: the new tag (default: derived)")
+    bump.add_argument(
+        "--report", type=Path, default=None, metavar="FILE", help="also write the Markdown report"
+    )
+    bump.add_argument(
+        "--github-output",
+        action="store_true",
+        help="also append spec=, name=, version= to $GITHUB_OUTPUT",
+    )
+    add_dirs(bump)
+    add_plugin_source(bump)
+    bump.set_defaults(func=_bump)
+
+
+def _add_approval(bump: argparse.ArgumentParser) -> None:
+    """The approval on record of a breaking change of the core API the plugin uses."""
     bump.add_argument(
         "--approve",
         action="append",
@@ -107,18 +124,6 @@ def _register_bump(sub: argparse._SubParsersAction) -> None:
     bump.add_argument(
         "--approve-why", default=None, metavar="WHY", help="why the changes are acceptable"
     )
-    bump.add_argument("--tag", default=None, help="git sources: the new tag (default: derived)")
-    bump.add_argument(
-        "--report", type=Path, default=None, metavar="FILE", help="also write the Markdown report"
-    )
-    bump.add_argument(
-        "--github-output",
-        action="store_true",
-        help="also append spec=, name=, version= to $GITHUB_OUTPUT",
-    )
-    add_dirs(bump)
-    add_plugin_source(bump)
-    bump.set_defaults(func=_bump)
 
 
 def _register_pr_body(sub: argparse._SubParsersAction) -> None:
