@@ -132,15 +132,15 @@ def test_a_pairing_id_with_dotdot_writes_nothing_outside(
     store = _copy(project, tmp_path)
     index = _index(store)
     entry = index["pairings"].pop(project["a"])
-    evil = "../../../../escape"
+    evil = "../../../../vpr-store-escape"  # a name no other test writes
     entry["pairing_id"] = evil
     index["pairings"][evil] = entry
     _write_index(store, index)
     before = _files(project["root"])
     done = _install(project, store, tmp_path / "venv", "--core", "0.26.0", "--plugin", PLUGIN)
     _refused(done)
-    assert not [f for f in _files(project["root"]) - before if "escape" in f]
-    assert not _escaped(tmp_path_factory, "escape")
+    assert not [f for f in _files(project["root"]) - before if "vpr-store-escape" in f]
+    assert not _escaped(tmp_path_factory, "vpr-store-escape")
     assert not (tmp_path / "venv").exists()
 
 
