@@ -22,6 +22,9 @@ def base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder.mkdir()
     monkeypatch.setenv("VPR_BUILD_SCRATCH", str(folder))
     monkeypatch.setattr(cache_mod, "_SWEPT", set())
+    # what is tested here is privacy, not room: a nearly full /tmp must not decide it
+    # (test_a_missing_or_full_filesystem_falls_back is the one about room)
+    monkeypatch.setattr(cache_mod, "SCRATCH_MIN_FREE", 0)
     return folder
 
 

@@ -36,6 +36,7 @@ from vllm_plugin_release.edges.runner import (
     Network,
     Runner,
     _tail,
+    free_space_note,
 )
 
 LABEL = "vllm-plugin-release.owner"
@@ -457,9 +458,13 @@ def debian_rootfs(
         done = subprocess.run(argv, env=env, stdout=runner_log, stderr=subprocess.STDOUT)
     if done.returncode != 0 or not dest.is_file():
         dest.unlink(missing_ok=True)
+        import tempfile
+
+        space = free_space_note(Path(tempfile.gettempdir()), dest.parent)
         raise OutsideFailure(
             f"mmdebstrap {suite} failed (exit {done.returncode}); log: {log}\n{_tail(log)}",
-            hint=f"is {mirror} reachable? mmdebstrap needs root (--mode=root)",
+            hint=f"is {mirror} reachable? mmdebstrap needs root (--mode=root) and about "
+            f"1 GiB in TMPDIR for the rootfs ({space})",
         )
 
 

@@ -62,7 +62,44 @@ def _tail(path: Path, lines: int = 25) -> str:
         text = path.read_text(errors="replace").splitlines()
     except OSError:
         return ""
-    return "\n".join("    " + line for line in text[-lines:])
+    return failure_excerpt(text, lines)
+
+
+# Lines that say why a tool failed, wherever they fall in its log: a disk that filled
+# early is named even when the last lines are a long command line.
+_CAUSES = ("no space left", "error", "e: ", "fatal", "permission denied", "cannot ")
+_WIDTH = 300  # one dpkg command line can run to kilobytes: cut each line shown
+
+
+def failure_excerpt(lines: list[str], tail: int = 25, causes: int = 8) -> str:
+    """The log lines that name a cause (up to `causes`, first ones, outside the tail),
+    then the last `tail` lines; each indented and cut to `_WIDTH` characters."""
+
+    def cut(line: str) -> str:
+        return "    " + (line if len(line) <= _WIDTH else line[: _WIDTH - 3] + "...")
+
+    last = lines[-tail:] if tail else []
+    head = lines[: len(lines) - len(last)]
+    named = [line for line in head if any(c in line.lower() for c in _CAUSES)][:causes]
+    shown = [cut(line) for line in named]
+    if named:
+        shown.append("    ...")
+    return "\n".join(shown + [cut(line) for line in last])
+
+
+def free_space_note(*folders: Path) -> str:
+    """'free: /tmp 287 MiB, /x 12.0 GiB' for the folders that exist (for a failure's hint)."""
+    import shutil
+
+    parts = []
+    for folder in folders:
+        try:
+            free = shutil.disk_usage(folder).free
+        except OSError:
+            continue
+        shown = f"{free / (1 << 30):.1f} GiB" if free >= 1 << 30 else f"{free >> 20} MiB"
+        parts.append(f"{folder} {shown}")
+    return "free: " + ", ".join(parts) if parts else ""
 
 
 class Runner(Protocol):
