@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vllm_plugin_release.cli.build import (
     add_backend,
@@ -14,6 +15,10 @@ from vllm_plugin_release.cli.build import (
     load_spec_for,
 )
 from vllm_plugin_release.edges import cachedir
+
+if TYPE_CHECKING:
+    from vllm_plugin_release.flows.release import Options
+    from vllm_plugin_release.spec.model import Spec
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,6 +49,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="publish even when the verdict is lab (the manifest says so)",
     )
+    release.add_argument(
+        "--graph",
+        nargs="?",
+        const="text",
+        choices=["text", "dot"],
+        help="print the stages and what each needs (text, or DOT for Graphviz), then stop: "
+        "nothing is built or fetched",
+    )
     release.set_defaults(func=_release)
 
 
@@ -51,19 +64,35 @@ def _release(args: argparse.Namespace) -> int:
     from vllm_plugin_release.flows.release import Options, release
 
     spec = load_spec_for(args)
-    outcome = release(
-        spec,
-        Options(
-            cache=cachedir.from_args(args),
-            dist_root=Path(args.dist),
-            runner=args.runner,
-            plugin_source=args.plugin_source,
-            runtime_env=args.runtime_env,
-            index=args.index,
-            store=args.store,
-            signing_key=args.signing_key,
-            publish=not args.no_publish,
-            allow_uncertified=args.allow_uncertified,
-        ),
+    options = Options(
+        cache=cachedir.from_args(args),
+        dist_root=Path(args.dist),
+        runner=args.runner,
+        plugin_source=args.plugin_source,
+        runtime_env=args.runtime_env,
+        index=args.index,
+        store=args.store,
+        signing_key=args.signing_key,
+        publish=not args.no_publish,
+        allow_uncertified=args.allow_uncertified,
     )
+    if args.graph:
+        return _print_graph(spec, options, args.graph)
+    outcome = release(spec, options)
     return 1 if outcome.facts.get("verdict") == "lab" else 0
+
+
+def _print_graph(spec: Spec, options: Options, form: str) -> int:
+    """`--graph`: the stages `vpr release` would walk, drawn; nothing runs."""
+    import sys
+
+    from vllm_plugin_release.core import stagegraph
+    from vllm_plugin_release.flows.release import Outcome, graph
+
+    stages = graph(spec, options, Outcome())
+    if form == "dot":
+        sys.stdout.write(stagegraph.dot(stages, name=f"release {spec.name}"))
+    else:
+        sys.stdout.write(f"vpr release {spec.name}: the line runs in this order\n")
+        sys.stdout.write(stagegraph.text(stages))
+    return 0

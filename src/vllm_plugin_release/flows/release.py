@@ -1,17 +1,15 @@
-"""`vpr release`: every stage in order for one pairing, each reusing its cached result.
+"""`vpr release`: every stage for one pairing, each reusing its cached result, walked
+as a graph (core/stagegraph, flows/stagewalk; `vpr release --graph` draws it):
 
 lock check -> build-core -> build-plugin -> build-guard -> env -> conform -> manifest ->
-publish,
-one progress display, and a summary at the end (verdict, paths, digests). Stage
-timings go to dist/NAME/run.json (run-specific; never into the manifest).
+publish -> ledger, with the build environment made ahead from the start (build-core
+needs it) and `twine check` ahead once the wheels are built (publish needs it);
+one progress display, and a summary at the end (verdict, paths, digests).
 """
 
 from __future__ import annotations
 
 import json
-import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,8 +21,10 @@ from vllm_plugin_release.core.cache import Cache, write_json
 from vllm_plugin_release.core.errors import BadInput, PythonUnavailable, VprError
 from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.core.records import dist_dir
+from vllm_plugin_release.core.stagegraph import Graph, Stage
 from vllm_plugin_release.edges import children, ci, envrun
 from vllm_plugin_release.flows.sources import Inputs
+from vllm_plugin_release.flows.stagewalk import Walk, walk
 from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.requests import build_request
 
@@ -54,41 +54,19 @@ class Outcome:
     ran_in: dict[str, Any] = field(default_factory=dict)
 
 
-class _Ahead:
-    """The build environment, made in a thread while the lock stage fetches the sources
-    (the download leaves the cores idle; the environment needs only the lock)."""
-
-    def __init__(self) -> None:
-        self.thread: threading.Thread | None = None
-
-    def start(self, spec: Spec, cache: Cache) -> None:
-        from vllm_plugin_release.stages.build_core import prepare_build_env
-
-        self.thread = threading.Thread(
-            target=prepare_build_env, args=(spec, cache), name="vpr-build-env"
-        )
-        self.thread.start()
-
-    def wait(self) -> None:
-        if self.thread is not None:
-            self.thread.join()
-
-    def stop(self) -> None:
-        """When the run stops before build-core: its installer is stopped, not awaited."""
-        if self.thread is not None and self.thread.is_alive():
-            children.stop_all()
-        self.wait()
-
-
-def _stages(
-    spec: Spec, opts: Options, out: Outcome, ahead: _Ahead
-) -> list[tuple[str, Callable[[], None]]]:
+def graph(spec: Spec, opts: Options, out: Outcome) -> Graph:
+    """The release's stages and what each needs (the order they are declared in is the
+    order the line runs in)."""
     # Each source is fetched or resolved once, here, and handed to the stages that read it.
     inputs = Inputs(spec, opts.cache, opts.plugin_source)
     built: list[StageResult] = []  # the core's, the plugin's and the guard's wheel stage
 
+    def build_env() -> None:
+        from vllm_plugin_release.stages.build_core import prepare_build_env
+
+        prepare_build_env(spec, opts.cache)  # what goes wrong, build-core meets again
+
     def lock_check() -> None:
-        ahead.start(spec, opts.cache)
         request, _ = build_request(spec, inputs.tree)
         try:
             check_lock(spec.resolve(spec.build.constraints), request)
@@ -99,7 +77,6 @@ def _stages(
     def build_core() -> None:
         from vllm_plugin_release.stages.build_core import build_core as run
 
-        ahead.wait()
         try:
             result = run(
                 spec,
@@ -135,7 +112,9 @@ def _stages(
         result = run(spec, cache=opts.cache, dist_root=opts.dist_root)
         out.facts["guard wheel"] = f"{result.wheel.name} sha256:{result.data['wheel']['sha256']}"
         built.append(result)
-        if opts.publish and not all(b.cached for b in built):
+
+    def twine_check() -> None:
+        if not all(b.cached for b in built):
             # New wheels are final now: publish's `twine check` runs in conform's idle time
             # (cached wheels were most likely published and proven already).
             from vllm_plugin_release.stages.publish import start_check_ahead
@@ -227,18 +206,24 @@ def _stages(
         )
         out.facts["ledger"] = f"entry #{written['seq']} (signed, chain verified)"
 
+    builds = ("build-core", "build-plugin", "build-guard")
     stages = [
-        ("lock", lock_check),
-        ("build-core", build_core),
-        ("build-plugin", build_plugin),
-        ("build-guard", build_guard),
-        ("env", env),
-        ("conform", conform),
-        ("manifest", manifest),
+        Stage("build-env", build_env, ahead=True, about="the build environment, from the lock"),
+        Stage("lock", lock_check, about="the lock against the core's requirements"),
+        Stage("build-core", build_core, ("lock", "build-env")),
+        Stage("build-plugin", build_plugin, ("build-core",)),
+        Stage("build-guard", build_guard, ("build-core",)),
+        Stage("env", env, builds, about="the pairing environment; plugin tests start ahead"),
+        Stage("conform", conform, ("env",), about="the scorecard"),
+        Stage("manifest", manifest, ("conform",)),
     ]
     if opts.publish:
-        stages += [("publish", publish), ("ledger", ledger)]
-    return stages
+        stages += [
+            Stage("twine-check", twine_check, builds, ahead=True, about="new wheels only"),
+            Stage("publish", publish, ("manifest", "twine-check")),
+            Stage("ledger", ledger, ("publish",)),
+        ]
+    return Graph(stages)
 
 
 def _env_free_checks(
@@ -273,25 +258,12 @@ def release(spec: Spec, opts: Options) -> Outcome:
 
 def _release(spec: Spec, opts: Options) -> Outcome:
     out = Outcome()
-    ahead = _Ahead()
-    stages = _stages(spec, opts, out, ahead)
-    failed: str | None = None
-    try:
-        for number, (name, run) in enumerate(stages, start=1):
-            # a rule line; a collapsible group in a GitHub Actions log
-            with progress.stage(f"stage {number}/{len(stages)}: {name}"):
-                start = time.perf_counter()
-                try:
-                    run()
-                except BaseException:
-                    failed = name
-                    raise
-                finally:
-                    out.stages[name] = round(time.perf_counter() - start, 3)
+    done = Walk(seconds=out.stages)
+    try:  # build-env still running when the run stops: its installer is stopped
+        walk(graph(spec, opts, out), record=done, stop={"build-env": children.stop_all})
     finally:
-        ahead.stop()
         _stop_work_ahead()
-        _summary(spec, opts, out, failed)
+        _summary(spec, opts, out, done.failed)
     return out
 
 
