@@ -54,174 +54,195 @@ class Outcome:
     ran_in: dict[str, Any] = field(default_factory=dict)
 
 
-def graph(spec: Spec, opts: Options, out: Outcome) -> Graph:
-    """The release's stages and what each needs (the order they are declared in is the
-    order the line runs in)."""
-    # Each source is fetched or resolved once, here, and handed to the stages that read it.
-    inputs = Inputs(spec, opts.cache, opts.plugin_source)
-    built: list[StageResult] = []  # the core's, the plugin's and the guard's wheel stage
+def _wheel(result: StageResult) -> str:
+    return f"{result.wheel.name} sha256:{result.data['wheel']['sha256']}"
 
-    def build_env() -> None:
+
+class _Stages:
+    """The release's stages over one pairing, a method each; every source is fetched or
+    resolved once (`Inputs`) and handed to the stages that read it."""
+
+    def __init__(self, spec: Spec, opts: Options, out: Outcome) -> None:
+        self.spec = spec
+        self.opts = opts
+        self.out = out
+        self.inputs = Inputs(spec, opts.cache, opts.plugin_source)
+        self.built: list[StageResult] = []  # the core's, the plugin's and the guard's
+
+    def env_free(self, blocked: PythonUnavailable | None) -> None:
+        _env_free_checks(self.spec, self.opts, self.out, self.inputs, blocked)
+
+    def build_env(self) -> None:
         from vllm_plugin_release.stages.build_core import prepare_build_env
 
-        prepare_build_env(spec, opts.cache)  # what goes wrong, build-core meets again
+        prepare_build_env(self.spec, self.opts.cache)  # what goes wrong, build-core meets again
 
-    def lock_check() -> None:
-        request, _ = build_request(spec, inputs.tree)
+    def lock_check(self) -> None:
+        request, _ = build_request(self.spec, self.inputs.tree)
         try:
-            check_lock(spec.resolve(spec.build.constraints), request)
+            check_lock(self.spec.resolve(self.spec.build.constraints), request)
         except BadInput:  # the lock's error stands (exit 2); where the spec's Python is
-            _env_free_checks(spec, opts, out, inputs, None)  # missing too, the env-free
-            raise  # checks still run
+            self.env_free(None)  # missing too, the env-free checks still run
+            raise
 
-    def build_core() -> None:
+    def build_core(self) -> None:
         from vllm_plugin_release.stages.build_core import build_core as run
 
         try:
             result = run(
-                spec,
-                cache=opts.cache,
-                dist_root=opts.dist_root,
-                tree=inputs.tree,
-                fetcher=inputs.fetcher,
+                self.spec,
+                cache=self.opts.cache,
+                dist_root=self.opts.dist_root,
+                tree=self.inputs.tree,
+                fetcher=self.inputs.fetcher,
             )
         except PythonUnavailable as exc:  # the run stops here (exit 3), after the checks
-            _env_free_checks(spec, opts, out, inputs, exc)  # that need no pairing env
+            self.env_free(exc)  # that need no pairing env
             raise
-        out.facts["core wheel"] = f"{result.wheel.name} sha256:{result.data['wheel']['sha256']}"
-        out.ran_in["build-core"] = result.data.get("backend")
-        built.append(result)
+        self.out.facts["core wheel"] = _wheel(result)
+        self.out.ran_in["build-core"] = result.data.get("backend")
+        self.built.append(result)
 
-    def build_plugin() -> None:
+    def build_plugin(self) -> None:
         from vllm_plugin_release.stages.build_plugin import build_plugin as run
 
         result = run(
-            spec,
-            cache=opts.cache,
-            dist_root=opts.dist_root,
-            plugin=inputs.plugin,
-            tree=inputs.tree,
+            self.spec,
+            cache=self.opts.cache,
+            dist_root=self.opts.dist_root,
+            plugin=self.inputs.plugin,
+            tree=self.inputs.tree,
         )
-        out.facts["plugin wheel"] = f"{result.wheel.name} sha256:{result.data['wheel']['sha256']}"
-        out.ran_in["build-plugin"] = result.data.get("backend")
-        built.append(result)
+        self.out.facts["plugin wheel"] = _wheel(result)
+        self.out.ran_in["build-plugin"] = result.data.get("backend")
+        self.built.append(result)
 
-    def build_guard() -> None:
+    def build_guard(self) -> None:
         from vllm_plugin_release.stages.build_guard import build_guard as run
 
-        result = run(spec, cache=opts.cache, dist_root=opts.dist_root)
-        out.facts["guard wheel"] = f"{result.wheel.name} sha256:{result.data['wheel']['sha256']}"
-        built.append(result)
+        result = run(self.spec, cache=self.opts.cache, dist_root=self.opts.dist_root)
+        self.out.facts["guard wheel"] = _wheel(result)
+        self.built.append(result)
 
-    def twine_check() -> None:
-        if not all(b.cached for b in built):
+    def twine_check(self) -> None:
+        if not all(b.cached for b in self.built):
             # New wheels are final now: publish's `twine check` runs in conform's idle time
             # (cached wheels were most likely published and proven already).
             from vllm_plugin_release.stages.publish import start_check_ahead
 
-            wheels = [(b.wheel, b.data["wheel"]["sha256"]) for b in built]
-            start_check_ahead(wheels, opts.cache)
+            wheels = [(b.wheel, b.data["wheel"]["sha256"]) for b in self.built]
+            start_check_ahead(wheels, self.opts.cache)
 
-    def tests_ahead(python: Path, module: str | None) -> None:
+    def tests_ahead(self, python: Path, module: str | None) -> None:
         """The plugin's tests start once the env's packages are in, while it is checked;
         conform takes that run (plugin_tests.start_ahead)."""
         from vllm_plugin_release.conform import plugin_tests, registry
 
-        if "plugin_tests" in registry.applicable(spec):
-            cfg = plugin_tests.settings_for(spec)
-            root = inputs.plugin.root
-            plugin_tests.start_ahead(opts.cache, python, root, opts.runner, cfg, module)
+        if "plugin_tests" in registry.applicable(self.spec):
+            cfg = plugin_tests.settings_for(self.spec)
+            root = self.inputs.plugin.root
+            plugin_tests.start_ahead(self.opts.cache, python, root, self.opts.runner, cfg, module)
 
-    def env() -> None:
+    def env(self) -> None:
         from vllm_plugin_release.stages.pairing_env import create_env
 
         try:
             record = create_env(
-                spec,
-                cache=opts.cache,
-                dist_root=opts.dist_root,
-                runner_kind=opts.runner,
-                runtime_env=opts.runtime_env,
-                plugin=inputs.plugin,
-                tree=inputs.tree,
+                self.spec,
+                cache=self.opts.cache,
+                dist_root=self.opts.dist_root,
+                runner_kind=self.opts.runner,
+                runtime_env=self.opts.runtime_env,
+                plugin=self.inputs.plugin,
+                tree=self.inputs.tree,
                 conduct_gate=False,  # the platform plugin's answer is the environment check's
-                on_installed=tests_ahead,
+                on_installed=self.tests_ahead,
             )
         except PythonUnavailable as exc:  # the wheels were cached (they do not depend on
-            _env_free_checks(spec, opts, out, inputs, exc)  # where the interpreter lives):
-            raise  # the run stops here, as at build-core, after the env-free checks
+            self.env_free(exc)  # where the interpreter lives): the run stops here, as at
+            raise  # build-core, after the env-free checks
         # The in-env parts of conform run where the pairing environment lives.
-        out.ran_in["env"] = out.ran_in["conform (in-env parts)"] = record.get("backend")
+        self.out.ran_in["env"] = self.out.ran_in["conform (in-env parts)"] = record.get("backend")
         runtime = record["runtime"]
-        out.facts["runtime"] = f"{runtime['name']}: {runtime['status']}" + (
+        self.out.facts["runtime"] = f"{runtime['name']}: {runtime['status']}" + (
             " (stand-in checked in an overlay, a test double)" if runtime.get("stand_in") else ""
         )
 
-    def conform() -> None:
+    def conform(self) -> None:
         from vllm_plugin_release.conform.suite import conform_cached as run
 
-        card = run(inputs.context(opts.runner, opts.dist_root))
-        out.facts["verdict"] = card["verdict"]
-        out.facts["scorecard"] = str(dist_dir(opts.dist_root, spec.name) / records.SCORECARD_MD)
+        card = run(self.inputs.context(self.opts.runner, self.opts.dist_root))
+        self.out.facts["verdict"] = card["verdict"]
+        self.out.facts["scorecard"] = str(
+            dist_dir(self.opts.dist_root, self.spec.name) / records.SCORECARD_MD
+        )
 
-    def manifest() -> None:
+    def manifest(self) -> None:
         from vllm_plugin_release.stages.manifest import build_for_spec
 
-        built = build_for_spec(
-            spec, signing_key=opts.signing_key, dist_root=opts.dist_root, cache=opts.cache
+        made = build_for_spec(
+            self.spec,
+            signing_key=self.opts.signing_key,
+            dist_root=self.opts.dist_root,
+            cache=self.opts.cache,
         )
-        out.facts["manifest"] = str(built.manifest_path)
-        out.facts["pairing id"] = built.manifest.get("pairing_id", "")
-        out.facts["public key"] = str(built.public_key_path)
+        self.out.facts["manifest"] = str(made.manifest_path)
+        self.out.facts["pairing id"] = made.manifest.get("pairing_id", "")
+        self.out.facts["public key"] = str(made.public_key_path)
 
-    def publish() -> None:
+    def publish(self) -> None:
         from vllm_plugin_release.stages.publish import publish_spec
 
         result = publish_spec(
-            spec,
-            index=opts.index,
-            store=opts.store,
-            signing_key=opts.signing_key,
-            allow_uncertified=opts.allow_uncertified,
-            dist_root=opts.dist_root,
-            cache=opts.cache,
+            self.spec,
+            index=self.opts.index,
+            store=self.opts.store,
+            signing_key=self.opts.signing_key,
+            allow_uncertified=self.opts.allow_uncertified,
+            dist_root=self.opts.dist_root,
+            cache=self.opts.cache,
         )
         if result.proven_in is not None:  # the install proof runs on the spec's runner too
-            out.ran_in["publish (install proof)"] = result.proven_in
+            self.out.ran_in["publish (install proof)"] = result.proven_in
         wheels = ", ".join(f"{name} {status}" for name, status in result.wheels.items())
-        out.facts["published"] = (
+        self.out.facts["published"] = (
             f"{wheels} on {result.index}; manifest {result.store_status} in {result.store}"
         )
 
-    def ledger() -> None:
+    def ledger(self) -> None:
         from vllm_plugin_release.flows.ledger import record_verdict
 
         written = record_verdict(
-            spec,
-            dist_dir(opts.dist_root, spec.name),
-            cache=opts.cache,
-            store=opts.store,
-            signing=opts.signing_key,
-            runner=opts.runner,
+            self.spec,
+            dist_dir(self.opts.dist_root, self.spec.name),
+            cache=self.opts.cache,
+            store=self.opts.store,
+            signing=self.opts.signing_key,
+            runner=self.opts.runner,
         )
-        out.facts["ledger"] = f"entry #{written['seq']} (signed, chain verified)"
+        self.out.facts["ledger"] = f"entry #{written['seq']} (signed, chain verified)"
 
+
+def graph(spec: Spec, opts: Options, out: Outcome) -> Graph:
+    """The release's stages and what each needs (the order they are declared in is the
+    order the line runs in)."""
+    s = _Stages(spec, opts, out)
     builds = ("build-core", "build-plugin", "build-guard")
     stages = [
-        Stage("build-env", build_env, ahead=True, about="the build environment, from the lock"),
-        Stage("lock", lock_check, about="the lock against the core's requirements"),
-        Stage("build-core", build_core, ("lock", "build-env")),
-        Stage("build-plugin", build_plugin, ("build-core",)),
-        Stage("build-guard", build_guard, ("build-core",)),
-        Stage("env", env, builds, about="the pairing environment; plugin tests start ahead"),
-        Stage("conform", conform, ("env",), about="the scorecard"),
-        Stage("manifest", manifest, ("conform",)),
+        Stage("build-env", s.build_env, ahead=True, about="the build environment, from the lock"),
+        Stage("lock", s.lock_check, about="the lock against the core's requirements"),
+        Stage("build-core", s.build_core, ("lock", "build-env")),
+        Stage("build-plugin", s.build_plugin, ("build-core",)),
+        Stage("build-guard", s.build_guard, ("build-core",)),
+        Stage("env", s.env, builds, about="the pairing environment; plugin tests start ahead"),
+        Stage("conform", s.conform, ("env",), about="the scorecard"),
+        Stage("manifest", s.manifest, ("conform",)),
     ]
     if opts.publish:
         stages += [
-            Stage("twine-check", twine_check, builds, ahead=True, about="new wheels only"),
-            Stage("publish", publish, ("manifest", "twine-check")),
-            Stage("ledger", ledger, ("publish",)),
+            Stage("twine-check", s.twine_check, builds, ahead=True, about="new wheels only"),
+            Stage("publish", s.publish, ("manifest", "twine-check")),
+            Stage("ledger", s.ledger, ("publish",)),
         ]
     return Graph(stages)
 
