@@ -270,3 +270,29 @@ def test_spec_check_cli_refuses_a_runtime_unloadable_python(tmp_path: Path) -> N
     assert "[build] python = '3.11'" in done.stderr and "[runtime] python" in done.stderr
     assert "Traceback" not in done.stderr
     assert vpr("spec", "check", str(REPO / "buildspec" / "tt.toml"), check=False).returncode == 0
+
+
+def test_the_fast_reader_gives_tomlkits_data_for_every_committed_spec() -> None:
+    """load() reads with tomllib (3.11+); the data must be what tomlkit gave."""
+    from vllm_plugin_release.spec.load import read_data, read_document
+
+    root = Path(__file__).resolve().parents[2]
+    specs = sorted((root / "buildspec").glob("*.toml")) + sorted(root.glob("tests/**/*.toml"))
+    assert len(specs) >= 4
+    for path in specs:
+        data, text = read_data(path)
+        document, same = read_document(path)
+        assert text == same and data == document.unwrap(), path
+
+
+def test_a_malformed_spec_still_names_its_line_and_column(tmp_path: Path) -> None:
+    from vllm_plugin_release.spec.load import read_data
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\n[core]\nversion = \n')
+    with pytest.raises(BadInput, match=r"bad\.toml:3:\d+: malformed TOML"):
+        read_data(bad)
+    twice = tmp_path / "twice.toml"
+    twice.write_text('name = "x"\nname = "y"\n')
+    with pytest.raises(BadInput, match=r"twice\.toml:2:\d+: malformed TOML"):
+        read_data(twice)
