@@ -2,9 +2,9 @@
 cold build in the same run; the container's warm re-run <= 0.1x its cold build.
 
 (a) local cold: `vpr build-core --force` (sdist and build env cached);
-(b) container cold: `vpr build-core --force --runner-backend docker` (the pinned image
+(b) container cold: `vpr build-core --force --backend docker` (the pinned image
     present and its build env cached: two builds, each in its own container);
-(c) container warm: `vpr build-core --runner-backend docker` with nothing changed.
+(c) container warm: `vpr build-core --backend docker` with nothing changed.
 Needs a container engine (DOCKER_HOST; .ci/run starts one) and the image
 (`vpr image build`); without them it says so and measures nothing.
 """
@@ -30,7 +30,7 @@ def main(repeats: int = 3) -> dict:
         console.print(f"  skipped: {exc.message}")
         return {"skipped": exc.message}
     dist = Path(tempfile.mkdtemp(prefix="bench-dist-"))
-    docker = ("--runner-backend", "docker")
+    docker = ("--backend", "docker")
     vpr("image", "build", "--spec", SPEC)  # present, and the pinned digest
     vpr("build-core", "--spec", SPEC, "--dist", str(dist))  # every input cached
     vpr("build-core", "--spec", SPEC, "--dist", str(dist), *docker)

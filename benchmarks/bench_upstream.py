@@ -1,5 +1,5 @@
 """Tag to verdict, the pipeline's own part: `vpr bump` to a new core release plus the CPU
-pipeline (`vpr release --runner cpu --no-publish`) on the bumped spec, on a warm runner.
+pipeline (`vpr release --site cpu --no-publish`) on the bumped spec, on a warm runner.
 
 The runner is warm as a CI runner that has run before is: uv's download cache and the
 sdists already fetched (`.vpr/cas`, hard-linked from $VPR_CACHE_DIR) are there, but the
@@ -92,7 +92,7 @@ def main(repeats: int = 3) -> dict:
             "release",
             "--spec",
             "buildspec/bumped.toml",
-            "--runner",
+            "--site",
             "cpu",
             "--no-publish",
             env=env(),

@@ -155,3 +155,33 @@ def test_a_command_group_alone_shows_its_own_help(capsys: pytest.CaptureFixture[
     err = capsys.readouterr().err
     assert err.startswith("usage: vpr manifest ") and "check-env" in err
     assert "build-core" not in err  # not the top-level list
+
+
+def test_site_and_backend_are_the_names_and_the_old_ones_still_work(tmp_path: Path) -> None:
+    """--site/--backend (docs/architecture.md's words); --runner/--runner-backend are read
+    the same, with a note naming the new spelling."""
+    graph = ["release", "--graph", "--cache-dir", str(tmp_path / "c")]
+    new = vpr(*graph, "--site", "hardware", "--backend", "local", check=False, cwd=REPO)
+    assert new.returncode == 0, new.stderr
+    assert "is now" not in new.stderr
+    old = vpr(*graph, "--runner", "hardware", "--runner-backend", "local", check=False, cwd=REPO)
+    assert old.returncode == 0, old.stderr
+    assert old.stdout == new.stdout
+    assert "--runner is now --site (the old name still works)" in old.stderr
+    assert "--runner-backend is now --backend (the old name still works)" in old.stderr
+    bad = vpr(*graph, "--backend", "podman", check=False, cwd=REPO)
+    assert bad.returncode == 2 and "invalid choice: 'podman'" in bad.stderr
+
+
+def test_the_old_and_new_names_set_the_same_value() -> None:
+    from vllm_plugin_release.cli import build_parser
+
+    parser = build_parser()
+    for argv in (["env", "--site", "hardware"], ["env", "--runner", "hardware"]):
+        args = parser.parse_args(argv)
+        assert args.runner == "hardware"
+    for argv in (
+        ["build-core", "--backend", "docker"],
+        ["build-core", "--runner-backend", "docker"],
+    ):
+        assert parser.parse_args(argv).runner_backend == "docker"
