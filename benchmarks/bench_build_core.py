@@ -24,11 +24,11 @@ SPEC = str(REPO / "buildspec" / "reference.toml")
 
 
 def main(repeats: int = 5) -> dict:
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.core.cache import Cache, sha256_file
     from vllm_plugin_release.edges.cachedir import build_scratch_root
     from vllm_plugin_release.edges.fetch import Fetcher, source_tree
     from vllm_plugin_release.edges.runner import LocalRunner
-    from vllm_plugin_release.spec.load import load_spec
     from vllm_plugin_release.stages.requests import build_request
     from vllm_plugin_release.stages.wheelbuild import ensure_build_env
 

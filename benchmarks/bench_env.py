@@ -28,10 +28,10 @@ from benchmarks.common import REPO, console, report, run, timed, vpr
 
 
 def main(repeats: int = 3) -> dict:
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.core.cache import Cache
     from vllm_plugin_release.edges.fetch import Fetcher, source_tree
     from vllm_plugin_release.edges.uv import find_link_args, uv_bin
-    from vllm_plugin_release.spec.load import load_spec
 
     checkout = os.environ.get("VPR_TT_PLUGIN_CHECKOUT")
     name = "tt" if checkout else "reference"

@@ -185,9 +185,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _verified_tree() -> Path:
     """The pinned vLLM sdist tree from the pipeline's own verified cache (fetched if needed)."""
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.core.cache import Cache
     from vllm_plugin_release.edges.fetch import Fetcher, source_tree
-    from vllm_plugin_release.spec.load import load_spec
 
     repo = Path(__file__).resolve().parent.parent
     spec = load_spec(repo / "buildspec" / "reference.toml")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from vllm_plugin_release.spec.model import Spec
+    from vllm_plugin_release.buildspec.model import Spec
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE_SPEC = REPO / "buildspec" / "reference.toml"
@@ -208,9 +208,9 @@ backend = "local"
 
 def api_spec(api_table: dict[str, Any] | None = None, name: str = "api-test") -> Spec:
     """A validated Spec (as `load_spec` makes it) with an optional [conformance.api] table."""
+    from vllm_plugin_release.buildspec import model as spec_mod
+    from vllm_plugin_release.buildspec.load import validate
     from vllm_plugin_release.conform.registry import spec_schema
-    from vllm_plugin_release.spec import model as spec_mod
-    from vllm_plugin_release.spec.load import validate
 
     data: dict[str, Any] = {
         "spec_version": 1,

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from tests.support import Index, make_sdist, spec_head, vpr
+from vllm_plugin_release.buildspec.model import SdistSource
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges.fetch import ArchiveLimits, Fetcher
-from vllm_plugin_release.spec.model import SdistSource
 
 FILENAME = "vllm-0.26.0.tar.gz"
 TOP = "vllm-0.26.0"

@@ -14,10 +14,10 @@ from types import SimpleNamespace
 import pytest
 
 from tests.support import Index, make_sdist
+from vllm_plugin_release.buildspec.model import SdistSource
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.edges.fetch import Fetcher
 from vllm_plugin_release.edges.interpreters import Interpreter
-from vllm_plugin_release.spec.model import SdistSource
 from vllm_plugin_release.stages import wheelbuild
 
 RECORD = "build-core.json"
@@ -337,8 +337,8 @@ def test_untouched_git_plugin_tree_is_reused(tmp_path: Path, capsys) -> None:
 @pytest.mark.parametrize("meta", ["[1, 2]", '{"url": 5}', "{", '"just a string"'])
 def test_tampered_download_metadata_is_not_a_traceback(tmp_path: Path, meta: str) -> None:
     """The URL a cached sdist came from is informational: tampered metadata is dropped."""
+    from vllm_plugin_release.buildspec.model import SdistSource
     from vllm_plugin_release.edges.fetch import Fetcher
-    from vllm_plugin_release.spec.model import SdistSource
 
     cache = Cache(tmp_path / ".vpr")
     source = SdistSource(

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from tests.support import git, vpr
+from vllm_plugin_release.buildspec.model import GitSource
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges import fetch, plugin_source
 from vllm_plugin_release.flows import bump
-from vllm_plugin_release.spec.model import GitSource
 
 
 def _payload(marker: Path) -> str:
@@ -65,9 +65,9 @@ def _git_core_spec(tmp_path: Path, url: str, commit: str, tag: str = "v0.25.1") 
 
 
 def test_plugin_source_url_is_not_run_as_an_option(tmp_path: Path) -> None:
+    from vllm_plugin_release.buildspec.load import load_spec
+    from vllm_plugin_release.buildspec.model import from_data
     from vllm_plugin_release.core.compat import tomllib
-    from vllm_plugin_release.spec.load import load_spec
-    from vllm_plugin_release.spec.model import from_data
 
     marker = tmp_path / "MARKER"
     path = _plugin_spec(tmp_path, _payload(marker), "b" * 40, tag="v1.0.0")
@@ -98,7 +98,7 @@ def test_plugin_source_git_calls_refuse_an_option_url(tmp_path: Path, what: str)
 
 
 def test_plugin_source_tag_starting_with_dash_is_refused(tmp_path: Path) -> None:
-    from vllm_plugin_release.spec.load import load_spec
+    from vllm_plugin_release.buildspec.load import load_spec
 
     repo, head = _repo(tmp_path)
     spec = load_spec(_plugin_spec(tmp_path, str(repo), head, tag="--output=/dev/null"))

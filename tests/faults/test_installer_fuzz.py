@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support import spec_head
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform import hardwaredocs, modeldocs, pinning, scheddocs
 from vllm_plugin_release.conform.result import CheckResult
-from vllm_plugin_release.spec.load import load_spec
 
 EXAMPLES = int(os.environ.get("VPR_FUZZ_EXAMPLES", "1000"))
 DOC_EXAMPLES = max(EXAMPLES * 3 // 10, 1)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.support import git, spec_head, vpr
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform import pinning
-from vllm_plugin_release.spec.load import load_spec
 
 SECRET = "hunter2-SECRET-token"
 

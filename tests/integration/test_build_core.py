@@ -128,8 +128,8 @@ def test_nonreproducible_core_fails_gate_and_writes_nothing(
 def test_reproducible_tiny_core_passes(tmp_path: Path, index: Index) -> None:
     """Also: `vpr release` makes the build environment while its lock stage fetches the
     source (`prepare_build_env` needs only the lock); build-core then finds it made."""
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.core.cache import Cache
-    from vllm_plugin_release.spec.load import load_spec
     from vllm_plugin_release.stages.build_core import prepare_build_env
 
     spec = tiny_spec(tmp_path, index, stamp='"STAMP = 1\\n"')
@@ -157,8 +157,8 @@ def test_reproducible_tiny_core_passes(tmp_path: Path, index: Index) -> None:
 def test_preparing_the_build_env_leaves_what_it_cannot_do_to_the_stage(tmp_path: Path) -> None:
     """No lock for the spec's Python yet: nothing is made and nothing is said (build-core
     meets it again and names it)."""
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.core.cache import Cache
-    from vllm_plugin_release.spec.load import load_spec
     from vllm_plugin_release.stages.build_core import prepare_build_env
 
     project = tmp_path / "project"

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.support import REFERENCE_SPEC, REPO
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.core.cache import Cache, sha256_file
 from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.edges.runner import LocalRunner
-from vllm_plugin_release.spec.load import load_spec
 from vllm_plugin_release.stages.wheelbuild import (
     compare_builds,
     ensure_build_env,

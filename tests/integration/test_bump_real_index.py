@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import REFERENCE_SPEC, REPO, git, vpr
-from vllm_plugin_release.spec.load import load_spec
+from vllm_plugin_release.buildspec.load import load_spec
 
 
 def _pypi_reachable() -> bool:

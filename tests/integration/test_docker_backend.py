@@ -316,10 +316,10 @@ def test_install_proof_in_the_image_refuses_other_bytes(
     """Known-bad for the proof in the pinned image: the index serves the wheels, the
     requirement hashes are not theirs; uv in the container refuses (exit 1, nothing made)."""
     from tests.pairing import write_wheel
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.core.cache import Cache, sha256_file
     from vllm_plugin_release.core.errors import GateFailed
     from vllm_plugin_release.edges.index import LocalIndex
-    from vllm_plugin_release.spec.load import load_spec
     from vllm_plugin_release.stages.publish import prove_install
     from vllm_plugin_release.stages.wheelbuild import runner_for
 

@@ -13,9 +13,9 @@ import sys
 import pytest
 
 from tests.support import REPO
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.core.errors import OutsideFailure, PythonUnavailable
 from vllm_plugin_release.edges import interpreters
-from vllm_plugin_release.spec.load import load_spec
 
 SPEC = REPO / "buildspec" / "tt.toml"
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.support import REFERENCE_SPEC, REPO, vpr
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform.envfree import env_free
 from vllm_plugin_release.conform.registry import SUITE, applicable
-from vllm_plugin_release.spec.load import load_spec
 
 ABSENT = "3.19"  # a CPython no machine has yet
 

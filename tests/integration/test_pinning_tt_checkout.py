@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform import pinning
-from vllm_plugin_release.spec.load import load_spec
 
 
 @pytest.mark.skipif(

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from tests.integration.test_plugin_build import build as _build
 from tests.support import REPO, VLLM_SHA, committed_copy, spec_head
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.core.lockfile import check_lock, pins
 from vllm_plugin_release.edges.uv import compile_lock
-from vllm_plugin_release.spec.load import load_spec
 from vllm_plugin_release.stages.requests import (
     env_left_out,
     env_lock_request,

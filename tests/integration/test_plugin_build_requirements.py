@@ -16,10 +16,10 @@ import pytest
 
 from tests.integration.test_plugin_build import build as _build
 from tests.support import REFERENCE_SPEC, REPO, git
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.edges.uv import compile_lock
-from vllm_plugin_release.spec.load import load_spec
 from vllm_plugin_release.stages import lock as lock_stage
 from vllm_plugin_release.stages.requests import plugin_build_request, plugin_dependencies
 

@@ -46,9 +46,9 @@ def reference_replay(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory
     The report for reference vs upstream is written as `vpr replay` writes it; the
     mutant's raw result is kept beside it (one vLLM import for all three).
     """
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.edges.envrun import run_in_env
     from vllm_plugin_release.replay import runner
-    from vllm_plugin_release.spec.load import load_spec
 
     folder = tmp_path_factory.mktemp("replay-ref")
     (folder / "mutant").mkdir()
@@ -176,8 +176,8 @@ def test_mutated_scheduler_fails_the_check(reference_replay: Path, tmp_path: Pat
     assert report["plugin"]["mixed_steps"] > 0
     # The real scheduler check (docs half + replay half) on the reference plugin's docs,
     # which say a step never mixes prefill and decode.
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.conform import scheddocs
-    from vllm_plugin_release.spec.load import load_spec
 
     spec = load_spec(REPO / "buildspec" / "reference.toml")
     root = REPO / "plugin" / "reference"
@@ -201,8 +201,8 @@ def test_crashing_scheduler_is_reported_not_hidden(reference_replay: Path) -> No
     assert raw["crashed"] == "replay: RuntimeError: boom at step 5"
     assert any("boom" in line for line in raw["traceback"])
     report = {"plugin": model.crashed_summary(raw, mix.RequestMix((0.0,), (1,), (1,), 0))}
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.conform import scheddocs
-    from vllm_plugin_release.spec.load import load_spec
 
     spec = load_spec(REPO / "buildspec" / "reference.toml")
     result = scheddocs.check(spec, REPO / "plugin" / "reference", {**report, "upstream": {}})

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.support import replay_spec
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges.envrun import run_in_env
 from vllm_plugin_release.replay import config, mix, runner
-from vllm_plugin_release.spec.load import load_spec
 
 PLUGIN_SRC = Path(__file__).resolve().parents[1] / "plugins" / "hooked_scheduler" / "src"
 SCHEDULER = "hooked_plugin.scheduler:HookedScheduler"

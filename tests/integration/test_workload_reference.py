@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from tests.support import REFERENCE_SPEC, REPO
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform import workload
 from vllm_plugin_release.conform.context import Context, Sources
 from vllm_plugin_release.conform.result import CheckResult
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.replay import config, mix, runner
-from vllm_plugin_release.spec.load import load_spec
 
 PLUGIN = REPO / "plugin" / "reference"
 PLATFORM = PLUGIN / "src" / "vllm_reference_plugin" / "platform.py"

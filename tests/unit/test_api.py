@@ -14,6 +14,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from tests.support import REFERENCE_SPEC, REPO, api_spec
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.cli import main
 from vllm_plugin_release.conform import api, apicontract
 from vllm_plugin_release.conform.api import (
@@ -27,7 +28,6 @@ from vllm_plugin_release.conform.apichange import KINDS, Change
 from vllm_plugin_release.conform.apicontract import dump_contract, load_contract
 from vllm_plugin_release.conform.apidiff import diff_contracts, diff_schemas
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.spec.load import load_spec
 
 SHIPPED = REPO / DEFAULT_CONTRACT
 
@@ -816,8 +816,8 @@ def _recorded_project(tmp_path: Path, drop_path: str | None = None) -> Path:
 
 
 def test_recorded_contract_is_diffed_without_an_environment(tmp_path: Path) -> None:
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.conform.api import check_recorded
-    from vllm_plugin_release.spec.load import load_spec
 
     result = check_recorded(load_spec(_recorded_project(tmp_path / "good")))
     assert result is not None and result.status == "pass", result.summary
@@ -834,7 +834,7 @@ def test_recorded_contract_is_diffed_without_an_environment(tmp_path: Path) -> N
 
 def test_no_recorded_contract_means_no_answer(tmp_path: Path) -> None:
     from tests.pairing import write_spec
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.conform.api import check_recorded
-    from vllm_plugin_release.spec.load import load_spec
 
     assert check_recorded(load_spec(write_spec(tmp_path))) is None

@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 from tests.support import Index, git, vpr
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform import apicoupling as ac
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.flows import bump
 from vllm_plugin_release.flows.bumpapproval import Approval
 from vllm_plugin_release.flows.migration_report import render_markdown
-from vllm_plugin_release.spec.load import load_spec
 
 OLD = {
     "vllm/__init__.py": "from vllm.worker import Table as Table\n",

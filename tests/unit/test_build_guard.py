@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.support import REPO, spec_head
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.core.cache import Cache, sha256_file
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.edges import guardbuild
-from vllm_plugin_release.spec.load import load_spec
 from vllm_plugin_release.stages.build_guard import build_guard
 
 

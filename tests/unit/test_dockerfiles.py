@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.support import REPO
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.core.dockerlint import ARG_LINE, DIGEST, lint, lint_file
-from vllm_plugin_release.spec.load import load_spec
 
 DOCKER = REPO / "docker"
 DOCKERFILES = sorted(DOCKER.glob("*Dockerfile*"))

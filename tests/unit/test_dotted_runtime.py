@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from tests.support import REFERENCE_SPEC
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.edges import envrun
 from vllm_plugin_release.inenv import envcheck
-from vllm_plugin_release.spec.load import load_spec
 
 PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "dotted_runtime" / "src"
 PACKAGE = PLUGIN / "dotted_plugin"

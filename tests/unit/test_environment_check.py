@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 from tests.support import REFERENCE_SPEC
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform import environment
 from vllm_plugin_release.conform.context import Context, Sources
 from vllm_plugin_release.core.cache import Cache
-from vllm_plugin_release.spec.load import load_spec
 
 
 def _context(tmp_path: Path, overlay: str) -> Context:

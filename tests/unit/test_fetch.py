@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.support import Index, git, make_sdist
+from vllm_plugin_release.buildspec.model import GitSource, SdistSource
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.edges.fetch import Fetcher, extract, index_files
-from vllm_plugin_release.spec.model import GitSource, SdistSource
 
 
 @pytest.fixture

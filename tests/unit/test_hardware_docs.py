@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.support import REPO, spec_head
+from vllm_plugin_release.buildspec.load import load_spec
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform import hardwaredocs, registry
 from vllm_plugin_release.conform.hardware import settings
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.spec.load import load_spec
-from vllm_plugin_release.spec.model import Spec
 
 DOCS = REPO / "tests" / "plugins" / "hardware_docs"
 MESH = """

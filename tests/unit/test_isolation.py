@@ -11,12 +11,12 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from tests.support import VLLM_SHA, spec_head
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.cli import main
 from vllm_plugin_release.conform.isolation import ISOLATION_SCHEMA, check, validate_config
 from vllm_plugin_release.conform.symbolmatch import TT_SYMBOLS, Matcher, parse_symbols, split_words
 from vllm_plugin_release.conform.symbolscan import scan_path, scan_tree, scan_wheel
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.spec.load import load_spec
 
 
 def matches(text: str, *symbols: str) -> list[tuple[str, str]]:

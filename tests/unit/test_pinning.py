@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from tests.support import spec_head
+from vllm_plugin_release.buildspec import model as specmod
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform import pinning
 from vllm_plugin_release.conform.installer.shell import parse_shell
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.spec import model as specmod
-from vllm_plugin_release.spec.load import load_spec
 
 SHA = "a" * 64
 

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from tests.support import REPO
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.edges import ci
 from vllm_plugin_release.edges.runner import Command, LocalRunner
 from vllm_plugin_release.flows.release import Options, Outcome, next_steps
-from vllm_plugin_release.spec.load import load_spec
 
 
 @pytest.fixture

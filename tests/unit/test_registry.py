@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.support import REPO, vpr
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform import registry
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.spec.load import load_spec
 
 
 def test_docs_table_is_generated_from_the_registry() -> None:

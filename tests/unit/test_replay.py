@@ -137,7 +137,7 @@ def test_mix_table_errors_name_file_line_and_key(tmp_path: Path) -> None:
     text = spec_path.read_text().replace('process = "bursts"', 'process = "sometimes"')
     text = text.replace("seed = 11", "seed = 11\ncolour = 3")
     spec_path.write_text(text)
-    from vllm_plugin_release.spec.load import load_spec
+    from vllm_plugin_release.buildspec.load import load_spec
 
     # the buildspec schema carries the request-mix schema: loading already names them
     with pytest.raises(BadInput) as info:

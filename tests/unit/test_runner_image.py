@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import REPO
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure, PythonUnavailable
 from vllm_plugin_release.core.imagearchive import file_layer, tree_layer, write_archive
 from vllm_plugin_release.edges import interpreters
@@ -24,7 +25,6 @@ from vllm_plugin_release.edges.container import (
     split_pinned,
 )
 from vllm_plugin_release.edges.runner import HOST_NETWORK, LocalRunner
-from vllm_plugin_release.spec.load import load_spec
 from vllm_plugin_release.stages.container_build import check_python, compare_pin
 
 EPOCH = 1784975730

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from tests.support import spec_head
+from vllm_plugin_release.buildspec import model as specmod
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform import scheddocs
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.spec import model as specmod
-from vllm_plugin_release.spec.load import load_spec
 
 # Synthetic scheduling notes for a made-up "Acme" plugin, in the shape such notes
 # take: a summary list, an upstream comparison, wrapped lines, a code block.

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from tests.support import REPO, vpr
+from vllm_plugin_release.buildspec import load
+from vllm_plugin_release.buildspec import model as specmod
+from vllm_plugin_release.buildspec.docs import render
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform.registry import set_spec_value, spec_schema
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
-from vllm_plugin_release.spec import load
-from vllm_plugin_release.spec import model as specmod
-from vllm_plugin_release.spec.docs import render
-from vllm_plugin_release.spec.load import load_spec
 
 REFERENCE = REPO / "buildspec" / "reference.toml"
 
@@ -197,7 +197,7 @@ def test_an_unreadable_packaged_schema_is_an_outside_failure(
 def test_reading_a_spec_loads_no_check_module() -> None:
     code = (
         "import sys\n"
-        "from vllm_plugin_release.spec.load import load_spec\n"
+        "from vllm_plugin_release.buildspec.load import load_spec\n"
         f"load_spec({str(REPO / 'buildspec' / 'reference.toml')!r})\n"
         "print(sorted(m for m in sys.modules if m.startswith('vllm_plugin_release.conform')))"
     )
@@ -274,7 +274,7 @@ def test_spec_check_cli_refuses_a_runtime_unloadable_python(tmp_path: Path) -> N
 
 def test_the_fast_reader_gives_tomlkits_data_for_every_committed_spec() -> None:
     """load() reads with tomllib (3.11+); the data must be what tomlkit gave."""
-    from vllm_plugin_release.spec.load import read_data, read_document
+    from vllm_plugin_release.buildspec.load import read_data, read_document
 
     root = Path(__file__).resolve().parents[2]
     specs = sorted((root / "buildspec").glob("*.toml")) + sorted(root.glob("tests/**/*.toml"))
@@ -286,7 +286,7 @@ def test_the_fast_reader_gives_tomlkits_data_for_every_committed_spec() -> None:
 
 
 def test_a_malformed_spec_still_names_its_line_and_column(tmp_path: Path) -> None:
-    from vllm_plugin_release.spec.load import read_data
+    from vllm_plugin_release.buildspec.load import read_data
 
     bad = tmp_path / "bad.toml"
     bad.write_text('name = "x"\n[core]\nversion = \n')

@@ -137,9 +137,9 @@ def test_a_toy_stage_is_one_entry_and_the_release_walk_runs_it_where_its_edges_s
     """The release's own graph with a toy stage added after build-core: the walk (every
     real stage replaced by a recorder, nothing built) runs it after build-core and before
     what needs it, and numbers the line with it."""
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.core.cache import Cache
     from vllm_plugin_release.flows.release import Options, Outcome, graph
-    from vllm_plugin_release.spec.load import load_spec
 
     spec = load_spec(Path(__file__).resolve().parents[2] / "buildspec" / "reference.toml")
     opts = Options(cache=Cache(tmp_path / ".vpr"), dist_root=tmp_path / "dist", publish=False)
@@ -163,9 +163,9 @@ def test_a_toy_stage_is_one_entry_and_the_release_walk_runs_it_where_its_edges_s
 
 
 def test_the_release_graph_is_the_order_the_flow_always_ran_in(tmp_path: Path) -> None:
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.core.cache import Cache
     from vllm_plugin_release.flows.release import Options, Outcome, graph
-    from vllm_plugin_release.spec.load import load_spec
 
     spec = load_spec(Path(__file__).resolve().parents[2] / "buildspec" / "reference.toml")
     for publish, tail in ((True, ["publish", "ledger"]), (False, [])):

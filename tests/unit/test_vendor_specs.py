@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.support import REPO
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.spec.load import load_spec
 from vllm_plugin_release.stages.requests import env_lock_request, runtime_plan
 
 

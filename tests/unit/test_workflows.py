@@ -23,13 +23,13 @@ from typing import Any
 import pytest
 
 from tests.support import REPO, VLLM_SHA, spec_head, vpr
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform import hardware
 from vllm_plugin_release.conform.result import CheckResult
 from vllm_plugin_release.conform.scorecard import scorecard
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges import device
 from vllm_plugin_release.flows import hardware as hardware_flow
-from vllm_plugin_release.spec.load import load_spec
 
 WORKFLOWS = REPO / ".github" / "workflows"
 FILES = sorted(WORKFLOWS.glob("*.yml"))
@@ -477,9 +477,9 @@ def test_hardware_plan(tmp_path: Path) -> None:
 def test_hardware_expectations_come_from_the_spec(tmp_path: Path) -> None:
     """Another vendor: its own runner labels, and a plugin that shards with -tp (issue 12,
     item 7): -tp in serve_args is accepted and the -tp 2 rejection probe is not applicable."""
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.conform.hardware import hardware_check, settings
     from vllm_plugin_release.core.errors import BadInput
-    from vllm_plugin_release.spec.load import load_spec
 
     spec = hw_spec(tmp_path, serve_args='["-tp", "2"]')
     text = spec.read_text()

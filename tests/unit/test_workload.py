@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support import REFERENCE_SPEC, REPO, vpr
+from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform import modeldocs, workload
 from vllm_plugin_release.conform.result import CheckResult
 from vllm_plugin_release.conform.scorecard import scorecard
@@ -26,7 +27,6 @@ from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.inenv import workload as inenv
 from vllm_plugin_release.replay import features as feat
 from vllm_plugin_release.replay import mix
-from vllm_plugin_release.spec.load import load_spec
 
 BASE_MIX = {
     "requests": 200,

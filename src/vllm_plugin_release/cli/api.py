@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK
 
 if TYPE_CHECKING:
-    from vllm_plugin_release.spec.model import Spec
+    from vllm_plugin_release.buildspec.model import Spec
 
 # The conform modules are imported by the commands that use them, not when the parser is
 # built: every `vpr` command builds it (`vpr scan-core` start-up, say).
@@ -33,6 +33,7 @@ def _recorded_env(spec: Spec, dist_root: str) -> dict[str, Any]:
 
 
 def _cmd_contract(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.conform.api import api_config
     from vllm_plugin_release.conform.apicontract import (
         capture,
@@ -40,7 +41,6 @@ def _cmd_contract(args: argparse.Namespace) -> int:
         dump_contract,
     )
     from vllm_plugin_release.core.cache import atomic_write_text
-    from vllm_plugin_release.spec.load import load_spec
 
     spec = load_spec(args.spec)
     cfg = api_config(spec)

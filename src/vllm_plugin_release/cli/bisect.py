@@ -54,9 +54,9 @@ def _register_bisect(sub: argparse._SubParsersAction) -> None:
 
 
 def _bisect(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.core.bisect import render_markdown
     from vllm_plugin_release.flows import bisect
-    from vllm_plugin_release.spec.load import load_spec
 
     spec = load_spec(args.spec)
     opts = bisect.Options(
@@ -112,9 +112,9 @@ def _register_nightly(sub: argparse._SubParsersAction) -> None:
 
 
 def _nightly(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.core.errors import EXIT_GATE
     from vllm_plugin_release.flows import nightly
-    from vllm_plugin_release.spec.load import load_spec
 
     spec = load_spec(args.spec)
     opts = nightly.Options(

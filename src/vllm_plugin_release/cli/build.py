@@ -82,7 +82,7 @@ def add_interpreter(parser: argparse.ArgumentParser) -> None:
 
 def load_spec_for(args: argparse.Namespace):
     """The spec `--spec` names, with `--backend` and `--interpreter` applied."""
-    from vllm_plugin_release.spec.load import load_spec
+    from vllm_plugin_release.buildspec.load import load_spec
 
     spec = load_spec(args.spec).with_backend(getattr(args, "runner_backend", None))
     return spec.with_interpreter(getattr(args, "interpreter", None))
@@ -307,7 +307,7 @@ def _build_plugin(args: argparse.Namespace) -> int:
 
 
 def _build_guard(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.spec.load import load_spec
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.stages.build_guard import build_guard
 
     result = build_guard(

@@ -139,8 +139,8 @@ def _register_pr_body(sub: argparse._SubParsersAction) -> None:
 
 
 def _upstream(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.flows import upstream
-    from vllm_plugin_release.spec.load import load_spec
 
     spec = load_spec(args.spec)
     index = upstream.spec_index(spec, args.index)
@@ -245,7 +245,7 @@ def _lag_and_bisect(dist: Path) -> list[str]:
 
 
 def _pr_body(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.spec.load import load_spec
+    from vllm_plugin_release.buildspec.load import load_spec
 
     spec = load_spec(args.spec)
     parts = [

@@ -14,8 +14,8 @@ from vllm_plugin_release.core.errors import EXIT_OK
 from vllm_plugin_release.edges import cachedir
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
+    from vllm_plugin_release.buildspec.model import Spec
     from vllm_plugin_release.conform.hardware import HardwareSettings
-    from vllm_plugin_release.spec.model import Spec
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -133,8 +133,8 @@ def _mesh_from_plan(hw: HardwareSettings) -> None:
 
 
 def _load(args: argparse.Namespace) -> tuple[Spec, Path, HardwareSettings]:
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.conform.hardware import settings
-    from vllm_plugin_release.spec.load import load_spec
 
     spec = load_spec(args.spec)
     hw = settings(spec)
@@ -163,9 +163,9 @@ def _live(args: argparse.Namespace) -> int:
 
 
 def _conform_hardware(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.conform.hardware import settings
     from vllm_plugin_release.flows import hardware
-    from vllm_plugin_release.spec.load import load_spec
 
     spec = load_spec(args.spec)
     _mesh_from_plan(settings(spec))

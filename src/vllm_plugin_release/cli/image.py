@@ -41,10 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _build(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.conform.registry import set_spec_value
     from vllm_plugin_release.core import progress
     from vllm_plugin_release.core.errors import GateFailed
-    from vllm_plugin_release.spec.load import load_spec
     from vllm_plugin_release.stages.container_build import build_image, compare_pin
 
     spec = load_spec(args.spec).with_interpreter(args.interpreter)

@@ -294,9 +294,9 @@ def _register_publish(subparsers: Any) -> None:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.core import progress
     from vllm_plugin_release.core.manifestdoc import summary_line
-    from vllm_plugin_release.spec.load import load_spec
     from vllm_plugin_release.stages import manifest as mf
 
     spec = load_spec(args.spec)
@@ -479,7 +479,7 @@ def cmd_keys_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.spec.load import load_spec
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.stages import publish as pub
 
     spec = load_spec(args.spec)

@@ -45,8 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.flows import matrix
-    from vllm_plugin_release.spec.load import load_spec
 
     spec = load_spec(args.spec)
     opts = matrix.Options(

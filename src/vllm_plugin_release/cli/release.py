@@ -17,8 +17,8 @@ from vllm_plugin_release.cli.build import (
 from vllm_plugin_release.edges import cachedir
 
 if TYPE_CHECKING:
+    from vllm_plugin_release.buildspec.model import Spec
     from vllm_plugin_release.flows.release import Options
-    from vllm_plugin_release.spec.model import Spec
 
 
 def register(sub: argparse._SubParsersAction) -> None:

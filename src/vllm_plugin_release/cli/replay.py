@@ -17,9 +17,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.errors import EXIT_OK, BadInput, GateFailed
-from vllm_plugin_release.spec.model import Spec
 
 
 def register(subparsers: Any) -> None:
@@ -82,9 +82,9 @@ def _dist(spec: Spec, root: str) -> Path:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.core.progress import info
     from vllm_plugin_release.replay import config, mix, runner
-    from vllm_plugin_release.spec.load import load_spec
 
     spec = load_spec(args.spec)
     request_mix = mix.from_spec(spec)
@@ -207,8 +207,8 @@ def _path_lines(report: dict[str, Any]) -> list[str]:
 
 
 def _cmd_loadtest(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.replay import loadtest, mix
-    from vllm_plugin_release.spec.load import load_spec
 
     spec = load_spec(args.spec)
     request_mix = mix.from_spec(spec)

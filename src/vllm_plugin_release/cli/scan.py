@@ -50,8 +50,8 @@ def _config(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[Any, ...]]
     from vllm_plugin_release.conform.symbolmatch import Symbol
 
     if args.spec:
+        from vllm_plugin_release.buildspec.load import load_spec
         from vllm_plugin_release.conform.isolation import config_from_spec
-        from vllm_plugin_release.spec.load import load_spec
 
         spec = load_spec(args.spec)
         config = config_from_spec(spec)

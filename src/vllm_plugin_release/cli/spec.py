@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.spec.load import load_spec
+    from vllm_plugin_release.buildspec.load import load_spec
 
     spec = load_spec(args.file)
     progress.info(f"{args.file}: valid (pairing {spec.name!r}, vLLM {spec.core.version})")
@@ -57,8 +57,8 @@ def _set(args: argparse.Namespace) -> int:
 
 
 def _docs(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.buildspec.docs import render
     from vllm_plugin_release.conform.registry import spec_schema
-    from vllm_plugin_release.spec.docs import render
 
     sys.stdout.write(render(spec_schema()))
     return 0

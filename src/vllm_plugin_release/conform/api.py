@@ -23,6 +23,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform.apichange import KINDS, Change
 from vllm_plugin_release.conform.apicontract import (
     DEFAULT_TASKS,
@@ -34,7 +35,6 @@ from vllm_plugin_release.conform.apicontract import (
 from vllm_plugin_release.conform.apidiff import diff_contracts
 from vllm_plugin_release.conform.result import CheckResult, Evidence, Status
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.spec.model import Spec
 
 DEFAULT_CONTRACT = "buildspec/contracts/vllm-0.25.1-openai.json"
 CONTRACTS = "buildspec/contracts"

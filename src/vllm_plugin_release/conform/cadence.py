@@ -31,11 +31,11 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform import pinning
 from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges.git import tag_refs, tag_refs_of
-from vllm_plugin_release.spec.model import Spec
 
 NAME = "cadence"
 DEFAULT_TAG_PATTERN = (

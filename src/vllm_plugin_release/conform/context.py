@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.spec.model import Spec
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,8 @@ from vllm_plugin_release.core import records
 from vllm_plugin_release.core.errors import BadInput
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
+    from vllm_plugin_release.buildspec.model import Spec
     from vllm_plugin_release.edges.device import Probe
-    from vllm_plugin_release.spec.model import Spec
 
 PROBE_RECORD = records.HARDWARE_PROBE
 RECORD = records.HARDWARE
@@ -165,7 +165,7 @@ class HardwareSettings:
 
 def _where(spec: Spec, key: str | None = None) -> str:
     """`FILE:LINE: [conformance.hardware] KEY` for an error message."""
-    from vllm_plugin_release.spec.model import locate
+    from vllm_plugin_release.buildspec.model import locate
 
     path = ("conformance", "hardware", *((key,) if key else ()))
     try:

@@ -37,7 +37,7 @@ from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findi
 from vllm_plugin_release.core.treewalk import walk
 
 if TYPE_CHECKING:
-    from vllm_plugin_release.spec.model import Spec
+    from vllm_plugin_release.buildspec.model import Spec
 
 NAME = "hardware_docs"
 MAX_FILES = 400

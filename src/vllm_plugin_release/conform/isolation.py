@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.conform.symbolkinds import FAIL_KINDS, KINDS, WARN_KINDS, Hit
 from vllm_plugin_release.conform.symbolmatch import (
@@ -31,7 +32,6 @@ from vllm_plugin_release.conform.symbolmatch import (
 )
 from vllm_plugin_release.conform.symbolscan import ScanReport, scan_tree, scan_wheel
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.spec.model import Spec
 
 NAME = "isolation"
 
@@ -96,7 +96,7 @@ def _line_of(file: Path | None, keys: tuple[str, ...]) -> str:
     if file is None:
         return "spec"
     try:
-        from vllm_plugin_release.spec.model import locate
+        from vllm_plugin_release.buildspec.model import locate
 
         line = locate(file.read_text(encoding="utf-8"), keys)
     except (OSError, UnicodeDecodeError):

@@ -21,10 +21,10 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform.installer.analyzer import InputFile, PinningReport, scan
 from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.spec.model import Spec
 
 NAME = "pinning"
 LEVELS = ("ignore", "warn", "fail")

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.buildspec.model import Spec
+from vllm_plugin_release.buildspec.schema import full_schema
 from vllm_plugin_release.conform import (
     api,
     cadence,
@@ -35,8 +37,6 @@ from vllm_plugin_release.conform.context import Context
 from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.replay.config import REPLAY_SCHEMA
 from vllm_plugin_release.replay.mix import REQUEST_MIX_SCHEMA
-from vllm_plugin_release.spec.model import Spec
-from vllm_plugin_release.spec.schema import full_schema
 
 RUNNERS = ("cpu", "hardware")
 
@@ -199,7 +199,7 @@ def spec_schema() -> dict[str, Any]:
 
 def set_spec_value(path: str | Path, dotted_key: str, raw_value: str) -> str:
     """`vpr spec set`: edit one key, refusing a result that does not validate."""
-    from vllm_plugin_release.spec import load
+    from vllm_plugin_release.buildspec import load
 
     return load.set_value(path, dotted_key, raw_value, spec_schema())
 

@@ -17,7 +17,7 @@ import tomllib
 from vllm_plugin_release.core.errors import BadInput
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
-    from vllm_plugin_release.spec.model import Spec
+    from vllm_plugin_release.buildspec.model import Spec
 
 _IMPORT_PROBE = """
 import importlib, json, sys

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from vllm_plugin_release.buildspec.model import GitSource, SdistSource, Spec
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import (
     CHUNK,
@@ -37,7 +38,6 @@ from vllm_plugin_release.core.cache import (
 )
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.treewalk import remove_tree
-from vllm_plugin_release.spec.model import GitSource, SdistSource, Spec
 
 if TYPE_CHECKING:
     from vllm_plugin_release.edges.index import IndexFile

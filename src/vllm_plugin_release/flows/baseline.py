@@ -14,6 +14,7 @@ from pathlib import Path
 
 from packaging.utils import parse_wheel_filename
 
+from vllm_plugin_release.buildspec.model import GitSource, SdistSource, Spec
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput
@@ -21,7 +22,6 @@ from vllm_plugin_release.core.lockfile import LockRequest
 from vllm_plugin_release.edges.fetch import Fetcher, index_files, source_tree
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.uv import compile_lock
-from vllm_plugin_release.spec.model import GitSource, SdistSource, Spec
 from vllm_plugin_release.stages.build_core import build_core
 from vllm_plugin_release.stages.pairing_env import create_env
 from vllm_plugin_release.stages.requests import build_request, env_lock_request, runtime_plan

@@ -24,6 +24,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from vllm_plugin_release.buildspec.model import GitSource, SdistSource, Spec
 from vllm_plugin_release.conform import plugin_tests as pt
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.bisect import (
@@ -40,7 +41,6 @@ from vllm_plugin_release.edges.fetch import index_files
 from vllm_plugin_release.flows.baseline import baseline_python, commit_spec, pairing_python
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.flows.upstream import releases_from_files, spec_index
-from vllm_plugin_release.spec.model import GitSource, SdistSource, Spec
 
 REPORT_JSON = "bisect.json"
 REPORT_MD = "bisect.md"

@@ -39,6 +39,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from vllm_plugin_release.buildspec.load import load_spec, read_document, validate
+from vllm_plugin_release.buildspec.model import GitSource, SdistSource, Spec, from_data
 from vllm_plugin_release.conform.registry import spec_schema
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, atomic_write_text
@@ -53,8 +55,6 @@ from vllm_plugin_release.flows import bumpapproval as ba
 from vllm_plugin_release.flows.baseline import baseline_python
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.flows.upstream import file_version, releases_from_files
-from vllm_plugin_release.spec.load import load_spec, read_document, validate
-from vllm_plugin_release.spec.model import GitSource, SdistSource, Spec, from_data
 from vllm_plugin_release.stages.lock import pairing_locks
 
 COMMON_REQUIREMENTS = "requirements/common.txt"

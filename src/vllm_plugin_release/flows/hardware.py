@@ -46,8 +46,8 @@ from vllm_plugin_release.edges.device import Probe, probe, runtime_env_from_envi
 from vllm_plugin_release.edges.git import git, refuse_option
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
+    from vllm_plugin_release.buildspec.model import Spec
     from vllm_plugin_release.core.cache import Cache
-    from vllm_plugin_release.spec.model import Spec
 
 
 # ---------------------------------------------------------------------------
@@ -69,7 +69,7 @@ def _changed(files: list[Path], since: str, root: Path) -> set[Path]:
 
 
 def plan(spec_files: list[Path], since: str | None = None) -> dict[str, Any]:
-    from vllm_plugin_release.spec.load import load_spec
+    from vllm_plugin_release.buildspec.load import load_spec
 
     files = spec_files or sorted(Path("buildspec").glob("*.toml"))
     if since and set(since) != {"0"}:

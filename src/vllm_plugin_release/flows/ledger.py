@@ -14,13 +14,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import ledger, progress, records
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE, load
 from vllm_plugin_release.edges import keys, ledgerstore
 from vllm_plugin_release.edges.store import open_store
-from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.publish import resolve_targets
 
 

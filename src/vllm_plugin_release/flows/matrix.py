@@ -20,6 +20,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
+from vllm_plugin_release.buildspec.model import SdistSource, Spec
 from vllm_plugin_release.conform import pinning
 from vllm_plugin_release.conform import plugin_tests as pt
 from vllm_plugin_release.core import progress, records
@@ -31,7 +32,6 @@ from vllm_plugin_release.edges.fetch import index_files
 from vllm_plugin_release.flows.baseline import baseline_python, commit_spec, pairing_python
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.flows.upstream import releases_from_files, spec_index
-from vllm_plugin_release.spec.model import SdistSource, Spec
 
 REPORT_JSON = "matrix.json"
 REPORT_MD = "matrix.md"

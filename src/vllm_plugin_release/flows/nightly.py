@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.buildspec.model import GitSource, Spec
 from vllm_plugin_release.conform import plugin_tests as pt
 from vllm_plugin_release.core import progress, records, schedule
 from vllm_plugin_release.core.bisect import first_error_lines
@@ -29,7 +30,6 @@ from vllm_plugin_release.edges.trust import TRUST_DIR, Trusted
 from vllm_plugin_release.flows.baseline import commit_spec, pairing_python
 from vllm_plugin_release.flows.ledger import now_utc, record_verdict, signing_key
 from vllm_plugin_release.flows.sources import Inputs
-from vllm_plugin_release.spec.model import GitSource, Spec
 from vllm_plugin_release.stages.publish import resolve_targets
 
 SUFFIX = "nightly"  # the nightly pairing's name: NAME-nightly

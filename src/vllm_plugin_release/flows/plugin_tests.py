@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform import pinning
 from vllm_plugin_release.conform import plugin_tests as pt
 from vllm_plugin_release.core import progress, records
@@ -16,7 +17,6 @@ from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.flows.baseline import baseline_python
 from vllm_plugin_release.flows.sources import Inputs
-from vllm_plugin_release.spec.model import Spec
 
 
 def run_plugin_tests(inputs: Inputs, dist_root: Path, runner: str, baseline: str | None) -> int:

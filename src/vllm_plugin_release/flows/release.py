@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, write_json
 from vllm_plugin_release.core.errors import BadInput, PythonUnavailable, VprError
@@ -25,7 +26,6 @@ from vllm_plugin_release.core.stagegraph import Graph, Stage
 from vllm_plugin_release.edges import children, ci, envrun
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.flows.stagewalk import Walk, walk
-from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.requests import build_request
 
 if TYPE_CHECKING:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform.context import Context, Sources
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges.fetch import Fetcher, source_tree
 from vllm_plugin_release.edges.plugin_source import PluginSource, resolve
-from vllm_plugin_release.spec.model import Spec
 
 
 class Inputs:

@@ -20,10 +20,10 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
+from vllm_plugin_release.buildspec.model import SdistSource, Spec
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges.fetch import index_files
 from vllm_plugin_release.edges.index import IndexFile
-from vllm_plugin_release.spec.model import SdistSource, Spec
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.replay.cost import (
     CostModel,
@@ -19,7 +20,6 @@ from vllm_plugin_release.replay.cost import (
     read_calibration,
 )
 from vllm_plugin_release.replay.mix import Origin, check_table, spec_origin
-from vllm_plugin_release.spec.model import Spec
 
 UPSTREAM_SCHEDULER = "vllm.v1.core.sched.scheduler:Scheduler"
 

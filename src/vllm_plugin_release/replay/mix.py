@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.replay.features import (
     FEATURES_SCHEMA,
@@ -30,7 +31,6 @@ from vllm_plugin_release.replay.features import (
     feature_mix,
     merged,
 )
-from vllm_plugin_release.spec.model import Spec
 
 TRACE_COLUMNS = ("arrival_time", "prompt_tokens", "output_tokens")
 
@@ -218,7 +218,7 @@ class Origin:
     def where(self, key: str) -> str:
         line = None
         if self.text is not None:
-            from vllm_plugin_release.spec.model import locate
+            from vllm_plugin_release.buildspec.model import locate
 
             line = locate(self.text, (*self.prefix, *key.split(".")))
         table = ".".join(self.prefix)
@@ -278,7 +278,7 @@ def check_table(
     )
     if not errors:
         return
-    from vllm_plugin_release.spec.load import narrow
+    from vllm_plugin_release.buildspec.load import narrow
 
     lines = []
     for error in map(narrow, errors):
@@ -298,7 +298,7 @@ def check_table(
 def validate_table(table: dict[str, Any], origin: Origin) -> None:
     """Check `table` against REQUEST_MIX_SCHEMA, and the shares of each feature's exclusive
     variants (the base mix's and each plan's); BadInput naming the key otherwise."""
-    from vllm_plugin_release.spec.load import share_problems
+    from vllm_plugin_release.buildspec.load import share_problems
 
     check_table(REQUEST_MIX_SCHEMA, table, origin, "invalid request mix")
     found = [(f"features.{k}", m) for k, m in share_problems(table.get("features"))]

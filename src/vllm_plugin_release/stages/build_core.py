@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release import __version__
+from vllm_plugin_release.buildspec.model import GitSource, SdistSource, Spec
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file
 from vllm_plugin_release.core.errors import BadInput, GateFailed
@@ -19,7 +20,6 @@ from vllm_plugin_release.core.lockfile import check_lock, locked_file, pins
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges.fetch import Fetcher
 from vllm_plugin_release.edges.runner import Runner
-from vllm_plugin_release.spec.model import GitSource, SdistSource, Spec
 from vllm_plugin_release.stages import recipes
 from vllm_plugin_release.stages.requests import build_request
 from vllm_plugin_release.stages.wheelbuild import (

@@ -13,13 +13,13 @@ import hashlib
 from pathlib import Path
 
 from vllm_plugin_release import __version__
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, key_of
 from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.core.wheelfacts import wheel_entry_points, wheel_metadata
 from vllm_plugin_release.edges import guardbuild
-from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.wheelbuild import StageResult, compare_builds, reuse, store
 
 STAGE = "build-guard"

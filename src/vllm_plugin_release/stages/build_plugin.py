@@ -16,6 +16,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from vllm_plugin_release import __version__
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file
 from vllm_plugin_release.core.errors import BadInput, GateFailed
@@ -23,7 +24,6 @@ from vllm_plugin_release.core.lockfile import check_lock, pins
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.core.wheelfacts import wheel_entry_points, wheel_metadata
 from vllm_plugin_release.edges.plugin_source import PluginSource
-from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.requests import (
     PluginBuildPlan,
     build_request,

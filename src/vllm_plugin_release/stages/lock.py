@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.lockfile import LockRequest, check_lock
 from vllm_plugin_release.edges.uv import compile_lock, runtime_has_no_wheel
-from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.requests import (
     BUILD_REQUIRES_NOTE,
     DEPENDENCIES_NOTE,

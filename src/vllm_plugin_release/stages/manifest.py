@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import attest
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed
@@ -40,7 +41,6 @@ from vllm_plugin_release.core.records import BUILD_CORE, BUILD_GUARD, BUILD_PLUG
 from vllm_plugin_release.core.records import producer as record_producer
 from vllm_plugin_release.core.wheelfacts import files_digest, wheel_files, wheel_tags, wheel_version
 from vllm_plugin_release.edges import host, keys
-from vllm_plugin_release.spec.model import Spec
 
 PLATFORM_CHECK = "platform activation (vllm.platforms.current_platform)"  # inenv/envcheck.py
 EVIDENCE_KEPT = 5  # evidence items per check copied into the manifest (the scorecard has all)

@@ -23,6 +23,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
@@ -33,7 +34,6 @@ from vllm_plugin_release.edges.envrun import run_in_env
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.runner import Command, Runner, host_env
 from vllm_plugin_release.edges.uv import find_link_args, uv_bin
-from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.requests import (
     RuntimePlan,
     env_left_out,

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
@@ -59,7 +60,6 @@ from vllm_plugin_release.edges.publisher import (
 )
 from vllm_plugin_release.edges.runner import LocalRunner, Runner
 from vllm_plugin_release.edges.store import DirStore, Extras, HttpStore, open_store, utc_now
-from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages.verify import Verified, check_environment, verify_files
 from vllm_plugin_release.stages.wheelbuild import runner_for
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core.compat import tomllib
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.lockfile import LockRequest, core_build_request, torch_requirement
-from vllm_plugin_release.spec.model import Spec
 
 # The plugin's inputs a lock records in its header, so that `vpr lock --check` can check it
 # where the plugin source cannot be reached (every stage that has the source checks the

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import (
     ENV_COMPLETE,
@@ -33,7 +34,6 @@ from vllm_plugin_release.edges import proc
 from vllm_plugin_release.edges.container import ContainerRunner
 from vllm_plugin_release.edges.runner import LocalRunner, Runner, host_env
 from vllm_plugin_release.edges.uv import machine_cache, pip_find_links
-from vllm_plugin_release.spec.model import Spec
 from vllm_plugin_release.stages import recipes
 
 LETTERS = "ab"

@@ -1,6 +1,6 @@
 """The buildspec schema (JSON Schema, draft 2020-12).
 
-One source of truth: `spec/model.py` validates against it, `vpr spec schema` prints
+One source of truth: `buildspec/model.py` validates against it, `vpr spec schema` prints
 it, and `docs/buildspec.md` is generated from its descriptions (a test keeps the
 page in step). Every key carries a `description` that says what is expected.
 """

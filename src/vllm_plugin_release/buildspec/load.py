@@ -20,9 +20,9 @@ from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
 from packaging.version import InvalidVersion, Version
 
+from vllm_plugin_release.buildspec.model import Spec, from_data, locate
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.packaged import packaged_json_object
-from vllm_plugin_release.spec.model import Spec, from_data, locate
 
 if TYPE_CHECKING:
     import tomlkit

@@ -1,6 +1,6 @@
 """The typed buildspec: `Spec` and its parts, built from validated data (`from_data`).
 
-Reading, validating and editing the TOML file is `spec/load.py` (`load_spec`); the full
+Reading, validating and editing the TOML file is `buildspec/load.py` (`load_spec`); the full
 schema is assembled by the check registry (`conform.registry.spec_schema`) and shipped in
 the package. This module is light to import.
 """
