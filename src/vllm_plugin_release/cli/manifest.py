@@ -357,10 +357,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_query(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core import progress
-    from vllm_plugin_release.core import storeindex as si
+    from vllm_plugin_release.edges import storesummary
 
     s = trusted(args)
-    entries = si.query(s.index(), core=args.core, plugin=args.plugin, verdict=args.verdict)
+    entries = storesummary.query(s, core=args.core, plugin=args.plugin, verdict=args.verdict)
     if args.json:
         print(json.dumps(entries, indent=2, sort_keys=True))
     elif entries:
@@ -374,17 +374,10 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.core import storeindex as si
     from vllm_plugin_release.core.cache import atomic_write_text
-    from vllm_plugin_release.core.storeview import matrix_json, matrix_text
+    from vllm_plugin_release.edges import storesummary
 
-    m = si.matrix(trusted(args).index())
-    if args.json:
-        text = json.dumps(matrix_json(m), indent=2, sort_keys=True) + "\n"
-    elif args.format == "table":
-        text = matrix_text(m)
-    else:
-        text = si.render_markdown(m) if args.format == "markdown" else si.render_html(m)
+    text = storesummary.matrix(trusted(args), "json" if args.json else args.format)
     if args.output:
         atomic_write_text(Path(args.output), text)
     else:
