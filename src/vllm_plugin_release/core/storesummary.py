@@ -237,7 +237,6 @@ def _bounds(core: str) -> tuple[Any, Any]:
     """(lowest, highest) public version a match for `core` can have; None: unbounded.
     A version's local part (1.0+cpu) is at or above its public version, which is what
     specifiers compare, so the bounds only ever keep more chunks than match."""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
 
     if core[:1] not in "<>=!~":
@@ -246,6 +245,8 @@ def _bounds(core: str) -> tuple[Any, Any]:
         except InvalidVersion:
             return None, None
         return exact, Version(exact.public)
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
     try:
         specs = SpecifierSet(core)
     except InvalidSpecifier:
