@@ -213,6 +213,26 @@ def test_a_chunk_entry_that_is_not_one_is_bad_input(world, capsys) -> None:
     assert code == 2 and chunk["sha256"] in err and "'weird'" in err, err
 
 
+def test_a_chunk_entry_nested_too_deep_is_bad_input(world, capsys) -> None:
+    """Chunks are parsed without walking them whole; what a query prints is walked first."""
+    store = world["store"]
+    root = json.loads((store / "summary.json").read_text())
+    chunk = root["chunks"][0]
+    entries = json.loads((store / ss.chunk_path(chunk["sha256"])).read_text())
+    deep: dict[str, Any] = {}
+    for _ in range(80):
+        deep = {"x": deep}
+    entries[0]["runtime"] = {"name": "rt", "status": "ok", "more": deep}
+    data = json.dumps(entries).encode()
+    chunk.update(ss.record(data))
+    (store / ss.chunk_path(chunk["sha256"])).write_bytes(data)
+    (store / "summary.json").write_text(json.dumps(root))
+    sign_store(store, world["key"], check=False)
+    code, out, err = _run(capsys, "manifest", "query", "--store", str(store), "--json")
+    assert code == 2 and "deeper than 64" in err and entries[0]["pairing_id"][:16] in err, err
+    assert out == ""
+
+
 def test_chunks_for_keeps_every_chunk_that_holds_a_match() -> None:
     """The bisection on core versions only ever skips chunks without a match."""
     every = {*CORES, "0.10.0a1", "0.10.0+cpu.2", "0.10.1", "3.0", "0.9.0.post2", "1.0.0+x"}

@@ -41,7 +41,7 @@ SUMMARY_FILE = "summary.json"
 SUMMARY_DIR = "summary"
 SUMMARY_KIND = "vllm-plugin-release/store-summary"
 SUMMARY_SCHEMA_VERSION = 1
-CHUNK = 256  # entries per chunk: ~0.3 MB; 100,000 pairings make a 0.2 MB summary.json
+CHUNK = 128  # entries per chunk: ~0.25 MB; 100,000 pairings make a 0.3 MB summary.json
 FORMATS = ("table", "markdown", "html", "json")
 HINT = (
     "the store's summary is damaged or from another state of the store; its publisher "
@@ -172,15 +172,30 @@ def _record_ok(rec: Any) -> bool:
     )
 
 
-def parse_chunk(data: bytes, count: int, where: str) -> list[dict[str, Any]]:
-    """A chunk's entries (each checked later, when it is part of an answer)."""
+def parse_chunk(data: bytes, count: int, where: str) -> list[Any]:
+    """A chunk's entries, not yet checked: each is checked (`storeindex.check_entries`)
+    before any key of it is read, and for depth (`check_depth`) before it is printed,
+    so that a query walks only its answer whole."""
+    import orjson
+
     try:
-        entries = bounded.loads(data)
+        entries = orjson.loads(data)
     except json.JSONDecodeError as exc:
         raise BadInput(f"{where}: a summary chunk that is not valid JSON ({exc.msg})", hint=HINT)
     if not isinstance(entries, list) or len(entries) != count:
         raise BadInput(f"{where}: not a summary chunk of {count} entries", hint=HINT)
     return entries
+
+
+def check_depth(entries: list[dict[str, Any]], where: str) -> None:
+    """BadInput when an entry nests deeper than `bounded.MAX_DEPTH` (before it is printed)."""
+    for entry in entries:
+        if bounded.deeper_than(entry, bounded.MAX_DEPTH - 1):
+            raise BadInput(
+                f"{where}: pairing {bounded.shown(entry.get('pairing_id'))} is nested deeper "
+                f"than {bounded.MAX_DEPTH} levels",
+                hint=HINT,
+            )
 
 
 def chunks_for(

@@ -111,7 +111,9 @@ def query(
         pairs: dict[Any, Any] = {}
         for number in ss.chunks_for(root, core=core, plugin=plugin, verdict=verdict):
             pairs.update(_chunk(trusted, root["chunks"][number]))
-        return si.query({"pairings": pairs}, core=core, plugin=plugin, verdict=verdict)
+        found = si.query({"pairings": pairs}, core=core, plugin=plugin, verdict=verdict)
+        ss.check_depth(found, trusted.store.where(ss.SUMMARY_DIR))
+        return found
 
     return _again(trusted, read)
 
