@@ -32,7 +32,6 @@ import copy
 import hashlib
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -273,7 +272,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 def _startup(repeats: int) -> float:
-    wall, cpu = measured(lambda: _cli(installed_env(), "--version"), repeats, child=True)
+    _, cpu = measured(lambda: _cli(installed_env(), "--version"), repeats, child=True)
     return median(cpu)
 
 
@@ -320,7 +319,8 @@ def _report(
     for n, s in store_sizes.items():
         console.print(
             f"  {n:,} pairings: index.json {s['index_bytes'] / 1e6:.1f} MB, summary.json "
-            f"{s['summary_json_bytes'] / 1e3:.1f} kB, summary/ {s['summary_dir_bytes'] / 1e6:.1f} MB"
+            f"{s['summary_json_bytes'] / 1e3:.1f} kB, "
+            f"summary/ {s['summary_dir_bytes'] / 1e6:.1f} MB"
         )
     if check_env:
         ok = check_env["in process"] <= TARGET_CHECK_ENV

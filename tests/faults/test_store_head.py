@@ -105,7 +105,7 @@ def test_an_edited_index_is_refused(signed, tmp_path: Path) -> None:
     done = _query(tmp_path, signed["root"])
     assert done.returncode == 0 and '"fleet"' not in done.stdout + done.stderr, done.stderr
     reader = Trusted(DirStore(signed["root"]), signed["key"].public_key(), memory=None)
-    with pytest.raises(GateFailed, match="index.json"):
+    with pytest.raises(GateFailed, match=r"index\.json"):
         reader.index()
 
 

@@ -114,7 +114,7 @@ def test_another_key_is_the_wrong_key() -> None:
     [
         (attest.PAYLOAD_TYPE, b'{"a":1}'),
         ("application/vnd.vllm-plugin-release.store-head+json", b""),
-        ("t\u00e9l\u00e9", "caf\u00e9 \u2603\n".encode()),  # a type whose bytes outnumber its letters
+        ("t\u00e9l\u00e9", "caf\u00e9 \u2603\n".encode()),  # more bytes than letters
         ("x", bytes(range(256)) * 3),
     ],
 )

@@ -1,6 +1,7 @@
 """Signing a folder store's head (`core.storehead`): every writer does it, under the store's
-lock, after its own files are in place (publish: index.json and its summary; the ledger; a last-known-good
-pointer; the nightly schedule), so the head is always the last file to change.
+lock, after its own files are in place (publish: index.json and its summary; the ledger; a
+last-known-good pointer; the nightly schedule), so the head is always the last file to
+change.
 
 A writer re-signs only what it wrote: the other records are carried over from the head
 before, which must verify with the writer's key (its expiry does not matter: signing is how
