@@ -285,3 +285,29 @@ def test_a_publish_writes_the_summary_with_the_index(tmp_path, base, monkeypatch
         assert root["index"] == head.files["index.json"] and root["pairings"] == i + 1
         seen.append({p.name for p in (store.root / "summary").iterdir()})
     assert not seen[0] & seen[2]  # nothing left of the first state's summary
+
+
+def test_an_http_store_reads_its_summary_as_a_folder_does(world, capsys) -> None:
+    """The same store served over HTTP prints the same (its summary read over HTTP)."""
+    import functools
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    from tests.support import serve_in_thread
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    handler = functools.partial(Quiet, directory=str(world["store"]))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    serve_in_thread(server)
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        for command, more in [("query", ["--core", "0.10.0"]), ("matrix", ["--json"])]:
+            got = _run(capsys, "manifest", command, "--store", url, *more)
+            want = _run(capsys, "manifest", command, "--store", str(world["store"]), *more)
+            assert got[0] == want[0] == 0 and "no summary" not in got[2], got[2]
+            assert got[1] == want[1].replace(f"{world['store']}", url), more
+    finally:
+        server.shutdown()
+        server.server_close()

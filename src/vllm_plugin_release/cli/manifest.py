@@ -103,8 +103,10 @@ def _register_query(sub: Any) -> None:
         "query",
         help="list pairings in a manifest store",
         description="List the pairings in a manifest store, read through its signed head "
-        "(exit 1 when none matches, or when the store's head does not verify with --key, "
-        "has expired, is older than one seen here, or does not vouch for index.json).",
+        "from the store's summary (only the parts that can hold the answer; a store "
+        "published before summaries: from index.json) (exit 1 when none matches, or when "
+        "the store's head does not verify with --key, has expired, is older than one seen "
+        "here, or does not vouch for the summary or the index it reads).",
     )
     add_store_arguments(p)
     p.add_argument("--core", help="core version (0.26.0) or specifier (>=0.25)")
@@ -119,8 +121,9 @@ def _register_matrix(sub: Any) -> None:
         "matrix",
         help="render the compatibility matrix (core versions x plugin commits)",
         description="Render the compatibility matrix of a manifest store, read through its "
-        "signed head (exit 1 when the head does not verify with --key, has expired, is older "
-        "than one seen here, or does not vouch for index.json).",
+        "signed head from the store's summary (a store published before summaries: from "
+        "index.json) (exit 1 when the head does not verify with --key, has expired, is older "
+        "than one seen here, or does not vouch for the summary or the index it reads).",
     )
     add_store_arguments(p)
     p.add_argument(
