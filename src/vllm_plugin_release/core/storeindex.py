@@ -231,10 +231,24 @@ _ENTRY_SHAPE = bounded.shape(
 )
 
 
+# The runtime's keys, when it is an object (the renderers print and compare them).
+_RUNTIME_SHAPE = bounded.shape(
+    (
+        ("name", (str, _NONE)),
+        ("status", (str, _NONE)),
+        ("version", (str, _NONE)),
+        ("commit", (str, _NONE)),
+    )
+)
+
+
 def _entry_problem(entry: Any) -> str | None:
     """Why an index entry cannot be read (a key missing or of another type, a core version
     that is not a PEP 440 version), else None."""
     problem = bounded.shape_problem(entry, _ENTRY_SHAPE)
+    if problem is None and isinstance(entry.get("runtime"), dict):
+        inner = bounded.shape_problem(entry["runtime"], _RUNTIME_SHAPE)
+        problem = f"'runtime.{inner[1:]}" if inner else None
     if problem is None and not _is_version(entry["core"]["version"]):
         problem = (
             f"'core.version' is {bounded.shown(entry['core']['version'])}, not a PEP 440 version"
