@@ -2,9 +2,10 @@
 (through `vpr manifest query` and `matrix`), a manifest and its signed statement (`vpr
 manifest verify`), and the ledger (`vpr manifest ledger`), each mutated (values of other
 types, deleted and unknown keys, nesting, nasty text, bytes cut, spliced or flipped) and
-run through the real CLI in process. Half of the mutated files are signed again with the store's key (a buggy or
-hostile publisher, so that the parsing behind the signature is reached), half are not (an
-attacker without the key: refused by the signature or the store's head).
+run through the real CLI in process. Half of the mutated files are signed again with the
+store's key (a buggy or hostile publisher, so that the parsing behind the signature is
+reached), half are not (an attacker without the key: refused by the signature or the
+store's head, or not read at all: query and matrix read the summary of the signed index).
 
 Whatever the input: exit 0, 1, 2 or 3, never a traceback, nothing written outside the
 test's temp folder. Derandomized (fixed seed): the same examples every run, here and in CI
