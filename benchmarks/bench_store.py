@@ -8,7 +8,9 @@
   its wheels, lock and two history lines): a query of one pairing (--core and --plugin), a
   query of one core (5 pairings), and the matrix (every pairing: the summary holds it
   rendered). A query of every pairing is shown too: its answer grows with the store, so
-  it does (O(answer), not judged by the growth target);
+  it does (O(answer), not judged by the growth target); and `vpr manifest ledger` of one
+  pairing over a ledger of one entry per pairing: the ledger has no summary yet (it reads
+  and checks every line: shown, not judged);
 - the same commands over the same store without its summary (as a store published
   before it: the whole index.json is read), up to 10,000 pairings: the figures before;
 - `vpr manifest check-env` of a 150-pin environment (148 small real distributions plus
@@ -70,10 +72,13 @@ def _store(root: Path, n: int, plugins: int = PLUGINS) -> Path:
     summary and the signed head."""
     sys.path.insert(0, str(REPO))
     from tests.pairing import built_manifest, manifest_variant, sign_store
+    from vllm_plugin_release.core import ledger
     from vllm_plugin_release.core import storeindex as si
 
     base = built_manifest(root / "dist")
     index = si.empty_index()
+    lines: list[bytes] = []
+    key = _key(root)
     for i in range(n):
         m = manifest_variant(base, commit=f"{i % plugins:040x}", core=f"0.{i // plugins}.0")
         m = copy.deepcopy(m)
@@ -84,10 +89,15 @@ def _store(root: Path, n: int, plugins: int = PLUGINS) -> Path:
         ]
         extras = {"runs": runs, "stored_wheels": {}, "lock": True}
         index["pairings"][m["pairing_id"]] = si.entry_for(m, f"{i:064x}", True, extras)
+        entry = ledger.entry_from_manifest(
+            m, manifest_sha256=f"{i:064x}", runner="cpu", time="2026-11-01T00:00:00Z"
+        )  # one release entry per pairing: a ledger of n entries
+        lines.append(ledger.sign_line(ledger.chained(entry, lines[-1] if lines else None, i), key))
     store = root / "store"
-    store.mkdir()
+    (store / "ledger").mkdir(parents=True)
     (store / "index.json").write_bytes(si.index_bytes(index))
-    sign_store(store, _key(root))  # the head over every file; the summary made first
+    (store / ledger.LEDGER_FILE).write_bytes(b"".join(lines))
+    sign_store(store, key)  # the head over every file; the summary made first
     return store
 
 
@@ -161,7 +171,7 @@ def _cli(env: dict[str, str], *args: str) -> None:
 
 def _cases(store: Path, root: Path, n: int) -> dict[str, tuple[Callable[[], object], list[str]]]:
     """name -> (the library calls in process, the command's arguments)."""
-    from vllm_plugin_release.core import storeview
+    from vllm_plugin_release.core import ledger, storeview
     from vllm_plugin_release.edges import storesummary
     from vllm_plugin_release.edges.store import DirStore
     from vllm_plugin_release.edges.trust import Trusted
@@ -188,6 +198,12 @@ def _cases(store: Path, root: Path, n: int) -> dict[str, tuple[Callable[[], obje
             ["manifest", "matrix", *key],
         ),
         "query, every pairing": (query(), ["manifest", "query", *key]),
+        "ledger, one pairing (not summarised)": (
+            lambda: ledger.render_lines(
+                ledger.select(trusted().ledger(), core=core, plugin="0" * 39 + "1")
+            ),
+            ["manifest", "ledger", *key, "--core", core, "--plugin", "0" * 39 + "1"],
+        ),
     }
 
 
@@ -207,7 +223,7 @@ def _measure_size(
             stores[" (whole index: before)"] = _without_summary(store, root)
         for label, where in stores.items():
             for case, (fn, argv) in _cases(where, root, n).items():
-                if label and case.startswith("query, one core"):
+                if label and case.startswith(("query, one core", "ledger")):
                     continue
                 wall, cpu = measured(fn, repeats, child=False)
                 cmd_wall, cmd_cpu = measured(lambda a=argv: _cli(env, *a), repeats, child=True)
@@ -309,6 +325,13 @@ def _report(
         table.add_row(case, *cells, shown, _verdict(case, by_size, slopes))
         result["cases"][case] = {"medians": by_size, "slopes": slopes}
     console.print(table)
+    for case, data in result["cases"].items():  # the same, one line a case (logs, reports)
+        figures = "; ".join(
+            f"{n:,}: in process {m['in process cpu']:.3f} s, command {m['command cpu']:.3f} s"
+            for n, m in sorted(data["medians"].items())
+        )
+        slopes = ", ".join(f"{way} {s:.2f}" for way, s in data["slopes"].items() if s is not None)
+        print(f"{case}: {figures}; slope {slopes}", flush=True)
     limit = math.log10(TARGET_GROWTH)
     console.print(
         f"  growth target: 10x the pairings <= {TARGET_GROWTH}x the time, a slope <= "
@@ -343,7 +366,7 @@ def _verdict(
         cmd, inproc = m["command cpu"], m["in process cpu"]
         parts.append(f"cmd {'met' if cmd <= TARGET_COMMAND_CPU else 'MISSED'}")
         parts.append(f"in proc {'met' if inproc <= TARGET_IN_PROCESS else 'MISSED'}")
-    if not case.startswith("query, every") and "before" not in case:
+    if not case.startswith(("query, every", "ledger")) and "before" not in case:
         worst = max((s for s in slopes.values() if s is not None), default=None)
         if worst is not None:
             growth = worst <= math.log10(TARGET_GROWTH)
