@@ -228,9 +228,9 @@ def _core_range(chunks: list[dict[str, Any]], core: str) -> range:
 
     low, high = _bounds(core)
     n = len(chunks)
-    try:  # the oldest public version of chunk i at or under `high`: there on
+    try:  # from the first chunk whose oldest core (public part) is at or under `high`...
         start = 0 if high is None else _first(n, lambda i: _public(chunks[i]["cores"][1]) <= high)
-        # the newest version of chunk i under `low`: none from there on can match
+        # ...up to the first whose newest core is under `low` (none from there on matches)
         end = n if low is None else _first(n, lambda i: Version(chunks[i]["cores"][0]) < low)
     except (InvalidVersion, TypeError):
         return range(n)

@@ -165,8 +165,9 @@ def _root(trusted: Trusted) -> dict[str, Any] | None:
         return None
     data = trusted.read(ss.SUMMARY_FILE)
     head = trusted.head()  # the head it verified against (a writer may have moved on)
+    if data is None or head is None:  # that new head names no summary
+        return None
     where = trusted.store.where(ss.SUMMARY_FILE)
-    assert data is not None and head is not None
     root = ss.parse_root(data, where)
     index = head.files.get(si.INDEX_FILE) or {}
     if {k: index.get(k) for k in ("sha256", "size")} != root["index"]:
