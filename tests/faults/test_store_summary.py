@@ -186,14 +186,29 @@ def test_a_summary_of_another_state_is_refused(world, capsys, base) -> None:
         _refused(capsys, store, "summary.json", "another state", argv=argv)
 
 
-def test_a_malformed_summary_signed_by_a_buggy_publisher_is_bad_input(world, capsys) -> None:
+MALFORMED = {
+    "count": ("many", []),
+    "sha256": ("0" * 63, ["--core", "2.0.0.dev3"]),  # the newest core: chunk 0
+    "cores": (["1.0"], ["--core", "0.10.0"]),
+    "plugins": (5, ["--plugin", "vendor-plugin"]),
+    "verdicts": ("lab", ["--verdict", "lab"]),
+}
+
+
+@pytest.mark.parametrize("key", list(MALFORMED))
+def test_a_malformed_summary_signed_by_a_buggy_publisher_is_bad_input(world, capsys, key):
+    """A chunk's record is checked when a read uses it: exit 2 naming it, no traceback."""
     path = world["store"] / "summary.json"
     root = json.loads(path.read_text())
-    root["chunks"][0]["count"] = "many"
+    value, more = MALFORMED[key]
+    for chunk in root["chunks"]:
+        chunk[key] = value
     path.write_text(json.dumps(root))
     sign_store(world["store"], world["key"], check=False)
-    code, _, err = _run(capsys, "manifest", "query", "--store", str(world["store"]))
-    assert code == 2 and "summary.json" in err and "chunks[0]" in err, err
+    code, _, err = _run(capsys, "manifest", "query", "--store", str(world["store"]), *more)
+    assert code == 2 and "summary.json" in err and "chunks[" in err, err
+    code, out, err = _run(capsys, "manifest", "matrix", "--store", str(world["store"]))
+    assert code == 0 and "vLLM core" in out, err  # the matrix reads no chunk
 
 
 def test_a_chunk_entry_that_is_not_one_is_bad_input(world, capsys) -> None:

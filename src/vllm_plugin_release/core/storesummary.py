@@ -120,9 +120,14 @@ def _canonical(value: Any) -> str:
 
 
 def parse_root(data: bytes, where: str) -> dict[str, Any]:
-    """summary.json checked: BadInput naming what is malformed."""
+    """summary.json checked at its top: BadInput naming what is malformed. A chunk's record
+    is checked when it is used (`pick`, `chunk_record`), so that a read that needs one
+    chunk, or none (the matrix), does not check them all; nothing of it is walked whole
+    (its values are read by their keys), so its depth needs no walk either."""
+    import orjson
+
     try:
-        root = bounded.loads(data)
+        root = orjson.loads(data)
     except json.JSONDecodeError as exc:
         raise BadInput(f"{where}: summary.json is not valid JSON ({exc.msg})", hint=HINT)
     problem = _root_problem(root)
@@ -139,24 +144,42 @@ def _root_problem(root: Any) -> str | None:
         return f"schema_version {bounded.shown(version)}, this vpr reads {SUMMARY_SCHEMA_VERSION}"
     if not _record_ok(root.get("index")):
         return "'index' is not a sha256 and a size"
-    chunks, matrix = root.get("chunks"), root.get("matrix")
+    chunks, matrix, pairings = root.get("chunks"), root.get("matrix"), root.get("pairings")
     if not isinstance(chunks, list) or not isinstance(matrix, dict):
         return "'chunks' is not a list or 'matrix' not an object"
+    if not isinstance(pairings, int) or isinstance(pairings, bool):
+        return "'pairings' is not a number"
     for fmt in FORMATS:
         if not _record_ok(matrix.get(fmt)):
             return f"matrix[{fmt!r}] is not a sha256 and a size"
-    for number, chunk in enumerate(chunks):
-        problem = bounded.shape_problem(chunk, _CHUNK_SHAPE)
-        if problem or not _record_ok(chunk) or len(chunk["cores"]) != 2:
-            return f"chunks[{number}]: {problem or 'not a sha256, a size and two cores'}"
-    if sum(c["count"] for c in chunks) != root.get("pairings"):
-        return "'pairings' is not the sum of the chunks' counts"
     return None
 
 
-_CHUNK_SHAPE = bounded.shape(
-    (("count", (int,)), ("cores", (list,)), ("plugins", (list,)), ("verdicts", (list,)))
-)
+_PICK_SHAPE = bounded.shape((("cores", (list,)), ("plugins", (list,)), ("verdicts", (list,))))
+
+
+def pick(chunks: list[Any], number: int, where: str) -> dict[str, Any]:
+    """Chunk record `number` with what `chunks_for` reads of it checked."""
+    chunk = chunks[number]
+    problem = bounded.shape_problem(chunk, _PICK_SHAPE)
+    cores = chunk["cores"] if problem is None else None
+    if problem is None and not (len(cores) == 2 and all(isinstance(c, str) for c in cores)):
+        problem = "'cores' is not two versions"
+    if problem:
+        raise BadInput(f"{where}: chunks[{number}]: {problem}", hint=HINT)
+    return chunk
+
+
+def chunk_record(root: dict[str, Any], number: int, where: str) -> dict[str, Any]:
+    """Chunk record `number` with what reading the chunk needs checked (sha256, size,
+    count)."""
+    chunk = root["chunks"][number]
+    count = chunk.get("count") if isinstance(chunk, dict) else None
+    if not _record_ok(chunk) or not isinstance(count, int) or isinstance(count, bool):
+        raise BadInput(
+            f"{where}: chunks[{number}]: not a sha256, a size and a count of entries", hint=HINT
+        )
+    return chunk
 
 
 def _record_ok(rec: Any) -> bool:
@@ -204,22 +227,23 @@ def chunks_for(
     core: str | None = None,
     plugin: str | None = None,
     verdict: str | None = None,
+    where: str = SUMMARY_FILE,
 ) -> list[int]:
     """The chunks that can hold an entry matching the filters, in order. Only a superset
     is promised: each entry of them is matched again (`storeindex.query`)."""
     chunks = root["chunks"]
     picked = range(len(chunks))
     if core:
-        picked = _core_range(chunks, core)
+        picked = _core_range(chunks, core, where)
     if plugin:
         name = canonical_name(plugin)
-        picked = [i for i in picked if name in chunks[i]["plugins"]]
+        picked = [i for i in picked if name in pick(chunks, i, where)["plugins"]]
     if verdict:
-        picked = [i for i in picked if verdict in chunks[i]["verdicts"]]
+        picked = [i for i in picked if verdict in pick(chunks, i, where)["verdicts"]]
     return list(picked)
 
 
-def _core_range(chunks: list[dict[str, Any]], core: str) -> range:
+def _core_range(chunks: list[dict[str, Any]], core: str, where: str) -> range:
     """The run of chunks whose core versions (newest first: each chunk from cores[0] down
     to cores[1]) can include a match for `core`: an exact version, or a specifier's lower
     and upper bounds (>=, >, ~=, ==; <=, <, ==), found by bisection. Any other specifier
@@ -228,11 +252,15 @@ def _core_range(chunks: list[dict[str, Any]], core: str) -> range:
 
     low, high = _bounds(core)
     n = len(chunks)
+
+    def cores(i: int) -> list[str]:
+        return pick(chunks, i, where)["cores"]
+
     try:  # from the first chunk whose oldest core (public part) is at or under `high`...
-        start = 0 if high is None else _first(n, lambda i: _public(chunks[i]["cores"][1]) <= high)
+        start = 0 if high is None else _first(n, lambda i: _public(cores(i)[1]) <= high)
         # ...up to the first whose newest core is under `low` (none from there on matches)
-        end = n if low is None else _first(n, lambda i: Version(chunks[i]["cores"][0]) < low)
-    except (InvalidVersion, TypeError):
+        end = n if low is None else _first(n, lambda i: Version(cores(i)[0]) < low)
+    except InvalidVersion:
         return range(n)
     return range(start, max(start, end))
 

@@ -109,8 +109,9 @@ def query(
         if core and root["pairings"]:
             core_matches("0", core)  # a --core that is not one: bad input, as for an index
         pairs: dict[Any, Any] = {}
-        for number in ss.chunks_for(root, core=core, plugin=plugin, verdict=verdict):
-            pairs.update(_chunk(trusted, root["chunks"][number]))
+        where = trusted.store.where(ss.SUMMARY_FILE)
+        for number in ss.chunks_for(root, core=core, plugin=plugin, verdict=verdict, where=where):
+            pairs.update(_chunk(trusted, ss.chunk_record(root, number, where)))
         found = si.query({"pairings": pairs}, core=core, plugin=plugin, verdict=verdict)
         ss.check_depth(found, trusted.store.where(ss.SUMMARY_DIR))
         return found
