@@ -116,7 +116,7 @@ def test_an_edited_index_of_a_store_without_a_summary_is_refused(signed, tmp_pat
     sign_store(signed["root"], signed["key"], check=False)  # a head of before: no summary
     _promote(signed["root"] / "index.json")
     said = _refused(_query(tmp_path, signed["root"]), "index.json")
-    assert '"fleet"' not in said
+    assert '"fleet"' not in said and said.count("has no summary") == 1  # the note once
 
 
 def test_a_store_rolled_back_to_an_older_signed_state_is_refused(signed, tmp_path) -> None:

@@ -102,10 +102,10 @@ def query(
 ) -> list[dict[str, Any]]:
     """`storeindex.query` over the store, reading only the chunks that can hold a match."""
 
-    def read() -> list[dict[str, Any]]:
+    def read() -> list[dict[str, Any]] | None:
         root = _root(trusted)
         if root is None:
-            return si.query(trusted.index(), core=core, plugin=plugin, verdict=verdict)
+            return None
         if core and root["pairings"]:
             core_matches("0", core)  # a --core that is not one: bad input, as for an index
         pairs: dict[Any, Any] = {}
@@ -116,19 +116,20 @@ def query(
         ss.check_depth(found, trusted.store.where(ss.SUMMARY_DIR))
         return found
 
-    return _again(trusted, read)
+    found = _again(trusted, read)
+    if found is None:  # no summary: the whole index (`Trusted.read` tries twice itself)
+        return si.query(trusted.index(), core=core, plugin=plugin, verdict=verdict)
+    return found
 
 
 def matrix(trusted: Trusted, fmt: str) -> str:
     """The compatibility matrix as `vpr manifest matrix` prints it in `fmt`
     (`storesummary.FORMATS`): the summary's rendering, one file read."""
 
-    def read() -> str:
+    def read() -> str | None:
         root = _root(trusted)
         if root is None:
-            from vllm_plugin_release.core.storeview import render_matrix
-
-            return render_matrix(si.matrix(trusted.index()), fmt)
+            return None
         rec = root["matrix"][fmt]
         relative = ss.matrix_path(rec["sha256"], fmt)
         data = _blob(trusted, relative, rec)
@@ -137,7 +138,12 @@ def matrix(trusted: Trusted, fmt: str) -> str:
         except UnicodeDecodeError as exc:
             raise BadInput(f"{trusted.store.where(relative)}: not UTF-8 (byte {exc.start})")
 
-    return _again(trusted, read)
+    text = _again(trusted, read)
+    if text is None:  # no summary: the whole index
+        from vllm_plugin_release.core.storeview import render_matrix
+
+        return render_matrix(si.matrix(trusted.index()), fmt)
+    return text
 
 
 def _again(trusted: Trusted, read: Callable[[], T]) -> T:
