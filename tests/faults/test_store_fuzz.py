@@ -1,14 +1,15 @@
-"""Property-based fuzzing of what a manifest store serves: its index (through `vpr manifest
-query` and `matrix`), a manifest and its signed statement (`vpr manifest verify`), and the
-ledger (`vpr manifest ledger`), each mutated (values of other types, deleted and unknown
-keys, nesting, nasty text, bytes cut, spliced or flipped) and run through the real CLI in
-process. Half of the mutated files are signed again with the store's key (a buggy or
-hostile publisher, so that the parsing behind the signature is reached), half are not (an
-attacker without the key: refused by the signature or the store's head).
+"""Property-based fuzzing of what a manifest store serves: its index and its summary
+(through `vpr manifest query` and `matrix`), a manifest and its signed statement (`vpr
+manifest verify`), and the ledger (`vpr manifest ledger`), each mutated (values of other
+types, deleted and unknown keys, nesting, nasty text, bytes cut, spliced or flipped) and
+run through the real CLI in process. Half of the mutated files are signed again with the
+store's key (a buggy or hostile publisher, so that the parsing behind the signature is
+reached), half are not (an attacker without the key: refused by the signature or the
+store's head, or not read at all: query and matrix read the summary of the signed index).
 
 Whatever the input: exit 0, 1, 2 or 3, never a traceback, nothing written outside the
 test's temp folder. Derandomized (fixed seed): the same examples every run, here and in CI
-(`VPR_STORE_FUZZ_EXAMPLES` per target, default 400 + 300 + 300 = 1,000).
+(`VPR_STORE_FUZZ_EXAMPLES` per target, default 400 + 300 + 300 + 300 = 1,300).
 """
 
 from __future__ import annotations
@@ -208,6 +209,8 @@ def _fresh(world: dict[str, Any]) -> Path:
     target = world["folder"] / "store"
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(world["root"], target)
+    # no head remembered from an example before (one signed again is newer than pristine's)
+    shutil.rmtree(world["folder"] / ".vpr" / "trust", ignore_errors=True)
     return target
 
 
@@ -262,6 +265,9 @@ def index_case(draw: st.DrawFn, index: dict[str, Any]) -> tuple[bytes, bool, lis
 @_settings(400)
 @given(case=st.data())
 def test_store_index_fuzz(world: dict[str, Any], capsys, case: st.DataObject) -> None:
+    """Signed again (`sign-store`: the summary made again from the mutated index, or none
+    when it does not check), query and matrix parse what the mutation left; not signed,
+    they read the summary of the index the head vouches for: never the mutation."""
     data, resign, command = case.draw(index_case(world["index"]))
     store = _fresh(world)
     (store / "index.json").write_bytes(data)
@@ -269,7 +275,59 @@ def test_store_index_fuzz(world: dict[str, Any], capsys, case: st.DataObject) ->
         sign_store(store, world["key"])
     said = _run(world, capsys, ["manifest", *command, "--store", str(store)])
     if not resign and data != (world["root"] / "index.json").read_bytes():
-        assert "head" in said or "index.json" in said, said
+        assert said == _pristine(world, capsys, command).replace("pristine", "store"), said
+
+
+def _pristine(world: dict[str, Any], capsys, command: list[str]) -> str:
+    """What `command` says about the pristine store (run once per command)."""
+    key = tuple(command)
+    if key not in PRISTINE:
+        PRISTINE[key] = _run(world, capsys, ["manifest", *command, "--store", str(world["root"])])
+    return PRISTINE[key]
+
+
+PRISTINE: dict[tuple[str, ...], str] = {}
+
+
+@st.composite
+def summary_case(draw: st.DrawFn, root: Path) -> tuple[str, bytes, bool, list[str]]:
+    """summary.json or one of the files under summary/ mutated (JSON values, or bytes cut
+    and spliced); signed again or not."""
+    files = ["summary.json", *sorted(f"summary/{p.name}" for p in (root / "summary").iterdir())]
+    name = draw(st.sampled_from(files))
+    original = (root / name).read_bytes()
+    if name.endswith(".txt"):  # a rendered matrix: bytes
+        at = draw(st.integers(0, len(original)))
+        junk = draw(st.binary(max_size=8))
+        data = original[:at] + junk + original[at + draw(st.integers(0, 4)) :]
+    else:
+        data = draw(mutated_json(json.loads(original)))
+    command = draw(
+        st.sampled_from(
+            [["query"], ["query", "--json"], ["query", "--core", "0.26.0"],
+             ["query", "--plugin", "vpr-test-plugin", "--verdict", "pilot"], ["matrix"],
+             ["matrix", "--json"], ["matrix", "--format", "markdown"]]
+        )
+    )  # fmt: skip
+    return name, data, draw(st.booleans()), command
+
+
+@_settings(300)
+@given(case=st.data())
+def test_store_summary_fuzz(world: dict[str, Any], capsys, case: st.DataObject) -> None:
+    """A mutated summary signed again by a buggy publisher (its head over the files as they
+    are) is parsed without a traceback; not signed again it is refused (exit 1), naming
+    the summary file."""
+    name, data, resign, command = case.draw(summary_case(world["root"]))
+    store = _fresh(world)
+    (store / name).write_bytes(data)
+    resign = resign and name == "summary.json"  # the head names only summary.json
+    if resign:
+        sign_store(store, world["key"], check=False)
+    said = _run(world, capsys, ["manifest", *command, "--store", str(store)])
+    if not resign and data != (world["root"] / name).read_bytes():
+        pristine = _pristine(world, capsys, command).replace("pristine", "store")
+        assert said == pristine or "summary" in said, said
 
 
 @_settings(300)

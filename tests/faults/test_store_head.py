@@ -15,10 +15,12 @@ from typing import Any
 
 import pytest
 
-from tests.pairing import built_manifest, manifest_variant, vpr, write_manifest
+from tests.pairing import built_manifest, manifest_variant, sign_store, vpr, write_manifest
 from vllm_plugin_release.core import ledger
+from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.edges import keys, ledgerstore
 from vllm_plugin_release.edges.store import DirStore
+from vllm_plugin_release.edges.trust import Trusted
 
 
 def _entry(manifest: dict[str, Any], verdict: str) -> dict[str, Any]:
@@ -90,14 +92,31 @@ def test_a_ledger_cut_short_is_refused(signed, tmp_path: Path) -> None:
     _refused(_ledger(tmp_path, signed["root"]), "ledger.jsonl", "head")
 
 
-def test_an_edited_index_is_refused(signed, tmp_path: Path) -> None:
-    path = signed["root"] / "index.json"
+def _promote(path: Path) -> None:
     index = json.loads(path.read_text())
     for entry in index["pairings"].values():
         entry["verdict"] = "fleet"  # promoted by hand
     path.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+
+
+def test_an_edited_index_is_refused(signed, tmp_path: Path) -> None:
+    """Query reads the signed summary, never the edit; what reads index.json refuses it."""
+    _promote(signed["root"] / "index.json")
+    done = _query(tmp_path, signed["root"])
+    assert done.returncode == 0 and '"fleet"' not in done.stdout + done.stderr, done.stderr
+    reader = Trusted(DirStore(signed["root"]), signed["key"].public_key(), memory=None)
+    with pytest.raises(GateFailed, match=r"index\.json"):
+        reader.index()
+
+
+def test_an_edited_index_of_a_store_without_a_summary_is_refused(signed, tmp_path) -> None:
+    """A store published before summaries: query reads index.json, and refuses the edit."""
+    (signed["root"] / "summary.json").unlink()
+    shutil.rmtree(signed["root"] / "summary")
+    sign_store(signed["root"], signed["key"], check=False)  # a head of before: no summary
+    _promote(signed["root"] / "index.json")
     said = _refused(_query(tmp_path, signed["root"]), "index.json")
-    assert '"fleet"' not in said
+    assert '"fleet"' not in said and said.count("has no summary") == 1  # the note once
 
 
 def test_a_store_rolled_back_to_an_older_signed_state_is_refused(signed, tmp_path) -> None:

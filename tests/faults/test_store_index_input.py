@@ -66,6 +66,7 @@ DAMAGED = {
     "version is a number": {**_entry(B), "core": {**_entry(B)["core"], "version": 26}},
     "verdict is an object": {**_entry(B), "verdict": {}},
     "runtime is text": {**_entry(B), "runtime": "tt-metal"},
+    "runtime name is a list": {**_entry(B), "runtime": {"name": ["tt"], "status": "ok"}},
     "history is a number": {**_entry(B), "history": 5, "certified_at": "2026-12-01T00:00:00Z"},
     "core version is not a version": {
         **_entry(B),

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from functools import partial
+from hashlib import sha256
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -206,4 +207,6 @@ def test_killed_publisher_leaves_no_half_written_file(tmp_path: Path, base_manif
     st.DirStore(root).add(files[0])  # the next writer cleans up a killed writer's temp file
     index = check_store(root)
     assert not [p for p in root.rglob("*.tmp")]
+    summary = json.loads((root / "summary.json").read_text())  # made from this index.json
+    assert summary["index"]["sha256"] == sha256((root / "index.json").read_bytes()).hexdigest()
     assert len(index["pairings"]) == len({p.stem for p in (root / "pairings").glob("*.json")})

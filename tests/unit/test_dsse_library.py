@@ -107,3 +107,42 @@ def test_another_key_is_the_wrong_key() -> None:
     other = Ed25519PrivateKey.from_private_bytes(bytes(32)).public_key()
     with pytest.raises(GateFailed, match="wrong key"):
         attest.verify_envelope(_envelope(OLD.read_bytes()), other, "old")
+
+
+@pytest.mark.parametrize(
+    ("payload_type", "payload"),
+    [
+        (attest.PAYLOAD_TYPE, b'{"a":1}'),
+        ("application/vnd.vllm-plugin-release.store-head+json", b""),
+        ("t\u00e9l\u00e9", "caf\u00e9 \u2603\n".encode()),  # more bytes than letters
+        ("x", bytes(range(256)) * 3),
+    ],
+)
+def test_pae_is_the_librarys(payload_type: str, payload: bytes) -> None:
+    """`attest.pae` is written out (no securesystemslib import on a store read): it must
+    stay byte for byte the library's encoding."""
+    from securesystemslib.dsse import Envelope
+
+    assert attest.pae(payload_type, payload) == Envelope(payload, payload_type, {}).pae()
+
+
+def test_keyid_and_public_key_read_as_the_pem_parser_does(tmp_path: Path) -> None:
+    """A key file `vpr keys generate` writes is read without cryptography's PEM parser, to
+    the same key; any other form still goes through it (and is refused as before)."""
+    from cryptography.hazmat.primitives import serialization
+
+    from vllm_plugin_release.core.errors import BadInput
+    from vllm_plugin_release.edges import keys
+
+    _, public = keys.generate_keypair(tmp_path / "k")
+    fast = load_public_key(public)
+    slow = serialization.load_pem_public_key(public.read_bytes())
+    raw = serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    assert fast.public_bytes(*raw) == slow.public_bytes(*raw)  # type: ignore[union-attr]
+    assert attest.keyid(fast) == attest.keyid(slow)  # type: ignore[arg-type]
+    assert keys._ed25519_pem(public.read_bytes()) is not None  # the fast path was taken
+    rsa_like = public.read_bytes().replace(b"MCowBQYDK2VwAyEA", b"MCowBQYDK2VxAyEA")  # ed448 oid
+    (tmp_path / "other.pub").write_bytes(rsa_like)
+    assert keys._ed25519_pem(rsa_like) is None
+    with pytest.raises(BadInput):
+        load_public_key(tmp_path / "other.pub")

@@ -103,8 +103,10 @@ def _register_query(sub: Any) -> None:
         "query",
         help="list pairings in a manifest store",
         description="List the pairings in a manifest store, read through its signed head "
-        "(exit 1 when none matches, or when the store's head does not verify with --key, "
-        "has expired, is older than one seen here, or does not vouch for index.json).",
+        "from the store's summary (only the parts that can hold the answer; a store "
+        "published before summaries: from index.json) (exit 1 when none matches, or when "
+        "the store's head does not verify with --key, has expired, is older than one seen "
+        "here, or does not vouch for the summary or the index it reads).",
     )
     add_store_arguments(p)
     p.add_argument("--core", help="core version (0.26.0) or specifier (>=0.25)")
@@ -119,8 +121,9 @@ def _register_matrix(sub: Any) -> None:
         "matrix",
         help="render the compatibility matrix (core versions x plugin commits)",
         description="Render the compatibility matrix of a manifest store, read through its "
-        "signed head (exit 1 when the head does not verify with --key, has expired, is older "
-        "than one seen here, or does not vouch for index.json).",
+        "signed head from the store's summary (a store published before summaries: from "
+        "index.json) (exit 1 when the head does not verify with --key, has expired, is older "
+        "than one seen here, or does not vouch for the summary or the index it reads).",
     )
     add_store_arguments(p)
     p.add_argument(
@@ -357,10 +360,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_query(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core import progress
-    from vllm_plugin_release.core import storeindex as si
+    from vllm_plugin_release.edges import storesummary
 
     s = trusted(args)
-    entries = si.query(s.index(), core=args.core, plugin=args.plugin, verdict=args.verdict)
+    entries = storesummary.query(s, core=args.core, plugin=args.plugin, verdict=args.verdict)
     if args.json:
         print(json.dumps(entries, indent=2, sort_keys=True))
     elif entries:
@@ -374,17 +377,10 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.core import storeindex as si
     from vllm_plugin_release.core.cache import atomic_write_text
-    from vllm_plugin_release.core.storeview import matrix_json, matrix_text
+    from vllm_plugin_release.edges import storesummary
 
-    m = si.matrix(trusted(args).index())
-    if args.json:
-        text = json.dumps(matrix_json(m), indent=2, sort_keys=True) + "\n"
-    elif args.format == "table":
-        text = matrix_text(m)
-    else:
-        text = si.render_markdown(m) if args.format == "markdown" else si.render_html(m)
+    text = storesummary.matrix(trusted(args), "json" if args.json else args.format)
     if args.output:
         atomic_write_text(Path(args.output), text)
     else:

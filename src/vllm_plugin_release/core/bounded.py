@@ -79,12 +79,12 @@ def loads(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
     import orjson
 
     value = orjson.loads(data)
-    if _deeper_than(value, max_depth):
+    if deeper_than(value, max_depth):
         raise TooDeep(f"nested deeper than {max_depth} levels", "", 0)
     return value
 
 
-def _deeper_than(value: Any, limit: int) -> bool:
+def deeper_than(value: Any, limit: int) -> bool:
     """Whether `value` nests more than `limit` containers deep (no recursion: an explicit
     stack of containers, scalars never pushed)."""
     stack = [(value, 1)] if isinstance(value, dict | list) else []

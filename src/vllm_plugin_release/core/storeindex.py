@@ -15,11 +15,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from packaging.utils import canonicalize_name
-
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import SCHEMA_VERSION, validate, wheel_roles
+from vllm_plugin_release.core.storesummary import canonical_name
 from vllm_plugin_release.core.storetrust import core_matches, entry_pid_problem
 
 INDEX_FILE = "index.json"
@@ -187,7 +186,14 @@ def check_index(data: Any, where: str) -> dict[str, Any]:
         )
     if not isinstance(data.get("pairings"), dict):
         raise BadInput(f"{where}: key 'pairings' must be an object")
-    for pid, entry in data["pairings"].items():
+    check_entries(data["pairings"].items(), where)
+    return data
+
+
+def check_entries(entries: Iterable[tuple[Any, Any]], where: str) -> None:
+    """Each (key, entry) of an index, or of a store summary's chunk, is one query, matrix,
+    install and publish can read: BadInput naming the first that is not."""
+    for pid, entry in entries:
         problem = _entry_problem(entry) or entry_pid_problem(pid, entry)
         if problem:
             raise BadInput(
@@ -195,7 +201,6 @@ def check_index(data: Any, where: str) -> dict[str, Any]:
                 hint="the store index is damaged; restore index.json from a backup or "
                 "re-publish the pairing's manifest",
             )
-    return data
 
 
 # What query, matrix, install and publish read from an entry: (dotted key, allowed types);
@@ -226,10 +231,24 @@ _ENTRY_SHAPE = bounded.shape(
 )
 
 
+# The runtime's keys, when it is an object (the renderers print and compare them).
+_RUNTIME_SHAPE = bounded.shape(
+    (
+        ("name", (str, _NONE)),
+        ("status", (str, _NONE)),
+        ("version", (str, _NONE)),
+        ("commit", (str, _NONE)),
+    )
+)
+
+
 def _entry_problem(entry: Any) -> str | None:
     """Why an index entry cannot be read (a key missing or of another type, a core version
     that is not a PEP 440 version), else None."""
     problem = bounded.shape_problem(entry, _ENTRY_SHAPE)
+    if problem is None and isinstance(entry.get("runtime"), dict):
+        inner = bounded.shape_problem(entry["runtime"], _RUNTIME_SHAPE)
+        problem = f"'runtime.{inner[1:]}" if inner else None
     if problem is None and not _is_version(entry["core"]["version"]):
         problem = (
             f"'core.version' is {bounded.shown(entry['core']['version'])}, not a PEP 440 version"
@@ -331,7 +350,13 @@ def _version_key(text: str) -> Any:
 def version_ranks(versions: Iterable[str]) -> dict[str, int]:
     """Each distinct version's rank (0 oldest): a store repeats a few hundred versions over
     thousands of entries, so each is parsed and compared once."""
-    return {v: i for i, v in enumerate(sorted(set(versions), key=_version_key))}
+    return {v: i for i, v in enumerate(sorted(set(versions), key=_rank_key))}
+
+
+def _rank_key(text: str) -> Any:
+    """Versions in PEP 440 order; two spellings of one version (1.0, 1.0.0) by their text,
+    so that an order, and a summary written in it, never depends on a set's."""
+    return (_version_key(text), text)
 
 
 def query(
@@ -346,7 +371,7 @@ def query(
     for entry in index["pairings"].values():
         if core and not core_matches(entry["core"]["version"], core):
             continue
-        if plugin and canonicalize_name(entry["plugin"]["name"]) != canonicalize_name(plugin):
+        if plugin and canonical_name(entry["plugin"]["name"]) != canonical_name(plugin):
             continue
         if verdict and entry.get("verdict") != verdict:
             continue

@@ -98,10 +98,11 @@ def _pairing(core: str, plugin: str, commit: str | None) -> str:
 def core_matches(version: str, wanted: str) -> bool:
     """`version` is `wanted` (a version, compared as PEP 440 versions) or within it (a
     specifier). BadInput for a `wanted` that is neither."""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
 
     if wanted[:1] in "<>=!~":
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
         try:
             specifier = SpecifierSet(wanted)
         except InvalidSpecifier:

@@ -9,6 +9,7 @@ not fit the width.
 
 from __future__ import annotations
 
+import json
 import textwrap
 from typing import Any
 
@@ -17,6 +18,8 @@ from vllm_plugin_release.core.storeindex import (
     Matrix,
     legend_rows,
     python_of,
+    render_html,
+    render_markdown,
     runtime_text,
 )
 
@@ -161,3 +164,13 @@ def matrix_json(m: Matrix) -> dict[str, Any]:
         ],
         "legend": VERDICTS,
     }
+
+
+def render_matrix(m: Matrix, fmt: str) -> str:
+    """The matrix as `vpr manifest matrix` prints it: `fmt` table, markdown, html, or json
+    (--json); what a store summary holds, rendered by its publisher."""
+    if fmt == "json":
+        return json.dumps(matrix_json(m), indent=2, sort_keys=True) + "\n"
+    if fmt == "table":
+        return matrix_text(m)
+    return render_markdown(m) if fmt == "markdown" else render_html(m)

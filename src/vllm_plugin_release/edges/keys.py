@@ -106,8 +106,32 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
     return key
 
 
+# An ed25519 SubjectPublicKeyInfo is these 12 DER bytes, then the raw 32-byte key.
+_ED25519_SPKI = bytes.fromhex("302a300506032b6570032100")
+_PEM_PUBLIC = (b"-----BEGIN PUBLIC KEY-----", b"-----END PUBLIC KEY-----")
+
+
+def _ed25519_pem(data: bytes) -> bytes | None:
+    """The raw key of a PEM ed25519 public key in the one form `vpr keys generate` writes
+    (None for any other file: the full PEM parser reads it and says what is wrong), so
+    that a reader of the store need not import cryptography's serialization (ssh keys
+    and all: a tenth of a second)."""
+    import base64
+    import binascii
+
+    lines = data.strip().splitlines()
+    if len(lines) < 3 or (lines[0].strip(), lines[-1].strip()) != _PEM_PUBLIC:
+        return None
+    try:
+        der = base64.b64decode(b"".join(x.strip() for x in lines[1:-1]), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if len(der) != 44 or not der.startswith(_ED25519_SPKI):
+        return None
+    return der[12:]
+
+
 def load_public_key(path: Path) -> Ed25519PublicKey:
-    from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     try:
@@ -121,6 +145,11 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
             f"{path}: this is a private key; verification takes the public key",
             hint=f"pass {public_path(path).name} (written next to it by `vpr keys generate`)",
         )
+    raw = _ed25519_pem(data)
+    if raw is not None:
+        return Ed25519PublicKey.from_public_bytes(raw)
+    from cryptography.hazmat.primitives import serialization
+
     try:
         key = serialization.load_pem_public_key(data)
     except ValueError:

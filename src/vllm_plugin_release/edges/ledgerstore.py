@@ -151,6 +151,7 @@ def sign_store(store: Store, key: Ed25519PrivateKey) -> Any:
     it is now (a person vouches for it), after what can be checked with the key is: each
     ledger line (signature, chain), each pointer's and schedule's signature, the index."""
     from vllm_plugin_release.core.storeindex import INDEX_FILE
+    from vllm_plugin_release.core.storesummary import SUMMARY_FILE
     from vllm_plugin_release.edges.store import index_from
     from vllm_plugin_release.edges.storehead import vouched_files
 
@@ -162,6 +163,8 @@ def sign_store(store: Store, key: Ed25519PrivateKey) -> Any:
         for relative in vouched_files(target.root):
             data = bounded.read_file(target.root / relative, bounded.MAX_INDEX, "store file")
             where = str(target.root / relative)
+            if relative == SUMMARY_FILE:
+                continue  # made again from index.json when the head is signed
             if relative == LEDGER_FILE:
                 parse_ledger(data, public, where)
             elif relative == INDEX_FILE:

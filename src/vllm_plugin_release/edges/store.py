@@ -10,10 +10,14 @@ Layout (a folder, or the same folder served as static files over HTTP):
   STORE/wheels/<file>.whl, <file>.sha256 the certified wheels (the embedded index) and
   STORE/wheels/index.html                a find-links page with their sha256
   STORE/runs/<pairing_id>/<time>-<runner>-<sha>.json   verdict history, one per run
+  STORE/summary.json, STORE/summary/     what query and matrix read: the index in query
+                                         order, in chunks, and the matrix rendered
+                                         (`core.storesummary`)
   STORE/.lock                            the writers' file lock
 
 Writers take the lock, write the pairing's files (temp file, fsync, rename), then
-rebuild `index.json` from every manifest in `pairings/` and rename it into place.
+rebuild `index.json` from every manifest in `pairings/` and rename it into place, then
+its summary (`edges.storesummary`), then sign the store's head.
 The index is therefore a function of the manifests present: concurrent publishers
 cannot lose an entry, and a publisher killed at any point leaves only complete
 files (its dot-named temp file, if any, is removed by the next writer).
@@ -56,6 +60,7 @@ from vllm_plugin_release.core.storeindex import (
     run_file_name,
     run_record,
 )
+from vllm_plugin_release.core.storesummary import SUMMARY_DIR, SUMMARY_FILE
 from vllm_plugin_release.core.storetrust import store_path
 
 if TYPE_CHECKING:
@@ -235,7 +240,9 @@ class DirStore:
         in every folder a writer writes: the store, pairings/, wheels/, runs/*/, ledger/,
         lkg/, nightly/."""
         runs = self.root / RUNS
-        folders = [self.root / name for name in ("", PAIRINGS, WHEELS, *WRITER_FOLDERS)]
+        folders = [
+            self.root / name for name in ("", PAIRINGS, WHEELS, SUMMARY_DIR, *WRITER_FOLDERS)
+        ]
         folders += [p for p in runs.iterdir() if p.is_dir()] if runs.is_dir() else []
         for folder in folders:
             if not folder.is_dir():
@@ -327,10 +334,15 @@ class DirStore:
         if extras.index is not None:
             self._record_run(manifest, entry["manifest_sha256"], extras)
         index = rebuild_index(self._manifests(), current, self._extras_reader())
-        _write_if_changed(self.root / INDEX_FILE, index_bytes(index))
+        data = index_bytes(index)
+        _write_if_changed(self.root / INDEX_FILE, data)
         page = wheels_page(list(index["pairings"].values())).encode()
         _write_if_changed(self.root / WHEELS / "index.html", page)
-        self.sign_head((INDEX_FILE,))
+        from vllm_plugin_release.edges import storesummary
+
+        keep = storesummary.write(self.root, index, data)  # before the head, as index.json
+        self.sign_head((INDEX_FILE, SUMMARY_FILE))
+        storesummary.sweep(self.root, keep)
         return previous, unchanged, index
 
     # -- the files beside the manifests ---------------------------------------

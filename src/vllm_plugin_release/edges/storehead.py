@@ -1,6 +1,7 @@
 """Signing a folder store's head (`core.storehead`): every writer does it, under the store's
-lock, after its own files are in place (publish: index.json; the ledger; a last-known-good
-pointer; the nightly schedule), so the head is always the last file to change.
+lock, after its own files are in place (publish: index.json and its summary; the ledger; a
+last-known-good pointer; the nightly schedule), so the head is always the last file to
+change.
 
 A writer re-signs only what it wrote: the other records are carried over from the head
 before, which must verify with the writer's key (its expiry does not matter: signing is how
@@ -27,6 +28,7 @@ from vllm_plugin_release.core.cache import atomic_write_bytes
 from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.core.ledger import LEDGER_FILE, parse_ledger
 from vllm_plugin_release.core.storeindex import INDEX_FILE
+from vllm_plugin_release.core.storesummary import SUMMARY_FILE
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -53,7 +55,7 @@ def record(relative: str, data: bytes) -> dict[str, Any]:
 
 def vouched_files(root: Path) -> list[str]:
     """Every file of `root` a head vouches for, as store paths."""
-    found = [name for name in (INDEX_FILE, LEDGER_FILE) if (root / name).is_file()]
+    found = [name for name in (INDEX_FILE, SUMMARY_FILE, LEDGER_FILE) if (root / name).is_file()]
     for folder in SIGNED_FOLDERS:
         if (root / folder).is_dir():
             found += sorted(
@@ -96,6 +98,11 @@ def sign_head(
             raise
         previous = None  # a person vouches for the store as it is: a new head from scratch
     files = dict(previous.files) if previous else {}
+    keep = None
+    if everything:  # the summary made again from index.json as it is (or none without one)
+        from vllm_plugin_release.edges import storesummary
+
+        keep = storesummary.refresh(root)
     names = set(vouched_files(root)) | set(files) if everything or previous is None else wrote
     for relative in sorted(set(names)):
         try:
@@ -110,6 +117,10 @@ def sign_head(
     made = sh.body(files, previous=previous.version if previous else 0, now=now, days=head_days())
     data = signed.sign(made, sh.PAYLOAD_TYPE, key)
     atomic_write_bytes(root / sh.HEAD_FILE, data)
+    if everything:
+        from vllm_plugin_release.edges import storesummary
+
+        storesummary.sweep(root, keep)
     return sh.parse(made, keyid=keyid(public), digest=hashlib.sha256(data).hexdigest(), where=where)
 
 

@@ -76,6 +76,10 @@ class Trusted:
             self._read_head = True
         return self._head
 
+    def forget_head(self) -> None:
+        """Read the head again on next use (a writer may have signed a new one)."""
+        self._read_head = False
+
     def _load_head(self) -> sh.Head | None:
         where = self.store.where(sh.HEAD_FILE)
         try:

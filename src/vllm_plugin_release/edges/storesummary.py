@@ -1,0 +1,221 @@
+"""The store summary's files (`core.storesummary`): written by every writer of index.json,
+read by `vpr manifest query` and `matrix` through the store's signed head.
+
+Writing (under the store's lock, after index.json and before the head): the files under
+summary/ that are new (each named by its sha256, so an existing name already holds those
+bytes unless it was tampered with, which is then rewritten), then summary.json, renamed
+into place; after the head, the files under summary/ that the new summary.json does not
+name are removed. A publisher killed in between leaves complete files, which the old head
+does not vouch for; the next writer sweeps them.
+
+Reading, before anything of it is parsed: summary.json is read as every file the head
+vouches for (`Trusted.read`: bounded by the signed size, the signed sha256) and must name
+the index.json that head vouches for (a summary of another state is refused); each file
+under summary/ is read with the size summary.json gives as its cap and must have its
+sha256. A store whose head lists no summary (published before vpr wrote one) is read from
+its whole index.json, with a note.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from vllm_plugin_release.core import bounded
+from vllm_plugin_release.core import storeindex as si
+from vllm_plugin_release.core import storesummary as ss
+from vllm_plugin_release.core.cache import atomic_write_bytes
+from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.storetrust import core_matches
+from vllm_plugin_release.edges.store import Missing
+
+if TYPE_CHECKING:
+    from vllm_plugin_release.edges.trust import Trusted
+
+T = TypeVar("T")
+
+
+# ---------------------------------------------------------------------------
+# Writing
+
+
+def write(root: Path, index: dict[str, Any], index_data: bytes) -> set[str]:
+    """The summary of `index` (whose file is `index_data`) into the store folder `root`;
+    the store paths it names (keep them when sweeping)."""
+    from vllm_plugin_release.core.storeview import render_matrix
+
+    m = si.matrix(index)
+    renders = {fmt: render_matrix(m, fmt) for fmt in ss.FORMATS}
+    top, files = ss.build(si.query(index), index_data, renders)
+    for relative, data in files.items():
+        _write_if_changed(root / relative, data)
+    _write_if_changed(root / ss.SUMMARY_FILE, top)
+    return set(files)
+
+
+def refresh(root: Path) -> set[str] | None:
+    """The summary of the store's index.json as it is now (for a head signed over every
+    file, `vpr manifest sign-store`); without a readable index.json, no summary at all
+    (summary.json removed: consumers then read index.json and say what is wrong with
+    it). The store paths the summary names, None when there is none."""
+    from vllm_plugin_release.edges.store import index_from
+
+    path = root / si.INDEX_FILE
+    try:
+        data = bounded.read_file(path, bounded.MAX_INDEX, "store index")
+        index = index_from(data, str(path))
+    except (FileNotFoundError, BadInput):
+        with contextlib.suppress(FileNotFoundError):
+            (root / ss.SUMMARY_FILE).unlink()
+        return None
+    return write(root, index, data)
+
+
+def sweep(root: Path, keep: set[str] | None) -> None:
+    """Remove the files under summary/ that the current summary.json does not name."""
+    folder = root / ss.SUMMARY_DIR
+    if not folder.is_dir():
+        return
+    for path in folder.iterdir():
+        if f"{ss.SUMMARY_DIR}/{path.name}" not in (keep or set()):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def _write_if_changed(path: Path, data: bytes) -> None:
+    if not path.is_file() or path.stat().st_size != len(data) or path.read_bytes() != data:
+        atomic_write_bytes(path, data)
+
+
+# ---------------------------------------------------------------------------
+# Reading
+
+
+def query(
+    trusted: Trusted,
+    *,
+    core: str | None = None,
+    plugin: str | None = None,
+    verdict: str | None = None,
+) -> list[dict[str, Any]]:
+    """`storeindex.query` over the store, reading only the chunks that can hold a match."""
+
+    def read() -> list[dict[str, Any]] | None:
+        root = _root(trusted)
+        if root is None:
+            return None
+        if core and root["pairings"]:
+            core_matches("0", core)  # a --core that is not one: bad input, as for an index
+        pairs: dict[Any, Any] = {}
+        where = trusted.store.where(ss.SUMMARY_FILE)
+        for number in ss.chunks_for(root, core=core, plugin=plugin, verdict=verdict, where=where):
+            pairs.update(_chunk(trusted, ss.chunk_record(root, number, where)))
+        found = si.query({"pairings": pairs}, core=core, plugin=plugin, verdict=verdict)
+        ss.check_depth(found, trusted.store.where(ss.SUMMARY_DIR))
+        return found
+
+    found = _again(trusted, read)
+    if found is None:  # no summary: the whole index (`Trusted.read` tries twice itself)
+        return si.query(trusted.index(), core=core, plugin=plugin, verdict=verdict)
+    return found
+
+
+def matrix(trusted: Trusted, fmt: str) -> str:
+    """The compatibility matrix as `vpr manifest matrix` prints it in `fmt`
+    (`storesummary.FORMATS`): the summary's rendering, one file read."""
+
+    def read() -> str | None:
+        root = _root(trusted)
+        if root is None:
+            return None
+        rec = root["matrix"][fmt]
+        relative = ss.matrix_path(rec["sha256"], fmt)
+        data = _blob(trusted, relative, rec)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadInput(f"{trusted.store.where(relative)}: not UTF-8 (byte {exc.start})")
+
+    text = _again(trusted, read)
+    if text is None:  # no summary: the whole index
+        from vllm_plugin_release.core.storeview import render_matrix
+
+        return render_matrix(si.matrix(trusted.index()), fmt)
+    return text
+
+
+def _again(trusted: Trusted, read: Callable[[], T]) -> T:
+    """`read()`, once more with the store's new head if it fails to verify (a writer puts
+    its files in place, signs its head, then removes the summary files of before)."""
+    try:
+        return read()
+    except GateFailed:
+        trusted.forget_head()
+        return read()
+
+
+def _root(trusted: Trusted) -> dict[str, Any] | None:
+    """summary.json as the head vouches for it, naming the index.json the head vouches for;
+    None (with a note) when the head lists no summary."""
+    head = trusted.head()
+    if head is None or ss.SUMMARY_FILE not in head.files:
+        if head is not None and si.INDEX_FILE in head.files:
+            from vllm_plugin_release.core import progress
+
+            progress.info(
+                f"{trusted.store.where(ss.SUMMARY_FILE)}: the store has no summary (it was "
+                "published before vpr wrote one): reading all of index.json; its publisher "
+                "writes one with the next `vpr publish` or with `vpr manifest sign-store`"
+            )
+        return None
+    data = trusted.read(ss.SUMMARY_FILE)
+    head = trusted.head()  # the head it verified against (a writer may have moved on)
+    if data is None or head is None:  # that new head names no summary
+        return None
+    where = trusted.store.where(ss.SUMMARY_FILE)
+    root = ss.parse_root(data, where)
+    index = head.files.get(si.INDEX_FILE) or {}
+    if {k: index.get(k) for k in ("sha256", "size")} != root["index"]:
+        raise GateFailed(
+            f"{where}: made from index.json sha256 {root['index']['sha256'][:16]} "
+            f"({root['index']['size']} bytes), not the index.json the store's signed head "
+            f"(version {head.version}) vouches for (sha256 {str(index.get('sha256'))[:16]}, "
+            f"{index.get('size')} bytes): a summary of another state of the store",
+            hint=ss.HINT,
+        )
+    return root
+
+
+def _chunk(trusted: Trusted, rec: dict[str, Any]) -> dict[Any, Any]:
+    """A chunk's entries by pairing id, each checked as an index entry is."""
+    relative = ss.chunk_path(rec["sha256"])
+    where = trusted.store.where(relative)
+    entries = ss.parse_chunk(_blob(trusted, relative, rec), rec["count"], where)
+    pairs = [(e.get("pairing_id") if isinstance(e, dict) else None, e) for e in entries]
+    si.check_entries(pairs, where)
+    return dict(pairs)
+
+
+def _blob(trusted: Trusted, relative: str, rec: dict[str, Any]) -> bytes:
+    """A file under summary/, read with summary.json's size as the cap, of its sha256."""
+    where = trusted.store.where(relative)
+    try:
+        data = trusted.store.read_bytes(relative, rec["size"])
+    except bounded.TooLarge:
+        raise GateFailed(
+            f"{where}: larger than the {rec['size']} bytes the store's summary vouches for",
+            hint=ss.HINT,
+        )
+    except Missing:
+        raise GateFailed(f"{where}: the store's summary lists it, but it is missing", hint=ss.HINT)
+    got = ss.record(data)
+    if got != {"sha256": rec["sha256"], "size": rec["size"]}:
+        raise GateFailed(
+            f"{where}: not the file the store's summary vouches for: sha256 "
+            f"{got['sha256'][:16]}, {got['size']} bytes; summary.json says "
+            f"{rec['sha256'][:16]}, {rec['size']} bytes",
+            hint=ss.HINT,
+        )
+    return data
