@@ -510,3 +510,22 @@ def render_html(m: Matrix, *, title: str = "vLLM core x plugin compatibility") -
         parts.append("</ul>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def loads(data: bytes) -> Any:
+    """JSON from bytes: orjson (a fleet store's index.json runs to tens of MB; orjson reads
+    it several times faster), at most `bounded.MAX_DEPTH` deep. Its errors are
+    json.JSONDecodeError, invalid UTF-8 included."""
+    return bounded.loads(data)
+
+
+def index_from(data: bytes, where: str) -> dict[str, Any]:
+    """index.json's bytes, parsed and checked (`check_index`); BadInput naming `where`."""
+    try:
+        index = loads(data)
+    except json.JSONDecodeError as exc:
+        raise BadInput(
+            f"{where}:{exc.lineno}: index.json is not valid JSON ({exc.msg})",
+            hint="a writer rebuilds it from pairings/ on its next publish",
+        )
+    return check_index(index, where)

@@ -14,6 +14,11 @@ from typing import Any
 
 from vllm_plugin_release.core.errors import BadInput
 
+
+class Missing(BadInput):
+    """A store file that is not there (a folder store's missing file, HTTP 404)."""
+
+
 _PID = re.compile(r"[0-9a-f]{64}")
 _SEGMENT = re.compile(r"[A-Za-z0-9_+!-][A-Za-z0-9._+!-]*")
 

@@ -54,6 +54,8 @@ from vllm_plugin_release.core.storeindex import (
     empty_index,
     entry_for,
     index_bytes,
+    index_from,
+    loads,
     lock_path,
     parse_manifest,
     rebuild_index,
@@ -61,7 +63,9 @@ from vllm_plugin_release.core.storeindex import (
     run_record,
 )
 from vllm_plugin_release.core.storesummary import SUMMARY_DIR, SUMMARY_FILE
-from vllm_plugin_release.core.storetrust import store_path
+from vllm_plugin_release.core.storetrust import Missing, store_path
+
+__all__ = ["Missing", "index_from", "loads"]  # read from here by the store's readers
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -69,28 +73,6 @@ if TYPE_CHECKING:
 LOCK_FILE = ".lock"
 WRITER_FOLDERS = ("ledger", "lkg", "nightly")  # the ledger's, lkg pointers', schedules' files
 LOCK_TIMEOUT_ENV = "VPR_STORE_LOCK_TIMEOUT"
-
-
-class Missing(BadInput):
-    """A store file that is not there (a folder store's missing file, HTTP 404)."""
-
-
-def loads(data: bytes) -> Any:
-    """JSON from bytes: orjson (a fleet store's index.json runs to tens of MB; orjson reads
-    it several times faster), at most `bounded.MAX_DEPTH` deep. Its errors are
-    json.JSONDecodeError, invalid UTF-8 included."""
-    return bounded.loads(data)
-
-
-def index_from(data: bytes, where: str) -> dict[str, Any]:
-    try:
-        index = loads(data)
-    except json.JSONDecodeError as exc:
-        raise BadInput(
-            f"{where}:{exc.lineno}: index.json is not valid JSON ({exc.msg})",
-            hint="a writer rebuilds it from pairings/ on its next publish",
-        )
-    return check_index(index, where)
 
 
 def utc_now() -> str:
@@ -338,11 +320,11 @@ class DirStore:
         _write_if_changed(self.root / INDEX_FILE, data)
         page = wheels_page(list(index["pairings"].values())).encode()
         _write_if_changed(self.root / WHEELS / "index.html", page)
-        from vllm_plugin_release.edges import storesummary
+        from vllm_plugin_release.edges import summarywrite
 
-        keep = storesummary.write(self.root, index, data)  # before the head, as index.json
+        keep = summarywrite.write(self.root, index, data)  # before the head, as index.json
         self.sign_head((INDEX_FILE, SUMMARY_FILE))
-        storesummary.sweep(self.root, keep)
+        summarywrite.sweep(self.root, keep)
         return previous, unchanged, index
 
     # -- the files beside the manifests ---------------------------------------

@@ -100,9 +100,9 @@ def sign_head(
     files = dict(previous.files) if previous else {}
     keep = None
     if everything:  # the summary made again from index.json as it is (or none without one)
-        from vllm_plugin_release.edges import storesummary
+        from vllm_plugin_release.edges import summarywrite
 
-        keep = storesummary.refresh(root)
+        keep = summarywrite.refresh(root)
     names = set(vouched_files(root)) | set(files) if everything or previous is None else wrote
     for relative in sorted(set(names)):
         try:
@@ -118,9 +118,9 @@ def sign_head(
     data = signed.sign(made, sh.PAYLOAD_TYPE, key)
     atomic_write_bytes(root / sh.HEAD_FILE, data)
     if everything:
-        from vllm_plugin_release.edges import storesummary
+        from vllm_plugin_release.edges import summarywrite
 
-        storesummary.sweep(root, keep)
+        summarywrite.sweep(root, keep)
     return sh.parse(made, keyid=keyid(public), digest=hashlib.sha256(data).hexdigest(), where=where)
 
 

@@ -1,12 +1,6 @@
-"""The store summary's files (`core.storesummary`): written by every writer of index.json,
-read by `vpr manifest query` and `matrix` through the store's signed head.
-
-Writing (under the store's lock, after index.json and before the head): the files under
-summary/ that are new (each named by its sha256, so an existing name already holds those
-bytes unless it was tampered with, which is then rewritten), then summary.json, renamed
-into place; after the head, the files under summary/ that the new summary.json does not
-name are removed. A publisher killed in between leaves complete files, which the old head
-does not vouch for; the next writer sweeps them.
+"""Reading the store summary (`core.storesummary`; written by `edges.summarywrite`, under
+the store's lock, after index.json and before the head): `vpr manifest query` and `matrix`
+read it through the store's signed head.
 
 Reading, before anything of it is parsed: summary.json is read as every file the head
 vouches for (`Trusted.read`: bounded by the signed size, the signed sha256) and must name
@@ -18,75 +12,19 @@ its whole index.json, with a note.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core import storeindex as si
 from vllm_plugin_release.core import storesummary as ss
-from vllm_plugin_release.core.cache import atomic_write_bytes
 from vllm_plugin_release.core.errors import BadInput, GateFailed
-from vllm_plugin_release.core.storetrust import core_matches
-from vllm_plugin_release.edges.store import Missing
+from vllm_plugin_release.core.storetrust import Missing, core_matches
 
 if TYPE_CHECKING:
     from vllm_plugin_release.edges.trust import Trusted
 
 T = TypeVar("T")
-
-
-# ---------------------------------------------------------------------------
-# Writing
-
-
-def write(root: Path, index: dict[str, Any], index_data: bytes) -> set[str]:
-    """The summary of `index` (whose file is `index_data`) into the store folder `root`;
-    the store paths it names (keep them when sweeping)."""
-    from vllm_plugin_release.core.storeview import render_matrix
-
-    m = si.matrix(index)
-    renders = {fmt: render_matrix(m, fmt) for fmt in ss.FORMATS}
-    top, files = ss.build(si.query(index), index_data, renders)
-    for relative, data in files.items():
-        _write_if_changed(root / relative, data)
-    _write_if_changed(root / ss.SUMMARY_FILE, top)
-    return set(files)
-
-
-def refresh(root: Path) -> set[str] | None:
-    """The summary of the store's index.json as it is now (for a head signed over every
-    file, `vpr manifest sign-store`); without a readable index.json, no summary at all
-    (summary.json removed: consumers then read index.json and say what is wrong with
-    it). The store paths the summary names, None when there is none."""
-    from vllm_plugin_release.edges.store import index_from
-
-    path = root / si.INDEX_FILE
-    try:
-        data = bounded.read_file(path, bounded.MAX_INDEX, "store index")
-        index = index_from(data, str(path))
-    except (FileNotFoundError, BadInput):
-        with contextlib.suppress(FileNotFoundError):
-            (root / ss.SUMMARY_FILE).unlink()
-        return None
-    return write(root, index, data)
-
-
-def sweep(root: Path, keep: set[str] | None) -> None:
-    """Remove the files under summary/ that the current summary.json does not name."""
-    folder = root / ss.SUMMARY_DIR
-    if not folder.is_dir():
-        return
-    for path in folder.iterdir():
-        if f"{ss.SUMMARY_DIR}/{path.name}" not in (keep or set()):
-            with contextlib.suppress(OSError):
-                path.unlink()
-
-
-def _write_if_changed(path: Path, data: bytes) -> None:
-    if not path.is_file() or path.stat().st_size != len(data) or path.read_bytes() != data:
-        atomic_write_bytes(path, data)
 
 
 # ---------------------------------------------------------------------------
