@@ -69,6 +69,9 @@ class Arrivals:
         self.params_cache: dict[int, Any] = {}
         self.reqs: dict[str, Any] = {}
         self.index_of: dict[str, int] = {}
+        # Each request's token steps, by index (the result) and by request id (the loop).
+        self.timeline: list[list[int]] = [[] for _ in range(len(arrival))]
+        self.line_of: dict[str, list[int]] = {}
         self.add_s = 0.0  # time spent in the scheduler's add_request
 
     def add_due(self, nxt: int, clock: float) -> int:
@@ -79,6 +82,7 @@ class Arrivals:
         SamplingParams, Request = self._sampling_params, self._request
         arrival, prompt, output, admitted = self.arrival, self.prompt, self.output, self.admitted
         params_cache, reqs, index_of, add = self.params_cache, self.reqs, self.index_of, self._add
+        timeline, line_of = self.timeline, self.line_of
         perf = time.perf_counter
         while nxt < len(admitted) and arrival[admitted[nxt]] <= clock:
             i = admitted[nxt]
@@ -98,6 +102,7 @@ class Arrivals:
             )
             reqs[rid] = req
             index_of[rid] = i
+            line_of[rid] = timeline[i]
             t0 = perf()
             add(req)
             self.add_s += perf() - t0
@@ -137,7 +142,7 @@ def step_loop(
     # Seconds added per token sampled on a slow path, per request (None: no slow path cost).
     extra: list[float] | None = cost.get("per_request")
     arrival, admitted, reqs, index_of = feed.arrival, feed.admitted, feed.reqs, feed.index_of
-    timeline: list[list[int]] = [[] for _ in range(len(arrival))]
+    timeline, line_of = feed.timeline, feed.line_of
     columns: list[list[Any]] = [[] for _ in STEP_COLUMNS]
     st_start, st_end, st_pf_tok, st_dec_tok, st_pf_req, st_dec_req = columns[:6]
     st_pre, st_partial, st_pending = columns[6:]
@@ -186,45 +191,43 @@ def step_loop(
             # Decode: not new, not resumed, exactly one token left before the step, and
             # that token is not the prompt's last (a one-token final prompt chunk is
             # prefill work, e.g. a 2049-token prompt under a 2048-token budget).
-            k = nst[rid]
             req = reqs[rid]
-            if rid not in resumed and req.num_tokens - before == 1:
+            if req.num_tokens - before == 1 and rid not in resumed:
                 if before >= req.num_prompt_tokens:
-                    dec_tok += k
+                    dec_tok += nst[rid]
                     dec_req += 1
                     continue
                 one_token_chunks += 1
-            pf_tok += k
+            pf_tok += nst[rid]
             pf_req += 1
 
-        # The fake model-runner output: one token for each request whose prompt and
-        # outputs are computed, none for a prefill chunk that does not finish its prompt.
+        # The fake model-runner output, in the scheduler's order: one token for each
+        # request whose prompt and outputs are computed, none for a prefill chunk that
+        # does not finish its prompt (comprehensions: per request, the harness's cost).
         req_ids = list(nst)
-        sampled: list[list[int]] = []
-        got: list[str] = []
-        partial = 0
-        for rid in req_ids:
-            req = reqs[rid]
-            if req.num_computed_tokens >= req.num_tokens:
-                sampled.append([7])
-                got.append(rid)
-                if mid:
-                    mid.discard(rid)
-            else:
-                sampled.append([])
-                partial += 1
-                mid.add(rid)
+        done = [r.num_computed_tokens >= r.num_tokens for r in map(reqs.__getitem__, req_ids)]
+        if all(done):
+            got = req_ids
+            sampled = [[7] for _ in req_ids]
+            partial = 0
+        else:
+            got = [rid for rid, d in zip(req_ids, done) if d]
+            sampled = [[7] if d else [] for d in done]
+            partial = len(req_ids) - len(got)
+        if mid:
+            mid.difference_update(got)
+        if partial:
+            mid.update(rid for rid, d in zip(req_ids, done) if not d)
+        for rid in got:
+            line_of[rid].append(step)
         mro = ModelRunnerOutput(
             req_ids=req_ids,
-            req_id_to_index={rid: k for k, rid in enumerate(req_ids)},
+            req_id_to_index=dict(zip(req_ids, range(len(req_ids)))),
             sampled_token_ids=sampled,
         )
         t0 = perf()
         update(sout, mro)
         sched_s += perf() - t0
-
-        for rid in got:
-            timeline[index_of[rid]].append(step)
 
         if pf_req == 0 and dec_req == 0:
             empty_run += 1
