@@ -182,17 +182,27 @@ def step_loop(
 
         nst = sout.num_scheduled_tokens
         pf_tok = dec_tok = pf_req = dec_req = 0
+        # Scheduled requests whose prompt and outputs are not all computed after the
+        # step: a prefill chunk that does not finish its prompt (no token sampled).
+        held: list[str] = []
         for new in sout.scheduled_new_reqs:
-            pf_tok += nst[new.req_id]
+            rid = new.req_id
+            pf_tok += nst[rid]
             pf_req += 1
+            req = reqs[rid]
+            if req.num_computed_tokens < req.num_tokens:
+                held.append(rid)
         cached = sout.scheduled_cached_reqs
         resumed = cached.resumed_req_ids
         for rid, before in zip(cached.req_ids, cached.num_computed_tokens):
+            req = reqs[rid]
+            total = req.num_tokens
+            if req.num_computed_tokens < total:
+                held.append(rid)
             # Decode: not new, not resumed, exactly one token left before the step, and
             # that token is not the prompt's last (a one-token final prompt chunk is
             # prefill work, e.g. a 2049-token prompt under a 2048-token budget).
-            req = reqs[rid]
-            if req.num_tokens - before == 1 and rid not in resumed:
+            if total - before == 1 and rid not in resumed:
                 if before >= req.num_prompt_tokens:
                     dec_tok += nst[rid]
                     dec_req += 1
@@ -202,22 +212,22 @@ def step_loop(
             pf_req += 1
 
         # The fake model-runner output, in the scheduler's order: one token for each
-        # request whose prompt and outputs are computed, none for a prefill chunk that
-        # does not finish its prompt (comprehensions: per request, the harness's cost).
+        # request whose prompt and outputs are computed, none for the held ones.
         req_ids = list(nst)
-        done = [r.num_computed_tokens >= r.num_tokens for r in map(reqs.__getitem__, req_ids)]
-        if all(done):
+        if len(req_ids) != pf_req + dec_req:  # the two lists do not name every request
+            held = [rid for rid in req_ids if (r := reqs[rid]).num_computed_tokens < r.num_tokens]
+        if held:
+            not_done = set(held)
+            got = [rid for rid in req_ids if rid not in not_done]
+            sampled = [[] if rid in not_done else [7] for rid in req_ids]
+        else:
             got = req_ids
             sampled = [[7] for _ in req_ids]
-            partial = 0
-        else:
-            got = [rid for rid, d in zip(req_ids, done) if d]
-            sampled = [[7] if d else [] for d in done]
-            partial = len(req_ids) - len(got)
+        partial = len(req_ids) - len(got)
         if mid:
             mid.difference_update(got)
         if partial:
-            mid.update(rid for rid, d in zip(req_ids, done) if not d)
+            mid.update(held)
         for rid in got:
             line_of[rid].append(step)
         mro = ModelRunnerOutput(
