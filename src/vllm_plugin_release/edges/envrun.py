@@ -29,7 +29,7 @@ INENV = Path(__file__).resolve().parent.parent / "inenv"
 
 
 # The inenv modules a script imports, staged beside it under the same unique prefix.
-COMPANIONS = {"replay": ("common", "forking", "workload"), "workload": ("common",)}
+COMPANIONS = {"replay": ("common", "forking", "steploop", "workload"), "workload": ("common",)}
 
 
 def stage_module(module: str, folder: Path) -> Path:
