@@ -322,7 +322,9 @@ def test_an_http_store_reads_its_summary_as_a_folder_does(world, capsys) -> None
             got = _run(capsys, "manifest", command, "--store", url, *more)
             want = _run(capsys, "manifest", command, "--store", str(world["store"]), *more)
             assert got[0] == want[0] == 0 and "no summary" not in got[2], got[2]
-            assert got[1] == want[1].replace(f"{world['store']}", url), more
+            # the text wraps to its width around the location, whose length differs
+            words = want[1].replace(f"{world['store']}", url).split()
+            assert got[1].split() == words, more
     finally:
         server.shutdown()
         server.server_close()
