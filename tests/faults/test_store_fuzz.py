@@ -20,6 +20,7 @@ import functools
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -158,6 +159,7 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         yield _make_world(folder, tmp_path_factory.mktemp("dist") / "ref")
     finally:
         os.chdir(cwd)
+        shutil.rmtree(folder, ignore_errors=True)  # each run left one in /tmp
         cli.build_parser = build_parser
         if saved is None:
             os.environ.pop("VPR_CACHE_DIR", None)
