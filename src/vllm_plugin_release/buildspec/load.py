@@ -306,11 +306,8 @@ def read_data(path: Path) -> tuple[dict[str, Any], str]:
         return _plain(_parse(path, text)), text
     try:
         return tomllib.loads(text), text
-    except tomllib.TOMLDecodeError as exc:
-        data = _plain(_parse(path, text))  # raises BadInput with the line where it can
-        if not isinstance(data, dict):  # pragma: no cover - tomlkit always gives a table
-            raise BadInput(f"{path}: malformed TOML: {exc}") from None
-        return data, text
+    except tomllib.TOMLDecodeError:
+        return _plain(_parse(path, text)), text  # BadInput naming the line, where it can
 
 
 def read_document(path: Path) -> tuple[tomlkit.TOMLDocument, str]:

@@ -150,9 +150,8 @@ def sign_store(store: Store, key: Ed25519PrivateKey) -> Any:
     """`vpr manifest sign-store`: a new head over every file of a reviewed store folder, as
     it is now (a person vouches for it), after what can be checked with the key is: each
     ledger line (signature, chain), each pointer's and schedule's signature, the index."""
-    from vllm_plugin_release.core.storeindex import INDEX_FILE
+    from vllm_plugin_release.core.storeindex import INDEX_FILE, index_from
     from vllm_plugin_release.core.storesummary import SUMMARY_FILE
-    from vllm_plugin_release.edges.store import index_from
     from vllm_plugin_release.edges.storehead import vouched_files
 
     target = _writable(store)

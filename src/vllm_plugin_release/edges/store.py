@@ -65,8 +65,6 @@ from vllm_plugin_release.core.storeindex import (
 from vllm_plugin_release.core.storesummary import SUMMARY_DIR, SUMMARY_FILE
 from vllm_plugin_release.core.storetrust import Missing, store_path
 
-__all__ = ["Missing", "index_from", "loads"]  # read from here by the store's readers
-
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 

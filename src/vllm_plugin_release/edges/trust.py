@@ -32,8 +32,9 @@ from vllm_plugin_release.core.attest import keyid
 from vllm_plugin_release.core.cache import atomic_write_bytes
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.ledger import GENESIS, LEDGER_FILE, line_digest, parse_ledger
-from vllm_plugin_release.core.storeindex import INDEX_FILE, empty_index
-from vllm_plugin_release.edges.store import DirStore, Missing, Store, index_from
+from vllm_plugin_release.core.storeindex import INDEX_FILE, empty_index, index_from
+from vllm_plugin_release.core.storetrust import Missing
+from vllm_plugin_release.edges.store import DirStore, Store
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey

@@ -35,7 +35,7 @@ from vllm_plugin_release.core.bounded import MAX_DOCUMENT
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE
 from vllm_plugin_release.core.siterender import render
-from vllm_plugin_release.edges.store import Missing
+from vllm_plugin_release.core.storetrust import Missing
 from vllm_plugin_release.edges.trust import Trusted
 
 _NONE = bounded.NONE
