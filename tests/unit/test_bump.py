@@ -409,7 +409,9 @@ def test_bump_a_git_source_pins_the_new_tags_commit(tmp_path: Path) -> None:
         f'kind = "git"\nurl = "{repo}"\ntag = "v0.25.1"\ncommit = "{commits["0.25.1"]}"\n\n'
         '[build]\npython = "3.11"\nbackend = "local"\n'
     )
-    result = bump.bump(spec, "0.26.0", cache=Cache(project / ".vpr"), dry_run=True)
+    result = bump.bump(
+        spec, "0.26.0", cache=Cache(project / ".vpr"), options=bump.BumpOptions(dry_run=True)
+    )
     assert f'+commit = "{commits["0.26.0"]}"' in result.diff
     assert '+tag = "v0.26.0"' in result.diff
     assert "+source_date_epoch = 1784973600" in result.diff  # the commit time of v0.26.0

@@ -392,99 +392,104 @@ def _rel(path: Path, root: Path) -> str:
         return str(path)
 
 
+@dataclass(frozen=True)
+class BumpOptions:
+    """What `vpr bump` is asked for beyond the edit itself (its flags)."""
+
+    out: Path | None = None
+    dry_run: bool = False
+    with_api: bool = False
+    with_tests: bool = False
+    bisect: bool = False
+    tag: str | None = None
+    plugin_source: Path | None = None
+    dist_root: Path = Path("dist")
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One bump: the pinned spec, the target and its verified source, handed to each step."""
+
+    spec: Spec
+    spec_path: Path
+    version: str
+    new_path: Path
+    new: NewSource
+    before_tree: Path
+    cache: Cache
+    options: BumpOptions
+    inputs: Inputs
+    locker: Locker | None
+    errors: list[VprError] = field(default_factory=list)
+
+
 def bump(
     spec_path: Path,
     version: str,
     *,
     cache: Cache,
-    out: Path | None = None,
-    dry_run: bool = False,
-    with_api: bool = False,
-    with_tests: bool = False,
-    bisect: bool = False,
-    tag: str | None = None,
-    plugin_source: Path | None = None,
-    dist_root: Path = Path("dist"),
+    options: BumpOptions = BumpOptions(),
     locker: Locker | None = None,
     approval: ba.Approval | None = None,
 ) -> BumpResult:
-    """Plan, check and (unless `dry_run`) write the bump of `spec_path` to core `version`.
-    A breaking change of the core API the plugin uses needs `approval` (else GateFailed,
-    nothing written; `--dry-run` reports it in `blocked`)."""
+    """Plan, check and (unless `options.dry_run`) write the bump of `spec_path` to core
+    `version`. A breaking change of the core API the plugin uses needs `approval` (else
+    GateFailed, nothing written; `--dry-run` reports it in `blocked`)."""
     spec = load_spec(spec_path)
     # The plugin is resolved once (when a step needs it) and handed to every step.
-    inputs = Inputs(spec, cache, plugin_source)
+    inputs = Inputs(spec, cache, options.plugin_source)
     document, old_text = read_document(spec_path)
-    version, new_path = _target(spec, spec_path, version, out)
-    before_tree, new = _sources(spec, version, Fetcher(cache), tag)
-    errors: list[VprError] = []
-    coupling, table = _coupling(spec, spec_path, version, before_tree, new, inputs, approval)
+    version, new_path = _target(spec, spec_path, version, options.out)
+    before_tree, new = _sources(spec, version, Fetcher(cache), options.tag)
+    run = _Run(spec, spec_path, version, new_path, new, before_tree, cache, options, inputs, locker)
+    coupling, table = _coupling(run, approval)
     blocked = ba.stop(coupling)
-    if blocked is not None and not dry_run:
+    if blocked is not None and not options.dry_run:
         raise blocked  # before the locks: nothing is resolved or written
     changed = edit_document(document, spec, version, new)
     changed.update(ba.edit(document, table))
     new_text, review = refresh_comments(tomlkit.dumps(document), spec, new)
     new_spec = _checked(new_text, new_path)
-    report = _report_head(spec, spec_path, new_path, version, new, changed, dry_run)
+    report = _report_head(run, changed)
     report.update(_dependency_diffs(spec, version, before_tree, new.tree))
     report["api_coupling"] = coupling
     report["comments_to_review"] = review
+    written = _resolve_and_write(run, new_spec, new_text, report)
+    report["spec"]["written"] = written
+    return BumpResult(spec_path, new_path, old_text, new_text, report, written, run.errors, blocked)
 
-    # Locks: resolved into hidden files next to their destinations, moved in at the end.
+
+def _resolve_and_write(run: _Run, new_spec: Spec, new_text: str, report: dict[str, Any]) -> bool:
+    """The locks resolved into hidden files next to their destinations, the analyses asked
+    for, then (unless --dry-run) the locks moved in and the new spec written, last. Whatever
+    stops it on the way leaves no hidden lock behind and nothing written. Written or not."""
     pending: list[tuple[Path, Path]] = []
     try:
-        report["locks"] = _locks(
-            new_spec,
-            new.tree,
-            version,
-            spec.root,
-            pending,
-            dry_run=dry_run,
-            inputs=inputs,
-            locker=locker,
-        )
-        analyses = _analyses(
-            spec,
-            version,
-            errors,
-            with_api=with_api,
-            with_tests=with_tests,
-            cache=cache,
-            dist_root=dist_root,
-            inputs=inputs,
-        )
-        report.update(analyses)
-        if bisect:
-            report["bisect"] = _bisect(spec, version, report, errors, cache, dist_root, inputs)
-        written = False
-        if not dry_run:
-            _write(pending, new_path, new_text)
-            written = True
+        report["locks"] = _locks(run, new_spec, pending)
+        report.update(_analyses(run))
+        if run.options.bisect:
+            report["bisect"] = _bisect(run, report)
+        if run.options.dry_run:
+            return False
+        _write(pending, run.new_path, new_text)
+        return True
     finally:
         for tmp, _ in pending:
             tmp.unlink(missing_ok=True)
-    report["spec"]["written"] = written
-    return BumpResult(spec_path, new_path, old_text, new_text, report, written, errors, blocked)
 
 
 def _coupling(
-    spec: Spec,
-    spec_path: Path,
-    version: str,
-    before_tree: Path,
-    new: NewSource,
-    inputs: Inputs,
-    approval: ba.Approval | None,
+    run: _Run, approval: ba.Approval | None
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The API coupling diff and the approval table the new spec gets. A diff that cannot
     run stops the bump: its gate cannot be passed unchecked."""
-    root = inputs.plugin.root if spec.plugin else None
+    spec = run.spec
+    root = run.inputs.plugin.root if spec.plugin else None
     failed: list[VprError] = []
-    coupling = ba.coupling(root, before_tree, new.tree, failed)
+    coupling = ba.coupling(root, run.before_tree, run.new.tree, failed)
     if failed:
         raise failed[0]
-    return coupling, ba.decide(coupling, approval, spec_path, spec.core.version, version)
+    return coupling, ba.decide(coupling, approval, run.spec_path, spec.core.version, run.version)
 
 
 def _target(spec: Spec, spec_path: Path, version: str, out: Path | None) -> tuple[str, Path]:
@@ -527,24 +532,16 @@ def _checked(new_text: str, new_path: Path) -> Spec:
     return from_data(data, new_path)
 
 
-def _report_head(
-    spec: Spec,
-    spec_path: Path,
-    new_path: Path,
-    version: str,
-    new: NewSource,
-    changed: dict[str, Any],
-    dry_run: bool,
-) -> dict[str, Any]:
+def _report_head(run: _Run, changed: dict[str, Any]) -> dict[str, Any]:
     """The report's `core`, `spec` and `source` parts."""
-    root = spec.root
+    spec, new, root = run.spec, run.new, run.spec.root
     return {
-        "core": {"name": spec.core.name, "from": spec.core.version, "to": version},
+        "core": {"name": spec.core.name, "from": spec.core.version, "to": run.version},
         "spec": {
-            "from": _rel(spec_path, root),
-            "to": _rel(new_path, root),
+            "from": _rel(run.spec_path, root),
+            "to": _rel(run.new_path, root),
             "changed": changed,
-            "dry_run": dry_run,
+            "dry_run": run.options.dry_run,
         },
         "source": {
             "kind": new.source.kind,
@@ -583,30 +580,21 @@ def _dependency_diffs(
     }
 
 
-def _locks(
-    new_spec: Spec,
-    tree: Path,
-    version: str,
-    root: Path,
-    pending: list[tuple[Path, Path]],
-    *,
-    dry_run: bool,
-    inputs: Inputs,
-    locker: Locker | None,
-) -> list[dict[str, Any]]:
+def _locks(run: _Run, new_spec: Spec, pending: list[tuple[Path, Path]]) -> list[dict[str, Any]]:
     """Resolve the new spec's locks into hidden files (added to `pending`); the report's
     `locks` part. `--dry-run` resolves none."""
-    if dry_run:
+    root = run.spec.root
+    if run.options.dry_run:
         return [
             {"file": _rel(dest, root), "name": name, "status": "not resolved (--dry-run)"}
             for name, dest in _lock_files(new_spec)
         ]
     lock_report: list[dict[str, Any]] = []
-    for request, dest in _lock_requests(new_spec, tree, inputs):
+    for request, dest in _lock_requests(new_spec, run.new.tree, run.inputs):
         tmp = dest.with_name(f".{dest.name}.bump")
         tmp.parent.mkdir(parents=True, exist_ok=True)
-        with progress.status(f"bump: resolving {request.name} for {version}"):
-            text = (locker or _compile)(request, tmp, new_spec.build.find_links)
+        with progress.status(f"bump: resolving {request.name} for {run.version}"):
+            text = (run.locker or _compile)(request, tmp, new_spec.build.find_links)
         pending.append((tmp, dest))
         lock_report.append(
             {
@@ -619,17 +607,7 @@ def _locks(
     return lock_report
 
 
-def _analyses(
-    spec: Spec,
-    version: str,
-    errors: list[VprError],
-    *,
-    with_api: bool,
-    with_tests: bool,
-    cache: Cache,
-    dist_root: Path,
-    inputs: Inputs,
-) -> dict[str, Any]:
+def _analyses(run: _Run) -> dict[str, Any]:
     """The report's `api` and `plugin_tests` parts: they need a pairing environment for each
     core, so they run only when asked for; what could not run is added to `errors`."""
     need = "needs a pairing environment for each core (minutes)"
@@ -637,12 +615,15 @@ def _analyses(
         "api": _not_run(f"{need}; pass --with-api"),
         "plugin_tests": _not_run(f"{need}; pass --with-tests"),
     }
-    wanted = [key for key, asked in (("api", with_api), ("plugin_tests", with_tests)) if asked]
+    spec, cache, opts, errors = run.spec, run.cache, run.options, run.errors
+    asked = (("api", opts.with_api), ("plugin_tests", opts.with_tests))
+    wanted = [key for key, yes in asked if yes]
     if not wanted:
         return out
     try:
+        plugin = run.inputs.plugin  # resolved here: a spec without one is this error
         old_py, new_py = pairing_pythons(
-            spec, version, cache=cache, dist_root=dist_root, plugin=inputs.plugin
+            spec, run.version, cache=cache, dist_root=opts.dist_root, plugin=plugin
         )
     except VprError as exc:
         errors.append(exc)
@@ -652,7 +633,7 @@ def _analyses(
     runs: dict[str, Callable[[], dict[str, Any]]] = {
         "api": lambda: api_diff(spec, old_py, new_py),
         "plugin_tests": lambda: plugin_test_regressions(
-            spec, old_py, new_py, cache=cache, plugin_root=inputs.plugin.root
+            spec, old_py, new_py, cache=cache, plugin_root=plugin.root
         ),
     }
     for key in wanted:
@@ -664,15 +645,7 @@ def _analyses(
     return out
 
 
-def _bisect(
-    spec: Spec,
-    version: str,
-    report: dict[str, Any],
-    errors: list[VprError],
-    cache: Cache,
-    dist_root: Path,
-    inputs: Inputs,
-) -> dict[str, Any]:
+def _bisect(run: _Run, report: dict[str, Any]) -> dict[str, Any]:
     """With regressions: the first published version between the pin and `version` that
     breaks the plugin's tests (`vpr bisect` over the index), for the migration report."""
     from vllm_plugin_release.flows import bisect
@@ -682,11 +655,16 @@ def _bisect(
         return _not_run("needs the plugin tests (--with-tests)")
     if not tests.get("regressions"):
         return _not_run("no regression to bisect")
-    opts = bisect.Options(cache=cache, dist_root=dist_root, plugin_source=inputs.plugin_source)
+    spec = run.spec
+    opts = bisect.Options(
+        cache=run.cache,
+        dist_root=run.options.dist_root,
+        plugin_source=run.inputs.plugin_source,
+    )
     try:
-        return {"status": "run", **bisect.bisect(spec, spec.core.version, version, opts)}
+        return {"status": "run", **bisect.bisect(spec, spec.core.version, run.version, opts)}
     except VprError as exc:
-        errors.append(exc)
+        run.errors.append(exc)
         return {"status": "error", "reason": exc.message}
 
 
