@@ -60,7 +60,6 @@ def _coupling_section(c: dict[str, Any] | None) -> list[str]:
 def render_markdown(result: BumpResult) -> str:
     r = result.report
     core = r["core"]
-    src = r["source"]
     out = [
         f"## Migration report: {core['name']} {core['from']} → {core['to']}",
         "",
@@ -68,23 +67,40 @@ def render_markdown(result: BumpResult) -> str:
         + ("(written)" if result.written else "(not written: --dry-run)"),
         "",
     ]
+    out += _source_section(r["source"])
+    out += _req_section(f"Runtime dependencies ({COMMON_REQUIREMENTS})", r["requirements"])
+    out += _req_section("Build requirements ([build-system].requires)", r["build_requires"])
+    out += _locks_section(r.get("locks", []))
+    out += _coupling_section(r.get("api_coupling"))
+    out += _api_section(r["api"])
+    out += _tests_section(r["plugin_tests"], core)
+    out += _bisect_section(r.get("bisect"))
+    if r["comments_to_review"]:
+        out += ["", f"### Comments that still name {core['from']} (review by hand)", ""]
+        out += [f"- line {c['line']}: `{_md(c['text'])}`" for c in r["comments_to_review"]]
+    return "\n".join(out) + "\n"
+
+
+def _source_section(src: dict[str, Any]) -> list[str]:
     if src["kind"] == "sdist":
-        out.append(
+        out = [
             f"Source: `{src['filename']}` sha256 `{src['sha256']}` from {src['index']} "
             "(verified on download)"
-        )
+        ]
     else:
-        out.append(f"Source: {src['url']} tag `{src['tag']}` commit `{src['commit']}` (verified)")
-    out += [
+        out = [f"Source: {src['url']} tag `{src['tag']}` commit `{src['commit']}` (verified)"]
+    return [
+        *out,
         "",
         f"SOURCE_DATE_EPOCH: {src['source_date_epoch']} ({src['source_date_epoch_utc']} UTC, "
         f"{src['source_date_epoch_origin']})",
         "",
     ]
-    out += _req_section(f"Runtime dependencies ({COMMON_REQUIREMENTS})", r["requirements"])
-    out += _req_section("Build requirements ([build-system].requires)", r["build_requires"])
-    out += ["### Locks", ""]
-    for lock in r.get("locks", []):
+
+
+def _locks_section(locks: list[dict[str, Any]]) -> list[str]:
+    out = ["### Locks", ""]
+    for lock in locks:
         line = f"- `{lock['file']}` ({lock['name']}): {lock['status']}"
         pins = lock.get("pins")
         if pins:
@@ -95,34 +111,36 @@ def render_markdown(result: BumpResult) -> str:
         out.append(line)
         for name, change in (pins or {}).get("changed", {}).items():
             out.append(f"  - {name} {change['from']} → {change['to']}")
-    out += _coupling_section(r.get("api_coupling"))
-    out += ["", "### Served API", ""]
-    api = r["api"]
+    return out
+
+
+def _api_section(api: dict[str, Any]) -> list[str]:
+    out = ["", "### Served API", ""]
     if api["status"] != "run":
-        out.append(f"{api['status']}: {api['reason']}")
-    else:
-        out.append(f"{api['breaking']} breaking, {api['additive']} additive change(s)")
-        for c in api["changes"]:
-            if c["breaking"]:
-                out.append(f"- BREAKING {c['kind']} `{_md(c['location'])}`: {_md(c['detail'])}")
-    out += ["", "### Plugin tests", ""]
-    tests = r["plugin_tests"]
+        return [*out, f"{api['status']}: {api['reason']}"]
+    out.append(f"{api['breaking']} breaking, {api['additive']} additive change(s)")
+    for c in api["changes"]:
+        if c["breaking"]:
+            out.append(f"- BREAKING {c['kind']} `{_md(c['location'])}`: {_md(c['detail'])}")
+    return out
+
+
+def _tests_section(tests: dict[str, Any], core: dict[str, Any]) -> list[str]:
+    out = ["", "### Plugin tests", ""]
     if tests["status"] != "run":
-        out.append(f"{tests['status']}: {tests['reason']}")
-    else:
-        out.append(
-            f"{len(tests['regressions'])} regression(s) on {core['to']} "
-            f"(passed on {core['from']}); {len(tests['fixed'])} fixed"
-        )
-        out += [f"- regressed: `{t}`" for t in tests["regressions"]]
-    bisected = r.get("bisect")
+        return [*out, f"{tests['status']}: {tests['reason']}"]
+    out.append(
+        f"{len(tests['regressions'])} regression(s) on {core['to']} "
+        f"(passed on {core['from']}); {len(tests['fixed'])} fixed"
+    )
+    return [*out, *(f"- regressed: `{t}`" for t in tests["regressions"])]
+
+
+def _bisect_section(bisected: dict[str, Any] | None) -> list[str]:
     if bisected and bisected.get("status") == "run":
         from vllm_plugin_release.core.bisect import render_markdown as render_bisect
 
-        out += ["", render_bisect(bisected).rstrip("\n")]
-    elif bisected and bisected.get("status") == "error":
-        out += ["", "### Bisection", "", f"error: {bisected['reason']}"]
-    if r["comments_to_review"]:
-        out += ["", f"### Comments that still name {core['from']} (review by hand)", ""]
-        out += [f"- line {c['line']}: `{_md(c['text'])}`" for c in r["comments_to_review"]]
-    return "\n".join(out) + "\n"
+        return ["", render_bisect(bisected).rstrip("\n")]
+    if bisected and bisected.get("status") == "error":
+        return ["", "### Bisection", "", f"error: {bisected['reason']}"]
+    return []
