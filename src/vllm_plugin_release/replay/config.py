@@ -208,6 +208,24 @@ def resolve(
             hint='name the plugin\'s scheduler class, e.g. "vllm_tt_plugin.scheduler:TTScheduler"',
         )
     max_model_len = int(table.get("max_model_len", 4096))
+    settings = _settings(table, max_model_len, origin)
+    cost = _cost(table.get("cost_model", {}), root, origin)
+    return ReplayConfig(
+        plugin_scheduler=str(plugin).strip(),
+        upstream_scheduler=str(table.get("upstream_scheduler", UPSTREAM_SCHEDULER)),
+        policy=policy,
+        model_type=str(table.get("model_type", "llama")),
+        max_model_len=max_model_len,
+        settings=settings,
+        cost=cost,
+        max_steps=table.get("max_steps"),
+        timeout_s=float(table.get("timeout_s", 600.0)),
+    )
+
+
+def _settings(table: dict[str, Any], max_model_len: int, origin: Origin) -> dict[str, Any]:
+    """The scheduler settings, defaults filled in; BadInput for those vLLM refuses to start
+    with (naming the key)."""
     max_num_seqs = int(table.get("max_num_seqs", 32))
     block_size = int(table.get("block_size", 16))
     blocks = table.get("num_gpu_blocks") or max_num_seqs * math.ceil(max_model_len / block_size) + 1
@@ -240,18 +258,7 @@ def resolve(
             f"{block_size} tokens cannot hold one max_model_len ({max_model_len}) sequence; "
             "vLLM refuses to start with that",
         )
-    cost = _cost(table.get("cost_model", {}), root, origin)
-    return ReplayConfig(
-        plugin_scheduler=str(plugin).strip(),
-        upstream_scheduler=str(table.get("upstream_scheduler", UPSTREAM_SCHEDULER)),
-        policy=policy,
-        model_type=str(table.get("model_type", "llama")),
-        max_model_len=max_model_len,
-        settings=settings,
-        cost=cost,
-        max_steps=table.get("max_steps"),
-        timeout_s=float(table.get("timeout_s", 600.0)),
-    )
+    return settings
 
 
 def _cost(table: dict[str, Any], root: Path, origin: Origin) -> CostModel:
