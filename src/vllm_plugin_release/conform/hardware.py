@@ -259,11 +259,45 @@ def classify_rejection(
     }
 
 
+def _probe_evidence(found: Probe) -> Evidence:
+    rt = found.runtime
+    mesh = found.mesh
+    return Evidence(
+        note=f"runtime {rt['module']} {rt.get('version') or ''} imported from "
+        f"{rt.get('file')}; devices {', '.join(found.devices['found'])}"
+        + (f"; {mesh['variable']}={mesh['value']}" if mesh.get("variable") else ""),
+        source="hardware-probe",
+    )
+
+
+def _tp_evidence(tp: dict[str, Any] | None, statuses: list[str]) -> Evidence:
+    """The `-tp 2` probe's evidence; its status added to `statuses` (none when the spec
+    makes it not applicable)."""
+    if tp is not None and tp["status"] == "not-applicable":
+        return Evidence(note=f"-tp 2 probe: {tp['detail']}", source="spec")
+    if tp is None:
+        statuses.append("deferred")
+        return Evidence(note="-tp 2 probe: not run", source="probe")
+    statuses.append("pass" if tp["status"] == "rejected" else "fail")
+    return Evidence(note=f"-tp 2 probe: {tp['status']}: {tp['detail']}", source="probe")
+
+
+def _live_evidence(live: dict[str, Any] | None, statuses: list[str]) -> Evidence:
+    if live is None:
+        statuses.append("deferred")
+        return Evidence(note="live load test: not run", source="loadtest")
+    statuses.append(live["status"])
+    return Evidence(
+        note=f"live load test: {live['status']}: {live['detail']}",
+        file=live.get("file"),
+        source="loadtest",
+    )
+
+
 def hardware_check(
     found: Probe | None, tp: dict[str, Any] | None, live: dict[str, Any] | None
 ) -> CheckResult:
     """The `hardware` check: pass only when everything was observed working."""
-    evidence: list[Evidence] = []
     if found is None or not found.ok:
         reason = "; ".join(found.missing) if found else "the hardware probe did not run"
         return CheckResult(
@@ -272,43 +306,8 @@ def hardware_check(
             f"hardware part not run: {reason}",
             [Evidence(note=m, source="hardware-probe") for m in (found.missing if found else [])],
         )
-    rt = found.runtime
-    evidence.append(
-        Evidence(
-            note=f"runtime {rt['module']} {rt.get('version') or ''} imported from "
-            f"{rt.get('file')}; devices {', '.join(found.devices['found'])}"
-            + (
-                f"; {found.mesh['variable']}={found.mesh['value']}"
-                if found.mesh.get("variable")
-                else ""
-            ),
-            source="hardware-probe",
-        )
-    )
-    statuses = []
-    if tp is not None and tp["status"] == "not-applicable":
-        evidence.append(Evidence(note=f"-tp 2 probe: {tp['detail']}", source="spec"))
-    elif tp is None:
-        statuses.append("deferred")
-        evidence.append(Evidence(note="-tp 2 probe: not run", source="probe"))
-    else:
-        ok = tp["status"] == "rejected"
-        statuses.append("pass" if ok else "fail")
-        evidence.append(
-            Evidence(note=f"-tp 2 probe: {tp['status']}: {tp['detail']}", source="probe")
-        )
-    if live is None:
-        statuses.append("deferred")
-        evidence.append(Evidence(note="live load test: not run", source="loadtest"))
-    else:
-        statuses.append(live["status"])
-        evidence.append(
-            Evidence(
-                note=f"live load test: {live['status']}: {live['detail']}",
-                file=live.get("file"),
-                source="loadtest",
-            )
-        )
+    statuses: list[str] = []
+    evidence = [_probe_evidence(found), _tp_evidence(tp, statuses), _live_evidence(live, statuses)]
     status = "fail" if "fail" in statuses else ("deferred" if "deferred" in statuses else "pass")
     summary = {
         "pass": "runtime and device observed; -tp 2 rejected with a clear error; live load "
