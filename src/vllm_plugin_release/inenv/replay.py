@@ -39,6 +39,7 @@ import sys
 import time
 import traceback
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -339,20 +340,30 @@ def accepted(cls: type, offered: dict[str, Any]) -> dict[str, Any]:
 # The replay: the step loop (steploop.py) on one scheduler.
 
 
-def replay_one(
-    scheduler: Any,
-    arrival: list[float],
-    prompt: list[int],
-    output: list[int],
-    max_model_len: int,
-    cost: dict[str, float],
-    max_steps: int,
-    timeout_s: float,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Mix:
+    """The request mix, column by column: arrival second, prompt and output tokens."""
+
+    arrival: list[float]
+    prompt: list[int]
+    output: list[int]
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The model length and the limits every scheduler's replay runs under."""
+
+    max_model_len: int
+    model_type: str
+    max_steps: int
+    timeout_s: float
+
+
+def replay_one(scheduler: Any, mix: Mix, bounds: Bounds, cost: dict[str, float]) -> dict[str, Any]:
     """Replay the mix through one scheduler: per-step records, token timelines, timings."""
-    admitted, rejected = split_by_length(arrival, prompt, max_model_len)
-    feed = Arrivals(scheduler, arrival, prompt, output, admitted)
-    loop = step_loop(scheduler, feed, cost, max_steps, timeout_s)
+    admitted, rejected = split_by_length(mix.arrival, mix.prompt, bounds.max_model_len)
+    feed = Arrivals(scheduler, mix.arrival, mix.prompt, mix.output, admitted)
+    loop = step_loop(scheduler, feed, cost, bounds.max_steps, bounds.timeout_s)
     t0 = time.perf_counter()
     tokens = encode_timelines(loop.timeline)
     encode_s = time.perf_counter() - t0
@@ -376,14 +387,9 @@ def replay_entry(
     entry: dict[str, Any],
     cls: type,
     model_dir: Path,
-    max_model_len: int,
-    model_type: str,
-    arrival: list[float],
-    prompt: list[int],
-    output: list[int],
+    mix: Mix,
+    bounds: Bounds,
     cost_model: dict[str, float],
-    max_steps: int,
-    timeout_s: float,
 ) -> dict[str, Any]:
     """Build one scheduler and replay the mix through it; a crash is a finding, kept."""
     settings = dict(entry["settings"])
@@ -400,15 +406,13 @@ def replay_entry(
         t0 = time.perf_counter()
         with frozen_after():
             scheduler, effective, policy_report = build_scheduler(
-                cls, model_dir, max_model_len, settings, policy, model_type
+                cls, model_dir, bounds.max_model_len, settings, policy, bounds.model_type
             )
         build_s = time.perf_counter() - t0
         head["policy"] = policy_report
         head["settings_effective"] = effective
         stage = "replay"
-        result = replay_one(
-            scheduler, arrival, prompt, output, max_model_len, cost_model, max_steps, timeout_s
-        )
+        result = replay_one(scheduler, mix, bounds, cost_model)
     except (BadRequest, ImportFailure):
         raise
     except Exception as exc:  # the scheduler under test failed: report it, do not hide it
@@ -441,30 +445,11 @@ def frozen_after() -> Iterator[None]:
 def run(request: dict[str, Any]) -> dict[str, Any]:
     for folder in request.get("sys_path", []):
         sys.path.insert(0, folder)
-    model = request["model"]
-    max_model_len = int(model["max_model_len"])
-    model_type = str(model.get("model_type", "llama"))
-    mix = request["requests"]
-    arrival = [float(x) for x in mix["arrival"]]
-    prompt = [int(x) for x in mix["prompt"]]
-    output = [int(x) for x in mix["output"]]
-    limits = request.get("limits", {})
-    total_tokens = sum(prompt) + sum(output)
-    max_steps = int(limits.get("max_steps") or (total_tokens + 4 * len(arrival) + 1000))
-    timeout_s = float(limits.get("timeout_s") or 900.0)
-
+    mix, bounds = _mix_and_bounds(request)
     # Check every class before spending time on any replay.
     t_import = time.perf_counter()
-    classes = {}
     with frozen_after():
-        for entry in request["schedulers"]:
-            policy = entry.get("policy", "none")
-            if policy not in ("none", "tt") and ":" not in POLICY_FUNCTIONS.get(policy, policy):
-                raise BadRequest(
-                    f"policy {policy!r}: expected none, tt, reference, 'module:function' or "
-                    "'platform:module:Class'"
-                )
-            classes[entry["label"]] = load_class(entry["cls"])
+        classes = _scheduler_classes(request["schedulers"])
         import vllm
         import vllm.config
         import vllm.v1.outputs
@@ -473,15 +458,17 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     import_s = time.perf_counter() - t_import
 
     paths = _marks(request.get("paths"))  # each request's slow path and its price
-    model_dir = write_model_dir(max_model_len)
-    shared = (model_dir, max_model_len, model_type, arrival, prompt, output)
+    model_dir = write_model_dir(bounds.max_model_len)
     plain, priced = request["cost_model"], {**request["cost_model"], **paths.get("cost", {})}
-    costs = {
-        e["label"]: priced if e.get("slow_path_cost") else plain for e in request["schedulers"]
-    }
     calls = {
         e["label"]: functools.partial(
-            replay_entry, e, classes[e["label"]], *shared, costs[e["label"]], max_steps, timeout_s
+            replay_entry,
+            e,
+            classes[e["label"]],
+            model_dir,
+            mix,
+            bounds,
+            priced if e.get("slow_path_cost") else plain,
         )
         for e in request["schedulers"]
     }
@@ -499,6 +486,37 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
         "results": results,
         **({"paths": paths["marks"]} if paths else {}),
     }
+
+
+def _mix_and_bounds(request: dict[str, Any]) -> tuple[Mix, Bounds]:
+    model = request["model"]
+    mix = request["requests"]
+    arrival = [float(x) for x in mix["arrival"]]
+    prompt = [int(x) for x in mix["prompt"]]
+    output = [int(x) for x in mix["output"]]
+    limits = request.get("limits", {})
+    total_tokens = sum(prompt) + sum(output)
+    bounds = Bounds(
+        max_model_len=int(model["max_model_len"]),
+        model_type=str(model.get("model_type", "llama")),
+        max_steps=int(limits.get("max_steps") or (total_tokens + 4 * len(arrival) + 1000)),
+        timeout_s=float(limits.get("timeout_s") or 900.0),
+    )
+    return Mix(arrival, prompt, output), bounds
+
+
+def _scheduler_classes(entries: list[dict[str, Any]]) -> dict[str, type]:
+    """Each entry's scheduler class by label; BadRequest for a policy that names none."""
+    classes = {}
+    for entry in entries:
+        policy = entry.get("policy", "none")
+        if policy not in ("none", "tt") and ":" not in POLICY_FUNCTIONS.get(policy, policy):
+            raise BadRequest(
+                f"policy {policy!r}: expected none, tt, reference, 'module:function' or "
+                "'platform:module:Class'"
+            )
+        classes[entry["label"]] = load_class(entry["cls"])
+    return classes
 
 
 def _marks(spec: dict[str, Any] | None) -> dict[str, Any]:
