@@ -18,6 +18,7 @@ import shutil
 import zipfile
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from vllm_plugin_release.core.lockfile import check_lock, locked_file, pins
 from vllm_plugin_release.core.records import dist_dir, verified_wheel
 from vllm_plugin_release.edges import envbytecode, envrun, proc
 from vllm_plugin_release.edges.envrun import run_in_env
+from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.runner import Command, Runner, host_env
 from vllm_plugin_release.edges.uv import find_link_args, uv_bin
@@ -85,23 +87,9 @@ def create_env(
     if runner_kind not in RUNNERS:
         raise BadInput(f"unknown runner {runner_kind!r}; expected one of {', '.join(RUNNERS)}")
     dist = dist_dir(dist_root, spec.name)
-    core = records.read(dist, records.BUILD_CORE, records.producer(records.BUILD_CORE, spec.path))
-    built = records.read(
-        dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN, spec.path)
-    )
-    core_wheel = verified_wheel(dist, core, "vpr build-core")
-    plugin_wheel = verified_wheel(dist, built, "vpr build-plugin")
-    plan = runtime_plan(spec, runner_kind, runtime_env)
-    if runner_kind == "hardware" and plan.status in ("absent", "none"):
-        raise OutsideFailure(
-            f"hardware runner: vendor runtime {plan.name!r} is not available: {plan.reason}",
-            hint="run on the hardware runner with the runtime installed, or pass --runtime-env",
-        )
-    if runtime_env is not None and not (runtime_env / "bin" / "python").exists():
-        raise BadInput(f"{runtime_env}: no bin/python; --runtime-env takes a Python environment")
+    core, built, core_wheel, plugin_wheel = _built(spec, dist)
     lock_path = spec.resolve(spec.env_constraints)
-    if lock_path.is_file():  # a runtime that no wheel installs here: absent, and why
-        plan = plan_from_lock(plan, lock_path.read_text(encoding="utf-8"))
+    plan = _checked_plan(spec, runner_kind, runtime_env, lock_path)
     request = env_lock_request(spec, tree, plugin.root, plan, built["plugin"].get("requires_dist"))
     check_lock(lock_path, request)
     lock_sha = sha256_file(lock_path)
@@ -109,10 +97,11 @@ def create_env(
     runner = runner_for(spec, cache, folders=(dist, plugin.root), network_isolation="off")
     # exit 3 naming every place searched; a --runtime-env brings its own python
     interpreter = runner.interpreter(spec.build.python) if runtime_env is None else None
+    image = {"image": runner.env_key} if runner.env_key else {}
     key = key_of(
         {
             # An environment made in an image is keyed by it (the local key is unchanged).
-            **({"image": runner.env_key} if runner.env_key else {}),
+            **image,
             "recipe": ENV_RECIPE,
             "lock": lock_sha,
             "core": core["wheel"]["sha256"],
@@ -124,53 +113,25 @@ def create_env(
             **({"interpreter": interpreter.identity()} if interpreter else {}),
         }
     )
-    env_dir = cache.env_dir(f"pair-{spec.name}", key)
     # The bytecode kept from environments with the same third-party packages and core.
-    bytecode = (
-        cache.root
-        / "bytecode"
-        / key_of(
-            {
-                **({"image": runner.env_key} if runner.env_key else {}),
-                "lock": lock_sha,
-                "core": core["wheel"]["sha256"],
-                "python": spec.build.python,
-            }
-        )[:16]
+    kept = {**image, "lock": lock_sha, "core": core["wheel"]["sha256"], "python": spec.build.python}
+    make = _EnvBuild(
+        spec,
+        str(runtime_env / "bin" / "python") if runtime_env else interpreter.path,  # type: ignore[union-attr]
+        cache.env_dir(f"pair-{spec.name}", key),
+        runner,
+        cache,
+        lock_path,
+        core_wheel,
+        plugin_wheel,
+        built,
+        plan,
+        runtime_env,
+        stand_in,
+        cache.root / "bytecode" / key_of(kept)[:16],
+        on_installed,
     )
-    result_file = env_dir / ".vpr-env.json"
-    with cache.lock(env_dir):  # a second run waits here, then reuses the env
-        if result_file.exists():
-            result = json.loads(result_file.read_text())
-            progress.info(f"env: cached environment reused ({env_dir})")
-        else:
-            # Built in place (console scripts hold absolute paths); the marker file is
-            # written last, so a half-built environment is never reused.
-            shutil.rmtree(env_dir, ignore_errors=True)
-            python = str(runtime_env / "bin" / "python") if runtime_env else interpreter.path
-            try:
-                result = _build(
-                    spec,
-                    python,
-                    env_dir,
-                    runner,
-                    cache,
-                    lock_path,
-                    core_wheel,
-                    plugin_wheel,
-                    built,
-                    plan,
-                    runtime_env,
-                    stand_in,
-                    bytecode,
-                    on_installed,
-                )
-            except BaseException:
-                shutil.rmtree(env_dir, ignore_errors=True)
-                raise
-            if interpreter is not None:
-                result["interpreter"] = interpreter.record()
-            write_json(result_file, result)
+    result = _made(make, interpreter)
     result = {**result, "backend": runner.describe()}  # where the environment runs
     left = env_left_out(spec, plugin.root, built["plugin"].get("requires_dist"))
     if left:  # never resolved here: what needs them waits for the runtime
@@ -179,7 +140,58 @@ def create_env(
             **result["runtime"],
             "left_out": {"requirements": left, "reason": f"provided by the vendor image ({where})"},
         }
-    return _deliver(spec, dist, runner_kind, env_dir, lock_sha, core, built, result, conduct_gate)
+    return _deliver(spec, dist, runner_kind, make.work, lock_sha, core, built, result, conduct_gate)
+
+
+def _built(spec: Spec, dist: Path) -> tuple[dict[str, Any], dict[str, Any], Path, Path]:
+    """The two build records in dist/NAME and their wheels, each verified against its record."""
+    core = records.read(dist, records.BUILD_CORE, records.producer(records.BUILD_CORE, spec.path))
+    built = records.read(
+        dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN, spec.path)
+    )
+    core_wheel = verified_wheel(dist, core, "vpr build-core")
+    return core, built, core_wheel, verified_wheel(dist, built, "vpr build-plugin")
+
+
+def _checked_plan(
+    spec: Spec, runner_kind: str, runtime_env: Path | None, lock_path: Path
+) -> RuntimePlan:
+    """The runtime's plan for this runner (and, from the lock, a runtime no wheel installs
+    here: absent, and why); exit 3 on the hardware runner without it, 2 for a
+    --runtime-env that is no Python environment."""
+    plan = runtime_plan(spec, runner_kind, runtime_env)
+    if runner_kind == "hardware" and plan.status in ("absent", "none"):
+        raise OutsideFailure(
+            f"hardware runner: vendor runtime {plan.name!r} is not available: {plan.reason}",
+            hint="run on the hardware runner with the runtime installed, or pass --runtime-env",
+        )
+    if runtime_env is not None and not (runtime_env / "bin" / "python").exists():
+        raise BadInput(f"{runtime_env}: no bin/python; --runtime-env takes a Python environment")
+    if lock_path.is_file():
+        plan = plan_from_lock(plan, lock_path.read_text(encoding="utf-8"))
+    return plan
+
+
+def _made(make: _EnvBuild, interpreter: Interpreter | None) -> dict[str, Any]:
+    """The environment's record: the cached one, or made now. Built in place (console
+    scripts hold absolute paths), its record written last, so a half-built environment is
+    never reused; a second run waits for the first, then reuses its environment."""
+    env_dir = make.work
+    result_file = env_dir / ".vpr-env.json"
+    with make.cache.lock(env_dir):
+        if result_file.exists():
+            progress.info(f"env: cached environment reused ({env_dir})")
+            return json.loads(result_file.read_text())
+        shutil.rmtree(env_dir, ignore_errors=True)
+        try:
+            result = _build(make)
+        except BaseException:
+            shutil.rmtree(env_dir, ignore_errors=True)
+            raise
+        if interpreter is not None:
+            result["interpreter"] = interpreter.record()
+        write_json(result_file, result)
+        return result
 
 
 def _deliver(
@@ -296,30 +308,39 @@ def install_steps(
     ]
 
 
-def _build(
-    spec: Spec,
-    python: str,
-    work: Path,
-    runner: Runner,
-    cache: Cache,
-    lock_path: Path,
-    core_wheel: Path,
-    plugin_wheel: Path,
-    plugin: dict[str, Any],
-    plan: RuntimePlan,
-    runtime_env: Path | None,
-    stand_in: str | None,
-    bytecode: Path,
-    on_installed: Callable[[Path, str | None], object] | None = None,
-) -> dict[str, Any]:
-    uv = runner.uv
-    present = plan.status in ("install", "runtime-env")
-    preload = plan.module if present else None  # the runtime, imported once by the worker
-    overlay_check = not present and stand_in
+@dataclass(frozen=True)
+class _EnvBuild:
+    """What one pairing environment is made from, handed to each step of making it."""
+
+    spec: Spec
+    python: str  # the interpreter the venv is made with
+    work: Path  # the environment's folder
+    runner: Runner
+    cache: Cache
+    lock_path: Path
+    core_wheel: Path
+    plugin_wheel: Path
+    plugin: dict[str, Any]  # build-plugin.json
+    plan: RuntimePlan
+    runtime_env: Path | None
+    stand_in: str | None
+    bytecode: Path  # where the bytecode of environments of this lock and core is kept
+    on_installed: Callable[[Path, str | None], object] | None = None
+
+    @property
+    def present(self) -> bool:
+        return self.plan.status in ("install", "runtime-env")
+
+
+def _build(b: _EnvBuild) -> dict[str, Any]:
+    present = b.present
+    preload = b.plan.module if present else None  # the runtime, imported once by the worker
+    overlay_check = not present and b.stand_in
+    env_python = b.work / "bin" / "python"
     # The stand-in wheel needs nothing of the pairing env: built while it installs.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vpr-overlay") as pool:
         stand_in_wheel = (
-            pool.submit(_stand_in_wheel, spec, stand_in, cache) if overlay_check else None
+            pool.submit(_stand_in_wheel, b.spec, b.stand_in, b.cache) if overlay_check else None
         )
         with contextlib.ExitStack() as stack:
             # In the env's warm worker (within `vpr release`: it stays for conform's in-env
@@ -327,116 +348,138 @@ def _build(
             # packages and their bytecode are in:
             # it imports torch while the two wheels are installed (unless a wheel brings a
             # .pth file, which only an interpreter started after it would have read).
-            early = not (_has_pth(core_wheel) or _has_pth(plugin_wheel))
+            early = not (_has_pth(b.core_wheel) or _has_pth(b.plugin_wheel))
             # Outside a session too when the stand-in's check shares it with the env's.
             alone = not overlay_check
-            restored = seeded = 0
-            with progress.status(f"env: creating the pairing environment for {spec.name}"):
-                for label, argv in install_steps(
-                    uv,
-                    python,
-                    work,
-                    lock_path,
-                    find_link_args(tuple(spec.build.find_links)),
-                    [core_wheel, plugin_wheel],
-                ):
-                    if label == WHEELS_STEP and early:
-                        restored, seeded = _bytecode_in(work, bytecode, cache)
-                        stack.enter_context(
-                            envrun.warm(work / "bin" / "python", for_session=alone, runtime=preload)
-                        )
-                    _run(runner, cache, label, argv)
-                    if label == "create pairing environment":
-                        runner.mark(work)  # its python runs where it was made (edges/container)
-                    if label == "create pairing environment" and runtime_env is not None:
-                        _layer_on(work, runtime_env)
-            # the kept bytecode of the two wheels' modules (and all of it when not early)
-            more, also = _bytecode_in(work, bytecode, cache, seed=not early)
-            restored, seeded = restored + more, seeded + also
-            if restored:
-                progress.info(
-                    f"env: {restored} modules' bytecode from an environment of the same lock"
-                )
-            if seeded:
-                progress.info(f"env: {seeded} modules' bytecode from the build environment")
-            packages = top_level_packages(plugin_wheel)
-            envbytecode.remember(work, bytecode, tuple(packages))
+
+            def warm() -> None:
+                stack.enter_context(envrun.warm(env_python, for_session=alone, runtime=preload))
+
+            restored = _install(b, warm if early else None)
+            packages = top_level_packages(b.plugin_wheel)
+            envbytecode.remember(b.work, b.bytecode, tuple(packages))
             request = {
-                "core_version": spec.core.version,
+                "core_version": b.spec.core.version,
                 "packages": packages,
-                "entry_points": plugin["entry_points"],
-                "runtime_module": plan.module,
+                "entry_points": b.plugin["entry_points"],
+                "runtime_module": b.plan.module,
             }
             if not early:
-                stack.enter_context(
-                    envrun.warm(work / "bin" / "python", for_session=alone, runtime=preload)
-                )
-            if on_installed is not None:  # within `vpr release`: the plugin's tests start
-                on_installed(work / "bin" / "python", None if present else plan.module)
+                warm()
+            if b.on_installed is not None:  # within `vpr release`: the plugin's tests start
+                b.on_installed(env_python, None if present else b.plan.module)
             # The stand-in overlay is made and checked while the pairing env is checked, side
             # by side: two forked copies of the warm worker when it is up, else two
             # interpreters. (Results are put together in order.)
             overlay = (
-                pool.submit(_stand_in_check, stand_in_wheel, cache, runner, work, request)
+                pool.submit(_stand_in_check, stand_in_wheel, b.cache, b.runner, b.work, request)
                 if stand_in_wheel is not None
                 else None
             )
             first = run_in_env(
-                work / "bin" / "python",
+                env_python,
                 "envcheck",
                 {**request, "expect_runtime": "present" if present else "absent"},
             )
             stand_in_result = overlay.result() if overlay is not None else None
     if not restored:  # the first of its lock: what the checks compiled, for the next one
-        envrun.keep_bytecode(work / "bin" / "python")
-    checks = list(first["checks"])
-    runtime: dict[str, Any] = {"name": plan.name, "module": plan.module, "reason": plan.reason}
-    runtime["status"] = "present" if present else ("none" if plan.status == "none" else "absent")
-    if spec.runtime.get("commit"):
-        runtime["commit"] = spec.runtime["commit"]
-    if plan.requirement:
-        runtime["requirement"] = plan.requirement
-    if present and plan.status == "install":  # what the lock installed: version and wheel
-        runtime.update(_runtime_files(spec, lock_path))
-    if stand_in_result is not None:
-        second, wheel, overlay_py = stand_in_result
-        for check in second["checks"]:
-            if check["name"].startswith(STAND_IN_CHECKS):
-                check = {
-                    **check,
-                    "name": check["name"] + " [stand-in runtime]",
-                    "detail": check["detail"] + " (labelled stand-in, not the vendor runtime)",
-                }
-                checks.append(check)
-        runtime["stand_in"] = {
-            "path": stand_in,
-            "wheel_sha256": sha256_file(wheel),
-            "status": "checked in an overlay environment (test double)",
-            "python": str(overlay_py),
-        }
-    elif plan.no_wheel:  # pinned, yet no wheel of it installs here: the pairing cannot hold
-        checks.append(
-            {
-                "name": "runtime installs",
-                "status": "fail",
-                "detail": f"runtime absent because {plan.reason}",
-                "finding": "spec",
-            }
-        )
-    elif not present:
-        checks.append(
-            {
-                "name": "platform_plugin() runtime present",
-                "status": "deferred",
-                "detail": f"deferred to the hardware runner: {plan.reason}",
-            }
-        )
+        envrun.keep_bytecode(env_python)
+    runtime = _runtime_record(b)
+    checks = list(first["checks"]) + _runtime_checks(b, runtime, stand_in_result)
     return {
         "runtime": runtime,
         "checks": checks,
         "runtime_modules": first["runtime_modules"],
         "plugin_modules": first.get("plugin_modules", []),
     }
+
+
+def _install(b: _EnvBuild, warm_early: Callable[[], None] | None) -> int:
+    """The install steps, with the kept bytecode linked in; `warm_early` (starting the warm
+    worker) is called once the locked packages and their bytecode are in, before the two
+    wheels. How many modules' bytecode came from an environment of the same lock."""
+    restored = seeded = 0
+    with progress.status(f"env: creating the pairing environment for {b.spec.name}"):
+        for label, argv in install_steps(
+            b.runner.uv,
+            b.python,
+            b.work,
+            b.lock_path,
+            find_link_args(tuple(b.spec.build.find_links)),
+            [b.core_wheel, b.plugin_wheel],
+        ):
+            if label == WHEELS_STEP and warm_early is not None:
+                restored, seeded = _bytecode_in(b.work, b.bytecode, b.cache)
+                warm_early()
+            _run(b.runner, b.cache, label, argv)
+            if label == "create pairing environment":
+                b.runner.mark(b.work)  # its python runs where it was made (edges/container)
+            if label == "create pairing environment" and b.runtime_env is not None:
+                _layer_on(b.work, b.runtime_env)
+    # the kept bytecode of the two wheels' modules (and all of it when not early)
+    more, also = _bytecode_in(b.work, b.bytecode, b.cache, seed=warm_early is None)
+    restored, seeded = restored + more, seeded + also
+    if restored:
+        progress.info(f"env: {restored} modules' bytecode from an environment of the same lock")
+    if seeded:
+        progress.info(f"env: {seeded} modules' bytecode from the build environment")
+    return restored
+
+
+def _runtime_record(b: _EnvBuild) -> dict[str, Any]:
+    """The record's `runtime`: present, absent or none, and what the lock installed."""
+    plan = b.plan
+    runtime: dict[str, Any] = {"name": plan.name, "module": plan.module, "reason": plan.reason}
+    runtime["status"] = "present" if b.present else ("none" if plan.status == "none" else "absent")
+    if b.spec.runtime.get("commit"):
+        runtime["commit"] = b.spec.runtime["commit"]
+    if plan.requirement:
+        runtime["requirement"] = plan.requirement
+    if b.present and plan.status == "install":  # what the lock installed: version and wheel
+        runtime.update(_runtime_files(b.spec, b.lock_path))
+    return runtime
+
+
+def _runtime_checks(
+    b: _EnvBuild, runtime: dict[str, Any], stand_in_result: Any
+) -> list[dict[str, Any]]:
+    """The checks the runtime adds: the stand-in overlay's (labelled; its record goes into
+    `runtime`), a pinned runtime that no wheel installs here, or the deferral."""
+    if stand_in_result is not None:
+        second, wheel, overlay_py = stand_in_result
+        runtime["stand_in"] = {
+            "path": b.stand_in,
+            "wheel_sha256": sha256_file(wheel),
+            "status": "checked in an overlay environment (test double)",
+            "python": str(overlay_py),
+        }
+        return [
+            {
+                **check,
+                "name": check["name"] + " [stand-in runtime]",
+                "detail": check["detail"] + " (labelled stand-in, not the vendor runtime)",
+            }
+            for check in second["checks"]
+            if check["name"].startswith(STAND_IN_CHECKS)
+        ]
+    if b.plan.no_wheel:  # pinned, yet no wheel of it installs here: the pairing cannot hold
+        return [
+            {
+                "name": "runtime installs",
+                "status": "fail",
+                "detail": f"runtime absent because {b.plan.reason}",
+                "finding": "spec",
+            }
+        ]
+    if not b.present:
+        return [
+            {
+                "name": "platform_plugin() runtime present",
+                "status": "deferred",
+                "detail": f"deferred to the hardware runner: {b.plan.reason}",
+            }
+        ]
+    return []
 
 
 WHEELS_STEP = "install core and plugin wheels (--no-deps)"
