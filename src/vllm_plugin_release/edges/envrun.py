@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,47 +91,71 @@ def run_in_env(
         req = Path(tmp) / "request.json"
         out = Path(tmp) / "result.json"
         req.write_text(json.dumps(request))
-        script = stage_module(module, Path(tmp))
-        child_env = child_environment(env)
+        job = _Job(module, stage_module(module, Path(tmp)), req, out, child_environment(env))
         worker = workers.get(python) if env is None else None
-        site_first = (  # looked up only for a worker to put first
-            envbytecode.site_packages(overlay)
-            if overlay is not None and worker is not None
-            else None
-        )
-        returncode = None
-        if worker is not None and worker.env == child_env and (overlay is None or site_first):
-            # The job's folder is ours, as a new interpreter's would be (not the worker's).
-            returncode, stderr = worker.run(
-                script,
-                [req, out],
-                child_env,
-                cwd or Path.cwd(),
-                timeout,
-                what=f"inenv {module}",
-                early=module in EARLY_JOBS,
-                site_first=site_first,
-            )
-            if overlay is not None and returncode == LAYER_REFUSED:
-                returncode = None  # the overlay's own python runs it, below
+        returncode, stderr = (None, "")
+        if worker is not None:
+            returncode, stderr = _in_worker(worker, job, cwd, timeout, overlay)
         if returncode is None:
             if overlay is not None:
                 python = overlay / "bin" / "python"
             # Where the environment was made: this machine, or its pinned container image.
             with progress.working(f"inenv {module}"):
                 done = runner_of(python).call(
-                    [python, script, req, out], env=child_env, cwd=cwd, timeout=timeout
+                    [python, job.script, req, out], env=job.env, cwd=cwd, timeout=timeout
                 )
             returncode, stderr = done.returncode, done.stderr
-        result = json.loads(out.read_text()) if out.exists() else None
-        if returncode == 2 and result and "error" in result:
-            raise BadInput(result["error"])
-        if returncode != 0 or result is None:
-            # The child's own traceback (in its result) says why; stderr may be empty.
-            told = str((result or {}).get("error") or "") + "\n" + stderr
-            tail = "\n".join(told.strip().splitlines()[-15:])
-            raise OutsideFailure(f"inenv {module} failed in {python} (exit {returncode}):\n{tail}")
-        return result
+        return _result(job, python, returncode, stderr)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One inenv module's run: the staged script, its request and result files, its env."""
+
+    module: str
+    script: Path
+    req: Path
+    out: Path
+    env: dict[str, str]
+
+
+def _in_worker(
+    worker: Worker, job: _Job, cwd: Path | None, timeout: float | None, overlay: Path | None
+) -> tuple[int | None, str]:
+    """The job in a forked copy of the warm `worker`: (exit status, stderr), or (None, "")
+    when it must run in an interpreter of its own (another environment than the
+    worker's, or an overlay the worker cannot put first)."""
+    site_first = envbytecode.site_packages(overlay) if overlay is not None else None
+    if worker.env != job.env or (overlay is not None and not site_first):
+        return None, ""
+    # The job's folder is ours, as a new interpreter's would be (not the worker's).
+    returncode, stderr = worker.run(
+        job.script,
+        [job.req, job.out],
+        job.env,
+        cwd or Path.cwd(),
+        timeout,
+        what=f"inenv {job.module}",
+        early=job.module in EARLY_JOBS,
+        site_first=site_first,
+    )
+    if overlay is not None and returncode == LAYER_REFUSED:
+        return None, ""  # the overlay's own python runs it
+    return returncode, stderr
+
+
+def _result(job: _Job, python: Path, returncode: int | None, stderr: str) -> dict[str, Any]:
+    """The module's result; BadInput for its exit 2 with an error, else OutsideFailure
+    for anything but exit 0 with a result."""
+    result = json.loads(job.out.read_text()) if job.out.exists() else None
+    if returncode == 2 and result and "error" in result:
+        raise BadInput(result["error"])
+    if returncode != 0 or result is None:
+        # The child's own traceback (in its result) says why; stderr may be empty.
+        told = str((result or {}).get("error") or "") + "\n" + stderr
+        tail = "\n".join(told.strip().splitlines()[-15:])
+        raise OutsideFailure(f"inenv {job.module} failed in {python} (exit {returncode}):\n{tail}")
+    return result
 
 
 # The third-party modules vLLM's import spends its time in (torch alone is half of it),
