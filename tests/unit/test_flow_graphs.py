@@ -17,7 +17,8 @@ from vllm_plugin_release.core.stagegraph import Graph, Stage
 from vllm_plugin_release.edges.fetch import Fetcher
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.flows import extrastages, hardware, pairing_graph, release
-from vllm_plugin_release.flows.extrastages import Context, Extra
+from vllm_plugin_release.flows.extrastages import Extra
+from vllm_plugin_release.flows.stagecontext import Context
 from vllm_plugin_release.flows.stagewalk import walk
 
 SPECS = Path(__file__).resolve().parents[2] / "buildspec"

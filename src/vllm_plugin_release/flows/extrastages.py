@@ -7,8 +7,8 @@ The flows walk three graphs (core/stagegraph, flows/stagewalk):
   bisect, matrix and `vpr plugin-tests --baseline` all walk (flows/pairing_graph);
 * "hardware": `vpr conform-hardware` (flows/hardware).
 
-Adding a stage takes its module (a function of the `Context`) and one `Extra` entry in
-`EXTRAS` below, or `add(...)` (`added(...)` for a test). Each graph named in
+Adding a stage takes its module (a function of a `flows.stagecontext.Context`) and one
+`Extra` entry in `EXTRAS` below, or `add(...)` (`added(...)` for a test). Each graph named in
 `Extra.graphs` places it right after the last of its `needs` it declares (so the line
 runs it there, numbered with the rest) and runs it with that flow's context. A need
 that one of those graphs does not have is refused (ValueError) when the graph is made.
@@ -19,27 +19,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from vllm_plugin_release.core.stagegraph import Stage
-
-if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
-    from vllm_plugin_release.buildspec.model import Spec
-    from vllm_plugin_release.core.cache import Cache
+from vllm_plugin_release.flows.stagecontext import Context
 
 GRAPHS = ("release", "pairing", "hardware")
-
-
-@dataclass(frozen=True)
-class Context:
-    """What an added stage is given when it runs: the graph walked and its pairing (for
-    "pairing", the derived spec of the core it builds, known once core-source ran)."""
-
-    graph: str
-    spec: Spec
-    cache: Cache
-    dist_root: Path
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from vllm_plugin_release.edges import proc, serve
 from vllm_plugin_release.edges.device import Probe, probe, runtime_env_from_environ
 from vllm_plugin_release.edges.git import git, refuse_option
 from vllm_plugin_release.flows import extrastages
+from vllm_plugin_release.flows.stagecontext import Context
 from vllm_plugin_release.flows.stagewalk import Halt, walk
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
@@ -382,8 +383,8 @@ class _Steps:
     def live(self) -> None:
         self.code = live(self.spec, self.dist, self.hw, self.spec_arg)
 
-    def context(self) -> extrastages.Context:
-        return extrastages.Context("hardware", self.spec, self.opts.cache, self.opts.dist_root)
+    def context(self) -> Context:
+        return Context("hardware", self.spec, self.opts.cache, self.opts.dist_root)
 
 
 def graph(steps: _Steps) -> Graph:

@@ -24,6 +24,7 @@ from vllm_plugin_release.core.stagegraph import Graph, Stage
 from vllm_plugin_release.edges.fetch import Fetcher
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.flows import extrastages
+from vllm_plugin_release.flows.stagecontext import Context
 from vllm_plugin_release.flows.stagewalk import walk
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
@@ -60,8 +61,8 @@ class Pairing:
             raise RuntimeError("the pairing's core tree is read before core-source ran")
         return self.tree
 
-    def context(self) -> extrastages.Context:
-        return extrastages.Context("pairing", self.base, self.cache, self.dist_root)
+    def context(self) -> Context:
+        return Context("pairing", self.base, self.cache, self.dist_root)
 
 
 def _relock(request: LockRequest, path: Path, base: Spec) -> None:

@@ -26,6 +26,7 @@ from vllm_plugin_release.core.stagegraph import Graph, Stage
 from vllm_plugin_release.edges import children, ci, envrun
 from vllm_plugin_release.flows import extrastages
 from vllm_plugin_release.flows.sources import Inputs
+from vllm_plugin_release.flows.stagecontext import Context
 from vllm_plugin_release.flows.stagewalk import Walk, walk
 from vllm_plugin_release.stages.requests import build_request
 
@@ -70,8 +71,8 @@ class _Stages:
         self.inputs = Inputs(spec, opts.cache, opts.plugin_source)
         self.built: list[StageResult] = []  # the core's, the plugin's and the guard's
 
-    def context(self) -> extrastages.Context:
-        return extrastages.Context("release", self.spec, self.opts.cache, self.opts.dist_root)
+    def context(self) -> Context:
+        return Context("release", self.spec, self.opts.cache, self.opts.dist_root)
 
     def env_free(self, blocked: PythonUnavailable | None) -> None:
         _env_free_checks(self.spec, self.opts, self.out, self.inputs, blocked)
