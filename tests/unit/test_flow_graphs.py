@@ -148,3 +148,34 @@ def test_a_toy_stage_needing_a_stage_a_graph_lacks_is_refused_by_name(tmp_path: 
     ):
         _release_graph(tmp_path, spec)
     assert extrastages.EXTRAS == []
+
+
+@pytest.mark.parametrize(("verdict", "code", "ran"), [("lab", 1, []), ("pilot", 0, ["live"])])
+def test_conform_hardware_halts_at_verdict_lab_and_otherwise_returns_lives_code(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    verdict: str,
+    code: int,
+    ran: list[str],
+) -> None:
+    """The walk's sequencing only: probe and env stand in (a cpu machine has neither the
+    device nor the runtime), conformance gives `verdict`, live records its call."""
+    from vllm_plugin_release.conform import suite
+
+    spec = load_spec(SPECS / "reference.toml")
+    calls: list[str] = []
+    monkeypatch.setattr(hardware._Steps, "probe", lambda self: calls.append("probe"))
+    monkeypatch.setattr(
+        hardware._Steps, "env", lambda self: setattr(self, "record", {"python": "/env/python"})
+    )
+    monkeypatch.setattr(suite, "conform_cached", lambda ctx: {"verdict": verdict})
+    monkeypatch.setattr(suite, "verdict_line", lambda card, dist: f"verdict {card['verdict']}")
+    monkeypatch.setattr(hardware, "live", lambda *args: calls.append("live") or 0)
+    monkeypatch.delenv("VPR_RUNTIME_ENV", raising=False)
+    opts = hardware.Options(cache=Cache(tmp_path / ".vpr"), dist_root=tmp_path / "d")
+    assert hardware.conform_hardware(spec, opts, spec.path) == code
+    assert calls == ["probe", *ran]
+    out = capsys.readouterr()
+    assert out.out == "/env/python\n"  # standard output as before: the env's Python only
+    assert "stage 3/4: conform" in out.err and ("stage 4/4: live" in out.err) == bool(ran)
