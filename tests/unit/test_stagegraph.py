@@ -131,6 +131,54 @@ def test_ahead_work_that_fails_is_not_the_flows_failure() -> None:
     assert walk(g).failed is None and ran == ["a"]
 
 
+def test_halt_ends_the_walk_early_and_is_not_a_failure() -> None:
+    """A gate (hardware: verdict lab) ends the walk: what follows does not run."""
+    from vllm_plugin_release.flows.stagewalk import Halt
+
+    stop = threading.Event()
+    ran: list[str] = []
+
+    def gate() -> None:
+        ran.append("gate")
+        raise Halt
+
+    g = Graph(
+        [
+            Stage("warm", lambda: stop.wait(30), ahead=True),
+            Stage("gate", gate),
+            Stage("live", lambda: ran.append("live"), ("gate", "warm")),
+        ]
+    )
+    record = walk(g, stop={"warm": stop.set})
+    assert ran == ["gate"] and record.halted == "gate" and record.failed is None
+    assert list(record.seconds) == ["gate"] and stop.is_set()
+
+
+def test_a_titled_walk_numbers_its_rules_under_its_title_never_as_github_groups(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A walk inside a larger command (a baseline in a bisection) keeps standard output,
+    where the command's report goes, free of workflow commands."""
+    from vllm_plugin_release.core import progress
+
+    g = Graph([Stage("a", _noop), Stage("b", _noop, ("a",))])
+    saved = dict(progress._mode)
+    progress.configure(interactive=False, github=True)
+    try:
+        walk(g, title="baseline 0.25.1")
+        titled = capsys.readouterr()
+        walk(g)
+        top = capsys.readouterr()
+    finally:
+        progress._mode.update(saved)
+    assert "::" not in titled.out
+    assert "baseline 0.25.1 stage 1/2: a" in titled.err
+    assert "baseline 0.25.1 stage 2/2: b" in titled.err
+    assert top.out.splitlines() == [
+        "::group::stage 1/2: a", "::endgroup::", "::group::stage 2/2: b", "::endgroup::",
+    ]  # fmt: skip
+
+
 def test_a_toy_stage_is_one_entry_and_the_release_walk_runs_it_where_its_edges_say(
     tmp_path: Path,
 ) -> None:

@@ -194,9 +194,11 @@ def every(seconds: float, tick: Callable[[], None], name: str) -> Iterator[None]
 
 
 @contextlib.contextmanager
-def stage(title: str) -> Iterator[None]:
-    """One stage of a flow: a rule line, or a collapsible group in a GitHub Actions log."""
-    if not _mode["github"]:
+def stage(title: str, *, group: bool = True) -> Iterator[None]:
+    """One stage of a flow: a rule line, or a collapsible group in a GitHub Actions log
+    (`group=False`: a rule there too, for a stage inside another's group or inside a
+    command whose standard output is its report)."""
+    if not (_mode["github"] and group):
         _console().rule(f"[bold]{escape(title)}")
         yield
         return

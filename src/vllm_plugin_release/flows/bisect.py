@@ -38,7 +38,8 @@ from vllm_plugin_release.core.cache import Cache, atomic_write_text, write_json
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges import corehistory
 from vllm_plugin_release.edges.fetch import index_files
-from vllm_plugin_release.flows.baseline import baseline_python, commit_spec, pairing_python
+from vllm_plugin_release.flows.baseline import baseline_python, commit_spec
+from vllm_plugin_release.flows.pairing_graph import pairing_python
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.flows.upstream import releases_from_files, spec_index
 
@@ -84,8 +85,13 @@ def git_candidates(spec: Spec, good: str, bad: str, opts: Options, inputs: Input
     def python_of(commit: str) -> Path:
         epoch = corehistory.commit_time(repo, commit)
         base = commit_spec(spec, url, commit, epoch, opts.cache, f"bisect-{commit[:12]}")
-        tree = corehistory.checkout(repo, commit, opts.cache)
-        return pairing_python(base, tree, cache=opts.cache, dist=dist, plugin=inputs.plugin)
+        return pairing_python(
+            lambda _fetcher: (base, corehistory.checkout(repo, commit, opts.cache)),
+            title=f"bisect {commit[:12]}",
+            cache=opts.cache,
+            dist=dist,
+            plugin=inputs.plugin,
+        )
 
     return Candidates("git", url, items, python_of, subject=lambda c: corehistory.subject(repo, c))
 

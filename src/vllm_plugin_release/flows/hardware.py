@@ -13,8 +13,10 @@
   serve` it starts with the spec's model and settings. Both results become the
   `hardware` check of the scorecard written by `vpr conform --runner hardware`, and the
   verdict is recomputed: `fleet` needs that check passed. Exit 0 only with verdict `fleet`.
-* `conform_hardware` is the whole sequence on the runner: probe, hardware pairing
-  environment, conformance on the hardware runner, live.
+* `conform_hardware` is the whole sequence on the runner, a stage graph walked like the
+  release's (core/stagegraph, flows/stagewalk): probe, hardware pairing environment
+  (then the runtime probed in it, where the environment installs it), conformance on
+  the hardware runner, live.
 """
 
 from __future__ import annotations
@@ -41,9 +43,13 @@ from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import write_json
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK, BadInput, OutsideFailure
 from vllm_plugin_release.core.records import dist_dir
+from vllm_plugin_release.core.stagegraph import Graph, Stage
 from vllm_plugin_release.edges import proc, serve
 from vllm_plugin_release.edges.device import Probe, probe, runtime_env_from_environ
 from vllm_plugin_release.edges.git import git, refuse_option
+from vllm_plugin_release.flows import extrastages
+from vllm_plugin_release.flows.stagecontext import Context
+from vllm_plugin_release.flows.stagewalk import Halt, walk
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.buildspec.model import Spec
@@ -310,47 +316,103 @@ class Options:
     runtime_env: Path | None = None  # default: $VPR_RUNTIME_ENV
 
 
+class _Steps:
+    """The sequence on the hardware runner, a method per stage; each hands on what the next
+    reads (the environment's record, the exit code)."""
+
+    def __init__(self, spec: Spec, opts: Options, spec_arg: str | Path) -> None:
+        from vllm_plugin_release.flows.sources import Inputs
+
+        self.spec = spec
+        self.opts = opts
+        self.spec_arg = spec_arg
+        self.inputs = Inputs(spec, opts.cache, opts.plugin_source)
+        self.dist = dist_dir(opts.dist_root, spec.name)
+        self.hw = settings(spec)
+        self.runtime_env = opts.runtime_env or runtime_env_from_environ()
+        self.record: dict[str, Any] = {}
+        self.code = EXIT_OK
+
+    def installs_runtime(self) -> bool:
+        """The runtime is pinned in the pairing lock (tt: ttnn 0.81.1): the device and the
+        mesh variable are probed first (a machine without them stops there, before any
+        environment is made), then the environment installs the runtime by hash and the
+        runtime is probed in it."""
+        from vllm_plugin_release.stages.requests import runtime_plan
+
+        return (
+            self.runtime_env is None
+            and runtime_plan(self.spec, "hardware", None).status == "install"
+        )
+
+    def probe(self) -> None:
+        if self.installs_runtime():
+            found = observe(self.spec, Path(sys.executable), self.hw, self.dist)
+            require(without_runtime(found, self.spec))
+        else:
+            require(
+                observe(self.spec, probe_python(self.dist, self.runtime_env), self.hw, self.dist)
+            )
+
+    def env(self) -> None:
+        from vllm_plugin_release.stages.pairing_env import create_env
+
+        self.record = create_env(
+            self.spec,
+            cache=self.opts.cache,
+            dist_root=self.opts.dist_root,
+            runner_kind="hardware",
+            runtime_env=self.runtime_env,
+            plugin=self.inputs.plugin,
+            tree=self.inputs.tree,
+        )
+
+    def runtime_probe(self) -> None:
+        require(observe(self.spec, Path(self.record["python"]), self.hw, self.dist))
+
+    def conform(self) -> None:
+        from vllm_plugin_release.conform.suite import conform_cached, verdict_line
+
+        print(self.record["python"])  # the environment's, once it passed every probe
+        card = conform_cached(self.inputs.context("hardware", self.opts.dist_root))
+        progress.info(verdict_line(card, self.dist))
+        if card["verdict"] == "lab":
+            self.code = EXIT_GATE
+            raise Halt  # the live test is for a pairing that conforms
+
+    def live(self) -> None:
+        self.code = live(self.spec, self.dist, self.hw, self.spec_arg)
+
+    def context(self) -> Context:
+        return Context("hardware", self.spec, self.opts.cache, self.opts.dist_root)
+
+
+def graph(steps: _Steps) -> Graph:
+    """The hardware runner's stages and what each needs, with the extras that join
+    "hardware"; runtime-probe only where the environment installs the runtime."""
+    s = steps
+    stages = [
+        Stage("probe", s.probe, about="runtime, device and mesh variable, before any env"),
+        Stage("env", s.env, ("probe",), about="the hardware pairing environment"),
+    ]
+    conform_needs: tuple[str, ...] = ("env",)
+    if s.installs_runtime():
+        stages.append(Stage("runtime-probe", s.runtime_probe, ("env",), about="in the env"))
+        conform_needs = ("runtime-probe",)
+    stages += [
+        Stage("conform", s.conform, conform_needs, about="the scorecard; verdict lab stops here"),
+        Stage("live", s.live, ("conform",), about="-tp 2 probe and the live load test"),
+    ]
+    return Graph(extrastages.extended("hardware", stages, s.context))
+
+
 def conform_hardware(spec: Spec, opts: Options, spec_arg: str | Path) -> int:
-    """Probe, `vpr env --runner hardware`, `vpr conform --runner hardware`, live.
+    """Probe, `vpr env --runner hardware`, `vpr conform --runner hardware`, live: the
+    hardware graph, walked.
 
     Stops at the first step that fails, with that step's exit code (as the separate
     commands would): 3 when the probe finds something missing, 1 when conformance gives
     verdict `lab`; then `live`'s code (0 only with verdict `fleet`)."""
-    from vllm_plugin_release.conform.suite import conform_cached, verdict_line
-    from vllm_plugin_release.flows.sources import Inputs
-    from vllm_plugin_release.stages.pairing_env import create_env
-    from vllm_plugin_release.stages.requests import runtime_plan
-
-    inputs = Inputs(spec, opts.cache, opts.plugin_source)
-    dist = dist_dir(opts.dist_root, spec.name)
-    hw = settings(spec)
-    runtime_env = opts.runtime_env or runtime_env_from_environ()
-
-    def make_env() -> dict:
-        return create_env(
-            spec,
-            cache=opts.cache,
-            dist_root=opts.dist_root,
-            runner_kind="hardware",
-            runtime_env=runtime_env,
-            plugin=inputs.plugin,
-            tree=inputs.tree,
-        )
-
-    if runtime_env is None and runtime_plan(spec, "hardware", None).status == "install":
-        # The runtime is pinned in the pairing lock (tt: ttnn 0.81.1): the device and the
-        # mesh variable are probed first (a machine without them stops here, before any
-        # environment is made), then the environment installs the runtime by hash and the
-        # runtime is probed in it.
-        require(without_runtime(observe(spec, Path(sys.executable), hw, dist), spec))
-        record = make_env()
-        require(observe(spec, Path(record["python"]), hw, dist))
-    else:
-        require(observe(spec, probe_python(dist, runtime_env), hw, dist))
-        record = make_env()
-    print(record["python"])
-    card = conform_cached(inputs.context("hardware", opts.dist_root))
-    progress.info(verdict_line(card, dist))
-    if card["verdict"] == "lab":
-        return EXIT_GATE
-    return live(spec, dist, hw, spec_arg)
+    steps = _Steps(spec, opts, spec_arg)
+    walk(graph(steps))
+    return steps.code

@@ -29,7 +29,8 @@ from vllm_plugin_release.core.cache import Cache, atomic_write_text, write_json
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges import corehistory
 from vllm_plugin_release.edges.fetch import index_files
-from vllm_plugin_release.flows.baseline import baseline_python, commit_spec, pairing_python
+from vllm_plugin_release.flows.baseline import baseline_python, commit_spec
+from vllm_plugin_release.flows.pairing_graph import pairing_python
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.flows.upstream import releases_from_files, spec_index
 
@@ -102,9 +103,14 @@ def _main_column(spec: Spec, opts: Options, inputs: Inputs, dist: Path) -> dict[
     commit = corehistory.resolve(repo, opts.ref, "--ref", url)
     epoch = corehistory.commit_time(repo, commit)
     base = commit_spec(spec, url, commit, epoch, opts.cache, "matrix-main")
-    tree = corehistory.checkout(repo, commit, opts.cache)
     progress.console.rule(f"matrix: {opts.ref} {commit[:12]}")
-    python = pairing_python(base, tree, cache=opts.cache, dist=dist, plugin=inputs.plugin)
+    python = pairing_python(
+        lambda _fetcher: (base, corehistory.checkout(repo, commit, opts.cache)),
+        title=f"matrix {opts.ref} {commit[:12]}",
+        cache=opts.cache,
+        dist=dist,
+        plugin=inputs.plugin,
+    )
     cell = _cell(spec, python, inputs.plugin.root, opts.cache)
     return {"core": f"{opts.ref}@{commit[:12]}", "role": "main", **cell}
 

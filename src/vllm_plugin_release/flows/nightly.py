@@ -27,8 +27,9 @@ from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges import corehistory, ledgerstore
 from vllm_plugin_release.edges.store import open_store
 from vllm_plugin_release.edges.trust import TRUST_DIR, Trusted
-from vllm_plugin_release.flows.baseline import commit_spec, pairing_python
+from vllm_plugin_release.flows.baseline import commit_spec
 from vllm_plugin_release.flows.ledger import now_utc, record_verdict, signing_key
+from vllm_plugin_release.flows.pairing_graph import pairing_python
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.stages.publish import resolve_targets
 
@@ -138,9 +139,13 @@ def nightly(spec: Spec, opts: Options) -> dict[str, Any]:
     inputs = Inputs(spec, opts.cache, opts.plugin_source)
     epoch = corehistory.commit_time(repo, commit)
     base = commit_spec(spec, url, commit, epoch, opts.cache, SUFFIX)
-    tree = corehistory.checkout(repo, commit, opts.cache)
     python = pairing_python(
-        base, tree, cache=opts.cache, dist=dist, plugin=inputs.plugin, dist_root=opts.dist_root
+        lambda _fetcher: (base, corehistory.checkout(repo, commit, opts.cache)),
+        title=f"nightly {commit[:12]}",
+        cache=opts.cache,
+        dist=dist,
+        plugin=inputs.plugin,
+        dist_root=opts.dist_root,
     )
     failing, errors = _tests(base, python, inputs.plugin.root, opts.cache)
     from vllm_plugin_release.stages.manifest import build_for_spec

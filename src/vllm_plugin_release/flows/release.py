@@ -24,7 +24,9 @@ from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.core.stagegraph import Graph, Stage
 from vllm_plugin_release.edges import children, ci, envrun
+from vllm_plugin_release.flows import extrastages
 from vllm_plugin_release.flows.sources import Inputs
+from vllm_plugin_release.flows.stagecontext import Context
 from vllm_plugin_release.flows.stagewalk import Walk, walk
 from vllm_plugin_release.stages.requests import build_request
 
@@ -68,6 +70,9 @@ class _Stages:
         self.out = out
         self.inputs = Inputs(spec, opts.cache, opts.plugin_source)
         self.built: list[StageResult] = []  # the core's, the plugin's and the guard's
+
+    def context(self) -> Context:
+        return Context("release", self.spec, self.opts.cache, self.opts.dist_root)
 
     def env_free(self, blocked: PythonUnavailable | None) -> None:
         _env_free_checks(self.spec, self.opts, self.out, self.inputs, blocked)
@@ -225,7 +230,7 @@ class _Stages:
 
 def graph(spec: Spec, opts: Options, out: Outcome) -> Graph:
     """The release's stages and what each needs (the order they are declared in is the
-    order the line runs in)."""
+    order the line runs in), with the extras that join "release" (flows/extrastages)."""
     s = _Stages(spec, opts, out)
     builds = ("build-core", "build-plugin", "build-guard")
     stages = [
@@ -244,7 +249,7 @@ def graph(spec: Spec, opts: Options, out: Outcome) -> Graph:
             Stage("publish", s.publish, ("manifest", "twine-check")),
             Stage("ledger", s.ledger, ("publish",)),
         ]
-    return Graph(stages)
+    return Graph(extrastages.extended("release", stages, s.context))
 
 
 def _env_free_checks(
