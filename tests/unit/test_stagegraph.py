@@ -72,6 +72,46 @@ def test_the_drawings_show_the_line_its_needs_and_the_ahead_work() -> None:
     assert '"late" -> "c";' in dot and '"a" -> "b";' in dot
 
 
+def test_the_drawings_show_each_stage_s_cache_state_and_a_failing_probe_is_unknown() -> None:
+    def broken() -> str:
+        raise OSError('disk "gone"\nsecond line')
+
+    g = Graph(
+        [
+            Stage("warm", _noop, ahead=True, cached=lambda: stagegraph.CACHED),
+            Stage("a", _noop, cached=lambda: stagegraph.NOT_CACHED),
+            Stage("b", _noop, ("a",), cached=broken),
+            Stage("c", _noop, ("b",), cached=lambda: None),  # nothing to say
+            Stage("d", _noop, ("c",)),  # no probe
+            Stage("e", _noop, ("d",), cached=lambda: 3),  # type: ignore[arg-type,return-value]
+        ]
+    )
+    states = stagegraph.cache_states(g)
+    assert states == {
+        "warm": "cached",
+        "a": "not cached",
+        "b": 'unknown: disk "gone"',
+        "e": "unknown: the probe answered 3",
+    }
+    assert stagegraph.cache_states(g, ["a"]) == {"a": "not cached"}  # only what is drawn
+    assert stagegraph.text(g, states=states).splitlines() == [
+        "    ~ warm [cached]: ahead, from the start",
+        " 1. a [not cached]",
+        ' 2. b [unknown: disk "gone"]  <- a',
+        " 3. c  <- b",
+        " 4. d  <- c",
+        " 5. e [unknown: the probe answered 3]  <- d",
+    ]
+    assert stagegraph.text(g) == stagegraph.text(g, states={})  # no states: as before
+    dot = stagegraph.dot(g, states=states)
+    assert (
+        '"warm" [style="dashed,filled", label="warm (ahead)\\ncached", fillcolor=palegreen];' in dot
+    )
+    assert '"a" [label="a\\nnot cached"];' in dot
+    assert '"b" [label="b\\nunknown: disk \\"gone\\""];' in dot  # quotes escaped
+    assert '  "d";' in dot and dot.count("filled") == 1  # only what is cached is filled
+
+
 def test_the_walk_runs_the_line_in_order_and_ahead_work_once_its_needs_ended() -> None:
     seen: list[str] = []
     gate = threading.Event()

@@ -11,8 +11,13 @@ The edge says when ahead work starts, where a callback from inside another stage
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+# What a stage's cache probe says: its result for today's inputs is cached, is not, or
+# cannot be known before another stage's output exists ("unknown: needs ...").
+CACHED = "cached"
+NOT_CACHED = "not cached"
 
 
 @dataclass(frozen=True)
@@ -22,6 +27,31 @@ class Stage:
     needs: tuple[str, ...] = ()
     ahead: bool = False
     about: str = ""  # one line for the drawing
+    # Says, without running anything (no network, no download, no write), whether the
+    # stage's result for today's inputs is cached: CACHED, NOT_CACHED, "unknown: why";
+    # None (or no probe): the stage keeps nothing to reuse, nothing is drawn.
+    cached: Callable[[], str | None] | None = field(default=None, compare=False, repr=False)
+
+
+def cache_state(stage: Stage) -> str | None:
+    """The stage's probe's answer; whatever goes wrong in it is "unknown" with the reason
+    (a probe never fails the drawing)."""
+    if stage.cached is None:
+        return None
+    try:
+        state = stage.cached()
+    except Exception as exc:  # any error: the drawing says it, and goes on
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return f"unknown: {reason}"
+    if state is not None and not isinstance(state, str):
+        return f"unknown: the probe answered {state!r}"
+    return state
+
+
+def cache_states(graph: Graph, targets: Iterable[str] | None = None) -> dict[str, str]:
+    """Each drawn stage's cache state, for the ones that have a probe and an answer."""
+    found = {s.name: cache_state(s) for s in graph.needed(targets)}
+    return {name: state for name, state in found.items() if state is not None}
 
 
 class Graph:
@@ -68,9 +98,12 @@ class Graph:
         return [s for s in self.needed(targets) if not s.ahead]
 
 
-def text(graph: Graph, targets: Iterable[str] | None = None) -> str:
+def text(
+    graph: Graph, targets: Iterable[str] | None = None, states: Mapping[str, str] | None = None
+) -> str:
     """The graph as lines: the numbered line, each stage with its needs; ahead work
-    after the stage it starts behind."""
+    after the stage it starts behind; a stage's cache state (`states`) as `[cached]`."""
+    states = states or {}
     stages = graph.needed(targets)
     line = [s for s in stages if not s.ahead]
     place = {s.name: n for n, s in enumerate(line)}
@@ -78,29 +111,61 @@ def text(graph: Graph, targets: Iterable[str] | None = None) -> str:
     for stage in stages:
         if stage.ahead:
             starts.setdefault(max((place[n] for n in stage.needs), default=-1), []).append(stage)
-    out = [_ahead_line(s) for s in starts.get(-1, [])]
+    out = [_ahead_line(s, states) for s in starts.get(-1, [])]
     for number, stage in enumerate(line):
         needs = f"  <- {', '.join(stage.needs)}" if stage.needs else ""
         about = f"  ({stage.about})" if stage.about else ""
-        out.append(f"{number + 1:>2}. {stage.name}{needs}{about}")
-        out.extend(_ahead_line(s) for s in starts.get(number, []))
+        out.append(f"{number + 1:>2}. {stage.name}{_state(stage, states)}{needs}{about}")
+        out.extend(_ahead_line(s, states) for s in starts.get(number, []))
     return "\n".join(out) + "\n"
 
 
-def _ahead_line(stage: Stage) -> str:
+def _state(stage: Stage, states: Mapping[str, str]) -> str:
+    return f" [{states[stage.name]}]" if stage.name in states else ""
+
+
+def _ahead_line(stage: Stage, states: Mapping[str, str]) -> str:
     after = f"once {', '.join(stage.needs)} ended" if stage.needs else "from the start"
     about = f"  ({stage.about})" if stage.about else ""
-    return f"    ~ {stage.name}: ahead, {after}{about}"
+    return f"    ~ {stage.name}{_state(stage, states)}: ahead, {after}{about}"
 
 
-def dot(graph: Graph, targets: Iterable[str] | None = None, name: str = "release") -> str:
-    """The graph in Graphviz's DOT: line stages as boxes, ahead work dashed."""
+def dot(
+    graph: Graph,
+    targets: Iterable[str] | None = None,
+    name: str = "release",
+    states: Mapping[str, str] | None = None,
+) -> str:
+    """The graph in Graphviz's DOT: line stages as boxes, ahead work dashed; a stage
+    whose result is cached filled, its cache state (`states`) under its name."""
+    states = states or {}
     stages = graph.needed(targets)
     out = [f'digraph "{name}" {{', "  rankdir=LR;", "  node [shape=box];"]
     for stage in stages:
-        style = ' [style=dashed, label="' + stage.name + ' (ahead)"]' if stage.ahead else ""
-        out.append(f'  "{stage.name}"{style};')
+        out.append(f'  "{stage.name}"{_dot_attrs(stage, states.get(stage.name))};')
     for stage in stages:
         out.extend(f'  "{need}" -> "{stage.name}";' for need in stage.needs)
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+def _dot_attrs(stage: Stage, state: str | None) -> str:
+    """The node's attributes: its label (name, "(ahead)", the cache state) and style."""
+    styles = (["dashed"] if stage.ahead else []) + (["filled"] if state == CACHED else [])
+    if not styles and state is None:
+        return ""
+    label = _escaped(stage.name + (" (ahead)" if stage.ahead else ""))
+    if state is not None:
+        label += "\\n" + _escaped(state)  # DOT's line break in a label
+    attrs = [f'label="{label}"']
+    if styles:
+        style = styles[0] if len(styles) == 1 else '"' + ",".join(styles) + '"'
+        attrs.insert(0, f"style={style}")
+    if state == CACHED:
+        attrs.append("fillcolor=palegreen")
+    return " [" + ", ".join(attrs) + "]"
+
+
+def _escaped(text: str) -> str:
+    """Text inside a DOT string: a probe's reason may hold quotes or backslashes."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
