@@ -39,11 +39,16 @@ def source_digest(source: Path) -> str:
     return h.hexdigest()
 
 
+def stage_key(digest: str) -> str:
+    """The stage's cache key, from its source's digest (`source_digest`)."""
+    return key_of({"stage": STAGE, "recipe": RECIPE_VERSION, "source": digest})
+
+
 def build_guard(spec: Spec, *, cache: Cache, dist_root: Path) -> StageResult:
     """The guard's wheel in dist/NAME/ with build-guard.json (cached by its source)."""
     source = guardbuild.guard_source()
     digest = source_digest(source)
-    key = key_of({"stage": STAGE, "recipe": RECIPE_VERSION, "source": digest})
+    key = stage_key(digest)
     stage_dir = cache.stage_dir(STAGE, key)
     dist = dist_dir(dist_root, spec.name)
     cached = reuse(stage_dir, dist, RECORD, STAGE)
