@@ -54,8 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         nargs="?",
         const="text",
         choices=["text", "dot"],
-        help="print the stages and what each needs (text, or DOT for Graphviz), then stop: "
-        "nothing is built or fetched",
+        help="print the stages, what each needs and whether its result for today's inputs "
+        "is cached (text, or DOT for Graphviz), then stop: nothing is built or fetched",
     )
     release.set_defaults(func=_release)
 
@@ -90,9 +90,10 @@ def _print_graph(spec: Spec, options: Options, form: str) -> int:
     from vllm_plugin_release.flows.release import Outcome, graph
 
     stages = graph(spec, options, Outcome())
+    states = stagegraph.cache_states(stages)  # looked up, never run: no fetch, no write
     if form == "dot":
-        sys.stdout.write(stagegraph.dot(stages, name=f"release {spec.name}"))
+        sys.stdout.write(stagegraph.dot(stages, name=f"release {spec.name}", states=states))
     else:
         sys.stdout.write(f"vpr release {spec.name}: the line runs in this order\n")
-        sys.stdout.write(stagegraph.text(stages))
+        sys.stdout.write(stagegraph.text(stages, states=states))
     return 0

@@ -25,6 +25,7 @@ from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.core.stagegraph import Graph, Stage
 from vllm_plugin_release.edges import children, ci, envrun
 from vllm_plugin_release.flows import extrastages
+from vllm_plugin_release.flows.releasecache import Probes
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.flows.stagecontext import Context
 from vllm_plugin_release.flows.stagewalk import Walk, walk
@@ -232,15 +233,23 @@ def graph(spec: Spec, opts: Options, out: Outcome) -> Graph:
     """The release's stages and what each needs (the order they are declared in is the
     order the line runs in), with the extras that join "release" (flows/extrastages)."""
     s = _Stages(spec, opts, out)
+    # What each stage has cached, for the drawing (`--graph`); the walk never asks.
+    probe = Probes(spec, opts.cache, opts.dist_root, opts.runner)
     builds = ("build-core", "build-plugin", "build-guard")
     stages = [
         Stage("build-env", s.build_env, ahead=True, about="the build environment, from the lock"),
         Stage("lock", s.lock_check, about="the lock against the core's requirements"),
-        Stage("build-core", s.build_core, ("lock", "build-env")),
-        Stage("build-plugin", s.build_plugin, ("build-core",)),
-        Stage("build-guard", s.build_guard, ("build-core",)),
-        Stage("env", s.env, builds, about="the pairing environment; plugin tests start ahead"),
-        Stage("conform", s.conform, ("env",), about="the scorecard"),
+        Stage("build-core", s.build_core, ("lock", "build-env"), cached=probe.build_core),
+        Stage("build-plugin", s.build_plugin, ("build-core",), cached=probe.build_plugin),
+        Stage("build-guard", s.build_guard, ("build-core",), cached=probe.build_guard),
+        Stage(
+            "env",
+            s.env,
+            builds,
+            about="the pairing environment; plugin tests start ahead",
+            cached=probe.env,
+        ),
+        Stage("conform", s.conform, ("env",), about="the scorecard", cached=probe.conform),
         Stage("manifest", s.manifest, ("conform",)),
     ]
     if opts.publish:

@@ -1,0 +1,129 @@
+"""What `vpr release --graph` says of each stage's cache: whether its result for today's
+inputs is already kept, found without running anything.
+
+Each probe computes the stage's own key (the stage module's key function) from what is
+at hand — the spec, the lock's bytes, the guard's source, the records in dist/NAME —
+and looks for the entry. Nothing is fetched, built or written: a key that needs an
+output not produced yet (the plugin checkout, the built wheels' sha256) is "unknown:
+needs ...". Whatever goes wrong in a probe is "unknown" with the reason
+(core/stagegraph.cache_state): `--graph` never fails on it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.buildspec.model import Spec
+from vllm_plugin_release.core import records
+from vllm_plugin_release.core.cache import Cache, sha256_file
+from vllm_plugin_release.core.records import dist_dir
+from vllm_plugin_release.core.stagegraph import CACHED, NOT_CACHED
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    """A record, or None when there is none (or it is not a JSON object)."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _wheel_sha(record: dict[str, Any] | None) -> str | None:
+    wheel = record.get("wheel") if record else None
+    return wheel.get("sha256") if isinstance(wheel, dict) else None
+
+
+def _kept_wheel(stage_dir: Path, record_name: str) -> dict[str, Any] | None:
+    """A wheel stage's cache entry (its record, with its wheel beside it), or None."""
+    record = _json(stage_dir / record_name)
+    wheel = record.get("wheel") if record else None
+    if not isinstance(wheel, dict) or not (stage_dir / str(wheel.get("filename"))).is_file():
+        return None
+    return record
+
+
+class Probes:
+    """The release's stages' cache probes over one spec, cache and dist folder."""
+
+    def __init__(self, spec: Spec, cache: Cache, dist_root: Path, runner: str = "cpu") -> None:
+        self.spec = spec
+        self.cache = cache
+        self.dist_root = dist_root
+        self.dist = dist_dir(dist_root, spec.name)
+        self.runner = runner
+
+    @functools.cached_property
+    def core_entry(self) -> dict[str, Any] | None:
+        """build-core's cache entry for today's spec and lock, or None."""
+        from vllm_plugin_release.stages import build_core
+
+        lock = self.spec.resolve(self.spec.build.constraints)
+        if not lock.is_file():
+            raise FileNotFoundError(f"no build lock at {lock}")
+        key = build_core.stage_key(self.spec, sha256_file(lock), self._isolated())
+        return _kept_wheel(self.cache.stage_dir(build_core.STAGE, key), build_core.RECORD)
+
+    def _isolated(self) -> bool:
+        """Whether the build runs without network (a key input), as the runner says."""
+        if self.spec.build.backend == "local":
+            from vllm_plugin_release.stages.wheelbuild import runner_for
+
+            return runner_for(self.spec, self.cache).isolate  # a local runner writes nothing
+        from vllm_plugin_release.edges.container import ContainerRunner
+
+        return ContainerRunner.isolate  # made here, it would create the uv cache folder
+
+    def build_core(self) -> str:
+        return CACHED if self.core_entry is not None else NOT_CACHED
+
+    def build_guard(self) -> str:
+        from vllm_plugin_release.edges import guardbuild
+        from vllm_plugin_release.stages import build_guard
+
+        key = build_guard.stage_key(build_guard.source_digest(guardbuild.guard_source()))
+        entry = _kept_wheel(self.cache.stage_dir(build_guard.STAGE, key), build_guard.RECORD)
+        return CACHED if entry is not None else NOT_CACHED
+
+    def build_plugin(self) -> str:
+        return "unknown: needs the plugin checkout (resolved when build-plugin runs)"
+
+    def env(self) -> str:
+        """Cached when dist/NAME's env record was made from today's wheels and lock, in
+        the environment it names, which is still kept; the key itself needs the built
+        wheels and the interpreter, so without those records it is unknown."""
+        core = _json(self.dist / records.BUILD_CORE)
+        if self.core_entry is None or _wheel_sha(core) != _wheel_sha(self.core_entry):
+            return f"unknown: needs build-core's output in {self.dist}"
+        plugin = _json(self.dist / records.BUILD_PLUGIN)
+        if _wheel_sha(plugin) is None:
+            return f"unknown: needs build-plugin's output in {self.dist}"
+        env = _json(self.dist / records.ENV)
+        if env is None:
+            return f"unknown: no env record for these wheels in {self.dist}"
+        lock = self.spec.resolve(self.spec.env_constraints)
+        made_from = (
+            env.get("runner"),
+            env.get("lock_sha256"),
+            (env.get("core_wheel") or {}).get("sha256"),
+            (env.get("plugin_wheel") or {}).get("sha256"),
+        )
+        today = (self.runner, sha256_file(lock), _wheel_sha(core), _wheel_sha(plugin))
+        kept = Path(str(env.get("python"))).parent.parent / ".vpr-env.json"
+        return CACHED if made_from == today and kept.is_file() else NOT_CACHED
+
+    def conform(self) -> str:
+        """The scorecard's key is read from the records in dist/NAME (conform_key)."""
+        if self.env() != CACHED:
+            return "unknown: needs env's output"
+        from vllm_plugin_release.conform.suite import conform_key
+        from vllm_plugin_release.flows.sources import Inputs
+
+        ctx = Inputs(self.spec, self.cache).context(self.runner, self.dist_root)
+        found = self.cache.stage_dir("conform", conform_key(ctx)) / records.SCORECARD
+        return CACHED if found.is_file() else NOT_CACHED
