@@ -260,6 +260,18 @@ def source_tree(spec: Spec, fetcher: Fetcher) -> Path:
     return fetcher.git(src)
 
 
+def cached_source_tree(spec: Spec, cache: Cache) -> Path | None:
+    """The verified core source tree when it is already in the cache, else None; nothing
+    is fetched, extracted or written (`vpr release --graph`). A tree is only ever
+    published there whole, after its archive or commit was verified."""
+    src = spec.core.source
+    if isinstance(src, SdistSource):
+        final = cache.src_dir(src.sha256)
+        return single_top_dir(final) if final.is_dir() else None
+    final = cache.git_dir(src.commit)
+    return final if final.is_dir() else None
+
+
 def clone_at(url: str, tag: str, dest: Path) -> None:
     import urllib.parse
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress
-from vllm_plugin_release.core.cache import Cache, tree_intact, write_tree_manifest
+from vllm_plugin_release.core.cache import Cache, key_of, tree_intact, write_tree_manifest
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.treewalk import remove_tree
 from vllm_plugin_release.edges.fetch import ArchiveLimits, extract
@@ -114,6 +114,58 @@ def resolve(spec: Spec, cache: Cache, override: Path | None = None) -> PluginSou
     )
 
 
+def present(spec: Spec, cache: Cache, override: Path | None = None) -> PluginSource | None:
+    """The plugin source `resolve` would give, when its tree is already in the cache; None
+    when it is not (or the spec names none). Read-only: git is only asked about commits,
+    nothing is cloned, exported or written, and a pinned tag is not asked of its remote
+    (a gate of `resolve`, not part of what is built)."""
+    source = spec.plugin.get("source") if spec.plugin else None
+    if not isinstance(source, dict):
+        return None
+    if source.get("kind") == "path" and override is None:
+        return _present_repo_path(spec.resolve(source["path"]), cache)
+    commit = source.get("commit")
+    checkout = cache.root / "plugins" / str(commit) / "checkout"
+    if not commit or not (checkout.parent / ".vpr-complete").is_file():
+        return None
+    sub = spec.plugin.get("subdirectory", "")
+    return PluginSource(
+        root=checkout / sub if sub else checkout,
+        kind="git",
+        repository=source.get("url", str(override)),
+        commit=commit,
+        source_date_epoch=commit_time(checkout, commit),
+    )
+
+
+def _present_repo_path(folder: Path, cache: Cache) -> PluginSource | None:
+    """`_from_repo_path`'s answer when its export is in the cache, else None."""
+    top = git("rev-parse", "--show-toplevel", cwd=folder) if folder.is_dir() else None
+    if top is None or top.returncode != 0:
+        return None
+    repo = Path(top.stdout.strip())
+    rel = folder.resolve().relative_to(repo.resolve()).as_posix()
+    commit = git("log", "-1", "--format=%H", "--", rel, cwd=repo).stdout.strip()
+    tree_id = git("rev-parse", f"HEAD:{rel}", cwd=repo)
+    if not commit or tree_id.returncode != 0:
+        return None
+    dest = _tree_dest(cache, tree_id.stdout.strip())
+    if not dest.is_dir():
+        return None
+    return PluginSource(
+        root=dest / folder.name,
+        kind="path",
+        repository=rel,
+        commit=commit,
+        source_date_epoch=commit_time(repo, commit),
+    )
+
+
+def _tree_dest(cache: Cache, tree_id: str) -> Path:
+    """Where the committed tree `tree_id` of an in-repo plugin is exported."""
+    return cache.root / "plugins" / f"tree-{key_of(tree_id)[:16]}"
+
+
 def _discard_if_changed(dest: Path) -> None:
     """A cached plugin tree that no longer matches its manifest is removed (made again)."""
     if dest.exists() and not tree_intact(dest):
@@ -181,10 +233,8 @@ def _from_repo_path(spec: Spec, folder: Path, cache: Cache) -> PluginSource:
     )
     if archive.returncode != 0:
         raise OutsideFailure(f"git archive of {rel} failed: {archive.stderr.decode().strip()}")
-    from vllm_plugin_release.core.cache import key_of
-
     tree_id = _ok(git("rev-parse", f"{head}:{rel}", cwd=repo), "git rev-parse")
-    dest = cache.root / "plugins" / f"tree-{key_of(tree_id)[:16]}"
+    dest = _tree_dest(cache, tree_id)
     with cache.lock(dest):  # one export, however many runs ask
         _discard_if_changed(dest)
         if not dest.exists():

@@ -24,6 +24,7 @@ from vllm_plugin_release.core.lockfile import check_lock, pins
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.core.wheelfacts import wheel_entry_points, wheel_metadata
 from vllm_plugin_release.edges.plugin_source import PluginSource
+from vllm_plugin_release.edges.runner import Runner
 from vllm_plugin_release.stages.requests import (
     PluginBuildPlan,
     build_request,
@@ -107,20 +108,7 @@ def build_plugin(
     lock_path = spec.resolve(lock_file)
     lock_sha = sha256_file(lock_path)
     variables = dict(sorted(spec.plugin.get("build_env", {}).items()))
-    key = key_of(
-        {
-            "runner": runner.describe(),
-            "recipe": RECIPE_VERSION,
-            "source": src.record(),
-            "tree": _tree_key(src),
-            "lock_sha256": lock_sha,
-            "python": spec.build.python,
-            "reproducibility_check": spec.build.reproducibility_check,
-            "isolated": runner.isolate,
-            # only when set: the keys of plugins built without it are unchanged
-            **({"build_env": variables} if variables else {}),
-        }
-    )
+    key = stage_key(spec, runner, src, lock_sha)
     stage_dir = cache.stage_dir(STAGE, key)
     dist = dist_dir(dist_root, spec.name)
     cached = None if force else reuse(stage_dir, dist, RECORD, STAGE)
@@ -195,6 +183,30 @@ def build_plugin(
         f"commit {src.commit})"
     )
     return result
+
+
+def lock_for(spec: Spec, root: Path, tree: Path) -> Path:
+    """The build lock the plugin at `root` is built in, checked current (BadInput)."""
+    return spec.resolve(_build_lock(spec, root, tree)[0])
+
+
+def stage_key(spec: Spec, runner: Runner, src: PluginSource, lock_sha: str) -> str:
+    """The stage's cache key: the runner, the plugin's source and tree, the lock."""
+    variables = dict(sorted(spec.plugin.get("build_env", {}).items()))
+    return key_of(
+        {
+            "runner": runner.describe(),
+            "recipe": RECIPE_VERSION,
+            "source": src.record(),
+            "tree": _tree_key(src),
+            "lock_sha256": lock_sha,
+            "python": spec.build.python,
+            "reproducibility_check": spec.build.reproducibility_check,
+            "isolated": runner.isolate,
+            # only when set: the keys of plugins built without it are unchanged
+            **({"build_env": variables} if variables else {}),
+        }
+    )
 
 
 def _tree_key(src: PluginSource) -> str:
