@@ -1,7 +1,8 @@
 """flows/releasecache: what `vpr release --graph` says each stage has cached. A fresh cache
 has nothing; an entry made under the key the stage itself computes (its own key
-function) is found; a changed input (the lock's bytes, the env's wheels) loses it; and
-drawing never fetches, builds or writes."""
+function) is found; a changed input (the lock's bytes, the env's wheels) loses it; a key
+that needs what is not in the cache yet is unknown; and drawing never fetches, builds
+or writes."""
 
 from __future__ import annotations
 
@@ -10,16 +11,20 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.support import REFERENCE_SPEC, vpr
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.buildspec.model import Spec
+from vllm_plugin_release.buildspec.model import SdistSource, Spec
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.cache import Cache, sha256_file
 from vllm_plugin_release.core.stagegraph import CACHED, NOT_CACHED, cache_states
 from vllm_plugin_release.edges import guardbuild
+from vllm_plugin_release.edges.fetch import cached_source_tree
+from vllm_plugin_release.edges.plugin_source import present, resolve
 from vllm_plugin_release.flows.release import Options, Outcome, graph
 from vllm_plugin_release.flows.releasecache import Probes
-from vllm_plugin_release.stages import build_core, build_guard
+from vllm_plugin_release.stages import build_core, build_guard, build_plugin
 from vllm_plugin_release.stages.wheelbuild import runner_for
 
 
@@ -129,3 +134,53 @@ def test_the_graph_shows_what_is_cached_and_still_fetches_and_writes_nothing(
     dot = vpr(*base, "--dist", str(tmp_path / "d"), "--graph", "dot").stdout
     assert '"build-core" [style=filled, label="build-core\\ncached", fillcolor=palegreen];' in dot
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_build_plugin_is_known_once_the_plugin_tree_and_core_source_are_in_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = _spec_with_own_locks(tmp_path)
+    cache = Cache(tmp_path / "c")
+    probes = Probes(spec, cache, tmp_path / "d")
+    assert present(spec, cache) is None  # nothing exported yet
+    assert probes.build_plugin().startswith("unknown: needs the plugin checkout")
+    made = resolve(spec, cache)  # the export build-plugin makes (local, a small tree)
+    found = present(spec, cache)
+    assert found is not None and (found.root, found.record()) == (made.root, made.record())
+    assert probes.build_plugin().startswith("unknown: needs the core source")
+    assert cached_source_tree(spec, cache) is None
+    assert isinstance(spec.core.source, SdistSource)
+    (cache.src_dir(spec.core.source.sha256) / "vllm-x").mkdir(parents=True)
+    assert cached_source_tree(spec, cache) == cache.src_dir(spec.core.source.sha256) / "vllm-x"
+    # The lock's check against the core's requirements reads the real source: the
+    # stand-in tree has none, so the lock is taken as the stage would find it.
+    lock = spec.resolve(spec.build.constraints)
+    monkeypatch.setattr(build_plugin, "lock_for", lambda spec, root, tree: lock)
+    assert probes.build_plugin() == NOT_CACHED
+    key = build_plugin.stage_key(spec, runner_for(spec, cache), made, sha256_file(lock))
+    _wheel_entry(cache.stage_dir(build_plugin.STAGE, key), build_plugin.RECORD, "plugin.whl")
+    assert probes.build_plugin() == CACHED
+    lock.write_bytes(lock.read_bytes() + b"\n# changed\n")
+    assert probes.build_plugin() == NOT_CACHED
+
+
+def test_a_pinned_git_plugin_is_present_only_once_cloned_and_as_resolve_gives_it(
+    tmp_path: Path,
+) -> None:
+    from types import SimpleNamespace
+
+    from tests.support import git
+
+    repo = tmp_path / "repo"
+    (repo / "pkg" / "demo").mkdir(parents=True)
+    (repo / "pkg" / "demo" / "__init__.py").write_text("X = 1\n")
+    git("init", "-q", cwd=repo)
+    git("add", ".", cwd=repo)
+    git("commit", "-qm", "plugin", cwd=repo, date="2026-07-25T00:00:00Z")
+    source = {"kind": "git", "url": str(repo), "commit": git("rev-parse", "HEAD", cwd=repo)}
+    spec = SimpleNamespace(path=repo / "s.toml", plugin={"source": source, "subdirectory": "pkg"})
+    cache = Cache(tmp_path / "c")
+    assert present(spec, cache) is None and not cache.root.exists()  # nothing cloned
+    made = resolve(spec, cache)
+    found = present(spec, cache)
+    assert found is not None and (found.root, found.record()) == (made.root, made.record())

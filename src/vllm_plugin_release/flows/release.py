@@ -234,7 +234,7 @@ def graph(spec: Spec, opts: Options, out: Outcome) -> Graph:
     order the line runs in), with the extras that join "release" (flows/extrastages)."""
     s = _Stages(spec, opts, out)
     # What each stage has cached, for the drawing (`--graph`); the walk never asks.
-    probe = Probes(spec, opts.cache, opts.dist_root, opts.runner)
+    probe = Probes(spec, opts.cache, opts.dist_root, opts.runner, opts.plugin_source)
     builds = ("build-core", "build-plugin", "build-guard")
     stages = [
         Stage("build-env", s.build_env, ahead=True, about="the build environment, from the lock"),

@@ -4,9 +4,9 @@ inputs is already kept, found without running anything.
 Each probe computes the stage's own key (the stage module's key function) from what is
 at hand — the spec, the lock's bytes, the guard's source, the records in dist/NAME —
 and looks for the entry. Nothing is fetched, built or written: a key that needs an
-output not produced yet (the plugin checkout, the built wheels' sha256) is "unknown:
-needs ...". Whatever goes wrong in a probe is "unknown" with the reason
-(core/stagegraph.cache_state): `--graph` never fails on it.
+output not produced yet (the plugin checkout or the core source not in the cache yet,
+the built wheels' sha256) is "unknown: needs ...". Whatever goes wrong in a probe is
+"unknown" with the reason (core/stagegraph.cache_state): `--graph` never fails on it.
 """
 
 from __future__ import annotations
@@ -51,9 +51,17 @@ def _kept_wheel(stage_dir: Path, record_name: str) -> dict[str, Any] | None:
 class Probes:
     """The release's stages' cache probes over one spec, cache and dist folder."""
 
-    def __init__(self, spec: Spec, cache: Cache, dist_root: Path, runner: str = "cpu") -> None:
+    def __init__(
+        self,
+        spec: Spec,
+        cache: Cache,
+        dist_root: Path,
+        runner: str = "cpu",
+        plugin_source: Path | None = None,
+    ) -> None:
         self.spec = spec
         self.cache = cache
+        self.plugin_source = plugin_source  # `--plugin-source PATH`
         self.dist_root = dist_root
         self.dist = dist_dir(dist_root, spec.name)
         self.runner = runner
@@ -91,7 +99,26 @@ class Probes:
         return CACHED if entry is not None else NOT_CACHED
 
     def build_plugin(self) -> str:
-        return "unknown: needs the plugin checkout (resolved when build-plugin runs)"
+        """Its key needs the plugin's tree and the lock it is built in (checked against
+        the core source's requirements): known when both are already in the cache."""
+        from vllm_plugin_release.edges.fetch import cached_source_tree
+        from vllm_plugin_release.edges.plugin_source import present
+        from vllm_plugin_release.stages import build_plugin
+        from vllm_plugin_release.stages.wheelbuild import runner_for
+
+        if self.spec.build.backend != "local":  # its image is known once it is made
+            return "unknown: needs the build image (made when build-plugin runs)"
+        src = present(self.spec, self.cache, self.plugin_source)
+        if src is None:
+            return "unknown: needs the plugin checkout (made when build-plugin runs)"
+        tree = cached_source_tree(self.spec, self.cache)
+        if tree is None:
+            return "unknown: needs the core source (fetched when the lock is checked)"
+        lock = build_plugin.lock_for(self.spec, src.root, tree)
+        runner = runner_for(self.spec, self.cache)  # a local runner writes nothing
+        key = build_plugin.stage_key(self.spec, runner, src, sha256_file(lock))
+        entry = _kept_wheel(self.cache.stage_dir(build_plugin.STAGE, key), build_plugin.RECORD)
+        return CACHED if entry is not None else NOT_CACHED
 
     def env(self) -> str:
         """Cached when dist/NAME's env record was made from today's wheels and lock, in
