@@ -106,80 +106,85 @@ def create_env(
     check_lock(lock_path, request)
     lock_sha = sha256_file(lock_path)
     stand_in = spec.runtime.get("stand_in") if runner_kind == "cpu" else None
-    runner = runner_for(spec, cache, folders=(dist, plugin.root), network_isolation="off")
-    # exit 3 naming every place searched; a --runtime-env brings its own python
-    interpreter = runner.interpreter(spec.build.python) if runtime_env is None else None
-    key = key_of(
-        {
-            # An environment made in an image is keyed by it (the local key is unchanged).
-            **({"image": runner.env_key} if runner.env_key else {}),
-            "recipe": ENV_RECIPE,
-            "lock": lock_sha,
-            "core": core["wheel"]["sha256"],
-            "plugin": built["wheel"]["sha256"],
-            "runner": runner_kind,
-            "runtime_env": str(runtime_env) if runtime_env else None,
-            "stand_in": stand_in,
-            "python": spec.build.python,
-            **({"interpreter": interpreter.identity()} if interpreter else {}),
-        }
-    )
-    env_dir = cache.env_dir(f"pair-{spec.name}", key)
-    # The bytecode kept from environments with the same third-party packages and core.
-    bytecode = (
-        cache.root
-        / "bytecode"
-        / key_of(
+    with runner_for(spec, cache, folders=(dist, plugin.root), network_isolation="off") as runner:
+        # exit 3 naming every place searched; a --runtime-env brings its own python
+        interpreter = runner.interpreter(spec.build.python) if runtime_env is None else None
+        key = key_of(
             {
+                # An environment made in an image is keyed by it (the local key is unchanged).
                 **({"image": runner.env_key} if runner.env_key else {}),
+                "recipe": ENV_RECIPE,
                 "lock": lock_sha,
                 "core": core["wheel"]["sha256"],
+                "plugin": built["wheel"]["sha256"],
+                "runner": runner_kind,
+                "runtime_env": str(runtime_env) if runtime_env else None,
+                "stand_in": stand_in,
                 "python": spec.build.python,
+                **({"interpreter": interpreter.identity()} if interpreter else {}),
             }
-        )[:16]
-    )
-    result_file = env_dir / ".vpr-env.json"
-    with cache.lock(env_dir):  # a second run waits here, then reuses the env
-        if result_file.exists():
-            result = json.loads(result_file.read_text())
-            progress.info(f"env: cached environment reused ({env_dir})")
-        else:
-            # Built in place (console scripts hold absolute paths); the marker file is
-            # written last, so a half-built environment is never reused.
-            shutil.rmtree(env_dir, ignore_errors=True)
-            python = str(runtime_env / "bin" / "python") if runtime_env else interpreter.path
-            try:
-                result = _build(
-                    spec,
-                    python,
-                    env_dir,
-                    runner,
-                    cache,
-                    lock_path,
-                    core_wheel,
-                    plugin_wheel,
-                    built,
-                    plan,
-                    runtime_env,
-                    stand_in,
-                    bytecode,
-                    on_installed,
-                )
-            except BaseException:
+        )
+        env_dir = cache.env_dir(f"pair-{spec.name}", key)
+        # The bytecode kept from environments with the same third-party packages and core.
+        bytecode = (
+            cache.root
+            / "bytecode"
+            / key_of(
+                {
+                    **({"image": runner.env_key} if runner.env_key else {}),
+                    "lock": lock_sha,
+                    "core": core["wheel"]["sha256"],
+                    "python": spec.build.python,
+                }
+            )[:16]
+        )
+        result_file = env_dir / ".vpr-env.json"
+        with cache.lock(env_dir):  # a second run waits here, then reuses the env
+            if result_file.exists():
+                result = json.loads(result_file.read_text())
+                progress.info(f"env: cached environment reused ({env_dir})")
+            else:
+                # Built in place (console scripts hold absolute paths); the marker file is
+                # written last, so a half-built environment is never reused.
                 shutil.rmtree(env_dir, ignore_errors=True)
-                raise
-            if interpreter is not None:
-                result["interpreter"] = interpreter.record()
-            write_json(result_file, result)
-    result = {**result, "backend": runner.describe()}  # where the environment runs
-    left = env_left_out(spec, plugin.root, built["plugin"].get("requires_dist"))
-    if left:  # never resolved here: what needs them waits for the runtime
-        where = "--runtime-env" if runtime_env else "deferred to the hardware runner"
-        result["runtime"] = {
-            **result["runtime"],
-            "left_out": {"requirements": left, "reason": f"provided by the vendor image ({where})"},
-        }
-    return _deliver(spec, dist, runner_kind, env_dir, lock_sha, core, built, result, conduct_gate)
+                python = str(runtime_env / "bin" / "python") if runtime_env else interpreter.path
+                try:
+                    result = _build(
+                        spec,
+                        python,
+                        env_dir,
+                        runner,
+                        cache,
+                        lock_path,
+                        core_wheel,
+                        plugin_wheel,
+                        built,
+                        plan,
+                        runtime_env,
+                        stand_in,
+                        bytecode,
+                        on_installed,
+                    )
+                except BaseException:
+                    shutil.rmtree(env_dir, ignore_errors=True)
+                    raise
+                if interpreter is not None:
+                    result["interpreter"] = interpreter.record()
+                write_json(result_file, result)
+        result = {**result, "backend": runner.describe()}  # where the environment runs
+        left = env_left_out(spec, plugin.root, built["plugin"].get("requires_dist"))
+        if left:  # never resolved here: what needs them waits for the runtime
+            where = "--runtime-env" if runtime_env else "deferred to the hardware runner"
+            result["runtime"] = {
+                **result["runtime"],
+                "left_out": {
+                    "requirements": left,
+                    "reason": f"provided by the vendor image ({where})",
+                },
+            }
+        return _deliver(
+            spec, dist, runner_kind, env_dir, lock_sha, core, built, result, conduct_gate
+        )
 
 
 def _deliver(
