@@ -48,7 +48,8 @@ def blocker(ctx: Context) -> PythonUnavailable | None:
     from vllm_plugin_release.stages.wheelbuild import runner_for
 
     try:
-        runner_for(ctx.spec, ctx.cache).require_python(ctx.spec.build.python)
+        with runner_for(ctx.spec, ctx.cache) as runner:
+            runner.require_python(ctx.spec.build.python)
     except PythonUnavailable as exc:
         return exc
     return None

@@ -8,19 +8,28 @@ know where its commands run. A command that asks for no network gets
 `network_mode="none"`. Containers carry the run's machine and pid as a label; the run removes
 its own, and a later run removes those of a run that was killed.
 
+Making a `ContainerRunner` is cheap: it checks only its inputs (a pinned `base_image`,
+a Dockerfile that exists and pins its bases; BadInput, exit 2) and contacts no engine.
+The image work is done on entry (`with runner:`, or `open`): connect to the engine,
+remove a killed run's containers, check the pinned image, build the Dockerfile's layer
+when the base has no uv. Leaving `with` (`close`) releases the engine's client. A runner
+used outside `with` (an environment's, `runner_of`) does the image work on its first use
+of the engine; asking its `kind` or marking an environment needs none.
+
 The image is refused (exit 1, both digests named) when the one the engine holds under
 that name has another digest, and named with how to get it (exit 3) when absent.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
-import functools
 import json
 import os
 import re
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,8 +69,9 @@ def connect() -> Any:
         client.ping()
         return client
     except DockerException as exc:
+        where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock (the default)"
         raise OutsideFailure(
-            f"no reachable container engine for the docker backend ({exc})",
+            f"no reachable container engine at {where} for the docker backend ({exc})",
             hint="start Docker, or Podman's API: `podman system service --time=0 "
             "unix:///run/vpr-podman/podman.sock &` and DOCKER_HOST=unix:///run/vpr-podman/"
             "podman.sock (scripts/engine.sh start does it); or use [build] backend = 'local'",
@@ -156,6 +166,16 @@ def mount_roots(paths: Iterable[Path]) -> list[str]:
     return kept
 
 
+def _remove_stale(client: Any) -> list[str]:
+    """Remove containers left by a killed run (their owner pid is gone); their names."""
+    removed = []
+    for container in client.containers.list(all=True, filters={"label": LABEL}):
+        if stale_owner(container.labels.get(LABEL, "")):
+            container.remove(force=True)
+            removed.append(container.name)
+    return removed
+
+
 class ContainerRunner:
     """Runs each `Command` in a fresh container from the pinned image (see module doc)."""
 
@@ -184,12 +204,6 @@ class ContainerRunner:
         split_pinned(base_image)
         self.base_image = base_image
         self.dockerfile = dockerfile
-        self.client = connect()
-        self.remove_stale()
-        base = verify_image(self.client, base_image)
-        self.base_id = base.id
-        labels = base.attrs.get("Config", {}).get("Labels") or {}
-        self.image_id = base.id if UV_LABEL in labels else self._layer_dockerfile()
         cert = os.environ.get("SSL_CERT_FILE")
         self.cert = cert if cert and Path(cert).is_file() else None
         self.uv_cache = str(uv_cache) if uv_cache else None
@@ -197,6 +211,64 @@ class ContainerRunner:
         self.binds = {root: {"bind": root, "mode": "rw"} for root in mount_roots(mounts)}
         if self.cert:
             self.binds[str(Path(self.cert).resolve())] = {"bind": self.cert, "mode": "ro"}
+        # (client, image ID): set by `open` (the engine's work), cleared by `close`
+        self._engine: tuple[Any, str] | None = None
+        self.base_id: str | None = None
+        self._opening = threading.Lock()  # parallel builds share one runner
+
+    def open(self) -> ContainerRunner:
+        """The engine's work, done once (a second call does nothing until `close`): connect
+        (exit 3 when no engine answers), remove containers a killed run left, check the
+        pinned image (exit 1 when its digest differs, 3 when absent) and build the
+        Dockerfile's layer on a base without uv. Called by `with`, and by the first method
+        that needs the engine."""
+        self._opened()
+        return self
+
+    def _opened(self) -> tuple[Any, str]:
+        engine = self._engine
+        if engine is not None:
+            return engine
+        with self._opening:
+            if self._engine is not None:
+                return self._engine
+            client = connect()
+            try:
+                _remove_stale(client)
+                base = verify_image(client, self.base_image)
+                labels = base.attrs.get("Config", {}).get("Labels") or {}
+                image_id = base.id if UV_LABEL in labels else self._layer_dockerfile(client)
+            except BaseException:
+                client.close()
+                raise
+            self.base_id = base.id
+            self._engine = (client, str(image_id))
+            return self._engine
+
+    def close(self) -> None:
+        """Release the engine's client (idempotent); a later use opens it again."""
+        with self._opening:
+            engine, self._engine = self._engine, None
+        self._interpreters.clear()  # asked of the image, which a reopen checks again
+        if engine is not None:
+            engine[0].close()
+
+    def __enter__(self) -> ContainerRunner:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def client(self) -> Any:
+        """The engine's client (`open`ed on first use)."""
+        return self._opened()[0]
+
+    @property
+    def image_id(self) -> str:
+        """The ID of the image commands run in: the pinned base, or the Dockerfile's layer
+        on it (`open`ed on first use)."""
+        return self._opened()[1]
 
     @property
     def uv(self) -> str:
@@ -229,13 +301,13 @@ class ContainerRunner:
     def binds_rw(self) -> list[str]:
         return [path for path, bind in self.binds.items() if bind["mode"] == "rw"]
 
-    def _layer_dockerfile(self) -> str:
+    def _layer_dockerfile(self, client: Any) -> str:
         """A registry base without uv: build the spec's Dockerfile (git + pinned uv) on it."""
         from docker.errors import APIError, BuildError
 
         root = self.dockerfile.parent.parent
         try:
-            image, _ = self.client.images.build(
+            image, _ = client.images.build(
                 path=str(root),
                 dockerfile=str(self.dockerfile.relative_to(root)),
                 buildargs={"BASE_IMAGE": self.base_image},
@@ -245,15 +317,6 @@ class ContainerRunner:
         except (BuildError, APIError) as exc:
             raise GateFailed(f"{self.dockerfile}: image build failed: {exc}")
         return str(image.id)
-
-    def remove_stale(self) -> list[str]:
-        """Remove containers left by a killed run (their owner pid is gone); their names."""
-        removed = []
-        for container in self.client.containers.list(all=True, filters={"label": LABEL}):
-            if stale_owner(container.labels.get(LABEL, "")):
-                container.remove(force=True)
-                removed.append(container.name)
-        return removed
 
     def _env(self, env: Mapping[str, str]) -> dict[str, str]:
         out = dict(env)
@@ -582,15 +645,32 @@ def image_ids(client: Any, name: str) -> list[str]:
         return []
 
 
-@functools.lru_cache(maxsize=8)
+# The runners `runner_of` made, by marker text: each opens on its first use and stays open
+# for the process (an environment's python is run many times); closed when it ends.
+_MARKED: dict[str, ContainerRunner] = {}
+_MARKED_LOCK = threading.Lock()
+
+
 def _from_marker(text: str) -> ContainerRunner:
-    marker = json.loads(text)
-    return ContainerRunner(
-        marker["base_image"],
-        Path(marker["dockerfile"]),
-        [Path(m) for m in marker["mounts"]],
-        uv_cache=Path(marker["uv_cache"]) if marker.get("uv_cache") else None,
-    )
+    with _MARKED_LOCK:
+        if text not in _MARKED:
+            marker = json.loads(text)
+            runner = ContainerRunner(
+                marker["base_image"],
+                Path(marker["dockerfile"]),
+                [Path(m) for m in marker["mounts"]],
+                uv_cache=Path(marker["uv_cache"]) if marker.get("uv_cache") else None,
+            )
+            if not _MARKED:
+                atexit.register(_close_marked)
+            _MARKED[text] = runner
+        return _MARKED[text]
+
+
+def _close_marked() -> None:
+    for runner in _MARKED.values():
+        with contextlib.suppress(Exception):  # the process is ending: nothing to tell
+            runner.close()
 
 
 def marker_of(python: Path | str) -> Path:
@@ -600,7 +680,8 @@ def marker_of(python: Path | str) -> Path:
 
 def runner_of(python: Path | str) -> Runner:
     """The runner an environment's `python` runs on: the container runner that made the
-    environment (its marker, image digest checked again), else this machine."""
+    environment (its marker; the image digest checked again on its first use), else this
+    machine. Cheap to ask (`.kind`); one runner per marker for the process."""
     marker = marker_of(python)
     if not marker.is_file():
         return LocalRunner("off")

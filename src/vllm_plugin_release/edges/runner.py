@@ -4,7 +4,9 @@ One interface (`Runner`), two implementations: `LocalRunner` here and
 `edges/container.ContainerRunner`. Both take the same `Command` objects (the build
 recipes are `stages/recipes.py`) and the same paths; a runner only decides how a
 command is started. Stages get one from `stages/wheelbuild.runner_for` and call its
-methods, never asking which kind it is.
+methods, never asking which kind it is. Making one is cheap (inputs checked only);
+`with runner:` readies it (a container runner's engine and image) and releases it at the
+end, and a runner used outside `with` readies itself on first use.
 """
 
 from __future__ import annotations
@@ -136,6 +138,11 @@ class Runner(Protocol):
 
     def scratch_root(self) -> Path | None: ...  # builds' scratch outside the cache, or None
 
+    # `with runner:` readies it (a container runner's engine and image) and releases it
+    def __enter__(self) -> Runner: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
 
 class LocalRunner:
     """Runs commands as subprocesses on this machine; the workspace is a host folder."""
@@ -150,6 +157,12 @@ class LocalRunner:
                 hint="run as root or enable user namespaces, or set network_isolation = 'auto'",
             )
         self.isolate = network_isolation != "off" and can_unshare_network()
+
+    def __enter__(self) -> LocalRunner:
+        return self  # nothing to ready or release: this machine is always there
+
+    def __exit__(self, *exc: object) -> None:
+        pass
 
     @property
     def uv(self) -> str:

@@ -83,14 +83,14 @@ def prepare_build_env(spec: Spec, cache: Cache) -> bool:
     if spec.build.backend != "local":
         return False
     try:
-        runner = runner_for(spec, cache)
-        lock_path = spec.resolve(spec.build.constraints)
-        lock_sha = sha256_file(lock_path)
-        key = stage_key(spec, lock_sha, runner.isolate)
-        if (cache.stage_dir(STAGE, key) / RECORD).exists():
-            return True
-        runner.require_python(spec.build.python)
-        ensure_build_env(spec, lock_path, lock_sha, cache, runner)
+        with runner_for(spec, cache) as runner:
+            lock_path = spec.resolve(spec.build.constraints)
+            lock_sha = sha256_file(lock_path)
+            key = stage_key(spec, lock_sha, runner.isolate)
+            if (cache.stage_dir(STAGE, key) / RECORD).exists():
+                return True
+            runner.require_python(spec.build.python)
+            ensure_build_env(spec, lock_path, lock_sha, cache, runner)
     except Exception:  # whatever it is, the stage meets it again and reports it
         return False
     return True
@@ -108,87 +108,91 @@ def build_core(
     """Build the core wheel from the verified source `tree` (handed in by the flow)."""
     fetcher = fetcher or Fetcher(cache)
     dist = dist_dir(dist_root, spec.name)
-    runner = runner_for(spec, cache, folders=(tree,))
-    isolated = runner.isolate
-    lock_path = spec.resolve(spec.build.constraints)
-    request, declared_torch = build_request(spec, tree)
-    try:
-        lock_text = check_lock(lock_path, request)
-    except BadInput:  # no lock can help while the spec's Python is missing: say that first
-        runner.require_python(spec.build.python)
-        raise
-    lock_sha = sha256_file(lock_path)
-    key = stage_key(spec, lock_sha, isolated)
-    stage_dir = cache.stage_dir(STAGE, key)
-    cached = None if force else reuse(stage_dir, dist, RECORD, STAGE)
-    if cached:
-        return cached
-    runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
+    with runner_for(spec, cache, folders=(tree,)) as runner:
+        isolated = runner.isolate
+        lock_path = spec.resolve(spec.build.constraints)
+        request, declared_torch = build_request(spec, tree)
+        try:
+            lock_text = check_lock(lock_path, request)
+        except BadInput:  # no lock can help while the spec's Python is missing: say that first
+            runner.require_python(spec.build.python)
+            raise
+        lock_sha = sha256_file(lock_path)
+        key = stage_key(spec, lock_sha, isolated)
+        stage_dir = cache.stage_dir(STAGE, key)
+        cached = None if force else reuse(stage_dir, dist, RECORD, STAGE)
+        if cached:
+            return cached
+        runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
 
-    torch_pin = pins(lock_text).get("torch", "")
-    with cache.scratch("build-core-", under=runner.scratch_root()) as scratch:
-        builds = 2 if spec.build.reproducibility_check else 1
-        with progress.status(
-            f"build-core: building vLLM {spec.core.version} (empty target), "
-            f"{builds} build{'s' if builds > 1 else ''} in parallel"
-        ):
-            results = runner_build(
-                runner, spec, tree, lock_path, scratch, cache, builds=builds, lock_key=lock_sha
-            )
-        wheels = [r["wheel"] for r in results]
-        digest, reproducible = compare_builds(wheels, STAGE, [r.get("sha256") for r in results])
-        expected_suffix = f"+{spec.core.target_device}"
-        if expected_suffix not in wheels[0].name:
-            raise GateFailed(
-                f"build-core: wheel {wheels[0].name} lacks the {expected_suffix} local version",
-                hint="VLLM_TARGET_DEVICE did not reach setup.py",
-            )
-        env = results[0]["env"]
-        record = {
-            "stage": STAGE,
-            "pipeline_version": __version__,
-            "recipe": RECIPE_VERSION,
-            "core": {
-                "name": spec.core.name,
-                "version": spec.core.version,
-                "target_device": spec.core.target_device,
-                "source_date_epoch": spec.core.source_date_epoch,
-                "source": source_record(spec, fetcher),
-            },
-            "wheel": {
-                "filename": wheels[0].name,
-                "sha256": digest,
-                "platform_tag": wheels[0].stem.split("-", 2)[-1],
-                "size": wheels[0].stat().st_size,
-            },
-            "reproducible": reproducible,
-            "builds_compared": builds,
-            "isolated": isolated,
-            "python": results[0]["python"],
-            "interpreter": runner.interpreter(spec.build.python).record(),
-            "build_env": {
-                "lock_file": spec.build.constraints,
-                "lock_sha256": lock_sha,
-                "torch": torch_pin,
-                # the file for this Python and platform (`vpr lock` records it; None for
-                # a lock written before it did)
-                "torch_file": (
-                    found.record(torch_pin) if (found := locked_file(lock_text, "torch")) else None
+        torch_pin = pins(lock_text).get("torch", "")
+        with cache.scratch("build-core-", under=runner.scratch_root()) as scratch:
+            builds = 2 if spec.build.reproducibility_check else 1
+            with progress.status(
+                f"build-core: building vLLM {spec.core.version} (empty target), "
+                f"{builds} build{'s' if builds > 1 else ''} in parallel"
+            ):
+                results = runner_build(
+                    runner, spec, tree, lock_path, scratch, cache, builds=builds, lock_key=lock_sha
+                )
+            wheels = [r["wheel"] for r in results]
+            digest, reproducible = compare_builds(wheels, STAGE, [r.get("sha256") for r in results])
+            expected_suffix = f"+{spec.core.target_device}"
+            if expected_suffix not in wheels[0].name:
+                raise GateFailed(
+                    f"build-core: wheel {wheels[0].name} lacks the {expected_suffix} local version",
+                    hint="VLLM_TARGET_DEVICE did not reach setup.py",
+                )
+            env = results[0]["env"]
+            record = {
+                "stage": STAGE,
+                "pipeline_version": __version__,
+                "recipe": RECIPE_VERSION,
+                "core": {
+                    "name": spec.core.name,
+                    "version": spec.core.version,
+                    "target_device": spec.core.target_device,
+                    "source_date_epoch": spec.core.source_date_epoch,
+                    "source": source_record(spec, fetcher),
+                },
+                "wheel": {
+                    "filename": wheels[0].name,
+                    "sha256": digest,
+                    "platform_tag": wheels[0].stem.split("-", 2)[-1],
+                    "size": wheels[0].stat().st_size,
+                },
+                "reproducible": reproducible,
+                "builds_compared": builds,
+                "isolated": isolated,
+                "python": results[0]["python"],
+                "interpreter": runner.interpreter(spec.build.python).record(),
+                "build_env": {
+                    "lock_file": spec.build.constraints,
+                    "lock_sha256": lock_sha,
+                    "torch": torch_pin,
+                    # the file for this Python and platform (`vpr lock` records it; None for
+                    # a lock written before it did)
+                    "torch_file": (
+                        found.record(torch_pin)
+                        if (found := locked_file(lock_text, "torch"))
+                        else None
+                    ),
+                    "core_declared_torch": declared_torch,
+                    "torch_differs_from_core_pin": bool(declared_torch)
+                    and not declared_torch.replace(" ", "").endswith(torch_pin),
+                },
+                "env": {k: env[k] for k in recipes.RECORDED_ENV if k in env},
+                "rust_extensions": (
+                    "not built (optional; cargo/rustc disabled for the empty target)"
                 ),
-                "core_declared_torch": declared_torch,
-                "torch_differs_from_core_pin": bool(declared_torch)
-                and not declared_torch.replace(" ", "").endswith(torch_pin),
-            },
-            "env": {k: env[k] for k in recipes.RECORDED_ENV if k in env},
-            "rust_extensions": "not built (optional; cargo/rustc disabled for the empty target)",
-            "backend": runner.describe(),
-        }
-        result = store(cache, stage_dir, dist, wheels[0], record, RECORD)
-    progress.info(
-        f"build-core: {result.wheel.name} sha256 {digest} "
-        f"(reproducible: {reproducible}, isolated: {isolated})"
-    )
-    return result
+                "backend": runner.describe(),
+            }
+            result = store(cache, stage_dir, dist, wheels[0], record, RECORD)
+        progress.info(
+            f"build-core: {result.wheel.name} sha256 {digest} "
+            f"(reproducible: {reproducible}, isolated: {isolated})"
+        )
+        return result
 
 
 def runner_build(

@@ -99,90 +99,91 @@ def build_plugin(
     """Build the plugin wheel from the resolved `plugin` checkout in the core's build lock
     (whose request comes from the verified core source `tree`); both handed in by the flow."""
     src = plugin
-    runner = runner_for(spec, cache, folders=(src.root,))
-    try:
-        lock_file, plan = _build_lock(spec, src.root, tree)
-    except BadInput:  # no lock can help while the spec's Python is missing: say that first
-        runner.require_python(spec.build.python)
-        raise
-    lock_path = spec.resolve(lock_file)
-    lock_sha = sha256_file(lock_path)
-    variables = dict(sorted(spec.plugin.get("build_env", {}).items()))
-    key = stage_key(spec, runner, src, lock_sha)
-    stage_dir = cache.stage_dir(STAGE, key)
-    dist = dist_dir(dist_root, spec.name)
-    cached = None if force else reuse(stage_dir, dist, RECORD, STAGE)
-    if cached:  # a cached result needs no interpreter: asked only when building
-        return cached
-    runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
+    with runner_for(spec, cache, folders=(src.root,)) as runner:
+        try:
+            lock_file, plan = _build_lock(spec, src.root, tree)
+        except BadInput:  # no lock can help while the spec's Python is missing: say that first
+            runner.require_python(spec.build.python)
+            raise
+        lock_path = spec.resolve(lock_file)
+        lock_sha = sha256_file(lock_path)
+        variables = dict(sorted(spec.plugin.get("build_env", {}).items()))
+        key = stage_key(spec, runner, src, lock_sha)
+        stage_dir = cache.stage_dir(STAGE, key)
+        dist = dist_dir(dist_root, spec.name)
+        cached = None if force else reuse(stage_dir, dist, RECORD, STAGE)
+        if cached:  # a cached result needs no interpreter: asked only when building
+            return cached
+        runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
 
-    venv = ensure_build_env(spec, lock_path, lock_sha, cache, runner)
-    builds = 2 if spec.build.reproducibility_check else 1
-    with cache.scratch("build-plugin-", under=runner.scratch_root()) as scratch:
-        with progress.status(f"build-plugin: building {spec.plugin['name']} ({builds} builds)"):
-            results = parallel_local_builds(
-                runner,
-                venv,
-                src.root,
-                scratch,
-                cache,
-                builds=builds,
-                source_date_epoch=src.source_date_epoch,
-                target_device=None,
-                log_name=STAGE,
-                extra_env=variables,
-            )
-        wheels = [r["wheel"] for r in results]
-        digest, reproducible = compare_builds(wheels, STAGE)
-        meta = wheel_metadata(wheels[0])
-        if canonicalize_name(meta["name"]) != canonicalize_name(spec.plugin["name"]):
-            raise GateFailed(
-                f"build-plugin: the wheel is {meta['name']!r}, the spec names "
-                f"{spec.plugin['name']!r}",
-                hint="check [plugin] name",
-            )
-        entry_points = wheel_entry_points(wheels[0])
-        if not entry_points.get(PLATFORM_GROUP):
-            raise GateFailed(
-                f"build-plugin: {wheels[0].name} declares no {PLATFORM_GROUP!r} entry point, so "
-                "vLLM would never load it as a platform plugin",
-                hint=f'add [project.entry-points."{PLATFORM_GROUP}"] to the plugin\'s pyproject',
-            )
-        record = {
-            "stage": STAGE,
-            "pipeline_version": __version__,
-            "recipe": RECIPE_VERSION,
-            "plugin": {
-                "name": meta["name"],
-                "version": meta["version"],
-                "repository": src.repository,
-                "commit": src.commit,
-                "source_kind": src.kind,
-                "requires_dist": meta["requires_dist"],
-                "build_requires": list(plan.declared),
-                **plan.record(),
-            },
-            "source_date_epoch": src.source_date_epoch,
-            "wheel": {"filename": wheels[0].name, "sha256": digest},
-            "entry_points": entry_points,
-            "reproducible": reproducible,
-            "builds_compared": builds,
-            "isolated": runner.isolate,
-            "python": results[0]["python"],
-            "interpreter": runner.interpreter(spec.build.python).record(),
-            "build_env": {
-                "lock_file": lock_file,
-                "lock_sha256": lock_sha,
-                **({"variables": variables} if variables else {}),
-            },
-            "backend": runner.describe(),
-        }
-        result = store(cache, stage_dir, dist, wheels[0], record, RECORD)
-    progress.info(
-        f"build-plugin: {result.wheel.name} sha256 {digest} (reproducible: {reproducible}, "
-        f"commit {src.commit})"
-    )
-    return result
+        venv = ensure_build_env(spec, lock_path, lock_sha, cache, runner)
+        builds = 2 if spec.build.reproducibility_check else 1
+        with cache.scratch("build-plugin-", under=runner.scratch_root()) as scratch:
+            with progress.status(f"build-plugin: building {spec.plugin['name']} ({builds} builds)"):
+                results = parallel_local_builds(
+                    runner,
+                    venv,
+                    src.root,
+                    scratch,
+                    cache,
+                    builds=builds,
+                    source_date_epoch=src.source_date_epoch,
+                    target_device=None,
+                    log_name=STAGE,
+                    extra_env=variables,
+                )
+            wheels = [r["wheel"] for r in results]
+            digest, reproducible = compare_builds(wheels, STAGE)
+            meta = wheel_metadata(wheels[0])
+            if canonicalize_name(meta["name"]) != canonicalize_name(spec.plugin["name"]):
+                raise GateFailed(
+                    f"build-plugin: the wheel is {meta['name']!r}, the spec names "
+                    f"{spec.plugin['name']!r}",
+                    hint="check [plugin] name",
+                )
+            entry_points = wheel_entry_points(wheels[0])
+            if not entry_points.get(PLATFORM_GROUP):
+                raise GateFailed(
+                    f"build-plugin: {wheels[0].name} declares no {PLATFORM_GROUP!r} entry "
+                    "point, so vLLM would never load it as a platform plugin",
+                    hint=f'add [project.entry-points."{PLATFORM_GROUP}"] to the plugin\'s '
+                    "pyproject",
+                )
+            record = {
+                "stage": STAGE,
+                "pipeline_version": __version__,
+                "recipe": RECIPE_VERSION,
+                "plugin": {
+                    "name": meta["name"],
+                    "version": meta["version"],
+                    "repository": src.repository,
+                    "commit": src.commit,
+                    "source_kind": src.kind,
+                    "requires_dist": meta["requires_dist"],
+                    "build_requires": list(plan.declared),
+                    **plan.record(),
+                },
+                "source_date_epoch": src.source_date_epoch,
+                "wheel": {"filename": wheels[0].name, "sha256": digest},
+                "entry_points": entry_points,
+                "reproducible": reproducible,
+                "builds_compared": builds,
+                "isolated": runner.isolate,
+                "python": results[0]["python"],
+                "interpreter": runner.interpreter(spec.build.python).record(),
+                "build_env": {
+                    "lock_file": lock_file,
+                    "lock_sha256": lock_sha,
+                    **({"variables": variables} if variables else {}),
+                },
+                "backend": runner.describe(),
+            }
+            result = store(cache, stage_dir, dist, wheels[0], record, RECORD)
+        progress.info(
+            f"build-plugin: {result.wheel.name} sha256 {digest} (reproducible: {reproducible}, "
+            f"commit {src.commit})"
+        )
+        return result
 
 
 def lock_for(spec: Spec, root: Path, tree: Path) -> Path:

@@ -13,6 +13,7 @@ reports the checks that need it as deferred; `hardware` fails (exit 3) without i
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import shutil
 import zipfile
@@ -94,45 +95,27 @@ def create_env(
     check_lock(lock_path, request)
     lock_sha = sha256_file(lock_path)
     stand_in = spec.runtime.get("stand_in") if runner_kind == "cpu" else None
-    runner = runner_for(spec, cache, folders=(dist, plugin.root), network_isolation="off")
-    # exit 3 naming every place searched; a --runtime-env brings its own python
-    interpreter = runner.interpreter(spec.build.python) if runtime_env is None else None
-    image = {"image": runner.env_key} if runner.env_key else {}
-    key = key_of(
-        {
-            # An environment made in an image is keyed by it (the local key is unchanged).
-            **image,
-            "recipe": ENV_RECIPE,
-            "lock": lock_sha,
-            "core": core["wheel"]["sha256"],
-            "plugin": built["wheel"]["sha256"],
-            "runner": runner_kind,
-            "runtime_env": str(runtime_env) if runtime_env else None,
-            "stand_in": stand_in,
-            "python": spec.build.python,
-            **({"interpreter": interpreter.identity()} if interpreter else {}),
-        }
-    )
-    # The bytecode kept from environments with the same third-party packages and core.
-    kept = {**image, "lock": lock_sha, "core": core["wheel"]["sha256"], "python": spec.build.python}
-    make = _EnvBuild(
-        spec,
-        str(runtime_env / "bin" / "python") if runtime_env else interpreter.path,  # type: ignore[union-attr]
-        cache.env_dir(f"pair-{spec.name}", key),
-        runner,
-        cache,
-        lock_path,
-        core_wheel,
-        plugin_wheel,
-        built,
-        plan,
-        runtime_env,
-        stand_in,
-        cache.root / "bytecode" / key_of(kept)[:16],
-        on_installed,
-    )
-    result = _made(make, interpreter)
-    result = {**result, "backend": runner.describe()}  # where the environment runs
+    with runner_for(spec, cache, folders=(dist, plugin.root), network_isolation="off") as runner:
+        make = _EnvBuild(
+            spec,
+            runner,
+            cache,
+            runner_kind,
+            lock_path,
+            lock_sha,
+            core,
+            built,
+            core_wheel,
+            plugin_wheel,
+            plan,
+            runtime_env,
+            stand_in,
+            # exit 3 naming every place searched; a --runtime-env brings its own python
+            runner.interpreter(spec.build.python) if runtime_env is None else None,
+            on_installed,
+        )
+        result = _made(make)
+        result = {**result, "backend": runner.describe()}  # where the environment runs
     left = env_left_out(spec, plugin.root, built["plugin"].get("requires_dist"))
     if left:  # never resolved here: what needs them waits for the runtime
         where = "--runtime-env" if runtime_env else "deferred to the hardware runner"
@@ -140,7 +123,7 @@ def create_env(
             **result["runtime"],
             "left_out": {"requirements": left, "reason": f"provided by the vendor image ({where})"},
         }
-    return _deliver(spec, dist, runner_kind, make.work, lock_sha, core, built, result, conduct_gate)
+    return _deliver(make, dist, result, conduct_gate)
 
 
 def _built(spec: Spec, dist: Path) -> tuple[dict[str, Any], dict[str, Any], Path, Path]:
@@ -172,7 +155,7 @@ def _checked_plan(
     return plan
 
 
-def _made(make: _EnvBuild, interpreter: Interpreter | None) -> dict[str, Any]:
+def _made(make: _EnvBuild) -> dict[str, Any]:
     """The environment's record: the cached one, or made now. Built in place (console
     scripts hold absolute paths), its record written last, so a half-built environment is
     never reused; a second run waits for the first, then reuses its environment."""
@@ -188,37 +171,30 @@ def _made(make: _EnvBuild, interpreter: Interpreter | None) -> dict[str, Any]:
         except BaseException:
             shutil.rmtree(env_dir, ignore_errors=True)
             raise
-        if interpreter is not None:
-            result["interpreter"] = interpreter.record()
+        if make.interpreter is not None:
+            result["interpreter"] = make.interpreter.record()
         write_json(result_file, result)
         return result
 
 
 def _deliver(
-    spec: Spec,
-    dist: Path,
-    runner_kind: str,
-    env_dir: Path,
-    lock_sha: str,
-    core: dict[str, Any],
-    built: dict[str, Any],
-    result: dict[str, Any],
-    conduct_gate: bool = True,
+    make: _EnvBuild, dist: Path, result: dict[str, Any], conduct_gate: bool = True
 ) -> dict[str, Any]:
     """Write dist/NAME/env.json for the environment's checks; GateFailed if one failed.
     Without `conduct_gate` (the release), how the platform plugin answers is left to the
     scorecard's environment check: a finding about the plugin, not a stop."""
+    spec = make.spec
     result = {**result, "checks": _plugin_findings(result, spec.runtime.get("module"))}
     platform = _platform_class(result["checks"])
     record = {
         "stage": "env",
-        "runner": runner_kind,
-        "python": str(env_dir / "bin" / "python"),
+        "runner": make.runner_kind,
+        "python": str(make.work / "bin" / "python"),
         "platform_class": platform,
         "lock_file": spec.env_constraints,
-        "lock_sha256": lock_sha,
-        "core_wheel": core["wheel"],
-        "plugin_wheel": built["wheel"],
+        "lock_sha256": make.lock_sha,
+        "core_wheel": make.core["wheel"],
+        "plugin_wheel": make.built["wheel"],
         **result,
     }
     write_json(dist / ENV_RECORD, record)
@@ -310,26 +286,74 @@ def install_steps(
 
 @dataclass(frozen=True)
 class _EnvBuild:
-    """What one pairing environment is made from, handed to each step of making it."""
+    """What one pairing environment is made from (its key is theirs), handed to each step
+    of making it."""
 
     spec: Spec
-    python: str  # the interpreter the venv is made with
-    work: Path  # the environment's folder
     runner: Runner
     cache: Cache
+    runner_kind: str
     lock_path: Path
+    lock_sha: str
+    core: dict[str, Any]  # build-core.json
+    built: dict[str, Any]  # build-plugin.json
     core_wheel: Path
     plugin_wheel: Path
-    plugin: dict[str, Any]  # build-plugin.json
     plan: RuntimePlan
     runtime_env: Path | None
     stand_in: str | None
-    bytecode: Path  # where the bytecode of environments of this lock and core is kept
+    interpreter: Interpreter | None  # None with a runtime env (it brings its python)
     on_installed: Callable[[Path, str | None], object] | None = None
 
     @property
     def present(self) -> bool:
         return self.plan.status in ("install", "runtime-env")
+
+    @property
+    def python(self) -> str:
+        """The interpreter the venv is made with."""
+        if self.runtime_env is not None:
+            return str(self.runtime_env / "bin" / "python")
+        assert self.interpreter is not None
+        return self.interpreter.path
+
+    @functools.cached_property
+    def _image(self) -> dict[str, Any]:
+        env_key = self.runner.env_key
+        return {"image": env_key} if env_key else {}
+
+    @functools.cached_property
+    def work(self) -> Path:
+        """The environment's folder, named by the hash of everything it is made from."""
+        interpreter = self.interpreter
+        key = key_of(
+            {
+                # An environment made in an image is keyed by it (the local key is unchanged).
+                **self._image,
+                "recipe": ENV_RECIPE,
+                "lock": self.lock_sha,
+                "core": self.core["wheel"]["sha256"],
+                "plugin": self.built["wheel"]["sha256"],
+                "runner": self.runner_kind,
+                "runtime_env": str(self.runtime_env) if self.runtime_env else None,
+                "stand_in": self.stand_in,
+                "python": self.spec.build.python,
+                **({"interpreter": interpreter.identity()} if interpreter else {}),
+            }
+        )
+        return self.cache.env_dir(f"pair-{self.spec.name}", key)
+
+    @property
+    def bytecode(self) -> Path:
+        """Where the bytecode of environments with the same third-party packages and core
+        is kept."""
+        kept = {
+            **self._image,
+            "lock": self.lock_sha,
+            "core": self.core["wheel"]["sha256"],
+            "python": self.spec.build.python,
+        }
+        return self.cache.root / "bytecode" / key_of(kept)[:16]
 
 
 def _build(b: _EnvBuild) -> dict[str, Any]:
@@ -361,7 +385,7 @@ def _build(b: _EnvBuild) -> dict[str, Any]:
             request = {
                 "core_version": b.spec.core.version,
                 "packages": packages,
-                "entry_points": b.plugin["entry_points"],
+                "entry_points": b.built["entry_points"],
                 "runtime_module": b.plan.module,
             }
             if not early:

@@ -519,39 +519,43 @@ def publish_folder(
     local = LocalIndex(index_root) if index is None else None
     if verify_install is None:
         verify_install = local is not None
-    # made at most once: a container runner connects and checks its image
-    make_runner = functools.cache(runner or (lambda: LocalRunner("off")))
-    proven = (
-        _already_proven(index_root, wheels, make_runner())
-        if local is not None and verify_install
-        else None
-    )
-    if proven is not None:
-        cancel_check_ahead()
-        # The same bytes were uploaded and install-proven on this runner by an earlier
-        # run: the local index is a folder we own, so checking the files on disk is the
-        # whole answer (that run checked them with twine before it uploaded them).
-        progress.info("twine check --strict: passed by the run that proved these wheels")
-        result.index = (
-            f"local index {index_root} (files verified on disk; install proven by an earlier run)"
+    make = runner or (lambda: LocalRunner("off"))
+    # made and entered at most once (a container runner then connects and checks its
+    # image), and only when needed; left (its engine client closed) once the proof is done
+    with contextlib.ExitStack() as entered:
+        make_runner = functools.cache(lambda: entered.enter_context(make()))
+        proven = (
+            _already_proven(index_root, wheels, make_runner())
+            if local is not None and verify_install
+            else None
         )
-        result.wheels = {w.name: "present" for _, w, _ in wheels}
-        result.install_proven = True
-        result.proven_in = proven
-    else:
-        _twine_check(wheels)
-        _upload_and_prove(
-            result,
-            wheels,
-            manifest,
-            dist_dir,
-            local=local,
-            index=index,
-            simple_index=simple_index,
-            scratch_root=scratch_root,
-            verify_install=verify_install,
-            runner=make_runner,
-        )
+        if proven is not None:
+            cancel_check_ahead()
+            # The same bytes were uploaded and install-proven on this runner by an earlier
+            # run: the local index is a folder we own, so checking the files on disk is the
+            # whole answer (that run checked them with twine before it uploaded them).
+            progress.info("twine check --strict: passed by the run that proved these wheels")
+            result.index = (
+                f"local index {index_root} (files verified on disk; install proven by an "
+                "earlier run)"
+            )
+            result.wheels = {w.name: "present" for _, w, _ in wheels}
+            result.install_proven = True
+            result.proven_in = proven
+        else:
+            _twine_check(wheels)
+            _upload_and_prove(
+                result,
+                wheels,
+                manifest,
+                dist_dir,
+                local=local,
+                index=index,
+                simple_index=simple_index,
+                scratch_root=scratch_root,
+                verify_install=verify_install,
+                runner=make_runner,
+            )
     remote = None if local is not None else (simple_index or simple_url_for(str(index)))
     extras = _store_extras(lock, wheels, remote)
     added = target_store.add(manifest_path, verified.statement_path, extras)  # gate 5: the store
