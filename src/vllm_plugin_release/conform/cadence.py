@@ -490,7 +490,7 @@ def assess_cadence(
         warns, fails = fails + warns, []
         tail += "; on_violation = warn"
     return from_findings(
-        NAME, fails, warns, tail, evidence=evidence, threshold=threshold, details=details
+        NAME, (fails, warns), tail, evidence=evidence, threshold=threshold, details=details
     )
 
 
