@@ -140,6 +140,12 @@ def test_parse_shell_variables_exports_and_redirections() -> None:
     assert second.prefix == {"LOCAL": "cpu"}
 
 
+def test_parse_shell_runs_what_a_shell_reads_from_a_heredoc() -> None:
+    script = "export V=0.26.0\nbash <<EOF\npip install vllm==$V\nEOF\necho after\n"
+    argvs = [c.argv for c in parse_shell(script, "s.sh")]
+    assert argvs == [["bash"], ["pip", "install", "vllm==0.26.0"], ["echo", "after"]]
+
+
 # ---------------------------------------------------------------------------
 # The check: a good installer passes ...
 

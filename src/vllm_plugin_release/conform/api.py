@@ -256,7 +256,8 @@ def evaluate(
                 source="api",
             )
         )
-    status, summary = _verdict(contract, new, captured, origins, blocking, accepted, info)
+    versus = _versus(contract, new)
+    status, summary = _verdict(versus, captured, origins, blocking, accepted, info)
     return CheckResult(
         name="api",
         status=status,
@@ -321,19 +322,22 @@ def _capture_evidence(captured: dict[str, Any], new: dict[str, Any]) -> list[Evi
     return evidence
 
 
+def _versus(contract: dict[str, Any], new: dict[str, Any]) -> str:
+    """What was compared: the captured vLLM against the contract's core."""
+    old_v, new_v = contract["core"]["version"], new["core"]["version"]
+    return f"vLLM {new_v} vs the {contract['core'].get('name', 'vllm')} {old_v} contract"
+
+
 def _verdict(
-    contract: dict[str, Any],
-    new: dict[str, Any],
+    versus: str,
     captured: dict[str, Any],
     origins: _Origins,
     blocking: list[Change],
     accepted: list[tuple[Change, Allow]],
     info: list[Change],
 ) -> tuple[Status, str]:
-    """(status, summary) of the check."""
+    """(status, summary) of the check comparing `versus`."""
     contract_file = origins.contract_file
-    old_v, new_v = contract["core"]["version"], new["core"]["version"]
-    versus = f"vLLM {new_v} vs the {contract['core'].get('name', 'vllm')} {old_v} contract"
     status: Status
     if blocking:
         status = "fail"

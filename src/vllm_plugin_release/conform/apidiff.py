@@ -19,7 +19,7 @@ reaches it (`via`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vllm_plugin_release.conform.apichange import Change, Direction
@@ -49,6 +49,21 @@ METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 class _Side:
     schema: Any
     root: Any
+
+
+@dataclass(frozen=True)
+class _At:
+    """Where the walk is: the direction, the location, the operation or model that
+    reached it (`via`) and the nesting depth."""
+
+    direction: Direction
+    loc: str
+    via: str
+    depth: int = 0
+
+    def down(self, loc: str | None = None) -> _At:
+        """One level deeper, at `loc` (default: here)."""
+        return replace(self, loc=self.loc if loc is None else loc, depth=self.depth + 1)
 
 
 def _split_branches(bs: list[dict]) -> tuple[dict[str, dict], list[dict], list[dict]]:
@@ -84,11 +99,10 @@ class _Differ:
 
     # -- schemas ---------------------------------------------------------
 
-    def schema(
-        self, old: _Side, new: _Side, direction: Direction, loc: str, via: str, depth: int = 0
-    ) -> None:
-        if depth > 64:
+    def schema(self, old: _Side, new: _Side, at: _At) -> None:
+        if at.depth > 64:
             return
+        direction, loc, via = at.direction, at.loc, at.via
         ob, onull = branches(old.schema, old.root)
         nb, nnull = branches(new.schema, new.root)
         req = direction == "request"
@@ -111,38 +125,24 @@ class _Differ:
         if not ob or not nb:
             return
         if len(ob) == 1 and len(nb) == 1:
-            self._single(_Side(ob[0], old.root), _Side(nb[0], new.root), direction, loc, via, depth)
+            self._single(_Side(ob[0], old.root), _Side(nb[0], new.root), at)
         else:
-            self._union(ob, nb, old.root, new.root, direction, loc, via, depth)
+            self._union(_Side(ob, old.root), _Side(nb, new.root), at)
 
-    def _union(
-        self,
-        ob: list[dict],
-        nb: list[dict],
-        oroot: Any,
-        nroot: Any,
-        direction: Direction,
-        loc: str,
-        via: str,
-        depth: int,
-    ) -> None:
-        orefs, oenums, otyped = _split_branches(ob)
-        nrefs, nenums, ntyped = _split_branches(nb)
-        self._union_enums(oenums, nenums, otyped, ntyped, direction, loc, via)
-        self._union_refs(orefs, nrefs, oroot, nroot, direction, loc, via, depth)
-        self._union_typed(otyped, ntyped, oroot, nroot, direction, loc, via, depth)
+    def _union(self, old: _Side, new: _Side, at: _At) -> None:
+        """A union on either side (`old.schema`/`new.schema` are the branch lists)."""
+        orefs, oenums, otyped = _split_branches(old.schema)
+        nrefs, nenums, ntyped = _split_branches(new.schema)
+        self._union_enums((oenums, otyped), (nenums, ntyped), at)
+        self._union_refs(_Side(orefs, old.root), _Side(nrefs, new.root), at)
+        self._union_typed(_Side(otyped, old.root), _Side(ntyped, new.root), at)
 
     def _union_enums(
-        self,
-        oenums: list[dict],
-        nenums: list[dict],
-        otyped: list[dict],
-        ntyped: list[dict],
-        direction: Direction,
-        loc: str,
-        via: str,
+        self, old: tuple[list[dict], list[dict]], new: tuple[list[dict], list[dict]], at: _At
     ) -> None:
-        """Enum-like branches of a union: one value set."""
+        """Enum-like branches of a union: one value set (`old`/`new`: (enum-like, typed))."""
+        (oenums, otyped), (nenums, ntyped) = old, new
+        direction, loc, via = at.direction, at.loc, at.via
         req = direction == "request"
         otyped_types, ntyped_types = _union_types(otyped), _union_types(ntyped)
         ovals = {canonical(v): v for b in oenums for v in (enum_values(b) or [])}
@@ -179,34 +179,18 @@ class _Differ:
                     via,
                 )
 
-    def _union_refs(
-        self,
-        orefs: dict[str, dict],
-        nrefs: dict[str, dict],
-        oroot: Any,
-        nroot: Any,
-        direction: Direction,
-        loc: str,
-        via: str,
-        depth: int,
-    ) -> None:
-        """Referenced components of a union: by name, then a lone rename."""
-        req = direction == "request"
+    def _union_refs(self, old: _Side, new: _Side, at: _At) -> None:
+        """Referenced components of a union (`old.schema`/`new.schema`: by name): by name,
+        then a lone rename."""
+        orefs, nrefs, oroot, nroot = old.schema, new.schema, old.root, new.root
+        loc, via = at.loc, at.via
+        req = at.direction == "request"
         for name in sorted(set(orefs) & set(nrefs)):
-            self._single(
-                _Side(orefs[name], oroot), _Side(nrefs[name], nroot), direction, loc, via, depth
-            )
+            self._single(_Side(orefs[name], oroot), _Side(nrefs[name], nroot), at)
         lost_refs = sorted(set(orefs) - set(nrefs))
         new_refs = sorted(set(nrefs) - set(orefs))
         if len(lost_refs) == 1 and len(new_refs) == 1:
-            self._single(
-                _Side(orefs[lost_refs[0]], oroot),
-                _Side(nrefs[new_refs[0]], nroot),
-                direction,
-                loc,
-                via,
-                depth,
-            )
+            self._single(_Side(orefs[lost_refs[0]], oroot), _Side(nrefs[new_refs[0]], nroot), at)
             lost_refs, new_refs = [], []
         for name in lost_refs:
             if req:
@@ -219,23 +203,15 @@ class _Differ:
             else:
                 self.add("retyped-response-property", loc, True, f"may now be {name}", via)
 
-    def _union_typed(
-        self,
-        otyped: list[dict],
-        ntyped: list[dict],
-        oroot: Any,
-        nroot: Any,
-        direction: Direction,
-        loc: str,
-        via: str,
-        depth: int,
-    ) -> None:
-        """Typed branches of a union, keyed by their type set."""
-        req = direction == "request"
+    def _union_typed(self, old: _Side, new: _Side, at: _At) -> None:
+        """Typed branches of a union (`old.schema`/`new.schema`), keyed by their type set."""
+        otyped, ntyped = old.schema, new.schema
+        loc, via = at.loc, at.via
+        req = at.direction == "request"
         otyped_types, ntyped_types = _union_types(otyped), _union_types(ntyped)
         ot, nt = _by_type(otyped), _by_type(ntyped)
         for key in sorted(set(ot) & set(nt)):
-            self._single(_Side(ot[key], oroot), _Side(nt[key], nroot), direction, loc, via, depth)
+            self._single(_Side(ot[key], old.root), _Side(nt[key], new.root), at)
         for key in sorted(set(ot) - set(nt)):
             if req and not all(accepts(ntyped_types, t) for t in key.split(",")):
                 self.add("retyped-request-field", loc, True, f"no longer accepts {key}", via)
@@ -263,18 +239,17 @@ class _Differ:
         if added:
             self.add("added-enum-value", loc, False, f"{', '.join(added)} added", via)
 
-    def _single(
-        self, old: _Side, new: _Side, direction: Direction, loc: str, via: str, depth: int
-    ) -> None:
+    def _single(self, old: _Side, new: _Side, at: _At) -> None:
+        direction, loc, via = at.direction, at.loc, at.via
         o = normal(old.schema, old.root)
         n = normal(new.schema, new.root)
         if "$ref" in o or "$ref" in n:
-            self._single_ref(_Side(o, old.root), _Side(n, new.root), direction, loc, via, depth)
+            self._single_ref(_Side(o, old.root), _Side(n, new.root), at)
             return
         if isinstance(o.get("anyOf") or o.get("oneOf"), list) or isinstance(
             n.get("anyOf") or n.get("oneOf"), list
         ):
-            self.schema(_Side(o, old.root), _Side(n, new.root), direction, loc, via, depth + 1)
+            self.schema(_Side(o, old.root), _Side(n, new.root), at.down())
             return
         ot, nt = types_of(o), types_of(n)
         if self._untyped_change(ot, nt, direction, loc, via):
@@ -287,34 +262,29 @@ class _Differ:
         if n.get("deprecated") and not o.get("deprecated"):
             self.add("deprecated", loc, False, "now deprecated", via)
         if "object" in ot and "object" in nt:
-            self._object(_Side(o, old.root), _Side(n, new.root), direction, loc, via, depth)
+            self._object(_Side(o, old.root), _Side(n, new.root), at)
         if "array" in ot and "array" in nt and ("items" in o or "items" in n):
             self.schema(
                 _Side(o.get("items", {}), old.root),
                 _Side(n.get("items", {}), new.root),
-                direction,
-                f"{loc}[]",
-                via,
-                depth + 1,
+                at.down(f"{loc}[]"),
             )
 
-    def _single_ref(
-        self, old: _Side, new: _Side, direction: Direction, loc: str, via: str, depth: int
-    ) -> None:
+    def _single_ref(self, old: _Side, new: _Side, at: _At) -> None:
         """A branch that is (or points at) a component: each component pair is walked once."""
         o, n = old.schema, new.schema
         oref, nref = o.get("$ref"), n.get("$ref")
-        key = (direction, id(old.root), oref, id(new.root), nref)
+        key = (at.direction, id(old.root), oref, id(new.root), nref)
         if oref and nref:
             if key in self.seen:
                 return
             self.seen.add(key)
             oname, nname = ref_name(oref), ref_name(nref)
             loc = oname if oname == nname else f"{oname}->{nname}"
-            via = via or loc
+            at = replace(at, loc=loc, via=at.via or loc)
         o2 = resolve(o, old.root)
         n2 = resolve(n, new.root)
-        self.schema(_Side(o2, old.root), _Side(n2, new.root), direction, loc, via, depth + 1)
+        self.schema(_Side(o2, old.root), _Side(n2, new.root), at.down())
 
     def _untyped_change(
         self, ot: set[str], nt: set[str], direction: Direction, loc: str, via: str
@@ -452,9 +422,8 @@ class _Differ:
         if bool(n.get("uniqueItems")) != bool(o.get("uniqueItems")):
             report(bool(n.get("uniqueItems")), f"uniqueItems -> {bool(n.get('uniqueItems'))}")
 
-    def _object(
-        self, old: _Side, new: _Side, direction: Direction, loc: str, via: str, depth: int
-    ) -> None:
+    def _object(self, old: _Side, new: _Side, at: _At) -> None:
+        direction, loc, via = at.direction, at.loc, at.via
         o, n = old.schema, new.schema
         req = direction == "request"
         oprops: dict[str, Any] = o.get("properties") or {}
@@ -473,12 +442,7 @@ class _Differ:
             else:
                 self._response_property(child, name in oreq, name in nreq, via)
             self.schema(
-                _Side(oprops[name], old.root),
-                _Side(nprops[name], new.root),
-                direction,
-                child,
-                via,
-                depth + 1,
+                _Side(oprops[name], old.root), _Side(nprops[name], new.root), at.down(child)
             )
         for name in sorted(set(nprops) - set(oprops)):
             child = f"{loc}.{name}"
@@ -488,7 +452,7 @@ class _Differ:
                 self.add("added-request-field", child, False, "new optional field", via)
             else:
                 self.add("added-response-property", child, False, "new property", via)
-        self._extra_properties(old, new, direction, loc, via, depth)
+        self._extra_properties(old, new, at)
 
     def _removed_property(self, child: str, req: bool, extra_ok: bool, via: str) -> None:
         if req:
@@ -542,19 +506,16 @@ class _Differ:
         elif is_required and not was_required:
             self.add("response-property-required", child, False, "now required", via)
 
-    def _extra_properties(
-        self, old: _Side, new: _Side, direction: Direction, loc: str, via: str, depth: int
-    ) -> None:
+    def _extra_properties(self, old: _Side, new: _Side, at: _At) -> None:
         """`additionalProperties`: extra fields rejected or allowed, and their schema."""
+        direction, loc, via = at.direction, at.loc, at.via
         oap, nap = old.schema.get("additionalProperties"), new.schema.get("additionalProperties")
         if direction == "request" and oap is not False and nap is False:
             self.add("tightened-constraint", loc, True, "extra fields are now rejected", via)
         elif oap is False and nap not in (False, None):
             self.add("loosened-constraint", loc, False, "extra fields now allowed", via)
         if isinstance(oap, dict) and isinstance(nap, dict):
-            self.schema(
-                _Side(oap, old.root), _Side(nap, new.root), direction, f"{loc}{{*}}", via, depth + 1
-            )
+            self.schema(_Side(oap, old.root), _Side(nap, new.root), at.down(f"{loc}{{*}}"))
 
     # -- OpenAPI ---------------------------------------------------------
 
@@ -611,9 +572,7 @@ class _Differ:
             self.schema(
                 _Side(opar[key].get("schema", {}), oroot),
                 _Side(npar[key].get("schema", {}), nroot),
-                "request",
-                loc,
-                op,
+                _At("request", loc, op),
             )
         for key in sorted(set(npar) - set(opar)):
             where, name = key
@@ -652,7 +611,7 @@ class _Differ:
         self,
         old: _Side,
         new: _Side,
-        direction: str,
+        direction: Direction,
         loc: str,
         op: str,
         *,
@@ -669,9 +628,7 @@ class _Differ:
             self.schema(
                 _Side(as_dict(ocont[media]).get("schema", {}), old.root),
                 _Side(as_dict(ncont[media]).get("schema", {}), new.root),
-                direction,
-                f"{loc} {media}",
-                op,
+                _At(direction, f"{loc} {media}", op),
             )
         for media in sorted(set(ncont) - set(ocont)):
             self.add("added-media-type", f"{loc} {media}", False, "new media type", op)
@@ -709,7 +666,7 @@ class _Differ:
                 continue
             direction: Direction = "request" if name.endswith("Request") else "response"
             self.schema(
-                _Side(old[name], old[name]), _Side(new[name], new[name]), direction, name, via
+                _Side(old[name], old[name]), _Side(new[name], new[name]), _At(direction, name, via)
             )
         for name in sorted(set(new) - set(old)):
             self.add("added-model", name, False, "new model", f"model {name}")
@@ -728,7 +685,7 @@ def _params(item: dict, op: dict, root: Any) -> dict[tuple[str, str], dict]:
 def diff_schemas(old: Any, new: Any, direction: Direction, location: str = "$") -> list[Change]:
     """Differences between two JSON Schemas (each resolving its own `$ref`s)."""
     d = _Differ()
-    d.schema(_Side(old, old), _Side(new, new), direction, location, location)
+    d.schema(_Side(old, old), _Side(new, new), _At(direction, location, location))
     return _finish(d.changes)
 
 

@@ -490,7 +490,7 @@ def assess_cadence(
         warns, fails = fails + warns, []
         tail += "; on_violation = warn"
     return from_findings(
-        NAME, fails, warns, tail, evidence=evidence, threshold=threshold, details=details
+        NAME, (fails, warns), tail, evidence=evidence, threshold=threshold, details=details
     )
 
 
@@ -659,14 +659,13 @@ def check(
     *,
     core_releases: list[Any] | None = None,
     plugin_tags: list[Any] | None = None,
-    installer_pin: Version | str | None = None,
     read_installer: bool = True,
     now: datetime | None = None,
 ) -> CheckResult:
     """The `cadence` check. I/O is done here for every input not given.
 
-    The installer's core pin is read from the plugin source unless `installer_pin`
-    is given or `read_installer` is false.
+    The installer's core pin is read from the plugin source unless `read_installer`
+    is false (then no pin is taken into account).
     """
     policy = spec.options(NAME)
     _check_tag_pattern(spec, policy)
@@ -678,7 +677,8 @@ def check(
     source_kind = (spec.plugin.get("source") or {}).get("kind")
     if plugin_tags is None:
         plugin_tags = _read_plugin_tags(source_kind, root, notes, sources)
-    if installer_pin is None and read_installer:
+    installer_pin: Version | None = None
+    if read_installer:
         installer_pin, pin_notes = _installer_pin(spec, root)
         notes.extend(pin_notes)
     result = assess_cadence(core_releases, plugin_tags, installer_pin, policy, now=now)

@@ -371,7 +371,7 @@ def compare(hw: HardwareSettings, files: list[str], seen: list[Seen]) -> CheckRe
         evidence.append(Evidence(note=note, source="plugin"))
         tail += f"; {note}: nothing to compare"
     return from_findings(
-        NAME, fails, warns, tail, evidence=evidence, threshold=threshold, details=details
+        NAME, (fails, warns), tail, evidence=evidence, threshold=threshold, details=details
     )
 
 

@@ -352,20 +352,31 @@ def _test_env() -> dict[str, str]:
     return env
 
 
+@dataclass(frozen=True)
+class _Suite:
+    """Which tests a run is of: the plugin's root, the runner, its config, and the runtime
+    module when the runtime is not in the environment."""
+
+    root: Path
+    runner: str
+    cfg: dict[str, Any]
+    module: str | None
+
+
 def _outcome(
     done: Any,  # subprocess.CompletedProcess[str]
     junit: Path,
-    root: Path,
-    runner: str,
-    cfg: dict[str, Any],
+    suite: _Suite,
     plan: tuple[list[str], list[str]],
-    runtime_module: str | None,
 ) -> TestRun:
     if done.returncode not in (0, 1, 2, 5) or not junit.exists():
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
         raise OutsideFailure(f"pytest failed to run (exit {done.returncode}):\n{tail}")
+    runner, cfg = suite.runner, suite.cfg
     paths, ignore = plan
-    counts, outcomes, reasons = classify_junit(junit, deferrals(root, cfg, runner, runtime_module))
+    counts, outcomes, reasons = classify_junit(
+        junit, deferrals(suite.root, cfg, runner, suite.module)
+    )
     run = TestRun(
         runner=runner,
         paths=paths,
@@ -393,7 +404,7 @@ def run_tests(
     # Where the pairing env was made: this machine, or its pinned container image.
     with progress.working("plugin tests"):
         done = runner_of(python).call(argv, env=_test_env(), cwd=root, timeout=cfg["timeout"])
-    return _outcome(done, junit, root, runner, cfg, plan, runtime_module)
+    return _outcome(done, junit, _Suite(root, runner, cfg, runtime_module), plan)
 
 
 # ---------------------------------------------------------------------------
@@ -447,7 +458,7 @@ def tests_run(
         with progress.working("plugin tests (started while the env was checked)"):
             done = ahead.started.finish(cfg["timeout"])
         junit, plan = ahead.data
-        return _outcome(done, junit, root, runner, cfg, plan, module)
+        return _outcome(done, junit, _Suite(root, runner, cfg, module), plan)
     finally:
         ahead.close()
 

@@ -48,15 +48,16 @@ class CheckResult:
 
 def from_findings(
     name: str,
-    fails: list[str],
-    warns: list[str],
+    findings: tuple[list[str], list[str]],
     tail: str,
     *,
     evidence: list[Evidence],
     threshold: dict[str, Any],
     details: dict[str, Any],
 ) -> CheckResult:
-    """fail if any failure, else warn if any warning, else pass; `tail` states the facts."""
+    """fail if any failure, else warn if any warning, else pass (`findings`: the failures
+    and the warnings); `tail` states the facts."""
+    fails, warns = findings
     if fails:
         status: Status = "fail"
         summary = "; ".join(fails) + f" [{tail}]"

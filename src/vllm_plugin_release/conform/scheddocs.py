@@ -576,7 +576,7 @@ def check(
         replay_note = f"replay {headline_text(replay)}"
     tail = f"{docs}: {stated}; {mix_note}; {replay_note}"
     return from_findings(
-        NAME, fails, warns, tail, evidence=evidence, threshold=threshold, details=details
+        NAME, (fails, warns), tail, evidence=evidence, threshold=threshold, details=details
     )
 
 

@@ -59,6 +59,7 @@ def run(
         raise OutsideFailure(f"{what}: cannot start {argv[0]!s}: {exc.strerror or exc}")
 
 
+# Wide on purpose: stdout/stderr/stdin/env/cwd are subprocess.Popen's own independent options.
 def spawn(
     argv: Sequence[str | Path],
     *,

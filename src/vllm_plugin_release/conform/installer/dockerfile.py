@@ -38,7 +38,7 @@ def dockerfile(
         if ins.keyword == "FROM":
             state = State()
         elif ins.keyword in ("ENV", "ARG"):
-            docker_env(shell, ins.keyword, ins.args, state, file, ins.start, build_args)
+            docker_env(shell, ins, state, file, build_args)
         elif ins.keyword == "WORKDIR":
             state.cwd = expand(ins.args, state)
         elif ins.keyword == "RUN":
@@ -144,13 +144,13 @@ def _add_fetches(args: str, state: State, file: str, line: int) -> list[dict]:
 
 def docker_env(
     shell: Shell,
-    keyword: str,
-    args: str,
+    ins: _Instruction,
     state: State,
     file: str,
-    line: int,
     build_args: dict[str, str] | None = None,
 ) -> None:
+    """An ENV or ARG instruction: the variables it sets in `state`."""
+    keyword, args, line = ins.keyword, ins.args, ins.start
     try:
         argv = shlex.split(args, posix=True)
     except ValueError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -34,6 +35,17 @@ MAX_NESTED_FILES = 32  # -r inside -r inside ...: pip follows them all; we stop 
 # blanks is not rescanned from each of them).
 _OPTIONS = re.compile(r"(?<!\s)\s+(?=--)")
 _SDIST_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+?)-(?P<ver>\d[^-/]*?)\.(?:tar\.gz|zip|tgz)$")
+
+
+@dataclass(frozen=True)
+class _Where:
+    """Where a requirement was named: the install command (None for a dependency read
+    from a file alone), the file and line, and the role it is read in."""
+
+    inst: Install | None
+    file: str
+    line: int
+    role: str
 
 
 class Installs:
@@ -73,12 +85,12 @@ class Installs:
     def install(self, inst: Install) -> None:
         cmd = inst.cmd
         for requirement in inst.requirements:
-            self.requirement(requirement, inst, cmd.file, cmd.line, "install", set(), ())
+            self.requirement(requirement, _Where(inst, cmd.file, cmd.line, "install"), set(), ())
         for target in inst.editables:
             self.report.editable_installs.append(
                 {"target": target, "file": cmd.file, "line": cmd.line}
             )
-            self.requirement(target, inst, cmd.file, cmd.line, "install", set(), (), editable=True)
+            self.requirement(target, _Where(inst, cmd.file, cmd.line, "install"), set(), ())
         for role, target in inst.files:
             self.install_file(role, target, inst)
 
@@ -183,7 +195,7 @@ class Installs:
                 continue
             parts = _OPTIONS.split(line)
             options = tuple(parts[1:])
-            self.requirement(parts[0], inst, key, number, role, file_no_binary, options)
+            self.requirement(parts[0], _Where(inst, key, number, role), file_no_binary, options)
 
     def read(self, path: Path, shown: str, role: str) -> str | None:
         """The text of a file the installer names (listed as read), or None: outside the
@@ -227,7 +239,7 @@ class Installs:
             )
         elif kind == "editable":
             self.report.editable_installs.append({"target": value, "file": shown, "line": number})
-            self.requirement(value, inst, shown, number, role, file_no_binary, (), editable=True)
+            self.requirement(value, _Where(inst, shown, number, role), file_no_binary, ())
         elif kind == "no_binary":
             file_no_binary.update(
                 canonical(v) if not v.startswith(":") else v for v in value.split(",")
@@ -295,33 +307,29 @@ class Installs:
             if not isinstance(dep, str):
                 continue
             line = lines.get(dep) or 1
-            self.requirement(dep, inst, shown, line, "pyproject dependency", set(), ())
+            self.requirement(dep, _Where(inst, shown, line, "pyproject dependency"), set(), ())
 
     # -- one requirement -------------------------------------------------------
     def requirement(
         self,
         text: str,
-        inst: Install | None,
-        file: str,
-        line: int,
-        role: str,
+        where: _Where,
         file_no_binary: set[str],
         options: tuple[str, ...],
-        *,
-        editable: bool = False,
     ) -> None:
+        inst, file, line, role = where.inst, where.file, where.line, where.role
         cmd = inst.cmd if inst else None
         hashed = any(o.startswith("--hash") for o in options) or (
             inst is not None and "--require-hashes" in inst.flags
         )
         url, name = _direct_url(text)
         if url is not None:
-            self.url_requirement(url, name, inst, file, line, role, hashed or "#sha256=" in url)
+            self.url_requirement(url, name, where, hashed or "#sha256=" in url)
             return
         # `/src/vllm/[audio]` is the checkout /src/vllm with an extra
         clone = self.fetches.clone_for(_without_extras(text), cmd.cwd if cmd else None)
         if _looks_path(text, clone):
-            self.path_requirement(text, clone, inst, file, line, role, editable)
+            self.path_requirement(text, clone, where)
             return
         if "$" in text:
             self.report.notes.append(
@@ -363,23 +371,15 @@ class Installs:
             cmd = inst.cmd if inst else None
             self.core.from_source(how, cmd.file if cmd else pin.file, cmd.line if cmd else pin.line)
 
-    def url_requirement(
-        self,
-        url: str,
-        name: str | None,
-        inst: Install | None,
-        file: str,
-        line: int,
-        role: str,
-        hashed: bool,
-    ) -> None:
+    def url_requirement(self, url: str, name: str | None, where: _Where, hashed: bool) -> None:
+        inst, file, line, role = where.inst, where.file, where.line, where.role
         clean = url.removeprefix("git+") if url.startswith("git+") else url
         is_git = url.startswith("git+") or clean.split("#")[0].split("@")[0].endswith(".git")
         is_core = (name is not None and canonical(name.split("[")[0]) == self.core.name) or (
             self.core.is_core_url(url)
         )
         if is_git:
-            self.git_requirement(url, clean, is_core, inst, file, line)
+            self.git_requirement(url, clean, is_core, where)
             return
         filename = PurePosixPath(clean.split("#")[0].split("?")[0]).name
         if not hashed:
@@ -402,10 +402,9 @@ class Installs:
                 self.core.from_source("sdist URL", file, line)
         self.core.vllm_url(url, file, line)
 
-    def git_requirement(
-        self, url: str, clean: str, is_core: bool, inst: Install | None, file: str, line: int
-    ) -> None:
+    def git_requirement(self, url: str, clean: str, is_core: bool, where: _Where) -> None:
         """A VCS requirement (git+https://...@ref): unhashed unless the ref is a commit."""
+        inst, file, line = where.inst, where.file, where.line
         ref = None
         m = re.match(r"^(.*?://[^@]*?/[^@]*)@([^@/]+)$", clean.split("#")[0])
         if m:
@@ -428,16 +427,8 @@ class Installs:
             self.core.git_pin(url, ref, file, line, inst)
             self.core.from_source(f"git {ref or 'default branch'}", file, line)
 
-    def path_requirement(
-        self,
-        text: str,
-        clone: dict[str, Any] | None,
-        inst: Install | None,
-        file: str,
-        line: int,
-        role: str,
-        editable: bool,
-    ) -> None:
+    def path_requirement(self, text: str, clone: dict[str, Any] | None, where: _Where) -> None:
+        inst, file, line = where.inst, where.file, where.line
         cmd = inst.cmd if inst else None
         base, extras = text, ()
         m = re.match(r"^(.*?)\[([^\]]*)\]$", text)

@@ -322,7 +322,8 @@ class Shell:
         if handled is None:
             handled = self.shell_invocation(argv, file, seg.line, state, depth)
         if handled is None:
-            handled = self.record(argv, prefix, seg, file, state, depth, stdout)
+            cmd = self.record(argv, prefix, seg, file, state, stdout)
+            handled = [cmd, *self.heredoc_runs(cmd, seg, state, depth)]
         out.extend(handled)
         return out
 
@@ -422,10 +423,10 @@ class Shell:
         seg: Segment,
         file: str,
         state: State,
-        depth: int,
         stdout: str | None,
-    ) -> list[ShellCommand]:
-        """The command itself, then what a shell reading a heredoc runs."""
+    ) -> ShellCommand:
+        """The command itself, recorded with its environment (see `heredoc_runs` for what
+        it runs in turn)."""
         self.spend(len(state.vars) + 64)  # and the analysis of it afterwards (installs, fetches)
         env = {k: v for k, v in state.vars.items() if v.exported}
         for key, value in prefix.items():
@@ -442,12 +443,18 @@ class Shell:
             heredocs=["\n".join(t for _, t in body) for body in seg.heredocs],
             stdout=stdout,
         )
-        out = [cmd]
         self.emitted.append(cmd)
-        if _name(argv[0]) in _SHELLS and seg.heredocs and depth < _MAX_DEPTH:
+        return cmd
+
+    def heredoc_runs(
+        self, cmd: ShellCommand, seg: Segment, state: State, depth: int
+    ) -> list[ShellCommand]:
+        """What `cmd` runs when it is a shell reading a heredoc (`seg`'s)."""
+        out: list[ShellCommand] = []
+        if _name(cmd.argv[0]) in _SHELLS and seg.heredocs and depth < _MAX_DEPTH:
             for body in seg.heredocs:
                 self.spend(len(state.vars))
-                out.extend(self.run_text(body, file, state.copy(True), depth + 1))
+                out.extend(self.run_text(body, cmd.file, state.copy(True), depth + 1))
         return out
 
     def follow(
