@@ -15,6 +15,7 @@ from vllm_plugin_release.core.cache import Cache, sha256_file
 from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.edges.runner import LocalRunner
 from vllm_plugin_release.stages.wheelbuild import (
+    Builds,
     compare_builds,
     ensure_build_env,
     parallel_local_builds,
@@ -37,10 +38,7 @@ def test_each_build_hashes_its_wheel_and_removes_its_tree(tmp_path: Path, cache_
         tree,
         scratch,
         cache,
-        builds=2,
-        source_date_epoch=spec.core.source_date_epoch,
-        target_device=None,
-        log_name="tail-test",
+        Builds(2, spec.core.source_date_epoch, None, "tail-test"),
     )
     wheels = [r["wheel"] for r in results]
     for result in results:

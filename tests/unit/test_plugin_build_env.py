@@ -166,7 +166,7 @@ def test_the_build_command_carries_build_env_on_either_runner(tmp_path: Path) ->
 
     from vllm_plugin_release.core.cache import Cache
     from vllm_plugin_release.edges.container import ContainerRunner
-    from vllm_plugin_release.stages.wheelbuild import parallel_local_builds
+    from vllm_plugin_release.stages.wheelbuild import Builds, parallel_local_builds
 
     tree = tmp_path / "plugin"
     tree.mkdir()
@@ -182,11 +182,7 @@ def test_the_build_command_carries_build_env_on_either_runner(tmp_path: Path) ->
         tree,
         scratch,
         cache,
-        builds=2,
-        source_date_epoch=1700000000,
-        target_device=None,
-        log_name="build-plugin",
-        extra_env=variables,
+        Builds(2, 1700000000, None, "build-plugin", variables),
     )
     assert len(runner.commands) == 2
     for cmd in runner.commands:

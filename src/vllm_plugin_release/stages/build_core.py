@@ -8,6 +8,7 @@ where key is the hash of every input, so a re-run with nothing changed does no w
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from vllm_plugin_release.edges.runner import Runner
 from vllm_plugin_release.stages import recipes
 from vllm_plugin_release.stages.requests import build_request
 from vllm_plugin_release.stages.wheelbuild import (
+    Builds,
     StageResult,
     compare_builds,
     ensure_build_env,
@@ -109,7 +111,6 @@ def build_core(
     fetcher = fetcher or Fetcher(cache)
     dist = dist_dir(dist_root, spec.name)
     with runner_for(spec, cache, folders=(tree,)) as runner:
-        isolated = runner.isolate
         lock_path = spec.resolve(spec.build.constraints)
         request, declared_torch = build_request(spec, tree)
         try:
@@ -118,23 +119,19 @@ def build_core(
             runner.require_python(spec.build.python)
             raise
         lock_sha = sha256_file(lock_path)
-        key = stage_key(spec, lock_sha, isolated)
-        stage_dir = cache.stage_dir(STAGE, key)
+        stage_dir = cache.stage_dir(STAGE, stage_key(spec, lock_sha, runner.isolate))
         cached = None if force else reuse(stage_dir, dist, RECORD, STAGE)
         if cached:
             return cached
         runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
-
-        torch_pin = pins(lock_text).get("torch", "")
+        b = _CoreBuild(spec, runner, cache, tree, lock_path, lock_sha, lock_text, declared_torch)
         with cache.scratch("build-core-", under=runner.scratch_root()) as scratch:
             builds = 2 if spec.build.reproducibility_check else 1
             with progress.status(
                 f"build-core: building vLLM {spec.core.version} (empty target), "
                 f"{builds} build{'s' if builds > 1 else ''} in parallel"
             ):
-                results = runner_build(
-                    runner, spec, tree, lock_path, scratch, cache, builds=builds, lock_key=lock_sha
-                )
+                results = runner_build(b, scratch, builds)
             wheels = [r["wheel"] for r in results]
             digest, reproducible = compare_builds(wheels, STAGE, [r.get("sha256") for r in results])
             expected_suffix = f"+{spec.core.target_device}"
@@ -143,79 +140,85 @@ def build_core(
                     f"build-core: wheel {wheels[0].name} lacks the {expected_suffix} local version",
                     hint="VLLM_TARGET_DEVICE did not reach setup.py",
                 )
-            env = results[0]["env"]
-            record = {
-                "stage": STAGE,
-                "pipeline_version": __version__,
-                "recipe": RECIPE_VERSION,
-                "core": {
-                    "name": spec.core.name,
-                    "version": spec.core.version,
-                    "target_device": spec.core.target_device,
-                    "source_date_epoch": spec.core.source_date_epoch,
-                    "source": source_record(spec, fetcher),
-                },
-                "wheel": {
-                    "filename": wheels[0].name,
-                    "sha256": digest,
-                    "platform_tag": wheels[0].stem.split("-", 2)[-1],
-                    "size": wheels[0].stat().st_size,
-                },
-                "reproducible": reproducible,
-                "builds_compared": builds,
-                "isolated": isolated,
-                "python": results[0]["python"],
-                "interpreter": runner.interpreter(spec.build.python).record(),
-                "build_env": {
-                    "lock_file": spec.build.constraints,
-                    "lock_sha256": lock_sha,
-                    "torch": torch_pin,
-                    # the file for this Python and platform (`vpr lock` records it; None for
-                    # a lock written before it did)
-                    "torch_file": (
-                        found.record(torch_pin)
-                        if (found := locked_file(lock_text, "torch"))
-                        else None
-                    ),
-                    "core_declared_torch": declared_torch,
-                    "torch_differs_from_core_pin": bool(declared_torch)
-                    and not declared_torch.replace(" ", "").endswith(torch_pin),
-                },
-                "env": {k: env[k] for k in recipes.RECORDED_ENV if k in env},
-                "rust_extensions": (
-                    "not built (optional; cargo/rustc disabled for the empty target)"
-                ),
-                "backend": runner.describe(),
-            }
+            record = _record(b, results, digest, reproducible, source_record(spec, fetcher))
             result = store(cache, stage_dir, dist, wheels[0], record, RECORD)
         progress.info(
             f"build-core: {result.wheel.name} sha256 {digest} "
-            f"(reproducible: {reproducible}, isolated: {isolated})"
+            f"(reproducible: {reproducible}, isolated: {runner.isolate})"
         )
         return result
 
 
-def runner_build(
-    runner: Runner,
-    spec: Spec,
-    tree: Path,
-    lock_path: Path,
-    scratch: Path,
-    cache: Cache,
-    *,
-    builds: int,
-    lock_key: str,
-) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class _CoreBuild:
+    """What one core build is made from: the spec, the entered runner, the verified source
+    tree and the build lock (checked against the tree's requirements)."""
+
+    spec: Spec
+    runner: Runner
+    cache: Cache
+    tree: Path
+    lock_path: Path
+    lock_sha: str
+    lock_text: str
+    declared_torch: str  # the torch pin the core declares in [build-system]
+
+
+def _record(
+    b: _CoreBuild,
+    results: list[dict[str, Any]],
+    digest: str,
+    reproducible: bool | None,
+    source: dict[str, Any],
+) -> dict[str, Any]:
+    """build-core.json: the source, the wheel, the comparison and the build env."""
+    spec, wheel, env = b.spec, results[0]["wheel"], results[0]["env"]
+    torch_pin = pins(b.lock_text).get("torch", "")
+    declared = b.declared_torch
+    return {
+        "stage": STAGE,
+        "pipeline_version": __version__,
+        "recipe": RECIPE_VERSION,
+        "core": {
+            "name": spec.core.name,
+            "version": spec.core.version,
+            "target_device": spec.core.target_device,
+            "source_date_epoch": spec.core.source_date_epoch,
+            "source": source,
+        },
+        "wheel": {
+            "filename": wheel.name,
+            "sha256": digest,
+            "platform_tag": wheel.stem.split("-", 2)[-1],
+            "size": wheel.stat().st_size,
+        },
+        "reproducible": reproducible,
+        "builds_compared": len(results),
+        "isolated": b.runner.isolate,
+        "python": results[0]["python"],
+        "interpreter": b.runner.interpreter(spec.build.python).record(),
+        "build_env": {
+            "lock_file": spec.build.constraints,
+            "lock_sha256": b.lock_sha,
+            "torch": torch_pin,
+            # the file for this Python and platform (`vpr lock` records it; None for a lock
+            # written before it did)
+            "torch_file": (
+                found.record(torch_pin) if (found := locked_file(b.lock_text, "torch")) else None
+            ),
+            "core_declared_torch": declared,
+            "torch_differs_from_core_pin": bool(declared)
+            and not declared.replace(" ", "").endswith(torch_pin),
+        },
+        "env": {k: env[k] for k in recipes.RECORDED_ENV if k in env},
+        "rust_extensions": "not built (optional; cargo/rustc disabled for the empty target)",
+        "backend": b.runner.describe(),
+    }
+
+
+def runner_build(b: _CoreBuild, scratch: Path, builds: int) -> list[dict[str, Any]]:
     """Run `builds` independent builds through the runner (in parallel); return their wheels."""
-    venv = ensure_build_env(spec, lock_path, lock_key, cache, runner)
-    return parallel_local_builds(
-        runner,
-        venv,
-        tree,
-        scratch,
-        cache,
-        builds=builds,
-        source_date_epoch=spec.core.source_date_epoch,
-        target_device=spec.core.target_device,
-        log_name=STAGE,
-    )
+    spec = b.spec
+    venv = ensure_build_env(spec, b.lock_path, b.lock_sha, b.cache, b.runner)
+    plan = Builds(builds, spec.core.source_date_epoch, spec.core.target_device, STAGE)
+    return parallel_local_builds(b.runner, venv, b.tree, scratch, b.cache, plan)

@@ -10,7 +10,9 @@ the plugin's entry points read from the wheel; a wheel without a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -32,6 +34,7 @@ from vllm_plugin_release.stages.requests import (
     plugin_build_request,
 )
 from vllm_plugin_release.stages.wheelbuild import (
+    Builds,
     StageResult,
     compare_builds,
     ensure_build_env,
@@ -126,64 +129,88 @@ def build_plugin(
                     src.root,
                     scratch,
                     cache,
-                    builds=builds,
-                    source_date_epoch=src.source_date_epoch,
-                    target_device=None,
-                    log_name=STAGE,
-                    extra_env=variables,
+                    Builds(builds, src.source_date_epoch, None, STAGE, variables),
                 )
             wheels = [r["wheel"] for r in results]
             digest, reproducible = compare_builds(wheels, STAGE)
-            meta = wheel_metadata(wheels[0])
-            if canonicalize_name(meta["name"]) != canonicalize_name(spec.plugin["name"]):
-                raise GateFailed(
-                    f"build-plugin: the wheel is {meta['name']!r}, the spec names "
-                    f"{spec.plugin['name']!r}",
-                    hint="check [plugin] name",
-                )
-            entry_points = wheel_entry_points(wheels[0])
-            if not entry_points.get(PLATFORM_GROUP):
-                raise GateFailed(
-                    f"build-plugin: {wheels[0].name} declares no {PLATFORM_GROUP!r} entry "
-                    "point, so vLLM would never load it as a platform plugin",
-                    hint=f'add [project.entry-points."{PLATFORM_GROUP}"] to the plugin\'s '
-                    "pyproject",
-                )
-            record = {
-                "stage": STAGE,
-                "pipeline_version": __version__,
-                "recipe": RECIPE_VERSION,
-                "plugin": {
-                    "name": meta["name"],
-                    "version": meta["version"],
-                    "repository": src.repository,
-                    "commit": src.commit,
-                    "source_kind": src.kind,
-                    "requires_dist": meta["requires_dist"],
-                    "build_requires": list(plan.declared),
-                    **plan.record(),
-                },
-                "source_date_epoch": src.source_date_epoch,
-                "wheel": {"filename": wheels[0].name, "sha256": digest},
-                "entry_points": entry_points,
-                "reproducible": reproducible,
-                "builds_compared": builds,
-                "isolated": runner.isolate,
-                "python": results[0]["python"],
-                "interpreter": runner.interpreter(spec.build.python).record(),
-                "build_env": {
-                    "lock_file": lock_file,
-                    "lock_sha256": lock_sha,
-                    **({"variables": variables} if variables else {}),
-                },
-                "backend": runner.describe(),
-            }
+            b = _PluginBuild(spec, runner, src, lock_file, lock_sha, plan, variables)
+            record = _record(b, results, digest, reproducible)
             result = store(cache, stage_dir, dist, wheels[0], record, RECORD)
         progress.info(
             f"build-plugin: {result.wheel.name} sha256 {digest} (reproducible: {reproducible}, "
             f"commit {src.commit})"
         )
         return result
+
+
+@dataclass(frozen=True)
+class _PluginBuild:
+    """What one plugin build is made from: the spec, the entered runner, the checkout, the
+    build lock (and what the plugin declares of it) and the spec's build variables."""
+
+    spec: Spec
+    runner: Runner
+    src: PluginSource
+    lock_file: str
+    lock_sha: str
+    plan: PluginBuildPlan  # the plugin's build requirements against the lock
+    variables: dict[str, str]
+
+
+def _record(
+    b: _PluginBuild, results: list[dict[str, Any]], digest: str, reproducible: bool | None
+) -> dict[str, Any]:
+    """build-plugin.json, for the checked wheel (GateFailed for one that is not the plugin)."""
+    spec, src, wheel = b.spec, b.src, results[0]["wheel"]
+    meta, entry_points = _checked_wheel(spec, wheel)
+    return {
+        "stage": STAGE,
+        "pipeline_version": __version__,
+        "recipe": RECIPE_VERSION,
+        "plugin": {
+            "name": meta["name"],
+            "version": meta["version"],
+            "repository": src.repository,
+            "commit": src.commit,
+            "source_kind": src.kind,
+            "requires_dist": meta["requires_dist"],
+            "build_requires": list(b.plan.declared),
+            **b.plan.record(),
+        },
+        "source_date_epoch": src.source_date_epoch,
+        "wheel": {"filename": wheel.name, "sha256": digest},
+        "entry_points": entry_points,
+        "reproducible": reproducible,
+        "builds_compared": len(results),
+        "isolated": b.runner.isolate,
+        "python": results[0]["python"],
+        "interpreter": b.runner.interpreter(spec.build.python).record(),
+        "build_env": {
+            "lock_file": b.lock_file,
+            "lock_sha256": b.lock_sha,
+            **({"variables": b.variables} if b.variables else {}),
+        },
+        "backend": b.runner.describe(),
+    }
+
+
+def _checked_wheel(spec: Spec, wheel: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The wheel's metadata and entry points; GateFailed when it is not the plugin the spec
+    names or declares no platform plugin (vLLM would never load it)."""
+    meta = wheel_metadata(wheel)
+    if canonicalize_name(meta["name"]) != canonicalize_name(spec.plugin["name"]):
+        raise GateFailed(
+            f"build-plugin: the wheel is {meta['name']!r}, the spec names {spec.plugin['name']!r}",
+            hint="check [plugin] name",
+        )
+    entry_points = wheel_entry_points(wheel)
+    if not entry_points.get(PLATFORM_GROUP):
+        raise GateFailed(
+            f"build-plugin: {wheel.name} declares no {PLATFORM_GROUP!r} entry "
+            "point, so vLLM would never load it as a platform plugin",
+            hint=f'add [project.entry-points."{PLATFORM_GROUP}"] to the plugin\'s pyproject',
+        )
+    return meta, entry_points
 
 
 def lock_for(spec: Spec, root: Path, tree: Path) -> Path:

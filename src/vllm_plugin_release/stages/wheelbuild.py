@@ -59,21 +59,24 @@ def python_version(runner: Runner, venv: Path) -> str:
     return done.stdout.strip()
 
 
+@dataclass(frozen=True)
+class Builds:
+    """How many builds of a tree run side by side, and what each is given: its
+    SOURCE_DATE_EPOCH, VLLM_TARGET_DEVICE (None: not set), its logs' name and `extra_env`
+    (the spec's variables for this build, `[plugin] build_env`)."""
+
+    count: int
+    source_date_epoch: int
+    target_device: str | None
+    log_name: str
+    extra_env: Mapping[str, str] | None = None
+
+
 def parallel_local_builds(
-    runner: Runner,
-    venv: Path,
-    tree: Path,
-    scratch: Path,
-    cache: Cache,
-    *,
-    builds: int,
-    source_date_epoch: int,
-    target_device: str | None,
-    log_name: str,
-    extra_env: Mapping[str, str] | None = None,
+    runner: Runner, venv: Path, tree: Path, scratch: Path, cache: Cache, builds: Builds
 ) -> list[dict[str, Any]]:
-    """`builds` wheel builds of `tree` in parallel; returns wheel, env and python of each.
-    `extra_env`: the spec's variables for this build (`[plugin] build_env`)."""
+    """`builds.count` wheel builds of `tree` in parallel; returns wheel, env and python of
+    each."""
     shim = scratch / "shim"
     shim.mkdir(exist_ok=True)
     for tool in recipes.RUST_TOOLS:
@@ -84,7 +87,7 @@ def parallel_local_builds(
     logs.mkdir(parents=True, exist_ok=True)
 
     def one(index: int) -> dict[str, Any]:
-        work = scratch / f"{log_name}-{LETTERS[index]}"
+        work = scratch / f"{builds.log_name}-{LETTERS[index]}"
         src = work / tree.name
         proc.copy_tree(tree, src)
         home = work / "home"
@@ -93,27 +96,29 @@ def parallel_local_builds(
             base=host_env(HOME=str(home), TMPDIR=str(work)),
             venv=str(venv),
             shim=str(shim),
-            target_device=target_device,
-            source_date_epoch=source_date_epoch,
-            extra=extra_env,
+            target_device=builds.target_device,
+            source_date_epoch=builds.source_date_epoch,
+            extra=builds.extra_env,
         )
         out = work / "out"
-        log = logs / f"{log_name}-{LETTERS[index]}.log"
+        log = logs / f"{builds.log_name}-{LETTERS[index]}.log"
         log.unlink(missing_ok=True)
         runner.run(
             recipes.wheel_command(venv=str(venv), src=str(src), outdir=str(out), env=env), log
         )
         found = sorted(out.glob("*.whl"))
         if len(found) != 1:
-            raise GateFailed(f"{log_name}: build {index + 1} produced {len(found)} wheels in {out}")
+            raise GateFailed(
+                f"{builds.log_name}: build {index + 1} produced {len(found)} wheels in {out}"
+            )
         # This build's tail work, done here while the other build may still run: hash its
         # wheel, remove its copy of the tree (thousands of files; not needed any more).
         digest = sha256_file(found[0])
         remove_tree(src, ignore_errors=True)
         return {"wheel": found[0], "env": env, "python": version, "sha256": digest}
 
-    with ThreadPoolExecutor(max_workers=builds) as pool:
-        return list(pool.map(one, range(builds)))
+    with ThreadPoolExecutor(max_workers=builds.count) as pool:
+        return list(pool.map(one, range(builds.count)))
 
 
 def compare_builds(
