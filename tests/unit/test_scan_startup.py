@@ -76,6 +76,11 @@ def test_scan_core_exits_without_teardown_and_its_whole_output_written(tmp_path:
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
     assert len(report["hits"]) == 600 and report["status"] == "fail"
+    # the same report as the scan in this process (its time aside)
+    from vllm_plugin_release.conform.symbolscan import scan_path
+
+    here = scan_path(tmp_path, ["ttnn"]).to_json()
+    assert {**report, "seconds": 0} == {**here, "seconds": 0}
 
 
 def test_main_called_with_a_command_line_returns(tmp_path: Path) -> None:
