@@ -66,6 +66,8 @@ def test_scan_core_exits_without_teardown_and_its_whole_output_written(tmp_path:
     # any pipe buffer) and the exit code is the verdict's.
     for i in range(300):
         (tmp_path / f"m{i}.py").write_text("import ttnn\nx = ttnn.open_device()\n")
+    # and the edges: upper case at the very end of a file (a hit), inside identifiers (none)
+    (tmp_path / "edge.py").write_text("class AttnNvfp4QuantPattern: pass\nxttnn = 1\nTTNN")
     cmd = [sys.executable, "-m", "vllm_plugin_release", "scan-core", str(tmp_path)]
     done = subprocess.run(
         [*cmd, "--symbols", "ttnn", "--json"],
@@ -75,7 +77,8 @@ def test_scan_core_exits_without_teardown_and_its_whole_output_written(tmp_path:
     )
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
-    assert len(report["hits"]) == 600 and report["status"] == "fail"
+    assert len(report["hits"]) == 601 and report["status"] == "fail"
+    assert [(h["line"], h["column"]) for h in report["hits"] if h["path"] == "edge.py"] == [(3, 1)]
     # the same report as the scan in this process (its time aside)
     from vllm_plugin_release.conform.symbolscan import scan_path
 
