@@ -58,3 +58,38 @@ def test_the_probe_sees_rich_when_the_text_report_needs_it(tmp_path: Path) -> No
     probe, _ = _loaded(tmp_path, "--symbols", "ttnn")
     assert probe["code"] == 1
     assert "rich" in probe["loaded"], probe["loaded"]
+
+
+def test_scan_core_exits_without_teardown_and_its_whole_output_written(tmp_path: Path) -> None:
+    # `python -m vllm_plugin_release scan-core` (the command line of its own process) ends
+    # with os._exit once the report is written: the report is whole (a long one, beyond
+    # any pipe buffer) and the exit code is the verdict's.
+    for i in range(300):
+        (tmp_path / f"m{i}.py").write_text("import ttnn\nx = ttnn.open_device()\n")
+    # and the edges: upper case at the very end of a file (a hit), inside identifiers (none)
+    (tmp_path / "edge.py").write_text("class AttnNvfp4QuantPattern: pass\nxttnn = 1\nTTNN")
+    cmd = [sys.executable, "-m", "vllm_plugin_release", "scan-core", str(tmp_path)]
+    done = subprocess.run(
+        [*cmd, "--symbols", "ttnn", "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert len(report["hits"]) == 601 and report["status"] == "fail"
+    assert [(h["line"], h["column"]) for h in report["hits"] if h["path"] == "edge.py"] == [(3, 1)]
+    # the same report as the scan in this process (its time aside)
+    from vllm_plugin_release.conform.symbolscan import scan_path
+
+    here = scan_path(tmp_path, ["ttnn"]).to_json()
+    assert {**report, "seconds": 0} == {**here, "seconds": 0}
+
+
+def test_main_called_with_a_command_line_returns(tmp_path: Path) -> None:
+    # main(argv) from a caller (tests, the conformance suite) returns its code: only the
+    # process's own command line ends the process early.
+    from vllm_plugin_release.cli import main
+
+    (tmp_path / "ok.py").write_text("import os\n")
+    assert main(["scan-core", str(tmp_path), "--symbols", "ttnn", "--json"]) == 0

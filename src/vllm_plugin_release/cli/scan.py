@@ -7,9 +7,7 @@ one does, 2 on bad input (a missing path, a bad symbol or spec).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK, BadInput
@@ -42,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--symbols", metavar="A,B,...", help="comma-separated symbols, e.g. ttnn,tt_metal"
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
-    parser.set_defaults(func=run)
+    # nothing to clean up after the report is written: no interpreter teardown (cli.main)
+    parser.set_defaults(func=run, exit_now=True)
 
 
 def _config(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[Any, ...]]:
@@ -79,8 +78,10 @@ def run(args: argparse.Namespace) -> int:
 
     symbols, allowlist = _config(args)
     # every usable core: the files are shared out over forked processes
-    report = scan_path(Path(args.path), symbols, allowlist, workers=usable_cores())
+    report = scan_path(args.path, symbols, allowlist, workers=usable_cores())
     if args.json:
+        import json
+
         json.dump(report.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:

@@ -9,7 +9,6 @@ mean" for a mistyped command, flag or choice (argparse in Python 3.11 has no
 from __future__ import annotations
 
 import argparse
-import difflib
 import re
 from collections.abc import Iterable, Sequence
 
@@ -20,6 +19,8 @@ _INVALID_CHOICE = re.compile(r"invalid choice: '(?P<word>[^']*)' \(choose from (
 
 def close(word: str, candidates: Iterable[str]) -> list[str]:
     """The candidates that look like `word`, best first (at most three)."""
+    import difflib  # here: a command line that parses never needs it
+
     pool = list(dict.fromkeys(candidates))
     scored = sorted(
         ((difflib.SequenceMatcher(None, word, c).ratio(), c) for c in pool), reverse=True

@@ -27,17 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from vllm_plugin_release.conform.symbolmatch import Symbol
+from vllm_plugin_release.conform.symbolmatch import KINDS, SEVERITY, Kind, Symbol
 
-Kind = Literal["import", "code", "string", "comment", "docs"]
-KINDS: tuple[Kind, ...] = ("import", "code", "string", "comment", "docs")
-SEVERITY: dict[str, str] = {
-    "import": "fail",
-    "code": "fail",
-    "string": "warn",
-    "comment": "info",
-    "docs": "info",
-}
 FAIL_KINDS: tuple[str, ...] = tuple(k for k in KINDS if SEVERITY[k] == "fail")
 WARN_KINDS: tuple[str, ...] = tuple(k for k in KINDS if SEVERITY[k] == "warn")
 

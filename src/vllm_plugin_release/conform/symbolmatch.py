@@ -30,8 +30,7 @@ import fnmatch
 import itertools
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 from vllm_plugin_release.core.errors import BadInput
 
@@ -46,6 +45,18 @@ TT_SYMBOLS: tuple[str, ...] = (
     "TT_VISIBLE_DEVICES",
     "vllm_tt_plugin",
 )
+
+# The kinds of hit and their severity (`symbolkinds` classifies; they live here so that a
+# report with no hit never loads the classifier).
+Kind = Literal["import", "code", "string", "comment", "docs"]
+KINDS: tuple[Kind, ...] = ("import", "code", "string", "comment", "docs")
+SEVERITY: dict[str, str] = {
+    "import": "fail",
+    "code": "fail",
+    "string": "warn",
+    "comment": "info",
+    "docs": "info",
+}
 
 SYMBOL_RE = re.compile(r"^[A-Za-z0-9_./-]*[A-Za-z0-9][A-Za-z0-9_./-]*$")
 _ENV_STYLE_RE = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
@@ -79,8 +90,11 @@ def _hump(s: str, i: int) -> bool:
     return a.isupper() and b.isupper() and i + 1 < len(s) and s[i + 1].islower()
 
 
-@dataclass(frozen=True)
-class Symbol:
+# The records here and in symbolscan are NamedTuples, not dataclasses: `vpr scan-core`
+# then never imports dataclasses (and inspect, its import): ~15 ms of its start-up.
+
+
+class Symbol(NamedTuple):
     """A vendor symbol as written in the spec, with its matching rule."""
 
     name: str
@@ -116,8 +130,7 @@ class Symbol:
         return out
 
 
-@dataclass(frozen=True)
-class AllowEntry:
+class AllowEntry(NamedTuple):
     path: str
     symbol: str
     reason: str

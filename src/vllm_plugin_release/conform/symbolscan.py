@@ -11,25 +11,31 @@ entry's reason.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import stat
 import time
-import zipfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from vllm_plugin_release.conform.symbolmatch import AllowEntry, Matcher, Symbol, parse_symbols
+from vllm_plugin_release.conform.symbolmatch import (
+    KINDS,
+    AllowEntry,
+    Matcher,
+    Symbol,
+    parse_symbols,
+)
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges.forkmap import forked_map
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from vllm_plugin_release.conform.symbolkinds import Hit
 
 # `symbolkinds` (its lexers) is imported when a file has a hit: a clean scan never needs it.
+# Nor does `vpr scan-core` load dataclasses, pathlib or zipfile (a tree): start-up counts
+# in its time against ripgrep's.
 
 # A wheel's RECORD lists `path,sha256=<urlsafe base64>,size`: the paths are scanned, the
 # hashes are not code (random base64 matches a short symbol on a CamelCase boundary).
@@ -40,7 +46,7 @@ _RECORD_HASH = re.compile(rb"(?<=,)(sha\d{3}=)([A-Za-z0-9_=-]+)(?=,)")
 def without_record_hashes(path: str, data: bytes) -> bytes:
     """`data` with the hash values of a `*.dist-info/RECORD` blanked (same length, so
     lines and columns stay); any other file unchanged."""
-    if not _RECORD_FILE.search(path):
+    if not path.endswith("/RECORD") or not _RECORD_FILE.search(path):  # the cheap test first
         return data
     return _RECORD_HASH.sub(lambda m: m.group(1) + b"=" * len(m.group(2)), data)
 
@@ -49,8 +55,7 @@ def without_record_hashes(path: str, data: bytes) -> bytes:
 # Reports
 
 
-@dataclass(frozen=True)
-class Skipped:
+class Skipped(NamedTuple):
     path: str
     reason: str  # binary | undecodable | symlink | unreadable | special
     symbols: tuple[str, ...] = ()  # symbols whose spelling occurs in the raw bytes (unverified)
@@ -62,24 +67,32 @@ class Skipped:
         return out
 
 
-@dataclass
 class ScanReport:
-    root: str
-    source: Literal["tree", "wheel"]
-    symbols: tuple[str, ...]
-    hits: list[Hit] = field(default_factory=list)
-    files_scanned: int = 0
-    bytes_scanned: int = 0
-    files_with_hits: int = 0
-    skipped: list[Skipped] = field(default_factory=list)
-    unused_allowlist: list[AllowEntry] = field(default_factory=list)
-    seconds: float = 0.0
+    """What one scan found (a plain class: see the note on the imports)."""
+
+    def __init__(
+        self, root: str, source: Literal["tree", "wheel"], symbols: tuple[str, ...]
+    ) -> None:
+        self.root = root
+        self.source = source
+        self.symbols = symbols
+        self.hits: list[Hit] = []
+        self.files_scanned = 0
+        self.bytes_scanned = 0
+        self.files_with_hits = 0
+        self.skipped: list[Skipped] = []
+        self.unused_allowlist: list[AllowEntry] = []
+        self.seconds = 0.0
+
+    def __repr__(self) -> str:
+        return (
+            f"ScanReport(root={self.root!r}, source={self.source!r}, hits={len(self.hits)}, "
+            f"files_scanned={self.files_scanned}, skipped={len(self.skipped)})"
+        )
 
     @property
     def counts(self) -> dict[str, int]:
         """Hits by kind, allowlisted hits left out (they are counted under `allowed`)."""
-        from vllm_plugin_release.conform.symbolkinds import KINDS
-
         counts = dict.fromkeys(KINDS, 0)
         for hit in self.hits:
             if not hit.allowed:
@@ -191,6 +204,8 @@ class _Scan:
         for i, entry in enumerate(self.allowlist):
             if entry.matches(hit.path, symbol):
                 self.used.add(i)
+                import dataclasses  # loaded with symbolkinds (Hit), as a hit is
+
                 return dataclasses.replace(hit, allowed=True, reason=entry.reason)
         return hit
 
@@ -243,7 +258,7 @@ def _symbols(symbols: Iterable[str | Symbol]) -> list[Symbol]:
 
 
 def _new_scan(
-    root: Path,
+    root: str,
     source: Literal["tree", "wheel"],
     symbols: Iterable[str | Symbol],
     allowlist: Iterable[AllowEntry | Mapping[str, str]],
@@ -256,6 +271,22 @@ def _new_scan(
         _allow_entries(allowlist),
         inspect_binary=source == "wheel",
     )
+
+
+def _path_text(path: Path | str) -> str:
+    """`path` as text, as `str(Path(path))` spells it (the report's root)."""
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        raise BadInput(f"{text!r}: not a path name", hint="pass the path as text")
+    if not text:
+        return "."
+    # Path's spelling: no trailing slash, no repeated or `.` parts
+    lead = "//" if text.startswith("//") and not text.startswith("///") else ""
+    parts = [p for p in text.split("/") if p and p != "."]
+    body = "/".join(parts)
+    if text.startswith("/"):
+        return (lead or "/") + body
+    return body or "."
 
 
 def _walk(root: str) -> Iterator[tuple[str, str, str | None]]:
@@ -324,17 +355,17 @@ def scan_tree(
     `workers` above 1, the files are shared out over that many processes (forked, from a
     process that runs one thread; else one after another), the report the same."""
     started = time.perf_counter()
-    root_path = Path(root)
-    if not root_path.exists():
+    root_path = _path_text(root)
+    if not os.path.exists(root_path):
         raise BadInput(
             f"{root_path}: core tree not found",
             hint="pass the extracted vLLM source tree (or a built wheel)",
         )
-    if not root_path.is_dir():
+    if not os.path.isdir(root_path):
         raise BadInput(f"{root_path}: not a directory", hint="pass the extracted vLLM source tree")
     scan = _new_scan(root_path, "tree", symbols, allowlist)
     files = []
-    for path, rel, reason in _walk(str(root_path)):
+    for path, rel, reason in _walk(root_path):
         if reason:
             scan.report.skipped.append(Skipped(rel, reason))
         else:
@@ -376,9 +407,11 @@ def scan_wheel(
 ) -> ScanReport:
     """Search every member of a built wheel (read from the zip directly); `workers` as in
     `scan_tree` (each process opens the zip and reads its share of the members)."""
+    import zipfile
+
     started = time.perf_counter()
-    wheel = Path(path)
-    if not wheel.is_file():
+    wheel = _path_text(path)
+    if not os.path.isfile(wheel):
         raise BadInput(f"{wheel}: wheel not found", hint="pass the built core wheel (.whl)")
     scan = _new_scan(wheel, "wheel", symbols, allowlist)
     try:
@@ -425,10 +458,12 @@ def scan_path(
     workers: int = 1,
 ) -> ScanReport:
     """A directory -> scan_tree; a wheel or zip file -> scan_wheel."""
-    p = Path(path)
-    if p.is_dir():
+    p = _path_text(path)
+    if os.path.isdir(p):
         return scan_tree(p, symbols, allowlist, workers=workers)
-    if p.is_file():
+    if os.path.isfile(p):
+        import zipfile
+
         if zipfile.is_zipfile(p):
             return scan_wheel(p, symbols, allowlist, workers=workers)
         raise BadInput(
