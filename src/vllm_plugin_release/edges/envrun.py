@@ -24,7 +24,7 @@ from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.edges import envbytecode, proc
 from vllm_plugin_release.edges.container import marker_of, runner_of
-from vllm_plugin_release.edges.envworker import LAYER_REFUSED, Worker, workers
+from vllm_plugin_release.edges.envworker import LAYER_REFUSED, Job, Worker, workers
 
 INENV = Path(__file__).resolve().parent.parent / "inenv"
 
@@ -129,16 +129,16 @@ def _in_worker(
     if worker.env != job.env or (overlay is not None and not site_first):
         return None, ""
     # The job's folder is ours, as a new interpreter's would be (not the worker's).
-    returncode, stderr = worker.run(
+    run = Job(
         job.script,
-        [job.req, job.out],
+        (job.req, job.out),
         job.env,
         cwd or Path.cwd(),
-        timeout,
         what=f"inenv {job.module}",
         early=job.module in EARLY_JOBS,
         site_first=site_first,
     )
+    returncode, stderr = worker.run(run, timeout)
     if overlay is not None and returncode == LAYER_REFUSED:
         return None, ""  # the overlay's own python runs it
     return returncode, stderr

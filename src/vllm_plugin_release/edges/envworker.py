@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,20 @@ from vllm_plugin_release.edges.proc import spawn
 # The exit code of a job refused its `site_first` (inenv/worker.LAYER_REFUSED: nothing
 # imports inenv, so the number is written twice; tests/unit/test_worker_layer.py checks).
 LAYER_REFUSED = 75
+
+
+@dataclass(frozen=True)
+class Job:
+    """One script's run in the worker: `script argv...` with `env`, in `cwd` (None: the
+    worker's); `what` names it in errors; `early` and `site_first` as `Worker.run` says."""
+
+    script: Path
+    argv: tuple[Path | str, ...]
+    env: dict[str, str]
+    cwd: Path | None
+    what: str
+    early: bool = False
+    site_first: Path | None = None
 
 
 class Worker:
@@ -113,49 +128,38 @@ class Worker:
         except OSError:
             return ""
 
-    def run(
-        self,
-        script: Path,
-        argv: Sequence[Path | str],
-        env: dict[str, str],
-        cwd: Path | None,
-        timeout: float | None,
-        *,
-        what: str,
-        early: bool = False,
-        site_first: Path | None = None,
-    ) -> tuple[int, str]:
-        """Run `script argv...` in a forked copy of the worker: (exit code, its output).
+    def run(self, job: Job, timeout: float | None) -> tuple[int, str]:
+        """Run `job` in a forked copy of the worker: (exit code, its output).
         An `early` job starts once the first preload list is in, any other once both are.
         With `site_first` (the site-packages of a venv layered on this environment) it
         runs as that venv's python would (inenv/worker.layer_first), or ends with
         LAYER_REFUSED when that folder brings a module the worker has imported."""
-        log = script.parent / "output.log"
+        log = job.script.parent / "output.log"
         with self._lock:
             self._next += 1
             job_id = self._next
             event = self._events[job_id] = threading.Event()
-        job = {
+        asked = {
             "id": job_id,
-            "script": str(script),
-            "argv": [str(a) for a in argv],
-            "env": env,
-            "cwd": str(cwd) if cwd else None,
+            "script": str(job.script),
+            "argv": [str(a) for a in job.argv],
+            "env": job.env,
+            "cwd": str(job.cwd) if job.cwd else None,
             "log": str(log),
-            "early": early,
-            "site_first": str(site_first) if site_first else None,
+            "early": job.early,
+            "site_first": str(job.site_first) if job.site_first else None,
         }
         try:
             assert self._popen.stdin is not None
             with self._lock:
-                self._popen.stdin.write(json.dumps(job).encode() + b"\n")
+                self._popen.stdin.write(json.dumps(asked).encode() + b"\n")
                 self._popen.stdin.flush()
         except (BrokenPipeError, ValueError, OSError):
             self._gone.set()
         try:
             if not event.wait(timeout) and not self._gone.is_set():
                 self._kill_job(job_id, event)
-                raise OutsideFailure(f"{what} did not finish within {timeout:g} s")
+                raise OutsideFailure(f"{job.what} did not finish within {timeout:g} s")
             with self._lock:
                 answer = self._answers.pop(job_id, None)
         finally:
@@ -163,7 +167,7 @@ class Worker:
                 self._events.pop(job_id, None)
         if answer is None:
             raise OutsideFailure(
-                f"{what}: the warm worker in {self.python} ended:\n"
+                f"{job.what}: the warm worker in {self.python} ended:\n"
                 + self._log_tail(self.folder / "worker.log")
             )
         return int(answer["rc"]), self._log_tail(log, 200)

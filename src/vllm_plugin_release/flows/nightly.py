@@ -134,6 +134,33 @@ def nightly(spec: Spec, opts: Options) -> dict[str, Any]:
     repo = corehistory.mirror(url, opts.cache)
     commit = corehistory.resolve(repo, opts.ref, "--ref", url)
     lkg = ledgerstore.read_lkg(trusted, spec.name)  # verified and bound, or refused
+    base, report = _test_commit(spec, opts, url, repo, commit)
+    _outcome(spec, report, store, key, repo, lkg)
+    record_verdict(
+        base,
+        records.dist_dir(opts.dist_root, base.name),
+        cache=opts.cache,
+        store=opts.store,
+        signing=opts.signing_key,
+        runner="cpu",
+        kind="nightly",
+        verdict=report["status"],
+    )
+    ledgerstore.write_state(
+        store,
+        spec.name,
+        schedule.after_run(state, now, passed=not report["failing"], commit=commit),
+        key,
+    )
+    write_json(records.dist_dir(opts.dist_root, base.name) / REPORT, report)
+    return report
+
+
+def _test_commit(
+    spec: Spec, opts: Options, url: str, repo: Path, commit: str
+) -> tuple[Spec, dict[str, Any]]:
+    """The plugin's tests on the core at `commit` (a pairing environment walked like the
+    baseline's) and its manifest: the derived spec and the run's report."""
     dist = records.dist_dir(opts.dist_root, spec.name)
     records.read(dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN, spec.path))
     inputs = Inputs(spec, opts.cache, opts.plugin_source)
@@ -162,22 +189,7 @@ def nightly(spec: Spec, opts: Options) -> dict[str, Any]:
         "failing": failing,
         "errors": {t: errors.get(t, []) for t in failing},
     }
-    _outcome(spec, report, store, key, repo, lkg)
-    record_verdict(
-        base,
-        records.dist_dir(opts.dist_root, base.name),
-        cache=opts.cache,
-        store=opts.store,
-        signing=opts.signing_key,
-        runner="cpu",
-        kind="nightly",
-        verdict=report["status"],
-    )
-    ledgerstore.write_state(
-        store, spec.name, schedule.after_run(state, now, passed=not failing, commit=commit), key
-    )
-    write_json(records.dist_dir(opts.dist_root, base.name) / REPORT, report)
-    return report
+    return base, report
 
 
 def render_text(report: dict[str, Any]) -> str:
