@@ -307,3 +307,29 @@ def interpreter_or_skip(python: str):
         if python in os.environ.get("VPR_REQUIRE_PYTHONS", "").split(","):
             raise
         pytest.skip(f"no CPython {python} here: {exc.message.splitlines()[0]}")
+
+
+def env_build(spec: Spec, folder: Path) -> Any:
+    """A pairing env's inputs (`stages.pairing_env._EnvBuild`) for a test of what is done
+    with an environment's checks: a local runner, a cache in `folder`, no real wheels."""
+    from vllm_plugin_release.core.cache import Cache
+    from vllm_plugin_release.edges.runner import LocalRunner
+    from vllm_plugin_release.stages.pairing_env import _EnvBuild
+    from vllm_plugin_release.stages.requests import runtime_plan
+
+    return _EnvBuild(
+        spec,
+        LocalRunner("off"),
+        Cache(folder / ".vpr"),
+        "cpu",
+        folder / "env.txt",
+        "ab" * 32,
+        {"wheel": {"sha256": "c" * 64}},
+        {"wheel": {"sha256": "d" * 64}},
+        folder / "core.whl",
+        folder / "plugin.whl",
+        runtime_plan(spec, "cpu", None),
+        None,
+        None,
+        None,
+    )

@@ -9,13 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REPO
+from tests.support import REPO, env_build
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import GateFailed
-from vllm_plugin_release.edges.runner import LocalRunner
-from vllm_plugin_release.stages.pairing_env import _deliver, _EnvBuild
-from vllm_plugin_release.stages.requests import runtime_plan
+from vllm_plugin_release.stages.pairing_env import _deliver
 
 
 def _result(detail: str, runtime_status: str = "absent") -> dict:
@@ -25,23 +22,7 @@ def _result(detail: str, runtime_status: str = "absent") -> dict:
 
 def _args(tmp_path: Path) -> tuple:
     spec = load_spec(REPO / "buildspec" / "ascend.toml")  # [runtime] module = "torch_npu"
-    make = _EnvBuild(
-        spec,
-        LocalRunner("off"),
-        Cache(tmp_path / ".vpr"),
-        "cpu",
-        tmp_path / "env.txt",
-        "ab" * 32,
-        {"wheel": {"sha256": "c" * 64}},
-        {"wheel": {"sha256": "d" * 64}},
-        tmp_path / "core.whl",
-        tmp_path / "plugin.whl",
-        runtime_plan(spec, "cpu", None),
-        None,
-        None,
-        None,
-    )
-    return (make, tmp_path)
+    return (env_build(spec, tmp_path), tmp_path)
 
 
 def test_runtime_missing_at_vllm_import_is_the_plugins_finding(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REPO
+from tests.support import REPO, env_build
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.stages.requests import env_lock_request, runtime_plan
@@ -74,7 +74,7 @@ def test_release_leaves_the_platform_plugins_answer_to_the_scorecard(tmp_path: P
     spec = load_spec(REPO / "buildspec" / "spyre.toml")
     conduct = {"name": "platform_plugin() runtime absent", "status": "fail", "detail": "x"}
     result = {"checks": [conduct], "runtime": {"name": "r"}, "runtime_modules": []}
-    args = (spec, tmp_path, "cpu", tmp_path / "env", "ab" * 32, {"wheel": {}}, {"wheel": {}})
+    args = (env_build(spec, tmp_path), tmp_path)
     record = _deliver(*args, result, False)
     assert record["checks"] == [conduct] and (tmp_path / "env.json").is_file()
     with pytest.raises(GateFailed, match=r"platform_plugin\(\) runtime absent"):
