@@ -170,17 +170,14 @@ def test_nightly_moves_the_last_known_good_pointer_and_backs_off(setup, tmp_path
         ("fail", commits[-1]),
     ]
     from vllm_plugin_release.core.errors import GateFailed
-    from vllm_plugin_release.stages.publish import publish_folder
+    from vllm_plugin_release.stages.publish import Gates, Proof, Target, publish_folder
 
     with pytest.raises(GateFailed, match="nightly manifests are never published"):
         publish_folder(
             setup["proj"] / "dist" / "demo-nightly",
-            index=None,
-            store=str(store),
-            index_root=tmp_path / "index",
-            scratch_root=tmp_path / "scratch",
-            public_key=Path(f"{key}.pub"),
-            allow_uncertified=True,
+            Target(store=str(store), index_root=tmp_path / "index"),
+            Proof(scratch_root=tmp_path / "scratch"),
+            Gates(public_key=Path(f"{key}.pub"), allow_uncertified=True),
         )
     assert not (store / "index.json").exists()
 

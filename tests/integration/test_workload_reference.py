@@ -160,7 +160,7 @@ def test_the_replay_marks_and_prices_the_slow_path(reference_env: dict, tmp_path
         spec = load_spec(_spec(tmp_path / str(price), plans="", price=price))
         cfg = config.from_spec(spec)
         assert cfg.cost.paths == {"host sampler": price}
-        outcome = runner.replay(python, mix.from_spec(spec), cfg, name="reference", plots=False)
+        outcome = runner.replay(python, mix.from_spec(spec), cfg, name="reference")
         reports[price] = outcome.report
     free, priced = reports[0.0], reports[0.05]
     marks = free["paths"]["per_path"]["host sampler"]

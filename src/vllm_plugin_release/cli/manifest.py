@@ -479,8 +479,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     from vllm_plugin_release.stages import publish as pub
 
     spec = load_spec(args.spec)
-    result = pub.publish_spec(
-        spec,
+    options = pub.Options(
         index=args.index,
         store=args.store,
         simple_index=args.simple_index,
@@ -489,8 +488,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
         verify_install=args.verify_install,
         allow_uncertified=args.allow_uncertified,
         dist_root=args.dist,
-        cache=cachedir.from_args(args),
     )
+    result = pub.publish_spec(spec, options, cache=cachedir.from_args(args))
     if args.json:
         from dataclasses import asdict
 

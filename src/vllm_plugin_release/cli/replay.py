@@ -105,8 +105,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         request_mix,
         replay_config,
         name=spec.name,
-        out_dir=out_dir,
-        plots=not args.no_plots,
+        out=runner.Output(out_dir, plots=not args.no_plots),
         sys_path=args.sys_path,
     )
     print(render(outcome.report, outcome.timing))

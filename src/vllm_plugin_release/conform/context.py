@@ -111,6 +111,6 @@ def _run_replay(ctx: Context) -> dict[str, Any] | None:
         mix.from_spec(ctx.spec),
         config.from_spec(ctx.spec),
         name=ctx.spec.name,
-        out_dir=ctx.dist,
+        out=runner.Output(ctx.dist),
     )
     return outcome.report

@@ -166,19 +166,28 @@ def _newest_core(
     }
 
 
+@dataclass(frozen=True)
+class Publisher:
+    """Who the site speaks for: `store`/`key`, what the install lines name (the public store
+    URL and the publisher's key file); `keyid`, the key's id; `head`, the store's signed
+    head (its version and time; None: no head)."""
+
+    store: str
+    key: str
+    keyid: str
+    head: dict[str, Any] | None
+
+
 def build(
     stored: list[Stored],
     ledger: list[dict[str, Any]],
+    publisher: Publisher,
     *,
-    store: str,
-    key: str,
-    keyid: str,
-    head: dict[str, Any] | None,
     newest_core: str | None = None,
 ) -> dict[str, Any]:
     """compat.json: every pairing (newest core first, then plugin, best verdict), the cores,
-    the newest core release and who does not cover it. `store`/`key`: what the install
-    lines name (the public store URL and the publisher's key file)."""
+    the newest core release and who does not cover it."""
+    store, key = publisher.store, publisher.key
     by_pairing: dict[str, list[dict[str, Any]]] = {}
     for e in ledger:
         by_pairing.setdefault(str(e.get("pairing_id")), []).append(e)
@@ -199,8 +208,8 @@ def build(
         "kind": KIND,
         "schema_version": SCHEMA_VERSION,
         "store": store,
-        "keyid": keyid,
-        "head": head,
+        "keyid": publisher.keyid,
+        "head": publisher.head,
         "verdicts": VERDICTS,
         "sites": list(SITES),
         "cores": cores,

@@ -197,17 +197,16 @@ class _Stages:
         self.out.facts["public key"] = str(made.public_key_path)
 
     def publish(self) -> None:
-        from vllm_plugin_release.stages.publish import publish_spec
+        from vllm_plugin_release.stages.publish import Options, publish_spec
 
-        result = publish_spec(
-            self.spec,
+        options = Options(
             index=self.opts.index,
             store=self.opts.store,
             signing_key=self.opts.signing_key,
             allow_uncertified=self.opts.allow_uncertified,
             dist_root=self.opts.dist_root,
-            cache=self.opts.cache,
         )
+        result = publish_spec(self.spec, options, cache=self.opts.cache)
         if result.proven_in is not None:  # the install proof runs on the spec's runner too
             self.out.ran_in["publish (install proof)"] = result.proven_in
         wheels = ", ".join(f"{name} {status}" for name, status in result.wheels.items())

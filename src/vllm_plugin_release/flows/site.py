@@ -123,15 +123,13 @@ def build(
         for pid, entry in sorted(index["pairings"].items())
         if trust.check_pid(pid, where)
     ]
-    compat = sm.build(
-        stored,
-        ledger,
+    publisher = sm.Publisher(
         store=store_url or trusted.location,
         key=key_name,
         keyid=trusted.keyid,
         head={"version": head.version, "time": head.time} if head else None,
-        newest_core=newest_core,
     )
+    compat = sm.build(stored, ledger, publisher, newest_core=newest_core)
     return compat, {s.entry["pairing_id"]: s.manifest for s in stored}
 
 

@@ -120,18 +120,25 @@ def side_by_side(python: Path | str, request: dict[str, Any], timeout_s: float) 
     return run_in_env(python, "replay", {**request, "side_by_side": together}, timeout=timeout)
 
 
+@dataclass(frozen=True)
+class Output:
+    """Where a replay's files go (`write`): the report, its timing and (`plots`) the plots."""
+
+    out_dir: Path
+    plots: bool = True
+
+
 def replay(
     python: Path | str,
     mix: RequestMix,
     config: ReplayConfig,
     *,
     name: str,
-    out_dir: Path | None = None,
-    plots: bool = True,
+    out: Output | None = None,
     sys_path: Sequence[str | Path] = (),
 ) -> ReplayOutcome:
-    """Replay `mix`, build the report and (when `out_dir` is given) write its files."""
-    if out_dir is not None and plots:  # matplotlib loads while the replay runs in the env
+    """Replay `mix`, build the report and (when `out` is given) write its files."""
+    if out is not None and out.plots:  # matplotlib loads while the replay runs in the env
         import threading
 
         from vllm_plugin_release.replay.plots import load_pyplot
@@ -141,8 +148,8 @@ def replay(
     report, analyses = build_report(raw, mix, name=name, replay_config=config.to_json())
     timing = timing_report(raw)
     outcome = ReplayOutcome(report, timing, analyses)
-    if out_dir is not None:
-        outcome.files = write(outcome, out_dir, plots=plots)
+    if out is not None:
+        outcome.files = write(outcome, out.out_dir, plots=out.plots)
     return outcome
 
 

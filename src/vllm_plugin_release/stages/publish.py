@@ -26,6 +26,7 @@ output: every line from a subprocess is scrubbed, URLs lose their user info.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -250,6 +251,69 @@ class PublishResult:
     certified_at: str = ""
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where to publish: the index's upload URL (None: a local pypiserver over
+    `index_root`), its simple API (None: the one that goes with the upload URL) and the
+    manifest store."""
+
+    store: str
+    index_root: Path
+    index: str | None = None
+    simple_index: str | None = None
+
+
+@dataclass(frozen=True)
+class Proof:
+    """The install proof: whether it runs (None: with the local index only), the folder its
+    scratch venvs go under, and what makes the runner it runs on (None: this machine)."""
+
+    scratch_root: Path
+    verify_install: bool | None = None
+    runner: Callable[[], Runner] | None = None
+
+
+@dataclass(frozen=True)
+class Gates:
+    """What the folder is checked with before anything is uploaded: the public key (None:
+    the subject digests only), whether an uncertified verdict may go, the project root
+    (where the manifest's lock file is, stored with it; None: no lock) and the manifest key,
+    which signs the store's head (required: consumers trust nothing a head does not vouch
+    for)."""
+
+    public_key: Path | None = None
+    allow_uncertified: bool = False
+    project_root: Path | None = None
+    signer: Ed25519PrivateKey | None = None
+
+
+@dataclass(frozen=True)
+class Options:
+    """`vpr publish --spec FILE`'s options; an index, store or key left None comes from the
+    environment, then the spec's [publish] table."""
+
+    index: str | None = None
+    store: str | None = None
+    simple_index: str | None = None
+    public_key: str | Path | None = None
+    signing_key: str | Path | None = None
+    verify_install: bool | None = None
+    allow_uncertified: bool = False
+    dist_root: Path | str = "dist"
+
+
+@dataclass(frozen=True)
+class _Ready:
+    """A folder that passed the gates before upload: what is published, and where to."""
+
+    dist_dir: Path
+    manifest_path: Path
+    verified: Verified
+    wheels: Wheels
+    lock: bytes | None
+    store: DirStore
+
+
 def resolve_targets(
     spec: Spec, index: str | None, store: str | None, cache_root: Path
 ) -> tuple[str | None, str]:
@@ -349,11 +413,11 @@ def _open_index(
     stack: contextlib.ExitStack,
     result: PublishResult,
     local: LocalIndex | None,
-    index: str | None,
-    simple_index: str | None,
+    where: Target,
 ) -> IndexTarget:
     """The index to publish to; the local one is started (under its lock) on `stack`."""
     if local is None:
+        index, simple_index = where.index, where.simple_index
         assert index is not None
         target = IndexTarget(upload_url=index, simple_url=simple_index or simple_url_for(index))
         result.index = redact(target.upload_url)
@@ -390,29 +454,28 @@ def _prove_in_scratch(
 
 def _upload_and_prove(
     result: PublishResult,
-    wheels: Wheels,
-    manifest: dict[str, Any],
-    dist_dir: Path,
-    *,
+    ready: _Ready,
+    where: Target,
+    proof: Proof,
     local: LocalIndex | None,
-    index: str | None,
-    simple_index: str | None,
-    scratch_root: Path,
-    verify_install: bool,
-    runner: Callable[[], Runner],
 ) -> None:
-    """Gates 3 and 4: each wheel on the index, then (when `verify_install`) the install
-    proof on `runner()`. The local index is stopped again before this returns."""
+    """Gates 3 and 4: each wheel on the index, then (when `proof.verify_install`) the
+    install proof on `proof.runner()`. The local index is stopped again before this
+    returns."""
+    wheels = ready.wheels
     with contextlib.ExitStack() as stack:
-        target = _open_index(stack, result, local, index, simple_index)
+        target = _open_index(stack, result, local, where)
         names = " and ".join(w.name for _, w, _ in wheels)
         with progress.status(f"publishing {names} to {result.index}"):
             result.wheels = ensure_on_index(target, wheels)
         for name, status in result.wheels.items():
             progress.info(f"{name}: {status} on {result.index}")
-        if verify_install:
-            proof_runner = runner()
-            _prove_in_scratch(target, manifest, dist_dir, scratch_root, proof_runner)
+        if proof.verify_install:
+            assert proof.runner is not None
+            proof_runner = proof.runner()
+            _prove_in_scratch(
+                target, ready.verified.manifest, ready.dist_dir, proof.scratch_root, proof_runner
+            )
             result.install_proven = True
             result.proven_in = proof_runner.describe()
             if local is not None:
@@ -468,42 +531,26 @@ def _record_certification(dist_dir: Path, result: PublishResult) -> None:
     write_json(path, data)
 
 
-def publish_folder(
-    dist_dir: Path,
-    *,
-    index: str | None,
-    store: str,
-    index_root: Path,
-    scratch_root: Path,
-    simple_index: str | None = None,
-    public_key: Path | None = None,
-    verify_install: bool | None = None,
-    allow_uncertified: bool = False,
-    project_root: Path | None = None,
-    runner: Callable[[], Runner] | None = None,
-    signer: Ed25519PrivateKey | None = None,
-) -> PublishResult:
-    """Publish dist_dir's wheels and manifest. `index=None`: a local pypiserver over index_root.
-    `project_root`: where the manifest's lock file is (stored with it; None: no lock).
-    `runner`: makes the runner the install proof runs on (default: this machine).
-    `signer`: the manifest key, which signs the store's head (required, checked before
-    anything is uploaded: consumers trust nothing a head does not vouch for)."""
+def _ready_to_publish(dist_dir: Path, where: Target, gates: Gates) -> _Ready:
+    """Gate 1 and everything else checked before anything is uploaded: the manifest is
+    there, the store is writable, the folder verifies with a certified verdict, a signing
+    key is at hand and the pairing lock is the one the manifest names."""
     manifest_path = dist_dir / MANIFEST_FILE
     if not manifest_path.exists():
         raise BadInput(
             f"{manifest_path}: no manifest to publish",
             hint="run `vpr manifest build --spec FILE` first",
         )
-    target_store = _writable_store(store)
-    verified = _verified_for_publishing(manifest_path, public_key, allow_uncertified)
-    if signer is None:
+    target_store = _writable_store(where.store)
+    verified = _verified_for_publishing(manifest_path, gates.public_key, gates.allow_uncertified)
+    if gates.signer is None:
         raise BadInput(
             f"{manifest_path}: publishing signs the manifest store's head, and no signing key "
             "was given",
             hint="pass --signing-key (or set $VPR_SIGNING_KEY or [publish] signing_key): the "
             "key the manifest was signed with",
         )
-    target_store.signer = signer
+    target_store.signer = gates.signer
     manifest = verified.manifest
     wheels: Wheels = [
         (
@@ -513,93 +560,102 @@ def publish_folder(
         )
         for p in wheel_roles(manifest)
     ]
-    lock = _read_lock(manifest, project_root)  # gate: before anything is uploaded
-    verdict = manifest["conformance"]["verdict"]
-    result = PublishResult(index="", pairing_id=manifest["pairing_id"], verdict=verdict)
-    local = LocalIndex(index_root) if index is None else None
-    if verify_install is None:
-        verify_install = local is not None
-    make = runner or (lambda: LocalRunner("off"))
+    lock = _read_lock(manifest, gates.project_root)  # gate: before anything is uploaded
+    return _Ready(dist_dir, manifest_path, verified, wheels, lock, target_store)
+
+
+def _take_earlier_proof(
+    result: PublishResult, index_root: Path, wheels: Wheels, proven: dict[str, Any]
+) -> None:
+    """The same bytes were uploaded and install-proven on this runner by an earlier run:
+    the local index is a folder we own, so checking the files on disk is the whole answer
+    (that run checked them with twine before it uploaded them)."""
+    cancel_check_ahead()
+    progress.info("twine check --strict: passed by the run that proved these wheels")
+    result.index = (
+        f"local index {index_root} (files verified on disk; install proven by an earlier run)"
+    )
+    result.wheels = {w.name: "present" for _, w, _ in wheels}
+    result.install_proven = True
+    result.proven_in = proven
+
+
+def _onto_index(
+    result: PublishResult, ready: _Ready, where: Target, proof: Proof, local: LocalIndex | None
+) -> None:
+    """Gates 2 to 4, unless an earlier run proved these very wheels in the local index."""
+    verify_install = local is not None if proof.verify_install is None else proof.verify_install
+    make = proof.runner or (lambda: LocalRunner("off"))
     # made and entered at most once (a container runner then connects and checks its
     # image), and only when needed; left (its engine client closed) once the proof is done
     with contextlib.ExitStack() as entered:
         make_runner = functools.cache(lambda: entered.enter_context(make()))
         proven = (
-            _already_proven(index_root, wheels, make_runner())
+            _already_proven(where.index_root, ready.wheels, make_runner())
             if local is not None and verify_install
             else None
         )
         if proven is not None:
-            cancel_check_ahead()
-            # The same bytes were uploaded and install-proven on this runner by an earlier
-            # run: the local index is a folder we own, so checking the files on disk is the
-            # whole answer (that run checked them with twine before it uploaded them).
-            progress.info("twine check --strict: passed by the run that proved these wheels")
-            result.index = (
-                f"local index {index_root} (files verified on disk; install proven by an "
-                "earlier run)"
-            )
-            result.wheels = {w.name: "present" for _, w, _ in wheels}
-            result.install_proven = True
-            result.proven_in = proven
+            _take_earlier_proof(result, where.index_root, ready.wheels, proven)
         else:
-            _twine_check(wheels)
-            _upload_and_prove(
-                result,
-                wheels,
-                manifest,
-                dist_dir,
-                local=local,
-                index=index,
-                simple_index=simple_index,
-                scratch_root=scratch_root,
-                verify_install=verify_install,
-                runner=make_runner,
-            )
-    remote = None if local is not None else (simple_index or simple_url_for(str(index)))
-    extras = _store_extras(lock, wheels, remote)
-    added = target_store.add(manifest_path, verified.statement_path, extras)  # gate 5: the store
+            _twine_check(ready.wheels)
+            resolved = dataclasses.replace(proof, verify_install=verify_install, runner=make_runner)
+            _upload_and_prove(result, ready, where, resolved, local)
+
+
+def _into_store(result: PublishResult, ready: _Ready, where: Target, local: bool) -> None:
+    """Gate 5: the manifest into the store, with its lock, wheels and history line; then
+    run.json's `publish` section."""
+    remote = None if local else (where.simple_index or simple_url_for(str(where.index)))
+    extras = _store_extras(ready.lock, ready.wheels, remote)
+    added = ready.store.add(ready.manifest_path, ready.verified.statement_path, extras)
     result.store, result.store_status = added.store, added.status
     result.certified_at = added.entry.get("certified_at") or ""
-    _record_certification(dist_dir, result)
+    _record_certification(ready.dist_dir, result)
+
+
+def publish_folder(dist_dir: Path, where: Target, proof: Proof, gates: Gates) -> PublishResult:
+    """Publish dist_dir's wheels and manifest to `where` (see Target, Proof and Gates)."""
+    ready = _ready_to_publish(dist_dir, where, gates)
+    manifest = ready.verified.manifest
+    verdict = manifest["conformance"]["verdict"]
+    result = PublishResult(index="", pairing_id=manifest["pairing_id"], verdict=verdict)
+    local = LocalIndex(where.index_root) if where.index is None else None
+    _onto_index(result, ready, where, proof, local)
+    _into_store(result, ready, where, local is not None)
     return result
 
 
-def publish_spec(
-    spec: Spec,
-    *,
-    index: str | None = None,
-    store: str | None = None,
-    simple_index: str | None = None,
-    public_key: str | Path | None = None,
-    signing_key: str | Path | None = None,
-    verify_install: bool | None = None,
-    allow_uncertified: bool = False,
-    dist_root: Path | str = "dist",
-    cache: Cache,
-) -> PublishResult:
+def publish_spec(spec: Spec, options: Options, *, cache: Cache) -> PublishResult:
     """`vpr publish --spec FILE`: the defaults resolved from the spec and the environment."""
-    index, store_location = resolve_targets(spec, index, store, cache.root)
+    index, store_location = resolve_targets(spec, options.index, options.store, cache.root)
     key_path, _ = keys.resolve_key_path(
-        signing_key, spec.publish.get("signing_key"), root=spec.root, cache_root=cache.root
+        options.signing_key,
+        spec.publish.get("signing_key"),
+        root=spec.root,
+        cache_root=cache.root,
     )
-    pub = Path(public_key) if public_key else None
+    pub = Path(options.public_key) if options.public_key else None
     if pub is None:  # the signing key's public half, when it is where the build left it
         candidate = keys.public_path(key_path)
         pub = candidate if candidate.exists() else None
-    dist = Path(dist_root) / spec.name  # dist/NAME/, as `vpr manifest build` writes it
-    return publish_folder(
-        dist,
-        index=index,
+    dist = Path(options.dist_root) / spec.name  # dist/NAME/, as `vpr manifest build` writes it
+    where = Target(
         store=store_location,
         index_root=cache.root / "index",
+        index=index,
+        simple_index=options.simple_index,
+    )
+    proof = Proof(
         scratch_root=cache.tmp,
-        simple_index=simple_index,
-        public_key=pub,
-        verify_install=verify_install,
-        allow_uncertified=allow_uncertified,
-        project_root=spec.root,
+        verify_install=options.verify_install,
         # The install proof runs where the pairing's stages ran: the spec's runner.
         runner=lambda: runner_for(spec, cache, folders=(dist.resolve(),)),
+    )
+    gates = Gates(
+        public_key=pub,
+        allow_uncertified=options.allow_uncertified,
+        project_root=spec.root,
         signer=keys.load_private_key(key_path),
     )
+    return publish_folder(dist, where, proof, gates)
