@@ -57,6 +57,8 @@ def child_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     return child_env
 
 
+# Wide on purpose: after the module and its request, `subprocess.run`'s own keyword options
+# (env, timeout, cwd) and the overlay to run it as, each independent of the others.
 def run_in_env(
     python: Path | str,
     module: str,

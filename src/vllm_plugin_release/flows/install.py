@@ -186,7 +186,7 @@ def install(trusted: Trusted, request: Request, target: Target) -> Installed:
             guarded.write_policy(env_dir, target.guard_policy)
             return result
     if not python.exists() or problems or reinstall:
-        _install(manifest, store, env_dir, lock_text, pins, target, reinstall)
+        _install(_Sync(manifest, env_dir, lock_text, pins, reinstall), store, target)
         problems = verify.check_environment(manifest, python, None, lock_text)
         if problems:
             raise GateFailed(
@@ -201,24 +201,26 @@ def install(trusted: Trusted, request: Request, target: Target) -> Installed:
     return result
 
 
-def _install(
-    manifest: dict[str, Any],
-    store: st.Store,
-    env_dir: Path,
-    lock_text: str,
-    pins: int,
-    target: Target,
-    reinstall: list[str],
-) -> None:
+@dataclass(frozen=True)
+class _Sync:
+    """What an install makes the environment hold: the certified pairing's lock (`pins`
+    pins) and wheels, those in `reinstall` installed again from their certified wheels."""
+
+    manifest: dict[str, Any]
+    env_dir: Path
+    lock_text: str
+    pins: int
+    reinstall: list[str]
+
+
+def _install(job: _Sync, store: st.Store, target: Target) -> None:
     """`uv pip sync` of the lock and the certified wheels (those in `reinstall` again)."""
     target.scratch.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="install-", dir=target.scratch))  # mode 0700
     try:
         requirements = work / "requirements.txt"
-        _write_private(requirements, requirements_text(manifest, lock_text))
-        links = [store.find_links()]
-        _sync(manifest, env_dir, requirements, links, pins, offline=target.offline,
-              reinstall=reinstall)  # fmt: skip
+        _write_private(requirements, requirements_text(job.manifest, job.lock_text))
+        _sync(job, requirements, [store.find_links()], offline=target.offline)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -230,25 +232,17 @@ def _write_private(path: Path, text: str) -> None:
         f.write(text)
 
 
-def _sync(
-    manifest: dict[str, Any],
-    env_dir: Path,
-    requirements: Path,
-    find_links: list[str],
-    pins: int,
-    *,
-    offline: bool,
-    reinstall: list[str] | None = None,
-) -> None:
+def _sync(job: _Sync, requirements: Path, find_links: list[str], *, offline: bool) -> None:
     """Create the environment when it is not there, then make it hold exactly `requirements`
     (the distributions in `reinstall` installed again from their certified wheels)."""
+    env_dir = job.env_dir
     python = env_dir / "bin" / "python"
     if not python.exists():
-        version = ".".join(manifest["core"]["python"].split(".")[:2])
+        version = ".".join(job.manifest["core"]["python"].split(".")[:2])
         # found where the build finds it (VPR_INTERPRETER, uv, pyenv, asdf/mise, /usr/bin);
         # never downloaded: an interpreter from the network is neither pinned nor verified
         found = interpreters.find(version, None, uv.uv_bin())
         progress.info(f"creating a Python {found.version} environment at {env_dir} ({found.path})")
         uv.create_venv(env_dir, found.path, offline=offline)
-    with progress.status(f"installing {pins} pins with --require-hashes into {env_dir}"):
-        uv.sync_locked(python, requirements, find_links, offline=offline, reinstall=reinstall)
+    with progress.status(f"installing {job.pins} pins with --require-hashes into {env_dir}"):
+        uv.sync_locked(python, requirements, find_links, offline=offline, reinstall=job.reinstall)

@@ -69,6 +69,9 @@ def _run(runner: Runner, cache: Cache, label: str, argv: list[str]) -> None:
     )
 
 
+# Wide on purpose: the keyword options of `vpr env` and of the flows that make an
+# environment (release, the pairing graph, conform-hardware), each caller naming the few it
+# sets; inside, everything the environment is made from travels as one `_EnvBuild`.
 def create_env(
     spec: Spec,
     *,
