@@ -44,26 +44,28 @@ def register_ledger(sub: Any) -> None:
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core import ledger, progress
+    from vllm_plugin_release.edges import ledgersummary
 
     store = trusted(args)
-    entries = store.ledger()
-    chosen = ledger.select(
-        entries, core=args.core, plugin=args.plugin, verdict=args.verdict, kind=args.kind
-    )
+    filters = {"core": args.core, "plugin": args.plugin, "verdict": args.verdict, "kind": args.kind}
+    chosen: list[Any] | None = None
+    if not any(filters.values()) and args.matrix:  # every entry's: one file of the summary
+        text, count = ledgersummary.matrix(store, args.matrix)
+    elif not any(filters.values()):  # every entry: the whole ledger, each line checked
+        chosen = store.ledger()
+        count = len(chosen)
+    else:  # the chunks of the summary that can hold a match
+        chosen, count = ledgersummary.select(store, **filters)
     if args.matrix:
-        m = ledger.matrix(chosen)
-        text = (
-            json.dumps(m, indent=2, sort_keys=True) + "\n"
-            if args.matrix == "json"
-            else ledger.render_matrix_markdown(m)
-        )
+        if chosen is not None:
+            text = ledger.matrix_text(ledger.matrix(chosen), args.matrix)
         sys.stdout.write(text)
     elif args.json:
         print(json.dumps(chosen, indent=2, sort_keys=True))
     elif chosen:
         print(ledger.render_lines(chosen))
-    progress.info(f"ledger: {len(entries)} entries verified in {store.location}")
-    if not chosen:
+    progress.info(f"ledger: {count} entries verified in {store.location}")
+    if not (count if chosen is None else chosen):  # no entry at all, or none matches
         progress.info("no ledger entry matches")
         return EXIT_GATE
     return EXIT_OK
