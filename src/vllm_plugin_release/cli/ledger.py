@@ -16,12 +16,15 @@ def register_ledger(sub: Any) -> None:
     p = sub.add_parser(
         "ledger",
         help="print and filter the signed pairing ledger (every verdict ever reached)",
-        description="Read STORE/ledger/ledger.jsonl through the store's signed head, check every "
-        "entry's ed25519 signature, its link to the previous entry, and the entry count and "
-        "last entry the head signs, and print the entries that match the filters "
-        "(--matrix: the compatibility matrix generated from the ledger, the latest verdict "
-        "per core and plugin commit). Exit 0; 1 when an entry's signature or link fails "
-        "(the ledger is refused, naming the line) or no entry matches; 2 bad input.",
+        description="Read the store's pairing ledger through its signed head and print the "
+        "entries that match the filters (--matrix: the compatibility matrix generated from "
+        "the ledger, the latest verdict per core and plugin commit). Without a filter it "
+        "reads STORE/ledger/ledger.jsonl and checks every entry's ed25519 signature, its "
+        "link to the previous entry, and the entry count and last entry the head signs; "
+        "with one, or --matrix, the ledger's summary the head vouches for (only the parts "
+        "that can hold the answer). Exit 0; 1 when an entry's signature or link fails (the "
+        "ledger is refused, naming the line), a file is not the one the head vouches for, "
+        "or no entry matches; 2 bad input.",
     )
     add_store_arguments(p)
     p.add_argument("--core", help="core version, or a core commit prefix")
