@@ -67,8 +67,8 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         print(json.dumps(chosen, indent=2, sort_keys=True))
     elif chosen:
         print(ledger.render_lines(chosen))
-    progress.info(f"ledger: {count} entries verified in {store.location}")
+    progress.note(f"ledger: {count} entries verified in {store.location}")
     if not (count if chosen is None else chosen):  # no entry at all, or none matches
-        progress.info("no ledger entry matches")
+        progress.note("no ledger entry matches")
         return EXIT_GATE
     return EXIT_OK
