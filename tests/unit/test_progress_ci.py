@@ -205,3 +205,21 @@ def test_on_a_terminal_parallel_steps_inside_a_stage_spinner_just_run(
         progress._mode.update(saved)
     err = capsys.readouterr().err
     assert err.count("slow step: started (log: ") == 2 and "still running" not in err
+
+
+def test_a_note_off_a_terminal_is_the_line_rich_prints_without_importing_it() -> None:
+    """`progress.note` (`vpr manifest ledger`'s status line): in a subprocess whose stderr
+    is a pipe, the plain line, and rich never imported; `info` prints the same line."""
+    import subprocess
+
+    code = (
+        "import sys; from vllm_plugin_release.core import progress; "
+        "progress.{}('ledger: 3 entries [ok] in /s'); "
+        "print('rich' in sys.modules)"
+    )
+    for fn, imported in (("note", "False"), ("info", "True")):
+        done = subprocess.run(
+            [sys.executable, "-c", code.format(fn)], capture_output=True, text=True, check=True
+        )
+        assert done.stderr == "vpr ledger: 3 entries [ok] in /s\n", fn
+        assert done.stdout.strip() == imported

@@ -16,12 +16,15 @@ def register_ledger(sub: Any) -> None:
     p = sub.add_parser(
         "ledger",
         help="print and filter the signed pairing ledger (every verdict ever reached)",
-        description="Read STORE/ledger/ledger.jsonl through the store's signed head, check every "
-        "entry's ed25519 signature, its link to the previous entry, and the entry count and "
-        "last entry the head signs, and print the entries that match the filters "
-        "(--matrix: the compatibility matrix generated from the ledger, the latest verdict "
-        "per core and plugin commit). Exit 0; 1 when an entry's signature or link fails "
-        "(the ledger is refused, naming the line) or no entry matches; 2 bad input.",
+        description="Read the store's pairing ledger through its signed head and print the "
+        "entries that match the filters (--matrix: the compatibility matrix generated from "
+        "the ledger, the latest verdict per core and plugin commit). Without a filter it "
+        "reads STORE/ledger/ledger.jsonl and checks every entry's ed25519 signature, its "
+        "link to the previous entry, and the entry count and last entry the head signs; "
+        "with one, or --matrix, the ledger's summary the head vouches for (only the parts "
+        "that can hold the answer). Exit 0; 1 when an entry's signature or link fails (the "
+        "ledger is refused, naming the line), a file is not the one the head vouches for, "
+        "or no entry matches; 2 bad input.",
     )
     add_store_arguments(p)
     p.add_argument("--core", help="core version, or a core commit prefix")
@@ -44,26 +47,28 @@ def register_ledger(sub: Any) -> None:
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core import ledger, progress
+    from vllm_plugin_release.edges import ledgersummary
 
     store = trusted(args)
-    entries = store.ledger()
-    chosen = ledger.select(
-        entries, core=args.core, plugin=args.plugin, verdict=args.verdict, kind=args.kind
-    )
+    filters = {"core": args.core, "plugin": args.plugin, "verdict": args.verdict, "kind": args.kind}
+    chosen: list[Any] | None = None
+    if not any(filters.values()) and args.matrix:  # every entry's: one file of the summary
+        text, count = ledgersummary.matrix(store, args.matrix)
+    elif not any(filters.values()):  # every entry: the whole ledger, each line checked
+        chosen = store.ledger()
+        count = len(chosen)
+    else:  # the chunks of the summary that can hold a match
+        chosen, count = ledgersummary.select(store, **filters)
     if args.matrix:
-        m = ledger.matrix(chosen)
-        text = (
-            json.dumps(m, indent=2, sort_keys=True) + "\n"
-            if args.matrix == "json"
-            else ledger.render_matrix_markdown(m)
-        )
+        if chosen is not None:
+            text = ledger.matrix_text(ledger.matrix(chosen), args.matrix)
         sys.stdout.write(text)
     elif args.json:
         print(json.dumps(chosen, indent=2, sort_keys=True))
     elif chosen:
         print(ledger.render_lines(chosen))
-    progress.info(f"ledger: {len(entries)} entries verified in {store.location}")
-    if not chosen:
-        progress.info("no ledger entry matches")
+    progress.note(f"ledger: {count} entries verified in {store.location}")
+    if not (count if chosen is None else chosen):  # no entry at all, or none matches
+        progress.note("no ledger entry matches")
         return EXIT_GATE
     return EXIT_OK

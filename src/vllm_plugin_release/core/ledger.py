@@ -18,6 +18,7 @@ Reading refuses the whole ledger at the first line whose signature or link fails
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -118,6 +119,12 @@ _ENTRY_SHAPE = bounded.shape(
 _HINT = "the ledger is append-only: restore the store's ledger from its last good copy"
 
 
+def entry_problem(entry: Any) -> str | None:
+    """Why a signed payload is not a ledger entry (what select, matrix and the renderers
+    read of it), else None; seq and prev are the chain's to check."""
+    return bounded.shape_problem(entry, _ENTRY_SHAPE)
+
+
 def parse_ledger(
     data: bytes, public_key: Ed25519PublicKey, where: str, *, vouched: bool = False
 ) -> list[dict[str, Any]]:
@@ -135,7 +142,7 @@ def parse_ledger(
             entry = signed.unverified(line, PAYLOAD_TYPE, here, what="ledger entry", hint=_HINT)
         else:
             entry = _verified_entry(line, public_key, here)
-        problem = bounded.shape_problem(entry, _ENTRY_SHAPE)
+        problem = entry_problem(entry)
         if problem:
             raise BadInput(
                 f"{here}: a signed entry that is not a ledger entry ({problem})",
@@ -222,6 +229,13 @@ def render_matrix_markdown(m: dict[str, Any]) -> str:
             row.append(f"{cell['verdict']} (#{cell['seq']})" if cell else "")
         lines.append(f"| {core} | " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
+
+
+def matrix_text(m: dict[str, Any], fmt: str) -> str:
+    """The matrix as `vpr manifest ledger --matrix FMT` prints it (markdown or json)."""
+    if fmt == "json":
+        return json.dumps(m, indent=2, sort_keys=True) + "\n"
+    return render_matrix_markdown(m)
 
 
 def render_lines(entries: Iterable[dict[str, Any]]) -> str:

@@ -73,6 +73,18 @@ def info(message: str) -> None:
     _console().print(f"[bold]vpr[/bold] {escape(message)}")
 
 
+def note(message: str) -> None:
+    """`info` for a read command's status line: when stderr is not a terminal and nothing
+    has made the console yet, written as the plain line rich would print (`vpr MESSAGE`)
+    without importing rich (`vpr manifest ledger` stays start-up plus milliseconds)."""
+    isatty = getattr(sys.stderr, "isatty", None)
+    if "console" in _made or (isatty is not None and isatty()):
+        info(message)
+        return
+    sys.stderr.write(f"vpr {message}\n")
+    sys.stderr.flush()
+
+
 def warn(message: str) -> None:
     _console().print(f"[bold yellow]vpr warning[/bold yellow] {escape(message)}")
 

@@ -2,6 +2,7 @@
 the content is `core.ledger`'s and `core.schedule`'s).
 
   STORE/ledger/ledger.jsonl            the signed, chained pairing ledger (append-only)
+  STORE/ledger/summary.json, summary/  its summary (`core.ledgersummary`), written with it
   STORE/lkg/<pairing name>.json        last-known-good core commit of a nightly pairing:
                                        a signed document (`core.signed`) naming its pairing
   STORE/nightly/<pairing name>.json    the nightly schedule's state, signed likewise
@@ -9,8 +10,8 @@ the content is `core.ledger`'s and `core.schedule`'s).
 Writers take the store's lock, put their file in place and sign the store's head
 (`edges.storehead`) last. The ledger is checked (every signature and link, and against
 the head) before an entry is appended, so a tampered or cut ledger is never extended, and
-the new file is the old bytes plus one line, renamed into place. Readers go through the
-store's head (`edges.trust.Trusted`).
+the new file is the old bytes plus one line, renamed into place, then its summary. Readers
+go through the store's head (`edges.trust.Trusted`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from vllm_plugin_release.core import bounded, progress, signed
 from vllm_plugin_release.core.cache import atomic_write_bytes
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.ledger import LEDGER_FILE, chained, parse_ledger, sign_line
+from vllm_plugin_release.core.ledgersummary import LEDGER_SUMMARY_DIR, LEDGER_SUMMARY_FILE
 from vllm_plugin_release.core.schedule import LKG_TYPE, SCHEDULE_TYPE, pointer_problem
 from vllm_plugin_release.core.storetrust import store_path
 from vllm_plugin_release.edges.store import DirStore, HttpStore, Store
@@ -69,8 +71,13 @@ def append(store: Store, entry: dict[str, Any], key: Ed25519PrivateKey) -> dict[
         last = old.splitlines(keepends=True)[-1] if old else None
         full = chained(entry, last, len(entries))
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, old + sign_line(full, key))
-        sign_head(target.root, key, (LEDGER_FILE,))
+        from vllm_plugin_release.edges import summarywrite
+
+        new = old + sign_line(full, key)
+        atomic_write_bytes(path, new)
+        keep = summarywrite.write_ledger(target.root, [*entries, full], new)  # before the head
+        sign_head(target.root, key, (LEDGER_FILE, LEDGER_SUMMARY_FILE))
+        summarywrite.sweep(target.root, keep, LEDGER_SUMMARY_DIR)
     return full
 
 
@@ -162,8 +169,8 @@ def sign_store(store: Store, key: Ed25519PrivateKey) -> Any:
         for relative in vouched_files(target.root):
             data = bounded.read_file(target.root / relative, bounded.MAX_INDEX, "store file")
             where = str(target.root / relative)
-            if relative == SUMMARY_FILE:
-                continue  # made again from index.json when the head is signed
+            if relative in (SUMMARY_FILE, LEDGER_SUMMARY_FILE):
+                continue  # made again from index.json and the ledger when the head is signed
             if relative == LEDGER_FILE:
                 parse_ledger(data, public, where)
             elif relative == INDEX_FILE:

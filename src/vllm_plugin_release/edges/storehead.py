@@ -1,7 +1,7 @@
 """Signing a folder store's head (`core.storehead`): every writer does it, under the store's
-lock, after its own files are in place (publish: index.json and its summary; the ledger; a
-last-known-good pointer; the nightly schedule), so the head is always the last file to
-change.
+lock, after its own files are in place (publish: index.json and its summary; the ledger and
+its summary; a last-known-good pointer; the nightly schedule), so the head is always the
+last file to change.
 
 A writer re-signs only what it wrote: the other records are carried over from the head
 before, which must verify with the writer's key (its expiry does not matter: signing is how
@@ -27,6 +27,7 @@ from vllm_plugin_release.core.attest import keyid
 from vllm_plugin_release.core.cache import atomic_write_bytes
 from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.core.ledger import LEDGER_FILE, parse_ledger
+from vllm_plugin_release.core.ledgersummary import LEDGER_SUMMARY_DIR, LEDGER_SUMMARY_FILE
 from vllm_plugin_release.core.storeindex import INDEX_FILE
 from vllm_plugin_release.core.storesummary import SUMMARY_FILE
 
@@ -55,7 +56,8 @@ def record(relative: str, data: bytes) -> dict[str, Any]:
 
 def vouched_files(root: Path) -> list[str]:
     """Every file of `root` a head vouches for, as store paths."""
-    found = [name for name in (INDEX_FILE, SUMMARY_FILE, LEDGER_FILE) if (root / name).is_file()]
+    names = (INDEX_FILE, SUMMARY_FILE, LEDGER_FILE, LEDGER_SUMMARY_FILE)
+    found = [name for name in names if (root / name).is_file()]
     for folder in SIGNED_FOLDERS:
         if (root / folder).is_dir():
             found += sorted(
@@ -98,11 +100,12 @@ def sign_head(
             raise
         previous = None  # a person vouches for the store as it is: a new head from scratch
     files = dict(previous.files) if previous else {}
-    keep = None
-    if everything:  # the summary made again from index.json as it is (or none without one)
+    keep = keep_ledger = None
+    if everything:  # the summaries made again from index.json and the ledger as they are
         from vllm_plugin_release.edges import summarywrite
 
         keep = summarywrite.refresh(root)
+        keep_ledger = summarywrite.refresh_ledger(root, public)
     names = set(vouched_files(root)) | set(files) if everything or previous is None else wrote
     for relative in sorted(set(names)):
         try:
@@ -121,6 +124,7 @@ def sign_head(
         from vllm_plugin_release.edges import summarywrite
 
         summarywrite.sweep(root, keep)
+        summarywrite.sweep(root, keep_ledger, LEDGER_SUMMARY_DIR)
     return sh.parse(made, keyid=keyid(public), digest=hashlib.sha256(data).hexdigest(), where=where)
 
 

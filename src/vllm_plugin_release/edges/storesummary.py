@@ -54,7 +54,7 @@ def query(
         ss.check_depth(found, trusted.store.where(ss.SUMMARY_DIR))
         return found
 
-    found = _again(trusted, read)
+    found = again(trusted, read)
     if found is None:  # no summary: the whole index (`Trusted.read` tries twice itself)
         return si.query(trusted.index(), core=core, plugin=plugin, verdict=verdict)
     return found
@@ -70,13 +70,13 @@ def matrix(trusted: Trusted, fmt: str) -> str:
             return None
         rec = root["matrix"][fmt]
         relative = ss.matrix_path(rec["sha256"], fmt)
-        data = _blob(trusted, relative, rec)
+        data = blob(trusted, relative, rec)
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise BadInput(f"{trusted.store.where(relative)}: not UTF-8 (byte {exc.start})")
 
-    text = _again(trusted, read)
+    text = again(trusted, read)
     if text is None:  # no summary: the whole index
         from vllm_plugin_release.core.storeview import render_matrix
 
@@ -84,7 +84,7 @@ def matrix(trusted: Trusted, fmt: str) -> str:
     return text
 
 
-def _again(trusted: Trusted, read: Callable[[], T]) -> T:
+def again(trusted: Trusted, read: Callable[[], T]) -> T:
     """`read()`, once more with the store's new head if it fails to verify (a writer puts
     its files in place, signs its head, then removes the summary files of before)."""
     try:
@@ -130,30 +130,31 @@ def _chunk(trusted: Trusted, rec: dict[str, Any]) -> dict[Any, Any]:
     """A chunk's entries by pairing id, each checked as an index entry is."""
     relative = ss.chunk_path(rec["sha256"])
     where = trusted.store.where(relative)
-    entries = ss.parse_chunk(_blob(trusted, relative, rec), rec["count"], where)
+    entries = ss.parse_chunk(blob(trusted, relative, rec), rec["count"], where)
     pairs = [(e.get("pairing_id") if isinstance(e, dict) else None, e) for e in entries]
     si.check_entries(pairs, where)
     return dict(pairs)
 
 
-def _blob(trusted: Trusted, relative: str, rec: dict[str, Any]) -> bytes:
-    """A file under summary/, read with summary.json's size as the cap, of its sha256."""
+def blob(trusted: Trusted, relative: str, rec: dict[str, Any], hint: str = ss.HINT) -> bytes:
+    """A file under summary/ (or ledger/summary/), read with the size its summary gives as
+    the cap, of its sha256."""
     where = trusted.store.where(relative)
     try:
         data = trusted.store.read_bytes(relative, rec["size"])
     except bounded.TooLarge:
         raise GateFailed(
             f"{where}: larger than the {rec['size']} bytes the store's summary vouches for",
-            hint=ss.HINT,
+            hint=hint,
         )
     except Missing:
-        raise GateFailed(f"{where}: the store's summary lists it, but it is missing", hint=ss.HINT)
+        raise GateFailed(f"{where}: the store's summary lists it, but it is missing", hint=hint)
     got = ss.record(data)
     if got != {"sha256": rec["sha256"], "size": rec["size"]}:
         raise GateFailed(
             f"{where}: not the file the store's summary vouches for: sha256 "
             f"{got['sha256'][:16]}, {got['size']} bytes; summary.json says "
             f"{rec['sha256'][:16]}, {rec['size']} bytes",
-            hint=ss.HINT,
+            hint=hint,
         )
     return data

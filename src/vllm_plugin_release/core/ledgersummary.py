@@ -1,0 +1,276 @@
+"""The ledger summary (`STORE/ledger/summary.json` and `STORE/ledger/summary/`) as data:
+what `vpr manifest ledger` reads instead of the whole ledger (pure; the files are
+`edges.ledgersummary`'s and `edges.summarywrite`'s).
+
+A writer of the ledger derives it from the ledger it has just verified line by line and
+written, and the store's signed head vouches for `ledger/summary.json` (sha256, size) as
+for every other file:
+
+  ledger/summary.json   kind, schema_version; `ledger`: the sha256, size, entry count and
+                        last line's sha256 of the ledger.jsonl it was made from (the head's
+                        record of it: a summary of another state of the store is refused);
+                        `entries`: how many; `chunks`: the entries (the signed payloads,
+                        oldest first) cut into runs of `CHUNK`, each with its sha256, size,
+                        count, the seq of its first entry, and what the filters of
+                        `core.ledger.select` match: the core versions, plugin names,
+                        verdicts and kinds in it and the first `PREFIX` characters of its
+                        core and plugin commits; `matrix`: the sha256 and size of the
+                        compatibility matrix of every entry in each of `MATRIX_FORMATS`
+  ledger/summary/<sha256>.json              one chunk: a JSON array of entries, canonical
+  ledger/summary/<sha256>.FORMAT.txt        the matrix as `vpr manifest ledger --matrix
+                                            FORMAT` prints it
+
+Files under ledger/summary/ are named by their sha256, so a reader holding a verified
+summary.json checks each one it reads against the digest it asked for; a filtered read
+opens summary.json and only the chunks that can hold its answer, the whole matrix one
+file. Every byte is a function of the ledger's entries.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from typing import Any
+
+from vllm_plugin_release.core import bounded
+from vllm_plugin_release.core import ledger as lg
+from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.storesummary import record
+
+LEDGER_SUMMARY_FILE = "ledger/summary.json"
+LEDGER_SUMMARY_DIR = "ledger/summary"
+LEDGER_SUMMARY_KIND = "vllm-plugin-release/ledger-summary"
+LEDGER_SUMMARY_SCHEMA_VERSION = 1
+CHUNK = 256  # entries per chunk: ~0.1 MB
+PREFIX = 12  # commit characters a chunk lists (a longer --core/--plugin prefix: its first 12)
+MATRIX_FORMATS = ("markdown", "json")
+HINT = (
+    "the ledger's summary is damaged or from another state of the store; its writer "
+    "writes it again with the next ledger entry or with `vpr manifest sign-store`"
+)
+_LISTS = ("cores", "plugins", "core_commits", "plugin_commits", "verdicts", "kinds")
+_PICK_SHAPE = bounded.shape(tuple((name, (list,)) for name in _LISTS))
+_LEDGER_KEYS = ("sha256", "size", "count", "last")
+
+
+def chunk_path(sha256: str) -> str:
+    return f"{LEDGER_SUMMARY_DIR}/{sha256}.json"
+
+
+def matrix_path(sha256: str, fmt: str) -> str:
+    return f"{LEDGER_SUMMARY_DIR}/{sha256}.{fmt}.txt"
+
+
+# ---------------------------------------------------------------------------
+# Writing
+
+
+def build(
+    entries: list[dict[str, Any]], ledger_record: dict[str, Any]
+) -> tuple[bytes, dict[str, bytes]]:
+    """(ledger/summary.json's bytes, {store path: bytes} of the files under ledger/summary/)
+    for a ledger whose verified entries are `entries` (oldest first) and whose head record
+    (`core.storehead.ledger_record`) is `ledger_record`."""
+    files: dict[str, bytes] = {}
+    chunks = []
+    for start in range(0, len(entries), CHUNK):
+        part = entries[start : start + CHUNK]
+        data = json.dumps(part, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        rec = record(data.encode())
+        files[chunk_path(rec["sha256"])] = data.encode()
+        chunks.append({**rec, "count": len(part), "first": start + 1, **_keys(part)})
+    matrix = {}
+    whole = lg.matrix(entries)
+    for fmt in MATRIX_FORMATS:
+        data_bytes = lg.matrix_text(whole, fmt).encode()
+        rec = record(data_bytes)
+        files[matrix_path(rec["sha256"], fmt)] = data_bytes
+        matrix[fmt] = rec
+    root = {
+        "kind": LEDGER_SUMMARY_KIND,
+        "schema_version": LEDGER_SUMMARY_SCHEMA_VERSION,
+        "ledger": {k: ledger_record[k] for k in _LEDGER_KEYS},
+        "entries": len(entries),
+        "chunks": chunks,
+        "matrix": matrix,
+    }
+    return (json.dumps(root, indent=1, sort_keys=True) + "\n").encode(), files
+
+
+def _keys(part: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """What `core.ledger.select`'s filters compare, of the entries of one chunk."""
+    found: dict[str, set[str]] = {name: set() for name in _LISTS}
+    for e in part:
+        core, plugin = e.get("core") or {}, e.get("plugin") or {}
+        for name, value in (
+            ("cores", core.get("version")),
+            ("plugins", plugin.get("name")),
+            ("core_commits", str(core.get("commit") or "")[:PREFIX]),
+            ("plugin_commits", str(plugin.get("commit") or "")[:PREFIX]),
+            ("verdicts", e.get("verdict")),
+            ("kinds", e.get("kind")),
+        ):
+            if value:
+                found[name].add(str(value))
+    return {name: sorted(values) for name, values in found.items()}
+
+
+# ---------------------------------------------------------------------------
+# Reading (ledger/summary.json verified against the store's head before it is parsed here)
+
+
+def parse_root(data: bytes, where: str) -> dict[str, Any]:
+    """ledger/summary.json checked at its top: BadInput naming what is malformed (a chunk's
+    record is checked when it is used: `chunks_for`, `chunk_record`)."""
+    import orjson
+
+    try:
+        root = orjson.loads(data)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{where}: the ledger summary is not valid JSON ({exc.msg})", hint=HINT)
+    problem = _root_problem(root)
+    if problem:
+        raise BadInput(f"{where}: not a ledger summary ({problem})", hint=HINT)
+    return root
+
+
+def _root_problem(root: Any) -> str | None:
+    if not isinstance(root, dict) or root.get("kind") != LEDGER_SUMMARY_KIND:
+        return f"kind {LEDGER_SUMMARY_KIND!r} expected"
+    version = root.get("schema_version")
+    if not isinstance(version, int) or version != LEDGER_SUMMARY_SCHEMA_VERSION:
+        return (
+            f"schema_version {bounded.shown(version)}, this vpr reads "
+            f"{LEDGER_SUMMARY_SCHEMA_VERSION}"
+        )
+    led = root.get("ledger")
+    if (
+        not _record_ok(led)
+        or not _count_ok(led.get("count"))
+        or not isinstance(led.get("last"), str)
+    ):
+        return "'ledger' is not a sha256, a size, a count and a last entry"
+    chunks, matrix = root.get("chunks"), root.get("matrix")
+    if not isinstance(chunks, list) or not isinstance(matrix, dict):
+        return "'chunks' is not a list or 'matrix' not an object"
+    if not _count_ok(root.get("entries")) or root["entries"] != led["count"]:
+        return "'entries' is not the ledger's count of entries"
+    for fmt in MATRIX_FORMATS:
+        if not _record_ok(matrix.get(fmt)):
+            return f"matrix[{fmt!r}] is not a sha256 and a size"
+    return None
+
+
+def _count_ok(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _record_ok(rec: Any) -> bool:
+    if not isinstance(rec, dict):
+        return False
+    sha = rec.get("sha256")
+    return isinstance(sha, str) and len(sha) == 64 and _count_ok(rec.get("size"))
+
+
+def check_bound(
+    root: dict[str, Any], head_record: dict[str, Any] | None, where: str, head: str
+) -> None:
+    """GateFailed unless the summary was made from the ledger the store's signed head
+    (`head`: its description) records as `head_record`."""
+    want = {k: (head_record or {}).get(k) for k in _LEDGER_KEYS}
+    if root["ledger"] != want:
+        got = root["ledger"]
+        raise GateFailed(
+            f"{where}: made from a ledger of {got['count']} entries (sha256 "
+            f"{got['sha256'][:16]}), not the ledger the store's signed head ({head}) vouches "
+            f"for ({want['count']} entries, sha256 {str(want['sha256'])[:16]}): a summary of "
+            "another state of the store",
+            hint=HINT,
+        )
+
+
+def chunks_for(
+    root: dict[str, Any],
+    *,
+    core: str | None = None,
+    plugin: str | None = None,
+    verdict: str | None = None,
+    kind: str | None = None,
+    where: str = LEDGER_SUMMARY_FILE,
+) -> list[int]:
+    """The chunks that can hold an entry `core.ledger.select` keeps for the filters, in
+    order. Only a superset is promised: each entry of them is selected again."""
+    picked = []
+    for number, chunk in enumerate(root["chunks"]):
+        problem = bounded.shape_problem(chunk, _PICK_SHAPE)
+        if problem is None and not all(
+            all(isinstance(v, str) for v in chunk[name]) for name in _LISTS
+        ):
+            problem = "a list of names that holds something else"
+        if problem:
+            raise BadInput(f"{where}: chunks[{number}]: {problem}", hint=HINT)
+        if core and core not in chunk["cores"] and not _prefixed(chunk["core_commits"], core):
+            continue
+        if (
+            plugin
+            and plugin not in chunk["plugins"]
+            and not _prefixed(chunk["plugin_commits"], plugin)
+        ):
+            continue
+        if verdict and verdict not in chunk["verdicts"]:
+            continue
+        if kind and kind not in chunk["kinds"]:
+            continue
+        picked.append(number)
+    return picked
+
+
+def _prefixed(sorted_prefixes: list[str], text: str) -> bool:
+    """Whether a commit listed by its first `PREFIX` characters (sorted) can start with
+    `text`."""
+    want = text[:PREFIX]
+    at = bisect.bisect_left(sorted_prefixes, want)
+    return at < len(sorted_prefixes) and sorted_prefixes[at].startswith(want)
+
+
+def chunk_record(root: dict[str, Any], number: int, where: str) -> dict[str, Any]:
+    """Chunk record `number` with what reading the chunk needs checked (sha256, size,
+    count, first)."""
+    chunk = root["chunks"][number]
+    if (
+        not _record_ok(chunk)
+        or not _count_ok(chunk.get("count"))
+        or not _count_ok(chunk.get("first"))
+    ):
+        raise BadInput(
+            f"{where}: chunks[{number}]: not a sha256, a size, a count and a first entry",
+            hint=HINT,
+        )
+    return chunk
+
+
+def parse_chunk(data: bytes, rec: dict[str, Any], where: str) -> list[dict[str, Any]]:
+    """A chunk's entries, each of a ledger entry's shape, numbered from the chunk's first
+    seq on, and no deeper than `bounded.MAX_DEPTH`."""
+    import orjson
+
+    try:
+        entries = orjson.loads(data)
+    except json.JSONDecodeError as exc:
+        raise BadInput(
+            f"{where}: a ledger summary chunk that is not valid JSON ({exc.msg})", hint=HINT
+        )
+    if not isinstance(entries, list) or len(entries) != rec["count"]:
+        raise BadInput(f"{where}: not a ledger summary chunk of {rec['count']} entries", hint=HINT)
+    for offset, entry in enumerate(entries):
+        seq = rec["first"] + offset
+        problem = lg.entry_problem(entry)
+        if problem is None and entry.get("seq") != seq:
+            problem = f"seq {bounded.shown(entry.get('seq'))}, expected {seq}"
+        if problem is None and bounded.deeper_than(entry, bounded.MAX_DEPTH - 1):
+            problem = f"nested deeper than {bounded.MAX_DEPTH} levels"
+        if problem:
+            raise BadInput(
+                f"{where}: entry {offset + 1}: not ledger entry #{seq} ({problem})", hint=HINT
+            )
+    return entries
