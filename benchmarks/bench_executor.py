@@ -20,24 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_install import unpack
-from benchmarks.common import REPO, console, cpu_seconds, installed_env, median, run
+from benchmarks.common import REPO, base_commit, console, cpu_seconds, installed_env, median, run
 
 TARGET = 1.05  # graph / before, end to end
 FIRST_FILE = "src/vllm_plugin_release/core/stagegraph.py"
 SPEC = str(REPO / "buildspec" / "reference.toml")
-
-
-def base_commit(given: str | None) -> str:
-    """`given`, else the parent of the commit that added core/stagegraph.py."""
-    if given:
-        return given
-    import subprocess
-
-    added = subprocess.run(
-        ["git", "log", "--diff-filter=A", "--format=%H", "--", FIRST_FILE],
-        cwd=REPO, capture_output=True, text=True, check=True,
-    ).stdout.split()  # fmt: skip
-    return f"{added[-1]}^" if added else "HEAD"
 
 
 def _release(src: Path, cache: Path, folder: Path) -> tuple[float, float]:
@@ -59,7 +46,7 @@ def _release(src: Path, cache: Path, folder: Path) -> tuple[float, float]:
 
 
 def main(repeats: int = 7, base: str | None = None, cache: Path | None = None) -> dict[str, Any]:
-    rev = base_commit(base)
+    rev = base_commit(base, FIRST_FILE)
     cache = cache or Path(os.environ.get("VPR_CACHE_DIR") or REPO / ".vpr")
     with tempfile.TemporaryDirectory(prefix="vpr-bench-executor-") as tmp:
         root = Path(tmp)

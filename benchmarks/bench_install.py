@@ -33,22 +33,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import REPO, console, cpu_seconds, installed_env, median
+from benchmarks.common import REPO, base_commit, console, cpu_seconds, installed_env, median
 
 TARGET = 1.10  # verified / before, end to end
 FIRST_FILE = "src/vllm_plugin_release/core/bounded.py"  # the first file issue 28's work added
-
-
-def base_commit(given: str | None) -> str:
-    """The code before issue 28's consumer-side work: `given`, else the parent of the commit
-    that added core/bounded.py (HEAD when it is not committed yet)."""
-    if given:
-        return given
-    added = subprocess.run(
-        ["git", "log", "--diff-filter=A", "--format=%H", "--", FIRST_FILE],
-        cwd=REPO, capture_output=True, text=True, check=True,
-    ).stdout.split()  # fmt: skip
-    return f"{added[-1]}^" if added else "HEAD"
 
 
 def unpack(rev: str, into: Path) -> Path:
@@ -154,7 +142,7 @@ def _in_process(p: dict[str, Any], venv: Path, repeats: int) -> dict[str, list[f
 
 
 def main(repeats: int = 7, ledger_entries: int = 200, base: str | None = None) -> dict[str, Any]:
-    rev = base_commit(base)
+    rev = base_commit(base, FIRST_FILE)
     with tempfile.TemporaryDirectory(prefix="vpr-bench-install-") as tmp:
         root = Path(tmp)
         old_src = unpack(rev, root / "before")

@@ -85,3 +85,15 @@ def report(
         console.print(f"  {label}: {ratio:.3f}x (target <= {target}x: {ok})")
         result["ratios"][label] = {"ratio": ratio, "target": target, "met": ratio <= target}
     return result
+
+
+def base_commit(given: str | None, first_file: str) -> str:
+    """The code before a piece of work, for a side-by-side benchmark: `given`, else the
+    parent of the commit that added `first_file` (HEAD when it is not committed yet)."""
+    if given:
+        return given
+    added = subprocess.run(
+        ["git", "log", "--diff-filter=A", "--format=%H", "--", first_file],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    return f"{added[-1]}^" if added else "HEAD"

@@ -35,7 +35,7 @@ from typing import Any
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core import ledger as lg
 from vllm_plugin_release.core.errors import BadInput, GateFailed
-from vllm_plugin_release.core.storesummary import record
+from vllm_plugin_release.core.storesummary import checked_root, record
 
 LEDGER_SUMMARY_FILE = "ledger/summary.json"
 LEDGER_SUMMARY_DIR = "ledger/summary"
@@ -122,16 +122,8 @@ def _keys(part: list[dict[str, Any]]) -> dict[str, list[str]]:
 def parse_root(data: bytes, where: str) -> dict[str, Any]:
     """ledger/summary.json checked at its top: BadInput naming what is malformed (a chunk's
     record is checked when it is used: `chunks_for`, `chunk_record`)."""
-    import orjson
-
-    try:
-        root = orjson.loads(data)
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"{where}: the ledger summary is not valid JSON ({exc.msg})", hint=HINT)
-    problem = _root_problem(root)
-    if problem:
-        raise BadInput(f"{where}: not a ledger summary ({problem})", hint=HINT)
-    return root
+    names = ("the ledger summary", "a ledger summary")
+    return checked_root(data, where, names, _root_problem, HINT)
 
 
 def _root_problem(root: Any) -> str | None:

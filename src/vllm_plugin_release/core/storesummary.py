@@ -124,15 +124,27 @@ def parse_root(data: bytes, where: str) -> dict[str, Any]:
     is checked when it is used (`pick`, `chunk_record`), so that a read that needs one
     chunk, or none (the matrix), does not check them all; nothing of it is walked whole
     (its values are read by their keys), so its depth needs no walk either."""
+    return checked_root(data, where, ("summary.json", "a store summary"), _root_problem, HINT)
+
+
+def checked_root(
+    data: bytes,
+    where: str,
+    names: tuple[str, str],
+    problem_of: Callable[[Any], str | None],
+    hint: str,
+) -> dict[str, Any]:
+    """A summary's top (`names`: what it is called, what it is) parsed and checked by
+    `problem_of`; BadInput naming what is malformed."""
     import orjson
 
     try:
         root = orjson.loads(data)
     except json.JSONDecodeError as exc:
-        raise BadInput(f"{where}: summary.json is not valid JSON ({exc.msg})", hint=HINT)
-    problem = _root_problem(root)
+        raise BadInput(f"{where}: {names[0]} is not valid JSON ({exc.msg})", hint=hint)
+    problem = problem_of(root)
     if problem:
-        raise BadInput(f"{where}: not a store summary ({problem})", hint=HINT)
+        raise BadInput(f"{where}: not {names[1]} ({problem})", hint=hint)
     return root
 
 
