@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,30 +50,37 @@ def lag_from_scorecard(dist: Path) -> dict[str, Any] | None:
     return {"days": details.get("lag_days"), "minor_releases": details.get("lag_minor")}
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """What a ledger entry says beside its manifest: the site it ran on, the kind of run,
+    and (a nightly's) its own outcome, pass|fail, in place of the manifest's verdict."""
+
+    runner: str
+    kind: str = "release"
+    outcome: str | None = None
+
+
 def record_verdict(
     spec: Spec,
     dist: Path,
+    said: Verdict,
     *,
     cache: Cache,
     store: str | None,
     signing: str | Path | None,
-    runner: str,
-    kind: str = "release",
-    lag: dict[str, Any] | None = None,
-    verdict: str | None = None,
 ) -> dict[str, Any]:
-    """Append the verdict of dist/NAME/manifest.json (or `verdict`: a nightly's test
-    outcome, pass|fail) to the ledger; the entry as written."""
+    """Append the verdict of dist/NAME/manifest.json (or `said.outcome`) to the ledger,
+    with the release lag its scorecard gives; the entry as written."""
     manifest_path = dist / MANIFEST_FILE
     manifest = load(manifest_path)
     digest = hashlib.sha256(manifest_path.read_bytes()).hexdigest()
-    if lag is None:
-        lag = lag_from_scorecard(dist)
+    lag = lag_from_scorecard(dist)
+    kind = said.kind
     entry = ledger.entry_from_manifest(
-        manifest, manifest_sha256=digest, runner=runner, time=now_utc(), kind=kind, lag=lag
+        manifest, manifest_sha256=digest, runner=said.runner, time=now_utc(), kind=kind, lag=lag
     )
-    if verdict is not None:
-        entry["verdict"] = verdict
+    if said.outcome is not None:
+        entry["verdict"] = said.outcome
     key = signing_key(spec, cache, signing)
     target = open_store(resolve_targets(spec, None, store, cache.root)[1])
     written = ledgerstore.append(target, entry, key)

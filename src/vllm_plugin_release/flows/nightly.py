@@ -28,7 +28,7 @@ from vllm_plugin_release.edges import corehistory, ledgerstore
 from vllm_plugin_release.edges.store import open_store
 from vllm_plugin_release.edges.trust import TRUST_DIR, Trusted
 from vllm_plugin_release.flows.baseline import commit_spec
-from vllm_plugin_release.flows.ledger import now_utc, record_verdict, signing_key
+from vllm_plugin_release.flows.ledger import Verdict, now_utc, record_verdict, signing_key
 from vllm_plugin_release.flows.pairing_graph import pairing_python
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.stages.publish import resolve_targets
@@ -139,12 +139,10 @@ def nightly(spec: Spec, opts: Options) -> dict[str, Any]:
     record_verdict(
         base,
         records.dist_dir(opts.dist_root, base.name),
+        Verdict("cpu", "nightly", report["status"]),
         cache=opts.cache,
         store=opts.store,
         signing=opts.signing_key,
-        runner="cpu",
-        kind="nightly",
-        verdict=report["status"],
     )
     ledgerstore.write_state(
         store,

@@ -215,15 +215,15 @@ class _Stages:
         )
 
     def ledger(self) -> None:
-        from vllm_plugin_release.flows.ledger import record_verdict
+        from vllm_plugin_release.flows.ledger import Verdict, record_verdict
 
         written = record_verdict(
             self.spec,
             dist_dir(self.opts.dist_root, self.spec.name),
+            Verdict(self.opts.runner),
             cache=self.opts.cache,
             store=self.opts.store,
             signing=self.opts.signing_key,
-            runner=self.opts.runner,
         )
         self.out.facts["ledger"] = f"entry #{written['seq']} (signed, chain verified)"
 
