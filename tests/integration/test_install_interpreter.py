@@ -22,7 +22,7 @@ def test_the_environment_is_made_on_the_interpreter_found_here(tmp_path: Path) -
     requirements.write_text("")
     env = tmp_path / "env"
     manifest = {"core": {"python": found.version}}
-    install._sync(manifest, env, requirements, [], 0, offline=True)
+    install._sync(install._Sync(manifest, env, "", 0, []), requirements, [], offline=True)
     said = subprocess.run(
         [str(env / "bin" / "python"), "-c", "import sys; print(sys.version.split()[0])"],
         capture_output=True, text=True, check=True,
@@ -35,6 +35,7 @@ def test_a_python_this_machine_lacks_is_named_not_downloaded(tmp_path: Path) -> 
     requirements.write_text("")
     env = tmp_path / "env"
     with pytest.raises(PythonUnavailable) as caught:
-        install._sync({"core": {"python": "3.99.1"}}, env, requirements, [], 0, offline=False)
+        job = install._Sync({"core": {"python": "3.99.1"}}, env, "", 0, [])
+        install._sync(job, requirements, [], offline=False)
     assert "3.99" in caught.value.message and "pyenv" in caught.value.message
     assert not env.exists()
