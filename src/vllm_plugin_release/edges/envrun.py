@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from typing import Any
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
-from vllm_plugin_release.edges import envbytecode, proc
+from vllm_plugin_release.edges import envbytecode, ownedtmp, proc
 from vllm_plugin_release.edges.container import marker_of, runner_of
 from vllm_plugin_release.edges.envworker import LAYER_REFUSED, Job, Worker, workers
 
@@ -89,7 +88,7 @@ def run_in_env(
     python = Path(python)
     if not (python.exists() or python.is_symlink()):  # a container env's: its image's python
         raise BadInput(f"{python}: environment python not found", hint="run `vpr env` first")
-    with tempfile.TemporaryDirectory(prefix="vpr-inenv-") as tmp:
+    with _job_folder() as tmp:
         req = Path(tmp) / "request.json"
         out = Path(tmp) / "result.json"
         req.write_text(json.dumps(request))
@@ -201,6 +200,17 @@ PRELOAD_LATER = (
     "xgrammar",
     "fastapi",
 )
+
+
+@contextlib.contextmanager
+def _job_folder() -> Iterator[str]:
+    """A private folder for one in-environment job, removed after it (and, were the run
+    killed, by a later run: `ownedtmp`)."""
+    folder = ownedtmp.make("vpr-inenv-")
+    try:
+        yield str(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextlib.contextmanager

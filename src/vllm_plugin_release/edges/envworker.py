@@ -14,7 +14,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core.errors import OutsideFailure
-from vllm_plugin_release.edges import children
+from vllm_plugin_release.edges import children, ownedtmp
 from vllm_plugin_release.edges.proc import spawn
 
 # The exit code of a job refused its `site_first` (inenv/worker.LAYER_REFUSED: nothing
@@ -73,7 +72,7 @@ class Worker:
     ) -> Worker:
         """Start the worker script that `stage(folder)` puts in a private folder; it is ready
         once `preload` is imported, and imports `later` between jobs."""
-        folder = Path(tempfile.mkdtemp(prefix="vpr-inenv-worker-"))
+        folder = ownedtmp.make("vpr-inenv-worker-")  # a killed run's is removed later
         try:
             script = stage(folder)
             names = {"first": list(preload), "then": list(later)}
