@@ -169,3 +169,26 @@ def test_network_modes_of_the_container_runner() -> None:
     assert _network_mode(False) == "none"
     assert _network_mode(HOST_NETWORK) == "host"
     assert _network_mode(True) is None
+
+
+def test_build_image_closes_its_engine_client_when_it_fails(tmp_path: Path, monkeypatch) -> None:
+    """The engine client `build_image` opens is closed whatever happens after (it was left
+    open). The engine is a stand-in (a recording object): what is under test is the close."""
+    from vllm_plugin_release.core.cache import Cache
+    from vllm_plugin_release.stages import container_build
+
+    closed: list[bool] = []
+
+    class StandInClient:  # test double: no container engine is needed to test the close
+        def close(self) -> None:
+            closed.append(True)
+
+    def no_layer(*args: object) -> None:
+        raise OutsideFailure("mmdebstrap: no network (raised by the test)")
+
+    monkeypatch.setattr(container_build.container, "connect", StandInClient)
+    monkeypatch.setattr(container_build, "python_layer", no_layer)
+    spec = load_spec(REPO / "buildspec" / "reference.toml")
+    with pytest.raises(OutsideFailure, match="raised by the test"):
+        container_build.build_image(spec, Cache(tmp_path / ".vpr"))
+    assert closed == [True]

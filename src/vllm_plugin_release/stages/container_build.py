@@ -126,9 +126,16 @@ def build_image(
     spec: Spec, cache: Cache, *, suite: str = DEFAULT_SUITE, mirror: str = DEFAULT_MIRROR
 ) -> dict[str, Any]:
     """Make the Debian-based image for the spec's Python and load it; what was made."""
+    check_python(spec.build.python, suite)
+    client = container.connect()  # first: no engine is exit 3 before a minute of mmdebstrap
+    try:
+        return _build_image(spec, cache, client, suite, mirror)
+    finally:
+        client.close()
+
+
+def _build_image(spec: Spec, cache: Cache, client: Any, suite: str, mirror: str) -> dict[str, Any]:
     python = spec.build.python
-    check_python(python, suite)
-    client = container.connect()
     name = image_name(python, suite)
     epoch = spec.core.source_date_epoch
     log = cache.root / "logs" / "image-build.log"
