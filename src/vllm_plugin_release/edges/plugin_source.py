@@ -104,11 +104,15 @@ def resolve(spec: Spec, cache: Cache, override: Path | None = None) -> PluginSou
                 f"the spec pins {commit}",
                 hint="a moved tag is a supply-chain event: check it, then update the pin",
             )
-    root = checkout / sub if sub else checkout
+    return _git_source(checkout, sub, source.get("url", url), commit)
+
+
+def _git_source(checkout: Path, sub: str, repository: str, commit: str) -> PluginSource:
+    """The plugin source of a checked-out pinned commit (`sub`: the plugin's folder in it)."""
     return PluginSource(
-        root=root,
+        root=checkout / sub if sub else checkout,
         kind="git",
-        repository=source.get("url", url),
+        repository=repository,
         commit=commit,
         source_date_epoch=commit_time(checkout, commit),
     )
@@ -129,13 +133,7 @@ def present(spec: Spec, cache: Cache, override: Path | None = None) -> PluginSou
     if not commit or not (checkout.parent / ".vpr-complete").is_file():
         return None
     sub = spec.plugin.get("subdirectory", "")
-    return PluginSource(
-        root=checkout / sub if sub else checkout,
-        kind="git",
-        repository=source.get("url", str(override)),
-        commit=commit,
-        source_date_epoch=commit_time(checkout, commit),
-    )
+    return _git_source(checkout, sub, source.get("url", str(override)), commit)
 
 
 def _present_repo_path(folder: Path, cache: Cache) -> PluginSource | None:
