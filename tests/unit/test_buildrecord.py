@@ -35,6 +35,7 @@ def _plugin() -> dict[str, Any]:
         },
         "wheel": {"filename": "vllm_reference_plugin-0.1.0-py3-none-any.whl", "sha256": SHA},
         "backend": {"kind": "local"},
+        "entry_points": {"vllm.platform_plugins": {"reference": "vllm_reference_plugin:register"}},
     }
 
 
@@ -64,6 +65,9 @@ def test_good_plugin_record_reads_typed_and_frozen(tmp_path: Path) -> None:
     assert (rec.name, rec.version, rec.commit) == ("vllm-reference-plugin", "0.1.0", "f" * 40)
     assert rec.requires_dist == ("numpy>=1",) and rec.requires_list() == ["numpy>=1"]
     assert rec.backend == {"kind": "local"}
+    assert rec.entry_points == {
+        "vllm.platform_plugins": {"reference": "vllm_reference_plugin:register"}
+    }
     assert rec.raw == _plugin()
     with pytest.raises(dataclasses.FrozenInstanceError):
         rec.wheel = WheelRef("x.whl", SHA)  # type: ignore[misc]
@@ -136,6 +140,8 @@ WRONG = [
     ("plugin.requires_dist", "numpy", "plugin.requires_dist"),
     ("plugin.requires_dist", [1], "plugin.requires_dist"),
     ("backend", "local", "backend"),
+    ("entry_points", ["vllm.platform_plugins"], "entry_points"),
+    ("entry_points", {"vllm.platform_plugins": {"reference": 1}}, "entry_points"),
 ]
 
 

@@ -43,6 +43,7 @@ class BuildRecord:
     commit: str | None  # the plugin's source commit (build-plugin.json); else None
     requires_dist: tuple[str, ...] | None  # the plugin wheel's Requires-Dist, when recorded
     backend: Mapping[str, Any] | None  # where it was built (the runner's description)
+    entry_points: Mapping[str, Mapping[str, str]]  # group -> name -> object reference ({})
     raw: Mapping[str, Any]  # the object as written: only to serialise unchanged
 
     def wheel_entry(self) -> dict[str, Any]:
@@ -98,6 +99,18 @@ def _requires(section: Mapping[str, Any]) -> tuple[str, ...] | None:
     return tuple(value)
 
 
+def _entry_points(data: Mapping[str, Any]) -> Mapping[str, Mapping[str, str]]:
+    value = data.get("entry_points")
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+        isinstance(group, Mapping) and all(isinstance(v, str) for v in group.values())
+        for group in value.values()
+    ):
+        raise RecordProblem(f"'entry_points' is {_shown(value)}, expected groups of text")
+    return value
+
+
 def parse(data: Mapping[str, Any], record: str) -> BuildRecord:
     """The build record `record` (a file name in SECTIONS) from its JSON object;
     RecordProblem naming the first key missing or of another type."""
@@ -117,5 +130,6 @@ def parse(data: Mapping[str, Any], record: str) -> BuildRecord:
         commit=_text(data, "plugin.commit", required=False) if plugin else None,
         requires_dist=_requires(section) if plugin else None,
         backend=backend,
+        entry_points=_entry_points(data),
         raw=data,
     )

@@ -391,7 +391,7 @@ def _build(b: _EnvBuild) -> dict[str, Any]:
             request = {
                 "core_version": b.spec.core.version,
                 "packages": packages,
-                "entry_points": b.built["entry_points"],
+                "entry_points": b.built.entry_points,
                 "runtime_module": b.plan.module,
             }
             if not early:
