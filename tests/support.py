@@ -312,9 +312,13 @@ def interpreter_or_skip(python: str):
 def env_build(spec: Spec, folder: Path) -> Any:
     """A pairing env's inputs (`stages.pairing_env._EnvBuild`) for a test of what is done
     with an environment's checks: a local runner, a cache in `folder`, no real wheels."""
+    from vllm_plugin_release.core.buildrecord import parse
     from vllm_plugin_release.core.cache import Cache
     from vllm_plugin_release.edges.runner import LocalRunner
     from vllm_plugin_release.stages.pairing_env import _EnvBuild
+
+    core_wheel = {"filename": "core.whl", "sha256": "c" * 64}
+    plugin_wheel = {"filename": "plugin.whl", "sha256": "d" * 64}
     from vllm_plugin_release.stages.requests import runtime_plan
 
     return _EnvBuild(
@@ -324,8 +328,8 @@ def env_build(spec: Spec, folder: Path) -> Any:
         "cpu",
         folder / "env.txt",
         "ab" * 32,
-        {"wheel": {"sha256": "c" * 64}},
-        {"wheel": {"sha256": "d" * 64}},
+        parse({"core": {"name": "vllm"}, "wheel": core_wheel}, "build-core.json"),
+        parse({"plugin": {"name": "p"}, "wheel": plugin_wheel}, "build-plugin.json"),
         folder / "core.whl",
         folder / "plugin.whl",
         runtime_plan(spec, "cpu", None),

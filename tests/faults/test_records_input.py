@@ -25,7 +25,7 @@ BAD = {
 def test_dist_build_record_must_name_its_wheel(tmp_path, name, body):
     (tmp_path / name).write_text(body, encoding="latin-1")
     with pytest.raises(BadInput) as info:
-        record = records.read(tmp_path, name, records.producer(name, "spec.toml"))
+        record = records.build_record(tmp_path, name, records.producer(name, "spec.toml"))
         records.verified_wheel(tmp_path, record, records.producer(name))
     said = f"{info.value} {info.value.hint}"
     assert str(tmp_path / name) in said

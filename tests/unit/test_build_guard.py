@@ -31,16 +31,16 @@ def test_the_guard_wheel_is_reproducible_cached_and_registers_its_entry_point(
     monkeypatch.delenv(guardbuild.SOURCE_ENV, raising=False)
     spec, cache = _spec(tmp_path), Cache(tmp_path / "cache")
     first = build_guard(spec, cache=cache, dist_root=tmp_path / "dist")
-    assert first.data["reproducible"] is True and first.data["builds_compared"] == 2
+    assert first.data.raw["reproducible"] is True and first.data.raw["builds_compared"] == 2
     assert first.wheel == tmp_path / "dist" / "guarded" / "vpr_guard-1.0.0-py3-none-any.whl"
-    assert first.data["entry_points"] == {
+    assert first.data.raw["entry_points"] == {
         "vllm.general_plugins": {"vpr_guard": "vpr_guard.plugin:check_at_startup"}
     }
     again = build_guard(spec, cache=cache, dist_root=tmp_path / "other")
-    assert again.cached and again.data["wheel"] == first.data["wheel"]
+    assert again.cached and again.data.wheel == first.data.wheel
     # the same bytes from a fresh build elsewhere (no cache), as pip would call the backend
     elsewhere = guardbuild.build_wheel(guardbuild.CHECKOUT, tmp_path / "fresh")
-    assert sha256_file(elsewhere) == first.data["wheel"]["sha256"]
+    assert sha256_file(elsewhere) == first.data.wheel.sha256
     with zipfile.ZipFile(first.wheel) as zf:
         assert {i.date_time for i in zf.infolist()} == {(1980, 1, 1, 0, 0, 0)}
         names = zf.namelist()

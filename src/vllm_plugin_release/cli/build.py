@@ -213,7 +213,7 @@ def _lock(args: argparse.Namespace) -> int:
     # A plugin with dynamic dependencies: they come from its built wheel, when built.
     built = Path(args.dist) / inputs.spec.name / records.BUILD_PLUGIN
     requires_dist = (
-        records.read(built.parent, records.BUILD_PLUGIN)["plugin"].get("requires_dist")
+        records.build_record(built.parent, records.BUILD_PLUGIN).requires_list()
         if built.is_file()
         else None
     )

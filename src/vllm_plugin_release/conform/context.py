@@ -16,6 +16,7 @@ from typing import Any
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import records
+from vllm_plugin_release.core.buildrecord import BuildRecord
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput
 
@@ -62,6 +63,11 @@ class Context:
         hint = producer or records.producer(name, self.spec.path)
         return self._once(f"rec:{name}", lambda: records.read(self.dist, name, hint))
 
+    def build(self, name: str) -> BuildRecord:
+        """A build record in dist/NAME (build-core.json, build-plugin.json), typed."""
+        hint = records.producer(name, self.spec.path)
+        return self._once(f"build:{name}", lambda: records.build_record(self.dist, name, hint))
+
     @property
     def env(self) -> dict[str, Any]:
         env = self.record(records.ENV, f"vpr env --spec {self.spec.path} --runner {self.runner}")
@@ -79,7 +85,7 @@ class Context:
 
     @property
     def core_wheel(self) -> Path:
-        return self.dist / self.record(records.BUILD_CORE)["wheel"]["filename"]
+        return self.dist / self.build(records.BUILD_CORE).wheel.filename
 
     def built_core_wheel(self) -> tuple[Path | None, str | None]:
         """(the core wheel, None) once build-core ran; (None, why not) before: a check that

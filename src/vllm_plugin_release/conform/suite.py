@@ -48,8 +48,8 @@ def card_facts(ctx: Context, day: str) -> dict[str, Any]:
     from vllm_plugin_release import __version__
     from vllm_plugin_release.stages.manifest import pairing_id_of, pins_from_spec
 
-    core = ctx.record(records.BUILD_CORE)
-    plugin = ctx.record(records.BUILD_PLUGIN)
+    core = ctx.build(records.BUILD_CORE)
+    plugin = ctx.build(records.BUILD_PLUGIN)
     runtime: dict[str, Any] = {}
     env_path = ctx.dist / records.ENV
     if env_path.exists():
@@ -61,9 +61,9 @@ def card_facts(ctx: Context, day: str) -> dict[str, Any]:
         report = json.loads(replay_path.read_text(encoding="utf-8"))
         replay = {**headline(report), "plots": list(report.get("plots") or [])}
     return {
-        "pairing_id": pairing_id_of(pins_from_spec(ctx.spec), core, plugin),
+        "pairing_id": pairing_id_of(pins_from_spec(ctx.spec), core.raw, plugin.raw),
         "wheels": [
-            {"role": role, "filename": rec["wheel"]["filename"], "sha256": rec["wheel"]["sha256"]}
+            {"role": role, "filename": rec.wheel.filename, "sha256": rec.wheel.sha256}
             for role, rec in (("core", core), ("plugin", plugin))
         ],
         "runtime": runtime or None,
@@ -83,15 +83,14 @@ def not_run_here(runner: str) -> list[tuple[str, str]]:
 
 
 def pairing_summary(ctx: Context) -> dict[str, Any]:
-    core = ctx.record(records.BUILD_CORE)
-    plugin = ctx.record(records.BUILD_PLUGIN)
+    core = ctx.build(records.BUILD_CORE)
+    plugin = ctx.build(records.BUILD_PLUGIN)
     return {
         "name": ctx.spec.name,
-        "core": f"{core['core']['name']} {core['core']['version']}",
-        "core_wheel_sha256": core["wheel"]["sha256"],
-        "plugin": f"{plugin['plugin']['name']} {plugin['plugin']['version']}"
-        f" @ {(plugin['plugin'].get('commit') or '')[:12]}",
-        "plugin_wheel_sha256": plugin["wheel"]["sha256"],
+        "core": f"{core.name} {core.version}",
+        "core_wheel_sha256": core.wheel.sha256,
+        "plugin": f"{plugin.name} {plugin.version} @ {(plugin.commit or '')[:12]}",
+        "plugin_wheel_sha256": plugin.wheel.sha256,
     }
 
 
@@ -115,8 +114,8 @@ def conform_key(ctx: Context) -> str:
     index which releases exist: a cached verdict never outlives the day it was made."""
     from vllm_plugin_release import __version__
 
-    core = ctx.record(records.BUILD_CORE)
-    plugin = ctx.record(records.BUILD_PLUGIN)
+    core = ctx.build(records.BUILD_CORE)
+    plugin = ctx.build(records.BUILD_PLUGIN)
     contract = api.api_config(ctx.spec)["contract"]  # the spec's, else the default one
     contract_path = ctx.spec.resolve(contract)
     env = ctx.env
@@ -126,8 +125,8 @@ def conform_key(ctx: Context) -> str:
             "pipeline": __version__,
             "spec": ctx.spec.raw,
             "runner": ctx.runner,
-            "core": core["wheel"]["sha256"],
-            "plugin": [plugin["wheel"]["sha256"], plugin["plugin"].get("commit")],
+            "core": core.wheel.sha256,
+            "plugin": [plugin.wheel.sha256, plugin.commit],
             "env": [env.get("lock_sha256"), env.get("runtime"), env.get("checks")],
             # Where the in-env parts run (this machine or a pinned image): a result made
             # on one is never reported as made on the other.

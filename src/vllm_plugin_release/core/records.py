@@ -11,7 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.core.cache import sha256_file
+from vllm_plugin_release.core import bounded
+from vllm_plugin_release.core.buildrecord import BuildRecord, RecordProblem, parse
+from vllm_plugin_release.core.cache import sha256_file, write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 
 BUILD_CORE = "build-core.json"
@@ -32,6 +34,11 @@ LOADTEST = "loadtest.json"
 HARDWARE_PROBE = "hardware-probe.json"
 HARDWARE = "hardware.json"
 
+# The most bytes read of one record: a record in dist/NAME or the stage cache is input
+# from outside (a hand-edited or planted file); the largest vpr writes (a replay report)
+# is a few MiB.
+MAX_RECORD = 64 * bounded.MiB
+
 # The command that writes each record, for hints ("run `...` first").
 PRODUCERS: dict[str, str] = {
     BUILD_CORE: "vpr build-core",
@@ -51,7 +58,7 @@ PRODUCERS: dict[str, str] = {
 # a `{}` or hand-edited record is bad input naming the file, not a KeyError later.
 SHAPES: dict[str, dict[str, type]] = {
     BUILD_CORE: {"wheel.filename": str, "wheel.sha256": str, "core": dict},
-    BUILD_PLUGIN: {"wheel.filename": str, "wheel.sha256": str},
+    BUILD_PLUGIN: {"wheel.filename": str, "wheel.sha256": str, "plugin": dict},
     BUILD_GUARD: {"wheel.filename": str, "wheel.sha256": str, "guard": dict},
     ENV: {"runner": str},
 }
@@ -81,14 +88,27 @@ def producer(name: str, spec_path: Path | str | None = None, extra: str = "") ->
     return command + extra
 
 
+def read_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in `path` (at most MAX_RECORD bytes), or None when there is none,
+    it is larger, unreadable or not a JSON object: for a look that must never fail."""
+    try:
+        data = json.loads(bounded.read_file(path, MAX_RECORD, "record"))
+    except (OSError, ValueError, RecursionError, BadInput):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def read(dist: Path, name: str, producer_hint: str | None = None) -> dict[str, Any]:
-    """The JSON record `name` in `dist`; BadInput naming the file and the command to run."""
+    """The JSON record `name` in `dist` (at most MAX_RECORD bytes); BadInput naming the
+    file and the command to run."""
     path = dist / name
     hint = producer_hint or producer(name)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(bounded.read_file(path, MAX_RECORD, "record"))
     except FileNotFoundError:
         raise BadInput(f"{path}: not found", hint=f"run `{hint}` first")
+    except bounded.TooLarge as exc:
+        raise BadInput(exc.message, hint=f"run `{hint}` again")
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError
         raise BadInput(f"{path}: malformed JSON ({exc})", hint=f"run `{hint}` again")
     if not isinstance(data, dict):
@@ -97,6 +117,28 @@ def read(dist: Path, name: str, producer_hint: str | None = None) -> dict[str, A
     if problem:
         raise BadInput(f"{path}: incomplete record: {problem}", hint=f"run `{hint}` again")
     return data
+
+
+def build_record(dist: Path, name: str, producer_hint: str | None = None) -> BuildRecord:
+    """The build record `name` (BUILD_CORE, BUILD_PLUGIN or BUILD_GUARD) in `dist`, typed;
+    BadInput naming the file, the key and the command to run."""
+    return _typed(dist / name, name, read(dist, name, producer_hint), producer_hint)
+
+
+def write_build(folder: Path, name: str, data: dict[str, Any]) -> BuildRecord:
+    """Write build record `name` into `folder` as the stage made it (the same bytes as
+    ever: `data` is written unchanged) and return it typed, checked as a reader will."""
+    record = _typed(folder / name, name, data, f"vpr {name.removesuffix('.json')}")
+    write_json(folder / name, data)
+    return record
+
+
+def _typed(path: Path, name: str, data: dict[str, Any], hint: str | None) -> BuildRecord:
+    try:
+        return parse(data, name)
+    except RecordProblem as exc:
+        again = hint or producer(name)
+        raise BadInput(f"{path}: incomplete record: {exc}", hint=f"run `{again}` again")
 
 
 def env_record(dist: Path, spec_path: Path | str) -> dict[str, Any]:
@@ -108,12 +150,12 @@ def env_record(dist: Path, spec_path: Path | str) -> dict[str, Any]:
     return record
 
 
-def verified_wheel(dist: Path, record: dict[str, Any], producer_hint: str) -> Path:
+def verified_wheel(dist: Path, record: BuildRecord, producer_hint: str) -> Path:
     """The wheel a build record names, after checking its sha256 against the record."""
-    wheel = dist / record["wheel"]["filename"]
+    wheel = dist / record.wheel.filename
     if not wheel.exists():
         raise BadInput(f"{wheel}: not found", hint=f"run `{producer_hint}` first")
-    if sha256_file(wheel) != record["wheel"]["sha256"]:
+    if sha256_file(wheel) != record.wheel.sha256:
         raise GateFailed(
             f"{wheel}: sha256 differs from its build record", hint=f"run `{producer_hint}` again"
         )

@@ -173,7 +173,9 @@ def bisect(spec: Spec, good: str, bad: str, opts: Options) -> dict[str, Any]:
     git_mode = bool(opts.repo) or isinstance(spec.core.source, GitSource)
     make = git_candidates if git_mode else index_candidates
     cands = make(spec, good, bad, opts, inputs)  # bad ends are refused before any build
-    records.read(dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN, spec.path))
+    records.build_record(
+        dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN, spec.path)
+    )
     probe = _prober(spec, cands, opts, inputs)
     watched = _ends(cands, probe, good, bad)
     found, steps = search(cands.items, watched, probe)

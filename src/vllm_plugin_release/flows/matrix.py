@@ -120,7 +120,9 @@ def run_matrix(spec: Spec, opts: Options) -> dict[str, Any]:
     dist = records.dist_dir(opts.dist_root, spec.name)
     inputs = Inputs(spec, opts.cache, opts.plugin_source)
     versions, index = _columns(spec, opts, inputs)
-    records.read(dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN, spec.path))
+    records.build_record(
+        dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN, spec.path)
+    )
     columns: list[dict[str, Any]] = []
     for version in versions:
         progress.console.rule(f"matrix: {spec.core.name} {version}")

@@ -160,7 +160,9 @@ def _test_commit(
     """The plugin's tests on the core at `commit` (a pairing environment walked like the
     baseline's) and its manifest: the derived spec and the run's report."""
     dist = records.dist_dir(opts.dist_root, spec.name)
-    records.read(dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN, spec.path))
+    records.build_record(
+        dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN, spec.path)
+    )
     inputs = Inputs(spec, opts.cache, opts.plugin_source)
     epoch = corehistory.commit_time(repo, commit)
     base = commit_spec(spec, url, commit, epoch, opts.cache, SUFFIX)

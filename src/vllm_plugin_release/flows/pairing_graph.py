@@ -108,9 +108,11 @@ def env_lock(p: Pairing) -> None:
 def plugin_wheel(p: Pairing) -> None:
     """The plugin wheel already built for the spec, and its record, beside the pairing's."""
     target = p.dist_root / p.base.name
-    built = records.read(p.dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN))
+    built = records.build_record(
+        p.dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN)
+    )
     shutil.copy2(p.dist / records.BUILD_PLUGIN, target / records.BUILD_PLUGIN)
-    wheel = built["wheel"]["filename"]
+    wheel = built.wheel.filename
     shutil.copy2(p.dist / wheel, target / wheel)
 
 

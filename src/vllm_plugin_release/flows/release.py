@@ -58,7 +58,7 @@ class Outcome:
 
 
 def _wheel(result: StageResult) -> str:
-    return f"{result.wheel.name} sha256:{result.data['wheel']['sha256']}"
+    return f"{result.wheel.name} sha256:{result.data.wheel.sha256}"
 
 
 class _Stages:
@@ -106,7 +106,7 @@ class _Stages:
             self.env_free(exc)  # that need no pairing env
             raise
         self.out.facts["core wheel"] = _wheel(result)
-        self.out.ran_in["build-core"] = result.data.get("backend")
+        self.out.ran_in["build-core"] = result.data.backend
         self.built.append(result)
 
     def build_plugin(self) -> None:
@@ -120,7 +120,7 @@ class _Stages:
             tree=self.inputs.tree,
         )
         self.out.facts["plugin wheel"] = _wheel(result)
-        self.out.ran_in["build-plugin"] = result.data.get("backend")
+        self.out.ran_in["build-plugin"] = result.data.backend
         self.built.append(result)
 
     def build_guard(self) -> None:
@@ -136,7 +136,7 @@ class _Stages:
             # (cached wheels were most likely published and proven already).
             from vllm_plugin_release.stages.publish import start_check_ahead
 
-            wheels = [(b.wheel, b.data["wheel"]["sha256"]) for b in self.built]
+            wheels = [(b.wheel, b.data.wheel.sha256) for b in self.built]
             start_check_ahead(wheels, self.opts.cache)
 
     def tests_ahead(self, python: Path, module: str | None) -> None:

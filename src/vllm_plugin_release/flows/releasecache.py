@@ -12,7 +12,6 @@ the built wheels' sha256) is "unknown: needs ...". Whatever goes wrong in a prob
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +23,9 @@ from vllm_plugin_release.core.stagegraph import CACHED, NOT_CACHED
 
 
 def _json(path: Path) -> dict[str, Any] | None:
-    """A record, or None when there is none (or it is not a JSON object)."""
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    """A record, or None when there is none, it is not a JSON object or larger than
+    `records.MAX_RECORD` (read bounded: a file in dist/ or the cache is outside input)."""
+    return records.read_object(path)
 
 
 def _wheel_sha(record: dict[str, Any] | None) -> str | None:

@@ -34,11 +34,18 @@ from vllm_plugin_release.core.manifestdoc import (
     STATEMENT_FILE,
     manifest_bytes,
     pairing_inputs,
-    read_json,
     validate,
 )
-from vllm_plugin_release.core.records import BUILD_CORE, BUILD_GUARD, BUILD_PLUGIN, ENV, SCORECARD
+from vllm_plugin_release.core.records import (
+    BUILD_CORE,
+    BUILD_GUARD,
+    BUILD_PLUGIN,
+    ENV,
+    SCORECARD,
+    build_record,
+)
 from vllm_plugin_release.core.records import producer as record_producer
+from vllm_plugin_release.core.records import read as read_record
 from vllm_plugin_release.core.wheelfacts import files_digest, wheel_files, wheel_tags, wheel_version
 from vllm_plugin_release.edges import host, keys
 
@@ -79,10 +86,12 @@ def read_records(dist_dir: Path, spec_path: str | None = None) -> Records:
                 )
             found[name] = None
             continue
-        data = read_json(path)
-        if not isinstance(data, dict):
-            raise BadInput(f"{path}: expected a JSON object")
-        found[name] = data
+        # Read bounded and checked as every reader of the record checks it.
+        hint = record_producer(name, spec_path or "FILE")
+        if name in (BUILD_CORE, BUILD_PLUGIN, BUILD_GUARD):
+            found[name] = dict(build_record(dist_dir, name, hint).raw)
+        else:
+            found[name] = read_record(dist_dir, name, hint)
     return Records(
         dist_dir=dist_dir,
         build_core=found[BUILD_CORE],

@@ -27,6 +27,7 @@ from packaging.utils import canonicalize_name
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress, records
+from vllm_plugin_release.core.buildrecord import BuildRecord
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.lockfile import check_lock, locked_file, pins
@@ -94,7 +95,7 @@ def create_env(
     core, built, core_wheel, plugin_wheel = _built(spec, dist)
     lock_path = spec.resolve(spec.env_constraints)
     plan = _checked_plan(spec, runner_kind, runtime_env, lock_path)
-    request = env_lock_request(spec, tree, plugin.root, plan, built["plugin"].get("requires_dist"))
+    request = env_lock_request(spec, tree, plugin.root, plan, built.requires_list())
     check_lock(lock_path, request)
     lock_sha = sha256_file(lock_path)
     stand_in = spec.runtime.get("stand_in") if runner_kind == "cpu" else None
@@ -119,7 +120,7 @@ def create_env(
         )
         result = _made(make)
         result = {**result, "backend": runner.describe()}  # where the environment runs
-    left = env_left_out(spec, plugin.root, built["plugin"].get("requires_dist"))
+    left = env_left_out(spec, plugin.root, built.requires_list())
     if left:  # never resolved here: what needs them waits for the runtime
         where = "--runtime-env" if runtime_env else "deferred to the hardware runner"
         result["runtime"] = {
@@ -129,10 +130,12 @@ def create_env(
     return _deliver(make, dist, result, conduct_gate)
 
 
-def _built(spec: Spec, dist: Path) -> tuple[dict[str, Any], dict[str, Any], Path, Path]:
+def _built(spec: Spec, dist: Path) -> tuple[BuildRecord, BuildRecord, Path, Path]:
     """The two build records in dist/NAME and their wheels, each verified against its record."""
-    core = records.read(dist, records.BUILD_CORE, records.producer(records.BUILD_CORE, spec.path))
-    built = records.read(
+    core = records.build_record(
+        dist, records.BUILD_CORE, records.producer(records.BUILD_CORE, spec.path)
+    )
+    built = records.build_record(
         dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN, spec.path)
     )
     core_wheel = verified_wheel(dist, core, "vpr build-core")
@@ -196,8 +199,8 @@ def _deliver(
         "platform_class": platform,
         "lock_file": spec.env_constraints,
         "lock_sha256": make.lock_sha,
-        "core_wheel": make.core["wheel"],
-        "plugin_wheel": make.built["wheel"],
+        "core_wheel": make.core.wheel_entry(),
+        "plugin_wheel": make.built.wheel_entry(),
         **result,
     }
     write_json(dist / ENV_RECORD, record)
@@ -298,8 +301,8 @@ class _EnvBuild:
     runner_kind: str
     lock_path: Path
     lock_sha: str
-    core: dict[str, Any]  # build-core.json
-    built: dict[str, Any]  # build-plugin.json
+    core: BuildRecord  # build-core.json
+    built: BuildRecord  # build-plugin.json
     core_wheel: Path
     plugin_wheel: Path
     plan: RuntimePlan
@@ -335,8 +338,8 @@ class _EnvBuild:
                 **self._image,
                 "recipe": ENV_RECIPE,
                 "lock": self.lock_sha,
-                "core": self.core["wheel"]["sha256"],
-                "plugin": self.built["wheel"]["sha256"],
+                "core": self.core.wheel.sha256,
+                "plugin": self.built.wheel.sha256,
                 "runner": self.runner_kind,
                 "runtime_env": str(self.runtime_env) if self.runtime_env else None,
                 "stand_in": self.stand_in,
@@ -353,7 +356,7 @@ class _EnvBuild:
         kept = {
             **self._image,
             "lock": self.lock_sha,
-            "core": self.core["wheel"]["sha256"],
+            "core": self.core.wheel.sha256,
             "python": self.spec.build.python,
         }
         return self.cache.root / "bytecode" / key_of(kept)[:16]
@@ -388,7 +391,7 @@ def _build(b: _EnvBuild) -> dict[str, Any]:
             request = {
                 "core_version": b.spec.core.version,
                 "packages": packages,
-                "entry_points": b.built["entry_points"],
+                "entry_points": b.built.entry_points,
                 "runtime_module": b.plan.module,
             }
             if not early:

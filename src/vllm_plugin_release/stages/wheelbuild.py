@@ -19,14 +19,8 @@ from typing import Any
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress, records
-from vllm_plugin_release.core.cache import (
-    ENV_COMPLETE,
-    Cache,
-    atomic_copy,
-    key_of,
-    sha256_file,
-    write_json,
-)
+from vllm_plugin_release.core.buildrecord import BuildRecord
+from vllm_plugin_release.core.cache import ENV_COMPLETE, Cache, atomic_copy, key_of, sha256_file
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.treewalk import remove_tree
 from vllm_plugin_release.core.wheeldiff import diff_wheels
@@ -45,7 +39,7 @@ class StageResult:
 
     wheel: Path
     record: Path
-    data: dict[str, Any]
+    data: BuildRecord  # the record, typed (its raw object as written: `data.raw`)
     cached: bool
 
 
@@ -147,21 +141,21 @@ def compare_builds(
 
 
 def deliver(
-    stage_dir: Path, dist: Path, record: dict[str, Any], record_name: str
+    stage_dir: Path, dist: Path, record: BuildRecord, record_name: str
 ) -> tuple[Path, Path]:
     """Copy a finished stage result (wheel + record) into dist/NAME, each file atomically.
 
     An older wheel of the same distribution (an earlier pin) is removed, so dist/NAME
     never holds two candidates for one side of the pairing.
     """
-    name = record["wheel"]["filename"]
+    name = record.wheel.filename
     prefix = name.split("-", 1)[0] + "-"
     dist.mkdir(parents=True, exist_ok=True)
     for old in dist.glob(f"{prefix}*.whl"):
         if old.name != name:
             old.unlink()
     dest = dist / name
-    if not dest.exists() or sha256_file(dest) != record["wheel"]["sha256"]:
+    if not dest.exists() or sha256_file(dest) != record.wheel.sha256:
         atomic_copy(stage_dir / name, dest)
     atomic_copy(stage_dir / record_name, dist / record_name)
     return dest, dist / record_name
@@ -172,11 +166,11 @@ def reuse(stage_dir: Path, dist: Path, record_name: str, stage: str) -> StageRes
     if not (stage_dir / record_name).exists():
         return None
     # A truncated or emptied cache entry is named, with the way out (never a KeyError).
-    record = records.read(
+    record = records.build_record(
         stage_dir, record_name, f"rm -r {stage_dir}` and `vpr {stage} --spec SPEC"
     )
-    cached = stage_dir / record["wheel"]["filename"]
-    if not cached.is_file() or sha256_file(cached) != record["wheel"]["sha256"]:
+    cached = stage_dir / record.wheel.filename
+    if not cached.is_file() or sha256_file(cached) != record.wheel.sha256:
         # Never delivered: the cached wheel no longer matches its own record.
         progress.warn(f"{stage}: cached {cached.name} does not match its record; rebuilding")
         shutil.rmtree(stage_dir, ignore_errors=True)
@@ -192,9 +186,9 @@ def store(
     """Keep a finished wheel stage under its key (atomically), then deliver it."""
     with cache.publish_dir(stage_dir) as work:
         shutil.copy2(wheel, work / wheel.name)
-        write_json(work / record_name, record)
-    delivered, rec = deliver(stage_dir, dist, record, record_name)
-    return StageResult(delivered, rec, record, cached=False)
+        typed = records.write_build(work, record_name, record)
+    delivered, rec = deliver(stage_dir, dist, typed, record_name)
+    return StageResult(delivered, rec, typed, cached=False)
 
 
 def runner_for(

@@ -1,0 +1,220 @@
+"""core/buildrecord + records.build_record: the build records as typed, frozen values.
+
+A good record reads into its fields (and its raw object, unchanged); a record missing a
+key, holding one of another type, or larger than records.MAX_RECORD is bad input (exit 2)
+naming the file and the key (or the limit) and the command that writes it. The writer
+writes the same bytes as ever and refuses a record no reader would accept."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_plugin_release.core import records
+from vllm_plugin_release.core.buildrecord import BuildRecord, WheelRef
+from vllm_plugin_release.core.cache import sha256_file, write_json
+from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.flows import releasecache
+from vllm_plugin_release.stages import manifest as mf
+
+SHA = "ab" * 32
+
+
+def _plugin() -> dict[str, Any]:
+    return {
+        "stage": "build-plugin",
+        "plugin": {
+            "name": "vllm-reference-plugin",
+            "version": "0.1.0",
+            "commit": "f" * 40,
+            "requires_dist": ["numpy>=1"],
+        },
+        "wheel": {"filename": "vllm_reference_plugin-0.1.0-py3-none-any.whl", "sha256": SHA},
+        "backend": {"kind": "local"},
+        "entry_points": {"vllm.platform_plugins": {"reference": "vllm_reference_plugin:register"}},
+    }
+
+
+def _core() -> dict[str, Any]:
+    return {
+        "core": {"name": "vllm", "version": "0.26.0", "target_device": "empty"},
+        "wheel": {
+            "filename": "vllm-0.26.0+empty-cp311-cp311-linux_x86_64.whl",
+            "sha256": SHA,
+            "platform_tag": "cp311-cp311-linux_x86_64",
+            "size": 12,
+        },
+        "python": "3.11.9",
+    }
+
+
+def _write(folder: Path, name: str, data: Any) -> Path:
+    path = folder / name
+    path.write_text(json.dumps(data) if not isinstance(data, str) else data)
+    return path
+
+
+def test_good_plugin_record_reads_typed_and_frozen(tmp_path: Path) -> None:
+    _write(tmp_path, records.BUILD_PLUGIN, _plugin())
+    rec = records.build_record(tmp_path, records.BUILD_PLUGIN)
+    assert rec.wheel == WheelRef("vllm_reference_plugin-0.1.0-py3-none-any.whl", SHA)
+    assert (rec.name, rec.version, rec.commit) == ("vllm-reference-plugin", "0.1.0", "f" * 40)
+    assert rec.requires_dist == ("numpy>=1",) and rec.requires_list() == ["numpy>=1"]
+    assert rec.backend == {"kind": "local"}
+    assert rec.entry_points == {
+        "vllm.platform_plugins": {"reference": "vllm_reference_plugin:register"}
+    }
+    assert rec.raw == _plugin()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rec.wheel = WheelRef("x.whl", SHA)  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rec.wheel.sha256 = "0" * 64  # type: ignore[misc]
+
+
+def test_good_core_record_keeps_its_wheel_object_whole(tmp_path: Path) -> None:
+    _write(tmp_path, records.BUILD_CORE, _core())
+    rec = records.build_record(tmp_path, records.BUILD_CORE)
+    assert (rec.name, rec.version, rec.commit, rec.requires_dist) == ("vllm", "0.26.0", None, None)
+    # env.json repeats the wheel object as written (platform_tag, size), a copy
+    entry = rec.wheel_entry()
+    assert entry == _core()["wheel"]
+    entry["size"] = 0
+    assert rec.raw["wheel"]["size"] == 12
+
+
+def _without(data: dict[str, Any], dotted: str) -> dict[str, Any]:
+    data = json.loads(json.dumps(data))
+    *parents, last = dotted.split(".")
+    node = data
+    for key in parents:
+        node = node[key]
+    del node[last]
+    return data
+
+
+def _with(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
+    data = json.loads(json.dumps(data))
+    *parents, last = dotted.split(".")
+    node = data
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    return data
+
+
+MISSING = [
+    (records.BUILD_PLUGIN, "wheel.sha256"),
+    (records.BUILD_PLUGIN, "wheel.filename"),
+    (records.BUILD_PLUGIN, "wheel"),
+    (records.BUILD_PLUGIN, "plugin"),
+    (records.BUILD_CORE, "core"),
+]
+
+
+@pytest.mark.parametrize(("name", "dotted"), MISSING)
+def test_missing_key_is_named_with_the_file(tmp_path: Path, name: str, dotted: str) -> None:
+    good = _plugin() if name == records.BUILD_PLUGIN else _core()
+    path = _write(tmp_path, name, _without(good, dotted))
+    with pytest.raises(BadInput) as info:
+        records.build_record(tmp_path, name, "vpr build-x --spec s.toml")
+    assert str(path) in info.value.message
+    assert repr(dotted) in info.value.message or f"'{dotted}." in info.value.message
+    assert "vpr build-x --spec s.toml" in (info.value.hint or "")
+    assert info.value.exit_code == 2
+
+
+WRONG = [
+    ("wheel.filename", 7, "wheel.filename"),
+    ("wheel.filename", "../../etc/passwd.whl", "wheel.filename"),
+    ("wheel.filename", "plugin.tar.gz", "wheel.filename"),
+    ("wheel.sha256", "abc", "wheel.sha256"),
+    ("wheel.sha256", "AB" * 32, "wheel.sha256"),
+    ("wheel", "plugin.whl", "wheel"),
+    ("plugin", [], "plugin"),
+    ("plugin.name", 3, "plugin.name"),
+    ("plugin.commit", {"sha": "f"}, "plugin.commit"),
+    ("plugin.requires_dist", "numpy", "plugin.requires_dist"),
+    ("plugin.requires_dist", [1], "plugin.requires_dist"),
+    ("backend", "local", "backend"),
+    ("entry_points", ["vllm.platform_plugins"], "entry_points"),
+    ("entry_points", {"vllm.platform_plugins": {"reference": 1}}, "entry_points"),
+]
+
+
+@pytest.mark.parametrize(("dotted", "value", "named"), WRONG)
+def test_wrong_type_is_named_with_the_file(
+    tmp_path: Path, dotted: str, value: Any, named: str
+) -> None:
+    path = _write(tmp_path, records.BUILD_PLUGIN, _with(_plugin(), dotted, value))
+    with pytest.raises(BadInput) as info:
+        records.build_record(tmp_path, records.BUILD_PLUGIN)
+    assert str(path) in info.value.message
+    assert repr(named) in info.value.message or f"'{named}." in info.value.message
+    assert "vpr build-plugin" in (info.value.hint or "")
+    assert info.value.exit_code == 2
+
+
+def test_record_over_the_cap_is_refused_naming_file_and_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    padded = {**_plugin(), "pad": "x" * 4096}
+    path = _write(tmp_path, records.BUILD_PLUGIN, padded)
+    assert records.build_record(tmp_path, records.BUILD_PLUGIN).raw == padded  # under the cap
+    monkeypatch.setattr(records, "MAX_RECORD", 1024)
+    for read in (records.build_record, records.read):
+        with pytest.raises(BadInput) as info:
+            read(tmp_path, records.BUILD_PLUGIN)
+        assert str(path) in info.value.message and "1024 bytes" in info.value.message
+        assert "vpr build-plugin" in (info.value.hint or "")
+        assert info.value.exit_code == 2
+    # the release graph's probes read bounded too: an oversized record is "none"
+    assert releasecache._json(path) is None
+    # and so does the manifest stage
+    _write(tmp_path, records.BUILD_CORE, _core())
+    with pytest.raises(BadInput, match="1024 bytes"):
+        mf.read_records(tmp_path)
+
+
+def test_real_cap_refuses_a_huge_record_without_reading_it(tmp_path: Path) -> None:
+    path = tmp_path / records.ENV
+    with path.open("wb") as fh:  # sparse: 64 MiB + 1 of nothing on disk
+        fh.truncate(records.MAX_RECORD + 1)
+    with pytest.raises(BadInput) as info:
+        records.read(tmp_path, records.ENV)
+    assert str(path) in info.value.message and "64 MiB" in info.value.message
+
+
+def test_a_folder_where_the_record_should_be_is_bad_input(tmp_path: Path) -> None:
+    (tmp_path / records.BUILD_CORE).mkdir()
+    with pytest.raises(BadInput, match="folder"):
+        records.build_record(tmp_path, records.BUILD_CORE)
+
+
+def test_writer_writes_the_same_bytes_and_returns_the_typed_record(tmp_path: Path) -> None:
+    data = _core()
+    write_json(tmp_path / "before.json", data)
+    rec = records.write_build(tmp_path, records.BUILD_CORE, data)
+    assert (tmp_path / records.BUILD_CORE).read_bytes() == (tmp_path / "before.json").read_bytes()
+    assert isinstance(rec, BuildRecord) and rec == records.build_record(tmp_path, "build-core.json")
+
+
+def test_writer_refuses_a_record_no_reader_accepts(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match=r"'wheel\.sha256'"):
+        records.write_build(tmp_path, records.BUILD_CORE, _with(_core(), "wheel.sha256", "x"))
+    assert not (tmp_path / records.BUILD_CORE).exists()
+
+
+def test_verified_wheel_checks_the_typed_sha256(tmp_path: Path) -> None:
+    wheel = tmp_path / "vllm_reference_plugin-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"wheel")
+    good = _with(_plugin(), "wheel.sha256", sha256_file(wheel))
+    _write(tmp_path, records.BUILD_PLUGIN, good)
+    rec = records.build_record(tmp_path, records.BUILD_PLUGIN)
+    assert records.verified_wheel(tmp_path, rec, "vpr build-plugin") == wheel
+    wheel.write_bytes(b"wheel changed")
+    with pytest.raises(GateFailed, match="sha256"):
+        records.verified_wheel(tmp_path, rec, "vpr build-plugin")
