@@ -419,7 +419,7 @@ def test_test_scan_survives_hostile_test_files(deep_tmp: Path) -> None:
     beside them is still found."""
     import os
 
-    from vllm_plugin_release.conform.testscan import runtime_importers
+    from vllm_plugin_release.conform.lib.testscan import runtime_importers
 
     root = deep_tmp / "plugin"
     tests = root / "tests"
@@ -439,7 +439,7 @@ def test_test_scan_survives_hostile_test_files(deep_tmp: Path) -> None:
 def test_symbol_scan_of_one_long_line_with_many_hits(tmp_path: Path) -> None:
     """A 1 MiB file of one non-ASCII line holding 150,000 vendor symbols: every hit is
     located and classified in one pass over the line (~5 s)."""
-    from vllm_plugin_release.conform.symbolscan import scan_tree
+    from vllm_plugin_release.conform.lib.symbolscan import scan_tree
 
     unit = "é ttnn("
     (tmp_path / "f.py").write_text((unit * (2**20 // len(unit) + 1))[: 2**20])

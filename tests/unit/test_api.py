@@ -16,7 +16,7 @@ from jsonschema import Draft202012Validator
 from tests.support import REFERENCE_SPEC, REPO, api_spec
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.cli import main
-from vllm_plugin_release.conform import api, apicontract
+from vllm_plugin_release.conform import api
 from vllm_plugin_release.conform.api import (
     API_SCHEMA,
     DEFAULT_CONTRACT,
@@ -24,9 +24,10 @@ from vllm_plugin_release.conform.api import (
     api_config,
     split_allowed,
 )
-from vllm_plugin_release.conform.apichange import KINDS, Change
-from vllm_plugin_release.conform.apicontract import dump_contract, load_contract
-from vllm_plugin_release.conform.apidiff import diff_contracts, diff_schemas
+from vllm_plugin_release.conform.lib import apicontract
+from vllm_plugin_release.conform.lib.apichange import KINDS, Change
+from vllm_plugin_release.conform.lib.apicontract import dump_contract, load_contract
+from vllm_plugin_release.conform.lib.apidiff import diff_contracts, diff_schemas
 from vllm_plugin_release.core.errors import BadInput
 
 SHIPPED = REPO / DEFAULT_CONTRACT

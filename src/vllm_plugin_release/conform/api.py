@@ -3,11 +3,11 @@
 The check builds vLLM's OpenAI-compatible app in the pairing env and compares its
 contract with the stored client contract (`[conformance.api] contract`):
 
-* `conform/apicontract.py`: contract documents, the in-env capture
+* `conform/lib/apicontract.py`: contract documents, the in-env capture
   (`inenv/openapi.py`, no engine, no model), reading and writing contract files;
-* `conform/apidiff.py`: the pure differ, `diff_contracts(old, new)`, which
+* `conform/lib/apidiff.py`: the pure differ, `diff_contracts(old, new)`, which
   classifies each difference from the client's side (breaking or information);
-* `conform/apireport.py`: text and Markdown reports of a diff (`vpr api-diff`);
+* `conform/lib/apireport.py`: text and Markdown reports of a diff (`vpr api-diff`);
 * this module: the `[conformance.api]` keys (`API_SCHEMA`), the allow list of
   accepted breaking changes, and the verdict (`evaluate`, `check`).
 """
@@ -24,15 +24,15 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.conform.apichange import KINDS, Change
-from vllm_plugin_release.conform.apicontract import (
+from vllm_plugin_release.conform.lib.apichange import KINDS, Change
+from vllm_plugin_release.conform.lib.apicontract import (
     DEFAULT_TASKS,
     DEFAULT_TIMEOUT,
     capture,
     contract_from_capture,
     load_contract,
 )
-from vllm_plugin_release.conform.apidiff import diff_contracts
+from vllm_plugin_release.conform.lib.apidiff import diff_contracts
 from vllm_plugin_release.conform.result import CheckResult, Evidence, Status
 from vllm_plugin_release.core.errors import BadInput
 

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vllm_plugin_release.conform.doctext import split_sentences, text_blocks
 from vllm_plugin_release.conform.hardware import DOCS_DEFAULT, HardwareSettings, settings
-from vllm_plugin_release.conform.plugintree import Unread, read_regular, within
+from vllm_plugin_release.conform.lib.doctext import split_sentences, text_blocks
+from vllm_plugin_release.conform.lib.plugintree import Unread, read_regular, within
 from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
 from vllm_plugin_release.core.treewalk import walk
 

@@ -21,16 +21,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.conform.result import CheckResult, Evidence
-from vllm_plugin_release.conform.symbolkinds import FAIL_KINDS, KINDS, WARN_KINDS, Hit
-from vllm_plugin_release.conform.symbolmatch import (
+from vllm_plugin_release.conform.lib.symbolkinds import FAIL_KINDS, KINDS, WARN_KINDS, Hit
+from vllm_plugin_release.conform.lib.symbolmatch import (
     SYMBOL_RE,
     AllowEntry,
     Symbol,
     parse_symbols,
     split_words,
 )
-from vllm_plugin_release.conform.symbolscan import ScanReport, scan_tree, scan_wheel
+from vllm_plugin_release.conform.lib.symbolscan import ScanReport, scan_tree, scan_wheel
+from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.core.errors import BadInput
 
 NAME = "isolation"

@@ -23,13 +23,13 @@ from typing import Any
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform.context import Context
-from vllm_plugin_release.conform.result import CheckResult, Evidence
-from vllm_plugin_release.conform.testscan import (
+from vllm_plugin_release.conform.lib.testscan import (
     NETWORK_SIGNATURES,
     OFFLINE_ENV,
     option_folders,
     runtime_importers,
 )
+from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, write_json
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure

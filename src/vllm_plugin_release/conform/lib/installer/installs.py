@@ -10,14 +10,14 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from vllm_plugin_release.conform.installer.fetches import Fetches
-from vllm_plugin_release.conform.installer.report import (
+from vllm_plugin_release.conform.lib.installer.fetches import Fetches
+from vllm_plugin_release.conform.lib.installer.report import (
     HEX40,
     CoreFindings,
     CorePin,
     PinningReport,
 )
-from vllm_plugin_release.conform.installer.requirements import (
+from vllm_plugin_release.conform.lib.installer.requirements import (
     VALUE_OPTS,
     Install,
     canonical,
@@ -25,9 +25,9 @@ from vllm_plugin_release.conform.installer.requirements import (
     quoted_lines,
     requirement_lines,
 )
-from vllm_plugin_release.conform.installer.shell import ShellCommand, display, resolve
-from vllm_plugin_release.conform.installer.uvlock import LockError, read_lock, sync_project
-from vllm_plugin_release.conform.plugintree import Unread, exists_within, read_text, too_large
+from vllm_plugin_release.conform.lib.installer.shell import ShellCommand, display, resolve
+from vllm_plugin_release.conform.lib.installer.uvlock import LockError, read_lock, sync_project
+from vllm_plugin_release.conform.lib.plugintree import Unread, exists_within, read_text, too_large
 
 MAX_NESTED_FILES = 32  # -r inside -r inside ...: pip follows them all; we stop here
 

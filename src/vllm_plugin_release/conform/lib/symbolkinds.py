@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from vllm_plugin_release.conform.symbolmatch import KINDS, SEVERITY, Kind, Symbol
+from vllm_plugin_release.conform.lib.symbolmatch import KINDS, SEVERITY, Kind, Symbol
 
 FAIL_KINDS: tuple[str, ...] = tuple(k for k in KINDS if SEVERITY[k] == "fail")
 WARN_KINDS: tuple[str, ...] = tuple(k for k in KINDS if SEVERITY[k] == "warn")

@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from vllm_plugin_release.conform.installer import branches
-from vllm_plugin_release.conform.installer.scanner import SUB_RE, Scanner, Segment, words
-from vllm_plugin_release.conform.plugintree import Unread, exists_within, read_text, too_large
+from vllm_plugin_release.conform.lib.installer import branches
+from vllm_plugin_release.conform.lib.installer.scanner import SUB_RE, Scanner, Segment, words
+from vllm_plugin_release.conform.lib.plugintree import Unread, exists_within, read_text, too_large
 
 ASSIGN_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\+?=(.*)$", re.S)
 _VAR_RE = re.compile(

@@ -17,7 +17,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from vllm_plugin_release.conform.plugintree import Unread, read_regular, within
+from vllm_plugin_release.conform.lib.plugintree import Unread, read_regular, within
 from vllm_plugin_release.core.treewalk import walk
 
 # How the absence of a runtime reads in a failure besides `No module named '<module>'`:

@@ -22,9 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from vllm_plugin_release.conform.apichange import Change, Direction
-from vllm_plugin_release.conform.apicontract import normalize_contract
-from vllm_plugin_release.conform.apischema import (
+from vllm_plugin_release.conform.lib.apichange import Change, Direction
+from vllm_plugin_release.conform.lib.apicontract import normalize_contract
+from vllm_plugin_release.conform.lib.apischema import (
     LOWER_BOUNDS,
     OTHER_CONSTRAINTS,
     UPPER_BOUNDS,

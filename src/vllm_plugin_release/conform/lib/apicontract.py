@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.conform.apischema import pointer
+from vllm_plugin_release.conform.lib.apischema import pointer
 from vllm_plugin_release.core.errors import BadInput
 
 CONTRACT_VERSION = 1

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_plugin_release.conform.installer.scanner import SUB_RE, Segment, words
+from vllm_plugin_release.conform.lib.installer.scanner import SUB_RE, Segment, words
 
 KEYWORDS = ("if", "then", "elif", "else", "fi", "while", "until", "do", "done", "esac")
 _CASE_RE = re.compile(r"^case\s+(.+?)\s+in(?:\s+(.*))?$", re.S)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from vllm_plugin_release.conform.apichange import KINDS, Change
+from vllm_plugin_release.conform.lib.apichange import KINDS, Change
 
 
 def render_text(old: dict, new: dict, changes: list[Change], old_file: str, new_file: str) -> str:
