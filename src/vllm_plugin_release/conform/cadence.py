@@ -32,7 +32,8 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.conform import pinning
+from vllm_plugin_release.conform.lib import specinputs
+from vllm_plugin_release.conform.lib.installer import analyzer
 from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges.git import tag_refs, tag_refs_of
@@ -565,8 +566,8 @@ def _installer_pin(spec: Spec, root: Path | None) -> tuple[Version | None, list[
         notes.append("no installer to read ([plugin] installer unset or no plugin source)")
         return None, notes
     options = spec.options("pinning")
-    files = pinning.input_files(spec, options)
-    report = pinning.scan(root, files, spec.core.name, options.get("build_args") or {})
+    files = specinputs.input_files(spec, options)
+    report = analyzer.scan(root, files, spec.core.name, options.get("build_args") or {})
     for item in report.missing:
         notes.append(f"{item['file']} is missing ({item.get('named_by') or 'referenced'})")
     pin = report.core_pin
@@ -626,7 +627,7 @@ def _plugin_source(spec: Spec, plugin_root: Path | str | None, notes: list[str])
     """The plugin's source folder when there is one to read."""
     root: Path | None = None
     try:
-        root = pinning.plugin_root_for(spec, plugin_root)
+        root = specinputs.plugin_root_for(spec, plugin_root)
     except BadInput:
         notes.append("no plugin source given: plugin tags and installer pin not read")
     if root is not None and not root.exists():

@@ -23,8 +23,8 @@ from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform.lib.installer.analyzer import InputFile, PinningReport, scan
+from vllm_plugin_release.conform.lib.specinputs import input_files, plugin_root_for
 from vllm_plugin_release.conform.result import CheckResult, Evidence
-from vllm_plugin_release.core.errors import BadInput
 
 NAME = "pinning"
 LEVELS = ("ignore", "warn", "fail")
@@ -88,49 +88,6 @@ PINNING_SCHEMA: dict[str, Any] = {
         },
     },
 }
-
-# ---------------------------------------------------------------------------
-# Options tables shared by the conformance checks.
-
-
-def plugin_root_for(spec: Spec, plugin_root: Path | str | None) -> Path:
-    """The plugin source folder: given, or [plugin.source] path for kind = path."""
-    if plugin_root is not None:
-        return Path(plugin_root)
-    source = spec.plugin.get("source") or {}
-    if source.get("kind") == "path" and source.get("path"):
-        return Path(spec.resolve(source["path"]))
-    raise BadInput(
-        f"{spec.path}: [plugin.source] is not a local path; "
-        "the check needs the plugin's source folder",
-        hint="fetch the plugin first and pass its checkout (plugin_root)",
-    )
-
-
-# ---------------------------------------------------------------------------
-# Files named by the spec.
-
-
-def input_files(spec: Spec, options: dict[str, Any]) -> list[InputFile]:
-    plugin = spec.plugin
-    out: list[InputFile] = []
-    if plugin.get("installer"):
-        out.append(InputFile(plugin["installer"], "", "installer", "[plugin] installer"))
-    if plugin.get("overrides"):
-        out.append(InputFile(plugin["overrides"], "requirements", "override", "[plugin] overrides"))
-    for entry in options.get("files", []):
-        if isinstance(entry, str):
-            out.append(InputFile(entry, "", "requirements", "[conformance.pinning] files"))
-        else:
-            out.append(
-                InputFile(
-                    entry["path"],
-                    entry.get("kind", ""),
-                    "requirements",
-                    "[conformance.pinning] files",
-                )
-            )
-    return out
 
 
 # ---------------------------------------------------------------------------

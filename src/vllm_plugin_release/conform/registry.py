@@ -25,7 +25,6 @@ from vllm_plugin_release.conform import (
     api,
     cadence,
     environment,
-    hardware,
     hardwaredocs,
     isolation,
     pinning,
@@ -34,6 +33,7 @@ from vllm_plugin_release.conform import (
     workload,
 )
 from vllm_plugin_release.conform.context import Context
+from vllm_plugin_release.conform.lib import hardwaresettings
 from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.replay.config import REPLAY_SCHEMA
 from vllm_plugin_release.replay.mix import REQUEST_MIX_SCHEMA
@@ -154,7 +154,7 @@ CHECKS: tuple[CheckDef, ...] = (
         "the spec's hardware expectations (parallelism, mesh variable, device nodes) against "
         "the plugin's docs [specs with a hardware part]",
         lambda ctx: hardwaredocs.check(ctx.spec, ctx.plugin_root),
-        {"hardware": hardware.HARDWARE_SCHEMA},
+        {"hardware": hardwaresettings.HARDWARE_SCHEMA},
         ("plugin_root",),
         applies=hardwaredocs.applies,
     ),
@@ -163,7 +163,7 @@ CHECKS: tuple[CheckDef, ...] = (
         "the live part on the hardware runner: the parallelism probe and a mixed-load "
         "test against `vllm serve`",
         None,
-        {"hardware": hardware.HARDWARE_SCHEMA},
+        {"hardware": hardwaresettings.HARDWARE_SCHEMA},
         ("env",),
         runner="hardware",
     ),

@@ -32,7 +32,7 @@ from typing import Any
 
 from vllm_plugin_release.conform import modeldocs
 from vllm_plugin_release.conform.context import Context
-from vllm_plugin_release.conform.hardware import DOCS_DEFAULT
+from vllm_plugin_release.conform.lib.hardwaresettings import DOCS_DEFAULT
 from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.conform.workloadjudge import (
     Plan,
