@@ -16,18 +16,15 @@ if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.conform.context import Context
     from vllm_plugin_release.conform.result import CheckResult
 
-# What a check needs beyond the spec, the plugin's source and the verified core tree
-# (which the flow fetches and hands in, `conform/context.py`):
+# What a check needs beyond the spec, the plugin's source and the verified core tree (which
+# the flow fetches and hands in, `conform/context.py`); shown by `vpr check --help` and
+# docs/conformance.md.
 NEEDS: Mapping[str, str] = {
-    # the pairing environment `vpr env` made (dist/NAME/env.json and its interpreter)
-    "env": "the pairing env",
-    # the vendor runtime (or its labelled stand-in) importable there; without it the parts
-    # that need it are deferred, never passed
-    "runtime": "the vendor runtime",
-    # the check itself reads from the network (a package index, a git remote)
-    "network": "the network",
-    # an accelerator: only the hardware runner has one
-    "device": "a device",
+    "env": "the pairing environment (`vpr env`)",
+    "runtime": "the vendor runtime (or its labelled stand-in) importable there; without it "
+    "the parts that need it are deferred, never passed",
+    "network": "the check itself reads from the network (a package index, a git remote)",
+    "device": "an accelerator (only the hardware runner has one)",
 }
 
 
@@ -38,7 +35,7 @@ class CheckDef:
     run: Callable[[Context], CheckResult] | None
     tables: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     inputs: tuple[str, ...] = ()
-    # What it needs (keys of NEEDS): shown by `vpr check --help` and docs/conformance.md.
+    # What it needs (keys of NEEDS); `env` exactly when it reads the env (`inputs`).
     needs: tuple[str, ...] = ()
     # "any": `vpr conform` runs it on every runner; "hardware": only the hardware
     # runner's live part produces it (`vpr hardware-live`), never `vpr conform`.

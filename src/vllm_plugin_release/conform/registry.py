@@ -14,8 +14,7 @@ buildspec.schema.json`, which `spec.load.load_spec` validates against) and the d
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from vllm_plugin_release.conform import (
     scheddocs,
     workload,
 )
+from vllm_plugin_release.conform.checkdef import NEEDS, CheckDef
 from vllm_plugin_release.conform.context import Context
 from vllm_plugin_release.conform.lib import hardwaresettings
 from vllm_plugin_release.conform.result import CheckResult, Evidence
@@ -59,23 +59,6 @@ def _scheduler(ctx: Context) -> CheckResult:
     return scheddocs.check(ctx.spec, ctx.plugin_root, replay=report)
 
 
-@dataclass(frozen=True)
-class CheckDef:
-    name: str
-    summary: str
-    run: Callable[[Context], CheckResult] | None
-    tables: Mapping[str, dict[str, Any]] = field(default_factory=dict)
-    inputs: tuple[str, ...] = ()
-    # "any": `vpr conform` runs it on every runner; "hardware": only the hardware
-    # runner's live part produces it (`vpr hardware-live`), never `vpr conform`.
-    runner: str = "any"
-    # A check that reads the pairing env: what it can say when no env can be made here
-    # (`conform/envfree.py`); None from it (or no function) defers the check.
-    without_env: Callable[[Context], CheckResult | None] | None = None
-    # Whether `vpr conform` runs it for a spec (None: always); `vpr check NAME` always does.
-    applies: Callable[[Spec], bool] | None = None
-
-
 CHECKS: tuple[CheckDef, ...] = (
     CheckDef(
         "cadence",
@@ -83,6 +66,7 @@ CHECKS: tuple[CheckDef, ...] = (
         lambda ctx: cadence.check(ctx.spec, ctx.plugin_root),
         {"cadence": cadence.CADENCE_SCHEMA},
         ("plugin_root",),
+        needs=("network",),
     ),
     CheckDef(
         "isolation",
@@ -108,6 +92,7 @@ CHECKS: tuple[CheckDef, ...] = (
             "replay": REPLAY_SCHEMA,
         },
         ("plugin_root", "env", "replay"),
+        needs=("env",),
     ),
     CheckDef(
         "workload",
@@ -117,6 +102,7 @@ CHECKS: tuple[CheckDef, ...] = (
         workload.run,
         {"request_mix": REQUEST_MIX_SCHEMA, "workload": workload.WORKLOAD_SCHEMA},
         ("plugin_root", "env"),
+        needs=("env", "runtime"),
     ),
     CheckDef(
         "api",
@@ -132,6 +118,7 @@ CHECKS: tuple[CheckDef, ...] = (
         ),
         {"api": api.API_SCHEMA},
         ("env",),
+        needs=("env",),
         # No env: the pinned core's recorded contract against the client contract.
         without_env=lambda ctx: api.check_recorded(ctx.spec),
     ),
@@ -141,6 +128,7 @@ CHECKS: tuple[CheckDef, ...] = (
         environment.check,
         {},
         ("env",),
+        needs=("env", "runtime"),
     ),
     CheckDef(
         "plugin_tests",
@@ -148,6 +136,7 @@ CHECKS: tuple[CheckDef, ...] = (
         plugin_tests.run,
         {"plugin_tests": plugin_tests.PLUGIN_TESTS_SCHEMA},
         ("plugin_root", "env"),
+        needs=("env", "runtime"),
     ),
     CheckDef(
         "hardware_docs",
@@ -165,6 +154,7 @@ CHECKS: tuple[CheckDef, ...] = (
         None,
         {"hardware": hardwaresettings.HARDWARE_SCHEMA},
         ("env",),
+        needs=("env", "runtime", "device"),
         runner="hardware",
     ),
 )
@@ -204,11 +194,16 @@ def set_spec_value(path: str | Path, dotted_key: str, raw_value: str) -> str:
     return load.set_value(path, dotted_key, raw_value, spec_schema())
 
 
+def _needs(c: CheckDef) -> str:
+    return ", ".join(c.needs) or "nothing"
+
+
 def help_lines() -> str:
     """One line per check, for argparse epilogs and the docs."""
     width = max(len(c.name) for c in CHECKS)
     return "\n".join(
         f"  {c.name:<{width}}  {c.summary}"
+        + (f"  [needs: {_needs(c)}]" if c.needs else "")
         + ("  [hardware runner: vpr hardware-live]" if c.runner == "hardware" else "")
         for c in CHECKS
     )
@@ -216,10 +211,16 @@ def help_lines() -> str:
 
 def docs_table() -> str:
     """The checks-at-a-glance table of docs/conformance.md."""
-    rows = ["| check | what it checks | spec tables | reads | runs in |", "|---|---|---|---|---|"]
+    rows = [
+        "| check | what it checks | spec tables | reads | needs | runs in |",
+        "|---|---|---|---|---|---|",
+    ]
     for c in CHECKS:
         spec_tables = ", ".join(f"`[conformance.{t}]`" for t in c.tables) or "none"
         where = "`vpr hardware-live`" if c.runner == "hardware" else "`vpr conform`"
         reads = ", ".join(c.inputs) or "nothing"
-        rows.append(f"| `{c.name}` | {c.summary} | {spec_tables} | {reads} | {where} |")
-    return "\n".join(rows) + "\n"
+        rows.append(
+            f"| `{c.name}` | {c.summary} | {spec_tables} | {reads} | {_needs(c)} | {where} |"
+        )
+    legend = "; ".join(f"{k}: {v}" for k, v in NEEDS.items())
+    return "\n".join(rows) + f"\n\n`needs`: {legend}.\n"
