@@ -22,7 +22,6 @@ from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.buildspec.schema import full_schema
 from vllm_plugin_release.conform import (
     api,
-    cadence,
     environment,
     hardwaredocs,
     isolation,
@@ -32,6 +31,7 @@ from vllm_plugin_release.conform import (
     workload,
 )
 from vllm_plugin_release.conform.checkdef import NEEDS, CheckDef
+from vllm_plugin_release.conform.checks import cadence as cadence_check
 from vllm_plugin_release.conform.context import Context
 from vllm_plugin_release.conform.lib import hardwaresettings
 from vllm_plugin_release.conform.result import CheckResult, Evidence
@@ -60,14 +60,7 @@ def _scheduler(ctx: Context) -> CheckResult:
 
 
 CHECKS: tuple[CheckDef, ...] = (
-    CheckDef(
-        "cadence",
-        "how far the plugin trails vLLM releases (minor releases and days behind)",
-        lambda ctx: cadence.check(ctx.spec, ctx.plugin_root),
-        {"cadence": cadence.CADENCE_SCHEMA},
-        ("plugin_root",),
-        needs=("network",),
-    ),
+    cadence_check.CHECK,
     CheckDef(
         "isolation",
         "no vendor symbols in the vLLM core source tree or wheel",

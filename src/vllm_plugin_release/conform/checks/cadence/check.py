@@ -32,6 +32,8 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.buildspec.model import Spec
+from vllm_plugin_release.conform.checks.cadence.schema import DEFAULT_TAG_PATTERN
+from vllm_plugin_release.conform.context import Context
 from vllm_plugin_release.conform.lib import specinputs
 from vllm_plugin_release.conform.lib.installer import analyzer
 from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
@@ -39,70 +41,11 @@ from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges.git import tag_refs, tag_refs_of
 
 NAME = "cadence"
-DEFAULT_TAG_PATTERN = (
-    r"(?i)vllm[-_/]?v?(?P<core>\d+\.\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?)"
-)
 # The vllm-project plugins tag their releases with the core version they target, the
 # whole tag `v0.25.1` or `v0.25.1rc1`. A plugin's own version looks the same (`v0.1.0`),
 # so with the default pattern such a tag counts only when its version is a core release.
 RELEASE_TAG_PATTERN = r"^v(?P<core>\d+\.\d+\.\d+(?:rc\d+)?)$"
 PYPI_SIMPLE = "https://pypi.org/simple"
-
-CADENCE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "Upstream cadence check: how far the plugin trails vLLM core releases.",
-    "additionalProperties": False,
-    "properties": {
-        "max_minor_lag": {
-            "type": "integer",
-            "minimum": 0,
-            "default": 1,
-            "description": "Most minor release series (major.minor) the plugin may trail the "
-            "latest core release by.",
-        },
-        "max_days_lag": {
-            "type": "integer",
-            "minimum": 0,
-            "description": "Most days since the first core release the plugin has not adopted "
-            "(unset: no limit).",
-        },
-        "on_violation": {
-            "enum": ["fail", "warn"],
-            "default": "fail",
-            "description": "Status when the lag exceeds the policy: fail (gates the pairing) or "
-            "warn (reported, for a pairing that deliberately stays on a pinned core).",
-        },
-        "include_prereleases": {
-            "type": "boolean",
-            "default": False,
-            "description": "Count core pre-releases (rc, beta, dev) as releases; by default "
-            "they are reported separately.",
-        },
-        "core_from": {
-            "enum": ["index", "git"],
-            "default": "index",
-            "description": '"index": core releases from the package index (simple API); '
-            '"git": from the tags of core_repo.',
-        },
-        "core_index": {
-            "type": "string",
-            "description": "Simple-API index for core releases; default: the [core.source] "
-            "index, else https://pypi.org/simple.",
-        },
-        "core_repo": {
-            "type": "string",
-            "description": "Core git repository (path or URL) for core_from = git; default: "
-            "the [core.source] url when it is a git source.",
-        },
-        "tag_pattern": {
-            "type": "string",
-            "description": "Regular expression with a named group `core` that finds the core "
-            "version in a plugin tag name (default matches compat/vllm-0.24.0, vllm-v0.24.0, "
-            "and a whole tag v0.24.0 or v0.24.0rc1, the vllm-project plugins' form, when "
-            "that version is a core release).",
-        },
-    },
-}
 
 
 class CoreRelease(NamedTuple):
@@ -696,3 +639,8 @@ def check(
         threshold=result.threshold,
         details=details,
     )
+
+
+def run(ctx: Context) -> CheckResult:
+    """The check as `vpr conform` runs it, on what the context hands in."""
+    return check(ctx.spec, ctx.plugin_root)
