@@ -16,7 +16,7 @@ import pytest
 
 from tests.support import git, spec_head, vpr
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform import pinning
+from vllm_plugin_release.conform.checks.pinning import check as pinning
 
 SECRET = "hunter2-SECRET-token"
 

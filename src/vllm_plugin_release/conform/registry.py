@@ -24,14 +24,14 @@ from vllm_plugin_release.conform import (
     api,
     environment,
     hardwaredocs,
-    isolation,
-    pinning,
     plugin_tests,
     scheddocs,
     workload,
 )
 from vllm_plugin_release.conform.checkdef import NEEDS, CheckDef
 from vllm_plugin_release.conform.checks import cadence as cadence_check
+from vllm_plugin_release.conform.checks import isolation as isolation_check
+from vllm_plugin_release.conform.checks import pinning as pinning_check
 from vllm_plugin_release.conform.context import Context
 from vllm_plugin_release.conform.lib import hardwaresettings
 from vllm_plugin_release.conform.result import CheckResult, Evidence
@@ -61,20 +61,8 @@ def _scheduler(ctx: Context) -> CheckResult:
 
 CHECKS: tuple[CheckDef, ...] = (
     cadence_check.CHECK,
-    CheckDef(
-        "isolation",
-        "no vendor symbols in the vLLM core source tree or wheel",
-        lambda ctx: isolation.check(ctx.spec, ctx.core_tree, *ctx.built_core_wheel()),
-        {"isolation": isolation.ISOLATION_SCHEMA},
-        ("core_tree", "core_wheel"),
-    ),
-    CheckDef(
-        "pinning",
-        "how the plugin's installer builds vLLM: version, target device, hashes",
-        lambda ctx: pinning.check(ctx.spec, ctx.plugin_root),
-        {"pinning": pinning.PINNING_SCHEMA},
-        ("plugin_root",),
-    ),
+    isolation_check.CHECK,
+    pinning_check.CHECK,
     CheckDef(
         "scheduler",
         "what the plugin's docs say about scheduling against what its scheduler does in the replay",

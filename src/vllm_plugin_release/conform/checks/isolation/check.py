@@ -7,7 +7,7 @@ The check fails on hits in imports or code, warns on hits in string literals,
 and passes otherwise; comments and docs are info, and allowlisted hits are info,
 still reported with their reason.
 
-This module holds the check: its options (`ISOLATION_SCHEMA`, `validate_config`)
+This module holds the check: its options (`validate_config` of `schema.ISOLATION_SCHEMA`)
 and its result.  The scanner it runs is `symbolscan` (walking trees and wheels),
 `symbolmatch` (the symbols and their matching rule) and `symbolkinds` (how a hit
 is classified: import, code, string, comment, docs).
@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from vllm_plugin_release.buildspec.model import Spec
+from vllm_plugin_release.conform.checks.isolation.schema import ISOLATION_SCHEMA
+from vllm_plugin_release.conform.context import Context
 from vllm_plugin_release.conform.lib.symbolkinds import FAIL_KINDS, KINDS, WARN_KINDS, Hit
 from vllm_plugin_release.conform.lib.symbolmatch import (
-    SYMBOL_RE,
     AllowEntry,
     Symbol,
     parse_symbols,
@@ -34,56 +35,6 @@ from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.core.errors import BadInput
 
 NAME = "isolation"
-
-# JSON Schema (draft 2020-12) of `[conformance.isolation]`, for spec_schema.py.
-ISOLATION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "Core isolation: vendor symbols that must be absent from vLLM core "
-    "(source tree and wheel).",
-    "additionalProperties": False,
-    "required": ["symbols"],
-    "properties": {
-        "symbols": {
-            "type": "array",
-            "description": "Vendor symbols, matched case-insensitively on identifier "
-            "boundaries (`ttnn`, `tt_metal`, `TTPlatform`); ALL_CAPS names with "
-            "underscores (`MESH_DEVICE`) match the whole token only.",
-            "minItems": 1,
-            "items": {
-                "type": "string",
-                "pattern": SYMBOL_RE.pattern,
-                "description": "Letters, digits and `_ . - /`, at most 5 words.",
-            },
-        },
-        "allowlist": {
-            "type": "array",
-            "description": "Known hits downgraded to info, each with its reason.",
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["path", "symbol", "reason"],
-                "properties": {
-                    "path": {
-                        "type": "string",
-                        "minLength": 1,
-                        "description": "Path in the core tree or wheel (posix, glob "
-                        "allowed), e.g. vllm/platforms/__init__.py.",
-                    },
-                    "symbol": {
-                        "type": "string",
-                        "minLength": 1,
-                        "description": "One of `symbols`, or `*` for any.",
-                    },
-                    "reason": {
-                        "type": "string",
-                        "minLength": 1,
-                        "description": "Why this hit is acceptable.",
-                    },
-                },
-            },
-        },
-    },
-}
 
 
 @dataclass(frozen=True)
@@ -280,3 +231,8 @@ def _unused_allowlist(
         if all(e in r.unused_allowlist for _, r in reports)
     }
     return [{"path": p, "symbol": s, "reason": why} for p, s, why in sorted(unused)]
+
+
+def run(ctx: Context) -> CheckResult:
+    """The check as `vpr conform` runs it, on what the context hands in."""
+    return check(ctx.spec, ctx.core_tree, *ctx.built_core_wheel())

@@ -22,72 +22,13 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.buildspec.model import Spec
+from vllm_plugin_release.conform.context import Context
 from vllm_plugin_release.conform.lib.installer.analyzer import InputFile, PinningReport, scan
 from vllm_plugin_release.conform.lib.specinputs import input_files, plugin_root_for
 from vllm_plugin_release.conform.result import CheckResult, Evidence
 
 NAME = "pinning"
-LEVELS = ("ignore", "warn", "fail")
 SHOWN = 5  # disagreeing core pins named one by one; the rest counted
-
-PINNING_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "Build pinning check: how the plugin's installer builds vLLM core.",
-    "additionalProperties": False,
-    "properties": {
-        "files": {
-            "type": "array",
-            "description": "More installer inputs to read, relative to the plugin source: "
-            'a path, or {path = "...", kind = "shell|dockerfile|requirements|pyproject"}. '
-            "[plugin] installer and overrides are always read.",
-            "items": {
-                "oneOf": [
-                    {"type": "string", "minLength": 1},
-                    {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "required": ["path"],
-                        "properties": {
-                            "path": {"type": "string", "minLength": 1},
-                            "kind": {"enum": ["shell", "dockerfile", "requirements", "pyproject"]},
-                        },
-                    },
-                ]
-            },
-        },
-        "build_args": {
-            "type": "object",
-            "additionalProperties": {"type": "string"},
-            "default": {},
-            "description": "Build arguments the installer Dockerfile is read with (like "
-            "`docker build --build-arg`): they replace ARG defaults, so the `if` branches "
-            "they select are the ones followed.",
-        },
-        "unhashed_fetch": {
-            "enum": list(LEVELS),
-            "default": "warn",
-            "description": "Verdict for an input downloaded at install time without a hash "
-            "check (curl/wget without sha256sum -c, URL requirements, git refs that are "
-            "not commits).",
-        },
-        "editable_install": {
-            "enum": list(LEVELS),
-            "default": "warn",
-            "description": "Verdict for an editable install (-e).",
-        },
-        "unpinned": {
-            "enum": list(LEVELS),
-            "default": "warn",
-            "description": "Verdict for a dependency without an exact pin (== or ===).",
-        },
-        "require_from_source": {
-            "type": "boolean",
-            "default": True,
-            "description": "Fail unless the installer builds vLLM core from source "
-            "(--no-binary vllm, an sdist or a git checkout).",
-        },
-    },
-}
 
 
 # ---------------------------------------------------------------------------
@@ -385,3 +326,8 @@ def _same_version(a: str, b: str) -> bool:
         return Version(a) == Version(b)
     except InvalidVersion:
         return a == b
+
+
+def run(ctx: Context) -> CheckResult:
+    """The check as `vpr conform` runs it, on what the context hands in."""
+    return check(ctx.spec, ctx.plugin_root)
