@@ -233,7 +233,9 @@ device_glob = "/dev/tenstorrent/*"
 @pytest.mark.timeout(120)  # each took minutes before (a run of dots: 86 s at 64 KiB)
 @pytest.mark.parametrize("shape", list(HOSTILE_DOCS))
 def test_docs_checks_are_linear_in_the_doc(tmp_path: Path, shape: str) -> None:
-    from vllm_plugin_release.conform import hardwaredocs, modeldocs, scheddocs
+    from vllm_plugin_release.conform import hardwaredocs
+    from vllm_plugin_release.conform.checks.scheduler import check as scheddocs
+    from vllm_plugin_release.conform.checks.workload import modeldocs
 
     root = tmp_path / "plugin"
     (root / "docs").mkdir(parents=True)
@@ -268,7 +270,7 @@ def test_docs_beyond_the_total_are_named_not_read(tmp_path: Path) -> None:
 
 
 def test_scheduler_docs_may_not_link_out(tmp_path: Path) -> None:
-    from vllm_plugin_release.conform import scheddocs
+    from vllm_plugin_release.conform.checks.scheduler import check as scheddocs
 
     files = _secrets(tmp_path / "outside")
     files["linked"].write_text(f"The plugin never mixes prefill and decode ({SECRET}).\n")

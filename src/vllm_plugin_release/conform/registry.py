@@ -20,71 +20,24 @@ from typing import Any
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.buildspec.schema import full_schema
-from vllm_plugin_release.conform import (
-    api,
-    environment,
-    hardwaredocs,
-    plugin_tests,
-    scheddocs,
-    workload,
-)
+from vllm_plugin_release.conform import api, environment, hardwaredocs, plugin_tests
 from vllm_plugin_release.conform.checkdef import NEEDS, CheckDef
 from vllm_plugin_release.conform.checks import cadence as cadence_check
 from vllm_plugin_release.conform.checks import isolation as isolation_check
 from vllm_plugin_release.conform.checks import pinning as pinning_check
-from vllm_plugin_release.conform.context import Context
+from vllm_plugin_release.conform.checks import scheduler as scheduler_check
+from vllm_plugin_release.conform.checks import workload as workload_check
 from vllm_plugin_release.conform.lib import hardwaresettings
-from vllm_plugin_release.conform.result import CheckResult, Evidence
-from vllm_plugin_release.replay.config import REPLAY_SCHEMA
-from vllm_plugin_release.replay.mix import REQUEST_MIX_SCHEMA
 
 RUNNERS = ("cpu", "hardware")
-
-
-def _scheduler(ctx: Context) -> CheckResult:
-    """The replay must have completed on both sides before the docs are compared with it."""
-    report = ctx.replay()
-    broken = [
-        f"{side}: {report[side].get('crashed') or report[side].get('stopped')}"
-        for side in ("plugin", "upstream")
-        if report and (report[side].get("crashed") or report[side].get("stopped"))
-    ]
-    if broken:
-        return CheckResult(
-            "scheduler",
-            "fail",
-            "the replay did not complete: " + "; ".join(broken),
-            [Evidence(note=b, source="replay") for b in broken],
-        )
-    return scheddocs.check(ctx.spec, ctx.plugin_root, replay=report)
 
 
 CHECKS: tuple[CheckDef, ...] = (
     cadence_check.CHECK,
     isolation_check.CHECK,
     pinning_check.CHECK,
-    CheckDef(
-        "scheduler",
-        "what the plugin's docs say about scheduling against what its scheduler does in the replay",
-        _scheduler,
-        {
-            "scheduler": scheddocs.SCHEDULER_SCHEMA,
-            "request_mix": REQUEST_MIX_SCHEMA,
-            "replay": REPLAY_SCHEMA,
-        },
-        ("plugin_root", "env", "replay"),
-        needs=("env",),
-    ),
-    CheckDef(
-        "workload",
-        "the request mix's features (speculative decoding, sampling on the device or the "
-        "host, structured output, ...) asked of the plugin as vLLM asks at startup; the "
-        "models its docs show",
-        workload.run,
-        {"request_mix": REQUEST_MIX_SCHEMA, "workload": workload.WORKLOAD_SCHEMA},
-        ("plugin_root", "env"),
-        needs=("env", "runtime"),
-    ),
+    scheduler_check.CHECK,
+    workload_check.CHECK,
     CheckDef(
         "api",
         "the served OpenAPI surface of the pairing against a client contract",

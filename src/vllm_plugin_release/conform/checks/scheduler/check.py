@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.buildspec.model import Spec
+from vllm_plugin_release.conform.checks.scheduler.schema import DEFAULT_DOCS
+from vllm_plugin_release.conform.context import Context
 from vllm_plugin_release.conform.lib.doctext import split_sentences, text_blocks
 from vllm_plugin_release.conform.lib.plugintree import Unread, read_text, too_large
 from vllm_plugin_release.conform.lib.specinputs import plugin_root_for
@@ -47,45 +49,12 @@ from vllm_plugin_release.replay.model import headline_text
 
 NAME = "scheduler"
 TOPICS = ("mixed_batches", "chunked_prefill", "decode_interleaving")
-DEFAULT_DOCS = "docs/SCHEDULING.md"
 MAX_BYTES = 512 * 1024  # the docs are read this far (the evidence says when cut)
 # Replay counters compared with each topic (the replay stage writes these keys).
 REPLAY_KEYS = {
     "mixed_batches": "mixed_steps",
     "chunked_prefill": "chunked_prefill_steps",
     "decode_interleaving": "interleaved_decode_steps",
-}
-
-SCHEDULER_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "Scheduler constraints check (docs half; the replay half compares).",
-    "additionalProperties": False,
-    "properties": {
-        "docs": {
-            "type": "string",
-            "minLength": 1,
-            "default": DEFAULT_DOCS,
-            "description": "The plugin's scheduling notes (Markdown), relative to the plugin "
-            "source.",
-        },
-        "require_mixed_statement": {
-            "type": "boolean",
-            "default": True,
-            "description": "Fail when the docs state nothing about mixed prefill+decode batches.",
-        },
-        "aliases": {
-            "type": "array",
-            "items": {"type": "string", "minLength": 1},
-            "description": "Names the docs use for the plugin (e.g. TT); default: the words of "
-            "[plugin] name other than vllm/plugin.",
-        },
-        "unobserved_support": {
-            "enum": ["ignore", "warn", "fail"],
-            "default": "warn",
-            "description": "Verdict when the docs say a behaviour is supported but the replay "
-            "never shows it on a load where upstream vLLM does.",
-        },
-    },
 }
 
 
@@ -653,3 +622,21 @@ def _docs_findings(
             quotes = "; ".join(_quote(i, docs) for i in stances[topic]["statements"][:3])
             warns.append(f"{docs} contradicts itself on {_WORDS[topic]}: {quotes}")
     return fails, warns
+
+
+def run(ctx: Context) -> CheckResult:
+    """The replay must have completed on both sides before the docs are compared with it."""
+    report = ctx.replay()
+    broken = [
+        f"{side}: {report[side].get('crashed') or report[side].get('stopped')}"
+        for side in ("plugin", "upstream")
+        if report and (report[side].get("crashed") or report[side].get("stopped"))
+    ]
+    if broken:
+        return CheckResult(
+            NAME,
+            "fail",
+            "the replay did not complete: " + "; ".join(broken),
+            [Evidence(note=b, source="replay") for b in broken],
+        )
+    return check(ctx.spec, ctx.plugin_root, replay=report)
