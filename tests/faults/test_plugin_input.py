@@ -233,7 +233,7 @@ device_glob = "/dev/tenstorrent/*"
 @pytest.mark.timeout(120)  # each took minutes before (a run of dots: 86 s at 64 KiB)
 @pytest.mark.parametrize("shape", list(HOSTILE_DOCS))
 def test_docs_checks_are_linear_in_the_doc(tmp_path: Path, shape: str) -> None:
-    from vllm_plugin_release.conform import hardwaredocs
+    from vllm_plugin_release.conform.checks.hardware_docs import check as hardwaredocs
     from vllm_plugin_release.conform.checks.scheduler import check as scheddocs
     from vllm_plugin_release.conform.checks.workload import modeldocs
 
@@ -252,7 +252,7 @@ def test_docs_checks_are_linear_in_the_doc(tmp_path: Path, shape: str) -> None:
 
 
 def test_docs_beyond_the_total_are_named_not_read(tmp_path: Path) -> None:
-    from vllm_plugin_release.conform import hardwaredocs
+    from vllm_plugin_release.conform.checks.hardware_docs import check as hardwaredocs
     from vllm_plugin_release.conform.lib import docfiles
 
     root = tmp_path / "plugin"

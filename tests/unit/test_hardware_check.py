@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from vllm_plugin_release.conform.hardware import hardware_check
+from vllm_plugin_release.conform.checks.hardware.check import hardware_check
 from vllm_plugin_release.edges.device import Probe
 
 FOUND = Probe(

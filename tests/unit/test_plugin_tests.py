@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vllm_plugin_release.conform import plugin_tests as pt
+from vllm_plugin_release.conform.checks.plugin_tests import check as pt
 
 # -- test reports ---------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ import pytest
 
 from tests.support import REPO, VLLM_SHA, spec_head, vpr
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform import hardware
+from vllm_plugin_release.conform.checks.hardware import check as hardware
 from vllm_plugin_release.conform.lib import hardwaresettings
 from vllm_plugin_release.conform.result import CheckResult
 from vllm_plugin_release.conform.scorecard import scorecard
@@ -479,7 +479,7 @@ def test_hardware_expectations_come_from_the_spec(tmp_path: Path) -> None:
     """Another vendor: its own runner labels, and a plugin that shards with -tp (issue 12,
     item 7): -tp in serve_args is accepted and the -tp 2 rejection probe is not applicable."""
     from vllm_plugin_release.buildspec.load import load_spec
-    from vllm_plugin_release.conform.hardware import hardware_check
+    from vllm_plugin_release.conform.checks.hardware.check import hardware_check
     from vllm_plugin_release.conform.lib.hardwaresettings import settings
     from vllm_plugin_release.core.errors import BadInput
 

@@ -1,14 +1,18 @@
 """The one list of conformance checks, and the buildspec schema assembled from it.
 
-Each entry says what the check is called, what it checks (one line, shown by
-`vpr conform --help`, `vpr check --help` and docs/conformance.md), which
-`[conformance.*]` tables it reads and their JSON Schema (assembled into the buildspec
-schema, so `vpr spec check`, `vpr spec schema` and docs/buildspec.md follow), where
-it runs, which inputs of the `Context` it reads, and the function that runs it.
+Each check is a folder, `conform/checks/<name>/`, whose `__init__.py` exports one
+`CheckDef` (`conform/checkdef.py`): what the check is called, what it checks (one line,
+shown by `vpr conform --help`, `vpr check --help` and docs/conformance.md), which
+`[conformance.*]` tables it reads and their JSON Schema (its `schema.py`; assembled into
+the buildspec schema, so `vpr spec check`, `vpr spec schema` and docs/buildspec.md
+follow), where it runs, which inputs of the `Context` it reads, what it needs (the
+pairing env, the vendor runtime, the network, a device) and the function that runs it
+(its `check.py`). Analysis that several checks (or commands) share is `conform/lib/`.
 
-Adding a check: one module under `conform/`, one entry here, one test; then regenerate
-the schema the package ships (`vpr spec schema > src/vllm_plugin_release/schemas/
-buildspec.schema.json`, which `spec.load.load_spec` validates against) and the docs.
+Adding a check: one folder under `conform/checks/`, one entry here, one test; then
+regenerate the schema the package ships (`vpr spec schema > src/vllm_plugin_release/
+schemas/buildspec.schema.json`, which `spec.load.load_spec` validates against) and the
+docs (`vpr check --list` between the markers of docs/conformance.md).
 """
 
 from __future__ import annotations
@@ -20,77 +24,34 @@ from typing import Any
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.buildspec.schema import full_schema
-from vllm_plugin_release.conform import api, environment, hardwaredocs, plugin_tests
 from vllm_plugin_release.conform.checkdef import NEEDS, CheckDef
-from vllm_plugin_release.conform.checks import cadence as cadence_check
-from vllm_plugin_release.conform.checks import isolation as isolation_check
-from vllm_plugin_release.conform.checks import pinning as pinning_check
-from vllm_plugin_release.conform.checks import scheduler as scheduler_check
-from vllm_plugin_release.conform.checks import workload as workload_check
-from vllm_plugin_release.conform.lib import hardwaresettings
+from vllm_plugin_release.conform.checks import (
+    api,
+    cadence,
+    environment,
+    hardware,
+    hardware_docs,
+    isolation,
+    pinning,
+    plugin_tests,
+    scheduler,
+    workload,
+)
 
 RUNNERS = ("cpu", "hardware")
 
-
+# The checks in scorecard order: each is the `CHECK` of its folder under conform/checks/.
 CHECKS: tuple[CheckDef, ...] = (
-    cadence_check.CHECK,
-    isolation_check.CHECK,
-    pinning_check.CHECK,
-    scheduler_check.CHECK,
-    workload_check.CHECK,
-    CheckDef(
-        "api",
-        "the served OpenAPI surface of the pairing against a client contract",
-        lambda ctx: (
-            api.vllm_unimportable(ctx.env)
-            or api.check(
-                ctx.spec,
-                ctx.python,
-                # Same precedence as `vpr api-contract`: the spec's platform_class, then the env's.
-                ctx.spec.conformance.get("api", {}).get("platform_class") or ctx.platform_class,
-            )
-        ),
-        {"api": api.API_SCHEMA},
-        ("env",),
-        needs=("env",),
-        # No env: the pinned core's recorded contract against the client contract.
-        without_env=lambda ctx: api.check_recorded(ctx.spec),
-    ),
-    CheckDef(
-        "environment",
-        "the pairing environment's own checks (vpr env), summarised",
-        environment.check,
-        {},
-        ("env",),
-        needs=("env", "runtime"),
-    ),
-    CheckDef(
-        "plugin_tests",
-        "the plugin's own test suite in the pairing environment",
-        plugin_tests.run,
-        {"plugin_tests": plugin_tests.PLUGIN_TESTS_SCHEMA},
-        ("plugin_root", "env"),
-        needs=("env", "runtime"),
-    ),
-    CheckDef(
-        "hardware_docs",
-        "the spec's hardware expectations (parallelism, mesh variable, device nodes) against "
-        "the plugin's docs [specs with a hardware part]",
-        lambda ctx: hardwaredocs.check(ctx.spec, ctx.plugin_root),
-        {"hardware": hardwaresettings.HARDWARE_SCHEMA},
-        ("plugin_root",),
-        applies=hardwaredocs.applies,
-    ),
-    CheckDef(
-        "hardware",
-        "the live part on the hardware runner: the parallelism probe and a mixed-load "
-        "test against `vllm serve`",
-        None,
-        {"hardware": hardwaresettings.HARDWARE_SCHEMA},
-        ("env",),
-        needs=("env", "runtime", "device"),
-        runner="hardware",
-    ),
+    cadence.CHECK,
+    isolation.CHECK,
+    pinning.CHECK,
+    scheduler.CHECK,
+    workload.CHECK,
+    api.CHECK,
+    environment.CHECK,
+    plugin_tests.CHECK,
+    hardware_docs.CHECK,
+    hardware.CHECK,
 )
 
 BY_NAME: Mapping[str, CheckDef] = {c.name: c for c in CHECKS}

@@ -21,7 +21,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
 from vllm_plugin_release.buildspec.model import SdistSource, Spec
-from vllm_plugin_release.conform import plugin_tests as pt
+from vllm_plugin_release.conform.checks.plugin_tests import check as pt
 from vllm_plugin_release.conform.lib import specinputs
 from vllm_plugin_release.conform.lib.installer import analyzer
 from vllm_plugin_release.core import progress, records

@@ -12,7 +12,7 @@ from vllm_plugin_release.conform.context import Context
 from vllm_plugin_release.conform.result import CheckResult, Evidence
 
 
-def check(ctx: Context) -> CheckResult:
+def run(ctx: Context) -> CheckResult:
     """The pairing environment's own checks (vpr env), summarised."""
     env = ctx.env
     checks = env.get("checks", [])

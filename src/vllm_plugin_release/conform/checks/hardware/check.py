@@ -23,6 +23,11 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vllm_plugin_release.conform.checks.hardware.evidence import (
+    live_evidence,
+    probe_evidence,
+    tp_evidence,
+)
 from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
@@ -33,7 +38,7 @@ if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
 
 PROBE_RECORD = records.HARDWARE_PROBE
 RECORD = records.HARDWARE
-CHECK = "hardware"
+NAME = "hardware"
 # A clear rejection of `-tp 2`: an error line that names what was rejected (a line that
 # only echoes the arguments, e.g. "non-default args: {'tensor_parallel_size': 2}", is not);
 # the spec's mesh variable counts as a subject too (`rejection_subject`).
@@ -91,12 +96,6 @@ def missing_error(found: Probe) -> OutsideFailure:
     )
 
 
-def mesh_text(found: Probe) -> str:
-    """`, VARIABLE=value` of the probed mesh, for progress lines (empty without one)."""
-    variable = found.mesh.get("variable")
-    return f", {variable}={found.mesh['value']}" if variable else ""
-
-
 def without_runtime(found: Probe, spec: Spec) -> Probe:
     """`found` less what it says about the runtime module (for a runtime the pairing lock
     installs: it is probed again in that environment)."""
@@ -119,41 +118,6 @@ def live_result(summary: dict[str, Any], startup: float) -> dict[str, Any]:
     }
 
 
-def _probe_evidence(found: Probe) -> Evidence:
-    rt = found.runtime
-    mesh = found.mesh
-    return Evidence(
-        note=f"runtime {rt['module']} {rt.get('version') or ''} imported from "
-        f"{rt.get('file')}; devices {', '.join(found.devices['found'])}"
-        + (f"; {mesh['variable']}={mesh['value']}" if mesh.get("variable") else ""),
-        source="hardware-probe",
-    )
-
-
-def _tp_evidence(tp: dict[str, Any] | None, statuses: list[str]) -> Evidence:
-    """The `-tp 2` probe's evidence; its status added to `statuses` (none when the spec
-    makes it not applicable)."""
-    if tp is not None and tp["status"] == "not-applicable":
-        return Evidence(note=f"-tp 2 probe: {tp['detail']}", source="spec")
-    if tp is None:
-        statuses.append("deferred")
-        return Evidence(note="-tp 2 probe: not run", source="probe")
-    statuses.append("pass" if tp["status"] == "rejected" else "fail")
-    return Evidence(note=f"-tp 2 probe: {tp['status']}: {tp['detail']}", source="probe")
-
-
-def _live_evidence(live: dict[str, Any] | None, statuses: list[str]) -> Evidence:
-    if live is None:
-        statuses.append("deferred")
-        return Evidence(note="live load test: not run", source="loadtest")
-    statuses.append(live["status"])
-    return Evidence(
-        note=f"live load test: {live['status']}: {live['detail']}",
-        file=live.get("file"),
-        source="loadtest",
-    )
-
-
 def hardware_check(
     found: Probe | None, tp: dict[str, Any] | None, live: dict[str, Any] | None
 ) -> CheckResult:
@@ -161,13 +125,13 @@ def hardware_check(
     if found is None or not found.ok:
         reason = "; ".join(found.missing) if found else "the hardware probe did not run"
         return CheckResult(
-            CHECK,
+            NAME,
             "deferred",
             f"hardware part not run: {reason}",
             [Evidence(note=m, source="hardware-probe") for m in (found.missing if found else [])],
         )
     statuses: list[str] = []
-    evidence = [_probe_evidence(found), _tp_evidence(tp, statuses), _live_evidence(live, statuses)]
+    evidence = [probe_evidence(found), tp_evidence(tp, statuses), live_evidence(live, statuses)]
     status = "fail" if "fail" in statuses else ("deferred" if "deferred" in statuses else "pass")
     summary = {
         "pass": "runtime and device observed; -tp 2 rejected with a clear error; live load "
@@ -178,7 +142,7 @@ def hardware_check(
         + "; ".join(e.note for e in evidence[1:] if "not run" in e.note),
     }[status]
     return CheckResult(
-        CHECK,
+        NAME,
         status,  # type: ignore[arg-type]
         summary,
         evidence,
@@ -215,7 +179,7 @@ def collect(dist: Path, check: CheckResult) -> dict[str, Any]:
             f"{path}: written by the {card.get('runner')!r} runner",
             hint="run `vpr conform --runner hardware` first",
         )
-    results = [_result(n, c) for n, c in card["checks"].items() if n != CHECK]
+    results = [_result(n, c) for n, c in card["checks"].items() if n != NAME]
     facts = {k: card.get(k) for k in FACT_KEYS}
     facts["certified_on"] = utc_day()
     new = scorecard([*results, check], runner="hardware", pairing=card["pairing"], facts=facts)

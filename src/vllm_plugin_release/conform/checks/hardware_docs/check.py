@@ -40,6 +40,7 @@ from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findi
 
 if TYPE_CHECKING:
     from vllm_plugin_release.buildspec.model import Spec
+    from vllm_plugin_release.conform.context import Context
 
 NAME = "hardware_docs"
 SHOWN = 3  # locations quoted per finding
@@ -301,3 +302,8 @@ def check(spec: Spec, plugin_root: Path) -> CheckResult:
 def applies(spec: Spec) -> bool:
     """Only a spec with a hardware part has expectations to compare."""
     return bool(spec.options("hardware"))
+
+
+def run(ctx: Context) -> CheckResult:
+    """The check as `vpr conform` runs it, on what the context hands in."""
+    return check(ctx.spec, ctx.plugin_root)
