@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import installed_env
-from vllm_plugin_release.conform.symbolmatch import TT_SYMBOLS
-from vllm_plugin_release.conform.symbolscan import scan_tree
+from vllm_plugin_release.conform.lib.symbolmatch import TT_SYMBOLS
+from vllm_plugin_release.conform.lib.symbolscan import scan_tree
 from vllm_plugin_release.edges.forkmap import usable_cores
 
 MAX_RATIO = 3.0

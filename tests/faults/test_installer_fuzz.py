@@ -25,7 +25,10 @@ from hypothesis import strategies as st
 
 from tests.support import spec_head
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform import hardwaredocs, modeldocs, pinning, scheddocs
+from vllm_plugin_release.conform.checks.hardware_docs import check as hardwaredocs
+from vllm_plugin_release.conform.checks.pinning import check as pinning
+from vllm_plugin_release.conform.checks.scheduler import check as scheddocs
+from vllm_plugin_release.conform.checks.workload import modeldocs
 from vllm_plugin_release.conform.result import CheckResult
 
 EXAMPLES = int(os.environ.get("VPR_FUZZ_EXAMPLES", "1000"))

@@ -16,7 +16,7 @@ import pytest
 
 from tests.support import git, spec_head, vpr
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform import pinning
+from vllm_plugin_release.conform.checks.pinning import check as pinning
 
 SECRET = "hunter2-SECRET-token"
 
@@ -172,10 +172,10 @@ def test_tree_manifest_of_a_very_deep_tree(deep_tmp: Path) -> None:
 
 def test_hardware_docs_walk_a_very_deep_tree(deep_tmp: Path) -> None:
     tmp_path = deep_tmp
-    from vllm_plugin_release.conform import hardwaredocs
+    from vllm_plugin_release.conform.lib import docfiles
 
     _deep(tmp_path / "plugin" / "docs")
-    found = hardwaredocs.doc_files(tmp_path / "plugin", ["docs/**/*"])
+    found = docfiles.doc_files(tmp_path / "plugin", ["docs/**/*"])
     assert [p.name for p in found] == ["deep.md"]
 
 
@@ -233,7 +233,9 @@ device_glob = "/dev/tenstorrent/*"
 @pytest.mark.timeout(120)  # each took minutes before (a run of dots: 86 s at 64 KiB)
 @pytest.mark.parametrize("shape", list(HOSTILE_DOCS))
 def test_docs_checks_are_linear_in_the_doc(tmp_path: Path, shape: str) -> None:
-    from vllm_plugin_release.conform import hardwaredocs, modeldocs, scheddocs
+    from vllm_plugin_release.conform.checks.hardware_docs import check as hardwaredocs
+    from vllm_plugin_release.conform.checks.scheduler import check as scheddocs
+    from vllm_plugin_release.conform.checks.workload import modeldocs
 
     root = tmp_path / "plugin"
     (root / "docs").mkdir(parents=True)
@@ -250,7 +252,8 @@ def test_docs_checks_are_linear_in_the_doc(tmp_path: Path, shape: str) -> None:
 
 
 def test_docs_beyond_the_total_are_named_not_read(tmp_path: Path) -> None:
-    from vllm_plugin_release.conform import hardwaredocs
+    from vllm_plugin_release.conform.checks.hardware_docs import check as hardwaredocs
+    from vllm_plugin_release.conform.lib import docfiles
 
     root = tmp_path / "plugin"
     (root / "docs").mkdir(parents=True)
@@ -260,14 +263,14 @@ def test_docs_beyond_the_total_are_named_not_read(tmp_path: Path) -> None:
     spec_file.write_text(spec_file.read_text() + HW_TABLE)
     result = hardwaredocs.check(load_spec(spec_file), root)
     read, left = result.details["docs"], result.details["not_read"]
-    assert len(read) >= hardwaredocs.MAX_TOTAL_BYTES // DOC_BYTES and left
+    assert len(read) >= docfiles.MAX_TOTAL_BYTES // DOC_BYTES and left
     assert sorted(read + left) == [f"docs/part{i}.md" for i in range(10)]
     notes = [e.note for e in result.evidence]
     assert any(n.startswith("the docs hold more than 4 MiB: analysed the first") for n in notes)
 
 
 def test_scheduler_docs_may_not_link_out(tmp_path: Path) -> None:
-    from vllm_plugin_release.conform import scheddocs
+    from vllm_plugin_release.conform.checks.scheduler import check as scheddocs
 
     files = _secrets(tmp_path / "outside")
     files["linked"].write_text(f"The plugin never mixes prefill and decode ({SECRET}).\n")
@@ -419,7 +422,7 @@ def test_test_scan_survives_hostile_test_files(deep_tmp: Path) -> None:
     beside them is still found."""
     import os
 
-    from vllm_plugin_release.conform.testscan import runtime_importers
+    from vllm_plugin_release.conform.lib.testscan import runtime_importers
 
     root = deep_tmp / "plugin"
     tests = root / "tests"
@@ -439,7 +442,7 @@ def test_test_scan_survives_hostile_test_files(deep_tmp: Path) -> None:
 def test_symbol_scan_of_one_long_line_with_many_hits(tmp_path: Path) -> None:
     """A 1 MiB file of one non-ASCII line holding 150,000 vendor symbols: every hit is
     located and classified in one pass over the line (~5 s)."""
-    from vllm_plugin_release.conform.symbolscan import scan_tree
+    from vllm_plugin_release.conform.lib.symbolscan import scan_tree
 
     unit = "é ttnn("
     (tmp_path / "f.py").write_text((unit * (2**20 // len(unit) + 1))[: 2**20])

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform import pinning
+from vllm_plugin_release.conform.checks.pinning import check as pinning
 
 
 @pytest.mark.skipif(

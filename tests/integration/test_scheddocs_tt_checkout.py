@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_plugin_release.conform import scheddocs
+from vllm_plugin_release.conform.checks.scheduler import check as scheddocs
 
 
 @pytest.mark.skipif(

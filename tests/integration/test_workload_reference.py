@@ -17,7 +17,7 @@ import pytest
 
 from tests.support import REFERENCE_SPEC, REPO
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform import workload
+from vllm_plugin_release.conform.checks.workload import check as workload
 from vllm_plugin_release.conform.context import Context, Sources
 from vllm_plugin_release.conform.result import CheckResult
 from vllm_plugin_release.core.cache import Cache

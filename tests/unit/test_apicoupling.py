@@ -19,7 +19,7 @@ import pytest
 
 from tests.support import Index, git, vpr
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform import apicoupling as ac
+from vllm_plugin_release.conform.lib import apicoupling as ac
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.flows import bump

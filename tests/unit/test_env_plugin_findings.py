@@ -48,7 +48,7 @@ def test_other_failures_of_vllm_import_stop_the_release(tmp_path: Path, result: 
 
 
 def test_the_api_check_reports_the_unimportable_core_as_a_finding(tmp_path: Path) -> None:
-    from vllm_plugin_release.conform.api import vllm_unimportable
+    from vllm_plugin_release.conform.checks.api.check import vllm_unimportable
 
     record = _deliver(
         *_args(tmp_path), _result("ModuleNotFoundError: No module named 'torch_npu'"), False

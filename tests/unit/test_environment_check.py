@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.support import REFERENCE_SPEC
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform import environment
+from vllm_plugin_release.conform.checks.environment import check as environment
 from vllm_plugin_release.conform.context import Context, Sources
 from vllm_plugin_release.core.cache import Cache
 
@@ -37,10 +37,10 @@ def _context(tmp_path: Path, overlay: str) -> Context:
 
 
 def test_result_has_no_path_of_this_run(tmp_path: Path) -> None:
-    one = environment.check(
+    one = environment.run(
         _context(tmp_path / "a", "/tmp/a/.vpr/envs/x/stand-in-overlay/bin/python")
     )
-    two = environment.check(
+    two = environment.run(
         _context(tmp_path / "b", "/srv/b/.vpr/envs/y/stand-in-overlay/bin/python")
     )
     assert one.to_json() == two.to_json()

@@ -3,11 +3,18 @@ live load test were all observed working; each way short of that is its own stat
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from vllm_plugin_release.conform.hardware import hardware_check
+from vllm_plugin_release.conform.checks.hardware.check import (
+    hardware_check,
+    live_result,
+    missing_error,
+    without_runtime,
+)
+from vllm_plugin_release.core.errors import OutsideFailure
 from vllm_plugin_release.edges.device import Probe
 
 FOUND = Probe(
@@ -57,3 +64,35 @@ def test_a_tp_probe_the_spec_makes_not_applicable_needs_no_run() -> None:
     result = hardware_check(FOUND, tp, LIVE)
     assert result.status == "pass"
     assert result.evidence[1].source == "spec"
+
+
+def _summary(completed: int, planned: int) -> dict[str, Any]:
+    return {
+        "requests": {"completed": completed, "planned": planned},
+        "ttft_s": {"p50": 0.5},
+        "itl_s": {"p99": 0.05},
+    }
+
+
+def test_the_live_load_test_passes_only_when_every_planned_request_completed() -> None:
+    whole = live_result(_summary(64, 64), 12.5)
+    assert whole["status"] == "pass"
+    assert whole["detail"] == (
+        "64/64 requests completed, TTFT p50 0.5 s, ITL p99 0.05 s, startup 12.5 s"
+    )
+    assert live_result(_summary(63, 64), 12.5)["status"] == "fail"
+
+
+def test_a_machine_short_of_the_hardware_is_an_outside_failure_naming_each_piece() -> None:
+    short = Probe({}, {}, {}, missing=["no /dev/tenstorrent/*", "MESH_DEVICE is not set"])
+    error = missing_error(short)
+    assert isinstance(error, OutsideFailure)
+    assert "  - no /dev/tenstorrent/*\n  - MESH_DEVICE is not set" in error.message
+
+
+def test_a_runtime_the_lock_installs_is_left_to_the_probe_in_the_env() -> None:
+    spec = SimpleNamespace(runtime={"module": "ttnn"})
+    found = Probe({}, {}, {}, missing=["module 'ttnn' is not importable", "no /dev/tenstorrent/*"])
+    assert without_runtime(found, spec).missing == ["no /dev/tenstorrent/*"]  # type: ignore[arg-type]
+    spec_without = SimpleNamespace(runtime={})
+    assert without_runtime(found, spec_without).missing == found.missing  # type: ignore[arg-type]

@@ -13,9 +13,18 @@ from jsonschema import Draft202012Validator
 from tests.support import VLLM_SHA, spec_head
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.cli import main
-from vllm_plugin_release.conform.isolation import ISOLATION_SCHEMA, check, validate_config
-from vllm_plugin_release.conform.symbolmatch import TT_SYMBOLS, Matcher, parse_symbols, split_words
-from vllm_plugin_release.conform.symbolscan import scan_path, scan_tree, scan_wheel
+from vllm_plugin_release.conform.checks.isolation.check import (
+    ISOLATION_SCHEMA,
+    check,
+    validate_config,
+)
+from vllm_plugin_release.conform.lib.symbolmatch import (
+    TT_SYMBOLS,
+    Matcher,
+    parse_symbols,
+    split_words,
+)
+from vllm_plugin_release.conform.lib.symbolscan import scan_path, scan_tree, scan_wheel
 from vllm_plugin_release.core.errors import BadInput
 
 
@@ -123,7 +132,7 @@ def test_prefilter_finds_every_overlapping_spelling() -> None:
     """The Rust aho-corasick pass reports what a plain find loop reports."""
     import random
 
-    from vllm_plugin_release.conform.symbolmatch import _PlainFinder
+    from vllm_plugin_release.conform.lib.symbolmatch import _PlainFinder
 
     syms = parse_symbols([*TT_SYMBOLS, "tt", "nn_tt", "ttnn_ttnn"])
     matcher = Matcher(syms)

@@ -9,8 +9,8 @@ import pytest
 from tests.support import spec_head
 from vllm_plugin_release.buildspec import model as specmod
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform import pinning
-from vllm_plugin_release.conform.installer.shell import parse_shell
+from vllm_plugin_release.conform.checks.pinning import check as pinning
+from vllm_plugin_release.conform.lib.installer.shell import parse_shell
 from vllm_plugin_release.core.errors import BadInput
 
 SHA = "a" * 64

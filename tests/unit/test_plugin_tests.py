@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vllm_plugin_release.conform import plugin_tests as pt
+from vllm_plugin_release.conform.checks.plugin_tests import check as pt
 
 # -- test reports ---------------------------------------------------------------------
 
@@ -121,7 +121,7 @@ def test_a_skip_because_a_module_does_not_import_is_that_finding(tmp_path: Path)
 
 
 def test_a_conftest_that_requires_options_marks_its_folder(tmp_path: Path) -> None:
-    from vllm_plugin_release.conform.testscan import option_folders
+    from vllm_plugin_release.conform.lib.testscan import option_folders
 
     live = tmp_path / "tests" / "live"
     live.mkdir(parents=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
 import re
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import pytest
 from tests.support import REPO, vpr
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform import registry
+from vllm_plugin_release.conform.checkdef import CheckDef
 from vllm_plugin_release.core.errors import BadInput
 
 
@@ -62,3 +65,58 @@ def test_check_help_lists_every_check_and_refuses_an_unknown_one() -> None:
     assert bad.returncode == 2
     assert "unknown check 'no-such-check'" in bad.stderr
     assert "cadence, isolation, pinning" in bad.stderr and "Traceback" not in bad.stderr
+
+
+CONFORM = REPO / "src" / "vllm_plugin_release" / "conform"
+# The edges that reach the network (a package index, a git remote, a download).
+NETWORK_EDGES = ("vllm_plugin_release.edges.fetch", "vllm_plugin_release.edges.git")
+
+
+def test_every_check_is_a_folder_of_one_shape() -> None:
+    for check in registry.CHECKS:
+        folder = CONFORM / "checks" / check.name
+        package = importlib.import_module(f"vllm_plugin_release.conform.checks.{check.name}")
+        schema = importlib.import_module(f"{package.__name__}.schema")
+        assert package.CHECK is check, f"{folder}: its CHECK is not the registry's entry"
+        assert check.tables is schema.TABLES, f"{folder}/schema.py: TABLES is not its tables"
+        assert (folder / "check.py").is_file(), f"{folder}: no check.py"
+        if check.run is not None:
+            assert check.run is importlib.import_module(f"{package.__name__}.check").run
+    folders = {p.name for p in (CONFORM / "checks").iterdir() if (p / "__init__.py").exists()}
+    assert folders == {c.name for c in registry.CHECKS}, "a check folder the registry lacks"
+
+
+def _imports(folder: Path) -> set[str]:
+    found: set[str] = set()
+    for path in folder.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+    return found
+
+
+def test_a_check_that_reaches_the_network_says_so() -> None:
+    for check in registry.CHECKS:
+        imports = _imports(CONFORM / "checks" / check.name)
+        reaches = any(m == e or m.startswith(e + ".") for m in imports for e in NETWORK_EDGES)
+        assert reaches == ("network" in check.needs), (
+            f"conform/checks/{check.name}: needs {check.needs} but it "
+            + ("imports" if reaches else "does not import")
+            + " a network edge"
+        )
+    assert registry.BY_NAME["cadence"].needs == ("network",)
+
+
+def test_needs_are_known_and_in_step_with_the_env_input() -> None:
+    assert CheckDef("x", "s", None, inputs=("env",), needs=("env", "device")).needs
+    with pytest.raises(ValueError, match="unknown needs \\['gpu'\\]"):
+        CheckDef("x", "s", None, needs=("gpu",))
+    with pytest.raises(ValueError, match="needs 'env' exactly when it reads the env"):
+        CheckDef("x", "s", None, inputs=("env",))
+    with pytest.raises(ValueError, match="needs 'env' exactly when it reads the env"):
+        CheckDef("x", "s", None, needs=("env",))
+    shown = registry.help_lines()
+    assert "cadence" in shown and "[needs: network]" in shown
+    assert "| network |" in registry.docs_table()

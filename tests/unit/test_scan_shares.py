@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_plugin_release.conform import symbolscan
-from vllm_plugin_release.conform.symbolscan import _HEAD, FILES_PER_FORK, scan_tree, scan_wheel
+from vllm_plugin_release.conform.lib import symbolscan
+from vllm_plugin_release.conform.lib.symbolscan import _HEAD, FILES_PER_FORK, scan_tree, scan_wheel
 
 ALLOW = [
     {"path": "pkg/allowed_*.py", "symbol": "ttnn", "reason": "known"},

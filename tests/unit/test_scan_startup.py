@@ -12,9 +12,9 @@ from pathlib import Path
 # contract machinery, schema validation, TOML editing, HTTP clients.
 NOT_NEEDED = (
     "rich",
-    "vllm_plugin_release.conform.api",
-    "vllm_plugin_release.conform.apicontract",
-    "vllm_plugin_release.conform.apidiff",
+    "vllm_plugin_release.conform.checks.api.check",
+    "vllm_plugin_release.conform.lib.apicontract",
+    "vllm_plugin_release.conform.lib.apidiff",
     "jsonschema",
     "tomlkit",
     "httpx",
@@ -80,7 +80,7 @@ def test_scan_core_exits_without_teardown_and_its_whole_output_written(tmp_path:
     assert len(report["hits"]) == 601 and report["status"] == "fail"
     assert [(h["line"], h["column"]) for h in report["hits"] if h["path"] == "edge.py"] == [(3, 1)]
     # the same report as the scan in this process (its time aside)
-    from vllm_plugin_release.conform.symbolscan import scan_path
+    from vllm_plugin_release.conform.lib.symbolscan import scan_path
 
     here = scan_path(tmp_path, ["ttnn"]).to_json()
     assert {**report, "seconds": 0} == {**here, "seconds": 0}

@@ -24,7 +24,8 @@ import pytest
 
 from tests.support import REPO, VLLM_SHA, spec_head, vpr
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform import hardware
+from vllm_plugin_release.conform.checks.hardware import check as hardware
+from vllm_plugin_release.conform.lib import hardwaresettings
 from vllm_plugin_release.conform.result import CheckResult
 from vllm_plugin_release.conform.scorecard import scorecard
 from vllm_plugin_release.core.errors import BadInput
@@ -334,7 +335,7 @@ def test_probe_observes_runtime_device_and_mesh(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec = load_spec(hw_spec(tmp_path))
-    hw = hardware.settings(spec)
+    hw = hardwaresettings.settings(spec)
     assert hw.mesh_device == "N300" and hw.mesh_variable == "MESH_DEVICE"
     python = Path(sys.executable)
     found = device.probe(
@@ -363,7 +364,7 @@ def test_probe_observes_runtime_device_and_mesh(
 def test_rank_flags_in_serve_args_are_refused(tmp_path: Path) -> None:
     spec = load_spec(hw_spec(tmp_path, '["--tensor-parallel-size=2"]'))
     with pytest.raises(BadInput, match=r"hw.toml:3\d: \[conformance.hardware\] serve_args has"):
-        hardware.settings(spec)
+        hardwaresettings.settings(spec)
 
 
 def test_classify_rejection() -> None:
@@ -385,7 +386,7 @@ def fake_vllm(tmp_path: Path, body: str) -> Path:
 
 
 def test_tp_probe_starts_vllm_serve_with_tp_2_and_records_the_error(tmp_path: Path) -> None:
-    hw = hardware.settings(load_spec(hw_spec(tmp_path)))
+    hw = hardwaresettings.settings(load_spec(hw_spec(tmp_path)))
     vllm = fake_vllm(
         tmp_path,
         """
@@ -478,7 +479,8 @@ def test_hardware_expectations_come_from_the_spec(tmp_path: Path) -> None:
     """Another vendor: its own runner labels, and a plugin that shards with -tp (issue 12,
     item 7): -tp in serve_args is accepted and the -tp 2 rejection probe is not applicable."""
     from vllm_plugin_release.buildspec.load import load_spec
-    from vllm_plugin_release.conform.hardware import hardware_check, settings
+    from vllm_plugin_release.conform.checks.hardware.check import hardware_check
+    from vllm_plugin_release.conform.lib.hardwaresettings import settings
     from vllm_plugin_release.core.errors import BadInput
 
     spec = hw_spec(tmp_path, serve_args='["-tp", "2"]')
@@ -525,7 +527,7 @@ def test_no_vendor_is_a_code_default(tmp_path: Path) -> None:
     lines = path.read_text().splitlines(keepends=True)
     path.write_text("".join(line for line in lines if not line.startswith(vendor_keys)))
     spec = load_spec(path)
-    hw = hardware.settings(spec)
+    hw = hardwaresettings.settings(spec)
     assert (hw.parallelism, hw.mesh_variable, hw.mesh_device, hw.device_glob) == (
         "tp",
         None,
@@ -536,7 +538,7 @@ def test_no_vendor_is_a_code_default(tmp_path: Path) -> None:
     found = device.probe(spec, Path(sys.executable), None, None, {"MESH_DEVICE": "N300"})
     assert found.mesh["variable"] is None and not any("MESH" in m for m in found.missing)
     # the Tenstorrent facts are the TT spec's own keys
-    tt = hardware.settings(load_spec(REPO / "buildspec" / "tt.toml"))
+    tt = hardwaresettings.settings(load_spec(REPO / "buildspec" / "tt.toml"))
     assert (tt.parallelism, tt.mesh_variable, tt.mesh_device, tt.device_glob) == (
         "mesh",
         "MESH_DEVICE",

@@ -18,11 +18,18 @@ import pytest
 
 from tests.support import REFERENCE_SPEC, REPO, vpr
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform import modeldocs, workload
+from vllm_plugin_release.conform.checks.workload import check as workload
+from vllm_plugin_release.conform.checks.workload import modeldocs
+from vllm_plugin_release.conform.checks.workload.judge import (
+    Plan,
+    Seen,
+    base_stop,
+    judge_plan,
+    variant_key,
+)
 from vllm_plugin_release.conform.result import CheckResult
 from vllm_plugin_release.conform.scorecard import scorecard
 from vllm_plugin_release.conform.scorecard_render import strip_tags, to_html, to_markdown
-from vllm_plugin_release.conform.workloadjudge import Plan, Seen, base_stop, judge_plan, variant_key
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.inenv import workload as inenv
 from vllm_plugin_release.replay import features as feat

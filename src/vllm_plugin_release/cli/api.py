@@ -34,8 +34,8 @@ def _recorded_env(spec: Spec, dist_root: str) -> dict[str, Any]:
 
 def _cmd_contract(args: argparse.Namespace) -> int:
     from vllm_plugin_release.buildspec.load import load_spec
-    from vllm_plugin_release.conform.api import api_config
-    from vllm_plugin_release.conform.apicontract import (
+    from vllm_plugin_release.conform.checks.api.check import api_config
+    from vllm_plugin_release.conform.lib.apicontract import (
         capture,
         contract_from_capture,
         dump_contract,
@@ -77,9 +77,9 @@ def _cmd_contract(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.conform.apicontract import load_contract
-    from vllm_plugin_release.conform.apidiff import diff_contracts
-    from vllm_plugin_release.conform.apireport import render_markdown, render_text
+    from vllm_plugin_release.conform.lib.apicontract import load_contract
+    from vllm_plugin_release.conform.lib.apidiff import diff_contracts
+    from vllm_plugin_release.conform.lib.apireport import render_markdown, render_text
 
     old = load_contract(Path(args.old))
     new = load_contract(Path(args.new))

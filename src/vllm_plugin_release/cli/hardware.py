@@ -15,7 +15,7 @@ from vllm_plugin_release.edges import cachedir
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.buildspec.model import Spec
-    from vllm_plugin_release.conform.hardware import HardwareSettings
+    from vllm_plugin_release.conform.lib.hardwaresettings import HardwareSettings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -134,7 +134,7 @@ def _mesh_from_plan(hw: HardwareSettings) -> None:
 
 def _load(args: argparse.Namespace) -> tuple[Spec, Path, HardwareSettings]:
     from vllm_plugin_release.buildspec.load import load_spec
-    from vllm_plugin_release.conform.hardware import settings
+    from vllm_plugin_release.conform.lib.hardwaresettings import settings
 
     spec = load_spec(args.spec)
     hw = settings(spec)
@@ -164,7 +164,7 @@ def _live(args: argparse.Namespace) -> int:
 
 def _conform_hardware(args: argparse.Namespace) -> int:
     from vllm_plugin_release.buildspec.load import load_spec
-    from vllm_plugin_release.conform.hardware import settings
+    from vllm_plugin_release.conform.lib.hardwaresettings import settings
     from vllm_plugin_release.flows import hardware
 
     spec = load_spec(args.spec)

@@ -46,11 +46,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _config(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[Any, ...]]:
     """(symbols, allowlist) from --spec or --symbols (which loads no spec machinery)."""
-    from vllm_plugin_release.conform.symbolmatch import Symbol
+    from vllm_plugin_release.conform.lib.symbolmatch import Symbol
 
     if args.spec:
         from vllm_plugin_release.buildspec.load import load_spec
-        from vllm_plugin_release.conform.isolation import config_from_spec
+        from vllm_plugin_release.conform.checks.isolation.check import config_from_spec
 
         spec = load_spec(args.spec)
         config = config_from_spec(spec)
@@ -73,7 +73,7 @@ def _config(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[Any, ...]]
 
 
 def run(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.conform.symbolscan import scan_path
+    from vllm_plugin_release.conform.lib.symbolscan import scan_path
     from vllm_plugin_release.edges.forkmap import usable_cores
 
     symbols, allowlist = _config(args)
@@ -97,7 +97,7 @@ def _print(report) -> None:  # report: ScanReport
     from rich.markup import escape
     from rich.table import Table
 
-    from vllm_plugin_release.conform.symbolkinds import KINDS, SEVERITY
+    from vllm_plugin_release.conform.lib.symbolkinds import KINDS, SEVERITY
 
     out = Console(highlight=False, soft_wrap=True)
     n = report.files_scanned

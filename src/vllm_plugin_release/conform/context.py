@@ -1,9 +1,11 @@
 """What a conformance check is handed: the spec, the runner, and the pairing's inputs.
 
-Checks never fetch, resolve or build. The flow that runs them hands in where the
-verified sources are (`Sources`, two callables the flow builds from the edges, called
-at most once and only by a check that needs them), and the records of earlier stages
-are read from dist/NAME through `core/records.py`.
+Checks never resolve or build, and never fetch what they are handed: the flow that runs
+them hands in where the verified sources are (`Sources`, two callables the flow builds
+from the edges, called at most once and only by a check that needs them), and the
+records of earlier stages are read from dist/NAME through `core/records.py`. A check
+that reads the network itself declares it (`CheckDef.needs` has "network"): `cadence`
+reads the core's releases from its package index (or a git remote) through the edges.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A pairing is certified for the Python its vendor runtime loads (`[build] python`
 of `[runtime] python`). On a machine with no such interpreter (and no image carrying
 it), build-core, build-plugin and env stop with exit 3 naming what is missing
 (`PythonUnavailable`). The checks that need no pairing environment still run here:
-those whose registry inputs do not include `env` (cadence, isolation on the verified
+those that do not need `env` (`CheckDef.needs`: cadence, isolation on the verified
 core source tree, pinning, hardware_docs for a spec with a hardware part), and what
 a check that needs it can say without it (`CheckDef.without_env`: api diffs the
 pinned core's recorded contract, buildspec/contracts/vllm-VERSION-openai.json, when
@@ -35,8 +35,8 @@ from vllm_plugin_release.core.errors import PythonUnavailable
 
 
 def env_free(name: str) -> bool:
-    """True for a check that reads nothing of the pairing environment (registry inputs)."""
-    return "env" not in registry.BY_NAME[name].inputs
+    """True for a check that needs nothing of the pairing environment (`CheckDef.needs`)."""
+    return "env" not in registry.BY_NAME[name].needs
 
 
 def blocker(ctx: Context) -> PythonUnavailable | None:

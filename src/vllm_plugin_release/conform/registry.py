@@ -1,172 +1,57 @@
 """The one list of conformance checks, and the buildspec schema assembled from it.
 
-Each entry says what the check is called, what it checks (one line, shown by
-`vpr conform --help`, `vpr check --help` and docs/conformance.md), which
-`[conformance.*]` tables it reads and their JSON Schema (assembled into the buildspec
-schema, so `vpr spec check`, `vpr spec schema` and docs/buildspec.md follow), where
-it runs, which inputs of the `Context` it reads, and the function that runs it.
+Each check is a folder, `conform/checks/<name>/`, whose `__init__.py` exports one
+`CheckDef` (`conform/checkdef.py`): what the check is called, what it checks (one line,
+shown by `vpr conform --help`, `vpr check --help` and docs/conformance.md), which
+`[conformance.*]` tables it reads and their JSON Schema (its `schema.py`; assembled into
+the buildspec schema, so `vpr spec check`, `vpr spec schema` and docs/buildspec.md
+follow), where it runs, which inputs of the `Context` it reads, what it needs (the
+pairing env, the vendor runtime, the network, a device) and the function that runs it
+(its `check.py`). Analysis that several checks (or commands) share is `conform/lib/`.
 
-Adding a check: one module under `conform/`, one entry here, one test; then regenerate
-the schema the package ships (`vpr spec schema > src/vllm_plugin_release/schemas/
-buildspec.schema.json`, which `spec.load.load_spec` validates against) and the docs.
+Adding a check: one folder under `conform/checks/`, one entry here, one test; then
+regenerate the schema the package ships (`vpr spec schema > src/vllm_plugin_release/
+schemas/buildspec.schema.json`, which `spec.load.load_spec` validates against) and the
+docs (`vpr check --list` between the markers of docs/conformance.md).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.buildspec.schema import full_schema
-from vllm_plugin_release.conform import (
+from vllm_plugin_release.conform.checkdef import NEEDS, CheckDef
+from vllm_plugin_release.conform.checks import (
     api,
     cadence,
     environment,
     hardware,
-    hardwaredocs,
+    hardware_docs,
     isolation,
     pinning,
     plugin_tests,
-    scheddocs,
+    scheduler,
     workload,
 )
-from vllm_plugin_release.conform.context import Context
-from vllm_plugin_release.conform.result import CheckResult, Evidence
-from vllm_plugin_release.replay.config import REPLAY_SCHEMA
-from vllm_plugin_release.replay.mix import REQUEST_MIX_SCHEMA
 
 RUNNERS = ("cpu", "hardware")
 
-
-def _scheduler(ctx: Context) -> CheckResult:
-    """The replay must have completed on both sides before the docs are compared with it."""
-    report = ctx.replay()
-    broken = [
-        f"{side}: {report[side].get('crashed') or report[side].get('stopped')}"
-        for side in ("plugin", "upstream")
-        if report and (report[side].get("crashed") or report[side].get("stopped"))
-    ]
-    if broken:
-        return CheckResult(
-            "scheduler",
-            "fail",
-            "the replay did not complete: " + "; ".join(broken),
-            [Evidence(note=b, source="replay") for b in broken],
-        )
-    return scheddocs.check(ctx.spec, ctx.plugin_root, replay=report)
-
-
-@dataclass(frozen=True)
-class CheckDef:
-    name: str
-    summary: str
-    run: Callable[[Context], CheckResult] | None
-    tables: Mapping[str, dict[str, Any]] = field(default_factory=dict)
-    inputs: tuple[str, ...] = ()
-    # "any": `vpr conform` runs it on every runner; "hardware": only the hardware
-    # runner's live part produces it (`vpr hardware-live`), never `vpr conform`.
-    runner: str = "any"
-    # A check that reads the pairing env: what it can say when no env can be made here
-    # (`conform/envfree.py`); None from it (or no function) defers the check.
-    without_env: Callable[[Context], CheckResult | None] | None = None
-    # Whether `vpr conform` runs it for a spec (None: always); `vpr check NAME` always does.
-    applies: Callable[[Spec], bool] | None = None
-
-
+# The checks in scorecard order: each is the `CHECK` of its folder under conform/checks/.
 CHECKS: tuple[CheckDef, ...] = (
-    CheckDef(
-        "cadence",
-        "how far the plugin trails vLLM releases (minor releases and days behind)",
-        lambda ctx: cadence.check(ctx.spec, ctx.plugin_root),
-        {"cadence": cadence.CADENCE_SCHEMA},
-        ("plugin_root",),
-    ),
-    CheckDef(
-        "isolation",
-        "no vendor symbols in the vLLM core source tree or wheel",
-        lambda ctx: isolation.check(ctx.spec, ctx.core_tree, *ctx.built_core_wheel()),
-        {"isolation": isolation.ISOLATION_SCHEMA},
-        ("core_tree", "core_wheel"),
-    ),
-    CheckDef(
-        "pinning",
-        "how the plugin's installer builds vLLM: version, target device, hashes",
-        lambda ctx: pinning.check(ctx.spec, ctx.plugin_root),
-        {"pinning": pinning.PINNING_SCHEMA},
-        ("plugin_root",),
-    ),
-    CheckDef(
-        "scheduler",
-        "what the plugin's docs say about scheduling against what its scheduler does in the replay",
-        _scheduler,
-        {
-            "scheduler": scheddocs.SCHEDULER_SCHEMA,
-            "request_mix": REQUEST_MIX_SCHEMA,
-            "replay": REPLAY_SCHEMA,
-        },
-        ("plugin_root", "env", "replay"),
-    ),
-    CheckDef(
-        "workload",
-        "the request mix's features (speculative decoding, sampling on the device or the "
-        "host, structured output, ...) asked of the plugin as vLLM asks at startup; the "
-        "models its docs show",
-        workload.run,
-        {"request_mix": REQUEST_MIX_SCHEMA, "workload": workload.WORKLOAD_SCHEMA},
-        ("plugin_root", "env"),
-    ),
-    CheckDef(
-        "api",
-        "the served OpenAPI surface of the pairing against a client contract",
-        lambda ctx: (
-            api.vllm_unimportable(ctx.env)
-            or api.check(
-                ctx.spec,
-                ctx.python,
-                # Same precedence as `vpr api-contract`: the spec's platform_class, then the env's.
-                ctx.spec.conformance.get("api", {}).get("platform_class") or ctx.platform_class,
-            )
-        ),
-        {"api": api.API_SCHEMA},
-        ("env",),
-        # No env: the pinned core's recorded contract against the client contract.
-        without_env=lambda ctx: api.check_recorded(ctx.spec),
-    ),
-    CheckDef(
-        "environment",
-        "the pairing environment's own checks (vpr env), summarised",
-        environment.check,
-        {},
-        ("env",),
-    ),
-    CheckDef(
-        "plugin_tests",
-        "the plugin's own test suite in the pairing environment",
-        plugin_tests.run,
-        {"plugin_tests": plugin_tests.PLUGIN_TESTS_SCHEMA},
-        ("plugin_root", "env"),
-    ),
-    CheckDef(
-        "hardware_docs",
-        "the spec's hardware expectations (parallelism, mesh variable, device nodes) against "
-        "the plugin's docs [specs with a hardware part]",
-        lambda ctx: hardwaredocs.check(ctx.spec, ctx.plugin_root),
-        {"hardware": hardware.HARDWARE_SCHEMA},
-        ("plugin_root",),
-        applies=hardwaredocs.applies,
-    ),
-    CheckDef(
-        "hardware",
-        "the live part on the hardware runner: the parallelism probe and a mixed-load "
-        "test against `vllm serve`",
-        None,
-        {"hardware": hardware.HARDWARE_SCHEMA},
-        ("env",),
-        runner="hardware",
-    ),
+    cadence.CHECK,
+    isolation.CHECK,
+    pinning.CHECK,
+    scheduler.CHECK,
+    workload.CHECK,
+    api.CHECK,
+    environment.CHECK,
+    plugin_tests.CHECK,
+    hardware_docs.CHECK,
+    hardware.CHECK,
 )
 
 BY_NAME: Mapping[str, CheckDef] = {c.name: c for c in CHECKS}
@@ -204,11 +89,16 @@ def set_spec_value(path: str | Path, dotted_key: str, raw_value: str) -> str:
     return load.set_value(path, dotted_key, raw_value, spec_schema())
 
 
+def _needs(c: CheckDef) -> str:
+    return ", ".join(c.needs) or "nothing"
+
+
 def help_lines() -> str:
     """One line per check, for argparse epilogs and the docs."""
     width = max(len(c.name) for c in CHECKS)
     return "\n".join(
         f"  {c.name:<{width}}  {c.summary}"
+        + (f"  [needs: {_needs(c)}]" if c.needs else "")
         + ("  [hardware runner: vpr hardware-live]" if c.runner == "hardware" else "")
         for c in CHECKS
     )
@@ -216,10 +106,16 @@ def help_lines() -> str:
 
 def docs_table() -> str:
     """The checks-at-a-glance table of docs/conformance.md."""
-    rows = ["| check | what it checks | spec tables | reads | runs in |", "|---|---|---|---|---|"]
+    rows = [
+        "| check | what it checks | spec tables | reads | needs | runs in |",
+        "|---|---|---|---|---|---|",
+    ]
     for c in CHECKS:
         spec_tables = ", ".join(f"`[conformance.{t}]`" for t in c.tables) or "none"
         where = "`vpr hardware-live`" if c.runner == "hardware" else "`vpr conform`"
         reads = ", ".join(c.inputs) or "nothing"
-        rows.append(f"| `{c.name}` | {c.summary} | {spec_tables} | {reads} | {where} |")
-    return "\n".join(rows) + "\n"
+        rows.append(
+            f"| `{c.name}` | {c.summary} | {spec_tables} | {reads} | {_needs(c)} | {where} |"
+        )
+    legend = "; ".join(f"{k}: {v}" for k, v in NEEDS.items())
+    return "\n".join(rows) + f"\n\n`needs`: {legend}.\n"

@@ -22,10 +22,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.conform.checks.plugin_tests.evidence import (
+    OUTCOMES,
+    module_rows,
+    modules_html,
+)
+from vllm_plugin_release.conform.checks.workload.evidence import workload_html, workload_md
+from vllm_plugin_release.conform.lib.cardtext import inline, md_cell
 from vllm_plugin_release.conform.scorecard import ICONS
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.cache import atomic_write_text, write_json
-from vllm_plugin_release.replay.model import HEADLINE, path_sentences
+from vllm_plugin_release.replay.model import HEADLINE
 
 VALUE_CHARS = 160
 PLOT_ALT = {
@@ -158,45 +165,8 @@ def _replay_rows(card: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def _workload_rows(card: dict[str, Any]) -> list[list[str]]:
-    """feature | share | answer | where | path, the plan's features first."""
-    workload = card.get("workload") or {}
-    rows = []
-    for f in sorted(workload.get("features") or [], key=lambda f: not f.get("needed")):
-        share = f"{f['share'] * 100:.0f}%" if f.get("needed") else "not in the plan"
-        rows.append(
-            [
-                f.get("label", f.get("feature", "")),
-                share,
-                str(f.get("outcome", "")).replace("_", " "),
-                f.get("where") or "",
-                f.get("path") or "",
-            ]
-        )
-    return rows
-
-
-def _path_lines(card: dict[str, Any]) -> list[str]:
-    return path_sentences((card.get("workload") or {}).get("paths") or {})
-
-
-def _plan_lines(card: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
-    """(plan, verdict, why) for each variant plan."""
-    return [
-        (f"{name}: {plan.get('description') or ''}".rstrip(": "), plan["verdict"], plan["why"])
-        for name, plan in (card.get("plans") or {}).items()
-    ]
-
-
-WORKLOAD_HEAD = ("feature", "share of requests", "answer", "where", "path")
-
-
 # ---------------------------------------------------------------------------
 # Markdown
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def markdown(card: dict[str, Any], max_evidence: int = 12) -> str:
@@ -216,7 +186,7 @@ def markdown(card: dict[str, Any], max_evidence: int = 12) -> str:
         "",
         "| | |",
         "|---|---|",
-        *[f"| {k} | {_md(v)} |" for k, v in _pairing_rows(card)],
+        *[f"| {k} | {md_cell(v)} |" for k, v in _pairing_rows(card)],
         "| files | " + ", ".join(f"[{n}]({n})" for n in _links(card)) + " |",
         "",
         "## Wheels",
@@ -229,7 +199,7 @@ def markdown(card: dict[str, Any], max_evidence: int = 12) -> str:
     if card["deferred"]:
         out += ["| check | why | what would run it |", "|---|---|---|"]
         out += [
-            f"| {d['check']} | {_md(d['reason'])} | {_md(d['run_with'])} |"
+            f"| {d['check']} | {md_cell(d['reason'])} | {md_cell(d['run_with'])} |"
             for d in card["deferred"]
         ]
     else:
@@ -241,10 +211,10 @@ def markdown(card: dict[str, Any], max_evidence: int = 12) -> str:
         out += [f"| {k} | {v} |" for k, v in replay]
         for plot in card["replay"].get("plots", []):
             out += ["", f"![{PLOT_ALT.get(plot, plot)}]({plot})"]
-    out += _workload_md(card)
+    out += workload_md(card)
     out += ["", "## Checks", "", "| check | status | summary |", "|---|---|---|"]
     for name, check in card["checks"].items():
-        out.append(f"| {name} | {ICONS[check['status']]} | {_md(check['summary'])} |")
+        out.append(f"| {name} | {ICONS[check['status']]} | {md_cell(check['summary'])} |")
     for name, check in card["checks"].items():
         out += ["", f"### {name}: {ICONS[check['status']]}", "", check["summary"], ""]
         rows = module_rows(check)
@@ -257,49 +227,6 @@ def markdown(card: dict[str, Any], max_evidence: int = 12) -> str:
             out.append("")
         out += _md_evidence(check, max_evidence)
     return "\n".join(out) + "\n"
-
-
-def _workload_md(card: dict[str, Any]) -> list[str]:
-    rows = _workload_rows(card)
-    if not rows:
-        return []
-    out = ["", "## Workload: the plan's features, asked of the plugin", ""]
-    out += [f"- {line}" for line in _path_lines(card)]
-    out += ["", "| " + " | ".join(WORKLOAD_HEAD) + " |", "|---" * len(WORKLOAD_HEAD) + "|"]
-    out += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows]
-    for plan, v, why in _plan_lines(card):
-        out += ["", f"Plan {plan}: **{v}**", *[f"- {w}" for w in why]]
-    return out
-
-
-# The per-file table of a check that ran tests (`plugin_tests`: details.by_module).
-OUTCOMES = ("passed", "failed", "error", "skipped", "deferred")
-
-
-def module_rows(check: dict[str, Any]) -> list[tuple[str, list[str]]]:
-    """(test file, counts in OUTCOMES order) of a check whose details hold `by_module`."""
-    table = (check.get("details") or {}).get("by_module")
-    if not isinstance(table, dict):
-        return []
-    return [
-        (str(module), [str(counts.get(o, 0)) for o in OUTCOMES])
-        for module, counts in sorted(table.items())
-        if isinstance(counts, dict)
-    ]
-
-
-def _modules_html(check: dict[str, Any]) -> str:
-    rows = module_rows(check)
-    if not rows:
-        return ""
-    head = "".join(f'<th scope="col">{o}</th>' for o in OUTCOMES)
-    body = "".join(
-        f'<tr><th scope="row">{html.escape(m)}</th>'
-        + "".join(f"<td>{c}</td>" for c in cells)
-        + "</tr>"
-        for m, cells in rows
-    )
-    return f'<table><tr><th scope="col">test file</th>{head}</tr>{body}</table>'
 
 
 def _md_evidence(check: dict[str, Any], max_evidence: int) -> list[str]:
@@ -339,15 +266,6 @@ details{margin:.2rem 0 1rem}summary{cursor:pointer;color:#333}
 li{margin:.15rem 0;font-size:.9rem}.value{color:#555}img{max-width:100%;border:1px solid #ddd}
 .supported{background:#eef8ee}.refused,.changed{background:#fbe3e3}.slow_path{background:#fff6d9}
 """
-
-
-def inline(text: str) -> str:
-    """Escaped text with `code spans` as <code>; no backtick survives."""
-    parts = html.escape(str(text)).split("`")
-    out = []
-    for i, part in enumerate(parts):
-        out.append(f"<code>{part}</code>" if i % 2 and i < len(parts) - 1 else part)
-    return "".join(out)
 
 
 def _table(rows: list[tuple[str, str]]) -> str:
@@ -403,32 +321,6 @@ def _replay_html(card: dict[str, Any], plots: dict[str, bytes]) -> str:
     )
 
 
-def _workload_html(card: dict[str, Any]) -> str:
-    rows = _workload_rows(card)
-    if not rows:
-        return ""
-    head = "".join(f"<th>{h}</th>" for h in WORKLOAD_HEAD)
-    body = "".join(
-        f'<tr class="{html.escape(row[2].replace(" ", "_"))}">'
-        + "".join(f"<td>{inline(c)}</td>" for c in row)
-        + "</tr>"
-        for row in rows
-    )
-    paths = "".join(f"<li><b>{inline(line)}</b></li>" for line in _path_lines(card))
-    plans = "".join(
-        f"<p>Plan {inline(plan)}: <b>{html.escape(v)}</b></p><ul>"
-        + "".join(f"<li>{inline(w)}</li>" for w in why)
-        + "</ul>"
-        for plan, v, why in _plan_lines(card)
-    )
-    return (
-        "<h2>Workload: the plan's features, asked of the plugin</h2>"
-        + (f"<ul>{paths}</ul>" if paths else "")
-        + f"<table><tr>{head}</tr>{body}</table>"
-        + plans
-    )
-
-
 def _evidence_html(check: dict[str, Any], max_evidence: int) -> str:
     evidence = check.get("evidence", [])
     if not evidence and not check.get("threshold"):
@@ -465,7 +357,7 @@ def page(card: dict[str, Any], plots: dict[str, bytes], max_evidence: int = 40) 
     )
     sections = "".join(
         f'<h3 id="{html.escape(n)}">{html.escape(n)}: {ICONS[c["status"]]}</h3>'
-        f"<p>{inline(c['summary'])}</p>{_modules_html(c)}{_evidence_html(c, max_evidence)}"
+        f"<p>{inline(c['summary'])}</p>{modules_html(c)}{_evidence_html(c, max_evidence)}"
         for n, c in card["checks"].items()
     )
     return (
@@ -482,7 +374,7 @@ def page(card: dict[str, Any], plots: dict[str, bytes], max_evidence: int = 40) 
         + "</table>"
         + _deferred_html(card)
         + _replay_html(card, plots)
-        + _workload_html(card)
+        + workload_html(card)
         + "<h2>Checks</h2><table><tr><th>check</th><th>status</th><th>summary</th></tr>"
         + rows
         + "</table>"

@@ -13,7 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.conform import api, registry
+from vllm_plugin_release.conform import registry
+from vllm_plugin_release.conform.checks.api import check as api
 from vllm_plugin_release.conform.context import Context
 from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.conform.scorecard import scorecard, utc_day

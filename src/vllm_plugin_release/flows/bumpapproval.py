@@ -1,5 +1,5 @@
 """The API coupling part of `vpr bump`: the plugin's uses of the core API against the
-pinned core and the new one (`conform.apicoupling`), and the approval on record that a
+pinned core and the new one (`conform.lib.apicoupling`), and the approval on record that a
 breaking change needs before the bump can go on.
 
 Without an approval that names every breaking change (who, why, which), the bump stops
@@ -52,7 +52,7 @@ def coupling(
     plugin_root: Path | None, old_tree: Path, new_tree: Path, errors: list[VprError]
 ) -> dict[str, Any]:
     """The report's `api_coupling` part (`not run` for a spec without a plugin)."""
-    from vllm_plugin_release.conform.apicoupling import coupling as diff
+    from vllm_plugin_release.conform.lib.apicoupling import coupling as diff
 
     if plugin_root is None:
         return {"status": "not run", "reason": "the spec has no [plugin]"}

@@ -22,7 +22,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import sys
 import time
@@ -30,15 +29,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vllm_plugin_release.conform.hardware import (
+from vllm_plugin_release.conform.checks.hardware.check import (
     PROBE_RECORD,
     RECORD,
-    HardwareSettings,
     classify_rejection,
     collect,
     hardware_check,
-    settings,
+    live_result,
+    missing_error,
+    without_runtime,
 )
+from vllm_plugin_release.conform.checks.hardware.evidence import mesh_text
+from vllm_plugin_release.conform.lib.hardwaresettings import HardwareSettings, settings
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import write_json
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK, BadInput, OutsideFailure
@@ -129,35 +131,13 @@ def observe(spec: Spec, python: Path, hw: HardwareSettings, dist: Path) -> Probe
     return found
 
 
-def _missing_error(found: Probe) -> OutsideFailure:
-    return OutsideFailure(
-        "hardware runner: not on a working hardware runner; missing:\n  - "
-        + "\n  - ".join(found.missing),
-        hint="run on the self-hosted hardware runner (runtime installed, device attached, "
-        "the spec's mesh variable set); nothing was reported as passed",
-    )
-
-
-def _mesh_text(found: Probe) -> str:
-    variable = found.mesh.get("variable")
-    return f", {variable}={found.mesh['value']}" if variable else ""
-
-
-def without_runtime(found: Probe, spec: Spec) -> Probe:
-    """`found` less what it says about the runtime module (for a runtime the pairing lock
-    installs: it is probed again in that environment)."""
-    module = str(spec.runtime.get("module") or "")
-    rest = [m for m in found.missing if not (module and f"'{module}'" in m)]
-    return dataclasses.replace(found, missing=rest)
-
-
 def require(found: Probe) -> None:
     """Exit 3 naming everything missing; else say what was found."""
     if not found.ok:
-        raise _missing_error(found)
+        raise missing_error(found)
     progress.info(
         f"hardware-probe: runtime {found.runtime['module']} present ({found.runtime['python']}),"
-        f" {len(found.devices['found'])} device node(s)" + _mesh_text(found)
+        f" {len(found.devices['found'])} device node(s)" + mesh_text(found)
     )
 
 
@@ -249,17 +229,7 @@ def _load_test(
         result = loadtest.run(f"http://127.0.0.1:{port}", request_mix, options, out=out)
     except OutsideFailure as exc:
         return {"status": "fail", "detail": exc.message, "file": str(out), "log": str(log)}
-    s = result["summary"]
-    complete = s["requests"]["completed"] == s["requests"]["planned"]
-    return {
-        "status": "pass" if complete else "fail",
-        "detail": f"{s['requests']['completed']}/{s['requests']['planned']} requests "
-        f"completed, TTFT p50 {s['ttft_s']['p50']} s, ITL p99 {s['itl_s']['p99']} s, "
-        f"startup {startup} s",
-        "summary": s,
-        "file": str(out),
-        "log": str(log),
-    }
+    return {**live_result(result["summary"], startup), "file": str(out), "log": str(log)}
 
 
 def live(spec: Spec, dist: Path, hw: HardwareSettings, spec_arg: str | Path) -> int:
@@ -275,7 +245,7 @@ def live(spec: Spec, dist: Path, hw: HardwareSettings, spec_arg: str | Path) -> 
         with contextlib.suppress(BadInput):  # no hardware scorecard yet: nothing to correct
             card = collect(dist, hardware_check(found, None, None))
             progress.info(f"hardware-live: verdict {card['verdict']} (hardware part not run)")
-        raise _missing_error(found)
+        raise missing_error(found)
     if not has_env:
         raise BadInput(
             f"{dist / records.ENV}: no hardware pairing environment",
@@ -294,7 +264,7 @@ def live(spec: Spec, dist: Path, hw: HardwareSettings, spec_arg: str | Path) -> 
     else:  # the plugin shards with -tp itself: nothing to reject
         tp = {"status": "not-applicable", "detail": 'not run: parallelism = "tp" in the spec'}
     progress.info(f"hardware-live: -tp 2 probe: {tp['status']}: {tp['detail']}")
-    progress.info(f"hardware-live: vllm serve {hw.model}{_mesh_text(found)}")
+    progress.info(f"hardware-live: vllm serve {hw.model}{mesh_text(found)}")
     result = live_test(spec, vllm, hw, serve_env, dist)
     progress.info(f"hardware-live: live load test: {result['status']}: {result['detail']}")
     check = hardware_check(found, tp, result)

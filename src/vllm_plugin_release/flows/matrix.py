@@ -21,8 +21,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
 from vllm_plugin_release.buildspec.model import SdistSource, Spec
-from vllm_plugin_release.conform import pinning
-from vllm_plugin_release.conform import plugin_tests as pt
+from vllm_plugin_release.conform.checks.plugin_tests import check as pt
+from vllm_plugin_release.conform.lib import specinputs
+from vllm_plugin_release.conform.lib.installer import analyzer
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.bisect import first_error_lines, versions_between
 from vllm_plugin_release.core.cache import Cache, atomic_write_text, write_json
@@ -52,7 +53,9 @@ class Options:
 
 def declared_lowest(spec: Spec, root: Path, available: list[str]) -> str | None:
     """The lowest published version the plugin's installer core requirements allow."""
-    report = pinning.scan(root, pinning.input_files(spec, spec.options("pinning")), spec.core.name)
+    report = analyzer.scan(
+        root, specinputs.input_files(spec, spec.options("pinning")), spec.core.name
+    )
     reqs = []
     for pin in report.core_pins:
         try:

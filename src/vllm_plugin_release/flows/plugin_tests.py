@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.conform import pinning
-from vllm_plugin_release.conform import plugin_tests as pt
+from vllm_plugin_release.conform.checks.plugin_tests import check as pt
+from vllm_plugin_release.conform.lib import specinputs
+from vllm_plugin_release.conform.lib.installer import analyzer
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.records import dist_dir
@@ -68,8 +69,8 @@ def _report(runner: str, run: pt.TestRun, base_run, version, record) -> None:
 def installer_pin(spec: Spec, root: Path) -> str:
     """The core version the plugin's installer pins exactly (read by the pinning check)."""
     options = spec.options("pinning")
-    files = pinning.input_files(spec, options)
-    report = pinning.scan(root, files, spec.core.name, options.get("build_args") or {})
+    files = specinputs.input_files(spec, options)
+    report = analyzer.scan(root, files, spec.core.name, options.get("build_args") or {})
     pin = report.core_pin
     if not pin or not pin.get("exact") or not pin.get("version"):
         raise BadInput(

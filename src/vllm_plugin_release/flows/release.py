@@ -142,7 +142,8 @@ class _Stages:
     def tests_ahead(self, python: Path, module: str | None) -> None:
         """The plugin's tests start once the env's packages are in, while it is checked;
         conform takes that run (plugin_tests.start_ahead)."""
-        from vllm_plugin_release.conform import plugin_tests, registry
+        from vllm_plugin_release.conform import registry
+        from vllm_plugin_release.conform.checks.plugin_tests import check as plugin_tests
 
         if "plugin_tests" in registry.applicable(self.spec):
             cfg = plugin_tests.settings_for(self.spec)
@@ -305,7 +306,7 @@ def _stop_work_ahead() -> None:
     """A plugin test run started in the env stage that conform did not take (the run
     stopped before it, or reused a cached scorecard), and a `twine check` started after
     the builds that publish did not take, are stopped."""
-    from vllm_plugin_release.conform import plugin_tests
+    from vllm_plugin_release.conform.checks.plugin_tests import check as plugin_tests
     from vllm_plugin_release.stages import publish
 
     try:

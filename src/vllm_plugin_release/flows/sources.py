@@ -2,7 +2,8 @@
 
 The core source tree (sdist by sha256, or git by commit) and the plugin checkout
 (its pinned commit, or `--plugin-source PATH`) come from the edges; the stages and
-checks receive them from here and never fetch or resolve on their own.
+checks receive them from here and never fetch or resolve them on their own (a check
+that reads the network for something else says so in its `CheckDef.needs`: cadence).
 """
 
 from __future__ import annotations

@@ -1,0 +1,439 @@
+"""API compatibility (`api`): the served OpenAPI surface of a pairing against a client contract.
+
+The check builds vLLM's OpenAI-compatible app in the pairing env and compares its
+contract with the stored client contract (`[conformance.api] contract`):
+
+* `conform/lib/apicontract.py`: contract documents, the in-env capture
+  (`inenv/openapi.py`, no engine, no model), reading and writing contract files;
+* `conform/lib/apidiff.py`: the pure differ, `diff_contracts(old, new)`, which
+  classifies each difference from the client's side (breaking or information);
+* `conform/lib/apireport.py`: text and Markdown reports of a diff (`vpr api-diff`);
+* `schema.py` next to it: the `[conformance.api]` keys;
+* this module: the allow list of accepted breaking changes, and the verdict
+  (`evaluate`, `check`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from vllm_plugin_release.buildspec.model import Spec
+from vllm_plugin_release.conform.checks.api.schema import DEFAULT_CONTRACT
+from vllm_plugin_release.conform.context import Context
+from vllm_plugin_release.conform.lib.apichange import Change
+from vllm_plugin_release.conform.lib.apicontract import (
+    DEFAULT_TASKS,
+    DEFAULT_TIMEOUT,
+    capture,
+    contract_from_capture,
+    load_contract,
+)
+from vllm_plugin_release.conform.lib.apidiff import diff_contracts
+from vllm_plugin_release.conform.result import CheckResult, Evidence, Status
+from vllm_plugin_release.core.errors import BadInput
+
+CONTRACTS = "buildspec/contracts"
+_CONTRACT_NAME = re.compile(r"^vllm-(?P<version>[0-9][0-9A-Za-z.+!]*)-openai\.json$")
+MAX_INFO_EVIDENCE = 300
+
+# ---------------------------------------------------------------------------
+# Spec keys and the allow list
+
+
+@dataclass(frozen=True)
+class Allow:
+    location: str
+    reason: str
+    kind: str | None = None
+
+    def matches(self, change: Change) -> bool:
+        if self.kind and self.kind != change.kind:
+            return False
+        return fnmatch.fnmatchcase(change.location, self.location)
+
+
+def default_contract(spec: Spec) -> str:
+    """The stored contract of the newest core release before the spec's core
+    (`buildspec/contracts/vllm-X.Y.Z-openai.json`): the clients of the previous release
+    are the ones a new pairing must keep serving. DEFAULT_CONTRACT when none is older."""
+    try:
+        core = Version(spec.core.version)
+        names = sorted(p.name for p in spec.resolve(CONTRACTS).iterdir())
+    except (InvalidVersion, OSError):
+        return DEFAULT_CONTRACT
+    older: list[tuple[Version, str]] = []
+    for name in names:
+        m = _CONTRACT_NAME.match(name)
+        try:
+            version = Version(m.group("version")) if m else None
+        except InvalidVersion:
+            version = None
+        if version is not None and version < core:
+            older.append((version, f"{CONTRACTS}/{name}"))
+    return max(older)[1] if older else DEFAULT_CONTRACT
+
+
+def api_config(spec: Spec) -> dict[str, Any]:
+    """`[conformance.api]` (validated with the spec) with its defaults filled in."""
+    raw = spec.options("api")
+    return {
+        "contract": raw.get("contract") or default_contract(spec),
+        "tasks": raw.get("tasks", list(DEFAULT_TASKS)),
+        "endpoint_plugins": raw.get("endpoint_plugins", True),
+        "platform_class": raw.get("platform_class"),
+        "timeout": float(raw.get("timeout", DEFAULT_TIMEOUT)),
+        "allow": [
+            Allow(entry["location"], entry["reason"], entry.get("kind") or None)
+            for entry in raw.get("allow", [])
+        ],
+    }
+
+
+def split_allowed(
+    changes: list[Change], allow: list[Allow]
+) -> tuple[list[Change], list[tuple[Change, Allow]], list[Change]]:
+    """(blocking breaking changes, accepted breaking changes with their entry, info)."""
+    blocking: list[Change] = []
+    accepted: list[tuple[Change, Allow]] = []
+    info: list[Change] = []
+    for c in changes:
+        if not c.breaking:
+            info.append(c)
+            continue
+        entry = next((a for a in allow if a.matches(c)), None)
+        if entry is None:
+            blocking.append(c)
+        else:
+            accepted.append((c, entry))
+    return blocking, accepted, info
+
+
+# ---------------------------------------------------------------------------
+# The verdict
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _origins(
+    contract: dict[str, Any], new: dict[str, Any], captured: dict[str, Any]
+) -> dict[tuple[str, str, str], str] | None:
+    """Which changes vLLM core makes on its own (the app built without endpoint plugins)."""
+    core_doc = captured.get("core_openapi")
+    if not isinstance(core_doc, dict):
+        return None
+    core = {**new, "openapi": core_doc}
+    return {(c.kind, c.location, c.detail): "vLLM core" for c in diff_contracts(contract, core)}
+
+
+@dataclass(frozen=True)
+class _Origins:
+    """Where each change comes from, when endpoint plugins were attached (else unknown)."""
+
+    core: dict[tuple[str, str, str], str] | None
+    contract_file: str
+
+    def origin(self, c: Change) -> str | None:
+        if self.core is None:
+            return None
+        return self.core.get((c.kind, c.location, c.detail), "endpoint plugins")
+
+    def entry(self, c: Change, reason: str = "") -> dict[str, Any]:
+        out = c.to_json()
+        if self.core is not None:
+            out["origin"] = self.origin(c)
+        if reason:
+            out["accepted"] = reason
+        return out
+
+    def note(self, c: Change, reason: str = "") -> Evidence:
+        text = c.line()
+        if self.core is not None and self.origin(c) != "vLLM core":
+            text += " [from endpoint plugins]"
+        if reason:
+            text += f" -- accepted: {reason}"
+        return Evidence(
+            note=text, file=self.contract_file, value=self.entry(c, reason), source="api"
+        )
+
+
+def evaluate(
+    contract: dict[str, Any],
+    captured: dict[str, Any],
+    *,
+    contract_file: str,
+    allow: list[Allow] | None = None,
+) -> CheckResult:
+    """The `api` verdict for a capture against a contract (pure).
+
+    fail: a breaking change not accepted by `allow`; warn: breaking changes, all
+    accepted; pass: none. Additive changes are listed as information either way.
+    When endpoint plugins were attached, each change says whether vLLM core makes it
+    on its own or it comes from the endpoint plugins.
+    """
+    new = contract_from_capture(captured)
+    changes = diff_contracts(contract, new)
+    blocking, accepted, info = split_allowed(changes, allow or [])
+    origins = _Origins(_origins(contract, new, captured), contract_file)
+    evidence = _capture_evidence(captured, new)
+    evidence += [origins.note(c) for c in blocking]
+    evidence += [origins.note(c, a.reason) for c, a in accepted]
+    evidence += [origins.note(c) for c in info[:MAX_INFO_EVIDENCE]]
+    if len(info) > MAX_INFO_EVIDENCE:
+        evidence.append(
+            Evidence(
+                note=f"{len(info) - MAX_INFO_EVIDENCE} more additive changes in details.changes",
+                source="api",
+            )
+        )
+    versus = _versus(contract, new)
+    status, summary = _verdict(versus, captured, origins, blocking, accepted, info)
+    return CheckResult(
+        name="api",
+        status=status,
+        summary=summary,
+        evidence=evidence,
+        threshold={"breaking": 0, "contract": contract_file, "allowed": len(allow or [])},
+        details={
+            "contract": {"file": contract_file, "core": contract["core"]},
+            "captured": {
+                "vllm_version": new["core"]["version"],
+                "tasks": captured.get("tasks"),
+                "counts": captured.get("counts", {}),
+                "platform": captured.get("platform", {}),
+                "endpoint_plugins": captured.get("endpoint_plugins", {}),
+                "model_sources": captured.get("model_sources"),
+            },
+            "breaking": len(blocking),
+            "accepted": len(accepted),
+            "additive": len(info),
+            "changes": [
+                *(origins.entry(c) for c in blocking),
+                *(origins.entry(c, a.reason) for c, a in accepted),
+                *(origins.entry(c) for c in info),
+            ],
+        },
+    )
+
+
+def _capture_evidence(captured: dict[str, Any], new: dict[str, Any]) -> list[Evidence]:
+    """What was captured: the platform, the env's notes, endpoint plugins, the app."""
+    platform = captured.get("platform", {})
+    plugins = captured.get("endpoint_plugins", {})
+    counts = captured.get("counts", {})
+    evidence = [
+        Evidence(
+            note=f"current platform: {platform.get('label', '?')}",
+            value=platform.get("used"),
+            source="env",
+        )
+    ]
+    evidence += [
+        Evidence(note=n, source="env")
+        for n in captured.get("notes", [])
+        if not n.startswith("current platform:")
+    ]
+    if plugins.get("discovered"):
+        text = (
+            f"endpoint plugins: attached {plugins.get('attached') or 'none'} of "
+            f"{plugins['discovered']} ({plugins.get('loader', 'not requested')})"
+        )
+    else:
+        text = "endpoint plugins: none installed (entry-point group vllm.endpoint_plugins)"
+    evidence.append(Evidence(note=text, value=plugins.get("attached"), source="plugin"))
+    evidence.append(
+        Evidence(
+            note=f"vLLM {new['core']['version']} app for tasks {captured.get('tasks')}: "
+            f"{counts.get('paths')} paths, {counts.get('schemas')} component schemas, "
+            f"{len(new['models'])} models (no engine, no model)",
+            source="env",
+        )
+    )
+    return evidence
+
+
+def _versus(contract: dict[str, Any], new: dict[str, Any]) -> str:
+    """What was compared: the captured vLLM against the contract's core."""
+    old_v, new_v = contract["core"]["version"], new["core"]["version"]
+    return f"vLLM {new_v} vs the {contract['core'].get('name', 'vllm')} {old_v} contract"
+
+
+def _verdict(
+    versus: str,
+    captured: dict[str, Any],
+    origins: _Origins,
+    blocking: list[Change],
+    accepted: list[tuple[Change, Allow]],
+    info: list[Change],
+) -> tuple[Status, str]:
+    """(status, summary) of the check comparing `versus`."""
+    contract_file = origins.contract_file
+    status: Status
+    if blocking:
+        status = "fail"
+        summary = f"{len(blocking)} breaking change(s) in {versus} ({contract_file})"
+        if origins.core is not None:
+            from_plugins = sum(origins.origin(c) != "vLLM core" for c in blocking)
+            summary += f", {from_plugins} from endpoint plugins"
+        summary += f"; {len(info)} additive"
+    elif accepted:
+        status = "warn"
+        summary = (
+            f"no unaccepted breaking change in {versus}; {len(accepted)} accepted by "
+            f"[conformance.api] allow, {len(info)} additive"
+        )
+    else:
+        status = "pass"
+        summary = f"no breaking change in {versus}; {len(info)} additive"
+    if captured.get("platform", {}).get("used") == "stand-in":
+        summary += " (platform: CpuPlatform stand-in)"
+    return status, summary
+
+
+def check(spec: Spec, python: Path, platform_class: str | None) -> CheckResult:
+    """The `api` check: build the pairing's app in its env and diff it against the contract."""
+    cfg = api_config(spec)
+    contract_path = spec.resolve(cfg["contract"])
+    contract = load_contract(contract_path)
+    captured = capture(
+        python,
+        cfg["tasks"],
+        platform_class or cfg["platform_class"],
+        endpoint_plugins=cfg["endpoint_plugins"],
+        timeout=cfg["timeout"],
+    )
+    if captured.get("general_plugins_crash"):
+        return general_plugins_crash(captured, _rel(contract_path, spec.root))
+    return evaluate(
+        contract,
+        captured,
+        contract_file=_rel(contract_path, spec.root),
+        allow=cfg["allow"],
+    )
+
+
+def recorded_contract(spec: Spec) -> Path:
+    """Where the pinned core's own contract is recorded (`vpr api-contract` in a pairing
+    environment of that core): buildspec/contracts/vllm-VERSION-openai.json."""
+    return spec.resolve(f"{CONTRACTS}/vllm-{spec.core.version}-openai.json")
+
+
+def check_recorded(spec: Spec) -> CheckResult | None:
+    """`api` with no pairing environment: the pinned core's recorded contract against the
+    client contract, labelled as such (the plugin's platform and endpoint plugins are not
+    in it). None when no contract of that core version is recorded."""
+    recorded_path = recorded_contract(spec)
+    if not recorded_path.is_file():
+        return None
+    cfg = api_config(spec)
+    contract_path = spec.resolve(cfg["contract"])
+    recorded = load_contract(recorded_path)
+    if recorded["core"]["version"] != spec.core.version:
+        raise BadInput(
+            f"{recorded_path}: records vLLM {recorded['core']['version']}, not the pinned "
+            f"{spec.core.version}",
+            hint="write it again with `vpr api-contract --spec FILE --out PATH`",
+        )
+    made = recorded.get("captured_with") or {}
+    rel = _rel(recorded_path, spec.root)
+    captured = {
+        "vllm_version": recorded["core"]["version"],
+        "openapi": recorded["openapi"],
+        "models": recorded["models"],
+        "tasks": made.get("tasks"),
+        "model_sources": made.get("model_sources"),
+        "platform": {"label": f"recorded with {made.get('platform') or '?'}", "used": "recorded"},
+        "endpoint_plugins": {"attached": list(made.get("endpoint_plugins") or [])},
+        "counts": {
+            "paths": len(recorded["openapi"].get("paths") or {}),
+            "schemas": len((recorded["openapi"].get("components") or {}).get("schemas") or {}),
+        },
+        "notes": [
+            f"from the recorded contract {rel}, not captured in this pairing's environment "
+            "(none can be made here): the plugin's platform and endpoint plugins are not in it"
+        ],
+    }
+    result = evaluate(
+        load_contract(contract_path),
+        captured,
+        contract_file=_rel(contract_path, spec.root),
+        allow=cfg["allow"],
+    )
+    return dataclasses.replace(
+        result,
+        summary=f"{result.summary} (from the recorded contract {rel}; no pairing environment)",
+        details={**result.details, "recorded_contract": rel},
+    )
+
+
+def general_plugins_crash(captured: dict[str, Any], contract_file: str) -> CheckResult:
+    """vLLM's load_general_plugins() raised in the pairing env: `vllm serve` fails the same
+    way wherever that holds (e.g. wherever the vendor runtime is absent). A finding about
+    the plugin, not a deferral."""
+    crash = captured["general_plugins_crash"]
+    eps = crash.get("entry_points") or []
+    where = f" (vllm.general_plugins: {', '.join(eps)})" if eps else ""
+    summary = (
+        f"vLLM {captured.get('vllm_version')} load_general_plugins() raises "
+        f"{crash['error']}{where}: `vllm serve` fails before it serves; a general plugin "
+        "must not need the vendor runtime when it is loaded"
+    )
+    evidence = [Evidence(note=f"traceback: {frame}", source="api") for frame in crash["frames"]]
+    return CheckResult(
+        "api",
+        "fail",
+        summary,
+        evidence,
+        threshold={"breaking": 0, "contract": contract_file},
+        details={"general_plugins_crash": crash},
+    )
+
+
+def vllm_unimportable(env: dict[str, Any]) -> CheckResult | None:
+    """The env found that vLLM does not import with the plugin installed, because of the
+    plugin (env.json marks it `finding`: its platform activates and needs the absent
+    runtime): no API to capture, and `vllm serve` fails the same way. A finding, not a
+    deferral; None otherwise."""
+    found = next(
+        (
+            c
+            for c in env.get("checks", [])
+            if c.get("name") == "import vllm" and c.get("status") == "fail" and c.get("finding")
+        ),
+        None,
+    )
+    if found is None:
+        return None
+    return CheckResult(
+        "api",
+        "fail",
+        f"vLLM does not import with the plugin installed ({found['detail']}): `vllm serve` "
+        "fails before it serves, so no API surface exists to compare",
+        [Evidence(note=f"import vllm: {found['detail']}", source="env")],
+    )
+
+
+def run(ctx: Context) -> CheckResult:
+    """The check as `vpr conform` runs it, on what the context hands in."""
+    return vllm_unimportable(ctx.env) or check(
+        ctx.spec,
+        ctx.python,
+        # Same precedence as `vpr api-contract`: the spec's platform_class, then the env's.
+        ctx.spec.conformance.get("api", {}).get("platform_class") or ctx.platform_class,
+    )
+
+
+def without_env(ctx: Context) -> CheckResult | None:
+    """No env: the pinned core's recorded contract against the client contract."""
+    return check_recorded(ctx.spec)

@@ -1,0 +1,646 @@
+"""Upstream cadence (`cadence`): how far the plugin trails vLLM core releases.
+
+Pure logic (`assess_cadence`) is separate from the I/O that gathers its inputs:
+
+- core releases from a package index (simple API: versions and upload times,
+  `core_releases_from_index`) or from a git repository's tags
+  (`core_releases_from_git`);
+- plugin tags with their creator dates from the plugin's git repository
+  (`plugin_tags_from_git`);
+- the core version the plugin's installer pins (read by the `pinning` parser).
+
+Lag in minor releases = the number of distinct minor series (major.minor) released
+after the targeted one, up to the latest release. Lag in days = days from the
+first release of the oldest series the plugin has not adopted until now (0 when
+the plugin targets the latest series). Only final releases count unless
+`include_prereleases` is set; newer pre-releases are always reported separately.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
+from vllm_plugin_release.buildspec.model import Spec
+from vllm_plugin_release.conform.checks.cadence.schema import DEFAULT_TAG_PATTERN
+from vllm_plugin_release.conform.context import Context
+from vllm_plugin_release.conform.lib import specinputs
+from vllm_plugin_release.conform.lib.installer import analyzer
+from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
+from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.edges.git import tag_refs, tag_refs_of
+
+NAME = "cadence"
+# The vllm-project plugins tag their releases with the core version they target, the
+# whole tag `v0.25.1` or `v0.25.1rc1`. A plugin's own version looks the same (`v0.1.0`),
+# so with the default pattern such a tag counts only when its version is a core release.
+RELEASE_TAG_PATTERN = r"^v(?P<core>\d+\.\d+\.\d+(?:rc\d+)?)$"
+PYPI_SIMPLE = "https://pypi.org/simple"
+
+
+class CoreRelease(NamedTuple):
+    version: Version
+    date: datetime | None
+
+
+class PluginTag(NamedTuple):
+    name: str
+    date: datetime | None
+    commit: str | None = None
+
+
+# ---------------------------------------------------------------------------
+# Dates.
+
+
+def _aware(value: datetime | date | str | None) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return parse_time(value)
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return datetime(value.year, value.month, value.day, tzinfo=timezone.utc)
+
+
+def parse_time(text: str) -> datetime | None:
+    """ISO 8601 (PyPI's `2025-07-08T04:49:01.722356Z`, git's iso-strict) as aware datetime."""
+    text = text.strip()
+    if not text:
+        return None
+    text = re.sub(r"Z$", "+00:00", text)
+    text = re.sub(r"(\.\d{6})\d+", r"\1", text)  # fromisoformat takes at most 6 digits
+    m = re.match(r"^(.*?\.)(\d{1,5})([+-]\d\d:\d\d)?$", text)
+    if m:  # pad 1-5 fractional digits (Python 3.10 takes only 3 or 6)
+        text = m.group(1) + m.group(2).ljust(6, "0") + (m.group(3) or "")
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def _day(value: datetime | None) -> str | None:
+    return value.date().isoformat() if value else None
+
+
+# ---------------------------------------------------------------------------
+# Pure logic.
+
+
+def _series(version: Version) -> tuple[int, int]:
+    release = (*version.release, 0)
+    return release[0], release[1]
+
+
+def _is_final(version: Version) -> bool:
+    return not (version.is_prerelease or version.is_devrelease)
+
+
+def core_version_in_tag(name: str, pattern: str = DEFAULT_TAG_PATTERN) -> Version | None:
+    """The core version a plugin tag names (`compat/vllm-0.24.0` -> 0.24.0), or None."""
+    m = re.search(pattern, name)
+    if not m:
+        return None
+    try:
+        return Version(m.group("core"))
+    except (InvalidVersion, IndexError):
+        return None
+
+
+def _normalize_releases(releases: list[Any]) -> list[CoreRelease]:
+    by_version: dict[Version, datetime | None] = {}
+    for item in releases:
+        version, when = item[0], item[1] if len(item) > 1 else None
+        if not isinstance(version, Version):
+            version = Version(str(version))
+        when = _aware(when)
+        old = by_version.get(version, when)
+        by_version[version] = min(d for d in (old, when) if d) if (old or when) else None
+    return sorted((CoreRelease(v, d) for v, d in by_version.items()), key=lambda r: r.version)
+
+
+def _normalize_tags(tags: list[Any]) -> list[PluginTag]:
+    out = []
+    for item in tags:
+        name = item[0]
+        when = _aware(item[1]) if len(item) > 1 else None
+        commit = item[2] if len(item) > 2 else None
+        out.append(PluginTag(str(name), when, commit))
+    floor = datetime.min.replace(tzinfo=timezone.utc)
+    return sorted(out, key=lambda t: (t.date or floor, t.name))
+
+
+class _Lag(NamedTuple):
+    minor: int
+    days: int | None
+    targeted_release: CoreRelease | None
+
+
+def _no_releases(
+    releases: list[CoreRelease], threshold: dict[str, Any], details: dict[str, Any]
+) -> CheckResult:
+    return CheckResult(
+        name=NAME,
+        status="fail",
+        summary="no core releases found"
+        + (" (only pre-releases)" if releases else "")
+        + "; check [conformance.cadence] core_from / core_index / core_repo",
+        threshold=threshold,
+        details=details,
+    )
+
+
+def _core_latest(
+    pool: list[CoreRelease],
+    releases: list[CoreRelease],
+    details: dict[str, Any],
+    evidence: list[Evidence],
+) -> tuple[CoreRelease, list[CoreRelease]]:
+    """The latest counted core release and the newer pre-releases (reported, not counted)."""
+    latest = max(pool, key=lambda r: r.version)
+    details["core_latest"] = {"version": str(latest.version), "date": _day(latest.date)}
+    evidence.append(
+        Evidence(
+            note="latest core release",
+            value=str(latest.version),
+            source="core " + (_day(latest.date) or "(no date)"),
+        )
+    )
+    newer_pre = [r for r in releases if not _is_final(r.version) and r.version > latest.version]
+    details["core_prereleases"] = [
+        {"version": str(r.version), "date": _day(r.date)} for r in newer_pre
+    ]
+    for r in newer_pre:
+        evidence.append(
+            Evidence(
+                note="core pre-release (reported, not counted)",
+                value=str(r.version),
+                source=_day(r.date),
+            )
+        )
+    return latest, newer_pre
+
+
+def tag_core(name: str, pattern: str | None, releases: set[Version]) -> Version | None:
+    """The core version a tag names: by `pattern` when the spec sets one; else by the
+    default pattern, or a whole `vX.Y.Z[rcN]` tag whose version is a core release."""
+    version = core_version_in_tag(name, pattern or DEFAULT_TAG_PATTERN)
+    if version is None and not pattern:
+        version = core_version_in_tag(name, RELEASE_TAG_PATTERN)
+        version = version if version in releases else None
+    return version
+
+
+def _plugin_latest(
+    tags: list[PluginTag],
+    pattern: str | None,
+    latest: CoreRelease,
+    details: dict[str, Any],
+    evidence: list[Evidence],
+    releases: set[Version],
+) -> tuple[PluginTag | None, tuple[PluginTag, Version] | None]:
+    """The plugin's latest tag, and its latest tag that names a core version."""
+    latest_tag = tags[-1] if tags else None
+    named: list[tuple[PluginTag, Version]] = []
+    for t in tags:
+        version = tag_core(t.name, pattern, releases)
+        if version is not None:
+            named.append((t, version))
+    latest_named = named[-1] if named else None
+    details["plugin_latest_tag"] = (
+        {
+            "name": latest_tag.name,
+            "date": _day(latest_tag.date),
+            "commit": latest_tag.commit,
+            "names_core": str(tag_core(latest_tag.name, pattern, releases) or "") or None,
+        }
+        if latest_tag
+        else None
+    )
+    if latest_tag:
+        evidence.append(
+            Evidence(note="latest plugin tag", value=latest_tag.name, source=_day(latest_tag.date))
+        )
+        if latest_tag.date and latest.date:
+            details["plugin_tag_age_vs_core_days"] = max(0, (latest.date - latest_tag.date).days)
+    if latest_named:
+        details["plugin_latest_compat_tag"] = {
+            "name": latest_named[0].name,
+            "date": _day(latest_named[0].date),
+            "core": str(latest_named[1]),
+        }
+    return latest_tag, latest_named
+
+
+def _targeted(
+    pin: Version | None,
+    latest_named: tuple[PluginTag, Version] | None,
+    evidence: list[Evidence],
+) -> tuple[Version, str] | None:
+    """The core version the plugin targets and how we know: installer pin, else compat tag."""
+    if pin is not None:
+        evidence.append(
+            Evidence(note="core version the installer pins", value=str(pin), source="installer")
+        )
+        return pin, "installer pin"
+    if latest_named is not None:
+        evidence.append(
+            Evidence(
+                note="core version named by the latest compat tag",
+                value=str(latest_named[1]),
+                source=latest_named[0].name,
+            )
+        )
+        return latest_named[1], f"tag {latest_named[0].name}"
+    return None
+
+
+def _unknown_target(
+    latest_tag: PluginTag | None,
+    evidence: list[Evidence],
+    threshold: dict[str, Any],
+    details: dict[str, Any],
+) -> CheckResult:
+    details["targeted"] = None
+    return CheckResult(
+        name=NAME,
+        status="fail",
+        summary=(
+            f"cannot tell which core version the plugin targets: no exact installer pin and "
+            f"no plugin tag names one (latest tag: {latest_tag.name if latest_tag else 'none'}"
+            "); pin the core in the installer or tag releases with the core version "
+            "they target (vX.Y.Z, vX.Y.ZrcN or compat/vllm-X.Y.Z)"
+        ),
+        evidence=evidence,
+        threshold=threshold,
+        details=details,
+    )
+
+
+def _lag(
+    pool: list[CoreRelease],
+    releases: list[CoreRelease],
+    targeted: Version,
+    latest: CoreRelease,
+    now: datetime,
+    details: dict[str, Any],
+) -> _Lag:
+    """How far `targeted` trails `latest`: minor series and days (see the module doc)."""
+    newer_series = sorted(
+        {
+            _series(r.version)
+            for r in pool
+            if _series(r.version) > _series(targeted) and r.version <= latest.version
+        }
+    )
+    lag_minor = len(newer_series)
+    details["lag_minor"] = lag_minor
+    details["newer_series"] = [f"{a}.{b}" for a, b in newer_series]
+    same_series_newer = [
+        str(r.version)
+        for r in pool
+        if _series(r.version) == _series(targeted) and r.version > targeted
+    ]
+    details["newer_in_targeted_series"] = same_series_newer
+    lag_days: int | None = 0
+    if newer_series:
+        first_series = newer_series[0]
+        dates = [r.date for r in pool if _series(r.version) == first_series and r.date]
+        first_unadopted = min(dates) if dates else None
+        lag_days = max(0, (now - first_unadopted).days) if first_unadopted else None
+        first = min(
+            (r for r in pool if _series(r.version) == first_series), key=lambda r: r.version
+        )
+        details["first_unadopted"] = {"version": str(first.version), "date": _day(first.date)}
+    details["lag_days"] = lag_days
+    targeted_release = next((r for r in releases if r.version == targeted), None)
+    if targeted_release is None:
+        details["targeted_note"] = f"{targeted} is not a known core release"
+    elif targeted_release.date and latest.date:
+        details["core_gap_days"] = max(0, (latest.date - targeted_release.date).days)
+    return _Lag(lag_minor, lag_days, targeted_release)
+
+
+def _findings(
+    target: tuple[Version, str],
+    latest: CoreRelease,
+    lag: _Lag,
+    max_minor: int,
+    max_days: Any,
+    details: dict[str, Any],
+) -> tuple[list[str], list[str]]:
+    """(fails, warns) of the lag against the policy."""
+    targeted, how = target
+    fails: list[str] = []
+    warns: list[str] = []
+    if lag.minor > max_minor:
+        fails.append(
+            f"plugin targets core {targeted} ({how}), {lag.minor} minor release"
+            f"{'s' if lag.minor != 1 else ''} behind {latest.version} "
+            f"({', '.join(details['newer_series'])}); policy allows {max_minor}"
+        )
+    if max_days is not None:
+        if lag.days is None:
+            warns.append("release dates unknown: the day lag could not be measured")
+        elif lag.days > int(max_days):
+            fails.append(
+                f"plugin has trailed core {details['first_unadopted']['version']} for "
+                f"{lag.days} days; policy allows {max_days}"
+            )
+    if lag.targeted_release is None and targeted > latest.version:
+        warns.append(
+            f"plugin targets {targeted}, newer than the latest counted release {latest.version}"
+        )
+    return fails, warns
+
+
+def _tail(
+    target: tuple[Version, str], latest: CoreRelease, lag: _Lag, newer_pre: list[CoreRelease]
+) -> str:
+    targeted, how = target
+    tail = (
+        f"core latest {latest.version} ({_day(latest.date) or 'no date'}); plugin targets "
+        f"{targeted} ({how}); lag {lag.minor} minor, "
+        f"{lag.days if lag.days is not None else '?'} days"
+    )
+    if newer_pre:
+        tail += f"; pre-releases not counted: {', '.join(str(r.version) for r in newer_pre)}"
+    return tail
+
+
+def assess_cadence(
+    core_releases: list[Any],
+    plugin_tags: list[Any],
+    installer_pin: Version | str | None,
+    policy: dict[str, Any] | None = None,
+    *,
+    now: datetime | None = None,
+) -> CheckResult:
+    """The cadence verdict from plain data (no I/O).
+
+    `core_releases`: (version, upload/tag date) pairs; `plugin_tags`: (name, date,
+    commit) triples; `installer_pin`: the core version the installer pins exactly.
+    """
+    policy = dict(policy or {})
+    max_minor = int(policy.get("max_minor_lag", 1))
+    max_days = policy.get("max_days_lag")
+    include_pre = bool(policy.get("include_prereleases", False))
+    pattern = policy.get("tag_pattern") or None
+    now = _aware(now) or datetime.now(timezone.utc)
+    threshold: dict[str, Any] = {
+        "max_minor_lag": max_minor,
+        "max_days_lag": max_days,
+        "include_prereleases": include_pre,
+    }
+    releases = _normalize_releases(core_releases)
+    tags = _normalize_tags(plugin_tags)
+    finals = [r for r in releases if _is_final(r.version)]
+    pool = releases if include_pre else finals
+    evidence: list[Evidence] = []
+    # The UTC day, not the time: the scorecard is the same all day (the day is in its key).
+    details: dict[str, Any] = {"as_of": now.date().isoformat()}
+    if not pool:
+        return _no_releases(releases, threshold, details)
+
+    latest, newer_pre = _core_latest(pool, releases, details, evidence)
+    known = {r.version for r in releases}
+    latest_tag, latest_named = _plugin_latest(tags, pattern, latest, details, evidence, known)
+    pin = Version(str(installer_pin)) if installer_pin is not None else None
+    target = _targeted(pin, latest_named, evidence)
+    if target is None:
+        return _unknown_target(latest_tag, evidence, threshold, details)
+    if pin is not None and latest_named is not None and latest_named[1] != pin:
+        details["tag_vs_installer"] = (
+            f"latest compat tag {latest_named[0].name} names {latest_named[1]}, the installer "
+            f"pins {pin}"
+        )
+    details["targeted"] = {"version": str(target[0]), "from": target[1]}
+
+    lag = _lag(pool, releases, target[0], latest, now, details)
+    fails, warns = _findings(target, latest, lag, max_minor, max_days, details)
+    tail = _tail(target, latest, lag, newer_pre)
+    if fails and policy.get("on_violation", "fail") == "warn":
+        warns, fails = fails + warns, []
+        tail += "; on_violation = warn"
+    return from_findings(
+        NAME, (fails, warns), tail, evidence=evidence, threshold=threshold, details=details
+    )
+
+
+# ---------------------------------------------------------------------------
+# I/O: gather the inputs.
+
+
+def _version_of_file(filename: str) -> Version | None:
+    try:
+        if filename.endswith(".whl"):
+            return parse_wheel_filename(filename)[1]
+        return parse_sdist_filename(filename)[1]
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        return None
+
+
+def core_releases_from_index(index: str, project: str) -> list[CoreRelease]:
+    """Releases of `project` on a simple-API index: version and first upload time.
+
+    Yanked files are ignored; a release whose files are all yanked is dropped.
+    """
+    from vllm_plugin_release.edges.fetch import index_files
+
+    earliest: dict[Version, datetime | None] = {}
+    for f in index_files(index, project):
+        if f.yanked:
+            continue
+        version = _version_of_file(f.filename)
+        if version is None:
+            continue
+        when = parse_time(f.upload_time) if f.upload_time else None
+        old = earliest.get(version)
+        earliest[version] = min(d for d in (old, when) if d) if (old or when) else None
+    return sorted((CoreRelease(v, d) for v, d in earliest.items()), key=lambda r: r.version)
+
+
+def plugin_tags_from_git(repo_path: Path | str) -> list[PluginTag]:
+    """Tags of a local repository with creator dates and the commit each one points to."""
+    out = []
+    for name, when, kind, obj, peeled in tag_refs(Path(repo_path)):
+        commit = peeled if kind == "tag" and peeled else obj
+        out.append(PluginTag(name, parse_time(when), commit))
+    return _normalize_tags(out)
+
+
+def core_releases_from_git(repo: Path | str) -> list[CoreRelease]:
+    """Core releases from version tags (v0.26.0, 0.26.0) of a repository (path or URL).
+
+    A URL is cloned bare and treeless into a temporary folder (`edges/git.tag_refs_of`).
+    """
+    return _releases_from_refs(tag_refs_of(str(repo)))
+
+
+def _releases_from_refs(refs: list[list[str]]) -> list[CoreRelease]:
+    out = []
+    for name, when, *_ in refs:
+        m = re.fullmatch(r"v?(\d+(?:\.\d+)+\S*)", name)
+        if not m:
+            continue
+        try:
+            out.append((Version(m.group(1)), parse_time(when)))
+        except InvalidVersion:
+            continue
+    return _normalize_releases(out)
+
+
+def _installer_pin(spec: Spec, root: Path | None) -> tuple[Version | None, list[str]]:
+    """The exact core pin in the plugin's installer (via the pinning parser), and notes."""
+    notes: list[str] = []
+    plugin = spec.plugin
+    if root is None or not plugin.get("installer"):
+        notes.append("no installer to read ([plugin] installer unset or no plugin source)")
+        return None, notes
+    options = spec.options("pinning")
+    files = specinputs.input_files(spec, options)
+    report = analyzer.scan(root, files, spec.core.name, options.get("build_args") or {})
+    for item in report.missing:
+        notes.append(f"{item['file']} is missing ({item.get('named_by') or 'referenced'})")
+    pin = report.core_pin
+    if pin and pin.get("exact") and pin.get("version"):
+        try:
+            return Version(pin["version"]), notes
+        except InvalidVersion:
+            notes.append(f"installer pin {pin['version']!r} is not a version")
+    elif pin:
+        notes.append(f"installer core requirement {pin['requirement']} is not an exact pin")
+    else:
+        notes.append("the installer pins no core version")
+    return None, notes
+
+
+def _check_tag_pattern(spec: Spec, policy: dict[str, Any]) -> None:
+    """A tag_pattern must compile and name a group `core`."""
+    if not policy.get("tag_pattern"):
+        return
+    try:
+        compiled = re.compile(policy["tag_pattern"])
+    except re.error as exc:
+        raise BadInput(
+            f"{spec.path}: [conformance.cadence] tag_pattern is not a regular expression ({exc})",
+            hint="fix tag_pattern",
+        ) from None
+    if "core" not in compiled.groupindex:
+        raise BadInput(
+            f"{spec.path}: [conformance.cadence] tag_pattern has no named group `core`",
+            hint=r"e.g. tag_pattern = 'vllm-(?P<core>\d+\.\d+\.\d+)'",
+        )
+
+
+def _read_core_releases(
+    spec: Spec, policy: dict[str, Any], sources: dict[str, Any]
+) -> list[CoreRelease]:
+    """Core releases from the index or git tags, as the policy says; the source noted."""
+    source = spec.core.source
+    if policy.get("core_from", "index") == "git":
+        repo = policy.get("core_repo") or getattr(source, "url", None)
+        if not repo:
+            raise BadInput(
+                f'{spec.path}: [conformance.cadence] core_from = "git" needs '
+                "core_repo (or a git [core.source])",
+                hint="set core_repo",
+            )
+        releases = core_releases_from_git(repo)
+        sources["core"] = f"git tags of {repo}"
+    else:
+        index = policy.get("core_index") or getattr(source, "index", None) or PYPI_SIMPLE
+        releases = core_releases_from_index(index, spec.core.name)
+        sources["core"] = f"{index.rstrip('/')}/{spec.core.name}/"
+    return releases
+
+
+def _plugin_source(spec: Spec, plugin_root: Path | str | None, notes: list[str]) -> Path | None:
+    """The plugin's source folder when there is one to read."""
+    root: Path | None = None
+    try:
+        root = specinputs.plugin_root_for(spec, plugin_root)
+    except BadInput:
+        notes.append("no plugin source given: plugin tags and installer pin not read")
+    if root is not None and not root.exists():
+        notes.append(f"plugin source {root} does not exist")
+        root = None
+    return root
+
+
+def _read_plugin_tags(
+    source_kind: str | None, root: Path | None, notes: list[str], sources: dict[str, Any]
+) -> list[Any]:
+    """The plugin's tags from its git repository (none for a folder of this repository)."""
+    plugin_tags: list[Any] = []
+    if source_kind == "path":
+        # An exported folder of this repository: its tags are this project's, not the
+        # plugin's. The installer pin says what it targets.
+        notes.append("plugin source is a folder of this repository: no plugin tags read")
+    elif root is not None:
+        try:
+            plugin_tags = plugin_tags_from_git(root)
+            sources["plugin_tags"] = f"git tags of {root}"
+        except BadInput as exc:
+            notes.append(f"plugin tags not read: {exc.message}")
+    return plugin_tags
+
+
+def check(
+    spec: Spec,
+    plugin_root: Path | str | None,
+    *,
+    core_releases: list[Any] | None = None,
+    plugin_tags: list[Any] | None = None,
+    read_installer: bool = True,
+    now: datetime | None = None,
+) -> CheckResult:
+    """The `cadence` check. I/O is done here for every input not given.
+
+    The installer's core pin is read from the plugin source unless `read_installer`
+    is false (then no pin is taken into account).
+    """
+    policy = spec.options(NAME)
+    _check_tag_pattern(spec, policy)
+    notes: list[str] = []
+    sources: dict[str, Any] = {}
+    if core_releases is None:
+        core_releases = _read_core_releases(spec, policy, sources)
+    root = _plugin_source(spec, plugin_root, notes)
+    source_kind = (spec.plugin.get("source") or {}).get("kind")
+    if plugin_tags is None:
+        plugin_tags = _read_plugin_tags(source_kind, root, notes, sources)
+    installer_pin: Version | None = None
+    if read_installer:
+        installer_pin, pin_notes = _installer_pin(spec, root)
+        notes.extend(pin_notes)
+    result = assess_cadence(core_releases, plugin_tags, installer_pin, policy, now=now)
+    details = dict(result.details)
+    details["sources"] = sources
+    details["notes"] = notes
+    details["spec_core"] = spec.core.version
+    evidence = list(result.evidence) + [Evidence(note=n, source="cadence") for n in notes]
+    return CheckResult(
+        name=result.name,
+        status=result.status,
+        summary=result.summary,
+        evidence=evidence,
+        threshold=result.threshold,
+        details=details,
+    )
+
+
+def run(ctx: Context) -> CheckResult:
+    """The check as `vpr conform` runs it, on what the context hands in."""
+    return check(ctx.spec, ctx.plugin_root)

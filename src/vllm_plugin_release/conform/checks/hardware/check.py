@@ -1,0 +1,187 @@
+"""The `hardware` check: the hardware runner's part of conformance (`nox -s conform-hardware`).
+
+The check is made of what only the hardware can show (`flows.hardware` runs it, in the
+hardware pairing environment): a probe that the vendor runtime and a device are there
+(and, for a plugin that takes its mesh from a variable, that the variable is set), a probe
+that `vllm serve ... -tp 2` is rejected with a clear error (only with parallelism =
+"mesh": such a plugin never takes GPU rank flags), and the live mixed-load test against a
+`vllm serve` started with the spec's model and settings. `flows.hardware` starts the
+processes and servers; what they showed is judged here (`classify_rejection`, `live_result`,
+what the probe found missing, `hardware_check`). `collect` adds the check to the
+scorecard written by `vpr conform --runner hardware` and recomputes the verdict: `fleet`
+needs that check passed. Nothing is reported as passed unless it was observed.
+
+Its settings, `[conformance.hardware]`, are `conform/lib/hardwaresettings.py` (the
+`hardware_docs` and `workload` checks read them too).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vllm_plugin_release.conform.checks.hardware.evidence import (
+    live_evidence,
+    probe_evidence,
+    tp_evidence,
+)
+from vllm_plugin_release.conform.result import CheckResult, Evidence
+from vllm_plugin_release.core import records
+from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+
+if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
+    from vllm_plugin_release.buildspec.model import Spec
+    from vllm_plugin_release.edges.device import Probe
+
+PROBE_RECORD = records.HARDWARE_PROBE
+RECORD = records.HARDWARE
+NAME = "hardware"
+# A clear rejection of `-tp 2`: an error line that names what was rejected (a line that
+# only echoes the arguments, e.g. "non-default args: {'tensor_parallel_size': 2}", is not);
+# the spec's mesh variable counts as a subject too (`rejection_subject`).
+REJECTION_SUBJECT = r"tensor[-_ ]parallel|\B-tp\b|pipeline[-_ ]parallel"
+REJECTION_WORDS = re.compile(
+    r"error|reject|not supported|unsupported|invalid|must|cannot|can't|instead", re.IGNORECASE
+)
+
+
+# ---------------------------------------------------------------------------
+# The check
+
+
+def classify_rejection(
+    returncode: int | None, came_up: bool, output: str, mesh_variable: str | None = None
+) -> dict[str, Any]:
+    """The `-tp 2` probe's outcome from what was observed (pure); an error line that names
+    tensor/pipeline parallelism or the spec's mesh variable is a rejection's subject."""
+    subject = re.compile(
+        REJECTION_SUBJECT + (rf"|\b{re.escape(mesh_variable)}\b" if mesh_variable else ""),
+        re.IGNORECASE,
+    )
+    if came_up:
+        return {"status": "accepted", "detail": "the server came up with -tp 2 (not rejected)"}
+    if returncode is None:
+        return {"status": "no-answer", "detail": "neither failed nor came up before the timeout"}
+    if returncode == 0:
+        return {"status": "accepted", "detail": "vllm serve -tp 2 exited 0"}
+    lines = [
+        line.strip()
+        for line in output.splitlines()
+        if subject.search(line) and REJECTION_WORDS.search(line) and "non-default args" not in line
+    ]
+    if lines:
+        return {
+            "status": "rejected",
+            "detail": f"exit {returncode}: {lines[-1][:300]}",
+            "exit_code": returncode,
+        }
+    return {
+        "status": "unclear",
+        "detail": f"exit {returncode}, but no error mentions tensor parallelism"
+        + (f" or {mesh_variable}" if mesh_variable else ""),
+        "exit_code": returncode,
+    }
+
+
+def missing_error(found: Probe) -> OutsideFailure:
+    """Exit 3 on a machine that is not a working hardware runner, naming what is missing."""
+    return OutsideFailure(
+        "hardware runner: not on a working hardware runner; missing:\n  - "
+        + "\n  - ".join(found.missing),
+        hint="run on the self-hosted hardware runner (runtime installed, device attached, "
+        "the spec's mesh variable set); nothing was reported as passed",
+    )
+
+
+def without_runtime(found: Probe, spec: Spec) -> Probe:
+    """`found` less what it says about the runtime module (for a runtime the pairing lock
+    installs: it is probed again in that environment)."""
+    module = str(spec.runtime.get("module") or "")
+    rest = [m for m in found.missing if not (module and f"'{module}'" in m)]
+    return dataclasses.replace(found, missing=rest)
+
+
+def live_result(summary: dict[str, Any], startup: float) -> dict[str, Any]:
+    """The live load test's outcome from its summary: pass only when every planned request
+    completed."""
+    s = summary
+    complete = s["requests"]["completed"] == s["requests"]["planned"]
+    return {
+        "status": "pass" if complete else "fail",
+        "detail": f"{s['requests']['completed']}/{s['requests']['planned']} requests "
+        f"completed, TTFT p50 {s['ttft_s']['p50']} s, ITL p99 {s['itl_s']['p99']} s, "
+        f"startup {startup} s",
+        "summary": s,
+    }
+
+
+def hardware_check(
+    found: Probe | None, tp: dict[str, Any] | None, live: dict[str, Any] | None
+) -> CheckResult:
+    """The `hardware` check: pass only when everything was observed working."""
+    if found is None or not found.ok:
+        reason = "; ".join(found.missing) if found else "the hardware probe did not run"
+        return CheckResult(
+            NAME,
+            "deferred",
+            f"hardware part not run: {reason}",
+            [Evidence(note=m, source="hardware-probe") for m in (found.missing if found else [])],
+        )
+    statuses: list[str] = []
+    evidence = [probe_evidence(found), tp_evidence(tp, statuses), live_evidence(live, statuses)]
+    status = "fail" if "fail" in statuses else ("deferred" if "deferred" in statuses else "pass")
+    summary = {
+        "pass": "runtime and device observed; -tp 2 rejected with a clear error; live load "
+        "test completed",
+        "fail": "observed on the hardware runner and failed: "
+        + "; ".join(e.note for e in evidence[1:] if "pass:" not in e.note),
+        "deferred": "hardware part incomplete: "
+        + "; ".join(e.note for e in evidence[1:] if "not run" in e.note),
+    }[status]
+    return CheckResult(
+        NAME,
+        status,  # type: ignore[arg-type]
+        summary,
+        evidence,
+        threshold={"tp_probe": "rejected", "live": "all requests complete"},
+        details={"probe": found.to_json(), "tp_probe": tp, "live": live},
+    )
+
+
+def _result(name: str, data: dict[str, Any]) -> CheckResult:
+    return CheckResult(
+        name,
+        data["status"],
+        data.get("summary", ""),
+        [Evidence(**e) for e in data.get("evidence", [])],
+        data.get("threshold", {}),
+        data.get("details", {}),
+    )
+
+
+def collect(dist: Path, check: CheckResult) -> dict[str, Any]:
+    """Add (or replace) the hardware check in dist/scorecard.*; recompute the verdict."""
+    from vllm_plugin_release.conform.scorecard import FACT_KEYS, scorecard, utc_day
+    from vllm_plugin_release.conform.scorecard_render import write_card
+
+    path = dist / records.SCORECARD
+    try:
+        card = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise BadInput(f"{path}: not found", hint="run `vpr conform --runner hardware` first")
+    except ValueError as exc:
+        raise BadInput(f"{path}: malformed JSON ({exc})")
+    if card.get("runner") != "hardware":
+        raise BadInput(
+            f"{path}: written by the {card.get('runner')!r} runner",
+            hint="run `vpr conform --runner hardware` first",
+        )
+    results = [_result(n, c) for n, c in card["checks"].items() if n != NAME]
+    facts = {k: card.get(k) for k in FACT_KEYS}
+    facts["certified_on"] = utc_day()
+    new = scorecard([*results, check], runner="hardware", pairing=card["pairing"], facts=facts)
+    write_card(dist, new)
+    return new

@@ -1,0 +1,333 @@
+"""Build pinning (`pinning`): how the plugin's installer builds vLLM core.
+
+Reads the installer and the files it names (shell scripts, Dockerfiles,
+requirements / overrides / constraints files, pyproject.toml) and answers:
+
+- is the core pinned exactly, and to which version (and does that match the spec);
+- is `VLLM_TARGET_DEVICE` set (and exported to the core install) to the spec's target;
+- is the core built from source (`--no-binary vllm`, an sdist, a git checkout);
+- which inputs are fetched at install time without a hash, which installs are
+  editable, which dependencies are unpinned.
+
+The reading is done by `conform.lib.installer` (`scan`); this module judges its report
+against the spec and the `[conformance.pinning]` options.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from vllm_plugin_release.buildspec.model import Spec
+from vllm_plugin_release.conform.context import Context
+from vllm_plugin_release.conform.lib.installer.analyzer import InputFile, PinningReport, scan
+from vllm_plugin_release.conform.lib.specinputs import input_files, plugin_root_for
+from vllm_plugin_release.conform.result import CheckResult, Evidence
+
+NAME = "pinning"
+SHOWN = 5  # disagreeing core pins named one by one; the rest counted
+
+
+# ---------------------------------------------------------------------------
+# The check.
+
+
+@dataclass
+class _Findings:
+    """What the check found: failures, warnings and the evidence behind them."""
+
+    fails: list[str] = field(default_factory=list)
+    warns: list[str] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+
+
+def _level(options: dict[str, Any], key: str) -> str:
+    return str(options.get(key, "warn"))
+
+
+def _loc(item: dict[str, Any]) -> str:
+    return f"{item.get('file')}:{item.get('line')}" if item.get("line") else str(item.get("file"))
+
+
+def check(spec: Spec, plugin_root: Path | str | None = None) -> CheckResult:
+    """The `pinning` check for `spec`, reading installer inputs under `plugin_root`."""
+    options = spec.options(NAME)
+    root = plugin_root_for(spec, plugin_root)
+    core_name = spec.core.name
+    want = spec.core.version
+    want_target = spec.core.target_device
+    threshold = {
+        "core_version": want,
+        "target_device": want_target,
+        "require_from_source": options.get("require_from_source", True),
+        "unhashed_fetch": _level(options, "unhashed_fetch"),
+        "editable_install": _level(options, "editable_install"),
+        "unpinned": _level(options, "unpinned"),
+    }
+    files = input_files(spec, options)
+    unreadable = _unreadable(spec, root, files, threshold)
+    if unreadable is not None:
+        return unreadable
+    report = scan(root, files, core_name, options.get("build_args") or {})
+    found = _Findings()
+    _judge_missing(report, found)
+    _judge_incomplete(report, found)
+    no_installer = any(m.get("named_by") == "[plugin] installer" for m in report.missing)
+    _judge_core_pin(report, found, core_name, want, no_installer)
+    _judge_target_device(report, found, want_target, no_installer)
+    _judge_from_source(report, found, core_name, options)
+    _judge_hygiene(report, found, options)
+    for note in report.notes:
+        found.evidence.append(Evidence(note=note, source="plugin"))
+    status, summary = _verdict(found, core_name, report.core_pin, want, want_target)
+    details = report.to_json()
+    details["failures"] = found.fails
+    details["warnings"] = found.warns
+    return CheckResult(
+        name=NAME,
+        status=status,
+        summary=summary,
+        evidence=found.evidence,
+        threshold=threshold,
+        details=details,
+    )
+
+
+def _unreadable(
+    spec: Spec, root: Path, files: list[InputFile], threshold: dict[str, Any]
+) -> CheckResult | None:
+    """A failing result when there is nothing to read; None when the check can go on."""
+    if not files:
+        return CheckResult(
+            name=NAME,
+            status="fail",
+            summary="no installer to read: set [plugin] installer (or [conformance.pinning] "
+            "files) in the spec",
+            evidence=[Evidence(note="the spec names no installer file", file=str(spec.path))],
+            threshold=threshold,
+        )
+    if not root.is_dir():
+        return CheckResult(
+            name=NAME,
+            status="fail",
+            summary=f"plugin source folder {root} does not exist; fetch the plugin first",
+            evidence=[Evidence(note="plugin source folder missing", file=str(root))],
+            threshold=threshold,
+        )
+    return None
+
+
+def _judge_missing(report: PinningReport, found: _Findings) -> None:
+    """Files named by the spec fail when missing; files named by the installer warn."""
+    for item in report.missing:
+        named = item.get("named_by") or f"referenced by {item.get('referenced_by')}"
+        if item.get("error"):
+            named += f"; {item['error']}"
+        msg = f"{item['file']} is missing ({named})"
+        found.evidence.append(
+            Evidence(note=f"file missing: {msg}", file=item["file"], source="plugin")
+        )
+        if item.get("named_by"):
+            found.fails.append(f"{msg}: fix the path in the spec or the plugin source")
+        else:
+            found.warns.append(
+                f"{msg}: the installer names a file that is not in the plugin source"
+            )
+
+
+def _judge_incomplete(report: PinningReport, found: _Findings) -> None:
+    """A script the analysis could not follow to its end is not vouched for: fail."""
+    for where in report.incomplete:
+        found.evidence.append(Evidence(note=f"analysis incomplete: {where}", source="plugin"))
+        found.fails.append(
+            f"{where}: simplify the installer (fewer nested loops, branches and sourced "
+            "scripts) so that it can be read to its end"
+        )
+
+
+def _judge_core_pin(
+    report: PinningReport, found: _Findings, core_name: str, want: str, no_installer: bool
+) -> None:
+    """The core pin: present, exact, the spec's version, only one."""
+    pin = report.core_pin
+    if pin is None:
+        if not no_installer:
+            found.fails.append(
+                f"the installer never installs {core_name}: no pinned core found in "
+                f"{', '.join(report.files_read) or 'the files read'}"
+            )
+        return
+    found.evidence.append(
+        Evidence(
+            note=f"core requirement {pin['requirement']} ({pin['via']})",
+            file=pin["file"],
+            line=pin["line"],
+            value=pin["version"],
+            source="plugin",
+        )
+    )
+    if not pin["exact"] or pin["version"] is None:
+        found.fails.append(
+            f"{core_name} is not pinned exactly at {_loc(pin)} ({pin['requirement']}); "
+            f"pin it to =={want}"
+        )
+    elif not _same_version(pin["version"], want):
+        found.fails.append(
+            f"installer pins {core_name} {pin['version']} ({_loc(pin)}) but the spec pairs "
+            f"core {want} ([core] version); bump one so they agree"
+        )
+    twice: dict[str, None] = {}  # each message once, in order
+    for other in report.core_pins:
+        if (
+            other["exact"]
+            and other["version"]
+            and not _same_version(other["version"], pin["version"] or "")
+        ):
+            twice[
+                f"the installer pins {core_name} twice: {pin['version']} ({_loc(pin)}) "
+                f"and {other['version']} ({_loc(other)})"
+            ] = None
+    found.fails += list(twice)[:SHOWN]
+    if len(twice) > SHOWN:
+        found.fails.append(f"... and {len(twice) - SHOWN} more pins of {core_name} that disagree")
+    _judge_core_refs(report, found, pin)
+
+
+def _judge_core_refs(report: PinningReport, found: _Findings, pin: dict[str, Any]) -> None:
+    """vLLM files fetched by the installer must be those of the pinned version."""
+    for ref in report.core_refs:
+        if pin["version"] and not _same_version(ref["version"], pin["version"]):
+            found.fails.append(
+                f"{_loc(ref)} fetches {ref['url']} (vLLM {ref['version']}) while the core "
+                f"pin is {pin['version']}; fetch the files of the pinned version"
+            )
+        found.evidence.append(
+            Evidence(
+                note=f"installer fetches vLLM {ref['version']} files",
+                file=ref["file"],
+                line=ref["line"],
+                value=ref["url"],
+                source="plugin",
+            )
+        )
+
+
+def _judge_target_device(
+    report: PinningReport, found: _Findings, want_target: str, no_installer: bool
+) -> None:
+    """VLLM_TARGET_DEVICE: set to the spec's target and in effect for the core install."""
+    td = report.target_device
+    if td is None:
+        if not no_installer:  # without the installer its absence already fails
+            found.fails.append(
+                f"VLLM_TARGET_DEVICE is never set for the core install; set "
+                f"VLLM_TARGET_DEVICE={want_target} on the install command"
+            )
+        return
+    found.evidence.append(
+        Evidence(
+            note="VLLM_TARGET_DEVICE",
+            file=td["file"],
+            line=td["line"],
+            value=td["value"],
+            source="plugin",
+        )
+    )
+    if td["value"] != want_target:
+        found.fails.append(
+            f"VLLM_TARGET_DEVICE={td['value']} at {_loc(td)}; the spec builds "
+            f"target {want_target!r}"
+        )
+    elif not td.get("effective"):
+        found.fails.append(
+            f"VLLM_TARGET_DEVICE={td['value']} at {_loc(td)} is {td.get('note')}; "
+            "export it or put it on the install command"
+        )
+
+
+def _judge_from_source(
+    report: PinningReport, found: _Findings, core_name: str, options: dict[str, Any]
+) -> None:
+    fs = report.from_source
+    pin = report.core_pin
+    if fs.get("value"):
+        found.evidence.append(
+            Evidence(
+                note=f"core built from source ({fs['how']})",
+                file=fs["file"],
+                line=fs["line"],
+                source="plugin",
+            )
+        )
+    elif options.get("require_from_source", True) and pin is not None:
+        found.fails.append(
+            f"{core_name} is not built from source at {_loc(pin)}: add "
+            f"--no-binary {core_name} (the published wheel is a CUDA build)"
+        )
+
+
+def _judge_hygiene(report: PinningReport, found: _Findings, options: dict[str, Any]) -> None:
+    """Unhashed fetches, editable installs, unpinned dependencies: at their configured level."""
+    for key, items, what in (
+        ("unhashed_fetch", report.unhashed_fetches, "fetched without a hash"),
+        ("editable_install", report.editable_installs, "editable install"),
+        ("unpinned", report.unpinned, "unpinned dependency"),
+    ):
+        level = _level(options, key)
+        for item in items:
+            label = item.get("url") or item.get("target") or item.get("requirement")
+            found.evidence.append(
+                Evidence(
+                    note=f"{what}: {label}",
+                    file=item.get("file"),
+                    line=item.get("line"),
+                    value=item.get("note") or item.get("role"),
+                    source="plugin",
+                )
+            )
+        if items and level != "ignore":
+            shown = ", ".join(
+                f"{i.get('url') or i.get('target') or i.get('requirement')} ({_loc(i)})"
+                for i in items[:4]
+            ) + (f" and {len(items) - 4} more" if len(items) > 4 else "")
+            (found.fails if level == "fail" else found.warns).append(
+                f"{what} ({len(items)}): {shown}"
+            )
+
+
+def _verdict(
+    found: _Findings,
+    core_name: str,
+    pin: dict[str, Any] | None,
+    want: str,
+    want_target: str,
+) -> tuple[str, str]:
+    """(status, summary): fail on any failure, warn on any warning, else pass."""
+    fails, warns = found.fails, found.warns
+    if fails:
+        return "fail", "; ".join(fails) + (f"; also {'; '.join(warns)}" if warns else "")
+    if warns:
+        return "warn", (
+            f"{core_name} {pin['version'] if pin else '?'} pinned and built from source "
+            f"for {want_target}; " + "; ".join(warns)
+        )
+    return "pass", (
+        f"{core_name} pinned to {pin['version'] if pin else '?'} (spec {want}), "
+        f"VLLM_TARGET_DEVICE={want_target}, built from source; no unhashed fetches, "
+        "editable installs or unpinned dependencies"
+    )
+
+
+def _same_version(a: str, b: str) -> bool:
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
+
+
+def run(ctx: Context) -> CheckResult:
+    """The check as `vpr conform` runs it, on what the context hands in."""
+    return check(ctx.spec, ctx.plugin_root)

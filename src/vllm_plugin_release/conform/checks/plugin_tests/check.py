@@ -1,0 +1,523 @@
+"""The plugin's own test suite, run inside the pairing environment (JUnit XML).
+
+Spec keys, `[conformance.plugin_tests]`:
+  cpu = ["tests"]            paths that are safe without the vendor runtime
+  hardware = ["tests"]       paths for the hardware runner
+  ignore = ["tests/tt"]      paths never collected on the cpu runner
+  timeout = 1800             seconds for one pytest run
+
+With a baseline (`--baseline VERSION`), the same tests also run against a pairing
+built with the core version the plugin's installer pins, and every test that
+passes there but fails on the new core is a regression: release drift caught
+before the fleet sees it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.buildspec.model import Spec
+from vllm_plugin_release.conform.context import Context
+from vllm_plugin_release.conform.lib.testscan import (
+    NETWORK_SIGNATURES,
+    OFFLINE_ENV,
+    option_folders,
+    runtime_importers,
+)
+from vllm_plugin_release.conform.result import CheckResult, Evidence
+from vllm_plugin_release.core import progress, records
+from vllm_plugin_release.core.cache import Cache, write_json
+from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.edges import proc
+from vllm_plugin_release.edges.container import runner_of
+
+RECORD = records.PLUGIN_TESTS
+INI_FILES = ("pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
+
+@dataclass
+class TestRun:
+    runner: str
+    paths: list[str]
+    counts: dict[str, int] = field(default_factory=dict)
+    outcomes: dict[str, str] = field(default_factory=dict)  # test id -> passed|failed|...
+    exit_code: int = 0
+    deferred: list[str] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)  # deferred, skipped, found: why
+
+    @property
+    def failing(self) -> list[str]:
+        return sorted(t for t, o in self.outcomes.items() if o in ("failed", "error"))
+
+    def by_module(self) -> dict[str, dict[str, int]]:
+        """Outcome counts per test file (`tests/test_x.py`): what the scorecard shows."""
+        table: dict[str, dict[str, int]] = {}
+        for test, outcome in self.outcomes.items():
+            row = table.setdefault(test_module(test), {})
+            row[outcome] = row.get(outcome, 0) + 1
+        return dict(sorted(table.items()))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runner": self.runner,
+            "paths": self.paths,
+            "counts": self.counts,
+            "failing": self.failing,
+            "pytest_exit_code": self.exit_code,
+            "deferred": self.deferred,
+            "outcomes": dict(sorted(self.outcomes.items())),
+            "by_module": self.by_module(),
+            "deferred_tests": {
+                t: r for t, r in sorted(self.reasons.items()) if self.outcomes.get(t) == "deferred"
+            },
+            "import_findings": {
+                t: r for t, r in sorted(self.reasons.items()) if self.outcomes.get(t) == "failed"
+            },
+        }
+
+    def without_paths(self, env: Path, root: Path) -> None:
+        """Reasons without this machine's folders (the environment's, the checkout's): the
+        record and the scorecard are the same wherever the run was."""
+        for test, why in self.reasons.items():
+            self.reasons[test] = why.replace(f"{env}/", "<env>/").replace(f"{root}/", "")
+
+    def count_import_findings(self, failed_modules: dict[str, str]) -> None:
+        """A test skipped because a plugin module does not import (its skip message names
+        the module, or carries the import error) is that finding: a failure, not a skip.
+        `failed_modules`: module -> import error, from the environment's check."""
+        for test, outcome in list(self.outcomes.items()):
+            said = self.reasons.get(test, "")
+            if outcome != "skipped" or not said:
+                continue
+            hit = next(
+                (m for m, err in failed_modules.items() if m in said or (err and err in said)),
+                None,
+            )
+            if hit is None:
+                continue
+            self.outcomes[test] = "failed"
+            self.reasons[test] = f"skipped because {hit} does not import: {failed_modules[hit]}"
+            self.counts["skipped"] -= 1
+            self.counts["failed"] = self.counts.get("failed", 0) + 1
+
+
+def settings(table: dict[str, Any]) -> dict[str, Any]:
+    """`[conformance.plugin_tests]` (validated with the spec) with its defaults filled in."""
+    return {
+        "cpu": table.get("cpu", ["tests"]),
+        "hardware": table.get("hardware", table.get("cpu", ["tests"])),
+        "ignore": table.get("ignore", []),
+        "timeout": int(table.get("timeout", 1800)),
+        "absence_signatures": list(table.get("absence_signatures", [])),
+        "scan_imports": bool(table.get("scan_imports", True)),
+    }
+
+
+def settings_for(spec: Spec) -> dict[str, Any]:
+    """The spec's `[conformance.plugin_tests]` with its defaults, and the runtime's own
+    "no device" errors (`[runtime] no_device`): what a run needs to classify its tests."""
+    return {
+        **settings(spec.options("plugin_tests")),
+        "no_device": spec.runtime.get("no_device", []),
+    }
+
+
+def deferrals(root: Path, cfg: dict[str, Any], runner: str, module: str | None) -> Deferrals:
+    """What defers a failing test of this run: on the cpu runner, the absent runtime
+    (`module`), the runtime's "no device" error, and the options the plugin's conftests
+    require (a live server)."""
+    if runner != "cpu":
+        return Deferrals()
+    absent = (*absence_signatures(module), *cfg.get("absence_signatures", ())) if module else ()
+    folders = option_folders(root, cfg["cpu"])
+    return Deferrals(
+        absent=tuple(absent),
+        no_device=tuple(cfg.get("no_device", ())),
+        option_folders=tuple((k, tuple(v)) for k, v in sorted(folders.items())),
+        runtime_module=module or "",
+    )
+
+
+def absence_signatures(runtime_module: str) -> list[str]:
+    """How an absent runtime shows in a failure: its own name or, for a dotted runtime
+    (`vendor_sdk.torch`), a missing parent package (`No module named 'vendor_sdk'`)."""
+    parts = runtime_module.split(".")
+    parents = [f"No module named '{'.'.join(parts[:i])}'" for i in range(1, len(parts))]
+    return [*parents, f"No module named '{runtime_module}"]
+
+
+@dataclass(frozen=True)
+class Deferrals:
+    """What makes a failing test the hardware runner's, not a failure: the absent runtime
+    (`No module named 'ttnn'`, `absence_signatures`), a device the machine does not have
+    (the runtime's own error, `[runtime] no_device`), or options the plugin's conftest
+    requires that the cpu runner never passes (a live server: `testscan.option_folders`).
+    Each keyed on what the test did, never on a list of tests."""
+
+    absent: tuple[str, ...] = ()
+    no_device: tuple[str, ...] = ()
+    option_folders: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    runtime_module: str = ""
+
+    def reason(self, test_id: str, text: str) -> str | None:
+        """Why the failing test `test_id` (its failure `text`) is deferred, or None."""
+        if found := next((m for m in self.absent if m in text), None):
+            return f"needs the runtime {self.runtime_module or ''}: {found}".replace("  ", " ")
+        if found := next((m for m in self.no_device if m in text), None):
+            return f"needs a device: {found}"
+        module = test_module(test_id)
+        for folder, options in self.option_folders:
+            if module.startswith(folder.rstrip("/") + "/"):
+                return (
+                    f"needs {', '.join(options)}, which {folder}/conftest.py requires (a live "
+                    "server: given on the hardware runner)"
+                )
+        return None
+
+
+def test_module(test_id: str) -> str:
+    """The test file of a JUnit test id (`tests.tt.test_x.TestY::test_z` ->
+    `tests/tt/test_x.py`): the classname up to its last `test_*` / `*_test` part."""
+    parts = test_id.split("::", 1)[0].split(".")
+    last = max(
+        (i for i, p in enumerate(parts) if p.startswith("test_") or p.endswith("_test")),
+        default=len(parts) - 1,
+    )
+    return "/".join(parts[: last + 1]) + ".py"
+
+
+def classify_junit(
+    path: Path, deferrals: Deferrals
+) -> tuple[dict[str, int], dict[str, str], dict[str, str]]:
+    """Counts, per-test outcomes, and why each deferred test is (from a JUnit XML file).
+
+    A failure whose cause `deferrals` recognises is `deferred` (it belongs to the hardware
+    runner), one that needs the network the tests run without is `network`; never
+    `passed`. A skip keeps its message as its reason (`skip_reasons`)."""
+    try:
+        root = ET.parse(path).getroot()
+    except (ET.ParseError, OSError) as exc:
+        raise OutsideFailure(f"{path}: unreadable JUnit XML ({exc})")
+    outcomes: dict[str, str] = {}
+    reasons: dict[str, str] = {}
+    for case in root.iter("testcase"):
+        classname = case.get("classname", "")
+        test_id = f"{classname}::{case.get('name', '?')}" if classname else case.get("name", "?")
+        problem = case.find("failure")
+        if problem is None:
+            problem = case.find("error")
+        text = (
+            ((problem.get("message") or "") + (problem.text or "")) if problem is not None else ""
+        )
+        why = deferrals.reason(test_id, text) if problem is not None else None
+        skipped = case.find("skipped")
+        if why:
+            outcome = "deferred"
+            reasons[test_id] = why
+        elif problem is not None and any(m in text for m in NETWORK_SIGNATURES):
+            outcome = "network"
+        elif case.find("failure") is not None:
+            outcome = "failed"
+        elif case.find("error") is not None:
+            outcome = "error"
+        elif skipped is not None:
+            outcome = "skipped"
+            reasons[test_id] = (skipped.get("message") or "").strip()[:300]
+        else:
+            outcome = "passed"
+        outcomes[test_id] = outcome
+    counts = {k: 0 for k in ("passed", "failed", "error", "skipped", "deferred")}
+    for outcome in outcomes.values():
+        counts[outcome] = counts.get(outcome, 0) + 1  # "network" only when there is one
+    # collection errors appear as testsuite errors without a testcase on some versions:
+    # those beyond the testcases that carry an <error> (whatever they were classified as)
+    suite_errors = sum(int(s.get("errors", 0)) for s in root.iter("testsuite"))
+    with_error = sum(1 for case in root.iter("testcase") if case.find("error") is not None)
+    counts["error"] += max(0, suite_errors - with_error)
+    counts["total"] = len(outcomes)
+    return counts, outcomes, reasons
+
+
+def parse_junit(
+    path: Path, runtime_module: str | None = None, signatures: tuple[str, ...] = ()
+) -> tuple[dict[str, int], dict[str, str]]:
+    """Counts and per-test outcomes from a JUnit XML file: a failure whose only cause is
+    the absent vendor runtime (`No module named 'ttnn'`, or one of `signatures`) is
+    `deferred` (`classify_junit` with the runtime's absence alone)."""
+    absent = (*absence_signatures(runtime_module), *signatures) if runtime_module else ()
+    counts, outcomes, _ = classify_junit(
+        path, Deferrals(absent, runtime_module=runtime_module or "")
+    )
+    return counts, outcomes
+
+
+def pytest_command(python: Path, root: Path, paths: list[str], ignore: list[str], junit: Path):
+    argv = [
+        str(python),
+        "-m",
+        "pytest",
+        *paths,
+        f"--junitxml={junit}",
+        "-o",
+        "junit_family=xunit2",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--continue-on-collection-errors",
+        "--rootdir",
+        str(root),
+    ]
+    for candidate in INI_FILES:  # keep pytest from climbing into an unrelated ini file
+        if (root / candidate).exists():
+            argv += ["-c", str(root / candidate)]
+            break
+    for path in ignore:
+        argv.append(f"--ignore={path}")
+    return argv
+
+
+def _planned(
+    root: Path, runner: str, cfg: dict[str, Any], runtime_module: str | None
+) -> tuple[list[str], list[str]]:
+    """(the test paths, the paths left out) of a run; BadInput for a path not there."""
+    paths = cfg[runner]
+    missing = [p for p in paths if not (root / p).exists()]
+    if missing:
+        raise BadInput(
+            f"{root}: test paths not found: {', '.join(missing)}",
+            hint="check [conformance.plugin_tests]",
+        )
+    # The hand list and the import scan apply only where the runtime is absent: with it
+    # present, every host test runs, and what needs a device shows in the run itself.
+    ignore = list(cfg["ignore"]) if runner == "cpu" and runtime_module else []
+    if runner == "cpu" and runtime_module and cfg.get("scan_imports", True):
+        ignore += runtime_importers(root, paths, ignore, runtime_module)
+    return paths, ignore
+
+
+def _test_env() -> dict[str, str]:
+    # bytecode is cached in the pairing env: a later import of vLLM and torch is ~3x faster
+    env = proc.inherited(drop=("PYTHONDONTWRITEBYTECODE",))
+    env.update(OFFLINE_ENV)  # no hub downloads and their retries: those tests are classified
+    return env
+
+
+@dataclass(frozen=True)
+class _Suite:
+    """Which tests a run is of: the plugin's root, the runner, its config, and the runtime
+    module when the runtime is not in the environment."""
+
+    root: Path
+    runner: str
+    cfg: dict[str, Any]
+    module: str | None
+
+
+def _outcome(
+    done: Any,  # subprocess.CompletedProcess[str]
+    junit: Path,
+    suite: _Suite,
+    plan: tuple[list[str], list[str]],
+) -> TestRun:
+    if done.returncode not in (0, 1, 2, 5) or not junit.exists():
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
+        raise OutsideFailure(f"pytest failed to run (exit {done.returncode}):\n{tail}")
+    runner, cfg = suite.runner, suite.cfg
+    paths, ignore = plan
+    counts, outcomes, reasons = classify_junit(
+        junit, deferrals(suite.root, cfg, runner, suite.module)
+    )
+    run = TestRun(
+        runner=runner,
+        paths=paths,
+        counts=counts,
+        outcomes=outcomes,
+        exit_code=done.returncode,
+        reasons=reasons,
+    )
+    if runner == "cpu":
+        run.deferred = sorted(set(cfg["hardware"]) - set(paths)) + list(ignore)
+    return run
+
+
+def run_tests(
+    python: Path,
+    root: Path,
+    runner: str,
+    cfg: dict[str, Any],
+    junit: Path,
+    runtime_module: str | None = None,
+) -> TestRun:
+    plan = _planned(root, runner, cfg, runtime_module)
+    argv = pytest_command(python, root, *plan, junit)
+    progress.info(f"plugin-tests: {' '.join(argv[3:])}")
+    # Where the pairing env was made: this machine, or its pinned container image.
+    with progress.working("plugin tests"):
+        done = runner_of(python).call(argv, env=_test_env(), cwd=root, timeout=cfg["timeout"])
+    return _outcome(done, junit, _Suite(root, runner, cfg, runtime_module), plan)
+
+
+# ---------------------------------------------------------------------------
+# Started ahead: within `vpr release`, the plugin's tests start as soon as the pairing
+# env's wheels are in, while the env is checked (a core is idle while the warm worker
+# imports torch); the conformance check then waits for that very run. Same command, same
+# environment, same files: only the start is earlier. A run nobody took is stopped.
+
+
+_AHEAD = proc.Ahead()
+
+
+def _key(python: Path, root: Path, runner: str, cfg: dict[str, Any], module: str | None):
+    return (str(python), str(root), runner, json.dumps(cfg, sort_keys=True), str(module))
+
+
+def start_ahead(
+    cache: Cache, python: Path, root: Path, runner: str, cfg: dict[str, Any], module: str | None
+) -> bool:
+    """Start the plugin's tests now for `run` to take (only where the pairing env runs on
+    this machine: a container runner starts them in conform, as before); whether started.
+    `module`: the runtime module when the runtime is not in the environment."""
+    if runner_of(python).kind != "local":
+        return False
+    scratch = contextlib.ExitStack()
+    try:
+        tmp = scratch.enter_context(cache.scratch("conform-tests-"))
+        plan = _planned(root, runner, cfg, module)
+        argv = pytest_command(python, root, *plan, tmp / "j.xml")
+        progress.info(f"plugin-tests, started while the env is checked: {' '.join(argv[3:])}")
+        started = proc.Started(argv, what="plugin tests", folder=tmp, cwd=root, env=_test_env())
+    except (BadInput, OutsideFailure):
+        scratch.close()  # conform runs them itself, and says what is wrong
+        return False
+    except BaseException:
+        scratch.close()
+        raise
+    _AHEAD.add(_key(python, root, runner, cfg, module), started, scratch, (tmp / "j.xml", plan))
+    return True
+
+
+def tests_run(
+    cache: Cache, python: Path, root: Path, runner: str, cfg: dict[str, Any], module: str | None
+) -> TestRun:
+    """The run started ahead with this very command, once it ends; else a run now."""
+    ahead = _AHEAD.take(_key(python, root, runner, cfg, module))
+    if ahead is None:
+        with cache.scratch("conform-tests-") as tmp:
+            return run_tests(python, root, runner, cfg, tmp / "j.xml", module)
+    try:
+        with progress.working("plugin tests (started while the env was checked)"):
+            done = ahead.started.finish(cfg["timeout"])
+        junit, plan = ahead.data
+        return _outcome(done, junit, _Suite(root, runner, cfg, module), plan)
+    finally:
+        ahead.close()
+
+
+def cancel_ahead() -> None:
+    """Stop a run started ahead that conform did not take (the release stopped before it,
+    or reused a cached scorecard)."""
+    _AHEAD.cancel()
+
+
+def regressions(baseline: TestRun, new: TestRun) -> list[str]:
+    """Tests that pass on the baseline core and fail (or error) on the new one."""
+    return sorted(
+        t
+        for t, o in new.outcomes.items()
+        if o in ("failed", "error") and baseline.outcomes.get(t) == "passed"
+    )
+
+
+def write_record(
+    dist: Path, run: TestRun, baseline: TestRun | None, base_version: str | None, core_version: str
+) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "stage": "plugin-tests",
+        "core_version": core_version,
+        **run.to_json(),
+    }
+    if baseline is not None:
+        record["baseline"] = {"core_version": base_version, **baseline.to_json()}
+        record["regressions"] = regressions(baseline, run)
+    write_json(dist / RECORD, record)
+    return record
+
+
+def _recorded_baseline(dist: Path, runner: str) -> tuple[TestRun | None, str | None]:
+    """The baseline run `vpr plugin-tests --baseline` recorded for this runner, and its core
+    version; (None, None) when there is none."""
+    previous = dist / RECORD
+    if not previous.exists():
+        return None, None
+    old = json.loads(previous.read_text())
+    b = old.get("baseline")
+    if not b or b.get("runner") != runner:
+        return None, None
+    return TestRun(b["runner"], b["paths"], b["counts"], b["outcomes"]), b.get("core_version")
+
+
+def _status_and_summary(run: TestRun) -> tuple[str, str]:
+    """pass only when the whole suite ran: tests or paths left to the hardware runner keep
+    the check at deferred; a failing test, or no test at all, fails it."""
+    c = run.counts
+    if run.failing or c.get("total", 0) == 0:
+        status = "fail"
+    elif c.get("deferred") or c.get("network") or run.deferred:
+        status = "deferred"
+    else:
+        status = "pass"
+    summary = (
+        f"{c['passed']} passed, {c['failed']} failed, {c['error']} errors, {c['skipped']} skipped,"
+        f" {c.get('deferred', 0)} deferred to the hardware runner"
+        + (f", {c['network']} need the network (run offline)" if c.get("network") else "")
+        + (f"; deferred paths: {', '.join(run.deferred)}" if run.deferred else "")
+    )
+    return status, summary
+
+
+def _evidence(run: TestRun, record: dict[str, Any], base_version: str | None) -> list[Evidence]:
+    found = record["import_findings"]
+    evidence = [
+        Evidence(note=f"failing: {t}" + (f" ({found[t]})" if t in found else ""), source="pytest")
+        for t in run.failing
+    ]
+    evidence += [
+        Evidence(note=f"deferred: {t}: {why}", source="pytest")
+        for t, why in record["deferred_tests"].items()
+    ]
+    evidence += [
+        Evidence(note=f"regression vs vLLM {base_version}: {t}", source="baseline")
+        for t in record.get("regressions", [])
+    ]
+    evidence += [
+        Evidence(note=f"deferred to the hardware runner: {p}", source="spec") for p in run.deferred
+    ]
+    return evidence
+
+
+def run(ctx: Context) -> CheckResult:
+    """The `plugin_tests` check: the plugin's tests in the pairing env, with a recorded baseline."""
+    cfg = settings_for(ctx.spec)
+    runtime = ctx.env.get("runtime", {})
+    module = None if runtime.get("status") == "present" else runtime.get("module")
+    run = tests_run(ctx.cache, ctx.python, ctx.plugin_root, ctx.runner, cfg, module)
+    run.without_paths(Path(ctx.python).parent.parent, ctx.plugin_root)
+    failed_modules = [m for m in ctx.env.get("plugin_modules", []) if m.get("status") == "failed"]
+    run.count_import_findings({m["module"]: m.get("reason", "") for m in failed_modules})
+    # A baseline recorded by `vpr plugin-tests --baseline` stays, compared with this run.
+    base_run, base_version = _recorded_baseline(ctx.dist, ctx.runner)
+    record = write_record(ctx.dist, run, base_run, base_version, ctx.spec.core.version)
+    status, summary = _status_and_summary(run)
+    return CheckResult(
+        "plugin_tests",
+        status,
+        summary,
+        _evidence(run, record, base_version),
+        threshold={"paths": cfg[ctx.runner]},  # type: ignore[arg-type]
+        details={"counts": run.counts, "by_module": record["by_module"]},
+    )

@@ -1,0 +1,642 @@
+"""Scheduler constraints, docs half (`scheduler`): what the plugin's docs state.
+
+`extract_statements` reads a Markdown scheduling note and returns, per sentence,
+what it states about three topics:
+
+- `mixed_batches`: prefill and decode work in the same step/batch;
+- `chunked_prefill`: long prompts prefilled in chunks;
+- `decode_interleaving`: decode steps running between prefill work.
+
+Each statement carries a polarity (`supported`, `not_supported`, `unknown`), whether
+it is conditional ("only for ...", "when ..."), the subject it is about (`plugin`
+or `upstream`: plugin docs often describe upstream vLLM for contrast), the quoted
+sentence and its first line. Code blocks are skipped; wrapped lines are joined
+into sentences; list items inherit the subject and negation of their lead-in
+("It does not mean:" / "Upstream vLLM is more general:").
+
+`check` records the expected production request mix from the spec and, when a
+scheduler replay is given, compares it with the docs, per topic, using the
+replay's step counters (`mixed_steps`, `chunked_prefill_steps`,
+`interleaved_decode_steps`):
+
+- the docs rule a behaviour out and the plugin showed it: fail (warn when every
+  ruling-out sentence is conditional);
+- the docs claim a behaviour unconditionally, the plugin never showed it, and
+  upstream did on the same load: `unobserved_support` (default warn: a scheduler
+  may legitimately not use a capability on one load, so this is a doubt, not a
+  contradiction);
+- a plugin side that crashed during the replay fails.
+
+Without a replay only the docs half is judged, and the summary says so.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from vllm_plugin_release.buildspec.model import Spec
+from vllm_plugin_release.conform.checks.scheduler.schema import DEFAULT_DOCS
+from vllm_plugin_release.conform.context import Context
+from vllm_plugin_release.conform.lib.doctext import split_sentences, text_blocks
+from vllm_plugin_release.conform.lib.plugintree import Unread, read_text, too_large
+from vllm_plugin_release.conform.lib.specinputs import plugin_root_for
+from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
+from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.replay.model import headline_text
+
+NAME = "scheduler"
+TOPICS = ("mixed_batches", "chunked_prefill", "decode_interleaving")
+MAX_BYTES = 512 * 1024  # the docs are read this far (the evidence says when cut)
+# Replay counters compared with each topic (the replay stage writes these keys).
+REPLAY_KEYS = {
+    "mixed_batches": "mixed_steps",
+    "chunked_prefill": "chunked_prefill_steps",
+    "decode_interleaving": "interleaved_decode_steps",
+}
+
+
+@dataclass(frozen=True)
+class Statement:
+    topic: str
+    polarity: str  # supported | not_supported | unknown
+    sentence: str
+    line: int
+    subject: str = "plugin"  # plugin | upstream
+    conditional: bool = False
+    section: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------
+# Sentence rules.
+
+_PF = r"prefill(?:s|ing)?(?:-like)?"
+_DC = r"decod(?:e|es|ing)(?:-like)?"
+# Words between two terms of one clause: bounded, so a sentence repeating one term is not
+# rescanned to its end from each repeat.
+_GAP = r"[^.;:]{0,300}"
+_TOPIC_RULES: dict[str, list[tuple[re.Pattern[str], str | None]]] = {
+    # (pattern, inherent polarity or None)
+    "mixed_batches": [
+        (re.compile(r"\bhomogeneous (?:batch|step)"), "not_supported"),
+        (re.compile(rf"\ball-{_PF} or all-{_DC}|\ball-{_DC} or all-{_PF}"), "not_supported"),
+        (
+            re.compile(
+                rf"\b{_PF}-only (?:or|and|vs\.?) {_DC}-only|\b{_DC}-only (?:or|and|vs\.?) "
+                rf"{_PF}-only"
+            ),
+            "not_supported",
+        ),
+        (
+            re.compile(r"\b(?:separate|different|distinct|two) (?:batch )?(?:modes|batch types)\b"),
+            "not_supported",
+        ),
+        (re.compile(r"\bco-?schedul\w*"), None),
+        (re.compile(rf"\bmix(?:ed|es|ing)?\b{_GAP}\b(?:{_PF}|{_DC}|batch\w*|steps?)\b"), None),
+        (re.compile(rf"\b(?:{_PF}|{_DC})\b{_GAP}\bmix(?:ed|es|ing)?\b"), None),
+        (
+            re.compile(rf"\bboth\b[^.;:]{{0,40}}\b{_PF}\b[^.;:]{{0,40}}\b{_DC}\b"),
+            "supported",
+        ),
+        (
+            re.compile(
+                rf"\b{_PF}\b[^.;:]{{0,40}}\b{_DC}\b[^.;:]{{0,40}}\b(?:same|single|one) "
+                r"(?:batch|step|forward)"
+            ),
+            "supported",
+        ),
+    ],
+    "chunked_prefill": [
+        (re.compile(r"\b(?:token-)?chunked[- _]prefill"), None),
+        (re.compile(r"\bprefill chunk(?:s|ing)?\b"), None),
+        (re.compile(r"\bchunk(?:ed)? continuation"), None),
+        (re.compile(r"\bchunk(?:ing|s)? (?:of )?(?:long )?(?:prompts?|prefills?)\b"), None),
+        (re.compile(r"\bsplit\w* (?:long )?(?:prompts?|prefills?) into chunks"), None),
+    ],
+    "decode_interleaving": [
+        (re.compile(r"\binterleav\w*"), None),
+        (re.compile(rf"\bfall(?:s|ing)? back to (?:a |an )?{_DC}"), None),
+        (re.compile(rf"\balternat\w* between {_PF} and {_DC}"), None),
+        (
+            re.compile(
+                rf"\b{_DC}s? (?:steps? )?(?:run |runs |proceed\w* )?(?:in )?between "
+                rf"(?:{_PF} )?(?:chunks|steps)"
+            ),
+            None,
+        ),
+        (re.compile(rf"\b{_DC}s? (?:are |is )?(?:stall|starv|block|paus)\w*"), "not_supported"),
+        (
+            re.compile(rf"\b(?:stall|starv|block|paus)\w* (?:the )?(?:running )?{_DC}s?\b"),
+            "not_supported",
+        ),
+    ],
+}
+_TOPIC_FILTER = {
+    "decode_interleaving": re.compile(rf"\b(?:{_DC}|{_PF})\b"),
+    "mixed_batches": re.compile(rf"\b(?:{_PF}|{_DC}|batch\w*|step\w*)\b"),
+}
+_NEG = re.compile(
+    r"\b(?:not|never|no|none|nor|neither|without|cannot|avoid\w*|unsupported|disabl\w*|"
+    r"forbid\w*|prohibit\w*|prevent\w*|refus\w*|reject\w*|instead of)\b|n't\b|"
+    r"\b(?:turns?|turned|switch\w*|set)\b[^.;:]{0,40}\boff\b|\b(?:is|are|stays?) off\b"
+)
+_POS = re.compile(
+    r"\b(?:support\w*|enabl\w*|allow\w*|permit\w*|can|may|will|is part of|naturally|"
+    r"includ\w*|combin\w*|mix(?:es)?|co-?schedul\w*|schedules|runs?|execut\w*|batch\w* "
+    r"together|does|do|lets?|falls? back|interleav\w*)\b"
+)
+_COND = re.compile(
+    r"(?<![\w-])only\b|\b(?:if|when|whenever|unless|except|some|certain|depend\w*|provided|"
+    r"for (?:every|each|any|some) model types?|for model types?)\b"
+)
+_RESTRICTED = re.compile(r"\bbut only\b|(?<![\w-])only (?:for|when|if|on|with|in)\b")
+_SUBORDINATE = re.compile(
+    r"^(?:if|when|whenever|unless|once|because|since|although|though|as long as|while)\b"
+)
+_CONTRAST_UPSTREAM = re.compile(
+    r"\b(?:unlike|than|from|compared (?:with|to)|versus|vs\.?|differs? from|relative to)\s+"
+    r"(?:the\s+)?upstream\b"
+)
+_UPSTREAM = re.compile(r"\bupstream\b|\b(?:stock|vanilla|generic) vllm\b")
+_CLAUSE_SPLIT = re.compile(
+    r"\s*[;:]\s+|\s*;\s*|\s+(?:but|whereas|however|although|though)\s+|\s+[—–]\s+|\s+-\s+"
+)
+
+
+def _aliases_for(plugin_name: str | None, extra: list[str] | None) -> list[str]:
+    words = list(extra or [])
+    if plugin_name:
+        words += [
+            w
+            for w in re.split(r"[-_.\s]+", plugin_name)
+            if w and w.lower() not in ("vllm", "plugin", "platform", "backend")
+        ]
+    words += [
+        "the plugin",
+        "this plugin",
+        "our plugin",
+        "our scheduler",
+        "this backend",
+        "this platform",
+    ]
+    return sorted({w.lower() for w in words}, key=len, reverse=True)
+
+
+def _subject(lower: str, aliases: list[str]) -> str | None:
+    """plugin / upstream when the sentence names one (the first named wins), else None."""
+    masked = _CONTRAST_UPSTREAM.sub(lambda m: " " * len(m.group(0)), lower)
+    up = _UPSTREAM.search(masked)
+    plug = None
+    for alias in aliases:
+        m = re.search(rf"(?<![\w-]){re.escape(alias)}(?![\w-])", masked)
+        if m and (plug is None or m.start() < plug):
+            plug = m.start()
+    if up is None and plug is None:
+        return "plugin" if _CONTRAST_UPSTREAM.search(lower) else None
+    if up is None:
+        return "plugin"
+    if plug is None:
+        return "upstream"
+    return "plugin" if plug < up.start() else "upstream"
+
+
+def _lead_polarity(lower: str) -> str | None:
+    if _NEG.search(lower):
+        return "not_supported"
+    if re.search(r"\b(?:support\w*|allow\w*|enabl\w*|includ\w*|permit\w*)\b", lower):
+        return "supported"
+    return None
+
+
+def _normalize(sentence: str) -> str:
+    # blanks first: `\s*[+/&]` would rescan a long run of blanks from each of them
+    lower = re.sub(r"\s+", " ", sentence.lower())
+    lower = re.sub(r" ?[+/&] ?", " and ", lower)  # prefill+decode, prefill/decode
+    return re.sub(r"\s+", " ", lower)
+
+
+def _classify(lower: str, start: int, end: int, inherent: str | None) -> tuple[str, bool]:
+    """(polarity, conditional) of the topic match at lower[start:end]."""
+    # The clause that holds the match.
+    bounds = [0]
+    for m in _CLAUSE_SPLIT.finditer(lower):
+        bounds.append(m.start())
+        bounds.append(m.end())
+    bounds.append(len(lower))
+    c_start, c_end = 0, len(lower)
+    for i in range(0, len(bounds) - 1, 2):
+        if bounds[i] <= start < bounds[i + 1] or bounds[i] <= start <= bounds[i + 1]:
+            c_start, c_end = bounds[i], bounds[i + 1]
+            break
+    clause = lower[c_start:c_end]
+    rel = start - c_start
+    conditional = bool(_COND.search(clause) or _RESTRICTED.search(lower))
+    # A leading subordinate clause ("If no prefill can be admitted, ...") is a condition.
+    sub = _SUBORDINATE.match(clause.strip())
+    if sub:
+        comma = clause.find(",")
+        if comma != -1 and rel > comma:
+            clause, rel = clause[comma + 1 :], rel - comma - 1
+            conditional = True
+        elif comma != -1 or rel >= 0:
+            return "unknown", True  # the topic is only the condition of something else
+    match_text = lower[start:end]
+    negative = bool(_NEG.search(clause))
+    if inherent is not None:
+        polarity = inherent
+        if negative and inherent == "not_supported" and not _NEG.search(match_text):
+            polarity = "supported"  # "not homogeneous", "never stalls decodes"
+        elif negative and inherent == "supported":
+            polarity = "not_supported"  # "never includes both prefill and decode"
+        return polarity, conditional
+    if negative:
+        return "not_supported", conditional
+    if _POS.search(clause):
+        return "supported", conditional
+    return "unknown", conditional
+
+
+def _topics(lower: str, lead_polarity: str | None) -> dict[str, tuple[str, bool]]:
+    """(polarity, conditional) per topic a normalized sentence speaks of.
+
+    A list item under a lead-in with a polarity ("It does not mean:") takes that
+    polarity when it states none, and is negated under a negated lead-in.
+    """
+    found: dict[str, tuple[str, bool]] = {}
+    for topic, rules in _TOPIC_RULES.items():
+        flt = _TOPIC_FILTER.get(topic)
+        if flt is not None and not flt.search(lower):
+            continue
+        for pattern, inherent in rules:
+            m = pattern.search(lower)
+            if not m:
+                continue
+            polarity, conditional = _classify(lower, m.start(), m.end(), inherent)
+            if lead_polarity is not None:
+                if polarity == "unknown":
+                    polarity = lead_polarity
+                elif lead_polarity == "not_supported":
+                    polarity = "supported" if polarity == "not_supported" else "not_supported"
+            old = found.get(topic)
+            if old is None or (old[0] == "unknown" and polarity != "unknown"):
+                found[topic] = (polarity, conditional)
+    return found
+
+
+def extract_statements(
+    doc_text: str, *, plugin_name: str | None = None, aliases: list[str] | None = None
+) -> list[Statement]:
+    """Statements the doc makes about mixed batches, chunked prefill and decode interleaving."""
+    names = _aliases_for(plugin_name, aliases)
+    statements: list[Statement] = []
+    section: str | None = None
+    section_subject = "plugin"
+    last_subject = "plugin"
+    lead: tuple[str, str | None] | None = None  # (subject, polarity) of the open lead-in
+    for kind, parts in text_blocks(doc_text):
+        if kind == "heading":
+            section = parts[0][1]
+            heading_subject = _subject(_normalize(section), names)
+            section_subject = heading_subject or "plugin"
+            last_subject = section_subject
+            lead = None
+            continue
+        if kind != "item":
+            lead = None
+        sentences = [(parts[0][0], parts[0][1])] if kind == "table" else split_sentences(parts)
+        for index, (line, sentence) in enumerate(sentences):
+            lower = _normalize(sentence)
+            explicit = _subject(lower, names)
+            if explicit is not None:
+                subject = explicit
+                if kind != "item":
+                    last_subject = explicit
+            elif kind == "item" and lead is not None:
+                subject = lead[0]
+            else:
+                subject = last_subject
+            found = _topics(lower, lead[1] if kind == "item" and lead is not None else None)
+            for topic, (polarity, conditional) in found.items():
+                statements.append(
+                    Statement(topic, polarity, sentence, line, subject, conditional, section)
+                )
+            last = index == len(sentences) - 1
+            if kind == "para" and last and sentence.rstrip().endswith(":"):
+                lead = (subject, _lead_polarity(lower))
+            elif kind == "para" and last:
+                lead = None
+    return statements
+
+
+def summarize(statements: list[Statement], subject: str = "plugin") -> dict[str, dict[str, Any]]:
+    """Per topic: stance (supported / not_supported / conditional / contradictory /
+    mentioned / unstated) and the statements behind it."""
+    out: dict[str, dict[str, Any]] = {}
+    for topic in TOPICS:
+        mine = [s for s in statements if s.topic == topic and s.subject == subject]
+        pos = [s for s in mine if s.polarity == "supported"]
+        neg = [s for s in mine if s.polarity == "not_supported"]
+        if not mine:
+            stance = "unstated"
+        elif not pos and not neg:
+            stance = "mentioned"
+        elif pos and neg:
+            if all(s.conditional for s in pos) or all(s.conditional for s in neg):
+                stance = "conditional"
+            else:
+                stance = "contradictory"
+        elif pos:
+            stance = "conditional" if all(s.conditional for s in pos) else "supported"
+        else:
+            stance = "not_supported"
+        decisive = (
+            neg if stance == "not_supported" else pos if stance == "supported" else (pos + neg)
+        )
+        out[topic] = {
+            "stance": stance,
+            "statements": [
+                {
+                    "line": s.line,
+                    "polarity": s.polarity,
+                    "conditional": s.conditional,
+                    "sentence": s.sentence,
+                }
+                for s in sorted(decisive or mine, key=lambda s: s.line)
+            ],
+        }
+    return out
+
+
+# ---------------------------------------------------------------------------
+# The check.
+
+_WORDS = {
+    "mixed_batches": "mixed prefill+decode batches",
+    "chunked_prefill": "chunked prefill",
+    "decode_interleaving": "decode interleaving",
+}
+
+
+def _quote(item: dict[str, Any], docs: str) -> str:
+    sentence = item["sentence"]
+    if len(sentence) > 160:
+        sentence = sentence[:157] + "..."
+    return f'{docs}:{item["line"]}: "{sentence}"'
+
+
+def _replay_counts(replay: dict[str, Any], side: str) -> dict[str, int]:
+    """The step counters of one replay side; a counter that is None (crashed side) is absent."""
+    block = replay.get(side)
+    if block is None:
+        return {}
+    if not isinstance(block, dict):
+        raise BadInput(f"scheduler replay: {side!r} must be a table of counters, got {block!r}")
+    counts: dict[str, int] = {}
+    for key in ("steps", *REPLAY_KEYS.values()):
+        value = block.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise BadInput(
+                f"scheduler replay: {side}.{key} must be a count (integer >= 0), got {value!r}",
+                hint="re-run the replay; its output is malformed",
+            )
+        counts[key] = value
+    return counts
+
+
+def _compare_replay(
+    replay: dict[str, Any],
+    stances: dict[str, dict[str, Any]],
+    docs: str,
+    unobserved: str,
+    evidence: list[Evidence],
+    details: dict[str, Any],
+) -> tuple[list[str], list[str]]:
+    """(failures, warnings) from comparing the replay's observed steps with the docs."""
+    if not isinstance(replay, dict):
+        raise BadInput(f"scheduler replay must be a table, got {type(replay).__name__}")
+    plugin = replay.get("plugin") if isinstance(replay.get("plugin"), dict) else {}
+    fails: list[str] = []
+    warns: list[str] = []
+    if plugin.get("crashed"):
+        fails.append(
+            f"the plugin's scheduler failed during the replay ({plugin['crashed']}); the docs "
+            "could not be compared with observed batches"
+        )
+        return fails, warns
+    plugin_counts = _replay_counts(replay, "plugin")
+    upstream_counts = _replay_counts(replay, "upstream")
+    if "mixed_steps" not in plugin_counts:
+        raise BadInput(
+            "scheduler replay: plugin.mixed_steps is missing",
+            hint="the replay must count the plugin's mixed prefill+decode steps",
+        )
+    details["replay"] = {"plugin": plugin_counts, "upstream": upstream_counts}
+    if plugin.get("stopped"):
+        warns.append(f"the replay did not finish ({plugin['stopped']}); compared what it saw")
+    for topic, counter in REPLAY_KEYS.items():
+        if counter not in plugin_counts:
+            continue
+        seen = plugin_counts[counter]
+        evidence.append(Evidence(note=f"replay: plugin {counter}", value=seen, source="replay"))
+        finding = _topic_finding(
+            topic, stances[topic], plugin, plugin_counts, upstream_counts.get(counter, 0), docs
+        )
+        if finding is None:
+            continue
+        verdict, msg = finding
+        if verdict == "unobserved":
+            verdict = unobserved
+        if verdict == "fail":
+            fails.append(msg)
+        elif verdict == "warn":
+            warns.append(msg)
+    return fails, warns
+
+
+def _topic_finding(
+    topic: str,
+    stance: dict[str, Any],
+    plugin: dict[str, Any],
+    plugin_counts: dict[str, int],
+    upstream_seen: int,
+    docs: str,
+) -> tuple[str, str] | None:
+    """(fail | warn | unobserved, message) when the replay disagrees with the docs on a topic."""
+    seen = plugin_counts[REPLAY_KEYS[topic]]
+    negatives = [i for i in stance["statements"] if i["polarity"] == "not_supported"]
+    positives = [i for i in stance["statements"] if i["polarity"] == "supported"]
+    if seen > 0 and stance["stance"] in ("not_supported", "contradictory") and negatives:
+        # Docs that rule the behaviour out (unconditionally: fail; conditionally: warn).
+        firm = [i for i in negatives if not i["conditional"]]
+        steps = plugin_counts.get("steps")
+        of = f" of {steps}" if steps is not None else ""
+        first = plugin.get("first_mixed_step") if topic == "mixed_batches" else None
+        at = f" (first at step {first})" if first is not None else ""
+        msg = (
+            f"the replay saw {seen}{of} plugin steps with {_WORDS[topic]}{at}, but "
+            f"{_quote((firm or negatives)[0], docs)}"
+        )
+        return ("fail" if firm else "warn"), msg
+    if seen == 0 and stance["stance"] == "supported" and positives and upstream_seen > 0:
+        # Docs that claim the behaviour, never seen on a load where upstream shows it.
+        msg = (
+            f"the docs state {_WORDS[topic]} ({_quote(positives[0], docs)}) but the "
+            f"replay saw none in the plugin, while upstream had "
+            f"{upstream_seen} on the same load"
+        )
+        return "unobserved", msg
+    return None
+
+
+def check(
+    spec: Spec, plugin_root: Path | str | None, replay: dict[str, Any] | None = None
+) -> CheckResult:
+    """The `scheduler` check: docs statements, the request mix, and the replay when given."""
+    options = spec.options(NAME)
+    request_mix = _request_mix(spec)
+    docs = options.get("docs", DEFAULT_DOCS)
+    unobserved = options.get("unobserved_support", "warn")
+    threshold: dict[str, Any] = {
+        "docs": docs,
+        "require_mixed_statement": options.get("require_mixed_statement", True),
+        "unobserved_support": unobserved,
+    }
+    details: dict[str, Any] = {"docs": docs, "request_mix": request_mix}
+    evidence = [_mix_evidence(request_mix)]
+    root = plugin_root_for(spec, plugin_root)
+    try:
+        text, cut = read_text(root, root / docs, MAX_BYTES)
+    except Unread as exc:
+        details["replay_compared"] = False
+        return _missing_docs(docs, "docs" in options, evidence, threshold, details, exc.reason)
+    if cut:
+        evidence.append(Evidence(note=too_large(docs, MAX_BYTES), file=docs, source="plugin"))
+    plugin_name = spec.plugin.get("name")
+    statements = extract_statements(text, plugin_name=plugin_name, aliases=options.get("aliases"))
+    stances = summarize(statements)
+    details["statements"] = [s.to_json() for s in statements]
+    details["stated"] = stances
+    details["upstream_stated"] = {
+        t: v["stance"] for t, v in summarize(statements, "upstream").items()
+    }
+    evidence += _statement_evidence(stances, docs)
+    fails, warns = _docs_findings(stances, docs, options.get("require_mixed_statement", True))
+
+    compared = replay is not None
+    details["replay_compared"] = compared
+    if replay is not None:
+        more_fails, more_warns = _compare_replay(
+            replay, stances, docs, unobserved, evidence, details
+        )
+        fails += more_fails
+        warns += more_warns
+
+    stated = ", ".join(f"{_WORDS[t]}: {stances[t]['stance'].replace('_', ' ')}" for t in TOPICS)
+    mix_note = "request mix recorded" if request_mix else "no request mix in the spec"
+    replay_note = "replay half not yet compared (docs only)"
+    if replay is not None:
+        replay_note = f"replay {headline_text(replay)}"
+    tail = f"{docs}: {stated}; {mix_note}; {replay_note}"
+    return from_findings(
+        NAME, (fails, warns), tail, evidence=evidence, threshold=threshold, details=details
+    )
+
+
+def _request_mix(spec: Spec) -> dict[str, Any] | None:
+    """`[conformance.request_mix]` of the spec (the pilot's expected load), if any."""
+    return spec.conformance.get("request_mix")
+
+
+def _mix_evidence(request_mix: dict[str, Any] | None) -> Evidence:
+    if request_mix:
+        return Evidence(
+            note="expected production request mix (pilot plan)",
+            value=request_mix,
+            source="spec",
+        )
+    return Evidence(
+        note="no [conformance.request_mix] in the spec: the pilot's request mix is not recorded",
+        source="spec",
+    )
+
+
+def _missing_docs(
+    docs: str,
+    configured: bool,
+    evidence: list[Evidence],
+    threshold: dict[str, Any],
+    details: dict[str, Any],
+    why: str,
+) -> CheckResult:
+    key = "[conformance.scheduler] docs"
+    if not configured:
+        key = f"default of {key}"
+    return CheckResult(
+        name=NAME,
+        status="fail",
+        summary=f"scheduler docs {docs} {why} ({key}); point "
+        "[conformance.scheduler] docs at the plugin's scheduling notes",
+        evidence=[Evidence(note=f"file {why}", file=docs, source="plugin"), *evidence],
+        threshold=threshold,
+        details=details,
+    )
+
+
+def _statement_evidence(stances: dict[str, dict[str, Any]], docs: str) -> list[Evidence]:
+    """One evidence item per decisive docs statement, topic by topic."""
+    return [
+        Evidence(
+            note=f"{_WORDS[topic]}: {item['polarity'].replace('_', ' ')}"
+            + (" (conditional)" if item["conditional"] else ""),
+            file=docs,
+            line=item["line"],
+            value=item["sentence"],
+            source="plugin docs",
+        )
+        for topic in TOPICS
+        for item in stances[topic]["statements"]
+    ]
+
+
+def _docs_findings(
+    stances: dict[str, dict[str, Any]], docs: str, require_mixed_statement: bool
+) -> tuple[list[str], list[str]]:
+    """(failures, warnings) from the docs alone: silence on mixed batches, self-contradiction."""
+    fails: list[str] = []
+    warns: list[str] = []
+    mixed = stances["mixed_batches"]["stance"]
+    if mixed in ("unstated", "mentioned") and require_mixed_statement:
+        fails.append(
+            f"{docs} states nothing about mixed prefill+decode batches; say whether "
+            "the plugin schedules them"
+        )
+    for topic in TOPICS:
+        if stances[topic]["stance"] == "contradictory":
+            quotes = "; ".join(_quote(i, docs) for i in stances[topic]["statements"][:3])
+            warns.append(f"{docs} contradicts itself on {_WORDS[topic]}: {quotes}")
+    return fails, warns
+
+
+def run(ctx: Context) -> CheckResult:
+    """The replay must have completed on both sides before the docs are compared with it."""
+    report = ctx.replay()
+    broken = [
+        f"{side}: {report[side].get('crashed') or report[side].get('stopped')}"
+        for side in ("plugin", "upstream")
+        if report and (report[side].get("crashed") or report[side].get("stopped"))
+    ]
+    if broken:
+        return CheckResult(
+            NAME,
+            "fail",
+            "the replay did not complete: " + "; ".join(broken),
+            [Evidence(note=b, source="replay") for b in broken],
+        )
+    return check(ctx.spec, ctx.plugin_root, replay=report)

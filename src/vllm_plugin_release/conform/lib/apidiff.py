@@ -1,0 +1,706 @@
+"""The `api` contract differ (pure): two contracts in, classified changes out.
+
+`diff_contracts(old, new)` compares two contracts (or OpenAPI documents) and
+classifies each difference from the client's side:
+
+* request direction (what clients send): removing a field or parameter, a new
+  required field or parameter, accepting fewer types or values, tighter
+  constraints are breaking; vLLM's request models allow extra fields, so a removed
+  request field is silently ignored, which is breaking too;
+* response direction (what clients receive): removing an operation, a success
+  status, a media type or a property, retyping a property, making it optional or
+  nullable, removing an enum value are breaking; additions are information.
+
+`$ref`s are resolved inside each document, recursive schemas are walked once per
+component pair (and direction), and a change inside a shared component is
+reported once, at `Component.path`, with the first operation or model that
+reaches it (`via`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from vllm_plugin_release.conform.lib.apichange import Change, Direction
+from vllm_plugin_release.conform.lib.apicontract import normalize_contract
+from vllm_plugin_release.conform.lib.apischema import (
+    LOWER_BOUNDS,
+    OTHER_CONSTRAINTS,
+    UPPER_BOUNDS,
+    accepts,
+    as_dict,
+    branches,
+    canonical,
+    deref,
+    enum_values,
+    normal,
+    number,
+    ref_name,
+    resolve,
+    types_of,
+    value_type,
+)
+
+METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+
+
+@dataclass
+class _Side:
+    schema: Any
+    root: Any
+
+
+@dataclass(frozen=True)
+class _At:
+    """Where the walk is: the direction, the location, the operation or model that
+    reached it (`via`) and the nesting depth."""
+
+    direction: Direction
+    loc: str
+    via: str
+    depth: int = 0
+
+    def down(self, loc: str | None = None) -> _At:
+        """One level deeper, at `loc` (default: here)."""
+        return replace(self, loc=self.loc if loc is None else loc, depth=self.depth + 1)
+
+
+def _split_branches(bs: list[dict]) -> tuple[dict[str, dict], list[dict], list[dict]]:
+    """Union branches as (referenced components by name, enum-like, typed)."""
+    refs: dict[str, dict] = {}
+    enums: list[dict] = []
+    typed: list[dict] = []
+    for b in bs:
+        if "$ref" in b:
+            refs[ref_name(b["$ref"])] = b
+        elif enum_values(b) is not None:
+            enums.append(b)
+        else:
+            typed.append(b)
+    return refs, enums, typed
+
+
+def _by_type(bs: list[dict]) -> dict[str, dict]:
+    return {",".join(sorted(types_of(b))): b for b in bs}
+
+
+def _union_types(bs: list[dict]) -> set[str]:
+    return set().union(*(types_of(b) for b in bs)) if bs else set()
+
+
+@dataclass
+class _Differ:
+    changes: list[Change] = field(default_factory=list)
+    seen: set[tuple[Any, ...]] = field(default_factory=set)
+
+    def add(self, kind: str, loc: str, breaking: bool, detail: str, via: str) -> None:
+        self.changes.append(Change(kind, loc, breaking, detail, via))
+
+    # -- schemas ---------------------------------------------------------
+
+    def schema(self, old: _Side, new: _Side, at: _At) -> None:
+        if at.depth > 64:
+            return
+        direction, loc, via = at.direction, at.loc, at.via
+        ob, onull = branches(old.schema, old.root)
+        nb, nnull = branches(new.schema, new.root)
+        req = direction == "request"
+        if onull and not nnull and ob:
+            if req:
+                self.add("retyped-request-field", loc, True, "no longer accepts null", via)
+            else:
+                self.add("response-property-not-nullable", loc, False, "no longer null", via)
+        if nnull and not onull and nb:
+            if req:
+                self.add("widened-request-type", loc, False, "now also accepts null", via)
+            else:
+                self.add(
+                    "response-property-nullable",
+                    loc,
+                    True,
+                    "may now be null (was never null)",
+                    via,
+                )
+        if not ob or not nb:
+            return
+        if len(ob) == 1 and len(nb) == 1:
+            self._single(_Side(ob[0], old.root), _Side(nb[0], new.root), at)
+        else:
+            self._union(_Side(ob, old.root), _Side(nb, new.root), at)
+
+    def _union(self, old: _Side, new: _Side, at: _At) -> None:
+        """A union on either side (`old.schema`/`new.schema` are the branch lists)."""
+        orefs, oenums, otyped = _split_branches(old.schema)
+        nrefs, nenums, ntyped = _split_branches(new.schema)
+        self._union_enums((oenums, otyped), (nenums, ntyped), at)
+        self._union_refs(_Side(orefs, old.root), _Side(nrefs, new.root), at)
+        self._union_typed(_Side(otyped, old.root), _Side(ntyped, new.root), at)
+
+    def _union_enums(
+        self, old: tuple[list[dict], list[dict]], new: tuple[list[dict], list[dict]], at: _At
+    ) -> None:
+        """Enum-like branches of a union: one value set (`old`/`new`: (enum-like, typed))."""
+        (oenums, otyped), (nenums, ntyped) = old, new
+        direction, loc, via = at.direction, at.loc, at.via
+        req = direction == "request"
+        otyped_types, ntyped_types = _union_types(otyped), _union_types(ntyped)
+        ovals = {canonical(v): v for b in oenums for v in (enum_values(b) or [])}
+        nvals = {canonical(v): v for b in nenums for v in (enum_values(b) or [])}
+        if oenums and nenums:
+            self._enum_diff(ovals, nvals, direction, loc, via)
+        elif oenums:
+            # the literals went; still fine if a plain type on the new side takes them
+            if all(accepts(ntyped_types, value_type(v)) for v in ovals.values()):
+                self.add(
+                    "loosened-constraint",
+                    loc,
+                    False,
+                    f"no longer restricted to {', '.join(sorted(ovals))}",
+                    via,
+                )
+            else:
+                self._enum_diff(ovals, {}, direction, loc, via)
+        elif nenums and not all(accepts(otyped_types, value_type(v)) for v in nvals.values()):
+            if req:
+                self.add(
+                    "widened-request-type",
+                    loc,
+                    False,
+                    f"now also accepts {', '.join(sorted(nvals))}",
+                    via,
+                )
+            else:
+                self.add(
+                    "retyped-response-property",
+                    loc,
+                    True,
+                    f"may now be {', '.join(sorted(nvals))}",
+                    via,
+                )
+
+    def _union_refs(self, old: _Side, new: _Side, at: _At) -> None:
+        """Referenced components of a union (`old.schema`/`new.schema`: by name): by name,
+        then a lone rename."""
+        orefs, nrefs, oroot, nroot = old.schema, new.schema, old.root, new.root
+        loc, via = at.loc, at.via
+        req = at.direction == "request"
+        for name in sorted(set(orefs) & set(nrefs)):
+            self._single(_Side(orefs[name], oroot), _Side(nrefs[name], nroot), at)
+        lost_refs = sorted(set(orefs) - set(nrefs))
+        new_refs = sorted(set(nrefs) - set(orefs))
+        if len(lost_refs) == 1 and len(new_refs) == 1:
+            self._single(_Side(orefs[lost_refs[0]], oroot), _Side(nrefs[new_refs[0]], nroot), at)
+            lost_refs, new_refs = [], []
+        for name in lost_refs:
+            if req:
+                self.add("retyped-request-field", loc, True, f"no longer accepts {name}", via)
+            else:
+                self.add("narrowed-response-type", loc, False, f"no longer {name}", via)
+        for name in new_refs:
+            if req:
+                self.add("widened-request-type", loc, False, f"now also accepts {name}", via)
+            else:
+                self.add("retyped-response-property", loc, True, f"may now be {name}", via)
+
+    def _union_typed(self, old: _Side, new: _Side, at: _At) -> None:
+        """Typed branches of a union (`old.schema`/`new.schema`), keyed by their type set."""
+        otyped, ntyped = old.schema, new.schema
+        loc, via = at.loc, at.via
+        req = at.direction == "request"
+        otyped_types, ntyped_types = _union_types(otyped), _union_types(ntyped)
+        ot, nt = _by_type(otyped), _by_type(ntyped)
+        for key in sorted(set(ot) & set(nt)):
+            self._single(_Side(ot[key], old.root), _Side(nt[key], new.root), at)
+        for key in sorted(set(ot) - set(nt)):
+            if req and not all(accepts(ntyped_types, t) for t in key.split(",")):
+                self.add("retyped-request-field", loc, True, f"no longer accepts {key}", via)
+            elif not req:
+                self.add("narrowed-response-type", loc, False, f"no longer {key}", via)
+        for key in sorted(set(nt) - set(ot)):
+            if not req and not all(accepts(otyped_types, t) for t in key.split(",")):
+                self.add("retyped-response-property", loc, True, f"may now be {key}", via)
+            elif req:
+                self.add("widened-request-type", loc, False, f"now also accepts {key}", via)
+
+    def _enum_diff(
+        self,
+        ovals: dict[str, Any],
+        nvals: dict[str, Any],
+        direction: Direction,
+        loc: str,
+        via: str,
+    ) -> None:
+        removed = sorted(set(ovals) - set(nvals))
+        added = sorted(set(nvals) - set(ovals))
+        if removed:
+            what = "no longer accepted" if direction == "request" else "no longer produced"
+            self.add("removed-enum-value", loc, True, f"{', '.join(removed)} {what}", via)
+        if added:
+            self.add("added-enum-value", loc, False, f"{', '.join(added)} added", via)
+
+    def _single(self, old: _Side, new: _Side, at: _At) -> None:
+        direction, loc, via = at.direction, at.loc, at.via
+        o = normal(old.schema, old.root)
+        n = normal(new.schema, new.root)
+        if "$ref" in o or "$ref" in n:
+            self._single_ref(_Side(o, old.root), _Side(n, new.root), at)
+            return
+        if isinstance(o.get("anyOf") or o.get("oneOf"), list) or isinstance(
+            n.get("anyOf") or n.get("oneOf"), list
+        ):
+            self.schema(_Side(o, old.root), _Side(n, new.root), at.down())
+            return
+        ot, nt = types_of(o), types_of(n)
+        if self._untyped_change(ot, nt, direction, loc, via):
+            return
+        self._type_change(ot, nt, direction, loc, via)
+        if not ot & nt and not any(accepts(nt, t) for t in ot):
+            return  # retyped: nothing further in common
+        self._enum_change(o, n, direction, loc, via)
+        self._constraints(o, n, direction, loc, via)
+        if n.get("deprecated") and not o.get("deprecated"):
+            self.add("deprecated", loc, False, "now deprecated", via)
+        if "object" in ot and "object" in nt:
+            self._object(_Side(o, old.root), _Side(n, new.root), at)
+        if "array" in ot and "array" in nt and ("items" in o or "items" in n):
+            self.schema(
+                _Side(o.get("items", {}), old.root),
+                _Side(n.get("items", {}), new.root),
+                at.down(f"{loc}[]"),
+            )
+
+    def _single_ref(self, old: _Side, new: _Side, at: _At) -> None:
+        """A branch that is (or points at) a component: each component pair is walked once."""
+        o, n = old.schema, new.schema
+        oref, nref = o.get("$ref"), n.get("$ref")
+        key = (at.direction, id(old.root), oref, id(new.root), nref)
+        if oref and nref:
+            if key in self.seen:
+                return
+            self.seen.add(key)
+            oname, nname = ref_name(oref), ref_name(nref)
+            loc = oname if oname == nname else f"{oname}->{nname}"
+            at = replace(at, loc=loc, via=at.via or loc)
+        o2 = resolve(o, old.root)
+        n2 = resolve(n, new.root)
+        self.schema(_Side(o2, old.root), _Side(n2, new.root), at.down())
+
+    def _untyped_change(
+        self, ot: set[str], nt: set[str], direction: Direction, loc: str, via: str
+    ) -> bool:
+        """A value that became (or stopped being) unconstrained; True: nothing more to compare."""
+        req = direction == "request"
+        if "any" in nt and "any" not in ot:
+            if req:
+                self.add("widened-request-type", loc, False, "now accepts any value", via)
+            else:
+                self.add(
+                    "retyped-response-property",
+                    loc,
+                    True,
+                    f"no longer declared (any value); was {', '.join(sorted(ot))}",
+                    via,
+                )
+            return True
+        if "any" in ot and "any" not in nt:
+            if req:
+                self.add(
+                    "retyped-request-field",
+                    loc,
+                    True,
+                    f"was any value, now only {', '.join(sorted(nt))}",
+                    via,
+                )
+            else:
+                self.add(
+                    "narrowed-response-type",
+                    loc,
+                    False,
+                    f"now declared as {', '.join(sorted(nt))}",
+                    via,
+                )
+            return True
+        return "any" in ot  # both unconstrained
+
+    def _type_change(
+        self, ot: set[str], nt: set[str], direction: Direction, loc: str, via: str
+    ) -> None:
+        if direction == "request":
+            lost = sorted(t for t in ot if not accepts(nt, t))
+            if lost:
+                self.add(
+                    "retyped-request-field",
+                    loc,
+                    True,
+                    f"no longer accepts {', '.join(lost)} (now {', '.join(sorted(nt))})",
+                    via,
+                )
+            gained = sorted(t for t in nt if not accepts(ot, t))
+            if gained:
+                self.add(
+                    "widened-request-type", loc, False, f"now also accepts {', '.join(gained)}", via
+                )
+        else:
+            gained = sorted(t for t in nt if not accepts(ot, t))
+            if gained:
+                self.add(
+                    "retyped-response-property",
+                    loc,
+                    True,
+                    f"may now be {', '.join(gained)} (was {', '.join(sorted(ot))})",
+                    via,
+                )
+            lost = sorted(t for t in ot if not accepts(nt, t))
+            if lost:
+                self.add("narrowed-response-type", loc, False, f"no longer {', '.join(lost)}", via)
+
+    def _enum_change(
+        self, o: dict[str, Any], n: dict[str, Any], direction: Direction, loc: str, via: str
+    ) -> None:
+        req = direction == "request"
+        ov, nv = enum_values(o), enum_values(n)
+        if ov is not None and nv is not None:
+            self._enum_diff(
+                {canonical(v): v for v in ov}, {canonical(v): v for v in nv}, direction, loc, via
+            )
+        elif ov is None and nv is not None:
+            self.add(
+                "tightened-constraint",
+                loc,
+                req,
+                f"now restricted to {', '.join(sorted(canonical(v) for v in nv))}",
+                via,
+            )
+        elif ov is not None and nv is None:
+            self.add(
+                "loosened-constraint",
+                loc,
+                False,
+                f"no longer restricted to {', '.join(sorted(canonical(v) for v in ov))}",
+                via,
+            )
+
+    def _constraints(
+        self, o: dict[str, Any], n: dict[str, Any], direction: Direction, loc: str, via: str
+    ) -> None:
+        req = direction == "request"
+
+        def report(tight: bool, text: str) -> None:
+            if tight:
+                self.add("tightened-constraint", loc, req, text, via)
+            else:
+                self.add("loosened-constraint", loc, False, text, via)
+
+        for keys, stricter in (
+            (UPPER_BOUNDS, lambda a, b: b < a),
+            (LOWER_BOUNDS, lambda a, b: b > a),
+        ):
+            for k in keys:
+                a, b = o.get(k), n.get(k)
+                if a == b:
+                    continue
+                na, nb = number(a), number(b)
+                if a is None and b is not None:
+                    report(True, f"{k} {b!r} added")
+                elif a is not None and b is None:
+                    report(False, f"{k} {a!r} removed")
+                elif na is not None and nb is not None:
+                    report(stricter(na, nb), f"{k} {a!r} -> {b!r}")
+                else:
+                    report(bool(b), f"{k} {a!r} -> {b!r}")
+        for k in OTHER_CONSTRAINTS:
+            a, b = o.get(k), n.get(k)
+            if a == b:
+                continue
+            if a is None:
+                report(True, f"{k} {b!r} added")
+            elif b is None:
+                report(False, f"{k} {a!r} removed")
+            else:
+                report(True, f"{k} {a!r} -> {b!r}")
+        if bool(n.get("uniqueItems")) != bool(o.get("uniqueItems")):
+            report(bool(n.get("uniqueItems")), f"uniqueItems -> {bool(n.get('uniqueItems'))}")
+
+    def _object(self, old: _Side, new: _Side, at: _At) -> None:
+        direction, loc, via = at.direction, at.loc, at.via
+        o, n = old.schema, new.schema
+        req = direction == "request"
+        oprops: dict[str, Any] = o.get("properties") or {}
+        nprops: dict[str, Any] = n.get("properties") or {}
+        oreq, nreq = set(o.get("required") or []), set(n.get("required") or [])
+        extra_ok = n.get("additionalProperties", True) is not False
+        for name in sorted(oprops):
+            child = f"{loc}.{name}"
+            if name not in nprops:
+                self._removed_property(child, req, extra_ok, via)
+                continue
+            if req:
+                self._request_field(
+                    child, name in oreq, name in nreq, oprops[name], nprops[name], via
+                )
+            else:
+                self._response_property(child, name in oreq, name in nreq, via)
+            self.schema(
+                _Side(oprops[name], old.root), _Side(nprops[name], new.root), at.down(child)
+            )
+        for name in sorted(set(nprops) - set(oprops)):
+            child = f"{loc}.{name}"
+            if req and name in nreq:
+                self.add("new-required-request-field", child, True, "new required field", via)
+            elif req:
+                self.add("added-request-field", child, False, "new optional field", via)
+            else:
+                self.add("added-response-property", child, False, "new property", via)
+        self._extra_properties(old, new, at)
+
+    def _removed_property(self, child: str, req: bool, extra_ok: bool, via: str) -> None:
+        if req:
+            detail = (
+                "field removed; extra fields are allowed, so requests that send it are "
+                "silently ignored"
+                if extra_ok
+                else "field removed; requests that send it are now rejected"
+            )
+            self.add("removed-request-field", child, True, detail, via)
+        else:
+            self.add("removed-response-property", child, True, "property removed", via)
+
+    def _request_field(
+        self,
+        child: str,
+        was_required: bool,
+        is_required: bool,
+        old: Any,
+        new: Any,
+        via: str,
+    ) -> None:
+        """A request field on both sides: required or not, and its default."""
+        if is_required and not was_required:
+            self.add("new-required-request-field", child, True, "now required", via)
+        elif was_required and not is_required:
+            self.add("request-field-optional", child, False, "no longer required", via)
+        od, nd = as_dict(old), as_dict(new)
+        if ("default" in od or "default" in nd) and canonical(od.get("default")) != canonical(
+            nd.get("default")
+        ):
+            self.add(
+                "changed-default",
+                child,
+                False,
+                f"default {canonical(od.get('default'))} -> {canonical(nd.get('default'))}",
+                via,
+            )
+
+    def _response_property(
+        self, child: str, was_required: bool, is_required: bool, via: str
+    ) -> None:
+        if was_required and not is_required:
+            self.add(
+                "response-property-optional",
+                child,
+                True,
+                "no longer required (may be absent)",
+                via,
+            )
+        elif is_required and not was_required:
+            self.add("response-property-required", child, False, "now required", via)
+
+    def _extra_properties(self, old: _Side, new: _Side, at: _At) -> None:
+        """`additionalProperties`: extra fields rejected or allowed, and their schema."""
+        direction, loc, via = at.direction, at.loc, at.via
+        oap, nap = old.schema.get("additionalProperties"), new.schema.get("additionalProperties")
+        if direction == "request" and oap is not False and nap is False:
+            self.add("tightened-constraint", loc, True, "extra fields are now rejected", via)
+        elif oap is False and nap not in (False, None):
+            self.add("loosened-constraint", loc, False, "extra fields now allowed", via)
+        if isinstance(oap, dict) and isinstance(nap, dict):
+            self.schema(_Side(oap, old.root), _Side(nap, new.root), at.down(f"{loc}{{*}}"))
+
+    # -- OpenAPI ---------------------------------------------------------
+
+    def openapi(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        opaths, npaths = old.get("paths", {}), new.get("paths", {})
+        for path in sorted(opaths):
+            if path not in npaths:
+                ops = [m.upper() for m in METHODS if m in opaths[path]]
+                self.add("removed-path", path, True, f"path removed ({', '.join(ops)})", path)
+                continue
+            oitem, nitem = opaths[path], npaths[path]
+            for method in METHODS:
+                if method not in oitem:
+                    continue
+                op = f"{method.upper()} {path}"
+                if method not in nitem:
+                    self.add("removed-operation", op, True, "operation removed", op)
+                    continue
+                self._operation(old, new, oitem, nitem, method, op)
+            for method in METHODS:
+                if method in nitem and method not in oitem:
+                    op = f"{method.upper()} {path}"
+                    self.add("added-operation", op, False, "new operation", op)
+        for path in sorted(set(npaths) - set(opaths)):
+            ops = [m.upper() for m in METHODS if m in npaths[path]]
+            self.add("added-path", path, False, f"new path ({', '.join(ops)})", path)
+
+    def _operation(
+        self, oroot: dict, nroot: dict, oitem: dict, nitem: dict, method: str, op: str
+    ) -> None:
+        o, n = deref(oitem[method], oroot), deref(nitem[method], nroot)
+        if n.get("deprecated") and not o.get("deprecated"):
+            self.add("deprecated", op, False, "operation now deprecated", op)
+        self._parameters(_params(oitem, o, oroot), _params(nitem, n, nroot), oroot, nroot, op)
+        self._request_body(_Side(o, oroot), _Side(n, nroot), op)
+        self._responses(_Side(o, oroot), _Side(n, nroot), op)
+
+    def _parameters(
+        self,
+        opar: dict[tuple[str, str], dict],
+        npar: dict[tuple[str, str], dict],
+        oroot: dict,
+        nroot: dict,
+        op: str,
+    ) -> None:
+        for key in sorted(opar):
+            where, name = key
+            loc = f"{op} {where} parameter {name}"
+            if key not in npar:
+                self.add("removed-parameter", loc, True, "parameter removed", op)
+                continue
+            if npar[key].get("required") and not opar[key].get("required"):
+                self.add("new-required-parameter", loc, True, "now required", op)
+            self.schema(
+                _Side(opar[key].get("schema", {}), oroot),
+                _Side(npar[key].get("schema", {}), nroot),
+                _At("request", loc, op),
+            )
+        for key in sorted(set(npar) - set(opar)):
+            where, name = key
+            loc = f"{op} {where} parameter {name}"
+            if npar[key].get("required"):
+                self.add("new-required-parameter", loc, True, "new required parameter", op)
+            else:
+                self.add("added-parameter", loc, False, "new optional parameter", op)
+
+    def _request_body(self, old: _Side, new: _Side, op: str) -> None:
+        """The operation's request body (`old.schema`/`new.schema` are the operations)."""
+        o, n, oroot, nroot = old.schema, new.schema, old.root, new.root
+        obody = deref(o.get("requestBody"), oroot) if "requestBody" in o else None
+        nbody = deref(n.get("requestBody"), nroot) if "requestBody" in n else None
+        loc = f"{op} request body"
+        if obody is not None and nbody is None:
+            self.add("removed-request-field", loc, True, "request body no longer read", op)
+        elif nbody is not None and obody is None:
+            if nbody.get("required"):
+                self.add("new-required-request-field", loc, True, "request body now required", op)
+            else:
+                self.add("added-request-field", loc, False, "optional request body", op)
+        elif obody is not None and nbody is not None:
+            if nbody.get("required") and not obody.get("required"):
+                self.add("new-required-request-field", loc, True, "request body now required", op)
+            self._media(
+                _Side(obody.get("content") or {}, oroot),
+                _Side(nbody.get("content") or {}, nroot),
+                "request",
+                loc,
+                op,
+                removed=("removed-request-media-type", True, "media type no longer accepted"),
+            )
+
+    def _media(
+        self,
+        old: _Side,
+        new: _Side,
+        direction: Direction,
+        loc: str,
+        op: str,
+        *,
+        removed: tuple[str, bool, str],
+    ) -> None:
+        """One body's media types (`old.schema`/`new.schema` are the `content` maps): each
+        kept type's schema compared, a removed one reported as `removed`, new ones listed."""
+        ocont, ncont = old.schema, new.schema
+        kind, breaking, why = removed
+        for media in sorted(ocont):
+            if media not in ncont:
+                self.add(kind, f"{loc} {media}", breaking, why, op)
+                continue
+            self.schema(
+                _Side(as_dict(ocont[media]).get("schema", {}), old.root),
+                _Side(as_dict(ncont[media]).get("schema", {}), new.root),
+                _At(direction, f"{loc} {media}", op),
+            )
+        for media in sorted(set(ncont) - set(ocont)):
+            self.add("added-media-type", f"{loc} {media}", False, "new media type", op)
+
+    def _responses(self, old: _Side, new: _Side, op: str) -> None:
+        """The operation's responses (`old.schema`/`new.schema` are the operations)."""
+        oroot, nroot = old.root, new.root
+        oresp, nresp = old.schema.get("responses") or {}, new.schema.get("responses") or {}
+        for status in sorted(oresp):
+            loc = f"{op} {status}"
+            success = str(status).startswith("2")
+            if status not in nresp:
+                if success:
+                    self.add("removed-success-status", loc, True, "success status removed", op)
+                else:
+                    self.add("removed-error-status", loc, False, "status no longer declared", op)
+                continue
+            removed_kind = "removed-media-type" if success else "removed-error-status"
+            self._media(
+                _Side(deref(oresp[status], oroot).get("content") or {}, oroot),
+                _Side(deref(nresp[status], nroot).get("content") or {}, nroot),
+                "response",
+                loc,
+                op,
+                removed=(removed_kind, success, "media type removed"),
+            )
+        for status in sorted(set(nresp) - set(oresp)):
+            self.add("added-status", f"{op} {status}", False, "new response status", op)
+
+    def models(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        for name in sorted(old):
+            via = f"model {name}"
+            if name not in new:
+                self.add("removed-model", name, True, "model no longer exported", via)
+                continue
+            direction: Direction = "request" if name.endswith("Request") else "response"
+            self.schema(
+                _Side(old[name], old[name]), _Side(new[name], new[name]), _At(direction, name, via)
+            )
+        for name in sorted(set(new) - set(old)):
+            self.add("added-model", name, False, "new model", f"model {name}")
+
+
+def _params(item: dict, op: dict, root: Any) -> dict[tuple[str, str], dict]:
+    """An operation's parameters (path-level ones first) by (in, name)."""
+    out: dict[tuple[str, str], dict] = {}
+    for p in [*(item.get("parameters") or []), *(op.get("parameters") or [])]:
+        p = deref(p, root)
+        if "name" in p:
+            out[(str(p.get("in", "query")), str(p["name"]))] = p
+    return out
+
+
+def diff_schemas(old: Any, new: Any, direction: Direction, location: str = "$") -> list[Change]:
+    """Differences between two JSON Schemas (each resolving its own `$ref`s)."""
+    d = _Differ()
+    d.schema(_Side(old, old), _Side(new, new), _At(direction, location, location))
+    return _finish(d.changes)
+
+
+def diff_contracts(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
+    """Every difference from contract `old` to `new` (normalized contracts or OpenAPI docs)."""
+    old = normalize_contract(old, "old contract")
+    new = normalize_contract(new, "new contract")
+    d = _Differ()
+    d.openapi(old["openapi"], new["openapi"])
+    d.models(old.get("models", {}), new.get("models", {}))
+    return _finish(d.changes)
+
+
+def _finish(changes: list[Change]) -> list[Change]:
+    unique: dict[tuple[str, str, bool, str], Change] = {}
+    for c in changes:
+        unique.setdefault((c.kind, c.location, c.breaking, c.detail), c)
+    return sorted(unique.values(), key=lambda c: (not c.breaking, c.location, c.kind, c.detail))

@@ -1,0 +1,516 @@
+"""What the install commands install: requirements, files of requirements, local paths, URLs."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from vllm_plugin_release.conform.lib.installer.fetches import Fetches
+from vllm_plugin_release.conform.lib.installer.report import (
+    HEX40,
+    CoreFindings,
+    CorePin,
+    PinningReport,
+)
+from vllm_plugin_release.conform.lib.installer.requirements import (
+    VALUE_OPTS,
+    Install,
+    canonical,
+    load_toml,
+    quoted_lines,
+    requirement_lines,
+)
+from vllm_plugin_release.conform.lib.installer.shell import ShellCommand, display, resolve
+from vllm_plugin_release.conform.lib.installer.uvlock import LockError, read_lock, sync_project
+from vllm_plugin_release.conform.lib.plugintree import Unread, exists_within, read_text, too_large
+
+MAX_NESTED_FILES = 32  # -r inside -r inside ...: pip follows them all; we stop here
+
+# Blanks before an option, matched from the first blank of a run only (a long run of
+# blanks is not rescanned from each of them).
+_OPTIONS = re.compile(r"(?<!\s)\s+(?=--)")
+_SDIST_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+?)-(?P<ver>\d[^-/]*?)\.(?:tar\.gz|zip|tgz)$")
+
+
+@dataclass(frozen=True)
+class _Where:
+    """Where a requirement was named: the install command (None for a dependency read
+    from a file alone), the file and line, and the role it is read in."""
+
+    inst: Install | None
+    file: str
+    line: int
+    role: str
+
+
+class Installs:
+    """Reads what each install names and records pins, editables and unpinned dependencies."""
+
+    def __init__(
+        self, root: Path, report: PinningReport, core: CoreFindings, fetches: Fetches
+    ) -> None:
+        self.root = root
+        self.report = report
+        self.core = core
+        self.fetches = fetches
+        self.read_req_files: set[str] = set()
+        self.read_pyprojects: set[str] = set()
+        # pyproject.toml (as shown) -> the packages its uv.lock pins, for `uv sync`
+        self.locked: dict[str, set[str]] = {}
+
+    def locked_ranges(self) -> None:
+        """A project's ranges that `uv sync` installs from its lock are pinned there."""
+        kept = []
+        for item in self.report.unpinned:
+            names = self.locked.get(item.get("file") or "")
+            try:
+                name = canonical(Requirement(item["requirement"]).name)
+            except InvalidRequirement:
+                name = ""
+            if names is not None and item.get("role") == "pyproject dependency" and name in names:
+                self.report.notes.append(
+                    f"{item['file']}:{item.get('line')}: {item['requirement']} is pinned by "
+                    f"the project's uv.lock (`uv sync`)"
+                )
+            else:
+                kept.append(item)
+        self.report.unpinned = kept
+
+    # -- install commands ------------------------------------------------------
+    def install(self, inst: Install) -> None:
+        cmd = inst.cmd
+        for requirement in inst.requirements:
+            self.requirement(requirement, _Where(inst, cmd.file, cmd.line, "install"), set(), ())
+        for target in inst.editables:
+            self.report.editable_installs.append(
+                {"target": target, "file": cmd.file, "line": cmd.line}
+            )
+            self.requirement(target, _Where(inst, cmd.file, cmd.line, "install"), set(), ())
+        for role, target in inst.files:
+            self.install_file(role, target, inst)
+
+    def install_file(self, role: str, target: str, inst: Install) -> None:
+        """A file named by -r / -c / --override: read it unless it cannot be read yet."""
+        cmd = inst.cmd
+        dl = self.fetches.download_for(target)
+        if dl is not None:
+            dl["used_as"] = f"{role} file ({'-r' if role == 'requirement' else role})"
+            self.report.notes.append(
+                f"{cmd.file}:{cmd.line}: {role} file {target} is downloaded at install "
+                f"time from {dl['url']}; its entries cannot be read before the build"
+            )
+            for entry in self.report.unhashed_fetches:
+                if entry.get("url") == dl["url"] and entry.get("line") == dl["line"]:
+                    entry["used_as"] = dl["used_as"]
+            return
+        if "://" in target:
+            self.report.unhashed_fetches.append(
+                {
+                    "url": target,
+                    "file": cmd.file,
+                    "line": cmd.line,
+                    "tool": inst.tool,
+                    "kind": "download",
+                    "used_as": f"{role} file",
+                    "note": f"{role} file fetched from a URL at install time (no hash)",
+                }
+            )
+            return
+        if "$" in target:
+            self.report.notes.append(
+                f"{cmd.file}:{cmd.line}: {role} file {target} is not a static path; not read"
+            )
+            return
+        path = resolve(self.root, target, cmd.cwd, cmd.file)
+        if path is None:
+            self.report.missing.append(
+                {"file": target, "referenced_by": f"{cmd.file}:{cmd.line}", "role": role}
+            )
+            return
+        self.requirements_file(path, "install" if role == "requirement" else role, inst, set())
+
+    def uv_sync(self, cmd: ShellCommand) -> None:
+        """`uv sync`: the core exactly as the project's uv.lock records it."""
+        project, frozen = sync_project(cmd.argv)
+        target = f"{project.rstrip('/')}/uv.lock" if project else "uv.lock"
+        path = None if "$" in target else resolve(self.root, target, cmd.cwd, cmd.file)
+        where = f"{cmd.file}:{cmd.line}"
+        if path is None:
+            self.report.missing.append({"file": target, "referenced_by": where, "role": "uv lock"})
+            return
+        shown = display(self.root, path)
+        if shown not in self.report.files_read:
+            self.report.files_read.append(shown)
+        if not frozen:
+            self.report.notes.append(
+                f"{where}: uv sync without --frozen or --locked may update {shown} first; "
+                "read as it is in the source"
+            )
+        try:
+            lock = read_lock(path, shown)
+            found = lock.core(self.core.name)
+        except LockError as exc:
+            self.report.missing.append({"file": shown, "referenced_by": where, "error": str(exc)})
+            self.report.notes.append(str(exc))
+            return
+        project_file = display(self.root, path.parent / "pyproject.toml")
+        self.locked[project_file] = self.locked.get(project_file, set()) | lock.names
+        inst = Install(cmd=cmd, tool="uv")
+        for core in found:
+            requirement = f"{self.core.name}=={core.version}"
+            if core.source == "git":
+                requirement = f"{self.core.name} @ git+{core.url}@{core.commit or core.ref}"
+                exact = bool(core.commit and HEX40.match(core.commit))
+                self.core.from_source(
+                    f"git {core.url} @ {core.commit or core.ref}", shown, core.line
+                )
+            else:
+                exact = core.source == "registry"
+                if core.sdist_only:
+                    self.core.from_source(f"sdist {core.url} (no wheel locked)", shown, core.line)
+            via = "git" if core.source == "git" else "uv.lock"
+            self.core.pin(CorePin(requirement, core.version, exact, shown, core.line, via), inst)
+
+    # -- files -----------------------------------------------------------------
+    def requirements_file(
+        self, path: Path, role: str, inst: Install | None, seen: set[str]
+    ) -> None:
+        key = display(self.root, path)  # read once; the first reader's role wins
+        if key in self.read_req_files or key in seen:
+            return
+        self.read_req_files.add(key)
+        text = self.read(path, key, role)
+        if text is None:
+            return
+        file_no_binary: set[str] = set()
+        for number, line in requirement_lines(text):
+            if line.startswith("-"):
+                where = (path, key, number)
+                self.option_line(line, where, role, inst, seen | {key}, file_no_binary)
+                continue
+            parts = _OPTIONS.split(line)
+            options = tuple(parts[1:])
+            self.requirement(parts[0], _Where(inst, key, number, role), file_no_binary, options)
+
+    def read(self, path: Path, shown: str, role: str) -> str | None:
+        """The text of a file the installer names (listed as read), or None: outside the
+        plugin tree, not a regular file (listed as missing, with the reason)."""
+        try:
+            text, cut = read_text(self.root, path)
+        except Unread as exc:
+            self.report.missing.append({"file": shown, "role": role, "error": exc.reason})
+            return None
+        if cut:
+            self.report.notes.append(too_large(shown))
+        if shown not in self.report.files_read:
+            self.report.files_read.append(shown)
+        return text
+
+    def option_line(
+        self,
+        line: str,
+        where: tuple[Path, str, int],
+        role: str,
+        inst: Install | None,
+        seen: set[str],
+        file_no_binary: set[str],
+    ) -> None:
+        """An option line of a requirements file (-r, -c, -e, --no-binary, ...)."""
+        _, shown, number = where
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            words = line.split()
+        opt, eq, value = words[0].partition("=")
+        if not eq and len(words) > 1:
+            value = " ".join(words[1:])
+        attached = re.match(r"^-([rce])(\S+)$", words[0])
+        if attached:
+            opt, value = f"-{attached.group(1)}", attached.group(2)
+        kind = VALUE_OPTS.get(opt)
+        if kind in ("requirement", "constraint", "override"):
+            self.nested_file(
+                kind, value, where, role if kind == "requirement" else kind, inst, seen
+            )
+        elif kind == "editable":
+            self.report.editable_installs.append({"target": value, "file": shown, "line": number})
+            self.requirement(value, _Where(inst, shown, number, role), file_no_binary, ())
+        elif kind == "no_binary":
+            file_no_binary.update(
+                canonical(v) if not v.startswith(":") else v for v in value.split(",")
+            )
+
+    def nested_file(
+        self,
+        kind: str,
+        value: str,
+        where: tuple[Path, str, int],
+        role: str,
+        inst: Install | None,
+        seen: set[str],
+    ) -> None:
+        """A file named inside a requirements file, relative to that file."""
+        path, shown, number = where
+        if "://" in value:
+            self.report.unhashed_fetches.append(
+                {
+                    "url": value,
+                    "file": shown,
+                    "line": number,
+                    "tool": "pip",
+                    "kind": "download",
+                    "used_as": f"{kind} file",
+                    "note": f"nested {kind} file fetched from a URL (no hash)",
+                }
+            )
+            return
+        nested = exists_within(self.root, path.parent / value)
+        if nested is not None and len(seen) >= MAX_NESTED_FILES:
+            self.report.notes.append(
+                f"{shown}:{number}: {value} not read: requirement files nested more than "
+                f"{MAX_NESTED_FILES} deep"
+            )
+        elif nested is not None:
+            self.requirements_file(nested, role, inst, seen)
+        else:
+            self.report.missing.append(
+                {"file": value, "referenced_by": f"{shown}:{number}", "role": kind}
+            )
+
+    def pyproject(
+        self, path: Path, extras: tuple[str, ...], shown: str, inst: Install | None
+    ) -> None:
+        key = f"{shown}|{','.join(extras)}"
+        if key in self.read_pyprojects:
+            return
+        self.read_pyprojects.add(key)
+        text = self.read(path, shown, "pyproject")
+        if text is None:
+            return
+        try:
+            data = load_toml(text)
+        except Exception as exc:  # tomllib.TOMLDecodeError or tomlkit errors
+            self.report.notes.append(f"{shown}: not valid TOML ({exc}); not read")
+            return
+        project = data.get("project") or {}
+        deps = list(project.get("dependencies") or [])
+        optional = project.get("optional-dependencies") or {}
+        for extra in extras:
+            deps.extend(optional.get(extra) or [])
+        lines = quoted_lines(text)
+        for dep in deps:
+            if not isinstance(dep, str):
+                continue
+            line = lines.get(dep) or 1
+            self.requirement(dep, _Where(inst, shown, line, "pyproject dependency"), set(), ())
+
+    # -- one requirement -------------------------------------------------------
+    def requirement(
+        self,
+        text: str,
+        where: _Where,
+        file_no_binary: set[str],
+        options: tuple[str, ...],
+    ) -> None:
+        inst, file, line, role = where.inst, where.file, where.line, where.role
+        cmd = inst.cmd if inst else None
+        hashed = any(o.startswith("--hash") for o in options) or (
+            inst is not None and "--require-hashes" in inst.flags
+        )
+        url, name = _direct_url(text)
+        if url is not None:
+            self.url_requirement(url, name, where, hashed or "#sha256=" in url)
+            return
+        # `/src/vllm/[audio]` is the checkout /src/vllm with an extra
+        clone = self.fetches.clone_for(_without_extras(text), cmd.cwd if cmd else None)
+        if _looks_path(text, clone):
+            self.path_requirement(text, clone, where)
+            return
+        if "$" in text:
+            self.report.notes.append(
+                f"{file}:{line}: requirement {text!r} uses a variable that is not static; "
+                "not resolved"
+            )
+            if text.lower().startswith(self.core.name):
+                self.core.pin(CorePin(text, None, False, file, line, "install"), inst)
+            return
+        try:
+            req = Requirement(text)
+        except InvalidRequirement as exc:
+            self.report.notes.append(f"{file}:{line}: not a requirement {text!r} ({exc})")
+            return
+        specs = list(req.specifier)
+        exact = len(specs) == 1 and (
+            specs[0].operator == "==="
+            or (specs[0].operator == "==" and "*" not in specs[0].version)
+        )
+        if canonical(req.name) == self.core.name:
+            version = specs[0].version if exact else None
+            pin = CorePin(str(req), version, exact, file, line, _via(role, cmd, file, line))
+            self.core_requirement(pin, inst, _no_binary(inst, file_no_binary))
+        elif not exact:
+            self.report.unpinned.append(
+                {"requirement": str(req), "file": file, "line": line, "role": role}
+            )
+
+    def core_requirement(self, pin: CorePin, inst: Install | None, no_binary: set[str]) -> None:
+        """The core named by a requirement; built from source when --no-binary covers it."""
+        self.core.pin(pin, inst)
+        name = self.core.name
+        if (
+            pin.via in ("install", "requirements")
+            and (":all:" in no_binary or name in no_binary)
+            and not (inst and name in inst.only_binary)
+        ):
+            how = f"--no-binary {name if name in no_binary else ':all:'}"
+            cmd = inst.cmd if inst else None
+            self.core.from_source(how, cmd.file if cmd else pin.file, cmd.line if cmd else pin.line)
+
+    def url_requirement(self, url: str, name: str | None, where: _Where, hashed: bool) -> None:
+        inst, file, line, role = where.inst, where.file, where.line, where.role
+        clean = url.removeprefix("git+") if url.startswith("git+") else url
+        is_git = url.startswith("git+") or clean.split("#")[0].split("@")[0].endswith(".git")
+        is_core = (name is not None and canonical(name.split("[")[0]) == self.core.name) or (
+            self.core.is_core_url(url)
+        )
+        if is_git:
+            self.git_requirement(url, clean, is_core, where)
+            return
+        filename = PurePosixPath(clean.split("#")[0].split("?")[0]).name
+        if not hashed:
+            self.report.unhashed_fetches.append(
+                {
+                    "url": url,
+                    "file": file,
+                    "line": line,
+                    "tool": inst.tool if inst else "pip",
+                    "kind": "download",
+                    "used_as": role,
+                    "note": "archive URL without #sha256= or --hash",
+                }
+            )
+        sd = _SDIST_RE.match(filename)
+        if is_core or (sd and canonical(sd.group("name")) == self.core.name):
+            version = sd.group("ver") if sd else None
+            self.core.pin(CorePin(url, version, version is not None, file, line, "url"), inst)
+            if sd:
+                self.core.from_source("sdist URL", file, line)
+        self.core.vllm_url(url, file, line)
+
+    def git_requirement(self, url: str, clean: str, is_core: bool, where: _Where) -> None:
+        """A VCS requirement (git+https://...@ref): unhashed unless the ref is a commit."""
+        inst, file, line = where.inst, where.file, where.line
+        ref = None
+        m = re.match(r"^(.*?://[^@]*?/[^@]*)@([^@/]+)$", clean.split("#")[0])
+        if m:
+            ref = m.group(2)
+        if not (ref and HEX40.match(ref)):
+            self.report.unhashed_fetches.append(
+                {
+                    "url": url,
+                    "file": file,
+                    "line": line,
+                    "tool": inst.tool if inst else "pip",
+                    "kind": "git-ref",
+                    "ref": ref,
+                    "note": f"git ref {ref!r} is a tag or branch, not a commit"
+                    if ref
+                    else "VCS requirement without a ref",
+                }
+            )
+        if is_core:
+            self.core.git_pin(url, ref, file, line, inst)
+            self.core.from_source(f"git {ref or 'default branch'}", file, line)
+
+    def path_requirement(self, text: str, clone: dict[str, Any] | None, where: _Where) -> None:
+        inst, file, line = where.inst, where.file, where.line
+        cmd = inst.cmd if inst else None
+        base, extras = text, ()
+        m = re.match(r"^(.*?)\[([^\]]*)\]$", text)
+        if m:
+            base, extras = m.group(1), tuple(e.strip() for e in m.group(2).split(","))
+        if clone is not None:
+            if self.core.is_core_url(clone["url"]):
+                ref = clone.get("ref")
+                self.core.git_pin(f"{clone['url']}@{ref}", ref, clone["file"], clone["line"], inst)
+                self.core.from_source(
+                    f"git checkout {ref or '(default branch)'}",
+                    cmd.file if cmd else file,
+                    cmd.line if cmd else line,
+                )
+            return
+        filename = PurePosixPath(base).name
+        sd = _SDIST_RE.match(filename)
+        if sd and canonical(sd.group("name")) == self.core.name:
+            self.core.pin(CorePin(text, sd.group("ver"), True, file, line, "sdist"), inst)
+            self.core.from_source("sdist file", file, line)
+            return
+        if filename.endswith(".whl"):
+            name = filename.split("-")[0]
+            if canonical(name) == self.core.name:
+                version = filename.split("-")[1] if filename.count("-") >= 4 else None
+                pin = CorePin(text, version, version is not None, file, line, "wheel")
+                self.core.pin(pin, inst)
+            return
+        path = resolve(self.root, base, cmd.cwd if cmd else None, file)
+        if path is not None and path.is_dir() and (path / "pyproject.toml").is_file():
+            pyproject = path / "pyproject.toml"
+            self.pyproject(pyproject, extras, display(self.root, pyproject), inst)
+        elif path is None:
+            self.report.notes.append(
+                f"{file}:{line}: local install target {text!r} not found "
+                "under the plugin source; not read"
+            )
+
+
+def _direct_url(text: str) -> tuple[str | None, str | None]:
+    """A PEP 508 direct reference, VCS URL or archive URL: (url, name before ` @ `)."""
+    name_part, at, url_part = text.partition(" @ ")
+    if at:
+        return url_part.strip(), name_part.strip()
+    if "://" in text or text.startswith("git+"):
+        return text, None
+    return None, None
+
+
+def _without_extras(text: str) -> str:
+    """A path or name without its `[extra,...]` (and a trailing slash before it)."""
+    m = re.match(r"^(.*?)\[[^\]]*\]$", text.strip())
+    return m.group(1).rstrip("/") if m and m.group(1).rstrip("/") else text
+
+
+def _looks_path(text: str, clone: dict[str, Any] | None) -> bool:
+    return (
+        text.startswith((".", "/", "~"))
+        or clone is not None
+        or text.endswith((".whl", ".tar.gz", ".zip", ".tgz"))
+        or ("/" in text and not re.search(r"[<>=!~;\[]", text))
+    )
+
+
+def _via(role: str, cmd: ShellCommand | None, file: str, line: int) -> str:
+    """How a core requirement is given: on the command line, in a file, as a constraint, ..."""
+    if role in ("constraint", "override"):
+        return role
+    if cmd is not None and role == "install" and (file, line) == (cmd.file, cmd.line):
+        return "install"
+    if role == "pyproject dependency":
+        return "pyproject"
+    return "requirements"
+
+
+def _no_binary(inst: Install | None, file_no_binary: set[str]) -> set[str]:
+    """Packages built from source: --no-binary of the file and the command, and the env."""
+    no_binary = set(file_no_binary) | (inst.no_binary if inst else set())
+    env = inst.cmd.env if inst else {}
+    for var in ("PIP_NO_BINARY", "UV_NO_BINARY_PACKAGE"):
+        if var in env and env[var].value:
+            no_binary.update(canonical(v) for v in env[var].value.replace(",", " ").split())
+    if "UV_NO_BINARY" in env and (env["UV_NO_BINARY"].value or "").lower() in ("1", "true"):
+        no_binary.add(":all:")
+    return no_binary

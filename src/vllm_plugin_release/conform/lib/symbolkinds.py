@@ -1,0 +1,408 @@
+"""Classification of symbol hits: what a hit is in the code that holds it.
+
+Every verified hit is classified from the file's type (by name, or shebang) and,
+for Python, its tokens; for C/C++/CUDA, Rust, CMake and shell, a lexer's comment
+and string regions:
+
+* import (fail): an import statement, an `#include`/`use`/`source` line, a string
+  passed to `importlib.import_module`/`__import__`/..., a dependency (requirements
+  file, wheel `Requires-Dist`, wheel entry point), a CMake `find_package`/link;
+* code (fail): an identifier in code;
+* string (warn): a string literal, environment variable names included;
+* comment (info): a comment or a docstring (a bare string statement);
+* docs (info): documentation, configuration and build metadata, and every file
+  under a top-level docs/, .buildkite/, .github/ or docker/ folder (CI, images).
+
+Only the few files with a hit are decoded, tokenized or lexed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import io
+import os
+import re
+import tokenize
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from vllm_plugin_release.conform.lib.symbolmatch import KINDS, SEVERITY, Kind, Symbol
+
+FAIL_KINDS: tuple[str, ...] = tuple(k for k in KINDS if SEVERITY[k] == "fail")
+WARN_KINDS: tuple[str, ...] = tuple(k for k in KINDS if SEVERITY[k] == "warn")
+
+
+@dataclass(frozen=True)
+class Hit:
+    path: str
+    line: int
+    column: int
+    symbol: str
+    kind: Kind
+    text: str
+    context: str = ""
+    allowed: bool = False
+    reason: str | None = None
+
+    @property
+    def severity(self) -> str:
+        return "info" if self.allowed else SEVERITY[self.kind]
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "symbol": self.symbol,
+            "kind": self.kind,
+            "severity": self.severity,
+            "text": self.text,
+            "context": self.context,
+            "allowed": self.allowed,
+        }
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+FileType = Literal["python", "clike", "shell", "cmake", "requirements", "metadata", "docs"]
+
+_PY_EXT = {".py", ".pyi", ".pyw", ".pyx", ".pxd"}
+_CLIKE_EXT = {
+    ".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".h++", ".cu", ".cuh",
+    ".inl", ".inc", ".ipp", ".tpp", ".m", ".mm", ".rs", ".go", ".java", ".js", ".mjs", ".cjs",
+    ".ts", ".tsx", ".jsx", ".proto", ".cl", ".metal", ".hip", ".swift", ".kt", ".scala",
+}  # fmt: skip
+_SHELL_EXT = {".sh", ".bash", ".zsh", ".ksh", ".env"}
+
+
+# Top-level folders of a source tree that hold documentation, CI or container builds.
+DOCS_DIRS = frozenset({"docs", "doc", ".buildkite", ".github", ".gitlab", ".circleci", "docker"})
+
+
+def file_type(path: str, head: bytes = b"") -> FileType:
+    """How a file is classified, from its name (and shebang line when it has no suffix)."""
+    if path.split("/", 1)[0] in DOCS_DIRS and "/" in path:
+        return "docs"
+    name = path.rsplit("/", 1)[-1]
+    lower = name.lower()
+    suffix = os.path.splitext(lower)[1]
+    parent = path.rsplit("/", 2)[-2].lower() if "/" in path else ""
+    if suffix in _PY_EXT:
+        return "python"
+    if suffix in _CLIKE_EXT:
+        return "clike"
+    if suffix in _SHELL_EXT:
+        return "shell"
+    if lower == "cmakelists.txt" or suffix == ".cmake":
+        return "cmake"
+    if (lower.startswith("requirements") and suffix in {".txt", ".in"}) or (
+        parent == "requirements" and suffix in {".txt", ".in"}
+    ):
+        return "requirements"
+    if parent.endswith(".dist-info") and lower in {"metadata", "entry_points.txt"}:
+        return "metadata"
+    if not suffix and head.startswith(b"#!"):
+        first = head.split(b"\n", 1)[0]
+        if b"python" in first:
+            return "python"
+        if re.search(rb"\b(ba|z|k|da)?sh\b", first):
+            return "shell"
+    return "docs"
+
+
+# Region lexers: (comment | string) spans by regular expression, leftmost first.
+_CLIKE_LEX = re.compile(
+    r"""(?P<comment>//[^\n]*|/\*[\s\S]*?(?:\*/|\Z))
+      |(?P<string>(?<![A-Za-z0-9_])(?:u8|u|U|L)?R"(?P<d>[^()\\\s"]{0,16})\([\s\S]*?\)(?P=d)"
+                 |(?<![A-Za-z0-9_])b?r(?P<h>\#*)"[\s\S]*?"(?P=h)
+                 |"(?:\\[\s\S]|[^"\\\n])*"
+                 |'(?:\\[^\n]{1,9}?|[^'\\\n])'
+                 |`[^`]*`)""",
+    re.VERBOSE,
+)
+_SHELL_LEX = re.compile(
+    r"""(?P<comment>(?<![^\s;&|(])\#[^\n]*)
+      |(?P<string>"(?:\\[\s\S]|[^"\\])*"|'[^']*')""",
+    re.VERBOSE,
+)
+_CMAKE_LEX = re.compile(
+    r"""(?P<comment>\#\[(?P<e1>=*)\[[\s\S]*?\](?P=e1)\]|\#[^\n]*)
+      |(?P<string>"(?:\\[\s\S]|[^"\\])*"|\[(?P<e2>=*)\[[\s\S]*?\](?P=e2)\])""",
+    re.VERBOSE,
+)
+_PY_LEX = re.compile(
+    r"""(?P<comment>\#[^\n]*)
+      |(?P<string>(?<![A-Za-z0-9_])[rRbBuUfF]{0,2}
+                  (?:'''[\s\S]*?(?:'''|\Z)|\"\"\"[\s\S]*?(?:\"\"\"|\Z)
+                    |'(?:\\[\s\S]|[^'\\\n])*'|"(?:\\[\s\S]|[^"\\\n])*"))""",
+    re.VERBOSE,
+)
+_LEXERS: dict[str, re.Pattern[str]] = {
+    "clike": _CLIKE_LEX,
+    "shell": _SHELL_LEX,
+    "cmake": _CMAKE_LEX,
+    "python": _PY_LEX,
+}
+_IMPORT_LINE: dict[str, re.Pattern[str]] = {
+    "clike": re.compile(
+        r"^\s*(?:\#\s*(?:include|import)\b|(?:pub(?:\([^)]*\))?\s+)?use\s|extern\s+crate\s"
+        r"|import\s|from\s+\S+\s+import\s|(?:const|let|var)\s+.*=\s*require\s*\()"
+    ),
+    "shell": re.compile(r"^\s*(?:source|\.)\s+\S"),
+    "python": re.compile(r"^\s*(?:import\s|from\s+\S+\s+import\b)"),
+}
+_CMAKE_IMPORT_COMMANDS = {
+    "find_package", "find_library", "find_path", "include", "add_subdirectory",
+    "fetchcontent_declare", "fetchcontent_makeavailable", "externalproject_add",
+    "target_link_libraries", "link_libraries", "target_include_directories",
+}  # fmt: skip
+# Functions whose first string argument names a module to load: an import.
+_DYNAMIC_IMPORTS = {
+    "import_module", "__import__", "find_spec", "resolve_obj_by_qualname", "import_string",
+    "import_from_path", "load_module", "require",
+}  # fmt: skip
+
+
+class _Lines:
+    """Byte offset -> (line, column, char offset) for one decoded file."""
+
+    def __init__(self, data: bytes, text: str) -> None:
+        self.data = data
+        self.ascii = len(data) == len(text)
+        self.starts = [0]
+        find = data.find
+        i = find(b"\n")
+        while i >= 0:
+            self.starts.append(i + 1)
+            i = find(b"\n", i + 1)
+        self._mark = (0, 0)  # (byte offset, char offset), advanced as offsets grow
+        # per line, once: many hits on one long line cost one pass over it, not one each
+        self._row_chars: dict[int, int] = {}
+        self._texts: dict[int, str] = {}
+
+    def _chars(self, offset: int) -> int:
+        if self.ascii:
+            return offset
+        byte, char = self._mark if offset >= self._mark[0] else (0, 0)
+        # offsets always sit on an ASCII byte, never inside a UTF-8 sequence
+        char += len(self.data[byte:offset].decode("utf-8"))
+        self._mark = (offset, char)
+        return char
+
+    def locate(self, offset: int) -> tuple[int, int, int]:
+        """(1-based line, 0-based char column, char offset) of a byte offset."""
+        row = bisect.bisect_right(self.starts, offset) - 1
+        start = self.starts[row]
+        if self.ascii:
+            return row + 1, offset - start, offset
+        if row not in self._row_chars:
+            self._row_chars[row] = self._chars(start)
+        char = self._chars(offset)
+        return row + 1, char - self._row_chars[row], char
+
+    def line_text(self, row: int) -> str:
+        if row not in self._texts:
+            start = self.starts[row - 1]
+            end = self.starts[row] - 1 if row < len(self.starts) else len(self.data)
+            self._texts[row] = self.data[start:end].decode("utf-8", "replace").strip()
+        return self._texts[row]
+
+
+def _regions(lexer: re.Pattern[str], text: str) -> tuple[list[int], list[tuple[int, str]]]:
+    starts: list[int] = []
+    spans: list[tuple[int, str]] = []
+    for m in lexer.finditer(text):
+        if m.end() > m.start():
+            starts.append(m.start())
+            spans.append((m.end(), "comment" if m.group("comment") is not None else "string"))
+    return starts, spans
+
+
+def _region_kind(regions: tuple[list[int], list[tuple[int, str]]], offset: int) -> str:
+    starts, spans = regions
+    i = bisect.bisect_right(starts, offset) - 1
+    if i >= 0 and offset < spans[i][0]:
+        return spans[i][1]
+    return "code"
+
+
+def _cmake_command(text: str, offset: int) -> str:
+    """Name of the CMake command whose arguments hold `offset` (approximate)."""
+    depth = 0
+    lo = max(0, offset - 20000)
+    for i in range(offset - 1, lo - 1, -1):
+        c = text[i]
+        if c == ")":
+            depth += 1
+        elif c == "(":
+            if depth == 0:
+                m = re.search(r"([A-Za-z_][A-Za-z0-9_]*)\s*$", text[max(0, i - 80) : i])
+                return m.group(1).lower() if m else ""
+            depth -= 1
+    return ""
+
+
+_DYNAMIC_IMPORT_CALL = re.compile(
+    r"\b(?:" + "|".join(sorted(_DYNAMIC_IMPORTS)) + r")\s*\(\s*[rRbBuU]?['\"`][^'\"`\n]*$"
+)
+
+
+def _lexical_kind(ftype: str, text: str, regions: Any, offset: int, line: str) -> Kind:
+    region = _region_kind(regions, offset)
+    if region == "comment":
+        return "comment"
+    if ftype == "cmake":
+        if _cmake_command(text, offset) in _CMAKE_IMPORT_COMMANDS:
+            return "import"
+    elif ftype in _IMPORT_LINE and _IMPORT_LINE[ftype].match(line):
+        return "import"
+    if region == "string":
+        if ftype != "cmake" and _DYNAMIC_IMPORT_CALL.search(text, max(0, offset - 200), offset):
+            return "import"
+        return "string"
+    return "code"
+
+
+_STRING_TOKEN_NAMES = (
+    "STRING", "FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END",
+    "TSTRING_START", "TSTRING_MIDDLE", "TSTRING_END",
+)  # fmt: skip
+_STRINGISH = {getattr(tokenize, n) for n in _STRING_TOKEN_NAMES if hasattr(tokenize, n)}
+_SKIP_TOKENS = {tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING}
+
+
+def _python_tokens(text: str) -> tuple[list[tuple[int, int]], list[tuple[tuple[int, int], Kind]]]:
+    """Token start positions and (end position, kind) for every token of a Python file."""
+    starts: list[tuple[int, int]] = []
+    info: list[tuple[tuple[int, int], Kind]] = []
+    logical: list[int] = []  # indexes into starts/info of the current logical line's tokens
+    toks: list[tokenize.TokenInfo] = []
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type in (tokenize.NEWLINE, tokenize.ENDMARKER):
+            _close_line(toks, info, logical)
+            continue
+        kind: Kind
+        if tok.type == tokenize.COMMENT:
+            kind = "comment"
+        elif tok.type in _STRINGISH:
+            kind = "string"
+        else:
+            kind = "code"
+        starts.append(tok.start)
+        info.append((tok.end, kind))
+        toks.append(tok)
+        if tok.type not in _SKIP_TOKENS:
+            logical.append(len(toks) - 1)
+    _close_line(toks, info, logical)
+    return starts, info
+
+
+def _close_line(
+    toks: list[tokenize.TokenInfo], info: list[tuple[tuple[int, int], Kind]], logical: list[int]
+) -> None:
+    """Re-mark the tokens of one logical line (docstring, import), then empty `logical`."""
+    if not logical:
+        return
+    if all(toks[i].type in _STRINGISH for i in logical):  # a bare string statement: a docstring
+        for i in logical:
+            info[i] = (info[i][0], "comment")
+        logical.clear()
+        return
+    for seg in _simple_statements(toks, logical):
+        if any(toks[i].type == tokenize.NAME and toks[i].string == "import" for i in seg):
+            for i in seg:
+                if toks[i].type == tokenize.NAME:
+                    info[i] = (info[i][0], "import")
+    # dynamic imports: a string right after `import_module(` and friends
+    for a, b, c in zip(logical, logical[1:], logical[2:]):
+        if (
+            toks[a].type == tokenize.NAME
+            and toks[a].string in _DYNAMIC_IMPORTS
+            and toks[b].string == "("
+            and toks[c].type in _STRINGISH
+        ):
+            info[c] = (info[c][0], "import")
+    logical.clear()
+
+
+def _simple_statements(toks: list[tokenize.TokenInfo], logical: list[int]) -> list[list[int]]:
+    """A logical line's token indexes split into simple statements at `;` and `:` outside
+    brackets."""
+    depth = 0
+    segment: list[int] = []
+    segments: list[list[int]] = [segment]
+    for i in logical:
+        tok = toks[i]
+        if tok.type == tokenize.OP:
+            if tok.string in "([{":
+                depth += 1
+            elif tok.string in ")]}":
+                depth -= 1
+            elif depth == 0 and tok.string in (";", ":"):
+                segment = []
+                segments.append(segment)
+                continue
+        segment.append(i)
+    return segments
+
+
+def _python_kind(tokens: Any, row: int, col: int) -> Kind:
+    starts, info = tokens
+    i = bisect.bisect_right(starts, (row, col)) - 1
+    if i >= 0 and (row, col) < info[i][0]:
+        return info[i][1]
+    return "code"
+
+
+def _metadata_kind(path: str, line: str) -> Kind:
+    if path.lower().endswith("entry_points.txt"):
+        return "comment" if line.startswith(("#", ";")) else "import"
+    return "import" if line.lower().startswith(("requires-dist:", "provides-extra:")) else "docs"
+
+
+def classify(
+    path: str, data: bytes, text: str, spans: Sequence[tuple[int, int, int]], symbols: list[Symbol]
+) -> list[Hit]:
+    """Hits for verified (symbol index, start, end) byte spans of one decoded file."""
+    ftype = file_type(path, data[:256])
+    lines = _Lines(data, text)
+    tokens: Any = None
+    regions: Any = None
+    if ftype == "python":
+        try:
+            tokens = _python_tokens(text)
+        except (tokenize.TokenError, SyntaxError, ValueError):
+            tokens = None  # not valid Python 3: lexical rules instead
+        if tokens is None:
+            regions = _regions(_PY_LEX, text)
+    elif ftype in _LEXERS:
+        regions = _regions(_LEXERS[ftype], text)
+    hits = []
+    for index, start, end in spans:
+        row, col, char_offset = lines.locate(start)
+        line = lines.line_text(row)
+        kind: Kind
+        if ftype == "docs":
+            kind = "docs"
+        elif ftype == "requirements":
+            kind = "comment" if line.startswith("#") else "import"
+        elif ftype == "metadata":
+            kind = _metadata_kind(path, line)
+        elif tokens is not None:
+            kind = _python_kind(tokens, row, col)
+        else:
+            kind = _lexical_kind(ftype, text, regions, char_offset, line)
+        hits.append(
+            Hit(
+                path=path,
+                line=row,
+                column=col + 1,
+                symbol=symbols[index].name,
+                kind=kind,
+                text=data[start:end].decode("utf-8", "replace"),
+                context=line if len(line) <= 200 else line[:197] + "...",
+            )
+        )
+    return hits
