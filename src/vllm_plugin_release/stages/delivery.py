@@ -5,18 +5,17 @@ the very code the full path uses."""
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import atomic_copy, sha256_file
 
 
-@dataclass(frozen=True)
-class StageResult:
+class StageResult(NamedTuple):
     """A wheel stage's result, delivered into dist/NAME (build-core, build-plugin).
-    `stage_dir`: the cache entry it was delivered from (None: not given)."""
+    `stage_dir`: the cache entry it was delivered from (None: not given). A named tuple,
+    not a dataclass: a warm build-core does not load `dataclasses` (and `inspect`)."""
 
     wheel: Path
     record: Path
