@@ -8,6 +8,7 @@ Layout:
   .vpr/bytecode/<key>/              pairing envs' bytecode, by lock and core (edges/envbytecode)
   .vpr/stages/<stage>/<key>/        stage results keyed by the hash of their inputs
   .vpr/stages/wheel-files/<sha>.json a wheel's checked file facts (stages/manifest)
+  .vpr/stages/build-core-memo/<k>.json what a full build-core checked (stages/corememo)
   .vpr/tmp/                         work in progress (same filesystem, for renames)
   /dev/shm/vpr-<uid>/               local builds' scratch, in memory (edges/cachedir)
   .vpr/locks/                       one lock file per cache entry being created
