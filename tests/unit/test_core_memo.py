@@ -216,6 +216,16 @@ def test_nothing_is_remembered_that_a_warm_run_could_not_check(setup: Setup) -> 
     assert not corememo.remember(setup.cache, setup.name, setup.spec, setup.full)
 
 
+def test_a_fresh_builds_record_is_remembered(setup: Setup) -> None:
+    """A fresh build's record (`store`) holds tuples where its JSON has lists: the same
+    record all the same (the cold run of `vpr build-core --force` writes the memo)."""
+    data = {**setup.record, "builds": ("a", "b")}
+    write_json(setup.stage_dir / records.BUILD_CORE, data)
+    fresh = setup.full._replace(data=data)
+    assert corememo.remember(setup.cache, setup.name, setup.spec, fresh)
+    assert setup.hit() is not None
+
+
 def test_the_unshare_probe_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for code, expected in ((0, True), (1, False)):
         tool = tmp_path / str(code) / "unshare"

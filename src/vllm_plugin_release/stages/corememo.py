@@ -271,9 +271,11 @@ def _checked_stamps(root: Path) -> str | None:
 
 
 def _record_bytes(stage_dir: Path, data: dict[str, Any]) -> bytes | None:
-    """The cached record's bytes, when they still say what the full run delivered."""
+    """The cached record's bytes, when they still say what the full run delivered (`data`
+    as JSON gives it back: a fresh build's record holds tuples where JSON has lists)."""
     try:
         record = bounded.read_file(stage_dir / RECORD, MAX_RECORD, "record")
-    except (OSError, BadInput):
+        delivered = json.loads(json.dumps(data))
+    except (OSError, BadInput, TypeError, ValueError):
         return None
-    return record if _loads(record) == data else None
+    return record if _loads(record) == delivered else None
