@@ -143,6 +143,9 @@ def test_a_tampered_cached_wheel_misses_and_writes_nothing(setup: Setup, tmp_pat
     assert not dist.exists()
     (setup.stage_dir / WHEEL).unlink()
     assert setup.hit(dist) is None
+    os.mkfifo(setup.stage_dir / WHEEL)  # never opened: a read would wait for a writer
+    assert setup.hit(dist) is None
+    assert not dist.exists()
 
 
 def test_a_tampered_cached_record_misses(setup: Setup) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import stat
 import string
 import sys
 from pathlib import Path
@@ -187,8 +188,11 @@ def _cached_record(stage_dir: Path, memo: dict[str, Any]) -> dict[str, Any] | No
     if bounded.shape_problem(record, _RECORD_SHAPE) or not _plain_name(record["wheel"]["filename"]):
         return None
     wheel = stage_dir / record["wheel"]["filename"]
-    try:
-        if sha256_file(wheel) != record["wheel"]["sha256"]:
+    try:  # a regular file (as `is_file` says on the full path): never a fifo or a device
+        if (
+            not stat.S_ISREG(wheel.stat().st_mode)
+            or sha256_file(wheel) != record["wheel"]["sha256"]
+        ):
             return None
     except OSError:
         return None
