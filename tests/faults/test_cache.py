@@ -18,7 +18,7 @@ from vllm_plugin_release.buildspec.model import SdistSource
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.edges.fetch import Fetcher
 from vllm_plugin_release.edges.interpreters import Interpreter
-from vllm_plugin_release.stages import wheelbuild
+from vllm_plugin_release.stages import delivery, wheelbuild
 
 RECORD = "build-core.json"
 VERSION_PY = b'__version__ = "0.0.1"\n'
@@ -121,7 +121,7 @@ def _stage(tmp_path: Path) -> tuple[Path, dict]:
 
 def test_intact_stage_wheel_is_reused(tmp_path: Path) -> None:
     stage_dir, _ = _stage(tmp_path)
-    result = wheelbuild.reuse(stage_dir, tmp_path / "dist", RECORD, "build-core")
+    result = delivery.reuse(stage_dir, tmp_path / "dist", RECORD, "build-core")
     assert result is not None and result.cached
     assert result.wheel.read_bytes() == b"PK wheel bytes"
 
@@ -133,7 +133,7 @@ def test_tampered_stage_wheel_is_discarded_not_delivered(tmp_path: Path, capsys)
     data[3] ^= 0x01
     wheel.write_bytes(bytes(data))
     dist = tmp_path / "dist"
-    assert wheelbuild.reuse(stage_dir, dist, RECORD, "build-core") is None
+    assert delivery.reuse(stage_dir, dist, RECORD, "build-core") is None
     assert not stage_dir.exists()  # discarded: the next run rebuilds instead of re-delivering
     assert not (dist / wheel.name).exists()
     assert "does not match its record; rebuilding" in capsys.readouterr().err

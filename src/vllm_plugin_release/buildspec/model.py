@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.buildspec.root import project_root
+
 
 @dataclass(frozen=True)
 class SdistSource:
@@ -77,7 +79,7 @@ class Spec:
     @property
     def root(self) -> Path:
         """The project folder the spec's relative paths are resolved against."""
-        return _project_root(self.path)
+        return project_root(self.path)
 
     @property
     def env_constraints(self) -> str:
@@ -109,17 +111,6 @@ class Spec:
     def resolve(self, relative: str) -> Path:
         p = Path(relative)
         return p if p.is_absolute() else self.root / p
-
-
-def _project_root(spec_path: Path) -> Path:
-    """The nearest parent holding `buildspec/` or `pyproject.toml`, else the spec's folder."""
-    here = spec_path.resolve().parent
-    for candidate in (here, *here.parents):
-        if (candidate / "pyproject.toml").exists() or (candidate / "buildspec").is_dir():
-            if candidate.name == "buildspec":
-                continue
-            return candidate
-    return here
 
 
 # ---------------------------------------------------------------------------

@@ -258,9 +258,21 @@ def _plugin_for_lock(inputs, check: bool, requires_dist: list[str] | None):
 
 
 def _build_core(args: argparse.Namespace) -> int:
+    # A warm run: the memo of the last full run with this command line, every part of it
+    # checked again (stages/corememo); else the full path, which then writes the memo.
+    from vllm_plugin_release.stages import corememo
+
+    cache = cachedir.from_args(args)
+    ask = corememo.Ask(Path(args.spec), args.runner_backend, args.interpreter)
+    memo = corememo.memo_name(ask)
+    hit = corememo.warm_hit(cache, memo, Path(args.dist)) if memo and not args.force else None
+    if hit:
+        print(hit.wheel)
+        return 0
+    from vllm_plugin_release.flows.sources import Inputs
     from vllm_plugin_release.stages.build_core import build_core
 
-    inputs = _inputs(args)
+    inputs = Inputs(load_spec_for(args), cache)
     result = build_core(
         inputs.spec,
         cache=inputs.cache,
@@ -269,6 +281,8 @@ def _build_core(args: argparse.Namespace) -> int:
         fetcher=inputs.fetcher,
         force=args.force,
     )
+    if memo and memo == corememo.memo_name(ask):  # the spec the run read, not a later one
+        corememo.remember(cache, memo, inputs.spec, result)
     print(result.wheel)
     return 0
 

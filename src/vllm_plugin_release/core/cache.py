@@ -8,6 +8,7 @@ Layout:
   .vpr/bytecode/<key>/              pairing envs' bytecode, by lock and core (edges/envbytecode)
   .vpr/stages/<stage>/<key>/        stage results keyed by the hash of their inputs
   .vpr/stages/wheel-files/<sha>.json a wheel's checked file facts (stages/manifest)
+  .vpr/stages/build-core-memo/<k>.json what a full build-core checked (stages/corememo)
   .vpr/tmp/                         work in progress (same filesystem, for renames)
   /dev/shm/vpr-<uid>/               local builds' scratch, in memory (edges/cachedir)
   .vpr/locks/                       one lock file per cache entry being created
@@ -19,6 +20,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import marshal
 import os
 import shutil
 import stat
@@ -87,6 +89,13 @@ def tree_stamps(root: Path) -> dict[str, Any]:
             st = entry.stat(follow_symlinks=False)
             stamps[rel] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
     return stamps
+
+
+def stamps_digest(stamps: dict[str, Any]) -> str:
+    """sha256 of `tree_stamps(root)` as it returns them (in walk order): what a memo keeps
+    of a tree's stamps, a few milliseconds for thousands of files (marshal version 0 writes
+    every string alike, interned or not)."""
+    return hashlib.sha256(marshal.dumps(stamps, 0)).hexdigest()
 
 
 def write_tree_manifest(root: Path) -> None:

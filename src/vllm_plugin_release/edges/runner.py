@@ -11,10 +11,7 @@ end, and a runner used outside `with` readies itself on first use.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
-import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
@@ -26,6 +23,7 @@ from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.edges import cachedir, children, interpreters, proc, uvwatch
 from vllm_plugin_release.edges.interpreters import Interpreter
+from vllm_plugin_release.edges.netns import can_unshare_network
 from vllm_plugin_release.edges.uv import uv_bin
 
 # `network=HOST_NETWORK`: the command shares this machine's network namespace, so a
@@ -46,17 +44,6 @@ class Command:
     cwd: str | None = None
     network: bool = True  # False: the step must run with no network access
     downloads: bool = False  # a uv install: say what it downloads (`edges/uvwatch`)
-
-
-@functools.lru_cache(maxsize=1)
-def can_unshare_network() -> bool:
-    """True when `unshare -n` works here (root or user namespaces)."""
-    if not shutil.which("unshare"):
-        return False
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        done = subprocess.run(["unshare", "-n", "true"], capture_output=True, timeout=10)
-        return done.returncode == 0
-    return False
 
 
 def _tail(path: Path, lines: int = 25) -> str:

@@ -32,7 +32,7 @@ from vllm_plugin_release.flows.stagewalk import Walk, walk
 from vllm_plugin_release.stages.requests import build_request
 
 if TYPE_CHECKING:
-    from vllm_plugin_release.stages.wheelbuild import StageResult
+    from vllm_plugin_release.stages.delivery import StageResult
 
 
 @dataclass

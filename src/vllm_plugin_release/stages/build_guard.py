@@ -20,7 +20,8 @@ from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.core.wheelfacts import wheel_entry_points, wheel_metadata
 from vllm_plugin_release.edges import guardbuild
-from vllm_plugin_release.stages.wheelbuild import StageResult, compare_builds, reuse, store
+from vllm_plugin_release.stages.delivery import StageResult, reuse
+from vllm_plugin_release.stages.wheelbuild import compare_builds, store
 
 STAGE = "build-guard"
 RECORD = records.BUILD_GUARD

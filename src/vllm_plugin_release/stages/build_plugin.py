@@ -27,6 +27,7 @@ from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.core.wheelfacts import wheel_entry_points, wheel_metadata
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.runner import Runner
+from vllm_plugin_release.stages.delivery import StageResult, reuse
 from vllm_plugin_release.stages.requests import (
     PluginBuildPlan,
     build_request,
@@ -35,11 +36,9 @@ from vllm_plugin_release.stages.requests import (
 )
 from vllm_plugin_release.stages.wheelbuild import (
     Builds,
-    StageResult,
     compare_builds,
     ensure_build_env,
     parallel_local_builds,
-    reuse,
     runner_for,
     store,
 )

@@ -19,8 +19,7 @@ from typing import Any
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress, records
-from vllm_plugin_release.core.buildrecord import BuildRecord
-from vllm_plugin_release.core.cache import ENV_COMPLETE, Cache, atomic_copy, key_of, sha256_file
+from vllm_plugin_release.core.cache import ENV_COMPLETE, Cache, key_of, sha256_file
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.treewalk import remove_tree
 from vllm_plugin_release.core.wheeldiff import diff_wheels
@@ -29,18 +28,9 @@ from vllm_plugin_release.edges.container import ContainerRunner
 from vllm_plugin_release.edges.runner import LocalRunner, Runner, host_env
 from vllm_plugin_release.edges.uv import machine_cache, pip_find_links
 from vllm_plugin_release.stages import recipes
+from vllm_plugin_release.stages.delivery import StageResult, deliver
 
 LETTERS = "ab"
-
-
-@dataclass(frozen=True)
-class StageResult:
-    """A wheel stage's result, delivered into dist/NAME (build-core, build-plugin)."""
-
-    wheel: Path
-    record: Path
-    data: BuildRecord  # the record, typed (its raw object as written: `data.raw`)
-    cached: bool
 
 
 def python_version(runner: Runner, venv: Path) -> str:
@@ -140,46 +130,6 @@ def compare_builds(
     )
 
 
-def deliver(
-    stage_dir: Path, dist: Path, record: BuildRecord, record_name: str
-) -> tuple[Path, Path]:
-    """Copy a finished stage result (wheel + record) into dist/NAME, each file atomically.
-
-    An older wheel of the same distribution (an earlier pin) is removed, so dist/NAME
-    never holds two candidates for one side of the pairing.
-    """
-    name = record.wheel.filename
-    prefix = name.split("-", 1)[0] + "-"
-    dist.mkdir(parents=True, exist_ok=True)
-    for old in dist.glob(f"{prefix}*.whl"):
-        if old.name != name:
-            old.unlink()
-    dest = dist / name
-    if not dest.exists() or sha256_file(dest) != record.wheel.sha256:
-        atomic_copy(stage_dir / name, dest)
-    atomic_copy(stage_dir / record_name, dist / record_name)
-    return dest, dist / record_name
-
-
-def reuse(stage_dir: Path, dist: Path, record_name: str, stage: str) -> StageResult | None:
-    """The cached result of a wheel stage, delivered into dist/NAME; None when there is none."""
-    if not (stage_dir / record_name).exists():
-        return None
-    # A truncated or emptied cache entry is named, with the way out (never a KeyError).
-    record = records.build_record(
-        stage_dir, record_name, f"rm -r {stage_dir}` and `vpr {stage} --spec SPEC"
-    )
-    cached = stage_dir / record.wheel.filename
-    if not cached.is_file() or sha256_file(cached) != record.wheel.sha256:
-        # Never delivered: the cached wheel no longer matches its own record.
-        progress.warn(f"{stage}: cached {cached.name} does not match its record; rebuilding")
-        shutil.rmtree(stage_dir, ignore_errors=True)
-        return None
-    wheel, rec = deliver(stage_dir, dist, record, record_name)
-    progress.info(f"{stage}: cached result reused ({wheel.name})")
-    return StageResult(wheel, rec, record, cached=True)
-
-
 def store(
     cache: Cache, stage_dir: Path, dist: Path, wheel: Path, record: dict[str, Any], record_name: str
 ) -> StageResult:
@@ -188,7 +138,7 @@ def store(
         shutil.copy2(wheel, work / wheel.name)
         typed = records.write_build(work, record_name, record)
     delivered, rec = deliver(stage_dir, dist, typed, record_name)
-    return StageResult(delivered, rec, typed, cached=False)
+    return StageResult(delivered, rec, typed, cached=False, stage_dir=stage_dir)
 
 
 def runner_for(
