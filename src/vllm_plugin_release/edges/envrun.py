@@ -163,9 +163,11 @@ def _result(job: _Job, python: Path, returncode: int | None, stderr: str) -> dic
 # The third-party modules vLLM's import spends its time in (torch alone is half of it),
 # imported once by the warm worker. Never vLLM or the plugin: their import reads the
 # variables a job sets. One that an environment lacks is skipped. PRELOAD is what
-# `import vllm` and the plugin's platform need (the env checks): the worker is ready
-# when they are in. PRELOAD_LATER is what the API capture and the replay add; the worker
-# imports them while the env checks run, and those jobs start once they are in.
+# `import vllm` and the plugin's platform need: the worker is ready when they are in.
+# PRELOAD_LATER is what vLLM's engine modules add (the API capture, the replay, and the
+# env checks too: they import every module of the plugin, and a plugin's scheduler or
+# model runner imports vLLM's, which import transformers, pydantic, xgrammar, ...); the
+# worker imports them once it is ready, and those jobs start once they are in.
 PRELOAD = (
     "torch",
     "torch._dynamo",
@@ -181,8 +183,11 @@ PRELOAD = (
     "networkx",
 )
 # The inenv modules that need only PRELOAD: started as soon as the worker is ready; the
-# others (the API capture, the replay) start once PRELOAD_LATER is in too.
-EARLY_JOBS = ("envcheck",)
+# others start once PRELOAD_LATER is in too. None now: the env checks were, and each of
+# the two (the pairing env's, the stand-in overlay's) then imported PRELOAD_LATER again
+# through the plugin's modules while the worker imported it a third time, three
+# processes on two cores (the reference plugin's scheduler imports all of it but fastapi).
+EARLY_JOBS: tuple[str, ...] = ()
 PRELOAD_LATER = (
     "transformers",
     "transformers.configuration_utils",
