@@ -185,23 +185,24 @@ def _print_growth(result: dict[str, Any]) -> None:
 
 
 def _sizes(text: str) -> list[int]:
+    """--sizes: request counts, comma-separated (argparse: exit 2 naming the option)."""
     try:
         sizes = sorted({int(s) for s in text.split(",") if s.strip()})
     except ValueError:
         sizes = []
     if not sizes or sizes[0] < 1:
-        raise SystemExit(f"bench_replay: --sizes {text!r}: expected request counts, e.g. 1000,3000")
+        raise argparse.ArgumentTypeError(f"{text!r}: expected request counts, e.g. 1000,3000")
     return sizes
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_replay")
     parser.add_argument("python", nargs="?", help="the pairing env's python")
-    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="request counts")
+    parser.add_argument("--sizes", type=_sizes, default=list(SIZES), help="request counts")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(list(argv or []))
     python = Path(args.python) if args.python else _python()
-    result = growth(python, _sizes(args.sizes), max(1, args.repeats))
+    result = growth(python, args.sizes, max(1, args.repeats))
     runs = result["runs"]
     verdict = "meets" if result["targets"]["total_s"]["met"] else "MISSES"
     print(
