@@ -288,18 +288,3 @@ def test_a_wheel_with_a_pth_file_is_told_apart(tmp_path: Path) -> None:
     broken = tmp_path / "c-1-py3-none-any.whl"
     broken.write_bytes(b"not a zip")
     assert _has_pth(broken)  # started after the install, which reports the bad wheel
-
-
-def test_the_env_checks_start_with_the_later_modules_in(
-    bare_python: Path, inenv: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The env checks import every module of the plugin, which imports what PRELOAD_LATER
-    names: forked before it is in, each of the two checks imported it again while the
-    worker imported it too. They start once it is in."""
-    monkeypatch.setattr(envrun, "PRELOAD_LATER", ("wave",))
-    shutil.copyfile(inenv / "probe.py", inenv / "envcheck.py")  # the probe, as the checks
-    with envrun.warm(bare_python) as worker:
-        assert worker is not None
-        checks = envrun.run_in_env(bare_python, "envcheck", {"tag": "checks"})
-    assert checks["tag"] == "checks" and checks["preloaded"] is True
-    assert checks["later"] is True
