@@ -42,11 +42,14 @@ def _isolation(repeats: int | None) -> dict[str, Any]:
     from benchmarks import bench_isolation
 
     try:
-        result = bench_isolation.run(bench_isolation._verified_tree(), repeats or 5)
+        tree = bench_isolation._verified_tree()
+        result = bench_isolation.run(tree, repeats or 5)
+        result["growth"] = bench_isolation.growth(tree, max(3, repeats or 5), whole=result)
     except FileNotFoundError as exc:  # no ripgrep here: the rows say n/a, the others run
         console.print(f"[yellow]bench isolation skipped: {exc}")
         return {"skipped": str(exc)}
     bench_isolation._print(result)
+    bench_isolation._print_growth(result["growth"])
     return result
 
 
@@ -54,8 +57,8 @@ def _run(name: str, repeats: int | None) -> dict[str, Any]:
     if name == "isolation":
         return _isolation(repeats)
     module = importlib.import_module(f"benchmarks.bench_{name}")
-    if name == "replay":
-        return module.main([])
+    if name == "replay":  # 1,000, 3,000 and 10,000 requests (bench_replay --sizes)
+        return module.main(["--repeats", str(repeats)] if repeats else [])
     if name == "store":
         return module.main(["--repeats", str(repeats)] if repeats else [])
     if name in ("release", "tt"):
@@ -92,6 +95,12 @@ ROWS: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None], float | No
      _ratio("env", "install only / plain"), None, "x"),
     ("vpr scan-core end to end / rg -w -i", "isolation", _key("isolation", "cli_ratio"), 1.5, "x"),
     ("  in-process scan / rg -w -i", "isolation", _key("isolation", "ratio"), None, "x"),
+    ("  growth exponent of vpr scan-core (a third, the tree, 3 copies; issue 30)", "isolation",
+     _key("isolation", "growth", "slopes", "vpr scan-core"), None, ""),
+    ("  growth exponent of rg -w -i, the same trees", "isolation",
+     _key("isolation", "growth", "slopes", "rg"), None, ""),
+    ("  vpr scan-core / rg -w -i over 3 copies of the tree", "isolation",
+     _key("isolation", "growth", "sizes", "3 copies", "cli_ratio"), None, "x"),
     ("replay of 10,000 requests, both schedulers", "replay", _key("replay", "total_s"), 20.0,
      " s"),
     ("  the same in the warm worker (as vpr conform runs it)", "replay",
@@ -100,6 +109,12 @@ ROWS: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None], float | No
      _key("replay", "scheduler_floor_s"), None, " s"),
     ("  replay overhead (wall / inside the schedulers)", "replay",
      _key("replay", "overhead_ratio"), 1.1, "x"),
+    ("  growth exponent of the replay's total (1,000, 3,000, 10,000 requests; issue 30)",
+     "replay", _key("replay", "growth", "slopes", "total_s"), None, ""),
+    ("  growth exponent of the time inside the schedulers, the same", "replay",
+     _key("replay", "growth", "slopes", "scheduler_s"), None, ""),
+    ("  growth exponent of the overhead ratio, the same", "replay",
+     _key("replay", "growth", "slopes", "overhead_ratio"), None, ""),
     ("vpr release cold (fresh .vpr, warm uv cache)", "release",
      _key("release", "medians", "cold release (fresh .vpr)"), 60.0, " s"),
     ("  its CPU time (user + sys, every process)", "release", _key("release", "cold_cpu_s"),
@@ -154,7 +169,7 @@ def print_summary(rows: list[dict[str, Any]]) -> None:
     table.add_column("target", justify="right")
     table.add_column("")
     for row in rows:
-        unit = "" if row["unit"] == "x" else " "
+        unit = "" if row["unit"] in ("x", "") else " "
         value = "n/a" if row["value"] is None else f"{row['value']:.3f}{unit}{row['unit']}"
         target = "-" if row["target"] is None else f"<= {row['target']}{unit}{row['unit']}"
         verdict = {True: "[green]meets", False: "[red]MISSES", None: ""}[row["met"]]

@@ -6,7 +6,16 @@ and the command end to end (`python -m vllm_plugin_release scan-core TREE --symb
 --json`, interpreter start-up included). Medians are
 reported with their ratios to ripgrep; the budget is `scan <= 3 x rg`.
 
+Growth (issue 30, item 7): the same three, side by side, at three tree sizes made from
+the tree with hard links (the same files, so the same page cache): a third of it (every
+third file of its sorted listing), the tree itself (the headline above) and three copies
+of it side by side, each as medians of the repeats; the growth exponent of each (the
+log-log slope of its median seconds over the bytes the scan read) is printed. Linear
+work has a slope of 1; the command's start-up, the same at every size, pulls its slope
+below the scan's.
+
     python benchmarks/bench_isolation.py /path/to/vllm-0.26.0 [--repeats 5] [--json]
+        [--no-growth]
 
 Exit 1 when the scan is over budget, 2 when the tree or ripgrep is missing.
 """
@@ -20,12 +29,13 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import installed_env
+from benchmarks.common import REPO, installed_env, slope, slope_text
 from vllm_plugin_release.conform.lib.symbolmatch import TT_SYMBOLS
 from vllm_plugin_release.conform.lib.symbolscan import scan_tree
 from vllm_plugin_release.edges.forkmap import usable_cores
@@ -157,6 +167,64 @@ def _print(result: dict[str, Any]) -> None:
     print("  OK" if r["ok"] else "  OVER BUDGET")
 
 
+# (label, copies of the tree, every n-th file of it): a third, the tree, three copies.
+GROWTH = (("a third", 1, 3), ("the tree", 1, 1), ("3 copies", 3, 1))
+TIMES = (("rg", "rg_seconds"), ("scan", "scan_seconds"), ("vpr scan-core", "cli_seconds"))
+
+
+def _grown(tree: Path, root: Path, copies: int, every: int) -> Path:
+    """`copies` copies of `tree` under `root`, each with every `every`-th file of its sorted
+    listing: hard links where the file system allows (copies else). Symbolic links are
+    left out (the scan skips them, ripgrep does not follow them)."""
+    files = sorted(p for p in tree.rglob("*") if p.is_file() and not p.is_symlink())
+    for copy in range(copies):
+        for path in files[::every]:
+            target = root / f"copy{copy}" / path.relative_to(tree)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(path, target)
+            except OSError:
+                shutil.copy2(path, target)
+    return root
+
+
+def growth(
+    tree: Path,
+    repeats: int = 5,
+    whole: dict[str, Any] | None = None,
+    symbols: Sequence[str] = TT_SYMBOLS,
+) -> dict[str, Any]:
+    """`run` at each size of GROWTH (`whole`: the headline's result for the tree itself,
+    reused); per size its medians and ratios, and the slope of each time over the bytes."""
+    tree = Path(tree)
+    scratch = REPO / ".vpr" / "bench"  # beside the cached tree: hard links need one disk
+    scratch.mkdir(parents=True, exist_ok=True)
+    sizes: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="scan-growth-", dir=scratch) as tmp:
+        for label, copies, every in GROWTH:
+            if (copies, every) == (1, 1):
+                sizes[label] = whole or run(tree, repeats, symbols)
+                continue
+            where = _grown(tree, Path(tmp) / f"x{copies}-every{every}", copies, every)
+            sizes[label] = run(where, repeats, symbols)
+    by_bytes = sorted(sizes.values(), key=lambda r: r["scan_bytes"])
+    slopes = {name: slope([(r["scan_bytes"], r[key]) for r in by_bytes]) for name, key in TIMES}
+    return {"sizes": sizes, "slopes": slopes, "slope_over": "bytes the scan read"}
+
+
+def _print_growth(result: dict[str, Any]) -> None:
+    print("scan growth: medians at three tree sizes (hard-linked from the tree), same run")
+    for label, r in result["sizes"].items():
+        print(
+            f"  {label:9} {r['scan_files']:6d} files {r['scan_bytes'] / 1e6:7.1f} MB: rg "
+            f"{r['rg_seconds']:.3f} s, scan {r['scan_seconds']:.3f} s, vpr scan-core "
+            f"{r['cli_seconds']:.3f} s; ratio to rg {r['ratio']:.2f}x in process, "
+            f"{r['cli_ratio']:.2f}x end to end"
+        )
+    slopes = ", ".join(f"{name} {slope_text(v)}" for name, v in result["slopes"].items())
+    print(f"  growth exponent (log-log slope over {result['slope_over']}): {slopes}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -168,11 +236,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-ratio", type=float, default=MAX_RATIO)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--no-growth", action="store_true", help="the tree's size alone")
     args = parser.parse_args([] if argv is None else argv)
     if not args.tree:
         args.tree = str(_verified_tree())
     try:
         result = run(Path(args.tree), args.repeats, max_ratio=args.max_ratio)
+        if not args.no_growth:
+            result["growth"] = growth(Path(args.tree), max(3, args.repeats), whole=result)
     except FileNotFoundError as exc:
         print(f"bench_isolation: {exc}", file=sys.stderr)
         return 2
@@ -180,6 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
     else:
         _print(result)
+        if "growth" in result:
+            _print_growth(result["growth"])
     return 0 if result["ok"] else 1
 
 

@@ -13,15 +13,23 @@ The pairing env's python comes from the argument, else VPR_BENCH_VLLM_PYTHON /
 VPR_TEST_VLLM_PYTHON, else dist/reference/env.json, else the bench makes the reference
 pairing's env itself (`vpr build-core`, `build-plugin`, `env` into .vpr/bench/dist).
 
-    python -m benchmarks.bench_replay [PYTHON] [REQUESTS] [RUNS]
+    python -m benchmarks.bench_replay [PYTHON] [--sizes 1000,3000,10000] [--repeats 3]
 
-Every figure is the median of RUNS runs (default 3), cold and warm interleaved; the cold
-run's CPU seconds (the in-environment process and its forked children) are printed beside
-its wall time, since on a shared machine the wall time moves with the load.
+Every figure is the median of the repeats (default 3); at the largest size (the targets'
+10,000) the cold runs and the warm worker's are interleaved; the cold run's CPU seconds
+(the in-environment process and its forked children) are printed beside its wall time,
+since on a shared machine the wall time moves with the load.
+
+Growth (issue 30, item 7): the cold run at each size (default 1,000, 3,000 and 10,000
+requests: about 6 minutes with 3 repeats on 2 cores) gives the total, the time inside
+the schedulers and the overhead ratio; their growth exponents (log-log slope over the
+requests) are printed. vLLM's import, the same at every size, pulls the total's slope
+below the schedulers'.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -30,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+from benchmarks.common import REPO, slope, slope_text
 
 # A loaded pilot-like mix: arrivals faster than the device drains them, so batches fill.
 BENCH_MIX: dict[str, Any] = {
@@ -51,17 +59,23 @@ OVERHEAD_TARGET = 1.1
 TOTAL_TARGET_S = 20.0
 
 
-def run(python: Path, requests: int = 10000, runs: int = 3) -> dict[str, Any]:
-    """Replay `requests` requests through both schedulers `runs` times, cold and in the warm
-    worker in turn; return the median run's figures (by total) with the medians and verdicts."""
+SIZES = (1_000, 3_000, 10_000)
+GROWN = ("total_s", "scheduler_s", "scheduler_floor_s", "replay_wall_s", "overhead_ratio")
+
+
+def run(python: Path, requests: int = 10000, runs: int = 3, warm: bool = True) -> dict[str, Any]:
+    """Replay `requests` requests through both schedulers `runs` times, cold and (`warm`) in
+    the warm worker in turn; the median run's figures (by total) with the medians and
+    verdicts."""
     from vllm_plugin_release.replay import config, mix
 
     request_mix = mix.generate({**BENCH_MIX, "requests": requests}, REPO)
     replay_config = config.resolve(BENCH_REPLAY, REPO)
-    cold, warm = [], []
+    cold, warm_s = [], []
     for _ in range(runs):
         cold.append(_cold(python, request_mix, replay_config))
-        warm.append(_warm_total(python, request_mix, replay_config))
+        if warm:
+            warm_s.append(_warm_total(python, request_mix, replay_config))
     median_run = sorted(cold, key=lambda r: r["total_s"])[len(cold) // 2]
     result = {**median_run, "runs": runs}
     for key in ("total_s", "cpu_s", "import_s", "scheduler_s", "scheduler_floor_s"):
@@ -70,7 +84,7 @@ def run(python: Path, requests: int = 10000, runs: int = 3) -> dict[str, Any]:
     result["overhead_ratio"] = round(statistics.median(r["overhead_ratio"] for r in cold), 3)
     result["all_total_s"] = [r["total_s"] for r in cold]
     result["all_overhead_ratio"] = [r["overhead_ratio"] for r in cold]
-    result["warm_worker_total_s"] = round(statistics.median(warm), 3)
+    result["warm_worker_total_s"] = round(statistics.median(warm_s), 3) if warm else None
     result["targets"] = {
         "overhead_ratio": {
             "target": OVERHEAD_TARGET,
@@ -146,12 +160,50 @@ def _python() -> Path:
     return Path(json.loads((dist / "reference" / "env.json").read_text())["python"])
 
 
+def growth(python: Path, sizes: list[int], runs: int) -> dict[str, Any]:
+    """`run` at each size (the warm worker's run at the largest only): the result of the
+    largest, with `growth`: per size its medians, and their slopes over the requests."""
+    by_size = {n: run(python, n, runs, warm=n == max(sizes)) for n in sorted(sizes)}
+    result = by_size[max(sizes)]
+    points = {n: {key: r[key] for key in GROWN} for n, r in by_size.items()}
+    slopes = {key: slope([(n, p[key]) for n, p in points.items()]) for key in GROWN}
+    result["growth"] = {"sizes": points, "slopes": slopes, "slope_over": "requests"}
+    return result
+
+
+def _print_growth(result: dict[str, Any]) -> None:
+    grown = result["growth"]
+    print("replay growth: cold runs, medians at each size")
+    for n, p in grown["sizes"].items():
+        print(
+            f"  {n:>6,} requests: total {p['total_s']:.2f} s, inside the schedulers "
+            f"{p['scheduler_s']:.2f} s (slower one {p['scheduler_floor_s']:.2f} s), replay wall "
+            f"{p['replay_wall_s']:.2f} s: overhead x{p['overhead_ratio']}"
+        )
+    slopes = ", ".join(f"{key} {slope_text(v)}" for key, v in grown["slopes"].items())
+    print(f"  growth exponent (log-log slope over {grown['slope_over']}): {slopes}")
+
+
+def _sizes(text: str) -> list[int]:
+    """--sizes: request counts, comma-separated (argparse: exit 2 naming the option)."""
+    try:
+        sizes = sorted({int(s) for s in text.split(",") if s.strip()})
+    except ValueError:
+        sizes = []
+    if not sizes or sizes[0] < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected request counts, e.g. 1000,3000")
+    return sizes
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    argv = list(argv or [])
-    python = Path(argv[0]) if argv else _python()
-    requests = int(argv[1]) if len(argv) > 1 else 10000
-    runs = int(argv[2]) if len(argv) > 2 else 3
-    result = run(python, requests, runs)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_replay")
+    parser.add_argument("python", nargs="?", help="the pairing env's python")
+    parser.add_argument("--sizes", type=_sizes, default=list(SIZES), help="request counts")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(list(argv or []))
+    python = Path(args.python) if args.python else _python()
+    result = growth(python, args.sizes, max(1, args.repeats))
+    runs = result["runs"]
     verdict = "meets" if result["targets"]["total_s"]["met"] else "MISSES"
     print(
         f"replay of {result['requests']} requests through both schedulers, median of {runs}: "
@@ -179,6 +231,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"  {side}: {figures['steps']} steps, {figures['scheduler_s']:.2f} s in scheduler, "
             f"{figures['loop_wall_s']:.2f} s loop (x{figures['overhead_ratio']})"
         )
+    _print_growth(result)
     return result
 
 

@@ -47,7 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import REPO, console, cpu_seconds, installed_env, median
+from benchmarks.common import REPO, console, cpu_seconds, installed_env, median, slope
 
 SIZES = (1_000, 10_000, 100_000)
 PLUGINS = 5
@@ -254,17 +254,6 @@ def _measure_size(
             "ledger_summary_json_bytes": (store / "ledger" / "summary.json").stat().st_size,
         }
     return rows, sizes
-
-
-def slope(points: list[tuple[float, float]]) -> float | None:
-    """The least-squares slope of log(seconds) over log(pairings)."""
-    pts = [(math.log(x), math.log(y)) for x, y in points if x > 0 and y > 0]
-    if len(pts) < 2:
-        return None
-    mx = sum(x for x, _ in pts) / len(pts)
-    my = sum(y for _, y in pts) / len(pts)
-    den = sum((x - mx) ** 2 for x, _ in pts)
-    return sum((x - mx) * (y - my) for x, y in pts) / den if den else None
 
 
 def _check_env(repeats: int) -> dict[str, float]:

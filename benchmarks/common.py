@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import resource
 import statistics
@@ -97,3 +98,20 @@ def base_commit(given: str | None, first_file: str) -> str:
         cwd=REPO, capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
     return f"{added[-1]}^" if added else "HEAD"
+
+
+def slope(points: list[tuple[float, float]]) -> float | None:
+    """The growth exponent: the least-squares slope of log(y) over log(x), from (x, y)
+    points with both positive (None with fewer than two such, or one x alone). 1 is
+    linear growth, 0 flat, 0.5 a square root."""
+    pts = [(math.log(x), math.log(y)) for x, y in points if x > 0 and y > 0]
+    if len(pts) < 2:
+        return None
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    den = sum((x - mx) ** 2 for x, _ in pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / den if den else None
+
+
+def slope_text(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib
 
+import pytest
+
 bench_main = importlib.import_module("benchmarks.__main__")
 
 RESULTS = {
@@ -22,12 +24,20 @@ RESULTS = {
             "install only / plain": {"ratio": 0.8},
         }
     },
-    "isolation": {"cli_ratio": 1.4, "ratio": 1.2},
+    "isolation": {
+        "cli_ratio": 1.4,
+        "ratio": 1.2,
+        "growth": {
+            "slopes": {"rg": 0.97, "scan": 0.99, "vpr scan-core": 0.81},
+            "sizes": {"3 copies": {"cli_ratio": 1.1}},
+        },
+    },
     "replay": {
         "total_s": 21.0,
         "warm_worker_total_s": 12.0,
         "scheduler_floor_s": 9.5,
         "overhead_ratio": 1.05,
+        "growth": {"slopes": {"total_s": 0.7, "scheduler_s": 1.02, "overhead_ratio": None}},
     },
     "install": {
         "ratios": {
@@ -47,7 +57,7 @@ RESULTS = {
 
 def test_every_row_of_the_issue_table_has_its_figure_and_target() -> None:
     rows = {r["measure"]: r for r in bench_main.summary(RESULTS)}
-    assert len(rows) == 19
+    assert len(rows) == 25
     judged = {m: r["met"] for m, r in rows.items() if r["target"] is not None}
     assert judged == {
         "vpr build-core cold / bare python -m build": True,
@@ -70,6 +80,16 @@ def test_every_row_of_the_issue_table_has_its_figure_and_target() -> None:
     floor = rows["floor: that CPU time over the usable cores"]
     assert floor["value"] == 52.0 and floor["met"] is None
     assert rows["its CPU time (user + sys, every process)"]["value"] == 104.0
+    growth = {m: r["value"] for m, r in rows.items() if m.startswith("growth exponent")}
+    assert growth == {
+        "growth exponent of vpr scan-core (a third, the tree, 3 copies; issue 30)": 0.81,
+        "growth exponent of rg -w -i, the same trees": 0.97,
+        "growth exponent of the replay's total (1,000, 3,000, 10,000 requests; issue 30)": 0.7,
+        "growth exponent of the time inside the schedulers, the same": 1.02,
+        "growth exponent of the overhead ratio, the same": None,  # too few sizes: no slope
+    }
+    assert all(rows[m]["met"] is None for m in growth)  # printed, never judged
+    assert rows["vpr scan-core / rg -w -i over 3 copies of the tree"]["value"] == 1.1
 
 
 def test_only_the_benches_that_ran_are_reported_and_a_missing_figure_is_not_a_pass() -> None:
@@ -79,6 +99,21 @@ def test_only_the_benches_that_ran_are_reported_and_a_missing_figure_is_not_a_pa
         "the same in the warm worker (as vpr conform runs it)",
         "floor: the slower scheduler's own time (the two side by side)",
         "replay overhead (wall / inside the schedulers)",
+        "growth exponent of the replay's total (1,000, 3,000, 10,000 requests; issue 30)",
+        "growth exponent of the time inside the schedulers, the same",
+        "growth exponent of the overhead ratio, the same",
     ]
     assert rows[0]["value"] is None and rows[0]["met"] is None
     assert rows[3]["met"] is False
+
+
+def test_the_growth_exponent_is_the_log_log_slope() -> None:
+    from benchmarks.common import slope
+
+    assert slope([(1_000, 2.0), (10_000, 20.0), (100_000, 200.0)]) == pytest.approx(1.0)
+    assert slope([(1_000, 5.0), (3_000, 5.0), (10_000, 5.0)]) == pytest.approx(0.0)
+    assert slope([(1, 1.0), (4, 2.0), (16, 4.0)]) == pytest.approx(0.5)  # a square root
+    assert slope([(1, 1.0), (10, 100.0)]) == pytest.approx(2.0)  # quadratic, not linear
+    # a point that cannot be on a log scale is left out; one point alone has no slope
+    assert slope([(0, 1.0), (10, 0.0), (100, 3.0)]) is None
+    assert slope([(10, 1.0), (10, 2.0)]) is None

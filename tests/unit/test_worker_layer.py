@@ -124,3 +124,21 @@ def test_layer_first_gives_the_path_of_the_overlays_python(
     (layer / "a.pth").unlink()
     assert inenv_worker.layer_first(str(layer)) != []
     assert sys.path == ["/script", str(env_site)]
+
+
+def test_the_overlays_check_starts_once_the_later_modules_are_in(
+    bare_python: Path, overlay: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An early job with an overlay (the stand-in overlay's env check, after the pairing
+    env's) waits for PRELOAD_LATER: the plugin's modules import it, and forked before it
+    is in, the job imported it again beside the worker and the first check."""
+    monkeypatch.setattr(envrun, "PRELOAD_LATER", ("wave",))
+    probe = envrun.INENV / "probe.py"
+    later = '"later": "wave" in sys.modules,'
+    probe.write_text(
+        probe.read_text().replace('"pre_mine": pre_mine,', f'"pre_mine": pre_mine, {later}')
+    )
+    with envrun.warm(bare_python) as worker:
+        assert worker is not None
+        layered = envrun.run_in_env(bare_python, "probe", {}, overlay=overlay)
+    assert layered["preloaded"] is True and layered["later"] is True

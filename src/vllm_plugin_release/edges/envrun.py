@@ -136,7 +136,7 @@ def _in_worker(
         job.env,
         cwd or Path.cwd(),
         what=f"inenv {job.module}",
-        early=job.module in EARLY_JOBS,
+        early=job.module in EARLY_JOBS and overlay is None,
         site_first=site_first,
     )
     returncode, stderr = worker.run(run, timeout)
@@ -162,9 +162,11 @@ def _result(job: _Job, python: Path, returncode: int | None, stderr: str) -> dic
 # The third-party modules vLLM's import spends its time in (torch alone is half of it),
 # imported once by the warm worker. Never vLLM or the plugin: their import reads the
 # variables a job sets. One that an environment lacks is skipped. PRELOAD is what
-# `import vllm` and the plugin's platform need (the env checks): the worker is ready
-# when they are in. PRELOAD_LATER is what the API capture and the replay add; the worker
-# imports them while the env checks run, and those jobs start once they are in.
+# `import vllm` and the plugin's platform need: the worker is ready when they are in.
+# PRELOAD_LATER is what vLLM's engine modules add (the API capture, the replay, and the
+# env checks too: they import every module of the plugin, and a plugin's scheduler or
+# model runner imports vLLM's, which import transformers, pydantic, xgrammar, ...); the
+# worker imports them once it is ready, and the later jobs start once they are in.
 PRELOAD = (
     "torch",
     "torch._dynamo",
@@ -179,8 +181,12 @@ PRELOAD = (
     "sympy",
     "networkx",
 )
-# The inenv modules that need only PRELOAD: started as soon as the worker is ready; the
-# others (the API capture, the replay) start once PRELOAD_LATER is in too.
+# The inenv modules started as soon as the worker is ready (on its own core while the
+# worker imports PRELOAD_LATER); the others start once PRELOAD_LATER is in too. The
+# pairing env's check is early; the stand-in overlay's check of the same plugin (a job
+# with an overlay) is not: it would import PRELOAD_LATER again through the plugin's
+# modules (the reference plugin's scheduler imports all of it but fastapi) while the
+# first check and the worker do, three processes on two cores.
 EARLY_JOBS = ("envcheck",)
 PRELOAD_LATER = (
     "transformers",
