@@ -41,6 +41,16 @@ RUST_TOOLS = ("cargo", "rustc")
 # or by the pairing env it is linked into); whatever imports one compiles it then, as
 # Python always does. A file that does not compile is Python's error when it is
 # imported, not this step's.
+# Compiling on import instead (a step importing torch, setuptools, build and wheel with
+# bytecode writing on: 8.9-9.3 CPU-s against this step's 26.8) was measured in whole cold
+# releases and not taken (issue 30): a lock's first pairing env reads 60.5 of the 90.8 MB
+# compiled here (torch._inductor, _dynamo and distributed, sympy, networkx: what vLLM
+# imports beyond `import torch`), so that compiling moves into the pairing env, where the
+# warm worker and the plugin's tests, started side by side, both do it (the worker and its
+# jobs +12 to +22 CPU-s, plugin tests +13 to +18; the release 186.6 and 201.5 CPU-s
+# against 173.2 and 193.2). Importing here what the pairing env reads would cost about as
+# much as compiling it all: the worker's first preload list alone takes 10.5 CPU-s to
+# import with every pyc present, on top of compiling those 60 MB.
 COMPILE_BYTECODE = """\
 import mmap, os, py_compile, re, sys
 top, skip = sys.argv[1], re.compile(sys.argv[2])
