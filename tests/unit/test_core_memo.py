@@ -157,6 +157,38 @@ def test_a_tampered_cached_record_misses(setup: Setup) -> None:
     assert setup.hit() is None
 
 
+def _record_with(setup: Setup, **wheel: str) -> bytes:
+    return json.dumps({**setup.record, "wheel": {**setup.record["wheel"], **wheel}}).encode()
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        b"[]",
+        b'{"wheel": {}}',
+        "nul",
+        "escape",
+        "not-a-wheel",
+        "bad-sha",
+    ],
+)
+def test_a_hostile_record_the_memo_vouches_for_misses(setup: Setup, record: bytes | str) -> None:
+    """The memo and the record are both in the cache: a record whose bytes the memo names
+    is still checked as the full path's reader checks it, and never raises."""
+    data = {
+        "nul": lambda: _record_with(setup, filename="vllm\0.whl"),
+        "escape": lambda: _record_with(setup, filename="../../" + WHEEL),
+        "not-a-wheel": lambda: _record_with(setup, filename=records.BUILD_CORE),
+        "bad-sha": lambda: _record_with(setup, sha256="../" * 21 + "a"),
+    }.get(record, lambda: record)()
+    assert isinstance(data, bytes)
+    (setup.stage_dir / records.BUILD_CORE).write_bytes(data)
+    memo = json.loads(setup.memo_file().read_text())
+    memo["record_sha256"] = hashlib.sha256(data).hexdigest()
+    write_json(setup.memo_file(), memo)
+    assert setup.hit() is None
+
+
 @pytest.mark.parametrize(
     "memo",
     [

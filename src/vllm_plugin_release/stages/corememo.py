@@ -57,7 +57,6 @@ MEMOS = "build-core-memo"  # .vpr/stages/build-core-memo/<memo>.json
 MEMO_VERSION = 1
 MAX_SPEC = 1 << 20  # a buildspec is a few KiB
 MAX_MEMO = 64 << 10
-MAX_RECORD = 1 << 20
 PACKAGE = Path(__file__).resolve().parent.parent
 _HEX = frozenset(string.hexdigits.lower())
 
@@ -75,7 +74,6 @@ _SHAPE = bounded.shape(
         ("record_sha256", (str,)),
     )
 )
-_RECORD_SHAPE = bounded.shape((("wheel.filename", (str,)), ("wheel.sha256", (str,))))
 
 
 class Ask(NamedTuple):
@@ -182,27 +180,25 @@ def _cached_record(stage_dir: Path, memo: dict[str, Any]) -> BuildRecord | None:
     """The cached record, when its bytes are the remembered ones and the wheel it names
     holds the sha256 it records."""
     try:
-        data = bounded.read_file(stage_dir / RECORD, MAX_RECORD, "record")
+        data = bounded.read_file(stage_dir / RECORD, records.MAX_RECORD, "record")
     except (OSError, BadInput):
         return None
     if hashlib.sha256(data).hexdigest() != memo["record_sha256"]:
         return None
     record = _loads(data)
-    if bounded.shape_problem(record, _RECORD_SHAPE) or not _plain_name(record["wheel"]["filename"]):
-        return None
-    wheel = stage_dir / record["wheel"]["filename"]
-    try:  # a regular file (as `is_file` says on the full path): never a fifo or a device
-        if (
-            not stat.S_ISREG(wheel.stat().st_mode)
-            or sha256_file(wheel) != record["wheel"]["sha256"]
-        ):
-            return None
-    except OSError:
-        return None
-    try:
-        return parse_record(record, RECORD)  # typed, as the full path's reader hands it
+    try:  # checked as the full path's reader checks it (a bare *.whl name, a sha256)
+        typed = parse_record(record, RECORD) if isinstance(record, dict) else None
     except RecordProblem:
         return None
+    if typed is None:
+        return None
+    wheel = stage_dir / typed.wheel.filename
+    try:  # a regular file (as `is_file` says on the full path): never a fifo or a device
+        if not stat.S_ISREG(wheel.stat().st_mode) or sha256_file(wheel) != typed.wheel.sha256:
+            return None
+    except (OSError, ValueError):  # ValueError: a NUL in the name
+        return None
+    return typed
 
 
 def warm_hit(cache: Cache, name: str, dist_root: Path) -> StageResult | None:
@@ -284,7 +280,7 @@ def _record_bytes(stage_dir: Path, data: Mapping[str, Any]) -> bytes | None:
     """The cached record's bytes, when they still say what the full run delivered (`data`
     as JSON gives it back: a fresh build's record holds tuples where JSON has lists)."""
     try:
-        record = bounded.read_file(stage_dir / RECORD, MAX_RECORD, "record")
+        record = bounded.read_file(stage_dir / RECORD, records.MAX_RECORD, "record")
         delivered = json.loads(json.dumps(data))
     except (OSError, BadInput, TypeError, ValueError):
         return None
