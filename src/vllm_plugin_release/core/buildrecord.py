@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 # The section naming what was built, by record: build-core.json's `core`, ...
 SECTIONS = {"build-core.json": "core", "build-plugin.json": "plugin", "build-guard.json": "guard"}
@@ -24,16 +23,14 @@ class RecordProblem(ValueError):
     """Why a mapping is not a build record: the dotted key and what is wrong with it."""
 
 
-@dataclass(frozen=True)
-class WheelRef:
+class WheelRef(NamedTuple):
     """The wheel a build record names: its file name in the record's folder and sha256."""
 
     filename: str
     sha256: str
 
 
-@dataclass(frozen=True)
-class BuildRecord:
+class BuildRecord(NamedTuple):
     """One build record, read and checked (`parse`)."""
 
     record: str  # the record's file name (build-core.json, ...)
