@@ -196,11 +196,20 @@ def test_lag_comes_from_the_cadence_check_in_the_scorecard(tmp_path: Path) -> No
     from vllm_plugin_release.flows.ledger import lag_from_scorecard
 
     assert lag_from_scorecard(tmp_path) is None  # no scorecard: no figure, never a guess
-    card = {"checks": {"cadence": {"details": {"lag_minor": 1, "lag_days": 26}}}}
+    from vllm_plugin_release.conform.result import CheckResult
+    from vllm_plugin_release.conform.scorecard import scorecard
+
+    details = {"lag_minor": 1, "lag_days": 26}
+    cadence = CheckResult("cadence", "pass", "ok", details=details)
+    card = scorecard([cadence], runner="cpu", pairing={"name": "p"})
     (tmp_path / "scorecard.json").write_text(json.dumps(card))
     assert lag_from_scorecard(tmp_path) == {"days": 26, "minor_releases": 1}
     card["checks"]["cadence"]["details"] = {"reason": "no releases"}
     (tmp_path / "scorecard.json").write_text(json.dumps(card))
+    assert lag_from_scorecard(tmp_path) is None
+    # a file that is not a scorecard (here: no verdict) gives no figure either
+    partial = {"checks": {"cadence": {"status": "pass", "details": details}}}
+    (tmp_path / "scorecard.json").write_text(json.dumps(partial))
     assert lag_from_scorecard(tmp_path) is None
 
 

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.conform import registry
+from vllm_plugin_release.conform import cardread, registry
 from vllm_plugin_release.conform.checks.api import check as api
 from vllm_plugin_release.conform.context import Context
 from vllm_plugin_release.conform.result import CheckResult, Evidence
@@ -54,12 +54,13 @@ def card_facts(ctx: Context, day: str) -> dict[str, Any]:
     runtime: dict[str, Any] = {}
     env_path = ctx.dist / records.ENV
     if env_path.exists():
-        rt = json.loads(env_path.read_text(encoding="utf-8")).get("runtime") or {}
+        rt = records.read(ctx.dist, records.ENV).get("runtime")  # bounded
+        rt = rt if isinstance(rt, dict) else {}
         runtime = {k: rt.get(k) for k in ("name", "status", "reason") if rt.get(k)}
     replay_path = ctx.dist / records.REPLAY
     replay = None
     if replay_path.exists() and ctx.spec.conformance.get("replay"):
-        report = json.loads(replay_path.read_text(encoding="utf-8"))
+        report = records.read(ctx.dist, records.REPLAY)  # bounded
         replay = {**headline(report), "plots": list(report.get("plots") or [])}
     return {
         "pairing_id": pairing_id_of(pins_from_spec(ctx.spec), core.raw, plugin.raw),
@@ -143,13 +144,14 @@ def conform_cached(ctx: Context, *, force: bool = False) -> dict[str, Any]:
     import shutil
 
     stage = ctx.cache.stage_dir("conform", conform_key(ctx))
-    if not force and (stage / records.SCORECARD).exists():
+    cached = None if force else _cached_card(stage)
+    if cached is not None:
         for name in OUTPUTS:
             if (stage / name).exists():
                 shutil.copy2(stage / name, ctx.dist / name)
-        card = json.loads((stage / records.SCORECARD).read_text())
+        card = dict(cached.raw)
         write_card(ctx.dist, card)  # the pages drawn by this version from the cached data
-        progress.info(f"conform: cached result reused (verdict {card['verdict']})")
+        progress.info(f"conform: cached result reused (verdict {cached.verdict})")
         return card
     card = conform(ctx)
     with ctx.cache.publish_dir(stage) as work:
@@ -157,6 +159,19 @@ def conform_cached(ctx: Context, *, force: bool = False) -> dict[str, Any]:
             if (ctx.dist / name).exists():
                 shutil.copy2(ctx.dist / name, work / name)
     return card
+
+
+def _cached_card(stage: Path) -> cardread.Scorecard | None:
+    """The scorecard the conform stage's cache keeps for these inputs, read bounded and
+    checked (a cache entry is outside input); None when there is none or it does not
+    read as a scorecard: the checks then run again (and replace it)."""
+    if not (stage / records.SCORECARD).exists():
+        return None
+    try:
+        return cardread.read(stage)
+    except BadInput as exc:
+        progress.info(f"conform: the cached result is not used ({exc.message}); checking again")
+        return None
 
 
 # Checks that start an interpreter in the pairing environment (seconds each): started

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.core import ledger, progress, records
+from vllm_plugin_release.conform import cardread
+from vllm_plugin_release.core import ledger, progress
 from vllm_plugin_release.core.cache import Cache
-from vllm_plugin_release.core.errors import GateFailed
+from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE, load
 from vllm_plugin_release.edges import keys, ledgerstore
 from vllm_plugin_release.edges.store import open_store
@@ -41,11 +41,12 @@ def signing_key(spec: Spec, cache: Cache, given: str | Path | None) -> Any:
 def lag_from_scorecard(dist: Path) -> dict[str, Any] | None:
     """The pairing's release lag as the cadence check measured it (scorecard.json), or None."""
     try:
-        card = json.loads((dist / records.SCORECARD).read_text())
-        details = card["checks"]["cadence"]["details"]
-    except (OSError, ValueError, KeyError, TypeError):
+        card = cardread.read(dist)  # bounded and checked; absent is BadInput too
+    except BadInput:
         return None
-    if not isinstance(details, dict) or "lag_minor" not in details:
+    cadence = [r for r in card.results if r.name == "cadence"]
+    details = cadence[0].details if cadence else {}
+    if "lag_minor" not in details:
         return None
     return {"days": details.get("lag_days"), "minor_releases": details.get("lag_minor")}
 

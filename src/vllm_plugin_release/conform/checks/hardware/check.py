@@ -18,7 +18,6 @@ Its settings, `[conformance.hardware]`, are `conform/lib/hardwaresettings.py` (t
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -151,37 +150,22 @@ def hardware_check(
     )
 
 
-def _result(name: str, data: dict[str, Any]) -> CheckResult:
-    return CheckResult(
-        name,
-        data["status"],
-        data.get("summary", ""),
-        [Evidence(**e) for e in data.get("evidence", [])],
-        data.get("threshold", {}),
-        data.get("details", {}),
-    )
-
-
 def collect(dist: Path, check: CheckResult) -> dict[str, Any]:
     """Add (or replace) the hardware check in dist/scorecard.*; recompute the verdict."""
+    from vllm_plugin_release.conform import cardread
     from vllm_plugin_release.conform.scorecard import FACT_KEYS, scorecard, utc_day
     from vllm_plugin_release.conform.scorecard_render import write_card
 
     path = dist / records.SCORECARD
-    try:
-        card = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise BadInput(f"{path}: not found", hint="run `vpr conform --runner hardware` first")
-    except ValueError as exc:
-        raise BadInput(f"{path}: malformed JSON ({exc})")
-    if card.get("runner") != "hardware":
+    card = cardread.read(dist, "vpr conform --runner hardware")  # bounded, checked
+    if card.runner != "hardware":
         raise BadInput(
-            f"{path}: written by the {card.get('runner')!r} runner",
+            f"{path}: written by the {card.runner!r} runner",
             hint="run `vpr conform --runner hardware` first",
         )
-    results = [_result(n, c) for n, c in card["checks"].items() if n != NAME]
-    facts = {k: card.get(k) for k in FACT_KEYS}
+    results = [r for r in card.results if r.name != NAME]
+    facts = {k: card.raw.get(k) for k in FACT_KEYS}
     facts["certified_on"] = utc_day()
-    new = scorecard([*results, check], runner="hardware", pairing=card["pairing"], facts=facts)
+    new = scorecard([*results, check], runner="hardware", pairing=dict(card.pairing), facts=facts)
     write_card(dist, new)
     return new

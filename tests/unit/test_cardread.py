@@ -1,0 +1,141 @@
+"""scorecard.json read back (conform/cardread): bounded, checked key by key, typed; the
+hardware runner's `collect`, the conform stage's cache and the ledger's lag read it so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_plugin_release.conform import cardread
+from vllm_plugin_release.conform.checks.hardware import check as hardware
+from vllm_plugin_release.conform.result import CheckResult, Evidence
+from vllm_plugin_release.conform.scorecard import scorecard
+from vllm_plugin_release.core import records
+from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.flows.ledger import lag_from_scorecard
+
+
+def _card(runner: str = "hardware") -> dict[str, Any]:
+    results = [
+        CheckResult("isolation", "pass", "ok", [Evidence("seen", file="a.py", line=3)]),
+        CheckResult("cadence", "warn", "behind", details={"lag_minor": 8, "lag_days": 113}),
+    ]
+    return scorecard(results, runner=runner, pairing={"name": "hw"})
+
+
+def _write(dist: Path, card: Any) -> Path:
+    dist.mkdir(exist_ok=True)
+    path = dist / records.SCORECARD
+    path.write_text(json.dumps(card))
+    return path
+
+
+def test_a_real_scorecard_reads_back_typed_and_whole(tmp_path: Path) -> None:
+    card = _card()
+    _write(tmp_path, card)
+    read = cardread.read(tmp_path)
+    assert read.verdict == card["verdict"] and read.runner == "hardware"
+    assert [r.name for r in read.results] == ["cadence", "isolation"]
+    assert read.results[1].evidence == [Evidence("seen", file="a.py", line=3)]
+    # the typed checks serialise back to what was read
+    assert {r.name: r.to_json() for r in read.results} == card["checks"]
+    assert read.raw == card
+    with pytest.raises(AttributeError):
+        read.verdict = "fleet"  # type: ignore[misc]
+
+
+def _mutations() -> list[tuple[str, Any]]:
+    base = _card()
+
+    def edit(change: Any) -> dict[str, Any]:
+        card = json.loads(json.dumps(base))
+        change(card)
+        return card
+
+    return [
+        ("not a JSON object", [1, 2]),
+        ("verdict", edit(lambda c: c.update(verdict="gold"))),
+        ("runner", edit(lambda c: c.pop("runner"))),
+        ("pairing", edit(lambda c: c.update(pairing="hw"))),
+        ("checks", edit(lambda c: c.pop("checks"))),
+        ("checks.isolation", edit(lambda c: c["checks"].update(isolation=[]))),
+        ("checks.isolation.status", edit(lambda c: c["checks"]["isolation"].pop("status"))),
+        ("checks.isolation.status", edit(lambda c: c["checks"]["isolation"].update(status="ok"))),
+        ("checks.isolation.summary", edit(lambda c: c["checks"]["isolation"].update(summary=1))),
+        ("checks.isolation.evidence", edit(lambda c: c["checks"]["isolation"].update(evidence={}))),
+        (
+            "checks.isolation.evidence[0]",
+            edit(lambda c: c["checks"]["isolation"]["evidence"][0].update(where="x")),
+        ),
+        (
+            "checks.isolation.evidence[0].note",
+            edit(lambda c: c["checks"]["isolation"]["evidence"][0].pop("note")),
+        ),
+        (
+            "checks.isolation.evidence[0].line",
+            edit(lambda c: c["checks"]["isolation"]["evidence"][0].update(line="3")),
+        ),
+        ("checks.cadence.details", edit(lambda c: c["checks"]["cadence"].update(details=None))),
+        ("checks.cadence.threshold", edit(lambda c: c["checks"]["cadence"].update(threshold=[]))),
+    ]
+
+
+@pytest.mark.parametrize(("key", "card"), _mutations(), ids=[k for k, _ in _mutations()])
+def test_a_bad_scorecard_is_bad_input_naming_the_file_and_key(
+    tmp_path: Path, key: str, card: Any
+) -> None:
+    path = _write(tmp_path, card)
+    with pytest.raises(BadInput) as caught:
+        cardread.read(tmp_path)
+    assert str(path) in caught.value.message and key in caught.value.message
+
+
+def test_an_oversized_scorecard_is_refused_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _write(tmp_path, _card())
+    monkeypatch.setattr(records, "MAX_RECORD", path.stat().st_size - 1)
+    with pytest.raises(BadInput, match="larger than"):
+        cardread.read(tmp_path)
+
+
+def test_hardware_collect_refuses_a_scorecard_without_checks(tmp_path: Path) -> None:
+    card = _card()
+    del card["checks"]
+    _write(tmp_path, card)
+    check = CheckResult("hardware", "deferred", "not run")
+    with pytest.raises(BadInput, match="checks"):  # was a KeyError (a traceback)
+        hardware.collect(tmp_path, check)
+    assert json.loads((tmp_path / records.SCORECARD).read_text()) == card  # nothing written
+
+
+def test_hardware_collect_keeps_the_cpu_checks_and_adds_its_own(tmp_path: Path) -> None:
+    _write(tmp_path, _card())
+    new = hardware.collect(tmp_path, CheckResult("hardware", "deferred", "not run"))
+    assert sorted(new["checks"]) == ["cadence", "hardware", "isolation"]
+    assert new["checks"]["isolation"] == _card()["checks"]["isolation"]
+
+
+def test_the_ledger_reads_the_lag_and_ignores_a_bad_card(tmp_path: Path) -> None:
+    _write(tmp_path, _card())
+    assert lag_from_scorecard(tmp_path) == {"days": 113, "minor_releases": 8}
+    card = _card()
+    card["checks"]["cadence"]["status"] = "great"
+    _write(tmp_path, card)
+    assert lag_from_scorecard(tmp_path) is None
+
+
+def test_a_bad_cached_scorecard_is_not_reused(tmp_path: Path) -> None:
+    from vllm_plugin_release.conform.suite import _cached_card
+
+    assert _cached_card(tmp_path) is None  # nothing cached
+    _write(tmp_path, _card())
+    cached = _cached_card(tmp_path)
+    assert cached is not None and cached.raw == _card()
+    (tmp_path / records.SCORECARD).write_text('{"verdict": "fleet"')  # cut short
+    assert _cached_card(tmp_path) is None  # the checks run again; was a JSONDecodeError
+    _write(tmp_path, {**_card(), "checks": {"api": {"status": "passed"}}})
+    assert _cached_card(tmp_path) is None
