@@ -29,7 +29,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release.core import bounded
+from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.treewalk import remove_tree, walk
+
+# The most read of a cache entry's own notes (a cache entry is outside input): a file's
+# verified-marker is one line; a tree's manifest lists its files (a vLLM tree: ~1 MB).
+_MAX_MARKER = 64 * 1024
+_MAX_TREE = 64 * bounded.MiB
 
 CHUNK = 1 << 20
 TREE_MANIFEST = ".vpr-manifest.json"
@@ -52,9 +59,9 @@ def verified_file(path: Path, sha256: str) -> bool:
     st = path.stat()
     stamp = {"inode": st.st_ino, "mtime_ns": st.st_mtime_ns, "size": st.st_size, "sha256": sha256}
     try:
-        if json.loads(marker.read_text(encoding="utf-8")) == stamp:
+        if json.loads(bounded.read_file(marker, _MAX_MARKER, "marker")) == stamp:
             return True
-    except (OSError, ValueError):
+    except (OSError, ValueError, BadInput):  # absent, unreadable, too large: hash again
         pass
     if sha256_file(path) != sha256:
         marker.unlink(missing_ok=True)
@@ -120,9 +127,9 @@ def tree_intact(root: Path) -> bool:
     (`tree_stamps`) all still hold: then no file was written, replaced, added or removed
     since it was hashed. A full check that passes records fresh stamps."""
     try:
-        data = json.loads((root / TREE_MANIFEST).read_text(encoding="utf-8"))
+        data = json.loads(bounded.read_file(root / TREE_MANIFEST, _MAX_TREE, "tree manifest"))
         recorded = data["files"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, BadInput):
         return False
     before = tree_stamps(root)
     if data.get("stamps") == before:

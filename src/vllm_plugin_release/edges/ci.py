@@ -68,7 +68,7 @@ def report_scorecard(dist: Path, *, extra_markdown: str = "") -> bool:
     card_md, card_json = dist / records.SCORECARD_MD, dist / records.SCORECARD
     try:
         markdown = card_md.read_text(encoding="utf-8")
-        card = json.loads(card_json.read_text(encoding="utf-8"))
+        card = records.read_object(card_json)  # bounded; None when not a JSON object
     except (OSError, ValueError):
         markdown, card = "", {}
     for name, summary in failing_checks(card if isinstance(card, dict) else {}):

@@ -26,6 +26,7 @@ import shutil
 from pathlib import Path
 
 PYCACHE = "__pycache__"
+_MAX_POINTER = 64 * 1024  # bytes read of the pointer file (it holds two paths)
 _TIMESTAMP = 0  # the flags of a pyc checked by its source's mtime and size
 
 
@@ -165,7 +166,11 @@ def keep_for(env: Path) -> int:
     """`keep` for an environment made by `vpr env` (0 for any other environment)."""
     site = site_packages(env)
     try:
-        noted = json.loads((env / POINTER).read_text())
+        with open(env / POINTER, "rb") as f:  # bounded: a pointer is a line of JSON
+            text = f.read(_MAX_POINTER + 1)
+        if len(text) > _MAX_POINTER:  # not a pointer vpr wrote
+            return 0
+        noted = json.loads(text)
         store, skip = Path(noted["store"]), tuple(noted["skip"])
     except (OSError, ValueError, KeyError, TypeError):
         return 0

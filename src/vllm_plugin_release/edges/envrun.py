@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.core import progress
+from vllm_plugin_release.core import bounded, progress, records
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.edges import envbytecode, ownedtmp, proc
 from vllm_plugin_release.edges.container import marker_of, runner_of
@@ -145,10 +145,26 @@ def _in_worker(
     return returncode, stderr
 
 
+def _read_result(path: Path) -> dict[str, Any] | None:
+    """The module's JSON result, read bounded (the module runs beside the plugin's code in
+    the pairing environment); None when it wrote none. Larger than records.MAX_RECORD or
+    not a JSON object: OutsideFailure naming the file."""
+    if not path.exists():
+        return None
+    try:
+        result = json.loads(bounded.read_file(path, records.MAX_RECORD, "result"))
+    except (OSError, ValueError, RecursionError, BadInput) as exc:
+        message = exc.message if isinstance(exc, BadInput) else str(exc)
+        raise OutsideFailure(f"{path}: the in-environment result is unreadable: {message}")
+    if not isinstance(result, dict):
+        raise OutsideFailure(f"{path}: the in-environment result is not a JSON object")
+    return result
+
+
 def _result(job: _Job, python: Path, returncode: int | None, stderr: str) -> dict[str, Any]:
     """The module's result; BadInput for its exit 2 with an error, else OutsideFailure
     for anything but exit 0 with a result."""
-    result = json.loads(job.out.read_text()) if job.out.exists() else None
+    result = _read_result(job.out)
     if returncode == 2 and result and "error" in result:
         raise BadInput(result["error"])
     if returncode != 0 or result is None:

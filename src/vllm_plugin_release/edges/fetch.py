@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import json
 import os
 import shutil
 import tarfile
@@ -27,7 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from vllm_plugin_release.buildspec.model import GitSource, SdistSource, Spec
-from vllm_plugin_release.core import progress
+from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import (
     CHUNK,
     Cache,
@@ -215,7 +214,7 @@ class Fetcher:
         meta = self.cache.cas_path(source.sha256)
         meta = meta.with_name(meta.name + ".json")
         try:
-            url = json.loads(meta.read_text())["url"]
+            url = (records.read_object(meta) or {})["url"]  # bounded
         except (OSError, ValueError, KeyError, TypeError):  # absent or tampered: not recorded
             return None
         return url if isinstance(url, str) else None

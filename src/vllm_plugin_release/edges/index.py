@@ -25,7 +25,7 @@ from typing import TypeVar
 
 from packaging.utils import canonicalize_name
 
-from vllm_plugin_release.core import progress, simpleindex
+from vllm_plugin_release.core import progress, records, simpleindex
 from vllm_plugin_release.core.cache import atomic_write_text
 from vllm_plugin_release.core.errors import OutsideFailure
 from vllm_plugin_release.core.net import Origin, origin, scrub
@@ -332,7 +332,7 @@ class LocalIndex:
         """Stop the server a killed run left behind (recorded in the pid file, still running
         and still a pypiserver over our root), then forget the file."""
         try:
-            pid = int(json.loads(self.pid_file.read_text())["pid"])
+            pid = int((records.read_object(self.pid_file) or {})["pid"])  # bounded
         except (OSError, ValueError, KeyError, TypeError):
             pid = 0
         if pid > 0:

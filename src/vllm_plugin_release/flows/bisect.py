@@ -16,7 +16,6 @@ the first lines of their errors; `vpr bump --report` quotes it.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,7 +204,7 @@ def bisect(spec: Spec, good: str, bad: str, opts: Options) -> dict[str, Any]:
 def read_report(dist: Path) -> dict[str, Any] | None:
     """The last bisect report in `dist`, or None."""
     try:
-        data = json.loads((dist / REPORT_JSON).read_text())
+        data = records.read_object(dist / REPORT_JSON)  # bounded; None when unusable
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

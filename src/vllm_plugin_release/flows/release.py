@@ -9,7 +9,6 @@ one progress display, and a summary at the end (verdict, paths, digests).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -331,7 +330,7 @@ def _summary(spec: Spec, opts: Options, out: Outcome, failed: str | None) -> Non
     if dist.exists():
         run_file = dist / records.RUN
         try:
-            data = json.loads(run_file.read_text())
+            data = records.read_object(run_file) or {}  # bounded
         except (OSError, ValueError):
             data = {}
         data["release"] = {

@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.core import attest, bounded
+from vllm_plugin_release.core import attest, bounded, records
 from vllm_plugin_release.core import sitemodel as sm
 from vllm_plugin_release.core import storeindex as si
 from vllm_plugin_release.core import storetrust as trust
@@ -142,7 +142,7 @@ def _refuse_foreign(out: Path) -> None:
     if not any(out.iterdir()):
         return
     try:
-        kind = json.loads((out / "compat.json").read_text(encoding="utf-8")).get("kind")
+        kind = (records.read_object(out / "compat.json") or {}).get("kind")  # bounded
     except (OSError, ValueError, AttributeError):
         kind = None
     if kind != sm.KIND:

@@ -454,11 +454,25 @@ def _recorded_baseline(dist: Path, runner: str) -> tuple[TestRun | None, str | N
     previous = dist / RECORD
     if not previous.exists():
         return None, None
-    old = json.loads(previous.read_text())
-    b = old.get("baseline")
-    if not b or b.get("runner") != runner:
+    hint = "vpr plugin-tests --baseline"
+    b = records.read(dist, RECORD, hint).get("baseline")  # bounded, a JSON object
+    if not b or not isinstance(b, dict) or b.get("runner") != runner:
         return None, None
-    return TestRun(b["runner"], b["paths"], b["counts"], b["outcomes"]), b.get("core_version")
+    kinds = {"paths": (list, str), "counts": (dict, int), "outcomes": (dict, str)}
+    for key, (kind, item) in kinds.items():
+        value = b.get(key)
+        items = value.values() if isinstance(value, dict) else value
+        if not isinstance(value, kind) or not all(
+            isinstance(v, item) and not isinstance(v, bool) for v in items
+        ):
+            raise BadInput(
+                f"{previous}: key 'baseline.{key}' is missing or of the wrong kind",
+                hint=f"run `{hint}` again",
+            )
+    version = b.get("core_version")
+    return TestRun(runner, b["paths"], b["counts"], b["outcomes"]), (
+        version if isinstance(version, str) else None
+    )
 
 
 def _status_and_summary(run: TestRun) -> tuple[str, str]:

@@ -1,0 +1,89 @@
+"""Files vpr reads back (its own records, cache notes, a child's result) are outside input
+once written: each is read bounded and checked, never whole and then indexed blindly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vllm_plugin_release.conform.checks.plugin_tests import check as plugin_tests
+from vllm_plugin_release.core import cache, records
+from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.edges import envrun
+
+
+def _baseline(tmp_path: Path, **changes: object) -> Path:
+    baseline = {
+        "runner": "cpu",
+        "core_version": "0.25.1",
+        "paths": ["tests"],
+        "counts": {"passed": 3, "failed": 0},
+        "outcomes": {"tests/test_a.py::test_a": "passed"},
+    }
+    baseline.update(changes)
+    (tmp_path / plugin_tests.RECORD).write_text(json.dumps({"baseline": baseline}))
+    return tmp_path
+
+
+def test_a_recorded_baseline_reads_back(tmp_path: Path) -> None:
+    run, version = plugin_tests._recorded_baseline(_baseline(tmp_path), "cpu")
+    assert run is not None and run.counts == {"passed": 3, "failed": 0} and version == "0.25.1"
+    assert plugin_tests._recorded_baseline(tmp_path, "hardware") == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("paths", "tests"), ("counts", {"passed": "3"}), ("outcomes", None), ("counts", [])],
+)
+def test_a_bad_recorded_baseline_is_bad_input_naming_the_key(
+    tmp_path: Path, key: str, value: object
+) -> None:
+    with pytest.raises(BadInput, match=rf"plugin-tests\.json: key 'baseline\.{key}'"):
+        plugin_tests._recorded_baseline(_baseline(tmp_path, **{key: value}), "cpu")
+
+
+def test_an_oversized_recorded_baseline_is_refused_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _baseline(tmp_path)
+    monkeypatch.setattr(records, "MAX_RECORD", 10)
+    with pytest.raises(BadInput, match="larger than"):
+        plugin_tests._recorded_baseline(tmp_path, "cpu")
+
+
+def test_an_in_environment_result_is_read_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out.json"
+    assert envrun._read_result(out) is None  # none written
+    out.write_text(json.dumps({"ok": True}))
+    assert envrun._read_result(out) == {"ok": True}
+    out.write_text("[1, 2]")
+    with pytest.raises(OutsideFailure, match="not a JSON object"):
+        envrun._read_result(out)
+    out.write_text('{"ok": tr')
+    with pytest.raises(OutsideFailure, match="unreadable"):  # was a JSONDecodeError
+        envrun._read_result(out)
+    out.write_text(json.dumps({"ok": "x" * 100}))
+    monkeypatch.setattr(records, "MAX_RECORD", 50)
+    with pytest.raises(OutsideFailure, match="larger than"):
+        envrun._read_result(out)
+
+
+def test_an_oversized_verified_marker_means_hash_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "blob"
+    data.write_bytes(b"payload")
+    digest = cache.sha256_file(data)
+    assert cache.verified_file(data, digest)  # writes the marker
+    marker = tmp_path / "blob.verified.json"
+    assert marker.exists()
+    calls: list[Path] = []
+    real = cache.sha256_file
+    monkeypatch.setattr(cache, "sha256_file", lambda p: calls.append(p) or real(p))
+    assert cache.verified_file(data, digest) and calls == []  # the marker vouched
+    marker.write_text(marker.read_text() + " " * (70 * 1024))  # the same stamp, padded
+    assert cache.verified_file(data, digest) and calls == [data]  # too large: hashed again
