@@ -198,3 +198,18 @@ def test_the_writer_writes_the_same_bytes_and_refuses_what_no_reader_accepts(
     with pytest.raises(BadInput, match="'python'"):
         records.write_env(refused, bad)
     assert not (refused / records.ENV).exists()
+
+
+@pytest.mark.parametrize("name", ["no python", "python relative", "runner unknown"])
+def test_the_cli_says_which_key_exit_2_no_traceback(tmp_path: Path, name: str) -> None:
+    """`vpr replay` reads the env's python from env.json before anything else."""
+    from tests.support import REFERENCE_SPEC, vpr
+
+    dist = tmp_path / "dist"
+    (dist / "reference").mkdir(parents=True)
+    data, key = HOSTILE[name]
+    path = _write(dist / "reference", data)
+    done = vpr("replay", "--spec", str(REFERENCE_SPEC), "--dist", str(dist), check=False)
+    assert done.returncode == 2, done.stderr
+    assert str(path) in done.stderr and key in done.stderr
+    assert "Traceback" not in done.stderr
