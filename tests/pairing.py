@@ -188,6 +188,7 @@ def make_pairing(
             json.dumps(
                 {
                     "runner": "cpu",
+                    "python": str(dist / "env" / "bin" / "python"),  # never run here
                     "lock_file": "constraints/env-py311.txt",
                     "lock_sha256": sha256_file(lock),
                     "runtime": runtime or {"name": "tt-metal", "status": "absent"},

@@ -11,6 +11,7 @@ import pytest
 
 from tests.support import REPO, env_build
 from vllm_plugin_release.buildspec.load import load_spec
+from vllm_plugin_release.core.envrecord import EnvRecord, parse
 from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.stages.pairing_env import _deliver
 
@@ -28,7 +29,7 @@ def _args(tmp_path: Path) -> tuple:
 def test_runtime_missing_at_vllm_import_is_the_plugins_finding(tmp_path: Path) -> None:
     missing = _result("ModuleNotFoundError: No module named 'torch_npu'")
     record = _deliver(*_args(tmp_path), missing, False)
-    (check,) = record["checks"]
+    (check,) = record.checks
     assert check["finding"] == "plugin" and "platform plugin activates" in check["detail"]
     with pytest.raises(GateFailed, match="import vllm"):
         _deliver(*_args(tmp_path), missing, True)  # `vpr env` stops on it
@@ -57,5 +58,10 @@ def test_the_api_check_reports_the_unimportable_core_as_a_finding(tmp_path: Path
     assert found is not None and found.status == "fail" and "vllm serve" in found.summary
     assert "/" not in found.summary.split("(")[0]  # no absolute path of this machine
     # any other failure of `import vllm` is not the plugin's: the api check runs as before
-    assert vllm_unimportable(_result("ModuleNotFoundError: No module named 'numpy'")) is None
-    assert vllm_unimportable({"checks": [{"name": "import vllm", "status": "pass"}]}) is None
+    numpy = _result("ModuleNotFoundError: No module named 'numpy'")
+    assert vllm_unimportable(_env(numpy)) is None
+    assert vllm_unimportable(_env({"checks": [{"name": "import vllm", "status": "pass"}]})) is None
+
+
+def _env(result: dict) -> EnvRecord:
+    return parse({**result, "python": "/x/bin/python", "runner": "cpu"})

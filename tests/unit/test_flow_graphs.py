@@ -12,6 +12,7 @@ import pytest
 
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.buildspec.model import Spec
+from vllm_plugin_release.core import envrecord
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.stagegraph import Graph, Stage
 from vllm_plugin_release.edges.fetch import Fetcher
@@ -166,9 +167,8 @@ def test_conform_hardware_halts_at_verdict_lab_and_otherwise_returns_lives_code(
     spec = load_spec(SPECS / "reference.toml")
     calls: list[str] = []
     monkeypatch.setattr(hardware._Steps, "probe", lambda self: calls.append("probe"))
-    monkeypatch.setattr(
-        hardware._Steps, "env", lambda self: setattr(self, "record", {"python": "/env/python"})
-    )
+    record = envrecord.parse({"python": "/env/python", "runner": "hardware"})
+    monkeypatch.setattr(hardware._Steps, "env", lambda self: setattr(self, "record", record))
     monkeypatch.setattr(suite, "conform_cached", lambda ctx: {"verdict": verdict})
     monkeypatch.setattr(suite, "verdict_line", lambda card, dist: f"verdict {card['verdict']}")
     monkeypatch.setattr(hardware, "live", lambda *args: calls.append("live") or 0)

@@ -30,6 +30,7 @@ from vllm_plugin_release.conform.checks.workload.judge import (
 from vllm_plugin_release.conform.result import CheckResult
 from vllm_plugin_release.conform.scorecard import scorecard
 from vllm_plugin_release.conform.scorecard_render import strip_tags, to_html, to_markdown
+from vllm_plugin_release.core.envrecord import EnvRecord, parse
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.inenv import workload as inenv
 from vllm_plugin_release.replay import features as feat
@@ -436,17 +437,14 @@ def test_a_platform_that_is_not_the_plugins_asks_nothing() -> None:
 
 
 def test_no_runtime_no_answer() -> None:
-    absent = {
-        "python": "/x/bin/python",
-        "runtime": {"name": "rt", "status": "absent", "reason": "no wheel"},
-    }
+    def env(runtime: dict) -> EnvRecord:
+        return parse({"python": "/x/bin/python", "runner": "cpu", "runtime": runtime})
+
+    absent = env({"name": "rt", "status": "absent", "reason": "no wheel"})
     assert "rt), absent here: no wheel" in workload.runtime_python(absent)
-    present = {"python": "/x/bin/python", "runtime": {"status": "present"}}
+    present = env({"status": "present"})
     assert workload.runtime_python(present) == (Path("/x/bin/python"), None)
-    stand_in = {
-        "python": "/x/bin/python",
-        "runtime": {"status": "absent", "stand_in": {"python": "/o/bin/python"}},
-    }
+    stand_in = env({"status": "absent", "stand_in": {"python": "/o/bin/python"}})
     assert workload.runtime_python(stand_in) == (Path("/x/bin/python"), Path("/o"))
 
 

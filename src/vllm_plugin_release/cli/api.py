@@ -21,12 +21,13 @@ from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK
 
 if TYPE_CHECKING:
     from vllm_plugin_release.buildspec.model import Spec
+    from vllm_plugin_release.core.envrecord import EnvRecord
 
 # The conform modules are imported by the commands that use them, not when the parser is
 # built: every `vpr` command builds it (`vpr scan-core` start-up, say).
 
 
-def _recorded_env(spec: Spec, dist_root: str) -> dict[str, Any]:
+def _recorded_env(spec: Spec, dist_root: str) -> EnvRecord:
     from vllm_plugin_release.core import records
 
     return records.env_record(records.dist_dir(Path(dist_root), spec.name), spec.path)
@@ -45,11 +46,13 @@ def _cmd_contract(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     cfg = api_config(spec)
     recorded = None if args.python else _recorded_env(spec, args.dist)
-    python = Path(args.python) if args.python else Path(recorded["python"])
+    python = Path(args.python) if recorded is None else recorded.python
     if not (args.platform_class or cfg["platform_class"]) and recorded is None:
         recorded = _recorded_env(spec, args.dist)
     platform_class = (
-        args.platform_class or cfg["platform_class"] or (recorded or {}).get("platform_class")
+        args.platform_class
+        or cfg["platform_class"]
+        or (recorded.platform_class if recorded is not None else None)
     )
     captured = capture(
         python,

@@ -289,18 +289,20 @@ def _build_core(args: argparse.Namespace) -> int:
 
 def _env(args: argparse.Namespace) -> int:
     from vllm_plugin_release.stages.pairing_env import create_env
+    from vllm_plugin_release.stages.pairingctx import PairingContext
 
     inputs = _inputs(args)
-    record = create_env(
+    pairing = PairingContext(
         inputs.spec,
-        cache=inputs.cache,
-        dist_root=Path(args.dist),
-        runner_kind=args.runner,
+        inputs.cache,
+        Path(args.dist),
+        inputs.plugin,
+        inputs.tree,
+        site=args.runner,
         runtime_env=args.runtime_env,
-        plugin=inputs.plugin,
-        tree=inputs.tree,
     )
-    print(record["python"])
+    record = create_env(pairing)
+    print(record.python)
     return 0
 
 

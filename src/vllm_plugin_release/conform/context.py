@@ -20,6 +20,7 @@ from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.buildrecord import BuildRecord
 from vllm_plugin_release.core.cache import Cache
+from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput
 
 
@@ -71,19 +72,20 @@ class Context:
         return self._once(f"build:{name}", lambda: records.build_record(self.dist, name, hint))
 
     @property
-    def env(self) -> dict[str, Any]:
-        env = self.record(records.ENV, f"vpr env --spec {self.spec.path} --runner {self.runner}")
-        if env.get("runner") != self.runner:
+    def env(self) -> EnvRecord:
+        """dist/NAME/env.json, typed (BadInput naming the file and key, or another runner's)."""
+        hint = f"vpr env --spec {self.spec.path} --runner {self.runner}"
+        env: EnvRecord = self._once("env", lambda: records.env_record(self.dist, hint=hint))
+        if env.runner != self.runner:
             raise BadInput(
-                f"{self.dist / records.ENV}: built for runner {env.get('runner')!r}, "
-                f"not {self.runner!r}",
+                f"{self.dist / records.ENV}: built for runner {env.runner!r}, not {self.runner!r}",
                 hint=f"run `vpr env --spec {self.spec.path} --runner {self.runner}`",
             )
         return env
 
     @property
     def python(self) -> Path:
-        return Path(self.env["python"])
+        return self.env.python
 
     @property
     def core_wheel(self) -> Path:
@@ -102,7 +104,7 @@ class Context:
     @property
     def platform_class(self) -> str | None:
         """The plugin's Platform class path when its runtime (or stand-in) imports."""
-        return self.env.get("platform_class")
+        return self.env.platform_class
 
     def replay(self) -> dict[str, Any] | None:
         return self._once("replay", lambda: _run_replay(self))

@@ -52,10 +52,8 @@ def card_facts(ctx: Context, day: str) -> dict[str, Any]:
     core = ctx.build(records.BUILD_CORE)
     plugin = ctx.build(records.BUILD_PLUGIN)
     runtime: dict[str, Any] = {}
-    env_path = ctx.dist / records.ENV
-    if env_path.exists():
-        rt = records.read(ctx.dist, records.ENV).get("runtime")  # bounded
-        rt = rt if isinstance(rt, dict) else {}
+    if (ctx.dist / records.ENV).exists():
+        rt = records.env_record(ctx.dist, ctx.spec.path).runtime  # bounded, checked
         runtime = {k: rt.get(k) for k in ("name", "status", "reason") if rt.get(k)}
     replay_path = ctx.dist / records.REPLAY
     replay = None
@@ -129,10 +127,10 @@ def conform_key(ctx: Context) -> str:
             "runner": ctx.runner,
             "core": core.wheel.sha256,
             "plugin": [plugin.wheel.sha256, plugin.commit],
-            "env": [env.get("lock_sha256"), env.get("runtime"), env.get("checks")],
+            "env": [env.lock_sha256, env.runtime, env.checks],
             # Where the in-env parts run (this machine or a pinned image): a result made
             # on one is never reported as made on the other.
-            "env_backend": env.get("backend"),
+            "env_backend": env.backend,
             "contract": sha256_file(contract_path) if contract_path.exists() else None,
             "day": utc_day(),
         }

@@ -14,6 +14,8 @@ from typing import Any
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.buildrecord import BuildRecord, RecordProblem, parse
 from vllm_plugin_release.core.cache import sha256_file, write_json
+from vllm_plugin_release.core.envrecord import EnvRecord
+from vllm_plugin_release.core.envrecord import parse as parse_env
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 
 BUILD_CORE = "build-core.json"
@@ -141,13 +143,38 @@ def _typed(path: Path, name: str, data: dict[str, Any], hint: str | None) -> Bui
         raise BadInput(f"{path}: incomplete record: {exc}", hint=f"run `{again}` again")
 
 
-def env_record(dist: Path, spec_path: Path | str) -> dict[str, Any]:
-    """dist/NAME/env.json (written by `vpr env`), with its `python` checked."""
-    hint = producer(ENV, spec_path)
-    record = read(dist, ENV, hint)
-    if not record.get("python"):
-        raise BadInput(f"{dist / ENV}: no 'python' key", hint=f"run `{hint}` again")
+def env_record(
+    dist: Path, spec_path: Path | str | None = None, hint: str | None = None
+) -> EnvRecord:
+    """dist/NAME/env.json (written by `vpr env`), typed; BadInput naming the file, the key
+    and the command to run (`hint`, else `vpr env` with the spec)."""
+    hint = hint or producer(ENV, spec_path)
+    return _typed_env(dist / ENV, read(dist, ENV, hint), hint)
+
+
+def env_record_at(dist: Path) -> EnvRecord | None:
+    """dist/NAME/env.json typed, or None when there is none or it is no env record: for a
+    look that must never fail (a cache probe, where to look for a runtime)."""
+    data = read_object(dist / ENV)
+    try:
+        return None if data is None else parse_env(data)
+    except RecordProblem:
+        return None
+
+
+def write_env(folder: Path, data: dict[str, Any]) -> EnvRecord:
+    """Write env.json into `folder` as the env stage made it (the same bytes as ever: `data`
+    is written unchanged) and return it typed, checked as a reader will."""
+    record = _typed_env(folder / ENV, data, producer(ENV))
+    write_json(folder / ENV, data)
     return record
+
+
+def _typed_env(path: Path, data: dict[str, Any], hint: str) -> EnvRecord:
+    try:
+        return parse_env(data)
+    except RecordProblem as exc:
+        raise BadInput(f"{path}: incomplete record: {exc}", hint=f"run `{hint}` again")
 
 
 def verified_wheel(dist: Path, record: BuildRecord, producer_hint: str) -> Path:

@@ -22,7 +22,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 import time
 from dataclasses import dataclass
@@ -56,6 +55,7 @@ from vllm_plugin_release.flows.stagewalk import Halt, walk
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.buildspec.model import Spec
     from vllm_plugin_release.core.cache import Cache
+    from vllm_plugin_release.core.envrecord import EnvRecord
 
 
 # ---------------------------------------------------------------------------
@@ -107,20 +107,13 @@ def plan(spec_files: list[Path], since: str | None = None) -> dict[str, Any]:
 # The probe
 
 
-def _env_record(dist: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((dist / records.ENV).read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def probe_python(dist: Path, runtime_env: Path | None) -> Path:
     """Where to look for the runtime: --runtime-env, the hardware pairing env, else here."""
     if runtime_env is not None:
         return runtime_env / "bin" / "python"
-    env = _env_record(dist)
-    if env and env.get("runner") == "hardware" and env.get("python"):
-        return Path(env["python"])
+    env = records.env_record_at(dist)
+    if env is not None and env.runner == "hardware":
+        return env.python
     return Path(sys.executable)
 
 
@@ -237,9 +230,13 @@ def live(spec: Spec, dist: Path, hw: HardwareSettings, spec_arg: str | Path) -> 
     the hardware check goes into the scorecard. Exit 0 only with verdict `fleet`.
 
     `spec_arg` is the spec as the user named it (for the hint when the env is missing)."""
-    env = _env_record(dist)
-    has_env = bool(env and env.get("runner") == "hardware")
-    python = Path(env["python"]) if has_env else probe_python(dist, runtime_env_from_environ())
+    env = records.env_record_at(dist)
+    python = (
+        env.python
+        if env is not None and env.runner == "hardware"
+        else probe_python(dist, runtime_env_from_environ())
+    )
+    has_env = env is not None and env.runner == "hardware"
     found = observe(spec, python, hw, dist)
     if not found.ok:
         with contextlib.suppress(BadInput):  # no hardware scorecard yet: nothing to correct
@@ -300,7 +297,7 @@ class _Steps:
         self.dist = dist_dir(opts.dist_root, spec.name)
         self.hw = settings(spec)
         self.runtime_env = opts.runtime_env or runtime_env_from_environ()
-        self.record: dict[str, Any] = {}
+        self.record: EnvRecord | None = None
         self.code = EXIT_OK
 
     def installs_runtime(self) -> bool:
@@ -326,24 +323,31 @@ class _Steps:
 
     def env(self) -> None:
         from vllm_plugin_release.stages.pairing_env import create_env
+        from vllm_plugin_release.stages.pairingctx import PairingContext
 
-        self.record = create_env(
+        pairing = PairingContext(
             self.spec,
-            cache=self.opts.cache,
-            dist_root=self.opts.dist_root,
-            runner_kind="hardware",
+            self.opts.cache,
+            self.opts.dist_root,
+            self.inputs.plugin,
+            self.inputs.tree,
+            site="hardware",
             runtime_env=self.runtime_env,
-            plugin=self.inputs.plugin,
-            tree=self.inputs.tree,
         )
+        self.record = create_env(pairing)
+
+    def _python(self) -> Path:
+        if self.record is None:  # the walk runs env before the stages that read it
+            raise RuntimeError("the environment's record is read before env ran")
+        return self.record.python
 
     def runtime_probe(self) -> None:
-        require(observe(self.spec, Path(self.record["python"]), self.hw, self.dist))
+        require(observe(self.spec, self._python(), self.hw, self.dist))
 
     def conform(self) -> None:
         from vllm_plugin_release.conform.suite import conform_cached, verdict_line
 
-        print(self.record["python"])  # the environment's, once it passed every probe
+        print(self._python())  # the environment's, once it passed every probe
         card = conform_cached(self.inputs.context("hardware", self.opts.dist_root))
         progress.info(verdict_line(card, self.dist))
         if card["verdict"] == "lab":

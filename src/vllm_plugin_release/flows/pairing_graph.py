@@ -118,19 +118,12 @@ def plugin_wheel(p: Pairing) -> None:
 
 def env(p: Pairing) -> None:
     from vllm_plugin_release.stages.pairing_env import create_env
+    from vllm_plugin_release.stages.pairingctx import PairingContext
 
     # As in the release: a finding about the plugin (a module of it that does not import on
     # this core) is recorded, not a stop; the plugin's tests run here to show its effect.
-    record = create_env(
-        p.base,
-        cache=p.cache,
-        dist_root=p.dist_root,
-        runner_kind="cpu",
-        plugin=p.plugin,
-        tree=p.core_tree,
-        conduct_gate=False,
-    )
-    p.python = Path(record["python"])
+    pairing = PairingContext(p.base, p.cache, p.dist_root, p.plugin, p.core_tree, site="cpu")
+    p.python = create_env(pairing, conduct_gate=False).python
 
 
 def graph(p: Pairing) -> Graph:

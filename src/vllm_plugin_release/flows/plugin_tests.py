@@ -25,19 +25,19 @@ def run_plugin_tests(inputs: Inputs, dist_root: Path, runner: str, baseline: str
     spec, cache = inputs.spec, inputs.cache
     dist = dist_dir(dist_root, spec.name)
     env_file = dist / records.ENV
-    env = records.read(dist, records.ENV, f"vpr env --spec {spec.path}")
-    if env.get("runner") != runner:
+    env = records.env_record(dist, hint=f"vpr env --spec {spec.path}")
+    if env.runner != runner:
         raise BadInput(
-            f"{env_file}: the environment is for runner {env.get('runner')!r}, not {runner!r}",
+            f"{env_file}: the environment is for runner {env.runner!r}, not {runner!r}",
             hint=f"run `vpr env --spec {spec.path} --runner {runner}` first",
         )
     cfg = pt.settings_for(spec)
     root = inputs.plugin.root
     with cache.scratch("plugin-tests-") as tmp:
-        module = env.get("runtime", {}).get("module")
-        if env.get("runtime", {}).get("status") == "present":
+        module = env.runtime.get("module")
+        if env.runtime_present:
             module = None  # a present runtime never excuses a failure
-        run = pt.run_tests(Path(env["python"]), root, runner, cfg, tmp / "junit.xml", module)
+        run = pt.run_tests(env.python, root, runner, cfg, tmp / "junit.xml", module)
         (dist / f"plugin-tests-{runner}.xml").write_bytes((tmp / "junit.xml").read_bytes())
         base_run = None
         version = None

@@ -32,6 +32,7 @@ from vllm_plugin_release.stages.requests import build_request
 
 if TYPE_CHECKING:
     from vllm_plugin_release.stages.delivery import StageResult
+    from vllm_plugin_release.stages.pairingctx import PairingContext
 
 
 @dataclass
@@ -70,9 +71,27 @@ class _Stages:
         self.out = out
         self.inputs = Inputs(spec, opts.cache, opts.plugin_source)
         self.built: list[StageResult] = []  # the core's, the plugin's and the guard's
+        self._pairing: PairingContext | None = None
 
     def context(self) -> Context:
         return Context("release", self.spec, self.opts.cache, self.opts.dist_root)
+
+    def pairing(self) -> PairingContext:
+        """The pairing the env stage is handed, built once (its sources are fetched by then:
+        build-plugin read them)."""
+        from vllm_plugin_release.stages.pairingctx import PairingContext
+
+        if self._pairing is None:
+            self._pairing = PairingContext(
+                self.spec,
+                self.opts.cache,
+                self.opts.dist_root,
+                self.inputs.plugin,
+                self.inputs.tree,
+                site=self.opts.runner,
+                runtime_env=self.opts.runtime_env,
+            )
+        return self._pairing
 
     def env_free(self, blocked: PythonUnavailable | None) -> None:
         _env_free_checks(self.spec, self.opts, self.out, self.inputs, blocked)
@@ -154,13 +173,7 @@ class _Stages:
 
         try:
             record = create_env(
-                self.spec,
-                cache=self.opts.cache,
-                dist_root=self.opts.dist_root,
-                runner_kind=self.opts.runner,
-                runtime_env=self.opts.runtime_env,
-                plugin=self.inputs.plugin,
-                tree=self.inputs.tree,
+                self.pairing(),
                 conduct_gate=False,  # the platform plugin's answer is the environment check's
                 on_installed=self.tests_ahead,
             )
@@ -168,8 +181,8 @@ class _Stages:
             self.env_free(exc)  # where the interpreter lives): the run stops here, as at
             raise  # build-core, after the env-free checks
         # The in-env parts of conform run where the pairing environment lives.
-        self.out.ran_in["env"] = self.out.ran_in["conform (in-env parts)"] = record.get("backend")
-        runtime = record["runtime"]
+        self.out.ran_in["env"] = self.out.ran_in["conform (in-env parts)"] = record.backend
+        runtime = record.runtime
         self.out.facts["runtime"] = f"{runtime['name']}: {runtime['status']}" + (
             " (stand-in checked in an overlay, a test double)" if runtime.get("stand_in") else ""
         )

@@ -124,18 +124,18 @@ class Probes:
         plugin = _json(self.dist / records.BUILD_PLUGIN)
         if _wheel_sha(plugin) is None:
             return f"unknown: needs build-plugin's output in {self.dist}"
-        env = _json(self.dist / records.ENV)
+        env = records.env_record_at(self.dist)
         if env is None:
             return f"unknown: no env record for these wheels in {self.dist}"
         lock = self.spec.resolve(self.spec.env_constraints)
         made_from = (
-            env.get("runner"),
-            env.get("lock_sha256"),
-            (env.get("core_wheel") or {}).get("sha256"),
-            (env.get("plugin_wheel") or {}).get("sha256"),
+            env.runner,
+            env.lock_sha256,
+            env.core_wheel.sha256 if env.core_wheel else None,
+            env.plugin_wheel.sha256 if env.plugin_wheel else None,
         )
         today = (self.runner, sha256_file(lock), _wheel_sha(core), _wheel_sha(plugin))
-        kept = Path(str(env.get("python"))).parent.parent / ".vpr-env.json"
+        kept = env.python.parent.parent / ".vpr-env.json"
         return CACHED if made_from == today and kept.is_file() else NOT_CACHED
 
     def conform(self) -> str:

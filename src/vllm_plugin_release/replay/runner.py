@@ -172,4 +172,4 @@ def write(outcome: ReplayOutcome, out_dir: Path, *, plots: bool = True) -> list[
 
 def env_python(dist_dir: Path, spec_path: Path) -> Path:
     """The pairing environment's python, from dist/NAME/env.json (written by `vpr env`)."""
-    return Path(records.env_record(dist_dir, spec_path)["python"])
+    return records.env_record(dist_dir, spec_path).python

@@ -29,15 +29,16 @@ from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.buildrecord import BuildRecord
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_json
+from vllm_plugin_release.core.envrecord import SITES, EnvRecord
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.lockfile import check_lock, locked_file, pins
-from vllm_plugin_release.core.records import dist_dir, verified_wheel
+from vllm_plugin_release.core.records import verified_wheel
 from vllm_plugin_release.edges import envbytecode, envrun, proc
 from vllm_plugin_release.edges.envrun import run_in_env
 from vllm_plugin_release.edges.interpreters import Interpreter
-from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.runner import Command, Runner, host_env
 from vllm_plugin_release.edges.uv import find_link_args, uv_bin
+from vllm_plugin_release.stages.pairingctx import PairingContext
 from vllm_plugin_release.stages.requests import (
     RuntimePlan,
     env_left_out,
@@ -47,7 +48,7 @@ from vllm_plugin_release.stages.requests import (
 )
 from vllm_plugin_release.stages.wheelbuild import runner_for
 
-RUNNERS = ("cpu", "hardware")
+RUNNERS = SITES
 ENV_RECORD = records.ENV
 # Bump when the way an environment is made changes (it is part of the cache key).
 ENV_RECIPE = 7  # 5: platform activation, every plugin module imported; 6, 7: its crash
@@ -70,40 +71,37 @@ def _run(runner: Runner, cache: Cache, label: str, argv: list[str]) -> None:
     )
 
 
-# Wide on purpose: the keyword options of `vpr env` and of the flows that make an
-# environment (release, the pairing graph, conform-hardware), each caller naming the few it
-# sets; inside, everything the environment is made from travels as one `_EnvBuild`.
 def create_env(
-    spec: Spec,
+    pairing: PairingContext,
     *,
-    cache: Cache,
-    dist_root: Path,
-    runner_kind: str = "cpu",
-    runtime_env: Path | None = None,
-    plugin: PluginSource,
-    tree: Path,
     conduct_gate: bool = True,
     on_installed: Callable[[Path, str | None], object] | None = None,
-) -> dict[str, Any]:
+) -> EnvRecord:
     """Create and check the pairing environment from the wheels in dist/NAME; the plugin
-    checkout and the verified core source tree are handed in by the flow. A new
+    checkout and the verified core source tree come with the flow's `pairing`. A new
     environment calls `on_installed(python, runtime module or None)` once its packages
     are in, before it is checked (the runtime module: when the runtime is not there)."""
-    if runner_kind not in RUNNERS:
-        raise BadInput(f"unknown runner {runner_kind!r}; expected one of {', '.join(RUNNERS)}")
-    dist = dist_dir(dist_root, spec.name)
+    spec, runner_kind, runtime_env, plugin = (
+        pairing.spec,
+        pairing.site,
+        pairing.runtime_env,
+        pairing.plugin,
+    )
+    dist = pairing.dist
     core, built, core_wheel, plugin_wheel = _built(spec, dist)
     lock_path = spec.resolve(spec.env_constraints)
     plan = _checked_plan(spec, runner_kind, runtime_env, lock_path)
-    request = env_lock_request(spec, tree, plugin.root, plan, built.requires_list())
+    request = env_lock_request(spec, pairing.tree, plugin.root, plan, built.requires_list())
     check_lock(lock_path, request)
     lock_sha = sha256_file(lock_path)
     stand_in = spec.runtime.get("stand_in") if runner_kind == "cpu" else None
-    with runner_for(spec, cache, folders=(dist, plugin.root), network_isolation="off") as runner:
+    with runner_for(
+        spec, pairing.cache, folders=(dist, plugin.root), network_isolation="off"
+    ) as runner:
         make = _EnvBuild(
             spec,
             runner,
-            cache,
+            pairing.cache,
             runner_kind,
             lock_path,
             lock_sha,
@@ -115,7 +113,7 @@ def create_env(
             runtime_env,
             stand_in,
             # exit 3 naming every place searched; a --runtime-env brings its own python
-            runner.interpreter(spec.build.python) if runtime_env is None else None,
+            pairing.interpreter(runner),
             on_installed,
         )
         result = _made(make)
@@ -185,7 +183,7 @@ def _made(make: _EnvBuild) -> dict[str, Any]:
 
 def _deliver(
     make: _EnvBuild, dist: Path, result: dict[str, Any], conduct_gate: bool = True
-) -> dict[str, Any]:
+) -> EnvRecord:
     """Write dist/NAME/env.json for the environment's checks; GateFailed if one failed.
     Without `conduct_gate` (the release), how the platform plugin answers is left to the
     scorecard's environment check: a finding about the plugin, not a stop."""
@@ -203,21 +201,21 @@ def _deliver(
         "plugin_wheel": make.built.wheel_entry(),
         **result,
     }
-    write_json(dist / ENV_RECORD, record)
+    written = records.write_env(dist, record)
     failed = [
         c
-        for c in record["checks"]
+        for c in written.checks
         if c["status"] == "fail"
         and (conduct_gate or not (c["name"].startswith("platform_plugin()") or c.get("finding")))
     ]
-    for check in record["checks"]:
+    for check in written.checks:
         progress.info(f"env: {check['status']:>8}  {check['name']}: {check['detail']}")
     if failed:
         raise GateFailed(
             f"env: {len(failed)} check(s) failed: " + "; ".join(c["name"] for c in failed),
             hint=f"see {dist / ENV_RECORD}",
         )
-    return record
+    return written
 
 
 def _platform_class(checks: list[dict[str, Any]]) -> str | None:

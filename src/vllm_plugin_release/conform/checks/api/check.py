@@ -37,6 +37,7 @@ from vllm_plugin_release.conform.lib.apicontract import (
 )
 from vllm_plugin_release.conform.lib.apidiff import diff_contracts
 from vllm_plugin_release.conform.result import CheckResult, Evidence, Status
+from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput
 
 CONTRACTS = "buildspec/contracts"
@@ -400,7 +401,7 @@ def general_plugins_crash(captured: dict[str, Any], contract_file: str) -> Check
     )
 
 
-def vllm_unimportable(env: dict[str, Any]) -> CheckResult | None:
+def vllm_unimportable(env: EnvRecord) -> CheckResult | None:
     """The env found that vLLM does not import with the plugin installed, because of the
     plugin (env.json marks it `finding`: its platform activates and needs the absent
     runtime): no API to capture, and `vllm serve` fails the same way. A finding, not a
@@ -408,7 +409,7 @@ def vllm_unimportable(env: dict[str, Any]) -> CheckResult | None:
     found = next(
         (
             c
-            for c in env.get("checks", [])
+            for c in env.checks
             if c.get("name") == "import vllm" and c.get("status") == "fail" and c.get("finding")
         ),
         None,

@@ -15,12 +15,12 @@ from vllm_plugin_release.conform.result import CheckResult, Evidence
 def run(ctx: Context) -> CheckResult:
     """The pairing environment's own checks (vpr env), summarised."""
     env = ctx.env
-    checks = env.get("checks", [])
+    checks = env.checks
     failed = [c for c in checks if c["status"] == "fail"]
     deferred = [c for c in checks if c["status"] == "deferred"]
     # pass only for what was observed: a half that needs the runtime keeps it at deferred
     status = "fail" if failed else ("deferred" if deferred else "pass")
-    runtime = _deterministic(env.get("runtime", {}))
+    runtime = _deterministic(env.runtime)
     skipped = [c for c in checks if c["status"] == "skipped"]
     passed = len(checks) - len(failed) - len(deferred) - len(skipped)
     summary = (
@@ -35,14 +35,14 @@ def run(ctx: Context) -> CheckResult:
     ]
     evidence += [
         Evidence(note=f"{m['module']}: {m['status']} ({m.get('reason', '')})", source="env")
-        for m in env.get("runtime_modules", [])
+        for m in env.runtime_modules
     ]
     return CheckResult(
         "environment",
         status,  # type: ignore[arg-type]
         summary,
         evidence,
-        details={"runtime": runtime, "lock_sha256": env.get("lock_sha256")},
+        details={"runtime": runtime, "lock_sha256": env.lock_sha256},
     )
 
 

@@ -517,11 +517,11 @@ def _evidence(run: TestRun, record: dict[str, Any], base_version: str | None) ->
 def run(ctx: Context) -> CheckResult:
     """The `plugin_tests` check: the plugin's tests in the pairing env, with a recorded baseline."""
     cfg = settings_for(ctx.spec)
-    runtime = ctx.env.get("runtime", {})
+    runtime = ctx.env.runtime
     module = None if runtime.get("status") == "present" else runtime.get("module")
     run = tests_run(ctx.cache, ctx.python, ctx.plugin_root, ctx.runner, cfg, module)
     run.without_paths(Path(ctx.python).parent.parent, ctx.plugin_root)
-    failed_modules = [m for m in ctx.env.get("plugin_modules", []) if m.get("status") == "failed"]
+    failed_modules = [m for m in ctx.env.plugin_modules if m.get("status") == "failed"]
     run.count_import_findings({m["module"]: m.get("reason", "") for m in failed_modules})
     # A baseline recorded by `vpr plugin-tests --baseline` stays, compared with this run.
     base_run, base_version = _recorded_baseline(ctx.dist, ctx.runner)

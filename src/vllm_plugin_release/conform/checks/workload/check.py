@@ -43,6 +43,7 @@ from vllm_plugin_release.conform.checks.workload.judge import (
 )
 from vllm_plugin_release.conform.context import Context
 from vllm_plugin_release.conform.result import CheckResult, Evidence
+from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.replay import features as feat
 from vllm_plugin_release.replay import mix as mixes
 
@@ -146,15 +147,15 @@ def coverage_finding(cov: dict[str, Any]) -> tuple[str | None, Evidence]:
 # The check.
 
 
-def runtime_python(env: dict[str, Any]) -> tuple[Path, Path | None] | str:
+def runtime_python(env: EnvRecord) -> tuple[Path, Path | None] | str:
     """(the pairing env's python, the overlay holding a stand-in runtime or None) where the
     plugin's platform can activate; else why it cannot here."""
-    runtime = env.get("runtime") or {}
-    if runtime.get("status") == "present":
-        return Path(env["python"]), None
-    stand_in = runtime.get("stand_in")
-    if isinstance(stand_in, dict) and stand_in.get("python"):
-        return Path(env["python"]), Path(stand_in["python"]).parent.parent
+    runtime = env.runtime
+    if env.runtime_present:
+        return env.python, None
+    stand_in = env.stand_in_python
+    if stand_in is not None:
+        return env.python, stand_in.parent.parent
     return (
         f"the plugin's platform activates only with its runtime ({runtime.get('name')}), "
         f"{runtime.get('status')} here: {runtime.get('reason')}"
@@ -180,7 +181,7 @@ def run(ctx: Context, *, sys_path: tuple[str, ...] = ()) -> CheckResult:
     result = run_in_env(python, "workload", request, overlay=overlay, timeout=TIMEOUT_S)
     slow_paths = ctx.spec.options("workload").get("slow_paths") or []
     seen = Seen(result, ids, request["combos"], slow_paths)
-    return assess(seen, all_plans, ctx.env.get("platform_class"), cov)
+    return assess(seen, all_plans, ctx.env.platform_class, cov)
 
 
 THRESHOLD = {

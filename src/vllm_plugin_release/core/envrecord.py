@@ -1,0 +1,138 @@
+"""The pairing environment's record (env.json) as a typed, frozen value: what a reader in
+any layer may use of it.
+
+`stages/pairing_env` writes the JSON object it always has (`records.write_env`: the bytes
+do not change); every reader gets an `EnvRecord` (`records.env_record`, or
+`records.env_record_at` for a look that must never fail), its fields checked once here,
+so no layer indexes `env["python"]` of a hand-edited or truncated file. `raw` is the
+object as written, kept only to serialise it unchanged: never read fields from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from vllm_plugin_release.core.buildrecord import SHA256, RecordProblem, WheelRef
+
+# Where a pairing environment is for: this machine's cpu runner, or the hardware runner.
+SITES = ("cpu", "hardware")
+
+
+class EnvRecord(NamedTuple):
+    """dist/NAME/env.json, read and checked (`parse`)."""
+
+    python: Path  # the environment's python: absolute
+    runner: str  # the site it was made for: one of SITES
+    platform_class: str | None  # the plugin's Platform class, when its runtime imported
+    lock_file: str | None  # the pairing lock, as the spec names it
+    lock_sha256: str | None
+    core_wheel: WheelRef | None  # the wheels installed (their build records' `wheel`)
+    plugin_wheel: WheelRef | None
+    runtime: Mapping[str, Any]  # the vendor runtime: name, module, status, reason, ... ({})
+    checks: Sequence[Mapping[str, Any]]  # the environment's checks: name, status, detail
+    runtime_modules: Sequence[Mapping[str, Any]]
+    plugin_modules: Sequence[Mapping[str, Any]]
+    backend: Mapping[str, Any] | None  # where the environment runs (the runner's description)
+    raw: Mapping[str, Any]  # the object as written: only to serialise unchanged
+
+    @property
+    def runtime_present(self) -> bool:
+        return self.runtime.get("status") == "present"
+
+    @property
+    def stand_in_python(self) -> Path | None:
+        """The stand-in overlay's python (`runtime.stand_in.python`), when one was checked."""
+        stand_in = self.runtime.get("stand_in")
+        if isinstance(stand_in, Mapping) and isinstance(stand_in.get("python"), str):
+            return Path(stand_in["python"])
+        return None
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "missing"
+    if isinstance(value, str | int | float | bool):
+        return repr(value)[:80]
+    return f"a {type(value).__name__}"
+
+
+def _text(data: Mapping[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise RecordProblem(f"{key!r} is {_shown(value)}, expected text")
+    return value
+
+
+def _python(data: Mapping[str, Any]) -> Path:
+    value = data.get("python")
+    if not isinstance(value, str) or not value:
+        raise RecordProblem(f"'python' is {_shown(value)}, expected the environment's python")
+    if "\0" in value or not value.startswith("/"):
+        raise RecordProblem(f"'python' is {_shown(value)}, expected an absolute path")
+    return Path(value)
+
+
+def _runner(data: Mapping[str, Any]) -> str:
+    value = data.get("runner")
+    if value not in SITES:
+        raise RecordProblem(f"'runner' is {_shown(value)}, expected one of {', '.join(SITES)}")
+    return str(value)
+
+
+def _wheel(data: Mapping[str, Any], key: str) -> WheelRef | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise RecordProblem(f"{key!r} is {_shown(value)}, expected an object")
+    filename, sha256 = value.get("filename"), value.get("sha256")
+    if not isinstance(filename, str) or not filename.endswith(".whl") or "/" in filename:
+        raise RecordProblem(f"'{key}.filename' is {_shown(filename)}, expected a wheel's name")
+    if not isinstance(sha256, str) or not SHA256.fullmatch(sha256):
+        raise RecordProblem(f"'{key}.sha256' is {_shown(sha256)}, expected 64 hex digits")
+    return WheelRef(filename, sha256)
+
+
+def _objects(data: Mapping[str, Any], key: str) -> Sequence[Mapping[str, Any]]:
+    value = data.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
+        raise RecordProblem(f"{key!r} is {_shown(value)}, expected a list of objects")
+    return value
+
+
+def _object(data: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, Mapping):
+        raise RecordProblem(f"{key!r} is {_shown(value)}, expected an object")
+    return value
+
+
+def parse(data: Mapping[str, Any]) -> EnvRecord:
+    """The env record from its JSON object; RecordProblem naming the first key missing or
+    of another type (`python` and `runner` are required, the rest typed when present)."""
+    checks = _objects(data, "checks")
+    for i, check in enumerate(checks):
+        for key in ("name", "status"):
+            if not isinstance(check.get(key), str):
+                raise RecordProblem(
+                    f"'checks[{i}].{key}' is {_shown(check.get(key))}, expected text"
+                )
+    return EnvRecord(
+        python=_python(data),
+        runner=_runner(data),
+        platform_class=_text(data, "platform_class"),
+        lock_file=_text(data, "lock_file"),
+        lock_sha256=_text(data, "lock_sha256"),
+        core_wheel=_wheel(data, "core_wheel"),
+        plugin_wheel=_wheel(data, "plugin_wheel"),
+        runtime=_object(data, "runtime") or {},
+        checks=checks,
+        runtime_modules=_objects(data, "runtime_modules"),
+        plugin_modules=_objects(data, "plugin_modules"),
+        backend=_object(data, "backend"),
+        raw=data,
+    )

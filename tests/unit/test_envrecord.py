@@ -1,0 +1,215 @@
+"""core/envrecord + records.env_record: the pairing environment's record (env.json) as a
+typed, frozen value.
+
+A record as `vpr env` writes it reads into its fields (and its raw object, unchanged); a
+record missing its python or runner, or holding a key of another type, is bad input
+(exit 2) naming the file and the key and the command that writes it. The writer writes
+the same bytes as ever and refuses a record no reader would accept."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_plugin_release.core import records
+from vllm_plugin_release.core.buildrecord import WheelRef
+from vllm_plugin_release.core.cache import write_json
+from vllm_plugin_release.core.envrecord import EnvRecord
+from vllm_plugin_release.core.errors import BadInput
+
+SHA = "ab" * 32
+PY = "/root/.vpr/envs/pair-reference-0123456789abcdef/bin/python"
+
+
+def _real() -> dict[str, Any]:
+    """dist/reference/env.json of a cold `vpr release` of the reference pairing, its checks
+    and modules shortened."""
+    return {
+        "stage": "env",
+        "runner": "cpu",
+        "python": PY,
+        "platform_class": "vllm_reference_plugin.platform.ReferencePlatform",
+        "lock_file": "constraints/env-py311.txt",
+        "lock_sha256": "cd" * 32,
+        "core_wheel": {
+            "filename": "vllm-0.26.0+empty-cp311-cp311-linux_x86_64.whl",
+            "sha256": SHA,
+            "platform_tag": "cp311-cp311-linux_x86_64",
+        },
+        "plugin_wheel": {"filename": "vllm_reference_plugin-0.1.0-py3-none-any.whl", "sha256": SHA},
+        "runtime": {
+            "name": "reference-runtime",
+            "module": "reference_runtime",
+            "reason": "no wheel for this machine",
+            "status": "absent",
+            "stand_in": {
+                "path": "plugin/stand_in_runtime",
+                "wheel_sha256": SHA,
+                "status": "checked in an overlay environment (test double)",
+                "python": "/root/.vpr/envs/pair-reference-0123/stand-in-overlay/bin/python",
+            },
+        },
+        "checks": [
+            {"name": "import vllm", "status": "pass", "detail": "0.26.0+empty"},
+            {"name": "platform activation", "status": "pass", "detail": "x", "value": "P"},
+        ],
+        "runtime_modules": [{"module": "reference_runtime", "status": "absent"}],
+        "plugin_modules": [{"module": "vllm_reference_plugin", "status": "imported"}],
+        "backend": {"kind": "local", "python": "3.11"},
+        "interpreter": {"version": "3.11.9", "path": "/usr/bin/python3.11"},
+    }
+
+
+def _write(folder: Path, data: Any) -> Path:
+    path = folder / records.ENV
+    path.write_text(json.dumps(data) if not isinstance(data, str) else data)
+    return path
+
+
+def test_a_real_record_reads_typed_and_frozen(tmp_path: Path) -> None:
+    _write(tmp_path, _real())
+    rec = records.env_record(tmp_path, "buildspec/reference.toml")
+    assert isinstance(rec, EnvRecord)
+    assert rec.python == Path(PY) and rec.runner == "cpu"
+    assert rec.platform_class == "vllm_reference_plugin.platform.ReferencePlatform"
+    assert (rec.lock_file, rec.lock_sha256) == ("constraints/env-py311.txt", "cd" * 32)
+    assert rec.core_wheel == WheelRef("vllm-0.26.0+empty-cp311-cp311-linux_x86_64.whl", SHA)
+    assert rec.plugin_wheel == WheelRef("vllm_reference_plugin-0.1.0-py3-none-any.whl", SHA)
+    assert rec.runtime["status"] == "absent" and not rec.runtime_present
+    assert rec.stand_in_python == Path(_real()["runtime"]["stand_in"]["python"])
+    assert [c["name"] for c in rec.checks] == ["import vllm", "platform activation"]
+    assert rec.runtime_modules[0]["module"] == "reference_runtime"
+    assert rec.plugin_modules[0]["status"] == "imported"
+    assert rec.backend == {"kind": "local", "python": "3.11"}
+    assert rec.raw == _real()
+    with pytest.raises(AttributeError):  # frozen
+        rec.python = Path("/elsewhere/bin/python")  # type: ignore[misc]
+    with pytest.raises(AttributeError):  # frozen
+        rec.core_wheel.sha256 = "0" * 64  # type: ignore[misc,union-attr]
+
+
+def test_the_optional_parts_may_be_absent(tmp_path: Path) -> None:
+    """A record of `vpr env --runner hardware` with a --runtime-env: no interpreter, no
+    stand-in; only python and runner are required."""
+    _write(tmp_path, {"runner": "hardware", "python": "/opt/env/bin/python"})
+    rec = records.env_record(tmp_path)
+    assert (rec.runner, rec.core_wheel, rec.backend, rec.platform_class) == (
+        "hardware",
+        None,
+        None,
+        None,
+    )
+    assert (rec.runtime, list(rec.checks), rec.stand_in_python) == ({}, [], None)
+
+
+def _without(key: str) -> dict[str, Any]:
+    data = _real()
+    del data[key]
+    return data
+
+
+def _with(dotted: str, value: Any) -> dict[str, Any]:
+    data = _real()
+    *path, last = dotted.split(".")
+    node: Any = data
+    for key in path:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    if isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+    return data
+
+
+# (the record, the key the message must name)
+HOSTILE: dict[str, tuple[dict[str, Any], str]] = {
+    "no python": (_without("python"), "'python'"),
+    "python empty": (_with("python", ""), "'python'"),
+    "python a number": (_with("python", 3), "'python'"),
+    "python a list": (_with("python", ["/x/bin/python"]), "'python'"),
+    "python relative": (_with("python", "envs/pair/bin/python"), "'python'"),
+    "python with a NUL": (_with("python", "/x\x00/bin/python"), "'python'"),
+    "no runner": (_without("runner"), "'runner'"),
+    "runner unknown": (_with("runner", "gpu"), "'runner'"),
+    "runner a number": (_with("runner", 1), "'runner'"),
+    "platform_class a list": (_with("platform_class", ["P"]), "'platform_class'"),
+    "lock_sha256 a number": (_with("lock_sha256", 7), "'lock_sha256'"),
+    "core_wheel text": (_with("core_wheel", "vllm.whl"), "'core_wheel'"),
+    "core_wheel sha short": (_with("core_wheel.sha256", "ab"), "'core_wheel.sha256'"),
+    "plugin_wheel a path": (_with("plugin_wheel.filename", "../x.whl"), "'plugin_wheel.filename'"),
+    "runtime a list": (_with("runtime", ["absent"]), "'runtime'"),
+    "checks an object": (_with("checks", {"import vllm": "pass"}), "'checks'"),
+    "a check of text": (_with("checks", ["import vllm"]), "'checks'"),
+    "a check without status": (_with("checks.1", {"name": "x"}), "'checks[1].status'"),
+    "runtime_modules text": (_with("runtime_modules", "torch"), "'runtime_modules'"),
+    "backend text": (_with("backend", "local"), "'backend'"),
+}
+
+
+@pytest.mark.parametrize("data,key", list(HOSTILE.values()), ids=list(HOSTILE))
+def test_a_hostile_record_is_bad_input_naming_file_and_key(
+    tmp_path: Path, data: dict[str, Any], key: str
+) -> None:
+    path = _write(tmp_path, data)
+    with pytest.raises(BadInput) as info:
+        records.env_record(tmp_path, "buildspec/reference.toml")
+    said = f"{info.value} {info.value.hint}"
+    assert str(path) in said and key in said
+    assert "vpr env --spec buildspec/reference.toml" in said
+    assert info.value.exit_code == 2
+    # a look that must never fail says there is none
+    assert records.env_record_at(tmp_path) is None
+
+
+@pytest.mark.parametrize("body", ["", "[]", "{", '"python"', "{}"], ids=repr)
+def test_no_object_is_bad_input_too(tmp_path: Path, body: str) -> None:
+    _write(tmp_path, body)
+    with pytest.raises(BadInput) as info:
+        records.env_record(tmp_path)
+    assert str(tmp_path / records.ENV) in str(info.value) and info.value.exit_code == 2
+    assert records.env_record_at(tmp_path) is None
+
+
+def test_missing_record_names_vpr_env(tmp_path: Path) -> None:
+    with pytest.raises(BadInput) as info:
+        records.env_record(tmp_path, "s.toml")
+    assert "not found" in str(info.value) and "vpr env --spec s.toml" in (info.value.hint or "")
+    assert records.env_record_at(tmp_path) is None
+
+
+def test_the_writer_writes_the_same_bytes_and_refuses_what_no_reader_accepts(
+    tmp_path: Path,
+) -> None:
+    ours, before = tmp_path / "ours", tmp_path / "before"
+    ours.mkdir()
+    before.mkdir()
+    rec = records.write_env(ours, _real())
+    write_json(before / records.ENV, _real())  # how the env stage wrote it before
+    assert (ours / records.ENV).read_bytes() == (before / records.ENV).read_bytes()
+    assert rec == records.env_record(ours) and records.env_record_at(ours) == rec
+    bad = copy.deepcopy(_real())
+    bad["python"] = "relative/bin/python"
+    refused = tmp_path / "refused"
+    refused.mkdir()
+    with pytest.raises(BadInput, match="'python'"):
+        records.write_env(refused, bad)
+    assert not (refused / records.ENV).exists()
+
+
+@pytest.mark.parametrize("name", ["no python", "python relative", "runner unknown"])
+def test_the_cli_says_which_key_exit_2_no_traceback(tmp_path: Path, name: str) -> None:
+    """`vpr replay` reads the env's python from env.json before anything else."""
+    from tests.support import REFERENCE_SPEC, vpr
+
+    dist = tmp_path / "dist"
+    (dist / "reference").mkdir(parents=True)
+    data, key = HOSTILE[name]
+    path = _write(dist / "reference", data)
+    done = vpr("replay", "--spec", str(REFERENCE_SPEC), "--dist", str(dist), check=False)
+    assert done.returncode == 2, done.stderr
+    assert str(path) in done.stderr and key in done.stderr
+    assert "Traceback" not in done.stderr
