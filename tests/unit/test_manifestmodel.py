@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.pairing import PLUGIN_COMMIT, make_pairing
+from tests.pairing import PLUGIN_COMMIT, SDIST_SHA, make_pairing
 from vllm_plugin_release.core import manifestdoc as doc
 from vllm_plugin_release.core import manifestmodel as mm
 from vllm_plugin_release.core.errors import BadInput
@@ -31,11 +31,30 @@ def test_parse_a_built_manifest(built: dict[str, Any]) -> None:
     assert m.schema_version == doc.SCHEMA_VERSION
     assert m.source_date == "2025-10-09T08:53:20Z"
     assert m.pipeline_version == "9.9.9"
+    core_wheel = built["core"]["wheel"]
     assert m.core.wheel == mm.Wheel(
         "vllm-0.26.0+empty-py3-none-any.whl",
-        built["core"]["wheel"]["sha256"],
-        built["core"]["wheel"]["version"],
+        core_wheel["sha256"],
+        core_wheel["version"],
+        core_wheel["files_sha256"],
+        core_wheel["files"],
     )
+    assert m.core_source == mm.Source(
+        "sdist",
+        "https://files.example/vllm-0.26.0.tar.gz",
+        "vllm-0.26.0.tar.gz",
+        SDIST_SHA,
+        None,
+        None,
+    )
+    assert m.build_lock.sha256 == "1" * 64 == built["core"]["build_env"]["lock_sha256"]
+    assert m.container is not None and m.container.image_id == "sha256:" + "e" * 64
+    assert m.plugin.entry_points == {
+        "vllm.platform_plugins": {"vpr_test": "vpr_test_plugin:register"}
+    }
+    assert m.plugin_repository == built["plugin"]["repository"]
+    assert m.conformance.checks["cadence"].evidence == ("n",)
+    assert m.conformance.deferred == (mm.Deferred("hardware", "needs a TT device"),)
     assert m.core.python == built["core"]["python"] and m.core.commit is None  # sdist source
     assert m.plugin.commit == PLUGIN_COMMIT and m.plugin.python is None
     assert m.roles() == doc.wheel_roles(built)
@@ -85,9 +104,16 @@ _DROP = object()
         ("core.python", _DROP, "'core.python' is missing"),
         ("pairing_id", "x", "'pairing_id' is 'x'"),
         ("conformance.verdict", 3, "'conformance.verdict' is 3"),
-        ("conformance.checks.cadence", "pass", "'conformance.checks.cadence.status'"),
+        ("conformance.checks.cadence", "pass", "'conformance.checks.cadence' is 'pass'"),
+        ("conformance.checks.cadence.status", None, "'conformance.checks.cadence.status'"),
+        ("conformance.deferred", [{"check": 1}], "'conformance.deferred' is a list"),
         ("environment.lock_sha256", "nope", "'environment.lock_sha256' is 'nope'"),
         ("source_date_epoch", True, "'source_date_epoch' is True"),
+        ("core.source.kind", "svn", "'core.source.kind' is 'svn', expected sdist or git"),
+        ("core.wheel.files", -1, "'core.wheel.files' is -1"),
+        ("plugin.entry_points", {"g": {"n": 1}}, "'plugin.entry_points' is a dict"),
+        ("conformance.checks.cadence.evidence", [{}], "'conformance.checks.cadence.evidence'"),
+        ("plugin.wheel.sha256", None, "'plugin.wheel.sha256' is missing"),
     ],
 )
 def test_hostile_values_exit_2_naming_the_key(

@@ -36,6 +36,8 @@ class Wheel:
     filename: str
     sha256: str
     version: str
+    files_sha256: str  # over its RECORD entries an installer puts in place unchanged
+    files: int  # how many RECORD entries files_sha256 covers
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,37 @@ class Part:
     wheel: Wheel
     commit: str | None  # the source commit: the core's git source, the plugin's; else None
     python: str | None  # the core's build Python (e.g. 3.11.7); None for the other parts
+    entry_points: Mapping[str, Mapping[str, str]]  # group -> name -> object ({}: the core)
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where the core's source came from: an sdist (url, filename, sha256) or git (url,
+    tag, commit)."""
+
+    kind: str  # sdist | git
+    url: str
+    filename: str | None  # sdist
+    sha256: str | None  # sdist
+    tag: str | None  # git
+    commit: str | None  # git
+
+
+@dataclass(frozen=True, slots=True)
+class Lock:
+    """A lock file the manifest names and its sha256 (either may be None)."""
+
+    file: str | None
+    sha256: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    """The build container (the docker backend)."""
+
+    base_image: str | None
+    base_digest: str | None
+    image_id: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +89,10 @@ class Runtime:
 
     name: str | None
     status: str  # present | absent | not-required
+    version: str | None  # seen on the runner
+    commit: str | None
+    pinned_version: str | None  # what the spec pins
+    pinned_commit: str | None
     wheel_filename: str | None  # the locked runtime wheel's file name, when the lock says
 
 
@@ -75,6 +112,15 @@ class Check:
 
     status: str  # pass | warn | fail | deferred
     summary: str
+    evidence: tuple[str, ...]  # the notes of its evidence, in order
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """A check not run here (never counted as a pass), and why."""
+
+    check: str
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +129,7 @@ class Conformance:
     verdict: str | None  # fleet | pilot | lab | None (no conformance)
     runner: str | None
     checks: Mapping[str, Check]  # in the manifest's order
+    deferred: tuple[Deferred, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +141,16 @@ class Approval:
     by: str
     why: str
     changes: tuple[str, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        """The approval as the manifest writes it (its five keys)."""
+        return {
+            "from": self.source,
+            "to": self.to,
+            "by": self.by,
+            "why": self.why,
+            "changes": list(self.changes),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,9 +164,13 @@ class Manifest:
     source_date_epoch: int
     pipeline_version: str  # vllm-plugin-release's version that wrote it
     core: Part
+    core_source: Source
+    build_lock: Lock  # core.build_env: the build environment's lock
     plugin: Part
+    plugin_repository: str
     guard: Part | None  # vpr-guard (schema_version 3; None when none was built)
     runtime: Runtime
+    container: Container | None
     environment: Environment
     conformance: Conformance
     platform: str | None  # the platform class vLLM resolved on the verdict's runner
@@ -202,19 +263,60 @@ def _wheel(r: _Reader, role: str) -> Wheel:
     if not WHEEL_FILENAME.fullmatch(filename):
         raise r.fail(f"{role}.wheel.filename", filename, "a wheel's file name (no folder)")
     sha256 = r.sha256(f"{role}.wheel.sha256")
-    assert sha256 is not None
-    return Wheel(filename, sha256, r.required(f"{role}.wheel.version"))
+    files_sha256 = r.sha256(f"{role}.wheel.files_sha256")
+    assert sha256 is not None and files_sha256 is not None
+    return Wheel(
+        filename,
+        sha256,
+        r.required(f"{role}.wheel.version"),
+        files_sha256,
+        r.integer(f"{role}.wheel.files"),
+    )
+
+
+def _entry_points(r: _Reader, role: str) -> Mapping[str, Mapping[str, str]]:
+    key = f"{role}.entry_points"
+    value = r.node(key)
+    if value is None and role == "core":
+        return {}
+    if not isinstance(value, Mapping) or not all(
+        isinstance(group, Mapping) and all(isinstance(v, str) for v in group.values())
+        for group in value.values()
+    ):
+        raise r.fail(key, value, "groups of name = object reference")
+    return value
+
+
+def _source(r: _Reader) -> Source:
+    kind = r.required("core.source.kind")
+    if kind not in ("sdist", "git"):
+        raise r.fail("core.source.kind", kind, "sdist or git")
+    sdist = kind == "sdist"
+    return Source(
+        kind=kind,
+        url=r.required("core.source.url"),
+        filename=r.required("core.source.filename") if sdist else None,
+        sha256=r.sha256("core.source.sha256") if sdist else None,
+        tag=None if sdist else r.text("core.source.tag", optional=True),
+        commit=None if sdist else r.required("core.source.commit"),
+    )
+
+
+def _container(r: _Reader) -> Container | None:
+    if r.obj("container", optional=True) is None:
+        return None
+    return Container(
+        base_image=r.text("container.base_image", optional=True),
+        base_digest=r.text("container.base_digest", optional=True),
+        image_id=r.text("container.image_id", optional=True),
+    )
 
 
 def _part(r: _Reader, role: str) -> Part:
     r.obj(role)
     commit = None
     if role == "core":
-        source = r.obj("core.source")
-        assert source is not None
-        commit = (
-            r.text("core.source.commit", optional=True) if source.get("kind") == "git" else None
-        )
+        commit = _source(r).commit
     elif role == "plugin":
         commit = r.text("plugin.commit", optional=True)
     return Part(
@@ -224,6 +326,7 @@ def _part(r: _Reader, role: str) -> Part:
         wheel=_wheel(r, role),
         commit=commit,
         python=r.required("core.python") if role == "core" else None,
+        entry_points=_entry_points(r, role),
     )
 
 
@@ -233,6 +336,10 @@ def _runtime(r: _Reader) -> Runtime:
     return Runtime(
         name=r.text("runtime.name", optional=True),
         status=r.required("runtime.status"),
+        version=r.text("runtime.version", optional=True),
+        commit=r.text("runtime.commit", optional=True),
+        pinned_version=r.text("runtime.pinned_version", optional=True),
+        pinned_commit=r.text("runtime.pinned_commit", optional=True),
         wheel_filename=r.text("runtime.wheel.filename", optional=True) if wheel else None,
     )
 
@@ -247,28 +354,45 @@ def _environment(r: _Reader) -> Environment:
     )
 
 
+def _check(r: _Reader, name: str, check: Any) -> Check:
+    key = f"conformance.checks.{name}"
+    if not isinstance(check, Mapping):
+        raise r.fail(key, check, "an object")
+    status, summary = check.get("status"), check.get("summary")
+    if not isinstance(status, str) or not status:
+        raise r.fail(f"{key}.status", status, "non-empty text")
+    if not isinstance(summary, str):
+        raise r.fail(f"{key}.summary", summary, "text")
+    evidence = check.get("evidence", [])
+    if not isinstance(evidence, list) or not all(
+        isinstance(item, Mapping) and isinstance(item.get("note"), str) for item in evidence
+    ):
+        raise r.fail(f"{key}.evidence", evidence, "a list of objects with a note")
+    return Check(status, summary, tuple(item["note"] for item in evidence))
+
+
+def _deferred(r: _Reader) -> tuple[Deferred, ...]:
+    items = r.node("conformance.deferred")
+    if not isinstance(items, list) or not all(
+        isinstance(d, Mapping)
+        and isinstance(d.get("check"), str)
+        and isinstance(d.get("reason"), str)
+        for d in items
+    ):
+        raise r.fail("conformance.deferred", items, "a list of objects with check and reason")
+    return tuple(Deferred(d["check"], d["reason"]) for d in items)
+
+
 def _conformance(r: _Reader) -> Conformance:
     r.obj("conformance")
     checks = r.obj("conformance.checks")
     assert checks is not None
-    typed = {}
-    for name, check in checks.items():
-        key = f"conformance.checks.{name}"
-        status, summary = (
-            (check.get("status"), check.get("summary"))
-            if isinstance(check, Mapping)
-            else (None, None)
-        )
-        if not isinstance(status, str) or not status:
-            raise r.fail(f"{key}.status", status, "non-empty text")
-        if not isinstance(summary, str):
-            raise r.fail(f"{key}.summary", summary, "text")
-        typed[name] = Check(status, summary)
     return Conformance(
         status=r.required("conformance.status"),
         verdict=r.text("conformance.verdict", optional=True),
         runner=r.text("conformance.runner", optional=True),
-        checks=typed,
+        checks={name: _check(r, name, check) for name, check in checks.items()},
+        deferred=_deferred(r),
     )
 
 
@@ -301,9 +425,16 @@ def parse(data: Any, where: str) -> Manifest:
         source_date_epoch=r.integer("source_date_epoch"),
         pipeline_version=r.required("pipeline.version"),
         core=_part(r, "core"),
+        core_source=_source(r),
+        build_lock=Lock(
+            r.text("core.build_env.lock_file", optional=True),
+            r.sha256("core.build_env.lock_sha256", optional=True),
+        ),
         plugin=_part(r, "plugin"),
+        plugin_repository=r.required("plugin.repository"),
         guard=_part(r, "guard") if r.obj("guard", optional=True) is not None else None,
         runtime=_runtime(r),
+        container=_container(r),
         environment=_environment(r),
         conformance=_conformance(r),
         platform=r.text("platform.resolved", optional=True) if has_platform else None,
