@@ -389,7 +389,8 @@ def build_statement(
     one) + the manifest; SLSA provenance v1.
 
     `builder_id` and `invocation_id` say who ran the build (`edges.keys` reads them
-    from the CI environment)."""
+    from the CI environment). `manifest` is the document as written (a `Manifest`'s
+    `raw`): signing reads the object whose bytes it signs, never the typed value."""
     subjects = [
         {
             "name": manifest[role]["wheel"]["filename"],
