@@ -13,14 +13,16 @@ import html
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import SCHEMA_VERSION, validate
-from vllm_plugin_release.core.manifestmodel import Manifest, parse
 from vllm_plugin_release.core.storesummary import canonical_name
 from vllm_plugin_release.core.storetrust import core_matches, entry_pid_problem
+
+if TYPE_CHECKING:  # imported where a manifest is read: not on the query and matrix paths
+    from vllm_plugin_release.core.manifestmodel import Manifest
 
 INDEX_FILE = "index.json"
 INDEX_KIND = "vllm-plugin-release/manifest-index"
@@ -274,6 +276,8 @@ def parse_manifest(text: str, relative: str, location: str) -> Manifest:
     except json.JSONDecodeError as exc:
         raise BadInput(f"{where}:{exc.lineno}: manifest is not valid JSON ({exc.msg})")
     validate(data, where)
+    from vllm_plugin_release.core.manifestmodel import parse
+
     return parse(data, where)
 
 
@@ -296,6 +300,8 @@ def rebuild_index(
     An entry is kept from `previous` for a manifest that cannot be read here (e.g. from
     a newer schema_version); such a manifest without a previous entry is left out.
     """
+    from vllm_plugin_release.core.manifestmodel import parse
+
     index = empty_index()
     old = previous.get("pairings", {})
     for pid, data, has_statement in manifests:

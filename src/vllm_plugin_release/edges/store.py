@@ -42,7 +42,6 @@ from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.cache import atomic_write_bytes, sha256_file
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.manifestdoc import read_json, validate
-from vllm_plugin_release.core.manifestmodel import Manifest, parse
 from vllm_plugin_release.core.net import redact_url
 from vllm_plugin_release.core.storeindex import (
     INDEX_FILE,
@@ -68,6 +67,8 @@ from vllm_plugin_release.core.storetrust import Missing, store_path
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from vllm_plugin_release.core.manifestmodel import Manifest
 
 LOCK_FILE = ".lock"
 WRITER_FOLDERS = ("ledger", "lkg", "nightly")  # the ledger's, lkg pointers', schedules' files
@@ -257,6 +258,8 @@ class DirStore:
     ) -> AddResult:
         """Add (or replace) the pairing's manifest, its lock, wheels and a history line, and
         rebuild index.json, under the lock."""
+        from vllm_plugin_release.core.manifestmodel import parse
+
         raw = read_json(manifest_path, what="manifest")
         validate(raw, str(manifest_path))
         manifest = parse(raw, str(manifest_path))
