@@ -347,10 +347,12 @@ def ledger_manifest(
     core: tuple[str, str | None],
     plugin: tuple[str, str | None],
     verdict: str | None,
+    guard: str | None = None,
 ) -> mm.Manifest:
-    """A typed manifest of what a ledger entry reads (ids and versions, the verdict; the
-    core and plugin as (version, commit) and (name, commit)), its wheels stand-ins: for
-    the ledger's tests, which make thousands of entries and no wheels."""
+    """A typed manifest of what a ledger entry and the guard's record read (ids, names and
+    versions, the verdict; the core and plugin as (version, commit) and (name, commit), the
+    guard's version when there is one), its wheels stand-ins: for the ledger's tests,
+    which make thousands of entries and no wheels, and the guard's."""
     wheel = mm.Wheel("x-1-py3-none-any.whl", "0" * 64, "1", "0" * 64, 0)
     return mm.Manifest(
         schema_version=doc.SCHEMA_VERSION,
@@ -364,7 +366,7 @@ def ledger_manifest(
         build_lock=mm.Lock(None, None),
         plugin=mm.Part("plugin", plugin[0], "1.0", wheel, plugin[1], None, {}),
         plugin_repository="https://example.invalid/plugin",
-        guard=None,
+        guard=mm.Part("guard", "vpr-guard", guard, wheel, None, None, {}) if guard else None,
         runtime=mm.Runtime("refrt", "stand-in", None, None, None, None, None),
         container=None,
         environment=mm.Environment("absent", None, None, None),
