@@ -440,8 +440,8 @@ def cmd_check_env(args: argparse.Namespace) -> int:
         return EXIT_GATE
     pins = f", every pin of {lock}" if lock else ""
     print(
-        f"OK {args.python} matches {path}: {data['core']['name']} {data['core']['version']}, "
-        f"{data['plugin']['name']} {data['plugin']['version']} (versions, RECORD hashes, "
+        f"OK {args.python} matches {path}: {data.core.name} {data.core.version}, "
+        f"{data.plugin.name} {data.plugin.version} (versions, RECORD hashes, "
         f"entry points{pins})"
     )
     return EXIT_OK
