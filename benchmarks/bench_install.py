@@ -54,7 +54,7 @@ def _project(root: Path, ledger_entries: int) -> dict[str, Any]:
     """A store holding one installable pairing (lock + wheels) and a ledger; its key."""
     sys.path.insert(0, str(REPO))
     from tests.pairing import locked_project, make_pairing, vpr, write_spec
-    from vllm_plugin_release.core import ledger
+    from vllm_plugin_release.core import ledger, manifestmodel
     from vllm_plugin_release.edges import keys, ledgerstore
     from vllm_plugin_release.edges.store import DirStore, Extras
 
@@ -74,7 +74,8 @@ def _project(root: Path, ledger_entries: int) -> dict[str, Any]:
     extras = Extras(lock=lock.read_bytes(), wheels=wheels, index={"kind": "local"})
     store.add(dist / "manifest.json", dist / "manifest.intoto.jsonl", extras)
     digest = hashlib.sha256((dist / "manifest.json").read_bytes()).hexdigest()
-    entry = ledger.entry_from_manifest(manifest, manifest_sha256=digest, runner="cpu",
+    typed = manifestmodel.parse(manifest, str(dist / "manifest.json"))
+    entry = ledger.entry_from_manifest(typed, manifest_sha256=digest, runner="cpu",
                                        time="2026-12-01T00:00:00Z")  # fmt: skip
     for i in range(ledger_entries - 1):  # other pairings' verdicts, then this one's
         other = {**entry, "pairing_id": f"{i:064x}", "manifest_sha256": f"{i:064x}"}

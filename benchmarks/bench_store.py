@@ -75,7 +75,7 @@ def _store(root: Path, n: int, plugins: int = PLUGINS) -> Path:
     """A store of `n` pairings in `root`/store, as a publisher writes it: index.json, its
     summary and the signed head."""
     sys.path.insert(0, str(REPO))
-    from tests.pairing import built_manifest, manifest_variant, sign_store
+    from tests.pairing import built_manifest, manifest_variant, sign_store, typed
     from vllm_plugin_release.core import ledger
     from vllm_plugin_release.core import storeindex as si
 
@@ -87,14 +87,15 @@ def _store(root: Path, n: int, plugins: int = PLUGINS) -> Path:
         m = manifest_variant(base, commit=f"{i % plugins:040x}", core=f"0.{i // plugins}.0")
         m = copy.deepcopy(m)
         m["plugin"]["name"] = f"vllm-vendor-plugin-{i % plugins}"
+        t = typed(m)
         runs = [
-            si.run_record(m, f"{i:064x}", f"2026-11-{1 + k:02d}T00:00:00Z", {"kind": "local"})
+            si.run_record(t, f"{i:064x}", f"2026-11-{1 + k:02d}T00:00:00Z", {"kind": "local"})
             for k in range(2)
         ]
         extras = {"runs": runs, "stored_wheels": {}, "lock": True}
-        index["pairings"][m["pairing_id"]] = si.entry_for(m, f"{i:064x}", True, extras)
+        index["pairings"][m["pairing_id"]] = si.entry_for(t, f"{i:064x}", True, extras)
         entry = ledger.entry_from_manifest(
-            m, manifest_sha256=f"{i:064x}", runner="cpu", time="2026-11-01T00:00:00Z"
+            t, manifest_sha256=f"{i:064x}", runner="cpu", time="2026-11-01T00:00:00Z"
         )  # one release entry per pairing: a ledger of n entries
         lines.append(ledger.sign_line(ledger.chained(entry, lines[-1] if lines else None, i), key))
     store = root / "store"
@@ -262,7 +263,9 @@ def _check_env(repeats: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="vpr-bench-check-env-") as tmp:
         root = Path(tmp)
         python, manifest_path, lock = _env(root)
-        manifest = json.loads(manifest_path.read_text())
+        from vllm_plugin_release.core import manifestdoc
+
+        manifest = manifestdoc.load(manifest_path)
         lock_text = lock.read_text()
 
         def check_env() -> None:

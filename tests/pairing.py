@@ -19,6 +19,7 @@ from typing import Any
 
 from tests.support import REPO
 from vllm_plugin_release.core import manifestdoc as doc
+from vllm_plugin_release.core import manifestmodel as mm
 from vllm_plugin_release.core.cache import key_of, sha256_file
 from vllm_plugin_release.stages import manifest as mf
 
@@ -335,6 +336,46 @@ def flip_byte(path: Path, offset: int) -> bytes:
 def built_manifest(dist: Path) -> dict[str, Any]:
     """`make_pairing` in `dist`, then the manifest its records make."""
     return mf.build_manifest(make_pairing(dist), mf.read_records(dist))
+
+
+def typed(m: dict[str, Any]) -> mm.Manifest:
+    """`m` as its readers get it (`manifestmodel.parse`)."""
+    return mm.parse(m, "test manifest")
+
+
+def ledger_manifest(
+    pairing_id: str,
+    core: tuple[str, str | None],
+    plugin: tuple[str, str | None],
+    verdict: str | None,
+    guard: str | None = None,
+) -> mm.Manifest:
+    """A typed manifest of what a ledger entry and the guard's record read (ids, names and
+    versions, the verdict; the core and plugin as (version, commit) and (name, commit), the
+    guard's version when there is one), its wheels stand-ins: for the ledger's tests,
+    which make thousands of entries and no wheels, and the guard's."""
+    wheel = mm.Wheel("x-1-py3-none-any.whl", "0" * 64, "1", "0" * 64, 0)
+    return mm.Manifest(
+        schema_version=doc.SCHEMA_VERSION,
+        name="ref",
+        pairing_id=pairing_id,
+        source_date=None,
+        source_date_epoch=SDE,
+        pipeline_version="0",
+        core=mm.Part("core", "vllm", core[0], wheel, core[1], "3.11.9", {}),
+        core_source=mm.Source("git", "https://example.invalid/vllm", None, None, None, core[1]),
+        build_lock=mm.Lock(None, None),
+        plugin=mm.Part("plugin", plugin[0], "1.0", wheel, plugin[1], None, {}),
+        plugin_repository="https://example.invalid/plugin",
+        guard=mm.Part("guard", "vpr-guard", guard, wheel, None, None, {}) if guard else None,
+        runtime=mm.Runtime("refrt", "stand-in", None, None, None, None, None),
+        container=None,
+        environment=mm.Environment("absent", None, None, None),
+        conformance=mm.Conformance("present", verdict, "cpu", {}, ()),
+        platform=None,
+        api_approval=None,
+        raw={},
+    )
 
 
 def manifest_variant(

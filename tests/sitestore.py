@@ -11,7 +11,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from tests.pairing import built_manifest, manifest_variant, sign_store
+from tests.pairing import built_manifest, manifest_variant, sign_store, typed
 from vllm_plugin_release.core import attest, ledger
 from vllm_plugin_release.core import manifestdoc as doc
 from vllm_plugin_release.core import storeindex as si
@@ -77,7 +77,7 @@ def write_store(
             verdicts.append(("hardware", hardware[pid]))
         for runner, verdict in verdicts:
             entry = ledger.entry_from_manifest(
-                {**m, "conformance": {**m["conformance"], "verdict": verdict}},
+                typed({**m, "conformance": {**m["conformance"], "verdict": verdict}}),
                 manifest_sha256=digest, runner=runner, time=when, lag=lag,
             )  # fmt: skip
             entry = ledger.chained(entry, lines[-1] if lines else None, len(lines))

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.pairing import sign_store, store_key
+from tests.pairing import ledger_manifest, sign_store, store_key
 from vllm_plugin_release.cli import main
 from vllm_plugin_release.core import ledger
 from vllm_plugin_release.core import ledgersummary as ls
@@ -40,22 +40,9 @@ def _entries(n: int, seed: int = 7) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     out = []
     for i in range(n):
-        manifest = {
-            "pairing_id": f"{i:064x}",
-            "core": {
-                "name": "vllm",
-                "version": rng.choice(CORES),
-                "python": "3.11.9",
-                "source": {"commit": rng.choice(COMMITS)},
-            },
-            "plugin": {
-                "name": rng.choice(PLUGINS),
-                "version": "1.0",
-                "commit": rng.choice(COMMITS),
-            },
-            "runtime": {"name": "refrt", "status": "stand-in"},
-            "conformance": {"verdict": rng.choice(VERDICTS)},
-        }
+        core = (rng.choice(CORES), rng.choice(COMMITS))
+        plugin = (rng.choice(PLUGINS), rng.choice(COMMITS))
+        manifest = ledger_manifest(f"{i:064x}", core, plugin, rng.choice(VERDICTS))
         lag = rng.choice([None, {"days": 3, "minor_releases": 0}])
         out.append(
             ledger.entry_from_manifest(

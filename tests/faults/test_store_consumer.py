@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.pairing import locked_project, make_pairing, vpr, write_spec, write_wheel
+from tests.pairing import locked_project, make_pairing, typed, vpr, write_spec, write_wheel
 from tests.support import serve_in_thread
 from vllm_plugin_release.core import ledger
 from vllm_plugin_release.edges import keys, ledgerstore
@@ -40,7 +40,7 @@ def _record(root: Path, store: Path, dist: Path) -> None:
     key = keys.load_private_key(root / ".vpr" / keys.DEFAULT_KEY)
     data = (dist / "manifest.json").read_bytes()
     entry = ledger.entry_from_manifest(
-        json.loads(data),
+        typed(json.loads(data)),
         manifest_sha256=hashlib.sha256(data).hexdigest(),
         runner="cpu",
         time="2026-12-01T00:00:00Z",

@@ -29,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.pairing import built_manifest, manifest_variant, sign_store, write_manifest
+from tests.pairing import built_manifest, manifest_variant, sign_store, typed, write_manifest
 from tests.support import repo_state
 from vllm_plugin_release import cli
 from vllm_plugin_release.cli import main
@@ -183,7 +183,7 @@ def _make_world(folder: Path, dist: Path) -> dict[str, Any]:
         (folder / "in" / "manifest.intoto.jsonl").write_bytes(_statement(m, path.read_bytes(), key))
         store.add(path, folder / "in" / "manifest.intoto.jsonl")
         entry = ledger.entry_from_manifest(
-            m, manifest_sha256=hashlib.sha256(path.read_bytes()).hexdigest(), runner="cpu",
+            typed(m), manifest_sha256=hashlib.sha256(path.read_bytes()).hexdigest(), runner="cpu",
             time="2026-12-01T00:00:00Z",
         )  # fmt: skip
         ledgerstore.append(store, entry, key)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.pairing import built_manifest, manifest_variant, sign_store, vpr, write_manifest
+from tests.pairing import built_manifest, manifest_variant, sign_store, typed, vpr, write_manifest
 from vllm_plugin_release.core import ledger
 from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.edges import keys, ledgerstore
@@ -25,7 +25,7 @@ from vllm_plugin_release.edges.trust import Trusted
 
 def _entry(manifest: dict[str, Any], verdict: str) -> dict[str, Any]:
     entry = ledger.entry_from_manifest(
-        manifest, manifest_sha256="ab" * 32, runner="cpu", time="2026-12-01T00:00:00Z"
+        typed(manifest), manifest_sha256="ab" * 32, runner="cpu", time="2026-12-01T00:00:00Z"
     )
     entry["verdict"] = verdict
     return entry

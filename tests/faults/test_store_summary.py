@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.pairing import built_manifest, manifest_variant, sign_store, store_key
+from tests.pairing import built_manifest, manifest_variant, sign_store, store_key, typed
 from vllm_plugin_release.cli import main
 from vllm_plugin_release.core import storeindex as si
 from vllm_plugin_release.core import storesummary as ss
@@ -46,9 +46,10 @@ def _index(base: dict[str, Any], n: int, seed: int = 7) -> dict[str, Any]:
         m["conformance"]["verdict"] = rng.choice(VERDICTS)
         m["core"]["python"] = rng.choice(["3.11.7", "3.12.1"])
         m["pairing_id"] = f"{i:064x}"
-        runs = [si.run_record(m, f"{i:064x}", "2026-11-01T00:00:00Z", {"kind": "local"})]
+        t = typed(m)
+        runs = [si.run_record(t, f"{i:064x}", "2026-11-01T00:00:00Z", {"kind": "local"})]
         extras = {"runs": runs[: i % 2], "stored_wheels": {}, "lock": bool(i % 3)}
-        index["pairings"][m["pairing_id"]] = si.entry_for(m, f"{i:064x}", bool(i % 2), extras)
+        index["pairings"][m["pairing_id"]] = si.entry_for(t, f"{i:064x}", bool(i % 2), extras)
     return index
 
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.pairing import make_pairing, store_key, vpr
+from tests.pairing import make_pairing, store_key, typed, vpr
 from vllm_plugin_release.core import attest
 from vllm_plugin_release.core import manifestdoc as doc
 from vllm_plugin_release.stages import manifest as mf
@@ -37,7 +37,7 @@ def test_check_env_matches_and_reports_every_mismatch(tmp_path: Path) -> None:
          "--no-index", "--disable-pip-version-check", *map(str, dist.glob("*.whl"))],
         check=True,
     )  # fmt: skip
-    assert check_environment(m, py, dist) == []
+    assert check_environment(typed(m), py, dist) == []
     ok = vpr("manifest", "check-env", "--manifest", str(mpath), "--python", str(py), cwd=tmp_path)
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
@@ -52,7 +52,7 @@ def test_check_env_matches_and_reports_every_mismatch(tmp_path: Path) -> None:
     other = json.loads(json.dumps(m))
     other["plugin"]["wheel"]["version"] = "0.2.0"
     other["plugin"]["entry_points"]["vllm.platform_plugins"]["vpr_test"] = "elsewhere:register"
-    problems = check_environment(other, py, dist)
+    problems = check_environment(typed(other), py, dist)
     text = "\n".join(problems)
     assert "vllm/__init__.py modified since installation" in text
     assert "installed files differ from the certified wheel" in text

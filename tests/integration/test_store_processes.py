@@ -101,7 +101,7 @@ def test_http_store_is_readable_and_read_only(tmp_path: Path, base_manifest: dic
         index = store.read_index()
         assert len(index["pairings"]) == 3
         entry = si.query(index, verdict="fleet")[0]
-        assert store.read_manifest(entry)["pairing_id"] == entry["pairing_id"]
+        assert store.read_manifest(entry).pairing_id == entry["pairing_id"]
         q = vpr("manifest", "query", "--store", url, "--verdict", "pilot", "--json", cwd=tmp_path)
         assert q.returncode == 0, q.stderr
         assert len(json.loads(q.stdout)) == 2

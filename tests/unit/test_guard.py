@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.pairing import ledger_manifest
 from tests.support import REPO
 from vllm_plugin_release.core import guardstate as gs
 from vllm_plugin_release.core.wheelfacts import files_digest, installed_files, parse_record
@@ -79,9 +80,12 @@ def env(tmp_path: Path) -> dict:
         "platform": {"resolved": UNSPECIFIED, "runner": "cpu"},
     }  # fmt: skip
     data = json.dumps(manifest, sort_keys=True).encode()
-    snapshot = scan.snapshot(gs.snapshot_roles(manifest), [str(site)])
+    typed = ledger_manifest(
+        manifest["pairing_id"], ("0.26.0", None), ("ref-plugin", "c" * 40), "pilot", "1.0.0"
+    )
+    snapshot = scan.snapshot(gs.snapshot_roles(typed), [str(site)])
     recover = gs.recover_line(manifest["pairing_id"], "/srv/store", "/k.pub", str(prefix))
-    record = gs.certified_record(manifest, hashlib.sha256(data).hexdigest(), snapshot, recover)
+    record = gs.certified_record(typed, hashlib.sha256(data).hexdigest(), snapshot, recover)
     folder = prefix / gs.STATE_DIR
     folder.mkdir()
     (folder / gs.MANIFEST).write_bytes(data)

@@ -10,21 +10,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.pairing import ledger_manifest
 from tests.support import vpr
 from vllm_plugin_release.core import attest, ledger
 from vllm_plugin_release.core.errors import GateFailed
+from vllm_plugin_release.core.manifestmodel import Manifest
 from vllm_plugin_release.edges import keys, ledgerstore
 from vllm_plugin_release.edges.store import DirStore
 
 
-def _manifest(core: str, commit: str, verdict: str) -> dict:
-    return {
-        "pairing_id": f"p-{core}-{commit}",
-        "core": {"name": "vllm", "version": core, "python": "3.11.9", "source": {}},
-        "plugin": {"name": "demo-plugin", "version": "1.0", "commit": commit * 40},
-        "runtime": {"name": "refrt", "status": "stand-in"},
-        "conformance": {"verdict": verdict},
-    }
+def _manifest(core: str, commit: str, verdict: str) -> Manifest:
+    return ledger_manifest(
+        f"p-{core}-{commit}", (core, None), ("demo-plugin", commit * 40), verdict
+    )
 
 
 def _entry(core: str, commit: str, verdict: str, kind: str = "release") -> dict:

@@ -115,6 +115,40 @@ def test_hostile_text_is_escaped(tmp_path: Path) -> None:
     assert "evil&lt;script&gt;" in (out / "index.html").read_text()
 
 
+def test_a_signed_manifest_with_a_key_of_another_type_is_marked(tmp_path: Path) -> None:
+    """Known-bad: the publisher's key signs a manifest whose check evidence is text, not a
+    list (the site does not run the schema; the typed manifest's parser checks every field
+    it shows): listed as NOT verified naming the key, its page without a scorecard."""
+    import copy
+    import hashlib
+
+    from vllm_plugin_release.core import attest
+    from vllm_plugin_release.core import manifestdoc as doc
+
+    key = store_key(tmp_path)
+    good = variant(built_manifest(tmp_path / "dist"), core="0.26.0", plugin="p", commit="e" * 40)
+    store = write_store(tmp_path / "store", [good], key)
+    bad = copy.deepcopy(good)
+    bad["conformance"]["checks"]["cadence"]["evidence"] = "see the log"
+    data = doc.manifest_bytes(bad)
+    pid = good["pairing_id"]
+    (store / "pairings" / f"{pid}.json").write_bytes(data)
+    statement = attest.build_statement(
+        bad, hashlib.sha256(data).hexdigest(), {}, builder_id=attest.LOCAL_BUILDER
+    )
+    (store / "pairings" / f"{pid}.intoto.jsonl").write_bytes(attest.signed_bytes(statement, key))
+    out = tmp_path / "site"
+    done = site(tmp_path, store, out)
+    assert done.returncode == 0, done.stderr
+    (shown,) = json.loads((out / "compat.json").read_text())["pairings"]
+    assert shown["signature"]["verified"] is False
+    assert (
+        "key 'conformance.checks.cadence.evidence' is 'see the log'"
+        in (shown["signature"]["problem"])
+    )
+    assert "No verified manifest to show" in (out / shown["page"]).read_text()
+
+
 def test_a_tampered_store_writes_nothing(stored: dict) -> None:
     index = stored["store"] / "index.json"
     index.write_text(index.read_text().replace("0.19.0", "0.19.1"))

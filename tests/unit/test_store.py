@@ -17,6 +17,7 @@ from tests.pairing import (
     manifest_variant,
     sign_store,
     store_key,
+    typed,
     vpr,
     write_manifest,
 )
@@ -154,7 +155,7 @@ def _many(base: dict, n: int, plugins: int = 1) -> dict[str, Any]:
     for i in range(n):
         m = manifest_variant(base, commit=f"{i % plugins:040x}", core=f"0.{20 + i // plugins}.0")
         m["plugin"]["name"] = f"vllm-very-long-vendor-platform-plugin-{i % plugins}"
-        index["pairings"][m["pairing_id"]] = si.entry_for(m, "0" * 64, True)
+        index["pairings"][m["pairing_id"]] = si.entry_for(typed(m), "0" * 64, True)
     return index
 
 
@@ -220,5 +221,5 @@ def test_install_picks_one_pairing_or_says_why(base_manifest: dict) -> None:
     assert best["core"]["version"] == "0.22.0"  # newest core first
     with pytest.raises(GateFailed, match="no pairing"):
         install.pick(index, None, "9.9.9", "vllm-very-long-vendor-platform-plugin-0")
-    text = install.requirements_text(base_manifest, "a==1 \\\n    --hash=sha256:00\n")
+    text = install.requirements_text(typed(base_manifest), "a==1 \\\n    --hash=sha256:00\n")
     assert text.splitlines()[-2].startswith("vllm==0.26.0+empty --hash=sha256:")

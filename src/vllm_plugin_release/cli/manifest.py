@@ -314,7 +314,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     progress.info(summary_line(built.manifest))
     print(f"manifest   {built.manifest_path}")
     print(f"statement  {built.statement_path}")
-    print(f"pairing    {built.manifest['pairing_id']}")
+    print(f"pairing    {built.manifest.pairing_id}")
     print(f"signed by  keyid {built.keyid[:16]} (verify with {built.public_key_path})")
     return EXIT_OK
 
@@ -338,8 +338,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
                     "ok": True,
                     "manifest": str(result.manifest_path),
                     "keyid": result.keyid,
-                    "pairing_id": result.manifest["pairing_id"],
-                    "verdict": result.manifest["conformance"]["verdict"],
+                    "pairing_id": result.manifest.pairing_id,
+                    "verdict": result.manifest.verdict,
                     "subjects": result.subjects,
                 },
                 indent=2,
@@ -440,8 +440,8 @@ def cmd_check_env(args: argparse.Namespace) -> int:
         return EXIT_GATE
     pins = f", every pin of {lock}" if lock else ""
     print(
-        f"OK {args.python} matches {path}: {data['core']['name']} {data['core']['version']}, "
-        f"{data['plugin']['name']} {data['plugin']['version']} (versions, RECORD hashes, "
+        f"OK {args.python} matches {path}: {data.core.name} {data.core.version}, "
+        f"{data.plugin.name} {data.plugin.version} (versions, RECORD hashes, "
         f"entry points{pins})"
     )
     return EXIT_OK

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
         Ed25519PublicKey,
     )
 
+    from vllm_plugin_release.core.manifestmodel import Manifest
+
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
@@ -217,14 +219,14 @@ def subject_digests(statement: dict[str, Any]) -> tuple[dict[str, str], list[str
     return names, problems
 
 
-def unsigned_wheels(manifest: dict[str, Any], where: str, names: dict[str, str]) -> list[str]:
+def unsigned_wheels(manifest: Manifest, where: str, names: dict[str, str]) -> list[str]:
     """The manifest's wheels that are not signed subjects with the manifest's digest."""
     problems = []
-    for part in wheel_roles(manifest):
-        wheel = manifest[part]["wheel"]
-        if names.get(wheel["filename"]) != wheel["sha256"]:
+    for part in manifest.parts():
+        wheel = part.wheel
+        if names.get(wheel.filename) != wheel.sha256:
             problems.append(
-                f"{where}: {part}.wheel {wheel['filename']} sha256 {wheel['sha256']} "
+                f"{where}: {part.role}.wheel {wheel.filename} sha256 {wheel.sha256} "
                 "is not a subject of the signed statement with that digest"
             )
     return problems
@@ -235,7 +237,7 @@ def verify_pairing(
     envelope_data: bytes,
     public_key: Ed25519PublicKey,
     where: tuple[str, str],
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[Manifest, dict[str, Any]]:
     """(manifest, statement) of a pairing held as bytes (a store's copy, never written
     anywhere): the envelope signed by `public_key`, the manifest bytes its `manifest.json`
     subject, the manifest valid against its schema, both wheels signed subjects.
@@ -260,13 +262,16 @@ def verify_pairing(
     except json.JSONDecodeError as exc:
         raise BadInput(f"{manifest_at}:{exc.lineno}: manifest is not valid JSON ({exc.msg})")
     validate(manifest, manifest_at)
-    problems += unsigned_wheels(manifest, manifest_at, names)
+    from vllm_plugin_release.core.manifestmodel import parse
+
+    typed = parse(manifest, manifest_at)
+    problems += unsigned_wheels(typed, manifest_at, names)
     if problems:
         raise GateFailed(
             f"{manifest_at}: verification failed:\n  " + "\n  ".join(problems),
             hint="something changed after signing; rebuild with `vpr manifest build`",
         )
-    return manifest, statement
+    return typed, statement
 
 
 # ---------------------------------------------------------------------------
@@ -384,7 +389,8 @@ def build_statement(
     one) + the manifest; SLSA provenance v1.
 
     `builder_id` and `invocation_id` say who ran the build (`edges.keys` reads them
-    from the CI environment)."""
+    from the CI environment). `manifest` is the document as written (a `Manifest`'s
+    `raw`): signing reads the object whose bytes it signs, never the typed value."""
     subjects = [
         {
             "name": manifest[role]["wheel"]["filename"],

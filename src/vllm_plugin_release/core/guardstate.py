@@ -12,9 +12,12 @@ equal.
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
+
+if TYPE_CHECKING:
+    from vllm_plugin_release.core.manifestmodel import Manifest
 
 STATE_DIR = "vpr-guard"
 MANIFEST = "manifest.json"
@@ -26,17 +29,12 @@ POLICIES = ("enforce", "warn", "off")
 CERTIFIED_KIND = "vpr-guard/certified"
 
 
-def roles(manifest: dict[str, Any], installed: dict[str, Any]) -> dict[str, str]:
+def roles(manifest: Manifest, installed: dict[str, Any]) -> dict[str, str]:
     """role -> distribution name, for the guard's messages: core, plugin, guard, the vendor
     runtime (its locked wheel) and torch, where the environment holds them."""
-    out = {
-        role: str(manifest[role]["name"])
-        for role in ("core", "plugin", "guard")
-        if isinstance(manifest.get(role), dict)
-    }
-    wheel = (manifest.get("runtime") or {}).get("wheel") or {}
-    filename = wheel.get("filename") if isinstance(wheel, dict) else None
-    if isinstance(filename, str) and "-" in filename:
+    out = snapshot_roles(manifest)
+    filename = manifest.runtime.wheel_filename
+    if filename is not None and "-" in filename:
         out["runtime"] = filename.split("-", 1)[0]
     if "torch" in installed:
         out["torch"] = "torch"
@@ -53,7 +51,7 @@ def recover_line(pid: str, store: str, key: str | None, env_dir: str) -> str:
 
 
 def certified_record(
-    manifest: dict[str, Any],
+    manifest: Manifest,
     manifest_sha256: str,
     snapshot: dict[str, Any],
     recover: str,
@@ -62,7 +60,7 @@ def certified_record(
     dists = snapshot.get("dists") or {}
     return {
         "kind": CERTIFIED_KIND,
-        "pairing_id": manifest["pairing_id"],
+        "pairing_id": manifest.pairing_id,
         "manifest_sha256": manifest_sha256,
         "recover": recover,
         "roles": roles(manifest, dists),
@@ -71,10 +69,6 @@ def certified_record(
     }
 
 
-def snapshot_roles(manifest: dict[str, Any]) -> dict[str, str]:
+def snapshot_roles(manifest: Manifest) -> dict[str, str]:
     """The distributions whose files the snapshot lists one by one."""
-    return {
-        r: str(manifest[r]["name"])
-        for r in ("core", "plugin", "guard")
-        if isinstance(manifest.get(r), dict)
-    }
+    return {part.role: part.name for part in manifest.parts()}

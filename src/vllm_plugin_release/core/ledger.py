@@ -31,6 +31,8 @@ if TYPE_CHECKING:
         Ed25519PublicKey,
     )
 
+    from vllm_plugin_release.core.manifestmodel import Manifest
+
 LEDGER_FILE = "ledger/ledger.jsonl"
 PAYLOAD_TYPE = "application/vnd.vllm-plugin-release.ledger-entry+json"
 GENESIS = "0" * 64
@@ -42,7 +44,7 @@ def line_digest(line: bytes) -> str:
 
 
 def entry_from_manifest(
-    manifest: dict[str, Any],
+    manifest: Manifest,
     *,
     manifest_sha256: str,
     runner: str,
@@ -53,25 +55,15 @@ def entry_from_manifest(
     """A ledger entry (without seq/prev) for the verdict a manifest carries."""
     if kind not in KINDS:
         raise BadInput(f"ledger kind {kind!r}: expected one of {', '.join(KINDS)}")
-    core, plugin = manifest["core"], manifest["plugin"]
-    source = core.get("source") or {}
-    runtime = manifest.get("runtime") or {}
+    core, plugin, runtime = manifest.core, manifest.plugin, manifest.runtime
     entry: dict[str, Any] = {
         "kind": kind,
-        "pairing_id": manifest.get("pairing_id"),
-        "core": {
-            "name": core["name"],
-            "version": core["version"],
-            "commit": source.get("commit"),
-        },
-        "plugin": {
-            "name": plugin["name"],
-            "version": plugin.get("version"),
-            "commit": plugin.get("commit"),
-        },
-        "runtime": {"name": runtime.get("name"), "status": runtime.get("status")},
-        "python": ".".join(str(core.get("python", "")).split(".")[:2]),
-        "verdict": (manifest.get("conformance") or {}).get("verdict"),
+        "pairing_id": manifest.pairing_id,
+        "core": {"name": core.name, "version": core.version, "commit": core.commit},
+        "plugin": {"name": plugin.name, "version": plugin.version, "commit": plugin.commit},
+        "runtime": {"name": runtime.name, "status": runtime.status},
+        "python": ".".join(str(core.python).split(".")[:2]),
+        "verdict": manifest.verdict,
         "runner": runner,
         "time": time,
         "manifest_sha256": manifest_sha256,

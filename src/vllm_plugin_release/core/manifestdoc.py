@@ -11,11 +11,14 @@ import hashlib
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.packaged import packaged_json_object
+
+if TYPE_CHECKING:
+    from vllm_plugin_release.core.manifestmodel import Manifest
 
 SCHEMA_VERSION = 3  # 2: source_date (was created), deferred items with run_with; 3: guard,
 # platform, api_approval, conformance.workload
@@ -114,11 +117,13 @@ def read_document(path: Path, what: str) -> Any:
         raise BadInput(f"{path}:{exc.lineno}:{exc.colno}: malformed JSON in {what}: {exc.msg}")
 
 
-def load(path: Path) -> dict[str, Any]:
-    """Read (bounded) and validate a manifest file."""
+def load(path: Path) -> Manifest:
+    """Read (bounded), validate and parse a manifest file."""
+    from vllm_plugin_release.core.manifestmodel import parse
+
     data = read_document(path, "manifest")
     validate(data, str(path))
-    return data
+    return parse(data, str(path))
 
 
 # ---------------------------------------------------------------------------
@@ -134,11 +139,11 @@ def manifest_digest(manifest: dict[str, Any]) -> str:
     return hashlib.sha256(manifest_bytes(manifest)).hexdigest()
 
 
-def summary_line(manifest: dict[str, Any]) -> str:
-    c, p = manifest["core"], manifest["plugin"]
-    verdict = manifest["conformance"]["verdict"] or "no conformance"
-    commit = (p.get("commit") or "no-commit")[:12]
-    return f"{c['name']} {c['version']} + {p['name']} {p['version']} @ {commit}: {verdict}"
+def summary_line(manifest: Manifest) -> str:
+    c, p = manifest.core, manifest.plugin
+    verdict = manifest.verdict or "no conformance"
+    commit = (p.commit or "no-commit")[:12]
+    return f"{c.name} {c.version} + {p.name} {p.version} @ {commit}: {verdict}"
 
 
 # ---------------------------------------------------------------------------

@@ -18,10 +18,13 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core.storeindex import VERDICT_ORDER, VERDICTS, python_of, version_ranks
 from vllm_plugin_release.core.storetrust import superseded
+
+if TYPE_CHECKING:
+    from vllm_plugin_release.core.manifestmodel import Manifest
 
 KIND = "vllm-plugin-release/compat"
 SCHEMA_VERSION = 1
@@ -35,18 +38,17 @@ class Stored:
     """One index entry and its manifest as verified (`manifest` None: `problem` says why)."""
 
     entry: dict[str, Any]
-    manifest: dict[str, Any] | None
+    manifest: Manifest | None
     problem: str | None
 
 
-def _lag_days(entry: dict[str, Any] | None, manifest: dict[str, Any] | None) -> int | None:
+def _lag_days(entry: dict[str, Any] | None, manifest: Manifest | None) -> int | None:
     """Release lag in days: the ledger entry's, else the cadence check's summary."""
     lag = (entry or {}).get("lag")
     if isinstance(lag, dict) and isinstance(lag.get("days"), int):
         return lag["days"]
-    checks = ((manifest or {}).get("conformance") or {}).get("checks") or {}
-    summary = (checks.get("cadence") or {}).get("summary")
-    found = _LAG.search(summary) if isinstance(summary, str) else None
+    cadence = manifest.conformance.checks.get("cadence") if manifest is not None else None
+    found = _LAG.search(cadence.summary) if cadence is not None else None
     return int(found.group(2)) if found else None
 
 
@@ -64,7 +66,7 @@ def _cell(site: str, pid: str, stored: Stored, releases: list[dict[str, Any]]) -
             "time": newest.get("time"),
         }
     if manifest is not None:
-        runner, verdict = manifest["conformance"].get("runner"), manifest["conformance"]["verdict"]
+        runner, verdict = manifest.conformance.runner, manifest.verdict
     else:  # the index's word only: shown, and marked not verified
         runner, verdict = stored.entry.get("runner"), stored.entry.get("verdict")
     if runner != site:
@@ -87,6 +89,12 @@ def _cell(site: str, pid: str, stored: Stored, releases: list[dict[str, Any]]) -
 def _history(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     keep = ("seq", "kind", "time", "runner", "verdict", "manifest_sha256")
     return [{**{k: e.get(k) for k in keep}, "lag_days": _lag_days(e, None)} for e in entries]
+
+
+def _approval(manifest: Manifest | None) -> dict[str, Any] | None:
+    if manifest is None or manifest.api_approval is None:
+        return None
+    return manifest.api_approval.as_json()
 
 
 def install_line(pid: str, store: str, key: str) -> str:
@@ -117,8 +125,8 @@ def _pairing(stored: Stored, entries: list[dict[str, Any]], store: str, key: str
         "manifest_sha256": entry["manifest_sha256"],
         "signature": {"verified": problem is None, "problem": problem},
         "sites": {site: _cell(site, pid, stored, releases) for site in SITES},
-        "api_approval": (manifest or {}).get("api_approval"),
-        "guard": bool((manifest or {}).get("guard")),
+        "api_approval": _approval(manifest),
+        "guard": manifest is not None and manifest.guard is not None,
         "install": install_line(pid, store, key),
         "history": _history(entries),
     }

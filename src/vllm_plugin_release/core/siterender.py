@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core.sitemodel import SITES
+
+if TYPE_CHECKING:
+    from vllm_plugin_release.core.manifestmodel import Manifest
 
 STYLE = (
     "*{box-sizing:border-box}"
@@ -189,9 +192,9 @@ def index_page(compat: dict[str, Any]) -> bytes:
 # One pairing
 
 
-def _checks(manifest: dict[str, Any]) -> list[str]:
-    conformance = manifest.get("conformance") or {}
-    checks = conformance.get("checks") or {}
+def _checks(manifest: Manifest) -> list[str]:
+    conformance = manifest.conformance
+    checks = conformance.checks
     out = [
         "<table><caption>Checks (from the signed manifest)</caption>",
         '<colgroup><col style="width:24%"><col style="width:20%"><col></colgroup>',
@@ -199,22 +202,18 @@ def _checks(manifest: dict[str, Any]) -> list[str]:
         '<th scope="col">summary and evidence</th></tr></thead><tbody>',
     ]
     for name in sorted(checks):
-        check = checks[name] or {}
-        evidence = "".join(
-            f"<li>{e(item.get('note'))}</li>"
-            for item in check.get("evidence") or []
-            if isinstance(item, dict)
-        )
+        check = checks[name]
+        evidence = "".join(f"<li>{e(note)}</li>" for note in check.evidence)
         more = f"<ul>{evidence}</ul>" if evidence else ""
         out.append(
-            f'<tr><th scope="row">{e(name)}</th><td><span class="v">{e(check.get("status"))}'
-            f"</span></td><td>{e(check.get('summary'))}{more}</td></tr>"
+            f'<tr><th scope="row">{e(name)}</th><td><span class="v">{e(check.status)}'
+            f"</span></td><td>{e(check.summary)}{more}</td></tr>"
         )
     out.append("</tbody></table>")
-    deferred = conformance.get("deferred") or []
+    deferred = conformance.deferred
     if deferred:
         out.append("<p>Deferred (not run here, never counted as a pass):</p><ul>")
-        out += [f"<li>{e(d.get('check'))}: {e(d.get('reason'))}</li>" for d in deferred]
+        out += [f"<li>{e(d.check)}: {e(d.reason)}</li>" for d in deferred]
         out.append("</ul>")
     return out
 
@@ -257,24 +256,18 @@ def _approval(p: dict[str, Any]) -> list[str]:
     ]
 
 
-def _wheels(manifest: dict[str, Any]) -> list[str]:
+def _wheels(manifest: Manifest) -> list[str]:
     out = [
         "<table><caption>Certified wheels</caption>",
         '<colgroup><col style="width:14%"><col style="width:36%"><col></colgroup>',
         '<thead><tr><th scope="col">role</th><th scope="col">file</th>'
         '<th scope="col">sha256</th></tr></thead><tbody>',
     ]
-    for role in ("core", "plugin", "guard"):
-        wheel = (
-            (manifest.get(role) or {}).get("wheel")
-            if isinstance(manifest.get(role), dict)
-            else None
+    for part in manifest.parts():
+        out.append(
+            f'<tr><th scope="row">{e(part.role)}</th><td>{e(part.wheel.filename)}</td>'
+            f"<td><code>{e(part.wheel.sha256)}</code></td></tr>"
         )
-        if isinstance(wheel, dict):
-            out.append(
-                f'<tr><th scope="row">{e(role)}</th><td>{e(wheel.get("filename"))}</td>'
-                f"<td><code>{e(wheel.get('sha256'))}</code></td></tr>"
-            )
     return [*out, "</tbody></table>"]
 
 
@@ -299,12 +292,12 @@ def _history(p: dict[str, Any]) -> list[str]:
     return [*out, "</tbody></table>"]
 
 
-def pairing_page(p: dict[str, Any], manifest: dict[str, Any] | None) -> bytes:
+def pairing_page(p: dict[str, Any], manifest: Manifest | None) -> bytes:
     title = (
         f"{p['core']['name']} {p['core']['version']} + {p['plugin']['name']} "
         f"{p['plugin']['version']}"
     )
-    verdict = ((manifest or {}).get("conformance") or {}).get("verdict")
+    verdict = manifest.verdict if manifest is not None else None
     signature = (
         "<p>Signature verified with the publisher's key: the manifest is the one its signed "
         f"statement names and the one the signed index names (sha256 "
@@ -348,7 +341,7 @@ def compat_bytes(compat: dict[str, Any]) -> bytes:
     return (text + "\n").encode()
 
 
-def render(compat: dict[str, Any], manifests: dict[str, dict[str, Any] | None]) -> dict[str, bytes]:
+def render(compat: dict[str, Any], manifests: dict[str, Manifest | None]) -> dict[str, bytes]:
     """Every file of the site: relative path -> bytes."""
     files = {"index.html": index_page(compat), "compat.json": compat_bytes(compat)}
     for p in compat["pairings"]:

@@ -13,13 +13,16 @@ import html
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import BadInput, GateFailed
-from vllm_plugin_release.core.manifestdoc import SCHEMA_VERSION, validate, wheel_roles
+from vllm_plugin_release.core.manifestdoc import SCHEMA_VERSION, validate
 from vllm_plugin_release.core.storesummary import canonical_name
 from vllm_plugin_release.core.storetrust import core_matches, entry_pid_problem
+
+if TYPE_CHECKING:  # imported where a manifest is read: not on the query and matrix paths
+    from vllm_plugin_release.core.manifestmodel import Manifest
 
 INDEX_FILE = "index.json"
 INDEX_KIND = "vllm-plugin-release/manifest-index"
@@ -46,10 +49,10 @@ def lock_path(pid: str) -> str:
     return f"{PAIRINGS}/{pid}{LOCK_SUFFIX}"
 
 
-def check_lock(manifest: dict[str, Any], data: bytes, where: str, hint: str = "") -> str:
+def check_lock(manifest: Manifest, data: bytes, where: str, hint: str = "") -> str:
     """The pairing lock's text when its sha256 is the manifest's (signed)
     environment.lock_sha256; GateFailed naming both digests otherwise."""
-    want = (manifest.get("environment") or {}).get("lock_sha256")
+    want = manifest.environment.lock_sha256
     have = hashlib.sha256(data).hexdigest()
     if want != have:
         raise GateFailed(
@@ -61,17 +64,17 @@ def check_lock(manifest: dict[str, Any], data: bytes, where: str, hint: str = ""
 
 
 def run_record(
-    manifest: dict[str, Any], manifest_sha256: str, time: str, index: dict[str, Any]
+    manifest: Manifest, manifest_sha256: str, time: str, index: dict[str, Any]
 ) -> dict[str, Any]:
     """One line of a pairing's verdict history: when, which runner, which verdict, where
     its wheels were published (`index`: kind local|remote, simple_url)."""
-    conf = manifest["conformance"]
+    conf = manifest.conformance
     return {
         "kind": RUN_KIND,
-        "pairing_id": manifest["pairing_id"],
+        "pairing_id": manifest.pairing_id,
         "time": time,
-        "runner": conf.get("runner"),
-        "verdict": conf.get("verdict"),
+        "runner": conf.runner,
+        "verdict": conf.verdict,
         "manifest_sha256": manifest_sha256,
         "index": index,
     }
@@ -94,18 +97,17 @@ def history(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _wheels(
-    manifest: dict[str, Any], stored: dict[str, str], newest: dict[str, Any] | None
+    manifest: Manifest, stored: dict[str, str], newest: dict[str, Any] | None
 ) -> list[dict[str, Any]]:
     """Where each certified wheel lives: the index it was published to (None for the local
     pypiserver, gone after the run) and its copy in the store's embedded index."""
     index = (newest or {}).get("index") or {}
     out = []
-    for role in wheel_roles(manifest):
-        wheel = manifest[role]["wheel"]
-        name, sha = wheel["filename"], wheel["sha256"]
+    for part in manifest.parts():
+        name, sha = part.wheel.filename, part.wheel.sha256
         out.append(
             {
-                "role": role,
+                "role": part.role,
                 "filename": name,
                 "sha256": sha,
                 "index_url": index.get("simple_url") if index.get("kind") == "remote" else None,
@@ -116,7 +118,7 @@ def _wheels(
 
 
 def entry_for(
-    manifest: dict[str, Any],
+    manifest: Manifest,
     manifest_sha256: str,
     has_statement: bool,
     extras: dict[str, Any] | None = None,
@@ -126,51 +128,51 @@ def entry_for(
     `extras`, what the store holds beside the manifest: `runs` (run records),
     `stored_wheels` (filename -> sha256 in wheels/), `lock` (pairings/<id>.lock.txt is
     there; its bytes were checked against the manifest's signed lock_sha256)."""
-    pid = manifest["pairing_id"]
-    core, plugin, conf = manifest["core"], manifest["plugin"], manifest["conformance"]
-    runtime = manifest.get("runtime") or {}
+    pid = manifest.pairing_id
+    core, plugin, conf = manifest.core, manifest.plugin, manifest.conformance
+    runtime = manifest.runtime
     extras = extras or {}
     past = history(extras.get("runs") or [])
     lock = extras.get("lock")
     return {
         "pairing_id": pid,
-        "name": manifest["name"],
-        "schema_version": manifest["schema_version"],
+        "name": manifest.name,
+        "schema_version": manifest.schema_version,
         "manifest": f"{PAIRINGS}/{pid}.json",
         "manifest_sha256": manifest_sha256,
         "statement": f"{PAIRINGS}/{pid}.intoto.jsonl" if has_statement else None,
-        "source_date": manifest.get("source_date") or manifest.get("created"),
+        "source_date": manifest.source_date,
         "certified_at": past[0]["time"] if past else None,
         "history": past,
         "wheels": _wheels(manifest, extras.get("stored_wheels") or {}, past[0] if past else None),
         "requirements": {
             "path": lock_path(pid),
-            "sha256": (manifest.get("environment") or {}).get("lock_sha256"),
+            "sha256": manifest.environment.lock_sha256,
         }
         if lock
         else None,
-        "python": core.get("python"),
+        "python": core.python,
         "core": {
-            "name": core["name"],
-            "version": core["version"],
-            "wheel": core["wheel"]["filename"],
-            "sha256": core["wheel"]["sha256"],
+            "name": core.name,
+            "version": core.version,
+            "wheel": core.wheel.filename,
+            "sha256": core.wheel.sha256,
         },
         "plugin": {
-            "name": plugin["name"],
-            "version": plugin["version"],
-            "commit": plugin.get("commit"),
-            "wheel": plugin["wheel"]["filename"],
-            "sha256": plugin["wheel"]["sha256"],
+            "name": plugin.name,
+            "version": plugin.version,
+            "commit": plugin.commit,
+            "wheel": plugin.wheel.filename,
+            "sha256": plugin.wheel.sha256,
         },
         "runtime": {
-            "name": runtime.get("name"),
-            "status": runtime.get("status"),
-            "version": runtime.get("version") or runtime.get("pinned_version"),
-            "commit": runtime.get("commit") or runtime.get("pinned_commit"),
+            "name": runtime.name,
+            "status": runtime.status,
+            "version": runtime.version or runtime.pinned_version,
+            "commit": runtime.commit or runtime.pinned_commit,
         },
-        "verdict": conf.get("verdict"),
-        "runner": conf.get("runner"),
+        "verdict": conf.verdict,
+        "runner": conf.runner,
     }
 
 
@@ -267,14 +269,16 @@ def _is_version(text: str) -> bool:
     return True
 
 
-def parse_manifest(text: str, relative: str, location: str) -> dict[str, Any]:
+def parse_manifest(text: str, relative: str, location: str) -> Manifest:
     where = f"{location}/{relative}"
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BadInput(f"{where}:{exc.lineno}: manifest is not valid JSON ({exc.msg})")
     validate(data, where)
-    return data
+    from vllm_plugin_release.core.manifestmodel import parse
+
+    return parse(data, where)
 
 
 def empty_index() -> dict[str, Any]:
@@ -296,6 +300,8 @@ def rebuild_index(
     An entry is kept from `previous` for a manifest that cannot be read here (e.g. from
     a newer schema_version); such a manifest without a previous entry is left out.
     """
+    from vllm_plugin_release.core.manifestmodel import parse
+
     index = empty_index()
     old = previous.get("pairings", {})
     for pid, data, has_statement in manifests:
@@ -306,8 +312,9 @@ def rebuild_index(
                 index["pairings"][pid] = old[pid]
                 continue
             more = extras(pid) if extras else None
-            entry = entry_for(manifest, hashlib.sha256(data).hexdigest(), has_statement, more)
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
+            typed = parse(manifest, f"{PAIRINGS}/{pid}.json")
+            entry = entry_for(typed, hashlib.sha256(data).hexdigest(), has_statement, more)
+        except (json.JSONDecodeError, BadInput, KeyError, TypeError, AttributeError):
             if pid in old:
                 index["pairings"][pid] = old[pid]
             continue

@@ -10,9 +10,12 @@ parent folder or another origin, and its URL is the store's URL plus the path it
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core.errors import BadInput
+
+if TYPE_CHECKING:
+    from vllm_plugin_release.core.manifestmodel import Manifest
 
 
 class Missing(BadInput):
@@ -59,7 +62,7 @@ def entry_pid_problem(key: Any, entry: dict[str, Any]) -> str | None:
 
 
 def request_problems(
-    manifest: dict[str, Any],
+    manifest: Manifest,
     entry: dict[str, Any],
     *,
     pid: str,
@@ -73,9 +76,9 @@ def request_problems(
     from packaging.utils import canonicalize_name
 
     problems = []
-    if manifest.get("pairing_id") != pid:
+    if manifest.pairing_id != pid:
         problems.append(
-            f"the manifest is pairing {str(manifest.get('pairing_id'))[:16]}, not {pid[:16]}: "
+            f"the manifest is pairing {manifest.pairing_id[:16]}, not {pid[:16]}: "
             "another pairing's files under this one's name"
         )
     if entry.get("manifest_sha256") != manifest_sha256:
@@ -83,7 +86,7 @@ def request_problems(
             f"the manifest's sha256 is {manifest_sha256[:16]}, the signed index names "
             f"{str(entry.get('manifest_sha256'))[:16]}"
         )
-    have = (manifest["core"]["version"], manifest["plugin"]["name"], manifest["plugin"]["commit"])
+    have = (manifest.core.version, manifest.plugin.name, manifest.plugin.commit)
     said = (entry["core"]["version"], entry["plugin"]["name"], entry["plugin"].get("commit"))
     if have != said:
         problems.append(

@@ -68,6 +68,8 @@ from vllm_plugin_release.core.storetrust import Missing, store_path
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from vllm_plugin_release.core.manifestmodel import Manifest
+
 LOCK_FILE = ".lock"
 WRITER_FOLDERS = ("ledger", "lkg", "nightly")  # the ledger's, lkg pointers', schedules' files
 LOCK_TIMEOUT_ENV = "VPR_STORE_LOCK_TIMEOUT"
@@ -163,7 +165,7 @@ class DirStore:
     def read_text(self, relative: str, limit: int = bounded.MAX_DOCUMENT) -> str:
         return _text(self.read_bytes(relative, limit), self.where(relative))
 
-    def read_manifest(self, entry: dict[str, Any]) -> dict[str, Any]:
+    def read_manifest(self, entry: dict[str, Any]) -> Manifest:
         return parse_manifest(self.read_text(entry["manifest"]), entry["manifest"], self.location)
 
     def read_bytes(self, relative: str, limit: int = bounded.MAX_DOCUMENT) -> bytes:
@@ -256,8 +258,11 @@ class DirStore:
     ) -> AddResult:
         """Add (or replace) the pairing's manifest, its lock, wheels and a history line, and
         rebuild index.json, under the lock."""
-        manifest = read_json(manifest_path, what="manifest")
-        validate(manifest, str(manifest_path))
+        from vllm_plugin_release.core.manifestmodel import parse
+
+        raw = read_json(manifest_path, what="manifest")
+        validate(raw, str(manifest_path))
+        manifest = parse(raw, str(manifest_path))
         data = manifest_path.read_bytes()
         statement = statement_path.read_bytes() if statement_path else None
         entry = entry_for(manifest, hashlib.sha256(data).hexdigest(), statement is not None)
@@ -286,7 +291,7 @@ class DirStore:
         entry: dict[str, Any],
         data: bytes,
         statement: bytes | None,
-        manifest: dict[str, Any],
+        manifest: Manifest,
         extras: Extras,
     ) -> tuple[dict[str, Any] | None, bool, dict[str, Any]]:
         """Write the pairing's files and index.json: (previous entry, unchanged?, new index)."""
@@ -347,9 +352,9 @@ class DirStore:
         atomic_write_bytes(folder / wheel.name, data)
         atomic_write_bytes(sidecar, hashlib.sha256(data).hexdigest().encode() + b"\n")
 
-    def _record_run(self, manifest: dict[str, Any], sha: str, extras: Extras) -> None:
+    def _record_run(self, manifest: Manifest, sha: str, extras: Extras) -> None:
         """One history line per certified manifest: a re-publish of the same bytes adds none."""
-        folder = self.root / RUNS / manifest["pairing_id"]
+        folder = self.root / RUNS / manifest.pairing_id
         if folder.is_dir() and any(p.name.endswith(f"-{sha[:12]}.json") for p in folder.iterdir()):
             return
         assert extras.index is not None
@@ -440,7 +445,7 @@ class HttpStore:
             raise BadInput(str(exc.message), hint=exc.hint)
         return index_from(data, self.where(INDEX_FILE))
 
-    def read_manifest(self, entry: dict[str, Any]) -> dict[str, Any]:
+    def read_manifest(self, entry: dict[str, Any]) -> Manifest:
         return parse_manifest(self.read_text(entry["manifest"]), entry["manifest"], self.location)
 
     def add(

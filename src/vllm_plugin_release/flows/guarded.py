@@ -18,7 +18,7 @@ from vllm_plugin_release.core import bounded, progress
 from vllm_plugin_release.core import guardstate as gs
 from vllm_plugin_release.core.cache import atomic_write_bytes
 from vllm_plugin_release.core.errors import GateFailed
-from vllm_plugin_release.core.manifestdoc import wheel_roles
+from vllm_plugin_release.core.manifestmodel import Manifest
 from vllm_plugin_release.edges import guardenv
 
 if TYPE_CHECKING:
@@ -35,10 +35,6 @@ class Guard:
     manifest_sha256: str
     recover: str
     current: bool = False
-
-
-def has_guard(manifest: dict[str, Any]) -> bool:
-    return isinstance(manifest.get("guard"), dict)
 
 
 def recover(pid: str, store: str, target: Target, env_dir: Path) -> str:
@@ -61,17 +57,17 @@ def _recorded(env_dir: Path) -> dict[str, Any] | None:
 
 
 def to_reinstall(
-    manifest: dict[str, Any], python: Path, env_dir: Path, guard: Guard, problems: list[str]
+    manifest: Manifest, python: Path, env_dir: Path, guard: Guard, problems: list[str]
 ) -> list[str]:
     """The distributions `uv pip sync` must install again (it keeps a distribution whose
     version matches): the certified wheels whose files check-env found changed, and what
     the guard found to be another build or changed in place. Sets `guard.current`."""
     names = {
-        str(manifest[role]["name"])
-        for role in wheel_roles(manifest)
-        if any(f"{role} {manifest[role]['name']} " in p for p in problems)
+        part.name
+        for part in manifest.parts()
+        if any(f"{part.role} {part.name} " in p for p in problems)
     }
-    if not has_guard(manifest):
+    if manifest.guard is None:
         guard.current = True  # nothing is recorded for a pairing without a guard
         return sorted(names)
     recorded = _recorded(env_dir)

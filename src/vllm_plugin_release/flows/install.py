@@ -42,7 +42,7 @@ from vllm_plugin_release.core import storeindex as si
 from vllm_plugin_release.core import storetrust as trust
 from vllm_plugin_release.core.bounded import MAX_DOCUMENT
 from vllm_plugin_release.core.errors import BadInput, GateFailed
-from vllm_plugin_release.core.manifestdoc import wheel_roles
+from vllm_plugin_release.core.manifestmodel import Manifest
 from vllm_plugin_release.edges import interpreters, uv
 from vllm_plugin_release.edges import store as st
 from vllm_plugin_release.edges.trust import Trusted
@@ -118,33 +118,30 @@ def verified_pairing(trusted: Trusted, entry: dict[str, Any], request: Request) 
     return VerifiedPairing(manifest, digest, data, envelope)
 
 
-def check_stored_wheels(store: st.Store, manifest: dict[str, Any]) -> None:
+def check_stored_wheels(store: st.Store, manifest: Manifest) -> None:
     """A folder store's wheel copies have the signed sha256 (uv checks them again by hash;
     this names the file plainly). Over HTTP only uv's check applies."""
     if not isinstance(store, st.DirStore):
         return
     from vllm_plugin_release.core.cache import sha256_file
 
-    for role in wheel_roles(manifest):
-        wheel = manifest[role]["wheel"]
-        relative = trust.store_path(f"{si.WHEELS}/{wheel['filename']}", f"{role}.wheel.filename")
+    for part in manifest.parts():
+        wheel = part.wheel
+        relative = trust.store_path(f"{si.WHEELS}/{wheel.filename}", f"{part.role}.wheel.filename")
         path = store.root / relative
-        if path.is_file() and sha256_file(path) != wheel["sha256"]:
+        if path.is_file() and sha256_file(path) != wheel.sha256:
             raise GateFailed(
                 f"{path}: sha256 {sha256_file(path)}, but the signed manifest certifies "
-                f"{wheel['sha256']}",
+                f"{wheel.sha256}",
                 hint="the store's copy was changed after publishing; nothing was installed",
             )
 
 
-def requirements_text(manifest: dict[str, Any], lock_text: str) -> str:
+def requirements_text(manifest: Manifest, lock_text: str) -> str:
     """The lock, then the certified core, plugin and guard wheels pinned by sha256."""
     lines = [lock_text.rstrip("\n"), "# the certified wheels (vpr install)"]
-    for role in wheel_roles(manifest):
-        part = manifest[role]
-        lines.append(
-            f"{part['name']}=={part['wheel']['version']} --hash=sha256:{part['wheel']['sha256']}"
-        )
+    for part in manifest.parts():
+        lines.append(f"{part.name}=={part.wheel.version} --hash=sha256:{part.wheel.sha256}")
     return "\n".join(lines) + "\n"
 
 
@@ -160,7 +157,7 @@ def install(trusted: Trusted, request: Request, target: Target) -> Installed:
         )
     pairing = verified_pairing(trusted, entry, request)
     manifest = pairing.manifest
-    verdict = manifest["conformance"]["verdict"]
+    verdict = manifest.verdict
     if verdict not in CERTIFIED and not target.allow_uncertified:
         raise GateFailed(
             f"pairing {pid[:16]}: verdict {verdict or 'absent'}; only fleet and pilot "
@@ -194,7 +191,7 @@ def install(trusted: Trusted, request: Request, target: Target) -> Installed:
                 f"{pid[:16]}:\n  " + "\n  ".join(problems)
             )
         result.status = "installed"
-    if guarded.has_guard(manifest):
+    if manifest.guard is not None:
         guarded.write_state(env_dir, python, pairing, lock_text, guard)
         result.status = "installed"
     guarded.write_policy(env_dir, target.guard_policy)
@@ -206,7 +203,7 @@ class _Sync:
     """What an install makes the environment hold: the certified pairing's lock (`pins`
     pins) and wheels, those in `reinstall` installed again from their certified wheels."""
 
-    manifest: dict[str, Any]
+    manifest: Manifest
     env_dir: Path
     lock_text: str
     pins: int
@@ -238,7 +235,7 @@ def _sync(job: _Sync, requirements: Path, find_links: list[str], *, offline: boo
     env_dir = job.env_dir
     python = env_dir / "bin" / "python"
     if not python.exists():
-        version = ".".join(job.manifest["core"]["python"].split(".")[:2])
+        version = ".".join(str(job.manifest.core.python).split(".")[:2])
         # found where the build finds it (VPR_INTERPRETER, uv, pyenv, asdf/mise, /usr/bin);
         # never downloaded: an interpreter from the network is neither pinned nor verified
         found = interpreters.find(version, None, uv.uv_bin())

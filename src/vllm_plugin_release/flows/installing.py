@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
+
+from vllm_plugin_release.core.manifestmodel import Manifest
 
 
 @dataclass(frozen=True)
@@ -22,7 +24,7 @@ class VerifiedPairing(NamedTuple):
     """A stored pairing's manifest, verified: the document, its sha256, and the bytes of
     the manifest and its signed statement as the store served them (nothing is re-read)."""
 
-    manifest: dict[str, Any]
+    manifest: Manifest
     sha256: str
     data: bytes
     envelope: bytes

@@ -184,8 +184,8 @@ def _test_commit(
         "status": "fail" if failing else "pass",
         "pairing": spec.name,
         "core": {"url": url, "ref": opts.ref, "commit": commit},
-        "plugin_commit": built.manifest["plugin"].get("commit"),
-        "manifest": built.manifest["name"],
+        "plugin_commit": built.manifest.plugin.commit,
+        "manifest": built.manifest.name,
         "failing": failing,
         "errors": {t: errors.get(t, []) for t in failing},
     }

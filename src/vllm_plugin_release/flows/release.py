@@ -206,7 +206,7 @@ class _Stages:
             cache=self.opts.cache,
         )
         self.out.facts["manifest"] = str(made.manifest_path)
-        self.out.facts["pairing id"] = made.manifest.get("pairing_id", "")
+        self.out.facts["pairing id"] = made.manifest.pairing_id
         self.out.facts["public key"] = str(made.public_key_path)
 
     def publish(self) -> None:

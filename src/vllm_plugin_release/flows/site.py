@@ -5,12 +5,13 @@ The store is read through its signed head (`edges.trust`): the index and the led
 vouches for, or nothing. Each pairing's manifest and statement are read from the paths its
 id makes and checked here, one by one: the DSSE signature with the publisher's key, the
 manifest the statement's subject, the sha256 the signed index names, the pairing the index
-says, and the shape of every field the site shows. A pairing that fails is still listed,
-marked "signature NOT verified" with the reason, and its page shows no scorecard: the site
-shows what the store holds, and what of it can be trusted.
+says, and every field the site shows (`core.manifestmodel.parse`: the typed manifest). A
+pairing that fails is still listed, marked "signature NOT verified" with the reason, and its
+page shows no scorecard: the site shows what the store holds, and what of it can be trusted.
 
 (The full JSON Schema is not checked here: at 2.7 ms a manifest it would cost a store of
-1,000 pairings nearly 3 s; the fields read are shape-checked and every value is escaped.)
+1,000 pairings nearly 3 s; the fields read are checked by the typed manifest's parser and
+every value is escaped.)
 
 The site is written to a fresh folder beside `--out` and moved into place whole, so a
 reader never sees half a site; an `--out` that holds anything but a site vpr wrote is
@@ -34,42 +35,10 @@ from vllm_plugin_release.core import storetrust as trust
 from vllm_plugin_release.core.bounded import MAX_DOCUMENT
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE
+from vllm_plugin_release.core.manifestmodel import Manifest, parse
 from vllm_plugin_release.core.siterender import render
 from vllm_plugin_release.core.storetrust import Missing
 from vllm_plugin_release.edges.trust import Trusted
-
-_NONE = bounded.NONE
-# Every field of a manifest the site reads (besides those request_problems compares).
-_SHAPE = bounded.shape(
-    (
-        ("pairing_id", (str,)),
-        ("core.name", (str,)),
-        ("core.version", (str,)),
-        ("plugin.name", (str,)),
-        ("plugin.version", (str,)),
-        ("plugin.commit", (str, _NONE)),
-        ("conformance.verdict", (str, _NONE)),
-        ("conformance.runner", (str, _NONE)),
-        ("conformance.checks", (dict,)),
-        ("conformance.deferred", (list,)),
-        ("guard", (dict, _NONE)),
-        ("api_approval", (dict, _NONE)),
-    )
-)
-
-
-def _check_manifest(manifest: Any) -> str | None:
-    """Why a verified manifest cannot be shown (a field of another shape), else None."""
-    problem = bounded.shape_problem(manifest, _SHAPE)
-    if problem:
-        return problem
-    for name, check in manifest["conformance"]["checks"].items():
-        if not isinstance(check, dict) or not isinstance(check.get("evidence", []), list):
-            return f"'conformance.checks.{name}' is not a check"
-    approval = manifest.get("api_approval")
-    if approval is not None and not isinstance(approval.get("changes"), list):
-        return "'api_approval.changes' is not a list"
-    return None
 
 
 def verified(trusted: Trusted, entry: dict[str, Any]) -> sm.Stored:
@@ -89,10 +58,7 @@ def verified(trusted: Trusted, entry: dict[str, Any]) -> sm.Stored:
         digest = hashlib.sha256(data).hexdigest()
         if names.get(MANIFEST_FILE) != digest:
             raise GateFailed(f"{store.where(manifest_at)}: not the manifest its statement signs")
-        manifest = bounded.loads(data)
-        shape = _check_manifest(manifest)
-        if shape:
-            raise GateFailed(f"{store.where(manifest_at)}: {shape}")
+        manifest = parse(bounded.loads(data), store.where(manifest_at))
         problems += attest.unsigned_wheels(manifest, store.where(manifest_at), names)
         problems += trust.request_problems(manifest, entry, pid=pid, manifest_sha256=digest)
     except Missing as exc:
@@ -112,7 +78,7 @@ def build(
     store_url: str | None = None,
     key_name: str = "publisher.pub",
     newest_core: str | None = None,
-) -> tuple[dict[str, Any], dict[str, dict[str, Any] | None]]:
+) -> tuple[dict[str, Any], dict[str, Manifest | None]]:
     """(compat.json's data, {pairing id: verified manifest or None})."""
     index = trusted.index()
     ledger = trusted.ledger()

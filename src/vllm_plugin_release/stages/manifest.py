@@ -36,6 +36,7 @@ from vllm_plugin_release.core.manifestdoc import (
     pairing_inputs,
     validate,
 )
+from vllm_plugin_release.core.manifestmodel import Manifest, parse
 from vllm_plugin_release.core.records import (
     BUILD_CORE,
     BUILD_GUARD,
@@ -588,7 +589,7 @@ def build_manifest(
 
 @dataclass(frozen=True)
 class Built:
-    manifest: dict[str, Any]
+    manifest: Manifest  # as written (its `raw` is the object signed)
     manifest_path: Path
     statement_path: Path
     run_path: Path
@@ -691,7 +692,7 @@ def build_for_spec(
     key_facts = {"path": str(key_path), "origin": origin, "keyid": kid}
     run_path = update_run_record(dist, "manifest", _run_facts(started, finished, key_facts))
     return Built(
-        manifest=manifest,
+        manifest=parse(manifest, str(manifest_path)),
         manifest_path=manifest_path,
         statement_path=statement_path,
         run_path=run_path,

@@ -37,7 +37,8 @@ from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
-from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE, wheel_roles
+from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE
+from vllm_plugin_release.core.manifestmodel import Manifest
 from vllm_plugin_release.core.storeindex import check_lock
 from vllm_plugin_release.edges import keys, proc
 from vllm_plugin_release.edges.index import (
@@ -193,7 +194,7 @@ def _twine_check(wheels: Wheels) -> None:
 
 def prove_install(
     target: IndexTarget,
-    manifest: dict[str, Any],
+    manifest: Manifest,
     wheels_dir: Path,
     workdir: Path,
     runner: Runner,
@@ -205,9 +206,7 @@ def prove_install(
     python = make_venv(workdir / "venv", runner, _certified_python(manifest))
     requirements = workdir / "requirements.txt"
     lines = [
-        f"{manifest[p]['name']}=={manifest[p]['wheel']['version']} "
-        f"--hash=sha256:{manifest[p]['wheel']['sha256']}"
-        for p in wheel_roles(manifest)
+        f"{p.name}=={p.wheel.version} --hash=sha256:{p.wheel.sha256}" for p in manifest.parts()
     ]
     requirements.write_text("\n".join(lines) + "\n")
     done = install_with_hashes(python, target.simple_url, requirements, runner)
@@ -228,9 +227,9 @@ def prove_install(
         )
 
 
-def _certified_python(manifest: dict[str, Any]) -> str | None:
+def _certified_python(manifest: Manifest) -> str | None:
     """X.Y of the Python the core wheel was built for (None: the manifest does not say)."""
-    version = str(manifest["core"].get("python") or "")
+    version = manifest.core.python or ""
     return ".".join(version.split(".")[:2]) or None
 
 
@@ -393,13 +392,13 @@ def _verified_for_publishing(
     if public_key is None:
         progress.warn("no public key at hand: checking subject digests, not the signature")
     verified = verify_files(manifest_path, public_key)
-    if str(verified.manifest["name"]).endswith(NIGHTLY_MARK):
+    if verified.manifest.name.endswith(NIGHTLY_MARK):
         raise GateFailed(
-            f"{manifest_path}: {verified.manifest['name']} is a nightly pairing (a core git "
+            f"{manifest_path}: {verified.manifest.name} is a nightly pairing (a core git "
             "commit); nightly manifests are never published as release pairings",
             hint="publish the release pairing (`vpr release --spec FILE`)",
         )
-    verdict = verified.manifest["conformance"]["verdict"]
+    verdict = verified.manifest.verdict
     if verdict not in CERTIFIED and not allow_uncertified:
         raise GateFailed(
             f"{manifest_path}: conformance verdict is {verdict or 'absent'}; only fleet and "
@@ -434,7 +433,7 @@ def _open_index(
 
 def _prove_in_scratch(
     target: IndexTarget,
-    manifest: dict[str, Any],
+    manifest: Manifest,
     dist_dir: Path,
     scratch_root: Path,
     runner: Runner,
@@ -482,13 +481,13 @@ def _upload_and_prove(
                 _note_proof(local.root, wheels, proof_runner)
 
 
-def _read_lock(manifest: dict[str, Any], root: Path | None) -> bytes | None:
+def _read_lock(manifest: Manifest, root: Path | None) -> bytes | None:
     """The pairing lock the manifest names (environment.lock_file under the project root),
     read before anything is uploaded; None when the manifest names no environment."""
-    env = manifest.get("environment") or {}
-    if root is None or not (env.get("lock_file") and env.get("lock_sha256")):
+    env = manifest.environment
+    if root is None or not (env.lock_file and env.lock_sha256):
         return None
-    lock = root / env["lock_file"]
+    lock = root / env.lock_file
     try:
         data = lock.read_bytes()
     except FileNotFoundError:
@@ -553,12 +552,7 @@ def _ready_to_publish(dist_dir: Path, where: Target, gates: Gates) -> _Ready:
     target_store.signer = gates.signer
     manifest = verified.manifest
     wheels: Wheels = [
-        (
-            manifest[p]["name"],
-            dist_dir / manifest[p]["wheel"]["filename"],
-            manifest[p]["wheel"]["sha256"],
-        )
-        for p in wheel_roles(manifest)
+        (p.name, dist_dir / p.wheel.filename, p.wheel.sha256) for p in manifest.parts()
     ]
     lock = _read_lock(manifest, gates.project_root)  # gate: before anything is uploaded
     return _Ready(dist_dir, manifest_path, verified, wheels, lock, target_store)
@@ -618,8 +612,7 @@ def publish_folder(dist_dir: Path, where: Target, proof: Proof, gates: Gates) ->
     """Publish dist_dir's wheels and manifest to `where` (see Target, Proof and Gates)."""
     ready = _ready_to_publish(dist_dir, where, gates)
     manifest = ready.verified.manifest
-    verdict = manifest["conformance"]["verdict"]
-    result = PublishResult(index="", pairing_id=manifest["pairing_id"], verdict=verdict)
+    result = PublishResult(index="", pairing_id=manifest.pairing_id, verdict=manifest.verdict)
     local = LocalIndex(where.index_root) if where.index is None else None
     _onto_index(result, ready, where, proof, local)
     _into_store(result, ready, where, local is not None)

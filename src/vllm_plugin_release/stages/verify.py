@@ -22,8 +22,8 @@ from vllm_plugin_release.core.manifestdoc import (
     STATEMENT_FILE,
     read_document,
     validate,
-    wheel_roles,
 )
+from vllm_plugin_release.core.manifestmodel import Manifest, Part, Wheel, parse
 from vllm_plugin_release.core.wheelfacts import files_digest, installed_files, wheel_files
 from vllm_plugin_release.edges.envprobe import probe_environment, probe_with_installed
 from vllm_plugin_release.edges.keys import load_public_key
@@ -37,7 +37,7 @@ class Verified:
     manifest_path: Path
     statement_path: Path
     keyid: str | None
-    manifest: dict[str, Any]
+    manifest: Manifest
     statement: dict[str, Any]
     subjects: list[dict[str, Any]] = field(default_factory=list)
 
@@ -78,12 +78,13 @@ def verify_files(path: Path, public_key: Path | None, *, manifest_only: bool = F
     manifest_ok = MANIFEST_FILE in names and all(
         r["ok"] for r in report if r["name"] == MANIFEST_FILE
     )
-    manifest: dict[str, Any] = {}
+    manifest: Manifest | None = None
     if manifest_ok:
-        manifest = read_document(manifest_path, "manifest")
-        validate(manifest, str(manifest_path))  # newer schema_version: a clear BadInput
+        data = read_document(manifest_path, "manifest")
+        validate(data, str(manifest_path))  # newer schema_version: a clear BadInput
+        manifest = parse(data, str(manifest_path))
         problems += attest.unsigned_wheels(manifest, str(manifest_path), names)
-    if problems:
+    if problems or manifest is None:
         raise GateFailed(
             f"{manifest_path}: verification failed:\n  " + "\n  ".join(problems),
             hint=_verify_hint(report, problems, manifest_only),
@@ -155,19 +156,19 @@ def _check_subjects(
 # An installed environment
 
 
-def lock_pins(manifest: dict[str, Any], lock_text: str) -> dict[str, str]:
+def lock_pins(manifest: Manifest, lock_text: str) -> dict[str, str]:
     """Every pin of the pairing: the lock's, then the core, the plugin and the guard (when
     the manifest names one) at their versions."""
     from vllm_plugin_release.core.lockfile import pins
 
     out = pins(lock_text)
-    for role in wheel_roles(manifest):
-        out[manifest[role]["name"]] = manifest[role]["wheel"]["version"]
+    for part in manifest.parts():
+        out[part.name] = part.wheel.version
     return out
 
 
 def find_lock(
-    manifest_path: Path, manifest: dict[str, Any], given: Path | None
+    manifest_path: Path, manifest: Manifest, given: Path | None
 ) -> tuple[str | None, Path | None]:
     """The pairing lock for `check-env`: `given`, else the store's pairings/<id>.lock.txt
     next to the manifest, else the manifest's environment.lock_file from the working
@@ -177,7 +178,7 @@ def find_lock(
     candidates = [given] if given else []
     if not given:
         candidates.append(manifest_path.with_name(manifest_path.stem + LOCK_SUFFIX))
-        lock_file = (manifest.get("environment") or {}).get("lock_file")
+        lock_file = manifest.environment.lock_file
         if lock_file:
             candidates.append(Path(lock_file))
     for path in candidates:
@@ -192,15 +193,15 @@ def find_lock(
 
 
 def check_environment(
-    manifest: dict[str, Any],
+    manifest: Manifest,
     python: Path | str,
     wheels_dir: Path | None = None,
     lock_text: str | None = None,
 ) -> list[str]:
     """Every way the environment differs from the manifest (empty list: it matches).
     With `lock_text` (the pairing's lock), every pin is compared too (core/envdrift.py)."""
-    parts = {role: manifest[role] for role in wheel_roles(manifest)}
-    names = [p["name"] for p in parts.values()]
+    parts = manifest.parts()
+    names = [p.name for p in parts]
     mismatches: list[str] = []
     if lock_text is None:
         found = probe_environment(python, names)
@@ -209,29 +210,25 @@ def check_environment(
 
         found, installed = probe_with_installed(python, names)
         mismatches += drift(lock_pins(manifest, lock_text), installed).lines()
-    for role, want in parts.items():
-        name = want["name"]
+    for want in parts:
+        role, name, version = want.role, want.name, want.wheel.version
         got = found.get(name)
         if got is None:
-            mismatches.append(
-                f"{role} {name}: not installed (manifest: {want['wheel']['version']})"
-            )
+            mismatches.append(f"{role} {name}: not installed (manifest: {version})")
             continue
         where = f"{role} {name} ({got['location']})"
-        if not same_version(got["version"], want["wheel"]["version"]):
-            mismatches.append(
-                f"{where}: version {got['version']}, manifest {want['wheel']['version']}"
-            )
+        if not same_version(got["version"], version):
+            mismatches.append(f"{where}: version {got['version']}, manifest {version}")
         for path, problem in got["bad"]:
             mismatches.append(f"{where}: {path} {problem} since installation (RECORD hash)")
-        mismatches += _wheel_mismatches(where, want["wheel"], got, wheels_dir)
+        mismatches += _wheel_mismatches(where, want.wheel, got, wheels_dir)
         if role == "plugin":
             mismatches += _entry_point_mismatches(where, want, got)
     return mismatches
 
 
 def _wheel_mismatches(
-    where: str, wheel: dict[str, Any], got: dict[str, Any], wheels_dir: Path | None
+    where: str, wheel: Wheel, got: dict[str, Any], wheels_dir: Path | None
 ) -> list[str]:
     """The installed files (and the wheel they came from) against the certified wheel."""
     mismatches = []
@@ -240,29 +237,29 @@ def _wheel_mismatches(
     if "hash" in archive and "=" in archive["hash"]:
         algo, value = archive["hash"].split("=", 1)
         hashes.setdefault(algo, value)
-    if "sha256" in hashes and hashes["sha256"] != wheel["sha256"]:
+    if "sha256" in hashes and hashes["sha256"] != wheel.sha256:
         mismatches.append(
             f"{where}: installed from a wheel with sha256 {hashes['sha256']}, "
-            f"manifest {wheel['sha256']}"
+            f"manifest {wheel.sha256}"
         )
     files = installed_files(got["record"])
-    if files_digest(files) != wheel["files_sha256"]:
+    if files_digest(files) != wheel.files_sha256:
         detail = _file_differences(files, wheels_dir, wheel)
         mismatches.append(
-            f"{where}: installed files differ from the certified wheel {wheel['filename']}"
+            f"{where}: installed files differ from the certified wheel {wheel.filename}"
             + (
                 ":\n    " + "\n    ".join(detail)
                 if detail
-                else f" ({len(files)} files installed, {wheel['files']} in the wheel; pass "
+                else f" ({len(files)} files installed, {wheel.files} in the wheel; pass "
                 "--wheels DIR holding the wheel for a file-by-file list)"
             )
         )
     return mismatches
 
 
-def _entry_point_mismatches(where: str, want: dict[str, Any], got: dict[str, Any]) -> list[str]:
+def _entry_point_mismatches(where: str, want: Part, got: dict[str, Any]) -> list[str]:
     mismatches = []
-    for group, eps in sorted(want.get("entry_points", {}).items()):
+    for group, eps in sorted(want.entry_points.items()):
         have = got["entry_points"].get(group, {})
         for ep_name, value in sorted(eps.items()):
             if have.get(ep_name) != value:
@@ -274,12 +271,12 @@ def _entry_point_mismatches(where: str, want: dict[str, Any], got: dict[str, Any
 
 
 def _file_differences(
-    files: dict[str, str], wheels_dir: Path | None, wheel: dict[str, Any], limit: int = 20
+    files: dict[str, str], wheels_dir: Path | None, wheel: Wheel, limit: int = 20
 ) -> list[str]:
     if wheels_dir is None:
         return []
-    path = wheels_dir / wheel["filename"]
-    if not path.is_file() or sha256_file(path) != wheel["sha256"]:
+    path = wheels_dir / wheel.filename
+    if not path.is_file() or sha256_file(path) != wheel.sha256:
         return []
     expected = wheel_files(path)
     lines = []
