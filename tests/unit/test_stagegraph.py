@@ -286,10 +286,12 @@ def test_release_graph_prints_and_runs_nothing(tmp_path: Path) -> None:
     done = subprocess.run([*base, "--graph"], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert " 1. lock" in done.stdout and " 9. ledger  <- publish" in done.stdout
+    assert " 4. build-guard [not cached]  <- build-core  || beside build-plugin" in done.stdout
     dot = subprocess.run([*base, "--graph", "dot", "--no-publish"], capture_output=True,
                          text=True, check=False)  # fmt: skip
     assert dot.returncode == 0 and dot.stdout.startswith('digraph "release reference"')
     assert "publish" not in dot.stdout
+    assert '"build-plugin"; "build-guard"; }' in dot.stdout  # the side-by-side cluster
     assert not (tmp_path / "d").exists()  # nothing built, nothing fetched
     assert not list((tmp_path / "c").rglob("*.tar.gz"))
     bad = subprocess.run([*base, "--graph", "svg"], capture_output=True, text=True, check=False)
