@@ -69,6 +69,26 @@ def test_the_graphs_without_extras_are_the_order_the_flows_always_ran_in(
     ]  # fmt: skip
 
 
+def _steps(graph: Graph) -> list[list[str]]:
+    return [[s.name for s in step] for step in graph.steps()]
+
+
+def test_the_line_stages_that_run_side_by_side_in_each_graph(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the needs allow it: the plugin's and the guard's builds (release), the
+    derived env lock and the plugin wheel's copy (pairing); the hardware line is a chain."""
+    spec = load_spec(SPECS / "reference.toml")
+    assert _steps(_release_graph(tmp_path, spec)) == [
+        ["lock"], ["build-core"], ["build-plugin", "build-guard"], ["env"], ["conform"],
+        ["manifest"],
+    ]  # fmt: skip
+    assert _steps(pairing_graph.graph(_pairing(tmp_path, spec)))[3:] == [
+        ["env-lock", "plugin-wheel"], ["env"],
+    ]  # fmt: skip
+    assert all(len(step) == 1 for step in _steps(_hardware_graph(tmp_path, spec, monkeypatch)))
+
+
 def test_a_toy_stage_is_one_entry_and_every_graph_places_it_after_its_needs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

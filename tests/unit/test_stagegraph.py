@@ -128,7 +128,8 @@ def test_the_walk_runs_the_line_in_order_and_ahead_work_once_its_needs_ended() -
         [
             Stage("a", step("a")),
             Stage("warm", ahead, ("a",), ahead=True),
-            Stage("b", lambda: (seen.append("b"), gate.set())),
+            # b needs a, so it runs beside the ahead work, not beside a (that is steps')
+            Stage("b", lambda: (seen.append("b"), gate.set()), ("a",)),
             Stage("c", step("c"), ("b", "warm")),
         ]
     )
@@ -224,7 +225,9 @@ def test_a_toy_stage_is_one_entry_and_the_release_walk_runs_it_where_its_edges_s
 ) -> None:
     """The release's own graph with a toy stage added after build-core: the walk (every
     real stage replaced by a recorder, nothing built) runs it after build-core and before
-    what needs it, and numbers the line with it."""
+    what needs it, and numbers the line with it; it needs only build-core, as
+    build-plugin and build-guard do, so it runs in their step (side by side, as many at
+    once as there are cores: the order they run in is not fixed, the record's is)."""
     from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.core.cache import Cache
     from vllm_plugin_release.flows.release import Options, Outcome, graph
@@ -243,11 +246,14 @@ def test_a_toy_stage_is_one_entry_and_the_release_walk_runs_it_where_its_edges_s
     stages = [
         Stage(s.name, s.run, (*s.needs, "toy"), s.ahead) if s.name == "env" else s for s in stages
     ]
-    record = walk(Graph(stages))
+    g = Graph(stages)
+    assert [s.name for s in g.steps()[2]] == ["toy", "build-plugin", "build-guard"]
+    record = walk(g)
     line = [n for n in ran if n != "build-env"]
-    assert line == ["lock", "build-core", "toy", "build-plugin", "build-guard", "env",
-                    "conform", "manifest"]  # fmt: skip
-    assert "build-env" in ran and list(record.seconds) == line
+    assert line[:2] == ["lock", "build-core"] and line[5:] == ["env", "conform", "manifest"]
+    assert sorted(line[2:5]) == ["build-guard", "build-plugin", "toy"]
+    assert "build-env" in ran and list(record.seconds) == ["lock", "build-core", "toy",
+        "build-plugin", "build-guard", "env", "conform", "manifest"]  # fmt: skip
 
 
 def test_the_release_graph_is_the_order_the_flow_always_ran_in(tmp_path: Path) -> None:
@@ -280,10 +286,12 @@ def test_release_graph_prints_and_runs_nothing(tmp_path: Path) -> None:
     done = subprocess.run([*base, "--graph"], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert " 1. lock" in done.stdout and " 9. ledger  <- publish" in done.stdout
+    assert " 4. build-guard [not cached]  <- build-core  || beside build-plugin" in done.stdout
     dot = subprocess.run([*base, "--graph", "dot", "--no-publish"], capture_output=True,
                          text=True, check=False)  # fmt: skip
     assert dot.returncode == 0 and dot.stdout.startswith('digraph "release reference"')
     assert "publish" not in dot.stdout
+    assert '"build-plugin"; "build-guard"; }' in dot.stdout  # the side-by-side cluster
     assert not (tmp_path / "d").exists()  # nothing built, nothing fetched
     assert not list((tmp_path / "c").rglob("*.tar.gz"))
     bad = subprocess.run([*base, "--graph", "svg"], capture_output=True, text=True, check=False)

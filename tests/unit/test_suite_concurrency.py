@@ -76,14 +76,17 @@ def test_checks_run_side_by_side_bounded_and_report_in_suite_order(
 def test_the_long_checks_start_longest_first_whatever_the_suite_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """In the suite, scheduler and api come before plugin_tests; the plugin's pytest run
-    (the longest) must still start first, or it ends the stage alone after the others."""
+    """In the suite, scheduler and api come before plugin_tests and workload; workload
+    (the longest) must still start first, then the plugin's pytest run, or one of them
+    ends the stage alone after the others."""
     probe = Probe()
-    names = ("cadence", "scheduler", "api", "environment", "plugin_tests")
+    names = ("cadence", "scheduler", "api", "environment", "plugin_tests", "workload")
     monkeypatch.setattr(registry, "BY_NAME", {n: probe.check(n, 0.01) for n in names})
     monkeypatch.setattr(suite, "parallelism", lambda count: 1)
     results = suite.run_checks(_context(tmp_path), names)
-    assert probe.started == ["plugin_tests", "api", "scheduler", "cadence", "environment"]
+    assert probe.started == [
+        "workload", "plugin_tests", "api", "scheduler", "cadence", "environment",
+    ]  # fmt: skip
     assert [r.name for r in results] == list(names)
 
 

@@ -94,6 +94,8 @@ def _print_graph(spec: Spec, options: Options, form: str) -> int:
     if form == "dot":
         sys.stdout.write(stagegraph.dot(stages, name=f"release {spec.name}", states=states))
     else:
-        sys.stdout.write(f"vpr release {spec.name}: the line runs in this order\n")
+        sys.stdout.write(
+            f"vpr release {spec.name}: the line runs in this order, '|| beside' side by side\n"
+        )
         sys.stdout.write(stagegraph.text(stages, states=states))
     return 0

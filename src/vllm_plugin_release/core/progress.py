@@ -69,8 +69,28 @@ def interactive() -> bool:
     return _console().is_terminal if chosen is None else chosen
 
 
+_tags = threading.local()
+
+
+@contextlib.contextmanager
+def tagged(name: str) -> Iterator[None]:
+    """This thread's lines (`info`, `warn`) carry `[name]` during the block: a stage that
+    runs side by side with others (flows/stagewalk) keeps its lines apart from theirs."""
+    before = getattr(_tags, "name", None)
+    _tags.name = name
+    try:
+        yield
+    finally:
+        _tags.name = before
+
+
+def _tag() -> str:
+    name = getattr(_tags, "name", None)
+    return escape(f"[{name}] ") if name else ""
+
+
 def info(message: str) -> None:
-    _console().print(f"[bold]vpr[/bold] {escape(message)}")
+    _console().print(f"[bold]vpr[/bold] {_tag()}{escape(message)}")
 
 
 def note(message: str) -> None:
@@ -86,7 +106,7 @@ def note(message: str) -> None:
 
 
 def warn(message: str) -> None:
-    _console().print(f"[bold yellow]vpr warning[/bold yellow] {escape(message)}")
+    _console().print(f"[bold yellow]vpr warning[/bold yellow] {_tag()}{escape(message)}")
 
 
 class _Bytes:
@@ -206,13 +226,18 @@ def every(seconds: float, tick: Callable[[], None], name: str) -> Iterator[None]
         thread.join()
 
 
+def rule(title: str) -> None:
+    """A rule line with `title` (a stage's, when it starts)."""
+    _console().rule(f"[bold]{escape(title)}")
+
+
 @contextlib.contextmanager
 def stage(title: str, *, group: bool = True) -> Iterator[None]:
     """One stage of a flow: a rule line, or a collapsible group in a GitHub Actions log
     (`group=False`: a rule there too, for a stage inside another's group or inside a
     command whose standard output is its report)."""
     if not (_mode["github"] and group):
-        _console().rule(f"[bold]{escape(title)}")
+        rule(title)
         yield
         return
     workflow_command(f"::group::{title}")

@@ -1,12 +1,15 @@
 """A flow as a graph of stages: what each needs, in which order they run, and how the
 graph is drawn (`vpr release --graph`). Pure: no stage runs here (flows/stagewalk does).
 
-A stage is on the *line* (run one after another, numbered, timed, its failure stops the
-flow) or *ahead*: work started beside the line as soon as its needs are done, because
-a later stage on the line can use it (the build environment while the lock and the
-sources are checked; `twine check` while conform runs). An ahead stage's failure is
-never the flow's: the stage that needs it meets the same work again and reports it.
-The edge says when ahead work starts, where a callback from inside another stage did.
+A stage is on the *line* (numbered, timed, its failure stops the flow) or *ahead*. The
+line runs in steps (`Graph.steps`): consecutive line stages none of which needs another
+of the same step (nor ahead work waiting on one) run side by side, as many at once as
+there are cores; a step ends when all of its stages have. An ahead stage is work
+started beside the line as soon as its needs are done, because a later stage on the
+line can use it (the build environment while the lock and the sources are checked;
+`twine check` while conform runs). An ahead stage's failure is never the flow's: the
+stage that needs it meets the same work again and reports it. The edge says when
+ahead work starts, where a callback from inside another stage did.
 """
 
 from __future__ import annotations
@@ -97,15 +100,44 @@ class Graph:
     def line(self, targets: Iterable[str] | None = None) -> list[Stage]:
         return [s for s in self.needed(targets) if not s.ahead]
 
+    def steps(
+        self, targets: Iterable[str] | None = None, width: int | None = None
+    ) -> list[list[Stage]]:
+        """The line in steps, in run order: a stage joins the step before it when nothing
+        it needs is in that step (an ahead stage it needs counts as that stage's needs)
+        and the step holds fewer than `width` stages (None: no bound, for the drawing)."""
+        steps: list[list[Stage]] = []
+        for stage in self.line(targets):
+            needs = set(stage.needs)
+            needs.update(
+                n for s in stage.needs if self._by_name[s].ahead for n in self._by_name[s].needs
+            )
+            last = steps[-1] if steps else None
+            if (
+                last is not None
+                and (width is None or len(last) < width)
+                and not needs & {s.name for s in last}
+            ):
+                last.append(stage)
+            else:
+                steps.append([stage])
+        return steps
+
 
 def text(
     graph: Graph, targets: Iterable[str] | None = None, states: Mapping[str, str] | None = None
 ) -> str:
     """The graph as lines: the numbered line, each stage with its needs; ahead work
-    after the stage it starts behind; a stage's cache state (`states`) as `[cached]`."""
+    after the stage it starts behind; a stage's cache state (`states`) as `[cached]`;
+    a stage that may run side by side with the ones before it in its step `|| beside`."""
     states = states or {}
     stages = graph.needed(targets)
     line = [s for s in stages if not s.ahead]
+    beside = {
+        s.name: [b.name for b in step[:i]]
+        for step in graph.steps(targets)
+        for i, s in enumerate(step)
+    }
     place = {s.name: n for n, s in enumerate(line)}
     starts: dict[int, list[Stage]] = {}  # ahead work, under the line stage it waits for
     for stage in stages:
@@ -114,8 +146,9 @@ def text(
     out = [_ahead_line(s, states) for s in starts.get(-1, [])]
     for number, stage in enumerate(line):
         needs = f"  <- {', '.join(stage.needs)}" if stage.needs else ""
+        side = f"  || beside {', '.join(beside[stage.name])}" if beside[stage.name] else ""
         about = f"  ({stage.about})" if stage.about else ""
-        out.append(f"{number + 1:>2}. {stage.name}{_state(stage, states)}{needs}{about}")
+        out.append(f"{number + 1:>2}. {stage.name}{_state(stage, states)}{needs}{side}{about}")
         out.extend(_ahead_line(s, states) for s in starts.get(number, []))
     return "\n".join(out) + "\n"
 
@@ -137,7 +170,8 @@ def dot(
     states: Mapping[str, str] | None = None,
 ) -> str:
     """The graph in Graphviz's DOT: line stages as boxes, ahead work dashed; a stage
-    whose result is cached filled, its cache state (`states`) under its name."""
+    whose result is cached filled, its cache state (`states`) under its name; line stages
+    that may run side by side in one dotted cluster ("side by side")."""
     states = states or {}
     stages = graph.needed(targets)
     out = [f'digraph "{name}" {{', "  rankdir=LR;", "  node [shape=box];"]
@@ -145,6 +179,12 @@ def dot(
         out.append(f'  "{stage.name}"{_dot_attrs(stage, states.get(stage.name))};')
     for stage in stages:
         out.extend(f'  "{need}" -> "{stage.name}";' for need in stage.needs)
+    for number, step in enumerate(graph.steps(targets)):
+        if len(step) > 1:
+            names = " ".join(f'"{s.name}";' for s in step)
+            out.append(
+                f'  subgraph cluster_step{number} {{ label="side by side"; style=dotted; {names} }}'
+            )
     out.append("}")
     return "\n".join(out) + "\n"
 

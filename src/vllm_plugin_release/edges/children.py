@@ -46,6 +46,8 @@ def guarded(argv: list[str]) -> list[str]:
 
 _LOCK = threading.Lock()
 _LIVE: dict[int, subprocess.Popen[bytes]] = {}
+_SEQ: dict[int, int] = {}  # pid -> when it was registered (`mark`)
+_COUNT = [0]
 _STOPPING = threading.Event()
 
 
@@ -53,6 +55,8 @@ def register(proc: subprocess.Popen[bytes]) -> None:
     """`proc` leads its own process group and is stopped with the run."""
     with _LOCK:
         _LIVE[proc.pid] = proc
+        _COUNT[0] += 1
+        _SEQ[proc.pid] = _COUNT[0]
     if _STOPPING.is_set():  # started by another thread while the run is being stopped
         stop_all()
 
@@ -60,6 +64,13 @@ def register(proc: subprocess.Popen[bytes]) -> None:
 def forget(proc: subprocess.Popen[bytes]) -> None:
     with _LOCK:
         _LIVE.pop(proc.pid, None)
+        _SEQ.pop(proc.pid, None)
+
+
+def mark() -> int:
+    """Now, for `stop_since`: the children registered after this call are newer."""
+    with _LOCK:
+        return _COUNT[0]
 
 
 def kill_group(pgid: int, *, grace: float = 5.0) -> None:
@@ -85,10 +96,24 @@ def _reap(pid: int) -> None:
 
 def stop_all() -> None:
     """Stop every registered group (SIGTERM, then SIGKILL), e.g. on SIGINT/SIGTERM."""
-    import subprocess  # loaded already by whoever started a registered process
-
     with _LOCK:
         procs = list(_LIVE.values())
+    _stop(procs)
+
+
+def stop_since(since: int) -> int:
+    """Stop the groups registered after `mark()` returned `since` (the children of work
+    started then, whichever thread started them), not the older ones (an index server
+    the command started before); how many were still running."""
+    with _LOCK:
+        procs = [p for pid, p in _LIVE.items() if _SEQ.get(pid, 0) > since]
+    _stop(procs)
+    return len(procs)
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    import subprocess  # loaded already by whoever started a registered process
+
     for proc in procs:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)

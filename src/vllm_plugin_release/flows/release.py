@@ -57,6 +57,12 @@ class Outcome:
     ran_in: dict[str, Any] = field(default_factory=dict)
 
 
+BUILDS = ("build-core", "build-plugin", "build-guard")
+# The summary's facts in the line's order (stages side by side add theirs in the order
+# they end); any other after them, as added.
+FACTS = ("core wheel", "plugin wheel", "guard wheel", "runtime", "verdict", "scorecard")
+
+
 def _wheel(result: StageResult) -> str:
     return f"{result.wheel.name} sha256:{result.data.wheel.sha256}"
 
@@ -70,7 +76,9 @@ class _Stages:
         self.opts = opts
         self.out = out
         self.inputs = Inputs(spec, opts.cache, opts.plugin_source)
-        self.built: list[StageResult] = []  # the core's, the plugin's and the guard's
+        # The core's, the plugin's and the guard's, by stage (build-plugin and build-guard
+        # run side by side: the order they end in is not the order they are listed in).
+        self.built: dict[str, StageResult] = {}
         self._pairing: PairingContext | None = None
 
     def context(self) -> Context:
@@ -125,7 +133,7 @@ class _Stages:
             raise
         self.out.facts["core wheel"] = _wheel(result)
         self.out.ran_in["build-core"] = result.data.backend
-        self.built.append(result)
+        self.built["build-core"] = result
 
     def build_plugin(self) -> None:
         from vllm_plugin_release.stages.build_plugin import build_plugin as run
@@ -139,22 +147,23 @@ class _Stages:
         )
         self.out.facts["plugin wheel"] = _wheel(result)
         self.out.ran_in["build-plugin"] = result.data.backend
-        self.built.append(result)
+        self.built["build-plugin"] = result
 
     def build_guard(self) -> None:
         from vllm_plugin_release.stages.build_guard import build_guard as run
 
         result = run(self.spec, cache=self.opts.cache, dist_root=self.opts.dist_root)
         self.out.facts["guard wheel"] = _wheel(result)
-        self.built.append(result)
+        self.built["build-guard"] = result
 
     def twine_check(self) -> None:
-        if not all(b.cached for b in self.built):
+        built = [self.built[name] for name in BUILDS if name in self.built]
+        if not all(b.cached for b in built):
             # New wheels are final now: publish's `twine check` runs in conform's idle time
             # (cached wheels were most likely published and proven already).
             from vllm_plugin_release.stages.publish import start_check_ahead
 
-            wheels = [(b.wheel, b.data.wheel.sha256) for b in self.built]
+            wheels = [(b.wheel, b.data.wheel.sha256) for b in built]
             start_check_ahead(wheels, self.opts.cache)
 
     def tests_ahead(self, python: Path, module: str | None) -> None:
@@ -247,11 +256,12 @@ def graph(spec: Spec, opts: Options, out: Outcome) -> Graph:
     s = _Stages(spec, opts, out)
     # What each stage has cached, for the drawing (`--graph`); the walk never asks.
     probe = Probes(spec, opts.cache, opts.dist_root, opts.runner, opts.plugin_source)
-    builds = ("build-core", "build-plugin", "build-guard")
+    builds = BUILDS
     stages = [
         Stage("build-env", s.build_env, ahead=True, about="the build environment, from the lock"),
         Stage("lock", s.lock_check, about="the lock against the core's requirements"),
         Stage("build-core", s.build_core, ("lock", "build-env"), cached=probe.build_core),
+        # build-plugin and build-guard need only the core's build: side by side
         Stage("build-plugin", s.build_plugin, ("build-core",), cached=probe.build_plugin),
         Stage("build-guard", s.build_guard, ("build-core",), cached=probe.build_guard),
         Stage(
@@ -310,7 +320,7 @@ def _release(spec: Spec, opts: Options) -> Outcome:
         walk(graph(spec, opts, out), record=done, stop={"build-env": children.stop_all})
     finally:
         _stop_work_ahead()
-        _summary(spec, opts, out, done.failed)
+        _summary(spec, opts, out, done)
     return out
 
 
@@ -327,15 +337,18 @@ def _stop_work_ahead() -> None:
         publish.cancel_check_ahead()
 
 
-def _summary(spec: Spec, opts: Options, out: Outcome, failed: str | None) -> None:
+def _summary(spec: Spec, opts: Options, out: Outcome, done: Walk) -> None:
     dist = dist_dir(opts.dist_root, spec.name)
+    failed = done.failed
     table = Table(title=f"release {spec.name}" + (f" (stopped at {failed})" if failed else ""))
     table.add_column("stage")
     table.add_column("seconds", justify="right")
     for name, seconds in out.stages.items():
-        table.add_row(name + (" (failed)" if name == failed else ""), f"{seconds:.1f}")
+        mark = " (failed)" if name == failed else " (stopped)" if name in done.stopped else ""
+        table.add_row(name + mark, f"{seconds:.1f}")
     progress.console.print(table)
-    for key, value in out.facts.items():
+    order = {key: n for n, key in enumerate(FACTS)}
+    for key, value in sorted(out.facts.items(), key=lambda kv: order.get(kv[0], len(FACTS))):
         progress.info(f"{key}: {value}")
     for line in next_steps(spec, opts, out, failed):
         progress.info(f"next: {line}")
