@@ -36,7 +36,7 @@ from typing import Any
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure, PythonUnavailable
-from vllm_plugin_release.edges import uvwatch
+from vllm_plugin_release.edges import cachedir, uvwatch
 from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.runner import (
     HOST_NETWORK,
@@ -166,6 +166,11 @@ def mount_roots(paths: Iterable[Path]) -> list[str]:
     return kept
 
 
+def _within(path: Path, folder: Path) -> bool:
+    """True when `path` is `folder` or inside it."""
+    return path == folder or folder in path.parents
+
+
 def _remove_stale(client: Any) -> list[str]:
     """Remove containers left by a killed run (their owner pid is gone); their names."""
     removed = []
@@ -208,6 +213,7 @@ class ContainerRunner:
         self.cert = cert if cert and Path(cert).is_file() else None
         self.uv_cache = str(uv_cache) if uv_cache else None
         self._interpreters: dict[str, Interpreter] = {}
+        self._scratch_binds: dict[str, dict[str, str]] = {}  # set by `scratch_root`
         self.binds = {root: {"bind": root, "mode": "rw"} for root in mount_roots(mounts)}
         if self.cert:
             self.binds[str(Path(self.cert).resolve())] = {"bind": self.cert, "mode": "ro"}
@@ -283,9 +289,16 @@ class ContainerRunner:
         return {"kind": self.kind, "base_image": self.base_image, "image_id": self.image_id}
 
     def scratch_root(self) -> Path | None:
-        """None: the container sees only what is mounted (the cache), so builds' scratch
-        stays in `.vpr/tmp`."""
-        return None
+        """Builds' scratch in memory, as a local build's (`cachedir.build_scratch_root`),
+        bound into every later container at its own path: a build's tree copy and the
+        build's writes through the bind mount are the cost a container build has over a
+        local one when they go to disk. None when that is unusable (or turned off): then
+        `.vpr/tmp`, inside the mounted cache. Not in `mark`'s mounts: an environment
+        needs no build's scratch."""
+        root = cachedir.build_scratch_root()
+        if root is not None and not any(_within(root, Path(b)) for b in self.binds):
+            self._scratch_binds[str(root)] = {"bind": str(root), "mode": "rw"}
+        return root
 
     def mark(self, env_dir: Path) -> None:
         """Note in an environment made here that its programs run in this image (read by
@@ -332,7 +345,7 @@ class ContainerRunner:
     def _binds_for(self, argv: Sequence[str | Path]) -> dict[str, dict[str, str]]:
         """The runner's binds plus the private temporary folders `argv` names (a request
         and result file of an in-env run, `--junitxml=PATH`), each at its own path."""
-        binds = dict(self.binds)
+        binds = {**self.binds, **self._scratch_binds}
         tmp = Path(tempfile.gettempdir()).resolve()
         for arg in map(str, argv):
             path = Path(arg.split("=", 1)[-1] if arg.startswith("-") else arg)
