@@ -4,7 +4,8 @@ Each command runs in a fresh container (Python docker SDK; Docker or Podman's Do
 API) from the image `[build] base_image` pins by digest. The folders a stage works in
 (the cache, the project, dist/, local find-links) are bind-mounted at the same paths,
 so a recipe's paths mean the same thing on both runners and a stage never needs to
-know where its commands run. A command that asks for no network gets
+know where its commands run; the builds' scratch in memory is bound the same way
+(`scratch_root`). A command that asks for no network gets
 `network_mode="none"`. Containers carry the run's machine and pid as a label; the run removes
 its own, and a later run removes those of a run that was killed.
 
