@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core import progress
+from vllm_plugin_release.core.cache import write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure, PythonUnavailable
 from vllm_plugin_release.edges import cachedir, uvwatch
 from vllm_plugin_release.edges.interpreters import Interpreter
@@ -194,6 +195,7 @@ class ContainerRunner:
         dockerfile: Path,
         mounts: Sequence[Path],
         uv_cache: Path | None = None,
+        probes: Path | None = None,
     ) -> None:
         if not base_image:
             raise BadInput("[build] base_image is required for backend = 'docker'")
@@ -214,6 +216,9 @@ class ContainerRunner:
         self.cert = cert if cert and Path(cert).is_file() else None
         self.uv_cache = str(uv_cache) if uv_cache else None
         self._interpreters: dict[str, Interpreter] = {}
+        # where the image's answers to IMAGE_PROBE are kept, by image ID (None: asked
+        # again by each process)
+        self.probes = probes
         self._scratch_binds: dict[str, dict[str, str]] = {}  # set by `scratch_root`
         self.binds = {root: {"bind": root, "mode": "rw"} for root in mount_roots(mounts)}
         if self.cert:
@@ -448,30 +453,24 @@ class ContainerRunner:
     def interpreter(self, version: str) -> Interpreter:
         """The image's CPython `version` (`pythonX.Y` on its PATH), asked in a container:
         its path there, version and the sha256 of its executable; PythonUnavailable (exit 3)
-        when the image has none."""
+        when the image has none. The answer is kept in `probes` by the image's ID (its
+        content's digest, checked against the pin on open): a later run asks no container."""
         if not re.fullmatch(r"3\.\d{1,2}", version):
             raise BadInput(f"[build] python = {version!r}: expected 3.X")
         if version in self._interpreters:
             return self._interpreters[version]
-        # Through the shell: an image without the program is an answer, not an engine error.
-        done = self.call(
-            ["/bin/sh", "-c", f'exec python{version} -I -S -c "$0"', IMAGE_PROBE], network=False
-        )
-        answer = None
-        with contextlib.suppress(ValueError, IndexError):
-            answer = json.loads(done.stdout.strip().splitlines()[-1])
-        if (
-            done.returncode != 0
-            or not isinstance(answer, dict)
-            or answer.get("implementation") != "CPython"
-            or ".".join(str(answer.get("version", "")).split(".")[:2]) != version
-        ):
+        kept = self._kept_probe(version)
+        answer = kept if _probe_answers(kept, version) else self._probe(version)
+        if not _probe_answers(answer, version):
             raise PythonUnavailable(
                 f"image {self.base_image} has no CPython {version} (the spec's [build] python)",
                 hint=f"make an image that carries it (`vpr image build --spec SPEC`: Debian's "
                 f"python3 where it is {version}, else this machine's CPython {version} copied "
                 "in by its hash) and pin it in [build] base_image",
             )
+        assert answer is not None  # _probe_answers said so
+        if answer is not kept and self.probes is not None:
+            write_json(self._probe_path(version), answer)
         found = Interpreter(
             path=str(answer["executable"]),
             version=str(answer["version"]),
@@ -482,8 +481,45 @@ class ContainerRunner:
         self._interpreters[version] = found
         return found
 
+    def _probe_path(self, version: str) -> Path:
+        assert self.probes is not None
+        return self.probes / f"{self.image_id.removeprefix('sha256:')}-py{version}.json"
+
+    def _kept_probe(self, version: str) -> dict[str, Any] | None:
+        """The image's answer a run kept (`probes`), or None (none, or unreadable)."""
+        if self.probes is None:
+            return None
+        try:
+            answer = json.loads(self._probe_path(version).read_text())
+        except (OSError, ValueError):
+            return None
+        return answer if isinstance(answer, dict) else None
+
+    def _probe(self, version: str) -> dict[str, Any] | None:
+        """IMAGE_PROBE run by the image's `pythonX.Y` in a container: its answer, or None."""
+        # Through the shell: an image without the program is an answer, not an engine error.
+        done = self.call(
+            ["/bin/sh", "-c", f'exec python{version} -I -S -c "$0"', IMAGE_PROBE], network=False
+        )
+        answer = None
+        with contextlib.suppress(ValueError, IndexError):
+            answer = json.loads(done.stdout.strip().splitlines()[-1])
+        return answer if done.returncode == 0 and isinstance(answer, dict) else None
+
     def require_python(self, version: str) -> None:
         self.interpreter(version)
+
+
+def _probe_answers(answer: dict[str, Any] | None, version: str) -> bool:
+    """True when `answer` (IMAGE_PROBE's) is a CPython `version` with its fields."""
+    return (
+        isinstance(answer, dict)
+        and answer.get("implementation") == "CPython"
+        and ".".join(str(answer.get("version", "")).split(".")[:2]) == version
+        and isinstance(answer.get("executable"), str)
+        and isinstance(answer.get("sha256"), str)
+        and re.fullmatch(r"[0-9a-f]{64}", answer["sha256"]) is not None
+    )
 
 
 # Asked of the image's python: what it is, and its fingerprint as

@@ -170,7 +170,11 @@ def runner_for(
             *(p for p in links if p.is_absolute()),
         ]
         return ContainerRunner(
-            spec.build.base_image, spec.resolve(spec.build.dockerfile), mounts, uv_cache=uv_cache
+            spec.build.base_image,
+            spec.resolve(spec.build.dockerfile),
+            mounts,
+            uv_cache=uv_cache,
+            probes=cache.root / "probes",  # the image's python, asked once per image
         )
     raise BadInput(f"unknown backend {backend!r}; expected 'local' or 'docker'")
 
