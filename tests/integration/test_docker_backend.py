@@ -410,3 +410,37 @@ def test_a_container_steps_output_reaches_its_log_while_it_runs(
         go.touch()  # let the step end, whatever happened
         thread.join(120)
     assert done == [None] and "done-2" in log.read_text()
+
+
+@pytest.mark.docker
+@needs_engine
+def test_the_image_s_python_is_asked_once_per_image(
+    pinned_image: subprocess.CompletedProcess, tmp_path: Path
+) -> None:
+    """The answer is kept by the image's ID: a later runner reads it (no container; a kept
+    answer edited here is what it returns), and one that is unreadable or names another
+    Python is asked again."""
+    from vllm_plugin_release.edges.container import ContainerRunner
+
+    assert pinned_image.returncode == 0, pinned_image.stderr
+    probes = tmp_path / "probes"
+
+    def runner() -> ContainerRunner:
+        return ContainerRunner(
+            PINNED, REPO / "docker" / "build.Dockerfile", [tmp_path], probes=probes
+        )
+
+    with runner() as first:
+        asked = first.interpreter("3.11")
+        kept = probes / f"{first.image_id.removeprefix('sha256:')}-py3.11.json"
+    assert asked.found_by == "image" and asked.version.startswith("3.11.")
+    assert json.loads(kept.read_text())["sha256"] == asked.sha256
+    answer = json.loads(kept.read_text())
+    kept.write_text(json.dumps({**answer, "executable": "/kept/python3.11"}))
+    with runner() as later:
+        assert later.interpreter("3.11").path == "/kept/python3.11"  # read, not asked
+    for bad in ("{not json", json.dumps({**answer, "version": "3.12.1"}), "[]"):
+        kept.write_text(bad)
+        with runner() as again:
+            assert again.interpreter("3.11") == asked  # asked again: the container's answer
+        assert json.loads(kept.read_text()) == answer  # and kept again

@@ -1,11 +1,13 @@
 """Local builds' scratch in memory (edges/cachedir.build_scratch_root, core.cache.
 private_scratch_root): where it is made, when it is refused (shared /dev/shm is
-hostile), that a container runner keeps it in the cache, and that a killed run's goes."""
+hostile), that a container runner's is there too (bound into its containers), and
+that a killed run's goes."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,10 +43,52 @@ def test_a_local_build_s_scratch_is_a_private_folder_in_memory(base: Path, tmp_p
         assert other.parent == tmp_path / ".vpr" / "tmp"
 
 
-def test_a_container_build_s_scratch_stays_in_the_mounted_cache() -> None:
+DOCKERFILE = Path(__file__).resolve().parents[2] / "docker" / "build.Dockerfile"
+PINNED = "docker.io/library/python:3.11-slim@sha256:" + "a" * 64
+
+
+def rw_binds(runner: Any) -> list[str]:
+    """The folders a container of `runner` gets to write (beside a CA file, read-only)."""
+    return [path for path, bind in runner._binds_for(["true"]).items() if bind["mode"] == "rw"]
+
+
+def test_a_container_build_s_scratch_is_in_memory_and_bound_into_its_containers(
+    base: Path, tmp_path: Path
+) -> None:
+    """As a local build's: the tree copy and the build's writes stay off the disk. The
+    folder is bound into the containers started after `scratch_root` (a build's paths
+    mean the same in them), but not written into an environment's marker."""
     from vllm_plugin_release.edges.container import ContainerRunner
 
-    assert ContainerRunner.scratch_root(object()) is None  # type: ignore[arg-type]
+    project = tmp_path / "project"
+    project.mkdir()
+    runner = ContainerRunner(PINNED, DOCKERFILE, [project])
+    assert str(base / f"vpr-{os.getuid()}") not in runner._binds_for(["true"])
+    root = runner.scratch_root()
+    assert root == base / f"vpr-{os.getuid()}"
+    assert runner._binds_for(["true"])[str(root)] == {"bind": str(root), "mode": "rw"}
+    assert str(root) not in runner.binds_rw()  # not an environment's mount
+
+
+def test_a_container_build_s_scratch_under_a_mount_is_not_bound_twice(
+    base: Path, tmp_path: Path
+) -> None:
+    from vllm_plugin_release.edges.container import ContainerRunner
+
+    runner = ContainerRunner(PINNED, DOCKERFILE, [base])
+    root = runner.scratch_root()
+    assert root is not None and rw_binds(runner) == [str(base)]
+
+
+def test_a_container_build_s_scratch_turned_off_stays_in_the_mounted_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vllm_plugin_release.edges.container import ContainerRunner
+
+    monkeypatch.setenv("VPR_BUILD_SCRATCH", "off")
+    runner = ContainerRunner(PINNED, DOCKERFILE, [tmp_path])
+    assert runner.scratch_root() is None
+    assert rw_binds(runner) == [str(tmp_path.resolve())]
 
 
 @pytest.mark.parametrize("value", ["off", "", "0"])

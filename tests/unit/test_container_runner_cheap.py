@@ -33,7 +33,6 @@ def test_making_a_runner_contacts_no_engine_and_entering_names_the_missing_one(
 ) -> None:
     runner = ContainerRunner(PINNED, DOCKERFILE, [tmp_path])  # no engine: still made
     assert runner.kind == "docker" and runner.base_image == PINNED
-    assert runner.scratch_root() is None
     env = tmp_path / "env"
     env.mkdir()
     runner.mark(env)  # noting where an environment runs needs no engine either

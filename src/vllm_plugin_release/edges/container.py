@@ -4,7 +4,8 @@ Each command runs in a fresh container (Python docker SDK; Docker or Podman's Do
 API) from the image `[build] base_image` pins by digest. The folders a stage works in
 (the cache, the project, dist/, local find-links) are bind-mounted at the same paths,
 so a recipe's paths mean the same thing on both runners and a stage never needs to
-know where its commands run. A command that asks for no network gets
+know where its commands run; the builds' scratch in memory is bound the same way
+(`scratch_root`). A command that asks for no network gets
 `network_mode="none"`. Containers carry the run's machine and pid as a label; the run removes
 its own, and a later run removes those of a run that was killed.
 
@@ -35,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core import progress
+from vllm_plugin_release.core.cache import write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure, PythonUnavailable
-from vllm_plugin_release.edges import uvwatch
+from vllm_plugin_release.edges import cachedir, uvwatch
 from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.runner import (
     HOST_NETWORK,
@@ -166,6 +168,11 @@ def mount_roots(paths: Iterable[Path]) -> list[str]:
     return kept
 
 
+def _within(path: Path, folder: Path) -> bool:
+    """True when `path` is `folder` or inside it."""
+    return path == folder or folder in path.parents
+
+
 def _remove_stale(client: Any) -> list[str]:
     """Remove containers left by a killed run (their owner pid is gone); their names."""
     removed = []
@@ -188,6 +195,7 @@ class ContainerRunner:
         dockerfile: Path,
         mounts: Sequence[Path],
         uv_cache: Path | None = None,
+        probes: Path | None = None,
     ) -> None:
         if not base_image:
             raise BadInput("[build] base_image is required for backend = 'docker'")
@@ -208,6 +216,10 @@ class ContainerRunner:
         self.cert = cert if cert and Path(cert).is_file() else None
         self.uv_cache = str(uv_cache) if uv_cache else None
         self._interpreters: dict[str, Interpreter] = {}
+        # where the image's answers to IMAGE_PROBE are kept, by image ID (None: asked
+        # again by each process)
+        self.probes = probes
+        self._scratch_binds: dict[str, dict[str, str]] = {}  # set by `scratch_root`
         self.binds = {root: {"bind": root, "mode": "rw"} for root in mount_roots(mounts)}
         if self.cert:
             self.binds[str(Path(self.cert).resolve())] = {"bind": self.cert, "mode": "ro"}
@@ -283,9 +295,16 @@ class ContainerRunner:
         return {"kind": self.kind, "base_image": self.base_image, "image_id": self.image_id}
 
     def scratch_root(self) -> Path | None:
-        """None: the container sees only what is mounted (the cache), so builds' scratch
-        stays in `.vpr/tmp`."""
-        return None
+        """Builds' scratch in memory, as a local build's (`cachedir.build_scratch_root`),
+        bound into every later container at its own path: a build's tree copy and the
+        build's writes through the bind mount are the cost a container build has over a
+        local one when they go to disk. None when that is unusable (or turned off): then
+        `.vpr/tmp`, inside the mounted cache. Not in `mark`'s mounts: an environment
+        needs no build's scratch."""
+        root = cachedir.build_scratch_root()
+        if root is not None and not any(_within(root, Path(b)) for b in self.binds):
+            self._scratch_binds[str(root)] = {"bind": str(root), "mode": "rw"}
+        return root
 
     def mark(self, env_dir: Path) -> None:
         """Note in an environment made here that its programs run in this image (read by
@@ -332,7 +351,7 @@ class ContainerRunner:
     def _binds_for(self, argv: Sequence[str | Path]) -> dict[str, dict[str, str]]:
         """The runner's binds plus the private temporary folders `argv` names (a request
         and result file of an in-env run, `--junitxml=PATH`), each at its own path."""
-        binds = dict(self.binds)
+        binds = {**self.binds, **self._scratch_binds}
         tmp = Path(tempfile.gettempdir()).resolve()
         for arg in map(str, argv):
             path = Path(arg.split("=", 1)[-1] if arg.startswith("-") else arg)
@@ -434,30 +453,24 @@ class ContainerRunner:
     def interpreter(self, version: str) -> Interpreter:
         """The image's CPython `version` (`pythonX.Y` on its PATH), asked in a container:
         its path there, version and the sha256 of its executable; PythonUnavailable (exit 3)
-        when the image has none."""
+        when the image has none. The answer is kept in `probes` by the image's ID (its
+        content's digest, checked against the pin on open): a later run asks no container."""
         if not re.fullmatch(r"3\.\d{1,2}", version):
             raise BadInput(f"[build] python = {version!r}: expected 3.X")
         if version in self._interpreters:
             return self._interpreters[version]
-        # Through the shell: an image without the program is an answer, not an engine error.
-        done = self.call(
-            ["/bin/sh", "-c", f'exec python{version} -I -S -c "$0"', IMAGE_PROBE], network=False
-        )
-        answer = None
-        with contextlib.suppress(ValueError, IndexError):
-            answer = json.loads(done.stdout.strip().splitlines()[-1])
-        if (
-            done.returncode != 0
-            or not isinstance(answer, dict)
-            or answer.get("implementation") != "CPython"
-            or ".".join(str(answer.get("version", "")).split(".")[:2]) != version
-        ):
+        kept = self._kept_probe(version)
+        answer = kept if _probe_answers(kept, version) else self._probe(version)
+        if not _probe_answers(answer, version):
             raise PythonUnavailable(
                 f"image {self.base_image} has no CPython {version} (the spec's [build] python)",
                 hint=f"make an image that carries it (`vpr image build --spec SPEC`: Debian's "
                 f"python3 where it is {version}, else this machine's CPython {version} copied "
                 "in by its hash) and pin it in [build] base_image",
             )
+        assert answer is not None  # _probe_answers said so
+        if answer is not kept and self.probes is not None:
+            write_json(self._probe_path(version), answer)
         found = Interpreter(
             path=str(answer["executable"]),
             version=str(answer["version"]),
@@ -468,8 +481,45 @@ class ContainerRunner:
         self._interpreters[version] = found
         return found
 
+    def _probe_path(self, version: str) -> Path:
+        assert self.probes is not None
+        return self.probes / f"{self.image_id.removeprefix('sha256:')}-py{version}.json"
+
+    def _kept_probe(self, version: str) -> dict[str, Any] | None:
+        """The image's answer a run kept (`probes`), or None (none, or unreadable)."""
+        if self.probes is None:
+            return None
+        try:
+            answer = json.loads(self._probe_path(version).read_text())
+        except (OSError, ValueError):
+            return None
+        return answer if isinstance(answer, dict) else None
+
+    def _probe(self, version: str) -> dict[str, Any] | None:
+        """IMAGE_PROBE run by the image's `pythonX.Y` in a container: its answer, or None."""
+        # Through the shell: an image without the program is an answer, not an engine error.
+        done = self.call(
+            ["/bin/sh", "-c", f'exec python{version} -I -S -c "$0"', IMAGE_PROBE], network=False
+        )
+        answer = None
+        with contextlib.suppress(ValueError, IndexError):
+            answer = json.loads(done.stdout.strip().splitlines()[-1])
+        return answer if done.returncode == 0 and isinstance(answer, dict) else None
+
     def require_python(self, version: str) -> None:
         self.interpreter(version)
+
+
+def _probe_answers(answer: dict[str, Any] | None, version: str) -> bool:
+    """True when `answer` (IMAGE_PROBE's) is a CPython `version` with its fields."""
+    return (
+        isinstance(answer, dict)
+        and answer.get("implementation") == "CPython"
+        and ".".join(str(answer.get("version", "")).split(".")[:2]) == version
+        and isinstance(answer.get("executable"), str)
+        and isinstance(answer.get("sha256"), str)
+        and re.fullmatch(r"[0-9a-f]{64}", answer["sha256"]) is not None
+    )
 
 
 # Asked of the image's python: what it is, and its fingerprint as
