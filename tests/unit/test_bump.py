@@ -372,7 +372,11 @@ def test_pr_body_has_the_report_and_the_scorecard(project: Path) -> None:
     assert "**Verdict: pilot**" in out.read_text() and "Migration report" in out.read_text()
     assert "Release lag" not in out.read_text()  # no cadence figure: none is made up
     # the cadence check's lag and the bisection report join the body when the run made them
-    card = {"checks": {"cadence": {"details": {"lag_minor": 1, "lag_days": 26}}}}
+    from vllm_plugin_release.conform.result import CheckResult
+    from vllm_plugin_release.conform.scorecard import scorecard
+
+    cadence = CheckResult("cadence", "pass", "ok", details={"lag_minor": 1, "lag_days": 26})
+    card = scorecard([cadence], runner="cpu", pairing={"name": "demo"})
     (dist / "demo-0.25.1" / "scorecard.json").write_text(json.dumps(card))
     (dist / "demo-0.25.1" / "bisect.md").write_text("### Bisection: 0.25.1 (good) .. 0.26.0\n")
     body = vpr("pr-body", "--spec", spec, "--report", str(report), "--dist", str(dist), cwd=project)
