@@ -87,3 +87,28 @@ def test_an_oversized_verified_marker_means_hash_again(
     assert cache.verified_file(data, digest) and calls == []  # the marker vouched
     marker.write_text(marker.read_text() + " " * (70 * 1024))  # the same stamp, padded
     assert cache.verified_file(data, digest) and calls == [data]  # too large: hashed again
+
+
+def test_an_unusable_cached_environment_record_is_built_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from vllm_plugin_release.stages import pairing_env
+
+    built: list[int] = []
+
+    def build(make: object) -> dict[str, object]:  # the environment's making, counted
+        built.append(1)
+        (tmp_path / "env").mkdir(exist_ok=True)
+        return {"python": "/x/bin/python", "runner": "cpu"}
+
+    monkeypatch.setattr(pairing_env, "_build", build)
+    make = SimpleNamespace(
+        work=tmp_path / "env", cache=cache.Cache(tmp_path / "cache"), interpreter=None
+    )
+    first = pairing_env._made(make)  # type: ignore[arg-type]
+    assert built == [1] and pairing_env._made(make) == first  # type: ignore[arg-type]
+    assert built == [1]  # the kept record reused
+    (tmp_path / "env" / ".vpr-env.json").write_text('{"python": "/x/b')  # cut short
+    assert pairing_env._made(make) == first and built == [1, 1]  # type: ignore[arg-type]

@@ -223,3 +223,29 @@ def test_install_picks_one_pairing_or_says_why(base_manifest: dict) -> None:
         install.pick(index, None, "9.9.9", "vllm-very-long-vendor-platform-plugin-0")
     text = install.requirements_text(typed(base_manifest), "a==1 \\\n    --hash=sha256:00\n")
     assert text.splitlines()[-2].startswith("vllm==0.26.0+empty --hash=sha256:")
+
+
+def test_the_store_reads_what_it_is_handed_bounded(
+    tmp_path: Path, base_manifest: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vllm_plugin_release.core import bounded
+
+    store = st.DirStore(tmp_path / "store")
+    path = write_manifest(tmp_path / "in", manifest_variant(base_manifest, commit="2" * 40))
+    monkeypatch.setattr(bounded, "MAX_DOCUMENT", path.stat().st_size - 1)
+    with pytest.raises(BadInput, match="larger than"):  # was read whole
+        store.add(path)
+    assert not (tmp_path / "store" / "index.json").exists()  # nothing written
+    monkeypatch.undo()
+    path.write_bytes(b'{"schema_version": 3, "kind": "\xff"}')
+    with pytest.raises(BadInput, match="malformed JSON in manifest"):
+        store.add(path)
+
+
+def test_a_stored_wheels_sidecar_is_read_bounded(tmp_path: Path) -> None:
+    sidecar = tmp_path / "w.whl.sha256"
+    sidecar.write_text("a" * 64 + "\n")
+    assert st._sidecar(sidecar) == "a" * 64
+    sidecar.write_text("a" * 64 + " " * 4096)  # the same digest, padded past the bound
+    assert st._sidecar(sidecar) == ""  # matches no wheel: was read whole and stripped
+    assert st._sidecar(tmp_path / "absent.sha256") == ""

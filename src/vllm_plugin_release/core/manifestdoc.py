@@ -89,19 +89,6 @@ def validate(data: Any, where: str) -> None:
         )
 
 
-def read_json(path: Path, *, what: str = "record") -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput(f"{path}: {what} not found")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{path}: cannot read {what}: {exc}")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"{path}:{exc.lineno}:{exc.colno}: malformed JSON in {what}: {exc.msg}")
-
-
 def read_document(path: Path, what: str) -> Any:
     """A JSON document given from outside (a manifest), bounded: a regular file of at most
     16 MiB, at most 64 levels deep (`core.bounded`); BadInput naming the file otherwise."""
@@ -111,10 +98,20 @@ def read_document(path: Path, what: str) -> Any:
         data = bounded.read_file(path, bounded.MAX_DOCUMENT, what)
     except FileNotFoundError:
         raise BadInput(f"{path}: {what} not found")
+    return parse_document(data, path, what)
+
+
+def parse_document(data: bytes, path: Path, what: str) -> Any:
+    """The JSON in `data` (read bounded from `path`), at most 64 levels deep; BadInput
+    naming the file, line and column when it is not JSON."""
+    from vllm_plugin_release.core import bounded
+
     try:
         return bounded.loads(data)
     except json.JSONDecodeError as exc:
         raise BadInput(f"{path}:{exc.lineno}:{exc.colno}: malformed JSON in {what}: {exc.msg}")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path}: {what} is not UTF-8 ({exc.reason})")
 
 
 def load(path: Path) -> Manifest:

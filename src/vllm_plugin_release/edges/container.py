@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.core import progress
+from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure, PythonUnavailable
 from vllm_plugin_release.edges import cachedir, uvwatch
@@ -490,7 +490,7 @@ class ContainerRunner:
         if self.probes is None:
             return None
         try:
-            answer = json.loads(self._probe_path(version).read_text())
+            answer = records.read_object(self._probe_path(version))  # bounded
         except (OSError, ValueError):
             return None
         return answer if isinstance(answer, dict) else None

@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vllm_plugin_release.core import bounded
+from vllm_plugin_release.core import bounded, records
 from vllm_plugin_release.core.cache import atomic_write_bytes, sha256_file
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
-from vllm_plugin_release.core.manifestdoc import read_json, validate
+from vllm_plugin_release.core.manifestdoc import parse_document, validate
 from vllm_plugin_release.core.net import redact_url
 from vllm_plugin_release.core.storeindex import (
     INDEX_FILE,
@@ -260,11 +260,12 @@ class DirStore:
         rebuild index.json, under the lock."""
         from vllm_plugin_release.core.manifestmodel import parse
 
-        raw = read_json(manifest_path, what="manifest")
+        # Read once, bounded: the bytes stored are the bytes validated and parsed.
+        data = _document_bytes(manifest_path, "manifest")
+        raw = parse_document(data, manifest_path, "manifest")
         validate(raw, str(manifest_path))
         manifest = parse(raw, str(manifest_path))
-        data = manifest_path.read_bytes()
-        statement = statement_path.read_bytes() if statement_path else None
+        statement = _document_bytes(statement_path, "statement") if statement_path else None
         entry = entry_for(manifest, hashlib.sha256(data).hexdigest(), statement is not None)
         extras = extras or Extras()
         if extras.lock is not None:  # the lock stored is the one the signed manifest names
@@ -335,7 +336,7 @@ class DirStore:
         """A stored wheel is never replaced by another file of the same name."""
         sidecar = self.root / WHEELS / f"{wheel.name}.sha256"
         if sidecar.exists():
-            have, new = sidecar.read_text().strip(), sha256_file(wheel)
+            have, new = _sidecar(sidecar), sha256_file(wheel)
             if have != new:
                 raise GateFailed(
                     f"{self.root / WHEELS / wheel.name}: already in the store with sha256 "
@@ -366,20 +367,38 @@ class DirStore:
         """extras(pairing_id) for `rebuild_index`: runs, stored wheels, lock."""
         folder = self.root / WHEELS
         stored = {
-            p.name[: -len(".sha256")]: p.read_text().strip()
+            p.name[: -len(".sha256")]: _sidecar(p)
             for p in (folder.glob("*.sha256") if folder.is_dir() else [])
         }
 
         def extras(pid: str) -> dict[str, Any]:
             runs = []
             for path in sorted((self.root / RUNS / pid).glob("*.json")):
-                with contextlib.suppress(OSError, ValueError):
-                    runs.append(json.loads(path.read_text(encoding="utf-8")))
+                run = records.read_object(path)  # bounded; an unusable one is left out
+                if run is not None:
+                    runs.append(run)
             # the lock was checked against the signed lock_sha256 when it was written
             lock = (self.root / lock_path(pid)).is_file()
             return {"runs": runs, "stored_wheels": stored, "lock": lock}
 
         return extras
+
+
+def _document_bytes(path: Path, what: str) -> bytes:
+    """A manifest or statement handed to the store, bounded (core.bounded.MAX_DOCUMENT)."""
+    try:
+        return bounded.read_file(path, bounded.MAX_DOCUMENT, what)
+    except FileNotFoundError:
+        raise BadInput(f"{path}: {what} not found") from None
+
+
+def _sidecar(path: Path) -> str:
+    """A stored wheel's `.sha256` beside it: 64 hex digits and a newline, read bounded
+    (at most 1 KiB; a larger one reads as empty: it matches no wheel)."""
+    try:
+        return bounded.read_file(path, 1024, "sha256 sidecar").decode("ascii").strip()
+    except (OSError, ValueError, BadInput):
+        return ""
 
 
 def _write_if_changed(path: Path, data: bytes) -> None:

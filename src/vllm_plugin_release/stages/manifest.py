@@ -44,6 +44,7 @@ from vllm_plugin_release.core.records import (
     ENV,
     SCORECARD,
     build_record,
+    read_object,
 )
 from vllm_plugin_release.core.records import producer as record_producer
 from vllm_plugin_release.core.records import read as read_record
@@ -162,7 +163,7 @@ def _files_facts(path: Path, sha256: str, memo: Path | None) -> tuple[str, int]:
     note = memo / f"{sha256}.json" if memo is not None else None
     if note is not None:
         try:
-            kept = json.loads(note.read_text(encoding="utf-8"))
+            kept = read_object(note)  # bounded; None when unusable
         except (OSError, ValueError):
             kept = None
         if (
@@ -640,8 +641,7 @@ def update_run_record(dist_dir: Path, section: str, data: dict[str, Any]) -> Pat
     current: dict[str, Any] = {}
     if path.exists():
         try:
-            loaded = json.loads(path.read_text(encoding="utf-8"))
-            current = loaded if isinstance(loaded, dict) else {}
+            current = read_object(path) or {}  # bounded
         except (OSError, json.JSONDecodeError):
             current = {}
     current[section] = data

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import shutil
 import zipfile
 from collections.abc import Callable
@@ -166,9 +165,10 @@ def _made(make: _EnvBuild) -> dict[str, Any]:
     env_dir = make.work
     result_file = env_dir / ".vpr-env.json"
     with make.cache.lock(env_dir):
-        if result_file.exists():
+        kept = records.read_object(result_file)  # bounded; None: none, or unusable
+        if kept is not None:
             progress.info(f"env: cached environment reused ({env_dir})")
-            return json.loads(result_file.read_text())
+            return kept
         shutil.rmtree(env_dir, ignore_errors=True)
         try:
             result = _build(make)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.core import progress
+from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE
@@ -342,13 +342,12 @@ def _already_proven(index_root: Path, wheels: Wheels, runner: Runner) -> dict[st
     """Where an earlier proof ran, when both wheels sit in the local index folder with the
     right sha256 and that proof installed this exact pair (--require-hashes) on a runner
     of the same kind and image; None otherwise (the proof runs)."""
-    import json
 
     from vllm_plugin_release.core.cache import sha256_file
 
     marker = _proof_marker(index_root, wheels, runner)
     try:
-        noted = json.loads(marker.read_text(encoding="utf-8"))
+        noted = records.read_object(marker)  # bounded; None when unusable
     except (OSError, ValueError):
         return None
     want = {w.name: sha for _, w, sha in wheels}
@@ -509,14 +508,13 @@ def _store_extras(lock: bytes | None, wheels: Wheels, simple_url: str | None) ->
 
 def _record_certification(dist_dir: Path, result: PublishResult) -> None:
     """run.json's `publish` section: when the pairing was certified into which store."""
-    import json
 
     from vllm_plugin_release.core.cache import write_json
     from vllm_plugin_release.core.manifestdoc import RUN_FILE
 
     path = dist_dir / RUN_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = records.read_object(path) or {}  # bounded
     except (OSError, ValueError):
         data = {}
     data["publish"] = {
