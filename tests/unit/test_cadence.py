@@ -347,3 +347,15 @@ def test_a_vX_Y_ZrcN_tag_names_the_target_and_the_hint_shows_the_forms() -> None
     assert result.details["targeted"] == {"version": "0.26.1rc1", "from": "tag v0.26.1rc1"}
     unknown = cadence.assess_cadence(CORE, [("v2.0.0-rc.9", None, None)], None, {}, now=NOW)
     assert unknown.status == "fail" and "vX.Y.ZrcN" in unknown.summary
+
+
+def test_the_lag_in_days_is_the_same_all_day_long() -> None:
+    """The scorecard is deterministic for one UTC day (its certification day): the lag in
+    days counts calendar days, not 24-hour spans from the release's upload time."""
+    tags = [("v0.1.0", day("2026-06-01"), None), ("compat/vllm-0.25.1", day("2026-07-20"), None)]
+    released = [(v, d.replace(hour=18)) for v, d in CORE]  # 0.26.0 uploaded at 18:00
+    lags = {
+        cadence.assess_cadence(released, tags, None, {}, now=now).details["lag_days"]
+        for now in (NOW.replace(hour=1), NOW.replace(hour=12), NOW.replace(hour=23, minute=59))
+    }
+    assert lags == {26}  # 2026-07-25 -> 2026-08-20, whatever the hour (was 25 then 26)

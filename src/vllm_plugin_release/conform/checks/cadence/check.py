@@ -94,6 +94,12 @@ def _day(value: datetime | None) -> str | None:
     return value.date().isoformat() if value else None
 
 
+def _days(start: datetime, end: datetime) -> int:
+    """Calendar days from `start` to `end`, both taken in UTC."""
+    utc = timezone.utc
+    return (end.astimezone(utc).date() - start.astimezone(utc).date()).days
+
+
 # ---------------------------------------------------------------------------
 # Pure logic.
 
@@ -318,7 +324,8 @@ def _lag(
         first_series = newer_series[0]
         dates = [r.date for r in pool if _series(r.version) == first_series and r.date]
         first_unadopted = min(dates) if dates else None
-        lag_days = max(0, (now - first_unadopted).days) if first_unadopted else None
+        # Calendar days (UTC), not 24-hour spans: the same all the certification day.
+        lag_days = max(0, _days(first_unadopted, now)) if first_unadopted else None
         first = min(
             (r for r in pool if _series(r.version) == first_series), key=lambda r: r.version
         )
