@@ -330,11 +330,22 @@ def test_install_proof_in_the_image_refuses_other_bytes(
         role: write_wheel(index, name, "1.0", {f"{name.replace('-', '_')}/__init__.py": "X = 1\n"})
         for role, name in (("core", "demo-core"), ("plugin", "demo-plugin"))
     }
-    manifest = {
-        role: {"name": w.name.split("-")[0], "wheel": {"version": "1.0", "sha256": "0" * 64}}
+    import dataclasses
+
+    from tests.pairing import ledger_manifest
+
+    # What the proof reads of a manifest: each part's name, wheel version and sha256 (a
+    # digest these wheels do not have), the core's Python.
+    base = ledger_manifest("0" * 64, ("1.0", None), ("demo_plugin", None), "pilot")
+    wheel = dataclasses.replace(base.core.wheel, version="1.0", sha256="0" * 64)
+    parts = {
+        role: dataclasses.replace(
+            getattr(base, role), name=w.name.split("-")[0], version="1.0", wheel=wheel
+        )
         for role, w in wheels.items()
     }
-    manifest["core"]["python"] = "3.11.2"
+    parts["core"] = dataclasses.replace(parts["core"], python="3.11.2")
+    manifest = dataclasses.replace(base, **parts)
     runner = runner_for(load_spec(docker_spec(tmp_path)), Cache(cache_root), folders=(tmp_path,))
     work = tmp_path / "work"
     work.mkdir()

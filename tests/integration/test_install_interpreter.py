@@ -11,9 +11,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.pairing import ledger_manifest
 from tests.support import interpreter_or_skip
 from vllm_plugin_release.core.errors import PythonUnavailable
+from vllm_plugin_release.core.manifestmodel import Manifest
 from vllm_plugin_release.flows import install
+
+
+def _with_python(version: str) -> Manifest:
+    """A typed manifest whose core was built on Python `version` (what _sync reads)."""
+    import dataclasses
+
+    base = ledger_manifest("0" * 64, ("1.0", None), ("demo", None), "pilot")
+    return dataclasses.replace(base, core=dataclasses.replace(base.core, python=version))
 
 
 def test_the_environment_is_made_on_the_interpreter_found_here(tmp_path: Path) -> None:
@@ -21,7 +31,7 @@ def test_the_environment_is_made_on_the_interpreter_found_here(tmp_path: Path) -
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("")
     env = tmp_path / "env"
-    manifest = {"core": {"python": found.version}}
+    manifest = _with_python(found.version)
     install._sync(install._Sync(manifest, env, "", 0, []), requirements, [], offline=True)
     said = subprocess.run(
         [str(env / "bin" / "python"), "-c", "import sys; print(sys.version.split()[0])"],
@@ -35,7 +45,7 @@ def test_a_python_this_machine_lacks_is_named_not_downloaded(tmp_path: Path) -> 
     requirements.write_text("")
     env = tmp_path / "env"
     with pytest.raises(PythonUnavailable) as caught:
-        job = install._Sync({"core": {"python": "3.99.1"}}, env, "", 0, [])
+        job = install._Sync(_with_python("3.99.1"), env, "", 0, [])
         install._sync(job, requirements, [], offline=False)
     assert "3.99" in caught.value.message and "pyenv" in caught.value.message
     assert not env.exists()
