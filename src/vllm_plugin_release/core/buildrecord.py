@@ -61,11 +61,12 @@ def _text(data: Mapping[str, Any], dotted: str, *, required: bool) -> str | None
         return node
     if not isinstance(node, str) or not node:
         expected = "non-empty text" if required else "text"
-        raise RecordProblem(f"{dotted!r} is {_shown(node)}, expected {expected}")
+        raise RecordProblem(f"{dotted!r} is {field_shown(node)}, expected {expected}")
     return node
 
 
-def _shown(value: Any) -> str:
+def field_shown(value: Any) -> str:
+    """A record's value as a message shows it (the typed records' readers share it)."""
     if value is None:
         return "missing"
     if isinstance(value, str | int | float | bool):
@@ -76,14 +77,14 @@ def _shown(value: Any) -> str:
 def _wheel(data: Mapping[str, Any]) -> WheelRef:
     wheel = data.get("wheel")
     if not isinstance(wheel, Mapping):
-        raise RecordProblem(f"'wheel' is {_shown(wheel)}, expected an object")
+        raise RecordProblem(f"'wheel' is {field_shown(wheel)}, expected an object")
     filename = _text(data, "wheel.filename", required=True)
     sha256 = _text(data, "wheel.sha256", required=True)
     assert filename is not None and sha256 is not None
     if "/" in filename or "\\" in filename or not filename.endswith(".whl"):
         raise RecordProblem(f"'wheel.filename' is {filename!r}, expected a wheel's file name")
     if not SHA256.fullmatch(sha256):
-        raise RecordProblem(f"'wheel.sha256' is {_shown(sha256)}, expected 64 hex digits")
+        raise RecordProblem(f"'wheel.sha256' is {field_shown(sha256)}, expected 64 hex digits")
     return WheelRef(filename, sha256)
 
 
@@ -92,7 +93,9 @@ def _requires(section: Mapping[str, Any]) -> tuple[str, ...] | None:
     if value is None:
         return None
     if not isinstance(value, list) or not all(isinstance(r, str) for r in value):
-        raise RecordProblem(f"'plugin.requires_dist' is {_shown(value)}, expected a list of text")
+        raise RecordProblem(
+            f"'plugin.requires_dist' is {field_shown(value)}, expected a list of text"
+        )
     return tuple(value)
 
 
@@ -104,7 +107,7 @@ def _entry_points(data: Mapping[str, Any]) -> Mapping[str, Mapping[str, str]]:
         isinstance(group, Mapping) and all(isinstance(v, str) for v in group.values())
         for group in value.values()
     ):
-        raise RecordProblem(f"'entry_points' is {_shown(value)}, expected groups of text")
+        raise RecordProblem(f"'entry_points' is {field_shown(value)}, expected groups of text")
     return value
 
 
@@ -114,10 +117,10 @@ def parse(data: Mapping[str, Any], record: str) -> BuildRecord:
     part = SECTIONS[record]
     section = data.get(part)
     if not isinstance(section, Mapping) or not section:
-        raise RecordProblem(f"{part!r} is {_shown(section)}, expected an object")
+        raise RecordProblem(f"{part!r} is {field_shown(section)}, expected an object")
     backend = data.get("backend")
     if backend is not None and not isinstance(backend, Mapping):
-        raise RecordProblem(f"'backend' is {_shown(backend)}, expected an object")
+        raise RecordProblem(f"'backend' is {field_shown(backend)}, expected an object")
     plugin = part == "plugin"
     return BuildRecord(
         record=record,

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from vllm_plugin_release.core.buildrecord import SHA256, RecordProblem, WheelRef
+from vllm_plugin_release.core.buildrecord import SHA256, RecordProblem, WheelRef, field_shown
 
 # Where a pairing environment is for: this machine's cpu runner, or the hardware runner.
 SITES = ("cpu", "hardware")
@@ -50,34 +50,26 @@ class EnvRecord(NamedTuple):
         return None
 
 
-def _shown(value: Any) -> str:
-    if value is None:
-        return "missing"
-    if isinstance(value, str | int | float | bool):
-        return repr(value)[:80]
-    return f"a {type(value).__name__}"
-
-
 def _text(data: Mapping[str, Any], key: str) -> str | None:
     value = data.get(key)
     if value is not None and not isinstance(value, str):
-        raise RecordProblem(f"{key!r} is {_shown(value)}, expected text")
+        raise RecordProblem(f"{key!r} is {field_shown(value)}, expected text")
     return value
 
 
 def _python(data: Mapping[str, Any]) -> Path:
     value = data.get("python")
     if not isinstance(value, str) or not value:
-        raise RecordProblem(f"'python' is {_shown(value)}, expected the environment's python")
+        raise RecordProblem(f"'python' is {field_shown(value)}, expected the environment's python")
     if "\0" in value or not value.startswith("/"):
-        raise RecordProblem(f"'python' is {_shown(value)}, expected an absolute path")
+        raise RecordProblem(f"'python' is {field_shown(value)}, expected an absolute path")
     return Path(value)
 
 
 def _runner(data: Mapping[str, Any]) -> str:
     value = data.get("runner")
     if value not in SITES:
-        raise RecordProblem(f"'runner' is {_shown(value)}, expected one of {', '.join(SITES)}")
+        raise RecordProblem(f"'runner' is {field_shown(value)}, expected one of {', '.join(SITES)}")
     return str(value)
 
 
@@ -86,12 +78,12 @@ def _wheel(data: Mapping[str, Any], key: str) -> WheelRef | None:
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        raise RecordProblem(f"{key!r} is {_shown(value)}, expected an object")
+        raise RecordProblem(f"{key!r} is {field_shown(value)}, expected an object")
     filename, sha256 = value.get("filename"), value.get("sha256")
     if not isinstance(filename, str) or not filename.endswith(".whl") or "/" in filename:
-        raise RecordProblem(f"'{key}.filename' is {_shown(filename)}, expected a wheel's name")
+        raise RecordProblem(f"'{key}.filename' is {field_shown(filename)}, expected a wheel's name")
     if not isinstance(sha256, str) or not SHA256.fullmatch(sha256):
-        raise RecordProblem(f"'{key}.sha256' is {_shown(sha256)}, expected 64 hex digits")
+        raise RecordProblem(f"'{key}.sha256' is {field_shown(sha256)}, expected 64 hex digits")
     return WheelRef(filename, sha256)
 
 
@@ -100,14 +92,14 @@ def _objects(data: Mapping[str, Any], key: str) -> Sequence[Mapping[str, Any]]:
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
-        raise RecordProblem(f"{key!r} is {_shown(value)}, expected a list of objects")
+        raise RecordProblem(f"{key!r} is {field_shown(value)}, expected a list of objects")
     return value
 
 
 def _object(data: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
     value = data.get(key)
     if value is not None and not isinstance(value, Mapping):
-        raise RecordProblem(f"{key!r} is {_shown(value)}, expected an object")
+        raise RecordProblem(f"{key!r} is {field_shown(value)}, expected an object")
     return value
 
 
@@ -119,7 +111,7 @@ def parse(data: Mapping[str, Any]) -> EnvRecord:
         for key in ("name", "status"):
             if not isinstance(check.get(key), str):
                 raise RecordProblem(
-                    f"'checks[{i}].{key}' is {_shown(check.get(key))}, expected text"
+                    f"'checks[{i}].{key}' is {field_shown(check.get(key))}, expected text"
                 )
     return EnvRecord(
         python=_python(data),
