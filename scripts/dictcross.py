@@ -1,0 +1,138 @@
+"""Which untyped records cross a layer: `python3 scripts/dictcross.py [SRC] [--count]`.
+
+Lists every public function, method or class of the package whose signature (or, for a
+class, whose fields other than `raw`) holds `dict[str, Any]`, `dict[str, object]` or
+`Mapping[str, Any]`, and that a module of another layer (`vllm_plugin_release.<layer>`)
+imports or reaches through a module alias, as `module:name <- users`; the count goes to
+stderr. Issue 29's aim is none. Left out: `raw` fields, which keep the document as
+written for canonical bytes and signing (BuildRecord, EnvRecord, Manifest), and `to_json`
+methods, a typed record's JSON form made only to be written.
+
+Static and approximate by design (stdlib `ast` only, no import of the package): a method
+counts when its class is imported or reached by another layer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+from pathlib import Path
+
+PACKAGE = "vllm_plugin_release"
+UNTYPED = re.compile(r"\b(dict|Mapping|MutableMapping)\[str, (Any|object)\]")
+
+
+def _module_name(path: Path, src: Path) -> str:
+    parts = list(path.relative_to(src).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _function_untyped(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    args = node.args
+    annotations = [a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+    annotations += [args.vararg and args.vararg.annotation, args.kwarg and args.kwarg.annotation]
+    annotations.append(node.returns)
+    return any(a is not None and UNTYPED.search(ast.unparse(a)) for a in annotations)
+
+
+def _class_untyped(node: ast.ClassDef) -> bool:
+    return any(
+        isinstance(item, ast.AnnAssign)
+        and not (isinstance(item.target, ast.Name) and item.target.id == "raw")
+        and UNTYPED.search(ast.unparse(item.annotation))
+        for item in node.body
+    )
+
+
+def untyped_names(tree: ast.Module) -> list[str]:
+    """Public top-level names (and Class.method) of one module whose types are untyped."""
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            if not node.name.startswith("_") and _function_untyped(node):
+                names.append(node.name)
+        elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+            if _class_untyped(node):
+                names.append(node.name)
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                    public = not item.name.startswith("_") and item.name != "to_json"
+                    if public and _function_untyped(item):
+                        names.append(f"{node.name}.{item.name}")
+    return names
+
+
+def _source_of(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    base = base[: len(base) - node.level + (1 if is_package else 0)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def crossings(src: Path) -> dict[str, set[str]]:
+    """`module:name` -> the modules of other layers that use it."""
+    paths = {_module_name(p, src): p for p in sorted((src / PACKAGE).rglob("*.py"))}
+    trees = {m: ast.parse(p.read_text(encoding="utf-8"), str(p)) for m, p in paths.items()}
+    untyped = {m: untyped_names(t) for m, t in trees.items()}
+    found: dict[str, set[str]] = {}
+
+    def use(source: str, name: str, user: str) -> None:
+        if _layer(source) == _layer(user):
+            return
+        for item in untyped.get(source, ()):
+            if item == name or item.startswith(name + "."):
+                found.setdefault(f"{source}:{item}", set()).add(user)
+
+    for module, tree in trees.items():
+        aliases: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                source = _source_of(module, paths[module].name == "__init__.py", node)
+                for alias in node.names:
+                    if f"{source}.{alias.name}" in paths:
+                        aliases[alias.asname or alias.name] = f"{source}.{alias.name}"
+                    else:
+                        use(source, alias.name, module)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name in paths and alias.asname:
+                        aliases[alias.asname] = alias.name
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+            ):
+                use(aliases[node.value.id], node.attr, module)
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("src", nargs="?", type=Path, default=Path(__file__).parents[1] / "src")
+    parser.add_argument("--count", action="store_true", help="print only the count")
+    args = parser.parse_args(argv)
+    if not (args.src / PACKAGE).is_dir():
+        print(f"dictcross: {args.src / PACKAGE}: no such package folder", file=sys.stderr)
+        return 2
+    found = crossings(args.src)
+    if args.count:
+        print(len(found))
+        return 0
+    for name, users in sorted(found.items()):
+        short = sorted(u.removeprefix(PACKAGE + ".") for u in users)
+        print(f"{name.removeprefix(PACKAGE + '.')}  <- {', '.join(short)}")
+    print(f"{len(found)} untyped signatures cross a layer", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
