@@ -216,9 +216,15 @@ def main(argv: list[str]) -> int:
     if unknown:
         parser.error(f"unknown bench {', '.join(unknown)}; expected some of {', '.join(BENCHES)}")
     results: dict[str, Any] = {}
+    failed = []
     for name in args.names or BENCHES:
         console.rule(f"bench {name}")
-        results[name] = _run(name, args.repeats)
+        try:
+            results[name] = _run(name, args.repeats)
+        except (Exception, SystemExit) as exc:  # one bench's failure: the others still run
+            console.print(f"[red]bench {name} failed: {exc}")
+            results[name] = {"failed": str(exc)[-2000:]}
+            failed.append(name)
     rows = summary(results)
     if rows:  # only the benches of the speed table (not `upstream` alone)
         print_summary(rows)
@@ -227,7 +233,9 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     console.print(f"written: {out / 'results.json'}")
-    return 0
+    if failed:
+        console.print(f"[red]failed: {', '.join(failed)}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
