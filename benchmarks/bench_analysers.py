@@ -16,7 +16,9 @@ tree 1,100 folders deep took 71.7 s to extract.
 
 from __future__ import annotations
 
+import atexit
 import io
+import shutil
 import sys
 import tarfile
 import tempfile
@@ -53,6 +55,7 @@ def _docs(unit: str) -> Case:
 def _installer(make: Callable[[int], dict[str, str]]) -> Case:
     def case(n: int) -> tuple[Callable[[], object], int]:
         root = Path(tempfile.mkdtemp(prefix="bench-installer-"))
+        atexit.register(shutil.rmtree, root, True)  # the case runs after this returns
         files = make(n)
         for name, text in files.items():
             (root / name).write_text(text)

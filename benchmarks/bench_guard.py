@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -94,6 +95,13 @@ def start(python: Path, guard: bool) -> dict[str, float]:
 
 def main(repeats: int = 7) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="bench-guard-"))
+    try:
+        return _measure(work, repeats)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _measure(work: Path, repeats: int) -> dict[str, Any]:
     python = guarded_env(work)
     start(python, True), start(python, False)  # warm both: bytecode, page cache
     runs: dict[bool, list[dict[str, float]]] = {True: [], False: []}
@@ -126,7 +134,6 @@ def main(repeats: int = 7) -> dict[str, Any]:
             "wall_ratio": median(series(True, "wall")) / median(series(False, "wall")),
             "cpu_ratio": median(series(True, "cpu")) / median(series(False, "cpu")),
             "target_s": TARGET,
-            "work": str(work),
         }
     )
     verdict = "meets" if check <= TARGET else "MISSES"
