@@ -3,6 +3,7 @@ live load test were all observed working; each way short of that is its own stat
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,6 +19,7 @@ from vllm_plugin_release.conform.checks.hardware.check import (
 )
 from vllm_plugin_release.core.errors import OutsideFailure
 from vllm_plugin_release.edges.device import DevicesFound, MeshFound, Probe, RuntimeFound
+from vllm_plugin_release.replay.loadtest import LoadSummary, RequestCounts, Stats
 
 FOUND = Probe(
     runtime=RuntimeFound(
@@ -80,12 +82,14 @@ def test_a_tp_probe_the_spec_makes_not_applicable_needs_no_run() -> None:
     assert result.evidence[1].source == "spec"
 
 
-def _summary(completed: int, planned: int) -> dict[str, Any]:
-    return {
-        "requests": {"completed": completed, "planned": planned},
-        "ttft_s": {"p50": 0.5},
-        "itl_s": {"p99": 0.05},
-    }
+def _summary(completed: int, planned: int) -> LoadSummary:
+    return LoadSummary(
+        RequestCounts(planned, planned, completed, planned - completed, 0),
+        Stats(0.5, 0.9, 0.6, 1.0),
+        Stats(0.02, 0.05, 0.03, 0.08),
+        1000,
+        50.0,
+    )
 
 
 def test_the_live_load_test_passes_only_when_every_planned_request_completed() -> None:
@@ -126,8 +130,23 @@ def test_the_outcomes_write_the_json_they_always_did() -> None:
         "status": "not-applicable",
         "detail": "not run",
     }
-    ran = LiveOutcome("pass", "ok", {"requests": {}}, file="/d/l.json", log="/d/s.log")
+    ran = LiveOutcome("pass", "ok", _summary(2, 2), file="/d/l.json", log="/d/s.log")
     assert list(ran.to_json()) == ["status", "detail", "summary", "file", "log"]
+    assert json.dumps(ran.to_json()["summary"]) == json.dumps(
+        {
+            "requests": {
+                "planned": 2,
+                "sent": 2,
+                "completed": 2,
+                "errors": 0,
+                "fewer_tokens_than_requested": 0,
+            },
+            "ttft_s": {"p50": 0.5, "p99": 0.9, "mean": 0.6, "max": 1.0},
+            "itl_s": {"p50": 0.02, "p99": 0.05, "mean": 0.03, "max": 0.08},
+            "output_tokens": 1000,
+            "output_tokens_per_s": 50.0,
+        }
+    )
     never = LiveOutcome("fail", "no /health", log_tail="boom", log="/d/s.log")
     assert list(never.to_json().items()) == [
         ("status", "fail"),

@@ -222,7 +222,7 @@ def _load_test(
         result = loadtest.run(f"http://127.0.0.1:{port}", request_mix, options, out=out)
     except OutsideFailure as exc:
         return LiveOutcome("fail", exc.message, file=str(out), log=str(log))
-    outcome = live_result(result["summary"], startup)
+    outcome = live_result(result.summary, startup)
     return dataclasses.replace(outcome, file=str(out), log=str(log))
 
 

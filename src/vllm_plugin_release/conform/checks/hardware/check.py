@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +35,7 @@ from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.buildspec.model import Spec
     from vllm_plugin_release.edges.device import Probe
+    from vllm_plugin_release.replay.loadtest import LoadSummary
 
 PROBE_RECORD = records.HARDWARE_PROBE
 RECORD = records.HARDWARE
@@ -82,7 +82,7 @@ class LiveOutcome:
 
     status: str
     detail: str
-    summary: Mapping[str, Any] | None = None
+    summary: LoadSummary | None = None
     log_tail: str | None = None  # the server's log, when it never answered
     file: str | None = None  # the load test's record
     log: str | None = None  # the server's log
@@ -90,7 +90,9 @@ class LiveOutcome:
     def to_json(self) -> dict[str, Any]:
         """hardware.json's `live` (the key order it always had)."""
         out: dict[str, Any] = {"status": self.status, "detail": self.detail}
-        fields = (("summary", self.summary), ("log_tail", self.log_tail), ("file", self.file))
+        if self.summary is not None:
+            out["summary"] = self.summary.to_json()
+        fields = (("log_tail", self.log_tail), ("file", self.file))
         out.update((k, v) for k, v in fields if v is not None)
         if self.log is not None:
             out["log"] = self.log
@@ -149,15 +151,15 @@ def without_runtime(found: Probe, spec: Spec) -> Probe:
     return dataclasses.replace(found, missing=rest)
 
 
-def live_result(summary: Mapping[str, Any], startup: float) -> LiveOutcome:
-    """The live load test's outcome from its summary (`loadtest.summarize`): pass only when
-    every planned request completed."""
+def live_result(summary: LoadSummary, startup: float) -> LiveOutcome:
+    """The live load test's outcome from its summary: pass only when every planned request
+    completed."""
     s = summary
-    complete = s["requests"]["completed"] == s["requests"]["planned"]
+    complete = s.requests.completed == s.requests.planned
     return LiveOutcome(
         "pass" if complete else "fail",
-        f"{s['requests']['completed']}/{s['requests']['planned']} requests "
-        f"completed, TTFT p50 {s['ttft_s']['p50']} s, ITL p99 {s['itl_s']['p99']} s, "
+        f"{s.requests.completed}/{s.requests.planned} requests "
+        f"completed, TTFT p50 {s.ttft_s.p50} s, ITL p99 {s.itl_s.p99} s, "
         f"startup {startup} s",
         s,
     )
