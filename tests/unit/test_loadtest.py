@@ -350,3 +350,15 @@ output_tokens = {dist = "fixed", value = 8}
 """
     )
     return spec
+
+
+def test_the_request_body_is_the_json_it_always_was() -> None:
+    record = loadtest.RequestRecord(index=0, arrival_s=0.0, prompt_tokens=2, max_tokens=3)
+    body = loadtest._body(record, "m", loadtest.LoadOptions())
+    assert json.dumps(body) == (
+        '{"model": "m", "prompt": [100, 100], "max_tokens": 3, "temperature": 0.0, '
+        '"stream": true, "stream_options": {"include_usage": true}, "ignore_eos": true, '
+        '"min_tokens": 3}'
+    )
+    text = loadtest._body(record, "m", loadtest.LoadOptions(prompt_mode="text", vllm_extras=False))
+    assert list(text) == list(body)[:6] and text["prompt"] == "hello hello"

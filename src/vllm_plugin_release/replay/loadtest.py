@@ -25,7 +25,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
-from vllm_plugin_release.edges.http_stream import Client, EndpointFailure, connect
+from vllm_plugin_release.edges.http_stream import (
+    Client,
+    CompletionBody,
+    EndpointFailure,
+    connect,
+)
 from vllm_plugin_release.replay.mix import RequestMix
 
 # A token id every tokenizer has; a prompt of N of them is N tokens long.
@@ -146,13 +151,13 @@ async def _model_name(client: Client, base: str) -> str:
         ) from None
 
 
-def _body(record: RequestRecord, model: str, options: LoadOptions) -> dict[str, Any]:
-    prompt: Any
+def _body(record: RequestRecord, model: str, options: LoadOptions) -> CompletionBody:
+    prompt: str | list[int]
     if options.prompt_mode == "text":
         prompt = " ".join(["hello"] * record.prompt_tokens)
     else:
         prompt = [PROMPT_TOKEN_ID] * record.prompt_tokens
-    body: dict[str, Any] = {
+    body: CompletionBody = {
         "model": model,
         "prompt": prompt,
         "max_tokens": record.max_tokens,
