@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
 import tomllib
 
@@ -46,6 +46,41 @@ print(json.dumps(out))
 RUNTIME_STATUSES = ("present", "absent", "stand-in")
 
 
+class _RuntimeJson(TypedDict):
+    name: str | None
+    module: str
+    python: str
+    status: str
+
+
+class RuntimeJson(_RuntimeJson, total=False):
+    error: str
+    file: str | None
+    version: str | None
+    distributions: dict[str, str]
+
+
+class DevicesJson(TypedDict):
+    glob: str | None
+    found: list[str]
+
+
+class MeshJson(TypedDict):
+    variable: str | None
+    expected: str | None
+    value: str | None
+
+
+class ProbeJson(TypedDict):
+    """hardware-probe.json (`Probe.to_json`)."""
+
+    ok: bool
+    runtime: RuntimeJson
+    devices: DevicesJson
+    mesh_device: MeshJson
+    missing: list[str]
+
+
 @dataclass(frozen=True, slots=True)
 class RuntimeFound:
     """What importing the vendor runtime showed: the import subprocess's answer, checked
@@ -61,8 +96,8 @@ class RuntimeFound:
     version: str | None = None
     distributions: Mapping[str, str] | None = None  # distribution -> version
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_json(self) -> RuntimeJson:
+        out: RuntimeJson = {
             "name": self.name,
             "module": self.module,
             "python": self.python,
@@ -83,7 +118,7 @@ class DevicesFound(NamedTuple):
     glob: str | None
     found: tuple[str, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> DevicesJson:
         return {"glob": self.glob, "found": list(self.found)}
 
 
@@ -94,7 +129,7 @@ class MeshFound(NamedTuple):
     expected: str | None
     value: str | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> MeshJson:
         return {"variable": self.variable, "expected": self.expected, "value": self.value}
 
 
@@ -109,7 +144,7 @@ class Probe:
     def ok(self) -> bool:
         return not self.missing
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ProbeJson:
         return {
             "ok": self.ok,
             "runtime": self.runtime.to_json(),

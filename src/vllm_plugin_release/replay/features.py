@@ -384,7 +384,49 @@ TOKEN_MASKS = {
 PROBE_PROCESSOR = "probe"
 
 
-def request_params(v: Variant) -> dict[str, Any]:
+class StructuredOutputs(TypedDict, total=False):
+    """vLLM's `StructuredOutputsParams`, one of them."""
+
+    json: Mapping[str, Any]  # a JSON Schema document
+    regex: str
+    choice: list[str]
+    grammar: str
+
+
+class SamplingKwargs(TypedDict, total=False):
+    """`SamplingParams` keyword arguments (JSON-ready): the ones a variant sets."""
+
+    temperature: float
+    logprobs: int
+    prompt_logprobs: int
+    presence_penalty: float
+    frequency_penalty: float
+    repetition_penalty: float
+    top_p: float
+    top_k: int
+    min_p: float
+    seed: int
+    logit_bias: dict[str, float]
+    allowed_token_ids: list[int]
+    bad_words: list[str]
+    structured_outputs: StructuredOutputs
+    n: int
+
+
+class SpeculativeConfig(TypedDict):
+    method: str
+    num_speculative_tokens: int
+
+
+class EngineKwargs(TypedDict, total=False):
+    """`EngineArgs` keyword arguments (JSON-ready): the ones a variant needs."""
+
+    speculative_config: SpeculativeConfig
+    max_logprobs: int
+    logits_processors: list[str]
+
+
+def request_params(v: Variant) -> SamplingKwargs:
     """`SamplingParams` keyword arguments for a request with variant `v` (JSON-ready)."""
     o = v.options
     return {
@@ -406,7 +448,7 @@ def request_params(v: Variant) -> dict[str, Any]:
     }[v.key]()
 
 
-def engine_kwargs(v: Variant) -> dict[str, Any]:
+def engine_kwargs(v: Variant) -> EngineKwargs:
     """`EngineArgs` keyword arguments the variant needs (JSON-ready); {} for most."""
     o = v.options
     if v.key == "speculative":
@@ -420,11 +462,11 @@ def engine_kwargs(v: Variant) -> dict[str, Any]:
     return {}
 
 
-def combined_params(variants: Sequence[Variant]) -> dict[str, Any]:
+def combined_params(variants: Sequence[Variant]) -> SamplingKwargs:
     """The SamplingParams of a request that uses all of `variants`: greedy (temperature 0)
     unless it samples; n > 1 without a `sampling` variant samples at temperature 1 (vLLM
     refuses n > 1 with greedy sampling)."""
-    params: dict[str, Any] = {"temperature": 0.0}
+    params: SamplingKwargs = {"temperature": 0.0}
     for v in variants:
         params.update(request_params(v))
     if any(v.key == "n" for v in variants) and not any(v.key == "sampling" for v in variants):

@@ -22,7 +22,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.edges.http_stream import (
@@ -329,6 +329,14 @@ class RequestCounts(NamedTuple):
         return self._asdict()
 
 
+class LoadSummaryJson(TypedDict):
+    requests: dict[str, int]
+    ttft_s: dict[str, float | None]
+    itl_s: dict[str, float | None]
+    output_tokens: int
+    output_tokens_per_s: float | None
+
+
 @dataclass(frozen=True, slots=True)
 class LoadSummary:
     """What a load test measured (loadtest.json's `summary`)."""
@@ -339,7 +347,7 @@ class LoadSummary:
     output_tokens: int
     output_tokens_per_s: float | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> LoadSummaryJson:
         return {
             "requests": self.requests.to_json(),
             "ttft_s": self.ttft_s.to_json(),

@@ -21,7 +21,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from vllm_plugin_release.conform.checks.hardware.evidence import (
     live_evidence,
@@ -34,8 +34,8 @@ from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.buildspec.model import Spec
-    from vllm_plugin_release.edges.device import Probe
-    from vllm_plugin_release.replay.loadtest import LoadSummary
+    from vllm_plugin_release.edges.device import Probe, ProbeJson
+    from vllm_plugin_release.replay.loadtest import LoadSummary, LoadSummaryJson
 
 PROBE_RECORD = records.HARDWARE_PROBE
 RECORD = records.HARDWARE
@@ -53,6 +53,31 @@ REJECTION_WORDS = re.compile(
 # What the -tp 2 probe and the live load test showed
 
 
+class TpJson(TypedDict, total=False):
+    argv: list[str]
+    log: str | None
+    status: str
+    detail: str
+    exit_code: int
+
+
+class LiveJson(TypedDict, total=False):
+    status: str
+    detail: str
+    summary: LoadSummaryJson
+    log_tail: str
+    file: str
+    log: str
+
+
+class HardwareJson(TypedDict):
+    """hardware.json, and the check's details."""
+
+    probe: ProbeJson
+    tp_probe: TpJson | None
+    live: LiveJson | None
+
+
 @dataclass(frozen=True, slots=True)
 class TpOutcome:
     """The `-tp 2` probe's outcome: status rejected (a pass), accepted, unclear, no-answer or
@@ -64,12 +89,14 @@ class TpOutcome:
     argv: tuple[str, ...] | None = None  # `vllm serve ...` less the executable
     log: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> TpJson:
         """hardware.json's `tp_probe` (the key order it always had)."""
-        out: dict[str, Any] = {}
+        out: TpJson = {}
         if self.argv is not None:
-            out.update(argv=list(self.argv), log=self.log)
-        out.update(status=self.status, detail=self.detail)
+            out["argv"] = list(self.argv)
+            out["log"] = self.log
+        out["status"] = self.status
+        out["detail"] = self.detail
         if self.exit_code is not None:
             out["exit_code"] = self.exit_code
         return out
@@ -87,13 +114,15 @@ class LiveOutcome:
     file: str | None = None  # the load test's record
     log: str | None = None  # the server's log
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> LiveJson:
         """hardware.json's `live` (the key order it always had)."""
-        out: dict[str, Any] = {"status": self.status, "detail": self.detail}
+        out: LiveJson = {"status": self.status, "detail": self.detail}
         if self.summary is not None:
             out["summary"] = self.summary.to_json()
-        fields = (("log_tail", self.log_tail), ("file", self.file))
-        out.update((k, v) for k, v in fields if v is not None)
+        if self.log_tail is not None:
+            out["log_tail"] = self.log_tail
+        if self.file is not None:
+            out["file"] = self.file
         if self.log is not None:
             out["log"] = self.log
         return out
@@ -194,11 +223,11 @@ def hardware_check(
         summary,
         evidence,
         threshold={"tp_probe": "rejected", "live": "all requests complete"},
-        details=hardware_record(found, tp, live),
+        details=dict(hardware_record(found, tp, live)),
     )
 
 
-def hardware_record(found: Probe, tp: TpOutcome | None, live: LiveOutcome | None) -> dict[str, Any]:
+def hardware_record(found: Probe, tp: TpOutcome | None, live: LiveOutcome | None) -> HardwareJson:
     """hardware.json, and the check's details: the probe, the -tp 2 probe, the live test."""
     return {
         "probe": found.to_json(),
