@@ -433,13 +433,14 @@ def test_hardware_check_passes_only_what_was_observed(tmp_path: Path) -> None:
     # conform alone never says fleet: the live hardware check has not been observed
     assert card["verdict"] == "pilot"
     (dist / "scorecard.json").write_text(json.dumps(card))
-    assert hardware.collect(dist, hardware.hardware_check(found, rejected, None))["verdict"] == (
+    assert hardware.collect(dist, hardware.hardware_check(found, rejected, None)).verdict == (
         "pilot"
     )
     card = hardware.collect(dist, hardware.hardware_check(found, rejected, live))
-    assert card["verdict"] == "fleet" and card["checks"]["hardware"]["status"] == "pass"
+    assert card.verdict == "fleet" and card.raw["checks"]["hardware"]["status"] == "pass"
+    assert {r.name: r.status for r in card.results}["hardware"] == "pass"
     assert "hardware" in (dist / "scorecard.md").read_text()
-    (dist / "scorecard.json").write_text(json.dumps({**card, "runner": "cpu"}))
+    (dist / "scorecard.json").write_text(json.dumps({**card.raw, "runner": "cpu"}))
     with pytest.raises(BadInput, match="cpu"):
         hardware.collect(dist, hardware.hardware_check(found, rejected, live))
 

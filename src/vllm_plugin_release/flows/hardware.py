@@ -242,7 +242,7 @@ def live(spec: Spec, dist: Path, hw: HardwareSettings, spec_arg: str | Path) -> 
     if not found.ok:
         with contextlib.suppress(BadInput):  # no hardware scorecard yet: nothing to correct
             card = collect(dist, hardware_check(found, None, None))
-            progress.info(f"hardware-live: verdict {card['verdict']} (hardware part not run)")
+            progress.info(f"hardware-live: verdict {card.verdict} (hardware part not run)")
         raise missing_error(found)
     if not has_env:
         raise BadInput(
@@ -268,8 +268,8 @@ def live(spec: Spec, dist: Path, hw: HardwareSettings, spec_arg: str | Path) -> 
     check = hardware_check(found, tp, result)
     write_json(dist / RECORD, hardware_record(found, tp, result))
     card = collect(dist, check)
-    progress.info(f"hardware-live: hardware check {check.status}; verdict {card['verdict']}")
-    return EXIT_OK if card["verdict"] == "fleet" else EXIT_GATE
+    progress.info(f"hardware-live: hardware check {check.status}; verdict {card.verdict}")
+    return EXIT_OK if card.verdict == "fleet" else EXIT_GATE
 
 
 # ---------------------------------------------------------------------------

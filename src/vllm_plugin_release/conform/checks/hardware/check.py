@@ -21,7 +21,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from vllm_plugin_release.conform.checks.hardware.evidence import (
     live_evidence,
@@ -34,6 +34,7 @@ from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.buildspec.model import Spec
+    from vllm_plugin_release.conform.cardread import Scorecard
     from vllm_plugin_release.edges.device import Probe, ProbeJson
     from vllm_plugin_release.replay.loadtest import LoadSummary, LoadSummaryJson
 
@@ -236,8 +237,9 @@ def hardware_record(found: Probe, tp: TpOutcome | None, live: LiveOutcome | None
     }
 
 
-def collect(dist: Path, check: CheckResult) -> dict[str, Any]:
-    """Add (or replace) the hardware check in dist/scorecard.*; recompute the verdict."""
+def collect(dist: Path, check: CheckResult) -> Scorecard:
+    """Add (or replace) the hardware check in dist/scorecard.*; recompute the verdict; the
+    card written, typed."""
     from vllm_plugin_release.conform import cardread
     from vllm_plugin_release.conform.scorecard import FACT_KEYS, scorecard, utc_day
     from vllm_plugin_release.conform.scorecard_render import write_card
@@ -254,4 +256,4 @@ def collect(dist: Path, check: CheckResult) -> dict[str, Any]:
     facts["certified_on"] = utc_day()
     new = scorecard([*results, check], runner="hardware", pairing=dict(card.pairing), facts=facts)
     write_card(dist, new)
-    return new
+    return cardread.parse(new, str(path))
