@@ -115,8 +115,9 @@ def test_hardware_collect_refuses_a_scorecard_without_checks(tmp_path: Path) -> 
 def test_hardware_collect_keeps_the_cpu_checks_and_adds_its_own(tmp_path: Path) -> None:
     _write(tmp_path, _card())
     new = hardware.collect(tmp_path, CheckResult("hardware", "deferred", "not run"))
-    assert sorted(new["checks"]) == ["cadence", "hardware", "isolation"]
-    assert new["checks"]["isolation"] == _card()["checks"]["isolation"]
+    assert sorted(r.name for r in new.results) == ["cadence", "hardware", "isolation"]
+    assert new.raw["checks"]["isolation"] == _card()["checks"]["isolation"]
+    assert new.raw == json.loads((tmp_path / records.SCORECARD).read_text())
 
 
 def test_the_ledger_reads_the_lag_and_ignores_a_bad_card(tmp_path: Path) -> None:

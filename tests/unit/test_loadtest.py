@@ -224,9 +224,10 @@ def test_loadtest_measures_ttft_itl_and_metrics(server: dict[str, Any], tmp_path
     result = loadtest.run(
         server["url"], mix, loadtest.LoadOptions(duration_s=60, request_timeout_s=30), out=out
     )
-    assert result["complete"] and result["error"] is None
-    assert result["model"] == MODEL
-    summary = result["summary"]
+    assert result.complete and result.error is None
+    assert result.model == MODEL
+    summary = result.to_json()["summary"]
+    assert result.summary.to_json() == summary
     assert summary["requests"] == {
         "planned": 12,
         "sent": 12,
@@ -235,7 +236,7 @@ def test_loadtest_measures_ttft_itl_and_metrics(server: dict[str, Any], tmp_path
         "fewer_tokens_than_requested": 0,
     }
     assert summary["output_tokens"] == sum(mix.output)
-    for record in result["requests"]:
+    for record in result.to_json()["requests"]:
         assert record["output_tokens"] == mix.output[record["index"]]
         assert record["ttft_s"] is not None and record["ttft_s"] > 0
         # prefill time of its own prompt at least
@@ -245,7 +246,7 @@ def test_loadtest_measures_ttft_itl_and_metrics(server: dict[str, Any], tmp_path
     assert summary["itl_s"]["max"] >= 0.0002 * min(mix.prompt)
     assert summary["itl_s"]["p50"] < summary["itl_s"]["max"]
     # Metrics before/after, with the deltas the run caused.
-    delta = result["metrics"]["delta"]
+    delta = result.to_json()["metrics"]["delta"]
     assert delta[f'vllm:generation_tokens_total{{model_name="{MODEL}"}}'] == sum(mix.output)
     assert delta[f'vllm:prompt_tokens_total{{model_name="{MODEL}"}}'] == sum(mix.prompt)
     assert json.loads(out.read_text())["summary"] == summary
@@ -257,8 +258,8 @@ def test_loadtest_bounded_by_request_count(server: dict[str, Any]) -> None:
     """Also: text prompts and no vLLM-only fields, for servers other than vLLM."""
     options = loadtest.LoadOptions(max_requests=4, prompt_mode="text", vllm_extras=False)
     result = loadtest.run(server["url"], _mix(30), options)
-    assert result["summary"]["requests"]["planned"] == 4
-    assert result["summary"]["requests"]["completed"] == 4
+    assert result.summary.requests.planned == 4
+    assert result.summary.requests.completed == 4
     assert server["state"]["posts"] == 4
 
 
@@ -349,3 +350,15 @@ output_tokens = {dist = "fixed", value = 8}
 """
     )
     return spec
+
+
+def test_the_request_body_is_the_json_it_always_was() -> None:
+    record = loadtest.RequestRecord(index=0, arrival_s=0.0, prompt_tokens=2, max_tokens=3)
+    body = loadtest._body(record, "m", loadtest.LoadOptions())
+    assert json.dumps(body) == (
+        '{"model": "m", "prompt": [100, 100], "max_tokens": 3, "temperature": 0.0, '
+        '"stream": true, "stream_options": {"include_usage": true}, "ignore_eos": true, '
+        '"min_tokens": 3}'
+    )
+    text = loadtest._body(record, "m", loadtest.LoadOptions(prompt_mode="text", vllm_extras=False))
+    assert list(text) == list(body)[:6] and text["prompt"] == "hello hello"

@@ -239,10 +239,66 @@ def test_slow_path_marks_in_the_report() -> None:
     assert marks["per_path"]["default"] == {"requests": 2, "share": 0.5}
     report = {"ratios": {}, "plugin": {}, "upstream": {}, "paths": marks}
     assert "50.0% of requests leave the device sampler for the host sampler" in (
-        model.headline_text(report)
+        model.headline_text(model.headline(report))
     )
     assert model.path_marks({"error": "no such module"}, slow, m) == {"error": "no such module"}
     assert model.path_marks(None, slow, m) is None
+
+
+def _old_headline(report: dict[str, Any]) -> dict[str, Any]:
+    """What `headline` returned as a plain dict before it was a record."""
+    ratios_ = report.get("ratios") or {}
+    out: dict[str, Any] = {
+        "ratios": {key: ratios_.get(key) for _, key in model.HEADLINE},
+        "mixed_step_share": {
+            side: (report.get(side) or {}).get("mixed_step_share")
+            for side in ("plugin", "upstream")
+        },
+    }
+    per_path = (report.get("paths") or {}).get("per_path")
+    if per_path:
+        out["paths"] = {
+            name: {k: v for k, v in mark.items() if k != "indices"}
+            for name, mark in per_path.items()
+        }
+    return out
+
+
+def _report() -> dict[str, Any]:
+    m = mix.RequestMix((0.0,) * 4, (5,) * 4, (2,) * 4, 0)
+    slow = [{"name": "host sampler", "instead_of": "device sampler", "predicate": "m:f"},
+            {"name": "cpu", "predicate": "m:g"}]  # fmt: skip
+    marks = model.path_marks({"per_request": [None, "host sampler", "cpu", None]}, slow, m)
+    ratios = {key: 1.25 for key, _ in model.RATIO_KEYS} | {"steps": None}
+    return {"ratios": ratios, "plugin": {"mixed_step_share": 0.0}, "upstream": {}, "paths": marks}
+
+
+def test_the_headline_writes_the_json_it_always_did() -> None:
+    report = _report()
+    assert json.dumps(model.headline(report).to_json()) == json.dumps(_old_headline(report))
+    plain = {"ratios": {}, "plugin": {"crashed": "boom"}, "upstream": {}, "paths": {"error": "x"}}
+    assert json.dumps(model.headline(plain).to_json()) == json.dumps(_old_headline(plain))
+    assert "25.0% of requests take the cpu" in model.headline_text(model.headline(report))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"paths": {"per_path": {"cpu": 3}}}, "paths.per_path.cpu is int, expected an object"),
+        ({"ratios": {"itl_p50_s": "fast"}}, "ratios.itl_p50_s is 'fast', expected a number"),
+        ({"plugin": ["x"]}, "plugin is list, expected an object"),
+        ({"paths": {"per_path": {"cpu": {"requests": -1}}}}, "cpu.requests is -1"),
+        ({"paths": {"per_path": {"cpu": {"requests": 1, "instead_of": 2}}}}, "instead_of is 2"),
+    ],
+)
+def test_a_malformed_replay_record_is_refused_naming_the_key(
+    change: dict[str, Any], message: str
+) -> None:
+    """A hand-edited or truncated replay.json is exit 2 naming the file and the key (the
+    old headline crashed on a path that is not an object, or passed a text ratio on)."""
+    with pytest.raises(BadInput, match=r"^dist/x/replay\.json: ") as info:
+        model.headline({**_report(), **change}, "dist/x/replay.json")
+    assert message in info.value.message
 
 
 def test_metrics_from_synthetic_steps() -> None:
@@ -308,7 +364,7 @@ def test_headline_and_plot_titles_name_pairing_cost_model_and_one_unit(
         "plugin": {"mixed_step_share": 0.0},
         "upstream": {"mixed_step_share": 0.186},
     }
-    text = model.headline_text(report)
+    text = model.headline_text(model.headline(report))
     assert "ITL p99 1.17x" in text and "throughput 0.97x" in text and "0.0% vs 18.6%" in text
     title = plots.caption(report)
     assert "reference" in title and "0.26.0" in title

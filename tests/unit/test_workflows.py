@@ -17,7 +17,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -351,14 +350,14 @@ def test_probe_observes_runtime_device_and_mesh(
     wrong = device.probe(
         spec, python, hw.device_glob, hw.mesh_device, {"MESH_DEVICE": "T3K"}, "MESH_DEVICE"
     )
-    assert wrong.missing == [
-        f"MESH_DEVICE=T3K but the spec's mesh is N300 ([conformance.hardware] of {spec.path})"
-    ]
+    assert wrong.missing == (
+        f"MESH_DEVICE=T3K but the spec's mesh is N300 ([conformance.hardware] of {spec.path})",
+    )
     found = device.probe(
         spec, python, hw.device_glob, hw.mesh_device, {"MESH_DEVICE": "N300"}, "MESH_DEVICE"
     )
     assert found.ok, found.missing
-    assert found.runtime["version"] == "0.81.1" and found.devices["found"]
+    assert found.runtime.version == "0.81.1" and found.devices.found
 
 
 def test_rank_flags_in_serve_args_are_refused(tmp_path: Path) -> None:
@@ -369,12 +368,12 @@ def test_rank_flags_in_serve_args_are_refused(tmp_path: Path) -> None:
 
 def test_classify_rejection() -> None:
     clear = "ValueError: TT does not support -tp/--tensor-parallel-size; set MESH_DEVICE"
-    assert hardware.classify_rejection(1, False, clear)["status"] == "rejected"
+    assert hardware.classify_rejection(1, False, clear).status == "rejected"
     echo = "INFO non-default args: {'tensor_parallel_size': 2}\nOSError: model not found"
-    assert hardware.classify_rejection(1, False, echo)["status"] == "unclear"
-    assert hardware.classify_rejection(None, True, "")["status"] == "accepted"
-    assert hardware.classify_rejection(0, False, clear)["status"] == "accepted"
-    assert hardware.classify_rejection(None, False, "")["status"] == "no-answer"
+    assert hardware.classify_rejection(1, False, echo).status == "unclear"
+    assert hardware.classify_rejection(None, True, "").status == "accepted"
+    assert hardware.classify_rejection(0, False, clear).status == "accepted"
+    assert hardware.classify_rejection(None, False, "").status == "no-answer"
 
 
 def fake_vllm(tmp_path: Path, body: str) -> Path:
@@ -400,25 +399,30 @@ def test_tp_probe_starts_vllm_serve_with_tp_2_and_records_the_error(tmp_path: Pa
     )
     log = tmp_path / "probe.log"
     result = hardware_flow.tp_probe(vllm, hw, {**os.environ, "MESH_DEVICE": "N300"}, log)
-    assert result["status"] == "rejected", result
-    assert "MESH_DEVICE=N300" in result["detail"]
-    assert result["argv"][:4] == ["serve", "demo/model", "-tp", "2"]
-    assert "--max-model-len" in result["argv"]
+    assert result.status == "rejected", result
+    assert "MESH_DEVICE=N300" in result.detail
+    assert result.argv is not None and result.argv[:4] == ("serve", "demo/model", "-tp", "2")
+    assert "--max-model-len" in result.argv
 
 
 def test_hardware_check_passes_only_what_was_observed(tmp_path: Path) -> None:
     found = device.Probe(
-        runtime={"module": "ttnn", "status": "present", "version": "0.81.1", "file": "x"},
-        devices={"glob": "/dev/tenstorrent/*", "found": ["/dev/tenstorrent/0"]},
-        mesh={"variable": "MESH_DEVICE", "expected": "N300", "value": "N300"},
+        runtime=device.RuntimeFound(None, "ttnn", "/p", "present", None, "x", "0.81.1", {}),
+        devices=device.DevicesFound("/dev/tenstorrent/*", ("/dev/tenstorrent/0",)),
+        mesh=device.MeshFound("MESH_DEVICE", "N300", "N300"),
     )
-    rejected = {"status": "rejected", "detail": "exit 1: no -tp; use MESH_DEVICE"}
-    live = {"status": "pass", "detail": "64/64 requests completed"}
+    rejected = hardware.TpOutcome("rejected", "exit 1: no -tp; use MESH_DEVICE")
+    live = hardware.LiveOutcome("pass", "64/64 requests completed")
     assert hardware.hardware_check(found, rejected, live).status == "pass"
     assert hardware.hardware_check(found, rejected, None).status == "deferred"
-    accepted = {"status": "accepted", "detail": "came up"}
+    accepted = hardware.TpOutcome("accepted", "came up")
     assert hardware.hardware_check(found, accepted, live).status == "fail"
-    missing = device.Probe(runtime={}, devices={}, mesh={}, missing=["MESH_DEVICE is not set"])
+    missing = device.Probe(
+        device.RuntimeFound(None, "ttnn", "/p", "absent", "no module"),
+        device.DevicesFound(None, ()),
+        device.MeshFound("MESH_DEVICE", "N300", None),
+        ("MESH_DEVICE is not set",),
+    )
     assert hardware.hardware_check(missing, None, None).status == "deferred"
 
     # collected into a hardware scorecard: fleet only with the hardware check passed
@@ -429,13 +433,14 @@ def test_hardware_check_passes_only_what_was_observed(tmp_path: Path) -> None:
     # conform alone never says fleet: the live hardware check has not been observed
     assert card["verdict"] == "pilot"
     (dist / "scorecard.json").write_text(json.dumps(card))
-    assert hardware.collect(dist, hardware.hardware_check(found, rejected, None))["verdict"] == (
+    assert hardware.collect(dist, hardware.hardware_check(found, rejected, None)).verdict == (
         "pilot"
     )
     card = hardware.collect(dist, hardware.hardware_check(found, rejected, live))
-    assert card["verdict"] == "fleet" and card["checks"]["hardware"]["status"] == "pass"
+    assert card.verdict == "fleet" and card.raw["checks"]["hardware"]["status"] == "pass"
+    assert {r.name: r.status for r in card.results}["hardware"] == "pass"
     assert "hardware" in (dist / "scorecard.md").read_text()
-    (dist / "scorecard.json").write_text(json.dumps({**card, "runner": "cpu"}))
+    (dist / "scorecard.json").write_text(json.dumps({**card.raw, "runner": "cpu"}))
     with pytest.raises(BadInput, match="cpu"):
         hardware.collect(dist, hardware.hardware_check(found, rejected, live))
 
@@ -479,7 +484,11 @@ def test_hardware_expectations_come_from_the_spec(tmp_path: Path) -> None:
     """Another vendor: its own runner labels, and a plugin that shards with -tp (issue 12,
     item 7): -tp in serve_args is accepted and the -tp 2 rejection probe is not applicable."""
     from vllm_plugin_release.buildspec.load import load_spec
-    from vllm_plugin_release.conform.checks.hardware.check import hardware_check
+    from vllm_plugin_release.conform.checks.hardware.check import (
+        LiveOutcome,
+        TpOutcome,
+        hardware_check,
+    )
     from vllm_plugin_release.conform.lib.hardwaresettings import settings
     from vllm_plugin_release.core.errors import BadInput
 
@@ -494,19 +503,16 @@ def test_hardware_expectations_come_from_the_spec(tmp_path: Path) -> None:
     assert plan["include"][0]["runner_labels"] == ["self-hosted", "ascend", "910b"]
     hw = settings(load_spec(spec))
     assert hw.parallelism == "tp" and hw.serve_args == ("-tp", "2")
-    tp = {"status": "not-applicable", "detail": "not run"}
+    tp = TpOutcome("not-applicable", "not run")
 
     # the probe's observation on such a runner (a record of it, not a double of hardware)
-    found = SimpleNamespace(
-        ok=True,
-        runtime={"module": "torch_npu", "version": "2.10", "file": "x"},
-        devices={"found": ["/dev/davinci0"]},
-        mesh={"value": None},
-        missing=[],
-        to_json=dict,
+    found = device.Probe(
+        runtime=device.RuntimeFound(None, "torch_npu", "/p", "present", None, "x", "2.10", {}),
+        devices=device.DevicesFound("/dev/davinci*", ("/dev/davinci0",)),
+        mesh=device.MeshFound(None, None, None),
     )
-    live = {"status": "pass", "detail": "64 requests completed"}
-    assert hardware_check(found, tp, live).status == "pass"  # type: ignore[arg-type]
+    live = LiveOutcome("pass", "64 requests completed")
+    assert hardware_check(found, tp, live).status == "pass"
     # the same serve_args are refused for a mesh plugin, naming the key
     mesh = table.replace('"tp"', '"mesh"', 1)
     spec.write_text(text.replace("[conformance.hardware]\n", "[conformance.hardware]\n" + mesh))
@@ -536,7 +542,7 @@ def test_no_vendor_is_a_code_default(tmp_path: Path) -> None:
     )
     assert hw.runner_labels == ("self-hosted", "n300")
     found = device.probe(spec, Path(sys.executable), None, None, {"MESH_DEVICE": "N300"})
-    assert found.mesh["variable"] is None and not any("MESH" in m for m in found.missing)
+    assert found.mesh.variable is None and not any("MESH" in m for m in found.missing)
     # the Tenstorrent facts are the TT spec's own keys
     tt = hardwaresettings.settings(load_spec(REPO / "buildspec" / "tt.toml"))
     assert (tt.parallelism, tt.mesh_variable, tt.mesh_device, tt.device_glob) == (

@@ -76,6 +76,32 @@ def test_shares_are_exact_and_the_same_for_the_same_seed() -> None:
     assert plain.features is None and plain.digest() != one.digest()
 
 
+def test_the_mix_summary_and_variants_write_the_json_they_always_did() -> None:
+    features = {"speculative": {}, "logprobs": {"share": 0.25}, "n": [{"share": 0.1}]}
+    one = mix.generate({**BASE_MIX, "features": features}, Path("."))
+    assert one.features is not None
+    counts = one.features.counts()
+    old = {  # what FeatureMix.summary returned as a plain dict
+        v.id: {
+            "share": v.share,
+            "requests": counts.get(v.id, 200 if v.level == "engine" else 0),
+            "options": dict(v.options),
+        }
+        for v in one.features.variants
+    }
+    assert json.dumps(one.summary()["features"]) == json.dumps(old)
+    assert old["n[0]"] == {"share": 0.1, "requests": 20, "options": {"value": 2}}
+    assert list(one.features.variants[0].to_json()) == [
+        "id",
+        "key",
+        "share",
+        "declared",
+        "needed",
+        "level",
+        "options",
+    ]
+
+
 def test_a_feature_added_does_not_reshuffle_the_others() -> None:
     a = mix.generate({**BASE_MIX, "features": {"logprobs": {"share": 0.3}}}, Path("."))
     b = mix.generate(
@@ -183,6 +209,48 @@ def test_a_request_mix_file_is_held_to_the_same_rules(tmp_path: Path) -> None:
     )
     with pytest.raises(BadInput, match=r"pilot.json: features.n: the variants of 'n'"):
         mix.generate({"file": "pilot.json"}, tmp_path)
+
+
+def test_the_plans_of_a_spec_cross_as_typed_tables(tmp_path: Path) -> None:
+    path = _spec_file(
+        tmp_path,
+        "logprobs = { share = 0.2 }\n",
+        '[conformance.request_mix.plans.big]\ndescription = "a big one"\n'
+        "[conformance.request_mix.plans.big.features]\nn = { share = 0.5 }\n",
+    )
+    base, big = mix.spec_plans(load_spec(path))
+    assert base == mix.PlanTable(None, "", {"logprobs": {"share": 0.2}})
+    assert big == mix.PlanTable(
+        "big", "a big one", {"logprobs": {"share": 0.2}, "n": {"share": 0.5}}
+    )
+    [only] = workload.plans(load_spec(path))[1:]
+    assert (only.name, only.description) == ("big", "a big one")
+    assert [v.id for v in only.variants if v.declared] == ["logprobs", "n"]
+
+
+@pytest.mark.parametrize(
+    ("plans", "message"),
+    [
+        ({"bad": {"features": {"n": [{"share": 0.6}, {"share": 0.6}]}}}, "plans.bad.features.n"),
+        ({"bad": {"description": 3, "features": {}}}, "3 is not of type 'string'"),
+        ({"bad": {"features": {"n": "all"}}}, "plans.bad.features.n"),
+    ],
+)
+def test_a_request_mix_file_s_plans_are_checked_where_they_are_read(
+    tmp_path: Path, plans: dict[str, Any], message: str
+) -> None:
+    """The file a spec's request mix names is read (and checked) by `spec_plans`, once:
+    a plan of the wrong shape is exit 2 naming the file and the key, never a crash."""
+    path = _spec_file(tmp_path, "logprobs = { share = 0.2 }\n")
+    text = path.read_text().replace(
+        "[conformance.request_mix]\n", '[conformance.request_mix]\nfile = "pilot.json"\n', 1
+    )
+    path.write_text(text)
+    (tmp_path / "pilot.json").write_text(json.dumps({"plans": plans}))
+    spec = load_spec(path)
+    with pytest.raises(BadInput, match=re.escape("pilot.json")) as info:
+        mix.spec_plans(spec)
+    assert message in info.value.message
 
 
 # ---------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import difflib
 import functools
 import math
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -171,14 +172,23 @@ def _value_problems(value: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, 
     return []
 
 
-def share_problems(features: dict[str, Any] | None) -> list[tuple[str, str]]:
+# A `[conformance.request_mix] features` table, its shape checked by the schema
+# (`replay/features.FEATURES_SCHEMA`): per key one variant table (share and options, text
+# or numbers) or an array of them.
+FeatureOption = str | int | float
+VariantTable = Mapping[str, FeatureOption]
+FeaturesTable = Mapping[str, VariantTable | Sequence[VariantTable]]
+
+
+def share_problems(features: FeaturesTable | None) -> list[tuple[str, str]]:
     """(key, message) for each key whose variants' shares add up past 1 (pure; the spec
-    loader and the request-mix file loader both say it with the line)."""
+    loader and the request-mix file loader both say it with the line, once the shapes are
+    valid)."""
     problems = []
     for key, value in (features or {}).items():
         if not isinstance(value, list):
             continue
-        shares = [float(v.get("share", 0)) for v in value if isinstance(v, dict)]
+        shares = [float(v.get("share", 0)) for v in value if isinstance(v, Mapping)]
         if sum(shares) > 1 + 1e-9:
             listed = " + ".join(f"{s:g}" for s in shares)
             problems.append(

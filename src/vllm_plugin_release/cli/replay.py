@@ -222,16 +222,16 @@ def _cmd_loadtest(args: argparse.Namespace) -> int:
         time_scale=args.time_scale,
     )
     result = loadtest.run(args.endpoint, request_mix, options, out=out)
-    s = result["summary"]
+    s = result.summary
     print(
-        f"{s['requests']['completed']}/{s['requests']['planned']} requests completed against "
-        f"{result['endpoint']} ({result['model']}) in {result['wall_s']} s"
+        f"{s.requests.completed}/{s.requests.planned} requests completed against "
+        f"{result.endpoint} ({result.model}) in {result.wall_s} s"
     )
     print(
-        f"TTFT p50 {_fmt(s['ttft_s']['p50'], 1000, ' ms')}, p99 "
-        f"{_fmt(s['ttft_s']['p99'], 1000, ' ms')}; ITL mean {_fmt(s['itl_s']['mean'], 1000, ' ms')}"
-        f", p99 {_fmt(s['itl_s']['p99'], 1000, ' ms')}, max {_fmt(s['itl_s']['max'], 1000, ' ms')}"
-        f"; {_fmt(s['output_tokens_per_s'])} output tokens/s"
+        f"TTFT p50 {_fmt(s.ttft_s.p50, 1000, ' ms')}, p99 "
+        f"{_fmt(s.ttft_s.p99, 1000, ' ms')}; ITL mean {_fmt(s.itl_s.mean, 1000, ' ms')}"
+        f", p99 {_fmt(s.itl_s.p99, 1000, ' ms')}, max {_fmt(s.itl_s.max, 1000, ' ms')}"
+        f"; {_fmt(s.output_tokens_per_s)} output tokens/s"
     )
     print(f"wrote {out}")
     return EXIT_OK

@@ -59,7 +59,10 @@ def card_facts(ctx: Context, day: str) -> dict[str, Any]:
     replay = None
     if replay_path.exists() and ctx.spec.conformance.get("replay"):
         report = records.read(ctx.dist, records.REPLAY)  # bounded
-        replay = {**headline(report), "plots": list(report.get("plots") or [])}
+        replay = {
+            **headline(report, replay_path).to_json(),
+            "plots": list(report.get("plots") or []),
+        }
     return {
         "pairing_id": pairing_id_of(pins_from_spec(ctx.spec), core.raw, plugin.raw),
         "wheels": [

@@ -8,9 +8,10 @@ import glob
 import json
 import os
 import subprocess
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
 import tomllib
 
@@ -42,24 +43,114 @@ print(json.dumps(out))
 """
 
 
-@dataclass
+RUNTIME_STATUSES = ("present", "absent", "stand-in")
+
+
+class _RuntimeJson(TypedDict):
+    name: str | None
+    module: str
+    python: str
+    status: str
+
+
+class RuntimeJson(_RuntimeJson, total=False):
+    error: str
+    file: str | None
+    version: str | None
+    distributions: dict[str, str]
+
+
+class DevicesJson(TypedDict):
+    glob: str | None
+    found: list[str]
+
+
+class MeshJson(TypedDict):
+    variable: str | None
+    expected: str | None
+    value: str | None
+
+
+class ProbeJson(TypedDict):
+    """hardware-probe.json (`Probe.to_json`)."""
+
+    ok: bool
+    runtime: RuntimeJson
+    devices: DevicesJson
+    mesh_device: MeshJson
+    missing: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeFound:
+    """What importing the vendor runtime showed: the import subprocess's answer, checked
+    once (`runtime_found`). `distributions` is None when the module did not import (then
+    `file` and `version` were not reported either)."""
+
+    name: str | None  # the spec's [runtime] name
+    module: str
+    python: str
+    status: str  # one of RUNTIME_STATUSES
+    error: str | None = None  # why it is absent
+    file: str | None = None
+    version: str | None = None
+    distributions: Mapping[str, str] | None = None  # distribution -> version
+
+    def to_json(self) -> RuntimeJson:
+        out: RuntimeJson = {
+            "name": self.name,
+            "module": self.module,
+            "python": self.python,
+            "status": self.status,
+        }
+        if self.error is not None:
+            out["error"] = self.error
+        if self.distributions is not None:
+            out["file"] = self.file
+            out["version"] = self.version
+            out["distributions"] = dict(self.distributions)
+        return out
+
+
+class DevicesFound(NamedTuple):
+    """The device nodes the spec's `device_glob` matched (glob None: no check configured)."""
+
+    glob: str | None
+    found: tuple[str, ...]
+
+    def to_json(self) -> DevicesJson:
+        return {"glob": self.glob, "found": list(self.found)}
+
+
+class MeshFound(NamedTuple):
+    """The spec's mesh variable, the mesh it expects, and the value in the environment."""
+
+    variable: str | None
+    expected: str | None
+    value: str | None
+
+    def to_json(self) -> MeshJson:
+        return {"variable": self.variable, "expected": self.expected, "value": self.value}
+
+
+@dataclass(frozen=True, slots=True)
 class Probe:
-    runtime: dict[str, Any]
-    devices: dict[str, Any]
-    mesh: dict[str, Any]
-    missing: list[str] = field(default_factory=list)
+    runtime: RuntimeFound
+    devices: DevicesFound
+    mesh: MeshFound
+    missing: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         return not self.missing
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ProbeJson:
         return {
             "ok": self.ok,
-            "runtime": self.runtime,
-            "devices": self.devices,
-            "mesh_device": self.mesh,
-            "missing": self.missing,
+            "runtime": self.runtime.to_json(),
+            "devices": self.devices.to_json(),
+            "mesh_device": self.mesh.to_json(),
+            "missing": list(self.missing),
         }
 
 
@@ -74,7 +165,50 @@ def _stand_in_name(spec: Spec) -> str | None:
         return None
 
 
-def import_runtime(python: Path, module: str, timeout: float = 300) -> dict[str, Any]:
+def _answer_problem(answer: object) -> str | None:
+    """What is wrong with the import subprocess's answer (None: the shape it always has)."""
+    if not isinstance(answer, dict):
+        return f"not a JSON object but {type(answer).__name__}"
+    want = {"present": ("file", "version", "distributions"), "absent": ("error",)}
+    status = answer.get("status")
+    if status not in want or not isinstance(answer.get("python"), str):
+        return f"'status' {status!r} / 'python' {answer.get('python')!r} unexpected"
+    if list(answer) != ["python", "status", *want[status]]:
+        return f"keys {', '.join(map(str, answer))}; expected python, status, " + ", ".join(
+            want[status]
+        )
+    if status == "absent":
+        return None if isinstance(answer["error"], str) else "'error' is not text"
+    if any(answer[k] is not None and not isinstance(answer[k], str) for k in ("file", "version")):
+        return "'file' or 'version' is neither text nor null"
+    dists = answer["distributions"]
+    if not isinstance(dists, dict) or not all(isinstance(v, str) for v in dists.values()):
+        return "'distributions' is not an object of versions"
+    return None
+
+
+def runtime_found(answer: object, name: str | None, module: str, python: Path) -> RuntimeFound:
+    """The import subprocess's answer (parsed JSON) as a record: checked here, once; an
+    answer of another shape says the runtime is absent, and why."""
+    problem = _answer_problem(answer)
+    if problem is not None or not isinstance(answer, dict):
+        return RuntimeFound(name, module, str(python), "absent", f"probe answered: {problem}")
+    if answer["status"] == "absent":
+        return RuntimeFound(name, module, answer["python"], "absent", answer["error"])
+    return RuntimeFound(
+        name,
+        module,
+        answer["python"],
+        "present",
+        file=answer["file"],
+        version=answer["version"],
+        distributions=dict(answer["distributions"]),
+    )
+
+
+def import_runtime(
+    python: Path, module: str, name: str | None = None, timeout: float = 300
+) -> RuntimeFound:
     """Import `module` in `python` (a subprocess) and say what happened."""
     try:
         done = subprocess.run(
@@ -85,14 +219,15 @@ def import_runtime(python: Path, module: str, timeout: float = 300) -> dict[str,
             check=False,
         )
     except FileNotFoundError:
-        return {"python": str(python), "status": "absent", "error": "python not found"}
+        return RuntimeFound(name, module, str(python), "absent", "python not found")
     except subprocess.TimeoutExpired:
-        return {"python": str(python), "status": "absent", "error": f"import took > {timeout} s"}
+        return RuntimeFound(name, module, str(python), "absent", f"import took > {timeout} s")
     try:
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
         tail = (done.stderr or done.stdout).strip()[-300:]
-        return {"python": str(python), "status": "absent", "error": f"probe failed: {tail}"}
+        return RuntimeFound(name, module, str(python), "absent", f"probe failed: {tail}")
+    return runtime_found(answer, name, module, python)
 
 
 def probe(
@@ -115,45 +250,42 @@ def probe(
             "runtime's import name (e.g. ttnn)"
         )
     missing: list[str] = []
-    runtime = {"name": spec.runtime.get("name"), "module": module, **import_runtime(python, module)}
+    runtime = import_runtime(python, module, spec.runtime.get("name"))
     stand_in = _stand_in_name(spec)
-    if runtime["status"] == "present" and stand_in and stand_in in runtime.get("distributions", {}):
-        runtime["status"] = "stand-in"
+    if runtime.status == "present" and stand_in and stand_in in (runtime.distributions or {}):
+        runtime = replace(runtime, status="stand-in")
         missing.append(
             f"runtime {module!r} in {python} is the stand-in {stand_in} (a test double), "
             "not the vendor runtime"
         )
-    elif runtime["status"] != "present":
+    elif runtime.status != "present":
         missing.append(
-            f"runtime module {module!r} is not importable in {python} "
-            f"({runtime.get('error', 'absent')})"
+            f"runtime module {module!r} is not importable in {python} ({runtime.error or 'absent'})"
         )
     if device_glob:
         nodes = sorted(glob.glob(device_glob))
-        devices = {"glob": device_glob, "found": nodes}
+        devices = DevicesFound(device_glob, tuple(nodes))
         if not nodes:
             missing.append(f"no device visible: nothing matches {device_glob}")
     else:
-        devices = {"glob": None, "found": []}
+        devices = DevicesFound(None, ())
         missing.append(
             "no device check configured: set [conformance.hardware] device_glob "
             f"(the device nodes of runtime {module!r})"
         )
-    mesh: dict[str, Any] = {
-        "variable": mesh_variable,
-        "expected": mesh_device,
-        "value": environ.get(mesh_variable) if mesh_variable else None,
-    }
+    mesh = MeshFound(
+        mesh_variable, mesh_device, environ.get(mesh_variable) if mesh_variable else None
+    )
     if mesh_variable:
-        if not mesh["value"]:
+        if not mesh.value:
             want = f" (expected {mesh_device})" if mesh_device else ""
             missing.append(f"{mesh_variable} is not set{want}")
-        elif mesh_device and mesh["value"].upper() != mesh_device.upper():
+        elif mesh_device and mesh.value.upper() != mesh_device.upper():
             missing.append(
-                f"{mesh_variable}={mesh['value']} but the spec's mesh is {mesh_device} "
+                f"{mesh_variable}={mesh.value} but the spec's mesh is {mesh_device} "
                 f"([conformance.hardware] of {spec.path})"
             )
-    return Probe(runtime=runtime, devices=devices, mesh=mesh, missing=missing)
+    return Probe(runtime=runtime, devices=devices, mesh=mesh, missing=tuple(missing))
 
 
 def runtime_env_from_environ() -> Path | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx
 
@@ -23,6 +23,27 @@ def _failure(exc: Exception, what: str) -> EndpointFailure:
     if isinstance(exc, httpx.TimeoutException):
         return EndpointFailure(f"{what}: timed out ({type(exc).__name__})")
     return EndpointFailure(f"{what}: {type(exc).__name__}: {exc}")
+
+
+class StreamOptions(TypedDict):
+    include_usage: bool
+
+
+class _Completion(TypedDict):
+    model: str
+    prompt: str | list[int]  # text, or token ids
+    max_tokens: int
+    temperature: float
+    stream: bool
+    stream_options: StreamOptions
+
+
+class CompletionBody(_Completion, total=False):
+    """A streamed `/v1/completions` request, as JSON (the keys in the order sent); these
+    two are vLLM's own (exactly `max_tokens` tokens), left out for other servers."""
+
+    ignore_eos: bool
+    min_tokens: int
 
 
 @dataclass
@@ -70,7 +91,7 @@ class Client:
         return Answer(response.status_code, response.text)
 
     @contextlib.asynccontextmanager
-    async def stream_post(self, url: str, body: dict[str, Any], what: str) -> AsyncIterator[Stream]:
+    async def stream_post(self, url: str, body: CompletionBody, what: str) -> AsyncIterator[Stream]:
         try:
             async with self._inner.stream("POST", url, json=body) as response:
                 yield Stream(response, what)

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass
@@ -31,9 +32,12 @@ from typing import TYPE_CHECKING, Any
 from vllm_plugin_release.conform.checks.hardware.check import (
     PROBE_RECORD,
     RECORD,
+    LiveOutcome,
+    TpOutcome,
     classify_rejection,
     collect,
     hardware_check,
+    hardware_record,
     live_result,
     missing_error,
     without_runtime,
@@ -129,8 +133,8 @@ def require(found: Probe) -> None:
     if not found.ok:
         raise missing_error(found)
     progress.info(
-        f"hardware-probe: runtime {found.runtime['module']} present ({found.runtime['python']}),"
-        f" {len(found.devices['found'])} device node(s)" + mesh_text(found)
+        f"hardware-probe: runtime {found.runtime.module} present ({found.runtime.python}),"
+        f" {len(found.devices.found)} device node(s)" + mesh_text(found)
     )
 
 
@@ -157,7 +161,7 @@ def serve_command(vllm: Path, hw: HardwareSettings, port: int, extra: tuple[str,
     ]
 
 
-def tp_probe(vllm: Path, hw: HardwareSettings, env: dict[str, str], log: Path) -> dict[str, Any]:
+def tp_probe(vllm: Path, hw: HardwareSettings, env: dict[str, str], log: Path) -> TpOutcome:
     """Start `vllm serve MODEL -tp 2`: the plugin must refuse it with a clear error."""
     port = serve.free_port()
     argv = serve_command(vllm, hw, port, ("-tp", "2"))
@@ -174,12 +178,12 @@ def tp_probe(vllm: Path, hw: HardwareSettings, env: dict[str, str], log: Path) -
         code = proc.poll()
         serve.stop(proc)
     result = classify_rejection(code, came_up, serve.tail(log, 200), hw.mesh_variable)
-    return {"argv": argv[1:], "log": str(log), **result}
+    return dataclasses.replace(result, argv=tuple(argv[1:]), log=str(log))
 
 
 def live_test(
     spec: Spec, vllm: Path, hw: HardwareSettings, env: dict[str, str], dist: Path
-) -> dict[str, Any]:
+) -> LiveOutcome:
     """Start `vllm serve` with the spec's model, run the mixed-load test, stop the server."""
     from vllm_plugin_release.replay import mix
 
@@ -193,10 +197,10 @@ def live_test(
         while not serve.healthy(port):
             if proc.poll() is not None:
                 detail = f"vllm serve exited {proc.returncode} before answering /health"
-                return {"status": "fail", "detail": detail, **_log_fields(log)}
+                return LiveOutcome("fail", detail, log_tail=serve.tail(log), log=str(log))
             if time.monotonic() - started > hw.startup_timeout:
                 detail = f"vllm serve did not answer /health within {hw.startup_timeout} s"
-                return {"status": "fail", "detail": detail, **_log_fields(log)}
+                return LiveOutcome("fail", detail, log_tail=serve.tail(log), log=str(log))
             time.sleep(5)
         startup = round(time.monotonic() - started, 1)
         return _load_test(port, request_mix, hw, dist, startup, log)
@@ -204,13 +208,9 @@ def live_test(
         serve.stop(proc)
 
 
-def _log_fields(log: Path) -> dict[str, str]:
-    return {"log_tail": serve.tail(log), "log": str(log)}
-
-
 def _load_test(
     port: int, request_mix: Any, hw: HardwareSettings, dist: Path, startup: float, log: Path
-) -> dict[str, Any]:
+) -> LiveOutcome:
     """The mixed-load test against the server on `port`, summarised as the live result."""
     from vllm_plugin_release.replay import loadtest
 
@@ -221,8 +221,9 @@ def _load_test(
     try:
         result = loadtest.run(f"http://127.0.0.1:{port}", request_mix, options, out=out)
     except OutsideFailure as exc:
-        return {"status": "fail", "detail": exc.message, "file": str(out), "log": str(log)}
-    return {**live_result(result["summary"], startup), "file": str(out), "log": str(log)}
+        return LiveOutcome("fail", exc.message, file=str(out), log=str(log))
+    outcome = live_result(result.summary, startup)
+    return dataclasses.replace(outcome, file=str(out), log=str(log))
 
 
 def live(spec: Spec, dist: Path, hw: HardwareSettings, spec_arg: str | Path) -> int:
@@ -241,7 +242,7 @@ def live(spec: Spec, dist: Path, hw: HardwareSettings, spec_arg: str | Path) -> 
     if not found.ok:
         with contextlib.suppress(BadInput):  # no hardware scorecard yet: nothing to correct
             card = collect(dist, hardware_check(found, None, None))
-            progress.info(f"hardware-live: verdict {card['verdict']} (hardware part not run)")
+            progress.info(f"hardware-live: verdict {card.verdict} (hardware part not run)")
         raise missing_error(found)
     if not has_env:
         raise BadInput(
@@ -253,22 +254,22 @@ def live(spec: Spec, dist: Path, hw: HardwareSettings, spec_arg: str | Path) -> 
         raise BadInput(f"{vllm}: not found; the pairing environment has no vllm command")
     serve_env = dict(proc.inherited())
     if hw.mesh_variable:
-        serve_env[hw.mesh_variable] = found.mesh["value"] or ""
+        serve_env[hw.mesh_variable] = found.mesh.value or ""
     serve_command(vllm, hw, 0)  # the model must be set before anything starts
     if hw.parallelism == "mesh":
         progress.info("hardware-live: vllm serve -tp 2 (must be rejected)")
         tp = tp_probe(vllm, hw, serve_env, dist / "hardware-tp-probe.log")
     else:  # the plugin shards with -tp itself: nothing to reject
-        tp = {"status": "not-applicable", "detail": 'not run: parallelism = "tp" in the spec'}
-    progress.info(f"hardware-live: -tp 2 probe: {tp['status']}: {tp['detail']}")
+        tp = TpOutcome("not-applicable", 'not run: parallelism = "tp" in the spec')
+    progress.info(f"hardware-live: -tp 2 probe: {tp.status}: {tp.detail}")
     progress.info(f"hardware-live: vllm serve {hw.model}{mesh_text(found)}")
     result = live_test(spec, vllm, hw, serve_env, dist)
-    progress.info(f"hardware-live: live load test: {result['status']}: {result['detail']}")
+    progress.info(f"hardware-live: live load test: {result.status}: {result.detail}")
     check = hardware_check(found, tp, result)
-    write_json(dist / RECORD, {"probe": found.to_json(), "tp_probe": tp, "live": result})
+    write_json(dist / RECORD, hardware_record(found, tp, result))
     card = collect(dist, check)
-    progress.info(f"hardware-live: hardware check {check.status}; verdict {card['verdict']}")
-    return EXIT_OK if card["verdict"] == "fleet" else EXIT_GATE
+    progress.info(f"hardware-live: hardware check {check.status}; verdict {card.verdict}")
+    return EXIT_OK if card.verdict == "fleet" else EXIT_GATE
 
 
 # ---------------------------------------------------------------------------

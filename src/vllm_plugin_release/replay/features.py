@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
+
+if TYPE_CHECKING:  # the spec loader's module loads jsonschema: only its types here
+    from vllm_plugin_release.buildspec.load import FeatureOption, FeaturesTable
 
 # vLLM's default `max_logprobs` (ModelConfig): a plan that asks for more sets the engine's.
 VLLM_MAX_LOGPROBS = 20
@@ -227,6 +230,18 @@ PLANS_SCHEMA: dict[str, Any] = {
 # Variants.
 
 
+class VariantJson(TypedDict):
+    """A variant as replay.json and the workload evidence write it (`Variant.to_json`)."""
+
+    id: str
+    key: str
+    share: float
+    declared: bool
+    needed: bool
+    level: str
+    options: dict[str, FeatureOption]
+
+
 @dataclass(frozen=True)
 class Variant:
     """One variant of a feature key, its options with every default written out."""
@@ -234,7 +249,7 @@ class Variant:
     key: str
     index: int  # position in the key's array (0 for a single table)
     share: float
-    options: dict[str, Any] = field(default_factory=dict)
+    options: Mapping[str, FeatureOption] = field(default_factory=dict)
     declared: bool = True  # False: asked of the plugin with the defaults, not in the plan
     several: bool = False  # the key holds an array of variants
 
@@ -275,7 +290,7 @@ class Variant:
         index = f" #{self.index + 1}" if self.several else ""
         return f"{NAMES[self.key]}{index} ({detail})"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> VariantJson:
         return {
             "id": self.id,
             "key": self.key,
@@ -287,11 +302,11 @@ class Variant:
         }
 
 
-def _defaults(key: str) -> dict[str, Any]:
+def _defaults(key: str) -> dict[str, FeatureOption]:
     return {k: v["default"] for k, v in CATALOGUE[key][1].items() if "default" in v}
 
 
-def parse(features: dict[str, Any] | None) -> list[Variant]:
+def parse(features: FeaturesTable | None) -> list[Variant]:
     """The declared variants of a (validated) features table, in catalogue order."""
     out: list[Variant] = []
     for key in FEATURE_KEYS:
@@ -315,7 +330,7 @@ def asked(declared: list[Variant]) -> list[Variant]:
     return sorted([*declared, *extra], key=lambda v: (order[v.key], v.index))
 
 
-def merged(base: dict[str, Any] | None, plan: dict[str, Any] | None) -> dict[str, Any]:
+def merged(base: FeaturesTable | None, plan: FeaturesTable | None) -> FeaturesTable:
     """A plan's features over the base mix's, key by key."""
     return {**(base or {}), **(plan or {})}
 
@@ -369,7 +384,49 @@ TOKEN_MASKS = {
 PROBE_PROCESSOR = "probe"
 
 
-def request_params(v: Variant) -> dict[str, Any]:
+class StructuredOutputs(TypedDict, total=False):
+    """vLLM's `StructuredOutputsParams`, one of them."""
+
+    json: Mapping[str, Any]  # a JSON Schema document
+    regex: str
+    choice: list[str]
+    grammar: str
+
+
+class SamplingKwargs(TypedDict, total=False):
+    """`SamplingParams` keyword arguments (JSON-ready): the ones a variant sets."""
+
+    temperature: float
+    logprobs: int
+    prompt_logprobs: int
+    presence_penalty: float
+    frequency_penalty: float
+    repetition_penalty: float
+    top_p: float
+    top_k: int
+    min_p: float
+    seed: int
+    logit_bias: dict[str, float]
+    allowed_token_ids: list[int]
+    bad_words: list[str]
+    structured_outputs: StructuredOutputs
+    n: int
+
+
+class SpeculativeConfig(TypedDict):
+    method: str
+    num_speculative_tokens: int
+
+
+class EngineKwargs(TypedDict, total=False):
+    """`EngineArgs` keyword arguments (JSON-ready): the ones a variant needs."""
+
+    speculative_config: SpeculativeConfig
+    max_logprobs: int
+    logits_processors: list[str]
+
+
+def request_params(v: Variant) -> SamplingKwargs:
     """`SamplingParams` keyword arguments for a request with variant `v` (JSON-ready)."""
     o = v.options
     return {
@@ -391,7 +448,7 @@ def request_params(v: Variant) -> dict[str, Any]:
     }[v.key]()
 
 
-def engine_kwargs(v: Variant) -> dict[str, Any]:
+def engine_kwargs(v: Variant) -> EngineKwargs:
     """`EngineArgs` keyword arguments the variant needs (JSON-ready); {} for most."""
     o = v.options
     if v.key == "speculative":
@@ -405,11 +462,11 @@ def engine_kwargs(v: Variant) -> dict[str, Any]:
     return {}
 
 
-def combined_params(variants: Sequence[Variant]) -> dict[str, Any]:
+def combined_params(variants: Sequence[Variant]) -> SamplingKwargs:
     """The SamplingParams of a request that uses all of `variants`: greedy (temperature 0)
     unless it samples; n > 1 without a `sampling` variant samples at temperature 1 (vLLM
     refuses n > 1 with greedy sampling)."""
-    params: dict[str, Any] = {"temperature": 0.0}
+    params: SamplingKwargs = {"temperature": 0.0}
     for v in variants:
         params.update(request_params(v))
     if any(v.key == "n" for v in variants) and not any(v.key == "sampling" for v in variants):
@@ -440,20 +497,31 @@ class FeatureMix:
                 out[self.variants[i].id] += 1
         return out
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, VariantUse]:
+        """Per variant id: its share, the requests that use it, its options."""
         total = len(self.per_request) or 1
         counts = self.counts()
         return {
-            v.id: {
-                "share": v.share,
-                "requests": counts.get(v.id, total if v.level == "engine" else 0),
-                "options": dict(v.options),
-            }
+            v.id: VariantUse(
+                v.share, counts.get(v.id, total if v.level == "engine" else 0), v.options
+            )
             for v in self.variants
         }
 
 
-def feature_mix(features: dict[str, Any] | None, count: int, seed: int) -> FeatureMix | None:
+class VariantUse(NamedTuple):
+    """How a mix uses a variant: its share, the requests that do (all of them for an
+    engine-level variant), its options (the mix summary's `features` entry)."""
+
+    share: float
+    requests: int
+    options: Mapping[str, FeatureOption]
+
+    def to_json(self) -> dict[str, float | int | dict[str, FeatureOption]]:
+        return {"share": self.share, "requests": self.requests, "options": dict(self.options)}
+
+
+def feature_mix(features: FeaturesTable | None, count: int, seed: int) -> FeatureMix | None:
     """The declared features of a mix, assigned to its `count` requests (None: none)."""
     variants = parse(features)
     if not variants:

@@ -22,10 +22,15 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, TypedDict
 
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
-from vllm_plugin_release.edges.http_stream import Client, EndpointFailure, connect
+from vllm_plugin_release.edges.http_stream import (
+    Client,
+    CompletionBody,
+    EndpointFailure,
+    connect,
+)
 from vllm_plugin_release.replay.mix import RequestMix
 
 # A token id every tokenizer has; a prompt of N of them is N tokens long.
@@ -146,13 +151,13 @@ async def _model_name(client: Client, base: str) -> str:
         ) from None
 
 
-def _body(record: RequestRecord, model: str, options: LoadOptions) -> dict[str, Any]:
-    prompt: Any
+def _body(record: RequestRecord, model: str, options: LoadOptions) -> CompletionBody:
+    prompt: str | list[int]
     if options.prompt_mode == "text":
         prompt = " ".join(["hello"] * record.prompt_tokens)
     else:
         prompt = [PROMPT_TOKEN_ID] * record.prompt_tokens
-    body: dict[str, Any] = {
+    body: CompletionBody = {
         "model": model,
         "prompt": prompt,
         "max_tokens": record.max_tokens,
@@ -301,9 +306,80 @@ async def _run(
             state["metrics_after"] = {"available": False, "reason": str(exc)}
 
 
-def _stats(values: list[float]) -> dict[str, float | None]:
+class Stats(NamedTuple):
+    """Percentiles, mean and maximum of a latency series, in seconds (None: no values)."""
+
+    p50: float | None
+    p99: float | None
+    mean: float | None
+    max: float | None
+
+    def to_json(self) -> dict[str, float | None]:
+        return self._asdict()
+
+
+class RequestCounts(NamedTuple):
+    planned: int
+    sent: int
+    completed: int
+    errors: int
+    fewer_tokens_than_requested: int
+
+    def to_json(self) -> dict[str, int]:
+        return self._asdict()
+
+
+class LoadSummaryJson(TypedDict):
+    requests: dict[str, int]
+    ttft_s: dict[str, float | None]
+    itl_s: dict[str, float | None]
+    output_tokens: int
+    output_tokens_per_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSummary:
+    """What a load test measured (loadtest.json's `summary`)."""
+
+    requests: RequestCounts
+    ttft_s: Stats
+    itl_s: Stats
+    output_tokens: int
+    output_tokens_per_s: float | None
+
+    def to_json(self) -> LoadSummaryJson:
+        return {
+            "requests": self.requests.to_json(),
+            "ttft_s": self.ttft_s.to_json(),
+            "itl_s": self.itl_s.to_json(),
+            "output_tokens": self.output_tokens,
+            "output_tokens_per_s": self.output_tokens_per_s,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    """A load test's outcome: what callers read, typed; `raw` is loadtest.json's object as
+    written (the mix, options, metrics and every request), only to serialise it."""
+
+    endpoint: str
+    model: str | None
+    wall_s: float
+    error: str | None  # None: complete
+    summary: LoadSummary
+    raw: dict[str, Any]
+
+    @property
+    def complete(self) -> bool:
+        return self.error is None
+
+    def to_json(self) -> dict[str, Any]:
+        return self.raw
+
+
+def _stats(values: list[float]) -> Stats:
     if not values:
-        return {"p50": None, "p99": None, "mean": None, "max": None}
+        return Stats(None, None, None, None)
     ordered = sorted(values)
 
     def pct(q: float) -> float:
@@ -311,15 +387,15 @@ def _stats(values: list[float]) -> dict[str, float | None]:
         low, high = math.floor(pos), math.ceil(pos)
         return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
-    return {
-        "p50": round(pct(0.5), 6),
-        "p99": round(pct(0.99), 6),
-        "mean": round(sum(ordered) / len(ordered), 6),
-        "max": round(ordered[-1], 6),
-    }
+    return Stats(
+        round(pct(0.5), 6),
+        round(pct(0.99), 6),
+        round(sum(ordered) / len(ordered), 6),
+        round(ordered[-1], 6),
+    )
 
 
-def summarize(records: list[RequestRecord]) -> dict[str, Any]:
+def summarize(records: list[RequestRecord]) -> LoadSummary:
     sent = [r for r in records if r.sent_s is not None]
     ok = [r for r in sent if r.error is None and r.done_s is not None]
     ttfts = [r.ttft for r in sent if r.ttft is not None]
@@ -329,19 +405,19 @@ def summarize(records: list[RequestRecord]) -> dict[str, Any]:
     last = max((r.chunk_times_s[-1] for r in sent if r.chunk_times_s), default=first)
     span = last - first
     short = [r.index for r in ok if r.output_tokens < r.max_tokens]
-    return {
-        "requests": {
-            "planned": len(records),
-            "sent": len(sent),
-            "completed": len(ok),
-            "errors": len([r for r in sent if r.error]),
-            "fewer_tokens_than_requested": len(short),
-        },
-        "ttft_s": _stats(ttfts),
-        "itl_s": _stats(itls),
-        "output_tokens": tokens,
-        "output_tokens_per_s": round(tokens / span, 3) if span > 0 else None,
-    }
+    return LoadSummary(
+        RequestCounts(
+            planned=len(records),
+            sent=len(sent),
+            completed=len(ok),
+            errors=len([r for r in sent if r.error]),
+            fewer_tokens_than_requested=len(short),
+        ),
+        _stats(ttfts),
+        _stats(itls),
+        tokens,
+        round(tokens / span, 3) if span > 0 else None,
+    )
 
 
 def run(
@@ -350,7 +426,7 @@ def run(
     options: LoadOptions,
     *,
     out: Path | None = None,
-) -> dict[str, Any]:
+) -> LoadResult:
     """Run the load test; write `out` (always, also on failure); OutsideFailure on failure."""
     if options.max_requests < 1 or options.duration_s <= 0 or options.request_timeout_s <= 0:
         raise BadInput("--max-requests, --duration and --request-timeout must be positive")
@@ -371,8 +447,8 @@ def run(
     if before.get("available") and after.get("available"):
         metrics["delta"] = metrics_delta(before["samples"], after["samples"])
     summary = summarize(records)
-    if not error and summary["requests"]["errors"]:
-        error = f"{summary['requests']['errors']} of {summary['requests']['sent']} requests failed"
+    if not error and summary.requests.errors:
+        error = f"{summary.requests.errors} of {summary.requests.sent} requests failed"
     result = {
         "schema": "vpr-loadtest/1",
         "endpoint": base,
@@ -383,7 +459,7 @@ def run(
         "wall_s": round(state.get("wall_s", 0.0), 3),
         "complete": error is None,
         "error": error,
-        "summary": summary,
+        "summary": summary.to_json(),
         "metrics": metrics,
         "requests": [r.to_json() for r in records],
     }
@@ -397,4 +473,4 @@ def run(
             f"load test against {base} stopped: {error}{kept}",
             hint="check that the server is up and answers /v1/completions with stream=true",
         )
-    return result
+    return LoadResult(base, result["model"], result["wall_s"], error, summary, result)

@@ -20,7 +20,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core.errors import BadInput
@@ -31,6 +31,9 @@ from vllm_plugin_release.replay.features import (
     feature_mix,
     merged,
 )
+
+if TYPE_CHECKING:  # the spec loader's module loads jsonschema: only its types here
+    from vllm_plugin_release.buildspec.load import FeaturesTable
 
 TRACE_COLUMNS = ("arrival_time", "prompt_tokens", "output_tokens")
 
@@ -185,7 +188,7 @@ class RequestMix:
             "sha256": self.digest(),
         }
         if self.features is not None:
-            out["features"] = self.features.summary()
+            out["features"] = {k: u.to_json() for k, u in self.features.summary().items()}
         return out
 
     def limit(self, count: int) -> RequestMix:
@@ -316,12 +319,42 @@ def plan_names(table: dict[str, Any]) -> list[str]:
     return sorted(table.get("plans") or {})
 
 
-def plan_features(table: dict[str, Any], plan: str | None) -> dict[str, Any]:
+def plan_features(table: dict[str, Any], plan: str | None) -> FeaturesTable:
     """The features of the base mix (`plan` None) or of a variant plan over it."""
     base = table.get("features") or {}
     if plan is None:
         return dict(base)
     return merged(base, (table.get("plans") or {})[plan].get("features"))
+
+
+class PlanTable(NamedTuple):
+    """A plan of a request mix: the base mix (name None) or a variant plan, with its
+    features put over the base's."""
+
+    name: str | None
+    description: str  # the plan's own (`plans.NAME.description`), "" without one
+    features: FeaturesTable
+
+
+def spec_plans(spec: Spec) -> tuple[PlanTable, ...]:
+    """The base mix and its variant plans (sorted by name) of the spec's request mix: the
+    file it names read and checked here (BadInput naming file, line and key); () when the
+    spec has no request mix."""
+    raw = spec.options("request_mix")
+    if not raw:
+        return ()
+    table, origin = load_table(raw, spec.root, spec_origin(spec))
+    if "file" in raw:
+        validate_table(table, origin)
+    plans = table.get("plans") or {}
+    return tuple(
+        PlanTable(
+            name,
+            str(plans[name].get("description", "")) if name is not None else "",
+            plan_features(table, name),
+        )
+        for name in [None, *plan_names(table)]
+    )
 
 
 # ---------------------------------------------------------------------------

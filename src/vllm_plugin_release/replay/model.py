@@ -10,10 +10,12 @@ plugin/upstream ratios.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
+from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.replay.mix import RequestMix
 
 # Figures compared as plugin / upstream.
@@ -378,6 +380,7 @@ def timing_report(raw_result: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 # The headline a reader sees first (scorecard, scheduler check).
 
+_RERUN = "run `vpr replay` again; the record is malformed"
 HEADLINE = (
     ("ITL p50", "itl_p50_s"),
     ("ITL p99", "itl_p99_s"),
@@ -387,37 +390,105 @@ HEADLINE = (
 )
 
 
-def headline(report: dict[str, Any]) -> dict[str, Any]:
-    """plugin / upstream ratios of the headline figures and each side's mixed-step share."""
-    ratios_ = report.get("ratios") or {}
-    out: dict[str, Any] = {
-        "ratios": {key: ratios_.get(key) for _, key in HEADLINE},
-        "mixed_step_share": {
-            side: (report.get(side) or {}).get("mixed_step_share")
-            for side in ("plugin", "upstream")
-        },
-    }
-    per_path = (report.get("paths") or {}).get("per_path")
-    if per_path:
-        out["paths"] = {
-            name: {k: v for k, v in mark.items() if k != "indices"}
-            for name, mark in per_path.items()
+class PathShare(NamedTuple):
+    """A path's share of a mix's requests: a slow path (`instead_of`, the path it leaves
+    when the spec says) or the rest, on the default path (named "default")."""
+
+    name: str
+    requests: int
+    share: float | None
+    instead_of: str | None = None
+
+    def to_json(self) -> dict[str, str | int | float | None]:
+        out: dict[str, str | int | float | None] = {}
+        if self.name != "default":
+            out["instead_of"] = self.instead_of
+        out.update(requests=self.requests, share=self.share)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Headline:
+    """What a reader sees first of a replay: the plugin / upstream ratios of the HEADLINE
+    figures, each side's mixed-step share, and the slow paths' shares (None: not marked).
+    Read from replay.json once (`headline`); `to_json` is the scorecard's `replay`."""
+
+    ratios: Mapping[str, float | None]  # per HEADLINE key
+    mixed_step_share: Mapping[str, float | None]  # plugin, upstream
+    paths: Mapping[str, PathShare] | None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "ratios": dict(self.ratios),
+            "mixed_step_share": dict(self.mixed_step_share),
         }
+        if self.paths:
+            out["paths"] = {name: mark.to_json() for name, mark in self.paths.items()}
+        return out
+
+
+def _number(value: object, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    raise BadInput(f"{where} is {value!r}, expected a number or null", hint=_RERUN)
+
+
+def _table(value: object, where: str) -> Mapping[str, object]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise BadInput(f"{where} is {type(value).__name__}, expected an object", hint=_RERUN)
+    return value
+
+
+def path_shares(per_path: object, where: str) -> dict[str, PathShare]:
+    """Each path's share (`path_marks`' `per_path`, or the workload check's `paths`),
+    checked: BadInput naming `where` and the key of a value of another type."""
+    out = {}
+    for name, mark in _table(per_path, where).items():
+        at = f"{where}.{name}"
+        mark = _table(mark, at)
+        requests, instead_of = mark.get("requests"), mark.get("instead_of")
+        if not isinstance(requests, int) or isinstance(requests, bool) or requests < 0:
+            raise BadInput(f"{at}.requests is {requests!r}, expected a count", hint=_RERUN)
+        if instead_of is not None and not isinstance(instead_of, str):
+            raise BadInput(f"{at}.instead_of is {instead_of!r}, expected text", hint=_RERUN)
+        share = _number(mark.get("share"), f"{at}.share")
+        out[name] = PathShare(name, requests, share, instead_of)
     return out
 
 
-def path_sentences(paths: dict[str, Any]) -> list[str]:
+def headline(report: object, where: str | Path = "replay.json") -> Headline:
+    """The headline of a replay report (replay.json's object), each value checked once:
+    BadInput naming `where` and the key of one of another type."""
+    report = _table(report, str(where))
+    ratios = _table(report.get("ratios"), f"{where}: ratios")
+    per_path = _table(report.get("paths"), f"{where}: paths").get("per_path")
+    return Headline(
+        {key: _number(ratios.get(key), f"{where}: ratios.{key}") for _, key in HEADLINE},
+        {
+            side: _number(
+                _table(report.get(side), f"{where}: {side}").get("mixed_step_share"),
+                f"{where}: {side}.mixed_step_share",
+            )
+            for side in ("plugin", "upstream")
+        },
+        path_shares(per_path, f"{where}: paths.per_path") if per_path else None,
+    )
+
+
+def path_sentences(paths: Mapping[str, PathShare]) -> list[str]:
     """`38.0% of requests leave the device sampler for the host sampler`, per slow path."""
     out = []
     for name, mark in paths.items():
         if name == "default":
             continue
         where = (
-            f"leave the {mark['instead_of']} for the {name}"
-            if mark.get("instead_of")
-            else f"take the {name}"
+            f"leave the {mark.instead_of} for the {name}" if mark.instead_of else f"take the {name}"
         )
-        out.append(f"{_share(mark.get('share'))} of requests {where}")
+        out.append(f"{_share(mark.share)} of requests {where}")
     return out
 
 
@@ -429,15 +500,14 @@ def _share(value: Any) -> str:
     return f"{value * 100:.1f}%" if isinstance(value, (int, float)) else "n/a"
 
 
-def headline_text(report: dict[str, Any]) -> str:
+def headline_text(h: Headline) -> str:
     """`plugin vs upstream: ITL p50 1.04x, ITL p99 1.17x, ...; mixed steps 0.0% vs 12.3%`."""
-    h = headline(report)
-    figures = ", ".join(f"{label} {_times(h['ratios'][key])}" for label, key in HEADLINE)
-    share = h["mixed_step_share"]
+    figures = ", ".join(f"{label} {_times(h.ratios[key])}" for label, key in HEADLINE)
+    share = h.mixed_step_share
     text = (
         f"plugin vs upstream: {figures}; mixed steps "
         f"{_share(share['plugin'])} vs {_share(share['upstream'])}"
     )
-    if h.get("paths"):
-        text += "; " + ", ".join(path_sentences(h["paths"]))
+    if h.paths:
+        text += "; " + ", ".join(path_sentences(h.paths))
     return text

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from vllm_plugin_release.conform.checks.hardware.evidence import (
     live_evidence,
@@ -33,7 +34,9 @@ from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.buildspec.model import Spec
-    from vllm_plugin_release.edges.device import Probe
+    from vllm_plugin_release.conform.cardread import Scorecard
+    from vllm_plugin_release.edges.device import Probe, ProbeJson
+    from vllm_plugin_release.replay.loadtest import LoadSummary, LoadSummaryJson
 
 PROBE_RECORD = records.HARDWARE_PROBE
 RECORD = records.HARDWARE
@@ -48,12 +51,91 @@ REJECTION_WORDS = re.compile(
 
 
 # ---------------------------------------------------------------------------
+# What the -tp 2 probe and the live load test showed
+
+
+class TpJson(TypedDict, total=False):
+    argv: list[str]
+    log: str | None
+    status: str
+    detail: str
+    exit_code: int
+
+
+class LiveJson(TypedDict, total=False):
+    status: str
+    detail: str
+    summary: LoadSummaryJson
+    log_tail: str
+    file: str
+    log: str
+
+
+class HardwareJson(TypedDict):
+    """hardware.json, and the check's details."""
+
+    probe: ProbeJson
+    tp_probe: TpJson | None
+    live: LiveJson | None
+
+
+@dataclass(frozen=True, slots=True)
+class TpOutcome:
+    """The `-tp 2` probe's outcome: status rejected (a pass), accepted, unclear, no-answer or
+    not-applicable; the serve command and its log when it was started."""
+
+    status: str
+    detail: str
+    exit_code: int | None = None
+    argv: tuple[str, ...] | None = None  # `vllm serve ...` less the executable
+    log: str | None = None
+
+    def to_json(self) -> TpJson:
+        """hardware.json's `tp_probe` (the key order it always had)."""
+        out: TpJson = {}
+        if self.argv is not None:
+            out["argv"] = list(self.argv)
+            out["log"] = self.log
+        out["status"] = self.status
+        out["detail"] = self.detail
+        if self.exit_code is not None:
+            out["exit_code"] = self.exit_code
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class LiveOutcome:
+    """The live load test's outcome: pass or fail, the load test's summary when it ran
+    (`loadtest.summarize`: counts and latency statistics), and the files it left."""
+
+    status: str
+    detail: str
+    summary: LoadSummary | None = None
+    log_tail: str | None = None  # the server's log, when it never answered
+    file: str | None = None  # the load test's record
+    log: str | None = None  # the server's log
+
+    def to_json(self) -> LiveJson:
+        """hardware.json's `live` (the key order it always had)."""
+        out: LiveJson = {"status": self.status, "detail": self.detail}
+        if self.summary is not None:
+            out["summary"] = self.summary.to_json()
+        if self.log_tail is not None:
+            out["log_tail"] = self.log_tail
+        if self.file is not None:
+            out["file"] = self.file
+        if self.log is not None:
+            out["log"] = self.log
+        return out
+
+
+# ---------------------------------------------------------------------------
 # The check
 
 
 def classify_rejection(
     returncode: int | None, came_up: bool, output: str, mesh_variable: str | None = None
-) -> dict[str, Any]:
+) -> TpOutcome:
     """The `-tp 2` probe's outcome from what was observed (pure); an error line that names
     tensor/pipeline parallelism or the spec's mesh variable is a rejection's subject."""
     subject = re.compile(
@@ -61,28 +143,24 @@ def classify_rejection(
         re.IGNORECASE,
     )
     if came_up:
-        return {"status": "accepted", "detail": "the server came up with -tp 2 (not rejected)"}
+        return TpOutcome("accepted", "the server came up with -tp 2 (not rejected)")
     if returncode is None:
-        return {"status": "no-answer", "detail": "neither failed nor came up before the timeout"}
+        return TpOutcome("no-answer", "neither failed nor came up before the timeout")
     if returncode == 0:
-        return {"status": "accepted", "detail": "vllm serve -tp 2 exited 0"}
+        return TpOutcome("accepted", "vllm serve -tp 2 exited 0")
     lines = [
         line.strip()
         for line in output.splitlines()
         if subject.search(line) and REJECTION_WORDS.search(line) and "non-default args" not in line
     ]
     if lines:
-        return {
-            "status": "rejected",
-            "detail": f"exit {returncode}: {lines[-1][:300]}",
-            "exit_code": returncode,
-        }
-    return {
-        "status": "unclear",
-        "detail": f"exit {returncode}, but no error mentions tensor parallelism"
+        return TpOutcome("rejected", f"exit {returncode}: {lines[-1][:300]}", returncode)
+    return TpOutcome(
+        "unclear",
+        f"exit {returncode}, but no error mentions tensor parallelism"
         + (f" or {mesh_variable}" if mesh_variable else ""),
-        "exit_code": returncode,
-    }
+        returncode,
+    )
 
 
 def missing_error(found: Probe) -> OutsideFailure:
@@ -99,26 +177,26 @@ def without_runtime(found: Probe, spec: Spec) -> Probe:
     """`found` less what it says about the runtime module (for a runtime the pairing lock
     installs: it is probed again in that environment)."""
     module = str(spec.runtime.get("module") or "")
-    rest = [m for m in found.missing if not (module and f"'{module}'" in m)]
+    rest = tuple(m for m in found.missing if not (module and f"'{module}'" in m))
     return dataclasses.replace(found, missing=rest)
 
 
-def live_result(summary: dict[str, Any], startup: float) -> dict[str, Any]:
+def live_result(summary: LoadSummary, startup: float) -> LiveOutcome:
     """The live load test's outcome from its summary: pass only when every planned request
     completed."""
     s = summary
-    complete = s["requests"]["completed"] == s["requests"]["planned"]
-    return {
-        "status": "pass" if complete else "fail",
-        "detail": f"{s['requests']['completed']}/{s['requests']['planned']} requests "
-        f"completed, TTFT p50 {s['ttft_s']['p50']} s, ITL p99 {s['itl_s']['p99']} s, "
+    complete = s.requests.completed == s.requests.planned
+    return LiveOutcome(
+        "pass" if complete else "fail",
+        f"{s.requests.completed}/{s.requests.planned} requests "
+        f"completed, TTFT p50 {s.ttft_s.p50} s, ITL p99 {s.itl_s.p99} s, "
         f"startup {startup} s",
-        "summary": s,
-    }
+        s,
+    )
 
 
 def hardware_check(
-    found: Probe | None, tp: dict[str, Any] | None, live: dict[str, Any] | None
+    found: Probe | None, tp: TpOutcome | None, live: LiveOutcome | None
 ) -> CheckResult:
     """The `hardware` check: pass only when everything was observed working."""
     if found is None or not found.ok:
@@ -146,12 +224,22 @@ def hardware_check(
         summary,
         evidence,
         threshold={"tp_probe": "rejected", "live": "all requests complete"},
-        details={"probe": found.to_json(), "tp_probe": tp, "live": live},
+        details=dict(hardware_record(found, tp, live)),
     )
 
 
-def collect(dist: Path, check: CheckResult) -> dict[str, Any]:
-    """Add (or replace) the hardware check in dist/scorecard.*; recompute the verdict."""
+def hardware_record(found: Probe, tp: TpOutcome | None, live: LiveOutcome | None) -> HardwareJson:
+    """hardware.json, and the check's details: the probe, the -tp 2 probe, the live test."""
+    return {
+        "probe": found.to_json(),
+        "tp_probe": tp.to_json() if tp is not None else None,
+        "live": live.to_json() if live is not None else None,
+    }
+
+
+def collect(dist: Path, check: CheckResult) -> Scorecard:
+    """Add (or replace) the hardware check in dist/scorecard.*; recompute the verdict; the
+    card written, typed."""
     from vllm_plugin_release.conform import cardread
     from vllm_plugin_release.conform.scorecard import FACT_KEYS, scorecard, utc_day
     from vllm_plugin_release.conform.scorecard_render import write_card
@@ -168,4 +256,4 @@ def collect(dist: Path, check: CheckResult) -> dict[str, Any]:
     facts["certified_on"] = utc_day()
     new = scorecard([*results, check], runner="hardware", pairing=dict(card.pairing), facts=facts)
     write_card(dist, new)
-    return new
+    return cardread.parse(new, str(path))

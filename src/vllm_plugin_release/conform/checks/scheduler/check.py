@@ -45,7 +45,7 @@ from vllm_plugin_release.conform.lib.plugintree import Unread, read_text, too_la
 from vllm_plugin_release.conform.lib.specinputs import plugin_root_for
 from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.replay.model import headline_text
+from vllm_plugin_release.replay.model import headline, headline_text
 
 NAME = "scheduler"
 TOPICS = ("mixed_batches", "chunked_prefill", "decode_interleaving")
@@ -542,7 +542,7 @@ def check(
     mix_note = "request mix recorded" if request_mix else "no request mix in the spec"
     replay_note = "replay half not yet compared (docs only)"
     if replay is not None:
-        replay_note = f"replay {headline_text(replay)}"
+        replay_note = f"replay {headline_text(headline(replay, 'scheduler replay'))}"
     tail = f"{docs}: {stated}; {mix_note}; {replay_note}"
     return from_findings(
         NAME, (fails, warns), tail, evidence=evidence, threshold=threshold, details=details

@@ -57,27 +57,20 @@ TIMEOUT_S = 900.0
 
 def plans(spec: Any) -> list[Plan]:
     """The base plan and the variant plans of the spec's request mix."""
-    raw = spec.options("request_mix")
-    if not raw:
+    tables = mixes.spec_plans(spec)
+    if not tables:
         return [Plan(None, "no request mix", tuple(feat.asked([])), None)]
-    table, origin = mixes.load_table(raw, spec.root, mixes.spec_origin(spec))
-    if "file" in raw:
-        mixes.validate_table(table, origin)
     request_mix = mixes.from_spec(spec)
     count, seed = len(request_mix), request_mix.seed
-    out = []
-    for name in [None, *mixes.plan_names(table)]:
-        features = mixes.plan_features(table, name)
-        described = (table.get("plans") or {}).get(name, {}).get("description", "") if name else ""
-        out.append(
-            Plan(
-                name,
-                described or ("the request mix" if name is None else name),
-                tuple(feat.asked(feat.parse(features))),
-                feat.feature_mix(features, count, seed),
-            )
+    return [
+        Plan(
+            t.name,
+            t.description or ("the request mix" if t.name is None else t.name),
+            tuple(feat.asked(feat.parse(t.features))),
+            feat.feature_mix(t.features, count, seed),
         )
-    return out
+        for t in tables
+    ]
 
 
 def build_request(spec: Any, all_plans: list[Plan]) -> tuple[dict[str, Any], dict[str, str]]:

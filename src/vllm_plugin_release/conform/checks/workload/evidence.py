@@ -7,7 +7,7 @@ import html
 from typing import Any
 
 from vllm_plugin_release.conform.lib.cardtext import inline, md_cell
-from vllm_plugin_release.replay.model import path_sentences
+from vllm_plugin_release.replay.model import path_sentences, path_shares
 
 
 def workload_rows(card: dict[str, Any]) -> list[list[str]]:
@@ -29,7 +29,8 @@ def workload_rows(card: dict[str, Any]) -> list[list[str]]:
 
 
 def path_lines(card: dict[str, Any]) -> list[str]:
-    return path_sentences((card.get("workload") or {}).get("paths") or {})
+    paths = (card.get("workload") or {}).get("paths") or {}
+    return path_sentences(path_shares(paths, "scorecard: workload.paths"))
 
 
 def plan_lines(card: dict[str, Any]) -> list[tuple[str, str, list[str]]]:

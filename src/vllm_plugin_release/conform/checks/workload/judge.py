@@ -82,7 +82,7 @@ class Seen:
 
 
 def variant_key(v: feat.Variant) -> str:
-    return json.dumps([v.key, v.options], sort_keys=True)
+    return json.dumps([v.key, dict(v.options)], sort_keys=True)
 
 
 def at(where: dict[str, Any] | None) -> str:
