@@ -116,7 +116,7 @@ def conform_key(ctx: Context) -> str:
 
     core = ctx.build(records.BUILD_CORE)
     plugin = ctx.build(records.BUILD_PLUGIN)
-    contract = api.api_config(ctx.spec)["contract"]  # the spec's, else the default one
+    contract = api.api_config(ctx.spec).contract  # the spec's, else the default one
     contract_path = ctx.spec.resolve(contract)
     env = ctx.env
     return key_of(

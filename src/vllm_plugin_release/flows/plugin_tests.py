@@ -75,7 +75,7 @@ def _report(
 def installer_pin(spec: Spec, root: Path) -> str:
     """The core version the plugin's installer pins exactly (read by the pinning check)."""
     options = spec.options("pinning")
-    files = specinputs.input_files(spec, options)
+    files = specinputs.input_files(spec, options.get("files", []))
     report = analyzer.scan(root, files, spec.core.name, options.get("build_args") or {})
     pin = report.core_pin
     if not pin or not pin.get("exact") or not pin.get("version"):
