@@ -139,3 +139,14 @@ def test_a_bad_cached_scorecard_is_not_reused(tmp_path: Path) -> None:
     assert _cached_card(tmp_path) is None  # the checks run again; was a JSONDecodeError
     _write(tmp_path, {**_card(), "checks": {"api": {"status": "passed"}}})
     assert _cached_card(tmp_path) is None
+
+
+def test_the_verdict_line_reads_the_typed_card(tmp_path: Path) -> None:
+    from vllm_plugin_release.conform.suite import verdict_line
+
+    card = _card()
+    read = cardread.parse(card, "scorecard.json")
+    counts = ", ".join(f"{n} {s}" for s, n in card["summary"].items() if n)  # the old line's
+    where = tmp_path / records.SCORECARD_MD
+    assert verdict_line(read, tmp_path) == f"conform: verdict {card['verdict']} ({where}); {counts}"
+    assert counts == "1 pass, 1 warn"

@@ -350,7 +350,7 @@ class _Steps:
         print(self._python())  # the environment's, once it passed every probe
         card = conform_cached(self.inputs.context("hardware", self.opts.dist_root))
         progress.info(verdict_line(card, self.dist))
-        if card["verdict"] == "lab":
+        if card.verdict == "lab":
             self.code = EXIT_GATE
             raise Halt  # the live test is for a pairing that conforms
 
