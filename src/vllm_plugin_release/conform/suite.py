@@ -47,7 +47,7 @@ def card_facts(ctx: Context, day: str) -> dict[str, Any]:
     """What the scorecard states beside the checks: pairing id, wheels, runtime, the
     certification day, the tool, the replay's headline (from the records in dist/NAME)."""
     from vllm_plugin_release import __version__
-    from vllm_plugin_release.stages.manifest import pairing_id_of, pins_from_spec
+    from vllm_plugin_release.stages.manifest import pairing_id_of
 
     core = ctx.build(records.BUILD_CORE)
     plugin = ctx.build(records.BUILD_PLUGIN)
@@ -61,7 +61,7 @@ def card_facts(ctx: Context, day: str) -> dict[str, Any]:
         report = records.read(ctx.dist, records.REPLAY)  # bounded
         replay = {**headline(report), "plots": list(report.get("plots") or [])}
     return {
-        "pairing_id": pairing_id_of(pins_from_spec(ctx.spec), core.raw, plugin.raw),
+        "pairing_id": pairing_id_of(ctx.spec, core, plugin),
         "wheels": [
             {"role": role, "filename": rec.wheel.filename, "sha256": rec.wheel.sha256}
             for role, rec in (("core", core), ("plugin", plugin))
