@@ -4,7 +4,6 @@ input, JUnit error lines, the core history (real git repositories), and the CLI'
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -119,33 +118,6 @@ def test_report_markdown_names_commit_tests_and_errors() -> None:
     assert "First bad commit: `c5` rename api_level (last good: `c4`)" in text
     assert "- `t::x`\n    AttributeError: no api_level" in text
     assert "| 2 | `c5` | bad |" in text
-
-
-def test_the_typed_report_writes_the_keys_it_always_had() -> None:
-    from vllm_plugin_release.flows.bisect import BisectReport, FirstBad
-
-    first = FirstBad("c5", "rename api_level", ("t::x",), {"t::x": ("AttributeError: no",)})
-    steps = (("c4", "good"), ("c5", "bad"))
-    report = BisectReport("git", "/core", "vllm", "v1", "v2", 8, ("t::x",), steps, "c4", first)
-    old = {
-        "mode": "git",
-        "source": "/core",
-        "core": "vllm",
-        "good": "v1",
-        "bad": "v2",
-        "candidates": 8,
-        "watched": ["t::x"],
-        "steps": [{"candidate": "c4", "verdict": "good"}, {"candidate": "c5", "verdict": "bad"}],
-        "last_good": "c4",
-        "first_bad": {
-            "candidate": "c5",
-            "subject": "rename api_level",
-            "failing": ["t::x"],
-            "errors": {"t::x": ["AttributeError: no"]},
-        },
-    }
-    assert json.dumps(report.to_json()) == json.dumps(old)
-    assert render_markdown(report.to_json()) == render_markdown(old)
 
 
 @pytest.fixture

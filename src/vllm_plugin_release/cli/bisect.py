@@ -69,10 +69,12 @@ def _bisect(args: argparse.Namespace) -> int:
     )
     report = bisect.bisect(spec, args.good, args.bad, opts)
     if args.json:
-        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
     else:
-        sys.stdout.write(render_markdown(report.to_json()))
-    progress.info(f"bisect: first bad {report.mode} candidate {report.first_bad.candidate}")
+        sys.stdout.write(render_markdown(report))
+    progress.info(
+        f"bisect: first bad {report['mode']} candidate {report['first_bad']['candidate']}"
+    )
     return EXIT_OK
 
 

@@ -16,7 +16,7 @@ the first lines of their errors; `vpr bump --report` quotes it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,56 +64,6 @@ class Candidates:
     items: list[str]
     python_of: Callable[[str], Path]
     subject: Callable[[str], str] = lambda _: ""
-
-
-@dataclass(frozen=True, slots=True)
-class FirstBad:
-    """The first bad candidate: its subject (a commit's; "" for a version), the watched
-    tests failing there and the first lines of their errors."""
-
-    candidate: str
-    subject: str
-    failing: tuple[str, ...]
-    errors: Mapping[str, tuple[str, ...]]
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "candidate": self.candidate,
-            "subject": self.subject,
-            "failing": list(self.failing),
-            "errors": {t: list(lines) for t, lines in self.errors.items()},
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class BisectReport:
-    """A bisection (bisect.json; `core.bisect.render_markdown` draws bisect.md from it)."""
-
-    mode: str  # git | index
-    source: str  # the repository or the index searched
-    core: str  # the core's name
-    good: str
-    bad: str
-    candidates: int
-    watched: tuple[str, ...]  # the tests failing at the bad end
-    steps: tuple[tuple[str, str], ...]  # (candidate, good|bad), in the order probed
-    last_good: str
-    first_bad: FirstBad
-
-    def to_json(self) -> dict[str, Any]:
-        """The report as bisect.json has it: these keys, in this order."""
-        return {
-            "mode": self.mode,
-            "source": self.source,
-            "core": self.core,
-            "good": self.good,
-            "bad": self.bad,
-            "candidates": self.candidates,
-            "watched": list(self.watched),
-            "steps": [{"candidate": c, "verdict": v} for c, v in self.steps],
-            "last_good": self.last_good,
-            "first_bad": self.first_bad.to_json(),
-        }
 
 
 def _version(value: str, flag: str) -> str:
@@ -213,7 +163,7 @@ def _ends(cands: Candidates, probe: Callable[[str], Probe], good: str, bad: str)
     return list(last.failing)
 
 
-def bisect(spec: Spec, good: str, bad: str, opts: Options) -> BisectReport:
+def bisect(spec: Spec, good: str, bad: str, opts: Options) -> dict[str, Any]:
     """Find the first bad candidate; write and return the report."""
     if not spec.plugin:
         raise BadInput(f"{spec.path}: no [plugin]; bisection runs the plugin's tests")
@@ -229,26 +179,25 @@ def bisect(spec: Spec, good: str, bad: str, opts: Options) -> BisectReport:
     watched = _ends(cands, probe, good, bad)
     found, steps = search(cands.items, watched, probe)
     first = probe(cands.items[found])
-    broken = tuple(first.broken_by(watched))
-    report = BisectReport(
-        mode=cands.mode,
-        source=cands.source,
-        core=spec.core.name,
-        good=good,
-        bad=bad,
-        candidates=len(cands.items),
-        watched=tuple(watched),
-        steps=tuple(steps),
-        last_good=cands.items[found - 1],
-        first_bad=FirstBad(
-            first.candidate,
-            cands.subject(first.candidate),
-            broken,
-            {t: tuple(first.errors.get(t, [])) for t in broken},
-        ),
-    )
-    write_json(dist / REPORT_JSON, report.to_json())
-    atomic_write_text(dist / REPORT_MD, render_markdown(report.to_json()))
+    report: dict[str, Any] = {
+        "mode": cands.mode,
+        "source": cands.source,
+        "core": spec.core.name,
+        "good": good,
+        "bad": bad,
+        "candidates": len(cands.items),
+        "watched": watched,
+        "steps": [{"candidate": c, "verdict": v} for c, v in steps],
+        "last_good": cands.items[found - 1],
+        "first_bad": {
+            "candidate": first.candidate,
+            "subject": cands.subject(first.candidate),
+            "failing": first.broken_by(watched),
+            "errors": {t: first.errors.get(t, []) for t in first.broken_by(watched)},
+        },
+    }
+    write_json(dist / REPORT_JSON, report)
+    atomic_write_text(dist / REPORT_MD, render_markdown(report))
     return report
 
 

@@ -662,8 +662,7 @@ def _bisect(run: _Run, report: dict[str, Any]) -> dict[str, Any]:
         plugin_source=run.inputs.plugin_source,
     )
     try:
-        found = bisect.bisect(spec, spec.core.version, run.version, opts)
-        return {"status": "run", **found.to_json()}
+        return {"status": "run", **bisect.bisect(spec, spec.core.version, run.version, opts)}
     except VprError as exc:
         run.errors.append(exc)
         return {"status": "error", "reason": exc.message}
