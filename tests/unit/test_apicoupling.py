@@ -116,7 +116,10 @@ def plugin(root: Path, text: str = PLUGIN) -> Path:
 
 def test_each_kind_of_break_is_found(tmp_path: Path) -> None:
     old, new = tree(tmp_path / "old", OLD), tree(tmp_path / "new", NEW)
-    report = ac.coupling(plugin(tmp_path / "plugin"), old, new)
+    found = ac.coupling(plugin(tmp_path / "plugin"), old, new)
+    report = found.to_json()  # the bump report's part, as written
+    assert list(report) == ["status", "symbols", "unresolved", "breaking", "changes"]
+    assert [c.id for c in found.changes] == [c["id"] for c in report["changes"]]
     ids = [c["id"] for c in report["changes"]]
     assert ids == [
         "abstract:vllm.worker.Runner.drain",
@@ -138,7 +141,7 @@ def test_each_kind_of_break_is_found(tmp_path: Path) -> None:
 
 def test_no_change_and_a_plugin_that_follows_the_new_core_are_clean(tmp_path: Path) -> None:
     old = tree(tmp_path / "old", OLD)
-    assert ac.coupling(plugin(tmp_path / "p1"), old, old)["changes"] == []
+    assert ac.coupling(plugin(tmp_path / "p1"), old, old).changes == ()
     drain = "deadline):\n            return batch\n\n        def drain(self):"
     follows = PLUGIN.replace(
         "def step(self, batch, budget):", f"def step(self, batch, budget, {drain}"
@@ -146,7 +149,7 @@ def test_no_change_and_a_plugin_that_follows_the_new_core_are_clean(tmp_path: Pa
     follows = follows.replace("budget=budget)", "budget=budget, deadline=deadline)")
     follows = follows.replace("max_model_len=8", "max_num_blocks=8").replace(", w.LIMIT", "")
     report = ac.coupling(plugin(tmp_path / "p2", follows), old, tree(tmp_path / "new", NEW))
-    assert report["changes"] == []
+    assert report.changes == () and report.to_json()["breaking"] == 0
 
 
 # -- vpr bump ------------------------------------------------------------------------

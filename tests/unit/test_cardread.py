@@ -122,7 +122,14 @@ def test_hardware_collect_keeps_the_cpu_checks_and_adds_its_own(tmp_path: Path) 
 
 def test_the_ledger_reads_the_lag_and_ignores_a_bad_card(tmp_path: Path) -> None:
     _write(tmp_path, _card())
-    assert lag_from_scorecard(tmp_path) == {"days": 113, "minor_releases": 8}
+    lag = lag_from_scorecard(tmp_path)
+    assert lag == (113, 8) and lag is not None
+    assert list(lag.to_json().items()) == [("days", 113), ("minor_releases", 8)]  # as written
+    for bad in ("8", -1, True, None):  # hostile: a lag that is not a count is no lag
+        card = _card()
+        card["checks"]["cadence"]["details"]["lag_minor"] = bad
+        _write(tmp_path, card)
+        assert lag_from_scorecard(tmp_path) is None
     card = _card()
     card["checks"]["cadence"]["status"] = "great"
     _write(tmp_path, card)
@@ -140,3 +147,14 @@ def test_a_bad_cached_scorecard_is_not_reused(tmp_path: Path) -> None:
     assert _cached_card(tmp_path) is None  # the checks run again; was a JSONDecodeError
     _write(tmp_path, {**_card(), "checks": {"api": {"status": "passed"}}})
     assert _cached_card(tmp_path) is None
+
+
+def test_the_verdict_line_reads_the_typed_card(tmp_path: Path) -> None:
+    from vllm_plugin_release.conform.suite import verdict_line
+
+    card = _card()
+    read = cardread.parse(card, "scorecard.json")
+    counts = ", ".join(f"{n} {s}" for s, n in card["summary"].items() if n)  # the old line's
+    where = tmp_path / records.SCORECARD_MD
+    assert verdict_line(read, tmp_path) == f"conform: verdict {card['verdict']} ({where}); {counts}"
+    assert counts == "1 pass, 1 warn"

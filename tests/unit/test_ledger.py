@@ -201,7 +201,8 @@ def test_lag_comes_from_the_cadence_check_in_the_scorecard(tmp_path: Path) -> No
     cadence = CheckResult("cadence", "pass", "ok", details=details)
     card = scorecard([cadence], runner="cpu", pairing={"name": "p"})
     (tmp_path / "scorecard.json").write_text(json.dumps(card))
-    assert lag_from_scorecard(tmp_path) == {"days": 26, "minor_releases": 1}
+    lag = lag_from_scorecard(tmp_path)
+    assert lag is not None and lag.to_json() == {"days": 26, "minor_releases": 1}
     card["checks"]["cadence"]["details"] = {"reason": "no releases"}
     (tmp_path / "scorecard.json").write_text(json.dumps(card))
     assert lag_from_scorecard(tmp_path) is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -207,3 +208,33 @@ def test_guard_and_platform_sections(tmp_path: Path) -> None:
     bare = mf.build_manifest(pins, mf.read_records(dist), pipeline_version="9.9.9")
     assert bare["guard"] is None and bare["platform"] is None
     assert doc.wheel_roles(bare) == ("core", "plugin")
+
+
+def test_the_scorecards_pairing_id_is_the_manifests(tmp_path: Path) -> None:
+    """pairing_id_of reads the typed build records (no wheel) and gives build_manifest's id;
+    a record without a key it needs is BadInput naming the file and the key."""
+    from types import SimpleNamespace
+
+    from vllm_plugin_release.core import records
+    from vllm_plugin_release.core.buildrecord import RecordProblem, parse
+
+    dist = tmp_path / "ref"
+    rt = {"name": "tt-metal", "package": "ttnn", "version": "0.60.0", "commit": "9" * 40}
+    for runtime in (None, rt):
+        pins = make_pairing(dist, runtime=runtime)
+        spec: Any = SimpleNamespace(runtime=pins["runtime"] or {})
+        core = records.build_record(dist, records.BUILD_CORE)
+        plugin = records.build_record(dist, records.BUILD_PLUGIN)
+        m = mf.build_manifest(pins, mf.read_records(dist))
+        assert mf.pairing_id_of(spec, core, plugin) == m["pairing_id"]
+    data = json.loads((dist / records.BUILD_CORE).read_text())
+    del data["core"]["target_device"]  # hostile: a record cut short
+    with pytest.raises(BadInput, match=r"build-core.json: missing key 'core.target_device'"):
+        mf.pairing_id_of(spec, parse(data, records.BUILD_CORE), plugin)
+    data = json.loads((dist / records.BUILD_CORE).read_text())
+    data["core"]["source"]["sha256"] = ["not", "text"]  # hostile: a pin of another kind
+    with pytest.raises(RecordProblem, match=r"'core.source' is a dict, expected an object"):
+        parse(data, records.BUILD_CORE)
+    data["core"]["source"] = "sdist"
+    with pytest.raises(RecordProblem, match=r"'core.source' is 'sdist'"):
+        parse(data, records.BUILD_CORE)

@@ -141,3 +141,62 @@ def test_the_test_file_of_a_test_id() -> None:
         "tests/tt/test_logprobs.py"
     )
     assert pt.test_module("tests.test_a::test_ok") == "tests/test_a.py"
+
+
+# -- typed settings and record ----------------------------------------------------------
+
+
+def test_settings_fill_defaults_and_refuse_a_wrong_kind() -> None:
+    import pytest
+
+    cfg = pt.settings({"cpu": ["tests/unit"], "timeout": 60}, ["No chips detected"])
+    assert cfg == pt.TestSettings(
+        cpu=("tests/unit",), hardware=("tests/unit",), timeout=60, no_device=("No chips detected",)
+    )
+    assert cfg.paths("cpu") == ["tests/unit"] and cfg.paths("hardware") == ["tests/unit"]
+    assert pt.settings({}) == pt.TestSettings()
+    # hostile: a bare path where a list belongs (the old dict ran pytest on "t", "e", ...)
+    with pytest.raises(pt.BadInput, match=r"\[conformance.plugin_tests\] cpu: expected a list"):
+        pt.settings({"cpu": "tests"})
+    with pytest.raises(pt.BadInput, match=r"\[runtime\] no_device: expected a list"):
+        pt.settings({}, "No chips detected")
+    with pytest.raises(pt.BadInput, match="timeout: expected seconds"):
+        pt.settings({"timeout": "soon"})
+    with pytest.raises(pt.BadInput, match="no test paths for the runner 'gpu'"):
+        cfg.paths("gpu")
+
+
+def test_the_record_writes_the_keys_it_always_had(tmp_path: Path) -> None:
+    import json
+
+    run = pt.TestRun(
+        "cpu",
+        ["tests"],
+        {"passed": 1, "failed": 1},
+        {"t::b": "failed", "t::a": "passed", "t::d": "deferred"},
+        exit_code=1,
+        reasons={"t::d": "needs a device: X"},
+    )
+    base = pt.TestRun("cpu", ["tests"], {"passed": 1}, {"t::b": "passed"})
+    record = pt.write_record(tmp_path, run, base, "0.9.0", "0.10.0")
+    expected = {
+        "stage": "plugin-tests",
+        "core_version": "0.10.0",
+        "runner": "cpu",
+        "paths": ["tests"],
+        "counts": {"passed": 1, "failed": 1},
+        "failing": ["t::b"],
+        "pytest_exit_code": 1,
+        "deferred": [],
+        "outcomes": {"t::a": "passed", "t::b": "failed", "t::d": "deferred"},
+        "by_module": {"t.py": {"deferred": 1, "failed": 1, "passed": 1}},
+        "deferred_tests": {"t::d": "needs a device: X"},
+        "import_findings": {},
+        "baseline": {"core_version": "0.9.0", **base.to_json()},
+        "regressions": ["t::b"],
+    }
+    assert list(record.to_json().items()) == list(expected.items())  # keys in this order
+    written = (tmp_path / pt.RECORD).read_text()
+    assert json.loads(written) == expected and record.regressions == ["t::b"]
+    alone = pt.write_record(tmp_path, run, None, None, "0.10.0")
+    assert "baseline" not in alone.to_json() and alone.regressions == []

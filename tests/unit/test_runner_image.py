@@ -192,3 +192,16 @@ def test_build_image_closes_its_engine_client_when_it_fails(tmp_path: Path, monk
     with pytest.raises(OutsideFailure, match="raised by the test"):
         container_build.build_image(spec, Cache(tmp_path / ".vpr"))
     assert closed == [True]
+
+
+def test_the_built_image_prints_the_keys_it_always_had() -> None:
+    from vllm_plugin_release.stages.container_build import BuiltImage
+
+    made = BuiltImage("vpr-py:3.12@sha256:" + "a" * 64, "b" * 64, "c" * 64, "uv.whl", "Debian's")
+    assert list(made.to_json().items()) == [
+        ("image", made.image),
+        ("rootfs_sha256", "b" * 64),
+        ("uv_layer_sha256", "c" * 64),
+        ("uv_wheel", "uv.whl"),
+        ("python", "Debian's"),
+    ]

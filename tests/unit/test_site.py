@@ -33,6 +33,8 @@ def test_the_site_shows_every_pairing_per_site_with_lag_and_signature(stored: di
     assert sorted(p.name for p in out.iterdir()) == ["compat.json", "index.html", "pairings"]
     compat = json.loads((out / "compat.json").read_text())
     assert compat["cores"] == ["0.26.0", "0.25.1", "0.19.0"]
+    pages = len(compat["pairings"])
+    assert f"{pages} pairing(s), 3 core version(s)" in done.stdout and "NOT" not in done.stdout
     pilot, fleet, lab = compat["pairings"]
     assert pilot["sites"]["cpu"] == {"verdict": "pilot", "lag_days": 113, "verified": True,
                                      "signed_by": "ledger entry #1",
@@ -147,6 +149,10 @@ def test_a_signed_manifest_with_a_key_of_another_type_is_marked(tmp_path: Path) 
         in (shown["signature"]["problem"])
     )
     assert "No verified manifest to show" in (out / shown["page"]).read_text()
+    assert (  # the command's summary line counts it
+        f"site {out}: 1 pairing(s), 1 core version(s); index.html, compat.json, 1 pairing "
+        "page(s); 1 pairing(s) whose signature did NOT verify"
+    ) in done.stdout
 
 
 def test_a_tampered_store_writes_nothing(stored: dict) -> None:

@@ -468,10 +468,19 @@ def test_hardware_plan(tmp_path: Path) -> None:
             "runner_labels": labels,
         },
     ]
-    assert plan["skipped"] == []
+    assert plan["skipped"] == [] and list(plan["include"][0]) == [  # the keys in this order
+        "spec",
+        "name",
+        "device_class",
+        "mesh_variable",
+        "mesh_device",
+        "runner_labels",
+    ]
     # a spec without [conformance.hardware] is skipped with the reason
     done = vpr("hardware-plan", "--spec", "buildspec/reference.toml", "--json")
-    assert json.loads(done.stdout)["skipped"][0]["spec"] == "buildspec/reference.toml"
+    assert json.loads(done.stdout)["skipped"] == [
+        {"spec": "buildspec/reference.toml", "reason": "no [conformance.hardware] device_class"}
+    ]
     out = tmp_path / "gh"
     out.write_text("")
     vpr("hardware-plan", "--spec", str(spec), "--github-output", env={"GITHUB_OUTPUT": str(out)})

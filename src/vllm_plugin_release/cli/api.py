@@ -47,19 +47,19 @@ def _cmd_contract(args: argparse.Namespace) -> int:
     cfg = api_config(spec)
     recorded = None if args.python else _recorded_env(spec, args.dist)
     python = Path(args.python) if recorded is None else recorded.python
-    if not (args.platform_class or cfg["platform_class"]) and recorded is None:
+    if not (args.platform_class or cfg.platform_class) and recorded is None:
         recorded = _recorded_env(spec, args.dist)
     platform_class = (
         args.platform_class
-        or cfg["platform_class"]
+        or cfg.platform_class
         or (recorded.platform_class if recorded is not None else None)
     )
     captured = capture(
         python,
-        cfg["tasks"],
+        cfg.tasks,
         platform_class,
-        endpoint_plugins=cfg["endpoint_plugins"],
-        timeout=cfg["timeout"],
+        endpoint_plugins=cfg.endpoint_plugins,
+        timeout=cfg.timeout,
     )
     contract = contract_from_capture(captured)
     out = Path(args.out)
@@ -69,7 +69,7 @@ def _cmd_contract(args: argparse.Namespace) -> int:
     print(
         f"wrote {out}: vLLM {contract['core']['version']} contract, "
         f"{counts.get('paths')} paths, {counts.get('schemas')} component schemas, "
-        f"{len(contract['models'])} models (tasks {cfg['tasks']})"
+        f"{len(contract['models'])} models (tasks {list(cfg.tasks)})"
     )
     for note in captured.get("notes", []):
         print(f"  {note}")

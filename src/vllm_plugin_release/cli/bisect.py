@@ -131,7 +131,7 @@ def _nightly(args: argparse.Namespace) -> int:
     )
     report = nightly.nightly(spec, opts)
     if args.json:
-        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
     else:
         sys.stdout.write(nightly.render_text(report) + "\n")
-    return EXIT_GATE if report["status"] == "fail" else EXIT_OK
+    return EXIT_GATE if report.status == "fail" else EXIT_OK

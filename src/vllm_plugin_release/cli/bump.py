@@ -238,8 +238,8 @@ def _lag_and_bisect(dist: Path) -> list[str]:
     parts = []
     lag = lag_from_scorecard(dist)
     if lag is not None:
-        days = "unknown" if lag["days"] is None else f"{lag['days']} days"
-        parts += [f"Release lag of the pinned core: {days}, {lag['minor_releases']} minor.", ""]
+        days = "unknown" if lag.days is None else f"{lag.days} days"
+        parts += [f"Release lag of the pinned core: {days}, {lag.minor_releases} minor.", ""]
     bisected = dist / REPORT_MD
     if bisected.exists():
         parts.append(bisected.read_text(encoding="utf-8"))

@@ -81,7 +81,7 @@ def _conform(args: argparse.Namespace) -> int:
         card = conform_here(ctx, force=args.force)
     finally:
         ci.report_scorecard(ctx.dist)  # GitHub Actions: job summary, an ::error:: per failure
-    return 1 if card["verdict"] == "lab" else 0
+    return 1 if card.verdict == "lab" else 0
 
 
 def _check(args: argparse.Namespace) -> int:

@@ -100,25 +100,24 @@ def _plan(args: argparse.Namespace) -> int:
     specs = [Path(s) for s in args.spec if s]
     result = plan(specs, args.changed_since or None)
     if args.json:
-        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
     else:
-        for entry in result["include"]:
+        for entry in result.include:
             print(
-                f"{entry['spec']}: runs-on [{', '.join(entry['runner_labels'])}]"
+                f"{entry.spec}: runs-on [{', '.join(entry.runner_labels)}]"
                 + (
-                    f" {entry['mesh_variable']}={entry['mesh_device'] or '(not set)'}"
-                    if entry["mesh_variable"]
+                    f" {entry.mesh_variable}={entry.mesh_device or '(not set)'}"
+                    if entry.mesh_variable
                     else ""
                 )
             )
-        for entry in result["skipped"]:
-            print(f"{entry['spec']}: no hardware part ({entry['reason']})")
+        for spec, why in result.skipped:
+            print(f"{spec}: no hardware part ({why})")
     if args.github_output:
         from vllm_plugin_release.edges.ci import github_output
 
-        github_output(
-            {"matrix": {"include": result["include"]}, "count": str(len(result["include"]))}
-        )
+        include = result.to_json()["include"]
+        github_output({"matrix": {"include": include}, "count": str(len(include))})
     return EXIT_OK
 
 

@@ -49,15 +49,15 @@ def _build(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec).with_interpreter(args.interpreter)
     made = build_image(spec, cachedir.from_args(args), suite=args.suite, mirror=args.mirror)
-    print(json.dumps(made, indent=2) if args.json else made["image"])
+    print(json.dumps(made.to_json(), indent=2) if args.json else made.image)
     if args.write_spec:
-        set_spec_value(args.spec, "build.base_image", json.dumps(made["image"]))
-        progress.info(f"image: {args.spec} [build] base_image = {made['image']}")
+        set_spec_value(args.spec, "build.base_image", json.dumps(made.image))
+        progress.info(f"image: {args.spec} [build] base_image = {made.image}")
         return 0
-    differs = compare_pin(spec, made["image"])
+    differs = compare_pin(spec, made.image)
     if differs:
         raise GateFailed(
             differs, hint="`vpr image build --write-spec` pins it, if this change is expected"
         )
-    progress.info(f"image: {made['image']} loaded")
+    progress.info(f"image: {made.image} loaded")
     return 0

@@ -399,17 +399,17 @@ def cmd_site(args: argparse.Namespace) -> int:
             Version(args.core_release)
         except InvalidVersion:
             raise BadInput(f"--core-release {args.core_release!r} is not a PEP 440 version")
-    compat = site(
+    made = site(
         trusted(args),
         Path(args.out),
         store_url=args.store_url,
         key_name=args.key_name,
         newest_core=args.core_release,
     )
-    bad = sum(not p["signature"]["verified"] for p in compat["pairings"])
+    bad = made.unverified
     print(
-        f"site {args.out}: {len(compat['pairings'])} pairing(s), {len(compat['cores'])} core "
-        f"version(s); index.html, compat.json, {len(compat['pairings'])} pairing page(s)"
+        f"site {args.out}: {made.pairings} pairing(s), {made.cores} core "
+        f"version(s); index.html, compat.json, {made.pairings} pairing page(s)"
         + (f"; {bad} pairing(s) whose signature did NOT verify" if bad else "")
     )
     return EXIT_OK

@@ -61,7 +61,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     m = matrix.run_matrix(spec, opts)
     if args.json:
-        sys.stdout.write(json.dumps(m, indent=2) + "\n")
+        sys.stdout.write(json.dumps(m.to_json(), indent=2) + "\n")
     else:
         sys.stdout.write(matrix.render_markdown(m))
-    return EXIT_GATE if any(col["regressions"] for col in m["columns"]) else EXIT_OK
+    return EXIT_GATE if m.regressed else EXIT_OK

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm_plugin_release.conform import registry
+from vllm_plugin_release.conform import cardread, registry
 from vllm_plugin_release.conform.context import Context
 from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.conform.scorecard import scorecard, utc_day
@@ -68,9 +68,9 @@ def _pairing(ctx: Context) -> dict[str, Any]:
     }
 
 
-def conform_env_free(ctx: Context, blocked: PythonUnavailable) -> dict[str, Any]:
+def conform_env_free(ctx: Context, blocked: PythonUnavailable) -> cardread.Scorecard:
     """Run the checks that need no pairing environment, defer the others with `blocked`'s
-    reason, write the scorecard (verdict lab) and return it."""
+    reason, write the scorecard (verdict lab) and return it (typed)."""
     from vllm_plugin_release import __version__
 
     suite = registry.applicable(ctx.spec, CHECK_NAMES)  # as `vpr conform` runs them
@@ -105,11 +105,12 @@ def conform_env_free(ctx: Context, blocked: PythonUnavailable) -> dict[str, Any]
         blocked={"reason": blocked.message, "hint": blocked.hint or ""},
     )
     write_card(ctx.dist, card)
-    progress.info(verdict_line(card, ctx.dist) + " (only the checks that need no environment)")
-    return card
+    read = cardread.parse(card, str(ctx.dist / records.SCORECARD))
+    progress.info(verdict_line(read, ctx.dist) + " (only the checks that need no environment)")
+    return read
 
 
-def conform_here(ctx: Context, *, force: bool = False) -> dict[str, Any]:
+def conform_here(ctx: Context, *, force: bool = False) -> cardread.Scorecard:
     """`vpr conform`: every check (cached), or, when the pairing's environment cannot be
     made here, the env-free checks and their scorecard, then PythonUnavailable (exit 3)."""
     blocked = blocker(ctx)

@@ -17,7 +17,7 @@ from vllm_plugin_release.conform import cardread, registry
 from vllm_plugin_release.conform.checks.api import check as api
 from vllm_plugin_release.conform.context import Context
 from vllm_plugin_release.conform.result import CheckResult, Evidence
-from vllm_plugin_release.conform.scorecard import scorecard, utc_day
+from vllm_plugin_release.conform.scorecard import ICONS, scorecard, utc_day
 from vllm_plugin_release.conform.scorecard_render import write_card
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import key_of, sha256_file
@@ -47,7 +47,7 @@ def card_facts(ctx: Context, day: str) -> dict[str, Any]:
     """What the scorecard states beside the checks: pairing id, wheels, runtime, the
     certification day, the tool, the replay's headline (from the records in dist/NAME)."""
     from vllm_plugin_release import __version__
-    from vllm_plugin_release.stages.manifest import pairing_id_of, pins_from_spec
+    from vllm_plugin_release.stages.manifest import pairing_id_of
 
     core = ctx.build(records.BUILD_CORE)
     plugin = ctx.build(records.BUILD_PLUGIN)
@@ -64,7 +64,7 @@ def card_facts(ctx: Context, day: str) -> dict[str, Any]:
             "plots": list(report.get("plots") or []),
         }
     return {
-        "pairing_id": pairing_id_of(pins_from_spec(ctx.spec), core.raw, plugin.raw),
+        "pairing_id": pairing_id_of(ctx.spec, core, plugin),
         "wheels": [
             {"role": role, "filename": rec.wheel.filename, "sha256": rec.wheel.sha256}
             for role, rec in (("core", core), ("plugin", plugin))
@@ -119,7 +119,7 @@ def conform_key(ctx: Context) -> str:
 
     core = ctx.build(records.BUILD_CORE)
     plugin = ctx.build(records.BUILD_PLUGIN)
-    contract = api.api_config(ctx.spec)["contract"]  # the spec's, else the default one
+    contract = api.api_config(ctx.spec).contract  # the spec's, else the default one
     contract_path = ctx.spec.resolve(contract)
     env = ctx.env
     return key_of(
@@ -140,8 +140,9 @@ def conform_key(ctx: Context) -> str:
     )
 
 
-def conform_cached(ctx: Context, *, force: bool = False) -> dict[str, Any]:
-    """`conform`, reusing the stage result when none of its inputs changed."""
+def conform_cached(ctx: Context, *, force: bool = False) -> cardread.Scorecard:
+    """`conform`, reusing the stage result when none of its inputs changed; the scorecard
+    written, read back typed (`cardread.Scorecard`)."""
     import shutil
 
     stage = ctx.cache.stage_dir("conform", conform_key(ctx))
@@ -153,13 +154,13 @@ def conform_cached(ctx: Context, *, force: bool = False) -> dict[str, Any]:
         card = dict(cached.raw)
         write_card(ctx.dist, card)  # the pages drawn by this version from the cached data
         progress.info(f"conform: cached result reused (verdict {cached.verdict})")
-        return card
+        return cached
     card = conform(ctx)
     with ctx.cache.publish_dir(stage) as work:
         for name in OUTPUTS:
             if (ctx.dist / name).exists():
                 shutil.copy2(ctx.dist / name, work / name)
-    return card
+    return cardread.parse(card, str(ctx.dist / records.SCORECARD))
 
 
 def _cached_card(stage: Path) -> cardread.Scorecard | None:
@@ -258,10 +259,11 @@ def conform(ctx: Context, names: tuple[str, ...] = CHECK_NAMES) -> dict[str, Any
     return card
 
 
-def verdict_line(card: dict[str, Any], dist: Path) -> str:
+def verdict_line(card: cardread.Scorecard, dist: Path) -> str:
     """`conform: verdict pilot (dist/NAME/scorecard.md); 6 pass, 1 warn`."""
-    counts = ", ".join(f"{n} {s}" for s, n in card["summary"].items() if n)
-    return f"conform: verdict {card['verdict']} ({dist / records.SCORECARD_MD}); {counts}"
+    summary = {s: sum(1 for r in card.results if r.status == s) for s in ICONS}
+    counts = ", ".join(f"{n} {s}" for s, n in summary.items() if n)
+    return f"conform: verdict {card.verdict} ({dist / records.SCORECARD_MD}); {counts}"
 
 
 def dumps(result: CheckResult) -> str:

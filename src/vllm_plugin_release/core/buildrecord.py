@@ -41,6 +41,9 @@ class BuildRecord(NamedTuple):
     requires_dist: tuple[str, ...] | None  # the plugin wheel's Requires-Dist, when recorded
     backend: Mapping[str, Any] | None  # where it was built (the runner's description)
     entry_points: Mapping[str, Mapping[str, str]]  # group -> name -> object reference ({})
+    python: str | None  # the interpreter version it was built with (`python`), when recorded
+    target_device: str | None  # build-core.json's `core.target_device`; else None
+    source: Mapping[str, str | None] | None  # build-core.json's `core.source` pins; else None
     raw: Mapping[str, Any]  # the object as written: only to serialise unchanged
 
     def wheel_entry(self) -> dict[str, Any]:
@@ -111,6 +114,17 @@ def _entry_points(data: Mapping[str, Any]) -> Mapping[str, Mapping[str, str]]:
     return value
 
 
+def _source(section: Mapping[str, Any]) -> Mapping[str, str | None] | None:
+    value = section.get("source")
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(
+        isinstance(v, str) or v is None for v in value.values()
+    ):
+        raise RecordProblem(f"'core.source' is {field_shown(value)}, expected an object of text")
+    return value
+
+
 def parse(data: Mapping[str, Any], record: str) -> BuildRecord:
     """The build record `record` (a file name in SECTIONS) from its JSON object;
     RecordProblem naming the first key missing or of another type."""
@@ -121,7 +135,7 @@ def parse(data: Mapping[str, Any], record: str) -> BuildRecord:
     backend = data.get("backend")
     if backend is not None and not isinstance(backend, Mapping):
         raise RecordProblem(f"'backend' is {field_shown(backend)}, expected an object")
-    plugin = part == "plugin"
+    plugin, core = part == "plugin", part == "core"
     return BuildRecord(
         record=record,
         wheel=_wheel(data),
@@ -131,5 +145,8 @@ def parse(data: Mapping[str, Any], record: str) -> BuildRecord:
         requires_dist=_requires(section) if plugin else None,
         backend=backend,
         entry_points=_entry_points(data),
+        python=_text(data, "python", required=False),
+        target_device=_text(data, "core.target_device", required=False) if core else None,
+        source=_source(section) if core else None,
         raw=data,
     )

@@ -313,7 +313,7 @@ def api_diff(spec: Spec, old_python: Path, new_python: Path) -> dict[str, Any]:
     contracts = []
     for python in (old_python, new_python):
         captured = api.capture(
-            python, cfg["tasks"], None, endpoint_plugins=cfg["endpoint_plugins"], timeout=None
+            python, cfg.tasks, None, endpoint_plugins=cfg.endpoint_plugins, timeout=None
         )
         contracts.append(api.contract_from_capture(captured))
     changes = api.diff_contracts(contracts[0], contracts[1])

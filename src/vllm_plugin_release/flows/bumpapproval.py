@@ -58,7 +58,7 @@ def coupling(
         return {"status": "not run", "reason": "the spec has no [plugin]"}
     with progress.status("bump: the core API the plugin uses, old vs new"):
         try:
-            return diff(plugin_root, old_tree, new_tree)
+            return diff(plugin_root, old_tree, new_tree).to_json()
         except OSError as exc:
             error = BadInput(f"{plugin_root}: cannot read the plugin's source ({exc})")
             errors.append(error)

@@ -80,31 +80,69 @@ def _changed(files: list[Path], since: str, root: Path) -> set[Path]:
     return {f.resolve() for f in files} & changed
 
 
-def plan(spec_files: list[Path], since: str | None = None) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class PlanEntry:
+    """A spec with a hardware part: one job of the hardware matrix."""
+
+    spec: str
+    name: str
+    device_class: str
+    mesh_variable: str  # "" when the plugin reads no mesh variable
+    mesh_device: str
+    runner_labels: tuple[str, ...]
+
+    def to_json(self) -> dict[str, object]:
+        """The job's entry of the matrix (`include`), as printed and handed to CI."""
+        return {
+            "spec": self.spec,
+            "name": self.name,
+            "device_class": self.device_class,
+            "mesh_variable": self.mesh_variable,
+            "mesh_device": self.mesh_device,
+            "runner_labels": list(self.runner_labels),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class HardwarePlan:
+    """`vpr hardware-plan`: the jobs to run, and the specs left out with why."""
+
+    include: tuple[PlanEntry, ...]
+    skipped: tuple[tuple[str, str], ...]  # (spec, reason)
+
+    def to_json(self) -> dict[str, list[dict[str, object]]]:
+        return {
+            "include": [entry.to_json() for entry in self.include],
+            "skipped": [{"spec": spec, "reason": why} for spec, why in self.skipped],
+        }
+
+
+def plan(spec_files: list[Path], since: str | None = None) -> HardwarePlan:
     from vllm_plugin_release.buildspec.load import load_spec
 
     files = spec_files or sorted(Path("buildspec").glob("*.toml"))
     if since and set(since) != {"0"}:
         keep = _changed(files, since, Path.cwd())
         files = [f for f in files if f.resolve() in keep]
-    include, skipped = [], []
+    include: list[PlanEntry] = []
+    skipped: list[tuple[str, str]] = []
     for file in files:
         spec = load_spec(file)
         hw = settings(spec)
         if not hw.device_class:
-            skipped.append({"spec": str(file), "reason": "no [conformance.hardware] device_class"})
+            skipped.append((str(file), "no [conformance.hardware] device_class"))
             continue
         include.append(
-            {
-                "spec": str(file),
-                "name": spec.name,
-                "device_class": hw.device_class,
-                "mesh_variable": hw.mesh_variable or "",
-                "mesh_device": hw.mesh_device or "",
-                "runner_labels": list(hw.runner_labels),
-            }
+            PlanEntry(
+                spec=str(file),
+                name=spec.name,
+                device_class=hw.device_class,
+                mesh_variable=hw.mesh_variable or "",
+                mesh_device=hw.mesh_device or "",
+                runner_labels=tuple(hw.runner_labels),
+            )
         )
-    return {"include": include, "skipped": skipped}
+    return HardwarePlan(tuple(include), tuple(skipped))
 
 
 # ---------------------------------------------------------------------------
@@ -351,7 +389,7 @@ class _Steps:
         print(self._python())  # the environment's, once it passed every probe
         card = conform_cached(self.inputs.context("hardware", self.opts.dist_root))
         progress.info(verdict_line(card, self.dist))
-        if card["verdict"] == "lab":
+        if card.verdict == "lab":
             self.code = EXIT_GATE
             raise Halt  # the live test is for a pairing that conforms
 

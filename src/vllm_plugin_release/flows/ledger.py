@@ -12,11 +12,11 @@ import datetime as dt
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform import cardread
-from vllm_plugin_release.core import ledger, progress
+from vllm_plugin_release.core import ledger, progress, records
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE, load
@@ -38,8 +38,24 @@ def signing_key(spec: Spec, cache: Cache, given: str | Path | None) -> Any:
     return keys.load_private_key(path)
 
 
-def lag_from_scorecard(dist: Path) -> dict[str, Any] | None:
-    """The pairing's release lag as the cadence check measured it (scorecard.json), or None."""
+class ReleaseLag(NamedTuple):
+    """How far the pairing's core is behind the newest one (the cadence check's details)."""
+
+    days: int | None  # since the first release not adopted; None when not known
+    minor_releases: int
+
+    def to_json(self) -> dict[str, int | None]:
+        """The ledger entry's `lag` object, as written: these keys, in this order."""
+        return {"days": self.days, "minor_releases": self.minor_releases}
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def lag_from_scorecard(dist: Path) -> ReleaseLag | None:
+    """The pairing's release lag as the cadence check measured it (scorecard.json), or None
+    (no card, a card that does not read, no lag, or a lag that is not a count)."""
     try:
         card = cardread.read(dist)  # bounded and checked; absent is BadInput too
     except BadInput:
@@ -48,7 +64,11 @@ def lag_from_scorecard(dist: Path) -> dict[str, Any] | None:
     details = cadence[0].details if cadence else {}
     if "lag_minor" not in details:
         return None
-    return {"days": details.get("lag_days"), "minor_releases": details.get("lag_minor")}
+    days, minor = details.get("lag_days"), details["lag_minor"]
+    if not _count(minor) or not (days is None or _count(days)):
+        progress.warn(f"{dist / records.SCORECARD}: the cadence check's lag is not a count")
+        return None
+    return ReleaseLag(days, minor)
 
 
 @dataclass(frozen=True)
@@ -78,7 +98,12 @@ def record_verdict(
     lag = lag_from_scorecard(dist)
     kind = said.kind
     entry = ledger.entry_from_manifest(
-        manifest, manifest_sha256=digest, runner=said.runner, time=now_utc(), kind=kind, lag=lag
+        manifest,
+        manifest_sha256=digest,
+        runner=said.runner,
+        time=now_utc(),
+        kind=kind,
+        lag=None if lag is None else lag.to_json(),
     )
     if said.outcome is not None:
         entry["verdict"] = said.outcome

@@ -13,7 +13,8 @@ dist/NAME/matrix.json and matrix.md (no times: the same inputs give the same byt
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ class Options:
 def declared_lowest(spec: Spec, root: Path, available: list[str]) -> str | None:
     """The lowest published version the plugin's installer core requirements allow."""
     report = analyzer.scan(
-        root, specinputs.input_files(spec, spec.options("pinning")), spec.core.name
+        root, specinputs.input_files(spec, spec.options("pinning").get("files", [])), spec.core.name
     )
     reqs = []
     for pin in report.core_pins:
@@ -86,20 +87,70 @@ def _columns(spec: Spec, opts: Options, inputs: Inputs) -> tuple[list[str], str]
     ], index
 
 
-def _cell(spec: Spec, python: Path, root: Path, cache: Cache) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One core of the matrix and the plugin's cpu tests on it."""
+
+    core: str  # a version, or REF@COMMIT for vLLM main
+    role: str  # lowest | release | pinned | main
+    counts: Mapping[str, int]  # passed, failed, error, skipped
+    outcomes: Mapping[str, str]  # test id -> outcome, sorted
+    failing: tuple[str, ...]
+    errors: Mapping[str, tuple[str, ...]]  # failing test -> the first line of its message
+    regressions: tuple[str, ...] = ()  # passed on the column before, fail on this one
+
+    def to_json(self) -> dict[str, Any]:
+        """The column as matrix.json has it: these keys, in this order."""
+        return {
+            "core": self.core,
+            "role": self.role,
+            "counts": dict(self.counts),
+            "outcomes": dict(self.outcomes),
+            "failing": list(self.failing),
+            "errors": {t: list(lines) for t, lines in self.errors.items()},
+            "regressions": list(self.regressions),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Matrix:
+    """The version matrix of one pairing (matrix.json, matrix.md)."""
+
+    pairing: str
+    core: str  # the core's name
+    index: str  # the package index its releases come from
+    columns: tuple[Column, ...]
+
+    @property
+    def regressed(self) -> bool:
+        return any(col.regressions for col in self.columns)
+
+    def to_json(self) -> dict[str, Any]:
+        """matrix.json's object: these keys, in this order."""
+        return {
+            "pairing": self.pairing,
+            "core": self.core,
+            "index": self.index,
+            "columns": [col.to_json() for col in self.columns],
+        }
+
+
+def _cell(spec: Spec, python: Path, root: Path, cache: Cache, core: str, role: str) -> Column:
     cfg = pt.settings_for(spec)
     with cache.scratch("matrix-") as tmp:
         run = pt.run_tests(python, root, "cpu", cfg, tmp / "j.xml", spec.runtime.get("module"))
         errors = first_error_lines(tmp / "j.xml", 1)
-    return {
-        "counts": {k: run.counts.get(k, 0) for k in ("passed", "failed", "error", "skipped")},
-        "outcomes": dict(sorted(run.outcomes.items())),
-        "failing": run.failing,
-        "errors": {t: errors.get(t, []) for t in run.failing},
-    }
+    return Column(
+        core=core,
+        role=role,
+        counts={k: run.counts.get(k, 0) for k in ("passed", "failed", "error", "skipped")},
+        outcomes=dict(sorted(run.outcomes.items())),
+        failing=tuple(run.failing),
+        errors={t: tuple(errors.get(t, [])) for t in run.failing},
+    )
 
 
-def _main_column(spec: Spec, opts: Options, inputs: Inputs, dist: Path) -> dict[str, Any]:
+def _main_column(spec: Spec, opts: Options, inputs: Inputs, dist: Path) -> Column:
     """The column of core main: `--ref` of `--repo`, built at its commit."""
     url = str(opts.repo)
     repo = corehistory.mirror(url, opts.cache)
@@ -114,11 +165,21 @@ def _main_column(spec: Spec, opts: Options, inputs: Inputs, dist: Path) -> dict[
         dist=dist,
         plugin=inputs.plugin,
     )
-    cell = _cell(spec, python, inputs.plugin.root, opts.cache)
-    return {"core": f"{opts.ref}@{commit[:12]}", "role": "main", **cell}
+    return _cell(spec, python, inputs.plugin.root, opts.cache, f"{opts.ref}@{commit[:12]}", "main")
 
 
-def run_matrix(spec: Spec, opts: Options) -> dict[str, Any]:
+def with_regressions(columns: list[Column]) -> tuple[Column, ...]:
+    """The columns, the first one's role `lowest` (a release), and each one's regressions:
+    the tests that passed on the column before and fail on it (none on the first)."""
+    first = columns[0]
+    out = [replace(first, role="lowest" if first.role == "release" else first.role)]
+    for before, after in itertools.pairwise(columns):
+        lost = sorted(t for t in after.failing if before.outcomes.get(t) == "passed")
+        out.append(replace(after, regressions=tuple(lost)))
+    return tuple(out)
+
+
+def run_matrix(spec: Spec, opts: Options) -> Matrix:
     """Test every column; write and return the matrix."""
     dist = records.dist_dir(opts.dist_root, spec.name)
     inputs = Inputs(spec, opts.cache, opts.plugin_source)
@@ -126,46 +187,37 @@ def run_matrix(spec: Spec, opts: Options) -> dict[str, Any]:
     records.build_record(
         dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN, spec.path)
     )
-    columns: list[dict[str, Any]] = []
+    columns: list[Column] = []
     for version in versions:
         progress.console.rule(f"matrix: {spec.core.name} {version}")
         python = baseline_python(spec, version, cache=opts.cache, dist=dist, plugin=inputs.plugin)
         role = "pinned" if version == spec.core.version else "release"
-        columns.append(
-            {"core": version, "role": role, **_cell(spec, python, inputs.plugin.root, opts.cache)}
-        )
+        columns.append(_cell(spec, python, inputs.plugin.root, opts.cache, version, role))
     if opts.repo:
         columns.append(_main_column(spec, opts, inputs, dist))
-    columns[0]["role"] = "lowest" if columns[0]["role"] == "release" else columns[0]["role"]
-    for before, after in itertools.pairwise(columns):
-        after["regressions"] = sorted(
-            t for t in after["failing"] if before["outcomes"].get(t) == "passed"
-        )
-    columns[0]["regressions"] = []
-    m = {"pairing": spec.name, "core": spec.core.name, "index": index, "columns": columns}
-    write_json(dist / REPORT_JSON, m)
+    m = Matrix(spec.name, spec.core.name, index, with_regressions(columns))
+    write_json(dist / REPORT_JSON, m.to_json())
     atomic_write_text(dist / REPORT_MD, render_markdown(m))
     return m
 
 
-def render_markdown(m: dict[str, Any]) -> str:
+def render_markdown(m: Matrix) -> str:
     out = [
-        f"### Version matrix: {m['pairing']} ({m['core']} from {m['index']})",
+        f"### Version matrix: {m.pairing} ({m.core} from {m.index})",
         "",
         "| core | role | passed | failed | regressions vs the column before |",
         "|---|---|---|---|---|",
     ]
-    for col in m["columns"]:
-        c = col["counts"]
-        mark = f"**REGRESSED: {len(col['regressions'])}**" if col["regressions"] else "none"
+    for col in m.columns:
+        c = col.counts
+        mark = f"**REGRESSED: {len(col.regressions)}**" if col.regressions else "none"
         out.append(
-            f"| {col['core']} | {col['role']} | {c['passed']} | {c['failed'] + c['error']} "
-            f"| {mark} |"
+            f"| {col.core} | {col.role} | {c['passed']} | {c['failed'] + c['error']} | {mark} |"
         )
-    for col in m["columns"]:
-        if col["regressions"]:
-            out += ["", f"Regressed on {col['core']}:"]
-            for test in col["regressions"]:
-                first = (col["errors"].get(test) or [""])[0]
+    for col in m.columns:
+        if col.regressions:
+            out += ["", f"Regressed on {col.core}:"]
+            for test in col.regressions:
+                first = (col.errors.get(test) or [""])[0]
                 out.append(f"- `{test}` {first}".rstrip())
     return "\n".join(out) + "\n"

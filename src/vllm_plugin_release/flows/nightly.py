@@ -14,7 +14,8 @@ commits since the last-known-good one and the `vpr bisect` command that finds th
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,73 @@ class Options:
     now: dt.datetime | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class CoreRef:
+    """The core commit a nightly ran on: the repository, the ref asked for, the commit."""
+
+    url: str
+    ref: str
+    commit: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"url": self.url, "ref": self.ref, "commit": self.commit}
+
+
+@dataclass(frozen=True, slots=True)
+class Since:
+    """The core commits since the last-known-good one (what a bisection would search):
+    `commits` None when not known; `subjects` (the last 20) only when they are."""
+
+    last_known_good: str | None
+    commits: int | None = None
+    subjects: tuple[str, ...] | None = None
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"last_known_good": self.last_known_good, "commits": self.commits}
+        if self.subjects is not None:
+            out["subjects"] = list(self.subjects)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class NightlyReport:
+    """One nightly run (nightly.json): pass|fail with what ran, or skipped with `reason`.
+    A pass names the last-known-good pointer it wrote; a failure what changed since it."""
+
+    status: str  # pass | fail | skipped
+    reason: str = ""  # skipped: why (the schedule)
+    pairing: str = ""
+    core: CoreRef | None = None
+    plugin_commit: str | None = None
+    manifest: str = ""
+    failing: tuple[str, ...] = ()
+    errors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # test -> first lines
+    last_known_good: str | None = None  # pass: where the pointer was written
+    since: Since | None = None  # fail
+    bisect: str | None = None  # fail, with a last-known-good commit: the command to run
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as nightly.json has it: these keys, in this order."""
+        if self.status == "skipped":
+            return {"status": "skipped", "reason": self.reason}
+        out: dict[str, Any] = {
+            "status": self.status,
+            "pairing": self.pairing,
+            "core": None if self.core is None else self.core.to_json(),
+            "plugin_commit": self.plugin_commit,
+            "manifest": self.manifest,
+            "failing": list(self.failing),
+            "errors": {t: list(lines) for t, lines in self.errors.items()},
+        }
+        if self.last_known_good is not None:
+            out["last_known_good"] = self.last_known_good
+        if self.since is not None:
+            out["since_last_known_good"] = self.since.to_json()
+        if self.bisect is not None:
+            out["bisect"] = self.bisect
+        return out
+
+
 def _core_url(spec: Spec, repo: str | None) -> str:
     if repo:
         return repo
@@ -63,51 +131,57 @@ def _core_url(spec: Spec, repo: str | None) -> str:
     )
 
 
-def _tests(spec: Spec, python: Path, root: Path, cache: Cache) -> tuple[list[str], dict]:
+def _tests(
+    spec: Spec, python: Path, root: Path, cache: Cache
+) -> tuple[list[str], dict[str, list[str]]]:
     cfg = pt.settings_for(spec)
     with cache.scratch("nightly-") as tmp:
         run = pt.run_tests(python, root, "cpu", cfg, tmp / "junit.xml", spec.runtime.get("module"))
         return run.failing, first_error_lines(tmp / "junit.xml")
 
 
-def _since(repo: Path, lkg: dict[str, Any] | None, commit: str, url: str) -> dict[str, Any]:
+def _since(repo: Path, lkg: Mapping[str, Any] | None, commit: str, url: str) -> Since:
     """The commits since the last-known-good one (what a bisection would search)."""
     if not lkg or not lkg.get("core_commit"):
-        return {"last_known_good": None, "commits": None}
+        return Since(None)
     good = str(lkg["core_commit"])
     try:
         between = corehistory.commits_between(repo, good, commit, url)[1:]
     except BadInput:
-        return {"last_known_good": good, "commits": None}
-    return {
-        "last_known_good": good,
-        "commits": len(between),
-        "subjects": [f"{c[:12]} {corehistory.subject(repo, c)}" for c in between[-20:]],
-    }
+        return Since(good)
+    subjects = tuple(f"{c[:12]} {corehistory.subject(repo, c)}" for c in between[-20:])
+    return Since(good, len(between), subjects)
 
 
 def _outcome(
-    spec: Spec, report: dict[str, Any], store: Any, key: Any, repo: Path, lkg: dict | None
-) -> None:
+    spec: Spec,
+    report: NightlyReport,
+    store: Any,
+    key: Any,
+    repo: Path,
+    lkg: Mapping[str, Any] | None,
+) -> NightlyReport:
     """Pass: move the signed last-known-good pointer. Fail: say what broke since it."""
-    core = report["core"]
-    if report["status"] == "pass":
+    core = report.core
+    assert core is not None  # a run that tested a commit
+    if report.status == "pass":
         pointer = {
             "pairing": spec.name,
-            "core_url": core["url"],
-            "core_commit": core["commit"],
-            "plugin_commit": report["plugin_commit"],
+            "core_url": core.url,
+            "core_commit": core.commit,
+            "plugin_commit": report.plugin_commit,
             "time": now_utc(),
         }
-        report["last_known_good"] = str(ledgerstore.write_lkg(store, spec.name, pointer, key))
-        return
-    report["since_last_known_good"] = _since(repo, lkg, core["commit"], core["url"])
+        written = str(ledgerstore.write_lkg(store, spec.name, pointer, key))
+        return replace(report, last_known_good=written)
+    since = _since(repo, lkg, core.commit, core.url)
     good = (lkg or {}).get("core_commit")
-    if good:
-        report["bisect"] = (
-            f"vpr bisect --spec {spec.path} --repo {core['url']} --good {good} "
-            f"--bad {core['commit']}"
-        )
+    bisect = (
+        f"vpr bisect --spec {spec.path} --repo {core.url} --good {good} --bad {core.commit}"
+        if good
+        else None
+    )
+    return replace(report, since=since, bisect=bisect)
 
 
 def _trusted(store: Any, key: Any, cache: Cache, now: dt.datetime) -> Trusted:
@@ -117,7 +191,7 @@ def _trusted(store: Any, key: Any, cache: Cache, now: dt.datetime) -> Trusted:
     return Trusted(store, key.public_key(), memory=memory, fresh=False, required=False, now=now)
 
 
-def nightly(spec: Spec, opts: Options) -> dict[str, Any]:
+def nightly(spec: Spec, opts: Options) -> NightlyReport:
     """One nightly run (or a skip); the report (also dist/NAME-nightly/nightly.json)."""
     if not spec.plugin:
         raise BadInput(f"{spec.path}: no [plugin]; the nightly runs the plugin's tests")
@@ -130,16 +204,16 @@ def nightly(spec: Spec, opts: Options) -> dict[str, Any]:
     run_now, why = schedule.due(state, now, interval=opts.interval, backoff=opts.backoff)
     if not run_now and not opts.force:
         progress.info(f"nightly: skipped ({why})")
-        return {"status": "skipped", "reason": why}
+        return NightlyReport("skipped", reason=why)
     repo = corehistory.mirror(url, opts.cache)
     commit = corehistory.resolve(repo, opts.ref, "--ref", url)
     lkg = ledgerstore.read_lkg(trusted, spec.name)  # verified and bound, or refused
-    base, report = _test_commit(spec, opts, url, repo, commit)
-    _outcome(spec, report, store, key, repo, lkg)
+    base, tested = _test_commit(spec, opts, url, repo, commit)
+    report = _outcome(spec, tested, store, key, repo, lkg)
     record_verdict(
         base,
         records.dist_dir(opts.dist_root, base.name),
-        Verdict("cpu", "nightly", report["status"]),
+        Verdict("cpu", "nightly", report.status),
         cache=opts.cache,
         store=opts.store,
         signing=opts.signing_key,
@@ -147,16 +221,16 @@ def nightly(spec: Spec, opts: Options) -> dict[str, Any]:
     ledgerstore.write_state(
         store,
         spec.name,
-        schedule.after_run(state, now, passed=not report["failing"], commit=commit),
+        schedule.after_run(state, now, passed=not report.failing, commit=commit),
         key,
     )
-    write_json(records.dist_dir(opts.dist_root, base.name) / REPORT, report)
+    write_json(records.dist_dir(opts.dist_root, base.name) / REPORT, report.to_json())
     return report
 
 
 def _test_commit(
     spec: Spec, opts: Options, url: str, repo: Path, commit: str
-) -> tuple[Spec, dict[str, Any]]:
+) -> tuple[Spec, NightlyReport]:
     """The plugin's tests on the core at `commit` (a pairing environment walked like the
     baseline's) and its manifest: the derived spec and the run's report."""
     dist = records.dist_dir(opts.dist_root, spec.name)
@@ -180,38 +254,39 @@ def _test_commit(
     built = build_for_spec(
         base, signing_key=opts.signing_key, dist_root=opts.dist_root, cache=opts.cache
     )
-    report: dict[str, Any] = {
-        "status": "fail" if failing else "pass",
-        "pairing": spec.name,
-        "core": {"url": url, "ref": opts.ref, "commit": commit},
-        "plugin_commit": built.manifest.plugin.commit,
-        "manifest": built.manifest.name,
-        "failing": failing,
-        "errors": {t: errors.get(t, []) for t in failing},
-    }
+    report = NightlyReport(
+        "fail" if failing else "pass",
+        pairing=spec.name,
+        core=CoreRef(url, opts.ref, commit),
+        plugin_commit=built.manifest.plugin.commit,
+        manifest=built.manifest.name,
+        failing=tuple(failing),
+        errors={t: tuple(errors.get(t, [])) for t in failing},
+    )
     return base, report
 
 
-def render_text(report: dict[str, Any]) -> str:
+def render_text(report: NightlyReport) -> str:
     """The report for a terminal or a job summary."""
-    if report["status"] == "skipped":
-        return f"nightly: skipped ({report['reason']})"
-    core = report["core"]
-    lines = [f"nightly {report['pairing']}: {report['status']} on {core['ref']} {core['commit']}"]
-    if report["status"] == "pass":
-        lines.append(f"last-known-good core commit moved to {core['commit']}")
+    if report.status == "skipped":
+        return f"nightly: skipped ({report.reason})"
+    core = report.core
+    assert core is not None
+    lines = [f"nightly {report.pairing}: {report.status} on {core.ref} {core.commit}"]
+    if report.status == "pass":
+        lines.append(f"last-known-good core commit moved to {core.commit}")
         return "\n".join(lines)
-    lines.append(f"{len(report['failing'])} plugin test(s) fail:")
-    for test in report["failing"]:
+    lines.append(f"{len(report.failing)} plugin test(s) fail:")
+    for test in report.failing:
         lines.append(f"  {test}")
-        lines += [f"      {line}" for line in report["errors"].get(test, [])]
-    since = report.get("since_last_known_good") or {}
-    if since.get("commits") is not None:
+        lines += [f"      {line}" for line in report.errors.get(test, ())]
+    since = report.since
+    if since is not None and since.commits is not None and since.last_known_good:
         lines.append(
-            f"{since['commits']} core commit(s) since the last-known-good "
-            f"{since['last_known_good'][:12]}:"
+            f"{since.commits} core commit(s) since the last-known-good "
+            f"{since.last_known_good[:12]}:"
         )
-        lines += [f"  {s}" for s in since.get("subjects", [])]
-    if report.get("bisect"):
-        lines.append(f"find the breaking commit: {report['bisect']}")
+        lines += [f"  {s}" for s in since.subjects or ()]
+    if report.bisect:
+        lines.append(f"find the breaking commit: {report.bisect}")
     return "\n".join(lines)

@@ -47,10 +47,16 @@ def run_plugin_tests(inputs: Inputs, dist_root: Path, runner: str, baseline: str
             base_run = pt.run_tests(python, root, "cpu", cfg, tmp / "baseline.xml", module)
     record = pt.write_record(dist, run, base_run, version, spec.core.version)
     _report(runner, run, base_run, version, record)
-    return 1 if run.failing or record.get("regressions") else 0
+    return 1 if run.failing or record.regressions else 0
 
 
-def _report(runner: str, run: pt.TestRun, base_run, version, record) -> None:
+def _report(
+    runner: str,
+    run: pt.TestRun,
+    base_run: pt.TestRun | None,
+    version: str | None,
+    record: pt.TestsRecord,
+) -> None:
     c = run.counts
     progress.info(
         f"plugin-tests ({runner}): {c['passed']} passed, {c['failed']} failed, "
@@ -61,15 +67,15 @@ def _report(runner: str, run: pt.TestRun, base_run, version, record) -> None:
     for path in run.deferred:
         progress.info(f"  deferred to the hardware runner: {path}")
     if base_run is not None:
-        progress.info(f"  regressions vs vLLM {version}: {len(record['regressions'])}")
-        for test in record["regressions"]:
+        progress.info(f"  regressions vs vLLM {version}: {len(record.regressions)}")
+        for test in record.regressions:
             progress.info(f"    {test}")
 
 
 def installer_pin(spec: Spec, root: Path) -> str:
     """The core version the plugin's installer pins exactly (read by the pinning check)."""
     options = spec.options("pinning")
-    files = specinputs.input_files(spec, options)
+    files = specinputs.input_files(spec, options.get("files", []))
     report = analyzer.scan(root, files, spec.core.name, options.get("build_args") or {})
     pin = report.core_pin
     if not pin or not pin.get("exact") or not pin.get("version"):

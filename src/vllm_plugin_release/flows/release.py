@@ -9,6 +9,7 @@ one progress display, and a summary at the end (verdict, paths, digests).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,9 +53,10 @@ class Options:
 @dataclass
 class Outcome:
     stages: dict[str, float] = field(default_factory=dict)
-    facts: dict[str, Any] = field(default_factory=dict)
-    # Where each stage that runs core or plugin code ran (its record's `backend`).
-    ran_in: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, str] = field(default_factory=dict)  # the summary's lines: name -> text
+    # Where each stage that runs core or plugin code ran (its record's `backend`: the
+    # runner's own description, open JSON written into run.json as it is).
+    ran_in: dict[str, Mapping[str, Any] | None] = field(default_factory=dict)
 
 
 BUILDS = ("build-core", "build-plugin", "build-guard")
@@ -200,7 +202,7 @@ class _Stages:
         from vllm_plugin_release.conform.suite import conform_cached as run
 
         card = run(self.inputs.context(self.opts.runner, self.opts.dist_root))
-        self.out.facts["verdict"] = card["verdict"]
+        self.out.facts["verdict"] = card.verdict
         self.out.facts["scorecard"] = str(
             dist_dir(self.opts.dist_root, self.spec.name) / records.SCORECARD_MD
         )
@@ -302,7 +304,7 @@ def _env_free_checks(
     except VprError as exc:
         progress.warn(f"the checks that need no pairing environment did not run: {exc}")
         return
-    out.facts["verdict"] = f"{card['verdict']} (only the checks that need no environment)"
+    out.facts["verdict"] = f"{card.verdict} (only the checks that need no environment)"
     out.facts["scorecard"] = str(dist_dir(opts.dist_root, spec.name) / records.SCORECARD_MD)
 
 

@@ -26,7 +26,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from vllm_plugin_release.core import attest, bounded, records
 from vllm_plugin_release.core import sitemodel as sm
@@ -143,6 +143,15 @@ def write(out: Path, files: dict[str, bytes]) -> None:
         raise
 
 
+class SiteSummary(NamedTuple):
+    """What `vpr manifest site` wrote: pairings listed, core versions, and the pairings
+    whose signature did not verify (listed, marked, without a scorecard)."""
+
+    pairings: int
+    cores: int
+    unverified: int
+
+
 def site(
     trusted: Trusted,
     out: Path,
@@ -150,10 +159,12 @@ def site(
     store_url: str | None = None,
     key_name: str = "publisher.pub",
     newest_core: str | None = None,
-) -> dict[str, Any]:
-    """Build and write the site; compat.json's data."""
+) -> SiteSummary:
+    """Build and write the site (compat.json and the pages); what it holds."""
     compat, manifests = build(
         trusted, store_url=store_url, key_name=key_name, newest_core=newest_core
     )
     write(out, render(compat, manifests))
-    return compat
+    pairings = compat["pairings"]
+    bad = sum(not p["signature"]["verified"] for p in pairings)
+    return SiteSummary(len(pairings), len(compat["cores"]), bad)

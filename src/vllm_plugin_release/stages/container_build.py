@@ -114,6 +114,27 @@ def python_layer(spec: Spec, suite: str, work: Path, epoch: int) -> PythonLayer:
     return PythonLayer(packages, layer, label)
 
 
+@dataclass(frozen=True, slots=True)
+class BuiltImage:
+    """The image `build_image` made and loaded: its pinned reference and what it holds."""
+
+    image: str  # NAME@sha256:ID, what [build] base_image pins
+    rootfs_sha256: str
+    uv_layer_sha256: str
+    uv_wheel: str
+    python: str  # where its CPython comes from (PythonLayer.label)
+
+    def to_json(self) -> dict[str, str]:
+        """As `vpr image build --json` prints it: these keys, in this order."""
+        return {
+            "image": self.image,
+            "rootfs_sha256": self.rootfs_sha256,
+            "uv_layer_sha256": self.uv_layer_sha256,
+            "uv_wheel": self.uv_wheel,
+            "python": self.python,
+        }
+
+
 def _uv_binary(wheel: Path) -> bytes:
     with zipfile.ZipFile(wheel) as zf:
         names = [n for n in zf.namelist() if n.endswith(".data/scripts/uv")]
@@ -124,7 +145,7 @@ def _uv_binary(wheel: Path) -> bytes:
 
 def build_image(
     spec: Spec, cache: Cache, *, suite: str = DEFAULT_SUITE, mirror: str = DEFAULT_MIRROR
-) -> dict[str, Any]:
+) -> BuiltImage:
     """Make the Debian-based image for the spec's Python and load it; what was made."""
     check_python(spec.build.python, suite)
     client = container.connect()  # first: no engine is exit 3 before a minute of mmdebstrap
@@ -134,7 +155,7 @@ def build_image(
         client.close()
 
 
-def _build_image(spec: Spec, cache: Cache, client: Any, suite: str, mirror: str) -> dict[str, Any]:
+def _build_image(spec: Spec, cache: Cache, client: Any, suite: str, mirror: str) -> BuiltImage:
     python = spec.build.python
     name = image_name(python, suite)
     epoch = spec.core.source_date_epoch
@@ -169,13 +190,13 @@ def _build_image(spec: Spec, cache: Cache, client: Any, suite: str, mirror: str)
         image_id = write_archive(archive, layers, repo_tag=name, epoch=epoch, labels=labels)
         with progress.status(f"image: loading {name} into the engine"):
             loaded = container.load_archive(client, archive)
-        result = {
-            "image": f"{name}@sha256:{image_id}",
-            "rootfs_sha256": sha256_file(rootfs),
-            "uv_layer_sha256": sha256_file(uv_layer),
-            "uv_wheel": wheel.name,
-            "python": made.label,
-        }
+        result = BuiltImage(
+            image=f"{name}@sha256:{image_id}",
+            rootfs_sha256=sha256_file(rootfs),
+            uv_layer_sha256=sha256_file(uv_layer),
+            uv_wheel=wheel.name,
+            python=made.label,
+        )
     if loaded != image_id:
         raise GateFailed(
             f"the engine loaded {name} as sha256:{loaded}, not the archive's sha256:{image_id}",

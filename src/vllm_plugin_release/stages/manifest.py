@@ -20,10 +20,11 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import attest
+from vllm_plugin_release.core.buildrecord import BuildRecord
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import (
@@ -521,23 +522,34 @@ def _environment(env: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def pairing_id_of(
-    pins: dict[str, Any], build_core: dict[str, Any], build_plugin: dict[str, Any]
-) -> str:
-    """The pairing id `build_manifest` gives these records, without reading the wheels
-    (the scorecard names it before the manifest exists)."""
+def pairing_id_of(spec: Spec, core: BuildRecord, plugin: BuildRecord) -> str:
+    """The pairing id `build_manifest` gives these records (and the spec's runtime pins,
+    as `pins_from_spec` takes them), without reading the wheels (the scorecard names it
+    before the manifest exists); BadInput naming the record's key that is missing."""
     fc, fp = BUILD_CORE, BUILD_PLUGIN
-    core_in = _get(build_core, "core", fc)
-    core = {
-        "name": _get(core_in, "name", fc),
-        "version": str(_get(core_in, "version", fc)),
-        "target_device": _get(core_in, "target_device", fc),
-        "source": _core_source(_get(core_in, "source", fc), fc),
+    source = _recorded(core.source, "core.source", fc)
+    facts = {
+        "name": _recorded(core.name, "core.name", fc),
+        "version": _recorded(core.version, "core.version", fc),
+        "target_device": _recorded(core.target_device, "core.target_device", fc),
+        "source": _core_source(dict(source), fc),
     }
-    plugin_in = _get(build_plugin, "plugin", fp)
-    plugin = {"name": _get(plugin_in, "name", fp), "commit": plugin_in.get("commit")}
-    python = ".".join(str(_get(build_core, "python", fc)).split(".")[:2])
-    return key_of(pairing_inputs(core, plugin, pins.get("runtime"), python))
+    made = {"name": _recorded(plugin.name, "plugin.name", fp), "commit": plugin.commit}
+    python = ".".join(_recorded(core.python, "python", fc).split(".")[:2])
+    return key_of(pairing_inputs(facts, made, dict(spec.runtime) or None, python))
+
+
+_T = TypeVar("_T")
+
+
+def _recorded(value: _T | None, dotted: str, file: str) -> _T:
+    if value is None:
+        producer = record_producer(file, "SPEC")
+        raise BadInput(
+            f"{file}: missing key {dotted!r}",
+            hint=f"the record is incomplete or from another version; re-run `{producer}`",
+        )
+    return value
 
 
 def build_manifest(

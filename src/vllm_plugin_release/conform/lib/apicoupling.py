@@ -52,13 +52,33 @@ class Change:
     detail: str
     uses: tuple[str, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, str | list[str]]:
         return {
             "id": self.id,
             "kind": self.kind,
             "symbol": self.symbol,
             "detail": self.detail,
             "uses": list(self.uses),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CouplingReport:
+    """The API coupling diff (`coupling`): how many core symbols the plugin uses, those the
+    old core does not define statically, and every breaking change for it (by id)."""
+
+    symbols: int
+    unresolved: tuple[str, ...]
+    changes: tuple[Change, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The bump report's `api_coupling` part as written: these keys, in this order."""
+        return {
+            "status": "run",
+            "symbols": self.symbols,
+            "unresolved": list(self.unresolved),
+            "breaking": len(self.changes),
+            "changes": [c.to_json() for c in self.changes],
         }
 
 
@@ -489,7 +509,7 @@ def _override_change(
     )
 
 
-def diff(uses: list[Use], old: CoreTree, new: CoreTree) -> dict[str, Any]:
+def diff(uses: list[Use], old: CoreTree, new: CoreTree) -> CouplingReport:
     """The report: symbols used, those the old core does not define statically
     (`unresolved`), and every breaking change for the plugin (sorted by id)."""
     by_symbol: dict[str, list[Use]] = {}
@@ -521,12 +541,7 @@ def diff(uses: list[Use], old: CoreTree, new: CoreTree) -> dict[str, Any]:
         if before.kind == "class" and after.kind == "class":
             changes += _abstract_changes(symbol, group, old, new, before, after)
     changes.sort(key=lambda c: c.id)
-    return {
-        "symbols": len(by_symbol),
-        "unresolved": unresolved,
-        "breaking": len(changes),
-        "changes": [c.to_json() for c in changes],
-    }
+    return CouplingReport(len(by_symbol), tuple(unresolved), tuple(changes))
 
 
 def _abstract_changes(
@@ -547,9 +562,6 @@ def _abstract_changes(
 
 def coupling(
     plugin_root: Path, old_tree: Path, new_tree: Path, core: str = "vllm"
-) -> dict[str, Any]:
+) -> CouplingReport:
     """The bump's API coupling diff: the plugin's uses against the old and the new core."""
-    return {
-        "status": "run",
-        **diff(plugin_uses(plugin_root, core), CoreTree(old_tree), CoreTree(new_tree)),
-    }
+    return diff(plugin_uses(plugin_root, core), CoreTree(old_tree), CoreTree(new_tree))

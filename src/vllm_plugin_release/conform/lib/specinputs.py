@@ -4,8 +4,8 @@ pinning and cadence checks (and `vpr matrix`, `vpr plugin-tests`) scan."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform.lib.installer.analyzer import InputFile
@@ -26,14 +26,16 @@ def plugin_root_for(spec: Spec, plugin_root: Path | str | None) -> Path:
     )
 
 
-def input_files(spec: Spec, options: dict[str, Any]) -> list[InputFile]:
+def input_files(spec: Spec, files: Sequence[str | Mapping[str, str]] = ()) -> list[InputFile]:
+    """The installer inputs to scan: `[plugin] installer` and `overrides`, then `files`
+    (`[conformance.pinning] files`: a path, or {path, kind})."""
     plugin = spec.plugin
     out: list[InputFile] = []
     if plugin.get("installer"):
         out.append(InputFile(plugin["installer"], "", "installer", "[plugin] installer"))
     if plugin.get("overrides"):
         out.append(InputFile(plugin["overrides"], "requirements", "override", "[plugin] overrides"))
-    for entry in options.get("files", []):
+    for entry in files:
         if isinstance(entry, str):
             out.append(InputFile(entry, "", "requirements", "[conformance.pinning] files"))
         else:

@@ -81,20 +81,32 @@ def default_contract(spec: Spec) -> str:
     return max(older)[1] if older else DEFAULT_CONTRACT
 
 
-def api_config(spec: Spec) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class ApiConfig:
+    """`[conformance.api]` with its defaults filled in (`api_config`)."""
+
+    contract: str  # the contract file, relative to the spec
+    tasks: tuple[str, ...]
+    endpoint_plugins: bool
+    platform_class: str | None
+    timeout: float
+    allow: tuple[Allow, ...]
+
+
+def api_config(spec: Spec) -> ApiConfig:
     """`[conformance.api]` (validated with the spec) with its defaults filled in."""
     raw = spec.options("api")
-    return {
-        "contract": raw.get("contract") or default_contract(spec),
-        "tasks": raw.get("tasks", list(DEFAULT_TASKS)),
-        "endpoint_plugins": raw.get("endpoint_plugins", True),
-        "platform_class": raw.get("platform_class"),
-        "timeout": float(raw.get("timeout", DEFAULT_TIMEOUT)),
-        "allow": [
+    return ApiConfig(
+        contract=raw.get("contract") or default_contract(spec),
+        tasks=tuple(raw.get("tasks", DEFAULT_TASKS)),
+        endpoint_plugins=bool(raw.get("endpoint_plugins", True)),
+        platform_class=raw.get("platform_class"),
+        timeout=float(raw.get("timeout", DEFAULT_TIMEOUT)),
+        allow=tuple(
             Allow(entry["location"], entry["reason"], entry.get("kind") or None)
             for entry in raw.get("allow", [])
-        ],
-    }
+        ),
+    )
 
 
 def split_allowed(
@@ -305,14 +317,14 @@ def _verdict(
 def check(spec: Spec, python: Path, platform_class: str | None) -> CheckResult:
     """The `api` check: build the pairing's app in its env and diff it against the contract."""
     cfg = api_config(spec)
-    contract_path = spec.resolve(cfg["contract"])
+    contract_path = spec.resolve(cfg.contract)
     contract = load_contract(contract_path)
     captured = capture(
         python,
-        cfg["tasks"],
-        platform_class or cfg["platform_class"],
-        endpoint_plugins=cfg["endpoint_plugins"],
-        timeout=cfg["timeout"],
+        cfg.tasks,
+        platform_class or cfg.platform_class,
+        endpoint_plugins=cfg.endpoint_plugins,
+        timeout=cfg.timeout,
     )
     if captured.get("general_plugins_crash"):
         return general_plugins_crash(captured, _rel(contract_path, spec.root))
@@ -320,7 +332,7 @@ def check(spec: Spec, python: Path, platform_class: str | None) -> CheckResult:
         contract,
         captured,
         contract_file=_rel(contract_path, spec.root),
-        allow=cfg["allow"],
+        allow=list(cfg.allow),
     )
 
 
@@ -338,7 +350,7 @@ def check_recorded(spec: Spec) -> CheckResult | None:
     if not recorded_path.is_file():
         return None
     cfg = api_config(spec)
-    contract_path = spec.resolve(cfg["contract"])
+    contract_path = spec.resolve(cfg.contract)
     recorded = load_contract(recorded_path)
     if recorded["core"]["version"] != spec.core.version:
         raise BadInput(
@@ -369,7 +381,7 @@ def check_recorded(spec: Spec) -> CheckResult | None:
         load_contract(contract_path),
         captured,
         contract_file=_rel(contract_path, spec.root),
-        allow=cfg["allow"],
+        allow=list(cfg.allow),
     )
     return dataclasses.replace(
         result,

@@ -516,7 +516,7 @@ def _installer_pin(spec: Spec, root: Path | None) -> tuple[Version | None, list[
         notes.append("no installer to read ([plugin] installer unset or no plugin source)")
         return None, notes
     options = spec.options("pinning")
-    files = specinputs.input_files(spec, options)
+    files = specinputs.input_files(spec, options.get("files", []))
     report = analyzer.scan(root, files, spec.core.name, options.get("build_args") or {})
     for item in report.missing:
         notes.append(f"{item['file']} is missing ({item.get('named_by') or 'referenced'})")

@@ -67,7 +67,7 @@ def check(spec: Spec, plugin_root: Path | str | None = None) -> CheckResult:
         "editable_install": _level(options, "editable_install"),
         "unpinned": _level(options, "unpinned"),
     }
-    files = input_files(spec, options)
+    files = input_files(spec, options.get("files", []))
     unreadable = _unreadable(spec, root, files, threshold)
     if unreadable is not None:
         return unreadable

@@ -17,7 +17,8 @@ from __future__ import annotations
 import contextlib
 import json
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -72,13 +73,14 @@ class TestRun:
             "deferred": self.deferred,
             "outcomes": dict(sorted(self.outcomes.items())),
             "by_module": self.by_module(),
-            "deferred_tests": {
-                t: r for t, r in sorted(self.reasons.items()) if self.outcomes.get(t) == "deferred"
-            },
-            "import_findings": {
-                t: r for t, r in sorted(self.reasons.items()) if self.outcomes.get(t) == "failed"
-            },
+            "deferred_tests": self.with_outcome("deferred"),
+            "import_findings": self.with_outcome("failed"),
         }
+
+    def with_outcome(self, outcome: str) -> dict[str, str]:
+        """test id -> its reason, for the tests of this outcome (sorted): "deferred" gives
+        why each is deferred, "failed" the plugin modules that do not import."""
+        return {t: r for t, r in sorted(self.reasons.items()) if self.outcomes.get(t) == outcome}
 
     def without_paths(self, env: Path, root: Path) -> None:
         """Reasons without this machine's folders (the environment's, the checkout's): the
@@ -106,38 +108,79 @@ class TestRun:
             self.counts["failed"] = self.counts.get("failed", 0) + 1
 
 
-def settings(table: dict[str, Any]) -> dict[str, Any]:
-    """`[conformance.plugin_tests]` (validated with the spec) with its defaults filled in."""
-    return {
-        "cpu": table.get("cpu", ["tests"]),
-        "hardware": table.get("hardware", table.get("cpu", ["tests"])),
-        "ignore": table.get("ignore", []),
-        "timeout": int(table.get("timeout", 1800)),
-        "absence_signatures": list(table.get("absence_signatures", [])),
-        "scan_imports": bool(table.get("scan_imports", True)),
-    }
+@dataclass(frozen=True, slots=True)
+class TestSettings:
+    """`[conformance.plugin_tests]` with its defaults filled in, and the runtime's own "no
+    device" errors: what a run needs to plan and classify its tests (`settings_for`)."""
+
+    cpu: tuple[str, ...] = ("tests",)
+    hardware: tuple[str, ...] = ("tests",)
+    ignore: tuple[str, ...] = ()
+    timeout: int = 1800
+    absence_signatures: tuple[str, ...] = ()
+    scan_imports: bool = True
+    no_device: tuple[str, ...] = ()
+
+    def paths(self, runner: str) -> list[str]:
+        """The test paths of `runner` ("cpu" or "hardware")."""
+        if runner not in ("cpu", "hardware"):
+            raise BadInput(f"no test paths for the runner {runner!r}", hint="cpu or hardware")
+        return list(self.cpu if runner == "cpu" else self.hardware)
+
+    def key(self) -> str:
+        """The settings as one text: part of the key a run started ahead is taken by."""
+        return json.dumps(asdict(self), sort_keys=True)
 
 
-def settings_for(spec: Spec) -> dict[str, Any]:
+def settings(table: Mapping[str, object], no_device: object = ()) -> TestSettings:
+    """`[conformance.plugin_tests]` (validated with the spec) with its defaults filled in,
+    and `no_device` (`[runtime] no_device`); BadInput naming the key of a wrong value."""
+    cpu = _texts(table.get("cpu", ["tests"]), "cpu")
+    return TestSettings(
+        cpu=cpu,
+        hardware=_texts(table["hardware"], "hardware") if "hardware" in table else cpu,
+        ignore=_texts(table.get("ignore", []), "ignore"),
+        timeout=_seconds(table.get("timeout", 1800)),
+        absence_signatures=_texts(table.get("absence_signatures", []), "absence_signatures"),
+        scan_imports=bool(table.get("scan_imports", True)),
+        no_device=_texts(no_device, "no_device", "[runtime]"),
+    )
+
+
+def _seconds(value: object) -> int:
+    if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+        raise BadInput(
+            f"[conformance.plugin_tests] timeout: expected seconds, got {value!r:.80}",
+            hint="check the spec",
+        )
+    return int(value)
+
+
+def _texts(value: object, key: str, table: str = "[conformance.plugin_tests]") -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise BadInput(
+            f"{table} {key}: expected a list of text, got {value!r:.80}", hint="check the spec"
+        )
+    return tuple(value)
+
+
+def settings_for(spec: Spec) -> TestSettings:
     """The spec's `[conformance.plugin_tests]` with its defaults, and the runtime's own
     "no device" errors (`[runtime] no_device`): what a run needs to classify its tests."""
-    return {
-        **settings(spec.options("plugin_tests")),
-        "no_device": spec.runtime.get("no_device", []),
-    }
+    return settings(spec.options("plugin_tests"), spec.runtime.get("no_device", []))
 
 
-def deferrals(root: Path, cfg: dict[str, Any], runner: str, module: str | None) -> Deferrals:
+def deferrals(root: Path, cfg: TestSettings, runner: str, module: str | None) -> Deferrals:
     """What defers a failing test of this run: on the cpu runner, the absent runtime
     (`module`), the runtime's "no device" error, and the options the plugin's conftests
     require (a live server)."""
     if runner != "cpu":
         return Deferrals()
-    absent = (*absence_signatures(module), *cfg.get("absence_signatures", ())) if module else ()
-    folders = option_folders(root, cfg["cpu"])
+    absent = (*absence_signatures(module), *cfg.absence_signatures) if module else ()
+    folders = option_folders(root, list(cfg.cpu))
     return Deferrals(
         absent=tuple(absent),
-        no_device=tuple(cfg.get("no_device", ())),
+        no_device=cfg.no_device,
         option_folders=tuple((k, tuple(v)) for k, v in sorted(folders.items())),
         runtime_module=module or "",
     )
@@ -282,10 +325,10 @@ def pytest_command(python: Path, root: Path, paths: list[str], ignore: list[str]
 
 
 def _planned(
-    root: Path, runner: str, cfg: dict[str, Any], runtime_module: str | None
+    root: Path, runner: str, cfg: TestSettings, runtime_module: str | None
 ) -> tuple[list[str], list[str]]:
     """(the test paths, the paths left out) of a run; BadInput for a path not there."""
-    paths = cfg[runner]
+    paths = cfg.paths(runner)
     missing = [p for p in paths if not (root / p).exists()]
     if missing:
         raise BadInput(
@@ -294,8 +337,8 @@ def _planned(
         )
     # The hand list and the import scan apply only where the runtime is absent: with it
     # present, every host test runs, and what needs a device shows in the run itself.
-    ignore = list(cfg["ignore"]) if runner == "cpu" and runtime_module else []
-    if runner == "cpu" and runtime_module and cfg.get("scan_imports", True):
+    ignore = list(cfg.ignore) if runner == "cpu" and runtime_module else []
+    if runner == "cpu" and runtime_module and cfg.scan_imports:
         ignore += runtime_importers(root, paths, ignore, runtime_module)
     return paths, ignore
 
@@ -314,7 +357,7 @@ class _Suite:
 
     root: Path
     runner: str
-    cfg: dict[str, Any]
+    cfg: TestSettings
     module: str | None
 
 
@@ -341,7 +384,7 @@ def _outcome(
         reasons=reasons,
     )
     if runner == "cpu":
-        run.deferred = sorted(set(cfg["hardware"]) - set(paths)) + list(ignore)
+        run.deferred = sorted(set(cfg.hardware) - set(paths)) + list(ignore)
     return run
 
 
@@ -349,7 +392,7 @@ def run_tests(
     python: Path,
     root: Path,
     runner: str,
-    cfg: dict[str, Any],
+    cfg: TestSettings,
     junit: Path,
     runtime_module: str | None = None,
 ) -> TestRun:
@@ -358,7 +401,7 @@ def run_tests(
     progress.info(f"plugin-tests: {' '.join(argv[3:])}")
     # Where the pairing env was made: this machine, or its pinned container image.
     with progress.working("plugin tests"):
-        done = runner_of(python).call(argv, env=_test_env(), cwd=root, timeout=cfg["timeout"])
+        done = runner_of(python).call(argv, env=_test_env(), cwd=root, timeout=cfg.timeout)
     return _outcome(done, junit, _Suite(root, runner, cfg, runtime_module), plan)
 
 
@@ -372,12 +415,12 @@ def run_tests(
 _AHEAD = proc.Ahead()
 
 
-def _key(python: Path, root: Path, runner: str, cfg: dict[str, Any], module: str | None):
-    return (str(python), str(root), runner, json.dumps(cfg, sort_keys=True), str(module))
+def _key(python: Path, root: Path, runner: str, cfg: TestSettings, module: str | None):
+    return (str(python), str(root), runner, cfg.key(), str(module))
 
 
 def start_ahead(
-    cache: Cache, python: Path, root: Path, runner: str, cfg: dict[str, Any], module: str | None
+    cache: Cache, python: Path, root: Path, runner: str, cfg: TestSettings, module: str | None
 ) -> bool:
     """Start the plugin's tests now for `run` to take (only where the pairing env runs on
     this machine: a container runner starts them in conform, as before); whether started.
@@ -402,7 +445,7 @@ def start_ahead(
 
 
 def tests_run(
-    cache: Cache, python: Path, root: Path, runner: str, cfg: dict[str, Any], module: str | None
+    cache: Cache, python: Path, root: Path, runner: str, cfg: TestSettings, module: str | None
 ) -> TestRun:
     """The run started ahead with this very command, once it ends; else a run now."""
     ahead = _AHEAD.take(_key(python, root, runner, cfg, module))
@@ -411,7 +454,7 @@ def tests_run(
             return run_tests(python, root, runner, cfg, tmp / "j.xml", module)
     try:
         with progress.working("plugin tests (started while the env was checked)"):
-            done = ahead.started.finish(cfg["timeout"])
+            done = ahead.started.finish(cfg.timeout)
         junit, plan = ahead.data
         return _outcome(done, junit, _Suite(root, runner, cfg, module), plan)
     finally:
@@ -433,18 +476,40 @@ def regressions(baseline: TestRun, new: TestRun) -> list[str]:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class TestsRecord:
+    """plugin-tests.json: a run on the core `core_version`, and the baseline run on the core
+    `base_version` with the tests that regressed against it (None without a baseline)."""
+
+    core_version: str
+    run: TestRun
+    baseline: TestRun | None = None
+    base_version: str | None = None
+
+    @property
+    def regressions(self) -> list[str]:
+        """Tests that pass on the baseline and fail on the new core ([] without one)."""
+        return [] if self.baseline is None else regressions(self.baseline, self.run)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as written: these keys, in this order."""
+        record: dict[str, Any] = {
+            "stage": "plugin-tests",
+            "core_version": self.core_version,
+            **self.run.to_json(),
+        }
+        if self.baseline is not None:
+            record["baseline"] = {"core_version": self.base_version, **self.baseline.to_json()}
+            record["regressions"] = self.regressions
+        return record
+
+
 def write_record(
     dist: Path, run: TestRun, baseline: TestRun | None, base_version: str | None, core_version: str
-) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "stage": "plugin-tests",
-        "core_version": core_version,
-        **run.to_json(),
-    }
-    if baseline is not None:
-        record["baseline"] = {"core_version": base_version, **baseline.to_json()}
-        record["regressions"] = regressions(baseline, run)
-    write_json(dist / RECORD, record)
+) -> TestsRecord:
+    """Write plugin-tests.json (`TestsRecord.to_json`); the record."""
+    record = TestsRecord(core_version, run, baseline, base_version)
+    write_json(dist / RECORD, record.to_json())
     return record
 
 
@@ -494,19 +559,20 @@ def _status_and_summary(run: TestRun) -> tuple[str, str]:
     return status, summary
 
 
-def _evidence(run: TestRun, record: dict[str, Any], base_version: str | None) -> list[Evidence]:
-    found = record["import_findings"]
+def _evidence(record: TestsRecord) -> list[Evidence]:
+    run, base_version = record.run, record.base_version
+    found = run.with_outcome("failed")
     evidence = [
         Evidence(note=f"failing: {t}" + (f" ({found[t]})" if t in found else ""), source="pytest")
         for t in run.failing
     ]
     evidence += [
         Evidence(note=f"deferred: {t}: {why}", source="pytest")
-        for t, why in record["deferred_tests"].items()
+        for t, why in run.with_outcome("deferred").items()
     ]
     evidence += [
         Evidence(note=f"regression vs vLLM {base_version}: {t}", source="baseline")
-        for t in record.get("regressions", [])
+        for t in record.regressions
     ]
     evidence += [
         Evidence(note=f"deferred to the hardware runner: {p}", source="spec") for p in run.deferred
@@ -531,7 +597,7 @@ def run(ctx: Context) -> CheckResult:
         "plugin_tests",
         status,
         summary,
-        _evidence(run, record, base_version),
-        threshold={"paths": cfg[ctx.runner]},  # type: ignore[arg-type]
-        details={"counts": run.counts, "by_module": record["by_module"]},
+        _evidence(record),
+        threshold={"paths": cfg.paths(ctx.runner)},  # type: ignore[arg-type]
+        details={"counts": run.counts, "by_module": run.by_module()},
     )
