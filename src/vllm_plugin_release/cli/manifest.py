@@ -491,9 +491,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     )
     result = pub.publish_spec(spec, options, cache=cachedir.from_args(args))
     if args.json:
-        from dataclasses import asdict
-
-        print(json.dumps(asdict(result), indent=2, sort_keys=True))
+        print(json.dumps(result.to_json(), indent=2, sort_keys=True))
         return EXIT_OK
     for name, status in result.wheels.items():
         print(f"{status:9} {name}")

@@ -189,7 +189,7 @@ def _record(
             "lock_sha256": b.lock_sha,
             **({"variables": b.variables} if b.variables else {}),
         },
-        "backend": b.runner.describe(),
+        "backend": b.runner.describe().to_json(),
     }
 
 
@@ -222,7 +222,7 @@ def stage_key(spec: Spec, runner: Runner, src: PluginSource, lock_sha: str) -> s
     variables = dict(sorted(spec.plugin.get("build_env", {}).items()))
     return key_of(
         {
-            "runner": runner.describe(),
+            "runner": runner.describe().to_json(),
             "recipe": RECIPE_VERSION,
             "source": src.record(),
             "tree": _tree_key(src),
