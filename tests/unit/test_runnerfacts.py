@@ -81,9 +81,3 @@ def test_a_proof_note_that_does_not_say_where_means_the_proof_runs(
     tmp_path: Path, ran_in: object
 ) -> None:
     assert _noted(tmp_path, ran_in) is None
-
-
-def test_publish_json_prints_the_runner_as_before() -> None:
-    result = publish.PublishResult(index="i", proven_in=RunnerFacts("local"))
-    assert result.to_json()["proven_in"] == {"kind": "local"}
-    assert publish.PublishResult(index="i").to_json()["proven_in"] is None

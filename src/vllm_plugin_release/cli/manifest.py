@@ -491,7 +491,11 @@ def cmd_publish(args: argparse.Namespace) -> int:
     )
     result = pub.publish_spec(spec, options, cache=cachedir.from_args(args))
     if args.json:
-        print(json.dumps(result.to_json(), indent=2, sort_keys=True))
+        from dataclasses import asdict
+
+        data = asdict(result)  # the runner as its records hold it
+        data["proven_in"] = None if result.proven_in is None else result.proven_in.to_json()
+        print(json.dumps(data, indent=2, sort_keys=True))
         return EXIT_OK
     for name, status in result.wheels.items():
         print(f"{status:9} {name}")

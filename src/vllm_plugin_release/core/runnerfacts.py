@@ -28,7 +28,7 @@ class RunnerFacts:
         if (self.base_image is None) != (self.image_id is None):
             raise ValueError("a runner's base_image and image_id go together")
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> dict[str, str | None]:
         """The object a record holds, as it was always written (same keys, same order)."""
         if self.base_image is None:
             return {"kind": self.kind}

@@ -250,12 +250,6 @@ class PublishResult:
     verdict: str | None = None
     certified_at: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        """The result as `vpr publish --json` prints it (the runner as its record holds it)."""
-        data = dataclasses.asdict(self)
-        data["proven_in"] = None if self.proven_in is None else self.proven_in.to_json()
-        return data
-
 
 @dataclass(frozen=True)
 class Target:
