@@ -11,6 +11,7 @@ import base64
 import configparser
 import hashlib
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -42,7 +43,7 @@ def installed_path(wheel_path: str) -> str | None:
     return "/".join(parts)
 
 
-def installed_files(record: dict[str, str]) -> dict[str, str]:
+def installed_files(record: Mapping[str, str]) -> dict[str, str]:
     """The covered subset of an installed RECORD (same rule as `installed_path`)."""
     out = {}
     for path, digest in record.items():
