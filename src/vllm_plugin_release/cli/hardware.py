@@ -114,10 +114,13 @@ def _plan(args: argparse.Namespace) -> int:
         for entry in result["skipped"]:
             print(f"{entry['spec']}: no hardware part ({entry['reason']})")
     if args.github_output:
-        from vllm_plugin_release.edges.ci import github_output
+        from vllm_plugin_release.edges.ci import github_output, output_text
 
         github_output(
-            {"matrix": {"include": result["include"]}, "count": str(len(result["include"]))}
+            {
+                "matrix": output_text({"include": result["include"]}),
+                "count": str(len(result["include"])),
+            }
         )
     return EXIT_OK
 
