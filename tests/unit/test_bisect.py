@@ -4,6 +4,7 @@ input, JUnit error lines, the core history (real git repositories), and the CLI'
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from vllm_plugin_release.core.bisect import (
     Probe,
     first_error_lines,
     nearest_versions,
+    parse_report,
     render_markdown,
     search,
     versions_between,
@@ -98,23 +100,27 @@ def test_first_error_lines_of_each_failing_test(tmp_path: Path) -> None:
     assert first_error_lines(tmp_path / "missing.xml") == {}
 
 
+REPORT = {
+    "mode": "git",
+    "source": "/core",
+    "core": "vllm",
+    "good": "v1",
+    "bad": "v2",
+    "candidates": 8,
+    "watched": ["t::x"],
+    "steps": [{"candidate": "c4", "verdict": "good"}, {"candidate": "c5", "verdict": "bad"}],
+    "last_good": "c4",
+    "first_bad": {
+        "candidate": "c5",
+        "subject": "rename api_level",
+        "failing": ["t::x"],
+        "errors": {"t::x": ["AttributeError: no api_level"]},
+    },
+}
+
+
 def test_report_markdown_names_commit_tests_and_errors() -> None:
-    report = {
-        "mode": "git",
-        "source": "/core",
-        "good": "v1",
-        "bad": "v2",
-        "candidates": 8,
-        "steps": [{"candidate": "c4", "verdict": "good"}, {"candidate": "c5", "verdict": "bad"}],
-        "last_good": "c4",
-        "first_bad": {
-            "candidate": "c5",
-            "subject": "rename api_level",
-            "failing": ["t::x"],
-            "errors": {"t::x": ["AttributeError: no api_level"]},
-        },
-    }
-    text = render_markdown(report)
+    text = render_markdown(parse_report(REPORT))
     assert "First bad commit: `c5` rename api_level (last good: `c4`)" in text
     assert "- `t::x`\n    AttributeError: no api_level" in text
     assert "| 2 | `c5` | bad |" in text
@@ -222,3 +228,25 @@ def test_cli_unreachable_commit_exits_2(core, tmp_path: Path) -> None:
         (done.stdout + done.stderr).split()
     )
     assert "Traceback" not in done.stderr
+
+
+def test_the_report_round_trips_with_its_bytes() -> None:
+    assert json.dumps(parse_report(REPORT).to_json()) == json.dumps(REPORT)
+    # the migration report's copy carries its status beside the report's keys
+    assert parse_report({"status": "run", **REPORT}) == parse_report(REPORT)
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"mode": None}, "'report.mode' is missing"),
+        ({"candidates": "8"}, "'candidates' is '8'"),
+        ({"watched": "t::x"}, "'watched' is 't::x'"),
+        ({"steps": [{"candidate": "c4"}]}, r"'steps\[0\]\.verdict' is missing"),
+        ({"first_bad": {**REPORT["first_bad"], "errors": {"t::x": "boom"}}}, "errors.t::x"),
+        ({"first_bad": None}, "'first_bad' is missing"),
+    ],
+)
+def test_a_report_of_another_shape_is_refused_naming_the_key(change: dict, named: str) -> None:
+    with pytest.raises(ValueError, match=named):
+        parse_report({**REPORT, **change})

@@ -85,11 +85,12 @@ def env(tmp_path: Path) -> dict:
     )
     snapshot = scan.snapshot(gs.snapshot_roles(typed), [str(site)])
     recover = gs.recover_line(manifest["pairing_id"], "/srv/store", "/k.pub", str(prefix))
-    record = gs.certified_record(typed, hashlib.sha256(data).hexdigest(), snapshot, recover)
+    snap = gs.parse_snapshot(snapshot)
+    record = gs.certified_record(typed, hashlib.sha256(data).hexdigest(), snap, recover)
     folder = prefix / gs.STATE_DIR
     folder.mkdir()
     (folder / gs.MANIFEST).write_bytes(data)
-    (folder / gs.CERTIFIED).write_text(json.dumps(record))
+    (folder / gs.CERTIFIED).write_text(json.dumps(record.to_json()))
     return {"prefix": prefix, "site": site, "folder": folder}
 
 

@@ -165,6 +165,31 @@ def test_retry_policy_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
 def test_html_anchor_text_names_the_file_and_yanked_is_kept() -> None:
     body = b'<a href="/f/x-1.0.tar.gz#sha256=ab" data-yanked="">x-1.0.tar.gz</a><a href="/f/y">'
     files = simpleindex.page_files(body, "text/html", "http://h/simple/x/", "page")
-    assert files[0]["filename"] == "x-1.0.tar.gz" and files[0]["yanked"] is True
-    assert files[0]["sha256"] == "ab" and files[0]["url"] == "http://h/f/x-1.0.tar.gz"
+    assert files[0].filename == "x-1.0.tar.gz" and files[0].yanked is True
+    assert files[0].sha256 == "ab" and files[0].url == "http://h/f/x-1.0.tar.gz"
     assert files == files[:1]  # an anchor never closed is not a file
+
+
+def test_a_json_page_is_read_into_index_files_and_a_bad_upload_time_refused() -> None:
+    import json
+
+    from vllm_plugin_release.core.errors import OutsideFailure
+
+    entry = {
+        "filename": "x-1.0.tar.gz",
+        "url": "../../f/x-1.0.tar.gz#frag",
+        "hashes": {"sha256": "ab"},
+        "size": 7,
+        "upload-time": "2026-07-25T10:40:48Z",
+        "yanked": "bad release",
+    }
+    page = json.dumps({"files": [entry]}).encode()
+    files = simpleindex.page_files(page, "application/json", "http://h/simple/x/", "page")
+    assert files == [
+        simpleindex.IndexFile(
+            "x-1.0.tar.gz", "http://h/f/x-1.0.tar.gz", "ab", 7, "2026-07-25T10:40:48Z", True
+        )
+    ]
+    hostile = json.dumps({"files": [{**entry, "upload-time": 1753440048}]}).encode()
+    with pytest.raises(OutsideFailure, match=r"page: malformed .*files\[0\]: 'upload-time'"):
+        simpleindex.page_files(hostile, "application/json", "http://h/simple/x/", "page")

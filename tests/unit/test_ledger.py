@@ -183,11 +183,11 @@ def test_nightly_schedule_backs_off_while_failing() -> None:
     assert schedule.due(passed, t0 + dt.timedelta(hours=8))[0]
     failed = schedule.after_run(passed, t0, passed=False, commit="c2")
     failed = schedule.after_run(failed, t0, passed=False, commit="c3")
-    assert failed["failures"] == 2 and failed["last_commit"] == "c3"
+    assert failed.failures == 2 and failed.last_commit == "c3"
     ok, why = schedule.due(failed, t0 + dt.timedelta(hours=8))
     assert not ok and "backing off: 2 failure(s)" in why
     assert schedule.due(failed, t0 + dt.timedelta(hours=24))[0]
-    assert schedule.after_run(failed, t0, passed=True, commit="c4")["failures"] == 0
+    assert schedule.after_run(failed, t0, passed=True, commit="c4").failures == 0
 
 
 def test_lag_comes_from_the_cadence_check_in_the_scorecard(tmp_path: Path) -> None:
@@ -245,3 +245,23 @@ def test_a_signed_entry_of_another_shape_is_bad_input_naming_its_line(signed) ->
     done = vpr("manifest", "ledger", "--store", str(store.root), "--key", str(pub), "--core", "x",
                check=False)  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_the_schedule_state_keeps_its_bytes_and_reads_back() -> None:
+    import datetime as dt
+
+    from vllm_plugin_release.core import schedule
+
+    t0 = dt.datetime(2026, 12, 1, 8, 30, 15, 999, tzinfo=dt.timezone.utc)
+    state = schedule.after_run(None, t0, passed=False, commit="c" * 40)
+    old = {  # what after_run returned before it was typed
+        "last_run": "2026-12-01T08:30:15Z",
+        "last_commit": "c" * 40,
+        "last_result": "fail",
+        "failures": 1,
+    }
+    assert json.dumps(state.to_json()) == json.dumps(old)
+    assert schedule.parse_state(old) == state._replace(last_run=t0.replace(microsecond=0))
+    assert schedule.parse_state(None) is None and schedule.parse_state({"failures": 3}) is None
+    with pytest.raises(schedule.StateUnreadable, match="last_run, failures"):
+        schedule.parse_state({**old, "failures": True})

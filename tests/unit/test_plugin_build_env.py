@@ -12,6 +12,7 @@ import pytest
 from tests.support import REPO, vpr
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.core.runnerfacts import RunnerFacts
 from vllm_plugin_release.stages import recipes
 from vllm_plugin_release.stages.requests import (
     plugin_build_plan,
@@ -146,8 +147,8 @@ class RecordingRunner:
     def __init__(self) -> None:
         self.commands: list = []
 
-    def describe(self) -> dict[str, object]:
-        return {"kind": self.kind}
+    def describe(self) -> RunnerFacts:
+        return RunnerFacts(self.kind)
 
     def call(self, argv, **_: object):
         import subprocess

@@ -190,3 +190,12 @@ def test_an_unsigned_head_is_refused(stored: dict, tmp_path: Path) -> None:
     sign_store(stored["store"], keys.load_private_key(other), check=False)  # another key
     done = site(stored["root"], stored["store"], stored["root"] / "site")
     assert done.returncode == 1 and "store head" in done.stderr
+
+
+def test_compat_json_names_the_head_as_it_always_did() -> None:
+    from vllm_plugin_release.core import sitemodel as sm
+
+    publisher = sm.Publisher("s", "k", "id", sm.HeadStamp(7, "2026-12-01T00:00:00Z"))
+    compat = sm.build([], [], publisher)
+    assert json.dumps(compat["head"]) == '{"version": 7, "time": "2026-12-01T00:00:00Z"}'
+    assert sm.build([], [], sm.Publisher("s", "k", "id", None))["head"] is None

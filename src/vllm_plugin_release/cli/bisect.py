@@ -67,14 +67,12 @@ def _bisect(args: argparse.Namespace) -> int:
         index=args.index,
         prereleases=not args.final_only,
     )
-    report = bisect.bisect(spec, args.good, args.bad, opts)
+    report = bisect.bisect_report(spec, args.good, args.bad, opts)
     if args.json:
-        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
     else:
         sys.stdout.write(render_markdown(report))
-    progress.info(
-        f"bisect: first bad {report['mode']} candidate {report['first_bad']['candidate']}"
-    )
+    progress.info(f"bisect: first bad {report.mode} candidate {report.first_bad.candidate}")
     return EXIT_OK
 
 

@@ -12,7 +12,7 @@ from vllm_plugin_release.cli.build import add_dirs, add_plugin_source, add_spec_
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.errors import EXIT_OK, BadInput
 from vllm_plugin_release.edges import cachedir
-from vllm_plugin_release.edges.ci import github_output
+from vllm_plugin_release.edges.ci import github_output, output_text
 
 PR_BODY_LIMIT = 60_000
 
@@ -164,7 +164,11 @@ def _upstream(args: argparse.Namespace) -> int:
     if args.github_output:
         pinnable = [r.version for r in found if r.sha256]
         github_output(
-            {"versions": pinnable, "count": str(len(pinnable)), "pinned": spec.core.version}
+            {
+                "versions": output_text(pinnable),
+                "count": str(len(pinnable)),
+                "pinned": output_text(spec.core.version),
+            }
         )
     return EXIT_OK
 
@@ -206,9 +210,11 @@ def _bump(args: argparse.Namespace) -> int:
         github_output(
             {
                 "spec": str(result.new_path),
-                "name": result.report["spec"]["changed"].get("name", {}).get("to")
-                or _name(result.new_text),
-                "version": result.report["core"]["to"],
+                "name": output_text(
+                    result.report["spec"]["changed"].get("name", {}).get("to")
+                    or _name(result.new_text)
+                ),
+                "version": output_text(result.report["core"]["to"]),
             }
         )
     if result.written:

@@ -114,10 +114,10 @@ def _plan(args: argparse.Namespace) -> int:
         for spec, why in result.skipped:
             print(f"{spec}: no hardware part ({why})")
     if args.github_output:
-        from vllm_plugin_release.edges.ci import github_output
+        from vllm_plugin_release.edges.ci import github_output, output_text
 
         include = result.to_json()["include"]
-        github_output({"matrix": {"include": include}, "count": str(len(include))})
+        github_output({"matrix": output_text({"include": include}), "count": str(len(include))})
     return EXIT_OK
 
 

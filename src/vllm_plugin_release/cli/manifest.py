@@ -493,7 +493,9 @@ def cmd_publish(args: argparse.Namespace) -> int:
     if args.json:
         from dataclasses import asdict
 
-        print(json.dumps(asdict(result), indent=2, sort_keys=True))
+        data = asdict(result)  # the runner as its records hold it
+        data["proven_in"] = None if result.proven_in is None else result.proven_in.to_json()
+        print(json.dumps(data, indent=2, sort_keys=True))
         return EXIT_OK
     for name, status in result.wheels.items():
         print(f"{status:9} {name}")

@@ -11,13 +11,14 @@ that is not on the index, and the report's Markdown.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from packaging.version import InvalidVersion, Version
 
+from vllm_plugin_release.core.buildrecord import RecordProblem, field_shown
 from vllm_plugin_release.core.errors import BadInput
 
 
@@ -111,28 +112,129 @@ def versions_between(good: str, bad: str, available: Sequence[str], where: str) 
     )
 
 
-def render_markdown(report: dict[str, Any]) -> str:
+class BisectStep(NamedTuple):
+    """One probe between the ends: the candidate and its verdict (good | bad)."""
+
+    candidate: str
+    verdict: str
+
+
+class FirstBad(NamedTuple):
+    """The first bad candidate: its subject line (git), the regressed tests failing there
+    and the first lines of each one's error."""
+
+    candidate: str
+    subject: str
+    failing: tuple[str, ...]
+    errors: Mapping[str, tuple[str, ...]]
+
+
+class BisectReport(NamedTuple):
+    """bisect.json (`to_json()`, the object it has always held) and what bisect.md shows."""
+
+    mode: str  # git | index
+    source: str
+    core: str
+    good: str
+    bad: str
+    candidates: int
+    watched: tuple[str, ...]
+    steps: tuple[BisectStep, ...]
+    last_good: str
+    first_bad: FirstBad
+
+    def to_json(self) -> dict[str, object]:
+        first = self.first_bad
+        return {
+            "mode": self.mode,
+            "source": self.source,
+            "core": self.core,
+            "good": self.good,
+            "bad": self.bad,
+            "candidates": self.candidates,
+            "watched": list(self.watched),
+            "steps": [{"candidate": c, "verdict": v} for c, v in self.steps],
+            "last_good": self.last_good,
+            "first_bad": {
+                "candidate": first.candidate,
+                "subject": first.subject,
+                "failing": list(first.failing),
+                "errors": {t: list(lines) for t, lines in first.errors.items()},
+            },
+        }
+
+
+def _texts(value: object, key: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise RecordProblem(f"{key!r} is {field_shown(value)}, expected a list of text")
+    return tuple(value)
+
+
+def _fields(data: object, key: str, names: tuple[str, ...]) -> Mapping[str, Any]:
+    """`data` (the object at `key`) when each of `names` is text; RecordProblem else."""
+    if not isinstance(data, Mapping):
+        raise RecordProblem(f"{key!r} is {field_shown(data)}, expected an object")
+    for name in names:
+        if not isinstance(data.get(name), str):
+            raise RecordProblem(f"'{key}.{name}' is {field_shown(data.get(name))}, expected text")
+    return data
+
+
+def parse_report(data: object) -> BisectReport:
+    """A bisect report (as `to_json` wrote it), each key checked; RecordProblem naming the
+    first key missing or of another type."""
+    top = _fields(data, "report", ("mode", "source", "core", "good", "bad", "last_good"))
+    first = _fields(top.get("first_bad"), "first_bad", ("candidate", "subject"))
+    candidates, errors = top.get("candidates"), first.get("errors")
+    if not isinstance(candidates, int) or isinstance(candidates, bool):
+        raise RecordProblem(f"'candidates' is {field_shown(candidates)}, expected a count")
+    if not isinstance(errors, Mapping):
+        raise RecordProblem(f"'first_bad.errors' is {field_shown(errors)}, expected an object")
+    steps = top.get("steps")
+    if not isinstance(steps, list):
+        raise RecordProblem(f"'steps' is {field_shown(steps)}, expected a list")
+    checked = (_fields(s, f"steps[{n}]", ("candidate", "verdict")) for n, s in enumerate(steps))
+    return BisectReport(
+        top["mode"],
+        top["source"],
+        top["core"],
+        top["good"],
+        top["bad"],
+        candidates,
+        _texts(top.get("watched"), "watched"),
+        tuple(BisectStep(step["candidate"], step["verdict"]) for step in checked),
+        top["last_good"],
+        FirstBad(
+            first["candidate"],
+            first["subject"],
+            _texts(first.get("failing"), "first_bad.failing"),
+            {str(t): _texts(v, f"first_bad.errors.{t}") for t, v in errors.items()},
+        ),
+    )
+
+
+def render_markdown(report: BisectReport) -> str:
     """The bisect report (`bisect.md`; the migration report quotes it)."""
-    kind = "commit" if report["mode"] == "git" else "version"
-    first = report["first_bad"]
+    kind = "commit" if report.mode == "git" else "version"
+    first = report.first_bad
     out = [
-        f"### Bisection: {report['good']} (good) .. {report['bad']} (bad)",
+        f"### Bisection: {report.good} (good) .. {report.bad} (bad)",
         "",
-        f"Searched {report['candidates']} {kind}s on {report['source']} with "
-        f"{len(report['steps'])} probe(s) between the ends.",
+        f"Searched {report.candidates} {kind}s on {report.source} with "
+        f"{len(report.steps)} probe(s) between the ends.",
         "",
-        f"First bad {kind}: `{first['candidate']}`"
-        + (f" {first['subject']}" if first.get("subject") else "")
-        + (f" (last good: `{report['last_good']}`)" if report.get("last_good") else ""),
+        f"First bad {kind}: `{first.candidate}`"
+        + (f" {first.subject}" if first.subject else "")
+        + (f" (last good: `{report.last_good}`)" if report.last_good else ""),
         "",
-        f"{len(first['failing'])} regressed test(s) fail there:",
+        f"{len(first.failing)} regressed test(s) fail there:",
         "",
     ]
-    for test in first["failing"]:
+    for test in first.failing:
         out.append(f"- `{test}`")
-        for line in first["errors"].get(test, []):
+        for line in first.errors.get(test, ()):
             out.append(f"    {line}")
     out += ["", "| step | " + kind + " | verdict |", "|---|---|---|"]
-    for number, step in enumerate(report["steps"], start=1):
-        out.append(f"| {number} | `{step['candidate']}` | {step['verdict']} |")
+    for number, step in enumerate(report.steps, start=1):
+        out.append(f"| {number} | `{step.candidate}` | {step.verdict} |")
     return "\n".join(out) + "\n"

@@ -42,6 +42,9 @@ CHUNK = 1 << 20
 TREE_MANIFEST = ".vpr-manifest.json"
 # Written by the tools that use a tree (git, plugin tests), never part of what is built.
 TREE_SKIP = frozenset({".git", "__pycache__", ".pytest_cache"})
+# A file's stamp: [inode, size, mtime_ns, ctime_ns] (a list: the digest and the JSON hold
+# it as one), or `link:<target>` for a link; a tree's stamps: relative path -> stamp.
+Stamps = dict[str, str | list[int]]
 
 
 def sha256_file(path: Path) -> str:
@@ -82,13 +85,13 @@ def tree_digest(root: Path) -> dict[str, str]:
     return files
 
 
-def tree_stamps(root: Path) -> dict[str, Any]:
+def tree_stamps(root: Path) -> Stamps:
     """Relative path -> [inode, size, mtime_ns, ctime_ns] (or `link:<target>`) of every
     file under `root` that `tree_digest` covers (and a little more): what changes when a
     file is written, replaced, added or removed (ctime cannot be set back, so a rewrite
     that restores mtime and size still shows). One stat per file, no pathlib; no
     recursion (a tree deeper than Python's recursion limit is walked the same way)."""
-    stamps: dict[str, Any] = {}
+    stamps: Stamps = {}
     for rel, entry in walk(root, TREE_SKIP):
         if entry.is_symlink():
             stamps[rel] = "link:" + os.readlink(entry.path)
@@ -98,7 +101,7 @@ def tree_stamps(root: Path) -> dict[str, Any]:
     return stamps
 
 
-def stamps_digest(stamps: dict[str, Any]) -> str:
+def stamps_digest(stamps: Stamps) -> str:
     """sha256 of `tree_stamps(root)` as it returns them (in walk order): what a memo keeps
     of a tree's stamps, a few milliseconds for thousands of files (marshal version 0 writes
     every string alike, interned or not)."""
@@ -112,7 +115,7 @@ def write_tree_manifest(root: Path) -> None:
     _write_manifest(root, files, before)
 
 
-def _write_manifest(root: Path, files: dict[str, str], stamps: dict[str, Any]) -> None:
+def _write_manifest(root: Path, files: dict[str, str], stamps: Stamps) -> None:
     """The digest, and the stamps taken before it when nothing changed while hashing."""
     data: dict[str, Any] = {"files": files}
     if stamps == tree_stamps(root):

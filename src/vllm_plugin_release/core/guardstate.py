@@ -12,9 +12,12 @@ equal.
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, NamedTuple
 
 from packaging.utils import canonicalize_name
+
+from vllm_plugin_release.core.buildrecord import RecordProblem, field_shown
 
 if TYPE_CHECKING:
     from vllm_plugin_release.core.manifestmodel import Manifest
@@ -29,7 +32,118 @@ POLICIES = ("enforce", "warn", "off")
 CERTIFIED_KIND = "vpr-guard/certified"
 
 
-def roles(manifest: Manifest, installed: dict[str, Any]) -> dict[str, str]:
+class DistStamp(NamedTuple):
+    """One distribution of the snapshot: its version and its RECORD's sha256 (None: none)."""
+
+    version: str
+    record: str | None
+
+
+class Snapshot(NamedTuple):
+    """What `python -m vpr_guard snapshot` answered, checked (`parse_snapshot`): every
+    distribution (canonical name -> DistStamp) and, for the roles asked for, each file's
+    (size, mtime_ns) by path ((-1, -1): missing)."""
+
+    dists: Mapping[str, DistStamp]
+    files: Mapping[str, Mapping[str, tuple[int, int]]]
+
+
+class Finding(NamedTuple):
+    """One thing `python -m vpr_guard check` found: its kind, the distribution ("" for the
+    platform or the state) and the sentence it prints."""
+
+    kind: str
+    name: str
+    text: str
+
+
+class GuardCheck(NamedTuple):
+    """The guard's own comparison of an environment with its certified record."""
+
+    ok: bool
+    findings: tuple[Finding, ...]
+
+
+class Certified(NamedTuple):
+    """certified.json (`certified_record`): written with `to_json()`."""
+
+    pairing_id: str
+    manifest_sha256: str
+    recover: str
+    roles: Mapping[str, str]
+    snapshot: Snapshot
+
+    def to_json(self) -> dict[str, object]:
+        """The object certified.json has always held (vpr-guard reads these keys)."""
+        return {
+            "kind": CERTIFIED_KIND,
+            "pairing_id": self.pairing_id,
+            "manifest_sha256": self.manifest_sha256,
+            "recover": self.recover,
+            "roles": dict(self.roles),
+            "dists": {
+                name: {"version": d.version, "record": d.record}
+                for name, d in self.snapshot.dists.items()
+            },
+            "files": {
+                name: {path: list(stat) for path, stat in stats.items()}
+                for name, stats in self.snapshot.files.items()
+            },
+        }
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_snapshot(data: object) -> Snapshot:
+    """The guard's snapshot answer, each key checked; RecordProblem naming the first key
+    missing or of another type."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("dists"), Mapping):
+        shown = data.get("dists") if isinstance(data, Mapping) else data
+        raise RecordProblem(f"'dists' is {field_shown(shown)}, expected an object")
+    dists = {}
+    for name, dist in data["dists"].items():
+        version = dist.get("version") if isinstance(dist, Mapping) else None
+        record = dist.get("record") if isinstance(dist, Mapping) else None
+        if not isinstance(version, str) or not (record is None or isinstance(record, str)):
+            raise RecordProblem(f"'dists.{name}' is {field_shown(dist)}, expected version, record")
+        dists[name] = DistStamp(version, record)
+    files_in = data.get("files") or {}
+    if not isinstance(files_in, Mapping):
+        raise RecordProblem(f"'files' is {field_shown(files_in)}, expected an object")
+    files = {}
+    for name, stats in files_in.items():
+        if not isinstance(stats, Mapping) or not all(
+            isinstance(st, list) and len(st) == 2 and all(_is_int(n) for n in st)
+            for st in stats.values()
+        ):
+            raise RecordProblem(f"'files.{name}' is {field_shown(stats)}, expected file stats")
+        files[name] = {path: (st[0], st[1]) for path, st in stats.items()}
+    return Snapshot(dists, files)
+
+
+def parse_check(data: object) -> GuardCheck:
+    """The guard's `check --json` answer ({ok, findings: [{kind, name, text}], ...}), each
+    key checked; RecordProblem naming the first key missing or of another type."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("findings"), list):
+        shown = data.get("findings") if isinstance(data, Mapping) else data
+        raise RecordProblem(f"'findings' is {field_shown(shown)}, expected a list")
+    ok = data.get("ok")
+    if not isinstance(ok, bool):
+        raise RecordProblem(f"'ok' is {field_shown(ok)}, expected true or false")
+    found = []
+    for i, item in enumerate(data["findings"]):
+        values = [item.get(k) if isinstance(item, Mapping) else None for k in Finding._fields]
+        if not all(isinstance(v, str) for v in values):
+            raise RecordProblem(
+                f"'findings[{i}]' is {field_shown(item)}, expected kind, name, text"
+            )
+        found.append(Finding(*values))
+    return GuardCheck(ok, tuple(found))
+
+
+def roles(manifest: Manifest, installed: Collection[str]) -> dict[str, str]:
     """role -> distribution name, for the guard's messages: core, plugin, guard, the vendor
     runtime (its locked wheel) and torch, where the environment holds them."""
     out = snapshot_roles(manifest)
@@ -51,22 +165,11 @@ def recover_line(pid: str, store: str, key: str | None, env_dir: str) -> str:
 
 
 def certified_record(
-    manifest: Manifest,
-    manifest_sha256: str,
-    snapshot: dict[str, Any],
-    recover: str,
-) -> dict[str, Any]:
+    manifest: Manifest, manifest_sha256: str, snapshot: Snapshot, recover: str
+) -> Certified:
     """certified.json: the manifest's digest, how to get back, roles and the snapshot."""
-    dists = snapshot.get("dists") or {}
-    return {
-        "kind": CERTIFIED_KIND,
-        "pairing_id": manifest.pairing_id,
-        "manifest_sha256": manifest_sha256,
-        "recover": recover,
-        "roles": roles(manifest, dists),
-        "dists": dists,
-        "files": snapshot.get("files") or {},
-    }
+    found = roles(manifest, snapshot.dists)
+    return Certified(manifest.pairing_id, manifest_sha256, recover, found, snapshot)
 
 
 def snapshot_roles(manifest: Manifest) -> dict[str, str]:

@@ -228,7 +228,7 @@ class LockedFile:
             f"from={self.source}"
         )
 
-    def record(self, version: str) -> dict[str, object]:
+    def record(self, version: str) -> dict[str, str | int | None]:
         local = version.split("+", 1)[1] if "+" in version else None
         return {
             "version": version,

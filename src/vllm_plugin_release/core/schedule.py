@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 INTERVAL_HOURS = 8
 BACKOFF_HOURS = 24
@@ -29,27 +30,80 @@ def _format(moment: dt.datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _failures(state: dict[str, Any]) -> int | None:
+class ScheduleState(NamedTuple):
+    """The schedule's state after a run (the signed document's keys, `to_json()`)."""
+
+    last_run: dt.datetime
+    failures: int  # failed runs in a row (0: the last one passed)
+    last_commit: str | None = None  # the core commit it ran on
+    last_result: str | None = None  # pass | fail
+
+    def to_json(self) -> dict[str, str | int | None]:
+        """The document as the store has always held it (same keys, same order)."""
+        return {
+            "last_run": _format(self.last_run),
+            "last_commit": self.last_commit,
+            "last_result": self.last_result,
+            "failures": self.failures,
+        }
+
+
+class StateUnreadable(ValueError):
+    """A schedule state whose last_run or failures is of another type."""
+
+
+def _failures(state: Mapping[str, object]) -> int | None:
     value = state.get("failures", 0)
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**6:
         return value
     return None
 
 
+def parse_state(data: object) -> ScheduleState | None:
+    """The state the store holds (None before the first run); StateUnreadable when its
+    last_run is not a UTC time or its failures not a count."""
+    if not isinstance(data, Mapping) or data.get("last_run") is None:
+        return None
+    last, failures = _parse(data.get("last_run")), _failures(data)
+    if last is None or failures is None:
+        raise StateUnreadable("the schedule's state cannot be read (last_run, failures)")
+    commit, result = data.get("last_commit"), data.get("last_result")
+    return ScheduleState(
+        last,
+        failures,
+        commit if isinstance(commit, str) else None,
+        result if isinstance(result, str) else None,
+    )
+
+
+def due_now(
+    data: object,
+    now: dt.datetime,
+    *,
+    interval: int = INTERVAL_HOURS,
+    backoff: int = BACKOFF_HOURS,
+) -> tuple[ScheduleState | None, bool, str]:
+    """The stored state parsed (`parse_state`), whether a run is due now and why. A state
+    that cannot be read never delays a run (and is taken as none)."""
+    try:
+        state = parse_state(data)
+    except StateUnreadable as exc:
+        return None, True, f"{exc}; running"
+    return (state, *due(state, now, interval=interval, backoff=backoff))
+
+
 def due(
-    state: dict[str, Any] | None,
+    state: ScheduleState | None,
     now: dt.datetime,
     *,
     interval: int = INTERVAL_HOURS,
     backoff: int = BACKOFF_HOURS,
 ) -> tuple[bool, str]:
-    """Whether a run is due now, and why (or why not). A state that cannot be read (a
-    value of another type, a last run dated after now) never delays a run."""
-    if not isinstance(state, dict) or state.get("last_run") is None:
+    """Whether a run is due now, and why (or why not). A last run dated after now never
+    delays a run."""
+    if state is None:
         return True, "no earlier run"
-    last, failures = _parse(state.get("last_run")), _failures(state)
-    if last is None or failures is None:
-        return True, "the schedule's state cannot be read (last_run, failures); running"
+    last, failures = state.last_run, state.failures
     if last > now + CLOCK_SKEW:
         return True, f"the last run is dated {_format(last)}, after now; running"
     wait = dt.timedelta(hours=backoff if failures else interval)
@@ -63,16 +117,16 @@ def due(
 
 
 def after_run(
-    state: dict[str, Any] | None, now: dt.datetime, *, passed: bool, commit: str
-) -> dict[str, Any]:
+    state: ScheduleState | None, now: dt.datetime, *, passed: bool, commit: str
+) -> ScheduleState:
     """The state after a run on `commit`."""
-    failures = 0 if passed else (_failures(state or {}) or 0) + 1
-    return {
-        "last_run": _format(now),
-        "last_commit": commit,
-        "last_result": "pass" if passed else "fail",
-        "failures": failures,
-    }
+    failures = 0 if passed or state is None else state.failures
+    return ScheduleState(
+        now.replace(microsecond=0),
+        0 if passed else failures + 1,
+        commit,
+        "pass" if passed else "fail",
+    )
 
 
 POINTER_KEYS = ("pairing", "core_url", "core_commit", "plugin_commit", "time")

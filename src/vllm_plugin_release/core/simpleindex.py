@@ -11,9 +11,22 @@ from __future__ import annotations
 import html.parser
 import json
 import urllib.parse
+from dataclasses import dataclass
 from typing import Any
 
 from vllm_plugin_release.core.errors import OutsideFailure
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    """One file of a project page (PEP 691 JSON or PEP 503 HTML)."""
+
+    filename: str
+    url: str  # absolute, no fragment
+    sha256: str | None
+    size: int | None
+    upload_time: str | None = None
+    yanked: bool = False
 
 
 def json_files(body: bytes, url: str) -> list[dict[str, Any]]:
@@ -42,6 +55,8 @@ def json_files(body: bytes, url: str) -> list[dict[str, Any]]:
                 raise bad(f"files[{number}] has no {key!r}")
         if not isinstance(entry.get("hashes", {}), dict):
             raise bad(f"files[{number}]: 'hashes' is not an object")
+        if not isinstance(entry.get("upload-time"), str | None):
+            raise bad(f"files[{number}]: 'upload-time' is not text")
     return files
 
 
@@ -75,25 +90,43 @@ class _Anchors(html.parser.HTMLParser):
             self._open = None
 
 
-def page_files(body: bytes, content_type: str, base: str, where: str) -> list[dict[str, Any]]:
+def page_files(body: bytes, content_type: str, base: str, where: str) -> list[IndexFile]:
     """The files of a project page, JSON (PEP 691) or HTML (PEP 503), one shape for both:
     filename, url (absolute, no fragment), sha256 (or None), size, upload_time, yanked.
     `base` resolves relative links; `where` names the page in errors (no credentials)."""
-    files: list[dict[str, Any]] = []
+    files: list[IndexFile] = []
     if "json" in content_type:
         for f in json_files(body, where):
             sha = (f.get("hashes") or {}).get("sha256")
             files.append(
-                {
-                    "filename": f["filename"],
-                    "url": urllib.parse.urljoin(base, f["url"]).split("#")[0],
-                    "sha256": sha if isinstance(sha, str) else None,
-                    "size": f.get("size") if isinstance(f.get("size"), int) else None,
-                    "upload_time": f.get("upload-time"),
-                    "yanked": bool(f.get("yanked")),
-                }
+                IndexFile(
+                    filename=f["filename"],
+                    url=urllib.parse.urljoin(base, f["url"]).split("#")[0],
+                    sha256=sha if isinstance(sha, str) else None,
+                    size=f.get("size") if isinstance(f.get("size"), int) else None,
+                    upload_time=f.get("upload-time"),
+                    yanked=bool(f.get("yanked")),
+                )
             )
         return files
+    parser = _Anchors()
+    parser.feed(body.decode("utf-8", "replace"))
+    for href, text, yanked in parser.anchors:
+        full = urllib.parse.urljoin(base, href)
+        parts = urllib.parse.urlsplit(full)
+        frag = parts.fragment
+        name = text or urllib.parse.unquote(parts.path.rsplit("/", 1)[-1])
+        files.append(
+            IndexFile(
+                filename=name,
+                url=full.split("#")[0],
+                sha256=frag.split("=", 1)[1] if frag.startswith("sha256=") else None,
+                size=None,
+                upload_time=None,
+                yanked=yanked,
+            )
+        )
+    return files
     parser = _Anchors()
     parser.feed(body.decode("utf-8", "replace"))
     for href, text, yanked in parser.anchors:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vllm_plugin_release.core.storeindex import VERDICT_ORDER, VERDICTS, python_of, version_ranks
 from vllm_plugin_release.core.storetrust import superseded
@@ -174,16 +174,27 @@ def _newest_core(
     }
 
 
+class HeadStamp(NamedTuple):
+    """The store's signed head as the site names it: its version and time."""
+
+    version: int
+    time: str
+
+    def to_json(self) -> dict[str, int | str]:
+        """compat.json's `head` object as it has always been written."""
+        return {"version": self.version, "time": self.time}
+
+
 @dataclass(frozen=True)
 class Publisher:
     """Who the site speaks for: `store`/`key`, what the install lines name (the public store
     URL and the publisher's key file); `keyid`, the key's id; `head`, the store's signed
-    head (its version and time; None: no head)."""
+    head (None: no head)."""
 
     store: str
     key: str
     keyid: str
-    head: dict[str, Any] | None
+    head: HeadStamp | None
 
 
 def build(
@@ -217,7 +228,7 @@ def build(
         "schema_version": SCHEMA_VERSION,
         "store": store,
         "keyid": publisher.keyid,
-        "head": publisher.head,
+        "head": None if publisher.head is None else publisher.head.to_json(),
         "verdicts": VERDICTS,
         "sites": list(SITES),
         "cores": cores,

@@ -11,8 +11,9 @@ import base64
 import configparser
 import hashlib
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import NamedTuple
 
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 
@@ -42,7 +43,7 @@ def installed_path(wheel_path: str) -> str | None:
     return "/".join(parts)
 
 
-def installed_files(record: dict[str, str]) -> dict[str, str]:
+def installed_files(record: Mapping[str, str]) -> dict[str, str]:
     """The covered subset of an installed RECORD (same rule as `installed_path`)."""
     out = {}
     for path, digest in record.items():
@@ -149,15 +150,26 @@ def wheel_entry_points(wheel: Path) -> dict[str, dict[str, str]]:
     return {group: dict(parser.items(group)) for group in parser.sections()}
 
 
-def wheel_metadata(wheel: Path) -> dict[str, Any]:
-    """Name, version and Requires-Dist from the wheel's METADATA."""
+class WheelMeta(NamedTuple):
+    """A wheel's METADATA: its name, version and Requires-Dist (sorted)."""
+
+    name: str
+    version: str
+    requires_dist: tuple[str, ...]
+
+
+def wheel_metadata(wheel: Path) -> WheelMeta:
+    """Name, version and Requires-Dist from the wheel's METADATA; GateFailed naming the
+    wheel when it has no METADATA or that names no Name or Version."""
     from email.parser import Parser
 
     with zipfile.ZipFile(wheel) as zf:
-        name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-        msg = Parser().parsestr(zf.read(name).decode("utf-8"))
-    return {
-        "name": msg["Name"],
-        "version": msg["Version"],
-        "requires_dist": sorted(msg.get_all("Requires-Dist") or []),
-    }
+        found = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+        if not found:
+            raise GateFailed(f"{wheel.name}: the wheel has no .dist-info/METADATA")
+        msg = Parser().parsestr(zf.read(found[0]).decode("utf-8"))
+    name, version = msg["Name"], msg["Version"]
+    if not name or not version:
+        missing = "Name" if not name else "Version"
+        raise GateFailed(f"{wheel.name}: its METADATA has no {missing}")
+    return WheelMeta(str(name), str(version), tuple(sorted(msg.get_all("Requires-Dist") or [])))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,16 +13,21 @@ from vllm_plugin_release.core import records
 from vllm_plugin_release.core.errors import BadInput
 
 
-def github_output(values: dict[str, Any]) -> None:
-    """Append key=value lines to the file GitHub Actions names in $GITHUB_OUTPUT."""
+def output_text(value: object) -> str:
+    """A workflow output's text: a string as it is, anything else as compact JSON."""
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+
+
+def github_output(values: Mapping[str, str]) -> None:
+    """Append key=value lines to the file GitHub Actions names in $GITHUB_OUTPUT (each
+    value one line of text: `output_text` makes one of a list or an object)."""
     target = os.environ.get("GITHUB_OUTPUT")
     if not target:
         raise BadInput(
             "--github-output: $GITHUB_OUTPUT is not set", hint="only use it inside GitHub Actions"
         )
     with open(target, "a", encoding="utf-8") as out:
-        for key, value in values.items():
-            text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+        for key, text in values.items():
             if "\n" in text:
                 raise BadInput(f"--github-output: value of {key} spans lines")
             out.write(f"{key}={text}\n")

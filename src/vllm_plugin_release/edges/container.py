@@ -38,6 +38,7 @@ from typing import Any
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure, PythonUnavailable
+from vllm_plugin_release.core.runnerfacts import RunnerFacts
 from vllm_plugin_release.edges import cachedir, uvwatch
 from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.runner import (
@@ -297,8 +298,8 @@ class ContainerRunner:
         """What an environment made by this runner depends on (it lives in the image)."""
         return self.image_id
 
-    def describe(self) -> dict[str, object]:
-        return {"kind": self.kind, "base_image": self.base_image, "image_id": self.image_id}
+    def describe(self) -> RunnerFacts:
+        return RunnerFacts(self.kind, self.base_image, self.image_id)
 
     def scratch_root(self) -> Path | None:
         """Builds' scratch in memory, as a local build's (`cachedir.build_scratch_root`),

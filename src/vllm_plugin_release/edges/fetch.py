@@ -21,6 +21,7 @@ import os
 import shutil
 import tarfile
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -329,7 +330,8 @@ class ArchiveLimits:
     max_file_bytes: int = 512 * 1024**2
 
     @classmethod
-    def of(cls, table: dict[str, Any] | None) -> ArchiveLimits:
+    def of(cls, table: Mapping[str, int] | None) -> ArchiveLimits:
+        """The limits a spec's `[fetch]` table sets (its schema: positive integers)."""
         table = table or {}
         return cls(**{k: int(table[k]) for k in cls.__dataclass_fields__ if k in table})
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core.errors import GateFailed
+from vllm_plugin_release.core.guardstate import GuardCheck, Snapshot, parse_check, parse_snapshot
 
 
 def _ask(python: Path, args: list[str], what: str) -> tuple[int, Any]:
@@ -27,20 +28,24 @@ def _ask(python: Path, args: list[str], what: str) -> tuple[int, Any]:
         )
 
 
-def snapshot(python: Path, roles: dict[str, str]) -> dict[str, Any]:
+def snapshot(python: Path, roles: dict[str, str]) -> Snapshot:
     """Every distribution of the environment (version, RECORD sha256) and the file stats of
     the distributions in `roles`, as the guard reads them at start-up."""
     args = ["snapshot", *(f"--role={role}={name}" for role, name in sorted(roles.items()))]
     code, answer = _ask(python, args, "snapshot")
-    if code != 0 or not isinstance(answer, dict) or not isinstance(answer.get("dists"), dict):
-        raise GateFailed(f"{python}: vpr-guard's snapshot is not what vpr install expects")
-    return answer
+    try:
+        if code != 0:
+            raise ValueError(f"exit {code}")
+        return parse_snapshot(answer)
+    except ValueError as exc:
+        raise GateFailed(f"{python}: vpr-guard's snapshot is not what vpr install expects: {exc}")
 
 
-def check(python: Path, env_dir: Path) -> dict[str, Any]:
-    """The guard's own comparison of the environment with its certified record:
-    {ok, pairing_id, findings: [{kind, name, text}], recover}."""
+def check(python: Path, env_dir: Path) -> GuardCheck:
+    """The guard's own comparison of the environment with its certified record: whether it
+    is as certified (`ok`) and what it found."""
     _, answer = _ask(python, ["check", "--json", f"--prefix={env_dir}"], "check")
-    if not isinstance(answer, dict) or not isinstance(answer.get("findings"), list):
-        raise GateFailed(f"{python}: vpr-guard's check is not what vpr install expects")
-    return answer
+    try:
+        return parse_check(answer)
+    except ValueError as exc:
+        raise GateFailed(f"{python}: vpr-guard's check is not what vpr install expects: {exc}")

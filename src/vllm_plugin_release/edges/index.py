@@ -29,6 +29,7 @@ from vllm_plugin_release.core import progress, records, simpleindex
 from vllm_plugin_release.core.cache import atomic_write_text
 from vllm_plugin_release.core.errors import OutsideFailure
 from vllm_plugin_release.core.net import Origin, origin, scrub
+from vllm_plugin_release.core.simpleindex import IndexFile
 from vllm_plugin_release.edges import children, netwait
 from vllm_plugin_release.edges.proc import spawn
 from vllm_plugin_release.edges.serve import free_port
@@ -89,18 +90,6 @@ def _retry_after(value: str | None) -> float | None:
         return max(0.0, float(value)) if value else None
     except ValueError:  # an HTTP date, or garbage: back off by our own schedule
         return None
-
-
-@dataclass(frozen=True)
-class IndexFile:
-    """One file of a project page (PEP 691 JSON or PEP 503 HTML)."""
-
-    filename: str
-    url: str
-    sha256: str | None
-    size: int | None
-    upload_time: str | None = None
-    yanked: bool = False
 
 
 def retry_policy(prefix: str = "VPR_PUBLISH") -> tuple[int, float]:
@@ -288,10 +277,7 @@ def project_files(
     if page is None:
         return None
     body, content_type, base = page
-    return [
-        IndexFile(**f)
-        for f in simpleindex.page_files(body, content_type, base, redact(_without_userinfo(base)))
-    ]
+    return simpleindex.page_files(body, content_type, base, redact(_without_userinfo(base)))
 
 
 def remote_sha256(simple_url: str, project: str, filename: str) -> str | None:

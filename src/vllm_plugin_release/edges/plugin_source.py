@@ -35,7 +35,8 @@ class PluginSource:
     source_date_epoch: int
     dirty: bool = False
 
-    def record(self) -> dict[str, object]:
+    def record(self) -> dict[str, str | int | None]:
+        """The source as build-plugin.json's `build_env.source` holds it."""
         return {
             "kind": self.kind,
             "repository": self.repository,

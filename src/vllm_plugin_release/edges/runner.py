@@ -21,6 +21,7 @@ from typing import Literal, Protocol
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.runnerfacts import RunnerFacts
 from vllm_plugin_release.edges import cachedir, children, interpreters, proc, uvwatch
 from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.netns import can_unshare_network
@@ -92,7 +93,8 @@ def free_space_note(*folders: Path) -> str:
 
 
 class Runner(Protocol):
-    """Where a stage's commands run. `describe()` goes into the stage's record."""
+    """Where a stage's commands run. `describe()` (its `to_json()`) goes into the stage's
+    record."""
 
     kind: str
     isolate: bool  # True: a command that asks for no network gets none
@@ -103,7 +105,7 @@ class Runner(Protocol):
     @property
     def env_key(self) -> str | None: ...  # what an environment made here depends on
 
-    def describe(self) -> dict[str, object]: ...
+    def describe(self) -> RunnerFacts: ...
 
     def run(self, cmd: Command, log: Path) -> None: ...
 
@@ -159,8 +161,8 @@ class LocalRunner:
     def env_key(self) -> str | None:
         return None  # this machine's environments: keyed as they always were
 
-    def describe(self) -> dict[str, object]:
-        return {"kind": self.kind}
+    def describe(self) -> RunnerFacts:
+        return RunnerFacts(self.kind)
 
     def mark(self, env_dir: Path) -> None:
         """An environment made here runs here: nothing to note."""

@@ -27,6 +27,9 @@ from vllm_plugin_release.buildspec.model import GitSource, SdistSource, Spec
 from vllm_plugin_release.conform.checks.plugin_tests import check as pt
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.bisect import (
+    BisectReport,
+    BisectStep,
+    FirstBad,
     Probe,
     first_error_lines,
     render_markdown,
@@ -164,7 +167,12 @@ def _ends(cands: Candidates, probe: Callable[[str], Probe], good: str, bad: str)
 
 
 def bisect(spec: Spec, good: str, bad: str, opts: Options) -> dict[str, Any]:
-    """Find the first bad candidate; write and return the report."""
+    """Find the first bad candidate; write and return the report (bisect.json's object)."""
+    return bisect_report(spec, good, bad, opts).to_json()
+
+
+def bisect_report(spec: Spec, good: str, bad: str, opts: Options) -> BisectReport:
+    """Find the first bad candidate; write bisect.json and bisect.md, return the report."""
     if not spec.plugin:
         raise BadInput(f"{spec.path}: no [plugin]; bisection runs the plugin's tests")
     dist = records.dist_dir(opts.dist_root, spec.name)
@@ -179,24 +187,25 @@ def bisect(spec: Spec, good: str, bad: str, opts: Options) -> dict[str, Any]:
     watched = _ends(cands, probe, good, bad)
     found, steps = search(cands.items, watched, probe)
     first = probe(cands.items[found])
-    report: dict[str, Any] = {
-        "mode": cands.mode,
-        "source": cands.source,
-        "core": spec.core.name,
-        "good": good,
-        "bad": bad,
-        "candidates": len(cands.items),
-        "watched": watched,
-        "steps": [{"candidate": c, "verdict": v} for c, v in steps],
-        "last_good": cands.items[found - 1],
-        "first_bad": {
-            "candidate": first.candidate,
-            "subject": cands.subject(first.candidate),
-            "failing": first.broken_by(watched),
-            "errors": {t: first.errors.get(t, []) for t in first.broken_by(watched)},
-        },
-    }
-    write_json(dist / REPORT_JSON, report)
+    failing = first.broken_by(watched)
+    report = BisectReport(
+        mode=cands.mode,
+        source=cands.source,
+        core=spec.core.name,
+        good=good,
+        bad=bad,
+        candidates=len(cands.items),
+        watched=tuple(watched),
+        steps=tuple(BisectStep(c, v) for c, v in steps),
+        last_good=cands.items[found - 1],
+        first_bad=FirstBad(
+            first.candidate,
+            cands.subject(first.candidate),
+            tuple(failing),
+            {t: tuple(first.errors.get(t, [])) for t in failing},
+        ),
+    )
+    write_json(dist / REPORT_JSON, report.to_json())
     atomic_write_text(dist / REPORT_MD, render_markdown(report))
     return report
 

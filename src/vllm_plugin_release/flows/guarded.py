@@ -82,13 +82,12 @@ def to_reinstall(
     except GateFailed as exc:  # the guard itself is gone or broken: the sync repairs it
         progress.warn(str(exc))
         return sorted(names)
-    found = [f for f in answer["findings"] if isinstance(f, dict)]
-    for finding in found:
-        if finding.get("kind") in RECORD_KINDS and finding.get("name"):
-            names.add(str(finding["name"]))
-    guard.current = bool(answer.get("ok"))
-    if found:
-        progress.info("vpr-guard found: " + "; ".join(str(f.get("text")) for f in found[:8]))
+    for finding in answer.findings:
+        if finding.kind in RECORD_KINDS and finding.name:
+            names.add(finding.name)
+    guard.current = answer.ok
+    if answer.findings:
+        progress.info("vpr-guard found: " + "; ".join(f.text for f in answer.findings[:8]))
     return sorted(names)
 
 
@@ -105,7 +104,9 @@ def write_state(
     atomic_write_bytes(folder / gs.MANIFEST, pairing.data)
     atomic_write_bytes(folder / gs.STATEMENT, pairing.envelope)
     atomic_write_bytes(folder / gs.LOCK, lock_text.encode())
-    atomic_write_bytes(folder / gs.CERTIFIED, (json.dumps(record, sort_keys=True) + "\n").encode())
+    atomic_write_bytes(
+        folder / gs.CERTIFIED, (json.dumps(record.to_json(), sort_keys=True) + "\n").encode()
+    )
 
 
 def write_policy(env_dir: Path, policy: str | None) -> None:

@@ -138,9 +138,14 @@ def _tests_section(tests: dict[str, Any], core: dict[str, Any]) -> list[str]:
 
 def _bisect_section(bisected: dict[str, Any] | None) -> list[str]:
     if bisected and bisected.get("status") == "run":
+        from vllm_plugin_release.core.bisect import parse_report
         from vllm_plugin_release.core.bisect import render_markdown as render_bisect
 
-        return ["", render_bisect(bisected).rstrip("\n")]
+        try:
+            report = parse_report(bisected)
+        except ValueError as exc:
+            return ["", "### Bisection", "", f"error: the report cannot be read ({exc})"]
+        return ["", render_bisect(report).rstrip("\n")]
     if bisected and bisected.get("status") == "error":
         return ["", "### Bisection", "", f"error: {bisected['reason']}"]
     return []

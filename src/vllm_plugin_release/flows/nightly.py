@@ -200,8 +200,12 @@ def nightly(spec: Spec, opts: Options) -> NightlyReport:
     key = signing_key(spec, opts.cache, opts.signing_key)
     now = opts.now or dt.datetime.now(dt.timezone.utc)
     trusted = _trusted(store, key, opts.cache, now)
-    state = ledgerstore.read_state(trusted, spec.name)
-    run_now, why = schedule.due(state, now, interval=opts.interval, backoff=opts.backoff)
+    state, run_now, why = schedule.due_now(
+        ledgerstore.read_state(trusted, spec.name),
+        now,
+        interval=opts.interval,
+        backoff=opts.backoff,
+    )
     if not run_now and not opts.force:
         progress.info(f"nightly: skipped ({why})")
         return NightlyReport("skipped", reason=why)
@@ -221,7 +225,7 @@ def nightly(spec: Spec, opts: Options) -> NightlyReport:
     ledgerstore.write_state(
         store,
         spec.name,
-        schedule.after_run(state, now, passed=not report.failing, commit=commit),
+        schedule.after_run(state, now, passed=not report.failing, commit=commit).to_json(),
         key,
     )
     write_json(records.dist_dir(opts.dist_root, base.name) / REPORT, report.to_json())

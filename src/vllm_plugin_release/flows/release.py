@@ -232,7 +232,7 @@ class _Stages:
         )
         result = publish_spec(self.spec, options, cache=self.opts.cache)
         if result.proven_in is not None:  # the install proof runs on the spec's runner too
-            self.out.ran_in["publish (install proof)"] = result.proven_in
+            self.out.ran_in["publish (install proof)"] = result.proven_in.to_json()
         wheels = ", ".join(f"{name} {status}" for name, status in result.wheels.items())
         self.out.facts["published"] = (
             f"{wheels} on {result.index}; manifest {result.store_status} in {result.store}"

@@ -93,7 +93,7 @@ def build(
         store=store_url or trusted.location,
         key=key_name,
         keyid=trusted.keyid,
-        head={"version": head.version, "time": head.time} if head else None,
+        head=sm.HeadStamp(head.version, head.time) if head else None,
     )
     compat = sm.build(stored, ledger, publisher, newest_core=newest_core)
     return compat, {s.entry["pairing_id"]: s.manifest for s in stored}

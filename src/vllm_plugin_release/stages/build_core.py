@@ -211,7 +211,7 @@ def _record(
         },
         "env": {k: env[k] for k in recipes.RECORDED_ENV if k in env},
         "rust_extensions": "not built (optional; cargo/rustc disabled for the empty target)",
-        "backend": b.runner.describe(),
+        "backend": b.runner.describe().to_json(),
     }
 
 

@@ -70,7 +70,7 @@ def build_guard(spec: Spec, *, cache: Cache, dist_root: Path) -> StageResult:
             "stage": STAGE,
             "pipeline_version": __version__,
             "recipe": RECIPE_VERSION,
-            "guard": {"name": meta["name"], "version": meta["version"], "source_sha256": digest},
+            "guard": {"name": meta.name, "version": meta.version, "source_sha256": digest},
             "wheel": {"filename": wheels[0].name, "sha256": sha},
             "entry_points": entry_points,
             "reproducible": reproducible,

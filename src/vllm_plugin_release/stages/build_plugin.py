@@ -24,7 +24,7 @@ from vllm_plugin_release.core.cache import Cache, key_of, sha256_file
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.lockfile import check_lock, pins
 from vllm_plugin_release.core.records import dist_dir
-from vllm_plugin_release.core.wheelfacts import wheel_entry_points, wheel_metadata
+from vllm_plugin_release.core.wheelfacts import WheelMeta, wheel_entry_points, wheel_metadata
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.runner import Runner
 from vllm_plugin_release.stages.delivery import StageResult, reuse
@@ -167,12 +167,12 @@ def _record(
         "pipeline_version": __version__,
         "recipe": RECIPE_VERSION,
         "plugin": {
-            "name": meta["name"],
-            "version": meta["version"],
+            "name": meta.name,
+            "version": meta.version,
             "repository": src.repository,
             "commit": src.commit,
             "source_kind": src.kind,
-            "requires_dist": meta["requires_dist"],
+            "requires_dist": list(meta.requires_dist),
             "build_requires": list(b.plan.declared),
             **b.plan.record(),
         },
@@ -189,17 +189,17 @@ def _record(
             "lock_sha256": b.lock_sha,
             **({"variables": b.variables} if b.variables else {}),
         },
-        "backend": b.runner.describe(),
+        "backend": b.runner.describe().to_json(),
     }
 
 
-def _checked_wheel(spec: Spec, wheel: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def _checked_wheel(spec: Spec, wheel: Path) -> tuple[WheelMeta, dict[str, dict[str, str]]]:
     """The wheel's metadata and entry points; GateFailed when it is not the plugin the spec
     names or declares no platform plugin (vLLM would never load it)."""
     meta = wheel_metadata(wheel)
-    if canonicalize_name(meta["name"]) != canonicalize_name(spec.plugin["name"]):
+    if canonicalize_name(meta.name) != canonicalize_name(spec.plugin["name"]):
         raise GateFailed(
-            f"build-plugin: the wheel is {meta['name']!r}, the spec names {spec.plugin['name']!r}",
+            f"build-plugin: the wheel is {meta.name!r}, the spec names {spec.plugin['name']!r}",
             hint="check [plugin] name",
         )
     entry_points = wheel_entry_points(wheel)
@@ -222,7 +222,7 @@ def stage_key(spec: Spec, runner: Runner, src: PluginSource, lock_sha: str) -> s
     variables = dict(sorted(spec.plugin.get("build_env", {}).items()))
     return key_of(
         {
-            "runner": runner.describe(),
+            "runner": runner.describe().to_json(),
             "recipe": RECIPE_VERSION,
             "source": src.record(),
             "tree": _tree_key(src),

@@ -666,7 +666,7 @@ def _run_facts(started: float, finished: float, signing_key: dict[str, str]) -> 
     from vllm_plugin_release import __version__
 
     return {
-        **host.facts(),
+        **host.facts().to_json(),
         "started": _iso(int(started)),
         "finished": _iso(int(finished)),
         "seconds": round(finished - started, 3),

@@ -116,7 +116,7 @@ def create_env(
             on_installed,
         )
         result = _made(make)
-        result = {**result, "backend": runner.describe()}  # where the environment runs
+        result = {**result, "backend": runner.describe().to_json()}  # where the environment runs
     left = env_left_out(spec, plugin.root, built.requires_list())
     if left:  # never resolved here: what needs them waits for the runtime
         where = "--runtime-env" if runtime_env else "deferred to the hardware runner"

@@ -39,6 +39,7 @@ from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE
 from vllm_plugin_release.core.manifestmodel import Manifest
+from vllm_plugin_release.core.runnerfacts import RunnerFacts
 from vllm_plugin_release.core.storeindex import check_lock
 from vllm_plugin_release.edges import keys, proc
 from vllm_plugin_release.edges.index import (
@@ -242,7 +243,7 @@ class PublishResult:
     index: str
     wheels: dict[str, str] = field(default_factory=dict)  # filename -> uploaded | present
     install_proven: bool = False
-    proven_in: dict[str, Any] | None = None  # where the install proof ran (Runner.describe)
+    proven_in: RunnerFacts | None = None  # where the install proof ran (Runner.describe)
     store: str = ""
     store_status: str = ""
     pairing_id: str = ""
@@ -338,7 +339,7 @@ def _proof_marker(index_root: Path, wheels: Wheels, runner: Runner) -> Path:
     return index_root / PROOFS / f"{key}.json"
 
 
-def _already_proven(index_root: Path, wheels: Wheels, runner: Runner) -> dict[str, Any] | None:
+def _already_proven(index_root: Path, wheels: Wheels, runner: Runner) -> RunnerFacts | None:
     """Where an earlier proof ran, when both wheels sit in the local index folder with the
     right sha256 and that proof installed this exact pair (--require-hashes) on a runner
     of the same kind and image; None otherwise (the proof runs)."""
@@ -357,8 +358,12 @@ def _already_proven(index_root: Path, wheels: Wheels, runner: Runner) -> dict[st
         served = index_root / wheel.name
         if not served.is_file() or sha256_file(served) != sha:
             return None
-    ran_in = noted.get("ran_in")
-    return ran_in if isinstance(ran_in, dict) else None
+    from vllm_plugin_release.core import runnerfacts
+
+    try:
+        return runnerfacts.parse(noted.get("ran_in"))
+    except ValueError:  # a note that does not say where: the proof runs again
+        return None
 
 
 def _note_proof(index_root: Path, wheels: Wheels, runner: Runner) -> None:
@@ -367,7 +372,8 @@ def _note_proof(index_root: Path, wheels: Wheels, runner: Runner) -> None:
     marker = _proof_marker(index_root, wheels, runner)
     marker.parent.mkdir(parents=True, exist_ok=True)
     write_json(
-        marker, {"wheels": {w.name: sha for _, w, sha in wheels}, "ran_in": runner.describe()}
+        marker,
+        {"wheels": {w.name: sha for _, w, sha in wheels}, "ran_in": runner.describe().to_json()},
     )
 
 
@@ -523,7 +529,7 @@ def _record_certification(dist_dir: Path, result: PublishResult) -> None:
         "store_status": result.store_status,
         "pairing_id": result.pairing_id,
         "verdict": result.verdict,
-        "install_proof_ran_in": result.proven_in,
+        "install_proof_ran_in": None if result.proven_in is None else result.proven_in.to_json(),
     }
     write_json(path, data)
 
@@ -557,7 +563,7 @@ def _ready_to_publish(dist_dir: Path, where: Target, gates: Gates) -> _Ready:
 
 
 def _take_earlier_proof(
-    result: PublishResult, index_root: Path, wheels: Wheels, proven: dict[str, Any]
+    result: PublishResult, index_root: Path, wheels: Wheels, proven: RunnerFacts
 ) -> None:
     """The same bytes were uploaded and install-proven on this runner by an earlier run:
     the local index is a folder we own, so checking the files on disk is the whole answer

@@ -25,7 +25,11 @@ from vllm_plugin_release.core.manifestdoc import (
 )
 from vllm_plugin_release.core.manifestmodel import Manifest, Part, Wheel, parse
 from vllm_plugin_release.core.wheelfacts import files_digest, installed_files, wheel_files
-from vllm_plugin_release.edges.envprobe import probe_environment, probe_with_installed
+from vllm_plugin_release.edges.envprobe import (
+    InstalledDist,
+    probe_environment,
+    probe_with_installed,
+)
 from vllm_plugin_release.edges.keys import load_public_key
 
 # ---------------------------------------------------------------------------
@@ -216,10 +220,10 @@ def check_environment(
         if got is None:
             mismatches.append(f"{role} {name}: not installed (manifest: {version})")
             continue
-        where = f"{role} {name} ({got['location']})"
-        if not same_version(got["version"], version):
-            mismatches.append(f"{where}: version {got['version']}, manifest {version}")
-        for path, problem in got["bad"]:
+        where = f"{role} {name} ({got.location})"
+        if not same_version(got.version, version):
+            mismatches.append(f"{where}: version {got.version}, manifest {version}")
+        for path, problem in got.bad:
             mismatches.append(f"{where}: {path} {problem} since installation (RECORD hash)")
         mismatches += _wheel_mismatches(where, want.wheel, got, wheels_dir)
         if role == "plugin":
@@ -228,21 +232,17 @@ def check_environment(
 
 
 def _wheel_mismatches(
-    where: str, wheel: Wheel, got: dict[str, Any], wheels_dir: Path | None
+    where: str, wheel: Wheel, got: InstalledDist, wheels_dir: Path | None
 ) -> list[str]:
     """The installed files (and the wheel they came from) against the certified wheel."""
     mismatches = []
-    archive = (got.get("direct_url") or {}).get("archive_info") or {}
-    hashes = dict(archive.get("hashes") or {})
-    if "hash" in archive and "=" in archive["hash"]:
-        algo, value = archive["hash"].split("=", 1)
-        hashes.setdefault(algo, value)
+    hashes = got.archive_hashes
     if "sha256" in hashes and hashes["sha256"] != wheel.sha256:
         mismatches.append(
             f"{where}: installed from a wheel with sha256 {hashes['sha256']}, "
             f"manifest {wheel.sha256}"
         )
-    files = installed_files(got["record"])
+    files = installed_files(got.record)
     if files_digest(files) != wheel.files_sha256:
         detail = _file_differences(files, wheels_dir, wheel)
         mismatches.append(
@@ -257,10 +257,10 @@ def _wheel_mismatches(
     return mismatches
 
 
-def _entry_point_mismatches(where: str, want: Part, got: dict[str, Any]) -> list[str]:
+def _entry_point_mismatches(where: str, want: Part, got: InstalledDist) -> list[str]:
     mismatches = []
     for group, eps in sorted(want.entry_points.items()):
-        have = got["entry_points"].get(group, {})
+        have = got.entry_points.get(group, {})
         for ep_name, value in sorted(eps.items()):
             if have.get(ep_name) != value:
                 mismatches.append(
