@@ -19,14 +19,18 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING
 
 from vllm_plugin_release.conform.checks.hardware.evidence import (
     live_evidence,
     probe_evidence,
     tp_evidence,
+)
+from vllm_plugin_release.conform.checks.hardware.outcomes import (
+    HardwareJson,
+    LiveOutcome,
+    TpOutcome,
 )
 from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.core import records
@@ -35,8 +39,8 @@ from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.buildspec.model import Spec
     from vllm_plugin_release.conform.cardread import Scorecard
-    from vllm_plugin_release.edges.device import Probe, ProbeJson
-    from vllm_plugin_release.replay.loadtest import LoadSummary, LoadSummaryJson
+    from vllm_plugin_release.edges.device import Probe
+    from vllm_plugin_release.replay.loadtest import LoadSummary
 
 PROBE_RECORD = records.HARDWARE_PROBE
 RECORD = records.HARDWARE
@@ -48,85 +52,6 @@ REJECTION_SUBJECT = r"tensor[-_ ]parallel|\B-tp\b|pipeline[-_ ]parallel"
 REJECTION_WORDS = re.compile(
     r"error|reject|not supported|unsupported|invalid|must|cannot|can't|instead", re.IGNORECASE
 )
-
-
-# ---------------------------------------------------------------------------
-# What the -tp 2 probe and the live load test showed
-
-
-class TpJson(TypedDict, total=False):
-    argv: list[str]
-    log: str | None
-    status: str
-    detail: str
-    exit_code: int
-
-
-class LiveJson(TypedDict, total=False):
-    status: str
-    detail: str
-    summary: LoadSummaryJson
-    log_tail: str
-    file: str
-    log: str
-
-
-class HardwareJson(TypedDict):
-    """hardware.json, and the check's details."""
-
-    probe: ProbeJson
-    tp_probe: TpJson | None
-    live: LiveJson | None
-
-
-@dataclass(frozen=True, slots=True)
-class TpOutcome:
-    """The `-tp 2` probe's outcome: status rejected (a pass), accepted, unclear, no-answer or
-    not-applicable; the serve command and its log when it was started."""
-
-    status: str
-    detail: str
-    exit_code: int | None = None
-    argv: tuple[str, ...] | None = None  # `vllm serve ...` less the executable
-    log: str | None = None
-
-    def to_json(self) -> TpJson:
-        """hardware.json's `tp_probe` (the key order it always had)."""
-        out: TpJson = {}
-        if self.argv is not None:
-            out["argv"] = list(self.argv)
-            out["log"] = self.log
-        out["status"] = self.status
-        out["detail"] = self.detail
-        if self.exit_code is not None:
-            out["exit_code"] = self.exit_code
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class LiveOutcome:
-    """The live load test's outcome: pass or fail, the load test's summary when it ran
-    (`loadtest.summarize`: counts and latency statistics), and the files it left."""
-
-    status: str
-    detail: str
-    summary: LoadSummary | None = None
-    log_tail: str | None = None  # the server's log, when it never answered
-    file: str | None = None  # the load test's record
-    log: str | None = None  # the server's log
-
-    def to_json(self) -> LiveJson:
-        """hardware.json's `live` (the key order it always had)."""
-        out: LiveJson = {"status": self.status, "detail": self.detail}
-        if self.summary is not None:
-            out["summary"] = self.summary.to_json()
-        if self.log_tail is not None:
-            out["log_tail"] = self.log_tail
-        if self.file is not None:
-            out["file"] = self.file
-        if self.log is not None:
-            out["log"] = self.log
-        return out
 
 
 # ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from vllm_plugin_release.conform.result import Evidence
 
 if TYPE_CHECKING:
-    from vllm_plugin_release.conform.checks.hardware.check import LiveOutcome, TpOutcome
+    from vllm_plugin_release.conform.checks.hardware.outcomes import LiveOutcome, TpOutcome
     from vllm_plugin_release.edges.device import Probe
 
 
