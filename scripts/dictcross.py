@@ -8,6 +8,12 @@ stderr. Issue 29's aim is none. Left out: `raw` fields, which keep the document 
 written for canonical bytes and signing (BuildRecord, EnvRecord, Manifest), and `to_json`
 methods, a typed record's JSON form made only to be written.
 
+Two kinds are listed apart, not counted: a parser (`parse*`, `from_data`) whose answer is
+typed, whose input is the JSON it turns into a record (the one place it is untyped, by
+design; shown as `name()`), and the names in
+OPEN, whose value is an open JSON document by nature (a JSON Schema, an OpenAPI contract),
+each with its reason.
+
 Static and approximate by design (stdlib `ast` only, no import of the package): a method
 counts when its class is imported or reached by another layer.
 """
@@ -21,6 +27,17 @@ import sys
 from pathlib import Path
 
 PACKAGE = "vllm_plugin_release"
+# Open JSON documents by nature: typing them would be re-describing JSON Schema/OpenAPI.
+OPEN = {
+    "buildspec.docs:render": "a JSON Schema document (the spec's), rendered as Markdown",
+    "buildspec.load:validate": "checks a TOML document against a JSON Schema",
+    "buildspec.schema:full_schema": "builds the spec's JSON Schema",
+    "conform.registry:spec_schema": "the spec's JSON Schema",
+    "core.packaged:packaged_json_object": "the package's JSON Schema files",
+    "conform.lib.apicontract:load_contract": "an OpenAPI document and JSON Schema models",
+    "conform.lib.apicontract:dump_contract": "an OpenAPI document and JSON Schema models",
+    "conform.lib.apidiff:diff_contracts": "two OpenAPI documents",
+}
 UNTYPED = re.compile(r"\b(dict|Mapping|MutableMapping)\[str, (Any|object)\]")
 
 
@@ -32,6 +49,10 @@ def _module_name(path: Path, src: Path) -> str:
 def _layer(module: str) -> str:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
+
+
+def _parser(name: str) -> bool:
+    return name.startswith("parse") or name == "from_data"
 
 
 def _function_untyped(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -51,13 +72,20 @@ def _class_untyped(node: ast.ClassDef) -> bool:
     )
 
 
+def _typed_parser(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A parser whose answer is typed: its untyped input is the JSON it checks."""
+    returns = node.returns is not None and UNTYPED.search(ast.unparse(node.returns))
+    return _parser(node.name) and node.returns is not None and not returns
+
+
 def untyped_names(tree: ast.Module) -> list[str]:
-    """Public top-level names (and Class.method) of one module whose types are untyped."""
+    """Public top-level names (and Class.method) of one module whose types are untyped; a
+    parser with a typed answer is named with a trailing "()"."""
     names = []
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             if not node.name.startswith("_") and _function_untyped(node):
-                names.append(node.name)
+                names.append(node.name + ("()" if _typed_parser(node) else ""))
         elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
             if _class_untyped(node):
                 names.append(node.name)
@@ -88,7 +116,7 @@ def crossings(src: Path) -> dict[str, set[str]]:
         if _layer(source) == _layer(user):
             return
         for item in untyped.get(source, ()):
-            if item == name or item.startswith(name + "."):
+            if item.removesuffix("()") == name or item.startswith(name + "."):
                 found.setdefault(f"{source}:{item}", set()).add(user)
 
     for module, tree in trees.items():
@@ -115,6 +143,14 @@ def crossings(src: Path) -> dict[str, set[str]]:
     return found
 
 
+def split(found: dict[str, set[str]]) -> tuple[list[str], list[str], list[str]]:
+    """The crossings as (counted, parsers, open documents), each sorted."""
+    short = sorted(name.removeprefix(PACKAGE + ".") for name in found)
+    parsers = [n for n in short if n.endswith("()")]
+    documents = [n for n in short if n in OPEN]
+    return [n for n in short if n not in parsers and n not in documents], parsers, documents
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("src", nargs="?", type=Path, default=Path(__file__).parents[1] / "src")
@@ -124,13 +160,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dictcross: {args.src / PACKAGE}: no such package folder", file=sys.stderr)
         return 2
     found = crossings(args.src)
+    counted, parsers, documents = split(found)
     if args.count:
-        print(len(found))
+        print(len(counted))
         return 0
-    for name, users in sorted(found.items()):
-        short = sorted(u.removeprefix(PACKAGE + ".") for u in users)
-        print(f"{name.removeprefix(PACKAGE + '.')}  <- {', '.join(short)}")
-    print(f"{len(found)} untyped signatures cross a layer", file=sys.stderr)
+    for name in counted:
+        users = sorted(u.removeprefix(PACKAGE + ".") for u in found[f"{PACKAGE}.{name}"])
+        print(f"{name}  <- {', '.join(users)}")
+    print(f"parsers (their input is the JSON they check): {', '.join(parsers) or 'none'}")
+    for name in documents:
+        print(f"open document: {name} ({OPEN[name]})")
+    print(
+        f"{len(counted)} untyped signatures cross a layer (and {len(parsers)} parsers, "
+        f"{len(documents)} open documents)",
+        file=sys.stderr,
+    )
     return 0
 
 
