@@ -30,7 +30,7 @@ def test_runtime_missing_at_vllm_import_is_the_plugins_finding(tmp_path: Path) -
     missing = _result("ModuleNotFoundError: No module named 'torch_npu'")
     record = _deliver(*_args(tmp_path), missing, False)
     (check,) = record.checks
-    assert check["finding"] == "plugin" and "platform plugin activates" in check["detail"]
+    assert check.finding == "plugin" and "platform plugin activates" in check.detail
     with pytest.raises(GateFailed, match="import vllm"):
         _deliver(*_args(tmp_path), missing, True)  # `vpr env` stops on it
 

@@ -81,9 +81,10 @@ def test_a_real_record_reads_typed_and_frozen(tmp_path: Path) -> None:
     assert rec.plugin_wheel == WheelRef("vllm_reference_plugin-0.1.0-py3-none-any.whl", SHA)
     assert rec.runtime["status"] == "absent" and not rec.runtime_present
     assert rec.stand_in_python == Path(_real()["runtime"]["stand_in"]["python"])
-    assert [c["name"] for c in rec.checks] == ["import vllm", "platform activation"]
-    assert rec.runtime_modules[0]["module"] == "reference_runtime"
-    assert rec.plugin_modules[0]["status"] == "imported"
+    assert [c.name for c in rec.checks] == ["import vllm", "platform activation"]
+    assert [c.to_json() for c in rec.checks] == _real()["checks"]  # written back unchanged
+    assert rec.runtime_modules[0].module == "reference_runtime"
+    assert rec.plugin_modules[0].status == "imported"
     assert rec.backend == {"kind": "local", "python": "3.11"}
     assert rec.raw == _real()
     with pytest.raises(AttributeError):  # frozen
@@ -145,7 +146,17 @@ HOSTILE: dict[str, tuple[dict[str, Any], str]] = {
     "checks an object": (_with("checks", {"import vllm": "pass"}), "'checks'"),
     "a check of text": (_with("checks", ["import vllm"]), "'checks'"),
     "a check without status": (_with("checks.1", {"name": "x"}), "'checks[1].status'"),
+    "a check's detail a list": (_with("checks.0.detail", ["x"]), "'checks[0].detail'"),
+    "a check's finding a number": (_with("checks.0.finding", 1), "'checks[0].finding'"),
     "runtime_modules text": (_with("runtime_modules", "torch"), "'runtime_modules'"),
+    "a module without name": (
+        _with("runtime_modules.0", {"status": "x"}),
+        "'runtime_modules[0].module'",
+    ),
+    "a module's reason a list": (
+        _with("plugin_modules.0.reason", ["x"]),
+        "'plugin_modules[0].reason'",
+    ),
     "backend text": (_with("backend", "local"), "'backend'"),
 }
 

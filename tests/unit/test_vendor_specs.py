@@ -76,7 +76,8 @@ def test_release_leaves_the_platform_plugins_answer_to_the_scorecard(tmp_path: P
     result = {"checks": [conduct], "runtime": {"name": "r"}, "runtime_modules": []}
     args = (env_build(spec, tmp_path), tmp_path)
     record = _deliver(*args, result, False)
-    assert record.checks == [conduct] and (tmp_path / "env.json").is_file()
+    assert [c.to_json() for c in record.checks] == [conduct]
+    assert (tmp_path / "env.json").is_file()
     with pytest.raises(GateFailed, match=r"platform_plugin\(\) runtime absent"):
         _deliver(*args, result, True)
     broken = {**result, "checks": [{"name": "import vllm", "status": "fail", "detail": "x"}]}

@@ -130,7 +130,7 @@ def conform_key(ctx: Context) -> str:
             "runner": ctx.runner,
             "core": core.wheel.sha256,
             "plugin": [plugin.wheel.sha256, plugin.commit],
-            "env": [env.lock_sha256, env.runtime, env.checks],
+            "env": [env.lock_sha256, env.runtime, [c.to_json() for c in env.checks]],
             # Where the in-env parts run (this machine or a pinned image): a result made
             # on one is never reported as made on the other.
             "env_backend": env.backend,

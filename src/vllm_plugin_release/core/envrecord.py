@@ -20,6 +20,34 @@ from vllm_plugin_release.core.buildrecord import SHA256, RecordProblem, WheelRef
 SITES = ("cpu", "hardware")
 
 
+class EnvCheck(NamedTuple):
+    """One of the environment's checks (env.json's `checks`): its name, status (pass, fail,
+    skipped, deferred), detail and, for a failure that is the plugin's or the spec's own,
+    `finding`. `raw` is the object as written (with any other key, e.g. `value`)."""
+
+    name: str
+    status: str
+    detail: str
+    finding: str | None
+    raw: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.raw)
+
+
+class ModuleImport(NamedTuple):
+    """One module the environment tried to import (env.json's `runtime_modules` and
+    `plugin_modules`): imported, failed or skipped, and why."""
+
+    module: str
+    status: str
+    reason: str | None
+    raw: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.raw)
+
+
 class EnvRecord(NamedTuple):
     """dist/NAME/env.json, read and checked (`parse`)."""
 
@@ -31,9 +59,9 @@ class EnvRecord(NamedTuple):
     core_wheel: WheelRef | None  # the wheels installed (their build records' `wheel`)
     plugin_wheel: WheelRef | None
     runtime: Mapping[str, Any]  # the vendor runtime: name, module, status, reason, ... ({})
-    checks: Sequence[Mapping[str, Any]]  # the environment's checks: name, status, detail
-    runtime_modules: Sequence[Mapping[str, Any]]
-    plugin_modules: Sequence[Mapping[str, Any]]
+    checks: Sequence[EnvCheck]  # the environment's checks
+    runtime_modules: Sequence[ModuleImport]  # the plugin's modules that import the runtime
+    plugin_modules: Sequence[ModuleImport]  # every module of the plugin
     backend: Mapping[str, Any] | None  # where the environment runs (the runner's description)
     raw: Mapping[str, Any]  # the object as written: only to serialise unchanged
 
@@ -103,16 +131,36 @@ def _object(data: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
     return value
 
 
+def _texts(item: Mapping[str, Any], where: str, required: tuple[str, ...], *optional: str) -> None:
+    for key in required + optional:
+        value = item.get(key)
+        if (value is not None or key in required) and not isinstance(value, str):
+            raise RecordProblem(f"'{where}.{key}' is {field_shown(value)}, expected text")
+
+
+def _checks(data: Mapping[str, Any]) -> list[EnvCheck]:
+    out = []
+    for i, check in enumerate(_objects(data, "checks")):
+        _texts(check, f"checks[{i}]", ("name", "status"), "detail", "finding")
+        detail = check.get("detail")
+        out.append(
+            EnvCheck(check["name"], check["status"], detail or "", check.get("finding"), check)
+        )
+    return out
+
+
+def _modules(data: Mapping[str, Any], key: str) -> list[ModuleImport]:
+    out = []
+    for i, module in enumerate(_objects(data, key)):
+        _texts(module, f"{key}[{i}]", ("module", "status"), "reason")
+        out.append(ModuleImport(module["module"], module["status"], module.get("reason"), module))
+    return out
+
+
 def parse(data: Mapping[str, Any]) -> EnvRecord:
     """The env record from its JSON object; RecordProblem naming the first key missing or
     of another type (`python` and `runner` are required, the rest typed when present)."""
-    checks = _objects(data, "checks")
-    for i, check in enumerate(checks):
-        for key in ("name", "status"):
-            if not isinstance(check.get(key), str):
-                raise RecordProblem(
-                    f"'checks[{i}].{key}' is {field_shown(check.get(key))}, expected text"
-                )
+    checks = _checks(data)
     return EnvRecord(
         python=_python(data),
         runner=_runner(data),
@@ -123,8 +171,8 @@ def parse(data: Mapping[str, Any]) -> EnvRecord:
         plugin_wheel=_wheel(data, "plugin_wheel"),
         runtime=_object(data, "runtime") or {},
         checks=checks,
-        runtime_modules=_objects(data, "runtime_modules"),
-        plugin_modules=_objects(data, "plugin_modules"),
+        runtime_modules=_modules(data, "runtime_modules"),
+        plugin_modules=_modules(data, "plugin_modules"),
         backend=_object(data, "backend"),
         raw=data,
     )

@@ -205,14 +205,14 @@ def _deliver(
     failed = [
         c
         for c in written.checks
-        if c["status"] == "fail"
-        and (conduct_gate or not (c["name"].startswith("platform_plugin()") or c.get("finding")))
+        if c.status == "fail"
+        and (conduct_gate or not (c.name.startswith("platform_plugin()") or c.finding))
     ]
     for check in written.checks:
-        progress.info(f"env: {check['status']:>8}  {check['name']}: {check['detail']}")
+        progress.info(f"env: {check.status:>8}  {check.name}: {check.detail}")
     if failed:
         raise GateFailed(
-            f"env: {len(failed)} check(s) failed: " + "; ".join(c["name"] for c in failed),
+            f"env: {len(failed)} check(s) failed: " + "; ".join(c.name for c in failed),
             hint=f"see {dist / ENV_RECORD}",
         )
     return written

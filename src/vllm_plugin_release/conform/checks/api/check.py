@@ -419,11 +419,7 @@ def vllm_unimportable(env: EnvRecord) -> CheckResult | None:
     runtime): no API to capture, and `vllm serve` fails the same way. A finding, not a
     deferral; None otherwise."""
     found = next(
-        (
-            c
-            for c in env.checks
-            if c.get("name") == "import vllm" and c.get("status") == "fail" and c.get("finding")
-        ),
+        (c for c in env.checks if c.name == "import vllm" and c.status == "fail" and c.finding),
         None,
     )
     if found is None:
@@ -431,9 +427,9 @@ def vllm_unimportable(env: EnvRecord) -> CheckResult | None:
     return CheckResult(
         "api",
         "fail",
-        f"vLLM does not import with the plugin installed ({found['detail']}): `vllm serve` "
+        f"vLLM does not import with the plugin installed ({found.detail}): `vllm serve` "
         "fails before it serves, so no API surface exists to compare",
-        [Evidence(note=f"import vllm: {found['detail']}", source="env")],
+        [Evidence(note=f"import vllm: {found.detail}", source="env")],
     )
 
 

@@ -16,12 +16,12 @@ def run(ctx: Context) -> CheckResult:
     """The pairing environment's own checks (vpr env), summarised."""
     env = ctx.env
     checks = env.checks
-    failed = [c for c in checks if c["status"] == "fail"]
-    deferred = [c for c in checks if c["status"] == "deferred"]
+    failed = [c for c in checks if c.status == "fail"]
+    deferred = [c for c in checks if c.status == "deferred"]
     # pass only for what was observed: a half that needs the runtime keeps it at deferred
     status = "fail" if failed else ("deferred" if deferred else "pass")
     runtime = _deterministic(env.runtime)
-    skipped = [c for c in checks if c["status"] == "skipped"]
+    skipped = [c for c in checks if c.status == "skipped"]
     passed = len(checks) - len(failed) - len(deferred) - len(skipped)
     summary = (
         f"{passed} of {len(checks)} environment checks pass"
@@ -30,11 +30,9 @@ def run(ctx: Context) -> CheckResult:
         + (f" ({runtime.get('reason')})" if runtime.get("status") != "present" else "")
         + (f"; {len(deferred)} deferred to the hardware runner" if deferred else "")
     )
-    evidence = [
-        Evidence(note=f"{c['status']}: {c['name']}: {c['detail']}", source="env") for c in checks
-    ]
+    evidence = [Evidence(note=f"{c.status}: {c.name}: {c.detail}", source="env") for c in checks]
     evidence += [
-        Evidence(note=f"{m['module']}: {m['status']} ({m.get('reason', '')})", source="env")
+        Evidence(note=f"{m.module}: {m.status} ({m.reason or ''})", source="env")
         for m in env.runtime_modules
     ]
     return CheckResult(

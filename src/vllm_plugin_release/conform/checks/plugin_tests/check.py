@@ -587,8 +587,8 @@ def run(ctx: Context) -> CheckResult:
     module = None if runtime.get("status") == "present" else runtime.get("module")
     run = tests_run(ctx.cache, ctx.python, ctx.plugin_root, ctx.runner, cfg, module)
     run.without_paths(Path(ctx.python).parent.parent, ctx.plugin_root)
-    failed_modules = [m for m in ctx.env.plugin_modules if m.get("status") == "failed"]
-    run.count_import_findings({m["module"]: m.get("reason", "") for m in failed_modules})
+    failed_modules = [m for m in ctx.env.plugin_modules if m.status == "failed"]
+    run.count_import_findings({m.module: m.reason or "" for m in failed_modules})
     # A baseline recorded by `vpr plugin-tests --baseline` stays, compared with this run.
     base_run, base_version = _recorded_baseline(ctx.dist, ctx.runner)
     record = write_record(ctx.dist, run, base_run, base_version, ctx.spec.core.version)
