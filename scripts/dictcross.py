@@ -4,9 +4,9 @@ Lists every public function, method or class of the package whose signature (or,
 class, whose fields other than `raw`) holds `dict[str, Any]`, `dict[str, object]` or
 `Mapping[str, Any]`, and that a module of another layer (`vllm_plugin_release.<layer>`)
 imports or reaches through a module alias, as `module:name <- users`; the count goes to
-stderr. Issue 29's aim is none. Left out: `raw` fields, which keep the document as
-written for canonical bytes and signing (BuildRecord, EnvRecord, Manifest), and `to_json`
-methods, a typed record's JSON form made only to be written.
+stderr. Issue 29's aim is none. Left out: private fields; `raw` fields, which keep the
+document as written for canonical bytes and signing (BuildRecord, EnvRecord, Manifest);
+and `to_json` methods, a typed record's JSON form made only to be written.
 
 Two kinds are listed apart, not counted: a parser (`parse*`, `from_data`) whose answer is
 typed, whose input is the JSON it turns into a record (the one place it is untyped, by
@@ -66,7 +66,9 @@ def _function_untyped(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 def _class_untyped(node: ast.ClassDef) -> bool:
     return any(
         isinstance(item, ast.AnnAssign)
-        and not (isinstance(item.target, ast.Name) and item.target.id == "raw")
+        and isinstance(item.target, ast.Name)
+        and item.target.id != "raw"
+        and not item.target.id.startswith("_")  # a private field is no interface
         and UNTYPED.search(ast.unparse(item.annotation))
         for item in node.body
     )

@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "dictcross.py"
 
 # The count on src/ may only go down: lower it when a change types more records.
-MOST = 86
+MOST = 84
 
 
 def _tool():
@@ -39,6 +39,7 @@ def _private(doc: dict[str, Any]) -> None: ...
 class Record(NamedTuple):
     name: str
     raw: dict[str, Any]
+    _memo: dict[str, Any]
     def to_json(self) -> dict[str, Any]: ...
     def lookup(self) -> dict[str, object]: ...
 class Loose(NamedTuple):

@@ -61,11 +61,6 @@ class Context:
     def core_tree(self) -> Path:
         return self._once("tree", self.sources.core_tree)
 
-    def record(self, name: str, producer: str | None = None) -> dict[str, Any]:
-        """A record of an earlier stage in dist/NAME (BadInput naming what writes it)."""
-        hint = producer or records.producer(name, self.spec.path)
-        return self._once(f"rec:{name}", lambda: records.read(self.dist, name, hint))
-
     def build(self, name: str) -> BuildRecord:
         """A build record in dist/NAME (build-core.json, build-plugin.json), typed."""
         hint = records.producer(name, self.spec.path)
