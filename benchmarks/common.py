@@ -60,8 +60,8 @@ def run(
         raise SystemExit(f"benchmark step failed: {' '.join(argv)}\n{done.stderr[-3000:]}")
 
 
-def vpr(*args: str, cwd: Path = REPO) -> None:
-    run(sys.executable, "-m", "vllm_plugin_release", *args, cwd=cwd)
+def vpr(*args: str, cwd: Path = REPO, ok: tuple[int, ...] = (0,)) -> None:
+    run(sys.executable, "-m", "vllm_plugin_release", *args, cwd=cwd, ok=ok)
 
 
 def median(values: list[float]) -> float:
