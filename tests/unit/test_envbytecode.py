@@ -137,3 +137,39 @@ def test_a_lock_first_pairing_env_takes_the_build_environment_bytecode(tmp_path:
     assert _pyc(pairing).stat().st_ino == _pyc(build_site).stat().st_ino  # found current
     # Kept for the next env of the lock: not what the build env gives it anyway.
     assert envbytecode.keep(pairing, tmp_path / "store") == 0
+
+
+def test_bytecode_of_another_python_than_vprs_is_kept_too(tmp_path: Path) -> None:
+    """A pairing env on another CPython (the TT pairing's 3.10, vpr on 3.11): its pyc
+    carry that Python's magic number. Before, `current` compared them with vpr's own, so
+    nothing of such an env was ever kept and each new one compiled its imports again."""
+    from tests.support import interpreter_or_skip
+
+    other = "3.12" if sys.version_info[:2] == (3, 10) else "3.10"
+    python = interpreter_or_skip(other).path
+    site = tmp_path / "env1" / "lib" / f"python{other}" / "site-packages"
+    (site / "pkg").mkdir(parents=True)
+    (site / "pkg" / "__init__.py").write_text("")
+    (site / "pkg" / "mod.py").write_text(MODULE)
+    subprocess.run(
+        [python, "-c", "import pkg.mod"],
+        env={**os.environ, "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": ""},
+        check=True,
+    )
+    tag = "cpython-" + other.replace(".", "")
+    assert (site / "pkg" / "__pycache__" / f"mod.{tag}.pyc").is_file()
+    assert envbytecode.keep(site, tmp_path / "store") == 2
+    assert (tmp_path / "store" / "pkg" / "__pycache__" / f"mod.{tag}.pyc").is_file()
+
+
+def test_a_pyc_whose_head_is_not_its_tags_python_is_not_kept(tmp_path: Path) -> None:
+    site = _site(tmp_path / "env1")
+    _import(site)
+    pyc = _pyc(site)
+    other = "cpython-310" if sys.implementation.cache_tag != "cpython-310" else "cpython-311"
+    renamed = pyc.with_name(f"mod.{other}.pyc")  # this Python's bytes under another's name
+    pyc.rename(renamed)
+    assert envbytecode.magic(other) is not None
+    assert envbytecode.keep(site, tmp_path / "store", skip=("plugin_pkg",)) == 1  # __init__
+    assert not (tmp_path / "store" / "pkg" / "__pycache__" / renamed.name).exists()
+    assert envbytecode.magic("cpython-399") is None  # an unknown Python: nothing kept

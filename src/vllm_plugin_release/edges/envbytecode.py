@@ -23,9 +23,14 @@ import importlib.util
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 PYCACHE = "__pycache__"
+# The number each CPython writes at the head of its bytecode, by cache tag (stable within
+# a minor version): a pairing env may run another Python than vpr's own (the TT pairing's
+# 3.10 under vpr on 3.11), and its pyc carry its number, not ours.
+MAGIC = {"cpython-310": 3439, "cpython-311": 3495, "cpython-312": 3531, "cpython-313": 3571}
 _MAX_POINTER = 64 * 1024  # bytes read of the pointer file (it holds two paths)
 _TIMESTAMP = 0  # the flags of a pyc checked by its source's mtime and size
 
@@ -45,15 +50,25 @@ def _pyc_name(name: str) -> tuple[str, str] | None:
     return parts[0], parts[1]
 
 
-def current(pyc: Path, source: Path) -> bool:
-    """`pyc` is this interpreter's bytecode, written for `source` as it is now (the header
-    Python itself checks: version, then the source's mtime and size)."""
+def magic(tag: str) -> bytes | None:
+    """The head of a pyc named for cache tag `tag` ("cpython-310"); None for a tag whose
+    number is not known here (its bytecode is then not kept)."""
+    if tag == sys.implementation.cache_tag:
+        return importlib.util.MAGIC_NUMBER
+    number = MAGIC.get(tag)
+    return None if number is None else number.to_bytes(2, "little") + b"\r\n"
+
+
+def current(pyc: Path, source: Path, head_magic: bytes = importlib.util.MAGIC_NUMBER) -> bool:
+    """`pyc` is bytecode of the interpreter whose magic number is `head_magic` (this one's
+    by default), written for `source` as it is now (the header Python itself checks:
+    version, then the source's mtime and size)."""
     with pyc.open("rb") as f:
         head = f.read(16)
     st = source.stat()
     return (
         len(head) == 16
-        and head[:4] == importlib.util.MAGIC_NUMBER
+        and head[:4] == head_magic
         and int.from_bytes(head[4:8], "little") == _TIMESTAMP
         and int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
         and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF
@@ -97,14 +112,15 @@ def keep(site: Path, store: Path, skip: tuple[str, ...] = ()) -> int:
         kept_pkg = os.path.join(store, os.path.relpath(pkg, top))
         for name in filenames:
             parsed = _pyc_name(name)
-            if parsed is None:
+            head = None if parsed is None else magic(parsed[1])
+            if parsed is None or head is None:
                 continue
             pyc, source = os.path.join(dirpath, name), os.path.join(pkg, parsed[0] + ".py")
             dest = os.path.join(kept_pkg, PYCACHE, name)
             with contextlib.suppress(OSError):
                 if os.stat(pyc).st_nlink > 1 or os.path.exists(dest):
                     continue
-                if os.path.isfile(source) and current(Path(pyc), Path(source)):
+                if os.path.isfile(source) and current(Path(pyc), Path(source), head):
                     os.makedirs(os.path.dirname(dest), exist_ok=True)
                     kept_source = Path(kept_pkg, parsed[0] + ".py")
                     if kept_source.exists() or _link(Path(source), kept_source, copy=False):
