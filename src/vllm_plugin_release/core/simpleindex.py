@@ -127,21 +127,3 @@ def page_files(body: bytes, content_type: str, base: str, where: str) -> list[In
             )
         )
     return files
-    parser = _Anchors()
-    parser.feed(body.decode("utf-8", "replace"))
-    for href, text, yanked in parser.anchors:
-        full = urllib.parse.urljoin(base, href)
-        parts = urllib.parse.urlsplit(full)
-        frag = parts.fragment
-        name = text or urllib.parse.unquote(parts.path.rsplit("/", 1)[-1])
-        files.append(
-            {
-                "filename": name,
-                "url": full.split("#")[0],
-                "sha256": frag.split("=", 1)[1] if frag.startswith("sha256=") else None,
-                "size": None,
-                "upload_time": None,
-                "yanked": yanked,
-            }
-        )
-    return files
