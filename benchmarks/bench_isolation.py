@@ -203,7 +203,8 @@ def growth(
     with tempfile.TemporaryDirectory(prefix="scan-growth-", dir=scratch) as tmp:
         for label, copies, every in GROWTH:
             if (copies, every) == (1, 1):
-                sizes[label] = whole or run(tree, repeats, symbols)
+                # a copy: the headline's result gets this growth, which would then hold it
+                sizes[label] = dict(whole) if whole else run(tree, repeats, symbols)
                 continue
             where = _grown(tree, Path(tmp) / f"x{copies}-every{every}", copies, every)
             sizes[label] = run(where, repeats, symbols)
