@@ -225,6 +225,49 @@ def test_ctrl_c_during_a_step_ends_every_child_it_started(tmp_path: Path) -> Non
     assert record.failed in {"x", "y", "z"} and set(record.seconds) == {"x", "y", "z"}
 
 
+def test_ctrl_c_while_the_step_starts_its_threads_is_recorded_and_ends_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Ctrl-C lands right after the last stage's thread started, before the step waits
+    for them (CI hit that window under load): the walk still names the step's stage,
+    times every stage and ends the children. Made certain here: that thread's `start`
+    raises KeyboardInterrupt once the thread runs."""
+    from vllm_plugin_release.flows import stagewalk
+
+    kids: list[subprocess.Popen[bytes]] = []
+    both = threading.Barrier(2, timeout=30)
+
+    def with_child(name: str):
+        def run() -> None:
+            kids.append(_sleeper(tmp_path, name))
+            both.wait()
+            kids[-1].wait()
+
+        return run
+
+    made = stagewalk._beside_thread
+
+    def interrupted_start(stage: Stage, waits: list[threading.Thread], done: object):
+        thread = made(stage, waits, done)
+        if stage.name == "y":
+            real = thread.start
+
+            def start() -> None:
+                real()
+                raise KeyboardInterrupt
+
+            thread.start = start  # type: ignore[method-assign]
+        return thread
+
+    monkeypatch.setattr(stagewalk, "_beside_thread", interrupted_start)
+    g = Graph([Stage("x", with_child("x")), Stage("y", with_child("y"))])
+    record = Walk()
+    with pytest.raises(KeyboardInterrupt):
+        walk(g, record=record, width=2)
+    assert len(kids) == 2 and all(k.poll() not in (None, 0) for k in kids)
+    assert record.failed in {"x", "y"} and set(record.seconds) == {"x", "y"}
+
+
 def test_children_stop_since_ends_only_the_newer_ones(tmp_path: Path) -> None:
     old = _sleeper(tmp_path, "old")
     try:

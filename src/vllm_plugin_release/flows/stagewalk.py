@@ -159,15 +159,17 @@ def _run_beside(step: _Step, record: Walk) -> bool:
     """The step's stages side by side, a thread each; True when one halted the walk.
     The first failure stops the others and is raised once every one has ended."""
     names = [stage.name for _, stage in step.stages]
-    for number, stage in step.stages:
-        progress.rule(step.rule(number, stage, [n for n in names if n != stage.name]))
     since = children.mark()
     done: queue.Queue[_Ended] = queue.Queue()
-    for _, stage in step.stages:
-        _beside_thread(stage, step.waits(stage), done).start()
+    threads: list[threading.Thread] = []
     outcomes: dict[str, tuple[BaseException | None, float]] = {}
     failed: str | None = None
-    try:
+    try:  # from the first rule: a Ctrl-C that lands while the threads start is met here too
+        for number, stage in step.stages:
+            progress.rule(step.rule(number, stage, [n for n in names if n != stage.name]))
+        for _, stage in step.stages:
+            threads.append(_beside_thread(stage, step.waits(stage), done))
+            threads[-1].start()
         while len(outcomes) < len(names):
             try:
                 name, exc, seconds = done.get(timeout=None if failed is None else 0.2)
@@ -184,7 +186,7 @@ def _run_beside(step: _Step, record: Walk) -> bool:
                 _ended_line(name, exc, seconds)
     except BaseException:  # Ctrl-C here: every child of the step ends, then its threads
         failed = failed or next(n for n in names if n not in outcomes)
-        _drain(done, outcomes, names, since)
+        _drain(done, outcomes, threads, since)
         record.failed = failed
         raise
     finally:
@@ -238,11 +240,12 @@ def _stop_others(step: _Step, running: list[str], since: int) -> None:
 def _drain(
     done: queue.Queue[_Ended],
     outcomes: dict[str, tuple[BaseException | None, float]],
-    names: list[str],
+    threads: list[threading.Thread],
     since: int,
 ) -> None:
-    """Stop every child the step started, and wait for its stages' threads to end."""
-    while len(outcomes) < len(names):
+    """Stop every child the step started, and wait for the threads it started to end (a
+    thread the interruption kept from starting is not waited for)."""
+    while any(t.is_alive() for t in threads) or not done.empty():
         children.stop_since(since)
         with contextlib.suppress(queue.Empty):
             name, exc, seconds = done.get(timeout=0.2)
