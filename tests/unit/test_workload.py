@@ -8,6 +8,7 @@ reports, one case per answer, each known-good next to its known-bad."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -550,6 +551,95 @@ def test_the_watch_names_the_line_that_changed_each_value() -> None:
     quiet = inenv.Watch({"logprobs": lambda: untouched.logprobs})
     quiet.run(lambda c: None, untouched)
     assert quiet.changes() == []
+
+
+@dataclasses.dataclass
+class _Structured:
+    json: dict[str, Any]
+    choice: list[str] | None = None
+    _backend: str | None = None
+
+
+class _Lax:
+    """Equal to anything (a lax `==`), its repr its state: only its JSON-ready form tells
+    a change."""
+
+    def __init__(self) -> None:
+        self.state = 1
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Lax({self.state})"
+
+
+class _Params:
+    def __init__(self) -> None:
+        self.structured = _Structured(json={"type": "object", "properties": {"a": {}}})
+        self.tags = {"x"}
+        self.lax = _Lax()
+
+
+def _deep_hook(params: _Params) -> None:
+    params.structured._backend = "xgrammar"  # private: not reported
+    params.structured.json["properties"]["a"]["type"] = "string"  # deep, in place
+    params.tags.add("y")  # a set: no copy is kept, its form decides
+    params.lax.state = 2  # only its repr changes
+
+
+def _watched(params: _Params) -> Any:
+    return inenv.Watch(
+        {
+            "structured": lambda: params.structured,
+            "tags": lambda: params.tags,
+            "lax": lambda: params.lax,
+        }
+    )
+
+
+def test_the_watch_sees_changes_inside_values_and_names_their_lines() -> None:
+    params = _Params()
+    watch = _watched(params)
+    watch.run(_deep_hook, params)
+    changes = {c["field"]: c for c in watch.changes()}
+    source = Path(__file__).read_text().splitlines()
+    for field, text in (
+        ("structured", '["a"]["type"] = "string"'),
+        ("tags", 'params.tags.add("y")'),
+        ("lax", "params.lax.state = 2"),
+    ):
+        line = changes[field]["where"]["line"]
+        assert text in source[line - 1], (field, source[line - 1])
+    assert changes["structured"]["to"] == {
+        "json": {"type": "object", "properties": {"a": {"type": "string"}}},
+        "choice": None,
+    }
+    assert changes["lax"]["from"] == "Lax(1)" and changes["lax"]["to"] == "Lax(2)"
+
+
+def test_the_watch_does_not_remake_an_unchanged_values_form_at_every_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A plain-data value equal to the copy kept is unchanged: its JSON-ready form is not
+    # made again at each traced event (that was a 14 s workload check's 13 s).
+    params = _Params()
+    watch = inenv.Watch({"structured": lambda: params.structured})
+    made: list[int] = []
+    real = inenv._plain
+    monkeypatch.setattr(inenv, "_plain", lambda v: made.append(1) or real(v))
+
+    def busy(p: _Params) -> int:
+        total = 0
+        for i in range(200):
+            total += i
+        return total
+
+    watch.run(busy, params)
+    assert watch.changes() == []
+    assert len(made) < 20, len(made)  # the old watch made it at each of ~400 events
 
 
 def _predicate(params: Any, *, limit: int) -> bool:

@@ -34,6 +34,8 @@ Result (JSON, argv[2]): {"platform", "vllm_version", "hooks", "base", "probes", 
 
 from __future__ import annotations
 
+import copy
+import enum
 import inspect
 import json
 import logging
@@ -125,11 +127,63 @@ def _unwrapped(exc: BaseException) -> BaseException:
 # Watching code that runs: which line changed a value, which line decided.
 
 
-def _safe(read: Callable[[], Any]) -> Any:
+_NO_COPY = object()
+_SCALARS = (type(None), bool, int, float, str, bytes, enum.Enum)
+
+
+def _plain_data(value: Any, depth: int = 0) -> bool:
+    """Made only of what `==` compares as `_plain` does: scalars, enum members, lists,
+    tuples and dicts of them, and dataclasses whose `==` is the generated one (it compares
+    every field, the private ones too: stricter than `_plain`). Not sets: two equal sets
+    may list their items in another order."""
+    if depth > 32:
+        return False
+    if isinstance(value, _SCALARS):
+        return True
+    if type(value) in (list, tuple):
+        return all(_plain_data(v, depth + 1) for v in value)
+    if type(value) is dict:
+        return all(
+            _plain_data(k, depth + 1) and _plain_data(v, depth + 1) for k, v in value.items()
+        )
+    fields = getattr(type(value), "__dataclass_fields__", None)
+    eq = getattr(type(value), "__eq__", None)
+    generated = getattr(getattr(eq, "__code__", None), "co_filename", "") == "<string>"
+    return (
+        bool(fields)
+        and generated
+        and all(_plain_data(getattr(value, name, None), depth + 1) for name in fields)
+    )
+
+
+def _reading(read: Callable[[], Any]) -> tuple[Any, Any]:
+    """(the value's JSON-ready form, or what made it unreadable; a deep copy of the value
+    where it is plain data (`_plain_data`), else _NO_COPY)."""
     try:
-        return _plain(read())
+        value = read()
     except Exception as exc:
-        return f"<unreadable: {type(exc).__name__}>"
+        return f"<unreadable: {type(exc).__name__}>", _NO_COPY
+    try:
+        plain = _plain(value)
+    except Exception as exc:
+        return f"<unreadable: {type(exc).__name__}>", _NO_COPY
+    try:
+        return plain, copy.deepcopy(value) if _plain_data(value) else _NO_COPY
+    except Exception:
+        return plain, _NO_COPY
+
+
+def _same_as(read: Callable[[], Any], kept: Any) -> bool:
+    """The value reads equal (==) to the copy kept at the last reading: unchanged, without
+    making its JSON-ready form again (for plain data, `==` implies the same form). False
+    whenever that cannot be told (no copy, a read or a comparison that raises, an answer
+    that is no bool): the full reading decides."""
+    if kept is _NO_COPY:
+        return False
+    try:
+        return (read() == kept) is True
+    except Exception:
+        return False
 
 
 def _plain(value: Any) -> Any:
@@ -155,15 +209,23 @@ class Watch:
 
     def __init__(self, reads: dict[str, Callable[[], Any]]) -> None:
         self.reads = reads
-        self.before = {k: _safe(r) for k, r in reads.items()}
+        readings = {k: _reading(r) for k, r in reads.items()}
+        self.before = {k: plain for k, (plain, _) in readings.items()}
         self.now = dict(self.before)
+        # A copy of each value as last read: at each event a value equal to it is taken
+        # as unchanged at once. Making the JSON-ready form of every watched value at every
+        # line was the check's time (a structured-output request's JSON schema, at each
+        # line of its validation: ~13 s of a 14 s workload check).
+        self.kept = {k: kept for k, (_, kept) in readings.items()}
         self.where: dict[str, dict[str, Any]] = {}
         self.last: tuple[str, int, str] | None = None
         self.warnings: list[dict[str, Any]] = []
 
     def _poll(self) -> None:
         for key, read in self.reads.items():
-            value = _safe(read)
+            if _same_as(read, self.kept[key]):
+                continue
+            value, self.kept[key] = _reading(read)
             if value != self.now[key]:
                 self.now[key] = value
                 if self.last is not None:
