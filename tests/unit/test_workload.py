@@ -642,6 +642,36 @@ def test_the_watch_does_not_remake_an_unchanged_values_form_at_every_line(
     assert len(made) < 20, len(made)  # the old watch made it at each of ~400 events
 
 
+def test_a_module_imported_meanwhile_is_not_traced_and_its_change_is_the_importing_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A first validation imports modules (structured output's backends): their bodies are
+    # not traced line by line; what one changed is named at the line that imported it.
+    body = "".join(f"v{i} = {i}\n" for i in range(300))
+    (tmp_path / "vpr_watch_probe_mod.py").write_text(
+        body + "import builtins\nbuiltins._vpr_watch_target.logprobs = 3\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = _Config()
+    monkeypatch.setattr("builtins._vpr_watch_target", config, raising=False)
+    watch = inenv.Watch({"logprobs": lambda: config.logprobs})
+    events: list[str] = []
+    real = watch._poll
+    monkeypatch.setattr(watch, "_poll", lambda: events.append("poll") or real())
+
+    def validate(c: _Config) -> None:
+        import vpr_watch_probe_mod  # noqa: F401  (the importing line)
+
+        c.speculative = None
+
+    watch.run(validate, config)
+    (change,) = watch.changes()
+    line = Path(__file__).read_text().splitlines()[change["where"]["line"] - 1]
+    assert "import vpr_watch_probe_mod" in line, line
+    assert change["to"] == 3
+    assert len(events) < 100, len(events)  # the module's 300 lines were not polled
+
+
 def _predicate(params: Any, *, limit: int) -> bool:
     if params.get("logprobs"):
         return True

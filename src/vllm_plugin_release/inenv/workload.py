@@ -202,6 +202,13 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
+def _an_import(frame: Any) -> bool:
+    """The frame is the import system loading a module not imported yet (what `import`,
+    `from ... import` and `importlib.import_module` call): finding it, running its body."""
+    code = frame.f_code
+    return code.co_name == "_find_and_load" and code.co_filename.startswith("<frozen importlib")
+
+
 class Watch:
     """Runs a function with a line tracer that reads the watched values at every event; a
     value that differs from the last reading was changed by the line that ran last. Also
@@ -219,6 +226,7 @@ class Watch:
         self.kept = {k: kept for k, (_, kept) in readings.items()}
         self.where: dict[str, dict[str, Any]] = {}
         self.last: tuple[str, int, str] | None = None
+        self.importing = False
         self.warnings: list[dict[str, Any]] = []
 
     def _poll(self) -> None:
@@ -233,9 +241,25 @@ class Watch:
                     self.where[key] = {"file": relative(file), "line": line, "name": name}
 
     def _trace(self, frame: Any, event: str, arg: Any) -> Any:
+        if self.importing:
+            return None
         self._poll()
+        if event == "call" and _an_import(frame):
+            # An import (finding the module, running its body and all it calls) is not
+            # traced: a module's body cannot reach the watched values (made before it),
+            # and tracing every line of the modules a first validation imports (structured
+            # output's backends) cost seconds. A change found after it is the importing
+            # line's.
+            self.importing = True
+            frame.f_trace_lines = False
+            return self._imported
         self.last = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
         return self._trace
+
+    def _imported(self, frame: Any, event: str, arg: Any) -> Any:
+        if event == "return":  # also when the module's body raised
+            self.importing = False
+        return self._imported
 
     def run(self, func: Callable[..., Any], *args: Any) -> Any:
         handler = _Capture(self.warnings)
