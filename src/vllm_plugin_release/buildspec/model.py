@@ -70,10 +70,13 @@ class Spec:
     # Optional tables, kept as plain validated data for the stages that read them.
     plugin: dict[str, Any] = field(default_factory=dict)
     runtime: dict[str, Any] = field(default_factory=dict)
-    conformance: dict[str, Any] = field(default_factory=dict)
     publish: dict[str, Any] = field(default_factory=dict)
     fetch: dict[str, Any] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
+    # The validated document as read: the conformance suite's cache key holds it as
+    # written. Each `[conformance.*]` table is read from it by its one owner (the check's
+    # folder or `conform/lib` module, `replay/config.py`, `replay/mix.py`) into that
+    # owner's typed record; no other module reads a conformance table.
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -85,15 +88,6 @@ class Spec:
     def env_constraints(self) -> str:
         py = self.build.python.replace(".", "")
         return self.env.get("constraints", f"constraints/env-{self.name}-py{py}.txt")
-
-    def options(self, key: str) -> dict[str, Any]:
-        """`[conformance.KEY]` as validated when the spec was loaded (a copy; {} when absent).
-
-        A check reads its options here and trusts them: the table's schema is part of the
-        buildspec schema (the check registry), so a `Spec` from `load` never holds an
-        invalid one. Only rules a schema cannot state are the check's to enforce.
-        """
-        return dict(self.conformance.get(key) or {})
 
     def with_backend(self, backend: str | None) -> Spec:
         """This spec with `[build] backend` replaced (`--runner-backend`); itself for None."""
@@ -201,7 +195,6 @@ def from_data(data: dict[str, Any], file: Path) -> Spec:
         ),
         plugin=data.get("plugin", {}),
         runtime=data.get("runtime", {}),
-        conformance=data.get("conformance", {}),
         publish=data.get("publish", {}),
         fetch=data.get("fetch", {}),
         env=data.get("env", {}),

@@ -55,7 +55,9 @@ class Options:
 def declared_lowest(spec: Spec, root: Path, available: list[str]) -> str | None:
     """The lowest published version the plugin's installer core requirements allow."""
     report = analyzer.scan(
-        root, specinputs.input_files(spec, spec.options("pinning").get("files", [])), spec.core.name
+        root,
+        specinputs.input_files(spec, specinputs.pinning_options(spec).files),
+        spec.core.name,
     )
     reqs = []
     for pin in report.core_pins:

@@ -393,6 +393,8 @@ def _summary(spec: Spec, opts: Options, out: Outcome, done: Walk) -> None:
 
 def next_steps(spec: Spec, opts: Options, out: Outcome, failed: str | None) -> list[str]:
     """What to look at next, from how the run ended (the last lines of `vpr release`)."""
+    from vllm_plugin_release.conform.lib import hardwaresettings
+
     dist = dist_dir(opts.dist_root, spec.name)
     rerun = f"vpr release --spec {spec.path}" + (" --no-publish" if not opts.publish else "")
     if failed:
@@ -406,7 +408,7 @@ def next_steps(spec: Spec, opts: Options, out: Outcome, failed: str | None) -> l
     if verdict == "lab":
         steps.append(f"the failed checks are listed first in {dist / records.SCORECARD_MD}")
     elif verdict == "pilot":
-        if spec.options("hardware").get("device_class"):
+        if (hw := hardwaresettings.declared(spec)) is not None and hw.device_class:
             steps.append(
                 "verdict fleet needs the hardware part, on the hardware runner: "
                 f"nox -s conform-hardware -- --spec {spec.path}"

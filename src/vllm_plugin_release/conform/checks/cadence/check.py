@@ -515,9 +515,9 @@ def _installer_pin(spec: Spec, root: Path | None) -> tuple[Version | None, list[
     if root is None or not plugin.get("installer"):
         notes.append("no installer to read ([plugin] installer unset or no plugin source)")
         return None, notes
-    options = spec.options("pinning")
-    files = specinputs.input_files(spec, options.get("files", []))
-    report = analyzer.scan(root, files, spec.core.name, options.get("build_args") or {})
+    options = specinputs.pinning_options(spec)
+    files = specinputs.input_files(spec, options.files)
+    report = analyzer.scan(root, files, spec.core.name, options.build_args)
     for item in report.missing:
         notes.append(f"{item['file']} is missing ({item.get('named_by') or 'referenced'})")
     pin = report.core_pin
@@ -618,7 +618,7 @@ def check(
     The installer's core pin is read from the plugin source unless `read_installer`
     is false (then no pin is taken into account).
     """
-    policy = spec.options(NAME)
+    policy = dict((spec.raw.get("conformance") or {}).get(NAME) or {})  # read here only
     _check_tag_pattern(spec, policy)
     notes: list[str] = []
     sources: dict[str, Any] = {}
