@@ -35,7 +35,8 @@ def _spec_with_own_locks(tmp_path: Path) -> Spec:
     shutil.copy(spec.resolve(spec.build.constraints), build_lock)
     env_lock.write_text("# env lock\n")
     build = dataclasses.replace(spec.build, constraints=str(build_lock))
-    return dataclasses.replace(spec, build=build, env={**spec.env, "constraints": str(env_lock)})
+    env = dataclasses.replace(spec.env, constraints=str(env_lock))
+    return dataclasses.replace(spec, build=build, env=env)
 
 
 def _wheel_entry(stage_dir: Path, record_name: str, wheel: str) -> dict[str, object]:

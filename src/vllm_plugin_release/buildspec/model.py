@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.buildspec.root import project_root
+from vllm_plugin_release.core.manifestmodel import Approval
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,9 @@ class CoreSpec:
     source_date_epoch: int
     source: SdistSource | GitSource
     # [core.api_approval]: who approved the breaking core API changes of the bump that moved
-    # the core here (from, to, by, why, changes); None when there was nothing to approve
-    api_approval: dict[str, Any] | None = field(default=None, hash=False)
+    # the core here (from, to, by, why, changes), as the manifest records it; None when
+    # there was nothing to approve
+    api_approval: Approval | None = field(default=None, hash=False)
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,27 @@ class BuildSpec:
 
 
 @dataclass(frozen=True)
+class EnvSpec:
+    """`[env]`: what the pairing environment adds (requirements, pytest when the table
+    names none), its overrides and caps, and its lock (None: `Spec.env_constraints`)."""
+
+    requirements: tuple[str, ...] = ("pytest",)
+    overrides: tuple[str, ...] = ()
+    caps: tuple[str, ...] = ()
+    constraints: str | None = None
+
+
+@dataclass(frozen=True)
+class PublishSpec:
+    """`[publish]`: where releases go (a package index, a manifest store) and the key that
+    signs them; each None when the spec leaves it to the command line or environment."""
+
+    index: str | None = None
+    store: str | None = None
+    signing_key: str | None = None
+
+
+@dataclass(frozen=True)
 class Spec:
     path: Path
     name: str
@@ -70,9 +93,11 @@ class Spec:
     # Optional tables, kept as plain validated data for the stages that read them.
     plugin: dict[str, Any] = field(default_factory=dict)
     runtime: dict[str, Any] = field(default_factory=dict)
-    publish: dict[str, Any] = field(default_factory=dict)
-    fetch: dict[str, Any] = field(default_factory=dict)
-    env: dict[str, Any] = field(default_factory=dict)
+    publish: PublishSpec = field(default_factory=PublishSpec)
+    # [fetch]: archive limits (max_members, max_total_bytes, max_file_bytes), each a
+    # positive integer, present where the spec sets it (edges.fetch.ArchiveLimits.of)
+    fetch: dict[str, int] = field(default_factory=dict)
+    env: EnvSpec = field(default_factory=EnvSpec)
     # The validated document as read: the conformance suite's cache key holds it as
     # written. Each `[conformance.*]` table is read from it by its one owner (the check's
     # folder or `conform/lib` module, `replay/config.py`, `replay/mix.py`) into that
@@ -87,7 +112,9 @@ class Spec:
     @property
     def env_constraints(self) -> str:
         py = self.build.python.replace(".", "")
-        return self.env.get("constraints", f"constraints/env-{self.name}-py{py}.txt")
+        if self.env.constraints is not None:
+            return self.env.constraints
+        return f"constraints/env-{self.name}-py{py}.txt"
 
     def with_backend(self, backend: str | None) -> Spec:
         """This spec with `[build] backend` replaced (`--runner-backend`); itself for None."""
@@ -152,6 +179,27 @@ def torch_for(torch: str | dict[str, str], python: str) -> str:
     return torch if isinstance(torch, str) else torch[python]
 
 
+def _approval(table: dict[str, Any] | None) -> Approval | None:
+    if table is None:
+        return None
+    return Approval(
+        source=table["from"],
+        to=table["to"],
+        by=table["by"],
+        why=table["why"],
+        changes=tuple(table["changes"]),
+    )
+
+
+def _env(table: dict[str, Any]) -> EnvSpec:
+    return EnvSpec(
+        requirements=tuple(table.get("requirements", ["pytest"])),
+        overrides=tuple(table.get("overrides", [])),
+        caps=tuple(table.get("caps", [])),
+        constraints=table.get("constraints"),
+    )
+
+
 def from_data(data: dict[str, Any], file: Path) -> Spec:
     core = data["core"]
     src = core["source"]
@@ -176,7 +224,7 @@ def from_data(data: dict[str, Any], file: Path) -> Spec:
             target_device=core["target_device"],
             source_date_epoch=core["source_date_epoch"],
             source=source,
-            api_approval=core.get("api_approval"),
+            api_approval=_approval(core.get("api_approval")),
         ),
         build=BuildSpec(
             python=python,
@@ -195,8 +243,8 @@ def from_data(data: dict[str, Any], file: Path) -> Spec:
         ),
         plugin=data.get("plugin", {}),
         runtime=data.get("runtime", {}),
-        publish=data.get("publish", {}),
-        fetch=data.get("fetch", {}),
-        env=data.get("env", {}),
+        publish=PublishSpec(**data.get("publish", {})),
+        fetch=dict(data.get("fetch", {})),
+        env=_env(data.get("env", {})),
         raw=data,
     )

@@ -216,7 +216,7 @@ def pins_from_spec(spec: Spec) -> dict[str, Any]:
             "constraints": spec.build.constraints,
         },
         # only when the spec has one: the statement of a spec without it is unchanged
-        **({"api_approval": dict(core.api_approval)} if core.api_approval else {}),
+        **({"api_approval": core.api_approval.as_json()} if core.api_approval else {}),
     }
 
 
@@ -691,7 +691,7 @@ def build_for_spec(
     started = time.time()
     dist = dist_dir_for(spec, dist_root)
     key_path, origin = keys.resolve_key_path(
-        signing_key, spec.publish.get("signing_key"), root=spec.root, cache_root=cache.root
+        signing_key, spec.publish.signing_key, root=spec.root, cache_root=cache.root
     )
     records = read_records(dist, str(spec.path))
     pins = pins_from_spec(spec)

@@ -343,7 +343,7 @@ def env_lock_request(
         *read_requirements_file(common),
         torch_requirement(spec.build.torch),
         *deps,
-        *spec.env.get("requirements", ["pytest"]),
+        *spec.env.requirements,
     ]
     runtime = plan.status == "install" and plan.requirement
     if runtime:
@@ -356,8 +356,8 @@ def env_lock_request(
     return LockRequest(
         name=f"env-{spec.name}",
         requirements=tuple(requirements),
-        overrides=tuple(spec.env.get("overrides", [])),
-        caps=tuple(spec.env.get("caps", [])),
+        overrides=spec.env.overrides,
+        caps=spec.env.caps,
         files=("torch", *([canonicalize_name(spec.runtime["package"])] if runtime else [])),
         python=spec.build.python,
         platform=spec.build.platform,
