@@ -63,6 +63,54 @@ class BuildSpec:
 
 
 @dataclass(frozen=True)
+class PluginSourceSpec:
+    """`[plugin.source]`: a git commit (url, commit, tag) or a local folder (path)."""
+
+    kind: str  # "git" | "path"
+    url: str | None = None
+    commit: str | None = None
+    tag: str | None = None
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class PluginSpec:
+    """`[plugin]`: the plugin's distribution name, its source, the installer inputs the
+    pinning check reads, and how its wheel is built."""
+
+    name: str
+    source: PluginSourceSpec
+    installer: str | None = None
+    overrides: str | None = None
+    subdirectory: str = ""
+    build_constraints: str | None = None
+    build_requirements: tuple[str, ...] = ()
+    build_env: dict[str, str] = field(default_factory=dict)
+    # The table as written: the manifest records (and signs) it as it is.
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class RuntimeSpec:
+    """`[runtime]`: the vendor runtime the plugin loads (name; the module it imports, the
+    package and version that install it, the Pythons it loads in) and what stands in for
+    it on a cpu runner."""
+
+    name: str
+    module: str | None = None
+    package: str | None = None
+    version: str | None = None
+    commit: str | None = None
+    stand_in: str | None = None
+    python: tuple[str, ...] = ()  # () when the spec names none
+    provides: tuple[str, ...] = ()
+    no_device: tuple[str, ...] = ()
+    system_packages: tuple[str, ...] = ()
+    # The table as written: the manifest records (and signs) it, the pairing key holds it.
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
 class EnvSpec:
     """`[env]`: what the pairing environment adds (requirements, pytest when the table
     names none), its overrides and caps, and its lock (None: `Spec.env_constraints`)."""
@@ -90,9 +138,9 @@ class Spec:
     description: str
     core: CoreSpec
     build: BuildSpec
-    # Optional tables, kept as plain validated data for the stages that read them.
-    plugin: dict[str, Any] = field(default_factory=dict)
-    runtime: dict[str, Any] = field(default_factory=dict)
+    # Optional tables (None: the spec has none).
+    plugin: PluginSpec | None = None
+    runtime: RuntimeSpec | None = None
     publish: PublishSpec = field(default_factory=PublishSpec)
     # [fetch]: archive limits (max_members, max_total_bytes, max_file_bytes), each a
     # positive integer, present where the spec sets it (edges.fetch.ArchiveLimits.of)
@@ -115,6 +163,12 @@ class Spec:
         if self.env.constraints is not None:
             return self.env.constraints
         return f"constraints/env-{self.name}-py{py}.txt"
+
+    @property
+    def runtime_module(self) -> str | None:
+        """`[runtime] module`, the vendor runtime's import name (None: no runtime, or none
+        named)."""
+        return self.runtime.module if self.runtime is not None else None
 
     def with_backend(self, backend: str | None) -> Spec:
         """This spec with `[build] backend` replaced (`--runner-backend`); itself for None."""
@@ -191,6 +245,47 @@ def _approval(table: dict[str, Any] | None) -> Approval | None:
     )
 
 
+def _plugin(table: dict[str, Any] | None) -> PluginSpec | None:
+    if not table:
+        return None
+    src = table["source"]
+    return PluginSpec(
+        name=table["name"],
+        source=PluginSourceSpec(
+            kind=src["kind"],
+            url=src.get("url"),
+            commit=src.get("commit"),
+            tag=src.get("tag"),
+            path=src.get("path"),
+        ),
+        installer=table.get("installer"),
+        overrides=table.get("overrides"),
+        subdirectory=table.get("subdirectory", ""),
+        build_constraints=table.get("build_constraints"),
+        build_requirements=tuple(table.get("build_requirements", [])),
+        build_env=dict(table.get("build_env", {})),
+        raw=table,
+    )
+
+
+def _runtime(table: dict[str, Any] | None) -> RuntimeSpec | None:
+    if not table:
+        return None
+    return RuntimeSpec(
+        name=table["name"],
+        module=table.get("module"),
+        package=table.get("package"),
+        version=table.get("version"),
+        commit=table.get("commit"),
+        stand_in=table.get("stand_in"),
+        python=tuple(table.get("python", [])),
+        provides=tuple(table.get("provides", [])),
+        no_device=tuple(table.get("no_device", [])),
+        system_packages=tuple(table.get("system_packages", [])),
+        raw=table,
+    )
+
+
 def _env(table: dict[str, Any]) -> EnvSpec:
     return EnvSpec(
         requirements=tuple(table.get("requirements", ["pytest"])),
@@ -241,8 +336,8 @@ def from_data(data: dict[str, Any], file: Path) -> Spec:
             platform=build.get("platform", "x86_64-manylinux_2_28"),
             image_python_sha256=build.get("image_python_sha256"),
         ),
-        plugin=data.get("plugin", {}),
-        runtime=data.get("runtime", {}),
+        plugin=_plugin(data.get("plugin")),
+        runtime=_runtime(data.get("runtime")),
         publish=PublishSpec(**data.get("publish", {})),
         fetch=dict(data.get("fetch", {})),
         env=_env(data.get("env", {})),

@@ -140,7 +140,7 @@ class Matrix:
 def _cell(spec: Spec, python: Path, root: Path, cache: Cache, core: str, role: str) -> Column:
     cfg = pt.settings_for(spec)
     with cache.scratch("matrix-") as tmp:
-        run = pt.run_tests(python, root, "cpu", cfg, tmp / "j.xml", spec.runtime.get("module"))
+        run = pt.run_tests(python, root, "cpu", cfg, tmp / "j.xml", spec.runtime_module)
         errors = first_error_lines(tmp / "j.xml", 1)
     return Column(
         core=core,

@@ -206,8 +206,8 @@ def pins_from_spec(spec: Spec) -> dict[str, Any]:
             "source_date_epoch": core.source_date_epoch,
             "source": source,
         },
-        "plugin": dict(spec.plugin),
-        "runtime": dict(spec.runtime) or None,
+        "plugin": dict(spec.plugin.raw) if spec.plugin else {},
+        "runtime": dict(spec.runtime.raw) if spec.runtime else None,
         "build": {
             "python": spec.build.python,
             "backend": spec.build.backend,
@@ -536,7 +536,8 @@ def pairing_id_of(spec: Spec, core: BuildRecord, plugin: BuildRecord) -> str:
     }
     made = {"name": _recorded(plugin.name, "plugin.name", fp), "commit": plugin.commit}
     python = ".".join(_recorded(core.python, "python", fc).split(".")[:2])
-    return key_of(pairing_inputs(facts, made, dict(spec.runtime) or None, python))
+    runtime = dict(spec.runtime.raw) if spec.runtime else None
+    return key_of(pairing_inputs(facts, made, runtime, python))
 
 
 _T = TypeVar("_T")

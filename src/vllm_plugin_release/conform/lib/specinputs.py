@@ -17,9 +17,9 @@ def plugin_root_for(spec: Spec, plugin_root: Path | str | None) -> Path:
     """The plugin source folder: given, or [plugin.source] path for kind = path."""
     if plugin_root is not None:
         return Path(plugin_root)
-    source = spec.plugin.get("source") or {}
-    if source.get("kind") == "path" and source.get("path"):
-        return Path(spec.resolve(source["path"]))
+    source = spec.plugin.source if spec.plugin else None
+    if source is not None and source.kind == "path" and source.path:
+        return Path(spec.resolve(source.path))
     raise BadInput(
         f"{spec.path}: [plugin.source] is not a local path; "
         "the check needs the plugin's source folder",
@@ -66,8 +66,8 @@ def input_files(spec: Spec, files: Sequence[InputFile] = ()) -> list[InputFile]:
     (`PinningOptions.files`, `[conformance.pinning] files`)."""
     plugin = spec.plugin
     out: list[InputFile] = []
-    if plugin.get("installer"):
-        out.append(InputFile(plugin["installer"], "", "installer", "[plugin] installer"))
-    if plugin.get("overrides"):
-        out.append(InputFile(plugin["overrides"], "requirements", "override", "[plugin] overrides"))
+    if plugin is not None and plugin.installer:
+        out.append(InputFile(plugin.installer, "", "installer", "[plugin] installer"))
+    if plugin is not None and plugin.overrides:
+        out.append(InputFile(plugin.overrides, "requirements", "override", "[plugin] overrides"))
     return [*out, *files]

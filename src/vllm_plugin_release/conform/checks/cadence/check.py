@@ -511,8 +511,7 @@ def _releases_from_refs(refs: list[list[str]]) -> list[CoreRelease]:
 def _installer_pin(spec: Spec, root: Path | None) -> tuple[Version | None, list[str]]:
     """The exact core pin in the plugin's installer (via the pinning parser), and notes."""
     notes: list[str] = []
-    plugin = spec.plugin
-    if root is None or not plugin.get("installer"):
+    if root is None or spec.plugin is None or not spec.plugin.installer:
         notes.append("no installer to read ([plugin] installer unset or no plugin source)")
         return None, notes
     options = specinputs.pinning_options(spec)
@@ -625,7 +624,7 @@ def check(
     if core_releases is None:
         core_releases = _read_core_releases(spec, policy, sources)
     root = _plugin_source(spec, plugin_root, notes)
-    source_kind = (spec.plugin.get("source") or {}).get("kind")
+    source_kind = spec.plugin.source.kind if spec.plugin else None
     if plugin_tags is None:
         plugin_tags = _read_plugin_tags(source_kind, root, notes, sources)
     installer_pin: Version | None = None

@@ -168,7 +168,7 @@ def settings_for(spec: Spec) -> TestSettings:
     """The spec's `[conformance.plugin_tests]` with its defaults, and the runtime's own
     "no device" errors (`[runtime] no_device`): what a run needs to classify its tests."""
     table = (spec.raw.get("conformance") or {}).get("plugin_tests") or {}  # read here only
-    return settings(dict(table), spec.runtime.get("no_device", []))
+    return settings(dict(table), list(spec.runtime.no_device) if spec.runtime else [])
 
 
 def deferrals(root: Path, cfg: TestSettings, runner: str, module: str | None) -> Deferrals:

@@ -518,7 +518,7 @@ def check(
         return _missing_docs(docs, "docs" in options, evidence, threshold, details, exc.reason)
     if cut:
         evidence.append(Evidence(note=too_large(docs, MAX_BYTES), file=docs, source="plugin"))
-    plugin_name = spec.plugin.get("name")
+    plugin_name = spec.plugin.name if spec.plugin else None
     statements = extract_statements(text, plugin_name=plugin_name, aliases=options.get("aliases"))
     stances = summarize(statements)
     details["statements"] = [s.to_json() for s in statements]
