@@ -324,8 +324,10 @@ def test_untouched_git_plugin_tree_is_reused(tmp_path: Path, capsys) -> None:
     git("add", ".", cwd=repo)
     git("commit", "-qm", "plugin", cwd=repo, date="2026-07-25T00:00:00Z")
     commit = git("rev-parse", "HEAD", cwd=repo)
-    source = {"kind": "git", "url": str(repo), "commit": commit}
-    spec = SimpleNamespace(path=repo / "spec.toml", plugin={"source": source})
+    from vllm_plugin_release.buildspec.model import PluginSourceSpec, PluginSpec
+
+    source = PluginSourceSpec("git", url=str(repo), commit=commit)
+    spec = SimpleNamespace(path=repo / "spec.toml", plugin=PluginSpec("demo", source))
     cache = Cache(tmp_path / ".vpr")
     first = plugin_source.resolve(spec, cache)
     inode = (first.root / "demo" / "__init__.py").stat().st_ino

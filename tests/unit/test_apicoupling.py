@@ -259,8 +259,10 @@ def test_an_approval_goes_into_the_spec_the_report_and_the_manifest(project) -> 
     result = bump.bump(spec, "0.26.0", cache=Cache(root / ".vpr"), locker=locker,
                        approval=approval)  # fmt: skip
     new = load_spec(result.new_path)
-    assert new.core.api_approval == {"from": "0.25.1", "to": "0.26.0", "by": approval.by,
-                                     "why": approval.why, "changes": ids}  # fmt: skip
+    assert new.core.api_approval is not None
+    assert new.core.api_approval.as_json() == {"from": "0.25.1", "to": "0.26.0",
+                                               "by": approval.by, "why": approval.why,
+                                               "changes": ids}  # fmt: skip
     assert "[core.api_approval]" in result.new_path.read_text()
     markdown = render_markdown(result)
     assert "**Approved** by Rel Eng <releng@example.org>: plugin commit abc follows it" in markdown

@@ -75,7 +75,7 @@ def test_dotted_runtime_module_is_valid_in_a_spec(tmp_path: Path) -> None:
     text = REFERENCE_SPEC.read_text().replace('module = "refrt"', 'module = "vendor_sdk.torch"')
     path = tmp_path / "s.toml"
     path.write_text(text)
-    assert load_spec(path).runtime["module"] == "vendor_sdk.torch"
+    assert load_spec(path).runtime_module == "vendor_sdk.torch"
 
 
 JUNIT = """<?xml version="1.0"?>

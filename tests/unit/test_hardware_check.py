@@ -109,10 +109,10 @@ def test_a_machine_short_of_the_hardware_is_an_outside_failure_naming_each_piece
 
 
 def test_a_runtime_the_lock_installs_is_left_to_the_probe_in_the_env() -> None:
-    spec = SimpleNamespace(runtime={"module": "ttnn"})
+    spec = SimpleNamespace(runtime_module="ttnn")
     found = short_of("module 'ttnn' is not importable", "no /dev/tenstorrent/*")
     assert without_runtime(found, spec).missing == ("no /dev/tenstorrent/*",)  # type: ignore[arg-type]
-    spec_without = SimpleNamespace(runtime={})
+    spec_without = SimpleNamespace(runtime_module=None)
     assert without_runtime(found, spec_without).missing == found.missing  # type: ignore[arg-type]
 
 

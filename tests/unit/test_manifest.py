@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.pairing import PLUGIN_COMMIT, SDIST_SHA, make_pairing
+from vllm_plugin_release.buildspec.model import RuntimeSpec
 from vllm_plugin_release.core import manifestdoc as doc
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.stages import manifest as mf
@@ -222,7 +223,9 @@ def test_the_scorecards_pairing_id_is_the_manifests(tmp_path: Path) -> None:
     rt = {"name": "tt-metal", "package": "ttnn", "version": "0.60.0", "commit": "9" * 40}
     for runtime in (None, rt):
         pins = make_pairing(dist, runtime=runtime)
-        spec: Any = SimpleNamespace(runtime=pins["runtime"] or {})
+        table = pins["runtime"]
+        typed = RuntimeSpec(table["name"], raw=table) if table else None
+        spec: Any = SimpleNamespace(runtime=typed)
         core = records.build_record(dist, records.BUILD_CORE)
         plugin = records.build_record(dist, records.BUILD_PLUGIN)
         m = mf.build_manifest(pins, mf.read_records(dist))

@@ -10,7 +10,9 @@ from tests.support import spec_head
 from vllm_plugin_release.buildspec import model as specmod
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform.checks.pinning import check as pinning
+from vllm_plugin_release.conform.lib.installer.analyzer import InputFile
 from vllm_plugin_release.conform.lib.installer.shell import parse_shell
+from vllm_plugin_release.conform.lib.specinputs import PinningOptions, pinning_options
 from vllm_plugin_release.core.errors import BadInput
 
 SHA = "a" * 64
@@ -424,4 +426,29 @@ def test_bad_options_name_the_key(tmp_path: Path) -> None:
         with pytest.raises(BadInput, match=needle):
             make(tmp_path, extra=f"\n[conformance.pinning]\n{table}\n")
     spec, _ = make(tmp_path, extra='\n[conformance.pinning]\nunhashed_fetch = "warn"\n')
-    assert spec.options("pinning") == {"unhashed_fetch": "warn"}
+    assert pinning_options(spec) == PinningOptions(unhashed_fetch="warn")
+
+
+def test_pinning_options_typed_with_their_defaults(tmp_path: Path) -> None:
+    """`[conformance.pinning]` read once into its record: a path or {path, kind} in files,
+    the build arguments, the levels; the defaults where the table says nothing."""
+    spec, _ = make(tmp_path)
+    assert pinning_options(spec) == PinningOptions()
+    extra = (
+        "\n[conformance.pinning]\n"
+        'files = ["a.txt", {path = "docker/Dockerfile", kind = "dockerfile"}]\n'
+        'build_args = {VERSION = "1"}\nunpinned = "fail"\nrequire_from_source = false\n'
+    )
+    spec, _ = make(tmp_path, extra=extra)
+    options = pinning_options(spec)
+    key = "[conformance.pinning] files"
+    assert options.files == (
+        InputFile("a.txt", "", "requirements", key),
+        InputFile("docker/Dockerfile", "dockerfile", "requirements", key),
+    )
+    assert options.build_args == {"VERSION": "1"}
+    assert (options.unpinned, options.unhashed_fetch, options.require_from_source) == (
+        "fail",
+        "warn",
+        False,
+    )

@@ -67,7 +67,8 @@ def test_spec_check_exit_2_for_a_bad_build_env_key(tmp_path: Path) -> None:
         tmp_path, 'build_env = { SOC_VERSION = "ascend910b1", COMPILE_CUSTOM_KERNELS = "0" }'
     )
     assert vpr("spec", "check", str(good), check=False).returncode == 0
-    assert load_spec(good).plugin["build_env"]["COMPILE_CUSTOM_KERNELS"] == "0"
+    plugin = load_spec(good).plugin
+    assert plugin is not None and plugin.build_env["COMPILE_CUSTOM_KERNELS"] == "0"
 
 
 def test_a_build_variable_never_replaces_the_pipelines_own() -> None:

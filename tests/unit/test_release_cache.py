@@ -15,7 +15,7 @@ import pytest
 
 from tests.support import REFERENCE_SPEC, vpr
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.buildspec.model import SdistSource, Spec
+from vllm_plugin_release.buildspec.model import PluginSourceSpec, PluginSpec, SdistSource, Spec
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.cache import Cache, sha256_file
 from vllm_plugin_release.core.stagegraph import CACHED, NOT_CACHED, cache_states
@@ -35,7 +35,8 @@ def _spec_with_own_locks(tmp_path: Path) -> Spec:
     shutil.copy(spec.resolve(spec.build.constraints), build_lock)
     env_lock.write_text("# env lock\n")
     build = dataclasses.replace(spec.build, constraints=str(build_lock))
-    return dataclasses.replace(spec, build=build, env={**spec.env, "constraints": str(env_lock)})
+    env = dataclasses.replace(spec.env, constraints=str(env_lock))
+    return dataclasses.replace(spec, build=build, env=env)
 
 
 def _wheel_entry(stage_dir: Path, record_name: str, wheel: str) -> dict[str, object]:
@@ -177,8 +178,9 @@ def test_a_pinned_git_plugin_is_present_only_once_cloned_and_as_resolve_gives_it
     git("init", "-q", cwd=repo)
     git("add", ".", cwd=repo)
     git("commit", "-qm", "plugin", cwd=repo, date="2026-07-25T00:00:00Z")
-    source = {"kind": "git", "url": str(repo), "commit": git("rev-parse", "HEAD", cwd=repo)}
-    spec = SimpleNamespace(path=repo / "s.toml", plugin={"source": source, "subdirectory": "pkg"})
+    source = PluginSourceSpec("git", url=str(repo), commit=git("rev-parse", "HEAD", cwd=repo))
+    plugin = PluginSpec("demo", source, subdirectory="pkg")
+    spec = SimpleNamespace(path=repo / "s.toml", plugin=plugin)
     cache = Cache(tmp_path / "c")
     assert present(spec, cache) is None and not cache.root.exists()  # nothing cloned
     made = resolve(spec, cache)

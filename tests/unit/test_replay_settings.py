@@ -38,3 +38,25 @@ def test_settings_vllm_refuses_are_bad_input_naming_the_key(
     with pytest.raises(BadInput) as err:
         resolve({**GOOD, **change}, tmp_path)
     assert key in err.value.message and words in err.value.message
+
+
+def test_the_spec_replay_table_is_read_by_its_owner(tmp_path: Path) -> None:
+    """`[conformance.replay]` is read by replay/config.py only: whether there is one, and
+    the model it declares (4096 and llama without one), typed."""
+    from dataclasses import replace
+
+    from tests.support import REPO
+    from vllm_plugin_release.buildspec.load import load_spec
+    from vllm_plugin_release.replay import config
+
+    spec = load_spec(REPO / "buildspec" / "reference.toml")
+    assert config.configured(spec)
+    assert config.declared_model(spec) == config.DeclaredModel(4096, "llama")
+    tables = {**spec.raw["conformance"], "replay": {"max_model_len": 2048, "model_type": "qwen2"}}
+    custom = replace(spec, raw={**spec.raw, "conformance": tables})
+    assert config.declared_model(custom) == (2048, "qwen2")
+    bare = replace(spec, raw={k: v for k, v in spec.raw.items() if k != "conformance"})
+    assert not config.configured(bare)
+    assert config.declared_model(bare) == (4096, "llama")
+    with pytest.raises(BadInput, match=r"no \[conformance\.replay\] table"):
+        config.from_spec(bare)

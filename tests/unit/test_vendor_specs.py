@@ -22,9 +22,10 @@ from vllm_plugin_release.stages.requests import env_lock_request, runtime_plan
 )
 def test_vendor_specs_load(name: str, core: str, runtime: str, python: str) -> None:
     spec = load_spec(REPO / "buildspec" / name)
-    assert spec.core.version == core and spec.runtime["module"] == runtime
+    assert spec.core.version == core and spec.runtime_module == runtime
     assert spec.build.python == python  # the vendor image's
-    assert spec.plugin["build_constraints"].startswith("constraints/build-plugin-")
+    assert spec.plugin is not None
+    assert str(spec.plugin.build_constraints).startswith("constraints/build-plugin-")
     xy = python.replace(".", "")
     assert spec.build.constraints == f"constraints/build-core-{core}-py{xy}.txt"
 

@@ -561,3 +561,16 @@ def test_no_vendor_is_a_code_default(tmp_path: Path) -> None:
         "/dev/tenstorrent/*",
     )
     assert tt.runner_labels == ("self-hosted", "tenstorrent", "n300")
+
+
+def test_declared_hardware_is_typed_and_judges_nothing(tmp_path: Path) -> None:
+    """`declared`: what the spec names (a reader that judges none of it, like `vpr
+    release`'s next steps), also where `settings` refuses the table; None without one."""
+    spec = load_spec(hw_spec(tmp_path, '["--tensor-parallel-size=2"]'))
+    hw = hardwaresettings.declared(spec)
+    assert hw is not None and hw.device_class == "n300"
+    assert hw.serve_args == ("--tensor-parallel-size=2",)
+    assert hardwaresettings.configured(spec)
+    reference = load_spec(REPO / "buildspec" / "reference.toml")
+    assert hardwaresettings.declared(reference) is None
+    assert not hardwaresettings.configured(reference)

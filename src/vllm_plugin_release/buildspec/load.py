@@ -416,11 +416,11 @@ def set_value(
     path: str | Path,
     dotted_key: str,
     raw_value: str,
-    schema: dict[str, Any],
     *,
     write: bool = True,
 ) -> str:
-    """Set `a.b.c = value` in the spec, validate the result, and write it atomically.
+    """Set `a.b.c = value` in the spec, validate the result against the full schema (as
+    `load_spec` does: the one the package ships), and write it atomically.
 
     Returns the new text. Nothing is written when the result would not validate.
     """
@@ -440,7 +440,7 @@ def set_value(
             raise BadInput(f"{file}: {dotted_key}: {key!r} is not a table")
     node[keys[-1]] = _parse_value(raw_value)
     new_text = tomlkit.dumps(document)
-    validate(_plain(tomlkit.parse(new_text)), file, new_text, schema)
+    validate(_plain(tomlkit.parse(new_text)), file, new_text, packaged_schema())
     if write:
         atomic_write_text(file, new_text)
     return new_text

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.buildspec.root import project_root
+from vllm_plugin_release.core.manifestmodel import Approval
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,9 @@ class CoreSpec:
     source_date_epoch: int
     source: SdistSource | GitSource
     # [core.api_approval]: who approved the breaking core API changes of the bump that moved
-    # the core here (from, to, by, why, changes); None when there was nothing to approve
-    api_approval: dict[str, Any] | None = field(default=None, hash=False)
+    # the core here (from, to, by, why, changes), as the manifest records it; None when
+    # there was nothing to approve
+    api_approval: Approval | None = field(default=None, hash=False)
 
 
 @dataclass(frozen=True)
@@ -61,19 +63,93 @@ class BuildSpec:
 
 
 @dataclass(frozen=True)
+class PluginSourceSpec:
+    """`[plugin.source]`: a git commit (url, commit, tag) or a local folder (path)."""
+
+    kind: str  # "git" | "path"
+    url: str | None = None
+    commit: str | None = None
+    tag: str | None = None
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class PluginSpec:
+    """`[plugin]`: the plugin's distribution name, its source, the installer inputs the
+    pinning check reads, and how its wheel is built."""
+
+    name: str
+    source: PluginSourceSpec
+    installer: str | None = None
+    overrides: str | None = None
+    subdirectory: str = ""
+    build_constraints: str | None = None
+    build_requirements: tuple[str, ...] = ()
+    build_env: dict[str, str] = field(default_factory=dict)
+    # The table as written: the manifest records (and signs) it as it is.
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class RuntimeSpec:
+    """`[runtime]`: the vendor runtime the plugin loads (name; the module it imports, the
+    package and version that install it, the Pythons it loads in) and what stands in for
+    it on a cpu runner."""
+
+    name: str
+    module: str | None = None
+    package: str | None = None
+    version: str | None = None
+    commit: str | None = None
+    stand_in: str | None = None
+    python: tuple[str, ...] = ()  # () when the spec names none
+    provides: tuple[str, ...] = ()
+    no_device: tuple[str, ...] = ()
+    system_packages: tuple[str, ...] = ()
+    # The table as written: the manifest records (and signs) it, the pairing key holds it.
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """`[env]`: what the pairing environment adds (requirements, pytest when the table
+    names none), its overrides and caps, and its lock (None: `Spec.env_constraints`)."""
+
+    requirements: tuple[str, ...] = ("pytest",)
+    overrides: tuple[str, ...] = ()
+    caps: tuple[str, ...] = ()
+    constraints: str | None = None
+
+
+@dataclass(frozen=True)
+class PublishSpec:
+    """`[publish]`: where releases go (a package index, a manifest store) and the key that
+    signs them; each None when the spec leaves it to the command line or environment."""
+
+    index: str | None = None
+    store: str | None = None
+    signing_key: str | None = None
+
+
+@dataclass(frozen=True)
 class Spec:
     path: Path
     name: str
     description: str
     core: CoreSpec
     build: BuildSpec
-    # Optional tables, kept as plain validated data for the stages that read them.
-    plugin: dict[str, Any] = field(default_factory=dict)
-    runtime: dict[str, Any] = field(default_factory=dict)
-    conformance: dict[str, Any] = field(default_factory=dict)
-    publish: dict[str, Any] = field(default_factory=dict)
-    fetch: dict[str, Any] = field(default_factory=dict)
-    env: dict[str, Any] = field(default_factory=dict)
+    # Optional tables (None: the spec has none).
+    plugin: PluginSpec | None = None
+    runtime: RuntimeSpec | None = None
+    publish: PublishSpec = field(default_factory=PublishSpec)
+    # [fetch]: archive limits (max_members, max_total_bytes, max_file_bytes), each a
+    # positive integer, present where the spec sets it (edges.fetch.ArchiveLimits.of)
+    fetch: dict[str, int] = field(default_factory=dict)
+    env: EnvSpec = field(default_factory=EnvSpec)
+    # The validated document as read: the conformance suite's cache key holds it as
+    # written. Each `[conformance.*]` table is read from it by its one owner (the check's
+    # folder or `conform/lib` module, `replay/config.py`, `replay/mix.py`) into that
+    # owner's typed record; no other module reads a conformance table.
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -84,16 +160,15 @@ class Spec:
     @property
     def env_constraints(self) -> str:
         py = self.build.python.replace(".", "")
-        return self.env.get("constraints", f"constraints/env-{self.name}-py{py}.txt")
+        if self.env.constraints is not None:
+            return self.env.constraints
+        return f"constraints/env-{self.name}-py{py}.txt"
 
-    def options(self, key: str) -> dict[str, Any]:
-        """`[conformance.KEY]` as validated when the spec was loaded (a copy; {} when absent).
-
-        A check reads its options here and trusts them: the table's schema is part of the
-        buildspec schema (the check registry), so a `Spec` from `load` never holds an
-        invalid one. Only rules a schema cannot state are the check's to enforce.
-        """
-        return dict(self.conformance.get(key) or {})
+    @property
+    def runtime_module(self) -> str | None:
+        """`[runtime] module`, the vendor runtime's import name (None: no runtime, or none
+        named)."""
+        return self.runtime.module if self.runtime is not None else None
 
     def with_backend(self, backend: str | None) -> Spec:
         """This spec with `[build] backend` replaced (`--runner-backend`); itself for None."""
@@ -158,6 +233,68 @@ def torch_for(torch: str | dict[str, str], python: str) -> str:
     return torch if isinstance(torch, str) else torch[python]
 
 
+def _approval(table: dict[str, Any] | None) -> Approval | None:
+    if table is None:
+        return None
+    return Approval(
+        source=table["from"],
+        to=table["to"],
+        by=table["by"],
+        why=table["why"],
+        changes=tuple(table["changes"]),
+    )
+
+
+def _plugin(table: dict[str, Any] | None) -> PluginSpec | None:
+    if not table:
+        return None
+    src = table["source"]
+    return PluginSpec(
+        name=table["name"],
+        source=PluginSourceSpec(
+            kind=src["kind"],
+            url=src.get("url"),
+            commit=src.get("commit"),
+            tag=src.get("tag"),
+            path=src.get("path"),
+        ),
+        installer=table.get("installer"),
+        overrides=table.get("overrides"),
+        subdirectory=table.get("subdirectory", ""),
+        build_constraints=table.get("build_constraints"),
+        build_requirements=tuple(table.get("build_requirements", [])),
+        build_env=dict(table.get("build_env", {})),
+        raw=table,
+    )
+
+
+def _runtime(table: dict[str, Any] | None) -> RuntimeSpec | None:
+    if not table:
+        return None
+    return RuntimeSpec(
+        name=table["name"],
+        module=table.get("module"),
+        package=table.get("package"),
+        version=table.get("version"),
+        commit=table.get("commit"),
+        stand_in=table.get("stand_in"),
+        python=tuple(table.get("python", [])),
+        provides=tuple(table.get("provides", [])),
+        no_device=tuple(table.get("no_device", [])),
+        system_packages=tuple(table.get("system_packages", [])),
+        raw=table,
+    )
+
+
+def _env(table: dict[str, Any]) -> EnvSpec:
+    return EnvSpec(
+        requirements=tuple(table.get("requirements", ["pytest"])),
+        overrides=tuple(table.get("overrides", [])),
+        caps=tuple(table.get("caps", [])),
+        constraints=table.get("constraints"),
+    )
+
+
 def from_data(data: dict[str, Any], file: Path) -> Spec:
     core = data["core"]
     src = core["source"]
@@ -182,7 +319,7 @@ def from_data(data: dict[str, Any], file: Path) -> Spec:
             target_device=core["target_device"],
             source_date_epoch=core["source_date_epoch"],
             source=source,
-            api_approval=core.get("api_approval"),
+            api_approval=_approval(core.get("api_approval")),
         ),
         build=BuildSpec(
             python=python,
@@ -199,11 +336,10 @@ def from_data(data: dict[str, Any], file: Path) -> Spec:
             platform=build.get("platform", "x86_64-manylinux_2_28"),
             image_python_sha256=build.get("image_python_sha256"),
         ),
-        plugin=data.get("plugin", {}),
-        runtime=data.get("runtime", {}),
-        conformance=data.get("conformance", {}),
-        publish=data.get("publish", {}),
-        fetch=data.get("fetch", {}),
-        env=data.get("env", {}),
+        plugin=_plugin(data.get("plugin")),
+        runtime=_runtime(data.get("runtime")),
+        publish=PublishSpec(**data.get("publish", {})),
+        fetch=dict(data.get("fetch", {})),
+        env=_env(data.get("env", {})),
         raw=data,
     )

@@ -107,9 +107,10 @@ class Context:
 
 def _run_replay(ctx: Context) -> dict[str, Any] | None:
     """The scheduler replay of the spec's request mix (None when the spec has none)."""
-    if not ctx.spec.conformance.get("replay"):
-        return None
     from vllm_plugin_release.replay import config, mix, runner
+
+    if not config.configured(ctx.spec):
+        return None
 
     outcome = runner.replay(
         ctx.python,

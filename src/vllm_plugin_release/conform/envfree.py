@@ -57,13 +57,13 @@ def blocker(ctx: Context) -> PythonUnavailable | None:
 
 def _pairing(ctx: Context) -> dict[str, Any]:
     """The pairing as the spec names it (no wheels: none was built)."""
-    plugin = ctx.spec.plugin or {}
-    commit = str((plugin.get("source") or {}).get("commit") or "")
+    plugin = ctx.spec.plugin
+    commit = (plugin.source.commit if plugin else None) or ""
     return {
         "name": ctx.spec.name,
         "core": f"{ctx.spec.core.name} {ctx.spec.core.version}",
         "core_wheel_sha256": None,
-        "plugin": f"{plugin.get('name', '?')}" + (f" @ {commit[:12]}" if commit else ""),
+        "plugin": (plugin.name if plugin else "?") + (f" @ {commit[:12]}" if commit else ""),
         "plugin_wheel_sha256": None,
     }
 

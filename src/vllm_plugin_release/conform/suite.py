@@ -23,6 +23,7 @@ from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import key_of, sha256_file
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.edges import envrun
+from vllm_plugin_release.replay import config as replay_config
 from vllm_plugin_release.replay.model import headline
 
 CHECK_NAMES = registry.SUITE
@@ -57,7 +58,7 @@ def card_facts(ctx: Context, day: str) -> dict[str, Any]:
         runtime = {k: rt.get(k) for k in ("name", "status", "reason") if rt.get(k)}
     replay_path = ctx.dist / records.REPLAY
     replay = None
-    if replay_path.exists() and ctx.spec.conformance.get("replay"):
+    if replay_path.exists() and replay_config.configured(ctx.spec):
         report = records.read(ctx.dist, records.REPLAY)  # bounded
         replay = {
             **headline(report, replay_path).to_json(),

@@ -142,7 +142,7 @@ class Approval:
     why: str
     changes: tuple[str, ...]
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, str | list[str]]:
         """The approval as the manifest writes it (its five keys)."""
         return {
             "from": self.source,

@@ -155,7 +155,7 @@ class Probe:
 
 
 def _stand_in_name(spec: Spec) -> str | None:
-    stand_in = spec.runtime.get("stand_in")
+    stand_in = spec.runtime.stand_in if spec.runtime else None
     if not stand_in:
         return None
     try:
@@ -243,14 +243,14 @@ def probe(
     `device_glob`, `mesh_variable` and `mesh_device` come from the spec's
     `[conformance.hardware]`; without a mesh variable there is no mesh to check."""
     environ = dict(os.environ if environ is None else environ)
-    module = spec.runtime.get("module")
-    if not spec.runtime or not module:
+    module = spec.runtime_module
+    if spec.runtime is None or not module:
         raise BadInput(
             f"{spec.path}: [runtime] module is not set; the hardware part needs the vendor "
             "runtime's import name (e.g. ttnn)"
         )
     missing: list[str] = []
-    runtime = import_runtime(python, module, spec.runtime.get("name"))
+    runtime = import_runtime(python, module, spec.runtime.name)
     stand_in = _stand_in_name(spec)
     if runtime.status == "present" and stand_in and stand_in in (runtime.distributions or {}):
         runtime = replace(runtime, status="stand-in")

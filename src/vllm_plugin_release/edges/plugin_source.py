@@ -62,21 +62,21 @@ def _has_commit(repo: Path, commit: str) -> bool:
 def resolve(spec: Spec, cache: Cache, override: Path | None = None) -> PluginSource:
     """The verified plugin source tree for the spec (or the override checkout)."""
     plugin = spec.plugin
-    if not plugin:
+    if plugin is None:
         raise BadInput(f"{spec.path}: no [plugin] table", hint="add [plugin] name and source")
-    source = plugin["source"]
-    sub = plugin.get("subdirectory", "")
-    if source["kind"] == "path" and override is None:
-        return _from_repo_path(spec, spec.resolve(source["path"]), cache)
-    commit = source.get("commit")
+    source = plugin.source
+    sub = plugin.subdirectory
+    if source.kind == "path" and override is None:
+        return _from_repo_path(spec, spec.resolve(str(source.path)), cache)
+    commit = source.commit
     if not commit:
         raise BadInput(f"{spec.path}: [plugin.source] commit is required with --plugin-source")
-    url = str(override) if override is not None else source["url"]
+    url = str(override) if override is not None else str(source.url)
     refuse_option(
         url, "--plugin-source" if override is not None else f"{spec.path}: [plugin.source] url"
     )
-    if source.get("tag"):
-        refuse_option(source["tag"], f"{spec.path}: [plugin.source] tag")
+    if source.tag:
+        refuse_option(source.tag, f"{spec.path}: [plugin.source] tag")
     if override is not None and not (override / ".git").exists() and not _is_bare(override):
         raise BadInput(
             f"{override}: not a git checkout",
@@ -90,22 +90,22 @@ def resolve(spec: Spec, cache: Cache, override: Path | None = None) -> PluginSou
                 cache.publish_dir(dest) as work,
                 progress.status(f"plugin: checking out {commit[:12]}"),
             ):
-                _clone_commit(url, commit, work / "checkout", source.get("tag"))
+                _clone_commit(url, commit, work / "checkout", source.tag)
                 # The marker is part of the tree the manifest records (else every later
                 # check would find an unrecorded file and clone again).
                 (work / ".vpr-complete").write_text(commit + "\n")
                 write_tree_manifest(work)
     checkout = dest / "checkout"
-    if source.get("tag"):
+    if source.tag:
         # Asked of the source every time: a cached checkout cannot see a moved tag.
-        tagged = _remote_tag_commit(url, source["tag"])
+        tagged = _remote_tag_commit(url, source.tag)
         if tagged != commit:
             raise GateFailed(
-                f"plugin tag {source['tag']!r} resolves to {tagged or 'nothing'} at {url}, "
+                f"plugin tag {source.tag!r} resolves to {tagged or 'nothing'} at {url}, "
                 f"the spec pins {commit}",
                 hint="a moved tag is a supply-chain event: check it, then update the pin",
             )
-    return _git_source(checkout, sub, source.get("url", url), commit)
+    return _git_source(checkout, sub, source.url if source.url is not None else url, commit)
 
 
 def _git_source(checkout: Path, sub: str, repository: str, commit: str) -> PluginSource:
@@ -124,17 +124,18 @@ def present(spec: Spec, cache: Cache, override: Path | None = None) -> PluginSou
     when it is not (or the spec names none). Read-only: git is only asked about commits,
     nothing is cloned, exported or written, and a pinned tag is not asked of its remote
     (a gate of `resolve`, not part of what is built)."""
-    source = spec.plugin.get("source") if spec.plugin else None
-    if not isinstance(source, dict):
+    if spec.plugin is None:
         return None
-    if source.get("kind") == "path" and override is None:
-        return _present_repo_path(spec.resolve(source["path"]), cache)
-    commit = source.get("commit")
+    source = spec.plugin.source
+    if source.kind == "path" and override is None:
+        return _present_repo_path(spec.resolve(str(source.path)), cache)
+    commit = source.commit
     checkout = cache.root / "plugins" / str(commit) / "checkout"
     if not commit or not (checkout.parent / ".vpr-complete").is_file():
         return None
-    sub = spec.plugin.get("subdirectory", "")
-    return _git_source(checkout, sub, source.get("url", str(override)), commit)
+    sub = spec.plugin.subdirectory
+    url = source.url if source.url is not None else str(override)
+    return _git_source(checkout, sub, url, commit)
 
 
 def _present_repo_path(folder: Path, cache: Cache) -> PluginSource | None:

@@ -44,7 +44,7 @@ def baseline_spec(spec: Spec, version: str, cache: Cache) -> Spec:
         spec.core, version=version, source=source, source_date_epoch=sdist_epoch(archive)
     )
     build = dataclasses.replace(spec.build, constraints=str(folder / "build-core.txt"))
-    env = {**spec.env, "constraints": str(folder / "env.txt")}
+    env = dataclasses.replace(spec.env, constraints=str(folder / "env.txt"))
     return dataclasses.replace(
         spec, name=f"{spec.name}-baseline-{version}", core=core, build=build, env=env
     )
@@ -60,7 +60,7 @@ def commit_spec(spec: Spec, url: str, commit: str, epoch: int, cache: Cache, suf
         source_date_epoch=epoch,
     )
     build = dataclasses.replace(spec.build, constraints=str(folder / "build-core.txt"))
-    env = {**spec.env, "constraints": str(folder / "env.txt")}
+    env = dataclasses.replace(spec.env, constraints=str(folder / "env.txt"))
     return dataclasses.replace(spec, name=f"{spec.name}-{suffix}", core=core, build=build, env=env)
 
 

@@ -128,7 +128,7 @@ def index_candidates(spec: Spec, good: str, bad: str, opts: Options, inputs: Inp
 
 def _prober(spec: Spec, cands: Candidates, opts: Options, inputs: Inputs) -> Callable[[str], Probe]:
     cfg = pt.settings_for(spec)
-    module = spec.runtime.get("module")
+    module = spec.runtime_module
     seen: dict[str, Probe] = {}
 
     def probe(candidate: str) -> Probe:

@@ -338,7 +338,7 @@ def plugin_test_regressions(
 
     cfg = pt.settings_for(spec)
     root = plugin_root
-    module = spec.runtime.get("module")
+    module = spec.runtime_module
     with cache.scratch("bump-tests-") as tmp:
         base = pt.run_tests(old_python, root, "cpu", cfg, tmp / "old.xml", module)
         run = pt.run_tests(new_python, root, "cpu", cfg, tmp / "new.xml", module)

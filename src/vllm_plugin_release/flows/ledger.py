@@ -32,7 +32,7 @@ def now_utc() -> str:
 def signing_key(spec: Spec, cache: Cache, given: str | Path | None) -> Any:
     """The manifest key (as `vpr manifest build` resolves it)."""
     path, origin = keys.resolve_key_path(
-        given, spec.publish.get("signing_key"), root=spec.root, cache_root=cache.root
+        given, spec.publish.signing_key, root=spec.root, cache_root=cache.root
     )
     keys.ensure_key(path, origin)
     return keys.load_private_key(path)

@@ -55,7 +55,9 @@ class Options:
 def declared_lowest(spec: Spec, root: Path, available: list[str]) -> str | None:
     """The lowest published version the plugin's installer core requirements allow."""
     report = analyzer.scan(
-        root, specinputs.input_files(spec, spec.options("pinning").get("files", [])), spec.core.name
+        root,
+        specinputs.input_files(spec, specinputs.pinning_options(spec).files),
+        spec.core.name,
     )
     reqs = []
     for pin in report.core_pins:
@@ -138,7 +140,7 @@ class Matrix:
 def _cell(spec: Spec, python: Path, root: Path, cache: Cache, core: str, role: str) -> Column:
     cfg = pt.settings_for(spec)
     with cache.scratch("matrix-") as tmp:
-        run = pt.run_tests(python, root, "cpu", cfg, tmp / "j.xml", spec.runtime.get("module"))
+        run = pt.run_tests(python, root, "cpu", cfg, tmp / "j.xml", spec.runtime_module)
         errors = first_error_lines(tmp / "j.xml", 1)
     return Column(
         core=core,

@@ -136,7 +136,7 @@ def _tests(
 ) -> tuple[list[str], dict[str, list[str]]]:
     cfg = pt.settings_for(spec)
     with cache.scratch("nightly-") as tmp:
-        run = pt.run_tests(python, root, "cpu", cfg, tmp / "junit.xml", spec.runtime.get("module"))
+        run = pt.run_tests(python, root, "cpu", cfg, tmp / "junit.xml", spec.runtime_module)
         return run.failing, first_error_lines(tmp / "junit.xml")
 
 

@@ -74,9 +74,9 @@ def _report(
 
 def installer_pin(spec: Spec, root: Path) -> str:
     """The core version the plugin's installer pins exactly (read by the pinning check)."""
-    options = spec.options("pinning")
-    files = specinputs.input_files(spec, options.get("files", []))
-    report = analyzer.scan(root, files, spec.core.name, options.get("build_args") or {})
+    options = specinputs.pinning_options(spec)
+    files = specinputs.input_files(spec, options.files)
+    report = analyzer.scan(root, files, spec.core.name, options.build_args)
     pin = report.core_pin
     if not pin or not pin.get("exact") or not pin.get("version"):
         raise BadInput(

@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.core import progress, records
+from vllm_plugin_release.core import progress, records, runnerfacts
+from vllm_plugin_release.core.buildrecord import RecordProblem
 from vllm_plugin_release.core.cache import Cache, write_json
 from vllm_plugin_release.core.errors import BadInput, PythonUnavailable, VprError
 from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.core.records import dist_dir
+from vllm_plugin_release.core.runnerfacts import RunnerFacts
 from vllm_plugin_release.core.stagegraph import Graph, Stage
 from vllm_plugin_release.edges import children, ci, envrun
 from vllm_plugin_release.flows import extrastages
@@ -54,15 +56,29 @@ class Options:
 class Outcome:
     stages: dict[str, float] = field(default_factory=dict)
     facts: dict[str, str] = field(default_factory=dict)  # the summary's lines: name -> text
-    # Where each stage that runs core or plugin code ran (its record's `backend`: the
-    # runner's own description, open JSON written into run.json as it is).
-    ran_in: dict[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    # Where each stage that runs core or plugin code ran (its record's `backend`, read
+    # back as the runner it describes; written into run.json as the record had it).
+    ran_in: dict[str, RunnerFacts | None] = field(default_factory=dict)
 
 
 BUILDS = ("build-core", "build-plugin", "build-guard")
 # The summary's facts in the line's order (stages side by side add theirs in the order
 # they end); any other after them, as added.
 FACTS = ("core wheel", "plugin wheel", "guard wheel", "runtime", "verdict", "scorecard")
+
+
+def _ran_in(backend: Mapping[str, Any] | None, record: Path) -> RunnerFacts | None:
+    """The runner a record's `backend` describes (None for a record without one); BadInput
+    naming the record and key when it describes none."""
+    if backend is None:
+        return None
+    try:
+        return runnerfacts.parse(backend)
+    except RecordProblem as problem:
+        raise BadInput(
+            f"{record}: backend: {problem}",
+            hint="the record was edited or written by another tool; run its stage again",
+        ) from None
 
 
 def _wheel(result: StageResult) -> str:
@@ -134,7 +150,7 @@ class _Stages:
             self.env_free(exc)  # that need no pairing env
             raise
         self.out.facts["core wheel"] = _wheel(result)
-        self.out.ran_in["build-core"] = result.data.backend
+        self.out.ran_in["build-core"] = _ran_in(result.data.backend, result.record)
         self.built["build-core"] = result
 
     def build_plugin(self) -> None:
@@ -148,7 +164,7 @@ class _Stages:
             tree=self.inputs.tree,
         )
         self.out.facts["plugin wheel"] = _wheel(result)
-        self.out.ran_in["build-plugin"] = result.data.backend
+        self.out.ran_in["build-plugin"] = _ran_in(result.data.backend, result.record)
         self.built["build-plugin"] = result
 
     def build_guard(self) -> None:
@@ -192,7 +208,10 @@ class _Stages:
             self.env_free(exc)  # where the interpreter lives): the run stops here, as at
             raise  # build-core, after the env-free checks
         # The in-env parts of conform run where the pairing environment lives.
-        self.out.ran_in["env"] = self.out.ran_in["conform (in-env parts)"] = record.backend
+        env_file = dist_dir(self.opts.dist_root, self.spec.name) / records.ENV
+        self.out.ran_in["env"] = self.out.ran_in["conform (in-env parts)"] = _ran_in(
+            record.backend, env_file
+        )
         runtime = record.runtime
         self.out.facts["runtime"] = f"{runtime['name']}: {runtime['status']}" + (
             " (stand-in checked in an overlay, a test double)" if runtime.get("stand_in") else ""
@@ -232,7 +251,7 @@ class _Stages:
         )
         result = publish_spec(self.spec, options, cache=self.opts.cache)
         if result.proven_in is not None:  # the install proof runs on the spec's runner too
-            self.out.ran_in["publish (install proof)"] = result.proven_in.to_json()
+            self.out.ran_in["publish (install proof)"] = result.proven_in
         wheels = ", ".join(f"{name} {status}" for name, status in result.wheels.items())
         self.out.facts["published"] = (
             f"{wheels} on {result.index}; manifest {result.store_status} in {result.store}"
@@ -364,13 +383,18 @@ def _summary(spec: Spec, opts: Options, out: Outcome, done: Walk) -> None:
         data["release"] = {
             "stages_seconds": out.stages,
             "failed_stage": failed,
-            "ran_in": out.ran_in,
+            "ran_in": {
+                stage: None if facts is None else facts.to_json()
+                for stage, facts in out.ran_in.items()
+            },
         }
         write_json(run_file, data)
 
 
 def next_steps(spec: Spec, opts: Options, out: Outcome, failed: str | None) -> list[str]:
     """What to look at next, from how the run ended (the last lines of `vpr release`)."""
+    from vllm_plugin_release.conform.lib import hardwaresettings
+
     dist = dist_dir(opts.dist_root, spec.name)
     rerun = f"vpr release --spec {spec.path}" + (" --no-publish" if not opts.publish else "")
     if failed:
@@ -384,7 +408,7 @@ def next_steps(spec: Spec, opts: Options, out: Outcome, failed: str | None) -> l
     if verdict == "lab":
         steps.append(f"the failed checks are listed first in {dist / records.SCORECARD_MD}")
     elif verdict == "pilot":
-        if spec.options("hardware").get("device_class"):
+        if (hw := hardwaresettings.declared(spec)) is not None and hw.device_class:
             steps.append(
                 "verdict fleet needs the hardware part, on the hardware runner: "
                 f"nox -s conform-hardware -- --spec {spec.path}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core.errors import BadInput
@@ -289,15 +289,43 @@ def _cost(table: dict[str, Any], root: Path, origin: Origin) -> CostModel:
     )
 
 
+def _spec_table(spec: Spec, key: str) -> dict[str, Any] | None:
+    """`[conformance.KEY]` of a loaded spec, as validated with it (None when absent): this
+    module reads `replay` into a `ReplayConfig` (and `DeclaredModel`), and the `workload`
+    check's slow paths, which the replay prices (that check is a layer above)."""
+    table = (spec.raw.get("conformance") or {}).get(key)
+    return table if isinstance(table, dict) else None
+
+
+def configured(spec: Spec) -> bool:
+    """Whether the spec asks for a scheduler replay (a `[conformance.replay]` with keys)."""
+    return bool(_spec_table(spec, "replay"))
+
+
+class DeclaredModel(NamedTuple):
+    """The model `[conformance.replay]` declares: max_model_len and model_type (4096 and
+    "llama" when it names none, or there is no replay)."""
+
+    max_model_len: int
+    model_type: str
+
+
+def declared_model(spec: Spec) -> DeclaredModel:
+    table = _spec_table(spec, "replay") or {}
+    return DeclaredModel(
+        int(table.get("max_model_len", 4096)), str(table.get("model_type", "llama"))
+    )
+
+
 def from_spec(spec: Spec) -> ReplayConfig:
-    table = (spec.conformance or {}).get("replay")
-    if not isinstance(table, dict):
+    table = _spec_table(spec, "replay")
+    if table is None:
         raise BadInput(
             f"{spec.path}: no [conformance.replay] table",
             hint='add one with at least plugin_scheduler = "module:Class" (or policy)',
         )
     config = resolve(table, spec.root, spec_origin(spec, ("conformance", "replay")), validated=True)
-    return with_slow_paths(config, spec.options("workload").get("slow_paths") or [])
+    return with_slow_paths(config, (_spec_table(spec, "workload") or {}).get("slow_paths") or [])
 
 
 def with_slow_paths(config: ReplayConfig, slow_paths: list[dict[str, Any]]) -> ReplayConfig:

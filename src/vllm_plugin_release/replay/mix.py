@@ -340,7 +340,7 @@ def spec_plans(spec: Spec) -> tuple[PlanTable, ...]:
     """The base mix and its variant plans (sorted by name) of the spec's request mix: the
     file it names read and checked here (BadInput naming file, line and key); () when the
     spec has no request mix."""
-    raw = spec.options("request_mix")
+    raw = dict(_spec_table(spec) or {})
     if not raw:
         return ()
     table, origin = load_table(raw, spec.root, spec_origin(spec))
@@ -615,10 +615,17 @@ def _arrivals(
     return [round(r.arrival_time - start, 6) for r in rows[:count]]
 
 
+def _spec_table(spec: Spec) -> dict[str, Any] | None:
+    """`[conformance.request_mix]` of a loaded spec, as validated with it (None when
+    absent): read here only, into a `RequestMix` (and its plans)."""
+    table = (spec.raw.get("conformance") or {}).get("request_mix")
+    return table if isinstance(table, dict) else None
+
+
 def from_spec(spec: Spec) -> RequestMix:
     """The mix of a loaded `Spec` (its `[conformance.request_mix]` table)."""
-    table = (spec.conformance or {}).get("request_mix")
-    if not isinstance(table, dict):
+    table = _spec_table(spec)
+    if table is None:
         raise BadInput(
             f"{spec.path}: no [conformance.request_mix] table",
             hint="add one: requests, seed, arrival, prompt_tokens, output_tokens (or a trace)",

@@ -18,7 +18,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from vllm_plugin_release import __version__
-from vllm_plugin_release.buildspec.model import Spec
+from vllm_plugin_release.buildspec.model import PluginSpec, Spec
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file
 from vllm_plugin_release.core.errors import BadInput, GateFailed
@@ -75,13 +75,20 @@ def check_build_requirements(
     return plan
 
 
+def _plugin(spec: Spec) -> PluginSpec:
+    """The spec's `[plugin]` (BadInput when it has none: there is nothing to build)."""
+    if spec.plugin is None:
+        raise BadInput(f"{spec.path}: no [plugin] table", hint="add [plugin] name and source")
+    return spec.plugin
+
+
 def _build_lock(spec: Spec, root: Path, tree: Path) -> tuple[str, PluginBuildPlan]:
     """The build lock the plugin is built in (checked current) and its build plan."""
     own = plugin_build_request(spec, root)
-    if own is not None:  # the plugin's own hash-locked build environment
-        lock_file = spec.plugin["build_constraints"]
-        check_lock(spec.resolve(lock_file), own)
-        return lock_file, plugin_build_plan(spec, root)
+    own_lock = _plugin(spec).build_constraints
+    if own is not None and own_lock:  # the plugin's own hash-locked build environment
+        check_lock(spec.resolve(own_lock), own)
+        return own_lock, plugin_build_plan(spec, root)
     # the core's build lock, which must meet the plugin's build requirements
     lock_file = spec.build.constraints
     request, _ = build_request(spec, tree)
@@ -109,7 +116,7 @@ def build_plugin(
             raise
         lock_path = spec.resolve(lock_file)
         lock_sha = sha256_file(lock_path)
-        variables = dict(sorted(spec.plugin.get("build_env", {}).items()))
+        variables = dict(sorted(_plugin(spec).build_env.items()))
         key = stage_key(spec, runner, src, lock_sha)
         stage_dir = cache.stage_dir(STAGE, key)
         dist = dist_dir(dist_root, spec.name)
@@ -121,7 +128,7 @@ def build_plugin(
         venv = ensure_build_env(spec, lock_path, lock_sha, cache, runner)
         builds = 2 if spec.build.reproducibility_check else 1
         with cache.scratch("build-plugin-", under=runner.scratch_root()) as scratch:
-            with progress.status(f"build-plugin: building {spec.plugin['name']} ({builds} builds)"):
+            with progress.status(f"build-plugin: building {_plugin(spec).name} ({builds} builds)"):
                 results = parallel_local_builds(
                     runner,
                     venv,
@@ -197,9 +204,10 @@ def _checked_wheel(spec: Spec, wheel: Path) -> tuple[WheelMeta, dict[str, dict[s
     """The wheel's metadata and entry points; GateFailed when it is not the plugin the spec
     names or declares no platform plugin (vLLM would never load it)."""
     meta = wheel_metadata(wheel)
-    if canonicalize_name(meta.name) != canonicalize_name(spec.plugin["name"]):
+    name = _plugin(spec).name
+    if canonicalize_name(meta.name) != canonicalize_name(name):
         raise GateFailed(
-            f"build-plugin: the wheel is {meta.name!r}, the spec names {spec.plugin['name']!r}",
+            f"build-plugin: the wheel is {meta.name!r}, the spec names {name!r}",
             hint="check [plugin] name",
         )
     entry_points = wheel_entry_points(wheel)
@@ -219,7 +227,7 @@ def lock_for(spec: Spec, root: Path, tree: Path) -> Path:
 
 def stage_key(spec: Spec, runner: Runner, src: PluginSource, lock_sha: str) -> str:
     """The stage's cache key: the runner, the plugin's source and tree, the lock."""
-    variables = dict(sorted(spec.plugin.get("build_env", {}).items()))
+    variables = dict(sorted(_plugin(spec).build_env.items()))
     return key_of(
         {
             "runner": runner.describe().to_json(),

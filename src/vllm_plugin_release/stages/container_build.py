@@ -79,7 +79,7 @@ def python_layer(spec: Spec, suite: str, work: Path, epoch: int) -> PythonLayer:
     machine has (`edges/interpreters.find`), copied in by its files and recorded by its
     fingerprint and the layer's sha256."""
     python = spec.build.python
-    runtime = tuple(spec.runtime.get("system_packages", ()))  # what its wheels load
+    runtime = spec.runtime.system_packages if spec.runtime else ()  # what its wheels load
     if python in SUITE_PYTHON[suite]:
         packages = (f"python{python}", f"python{python}-venv", "ca-certificates", *runtime)
         return PythonLayer(packages, None, f"Debian {suite} python{python}")

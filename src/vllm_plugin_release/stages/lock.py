@@ -46,8 +46,8 @@ def pairing_locks(
     locks = [(request, spec.resolve(spec.build.constraints))]
     if not spec.plugin or (plugin_root is None and not from_locks):
         return locks
-    if spec.plugin.get("build_constraints"):
-        dest = spec.resolve(spec.plugin["build_constraints"])
+    if spec.plugin.build_constraints:
+        dest = spec.resolve(spec.plugin.build_constraints)
         recorded = _recorded(dest, BUILD_REQUIRES_NOTE) if from_locks else None
         plugin_request = plugin_build_request(spec, plugin_root, recorded)
         if plugin_request is not None:

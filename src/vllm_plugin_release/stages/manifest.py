@@ -206,8 +206,8 @@ def pins_from_spec(spec: Spec) -> dict[str, Any]:
             "source_date_epoch": core.source_date_epoch,
             "source": source,
         },
-        "plugin": dict(spec.plugin),
-        "runtime": dict(spec.runtime) or None,
+        "plugin": dict(spec.plugin.raw) if spec.plugin else {},
+        "runtime": dict(spec.runtime.raw) if spec.runtime else None,
         "build": {
             "python": spec.build.python,
             "backend": spec.build.backend,
@@ -216,7 +216,7 @@ def pins_from_spec(spec: Spec) -> dict[str, Any]:
             "constraints": spec.build.constraints,
         },
         # only when the spec has one: the statement of a spec without it is unchanged
-        **({"api_approval": dict(core.api_approval)} if core.api_approval else {}),
+        **({"api_approval": core.api_approval.as_json()} if core.api_approval else {}),
     }
 
 
@@ -536,7 +536,8 @@ def pairing_id_of(spec: Spec, core: BuildRecord, plugin: BuildRecord) -> str:
     }
     made = {"name": _recorded(plugin.name, "plugin.name", fp), "commit": plugin.commit}
     python = ".".join(_recorded(core.python, "python", fc).split(".")[:2])
-    return key_of(pairing_inputs(facts, made, dict(spec.runtime) or None, python))
+    runtime = dict(spec.runtime.raw) if spec.runtime else None
+    return key_of(pairing_inputs(facts, made, runtime, python))
 
 
 _T = TypeVar("_T")
@@ -691,7 +692,7 @@ def build_for_spec(
     started = time.time()
     dist = dist_dir_for(spec, dist_root)
     key_path, origin = keys.resolve_key_path(
-        signing_key, spec.publish.get("signing_key"), root=spec.root, cache_root=cache.root
+        signing_key, spec.publish.signing_key, root=spec.root, cache_root=cache.root
     )
     records = read_records(dist, str(spec.path))
     pins = pins_from_spec(spec)

@@ -93,7 +93,7 @@ def create_env(
     request = env_lock_request(spec, pairing.tree, plugin.root, plan, built.requires_list())
     check_lock(lock_path, request)
     lock_sha = sha256_file(lock_path)
-    stand_in = spec.runtime.get("stand_in") if runner_kind == "cpu" else None
+    stand_in = spec.runtime.stand_in if spec.runtime and runner_kind == "cpu" else None
     with runner_for(
         spec, pairing.cache, folders=(dist, plugin.root), network_isolation="off"
     ) as runner:
@@ -188,7 +188,7 @@ def _deliver(
     Without `conduct_gate` (the release), how the platform plugin answers is left to the
     scorecard's environment check: a finding about the plugin, not a stop."""
     spec = make.spec
-    result = {**result, "checks": _plugin_findings(result, spec.runtime.get("module"))}
+    result = {**result, "checks": _plugin_findings(result, spec.runtime_module)}
     platform = _platform_class(result["checks"])
     record = {
         "stage": "env",
@@ -459,8 +459,8 @@ def _runtime_record(b: _EnvBuild) -> dict[str, Any]:
     plan = b.plan
     runtime: dict[str, Any] = {"name": plan.name, "module": plan.module, "reason": plan.reason}
     runtime["status"] = "present" if b.present else ("none" if plan.status == "none" else "absent")
-    if b.spec.runtime.get("commit"):
-        runtime["commit"] = b.spec.runtime["commit"]
+    if b.spec.runtime and b.spec.runtime.commit:
+        runtime["commit"] = b.spec.runtime.commit
     if plan.requirement:
         runtime["requirement"] = plan.requirement
     if b.present and plan.status == "install":  # what the lock installed: version and wheel
@@ -520,7 +520,7 @@ def _runtime_files(spec: Spec, lock_path: Path) -> dict[str, Any]:
     """The runtime's locked version and the wheel the lock installs for this Python
     (named in the lock's header by `vpr lock`)."""
     text = lock_path.read_text(encoding="utf-8")
-    name = canonicalize_name(spec.runtime.get("package", ""))
+    name = canonicalize_name((spec.runtime.package if spec.runtime else None) or "")
     version = pins(text).get(name)
     found = locked_file(text, name)
     return {

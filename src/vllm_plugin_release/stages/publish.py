@@ -319,8 +319,8 @@ def resolve_targets(
 ) -> tuple[str | None, str]:
     """(index upload URL or None for the local default, store location)."""
     env_index, env_store = targets_from_environ()
-    index = index or env_index or spec.publish.get("index")
-    store = store or env_store or spec.publish.get("store")
+    index = index or env_index or spec.publish.index
+    store = store or env_store or spec.publish.store
     if store and "://" not in store and not Path(store).is_absolute():
         store = str(spec.root / store)
     return index, store or str(cache_root / "store")
@@ -628,7 +628,7 @@ def publish_spec(spec: Spec, options: Options, *, cache: Cache) -> PublishResult
     index, store_location = resolve_targets(spec, options.index, options.store, cache.root)
     key_path, _ = keys.resolve_key_path(
         options.signing_key,
-        spec.publish.get("signing_key"),
+        spec.publish.signing_key,
         root=spec.root,
         cache_root=cache.root,
     )

@@ -121,12 +121,17 @@ def plugin_build_requires(spec: Spec, root: Path) -> list[str]:
             f"{root}: neither pyproject.toml nor setup.py", hint="set [plugin] subdirectory"
         )
     requires = list(data.get("build-system", {}).get("requires", ["setuptools>=40.8.0", "wheel"]))
-    for raw in [*requires, *spec.plugin.get("build_requirements", [])]:
+    for raw in [*requires, *_build_requirements(spec)]:
         try:
             Requirement(raw)
         except InvalidRequirement as exc:
             raise BadInput(f"{path}: bad build requirement {raw!r} ({exc})")
-    return [*requires, *spec.plugin.get("build_requirements", [])]
+    return [*requires, *_build_requirements(spec)]
+
+
+def _build_requirements(spec: Spec) -> tuple[str, ...]:
+    """`[plugin] build_requirements` (none without a plugin)."""
+    return spec.plugin.build_requirements if spec.plugin is not None else ()
 
 
 def vendor_image_packages(spec: Spec) -> frozenset[str]:
@@ -134,11 +139,11 @@ def vendor_image_packages(spec: Spec) -> frozenset[str]:
     `[runtime] package` (unless the spec pins a version the index installs) and
     `[runtime] provides`."""
     rt = spec.runtime
-    if not rt:
+    if rt is None:
         return frozenset()
-    names = list(rt.get("provides", []))
-    if rt.get("package") and runtime_plan(spec, "cpu", None).status != "install":
-        names.append(rt["package"])
+    names = list(rt.provides)
+    if rt.package and runtime_plan(spec, "cpu", None).status != "install":
+        names.append(rt.package)
     return frozenset(canonicalize_name(n) for n in names)
 
 
@@ -183,7 +188,7 @@ def plugin_build_plan(
     install; the declared pin is recorded beside it), as for the core. `recorded`: the
     plugin's own [build-system].requires as its lock recorded them (no checkout needed)."""
     if recorded is not None:
-        declared = [*recorded, *spec.plugin.get("build_requirements", [])]
+        declared = [*recorded, *_build_requirements(spec)]
     elif root is None:
         raise BadInput("the plugin's build requirements need its source", hint="--plugin-source")
     else:
@@ -206,11 +211,11 @@ def plugin_build_request(
 ) -> LockRequest | None:
     """The plugin's own build lock ([plugin] build_constraints), or None: built in the core's.
     `recorded`: the plugin's [build-system].requires as the lock recorded them."""
-    if not spec.plugin.get("build_constraints"):
+    if spec.plugin is None or not spec.plugin.build_constraints:
         return None
-    name = spec.plugin.get("name", "plugin")
+    name = spec.plugin.name
     plan = plugin_build_plan(spec, root, recorded)
-    own = plan.declared[: len(plan.declared) - len(spec.plugin.get("build_requirements", []))]
+    own = plan.declared[: len(plan.declared) - len(_build_requirements(spec))]
     notes = [
         "Inputs: the plugin's [build-system].requires and [plugin] build_requirements.",
         recorded_line(BUILD_REQUIRES_NOTE, list(own)),
@@ -275,24 +280,25 @@ def plugin_dependencies(root: Path, requires_dist: list[str] | None = None) -> l
 
 def runtime_plan(spec: Spec, runner: str, runtime_env: Path | None) -> RuntimePlan:
     rt = spec.runtime
-    if not rt:
+    if rt is None:
         return RuntimePlan("none", None, "none", "the spec names no vendor runtime")
-    name, module = rt["name"], rt.get("module")
+    name, module = rt.name, rt.module
     if runtime_env is not None:
         return RuntimePlan(name, module, "runtime-env", f"from the environment at {runtime_env}")
-    pythons = rt.get("python")
-    if rt.get("package") and rt.get("version"):
-        requirement = f"{rt['package']}=={rt['version']}"
+    pythons = rt.python
+    if rt.package and rt.version:
+        requirement = f"{rt.package}=={rt.version}"
         if pythons and spec.build.python not in pythons:
             reason = (
-                f"{rt['package']} ships wheels for CPython {', '.join(pythons)} only; "
+                f"{rt.package} ships wheels for CPython {', '.join(pythons)} only; "
                 f"this pairing is built for {spec.build.python}"
             )
             return RuntimePlan(name, module, "absent", reason, requirement)
         return RuntimePlan(name, module, "install", f"{requirement} from the index", requirement)
     if pythons and spec.build.python not in pythons:
         reason = (
-            f"{rt.get('package', module)} ships wheels for CPython {', '.join(pythons)} only; "
+            f"{rt.package if rt.package is not None else module} ships wheels for CPython "
+            f"{', '.join(pythons)} only; "
             f"this pairing is built for {spec.build.python}"
         )
     else:
@@ -343,9 +349,10 @@ def env_lock_request(
         *read_requirements_file(common),
         torch_requirement(spec.build.torch),
         *deps,
-        *spec.env.get("requirements", ["pytest"]),
+        *spec.env.requirements,
     ]
     runtime = plan.status == "install" and plan.requirement
+    package = spec.runtime.package if spec.runtime else None
     if runtime:
         requirements.append(plan.requirement)
     vendor = (
@@ -356,13 +363,13 @@ def env_lock_request(
     return LockRequest(
         name=f"env-{spec.name}",
         requirements=tuple(requirements),
-        overrides=tuple(spec.env.get("overrides", [])),
-        caps=tuple(spec.env.get("caps", [])),
-        files=("torch", *([canonicalize_name(spec.runtime["package"])] if runtime else [])),
+        overrides=spec.env.overrides,
+        caps=spec.env.caps,
+        files=("torch", *([canonicalize_name(package)] if runtime and package else [])),
         python=spec.build.python,
         platform=spec.build.platform,
         title=f"Pairing environment {spec.name}: vLLM {spec.core.version} requirements/common.txt"
-        f" + {spec.plugin.get('name', 'plugin')} + torch=={spec.build.torch}",
+        f" + {spec.plugin.name if spec.plugin else 'plugin'} + torch=={spec.build.torch}",
         notes=(
             "Inputs: requirements/common.txt from the verified sdist, the plugin's "
             "dependencies, [env] requirements; [env] overrides win.",

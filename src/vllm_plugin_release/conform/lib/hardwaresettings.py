@@ -161,11 +161,28 @@ def _where(spec: Spec, key: str | None = None) -> str:
     return f"{at}: [conformance.hardware]" + (f" {key}" if key else "")
 
 
+def _table(spec: Spec) -> dict[str, Any]:
+    """`[conformance.hardware]` as validated when the spec was loaded ({} when absent): read
+    here only, into `HardwareSettings`."""
+    return dict((spec.raw.get("conformance") or {}).get("hardware") or {})
+
+
+def configured(spec: Spec) -> bool:
+    """Whether the spec has a hardware part (a `[conformance.hardware]` table with keys)."""
+    return bool(_table(spec))
+
+
+def declared(spec: Spec) -> HardwareSettings | None:
+    """`[conformance.hardware]` with its defaults, as declared (None without one): what
+    the spec names (device class, model), for a reader that judges none of it."""
+    table = _table(spec)
+    return _typed(table) if table else None
+
+
 def settings(spec: Spec) -> HardwareSettings:
     """`[conformance.hardware]` (validated with the spec) with its defaults; the one rule a
     schema cannot state, no GPU rank flags in `serve_args`, names the file, line and key."""
-    table = spec.options("hardware")
-    device_class = table.get("device_class")
+    table = _table(spec)
     serve_args = table.get("serve_args", [])
     parallelism = table.get("parallelism", "tp")
     variable = table.get("mesh_variable")
@@ -183,6 +200,11 @@ def settings(spec: Spec) -> HardwareSettings:
                 f"plugin takes its mesh from {variable} and rejects GPU rank flags",
                 hint='remove it and set mesh_device, or set parallelism = "tp"',
             )
+    return _typed(table)
+
+
+def _typed(table: dict[str, Any]) -> HardwareSettings:
+    device_class = table.get("device_class")
     numbers = {
         key: table.get(key, HARDWARE_SCHEMA["properties"][key]["default"])
         for key in ("startup_timeout", "probe_timeout", "max_requests", "duration_s")
@@ -191,16 +213,16 @@ def settings(spec: Spec) -> HardwareSettings:
         device_class=device_class,
         mesh_device=table.get("mesh_device"),
         model=table.get("model"),
-        serve_args=tuple(serve_args),
+        serve_args=tuple(table.get("serve_args", [])),
         device_glob=table.get("device_glob"),
         startup_timeout=float(numbers["startup_timeout"]),
         probe_timeout=float(numbers["probe_timeout"]),
         max_requests=int(numbers["max_requests"]),
         duration_s=float(numbers["duration_s"]),
-        parallelism=parallelism,
+        parallelism=table.get("parallelism", "tp"),
         runner_labels=tuple(
             table.get("runner_labels") or ["self-hosted", *([device_class] if device_class else [])]
         ),
-        mesh_variable=variable,
+        mesh_variable=table.get("mesh_variable"),
         docs=tuple(table.get("docs") or DOCS_DEFAULT),
     )

@@ -95,7 +95,7 @@ class ApiConfig:
 
 def api_config(spec: Spec) -> ApiConfig:
     """`[conformance.api]` (validated with the spec) with its defaults filled in."""
-    raw = spec.options("api")
+    raw = (spec.raw.get("conformance") or {}).get("api") or {}  # read here only
     return ApiConfig(
         contract=raw.get("contract") or default_contract(spec),
         tasks=tuple(raw.get("tasks", DEFAULT_TASKS)),
@@ -439,7 +439,7 @@ def run(ctx: Context) -> CheckResult:
         ctx.spec,
         ctx.python,
         # Same precedence as `vpr api-contract`: the spec's platform_class, then the env's.
-        ctx.spec.conformance.get("api", {}).get("platform_class") or ctx.platform_class,
+        api_config(ctx.spec).platform_class or ctx.platform_class,
     )
 
 

@@ -511,13 +511,12 @@ def _releases_from_refs(refs: list[list[str]]) -> list[CoreRelease]:
 def _installer_pin(spec: Spec, root: Path | None) -> tuple[Version | None, list[str]]:
     """The exact core pin in the plugin's installer (via the pinning parser), and notes."""
     notes: list[str] = []
-    plugin = spec.plugin
-    if root is None or not plugin.get("installer"):
+    if root is None or spec.plugin is None or not spec.plugin.installer:
         notes.append("no installer to read ([plugin] installer unset or no plugin source)")
         return None, notes
-    options = spec.options("pinning")
-    files = specinputs.input_files(spec, options.get("files", []))
-    report = analyzer.scan(root, files, spec.core.name, options.get("build_args") or {})
+    options = specinputs.pinning_options(spec)
+    files = specinputs.input_files(spec, options.files)
+    report = analyzer.scan(root, files, spec.core.name, options.build_args)
     for item in report.missing:
         notes.append(f"{item['file']} is missing ({item.get('named_by') or 'referenced'})")
     pin = report.core_pin
@@ -618,14 +617,14 @@ def check(
     The installer's core pin is read from the plugin source unless `read_installer`
     is false (then no pin is taken into account).
     """
-    policy = spec.options(NAME)
+    policy = dict((spec.raw.get("conformance") or {}).get(NAME) or {})  # read here only
     _check_tag_pattern(spec, policy)
     notes: list[str] = []
     sources: dict[str, Any] = {}
     if core_releases is None:
         core_releases = _read_core_releases(spec, policy, sources)
     root = _plugin_source(spec, plugin_root, notes)
-    source_kind = (spec.plugin.get("source") or {}).get("kind")
+    source_kind = spec.plugin.source.kind if spec.plugin else None
     if plugin_tags is None:
         plugin_tags = _read_plugin_tags(source_kind, root, notes, sources)
     installer_pin: Version | None = None

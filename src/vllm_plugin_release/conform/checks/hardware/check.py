@@ -101,7 +101,7 @@ def missing_error(found: Probe) -> OutsideFailure:
 def without_runtime(found: Probe, spec: Spec) -> Probe:
     """`found` less what it says about the runtime module (for a runtime the pairing lock
     installs: it is probed again in that environment)."""
-    module = str(spec.runtime.get("module") or "")
+    module = str(spec.runtime_module or "")
     rest = tuple(m for m in found.missing if not (module and f"'{module}'" in m))
     return dataclasses.replace(found, missing=rest)
 

@@ -34,6 +34,7 @@ from vllm_plugin_release.conform.lib.doctext import split_sentences, text_blocks
 from vllm_plugin_release.conform.lib.hardwaresettings import (
     DOCS_DEFAULT,
     HardwareSettings,
+    configured,
     settings,
 )
 from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
@@ -281,7 +282,7 @@ def compare(hw: HardwareSettings, files: list[str], seen: list[Seen]) -> CheckRe
 
 
 def check(spec: Spec, plugin_root: Path) -> CheckResult:
-    if not spec.options("hardware"):
+    if not configured(spec):
         return CheckResult(
             NAME, "pass", "no [conformance.hardware] in the spec: no hardware expectations"
         )
@@ -301,7 +302,7 @@ def check(spec: Spec, plugin_root: Path) -> CheckResult:
 
 def applies(spec: Spec) -> bool:
     """Only a spec with a hardware part has expectations to compare."""
-    return bool(spec.options("hardware"))
+    return configured(spec)
 
 
 def run(ctx: Context) -> CheckResult:

@@ -111,9 +111,10 @@ def validate_config(data: Any, file: Path | None = None) -> IsolationConfig:
 
 def config_from_spec(spec: Spec) -> IsolationConfig | None:
     """The isolation config of a loaded Spec; None when `[conformance.isolation]` is absent."""
-    if "isolation" not in spec.conformance:
+    tables = spec.raw.get("conformance") or {}  # the table is read here only
+    if "isolation" not in tables:
         return None
-    return config_from_table(spec.options("isolation"), spec.path)
+    return config_from_table(dict(tables["isolation"] or {}), spec.path)
 
 
 # ---------------------------------------------------------------------------

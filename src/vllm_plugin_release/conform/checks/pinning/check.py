@@ -24,7 +24,12 @@ from packaging.version import InvalidVersion, Version
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform.context import Context
 from vllm_plugin_release.conform.lib.installer.analyzer import InputFile, PinningReport, scan
-from vllm_plugin_release.conform.lib.specinputs import input_files, plugin_root_for
+from vllm_plugin_release.conform.lib.specinputs import (
+    PinningOptions,
+    input_files,
+    pinning_options,
+    plugin_root_for,
+)
 from vllm_plugin_release.conform.result import CheckResult, Evidence
 
 NAME = "pinning"
@@ -44,17 +49,13 @@ class _Findings:
     evidence: list[Evidence] = field(default_factory=list)
 
 
-def _level(options: dict[str, Any], key: str) -> str:
-    return str(options.get(key, "warn"))
-
-
 def _loc(item: dict[str, Any]) -> str:
     return f"{item.get('file')}:{item.get('line')}" if item.get("line") else str(item.get("file"))
 
 
 def check(spec: Spec, plugin_root: Path | str | None = None) -> CheckResult:
     """The `pinning` check for `spec`, reading installer inputs under `plugin_root`."""
-    options = spec.options(NAME)
+    options = pinning_options(spec)
     root = plugin_root_for(spec, plugin_root)
     core_name = spec.core.name
     want = spec.core.version
@@ -62,16 +63,16 @@ def check(spec: Spec, plugin_root: Path | str | None = None) -> CheckResult:
     threshold = {
         "core_version": want,
         "target_device": want_target,
-        "require_from_source": options.get("require_from_source", True),
-        "unhashed_fetch": _level(options, "unhashed_fetch"),
-        "editable_install": _level(options, "editable_install"),
-        "unpinned": _level(options, "unpinned"),
+        "require_from_source": options.require_from_source,
+        "unhashed_fetch": options.unhashed_fetch,
+        "editable_install": options.editable_install,
+        "unpinned": options.unpinned,
     }
-    files = input_files(spec, options.get("files", []))
+    files = input_files(spec, options.files)
     unreadable = _unreadable(spec, root, files, threshold)
     if unreadable is not None:
         return unreadable
-    report = scan(root, files, core_name, options.get("build_args") or {})
+    report = scan(root, files, core_name, options.build_args)
     found = _Findings()
     _judge_missing(report, found)
     _judge_incomplete(report, found)
@@ -249,7 +250,7 @@ def _judge_target_device(
 
 
 def _judge_from_source(
-    report: PinningReport, found: _Findings, core_name: str, options: dict[str, Any]
+    report: PinningReport, found: _Findings, core_name: str, options: PinningOptions
 ) -> None:
     fs = report.from_source
     pin = report.core_pin
@@ -262,21 +263,20 @@ def _judge_from_source(
                 source="plugin",
             )
         )
-    elif options.get("require_from_source", True) and pin is not None:
+    elif options.require_from_source and pin is not None:
         found.fails.append(
             f"{core_name} is not built from source at {_loc(pin)}: add "
             f"--no-binary {core_name} (the published wheel is a CUDA build)"
         )
 
 
-def _judge_hygiene(report: PinningReport, found: _Findings, options: dict[str, Any]) -> None:
+def _judge_hygiene(report: PinningReport, found: _Findings, options: PinningOptions) -> None:
     """Unhashed fetches, editable installs, unpinned dependencies: at their configured level."""
-    for key, items, what in (
-        ("unhashed_fetch", report.unhashed_fetches, "fetched without a hash"),
-        ("editable_install", report.editable_installs, "editable install"),
-        ("unpinned", report.unpinned, "unpinned dependency"),
+    for level, items, what in (
+        (options.unhashed_fetch, report.unhashed_fetches, "fetched without a hash"),
+        (options.editable_install, report.editable_installs, "editable install"),
+        (options.unpinned, report.unpinned, "unpinned dependency"),
     ):
-        level = _level(options, key)
         for item in items:
             label = item.get("url") or item.get("target") or item.get("requirement")
             found.evidence.append(

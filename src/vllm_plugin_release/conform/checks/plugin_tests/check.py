@@ -167,7 +167,8 @@ def _texts(value: object, key: str, table: str = "[conformance.plugin_tests]") -
 def settings_for(spec: Spec) -> TestSettings:
     """The spec's `[conformance.plugin_tests]` with its defaults, and the runtime's own
     "no device" errors (`[runtime] no_device`): what a run needs to classify its tests."""
-    return settings(spec.options("plugin_tests"), spec.runtime.get("no_device", []))
+    table = (spec.raw.get("conformance") or {}).get("plugin_tests") or {}  # read here only
+    return settings(dict(table), list(spec.runtime.no_device) if spec.runtime else [])
 
 
 def deferrals(root: Path, cfg: TestSettings, runner: str, module: str | None) -> Deferrals:

@@ -499,7 +499,7 @@ def check(
     spec: Spec, plugin_root: Path | str | None, replay: dict[str, Any] | None = None
 ) -> CheckResult:
     """The `scheduler` check: docs statements, the request mix, and the replay when given."""
-    options = spec.options(NAME)
+    options = dict((spec.raw.get("conformance") or {}).get(NAME) or {})  # read here only
     request_mix = _request_mix(spec)
     docs = options.get("docs", DEFAULT_DOCS)
     unobserved = options.get("unobserved_support", "warn")
@@ -518,7 +518,7 @@ def check(
         return _missing_docs(docs, "docs" in options, evidence, threshold, details, exc.reason)
     if cut:
         evidence.append(Evidence(note=too_large(docs, MAX_BYTES), file=docs, source="plugin"))
-    plugin_name = spec.plugin.get("name")
+    plugin_name = spec.plugin.name if spec.plugin else None
     statements = extract_statements(text, plugin_name=plugin_name, aliases=options.get("aliases"))
     stances = summarize(statements)
     details["statements"] = [s.to_json() for s in statements]
@@ -550,8 +550,10 @@ def check(
 
 
 def _request_mix(spec: Spec) -> dict[str, Any] | None:
-    """`[conformance.request_mix]` of the spec (the pilot's expected load), if any."""
-    return spec.conformance.get("request_mix")
+    """`[conformance.request_mix]` of the spec (the pilot's expected load), if any, as
+    written: the scorecard records it (the replay reads it into a `RequestMix`)."""
+    mix: dict[str, Any] | None = (spec.raw.get("conformance") or {}).get("request_mix")
+    return mix
 
 
 def _mix_evidence(request_mix: dict[str, Any] | None) -> Evidence:

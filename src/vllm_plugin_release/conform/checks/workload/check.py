@@ -42,8 +42,10 @@ from vllm_plugin_release.conform.checks.workload.judge import (
     variant_key,
 )
 from vllm_plugin_release.conform.context import Context
+from vllm_plugin_release.conform.lib import hardwaresettings
 from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.core.envrecord import EnvRecord
+from vllm_plugin_release.replay import config as replay_config
 from vllm_plugin_release.replay import features as feat
 from vllm_plugin_release.replay import mix as mixes
 
@@ -73,11 +75,17 @@ def plans(spec: Any) -> list[Plan]:
     ]
 
 
+def _options(spec: Any) -> dict[str, Any]:
+    """`[conformance.workload]` as validated with the spec ({} when absent): read here only
+    (the replay reads its slow paths too, to price them)."""
+    return dict((spec.raw.get("conformance") or {}).get("workload") or {})
+
+
 def build_request(spec: Any, all_plans: list[Plan]) -> tuple[dict[str, Any], dict[str, str]]:
     """The in-environment request: one probe per distinct variant of every plan, the
     distinct request combinations, the slow paths; and variant key -> probe id."""
-    options = spec.options("workload")
-    replay = spec.options("replay")
+    options = _options(spec)
+    replay = replay_config.declared_model(spec)
     probes: list[dict[str, Any]] = []
     ids: dict[str, str] = {}
     for plan in all_plans:
@@ -94,9 +102,9 @@ def build_request(spec: Any, all_plans: list[Plan]) -> tuple[dict[str, Any], dic
             if params not in combos:
                 combos.append(params)
     model = {
-        "max_model_len": int(options.get("max_model_len") or replay.get("max_model_len", 4096)),
+        "max_model_len": int(options.get("max_model_len") or replay.max_model_len),
         "architecture": options.get("architecture", "LlamaForCausalLM"),
-        "model_type": options.get("model_type") or replay.get("model_type", "llama"),
+        "model_type": options.get("model_type") or replay.model_type,
     }
     slow = [
         {"name": p["name"], "predicate": p["predicate"], "args": dict(p.get("args") or {})}
@@ -111,8 +119,9 @@ def build_request(spec: Any, all_plans: list[Plan]) -> tuple[dict[str, Any], dic
 
 def model_coverage(spec: Any, plugin_root: Path) -> dict[str, Any]:
     """The models the plugin's docs show and whether the spec's model is among them."""
-    options = spec.options("workload")
-    model = options.get("model") or spec.options("hardware").get("model")
+    options = _options(spec)
+    hardware = hardwaresettings.declared(spec)
+    model = options.get("model") or (hardware.model if hardware is not None else None)
     files, seen = modeldocs.read_models(plugin_root, options.get("model_docs"))
     rows = modeldocs.table(seen)
     return {"docs": files, "table": rows, **modeldocs.coverage(model, rows)}
@@ -172,7 +181,7 @@ def run(ctx: Context, *, sys_path: tuple[str, ...] = ()) -> CheckResult:
     request, ids = build_request(ctx.spec, all_plans)
     request["sys_path"] = [str(p) for p in sys_path]
     result = run_in_env(python, "workload", request, overlay=overlay, timeout=TIMEOUT_S)
-    slow_paths = ctx.spec.options("workload").get("slow_paths") or []
+    slow_paths = _options(ctx.spec).get("slow_paths") or []
     seen = Seen(result, ids, request["combos"], slow_paths)
     return assess(seen, all_plans, ctx.env.platform_class, cov)
 
