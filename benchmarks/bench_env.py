@@ -75,7 +75,7 @@ def main(repeats: int = 3) -> dict:
         with tempfile.TemporaryDirectory() as tmp:
             venv = Path(tmp) / "venv"
             overrides = Path(tmp) / "overrides.txt"
-            overrides.write_text("\n".join(spec.env.get("overrides", [])) + "\n")
+            overrides.write_text("\n".join(spec.env.overrides) + "\n")
             run(uv, "venv", "--quiet", "--python", python, str(venv))
             py = str(venv / "bin" / "python")
             run(
