@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.indexentry import IndexEntry, StoreIndex, entry_from
 from vllm_plugin_release.core.manifestdoc import SCHEMA_VERSION, validate
 from vllm_plugin_release.core.storesummary import canonical_name
 from vllm_plugin_release.core.storetrust import core_matches, entry_pid_problem
@@ -43,67 +44,6 @@ VERDICTS = {
 
 # ---------------------------------------------------------------------------
 # The typed records: an index, its entries, a run's history record
-
-
-class CoreRef(NamedTuple):
-    name: str | None  # "vllm" when the entry names none
-    version: str
-    wheel: str
-    sha256: str
-
-
-class PluginRef(NamedTuple):
-    name: str
-    version: str
-    commit: str | None
-    wheel: str
-    sha256: str
-
-
-class RuntimeRef(NamedTuple):
-    """The entry's runtime (all None when it has none)."""
-
-    name: str | None = None
-    status: str | None = None
-    version: str | None = None
-    commit: str | None = None
-
-
-class StoredWheel(NamedTuple):
-    """A certified wheel the store's embedded index holds (wheels/<filename>)."""
-
-    filename: str
-    sha256: str
-
-
-@dataclass(frozen=True, slots=True)
-class IndexEntry:
-    """One pairing's index entry, read after `check_entries` (`entry_from`). `raw`: the
-    entry as written: index.json and the summary's chunks re-write it byte for byte, and
-    `vpr manifest query --json` prints it."""
-
-    raw: dict[str, Any]
-    pairing_id: str
-    name: str
-    manifest_sha256: str
-    manifest: str | None  # its store path (pairings/<id>.json); None when not a string
-    python: str | None
-    runner: str | None
-    verdict: str | None
-    certified_at: str | None
-    runs: int  # the lines of its verdict history
-    has_lock: bool  # its `requirements` name the pairing lock stored beside it
-    core: CoreRef
-    plugin: PluginRef
-    runtime: RuntimeRef
-    stored_wheels: tuple[StoredWheel, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class StoreIndex:
-    """index.json: the entries by pairing id (its kind and schema_version are this vpr's)."""
-
-    pairings: dict[str, IndexEntry]
 
 
 class PublishedAt(NamedTuple):
@@ -166,47 +106,6 @@ def parse_run(data: Any) -> RunRecord | None:
     if isinstance(index, dict) and isinstance(index.get("kind"), str):
         where = PublishedAt(index["kind"], _optional(index.get("simple_url")))
     return RunRecord(_optional(data.get("pairing_id")), time, runner, verdict, sha, where)
-
-
-def entry_from(raw: dict[str, Any]) -> IndexEntry:
-    """The typed entry of `raw`, an entry `check_entries` has passed."""
-    core, plugin = raw["core"], raw["plugin"]
-    rt = raw.get("runtime") or {}
-    return IndexEntry(
-        raw=raw,
-        pairing_id=raw["pairing_id"],
-        name=raw["name"],
-        manifest_sha256=raw["manifest_sha256"],
-        manifest=_optional(raw.get("manifest")),
-        python=raw.get("python"),
-        runner=raw.get("runner"),
-        verdict=raw.get("verdict"),
-        certified_at=raw.get("certified_at"),
-        runs=len(raw.get("history") or ()),
-        has_lock=bool(raw.get("requirements")),
-        core=CoreRef(core.get("name", "vllm"), core["version"], core["wheel"], core["sha256"]),
-        plugin=PluginRef(
-            plugin["name"],
-            plugin["version"],
-            plugin.get("commit"),
-            plugin["wheel"],
-            plugin["sha256"],
-        ),
-        runtime=RuntimeRef(rt.get("name"), rt.get("status"), rt.get("version"), rt.get("commit")),
-        stored_wheels=_stored_wheels(raw.get("wheels")),
-    )
-
-
-def _stored_wheels(wheels: Any) -> tuple[StoredWheel, ...]:
-    """The wheels of an entry that the store's embedded index holds (a malformed one is
-    left out: it names no file the find-links page can list)."""
-    out = []
-    for w in wheels if isinstance(wheels, list) else ():
-        if isinstance(w, dict) and w.get("store_path"):
-            name, sha = w.get("filename"), w.get("sha256")
-            if isinstance(name, str) and isinstance(sha, str):
-                out.append(StoredWheel(name, sha))
-    return tuple(out)
 
 
 # ---------------------------------------------------------------------------

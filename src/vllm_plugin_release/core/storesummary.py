@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import BadInput
 
-if TYPE_CHECKING:  # storeindex imports this module
-    from vllm_plugin_release.core.storeindex import IndexEntry
+if TYPE_CHECKING:  # the entries' type only
+    from vllm_plugin_release.core.indexentry import IndexEntry
 
 SUMMARY_FILE = "summary.json"
 SUMMARY_DIR = "summary"

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from vllm_plugin_release.core.errors import BadInput
 
 if TYPE_CHECKING:
+    from vllm_plugin_release.core.indexentry import IndexEntry
     from vllm_plugin_release.core.manifestmodel import Manifest
-    from vllm_plugin_release.core.storeindex import IndexEntry
 
 
 class Missing(BadInput):
