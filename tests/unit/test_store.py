@@ -249,3 +249,42 @@ def test_a_stored_wheels_sidecar_is_read_bounded(tmp_path: Path) -> None:
     sidecar.write_text("a" * 64 + " " * 4096)  # the same digest, padded past the bound
     assert st._sidecar(sidecar) == ""  # matches no wheel: was read whole and stripped
     assert st._sidecar(tmp_path / "absent.sha256") == ""
+
+
+def test_an_entry_kept_from_before_without_wheels_or_a_manifest_path(
+    tmp_path: Path, base_manifest: dict
+) -> None:
+    """An entry kept from the previous index (its manifest from a newer schema_version)
+    that names no wheels no longer stops the next publish (it raised KeyError: 'wheels'),
+    and one whose `manifest` is not a path is refused by name (it raised KeyError)."""
+    root = tmp_path / "store"
+    store = st.DirStore(root)
+    a, b = (manifest_variant(base_manifest, commit=c * 40) for c in "cd")
+    store.add(write_manifest(tmp_path, a))
+    index = json.loads((root / "index.json").read_text())
+    del index["pairings"][a["pairing_id"]]["wheels"]
+    del index["pairings"][a["pairing_id"]]["manifest"]
+    (root / "index.json").write_text(json.dumps(index))
+    newer = root / "pairings" / f"{a['pairing_id']}.json"
+    newer.write_text(json.dumps({**json.loads(newer.read_text()), "schema_version": 99}))
+    assert store.add(write_manifest(tmp_path, b)).status == "added"
+    kept = store.read_index().pairings[a["pairing_id"]]
+    assert kept.raw == index["pairings"][a["pairing_id"]] and kept.stored_wheels == ()
+    with pytest.raises(BadInput, match=r"'manifest' is not a store path"):
+        store.read_manifest(kept)
+
+
+def test_a_malformed_run_record_is_left_out_of_the_history() -> None:
+    good = {
+        "kind": si.RUN_KIND,
+        "time": "2026-12-01T00:00:00Z",
+        "runner": "cpu",
+        "verdict": "pilot",
+        "manifest_sha256": "0" * 64,
+        "index": {"kind": "local"},
+    }
+    run = si.parse_run(good)
+    assert run is not None and run.index == si.PublishedAt("local")
+    assert si.run_file_name(run) == "20261201T000000Z-cpu-000000000000.json"
+    for bad in ({**good, "time": 5}, {**good, "runner": 3}, {**good, "kind": "x"}, [good]):
+        assert si.parse_run(bad) is None
