@@ -43,7 +43,8 @@ VERDICTS = {
 
 
 # ---------------------------------------------------------------------------
-# The typed records: an index, its entries, a run's history record
+# A run's history record and what the store holds beside a manifest, typed (the index
+# and its entries: `core.indexentry`)
 
 
 class PublishedAt(NamedTuple):
