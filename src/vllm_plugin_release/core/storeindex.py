@@ -265,9 +265,20 @@ def check_index(data: Any, where: str) -> StoreIndex:
 def parse_entries(entries: Iterable[tuple[Any, Any]], where: str) -> dict[str, IndexEntry]:
     """The (key, entry) pairs of an index, or of a store summary's chunk, checked
     (`check_entries`) and typed, by pairing id."""
+    import gc
+
     pairs = list(entries)
     check_entries(pairs, where)
-    return {pid: entry_from(entry) for pid, entry in pairs}
+    # Typing a fleet's index makes a few hundred thousand small tuples over the dicts just
+    # read (no cycles among them): the collector, which would walk all of index.json's
+    # objects again and again meanwhile, waits until they are made.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return {pid: entry_from(entry) for pid, entry in pairs}
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def check_entries(entries: Iterable[tuple[Any, Any]], where: str) -> None:
