@@ -126,7 +126,7 @@ def _in_process(p: dict[str, Any], venv: Path, repeats: int) -> dict[str, list[f
         trusted = Trusted(DirStore(p["store"]), public, memory=None)
         entry = fi.pick(trusted.index(), request.pairing, None, None)
         manifest = fi.verified_pairing(trusted, entry, request).manifest
-        lock_at = si.lock_path(entry["pairing_id"])
+        lock_at = si.lock_path(entry.pairing_id)
         si.check_lock(manifest, trusted.store.read_bytes(lock_at), lock_at)
 
     def whole() -> None:

@@ -89,11 +89,11 @@ def _store(root: Path, n: int, plugins: int = PLUGINS) -> Path:
         m["plugin"]["name"] = f"vllm-vendor-plugin-{i % plugins}"
         t = typed(m)
         runs = [
-            si.run_record(t, f"{i:064x}", f"2026-11-{1 + k:02d}T00:00:00Z", {"kind": "local"})
+            si.run_record(t, f"{i:064x}", f"2026-11-{1 + k:02d}T00:00:00Z", si.PublishedAt("local"))
             for k in range(2)
         ]
-        extras = {"runs": runs, "stored_wheels": {}, "lock": True}
-        index["pairings"][m["pairing_id"]] = si.entry_for(t, f"{i:064x}", True, extras)
+        extras = si.EntryExtras(tuple(runs), {}, True)
+        index.pairings[m["pairing_id"]] = si.entry_for(t, f"{i:064x}", True, extras)
         entry = ledger.entry_from_manifest(
             t, manifest_sha256=f"{i:064x}", runner="cpu", time="2026-11-01T00:00:00Z"
         )  # one release entry per pairing: a ledger of n entries

@@ -82,7 +82,7 @@ def write_store(
             )  # fmt: skip
             entry = ledger.chained(entry, lines[-1] if lines else None, len(lines))
             lines.append(ledger.sign_line(entry, key))
-    index = si.rebuild_index(found, si.empty_index(), lambda pid: {"lock": False})
+    index = si.rebuild_index(found, si.empty_index(), lambda pid: si.EntryExtras())
     (store / si.INDEX_FILE).write_bytes(si.index_bytes(index))
     (store / "ledger").mkdir(exist_ok=True)
     (store / ledger.LEDGER_FILE).write_bytes(b"".join(lines))

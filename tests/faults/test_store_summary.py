@@ -47,9 +47,9 @@ def _index(base: dict[str, Any], n: int, seed: int = 7) -> dict[str, Any]:
         m["core"]["python"] = rng.choice(["3.11.7", "3.12.1"])
         m["pairing_id"] = f"{i:064x}"
         t = typed(m)
-        runs = [si.run_record(t, f"{i:064x}", "2026-11-01T00:00:00Z", {"kind": "local"})]
-        extras = {"runs": runs[: i % 2], "stored_wheels": {}, "lock": bool(i % 3)}
-        index["pairings"][m["pairing_id"]] = si.entry_for(t, f"{i:064x}", bool(i % 2), extras)
+        runs = [si.run_record(t, f"{i:064x}", "2026-11-01T00:00:00Z", si.PublishedAt("local"))]
+        extras = si.EntryExtras(tuple(runs[: i % 2]), {}, bool(i % 3))
+        index.pairings[m["pairing_id"]] = si.entry_for(t, f"{i:064x}", bool(i % 2), extras)
     return index
 
 
@@ -268,12 +268,18 @@ def test_chunks_for_keeps_every_chunk_that_holds_a_match() -> None:
             for part in (entries[i : i + size] for i in range(0, len(entries), size))
         ]  # fmt: skip
         for core in wanted:
-            kept = set(ss.chunks_for({"chunks": chunks}, core=core))
+            kept = set(ss.chunks_for(_root_of(chunks), core=core))
             for number, start in enumerate(range(0, len(entries), size)):
                 part = entries[start : start + size]
                 if any(core_matches(e["core"]["version"], core) for e in part):
                     assert number in kept, (core, size, number)
-        assert ss.chunks_for({"chunks": chunks}, core="0.26.1") != list(range(len(chunks)))
+        assert ss.chunks_for(_root_of(chunks), core="0.26.1") != list(range(len(chunks)))
+
+
+def _root_of(chunks: list) -> ss.SummaryRoot:
+    """A summary.json holding only `chunks` (what `chunks_for` reads)."""
+    nothing = ss.FileRecord("0" * 64, 0)
+    return ss.SummaryRoot(nothing, 0, dict.fromkeys(ss.FORMATS, nothing), chunks)
 
 
 def test_an_old_store_reads_its_whole_index_with_a_note(world, capsys) -> None:

@@ -123,7 +123,7 @@ def test_verify_of_a_store_entry_without_manifest_only_does_not_say_rebuild(
     pins = make_pairing(dist)
     mf.write_signed(dist, mf.build_manifest(pins, mf.read_records(dist)), pins, key)
     added = DirStore(tmp_path / "store").add(dist / "manifest.json", dist / "manifest.intoto.jsonl")
-    copy = tmp_path / "store" / added.entry["manifest"]
+    copy = tmp_path / "store" / added.entry.manifest
     done = vpr("manifest", "verify", str(copy), "--key", str(pub), check=False, cwd=tmp_path)
     assert done.returncode == 1
     assert "--manifest-only" in done.stderr and "rebuild" not in done.stderr

@@ -149,9 +149,9 @@ def test_store_copy_verifies_with_manifest_only(tmp_path: Path) -> None:
     result = DirStore(tmp_path / "store").add(
         dist / "manifest.json", dist / "manifest.intoto.jsonl"
     )
-    copy = tmp_path / "store" / result.entry["manifest"]
+    copy = tmp_path / "store" / result.entry.manifest
     v = verify_files(copy, pub, manifest_only=True)
-    assert v.manifest.pairing_id == result.entry["pairing_id"]
+    assert v.manifest.pairing_id == result.entry.pairing_id
     with pytest.raises(GateFailed, match="subject file missing"):
         verify_files(copy, pub)
     flip_byte(copy, 10)

@@ -48,8 +48,8 @@ def test_add_idempotent_replace_and_conflict(tmp_path: Path, base_manifest: dict
     fleet["conformance"]["checks"]["hardware"]["status"] = "pass"
     fleet["conformance"]["deferred"] = []
     result = store.add(write_manifest(tmp_path / "in", fleet, "fleet.json"))
-    assert result.status == "replaced" and result.previous["verdict"] == "pilot"
-    assert store.read_index()["pairings"][m["pairing_id"]]["verdict"] == "fleet"
+    assert result.status == "replaced" and result.previous.verdict == "pilot"
+    assert store.read_index().pairings[m["pairing_id"]].verdict == "fleet"
 
     other_build = copy.deepcopy(m)
     other_build["core"]["wheel"]["sha256"] = "f" * 64
@@ -71,7 +71,7 @@ def test_index_rebuilt_when_corrupt_and_newer_refused(tmp_path: Path, base_manif
     with pytest.raises(BadInput, match="not valid JSON"):
         store.read_index()
     store.add(write_manifest(tmp_path, b))
-    assert set(store.read_index()["pairings"]) == {a["pairing_id"], b["pairing_id"]}
+    assert set(store.read_index().pairings) == {a["pairing_id"], b["pairing_id"]}
 
     newer = json.loads((root / "index.json").read_text())
     newer["schema_version"] = 99
@@ -86,7 +86,7 @@ def test_index_rebuilt_when_corrupt_and_newer_refused(tmp_path: Path, base_manif
 
 
 def _extras(tmp_path: Path, m: dict, time: str, **kw: Any) -> st.Extras:
-    return st.Extras(index={"kind": "local", "simple_url": None}, time=time, **kw)
+    return st.Extras(index=si.PublishedAt("local"), time=time, **kw)
 
 
 def test_history_keeps_cpu_then_hardware_newest_first(tmp_path: Path, base_manifest: dict) -> None:
@@ -105,7 +105,7 @@ def test_history_keeps_cpu_then_hardware_newest_first(tmp_path: Path, base_manif
         _extras(tmp_path, hw, "2026-12-02T09:00:00Z"),
     )
     assert added.status == "replaced"
-    entry = store.read_index()["pairings"][cpu["pairing_id"]]
+    entry = store.read_index().pairings[cpu["pairing_id"]].raw
     assert [(h["time"], h["runner"], h["verdict"]) for h in entry["history"]] == [
         ("2026-12-02T09:00:00Z", "hardware", "fleet"),
         ("2026-12-01T01:00:00Z", "cpu", "pilot"),
@@ -115,7 +115,7 @@ def test_history_keeps_cpu_then_hardware_newest_first(tmp_path: Path, base_manif
     # history comes from the run files: a rebuilt index keeps it
     (tmp_path / "store" / "index.json").unlink()
     store.add(path, None, None)
-    assert len(store.read_index()["pairings"][cpu["pairing_id"]]["history"]) == 2
+    assert store.read_index().pairings[cpu["pairing_id"]].runs == 2
 
 
 def test_wheels_and_lock_are_stored_and_checked(tmp_path: Path) -> None:
@@ -130,8 +130,8 @@ def test_wheels_and_lock_are_stored_and_checked(tmp_path: Path) -> None:
     with pytest.raises(GateFailed, match="lock_sha256"):
         store.add(path, None, st.Extras(lock=lock + b"# edited\n", wheels=wheels))
     assert not (tmp_path / "store" / "index.json").exists()
-    store.add(path, None, st.Extras(lock=lock, wheels=wheels, index={"kind": "local"}))
-    entry = store.read_index()["pairings"][m["pairing_id"]]
+    store.add(path, None, st.Extras(lock=lock, wheels=wheels, index=si.PublishedAt("local")))
+    entry = store.read_index().pairings[m["pairing_id"]].raw
     assert (tmp_path / "store" / entry["requirements"]["path"]).read_bytes() == lock
     for w in entry["wheels"]:
         stored = tmp_path / "store" / w["store_path"]
@@ -150,12 +150,12 @@ def test_wheels_and_lock_are_stored_and_checked(tmp_path: Path) -> None:
     assert (tmp_path / "store" / "index.json").read_bytes() == before
 
 
-def _many(base: dict, n: int, plugins: int = 1) -> dict[str, Any]:
+def _many(base: dict, n: int, plugins: int = 1) -> si.StoreIndex:
     index = si.empty_index()
     for i in range(n):
         m = manifest_variant(base, commit=f"{i % plugins:040x}", core=f"0.{20 + i // plugins}.0")
         m["plugin"]["name"] = f"vllm-very-long-vendor-platform-plugin-{i % plugins}"
-        index["pairings"][m["pairing_id"]] = si.entry_for(typed(m), "0" * 64, True)
+        index.pairings[m["pairing_id"]] = si.entry_for(typed(m), "0" * 64, True)
     return index
 
 
@@ -209,8 +209,8 @@ def test_envdrift_reports_missing_different_and_extra() -> None:
 
 def test_install_picks_one_pairing_or_says_why(base_manifest: dict) -> None:
     index = _many(base_manifest, 3)
-    pid = next(iter(index["pairings"]))
-    assert install.pick(index, pid[:10], None, None)["pairing_id"] == pid
+    pid = next(iter(index.pairings))
+    assert install.pick(index, pid[:10], None, None).pairing_id == pid
     with pytest.raises(BadInput, match="8 to 64 hexadecimal"):
         install.pick(index, "abc", None, None)
     with pytest.raises(BadInput, match="no store entries match"):
@@ -218,7 +218,7 @@ def test_install_picks_one_pairing_or_says_why(base_manifest: dict) -> None:
     with pytest.raises(BadInput, match="--core VERSION and --plugin NAME"):
         install.pick(index, None, "0.26.0", None)
     best = install.pick(index, None, ">=0.20", "vllm-very-long-vendor-platform-plugin-0")
-    assert best["core"]["version"] == "0.22.0"  # newest core first
+    assert best.core.version == "0.22.0"  # newest core first
     with pytest.raises(GateFailed, match="no pairing"):
         install.pick(index, None, "9.9.9", "vllm-very-long-vendor-platform-plugin-0")
     text = install.requirements_text(typed(base_manifest), "a==1 \\\n    --hash=sha256:00\n")
@@ -249,3 +249,42 @@ def test_a_stored_wheels_sidecar_is_read_bounded(tmp_path: Path) -> None:
     sidecar.write_text("a" * 64 + " " * 4096)  # the same digest, padded past the bound
     assert st._sidecar(sidecar) == ""  # matches no wheel: was read whole and stripped
     assert st._sidecar(tmp_path / "absent.sha256") == ""
+
+
+def test_an_entry_kept_from_before_without_wheels_or_a_manifest_path(
+    tmp_path: Path, base_manifest: dict
+) -> None:
+    """An entry kept from the previous index (its manifest from a newer schema_version)
+    that names no wheels no longer stops the next publish (it raised KeyError: 'wheels'),
+    and one whose `manifest` is not a path is refused by name (it raised KeyError)."""
+    root = tmp_path / "store"
+    store = st.DirStore(root)
+    a, b = (manifest_variant(base_manifest, commit=c * 40) for c in "cd")
+    store.add(write_manifest(tmp_path, a))
+    index = json.loads((root / "index.json").read_text())
+    del index["pairings"][a["pairing_id"]]["wheels"]
+    del index["pairings"][a["pairing_id"]]["manifest"]
+    (root / "index.json").write_text(json.dumps(index))
+    newer = root / "pairings" / f"{a['pairing_id']}.json"
+    newer.write_text(json.dumps({**json.loads(newer.read_text()), "schema_version": 99}))
+    assert store.add(write_manifest(tmp_path, b)).status == "added"
+    kept = store.read_index().pairings[a["pairing_id"]]
+    assert kept.raw == index["pairings"][a["pairing_id"]] and kept.stored_wheels == ()
+    with pytest.raises(BadInput, match=r"'manifest' is not a store path"):
+        store.read_manifest(kept)
+
+
+def test_a_malformed_run_record_is_left_out_of_the_history() -> None:
+    good = {
+        "kind": si.RUN_KIND,
+        "time": "2026-12-01T00:00:00Z",
+        "runner": "cpu",
+        "verdict": "pilot",
+        "manifest_sha256": "0" * 64,
+        "index": {"kind": "local"},
+    }
+    run = si.parse_run(good)
+    assert run is not None and run.index == si.PublishedAt("local")
+    assert si.run_file_name(run) == "20261201T000000Z-cpu-000000000000.json"
+    for bad in ({**good, "time": 5}, {**good, "runner": 3}, {**good, "kind": "x"}, [good]):
+        assert si.parse_run(bad) is None

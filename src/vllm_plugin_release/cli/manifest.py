@@ -365,7 +365,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     s = trusted(args)
     entries = storesummary.query(s, core=args.core, plugin=args.plugin, verdict=args.verdict)
     if args.json:
-        print(json.dumps(entries, indent=2, sort_keys=True))
+        print(json.dumps([e.raw for e in entries], indent=2, sort_keys=True))  # as written
     elif entries:
         from vllm_plugin_release.core.storeview import query_text
 

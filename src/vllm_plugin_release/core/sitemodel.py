@@ -20,7 +20,13 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from vllm_plugin_release.core.storeindex import VERDICT_ORDER, VERDICTS, python_of, version_ranks
+from vllm_plugin_release.core.storeindex import (
+    VERDICT_ORDER,
+    VERDICTS,
+    IndexEntry,
+    python_of,
+    version_ranks,
+)
 from vllm_plugin_release.core.storetrust import superseded
 
 if TYPE_CHECKING:
@@ -37,7 +43,7 @@ _LAG = re.compile(r"\blag (\d+) minor, (\d+) days\b")
 class Stored:
     """One index entry and its manifest as verified (`manifest` None: `problem` says why)."""
 
-    entry: dict[str, Any]
+    entry: IndexEntry
     manifest: Manifest | None
     problem: str | None
 
@@ -68,7 +74,7 @@ def _cell(site: str, pid: str, stored: Stored, releases: list[dict[str, Any]]) -
     if manifest is not None:
         runner, verdict = manifest.conformance.runner, manifest.verdict
     else:  # the index's word only: shown, and marked not verified
-        runner, verdict = stored.entry.get("runner"), stored.entry.get("verdict")
+        runner, verdict = stored.entry.runner, stored.entry.verdict
     if runner != site:
         return {
             "verdict": None,
@@ -82,7 +88,7 @@ def _cell(site: str, pid: str, stored: Stored, releases: list[dict[str, Any]]) -
         "lag_days": _lag_days(None, manifest),
         "signed_by": "manifest",
         "verified": manifest is not None,
-        "time": stored.entry.get("certified_at"),
+        "time": stored.entry.certified_at,
     }
 
 
@@ -104,25 +110,25 @@ def install_line(pid: str, store: str, key: str) -> str:
 def _pairing(stored: Stored, entries: list[dict[str, Any]], store: str, key: str) -> dict[str, Any]:
     """One pairing's data; `entries`: the ledger's entries for it, in ledger order."""
     entry, manifest = stored.entry, stored.manifest
-    pid = entry["pairing_id"]
+    pid = entry.pairing_id
     problem = stored.problem
     if manifest is not None and problem is None:
-        problem = superseded(entries, pid, entry["manifest_sha256"])
+        problem = superseded(entries, pid, entry.manifest_sha256)
     releases = [e for e in entries if e.get("kind") == "release"]
-    plugin = entry["plugin"]
+    plugin = entry.plugin
     return {
         "pairing_id": pid,
         "page": f"{PAGES}/{pid}.html",
-        "name": entry.get("name"),
-        "core": {"name": entry["core"].get("name") or "vllm", "version": entry["core"]["version"]},
+        "name": entry.name,
+        "core": {"name": entry.core.name or "vllm", "version": entry.core.version},
         "plugin": {
-            "name": plugin["name"],
-            "version": plugin["version"],
-            "commit": plugin.get("commit"),
+            "name": plugin.name,
+            "version": plugin.version,
+            "commit": plugin.commit,
         },
         "python": python_of(entry),
-        "runtime": entry.get("runtime"),
-        "manifest_sha256": entry["manifest_sha256"],
+        "runtime": entry.raw.get("runtime"),  # as the entry has it
+        "manifest_sha256": entry.manifest_sha256,
         "signature": {"verified": problem is None, "problem": problem},
         "sites": {site: _cell(site, pid, stored, releases) for site in SITES},
         "api_approval": _approval(manifest),
@@ -210,7 +216,7 @@ def build(
     by_pairing: dict[str, list[dict[str, Any]]] = {}
     for e in ledger:
         by_pairing.setdefault(str(e.get("pairing_id")), []).append(e)
-    pairings = [_pairing(s, by_pairing.get(s.entry["pairing_id"], []), store, key) for s in stored]
+    pairings = [_pairing(s, by_pairing.get(s.entry.pairing_id, []), store, key) for s in stored]
     rank = version_ranks(p["core"]["version"] for p in pairings)
     pairings.sort(
         key=lambda p: (

@@ -13,10 +13,11 @@ import html
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.indexentry import IndexEntry, StoreIndex, entry_from
 from vllm_plugin_release.core.manifestdoc import SCHEMA_VERSION, validate
 from vllm_plugin_release.core.storesummary import canonical_name
 from vllm_plugin_release.core.storetrust import core_matches, entry_pid_problem
@@ -42,6 +43,73 @@ VERDICTS = {
 
 
 # ---------------------------------------------------------------------------
+# A run's history record and what the store holds beside a manifest, typed (the index
+# and its entries: `core.indexentry`)
+
+
+class PublishedAt(NamedTuple):
+    """Where a run published its wheels: kind local (the run's pypiserver) or remote."""
+
+    kind: str
+    simple_url: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "simple_url": self.simple_url}
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One line of a pairing's verdict history (runs/<pairing_id>/<name>.json)."""
+
+    pairing_id: str | None
+    time: str
+    runner: str | None
+    verdict: str | None
+    manifest_sha256: str
+    index: PublishedAt | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": RUN_KIND,
+            "pairing_id": self.pairing_id,
+            "time": self.time,
+            "runner": self.runner,
+            "verdict": self.verdict,
+            "manifest_sha256": self.manifest_sha256,
+            "index": self.index.to_json() if self.index else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EntryExtras:
+    """What the store holds beside a manifest (see `entry_for`)."""
+
+    runs: tuple[RunRecord, ...] = ()
+    stored_wheels: dict[str, str] | None = None  # filename -> sha256 in wheels/
+    lock: bool = False
+
+
+def _optional(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def parse_run(data: Any) -> RunRecord | None:
+    """A run record as read from its file; None for one that is malformed (left out)."""
+    if not isinstance(data, dict) or data.get("kind") != RUN_KIND:
+        return None
+    time, sha = data.get("time"), data.get("manifest_sha256")
+    runner, verdict, index = data.get("runner"), data.get("verdict"), data.get("index")
+    if not (isinstance(time, str) and isinstance(sha, str)):
+        return None
+    if not all(v is None or isinstance(v, str) for v in (runner, verdict)):
+        return None
+    where = None
+    if isinstance(index, dict) and isinstance(index.get("kind"), str):
+        where = PublishedAt(index["kind"], _optional(index.get("simple_url")))
+    return RunRecord(_optional(data.get("pairing_id")), time, runner, verdict, sha, where)
+
+
+# ---------------------------------------------------------------------------
 # Index entries and the index
 
 
@@ -64,34 +132,29 @@ def check_lock(manifest: Manifest, data: bytes, where: str, hint: str = "") -> s
 
 
 def run_record(
-    manifest: Manifest, manifest_sha256: str, time: str, index: dict[str, Any]
-) -> dict[str, Any]:
+    manifest: Manifest, manifest_sha256: str, time: str, index: PublishedAt
+) -> RunRecord:
     """One line of a pairing's verdict history: when, which runner, which verdict, where
-    its wheels were published (`index`: kind local|remote, simple_url)."""
+    its wheels were published (`index`)."""
     conf = manifest.conformance
-    return {
-        "kind": RUN_KIND,
-        "pairing_id": manifest.pairing_id,
-        "time": time,
-        "runner": conf.runner,
-        "verdict": conf.verdict,
-        "manifest_sha256": manifest_sha256,
-        "index": index,
-    }
+    return RunRecord(manifest.pairing_id, time, conf.runner, conf.verdict, manifest_sha256, index)
 
 
-def run_file_name(run: dict[str, Any]) -> str:
-    stamp = run["time"].replace("-", "").replace(":", "")
-    return f"{stamp}-{run['runner'] or 'none'}-{run['manifest_sha256'][:12]}.json"
+def run_file_name(run: RunRecord) -> str:
+    stamp = run.time.replace("-", "").replace(":", "")
+    return f"{stamp}-{run.runner or 'none'}-{run.manifest_sha256[:12]}.json"
 
 
-def history(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Run records as history lines, newest first (a malformed record is left out)."""
-    keep = ("time", "runner", "verdict", "manifest_sha256")
+def history(runs: Iterable[RunRecord]) -> list[dict[str, Any]]:
+    """Run records as the history lines an entry holds, newest first."""
     out = [
-        {k: r.get(k) for k in keep}
+        {
+            "time": r.time,
+            "runner": r.runner,
+            "verdict": r.verdict,
+            "manifest_sha256": r.manifest_sha256,
+        }
         for r in runs
-        if isinstance(r, dict) and r.get("kind") == RUN_KIND and isinstance(r.get("time"), str)
     ]
     return sorted(out, key=lambda r: (r["time"], str(r["manifest_sha256"])), reverse=True)
 
@@ -100,7 +163,8 @@ def _wheels(
     manifest: Manifest, stored: dict[str, str], newest: dict[str, Any] | None
 ) -> list[dict[str, Any]]:
     """Where each certified wheel lives: the index it was published to (None for the local
-    pypiserver, gone after the run) and its copy in the store's embedded index."""
+    pypiserver, gone after the run) and its copy in the store's embedded index. (`newest`
+    is a history line, which names no index: `index_url` has so far always been None.)"""
     index = (newest or {}).get("index") or {}
     out = []
     for part in manifest.parts():
@@ -121,19 +185,25 @@ def entry_for(
     manifest: Manifest,
     manifest_sha256: str,
     has_statement: bool,
-    extras: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    extras: EntryExtras | None = None,
+) -> IndexEntry:
     """The index entry summarising one manifest (what query, matrix and install read).
 
     `extras`, what the store holds beside the manifest: `runs` (run records),
     `stored_wheels` (filename -> sha256 in wheels/), `lock` (pairings/<id>.lock.txt is
     there; its bytes were checked against the manifest's signed lock_sha256)."""
+    return entry_from(_entry_json(manifest, manifest_sha256, has_statement, extras))
+
+
+def _entry_json(
+    manifest: Manifest, manifest_sha256: str, has_statement: bool, extras: EntryExtras | None
+) -> dict[str, Any]:
     pid = manifest.pairing_id
     core, plugin, conf = manifest.core, manifest.plugin, manifest.conformance
     runtime = manifest.runtime
-    extras = extras or {}
-    past = history(extras.get("runs") or [])
-    lock = extras.get("lock")
+    extras = extras or EntryExtras()
+    past = history(extras.runs)
+    lock = extras.lock
     return {
         "pairing_id": pid,
         "name": manifest.name,
@@ -144,7 +214,7 @@ def entry_for(
         "source_date": manifest.source_date,
         "certified_at": past[0]["time"] if past else None,
         "history": past,
-        "wheels": _wheels(manifest, extras.get("stored_wheels") or {}, past[0] if past else None),
+        "wheels": _wheels(manifest, extras.stored_wheels or {}, past[0] if past else None),
         "requirements": {
             "path": lock_path(pid),
             "sha256": manifest.environment.lock_sha256,
@@ -176,7 +246,8 @@ def entry_for(
     }
 
 
-def check_index(data: Any, where: str) -> dict[str, Any]:
+def check_index(data: Any, where: str) -> StoreIndex:
+    """index.json's JSON, checked (kind, schema_version, each entry) and typed."""
     if not isinstance(data, dict) or data.get("kind") != INDEX_KIND:
         raise BadInput(f"{where}: not a manifest store index (kind {INDEX_KIND!r} expected)")
     version = data.get("schema_version")
@@ -188,8 +259,26 @@ def check_index(data: Any, where: str) -> dict[str, Any]:
         )
     if not isinstance(data.get("pairings"), dict):
         raise BadInput(f"{where}: key 'pairings' must be an object")
-    check_entries(data["pairings"].items(), where)
-    return data
+    return StoreIndex(parse_entries(data["pairings"].items(), where))
+
+
+def parse_entries(entries: Iterable[tuple[Any, Any]], where: str) -> dict[str, IndexEntry]:
+    """The (key, entry) pairs of an index, or of a store summary's chunk, checked
+    (`check_entries`) and typed, by pairing id."""
+    import gc
+
+    pairs = list(entries)
+    check_entries(pairs, where)
+    # Typing a fleet's index makes a few hundred thousand small tuples over the dicts just
+    # read (no cycles among them): the collector, which would walk all of index.json's
+    # objects again and again meanwhile, waits until they are made.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return {pid: entry_from(entry) for pid, entry in pairs}
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def check_entries(entries: Iterable[tuple[Any, Any]], where: str) -> None:
@@ -281,19 +370,25 @@ def parse_manifest(text: str, relative: str, location: str) -> Manifest:
     return parse(data, where)
 
 
-def empty_index() -> dict[str, Any]:
-    return {"schema_version": INDEX_SCHEMA_VERSION, "kind": INDEX_KIND, "pairings": {}}
+def empty_index() -> StoreIndex:
+    return StoreIndex({})
 
 
-def index_bytes(index: dict[str, Any]) -> bytes:
-    return (json.dumps(index, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+def index_bytes(index: StoreIndex) -> bytes:
+    """index.json's bytes: each entry as written (`IndexEntry.raw`)."""
+    data = {
+        "schema_version": INDEX_SCHEMA_VERSION,
+        "kind": INDEX_KIND,
+        "pairings": {pid: entry.raw for pid, entry in index.pairings.items()},
+    }
+    return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
 def rebuild_index(
     manifests: Iterable[tuple[str, bytes, bool]],
-    previous: dict[str, Any],
-    extras: Callable[[str], dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+    previous: StoreIndex,
+    extras: Callable[[str], EntryExtras] | None = None,
+) -> StoreIndex:
     """The index of the manifests present, given as (pairing id, file bytes, has statement),
     with `extras(pairing_id)` (see `entry_for`) from the files beside them.
 
@@ -303,39 +398,40 @@ def rebuild_index(
     from vllm_plugin_release.core.manifestmodel import parse
 
     index = empty_index()
-    old = previous.get("pairings", {})
+    old = previous.pairings
     for pid, data, has_statement in manifests:
         try:
             manifest = json.loads(data)
             version = manifest.get("schema_version")
             if isinstance(version, int) and version > SCHEMA_VERSION and pid in old:
-                index["pairings"][pid] = old[pid]
+                index.pairings[pid] = old[pid]
                 continue
             more = extras(pid) if extras else None
             typed = parse(manifest, f"{PAIRINGS}/{pid}.json")
             entry = entry_for(typed, hashlib.sha256(data).hexdigest(), has_statement, more)
         except (json.JSONDecodeError, BadInput, KeyError, TypeError, AttributeError):
             if pid in old:
-                index["pairings"][pid] = old[pid]
+                index.pairings[pid] = old[pid]
             continue
-        index["pairings"][pid] = entry
+        index.pairings[pid] = entry
     return index
 
 
-def check_same_wheels(
-    previous: dict[str, Any] | None, entry: dict[str, Any], location: str
-) -> None:
+def check_same_wheels(previous: IndexEntry | None, entry: IndexEntry, location: str) -> None:
     """A pairing's wheels never change once published: GateFailed if `entry` differs."""
     if previous is None:
         return
-    pid = entry["pairing_id"]
-    for part in ("core", "plugin"):
-        if previous[part]["sha256"] != entry[part]["sha256"]:
+    pid = entry.pairing_id
+    for part, was, now in (
+        ("core", previous.core, entry.core),
+        ("plugin", previous.plugin, entry.plugin),
+    ):
+        if was.sha256 != now.sha256:
             raise GateFailed(
                 f"{location}: pairing {pid[:16]} is already in the store "
-                f"with {part} wheel {previous[part]['wheel']} sha256 "
-                f"{previous[part]['sha256']}; this manifest has "
-                f"{entry[part]['sha256']}",
+                f"with {part} wheel {was.wheel} sha256 "
+                f"{was.sha256}; this manifest has "
+                f"{now.sha256}",
                 hint="a pairing's wheels never change once published; "
                 "check the build's reproducibility",
             )
@@ -367,62 +463,62 @@ def _rank_key(text: str) -> Any:
 
 
 def query(
-    index: dict[str, Any],
+    index: StoreIndex,
     *,
     core: str | None = None,
     plugin: str | None = None,
     verdict: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[IndexEntry]:
     """Entries matching the filters, newest core first, best verdict first."""
     out = []
-    for entry in index["pairings"].values():
-        if core and not core_matches(entry["core"]["version"], core):
+    for entry in index.pairings.values():
+        if core and not core_matches(entry.core.version, core):
             continue
-        if plugin and canonical_name(entry["plugin"]["name"]) != canonical_name(plugin):
+        if plugin and canonical_name(entry.plugin.name) != canonical_name(plugin):
             continue
-        if verdict and entry.get("verdict") != verdict:
+        if verdict and entry.verdict != verdict:
             continue
         out.append(entry)
-    rank = version_ranks(e["core"]["version"] for e in out)
+    rank = version_ranks(e.core.version for e in out)
     out.sort(
         key=lambda e: (
-            -rank[e["core"]["version"]],
-            VERDICT_ORDER.get(e.get("verdict"), 9),
-            e["plugin"]["name"],
-            e["pairing_id"],
+            -rank[e.core.version],
+            VERDICT_ORDER.get(e.verdict, 9),
+            e.plugin.name,
+            e.pairing_id,
         )
     )
     return out
 
 
-def _plugin_column(entry: dict[str, Any]) -> str:
-    commit = entry["plugin"].get("commit")
-    return f"{entry['plugin']['name']}@{commit[:12] if commit else entry['plugin']['version']}"
+def _plugin_column(entry: IndexEntry) -> str:
+    commit = entry.plugin.commit
+    return f"{entry.plugin.name}@{commit[:12] if commit else entry.plugin.version}"
 
 
 @dataclass(frozen=True)
 class Matrix:
     cores: list[str]
     plugins: list[str]
-    cells: dict[tuple[str, str], list[dict[str, Any]]]
+    cells: dict[tuple[str, str], list[IndexEntry]]
 
     def cell_text(self, core: str, plugin: str) -> str:
         entries = self.cells.get((core, plugin), [])
-        return ", ".join(f"{e.get('verdict') or 'none'} (py{python_of(e)})" for e in entries)
+        return ", ".join(f"{e.verdict or 'none'} (py{python_of(e)})" for e in entries)
 
 
-def matrix(index: dict[str, Any]) -> Matrix:
+def matrix(index: StoreIndex) -> Matrix:
     """Core versions (rows, newest first) x plugin commits (columns) -> verdicts."""
-    cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    cells: dict[tuple[str, str], list[IndexEntry]] = {}
     cores: set[str] = set()
     plugins: set[str] = set()
-    for entry in index["pairings"].values():
-        core, column = entry["core"]["version"], _plugin_column(entry)
+    for entry in index.pairings.values():
+        core, column = entry.core.version, _plugin_column(entry)
         cores.add(core)
         plugins.add(column)
         cells.setdefault((core, column), []).append(entry)
     for entries in cells.values():
-        entries.sort(key=lambda e: (str(e.get("python")), e["pairing_id"]))
+        entries.sort(key=lambda e: (str(e.python), e.pairing_id))
     rank = version_ranks(cores)
     return Matrix(
         cores=sorted(cores, key=rank.__getitem__, reverse=True),
@@ -431,16 +527,16 @@ def matrix(index: dict[str, Any]) -> Matrix:
     )
 
 
-def runtime_text(entry: dict[str, Any]) -> str:
-    rt = entry.get("runtime") or {}
-    if not rt.get("name"):
+def runtime_text(entry: IndexEntry) -> str:
+    rt = entry.runtime
+    if not rt.name:
         return "no runtime"
-    version = f" {rt['version']}" if rt.get("version") else ""
-    return f"{rt['name']}{version}: {rt.get('status') or 'unknown'}"
+    version = f" {rt.version}" if rt.version else ""
+    return f"{rt.name}{version}: {rt.status or 'unknown'}"
 
 
-def python_of(entry: dict[str, Any]) -> str:
-    return ".".join(str(entry.get("python") or "?").split(".")[:2])
+def python_of(entry: IndexEntry) -> str:
+    return ".".join(str(entry.python or "?").split(".")[:2])
 
 
 def legend_rows(m: Matrix) -> list[tuple[str, str, list[str]]]:
@@ -450,12 +546,11 @@ def legend_rows(m: Matrix) -> list[tuple[str, str, list[str]]]:
     seen: dict[tuple[Any, ...], str] = {}
     for (_, column), entries in sorted(m.cells.items()):
         for e in entries:
-            rt = e.get("runtime") or {}
-            ident = (rt.get("name"), rt.get("version"), rt.get("status"))
+            ident = (e.runtime.name, e.runtime.version, e.runtime.status)
             if ident not in seen:
                 seen[ident] = runtime_text(e)
             runtimes[column].add(seen[ident])
-            paths[column].append(str(e.get("manifest")))
+            paths[column].append(str(e.raw.get("manifest")))  # as written, whatever it is
     return [(c, ", ".join(sorted(runtimes[c])), paths[c]) for c in m.plugins]
 
 
@@ -502,7 +597,7 @@ def render_html(m: Matrix, *, title: str = "vLLM core x plugin compatibility") -
             parts.append(f"<tr><th>{e(c)}</th>")
             for p in m.plugins:
                 entries = m.cells.get((c, p), [])
-                css = entries[0].get("verdict") if len(entries) == 1 else ""
+                css = entries[0].verdict if len(entries) == 1 else ""
                 cls = f' class="{e(css)}"' if css in ("fleet", "pilot", "lab") else ""
                 parts.append(f"<td{cls}>{e(m.cell_text(c, p))}</td>")
             parts.append("</tr>")
@@ -526,7 +621,7 @@ def loads(data: bytes) -> Any:
     return bounded.loads(data)
 
 
-def index_from(data: bytes, where: str) -> dict[str, Any]:
+def index_from(data: bytes, where: str) -> StoreIndex:
     """index.json's bytes, parsed and checked (`check_index`); BadInput naming `where`."""
     try:
         index = loads(data)

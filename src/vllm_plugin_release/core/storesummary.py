@@ -32,10 +32,14 @@ import hashlib
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import BadInput
+
+if TYPE_CHECKING:  # the entries' type only
+    from vllm_plugin_release.core.indexentry import IndexEntry
 
 SUMMARY_FILE = "summary.json"
 SUMMARY_DIR = "summary"
@@ -65,7 +69,60 @@ def matrix_path(sha256: str, fmt: str) -> str:
 
 
 def record(data: bytes) -> dict[str, Any]:
-    return {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    """`file_record(data)` as its JSON (what summary.json and the ledger summary write)."""
+    return file_record(data).to_json()
+
+
+class FileRecord(NamedTuple):
+    """A file a summary names: its sha256 and size."""
+
+    sha256: str
+    size: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sha256": self.sha256, "size": self.size}
+
+
+def file_record(data: bytes) -> FileRecord:
+    return FileRecord(hashlib.sha256(data).hexdigest(), len(data))
+
+
+class ChunkRecord(NamedTuple):
+    """A chunk summary.json names, as reading it needs: its file and how many entries."""
+
+    sha256: str
+    size: int
+    count: int
+
+
+class ChunkBounds(NamedTuple):
+    """What picking a chunk reads of its record: its first and last entry's core versions,
+    the plugins (canonical names) and verdicts in it."""
+
+    cores: tuple[str, str]
+    plugins: tuple[str, ...]
+    verdicts: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRoot:
+    """summary.json, read by `parse_root`: its top checked and typed; each chunk record is
+    checked when it is used (`chunk`, `bounds`), so that a read that needs one chunk, or
+    none, does not check them all."""
+
+    index: FileRecord
+    pairings: int
+    matrix: dict[str, FileRecord]  # by format (`FORMATS`)
+    _chunks: list[Any]  # the chunk records as read: see `chunk` and `bounds`
+
+    def __len__(self) -> int:
+        return len(self._chunks)
+
+    def chunk(self, number: int, where: str) -> ChunkRecord:
+        return chunk_record(self, number, where)
+
+    def bounds(self, number: int, where: str) -> ChunkBounds:
+        return pick(self._chunks, number, where)
 
 
 # ---------------------------------------------------------------------------
@@ -73,7 +130,7 @@ def record(data: bytes) -> dict[str, Any]:
 
 
 def build(
-    ordered: list[dict[str, Any]], index_data: bytes, renders: dict[str, str]
+    ordered: list[IndexEntry], index_data: bytes, renders: dict[str, str]
 ) -> tuple[bytes, dict[str, bytes]]:
     """(summary.json's bytes, {store path: bytes} of the files under summary/) for the
     index whose file is `index_data`: `ordered` its entries in query order, `renders` its
@@ -82,16 +139,16 @@ def build(
     chunks = []
     for start in range(0, len(ordered), CHUNK):
         part = ordered[start : start + CHUNK]
-        data = _canonical(part).encode()
+        data = _canonical([e.raw for e in part]).encode()  # the entries as written
         rec = record(data)
         files[chunk_path(rec["sha256"])] = data
         chunks.append(
             {
                 **rec,
                 "count": len(part),
-                "cores": [part[0]["core"]["version"], part[-1]["core"]["version"]],
-                "plugins": sorted({canonical_name(e["plugin"]["name"]) for e in part}),
-                "verdicts": sorted({str(e.get("verdict")) for e in part}),
+                "cores": [part[0].core.version, part[-1].core.version],
+                "plugins": sorted({canonical_name(e.plugin.name) for e in part}),
+                "verdicts": sorted({str(e.verdict) for e in part}),
             }
         )
     matrix = {}
@@ -119,12 +176,19 @@ def _canonical(value: Any) -> str:
 # Reading (summary.json verified against the store's head before it is parsed here)
 
 
-def parse_root(data: bytes, where: str) -> dict[str, Any]:
+def parse_root(data: bytes, where: str) -> SummaryRoot:
     """summary.json checked at its top: BadInput naming what is malformed. A chunk's record
     is checked when it is used (`pick`, `chunk_record`), so that a read that needs one
     chunk, or none (the matrix), does not check them all; nothing of it is walked whole
     (its values are read by their keys), so its depth needs no walk either."""
-    return checked_root(data, where, ("summary.json", "a store summary"), _root_problem, HINT)
+    root = checked_root(data, where, ("summary.json", "a store summary"), _root_problem, HINT)
+    index, matrix = root["index"], root["matrix"]
+    return SummaryRoot(
+        index=FileRecord(index["sha256"], index["size"]),
+        pairings=root["pairings"],
+        matrix={f: FileRecord(matrix[f]["sha256"], matrix[f]["size"]) for f in FORMATS},
+        _chunks=root["chunks"],
+    )
 
 
 def checked_root(
@@ -170,7 +234,7 @@ def _root_problem(root: Any) -> str | None:
 _PICK_SHAPE = bounded.shape((("cores", (list,)), ("plugins", (list,)), ("verdicts", (list,))))
 
 
-def pick(chunks: list[Any], number: int, where: str) -> dict[str, Any]:
+def pick(chunks: list[Any], number: int, where: str) -> ChunkBounds:
     """Chunk record `number` with what `chunks_for` reads of it checked."""
     chunk = chunks[number]
     problem = bounded.shape_problem(chunk, _PICK_SHAPE)
@@ -179,19 +243,21 @@ def pick(chunks: list[Any], number: int, where: str) -> dict[str, Any]:
         problem = "'cores' is not two versions"
     if problem:
         raise BadInput(f"{where}: chunks[{number}]: {problem}", hint=HINT)
-    return chunk
+    plugins = tuple(p for p in chunk["plugins"] if isinstance(p, str))  # what a name can match
+    verdicts = tuple(v for v in chunk["verdicts"] if isinstance(v, str))
+    return ChunkBounds((cores[0], cores[1]), plugins, verdicts)
 
 
-def chunk_record(root: dict[str, Any], number: int, where: str) -> dict[str, Any]:
+def chunk_record(root: SummaryRoot, number: int, where: str) -> ChunkRecord:
     """Chunk record `number` with what reading the chunk needs checked (sha256, size,
     count)."""
-    chunk = root["chunks"][number]
+    chunk = root._chunks[number]
     count = chunk.get("count") if isinstance(chunk, dict) else None
     if not _record_ok(chunk) or not isinstance(count, int) or isinstance(count, bool):
         raise BadInput(
             f"{where}: chunks[{number}]: not a sha256, a size and a count of entries", hint=HINT
         )
-    return chunk
+    return ChunkRecord(chunk["sha256"], chunk["size"], count)
 
 
 def _record_ok(rec: Any) -> bool:
@@ -222,19 +288,19 @@ def parse_chunk(data: bytes, count: int, where: str) -> list[Any]:
     return entries
 
 
-def check_depth(entries: list[dict[str, Any]], where: str) -> None:
+def check_depth(entries: list[IndexEntry], where: str) -> None:
     """BadInput when an entry nests deeper than `bounded.MAX_DEPTH` (before it is printed)."""
     for entry in entries:
-        if bounded.deeper_than(entry, bounded.MAX_DEPTH - 1):
+        if bounded.deeper_than(entry.raw, bounded.MAX_DEPTH - 1):
             raise BadInput(
-                f"{where}: pairing {bounded.shown(entry.get('pairing_id'))} is nested deeper "
+                f"{where}: pairing {bounded.shown(entry.pairing_id)} is nested deeper "
                 f"than {bounded.MAX_DEPTH} levels",
                 hint=HINT,
             )
 
 
 def chunks_for(
-    root: dict[str, Any],
+    root: SummaryRoot,
     *,
     core: str | None = None,
     plugin: str | None = None,
@@ -243,19 +309,18 @@ def chunks_for(
 ) -> list[int]:
     """The chunks that can hold an entry matching the filters, in order. Only a superset
     is promised: each entry of them is matched again (`storeindex.query`)."""
-    chunks = root["chunks"]
-    picked = range(len(chunks))
+    picked = range(len(root))
     if core:
-        picked = _core_range(chunks, core, where)
+        picked = _core_range(root, core, where)
     if plugin:
         name = canonical_name(plugin)
-        picked = [i for i in picked if name in pick(chunks, i, where)["plugins"]]
+        picked = [i for i in picked if name in root.bounds(i, where).plugins]
     if verdict:
-        picked = [i for i in picked if verdict in pick(chunks, i, where)["verdicts"]]
+        picked = [i for i in picked if verdict in root.bounds(i, where).verdicts]
     return list(picked)
 
 
-def _core_range(chunks: list[dict[str, Any]], core: str, where: str) -> range:
+def _core_range(root: SummaryRoot, core: str, where: str) -> range:
     """The run of chunks whose core versions (newest first: each chunk from cores[0] down
     to cores[1]) can include a match for `core`: an exact version, or a specifier's lower
     and upper bounds (>=, >, ~=, ==; <=, <, ==), found by bisection. Any other specifier
@@ -263,10 +328,10 @@ def _core_range(chunks: list[dict[str, Any]], core: str, where: str) -> range:
     from packaging.version import InvalidVersion, Version
 
     low, high = _bounds(core)
-    n = len(chunks)
+    n = len(root)
 
-    def cores(i: int) -> list[str]:
-        return pick(chunks, i, where)["cores"]
+    def cores(i: int) -> tuple[str, str]:
+        return root.bounds(i, where).cores
 
     try:  # from the first chunk whose oldest core (public part) is at or under `high`...
         start = 0 if high is None else _first(n, lambda i: _public(cores(i)[1]) <= high)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from vllm_plugin_release.core.errors import BadInput
 
 if TYPE_CHECKING:
+    from vllm_plugin_release.core.indexentry import IndexEntry
     from vllm_plugin_release.core.manifestmodel import Manifest
 
 
@@ -63,7 +64,7 @@ def entry_pid_problem(key: Any, entry: dict[str, Any]) -> str | None:
 
 def request_problems(
     manifest: Manifest,
-    entry: dict[str, Any],
+    entry: IndexEntry,
     *,
     pid: str,
     manifest_sha256: str,
@@ -81,13 +82,13 @@ def request_problems(
             f"the manifest is pairing {manifest.pairing_id[:16]}, not {pid[:16]}: "
             "another pairing's files under this one's name"
         )
-    if entry.get("manifest_sha256") != manifest_sha256:
+    if entry.manifest_sha256 != manifest_sha256:
         problems.append(
             f"the manifest's sha256 is {manifest_sha256[:16]}, the signed index names "
-            f"{str(entry.get('manifest_sha256'))[:16]}"
+            f"{entry.manifest_sha256[:16]}"
         )
     have = (manifest.core.version, manifest.plugin.name, manifest.plugin.commit)
-    said = (entry["core"]["version"], entry["plugin"]["name"], entry["plugin"].get("commit"))
+    said = (entry.core.version, entry.plugin.name, entry.plugin.commit)
     if have != said:
         problems.append(
             f"the manifest is {_pairing(*have)}, the index entry says {_pairing(*said)}"

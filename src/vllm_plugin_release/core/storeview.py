@@ -15,6 +15,7 @@ from typing import Any
 
 from vllm_plugin_release.core.storeindex import (
     VERDICTS,
+    IndexEntry,
     Matrix,
     legend_rows,
     python_of,
@@ -37,25 +38,24 @@ def _wrapper(width: int, indent: str) -> Any:
     return wrap
 
 
-def query_text(entries: list[dict[str, Any]], location: str, width: int = WIDTH) -> str:
+def query_text(entries: list[IndexEntry], location: str, width: int = WIDTH) -> str:
     """One block per pairing, every line at most `width` columns, no name cut."""
     wrap = _wrapper(width, "    ")
     lines = [*wrap(f"{len(entries)} pairing(s) in {location}"), ""]
     for e in entries:
-        p = e["plugin"]
+        p = e.plugin
         head = (
-            f"{e['core'].get('name', 'vllm')} {e['core']['version']} + "
-            f"{p['name']} {p['version']}: {e.get('verdict') or 'none'} "
-            f"({e.get('runner') or '?'} runner)"
+            f"{e.core.name} {e.core.version} + "
+            f"{p.name} {p.version}: {e.verdict or 'none'} "
+            f"({e.runner or '?'} runner)"
         )
-        commit = (p.get("commit") or "no commit")[:12]
+        commit = (p.commit or "no commit")[:12]
         detail = [
-            f"id {e['pairing_id'][:16]}  python {python_of(e)}  commit {commit}",
+            f"id {e.pairing_id[:16]}  python {python_of(e)}  commit {commit}",
             f"runtime {runtime_text(e)}",
         ]
-        if e.get("certified_at"):
-            past = e.get("history") or []
-            detail.append(f"certified {e['certified_at']}; {len(past)} run(s) in its history")
+        if e.certified_at:
+            detail.append(f"certified {e.certified_at}; {e.runs} run(s) in its history")
         lines += wrap(head)
         for text in detail:
             lines += wrap("  " + text)
@@ -75,8 +75,8 @@ def _keys(n: int) -> list[str]:
     return out
 
 
-def _cell_lines(entries: list[dict[str, Any]]) -> list[str]:
-    return [f"{e.get('verdict') or 'none'} py{python_of(e)}" for e in entries] or ["-"]
+def _cell_lines(entries: list[IndexEntry]) -> list[str]:
+    return [f"{e.verdict or 'none'} py{python_of(e)}" for e in entries] or ["-"]
 
 
 def matrix_text(m: Matrix, width: int = WIDTH) -> str:
@@ -130,7 +130,7 @@ def _legend(m: Matrix, keys: dict[str, str], width: int) -> list[str]:
             for column in m.plugins:
                 key = keys[column]
                 out += [
-                    f"  {core} [{key}] py{python_of(e)}: {e['pairing_id'][:16]}"[:width]
+                    f"  {core} [{key}] py{python_of(e)}: {e.pairing_id[:16]}"[:width]
                     for e in m.cells.get((core, column), ())
                 ]
     out.append("verdicts:")
@@ -149,13 +149,13 @@ def matrix_json(m: Matrix) -> dict[str, Any]:
                 "core": core,
                 "plugin": column,
                 "pairings": [
-                    {
-                        "pairing_id": e["pairing_id"],
-                        "verdict": e.get("verdict"),
-                        "runner": e.get("runner"),
-                        "python": e.get("python"),
-                        "runtime": e.get("runtime"),
-                        "manifest": e.get("manifest"),
+                    {  # the runtime and manifest path as the entry has them
+                        "pairing_id": e.pairing_id,
+                        "verdict": e.verdict,
+                        "runner": e.runner,
+                        "python": e.python,
+                        "runtime": e.raw.get("runtime"),
+                        "manifest": e.raw.get("manifest"),
                     }
                     for e in entries
                 ],

@@ -48,6 +48,10 @@ from vllm_plugin_release.core.storeindex import (
     PAIRINGS,
     RUNS,
     WHEELS,
+    EntryExtras,
+    IndexEntry,
+    PublishedAt,
+    StoreIndex,
     check_index,
     check_lock,
     check_same_wheels,
@@ -58,6 +62,7 @@ from vllm_plugin_release.core.storeindex import (
     loads,
     lock_path,
     parse_manifest,
+    parse_run,
     rebuild_index,
     run_file_name,
     run_record,
@@ -84,21 +89,19 @@ def utc_now() -> str:
 @dataclass(frozen=True)
 class Extras:
     """What a publish adds beside the manifest: the pairing's lock (bytes), the two wheels,
-    and where they were published (`index`: {kind: local|remote, simple_url})."""
+    and where they were published (`index`)."""
 
     lock: bytes | None = None
     wheels: tuple[Path, ...] = ()
-    index: dict[str, Any] | None = None
+    index: PublishedAt | None = None
     time: str | None = None  # the certification time; now when None
 
 
-def wheels_page(entries: list[dict[str, Any]]) -> str:
+def wheels_page(entries: list[IndexEntry]) -> str:
     """The embedded index's find-links page: every stored wheel with its sha256."""
     import html
 
-    files = sorted(
-        {(w["filename"], w["sha256"]) for e in entries for w in e["wheels"] if w["store_path"]}
-    )
+    files = sorted({(w.filename, w.sha256) for e in entries for w in e.stored_wheels})
     links = "".join(
         f'<a href="{html.escape(name)}#sha256={sha}">{html.escape(name)}</a><br>\n'
         for name, sha in files
@@ -114,8 +117,8 @@ def lock_timeout_from_env() -> float:
 @dataclass(frozen=True)
 class AddResult:
     status: str  # "added" | "unchanged" | "replaced"
-    entry: dict[str, Any]
-    previous: dict[str, Any] | None
+    entry: IndexEntry
+    previous: IndexEntry | None
     store: str
 
 
@@ -151,7 +154,7 @@ class DirStore:
     def where(self, relative: str) -> str:
         return str(self.root / relative)
 
-    def read_index(self) -> dict[str, Any]:
+    def read_index(self) -> StoreIndex:
         """The index as the folder holds it, checked but not verified (what a writer reads;
         a consumer reads it through `edges.trust`)."""
         try:
@@ -165,8 +168,9 @@ class DirStore:
     def read_text(self, relative: str, limit: int = bounded.MAX_DOCUMENT) -> str:
         return _text(self.read_bytes(relative, limit), self.where(relative))
 
-    def read_manifest(self, entry: dict[str, Any]) -> Manifest:
-        return parse_manifest(self.read_text(entry["manifest"]), entry["manifest"], self.location)
+    def read_manifest(self, entry: IndexEntry) -> Manifest:
+        relative = _manifest_at(entry, self.where(INDEX_FILE))
+        return parse_manifest(self.read_text(relative), relative, self.location)
 
     def read_bytes(self, relative: str, limit: int = bounded.MAX_DOCUMENT) -> bytes:
         """A store file's bytes: `relative` a safe store path (`storetrust.store_path`) that
@@ -241,7 +245,7 @@ class DirStore:
             pid = path.stem
             yield pid, path.read_bytes(), (folder / f"{pid}.intoto.jsonl").exists()
 
-    def _index_for_writing(self) -> dict[str, Any]:
+    def _index_for_writing(self) -> StoreIndex:
         """The current index; an unreadable one counts as empty (it is rebuilt from the
         manifests), one from a newer schema is refused rather than downgraded."""
         path = self.root / INDEX_FILE
@@ -282,30 +286,30 @@ class DirStore:
         status = "unchanged" if unchanged else ("replaced" if previous else "added")
         return AddResult(
             status=status,
-            entry=index["pairings"][entry["pairing_id"]],
+            entry=index.pairings[entry.pairing_id],
             previous=previous,
             store=self.location,
         )
 
     def _add_locked(
         self,
-        entry: dict[str, Any],
+        entry: IndexEntry,
         data: bytes,
         statement: bytes | None,
         manifest: Manifest,
         extras: Extras,
-    ) -> tuple[dict[str, Any] | None, bool, dict[str, Any]]:
+    ) -> tuple[IndexEntry | None, bool, StoreIndex]:
         """Write the pairing's files and index.json: (previous entry, unchanged?, new index)."""
-        pid = entry["pairing_id"]
+        pid = entry.pairing_id
         for wheel in extras.wheels:  # refused before anything of this pairing is written
             self._check_wheel(wheel)
         current = self._index_for_writing()
-        previous = current["pairings"].get(pid)
+        previous = current.pairings.get(pid)
         target = self.root / PAIRINGS / f"{pid}.json"
         check_same_wheels(previous, entry, self.location)
         unchanged = (
             previous is not None
-            and previous.get("manifest_sha256") == entry["manifest_sha256"]
+            and previous.manifest_sha256 == entry.manifest_sha256
             and target.exists()
             and target.read_bytes() == data
         )
@@ -318,11 +322,11 @@ class DirStore:
                 atomic_write_bytes(self.root / PAIRINGS / f"{pid}.intoto.jsonl", statement)
             atomic_write_bytes(target, data)
         if extras.index is not None:
-            self._record_run(manifest, entry["manifest_sha256"], extras)
+            self._record_run(manifest, entry.manifest_sha256, extras)
         index = rebuild_index(self._manifests(), current, self._extras_reader())
         data = index_bytes(index)
         _write_if_changed(self.root / INDEX_FILE, data)
-        page = wheels_page(list(index["pairings"].values())).encode()
+        page = wheels_page(list(index.pairings.values())).encode()
         _write_if_changed(self.root / WHEELS / "index.html", page)
         from vllm_plugin_release.edges import summarywrite
 
@@ -360,7 +364,7 @@ class DirStore:
             return
         assert extras.index is not None
         run = run_record(manifest, sha, extras.time or utc_now(), extras.index)
-        text = json.dumps(run, indent=2, sort_keys=True) + "\n"
+        text = json.dumps(run.to_json(), indent=2, sort_keys=True) + "\n"
         atomic_write_bytes(folder / run_file_name(run), text.encode())
 
     def _extras_reader(self) -> Any:
@@ -371,17 +375,28 @@ class DirStore:
             for p in (folder.glob("*.sha256") if folder.is_dir() else [])
         }
 
-        def extras(pid: str) -> dict[str, Any]:
+        def extras(pid: str) -> EntryExtras:
             runs = []
             for path in sorted((self.root / RUNS / pid).glob("*.json")):
-                run = records.read_object(path)  # bounded; an unusable one is left out
+                run = parse_run(records.read_object(path))  # bounded; an unusable one is left out
                 if run is not None:
                     runs.append(run)
             # the lock was checked against the signed lock_sha256 when it was written
             lock = (self.root / lock_path(pid)).is_file()
-            return {"runs": runs, "stored_wheels": stored, "lock": lock}
+            return EntryExtras(tuple(runs), stored, lock)
 
         return extras
+
+
+def _manifest_at(entry: IndexEntry, where: str) -> str:
+    """The store path of an entry's manifest; BadInput when its `manifest` is not a string."""
+    if entry.manifest is None:
+        raise BadInput(
+            f"{where}: pairings[{entry.pairing_id!r}]: 'manifest' is not a store path",
+            hint="the store index is damaged; restore index.json from a backup or "
+            "re-publish the pairing's manifest",
+        )
+    return entry.manifest
 
 
 def _document_bytes(path: Path, what: str) -> bytes:
@@ -457,15 +472,16 @@ class HttpStore:
                 hint="is this the manifest store's base URL?",
             )
 
-    def read_index(self) -> dict[str, Any]:
+    def read_index(self) -> StoreIndex:
         try:
             data = self.read_bytes(INDEX_FILE, bounded.MAX_INDEX)
         except Missing as exc:
             raise BadInput(str(exc.message), hint=exc.hint)
         return index_from(data, self.where(INDEX_FILE))
 
-    def read_manifest(self, entry: dict[str, Any]) -> Manifest:
-        return parse_manifest(self.read_text(entry["manifest"]), entry["manifest"], self.location)
+    def read_manifest(self, entry: IndexEntry) -> Manifest:
+        relative = _manifest_at(entry, self.where(INDEX_FILE))
+        return parse_manifest(self.read_text(relative), relative, self.location)
 
     def add(
         self, manifest_path: Path, statement_path: Path | None = None, extras: Extras | None = None

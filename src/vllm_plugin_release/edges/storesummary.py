@@ -37,20 +37,20 @@ def query(
     core: str | None = None,
     plugin: str | None = None,
     verdict: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[si.IndexEntry]:
     """`storeindex.query` over the store, reading only the chunks that can hold a match."""
 
-    def read() -> list[dict[str, Any]] | None:
+    def read() -> list[si.IndexEntry] | None:
         root = _root(trusted)
         if root is None:
             return None
-        if core and root["pairings"]:
+        if core and root.pairings:
             core_matches("0", core)  # a --core that is not one: bad input, as for an index
-        pairs: dict[Any, Any] = {}
+        pairs: dict[str, si.IndexEntry] = {}
         where = trusted.store.where(ss.SUMMARY_FILE)
         for number in ss.chunks_for(root, core=core, plugin=plugin, verdict=verdict, where=where):
-            pairs.update(_chunk(trusted, ss.chunk_record(root, number, where)))
-        found = si.query({"pairings": pairs}, core=core, plugin=plugin, verdict=verdict)
+            pairs.update(_chunk(trusted, root.chunk(number, where)))
+        found = si.query(si.StoreIndex(pairs), core=core, plugin=plugin, verdict=verdict)
         ss.check_depth(found, trusted.store.where(ss.SUMMARY_DIR))
         return found
 
@@ -68,9 +68,9 @@ def matrix(trusted: Trusted, fmt: str) -> str:
         root = _root(trusted)
         if root is None:
             return None
-        rec = root["matrix"][fmt]
-        relative = ss.matrix_path(rec["sha256"], fmt)
-        data = blob(trusted, relative, rec)
+        rec = root.matrix[fmt]
+        relative = ss.matrix_path(rec.sha256, fmt)
+        data = read_file(trusted, relative, rec)
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -94,7 +94,7 @@ def again(trusted: Trusted, read: Callable[[], T]) -> T:
         return read()
 
 
-def _root(trusted: Trusted) -> dict[str, Any] | None:
+def _root(trusted: Trusted) -> ss.SummaryRoot | None:
     """summary.json as the head vouches for it, naming the index.json the head vouches for;
     None (with a note) when the head lists no summary."""
     head = trusted.head()
@@ -115,10 +115,10 @@ def _root(trusted: Trusted) -> dict[str, Any] | None:
     where = trusted.store.where(ss.SUMMARY_FILE)
     root = ss.parse_root(data, where)
     index = head.files.get(si.INDEX_FILE) or {}
-    if {k: index.get(k) for k in ("sha256", "size")} != root["index"]:
+    if {k: index.get(k) for k in ("sha256", "size")} != root.index.to_json():
         raise GateFailed(
-            f"{where}: made from index.json sha256 {root['index']['sha256'][:16]} "
-            f"({root['index']['size']} bytes), not the index.json the store's signed head "
+            f"{where}: made from index.json sha256 {root.index.sha256[:16]} "
+            f"({root.index.size} bytes), not the index.json the store's signed head "
             f"(version {head.version}) vouches for (sha256 {str(index.get('sha256'))[:16]}, "
             f"{index.get('size')} bytes): a summary of another state of the store",
             hint=ss.HINT,
@@ -126,35 +126,41 @@ def _root(trusted: Trusted) -> dict[str, Any] | None:
     return root
 
 
-def _chunk(trusted: Trusted, rec: dict[str, Any]) -> dict[Any, Any]:
+def _chunk(trusted: Trusted, rec: ss.ChunkRecord) -> dict[str, si.IndexEntry]:
     """A chunk's entries by pairing id, each checked as an index entry is."""
-    relative = ss.chunk_path(rec["sha256"])
+    relative = ss.chunk_path(rec.sha256)
     where = trusted.store.where(relative)
-    entries = ss.parse_chunk(blob(trusted, relative, rec), rec["count"], where)
+    entries = ss.parse_chunk(read_file(trusted, relative, rec), rec.count, where)
     pairs = [(e.get("pairing_id") if isinstance(e, dict) else None, e) for e in entries]
-    si.check_entries(pairs, where)
-    return dict(pairs)
+    return si.parse_entries(pairs, where)
 
 
 def blob(trusted: Trusted, relative: str, rec: dict[str, Any], hint: str = ss.HINT) -> bytes:
+    """`read_file` for a summary's record as its JSON has it ({sha256, size}, checked)."""
+    return read_file(trusted, relative, ss.FileRecord(rec["sha256"], rec["size"]), hint)
+
+
+def read_file(
+    trusted: Trusted, relative: str, rec: ss.FileRecord | ss.ChunkRecord, hint: str = ss.HINT
+) -> bytes:
     """A file under summary/ (or ledger/summary/), read with the size its summary gives as
     the cap, of its sha256."""
     where = trusted.store.where(relative)
     try:
-        data = trusted.store.read_bytes(relative, rec["size"])
+        data = trusted.store.read_bytes(relative, rec.size)
     except bounded.TooLarge:
         raise GateFailed(
-            f"{where}: larger than the {rec['size']} bytes the store's summary vouches for",
+            f"{where}: larger than the {rec.size} bytes the store's summary vouches for",
             hint=hint,
         )
     except Missing:
         raise GateFailed(f"{where}: the store's summary lists it, but it is missing", hint=hint)
-    got = ss.record(data)
-    if got != {"sha256": rec["sha256"], "size": rec["size"]}:
+    got = ss.file_record(data)
+    if got != (rec.sha256, rec.size):
         raise GateFailed(
             f"{where}: not the file the store's summary vouches for: sha256 "
-            f"{got['sha256'][:16]}, {got['size']} bytes; summary.json says "
-            f"{rec['sha256'][:16]}, {rec['size']} bytes",
+            f"{got.sha256[:16]}, {got.size} bytes; summary.json says "
+            f"{rec.sha256[:16]}, {rec.size} bytes",
             hint=hint,
         )
     return data

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 
-def write(root: Path, index: dict[str, Any], index_data: bytes) -> set[str]:
+def write(root: Path, index: si.StoreIndex, index_data: bytes) -> set[str]:
     """The summary of `index` (whose file is `index_data`) into the store folder `root`;
     the store paths it names (keep them when sweeping)."""
     from vllm_plugin_release.core.storeview import render_matrix

@@ -32,7 +32,7 @@ from vllm_plugin_release.core.attest import keyid
 from vllm_plugin_release.core.cache import atomic_write_bytes
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.ledger import GENESIS, LEDGER_FILE, line_digest, parse_ledger
-from vllm_plugin_release.core.storeindex import INDEX_FILE, empty_index, index_from
+from vllm_plugin_release.core.storeindex import INDEX_FILE, StoreIndex, empty_index, index_from
 from vllm_plugin_release.core.storetrust import Missing
 from vllm_plugin_release.edges.store import DirStore, Store
 
@@ -195,7 +195,7 @@ class Trusted:
                 hint=sh.HINT,
             )
 
-    def index(self) -> dict[str, Any]:
+    def index(self) -> StoreIndex:
         """The store index the head vouches for, checked (an empty index when it has none)."""
         data = self.read(INDEX_FILE)
         if data is None:

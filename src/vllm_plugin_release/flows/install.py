@@ -35,7 +35,6 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from vllm_plugin_release.core import attest, progress
 from vllm_plugin_release.core import storeindex as si
@@ -65,14 +64,14 @@ class Installed:
 
 
 def pick(
-    index: dict[str, Any], pairing: str | None, core: str | None, plugin: str | None
-) -> dict[str, Any]:
+    index: si.StoreIndex, pairing: str | None, core: str | None, plugin: str | None
+) -> si.IndexEntry:
     """The store entry for an id (or unique prefix of 8+ characters), else the best entry for
     core and plugin (newest core, best verdict, as `vpr manifest query` orders them)."""
     if pairing:
         if not 8 <= len(pairing) <= 64 or any(c not in "0123456789abcdef" for c in pairing):
             raise BadInput(f"{pairing[:80]!r}: a pairing id is 8 to 64 hexadecimal characters")
-        hits = [e for pid, e in index["pairings"].items() if pid.startswith(pairing)]
+        hits = [e for pid, e in index.pairings.items() if pid.startswith(pairing)]
         if len(hits) != 1:
             raise BadInput(
                 f"pairing {pairing}: {'no' if not hits else len(hits)} store entries match",
@@ -90,10 +89,10 @@ def pick(
     return hits[0]
 
 
-def verified_pairing(trusted: Trusted, entry: dict[str, Any], request: Request) -> VerifiedPairing:
+def verified_pairing(trusted: Trusted, entry: si.IndexEntry, request: Request) -> VerifiedPairing:
     """The entry's pairing, verified and matched to the request and to the ledger (steps 3
     and 4)."""
-    pid = trust.check_pid(entry["pairing_id"], trusted.store.where(si.INDEX_FILE))
+    pid = trust.check_pid(entry.pairing_id, trusted.store.where(si.INDEX_FILE))
     manifest_at, statement_at = f"{si.PAIRINGS}/{pid}.json", f"{si.PAIRINGS}/{pid}.intoto.jsonl"
     data = trusted.store.read_bytes(manifest_at, MAX_DOCUMENT)
     envelope = trusted.store.read_bytes(statement_at, MAX_DOCUMENT)
@@ -148,8 +147,8 @@ def requirements_text(manifest: Manifest, lock_text: str) -> str:
 def install(trusted: Trusted, request: Request, target: Target) -> Installed:
     index = trusted.index()  # step 1: vouched for by the signed head, every entry checked
     entry = pick(index, request.pairing, request.core, request.plugin)
-    pid = trust.check_pid(entry["pairing_id"], trusted.store.where(si.INDEX_FILE))
-    if not entry.get("requirements"):
+    pid = trust.check_pid(entry.pairing_id, trusted.store.where(si.INDEX_FILE))
+    if not entry.has_lock:
         raise BadInput(
             f"pairing {pid[:16]}: its store entry carries no pairing lock (published before "
             "locks were stored)",

@@ -41,11 +41,11 @@ from vllm_plugin_release.core.storetrust import Missing
 from vllm_plugin_release.edges.trust import Trusted
 
 
-def verified(trusted: Trusted, entry: dict[str, Any]) -> sm.Stored:
+def verified(trusted: Trusted, entry: si.IndexEntry) -> sm.Stored:
     """The entry's manifest, verified as `vpr install` verifies it (without the schema),
     or the reason it is not."""
     store = trusted.store
-    pid = entry["pairing_id"]
+    pid = entry.pairing_id
     manifest_at, statement_at = f"{si.PAIRINGS}/{pid}.json", f"{si.PAIRINGS}/{pid}.intoto.jsonl"
     try:
         data = store.read_bytes(manifest_at, MAX_DOCUMENT)
@@ -86,7 +86,7 @@ def build(
     where = trusted.store.where(si.INDEX_FILE)
     stored = [
         verified(trusted, entry)
-        for pid, entry in sorted(index["pairings"].items())
+        for pid, entry in sorted(index.pairings.items())
         if trust.check_pid(pid, where)
     ]
     publisher = sm.Publisher(
@@ -96,7 +96,7 @@ def build(
         head=sm.HeadStamp(head.version, head.time) if head else None,
     )
     compat = sm.build(stored, ledger, publisher, newest_core=newest_core)
-    return compat, {s.entry["pairing_id"]: s.manifest for s in stored}
+    return compat, {s.entry.pairing_id: s.manifest for s in stored}
 
 
 def _refuse_foreign(out: Path) -> None:

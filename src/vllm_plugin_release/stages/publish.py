@@ -31,7 +31,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress, records
@@ -40,7 +40,7 @@ from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE
 from vllm_plugin_release.core.manifestmodel import Manifest
 from vllm_plugin_release.core.runnerfacts import RunnerFacts
-from vllm_plugin_release.core.storeindex import check_lock
+from vllm_plugin_release.core.storeindex import PublishedAt, check_lock
 from vllm_plugin_release.edges import keys, proc
 from vllm_plugin_release.edges.index import (
     IndexTarget,
@@ -506,9 +506,9 @@ def _read_lock(manifest: Manifest, root: Path | None) -> bytes | None:
 
 def _store_extras(lock: bytes | None, wheels: Wheels, simple_url: str | None) -> Extras:
     """The lock, wheels and history line that go into the store beside the manifest."""
-    where: dict[str, Any] = {"kind": "local", "simple_url": None}
+    where = PublishedAt("local")
     if simple_url is not None:
-        where = {"kind": "remote", "simple_url": redact(simple_url)}
+        where = PublishedAt("remote", redact(simple_url))
     return Extras(lock=lock, wheels=tuple(w for _, w, _ in wheels), index=where, time=utc_now())
 
 
@@ -608,7 +608,7 @@ def _into_store(result: PublishResult, ready: _Ready, where: Target, local: bool
     extras = _store_extras(ready.lock, ready.wheels, remote)
     added = ready.store.add(ready.manifest_path, ready.verified.statement_path, extras)
     result.store, result.store_status = added.store, added.status
-    result.certified_at = added.entry.get("certified_at") or ""
+    result.certified_at = added.entry.certified_at or ""
     _record_certification(ready.dist_dir, result)
 
 
