@@ -118,6 +118,29 @@ def test_history_keeps_cpu_then_hardware_newest_first(tmp_path: Path, base_manif
     assert store.read_index().pairings[cpu["pairing_id"]].runs == 2
 
 
+def test_a_remote_publish_names_its_index_for_each_wheel(
+    tmp_path: Path, base_manifest: dict
+) -> None:
+    # index.json's wheels[].index_url: the simple API the newest run published to (null
+    # for the run's own local pypiserver). It was always null: read from a history line,
+    # which names no index.
+    store = st.DirStore(tmp_path / "store")
+    m = manifest_variant(base_manifest, commit="4" * 40)
+    path = write_manifest(tmp_path / "in", m)
+    remote = si.PublishedAt("remote", "https://pypi.example.org/simple/")
+    store.add(path, None, st.Extras(index=remote, time="2026-12-01T01:00:00Z"))
+    entry = store.read_index().pairings[m["pairing_id"]].raw
+    assert [w["index_url"] for w in entry["wheels"]] == ["https://pypi.example.org/simple/"] * 2
+    # a later local run of other bytes is the newest: its wheels are on no index that lasts
+    hw = copy.deepcopy(m)
+    hw["conformance"].update(verdict="fleet", runner="hardware", deferred=[])
+    hw["conformance"]["checks"]["hardware"]["status"] = "pass"
+    later = st.Extras(index=si.PublishedAt("local"), time="2026-12-02T01:00:00Z")
+    store.add(write_manifest(tmp_path / "in", hw, "hw.json"), None, later)
+    entry = store.read_index().pairings[m["pairing_id"]].raw
+    assert [w["index_url"] for w in entry["wheels"]] == [None, None]
+
+
 def test_wheels_and_lock_are_stored_and_checked(tmp_path: Path) -> None:
     dist = tmp_path / "dist" / "ref"
     m = built_manifest(dist)

@@ -159,13 +159,18 @@ def history(runs: Iterable[RunRecord]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: (r["time"], str(r["manifest_sha256"])), reverse=True)
 
 
+def _newest(runs: Iterable[RunRecord]) -> RunRecord | None:
+    """The newest run record, in the history's order (time, then manifest digest)."""
+    return max(runs, key=lambda r: (r.time, str(r.manifest_sha256)), default=None)
+
+
 def _wheels(
-    manifest: Manifest, stored: dict[str, str], newest: dict[str, Any] | None
+    manifest: Manifest, stored: dict[str, str], newest: RunRecord | None
 ) -> list[dict[str, Any]]:
-    """Where each certified wheel lives: the index it was published to (None for the local
-    pypiserver, gone after the run) and its copy in the store's embedded index. (`newest`
-    is a history line, which names no index: `index_url` has so far always been None.)"""
-    index = (newest or {}).get("index") or {}
+    """Where each certified wheel lives: the index the newest run published it to (None for
+    the local pypiserver, gone after the run) and its copy in the store's embedded index."""
+    index = newest.index if newest is not None else None
+    url = index.simple_url if index is not None and index.kind == "remote" else None
     out = []
     for part in manifest.parts():
         name, sha = part.wheel.filename, part.wheel.sha256
@@ -174,7 +179,7 @@ def _wheels(
                 "role": part.role,
                 "filename": name,
                 "sha256": sha,
-                "index_url": index.get("simple_url") if index.get("kind") == "remote" else None,
+                "index_url": url,
                 "store_path": f"{WHEELS}/{name}" if stored.get(name) == sha else None,
             }
         )
@@ -214,7 +219,7 @@ def _entry_json(
         "source_date": manifest.source_date,
         "certified_at": past[0]["time"] if past else None,
         "history": past,
-        "wheels": _wheels(manifest, extras.stored_wheels or {}, past[0] if past else None),
+        "wheels": _wheels(manifest, extras.stored_wheels or {}, _newest(extras.runs)),
         "requirements": {
             "path": lock_path(pid),
             "sha256": manifest.environment.lock_sha256,
