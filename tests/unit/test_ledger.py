@@ -266,3 +266,47 @@ def test_the_schedule_state_keeps_its_bytes_and_reads_back() -> None:
     assert schedule.parse_state(None) is None and schedule.parse_state({"failures": 3}) is None
     with pytest.raises(schedule.StateUnreadable, match="last_run, failures"):
         schedule.parse_state({**old, "failures": True})
+
+
+def _resigned(store: DirStore, key, edit) -> None:
+    """The store's ledger with `edit(entries)` applied, signed and chained again (as a
+    buggy writer would), and a head over it (as a buggy publisher would)."""
+    from tests.pairing import sign_store
+
+    entries = [json.loads(base64.b64decode(json.loads(line)["payload"])) for line in _lines(store)]
+    edit(entries)
+    lines: list[bytes] = []
+    for entry in entries:
+        entry["prev"] = ledger.line_digest(lines[-1]) if lines else ledger.GENESIS
+        lines.append(signing.sign(signing.payload_of(entry), ledger.PAYLOAD_TYPE, key))
+    _write(store, lines)
+    sign_store(store.root, key, check=False)
+
+
+def test_a_seq_of_true_is_not_entry_one(signed) -> None:
+    """JSON `true` equals 1 in Python: a first line numbered `true` passed the chain check
+    and was printed as `#True`; now the chain is broken at that line."""
+    store, key, _ = signed
+
+    def number_true(entries: list) -> None:
+        entries[0]["seq"] = True
+
+    _resigned(store, key, number_true)
+    with pytest.raises(GateFailed, match=r"ledger\.jsonl:1: the chain is broken \(seq True"):
+        ledgerstore.read_ledger(store, key.public_key())
+
+
+def test_a_lag_that_is_not_a_count_is_not_a_ledger_entry(signed) -> None:
+    """A lag's days or minor releases of another type (text, true) was taken in: printed
+    as is and, for `true`, shown by the site as a lag of `true` days; now the ledger is
+    refused at that line (exit 2)."""
+    from vllm_plugin_release.core.errors import BadInput
+
+    store, key, _ = signed
+
+    def lag_text(entries: list) -> None:
+        entries[1]["lag"] = {"days": True, "minor_releases": 0}
+
+    _resigned(store, key, lag_text)
+    with pytest.raises(BadInput, match=r"ledger\.jsonl:2: .*'lag\.days' is True, expected int"):
+        ledgerstore.read_ledger(store, key.public_key())
