@@ -201,7 +201,8 @@ _HINT = "the ledger is append-only: restore the store's ledger from its last goo
 
 def entry_problem(entry: Any) -> str | None:
     """Why a signed payload is not a ledger entry (what select, matrix and the renderers
-    read of it), else None; seq and prev are the chain's to check."""
+    read of it, a lag's days and minor releases each a count or null), else None; seq and
+    prev are the chain's to check."""
     problem = bounded.shape_problem(entry, _ENTRY_SHAPE)
     lag = entry.get("lag") if problem is None else None
     if lag is not None:
