@@ -310,3 +310,27 @@ def test_a_lag_that_is_not_a_count_is_not_a_ledger_entry(signed) -> None:
     _resigned(store, key, lag_text)
     with pytest.raises(BadInput, match=r"ledger\.jsonl:2: .*'lag\.days' is True, expected int"):
         ledgerstore.read_ledger(store, key.public_key())
+
+
+def test_a_head_record_whose_count_is_not_a_count_is_not_a_store_head(signed) -> None:
+    """The head's file records are typed (`FileRecord`): a ledger record whose count or
+    last entry is of another type is refused when the head is read, naming the file."""
+    from vllm_plugin_release.core import storehead as sh
+    from vllm_plugin_release.edges.storehead import read_head
+
+    store, key, _ = signed
+    where = str(store.root / sh.HEAD_FILE)
+    head = read_head(store.root, key.public_key(), where)
+    assert head is not None
+    record = head.files[ledger.LEDGER_FILE]
+    assert record == sh.ledger_record((store.root / ledger.LEDGER_FILE).read_bytes())
+    body = json.loads(
+        base64.b64decode(json.loads((store.root / sh.HEAD_FILE).read_text())["payload"])
+    )
+    assert body["files"][ledger.LEDGER_FILE] == record.to_json()  # as written: 4 keys
+    assert list(record.to_json()) == ["sha256", "size", "count", "last"]
+    body["files"][ledger.LEDGER_FILE]["count"] = "3"
+    line = signing.sign(signing.payload_of(body), sh.PAYLOAD_TYPE, key)
+    (store.root / sh.HEAD_FILE).write_bytes(line)
+    with pytest.raises(GateFailed, match=r"not a store head \(files\['ledger/ledger\.jsonl'\]"):
+        read_head(store.root, key.public_key(), where)
