@@ -22,6 +22,7 @@ and wheels, and a ledger of `--ledger` entries (the ledger is read and verified 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import io
 import json
@@ -78,7 +79,7 @@ def _project(root: Path, ledger_entries: int) -> dict[str, Any]:
     entry = ledger.entry_from_manifest(typed, manifest_sha256=digest, runner="cpu",
                                        time="2026-12-01T00:00:00Z")  # fmt: skip
     for i in range(ledger_entries - 1):  # other pairings' verdicts, then this one's
-        other = {**entry, "pairing_id": f"{i:064x}", "manifest_sha256": f"{i:064x}"}
+        other = dataclasses.replace(entry, pairing_id=f"{i:064x}", manifest_sha256=f"{i:064x}")
         ledgerstore.append(store, other, key)
     ledgerstore.append(store, entry, key)
     env = {**installed_env(), "VPR_FIND_LINKS": str(deps), "VPR_CACHE_DIR": str(root / ".vpr")}

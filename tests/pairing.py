@@ -432,7 +432,7 @@ def sign_store(store: Path, key: Any, *, check: bool = True) -> None:
         return
     files = {name: record(name, (store / name).read_bytes()) for name in vouched_files(store)}
     body = sh.body(files, previous=0, now=dt.datetime.now(dt.timezone.utc), days=30)
-    (store / sh.HEAD_FILE).write_bytes(signed.sign(body, sh.PAYLOAD_TYPE, key))
+    (store / sh.HEAD_FILE).write_bytes(signed.sign(body.payload(), sh.PAYLOAD_TYPE, key))
 
 
 def check_store(root: Path) -> dict[str, Any]:

@@ -69,8 +69,7 @@ def write_store(
             attest.signed_bytes(statement, key)
         )
         found.append((pid, data, True))
-        lag = {"days": int(m["conformance"]["checks"]["cadence"]["summary"].split()[-2]),
-               "minor_releases": 1}  # fmt: skip
+        lag = ledger.Lag(int(m["conformance"]["checks"]["cadence"]["summary"].split()[-2]), 1)
         when = (day + dt.timedelta(minutes=n)).strftime("%Y-%m-%dT%H:%M:%SZ")
         verdicts = [("cpu", m["conformance"]["verdict"])]
         if hardware and pid in hardware:

@@ -43,7 +43,7 @@ def _entries(n: int, seed: int = 7) -> list[dict[str, Any]]:
         core = (rng.choice(CORES), rng.choice(COMMITS))
         plugin = (rng.choice(PLUGINS), rng.choice(COMMITS))
         manifest = ledger_manifest(f"{i:064x}", core, plugin, rng.choice(VERDICTS))
-        lag = rng.choice([None, {"days": 3, "minor_releases": 0}])
+        lag = rng.choice([None, ledger.Lag(3, 0)])
         out.append(
             ledger.entry_from_manifest(
                 manifest, manifest_sha256=f"{i:064x}", runner="cpu", time="2026-12-01T00:00:00Z",
@@ -53,7 +53,7 @@ def _entries(n: int, seed: int = 7) -> list[dict[str, Any]]:
     return out
 
 
-def _lines(entries: list[dict[str, Any]], key: Any) -> bytes:
+def _lines(entries: list[ledger.Draft], key: Any) -> bytes:
     lines: list[bytes] = []
     for i, entry in enumerate(entries):
         lines.append(ledger.sign_line(ledger.chained(entry, lines[-1] if lines else None, i), key))
@@ -129,7 +129,7 @@ def test_a_filter_reads_only_the_chunks_that_can_hold_its_answer(world, monkeypa
     root = json.loads((world["store"] / ls.LEDGER_SUMMARY_FILE).read_text())
     assert count == 120 and len(root["chunks"]) == 18
     assert found and len(read) < len(root["chunks"])
-    holding = {ls.chunk_path(root["chunks"][(e["seq"] - 1) // 7]["sha256"]) for e in found}
+    holding = {ls.chunk_path(root["chunks"][(e.seq - 1) // 7]["sha256"]) for e in found}
     assert holding <= set(read)
 
 

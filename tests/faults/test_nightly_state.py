@@ -25,14 +25,14 @@ def store(tmp_path: Path):
     return DirStore(tmp_path / "store"), keys.load_private_key(private)
 
 
-def _pointer(pairing: str, commit: str) -> dict:
-    return {
-        "pairing": pairing,
-        "core_url": "https://example.invalid/vllm.git",
-        "core_commit": commit * 40,
-        "plugin_commit": "d" * 40,
-        "time": "2026-12-01T00:00:00Z",
-    }
+def _pointer(pairing: str, commit: str) -> schedule.Pointer:
+    return schedule.Pointer(
+        pairing=pairing,
+        core_url="https://example.invalid/vllm.git",
+        core_commit=commit * 40,
+        plugin_commit="d" * 40,
+        time="2026-12-01T00:00:00Z",
+    )
 
 
 def test_a_pointer_of_another_pairing_is_refused(store) -> None:
@@ -47,7 +47,7 @@ def test_an_old_pointer_put_back_is_refused(store) -> None:
     path = ledgerstore.write_lkg(target, "demo", _pointer("demo", "a"), key)
     old = path.read_bytes()
     ledgerstore.write_lkg(target, "demo", _pointer("demo", "b"), key)
-    assert ledgerstore.read_lkg(target, "demo", key.public_key())["core_commit"] == "b" * 40
+    assert ledgerstore.read_lkg(target, "demo", key.public_key()).core_commit == "b" * 40
     path.write_bytes(old)  # validly signed, but no longer the store's pointer
     with pytest.raises(GateFailed, match=r"lkg/demo\.json"):
         ledgerstore.read_lkg(target, "demo", key.public_key())
@@ -81,14 +81,18 @@ def test_a_passing_schedule_still_waits_its_interval() -> None:
 
 def test_a_killed_ledger_writes_temp_file_is_swept_by_the_next_writer(store) -> None:
     target, key = store
-    entry = {
-        "kind": "release",
-        "pairing_id": "p",
-        "core": {"name": "vllm", "version": "0.26.0", "commit": None},
-        "plugin": {"name": "demo", "version": "1.0", "commit": "d" * 40},
-        "verdict": "pilot",
-        "time": "2026-12-01T00:00:00Z",
-    }
+    entry = ledger.Draft(
+        kind="release",
+        pairing_id="p",
+        core=ledger.Party("vllm", "0.26.0", None),
+        plugin=ledger.Party("demo", "1.0", "d" * 40),
+        runtime=(None, None),
+        python=None,
+        verdict="pilot",
+        runner=None,
+        time="2026-12-01T00:00:00Z",
+        manifest_sha256=None,
+    )
     ledgerstore.append(target, entry, key)
     folder = target.root / "ledger"
     left = folder / ".ledger.jsonl.k1ll3d.tmp"  # what atomic_write_bytes leaves when killed

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import functools
 import hashlib
 import json
@@ -187,7 +188,7 @@ def _make_world(folder: Path, dist: Path) -> dict[str, Any]:
             time="2026-12-01T00:00:00Z",
         )  # fmt: skip
         ledgerstore.append(store, entry, key)
-    ledgerstore.append(store, {**entry, "verdict": "lab"}, key)
+    ledgerstore.append(store, dataclasses.replace(entry, verdict="lab"), key)
     index = json.loads((root / "index.json").read_text())
     lines = (root / ledger.LEDGER_FILE).read_bytes().splitlines(keepends=True)
     return {"folder": folder, "root": root, "key": key, "public": public, "index": index,
@@ -397,7 +398,8 @@ def _signed_chain(entries: list[Any], key: Any) -> list[bytes]:
         if isinstance(entry, dict):
             prev = ledger.line_digest(out[-1]) if out else ledger.GENESIS
             entry = {**entry, "seq": n + 1, "prev": prev}
-        out.append(signed.sign(entry, ledger.PAYLOAD_TYPE, key) if isinstance(entry, dict)
+        out.append(signed.sign(signed.payload_of(entry), ledger.PAYLOAD_TYPE, key)
+                   if isinstance(entry, dict)
                    else (canonical_json(entry) + "\n").encode())  # fmt: skip
     return out
 

@@ -6,6 +6,7 @@ snapshot roles do. Each case starts from a store its writers signed, which reads
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -23,11 +24,11 @@ from vllm_plugin_release.edges.store import DirStore
 from vllm_plugin_release.edges.trust import Trusted
 
 
-def _entry(manifest: dict[str, Any], verdict: str) -> dict[str, Any]:
+def _entry(manifest: dict[str, Any], verdict: str) -> ledger.Draft:
     entry = ledger.entry_from_manifest(
         typed(manifest), manifest_sha256="ab" * 32, runner="cpu", time="2026-12-01T00:00:00Z"
     )
-    entry["verdict"] = verdict
+    entry = dataclasses.replace(entry, verdict=verdict)
     return entry
 
 

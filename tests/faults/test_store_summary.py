@@ -304,7 +304,7 @@ def test_a_publish_writes_the_summary_with_the_index(tmp_path, base, monkeypatch
         head = read_head(store.root, key.public_key(), "head")
         assert head is not None and {"index.json", "summary.json"} <= set(head.files)
         root = json.loads((store.root / "summary.json").read_text())
-        assert root["index"] == head.files["index.json"] and root["pairings"] == i + 1
+        assert root["index"] == head.files["index.json"].to_json() and root["pairings"] == i + 1
         seen.append({p.name for p in (store.root / "summary").iterdir()})
     assert not seen[0] & seen[2]  # nothing left of the first state's summary
 

@@ -12,6 +12,7 @@ import pytest
 
 from tests import synthcore
 from tests.support import Index, vpr
+from vllm_plugin_release.core import schedule
 from vllm_plugin_release.edges import keys, ledgerstore
 from vllm_plugin_release.edges.store import DirStore
 
@@ -120,7 +121,7 @@ def test_nightly_moves_the_last_known_good_pointer_and_backs_off(setup, tmp_path
     def nightly(*args: str):
         return vpr(*common, *args, cwd=setup["proj"], env=setup["env"], check=False)
 
-    def last_known_good() -> dict:
+    def last_known_good() -> schedule.Pointer:
         """The store's pointer, read as the nightly reads it: through the store's head."""
         public = keys.load_public_key(Path(f"{key}.pub"))
         pointer = ledgerstore.read_lkg(DirStore(store), "demo", public)
@@ -131,7 +132,7 @@ def test_nightly_moves_the_last_known_good_pointer_and_backs_off(setup, tmp_path
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
     assert report["status"] == "pass" and report["manifest"] == "demo-nightly"
-    assert last_known_good()["core_commit"] == good
+    assert last_known_good().core_commit == good
     # passed just now: the next scheduled run waits (8 h)
     skipped = nightly()
     assert skipped.returncode == 0 and json.loads(skipped.stdout)["status"] == "skipped"
@@ -147,7 +148,7 @@ def test_nightly_moves_the_last_known_good_pointer_and_backs_off(setup, tmp_path
     since = report["since_last_known_good"]
     assert since["last_known_good"] == good and since["commits"] == 4
     assert f"--good {good} --bad {commits[-1]}" in report["bisect"]
-    assert last_known_good()["core_commit"] == good
+    assert last_known_good().core_commit == good
     # failing: the schedule backs off to 24 h
     backing = json.loads(nightly().stdout)
     assert backing["status"] == "skipped" and "backing off: 1 failure" in backing["reason"]

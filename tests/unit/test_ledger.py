@@ -12,7 +12,8 @@ import pytest
 
 from tests.pairing import ledger_manifest
 from tests.support import vpr
-from vllm_plugin_release.core import attest, ledger
+from vllm_plugin_release.core import attest, ledger, schedule
+from vllm_plugin_release.core import signed as signing
 from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.core.manifestmodel import Manifest
 from vllm_plugin_release.edges import keys, ledgerstore
@@ -25,14 +26,14 @@ def _manifest(core: str, commit: str, verdict: str) -> Manifest:
     )
 
 
-def _entry(core: str, commit: str, verdict: str, kind: str = "release") -> dict:
+def _entry(core: str, commit: str, verdict: str, kind: str = "release") -> ledger.Draft:
     return ledger.entry_from_manifest(
         _manifest(core, commit, verdict),
         manifest_sha256="ab" * 32,
         runner="cpu",
         time="2026-12-01T00:00:00Z",
         kind=kind,
-        lag={"days": 3, "minor_releases": 0},
+        lag=ledger.Lag(3, 0),
     )
 
 
@@ -58,14 +59,14 @@ def _write(store: DirStore, lines: list[bytes]) -> None:
 def test_appended_entries_read_back_chained_and_filtered(signed) -> None:
     store, key, _ = signed
     entries = ledgerstore.read_ledger(store, key.public_key())
-    assert [e["seq"] for e in entries] == [1, 2, 3]
-    assert entries[0]["prev"] == ledger.GENESIS
-    assert entries[1]["prev"] == ledger.line_digest(_lines(store)[0])
-    assert entries[0]["core"] == {"name": "vllm", "version": "0.25.1", "commit": None}
-    assert entries[0]["python"] == "3.11" and entries[0]["lag"]["days"] == 3
-    assert [e["seq"] for e in ledger.select(entries, core="0.26.0")] == [2, 3]
-    assert [e["seq"] for e in ledger.select(entries, plugin="bbbb")] == [3]
-    assert [e["seq"] for e in ledger.select(entries, verdict="lab")] == [2]
+    assert [e.seq for e in entries] == [1, 2, 3]
+    assert entries[0].raw["prev"] == ledger.GENESIS
+    assert entries[1].raw["prev"] == ledger.line_digest(_lines(store)[0])
+    assert entries[0].core == ledger.Party("vllm", "0.25.1", None)
+    assert entries[0].python == "3.11" and entries[0].lag == ledger.Lag(3, 0)
+    assert [e.seq for e in ledger.select(entries, core="0.26.0")] == [2, 3]
+    assert [e.seq for e in ledger.select(entries, plugin="bbbb")] == [3]
+    assert [e.seq for e in ledger.select(entries, verdict="lab")] == [2]
     assert ledger.select(entries, kind="nightly") == []
 
 
@@ -73,9 +74,9 @@ def test_matrix_is_generated_from_the_ledger_latest_verdict_wins(signed, tmp_pat
     store, key, _ = signed
     ledgerstore.append(store, _entry("0.26.0", "a", "pilot"), key)  # the lab verdict is fixed
     m = ledger.matrix(ledgerstore.read_ledger(store, key.public_key()))
-    assert m["cores"] == ["0.25.1", "0.26.0"]
-    assert m["cells"]["0.26.0 | demo-plugin@aaaaaaaaaaaa"]["verdict"] == "pilot"
-    assert m["cells"]["0.26.0 | demo-plugin@aaaaaaaaaaaa"]["seq"] == 4
+    assert m.cores == ["0.25.1", "0.26.0"]
+    assert m.cells["0.26.0 | demo-plugin@aaaaaaaaaaaa"].verdict == "pilot"
+    assert m.to_json()["cells"]["0.26.0 | demo-plugin@aaaaaaaaaaaa"]["seq"] == 4
     md = ledger.render_matrix_markdown(m)
     assert "| 0.26.0 | pilot (#4) | pilot (#3) |" in md
 
@@ -151,13 +152,13 @@ def test_last_known_good_pointer_is_signed_and_checked(tmp_path: Path) -> None:
     key = keys.load_private_key(key_path)
     store = DirStore(tmp_path / "store")
     assert ledgerstore.read_lkg(store, "demo", key.public_key()) is None
-    pointer = {
-        "pairing": "demo",
-        "core_url": "https://example.invalid/core.git",
-        "core_commit": "c" * 40,
-        "plugin_commit": "d" * 40,
-        "time": "2026-12-01T00:00:00Z",
-    }
+    pointer = schedule.Pointer(
+        pairing="demo",
+        core_url="https://example.invalid/core.git",
+        core_commit="c" * 40,
+        plugin_commit="d" * 40,
+        time="2026-12-01T00:00:00Z",
+    )
     path = ledgerstore.write_lkg(store, "demo", pointer, key)
     assert ledgerstore.read_lkg(store, "demo", key.public_key()) == pointer
     envelope = json.loads(path.read_text())
@@ -235,7 +236,7 @@ def test_a_signed_entry_of_another_shape_is_bad_input_naming_its_line(signed) ->
     lines: list[bytes] = []
     for entry in entries:  # signed and chained again, as a buggy writer would have
         entry["prev"] = ledger.line_digest(lines[-1]) if lines else ledger.GENESIS
-        lines.append(ledger.sign_line(entry, key))
+        lines.append(signing.sign(signing.payload_of(entry), ledger.PAYLOAD_TYPE, key))
     _write(store, lines)
     with pytest.raises(BadInput, match="not a ledger entry"):  # a writer never vouches for it
         sign_head(store.root, key, everything=True)
@@ -265,3 +266,71 @@ def test_the_schedule_state_keeps_its_bytes_and_reads_back() -> None:
     assert schedule.parse_state(None) is None and schedule.parse_state({"failures": 3}) is None
     with pytest.raises(schedule.StateUnreadable, match="last_run, failures"):
         schedule.parse_state({**old, "failures": True})
+
+
+def _resigned(store: DirStore, key, edit) -> None:
+    """The store's ledger with `edit(entries)` applied, signed and chained again (as a
+    buggy writer would), and a head over it (as a buggy publisher would)."""
+    from tests.pairing import sign_store
+
+    entries = [json.loads(base64.b64decode(json.loads(line)["payload"])) for line in _lines(store)]
+    edit(entries)
+    lines: list[bytes] = []
+    for entry in entries:
+        entry["prev"] = ledger.line_digest(lines[-1]) if lines else ledger.GENESIS
+        lines.append(signing.sign(signing.payload_of(entry), ledger.PAYLOAD_TYPE, key))
+    _write(store, lines)
+    sign_store(store.root, key, check=False)
+
+
+def test_a_seq_of_true_is_not_entry_one(signed) -> None:
+    """JSON `true` equals 1 in Python: a first line numbered `true` passed the chain check
+    and was printed as `#True`; now the chain is broken at that line."""
+    store, key, _ = signed
+
+    def number_true(entries: list) -> None:
+        entries[0]["seq"] = True
+
+    _resigned(store, key, number_true)
+    with pytest.raises(GateFailed, match=r"ledger\.jsonl:1: the chain is broken \(seq True"):
+        ledgerstore.read_ledger(store, key.public_key())
+
+
+def test_a_lag_that_is_not_a_count_is_not_a_ledger_entry(signed) -> None:
+    """A lag's days or minor releases of another type (text, true) was taken in: printed
+    as is and, for `true`, shown by the site as a lag of `true` days; now the ledger is
+    refused at that line (exit 2)."""
+    from vllm_plugin_release.core.errors import BadInput
+
+    store, key, _ = signed
+
+    def lag_text(entries: list) -> None:
+        entries[1]["lag"] = {"days": True, "minor_releases": 0}
+
+    _resigned(store, key, lag_text)
+    with pytest.raises(BadInput, match=r"ledger\.jsonl:2: .*'lag\.days' is True, expected int"):
+        ledgerstore.read_ledger(store, key.public_key())
+
+
+def test_a_head_record_whose_count_is_not_a_count_is_not_a_store_head(signed) -> None:
+    """The head's file records are typed (`FileRecord`): a ledger record whose count or
+    last entry is of another type is refused when the head is read, naming the file."""
+    from vllm_plugin_release.core import storehead as sh
+    from vllm_plugin_release.edges.storehead import read_head
+
+    store, key, _ = signed
+    where = str(store.root / sh.HEAD_FILE)
+    head = read_head(store.root, key.public_key(), where)
+    assert head is not None
+    record = head.files[ledger.LEDGER_FILE]
+    assert record == sh.ledger_record((store.root / ledger.LEDGER_FILE).read_bytes())
+    body = json.loads(
+        base64.b64decode(json.loads((store.root / sh.HEAD_FILE).read_text())["payload"])
+    )
+    assert body["files"][ledger.LEDGER_FILE] == record.to_json()  # as written: 4 keys
+    assert list(record.to_json()) == ["sha256", "size", "count", "last"]
+    body["files"][ledger.LEDGER_FILE]["count"] = "3"
+    line = signing.sign(signing.payload_of(body), sh.PAYLOAD_TYPE, key)
+    (store.root / sh.HEAD_FILE).write_bytes(line)
+    with pytest.raises(GateFailed, match=r"not a store head \(files\['ledger/ledger\.jsonl'\]"):
+        read_head(store.root, key.public_key(), where)

@@ -6,10 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.cli.storeargs import add_store_arguments, trusted
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK
+
+if TYPE_CHECKING:
+    from vllm_plugin_release.core.ledger import LedgerEntry
 
 
 def register_ledger(sub: Any) -> None:
@@ -51,7 +54,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 
     store = trusted(args)
     filters = {"core": args.core, "plugin": args.plugin, "verdict": args.verdict, "kind": args.kind}
-    chosen: list[Any] | None = None
+    chosen: list[LedgerEntry] | None = None
     if not any(filters.values()) and args.matrix:  # every entry's: one file of the summary
         text, count = ledgersummary.matrix(store, args.matrix)
     elif not any(filters.values()):  # every entry: the whole ledger, each line checked
@@ -64,7 +67,8 @@ def cmd_ledger(args: argparse.Namespace) -> int:
             text = ledger.matrix_text(ledger.matrix(chosen), args.matrix)
         sys.stdout.write(text)
     elif args.json:
-        print(json.dumps(chosen, indent=2, sort_keys=True))
+        raws = None if chosen is None else [e.raw for e in chosen]  # as signed
+        print(json.dumps(raws, indent=2, sort_keys=True))
     elif chosen:
         print(ledger.render_lines(chosen))
     progress.note(f"ledger: {count} entries verified in {store.location}")

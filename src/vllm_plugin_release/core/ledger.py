@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import bounded, signed
@@ -43,6 +44,85 @@ def line_digest(line: bytes) -> str:
     return hashlib.sha256(line).hexdigest()
 
 
+@dataclass(frozen=True, slots=True)
+class Party:
+    """The core or the plugin an entry names."""
+
+    name: str | None
+    version: str | None
+    commit: str | None
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"name": self.name, "version": self.version, "commit": self.commit}
+
+
+@dataclass(frozen=True, slots=True)
+class Lag:
+    """How far the pairing's core is behind the newest one, when known."""
+
+    days: int | None
+    minor_releases: int | None
+
+    def to_json(self) -> dict[str, int | None]:
+        """The entry's `lag` object, as written: these keys, in this order."""
+        return {"days": self.days, "minor_releases": self.minor_releases}
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """An entry before its place in the chain (`chained`): what a verdict says."""
+
+    kind: str
+    pairing_id: str | None
+    core: Party
+    plugin: Party
+    runtime: tuple[str | None, str | None]  # (name, status)
+    python: str | None
+    verdict: str | None
+    runner: str | None
+    time: str | None
+    manifest_sha256: str | None
+    lag: Lag | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry's keys as written (without seq and prev), in the order written."""
+        entry: dict[str, Any] = {
+            "kind": self.kind,
+            "pairing_id": self.pairing_id,
+            "core": self.core.to_json(),
+            "plugin": self.plugin.to_json(),
+            "runtime": {"name": self.runtime[0], "status": self.runtime[1]},
+            "python": self.python,
+            "verdict": self.verdict,
+            "runner": self.runner,
+            "time": self.time,
+            "manifest_sha256": self.manifest_sha256,
+        }
+        if self.lag is not None:
+            entry["lag"] = self.lag.to_json()
+        return entry
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    """One entry of the ledger as read (its shape checked: `entry_problem`), numbered by
+    its place in the chain; `raw` is the signed payload as written (what a ledger summary's
+    chunk and `--json` hold, byte for byte)."""
+
+    seq: int
+    kind: str
+    pairing_id: str | None
+    core: Party
+    plugin: Party
+    python: str | None
+    verdict: str | None
+    runner: str | None
+    time: str | None
+    manifest_sha256: str | None
+    lag: Lag | None
+    raw: dict[str, Any]
+
+
 def entry_from_manifest(
     manifest: Manifest,
     *,
@@ -50,42 +130,50 @@ def entry_from_manifest(
     runner: str,
     time: str,
     kind: str = "release",
-    lag: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    lag: Lag | None = None,
+) -> Draft:
     """A ledger entry (without seq/prev) for the verdict a manifest carries."""
     if kind not in KINDS:
         raise BadInput(f"ledger kind {kind!r}: expected one of {', '.join(KINDS)}")
     core, plugin, runtime = manifest.core, manifest.plugin, manifest.runtime
-    entry: dict[str, Any] = {
-        "kind": kind,
-        "pairing_id": manifest.pairing_id,
-        "core": {"name": core.name, "version": core.version, "commit": core.commit},
-        "plugin": {"name": plugin.name, "version": plugin.version, "commit": plugin.commit},
-        "runtime": {"name": runtime.name, "status": runtime.status},
-        "python": ".".join(str(core.python).split(".")[:2]),
-        "verdict": manifest.verdict,
-        "runner": runner,
-        "time": time,
-        "manifest_sha256": manifest_sha256,
-    }
-    if lag is not None:
-        entry["lag"] = lag
-    return entry
+    return Draft(
+        kind=kind,
+        pairing_id=manifest.pairing_id,
+        core=Party(core.name, core.version, core.commit),
+        plugin=Party(plugin.name, plugin.version, plugin.commit),
+        runtime=(runtime.name, runtime.status),
+        python=".".join(str(core.python).split(".")[:2]),
+        verdict=manifest.verdict,
+        runner=runner,
+        time=time,
+        manifest_sha256=manifest_sha256,
+        lag=lag,
+    )
 
 
-def chained(entry: dict[str, Any], previous_line: bytes | None, count: int) -> dict[str, Any]:
+def chained(entry: Draft, previous_line: bytes | None, count: int) -> LedgerEntry:
     """`entry` with its place in the chain: seq (1-based) and the previous line's digest."""
     prev = line_digest(previous_line) if previous_line else GENESIS
-    return {"seq": count + 1, "prev": prev, **entry}
+    raw = {"seq": count + 1, "prev": prev, **entry.to_json()}
+    return LedgerEntry(
+        count + 1,
+        entry.kind,
+        entry.pairing_id,
+        entry.core,
+        entry.plugin,
+        entry.python,
+        entry.verdict,
+        entry.runner,
+        entry.time,
+        entry.manifest_sha256,
+        entry.lag,
+        raw,
+    )
 
 
-def sign_line(entry: dict[str, Any], key: Ed25519PrivateKey) -> bytes:
+def sign_line(entry: LedgerEntry, key: Ed25519PrivateKey) -> bytes:
     """One ledger line: `entry` in a DSSE envelope signed with `key`, canonical, newline."""
-    return signed.sign(entry, PAYLOAD_TYPE, key)
-
-
-def _verified_entry(line: bytes, public_key: Ed25519PublicKey, where: str) -> dict[str, Any]:
-    return signed.verify(line, PAYLOAD_TYPE, public_key, where, what="ledger entry", hint=_HINT)
+    return signed.sign(signed.payload_of(entry.raw), PAYLOAD_TYPE, key)
 
 
 _NONE = bounded.NONE
@@ -113,27 +201,66 @@ _HINT = "the ledger is append-only: restore the store's ledger from its last goo
 
 def entry_problem(entry: Any) -> str | None:
     """Why a signed payload is not a ledger entry (what select, matrix and the renderers
-    read of it), else None; seq and prev are the chain's to check."""
-    return bounded.shape_problem(entry, _ENTRY_SHAPE)
+    read of it, a lag's days and minor releases each a count or null), else None; seq and
+    prev are the chain's to check."""
+    problem = bounded.shape_problem(entry, _ENTRY_SHAPE)
+    lag = entry.get("lag") if problem is None else None
+    if lag is not None:
+        for name in ("days", "minor_releases"):
+            value = lag.get(name)
+            if not (value is None or (isinstance(value, int) and not isinstance(value, bool))):
+                return f"'lag.{name}' is {bounded.shown(value)}, expected int or null"
+    return problem
+
+
+def is_seq(value: Any, seq: int) -> bool:
+    """Whether `value` is the number `seq` (JSON true is not 1)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value == seq
+
+
+def _party(value: dict[str, Any]) -> Party:
+    return Party(value.get("name"), value.get("version"), value.get("commit"))
+
+
+def entry_from(raw: dict[str, Any], seq: int) -> LedgerEntry:
+    """A payload `entry_problem` found no fault in, as the entry numbered `seq`."""
+    lag = raw.get("lag")
+    return LedgerEntry(
+        seq=seq,
+        kind=raw["kind"],
+        pairing_id=raw.get("pairing_id"),
+        core=_party(raw["core"]),
+        plugin=_party(raw["plugin"]),
+        python=raw.get("python"),
+        verdict=raw.get("verdict"),
+        runner=raw.get("runner"),
+        time=raw.get("time"),
+        manifest_sha256=raw.get("manifest_sha256"),
+        lag=Lag(lag.get("days"), lag.get("minor_releases")) if lag else None,  # {}: none
+        raw=raw,
+    )
 
 
 def parse_ledger(
     data: bytes, public_key: Ed25519PublicKey, where: str, *, vouched: bool = False
-) -> list[dict[str, Any]]:
+) -> list[LedgerEntry]:
     """Every entry, oldest first, each signature, shape and chain link checked.
     `vouched`: `data` is exactly the ledger a signed store head names by sha256 (its
     writer verified every line before it signed), so each line's own signature is not
     checked again; the rest is."""
-    entries: list[dict[str, Any]] = []
+    entries: list[LedgerEntry] = []
     previous: bytes | None = None
     for number, line in enumerate(data.splitlines(keepends=True), start=1):
         here = f"{where}:{number}"
         if not line.endswith(b"\n"):
             raise GateFailed(f"{here}: the last line is cut short (a torn write)", hint=_HINT)
         if vouched:
-            entry = signed.unverified(line, PAYLOAD_TYPE, here, what="ledger entry", hint=_HINT)
+            payload = signed.unverified(line, PAYLOAD_TYPE, here, what="ledger entry", hint=_HINT)
         else:
-            entry = _verified_entry(line, public_key, here)
+            payload = signed.verify(
+                line, PAYLOAD_TYPE, public_key, here, what="ledger entry", hint=_HINT
+            )
+        entry = signed.body(payload, here, _HINT)
         problem = entry_problem(entry)
         if problem:
             raise BadInput(
@@ -141,104 +268,119 @@ def parse_ledger(
                 hint="the ledger was written by something other than vpr; restore it",
             )
         expected = line_digest(previous) if previous else GENESIS
-        if entry.get("seq") != number or entry.get("prev") != expected:
+        if not is_seq(entry.get("seq"), number) or entry.get("prev") != expected:
             raise GateFailed(
                 f"{here}: the chain is broken (seq {entry.get('seq')}, expected {number}): "
                 "an entry was removed, reordered or inserted",
                 hint=_HINT,
             )
-        entries.append(entry)
+        entries.append(entry_from(entry, number))
         previous = line
     return entries
 
 
 def select(
-    entries: Iterable[dict[str, Any]],
+    entries: Iterable[LedgerEntry],
     *,
     core: str | None = None,
     plugin: str | None = None,
     verdict: str | None = None,
     kind: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[LedgerEntry]:
     """The entries matching every filter given (core: version or commit prefix)."""
     out = []
     for e in entries:
-        c = e.get("core") or {}
-        if core and core != c.get("version") and not str(c.get("commit") or "").startswith(core):
+        c = e.core
+        if core and core != c.version and not str(c.commit or "").startswith(core):
             continue
-        p = e.get("plugin") or {}
-        if plugin and plugin != p.get("name") and not str(p.get("commit") or "").startswith(plugin):
+        p = e.plugin
+        if plugin and plugin != p.name and not str(p.commit or "").startswith(plugin):
             continue
-        if verdict and e.get("verdict") != verdict:
+        if verdict and e.verdict != verdict:
             continue
-        if kind and e.get("kind") != kind:
+        if kind and e.kind != kind:
             continue
         out.append(e)
     return out
 
 
-def _core_label(e: dict[str, Any]) -> str:
-    c = e.get("core") or {}
-    if e.get("kind") == "nightly" and c.get("commit"):
-        return f"{c['version']}@{str(c['commit'])[:12]}"
-    return str(c.get("version"))
+def _core_label(e: LedgerEntry) -> str:
+    c = e.core
+    if e.kind == "nightly" and c.commit:
+        return f"{c.version}@{c.commit[:12]}"
+    return str(c.version)
 
 
-def _plugin_label(e: dict[str, Any]) -> str:
-    p = e.get("plugin") or {}
-    return f"{p.get('name')}@{str(p.get('commit') or 'no-commit')[:12]}"
+def _plugin_label(e: LedgerEntry) -> str:
+    p = e.plugin
+    return f"{p.name}@{(p.commit or 'no-commit')[:12]}"
 
 
-def matrix(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Matrix:
+    """The compatibility matrix: the latest entry per (core, plugin) label."""
+
+    cores: list[str]
+    plugins: list[str]
+    cells: dict[str, LedgerEntry]  # "CORE | PLUGIN" -> its latest entry
+
+    def to_json(self) -> dict[str, Any]:
+        """The matrix as `--matrix json` prints it (each cell's lag as its entry holds it)."""
+        return {
+            "cores": self.cores,
+            "plugins": self.plugins,
+            "cells": {
+                label: {
+                    "verdict": e.verdict,
+                    "seq": e.seq,
+                    "kind": e.kind,
+                    "lag": e.raw.get("lag"),
+                }
+                for label, e in self.cells.items()
+            },
+        }
+
+
+def matrix(entries: Iterable[LedgerEntry]) -> Matrix:
     """The compatibility matrix from the ledger: the latest verdict per (core, plugin)."""
-    cells: dict[tuple[str, str], dict[str, Any]] = {}
+    cells: dict[tuple[str, str], LedgerEntry] = {}
     for e in entries:
         cells[(_core_label(e), _plugin_label(e))] = e  # later entries win
-    cores = sorted({c for c, _ in cells})
-    plugins = sorted({p for _, p in cells})
-    return {
-        "cores": cores,
-        "plugins": plugins,
-        "cells": {
-            f"{c} | {p}": {
-                "verdict": e.get("verdict"),
-                "seq": e.get("seq"),
-                "kind": e.get("kind"),
-                "lag": e.get("lag"),
-            }
-            for (c, p), e in sorted(cells.items())
-        },
-    }
+    return Matrix(
+        cores=sorted({c for c, _ in cells}),
+        plugins=sorted({p for _, p in cells}),
+        cells={f"{c} | {p}": e for (c, p), e in sorted(cells.items())},
+    )
 
 
-def render_matrix_markdown(m: dict[str, Any]) -> str:
-    lines = ["| core \\ plugin | " + " | ".join(m["plugins"]) + " |"]
-    lines.append("|---" * (len(m["plugins"]) + 1) + "|")
-    for core in m["cores"]:
+def render_matrix_markdown(m: Matrix) -> str:
+    lines = ["| core \\ plugin | " + " | ".join(m.plugins) + " |"]
+    lines.append("|---" * (len(m.plugins) + 1) + "|")
+    for core in m.cores:
         row = []
-        for plugin in m["plugins"]:
-            cell = m["cells"].get(f"{core} | {plugin}")
-            row.append(f"{cell['verdict']} (#{cell['seq']})" if cell else "")
+        for plugin in m.plugins:
+            cell = m.cells.get(f"{core} | {plugin}")
+            row.append(f"{cell.verdict} (#{cell.seq})" if cell else "")
         lines.append(f"| {core} | " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
 
-def matrix_text(m: dict[str, Any], fmt: str) -> str:
+def matrix_text(m: Matrix, fmt: str) -> str:
     """The matrix as `vpr manifest ledger --matrix FMT` prints it (markdown or json)."""
     if fmt == "json":
-        return json.dumps(m, indent=2, sort_keys=True) + "\n"
+        return json.dumps(m.to_json(), indent=2, sort_keys=True) + "\n"
     return render_matrix_markdown(m)
 
 
-def render_lines(entries: Iterable[dict[str, Any]]) -> str:
+def render_lines(entries: Iterable[LedgerEntry]) -> str:
     """One line per entry, for a terminal or a job summary."""
     out = []
     for e in entries:
-        lag = e.get("lag") or {}
-        lag_text = f"  lag {lag.get('days')} d / {lag.get('minor_releases')} minor" if lag else ""
+        lag = e.lag
+        lag_text = f"  lag {lag.days} d / {lag.minor_releases} minor" if lag else ""
         out.append(
-            f"#{e.get('seq')} {e.get('time')} {e.get('kind'):<7} {_core_label(e)} + "
-            f"{_plugin_label(e)}: {e.get('verdict')} ({e.get('runner')}, py{e.get('python')})"
-            f"{lag_text}  manifest sha256:{str(e.get('manifest_sha256'))[:16]}"
+            f"#{e.seq} {e.time} {e.kind:<7} {_core_label(e)} + "
+            f"{_plugin_label(e)}: {e.verdict} ({e.runner}, py{e.python})"
+            f"{lag_text}  manifest sha256:{str(e.manifest_sha256)[:16]}"
         )
     return "\n".join(out)

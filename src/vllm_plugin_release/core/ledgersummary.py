@@ -30,11 +30,14 @@ from __future__ import annotations
 
 import bisect
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core import ledger as lg
 from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.ledger import LedgerEntry
+from vllm_plugin_release.core.storehead import FileRecord
 from vllm_plugin_release.core.storesummary import checked_root, record
 
 LEDGER_SUMMARY_FILE = "ledger/summary.json"
@@ -65,9 +68,7 @@ def matrix_path(sha256: str, fmt: str) -> str:
 # Writing
 
 
-def build(
-    entries: list[dict[str, Any]], ledger_record: dict[str, Any]
-) -> tuple[bytes, dict[str, bytes]]:
+def build(entries: list[LedgerEntry], ledger_record: FileRecord) -> tuple[bytes, dict[str, bytes]]:
     """(ledger/summary.json's bytes, {store path: bytes} of the files under ledger/summary/)
     for a ledger whose verified entries are `entries` (oldest first) and whose head record
     (`core.storehead.ledger_record`) is `ledger_record`."""
@@ -75,7 +76,8 @@ def build(
     chunks = []
     for start in range(0, len(entries), CHUNK):
         part = entries[start : start + CHUNK]
-        data = json.dumps(part, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        raws = [e.raw for e in part]  # the signed payloads, as written
+        data = json.dumps(raws, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         rec = record(data.encode())
         files[chunk_path(rec["sha256"])] = data.encode()
         chunks.append({**rec, "count": len(part), "first": start + 1, **_keys(part)})
@@ -89,7 +91,7 @@ def build(
     root = {
         "kind": LEDGER_SUMMARY_KIND,
         "schema_version": LEDGER_SUMMARY_SCHEMA_VERSION,
-        "ledger": {k: ledger_record[k] for k in _LEDGER_KEYS},
+        "ledger": ledger_record.to_json(),
         "entries": len(entries),
         "chunks": chunks,
         "matrix": matrix,
@@ -97,18 +99,18 @@ def build(
     return (json.dumps(root, indent=1, sort_keys=True) + "\n").encode(), files
 
 
-def _keys(part: list[dict[str, Any]]) -> dict[str, list[str]]:
+def _keys(part: list[LedgerEntry]) -> dict[str, list[str]]:
     """What `core.ledger.select`'s filters compare, of the entries of one chunk."""
     found: dict[str, set[str]] = {name: set() for name in _LISTS}
     for e in part:
-        core, plugin = e.get("core") or {}, e.get("plugin") or {}
+        core, plugin = e.core, e.plugin
         for name, value in (
-            ("cores", core.get("version")),
-            ("plugins", plugin.get("name")),
-            ("core_commits", str(core.get("commit") or "")[:PREFIX]),
-            ("plugin_commits", str(plugin.get("commit") or "")[:PREFIX]),
-            ("verdicts", e.get("verdict")),
-            ("kinds", e.get("kind")),
+            ("cores", core.version),
+            ("plugins", plugin.name),
+            ("core_commits", (core.commit or "")[:PREFIX]),
+            ("plugin_commits", (plugin.commit or "")[:PREFIX]),
+            ("verdicts", e.verdict),
+            ("kinds", e.kind),
         ):
             if value:
                 found[name].add(str(value))
@@ -119,11 +121,74 @@ def _keys(part: list[dict[str, Any]]) -> dict[str, list[str]]:
 # Reading (ledger/summary.json verified against the store's head before it is parsed here)
 
 
-def parse_root(data: bytes, where: str) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Pick:
+    """What a chunk lists for `chunks_for`: the values `core.ledger.select` compares."""
+
+    cores: list[str]
+    plugins: list[str]
+    core_commits: list[str]
+    plugin_commits: list[str]
+    verdicts: list[str]
+    kinds: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRecord:
+    """What reading a chunk needs: its sha256, size, count of entries and first seq."""
+
+    sha256: str
+    size: int
+    count: int
+    first: int
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One chunk of ledger/summary.json; each half checked when it is used (as before:
+    a filter reads every chunk's `pick`, a read only the chunks it opens' `record`):
+    None, with the fault, when malformed."""
+
+    pick: Pick | None
+    pick_problem: str | None
+    record: ChunkRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """ledger/summary.json as read (`parse_root`)."""
+
+    ledger: FileRecord  # the head's record of the ledger it was made from
+    ledger_exact: bool  # its `ledger` holds those keys and no other
+    entries: int
+    chunks: list[Chunk]
+    matrix: dict[str, FileRecord]  # for each of MATRIX_FORMATS
+
+
+def parse_root(data: bytes, where: str) -> Summary:
     """ledger/summary.json checked at its top: BadInput naming what is malformed (a chunk's
     record is checked when it is used: `chunks_for`, `chunk_record`)."""
     names = ("the ledger summary", "a ledger summary")
-    return checked_root(data, where, names, _root_problem, HINT)
+    root = checked_root(data, where, names, _root_problem, HINT)
+    led, matrix = root["ledger"], root["matrix"]
+    return Summary(
+        ledger=FileRecord(led["sha256"], led["size"], led["count"], led["last"]),
+        ledger_exact=set(led) == set(_LEDGER_KEYS),
+        entries=root["entries"],
+        chunks=[_chunk(c) for c in root["chunks"]],
+        matrix={f: FileRecord(matrix[f]["sha256"], matrix[f]["size"]) for f in MATRIX_FORMATS},
+    )
+
+
+def _chunk(chunk: Any) -> Chunk:
+    problem = bounded.shape_problem(chunk, _PICK_SHAPE)
+    if problem is None and not all(all(isinstance(v, str) for v in chunk[n]) for n in _LISTS):
+        problem = "a list of names that holds something else"
+    pick = None if problem else Pick(*(chunk[name] for name in _LISTS))
+    record = None
+    if _record_ok(chunk) and _count_ok(chunk.get("count")) and _count_ok(chunk.get("first")):
+        record = ChunkRecord(chunk["sha256"], chunk["size"], chunk["count"], chunk["first"])
+    return Chunk(pick, problem, record)
 
 
 def _root_problem(root: Any) -> str | None:
@@ -164,25 +229,24 @@ def _record_ok(rec: Any) -> bool:
     return isinstance(sha, str) and len(sha) == 64 and _count_ok(rec.get("size"))
 
 
-def check_bound(
-    root: dict[str, Any], head_record: dict[str, Any] | None, where: str, head: str
-) -> None:
+def check_bound(root: Summary, head_record: FileRecord | None, where: str, head: str) -> None:
     """GateFailed unless the summary was made from the ledger the store's signed head
     (`head`: its description) records as `head_record`."""
-    want = {k: (head_record or {}).get(k) for k in _LEDGER_KEYS}
-    if root["ledger"] != want:
-        got = root["ledger"]
+    got = root.ledger
+    if head_record is None or not root.ledger_exact or got != head_record:
+        count = None if head_record is None else head_record.count
+        sha = None if head_record is None else head_record.sha256
         raise GateFailed(
-            f"{where}: made from a ledger of {got['count']} entries (sha256 "
-            f"{got['sha256'][:16]}), not the ledger the store's signed head ({head}) vouches "
-            f"for ({want['count']} entries, sha256 {str(want['sha256'])[:16]}): a summary of "
+            f"{where}: made from a ledger of {got.count} entries (sha256 "
+            f"{got.sha256[:16]}), not the ledger the store's signed head ({head}) vouches "
+            f"for ({count} entries, sha256 {str(sha)[:16]}): a summary of "
             "another state of the store",
             hint=HINT,
         )
 
 
 def chunks_for(
-    root: dict[str, Any],
+    root: Summary,
     *,
     core: str | None = None,
     plugin: str | None = None,
@@ -193,25 +257,17 @@ def chunks_for(
     """The chunks that can hold an entry `core.ledger.select` keeps for the filters, in
     order. Only a superset is promised: each entry of them is selected again."""
     picked = []
-    for number, chunk in enumerate(root["chunks"]):
-        problem = bounded.shape_problem(chunk, _PICK_SHAPE)
-        if problem is None and not all(
-            all(isinstance(v, str) for v in chunk[name]) for name in _LISTS
-        ):
-            problem = "a list of names that holds something else"
-        if problem:
-            raise BadInput(f"{where}: chunks[{number}]: {problem}", hint=HINT)
-        if core and core not in chunk["cores"] and not _prefixed(chunk["core_commits"], core):
+    for number, chunk in enumerate(root.chunks):
+        pick = chunk.pick
+        if pick is None:
+            raise BadInput(f"{where}: chunks[{number}]: {chunk.pick_problem}", hint=HINT)
+        if core and core not in pick.cores and not _prefixed(pick.core_commits, core):
             continue
-        if (
-            plugin
-            and plugin not in chunk["plugins"]
-            and not _prefixed(chunk["plugin_commits"], plugin)
-        ):
+        if plugin and plugin not in pick.plugins and not _prefixed(pick.plugin_commits, plugin):
             continue
-        if verdict and verdict not in chunk["verdicts"]:
+        if verdict and verdict not in pick.verdicts:
             continue
-        if kind and kind not in chunk["kinds"]:
+        if kind and kind not in pick.kinds:
             continue
         picked.append(number)
     return picked
@@ -225,23 +281,19 @@ def _prefixed(sorted_prefixes: list[str], text: str) -> bool:
     return at < len(sorted_prefixes) and sorted_prefixes[at].startswith(want)
 
 
-def chunk_record(root: dict[str, Any], number: int, where: str) -> dict[str, Any]:
+def chunk_record(root: Summary, number: int, where: str) -> ChunkRecord:
     """Chunk record `number` with what reading the chunk needs checked (sha256, size,
     count, first)."""
-    chunk = root["chunks"][number]
-    if (
-        not _record_ok(chunk)
-        or not _count_ok(chunk.get("count"))
-        or not _count_ok(chunk.get("first"))
-    ):
+    rec = root.chunks[number].record
+    if rec is None:
         raise BadInput(
             f"{where}: chunks[{number}]: not a sha256, a size, a count and a first entry",
             hint=HINT,
         )
-    return chunk
+    return rec
 
 
-def parse_chunk(data: bytes, rec: dict[str, Any], where: str) -> list[dict[str, Any]]:
+def parse_chunk(data: bytes, rec: ChunkRecord, where: str) -> list[LedgerEntry]:
     """A chunk's entries, each of a ledger entry's shape, numbered from the chunk's first
     seq on, and no deeper than `bounded.MAX_DEPTH`."""
     import orjson
@@ -252,12 +304,13 @@ def parse_chunk(data: bytes, rec: dict[str, Any], where: str) -> list[dict[str, 
         raise BadInput(
             f"{where}: a ledger summary chunk that is not valid JSON ({exc.msg})", hint=HINT
         )
-    if not isinstance(entries, list) or len(entries) != rec["count"]:
-        raise BadInput(f"{where}: not a ledger summary chunk of {rec['count']} entries", hint=HINT)
+    if not isinstance(entries, list) or len(entries) != rec.count:
+        raise BadInput(f"{where}: not a ledger summary chunk of {rec.count} entries", hint=HINT)
+    out = []
     for offset, entry in enumerate(entries):
-        seq = rec["first"] + offset
+        seq = rec.first + offset
         problem = lg.entry_problem(entry)
-        if problem is None and entry.get("seq") != seq:
+        if problem is None and not lg.is_seq(entry.get("seq"), seq):
             problem = f"seq {bounded.shown(entry.get('seq'))}, expected {seq}"
         if problem is None and bounded.deeper_than(entry, bounded.MAX_DEPTH - 1):
             problem = f"nested deeper than {bounded.MAX_DEPTH} levels"
@@ -265,4 +318,5 @@ def parse_chunk(data: bytes, rec: dict[str, Any], where: str) -> list[dict[str, 
             raise BadInput(
                 f"{where}: entry {offset + 1}: not ledger entry #{seq} ({problem})", hint=HINT
             )
-    return entries
+        out.append(lg.entry_from(entry, seq))
+    return out

@@ -9,6 +9,9 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from vllm_plugin_release.core import signed
+from vllm_plugin_release.core.errors import GateFailed
+
 INTERVAL_HOURS = 8
 BACKOFF_HOURS = 24
 CLOCK_SKEW = dt.timedelta(minutes=5)  # a time this far after now is still taken as now
@@ -47,6 +50,10 @@ class ScheduleState(NamedTuple):
             "failures": self.failures,
         }
 
+    def payload(self) -> bytes:
+        """The signed document's payload (`core.signed`)."""
+        return signed.payload_of(self.to_json())
+
 
 class StateUnreadable(ValueError):
     """A schedule state whose last_run or failures is of another type."""
@@ -74,6 +81,16 @@ def parse_state(data: object) -> ScheduleState | None:
         commit if isinstance(commit, str) else None,
         result if isinstance(result, str) else None,
     )
+
+
+def state_from(payload: bytes, where: str) -> ScheduleState | None:
+    """The state a verified signed schedule holds (`parse_state`): None before the first
+    run and when it cannot be read (an unreadable state never delays a run); GateFailed
+    when the payload is not a JSON object."""
+    try:
+        return parse_state(signed.body(payload, where, ""))
+    except StateUnreadable:
+        return None
 
 
 def due_now(
@@ -155,3 +172,31 @@ def pointer_problem(pointer: Any, name: str, now: dt.datetime) -> str | None:
     if when > now + CLOCK_SKEW:
         return f"dated {pointer['time']}, in the future"
     return None
+
+
+class Pointer(NamedTuple):
+    """A pairing's last-known-good pointer (a signed document of the store)."""
+
+    pairing: str
+    core_url: str
+    core_commit: str
+    plugin_commit: str | None
+    time: str
+
+    def to_json(self) -> dict[str, str | None]:
+        """The document as written: `POINTER_KEYS`, in that order."""
+        return dict(zip(POINTER_KEYS, self, strict=True))
+
+    def payload(self) -> bytes:
+        """The signed document's payload (`core.signed`)."""
+        return signed.payload_of(self.to_json())
+
+
+def parse_pointer(payload: bytes, name: str, now: dt.datetime, where: str, hint: str) -> Pointer:
+    """A verified signed pointer's payload as the pointer of pairing `name` now
+    (`pointer_problem`); GateFailed naming `where` otherwise."""
+    pointer = signed.body(payload, where, hint)
+    problem = pointer_problem(pointer, name, now)
+    if problem:
+        raise GateFailed(f"{where}: {problem}", hint=hint)
+    return Pointer(*(pointer[k] for k in POINTER_KEYS))

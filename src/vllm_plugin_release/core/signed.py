@@ -5,7 +5,9 @@ payload type naming what the document is, so one kind is never taken for another
 
 Verification is strict: the line must be byte for byte its canonical form, the payload
 type the one expected, and a signature by the given key's keyid must verify; then the
-payload is parsed (bounded in depth) and must be a JSON object.
+payload (bytes) is handed to the document's own parser, which reads it with `body`
+(bounded in depth; it must be a JSON object) into its typed record (`core.storehead.Head`,
+`core.ledger.LedgerEntry`, `core.schedule.Pointer`, `core.schedule.ScheduleState`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import bounded
@@ -27,9 +30,14 @@ if TYPE_CHECKING:
     )
 
 
-def sign(body: dict[str, Any], payload_type: str, key: Ed25519PrivateKey) -> bytes:
-    """`body` in a DSSE envelope signed with `key`: one canonical JSON line, newline."""
-    payload = canonical_json(body).encode()
+def payload_of(document: Mapping[str, Any]) -> bytes:
+    """A document's payload: its canonical JSON (what `sign` signs)."""
+    return canonical_json(document).encode()
+
+
+def sign(payload: bytes, payload_type: str, key: Ed25519PrivateKey) -> bytes:
+    """`payload` (a document's canonical JSON, `payload_of`) in a DSSE envelope signed with
+    `key`: one canonical JSON line, newline."""
     envelope = {
         "payload": base64.b64encode(payload).decode(),
         "payloadType": payload_type,
@@ -69,9 +77,10 @@ def verify(
     *,
     what: str,
     hint: str,
-) -> dict[str, Any]:
-    """The body of a signed line (`sign`), its signature by `public_key` checked;
-    GateFailed naming `where` (and both keyids when another key signed it) otherwise."""
+) -> bytes:
+    """The payload of a signed line (`sign`), its signature by `public_key` checked;
+    GateFailed naming `where` (and both keyids when another key signed it) otherwise. Its
+    parser reads it with `body`."""
     from cryptography.exceptions import InvalidSignature
 
     payload, sigs = _envelope(line, payload_type, where, what, hint)
@@ -83,13 +92,7 @@ def verify(
             public_key.verify(base64.b64decode(sig["sig"]), pae(payload_type, payload))
         except (InvalidSignature, ValueError, TypeError, KeyError, binascii.Error):
             break
-        try:
-            body = bounded.loads(payload)
-        except json.JSONDecodeError:
-            body = None
-        if isinstance(body, dict):
-            return body
-        raise GateFailed(f"{where}: the signed payload is not a JSON object", hint=hint)
+        return bytes(payload)
     signers = sorted({str(s.get("keyid"))[:16] for s in sigs if isinstance(s, dict)} - {want[:16]})
     if signers and not any(isinstance(s, dict) and s.get("keyid") == want for s in sigs):
         raise GateFailed(
@@ -104,15 +107,34 @@ def verify(
     )
 
 
-def unverified(line: bytes, payload_type: str, where: str, *, what: str, hint: str) -> Any:
-    """The body of a well-formed, canonical line of `payload_type`, its signature NOT
-    checked: only for bytes something signed vouches for as a whole (the ledger the
-    store's signed head names by sha256). GateFailed for a malformed line."""
+def unverified(line: bytes, payload_type: str, where: str, *, what: str, hint: str) -> bytes:
+    """The payload of a well-formed line of `payload_type`, its signature NOT checked:
+    only for bytes something signed vouches for as a whole (the ledger the store's signed
+    head names by sha256). GateFailed for a malformed line."""
     payload, _ = _envelope(line, payload_type, where, what, hint, canonical=False)
+    return bytes(payload)
+
+
+def check(
+    line: bytes,
+    payload_type: str,
+    public_key: Ed25519PublicKey,
+    where: str,
+    *,
+    what: str,
+    hint: str,
+) -> None:
+    """`verify`, and its payload a JSON object (`body`): GateFailed otherwise."""
+    body(verify(line, payload_type, public_key, where, what=what, hint=hint), where, hint)
+
+
+def body(payload: bytes, where: str, hint: str) -> dict[str, Any]:
+    """A verified (or vouched for) payload as the JSON object it must be (bounded in depth),
+    for the document's parser; GateFailed otherwise."""
     try:
-        body = bounded.loads(payload)
+        document = bounded.loads(payload)
     except json.JSONDecodeError:
-        body = None
-    if not isinstance(body, dict):
+        document = None
+    if not isinstance(document, dict):
         raise GateFailed(f"{where}: the signed payload is not a JSON object", hint=hint)
-    return body
+    return document

@@ -30,6 +30,7 @@ from vllm_plugin_release.core.storeindex import (
 from vllm_plugin_release.core.storetrust import superseded
 
 if TYPE_CHECKING:
+    from vllm_plugin_release.core.ledger import LedgerEntry
     from vllm_plugin_release.core.manifestmodel import Manifest
 
 KIND = "vllm-plugin-release/compat"
@@ -48,28 +49,28 @@ class Stored:
     problem: str | None
 
 
-def _lag_days(entry: dict[str, Any] | None, manifest: Manifest | None) -> int | None:
+def _lag_days(entry: LedgerEntry | None, manifest: Manifest | None) -> int | None:
     """Release lag in days: the ledger entry's, else the cadence check's summary."""
-    lag = (entry or {}).get("lag")
-    if isinstance(lag, dict) and isinstance(lag.get("days"), int):
-        return lag["days"]
+    lag = entry.lag if entry is not None else None
+    if lag is not None and lag.days is not None:
+        return lag.days
     cadence = manifest.conformance.checks.get("cadence") if manifest is not None else None
     found = _LAG.search(cadence.summary) if cadence is not None else None
     return int(found.group(2)) if found else None
 
 
-def _cell(site: str, pid: str, stored: Stored, releases: list[dict[str, Any]]) -> dict[str, Any]:
+def _cell(site: str, pid: str, stored: Stored, releases: list[LedgerEntry]) -> dict[str, Any]:
     """The verdict of `site` for one pairing: the newest signed ledger release entry of that
     runner, else the manifest's own verdict when its runner is `site`, else not run."""
-    newest = next((e for e in reversed(releases) if e.get("runner") == site), None)
+    newest = next((e for e in reversed(releases) if e.runner == site), None)
     manifest = stored.manifest
     if newest is not None:
         return {
-            "verdict": newest.get("verdict"),
+            "verdict": newest.verdict,
             "lag_days": _lag_days(newest, manifest),
-            "signed_by": f"ledger entry #{newest.get('seq')}",
+            "signed_by": f"ledger entry #{newest.seq}",
             "verified": True,
-            "time": newest.get("time"),
+            "time": newest.time,
         }
     if manifest is not None:
         runner, verdict = manifest.conformance.runner, manifest.verdict
@@ -92,9 +93,19 @@ def _cell(site: str, pid: str, stored: Stored, releases: list[dict[str, Any]]) -
     }
 
 
-def _history(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    keep = ("seq", "kind", "time", "runner", "verdict", "manifest_sha256")
-    return [{**{k: e.get(k) for k in keep}, "lag_days": _lag_days(e, None)} for e in entries]
+def _history(entries: list[LedgerEntry]) -> list[dict[str, Any]]:
+    return [
+        {
+            "seq": e.seq,
+            "kind": e.kind,
+            "time": e.time,
+            "runner": e.runner,
+            "verdict": e.verdict,
+            "manifest_sha256": e.manifest_sha256,
+            "lag_days": _lag_days(e, None),
+        }
+        for e in entries
+    ]
 
 
 def _approval(manifest: Manifest | None) -> dict[str, Any] | None:
@@ -107,14 +118,14 @@ def install_line(pid: str, store: str, key: str) -> str:
     return shlex.join(["vpr", "install", pid[:16], "--store", store, "--key", key])
 
 
-def _pairing(stored: Stored, entries: list[dict[str, Any]], store: str, key: str) -> dict[str, Any]:
+def _pairing(stored: Stored, entries: list[LedgerEntry], store: str, key: str) -> dict[str, Any]:
     """One pairing's data; `entries`: the ledger's entries for it, in ledger order."""
     entry, manifest = stored.entry, stored.manifest
     pid = entry.pairing_id
     problem = stored.problem
     if manifest is not None and problem is None:
         problem = superseded(entries, pid, entry.manifest_sha256)
-    releases = [e for e in entries if e.get("kind") == "release"]
+    releases = [e for e in entries if e.kind == "release"]
     plugin = entry.plugin
     return {
         "pairing_id": pid,
@@ -139,16 +150,12 @@ def _pairing(stored: Stored, entries: list[dict[str, Any]], store: str, key: str
 
 
 def _newest_core(
-    pairings: list[dict[str, Any]], ledger: list[dict[str, Any]], given: str | None
+    pairings: list[dict[str, Any]], ledger: list[LedgerEntry], given: str | None
 ) -> dict[str, Any] | None:
     """The newest core release (given, else the newest the store or its ledger names) and
     the plugins whose pairings do not cover it yet (each with its newest core)."""
     versions = [p["core"]["version"] for p in pairings]
-    versions += [
-        str(e["core"]["version"])
-        for e in ledger
-        if e.get("kind") == "release" and (e.get("core") or {}).get("version")
-    ]
+    versions += [str(e.core.version) for e in ledger if e.kind == "release" and e.core.version]
     if given:
         versions.append(given)
     if not versions:
@@ -205,7 +212,7 @@ class Publisher:
 
 def build(
     stored: list[Stored],
-    ledger: list[dict[str, Any]],
+    ledger: list[LedgerEntry],
     publisher: Publisher,
     *,
     newest_core: str | None = None,
@@ -213,9 +220,9 @@ def build(
     """compat.json: every pairing (newest core first, then plugin, best verdict), the cores,
     the newest core release and who does not cover it."""
     store, key = publisher.store, publisher.key
-    by_pairing: dict[str, list[dict[str, Any]]] = {}
+    by_pairing: dict[str, list[LedgerEntry]] = {}
     for e in ledger:
-        by_pairing.setdefault(str(e.get("pairing_id")), []).append(e)
+        by_pairing.setdefault(str(e.pairing_id), []).append(e)
     pairings = [_pairing(s, by_pairing.get(s.entry.pairing_id, []), store, key) for s in stored]
     rank = version_ranks(p["core"]["version"] for p in pairings)
     pairings.sort(

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
+from vllm_plugin_release.core import bounded, signed
 from vllm_plugin_release.core.errors import GateFailed
 
 HEAD_FILE = "head.json"
@@ -47,39 +49,87 @@ def stamp(moment: dt.datetime) -> str:
     return moment.strftime(TIME_FORMAT)
 
 
-def file_record(data: bytes) -> dict[str, Any]:
-    return {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+@dataclass(frozen=True, slots=True)
+class FileRecord:
+    """The head's record of one file: its sha256 and size; the ledger's also its entry
+    count and the sha256 of its last line (`ledger_record`)."""
+
+    sha256: str
+    size: int
+    count: int | None = None  # the ledger's only
+    last: str | None = None
+
+    def to_json(self) -> dict[str, str | int]:
+        """The record as the head holds it: sha256, size (and count, last)."""
+        out: dict[str, str | int] = {"sha256": self.sha256, "size": self.size}
+        if self.count is not None:
+            out["count"] = self.count
+        if self.last is not None:
+            out["last"] = self.last
+        return out
+
+    def same_file(self, other: FileRecord) -> bool:
+        """Whether both name the same bytes (sha256 and size)."""
+        return (self.sha256, self.size) == (other.sha256, other.size)
 
 
-def ledger_record(data: bytes) -> dict[str, Any]:
+def file_record(data: bytes) -> FileRecord:
+    return FileRecord(hashlib.sha256(data).hexdigest(), len(data))
+
+
+def ledger_record(data: bytes) -> FileRecord:
     """The ledger's record: its digest and size, its entry count and last line's sha256."""
     lines = data.splitlines(keepends=True)
     last = hashlib.sha256(lines[-1]).hexdigest() if lines else GENESIS
-    return {**file_record(data), "count": len(lines), "last": last}
+    return FileRecord(hashlib.sha256(data).hexdigest(), len(data), len(lines), last)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
+class Body:
+    """A head's signed body (`body`), before it is signed."""
+
+    version: int
+    time: str
+    expires: str
+    files: dict[str, FileRecord]
+
+    def to_json(self) -> dict[str, Any]:
+        """The body as it is signed: kind, version, time, expires, files (sorted)."""
+        return {
+            "kind": KIND,
+            "version": self.version,
+            "time": self.time,
+            "expires": self.expires,
+            "files": {name: rec.to_json() for name, rec in self.files.items()},
+        }
+
+    def payload(self) -> bytes:
+        return signed.payload_of(self.to_json())
+
+    def as_head(self, keyid: str, digest: str) -> Head:
+        """The head this body is once signed by `keyid` into bytes of sha256 `digest`."""
+        return Head(self.version, self.time, self.expires, self.files, keyid, digest)
+
+
+@dataclass(frozen=True, slots=True)
 class Head:
     version: int
     time: str
     expires: str
-    files: dict[str, dict[str, Any]]
+    files: dict[str, FileRecord]
     keyid: str
     digest: str  # sha256 of head.json's bytes: two heads of one version must be one head
 
 
-def body(
-    files: dict[str, dict[str, Any]], *, previous: int, now: dt.datetime, days: float
-) -> dict[str, Any]:
+def body(files: dict[str, FileRecord], *, previous: int, now: dt.datetime, days: float) -> Body:
     """A new head's body: the next version (above `previous`, and never below the clock's
     seconds, so a head made again from nothing still outranks the heads before it)."""
-    return {
-        "kind": KIND,
-        "version": max(previous + 1, int(now.timestamp())),
-        "time": stamp(now),
-        "expires": stamp(now + dt.timedelta(days=days)),
-        "files": dict(sorted(files.items())),
-    }
+    return Body(
+        version=max(previous + 1, int(now.timestamp())),
+        time=stamp(now),
+        expires=stamp(now + dt.timedelta(days=days)),
+        files=dict(sorted(files.items())),
+    )
 
 
 def _problem(data: dict[str, Any]) -> str | None:
@@ -99,32 +149,56 @@ def _problem(data: dict[str, Any]) -> str | None:
     for name, record in files.items():
         if not isinstance(record, dict) or not _record_ok(record):
             return f"files[{name!r}] is not a sha256 and a size"
+        count, last = record.get("count"), record.get("last")
+        if not (count is None or _count_ok(count)) or not (last is None or isinstance(last, str)):
+            return f"files[{name!r}] has a count or a last entry that is not a count and a text"
     return None
 
 
+def _count_ok(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _record_ok(record: dict[str, Any]) -> bool:
-    sha, size = record.get("sha256"), record.get("size")
-    return (
-        isinstance(sha, str)
-        and len(sha) == 64
-        and isinstance(size, int)
-        and not isinstance(size, bool)
-        and size >= 0
-    )
+    sha = record.get("sha256")
+    return isinstance(sha, str) and len(sha) == 64 and _count_ok(record.get("size"))
 
 
-def parse(data: dict[str, Any], *, keyid: str, digest: str, where: str) -> Head:
-    """The verified body of a head as a Head; GateFailed naming what is malformed."""
+def parse(payload: bytes, *, keyid: str, digest: str, where: str) -> Head:
+    """The verified payload of a head (`core.signed.verify`) as a Head; GateFailed naming
+    what is malformed."""
+    data = signed.body(payload, where, HINT)
     problem = _problem(data)
     if problem:
         raise GateFailed(f"{where}: not a store head ({problem})", hint=HINT)
-    return Head(
-        version=data["version"],
-        time=data["time"],
-        expires=data["expires"],
-        files=data["files"],
-        keyid=keyid,
-        digest=digest,
+    files = {
+        name: FileRecord(rec["sha256"], rec["size"], rec.get("count"), rec.get("last"))
+        for name, rec in data["files"].items()
+    }
+    return Head(data["version"], data["time"], data["expires"], files, keyid, digest)
+
+
+class Seen(NamedTuple):
+    """The newest head a consumer has seen of a store (its own record, `.vpr/trust/`)."""
+
+    version: int
+    digest: str | None
+    time: str | None
+
+
+def seen_from(data: bytes) -> Seen | None:
+    """A consumer's record of the newest head seen; None when it holds no version (a
+    damaged record: nothing seen yet)."""
+    try:
+        seen = bounded.loads(data)
+    except json.JSONDecodeError:
+        return None
+    version = seen.get("version") if isinstance(seen, dict) else None
+    if not isinstance(version, int):
+        return None
+    digest, time = seen.get("digest"), seen.get("time")
+    return Seen(
+        version, None if digest is None else str(digest), None if time is None else str(time)
     )
 
 
@@ -139,22 +213,20 @@ def check_fresh(head: Head, now: dt.datetime, where: str) -> None:
         )
 
 
-def check_not_older(head: Head, seen: dict[str, Any] | None, where: str) -> None:
+def check_not_older(head: Head, seen: Seen | None, where: str) -> None:
     """Refuse a head older than one this consumer has seen for the store (rollback), or
     another head under a version seen (two different states signed as one)."""
-    if not seen:
+    if seen is None:
         return
-    version = seen.get("version")
-    if not isinstance(version, int):
-        return
+    version = seen.version
     if head.version < version:
         raise GateFailed(
             f"{where}: the store's signed head is version {head.version}, older than version "
-            f"{version} seen here at {seen.get('time')}: the store was rolled back to an "
+            f"{version} seen here at {seen.time}: the store was rolled back to an "
             "older state",
             hint="a mirror or cache may serve an old copy; read the store from its origin",
         )
-    if head.version == version and seen.get("digest") not in (None, head.digest):
+    if head.version == version and seen.digest not in (None, head.digest):
         raise GateFailed(
             f"{where}: the store's signed head version {head.version} is not the head of "
             "that version seen here before: two states were signed under one version",
@@ -162,15 +234,15 @@ def check_not_older(head: Head, seen: dict[str, Any] | None, where: str) -> None
         )
 
 
-def check_file(head: Head, relative: str, data: bytes, where: str) -> dict[str, Any]:
+def check_file(head: Head, relative: str, data: bytes, where: str) -> FileRecord:
     """The head's record of `relative` when `data` is exactly the file it vouches for."""
     record = head.files[relative]
     got = file_record(data)
-    if got["sha256"] != record["sha256"] or got["size"] != record["size"]:
+    if not got.same_file(record):
         raise GateFailed(
             f"{where}: not the file the store's signed head (version {head.version}) vouches "
-            f"for: sha256 {got['sha256'][:16]}, {got['size']} bytes; signed "
-            f"{record['sha256'][:16]}, {record['size']} bytes",
+            f"for: sha256 {got.sha256[:16]}, {got.size} bytes; signed "
+            f"{record.sha256[:16]}, {record.size} bytes",
             hint=HINT,
         )
     return record
@@ -178,8 +250,8 @@ def check_file(head: Head, relative: str, data: bytes, where: str) -> dict[str, 
 
 def check_ledger(head: Head, relative: str, count: int, last: str, where: str) -> None:
     """The parsed ledger has the count and last entry the head signs (truncation)."""
-    record = head.files.get(relative) or {"count": 0, "last": GENESIS}  # none signed: empty
-    want = (record.get("count"), record.get("last"))
+    record = head.files.get(relative)
+    want = (record.count, record.last) if record else (0, GENESIS)  # none signed: empty
     if want != (count, last):
         raise GateFailed(
             f"{where}: {count} entries, but the store's signed head says {want[0]} (last "

@@ -16,6 +16,7 @@ from vllm_plugin_release.core.errors import BadInput
 
 if TYPE_CHECKING:
     from vllm_plugin_release.core.indexentry import IndexEntry
+    from vllm_plugin_release.core.ledger import LedgerEntry
     from vllm_plugin_release.core.manifestmodel import Manifest
 
 
@@ -126,19 +127,19 @@ def core_matches(version: str, wanted: str) -> bool:
         return version == wanted
 
 
-def superseded(entries: list[dict[str, Any]], pid: str, manifest_sha256: str) -> str | None:
+def superseded(entries: list[LedgerEntry], pid: str, manifest_sha256: str) -> str | None:
     """Why the manifest with `manifest_sha256` is not the pairing's current verdict: the
     ledger's newest release entry for `pid` names another manifest. None when it names this
     one, or the ledger has no release entry for the pairing."""
     newest = next(
-        (e for e in reversed(entries) if e.get("kind") == "release" and e.get("pairing_id") == pid),
+        (e for e in reversed(entries) if e.kind == "release" and e.pairing_id == pid),
         None,
     )
-    if newest is None or newest.get("manifest_sha256") == manifest_sha256:
+    if newest is None or newest.manifest_sha256 == manifest_sha256:
         return None
     return (
-        f"the ledger's newest verdict for pairing {pid[:16]} is entry #{newest.get('seq')} "
-        f"({newest.get('verdict')}, {newest.get('time')}, manifest sha256 "
-        f"{str(newest.get('manifest_sha256'))[:16]}); the store serves manifest "
+        f"the ledger's newest verdict for pairing {pid[:16]} is entry #{newest.seq} "
+        f"({newest.verdict}, {newest.time}, manifest sha256 "
+        f"{str(newest.manifest_sha256)[:16]}); the store serves manifest "
         f"{manifest_sha256[:16]}: a superseded verdict"
     )

@@ -18,14 +18,28 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from vllm_plugin_release.core import bounded, progress, signed
 from vllm_plugin_release.core.cache import atomic_write_bytes
 from vllm_plugin_release.core.errors import BadInput, GateFailed
-from vllm_plugin_release.core.ledger import LEDGER_FILE, chained, parse_ledger, sign_line
+from vllm_plugin_release.core.ledger import (
+    LEDGER_FILE,
+    Draft,
+    LedgerEntry,
+    chained,
+    parse_ledger,
+    sign_line,
+)
 from vllm_plugin_release.core.ledgersummary import LEDGER_SUMMARY_DIR, LEDGER_SUMMARY_FILE
-from vllm_plugin_release.core.schedule import LKG_TYPE, SCHEDULE_TYPE, pointer_problem
+from vllm_plugin_release.core.schedule import (
+    LKG_TYPE,
+    SCHEDULE_TYPE,
+    Pointer,
+    ScheduleState,
+    parse_pointer,
+    state_from,
+)
 from vllm_plugin_release.core.storetrust import store_path
 from vllm_plugin_release.edges.store import DirStore, HttpStore, Store
 from vllm_plugin_release.edges.storehead import check_vouched, sign_head
@@ -36,6 +50,8 @@ if TYPE_CHECKING:
         Ed25519PrivateKey,
         Ed25519PublicKey,
     )
+
+    from vllm_plugin_release.core.storehead import Head
 
 LKG_DIR = "lkg"
 
@@ -49,13 +65,13 @@ def _writable(store: Store) -> DirStore:
     return store
 
 
-def read_ledger(store: Store, public_key: Ed25519PublicKey) -> list[dict[str, Any]]:
+def read_ledger(store: Store, public_key: Ed25519PublicKey) -> list[LedgerEntry]:
     """Every ledger entry, verified through the store's signed head (`edges.trust`):
     GateFailed (exit 1) at the first bad line, or a ledger the head does not vouch for."""
     return Trusted(store, public_key, memory=None).ledger()
 
 
-def append(store: Store, entry: dict[str, Any], key: Ed25519PrivateKey) -> dict[str, Any]:
+def append(store: Store, entry: Draft, key: Ed25519PrivateKey) -> LedgerEntry:
     """Append `entry` (signed with `key`) to the store's ledger and sign the store's head;
     the entry as chained. The ledger there must verify line by line and be the one the
     head vouches for: a tampered or cut ledger is never extended."""
@@ -88,14 +104,15 @@ def _name_path(folder: str, name: str) -> str:
 
 
 def _write_signed(
-    store: Store, relative: str, body: dict[str, Any], payload_type: str, key: Ed25519PrivateKey
+    store: Store, relative: str, payload: bytes, payload_type: str, key: Ed25519PrivateKey
 ) -> Path:
-    """`body` signed (`core.signed`) into `relative`, then the store's head, under the lock."""
+    """`payload` signed (`core.signed`) into `relative`, then the store's head, under the
+    lock."""
     target = _writable(store)
     path = target.root / relative
     with target.locked():
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, signed.sign(body, payload_type, key))
+        atomic_write_bytes(path, signed.sign(payload, payload_type, key))
         sign_head(target.root, key, (relative,))
     return path
 
@@ -104,43 +121,43 @@ LKG_HINT = "restore the pointer, or let the next passing nightly run write it ag
 NIGHTLY_DIR = "nightly"
 
 
-def write_lkg(store: Store, name: str, pointer: dict[str, Any], key: Ed25519PrivateKey) -> Path:
+def write_lkg(store: Store, name: str, pointer: Pointer, key: Ed25519PrivateKey) -> Path:
     """Move the pairing's last-known-good pointer: the pointer signed (it names its pairing
     and time: `pointer_problem`), then the store's head."""
-    return _write_signed(store, _name_path(LKG_DIR, name), pointer, LKG_TYPE, key)
+    return _write_signed(store, _name_path(LKG_DIR, name), pointer.payload(), LKG_TYPE, key)
 
 
 def read_lkg(
     store: Store | Trusted, name: str, public_key: Ed25519PublicKey | None = None
-) -> dict[str, Any] | None:
+) -> Pointer | None:
     """The pairing's last-known-good pointer: vouched for by the store's head, signed, and
     naming this pairing (None when the store has none). GateFailed otherwise."""
     trusted = _trusted(store, public_key)
     relative = _name_path(LKG_DIR, name)
-    pointer = trusted.document(relative, LKG_TYPE, "last-known-good pointer", LKG_HINT)
-    if pointer is None:
+    payload = trusted.document(relative, LKG_TYPE, "last-known-good pointer", LKG_HINT)
+    if payload is None:
         return None
-    problem = pointer_problem(pointer, name, dt.datetime.now(dt.timezone.utc))
-    if problem:
-        raise GateFailed(f"{trusted.store.where(relative)}: {problem}", hint=LKG_HINT)
-    return pointer
+    now = dt.datetime.now(dt.timezone.utc)
+    return parse_pointer(payload, name, now, trusted.store.where(relative), LKG_HINT)
 
 
-def write_state(store: Store, name: str, state: dict[str, Any], key: Ed25519PrivateKey) -> None:
+def write_state(store: Store, name: str, state: ScheduleState, key: Ed25519PrivateKey) -> None:
     """The nightly schedule's state for pairing `name`, signed, then the store's head."""
-    _write_signed(store, _name_path(NIGHTLY_DIR, name), state, SCHEDULE_TYPE, key)
+    _write_signed(store, _name_path(NIGHTLY_DIR, name), state.payload(), SCHEDULE_TYPE, key)
 
 
 def read_state(
     store: Store | Trusted, name: str, public_key: Ed25519PublicKey | None = None
-) -> dict[str, Any] | None:
+) -> ScheduleState | None:
     """The nightly schedule's state for pairing `name`: None before the first run, and when
-    it cannot be trusted (not vouched for by the head, not signed by this key): an
-    untrusted schedule never delays a run, it only loses its backoff."""
+    it cannot be trusted (not vouched for by the head, not signed by this key) or read
+    (`core.schedule.state_from`): an untrusted schedule never delays a run, it only loses
+    its backoff."""
     trusted = _trusted(store, public_key)
     relative = _name_path(NIGHTLY_DIR, name)
     try:
-        return trusted.document(relative, SCHEDULE_TYPE, "nightly schedule", "")
+        payload = trusted.document(relative, SCHEDULE_TYPE, "nightly schedule", "")
+        return None if payload is None else state_from(payload, trusted.store.where(relative))
     except GateFailed as exc:
         progress.warn(f"{exc.message.splitlines()[0]}; running as if there were no schedule")
         return None
@@ -153,7 +170,7 @@ def _trusted(store: Store | Trusted, public_key: Ed25519PublicKey | None) -> Tru
     return Trusted(store, public_key, memory=None, fresh=False, required=False)
 
 
-def sign_store(store: Store, key: Ed25519PrivateKey) -> Any:
+def sign_store(store: Store, key: Ed25519PrivateKey) -> Head:
     """`vpr manifest sign-store`: a new head over every file of a reviewed store folder, as
     it is now (a person vouches for it), after what can be checked with the key is: each
     ledger line (signature, chain), each pointer's and schedule's signature, the index."""
@@ -177,5 +194,5 @@ def sign_store(store: Store, key: Ed25519PrivateKey) -> Any:
                 index_from(data, where)
             else:
                 kind = LKG_TYPE if relative.startswith(f"{LKG_DIR}/") else SCHEDULE_TYPE
-                signed.verify(data, kind, public, where, what="signed document", hint="")
+                signed.check(data, kind, public, where, what="signed document", hint="")
         return sign_head(target.root, key, everything=True)

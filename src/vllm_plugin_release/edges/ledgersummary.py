@@ -13,7 +13,7 @@ summary (written before vpr wrote one) is read from its whole ledger, with a not
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from vllm_plugin_release.core import ledger as lg
 from vllm_plugin_release.core import ledgersummary as ls
@@ -21,6 +21,7 @@ from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges.storesummary import again, blob
 
 if TYPE_CHECKING:
+    from vllm_plugin_release.core.ledger import LedgerEntry
     from vllm_plugin_release.edges.trust import Trusted
 
 
@@ -31,26 +32,26 @@ def select(
     plugin: str | None = None,
     verdict: str | None = None,
     kind: str | None = None,
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[LedgerEntry], int]:
     """(`core.ledger.select` over the store's ledger, its count of entries), reading only
     the chunks that can hold a match (without a ledger summary: the whole ledger)."""
 
-    def read() -> tuple[list[dict[str, Any]], int] | None:
+    def read() -> tuple[list[LedgerEntry], int] | None:
         root = _root(trusted)
         if root is None:
             return None
         where = trusted.store.where(ls.LEDGER_SUMMARY_FILE)
-        found: list[dict[str, Any]] = []
+        found: list[LedgerEntry] = []
         picked = ls.chunks_for(
             root, core=core, plugin=plugin, verdict=verdict, kind=kind, where=where
         )
         for number in picked:
             rec = ls.chunk_record(root, number, where)
-            relative = ls.chunk_path(rec["sha256"])
-            data = blob(trusted, relative, rec, ls.HINT)
+            relative = ls.chunk_path(rec.sha256)
+            data = blob(trusted, relative, {"sha256": rec.sha256, "size": rec.size}, ls.HINT)
             entries = ls.parse_chunk(data, rec, trusted.store.where(relative))
             found += lg.select(entries, core=core, plugin=plugin, verdict=verdict, kind=kind)
-        return found, root["entries"]
+        return found, root.entries
 
     got = again(trusted, read)
     if got is None:
@@ -69,11 +70,11 @@ def matrix(trusted: Trusted, fmt: str) -> tuple[str, int]:
         root = _root(trusted)
         if root is None:
             return None
-        rec = root["matrix"][fmt]
-        relative = ls.matrix_path(rec["sha256"], fmt)
-        data = blob(trusted, relative, rec, ls.HINT)
+        rec = root.matrix[fmt]
+        relative = ls.matrix_path(rec.sha256, fmt)
+        data = blob(trusted, relative, rec.to_json(), ls.HINT)
         try:
-            return data.decode("utf-8"), root["entries"]
+            return data.decode("utf-8"), root.entries
         except UnicodeDecodeError as exc:
             raise BadInput(
                 f"{trusted.store.where(relative)}: not UTF-8 (byte {exc.start})", hint=ls.HINT
@@ -86,7 +87,7 @@ def matrix(trusted: Trusted, fmt: str) -> tuple[str, int]:
     return got
 
 
-def _root(trusted: Trusted) -> dict[str, Any] | None:
+def _root(trusted: Trusted) -> ls.Summary | None:
     """ledger/summary.json as the head vouches for it, made from the ledger the head
     records; None when the head lists no ledger summary (with a note when it lists a
     ledger)."""

@@ -19,7 +19,7 @@ import hashlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from vllm_plugin_release.core import bounded, signed
 from vllm_plugin_release.core import storehead as sh
@@ -50,7 +50,7 @@ def head_days() -> float:
     return days if days > 0 else sh.DEFAULT_DAYS
 
 
-def record(relative: str, data: bytes) -> dict[str, Any]:
+def record(relative: str, data: bytes) -> sh.FileRecord:
     return sh.ledger_record(data) if relative == LEDGER_FILE else sh.file_record(data)
 
 
@@ -74,9 +74,11 @@ def read_head(root: Path, public_key: Ed25519PublicKey, where: str) -> sh.Head |
         data = bounded.read_file(root / sh.HEAD_FILE, sh.MAX_HEAD, "store head")
     except FileNotFoundError:
         return None
-    body = signed.verify(data, sh.PAYLOAD_TYPE, public_key, where, what="store head", hint=sh.HINT)
+    payload = signed.verify(
+        data, sh.PAYLOAD_TYPE, public_key, where, what="store head", hint=sh.HINT
+    )
     return sh.parse(
-        body, keyid=keyid(public_key), digest=hashlib.sha256(data).hexdigest(), where=where
+        payload, keyid=keyid(public_key), digest=hashlib.sha256(data).hexdigest(), where=where
     )
 
 
@@ -118,14 +120,14 @@ def sign_head(
         files[relative] = record(relative, data)
     now = now or dt.datetime.now(dt.timezone.utc)
     made = sh.body(files, previous=previous.version if previous else 0, now=now, days=head_days())
-    data = signed.sign(made, sh.PAYLOAD_TYPE, key)
+    data = signed.sign(made.payload(), sh.PAYLOAD_TYPE, key)
     atomic_write_bytes(root / sh.HEAD_FILE, data)
     if everything:
         from vllm_plugin_release.edges import summarywrite
 
         summarywrite.sweep(root, keep)
         summarywrite.sweep(root, keep_ledger, LEDGER_SUMMARY_DIR)
-    return sh.parse(made, keyid=keyid(public), digest=hashlib.sha256(data).hexdigest(), where=where)
+    return made.as_head(keyid(public), hashlib.sha256(data).hexdigest())
 
 
 def check_vouched(root: Path, public_key: Ed25519PublicKey, relative: str, data: bytes) -> None:

@@ -114,7 +114,7 @@ def _root(trusted: Trusted) -> ss.SummaryRoot | None:
         return None
     where = trusted.store.where(ss.SUMMARY_FILE)
     root = ss.parse_root(data, where)
-    index = head.files.get(si.INDEX_FILE) or {}
+    index = head.files[si.INDEX_FILE].to_json() if si.INDEX_FILE in head.files else {}
     if {k: index.get(k) for k in ("sha256", "size")} != root.index.to_json():
         raise GateFailed(
             f"{where}: made from index.json sha256 {root.index.sha256[:16]} "

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core import storeindex as si
@@ -25,6 +25,8 @@ from vllm_plugin_release.core.errors import BadInput, GateFailed
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from vllm_plugin_release.core.ledger import LedgerEntry
 
 
 def write(root: Path, index: si.StoreIndex, index_data: bytes) -> set[str]:
@@ -57,7 +59,7 @@ def refresh(root: Path) -> set[str] | None:
     return write(root, index, data)
 
 
-def write_ledger(root: Path, entries: list[dict[str, Any]], ledger_data: bytes) -> set[str]:
+def write_ledger(root: Path, entries: list[LedgerEntry], ledger_data: bytes) -> set[str]:
     """The ledger summary of `entries` (verified, oldest first: the ledger whose file is
     `ledger_data`) into the store folder `root`; the store paths it names."""
     from vllm_plugin_release.core import ledgersummary as ls

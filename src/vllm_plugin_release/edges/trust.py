@@ -24,14 +24,20 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from vllm_plugin_release.core import bounded, signed
 from vllm_plugin_release.core import storehead as sh
 from vllm_plugin_release.core.attest import keyid
 from vllm_plugin_release.core.cache import atomic_write_bytes
 from vllm_plugin_release.core.errors import BadInput, GateFailed
-from vllm_plugin_release.core.ledger import GENESIS, LEDGER_FILE, line_digest, parse_ledger
+from vllm_plugin_release.core.ledger import (
+    GENESIS,
+    LEDGER_FILE,
+    LedgerEntry,
+    line_digest,
+    parse_ledger,
+)
 from vllm_plugin_release.core.storeindex import INDEX_FILE, StoreIndex, empty_index, index_from
 from vllm_plugin_release.core.storetrust import Missing
 from vllm_plugin_release.edges.store import DirStore, Store
@@ -101,11 +107,11 @@ class Trusted:
                 hint="stores written before vpr signed them have none: their publisher "
                 "signs one with `vpr manifest sign-store`",
             )
-        body = signed.verify(
+        payload = signed.verify(
             data, sh.PAYLOAD_TYPE, self.public_key, where, what="store head", hint=sh.HINT
         )
         head = sh.parse(
-            body, keyid=self.keyid, digest=hashlib.sha256(data).hexdigest(), where=where
+            payload, keyid=self.keyid, digest=hashlib.sha256(data).hexdigest(), where=where
         )
         if self.fresh:
             sh.check_fresh(head, self.now, where)
@@ -131,20 +137,19 @@ class Trusted:
         name = hashlib.sha256(f"{where}\0{self.keyid}".encode()).hexdigest()[:32]
         return self.memory / f"{name}.json"
 
-    def _seen(self) -> dict[str, Any] | None:
+    def _seen(self) -> sh.Seen | None:
         path = self._memory_file()
         if path is None:
             return None
         try:
-            seen = bounded.loads(bounded.read_file(path, sh.MAX_HEAD, "trust record"))
-        except (FileNotFoundError, BadInput, json.JSONDecodeError):
+            return sh.seen_from(bounded.read_file(path, sh.MAX_HEAD, "trust record"))
+        except (FileNotFoundError, BadInput):
             return None  # no record (or a damaged one): nothing seen here yet
-        return seen if isinstance(seen, dict) else None
 
     def _remember(self, head: sh.Head) -> None:
         path = self._memory_file()
         seen = self._seen()
-        if path is None or (seen and seen.get("version") == head.version):
+        if path is None or (seen is not None and seen.version == head.version):
             return
         record = {
             "location": self.location,
@@ -165,17 +170,15 @@ class Trusted:
             head = self.head()
             if head is None or relative not in head.files:
                 return None
-            data = self._bytes(relative, head.files[relative]["size"])
-            if data is not None and sh.file_record(data) == {
-                k: head.files[relative][k] for k in ("sha256", "size")
-            }:
+            data = self._bytes(relative, head.files[relative].size)
+            if data is not None and sh.file_record(data).same_file(head.files[relative]):
                 return data
             if again:  # a writer may have just moved on: once more, with its new head
                 self._read_head = False
         where = self.store.where(relative)
         if data is None:
             raise GateFailed(
-                f"{where}: larger than the {head.files[relative]['size']} bytes the store's "
+                f"{where}: larger than the {head.files[relative].size} bytes the store's "
                 f"signed head (version {head.version}) vouches for",
                 hint=sh.HINT,
             )
@@ -202,7 +205,7 @@ class Trusted:
             return empty_index()
         return index_from(data, self.store.where(INDEX_FILE))
 
-    def ledger(self) -> list[dict[str, Any]]:
+    def ledger(self) -> list[LedgerEntry]:
         """Every ledger entry, verified line by line (naming the first bad line), then held
         to the head's signed count, last entry and digest: a ledger cut short, frozen or
         from another state of the store is refused."""
@@ -210,12 +213,10 @@ class Trusted:
         for again in (True, False):
             head = self.head()
             record = head.files.get(LEDGER_FILE) if head else None
-            data = self._bytes(LEDGER_FILE, record["size"]) if record else b""
+            data = self._bytes(LEDGER_FILE, record.size) if record else b""
             if data is None:  # larger than signed
                 data = self.store.read_bytes(LEDGER_FILE, bounded.MAX_INDEX)
-            vouched = record is not None and sh.file_record(data) == {
-                k: record[k] for k in ("sha256", "size")
-            }
+            vouched = record is not None and sh.file_record(data).same_file(record)
             try:
                 entries = parse_ledger(data, self.public_key, where, vouched=vouched)
                 if head is not None:
@@ -231,9 +232,9 @@ class Trusted:
                 self._read_head = False  # a writer may have just moved on
         raise AssertionError("unreachable")
 
-    def document(self, relative: str, payload_type: str, what: str, hint: str) -> Any:
-        """A signed document of the store (`core.signed`) the head vouches for: its body,
-        or None when the head lists none."""
+    def document(self, relative: str, payload_type: str, what: str, hint: str) -> bytes | None:
+        """A signed document of the store (`core.signed`) the head vouches for: its payload
+        (signature checked) for its parser, or None when the head lists none."""
         data = self.read(relative)
         if data is None:
             return None

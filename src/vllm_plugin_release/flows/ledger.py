@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -89,7 +89,7 @@ def record_verdict(
     cache: Cache,
     store: str | None,
     signing: str | Path | None,
-) -> dict[str, Any]:
+) -> ledger.LedgerEntry:
     """Append the verdict of dist/NAME/manifest.json (or `said.outcome`) to the ledger,
     with the release lag its scorecard gives; the entry as written."""
     manifest_path = dist / MANIFEST_FILE
@@ -103,17 +103,15 @@ def record_verdict(
         runner=said.runner,
         time=now_utc(),
         kind=kind,
-        lag=None if lag is None else lag.to_json(),
+        lag=None if lag is None else ledger.Lag(lag.days, lag.minor_releases),
     )
     if said.outcome is not None:
-        entry["verdict"] = said.outcome
+        entry = replace(entry, verdict=said.outcome)
     key = signing_key(spec, cache, signing)
     target = open_store(resolve_targets(spec, None, store, cache.root)[1])
     written = ledgerstore.append(target, entry, key)
     entries = ledgerstore.read_ledger(target, key.public_key())  # read back, verified
     if not entries or entries[-1] != written:
         raise GateFailed(f"{target.location}: the ledger entry just written does not read back")
-    progress.info(
-        f"ledger: entry #{written['seq']} ({kind}, {written['verdict']}) in {target.location}"
-    )
+    progress.info(f"ledger: entry #{written.seq} ({kind}, {written.verdict}) in {target.location}")
     return written

@@ -140,11 +140,11 @@ def _tests(
         return run.failing, first_error_lines(tmp / "junit.xml")
 
 
-def _since(repo: Path, lkg: Mapping[str, Any] | None, commit: str, url: str) -> Since:
+def _since(repo: Path, lkg: schedule.Pointer | None, commit: str, url: str) -> Since:
     """The commits since the last-known-good one (what a bisection would search)."""
-    if not lkg or not lkg.get("core_commit"):
+    if lkg is None or not lkg.core_commit:
         return Since(None)
-    good = str(lkg["core_commit"])
+    good = lkg.core_commit
     try:
         between = corehistory.commits_between(repo, good, commit, url)[1:]
     except BadInput:
@@ -159,23 +159,23 @@ def _outcome(
     store: Any,
     key: Any,
     repo: Path,
-    lkg: Mapping[str, Any] | None,
+    lkg: schedule.Pointer | None,
 ) -> NightlyReport:
     """Pass: move the signed last-known-good pointer. Fail: say what broke since it."""
     core = report.core
     assert core is not None  # a run that tested a commit
     if report.status == "pass":
-        pointer = {
-            "pairing": spec.name,
-            "core_url": core.url,
-            "core_commit": core.commit,
-            "plugin_commit": report.plugin_commit,
-            "time": now_utc(),
-        }
+        pointer = schedule.Pointer(
+            pairing=spec.name,
+            core_url=core.url,
+            core_commit=core.commit,
+            plugin_commit=report.plugin_commit,
+            time=now_utc(),
+        )
         written = str(ledgerstore.write_lkg(store, spec.name, pointer, key))
         return replace(report, last_known_good=written)
     since = _since(repo, lkg, core.commit, core.url)
-    good = (lkg or {}).get("core_commit")
+    good = lkg.core_commit if lkg is not None else None
     bisect = (
         f"vpr bisect --spec {spec.path} --repo {core.url} --good {good} --bad {core.commit}"
         if good
@@ -200,12 +200,8 @@ def nightly(spec: Spec, opts: Options) -> NightlyReport:
     key = signing_key(spec, opts.cache, opts.signing_key)
     now = opts.now or dt.datetime.now(dt.timezone.utc)
     trusted = _trusted(store, key, opts.cache, now)
-    state, run_now, why = schedule.due_now(
-        ledgerstore.read_state(trusted, spec.name),
-        now,
-        interval=opts.interval,
-        backoff=opts.backoff,
-    )
+    state = ledgerstore.read_state(trusted, spec.name)  # None: none, or unreadable
+    run_now, why = schedule.due(state, now, interval=opts.interval, backoff=opts.backoff)
     if not run_now and not opts.force:
         progress.info(f"nightly: skipped ({why})")
         return NightlyReport("skipped", reason=why)
@@ -225,7 +221,7 @@ def nightly(spec: Spec, opts: Options) -> NightlyReport:
     ledgerstore.write_state(
         store,
         spec.name,
-        schedule.after_run(state, now, passed=not report.failing, commit=commit).to_json(),
+        schedule.after_run(state, now, passed=not report.failing, commit=commit),
         key,
     )
     write_json(records.dist_dir(opts.dist_root, base.name) / REPORT, report.to_json())

@@ -268,7 +268,7 @@ class _Stages:
             store=self.opts.store,
             signing=self.opts.signing_key,
         )
-        self.out.facts["ledger"] = f"entry #{written['seq']} (signed, chain verified)"
+        self.out.facts["ledger"] = f"entry #{written.seq} (signed, chain verified)"
 
 
 def graph(spec: Spec, opts: Options, out: Outcome) -> Graph:
