@@ -9,10 +9,9 @@ one progress display, and a summary at the end (verdict, paths, digests).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
@@ -32,6 +31,7 @@ from vllm_plugin_release.flows.stagewalk import Walk, walk
 from vllm_plugin_release.stages.requests import build_request
 
 if TYPE_CHECKING:
+    from vllm_plugin_release.core.runnerfacts import RunnerFacts
     from vllm_plugin_release.stages.delivery import StageResult
     from vllm_plugin_release.stages.pairingctx import PairingContext
 
@@ -55,8 +55,8 @@ class Outcome:
     stages: dict[str, float] = field(default_factory=dict)
     facts: dict[str, str] = field(default_factory=dict)  # the summary's lines: name -> text
     # Where each stage that runs core or plugin code ran (its record's `backend`: the
-    # runner's own description, open JSON written into run.json as it is).
-    ran_in: dict[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    # runner's own description, written into run.json as the record holds it).
+    ran_in: dict[str, RunnerFacts | None] = field(default_factory=dict)
 
 
 BUILDS = ("build-core", "build-plugin", "build-guard")
@@ -194,8 +194,8 @@ class _Stages:
         # The in-env parts of conform run where the pairing environment lives.
         self.out.ran_in["env"] = self.out.ran_in["conform (in-env parts)"] = record.backend
         runtime = record.runtime
-        self.out.facts["runtime"] = f"{runtime['name']}: {runtime['status']}" + (
-            " (stand-in checked in an overlay, a test double)" if runtime.get("stand_in") else ""
+        self.out.facts["runtime"] = f"{runtime.name}: {runtime.status}" + (
+            " (stand-in checked in an overlay, a test double)" if runtime.stand_in else ""
         )
 
     def conform(self) -> None:
@@ -232,7 +232,7 @@ class _Stages:
         )
         result = publish_spec(self.spec, options, cache=self.opts.cache)
         if result.proven_in is not None:  # the install proof runs on the spec's runner too
-            self.out.ran_in["publish (install proof)"] = result.proven_in.to_json()
+            self.out.ran_in["publish (install proof)"] = result.proven_in
         wheels = ", ".join(f"{name} {status}" for name, status in result.wheels.items())
         self.out.facts["published"] = (
             f"{wheels} on {result.index}; manifest {result.store_status} in {result.store}"
@@ -364,7 +364,7 @@ def _summary(spec: Spec, opts: Options, out: Outcome, done: Walk) -> None:
         data["release"] = {
             "stages_seconds": out.stages,
             "failed_stage": failed,
-            "ran_in": out.ran_in,
+            "ran_in": {k: None if v is None else v.to_json() for k, v in out.ran_in.items()},
         }
         write_json(run_file, data)
 
