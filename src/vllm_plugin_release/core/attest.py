@@ -87,6 +87,29 @@ def signed_bytes(statement: dict[str, Any], key: Ed25519PrivateKey) -> bytes:
     return envelope_bytes(sign_statement(statement, key))
 
 
+def sign_pairing(
+    manifest: Manifest,
+    data: bytes,
+    external_parameters: dict[str, Any],
+    key: Ed25519PrivateKey,
+    *,
+    builder_id: str,
+    invocation_id: str | None = None,
+) -> bytes:
+    """manifest.intoto.jsonl's bytes for `manifest`, whose file is `data`: the statement
+    over it (`build_statement`, from the document as built: its `raw`) signed with `key`,
+    as one canonical line. `external_parameters`: the spec's pins, as the statement holds
+    them."""
+    statement = build_statement(
+        dict(manifest.raw),
+        hashlib.sha256(data).hexdigest(),
+        external_parameters,
+        builder_id=builder_id,
+        invocation_id=invocation_id,
+    )
+    return signed_bytes(statement, key)
+
+
 def _strict_b64(text: Any, what: str, problems: list[str]) -> bytes | None:
     if not isinstance(text, str):
         problems.append(f"{what} is not a string")
