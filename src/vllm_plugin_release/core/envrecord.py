@@ -65,16 +65,12 @@ class EnvRuntime(NamedTuple):
     module: str | None
     status: str | None
     reason: str | None
+    stand_in: bool  # whether a stand-in runtime was checked in an overlay (`stand_in`)
     stand_in_python: Path | None  # `stand_in.python`
     raw: Mapping[str, Any]
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.raw)
-
-    @property
-    def stand_in(self) -> bool:
-        """Whether a stand-in runtime was checked in an overlay (`stand_in`)."""
-        return bool(self.raw.get("stand_in"))
 
 
 class EnvRecord(NamedTuple):
@@ -193,6 +189,7 @@ def _runtime(data: Mapping[str, Any]) -> EnvRuntime:
         runtime.get("module"),
         runtime.get("status"),
         runtime.get("reason"),
+        bool(stand_in),
         Path(python) if isinstance(python, str) else None,
         runtime,
     )
