@@ -390,9 +390,17 @@ def manifest_variant(
         out["core"]["version"] = core
     if verdict:
         out["conformance"]["verdict"] = verdict
-    out["pairing_inputs"] = doc.pairing_inputs(
-        out["core"], out["plugin"], {"name": "tt-metal", "version": "0.60.0"}, "3.11"
-    )
+    core, source = out["core"], out["core"]["source"]
+    out["pairing_inputs"] = doc.PairingInputs(
+        core_name=core["name"],
+        core_version=core["version"],
+        target_device=core["target_device"],
+        source=doc.SourcePin(source.get("kind"), source.get("commit"), source.get("sha256")),
+        plugin_name=out["plugin"]["name"],
+        plugin_commit=out["plugin"]["commit"],
+        runtime=doc.RuntimePins("tt-metal", None, "0.60.0", None),
+        python="3.11",
+    ).to_json()
     out["pairing_id"] = key_of(out["pairing_inputs"])
     return out
 

@@ -17,6 +17,7 @@ from vllm_plugin_release.core import records
 from vllm_plugin_release.core.buildrecord import BuildRecord, WheelRef
 from vllm_plugin_release.core.cache import sha256_file, write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.runnerfacts import RunnerFacts
 from vllm_plugin_release.flows import releasecache
 from vllm_plugin_release.stages import manifest as mf
 
@@ -63,7 +64,7 @@ def test_good_plugin_record_reads_typed_and_frozen(tmp_path: Path) -> None:
     assert rec.wheel == WheelRef("vllm_reference_plugin-0.1.0-py3-none-any.whl", SHA)
     assert (rec.name, rec.version, rec.commit) == ("vllm-reference-plugin", "0.1.0", "f" * 40)
     assert rec.requires_dist == ("numpy>=1",) and rec.requires_list() == ["numpy>=1"]
-    assert rec.backend == {"kind": "local"}
+    assert rec.backend == RunnerFacts("local")
     assert rec.entry_points == {
         "vllm.platform_plugins": {"reference": "vllm_reference_plugin:register"}
     }
@@ -78,11 +79,16 @@ def test_good_core_record_keeps_its_wheel_object_whole(tmp_path: Path) -> None:
     _write(tmp_path, records.BUILD_CORE, _core())
     rec = records.build_record(tmp_path, records.BUILD_CORE)
     assert (rec.name, rec.version, rec.commit, rec.requires_dist) == ("vllm", "0.26.0", None, None)
-    # env.json repeats the wheel object as written (platform_tag, size), a copy
-    entry = rec.wheel_entry()
-    assert entry == _core()["wheel"]
-    entry["size"] = 0
-    assert rec.raw["wheel"]["size"] == 12
+    # env.json repeats the wheel object as written (platform_tag, size)
+    entry = rec.wheel_entry
+    assert entry.to_json() == _core()["wheel"]
+    assert (entry.ref, entry.platform_tag, entry.size) == (
+        rec.wheel,
+        "cp311-cp311-linux_x86_64",
+        12,
+    )
+    plugin = records.parse_build(tmp_path / records.BUILD_PLUGIN, records.BUILD_PLUGIN, _plugin())
+    assert plugin.wheel_entry.to_json() == _plugin()["wheel"]
 
 
 def _without(data: dict[str, Any], dotted: str) -> dict[str, Any]:
@@ -139,6 +145,11 @@ WRONG = [
     ("plugin.requires_dist", "numpy", "plugin.requires_dist"),
     ("plugin.requires_dist", [1], "plugin.requires_dist"),
     ("backend", "local", "backend"),
+    ("backend", {"kind": "local", "where": "here"}, "backend"),
+    ("backend", {"image_id": "sha256:x"}, "backend"),
+    ("wheel.size", "12", "wheel.size"),
+    ("wheel.platform_tag", 3, "wheel.platform_tag"),
+    ("wheel.url", "https://elsewhere/x.whl", "wheel.url"),
     ("entry_points", ["vllm.platform_plugins"], "entry_points"),
     ("entry_points", {"vllm.platform_plugins": {"reference": 1}}, "entry_points"),
 ]
@@ -196,14 +207,16 @@ def test_a_folder_where_the_record_should_be_is_bad_input(tmp_path: Path) -> Non
 def test_writer_writes_the_same_bytes_and_returns_the_typed_record(tmp_path: Path) -> None:
     data = _core()
     write_json(tmp_path / "before.json", data)
-    rec = records.write_build(tmp_path, records.BUILD_CORE, data)
+    rec = records.parse_build(tmp_path / records.BUILD_CORE, records.BUILD_CORE, data)
+    records.write_build(tmp_path, rec)
     assert (tmp_path / records.BUILD_CORE).read_bytes() == (tmp_path / "before.json").read_bytes()
     assert isinstance(rec, BuildRecord) and rec == records.build_record(tmp_path, "build-core.json")
 
 
 def test_writer_refuses_a_record_no_reader_accepts(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match=r"'wheel\.sha256'"):
-        records.write_build(tmp_path, records.BUILD_CORE, _with(_core(), "wheel.sha256", "x"))
+        bad = _with(_core(), "wheel.sha256", "x")
+        records.parse_build(tmp_path / records.BUILD_CORE, records.BUILD_CORE, bad)
     assert not (tmp_path / records.BUILD_CORE).exists()
 
 

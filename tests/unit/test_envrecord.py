@@ -20,6 +20,7 @@ from vllm_plugin_release.core.buildrecord import WheelRef
 from vllm_plugin_release.core.cache import write_json
 from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.core.runnerfacts import RunnerFacts
 
 SHA = "ab" * 32
 PY = "/root/.vpr/envs/pair-reference-0123456789abcdef/bin/python"
@@ -79,13 +80,15 @@ def test_a_real_record_reads_typed_and_frozen(tmp_path: Path) -> None:
     assert (rec.lock_file, rec.lock_sha256) == ("constraints/env-py311.txt", "cd" * 32)
     assert rec.core_wheel == WheelRef("vllm-0.26.0+empty-cp311-cp311-linux_x86_64.whl", SHA)
     assert rec.plugin_wheel == WheelRef("vllm_reference_plugin-0.1.0-py3-none-any.whl", SHA)
-    assert rec.runtime["status"] == "absent" and not rec.runtime_present
+    assert rec.runtime.status == "absent" and not rec.runtime_present
+    assert rec.runtime.to_json() == _real()["runtime"]  # written back unchanged
     assert rec.stand_in_python == Path(_real()["runtime"]["stand_in"]["python"])
     assert [c.name for c in rec.checks] == ["import vllm", "platform activation"]
     assert [c.to_json() for c in rec.checks] == _real()["checks"]  # written back unchanged
     assert rec.runtime_modules[0].module == "reference_runtime"
     assert rec.plugin_modules[0].status == "imported"
-    assert rec.backend == {"kind": "local", "python": "3.11"}
+    assert rec.backend == RunnerFacts("local", python="3.11")
+    assert rec.backend.to_json() == _real()["backend"]  # written back unchanged
     assert rec.raw == _real()
     with pytest.raises(AttributeError):  # frozen
         rec.python = Path("/elsewhere/bin/python")  # type: ignore[misc]
@@ -104,7 +107,8 @@ def test_the_optional_parts_may_be_absent(tmp_path: Path) -> None:
         None,
         None,
     )
-    assert (rec.runtime, list(rec.checks), rec.stand_in_python) == ({}, [], None)
+    assert (rec.runtime.to_json(), list(rec.checks), rec.stand_in_python) == ({}, [], None)
+    assert (rec.runtime.name, rec.runtime.status, rec.runtime_present) == (None, None, False)
 
 
 def _without(key: str) -> dict[str, Any]:
@@ -158,6 +162,11 @@ HOSTILE: dict[str, tuple[dict[str, Any], str]] = {
         "'plugin_modules[0].reason'",
     ),
     "backend text": (_with("backend", "local"), "'backend'"),
+    "backend without kind": (_with("backend", {"python": "3.11"}), "'backend'"),
+    "backend of an unknown key": (_with("backend.where", "here"), "'backend'"),
+    "backend's python a number": (_with("backend.python", 3.11), "'backend'"),
+    "runtime status a list": (_with("runtime.status", ["present"]), "'runtime.status'"),
+    "runtime name a number": (_with("runtime.name", 1), "'runtime.name'"),
 }
 
 
@@ -198,7 +207,8 @@ def test_the_writer_writes_the_same_bytes_and_refuses_what_no_reader_accepts(
     ours, before = tmp_path / "ours", tmp_path / "before"
     ours.mkdir()
     before.mkdir()
-    rec = records.write_env(ours, _real())
+    rec = records.parse_env(ours / records.ENV, _real())
+    records.write_env(ours, rec)
     write_json(before / records.ENV, _real())  # how the env stage wrote it before
     assert (ours / records.ENV).read_bytes() == (before / records.ENV).read_bytes()
     assert rec == records.env_record(ours) and records.env_record_at(ours) == rec
@@ -207,7 +217,7 @@ def test_the_writer_writes_the_same_bytes_and_refuses_what_no_reader_accepts(
     refused = tmp_path / "refused"
     refused.mkdir()
     with pytest.raises(BadInput, match="'python'"):
-        records.write_env(refused, bad)
+        records.parse_env(refused / records.ENV, bad)
     assert not (refused / records.ENV).exists()
 
 

@@ -81,3 +81,27 @@ def test_a_proof_note_that_does_not_say_where_means_the_proof_runs(
     tmp_path: Path, ran_in: object
 ) -> None:
     assert _noted(tmp_path, ran_in) is None
+
+
+@pytest.mark.parametrize(
+    "data",
+    [{"kind": "local"}, IMAGE, {"kind": "local", "python": "3.11"}, {**IMAGE, "python": "3"}],
+)
+def test_a_records_backend_reads_back_as_written(data: dict[str, str]) -> None:
+    """build-*.json's and env.json's `backend`; a record may carry the runner's `python`."""
+    assert json.dumps(runnerfacts.parse_recorded(data).to_json(), sort_keys=True) == json.dumps(
+        data, sort_keys=True
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "named"),
+    [
+        ({"kind": "local", "python": 3.11}, "'python' is 3.11"),
+        ({"python": "3.11"}, "'kind' is missing"),
+        ({"kind": "local", "python": "3", "where": "x"}, "unknown key 'where'"),
+    ],
+)
+def test_a_records_backend_is_checked_too(data: object, named: str) -> None:
+    with pytest.raises(RecordProblem, match=named):
+        runnerfacts.parse_recorded(data)

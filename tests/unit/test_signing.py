@@ -64,7 +64,10 @@ def test_encrypted_key_needs_its_passphrase(
 def test_statement_and_provenance(tmp_path: Path) -> None:
     dist, pub, pins = _signed(tmp_path, docker=True)
     v = verify_files(dist / "manifest.json", pub)
-    st = v.statement
+    assert v.statement.type == "https://in-toto.io/Statement/v1"
+    assert v.statement.predicate_type == "https://slsa.dev/provenance/v1"
+    assert [s.name for s in v.statement.subjects][-1] == "manifest.json"
+    st = v.statement.raw  # the statement as signed: the provenance in it
     assert st["_type"] == "https://in-toto.io/Statement/v1"
     assert st["predicateType"] == "https://slsa.dev/provenance/v1"
     names = [s["name"] for s in st["subject"]]

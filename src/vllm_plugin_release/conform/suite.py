@@ -55,7 +55,8 @@ def card_facts(ctx: Context, day: str) -> dict[str, Any]:
     runtime: dict[str, Any] = {}
     if (ctx.dist / records.ENV).exists():
         rt = records.env_record(ctx.dist, ctx.spec.path).runtime  # bounded, checked
-        runtime = {k: rt.get(k) for k in ("name", "status", "reason") if rt.get(k)}
+        named = (("name", rt.name), ("status", rt.status), ("reason", rt.reason))
+        runtime = {k: v for k, v in named if v}
     replay_path = ctx.dist / records.REPLAY
     replay = None
     if replay_path.exists() and replay_config.configured(ctx.spec):
@@ -131,10 +132,10 @@ def conform_key(ctx: Context) -> str:
             "runner": ctx.runner,
             "core": core.wheel.sha256,
             "plugin": [plugin.wheel.sha256, plugin.commit],
-            "env": [env.lock_sha256, env.runtime, [c.to_json() for c in env.checks]],
+            "env": [env.lock_sha256, env.runtime.to_json(), [c.to_json() for c in env.checks]],
             # Where the in-env parts run (this machine or a pinned image): a result made
             # on one is never reported as made on the other.
-            "env_backend": env.backend,
+            "env_backend": None if env.backend is None else env.backend.to_json(),
             "contract": sha256_file(contract_path) if contract_path.exists() else None,
             "day": utc_day(),
         }

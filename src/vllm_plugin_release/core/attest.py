@@ -19,6 +19,7 @@ import binascii
 import copy
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import bounded
@@ -84,6 +85,29 @@ def envelope_bytes(envelope: dict[str, Any]) -> bytes:
 def signed_bytes(statement: dict[str, Any], key: Ed25519PrivateKey) -> bytes:
     """The .intoto.jsonl file content: `statement` signed with `key`, as one canonical line."""
     return envelope_bytes(sign_statement(statement, key))
+
+
+def sign_pairing(
+    manifest: Manifest,
+    data: bytes,
+    external_parameters: dict[str, Any],
+    key: Ed25519PrivateKey,
+    *,
+    builder_id: str,
+    invocation_id: str | None = None,
+) -> bytes:
+    """manifest.intoto.jsonl's bytes for `manifest`, whose file is `data`: the statement
+    over it (`build_statement`, from the document as built: its `raw`) signed with `key`,
+    as one canonical line. `external_parameters`: the spec's pins, as the statement holds
+    them."""
+    statement = build_statement(
+        dict(manifest.raw),
+        hashlib.sha256(data).hexdigest(),
+        external_parameters,
+        builder_id=builder_id,
+        invocation_id=invocation_id,
+    )
+    return signed_bytes(statement, key)
 
 
 def _strict_b64(text: Any, what: str, problems: list[str]) -> bytes | None:
@@ -195,13 +219,37 @@ def verify_envelope(
     return statement
 
 
-def subject_digests(statement: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
-    """({subject name: sha256}, problems) of a statement's well-formed subjects (a plain
-    file name and a sha256 string each)."""
-    names: dict[str, str] = {}
-    problems: list[str] = []
-    subjects = statement.get("subject")
-    for s in subjects if isinstance(subjects, list) else []:
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """A signed subject: a plain file name and its sha256."""
+
+    name: str
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """An in-toto statement as its envelope carries it, read once (`parse_statement`): its
+    type, predicate type, well-formed subjects and one problem per malformed one. `raw` is
+    the statement as signed (its canonical JSON is the payload): only to sign or show it."""
+
+    type: str | None  # `_type`
+    predicate_type: str | None  # `predicateType`
+    subjects: tuple[Subject, ...]  # the well-formed subjects, in order
+    malformed: tuple[str, ...]  # one problem per malformed subject
+    listed: bool  # whether `subject` is a list with anything in it
+    raw: dict[str, Any]
+
+
+def parse_statement(data: object, where: str) -> Statement:
+    """The statement a signed payload holds (its JSON value); GateFailed unless it is a
+    JSON object. Subjects are read as `subject_digests` wants them."""
+    if not isinstance(data, dict):
+        raise GateFailed(f"{where}: signed payload is not a JSON object (an in-toto Statement)")
+    subjects: list[Subject] = []
+    malformed: list[str] = []
+    listed = data.get("subject")
+    for s in listed if isinstance(listed, list) else []:
         name = s.get("name") if isinstance(s, dict) else None
         digest = s.get("digest") if isinstance(s, dict) else None
         want = digest.get("sha256") if isinstance(digest, dict) else None
@@ -211,9 +259,35 @@ def subject_digests(statement: dict[str, Any]) -> tuple[dict[str, str], list[str
             or "/" in name
             or name in ("", "..")
         ):
-            problems.append(f"malformed subject {str(s)[:200]}")
+            malformed.append(f"malformed subject {str(s)[:200]}")
             continue
-        names[name] = want
+        subjects.append(Subject(name, want))
+    kind, predicate = data.get("_type"), data.get("predicateType")
+    return Statement(
+        kind if isinstance(kind, str) else None,
+        predicate if isinstance(predicate, str) else None,
+        tuple(subjects),
+        tuple(malformed),
+        isinstance(listed, list) and bool(listed),
+        data,
+    )
+
+
+def read_signed(data: bytes, public_key: Ed25519PublicKey | None, where: str) -> Statement:
+    """The statement in a .intoto.jsonl file's bytes (`parse_envelope`), its signature
+    checked with `public_key` (`verify_envelope`); with none, digests only
+    (`unverified_statement`). GateFailed names `where` and what is wrong."""
+    envelope = parse_envelope(data, where)
+    if public_key is None:
+        return parse_statement(unverified_statement(envelope, where), where)
+    return parse_statement(verify_envelope(envelope, public_key, where), where)
+
+
+def subject_digests(statement: Statement) -> tuple[dict[str, str], list[str]]:
+    """({subject name: sha256}, problems) of a statement's well-formed subjects (a plain
+    file name and a sha256 string each)."""
+    names = {s.name: s.sha256 for s in statement.subjects}
+    problems = list(statement.malformed)
     if not names and not problems:
         problems.append("the statement has no subjects")
     return names, problems
@@ -237,15 +311,13 @@ def verify_pairing(
     envelope_data: bytes,
     public_key: Ed25519PublicKey,
     where: tuple[str, str],
-) -> tuple[Manifest, dict[str, Any]]:
+) -> tuple[Manifest, Statement]:
     """(manifest, statement) of a pairing held as bytes (a store's copy, never written
     anywhere): the envelope signed by `public_key`, the manifest bytes its `manifest.json`
     subject, the manifest valid against its schema, both wheels signed subjects.
     `where`: how to name the manifest and the statement. GateFailed lists the problems."""
     manifest_at, statement_at = where
-    statement = verify_envelope(
-        parse_envelope(envelope_data, statement_at), public_key, statement_at
-    )
+    statement = read_signed(envelope_data, public_key, statement_at)
     names, problems = subject_digests(statement)
     got = hashlib.sha256(manifest_data).hexdigest()
     if names.get(MANIFEST_FILE) != got:

@@ -14,13 +14,14 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from vllm_plugin_release.core.recordfield import RecordProblem, field_shown
+from vllm_plugin_release.core.runnerfacts import RunnerFacts
+from vllm_plugin_release.core.runnerfacts import parse_recorded as parse_runner
+
 # The section naming what was built, by record: build-core.json's `core`, ...
 SECTIONS = {"build-core.json": "core", "build-plugin.json": "plugin", "build-guard.json": "guard"}
 SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-class RecordProblem(ValueError):
-    """Why a mapping is not a build record: the dotted key and what is wrong with it."""
+WHEEL_KEYS = ("filename", "sha256", "platform_tag", "size")  # what a build stage records
 
 
 class WheelRef(NamedTuple):
@@ -28,6 +29,25 @@ class WheelRef(NamedTuple):
 
     filename: str
     sha256: str
+
+
+class WheelEntry(NamedTuple):
+    """A build record's `wheel` object whole: the wheel and what else the stage recorded
+    of it (build-core.json: its platform tag and size), for a record that repeats it
+    (env.json's `core_wheel` and `plugin_wheel`)."""
+
+    ref: WheelRef
+    platform_tag: str | None
+    size: int | None
+
+    def to_json(self) -> dict[str, str | int]:
+        """The object as the build stage wrote it."""
+        out: dict[str, str | int] = {"filename": self.ref.filename, "sha256": self.ref.sha256}
+        if self.platform_tag is not None:
+            out["platform_tag"] = self.platform_tag
+        if self.size is not None:
+            out["size"] = self.size
+        return out
 
 
 class BuildRecord(NamedTuple):
@@ -39,17 +59,13 @@ class BuildRecord(NamedTuple):
     version: str | None  # its `version`
     commit: str | None  # the plugin's source commit (build-plugin.json); else None
     requires_dist: tuple[str, ...] | None  # the plugin wheel's Requires-Dist, when recorded
-    backend: Mapping[str, Any] | None  # where it was built (the runner's description)
+    backend: RunnerFacts | None  # where it was built (the runner's description)
     entry_points: Mapping[str, Mapping[str, str]]  # group -> name -> object reference ({})
     python: str | None  # the interpreter version it was built with (`python`), when recorded
     target_device: str | None  # build-core.json's `core.target_device`; else None
     source: Mapping[str, str | None] | None  # build-core.json's `core.source` pins; else None
+    wheel_entry: WheelEntry  # the `wheel` object whole: `wheel` and what else it holds
     raw: Mapping[str, Any]  # the object as written: only to serialise unchanged
-
-    def wheel_entry(self) -> dict[str, Any]:
-        """The record's `wheel` object as written (filename, sha256, and what else the stage
-        recorded), a copy: for a record that repeats it (env.json)."""
-        return dict(self.raw["wheel"])
 
     def requires_list(self) -> list[str] | None:
         """`requires_dist` as a list (None when not recorded; [] when the wheel has none)."""
@@ -68,15 +84,6 @@ def _text(data: Mapping[str, Any], dotted: str, *, required: bool) -> str | None
     return node
 
 
-def field_shown(value: Any) -> str:
-    """A record's value as a message shows it (the typed records' readers share it)."""
-    if value is None:
-        return "missing"
-    if isinstance(value, str | int | float | bool):
-        return repr(value)[:80]
-    return f"a {type(value).__name__}"
-
-
 def _wheel(data: Mapping[str, Any]) -> WheelRef:
     wheel = data.get("wheel")
     if not isinstance(wheel, Mapping):
@@ -89,6 +96,33 @@ def _wheel(data: Mapping[str, Any]) -> WheelRef:
     if not SHA256.fullmatch(sha256):
         raise RecordProblem(f"'wheel.sha256' is {field_shown(sha256)}, expected 64 hex digits")
     return WheelRef(filename, sha256)
+
+
+def _wheel_entry(data: Mapping[str, Any], ref: WheelRef) -> WheelEntry:
+    wheel = data["wheel"]  # an object: `_wheel` checked it
+    unknown = sorted(str(k) for k in wheel if k not in WHEEL_KEYS)
+    if unknown:
+        raise RecordProblem(f"'wheel.{unknown[0]}' is a key no build stage writes")
+    tag, size = wheel.get("platform_tag"), wheel.get("size")
+    if tag is not None and not isinstance(tag, str):
+        raise RecordProblem(f"'wheel.platform_tag' is {field_shown(tag)}, expected text")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+        raise RecordProblem(f"'wheel.size' is {field_shown(size)}, expected a byte count")
+    return WheelEntry(ref, tag, size)
+
+
+def parse_backend(data: Mapping[str, Any]) -> RunnerFacts | None:
+    """A record's `backend` (where its stage ran), typed; None when it has none;
+    RecordProblem naming `backend` when it is not a runner's description."""
+    backend = data.get("backend")
+    if backend is None:
+        return None
+    if not isinstance(backend, Mapping):
+        raise RecordProblem(f"'backend' is {field_shown(backend)}, expected an object")
+    try:
+        return parse_runner(backend)
+    except RecordProblem as exc:
+        raise RecordProblem(f"'backend': {exc}") from None
 
 
 def _requires(section: Mapping[str, Any]) -> tuple[str, ...] | None:
@@ -132,13 +166,12 @@ def parse(data: Mapping[str, Any], record: str) -> BuildRecord:
     section = data.get(part)
     if not isinstance(section, Mapping) or not section:
         raise RecordProblem(f"{part!r} is {field_shown(section)}, expected an object")
-    backend = data.get("backend")
-    if backend is not None and not isinstance(backend, Mapping):
-        raise RecordProblem(f"'backend' is {field_shown(backend)}, expected an object")
+    backend = parse_backend(data)
     plugin, core = part == "plugin", part == "core"
+    wheel = _wheel(data)
     return BuildRecord(
         record=record,
-        wheel=_wheel(data),
+        wheel=wheel,
         name=_text(data, f"{part}.name", required=False),
         version=_text(data, f"{part}.version", required=False),
         commit=_text(data, "plugin.commit", required=False) if plugin else None,
@@ -148,5 +181,6 @@ def parse(data: Mapping[str, Any], record: str) -> BuildRecord:
         python=_text(data, "python", required=False),
         target_device=_text(data, "core.target_device", required=False) if core else None,
         source=_source(section) if core else None,
+        wheel_entry=_wheel_entry(data, wheel),
         raw=data,
     )

@@ -14,7 +14,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from vllm_plugin_release.core.buildrecord import SHA256, RecordProblem, WheelRef, field_shown
+from vllm_plugin_release.core.buildrecord import (
+    SHA256,
+    RecordProblem,
+    WheelRef,
+    field_shown,
+    parse_backend,
+)
+from vllm_plugin_release.core.runnerfacts import RunnerFacts
 
 # Where a pairing environment is for: this machine's cpu runner, or the hardware runner.
 SITES = ("cpu", "hardware")
@@ -48,6 +55,24 @@ class ModuleImport(NamedTuple):
         return dict(self.raw)
 
 
+class EnvRuntime(NamedTuple):
+    """The vendor runtime as the environment found it (env.json's `runtime`): its name and
+    module, `status` (present, absent, none), why, and the stand-in overlay's python when
+    one was checked. `raw` is the object as written (with what the lock installed: the
+    version, the wheel, the stand-in's record), for a record or key that repeats it."""
+
+    name: str | None
+    module: str | None
+    status: str | None
+    reason: str | None
+    stand_in: bool  # whether a stand-in runtime was checked in an overlay (`stand_in`)
+    stand_in_python: Path | None  # `stand_in.python`
+    raw: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.raw)
+
+
 class EnvRecord(NamedTuple):
     """dist/NAME/env.json, read and checked (`parse`)."""
 
@@ -58,24 +83,21 @@ class EnvRecord(NamedTuple):
     lock_sha256: str | None
     core_wheel: WheelRef | None  # the wheels installed (their build records' `wheel`)
     plugin_wheel: WheelRef | None
-    runtime: Mapping[str, Any]  # the vendor runtime: name, module, status, reason, ... ({})
+    runtime: EnvRuntime  # the vendor runtime: name, module, status, reason, ... (all None)
     checks: Sequence[EnvCheck]  # the environment's checks
     runtime_modules: Sequence[ModuleImport]  # the plugin's modules that import the runtime
     plugin_modules: Sequence[ModuleImport]  # every module of the plugin
-    backend: Mapping[str, Any] | None  # where the environment runs (the runner's description)
+    backend: RunnerFacts | None  # where the environment runs (the runner's description)
     raw: Mapping[str, Any]  # the object as written: only to serialise unchanged
 
     @property
     def runtime_present(self) -> bool:
-        return self.runtime.get("status") == "present"
+        return self.runtime.status == "present"
 
     @property
     def stand_in_python(self) -> Path | None:
         """The stand-in overlay's python (`runtime.stand_in.python`), when one was checked."""
-        stand_in = self.runtime.get("stand_in")
-        if isinstance(stand_in, Mapping) and isinstance(stand_in.get("python"), str):
-            return Path(stand_in["python"])
-        return None
+        return self.runtime.stand_in_python
 
 
 def _text(data: Mapping[str, Any], key: str) -> str | None:
@@ -157,6 +179,22 @@ def _modules(data: Mapping[str, Any], key: str) -> list[ModuleImport]:
     return out
 
 
+def _runtime(data: Mapping[str, Any]) -> EnvRuntime:
+    runtime = _object(data, "runtime") or {}
+    _texts(runtime, "runtime", (), "name", "module", "status", "reason")
+    stand_in = runtime.get("stand_in")
+    python = stand_in.get("python") if isinstance(stand_in, Mapping) else None
+    return EnvRuntime(
+        runtime.get("name"),
+        runtime.get("module"),
+        runtime.get("status"),
+        runtime.get("reason"),
+        bool(stand_in),
+        Path(python) if isinstance(python, str) else None,
+        runtime,
+    )
+
+
 def parse(data: Mapping[str, Any]) -> EnvRecord:
     """The env record from its JSON object; RecordProblem naming the first key missing or
     of another type (`python` and `runner` are required, the rest typed when present)."""
@@ -169,10 +207,10 @@ def parse(data: Mapping[str, Any]) -> EnvRecord:
         lock_sha256=_text(data, "lock_sha256"),
         core_wheel=_wheel(data, "core_wheel"),
         plugin_wheel=_wheel(data, "plugin_wheel"),
-        runtime=_object(data, "runtime") or {},
+        runtime=_runtime(data),
         checks=checks,
         runtime_modules=_modules(data, "runtime_modules"),
         plugin_modules=_modules(data, "plugin_modules"),
-        backend=_object(data, "backend"),
+        backend=parse_backend(data),
         raw=data,
     )

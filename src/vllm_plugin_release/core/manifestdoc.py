@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -136,6 +137,11 @@ def manifest_digest(manifest: dict[str, Any]) -> str:
     return hashlib.sha256(manifest_bytes(manifest)).hexdigest()
 
 
+def file_bytes(manifest: Manifest) -> bytes:
+    """manifest.json's bytes: the canonical form of the document as built (`raw`)."""
+    return manifest_bytes(dict(manifest.raw))
+
+
 def summary_line(manifest: Manifest) -> str:
     c, p = manifest.core, manifest.plugin
     verdict = manifest.verdict or "no conformance"
@@ -144,32 +150,67 @@ def summary_line(manifest: Manifest) -> str:
 
 
 # ---------------------------------------------------------------------------
-# Pairing id: the hash of what identifies a pairing (`key_of(pairing_inputs(...))`)
+# Pairing id: the hash of what identifies a pairing (`key_of(PairingInputs.to_json())`)
 
 
-def _source_pin(source: dict[str, Any]) -> dict[str, Any]:
-    if source.get("kind") == "git":
-        return {"kind": "git", "commit": source.get("commit")}
-    return {"kind": "sdist", "sha256": source.get("sha256")}
+@dataclass(frozen=True, slots=True)
+class SourcePin:
+    """What pins the core's source in a pairing id: a git commit, else the sdist's sha256
+    (`kind` as the manifest's `core.source` says it; anything but git counts as sdist)."""
+
+    kind: str | None
+    commit: str | None
+    sha256: str | None
+
+    def to_json(self) -> dict[str, str | None]:
+        if self.kind == "git":
+            return {"kind": "git", "commit": self.commit}
+        return {"kind": "sdist", "sha256": self.sha256}
 
 
-def pairing_inputs(
-    manifest_core: dict[str, Any],
-    plugin: dict[str, Any],
-    runtime_pins: dict[str, Any] | None,
-    python: str,
-) -> dict[str, Any]:
-    runtime = None
-    if runtime_pins:
-        runtime = {k: runtime_pins.get(k) for k in ("name", "package", "version", "commit")}
-    return {
-        "core": {
-            "name": manifest_core["name"],
-            "version": manifest_core["version"],
-            "target_device": manifest_core["target_device"],
-            "source": _source_pin(manifest_core["source"]),
-        },
-        "plugin": {"name": plugin["name"], "commit": plugin["commit"]},
-        "runtime": runtime,
-        "python": python,
-    }
+@dataclass(frozen=True, slots=True)
+class RuntimePins:
+    """The spec's vendor runtime pins a pairing id holds (`[runtime]`'s name, package,
+    version and commit; each None when the spec does not pin it)."""
+
+    name: str | None
+    package: str | None
+    version: str | None
+    commit: str | None
+
+    def to_json(self) -> dict[str, str | None]:
+        return {
+            "name": self.name,
+            "package": self.package,
+            "version": self.version,
+            "commit": self.commit,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PairingInputs:
+    """What identifies a pairing: the core (name, version, target device, source pin), the
+    plugin (name, commit), the runtime pins and the Python (major.minor). The manifest's
+    `pairing_inputs` is `to_json()`; its `pairing_id` is `key_of` of it."""
+
+    core_name: str
+    core_version: str
+    target_device: str
+    source: SourcePin
+    plugin_name: str
+    plugin_commit: str | None
+    runtime: RuntimePins | None
+    python: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "core": {
+                "name": self.core_name,
+                "version": self.core_version,
+                "target_device": self.target_device,
+                "source": self.source.to_json(),
+            },
+            "plugin": {"name": self.plugin_name, "commit": self.plugin_commit},
+            "runtime": None if self.runtime is None else self.runtime.to_json(),
+            "python": self.python,
+        }

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core import bounded
-from vllm_plugin_release.core.buildrecord import BuildRecord, RecordProblem, parse
+from vllm_plugin_release.core.buildrecord import BuildRecord, RecordProblem
+from vllm_plugin_release.core.buildrecord import parse as _parse_build
 from vllm_plugin_release.core.cache import sha256_file, write_json
 from vllm_plugin_release.core.envrecord import EnvRecord
-from vllm_plugin_release.core.envrecord import parse as parse_env
+from vllm_plugin_release.core.envrecord import parse as _parse_env
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 
 BUILD_CORE = "build-core.json"
@@ -124,23 +125,26 @@ def read(dist: Path, name: str, producer_hint: str | None = None) -> dict[str, A
 def build_record(dist: Path, name: str, producer_hint: str | None = None) -> BuildRecord:
     """The build record `name` (BUILD_CORE, BUILD_PLUGIN or BUILD_GUARD) in `dist`, typed;
     BadInput naming the file, the key and the command to run."""
-    return _typed(dist / name, name, read(dist, name, producer_hint), producer_hint)
+    return parse_build(dist / name, name, read(dist, name, producer_hint), producer_hint)
 
 
-def write_build(folder: Path, name: str, data: dict[str, Any]) -> BuildRecord:
-    """Write build record `name` into `folder` as the stage made it (the same bytes as
-    ever: `data` is written unchanged) and return it typed, checked as a reader will."""
-    record = _typed(folder / name, name, data, f"vpr {name.removesuffix('.json')}")
-    write_json(folder / name, data)
-    return record
-
-
-def _typed(path: Path, name: str, data: dict[str, Any], hint: str | None) -> BuildRecord:
+def parse_build(
+    path: Path, name: str, data: dict[str, Any], hint: str | None = None
+) -> BuildRecord:
+    """Build record `name` (BUILD_CORE, ...) from its JSON object, read from or going to
+    `path` (a stage checks what it made as a reader will), typed; BadInput naming the
+    file, the key and the command to run (`hint`, else the record's producer)."""
     try:
-        return parse(data, name)
+        return _parse_build(data, name)
     except RecordProblem as exc:
         again = hint or producer(name)
         raise BadInput(f"{path}: incomplete record: {exc}", hint=f"run `{again}` again")
+
+
+def write_build(folder: Path, record: BuildRecord) -> None:
+    """Write the build record into `folder` as the stage made it (`parse_build`: the same
+    bytes as ever, the object written unchanged)."""
+    write_json(folder / record.record, record.raw)
 
 
 def env_record(
@@ -149,7 +153,7 @@ def env_record(
     """dist/NAME/env.json (written by `vpr env`), typed; BadInput naming the file, the key
     and the command to run (`hint`, else `vpr env` with the spec)."""
     hint = hint or producer(ENV, spec_path)
-    return _typed_env(dist / ENV, read(dist, ENV, hint), hint)
+    return parse_env(dist / ENV, read(dist, ENV, hint), hint)
 
 
 def env_record_at(dist: Path) -> EnvRecord | None:
@@ -157,24 +161,27 @@ def env_record_at(dist: Path) -> EnvRecord | None:
     look that must never fail (a cache probe, where to look for a runtime)."""
     data = read_object(dist / ENV)
     try:
-        return None if data is None else parse_env(data)
+        return None if data is None else _parse_env(data)
     except RecordProblem:
         return None
 
 
-def write_env(folder: Path, data: dict[str, Any]) -> EnvRecord:
-    """Write env.json into `folder` as the env stage made it (the same bytes as ever: `data`
-    is written unchanged) and return it typed, checked as a reader will."""
-    record = _typed_env(folder / ENV, data, producer(ENV))
-    write_json(folder / ENV, data)
-    return record
-
-
-def _typed_env(path: Path, data: dict[str, Any], hint: str) -> EnvRecord:
+def parse_env(path: Path, data: dict[str, Any], hint: str | None = None) -> EnvRecord:
+    """The env record from its JSON object, read from or going to `path` (the env stage
+    checks what it made as a reader will), typed; BadInput naming the file, the key and
+    the command to run (`hint`, else `vpr env`)."""
     try:
-        return parse_env(data)
+        return _parse_env(data)
     except RecordProblem as exc:
-        raise BadInput(f"{path}: incomplete record: {exc}", hint=f"run `{hint}` again")
+        raise BadInput(
+            f"{path}: incomplete record: {exc}", hint=f"run `{hint or producer(ENV)}` again"
+        )
+
+
+def write_env(folder: Path, record: EnvRecord) -> None:
+    """Write env.json into `folder` as the env stage made it (`parse_env`: the same bytes
+    as ever, the object written unchanged)."""
+    write_json(folder / ENV, record.raw)
 
 
 def verified_wheel(dist: Path, record: BuildRecord, producer_hint: str) -> Path:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from vllm_plugin_release.core.buildrecord import RecordProblem, field_shown
+from vllm_plugin_release.core.recordfield import RecordProblem, field_shown
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +23,9 @@ class RunnerFacts:
     kind: str
     base_image: str | None = None
     image_id: str | None = None
+    # the interpreter version some records' runner description carries (`parse_recorded`);
+    # `describe()` never sets it
+    python: str | None = None
 
     def __post_init__(self) -> None:
         if (self.base_image is None) != (self.image_id is None):
@@ -30,9 +33,12 @@ class RunnerFacts:
 
     def to_json(self) -> dict[str, str | None]:
         """The object a record holds, as it was always written (same keys, same order)."""
-        if self.base_image is None:
-            return {"kind": self.kind}
-        return {"kind": self.kind, "base_image": self.base_image, "image_id": self.image_id}
+        out: dict[str, str | None] = {"kind": self.kind}
+        if self.base_image is not None:
+            out |= {"base_image": self.base_image, "image_id": self.image_id}
+        if self.python is not None:
+            out["python"] = self.python
+        return out
 
 
 def parse(data: object) -> RunnerFacts:
@@ -53,3 +59,15 @@ def parse(data: object) -> RunnerFacts:
         if not isinstance(value, str) or not value:
             raise RecordProblem(f"{key!r} is {field_shown(value)}, expected non-empty text")
     return RunnerFacts(kind, image[0], image[1])
+
+
+def parse_recorded(data: object) -> RunnerFacts:
+    """The runner a stage's record names (build-*.json's and env.json's `backend`): as
+    `parse`, and the `python` key a record may also carry (text) kept."""
+    if not isinstance(data, Mapping) or "python" not in data:
+        return parse(data)
+    python = data["python"]
+    if not isinstance(python, str):
+        raise RecordProblem(f"'python' is {field_shown(python)}, expected text")
+    rest = parse({k: v for k, v in data.items() if k != "python"})
+    return RunnerFacts(rest.kind, rest.base_image, rest.image_id, python)

@@ -34,7 +34,7 @@ def run_plugin_tests(inputs: Inputs, dist_root: Path, runner: str, baseline: str
     cfg = pt.settings_for(spec)
     root = inputs.plugin.root
     with cache.scratch("plugin-tests-") as tmp:
-        module = env.runtime.get("module")
+        module = env.runtime.module
         if env.runtime_present:
             module = None  # a present runtime never excuses a failure
         run = pt.run_tests(env.python, root, runner, cfg, tmp / "junit.xml", module)

@@ -9,21 +9,18 @@ one progress display, and a summary at the end (verdict, paths, digests).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.core import progress, records, runnerfacts
-from vllm_plugin_release.core.buildrecord import RecordProblem
+from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, write_json
 from vllm_plugin_release.core.errors import BadInput, PythonUnavailable, VprError
 from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.core.records import dist_dir
-from vllm_plugin_release.core.runnerfacts import RunnerFacts
 from vllm_plugin_release.core.stagegraph import Graph, Stage
 from vllm_plugin_release.edges import children, ci, envrun
 from vllm_plugin_release.flows import extrastages
@@ -34,6 +31,7 @@ from vllm_plugin_release.flows.stagewalk import Walk, walk
 from vllm_plugin_release.stages.requests import build_request
 
 if TYPE_CHECKING:
+    from vllm_plugin_release.core.runnerfacts import RunnerFacts
     from vllm_plugin_release.stages.delivery import StageResult
     from vllm_plugin_release.stages.pairingctx import PairingContext
 
@@ -65,20 +63,6 @@ BUILDS = ("build-core", "build-plugin", "build-guard")
 # The summary's facts in the line's order (stages side by side add theirs in the order
 # they end); any other after them, as added.
 FACTS = ("core wheel", "plugin wheel", "guard wheel", "runtime", "verdict", "scorecard")
-
-
-def _ran_in(backend: Mapping[str, Any] | None, record: Path) -> RunnerFacts | None:
-    """The runner a record's `backend` describes (None for a record without one); BadInput
-    naming the record and key when it describes none."""
-    if backend is None:
-        return None
-    try:
-        return runnerfacts.parse(backend)
-    except RecordProblem as problem:
-        raise BadInput(
-            f"{record}: backend: {problem}",
-            hint="the record was edited or written by another tool; run its stage again",
-        ) from None
 
 
 def _wheel(result: StageResult) -> str:
@@ -150,7 +134,7 @@ class _Stages:
             self.env_free(exc)  # that need no pairing env
             raise
         self.out.facts["core wheel"] = _wheel(result)
-        self.out.ran_in["build-core"] = _ran_in(result.data.backend, result.record)
+        self.out.ran_in["build-core"] = result.data.backend
         self.built["build-core"] = result
 
     def build_plugin(self) -> None:
@@ -164,7 +148,7 @@ class _Stages:
             tree=self.inputs.tree,
         )
         self.out.facts["plugin wheel"] = _wheel(result)
-        self.out.ran_in["build-plugin"] = _ran_in(result.data.backend, result.record)
+        self.out.ran_in["build-plugin"] = result.data.backend
         self.built["build-plugin"] = result
 
     def build_guard(self) -> None:
@@ -208,13 +192,10 @@ class _Stages:
             self.env_free(exc)  # where the interpreter lives): the run stops here, as at
             raise  # build-core, after the env-free checks
         # The in-env parts of conform run where the pairing environment lives.
-        env_file = dist_dir(self.opts.dist_root, self.spec.name) / records.ENV
-        self.out.ran_in["env"] = self.out.ran_in["conform (in-env parts)"] = _ran_in(
-            record.backend, env_file
-        )
+        self.out.ran_in["env"] = self.out.ran_in["conform (in-env parts)"] = record.backend
         runtime = record.runtime
-        self.out.facts["runtime"] = f"{runtime['name']}: {runtime['status']}" + (
-            " (stand-in checked in an overlay, a test double)" if runtime.get("stand_in") else ""
+        self.out.facts["runtime"] = f"{runtime.name}: {runtime.status}" + (
+            " (stand-in checked in an overlay, a test double)" if runtime.stand_in else ""
         )
 
     def conform(self) -> None:
@@ -383,10 +364,7 @@ def _summary(spec: Spec, opts: Options, out: Outcome, done: Walk) -> None:
         data["release"] = {
             "stages_seconds": out.stages,
             "failed_stage": failed,
-            "ran_in": {
-                stage: None if facts is None else facts.to_json()
-                for stage, facts in out.ran_in.items()
-            },
+            "ran_in": {k: None if v is None else v.to_json() for k, v in out.ran_in.items()},
         }
         write_json(run_file, data)
 

@@ -51,9 +51,7 @@ def verified(trusted: Trusted, entry: si.IndexEntry) -> sm.Stored:
         data = store.read_bytes(manifest_at, MAX_DOCUMENT)
         envelope = store.read_bytes(statement_at, MAX_DOCUMENT)
         where = store.where(statement_at)
-        statement = attest.verify_envelope(
-            attest.parse_envelope(envelope, where), trusted.public_key, where
-        )
+        statement = attest.read_signed(envelope, trusted.public_key, where)
         names, problems = attest.subject_digests(statement)
         digest = hashlib.sha256(data).hexdigest()
         if names.get(MANIFEST_FILE) != digest:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,8 +32,10 @@ from vllm_plugin_release.core.manifestdoc import (
     RUN_FILE,
     SCHEMA_VERSION,
     STATEMENT_FILE,
-    manifest_bytes,
-    pairing_inputs,
+    PairingInputs,
+    RuntimePins,
+    SourcePin,
+    file_bytes,
     validate,
 )
 from vllm_plugin_release.core.manifestmodel import Manifest, parse
@@ -528,16 +529,47 @@ def pairing_id_of(spec: Spec, core: BuildRecord, plugin: BuildRecord) -> str:
     before the manifest exists); BadInput naming the record's key that is missing."""
     fc, fp = BUILD_CORE, BUILD_PLUGIN
     source = _recorded(core.source, "core.source", fc)
-    facts = {
-        "name": _recorded(core.name, "core.name", fc),
-        "version": _recorded(core.version, "core.version", fc),
-        "target_device": _recorded(core.target_device, "core.target_device", fc),
-        "source": _core_source(dict(source), fc),
-    }
-    made = {"name": _recorded(plugin.name, "plugin.name", fp), "commit": plugin.commit}
-    python = ".".join(_recorded(core.python, "python", fc).split(".")[:2])
-    runtime = dict(spec.runtime.raw) if spec.runtime else None
-    return key_of(pairing_inputs(facts, made, runtime, python))
+    inputs = PairingInputs(
+        core_name=_recorded(core.name, "core.name", fc),
+        core_version=_recorded(core.version, "core.version", fc),
+        target_device=_recorded(core.target_device, "core.target_device", fc),
+        source=_source_pin(_core_source(dict(source), fc)),
+        plugin_name=_recorded(plugin.name, "plugin.name", fp),
+        plugin_commit=plugin.commit,
+        runtime=_runtime_pins(dict(spec.runtime.raw) if spec.runtime else None),
+        python=".".join(_recorded(core.python, "python", fc).split(".")[:2]),
+    )
+    return key_of(inputs.to_json())
+
+
+def _source_pin(source: dict[str, Any]) -> SourcePin:
+    """The pin of the manifest's `core.source` (a git commit or an sdist's sha256)."""
+    return SourcePin(source.get("kind"), source.get("commit"), source.get("sha256"))
+
+
+def _runtime_pins(pins: dict[str, Any] | None) -> RuntimePins | None:
+    """The spec's runtime pins (`pins_from_spec`'s `runtime`) a pairing id holds."""
+    if not pins:
+        return None
+    return RuntimePins(
+        pins.get("name"), pins.get("package"), pins.get("version"), pins.get("commit")
+    )
+
+
+def _pairing_inputs(
+    core: dict[str, Any], plugin: dict[str, Any], runtime_pins: dict[str, Any] | None
+) -> PairingInputs:
+    """What identifies the pairing of the manifest's `core` and `plugin` sections."""
+    return PairingInputs(
+        core_name=core["name"],
+        core_version=core["version"],
+        target_device=core["target_device"],
+        source=_source_pin(core["source"]),
+        plugin_name=plugin["name"],
+        plugin_commit=plugin["commit"],
+        runtime=_runtime_pins(runtime_pins),
+        python=".".join(core["python"].split(".")[:2]),
+    )
 
 
 _T = TypeVar("_T")
@@ -570,8 +602,7 @@ def build_manifest(
     container = _container(records.build_core)
     environment = _environment(records.env)
     runtime_pins = pins.get("runtime")
-    python = ".".join(core["python"].split(".")[:2])
-    inputs = pairing_inputs(core, plugin, runtime_pins, python)
+    inputs = _pairing_inputs(core, plugin, runtime_pins).to_json()
     manifest = {
         "schema_version": SCHEMA_VERSION,
         "kind": KIND,
@@ -631,18 +662,15 @@ def write_signed(
 ) -> tuple[Path, Path, str]:
     """Write manifest.json and the signed manifest.intoto.jsonl; returns (paths..., keyid)."""
     key = keys.load_private_key(key_path)
-    data = manifest_bytes(manifest)
-    statement = attest.build_statement(
-        manifest,
-        hashlib.sha256(data).hexdigest(),
-        pins,
-        builder_id=keys.builder_id(),
-        invocation_id=keys.invocation_id(),
-    )
     manifest_path = dist_dir / MANIFEST_FILE
     statement_path = dist_dir / STATEMENT_FILE
+    typed = parse(manifest, str(manifest_path))
+    data = file_bytes(typed)
+    signed = attest.sign_pairing(
+        typed, data, pins, key, builder_id=keys.builder_id(), invocation_id=keys.invocation_id()
+    )
     _write_if_changed(manifest_path, data)
-    _write_if_changed(statement_path, attest.signed_bytes(statement, key))
+    _write_if_changed(statement_path, signed)
     return manifest_path, statement_path, attest.keyid(key.public_key())
 
 

@@ -197,11 +197,12 @@ def _deliver(
         "platform_class": platform,
         "lock_file": spec.env_constraints,
         "lock_sha256": make.lock_sha,
-        "core_wheel": make.core.wheel_entry(),
-        "plugin_wheel": make.built.wheel_entry(),
+        "core_wheel": make.core.wheel_entry.to_json(),
+        "plugin_wheel": make.built.wheel_entry.to_json(),
         **result,
     }
-    written = records.write_env(dist, record)
+    written = records.parse_env(dist / records.ENV, record)
+    records.write_env(dist, written)
     failed = [
         c
         for c in written.checks

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import attest, bounded
 from vllm_plugin_release.core.cache import sha256_file
@@ -32,6 +32,9 @@ from vllm_plugin_release.edges.envprobe import (
 )
 from vllm_plugin_release.edges.keys import load_public_key
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
 # ---------------------------------------------------------------------------
 # A manifest folder
 
@@ -42,7 +45,7 @@ class Verified:
     statement_path: Path
     keyid: str | None
     manifest: Manifest
-    statement: dict[str, Any]
+    statement: attest.Statement
     subjects: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -73,8 +76,7 @@ def verify_files(path: Path, public_key: Path | None, *, manifest_only: bool = F
         )
     key = load_public_key(public_key) if public_key else None
     statement = _read_statement(manifest_path, statement_path, key)
-    subjects = statement.get("subject")
-    if not isinstance(subjects, list) or not subjects:
+    if not statement.listed:
         raise GateFailed(f"{statement_path}: the statement has no subjects")
     names, report, problems = _check_subjects(statement, manifest_path, manifest_only)
     if MANIFEST_FILE not in names:
@@ -115,7 +117,9 @@ def _verify_hint(report: list[dict[str, Any]], problems: list[str], manifest_onl
     return "something changed after signing; rebuild with `vpr manifest build`"
 
 
-def _read_statement(manifest_path: Path, statement_path: Path, key: Any) -> dict[str, Any]:
+def _read_statement(
+    manifest_path: Path, statement_path: Path, key: Ed25519PublicKey | None
+) -> attest.Statement:
     """The signed statement next to the manifest; its signature checked when `key` is given."""
     if not statement_path.exists():
         raise GateFailed(
@@ -123,15 +127,13 @@ def _read_statement(manifest_path: Path, statement_path: Path, key: Any) -> dict
             hint="`vpr manifest build` writes it; an unsigned manifest cannot be verified",
         )
     data = bounded.read_file(statement_path, bounded.MAX_DOCUMENT, "signed statement")
-    envelope = attest.parse_envelope(data, str(statement_path))
-    if key is not None:
-        return attest.verify_envelope(envelope, key, str(statement_path))
-    # digests only (publish re-checks its own output when no public key is at hand)
-    return attest.unverified_statement(envelope, str(statement_path))
+    # without a key, digests only (publish re-checks its own output when no public key is
+    # at hand)
+    return attest.read_signed(data, key, str(statement_path))
 
 
 def _check_subjects(
-    statement: dict[str, Any], manifest_path: Path, manifest_only: bool
+    statement: attest.Statement, manifest_path: Path, manifest_only: bool
 ) -> tuple[dict[str, str], list[dict[str, Any]], list[str]]:
     """({subject name: sha256}, one report line per subject, problems) for the files found."""
     names, problems = attest.subject_digests(statement)

@@ -20,7 +20,7 @@ def run(ctx: Context) -> CheckResult:
     deferred = [c for c in checks if c.status == "deferred"]
     # pass only for what was observed: a half that needs the runtime keeps it at deferred
     status = "fail" if failed else ("deferred" if deferred else "pass")
-    runtime = _deterministic(env.runtime)
+    runtime = _deterministic(env.runtime.to_json())
     skipped = [c for c in checks if c.status == "skipped"]
     passed = len(checks) - len(failed) - len(deferred) - len(skipped)
     summary = (

@@ -608,7 +608,7 @@ def run(ctx: Context) -> CheckResult:
     """The `plugin_tests` check: the plugin's tests in the pairing env, with a recorded baseline."""
     cfg = settings_for(ctx.spec)
     runtime = ctx.env.runtime
-    module = None if runtime.get("status") == "present" else runtime.get("module")
+    module = None if runtime.status == "present" else runtime.module
     run = tests_run(ctx.cache, ctx.python, ctx.plugin_root, ctx.runner, cfg, module)
     run.without_paths(Path(ctx.python).parent.parent, ctx.plugin_root)
     failed_modules = [m for m in ctx.env.plugin_modules if m.status == "failed"]

@@ -159,8 +159,8 @@ def runtime_python(env: EnvRecord) -> tuple[Path, Path | None] | str:
     if stand_in is not None:
         return env.python, stand_in.parent.parent
     return (
-        f"the plugin's platform activates only with its runtime ({runtime.get('name')}), "
-        f"{runtime.get('status')} here: {runtime.get('reason')}"
+        f"the plugin's platform activates only with its runtime ({runtime.name}), "
+        f"{runtime.status} here: {runtime.reason}"
     )
 
 
