@@ -644,6 +644,39 @@ def test_the_watch_does_not_remake_an_unchanged_values_form_at_every_line(
     assert len(made) < 20, len(made)  # the old watch made it at each of ~400 events
 
 
+@dataclasses.dataclass
+class _Noted:
+    value: int
+    note: str = dataclasses.field(default="", compare=False)  # `==` does not look at it
+
+
+class _Tagged(str):
+    """A str whose `==` ignores case: equal to its old value after a change of case."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and self.lower() == other.lower()
+
+    __hash__ = str.__hash__
+
+
+def test_a_change_that_eq_does_not_see_is_still_found() -> None:
+    # Values whose `==` is not the JSON form's (a field left out of a dataclass's `==`, a
+    # str subclass with its own `==`) are read in full at every event, never taken as
+    # unchanged because they compare equal.
+    holder = {"noted": _Noted(1), "tag": _Tagged("abc")}
+    watch = inenv.Watch({k: (lambda k=k: holder[k]) for k in holder})
+
+    def hook(h: dict[str, Any]) -> None:
+        h["noted"].note = "changed"
+        h["tag"] = _Tagged("ABC")
+
+    watch.run(hook, holder)
+    assert {c["field"]: c["to"] for c in watch.changes()} == {
+        "noted": {"value": 1, "note": "changed"},
+        "tag": "ABC",
+    }
+
+
 def test_a_module_imported_meanwhile_is_not_traced_and_its_change_is_the_importing_lines(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -128,17 +128,18 @@ def _unwrapped(exc: BaseException) -> BaseException:
 
 
 _NO_COPY = object()
-_SCALARS = (type(None), bool, int, float, str, bytes, enum.Enum)
+_SCALARS = (type(None), bool, int, float, str, bytes)  # exactly these types: no subclass
 
 
 def _plain_data(value: Any, depth: int = 0) -> bool:
-    """Made only of what `==` compares as `_plain` does: scalars, enum members, lists,
-    tuples and dicts of them, and dataclasses whose `==` is the generated one (it compares
-    every field, the private ones too: stricter than `_plain`). Not sets: two equal sets
-    may list their items in another order."""
+    """Made only of what `==` compares as `_plain` does: scalars (not their subclasses,
+    whose `==` may be their own), enum members, lists, tuples and dicts of them, and
+    dataclasses whose `==` is the generated one over every field (the private ones too:
+    stricter than `_plain`). Not sets: two equal sets may list their items in another
+    order."""
     if depth > 32:
         return False
-    if isinstance(value, _SCALARS):
+    if type(value) in _SCALARS or isinstance(value, enum.Enum):
         return True
     if type(value) in (list, tuple):
         return all(_plain_data(v, depth + 1) for v in value)
@@ -152,6 +153,7 @@ def _plain_data(value: Any, depth: int = 0) -> bool:
     return (
         bool(fields)
         and generated
+        and all(f.compare for f in fields.values())  # a field `==` skips may still change
         and all(_plain_data(getattr(value, name, None), depth + 1) for name in fields)
     )
 
