@@ -115,6 +115,19 @@ def unverified(line: bytes, payload_type: str, where: str, *, what: str, hint: s
     return bytes(payload)
 
 
+def check(
+    line: bytes,
+    payload_type: str,
+    public_key: Ed25519PublicKey,
+    where: str,
+    *,
+    what: str,
+    hint: str,
+) -> None:
+    """`verify`, and its payload a JSON object (`body`): GateFailed otherwise."""
+    body(verify(line, payload_type, public_key, where, what=what, hint=hint), where, hint)
+
+
 def body(payload: bytes, where: str, hint: str) -> dict[str, Any]:
     """A verified (or vouched for) payload as the JSON object it must be (bounded in depth),
     for the document's parser; GateFailed otherwise."""

@@ -194,6 +194,5 @@ def sign_store(store: Store, key: Ed25519PrivateKey) -> Head:
                 index_from(data, where)
             else:
                 kind = LKG_TYPE if relative.startswith(f"{LKG_DIR}/") else SCHEDULE_TYPE
-                payload = signed.verify(data, kind, public, where, what="signed document", hint="")
-                signed.body(payload, where, "")  # a JSON object, as every signed document
+                signed.check(data, kind, public, where, what="signed document", hint="")
         return sign_head(target.root, key, everything=True)
