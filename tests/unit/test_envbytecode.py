@@ -173,3 +173,31 @@ def test_a_pyc_whose_head_is_not_its_tags_python_is_not_kept(tmp_path: Path) -> 
     assert envbytecode.keep(site, tmp_path / "store", skip=("plugin_pkg",)) == 1  # __init__
     assert not (tmp_path / "store" / "pkg" / "__pycache__" / renamed.name).exists()
     assert envbytecode.magic("cpython-399") is None  # an unknown Python: nothing kept
+
+
+def test_a_build_environment_of_another_python_is_not_walked(tmp_path: Path, monkeypatch) -> None:
+    """A 3.10 build env's bytecode is never for a 3.11 pairing env (restore would find no
+    pyc of its cache tag after walking every folder of it): it is left out unwalked."""
+    from vllm_plugin_release.core.cache import ENV_COMPLETE, Cache
+    from vllm_plugin_release.stages import pairing_env
+
+    cache = Cache(tmp_path / ".vpr")
+    same = cache.env_dir("build-core", "1" * 64)
+    same_site = _site(same)
+    _import(same_site)
+    other = cache.env_dir("build-core", "2" * 64)
+    other_site = other / "lib" / "python3.10" / "site-packages"
+    other_site.mkdir(parents=True)
+    for env in (same, other):
+        (env / ENV_COMPLETE).write_text("ok\n")
+    walked: list[Path] = []
+    restore = envbytecode.restore
+
+    def spy(store: Path, site: Path) -> int:
+        walked.append(store)
+        return restore(store, site)
+
+    monkeypatch.setattr(pairing_env.envbytecode, "restore", spy)
+    pairing = _site(tmp_path / "pair", like=same_site)
+    assert pairing_env.bytecode_from_build_envs(cache, pairing) == 3
+    assert walked == [same_site]
