@@ -70,7 +70,7 @@ NOT_RUN = Cell(None, None, None, None, None)
 
 
 class Sites(NamedTuple):
-    """A pairing's cell per site, in `SITES`' order."""
+    """A pairing's cell per site, in `SITES`' order (its fields are `SITES`)."""
 
     cpu: Cell
     hardware: Cell
@@ -139,6 +139,7 @@ class CompatPairing(NamedTuple):
     def to_json(self) -> dict[str, Any]:
         """compat.json's pairing object."""
         entry, plugin, approval = self.entry, self.entry.plugin, self.api_approval
+        cpu, hardware = self.sites
         return {
             "pairing_id": entry.pairing_id,
             "page": self.page,
@@ -149,7 +150,7 @@ class CompatPairing(NamedTuple):
             "runtime": entry.raw.get("runtime"),  # as the entry has it
             "manifest_sha256": entry.manifest_sha256,
             "signature": {"verified": self.signature.verified, "problem": self.signature.problem},
-            "sites": {site: cell.to_json() for site, cell in zip(SITES, self.sites)},
+            "sites": {"cpu": cpu.to_json(), "hardware": hardware.to_json()},
             "api_approval": None if approval is None else approval.as_json(),
             "guard": self.guard,
             "install": self.install,
