@@ -21,6 +21,15 @@ from tests.support import REPO
 from vllm_plugin_release.core import manifestdoc as doc
 from vllm_plugin_release.core import manifestmodel as mm
 from vllm_plugin_release.core.cache import key_of, sha256_file
+from vllm_plugin_release.core.manifestdoc import RuntimePins
+from vllm_plugin_release.core.specpins import (
+    BuildPins,
+    CorePins,
+    PluginTable,
+    RuntimeTable,
+    SdistPin,
+    SpecPins,
+)
 from vllm_plugin_release.stages import manifest as mf
 
 SRC = REPO / "src"
@@ -144,7 +153,7 @@ def make_pairing(
     core_extra: str = "",
     guard: bool = False,
     platform: str | None = None,
-) -> dict[str, Any]:
+) -> SpecPins:
     """Wheels + stage records in `dist`; returns the pins (as `pins_from_spec` makes them)."""
     core_wheel = write_wheel(
         dist,
@@ -207,22 +216,21 @@ def make_pairing(
             {"name": check, "status": "skipped", "detail": "resolved", "value": platform}
         ]
         (dist / "env.json").write_text(json.dumps(record))
-    return {
-        "name": name,
-        "core": {
-            "name": "vllm",
-            "version": core_version,
-            "target_device": "empty",
-            "source_date_epoch": SDE,
-            "source": {"kind": "sdist", "index": "https://pypi.org/simple", "sha256": SDIST_SHA},
-        },
-        "plugin": {
-            "name": plugin_name,
-            "source": {"kind": "git", "url": "https://x.invalid/p", "commit": plugin_commit},
-        },
-        "runtime": {"name": "tt-metal", "package": "ttnn", "version": "0.60.0"},
-        "build": {"python": "3.11", "backend": "local"},
+    source = SdistPin("https://pypi.org/simple", f"vllm-{core_version}.tar.gz", SDIST_SHA)
+    plugin_table = {
+        "name": plugin_name,
+        "source": {"kind": "git", "url": "https://x.invalid/p", "commit": plugin_commit},
     }
+    return SpecPins(
+        name=name,
+        core=CorePins("vllm", core_version, "empty", SDE, source),
+        plugin=PluginTable(plugin_name, plugin_table),
+        runtime=RuntimeTable(
+            RuntimePins("tt-metal", "ttnn", "0.60.0", None),
+            {"name": "tt-metal", "package": "ttnn", "version": "0.60.0"},
+        ),
+        build=BuildPins("3.11", "local", None, "2.13.0+cpu", "constraints/build-core-py311.txt"),
+    )
 
 
 def write_guard(dist: Path) -> Path:

@@ -223,7 +223,7 @@ def test_the_scorecards_pairing_id_is_the_manifests(tmp_path: Path) -> None:
     rt = {"name": "tt-metal", "package": "ttnn", "version": "0.60.0", "commit": "9" * 40}
     for runtime in (None, rt):
         pins = make_pairing(dist, runtime=runtime)
-        table = pins["runtime"]
+        table = pins.runtime.raw if pins.runtime else None
         typed = RuntimeSpec(table["name"], raw=table) if table else None
         spec: Any = SimpleNamespace(runtime=typed)
         core = records.build_record(dist, records.BUILD_CORE)

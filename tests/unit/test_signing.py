@@ -26,7 +26,7 @@ def _signed(tmp_path: Path, **kw: Any) -> tuple[Path, Path, dict[str, Any]]:
     pins = make_pairing(dist, **kw)
     m = mf.build_manifest(pins, mf.read_records(dist))
     mf.write_signed(dist, m, pins, key)
-    return dist, pub, pins
+    return dist, pub, pins.to_json()
 
 
 def test_pae_matches_the_dsse_spec() -> None:

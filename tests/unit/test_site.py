@@ -196,6 +196,6 @@ def test_compat_json_names_the_head_as_it_always_did() -> None:
     from vllm_plugin_release.core import sitemodel as sm
 
     publisher = sm.Publisher("s", "k", "id", sm.HeadStamp(7, "2026-12-01T00:00:00Z"))
-    compat = sm.build([], [], publisher)
+    compat = sm.build([], [], publisher).to_json()
     assert json.dumps(compat["head"]) == '{"version": 7, "time": "2026-12-01T00:00:00Z"}'
-    assert sm.build([], [], sm.Publisher("s", "k", "id", None))["head"] is None
+    assert sm.build([], [], sm.Publisher("s", "k", "id", None)).to_json()["head"] is None

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     )
 
     from vllm_plugin_release.core.manifestmodel import Manifest
+    from vllm_plugin_release.core.specpins import SpecPins
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -90,7 +91,7 @@ def signed_bytes(statement: dict[str, Any], key: Ed25519PrivateKey) -> bytes:
 def sign_pairing(
     manifest: Manifest,
     data: bytes,
-    external_parameters: dict[str, Any],
+    pins: SpecPins,
     key: Ed25519PrivateKey,
     *,
     builder_id: str,
@@ -98,12 +99,12 @@ def sign_pairing(
 ) -> bytes:
     """manifest.intoto.jsonl's bytes for `manifest`, whose file is `data`: the statement
     over it (`build_statement`, from the document as built: its `raw`) signed with `key`,
-    as one canonical line. `external_parameters`: the spec's pins, as the statement holds
-    them."""
+    as one canonical line. `pins`: the spec's pins, which the statement holds as its
+    `externalParameters` (`pins.to_json()`)."""
     statement = build_statement(
         dict(manifest.raw),
         hashlib.sha256(data).hexdigest(),
-        external_parameters,
+        pins.to_json(),
         builder_id=builder_id,
         invocation_id=invocation_id,
     )
@@ -462,7 +463,8 @@ def build_statement(
 
     `builder_id` and `invocation_id` say who ran the build (`edges.keys` reads them
     from the CI environment). `manifest` is the document as written (a `Manifest`'s
-    `raw`): signing reads the object whose bytes it signs, never the typed value."""
+    `raw`): signing reads the object whose bytes it signs, never the typed value.
+    `external_parameters`: the spec's pins as JSON (`specpins.SpecPins.to_json`)."""
     subjects = [
         {
             "name": manifest[role]["wheel"]["filename"],

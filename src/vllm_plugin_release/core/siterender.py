@@ -1,6 +1,6 @@
 """The compatibility site as files (pure): `index.html` (the matrix), one page per pairing
 (its scorecard from the signed manifest, its ledger history, the `vpr install` line) and
-`compat.json`, from `sitemodel.build`'s data.
+`compat.json`, from `sitemodel.build`'s typed model (`Compat`).
 
 Static and self-contained: no script, no outside asset (the style is in each page), every
 value from the store escaped. Accessible: tables with captions, `scope` on every header,
@@ -15,9 +15,11 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core.sitemodel import SITES
+from vllm_plugin_release.core.storeindex import VERDICTS
 
 if TYPE_CHECKING:
     from vllm_plugin_release.core.manifestmodel import Manifest
+    from vllm_plugin_release.core.sitemodel import Cell, Compat, CompatPairing
 
 STYLE = (
     "*{box-sizing:border-box}"
@@ -72,40 +74,40 @@ def _css(verdict: str | None) -> str:
     return verdict if verdict in VERDICT_CLASSES else "none"
 
 
-def _plugin_label(p: dict[str, Any]) -> str:
-    commit = p["plugin"].get("commit")
+def _plugin_label(p: CompatPairing) -> str:
+    commit = p.plugin.commit
     return f"@{commit[:12]}" if commit else "no commit"
 
 
-def _cell(cell: dict[str, Any]) -> str:
-    verdict = cell["verdict"]
-    if cell["signed_by"] is None:
+def _cell(cell: Cell) -> str:
+    verdict = cell.verdict
+    if cell.signed_by is None:
         return '<td class="none">not run</td>'
     parts = [f'<span class="v">{e(verdict or "none")}</span>']
-    lag = cell["lag_days"]
+    lag = cell.lag_days
     parts.append(f"lag {e(lag)} days" if lag is not None else "lag unknown")
-    if cell["verified"]:
-        parts.append(f"signature verified ({e(cell['signed_by'])})")
+    if cell.verified:
+        parts.append(f"signature verified ({e(cell.signed_by)})")
     else:
-        parts.append(f'<span class="bad">signature NOT verified ({e(cell["signed_by"])})</span>')
+        parts.append(f'<span class="bad">signature NOT verified ({e(cell.signed_by)})</span>')
     return f'<td class="{_css(verdict)}">' + "<br>".join(parts) + "</td>"
 
 
-def _row(p: dict[str, Any]) -> str:
+def _row(p: CompatPairing) -> str:
     head = (
-        f'<a href="{e(p["page"])}">{e(p["plugin"]["name"])} {e(p["plugin"]["version"])}</a>'
-        f'<br><span class="small">{e(_plugin_label(p))} · py{e(p["python"])} · id '
-        f"{e(p['pairing_id'][:12])}</span>"
+        f'<a href="{e(p.page)}">{e(p.plugin.name)} {e(p.plugin.version)}</a>'
+        f'<br><span class="small">{e(_plugin_label(p))} · py{e(p.python)} · id '
+        f"{e(p.pairing_id[:12])}</span>"
     )
-    if not p["signature"]["verified"]:
+    if not p.signature.verified:
         head += '<br><span class="bad">signature NOT verified: do not install</span>'
-    if p["api_approval"]:
+    if p.api_approval is not None:
         head += '<br><span class="small">breaking core API change approved</span>'
-    cells = "".join(_cell(p["sites"][site]) for site in SITES)
+    cells = "".join(_cell(cell) for cell in p.sites)
     return f'<tr><th scope="row">{head}</th>{cells}</tr>'
 
 
-def _matrix(compat: dict[str, Any]) -> list[str]:
+def _matrix(compat: Compat) -> list[str]:
     out = [
         '<table id="matrix">',
         "<caption>vLLM core versions × plugins × site: verdict, release lag, signature</caption>",
@@ -115,10 +117,10 @@ def _matrix(compat: dict[str, Any]) -> list[str]:
         + "".join(f'<th scope="col">{e(site)} site</th>' for site in SITES)
         + "</tr></thead>",
     ]
-    by_core: dict[str, list[dict[str, Any]]] = {}
-    for p in compat["pairings"]:
-        by_core.setdefault(p["core"]["version"], []).append(p)
-    for core in compat["cores"]:
+    by_core: dict[str, list[CompatPairing]] = {}
+    for p in compat.pairings:
+        by_core.setdefault(p.core_version, []).append(p)
+    for core in compat.cores:
         rows = by_core.get(core, [])
         out.append(
             f'<tbody><tr><th scope="rowgroup" colspan="3">vLLM {e(core)} '
@@ -131,17 +133,17 @@ def _matrix(compat: dict[str, Any]) -> list[str]:
     return out
 
 
-def _newest(compat: dict[str, Any]) -> list[str]:
-    newest = compat["newest_core"]
+def _newest(compat: Compat) -> list[str]:
+    newest = compat.newest_core
     if newest is None:
         return []
-    source = "given to the site" if newest["source"] == "given" else "the newest the store names"
+    source = "given to the site" if newest.source == "given" else "the newest the store names"
     out = [
         '<h2 id="newest">Newest core release</h2>',
-        f"<p>vLLM <strong>{e(newest['version'])}</strong> ({e(source)}): "
-        f"{len(newest['covered_by'])} pairing(s) cover it.</p>",
+        f"<p>vLLM <strong>{e(newest.version)}</strong> ({e(source)}): "
+        f"{len(newest.covered_by)} pairing(s) cover it.</p>",
     ]
-    if not newest["not_covered"]:
+    if not newest.not_covered:
         return [*out, "<p>Every plugin in the store has a pairing with it.</p>"]
     out += [
         "<table><caption>Plugins whose pairings do not cover it yet</caption>",
@@ -149,18 +151,16 @@ def _newest(compat: dict[str, Any]) -> list[str]:
         "with</th></tr></thead><tbody>",
     ]
     out += [
-        f'<tr><th scope="row">{e(b["plugin"])}</th><td><a href="{e(b["page"])}">'
-        f"{e(b['newest_core'])}</a></td></tr>"
-        for b in newest["not_covered"]
+        f'<tr><th scope="row">{e(b.plugin)}</th><td><a href="{e(b.page)}">'
+        f"{e(b.newest_core)}</a></td></tr>"
+        for b in newest.not_covered
     ]
     return [*out, "</tbody></table>"]
 
 
-def _legend(compat: dict[str, Any]) -> list[str]:
+def _legend() -> list[str]:
     out = ['<h2 id="legend">Reading the matrix</h2>', "<ul>"]
-    out += [
-        f'<li><span class="v">{e(v)}</span>: {e(t)}</li>' for v, t in compat["verdicts"].items()
-    ]
+    out += [f'<li><span class="v">{e(v)}</span>: {e(t)}</li>' for v, t in VERDICTS.items()]
     out += [
         "<li><strong>not run</strong>: no verdict from that site yet (never a pass)</li>",
         "<li><strong>lag</strong>: days since the first core release the plugin has not "
@@ -173,17 +173,18 @@ def _legend(compat: dict[str, Any]) -> list[str]:
     return out
 
 
-def index_page(compat: dict[str, Any]) -> bytes:
-    head = compat["head"] or {}
-    count = len(compat["pairings"])
+def index_page(compat: Compat) -> bytes:
+    head = compat.head
+    version, time = (None, None) if head is None else (head.version, head.time)
+    count = len(compat.pairings)
     body = [
         "<h1>vLLM core × plugin compatibility</h1>",
-        f'<p class="small">{count} pairing(s) over {len(compat["cores"])} core version(s), read '
-        f"from {e(compat['store'])} through its signed head (version {e(head.get('version'))}"
-        f", {e(head.get('time'))}), signatures checked with key {e(compat['keyid'][:16])}.</p>",
+        f'<p class="small">{count} pairing(s) over {len(compat.cores)} core version(s), read '
+        f"from {e(compat.store)} through its signed head (version {e(version)}"
+        f", {e(time)}), signatures checked with key {e(compat.keyid[:16])}.</p>",
         *_matrix(compat),
         *_newest(compat),
-        *_legend(compat),
+        *_legend(),
     ]
     return _page("vLLM core × plugin compatibility", body)
 
@@ -218,40 +219,39 @@ def _checks(manifest: Manifest) -> list[str]:
     return out
 
 
-def _sites_table(p: dict[str, Any]) -> list[str]:
+def _sites_table(p: CompatPairing) -> list[str]:
     out = [
         "<table><caption>Verdict per site</caption><thead><tr>"
         '<th scope="col">site</th><th scope="col">verdict</th><th scope="col">lag</th>'
         '<th scope="col">signed by</th></tr></thead><tbody>'
     ]
-    for site in SITES:
-        c = p["sites"][site]
-        verdict = c["verdict"] or "none" if c["signed_by"] else "not run"
-        lag = f"{c['lag_days']} days" if c["lag_days"] is not None else "unknown"
-        signed = c["signed_by"] or "-"
-        if c["signed_by"] and not c["verified"]:
+    for site, c in zip(SITES, p.sites):
+        verdict = c.verdict or "none" if c.signed_by else "not run"
+        lag = f"{c.lag_days} days" if c.lag_days is not None else "unknown"
+        signed = c.signed_by or "-"
+        if c.signed_by and not c.verified:
             signed += " (NOT verified)"
         out.append(
-            f'<tr><th scope="row">{e(site)}</th><td class="{_css(c["verdict"])}">'
+            f'<tr><th scope="row">{e(site)}</th><td class="{_css(c.verdict)}">'
             f'<span class="v">{e(verdict)}</span></td><td>{e(lag)}</td><td>{e(signed)}</td></tr>'
         )
     return [*out, "</tbody></table>"]
 
 
-def _approval(p: dict[str, Any]) -> list[str]:
-    a = p["api_approval"]
+def _approval(p: CompatPairing) -> list[str]:
+    a = p.api_approval
     out = ['<h2 id="api">Core API the plugin uses</h2>']
-    if not a:
+    if a is None:
         return [
             *out,
             "<p>No approval recorded: the bump to this core found no breaking change "
             "in the core API the plugin uses (or the pairing predates approvals).</p>",
         ]
-    changes = "".join(f"<li><code>{e(c)}</code></li>" for c in a.get("changes") or [])
+    changes = "".join(f"<li><code>{e(c)}</code></li>" for c in a.changes)
     return [
         *out,
-        f"<p>Breaking changes from vLLM {e(a.get('from'))} to {e(a.get('to'))} approved by "
-        f"<strong>{e(a.get('by'))}</strong>: {e(a.get('why'))}</p>",
+        f"<p>Breaking changes from vLLM {e(a.source)} to {e(a.to)} approved by "
+        f"<strong>{e(a.by)}</strong>: {e(a.why)}</p>",
         f"<ul>{changes}</ul>",
     ]
 
@@ -271,8 +271,8 @@ def _wheels(manifest: Manifest) -> list[str]:
     return [*out, "</tbody></table>"]
 
 
-def _history(p: dict[str, Any]) -> list[str]:
-    if not p["history"]:
+def _history(p: CompatPairing) -> list[str]:
+    if not p.history:
         return ["<p>The store's ledger holds no entry for this pairing.</p>"]
     out = [
         "<table><caption>Ledger entries of this pairing (signed, chained)</caption><thead><tr>"
@@ -282,44 +282,41 @@ def _history(p: dict[str, Any]) -> list[str]:
         )
         + "</tr></thead><tbody>"
     ]
-    for h in p["history"]:
-        lag = f"{h['lag_days']} days" if h["lag_days"] is not None else "-"
+    for h in p.history:
+        lag = f"{h.lag_days} days" if h.lag_days is not None else "-"
         out.append(
-            f'<tr><th scope="row">{e(h["seq"])}</th><td>{e(h["time"])}</td><td>{e(h["kind"])}'
-            f'</td><td>{e(h["runner"])}</td><td><span class="v">{e(h["verdict"])}</span></td>'
-            f"<td>{e(lag)}</td><td><code>{e(str(h['manifest_sha256'])[:16])}</code></td></tr>"
+            f'<tr><th scope="row">{e(h.seq)}</th><td>{e(h.time)}</td><td>{e(h.kind)}'
+            f'</td><td>{e(h.runner)}</td><td><span class="v">{e(h.verdict)}</span></td>'
+            f"<td>{e(lag)}</td><td><code>{e(str(h.manifest_sha256)[:16])}</code></td></tr>"
         )
     return [*out, "</tbody></table>"]
 
 
-def pairing_page(p: dict[str, Any], manifest: Manifest | None) -> bytes:
-    title = (
-        f"{p['core']['name']} {p['core']['version']} + {p['plugin']['name']} "
-        f"{p['plugin']['version']}"
-    )
+def pairing_page(p: CompatPairing, manifest: Manifest | None) -> bytes:
+    title = f"{p.core_name} {p.core_version} + {p.plugin.name} {p.plugin.version}"
     verdict = manifest.verdict if manifest is not None else None
     signature = (
         "<p>Signature verified with the publisher's key: the manifest is the one its signed "
         f"statement names and the one the signed index names (sha256 "
-        f"<code>{e(p['manifest_sha256'])}</code>).</p>"
-        if p["signature"]["verified"]
-        else f'<p class="bad">Signature NOT verified: {e(p["signature"]["problem"])}</p>'
+        f"<code>{e(p.entry.manifest_sha256)}</code>).</p>"
+        if p.signature.verified
+        else f'<p class="bad">Signature NOT verified: {e(p.signature.problem)}</p>'
     )
     body = [
         '<p><a href="../index.html">compatibility matrix</a></p>',
         f"<h1>{e(title)}</h1>",
-        f'<p class="small">pairing id <code>{e(p["pairing_id"])}</code> · plugin commit '
-        f"<code>{e(p['plugin']['commit'] or 'none')}</code> · Python {e(p['python'])}</p>",
+        f'<p class="small">pairing id <code>{e(p.pairing_id)}</code> · plugin commit '
+        f"<code>{e(p.plugin.commit or 'none')}</code> · Python {e(p.python)}</p>",
         f'<div class="banner {_css(verdict)}"><span class="v">Verdict: '
         f"{e(verdict or 'none')}</span> (the signed manifest's)</div>",
         "<h2>Signature</h2>",
         signature,
         "<h2>Install</h2>",
-        f"<pre><code>{e(p['install'])}</code></pre>",
+        f"<pre><code>{e(p.install)}</code></pre>",
         "<p>Installs exactly the certified set with --require-hashes"
         + (
             ", with vpr-guard: vLLM then refuses to start in an environment that drifts from it"
-            if p["guard"]
+            if p.guard
             else ""
         )
         + ".</p>",
@@ -335,15 +332,15 @@ def pairing_page(p: dict[str, Any], manifest: Manifest | None) -> bytes:
     return _page(title, body)
 
 
-def compat_bytes(compat: dict[str, Any]) -> bytes:
+def compat_bytes(compat: Compat) -> bytes:
     """One JSON line, keys sorted (the encoder's fast path: a fleet store's is megabytes)."""
-    text = json.dumps(compat, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(compat.to_json(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return (text + "\n").encode()
 
 
-def render(compat: dict[str, Any], manifests: dict[str, Manifest | None]) -> dict[str, bytes]:
+def render(compat: Compat, manifests: dict[str, Manifest | None]) -> dict[str, bytes]:
     """Every file of the site: relative path -> bytes."""
     files = {"index.html": index_page(compat), "compat.json": compat_bytes(compat)}
-    for p in compat["pairings"]:
-        files[p["page"]] = pairing_page(p, manifests.get(p["pairing_id"]))
+    for p in compat.pairings:
+        files[p.page] = pairing_page(p, manifests.get(p.pairing_id))
     return files

@@ -26,7 +26,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from vllm_plugin_release.core import attest, bounded, records
 from vllm_plugin_release.core import sitemodel as sm
@@ -76,8 +76,8 @@ def build(
     store_url: str | None = None,
     key_name: str = "publisher.pub",
     newest_core: str | None = None,
-) -> tuple[dict[str, Any], dict[str, Manifest | None]]:
-    """(compat.json's data, {pairing id: verified manifest or None})."""
+) -> tuple[sm.Compat, dict[str, Manifest | None]]:
+    """(compat.json's model, {pairing id: verified manifest or None})."""
     index = trusted.index()
     ledger = trusted.ledger()
     head = trusted.head()
@@ -163,6 +163,6 @@ def site(
         trusted, store_url=store_url, key_name=key_name, newest_core=newest_core
     )
     write(out, render(compat, manifests))
-    pairings = compat["pairings"]
-    bad = sum(not p["signature"]["verified"] for p in pairings)
-    return SiteSummary(len(pairings), len(compat["cores"]), bad)
+    pairings = compat.pairings
+    bad = sum(not p.signature.verified for p in pairings)
+    return SiteSummary(len(pairings), len(compat.cores), bad)

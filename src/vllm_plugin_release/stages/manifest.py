@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from vllm_plugin_release.buildspec.model import Spec
+from vllm_plugin_release.buildspec.model import RuntimeSpec, Spec
 from vllm_plugin_release.core import attest
 from vllm_plugin_release.core.buildrecord import BuildRecord
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_json
@@ -50,6 +50,15 @@ from vllm_plugin_release.core.records import (
 )
 from vllm_plugin_release.core.records import producer as record_producer
 from vllm_plugin_release.core.records import read as read_record
+from vllm_plugin_release.core.specpins import (
+    BuildPins,
+    CorePins,
+    GitPin,
+    PluginTable,
+    RuntimeTable,
+    SdistPin,
+    SpecPins,
+)
 from vllm_plugin_release.core.wheelfacts import files_digest, wheel_files, wheel_tags, wheel_version
 from vllm_plugin_release.edges import host, keys
 
@@ -185,40 +194,37 @@ def _files_facts(path: Path, sha256: str, memo: Path | None) -> tuple[str, int]:
     return facts
 
 
-def pins_from_spec(spec: Spec) -> dict[str, Any]:
-    """The spec's pins (plain data): what the pairing was asked to be built from."""
+def pins_from_spec(spec: Spec) -> SpecPins:
+    """The spec's pins: what the pairing was asked to be built from, and what its
+    statement signs (`SpecPins.to_json`)."""
     core = spec.core
     src = core.source
+    source: SdistPin | GitPin
     if src.kind == "sdist":
-        source = {
-            "kind": "sdist",
-            "index": src.index,
-            "filename": src.filename,
-            "sha256": src.sha256,
-        }
+        source = SdistPin(src.index, src.filename, src.sha256)
     else:
-        source = {"kind": "git", "url": src.url, "tag": src.tag, "commit": src.commit}
-    return {
-        "name": spec.name,
-        "core": {
-            "name": core.name,
-            "version": core.version,
-            "target_device": core.target_device,
-            "source_date_epoch": core.source_date_epoch,
-            "source": source,
-        },
-        "plugin": dict(spec.plugin.raw) if spec.plugin else {},
-        "runtime": dict(spec.runtime.raw) if spec.runtime else None,
-        "build": {
-            "python": spec.build.python,
-            "backend": spec.build.backend,
-            "base_image": spec.build.base_image,
-            "torch": spec.build.torch,
-            "constraints": spec.build.constraints,
-        },
-        # only when the spec has one: the statement of a spec without it is unchanged
-        **({"api_approval": core.api_approval.as_json()} if core.api_approval else {}),
-    }
+        source = GitPin(src.url, src.tag, src.commit)
+    build = spec.build
+    plugin = spec.plugin
+    return SpecPins(
+        name=spec.name,
+        core=CorePins(core.name, core.version, core.target_device, core.source_date_epoch, source),
+        plugin=None if plugin is None else PluginTable(plugin.name, dict(plugin.raw)),
+        runtime=_runtime_table(spec.runtime),
+        build=BuildPins(
+            build.python, build.backend, build.base_image, build.torch, build.constraints
+        ),
+        api_approval=core.api_approval,
+    )
+
+
+def _runtime_table(runtime: RuntimeSpec | None) -> RuntimeTable | None:
+    """The spec's `[runtime]` as its pins hold it: the table as written and the pins a
+    pairing id holds, read from it."""
+    if runtime is None:
+        return None
+    raw = dict(runtime.raw)
+    return RuntimeTable(_runtime_pins(raw), raw)
 
 
 # ---------------------------------------------------------------------------
@@ -252,11 +258,11 @@ def _core_source(source: dict[str, Any], file: str) -> dict[str, Any]:
     raise BadInput(f"{file}: core.source.kind must be 'sdist' or 'git', got {kind!r}")
 
 
-def _runtime(env: dict[str, Any] | None, pins: dict[str, Any] | None) -> dict[str, Any]:
-    pinned_version = (pins or {}).get("version")
-    pinned_commit = (pins or {}).get("commit")
+def _runtime(env: dict[str, Any] | None, pins: RuntimePins | None) -> dict[str, Any]:
+    pinned_version = None if pins is None else pins.version
+    pinned_commit = None if pins is None else pins.commit
     observed = (env or {}).get("runtime") or None
-    if not pins and not observed:
+    if pins is None and not observed:
         return {
             "name": None,
             "status": "not-required",
@@ -266,7 +272,7 @@ def _runtime(env: dict[str, Any] | None, pins: dict[str, Any] | None) -> dict[st
             "pinned_commit": None,
             "note": "the spec names no vendor runtime",
         }
-    name = (observed or {}).get("name") or (pins or {}).get("name")
+    name = (observed or {}).get("name") or (None if pins is None else pins.name)
     if env is None:
         status, note = "absent", "no env.json: the environment stage has not run"
     elif not observed or observed.get("status") != "present":
@@ -401,9 +407,9 @@ def _workload(scorecard: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def _source_date_epoch(records: Records, pins: dict[str, Any]) -> int:
+def _source_date_epoch(records: Records, pins: SpecPins) -> int:
     core_in = _get(records.build_core, "core", BUILD_CORE)
-    sde = core_in.get("source_date_epoch", pins.get("core", {}).get("source_date_epoch"))
+    sde = core_in.get("source_date_epoch", pins.core.source_date_epoch)
     if not isinstance(sde, int):
         raise BadInput(f"build-core.json: core.source_date_epoch must be an integer, got {sde!r}")
     return sde
@@ -548,7 +554,7 @@ def _source_pin(source: dict[str, Any]) -> SourcePin:
 
 
 def _runtime_pins(pins: dict[str, Any] | None) -> RuntimePins | None:
-    """The spec's runtime pins (`pins_from_spec`'s `runtime`) a pairing id holds."""
+    """The runtime pins a pairing id holds, read from the spec's `[runtime]` as written."""
     if not pins:
         return None
     return RuntimePins(
@@ -557,7 +563,7 @@ def _runtime_pins(pins: dict[str, Any] | None) -> RuntimePins | None:
 
 
 def _pairing_inputs(
-    core: dict[str, Any], plugin: dict[str, Any], runtime_pins: dict[str, Any] | None
+    core: dict[str, Any], plugin: dict[str, Any], runtime_pins: RuntimePins | None
 ) -> PairingInputs:
     """What identifies the pairing of the manifest's `core` and `plugin` sections."""
     return PairingInputs(
@@ -567,7 +573,7 @@ def _pairing_inputs(
         source=_source_pin(core["source"]),
         plugin_name=plugin["name"],
         plugin_commit=plugin["commit"],
-        runtime=_runtime_pins(runtime_pins),
+        runtime=runtime_pins,
         python=".".join(core["python"].split(".")[:2]),
     )
 
@@ -586,7 +592,7 @@ def _recorded(value: _T | None, dotted: str, file: str) -> _T:
 
 
 def build_manifest(
-    pins: dict[str, Any],
+    pins: SpecPins,
     records: Records,
     *,
     pipeline_version: str | None = None,
@@ -601,12 +607,13 @@ def build_manifest(
     plugin = _plugin(records, wheel_memo)
     container = _container(records.build_core)
     environment = _environment(records.env)
-    runtime_pins = pins.get("runtime")
+    runtime_pins = None if pins.runtime is None else pins.runtime.pins
     inputs = _pairing_inputs(core, plugin, runtime_pins).to_json()
+    approval = pins.api_approval
     manifest = {
         "schema_version": SCHEMA_VERSION,
         "kind": KIND,
-        "name": pins.get("name") or records.dist_dir.name,
+        "name": pins.name or records.dist_dir.name,
         "pairing_id": key_of(inputs),
         "pairing_inputs": inputs,
         # The vLLM source date (SOURCE_DATE_EPOCH), never the certification time: that is
@@ -622,7 +629,7 @@ def build_manifest(
         "conformance": _conformance(records.scorecard),
         "guard": _guard(records, wheel_memo),
         "platform": _platform(records.env),
-        "api_approval": pins.get("api_approval"),
+        "api_approval": None if approval is None else approval.as_json(),
     }
     validate(manifest, str(records.dist_dir / MANIFEST_FILE))
     return manifest
@@ -658,7 +665,7 @@ def _write_if_changed(path: Path, data: bytes) -> None:
 
 
 def write_signed(
-    dist_dir: Path, manifest: dict[str, Any], pins: dict[str, Any], key_path: Path
+    dist_dir: Path, manifest: dict[str, Any], pins: SpecPins, key_path: Path
 ) -> tuple[Path, Path, str]:
     """Write manifest.json and the signed manifest.intoto.jsonl; returns (paths..., keyid)."""
     key = keys.load_private_key(key_path)
