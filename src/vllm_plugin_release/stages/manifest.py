@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import attest
@@ -47,6 +46,7 @@ from vllm_plugin_release.core.records import (
     SCORECARD,
     build_record,
     read_object,
+    run_file,
 )
 from vllm_plugin_release.core.records import producer as record_producer
 from vllm_plugin_release.core.records import read as read_record
@@ -157,6 +157,29 @@ def describe_wheel(
     }
 
 
+class FilesFacts(NamedTuple):
+    """A wheel's file facts as noted by its sha256 (`_files_facts`): the digest of its
+    files and how many there are."""
+
+    files_sha256: str
+    files: int
+
+
+def parse_files_facts(data: Any) -> FilesFacts | None:
+    """A wheel-files note, typed; None when it is not one (64 hex digits, a count)."""
+    digest = data.get("files_sha256") if isinstance(data, dict) else None
+    files = data.get("files") if isinstance(data, dict) else None
+    if (
+        isinstance(digest, str)
+        and len(digest) == 64
+        and all(c in "0123456789abcdef" for c in digest)
+        and type(files) is int
+        and files >= 0
+    ):
+        return FilesFacts(digest, files)
+    return None
+
+
 def _files_facts(path: Path, sha256: str, memo: Path | None) -> tuple[str, int]:
     """(files_sha256, number of files) of the wheel at `path`, whose bytes the caller has
     checked to be `sha256`: from `memo` when an earlier run noted them for those bytes
@@ -164,19 +187,9 @@ def _files_facts(path: Path, sha256: str, memo: Path | None) -> tuple[str, int]:
     (GateFailed when they differ), and noted."""
     note = memo / f"{sha256}.json" if memo is not None else None
     if note is not None:
-        try:
-            kept = read_object(note)  # bounded; None when unusable
-        except (OSError, ValueError):
-            kept = None
-        if (
-            isinstance(kept, dict)
-            and isinstance(kept.get("files_sha256"), str)
-            and len(kept["files_sha256"]) == 64
-            and all(c in "0123456789abcdef" for c in kept["files_sha256"])
-            and type(kept.get("files")) is int
-            and kept["files"] >= 0
-        ):
-            return kept["files_sha256"], kept["files"]
+        kept = read_object(note, parse_files_facts)  # bounded; None when unusable
+        if kept is not None:
+            return kept.files_sha256, kept.files
     files = wheel_files(path)
     facts = files_digest(files), len(files)
     if note is not None:  # a read-only cache: the facts are simply read again next time
@@ -679,14 +692,8 @@ def update_run_record(dist_dir: Path, section: str, data: dict[str, Any]) -> Pat
     from vllm_plugin_release.core.cache import write_json
 
     path = dist_dir / RUN_FILE
-    current: dict[str, Any] = {}
-    if path.exists():
-        try:
-            current = read_object(path) or {}  # bounded
-        except (OSError, json.JSONDecodeError):
-            current = {}
-    current[section] = data
-    write_json(path, current)
+    kept = run_file(dist_dir)  # bounded; the other sections as written
+    write_json(path, {**kept.raw, section: data})
     return path
 
 

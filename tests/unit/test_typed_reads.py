@@ -1,0 +1,103 @@
+"""The files vpr reads back and picks keys from (a pid file, the replay report's plots, a
+proof marker, a run file, ...) come typed from their owner's parser: a hand-edited or
+garbled one is what its reader treats as none, or bad input naming the file and the key,
+never a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from vllm_plugin_release.core import records
+from vllm_plugin_release.edges.index import LocalIndex
+
+
+@pytest.mark.parametrize("pid", [1e400, "-Infinity", "12", None, True, [1], {"pid": 1}, -3, 0])
+def test_a_garbled_pid_file_is_no_server_to_stop(tmp_path: Path, pid: object) -> None:
+    """`{"pid": 1e400}` (a float too large for int()) was an OverflowError out of the
+    index's start; every pid that is not a positive whole number is none to stop."""
+    index = LocalIndex(tmp_path / "root")
+    index.pid_file.write_text(json.dumps({"pid": pid}).replace('"-Infinity"', "-Infinity"))
+    index._stop_recorded()
+    assert not index.pid_file.exists()
+
+
+HOSTILE = ["[]", '"x"', "{}", '{"wheels": [1], "ran_in": 1}', '{"kind": 5, "checks": 7}', "{"]
+
+
+@pytest.mark.parametrize("body", HOSTILE)
+def test_hostile_notes_are_none_for_a_look_that_must_never_fail(tmp_path: Path, body: str) -> None:
+    """The readers that treat an unusable note as none still do, whatever it holds."""
+    from vllm_plugin_release.edges import ci, container, fetch
+    from vllm_plugin_release.flows import bisect, releasecache
+    from vllm_plugin_release.stages import manifest, publish
+
+    note = tmp_path / "note.json"
+    note.write_text(body)
+    for parse in (
+        publish.parse_proof_note,
+        manifest.parse_files_facts,
+        fetch.parse_sdist_url,
+        releasecache.parse_wheel_named,
+        lambda data: container.parse_probe(data, "3.11"),
+    ):
+        assert records.read_object(note, parse) is None
+    assert records.read_object(note, ci.parse_failing) in (None, ())
+    (tmp_path / bisect.REPORT_JSON).write_text(body)
+    assert bisect.read_report(tmp_path) is None
+    (tmp_path / records.RUN).write_text(body)  # run.json: its sections, kept as written
+    kept = records.run_file(tmp_path).raw
+    assert kept == ({} if not body.startswith("{") or body == "{" else json.loads(body))
+
+
+@pytest.mark.parametrize(
+    "kept",
+    [
+        None,
+        "[]",
+        '{"implementation": "CPython", "version": "3.12.1"}',
+        '{"implementation": "CPython", "version": 3.11, "executable": "/p", "sha256": "x"}',
+    ],
+)
+def test_an_images_kept_python_answer_is_used_only_when_it_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kept: str | None
+) -> None:
+    """The image's kept probe answer is typed (`ImageProbe`): one that is not a CPython
+    3.11 with its fields is asked again, and the container's answer kept as it said it."""
+    pytest.importorskip("docker")
+    from tests.support import REPO
+    from vllm_plugin_release.edges import container
+
+    answer = {
+        "implementation": "CPython",
+        "version": "3.11.9",
+        "executable": "/usr/bin/python3.11",
+        "sha256": "c" * 64,
+        "other": [1],
+    }
+    monkeypatch.setattr(container.ContainerRunner, "image_id", property(lambda _: "sha256:ab"))
+    pinned = "docker.io/library/python:3.11-slim@sha256:" + "a" * 64
+    runner = container.ContainerRunner(
+        pinned, REPO / "docker" / "build.Dockerfile", [tmp_path], probes=tmp_path
+    )
+    asked: list[object] = []
+
+    def call(argv: object, network: bool = True) -> object:
+        asked.append(argv)
+        return SimpleNamespace(returncode=0, stdout="noise\n" + json.dumps(answer) + "\n")
+
+    monkeypatch.setattr(runner, "call", call)
+    path = tmp_path / "ab-py3.11.json"
+    if kept is not None:
+        path.write_text(kept)
+    found = runner.interpreter("3.11")
+    assert (found.path, found.version, found.sha256) == ("/usr/bin/python3.11", "3.11.9", "c" * 64)
+    assert len(asked) == 1 and json.loads(path.read_text()) == answer
+    again = container.ContainerRunner(
+        pinned, REPO / "docker" / "build.Dockerfile", [tmp_path], probes=tmp_path
+    )
+    monkeypatch.setattr(again, "call", call)
+    assert again.interpreter("3.11") == found and len(asked) == 1  # the kept answer
