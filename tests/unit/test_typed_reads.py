@@ -11,8 +11,17 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.pairing import make_pairing
+from vllm_plugin_release.conform import suite
 from vllm_plugin_release.core import records
+from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges.index import LocalIndex
+
+REPLAY = {
+    "ratios": {"itl_p50_s": 1.0, "itl_p99_s": 1.1, "output_tokens_per_s": 0.9},
+    "plugin": {"mixed_step_share": 0.0},
+    "upstream": {"mixed_step_share": 0.1},
+}
 
 
 @pytest.mark.parametrize("pid", [1e400, "-Infinity", "12", None, True, [1], {"pid": 1}, -3, 0])
@@ -23,6 +32,38 @@ def test_a_garbled_pid_file_is_no_server_to_stop(tmp_path: Path, pid: object) ->
     index.pid_file.write_text(json.dumps({"pid": pid}).replace('"-Infinity"', "-Infinity"))
     index._stop_recorded()
     assert not index.pid_file.exists()
+
+
+def _card_facts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, report: object) -> object:
+    dist = tmp_path / "dist" / "ref"
+    dist.mkdir(parents=True)
+    make_pairing(dist, env=False)
+    (dist / records.REPLAY).write_text(json.dumps(report))
+    monkeypatch.setattr(suite.replay_config, "configured", lambda spec: True)
+    ctx = SimpleNamespace(
+        dist=dist,
+        spec=SimpleNamespace(path="spec.toml", runtime=None),
+        build=lambda name: records.build_record(dist, name),
+    )
+    return suite.card_facts(ctx, "2026-12-03")  # type: ignore[arg-type]
+
+
+def test_the_replay_plots_go_into_the_card_as_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    facts = _card_facts(tmp_path, monkeypatch, {**REPLAY, "plots": ["replay-steps.png"]})
+    assert facts["replay"]["plots"] == ["replay-steps.png"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("plots", [5, {"a": 1}, "steps.png", [1]])
+def test_replay_plots_of_another_kind_are_bad_input_naming_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plots: object
+) -> None:
+    """`"plots": 5` was a TypeError out of `vpr conform` (list(5)); a text or an object
+    went into the scorecard as its letters or keys."""
+    with pytest.raises(BadInput, match=r"replay\.json: plots is not a list") as info:
+        _card_facts(tmp_path, monkeypatch, {**REPLAY, "plots": plots})
+    assert info.value.exit_code == 2 and "vpr replay" in (info.value.hint or "")
 
 
 HOSTILE = ["[]", '"x"', "{}", '{"wheels": [1], "ran_in": 1}', '{"kind": 5, "checks": 7}', "{"]
