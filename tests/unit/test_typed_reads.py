@@ -6,8 +6,10 @@ never a traceback."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -142,3 +144,64 @@ def test_an_images_kept_python_answer_is_used_only_when_it_answers(
     )
     monkeypatch.setattr(again, "call", call)
     assert again.interpreter("3.11") == found and len(asked) == 1  # the kept answer
+
+
+def _with_checks(card: dict[str, Any], **check: object) -> dict[str, Any]:
+    return {**card, "checks": {**card["checks"], "cadence": {**card["checks"]["cadence"], **check}}}
+
+
+WORKLOAD = {"features": [], "paths": {}, "models": {}}
+GARBLED = {
+    "env runtime a text": (records.ENV, lambda d: {**d, "runtime": "tt"}, "'runtime'"),
+    "env checks a number": (records.ENV, lambda d: {**d, "checks": 5}, "'checks'"),
+    "evidence an object": (
+        records.SCORECARD,
+        lambda d: _with_checks(d, evidence={"note": "n"}),
+        "'checks.cadence.evidence'",
+    ),
+    "deferred a number": (records.SCORECARD, lambda d: {**d, "deferred": 5}, "'deferred'"),
+    "a plan without verdict": (
+        records.SCORECARD,
+        lambda d: {**d, "workload": WORKLOAD, "plans": {"p": {"why": []}}},
+        "'plans'",
+    ),
+    "a feature a text": (
+        records.SCORECARD,
+        lambda d: {**d, "workload": {**WORKLOAD, "features": ["feature"]}},
+        "'workload.features'",
+    ),
+    "workload models a list": (
+        records.SCORECARD,
+        lambda d: {**d, "workload": {**WORKLOAD, "models": [1]}},
+        "'workload.models'",
+    ),
+    "workload details null": (
+        records.SCORECARD,
+        lambda d: {
+            **d,
+            "workload": WORKLOAD,
+            "checks": {**d["checks"], "workload": {"status": "pass", "details": None}},
+        },
+        "'checks.workload.details'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(GARBLED.values()), ids=list(GARBLED))
+def test_a_garbled_env_or_scorecard_is_bad_input_for_the_manifest(
+    tmp_path: Path, case: tuple[str, Callable[[dict[str, Any]], object], str]
+) -> None:
+    """Each of these was a traceback out of `vpr manifest build` (AttributeError,
+    TypeError, KeyError); it is bad input naming the record and the key."""
+    from vllm_plugin_release.stages import manifest as mf
+
+    name, change, key = case
+    dist = tmp_path / "dist" / "ref"
+    dist.mkdir(parents=True)
+    pins = make_pairing(dist)
+    path = dist / name
+    path.write_text(json.dumps(change(json.loads(path.read_text()))))
+    with pytest.raises(BadInput) as info:
+        mf.build_manifest(pins, mf.read_records(dist))
+    assert info.value.message.startswith(f"{name}: {key} must be")
+    assert info.value.exit_code == 2 and "re-run `vpr" in (info.value.hint or "")

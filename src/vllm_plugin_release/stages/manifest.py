@@ -112,13 +112,40 @@ def _get(record: dict[str, Any], dotted: str, file: str, *, required: bool = Tru
         if not isinstance(node, dict) or part not in node:
             if not required:
                 return None
-            producer = record_producer(file, "SPEC")
-            raise BadInput(
-                f"{file}: missing key {dotted!r}",
-                hint=f"the record is incomplete or from another version; re-run `{producer}`",
-            )
+            raise _problem(file, f"missing key {dotted!r}")
         node = node[part]
     return node
+
+
+def _problem(file: str, what: str) -> BadInput:
+    """BadInput naming record `file` and `what` is wrong with it, and its producer."""
+    producer = record_producer(file, "SPEC")
+    return BadInput(
+        f"{file}: {what}",
+        hint=f"the record is incomplete or from another version; re-run `{producer}`",
+    )
+
+
+def _kind_problem(file: str, dotted: str, expected: str) -> BadInput:
+    return _problem(file, f"{dotted!r} must be {expected}")
+
+
+def _object(value: Any, dotted: str, file: str) -> dict[str, Any]:
+    """`value` (`file`'s `dotted` key) as an object: {} when empty; else BadInput."""
+    if not value:
+        return {}
+    if not isinstance(value, dict):
+        raise _kind_problem(file, dotted, "an object")
+    return value
+
+
+def _iterated(value: Any, dotted: str, file: str) -> list[Any] | str | dict[str, Any]:
+    """`value` (`file`'s `dotted` key) to iterate: [] when empty; a number: BadInput."""
+    if not value:
+        return []
+    if not isinstance(value, list | str | dict):
+        raise _kind_problem(file, dotted, "a list")
+    return value
 
 
 # ---------------------------------------------------------------------------
@@ -268,7 +295,7 @@ def _core_source(source: dict[str, Any], file: str) -> dict[str, Any]:
 def _runtime(env: dict[str, Any] | None, pins: dict[str, Any] | None) -> dict[str, Any]:
     pinned_version = (pins or {}).get("version")
     pinned_commit = (pins or {}).get("commit")
-    observed = (env or {}).get("runtime") or None
+    observed = _object((env or {}).get("runtime"), "runtime", ENV) or None
     if not pins and not observed:
         return {
             "name": None,
@@ -356,6 +383,8 @@ def _conformance(scorecard: dict[str, Any] | None) -> dict[str, Any]:
         status = _get(result, "status", f"{file}: checks.{name}")
         summary = str(result.get("summary", ""))
         evidence_in = result.get("evidence") or []
+        if not isinstance(evidence_in, list | str):  # sliced and counted
+            raise _kind_problem(file, f"checks.{name}.evidence", "a list")
         checks[name] = {
             "status": status,
             "summary": summary,
@@ -365,7 +394,7 @@ def _conformance(scorecard: dict[str, Any] | None) -> dict[str, Any]:
         if status == "deferred":
             deferred.append({"check": name, "reason": summary})
     # scorecard v2 also lists the checks this runner never ran (the hardware part).
-    for item in scorecard.get("deferred") or []:
+    for item in _iterated(scorecard.get("deferred"), "deferred", file):
         if isinstance(item, dict) and item.get("check") not in checks:
             deferred.append(
                 {k: str(item[k]) for k in ("check", "reason", "run_with") if item.get(k)}
@@ -387,31 +416,55 @@ def _conformance(scorecard: dict[str, Any] | None) -> dict[str, Any]:
 def _workload(scorecard: dict[str, Any]) -> dict[str, Any] | None:
     """The workload answers the scorecard carries (`workload`, `plans`), as the manifest
     records them: each feature's answer, the share on each path, each plan's verdict and
-    why, the models the plugin's docs show (None when the scorecard has no workload)."""
+    why, the models the plugin's docs show (None when the scorecard has no workload).
+    BadInput naming the key of a part that is not what it is read as."""
     facts = scorecard.get("workload")
     if not isinstance(facts, dict):
         return None
+    f = SCORECARD
     keep = ("feature", "share", "needed", "outcome", "where", "path")
-    models = facts.get("models") or {}
-    table = ((scorecard.get("checks") or {}).get("workload") or {}).get("details", {})
-    rows = (table.get("models") or {}).get("table") or []
+    models = _object(facts.get("models"), "workload.models", f)
+    features = facts.get("features") or []
+    if not isinstance(features, list) or not all(isinstance(x, dict) for x in features):
+        raise _kind_problem(f, "workload.features", "a list of objects")
+    paths = _object(facts.get("paths"), "workload.paths", f)
+    if not all(isinstance(mark, dict) for mark in paths.values()):
+        raise _kind_problem(f, "workload.paths", "an object of objects")
+    plans = _object(scorecard.get("plans"), "plans", f)
+    if not all(isinstance(plan, dict) and "verdict" in plan for plan in plans.values()):
+        raise _kind_problem(f, "plans", "an object of objects with a verdict")
     return {
         "platform": facts.get("platform"),
-        "features": [{k: f[k] for k in keep if k in f} for f in facts.get("features") or []],
+        "features": [{k: x[k] for k in keep if k in x} for x in features],
         "paths": {
             name: {k: mark[k] for k in ("requests", "share", "instead_of") if k in mark}
-            for name, mark in (facts.get("paths") or {}).items()
+            for name, mark in paths.items()
         },
         "plans": {
-            name: {"verdict": plan["verdict"], "why": [str(w) for w in plan.get("why") or []]}
-            for name, plan in (scorecard.get("plans") or {}).items()
+            name: {
+                "verdict": plan["verdict"],
+                "why": [str(w) for w in _iterated(plan.get("why"), f"plans.{name}.why", f)],
+            }
+            for name, plan in plans.items()
         },
         "models": {
             "model": models.get("model"),
             "listed": models.get("listed"),
-            "table": [str(r.get("model")) for r in rows if isinstance(r, dict)],
+            "table": _models_table(scorecard),
         },
     }
+
+
+def _models_table(scorecard: dict[str, Any]) -> list[str]:
+    """The models the workload check's details list (`checks.workload.details.models`)."""
+    f, at = SCORECARD, "checks.workload"
+    check = _object((scorecard.get("checks") or {}).get("workload"), at, f)
+    details = check.get("details", {})
+    if not isinstance(details, dict):
+        raise _kind_problem(f, f"{at}.details", "an object")
+    models = _object(details.get("models"), f"{at}.details.models", f)
+    rows = _iterated(models.get("table"), f"{at}.details.models.table", f)
+    return [str(r.get("model")) for r in rows if isinstance(r, dict)]
 
 
 def _source_date_epoch(records: Records, pins: dict[str, Any]) -> int:
@@ -505,7 +558,7 @@ def _platform(env: dict[str, Any] | None) -> dict[str, Any] | None:
     if env is None:
         return None
     resolved = None
-    for check in env.get("checks") or []:
+    for check in _iterated(env.get("checks"), "checks", ENV):
         if isinstance(check, dict) and check.get("name") == PLATFORM_CHECK:
             value = check.get("value")
             resolved = value if isinstance(value, str) and value else None
@@ -590,11 +643,7 @@ _T = TypeVar("_T")
 
 def _recorded(value: _T | None, dotted: str, file: str) -> _T:
     if value is None:
-        producer = record_producer(file, "SPEC")
-        raise BadInput(
-            f"{file}: missing key {dotted!r}",
-            hint=f"the record is incomplete or from another version; re-run `{producer}`",
-        )
+        raise _problem(file, f"missing key {dotted!r}")
     return value
 
 
