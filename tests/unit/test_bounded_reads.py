@@ -101,7 +101,7 @@ def test_an_unusable_cached_environment_record_is_built_again(
     def build(make: object) -> dict[str, object]:  # the environment's making, counted
         built.append(1)
         (tmp_path / "env").mkdir(exist_ok=True)
-        return {"python": "/x/bin/python", "runner": "cpu"}
+        return {"checks": [{"name": "import vllm", "status": "pass", "detail": ""}]}
 
     monkeypatch.setattr(pairing_env, "_build", build)
     make = SimpleNamespace(
@@ -112,3 +112,39 @@ def test_an_unusable_cached_environment_record_is_built_again(
     assert built == [1]  # the kept record reused
     (tmp_path / "env" / ".vpr-env.json").write_text('{"python": "/x/b')  # cut short
     assert pairing_env._made(make) == first and built == [1, 1]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "kept",
+    [
+        {},  # no checks: env.json was then made of it and `checks` indexed (a KeyError)
+        {"checks": "none"},
+        {"checks": [{"name": "import vllm"}]},  # a check without its status
+        {"checks": [], "runtime": "absent"},  # `runtime.status` read of a string
+        {"checks": [], "runtime_modules": [1]},
+    ],
+)
+def test_kept_environment_findings_that_are_not_are_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kept: dict[str, object]
+) -> None:
+    """A hand-edited `.vpr-env.json` was reused as it was (the env record then made of it
+    crashed); now it is checked as the env record's findings, and made again."""
+    from types import SimpleNamespace
+
+    from vllm_plugin_release.stages import pairing_env
+
+    built: list[int] = []
+    found = {"checks": [{"name": "import vllm", "status": "pass", "detail": ""}]}
+
+    def build(make: object) -> dict[str, object]:
+        built.append(1)
+        (tmp_path / "env").mkdir(exist_ok=True)
+        return found
+
+    monkeypatch.setattr(pairing_env, "_build", build)
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / ".vpr-env.json").write_text(json.dumps(kept))
+    make = SimpleNamespace(
+        work=tmp_path / "env", cache=cache.Cache(tmp_path / "cache"), interpreter=None
+    )
+    assert pairing_env._made(make) == found and built == [1]  # type: ignore[arg-type]

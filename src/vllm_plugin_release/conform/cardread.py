@@ -42,7 +42,9 @@ def read(dist: Path, hint: str | None = None) -> Scorecard:
     path = dist / records.SCORECARD
     producer = hint or records.producer(records.SCORECARD)
     try:
-        return parse(records.read(dist, records.SCORECARD, producer), str(path))
+        return records.read_with(
+            dist, records.SCORECARD, lambda data: parse(data, str(path)), producer
+        )
     except _Bad as bad:
         raise BadInput(f"{path}: {bad.args[0]}", hint=f"run `{producer}` again") from None
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from vllm_plugin_release.conform import cardread, registry
 from vllm_plugin_release.conform.checks.api import check as api
@@ -24,7 +24,7 @@ from vllm_plugin_release.core.cache import key_of, sha256_file
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.edges import envrun
 from vllm_plugin_release.replay import config as replay_config
-from vllm_plugin_release.replay.model import headline
+from vllm_plugin_release.replay.model import Headline, headline
 
 CHECK_NAMES = registry.SUITE
 
@@ -44,6 +44,26 @@ def run_check(ctx: Context, name: str) -> CheckResult:
         )
 
 
+class ReplayFacts(NamedTuple):
+    """What the scorecard states of replay.json: its headline and its plots' file names."""
+
+    headline: Headline
+    plots: tuple[str, ...]
+
+
+def parse_replay_facts(data: Any, where: str | Path) -> ReplayFacts:
+    """replay.json's headline and `plots`, each checked; BadInput naming `where` and the
+    key of one of another type."""
+    found = headline(data, where)
+    plots = data.get("plots") if isinstance(data, dict) else None
+    if plots and (not isinstance(plots, list) or not all(isinstance(p, str) for p in plots)):
+        raise BadInput(
+            f"{where}: plots is not a list of file names ({repr(plots)[:60]})",
+            hint="run `vpr replay` again; the record is malformed",
+        )
+    return ReplayFacts(found, tuple(plots or ()))
+
+
 def card_facts(ctx: Context, day: str) -> dict[str, Any]:
     """What the scorecard states beside the checks: pairing id, wheels, runtime, the
     certification day, the tool, the replay's headline (from the records in dist/NAME)."""
@@ -60,11 +80,10 @@ def card_facts(ctx: Context, day: str) -> dict[str, Any]:
     replay_path = ctx.dist / records.REPLAY
     replay = None
     if replay_path.exists() and replay_config.configured(ctx.spec):
-        report = records.read(ctx.dist, records.REPLAY)  # bounded
-        replay = {
-            **headline(report, replay_path).to_json(),
-            "plots": list(report.get("plots") or []),
-        }
+        read = records.read_with(  # bounded, checked
+            ctx.dist, records.REPLAY, lambda data: parse_replay_facts(data, replay_path)
+        )
+        replay = {**read.headline.to_json(), "plots": list(read.plots)}
     return {
         "pairing_id": pairing_id_of(ctx.spec, core, plugin),
         "wheels": [

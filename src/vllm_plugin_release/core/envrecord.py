@@ -214,3 +214,30 @@ def parse(data: Mapping[str, Any]) -> EnvRecord:
         backend=parse_backend(data),
         raw=data,
     )
+
+
+class EnvFound(NamedTuple):
+    """What the environment's checks found: the part of env.json they make (`runtime`,
+    `checks`, `runtime_modules`, `plugin_modules`), kept beside the environment by the env
+    stage (`.vpr-env.json`) for a later run to reuse; read and checked (`parse_found`).
+    `raw` is the object as written, which env.json repeats."""
+
+    runtime: EnvRuntime
+    checks: Sequence[EnvCheck]
+    runtime_modules: Sequence[ModuleImport]
+    plugin_modules: Sequence[ModuleImport]
+    raw: Mapping[str, Any]
+
+
+def parse_found(data: Mapping[str, Any]) -> EnvFound:
+    """The checks' findings from their JSON object; RecordProblem naming the first key
+    missing or of another type (`checks` is required)."""
+    if not isinstance(data.get("checks"), list):
+        raise RecordProblem(f"'checks' is {field_shown(data.get('checks'))}, expected a list")
+    return EnvFound(
+        _runtime(data),
+        _checks(data),
+        _modules(data, "runtime_modules"),
+        _modules(data, "plugin_modules"),
+        data,
+    )

@@ -8,8 +8,9 @@ whose hint names the command that writes it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.buildrecord import BuildRecord, RecordProblem
@@ -91,14 +92,27 @@ def producer(name: str, spec_path: Path | str | None = None, extra: str = "") ->
     return command + extra
 
 
-def read_object(path: Path) -> dict[str, Any] | None:
+T = TypeVar("T")
+
+
+def _json_object(path: Path) -> dict[str, Any] | None:
     """The JSON object in `path` (at most MAX_RECORD bytes), or None when there is none,
-    it is larger, unreadable or not a JSON object: for a look that must never fail."""
+    it is larger, unreadable or not a JSON object."""
     try:
         data = json.loads(bounded.read_file(path, MAX_RECORD, "record"))
     except (OSError, ValueError, RecursionError, BadInput):
         return None
     return data if isinstance(data, dict) else None
+
+
+def read_object(path: Path, parse: Callable[[Any], T | None]) -> T | None:
+    """What `parse` makes of the JSON object in `path` (read bounded, at most MAX_RECORD
+    bytes), or None when there is none, it is larger, unreadable or not a JSON object, or
+    `parse` answers None: for a look that must never fail. `parse` is the document's
+    owner's: it gets the object unchecked, checks each key it reads (types included) and
+    answers None for one it cannot use, never raising."""
+    data = _json_object(path)
+    return None if data is None else parse(data)
 
 
 def read(dist: Path, name: str, producer_hint: str | None = None) -> dict[str, Any]:
@@ -120,6 +134,16 @@ def read(dist: Path, name: str, producer_hint: str | None = None) -> dict[str, A
     if problem:
         raise BadInput(f"{path}: incomplete record: {problem}", hint=f"run `{hint}` again")
     return data
+
+
+def read_with(
+    dist: Path, name: str, parse: Callable[[Any], T], producer_hint: str | None = None
+) -> T:
+    """What `parse` makes of the JSON record `name` in `dist`, read as `read` reads it
+    (bounded, a JSON object, its required keys there; else BadInput naming the file and
+    the command to run). `parse` is the record's owner's: it gets the object, checks each
+    key it reads and raises BadInput naming the file and the dotted key."""
+    return parse(read(dist, name, producer_hint))
 
 
 def build_record(dist: Path, name: str, producer_hint: str | None = None) -> BuildRecord:
@@ -159,9 +183,12 @@ def env_record(
 def env_record_at(dist: Path) -> EnvRecord | None:
     """dist/NAME/env.json typed, or None when there is none or it is no env record: for a
     look that must never fail (a cache probe, where to look for a runtime)."""
-    data = read_object(dist / ENV)
+    return read_object(dist / ENV, _env_or_none)
+
+
+def _env_or_none(data: Any) -> EnvRecord | None:
     try:
-        return None if data is None else _parse_env(data)
+        return _parse_env(data)
     except RecordProblem:
         return None
 
@@ -182,6 +209,20 @@ def write_env(folder: Path, record: EnvRecord) -> None:
     """Write env.json into `folder` as the env stage made it (`parse_env`: the same bytes
     as ever, the object written unchanged)."""
     write_json(folder / ENV, record.raw)
+
+
+class RunFile(NamedTuple):
+    """dist/NAME/run.json as read: the sections the stages and the release noted there
+    (`manifest`, `publish`, `release`: host, wall times, where it ran), `raw` the object as
+    written, kept only to be written back unchanged beside the section a stage adds."""
+
+    raw: Mapping[str, Any]
+
+
+def run_file(dist: Path) -> RunFile:
+    """dist/NAME/run.json's sections as written (bounded); none when there is none or it
+    is unusable (run.json is a note of the run, never a stage's input)."""
+    return read_object(dist / RUN, RunFile) or RunFile({})
 
 
 def verified_wheel(dist: Path, record: BuildRecord, producer_hint: str) -> Path:

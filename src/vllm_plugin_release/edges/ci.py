@@ -7,7 +7,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.errors import BadInput
@@ -51,16 +51,24 @@ def error_line(title: str, message: str) -> str:
     return f"::error title={_escape(title, prop=True)}::{_escape(message)}"
 
 
-def failing_checks(card: dict[str, Any]) -> list[tuple[str, str]]:
-    """(check name, one-line summary) of each failed check of a scorecard."""
-    checks = card.get("checks")
+class FailedCheck(NamedTuple):
+    """A scorecard's failed check: its name and one-line summary ("failed" without one)."""
+
+    name: str
+    summary: str
+
+
+def parse_failing(card: Any) -> tuple[FailedCheck, ...]:
+    """The failed checks of a scorecard's JSON, by name; none when it has no `checks`
+    object (a check that is not an object, or not failed, is left out)."""
+    checks = card.get("checks") if isinstance(card, dict) else None
     if not isinstance(checks, dict):
-        return []
-    return [
-        (str(name), str(result.get("summary") or "failed"))
+        return ()
+    return tuple(
+        FailedCheck(str(name), str(result.get("summary") or "failed"))
         for name, result in sorted(checks.items())
         if isinstance(result, dict) and result.get("status") == "fail"
-    ]
+    )
 
 
 def report_scorecard(dist: Path, *, extra_markdown: str = "") -> bool:
@@ -74,10 +82,11 @@ def report_scorecard(dist: Path, *, extra_markdown: str = "") -> bool:
     card_md, card_json = dist / records.SCORECARD_MD, dist / records.SCORECARD
     try:
         markdown = card_md.read_text(encoding="utf-8")
-        card = records.read_object(card_json)  # bounded; None when not a JSON object
     except (OSError, ValueError):
-        markdown, card = "", {}
-    for name, summary in failing_checks(card if isinstance(card, dict) else {}):
+        markdown, failed = "", None
+    else:  # bounded; None when not a JSON object
+        failed = records.read_object(card_json, parse_failing)
+    for name, summary in failed or ():
         progress.workflow_command(error_line(f"vpr check {name}", summary))
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if target and (markdown or extra_markdown):

@@ -33,7 +33,7 @@ import tempfile
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import write_json
@@ -467,22 +467,21 @@ class ContainerRunner:
         if version in self._interpreters:
             return self._interpreters[version]
         kept = self._kept_probe(version)
-        answer = kept if _probe_answers(kept, version) else self._probe(version)
-        if not _probe_answers(answer, version):
+        answer = kept or self._probe(version)
+        if answer is None:
             raise PythonUnavailable(
                 f"image {self.base_image} has no CPython {version} (the spec's [build] python)",
                 hint=f"make an image that carries it (`vpr image build --spec SPEC`: Debian's "
                 f"python3 where it is {version}, else this machine's CPython {version} copied "
                 "in by its hash) and pin it in [build] base_image",
             )
-        assert answer is not None  # _probe_answers said so
         if answer is not kept and self.probes is not None:
-            write_json(self._probe_path(version), answer)
+            write_json(self._probe_path(version), dict(answer.raw))
         found = Interpreter(
-            path=str(answer["executable"]),
-            version=str(answer["version"]),
+            path=answer.executable,
+            version=answer.version,
             implementation="CPython",
-            sha256=str(answer["sha256"]),
+            sha256=answer.sha256,
             found_by="image",
         )
         self._interpreters[version] = found
@@ -492,17 +491,15 @@ class ContainerRunner:
         assert self.probes is not None
         return self.probes / f"{self.image_id.removeprefix('sha256:')}-py{version}.json"
 
-    def _kept_probe(self, version: str) -> dict[str, Any] | None:
-        """The image's answer a run kept (`probes`), or None (none, or unreadable)."""
+    def _kept_probe(self, version: str) -> ImageProbe | None:
+        """The image's answer a run kept (`probes`), or None (none, unreadable, or not a
+        CPython `version` with its fields)."""
         if self.probes is None:
             return None
-        try:
-            answer = records.read_object(self._probe_path(version))  # bounded
-        except (OSError, ValueError):
-            return None
-        return answer if isinstance(answer, dict) else None
+        path = self._probe_path(version)
+        return records.read_object(path, lambda data: parse_probe(data, version))  # bounded
 
-    def _probe(self, version: str) -> dict[str, Any] | None:
+    def _probe(self, version: str) -> ImageProbe | None:
         """IMAGE_PROBE run by the image's `pythonX.Y` in a container: its answer, or None."""
         # Through the shell: an image without the program is an answer, not an engine error.
         done = self.call(
@@ -511,22 +508,37 @@ class ContainerRunner:
         answer = None
         with contextlib.suppress(ValueError, IndexError):
             answer = json.loads(done.stdout.strip().splitlines()[-1])
-        return answer if done.returncode == 0 and isinstance(answer, dict) else None
+        return parse_probe(answer, version) if done.returncode == 0 else None
 
     def require_python(self, version: str) -> None:
         self.interpreter(version)
 
 
-def _probe_answers(answer: dict[str, Any] | None, version: str) -> bool:
-    """True when `answer` (IMAGE_PROBE's) is a CPython `version` with its fields."""
-    return (
-        isinstance(answer, dict)
-        and answer.get("implementation") == "CPython"
-        and ".".join(str(answer.get("version", "")).split(".")[:2]) == version
-        and isinstance(answer.get("executable"), str)
-        and isinstance(answer.get("sha256"), str)
-        and re.fullmatch(r"[0-9a-f]{64}", answer["sha256"]) is not None
+class ImageProbe(NamedTuple):
+    """IMAGE_PROBE's answer for one CPython of an image: its executable there, version and
+    the executable's sha256; `raw` the answer as given, kept in `probes` as is."""
+
+    executable: str
+    version: str
+    sha256: str
+    raw: Mapping[str, Any]
+
+
+def parse_probe(data: Any, version: str) -> ImageProbe | None:
+    """IMAGE_PROBE's answer typed, when it is a CPython `version` with its fields; None
+    otherwise (a kept answer that is not is asked again)."""
+    if not isinstance(data, dict) or data.get("implementation") != "CPython":
+        return None
+    found, executable, sha256 = (
+        str(data.get("version", "")),
+        data.get("executable"),
+        data.get("sha256"),
     )
+    if ".".join(found.split(".")[:2]) != version or not isinstance(executable, str):
+        return None
+    if not isinstance(sha256, str) or re.fullmatch(r"[0-9a-f]{64}", sha256) is None:
+        return None
+    return ImageProbe(executable, found, sha256, data)
 
 
 # Asked of the image's python: what it is, and its fingerprint as

@@ -171,6 +171,13 @@ def download(url: str, expected_sha256: str, dest: Path, tmp_dir: Path, label: s
             part.unlink()
 
 
+def parse_sdist_url(data: Any) -> str | None:
+    """The URL a cached sdist's note (`<sha256>.json` beside it, written when it was
+    downloaded) records; None when it records none as text."""
+    url = data.get("url") if isinstance(data, dict) else None
+    return url if isinstance(url, str) else None
+
+
 class Fetcher:
     """The network edge for sources: sdists by sha256, git by commit."""
 
@@ -214,11 +221,7 @@ class Fetcher:
         """The URL the cached sdist was downloaded from (recorded at download time)."""
         meta = self.cache.cas_path(source.sha256)
         meta = meta.with_name(meta.name + ".json")
-        try:
-            url = (records.read_object(meta) or {})["url"]  # bounded
-        except (OSError, ValueError, KeyError, TypeError):  # absent or tampered: not recorded
-            return None
-        return url if isinstance(url, str) else None
+        return records.read_object(meta, parse_sdist_url)  # bounded; absent or tampered: None
 
     def source_tree(
         self, source: SdistSource, project: str, limits: ArchiveLimits | None = None

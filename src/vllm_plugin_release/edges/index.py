@@ -21,7 +21,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from packaging.utils import canonicalize_name
 
@@ -295,6 +295,13 @@ def remote_sha256(simple_url: str, project: str, filename: str) -> str | None:
 # The local default index
 
 
+def parse_pid(data: Any) -> int | None:
+    """The server's process id in a pid file (`LocalIndex.start` writes it: `pid`, a
+    positive whole number); None when the file says no such thing."""
+    pid = data.get("pid") if isinstance(data, dict) else None
+    return pid if type(pid) is int and pid > 0 else None
+
+
 class LocalIndex:
     """A pypiserver on 127.0.0.1 over `root`, started and stopped by us."""
 
@@ -317,11 +324,8 @@ class LocalIndex:
     def _stop_recorded(self) -> None:
         """Stop the server a killed run left behind (recorded in the pid file, still running
         and still a pypiserver over our root), then forget the file."""
-        try:
-            pid = int((records.read_object(self.pid_file) or {})["pid"])  # bounded
-        except (OSError, ValueError, KeyError, TypeError):
-            pid = 0
-        if pid > 0:
+        pid = records.read_object(self.pid_file, parse_pid)  # bounded; None when unusable
+        if pid is not None:
             try:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             except OSError:

@@ -378,7 +378,7 @@ class DirStore:
         def extras(pid: str) -> EntryExtras:
             runs = []
             for path in sorted((self.root / RUNS / pid).glob("*.json")):
-                run = parse_run(records.read_object(path))  # bounded; an unusable one is left out
+                run = records.read_object(path, parse_run)  # bounded; an unusable one: None
                 if run is not None:
                     runs.append(run)
             # the lock was checked against the signed lock_sha256 when it was written

@@ -32,12 +32,14 @@ from vllm_plugin_release.core.bisect import (
     FirstBad,
     Probe,
     first_error_lines,
+    parse_report,
     render_markdown,
     search,
     versions_between,
 )
 from vllm_plugin_release.core.cache import Cache, atomic_write_text, write_json
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.core.recordfield import RecordProblem
 from vllm_plugin_release.edges import corehistory
 from vllm_plugin_release.edges.fetch import index_files
 from vllm_plugin_release.flows.baseline import baseline_python, commit_spec
@@ -210,10 +212,14 @@ def bisect_report(spec: Spec, good: str, bad: str, opts: Options) -> BisectRepor
     return report
 
 
-def read_report(dist: Path) -> dict[str, Any] | None:
-    """The last bisect report in `dist`, or None."""
+def read_report(dist: Path) -> BisectReport | None:
+    """The last bisect report in `dist` (read bounded, each key checked), or None when
+    there is none or it is unusable."""
+    return records.read_object(dist / REPORT_JSON, _report_or_none)
+
+
+def _report_or_none(data: Any) -> BisectReport | None:
     try:
-        data = records.read_object(dist / REPORT_JSON)  # bounded; None when unusable
-    except (OSError, ValueError):
+        return parse_report(data)
+    except RecordProblem:
         return None
-    return data if isinstance(data, dict) else None

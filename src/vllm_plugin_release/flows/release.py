@@ -356,17 +356,13 @@ def _summary(spec: Spec, opts: Options, out: Outcome, done: Walk) -> None:
         progress.info(f"next: {line}")
     ci.report_scorecard(dist)  # GitHub Actions: job summary and an ::error:: per failed check
     if dist.exists():
-        run_file = dist / records.RUN
-        try:
-            data = records.read_object(run_file) or {}  # bounded
-        except (OSError, ValueError):
-            data = {}
-        data["release"] = {
+        release = {
             "stages_seconds": out.stages,
             "failed_stage": failed,
             "ran_in": {k: None if v is None else v.to_json() for k, v in out.ran_in.items()},
         }
-        write_json(run_file, data)
+        kept = records.run_file(dist)  # bounded; the other sections as written
+        write_json(dist / records.RUN, {**kept.raw, "release": release})
 
 
 def next_steps(spec: Spec, opts: Options, out: Outcome, failed: str | None) -> list[str]:

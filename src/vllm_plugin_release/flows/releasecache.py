@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import records
@@ -22,22 +22,41 @@ from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.core.stagegraph import CACHED, NOT_CACHED
 
 
-def _json(path: Path) -> dict[str, Any] | None:
-    """A record, or None when there is none, it is not a JSON object or larger than
-    `records.MAX_RECORD` (read bounded: a file in dist/ or the cache is outside input)."""
-    return records.read_object(path)
+class WheelNamed(NamedTuple):
+    """What a probe reads of a wheel stage's record (build-*.json): its `wheel` object's
+    file name and sha256, each None when it is not text."""
+
+    filename: str | None
+    sha256: str | None
 
 
-def _wheel_sha(record: dict[str, Any] | None) -> str | None:
-    wheel = record.get("wheel") if record else None
-    return wheel.get("sha256") if isinstance(wheel, dict) else None
+def parse_wheel_named(data: Any) -> WheelNamed | None:
+    """A build record's `wheel` (file name, sha256); None without a `wheel` object."""
+    wheel = data.get("wheel") if isinstance(data, dict) else None
+    if not isinstance(wheel, dict):
+        return None
+    filename, sha256 = wheel.get("filename"), wheel.get("sha256")
+    return WheelNamed(
+        filename if isinstance(filename, str) else None,
+        sha256 if isinstance(sha256, str) else None,
+    )
 
 
-def _kept_wheel(stage_dir: Path, record_name: str) -> dict[str, Any] | None:
+def _json(path: Path) -> WheelNamed | None:
+    """A wheel stage's record, or None when there is none, it is not a JSON object with a
+    `wheel` object or larger than `records.MAX_RECORD` (read bounded: a file in dist/ or
+    the cache is outside input)."""
+    return records.read_object(path, parse_wheel_named)
+
+
+def _wheel_sha(record: WheelNamed | None) -> str | None:
+    return record.sha256 if record else None
+
+
+def _kept_wheel(stage_dir: Path, record_name: str) -> WheelNamed | None:
     """A wheel stage's cache entry (its record, with its wheel beside it), or None."""
     record = _json(stage_dir / record_name)
-    wheel = record.get("wheel") if record else None
-    if not isinstance(wheel, dict) or not (stage_dir / str(wheel.get("filename"))).is_file():
+    if record is None or not (stage_dir / str(record.filename)).is_file():
         return None
     return record
 
@@ -61,7 +80,7 @@ class Probes:
         self.runner = runner
 
     @functools.cached_property
-    def core_entry(self) -> dict[str, Any] | None:
+    def core_entry(self) -> WheelNamed | None:
         """build-core's cache entry for today's spec and lock, or None."""
         from vllm_plugin_release.stages import build_core
 

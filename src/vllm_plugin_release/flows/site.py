@@ -97,6 +97,12 @@ def build(
     return compat, {s.entry.pairing_id: s.manifest for s in stored}
 
 
+def _site_kind(data: Any) -> str | None:
+    """compat.json's `kind` (what wrote the folder), when it names one as text."""
+    kind = data.get("kind") if isinstance(data, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
 def _refuse_foreign(out: Path) -> None:
     """`out` may be absent, empty, or a site vpr wrote (its compat.json says so)."""
     if not out.exists():
@@ -105,10 +111,7 @@ def _refuse_foreign(out: Path) -> None:
         raise BadInput(f"--out {out}: not a folder")
     if not any(out.iterdir()):
         return
-    try:
-        kind = (records.read_object(out / "compat.json") or {}).get("kind")  # bounded
-    except (OSError, ValueError, AttributeError):
-        kind = None
+    kind = records.read_object(out / "compat.json", _site_kind)  # bounded; None: unusable
     if kind != sm.KIND:
         raise BadInput(
             f"--out {out}: the folder holds files that are not a site vpr wrote",

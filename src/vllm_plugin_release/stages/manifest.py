@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from vllm_plugin_release.buildspec.model import RuntimeSpec, Spec
 from vllm_plugin_release.core import attest
@@ -47,6 +46,7 @@ from vllm_plugin_release.core.records import (
     SCORECARD,
     build_record,
     read_object,
+    run_file,
 )
 from vllm_plugin_release.core.records import producer as record_producer
 from vllm_plugin_release.core.records import read as read_record
@@ -121,13 +121,40 @@ def _get(record: dict[str, Any], dotted: str, file: str, *, required: bool = Tru
         if not isinstance(node, dict) or part not in node:
             if not required:
                 return None
-            producer = record_producer(file, "SPEC")
-            raise BadInput(
-                f"{file}: missing key {dotted!r}",
-                hint=f"the record is incomplete or from another version; re-run `{producer}`",
-            )
+            raise _problem(file, f"missing key {dotted!r}")
         node = node[part]
     return node
+
+
+def _problem(file: str, what: str) -> BadInput:
+    """BadInput naming record `file` and `what` is wrong with it, and its producer."""
+    producer = record_producer(file, "SPEC")
+    return BadInput(
+        f"{file}: {what}",
+        hint=f"the record is incomplete or from another version; re-run `{producer}`",
+    )
+
+
+def _kind_problem(file: str, dotted: str, expected: str) -> BadInput:
+    return _problem(file, f"{dotted!r} must be {expected}")
+
+
+def _object(value: Any, dotted: str, file: str) -> dict[str, Any]:
+    """`value` (`file`'s `dotted` key) as an object: {} when empty; else BadInput."""
+    if not value:
+        return {}
+    if not isinstance(value, dict):
+        raise _kind_problem(file, dotted, "an object")
+    return value
+
+
+def _iterated(value: Any, dotted: str, file: str) -> list[Any] | str | dict[str, Any]:
+    """`value` (`file`'s `dotted` key) to iterate: [] when empty; a number: BadInput."""
+    if not value:
+        return []
+    if not isinstance(value, list | str | dict):
+        raise _kind_problem(file, dotted, "a list")
+    return value
 
 
 # ---------------------------------------------------------------------------
@@ -166,6 +193,29 @@ def describe_wheel(
     }
 
 
+class FilesFacts(NamedTuple):
+    """A wheel's file facts as noted by its sha256 (`_files_facts`): the digest of its
+    files and how many there are."""
+
+    files_sha256: str
+    files: int
+
+
+def parse_files_facts(data: Any) -> FilesFacts | None:
+    """A wheel-files note, typed; None when it is not one (64 hex digits, a count)."""
+    digest = data.get("files_sha256") if isinstance(data, dict) else None
+    files = data.get("files") if isinstance(data, dict) else None
+    if (
+        isinstance(digest, str)
+        and len(digest) == 64
+        and all(c in "0123456789abcdef" for c in digest)
+        and type(files) is int
+        and files >= 0
+    ):
+        return FilesFacts(digest, files)
+    return None
+
+
 def _files_facts(path: Path, sha256: str, memo: Path | None) -> tuple[str, int]:
     """(files_sha256, number of files) of the wheel at `path`, whose bytes the caller has
     checked to be `sha256`: from `memo` when an earlier run noted them for those bytes
@@ -173,19 +223,9 @@ def _files_facts(path: Path, sha256: str, memo: Path | None) -> tuple[str, int]:
     (GateFailed when they differ), and noted."""
     note = memo / f"{sha256}.json" if memo is not None else None
     if note is not None:
-        try:
-            kept = read_object(note)  # bounded; None when unusable
-        except (OSError, ValueError):
-            kept = None
-        if (
-            isinstance(kept, dict)
-            and isinstance(kept.get("files_sha256"), str)
-            and len(kept["files_sha256"]) == 64
-            and all(c in "0123456789abcdef" for c in kept["files_sha256"])
-            and type(kept.get("files")) is int
-            and kept["files"] >= 0
-        ):
-            return kept["files_sha256"], kept["files"]
+        kept = read_object(note, parse_files_facts)  # bounded; None when unusable
+        if kept is not None:
+            return kept.files_sha256, kept.files
     files = wheel_files(path)
     facts = files_digest(files), len(files)
     if note is not None:  # a read-only cache: the facts are simply read again next time
@@ -261,7 +301,7 @@ def _core_source(source: dict[str, Any], file: str) -> dict[str, Any]:
 def _runtime(env: dict[str, Any] | None, pins: RuntimePins | None) -> dict[str, Any]:
     pinned_version = None if pins is None else pins.version
     pinned_commit = None if pins is None else pins.commit
-    observed = (env or {}).get("runtime") or None
+    observed = _object((env or {}).get("runtime"), "runtime", ENV) or None
     if pins is None and not observed:
         return {
             "name": None,
@@ -349,6 +389,8 @@ def _conformance(scorecard: dict[str, Any] | None) -> dict[str, Any]:
         status = _get(result, "status", f"{file}: checks.{name}")
         summary = str(result.get("summary", ""))
         evidence_in = result.get("evidence") or []
+        if not isinstance(evidence_in, list | str):  # sliced and counted
+            raise _kind_problem(file, f"checks.{name}.evidence", "a list")
         checks[name] = {
             "status": status,
             "summary": summary,
@@ -358,7 +400,7 @@ def _conformance(scorecard: dict[str, Any] | None) -> dict[str, Any]:
         if status == "deferred":
             deferred.append({"check": name, "reason": summary})
     # scorecard v2 also lists the checks this runner never ran (the hardware part).
-    for item in scorecard.get("deferred") or []:
+    for item in _iterated(scorecard.get("deferred"), "deferred", file):
         if isinstance(item, dict) and item.get("check") not in checks:
             deferred.append(
                 {k: str(item[k]) for k in ("check", "reason", "run_with") if item.get(k)}
@@ -380,31 +422,55 @@ def _conformance(scorecard: dict[str, Any] | None) -> dict[str, Any]:
 def _workload(scorecard: dict[str, Any]) -> dict[str, Any] | None:
     """The workload answers the scorecard carries (`workload`, `plans`), as the manifest
     records them: each feature's answer, the share on each path, each plan's verdict and
-    why, the models the plugin's docs show (None when the scorecard has no workload)."""
+    why, the models the plugin's docs show (None when the scorecard has no workload).
+    BadInput naming the key of a part that is not what it is read as."""
     facts = scorecard.get("workload")
     if not isinstance(facts, dict):
         return None
+    f = SCORECARD
     keep = ("feature", "share", "needed", "outcome", "where", "path")
-    models = facts.get("models") or {}
-    table = ((scorecard.get("checks") or {}).get("workload") or {}).get("details", {})
-    rows = (table.get("models") or {}).get("table") or []
+    models = _object(facts.get("models"), "workload.models", f)
+    features = facts.get("features") or []
+    if not isinstance(features, list) or not all(isinstance(x, dict) for x in features):
+        raise _kind_problem(f, "workload.features", "a list of objects")
+    paths = _object(facts.get("paths"), "workload.paths", f)
+    if not all(isinstance(mark, dict) for mark in paths.values()):
+        raise _kind_problem(f, "workload.paths", "an object of objects")
+    plans = _object(scorecard.get("plans"), "plans", f)
+    if not all(isinstance(plan, dict) and "verdict" in plan for plan in plans.values()):
+        raise _kind_problem(f, "plans", "an object of objects with a verdict")
     return {
         "platform": facts.get("platform"),
-        "features": [{k: f[k] for k in keep if k in f} for f in facts.get("features") or []],
+        "features": [{k: x[k] for k in keep if k in x} for x in features],
         "paths": {
             name: {k: mark[k] for k in ("requests", "share", "instead_of") if k in mark}
-            for name, mark in (facts.get("paths") or {}).items()
+            for name, mark in paths.items()
         },
         "plans": {
-            name: {"verdict": plan["verdict"], "why": [str(w) for w in plan.get("why") or []]}
-            for name, plan in (scorecard.get("plans") or {}).items()
+            name: {
+                "verdict": plan["verdict"],
+                "why": [str(w) for w in _iterated(plan.get("why"), f"plans.{name}.why", f)],
+            }
+            for name, plan in plans.items()
         },
         "models": {
             "model": models.get("model"),
             "listed": models.get("listed"),
-            "table": [str(r.get("model")) for r in rows if isinstance(r, dict)],
+            "table": _models_table(scorecard),
         },
     }
+
+
+def _models_table(scorecard: dict[str, Any]) -> list[str]:
+    """The models the workload check's details list (`checks.workload.details.models`)."""
+    f, at = SCORECARD, "checks.workload"
+    check = _object((scorecard.get("checks") or {}).get("workload"), at, f)
+    details = check.get("details", {})
+    if not isinstance(details, dict):
+        raise _kind_problem(f, f"{at}.details", "an object")
+    models = _object(details.get("models"), f"{at}.details.models", f)
+    rows = _iterated(models.get("table"), f"{at}.details.models.table", f)
+    return [str(r.get("model")) for r in rows if isinstance(r, dict)]
 
 
 def _source_date_epoch(records: Records, pins: SpecPins) -> int:
@@ -498,7 +564,7 @@ def _platform(env: dict[str, Any] | None) -> dict[str, Any] | None:
     if env is None:
         return None
     resolved = None
-    for check in env.get("checks") or []:
+    for check in _iterated(env.get("checks"), "checks", ENV):
         if isinstance(check, dict) and check.get("name") == PLATFORM_CHECK:
             value = check.get("value")
             resolved = value if isinstance(value, str) and value else None
@@ -583,11 +649,7 @@ _T = TypeVar("_T")
 
 def _recorded(value: _T | None, dotted: str, file: str) -> _T:
     if value is None:
-        producer = record_producer(file, "SPEC")
-        raise BadInput(
-            f"{file}: missing key {dotted!r}",
-            hint=f"the record is incomplete or from another version; re-run `{producer}`",
-        )
+        raise _problem(file, f"missing key {dotted!r}")
     return value
 
 
@@ -686,14 +748,8 @@ def update_run_record(dist_dir: Path, section: str, data: dict[str, Any]) -> Pat
     from vllm_plugin_release.core.cache import write_json
 
     path = dist_dir / RUN_FILE
-    current: dict[str, Any] = {}
-    if path.exists():
-        try:
-            current = read_object(path) or {}  # bounded
-        except (OSError, json.JSONDecodeError):
-            current = {}
-    current[section] = data
-    write_json(path, current)
+    kept = run_file(dist_dir)  # bounded; the other sections as written
+    write_json(path, {**kept.raw, section: data})
     return path
 
 

@@ -28,9 +28,10 @@ from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.buildrecord import BuildRecord
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_json
-from vllm_plugin_release.core.envrecord import SITES, EnvRecord
+from vllm_plugin_release.core.envrecord import SITES, EnvFound, EnvRecord, parse_found
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.lockfile import check_lock, locked_file, pins
+from vllm_plugin_release.core.recordfield import RecordProblem
 from vllm_plugin_release.core.records import verified_wheel
 from vllm_plugin_release.edges import envbytecode, envrun, proc
 from vllm_plugin_release.edges.envrun import run_in_env
@@ -165,10 +166,10 @@ def _made(make: _EnvBuild) -> dict[str, Any]:
     env_dir = make.work
     result_file = env_dir / ".vpr-env.json"
     with make.cache.lock(env_dir):
-        kept = records.read_object(result_file)  # bounded; None: none, or unusable
+        kept = records.read_object(result_file, _found)  # bounded; None: none, or unusable
         if kept is not None:
             progress.info(f"env: cached environment reused ({env_dir})")
-            return kept
+            return dict(kept.raw)
         shutil.rmtree(env_dir, ignore_errors=True)
         try:
             result = _build(make)
@@ -179,6 +180,15 @@ def _made(make: _EnvBuild) -> dict[str, Any]:
             result["interpreter"] = make.interpreter.record()
         write_json(result_file, result)
         return result
+
+
+def _found(data: Any) -> EnvFound | None:
+    """The kept findings (`.vpr-env.json`) typed; None when they are not (the environment
+    is made again)."""
+    try:
+        return parse_found(data)
+    except RecordProblem:
+        return None
 
 
 def _deliver(
@@ -233,7 +243,7 @@ def _plugin_findings(result: dict[str, Any], module: str | None) -> list[dict[st
     """The checks, with `import vllm` failing for want of the absent runtime marked as a
     finding about the plugin: vLLM itself never imports a vendor runtime, so only the
     plugin's platform (activated while vLLM imports) can have asked for it."""
-    if not module or result.get("runtime", {}).get("status") != "absent":
+    if not module or (result.get("runtime") or {}).get("status") != "absent":
         return list(result["checks"])
     parts = module.split(".")
     missing = {
@@ -244,7 +254,7 @@ def _plugin_findings(result: dict[str, Any], module: str | None) -> list[dict[st
         if (
             check["name"] == "import vllm"
             and check["status"] == "fail"
-            and check["detail"] in missing
+            and check.get("detail") in missing
         ):
             check = {
                 **check,

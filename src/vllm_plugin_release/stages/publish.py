@@ -28,10 +28,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress, records
@@ -339,6 +339,33 @@ def _proof_marker(index_root: Path, wheels: Wheels, runner: Runner) -> Path:
     return index_root / PROOFS / f"{key}.json"
 
 
+class ProofNote(NamedTuple):
+    """A proof marker (`_note_proof`): the wheels (file name -> sha256) an install proof
+    installed, and where it ran."""
+
+    wheels: Mapping[str, str]
+    ran_in: RunnerFacts
+
+    def to_json(self) -> dict[str, object]:
+        return {"wheels": dict(self.wheels), "ran_in": self.ran_in.to_json()}
+
+
+def parse_proof_note(data: Any) -> ProofNote | None:
+    """A proof marker's note, typed; None when it is not one (a note that does not say
+    which wheels or where: the proof runs again)."""
+    from vllm_plugin_release.core import runnerfacts
+
+    wheels = data.get("wheels") if isinstance(data, dict) else None
+    if not isinstance(wheels, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in wheels.items()
+    ):
+        return None
+    try:
+        return ProofNote(wheels, runnerfacts.parse(data.get("ran_in")))
+    except ValueError:
+        return None
+
+
 def _already_proven(index_root: Path, wheels: Wheels, runner: Runner) -> RunnerFacts | None:
     """Where an earlier proof ran, when both wheels sit in the local index folder with the
     right sha256 and that proof installed this exact pair (--require-hashes) on a runner
@@ -347,23 +374,15 @@ def _already_proven(index_root: Path, wheels: Wheels, runner: Runner) -> RunnerF
     from vllm_plugin_release.core.cache import sha256_file
 
     marker = _proof_marker(index_root, wheels, runner)
-    try:
-        noted = records.read_object(marker)  # bounded; None when unusable
-    except (OSError, ValueError):
-        return None
+    noted = records.read_object(marker, parse_proof_note)  # bounded; None when unusable
     want = {w.name: sha for _, w, sha in wheels}
-    if not isinstance(noted, dict) or noted.get("wheels") != want:
+    if noted is None or noted.wheels != want:
         return None
     for _, wheel, sha in wheels:
         served = index_root / wheel.name
         if not served.is_file() or sha256_file(served) != sha:
             return None
-    from vllm_plugin_release.core import runnerfacts
-
-    try:
-        return runnerfacts.parse(noted.get("ran_in"))
-    except ValueError:  # a note that does not say where: the proof runs again
-        return None
+    return noted.ran_in
 
 
 def _note_proof(index_root: Path, wheels: Wheels, runner: Runner) -> None:
@@ -371,10 +390,8 @@ def _note_proof(index_root: Path, wheels: Wheels, runner: Runner) -> None:
 
     marker = _proof_marker(index_root, wheels, runner)
     marker.parent.mkdir(parents=True, exist_ok=True)
-    write_json(
-        marker,
-        {"wheels": {w.name: sha for _, w, sha in wheels}, "ran_in": runner.describe().to_json()},
-    )
+    note = ProofNote({w.name: sha for _, w, sha in wheels}, runner.describe())
+    write_json(marker, note.to_json())
 
 
 def _writable_store(store: str) -> DirStore:
@@ -518,12 +535,7 @@ def _record_certification(dist_dir: Path, result: PublishResult) -> None:
     from vllm_plugin_release.core.cache import write_json
     from vllm_plugin_release.core.manifestdoc import RUN_FILE
 
-    path = dist_dir / RUN_FILE
-    try:
-        data = records.read_object(path) or {}  # bounded
-    except (OSError, ValueError):
-        data = {}
-    data["publish"] = {
+    publish = {
         "certified_at": result.certified_at,
         "store": result.store,
         "store_status": result.store_status,
@@ -531,7 +543,8 @@ def _record_certification(dist_dir: Path, result: PublishResult) -> None:
         "verdict": result.verdict,
         "install_proof_ran_in": None if result.proven_in is None else result.proven_in.to_json(),
     }
-    write_json(path, data)
+    kept = records.run_file(dist_dir)  # bounded; the other sections as written
+    write_json(dist_dir / RUN_FILE, {**kept.raw, "publish": publish})
 
 
 def _ready_to_publish(dist_dir: Path, where: Target, gates: Gates) -> _Ready:

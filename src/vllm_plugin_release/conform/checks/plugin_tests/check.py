@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform.context import Context
@@ -537,16 +537,21 @@ def write_record(
     return record
 
 
-def _recorded_baseline(dist: Path, runner: str) -> tuple[TestRun | None, str | None]:
-    """The baseline run `vpr plugin-tests --baseline` recorded for this runner, and its core
-    version; (None, None) when there is none."""
-    previous = dist / RECORD
-    if not previous.exists():
-        return None, None
-    hint = "vpr plugin-tests --baseline"
-    b = records.read(dist, RECORD, hint).get("baseline")  # bounded, a JSON object
+class Baseline(NamedTuple):
+    """plugin-tests.json's `baseline` (`vpr plugin-tests --baseline`): the run against the
+    baseline core and that core's version (None when not recorded as text)."""
+
+    run: TestRun
+    core_version: str | None
+
+
+def parse_baseline(data: Any, runner: str, path: Path, hint: str) -> Baseline | None:
+    """plugin-tests.json's `baseline` for `runner`, typed; None without one (no object
+    there, or one of another runner). BadInput naming `path` and the key of one of
+    another kind, with `hint` to run again."""
+    b = data.get("baseline") if isinstance(data, dict) else None
     if not b or not isinstance(b, dict) or b.get("runner") != runner:
-        return None, None
+        return None
     kinds = {"paths": (list, str), "counts": (dict, int), "outcomes": (dict, str)}
     for key, (kind, item) in kinds.items():
         value = b.get(key)
@@ -555,13 +560,28 @@ def _recorded_baseline(dist: Path, runner: str) -> tuple[TestRun | None, str | N
             isinstance(v, item) and not isinstance(v, bool) for v in items
         ):
             raise BadInput(
-                f"{previous}: key 'baseline.{key}' is missing or of the wrong kind",
+                f"{path}: key 'baseline.{key}' is missing or of the wrong kind",
                 hint=f"run `{hint}` again",
             )
     version = b.get("core_version")
-    return TestRun(runner, b["paths"], b["counts"], b["outcomes"]), (
-        version if isinstance(version, str) else None
+    return Baseline(
+        TestRun(runner, b["paths"], b["counts"], b["outcomes"]),
+        version if isinstance(version, str) else None,
     )
+
+
+def _recorded_baseline(dist: Path, runner: str) -> tuple[TestRun | None, str | None]:
+    """The baseline run `vpr plugin-tests --baseline` recorded for this runner, and its core
+    version; (None, None) when there is none."""
+    previous = dist / RECORD
+    if not previous.exists():
+        return None, None
+    hint = "vpr plugin-tests --baseline"
+    # bounded, a JSON object, its baseline checked
+    b = records.read_with(
+        dist, RECORD, lambda data: parse_baseline(data, runner, previous, hint), hint
+    )
+    return (None, None) if b is None else (b.run, b.core_version)
 
 
 def _status_and_summary(run: TestRun) -> tuple[str, str]:
