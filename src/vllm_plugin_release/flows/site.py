@@ -26,7 +26,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from vllm_plugin_release.core import attest, bounded, records
 from vllm_plugin_release.core import sitemodel as sm

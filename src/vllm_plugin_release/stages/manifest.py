@@ -61,9 +61,10 @@ from vllm_plugin_release.core.specpins import (
 )
 from vllm_plugin_release.core.wheelfacts import files_digest, wheel_files, wheel_tags, wheel_version
 from vllm_plugin_release.edges import host, keys
+from vllm_plugin_release.stages.manifestcard import conformance
+from vllm_plugin_release.stages.manifestkeys import as_object, get_key, iterated, problem
 
 PLATFORM_CHECK = "platform activation (vllm.platforms.current_platform)"  # inenv/envcheck.py
-EVIDENCE_KEPT = 5  # evidence items per check copied into the manifest (the scorecard has all)
 
 REQUIRED_RECORDS = (BUILD_CORE, BUILD_PLUGIN)
 OPTIONAL_RECORDS = (ENV, SCORECARD, BUILD_GUARD)
@@ -113,48 +114,6 @@ def read_records(dist_dir: Path, spec_path: str | None = None) -> Records:
         scorecard=found[SCORECARD],
         build_guard=found[BUILD_GUARD],
     )
-
-
-def _get(record: dict[str, Any], dotted: str, file: str, *, required: bool = True) -> Any:
-    node: Any = record
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            if not required:
-                return None
-            raise _problem(file, f"missing key {dotted!r}")
-        node = node[part]
-    return node
-
-
-def _problem(file: str, what: str) -> BadInput:
-    """BadInput naming record `file` and `what` is wrong with it, and its producer."""
-    producer = record_producer(file, "SPEC")
-    return BadInput(
-        f"{file}: {what}",
-        hint=f"the record is incomplete or from another version; re-run `{producer}`",
-    )
-
-
-def _kind_problem(file: str, dotted: str, expected: str) -> BadInput:
-    return _problem(file, f"{dotted!r} must be {expected}")
-
-
-def _object(value: Any, dotted: str, file: str) -> dict[str, Any]:
-    """`value` (`file`'s `dotted` key) as an object: {} when empty; else BadInput."""
-    if not value:
-        return {}
-    if not isinstance(value, dict):
-        raise _kind_problem(file, dotted, "an object")
-    return value
-
-
-def _iterated(value: Any, dotted: str, file: str) -> list[Any] | str | dict[str, Any]:
-    """`value` (`file`'s `dotted` key) to iterate: [] when empty; a number: BadInput."""
-    if not value:
-        return []
-    if not isinstance(value, list | str | dict):
-        raise _kind_problem(file, dotted, "a list")
-    return value
 
 
 # ---------------------------------------------------------------------------
@@ -280,12 +239,12 @@ def _core_source(source: dict[str, Any], file: str) -> dict[str, Any]:
     if kind == "git":
         return {
             "kind": "git",
-            "url": _get(source, "url", file),
+            "url": get_key(source, "url", file),
             "tag": source.get("tag"),
-            "commit": _get(source, "commit", file),
+            "commit": get_key(source, "commit", file),
         }
     if kind == "sdist":
-        filename = _get(source, "filename", file)
+        filename = get_key(source, "filename", file)
         index = source.get("index")
         url = source.get("url") or (f"{index.rstrip('/')}/{filename}" if index else filename)
         return {
@@ -293,7 +252,7 @@ def _core_source(source: dict[str, Any], file: str) -> dict[str, Any]:
             "url": url,
             "index": index,
             "filename": filename,
-            "sha256": _get(source, "sha256", file),
+            "sha256": get_key(source, "sha256", file),
         }
     raise BadInput(f"{file}: core.source.kind must be 'sdist' or 'git', got {kind!r}")
 
@@ -301,7 +260,7 @@ def _core_source(source: dict[str, Any], file: str) -> dict[str, Any]:
 def _runtime(env: dict[str, Any] | None, pins: RuntimePins | None) -> dict[str, Any]:
     pinned_version = None if pins is None else pins.version
     pinned_commit = None if pins is None else pins.commit
-    observed = _object((env or {}).get("runtime"), "runtime", ENV) or None
+    observed = as_object((env or {}).get("runtime"), "runtime", ENV) or None
     if pins is None and not observed:
         return {
             "name": None,
@@ -338,143 +297,8 @@ def _runtime(env: dict[str, Any] | None, pins: RuntimePins | None) -> dict[str, 
     }
 
 
-def _evidence(items: list[Any]) -> list[dict[str, Any]]:
-    """The first EVIDENCE_KEPT evidence items of a check, reduced to note/file/line/source."""
-    evidence = []
-    for item in items[:EVIDENCE_KEPT]:
-        if isinstance(item, dict):
-            kept = {
-                k: item[k] for k in ("note", "file", "line", "source") if item.get(k) is not None
-            }
-            kept["note"] = str(kept.get("note", ""))
-            if "line" in kept and not isinstance(kept["line"], int):
-                kept.pop("line")
-            for k in ("file", "source"):
-                if k in kept:
-                    kept[k] = str(kept[k])
-            evidence.append(kept)
-        else:
-            evidence.append({"note": str(item)})
-    return evidence
-
-
-def _check_verdict(verdict: str, checks: dict[str, Any], file: str) -> None:
-    """A verdict that contradicts its own checks is a gate failure, never recorded as is."""
-    statuses = {c["status"] for c in checks.values()}
-    if verdict == "fleet" and statuses - {"pass", "warn"}:
-        bad = sorted(n for n, c in checks.items() if c["status"] not in ("pass", "warn"))
-        raise GateFailed(
-            f"{file}: verdict 'fleet' but checks {', '.join(bad)} did not pass",
-            hint="fleet needs every check passed, hardware included; re-run `vpr conform`",
-        )
-    if verdict == "pilot" and "fail" in statuses:
-        bad = sorted(n for n, c in checks.items() if c["status"] == "fail")
-        raise GateFailed(f"{file}: verdict 'pilot' but checks {', '.join(bad)} failed")
-
-
-def _conformance(scorecard: dict[str, Any] | None) -> dict[str, Any]:
-    if scorecard is None:
-        return {"status": "absent", "verdict": None, "runner": None, "checks": {}, "deferred": []}
-    file = SCORECARD
-    verdict = _get(scorecard, "verdict", file)
-    if verdict not in ("fleet", "pilot", "lab"):
-        raise BadInput(f"{file}: verdict must be fleet, pilot or lab, got {verdict!r}")
-    checks_in = _get(scorecard, "checks", file)
-    if not isinstance(checks_in, dict):
-        raise BadInput(f"{file}: 'checks' must be an object of check name -> result")
-    checks: dict[str, Any] = {}
-    deferred = []
-    for name in sorted(checks_in):
-        result = checks_in[name]
-        status = _get(result, "status", f"{file}: checks.{name}")
-        summary = str(result.get("summary", ""))
-        evidence_in = result.get("evidence") or []
-        if not isinstance(evidence_in, list | str):  # sliced and counted
-            raise _kind_problem(file, f"checks.{name}.evidence", "a list")
-        checks[name] = {
-            "status": status,
-            "summary": summary,
-            "evidence": _evidence(evidence_in),
-            "evidence_count": len(evidence_in),
-        }
-        if status == "deferred":
-            deferred.append({"check": name, "reason": summary})
-    # scorecard v2 also lists the checks this runner never ran (the hardware part).
-    for item in _iterated(scorecard.get("deferred"), "deferred", file):
-        if isinstance(item, dict) and item.get("check") not in checks:
-            deferred.append(
-                {k: str(item[k]) for k in ("check", "reason", "run_with") if item.get(k)}
-            )
-    _check_verdict(verdict, checks, file)
-    out = {
-        "status": "present",
-        "verdict": verdict,
-        "runner": scorecard.get("runner"),
-        "checks": checks,
-        "deferred": deferred,
-    }
-    workload = _workload(scorecard)
-    if workload is not None:
-        out["workload"] = workload
-    return out
-
-
-def _workload(scorecard: dict[str, Any]) -> dict[str, Any] | None:
-    """The workload answers the scorecard carries (`workload`, `plans`), as the manifest
-    records them: each feature's answer, the share on each path, each plan's verdict and
-    why, the models the plugin's docs show (None when the scorecard has no workload).
-    BadInput naming the key of a part that is not what it is read as."""
-    facts = scorecard.get("workload")
-    if not isinstance(facts, dict):
-        return None
-    f = SCORECARD
-    keep = ("feature", "share", "needed", "outcome", "where", "path")
-    models = _object(facts.get("models"), "workload.models", f)
-    features = facts.get("features") or []
-    if not isinstance(features, list) or not all(isinstance(x, dict) for x in features):
-        raise _kind_problem(f, "workload.features", "a list of objects")
-    paths = _object(facts.get("paths"), "workload.paths", f)
-    if not all(isinstance(mark, dict) for mark in paths.values()):
-        raise _kind_problem(f, "workload.paths", "an object of objects")
-    plans = _object(scorecard.get("plans"), "plans", f)
-    if not all(isinstance(plan, dict) and "verdict" in plan for plan in plans.values()):
-        raise _kind_problem(f, "plans", "an object of objects with a verdict")
-    return {
-        "platform": facts.get("platform"),
-        "features": [{k: x[k] for k in keep if k in x} for x in features],
-        "paths": {
-            name: {k: mark[k] for k in ("requests", "share", "instead_of") if k in mark}
-            for name, mark in paths.items()
-        },
-        "plans": {
-            name: {
-                "verdict": plan["verdict"],
-                "why": [str(w) for w in _iterated(plan.get("why"), f"plans.{name}.why", f)],
-            }
-            for name, plan in plans.items()
-        },
-        "models": {
-            "model": models.get("model"),
-            "listed": models.get("listed"),
-            "table": _models_table(scorecard),
-        },
-    }
-
-
-def _models_table(scorecard: dict[str, Any]) -> list[str]:
-    """The models the workload check's details list (`checks.workload.details.models`)."""
-    f, at = SCORECARD, "checks.workload"
-    check = _object((scorecard.get("checks") or {}).get("workload"), at, f)
-    details = check.get("details", {})
-    if not isinstance(details, dict):
-        raise _kind_problem(f, f"{at}.details", "an object")
-    models = _object(details.get("models"), f"{at}.details.models", f)
-    rows = _iterated(models.get("table"), f"{at}.details.models.table", f)
-    return [str(r.get("model")) for r in rows if isinstance(r, dict)]
-
-
 def _source_date_epoch(records: Records, pins: SpecPins) -> int:
-    core_in = _get(records.build_core, "core", BUILD_CORE)
+    core_in = get_key(records.build_core, "core", BUILD_CORE)
     sde = core_in.get("source_date_epoch", pins.core.source_date_epoch)
     if not isinstance(sde, int):
         raise BadInput(f"build-core.json: core.source_date_epoch must be an integer, got {sde!r}")
@@ -484,17 +308,21 @@ def _source_date_epoch(records: Records, pins: SpecPins) -> int:
 def _core(records: Records, memo: Path | None = None) -> dict[str, Any]:
     """The manifest's `core` section, from build-core.json and the core wheel."""
     bc, fc = records.build_core, BUILD_CORE
-    core_in = _get(bc, "core", fc)
+    core_in = get_key(bc, "core", fc)
     core_wheel = describe_wheel(
-        records.dist_dir, _get(bc, "wheel.filename", fc), _get(bc, "wheel.sha256", fc), fc, memo
+        records.dist_dir,
+        get_key(bc, "wheel.filename", fc),
+        get_key(bc, "wheel.sha256", fc),
+        fc,
+        memo,
     )
     build_env = bc.get("build_env") or {}
-    python = str(_get(bc, "python", fc))
+    python = str(get_key(bc, "python", fc))
     return {
-        "name": _get(core_in, "name", fc),
-        "version": str(_get(core_in, "version", fc)),
-        "source": _core_source(_get(core_in, "source", fc), fc),
-        "target_device": _get(core_in, "target_device", fc),
+        "name": get_key(core_in, "name", fc),
+        "version": str(get_key(core_in, "version", fc)),
+        "source": _core_source(get_key(core_in, "source", fc), fc),
+        "target_device": get_key(core_in, "target_device", fc),
         "wheel": core_wheel,
         "reproducible": bc.get("reproducible"),
         "isolated": bc.get("isolated"),
@@ -515,15 +343,19 @@ def _core(records: Records, memo: Path | None = None) -> dict[str, Any]:
 def _plugin(records: Records, memo: Path | None = None) -> dict[str, Any]:
     """The manifest's `plugin` section, from build-plugin.json and the plugin wheel."""
     bp, fp = records.build_plugin, BUILD_PLUGIN
-    plugin_in = _get(bp, "plugin", fp)
+    plugin_in = get_key(bp, "plugin", fp)
     plugin_wheel = describe_wheel(
-        records.dist_dir, _get(bp, "wheel.filename", fp), _get(bp, "wheel.sha256", fp), fp, memo
+        records.dist_dir,
+        get_key(bp, "wheel.filename", fp),
+        get_key(bp, "wheel.sha256", fp),
+        fp,
+        memo,
     )
     entry_points = bp.get("entry_points") or {}
     return {
-        "name": _get(plugin_in, "name", fp),
-        "version": str(_get(plugin_in, "version", fp)),
-        "repository": str(_get(plugin_in, "repository", fp)),
+        "name": get_key(plugin_in, "name", fp),
+        "version": str(get_key(plugin_in, "version", fp)),
+        "repository": str(get_key(plugin_in, "repository", fp)),
         "commit": plugin_in.get("commit"),
         "wheel": plugin_wheel,
         "entry_points": {
@@ -540,13 +372,17 @@ def _guard(records: Records, memo: Path | None = None) -> dict[str, Any] | None:
     bg, fg = records.build_guard, BUILD_GUARD
     if bg is None:
         return None
-    guard_in = _get(bg, "guard", fg)
+    guard_in = get_key(bg, "guard", fg)
     wheel = describe_wheel(
-        records.dist_dir, _get(bg, "wheel.filename", fg), _get(bg, "wheel.sha256", fg), fg, memo
+        records.dist_dir,
+        get_key(bg, "wheel.filename", fg),
+        get_key(bg, "wheel.sha256", fg),
+        fg,
+        memo,
     )
     return {
-        "name": str(_get(guard_in, "name", fg)),
-        "version": str(_get(guard_in, "version", fg)),
+        "name": str(get_key(guard_in, "name", fg)),
+        "version": str(get_key(guard_in, "version", fg)),
         "wheel": wheel,
         "entry_points": {
             str(g): {str(k): str(v) for k, v in sorted(eps.items())}
@@ -564,7 +400,7 @@ def _platform(env: dict[str, Any] | None) -> dict[str, Any] | None:
     if env is None:
         return None
     resolved = None
-    for check in _iterated(env.get("checks"), "checks", ENV):
+    for check in iterated(env.get("checks"), "checks", ENV):
         if isinstance(check, dict) and check.get("name") == PLATFORM_CHECK:
             value = check.get("value")
             resolved = value if isinstance(value, str) and value else None
@@ -649,7 +485,7 @@ _T = TypeVar("_T")
 
 def _recorded(value: _T | None, dotted: str, file: str) -> _T:
     if value is None:
-        raise _problem(file, f"missing key {dotted!r}")
+        raise problem(file, f"missing key {dotted!r}")
     return value
 
 
@@ -688,7 +524,7 @@ def build_manifest(
         "runtime": _runtime(records.env, runtime_pins),
         "container": container,
         "environment": environment,
-        "conformance": _conformance(records.scorecard),
+        "conformance": conformance(records.scorecard),
         "guard": _guard(records, wheel_memo),
         "platform": _platform(records.env),
         "api_approval": None if approval is None else approval.as_json(),
