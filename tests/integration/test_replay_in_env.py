@@ -181,12 +181,12 @@ def test_mutated_scheduler_fails_the_check(reference_replay: Path, tmp_path: Pat
 
     spec = load_spec(REPO / "buildspec" / "reference.toml")
     root = REPO / "plugin" / "reference"
-    result = scheddocs.check(spec, root, replay=report)
+    result = scheddocs.check(spec, root, replay=model.parse_report(report))
     assert result.status == "fail", result.summary
     assert any(e.file and e.line for e in result.evidence)
     # ... while the real reference scheduler passes against the same docs.
     good = json.loads((reference_replay / "replay.json").read_text())
-    assert scheddocs.check(spec, root, replay=good).status == "pass"
+    assert scheddocs.check(spec, root, replay=model.parse_report(good)).status == "pass"
 
 
 def test_kv_pressure_preempts_and_still_completes(reference_replay: Path) -> None:
@@ -205,7 +205,8 @@ def test_crashing_scheduler_is_reported_not_hidden(reference_replay: Path) -> No
     from vllm_plugin_release.conform.checks.scheduler import check as scheddocs
 
     spec = load_spec(REPO / "buildspec" / "reference.toml")
-    result = scheddocs.check(spec, REPO / "plugin" / "reference", {**report, "upstream": {}})
+    replay = model.parse_report({**report, "upstream": {}})
+    result = scheddocs.check(spec, REPO / "plugin" / "reference", replay)
     assert result.status == "fail" and "boom at step 5" in result.summary
 
 

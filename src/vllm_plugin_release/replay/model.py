@@ -511,3 +511,69 @@ def headline_text(h: Headline) -> str:
     if h.paths:
         text += "; " + ", ".join(path_sentences(h.paths))
     return text
+
+
+# ---------------------------------------------------------------------------
+# The report as the conform side reads it (the scheduler check).
+
+# The step counters of a side the scheduler check compares with the docs.
+COUNTERS = ("steps", "mixed_steps", "chunked_prefill_steps", "interleaved_decode_steps")
+
+
+class SideCounts(NamedTuple):
+    """One side of a replay report: why it crashed or stopped (None: it did not), its step
+    counters (`COUNTERS` that are not null: a crashed side has none) and its first mixed
+    step."""
+
+    crashed: str | None
+    stopped: str | None
+    counts: Mapping[str, int]
+    first_mixed_step: int | None
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """A replay report (`build_report`'s, replay.json's object) as the scheduler check reads
+    it: each side (None: absent) and the headline."""
+
+    plugin: SideCounts | None
+    upstream: SideCounts | None
+    headline: Headline
+
+
+def parse_report(report: object, where: str = "scheduler replay") -> ReplayReport:
+    """The report, each value read checked once: BadInput naming `where` and the key."""
+    if not isinstance(report, Mapping):
+        raise BadInput(f"{where} must be a table, got {type(report).__name__}")
+    return ReplayReport(
+        _side_counts(report, "plugin", where),
+        _side_counts(report, "upstream", where),
+        headline(report, where),
+    )
+
+
+def _side_counts(report: Mapping[str, object], side: str, where: str) -> SideCounts | None:
+    block = report.get(side)
+    if block is None:
+        return None
+    if not isinstance(block, Mapping):
+        raise BadInput(f"{where}: {side!r} must be a table of counters, got {block!r}")
+    counts: dict[str, int] = {}
+    for key in (*COUNTERS, "first_mixed_step"):
+        value = block.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise BadInput(
+                f"{where}: {side}.{key} must be a count (integer >= 0), got {value!r}",
+                hint="re-run the replay; its output is malformed",
+            )
+        counts[key] = value
+    said = {}
+    for key in ("crashed", "stopped"):
+        value = block.get(key)
+        if value is not None and not isinstance(value, str):
+            raise BadInput(f"{where}: {side}.{key} is {value!r}, expected text", hint=_RERUN)
+        said[key] = value or None
+    first = counts.pop("first_mixed_step", None)
+    return SideCounts(said["crashed"], said["stopped"], counts, first)
