@@ -65,3 +65,51 @@ def test_a_garbled_workload_answer_names_the_probe_key(answers) -> None:
     answers("workload", {**good, "probes": {}, "combos": []})
     with pytest.raises(BadInput, match=r"'combos' is a list"):
         workload.run(ctx)
+
+
+def test_a_capture_without_its_document_is_bad_input(answers) -> None:
+    from tests.support import api_spec
+    from vllm_plugin_release.conform.checks.api import check as api
+
+    answers("openapi", {"vllm_version": "0.26.0", "platform": {"label": "x", "used": "plugin"}})
+    with pytest.raises(BadInput, match=r"inenv openapi: the answer: 'openapi' is missing"):
+        api.check(api_spec(), Path(sys.executable), None)
+    answers(
+        "openapi", {"vllm_version": "0.26.0", "openapi": {"paths": {}}, "models": {}, "notes": 3}
+    )
+    with pytest.raises(BadInput, match=r"'notes' is 3, expected a list of text"):
+        api.check(api_spec(), Path(sys.executable), None)
+
+
+def test_api_contract_where_general_plugins_crash_is_exit_2(
+    answers, tmp_path: Path, capsys
+) -> None:
+    """`vpr api-contract` in an environment whose general plugin raises: no app was built,
+    so there is no contract to write (it crashed with KeyError 'openapi')."""
+    from vllm_plugin_release.cli import main
+
+    crash = {"error": "ImportError: no ttnn", "frames": [], "entry_points": []}
+    answers("openapi", {"vllm_version": "0.26.0", "general_plugins_crash": crash})
+    out = tmp_path / "c.json"
+    argv = ["api-contract", "--spec", str(REFERENCE_SPEC), "--out", str(out)]
+    code = main([*argv, "--python", sys.executable, "--platform-class", "p:P"])
+    assert code == 2 and not out.exists()
+    assert "load_general_plugins() raises ImportError: no ttnn" in capsys.readouterr().err
+
+
+def test_a_recorded_bare_openapi_document_is_diffed(tmp_path: Path) -> None:
+    """A recorded contract may be a bare OpenAPI document (no `captured_with`): the check
+    without an environment reads it (it crashed with TypeError: list(None))."""
+    from tests.pairing import write_spec
+    from tests.unit.test_api import chat_contract
+    from vllm_plugin_release.conform.checks.api.check import check_recorded
+
+    spec = write_spec(tmp_path)
+    contracts = tmp_path / "buildspec" / "contracts"
+    contracts.mkdir(parents=True, exist_ok=True)
+    doc = chat_contract()
+    (contracts / "vllm-0.25.1-openai.json").write_text(json.dumps(doc))
+    bare = {**doc["openapi"], "info": {"version": "0.26.0"}}
+    (contracts / "vllm-0.26.0-openai.json").write_text(json.dumps(bare))
+    result = check_recorded(load_spec(spec))
+    assert result is not None and "vLLM 0.26.0 vs the vllm 1.0 contract" in result.summary
