@@ -49,6 +49,7 @@ def reference_replay(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory
     from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.edges.envrun import run_in_env
     from vllm_plugin_release.replay import runner
+    from vllm_plugin_release.replay.answer import parse_answer
 
     folder = tmp_path_factory.mktemp("replay-ref")
     (folder / "mutant").mkdir()
@@ -68,15 +69,20 @@ def reference_replay(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory
     request["schedulers"].append(crashing)
     raw = run_in_env(vllm_python, "replay", request)
     (folder / "crashing.json").write_text(json.dumps(raw["results"]["crashing"]))
-    report, analyses = model.build_report(raw, request_mix, name="ref", replay_config=cfg.to_json())
+    answer = parse_answer(raw, tuple(s["label"] for s in request["schedulers"]))
+    report, analyses = model.build_report(
+        answer, request_mix, name="ref", replay_config=cfg.to_json()
+    )
     out = folder / "dist" / "ref"
-    runner.write(runner.ReplayOutcome(report, model.timing_report(raw), analyses), out, plots=True)
+    runner.write(
+        runner.ReplayOutcome(report, model.timing_report(answer), analyses), out, plots=True
+    )
     mutant_report = {
-        "plugin": model.analyze(raw["results"]["mutant"], request_mix).summary,
+        "plugin": model.analyze(answer.results["mutant"], request_mix).summary,
         "upstream": report["upstream"],
     }
     (out / "mutant.json").write_text(json.dumps(mutant_report))
-    tight_summary = model.analyze(raw["results"]["tight"], request_mix).summary
+    tight_summary = model.analyze(answer.results["tight"], request_mix).summary
     (out / "tight.json").write_text(json.dumps(tight_summary))
     return out
 
@@ -200,7 +206,10 @@ def test_crashing_scheduler_is_reported_not_hidden(reference_replay: Path) -> No
     raw = json.loads((reference_replay.parent.parent / "crashing.json").read_text())
     assert raw["crashed"] == "replay: RuntimeError: boom at step 5"
     assert any("boom" in line for line in raw["traceback"])
-    report = {"plugin": model.crashed_summary(raw, mix.RequestMix((0.0,), (1,), (1,), 0))}
+    from vllm_plugin_release.replay.answer import parse_answer
+
+    side = parse_answer({"results": {"plugin": raw}}, ("plugin",)).results["plugin"]
+    report = {"plugin": model.crashed_summary(side, mix.RequestMix((0.0,), (1,), (1,), 0))}
     from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.conform.checks.scheduler import check as scheddocs
 

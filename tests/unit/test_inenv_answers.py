@@ -97,6 +97,32 @@ def test_api_contract_where_general_plugins_crash_is_exit_2(
     assert "load_general_plugins() raises ImportError: no ttnn" in capsys.readouterr().err
 
 
+def test_a_garbled_replay_answer_names_the_side_and_column(answers) -> None:
+    from vllm_plugin_release.replay import config, mix, runner
+
+    spec = load_spec(REFERENCE_SPEC)
+    request_mix, cfg = mix.from_spec(spec), config.from_spec(spec)
+    steps = {"start": [0.0], "end": [1.0], "prefill_tokens": [1], "decode_tokens": [0]}
+    side = {"steps": steps, "tokens": []}
+    answers("replay", {"results": {"plugin": side, "upstream": {"crashed": "boom"}}})
+    with pytest.raises(BadInput, match=r"'results\.plugin\.steps\.prefill_requests' is missing"):
+        runner.replay(Path(sys.executable), request_mix, cfg, name="x")
+    steps = {**steps, "prefill_requests": [1], "decode_requests": [0], "preemptions": [0]}
+    tokens: list[list[Any]] = [[] for _ in range(len(request_mix))]
+    tokens[2] = [7]  # a token at step 7 of 1
+    side = {"steps": steps, "tokens": tokens}
+    answers("replay", {"results": {"plugin": side, "upstream": {"crashed": "boom"}}})
+    with pytest.raises(BadInput, match=r"'results\.plugin\.tokens\[2\]' is a list, expected"):
+        runner.replay(Path(sys.executable), request_mix, cfg, name="x")
+    bad_steps = {**steps, "end": ["soon"]}
+    answers("replay", {"results": {"plugin": {**side, "steps": bad_steps}, "upstream": side}})
+    with pytest.raises(BadInput, match=r"'results\.plugin\.steps\.end' is a list, expected"):
+        runner.replay(Path(sys.executable), request_mix, cfg, name="x")
+    answers("replay", {"results": {"plugin": {"crashed": "boom"}}})
+    with pytest.raises(BadInput, match=r"inenv replay: .*'results\.upstream' is missing"):
+        runner.replay(Path(sys.executable), request_mix, cfg, name="x")
+
+
 def test_a_recorded_bare_openapi_document_is_diffed(tmp_path: Path) -> None:
     """A recorded contract may be a bare OpenAPI document (no `captured_with`): the check
     without an environment reads it (it crashed with TypeError: list(None))."""
