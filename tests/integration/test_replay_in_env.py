@@ -46,6 +46,7 @@ def reference_replay(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory
     The report for reference vs upstream is written as `vpr replay` writes it; the
     mutant's raw result is kept beside it (one vLLM import for all three).
     """
+    from tests.unit.test_envrun import Probe
     from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.edges.envrun import run_in_env
     from vllm_plugin_release.replay import runner
@@ -67,7 +68,7 @@ def reference_replay(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory
     crashing = {**request["schedulers"][1], "label": "crashing"}
     crashing["cls"] = "mixing_scheduler:CrashingScheduler"
     request["schedulers"].append(crashing)
-    raw = run_in_env(vllm_python, "replay", request)
+    raw = run_in_env(vllm_python, Probe("replay", request))
     (folder / "crashing.json").write_text(json.dumps(raw["results"]["crashing"]))
     answer = parse_answer(raw, tuple(s["label"] for s in request["schedulers"]))
     report, analyses = model.build_report(

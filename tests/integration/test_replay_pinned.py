@@ -80,10 +80,11 @@ def pinned(raw: dict[str, Any], request_mix: mix.RequestMix) -> dict[str, Any]:
 
 
 def replay(python: Path, *, side_by_side: bool) -> dict[str, Any]:
+    from tests.unit.test_envrun import Probe
     from vllm_plugin_release.edges.envrun import run_in_env
 
     req, request_mix = request()
-    raw = run_in_env(python, "replay", {**req, "side_by_side": side_by_side})
+    raw = run_in_env(python, Probe("replay", {**req, "side_by_side": side_by_side}))
     return pinned(raw, request_mix)
 
 

@@ -123,6 +123,21 @@ def test_a_garbled_replay_answer_names_the_side_and_column(answers) -> None:
         runner.replay(Path(sys.executable), request_mix, cfg, name="x")
 
 
+def test_a_garbled_envcheck_answer_names_the_check(answers) -> None:
+    from vllm_plugin_release.stages.pairing_env import EnvCheckJob
+
+    job = EnvCheckJob("0.26.0", ("p",), {}, None, "absent")
+    answers("envcheck", {"checks": [{"name": 3, "status": "pass"}], "runtime_modules": []})
+    with pytest.raises(BadInput, match=r"inenv envcheck: the answer's 'checks\[0\]\.name' is 3"):
+        envrun.run_in_env(sys.executable, job)
+    answers("envcheck", {"checks": [{"name": "import vllm", "status": "pass", "value": 1}]})
+    first = envrun.run_in_env(sys.executable, job)
+    assert [c.to_json() for c in first.checks] == [
+        {"name": "import vllm", "status": "pass", "value": 1}
+    ]
+    assert first.runtime_modules == [] and first.plugin_modules == []
+
+
 def test_a_recorded_bare_openapi_document_is_diffed(tmp_path: Path) -> None:
     """A recorded contract may be a bare OpenAPI document (no `captured_with`): the check
     without an environment reads it (it crashed with TypeError: list(None))."""

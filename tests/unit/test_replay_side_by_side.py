@@ -85,9 +85,8 @@ def test_the_host_asks_one_run_side_by_side_where_there_are_cores(
     monkeypatch.setattr(runner, "_cores", lambda: cores)
     asked: list[tuple[dict[str, Any], float]] = []
 
-    def in_env(python, module, request, *, timeout=None, **_: Any) -> dict[str, Any]:  # double
-        asked.append((request, timeout))
-        return {"results": {s["label"]: {"crashed": "not run"} for s in request["schedulers"]}}
+    def in_env(python, job, *, timeout=None, **_: Any) -> None:  # double
+        asked.append((job.to_json(), timeout))
 
     monkeypatch.setattr(envrun, "run_in_env", in_env)
     runner.side_by_side(Path("python"), _job())

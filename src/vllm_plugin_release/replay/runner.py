@@ -140,8 +140,7 @@ def side_by_side(python: Path | str, job: ReplayJob) -> ReplayAnswer:
     together = count > 1 and _cores() > 1
     # The replays plus vLLM's import; the per-scheduler bound is enforced inside.
     timeout = (1 if together else count) * job.config.timeout_s + 300
-    job = dataclasses.replace(job, side_by_side=together)
-    return job.parse_answer(run_in_env(python, job.module, job.to_json(), timeout=timeout))
+    return run_in_env(python, dataclasses.replace(job, side_by_side=together), timeout=timeout)
 
 
 @dataclass(frozen=True)

@@ -424,7 +424,7 @@ def _build(b: _EnvBuild) -> dict[str, Any]:
                 if stand_in_wheel is not None
                 else None
             )
-            first = job.parse_answer(run_in_env(env_python, job.module, job.to_json()))
+            first = run_in_env(env_python, job)
             stand_in_result = overlay.result() if overlay is not None else None
     if not restored:  # the first of its lock: what the checks compiled, for the next one
         envrun.keep_bytecode(env_python)
@@ -630,14 +630,11 @@ def _stand_in_check(
     a second time."""
     wheel = stand_in_wheel.result()  # built while the pairing env was installed
     overlay_py = _overlay(runner, cache, runner.uv, work, work / "stand-in-overlay", wheel)
-    present = dataclasses.replace(job, expect_runtime="present")
-    answer = run_in_env(
+    second = run_in_env(
         work / "bin" / "python",
-        present.module,
-        present.to_json(),
+        dataclasses.replace(job, expect_runtime="present"),
         overlay=work / "stand-in-overlay",
     )
-    second = present.parse_answer(answer)
     return second, wheel, overlay_py
 
 

@@ -244,7 +244,6 @@ def capture(
 
     request = CaptureRequest(tuple(tasks), platform_class, endpoint_plugins)
     started = time.perf_counter()
-    answer = run_in_env(python, request.module, request.to_json(), env=env, timeout=timeout)
-    captured = request.parse_answer(answer)
+    captured = run_in_env(python, request, env=env, timeout=timeout)
     captured.timings["total"] = round(time.perf_counter() - started, 3)
     return captured

@@ -187,8 +187,7 @@ def run(ctx: Context, *, sys_path: tuple[str, ...] = ()) -> CheckResult:
         )
     python, overlay = where
     job, ids = build_request(ctx.spec, all_plans, tuple(str(p) for p in sys_path))
-    result = run_in_env(python, job.module, job.to_json(), overlay=overlay, timeout=TIMEOUT_S)
-    answer = job.parse_answer(result)
+    answer = run_in_env(python, job, overlay=overlay, timeout=TIMEOUT_S)
     slow_paths = _options(ctx.spec).get("slow_paths") or []
     seen = Seen(answer, ids, job.combos, slow_paths)
     return assess(seen, all_plans, ctx.env.platform_class, cov)
