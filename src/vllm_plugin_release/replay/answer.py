@@ -33,12 +33,12 @@ class SideAnswer(NamedTuple):
     label: str
     scheduler: str | None
     scheduler_class: str | None
-    policy: Any  # the policy the spec asked for and what it changed (the report quotes it)
-    settings_requested: Any
-    settings_effective: Any
+    policy: dict[str, Any] | None  # the policy asked for and what it changed (quoted)
+    settings_requested: dict[str, Any] | None  # the scheduler's settings (quoted)
+    settings_effective: dict[str, Any] | None
     crashed: str | None
     traceback: list[str]
-    steps: dict[str, list[Any]]  # column name -> one value per step
+    steps: dict[str, list[float]]  # column name -> one value per step (a count, a time)
     tokens: list[list[int]]  # per request: [first step, gap, count, ...] (run-length)
     rejected: list[dict[str, Any]]  # [{index, ...}] as written
     unfinished: int
@@ -95,6 +95,10 @@ def _table(value: object, key: str) -> dict[str, Any]:
     return value
 
 
+def _optional_table(value: object, key: str) -> dict[str, Any] | None:
+    return None if value is None else _table(value, key)
+
+
 def answer_problem(key: str, value: object, wanted: str) -> BadInput:
     """The error for a value of the answer that is not `wanted` (`model.py` names it)."""
     return jobanswer.problem(JOB, key, value, wanted)
@@ -109,9 +113,9 @@ def _side(value: object, label: str, requests: int | None) -> SideAnswer:
         label,
         jobanswer.optional_text(side.get("scheduler"), JOB, f"{key}.scheduler"),
         jobanswer.optional_text(side.get("scheduler_class"), JOB, f"{key}.scheduler_class"),
-        side.get("policy"),
-        side.get("settings_requested"),
-        side.get("settings_effective"),
+        _optional_table(side.get("policy"), f"{key}.policy"),
+        _optional_table(side.get("settings_requested"), f"{key}.settings_requested"),
+        _optional_table(side.get("settings_effective"), f"{key}.settings_effective"),
         crashed,
         jobanswer.texts(side.get("traceback", []), JOB, f"{key}.traceback"),
         _steps(side.get("steps"), f"{key}.steps") if ran else {},
@@ -126,13 +130,13 @@ def _side(value: object, label: str, requests: int | None) -> SideAnswer:
     )
 
 
-def _column(value: object, key: str) -> list[Any]:
+def _column(value: object, key: str) -> list[float]:
     if not isinstance(value, list):
         raise jobanswer.problem(JOB, key, value, "a list, one value a step")
     return value
 
 
-def _steps(value: object, key: str) -> dict[str, list[Any]]:
+def _steps(value: object, key: str) -> dict[str, list[float]]:
     steps = _table(value, key)
     out = {name: _column(steps.get(name), f"{key}.{name}") for name in (*CLOCK, *PER_STEP)}
     out.update((n, _column(steps[n], f"{key}.{n}")) for n in PER_STEP_MORE if n in steps)
