@@ -95,7 +95,7 @@ def test_known_good_default_spec_passes_against_shipped_contract(in_env):
 
 def test_known_bad_endpoint_plugin_removing_a_field_fails(in_env):
     _, captured = in_env
-    assert captured["endpoint_plugins"]["attached"] == ["strip-echo"]
+    assert captured.endpoint_plugins.attached == ["strip-echo"]
     result = api.evaluate(load_contract(SHIPPED), captured, contract_file=DEFAULT_CONTRACT)
     assert result.status == "fail"
     removed = [

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.unit.test_envrun import Probe
 from vllm_plugin_release.edges.envrun import run_in_env
 
 
@@ -41,7 +42,7 @@ def test_without_the_runtime_activation_fails_naming_the_cause(vllm_python: Path
     """Known-bad: the runtime expected present but removed (the pairing env without the
     overlay): vLLM falls back to another platform, and the check says why."""
     result = run_in_env(
-        vllm_python, "envcheck", _request(["vllm_reference_plugin"], "refrt", "present")
+        vllm_python, Probe("envcheck", _request(["vllm_reference_plugin"], "refrt", "present"))
     )
     check = _checks(result)["platform activation (vllm.platforms.current_platform)"]
     assert check["status"] == "fail" and check["finding"] == "plugin"
@@ -65,8 +66,7 @@ def test_every_module_of_the_plugin_is_imported(vllm_python: Path, tmp_path: Pat
     (package / "leaves.py").write_text("import sys\nsys.exit(3)\n")  # must not end the job
     result = run_in_env(
         vllm_python,
-        "envcheck",
-        _request(["vprmods"], "", "absent"),
+        Probe("envcheck", _request(["vprmods"], "", "absent")),
         env={"PYTHONPATH": str(tmp_path)},
     )
     check = _checks(result)["plugin modules import"]
@@ -87,8 +87,7 @@ def test_every_module_of_the_plugin_is_imported(vllm_python: Path, tmp_path: Pat
     (package / "leaves.py").unlink()
     result = run_in_env(
         vllm_python,
-        "envcheck",
-        _request(["vprmods"], "", "absent"),
+        Probe("envcheck", _request(["vprmods"], "", "absent")),
         env={"PYTHONPATH": str(tmp_path)},
     )
     assert _checks(result)["plugin modules import"]["status"] == "pass"

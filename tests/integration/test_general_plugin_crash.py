@@ -34,7 +34,7 @@ def test_a_crashing_general_plugin_fails_the_api_check(vllm_python: Path, tmp_pa
     captured = apicontract.capture(
         vllm_python, ["generate"], None, env={"PYTHONPATH": str(site)}, timeout=600
     )
-    crash = captured["general_plugins_crash"]
+    crash = captured.crash.raw
     assert crash["error"] == "ModuleNotFoundError: No module named 'eager_sdk'"
     assert crash["entry_points"] == ["eager_ops = eager_plugin:register_ops"]
     assert any(f.startswith("eager_plugin/__init__.py:") for f in crash["frames"]), crash

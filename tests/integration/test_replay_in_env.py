@@ -46,9 +46,11 @@ def reference_replay(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory
     The report for reference vs upstream is written as `vpr replay` writes it; the
     mutant's raw result is kept beside it (one vLLM import for all three).
     """
+    from tests.unit.test_envrun import Probe
     from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.edges.envrun import run_in_env
     from vllm_plugin_release.replay import runner
+    from vllm_plugin_release.replay.answer import parse_answer
 
     folder = tmp_path_factory.mktemp("replay-ref")
     (folder / "mutant").mkdir()
@@ -66,17 +68,22 @@ def reference_replay(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory
     crashing = {**request["schedulers"][1], "label": "crashing"}
     crashing["cls"] = "mixing_scheduler:CrashingScheduler"
     request["schedulers"].append(crashing)
-    raw = run_in_env(vllm_python, "replay", request)
+    raw = run_in_env(vllm_python, Probe("replay", request))
     (folder / "crashing.json").write_text(json.dumps(raw["results"]["crashing"]))
-    report, analyses = model.build_report(raw, request_mix, name="ref", replay_config=cfg.to_json())
+    answer = parse_answer(raw, tuple(s["label"] for s in request["schedulers"]))
+    report, analyses = model.build_report(
+        answer, request_mix, name="ref", replay_config=cfg.to_json()
+    )
     out = folder / "dist" / "ref"
-    runner.write(runner.ReplayOutcome(report, model.timing_report(raw), analyses), out, plots=True)
+    runner.write(
+        runner.ReplayOutcome(report, model.timing_report(answer), analyses), out, plots=True
+    )
     mutant_report = {
-        "plugin": model.analyze(raw["results"]["mutant"], request_mix).summary,
+        "plugin": model.analyze(answer.results["mutant"], request_mix).summary,
         "upstream": report["upstream"],
     }
     (out / "mutant.json").write_text(json.dumps(mutant_report))
-    tight_summary = model.analyze(raw["results"]["tight"], request_mix).summary
+    tight_summary = model.analyze(answer.results["tight"], request_mix).summary
     (out / "tight.json").write_text(json.dumps(tight_summary))
     return out
 
@@ -181,12 +188,12 @@ def test_mutated_scheduler_fails_the_check(reference_replay: Path, tmp_path: Pat
 
     spec = load_spec(REPO / "buildspec" / "reference.toml")
     root = REPO / "plugin" / "reference"
-    result = scheddocs.check(spec, root, replay=report)
+    result = scheddocs.check(spec, root, replay=model.parse_report(report))
     assert result.status == "fail", result.summary
     assert any(e.file and e.line for e in result.evidence)
     # ... while the real reference scheduler passes against the same docs.
     good = json.loads((reference_replay / "replay.json").read_text())
-    assert scheddocs.check(spec, root, replay=good).status == "pass"
+    assert scheddocs.check(spec, root, replay=model.parse_report(good)).status == "pass"
 
 
 def test_kv_pressure_preempts_and_still_completes(reference_replay: Path) -> None:
@@ -200,12 +207,16 @@ def test_crashing_scheduler_is_reported_not_hidden(reference_replay: Path) -> No
     raw = json.loads((reference_replay.parent.parent / "crashing.json").read_text())
     assert raw["crashed"] == "replay: RuntimeError: boom at step 5"
     assert any("boom" in line for line in raw["traceback"])
-    report = {"plugin": model.crashed_summary(raw, mix.RequestMix((0.0,), (1,), (1,), 0))}
+    from vllm_plugin_release.replay.answer import parse_answer
+
+    side = parse_answer({"results": {"plugin": raw}}, ("plugin",)).results["plugin"]
+    report = {"plugin": model.crashed_summary(side, mix.RequestMix((0.0,), (1,), (1,), 0))}
     from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.conform.checks.scheduler import check as scheddocs
 
     spec = load_spec(REPO / "buildspec" / "reference.toml")
-    result = scheddocs.check(spec, REPO / "plugin" / "reference", {**report, "upstream": {}})
+    replay = model.parse_report({**report, "upstream": {}})
+    result = scheddocs.check(spec, REPO / "plugin" / "reference", replay)
     assert result.status == "fail" and "boom at step 5" in result.summary
 
 

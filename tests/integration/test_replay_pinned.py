@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.replay import config, mix, model, runner
+from vllm_plugin_release.replay.answer import parse_answer
 
 RECORD = Path(__file__).resolve().parent / "data" / "replay_pinned.json"
 
@@ -72,15 +73,18 @@ def pinned(raw: dict[str, Any], request_mix: mix.RequestMix) -> dict[str, Any]:
             "partial_prefills": sum(steps["partial_prefills"]),
             "end_s": steps["end"][-1],
         }
-    report, _ = model.build_report(raw, request_mix, name="pinned", replay_config={})
+    labels = tuple(raw["results"])
+    answer = parse_answer(raw, labels)
+    report, _ = model.build_report(answer, request_mix, name="pinned", replay_config={})
     return {"results": results, "report_sha256": digest(report)}
 
 
 def replay(python: Path, *, side_by_side: bool) -> dict[str, Any]:
+    from tests.unit.test_envrun import Probe
     from vllm_plugin_release.edges.envrun import run_in_env
 
     req, request_mix = request()
-    raw = run_in_env(python, "replay", {**req, "side_by_side": side_by_side})
+    raw = run_in_env(python, Probe("replay", {**req, "side_by_side": side_by_side}))
     return pinned(raw, request_mix)
 
 

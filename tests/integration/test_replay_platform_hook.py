@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import replay_spec
+from tests.unit.test_envrun import Probe
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges.envrun import run_in_env
@@ -25,7 +26,7 @@ def _request(tmp_path: Path, policy: str) -> dict:
 
 def test_the_platform_hook_shapes_the_plugin_side(vllm_python: Path, tmp_path: Path) -> None:
     request = _request(tmp_path, "platform:hooked_plugin.platform:HookedPlatform")
-    raw = run_in_env(vllm_python, "replay", request, timeout=900)
+    raw = run_in_env(vllm_python, Probe("replay", request), timeout=900)
     plugin, upstream = raw["results"]["plugin"], raw["results"]["upstream"]
     assert "crashed" not in plugin, plugin.get("crashed")
     assert plugin["scheduler_class"] == "hooked_plugin.scheduler.HookedScheduler"
@@ -47,4 +48,4 @@ def test_a_platform_that_is_not_one_is_bad_input(
     vllm_python: Path, tmp_path: Path, policy: str, message: str
 ) -> None:
     with pytest.raises(BadInput, match=message):
-        run_in_env(vllm_python, "replay", _request(tmp_path, policy), timeout=900)
+        run_in_env(vllm_python, Probe("replay", _request(tmp_path, policy)), timeout=900)

@@ -20,6 +20,7 @@ from vllm_plugin_release.conform.checks.api import check as api
 from vllm_plugin_release.conform.checks.api.check import Allow, api_config, split_allowed
 from vllm_plugin_release.conform.checks.api.schema import API_SCHEMA, DEFAULT_CONTRACT
 from vllm_plugin_release.conform.lib import apicontract
+from vllm_plugin_release.conform.lib.apicapture import Capture, parse_capture
 from vllm_plugin_release.conform.lib.apichange import KINDS, Change
 from vllm_plugin_release.conform.lib.apicontract import dump_contract, load_contract
 from vllm_plugin_release.conform.lib.apidiff import diff_contracts, diff_schemas
@@ -649,7 +650,11 @@ def test_allow_list_accepts_matching_breaking_changes_only():
     assert [c.location for c in info] == ["/v3"]
 
 
-def _fake_capture(doc: dict[str, Any]) -> dict[str, Any]:
+def _fake_capture(doc: dict[str, Any], **more: Any) -> Capture:
+    return parse_capture({**_fake_answer(doc), **more})
+
+
+def _fake_answer(doc: dict[str, Any]) -> dict[str, Any]:
     return {
         "vllm_version": "9.9",
         "tasks": ["generate"],
@@ -667,7 +672,7 @@ def test_evaluate_keeps_run_specific_timings_out_of_the_result():
     """The same contract and app give the same check result, however long the capture took
     (the scorecard, and the manifest that quotes it, are deterministic)."""
     old = chat_contract()
-    fast, slow = _fake_capture(old), {**_fake_capture(old), "timings": {"total": 42.5}}
+    fast, slow = _fake_capture(old), _fake_capture(old, timings={"total": 42.5})
     one = api.evaluate(old, fast, contract_file="c.json").to_json()
     two = api.evaluate(old, slow, contract_file="c.json").to_json()
     assert one == two

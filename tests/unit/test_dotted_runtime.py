@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import REFERENCE_SPEC
+from tests.unit.test_envrun import Probe
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.edges import envrun
@@ -43,7 +44,7 @@ def test_envcheck_lists_dotted_runtime_modules_in_a_child() -> None:
         "expect_runtime": "absent",
     }
     result = envrun.run_in_env(
-        sys.executable, "envcheck", request, env={"PYTHONPATH": str(PLUGIN)}, timeout=120
+        sys.executable, Probe("envcheck", request), env={"PYTHONPATH": str(PLUGIN)}, timeout=120
     )
     listed = {m["module"]: m["status"] for m in result["runtime_modules"]}
     assert listed == {"dotted_plugin.kernels": "skipped", "dotted_plugin.ops": "skipped"}
@@ -54,7 +55,7 @@ def test_envcheck_lists_dotted_runtime_modules_in_a_child() -> None:
 def test_a_crash_in_the_child_keeps_its_traceback() -> None:
     """envcheck exits 3 with the traceback in its result and nothing on stderr."""
     with pytest.raises(OutsideFailure) as err:
-        envrun.run_in_env(sys.executable, "envcheck", {"core_version": "0"}, timeout=120)
+        envrun.run_in_env(sys.executable, Probe("envcheck", {"core_version": "0"}), timeout=120)
     assert "KeyError: 'packages'" in str(err.value)
 
 

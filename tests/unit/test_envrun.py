@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +14,22 @@ from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges import envrun
 
 SRC = Path(envrun.__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A test's job (`envrun.InEnvJob`) for a made-up or real inenv module: its request as
+    given, its answer the JSON object as read."""
+
+    module: str
+    request: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.request
+
+    def parse_answer(self, answer: Any) -> Any:
+        return answer
+
 
 PROBE = """
 import json, sys
@@ -82,7 +100,7 @@ def test_nothing_of_ours_reaches_the_environment(
 ) -> None:
     # The caller's PYTHONPATH (here: our source folder) must not leak in either.
     monkeypatch.setenv("PYTHONPATH", str(SRC))
-    result = envrun.run_in_env(bare_python, probe_module, {})
+    result = envrun.run_in_env(bare_python, Probe(probe_module, {}))
     assert result["ours_importable"] is False
     assert not any(str(SRC) == entry for entry in result["path"])
 
@@ -90,5 +108,5 @@ def test_nothing_of_ours_reaches_the_environment(
 def test_the_probe_can_see_a_leak_when_one_is_made(bare_python: Path, probe_module: str) -> None:
     # Known-bad: an explicit PYTHONPATH to our source folder makes the package importable,
     # so the check above would catch the old behaviour.
-    result = envrun.run_in_env(bare_python, probe_module, {}, env={"PYTHONPATH": str(SRC)})
+    result = envrun.run_in_env(bare_python, Probe(probe_module, {}), env={"PYTHONPATH": str(SRC)})
     assert result["ours_importable"] is True

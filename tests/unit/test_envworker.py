@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit import test_envrun
+from tests.unit.test_envrun import Probe
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.edges import children, envrun
 from vllm_plugin_release.edges.envworker import workers
@@ -85,22 +86,22 @@ def test_the_later_modules_are_imported_between_jobs(
         assert worker is not None and worker.wait_ready(60)
         assert worker.ready is not None and worker.ready["preloaded"] == ["colorsys"]
         # A job that is not early starts once the later list is in.
-        assert envrun.run_in_env(bare_python, "probe", {})["later"] is True
+        assert envrun.run_in_env(bare_python, Probe("probe", {}))["later"] is True
         monkeypatch.setattr(envrun, "EARLY_JOBS", ("probe",))
-        early = envrun.run_in_env(bare_python, "probe", {"tag": "early"})
+        early = envrun.run_in_env(bare_python, Probe("probe", {"tag": "early"}))
         assert early["tag"] == "early" and early["preloaded"] is True
-    assert envrun.run_in_env(bare_python, "probe", {})["later"] is False  # alone: not there
+    assert envrun.run_in_env(bare_python, Probe("probe", {}))["later"] is False  # alone: not there
 
 
 def test_a_job_in_the_worker_is_the_script_run_alone(
     bare_python: Path, inenv: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PYTHONPATH", str(SRC))  # must not leak into either
-    alone = envrun.run_in_env(bare_python, "probe", {"tag": "a"})
+    alone = envrun.run_in_env(bare_python, Probe("probe", {"tag": "a"}))
     with envrun.warm(bare_python) as worker:
         assert worker is not None
-        warm = envrun.run_in_env(bare_python, "probe", {"tag": "a"})
-        again = envrun.run_in_env(bare_python, "probe", {"tag": "a"})
+        warm = envrun.run_in_env(bare_python, Probe("probe", {"tag": "a"}))
+        again = envrun.run_in_env(bare_python, Probe("probe", {"tag": "a"}))
         assert worker.ready is not None
         assert worker.ready["preloaded"] == ["colorsys"]
         assert "no_such_module_here" in worker.ready["skipped"]
@@ -130,7 +131,7 @@ def test_the_worker_answers_jobs_from_several_threads(bare_python: Path, inenv: 
     results: dict[int, dict] = {}
 
     def job(n: int) -> None:
-        results[n] = envrun.run_in_env(bare_python, "probe", {"tag": n, "sleep": 0.2})
+        results[n] = envrun.run_in_env(bare_python, Probe("probe", {"tag": n, "sleep": 0.2}))
 
     with envrun.warm(bare_python):
         threads = [threading.Thread(target=job, args=(n,)) for n in range(4)]
@@ -145,11 +146,11 @@ def test_the_worker_answers_jobs_from_several_threads(bare_python: Path, inenv: 
 def test_exit_codes_mean_the_same_in_the_worker(bare_python: Path, inenv: Path) -> None:
     with envrun.warm(bare_python):
         with pytest.raises(BadInput, match="bad request: nope"):
-            envrun.run_in_env(bare_python, "probe", {"bad": "nope"})
+            envrun.run_in_env(bare_python, Probe("probe", {"bad": "nope"}))
         with pytest.raises(OutsideFailure, match=r"exit 3\):\n(.|\n)*the probe broke"):
-            envrun.run_in_env(bare_python, "probe", {"exit": 3})
+            envrun.run_in_env(bare_python, Probe("probe", {"exit": 3}))
         # The worker survives a failed job.
-        assert envrun.run_in_env(bare_python, "probe", {"tag": 1})["preloaded"] is True
+        assert envrun.run_in_env(bare_python, Probe("probe", {"tag": 1}))["preloaded"] is True
 
 
 def test_a_job_past_its_time_is_killed_and_the_worker_serves_on(
@@ -158,8 +159,8 @@ def test_a_job_past_its_time_is_killed_and_the_worker_serves_on(
     with envrun.warm(bare_python) as worker:
         assert worker is not None
         with pytest.raises(OutsideFailure, match=r"did not finish within 0\.5 s"):
-            envrun.run_in_env(bare_python, "probe", {"sleep": 60}, timeout=0.5)
-        assert envrun.run_in_env(bare_python, "probe", {"tag": 2})["tag"] == 2
+            envrun.run_in_env(bare_python, Probe("probe", {"sleep": 60}), timeout=0.5)
+        assert envrun.run_in_env(bare_python, Probe("probe", {"tag": 2}))["tag"] == 2
         assert _jobs_of(worker) == []  # the sleeping job was killed and reaped
 
 
@@ -177,7 +178,7 @@ def test_a_call_with_its_own_environment_starts_a_fresh_interpreter(
     bare_python: Path, inenv: Path
 ) -> None:
     with envrun.warm(bare_python):
-        result = envrun.run_in_env(bare_python, "probe", {}, env={"PYTHONPATH": str(SRC)})
+        result = envrun.run_in_env(bare_python, Probe("probe", {}), env={"PYTHONPATH": str(SRC)})
     assert result["preloaded"] is False
     assert result["ours_importable"] is True  # PYTHONPATH took effect: a new interpreter
 
@@ -265,7 +266,7 @@ def test_a_job_sees_what_was_installed_after_the_worker_started(
             assert worker.ready["preloaded"] == ["vpr_installed_early"]  # site listed
             late.write_text("VALUE = 'late'\n")
             os.utime(site, ns=(before.st_atime_ns, before.st_mtime_ns))  # the same tick
-            result = envrun.run_in_env(bare_python, "late", {})
+            result = envrun.run_in_env(bare_python, Probe("late", {}))
             assert result == {"seen": "late", "in_worker": True}
     finally:
         early.unlink(missing_ok=True)

@@ -13,6 +13,7 @@ from tests.support import replay_spec
 from vllm_plugin_release.cli import main
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.replay import config, mix, model
+from vllm_plugin_release.replay.answer import ReplayAnswer, parse_answer
 
 # ---------------------------------------------------------------------------
 # Request mixes (pure).
@@ -229,10 +230,17 @@ def test_slow_path_terms_in_the_cost_model(tmp_path: Path) -> None:
     assert marked.to_json()["slow_paths"] == slow
 
 
+def _marked(paths: dict[str, Any] | None) -> ReplayAnswer:
+    """An answer of the in-env replay with no scheduler's side, and these marks."""
+    return parse_answer({"results": {}, "paths": paths}, ())
+
+
 def test_slow_path_marks_in_the_report() -> None:
     m = mix.RequestMix((0.0,) * 4, (5,) * 4, (2,) * 4, 0)
     slow = [{"name": "host sampler", "instead_of": "device sampler", "predicate": "m:f"}]
-    marks = model.path_marks({"per_request": [None, "host sampler", None, "host sampler"]}, slow, m)
+    marks = model.path_marks(
+        _marked({"per_request": [None, "host sampler", None, "host sampler"]}), slow, m
+    )
     assert marks["per_path"]["host sampler"] == {
         "instead_of": "device sampler", "requests": 2, "share": 0.5, "indices": [1, 3]
     }  # fmt: skip
@@ -241,8 +249,10 @@ def test_slow_path_marks_in_the_report() -> None:
     assert "50.0% of requests leave the device sampler for the host sampler" in (
         model.headline_text(model.headline(report))
     )
-    assert model.path_marks({"error": "no such module"}, slow, m) == {"error": "no such module"}
-    assert model.path_marks(None, slow, m) is None
+    assert model.path_marks(_marked({"error": "no such module"}), slow, m) == {
+        "error": "no such module"
+    }
+    assert model.path_marks(_marked(None), slow, m) is None
 
 
 def _old_headline(report: dict[str, Any]) -> dict[str, Any]:
@@ -268,7 +278,7 @@ def _report() -> dict[str, Any]:
     m = mix.RequestMix((0.0,) * 4, (5,) * 4, (2,) * 4, 0)
     slow = [{"name": "host sampler", "instead_of": "device sampler", "predicate": "m:f"},
             {"name": "cpu", "predicate": "m:g"}]  # fmt: skip
-    marks = model.path_marks({"per_request": [None, "host sampler", "cpu", None]}, slow, m)
+    marks = model.path_marks(_marked({"per_request": [None, "host sampler", "cpu", None]}), slow, m)
     ratios = {key: 1.25 for key, _ in model.RATIO_KEYS} | {"steps": None}
     return {"ratios": ratios, "plugin": {"mixed_step_share": 0.0}, "upstream": {}, "paths": marks}
 
@@ -320,7 +330,9 @@ def test_metrics_from_synthetic_steps() -> None:
         "tokens": [[0, 1, 1, 2, 1], [1, 2, 1]],
         "rejected": [],
     }
-    a = model.analyze(raw, m).summary
+    a = model.analyze(
+        parse_answer({"results": {"plugin": raw}}, ("plugin",)).results["plugin"], m
+    ).summary
     assert (a["steps"], a["mixed_steps"], a["prefill_only_steps"]) == (4, 1, 1)
     assert (a["decode_only_steps"], a["empty_steps"], a["preemptions"]) == (1, 1, 1)
     assert a["first_mixed_step"] == 1

@@ -18,14 +18,15 @@ import pytest
 from vllm_plugin_release.edges import envrun
 from vllm_plugin_release.inenv import forking
 from vllm_plugin_release.inenv import replay as inenv_replay
-from vllm_plugin_release.replay import runner
+from vllm_plugin_release.replay import config, mix, runner
 
 
-def _request(labels: list[str]) -> dict[str, Any]:
-    return {
-        "model": {"max_model_len": 64},
-        "schedulers": [{"label": label, "cls": f"m:{label}"} for label in labels],
-    }
+def _job() -> runner.ReplayJob:
+    """A replay of four requests, each scheduler bounded to 60 s."""
+    request_mix = mix.RequestMix((0.0,) * 4, (5,) * 4, (2,) * 4, 0)
+    return runner.ReplayJob(
+        request_mix, config.resolve({"policy": "reference", "timeout_s": 60}, Path("."))
+    )
 
 
 def _meet(folder: Path, me: str, other: str) -> dict[str, Any]:
@@ -84,12 +85,11 @@ def test_the_host_asks_one_run_side_by_side_where_there_are_cores(
     monkeypatch.setattr(runner, "_cores", lambda: cores)
     asked: list[tuple[dict[str, Any], float]] = []
 
-    def in_env(python, module, request, *, timeout=None, **_: Any) -> dict[str, Any]:  # double
-        asked.append((request, timeout))
-        return {"results": {s["label"]: {} for s in request["schedulers"]}}
+    def in_env(python, job, *, timeout=None, **_: Any) -> None:  # double
+        asked.append((job.to_json(), timeout))
 
     monkeypatch.setattr(envrun, "run_in_env", in_env)
-    runner.side_by_side(Path("python"), _request(["plugin", "upstream"]), 60)
+    runner.side_by_side(Path("python"), _job())
     ((request, asked_timeout),) = asked
     assert [s["label"] for s in request["schedulers"]] == ["plugin", "upstream"]
     assert request["side_by_side"] is together and asked_timeout == timeout

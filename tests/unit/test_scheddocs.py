@@ -11,6 +11,7 @@ from vllm_plugin_release.buildspec import model as specmod
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform.checks.scheduler import check as scheddocs
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.replay.model import parse_report
 
 # Synthetic scheduling notes for a made-up "Acme" plugin, in the shape such notes
 # take: a summary list, an upstream comparison, wrapped lines, a code block.
@@ -198,9 +199,9 @@ def test_replay_contradicting_no_mixed_batches_fails(tmp_path: Path) -> None:
         "plugin": {"steps": 120, "mixed_steps": 0},
         "upstream": {"steps": 90, "mixed_steps": 40},
     }
-    assert scheddocs.check(spec, root, clean).status == "pass"
+    assert scheddocs.check(spec, root, parse_report(clean)).status == "pass"
     bad = {"plugin": {"steps": 120, "mixed_steps": 3}, "upstream": {"mixed_steps": 40}}
-    result = scheddocs.check(spec, root, bad)
+    result = scheddocs.check(spec, root, parse_report(bad))
     assert result.status == "fail"
     assert "3 of 120" in result.summary
     assert "docs/SCHED.md:10" in result.summary
@@ -222,7 +223,7 @@ def test_replay_report_shape(tmp_path: Path) -> None:
         "upstream": {"crashed": "boom", "steps": None, "mixed_steps": None},
         "ratios": {},
     }
-    result = scheddocs.check(spec, root, report)
+    result = scheddocs.check(spec, root, parse_report(report))
     assert result.status == "fail"
     assert "2 of 50 plugin steps with mixed prefill+decode batches (first at step 7)" in (
         result.summary
@@ -230,7 +231,7 @@ def test_replay_report_shape(tmp_path: Path) -> None:
     # Chunked prefill is stated as conditional: observing it is no contradiction.
     assert len(result.details["failures"]) == 1 and not result.details["warnings"]
     crashed = {"plugin": {"crashed": "RuntimeError: no KV blocks", "mixed_steps": None}}
-    result = scheddocs.check(spec, root, crashed)
+    result = scheddocs.check(spec, root, parse_report(crashed))
     assert result.status == "fail"
     assert "failed during the replay" in result.summary
 
@@ -245,11 +246,11 @@ def test_docs_claiming_mixed_batches(tmp_path: Path) -> None:
     spec, root = make(tmp_path, mutated)
     assert scheddocs.check(spec, root).status == "pass"
     replay = {"plugin": {"steps": 100, "mixed_steps": 0}, "upstream": {"mixed_steps": 25}}
-    result = scheddocs.check(spec, root, replay)
+    result = scheddocs.check(spec, root, parse_report(replay))
     assert result.status == "warn"
     assert "saw none in the plugin" in result.summary
     spec, root = make(tmp_path, mutated, keys='unobserved_support = "fail"\n')
-    assert scheddocs.check(spec, root, replay).status == "fail"
+    assert scheddocs.check(spec, root, parse_report(replay)).status == "fail"
 
 
 def test_docs_contradicting_themselves_warn(tmp_path: Path) -> None:
@@ -281,9 +282,9 @@ def test_bad_inputs(tmp_path: Path) -> None:
         make(tmp_path, keys='require = "yes"\n')
     spec, root = make(tmp_path)
     with pytest.raises(BadInput, match=r"plugin\.mixed_steps is missing"):
-        scheddocs.check(spec, root, {"plugin": {"steps": 3}})
+        scheddocs.check(spec, root, parse_report({"plugin": {"steps": 3}}))
     with pytest.raises(BadInput, match=r"plugin\.mixed_steps must be a count"):
-        scheddocs.check(spec, root, {"plugin": {"mixed_steps": -1}})
+        scheddocs.check(spec, root, parse_report({"plugin": {"mixed_steps": -1}}))
 
 
 def test_silence_can_be_allowed_and_missing_mix_is_noted(tmp_path: Path) -> None:

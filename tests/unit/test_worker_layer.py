@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit import test_envrun
+from tests.unit.test_envrun import Probe
 from vllm_plugin_release.edges import envrun, envworker
 from vllm_plugin_release.inenv import worker as inenv_worker
 
@@ -69,10 +70,10 @@ def test_the_exit_code_of_a_refused_layer_is_the_same_on_both_sides() -> None:
 def test_a_job_in_the_worker_sees_what_the_overlays_python_sees(
     bare_python: Path, overlay: Path
 ) -> None:
-    alone = envrun.run_in_env(bare_python, "probe", {}, overlay=overlay)
+    alone = envrun.run_in_env(bare_python, Probe("probe", {}), overlay=overlay)
     with envrun.warm(bare_python) as worker:
         assert worker is not None and worker.wait_ready(60)
-        warm = envrun.run_in_env(bare_python, "probe", {}, overlay=overlay)
+        warm = envrun.run_in_env(bare_python, Probe("probe", {}), overlay=overlay)
     # known-bad first: the job really ran in the worker (colorsys preloaded), the other not
     assert warm["preloaded"] is True and alone["preloaded"] is False
     assert warm["path"] == alone["path"]  # the overlay's site-packages before the env's
@@ -87,11 +88,11 @@ def test_an_overlay_that_brings_a_preloaded_module_runs_in_its_own_python(
     (_site(overlay) / "vpr_pre.py").write_text("MINE = True\n")  # shadows the preloaded one
     monkeypatch.setattr(envrun, "PRELOAD", ("colorsys", "vpr_pre"))
     try:
-        alone = envrun.run_in_env(bare_python, "probe", {}, overlay=overlay)
+        alone = envrun.run_in_env(bare_python, Probe("probe", {}), overlay=overlay)
         with envrun.warm(bare_python) as worker:
             assert worker is not None and worker.wait_ready(60)
             assert worker.ready is not None and "vpr_pre" in worker.ready["preloaded"]
-            warm = envrun.run_in_env(bare_python, "probe", {}, overlay=overlay)
+            warm = envrun.run_in_env(bare_python, Probe("probe", {}), overlay=overlay)
     finally:
         (_site(bare_python.parent.parent) / "vpr_pre.py").unlink()
     assert alone["pre_mine"] is True
@@ -140,5 +141,5 @@ def test_the_overlays_check_starts_once_the_later_modules_are_in(
     )
     with envrun.warm(bare_python) as worker:
         assert worker is not None
-        layered = envrun.run_in_env(bare_python, "probe", {}, overlay=overlay)
+        layered = envrun.run_in_env(bare_python, Probe("probe", {}), overlay=overlay)
     assert layered["preloaded"] is True and layered["later"] is True

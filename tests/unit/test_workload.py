@@ -295,7 +295,7 @@ def _environment(plans: list[Plan], answers: dict[str, dict[str, Any]], base: di
     # the tests send only logprobs to the host: its SamplingParams key is its feature key
     combos = [
         {"paths": {"host sampler": {"taken": any(k in params for k in host)}}}
-        for params in request["combos"]
+        for params in request.combos
     ]
     result = {
         "platform": "plug.platform.Platform",
@@ -304,7 +304,7 @@ def _environment(plans: list[Plan], answers: dict[str, dict[str, Any]], base: di
         "probes": probes,
         "combos": combos,
     }
-    return Seen(result, ids, request["combos"], SLOW)
+    return Seen(request.parse_answer(result), ids, request.combos, SLOW)
 
 
 class _NoSpec:

@@ -64,18 +64,18 @@ def _cmd_contract(args: argparse.Namespace) -> int:
     contract = contract_from_capture(captured)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, dump_contract(contract))
-    counts = captured.get("counts", {})
+    atomic_write_text(out, dump_contract(contract.to_json()))
+    counts = captured.counts
     print(
-        f"wrote {out}: vLLM {contract['core']['version']} contract, "
-        f"{counts.get('paths')} paths, {counts.get('schemas')} component schemas, "
-        f"{len(contract['models'])} models (tasks {list(cfg.tasks)})"
+        f"wrote {out}: vLLM {contract.version} contract, "
+        f"{counts.paths} paths, {counts.schemas} component schemas, "
+        f"{len(contract.models)} models (tasks {list(cfg.tasks)})"
     )
-    for note in captured.get("notes", []):
+    for note in captured.notes:
         print(f"  {note}")
-    plugins = captured.get("endpoint_plugins", {})
-    if plugins.get("discovered"):
-        print(f"  endpoint plugins attached: {plugins.get('attached') or 'none'}")
+    plugins = captured.endpoint_plugins
+    if plugins.discovered:
+        print(f"  endpoint plugins attached: {plugins.attached or 'none'}")
     return EXIT_OK
 
 

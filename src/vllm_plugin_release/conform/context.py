@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import records
@@ -22,6 +22,9 @@ from vllm_plugin_release.core.buildrecord import BuildRecord
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput
+
+if TYPE_CHECKING:
+    from vllm_plugin_release.replay.model import ReplayReport
 
 
 @dataclass(frozen=True)
@@ -101,13 +104,15 @@ class Context:
         """The plugin's Platform class path when its runtime (or stand-in) imports."""
         return self.env.platform_class
 
-    def replay(self) -> dict[str, Any] | None:
+    def replay(self) -> ReplayReport | None:
+        """The scheduler replay of the spec's request mix, run once (None when the spec has
+        none); its files are written to dist/NAME."""
         return self._once("replay", lambda: _run_replay(self))
 
 
-def _run_replay(ctx: Context) -> dict[str, Any] | None:
+def _run_replay(ctx: Context) -> ReplayReport | None:
     """The scheduler replay of the spec's request mix (None when the spec has none)."""
-    from vllm_plugin_release.replay import config, mix, runner
+    from vllm_plugin_release.replay import config, mix, model, runner
 
     if not config.configured(ctx.spec):
         return None
@@ -119,4 +124,4 @@ def _run_replay(ctx: Context) -> dict[str, Any] | None:
         name=ctx.spec.name,
         out=runner.Output(ctx.dist),
     )
-    return outcome.report
+    return model.parse_report(outcome.report)

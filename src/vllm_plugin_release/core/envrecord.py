@@ -179,6 +179,23 @@ def _modules(data: Mapping[str, Any], key: str) -> list[ModuleImport]:
     return out
 
 
+class EnvChecks(NamedTuple):
+    """The environment's checks and module imports, as inenv/envcheck.py answers them (and
+    env.json keeps them)."""
+
+    checks: list[EnvCheck]
+    runtime_modules: list[ModuleImport]
+    plugin_modules: list[ModuleImport]
+
+
+def parse_checks(data: Mapping[str, Any]) -> EnvChecks:
+    """`checks`, `runtime_modules` and `plugin_modules` of `data` (absent: none);
+    RecordProblem naming the first key missing or of another type."""
+    return EnvChecks(
+        _checks(data), _modules(data, "runtime_modules"), _modules(data, "plugin_modules")
+    )
+
+
 def _runtime(data: Mapping[str, Any]) -> EnvRuntime:
     runtime = _object(data, "runtime") or {}
     _texts(runtime, "runtime", (), "name", "module", "status", "reason")

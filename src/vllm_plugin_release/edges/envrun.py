@@ -6,6 +6,10 @@ package is not installed: the one module is copied into the run's private tempor
 folder and started as a script, so nothing else of ours (nor the site-packages this
 package is installed in) is on the environment's path. They read a JSON request
 from argv[1] and write a JSON result to argv[2].
+
+A job (`InEnvJob`) is typed on the caller's side: the module that owns it builds its
+request record (`to_json`, what the module reads) and parses the answer into its typed
+record (`parse_answer`), naming the job and the key of an answer that is not one.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from vllm_plugin_release.core import bounded, progress, records
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
@@ -26,6 +30,27 @@ from vllm_plugin_release.edges.container import marker_of, runner_of
 from vllm_plugin_release.edges.envworker import LAYER_REFUSED, Job, Worker, workers
 
 INENV = Path(__file__).resolve().parent.parent / "inenv"
+
+Answer = TypeVar("Answer", covariant=True)
+
+
+class InEnvJob(Protocol[Answer]):
+    """One job of an inenv module, owned by the module of ours that asks it: which inenv
+    module runs it, its request as that module reads it, and the parser of its answer."""
+
+    @property
+    def module(self) -> str:
+        """The inenv module that runs the job (inenv/<module>.py)."""
+        ...
+
+    def to_json(self) -> dict[str, Any]:
+        """The request, as the inenv module reads it (argv[1])."""
+        ...
+
+    def parse_answer(self, answer: Any) -> Answer:
+        """The job's typed answer from the module's JSON object (argv[2], read bounded);
+        BadInput naming the job and the key of an answer that is not one."""
+        ...
 
 
 # The inenv modules a script imports, staged beside it under the same unique prefix.
@@ -56,19 +81,19 @@ def child_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     return child_env
 
 
-# Wide on purpose: after the module and its request, `subprocess.run`'s own keyword options
+# Wide on purpose: after the job, `subprocess.run`'s own keyword options
 # (env, timeout, cwd) and the overlay to run it as, each independent of the others.
 def run_in_env(
     python: Path | str,
-    module: str,
-    request: dict[str, Any],
+    job: InEnvJob[Answer],
     *,
     env: dict[str, str] | None = None,
     timeout: float | None = None,
     cwd: Path | None = None,
     overlay: Path | None = None,
-) -> dict[str, Any]:
-    """Run inenv/<module>.py as a script with `python`: `req.json out.json`; return out.json.
+) -> Answer:
+    """Run inenv/<job.module>.py as a script with `python`: `req.json out.json`; return
+    out.json as the job parses it (`job.parse_answer`).
 
     In a forked copy of the warm worker for `python` when one was started (`warm`) and
     the call sets no environment of its own (the worker's interpreter started with ours);
@@ -85,28 +110,28 @@ def run_in_env(
     An inenv module exits 0 with a result, 2 for bad input (its result holds
     `error`), anything else is an outside failure; stderr is kept for the message.
     """
-    python = Path(python)
+    python, module = Path(python), job.module
     if not (python.exists() or python.is_symlink()):  # a container env's: its image's python
         raise BadInput(f"{python}: environment python not found", hint="run `vpr env` first")
     with _job_folder() as tmp:
         req = Path(tmp) / "request.json"
         out = Path(tmp) / "result.json"
-        req.write_text(json.dumps(request))
-        job = _Job(module, stage_module(module, Path(tmp)), req, out, child_environment(env))
+        req.write_text(json.dumps(job.to_json()))
+        run = _Job(module, stage_module(module, Path(tmp)), req, out, child_environment(env))
         worker = workers.get(python) if env is None else None
         returncode, stderr = (None, "")
         if worker is not None:
-            returncode, stderr = _in_worker(worker, job, cwd, timeout, overlay)
+            returncode, stderr = _in_worker(worker, run, cwd, timeout, overlay)
         if returncode is None:
             if overlay is not None:
                 python = overlay / "bin" / "python"
             # Where the environment was made: this machine, or its pinned container image.
             with progress.working(f"inenv {module}"):
                 done = runner_of(python).call(
-                    [python, job.script, req, out], env=job.env, cwd=cwd, timeout=timeout
+                    [python, run.script, req, out], env=run.env, cwd=cwd, timeout=timeout
                 )
             returncode, stderr = done.returncode, done.stderr
-        return _result(job, python, returncode, stderr)
+        return job.parse_answer(_result(run, python, returncode, stderr))
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.replay.answer import ReplayAnswer, SideAnswer, answer_problem
 from vllm_plugin_release.replay.mix import RequestMix
 
 # Figures compared as plugin / upstream.
@@ -99,24 +100,42 @@ class _Steps:
     prefill_pending: Any
 
     @classmethod
-    def of(cls, steps: dict[str, Any]) -> _Steps:
+    def of(cls, side: SideAnswer) -> _Steps:
         import numpy as np
 
+        steps = side.steps
         zeros = [0] * len(steps["start"])
+
+        def column(name: str, dtype: Any) -> Any:
+            values = steps.get(name, zeros)
+            try:
+                array = np.asarray(values, dtype=dtype)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise answer_problem(
+                    f"results.{side.label}.steps.{name}", values, f"numbers ({exc})"
+                )
+            if array.shape != (len(zeros),):
+                raise answer_problem(
+                    f"results.{side.label}.steps.{name}",
+                    values,
+                    f"{len(zeros)} numbers, one a step",
+                )
+            return array
+
         return cls(
-            start=np.asarray(steps["start"], dtype=float),
-            end=np.asarray(steps["end"], dtype=float),
-            prefill_tokens=np.asarray(steps["prefill_tokens"], dtype=np.int64),
-            decode_tokens=np.asarray(steps["decode_tokens"], dtype=np.int64),
-            prefill_requests=np.asarray(steps["prefill_requests"], dtype=np.int64),
-            decode_requests=np.asarray(steps["decode_requests"], dtype=np.int64),
-            preemptions=np.asarray(steps["preemptions"], dtype=np.int64),
-            partial_prefills=np.asarray(steps.get("partial_prefills", zeros), dtype=np.int64),
-            prefill_pending=np.asarray(steps.get("prefill_pending", zeros), dtype=bool),
+            start=column("start", float),
+            end=column("end", float),
+            prefill_tokens=column("prefill_tokens", np.int64),
+            decode_tokens=column("decode_tokens", np.int64),
+            prefill_requests=column("prefill_requests", np.int64),
+            decode_requests=column("decode_requests", np.int64),
+            preemptions=column("preemptions", np.int64),
+            partial_prefills=column("partial_prefills", np.int64),
+            prefill_pending=column("prefill_pending", bool),
         )
 
 
-def _composition(steps: _Steps, raw: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+def _composition(steps: _Steps, side: SideAnswer) -> tuple[dict[str, Any], Any]:
     """What the steps held (summary figures), and which steps mixed prefill with decode."""
     import numpy as np
 
@@ -139,7 +158,7 @@ def _composition(steps: _Steps, raw: dict[str, Any]) -> tuple[dict[str, Any], An
         "interleaved_decode_steps": int((has_dec & steps.prefill_pending).sum()),
         "preemptions": int(steps.preemptions.sum()),
         # Final prompt chunks of one token: counted as prefill, not decode (see inenv).
-        "one_token_prompt_chunks": int(raw.get("one_token_prompt_chunks", 0)),
+        "one_token_prompt_chunks": side.one_token_prompt_chunks,
         "prefill_tokens": int(steps.prefill_tokens.sum()),
         "decode_tokens": int(steps.decode_tokens.sum()),
     }
@@ -161,9 +180,15 @@ class _Tokens:
 
 
 def _tokens(
-    encoded_tokens: list[Any], mix: RequestMix, end: Any, arrival: Any, rejected: set[int]
+    encoded_tokens: list[Any],
+    mix: RequestMix,
+    end: Any,
+    arrival: Any,
+    rejected: set[int],
+    where: str,
 ) -> _Tokens:
-    """TTFT, inter-token latencies and request outcomes from the encoded token steps."""
+    """TTFT, inter-token latencies and request outcomes from the encoded token steps
+    (`where`: the answer's key of `encoded_tokens`, named when one is not a run)."""
     import numpy as np
 
     ttft: list[float] = []
@@ -176,8 +201,12 @@ def _tokens(
     for index, encoded in enumerate(encoded_tokens):
         if index in rejected or not encoded:
             continue
-        token_steps = expand_tokens(encoded)
-        times = end[token_steps]
+        try:
+            token_steps = expand_tokens(encoded)
+            times = end[token_steps]
+        except (TypeError, ValueError, IndexError, OverflowError) as exc:
+            wanted = f"[first step, gap, count, ...] within {len(end)} steps ({exc})"
+            raise answer_problem(f"{where}[{index}]", encoded, wanted)
         produced += len(token_steps)
         ttft.append(times[0] - arrival[index])
         last_token_time = max(last_token_time, float(times[-1]))
@@ -197,29 +226,30 @@ def _tokens(
     )
 
 
-def _identity(raw: dict[str, Any]) -> dict[str, Any]:
+def _identity(side: SideAnswer) -> dict[str, Any]:
     """Which scheduler ran, under which policy and settings."""
     return {
-        "scheduler": raw.get("scheduler"),
-        "scheduler_class": raw.get("scheduler_class"),
-        "policy": raw.get("policy"),
-        "settings_requested": raw.get("settings_requested"),
-        "settings_effective": raw.get("settings_effective"),
+        "scheduler": side.scheduler,
+        "scheduler_class": side.scheduler_class,
+        "policy": side.policy,
+        "settings_requested": side.settings_requested,
+        "settings_effective": side.settings_effective,
     }
 
 
-def analyze(raw: dict[str, Any], mix: RequestMix) -> Analysis:
-    """Metrics for one scheduler's replay (`raw` as returned by the in-env part)."""
+def analyze(side: SideAnswer, mix: RequestMix) -> Analysis:
+    """Metrics for one scheduler's replay (as the in-env part answered, read)."""
     import numpy as np
 
-    steps = _Steps.of(raw["steps"])
-    composition, mixed = _composition(steps, raw)
-    rejected = {r["index"] for r in raw.get("rejected", [])}
+    steps = _Steps.of(side)
+    composition, mixed = _composition(steps, side)
+    rejected = {r["index"] for r in side.rejected}
     arrival = np.asarray(mix.arrival, dtype=float)
-    tokens = _tokens(raw["tokens"], mix, steps.end, arrival, rejected)
-    unfinished = int(raw.get("unfinished", 0))
+    where = f"results.{side.label}.tokens"
+    tokens = _tokens(side.tokens, mix, steps.end, arrival, rejected, where)
+    unfinished = side.unfinished
     capped = tokens.capped
-    if raw.get("stopped"):
+    if side.stopped:
         # Requests cut off by the stop are not "capped": they never got the chance.
         capped = max(0, capped - unfinished)
     first_arrival = float(arrival.min()) if len(arrival) else 0.0
@@ -227,7 +257,7 @@ def analyze(raw: dict[str, Any], mix: RequestMix) -> Analysis:
 
     itl_stats = _percentiles(tokens.itl)
     summary: dict[str, Any] = {
-        **_identity(raw),
+        **_identity(side),
         **composition,
         "requests": {
             "total": len(mix),
@@ -236,7 +266,7 @@ def analyze(raw: dict[str, Any], mix: RequestMix) -> Analysis:
             "length_capped": capped,
             "unfinished": unfinished,
         },
-        "rejected": raw.get("rejected", []),
+        "rejected": side.rejected,
         "output_tokens": tokens.produced,
         "ttft_s": {k: v for k, v in _percentiles(tokens.ttft).items()},
         "itl_s": itl_stats,
@@ -244,7 +274,7 @@ def analyze(raw: dict[str, Any], mix: RequestMix) -> Analysis:
         "longest_decode_stall_request": tokens.stall_request,
         "output_tokens_per_s": _r(tokens.produced / makespan) if makespan > 0 else None,
         "makespan_s": _r(makespan),
-        "stopped": raw.get("stopped"),
+        "stopped": side.stopped,
     }
     return Analysis(
         summary,
@@ -274,12 +304,12 @@ def ratios(plugin: dict[str, Any], upstream: dict[str, Any]) -> dict[str, float 
     return out
 
 
-def crashed_summary(raw: dict[str, Any], mix: RequestMix) -> dict[str, Any]:
+def crashed_summary(side: SideAnswer, mix: RequestMix) -> dict[str, Any]:
     """The summary of a scheduler that crashed: no figures, the failure said."""
     return {
-        **_identity(raw),
-        "crashed": raw["crashed"],
-        "traceback": raw.get("traceback", []),
+        **_identity(side),
+        "crashed": side.crashed,
+        "traceback": side.traceback,
         "steps": None,
         "mixed_steps": None,
         "mixed_step_share": None,
@@ -295,7 +325,7 @@ def crashed_summary(raw: dict[str, Any], mix: RequestMix) -> dict[str, Any]:
 
 
 def build_report(
-    raw_result: dict[str, Any],
+    answer: ReplayAnswer,
     mix: RequestMix,
     *,
     name: str,
@@ -305,39 +335,39 @@ def build_report(
     analyses: dict[str, Analysis] = {}
     sides: dict[str, dict[str, Any]] = {}
     for label in ("plugin", "upstream"):
-        raw = raw_result["results"][label]
-        if "crashed" in raw:
-            sides[label] = crashed_summary(raw, mix)
+        side = answer.results[label]
+        if side.crashed is not None:
+            sides[label] = crashed_summary(side, mix)
         else:
-            analyses[label] = analyze(raw, mix)
+            analyses[label] = analyze(side, mix)
             sides[label] = analyses[label].summary
     report = {
         "schema": "vpr-replay/1",
         "name": name,
-        "vllm_version": raw_result.get("vllm_version"),
+        "vllm_version": answer.vllm_version,
         "mix": mix.summary(),
         "config": replay_config,
         "plugin": sides["plugin"],
         "upstream": sides["upstream"],
         "ratios": ratios(sides["plugin"], sides["upstream"]),
     }
-    marks = path_marks(raw_result.get("paths"), replay_config.get("slow_paths") or [], mix)
+    marks = path_marks(answer, replay_config.get("slow_paths") or [], mix)
     if marks is not None:
         report["paths"] = marks
     return report, analyses
 
 
 def path_marks(
-    raw: dict[str, Any] | None, slow_paths: list[dict[str, Any]], mix: RequestMix
+    answer: ReplayAnswer, slow_paths: list[dict[str, Any]], mix: RequestMix
 ) -> dict[str, Any] | None:
     """Which requests took each slow path on the plugin side (the plugin's own predicates,
     asked in the environment), their share of the mix, and the price per sampled token the
     cost model added; None when nothing was marked."""
-    if not raw:
+    if not answer.marked:
         return None
-    if "error" in raw:
-        return {"error": raw["error"]}
-    per = raw.get("per_request") or []
+    if answer.paths_error is not None:
+        return {"error": answer.paths_error}
+    per = answer.per_request_path or []
     total = len(per) or 1
     out: dict[str, Any] = {}
     for path in slow_paths:
@@ -354,12 +384,12 @@ def path_marks(
     return {"per_path": out, "requests": len(mix)}
 
 
-def timing_report(raw_result: dict[str, Any]) -> dict[str, Any]:
+def timing_report(answer: ReplayAnswer) -> dict[str, Any]:
     """Harness cost against the schedulers' own (not deterministic: kept out of replay.json)."""
-    out: dict[str, Any] = {"import_s": raw_result.get("import_s")}
+    out: dict[str, Any] = {"import_s": answer.import_s}
     total_sched = total_wall = 0.0
-    for label, raw in raw_result["results"].items():
-        timing = raw.get("timing")
+    for label, side in answer.results.items():
+        timing = side.timing
         if not timing:
             continue
         sched = timing["scheduler_s"]
@@ -368,7 +398,7 @@ def timing_report(raw_result: dict[str, Any]) -> dict[str, Any]:
         total_wall += wall
         out[label] = {
             **{k: round(v, 4) for k, v in timing.items()},
-            "steps": len(raw["steps"]["start"]),
+            "steps": len(side.steps["start"]),
             "overhead_ratio": round(wall / sched, 3) if sched else None,
         }
     out["scheduler_s"] = round(total_sched, 4)
@@ -511,3 +541,69 @@ def headline_text(h: Headline) -> str:
     if h.paths:
         text += "; " + ", ".join(path_sentences(h.paths))
     return text
+
+
+# ---------------------------------------------------------------------------
+# The report as the conform side reads it (the scheduler check).
+
+# The step counters of a side the scheduler check compares with the docs.
+COUNTERS = ("steps", "mixed_steps", "chunked_prefill_steps", "interleaved_decode_steps")
+
+
+class SideCounts(NamedTuple):
+    """One side of a replay report: why it crashed or stopped (None: it did not), its step
+    counters (`COUNTERS` that are not null: a crashed side has none) and its first mixed
+    step."""
+
+    crashed: str | None
+    stopped: str | None
+    counts: Mapping[str, int]
+    first_mixed_step: int | None
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """A replay report (`build_report`'s, replay.json's object) as the scheduler check reads
+    it: each side (None: absent) and the headline."""
+
+    plugin: SideCounts | None
+    upstream: SideCounts | None
+    headline: Headline
+
+
+def parse_report(report: object, where: str = "scheduler replay") -> ReplayReport:
+    """The report, each value read checked once: BadInput naming `where` and the key."""
+    if not isinstance(report, Mapping):
+        raise BadInput(f"{where} must be a table, got {type(report).__name__}")
+    return ReplayReport(
+        _side_counts(report, "plugin", where),
+        _side_counts(report, "upstream", where),
+        headline(report, where),
+    )
+
+
+def _side_counts(report: Mapping[str, object], side: str, where: str) -> SideCounts | None:
+    block = report.get(side)
+    if block is None:
+        return None
+    if not isinstance(block, Mapping):
+        raise BadInput(f"{where}: {side!r} must be a table of counters, got {block!r}")
+    counts: dict[str, int] = {}
+    for key in (*COUNTERS, "first_mixed_step"):
+        value = block.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise BadInput(
+                f"{where}: {side}.{key} must be a count (integer >= 0), got {value!r}",
+                hint="re-run the replay; its output is malformed",
+            )
+        counts[key] = value
+    said = {}
+    for key in ("crashed", "stopped"):
+        value = block.get(key)
+        if value is not None and not isinstance(value, str):
+            raise BadInput(f"{where}: {side}.{key} is {value!r}, expected text", hint=_RERUN)
+        said[key] = value or None
+    first = counts.pop("first_mixed_step", None)
+    return SideCounts(said["crashed"], said["stopped"], counts, first)

@@ -6,13 +6,15 @@ everything else (mix, metrics, report, plots) happens on this side.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from vllm_plugin_release.core import records
+from vllm_plugin_release.replay.answer import ReplayAnswer, parse_answer
 from vllm_plugin_release.replay.config import ReplayConfig
 from vllm_plugin_release.replay.mix import RequestMix
 from vllm_plugin_release.replay.model import Analysis, build_report, timing_report
@@ -88,16 +90,37 @@ def paths_request(mix: RequestMix, config: ReplayConfig) -> dict[str, Any] | Non
     }
 
 
+@dataclass(frozen=True)
+class ReplayJob:
+    """The request of inenv/replay.py: `mix` through the plugin's scheduler and upstream's
+    (`build_request`), each in its own forked child when `side_by_side`."""
+
+    mix: RequestMix
+    config: ReplayConfig
+    sys_path: tuple[str, ...] = ()
+    side_by_side: bool = False
+
+    module: ClassVar[str] = "replay"
+    LABELS: ClassVar[tuple[str, ...]] = ("plugin", "upstream")  # build_request's schedulers
+
+    def to_json(self) -> dict[str, Any]:
+        request = build_request(self.mix, self.config, sys_path=self.sys_path)
+        return {**request, "side_by_side": self.side_by_side}
+
+    def parse_answer(self, answer: Any) -> ReplayAnswer:
+        return parse_answer(answer, self.LABELS, len(self.mix))
+
+
 def run_raw(
     python: Path | str,
     mix: RequestMix,
     config: ReplayConfig,
     *,
     sys_path: Sequence[str | Path] = (),
-) -> dict[str, Any]:
-    """The in-environment result for `mix` through both schedulers."""
-    request = build_request(mix, config, sys_path=sys_path)
-    return side_by_side(python, request, config.timeout_s)
+) -> ReplayAnswer:
+    """The in-environment answer for `mix` through both schedulers."""
+    job = ReplayJob(mix, config, tuple(str(p) for p in sys_path))
+    return side_by_side(python, job)
 
 
 def _cores() -> int:
@@ -106,18 +129,18 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
 
 
-def side_by_side(python: Path | str, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-    """The replay of the schedulers in `request`: one in-env run, which imports vLLM once
-    and, with two cores or more, replays each scheduler in its own forked child, all at
-    once (each is independent: its own scheduler, config and clock); the results come in
-    the request's order. On one core: one after the other."""
+def side_by_side(python: Path | str, job: ReplayJob) -> ReplayAnswer:
+    """The replay of the job's schedulers: one in-env run, which imports vLLM once and,
+    with two cores or more, replays each scheduler in its own forked child, all at once
+    (each is independent: its own scheduler, config and clock); the results come in the
+    request's order. On one core: one after the other."""
     from vllm_plugin_release.edges.envrun import run_in_env
 
-    count = len(request["schedulers"])
+    count = len(job.LABELS)
     together = count > 1 and _cores() > 1
     # The replays plus vLLM's import; the per-scheduler bound is enforced inside.
-    timeout = (1 if together else count) * timeout_s + 300
-    return run_in_env(python, "replay", {**request, "side_by_side": together}, timeout=timeout)
+    timeout = (1 if together else count) * job.config.timeout_s + 300
+    return run_in_env(python, dataclasses.replace(job, side_by_side=together), timeout=timeout)
 
 
 @dataclass(frozen=True)

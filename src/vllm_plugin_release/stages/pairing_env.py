@@ -13,22 +13,30 @@ reports the checks that need it as deferred; `hardware` fails (exit 3) without i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import shutil
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from packaging.utils import canonicalize_name
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.core import progress, records
+from vllm_plugin_release.core import jobanswer, progress, records
 from vllm_plugin_release.core.buildrecord import BuildRecord
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_json
-from vllm_plugin_release.core.envrecord import SITES, EnvFound, EnvRecord, parse_found
+from vllm_plugin_release.core.envrecord import (
+    SITES,
+    EnvChecks,
+    EnvFound,
+    EnvRecord,
+    parse_checks,
+    parse_found,
+)
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.lockfile import check_lock, locked_file, pins
 from vllm_plugin_release.core.recordfield import RecordProblem
@@ -397,12 +405,13 @@ def _build(b: _EnvBuild) -> dict[str, Any]:
             restored = _install(b, warm if early else None)
             packages = top_level_packages(b.plugin_wheel)
             envbytecode.remember(b.work, b.bytecode, tuple(packages))
-            request = {
-                "core_version": b.spec.core.version,
-                "packages": packages,
-                "entry_points": b.built.entry_points,
-                "runtime_module": b.plan.module,
-            }
+            job = EnvCheckJob(
+                b.spec.core.version,
+                tuple(packages),
+                b.built.entry_points,
+                b.plan.module,
+                "present" if present else "absent",
+            )
             if not early:
                 warm()
             if b.on_installed is not None:  # within `vpr release`: the plugin's tests start
@@ -411,26 +420,54 @@ def _build(b: _EnvBuild) -> dict[str, Any]:
             # by side: two forked copies of the warm worker when it is up, else two
             # interpreters. (Results are put together in order.)
             overlay = (
-                pool.submit(_stand_in_check, stand_in_wheel, b.cache, b.runner, b.work, request)
+                pool.submit(_stand_in_check, stand_in_wheel, b.cache, b.runner, b.work, job)
                 if stand_in_wheel is not None
                 else None
             )
-            first = run_in_env(
-                env_python,
-                "envcheck",
-                {**request, "expect_runtime": "present" if present else "absent"},
-            )
+            first = run_in_env(env_python, job)
             stand_in_result = overlay.result() if overlay is not None else None
     if not restored:  # the first of its lock: what the checks compiled, for the next one
         envrun.keep_bytecode(env_python)
     runtime = _runtime_record(b)
-    checks = list(first["checks"]) + _runtime_checks(b, runtime, stand_in_result)
+    checks = [c.to_json() for c in first.checks] + _runtime_checks(b, runtime, stand_in_result)
     return {
         "runtime": runtime,
         "checks": checks,
-        "runtime_modules": first["runtime_modules"],
-        "plugin_modules": first.get("plugin_modules", []),
+        "runtime_modules": [m.to_json() for m in first.runtime_modules],
+        "plugin_modules": [m.to_json() for m in first.plugin_modules],
     }
+
+
+@dataclass(frozen=True)
+class EnvCheckJob:
+    """The request of inenv/envcheck.py: does the installed pairing hold together?"""
+
+    core_version: str
+    packages: tuple[str, ...]  # the plugin's top-level packages
+    entry_points: Mapping[str, Mapping[str, str]]  # group -> name -> object reference
+    runtime_module: str | None  # the vendor runtime's module (e.g. "ttnn")
+    expect_runtime: str  # "absent" | "present"
+
+    module: ClassVar[str] = "envcheck"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "core_version": self.core_version,
+            "packages": list(self.packages),
+            "entry_points": self.entry_points,
+            "runtime_module": self.runtime_module,
+            "expect_runtime": self.expect_runtime,
+        }
+
+    def parse_answer(self, answer: Any) -> EnvChecks:
+        """The checks and module imports (env.json takes them as they are); BadInput naming
+        the key that is not what inenv/envcheck.py writes."""
+        if not isinstance(answer, dict):
+            raise jobanswer.problem(self.module, "(the answer)", answer, "an object")
+        try:
+            return parse_checks(answer)
+        except RecordProblem as problem:
+            raise jobanswer.malformed(self.module, str(problem)) from None
 
 
 def _install(b: _EnvBuild, warm_early: Callable[[], None] | None) -> int:
@@ -480,7 +517,7 @@ def _runtime_record(b: _EnvBuild) -> dict[str, Any]:
 
 
 def _runtime_checks(
-    b: _EnvBuild, runtime: dict[str, Any], stand_in_result: Any
+    b: _EnvBuild, runtime: dict[str, Any], stand_in_result: tuple[EnvChecks, Path, Path] | None
 ) -> list[dict[str, Any]]:
     """The checks the runtime adds: the stand-in overlay's (labelled; its record goes into
     `runtime`), a pinned runtime that no wheel installs here, or the deferral."""
@@ -494,12 +531,12 @@ def _runtime_checks(
         }
         return [
             {
-                **check,
-                "name": check["name"] + " [stand-in runtime]",
-                "detail": check["detail"] + " (labelled stand-in, not the vendor runtime)",
+                **check.raw,
+                "name": check.name + " [stand-in runtime]",
+                "detail": check.detail + " (labelled stand-in, not the vendor runtime)",
             }
-            for check in second["checks"]
-            if check["name"].startswith(STAND_IN_CHECKS)
+            for check in second.checks
+            if check.name.startswith(STAND_IN_CHECKS)
         ]
     if b.plan.no_wheel:  # pinned, yet no wheel of it installs here: the pairing cannot hold
         return [
@@ -583,8 +620,8 @@ def _stand_in_check(
     cache: Cache,
     runner: Runner,
     work: Path,
-    request: dict[str, Any],
-) -> tuple[dict[str, Any], Path, Path]:
+    job: EnvCheckJob,
+) -> tuple[EnvChecks, Path, Path]:
     """The stand-in goes into an overlay environment layered on the pairing env, so the
     pairing env itself stays exactly what a cpu runner has: no runtime. (envcheck result,
     stand-in wheel, overlay python). With the pairing env's warm worker up, the check
@@ -595,8 +632,7 @@ def _stand_in_check(
     overlay_py = _overlay(runner, cache, runner.uv, work, work / "stand-in-overlay", wheel)
     second = run_in_env(
         work / "bin" / "python",
-        "envcheck",
-        {**request, "expect_runtime": "present"},
+        dataclasses.replace(job, expect_runtime="present"),
         overlay=work / "stand-in-overlay",
     )
     return second, wheel, overlay_py

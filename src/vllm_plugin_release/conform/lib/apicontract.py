@@ -9,17 +9,20 @@ A contract is one JSON document:
      "captured_with": {...how it was produced (informative)...}}
 
 `capture` runs `inenv/openapi.py` in a pairing env (it builds the app, no engine,
-no model); `contract_from_capture` turns its result into a contract. A plain
-OpenAPI document is accepted as a contract too (with no models).
+no model; its answer is read into a `Capture`, `apicapture.py`); `contract_from_capture`
+turns it into a `Contract`, whose `to_json` is the document. A plain OpenAPI document is
+accepted as a contract too (with no models).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, NamedTuple
 
+from vllm_plugin_release.conform.lib.apicapture import JOB, Capture, parse_capture
 from vllm_plugin_release.conform.lib.apischema import pointer
 from vllm_plugin_release.core.errors import BadInput
 
@@ -137,27 +140,94 @@ def load_contract(path: Path) -> dict[str, Any]:
     return normalize_contract(doc, str(path))
 
 
-def contract_from_capture(captured: dict[str, Any]) -> dict[str, Any]:
-    """The contract document for an in-env capture (deterministic: no times, no paths)."""
-    platform = captured.get("platform", {})
-    plugins = captured.get("endpoint_plugins", {})
-    return {
-        "contract_version": CONTRACT_VERSION,
-        "core": {"name": "vllm", "version": captured["vllm_version"]},
-        "openapi": captured["openapi"],
-        "models": captured["models"],
-        "captured_with": {
+class CapturedWith(NamedTuple):
+    """How a contract was produced (informative): the capture's tasks, platform label,
+    attached endpoint plugins and where each model's schema came from."""
+
+    tasks: list[str]
+    platform: str
+    endpoint_plugins: list[str]
+    model_sources: dict[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
             "tool": "vllm-plugin-release (vpr api-contract)",
-            "tasks": list(captured.get("tasks", [])),
-            "platform": platform.get("label", ""),
-            "endpoint_plugins": sorted(plugins.get("attached", [])),
-            "model_sources": captured.get("model_sources", {}),
-        },
-    }
+            "tasks": list(self.tasks),
+            "platform": self.platform,
+            "endpoint_plugins": list(self.endpoint_plugins),
+            "model_sources": dict(self.model_sources),
+        }
+
+
+@dataclass(frozen=True)
+class Contract:
+    """A contract made from a capture: vLLM's version, its OpenAPI document and model
+    schemas (open documents), and how it was captured. `to_json` is the document."""
+
+    version: str
+    openapi: dict[str, Any]
+    models: dict[str, Any]
+    captured_with: CapturedWith
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "contract_version": CONTRACT_VERSION,
+            "core": {"name": "vllm", "version": self.version},
+            "openapi": self.openapi,
+            "models": self.models,
+            "captured_with": self.captured_with.to_json(),
+        }
+
+
+def contract_from_capture(captured: Capture) -> Contract:
+    """The contract for an in-env capture (deterministic: no times, no paths); BadInput
+    when vLLM's load_general_plugins() raised there (no app was built to capture)."""
+    if captured.crash is not None or captured.openapi is None:
+        crash = captured.crash.error if captured.crash is not None else "no OpenAPI document"
+        raise BadInput(
+            f"vLLM {captured.vllm_version}: no API to capture in the pairing environment: "
+            f"load_general_plugins() raises {crash}",
+            hint="`vllm serve` fails the same way; fix the plugin's general plugin (run "
+            "`vpr check api --spec FILE` for the finding)",
+        )
+    return Contract(
+        captured.vllm_version,
+        captured.openapi,
+        captured.models,
+        CapturedWith(
+            list(captured.tasks or []),
+            captured.platform.label or "",
+            sorted(captured.endpoint_plugins.attached),
+            dict(captured.model_sources or {}),
+        ),
+    )
 
 
 def dump_contract(contract: dict[str, Any]) -> str:
     return json.dumps(contract, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+
+
+@dataclass(frozen=True)
+class CaptureRequest:
+    """The request of inenv/openapi.py: the app's tasks, the plugin's Platform class (None:
+    discover it), whether to attach the installed endpoint plugins."""
+
+    tasks: tuple[str, ...]
+    platform_class: str | None
+    endpoint_plugins: bool = True
+
+    module: ClassVar[str] = JOB
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tasks": list(self.tasks),
+            "platform_class": self.platform_class,
+            "discover_platform": True,
+            "endpoint_plugins": self.endpoint_plugins,
+        }
+
+    def parse_answer(self, answer: Any) -> Capture:
+        return parse_capture(answer)
 
 
 def capture(
@@ -168,17 +238,12 @@ def capture(
     endpoint_plugins: bool = True,
     env: dict[str, str] | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
-) -> dict[str, Any]:
-    """Run `inenv/openapi.py` in the pairing env; its result (see that module)."""
+) -> Capture:
+    """Run `inenv/openapi.py` in the pairing env; its answer, read (see that module)."""
     from vllm_plugin_release.edges.envrun import run_in_env
 
-    request = {
-        "tasks": list(tasks),
-        "platform_class": platform_class,
-        "discover_platform": True,
-        "endpoint_plugins": endpoint_plugins,
-    }
+    request = CaptureRequest(tuple(tasks), platform_class, endpoint_plugins)
     started = time.perf_counter()
-    result = run_in_env(python, "openapi", request, env=env, timeout=timeout)
-    result.setdefault("timings", {})["total"] = round(time.perf_counter() - started, 3)
-    return result
+    captured = run_in_env(python, request, env=env, timeout=timeout)
+    captured.timings["total"] = round(time.perf_counter() - started, 3)
+    return captured

@@ -27,6 +27,7 @@ from packaging.version import InvalidVersion, Version
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform.checks.api.schema import DEFAULT_CONTRACT
 from vllm_plugin_release.conform.context import Context
+from vllm_plugin_release.conform.lib.apicapture import Capture, parse_capture, recorded_reader
 from vllm_plugin_release.conform.lib.apichange import Change
 from vllm_plugin_release.conform.lib.apicontract import (
     DEFAULT_TASKS,
@@ -140,11 +141,11 @@ def _rel(path: Path, root: Path) -> str:
 
 
 def _origins(
-    contract: dict[str, Any], new: dict[str, Any], captured: dict[str, Any]
+    contract: dict[str, Any], new: dict[str, Any], captured: Capture
 ) -> dict[tuple[str, str, str], str] | None:
     """Which changes vLLM core makes on its own (the app built without endpoint plugins)."""
-    core_doc = captured.get("core_openapi")
-    if not isinstance(core_doc, dict):
+    core_doc = captured.core_openapi
+    if core_doc is None:
         return None
     core = {**new, "openapi": core_doc}
     return {(c.kind, c.location, c.detail): "vLLM core" for c in diff_contracts(contract, core)}
@@ -183,7 +184,7 @@ class _Origins:
 
 def evaluate(
     contract: dict[str, Any],
-    captured: dict[str, Any],
+    captured: Capture,
     *,
     contract_file: str,
     allow: list[Allow] | None = None,
@@ -195,7 +196,7 @@ def evaluate(
     When endpoint plugins were attached, each change says whether vLLM core makes it
     on its own or it comes from the endpoint plugins.
     """
-    new = contract_from_capture(captured)
+    new = contract_from_capture(captured).to_json()
     changes = diff_contracts(contract, new)
     blocking, accepted, info = split_allowed(changes, allow or [])
     origins = _Origins(_origins(contract, new, captured), contract_file)
@@ -222,11 +223,11 @@ def evaluate(
             "contract": {"file": contract_file, "core": contract["core"]},
             "captured": {
                 "vllm_version": new["core"]["version"],
-                "tasks": captured.get("tasks"),
-                "counts": captured.get("counts", {}),
-                "platform": captured.get("platform", {}),
-                "endpoint_plugins": captured.get("endpoint_plugins", {}),
-                "model_sources": captured.get("model_sources"),
+                "tasks": captured.tasks,
+                "counts": captured.counts.raw,
+                "platform": captured.platform.raw,
+                "endpoint_plugins": captured.endpoint_plugins.raw,
+                "model_sources": captured.model_sources,
             },
             "breaking": len(blocking),
             "accepted": len(accepted),
@@ -240,35 +241,29 @@ def evaluate(
     )
 
 
-def _capture_evidence(captured: dict[str, Any], new: dict[str, Any]) -> list[Evidence]:
+def _capture_evidence(captured: Capture, new: dict[str, Any]) -> list[Evidence]:
     """What was captured: the platform, the env's notes, endpoint plugins, the app."""
-    platform = captured.get("platform", {})
-    plugins = captured.get("endpoint_plugins", {})
-    counts = captured.get("counts", {})
-    evidence = [
-        Evidence(
-            note=f"current platform: {platform.get('label', '?')}",
-            value=platform.get("used"),
-            source="env",
-        )
-    ]
+    platform, plugins, counts = captured.platform, captured.endpoint_plugins, captured.counts
+    label = platform.label if "label" in platform.raw else "?"
+    evidence = [Evidence(note=f"current platform: {label}", value=platform.used, source="env")]
     evidence += [
         Evidence(note=n, source="env")
-        for n in captured.get("notes", [])
+        for n in captured.notes
         if not n.startswith("current platform:")
     ]
-    if plugins.get("discovered"):
+    if plugins.discovered:
+        loader = plugins.loader if "loader" in plugins.raw else "not requested"
         text = (
-            f"endpoint plugins: attached {plugins.get('attached') or 'none'} of "
-            f"{plugins['discovered']} ({plugins.get('loader', 'not requested')})"
+            f"endpoint plugins: attached {plugins.attached or 'none'} of "
+            f"{plugins.discovered} ({loader})"
         )
     else:
         text = "endpoint plugins: none installed (entry-point group vllm.endpoint_plugins)"
-    evidence.append(Evidence(note=text, value=plugins.get("attached"), source="plugin"))
+    evidence.append(Evidence(note=text, value=plugins.attached, source="plugin"))
     evidence.append(
         Evidence(
-            note=f"vLLM {new['core']['version']} app for tasks {captured.get('tasks')}: "
-            f"{counts.get('paths')} paths, {counts.get('schemas')} component schemas, "
+            note=f"vLLM {new['core']['version']} app for tasks {captured.tasks}: "
+            f"{counts.paths} paths, {counts.schemas} component schemas, "
             f"{len(new['models'])} models (no engine, no model)",
             source="env",
         )
@@ -284,7 +279,7 @@ def _versus(contract: dict[str, Any], new: dict[str, Any]) -> str:
 
 def _verdict(
     versus: str,
-    captured: dict[str, Any],
+    captured: Capture,
     origins: _Origins,
     blocking: list[Change],
     accepted: list[tuple[Change, Allow]],
@@ -309,7 +304,7 @@ def _verdict(
     else:
         status = "pass"
         summary = f"no breaking change in {versus}; {len(info)} additive"
-    if captured.get("platform", {}).get("used") == "stand-in":
+    if captured.platform.used == "stand-in":
         summary += " (platform: CpuPlatform stand-in)"
     return status, summary
 
@@ -326,7 +321,7 @@ def check(spec: Spec, python: Path, platform_class: str | None) -> CheckResult:
         endpoint_plugins=cfg.endpoint_plugins,
         timeout=cfg.timeout,
     )
-    if captured.get("general_plugins_crash"):
+    if captured.crash is not None:
         return general_plugins_crash(captured, _rel(contract_path, spec.root))
     return evaluate(
         contract,
@@ -360,7 +355,7 @@ def check_recorded(spec: Spec) -> CheckResult | None:
         )
     made = recorded.get("captured_with") or {}
     rel = _rel(recorded_path, spec.root)
-    captured = {
+    recorded_capture = {
         "vllm_version": recorded["core"]["version"],
         "openapi": recorded["openapi"],
         "models": recorded["models"],
@@ -377,6 +372,7 @@ def check_recorded(spec: Spec) -> CheckResult | None:
             "(none can be made here): the plugin's platform and endpoint plugins are not in it"
         ],
     }
+    captured = parse_capture(recorded_capture, recorded_reader(rel))
     result = evaluate(
         load_contract(contract_path),
         captured,
@@ -390,26 +386,28 @@ def check_recorded(spec: Spec) -> CheckResult | None:
     )
 
 
-def general_plugins_crash(captured: dict[str, Any], contract_file: str) -> CheckResult:
+def general_plugins_crash(captured: Capture, contract_file: str) -> CheckResult:
     """vLLM's load_general_plugins() raised in the pairing env: `vllm serve` fails the same
     way wherever that holds (e.g. wherever the vendor runtime is absent). A finding about
     the plugin, not a deferral."""
-    crash = captured["general_plugins_crash"]
-    eps = crash.get("entry_points") or []
+    crash = captured.crash
+    if crash is None:
+        raise ValueError("general_plugins_crash: the capture holds no crash")
+    eps = crash.entry_points
     where = f" (vllm.general_plugins: {', '.join(eps)})" if eps else ""
     summary = (
-        f"vLLM {captured.get('vllm_version')} load_general_plugins() raises "
-        f"{crash['error']}{where}: `vllm serve` fails before it serves; a general plugin "
+        f"vLLM {captured.vllm_version} load_general_plugins() raises "
+        f"{crash.error}{where}: `vllm serve` fails before it serves; a general plugin "
         "must not need the vendor runtime when it is loaded"
     )
-    evidence = [Evidence(note=f"traceback: {frame}", source="api") for frame in crash["frames"]]
+    evidence = [Evidence(note=f"traceback: {frame}", source="api") for frame in crash.frames]
     return CheckResult(
         "api",
         "fail",
         summary,
         evidence,
         threshold={"breaking": 0, "contract": contract_file},
-        details={"general_plugins_crash": crash},
+        details={"general_plugins_crash": crash.raw},
     )
 
 

@@ -45,7 +45,7 @@ from vllm_plugin_release.conform.lib.plugintree import Unread, read_text, too_la
 from vllm_plugin_release.conform.lib.specinputs import plugin_root_for
 from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.replay.model import headline, headline_text
+from vllm_plugin_release.replay.model import ReplayReport, SideCounts, headline_text
 
 NAME = "scheduler"
 TOPICS = ("mixed_batches", "chunked_prefill", "decode_interleaving")
@@ -389,29 +389,8 @@ def _quote(item: dict[str, Any], docs: str) -> str:
     return f'{docs}:{item["line"]}: "{sentence}"'
 
 
-def _replay_counts(replay: dict[str, Any], side: str) -> dict[str, int]:
-    """The step counters of one replay side; a counter that is None (crashed side) is absent."""
-    block = replay.get(side)
-    if block is None:
-        return {}
-    if not isinstance(block, dict):
-        raise BadInput(f"scheduler replay: {side!r} must be a table of counters, got {block!r}")
-    counts: dict[str, int] = {}
-    for key in ("steps", *REPLAY_KEYS.values()):
-        value = block.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise BadInput(
-                f"scheduler replay: {side}.{key} must be a count (integer >= 0), got {value!r}",
-                hint="re-run the replay; its output is malformed",
-            )
-        counts[key] = value
-    return counts
-
-
 def _compare_replay(
-    replay: dict[str, Any],
+    replay: ReplayReport,
     stances: dict[str, dict[str, Any]],
     docs: str,
     unobserved: str,
@@ -419,27 +398,25 @@ def _compare_replay(
     details: dict[str, Any],
 ) -> tuple[list[str], list[str]]:
     """(failures, warnings) from comparing the replay's observed steps with the docs."""
-    if not isinstance(replay, dict):
-        raise BadInput(f"scheduler replay must be a table, got {type(replay).__name__}")
-    plugin = replay.get("plugin") if isinstance(replay.get("plugin"), dict) else {}
+    plugin = replay.plugin or SideCounts(None, None, {}, None)
     fails: list[str] = []
     warns: list[str] = []
-    if plugin.get("crashed"):
+    if plugin.crashed:
         fails.append(
-            f"the plugin's scheduler failed during the replay ({plugin['crashed']}); the docs "
+            f"the plugin's scheduler failed during the replay ({plugin.crashed}); the docs "
             "could not be compared with observed batches"
         )
         return fails, warns
-    plugin_counts = _replay_counts(replay, "plugin")
-    upstream_counts = _replay_counts(replay, "upstream")
+    plugin_counts = dict(plugin.counts)
+    upstream_counts = dict(replay.upstream.counts) if replay.upstream is not None else {}
     if "mixed_steps" not in plugin_counts:
         raise BadInput(
             "scheduler replay: plugin.mixed_steps is missing",
             hint="the replay must count the plugin's mixed prefill+decode steps",
         )
     details["replay"] = {"plugin": plugin_counts, "upstream": upstream_counts}
-    if plugin.get("stopped"):
-        warns.append(f"the replay did not finish ({plugin['stopped']}); compared what it saw")
+    if plugin.stopped:
+        warns.append(f"the replay did not finish ({plugin.stopped}); compared what it saw")
     for topic, counter in REPLAY_KEYS.items():
         if counter not in plugin_counts:
             continue
@@ -463,7 +440,7 @@ def _compare_replay(
 def _topic_finding(
     topic: str,
     stance: dict[str, Any],
-    plugin: dict[str, Any],
+    plugin: SideCounts,
     plugin_counts: dict[str, int],
     upstream_seen: int,
     docs: str,
@@ -477,7 +454,7 @@ def _topic_finding(
         firm = [i for i in negatives if not i["conditional"]]
         steps = plugin_counts.get("steps")
         of = f" of {steps}" if steps is not None else ""
-        first = plugin.get("first_mixed_step") if topic == "mixed_batches" else None
+        first = plugin.first_mixed_step if topic == "mixed_batches" else None
         at = f" (first at step {first})" if first is not None else ""
         msg = (
             f"the replay saw {seen}{of} plugin steps with {_WORDS[topic]}{at}, but "
@@ -496,7 +473,7 @@ def _topic_finding(
 
 
 def check(
-    spec: Spec, plugin_root: Path | str | None, replay: dict[str, Any] | None = None
+    spec: Spec, plugin_root: Path | str | None, replay: ReplayReport | None = None
 ) -> CheckResult:
     """The `scheduler` check: docs statements, the request mix, and the replay when given."""
     options = dict((spec.raw.get("conformance") or {}).get(NAME) or {})  # read here only
@@ -542,7 +519,7 @@ def check(
     mix_note = "request mix recorded" if request_mix else "no request mix in the spec"
     replay_note = "replay half not yet compared (docs only)"
     if replay is not None:
-        replay_note = f"replay {headline_text(headline(replay, 'scheduler replay'))}"
+        replay_note = f"replay {headline_text(replay.headline)}"
     tail = f"{docs}: {stated}; {mix_note}; {replay_note}"
     return from_findings(
         NAME, (fails, warns), tail, evidence=evidence, threshold=threshold, details=details
@@ -629,10 +606,11 @@ def _docs_findings(
 def run(ctx: Context) -> CheckResult:
     """The replay must have completed on both sides before the docs are compared with it."""
     report = ctx.replay()
+    sides = (("plugin", report.plugin), ("upstream", report.upstream)) if report else ()
     broken = [
-        f"{side}: {report[side].get('crashed') or report[side].get('stopped')}"
-        for side in ("plugin", "upstream")
-        if report and (report[side].get("crashed") or report[side].get("stopped"))
+        f"{side}: {counts.crashed or counts.stopped}"
+        for side, counts in sides
+        if counts is not None and (counts.crashed or counts.stopped)
     ]
     if broken:
         return CheckResult(

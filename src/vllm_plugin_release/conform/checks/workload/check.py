@@ -31,6 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.conform.checks.workload import modeldocs
+from vllm_plugin_release.conform.checks.workload.job import (
+    Probe,
+    ProbeModel,
+    SlowPath,
+    WorkloadJob,
+)
 from vllm_plugin_release.conform.checks.workload.judge import (
     Plan,
     PlanResult,
@@ -81,12 +87,14 @@ def _options(spec: Any) -> dict[str, Any]:
     return dict((spec.raw.get("conformance") or {}).get("workload") or {})
 
 
-def build_request(spec: Any, all_plans: list[Plan]) -> tuple[dict[str, Any], dict[str, str]]:
-    """The in-environment request: one probe per distinct variant of every plan, the
-    distinct request combinations, the slow paths; and variant key -> probe id."""
+def build_request(
+    spec: Any, all_plans: list[Plan], sys_path: tuple[str, ...] = ()
+) -> tuple[WorkloadJob, dict[str, str]]:
+    """The in-environment job: one probe per distinct variant of every plan, the distinct
+    request combinations, the slow paths; and variant key -> probe id."""
     options = _options(spec)
     replay = replay_config.declared_model(spec)
-    probes: list[dict[str, Any]] = []
+    probes: list[Probe] = []
     ids: dict[str, str] = {}
     for plan in all_plans:
         for v in plan.variants:
@@ -94,23 +102,23 @@ def build_request(spec: Any, all_plans: list[Plan]) -> tuple[dict[str, Any], dic
                 continue
             ids[variant_key(v)] = pid = f"p{len(ids)}"
             params = None if v.level == "engine" else feat.combined_params([v])
-            probes.append({"id": pid, "engine": feat.engine_kwargs(v) or None, "params": params})
+            probes.append(Probe(pid, feat.engine_kwargs(v) or None, params))
     combos: list[dict[str, Any]] = []
     for plan in all_plans:
         for combo in plan.mix.combos()[0] if plan.mix is not None else []:
             params = feat.combined_params([plan.mix.variants[i] for i in combo])
             if params not in combos:
                 combos.append(params)
-    model = {
-        "max_model_len": int(options.get("max_model_len") or replay.max_model_len),
-        "architecture": options.get("architecture", "LlamaForCausalLM"),
-        "model_type": options.get("model_type") or replay.model_type,
-    }
-    slow = [
-        {"name": p["name"], "predicate": p["predicate"], "args": dict(p.get("args") or {})}
+    model = ProbeModel(
+        int(options.get("max_model_len") or replay.max_model_len),
+        options.get("architecture", "LlamaForCausalLM"),
+        options.get("model_type") or replay.model_type,
+    )
+    slow = tuple(
+        SlowPath(p["name"], p["predicate"], dict(p.get("args") or {}))
         for p in options.get("slow_paths") or []
-    ]
-    return {"model": model, "probes": probes, "combos": combos, "slow_paths": slow}, ids
+    )
+    return WorkloadJob(model, tuple(probes), tuple(combos), slow, sys_path), ids
 
 
 # ---------------------------------------------------------------------------
@@ -178,11 +186,10 @@ def run(ctx: Context, *, sys_path: tuple[str, ...] = ()) -> CheckResult:
             NAME, "deferred", f"not asked: {where}", evidence, details={"models": cov}
         )
     python, overlay = where
-    request, ids = build_request(ctx.spec, all_plans)
-    request["sys_path"] = [str(p) for p in sys_path]
-    result = run_in_env(python, "workload", request, overlay=overlay, timeout=TIMEOUT_S)
+    job, ids = build_request(ctx.spec, all_plans, tuple(str(p) for p in sys_path))
+    answer = run_in_env(python, job, overlay=overlay, timeout=TIMEOUT_S)
     slow_paths = _options(ctx.spec).get("slow_paths") or []
-    seen = Seen(result, ids, request["combos"], slow_paths)
+    seen = Seen(answer, ids, job.combos, slow_paths)
     return assess(seen, all_plans, ctx.env.platform_class, cov)
 
 
@@ -198,7 +205,7 @@ def assess(
     seen: Seen, all_plans: list[Plan], platform_class: str | None, cov: dict[str, Any]
 ) -> CheckResult:
     """The CheckResult from what the environment saw (pure)."""
-    platform = seen.result.get("platform")
+    platform = seen.answer.platform
     if platform_class and platform != platform_class:
         why = (
             f"vLLM resolved {platform}, not the plugin's platform {platform_class}: nothing "
@@ -216,9 +223,9 @@ def assess(
     evidence.append(cov_evidence)
     details = {
         "platform": platform,
-        "vllm_version": seen.result.get("vllm_version"),
-        "hooks": seen.result.get("hooks"),
-        "predicates": seen.result.get("predicates"),
+        "vllm_version": seen.answer.vllm_version,
+        "hooks": seen.answer.hooks,
+        "predicates": seen.answer.predicates,
         "features": base.rows,
         "paths": base.paths,
         "blockers": base.blockers,

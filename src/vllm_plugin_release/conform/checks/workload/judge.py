@@ -12,9 +12,11 @@ the share of its requests on each path.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_plugin_release.conform.checks.workload.job import WorkloadAnswer
 from vllm_plugin_release.replay import features as feat
 
 OUTCOMES = ("supported", "refused", "changed", "slow_path", "deferred")
@@ -64,21 +66,21 @@ class Answer:
 class Seen:
     """What the environment reported, shared by every plan's judging."""
 
-    result: dict[str, Any]  # inenv/workload.py's result
+    answer: WorkloadAnswer  # inenv/workload.py's answer, checked
     probe_of: dict[str, str]  # variant key (`variant_key`) -> probe id
-    combos: list[dict[str, Any]]  # the request combinations asked, in order
+    combos: Sequence[dict[str, Any]]  # the request combinations asked, in order
     slow_paths: list[dict[str, Any]]  # [conformance.workload] slow_paths
 
     @property
     def base(self) -> dict[str, Any]:
-        return self.result["base"]
+        return self.answer.base
 
     @property
     def package(self) -> str:
-        return str(self.result.get("platform") or "").split(".")[0]
+        return str(self.answer.platform or "").split(".")[0]
 
     def probe(self, v: feat.Variant) -> dict[str, Any]:
-        return self.result["probes"].get(self.probe_of.get(variant_key(v), ""), {})
+        return self.answer.probes.get(self.probe_of.get(variant_key(v), ""), {})
 
 
 def variant_key(v: feat.Variant) -> str:
@@ -182,7 +184,7 @@ def _path_answer(v: feat.Variant, probe: dict[str, Any], seen: Seen) -> Answer:
             return Answer("slow_path", text, "plugin", said.get("where"), path=path["name"])
         if said:
             decided.append((path, said))
-    hooks = seen.result.get("hooks") or {}
+    hooks = seen.answer.hooks or {}
     text = "accepted by check_and_update_config" + (
         " and validate_request" if v.level == "request" else ""
     )
@@ -243,7 +245,7 @@ def request_paths(plan: Plan, seen: Seen) -> dict[str, Any]:
     per_combo: list[str] = []
     for combo in plan_combos:
         params = feat.combined_params([plan.mix.variants[i] for i in combo])
-        said = seen.result["combos"][seen.combos.index(params)].get("paths") or {}
+        said = seen.answer.combos[seen.combos.index(params)].get("paths") or {}
         name = next(
             (
                 p["name"]

@@ -1,0 +1,66 @@
+"""Reading an in-environment job's answer key by key (`edges/envrun.InEnvJob.parse_answer`).
+
+The jobs run in the pairing environment beside the plugin's code, so an answer is read as
+hostile input: each module that owns a job checks what it reads of the answer with these,
+and a key that is missing or of another type is a BadInput naming the job, the dotted key
+and what to run again, never a KeyError further on.
+"""
+
+from __future__ import annotations
+
+from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.core.recordfield import field_shown
+
+# What to run again, per inenv module, when its answer is malformed.
+RERUN = {
+    "envcheck": "run `vpr env --spec FILE` again",
+    "openapi": "run the capture again (`vpr api-contract --spec FILE --out PATH`)",
+    "replay": "run `vpr replay --spec FILE` again",
+    "workload": "run `vpr check workload --spec FILE` again",
+}
+
+
+def problem(job: str, key: str, value: object, wanted: str) -> BadInput:
+    """The error for answer key `key` of inenv `job` holding `value`, not `wanted`."""
+    return malformed(job, f"{key!r} is {field_shown(value)}, expected {wanted}")
+
+
+def malformed(job: str, why: str) -> BadInput:
+    """The error for an answer of inenv `job` that is not one: `why` names the key."""
+    return BadInput(
+        f"inenv {job}: the answer's {why}",
+        hint=f"the pairing environment's answer is malformed (the plugin's code runs there); "
+        f"{RERUN.get(job, 'run it again')}",
+    )
+
+
+def text(value: object, job: str, key: str) -> str:
+    if not isinstance(value, str):
+        raise problem(job, key, value, "text")
+    return value
+
+
+def optional_text(value: object, job: str, key: str) -> str | None:
+    return None if value is None else text(value, job, key)
+
+
+def count(value: object, job: str, key: str) -> int:
+    """An integer >= 0 (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise problem(job, key, value, "a count (integer >= 0)")
+    return value
+
+
+def optional_number(value: object, job: str, key: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise problem(job, key, value, "a number")
+    return value
+
+
+def texts(value: object, job: str, key: str) -> list[str]:
+    """A list of text."""
+    if not isinstance(value, list):
+        raise problem(job, key, value, "a list of text")
+    return [text(item, job, f"{key}[{i}]") for i, item in enumerate(value)]
