@@ -50,7 +50,6 @@ from vllm_plugin_release.core.records import (
     run_file,
 )
 from vllm_plugin_release.core.records import producer as record_producer
-from vllm_plugin_release.core.records import read as read_record
 from vllm_plugin_release.core.specpins import (
     BuildPins,
     CorePins,
@@ -62,7 +61,7 @@ from vllm_plugin_release.core.specpins import (
 )
 from vllm_plugin_release.core.wheelfacts import files_digest, wheel_files, wheel_tags, wheel_version
 from vllm_plugin_release.edges import host, keys
-from vllm_plugin_release.stages.manifestcard import conformance
+from vllm_plugin_release.stages.manifestcard import CardIntake, conformance, parse_card_intake
 from vllm_plugin_release.stages.manifestenv import EnvIntake, parse_env_intake
 from vllm_plugin_release.stages.manifestkeys import get_key, problem
 
@@ -77,14 +76,14 @@ OPTIONAL_RECORDS = (ENV, SCORECARD, BUILD_GUARD)
 @dataclass(frozen=True)
 class Records:
     """The stage records of one pairing, and where they came from: the build records as
-    written (each checked as `records.build_record` checks it) and scorecard.json (plain
-    JSON data), env.json as the manifest reads it (`manifestenv.EnvIntake`)."""
+    written (each checked as `records.build_record` checks it), env.json and scorecard.json
+    as the manifest reads them (`manifestenv.EnvIntake`, `manifestcard.CardIntake`)."""
 
     dist_dir: Path
     build_core: dict[str, Any]
     build_plugin: dict[str, Any]
     env: EnvIntake | None = None
-    scorecard: dict[str, Any] | None = None
+    scorecard: CardIntake | None = None
     build_guard: dict[str, Any] | None = None
 
 
@@ -92,7 +91,7 @@ def read_records(dist_dir: Path, spec_path: str | None = None) -> Records:
     """Read the stage records in `dist_dir`; exit 2 naming a missing required one."""
     found: dict[str, dict[str, Any] | None] = {}
     env: EnvIntake | None = None
-    scorecard: dict[str, Any] | None = None
+    scorecard: CardIntake | None = None
     for name in (*REQUIRED_RECORDS, *OPTIONAL_RECORDS):
         path = dist_dir / name
         if not path.exists():
@@ -109,7 +108,7 @@ def read_records(dist_dir: Path, spec_path: str | None = None) -> Records:
         if name == ENV:
             env = read_with(dist_dir, name, parse_env_intake, hint)
         elif name == SCORECARD:
-            scorecard = read_record(dist_dir, name, hint)
+            scorecard = read_with(dist_dir, name, parse_card_intake, hint)
         else:
             found[name] = dict(build_record(dist_dir, name, hint).raw)
     build_core, build_plugin = found[BUILD_CORE], found[BUILD_PLUGIN]
