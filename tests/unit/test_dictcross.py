@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "dictcross.py"
 
 # The count on src/ may only go down: lower it when a change types more records.
-MOST = 1
+MOST = 0
 
 
 def _tool():

@@ -490,9 +490,12 @@ def test_the_check_result_and_the_plan_verdicts_in_the_scorecard_and_manifest() 
     assert re.search(r"Plan spec: spec:\s+lab", page)
     assert "| logprobs (top 5) | 20% | slow path |" in to_markdown(card)
     from vllm_plugin_release.core.manifestdoc import schema
+    from vllm_plugin_release.stages.manifestcard import parse_card_intake
     from vllm_plugin_release.stages.manifestcard import workload as _workload
 
-    recorded = _workload(json.loads(json.dumps(card)))
+    answers = parse_card_intake(json.loads(json.dumps(card))).workload
+    assert answers is not None
+    recorded = _workload(answers)
     assert recorded["plans"]["spec"]["verdict"] == "lab" and recorded["models"]["listed"]
     from jsonschema import Draft202012Validator
 

@@ -46,10 +46,10 @@ from vllm_plugin_release.core.records import (
     SCORECARD,
     build_record,
     read_object,
+    read_with,
     run_file,
 )
 from vllm_plugin_release.core.records import producer as record_producer
-from vllm_plugin_release.core.records import read as read_record
 from vllm_plugin_release.core.specpins import (
     BuildPins,
     CorePins,
@@ -61,10 +61,9 @@ from vllm_plugin_release.core.specpins import (
 )
 from vllm_plugin_release.core.wheelfacts import files_digest, wheel_files, wheel_tags, wheel_version
 from vllm_plugin_release.edges import host, keys
-from vllm_plugin_release.stages.manifestcard import conformance
-from vllm_plugin_release.stages.manifestkeys import as_object, get_key, iterated, problem
-
-PLATFORM_CHECK = "platform activation (vllm.platforms.current_platform)"  # inenv/envcheck.py
+from vllm_plugin_release.stages.manifestcard import CardIntake, conformance, parse_card_intake
+from vllm_plugin_release.stages.manifestenv import EnvIntake, parse_env_intake
+from vllm_plugin_release.stages.manifestkeys import get_key, problem
 
 REQUIRED_RECORDS = (BUILD_CORE, BUILD_PLUGIN)
 OPTIONAL_RECORDS = (ENV, SCORECARD, BUILD_GUARD)
@@ -76,19 +75,23 @@ OPTIONAL_RECORDS = (ENV, SCORECARD, BUILD_GUARD)
 
 @dataclass(frozen=True)
 class Records:
-    """The stage records of one pairing (plain JSON data), and where they came from."""
+    """The stage records of one pairing, and where they came from: the build records as
+    written (each checked as `records.build_record` checks it), env.json and scorecard.json
+    as the manifest reads them (`manifestenv.EnvIntake`, `manifestcard.CardIntake`)."""
 
     dist_dir: Path
     build_core: dict[str, Any]
     build_plugin: dict[str, Any]
-    env: dict[str, Any] | None = None
-    scorecard: dict[str, Any] | None = None
+    env: EnvIntake | None = None
+    scorecard: CardIntake | None = None
     build_guard: dict[str, Any] | None = None
 
 
 def read_records(dist_dir: Path, spec_path: str | None = None) -> Records:
     """Read the stage records in `dist_dir`; exit 2 naming a missing required one."""
-    found: dict[str, Any] = {}
+    found: dict[str, dict[str, Any] | None] = {}
+    env: EnvIntake | None = None
+    scorecard: CardIntake | None = None
     for name in (*REQUIRED_RECORDS, *OPTIONAL_RECORDS):
         path = dist_dir / name
         if not path.exists():
@@ -102,16 +105,20 @@ def read_records(dist_dir: Path, spec_path: str | None = None) -> Records:
             continue
         # Read bounded and checked as every reader of the record checks it.
         hint = record_producer(name, spec_path or "FILE")
-        if name in (BUILD_CORE, BUILD_PLUGIN, BUILD_GUARD):
-            found[name] = dict(build_record(dist_dir, name, hint).raw)
+        if name == ENV:
+            env = read_with(dist_dir, name, parse_env_intake, hint)
+        elif name == SCORECARD:
+            scorecard = read_with(dist_dir, name, parse_card_intake, hint)
         else:
-            found[name] = read_record(dist_dir, name, hint)
+            found[name] = dict(build_record(dist_dir, name, hint).raw)
+    build_core, build_plugin = found[BUILD_CORE], found[BUILD_PLUGIN]
+    assert build_core is not None and build_plugin is not None  # required: read above
     return Records(
         dist_dir=dist_dir,
-        build_core=found[BUILD_CORE],
-        build_plugin=found[BUILD_PLUGIN],
-        env=found[ENV],
-        scorecard=found[SCORECARD],
+        build_core=build_core,
+        build_plugin=build_plugin,
+        env=env,
+        scorecard=scorecard,
         build_guard=found[BUILD_GUARD],
     )
 
@@ -257,11 +264,11 @@ def _core_source(source: dict[str, Any], file: str) -> dict[str, Any]:
     raise BadInput(f"{file}: core.source.kind must be 'sdist' or 'git', got {kind!r}")
 
 
-def _runtime(env: dict[str, Any] | None, pins: RuntimePins | None) -> dict[str, Any]:
+def _runtime(env: EnvIntake | None, pins: RuntimePins | None) -> dict[str, Any]:
     pinned_version = None if pins is None else pins.version
     pinned_commit = None if pins is None else pins.commit
-    observed = as_object((env or {}).get("runtime"), "runtime", ENV) or None
-    if pins is None and not observed:
+    observed = None if env is None else env.runtime
+    if pins is None and observed is None:
         return {
             "name": None,
             "status": "not-required",
@@ -271,26 +278,23 @@ def _runtime(env: dict[str, Any] | None, pins: RuntimePins | None) -> dict[str, 
             "pinned_commit": None,
             "note": "the spec names no vendor runtime",
         }
-    name = (observed or {}).get("name") or (None if pins is None else pins.name)
+    name = (None if observed is None else observed.name) or (None if pins is None else pins.name)
     if env is None:
         status, note = "absent", "no env.json: the environment stage has not run"
-    elif not observed or observed.get("status") != "present":
+    elif observed is None or not observed.present:
         status = "absent"
-        why = (observed or {}).get("reason")
-        note = f"absent on this runner ({env.get('runner', 'unknown')})" + (
-            f": {why}" if why else ""
-        )
+        why = None if observed is None else observed.reason
+        note = f"absent on this runner ({env.runner})" + (f": {why}" if why else "")
     else:
-        status, note = "present", f"present on the {env.get('runner', 'unknown')} runner"
-    wheel = (observed or {}).get("wheel") if status == "present" else None
+        status, note = "present", f"present on the {env.runner} runner"
+    found = observed if status == "present" else None  # what is read of a present one
+    wheel = None if found is None else found.wheel
     return {
         "name": name,
         "status": status,
-        **({"wheel": wheel} if isinstance(wheel, dict) else {}),
-        "version": (observed or {}).get("version") if status == "present" else None,
-        "commit": ((observed or {}).get("commit") or pinned_commit)
-        if status == "present"
-        else None,
+        **({"wheel": wheel.to_json()} if wheel is not None else {}),
+        "version": None if found is None else found.version,
+        "commit": None if found is None else (found.commit or pinned_commit),
         "pinned_version": pinned_version,
         "pinned_commit": pinned_commit,
         "note": note,
@@ -392,20 +396,14 @@ def _guard(records: Records, memo: Path | None = None) -> dict[str, Any] | None:
     }
 
 
-def _platform(env: dict[str, Any] | None) -> dict[str, Any] | None:
+def _platform(env: EnvIntake | None) -> dict[str, Any] | None:
     """The platform class vLLM resolved in the pairing environment itself (env.json's
     `platform activation` check, whatever its status: on a runner without the vendor
     runtime that is the class vLLM falls back to; never the stand-in overlay's, a test
     double's), and the runner; None without env.json."""
     if env is None:
         return None
-    resolved = None
-    for check in iterated(env.get("checks"), "checks", ENV):
-        if isinstance(check, dict) and check.get("name") == PLATFORM_CHECK:
-            value = check.get("value")
-            resolved = value if isinstance(value, str) and value else None
-            break
-    return {"resolved": resolved, "runner": env.get("runner")}
+    return {"resolved": env.platform, "runner": env.runner}
 
 
 def _container(build_core: dict[str, Any]) -> dict[str, Any] | None:
@@ -420,14 +418,14 @@ def _container(build_core: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def _environment(env: dict[str, Any] | None) -> dict[str, Any]:
+def _environment(env: EnvIntake | None) -> dict[str, Any]:
     if env is None:
         return {"status": "absent", "runner": None, "lock_file": None, "lock_sha256": None}
     return {
         "status": "present",
-        "runner": env.get("runner"),
-        "lock_file": env.get("lock_file"),
-        "lock_sha256": env.get("lock_sha256"),
+        "runner": env.runner,
+        "lock_file": env.lock_file,
+        "lock_sha256": env.lock_sha256,
     }
 
 
