@@ -18,7 +18,13 @@ from typing import Any, Literal
 
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.records import SCORECARD
-from vllm_plugin_release.stages.manifestkeys import as_object, get_key, iterated, kind_problem
+from vllm_plugin_release.stages.manifestkeys import (
+    as_object,
+    get_key,
+    iterated,
+    kind_problem,
+    text_or_none,
+)
 
 EVIDENCE_KEPT = 5  # evidence items per check copied into the manifest (the scorecard has all)
 
@@ -229,12 +235,6 @@ def _deferred(value: Any, checks: Mapping[str, CheckIntake]) -> tuple[Deferred, 
     return tuple(out)
 
 
-def _text_or_none(value: Any, dotted: str) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise kind_problem(SCORECARD, dotted, "text or null")
-    return value
-
-
 def parse_card_intake(data: Any) -> CardIntake:
     """scorecard.json's object (read by `records.read_with`) as the manifest reads it;
     BadInput naming scorecard.json, the dotted key and `vpr conform`."""
@@ -247,7 +247,7 @@ def parse_card_intake(data: Any) -> CardIntake:
         raise BadInput(f"{file}: 'checks' must be an object of check name -> result")
     checks = {name: _check(name, checks_in[name]) for name in sorted(checks_in)}
     deferred = _deferred(data.get("deferred"), checks)
-    runner = _text_or_none(data.get("runner"), "runner")
+    runner = text_or_none(data.get("runner"), "runner", SCORECARD)
     return CardIntake(verdict, runner, checks, deferred, _workload(data, checks_in))
 
 
@@ -278,7 +278,7 @@ def _path(name: str, mark: dict[str, Any]) -> PathShare:
         raise kind_problem(SCORECARD, f"{at}.requests", "an integer")
     if not _number(mark.get("share")):
         raise kind_problem(SCORECARD, f"{at}.share", "a number")
-    instead = _text_or_none(mark.get("instead_of"), f"{at}.instead_of")
+    instead = text_or_none(mark.get("instead_of"), f"{at}.instead_of", SCORECARD)
     return PathShare(mark["requests"], mark["share"], instead, "instead_of" in mark)
 
 
@@ -294,7 +294,7 @@ def _models(models: dict[str, Any], checks_in: dict[str, Any]) -> Models:
     listed = models.get("listed")
     if listed is not None and not isinstance(listed, bool):
         raise kind_problem(SCORECARD, "workload.models.listed", "true, false or null")
-    model = _text_or_none(models.get("model"), "workload.models.model")
+    model = text_or_none(models.get("model"), "workload.models.model", SCORECARD)
     return Models(model, listed, models_table(checks_in))
 
 
@@ -316,7 +316,7 @@ def _workload(data: dict[str, Any], checks_in: dict[str, Any]) -> WorkloadIntake
     if not all(isinstance(plan, dict) and "verdict" in plan for plan in plans.values()):
         raise kind_problem(f, "plans", "an object of objects with a verdict")
     return WorkloadIntake(
-        platform=_text_or_none(facts.get("platform"), "workload.platform"),
+        platform=text_or_none(facts.get("platform"), "workload.platform", SCORECARD),
         features=tuple(_feature(i, x) for i, x in enumerate(features)),
         paths={name: _path(name, mark) for name, mark in paths.items()},
         plans={name: _plan(name, plan) for name, plan in plans.items()},

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_plugin_release.core.records import ENV
-from vllm_plugin_release.stages.manifestkeys import as_object, iterated, kind_problem
+from vllm_plugin_release.stages.manifestkeys import as_object, iterated, kind_problem, text_or_none
 
 PLATFORM_CHECK = "platform activation (vllm.platforms.current_platform)"  # inenv/envcheck.py
 
@@ -78,13 +78,6 @@ class EnvIntake:
     platform: str | None
 
 
-def _text_or_none(value: Any, dotted: str) -> str | None:
-    """`value` (env.json's `dotted`) as text or None; BadInput when it is neither."""
-    if value is not None and not isinstance(value, str):
-        raise kind_problem(ENV, dotted, "text or null")
-    return value
-
-
 def _truthy_text(value: Any, dotted: str) -> str | None:
     """`value` as text; None when it is empty (the manifest then takes the spec's)."""
     if not value:
@@ -108,7 +101,7 @@ def _wheel(value: Any) -> LockedWheel | None:
     size = value.get("size")
     if type(size) is not int:
         raise kind_problem(ENV, f"{at}.size", "an integer")
-    optional = [_text_or_none(value.get(k), f"{at}.{k}") for k in WHEEL_OPTIONAL]
+    optional = [text_or_none(value.get(k), f"{at}.{k}", ENV) for k in WHEEL_OPTIONAL]
     return LockedWheel(value["filename"], value["sha256"], size, *optional, keys=tuple(value))
 
 
@@ -123,7 +116,7 @@ def _runtime(data: dict[str, Any]) -> ObservedRuntime | None:
         name=_truthy_text(observed.get("name"), "runtime.name"),
         status=status if isinstance(status, str) else None,
         reason=f"{why}" if why else None,
-        version=_text_or_none(observed.get("version"), "runtime.version") if present else None,
+        version=text_or_none(observed.get("version"), "runtime.version", ENV) if present else None,
         commit=_truthy_text(observed.get("commit"), "runtime.commit") if present else None,
         wheel=_wheel(observed.get("wheel")) if present else None,
     )
@@ -147,6 +140,6 @@ def parse_env_intake(data: Any) -> EnvIntake:
         runner=runner,
         runtime=_runtime(data),
         platform=_platform(data),
-        lock_file=_text_or_none(data.get("lock_file"), "lock_file"),
-        lock_sha256=_text_or_none(data.get("lock_sha256"), "lock_sha256"),
+        lock_file=text_or_none(data.get("lock_file"), "lock_file", ENV),
+        lock_sha256=text_or_none(data.get("lock_sha256"), "lock_sha256", ENV),
     )

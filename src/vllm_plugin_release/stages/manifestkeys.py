@@ -49,3 +49,10 @@ def iterated(value: Any, dotted: str, file: str) -> list[Any] | str | dict[str, 
     if not isinstance(value, list | str | dict):
         raise kind_problem(file, dotted, "a list")
     return value
+
+
+def text_or_none(value: Any, dotted: str, file: str) -> str | None:
+    """`value` (`file`'s `dotted` key) as text or None; BadInput when it is neither."""
+    if value is not None and not isinstance(value, str):
+        raise kind_problem(file, dotted, "text or null")
+    return value
