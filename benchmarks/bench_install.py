@@ -56,6 +56,7 @@ def _project(root: Path, ledger_entries: int) -> dict[str, Any]:
     sys.path.insert(0, str(REPO))
     from tests.pairing import locked_project, make_pairing, vpr, write_spec
     from vllm_plugin_release.core import ledger, manifestmodel
+    from vllm_plugin_release.core.storeindex import PublishedAt
     from vllm_plugin_release.edges import keys, ledgerstore
     from vllm_plugin_release.edges.store import DirStore, Extras
 
@@ -72,7 +73,7 @@ def _project(root: Path, ledger_entries: int) -> dict[str, Any]:
     store = DirStore(root / "store", signer=key)
     manifest = json.loads((dist / "manifest.json").read_text())
     wheels = tuple(dist / manifest[r]["wheel"]["filename"] for r in ("core", "plugin"))
-    extras = Extras(lock=lock.read_bytes(), wheels=wheels, index={"kind": "local"})
+    extras = Extras(lock=lock.read_bytes(), wheels=wheels, index=PublishedAt("local"))
     store.add(dist / "manifest.json", dist / "manifest.intoto.jsonl", extras)
     digest = hashlib.sha256((dist / "manifest.json").read_bytes()).hexdigest()
     typed = manifestmodel.parse(manifest, str(dist / "manifest.json"))
