@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -145,3 +146,47 @@ def test_the_fingerprint_is_the_code_not_the_path(tmp_path: Path) -> None:
     assert interpreters.fingerprint(str(other), libpython) != interpreters.fingerprint(
         REAL, libpython
     )
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The versions `find`'s search is run for, from here on (the search itself unchanged)."""
+    calls: list[str] = []
+    search = interpreters._search
+
+    def counting(version: str, explicit_path: str | None, uv: str | None) -> Any:
+        calls.append(version)
+        return search(version, explicit_path, uv)
+
+    monkeypatch.setattr(interpreters, "_search", counting)
+    return calls
+
+
+def test_a_search_started_ahead_is_the_one_find_answers_with(
+    empty_machine: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    python = _install(empty_machine / ".asdf" / "installs" / "python", f"{HERE}.4")
+    calls = _counted(monkeypatch)
+    interpreters.find_ahead(HERE, None, None)
+    interpreters.find_ahead(HERE, None, None)  # already under way: not a second search
+    ahead = find(HERE, None, None)
+    assert calls == [HERE]  # searched once, in the thread: find waited for it
+    assert (ahead.path, ahead.found_by) == (str(python), "asdf")
+    find.cache_clear()
+    assert find(HERE, None, None) == ahead  # the same answer as a search of find's own
+    assert calls == [HERE, HERE]
+
+
+def test_an_error_ahead_is_raised_by_find_as_without_it(
+    empty_machine: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(PythonUnavailable) as plain:
+        find("3.99", None, None)
+    calls = _counted(monkeypatch)
+    interpreters.find_ahead("3.99", None, None)  # raises nothing: the thread keeps quiet
+    with pytest.raises(PythonUnavailable) as ahead:
+        find("3.99", None, None)
+    assert (ahead.value.message, ahead.value.hint) == (plain.value.message, plain.value.hint)
+    assert calls == ["3.99", "3.99"]  # not kept: find searched again, and said it
+    interpreters.find_ahead("3.x", None, None)
+    with pytest.raises(BadInput, match=r"expected 3\.X"):
+        find("3.x", None, None)

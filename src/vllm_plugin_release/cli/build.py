@@ -290,8 +290,11 @@ def _build_core(args: argparse.Namespace) -> int:
 def _env(args: argparse.Namespace) -> int:
     from vllm_plugin_release.stages.pairing_env import create_env
     from vllm_plugin_release.stages.pairingctx import PairingContext
+    from vllm_plugin_release.stages.wheelbuild import interpreter_ahead
 
     inputs = _inputs(args)
+    if args.runtime_env is None:  # found while the sources are fetched and checked
+        interpreter_ahead(inputs.spec)
     pairing = PairingContext(
         inputs.spec,
         inputs.cache,

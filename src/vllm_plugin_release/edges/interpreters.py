@@ -25,12 +25,14 @@ where it lives (builds run in a venv made from it, with paths that are the build
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
 import re
 import subprocess
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -307,11 +309,54 @@ def explicit(path: str, version: str, source: str) -> Interpreter:
     return _interpreter(path, answer or {}, "explicit")
 
 
+class _Ahead:
+    """A search started ahead (`find_ahead`): its thread, and its answer once it found one."""
+
+    def __init__(self, key: tuple[str, str | None, str | None]) -> None:
+        self.key = key
+        self.found: Interpreter | None = None
+        self.thread = threading.Thread(target=self._search, name="vpr-interpreter", daemon=True)
+
+    def _search(self) -> None:
+        with contextlib.suppress(Exception):  # not kept: `find` searches again and says it
+            self.found = _search(*self.key)
+
+
+_ahead: dict[tuple[str, str | None, str | None], _Ahead] = {}
+_ahead_lock = threading.Lock()
+
+
+def find_ahead(version: str, explicit_path: str | None = None, uv: str | None = None) -> None:
+    """Start `find(version, explicit_path, uv)` in a thread of its own now, while the caller
+    goes on: the search is mostly waiting (uv's own search, which runs every shim on PATH,
+    each candidate's probe, the fingerprint's hashing), 0.1-0.5 s here. The next `find`
+    with the same arguments waits for it and takes its answer; an error is not kept (that
+    `find` searches again and raises it, where it always did)."""
+    key = (version, explicit_path, uv)
+    with _ahead_lock:
+        if key in _ahead:
+            return
+        ahead = _ahead[key] = _Ahead(key)
+    ahead.thread.start()
+
+
 @functools.lru_cache(maxsize=16)
 def find(version: str, explicit_path: str | None = None, uv: str | None = None) -> Interpreter:
     """The CPython `version` ("3.10") this machine has: PythonUnavailable (exit 3) naming
     every place searched when none has one; BadInput (exit 2) for a bad explicit path or
-    version."""
+    version. A search started ahead for the same arguments (`find_ahead`) is waited for,
+    and its answer taken."""
+    with _ahead_lock:
+        ahead = _ahead.pop((version, explicit_path, uv), None)
+    if ahead is not None:
+        ahead.thread.join()
+        if ahead.found is not None:
+            return ahead.found
+    return _search(version, explicit_path, uv)
+
+
+def _search(version: str, explicit_path: str | None, uv: str | None) -> Interpreter:
+    """`find`'s search, each time it is asked."""
     if not VERSION.match(version):
         raise BadInput(f"[build] python = {version!r}: expected 3.X")
     if explicit_path:

@@ -318,6 +318,10 @@ def release(spec: Spec, opts: Options) -> Outcome:
 def _release(spec: Spec, opts: Options) -> Outcome:
     out = Outcome()
     done = Walk(seconds=out.stages)
+    if opts.runtime_env is None:  # the env stage's, found while the stages before it run
+        from vllm_plugin_release.stages.wheelbuild import interpreter_ahead
+
+        interpreter_ahead(spec)
     try:  # build-env still running when the run stops: its installer is stopped
         walk(graph(spec, opts, out), record=done, stop={"build-env": children.stop_all})
     finally:
