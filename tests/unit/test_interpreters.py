@@ -190,3 +190,18 @@ def test_an_error_ahead_is_raised_by_find_as_without_it(
     interpreters.find_ahead("3.x", None, None)
     with pytest.raises(BadInput, match=r"expected 3\.X"):
         find("3.x", None, None)
+
+
+def test_a_runner_takes_the_answer_another_local_runner_started_ahead(
+    empty_machine: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vllm_plugin_release.edges.runner import LocalRunner
+
+    _install(empty_machine / ".asdf" / "installs" / "python", f"{HERE}.4")  # if uv finds none
+    calls = _counted(monkeypatch)
+    LocalRunner("off").interpreter_ahead(HERE)  # as stages/wheelbuild.interpreter_ahead
+    found = LocalRunner("auto").interpreter(HERE)  # as the env stage's runner asks
+    assert calls == [HERE]  # the same arguments: the search ahead, once
+    find.cache_clear()
+    assert LocalRunner("auto").interpreter(HERE) == found  # what its own search answers
+    assert calls == [HERE, HERE]

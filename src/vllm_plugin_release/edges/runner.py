@@ -193,6 +193,11 @@ class LocalRunner:
         searched when none has it."""
         return interpreters.find(version, self.explicit, self.uv)
 
+    def interpreter_ahead(self, version: str) -> None:
+        """Start `interpreter(version)`'s search now, in a thread (`interpreters.find_ahead`):
+        the next `interpreter(version)` of a runner like this one takes its answer."""
+        interpreters.find_ahead(version, self.explicit, self.uv)
+
     def require_python(self, version: str) -> None:
         """PythonUnavailable (exit 3) naming the places searched when this machine has none."""
         self.interpreter(version)

@@ -23,10 +23,10 @@ from vllm_plugin_release.core.cache import ENV_COMPLETE, Cache, key_of, sha256_f
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.treewalk import remove_tree
 from vllm_plugin_release.core.wheeldiff import diff_wheels
-from vllm_plugin_release.edges import interpreters, proc
+from vllm_plugin_release.edges import proc
 from vllm_plugin_release.edges.container import ContainerRunner
 from vllm_plugin_release.edges.runner import LocalRunner, Runner, host_env
-from vllm_plugin_release.edges.uv import machine_cache, pip_find_links, uv_bin
+from vllm_plugin_release.edges.uv import machine_cache, pip_find_links
 from vllm_plugin_release.stages import recipes
 from vllm_plugin_release.stages.delivery import StageResult, deliver
 
@@ -147,11 +147,11 @@ def store(
 
 
 def interpreter_ahead(spec: Spec) -> None:
-    """Start looking for the spec's CPython now, for a local backend (`interpreters.find_ahead`:
-    the runner's `interpreter` takes the answer when a stage asks); nothing for a container
-    (its image brings its python)."""
-    if spec.build.backend == "local":
-        interpreters.find_ahead(spec.build.python, spec.build.interpreter, uv_bin())
+    """Start looking for the spec's CPython now, for a local backend
+    (`LocalRunner.interpreter_ahead`: the runner `runner_for` makes takes the answer when a
+    stage asks); nothing for a container (its image brings its python)."""
+    if spec.build.backend == "local":  # as `runner_for` makes it (no isolation probe here)
+        LocalRunner("off", spec.build.interpreter).interpreter_ahead(spec.build.python)
 
 
 def runner_for(
