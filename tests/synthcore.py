@@ -67,11 +67,18 @@ def core_repo(root: Path) -> list[str]:
     return commits
 
 
-def core_sdist(number: int, version: str) -> bytes:
-    """An sdist of the core at commit `number`, as version `version`."""
+def core_sdist(number: int, version: str, requires_python: str | None = None) -> bytes:
+    """An sdist of the core at commit `number`, as version `version`; with
+    `requires_python`, a PKG-INFO that declares it."""
+    files = core_files(number, version)
+    if requires_python:
+        files["PKG-INFO"] = (
+            f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n"
+            f"Requires-Python: {requires_python}\n"
+        )
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tf:
-        for name, text in core_files(number, version).items():
+        for name, text in files.items():
             data = text.encode()
             info = tarfile.TarInfo(f"vllm-{version}/{name}")
             info.size = len(data)

@@ -1,62 +1,115 @@
-"""The version matrix's records: regressions column by column, matrix.json's exact keys."""
+"""The version matrix's records (core/columns): the Python a column takes, a column record read
+back as hostile input, regressions against the tested column before, the coupling's
+accuracy, and the bytes of matrix.json."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from vllm_plugin_release.flows.matrix import Column, Matrix, render_markdown, with_regressions
+import pytest
+
+from vllm_plugin_release.core import columns as cols
+from vllm_plugin_release.core.errors import BadInput
 
 
-def _column(core: str, role: str, outcomes: dict[str, str]) -> Column:
-    failing = tuple(sorted(t for t, o in outcomes.items() if o == "failed"))
-    return Column(
+def _column(core: str, outcomes: dict[str, str], **kw) -> cols.Column:
+    failing = [t for t, o in outcomes.items() if o == "failed"]
+    return cols.Column(
         core=core,
-        role=role,
-        counts={"passed": 1, "failed": len(failing), "error": 0, "skipped": 0},
-        outcomes=dict(sorted(outcomes.items())),
-        failing=failing,
-        errors={t: ("AssertionError: boom",) for t in failing},
+        role=kw.pop("role", "release"),
+        key="k",
+        python="3.10",
+        python_why="the spec's Python",
+        status=kw.pop("status", "tested"),
+        exit_class=kw.pop("exit_class", 0),
+        counts={"passed": 1, "failed": len(failing), "error": 0, "skipped": 0, "deferred": 0},
+        outcomes=outcomes,
+        errors={t: ("AttributeError: 'Cfg' object has no attribute 'lanes'",) for t in failing},
+        **kw,
     )
 
 
-def test_regressions_and_the_bytes_of_matrix_json() -> None:
-    columns = with_regressions(
-        [
-            _column("0.9.0", "release", {"t::a": "passed", "t::b": "passed"}),
-            _column("0.10.0", "pinned", {"t::a": "failed", "t::b": "passed"}),
-        ]
+@pytest.mark.parametrize(
+    ("requires", "expected"),
+    [
+        (">=3.10,<3.15", "3.10"),  # the spec's own while the core accepts it
+        (">=3.11,<3.15", "3.12"),  # the floor moved past it: the newest the runtime has
+        (None, "3.10"),
+        (">=3.13", None),  # nothing fits: said, not guessed
+        ("not a specifier", None),
+    ],
+)
+def test_the_python_follows_the_core(requires: str | None, expected: str | None) -> None:
+    choice = cols.choose_python(requires, "3.10", ["3.10", "3.12"], "vllm 0.32.0")
+    assert choice.python == expected
+    assert "vllm 0.32.0" in choice.why
+
+
+def test_a_column_record_round_trips_and_a_hostile_one_is_refused(tmp_path: Path) -> None:
+    col = _column("0.26.0", {"t::a": "passed"}, imports={"p.launcher": "ImportError: x"})
+    path = cols.write_column(tmp_path, col)
+    assert path.name == "0.26.0.json"
+    assert cols.read_column(path) == col
+    data = json.loads(path.read_text())
+    for key, value in [("status", "done"), ("counts", {"passed": "1"}), ("core", "0.25.1")]:
+        path.write_text(json.dumps({**data, key: value}))
+        with pytest.raises(BadInput, match=r"0\.26\.0\.json: not a column record"):
+            cols.read_column(path)
+    path.write_text("[" * 5000 + "]" * 5000)
+    with pytest.raises(BadInput, match="not a column record"):
+        cols.read_column(path)
+    with pytest.raises(BadInput, match="not a core version"):
+        cols.record_path(tmp_path, "../../etc/passwd")
+    assert cols.read_column(tmp_path / "0.27.0.json") is None
+
+
+def test_regressions_skip_a_column_not_run_and_count_imports() -> None:
+    a = _column("0.25.1", {"t::a": "passed", "t::b": "passed"})
+    b = _column("0.26.0", {}, status="not-run", exit_class=3)
+    c = _column("0.27.0", {"t::a": "failed", "t::b": "passed"}, imports={"p.x": "ImportError"})
+    out = cols.assemble([a, b, c])
+    assert [x.role for x in out] == ["lowest", "release", "release"]
+    assert out[1].against is None and out[1].regressions == ()
+    assert out[2].against == "0.25.1" and out[2].regressions == ("t::a",)
+    assert out[2].import_regressions == ("p.x",)
+    m = cols.Matrix("tt", "vllm", "idx", tuple(out))
+    assert m.regressed
+    # without a tracer every observed failure is a miss
+    assert m.accuracy()["recall"] == 0.0 and m.accuracy()["observed"] == 2
+
+
+def test_accuracy_counts_what_the_tracer_explains() -> None:
+    change = {"id": "attribute:vllm.Cfg.lanes", "kind": "attribute", "detail": "gone"}
+    other = {"id": "removed:vllm.old", "kind": "removed", "detail": "gone"}
+    a = _column("0.25.1", {"t::a": "passed"})
+    b = _column(
+        "0.26.0",
+        {"t::a": "failed"},
+        imports={"p.launcher": "ImportError: cannot import name 'X'"},
+        coupling={"against": "0.25.1", "changes": [change, other]},
     )
-    m = Matrix("ref", "vllm", "https://pypi.org/simple", columns)
-    assert [c.role for c in m.columns] == ["lowest", "pinned"] and m.regressed
-    # what the dict-building code wrote, key for key and in this order
-    old = {
-        "pairing": "ref",
-        "core": "vllm",
-        "index": "https://pypi.org/simple",
-        "columns": [
-            {
-                "core": "0.9.0",
-                "role": "lowest",
-                "counts": {"passed": 1, "failed": 0, "error": 0, "skipped": 0},
-                "outcomes": {"t::a": "passed", "t::b": "passed"},
-                "failing": [],
-                "errors": {},
-                "regressions": [],
-            },
-            {
-                "core": "0.10.0",
-                "role": "pinned",
-                "counts": {"passed": 1, "failed": 1, "error": 0, "skipped": 0},
-                "outcomes": {"t::a": "failed", "t::b": "passed"},
-                "failing": ["t::a"],
-                "errors": {"t::a": ["AssertionError: boom"]},
-                "regressions": ["t::a"],
-            },
-        ],
-    }
-    assert json.dumps(m.to_json(), indent=2) == json.dumps(old, indent=2)
-    text = render_markdown(m)
-    assert "| 0.10.0 | pinned | 1 | 1 | **REGRESSED: 1** |" in text
-    assert text.endswith("Regressed on 0.10.0:\n- `t::a` AssertionError: boom\n")
-    alone = Matrix("ref", "vllm", "i", with_regressions([_column("0.9.0", "pinned", {})]))
-    assert not alone.regressed and alone.to_json()["columns"][0]["regressions"] == []
+
+    def tracer(coupling, observed):
+        hits = {k: ("attribute:vllm.Cfg.lanes",) for k, text in observed.items() if "lanes" in text}
+        return hits, ["attribute:vllm.Cfg.lanes"]
+
+    m = cols.Matrix("tt", "vllm", "idx", tuple(cols.assemble([a, b], tracer)))
+    acc = m.accuracy()
+    assert (acc["observed"], acc["traced"], acc["breaking"], acc["confirmed"]) == (2, 1, 2, 1)
+    assert acc["recall"] == 0.5 and acc["precision"] == 0.5
+    assert acc["missed"] == ["0.26.0: import p.launcher"]
+    md = cols.render_markdown(m)
+    assert "recall 50% (1 of 2 observed failures traced" in md
+    assert "- `attribute:vllm.Cfg.lanes` (confirmed): gone" in md
+
+
+def test_matrix_json_bytes_depend_on_the_records_only() -> None:
+    a = _column("0.25.1", {"t::a": "passed"})
+    b = _column("0.26.0", {"t::a": "failed"}, role="pinned")
+    one = cols.render_json(cols.Matrix("tt", "vllm", "idx", tuple(cols.assemble([a, b]))))
+    two = cols.render_json(cols.Matrix("tt", "vllm", "idx", tuple(cols.assemble([a, b]))))
+    assert one == two
+    data = json.loads(one)
+    assert list(data) == ["pairing", "core", "index", "accuracy", "columns"]
+    assert "key" not in data["columns"][0] and data["columns"][1]["regressions"] == ["t::a"]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from vllm_plugin_release.cli.build import add_dirs, add_plugin_source, add_spec_argument
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK
@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     matrix = sub.add_parser(
         "matrix",
         help="test the pairing across core versions (lowest declared .. newest, and main)",
-        description="Subcommands: run.",
+        description="Subcommands: run, assemble.",
     )
     msub = matrix.add_subparsers(dest="matrix_command", metavar="SUBCOMMAND")
     matrix.set_defaults(func=lambda a: (matrix.print_help(sys.stderr), 2)[1])
@@ -24,16 +24,30 @@ def register(sub: argparse._SubParsersAction) -> None:
         "run",
         help="run the plugin's cpu tests on each core version; write matrix.md and matrix.json",
         description="Columns: the lowest core the plugin's installer allows (--lowest "
-        "overrides), every published release up to the newest (final releases unless "
-        "--prereleases), the pinned one, and core main when --repo is given. Each column "
-        "builds the empty-target core (cached), the cpu pairing environment with the plugin "
-        "wheel already built (`vpr build-plugin` first) and runs the tests. Writes "
-        "dist/NAME/matrix.json and matrix.md; a column whose tests regressed against the "
-        "column before is marked. Exit 0 no regression, 1 a regression, 2 bad input (a "
-        "version not on the index, nearest named), 3 outside failure.",
+        "overrides), every published release up to the newest (--newest; final releases "
+        "unless --prereleases), and core main when --repo is given. Each column pairs on the "
+        "spec's Python while the core's Requires-Python accepts it, else on the newest of "
+        "[runtime] python it accepts; builds the empty-target core (cached), the cpu pairing "
+        "environment with the plugin wheel already built (`vpr build-plugin` first), runs "
+        "the plugin's tests as `vpr release` does and the coupling report against the "
+        "column before. Each column's record is written as it ends "
+        "(dist/NAME/matrix/CORE.json) and reused by a re-run with the same inputs; a column "
+        "that cannot be built, installed or tested is recorded with its reason and the run "
+        "goes on. Writes dist/NAME/matrix.json and matrix.md from the records. Exit 0 no "
+        "regression, 1 a regression or a column not run, 2 bad input (a version not on the "
+        "index, nearest named), 3 outside failure.",
     )
     add_spec_argument(p)
     p.add_argument("--lowest", default=None, metavar="VERSION", help="first column")
+    p.add_argument("--newest", default=None, metavar="VERSION", help="last column")
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="VERSION",
+        help="run this column only and write its record (repeatable; a CI job per column, "
+        "then `vpr matrix assemble`)",
+    )
     p.add_argument("--index", default=None, help="simple API URL (default: the spec's index)")
     p.add_argument("--prereleases", action="store_true", help="also release candidates")
     p.add_argument("--repo", default=None, metavar="URL", help="core git repository: add main")
@@ -42,6 +56,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_plugin_source(p)
     add_dirs(p)
     p.set_defaults(func=_run)
+    a = msub.add_parser(
+        "assemble",
+        help="write matrix.json and matrix.md from the column records in dist/NAME/matrix/",
+        description="The last job of a CI matrix: every job ran `vpr matrix run --only "
+        "VERSION` and uploaded dist/NAME/matrix/VERSION.json; this assembles them into the "
+        "same matrix.json a single run writes. Exit 0 no regression, 1 a regression or a "
+        "column not run, 2 no or a malformed record.",
+    )
+    add_spec_argument(a)
+    a.add_argument("--index", default=None, help="simple API URL (default: the spec's index)")
+    a.add_argument("--json", action="store_true", help="print the matrix as JSON")
+    add_dirs(a)
+    a.set_defaults(func=_assemble)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -58,10 +85,24 @@ def _run(args: argparse.Namespace) -> int:
         prereleases=args.prereleases,
         repo=args.repo,
         ref=args.ref,
+        newest=args.newest,
+        only=tuple(args.only),
     )
-    m = matrix.run_matrix(spec, opts)
-    if args.json:
-        sys.stdout.write(json.dumps(m.to_json(), indent=2) + "\n")
-    else:
-        sys.stdout.write(matrix.render_markdown(m))
-    return EXIT_GATE if m.regressed else EXIT_OK
+    return _show(matrix.run_matrix(spec, opts), args.json)
+
+
+def _assemble(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.buildspec.load import load_spec
+    from vllm_plugin_release.flows import matrix
+
+    return _show(
+        matrix.assemble_folder(load_spec(args.spec), Path(args.dist), args.index), args.json
+    )
+
+
+def _show(m: Any, as_json: bool) -> int:
+    from vllm_plugin_release.core import columns
+
+    sys.stdout.write(columns.render_json(m) if as_json else columns.render_markdown(m))
+    incomplete = any(not a.column.tested for a in m.columns)
+    return EXIT_GATE if m.regressed or incomplete else EXIT_OK

@@ -38,12 +38,13 @@ from vllm_plugin_release.core.bisect import (
     versions_between,
 )
 from vllm_plugin_release.core.cache import Cache, atomic_write_text, write_json
+from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.recordfield import RecordProblem
 from vllm_plugin_release.edges import corehistory
 from vllm_plugin_release.edges.fetch import index_files
-from vllm_plugin_release.flows.baseline import baseline_python, commit_spec
-from vllm_plugin_release.flows.pairing_graph import pairing_python
+from vllm_plugin_release.flows.baseline import baseline_env, commit_spec
+from vllm_plugin_release.flows.pairing_graph import pairing_env
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.flows.upstream import releases_from_files, spec_index
 
@@ -67,7 +68,7 @@ class Candidates:
     mode: str  # git | index
     source: str
     items: list[str]
-    python_of: Callable[[str], Path]
+    env_of: Callable[[str], EnvRecord]
     subject: Callable[[str], str] = lambda _: ""
 
 
@@ -86,10 +87,10 @@ def git_candidates(spec: Spec, good: str, bad: str, opts: Options, inputs: Input
     items = corehistory.commits_between(repo, good_commit, bad_commit, url)
     dist = records.dist_dir(opts.dist_root, spec.name)
 
-    def python_of(commit: str) -> Path:
+    def env_of(commit: str) -> EnvRecord:
         epoch = corehistory.commit_time(repo, commit)
         base = commit_spec(spec, url, commit, epoch, opts.cache, f"bisect-{commit[:12]}")
-        return pairing_python(
+        return pairing_env(
             lambda _fetcher: (base, corehistory.checkout(repo, commit, opts.cache)),
             title=f"bisect {commit[:12]}",
             cache=opts.cache,
@@ -97,7 +98,7 @@ def git_candidates(spec: Spec, good: str, bad: str, opts: Options, inputs: Input
             plugin=inputs.plugin,
         )
 
-    return Candidates("git", url, items, python_of, subject=lambda c: corehistory.subject(repo, c))
+    return Candidates("git", url, items, env_of, subject=lambda c: corehistory.subject(repo, c))
 
 
 def index_candidates(spec: Spec, good: str, bad: str, opts: Options, inputs: Inputs) -> Candidates:
@@ -122,24 +123,23 @@ def index_candidates(spec: Spec, good: str, bad: str, opts: Options, inputs: Inp
     items = versions_between(_version(good, "--good"), _version(bad, "--bad"), available, index)
     dist = records.dist_dir(opts.dist_root, spec.name)
 
-    def python_of(version: str) -> Path:
-        return baseline_python(spec, version, cache=opts.cache, dist=dist, plugin=inputs.plugin)
+    def env_of(version: str) -> EnvRecord:
+        return baseline_env(spec, version, cache=opts.cache, dist=dist, plugin=inputs.plugin)
 
-    return Candidates("index", index, items, python_of)
+    return Candidates("index", index, items, env_of)
 
 
 def _prober(spec: Spec, cands: Candidates, opts: Options, inputs: Inputs) -> Callable[[str], Probe]:
     cfg = pt.settings_for(spec)
-    module = spec.runtime_module
     seen: dict[str, Probe] = {}
 
     def probe(candidate: str) -> Probe:
         if candidate not in seen:
             progress.console.rule(f"bisect: {cands.mode} {candidate}")
-            python = cands.python_of(candidate)
+            env = cands.env_of(candidate)
             with opts.cache.scratch("bisect-") as tmp:
                 junit = tmp / "junit.xml"
-                run = pt.run_tests(python, inputs.plugin.root, "cpu", cfg, junit, module)
+                run = pt.run_in_env(env, inputs.plugin.root, cfg, junit)
                 errors = first_error_lines(junit, opts.error_lines)
             seen[candidate] = Probe(candidate, tuple(run.failing), errors)
             progress.info(f"bisect: {candidate}: {len(run.failing)} failing test(s)")

@@ -44,6 +44,7 @@ from vllm_plugin_release.buildspec.model import GitSource, SdistSource, Spec, fr
 from vllm_plugin_release.conform.registry import spec_schema
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, atomic_write_text
+from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure, VprError
 from vllm_plugin_release.core.lockfile import pins, read_build_requires
 from vllm_plugin_release.core.records import dist_dir
@@ -52,7 +53,7 @@ from vllm_plugin_release.edges.git import git, refuse_option
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.uv import compile_lock
 from vllm_plugin_release.flows import bumpapproval as ba
-from vllm_plugin_release.flows.baseline import baseline_python
+from vllm_plugin_release.flows.baseline import baseline_env
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.flows.upstream import file_version, releases_from_files
 from vllm_plugin_release.stages.lock import pairing_locks
@@ -286,9 +287,9 @@ def _not_run(reason: str) -> dict[str, Any]:
     return {"status": "not run", "reason": reason}
 
 
-def pairing_pythons(
+def pairing_envs(
     spec: Spec, version: str, *, cache: Cache, dist_root: Path, plugin: PluginSource
-) -> tuple[Path, Path]:
+) -> tuple[EnvRecord, EnvRecord]:
     """A pairing environment (cpu) for the pinned core and one for `version`, same plugin."""
     if not spec.plugin:
         raise BadInput(f"{spec.path}: no [plugin]; a pairing environment needs one")
@@ -300,8 +301,8 @@ def pairing_pythons(
             f"{dist / records.BUILD_PLUGIN}: not found",
             hint=f"run `vpr build-plugin --spec {spec.path}` first",
         )
-    old = baseline_python(spec, spec.core.version, cache=cache, dist=dist, plugin=plugin)
-    new = baseline_python(spec, version, cache=cache, dist=dist, plugin=plugin)
+    old = baseline_env(spec, spec.core.version, cache=cache, dist=dist, plugin=plugin)
+    new = baseline_env(spec, version, cache=cache, dist=dist, plugin=plugin)
     return old, new
 
 
@@ -327,8 +328,8 @@ def api_diff(spec: Spec, old_python: Path, new_python: Path) -> dict[str, Any]:
 
 def plugin_test_regressions(
     spec: Spec,
-    old_python: Path,
-    new_python: Path,
+    old_env: EnvRecord,
+    new_env: EnvRecord,
     *,
     cache: Cache,
     plugin_root: Path,
@@ -338,10 +339,9 @@ def plugin_test_regressions(
 
     cfg = pt.settings_for(spec)
     root = plugin_root
-    module = spec.runtime_module
     with cache.scratch("bump-tests-") as tmp:
-        base = pt.run_tests(old_python, root, "cpu", cfg, tmp / "old.xml", module)
-        run = pt.run_tests(new_python, root, "cpu", cfg, tmp / "new.xml", module)
+        base = pt.run_in_env(old_env, root, cfg, tmp / "old.xml")
+        run = pt.run_in_env(new_env, root, cfg, tmp / "new.xml")
     return {
         "status": "run",
         "old": base.counts,
@@ -622,7 +622,7 @@ def _analyses(run: _Run) -> dict[str, Any]:
         return out
     try:
         plugin = run.inputs.plugin  # resolved here: a spec without one is this error
-        old_py, new_py = pairing_pythons(
+        old_env, new_env = pairing_envs(
             spec, run.version, cache=cache, dist_root=opts.dist_root, plugin=plugin
         )
     except VprError as exc:
@@ -631,9 +631,9 @@ def _analyses(run: _Run) -> dict[str, Any]:
         out.update({key: {"status": "error", "reason": reason} for key in wanted})
         return out
     runs: dict[str, Callable[[], dict[str, Any]]] = {
-        "api": lambda: api_diff(spec, old_py, new_py),
+        "api": lambda: api_diff(spec, old_env.python, new_env.python),
         "plugin_tests": lambda: plugin_test_regressions(
-            spec, old_py, new_py, cache=cache, plugin_root=plugin.root
+            spec, old_env, new_env, cache=cache, plugin_root=plugin.root
         ),
     }
     for key in wanted:

@@ -1,43 +1,37 @@
-"""`vpr matrix run`: the plugin's cpu tests across a range of cores, as one table.
-
-Columns, oldest first: the lowest core the plugin declares (its installer's core
-requirement, the lowest published version that satisfies it; `--lowest` overrides), every
-published release after it up to the newest (final releases unless `--prereleases`), the
-pinned one among them, and vLLM main (a git commit) when `--repo` is given. Each cell builds
-the empty-target core (cached), the cpu pairing environment with the plugin wheel built for
-the spec, and runs the tests. A regression is a test that passed on the previous column
-and fails on this one; a column with regressions is marked. Written as
-dist/NAME/matrix.json and matrix.md (no times: the same inputs give the same bytes).
-"""
+"""`vpr matrix run`: the plugin across a range of cores, a column per core, each on the Python
+that core allows; every column's record is written as it ends and matrix.json / matrix.md are
+assembled from the records (core/columns)."""
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
+from vllm_plugin_release import __version__
 from vllm_plugin_release.buildspec.model import SdistSource, Spec
 from vllm_plugin_release.conform.checks.plugin_tests import check as pt
-from vllm_plugin_release.conform.lib import specinputs
+from vllm_plugin_release.conform.lib import apicoupling, specinputs
 from vllm_plugin_release.conform.lib.installer import analyzer
+from vllm_plugin_release.core import columns as cols
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.bisect import first_error_lines, versions_between
-from vllm_plugin_release.core.cache import Cache, atomic_write_text, write_json
-from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.core.cache import Cache, atomic_write_text, key_of
+from vllm_plugin_release.core.envrecord import EnvRecord
+from vllm_plugin_release.core.errors import BadInput, VprError
+from vllm_plugin_release.core.treewalk import walk
 from vllm_plugin_release.edges import corehistory
 from vllm_plugin_release.edges.fetch import index_files
-from vllm_plugin_release.flows.baseline import baseline_python, commit_spec
-from vllm_plugin_release.flows.pairing_graph import pairing_python
+from vllm_plugin_release.flows.baseline import Release, commit_spec, release_pairing
+from vllm_plugin_release.flows.pairing_graph import pairing_env
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.flows.upstream import releases_from_files, spec_index
 
-REPORT_JSON = "matrix.json"
-REPORT_MD = "matrix.md"
+PACKAGE = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -46,10 +40,29 @@ class Options:
     dist_root: Path
     plugin_source: Path | None = None
     lowest: str | None = None
+    newest: str | None = None
     index: str | None = None
     prereleases: bool = False
     repo: str | None = None  # add vLLM main (a git commit) as the last column
     ref: str = "main"
+    only: tuple[str, ...] = ()  # run these columns only (a CI job each); assemble later
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The columns of a matrix, oldest first, and where their releases come from."""
+
+    index: str
+    versions: tuple[str, ...]
+    pinned: str
+
+    def role(self, version: str) -> str:
+        return "pinned" if version == self.pinned else "release"
+
+    def before(self, version: str) -> str:
+        """The column before `version` (itself for the first): what its coupling is against."""
+        i = self.versions.index(version)
+        return self.versions[i - 1] if i else version
 
 
 def declared_lowest(spec: Spec, root: Path, available: list[str]) -> str | None:
@@ -69,7 +82,9 @@ def declared_lowest(spec: Spec, root: Path, available: list[str]) -> str | None:
     return min(allowed, key=Version) if allowed else None
 
 
-def _columns(spec: Spec, opts: Options, inputs: Inputs) -> tuple[list[str], str]:
+def plan(spec: Spec, opts: Options, plugin_root: Callable[[], Path]) -> Plan:
+    """The columns: the lowest core the plugin declares (`--lowest` overrides), every
+    published release after it up to the newest (`--newest`), final ones unless asked."""
     if not isinstance(spec.core.source, SdistSource):
         raise BadInput(f"{spec.path}: a version matrix needs an sdist core source (an index)")
     index = spec_index(spec, opts.index)
@@ -81,145 +96,245 @@ def _columns(spec: Spec, opts: Options, inputs: Inputs) -> tuple[list[str], str]
     ]
     if spec.core.version not in available:
         available.append(spec.core.version)
-    lowest = opts.lowest or declared_lowest(spec, inputs.plugin.root, available)
-    lowest = lowest or spec.core.version
-    newest = max(available, key=Version)
-    return versions_between(lowest, newest, available, index) if lowest != newest else [
-        newest
-    ], index
+    lowest = opts.lowest or declared_lowest(spec, plugin_root(), available) or spec.core.version
+    newest = opts.newest or max(available, key=Version)
+    versions = [newest] if lowest == newest else versions_between(lowest, newest, available, index)
+    return Plan(index, tuple(versions), spec.core.version)
 
 
-@dataclass(frozen=True, slots=True)
-class Column:
-    """One core of the matrix and the plugin's cpu tests on it."""
-
-    core: str  # a version, or REF@COMMIT for vLLM main
-    role: str  # lowest | release | pinned | main
-    counts: Mapping[str, int]  # passed, failed, error, skipped
-    outcomes: Mapping[str, str]  # test id -> outcome, sorted
-    failing: tuple[str, ...]
-    errors: Mapping[str, tuple[str, ...]]  # failing test -> the first line of its message
-    regressions: tuple[str, ...] = ()  # passed on the column before, fail on this one
-
-    def to_json(self) -> dict[str, Any]:
-        """The column as matrix.json has it: these keys, in this order."""
-        return {
-            "core": self.core,
-            "role": self.role,
-            "counts": dict(self.counts),
-            "outcomes": dict(self.outcomes),
-            "failing": list(self.failing),
-            "errors": {t: list(lines) for t, lines in self.errors.items()},
-            "regressions": list(self.regressions),
-        }
+def code_digest() -> str:
+    """The content of vpr's own modules: a column made by other code is made again."""
+    h = hashlib.sha256(__version__.encode())
+    for rel, entry in walk(PACKAGE, frozenset({"__pycache__"})):
+        if rel.endswith((".py", ".json")):
+            h.update(rel.encode() + b"\0" + Path(entry.path).read_bytes())
+    return h.hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
-class Matrix:
-    """The version matrix of one pairing (matrix.json, matrix.md)."""
+@dataclass
+class _Run:
+    """What every column of one run shares."""
 
-    pairing: str
-    core: str  # the core's name
-    index: str  # the package index its releases come from
-    columns: tuple[Column, ...]
+    spec: Spec
+    opts: Options
+    inputs: Inputs
+    dist: Path  # the spec's dist folder: its plugin wheel
+    folder: Path  # dist/NAME/matrix/
+    plan: Plan
+    cfg: pt.TestSettings
+    code: str
 
-    @property
-    def regressed(self) -> bool:
-        return any(col.regressions for col in self.columns)
+    def key(self, version: str, sha256: str, python: str | None) -> str:
+        wheel = records.build_record(self.dist, records.BUILD_PLUGIN).wheel
+        return key_of(
+            {
+                "core": [version, sha256, self.plan.before(version)],
+                "python": python,
+                "spec": self.spec.raw,
+                "plugin": [self.inputs.plugin.commit, wheel.sha256],
+                "tests": self.cfg.key(),
+                "vpr": self.code,
+            }
+        )
 
-    def to_json(self) -> dict[str, Any]:
-        """matrix.json's object: these keys, in this order."""
-        return {
-            "pairing": self.pairing,
-            "core": self.core,
-            "index": self.index,
-            "columns": [col.to_json() for col in self.columns],
-        }
+
+def _scrub(text: str, *folders: Path) -> str:
+    for folder in folders:
+        text = text.replace(f"{folder}/", "").replace(str(folder), "<here>")
+    return text
 
 
-def _cell(spec: Spec, python: Path, root: Path, cache: Cache, core: str, role: str) -> Column:
-    cfg = pt.settings_for(spec)
-    with cache.scratch("matrix-") as tmp:
-        run = pt.run_tests(python, root, "cpu", cfg, tmp / "j.xml", spec.runtime_module)
+def tested(run: _Run, env: EnvRecord, label: str, base: cols.Column) -> cols.Column:
+    """The plugin's tests in the column's environment, classified as the release does."""
+    root = run.inputs.plugin.root
+    env_dir = Path(env.python).parent.parent
+    with run.opts.cache.scratch("matrix-") as tmp:
+        result = pt.run_in_env(env, root, run.cfg, tmp / "j.xml")
         errors = first_error_lines(tmp / "j.xml", 1)
-    return Column(
-        core=core,
-        role=role,
-        counts={k: run.counts.get(k, 0) for k in ("passed", "failed", "error", "skipped")},
-        outcomes=dict(sorted(run.outcomes.items())),
-        failing=tuple(run.failing),
-        errors={t: tuple(errors.get(t, [])) for t in run.failing},
+    counts = {k: result.counts.get(k, 0) for k in cols.COUNT_KEYS}
+    scrub = (env_dir, root, run.opts.cache.root)
+    return cols.Column(
+        core=label,
+        role=base.role,
+        key=base.key,
+        python=base.python,
+        python_why=base.python_why,
+        status="tested",
+        exit_class=0,
+        imports={
+            m: _scrub(e.splitlines()[0] if e else "", *scrub)
+            for m, e in pt.failed_imports(env).items()
+        },
+        modules=len(env.plugin_modules),
+        counts=counts,
+        outcomes=dict(sorted(result.outcomes.items())),
+        errors={t: tuple(_scrub(x, *scrub) for x in errors.get(t, [])) for t in result.failing},
+        coupling=base.coupling,
     )
 
 
-def _main_column(spec: Spec, opts: Options, inputs: Inputs, dist: Path) -> Column:
-    """The column of core main: `--ref` of `--repo`, built at its commit."""
+def _coupling(run: _Run, old_tree: Path, new_tree: Path, against: str) -> dict[str, object]:
+    report = apicoupling.coupling(run.inputs.plugin.root, old_tree, new_tree, run.spec.core.name)
+    return {"against": against, **report.to_json()}
+
+
+def release_column(run: _Run, version: str) -> cols.Column:
+    """One release's column: reused when its record has the same inputs, else run; a column
+    that cannot be built, installed or tested is recorded with its reason and exit class."""
+    spec, fetcher = run.spec, run.inputs.fetcher
+    role = run.plan.role(version)
+    no_python = cols.PythonChoice(None, "not chosen: the core could not be read")
+    try:
+        found: Release = release_pairing(spec, version, fetcher)
+    except VprError as exc:
+        return cols.not_run(version, role, "", no_python, exc.exit_code, _one_line(exc))
+    choice = found.python
+    key = run.key(version, found.spec.core.source.sha256, choice.python)
+    kept = cols.read_column(cols.record_path(run.folder, version))
+    if kept is not None and kept.key == key:
+        progress.info(f"matrix: {version}: reused its record ({kept.status})")
+        return kept
+    base = cols.not_run(version, role, key, choice, 0, "")
+    try:
+        before = run.plan.before(version)
+        old_tree = found.tree if before == version else release_pairing(spec, before, fetcher).tree
+        base = _with_coupling(base, _coupling(run, old_tree, found.tree, before))
+        if choice.python is None:
+            return cols.not_run(version, role, key, choice, 2, f"no Python: {choice.why}")
+        progress.info(f"matrix: {version} on Python {choice.python}: {choice.why}")
+        env = pairing_env(
+            lambda _f: (found.spec, found.tree),
+            title=f"matrix {version}",
+            cache=run.opts.cache,
+            dist=run.dist,
+            plugin=run.inputs.plugin,
+        )
+        return tested(run, env, version, base)
+    except VprError as exc:
+        return _with_reason(base, exc)
+
+
+def _with_coupling(col: cols.Column, coupling: dict[str, object]) -> cols.Column:
+    return replace(col, coupling=coupling)
+
+
+def _with_reason(col: cols.Column, exc: VprError) -> cols.Column:
+    return replace(col, status="not-run", exit_class=exc.exit_code, reason=_one_line(exc))
+
+
+def _one_line(exc: VprError) -> str:
+    lines = [line for line in exc.message.splitlines() if line.strip()]
+    return " / ".join(lines[:3])[:600]
+
+
+def main_column(run: _Run) -> cols.Column:
+    """The column of core main: `--ref` of `--repo`, built at its commit on the spec's
+    Python (a commit declares no release's Requires-Python to follow)."""
+    spec, opts = run.spec, run.opts
     url = str(opts.repo)
     repo = corehistory.mirror(url, opts.cache)
     commit = corehistory.resolve(repo, opts.ref, "--ref", url)
-    epoch = corehistory.commit_time(repo, commit)
-    base = commit_spec(spec, url, commit, epoch, opts.cache, "matrix-main")
-    progress.console.rule(f"matrix: {opts.ref} {commit[:12]}")
-    python = pairing_python(
-        lambda _fetcher: (base, corehistory.checkout(repo, commit, opts.cache)),
-        title=f"matrix {opts.ref} {commit[:12]}",
-        cache=opts.cache,
-        dist=dist,
-        plugin=inputs.plugin,
-    )
-    return _cell(spec, python, inputs.plugin.root, opts.cache, f"{opts.ref}@{commit[:12]}", "main")
+    label = f"{opts.ref}@{commit[:12]}"
+    python = cols.PythonChoice(spec.build.python, "the spec's Python (a commit, not a release)")
+    key = key_of({"main": [url, commit], "spec": spec.raw, "vpr": run.code})
+    base = cols.not_run(label, "main", key, python, 0, "")
+    try:
+        epoch = corehistory.commit_time(repo, commit)
+        derived = commit_spec(spec, url, commit, epoch, opts.cache, "matrix-main")
+        env = pairing_env(
+            lambda _f: (derived, corehistory.checkout(repo, commit, opts.cache)),
+            title=f"matrix {label}",
+            cache=opts.cache,
+            dist=run.dist,
+            plugin=run.inputs.plugin,
+        )
+        return tested(run, env, label, base)
+    except VprError as exc:
+        return _with_reason(base, exc)
 
 
-def with_regressions(columns: list[Column]) -> tuple[Column, ...]:
-    """The columns, the first one's role `lowest` (a release), and each one's regressions:
-    the tests that passed on the column before and fail on it (none on the first)."""
-    first = columns[0]
-    out = [replace(first, role="lowest" if first.role == "release" else first.role)]
-    for before, after in itertools.pairwise(columns):
-        lost = sorted(t for t in after.failing if before.outcomes.get(t) == "passed")
-        out.append(replace(after, regressions=tuple(lost)))
-    return tuple(out)
+def attribute(
+    coupling: object, observed: dict[str, str]
+) -> tuple[dict[str, tuple[str, ...]], list[str]]:
+    """Which observed failures the column's coupling report explains (apicoupling's tracer)."""
+    if not isinstance(coupling, dict):
+        return {}, []
+    return apicoupling.trace(coupling, observed) if hasattr(apicoupling, "trace") else ({}, [])
 
 
-def run_matrix(spec: Spec, opts: Options) -> Matrix:
-    """Test every column; write and return the matrix."""
+def assemble(spec_name: str, core: str, index: str, found: list[cols.Column]) -> cols.Matrix:
+    return cols.Matrix(spec_name, core, index, tuple(cols.assemble(found, attribute)))
+
+
+def write(dist: Path, m: cols.Matrix) -> None:
+    atomic_write_text(dist / cols.REPORT_JSON, cols.render_json(m))
+    atomic_write_text(dist / cols.REPORT_MD, cols.render_markdown(m))
+
+
+def run_matrix(spec: Spec, opts: Options) -> cols.Matrix:
+    """Run every column (or `opts.only`), writing each record as it ends; assemble
+    matrix.json and matrix.md from every record of the plan."""
     dist = records.dist_dir(opts.dist_root, spec.name)
     inputs = Inputs(spec, opts.cache, opts.plugin_source)
-    versions, index = _columns(spec, opts, inputs)
     records.build_record(
         dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN, spec.path)
     )
-    columns: list[Column] = []
-    for version in versions:
-        progress.console.rule(f"matrix: {spec.core.name} {version}")
-        python = baseline_python(spec, version, cache=opts.cache, dist=dist, plugin=inputs.plugin)
-        role = "pinned" if version == spec.core.version else "release"
-        columns.append(_cell(spec, python, inputs.plugin.root, opts.cache, version, role))
-    if opts.repo:
-        columns.append(_main_column(spec, opts, inputs, dist))
-    m = Matrix(spec.name, spec.core.name, index, with_regressions(columns))
-    write_json(dist / REPORT_JSON, m.to_json())
-    atomic_write_text(dist / REPORT_MD, render_markdown(m))
+    the_plan = plan(spec, opts, lambda: inputs.plugin.root)
+    folder = dist / cols.FOLDER
+    run = _Run(spec, opts, inputs, dist, folder, the_plan, pt.settings_for(spec), code_digest())
+    wanted = [v for v in the_plan.versions if not opts.only or v in opts.only]
+    unknown = sorted(set(opts.only) - set(the_plan.versions))
+    if unknown:
+        raise BadInput(
+            f"--only {', '.join(unknown)}: not a column of this matrix "
+            f"({', '.join(the_plan.versions)})",
+            hint="`vpr upstream --spec FILE --github-output` lists the columns",
+        )
+    progress.info(
+        f"matrix: {len(the_plan.versions)} columns ({', '.join(the_plan.versions)}), one at a "
+        "time: each column's build and tests already use both cores"
+    )
+    done: list[cols.Column] = []
+    for n, version in enumerate(wanted, 1):
+        progress.console.rule(f"matrix {n}/{len(wanted)}: {spec.core.name} {version}")
+        column = release_column(run, version)
+        cols.write_column(folder, column)
+        _say(column)
+        done.append(column)
+    if opts.repo and not opts.only:
+        column = main_column(run)
+        cols.write_column(folder, column)
+        _say(column)
+        done.append(column)
+    if opts.only:
+        return assemble(spec.name, spec.core.name, the_plan.index, done)
+    m = assemble(spec.name, spec.core.name, the_plan.index, done)
+    write(dist, m)
     return m
 
 
-def render_markdown(m: Matrix) -> str:
-    out = [
-        f"### Version matrix: {m.pairing} ({m.core} from {m.index})",
-        "",
-        "| core | role | passed | failed | regressions vs the column before |",
-        "|---|---|---|---|---|",
-    ]
-    for col in m.columns:
-        c = col.counts
-        mark = f"**REGRESSED: {len(col.regressions)}**" if col.regressions else "none"
-        out.append(
-            f"| {col.core} | {col.role} | {c['passed']} | {c['failed'] + c['error']} | {mark} |"
+def _say(column: cols.Column) -> None:
+    if not column.tested:
+        progress.warn(f"matrix: {column.core}: not run (exit {column.exit_class}): {column.reason}")
+        return
+    c = column.counts
+    progress.info(
+        f"matrix: {column.core} (Python {column.python}): {len(column.imports)} of "
+        f"{column.modules} modules fail to import; {c['passed']} passed, "
+        f"{c['failed'] + c['error']} failed, {c['deferred']} deferred"
+    )
+
+
+def assemble_folder(spec: Spec, dist_root: Path, index: str | None = None) -> cols.Matrix:
+    """matrix.json and matrix.md from the column records in dist/NAME/matrix/ (the last job
+    of a CI matrix, after each job uploaded its column's record)."""
+    dist = records.dist_dir(dist_root, spec.name)
+    found = cols.read_folder(dist / cols.FOLDER)
+    if not found:
+        raise BadInput(
+            f"{dist / cols.FOLDER}: no column records",
+            hint=f"run `vpr matrix run --spec {spec.path}` (or its --only jobs) first",
         )
-    for col in m.columns:
-        if col.regressions:
-            out += ["", f"Regressed on {col.core}:"]
-            for test in col.regressions:
-                first = (col.errors.get(test) or [""])[0]
-                out.append(f"- `{test}` {first}".rstrip())
-    return "\n".join(out) + "\n"
+    m = assemble(spec.name, spec.core.name, spec_index(spec, index), found)
+    write(dist, m)
+    return m

@@ -24,13 +24,14 @@ from vllm_plugin_release.conform.checks.plugin_tests import check as pt
 from vllm_plugin_release.core import progress, records, schedule
 from vllm_plugin_release.core.bisect import first_error_lines
 from vllm_plugin_release.core.cache import Cache, write_json
+from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges import corehistory, ledgerstore
 from vllm_plugin_release.edges.store import open_store
 from vllm_plugin_release.edges.trust import TRUST_DIR, Trusted
 from vllm_plugin_release.flows.baseline import commit_spec
 from vllm_plugin_release.flows.ledger import Verdict, now_utc, record_verdict, signing_key
-from vllm_plugin_release.flows.pairing_graph import pairing_python
+from vllm_plugin_release.flows.pairing_graph import pairing_env
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.stages.publish import resolve_targets
 
@@ -132,11 +133,11 @@ def _core_url(spec: Spec, repo: str | None) -> str:
 
 
 def _tests(
-    spec: Spec, python: Path, root: Path, cache: Cache
+    spec: Spec, env: EnvRecord, root: Path, cache: Cache
 ) -> tuple[list[str], dict[str, list[str]]]:
     cfg = pt.settings_for(spec)
     with cache.scratch("nightly-") as tmp:
-        run = pt.run_tests(python, root, "cpu", cfg, tmp / "junit.xml", spec.runtime_module)
+        run = pt.run_in_env(env, root, cfg, tmp / "junit.xml")
         return run.failing, first_error_lines(tmp / "junit.xml")
 
 
@@ -240,7 +241,7 @@ def _test_commit(
     inputs = Inputs(spec, opts.cache, opts.plugin_source)
     epoch = corehistory.commit_time(repo, commit)
     base = commit_spec(spec, url, commit, epoch, opts.cache, SUFFIX)
-    python = pairing_python(
+    env = pairing_env(
         lambda _fetcher: (base, corehistory.checkout(repo, commit, opts.cache)),
         title=f"nightly {commit[:12]}",
         cache=opts.cache,
@@ -248,7 +249,7 @@ def _test_commit(
         plugin=inputs.plugin,
         dist_root=opts.dist_root,
     )
-    failing, errors = _tests(base, python, inputs.plugin.root, opts.cache)
+    failing, errors = _tests(base, env, inputs.plugin.root, opts.cache)
     from vllm_plugin_release.stages.manifest import build_for_spec
 
     built = build_for_spec(

@@ -29,6 +29,7 @@ from vllm_plugin_release.flows.stagewalk import walk
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.buildspec.model import Spec
+    from vllm_plugin_release.core.envrecord import EnvRecord
     from vllm_plugin_release.core.lockfile import LockRequest
 
 # How a flow finds its core: the derived spec and its verified source tree.
@@ -47,7 +48,7 @@ class Pairing:
     fetcher: Fetcher
     spec: Spec | None = None
     tree: Path | None = None
-    python: Path | None = None
+    env: EnvRecord | None = None
 
     @property
     def base(self) -> Spec:
@@ -123,7 +124,7 @@ def env(p: Pairing) -> None:
     # As in the release: a finding about the plugin (a module of it that does not import on
     # this core) is recorded, not a stop; the plugin's tests run here to show its effect.
     pairing = PairingContext(p.base, p.cache, p.dist_root, p.plugin, p.core_tree, site="cpu")
-    p.python = create_env(pairing, conduct_gate=False).python
+    p.env = create_env(pairing, conduct_gate=False)
 
 
 def graph(p: Pairing) -> Graph:
@@ -143,7 +144,7 @@ def graph(p: Pairing) -> Graph:
     return Graph(extrastages.extended("pairing", stages, p.context))
 
 
-def pairing_python(
+def pairing_env(
     source: Source,
     *,
     title: str,
@@ -151,9 +152,10 @@ def pairing_python(
     dist: Path,
     plugin: PluginSource,
     dist_root: Path | None = None,
-) -> Path:
+) -> EnvRecord:
     """Walk the pairing graph for the core `source` gives, with the plugin wheel already
-    built in `dist`; the environment's Python. Its records go to `dist_root`/NAME (default:
+    built in `dist`; the environment's record (its Python, whether the runtime is in it,
+    the plugin's modules that do not import). Its records go to `dist_root`/NAME (default:
     .vpr/baseline/dist)."""
     p = Pairing(
         source=source,
@@ -164,6 +166,6 @@ def pairing_python(
         fetcher=Fetcher(cache),
     )
     walk(graph(p), title=title)
-    if p.python is None:  # every stage ran or one raised: env set it
+    if p.env is None:  # every stage ran or one raised: env set it
         raise RuntimeError("the pairing walk ended without its environment")
-    return p.python
+    return p.env

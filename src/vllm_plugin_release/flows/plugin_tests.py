@@ -16,7 +16,7 @@ from vllm_plugin_release.conform.lib.installer import analyzer
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.records import dist_dir
-from vllm_plugin_release.flows.baseline import baseline_python
+from vllm_plugin_release.flows.baseline import baseline_env
 from vllm_plugin_release.flows.sources import Inputs
 
 
@@ -34,17 +34,14 @@ def run_plugin_tests(inputs: Inputs, dist_root: Path, runner: str, baseline: str
     cfg = pt.settings_for(spec)
     root = inputs.plugin.root
     with cache.scratch("plugin-tests-") as tmp:
-        module = env.runtime.module
-        if env.runtime_present:
-            module = None  # a present runtime never excuses a failure
-        run = pt.run_tests(env.python, root, runner, cfg, tmp / "junit.xml", module)
+        run = pt.run_in_env(env, root, cfg, tmp / "junit.xml")
         (dist / f"plugin-tests-{runner}.xml").write_bytes((tmp / "junit.xml").read_bytes())
         base_run = None
         version = None
         if baseline:
             version = installer_pin(spec, root) if baseline == "auto" else baseline
-            python = baseline_python(spec, version, cache=cache, dist=dist, plugin=inputs.plugin)
-            base_run = pt.run_tests(python, root, "cpu", cfg, tmp / "baseline.xml", module)
+            base_env = baseline_env(spec, version, cache=cache, dist=dist, plugin=inputs.plugin)
+            base_run = pt.run_in_env(base_env, root, cfg, tmp / "baseline.xml")
     record = pt.write_record(dist, run, base_run, version, spec.core.version)
     _report(runner, run, base_run, version, record)
     return 1 if run.failing or record.regressions else 0

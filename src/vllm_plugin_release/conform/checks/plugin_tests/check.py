@@ -33,6 +33,7 @@ from vllm_plugin_release.conform.lib.testscan import (
 from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, write_json
+from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 from vllm_plugin_release.edges import proc
 from vllm_plugin_release.edges.container import runner_of
@@ -624,15 +625,33 @@ def _evidence(record: TestsRecord) -> list[Evidence]:
     return evidence
 
 
+def absent_runtime(env: EnvRecord) -> str | None:
+    """The runtime module when the environment lacks it: only then does a hand list or an
+    import scan leave tests out (a present runtime never excuses a failure)."""
+    return None if env.runtime_present else env.runtime.module
+
+
+def failed_imports(env: EnvRecord) -> dict[str, str]:
+    """The plugin's modules that do not import in the environment, with their errors."""
+    return {m.module: m.reason or "" for m in env.plugin_modules if m.status == "failed"}
+
+
+def run_in_env(env: EnvRecord, root: Path, cfg: TestSettings, junit: Path) -> TestRun:
+    """The plugin's tests in a pairing environment, chosen and classified exactly as the
+    release's check does (every flow that runs them goes through here or `run`)."""
+    run = run_tests(env.python, root, env.runner, cfg, junit, absent_runtime(env))
+    run.without_paths(Path(env.python).parent.parent, root)
+    run.count_import_findings(failed_imports(env))
+    return run
+
+
 def run(ctx: Context) -> CheckResult:
     """The `plugin_tests` check: the plugin's tests in the pairing env, with a recorded baseline."""
     cfg = settings_for(ctx.spec)
-    runtime = ctx.env.runtime
-    module = None if runtime.status == "present" else runtime.module
+    module = absent_runtime(ctx.env)
     run = tests_run(ctx.cache, ctx.python, ctx.plugin_root, ctx.runner, cfg, module)
     run.without_paths(Path(ctx.python).parent.parent, ctx.plugin_root)
-    failed_modules = [m for m in ctx.env.plugin_modules if m.status == "failed"]
-    run.count_import_findings({m.module: m.reason or "" for m in failed_modules})
+    run.count_import_findings(failed_imports(ctx.env))
     # A baseline recorded by `vpr plugin-tests --baseline` stays, compared with this run.
     base_run, base_version = _recorded_baseline(ctx.dist, ctx.runner)
     record = write_record(ctx.dist, run, base_run, base_version, ctx.spec.core.version)
