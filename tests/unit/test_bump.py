@@ -442,3 +442,57 @@ def test_requested_analysis_that_cannot_run_is_reported_not_hidden(project: Path
     assert doc["api"]["status"] == "error" and "no [plugin]" in doc["api"]["reason"]
     assert doc["plugin_tests"]["status"] == "not run"
     assert doc["diff"]  # the diff and the rest of the report are still there
+
+
+def _floor_project(project: Path, index: Index, requires: str) -> Path:
+    """The demo spec with a runtime that loads on 3.11 and 3.12, and a release 0.27.0 whose
+    Requires-Python is `requires`."""
+    index.files["vllm-0.27.0.tar.gz"] = sdist(
+        "0.27.0",
+        {
+            "pyproject.toml": pyproject("2.11.0"),
+            "requirements/common.txt": COMMON_NEW,
+            "PKG-INFO": f"Metadata-Version: 2.1\nName: vllm\nRequires-Python: {requires}\n".encode(),
+        },
+        NEW_EPOCH,
+    )
+    path = project / "buildspec" / "demo-0.25.1.toml"
+    text = path.read_text().replace(
+        'torch = "2.13.0+cpu"', 'torch = { "3.11" = "2.13.0+cpu", "3.12" = "2.13.0" }'
+    )
+    path.write_text(text + '\n[runtime]\nname = "demo-rt"\npython = ["3.11", "3.12"]\n')
+    return path
+
+
+def test_bump_moves_the_python_when_the_core_floor_passes_it(project: Path, index: Index) -> None:
+    old_file = _floor_project(project, index, ">=3.12")
+    calls = []
+
+    def locker(request, dest: Path, find_links) -> str:
+        calls.append(request)
+        dest.write_text("# new lock\n")
+        return "# new lock\n"
+
+    result = bump.bump(old_file, "0.27.0", cache=Cache(project / ".vpr"), locker=locker)
+    spec = load_spec(result.new_path)
+    assert spec.build.python == "3.12" and spec.build.torch == "2.13.0"
+    assert spec.build.constraints == "constraints/build-core-py312.txt"
+    move = result.report["python"]
+    assert (move["requires"], move["from"], move["to"]) == (">=3.12", "3.11", "3.12")
+    assert result.report["spec"]["changed"]["build.python"] == {"from": "3.11", "to": "3.12"}
+    assert [r.python for r in calls] == ["3.12"]  # the lock resolved for the new Python
+    text = render_markdown(result)
+    assert "The Python floor moved past the spec's 3.11" in text
+    assert "Requires-Python `>=3.12`" in text
+
+
+def test_bump_refuses_a_core_no_python_of_the_spec_can_load(project: Path, index: Index) -> None:
+    old_file = _floor_project(project, index, ">=3.13")
+    before = files_under(project)
+    done = run(project, "bump", "--spec", str(old_file), "--core", "0.27.0", check=False)
+    assert done.returncode == 2, done.stderr
+    assert (
+        "vllm 0.27.0 cannot be paired" in done.stderr
+        and "accepts none of 3.11, 3.12" in done.stderr
+    )
+    assert files_under(project) == before

@@ -254,6 +254,58 @@ def edit_document(
     return changed
 
 
+def python_move(spec: Spec, version: str, tree: Path) -> dict[str, Any]:
+    """The report's `python` part: the new core's Python floor (its `Requires-Python`) and
+    the Python the bumped spec pairs on (the spec's while accepted, else the newest of
+    `[runtime] python` it accepts); BadInput when none fits, before anything is resolved."""
+    from vllm_plugin_release.flows.baseline import python_for, requires_python
+
+    requires = requires_python(tree)
+    choice = python_for(spec, requires, version)
+    if choice.python is None:
+        raise BadInput(
+            f"{spec.path}: {spec.core.name} {version} cannot be paired: {choice.why}",
+            hint="a Python the core accepts must be in [runtime] python and [build] torch",
+        )
+    move: dict[str, Any] = {
+        "requires": requires,
+        "from": spec.build.python,
+        "to": choice.python,
+        "why": choice.why,
+        "review": [],
+    }
+    if choice.python != spec.build.python and spec.build.base_image:
+        move["review"].append(
+            f"[build] base_image (and image_python_sha256) pin an image for Python "
+            f"{spec.build.python}: make one for {choice.python} with `vpr image build --spec "
+            "NEW_SPEC --write-spec`"
+        )
+    return move
+
+
+def _py_path(path: str, old: str, new: str) -> str:
+    return path.replace(f"py{old.replace('.', '')}", f"py{new.replace('.', '')}")
+
+
+def edit_python(document: tomlkit.TOMLDocument, spec: Spec, move: dict[str, Any]) -> dict[str, Any]:
+    """Move `[build] python` (and the lock files named for it) to the Python the new core
+    needs; what changed (old -> new). `[build] torch` already pins that Python."""
+    old, new = move["from"], move["to"]
+    if old == new:
+        return {}
+    changed: dict[str, Any] = {"build.python": {"from": old, "to": new}}
+    document["build"]["python"] = new
+    for table in ("build", "env"):
+        section = document.get(table)
+        if section is not None and "constraints" in section:
+            before = str(section["constraints"])
+            after = _py_path(before, old, new)
+            if after != before:
+                section["constraints"] = after
+                changed[f"{table}.constraints"] = {"from": before, "to": after}
+    return changed
+
+
 def refresh_comments(text: str, spec: Spec, new: NewSource) -> tuple[str, list[dict[str, Any]]]:
     """Update the comment that says where the epoch came from; list others naming the old
     version (they state facts about it: a person reviews them)."""
@@ -446,11 +498,14 @@ def bump(
     blocked = ba.stop(coupling)
     if blocked is not None and not options.dry_run:
         raise blocked  # before the locks: nothing is resolved or written
+    python = python_move(spec, version, new.tree)
     changed = edit_document(document, spec, version, new)
+    changed.update(edit_python(document, spec, python))
     changed.update(ba.edit(document, table))
     new_text, review = refresh_comments(tomlkit.dumps(document), spec, new)
     new_spec = _checked(new_text, new_path)
     report = _report_head(run, changed)
+    report["python"] = python
     report.update(_dependency_diffs(spec, version, before_tree, new.tree))
     report["api_coupling"] = coupling
     report["comments_to_review"] = review

@@ -68,6 +68,7 @@ def render_markdown(result: BumpResult) -> str:
         "",
     ]
     out += _source_section(r["source"])
+    out += _python_section(r.get("python"))
     out += _req_section(f"Runtime dependencies ({COMMON_REQUIREMENTS})", r["requirements"])
     out += _req_section("Build requirements ([build-system].requires)", r["build_requires"])
     out += _locks_section(r.get("locks", []))
@@ -79,6 +80,23 @@ def render_markdown(result: BumpResult) -> str:
         out += ["", f"### Comments that still name {core['from']} (review by hand)", ""]
         out += [f"- line {c['line']}: `{_md(c['text'])}`" for c in r["comments_to_review"]]
     return "\n".join(out) + "\n"
+
+
+def _python_section(move: dict[str, Any] | None) -> list[str]:
+    if not move:
+        return []
+    floor = f"Requires-Python `{move['requires']}`" if move["requires"] else "no Requires-Python"
+    out = ["### Python", ""]
+    if move["from"] == move["to"]:
+        out.append(f"{floor}: the spec's Python {move['from']} stays.")
+    else:
+        out.append(
+            f"**The Python floor moved past the spec's {move['from']}** ({floor}): the bumped "
+            f"spec pairs on {move['to']} ({_md(move['why'])}); `[build] python` and the lock "
+            "files named for it move with it, the locks below are resolved for it."
+        )
+    out += [f"- review: {_md(item)}" for item in move.get("review", [])]
+    return [*out, ""]
 
 
 def _source_section(src: dict[str, Any]) -> list[str]:
