@@ -452,7 +452,7 @@ def _floor_project(project: Path, index: Index, requires: str) -> Path:
         {
             "pyproject.toml": pyproject("2.11.0"),
             "requirements/common.txt": COMMON_NEW,
-            "PKG-INFO": f"Metadata-Version: 2.1\nName: vllm\nRequires-Python: {requires}\n".encode(),
+            "PKG-INFO": f"Metadata-Version: 2.1\nRequires-Python: {requires}\n".encode(),
         },
         NEW_EPOCH,
     )
