@@ -125,8 +125,11 @@ def test_a_killed_run_keeps_its_columns_and_failed_columns_are_recorded(setup) -
     # the plugin's stale module fails to import on every core: recorded per column
     assert "demo_plugin.stale" in got["0.1.0"]["imports"]
     # the coupling report names the import the cores never define as breaking
-    ids = [c["id"] for c in (got["0.2.0"]["coupling"] or {}).get("changes", [])]
+    ids = [c["id"] for c in (got["0.1.1"]["coupling"] or {}).get("changes", [])]
+    assert got["0.1.1"]["coupling"]["against"] == "0.1.0"
     assert any("NoSuchLauncher" in i for i in ids), ids
+    # the column before 0.2.0 could not be fetched: its report says so, its tests ran
+    assert got["0.2.0"]["coupling"]["status"] == "error" and got["0.2.0"]["status"] == "tested"
     md = (_dist(setup) / "matrix.md").read_text()
     assert "| 0.3.0 | release | none | not run (exit 2)" in md
     assert f"`{TEST}`" in md

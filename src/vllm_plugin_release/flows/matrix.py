@@ -173,9 +173,22 @@ def tested(run: _Run, env: EnvRecord, label: str, base: cols.Column) -> cols.Col
     )
 
 
-def _coupling(run: _Run, old_tree: Path, new_tree: Path, against: str) -> dict[str, object]:
-    report = apicoupling.coupling(run.inputs.plugin.root, old_tree, new_tree, run.spec.core.name)
-    return {"against": against, **report.to_json()}
+def _against(run: _Run, found: Release) -> dict[str, object]:
+    """The coupling report of this column's core against the column before (the first
+    column against itself: what the plugin imports that the core never defined). A column
+    before that cannot be read leaves this column's report out, saying why."""
+    version = found.spec.core.version
+    before = run.plan.before(version)
+    try:
+        old = (
+            found.tree
+            if before == version
+            else release_pairing(run.spec, before, run.inputs.fetcher).tree
+        )
+        report = apicoupling.coupling(run.inputs.plugin.root, old, found.tree, run.spec.core.name)
+    except VprError as exc:
+        return {"against": before, "status": "error", "reason": _one_line(exc)}
+    return {"against": before, **report.to_json()}
 
 
 def release_column(run: _Run, version: str) -> cols.Column:
@@ -194,11 +207,8 @@ def release_column(run: _Run, version: str) -> cols.Column:
     if kept is not None and kept.key == key:
         progress.info(f"matrix: {version}: reused its record ({kept.status})")
         return kept
-    base = cols.not_run(version, role, key, choice, 0, "")
+    base = _with_coupling(cols.not_run(version, role, key, choice, 0, ""), _against(run, found))
     try:
-        before = run.plan.before(version)
-        old_tree = found.tree if before == version else release_pairing(spec, before, fetcher).tree
-        base = _with_coupling(base, _coupling(run, old_tree, found.tree, before))
         if choice.python is None:
             return cols.not_run(version, role, key, choice, 2, f"no Python: {choice.why}")
         progress.info(f"matrix: {version} on Python {choice.python}: {choice.why}")
