@@ -192,6 +192,7 @@ class _Plugin:
                 for alias in node.names:
                     if alias.name != "*":
                         out[alias.asname or alias.name] = f"{base}.{alias.name}"
+                        mine.add(f"{base}.{alias.name}")  # perhaps a submodule
                 mine.add(base)
         for stmt in tree.body:
             if isinstance(stmt, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
@@ -285,7 +286,7 @@ class _Plugin:
 
     def graph(self) -> PluginGraph:
         modules = {rel: module for rel, module, _, _ in self.files}
-        imports = {m: tuple(sorted(self._plugin_modules(i))) for m, i in self.imports.items()}
+        imports = {m: tuple(sorted(self._plugin_modules(i) - {m})) for m, i in self.imports.items()}
         tests: dict[str, tuple[str, ...]] = {}
         for path in test_files(self.root):
             tree = _parse(path)
