@@ -1,9 +1,6 @@
-"""Each rule of the API coupling report on a small core and plugin written here: imports
-(missing from the new core, from both, a vanished module, module __getattr__, star
-imports, fallbacks and typing-only imports), attributes on core objects (typed through
-annotations, self, isinstance, the core's own annotations), signatures (defaults,
-**kwargs, keyword-only, overrides), review items, unresolved names with their reason, the
-facts cache, and `trace_failures`. Each has its clean case and the mutation it must find."""
+"""Each rule of the API coupling report on a small core and plugin written by the test: its
+clean case, and the mutation of the core it must find (imports, attributes, signatures,
+review items, unresolved names, the facts cache, trace_failures)."""
 
 from __future__ import annotations
 

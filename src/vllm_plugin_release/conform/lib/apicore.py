@@ -91,6 +91,19 @@ def _union(node: ast.AST) -> list[ast.AST]:
     return [node]
 
 
+def union_members(node: ast.AST) -> list[ast.AST]:
+    """The members of a union annotation but None (`X | Y`, `Union[X, Y]`, `Optional[...]`);
+    any other annotation is its own one member."""
+    if isinstance(node, ast.Subscript):
+        head = (dotted(node.value) or "").rpartition(".")[2]
+        if head in ("Union", "Optional"):
+            elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            return [m for e in elts for m in union_members(e)]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return [m for part in _union(node) for m in union_members(part)]
+    return [] if _is_none(node) else [node]
+
+
 def decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[str]:
     """The decorators as written (`abc.abstractmethod`, `property`, `x.setter`), calls
     named by what they call."""
@@ -182,6 +195,7 @@ class _Reader:
         self.stars: list[list[Any]] = []
         self.getattr = False
         self.lazy: set[str] = set()
+        self.values: list[ast.AST] = []
         self.dynamic = False
 
     def facts(self) -> dict[str, Any]:
@@ -191,7 +205,9 @@ class _Reader:
             "classes": self.classes,
             "stars": self.stars,
             "getattr": self.getattr,
-            "lazy": sorted(self.lazy) if self.getattr else [],
+            "lazy": sorted(self.lazy | {n for v in self.values for n in _strings(v)})
+            if self.getattr
+            else [],
             "dynamic": self.dynamic,
         }
 
@@ -236,7 +252,7 @@ class _Reader:
                         entry["field"] = [default, annotation_kind(stmt.annotation)]
                     self.add(out, name, entry)
             if not in_class and stmt.value is not None:
-                self.lazy.update(_strings(stmt.value))
+                self.values.append(stmt.value)  # names a module __getattr__ may serve
         elif isinstance(stmt, ast.AugAssign | ast.For | ast.AsyncFor | ast.With | ast.AsyncWith):
             targets = (
                 [stmt.target]
@@ -338,6 +354,53 @@ def _names(target: ast.AST) -> list[str]:
     return []
 
 
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement of a body, into its compound statements but not into a nested
+    function or class (whose `self` is another)."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        for name in ("body", "orelse", "finalbody"):
+            inner = getattr(stmt, name, None)
+            if isinstance(inner, list):
+                yield from _statements(inner)
+        for part in [*getattr(stmt, "handlers", []), *getattr(stmt, "cases", [])]:
+            yield from _statements(part.body)
+
+
+def _flat(target: ast.AST) -> list[ast.AST]:
+    if isinstance(target, ast.Tuple | ast.List):
+        return [t for elt in target.elts for t in _flat(elt)]
+    if isinstance(target, ast.Starred):
+        return _flat(target.value)
+    return [target]
+
+
+def _assigned(stmt: ast.stmt, me: str) -> list[tuple[ast.AST, ast.AST | None, ast.AST | None]]:
+    """(target, value, annotation) of what a statement assigns."""
+    if isinstance(stmt, ast.Assign):
+        single = len(stmt.targets) == 1 and not isinstance(stmt.targets[0], ast.Tuple | ast.List)
+        value = stmt.value if single else None
+        return [(t, value, None) for target in stmt.targets for t in _flat(target)]
+    if isinstance(stmt, ast.AnnAssign):
+        return [(stmt.target, stmt.value, stmt.annotation)]
+    if isinstance(stmt, ast.AugAssign):
+        return [(stmt.target, None, None)]
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    if (
+        isinstance(call, ast.Call)
+        and dotted(call.func) == "setattr"
+        and len(call.args) == 3
+        and dotted(call.args[0]) == me
+        and isinstance(call.args[1], ast.Constant)
+        and isinstance(call.args[1].value, str)
+    ):
+        target = ast.Attribute(value=ast.Name(id=me), attr=call.args[1].value)
+        return [(ast.copy_location(target, call), call.args[2], None)]
+    return []
+
+
 def instance_attrs(fn: ast.FunctionDef | ast.AsyncFunctionDef, out: dict[str, Any]) -> None:
     """`self.NAME = ...` (and `self.NAME: T = ...`, `setattr(self, "NAME", ...)`) in a
     method: the attribute, where, and its type when the method says it."""
@@ -346,27 +409,13 @@ def instance_attrs(fn: ast.FunctionDef | ast.AsyncFunctionDef, out: dict[str, An
         return
     me = args[0].arg
     typed = {p.arg: annotation_type(p.annotation) for p in [*args, *fn.args.kwonlyargs]}
-    for node in ast.walk(fn):
-        pairs: list[tuple[ast.AST, ast.AST | None, ast.AST | None]] = []
-        if isinstance(node, ast.Assign):
-            pairs = [(t, node.value, None) for t in node.targets]
-        elif isinstance(node, ast.AnnAssign):
-            pairs = [(node.target, node.value, node.annotation)]
-        elif isinstance(node, ast.AugAssign):
-            pairs = [(node.target, None, None)]
-        elif (
-            isinstance(node, ast.Call)
-            and dotted(node.func) == "setattr"
-            and len(node.args) == 3
-            and dotted(node.args[0]) == me
-            and isinstance(node.args[1], ast.Constant)
-            and isinstance(node.args[1].value, str)
-        ):
-            target = ast.Attribute(value=ast.Name(id=me), attr=node.args[1].value)
-            ast.copy_location(target, node)
-            pairs = [(target, node.args[2], None)]
-        for target, value, annotation in pairs:
-            if not (isinstance(target, ast.Attribute) and dotted(target.value) == me):
+    for stmt in _statements(fn.body):
+        for target, value, annotation in _assigned(stmt, me):
+            if not (
+                isinstance(target, ast.Attribute)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == me
+            ):
                 continue
             have = out.get(target.attr)
             if have is not None and have["in"] == "__init__" and fn.name != "__init__":
@@ -375,11 +424,10 @@ def instance_attrs(fn: ast.FunctionDef | ast.AsyncFunctionDef, out: dict[str, An
             if kind is None and isinstance(value, ast.Name):
                 kind = typed.get(value.id)
             call = dotted(value.func) if isinstance(value, ast.Call) else None
-            if have is None or have["in"] != "__init__" or fn.name == "__init__":
-                if have is not None and have["in"] == fn.name:
-                    kind, call = kind or have["type"], call or have["call"]
-                out[target.attr] = {"line": target.lineno, "type": kind, "call": call,
-                                    "in": fn.name}  # fmt: skip
+            if have is not None and have["in"] == fn.name:
+                kind, call = kind or have["type"], call or have["call"]
+            out[target.attr] = {"line": target.lineno, "type": kind, "call": call,
+                                "in": fn.name}  # fmt: skip
 
 
 def module_facts(text: str) -> dict[str, Any] | None:
@@ -1072,8 +1120,8 @@ class Oracle:
     """A core tree's answers about objects: the class of one reached along a chain of
     attributes from a class (the plugin's side types with the old core's)."""
 
-    def __init__(self, tree: CoreTree | None) -> None:
-        self.tree = tree
+    def __init__(self, tree: CoreTree | None, name: str = "this core") -> None:
+        self.tree, self.name = tree, name
         self.memo: dict[Typ, Found | None] = {}
 
     def klass(self, typ: Typ) -> Found | None:

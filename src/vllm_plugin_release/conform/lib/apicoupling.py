@@ -1,38 +1,6 @@
-"""The API coupling diff (pure, static): which parts of the core's Python API the plugin
-uses, and how a new core changes them for the plugin.
-
-The plugin's own modules (not its tests, docs or examples) are parsed, never imported:
-every name it imports from the core (inside `if TYPE_CHECKING:` or a `try:` whose except
-takes ImportError, it is marked so), every dotted attribute it reaches through one, every
-call (keywords, positional arguments, `**` splats), every core class it subclasses (through
-its own classes too) with the methods it overrides, its `super()` calls, and the attributes
-it reads or writes on core objects. An object's class comes from parameter and return
-annotations (an override's untyped parameter takes the core method's annotation), `self` in
-a subclass of a core class, `isinstance` narrowing, assignments and the core's own
-annotations along a chain (`vllm_config.parallel_config.data_parallel_size`). Each use is
-looked up in the two verified core source trees (old and new) through `apicore.CoreTree`.
-
-Breaking (each needs an approval; id `KIND:SYMBOL[:NAME]`):
-  - `removed` / `attribute`: the new core no longer defines a name, module or method the
-    plugin uses, or no longer sets an attribute the plugin reads or writes on its object;
-  - `missing`: a name or module the plugin imports at run time that neither core defines;
-  - `keyword`, `required`, `positional`: a call of the plugin no longer fits the callable
-    (a keyword not taken, also through a removed `**kwargs`; a default removed; a parameter
-    made keyword-only or moved while the plugin passes it by position; too many positional);
-  - `signature`: the core calls a method the plugin overrides in a way the override does
-    not take (a new parameter, a default added, a parameter made keyword-only);
-  - `abstract`: a class the plugin subclasses (an ABC) has a new abstract method the plugin
-    does not define.
-To review, not breaking: `typing` (a typing-only import gone), `fallback` (an import inside
-try/except ImportError gone), `guarded` (an attribute read through getattr/hasattr gone),
-`unimplemented` (a base method the subclass does not override now raises
-NotImplementedError, or became abstract where that is not enforced), `body` (the core's body
-of a method the plugin overrides changed: lines changed). What cannot be told statically is
-listed with its reason (`unresolved`).
-
-`trace_failures` measures the report against what a pairing really did: which observed
-import failures and regressed tests each reported change explains (recall, precision).
-"""
+"""The API coupling diff (static): the plugin's uses of the core's API (apiuses) against an
+old and a new core tree (apicore): breaking changes by id, changes to review, names that
+cannot be told statically; `trace_failures` measures a report against observed failures."""
 
 from __future__ import annotations
 
@@ -61,6 +29,7 @@ from vllm_plugin_release.conform.lib.apiuses import (
 __all__ = ["Change", "CouplingReport", "PluginGraph", "Tracing", "Unresolved", "Use",
            "coupling", "diff", "plugin_files", "plugin_uses", "trace_failures"]  # fmt: skip
 
+# Each kind, what it means and its id: docs/upstream.md (the core API the plugin uses).
 BREAKING_KINDS = (
     "removed", "missing", "attribute", "keyword", "required", "positional", "signature",
     "abstract",
@@ -124,7 +93,9 @@ def resolve_use(oracle: Oracle, use: Use) -> Found | None:
     if owner is None:
         base = tree.resolve(use.root)
         if base is None:
-            return Found("unknown", use.root, reason=f"its class {use.root} is not in this core")
+            return Found(
+                "unknown", use.root, reason=f"its class {use.root} is not in {oracle.name}"
+            )
         return Found("unknown", use.root, reason=f"the class of {use.path()} is not known")
     return tree.member(owner, use.chain[-1])
 
@@ -229,11 +200,21 @@ def _positional_moves(
     return out
 
 
+def places(wheres: Iterable[str]) -> tuple[str, ...]:
+    """Plugin places (`file:line`) once each, by file then line number."""
+
+    def key(where: str) -> tuple[str, int]:
+        path, _, line = where.rpartition(":")
+        return (path, int(line)) if line.isdigit() else (where, 0)
+
+    return tuple(sorted(set(wheres), key=key))
+
+
 def _add(out: dict[str, Change], change: Change) -> None:
     """`change` into `out` by its id, its uses merged with those already there."""
     have = out.get(change.id)
     if have is not None:
-        uses = tuple(sorted(set(have.uses) | set(change.uses)))
+        uses = places([*have.uses, *change.uses])
         change = Change(have.id, have.kind, have.symbol, have.detail, uses)
     out[change.id] = change
 
@@ -283,7 +264,7 @@ def _override_change(
         f"plugin's override {ours} with the new signature ({'; '.join(sorted(why))})"
     )
     return Change(
-        f"signature:{symbol}", "signature", symbol, detail, tuple(sorted({u.where for u in stale}))
+        f"signature:{symbol}", "signature", symbol, detail, places(u.where for u in stale)
     )
 
 
@@ -297,7 +278,8 @@ class _Diff:
     unresolved: list[Unresolved] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.was, self.now = Oracle(self.old), Oracle(self.new)
+        self.was = Oracle(self.old, self.versions[0])
+        self.now = Oracle(self.new, self.versions[1])
 
     def group(self, uses: list[Use]) -> dict[str, list[tuple[Use, Found | None]]]:
         """Uses by the symbol a change names: its dotted name, or for an object's attribute
@@ -322,7 +304,7 @@ class _Diff:
         after = next((f for f in afters if f is not None and f.kind != "unknown"), None)
         if after is None and any(f is not None for f in afters):
             after = next(f for f in afters if f is not None)
-        wheres = tuple(sorted({u.where for u in group}))
+        wheres = places(u.where for u in group)
         new_v = self.versions[1]
         imports = [u for u in group if u.how in ("import", "module")]
         if before is None or before.kind == "unknown":
@@ -334,13 +316,16 @@ class _Diff:
                 self._missing(key, group, None)  # read on a class or module that lacks it
             else:
                 reason = before.reason if before is not None else self._why_not(group)
+                if before is None and after is not None and after.reason:
+                    reason = f"{reason}; in {new_v}: {after.reason}"
                 self.unresolved.append(Unresolved(key, reason, wheres))
             return
         if after is None:
             self._gone(key, group, before)
             return
         if after.kind == "unknown":
-            self.unresolved.append(Unresolved(key, f"in {new_v}: {after.reason}", wheres))
+            why = after.reason if new_v in after.reason else f"in {new_v}: {after.reason}"
+            self.unresolved.append(Unresolved(key, why, wheres))
             return
         if "external" in (before.kind, after.kind):
             return
@@ -397,7 +382,7 @@ class _Diff:
         guarded by except ImportError, read through getattr/hasattr)."""
         runtime, typing, fallback, guarded = self._split(group)
         if runtime:
-            wheres = tuple(sorted({u.where for u in group}))
+            wheres = places(u.where for u in group)
             self.changes.append(Change(f"{kind}:{key}", kind, key, detail, wheres))
             return
         for uses, review, note in (
@@ -408,7 +393,7 @@ class _Diff:
              "over; check that it still does the job"),
         ):  # fmt: skip
             if uses:
-                wheres = tuple(sorted({u.where for u in uses}))
+                wheres = places(u.where for u in uses)
                 self.review.append(Change(f"{review}:{key}", review, key, f"{detail}; {note}",
                                           wheres))  # fmt: skip
 
@@ -433,7 +418,7 @@ class _Diff:
                     f"{old_v} to {new_v} ({n} line(s) changed); check whether the override "
                     "should follow"
                 )
-                wheres = tuple(sorted({u.where for u in overrides}))
+                wheres = places(u.where for u in overrides)
                 self.review.append(Change(f"body:{key}", "body", key, detail, wheres))
 
     def _subclass(self, key: str, group: list[Use], before: Found, after: Found) -> None:
@@ -496,7 +481,7 @@ def diff(
     missing = {u.symbol: u for u in d.unresolved}
     for u in unresolved:
         have = missing.get(u.symbol)
-        uses_ = tuple(sorted(set(u.uses) | set(have.uses if have else ())))
+        uses_ = places([*u.uses, *(have.uses if have else ())])
         missing[u.symbol] = Unresolved(u.symbol, have.reason if have else u.reason, uses_)
     return CouplingReport(
         len(groups),

@@ -21,6 +21,7 @@ from vllm_plugin_release.conform.lib.apicore import (
     dotted,
     function_facts,
     instance_attrs,
+    union_members,
 )
 
 SKIP_DIRS = {"tests", "test", "testing", "docs", "examples", "benchmarks", "build", "dist"}
@@ -332,7 +333,7 @@ class _Uses(ast.NodeVisitor):
         self.uses: list[Use] = []
         self.unresolved: list[Unresolved] = []
         self.scopes: list[dict[str, Typ | None]] = [{}]
-        self.untyped: dict[str, str] = {}  # parameter -> the core method it is of
+        self.untyped: dict[str, tuple[str, str]] = {}  # parameter -> its function, why
         self.classes: list[str] = []  # the plugin classes being visited, innermost last
         self.frames: list[str] = []  # "class" or "function", innermost last
         self.context: list[str] = []
@@ -526,17 +527,14 @@ class _Uses(ast.NodeVisitor):
         return bases[0] if bases else None
 
     def _names_core(self, annotation: ast.AST) -> bool:
-        """Does an annotation name a class of the core anywhere in it?"""
+        """Is an annotation a union one of whose members is a class of the core?"""
         if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
             try:
                 annotation = ast.parse(annotation.value, mode="eval").body
             except (SyntaxError, ValueError):
                 return False
-        return any(
-            self._ours(self.name_of(n))
-            for n in ast.walk(annotation)
-            if isinstance(n, ast.Name | ast.Attribute)
-        )
+        members = union_members(annotation)
+        return len(members) > 1 and any(self._ours(self.name_of(m)) for m in members)
 
     def _narrowed(self, test: ast.AST) -> dict[str, Typ | None]:
         """The names an `isinstance` test (or an `and` of them) narrows to a class."""
@@ -607,7 +605,8 @@ class _Uses(ast.NodeVisitor):
             typed = self._annotated(p.annotation)
             if typed is None and p.annotation is not None and self._names_core(p.annotation):
                 scope[p.arg] = _UNTYPED  # `SamplingParams | PoolingParams`: which one?
-                self.untyped[p.arg] = "annotated with no one class in the plugin's own signature"
+                own = f"{cls or self.module}.{node.name}"
+                self.untyped[p.arg] = (own, "annotated with no one class in the plugin's own")
                 continue
             if typed is None and p.annotation is None and base_method and self.oracle.tree:
                 found, written = self.oracle.tree.param_type(base_method, p.arg)
@@ -615,7 +614,7 @@ class _Uses(ast.NodeVisitor):
                 if typed is None and written in (None, UNCLEAR):
                     scope[p.arg] = _UNTYPED
                     how = "untyped" if written is None else "annotated with no one class"
-                    self.untyped[p.arg] = f"{how} in the core's {base}.{node.name}"
+                    self.untyped[p.arg] = (f"{base}.{node.name}", f"{how} in the core's")
                     continue
             scope[p.arg] = typed
         self.scopes.append(scope)
@@ -703,11 +702,10 @@ class _Uses(ast.NodeVisitor):
         owner = self.typ(value)
         if owner == _UNTYPED:
             assert isinstance(value, ast.Name)
-            why = self.untyped.get(value.id, "")
-            method = why.rpartition(" ")[2] if "core's" in why else self.where
+            method, why = self.untyped.get(value.id, ("", ""))
             self.unresolved.append(Unresolved(
                 f"{method}({value.id}).{attr}",
-                f"untyped parameter: {value.id!r} is {why}",
+                f"untyped parameter: {value.id!r} is {why} {method}",
                 (self._at(node),),
             ))  # fmt: skip
             return
