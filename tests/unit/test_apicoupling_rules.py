@@ -462,6 +462,14 @@ def test_what_cannot_be_told_statically_is_listed_with_its_reason(tmp_path: Path
     )
 
 
+def test_names_that_alias_each_other_in_a_loop_are_unresolved_not_a_crash(tmp_path: Path):
+    core = {**PKG, "vllm/x.py": "A = B\nB = A\n"}
+    found = report(
+        tmp_path, core, core, "from vllm.x import A\n\ndef f(a: A):\n    return a.size\n"
+    )
+    assert ids(found) == [] and "vllm.x.A" in {u.symbol for u in found.unresolved}
+
+
 # -- the facts cache ---------------------------------------------------------------------
 
 

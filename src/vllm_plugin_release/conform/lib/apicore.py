@@ -829,8 +829,9 @@ class CoreTree:
         top = target.split(".")[0]
         return self._file(top) is not None
 
-    def name_in(self, module: str, name: str) -> str | None:
-        """The absolute dotted name `name` (as written in `module`) stands for."""
+    def name_in(self, module: str, name: str, depth: int = 0) -> str | None:
+        """The absolute dotted name `name` (as written in `module`) stands for (aliases
+        followed at most MAX_DEPTH deep: `A = B` and `B = A` are legal Python)."""
         head, _, rest = name.partition(".")
         facts = self.module(module)
         entries = (facts or {}).get("names", {}).get(head, [])
@@ -842,8 +843,8 @@ class CoreTree:
                 base = f"{self.absolute(module, e['module'], e['level'])}.{e['name']}"
             elif e["k"] == "module":
                 base = e["target"]
-            elif e["k"] == "alias" and e["target"] and e["target"].split(".")[0] != head:
-                base = self.name_in(module, e["target"]) or base
+            elif e["k"] == "alias" and e["target"] and depth < MAX_DEPTH:
+                base = self.name_in(module, e["target"], depth + 1) or base
             break
         return f"{base}.{rest}" if rest else base
 
