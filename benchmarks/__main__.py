@@ -24,6 +24,7 @@ BENCHES = (
     "analysers",
     "build_core",
     "container",
+    "coupling",
     "env",
     "executor",
     "guard",
@@ -173,6 +174,12 @@ ROWS: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None], float | No
     ("vpr manifest site, reference + Ascend + Spyre store (issue 31)", "site",
      _key("site", "real_s"), 2.0, " s"),
     ("vpr manifest site, 1,000 pairings", "site", _key("site", "synthetic_s"), 2.0, " s"),
+    ("vpr bump's API coupling report, two cores, cold", "coupling", _key("coupling", "cold_s"),
+     10.0, " s"),
+    ("  warm (each core module's facts cached)", "coupling", _key("coupling", "warm_s"), 2.0,
+     " s"),
+    ("  before the facts cache (fewer rules)", "coupling", _key("coupling", "before_s"), None,
+     " s"),
     ("  in process", "site", _key("site", "synthetic_in_process_s"), None, " s"),
 )  # fmt: skip
 

@@ -118,7 +118,7 @@ def test_each_kind_of_break_is_found(tmp_path: Path) -> None:
     old, new = tree(tmp_path / "old", OLD), tree(tmp_path / "new", NEW)
     found = ac.coupling(plugin(tmp_path / "plugin"), old, new)
     report = found.to_json()  # the bump report's part, as written
-    assert list(report) == ["status", "symbols", "unresolved", "breaking", "changes"]
+    assert list(report) == ["status", "symbols", "unresolved", "breaking", "changes", "review"]
     assert [c.id for c in found.changes] == [c["id"] for c in report["changes"]]
     ids = [c["id"] for c in report["changes"]]
     assert ids == [

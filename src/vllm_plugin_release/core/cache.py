@@ -9,6 +9,7 @@ Layout:
   .vpr/stages/<stage>/<key>/        stage results keyed by the hash of their inputs
   .vpr/stages/wheel-files/<sha>.json a wheel's checked file facts (stages/manifest)
   .vpr/stages/build-core-memo/<k>.json what a full build-core checked (stages/corememo)
+  .vpr/coupling/ab/<sha256>.json    a core module's facts for the API coupling diff
   .vpr/tmp/                         work in progress (same filesystem, for renames)
   /dev/shm/vpr-<uid>/               local builds' scratch, in memory (edges/cachedir)
   .vpr/locks/                       one lock file per cache entry being created

@@ -541,7 +541,9 @@ def _coupling(
     spec = run.spec
     root = run.inputs.plugin.root if spec.plugin else None
     failed: list[VprError] = []
-    coupling = ba.coupling(root, run.before_tree, run.new.tree, failed)
+    coupling = ba.coupling(root, run.before_tree, run.new.tree, failed,
+                           versions=(spec.core.version, run.version),
+                           cache_dir=run.cache.root / "coupling")  # fmt: skip
     if failed:
         raise failed[0]
     return coupling, ba.decide(coupling, approval, run.spec_path, spec.core.version, run.version)

@@ -49,16 +49,24 @@ def approval_from(by: str | None, why: str | None, ids: list[str] | None) -> App
 
 
 def coupling(
-    plugin_root: Path | None, old_tree: Path, new_tree: Path, errors: list[VprError]
+    plugin_root: Path | None,
+    old_tree: Path,
+    new_tree: Path,
+    errors: list[VprError],
+    *,
+    versions: tuple[str, str] | None = None,
+    cache_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """The report's `api_coupling` part (`not run` for a spec without a plugin)."""
+    """The report's `api_coupling` part (`not run` for a spec without a plugin). `versions`
+    name the two cores in its details; `cache_dir` keeps the core modules' parsed facts."""
     from vllm_plugin_release.conform.lib.apicoupling import coupling as diff
 
     if plugin_root is None:
         return {"status": "not run", "reason": "the spec has no [plugin]"}
     with progress.status("bump: the core API the plugin uses, old vs new"):
         try:
-            return diff(plugin_root, old_tree, new_tree).to_json()
+            report = diff(plugin_root, old_tree, new_tree, versions=versions, cache_dir=cache_dir)
+            return report.to_json()
         except OSError as exc:
             error = BadInput(f"{plugin_root}: cannot read the plugin's source ({exc})")
             errors.append(error)

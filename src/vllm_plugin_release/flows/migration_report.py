@@ -31,21 +31,37 @@ def _req_section(title: str, diff: dict[str, Any]) -> list[str]:
 
 
 def _coupling_section(c: dict[str, Any] | None) -> list[str]:
-    """The core API the plugin uses: what changed for it, and the approval on record."""
+    """The core API the plugin uses: what breaks it, what to review, what cannot be told
+    statically, and the approval on record."""
     out = ["", "### Core API the plugin uses", ""]
     if not c or c.get("status") != "run":
         return [*out, f"not run: {(c or {}).get('reason', 'no plugin')}"]
+    review = c.get("review") or []
+    unresolved = c.get("unresolved") or []
     out.append(
-        f"{c['symbols']} core symbols used (imports, calls, subclasses, overrides); "
-        f"{c['breaking']} breaking change(s) for the plugin"
-        + (f"; {len(c['unresolved'])} not resolvable statically" if c["unresolved"] else "")
+        f"{c['symbols']} core symbols used (imports, attributes, calls, subclasses, "
+        f"overrides); {c['breaking']} breaking change(s) for the plugin"
+        + (f"; {len(review)} to review" if review else "")
+        + (f"; {len(unresolved)} not resolvable statically" if unresolved else "")
     )
     if c["changes"]:
-        out += ["", "| id | what changed | plugin |", "|---|---|---|"]
-        out += [
-            f"| `{_md(ch['id'])}` | {_md(ch['detail'])} | {_md(', '.join(ch['uses'][:3]))} |"
-            for ch in c["changes"]
-        ]
+        out += ["", "| breaking | what changed | plugin |", "|---|---|---|"]
+        out += [_change_row(ch) for ch in c["changes"]]
+    if review:
+        out += ["", "To review (not breaking: the plugin still imports and runs):", "",
+                "| review | what changed | plugin |", "|---|---|---|"]  # fmt: skip
+        out += [_change_row(ch) for ch in review]
+    if unresolved:
+        out += ["", "<details><summary>Not resolvable statically "
+                f"({len(unresolved)})</summary>", ""]  # fmt: skip
+        for u in unresolved:
+            if isinstance(u, dict):
+                where = ", ".join(u.get("uses", [])[:2])
+                out.append(f"- `{_md(u['symbol'])}`: {_md(u['reason'])}"
+                           + (f" ({_md(where)})" if where else ""))  # fmt: skip
+            else:
+                out.append(f"- `{_md(u)}`")
+        out += ["", "</details>"]
     approval = c.get("approval") or {}
     if approval.get("status") == "approved":
         out += ["", f"**Approved** by {_md(approval['by'])}: {_md(approval['why'])} "
@@ -55,6 +71,12 @@ def _coupling_section(c: dict[str, Any] | None) -> list[str]:
         out += ["", f"**Not approved**: the bump stops until {len(approval['needed'])} "
                 f"change(s) are approved on record: `{_md(approval['command'])}`"]  # fmt: skip
     return out
+
+
+def _change_row(ch: dict[str, Any]) -> str:
+    uses = ch["uses"]
+    more = f" and {len(uses) - 3} more" if len(uses) > 3 else ""
+    return f"| `{_md(ch['id'])}` | {_md(ch['detail'])} | {_md(', '.join(uses[:3]))}{more} |"
 
 
 def render_markdown(result: BumpResult) -> str:

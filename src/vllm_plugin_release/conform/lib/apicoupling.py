@@ -1,47 +1,40 @@
-"""The API coupling diff (pure, static): which parts of the core's Python API the plugin
-uses, and how a new core changes them for the plugin.
-
-The plugin's own modules (not its tests, docs or examples) are parsed, never imported:
-every name it imports from the core, every dotted attribute it reaches through one, every
-call (with the keywords and the number of positional arguments it passes), every core
-class it subclasses, with the methods it overrides, and its `super()` calls. Each used
-symbol is then looked up in the two verified core source trees the bump has (old and new),
-by parsing the modules that hold it: module files, top-level definitions, names
-re-exported by `from ... import`, class bodies and their core base classes.
-
-A change is breaking for the plugin when the new core:
-  - no longer has a symbol the plugin uses (`removed`);
-  - no longer takes a keyword the plugin passes to it (`keyword`), takes fewer positional
-    arguments than it passes, or requires an argument its call does not give (`required`);
-  - changes the signature of a method the plugin overrides: the core calls the override
-    with the new one (`signature`);
-  - adds an abstract method to a class the plugin subclasses and the plugin does not
-    define it (`abstract`).
-Each change has an id, `KIND:SYMBOL` (`keyword:...:NAME`), that an approval names.
-Names the analysis cannot resolve in the old core (set at run time, say) are counted,
-never guessed about.
-"""
+"""The API coupling diff (static): the plugin's uses of the core's API (apiuses) against an
+old and a new core tree (apicore): breaking changes by id, changes to review, names that
+cannot be told statically; `trace_failures` measures a report against observed failures."""
 
 from __future__ import annotations
 
-import ast
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SKIP_DIRS = {"tests", "test", "testing", "docs", "examples", "benchmarks", "build", "dist"}
-MAX_DEPTH = 12  # re-exports and base classes followed at most this deep
-BREAKING_KINDS = ("removed", "keyword", "required", "signature", "abstract")
+from vllm_plugin_release.conform.lib.apicore import (
+    CoreTree,
+    FactsCache,
+    Found,
+    Oracle,
+    Signature,
+    lines_changed,
+)
+from vllm_plugin_release.conform.lib.apiuses import (
+    PluginGraph,
+    Unresolved,
+    Use,
+    plugin_files,
+    plugin_uses,
+)
 
+__all__ = ["Change", "CouplingReport", "PluginGraph", "Tracing", "Unresolved", "Use",
+           "coupling", "diff", "plugin_files", "plugin_uses", "trace_failures"]  # fmt: skip
 
-@dataclass(frozen=True)
-class Use:
-    symbol: str  # dotted, in the core
-    how: str  # import | attribute | call | subclass | override
-    where: str  # plugin file:line
-    keywords: tuple[str, ...] = ()  # call: keyword names passed
-    positional: int = 0  # call: positional arguments passed (-1: unknown, *args)
-    names: tuple[str, ...] = ()  # override: its parameters; subclass: methods defined
+# Each kind, what it means and its id: docs/upstream.md (the core API the plugin uses).
+BREAKING_KINDS = (
+    "removed", "missing", "attribute", "keyword", "required", "positional", "signature",
+    "abstract",
+)  # fmt: skip
+REVIEW_KINDS = ("typing", "fallback", "guarded", "unimplemented", "body")
 
 
 @dataclass(frozen=True)
@@ -64,504 +57,588 @@ class Change:
 
 @dataclass(frozen=True, slots=True)
 class CouplingReport:
-    """The API coupling diff (`coupling`): how many core symbols the plugin uses, those the
-    old core does not define statically, and every breaking change for it (by id)."""
+    """The API coupling diff (`coupling`): how many core symbols the plugin uses, those that
+    cannot be told statically (with why), every breaking change for it (by id) and the
+    changes to review."""
 
     symbols: int
-    unresolved: tuple[str, ...]
+    unresolved: tuple[Unresolved, ...]
     changes: tuple[Change, ...]
+    review: tuple[Change, ...] = ()
+    graph: PluginGraph = field(default_factory=PluginGraph)
 
     def to_json(self) -> dict[str, Any]:
         """The bump report's `api_coupling` part as written: these keys, in this order."""
         return {
             "status": "run",
             "symbols": self.symbols,
-            "unresolved": list(self.unresolved),
+            "unresolved": [u.to_json() for u in self.unresolved],
             "breaking": len(self.changes),
             "changes": [c.to_json() for c in self.changes],
+            "review": [c.to_json() for c in self.review],
         }
-
-
-# ---------------------------------------------------------------------------
-# The plugin's side
-
-
-def plugin_files(root: Path) -> list[Path]:
-    """The plugin's own modules: every .py under `root` but tests, docs, examples, builds
-    and hidden folders."""
-    out = []
-    for path in sorted(root.rglob("*.py")):
-        parts = path.relative_to(root).parts
-        if any(p in SKIP_DIRS or p.startswith(".") for p in parts[:-1]):
-            continue
-        if parts[-1] in ("setup.py", "conftest.py") or parts[-1].startswith("test_"):
-            continue
-        out.append(path)
-    return out
-
-
-class _Uses(ast.NodeVisitor):
-    def __init__(self, core: str, where: str) -> None:
-        self.core, self.where = core, where
-        self.aliases: dict[str, str] = {}
-        self.uses: list[Use] = []
-        self.bases: list[list[str]] = []  # the core bases of the classes being visited
-
-    def _at(self, node: ast.AST) -> str:
-        return f"{self.where}:{getattr(node, 'lineno', 0)}"
-
-    def _ours(self, dotted: str) -> bool:
-        return dotted == self.core or dotted.startswith(self.core + ".")
-
-    def visit_Import(self, node: ast.Import) -> None:
-        for alias in node.names:
-            if self._ours(alias.name):
-                bound = alias.asname or alias.name.split(".")[0]
-                self.aliases[bound] = alias.name if alias.asname else alias.name.split(".")[0]
-                self.uses.append(Use(alias.name, "import", self._at(node)))
-
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        if node.level or not node.module or not self._ours(node.module):
-            return
-        for alias in node.names:
-            if alias.name == "*":
-                continue
-            dotted = f"{node.module}.{alias.name}"
-            self.aliases[alias.asname or alias.name] = dotted
-            self.uses.append(Use(dotted, "import", self._at(node)))
-
-    def dotted(self, node: ast.AST) -> str | None:
-        if isinstance(node, ast.Name):
-            return self.aliases.get(node.id)
-        if isinstance(node, ast.Attribute):
-            base = self.dotted(node.value)
-            return f"{base}.{node.attr}" if base else None
-        return None
-
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        dotted = self.dotted(node)
-        if dotted:
-            self.uses.append(Use(dotted, "attribute", self._at(node)))
-        else:
-            self.generic_visit(node)
-
-    def _call_target(self, func: ast.AST) -> list[str]:
-        """The core symbols a call reaches: a dotted name, or `super().m` in a subclass."""
-        dotted = self.dotted(func)
-        if dotted:
-            return [dotted]
-        if (
-            isinstance(func, ast.Attribute)
-            and isinstance(func.value, ast.Call)
-            and isinstance(func.value.func, ast.Name)
-            and func.value.func.id == "super"
-            and self.bases
-        ):
-            return [f"{base}.{func.attr}" for base in self.bases[-1][:1]]
-        return []
-
-    def visit_Call(self, node: ast.Call) -> None:
-        positional = -1 if any(isinstance(a, ast.Starred) for a in node.args) else len(node.args)
-        keywords = tuple(sorted(k.arg for k in node.keywords if k.arg))
-        for symbol in self._call_target(node.func):
-            self.uses.append(Use(symbol, "call", self._at(node), keywords, positional))
-        self.generic_visit(node)
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        bases = [b for b in (self.dotted(base) for base in node.bases) if b]
-        methods = [
-            item for item in node.body if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
-        ]
-        names = tuple(sorted(m.name for m in methods))
-        for base in bases:
-            self.uses.append(Use(base, "subclass", self._at(node), names=names))
-            for method in methods:
-                params = tuple(_params(method, _decorators(method))["names"])
-                self.uses.append(
-                    Use(f"{base}.{method.name}", "override", self._at(method), names=params)
-                )
-        for decorator in node.decorator_list:
-            self.visit(decorator)
-        self.bases.append(bases)
-        for item in node.body:
-            self.visit(item)
-        self.bases.pop()
-
-
-def plugin_uses(root: Path, core: str = "vllm") -> list[Use]:
-    """Every use of the core's API in the plugin's own modules (a module that does not
-    parse is skipped: the plugin's own tests say so)."""
-    uses: list[Use] = []
-    for path in plugin_files(root):
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        except (SyntaxError, UnicodeDecodeError, ValueError):
-            continue
-        visitor = _Uses(core, path.relative_to(root).as_posix())
-        visitor.visit(tree)
-        uses += visitor.uses
-    return uses
-
-
-# ---------------------------------------------------------------------------
-# The core's side
-
-
-def _decorators(node: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
-    out = set()
-    for d in node.decorator_list:
-        target = d.func if isinstance(d, ast.Call) else d
-        if isinstance(target, ast.Name):
-            out.add(target.id)
-        elif isinstance(target, ast.Attribute):
-            out.add(target.attr)
-    return out
-
-
-def _params(node: ast.FunctionDef | ast.AsyncFunctionDef, decorators: set[str]) -> dict[str, Any]:
-    """A signature as data: names in order (self/cls left out for methods), which of them
-    can be given by keyword, which are required, and *args/**kwargs."""
-    a = node.args
-    positional = [p.arg for p in (*a.posonlyargs, *a.args)]
-    defaults = len(a.defaults)
-    required = set(positional[: len(positional) - defaults])
-    required |= {p.arg for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is None}
-    by_keyword = [p.arg for p in a.args] + [p.arg for p in a.kwonlyargs]
-    names = positional + [p.arg for p in a.kwonlyargs]
-    skip = positional[:1] if "staticmethod" not in decorators and positional else []
-    if skip and skip[0] in ("self", "cls"):
-        positional, names = positional[1:], names[1:]
-        by_keyword = [n for n in by_keyword if n != skip[0]]
-        required.discard(skip[0])
-    return {
-        "names": names,
-        "positional": positional,
-        "by_keyword": by_keyword,
-        "required": sorted(required),
-        "varargs": a.vararg is not None,
-        "varkw": a.kwarg is not None,
-    }
-
-
-@dataclass(frozen=True)
-class Found:
-    kind: str  # module | class | function | value
-    where: str  # file:line in the core tree
-    node: Any = None
-    module: str = ""  # the dotted module the node is defined in
-
-
-@dataclass
-class CoreTree:
-    """A core source tree, its modules parsed on demand."""
-
-    root: Path
-    modules: dict[str, ast.Module | None] = field(default_factory=dict)
-
-    def _file(self, dotted: str) -> Path | None:
-        base = self.root.joinpath(*dotted.split("."))
-        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-            if candidate.is_file():
-                return candidate
-        return None
-
-    def module(self, dotted: str) -> ast.Module | None:
-        if dotted not in self.modules:
-            path = self._file(dotted)
-            try:
-                self.modules[dotted] = ast.parse(path.read_text(encoding="utf-8")) if path else None
-            except (SyntaxError, UnicodeDecodeError, ValueError):
-                self.modules[dotted] = None
-        return self.modules[dotted]
-
-    def _where(self, dotted: str, node: ast.AST | None = None) -> str:
-        path = self._file(dotted)
-        rel = path.relative_to(self.root).as_posix() if path else dotted
-        return f"{rel}:{getattr(node, 'lineno', 1)}"
-
-    def resolve(self, symbol: str, depth: int = 0) -> Found | None:
-        """Where `symbol` is defined in this tree, or None."""
-        if depth > MAX_DEPTH:
-            return None
-        parts = symbol.split(".")
-        for cut in range(len(parts), 0, -1):
-            name = ".".join(parts[:cut])
-            if self.module(name) is not None:
-                found = Found("module", self._where(name), self.module(name), name)
-                for attr in parts[cut:]:
-                    found = self._member(found, attr, depth)
-                    if found is None:
-                        return None
-                return found
-        return None
-
-    def _member(self, owner: Found, name: str, depth: int) -> Found | None:
-        if owner.kind == "module":
-            submodule = f"{owner.module}.{name}"
-            if self.module(submodule) is not None:
-                return Found("module", self._where(submodule), self.module(submodule), submodule)
-            return self._in_body(owner.node.body, owner.module, name, depth)
-        if owner.kind == "value" and isinstance(getattr(owner.node, "value", None), ast.Call):
-            made_by = self._name_in(owner.module, owner.node.value.func)  # an instance:
-            cls = self.resolve(made_by, depth + 1) if made_by else None  # its class's member
-            return self._member(cls, name, depth + 1) if cls and cls.kind == "class" else None
-        if owner.kind == "class":
-            own = self._in_body(owner.node.body, owner.module, name, depth, in_class=True)
-            if own is not None:
-                return own
-            for base in self.bases(owner, depth):
-                found = self._member(base, name, depth + 1)
-                if found is not None:
-                    return found
-        return None
-
-    def bases(self, cls: Found, depth: int) -> list[Found]:
-        """The core classes `cls` derives from (those this tree can resolve)."""
-        out = []
-        for base in cls.node.bases:
-            dotted = self._name_in(cls.module, base)
-            found = self.resolve(dotted, depth + 1) if dotted else None
-            if found is not None and found.kind == "class":
-                out.append(found)
-        return out
-
-    def _name_in(self, module: str, node: ast.AST) -> str | None:
-        """The dotted name an expression in `module` stands for (its imports followed)."""
-        if isinstance(node, ast.Attribute):
-            base = self._name_in(module, node.value)
-            return f"{base}.{node.attr}" if base else None
-        if not isinstance(node, ast.Name):
-            return None
-        tree = self.module(module)
-        for stmt in tree.body if tree else []:
-            if isinstance(stmt, ast.ImportFrom):
-                for alias in stmt.names:
-                    if (alias.asname or alias.name) == node.id:
-                        return f"{self.absolute(module, stmt)}.{alias.name}"
-            elif isinstance(stmt, ast.Import):
-                for alias in stmt.names:
-                    if (alias.asname or alias.name.split(".")[0]) == node.id:
-                        return alias.name if alias.asname else node.id
-            elif isinstance(stmt, ast.ClassDef | ast.FunctionDef) and stmt.name == node.id:
-                return f"{module}.{node.id}"
-        return f"{module}.{node.id}"
-
-    def absolute(self, module: str, stmt: ast.ImportFrom) -> str:
-        """The absolute module a `from ... import` in `module` names."""
-        if not stmt.level:
-            return stmt.module or ""
-        path = self._file(module)
-        package = (
-            module if path is not None and path.name == "__init__.py" else module.rpartition(".")[0]
-        )
-        parts = package.split(".")
-        parts = parts[: len(parts) - (stmt.level - 1)]
-        return ".".join([*parts, *([stmt.module] if stmt.module else [])])
-
-    def abstract(self, cls: Found, depth: int = 0) -> set[str]:
-        """The abstract methods of a class, its core bases' included (less those it defines)."""
-        if depth > MAX_DEPTH:
-            return set()
-        out: set[str] = set()
-        for base in self.bases(cls, depth):
-            out |= self.abstract(base, depth + 1)
-        for stmt in cls.node.body:
-            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
-                if "abstractmethod" in _decorators(stmt):
-                    out.add(stmt.name)
-                else:
-                    out.discard(stmt.name)
-        return out
-
-    def _in_body(
-        self, body: list[ast.stmt], module: str, name: str, depth: int, *, in_class: bool = False
-    ) -> Found | None:
-        found: Found | None = None
-        for stmt in body:  # the last binding wins, as at run time
-            if isinstance(stmt, ast.ClassDef) and stmt.name == name:
-                found = Found("class", self._where(module, stmt), stmt, module)
-            elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == name:
-                found = Found("function", self._where(module, stmt), stmt, module)
-            elif isinstance(stmt, ast.Assign | ast.AnnAssign) and name in _targets(stmt):
-                found = Found("value", self._where(module, stmt), stmt, module)
-            elif not in_class and isinstance(stmt, ast.ImportFrom):
-                for alias in stmt.names:
-                    if (alias.asname or alias.name) == name:
-                        origin = self.resolve(
-                            f"{self.absolute(module, stmt)}.{alias.name}", depth + 1
-                        )
-                        found = origin or found
-            elif not in_class and isinstance(stmt, ast.If | ast.Try):  # TYPE_CHECKING, fallbacks
-                inner = [s for block in _blocks(stmt) for s in block]
-                found = self._in_body(inner, module, name, depth) or found
-        return found
-
-
-def _blocks(stmt: ast.If | ast.Try) -> list[list[ast.stmt]]:
-    if isinstance(stmt, ast.If):
-        return [stmt.body, stmt.orelse]
-    return [stmt.body, *(h.body for h in stmt.handlers), stmt.orelse]
-
-
-def _targets(stmt: ast.Assign | ast.AnnAssign) -> set[str]:
-    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-    return {t.id for t in targets if isinstance(t, ast.Name)}
 
 
 # ---------------------------------------------------------------------------
 # The diff
 
 
-def signature(tree: CoreTree, found: Found) -> dict[str, Any] | None:
-    """What a call of `found` accepts: a function's parameters, a class's __init__."""
-    if found.kind == "class":
-        init = tree._member(found, "__init__", 0)
-        return signature(tree, init) if init is not None and init.kind == "function" else None
-    if found.kind == "function":
-        return _params(found.node, _decorators(found.node))
-    return None
+def resolve_use(oracle: Oracle, use: Use) -> Found | None:
+    """What a use names in the oracle's tree: its dotted symbol, or its chain from a class."""
+    tree = oracle.tree
+    assert tree is not None
+    if not use.chain:
+        return tree.resolve(use.symbol)
+    owner = oracle.klass((use.root, use.chain[:-1]))
+    if owner is None:
+        base = tree.resolve(use.root)
+        if base is None:
+            return Found(
+                "unknown", use.root, reason=f"its class {use.root} is not in {oracle.name}"
+            )
+        return Found("unknown", use.root, reason=f"the class of {use.path()} is not known")
+    return tree.member(owner, use.chain[-1])
 
 
-def _shown(sig: dict[str, Any]) -> str:
-    names = (
-        list(sig["names"])
-        + (["*args"] if sig["varargs"] else [])
-        + (["**kwargs"] if sig["varkw"] else [])
-    )
-    return "(" + ", ".join(names) + ")"
+def _missing_module(tree: CoreTree, symbol: str) -> str | None:
+    """The first module on `symbol`'s dotted path that `tree` lacks (None: its modules are
+    all there, a name in one is what is missing)."""
+    gone = tree.missing_module(symbol)
+    if gone is None:
+        return None
+    first = gone[1]
+    return first if tree.resolve(first) is None else None
 
 
-def _accepts(sig: dict[str, Any], keyword: str) -> bool:
-    return keyword in sig["by_keyword"] or sig["varkw"]
+def _removed_detail(
+    tree: CoreTree, symbol: str, group: list[Use], before: Found, versions: tuple[str, str]
+) -> str:
+    old, new = versions
+    detail = f"{symbol}: missing in {new} ({before.where} in {old})"
+    module = _missing_module(tree, symbol)
+    if module is not None and module != symbol:
+        detail += f"; the module {module} is gone"
+    hows = {u.how for u in group}
+    if hows <= {"override", "subclass"} and "override" in hows:
+        detail += "; the plugin overrides it, the new core no longer calls it"
+    elif hows & {"write"} and not hows & {"read", "call", "import", "attribute"}:
+        detail += "; the plugin sets it, the new core no longer reads it"
+    return detail
 
 
 def _call_changes(
-    symbol: str, calls: list[Use], before: dict[str, Any], after: dict[str, Any]
+    symbol: str, calls: list[Use], before: Signature, after: Signature
 ) -> list[Change]:
     out: dict[str, Change] = {}
+    shown = f"{before.shown()} is now {after.shown()}"
     for use in calls:
         where = (use.where,)
         for keyword in use.keywords:
-            if _accepts(before, keyword) and not _accepts(after, keyword):
+            if before.accepts(keyword) and not after.accepts(keyword):
                 cid = f"keyword:{symbol}:{keyword}"
                 detail = (
-                    f"{symbol} no longer takes the keyword {keyword!r} the plugin passes: "
-                    f"{_shown(before)} is now {_shown(after)}"
+                    f"{symbol} no longer takes the keyword {keyword!r} the plugin passes: {shown}"
                 )
+                if keyword not in before.by_keyword:
+                    detail += " (it went through **kwargs, which is gone)"
+                elif keyword in after.names:
+                    detail += f" ({keyword!r} became positional-only)"
                 _add(out, Change(cid, "keyword", symbol, detail, where))
         if use.positional < 0:
             continue
-        given = set(after["positional"][: use.positional]) | set(use.keywords)
-        was = set(before["positional"][: use.positional]) | set(use.keywords)
-        for name in after["required"]:
-            if name not in given and (name not in before["required"] or name in was):
-                cid = f"required:{symbol}:{name}"
-                detail = (
-                    f"{symbol} now requires {name!r}, which the plugin's call does not "
-                    f"give: {_shown(before)} is now {_shown(after)}"
-                )
-                _add(out, Change(cid, "required", symbol, detail, where))
-        most = len(after["positional"])
+        moved = _positional_moves(symbol, use, before, after, shown)
+        for change in moved:
+            _add(out, change)
+        if use.splat:
+            continue  # the keywords a **mapping gives are not known
+        given = set(after.positional[: use.positional]) | set(use.keywords)
+        was = set(before.positional[: use.positional]) | set(use.keywords)
+        for name in after.required:
+            if name in given or (name in before.required and name not in was):
+                continue
+            cid = f"required:{symbol}:{name}"
+            if name in before.defaults:
+                why = f": {name!r} lost its default, and the plugin's call does not give it"
+            else:
+                why = f" now requires {name!r}, which the plugin's call does not give"
+            detail = f"{symbol}{why}: {shown}"
+            _add(out, Change(cid, "required", symbol, detail, where))
+        most = len(after.positional)
         if (
-            not after["varargs"]
+            not moved
+            and not after.varargs
             and use.positional > most >= 0
-            and (before["varargs"] or use.positional <= len(before["positional"]))
+            and (before.varargs or use.positional <= len(before.positional))
         ):
             cid = f"required:{symbol}:positional"
             detail = (
                 f"{symbol} now takes at most {most} positional argument(s); the plugin "
-                f"passes {use.positional}: {_shown(before)} is now {_shown(after)}"
+                f"passes {use.positional}: {shown}"
             )
             _add(out, Change(cid, "required", symbol, detail, where))
     return list(out.values())
+
+
+def _positional_moves(
+    symbol: str, use: Use, before: Signature, after: Signature, shown: str
+) -> list[Change]:
+    """Parameters the plugin gives by position that the new core made keyword-only or moved
+    to another position (the value would go to another parameter)."""
+    out = []
+    for i, name in enumerate(before.positional[: use.positional]):
+        now = after.positional[i] if i < len(after.positional) else None
+        if now == name or name not in after.names:
+            continue
+        if name in after.kw_only:
+            why = f"{name!r} became keyword-only; the plugin passes it by position ({i + 1})"
+        elif now is not None:
+            why = f"the plugin's argument {i + 1} ({name!r} before) now goes to {now!r}"
+        else:
+            continue
+        out.append(Change(f"positional:{symbol}:{name}", "positional", symbol,
+                          f"{symbol}: {why}: {shown}", (use.where,)))  # fmt: skip
+    return out
+
+
+def places(wheres: Iterable[str]) -> tuple[str, ...]:
+    """Plugin places (`file:line`) once each, by file then line number."""
+
+    def key(where: str) -> tuple[str, int]:
+        path, _, line = where.rpartition(":")
+        return (path, int(line)) if line.isdigit() else (where, 0)
+
+    return tuple(sorted(set(wheres), key=key))
 
 
 def _add(out: dict[str, Change], change: Change) -> None:
     """`change` into `out` by its id, its uses merged with those already there."""
     have = out.get(change.id)
     if have is not None:
-        uses = tuple(sorted(set(have.uses) | set(change.uses)))
+        uses = places([*have.uses, *change.uses])
         change = Change(have.id, have.kind, have.symbol, have.detail, uses)
     out[change.id] = change
 
 
+def _misfits(override: Signature, base: Signature) -> set[str]:
+    """How the plugin's override does not take the calls the core may make with `base`."""
+    out = set()
+    if override.varargs and override.varkw:
+        return out
+    for i, name in enumerate(base.names):
+        by_name = name in override.by_keyword or override.varkw
+        in_slot = name in base.positional and (i < len(override.positional) or override.varargs)
+        if name in base.kw_only and not by_name:
+            out.add(f"{name!r} is keyword-only in the core, the override has no such parameter")
+        elif not (by_name or in_slot):
+            out.add(f"the core may pass {name!r}, which the override does not take")
+        elif name in base.defaults and name in override.required:
+            out.add(f"{name!r} has a default in the core, which may leave it out; the "
+                    "override requires it")  # fmt: skip
+    for i, name in enumerate(override.positional):
+        if name in override.required and name not in base.names and i >= len(base.positional):
+            out.add(f"the override requires {name!r}, which the core does not pass")
+    return out
+
+
 def _override_change(
-    symbol: str, uses: list[Use], before: dict[str, Any], after: dict[str, Any]
+    symbol: str, uses: list[Use], before: Signature, after: Signature
 ) -> Change | None:
-    """A method the plugin overrides whose signature the core changed, where the plugin's
-    override is not already the new one."""
-    if (before["names"], before["varargs"], before["varkw"]) == (
-        after["names"],
-        after["varargs"],
-        after["varkw"],
-    ):
+    """A method the plugin overrides that the new core calls in a way the override does not
+    take (and the old core did not)."""
+    if before == after:
         return None
-    stale = [u for u in uses if list(u.names) != list(after["names"])]
+    stale: list[Use] = []
+    why: set[str] = set()
+    for use in uses:
+        if use.sig is None:
+            continue
+        new = _misfits(use.sig, after) - _misfits(use.sig, before)
+        if new:
+            stale.append(use)
+            why |= new
     if not stale:
         return None  # the plugin follows the new signature already
     ours = "(" + ", ".join(stale[0].names) + ")"
     detail = (
-        f"{symbol}{_shown(before)} is now {symbol}{_shown(after)}: the core calls the "
-        f"plugin's override {ours} with the new signature"
+        f"{symbol}{before.shown()} is now {symbol}{after.shown()}: the core calls the "
+        f"plugin's override {ours} with the new signature ({'; '.join(sorted(why))})"
     )
     return Change(
-        f"signature:{symbol}", "signature", symbol, detail, tuple(sorted({u.where for u in stale}))
+        f"signature:{symbol}", "signature", symbol, detail, places(u.where for u in stale)
     )
 
 
-def diff(uses: list[Use], old: CoreTree, new: CoreTree) -> CouplingReport:
-    """The report: symbols used, those the old core does not define statically
-    (`unresolved`), and every breaking change for the plugin (sorted by id)."""
-    by_symbol: dict[str, list[Use]] = {}
-    for use in uses:
-        by_symbol.setdefault(use.symbol, []).append(use)
-    changes: list[Change] = []
-    unresolved: list[str] = []
-    for symbol, group in sorted(by_symbol.items()):
-        before = old.resolve(symbol)
-        if before is None:
-            if any(u.how != "override" for u in group):  # a plugin's own method is no use
-                unresolved.append(symbol)
-            continue
-        after = new.resolve(symbol)
-        wheres = tuple(sorted({u.where for u in group}))
+@dataclass
+class _Diff:
+    old: CoreTree
+    new: CoreTree
+    versions: tuple[str, str]
+    changes: list[Change] = field(default_factory=list)
+    review: list[Change] = field(default_factory=list)
+    unresolved: list[Unresolved] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.was = Oracle(self.old, self.versions[0])
+        self.now = Oracle(self.new, self.versions[1])
+
+    def group(self, uses: list[Use]) -> dict[str, list[tuple[Use, Found | None]]]:
+        """Uses by the symbol a change names: its dotted name, or for an object's attribute
+        the class the old core defines it in (one id however the plugin reaches it)."""
+        out: dict[str, list[tuple[Use, Found | None]]] = {}
+        for use in uses:
+            before = resolve_use(self.was, use)
+            key = use.symbol
+            if use.chain and before is not None and before.kind not in ("unknown", "external"):
+                key = before.name
+            elif use.chain and before is None:
+                owner = self._owner(use)
+                key = f"{owner.name}.{use.chain[-1]}" if owner is not None else key
+            out.setdefault(key, []).append((use, before))
+        return out
+
+    def symbol(self, key: str, pairs: list[tuple[Use, Found | None]]) -> None:
+        group = [u for u, _ in pairs]
+        befores = [f for _, f in pairs if f is not None]
+        before = next((f for f in befores if f.kind != "unknown"), befores[0] if befores else None)
+        afters = [resolve_use(self.now, u) for u in group]
+        after = next((f for f in afters if f is not None and f.kind != "unknown"), None)
+        if after is None and any(f is not None for f in afters):
+            after = next(f for f in afters if f is not None)
+        wheres = places(u.where for u in group)
+        new_v = self.versions[1]
+        imports = [u for u in group if u.how in ("import", "module")]
+        if before is None or before.kind == "unknown":
+            if after is None and imports:
+                self._missing(key, group, before)
+            elif any(u.how == "write" for u in group) or all(u.how == "override" for u in group):
+                return  # the plugin's own method or attribute, not the core's
+            elif before is None and after is None and self._owner_known(group):
+                self._missing(key, group, None)  # read on a class or module that lacks it
+            else:
+                reason = before.reason if before is not None else self._why_not(group)
+                if before is None and after is not None and after.reason:
+                    reason = f"{reason}; in {new_v}: {after.reason}"
+                self.unresolved.append(Unresolved(key, reason, wheres))
+            return
         if after is None:
-            detail = f"{symbol} ({before.where} in the old core) is not in the new core"
-            changes.append(Change(f"removed:{symbol}", "removed", symbol, detail, wheres))
-            continue
-        old_sig, new_sig = signature(old, before), signature(new, after)
-        if old_sig and new_sig:
-            calls = [u for u in group if u.how == "call"]
-            target = f"{symbol}.__init__" if after.kind == "class" else symbol
-            changes += _call_changes(target, calls, old_sig, new_sig)
-            overrides = [u for u in group if u.how == "override"]
-            if overrides and after.kind == "function":
-                change = _override_change(symbol, overrides, old_sig, new_sig)
-                changes += [change] if change else []
+            self._gone(key, group, before)
+            return
+        if after.kind == "unknown":
+            why = after.reason if new_v in after.reason else f"in {new_v}: {after.reason}"
+            self.unresolved.append(Unresolved(key, why, wheres))
+            return
+        if "external" in (before.kind, after.kind):
+            return
+        self._signatures(key, group, before, after)
         if before.kind == "class" and after.kind == "class":
-            changes += _abstract_changes(symbol, group, old, new, before, after)
-    changes.sort(key=lambda c: c.id)
-    return CouplingReport(len(by_symbol), tuple(unresolved), tuple(changes))
+            self._subclass(key, group, before, after)
+
+    def _owner(self, use: Use) -> Found | None:
+        """The module or class of the old core a use looks its name up in."""
+        if use.chain:
+            return self.was.klass((use.root, use.chain[:-1]))
+        owner = self.old.resolve(use.symbol.rpartition(".")[0])
+        return owner if owner is not None and owner.kind in ("module", "class") else None
+
+    def _owner_known(self, group: list[Use]) -> bool:
+        return all(self._owner(u) is not None for u in group)
+
+    def _why_not(self, group: list[Use]) -> str:
+        use = group[0]
+        owner = use.path().rpartition(".")[0]
+        if self._owner(use) is None:
+            return f"{owner} is not a module or class of {self.versions[0]}"
+        return f"not defined statically in {self.versions[0]}"
+
+    def _split(self, group: list[Use]) -> tuple[list[Use], list[Use], list[Use], list[Use]]:
+        runtime = [u for u in group if not u.context]
+        typing = [u for u in group if u.context == "typing"]
+        fallback = [u for u in group if u.context == "try"]
+        guarded = [u for u in group if u.context == "guard"]
+        return runtime, typing, fallback, guarded
+
+    def _missing(self, key: str, group: list[Use], before: Found | None) -> None:
+        """A name the plugin imports (or reads on a module or class that lacks it) that
+        neither core defines (statically)."""
+        old_v, new_v = self.versions
+        detail = f"{key}: missing in {new_v}"
+        module = _missing_module(self.new, key)
+        if module is not None and module != key:
+            detail += f" (the module {module} is not there)"
+        group = [u for u in group if u.how != "override"]  # the plugin's own methods
+        if before is None:
+            detail += f"; missing in the old core too ({old_v})"
+        else:
+            detail += f"; {old_v} may have provided it at run time ({before.reason})"
+        self._report(key, "missing", detail, group)
+
+    def _gone(self, key: str, group: list[Use], before: Found) -> None:
+        detail = _removed_detail(self.new, key, group, before, self.versions)
+        kind = "attribute" if all(u.chain for u in group) else "removed"
+        self._report(key, kind, detail, group)
+
+    def _report(self, key: str, kind: str, detail: str, group: list[Use]) -> None:
+        """The change, breaking for the uses at run time, else to review (typing-only,
+        guarded by except ImportError, read through getattr/hasattr)."""
+        runtime, typing, fallback, guarded = self._split(group)
+        if runtime:
+            wheres = places(u.where for u in group)
+            self.changes.append(Change(f"{kind}:{key}", kind, key, detail, wheres))
+            return
+        for uses, review, note in (
+            (typing, "typing", "imported only under `if TYPE_CHECKING:`: not breaking at run time"),
+            (fallback, "fallback", "imported inside try/except ImportError: the plugin's "
+             "fallback runs instead; check that it still does the job"),
+            (guarded, "guarded", "read through getattr/hasattr: the plugin's default takes "
+             "over; check that it still does the job"),
+        ):  # fmt: skip
+            if uses:
+                wheres = places(u.where for u in uses)
+                self.review.append(Change(f"{review}:{key}", review, key, f"{detail}; {note}",
+                                          wheres))  # fmt: skip
+
+    def _signatures(self, key: str, group: list[Use], before: Found, after: Found) -> None:
+        old_sig, new_sig = self.old.signature(before), self.new.signature(after)
+        if old_sig is None or new_sig is None:
+            return
+        calls = [u for u in group if u.how == "call"]
+        target = f"{key}.__init__" if after.kind == "class" else key
+        self.changes.extend(_call_changes(target, calls, old_sig, new_sig))
+        overrides = [u for u in group if u.how == "override"]
+        if overrides and after.kind == "function" and before.kind == "function":
+            change = _override_change(key, overrides, old_sig, new_sig)
+            if change is not None:
+                self.changes.append(change)
+            old_body, new_body = self.old.body_text(before), self.new.body_text(after)
+            if old_body is not None and new_body is not None and old_body != new_body:
+                n = lines_changed(old_body, new_body)
+                old_v, new_v = self.versions
+                detail = (
+                    f"{key}: the plugin overrides it and the core's own body changed from "
+                    f"{old_v} to {new_v} ({n} line(s) changed); check whether the override "
+                    "should follow"
+                )
+                wheres = places(u.where for u in overrides)
+                self.review.append(Change(f"body:{key}", "body", key, detail, wheres))
+
+    def _subclass(self, key: str, group: list[Use], before: Found, after: Found) -> None:
+        added = self.new.abstract(after) - self.old.abstract(before)
+        enforced = self.new.is_abc(after)
+        old_methods, new_methods = self.old.methods(before), self.new.methods(after)
+        for use in (u for u in group if u.how == "subclass"):
+            for name in sorted(added - set(use.names)):
+                if enforced:
+                    detail = (
+                        f"{key} has a new abstract method {name!r} that the plugin's subclass "
+                        "does not define: the class can no longer be instantiated"
+                    )
+                    self.changes.append(
+                        Change(f"abstract:{key}.{name}", "abstract", key, detail, (use.where,))
+                    )
+                else:
+                    detail = (
+                        f"{key}.{name} became abstract in {self.versions[1]} and the plugin's "
+                        f"subclass does not define it (not enforced: {key} is not an ABC)"
+                    )
+                    self.review.append(Change(f"unimplemented:{key}.{name}", "unimplemented",
+                                              f"{key}.{name}", detail, (use.where,)))  # fmt: skip
+            for name, method in sorted(new_methods.items()):
+                if name in use.names or name in added or not method.entry["fn"]["nie"]:
+                    continue
+                was = old_methods.get(name)
+                if was is not None and was.entry["fn"]["nie"]:
+                    continue
+                detail = (
+                    f"{key}.{name} now raises NotImplementedError in {self.versions[1]} "
+                    f"({method.where}) and the plugin's subclass does not override it"
+                )
+                self.review.append(Change(f"unimplemented:{key}.{name}", "unimplemented",
+                                          f"{key}.{name}", detail, (use.where,)))  # fmt: skip
 
 
-def _abstract_changes(
-    symbol: str, group: list[Use], old: CoreTree, new: CoreTree, before: Found, after: Found
-) -> list[Change]:
-    added = new.abstract(after) - old.abstract(before)
-    out = []
-    for use in (u for u in group if u.how == "subclass"):
-        for name in sorted(added - set(use.names)):
-            cid = f"abstract:{symbol}.{name}"
-            detail = (
-                f"{symbol} has a new abstract method {name!r} that the plugin's subclass "
-                "does not define: the class can no longer be instantiated"
-            )
-            out.append(Change(cid, "abstract", symbol, detail, (use.where,)))
-    return out
+def diff(
+    uses: list[Use],
+    old: CoreTree,
+    new: CoreTree,
+    *,
+    versions: tuple[str, str] = ("the old core", "the new core"),
+    unresolved: Iterable[Unresolved] = (),
+    graph: PluginGraph | None = None,
+) -> CouplingReport:
+    """The report: symbols used, those that cannot be told statically (with why), every
+    breaking change for the plugin and every change to review (each sorted by id)."""
+    d = _Diff(old, new, versions)
+    groups = d.group(uses)
+    for key, pairs in sorted(groups.items()):
+        d.symbol(key, pairs)
+    merged: dict[str, Change] = {}
+    for change in d.changes:
+        _add(merged, change)
+    review: dict[str, Change] = {}
+    for change in d.review:
+        if change.id not in merged:
+            _add(review, change)
+    missing = {u.symbol: u for u in d.unresolved}
+    for u in unresolved:
+        have = missing.get(u.symbol)
+        uses_ = places([*u.uses, *(have.uses if have else ())])
+        missing[u.symbol] = Unresolved(u.symbol, have.reason if have else u.reason, uses_)
+    return CouplingReport(
+        len(groups),
+        tuple(sorted(missing.values(), key=lambda u: u.symbol)),
+        tuple(sorted(merged.values(), key=lambda c: c.id)),
+        tuple(sorted(review.values(), key=lambda c: c.id)),
+        graph or PluginGraph(),
+    )
+
+
+def _version(tree: Path, core: str, fallback: str) -> str:
+    match = re.fullmatch(rf"{re.escape(core)}-(\d[\w.+!-]*)", tree.name)
+    return match.group(1) if match else fallback
 
 
 def coupling(
-    plugin_root: Path, old_tree: Path, new_tree: Path, core: str = "vllm"
+    plugin_root: Path,
+    old_tree: Path,
+    new_tree: Path,
+    core: str = "vllm",
+    *,
+    versions: tuple[str, str] | None = None,
+    cache_dir: Path | None = None,
 ) -> CouplingReport:
-    """The bump's API coupling diff: the plugin's uses against the old and the new core."""
-    return diff(plugin_uses(plugin_root, core), CoreTree(old_tree), CoreTree(new_tree))
+    """The bump's API coupling diff: the plugin's uses against the old and the new core.
+    `versions` name the cores in the details (default: the trees' folder names,
+    `vllm-0.29.0`); `cache_dir` keeps each core module's facts by its sha256."""
+    facts = FactsCache(cache_dir)
+    old, new = CoreTree(old_tree, facts), CoreTree(new_tree, facts)
+    if versions is None:
+        versions = (
+            _version(old_tree, core, "the old core"),
+            _version(new_tree, core, "the new core"),
+        )
+    uses, unresolved, graph = plugin_uses(plugin_root, core, old)
+    return diff(uses, old, new, versions=versions, unresolved=unresolved, graph=graph)
+
+
+# ---------------------------------------------------------------------------
+# Measuring the report against what the pairing did
+
+
+@dataclass(frozen=True)
+class Tracing:
+    """Observed failures traced to reported changes.
+
+    traced: failure (plugin module or test id) -> the ids of the changes that explain it;
+    missed: failures no reported change explains; confirmed: breaking change ids some
+    failure is traced to; recall: traced / observed failures; precision: confirmed /
+    reported breaking changes (None when there is nothing to divide by)."""
+
+    traced: Mapping[str, tuple[str, ...]]
+    missed: tuple[str, ...]
+    confirmed: tuple[str, ...]
+    unconfirmed: tuple[str, ...]
+    recall: float | None
+    precision: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "traced": {k: list(v) for k, v in self.traced.items()},
+            "missed": list(self.missed),
+            "confirmed": list(self.confirmed),
+            "unconfirmed": list(self.unconfirmed),
+            "recall": self.recall,
+            "precision": self.precision,
+        }
+
+
+_WORD = re.compile(r"[A-Za-z_][\w.]*")
+_GENERIC = {"__init__", "__call__", "self", "vllm", "positional"}
+
+
+def _tokens(change: Change) -> tuple[set[str], str]:
+    """The names in a change that an error about it would show: the symbol's own name
+    (its class for a constructor), the keyword or parameter it is about; and its symbol."""
+    parts = change.id.split(":", 1)[1].split(":")
+    symbol = parts[0]
+    names = {p for p in parts[1:] if p not in _GENERIC}
+    pieces = [p for p in symbol.split(".") if p not in _GENERIC]
+    if pieces:
+        names.add(pieces[-1])
+    return {n for n in names if len(n) >= 3}, symbol
+
+
+def _explains(change: Change, text: str) -> bool:
+    """Does an error text name the change: one of its names as a word, or a module path
+    the change's symbol lies under (`No module named 'vllm.x'`)?"""
+    names, symbol = _tokens(change)
+    words = set()
+    for word in _WORD.findall(text):
+        word = word.rstrip(".")
+        words.add(word)
+        words.update(word.split("."))
+        if "." in word and (symbol == word or symbol.startswith(word + ".")):
+            return True
+    return bool(names & words)
+
+
+def _test_modules(test_id: str, graph: PluginGraph) -> set[str]:
+    """The plugin modules the test module of `tests.test_x.TestY::test_z` imports."""
+    dotted_id = test_id.split("::")[0].replace("/", ".")
+    dotted_id = dotted_id[:-3] if dotted_id.endswith(".py") else dotted_id
+    parts = dotted_id.split(".")
+    for cut in range(len(parts), 0, -1):
+        found = graph.tests.get(".".join(parts[:cut]))
+        if found is not None:
+            return set(found)
+    return set()
+
+
+def trace_failures(
+    report: CouplingReport,
+    import_failures: Mapping[str, str],
+    regressions: Mapping[str, str],
+) -> Tracing:
+    """Which observed failures of a pairing the report's changes explain.
+
+    `import_failures`: plugin module -> its import error text; `regressions`: test id
+    (`tests.test_x.TestY::test_z`) -> its error text. A failure is traced to a change
+    (breaking or to review) when the change is used in the failing module, or in a plugin
+    module it imports (for a test: the plugin modules its test module imports, and theirs),
+    and the error text names the change (its symbol's own name, the keyword or parameter it
+    is about, or a module path it lies under). Pure: reads nothing but its arguments."""
+    graph = report.graph
+    changes = [*report.changes, *report.review]
+    by_module: dict[str, list[Change]] = {}
+    for change in changes:
+        for where in change.uses:
+            module = graph.modules.get(where.rpartition(":")[0])
+            if module is not None:
+                by_module.setdefault(module, []).append(change)
+    observed: list[tuple[str, set[str], str]] = [
+        (module, {module}, text) for module, text in sorted(import_failures.items())
+    ]
+    observed += [
+        (test, _test_modules(test, graph), text) for test, text in sorted(regressions.items())
+    ]
+    traced: dict[str, tuple[str, ...]] = {}
+    missed: list[str] = []
+    for failure, modules, text in observed:
+        reach = graph.closure(modules)
+        candidates = {c.id: c for m in reach for c in by_module.get(m, [])}
+        ids = sorted(cid for cid, c in candidates.items() if _explains(c, text))
+        if ids:
+            traced[failure] = tuple(ids)
+        else:
+            missed.append(failure)
+    breaking = [c.id for c in report.changes]
+    hit = {cid for ids in traced.values() for cid in ids}
+    confirmed = tuple(sorted(cid for cid in breaking if cid in hit))
+    total = len(observed)
+    return Tracing(
+        traced=traced,
+        missed=tuple(missed),
+        confirmed=confirmed,
+        unconfirmed=tuple(sorted(cid for cid in breaking if cid not in hit)),
+        recall=len(traced) / total if total else None,
+        precision=len(confirmed) / len(breaking) if breaking else None,
+    )
