@@ -87,14 +87,14 @@ def test_accuracy_counts_what_the_tracer_explains() -> None:
         "0.26.0",
         {"t::a": "failed"},
         imports={"p.launcher": "ImportError: cannot import name 'X'"},
-        coupling={"against": "0.25.1", "changes": [change, other]},
+        # the tracer's answer when the column ran: every failing test and module
+        coupling={
+            "against": "0.25.1",
+            "changes": [change, other],
+            "traced": {"t::a": ["attribute:vllm.Cfg.lanes"], "t::never": ["removed:vllm.old"]},
+        },
     )
-
-    def tracer(coupling, observed):
-        hits = {k: ("attribute:vllm.Cfg.lanes",) for k, text in observed.items() if "lanes" in text}
-        return hits, ["attribute:vllm.Cfg.lanes"]
-
-    m = cols.Matrix("tt", "vllm", "idx", tuple(cols.assemble([a, b], tracer)))
+    m = cols.Matrix("tt", "vllm", "idx", tuple(cols.assemble([a, b])))
     acc = m.accuracy()
     assert (acc["observed"], acc["traced"], acc["breaking"], acc["confirmed"]) == (2, 1, 2, 1)
     assert acc["recall"] == 0.5 and acc["precision"] == 0.5

@@ -257,9 +257,22 @@ def observed_failures(column: Column, regressions: Sequence[str]) -> dict[str, s
     return out
 
 
-def assemble(columns: Sequence[Column], attribute: Any = None) -> list[Assembled]:
+def traced_failures(column: Column, observed: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
+    """Which observed failures the column's coupling report explains: the tracer ran when
+    the column did (its `traced`: failing module or test -> change ids); only the failures
+    observed here (imports, regressions) are counted."""
+    traced = (column.coupling or {}).get("traced") or {}
+    out: dict[str, tuple[str, ...]] = {}
+    for key in observed:
+        ids = traced.get(key.split(" ", 1)[1]) if isinstance(traced, dict) else None
+        if isinstance(ids, list) and ids:
+            out[key] = tuple(str(i) for i in ids)
+    return out
+
+
+def assemble(columns: Sequence[Column]) -> list[Assembled]:
     """The columns in order, each with its regressions against the tested column before
-    it and, with `attribute` (the coupling's tracer), which failures its report explains."""
+    it and which of its failures its coupling report explains."""
     out: list[Assembled] = []
     before: Column | None = None
     for i, col in enumerate(columns):
@@ -269,11 +282,10 @@ def assemble(columns: Sequence[Column], attribute: Any = None) -> list[Assembled
         if before is not None and col.tested:
             regressions = tuple(t for t in col.failing if before.outcomes.get(t) == "passed")
             lost = tuple(sorted(m for m in col.imports if m not in before.imports))
-        traced: dict[str, tuple[str, ...]] = {}
-        confirmed: tuple[str, ...] = ()
         observed = observed_failures(col, regressions) if col.tested else {}
-        if attribute is not None and observed:
-            traced, confirmed = attribute(col.coupling or {}, observed)
+        traced = traced_failures(col, observed)
+        hit = {i for ids in traced.values() for i in ids}
+        confirmed = tuple(i for i in breaking_ids(col) if i in hit)
         missed = tuple(sorted(k for k in observed if not traced.get(k)))
         out.append(
             Assembled(

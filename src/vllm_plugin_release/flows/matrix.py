@@ -144,13 +144,30 @@ def _scrub(text: str, *folders: Path) -> str:
     return text
 
 
-def tested(run: _Run, env: EnvRecord, label: str, base: cols.Column) -> cols.Column:
-    """The plugin's tests in the column's environment, classified as the release does."""
+def tested(
+    run: _Run,
+    env: EnvRecord,
+    label: str,
+    base: cols.Column,
+    report: apicoupling.CouplingReport | dict[str, object] | None = None,
+) -> cols.Column:
+    """The plugin's tests in the column's environment, classified as the release does, and
+    which of its failures (every module that does not import, every failing test) the
+    coupling `report` explains: the matrix counts those that regressed when it assembles."""
     root = run.inputs.plugin.root
     env_dir = Path(env.python).parent.parent
     with run.opts.cache.scratch("matrix-") as tmp:
         result = pt.run_in_env(env, root, run.cfg, tmp / "j.xml")
-        errors = first_error_lines(tmp / "j.xml", 1)
+        texts = first_error_lines(tmp / "j.xml", 40)
+    errors = {t: lines[:1] for t, lines in texts.items()}
+    coupling = base.coupling
+    if report is not None:
+        traced = None
+        if isinstance(report, apicoupling.CouplingReport):
+            failing = {t: "\n".join(texts.get(t, [])) for t in result.failing}
+            tracing = apicoupling.trace_failures(report, pt.failed_imports(env), failing)
+            traced = {k: list(v) for k, v in sorted(tracing.traced.items())}
+        coupling = _coupling_json(report, run.plan.before(base.core), traced)
     counts = {k: result.counts.get(k, 0) for k in cols.COUNT_KEYS}
     scrub = (env_dir, root, run.opts.cache.root)
     return cols.Column(
@@ -169,11 +186,11 @@ def tested(run: _Run, env: EnvRecord, label: str, base: cols.Column) -> cols.Col
         counts=counts,
         outcomes=dict(sorted(result.outcomes.items())),
         errors={t: tuple(_scrub(x, *scrub) for x in errors.get(t, [])) for t in result.failing},
-        coupling=base.coupling,
+        coupling=coupling,
     )
 
 
-def _against(run: _Run, found: Release) -> dict[str, object]:
+def _against(run: _Run, found: Release) -> apicoupling.CouplingReport | dict[str, object]:
     """The coupling report of this column's core against the column before (the first
     column against itself: what the plugin imports that the core never defined). A column
     before that cannot be read leaves this column's report out, saying why."""
@@ -185,10 +202,26 @@ def _against(run: _Run, found: Release) -> dict[str, object]:
             if before == version
             else release_pairing(run.spec, before, run.inputs.fetcher).tree
         )
-        report = apicoupling.coupling(run.inputs.plugin.root, old, found.tree, run.spec.core.name)
+        return apicoupling.coupling(
+            run.inputs.plugin.root,
+            old,
+            found.tree,
+            run.spec.core.name,
+            versions=(before, version),
+            cache_dir=run.opts.cache.root / "coupling",
+        )
     except VprError as exc:
         return {"against": before, "status": "error", "reason": _one_line(exc)}
-    return {"against": before, **report.to_json()}
+
+
+def _coupling_json(
+    report: apicoupling.CouplingReport | dict[str, object],
+    against: str,
+    traced: dict[str, list[str]] | None,
+) -> dict[str, object]:
+    if isinstance(report, dict):
+        return report
+    return {"against": against, **report.to_json(), "traced": traced or {}}
 
 
 def release_column(run: _Run, version: str) -> cols.Column:
@@ -207,7 +240,11 @@ def release_column(run: _Run, version: str) -> cols.Column:
     if kept is not None and kept.key == key:
         progress.info(f"matrix: {version}: reused its record ({kept.status})")
         return kept
-    base = _with_coupling(cols.not_run(version, role, key, choice, 0, ""), _against(run, found))
+    report = _against(run, found)
+    against = run.plan.before(version)
+    base = _with_coupling(
+        cols.not_run(version, role, key, choice, 0, ""), _coupling_json(report, against, None)
+    )
     try:
         if choice.python is None:
             return cols.not_run(version, role, key, choice, 2, f"no Python: {choice.why}")
@@ -219,7 +256,7 @@ def release_column(run: _Run, version: str) -> cols.Column:
             dist=run.dist,
             plugin=run.inputs.plugin,
         )
-        return tested(run, env, version, base)
+        return tested(run, env, version, base, report)
     except VprError as exc:
         return _with_reason(base, exc)
 
@@ -263,17 +300,8 @@ def main_column(run: _Run) -> cols.Column:
         return _with_reason(base, exc)
 
 
-def attribute(
-    coupling: object, observed: dict[str, str]
-) -> tuple[dict[str, tuple[str, ...]], list[str]]:
-    """Which observed failures the column's coupling report explains (apicoupling's tracer)."""
-    if not isinstance(coupling, dict):
-        return {}, []
-    return apicoupling.trace(coupling, observed) if hasattr(apicoupling, "trace") else ({}, [])
-
-
 def assemble(spec_name: str, core: str, index: str, found: list[cols.Column]) -> cols.Matrix:
-    return cols.Matrix(spec_name, core, index, tuple(cols.assemble(found, attribute)))
+    return cols.Matrix(spec_name, core, index, tuple(cols.assemble(found)))
 
 
 def write(dist: Path, m: cols.Matrix) -> None:
@@ -307,20 +335,24 @@ def run_matrix(spec: Spec, opts: Options) -> cols.Matrix:
     done: list[cols.Column] = []
     for n, version in enumerate(wanted, 1):
         progress.console.rule(f"matrix {n}/{len(wanted)}: {spec.core.name} {version}")
-        column = release_column(run, version)
-        cols.write_column(folder, column)
-        _say(column)
-        done.append(column)
+        done.append(_kept(folder, release_column(run, version)))
     if opts.repo and not opts.only:
-        column = main_column(run)
-        cols.write_column(folder, column)
-        _say(column)
-        done.append(column)
+        done.append(_kept(folder, main_column(run)))
     if opts.only:
         return assemble(spec.name, spec.core.name, the_plan.index, done)
     m = assemble(spec.name, spec.core.name, the_plan.index, done)
     write(dist, m)
     return m
+
+
+def _kept(folder: Path, column: cols.Column) -> cols.Column:
+    """Write the column's record and take it back as written: the matrix is assembled from
+    the records, here as in a CI matrix's last job."""
+    kept = cols.read_column(cols.write_column(folder, column))
+    if kept is None:  # written a moment ago
+        raise RuntimeError(f"{folder}: the record of {column.core} vanished")
+    _say(kept)
+    return kept
 
 
 def _say(column: cols.Column) -> None:
