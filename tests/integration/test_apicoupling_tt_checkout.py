@@ -10,19 +10,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
 import tomlkit
 
+from tests.required import tt_checkout
 from tests.support import REPO, vpr
 
-pytestmark = pytest.mark.skipif(
-    not os.environ.get("VPR_TT_PLUGIN_CHECKOUT"),
-    reason="set VPR_TT_PLUGIN_CHECKOUT to a vllm-tt-plugin checkout to run",
-)
 SDIST_0251 = "ddbdec3f1c0f21afa70b7eb6ddf3faa29d26b1302ee4b5d5e00ec3af41b0c2e4"
 BREAK = "keyword:vllm.v1.worker.block_table.MultiGroupBlockTable.__init__:max_model_len"
 
 
+@tt_checkout()
 def test_the_tt_plugins_break_is_found_and_stops_the_bump(cache_root: Path, tmp_path: Path):
     spec = tomlkit.parse((REPO / "buildspec" / "tt.toml").read_text())
     spec["name"] = "tt-0.25.1"
