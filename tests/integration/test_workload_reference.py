@@ -5,8 +5,9 @@ current one), and the replay's slow-path marks.
 Every answer comes from the plugin's own code: speculative decoding is refused by its
 `check_and_update_config`, prompt logprobs by its `validate_request`, logprobs go to the
 host sampler by its `needs_host_sampler`, image inputs are deferred. The silently dropped
-feature is a deliberate bad mutation of a copy of the plugin, put first on the
-environment's path by the test (the shipped plugin is not changed)."""
+feature, and a validate_request that ends the job (no answer, SIGSEGV, garbage, a hang),
+are deliberate bad mutations of a copy of the plugin, put first on the environment's path
+by the test or released as a pairing of their own (the shipped plugin is not changed)."""
 
 from __future__ import annotations
 
