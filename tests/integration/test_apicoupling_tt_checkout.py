@@ -4,30 +4,29 @@ sdists from PyPI, verified). Its tests fail on 0.26.0 with `MultiGroupBlockTable
 got an unexpected keyword argument 'max_model_len'` (docs/upstream.md); the static diff
 names that very break, and the bump stops until it is approved. Then the report between
 released cores (0.25.1 to 0.29.0) against what the plugin's imports hit there.
-Runs only with a vllm-tt-plugin checkout in VPR_TT_PLUGIN_CHECKOUT (and the sdists in
-VPR_VLLM_SDISTS for the released cores)."""
+Runs only with a vllm-tt-plugin checkout in VPR_TT_PLUGIN_CHECKOUT; the released cores'
+sdists come from PyPI, verified by their pinned sha256."""
 
 from __future__ import annotations
 
-import hashlib
 import os
-import tarfile
 from pathlib import Path
 
 import pytest
 import tomlkit
 
+from tests.required import tt_checkout
 from tests.support import REPO, vpr
+from vllm_plugin_release.buildspec.model import SdistSource
 from vllm_plugin_release.conform.lib import apicoupling as ac
+from vllm_plugin_release.core.cache import Cache
+from vllm_plugin_release.edges.fetch import Fetcher
 
-pytestmark = pytest.mark.skipif(
-    not os.environ.get("VPR_TT_PLUGIN_CHECKOUT"),
-    reason="set VPR_TT_PLUGIN_CHECKOUT to a vllm-tt-plugin checkout to run",
-)
 SDIST_0251 = "ddbdec3f1c0f21afa70b7eb6ddf3faa29d26b1302ee4b5d5e00ec3af41b0c2e4"
 BREAK = "keyword:vllm.v1.worker.block_table.MultiGroupBlockTable.__init__:max_model_len"
 
 
+@tt_checkout()
 def test_the_tt_plugins_break_is_found_and_stops_the_bump(cache_root: Path, tmp_path: Path):
     spec = tomlkit.parse((REPO / "buildspec" / "tt.toml").read_text())
     spec["name"] = "tt-0.25.1"
@@ -61,32 +60,22 @@ PAIRS = [("0.25.1", "0.26.0"), ("0.26.0", "0.27.1"), ("0.27.1", "0.28.0"), ("0.2
 LAUNCHER = ("vllm.v1.engine.utils.CoreEngineLauncher", "vllm.v1.engine.utils.EngineLaunchPlan")
 
 
-def _core_tree(version: str, dest: Path) -> Path:
-    """The Python of vLLM `version`'s verified sdist, extracted under `dest` once."""
-    folder = os.environ.get("VPR_VLLM_SDISTS")
-    sdist = Path(folder or ".") / f"vllm-{version}.tar.gz"
-    if not folder or not sdist.is_file():
-        pytest.skip(f"set VPR_VLLM_SDISTS to a folder with vllm-{version}.tar.gz to run")
-    root = dest / f"vllm-{version}"
-    if root.is_dir():
-        return root
-    assert hashlib.sha256(sdist.read_bytes()).hexdigest() == SDISTS[version], sdist
-    with tarfile.open(sdist) as tf:
-        members = [m for m in tf.getmembers() if m.isfile()
-                   and ((m.name.endswith(".py") and "/vllm/" in m.name)
-                        or m.name == f"vllm-{version}/setup.py")]  # fmt: skip
-        tf.extractall(dest, members=members, filter="data")
-    return root
+def _core_tree(version: str, cache_root: Path) -> Path:
+    """vLLM `version`'s sdist from PyPI, verified against its pinned sha256 and extracted
+    once into the tests' cache (the fetch stage's own download and extraction)."""
+    source = SdistSource(
+        index="https://pypi.org/simple", filename=f"vllm-{version}.tar.gz", sha256=SDISTS[version]
+    )
+    return Fetcher(Cache(cache_root)).source_tree(source, "vllm")
 
 
+@tt_checkout()
 @pytest.mark.parametrize(("old", "new"), PAIRS)
-def test_the_tt_plugin_against_released_cores(old: str, new: str, tmp_path_factory):
+def test_the_tt_plugin_against_released_cores(old: str, new: str, cache_root: Path):
     """The report between released cores finds what the plugin's import really hits: the
     launcher names it needs are in none of these cores, and vLLM 0.29.0 dropped the module
     `vllm.entrypoints.openai.engine` its tool and reasoning parsers import from."""
-    trees = tmp_path_factory.getbasetemp() / "vllm-sdists"
-    trees.mkdir(exist_ok=True)
-    old_tree, new_tree = _core_tree(old, trees), _core_tree(new, trees)
+    old_tree, new_tree = _core_tree(old, cache_root), _core_tree(new, cache_root)
     plugin = Path(os.environ["VPR_TT_PLUGIN_CHECKOUT"])
     report = ac.coupling(plugin, old_tree, new_tree, versions=(old, new))
     found = {c.id: c for c in report.changes}

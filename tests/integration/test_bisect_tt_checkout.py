@@ -9,15 +9,11 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
+from tests.required import tt_checkout
 from tests.support import vpr
 
 
-@pytest.mark.skipif(
-    not os.environ.get("VPR_TT_PLUGIN_CHECKOUT"),
-    reason="set VPR_TT_PLUGIN_CHECKOUT to a vllm-tt-plugin checkout to run",
-)
+@tt_checkout()
 def test_tt_regression_narrowed_to_the_published_versions(
     repo_root: Path, cache_root: Path, tmp_path: Path
 ) -> None:

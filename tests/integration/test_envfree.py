@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.required import tt_checkout
 from tests.support import REFERENCE_SPEC, REPO, vpr
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform.envfree import env_free
@@ -116,10 +117,7 @@ def test_release_without_the_spec_python_still_runs_the_env_free_checks(
     assert run["release"]["failed_stage"] == "lock"
 
 
-@pytest.mark.skipif(
-    not os.environ.get("VPR_TT_PLUGIN_CHECKOUT"),
-    reason="set VPR_TT_PLUGIN_CHECKOUT to a vllm-tt-plugin checkout to run",
-)
+@tt_checkout(may_skip="this machine has CPython 3.10 where it cannot be hidden")
 def test_tt_release_without_cpython_310_runs_the_env_free_checks(
     tmp_path: Path, cache_root: Path
 ) -> None:

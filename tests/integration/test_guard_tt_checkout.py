@@ -12,19 +12,13 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
-
+from tests.required import tt_checkout
 from tests.support import REPO, vpr
 from vllm_plugin_release.edges.uv import uv_bin
 
 START = "import vllm; from vllm.plugins import load_general_plugins; load_general_plugins(); " \
     "print('vLLM started')"  # fmt: skip
 REFUSED = "vpr-guard: vLLM will not start: this environment is not the certified pairing "
-
-pytestmark = pytest.mark.skipif(
-    not os.environ.get("VPR_TT_PLUGIN_CHECKOUT"),
-    reason="set VPR_TT_PLUGIN_CHECKOUT to a vllm-tt-plugin checkout to run",
-)
 
 
 def _start(venv: Path, **env: str) -> subprocess.CompletedProcess:
@@ -36,6 +30,7 @@ def _start(venv: Path, **env: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+@tt_checkout()
 def test_the_guard_on_the_tt_pairing(cache_root: Path, tmp_path: Path) -> None:
     key = tmp_path / "release.key"
     vpr("keys", "generate", "--out", str(key))

@@ -5,16 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
+from tests.required import tt_checkout
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform.checks.pinning import check as pinning
 
 
-@pytest.mark.skipif(
-    not os.environ.get("VPR_TT_PLUGIN_CHECKOUT"),
-    reason="set VPR_TT_PLUGIN_CHECKOUT to a vllm-tt-plugin checkout to run",
-)
+@tt_checkout()
 def test_tt_plugin_checkout(repo_root: Path) -> None:
     checkout = Path(os.environ["VPR_TT_PLUGIN_CHECKOUT"])
     spec = load_spec(repo_root / "buildspec" / "tt.toml")

@@ -5,15 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
+from tests.required import tt_checkout
 from vllm_plugin_release.conform.checks.scheduler import check as scheddocs
 
 
-@pytest.mark.skipif(
-    not os.environ.get("VPR_TT_PLUGIN_CHECKOUT"),
-    reason="set VPR_TT_PLUGIN_CHECKOUT to a vllm-tt-plugin checkout to run",
-)
+@tt_checkout()
 def test_tt_plugin_checkout(tmp_path: Path) -> None:
     doc = Path(os.environ["VPR_TT_PLUGIN_CHECKOUT"]) / "docs" / "SCHEDULING.md"
     st = scheddocs.extract_statements(doc.read_text(), plugin_name="vllm-tt-plugin")

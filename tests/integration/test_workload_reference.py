@@ -5,22 +5,31 @@ current one), and the replay's slow-path marks.
 Every answer comes from the plugin's own code: speculative decoding is refused by its
 `check_and_update_config`, prompt logprobs by its `validate_request`, logprobs go to the
 host sampler by its `needs_host_sampler`, image inputs are deferred. The silently dropped
-feature is a deliberate bad mutation of a copy of the plugin, put first on the
-environment's path by the test (the shipped plugin is not changed)."""
+feature, and a validate_request that ends the job (no answer, SIGSEGV, garbage, a hang),
+are deliberate bad mutations of a copy of the plugin, put first on the environment's path
+by the test or released as a pairing of their own (the shipped plugin is not changed)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from tests.support import REFERENCE_SPEC, REPO
+from tests.support import REFERENCE_SPEC, REPO, git, vpr
 from vllm_plugin_release.buildspec.load import load_spec
+from vllm_plugin_release.conform import registry
+from vllm_plugin_release.conform.checks import workload as workload_check
 from vllm_plugin_release.conform.checks.workload import check as workload
 from vllm_plugin_release.conform.context import Context, Sources
 from vllm_plugin_release.conform.result import CheckResult
+from vllm_plugin_release.conform.suite import run_check
 from vllm_plugin_release.core.cache import Cache
+from vllm_plugin_release.edges import envrun
 from vllm_plugin_release.replay import config, mix, runner
 
 PLUGIN = REPO / "plugin" / "reference"
@@ -169,3 +178,98 @@ def test_the_replay_marks_and_prices_the_slow_path(reference_env: dict, tmp_path
     # the price is the plugin side's only: its simulated time grows, upstream's does not
     assert priced["plugin"]["makespan_s"] > free["plugin"]["makespan_s"]
     assert priced["upstream"]["makespan_s"] == free["upstream"]["makespan_s"]
+
+
+# How the copy of the plugin's validate_request ends the job when a request asks for
+# logprobs (the base mix asks it: 10% of requests), after saying so on stderr.
+DEATHS = {
+    "exit0": ("os._exit(0)", "exited 0, without an answer"),
+    "segv": ("os.kill(os.getpid(), signal.SIGSEGV)", "was killed by SIGSEGV, without an answer"),
+    "garbage": (
+        'open(sys.argv[2], "w").write("}{ not an answer"); os._exit(0)',
+        "its answer is unreadable",
+    ),
+    "hang": ("time.sleep(3600)", "did not finish within 60 s"),
+}
+SAID = "reference platform: validate_request ends the job on logprobs"
+
+
+def _dying(folder: Path, death: str) -> Path:
+    """A copy of the reference plugin whose validate_request ends the job it runs in
+    (`death`, a statement) for a request with logprobs: the known-bad of a dead check."""
+    src = folder / "src"
+    shutil.copytree(PLUGIN / "src", src)
+    platform = src / "vllm_reference_plugin" / "platform.py"
+    text = platform.read_text()
+    check = '        if getattr(params, "prompt_logprobs", None) is not None:'
+    assert check in text
+    dies = (
+        '        if getattr(params, "logprobs", None) is not None:\n'
+        "            import os, signal, sys, time\n"
+        f"            print({SAID!r}, file=sys.stderr, flush=True)\n"
+        f"            {death}\n"
+    )
+    platform.write_text(text.replace(check, dies + check))
+    return src
+
+
+@pytest.mark.parametrize("how", DEATHS)
+def test_a_plugin_that_kills_the_workload_job_fails_the_check(
+    how: str,
+    reference_env: dict,
+    session_dist: Path,
+    cache_root: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A job the plugin's code ends (no answer, a signal, garbage where the answer goes, a
+    hang past the job's time) is the check's failure with the job's last output, never a
+    deferral: a deferred check lets the pairing through as pilot. The garbage and SIGSEGV
+    cases run in the warm worker, as `vpr release` runs the check (there torch's crash
+    handler prints a native stack after what the plugin said); the others in an
+    interpreter of their own."""
+    death, headline = DEATHS[how]
+    src = _dying(tmp_path / "dying", death)
+    monkeypatch.setattr(workload, "TIMEOUT_S", 60.0)  # the hang's: the job is killed then
+    dying = functools.partial(workload.run, sys_path=(str(src),))
+    monkeypatch.setitem(registry.BY_NAME, "workload", replace(workload_check.CHECK, run=dying))
+    ctx = _context(_spec(tmp_path / "spec", plans=""), session_dist, cache_root)
+    warm = how in ("garbage", "segv")
+    with envrun.warm(reference_env["python"]) if warm else contextlib.nullcontext():
+        result = run_check(ctx, "workload")
+    assert result.status == "fail", result.summary
+    assert headline in result.summary and "(last output: " in result.summary
+    notes = [e.note for e in result.evidence]
+    assert f"output: {SAID}" in notes and headline in notes[0]
+    assert "vpr-inenv-" not in repr(result.to_json())  # the job's folder is not named
+
+
+def test_a_release_whose_plugin_kills_the_workload_job_is_lab(
+    core_build: dict, cache_root: Path, tmp_path: Path
+) -> None:
+    """`vpr release` of the pairing with that plugin (its validate_request ends the job on
+    logprobs): the workload check fails with the job's last output, the verdict is lab and
+    the release exits 1, where it was pilot with the check deferred."""
+    proj = tmp_path / "proj"
+    shutil.copytree(PLUGIN, proj / "plugin" / "reference")
+    shutil.rmtree(proj / "plugin" / "reference" / "src")
+    _dying(proj / "plugin" / "reference", DEATHS["exit0"][0])
+    shutil.copytree(REPO / "buildspec" / "contracts", proj / "buildspec" / "contracts")
+    shutil.copytree(REPO / "constraints", proj / "constraints")
+    spec = proj / "buildspec" / "reference.toml"
+    shutil.copy(REFERENCE_SPEC, spec)
+    (proj / "pyproject.toml").write_text("[project]\nname = 'dying'\n")
+    for args in (("init", "-q", "-b", "main"), ("add", "."), ("commit", "-q", "-m", "dying")):
+        git(*args, cwd=proj, date="2026-08-01T12:00:00+00:00")  # a path plugin: from git
+    dist = tmp_path / "dist"
+    common = ("--spec", str(spec), "--cache-dir", str(cache_root), "--dist", str(dist))
+    done = vpr("release", *common, "--no-publish", check=False)
+    assert done.returncode == 1, done.stderr[-3000:]
+    card = json.loads((dist / "reference" / "scorecard.json").read_text())
+    assert card["verdict"] == "lab", card["checks"]["workload"]
+    checked = card["checks"]["workload"]
+    assert checked["status"] == "fail"
+    assert DEATHS["exit0"][1] in checked["summary"] and SAID in checked["summary"]
+    assert {e["note"] for e in checked["evidence"]} >= {f"output: {SAID}"}
+    others = {n: c["status"] for n, c in card["checks"].items() if n != "workload"}
+    assert "fail" not in others.values(), others  # the one finding is the dead job

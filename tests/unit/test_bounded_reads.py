@@ -10,7 +10,7 @@ import pytest
 
 from vllm_plugin_release.conform.checks.plugin_tests import check as plugin_tests
 from vllm_plugin_release.core import cache, records
-from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.core.errors import BadInput, JobFailed
 from vllm_plugin_release.edges import envrun
 
 
@@ -56,20 +56,23 @@ def test_an_oversized_recorded_baseline_is_refused_unread(
 def test_an_in_environment_result_is_read_bounded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The job's answer comes from beside the plugin's code: one that is not a readable
+    JSON object, or larger than a record may be, is the job's failure (JobFailed)."""
     out = tmp_path / "out.json"
-    assert envrun._read_result(out) is None  # none written
+    job = envrun._Job("probe", tmp_path / "probe.py", tmp_path / "req.json", out, {})
+    assert envrun._read_result(job, "") is None  # none written
     out.write_text(json.dumps({"ok": True}))
-    assert envrun._read_result(out) == {"ok": True}
+    assert envrun._read_result(job, "") == {"ok": True}
     out.write_text("[1, 2]")
-    with pytest.raises(OutsideFailure, match="not a JSON object"):
-        envrun._read_result(out)
+    with pytest.raises(JobFailed, match="inenv probe: its answer is not a JSON object"):
+        envrun._read_result(job, "")
     out.write_text('{"ok": tr')
-    with pytest.raises(OutsideFailure, match="unreadable"):  # was a JSONDecodeError
-        envrun._read_result(out)
+    with pytest.raises(JobFailed, match="unreadable"):  # was a JSONDecodeError
+        envrun._read_result(job, "")
     out.write_text(json.dumps({"ok": "x" * 100}))
     monkeypatch.setattr(records, "MAX_RECORD", 50)
-    with pytest.raises(OutsideFailure, match="larger than"):
-        envrun._read_result(out)
+    with pytest.raises(JobFailed, match="larger than"):
+        envrun._read_result(job, "the job's last words")
 
 
 def test_an_oversized_verified_marker_means_hash_again(

@@ -10,10 +10,15 @@ from pathlib import Path
 import pytest
 
 from tests.support import REPO, env_build
+from tests.unit import test_envrun
 from vllm_plugin_release.buildspec.load import load_spec
+from vllm_plugin_release.conform.checks.environment import check as environment
+from vllm_plugin_release.conform.context import Context, Sources
+from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.envrecord import EnvRecord, parse
 from vllm_plugin_release.core.errors import GateFailed
-from vllm_plugin_release.stages.pairing_env import _deliver
+from vllm_plugin_release.edges import envrun
+from vllm_plugin_release.stages.pairing_env import JOB_CHECK, EnvCheckJob, _deliver, _env_checks
 
 
 def _result(detail: str, runtime_status: str = "absent") -> dict:
@@ -65,3 +70,43 @@ def test_the_api_check_reports_the_unimportable_core_as_a_finding(tmp_path: Path
 
 def _env(result: dict) -> EnvRecord:
     return parse({**result, "python": "/x/bin/python", "runner": "cpu"})
+
+
+bare_python = test_envrun.bare_python  # a real venv without this package, shared
+
+DYING_CHECK = """
+import os, sys
+print("vllm_dying_plugin: its import ends the process", file=sys.stderr, flush=True)
+os._exit(0)
+"""
+
+
+def test_an_environment_check_whose_job_dies_is_a_failed_finding(
+    bare_python: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The environment's check imports every module of the plugin: a job that one of them
+    ends (no answer) is a failed check about the plugin, saying how it ended and what it
+    said last. `vpr env` stops on it; the release goes on and its environment check fails
+    (where it was an outside failure that stopped the release with exit 3)."""
+    folder = tmp_path / "inenv"
+    folder.mkdir()
+    (folder / "envcheck.py").write_text(DYING_CHECK)  # stands in for inenv/envcheck.py
+    monkeypatch.setattr(envrun, "INENV", folder)
+    job = EnvCheckJob("0.27.1", ("vllm_dying_plugin",), {}, "torch_npu", "absent")
+    found = _env_checks(bare_python, job)
+    (check,) = found.checks
+    assert (check.name, check.status, check.finding) == (JOB_CHECK, "fail", "plugin")
+    assert check.detail == (
+        "inenv envcheck exited 0, without an answer; "
+        "last output: vllm_dying_plugin: its import ends the process"
+    )
+    result = {"checks": [c.to_json() for c in found.checks], "runtime": {"status": "absent"}}
+    with pytest.raises(GateFailed, match=JOB_CHECK):
+        _deliver(*_args(tmp_path), result, True)  # `vpr env`
+    record = _deliver(*_args(tmp_path), result, False)  # the release: on to conform
+    assert [c.name for c in record.checks] == [JOB_CHECK]
+    spec = load_spec(REPO / "buildspec" / "ascend.toml")
+    ctx = Context(spec, "cpu", Cache(tmp_path / "c"), tmp_path, Sources(Path, Path))
+    checked = environment.run(ctx)
+    assert checked.status == "fail"
+    assert f"fail: {JOB_CHECK}: {check.detail}" in [e.note for e in checked.evidence]

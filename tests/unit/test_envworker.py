@@ -7,6 +7,7 @@ only in starting with the preloaded modules already imported.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -14,12 +15,14 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.unit import test_envrun
 from tests.unit.test_envrun import Probe
-from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.core import jobanswer
+from vllm_plugin_release.core.errors import BadInput, JobFailed, OutsideFailure, output_tail
 from vllm_plugin_release.edges import children, envrun
 from vllm_plugin_release.edges.envworker import workers
 
@@ -48,13 +51,28 @@ seen = {
 sys.modules["vpr_probe_leak"] = sys
 os.environ["VPR_PROBE_LEAK"] = "1"
 print("probe says hello on stdout")
+if request.get("sleep"):
+    print("the probe sleeps", file=sys.stderr, flush=True)
 time.sleep(request.get("sleep", 0))
 if request.get("bad"):
     json.dump({"error": "bad request: " + request["bad"]}, open(sys.argv[2], "w"))
     sys.exit(2)
+if request.get("missing"):  # a module it names does not import here
+    json.dump({"error": "no module " + request["missing"]}, open(sys.argv[2], "w"))
+    sys.exit(3)
 if request.get("exit"):
     print("the probe broke", file=sys.stderr)
     sys.exit(request["exit"])
+if request.get("die"):  # as a plugin's code can end the job: no answer, or garbage
+    print("the probe dies: " + request["die"], file=sys.stderr, flush=True)
+    if request["die"] == "garbage":
+        open(sys.argv[2], "w").write("}{ not JSON")
+    if request["die"] == "list":
+        json.dump(["an", "answer", "of", "another", "shape"], open(sys.argv[2], "w"))
+    if request["die"] == "segv":
+        import signal
+        os.kill(os.getpid(), signal.SIGSEGV)
+    os._exit(0)
 json.dump({**seen, "tag": request.get("tag")}, open(sys.argv[2], "w"))
 """
 
@@ -147,10 +165,66 @@ def test_exit_codes_mean_the_same_in_the_worker(bare_python: Path, inenv: Path) 
     with envrun.warm(bare_python):
         with pytest.raises(BadInput, match="bad request: nope"):
             envrun.run_in_env(bare_python, Probe("probe", {"bad": "nope"}))
-        with pytest.raises(OutsideFailure, match=r"exit 3\):\n(.|\n)*the probe broke"):
+        with pytest.raises(OutsideFailure, match=r"exit 3\):\n(.|\n)*no module refrt") as out:
+            envrun.run_in_env(bare_python, Probe("probe", {"missing": "refrt"}))
+        assert not isinstance(out.value, JobFailed)  # the one exit a check defers for
+        with pytest.raises(JobFailed, match=r"exited 3, without an answer:\n(.|\n)*probe broke"):
             envrun.run_in_env(bare_python, Probe("probe", {"exit": 3}))
         # The worker survives a failed job.
         assert envrun.run_in_env(bare_python, Probe("probe", {"tag": 1}))["preloaded"] is True
+
+
+# How a plugin's code can end the job it runs in, and what the caller is told.
+DEATHS = {
+    "segv": "inenv probe was killed by SIGSEGV, without an answer",
+    "exit0": "inenv probe exited 0, without an answer",
+    "garbage": "inenv probe: its answer is unreadable",
+    "list": "inenv probe: its answer is not a JSON object",
+}
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["new interpreter", "warm worker"])
+@pytest.mark.parametrize("how", DEATHS)
+def test_a_job_that_dies_or_answers_garbage_is_a_failure_with_its_output(
+    bare_python: Path, inenv: Path, how: str, warm: bool
+) -> None:
+    """Not an outside failure (a check would be deferred): JobFailed (exit 1), its last
+    output lines kept for the check's evidence, no path of the job's folder in them."""
+    with envrun.warm(bare_python) if warm else contextlib.nullcontext():
+        with pytest.raises(JobFailed) as failed:
+            envrun.run_in_env(bare_python, Probe("probe", {"die": how}))
+        if warm:  # the worker serves on
+            assert envrun.run_in_env(bare_python, Probe("probe", {"tag": 3}))["tag"] == 3
+    exc = failed.value
+    assert exc.message.startswith(DEATHS[how]) and exc.exit_code == 1
+    assert f"the probe dies: {how}" in exc.log and "vpr-inenv-" not in exc.message + exc.log
+    assert exc.hint == f"it ran in {bare_python}"
+
+
+def test_the_output_kept_of_a_dead_job_skips_a_native_stack_dump() -> None:
+    """torch's crash handler prints hundreds of C frames on SIGSEGV: the lines the job
+    wrote before them are what the check's evidence keeps; Python frames stay."""
+    said = "reference platform: validate_request ends the job"
+    python_frame = '  File "/env/site-packages/vllm_reference_plugin/platform.py", line 9, in f'
+    native = [f'  File "Python/ceval.c", line {n}, in _PyEval_EvalFrameDefault' for n in range(300)]
+    native += ['  File "<unknown>", line 0, in 0xffffffffffffffff']
+    output = "\n".join(["warming up", python_frame, said, "!!! Segfault encountered !!!", *native])
+    assert output_tail(output, 3).splitlines() == [
+        python_frame,
+        said,
+        "!!! Segfault encountered !!!",
+    ]
+
+
+def test_an_answer_its_job_cannot_read_is_a_failure_naming_the_key(
+    bare_python: Path, inenv: Path
+) -> None:
+    class Strict(Probe):
+        def parse_answer(self, answer: Any) -> Any:
+            raise jobanswer.problem("probe", "platform", answer.get("platform"), "text")
+
+    with pytest.raises(JobFailed, match=r"inenv probe: the answer's 'platform' is missing"):
+        envrun.run_in_env(bare_python, Strict("probe", {}))
 
 
 def test_a_job_past_its_time_is_killed_and_the_worker_serves_on(
@@ -158,10 +232,19 @@ def test_a_job_past_its_time_is_killed_and_the_worker_serves_on(
 ) -> None:
     with envrun.warm(bare_python) as worker:
         assert worker is not None
-        with pytest.raises(OutsideFailure, match=r"did not finish within 0\.5 s"):
+        with pytest.raises(JobFailed, match=r"did not finish within 0\.5 s") as late:
             envrun.run_in_env(bare_python, Probe("probe", {"sleep": 60}), timeout=0.5)
+        assert "the probe sleeps" in late.value.log
         assert envrun.run_in_env(bare_python, Probe("probe", {"tag": 2}))["tag"] == 2
         assert _jobs_of(worker) == []  # the sleeping job was killed and reaped
+
+
+def test_a_new_interpreter_past_its_time_is_a_failure_with_its_output(
+    bare_python: Path, inenv: Path
+) -> None:
+    with pytest.raises(JobFailed, match=r"inenv probe did not finish within 1 s") as late:
+        envrun.run_in_env(bare_python, Probe("probe", {"sleep": 60}), timeout=1)
+    assert "the probe sleeps" in late.value.log
 
 
 def _children(pid: int) -> list[int]:

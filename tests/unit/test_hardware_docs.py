@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.required import tt_checkout
 from tests.support import REPO, spec_head
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.buildspec.model import Spec
@@ -165,10 +166,7 @@ def test_the_check_runs_only_for_specs_with_a_hardware_part() -> None:
     )
 
 
-@pytest.mark.skipif(
-    not os.environ.get("VPR_TT_PLUGIN_CHECKOUT"),
-    reason="set VPR_TT_PLUGIN_CHECKOUT to a vllm-tt-plugin checkout to run",
-)
+@tt_checkout()
 def test_the_tt_spec_agrees_with_the_tt_plugin_docs() -> None:
     spec = load_spec(REPO / "buildspec" / "tt.toml")
     result = hardwaredocs.check(spec, Path(os.environ["VPR_TT_PLUGIN_CHECKOUT"]))

@@ -1,5 +1,6 @@
 """A garbled or hostile in-environment answer (the plugin's code runs beside the job) is a
-clear BadInput naming the job and the key, never a KeyError, TypeError or AttributeError.
+clear JobFailed naming the job and the key (the check that asked fails), never a KeyError,
+TypeError or AttributeError.
 
 Each job runs through the real `envrun.run_in_env`, with a stand-in inenv module that
 writes the answer given; each test fails on the code before the answers were typed (it
@@ -17,7 +18,7 @@ import pytest
 
 from tests.support import REFERENCE_SPEC
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.core.errors import JobFailed
 from vllm_plugin_release.edges import envrun
 
 STAND_IN = """
@@ -56,28 +57,28 @@ def test_a_garbled_workload_answer_names_the_probe_key(answers) -> None:
     combos = "one a combination asked"
     good = {"platform": "p.P", "hooks": {}, "base": {"hook": "returned"}, "combos": combos}
     answers("workload", {**good, "probes": {"p0": {"engine": "refused"}}})
-    with pytest.raises(BadInput, match=r"inenv workload: .*'probes\.p0\.engine' is 'refused'"):
+    with pytest.raises(JobFailed, match=r"inenv workload: .*'probes\.p0\.engine' is 'refused'"):
         workload.run(ctx)
     answers("workload", {**good, "probes": {}, "base": {"changes": [{"field": "x"}]}})
-    with pytest.raises(BadInput, match=r"'base\.changes\[0\]\.from' is missing") as err:
+    with pytest.raises(JobFailed, match=r"'base\.changes\[0\]\.from' is missing") as err:
         workload.run(ctx)
     assert "vpr check workload" in str(err.value.hint)
     answers("workload", {**good, "probes": {}, "combos": []})
-    with pytest.raises(BadInput, match=r"'combos' is a list"):
+    with pytest.raises(JobFailed, match=r"'combos' is a list"):
         workload.run(ctx)
 
 
-def test_a_capture_without_its_document_is_bad_input(answers) -> None:
+def test_a_capture_without_its_document_is_the_jobs_failure(answers) -> None:
     from tests.support import api_spec
     from vllm_plugin_release.conform.checks.api import check as api
 
     answers("openapi", {"vllm_version": "0.26.0", "platform": {"label": "x", "used": "plugin"}})
-    with pytest.raises(BadInput, match=r"inenv openapi: the answer: 'openapi' is missing"):
+    with pytest.raises(JobFailed, match=r"inenv openapi: the answer: 'openapi' is missing"):
         api.check(api_spec(), Path(sys.executable), None)
     answers(
         "openapi", {"vllm_version": "0.26.0", "openapi": {"paths": {}}, "models": {}, "notes": 3}
     )
-    with pytest.raises(BadInput, match=r"'notes' is 3, expected a list of text"):
+    with pytest.raises(JobFailed, match=r"'notes' is 3, expected a list of text"):
         api.check(api_spec(), Path(sys.executable), None)
 
 
@@ -105,21 +106,21 @@ def test_a_garbled_replay_answer_names_the_side_and_column(answers) -> None:
     steps = {"start": [0.0], "end": [1.0], "prefill_tokens": [1], "decode_tokens": [0]}
     side = {"steps": steps, "tokens": []}
     answers("replay", {"results": {"plugin": side, "upstream": {"crashed": "boom"}}})
-    with pytest.raises(BadInput, match=r"'results\.plugin\.steps\.prefill_requests' is missing"):
+    with pytest.raises(JobFailed, match=r"'results\.plugin\.steps\.prefill_requests' is missing"):
         runner.replay(Path(sys.executable), request_mix, cfg, name="x")
     steps = {**steps, "prefill_requests": [1], "decode_requests": [0], "preemptions": [0]}
     tokens: list[list[Any]] = [[] for _ in range(len(request_mix))]
     tokens[2] = [7]  # a token at step 7 of 1
     side = {"steps": steps, "tokens": tokens}
     answers("replay", {"results": {"plugin": side, "upstream": {"crashed": "boom"}}})
-    with pytest.raises(BadInput, match=r"'results\.plugin\.tokens\[2\]' is a list, expected"):
+    with pytest.raises(JobFailed, match=r"'results\.plugin\.tokens\[2\]' is a list, expected"):
         runner.replay(Path(sys.executable), request_mix, cfg, name="x")
     bad_steps = {**steps, "end": ["soon"]}
     answers("replay", {"results": {"plugin": {**side, "steps": bad_steps}, "upstream": side}})
-    with pytest.raises(BadInput, match=r"'results\.plugin\.steps\.end' is a list, expected"):
+    with pytest.raises(JobFailed, match=r"'results\.plugin\.steps\.end' is a list, expected"):
         runner.replay(Path(sys.executable), request_mix, cfg, name="x")
     answers("replay", {"results": {"plugin": {"crashed": "boom"}}})
-    with pytest.raises(BadInput, match=r"inenv replay: .*'results\.upstream' is missing"):
+    with pytest.raises(JobFailed, match=r"inenv replay: .*'results\.upstream' is missing"):
         runner.replay(Path(sys.executable), request_mix, cfg, name="x")
 
 
@@ -128,7 +129,7 @@ def test_a_garbled_envcheck_answer_names_the_check(answers) -> None:
 
     job = EnvCheckJob("0.26.0", ("p",), {}, None, "absent")
     answers("envcheck", {"checks": [{"name": 3, "status": "pass"}], "runtime_modules": []})
-    with pytest.raises(BadInput, match=r"inenv envcheck: the answer's 'checks\[0\]\.name' is 3"):
+    with pytest.raises(JobFailed, match=r"inenv envcheck: the answer's 'checks\[0\]\.name' is 3"):
         envrun.run_in_env(sys.executable, job)
     answers("envcheck", {"checks": [{"name": "import vllm", "status": "pass", "value": 1}]})
     first = envrun.run_in_env(sys.executable, job)

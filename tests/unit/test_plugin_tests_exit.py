@@ -78,3 +78,51 @@ def test_plain_dash_m_pytest_tears_down_and_the_marker_shows_it(tmp_path: Path) 
     done = _run(root, [argv[0], "-m", "pytest", *argv[3:]], tmp_path / "path.json")
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "mark").read_text() == "torn down"
+
+
+DYING = """\
+import os, signal, sys, time
+
+def test_fine():
+    pass
+
+def test_ends_the_run():
+    if os.environ.get("TOY_DEATH") == "hang":
+        time.sleep(600)
+    os.kill(os.getpid(), signal.SIGSEGV)
+"""
+
+
+@pytest.mark.parametrize("ahead", [False, True], ids=["run now", "started ahead"])
+@pytest.mark.parametrize(
+    ("death", "headline"),
+    [
+        ("segv", "the plugin's pytest run was killed by SIGSEGV, without a report"),
+        ("hang", "the plugin's pytest run did not finish within 5 s"),
+    ],
+)
+def test_a_pytest_run_the_plugins_test_ends_is_a_failure_not_a_deferral(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, death: str, headline: str, ahead: bool
+) -> None:
+    """A test that crashes pytest's process (or hangs past `timeout`) gives no report to
+    classify: JobFailed (the check fails, with pytest's last output: here faulthandler's
+    stack naming the test), never an outside failure (the check would be deferred)."""
+    from vllm_plugin_release.core.cache import Cache
+    from vllm_plugin_release.core.errors import JobFailed
+
+    root = tmp_path / "plugin"
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "test_dying.py").write_text(DYING)
+    monkeypatch.setenv("TOY_DEATH", death)
+    cfg = pt.settings({"cpu": ["tests"], "timeout": 5})
+    cache = Cache(tmp_path / ".vpr")
+    if ahead:
+        assert pt.start_ahead(cache, Path(sys.executable), root, "cpu", cfg, None)
+    try:
+        with pytest.raises(JobFailed) as failed:
+            pt.tests_run(cache, Path(sys.executable), root, "cpu", cfg, None)
+    finally:
+        pt.cancel_ahead()
+    assert failed.value.message.startswith(headline) and failed.value.exit_code == 1
+    if death == "segv":
+        assert "in test_ends_the_run" in failed.value.log

@@ -4,13 +4,14 @@ process group when it is past its time or cancelled, registered with the run mea
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from vllm_plugin_release.core.errors import OutsideFailure
+from vllm_plugin_release.core.errors import OutsideFailure, TimedOut
 from vllm_plugin_release.edges import children
 from vllm_plugin_release.edges.proc import Started
 
@@ -61,9 +62,17 @@ def test_finish_gives_the_exit_status_and_both_outputs(tmp_path: Path) -> None:
     assert started.popen.pid not in children._LIVE
 
 
+def test_a_command_killed_by_a_signal_says_so_through_the_guard(tmp_path: Path) -> None:
+    """The death guard between us and the command ends by the command's signal: the caller
+    reads -11 (SIGSEGV), as from the command itself, not the guard's exit status 245."""
+    code = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
+    started = Started([sys.executable, "-c", code], what="a probe", folder=tmp_path)
+    assert started.finish(30).returncode == -signal.SIGSEGV
+
+
 def test_past_its_time_the_whole_group_is_stopped(tmp_path: Path) -> None:
     started, kid = _spawning(tmp_path, "a slow probe")
-    with pytest.raises(OutsideFailure, match=r"a slow probe did not finish within 0\.5 s"):
+    with pytest.raises(TimedOut, match=r"a slow probe did not finish within 0\.5 s"):
         started.finish(0.5)
     assert started.popen.returncode is not None and _gone(kid)
     assert started.popen.pid not in children._LIVE

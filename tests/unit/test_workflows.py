@@ -215,6 +215,23 @@ def test_ci_workflow_runs_lint_and_tests() -> None:
     assert {"nox -s lint", "nox -s tests"} <= runs
 
 
+def test_ci_tests_get_the_tt_checkout_at_the_specs_commit() -> None:
+    """The tests job checks vllm-tt-plugin out at buildspec/tt.toml's pinned commit and names
+    it in VPR_TT_PLUGIN_CHECKOUT, so the TT tests run there (a skip fails); a new pin that
+    is not carried into ci.yml fails here."""
+    job = load_workflow(WORKFLOWS / "ci.yml")["jobs"]["tests"]
+    (tt,) = [s["with"] for s in job["steps"] if "tenstorrent/" in str(s.get("with"))]
+    pinned = load_spec(REPO / "buildspec" / "tt.toml").plugin.source
+    assert (
+        tt["repository"]
+        == "tenstorrent/vllm-tt-plugin"
+        == pinned.url.removeprefix("https://github.com/")
+    )
+    assert tt["ref"] == pinned.commit
+    assert job["env"]["VPR_TT_PLUGIN_CHECKOUT"] == "${{ github.workspace }}/" + tt["path"]
+    assert job["env"]["VPR_REQUIRE_ENGINE"] == "1"  # the runner brings Docker
+
+
 def _actionlint() -> str | None:
     found = shutil.which("actionlint")
     if found:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.required import tt_checkout
 from tests.support import REFERENCE_SPEC, REPO, vpr
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform.checks.workload import check as workload
@@ -773,10 +774,7 @@ def test_models_are_read_where_the_docs_name_a_model(tmp_path: Path) -> None:
     assert warning and "not among the 4 models" in warning
 
 
-@pytest.mark.skipif(
-    not os.environ.get("VPR_TT_PLUGIN_CHECKOUT"),
-    reason="set VPR_TT_PLUGIN_CHECKOUT to a vllm-tt-plugin checkout to run",
-)
+@tt_checkout()
 def test_the_tt_spec_model_in_the_tt_plugin_docs() -> None:
     root = Path(os.environ["VPR_TT_PLUGIN_CHECKOUT"])
     cov = workload.model_coverage(load_spec(REPO / "buildspec" / "tt.toml"), root)

@@ -3,7 +3,8 @@
 Every check gets the same context (the spec, the verified sources, the pairing
 environment; `conform/context.py`) and returns a CheckResult; which checks exist is
 `conform/registry.py`. A check that cannot run because of an
-outside failure (network, engine) is `deferred` with the reason, never `pass`.
+outside failure (network, engine) is `deferred` with the reason, never `pass`; one whose
+job in the pairing environment died or answered garbage fails (`JobFailed`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from vllm_plugin_release.conform.scorecard import ICONS, scorecard, utc_day
 from vllm_plugin_release.conform.scorecard_render import write_card
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import key_of, sha256_file
-from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.core.errors import BadInput, JobFailed, OutsideFailure
 from vllm_plugin_release.edges import envrun
 from vllm_plugin_release.replay import config as replay_config
 from vllm_plugin_release.replay.model import Headline, headline
@@ -35,6 +36,8 @@ def run_check(ctx: Context, name: str) -> CheckResult:
         raise BadInput(f"unknown check {name!r}; expected one of: {', '.join(CHECK_NAMES)}")
     try:
         return check.run(ctx)
+    except JobFailed as exc:
+        return job_failed(name, exc)
     except OutsideFailure as exc:
         return CheckResult(
             name,
@@ -42,6 +45,21 @@ def run_check(ctx: Context, name: str) -> CheckResult:
             f"could not run: {exc.message}",
             [Evidence(note=str(exc), source="outside failure")],
         )
+
+
+def job_failed(name: str, exc: JobFailed) -> CheckResult:
+    """`fail` for a check whose job in the pairing environment died, answered garbage or ran
+    past its time: the plugin's code runs there, so nothing was shown to work. The summary
+    says how it ended and its last output line; the evidence holds its last lines."""
+    headline = exc.message.splitlines()[0].rstrip(":")
+    last = next((line.strip() for line in reversed(exc.log.splitlines()) if line.strip()), "")
+    summary = f"its job in the pairing environment failed: {headline}"
+    summary += f" (last output: {last[:300]})" if last else " (no output)"
+    evidence = [Evidence(note=headline, source="env")]
+    evidence += [
+        Evidence(note=f"output: {line}", source="env") for line in exc.log.splitlines() if line
+    ]
+    return CheckResult(name, "fail", summary, evidence, details={"job_failed": headline})
 
 
 class ReplayFacts(NamedTuple):
@@ -129,8 +147,9 @@ OUTPUTS = (
     *records.REPLAY_PLOTS,
 )
 # 3: no run-specific timings, paths or times; 4: scorecard v2 (facts); 5: hardware_docs;
-# 6: workload (its check, plans' verdicts, the slow-path marks of the replay)
-CONFORM_RECIPE = 6
+# 6: workload (its check, plans' verdicts, the slow-path marks of the replay); 7: a check
+# whose job in the pairing environment died fails (it was deferred: a pilot verdict)
+CONFORM_RECIPE = 7
 
 
 def conform_key(ctx: Context) -> str:

@@ -7,6 +7,8 @@ a traceback, for these.
 
 from __future__ import annotations
 
+import re
+
 EXIT_OK = 0
 EXIT_GATE = 1
 EXIT_BAD_INPUT = 2
@@ -33,6 +35,35 @@ class GateFailed(VprError):
     exit_code = EXIT_GATE
 
 
+class JobFailed(GateFailed):
+    """A job in the pairing environment (an inenv module, the plugin's tests) died by a
+    signal, ended without an answer, answered garbage or ran past its time (exit 1). The
+    plugin's code runs in that job, so this is a finding about the pairing: the check
+    that asked fails with `log` (the job's last output lines), never deferred."""
+
+    def __init__(self, message: str, *, log: str = "", hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.log = log
+
+
+# A frame of a native stack dump (a crash handler's, e.g. torch's on SIGSEGV: C, C++ or
+# assembly files, unknown ones); a Python traceback's frames name .py files and are kept.
+_NATIVE_FRAME = re.compile(r'^\s*File "[^"]*(?<!\.py)", line \d+, in .*$')
+
+
+def output_tail(output: str, lines: int = 15) -> str:
+    """The last `lines` lines of a job's output that say something: a native stack dump's
+    frames left out (hundreds of them would push out what the job said before it died).
+    Where Python's faulthandler reported a fatal error, its report's head instead (it
+    names the most recent call first), after the few lines said before it."""
+    kept = [line for line in output.strip().splitlines() if not _NATIVE_FRAME.match(line)]
+    fatal = next((i for i, line in enumerate(kept) if "Fatal Python error: " in line), None)
+    if fatal is not None:
+        start = max(0, fatal - lines // 3)
+        return "\n".join(kept[start : start + lines])
+    return "\n".join(kept[-lines:])
+
+
 class BadInput(VprError):
     """Bad input (exit 2): spec, arguments or files."""
 
@@ -43,6 +74,15 @@ class OutsideFailure(VprError):
     """An outside failure (exit 3): network, container engine, package index."""
 
     exit_code = EXIT_OUTSIDE
+
+
+class TimedOut(OutsideFailure):
+    """A command ran past its time and was killed (exit 3); `output`: what it had written.
+    A caller whose command runs the plugin's code makes it a JobFailed instead."""
+
+    def __init__(self, message: str, *, output: str = "") -> None:
+        super().__init__(message)
+        self.output = output
 
 
 class PythonUnavailable(OutsideFailure):

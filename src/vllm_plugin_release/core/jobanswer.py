@@ -2,13 +2,13 @@
 
 The jobs run in the pairing environment beside the plugin's code, so an answer is read as
 hostile input: each module that owns a job checks what it reads of the answer with these,
-and a key that is missing or of another type is a BadInput naming the job, the dotted key
-and what to run again, never a KeyError further on.
+and a key that is missing or of another type is a JobFailed (the check that asked fails)
+naming the job, the dotted key and what to run again, never a KeyError further on.
 """
 
 from __future__ import annotations
 
-from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.core.errors import JobFailed
 from vllm_plugin_release.core.recordfield import field_shown
 
 # What to run again, per inenv module, when its answer is malformed.
@@ -20,14 +20,14 @@ RERUN = {
 }
 
 
-def problem(job: str, key: str, value: object, wanted: str) -> BadInput:
+def problem(job: str, key: str, value: object, wanted: str) -> JobFailed:
     """The error for answer key `key` of inenv `job` holding `value`, not `wanted`."""
     return malformed(job, f"{key!r} is {field_shown(value)}, expected {wanted}")
 
 
-def malformed(job: str, why: str) -> BadInput:
+def malformed(job: str, why: str) -> JobFailed:
     """The error for an answer of inenv `job` that is not one: `why` names the key."""
-    return BadInput(
+    return JobFailed(
         f"inenv {job}: the answer's {why}",
         hint=f"the pairing environment's answer is malformed (the plugin's code runs there); "
         f"{RERUN.get(job, 'run it again')}",

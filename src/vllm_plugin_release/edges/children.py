@@ -25,7 +25,9 @@ if TYPE_CHECKING:  # every CLI command loads this module: `vpr scan-core` starts
     import subprocess
 
 # Started as `python -c GUARD RUN_PID ARGV...` in a new session (so it leads the group):
-# asks the kernel for SIGTERM when its parent dies, and on SIGTERM kills the group.
+# asks the kernel for SIGTERM when its parent dies, and on SIGTERM kills the group. A
+# command killed by a signal ends the guard by the same signal, so the caller sees how
+# it ended (not the exit status 256 - N).
 GUARD = r"""
 import ctypes, os, signal, subprocess, sys
 def _die(*_):
@@ -34,7 +36,11 @@ signal.signal(signal.SIGTERM, _die)
 ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 if os.getppid() != int(sys.argv[1]):  # the run died before the request took effect
     _die()
-sys.exit(subprocess.call(sys.argv[2:]))
+code = subprocess.call(sys.argv[2:])
+if code < 0:
+    signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code)
 """
 
 

@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from vllm_plugin_release.core import bounded, progress, records
-from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.core.errors import (
+    BadInput,
+    JobFailed,
+    OutsideFailure,
+    TimedOut,
+    output_tail,
+)
 from vllm_plugin_release.edges import envbytecode, ownedtmp, proc
 from vllm_plugin_release.edges.container import marker_of, runner_of
 from vllm_plugin_release.edges.envworker import LAYER_REFUSED, Job, Worker, workers
@@ -49,7 +55,8 @@ class InEnvJob(Protocol[Answer]):
 
     def parse_answer(self, answer: Any) -> Answer:
         """The job's typed answer from the module's JSON object (argv[2], read bounded);
-        BadInput naming the job and the key of an answer that is not one."""
+        JobFailed (or BadInput, which `run_in_env` makes one) naming the job and the key of
+        an answer that is not one."""
         ...
 
 
@@ -107,8 +114,11 @@ def run_in_env(
     again; else, or when the overlay brings a module the worker has imported, with the
     overlay's python itself.
 
-    An inenv module exits 0 with a result, 2 for bad input (its result holds
-    `error`), anything else is an outside failure; stderr is kept for the message.
+    An inenv module exits 0 with a result, 2 for bad input (its result holds `error`),
+    3 with `error` when a module it names does not import here (an outside failure). A
+    job that dies by a signal, ends any other way without an answer, answers garbage or
+    runs past `timeout` is JobFailed (exit 1) with its last output lines: the plugin's
+    code runs in it, so the check that asked fails rather than defers.
     """
     python, module = Path(python), job.module
     if not (python.exists() or python.is_symlink()):  # a container env's: its image's python
@@ -118,20 +128,52 @@ def run_in_env(
         out = Path(tmp) / "result.json"
         req.write_text(json.dumps(job.to_json()))
         run = _Job(module, stage_module(module, Path(tmp)), req, out, child_environment(env))
-        worker = workers.get(python) if env is None else None
-        returncode, stderr = (None, "")
-        if worker is not None:
-            returncode, stderr = _in_worker(worker, run, cwd, timeout, overlay)
-        if returncode is None:
-            if overlay is not None:
-                python = overlay / "bin" / "python"
-            # Where the environment was made: this machine, or its pinned container image.
-            with progress.working(f"inenv {module}"):
+        try:
+            return _answer(job, run, python, warm=env is None, how=(cwd, timeout, overlay))
+        except JobFailed as exc:  # its output, without this machine's folders
+            message, log = (_scrub(text, tmp, python) for text in (exc.message, exc.log))
+            raise JobFailed(message, log=log, hint=exc.hint or f"it ran in {python}") from None
+
+
+def _answer(
+    job: InEnvJob[Answer],
+    run: _Job,
+    python: Path,
+    *,
+    warm: bool,
+    how: tuple[Path | None, float | None, Path | None],
+) -> Answer:
+    """`run` in the warm worker for `python` (when `warm`: the call sets no environment of
+    its own) or a new interpreter; its answer, parsed. `how`: run_in_env's cwd, timeout
+    and overlay."""
+    cwd, timeout, overlay = how
+    worker = workers.get(python) if warm else None
+    returncode, stderr = (None, "")
+    if worker is not None:
+        returncode, stderr = _in_worker(worker, run, cwd, timeout, overlay)
+    if returncode is None:
+        if overlay is not None:
+            python = overlay / "bin" / "python"
+        # Where the environment was made: this machine, or its pinned container image.
+        try:
+            with progress.working(f"inenv {run.module}"):
                 done = runner_of(python).call(
-                    [python, run.script, req, out], env=run.env, cwd=cwd, timeout=timeout
+                    [python, run.script, run.req, run.out], env=run.env, cwd=cwd, timeout=timeout
                 )
-            returncode, stderr = done.returncode, done.stderr
-        return job.parse_answer(_result(run, python, returncode, stderr))
+        except TimedOut as exc:
+            raise _failed(f"inenv {run.module} did not finish within {timeout:g} s", exc.output)
+        returncode, stderr = done.returncode, done.stderr
+    result = _result(run, python, returncode, stderr)
+    try:
+        return job.parse_answer(result)
+    except (BadInput, JobFailed) as exc:  # an answer that is not one: garbage from the env
+        raise JobFailed(exc.message, log=output_tail(stderr), hint=exc.hint) from None
+
+
+def _scrub(text: str, folder: str, python: Path) -> str:
+    """`text` without the job's folder and the environment's root (paths of this machine)."""
+    env = str(python.parent.parent)
+    return text.replace(folder.rstrip("/") + "/", "").replace(env.rstrip("/") + "/", "ENV/")
 
 
 @dataclass(frozen=True)
@@ -170,34 +212,43 @@ def _in_worker(
     return returncode, stderr
 
 
-def _read_result(path: Path) -> dict[str, Any] | None:
+def _read_result(job: _Job, stderr: str) -> dict[str, Any] | None:
     """The module's JSON result, read bounded (the module runs beside the plugin's code in
     the pairing environment); None when it wrote none. Larger than records.MAX_RECORD or
-    not a JSON object: OutsideFailure naming the file."""
-    if not path.exists():
+    not a JSON object: JobFailed naming the job (garbage in its answer channel)."""
+    if not job.out.exists():
         return None
     try:
-        result = json.loads(bounded.read_file(path, records.MAX_RECORD, "result"))
+        result = json.loads(bounded.read_file(job.out, records.MAX_RECORD, "result"))
     except (OSError, ValueError, RecursionError, BadInput) as exc:
         message = exc.message if isinstance(exc, BadInput) else str(exc)
-        raise OutsideFailure(f"{path}: the in-environment result is unreadable: {message}")
+        raise _failed(f"inenv {job.module}: its answer is unreadable: {message}", stderr)
     if not isinstance(result, dict):
-        raise OutsideFailure(f"{path}: the in-environment result is not a JSON object")
+        raise _failed(f"inenv {job.module}: its answer is not a JSON object", stderr)
     return result
 
 
 def _result(job: _Job, python: Path, returncode: int | None, stderr: str) -> dict[str, Any]:
-    """The module's result; BadInput for its exit 2 with an error, else OutsideFailure
-    for anything but exit 0 with a result."""
-    result = _read_result(job.out)
-    if returncode == 2 and result and "error" in result:
-        raise BadInput(result["error"])
+    """The module's result; BadInput for its exit 2 with an error, OutsideFailure for its
+    exit 3 with an error (a module it names does not import here), else JobFailed for
+    anything but exit 0 with a result."""
+    result = _read_result(job, stderr)
+    error = str(result.get("error") or "") if result else ""
+    if returncode == 2 and error:
+        raise BadInput(error)
+    if returncode == 3 and error:  # its own traceback (in its result) says why
+        told = output_tail(error + "\n" + stderr)
+        raise OutsideFailure(f"inenv {job.module} failed in {python} (exit 3):\n{told}")
     if returncode != 0 or result is None:
-        # The child's own traceback (in its result) says why; stderr may be empty.
-        told = str((result or {}).get("error") or "") + "\n" + stderr
-        tail = "\n".join(told.strip().splitlines()[-15:])
-        raise OutsideFailure(f"inenv {job.module} failed in {python} (exit {returncode}):\n{tail}")
+        how = proc.ended(returncode) + ("" if result else ", without an answer")
+        raise _failed(f"inenv {job.module} {how}", error + "\n" + stderr)
     return result
+
+
+def _failed(headline: str, output: str) -> JobFailed:
+    """JobFailed: `headline`, then the job's last output lines."""
+    told = output_tail(output)
+    return JobFailed(headline + (":\n" + told if told else ""), log=told)
 
 
 # The third-party modules vLLM's import spends its time in (torch alone is half of it),

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.core.errors import OutsideFailure
+from vllm_plugin_release.core.errors import JobFailed, output_tail
 from vllm_plugin_release.edges import children, ownedtmp
 from vllm_plugin_release.edges.proc import spawn
 
@@ -158,16 +158,24 @@ class Worker:
         try:
             if not event.wait(timeout) and not self._gone.is_set():
                 self._kill_job(job_id, event)
-                raise OutsideFailure(f"{job.what} did not finish within {timeout:g} s")
+                told = output_tail(self._log_tail(log, 200))
+                raise JobFailed(
+                    f"{job.what} did not finish within {timeout:g} s"
+                    + (":\n" + told if told else ""),
+                    log=told,
+                )
             with self._lock:
                 answer = self._answers.pop(job_id, None)
         finally:
             with self._lock:
                 self._events.pop(job_id, None)
-        if answer is None:
-            raise OutsideFailure(
-                f"{job.what}: the warm worker in {self.python} ended:\n"
-                + self._log_tail(self.folder / "worker.log")
+        if answer is None:  # the environment's interpreter died under the job
+            told = output_tail(
+                self._log_tail(log, 200) or self._log_tail(self.folder / "worker.log")
+            )
+            raise JobFailed(
+                f"{job.what}: the warm worker in {self.python} ended, without an answer:\n" + told,
+                log=told,
             )
         return int(answer["rc"]), self._log_tail(log, 200)
 

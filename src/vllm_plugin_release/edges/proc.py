@@ -4,7 +4,8 @@ a process that outlives the call (the runner's commands, the warm worker, the lo
 index, `vllm serve`, `Started`).
 
 Errors are said plainly: a program that cannot be started, or does not finish in
-time, is an outside failure (exit 3) naming what was being done.
+time (`TimedOut`, with what it had written), is an outside failure (exit 3) naming what
+was being done; a caller whose command runs the plugin's code makes a timeout JobFailed.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core import progress
-from vllm_plugin_release.core.errors import OutsideFailure
+from vllm_plugin_release.core.errors import OutsideFailure, TimedOut
 from vllm_plugin_release.edges import children
 
 
@@ -53,10 +55,28 @@ def run(
                 timeout=timeout,
                 check=False,
             )
-    except subprocess.TimeoutExpired:
-        raise OutsideFailure(f"{what} did not finish within {timeout:g} s")
+    except subprocess.TimeoutExpired as exc:
+        told = _text(exc.stdout) + _text(exc.stderr)
+        raise TimedOut(f"{what} did not finish within {timeout:g} s", output=told) from None
     except OSError as exc:
         raise OutsideFailure(f"{what}: cannot start {argv[0]!s}: {exc.strerror or exc}")
+
+
+def ended(returncode: int | None) -> str:
+    """How a process ended, from its exit status (negative: the signal that killed it)."""
+    if returncode is not None and returncode < 0:
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"exited {returncode}"
+
+
+def _text(output: bytes | str | None) -> str:
+    """What a timed-out command had written (subprocess gives bytes, even for text=True)."""
+    if isinstance(output, bytes):
+        return output.decode(errors="replace")
+    return output or ""
 
 
 # Wide on purpose: stdout/stderr/stdin/env/cwd are subprocess.Popen's own independent options.
@@ -130,7 +150,10 @@ class Started:
             code = self.popen.wait(left)
         except subprocess.TimeoutExpired:
             self.cancel()
-            raise OutsideFailure(f"{self.what} did not finish within {timeout:g} s") from None
+            told = "".join(p.read_text(errors="replace") for p in (self._out, self._err))
+            raise TimedOut(
+                f"{self.what} did not finish within {timeout:g} s", output=told
+            ) from None
         children.forget(self.popen)
         out, err = (p.read_text(errors="replace") for p in (self._out, self._err))
         return subprocess.CompletedProcess(self.argv, code, out, err)

@@ -3,7 +3,7 @@
 Each scheduler's side keeps its columns as the environment wrote them (lists, turned into
 arrays by `model.analyze`): no object per request or per step. Every part `model.py`
 reads is checked here once, so a garbled answer (the plugin's scheduler runs in the
-environment) is a BadInput naming the key, never a KeyError or TypeError further on. The
+environment) is a JobFailed naming the key, never a KeyError or TypeError further on. The
 numbers inside the per-step columns and the per-request token runs are checked where
 `model.py` turns them into arrays (`answer_problem`: one check per column or request, not
 a second pass over every value: the report is built from ~10k requests).
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from vllm_plugin_release.core import jobanswer
-from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.core.errors import JobFailed
 
 JOB = "replay"
 # Per-step columns every side that ran writes (start and end are clock times; the rest
@@ -64,7 +64,7 @@ class ReplayAnswer:
 
 def parse_answer(answer: Any, labels: tuple[str, ...], requests: int | None = None) -> ReplayAnswer:
     """The answer to a request of the schedulers `labels` (and of `requests` requests,
-    when given); BadInput naming the key that is not what inenv/replay.py writes."""
+    when given); JobFailed naming the key that is not what inenv/replay.py writes."""
     data = _table(answer, "(the answer)")
     results = _table(data.get("results"), "results")
     sides = {label: _side(results.get(label), label, requests) for label in labels}
@@ -99,7 +99,7 @@ def _optional_table(value: object, key: str) -> dict[str, Any] | None:
     return None if value is None else _table(value, key)
 
 
-def answer_problem(key: str, value: object, wanted: str) -> BadInput:
+def answer_problem(key: str, value: object, wanted: str) -> JobFailed:
     """The error for a value of the answer that is not `wanted` (`model.py` names it)."""
     return jobanswer.problem(JOB, key, value, wanted)
 

@@ -31,13 +31,14 @@ from vllm_plugin_release.core.buildrecord import BuildRecord
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_json
 from vllm_plugin_release.core.envrecord import (
     SITES,
+    EnvCheck,
     EnvChecks,
     EnvFound,
     EnvRecord,
     parse_checks,
     parse_found,
 )
-from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.core.errors import BadInput, GateFailed, JobFailed, OutsideFailure
 from vllm_plugin_release.core.lockfile import check_lock, locked_file, pins
 from vllm_plugin_release.core.recordfield import RecordProblem
 from vllm_plugin_release.core.records import verified_wheel
@@ -186,7 +187,8 @@ def _made(make: _EnvBuild) -> dict[str, Any]:
             raise
         if make.interpreter is not None:
             result["interpreter"] = make.interpreter.record()
-        write_json(result_file, result)
+        if not any(c["name"].startswith(JOB_CHECK) for c in result["checks"]):
+            write_json(result_file, result)  # else checked again next time (a job that hung)
         return result
 
 
@@ -424,7 +426,7 @@ def _build(b: _EnvBuild) -> dict[str, Any]:
                 if stand_in_wheel is not None
                 else None
             )
-            first = run_in_env(env_python, job)
+            first = _env_checks(env_python, job)
             stand_in_result = overlay.result() if overlay is not None else None
     if not restored:  # the first of its lock: what the checks compiled, for the next one
         envrun.keep_bytecode(env_python)
@@ -559,8 +561,13 @@ def _runtime_checks(
 
 
 WHEELS_STEP = "install core and plugin wheels (--no-deps)"
+# The check that stands for an environment check whose job died, answered garbage or ran
+# past its time: the plugin's modules are imported there, so it is a finding about the plugin.
+JOB_CHECK = "environment check job"
+
+
 # The checks of the stand-in overlay that say something the pairing env's cannot.
-STAND_IN_CHECKS = ("platform_plugin()", "runtime modules", "platform activation")
+STAND_IN_CHECKS = ("platform_plugin()", "runtime modules", "platform activation", JOB_CHECK)
 LOCKED_STEP = "install locked requirements (hashes required)"
 
 
@@ -630,12 +637,27 @@ def _stand_in_check(
     a second time."""
     wheel = stand_in_wheel.result()  # built while the pairing env was installed
     overlay_py = _overlay(runner, cache, runner.uv, work, work / "stand-in-overlay", wheel)
-    second = run_in_env(
+    second = _env_checks(
         work / "bin" / "python",
         dataclasses.replace(job, expect_runtime="present"),
         overlay=work / "stand-in-overlay",
     )
     return second, wheel, overlay_py
+
+
+def _env_checks(python: Path, job: EnvCheckJob, overlay: Path | None = None) -> EnvChecks:
+    """inenv/envcheck.py's answer; a job that failed is one failed check saying how it
+    ended and its last output line (a finding about the plugin, as the checks it stood
+    for would have been)."""
+    try:
+        return run_in_env(python, job, overlay=overlay)
+    except JobFailed as exc:
+        last = next((x.strip() for x in reversed(exc.log.splitlines()) if x.strip()), "")
+        detail = exc.message.splitlines()[0].rstrip(":") + (
+            f"; last output: {last}" if last else ""
+        )
+        raw = {"name": JOB_CHECK, "status": "fail", "detail": detail, "finding": "plugin"}
+        return EnvChecks([EnvCheck(JOB_CHECK, "fail", detail, "plugin", raw)], [], [])
 
 
 def _purelib(python: Path) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -34,7 +34,13 @@ from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, write_json
 from vllm_plugin_release.core.envrecord import EnvRecord
-from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+from vllm_plugin_release.core.errors import (
+    BadInput,
+    JobFailed,
+    OutsideFailure,
+    TimedOut,
+    output_tail,
+)
 from vllm_plugin_release.edges import proc
 from vllm_plugin_release.edges.container import runner_of
 
@@ -246,8 +252,8 @@ def classify_junit(
     `passed`. A skip keeps its message as its reason (`skip_reasons`)."""
     try:
         root = ET.parse(path).getroot()
-    except (ET.ParseError, OSError) as exc:
-        raise OutsideFailure(f"{path}: unreadable JUnit XML ({exc})")
+    except (ET.ParseError, OSError) as exc:  # garbage where pytest's report should be
+        raise JobFailed(f"the plugin's pytest run wrote an unreadable report ({exc})")
     outcomes: dict[str, str] = {}
     reasons: dict[str, str] = {}
     for case in root.iter("testcase"):
@@ -393,8 +399,10 @@ def _outcome(
     plan: tuple[list[str], list[str]],
 ) -> TestRun:
     if done.returncode not in (0, 1, 2, 5) or not junit.exists():
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
-        raise OutsideFailure(f"pytest failed to run (exit {done.returncode}):\n{tail}")
+        # pytest died (a test crashed its process) or broke: the plugin's code ran there
+        tail = output_tail(done.stdout + done.stderr, 20)
+        how = proc.ended(done.returncode) + ("" if junit.exists() else ", without a report")
+        raise JobFailed(f"the plugin's pytest run {how}:\n{tail}", log=tail)
     runner, cfg = suite.runner, suite.cfg
     paths, ignore = plan
     counts, outcomes, reasons = classify_junit(
@@ -425,9 +433,21 @@ def run_tests(
     argv = pytest_command(python, root, *plan, junit)
     progress.info(f"plugin-tests: {' '.join(argv[3:])}")
     # Where the pairing env was made: this machine, or its pinned container image.
-    with progress.working("plugin tests"):
+    with progress.working("plugin tests"), _timed_out(cfg.timeout):
         done = runner_of(python).call(argv, env=_test_env(), cwd=root, timeout=cfg.timeout)
     return _outcome(done, junit, _Suite(root, runner, cfg, runtime_module), plan)
+
+
+@contextlib.contextmanager
+def _timed_out(timeout: float) -> Iterator[None]:
+    """The plugin's tests past their time are a failure of the plugin's (JobFailed with
+    what they had written), not an outside one."""
+    try:
+        yield
+    except TimedOut as exc:
+        tail = output_tail(exc.output, 20)
+        late = f"the plugin's pytest run did not finish within {timeout:g} s"
+        raise JobFailed(f"{late}:\n{tail}", log=tail) from None
 
 
 # ---------------------------------------------------------------------------
@@ -478,7 +498,10 @@ def tests_run(
         with cache.scratch("conform-tests-") as tmp:
             return run_tests(python, root, runner, cfg, tmp / "j.xml", module)
     try:
-        with progress.working("plugin tests (started while the env was checked)"):
+        with (
+            progress.working("plugin tests (started while the env was checked)"),
+            _timed_out(cfg.timeout),
+        ):
             done = ahead.started.finish(cfg.timeout)
         junit, plan = ahead.data
         return _outcome(done, junit, _Suite(root, runner, cfg, module), plan)

@@ -2,7 +2,7 @@
 answer, read key by key (`WorkloadJob.parse_answer`).
 
 The answer comes from the pairing environment, beside the plugin's code: every part the
-judging reads (`judge.py`) is checked here once, so a garbled answer is a BadInput naming
+judging reads (`judge.py`) is checked here once, so a garbled answer is a JobFailed naming
 the key, never a KeyError or TypeError while judging. The parts stay JSON objects as
 inenv/workload.py writes them (a change, an error, where code lives): the check's
 details and rows quote them as they are.
@@ -83,7 +83,7 @@ class WorkloadJob:
 
 
 def parse_answer(answer: Any, combos: int) -> WorkloadAnswer:
-    """The answer to a request of `combos` combinations; BadInput naming the key that is
+    """The answer to a request of `combos` combinations; JobFailed naming the key that is
     not what inenv/workload.py writes."""
     data = _table(answer, "")
     hooks = _optional_table(data.get("hooks"), "hooks")
