@@ -37,6 +37,7 @@ BENCHES = (
     "tt",
     "upstream",
 )
+OPT_IN = ("matrix",)  # many minutes: run only when named (`nox -s bench -- matrix`)
 
 
 def _isolation(repeats: int | None) -> dict[str, Any]:
@@ -62,6 +63,8 @@ def _run(name: str, repeats: int | None) -> dict[str, Any]:
         return module.main(["--repeats", str(repeats)] if repeats else [])
     if name == "store":
         return module.main(["--repeats", str(repeats)] if repeats else [])
+    if name == "matrix":
+        return module.main(*((repeats,) if repeats else ()))
     if name in ("release", "tt"):
         return module.main(*((repeats, repeats) if repeats else ()))
     return module.main(*((repeats,) if repeats else ()))
@@ -181,6 +184,10 @@ ROWS: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None], float | No
     ("  before the facts cache (fewer rules)", "coupling", _key("coupling", "before_s"), None,
      " s"),
     ("  in process", "site", _key("site", "synthetic_in_process_s"), None, " s"),
+    ("TT matrix 0.25.1 -> newest, cold (fresh .vpr, warm uv cache)", "matrix",
+     _key("matrix", "cold_s"), 1500.0, " s"),
+    ("  the warm re-run (every column's record reused)", "matrix", _key("matrix", "warm_s"),
+     90.0, " s"),
 )  # fmt: skip
 
 
@@ -216,12 +223,13 @@ def print_summary(rows: list[dict[str, Any]]) -> None:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    parser.add_argument("names", nargs="*", metavar="NAME", help=", ".join(BENCHES))
+    parser.add_argument("names", nargs="*", metavar="NAME", help=", ".join(BENCHES + OPT_IN))
     parser.add_argument("--repeats", type=int, help="repeats per case (default: each bench's)")
     args = parser.parse_args(argv)
-    unknown = sorted(set(args.names) - set(BENCHES))
+    unknown = sorted(set(args.names) - set(BENCHES + OPT_IN))
     if unknown:
-        parser.error(f"unknown bench {', '.join(unknown)}; expected some of {', '.join(BENCHES)}")
+        known = ", ".join(BENCHES + OPT_IN)
+        parser.error(f"unknown bench {', '.join(unknown)}; expected some of {known}")
     results: dict[str, Any] = {}
     failed = []
     for name in args.names or BENCHES:

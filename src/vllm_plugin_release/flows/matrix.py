@@ -5,8 +5,10 @@ assembled from the records (core/columns)."""
 from __future__ import annotations
 
 import hashlib
+import json
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -32,6 +34,7 @@ from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.flows.upstream import releases_from_files, spec_index
 
 PACKAGE = Path(__file__).resolve().parent.parent
+TIMING = "matrix-timing.json"  # seconds per column and phase: this run's, not deterministic
 
 
 @dataclass
@@ -123,6 +126,20 @@ class _Run:
     plan: Plan
     cfg: pt.TestSettings
     code: str
+
+    timing: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def clock(self, label: str) -> Callable[[str], None]:
+        """Marks the end of each phase of column `label` (run-specific: matrix-timing.json)."""
+        phases = self.timing.setdefault(label, {})
+        last = [time.monotonic()]
+
+        def mark(phase: str) -> None:
+            now = time.monotonic()
+            phases[phase] = round(phases.get(phase, 0.0) + now - last[0], 2)
+            last[0] = now
+
+        return mark
 
     def key(self, version: str, sha256: str, python: str | None) -> str:
         wheel = records.build_record(self.dist, records.BUILD_PLUGIN).wheel
@@ -230,6 +247,7 @@ def release_column(run: _Run, version: str) -> cols.Column:
     spec, fetcher = run.spec, run.inputs.fetcher
     role = run.plan.role(version)
     no_python = cols.PythonChoice(None, "not chosen: the core could not be read")
+    clock = run.clock(version)
     try:
         found: Release = release_pairing(spec, version, fetcher)
     except VprError as exc:
@@ -237,6 +255,7 @@ def release_column(run: _Run, version: str) -> cols.Column:
     choice = found.python
     key = run.key(version, found.spec.core.source.sha256, choice.python)
     kept = cols.read_column(cols.record_path(run.folder, version))
+    clock("sources")
     if kept is not None and kept.key == key:
         progress.info(f"matrix: {version}: reused its record ({kept.status})")
         return kept
@@ -245,9 +264,10 @@ def release_column(run: _Run, version: str) -> cols.Column:
     base = _with_coupling(
         cols.not_run(version, role, key, choice, 0, ""), _coupling_json(report, against, None)
     )
+    clock("coupling")
     try:
         if choice.python is None:
-            return cols.not_run(version, role, key, choice, 2, f"no Python: {choice.why}")
+            return replace(base, exit_class=2, reason=f"no Python: {choice.why}")
         progress.info(f"matrix: {version} on Python {choice.python}: {choice.why}")
         env = pairing_env(
             lambda _f: (found.spec, found.tree),
@@ -256,9 +276,12 @@ def release_column(run: _Run, version: str) -> cols.Column:
             dist=run.dist,
             plugin=run.inputs.plugin,
         )
+        clock("pairing")
         return tested(run, env, version, base, report)
     except VprError as exc:
         return _with_reason(base, exc)
+    finally:
+        clock("tests")
 
 
 def _with_coupling(col: cols.Column, coupling: dict[str, object]) -> cols.Column:
@@ -338,10 +361,11 @@ def run_matrix(spec: Spec, opts: Options) -> cols.Matrix:
         done.append(_kept(folder, release_column(run, version)))
     if opts.repo and not opts.only:
         done.append(_kept(folder, main_column(run)))
-    if opts.only:
-        return assemble(spec.name, spec.core.name, the_plan.index, done)
+    timing = {"columns": run.timing, "side_by_side": 1}
+    atomic_write_text(dist / TIMING, json.dumps(timing, indent=2, sort_keys=True) + "\n")
     m = assemble(spec.name, spec.core.name, the_plan.index, done)
-    write(dist, m)
+    if not opts.only:
+        write(dist, m)
     return m
 
 
