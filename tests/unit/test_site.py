@@ -17,7 +17,8 @@ from tests.sitestore import small, variant, write_store
 
 def site(root: Path, store: Path, out: Path, *more: str):
     return vpr("manifest", "site", "--store", str(store), "--out", str(out),
-               "--store-url", "https://store.example/", *more, cwd=root)  # fmt: skip
+               "--store-url", "https://store.example/", "--newest-from", "store", *more,
+               cwd=root)  # fmt: skip
 
 
 @pytest.fixture

@@ -29,7 +29,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("site")
     store, manifests = small(root, store_key(root))
     out = root / "site"
-    done = vpr("manifest", "site", "--store", str(store), "--out", str(out), cwd=root)
+    done = vpr("manifest", "site", "--store", str(store), "--out", str(out),
+               "--newest-from", "store", cwd=root)  # fmt: skip
     assert done.returncode == 0, done.stderr
     return {"root": root, "out": out, "manifests": manifests,
             "compat": json.loads((out / "compat.json").read_text())}  # fmt: skip

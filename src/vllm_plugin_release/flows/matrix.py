@@ -46,6 +46,8 @@ class Options:
     repo: str | None = None  # add vLLM main (a git commit) as the last column
     ref: str = "main"
     only: tuple[str, ...] = ()  # run these columns only (a CI job each); assemble later
+    store: str | None = None  # record every column in this store's ledger (flows/ledger)
+    signing_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,7 @@ class _Run:
     plan: Plan
     cfg: pt.TestSettings
     code: str
+    plugin: dict[str, str | None]  # what every column of this run tests: {name, version, commit}
 
     def key(self, version: str, sha256: str, python: str | None) -> str:
         wheel = records.build_record(self.dist, records.BUILD_PLUGIN).wheel
@@ -274,6 +277,11 @@ def write(dist: Path, m: cols.Matrix) -> None:
 def run_matrix(spec: Spec, opts: Options) -> cols.Matrix:
     """Run every column (or `opts.only`), writing each record as it ends; assemble
     matrix.json and matrix.md from every record of the plan."""
+    if opts.only and opts.store:
+        raise BadInput(
+            "--only with --store: a column alone has no column before it to regress against",
+            hint="record the columns where they are assembled: `vpr matrix assemble --store S`",
+        )
     dist = records.dist_dir(opts.dist_root, spec.name)
     inputs = Inputs(spec, opts.cache, opts.plugin_source)
     records.build_record(
@@ -281,7 +289,11 @@ def run_matrix(spec: Spec, opts: Options) -> cols.Matrix:
     )
     the_plan = plan(spec, opts, lambda: inputs.plugin.root)
     folder = dist / cols.FOLDER
-    run = _Run(spec, opts, inputs, dist, folder, the_plan, pt.settings_for(spec), code_digest())
+    built = records.build_record(dist, records.BUILD_PLUGIN)
+    plugin = {"name": built.name, "version": built.version, "commit": inputs.plugin.commit}
+    run = _Run(
+        spec, opts, inputs, dist, folder, the_plan, pt.settings_for(spec), code_digest(), plugin
+    )
     wanted = [v for v in the_plan.versions if not opts.only or v in opts.only]
     unknown = sorted(set(opts.only) - set(the_plan.versions))
     if unknown:
@@ -297,12 +309,12 @@ def run_matrix(spec: Spec, opts: Options) -> cols.Matrix:
     done: list[cols.Column] = []
     for n, version in enumerate(wanted, 1):
         progress.console.rule(f"matrix {n}/{len(wanted)}: {spec.core.name} {version}")
-        column = release_column(run, version)
+        column = replace(release_column(run, version), plugin=run.plugin)
         cols.write_column(folder, column)
         _say(column)
         done.append(column)
     if opts.repo and not opts.only:
-        column = main_column(run)
+        column = replace(main_column(run), plugin=run.plugin)
         cols.write_column(folder, column)
         _say(column)
         done.append(column)
@@ -310,7 +322,17 @@ def run_matrix(spec: Spec, opts: Options) -> cols.Matrix:
         return assemble(spec.name, spec.core.name, the_plan.index, done)
     m = assemble(spec.name, spec.core.name, the_plan.index, done)
     write(dist, m)
+    _record(spec, opts, dist, m)
     return m
+
+
+def _record(spec: Spec, opts: Options, dist: Path, m: cols.Matrix) -> None:
+    """Every column in the store's signed ledger, when a store is given (once per record)."""
+    if opts.store is None:
+        return
+    from vllm_plugin_release.flows.ledger import record_columns
+
+    record_columns(spec, m, dist, cache=opts.cache, store=opts.store, signing=opts.signing_key)
 
 
 def _say(column: cols.Column) -> None:
@@ -325,9 +347,12 @@ def _say(column: cols.Column) -> None:
     )
 
 
-def assemble_folder(spec: Spec, dist_root: Path, index: str | None = None) -> cols.Matrix:
+def assemble_folder(
+    spec: Spec, dist_root: Path, index: str | None = None, opts: Options | None = None
+) -> cols.Matrix:
     """matrix.json and matrix.md from the column records in dist/NAME/matrix/ (the last job
-    of a CI matrix, after each job uploaded its column's record)."""
+    of a CI matrix, after each job uploaded its column's record); every column in the
+    store's ledger when `opts` names a store."""
     dist = records.dist_dir(dist_root, spec.name)
     found = cols.read_folder(dist / cols.FOLDER)
     if not found:
@@ -337,4 +362,6 @@ def assemble_folder(spec: Spec, dist_root: Path, index: str | None = None) -> co
         )
     m = assemble(spec.name, spec.core.name, spec_index(spec, index), found)
     write(dist, m)
+    if opts is not None:
+        _record(spec, opts, dist, m)
     return m
