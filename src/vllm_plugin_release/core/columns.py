@@ -111,9 +111,15 @@ class Column:
             "counts": {k: int(self.counts.get(k, 0)) for k in COUNT_KEYS},
             "outcomes": dict(sorted(self.outcomes.items())),
             "errors": {t: list(v) for t, v in sorted(self.errors.items())},
-            "coupling": self.coupling,
+            # keys sorted at every level, as the record file has them: a column read back
+            # from its record and one still in memory give matrix.json the same bytes
+            "coupling": None if self.coupling is None else _sorted(self.coupling),
             "plugin": None if self.plugin is None else dict(self.plugin),
         }
+
+
+def _sorted(value: Any) -> Any:
+    return json.loads(json.dumps(value, sort_keys=True))
 
 
 def not_run(
