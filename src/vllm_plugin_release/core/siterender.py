@@ -56,6 +56,11 @@ STYLE = (
     "table{font-size:.9em}.v{letter-spacing:0}}"
 )
 VERDICT_CLASSES = ("fleet", "pilot", "lab")
+SOURCES = {  # where the newest core release came from (`sitemodel.NewestCore.source`)
+    "index": "the newest on the core's index",
+    "given": "given to the site",
+    "store": "the newest the store names",
+}
 
 
 def e(value: Any) -> str:
@@ -147,7 +152,7 @@ def _newest(compat: Compat) -> list[str]:
     newest = compat.newest_core
     if newest is None:
         return []
-    source = "given to the site" if newest.source == "given" else "the newest the store names"
+    source = SOURCES.get(newest.source, SOURCES["store"])
     out = [
         '<h2 id="newest">Newest core release</h2>',
         f"<p>vLLM <strong>{e(newest.version)}</strong> ({e(source)}): "
@@ -504,9 +509,7 @@ def _newest_line(compat: Compat, run: PluginRun) -> list[str]:
     if newest is None:
         return []
     cell = next((c for c in run.columns if c.core == newest.version), None)
-    where = {"index": "the newest on the core's index", "given": "given to the site"}.get(
-        newest.source, "the newest the store names"
-    )
+    where = SOURCES.get(newest.source, SOURCES["store"])
     said = (
         f"{_outcome_word(cell.outcome)} (ledger entry #{cell.seq})"
         if cell is not None
