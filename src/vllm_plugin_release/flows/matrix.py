@@ -85,8 +85,9 @@ def declared_lowest(spec: Spec, root: Path, available: list[str]) -> str | None:
 
 
 def plan(spec: Spec, opts: Options, plugin_root: Callable[[], Path]) -> Plan:
-    """The columns: the lowest core the plugin declares (`--lowest` overrides), every
-    published release after it up to the newest (`--newest`), final ones unless asked."""
+    """The columns: the lowest core the plugin declares (`--lowest` overrides; the pinned
+    one when it declares none), every published release after it up to the newest
+    (`--newest`, else the newest on the index), final ones unless asked."""
     if not isinstance(spec.core.source, SdistSource):
         raise BadInput(f"{spec.path}: a version matrix needs an sdist core source (an index)")
     index = spec_index(spec, opts.index)
@@ -98,7 +99,10 @@ def plan(spec: Spec, opts: Options, plugin_root: Callable[[], Path]) -> Plan:
     ]
     if spec.core.version not in available:
         available.append(spec.core.version)
-    lowest = opts.lowest or declared_lowest(spec, plugin_root(), available) or spec.core.version
+    lowest = opts.lowest
+    if lowest is None and spec.plugin is not None:  # only then is the plugin source read
+        lowest = declared_lowest(spec, plugin_root(), available)
+    lowest = lowest or spec.core.version
     newest = opts.newest or max(available, key=Version)
     versions = [newest] if lowest == newest else versions_between(lowest, newest, available, index)
     return Plan(index, tuple(versions), spec.core.version)
