@@ -52,8 +52,9 @@ def _register_upstream(sub: argparse._SubParsersAction) -> None:
         "--github-output",
         action="store_true",
         help="also append versions=<JSON list>, count=N and pinned=VERSION to $GITHUB_OUTPUT, "
-        "and the version matrix's columns: columns=<JSON list> and column_count=N (`vpr "
-        "matrix run --only VERSION` runs one)",
+        "and the version matrix's columns: columns=<JSON list>, column_count=N and name=NAME "
+        "(the spec's, its records are in dist/NAME/matrix/; `vpr matrix run --only VERSION` "
+        "runs one column)",
     )
     up.add_argument(
         "--lowest",
@@ -186,6 +187,7 @@ def _upstream(args: argparse.Namespace) -> int:
                 "pinned": output_text(spec.core.version),
                 "columns": output_text(columns),
                 "column_count": str(len(columns)),
+                "name": output_text(spec.name),  # dist/NAME/matrix/ holds the records
             }
         )
     return EXIT_OK
@@ -206,8 +208,8 @@ def _columns(spec: Any, args: argparse.Namespace, index: str) -> list[str]:
         cache=cache,
         dist_root=Path("dist"),
         plugin_source=args.plugin_source,
-        lowest=args.lowest,
-        newest=args.newest,
+        lowest=args.lowest or None,  # empty: not given (a CI input left empty)
+        newest=args.newest or None,
         index=index,
         prereleases=args.include_prereleases,
     )

@@ -95,12 +95,12 @@ def _run(args: argparse.Namespace) -> int:
         cache=cachedir.from_args(args),
         dist_root=Path(args.dist),
         plugin_source=args.plugin_source,
-        lowest=args.lowest,
+        lowest=args.lowest or None,  # empty: not given (a CI input left empty)
         index=args.index,
         prereleases=args.prereleases,
         repo=args.repo,
         ref=args.ref,
-        newest=args.newest,
+        newest=args.newest or None,
         only=tuple(args.only),
         store=args.store,
         signing_key=args.signing_key,
@@ -124,7 +124,10 @@ def _assemble(args: argparse.Namespace) -> int:
 
 def _show(m: Any, as_json: bool) -> int:
     from vllm_plugin_release.core import columns
+    from vllm_plugin_release.edges.ci import job_summary
 
-    sys.stdout.write(columns.render_json(m) if as_json else columns.render_markdown(m))
+    markdown = columns.render_markdown(m)
+    sys.stdout.write(columns.render_json(m) if as_json else markdown)
+    job_summary(markdown)  # in GitHub Actions: the matrix on the run's page
     incomplete = any(not a.column.tested for a in m.columns)
     return EXIT_GATE if m.regressed or incomplete else EXIT_OK
