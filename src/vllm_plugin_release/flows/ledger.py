@@ -1,9 +1,10 @@
-"""Recording a verdict in the store's pairing ledger (release, nightly and bisect flows).
+"""Recording a verdict in the store's pairing ledger (release, nightly and bisect flows),
+and the version matrix's columns (`record_columns`).
 
-The entry comes from the pairing's signed manifest in dist/NAME/ (its sha256 is the
-entry's `manifest_sha256`), is signed with the manifest key, appended under the store's
-lock and read back verified: the flow fails (exit 1) if the ledger it extended does not
-verify.
+A verdict's entry comes from the pairing's signed manifest in dist/NAME/ (its sha256 is the
+entry's `manifest_sha256`); a column's from its record. Each is signed with the manifest
+key, appended under the store's lock and read back verified: the flow fails (exit 1) if
+the ledger it extended does not verify.
 """
 
 from __future__ import annotations

@@ -203,8 +203,7 @@ def release_column(run: _Run, version: str) -> cols.Column:
         return kept
     base = cols.not_run(version, role, key, choice, 0, "")
     try:
-        before = run.plan.before(version)
-        old_tree = found.tree if before == version else release_pairing(spec, before, fetcher).tree
+        before, old_tree = _earlier_tree(run, version, found)
         base = _with_coupling(base, _coupling(run, old_tree, found.tree, before))
         if choice.python is None:
             return cols.not_run(version, role, key, choice, 2, f"no Python: {choice.why}")
@@ -219,6 +218,23 @@ def release_column(run: _Run, version: str) -> cols.Column:
         return tested(run, env, version, base)
     except VprError as exc:
         return _with_reason(base, exc)
+
+
+def _earlier_tree(run: _Run, version: str, found: Release) -> tuple[str, Path]:
+    """The core the column's coupling report is against, and its tree: the column before,
+    else the nearest earlier one whose sdist can be fetched (that column's own record says
+    why it could not), the same in every job; the column itself for the first."""
+    earlier = run.plan.versions[: run.plan.versions.index(version)]
+    first: VprError | None = None
+    for before in reversed(earlier):
+        try:
+            return before, release_pairing(run.spec, before, run.inputs.fetcher).tree
+        except VprError as exc:
+            first = first or exc
+            progress.warn(f"matrix: {version}: no coupling against {before}: {_one_line(exc)}")
+    if first is not None:
+        raise first
+    return version, found.tree
 
 
 def _with_coupling(col: cols.Column, coupling: dict[str, object]) -> cols.Column:

@@ -13,6 +13,10 @@ page shows no scorecard: the site shows what the store holds, and what of it can
 1,000 pairings nearly 3 s; the fields read are checked by the typed manifest's parser and
 every value is escaped.)
 
+The newest core release is read from the core's index (`newest_release`) unless given or
+taken from the store; the plugin pages across every core come from the ledger's matrix
+entries (signed like every other entry; never from an unsigned matrix.json).
+
 The site is written to a fresh folder beside `--out` and moved into place whole, so a
 reader never sees half a site; an `--out` that holds anything but a site vpr wrote is
 refused.
