@@ -10,7 +10,8 @@ nox -s lock                    re-resolve every hash-locked file under constrain
 nox -s build-core -- --spec FILE
 nox -s bisect -- --spec FILE --good A --bad B   the first breaking core version or commit
 nox -s nightly -- --spec FILE --repo URL        the plugin against core main (backs off)
-nox -s matrix -- --spec FILE                    the version matrix
+nox -s matrix -- --spec FILE                    the version matrix (-- assemble --spec FILE: CI's)
+nox -s spec -- set FILE KEY VALUE               edit one key of a buildspec
 nox -s site -- --out DIR [--store S] [--shots DIR]   the compatibility site, checked in Chromium
 """
 
@@ -262,9 +263,33 @@ def bisect(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def matrix(session: nox.Session) -> None:
-    """The version matrix: -- --spec F [--lowest V] [--repo URL]."""
+    """The version matrix (build-plugin first): -- --spec F [--lowest V] [--only V] [--repo URL];
+    -- assemble --spec F [--store S]: the column records of CI's jobs into matrix.json and,
+    with a store, the ledger (.github/workflows/plugin-matrix.yml).
+
+    CI secrets as for `publish`: $VPR_SIGNING_KEY_PEM (and $VPR_SIGNING_PUB_PEM) sign the
+    ledger entries."""
     install_project(session)
-    vpr(session, "matrix", "run", *spec_args(session))
+    env = _signing_env(session)
+    args = list(session.posargs)
+    if args[:1] == ["assemble"]:
+        vpr(session, "matrix", "assemble", *spec_args_from(args[1:]), env=env)
+        return
+    args = spec_args_from(args)
+    build = ["--spec", args[args.index("--spec") + 1]]
+    for option in ("--plugin-source", "--dist"):
+        if option in args:
+            build += [option, args[args.index(option) + 1]]
+    vpr(session, "build-plugin", *build, env=env)
+    vpr(session, "matrix", "run", *args, env=env)
+
+
+@nox.session(python=PYTHON)
+def spec(session: nox.Session) -> None:
+    """A buildspec: -- check FILE | set FILE KEY VALUE (plugin-matrix.yml pins the plugin
+    commit it was called for: set FILE plugin.source.commit '"SHA"')."""
+    install_project(session)
+    vpr(session, "spec", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -78,7 +78,8 @@ def _measure(store: Path, public: Path, out: Path, repeats: int) -> dict[str, li
         site(Trusted(open_store(str(store)), key, memory=None), out)
 
     def command() -> None:
-        args = ["manifest", "site", "--store", str(store), "--key", str(public), "--out", str(out)]
+        args = ["manifest", "site", "--store", str(store), "--key", str(public), "--out", str(out),
+                "--newest-from", "store"]  # fmt: skip
         _vpr(*args, cache=out.parent / "cache-cli")
 
     in_process()  # warm: the page cache, bytecode

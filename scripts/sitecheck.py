@@ -7,7 +7,8 @@ sideways. The browser is driven through the DevTools protocol over a pipe
     python scripts/sitecheck.py SITE_DIR [-o SHOTS_DIR] [--widths 390,1280]
 
 writes SHOTS_DIR/index-390.png, index-1280.png (the first screen) and their full-page
-versions, and sitecheck.json (what was measured). Exit 0 when at every width the matrix
+versions (and PLUGIN-390.png ... for each plugin's page across every core, plugins/), and
+sitecheck.json (what was measured). Exit 0 when at every width the matrix
 is visible and the page does not scroll sideways; 1 when it does not hold; 2 when the
 site is missing; 3 when no browser is found or it fails.
 """
@@ -34,7 +35,7 @@ MEASURE = """(() => {
   const r = t ? t.getBoundingClientRect() : null, s = t ? getComputedStyle(t) : null;
   return {
     viewport: root.clientWidth, scroll_width: root.scrollWidth, height: root.scrollHeight,
-    scripts: document.scripts.length,
+    scripts: document.scripts.length, text: document.body.innerText,
     resources: performance.getEntriesByType('resource').map(x => x.name),
     matrix: t && {left: r.left, right: r.right, top: r.top, width: r.width, height: r.height,
                   visible: s.display !== 'none' && s.visibility === 'visible' &&
@@ -219,20 +220,25 @@ def main(argv: list[str] | None = None) -> int:
     shots = Path(args.out) if args.out else Path(args.site) / "shots"
     report: dict[str, Any] = {}
     failed = False
+    # the matrix, then each plugin's page across every core (a matrix table too)
+    pages = [page, *sorted((Path(args.site) / "plugins").glob("*.html"))]
     for width in (int(w) for w in args.widths.split(",")):
-        try:
-            seen = inspect(page, width, shots)
-        except (RuntimeError, OSError) as exc:
-            print(f"sitecheck: {exc}", file=sys.stderr)
-            return 3
-        found = problems(seen)
-        failed |= bool(found)
-        report[str(width)] = {k: v for k, v in seen.items() if k != "rows"} | {"problems": found}
-        print(
-            f"{width} px: "
-            + ("; ".join(found) or "matrix visible, no sideways scroll")
-            + f" ({seen['screenshot']})"
-        )
+        for one in pages:
+            try:
+                seen = inspect(one, width, shots)
+            except (RuntimeError, OSError) as exc:
+                print(f"sitecheck: {exc}", file=sys.stderr)
+                return 3
+            found = problems(seen)
+            failed |= bool(found)
+            kept = {k: v for k, v in seen.items() if k not in ("rows", "text")}
+            name = "" if one == page else f"plugins/{one.name} "
+            report[f"{name}{width}"] = kept | {"problems": found}
+            print(
+                f"{name}{width} px: "
+                + ("; ".join(found) or "matrix visible, no sideways scroll")
+                + f" ({seen['screenshot']})"
+            )
     shots.mkdir(parents=True, exist_ok=True)
     (shots / "sitecheck.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     return 1 if failed else 0

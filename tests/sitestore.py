@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +123,76 @@ def synthetic(root: Path, key: Any, n: int = 1000, plugins: int = 10) -> Path:
         if i % 10 == 0:
             hardware[m["pairing_id"]] = "fleet" if m["conformance"]["verdict"] == "pilot" else "lab"
     return write_store(root / "store", manifests, key, hardware)
+
+
+# ---------------------------------------------------------------------------
+# The version matrix's column records, as `vpr matrix run --only` jobs leave them, recorded
+# in a store's ledger by the real `vpr matrix assemble --store`.
+
+PLUGIN = {"name": "vllm-reference-plugin", "version": "0.1.0", "commit": "a" * 40}
+BREAKING = "keyword:vllm.v1.worker.block_table.MultiGroupBlockTable.__init__:max_model_len"
+NOT_RUN_REASON = "vllm-0.27.1.tar.gz: connection reset <b>by</b> the index"
+
+
+def matrix_columns(plugin: dict[str, str] | None = None) -> list[Any]:
+    """Three columns: 0.25.1 passes, 0.26.0 (pinned) regresses with two breaking coupling
+    changes, 0.27.1 could not be fetched (exit 3; its reason holds markup)."""
+    from vllm_plugin_release.core import columns as cols
+
+    plugin = plugin or PLUGIN
+    python = cols.PythonChoice("3.11", "the spec's Python; vllm accepts it")
+    counts = {"passed": 2, "failed": 0, "error": 0, "skipped": 0, "deferred": 1}
+    changes = [
+        {"id": BREAKING, "kind": "keyword", "symbol": BREAKING.split(":")[1],
+         "detail": "no longer takes max_model_len", "uses": ["plugin/input_batch.py:237"]},
+        {"id": "removed:vllm.old_api", "kind": "removed", "symbol": "vllm.old_api",
+         "detail": "gone", "uses": ["plugin/x.py:3"]},
+    ]  # fmt: skip
+    good = cols.Column(
+        "0.25.1", "release", "k1", "3.11", python.why, "tested", 0, modules=4, counts=counts,
+        outcomes={"t::a": "passed", "t::b": "passed"}, plugin=plugin,
+    )  # fmt: skip
+    bad = cols.Column(
+        "0.26.0", "pinned", "k2", "3.11", python.why, "tested", 0, modules=4,
+        counts={**counts, "passed": 1, "failed": 1},
+        outcomes={"t::a": "failed", "t::b": "passed"},
+        errors={"t::a": ("TypeError: unexpected keyword argument 'max_model_len'",)},
+        coupling={"against": "0.25.1", "changes": changes}, plugin=plugin,
+    )  # fmt: skip
+    lost = cols.not_run("0.27.1", "release", "k3", python, 3, NOT_RUN_REASON)
+    return [good, bad, replace(lost, plugin=plugin)]
+
+
+def write_bisect(dist: Path, good: str = "v0.25.1", bad: str = "v0.26.0") -> None:
+    """dist/bisect.json: a git bisection of the pinned column's step."""
+    from vllm_plugin_release.core import bisect as bs
+    from vllm_plugin_release.core.cache import write_json
+
+    report = bs.BisectReport(
+        "git", "https://github.com/vllm-project/vllm", "vllm", good, bad, 40, ("t::a",),
+        (bs.BisectStep("c" * 40, "good"),), "d" * 40,
+        bs.FirstBad("e" * 40, "[Core] Pass max_num_blocks to the block table", ("t::a",),
+                    {"t::a": ("TypeError",)}),
+    )  # fmt: skip
+    dist.mkdir(parents=True, exist_ok=True)
+    write_json(dist / "bisect.json", report.to_json())
+
+
+def record_matrix(
+    root: Path, store: Path, columns: list[Any], *, bisect: bool = True, env: dict | None = None
+):
+    """Each column's record in dist/ref/matrix/ (as the CI jobs' artifacts are put there),
+    then `vpr matrix assemble --store` (the real CLI, signing with root/.vpr's key)."""
+    from tests.pairing import vpr, write_spec
+    from vllm_plugin_release.core import columns as cols
+
+    spec = root / "buildspec" / "ref.toml"
+    if not spec.exists():
+        write_spec(root)
+    dist = root / "dist" / "ref"
+    for column in columns:
+        cols.write_column(dist / cols.FOLDER, column)
+    if bisect:
+        write_bisect(dist)
+    return vpr("matrix", "assemble", "--spec", str(spec), "--store", str(store), cwd=root,
+               env=env)  # fmt: skip

@@ -188,7 +188,7 @@ def test_the_site_of_the_released_store(installed: dict) -> None:
     store = installed["tmp"] / "store"
     key = installed["tmp"] / "keys" / "release.key.pub"
     vpr("manifest", "site", "--store", str(store), "--key", str(key), "--out", str(out),
-        "--cache-dir", str(installed["cache"]))  # fmt: skip
+        "--cache-dir", str(installed["cache"]), "--newest-from", "store")  # fmt: skip
     compat = json.loads((out / "compat.json").read_text())
     (pairing,) = compat["pairings"]
     assert pairing["pairing_id"] == installed["manifest"]["pairing_id"]

@@ -128,8 +128,9 @@ def test_a_killed_run_keeps_its_columns_and_failed_columns_are_recorded(setup) -
     ids = [c["id"] for c in (got["0.1.1"]["coupling"] or {}).get("changes", [])]
     assert got["0.1.1"]["coupling"]["against"] == "0.1.0"
     assert any("NoSuchLauncher" in i for i in ids), ids
-    # the column before 0.2.0 could not be fetched: its report says so, its tests ran
-    assert got["0.2.0"]["coupling"]["status"] == "error" and got["0.2.0"]["status"] == "tested"
+    # the column before 0.2.0 could not be fetched: its report is against the nearest
+    # earlier core that could, and its tests ran
+    assert got["0.2.0"]["coupling"]["against"] == "0.1.1" and got["0.2.0"]["status"] == "tested"
     md = (_dist(setup) / "matrix.md").read_text()
     assert "| 0.3.0 | release | none | not run (exit 2)" in md
     assert f"`{TEST}`" in md
@@ -148,6 +149,27 @@ def test_a_killed_run_keeps_its_columns_and_failed_columns_are_recorded(setup) -
     )
     assert again.returncode == 1, again.stderr
     assert (_dist(setup) / "matrix.json").read_bytes() == whole
+
+
+def test_the_columns_go_to_the_ledger_once(setup) -> None:
+    """`vpr matrix run --store`: an entry of kind matrix per column (the records reused), a
+    second run adds none; `vpr manifest ledger` reads them back verified."""
+    store = setup["proj"] / "store"
+    first = vpr(*_argv(setup, "--store", str(store))[3:], cwd=setup["proj"], env=setup["env"],
+                check=False)  # fmt: skip
+    assert first.returncode == 1, first.stderr
+    assert "ledger: 5 matrix entries (#1..#5)" in first.stderr
+    again = vpr(*_argv(setup, "--store", str(store))[3:], cwd=setup["proj"], env=setup["env"],
+                check=False)  # fmt: skip
+    assert "ledger: 0 matrix entries (none)" in again.stderr
+    assert "5 column(s) already recorded" in again.stderr
+    shown = vpr("manifest", "ledger", "--store", str(store), "--kind", "matrix", "--json",
+                cwd=setup["proj"], env=setup["env"])  # fmt: skip
+    entries = json.loads(shown.stdout)
+    assert [e["core"]["version"] for e in entries] == ["0.1.0", "0.1.1", "0.1.2", "0.2.0", "0.3.0"]
+    assert [e["verdict"] for e in entries] == ["fail", "fail", "not-run", "regressed", "not-run"]
+    assert {e["plugin"]["name"] for e in entries} == {"demo-plugin"}
+    assert entries[3]["column"]["against"] == "0.1.1"
 
 
 def test_one_column_as_a_ci_job_and_a_hostile_record(setup) -> None:

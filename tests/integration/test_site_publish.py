@@ -24,7 +24,8 @@ def test_an_approved_bump_publishes_and_shows_on_the_site(tmp_path: Path) -> Non
     manifest = json.loads((tmp_path / "dist" / "ref" / "manifest.json").read_text())
     assert manifest["api_approval"] == {**APPROVAL, "to": "0.26.0"}
     out = tmp_path / "site"
-    done = vpr("manifest", "site", "--store", str(p["store"]), "--out", str(out), cwd=tmp_path)
+    done = vpr("manifest", "site", "--store", str(p["store"]), "--out", str(out),
+               "--newest-from", "store", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     compat = json.loads((out / "compat.json").read_text())
     (pairing,) = compat["pairings"]

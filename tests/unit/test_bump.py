@@ -178,6 +178,24 @@ def test_upstream_github_output_and_one_version(project: Path, tmp_path: Path) -
     assert done.returncode == 0
     assert 'versions=["0.26.0"]' in out.read_text() and "count=1" in out.read_text()
     assert "pinned=0.25.1" in out.read_text()  # the bump job's baseline and bisect's good end
+    # the version matrix's columns (a job each): no plugin to declare a lowest core, so from
+    # the pinned one to the newest final release on the index
+    assert out.read_text().splitlines()[3:] == [
+        'columns=["0.25.1","0.26.0"]',
+        "column_count=2",
+        "name=demo-0.25.1",
+    ]
+    out.write_text("")
+    lowest = vpr("upstream", "--spec", spec, "--github-output", "--lowest", "0.25.1",
+                 "--newest", "0.25.1", cwd=project, env={"GITHUB_OUTPUT": str(out)})  # fmt: skip
+    assert lowest.returncode == 0, lowest.stderr
+    assert out.read_text().splitlines()[3:4] == ['columns=["0.25.1"]']
+    # a lowest not on the index: exit 2 naming the nearest, and no line written
+    out.write_text("")
+    wrong = vpr("upstream", "--spec", spec, "--github-output", "--lowest", "0.24.9",
+                cwd=project, env={"GITHUB_OUTPUT": str(out)}, check=False)  # fmt: skip
+    assert wrong.returncode == 2 and "nearest" in wrong.stderr, wrong.stderr
+    assert out.read_text() == ""
     # release candidates: listed when the workflow's variable asks for them
     rc = vpr("upstream", "--spec", spec, cwd=project, env={"VPR_UPSTREAM_PRERELEASES": "true"})
     assert (

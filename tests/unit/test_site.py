@@ -12,12 +12,14 @@ from pathlib import Path
 import pytest
 
 from tests.pairing import built_manifest, sign_store, store_key, vpr
-from tests.sitestore import small, variant, write_store
+from tests.sitestore import matrix_columns, record_matrix, small, variant, write_store
+from tests.support import Index
 
 
 def site(root: Path, store: Path, out: Path, *more: str):
     return vpr("manifest", "site", "--store", str(store), "--out", str(out),
-               "--store-url", "https://store.example/", *more, cwd=root)  # fmt: skip
+               "--store-url", "https://store.example/", "--newest-from", "store", *more,
+               cwd=root)  # fmt: skip
 
 
 @pytest.fixture
@@ -199,3 +201,59 @@ def test_compat_json_names_the_head_as_it_always_did() -> None:
     compat = sm.build([], [], publisher).to_json()
     assert json.dumps(compat["head"]) == '{"version": 7, "time": "2026-12-01T00:00:00Z"}'
     assert sm.build([], [], sm.Publisher("s", "k", "id", None)).to_json()["head"] is None
+
+
+def _index(*versions: str) -> Index:
+    index = Index()
+    for version in versions:
+        index.files[f"vllm-{version}.tar.gz"] = b"listed only"
+    return index
+
+
+def test_the_newest_core_comes_from_the_index_unless_given(stored: dict) -> None:
+    root, store = stored["root"], str(stored["store"])
+    index = _index("0.25.1", "0.26.0", "0.27.1", "0.28.0rc1")
+    try:
+        out = root / "site"
+        done = vpr("manifest", "site", "--store", store, "--out", str(out), "--index",
+                   index.url, cwd=root)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        newest = json.loads((out / "compat.json").read_text())["newest_core"]
+        assert (newest["version"], newest["source"]) == ("0.27.1", "index")  # not the rc
+        assert "/simple/vllm/" in index.hits
+        asked = len(index.hits)
+        given = vpr("manifest", "site", "--store", store, "--out", str(out), "--index",
+                    index.url, "--core-release", "0.26.0", cwd=root)  # fmt: skip
+        assert given.returncode == 0 and len(index.hits) == asked  # given: no index asked
+        newest = json.loads((out / "compat.json").read_text())["newest_core"]
+        assert (newest["version"], newest["source"]) == ("0.26.0", "given")
+        index.files.clear()
+        index.files["vllm-0.29.0rc1.tar.gz"] = b"listed only"
+        none = vpr("manifest", "site", "--store", store, "--out", str(root / "b"), "--index",
+                   index.url, cwd=root)  # fmt: skip
+        assert none.returncode == 2 and "no final release of vllm listed" in none.stderr
+    finally:
+        index.close()
+    gone = vpr("manifest", "site", "--store", store, "--out", str(root / "c"), "--index",
+               index.url, cwd=root, env={"VPR_INDEX_ATTEMPTS": "1"})  # fmt: skip
+    assert gone.returncode == 3, gone.stderr  # the index cannot be read: an outside failure
+    assert "Traceback" not in gone.stderr and not (root / "c").exists()
+
+
+def test_a_plugin_page_says_not_bisected_without_a_bisect_report(stored: dict) -> None:
+    root, store = stored["root"], stored["store"]
+    assert record_matrix(root, store, matrix_columns(), bisect=False).returncode == 1
+    out = root / "site"
+    assert site(root, store, out).returncode == 0
+    compat = json.loads((out / "compat.json").read_text())
+    (plugin,) = compat["plugins"]
+    assert plugin["name"] == "vllm-reference-plugin"
+    assert plugin["page"] == "plugins/vllm-reference-plugin.html"
+    (run,) = plugin["runs"]
+    assert run["commit"] == "a" * 40 and run["first_breaking"] == "0.26.0"
+    assert [c["column"]["outcome"] for c in run["columns"]] == ["pass", "regressed", "not-run"]
+    assert run["columns"][1]["certified"][0]["verdict"] == "pilot"
+    page = (out / plugin["page"]).read_text()
+    assert page.count("not bisected") == 1 and "bisected: first bad" not in page
+    assert "&lt;b&gt;by&lt;/b&gt;" in page and "<b>by" not in page  # the reason, as text
+    assert "<script" not in page

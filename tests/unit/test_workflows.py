@@ -208,6 +208,42 @@ def test_release_workflow_shape() -> None:
     assert any(r.startswith("nox -s release ") and "--no-publish" in r for r in build_runs)
 
 
+def test_plugin_matrix_workflow_shape() -> None:
+    """A plugin's repository calls it: the columns, a job per column uploading its record,
+    then one job that gathers the records, assembles, records the ledger and builds the
+    site."""
+    doc = load_workflow(WORKFLOWS / "plugin-matrix.yml")
+    inputs = doc["on"]["workflow_call"]["inputs"]
+    assert {"spec", "plugin-repository", "plugin-ref", "lowest", "store"} <= set(inputs)
+    assert inputs["lowest"]["required"] is False and inputs["store"]["required"] is False
+    jobs = doc["jobs"]
+    assert list(jobs) == ["columns", "column", "assemble"]
+
+    def runs(job: str) -> list[str]:
+        return [s.get("run", "") for s in jobs[job]["steps"]]
+
+    pin = 'nox -s spec -- set "$SPEC" plugin.source.commit'
+    assert any(r.startswith(pin) for r in runs("columns"))
+    assert any(r.startswith(pin) for r in runs("column"))
+    assert any(r.startswith("nox -s upstream ") and "--github-output" in r for r in runs("columns"))
+    assert jobs["columns"]["outputs"]["columns"] == "${{ steps.upstream.outputs.columns }}"
+    column = jobs["column"]
+    assert column["needs"] == "columns" and column["strategy"]["fail-fast"] is False
+    assert column["strategy"]["matrix"]["core"] == "${{ fromJSON(needs.columns.outputs.columns) }}"
+    assert any(r.startswith("nox -s matrix ") and '--only "$CORE"' in r for r in runs("column"))
+    record = next(s for s in column["steps"] if s.get("with", {}).get("name") == "column-"
+                  "${{ matrix.core }}")  # fmt: skip
+    assert record["with"]["path"].endswith("/matrix/${{ matrix.core }}.json")
+    assert record["if"] == "${{ !cancelled() }}"  # a column not run still has its record
+    assemble = jobs["assemble"]
+    assert assemble["needs"] == ["columns", "column"] and "!cancelled()" in assemble["if"]
+    download = next(s for s in assemble["steps"] if "download-artifact" in s.get("uses", ""))
+    assert download["with"]["pattern"] == "column-*" and download["with"]["merge-multiple"]
+    done = runs("assemble")
+    assert any(r.startswith("nox -s matrix -- assemble ") and "--store" in r for r in done)
+    assert any(r.startswith("nox -s site ") for r in done)
+
+
 def test_ci_workflow_runs_lint_and_tests() -> None:
     doc = load_workflow(WORKFLOWS / "ci.yml")
     assert "push" in doc["on"] and "pull_request" in doc["on"]

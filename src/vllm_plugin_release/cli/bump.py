@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from vllm_plugin_release.cli.build import add_dirs, add_plugin_source, add_spec_argument
 from vllm_plugin_release.core import progress, records
@@ -50,7 +51,22 @@ def _register_upstream(sub: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--github-output",
         action="store_true",
-        help="also append versions=<JSON list>, count=N and pinned=VERSION to $GITHUB_OUTPUT",
+        help="also append versions=<JSON list>, count=N and pinned=VERSION to $GITHUB_OUTPUT, "
+        "and the version matrix's columns: columns=<JSON list>, column_count=N and name=NAME "
+        "(the spec's, its records are in dist/NAME/matrix/; `vpr matrix run --only VERSION` "
+        "runs one column)",
+    )
+    up.add_argument(
+        "--lowest",
+        default=None,
+        metavar="VERSION",
+        help="the matrix's first column (default: the lowest core the plugin's installer "
+        "allows, read from the plugin source)",
+    )
+    up.add_argument("--newest", default=None, metavar="VERSION", help="the matrix's last column")
+    add_plugin_source(up)
+    up.add_argument(
+        "--cache-dir", default=None, help="cache folder (default: $VPR_CACHE_DIR or .vpr)"
     )
     up.set_defaults(func=_upstream)
 
@@ -163,14 +179,43 @@ def _upstream(args: argparse.Namespace) -> int:
         print(upstream.render_releases(spec, found, index, args.include_prereleases))
     if args.github_output:
         pinnable = [r.version for r in found if r.sha256]
+        columns = _columns(spec, args, index)  # every value found before a line is written
         github_output(
             {
                 "versions": output_text(pinnable),
                 "count": str(len(pinnable)),
                 "pinned": output_text(spec.core.version),
+                "columns": output_text(columns),
+                "column_count": str(len(columns)),
+                "name": output_text(spec.name),  # dist/NAME/matrix/ holds the records
             }
         )
     return EXIT_OK
+
+
+def _columns(spec: Any, args: argparse.Namespace, index: str) -> list[str]:
+    """The version matrix's columns (`flows.matrix.plan`), newest from the index; none for
+    a spec whose core is not an sdist of an index (said)."""
+    from vllm_plugin_release.buildspec.model import SdistSource
+    from vllm_plugin_release.flows import matrix
+    from vllm_plugin_release.flows.sources import Inputs
+
+    if not isinstance(spec.core.source, SdistSource):
+        progress.note(f"{spec.path}: columns=[]: a version matrix needs an sdist core source")
+        return []
+    cache = cachedir.from_args(args)
+    opts = matrix.Options(
+        cache=cache,
+        dist_root=Path("dist"),
+        plugin_source=args.plugin_source,
+        lowest=args.lowest or None,  # empty: not given (a CI input left empty)
+        newest=args.newest or None,
+        index=index,
+        prereleases=args.include_prereleases,
+    )
+    plan = matrix.plan(spec, opts, lambda: Inputs(spec, cache, args.plugin_source).plugin.root)
+    progress.info(f"upstream: the matrix's columns: {', '.join(plan.versions)}")
+    return list(plan.versions)
 
 
 def _bump(args: argparse.Namespace) -> int:

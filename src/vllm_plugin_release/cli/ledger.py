@@ -32,8 +32,13 @@ def register_ledger(sub: Any) -> None:
     add_store_arguments(p)
     p.add_argument("--core", help="core version, or a core commit prefix")
     p.add_argument("--plugin", help="plugin distribution name, or a plugin commit prefix")
-    p.add_argument("--verdict", choices=["fleet", "pilot", "lab"])
-    p.add_argument("--kind", choices=["release", "nightly"])
+    p.add_argument(
+        "--verdict",
+        choices=["fleet", "pilot", "lab", "pass", "fail", "regressed", "not-run"],
+        help="fleet|pilot|lab (release), pass|fail (nightly), pass|fail|regressed|not-run "
+        "(matrix: a column's outcome)",
+    )
+    p.add_argument("--kind", choices=["release", "nightly", "matrix"])
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the matching entries as JSON")
     out.add_argument(

@@ -145,10 +145,14 @@ def _register_site(sub: Any) -> None:
         description="Read the store through its signed head, check every pairing's signed "
         "manifest with --key, and write a static site to --out: index.html (core versions x "
         "plugins x site, each cell with its verdict, release lag and whether its signature "
-        "verified; the newest core release and the pairings not covering it), one page per "
-        "pairing (its scorecard from the signed manifest, its ledger history, the `vpr "
-        "install` line) and compat.json. No script, no outside asset; the same store gives "
-        "the same bytes. Exit 0 written; 1 the store's head does not verify; 2 bad input.",
+        "verified; the newest core release, from the core's index unless --core-release or "
+        "--newest-from store, and the pairings not covering it), one page per pairing (its "
+        "scorecard from the signed manifest, its ledger history, the `vpr install` line), "
+        "one page per plugin across every core (the ledger's matrix entries: each core "
+        "column's outcome, Python, breaking changes and bisected range) and compat.json. No "
+        "script, no outside asset; the same store (and newest release) gives the same "
+        "bytes. Exit 0 written; 1 the store's head does not verify; 2 bad input; 3 the "
+        "index cannot be read.",
     )
     add_store_arguments(p)
     p.add_argument("--out", required=True, metavar="DIR", help="the site's folder (replaced)")
@@ -169,7 +173,20 @@ def _register_site(sub: Any) -> None:
         "--core-release",
         default=None,
         metavar="VERSION",
-        help="the newest core release (default: the newest the store names)",
+        help="the newest core release (default: the newest final release on --index)",
+    )
+    p.add_argument(
+        "--index",
+        default=None,
+        metavar="URL",
+        help="the core's simple API, where the newest release is read (default: "
+        "https://pypi.org/simple)",
+    )
+    p.add_argument(
+        "--newest-from",
+        choices=["index", "store"],
+        default="index",
+        help="store: take the newest core the store names, and ask no index (offline)",
     )
     p.add_argument(
         "--cache-dir", default=None, help="cache folder (default: $VPR_CACHE_DIR or .vpr)"
@@ -399,18 +416,26 @@ def cmd_site(args: argparse.Namespace) -> int:
             Version(args.core_release)
         except InvalidVersion:
             raise BadInput(f"--core-release {args.core_release!r} is not a PEP 440 version")
+    from vllm_plugin_release.flows.upstream import DEFAULT_INDEX
+
+    index = None
+    if args.newest_from == "index" and args.core_release is None:
+        index = args.index or DEFAULT_INDEX
     made = site(
         trusted(args),
         Path(args.out),
         store_url=args.store_url,
         key_name=args.key_name,
         newest_core=args.core_release,
+        core_index=index,
     )
     bad = made.unverified
     print(
         f"site {args.out}: {made.pairings} pairing(s), {made.cores} core "
         f"version(s); index.html, compat.json, {made.pairings} pairing page(s)"
+        + (f", {made.plugins} plugin page(s) across every core" if made.plugins else "")
         + (f"; {bad} pairing(s) whose signature did NOT verify" if bad else "")
+        + f"; newest core {made.newest or 'unknown'}"
     )
     return EXIT_OK
 

@@ -33,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "column before. Each column's record is written as it ends "
         "(dist/NAME/matrix/CORE.json) and reused by a re-run with the same inputs; a column "
         "that cannot be built, installed or tested is recorded with its reason and the run "
-        "goes on. Writes dist/NAME/matrix.json and matrix.md from the records. Exit 0 no "
+        "goes on. Writes dist/NAME/matrix.json and matrix.md from the records and, with "
+        "--store, an entry per column in the store's signed ledger. Exit 0 no "
         "regression, 1 a regression or a column not run, 2 bad input (a version not on the "
         "index, nearest named), 3 outside failure.",
     )
@@ -53,6 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repo", default=None, metavar="URL", help="core git repository: add main")
     p.add_argument("--ref", default="main", help="the main column's ref (default: main)")
     p.add_argument("--json", action="store_true", help="print the matrix as JSON")
+    _add_store(p)
     add_plugin_source(p)
     add_dirs(p)
     p.set_defaults(func=_run)
@@ -61,14 +63,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="write matrix.json and matrix.md from the column records in dist/NAME/matrix/",
         description="The last job of a CI matrix: every job ran `vpr matrix run --only "
         "VERSION` and uploaded dist/NAME/matrix/VERSION.json; this assembles them into the "
-        "same matrix.json a single run writes. Exit 0 no regression, 1 a regression or a "
-        "column not run, 2 no or a malformed record.",
+        "same matrix.json a single run writes (with --store, an entry per column in the "
+        "store's signed ledger, once per column record). Exit 0 no regression, 1 a "
+        "regression or a column not run, 2 no or a malformed record.",
     )
     add_spec_argument(a)
     a.add_argument("--index", default=None, help="simple API URL (default: the spec's index)")
     a.add_argument("--json", action="store_true", help="print the matrix as JSON")
+    _add_store(a)
     add_dirs(a)
     a.set_defaults(func=_assemble)
+
+
+def _add_store(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--store",
+        default=None,
+        metavar="PATH",
+        help="record every column in this manifest store's signed ledger (kind matrix; a "
+        "column record already recorded is not recorded again)",
+    )
+    p.add_argument("--signing-key", default=None, help="ed25519 private key (as manifest build)")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -80,13 +95,15 @@ def _run(args: argparse.Namespace) -> int:
         cache=cachedir.from_args(args),
         dist_root=Path(args.dist),
         plugin_source=args.plugin_source,
-        lowest=args.lowest,
+        lowest=args.lowest or None,  # empty: not given (a CI input left empty)
         index=args.index,
         prereleases=args.prereleases,
         repo=args.repo,
         ref=args.ref,
-        newest=args.newest,
+        newest=args.newest or None,
         only=tuple(args.only),
+        store=args.store,
+        signing_key=args.signing_key,
     )
     return _show(matrix.run_matrix(spec, opts), args.json)
 
@@ -95,14 +112,22 @@ def _assemble(args: argparse.Namespace) -> int:
     from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.flows import matrix
 
-    return _show(
-        matrix.assemble_folder(load_spec(args.spec), Path(args.dist), args.index), args.json
+    opts = matrix.Options(
+        cache=cachedir.from_args(args),
+        dist_root=Path(args.dist),
+        store=args.store,
+        signing_key=args.signing_key,
     )
+    spec = load_spec(args.spec)
+    return _show(matrix.assemble_folder(spec, Path(args.dist), args.index, opts), args.json)
 
 
 def _show(m: Any, as_json: bool) -> int:
     from vllm_plugin_release.core import columns
+    from vllm_plugin_release.edges.ci import job_summary
 
-    sys.stdout.write(columns.render_json(m) if as_json else columns.render_markdown(m))
+    markdown = columns.render_markdown(m)
+    sys.stdout.write(columns.render_json(m) if as_json else markdown)
+    job_summary(markdown)  # in GitHub Actions: the matrix on the run's page
     incomplete = any(not a.column.tested for a in m.columns)
     return EXIT_GATE if m.regressed or incomplete else EXIT_OK

@@ -3,6 +3,7 @@ and matrix.json / matrix.md assembled from them, the same bytes wherever the col
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -24,6 +25,7 @@ MAX_COLUMN = 16 * bounded.MiB
 # A column's label names its record file: a release version, or REF@COMMIT for core main.
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}(@[0-9a-f]{7,40})?$")
 COUNT_KEYS = ("passed", "failed", "error", "skipped", "deferred")
+PLUGIN_KEYS = ("name", "version", "commit")
 
 
 def record_path(folder: Path, label: str) -> Path:
@@ -83,6 +85,7 @@ class Column:
     outcomes: Mapping[str, str] = field(default_factory=dict)  # test id -> outcome
     errors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     coupling: Mapping[str, Any] | None = None  # against the column before: the report
+    plugin: Mapping[str, str | None] | None = None  # {name, version, commit} it tested
 
     @property
     def tested(self) -> bool:
@@ -108,8 +111,15 @@ class Column:
             "counts": {k: int(self.counts.get(k, 0)) for k in COUNT_KEYS},
             "outcomes": dict(sorted(self.outcomes.items())),
             "errors": {t: list(v) for t, v in sorted(self.errors.items())},
-            "coupling": self.coupling,
+            # keys sorted at every level, as the record file has them: a column read back
+            # from its record and one still in memory give matrix.json the same bytes
+            "coupling": None if self.coupling is None else _sorted(self.coupling),
+            "plugin": None if self.plugin is None else dict(self.plugin),
         }
+
+
+def _sorted(value: Any) -> Any:
+    return json.loads(json.dumps(value, sort_keys=True))
 
 
 def not_run(
@@ -152,6 +162,13 @@ def parse_column(data: Any, path: Path) -> Column:
         coupling = data.get("coupling")
         if coupling is not None and not isinstance(coupling, dict):
             raise ValueError("coupling: expected an object or null")
+        plugin = data.get("plugin")
+        if plugin is not None and (
+            not isinstance(plugin, dict)
+            or set(plugin) != set(PLUGIN_KEYS)
+            or not all(v is None or isinstance(v, str) for v in plugin.values())
+        ):
+            raise ValueError("plugin: expected null or {name, version, commit} of text")
         if path.stem != text["core"] or not _LABEL.match(text["core"]):
             raise ValueError(f"core: {text['core']!r} is not this file's column")
         return Column(
@@ -169,6 +186,7 @@ def parse_column(data: Any, path: Path) -> Column:
             outcomes=_str_map(data.get("outcomes"), "outcomes"),
             errors={t: tuple(v) for t, v in errors.items()},
             coupling=coupling,
+            plugin=plugin,
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise BadInput(f"{path}: not a column record: {exc}", hint="delete it; it is re-run")
@@ -229,7 +247,7 @@ class Assembled:
 
     def to_json(self) -> dict[str, Any]:
         out = self.column.to_json()
-        del out["schema"], out["key"]
+        del out["schema"], out["key"], out["plugin"]  # the plugin: the ledger entry's
         out["role"] = self.role
         out["against"] = self.against
         out["regressions"] = list(self.regressions)
@@ -418,3 +436,107 @@ def _column_notes(a: Assembled) -> list[str]:
         out += ["", f"**{col.core}** failures no reported change explains:"]
         out += [f"- {m}" for m in a.missed]
     return out
+
+
+# ---------------------------------------------------------------------------
+# A column as the pairing ledger records it (kind "matrix": core.ledger).
+
+BREAKING_SHOWN = 5  # the first breaking change ids an entry carries (with their total)
+OUTCOMES = ("pass", "fail", "regressed", "not-run")
+
+
+def record_sha256(column: Column) -> str:
+    """The column record's digest: its content as canonical JSON (not the file's layout)."""
+    data = json.dumps(column.to_json(), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(data.encode()).hexdigest()
+
+
+def outcome(a: Assembled) -> str:
+    """not-run; regressed (a test or module that passed on the tested column before fails
+    here); fail (failures, none new against the column before); pass (every test that ran
+    passed and every module imports)."""
+    col = a.column
+    if not col.tested:
+        return "not-run"
+    if a.regressions or a.import_regressions:
+        return "regressed"
+    return "fail" if col.failing or col.imports else "pass"
+
+
+def plugin_of(columns: Sequence[Column]) -> Mapping[str, str | None]:
+    """The plugin every record tested; BadInput when a record names none (written before
+    records said) or the records are of different plugin commits."""
+    found = {(c.plugin or {}).get("commit"): c for c in columns}
+    unnamed = [c.core for c in columns if c.plugin is None]
+    if unnamed:
+        raise BadInput(
+            f"column records {', '.join(unnamed)}: they do not say which plugin they tested",
+            hint="run those columns again (`vpr matrix run --only VERSION`)",
+        )
+    if len(found) > 1:
+        named = ", ".join(f"{c.core}: {str(k)[:12]}" for k, c in sorted(found.items(), key=str))
+        raise BadInput(
+            f"the column records are of different plugin commits ({named})",
+            hint="assemble the records of one plugin commit: delete the others and re-run",
+        )
+    return dict(columns[0].plugin or {})
+
+
+def _first_breaking(a: Assembled) -> list[str]:
+    """The breaking change ids, those a failure confirms first."""
+    return sorted(a.breaking, key=lambda i: (i not in a.confirmed, i))[:BREAKING_SHOWN]
+
+
+def ledger_column(
+    a: Assembled, digests: Mapping[str, str], bisect: Mapping[str, str] | None
+) -> dict[str, Any]:
+    """The ledger entry's `column` object for one assembled column (`digests`: each
+    column's `record_sha256` by label; `bisect`: the range a bisect report found for this
+    column's step, else None). Its `key` (the records and the bisect report it speaks of)
+    is what makes recording again a no-op."""
+    col = a.column
+    against = a.against
+    ids = {
+        "record_sha256": digests[col.core],
+        "against_sha256": digests.get(against) if against else None,
+        "bisect": dict(bisect) if bisect else None,
+    }
+    key = hashlib.sha256(json.dumps(ids, sort_keys=True).encode()).hexdigest()
+    return {
+        "key": key,
+        "record_sha256": ids["record_sha256"],
+        "against": against,
+        "against_sha256": ids["against_sha256"],
+        "role": a.role,
+        "outcome": outcome(a),
+        "exit_class": col.exit_class,
+        "reason": col.reason,
+        "python_why": col.python_why,
+        "counts": {k: int(col.counts.get(k, 0)) for k in COUNT_KEYS},
+        "modules": col.modules,
+        "imports_failing": len(col.imports),
+        "regressions": len(a.regressions),
+        "import_regressions": len(a.import_regressions),
+        "breaking": _first_breaking(a),
+        "breaking_total": len(a.breaking),
+        "bisect": ids["bisect"],
+    }
+
+
+def bisect_range(report: Any, a: Assembled) -> dict[str, str] | None:
+    """What a bisect report (`core.bisect.BisectReport`) found for this column's step:
+    when it searched from the tested column before (`--good`) to this one (`--bad`; a
+    leading v of a tag is dropped), the last good and first bad commit or version."""
+    if report is None or a.against is None or outcome(a) != "regressed":
+        return None
+    good, bad = (str(x).removeprefix("v") for x in (report.good, report.bad))
+    if (good, bad) != (a.against, a.column.core):
+        return None
+    first = report.first_bad
+    return {
+        "mode": report.mode,
+        "source": report.source,
+        "last_good": report.last_good,
+        "first_bad": first.candidate,
+        "subject": first.subject,
+    }

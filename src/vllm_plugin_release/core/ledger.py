@@ -5,11 +5,14 @@ the manifest key (ed25519). Its payload is one entry:
 
   seq, prev            the entry's number and the sha256 of the previous line (a chain:
                        a removed, reordered or edited line breaks every later link)
-  kind                 release | nightly
+  kind                 release | nightly | matrix
   core                 {name, version, commit}   (commit: a git core source's)
   plugin               {name, version, commit}
   runtime, python, verdict, runner, time (UTC), manifest_sha256, pairing_id
   lag                  {days, minor_releases} behind the newest core, when known
+  column               (matrix) one column of `vpr matrix`: its outcome, counts, the first
+                       breaking changes and bisected range (`core.columns.ledger_column`);
+                       verdict is its outcome, pass | fail | regressed | not-run
 
 Reading refuses the whole ledger at the first line whose signature or link fails
 (GateFailed, exit 1, naming the line). Files and locks are `edges.ledgerstore`'s.
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +40,8 @@ if TYPE_CHECKING:
 LEDGER_FILE = "ledger/ledger.jsonl"
 PAYLOAD_TYPE = "application/vnd.vllm-plugin-release.ledger-entry+json"
 GENESIS = "0" * 64
-KINDS = ("release", "nightly")
+KINDS = ("release", "nightly")  # the kinds of a manifest's verdict (`entry_from_manifest`)
+MATRIX = "matrix"  # a version matrix column's outcome (`entry_from_column`)
 
 
 def line_digest(line: bytes) -> str:
@@ -83,6 +87,7 @@ class Draft:
     time: str | None
     manifest_sha256: str | None
     lag: Lag | None = None
+    column: Mapping[str, Any] | None = None  # a matrix column's (kind matrix)
 
     def to_json(self) -> dict[str, Any]:
         """The entry's keys as written (without seq and prev), in the order written."""
@@ -100,6 +105,8 @@ class Draft:
         }
         if self.lag is not None:
             entry["lag"] = self.lag.to_json()
+        if self.column is not None:
+            entry["column"] = dict(self.column)
         return entry
 
 
@@ -121,6 +128,7 @@ class LedgerEntry:
     manifest_sha256: str | None
     lag: Lag | None
     raw: dict[str, Any]
+    column: Mapping[str, Any] | None = None  # kind matrix: `core.columns.ledger_column`
 
 
 def entry_from_manifest(
@@ -151,6 +159,32 @@ def entry_from_manifest(
     )
 
 
+def entry_from_column(
+    core: Party,
+    plugin: Party,
+    *,
+    python: str | None,
+    runtime: str | None,
+    time: str,
+    column: Mapping[str, Any],
+) -> Draft:
+    """A ledger entry (without seq/prev) for one column of the version matrix: the plugin's
+    tests on the cpu runner against `core`; its verdict is the column's outcome."""
+    return Draft(
+        kind=MATRIX,
+        pairing_id=None,
+        core=core,
+        plugin=plugin,
+        runtime=(runtime, None),
+        python=python,
+        verdict=str(column["outcome"]),
+        runner="cpu",
+        time=time,
+        manifest_sha256=None,
+        column=column,
+    )
+
+
 def chained(entry: Draft, previous_line: bytes | None, count: int) -> LedgerEntry:
     """`entry` with its place in the chain: seq (1-based) and the previous line's digest."""
     prev = line_digest(previous_line) if previous_line else GENESIS
@@ -168,6 +202,7 @@ def chained(entry: Draft, previous_line: bytes | None, count: int) -> LedgerEntr
         entry.manifest_sha256,
         entry.lag,
         raw,
+        entry.column,
     )
 
 
@@ -194,8 +229,61 @@ _ENTRY_SHAPE = bounded.shape(
         ("time", (str, _NONE)),
         ("manifest_sha256", (str, _NONE)),
         ("lag", (dict, _NONE)),
+        ("column", (dict, _NONE)),
     )
 )
+# What the site and `render_lines` read of a matrix entry's column (`core.columns`).
+_COLUMN_SHAPE = bounded.shape(
+    (
+        ("key", (str,)),
+        ("record_sha256", (str,)),
+        ("against", (str, _NONE)),
+        ("role", (str,)),
+        ("outcome", (str,)),
+        ("exit_class", (int,)),
+        ("reason", (str,)),
+        ("python_why", (str,)),
+        ("counts", (dict,)),
+        ("modules", (int,)),
+        ("imports_failing", (int,)),
+        ("regressions", (int,)),
+        ("import_regressions", (int,)),
+        ("breaking", (list,)),
+        ("breaking_total", (int,)),
+        ("bisect", (dict, _NONE)),
+    )
+)
+OUTCOMES = ("pass", "fail", "regressed", "not-run")
+_COUNTS = ("passed", "failed", "error", "skipped", "deferred")
+_BISECT = ("mode", "source", "last_good", "first_bad", "subject")
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def column_problem(column: Any) -> str | None:
+    """Why a matrix entry's `column` is not one (what the site reads of it), else None."""
+    problem = bounded.shape_problem(column, _COLUMN_SHAPE)
+    if problem:
+        return f"column: {problem}"
+    if column["outcome"] not in OUTCOMES:
+        return f"'column.outcome' is {bounded.shown(column['outcome'])}, expected one of " + (
+            ", ".join(OUTCOMES)
+        )
+    counts = column["counts"]
+    numbers = [column[k] for k in ("exit_class", "modules", "imports_failing", "regressions")]
+    numbers += [column["import_regressions"], column["breaking_total"]]
+    if not all(_count(n) for n in numbers) or not all(_count(counts.get(k)) for k in _COUNTS):
+        return "'column' holds a count that is not one"
+    if not all(isinstance(b, str) for b in column["breaking"]):
+        return "'column.breaking' is not a list of text"
+    bisect = column["bisect"]
+    if bisect is not None and not all(isinstance(bisect.get(k), str) for k in _BISECT):
+        return "'column.bisect' is not " + ", ".join(_BISECT) + " as text"
+    return None
+
+
 _HINT = "the ledger is append-only: restore the store's ledger from its last good copy"
 
 
@@ -210,6 +298,8 @@ def entry_problem(entry: Any) -> str | None:
             value = lag.get(name)
             if not (value is None or (isinstance(value, int) and not isinstance(value, bool))):
                 return f"'lag.{name}' is {bounded.shown(value)}, expected int or null"
+    if problem is None and entry.get("kind") == MATRIX:
+        return column_problem(entry.get("column"))
     return problem
 
 
@@ -238,6 +328,7 @@ def entry_from(raw: dict[str, Any], seq: int) -> LedgerEntry:
         manifest_sha256=raw.get("manifest_sha256"),
         lag=Lag(lag.get("days"), lag.get("minor_releases")) if lag else None,  # {}: none
         raw=raw,
+        column=raw.get("column") if raw["kind"] == MATRIX else None,
     )
 
 
@@ -378,9 +469,28 @@ def render_lines(entries: Iterable[LedgerEntry]) -> str:
     for e in entries:
         lag = e.lag
         lag_text = f"  lag {lag.days} d / {lag.minor_releases} minor" if lag else ""
+        col = e.column
+        if col is not None:
+            tail = f"  {_column_text(col)}  record sha256:{str(col['record_sha256'])[:16]}"
+        else:
+            tail = f"{lag_text}  manifest sha256:{str(e.manifest_sha256)[:16]}"
         out.append(
             f"#{e.seq} {e.time} {e.kind:<7} {_core_label(e)} + "
-            f"{_plugin_label(e)}: {e.verdict} ({e.runner}, py{e.python})"
-            f"{lag_text}  manifest sha256:{str(e.manifest_sha256)[:16]}"
+            f"{_plugin_label(e)}: {e.verdict} ({e.runner}, py{e.python}){tail}"
         )
     return "\n".join(out)
+
+
+def _column_text(col: Mapping[str, Any]) -> str:
+    """A matrix entry's column in a few words: its counts or why it did not run, the
+    column before and the first breaking change."""
+    if col["outcome"] == "not-run":
+        return f"exit {col['exit_class']}: {str(col['reason'])[:120]}"
+    c = col["counts"]
+    text = f"{c['passed']} passed, {c['failed'] + c['error']} failed, {c['deferred']} deferred"
+    if col.get("against"):
+        text += f" (against {col['against']})"
+    if col["breaking"]:
+        more = col["breaking_total"] - 1
+        text += f"; breaking {col['breaking'][0]}" + (f" +{more}" if more else "")
+    return text

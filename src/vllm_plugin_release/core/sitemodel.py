@@ -10,16 +10,19 @@ data, and `siterender` turns it into the same bytes.
 Each pairing has a cell per site (cpu, hardware): the verdict of the newest signed record
 for that site (a release entry of the ledger, else the manifest when its runner is that
 site), its release lag in days, and what signed it. A site with no record says `not run`,
-never a pass.
+never a pass. Each plugin the ledger's matrix entries name has its matrix across every
+core (`PluginMatrix`): per core column the newest signed entry's outcome.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from vllm_plugin_release.core.columns import column_order
 from vllm_plugin_release.core.indexentry import IndexEntry, PluginRef
 from vllm_plugin_release.core.storeindex import VERDICT_ORDER, VERDICTS, python_of, version_ranks
 from vllm_plugin_release.core.storetrust import superseded
@@ -32,6 +35,8 @@ KIND = "vllm-plugin-release/compat"
 SCHEMA_VERSION = 1
 SITES = ("cpu", "hardware")
 PAGES = "pairings"
+PLUGIN_PAGES = "plugins"
+_PAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _LAG = re.compile(r"\blag (\d+) minor, (\d+) days\b")
 
 
@@ -178,8 +183,9 @@ class Behind(NamedTuple):
 
 @dataclass(frozen=True)
 class NewestCore:
-    """The newest core release (`source`: "given" to the site, else "store", the newest
-    the store or its ledger names), the pairings that cover it and the plugins that do not."""
+    """The newest core release (`source`: "index", the newest final release on the core's
+    index; "given" to the site; "store", the newest the store or its ledger names), the
+    pairings that cover it and the plugins that do not."""
 
     version: str
     source: str
@@ -259,12 +265,17 @@ def _pairing(stored: Stored, entries: list[LedgerEntry], store: str, key: str) -
 
 
 def _newest_core(
-    pairings: list[CompatPairing], ledger: list[LedgerEntry], given: str | None
+    pairings: list[CompatPairing], ledger: list[LedgerEntry], given: str | None, source: str
 ) -> NewestCore | None:
-    """The newest core release (given, else the newest the store or its ledger names) and
-    the plugins whose pairings do not cover it yet (each with its newest core)."""
+    """The newest core release (given: `source` says where from, "given" or "index"; else
+    the newest the store or its ledger names) and the plugins whose pairings do not cover
+    it yet (each with its newest core)."""
     versions = [p.core_version for p in pairings]
-    versions += [str(e.core.version) for e in ledger if e.kind == "release" and e.core.version]
+    versions += [  # a matrix column's core is a release too (core main's, REF@COMMIT, is not)
+        str(e.core.version)
+        for e in ledger
+        if e.kind in ("release", "matrix") and e.core.version and "@" not in e.core.version
+    ]
     if given:
         versions.append(given)
     if not versions:
@@ -281,7 +292,7 @@ def _newest_core(
         latest = max(own, key=lambda p: (rank[p.core_version], p.pairing_id))
         behind.append(Behind(name, latest.core_version, latest.pairing_id, latest.page))
     covering = sorted(p.pairing_id for p in pairings if p.core_version == newest)
-    return NewestCore(newest, "given" if given else "store", tuple(covering), tuple(behind))
+    return NewestCore(newest, source if given else "store", tuple(covering), tuple(behind))
 
 
 class HeadStamp(NamedTuple):
@@ -307,6 +318,132 @@ class Publisher:
     head: HeadStamp | None
 
 
+class Certified(NamedTuple):
+    """A published pairing of the plugin on a core: its id, page, best verdict and the
+    plugin commit it pairs (not always the matrix's)."""
+
+    pairing_id: str
+    page: str
+    verdict: str | None
+    commit: str | None
+
+    def to_json(self) -> dict[str, str | None]:
+        return {
+            "pairing_id": self.pairing_id,
+            "page": self.page,
+            "verdict": self.verdict,
+            "commit": self.commit,
+        }
+
+
+class MatrixCell(NamedTuple):
+    """One core column of a plugin's version matrix: the newest signed ledger entry of
+    kind matrix for that core and plugin commit (`column`: the entry's column object,
+    its shape checked when the ledger was read: `core.ledger.column_problem`)."""
+
+    core: str
+    seq: int
+    time: str | None
+    python: str | None
+    column: dict[str, Any]
+    certified: tuple[Certified, ...]
+
+    @property
+    def outcome(self) -> str:
+        return str(self.column["outcome"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "core": self.core,
+            "seq": self.seq,
+            "time": self.time,
+            "python": self.python,
+            "column": self.column,
+            "certified": [c.to_json() for c in self.certified],
+        }
+
+
+class PluginRun(NamedTuple):
+    """One plugin commit across the cores: its columns oldest first, the first core whose
+    tests regressed (None: none did) and the newest entry's number."""
+
+    commit: str | None
+    version: str | None
+    columns: tuple[MatrixCell, ...]
+    first_breaking: str | None
+    newest_seq: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "version": self.version,
+            "first_breaking": self.first_breaking,
+            "columns": [c.to_json() for c in self.columns],
+        }
+
+
+class PluginMatrix(NamedTuple):
+    """A plugin across every core the ledger's matrix entries name: its page and a run
+    per plugin commit, newest first."""
+
+    name: str
+    page: str
+    runs: tuple[PluginRun, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "page": self.page, "runs": [r.to_json() for r in self.runs]}
+
+
+def plugin_page(name: str) -> str:
+    """The page of a plugin: its name where that is a safe file name, else a digest of it."""
+    if _PAGE_NAME.match(name) and name not in (".", ".."):
+        return f"{PLUGIN_PAGES}/{name}.html"
+    return f"{PLUGIN_PAGES}/plugin-{hashlib.sha256(name.encode()).hexdigest()[:16]}.html"
+
+
+def _best(p: CompatPairing) -> str | None:
+    verdicts = [c.verdict for c in p.sites if c.signed_by is not None]
+    return min(verdicts, key=lambda v: VERDICT_ORDER.get(v, 9)) if verdicts else None
+
+
+def plugin_matrices(
+    ledger: list[LedgerEntry], pairings: list[CompatPairing]
+) -> tuple[PluginMatrix, ...]:
+    """Every plugin the ledger's matrix entries name, by name: per plugin commit the newest
+    entry of each core column, with the published pairings of the plugin on that core."""
+    newest: dict[tuple[str, str | None], dict[str, LedgerEntry]] = {}
+    for e in ledger:
+        if e.kind == "matrix" and e.column is not None:
+            run = (str(e.plugin.name or "unnamed plugin"), e.plugin.commit)
+            newest.setdefault(run, {})[str(e.core.version)] = e  # later entries win
+    certified: dict[tuple[str, str], list[Certified]] = {}
+    for p in pairings:
+        at = (p.plugin.name, p.core_version)
+        pair = Certified(p.pairing_id, p.page, _best(p), p.plugin.commit)
+        certified.setdefault(at, []).append(pair)
+    by_name: dict[str, list[PluginRun]] = {}
+    for (name, commit), cores in newest.items():
+        cells = tuple(
+            MatrixCell(
+                core,
+                e.seq,
+                e.time,
+                e.python,
+                dict(e.column or {}),
+                tuple(certified.get((name, core), ())),
+            )
+            for core, e in sorted(cores.items(), key=lambda kv: column_order(kv[0]))
+        )
+        first = next((c.core for c in cells if c.outcome == "regressed"), None)
+        version = max(cores.values(), key=lambda e: e.seq).plugin.version
+        last = max(e.seq for e in cores.values())
+        by_name.setdefault(name, []).append(PluginRun(commit, version, cells, first, last))
+    return tuple(
+        PluginMatrix(name, plugin_page(name), tuple(sorted(runs, key=lambda r: -r.newest_seq)))
+        for name, runs in sorted(by_name.items())
+    )
+
+
 @dataclass(frozen=True)
 class Compat:
     """compat.json: the store (its public location), the key's id and the signed head, the
@@ -320,6 +457,7 @@ class Compat:
     cores: tuple[str, ...]
     newest_core: NewestCore | None
     pairings: tuple[CompatPairing, ...]
+    plugins: tuple[PluginMatrix, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """compat.json's object as it has always been written."""
@@ -334,6 +472,7 @@ class Compat:
             "cores": list(self.cores),
             "newest_core": None if self.newest_core is None else self.newest_core.to_json(),
             "pairings": [p.to_json() for p in self.pairings],
+            "plugins": [m.to_json() for m in self.plugins],
         }
 
 
@@ -343,6 +482,7 @@ def build(
     publisher: Publisher,
     *,
     newest_core: str | None = None,
+    newest_source: str = "given",
 ) -> Compat:
     """compat.json: every pairing (newest core first, then plugin, best verdict), the cores,
     the newest core release and who does not cover it."""
@@ -368,6 +508,7 @@ def build(
         keyid=publisher.keyid,
         head=publisher.head,
         cores=tuple(cores),
-        newest_core=_newest_core(pairings, ledger, newest_core),
+        newest_core=_newest_core(pairings, ledger, newest_core, newest_source),
         pairings=tuple(pairings),
+        plugins=plugin_matrices(ledger, pairings),
     )

@@ -1,6 +1,7 @@
 """The compatibility site as files (pure): `index.html` (the matrix), one page per pairing
-(its scorecard from the signed manifest, its ledger history, the `vpr install` line) and
-`compat.json`, from `sitemodel.build`'s typed model (`Compat`).
+(its scorecard from the signed manifest, its ledger history, the `vpr install` line), one
+page per plugin across every core (the ledger's matrix entries) and `compat.json`, from
+`sitemodel.build`'s typed model (`Compat`).
 
 Static and self-contained: no script, no outside asset (the style is in each page), every
 value from the store escaped. Accessible: tables with captions, `scope` on every header,
@@ -19,7 +20,14 @@ from vllm_plugin_release.core.storeindex import VERDICTS
 
 if TYPE_CHECKING:
     from vllm_plugin_release.core.manifestmodel import Manifest
-    from vllm_plugin_release.core.sitemodel import Cell, Compat, CompatPairing
+    from vllm_plugin_release.core.sitemodel import (
+        Cell,
+        Compat,
+        CompatPairing,
+        MatrixCell,
+        PluginMatrix,
+        PluginRun,
+    )
 
 STYLE = (
     "*{box-sizing:border-box}"
@@ -41,11 +49,18 @@ STYLE = (
     "overflow-wrap:anywhere;word-break:break-all}"
     "pre{white-space:pre-wrap;word-break:break-all;background:#f5f5f5;border:1px solid #ccc;"
     "padding:8px}"
-    "ul{padding-left:1.2em}"
+    "ul{padding-left:1.2em}li{margin:.15em 0}td ul{padding-left:1em;margin:.3em 0}"
+    ".pass{background:#c8f0c8}.fail{background:#fff2b3}.regressed{background:#f5c2c2}"
+    ".not-run{background:#e4e4e4}"
     "@media (max-width:600px){body{padding:8px;font-size:15px}th,td{padding:4px}"
     "table{font-size:.9em}.v{letter-spacing:0}}"
 )
 VERDICT_CLASSES = ("fleet", "pilot", "lab")
+SOURCES = {  # where the newest core release came from (`sitemodel.NewestCore.source`)
+    "index": "the newest on the core's index",
+    "given": "given to the site",
+    "store": "the newest the store names",
+}
 
 
 def e(value: Any) -> str:
@@ -137,7 +152,7 @@ def _newest(compat: Compat) -> list[str]:
     newest = compat.newest_core
     if newest is None:
         return []
-    source = "given to the site" if newest.source == "given" else "the newest the store names"
+    source = SOURCES.get(newest.source, SOURCES["store"])
     out = [
         '<h2 id="newest">Newest core release</h2>',
         f"<p>vLLM <strong>{e(newest.version)}</strong> ({e(source)}): "
@@ -173,6 +188,31 @@ def _legend() -> list[str]:
     return out
 
 
+def _plugins(compat: Compat) -> list[str]:
+    """The plugins with a matrix across every core: newest plugin commit's columns, the
+    first core that breaks it, each linked to its page."""
+    if not compat.plugins:
+        return []
+    out = [
+        '<h2 id="plugins">Each plugin across every core</h2>',
+        "<table><caption>The plugin's tests on each vLLM core (<code>vpr matrix</code>), "
+        "newest plugin commit</caption>",
+        '<colgroup><col style="width:40%"><col style="width:30%"><col style="width:30%">'
+        "</colgroup>",
+        '<thead><tr><th scope="col">plugin</th><th scope="col">core columns</th>'
+        '<th scope="col">first breaking core</th></tr></thead><tbody>',
+    ]
+    for m in compat.plugins:
+        run = m.runs[0]
+        first = f"vLLM {run.first_breaking}" if run.first_breaking else "none"
+        out.append(
+            f'<tr><th scope="row"><a href="{e(m.page)}">{e(m.name)}</a><br><span '
+            f'class="small">{e(_commit(run.commit))}</span></th><td>{e(_span(run))}<br>'
+            f'<span class="small">{e(_tally(run))}</span></td><td>{e(first)}</td></tr>'
+        )
+    return [*out, "</tbody></table>"]
+
+
 def index_page(compat: Compat) -> bytes:
     head = compat.head
     version, time = (None, None) if head is None else (head.version, head.time)
@@ -183,6 +223,7 @@ def index_page(compat: Compat) -> bytes:
         f"from {e(compat.store)} through its signed head (version {e(version)}"
         f", {e(time)}), signatures checked with key {e(compat.keyid[:16])}.</p>",
         *_matrix(compat),
+        *_plugins(compat),
         *_newest(compat),
         *_legend(),
     ]
@@ -332,6 +373,194 @@ def pairing_page(p: CompatPairing, manifest: Manifest | None) -> bytes:
     return _page(title, body)
 
 
+# ---------------------------------------------------------------------------
+# One plugin across every core (the ledger's matrix entries)
+
+EXIT_CLASSES = {1: "a gate failed", 2: "bad input", 3: "an outside failure"}
+OUTCOME_TEXT = {
+    "pass": "every test that ran passed and every plugin module imports",
+    "fail": "tests fail or modules do not import, as on the column before (not new here)",
+    "regressed": "a test or module that passed on the column before fails here",
+    "not-run": "the column could not be built, installed or tested (never a pass)",
+}
+
+
+def _commit(commit: str | None) -> str:
+    return f"@{commit[:12]}" if commit else "no commit"
+
+
+def _span(run: PluginRun) -> str:
+    cores = [c.core for c in run.columns]
+    if len(cores) == 1:
+        return f"vLLM {cores[0]}"
+    return f"vLLM {cores[0]} … {cores[-1]} ({len(cores)} columns)"
+
+
+def _tally(run: PluginRun) -> str:
+    seen: dict[str, int] = {}
+    for c in run.columns:
+        seen[c.outcome] = seen.get(c.outcome, 0) + 1
+    return ", ".join(f"{n} {_outcome_word(o)}" for o, n in seen.items())
+
+
+def _outcome_word(outcome: str) -> str:
+    return "not run" if outcome == "not-run" else outcome
+
+
+def _core_cell(c: MatrixCell) -> str:
+    col = c.column
+    python = f"Python {c.python}" if c.python else "no Python"
+    parts = [
+        f"vLLM {e(c.core)}",
+        f'<span class="small">{e(col["role"])} · {e(python)} · ledger entry #{e(c.seq)}</span>',
+    ]
+    for p in c.certified:
+        parts.append(
+            f'<span class="small">published pairing {e(_commit(p.commit))}: <a '
+            f'href="../{e(p.page)}">{e(p.verdict or "none")}</a></span>'
+        )
+    return '<th scope="row">' + "<br>".join(parts) + "</th>"
+
+
+def _result_cell(c: MatrixCell) -> str:
+    col, outcome = c.column, c.outcome
+    parts = [f'<span class="v">{e(_outcome_word(outcome))}</span>']
+    if outcome == "not-run":
+        why = EXIT_CLASSES.get(col["exit_class"], "stopped")
+        parts.append(f"exit {e(col['exit_class'])} ({e(why)}): {e(col['reason'])}")
+        if not c.python:
+            parts.append(f'<span class="small">{e(col["python_why"])}</span>')
+        return '<td class="not-run">' + "<br>".join(parts) + "</td>"
+    n = col["counts"]
+    parts.append(
+        f"{e(n['passed'])} passed, {e(n['failed'] + n['error'])} failed, "
+        f"{e(n['deferred'])} deferred"
+    )
+    if col["imports_failing"]:
+        parts.append(f"{e(col['imports_failing'])} of {e(col['modules'])} modules do not import")
+    if outcome == "regressed":
+        lost = []
+        if col["regressions"]:
+            lost.append(f"{col['regressions']} test(s)")
+        if col["import_regressions"]:
+            lost.append(f"{col['import_regressions']} module(s)")
+        parts.append(f"regressed against {e(col['against'])}: {e(' and '.join(lost))}")
+    elif col["against"]:
+        parts.append(f'<span class="small">compared with {e(col["against"])}</span>')
+    return f'<td class="{e(outcome)}">' + "<br>".join(parts) + "</td>"
+
+
+def _broke_cell(c: MatrixCell) -> str:
+    col = c.column
+    parts = []
+    if col["breaking"]:
+        items = "".join(f"<li><code>{e(b)}</code></li>" for b in col["breaking"])
+        more = col["breaking_total"] - len(col["breaking"])
+        extra = f"<li>and {e(more)} more</li>" if more > 0 else ""
+        parts.append(f"breaking core API changes ({e(col['breaking_total'])}):")
+        parts.append(f"<ul>{items}{extra}</ul>")
+    bisect = col["bisect"]
+    if bisect is not None:
+        kind = "commit" if bisect["mode"] == "git" else "version"
+        subject = f" {e(bisect['subject'])}" if bisect["subject"] else ""
+        parts.append(
+            f"bisected: first bad {kind} <code>{e(bisect['first_bad'][:12])}</code>{subject} "
+            f"(last good <code>{e(bisect['last_good'][:12])}</code>)"
+        )
+    elif c.outcome == "regressed":
+        parts.append("not bisected")
+    if not parts:
+        none = "not tested here" if c.outcome == "not-run" else "no breaking change reported"
+        parts.append(none)
+    blocks = (p if p.startswith("<ul>") else f"<div>{p}</div>" for p in parts)
+    return '<td class="what">' + "".join(blocks) + "</td>"
+
+
+def _run_table(m: PluginMatrix, run: PluginRun) -> list[str]:
+    out = [
+        '<table id="matrix">',
+        f"<caption>{e(m.name)} {e(_commit(run.commit))} on each vLLM core, oldest first</caption>",
+        '<colgroup><col style="width:28%"><col style="width:33%"><col style="width:39%">'
+        "</colgroup>",
+        '<thead><tr><th scope="col">core</th><th scope="col">plugin tests</th>'
+        '<th scope="col">what broke</th></tr></thead><tbody>',
+    ]
+    for c in run.columns:
+        out.append(f"<tr>{_core_cell(c)}{_result_cell(c)}{_broke_cell(c)}</tr>")
+    return [*out, "</tbody></table>"]
+
+
+def _first_banner(run: PluginRun) -> str:
+    if run.first_breaking is not None:
+        c = next(c for c in run.columns if c.core == run.first_breaking)
+        return (
+            f'<div class="banner regressed"><strong>First breaking core: vLLM '
+            f"{e(run.first_breaking)}</strong> (its tests regressed against "
+            f"{e(c.column['against'])})</div>"
+        )
+    return (
+        f'<div class="banner pass"><strong>No core breaks it</strong> '
+        f"in {e(_span(run))} ({e(_tally(run))})</div>"
+    )
+
+
+def _newest_line(compat: Compat, run: PluginRun) -> list[str]:
+    newest = compat.newest_core
+    if newest is None:
+        return []
+    cell = next((c for c in run.columns if c.core == newest.version), None)
+    where = SOURCES.get(newest.source, SOURCES["store"])
+    said = (
+        f"{_outcome_word(cell.outcome)} (ledger entry #{cell.seq})"
+        if cell is not None
+        else "not in this plugin's matrix yet"
+    )
+    return [f"<p>Newest vLLM release {e(newest.version)} ({e(where)}): {e(said)}.</p>"]
+
+
+def _older(m: PluginMatrix) -> list[str]:
+    if len(m.runs) < 2:
+        return []
+    out = [
+        '<h2 id="older">Earlier plugin commits</h2>',
+        "<table><caption>Each earlier commit's matrix, newest first</caption><thead><tr>"
+        '<th scope="col">plugin commit</th><th scope="col">core columns</th>'
+        '<th scope="col">first breaking core</th></tr></thead><tbody>',
+    ]
+    for run in m.runs[1:]:
+        first = f"vLLM {run.first_breaking}" if run.first_breaking else "none"
+        out.append(
+            f'<tr><th scope="row">{e(_commit(run.commit))}</th><td>{e(_span(run))}<br>'
+            f'<span class="small">{e(_tally(run))}</span></td><td>{e(first)}</td></tr>'
+        )
+    return [*out, "</tbody></table>"]
+
+
+def plugin_matrix_page(compat: Compat, m: PluginMatrix) -> bytes:
+    run = m.runs[0]
+    title = f"{m.name} across vLLM cores"
+    legend = "".join(
+        f'<li><span class="v">{e(_outcome_word(o))}</span>: {e(t)}</li>'
+        for o, t in OUTCOME_TEXT.items()
+    )
+    body = [
+        '<p><a href="../index.html">compatibility matrix</a></p>',
+        f"<h1>{e(title)}</h1>",
+        f'<p class="small">plugin commit <code>{e(run.commit or "none")}</code> · version '
+        f"{e(run.version or 'unknown')} · from the store's signed ledger (kind matrix, "
+        f"checked with key {e(compat.keyid[:16])})</p>",
+        _first_banner(run),
+        *_newest_line(compat, run),
+        *_run_table(m, run),
+        '<h2 id="reading">Reading the table</h2>',
+        f"<ul>{legend}<li><strong>what broke</strong>: the core API changes the plugin "
+        "uses that changed against the column before (those a failure confirms first), and "
+        "the commit or version a bisection found for a regressed column</li></ul>",
+        *_older(m),
+    ]
+    return _page(title, body)
+
+
 def compat_bytes(compat: Compat) -> bytes:
     """One JSON line, keys sorted (the encoder's fast path: a fleet store's is megabytes)."""
     text = json.dumps(compat.to_json(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
@@ -343,4 +572,6 @@ def render(compat: Compat, manifests: dict[str, Manifest | None]) -> dict[str, b
     files = {"index.html": index_page(compat), "compat.json": compat_bytes(compat)}
     for p in compat.pairings:
         files[p.page] = pairing_page(p, manifests.get(p.pairing_id))
+    for m in compat.plugins:
+        files[m.page] = plugin_matrix_page(compat, m)
     return files

@@ -71,6 +71,16 @@ def parse_failing(card: Any) -> tuple[FailedCheck, ...]:
     )
 
 
+def job_summary(markdown: str) -> bool:
+    """In GitHub Actions: `markdown` appended to the job summary ($GITHUB_STEP_SUMMARY)."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not in_github_actions() or not target:
+        return False
+    with open(target, "a", encoding="utf-8") as out:
+        out.write(markdown.rstrip("\n") + "\n\n")
+    return True
+
+
 def report_scorecard(dist: Path, *, extra_markdown: str = "") -> bool:
     """In GitHub Actions: the scorecard (dist/NAME/scorecard.md) in the job summary
     ($GITHUB_STEP_SUMMARY) and an `::error::` per failing check. False elsewhere, or when

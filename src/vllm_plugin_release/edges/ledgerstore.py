@@ -17,6 +17,7 @@ go through the store's head (`edges.trust.Trusted`).
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -75,6 +76,18 @@ def append(store: Store, entry: Draft, key: Ed25519PrivateKey) -> LedgerEntry:
     """Append `entry` (signed with `key`) to the store's ledger and sign the store's head;
     the entry as chained. The ledger there must verify line by line and be the one the
     head vouches for: a tampered or cut ledger is never extended."""
+    return append_new(store, [entry], key, lambda _draft, _entries: False)[0]
+
+
+def append_new(
+    store: Store,
+    drafts: list[Draft],
+    key: Ed25519PrivateKey,
+    recorded: Callable[[Draft, list[LedgerEntry]], bool],
+) -> list[LedgerEntry]:
+    """Append each of `drafts` the ledger has not `recorded` yet (asked under the store's
+    lock, of the verified entries), in one write and one signed head; the entries
+    written (none: nothing is written, the head is not signed again)."""
     target = _writable(store)
     path = target.root / LEDGER_FILE
     with target.locked():
@@ -85,16 +98,24 @@ def append(store: Store, entry: Draft, key: Ed25519PrivateKey) -> LedgerEntry:
         entries = parse_ledger(old, key.public_key(), str(path))
         check_vouched(target.root, key.public_key(), LEDGER_FILE, old)
         last = old.splitlines(keepends=True)[-1] if old else None
-        full = chained(entry, last, len(entries))
+        new, written = old, []
+        for draft in drafts:
+            if recorded(draft, [*entries, *written]):
+                continue
+            full = chained(draft, last, len(entries) + len(written))
+            last = sign_line(full, key)
+            new += last
+            written.append(full)
+        if not written:
+            return []
         path.parent.mkdir(parents=True, exist_ok=True)
         from vllm_plugin_release.edges import summarywrite
 
-        new = old + sign_line(full, key)
         atomic_write_bytes(path, new)
-        keep = summarywrite.write_ledger(target.root, [*entries, full], new)  # before the head
+        keep = summarywrite.write_ledger(target.root, [*entries, *written], new)  # before head
         sign_head(target.root, key, (LEDGER_FILE, LEDGER_SUMMARY_FILE))
         summarywrite.sweep(target.root, keep, LEDGER_SUMMARY_DIR)
-    return full
+    return written
 
 
 def _name_path(folder: str, name: str) -> str:

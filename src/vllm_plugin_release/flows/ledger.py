@@ -1,9 +1,10 @@
-"""Recording a verdict in the store's pairing ledger (release, nightly and bisect flows).
+"""Recording a verdict in the store's pairing ledger (release, nightly and bisect flows),
+and the version matrix's columns (`record_columns`).
 
-The entry comes from the pairing's signed manifest in dist/NAME/ (its sha256 is the
-entry's `manifest_sha256`), is signed with the manifest key, appended under the store's
-lock and read back verified: the flow fails (exit 1) if the ledger it extended does not
-verify.
+A verdict's entry comes from the pairing's signed manifest in dist/NAME/ (its sha256 is the
+entry's `manifest_sha256`); a column's from its record. Each is signed with the manifest
+key, appended under the store's lock and read back verified: the flow fails (exit 1) if
+the ledger it extended does not verify.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, NamedTuple
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform import cardread
-from vllm_plugin_release.core import ledger, progress, records
+from vllm_plugin_release.core import columns, ledger, progress, records
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE, load
@@ -115,3 +116,60 @@ def record_verdict(
         raise GateFailed(f"{target.location}: the ledger entry just written does not read back")
     progress.info(f"ledger: entry #{written.seq} ({kind}, {written.verdict}) in {target.location}")
     return written
+
+
+def record_columns(
+    spec: Spec,
+    m: columns.Matrix,
+    dist: Path,
+    *,
+    cache: Cache,
+    store: str | None,
+    signing: str | Path | None,
+) -> list[ledger.LedgerEntry]:
+    """Append an entry of kind matrix per column of `m` (its outcome, counts, first breaking
+    changes and, from dist/NAME/bisect.json, the bisected range of its step) that the ledger
+    does not hold yet: the same column records give no second entry. The entries written,
+    read back verified."""
+    from vllm_plugin_release.flows.bisect import read_report
+
+    found = [a.column for a in m.columns]
+    plugin = columns.plugin_of(found)
+    digests = {c.core: columns.record_sha256(c) for c in found}
+    report = read_report(dist)
+    runtime = spec.runtime.name if spec.runtime else None
+    when = now_utc()
+    drafts = []
+    for a in m.columns:
+        col = a.column
+        label = col.core
+        core = ledger.Party(spec.core.name, label, label.split("@")[1] if "@" in label else None)
+        drafts.append(
+            ledger.entry_from_column(
+                core,
+                ledger.Party(plugin.get("name"), plugin.get("version"), plugin.get("commit")),
+                python=col.python,
+                runtime=runtime,
+                time=when,
+                column=columns.ledger_column(a, digests, columns.bisect_range(report, a)),
+            )
+        )
+    key = signing_key(spec, cache, signing)
+    target = open_store(resolve_targets(spec, None, store, cache.root)[1])
+    written = ledgerstore.append_new(target, drafts, key, _recorded)
+    entries = ledgerstore.read_ledger(target, key.public_key())  # read back, verified
+    if written and entries[-len(written) :] != written:
+        raise GateFailed(f"{target.location}: the ledger entries just written do not read back")
+    kept = len(drafts) - len(written)
+    seqs = f"#{written[0].seq}..#{written[-1].seq}" if written else "none"
+    progress.info(
+        f"ledger: {len(written)} matrix entr{'y' if len(written) == 1 else 'ies'} ({seqs}) in "
+        f"{target.location}" + (f"; {kept} column(s) already recorded" if kept else "")
+    )
+    return written
+
+
+def _recorded(draft: ledger.Draft, entries: list[ledger.LedgerEntry]) -> bool:
+    """Whether the ledger holds an entry of this column record already (its key)."""
+    key = (draft.column or {}).get("key")
+    return any(e.kind == "matrix" and (e.column or {}).get("key") == key for e in entries)

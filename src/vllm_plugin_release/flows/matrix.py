@@ -49,6 +49,8 @@ class Options:
     repo: str | None = None  # add vLLM main (a git commit) as the last column
     ref: str = "main"
     only: tuple[str, ...] = ()  # run these columns only (a CI job each); assemble later
+    store: str | None = None  # record every column in this store's ledger (flows/ledger)
+    signing_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,8 +88,9 @@ def declared_lowest(spec: Spec, root: Path, available: list[str]) -> str | None:
 
 
 def plan(spec: Spec, opts: Options, plugin_root: Callable[[], Path]) -> Plan:
-    """The columns: the lowest core the plugin declares (`--lowest` overrides), every
-    published release after it up to the newest (`--newest`), final ones unless asked."""
+    """The columns: the lowest core the plugin declares (`--lowest` overrides; the pinned
+    one when it declares none), every published release after it up to the newest
+    (`--newest`, else the newest on the index), final ones unless asked."""
     if not isinstance(spec.core.source, SdistSource):
         raise BadInput(f"{spec.path}: a version matrix needs an sdist core source (an index)")
     index = spec_index(spec, opts.index)
@@ -99,7 +102,10 @@ def plan(spec: Spec, opts: Options, plugin_root: Callable[[], Path]) -> Plan:
     ]
     if spec.core.version not in available:
         available.append(spec.core.version)
-    lowest = opts.lowest or declared_lowest(spec, plugin_root(), available) or spec.core.version
+    lowest = opts.lowest
+    if lowest is None and spec.plugin is not None:  # only then is the plugin source read
+        lowest = declared_lowest(spec, plugin_root(), available)
+    lowest = lowest or spec.core.version
     newest = opts.newest or max(available, key=Version)
     versions = [newest] if lowest == newest else versions_between(lowest, newest, available, index)
     return Plan(index, tuple(versions), spec.core.version)
@@ -126,6 +132,7 @@ class _Run:
     plan: Plan
     cfg: pt.TestSettings
     code: str
+    plugin: dict[str, str | None]  # what every column of this run tests: {name, version, commit}
 
     timing: dict[str, dict[str, float]] = field(default_factory=dict)
 
@@ -167,6 +174,7 @@ def tested(
     label: str,
     base: cols.Column,
     report: apicoupling.CouplingReport | dict[str, object] | None = None,
+    against: str = "",
 ) -> cols.Column:
     """The plugin's tests in the column's environment, classified as the release does, and
     which of its failures (every module that does not import, every failing test) the
@@ -184,7 +192,7 @@ def tested(
             failing = {t: "\n".join(texts.get(t, [])) for t in result.failing}
             tracing = apicoupling.trace_failures(report, pt.failed_imports(env), failing)
             traced = {k: list(v) for k, v in sorted(tracing.traced.items())}
-        coupling = _coupling_json(report, run.plan.before(base.core), traced)
+        coupling = _coupling_json(report, against, traced)
     counts = {k: result.counts.get(k, 0) for k in cols.COUNT_KEYS}
     scrub = (env_dir, root, run.opts.cache.root)
     return cols.Column(
@@ -207,19 +215,16 @@ def tested(
     )
 
 
-def _against(run: _Run, found: Release) -> apicoupling.CouplingReport | dict[str, object]:
-    """The coupling report of this column's core against the column before (the first
-    column against itself: what the plugin imports that the core never defined). A column
-    before that cannot be read leaves this column's report out, saying why."""
+def _against(
+    run: _Run, found: Release
+) -> tuple[str, apicoupling.CouplingReport | dict[str, object]]:
+    """The core this column's coupling report is against (`_earlier_tree`) and the report:
+    what the plugin uses that changed, and on the first column what it imports that the core
+    never defined. When no earlier core can be read, the report is left out, saying why."""
     version = found.spec.core.version
-    before = run.plan.before(version)
     try:
-        old = (
-            found.tree
-            if before == version
-            else release_pairing(run.spec, before, run.inputs.fetcher).tree
-        )
-        return apicoupling.coupling(
+        before, old = _earlier_tree(run, version, found)
+        return before, apicoupling.coupling(
             run.inputs.plugin.root,
             old,
             found.tree,
@@ -228,7 +233,8 @@ def _against(run: _Run, found: Release) -> apicoupling.CouplingReport | dict[str
             cache_dir=run.opts.cache.root / "coupling",
         )
     except VprError as exc:
-        return {"against": before, "status": "error", "reason": _one_line(exc)}
+        before = run.plan.before(version)
+        return before, {"against": before, "status": "error", "reason": _one_line(exc)}
 
 
 def _coupling_json(
@@ -259,8 +265,7 @@ def release_column(run: _Run, version: str) -> cols.Column:
     if kept is not None and kept.key == key:
         progress.info(f"matrix: {version}: reused its record ({kept.status})")
         return kept
-    report = _against(run, found)
-    against = run.plan.before(version)
+    against, report = _against(run, found)
     base = _with_coupling(
         cols.not_run(version, role, key, choice, 0, ""), _coupling_json(report, against, None)
     )
@@ -277,11 +282,28 @@ def release_column(run: _Run, version: str) -> cols.Column:
             plugin=run.inputs.plugin,
         )
         clock("pairing")
-        return tested(run, env, version, base, report)
+        return tested(run, env, version, base, report, against)
     except VprError as exc:
         return _with_reason(base, exc)
     finally:
         clock("tests")
+
+
+def _earlier_tree(run: _Run, version: str, found: Release) -> tuple[str, Path]:
+    """The core the column's coupling report is against, and its tree: the column before,
+    else the nearest earlier one whose sdist can be fetched (that column's own record says
+    why it could not), the same in every job; the column itself for the first."""
+    earlier = run.plan.versions[: run.plan.versions.index(version)]
+    first: VprError | None = None
+    for before in reversed(earlier):
+        try:
+            return before, release_pairing(run.spec, before, run.inputs.fetcher).tree
+        except VprError as exc:
+            first = first or exc
+            progress.warn(f"matrix: {version}: no coupling against {before}: {_one_line(exc)}")
+    if first is not None:
+        raise first
+    return version, found.tree
 
 
 def _with_coupling(col: cols.Column, coupling: dict[str, object]) -> cols.Column:
@@ -335,6 +357,11 @@ def write(dist: Path, m: cols.Matrix) -> None:
 def run_matrix(spec: Spec, opts: Options) -> cols.Matrix:
     """Run every column (or `opts.only`), writing each record as it ends; assemble
     matrix.json and matrix.md from every record of the plan."""
+    if opts.only and opts.store:
+        raise BadInput(
+            "--only with --store: a column alone has no column before it to regress against",
+            hint="record the columns where they are assembled: `vpr matrix assemble --store S`",
+        )
     dist = records.dist_dir(opts.dist_root, spec.name)
     inputs = Inputs(spec, opts.cache, opts.plugin_source)
     records.build_record(
@@ -342,7 +369,11 @@ def run_matrix(spec: Spec, opts: Options) -> cols.Matrix:
     )
     the_plan = plan(spec, opts, lambda: inputs.plugin.root)
     folder = dist / cols.FOLDER
-    run = _Run(spec, opts, inputs, dist, folder, the_plan, pt.settings_for(spec), code_digest())
+    built = records.build_record(dist, records.BUILD_PLUGIN)
+    plugin = {"name": built.name, "version": built.version, "commit": inputs.plugin.commit}
+    run = _Run(
+        spec, opts, inputs, dist, folder, the_plan, pt.settings_for(spec), code_digest(), plugin
+    )
     wanted = [v for v in the_plan.versions if not opts.only or v in opts.only]
     unknown = sorted(set(opts.only) - set(the_plan.versions))
     if unknown:
@@ -358,14 +389,15 @@ def run_matrix(spec: Spec, opts: Options) -> cols.Matrix:
     done: list[cols.Column] = []
     for n, version in enumerate(wanted, 1):
         progress.console.rule(f"matrix {n}/{len(wanted)}: {spec.core.name} {version}")
-        done.append(_kept(folder, release_column(run, version)))
+        done.append(_kept(folder, replace(release_column(run, version), plugin=run.plugin)))
     if opts.repo and not opts.only:
-        done.append(_kept(folder, main_column(run)))
+        done.append(_kept(folder, replace(main_column(run), plugin=run.plugin)))
     timing = {"columns": run.timing, "side_by_side": 1}
     atomic_write_text(dist / TIMING, json.dumps(timing, indent=2, sort_keys=True) + "\n")
     m = assemble(spec.name, spec.core.name, the_plan.index, done)
     if not opts.only:
         write(dist, m)
+        _record(spec, opts, dist, m)
     return m
 
 
@@ -377,6 +409,15 @@ def _kept(folder: Path, column: cols.Column) -> cols.Column:
         raise RuntimeError(f"{folder}: the record of {column.core} vanished")
     _say(kept)
     return kept
+
+
+def _record(spec: Spec, opts: Options, dist: Path, m: cols.Matrix) -> None:
+    """Every column in the store's signed ledger, when a store is given (once per record)."""
+    if opts.store is None:
+        return
+    from vllm_plugin_release.flows.ledger import record_columns
+
+    record_columns(spec, m, dist, cache=opts.cache, store=opts.store, signing=opts.signing_key)
 
 
 def _say(column: cols.Column) -> None:
@@ -391,9 +432,12 @@ def _say(column: cols.Column) -> None:
     )
 
 
-def assemble_folder(spec: Spec, dist_root: Path, index: str | None = None) -> cols.Matrix:
+def assemble_folder(
+    spec: Spec, dist_root: Path, index: str | None = None, opts: Options | None = None
+) -> cols.Matrix:
     """matrix.json and matrix.md from the column records in dist/NAME/matrix/ (the last job
-    of a CI matrix, after each job uploaded its column's record)."""
+    of a CI matrix, after each job uploaded its column's record); every column in the
+    store's ledger when `opts` names a store."""
     dist = records.dist_dir(dist_root, spec.name)
     found = cols.read_folder(dist / cols.FOLDER)
     if not found:
@@ -403,4 +447,6 @@ def assemble_folder(spec: Spec, dist_root: Path, index: str | None = None) -> co
         )
     m = assemble(spec.name, spec.core.name, spec_index(spec, index), found)
     write(dist, m)
+    if opts is not None:
+        _record(spec, opts, dist, m)
     return m

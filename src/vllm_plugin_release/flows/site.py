@@ -13,6 +13,10 @@ page shows no scorecard: the site shows what the store holds, and what of it can
 1,000 pairings nearly 3 s; the fields read are checked by the typed manifest's parser and
 every value is escaped.)
 
+The newest core release is read from the core's index (`newest_release`) unless given or
+taken from the store; the plugin pages across every core come from the ledger's matrix
+entries (signed like every other entry; never from an unsigned matrix.json).
+
 The site is written to a fresh folder beside `--out` and moved into place whole, so a
 reader never sees half a site; an `--out` that holds anything but a site vpr wrote is
 refused.
@@ -70,14 +74,37 @@ def verified(trusted: Trusted, entry: si.IndexEntry) -> sm.Stored:
     return sm.Stored(entry, manifest, None)
 
 
+def newest_release(index: str, project: str) -> str | None:
+    """The newest final release of `project` on the simple API at `index` (yanked files
+    left out); None when it lists none."""
+    from packaging.version import Version
+
+    from vllm_plugin_release.edges.fetch import index_files
+    from vllm_plugin_release.flows.upstream import releases_from_files
+
+    found = releases_from_files(project, index_files(index.rstrip("/"), project))
+    finals = [r.version for r in found if not r.prerelease]
+    return max(finals, key=Version) if finals else None
+
+
+def _core_name(stored: list[sm.Stored], ledger: list[Any]) -> str:
+    """The core the store pairs plugins with (vllm when it names none)."""
+    names = {s.entry.core.name for s in stored if s.entry.core.name}
+    names |= {e.core.name for e in ledger if e.core.name}
+    return min(names) if names else "vllm"
+
+
 def build(
     trusted: Trusted,
     *,
     store_url: str | None = None,
     key_name: str = "publisher.pub",
     newest_core: str | None = None,
+    core_index: str | None = None,
 ) -> tuple[sm.Compat, dict[str, Manifest | None]]:
-    """(compat.json's model, {pairing id: verified manifest or None})."""
+    """(compat.json's model, {pairing id: verified manifest or None}). The newest core
+    release: `newest_core` when given, else the newest final release on `index` (the
+    simple API of the core's index: `core_index`), else the newest the store names."""
     index = trusted.index()
     ledger = trusted.ledger()
     head = trusted.head()
@@ -93,7 +120,16 @@ def build(
         keyid=trusted.keyid,
         head=sm.HeadStamp(head.version, head.time) if head else None,
     )
-    compat = sm.build(stored, ledger, publisher, newest_core=newest_core)
+    source = "given"
+    if newest_core is None and core_index is not None:
+        name = _core_name(stored, ledger)
+        newest_core, source = newest_release(core_index, name), "index"
+        if newest_core is None:
+            raise BadInput(
+                f"--index {core_index}: no final release of {name} listed",
+                hint="pass --core-release VERSION, or --newest-from store",
+            )
+    compat = sm.build(stored, ledger, publisher, newest_core=newest_core, newest_source=source)
     return compat, {s.entry.pairing_id: s.manifest for s in stored}
 
 
@@ -151,6 +187,8 @@ class SiteSummary(NamedTuple):
     pairings: int
     cores: int
     unverified: int
+    plugins: int = 0  # plugins with a page across every core (the ledger's matrix entries)
+    newest: str | None = None  # the newest core release and where it came from
 
 
 def site(
@@ -160,12 +198,19 @@ def site(
     store_url: str | None = None,
     key_name: str = "publisher.pub",
     newest_core: str | None = None,
+    core_index: str | None = None,
 ) -> SiteSummary:
     """Build and write the site (compat.json and the pages); what it holds."""
     compat, manifests = build(
-        trusted, store_url=store_url, key_name=key_name, newest_core=newest_core
+        trusted,
+        store_url=store_url,
+        key_name=key_name,
+        newest_core=newest_core,
+        core_index=core_index,
     )
     write(out, render(compat, manifests))
     pairings = compat.pairings
     bad = sum(not p.signature.verified for p in pairings)
-    return SiteSummary(len(pairings), len(compat.cores), bad)
+    newest = compat.newest_core
+    said = None if newest is None else f"{newest.version} (from the {newest.source})"
+    return SiteSummary(len(pairings), len(compat.cores), bad, len(compat.plugins), said)
