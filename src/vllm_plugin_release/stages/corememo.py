@@ -55,7 +55,6 @@ STAGE = "build-core"  # stages/build_core.STAGE (a stage is not imported here: i
 RECORD = records.BUILD_CORE
 MEMOS = "build-core-memo"  # .vpr/stages/build-core-memo/<memo>.json
 MEMO_VERSION = 1
-MAX_SPEC = 1 << 20  # a buildspec is a few KiB
 MAX_MEMO = 64 << 10
 PACKAGE = Path(__file__).resolve().parent.parent
 _HEX = frozenset(string.hexdigits.lower())
@@ -89,7 +88,7 @@ def memo_name(ask: Ask) -> str | None:
     cannot be read (the full path says why)."""
     try:
         spec = ask.spec.resolve()
-        text = bounded.read_file(spec, MAX_SPEC, "buildspec")
+        text = bounded.read_file(spec, bounded.MAX_SPEC, "buildspec")
     except (OSError, BadInput):
         return None
     return key_of(
