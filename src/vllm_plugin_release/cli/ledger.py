@@ -33,7 +33,11 @@ def register_ledger(sub: Any) -> None:
     p.add_argument("--core", help="core version, or a core commit prefix")
     p.add_argument("--plugin", help="plugin distribution name, or a plugin commit prefix")
     p.add_argument("--verdict", choices=["fleet", "pilot", "lab"])
-    p.add_argument("--kind", choices=["release", "nightly"])
+    p.add_argument(
+        "--kind",
+        choices=["release", "nightly", "repair"],
+        help="repair: a store file a writer found differing from the signed head, restored",
+    )
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the matching entries as JSON")
     out.add_argument(
