@@ -142,8 +142,15 @@ def _register_sources(sub: argparse._SubParsersAction) -> None:
     add_spec_argument(lock)
     add_dirs(lock)
     add_plugin_source(lock)
-    lock.add_argument(
+    mode = lock.add_mutually_exclusive_group()
+    mode.add_argument(
         "--check", action="store_true", help="only check that the lock is current (exit 2 if not)"
+    )
+    mode.add_argument(
+        "--upgrade",
+        action="store_true",
+        help="resolve every lock again, also a current one (today's releases within the "
+        "requirements); without it only a missing or stale lock is written",
     )
     lock.set_defaults(func=_lock)
 
@@ -243,6 +250,7 @@ def _lock(args: argparse.Namespace) -> int:
         inputs.tree,
         plugin_root,
         check=args.check,
+        upgrade=args.upgrade,
         requires_dist=requires_dist,
         from_locks=from_locks,
     )
