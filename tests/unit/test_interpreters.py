@@ -394,3 +394,17 @@ def test_the_environment_made_from_the_named_interpreter_is_used(tmp_path: Path)
     ctx.refuse_other_interpreter(None, "--interpreter")  # none named
     with pytest.raises(BadInput, match="VPR_INTERPRETER"):
         ctx.refuse_other_interpreter(replace(here, sha256="1" * 64), "VPR_INTERPRETER")
+
+
+def test_a_bare_name_is_the_program_of_that_name_on_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / f"vpr-test-python{HERE}").symlink_to(REAL)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
+    found = find(HERE, f"vpr-test-python{HERE}", None)
+    assert found.path == str(folder / f"vpr-test-python{HERE}") and found.found_by == "explicit"
+    with pytest.raises(BadInput) as err:
+        find(HERE, "vpr-no-such-python", None)
+    assert err.value.message.startswith("--interpreter vpr-no-such-python: not an executable")

@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import threading
 from collections.abc import Iterable, Iterator
@@ -298,10 +299,15 @@ def named_by(explicit_path: str | None) -> tuple[str, str] | None:
 
 def explicit(path: str, version: str, source: str) -> Interpreter:
     """The interpreter named by `source` (--interpreter or VPR_INTERPRETER): a CPython
-    `version`, else bad input (exit 2) naming `source` and the path, saying what it is."""
+    `version`, else bad input (exit 2) naming `source` and the path, saying what it is. A
+    bare name (`python3.11`) is the program of that name on PATH."""
+    given = path
+    if os.sep not in path:
+        path = shutil.which(path) or path
+    named = f"{source} {given}" + (f" ({path})" if path != given else "")
     if not os.path.isfile(path) or not os.access(path, os.X_OK):
         raise BadInput(
-            f"{source} {path}: not an executable file",
+            f"{named}: not an executable file",
             hint=f"name a CPython {version} executable, e.g. ~/.pyenv/versions/{version}.N/bin/"
             f"python{version}",
         )
@@ -313,14 +319,14 @@ def explicit(path: str, version: str, source: str) -> Interpreter:
             else "not a Python that answers (it does not start, or says nothing)"
         )
         raise BadInput(
-            f"{source} {path}: it is {what}, not CPython {version} (the spec's [build] python)",
+            f"{named}: it is {what}, not CPython {version} (the spec's [build] python)",
             hint=f"name a CPython {version} executable, or unset {source}",
         )
     try:
         return _interpreter(path, answer or {}, "explicit")
     except OSError as exc:  # its files as it named them are not there for this process
         raise BadInput(
-            f"{source} {path}: CPython {version} answers, but its "
+            f"{named}: CPython {version} answers, but its "
             f"{_which_file(exc, answer or {})} cannot be read here ({exc.strerror})",
             hint="name an interpreter installed on this machine (not one a wrapper runs in "
             f"another root or container), or unset {source}",
