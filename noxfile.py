@@ -6,7 +6,8 @@ nox -s tests                   the test suite (what CI runs)
 nox -s tests -- -m "not integration"   the fast loop: tests/unit/ only
 nox -s lint                    ruff lint + format check
 nox -s bench                   side-by-side benchmarks (ratios, medians)
-nox -s lock                    re-resolve every hash-locked file under constraints/
+nox -s lock                    re-resolve constraints/dev.txt; write the spec's missing or
+                               stale locks (-- --upgrade: resolve the current ones again too)
 nox -s build-core -- --spec FILE
 nox -s bisect -- --spec FILE --good A --bad B   the first breaking core version or commit
 nox -s nightly -- --spec FILE --repo URL        the plugin against core main (backs off)
@@ -124,7 +125,8 @@ def start_engine(session: nox.Session) -> dict[str, str]:
 
 @nox.session(python=PYTHON)
 def lock(session: nox.Session) -> None:
-    """Re-resolve constraints/dev.txt and the spec's build lock."""
+    """Re-resolve constraints/dev.txt; write the spec's locks that are missing or stale (a
+    current one is left as it is: -- --upgrade resolves it again)."""
     session.install("-c", DEV_CONSTRAINTS, "uv")
     session.run(
         "uv",

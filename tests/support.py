@@ -309,6 +309,23 @@ def interpreter_or_skip(python: str):
         pytest.skip(f"no CPython {python} here: {exc.message.splitlines()[0]}")
 
 
+def other_cpython(version: str) -> str | None:
+    """A CPython of another minor version than `version` ("3.11" or "3.11.7") on this
+    machine, as vpr finds it (pyenv's shims answer only for the global one); None if none."""
+    from vllm_plugin_release.core.errors import VprError
+    from vllm_plugin_release.edges import interpreters
+
+    minor = ".".join(version.split(".")[:2])
+    for other in ("3.10", "3.12", "3.13", "3.11", "3.9"):
+        if other == minor:
+            continue
+        try:
+            return interpreters.find(other, None, None).path
+        except VprError:
+            continue
+    return None
+
+
 def env_build(spec: Spec, folder: Path) -> Any:
     """A pairing env's inputs (`stages.pairing_env._EnvBuild`) for a test of what is done
     with an environment's checks: a local runner, a cache in `folder`, no real wheels."""

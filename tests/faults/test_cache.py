@@ -281,6 +281,36 @@ def test_lock_check_via_cli(tmp_path: Path) -> None:
         index.close()
 
 
+def test_vpr_lock_leaves_a_current_lock_and_writes_a_stale_one(tmp_path: Path) -> None:
+    """`vpr lock` over current locks resolves nothing again (the file is not even
+    replaced); a stale or edited lock is written again, saying why; --upgrade resolves a
+    current one again on purpose."""
+    from tests.integration.test_build_core import tiny_spec
+    from tests.support import vpr
+
+    index = Index()
+    try:
+        spec = tiny_spec(tmp_path, index, stamp='"STAMP = 1\\n"')
+        common = ("--spec", str(spec), "--cache-dir", str(tmp_path / ".vpr"))
+        wrote = vpr("lock", *common, cwd=tmp_path).stderr
+        assert "(lock file not found)" in wrote
+        lock = Path(wrote.split("lock: wrote ", 1)[1].split()[0])
+        before, text = lock.stat(), lock.read_text()
+        again = vpr("lock", *common, cwd=tmp_path).stderr
+        assert f"lock: {lock} is current; left as it is" in again and "wrote" not in again
+        after = lock.stat()
+        assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+        key = text.split("# inputs-sha256: ", 1)[1][:64]
+        lock.write_text(text.replace(key, key[::-1]))  # as after an input changed
+        assert "(lock is stale" in vpr("lock", *common, cwd=tmp_path).stderr
+        assert lock.read_text() == text  # the same inputs resolve to the same pins here
+        upgraded = vpr("lock", "--upgrade", *common, cwd=tmp_path).stderr
+        assert f"lock: wrote {lock} (--upgrade)" in upgraded
+        assert lock.stat().st_ino != before.st_ino  # written again
+    finally:
+        index.close()
+
+
 @pytest.mark.parametrize("name", ["build-core-py311", "env-reference-py311"])
 def test_committed_locks_carry_a_matching_body_digest(name: str) -> None:
     from tests.support import REPO

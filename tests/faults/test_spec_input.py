@@ -104,3 +104,26 @@ def test_publish_index_must_be_a_url(tmp_path, capsys, url):
     assert code == 2, out
     assert f"spec.toml:{len(text.splitlines())}" in out
     assert "index" in out
+
+
+@pytest.mark.parametrize("depth", [2000, 500, 65])
+def test_a_spec_nested_past_the_parser_or_the_cap_is_bad_input(tmp_path, capsys, depth):
+    # 2,000 and 500 nested arrays: tomllib's own recursion runs out (a RecursionError);
+    # 65: parsed, but deeper than the validation and the key locator walk
+    code, out = _check(tmp_path, "version = " + "[" * depth + "]" * depth + "\n", capsys)
+    assert code == 2, out
+    assert "Traceback" not in out and "RecursionError" not in out
+    assert "spec.toml" in out and "nested" in out
+    if depth == 65:  # refused by the cap, before the schema sees it
+        assert "nested deeper than 64 levels" in out
+
+
+def test_spec_set_with_a_value_nested_too_deeply_is_bad_input(tmp_path, capsys):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(REFERENCE, encoding="utf-8")
+    deep = "[" * 100 + "]" * 100
+    code = main(["spec", "set", str(spec), "conformance.isolation.symbols", deep])
+    out = capsys.readouterr()
+    assert code == 2, out
+    assert "nested" in out.out + out.err
+    assert spec.read_text(encoding="utf-8") == REFERENCE  # nothing written

@@ -181,3 +181,106 @@ def test_sign_store_vouches_for_a_reviewed_store_and_never_for_a_bad_ledger(
     path.write_bytes(path.read_bytes().replace(b'"payload":"', b'"payload":"e', 1))
     bad = vpr("manifest", "sign-store", "--store", str(root), cwd=tmp_path)
     assert bad.returncode == 1 and "ledger.jsonl:1" in bad.stderr, bad.stderr
+
+
+def _head_version(root: Path, key: Any) -> int:
+    from vllm_plugin_release.edges.storehead import read_head
+
+    head = read_head(root, key.public_key(), "head")
+    assert head is not None
+    return head.version
+
+
+DEEP_INDEX = "[" * 100_000 + "]" * 100_000  # JSON nested 100,000 levels deep
+
+
+@pytest.mark.parametrize("replaced", ["deep", "promoted", "removed"])
+def test_a_publisher_that_finds_the_index_replaced_says_so_and_the_ledger_records_it(
+    signed, tmp_path: Path, base: dict, capfd: pytest.CaptureFixture[str], replaced: str
+) -> None:
+    """index.json replaced behind the writers' backs: the next publish still rebuilds it
+    from the manifests, but says which file, what it found, what it restored and from
+    which head version, and appends a signed `repair` entry to the ledger."""
+    root, key = signed["root"], signed["key"]
+    version = _head_version(root, key)
+    index = root / "index.json"
+    if replaced == "deep":
+        index.write_text(DEEP_INDEX)
+    elif replaced == "promoted":
+        _promote(index)
+    else:
+        index.unlink()
+    capfd.readouterr()
+    other = manifest_variant(base, commit="2" * 40)
+    DirStore(root, signer=key).add(write_manifest(tmp_path / "in", other, "other.json"))
+    said = capfd.readouterr().err
+    assert f"store {root}: index.json: not the file the store's signed head (version " in said
+    assert f"(version {version})" in said and "restored: rebuilt from the 2 manifest(s)" in said
+    done = _ledger(tmp_path, root)
+    assert done.returncode == 0, done.stderr
+    last = json.loads(done.stdout)[-1]
+    assert last["kind"] == "repair" and last["verdict"] is None
+    assert last["repair"]["file"] == "index.json"
+    assert last["repair"]["head_version"] == version
+    if replaced == "removed":
+        assert last["repair"]["found"] == "missing"
+    assert "rebuilt from the 2 manifest(s)" in last["repair"]["restored"]
+    shown = _ledger(tmp_path, root, "--kind", "repair")
+    assert shown.returncode == 0 and len(json.loads(shown.stdout)) == 1
+    query = _query(tmp_path, root)
+    assert query.returncode == 0 and '"fleet"' not in query.stdout  # the signed state
+    assert len(json.loads(query.stdout)) == 2
+
+
+def test_a_publisher_that_finds_the_store_as_signed_repairs_nothing(
+    signed, tmp_path: Path, base: dict, capfd: pytest.CaptureFixture[str]
+) -> None:
+    root, key = signed["root"], signed["key"]
+    other = manifest_variant(base, commit="2" * 40)
+    DirStore(root, signer=key).add(write_manifest(tmp_path / "in", other, "other.json"))
+    assert "not the file the store's signed head" not in capfd.readouterr().err
+    kinds = [e["kind"] for e in json.loads(_ledger(tmp_path, root).stdout)]
+    assert kinds == ["release", "release", "release"]
+
+
+def test_a_ledger_summary_or_pointer_replaced_is_said_and_recorded(
+    signed, tmp_path: Path, base: dict, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from vllm_plugin_release.core.schedule import Pointer
+
+    root, key = signed["root"], signed["key"]
+    (root / "ledger" / "summary.json").write_text('{"entries": 0}\n')
+    ledgerstore.append(DirStore(root), _entry(signed["manifest"], "pilot"), key)
+    said = capfd.readouterr().err
+    assert "ledger/summary.json: not the file the store's signed head" in said
+    assert "restored: made again from the ledger" in said
+    kinds = [e["kind"] for e in json.loads(_ledger(tmp_path, root).stdout)]
+    assert kinds == ["release", "release", "release", "release", "repair"]
+    pointer = Pointer("ref", "https://example.org/vllm.git", "a" * 40, None, "2026-12-01T00:00:00Z")
+    ledgerstore.write_lkg(DirStore(root), "ref", pointer, key)
+    (root / "lkg" / "ref.json").write_text("{}\n")  # replaced behind the writers' backs
+    ledgerstore.write_lkg(DirStore(root), "ref", pointer, key)
+    assert "lkg/ref.json: not the file the store's signed head" in capfd.readouterr().err
+    last = json.loads(_ledger(tmp_path, root).stdout)[-1]
+    assert last["kind"] == "repair" and last["repair"]["file"] == "lkg/ref.json"
+
+
+def test_vpr_publish_into_a_store_whose_index_was_replaced_says_so(tmp_path: Path) -> None:
+    """The real `vpr publish` of a published pairing again, into its store whose index.json
+    was replaced by a document 100,000 levels deep: exit 0 (the index is rebuilt from the
+    signed manifests), and the repair is said and signed into the ledger."""
+    from tests.pairing import published_pairing
+
+    p = published_pairing(tmp_path)
+    store, root = p["store"], p["root"]
+    (store / "index.json").write_text(DEEP_INDEX)
+    spec = root / "buildspec" / "ref.toml"
+    done = vpr("publish", "--spec", str(spec), "--store", str(store), cwd=root, env=p["env"])
+    assert done.returncode == 0, done.stderr
+    assert "index.json: not the file the store's signed head (version" in done.stderr
+    assert "restored: rebuilt from the 1 manifest(s) in pairings/" in done.stderr
+    entries = vpr("manifest", "ledger", "--store", str(store), "--json", cwd=root)
+    assert entries.returncode == 0, entries.stderr
+    repairs = [e for e in json.loads(entries.stdout) if e["kind"] == "repair"]
+    assert [r["repair"]["file"] for r in repairs] == ["index.json"]
+    assert vpr("manifest", "query", "--store", str(store), cwd=root).returncode == 0

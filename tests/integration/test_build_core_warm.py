@@ -5,25 +5,31 @@ does what it always did (reuse, re-extract, rebuild, exit 2)."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.integration.test_build_core import index, tiny_spec  # noqa: F401 (a fixture)
-from tests.support import Index, vpr
+from tests.support import Index, other_cpython, vpr
 
 FULL = "vllm_plugin_release.stages.build_core"  # imported by the full path only
 
 
-def _run(spec: Path, dist: Path, cache: Path, cwd: Path) -> tuple[int, str, str, bool]:
+def _run(
+    spec: Path, dist: Path, cache: Path, cwd: Path, *extra: str, env: dict[str, str] | None = None
+) -> tuple[int, str, str, bool]:
     """(exit code, stdout, stderr, whether the full path ran)."""
-    args = ["--spec", str(spec), "--dist", str(dist), "--cache-dir", str(cache)]
+    args = ["--spec", str(spec), "--dist", str(dist), "--cache-dir", str(cache), *extra]
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "vllm_plugin_release", "build-core", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
         check=False,
+        env={**os.environ, "VPR_INTERPRETER": "", **(env or {})},
     )
     lines = done.stderr.splitlines()
     said = "\n".join(line for line in lines if not line.startswith("import time:"))
@@ -86,3 +92,48 @@ def test_warm_hits_and_each_change_takes_the_full_path(tmp_path: Path, index: In
     code, _, err, full = _run(spec, tmp_path / "warm", cache, tmp_path)
     assert code == 2 and full, err
     assert "lock body was edited" in err and "Traceback" not in err
+
+
+def test_a_named_interpreter_is_checked_on_every_path(tmp_path: Path, index: Index) -> None:  # noqa: F811
+    """With the core's wheel cached (full path and memo alike), an interpreter named by
+    --interpreter or VPR_INTERPRETER is still checked (not there, another version: exit 2
+    naming it), and a cached wheel built with another one is not reused silently."""
+    spec = tiny_spec(tmp_path, index, stamp='"STAMP = 1\\n"')
+    cache, dist = tmp_path / ".vpr", tmp_path / "dist"
+    vpr("lock", "--spec", str(spec), "--cache-dir", str(cache), cwd=tmp_path)
+    code, _, err, _ = _run(spec, dist, cache, tmp_path)
+    assert code == 0, err
+    made = json.loads((dist / "tiny" / "build-core.json").read_text())["interpreter"]
+    bad: list[tuple[tuple[str, ...], dict[str, str], str]] = [
+        (("--interpreter", "/nonexistent"), {}, "--interpreter /nonexistent"),
+        ((), {"VPR_INTERPRETER": "/x"}, "VPR_INTERPRETER /x"),
+    ]
+    for flag, env, said in bad:
+        code, _, err, _ = _run(spec, dist, cache, tmp_path, *flag, env=env)
+        assert code == 2 and f"{said}: not an executable file" in err, err
+
+    named = tmp_path / "named-python"  # the interpreter the wheel was built with, by name
+    named.symlink_to(made["path"])
+    for expect_full in (True, False):  # the full path reuses it, then the memo does
+        code, _, err, full = _run(spec, dist, cache, tmp_path, "--interpreter", str(named))
+        assert code == 0 and full is expect_full and "cached result reused" in err, err
+    other = other_cpython(made["version"])
+    if other:  # the named path now holds another version: the memo does not answer for it
+        named.unlink()
+        named.symlink_to(other)
+        code, _, err, _ = _run(spec, dist, cache, tmp_path, "--interpreter", str(named))
+        assert code == 2 and f"--interpreter {named}: it is CPython" in err, err
+
+    python = f"python{made['version'].rsplit('.', 1)[0]}"
+    same_minor = [
+        p
+        for p in {os.path.realpath(q) for q in (shutil.which(python), f"/usr/bin/{python}") if q}
+        if os.path.isfile(p) and os.path.realpath(made["path"]) != p
+    ]
+    if not same_minor:
+        return  # one CPython of that version here: nothing else to build with
+    code, _, err, _ = _run(spec, dist, cache, tmp_path, "--interpreter", same_minor[0])
+    assert code == 0 and "the cached result was built with CPython" in err, err
+    assert f"--interpreter names {same_minor[0]}" in err and "cached result reused" not in err
+    rebuilt = json.loads((dist / "tiny" / "build-core.json").read_text())["interpreter"]
+    assert rebuilt["path"] == same_minor[0]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REPO, vpr
+from tests.support import REFERENCE_SPEC, REPO, vpr
 
 SPECS = sorted(p.name for p in (REPO / "buildspec").glob("*.toml"))
 
@@ -62,3 +62,33 @@ def test_unreachable_plugin_is_checked_with_the_recorded_inputs(
     done = vpr(*args, check=False)
     assert done.returncode == 2 and "env-tt-py310.txt: lock file not found" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _locks() -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((REPO / "constraints").iterdir())}
+
+
+def test_the_commands_that_read_the_locks_leave_constraints_byte_for_byte(
+    reference_env: dict, session_dist: Path, cache_root: Path
+) -> None:
+    """The reference pairing, as a person runs it in this checkout: `vpr lock --check`,
+    `vpr lock` (every lock current: none resolved again), `vpr release --graph`, and the
+    stages that read a lock (build-core, build-plugin, env; cached after the session's
+    fixtures); constraints/ is then what was committed, byte for byte. Re-resolving a current
+    lock took newer releases and this machine's find-links (a `# file: torch ...` line naming
+    pip's local wheel folder), a lock `vpr lock --check` still called current."""
+    before = _locks()
+    common = ("--spec", str(REFERENCE_SPEC), "--cache-dir", str(cache_root))
+    dist = ("--dist", str(session_dist))
+    try:
+        vpr("lock", "--check", *common)
+        done = vpr("lock", *common)
+        assert done.stderr.count("is current; left as it is") == 2, done.stderr
+        vpr("release", "--graph", *common, *dist)
+        for stage in ("build-core", "build-plugin", "env"):
+            vpr(stage, *common, *dist)
+        assert _locks() == before
+    finally:  # a checkout is never left with a lock rewritten by this test
+        for name, data in before.items():
+            if (REPO / "constraints" / name).read_bytes() != data:
+                (REPO / "constraints" / name).write_bytes(data)

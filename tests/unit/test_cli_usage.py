@@ -185,3 +185,28 @@ def test_the_old_and_new_names_set_the_same_value() -> None:
         ["build-core", "--runner-backend", "docker"],
     ):
         assert parser.parse_args(argv).runner_backend == "docker"
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        (["spec", "check", "missing.toml", "--debug"], {}),
+        (["--debug", "spec", "check", "missing.toml"], {}),
+        (["spec", "check", "missing.toml"], {"VPR_DEBUG": "1"}),
+    ],
+)
+def test_debug_prints_the_traceback_behind_the_one_line_error(
+    tmp_path: Path, argv: list[str], env: dict[str, str]
+) -> None:
+    done = vpr(*argv, cwd=tmp_path, env={"VPR_DEBUG": "", **env}, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback (most recent call last)" in done.stderr
+    assert "BadInput" in done.stderr and "load.py" in done.stderr  # where it was raised
+    assert "missing.toml: spec file not found" in done.stdout + done.stderr  # the line too
+
+
+def test_without_debug_the_error_is_one_message(tmp_path: Path) -> None:
+    done = vpr("spec", "check", "missing.toml", cwd=tmp_path, env={"VPR_DEBUG": ""}, check=False)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stdout + done.stderr
+    assert "missing.toml: spec file not found" in done.stdout + done.stderr

@@ -27,7 +27,9 @@ WHEEL = "vllm-0.26.0+empty-cp311-cp311-linux_x86_64.whl"
 class Setup:
     """What a full `vpr build-core` leaves: spec, lock, verified tree, stage entry, memo."""
 
-    def __init__(self, tmp_path: Path, *, isolation: str = "off") -> None:
+    def __init__(
+        self, tmp_path: Path, *, isolation: str = "off", interpreter: dict | None = None
+    ) -> None:
         project = tmp_path / "project"
         (project / "buildspec").mkdir(parents=True)
         (project / "constraints").mkdir()
@@ -56,6 +58,7 @@ class Setup:
             "wheel": {"filename": WHEEL, "sha256": hashlib.sha256(wheel).hexdigest()},
             "isolated": isolated,
             "build_env": {"lock_sha256": hashlib.sha256(self.lock.read_bytes()).hexdigest()},
+            **({"interpreter": interpreter} if interpreter else {}),
         }
         write_json(self.stage_dir / records.BUILD_CORE, self.record)
         self.dist = tmp_path / "dist"
@@ -66,8 +69,8 @@ class Setup:
         assert self.name
         assert corememo.remember(self.cache, self.name, self.spec, self.full)
 
-    def hit(self, dist: Path | None = None):
-        return corememo.warm_hit(self.cache, self.name, dist or self.dist)
+    def hit(self, dist: Path | None = None, named: tuple[str, str] | None = None):
+        return corememo.warm_hit(self.cache, self.name, dist or self.dist, named)
 
     def memo_file(self) -> Path:
         return self.cache.root / "stages" / corememo.MEMOS / f"{self.name}.json"
@@ -198,7 +201,7 @@ def test_a_hostile_record_the_memo_vouches_for_misses(setup: Setup, record: byte
         b'{"memo": 1}',
         "stage_key=../../../../etc",
         "name=../../outside",
-        "memo=2",
+        "memo=1",
         "isolated=flip",
         b"{" * 100000,
         b" " * (corememo.MAX_MEMO + 1),
@@ -275,3 +278,65 @@ def test_the_unshare_probe_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     netns.can_unshare_network.cache_clear()
     assert netns.can_unshare_network() is False
     netns.can_unshare_network.cache_clear()
+
+
+def test_the_interpreter_variable_is_in_the_name(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VPR_INTERPRETER", "/nonexistent/python3.11")
+    assert corememo.memo_name(setup.ask) != setup.name  # never a hit made without it
+
+
+def test_a_named_interpreter_must_still_be_the_one_the_wheel_was_built_with(
+    tmp_path: Path,
+) -> None:
+    """The named path is asked again on a warm run: still the spec's CPython with the
+    fingerprint the cached wheel records, else a miss (the full path says why)."""
+    import sys
+
+    from vllm_plugin_release.edges import interpreters
+
+    python = load_spec(REFERENCE_SPEC).build.python
+    if f"{sys.version_info.major}.{sys.version_info.minor}" != python:
+        pytest.skip(f"needs CPython {python} to run the tests")
+    named = tmp_path / "named" / "python"
+    named.parent.mkdir()
+    named.symlink_to(os.path.realpath(sys.executable))
+    found = interpreters.explicit(str(named), python, "--interpreter")
+    setup = Setup(tmp_path, interpreter=found.record())
+    assert setup.hit(named=(str(named), "--interpreter")) is not None
+    assert setup.hit(named=(str(named), "VPR_INTERPRETER")) is not None
+    other = tmp_path / "other"  # another program at the named path now
+    other.write_text("#!/bin/sh\necho 3.11\n")
+    other.chmod(0o755)
+    named.unlink()
+    named.symlink_to(other)
+    assert setup.hit(named=(str(named), "--interpreter")) is None
+    named.unlink()  # nothing there
+    assert setup.hit(named=(str(named), "--interpreter")) is None
+    # the record names another interpreter's fingerprint: a miss, the same path notwithstanding
+    named.symlink_to(os.path.realpath(sys.executable))
+    made = Setup(tmp_path / "made", interpreter={**found.record(), "sha256": "0" * 64})
+    assert made.hit(named=(str(named), "--interpreter")) is None
+    assert made.hit() is not None  # none named: the search's answer is not asked for
+
+
+def test_a_cached_wheel_of_another_interpreter_is_not_reused_silently(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    from vllm_plugin_release.edges.interpreters import _interpreter, probe
+
+    answer = probe(os.path.realpath(sys.executable)) or {}
+    here = _interpreter(os.path.realpath(sys.executable), answer, "explicit")
+    setup = Setup(tmp_path, interpreter={**here.record(), "sha256": "0" * 64})
+    dist = tmp_path / "named-dist"
+    named = (here, "--interpreter")
+    assert reuse(setup.stage_dir, dist, records.BUILD_CORE, "build-core", named) is None
+    said = capsys.readouterr()
+    assert "built with CPython" in said.out + said.err
+    assert f"--interpreter names {here.path}" in said.out + said.err
+    assert not dist.exists()  # nothing delivered
+    same = Setup(tmp_path / "same", interpreter=here.record())
+    assert reuse(same.stage_dir, dist, records.BUILD_CORE, "build-core", named) is not None

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from vllm_plugin_release.core import records
-from vllm_plugin_release.core.buildrecord import WheelRef
+from vllm_plugin_release.core.buildrecord import MadeWith, WheelRef
 from vllm_plugin_release.core.cache import write_json
 from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput
@@ -61,7 +61,13 @@ def _real() -> dict[str, Any]:
         "runtime_modules": [{"module": "reference_runtime", "status": "absent"}],
         "plugin_modules": [{"module": "vllm_reference_plugin", "status": "imported"}],
         "backend": {"kind": "local", "python": "3.11"},
-        "interpreter": {"version": "3.11.9", "path": "/usr/bin/python3.11"},
+        "interpreter": {
+            "implementation": "CPython",
+            "version": "3.11.9",
+            "path": "/usr/bin/python3.11",
+            "sha256": "ef" * 32,
+            "found_by": "system",
+        },
     }
 
 
@@ -88,6 +94,7 @@ def test_a_real_record_reads_typed_and_frozen(tmp_path: Path) -> None:
     assert rec.runtime_modules[0].module == "reference_runtime"
     assert rec.plugin_modules[0].status == "imported"
     assert rec.backend == RunnerFacts("local", python="3.11")
+    assert rec.interpreter == MadeWith("/usr/bin/python3.11", "3.11.9", "ef" * 32)
     assert rec.backend.to_json() == _real()["backend"]  # written back unchanged
     assert rec.raw == _real()
     with pytest.raises(AttributeError):  # frozen

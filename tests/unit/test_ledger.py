@@ -334,3 +334,21 @@ def test_a_head_record_whose_count_is_not_a_count_is_not_a_store_head(signed) ->
     (store.root / sh.HEAD_FILE).write_bytes(line)
     with pytest.raises(GateFailed, match=r"not a store head \(files\['ledger/ledger\.jsonl'\]"):
         read_head(store.root, key.public_key(), where)
+
+
+def test_a_repair_entry_is_checked_shown_and_left_out_of_the_matrix() -> None:
+    from vllm_plugin_release.core import ledger as lg
+
+    repair = lg.Repair("index.json", "missing", "sha256 ab, 10 bytes", 7, "rebuilt")
+    draft = lg.repair_entry(repair, "2026-12-01T00:00:00Z")
+    entry = lg.chained(draft, None, 0)
+    assert lg.entry_problem(entry.raw) is None
+    assert entry.raw["repair"] == repair.to_json() and entry.verdict is None
+    shown = lg.render_lines([entry])
+    assert "index.json: not the file the store's signed head (version 7)" in shown
+    assert "found missing" in shown and "restored: rebuilt" in shown
+    assert lg.matrix([entry]).cells == {}
+    without = {k: v for k, v in entry.raw.items() if k != "repair"}
+    assert "'repair' is not an object" in str(lg.entry_problem(without))
+    broken = {**entry.raw, "repair": {**repair.to_json(), "head_version": "7"}}
+    assert "'repair.head_version'" in str(lg.entry_problem(broken))

@@ -22,6 +22,7 @@ from jsonschema.exceptions import ValidationError
 from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.buildspec.model import Spec, from_data, locate
+from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.packaged import packaged_json_object
 
@@ -297,12 +298,16 @@ def _existing_specs(missing: Path) -> str:
 
 
 def _read_text(path: Path) -> str:
+    """The spec's text: a regular file of at most `bounded.MAX_SPEC` bytes (a device, a fifo
+    or a pipe that never ends is bad input naming the file, never a hang)."""
     try:
-        return path.read_text(encoding="utf-8")
+        data = bounded.read_file(path, bounded.MAX_SPEC, "spec file")
     except FileNotFoundError:
         raise BadInput(f"{path}: spec file not found", hint=_existing_specs(path))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{path}: cannot read spec file: {exc}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path}: cannot read spec file: not UTF-8 ({exc.reason})")
 
 
 def read_data(path: Path) -> tuple[dict[str, Any], str]:
@@ -313,11 +318,35 @@ def read_data(path: Path) -> tuple[dict[str, Any], str]:
     try:
         import tomllib
     except ImportError:  # Python 3.10
-        return _plain(_parse(path, text)), text
+        return _shallow(path, _plain(_parse(path, text))), text
     try:
-        return tomllib.loads(text), text
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
-        return _plain(_parse(path, text)), text  # BadInput naming the line, where it can
+        data = _plain(_parse(path, text))  # BadInput naming the line, where it can
+    except (RecursionError, MemoryError, ValueError) as exc:  # the parser itself gave up
+        raise _unparsable(path, exc)
+    return _shallow(path, data), text
+
+
+def _unparsable(path: Path, exc: BaseException) -> BadInput:
+    """A parser failure that is no syntax error (the parser's recursion or memory ran out)
+    as bad input naming the file."""
+    why = "nested too deeply" if isinstance(exc, RecursionError) else type(exc).__name__
+    return BadInput(
+        f"{path}: malformed TOML: the parser gave up ({why})",
+        hint=f"a buildspec nests a few tables deep; at most {bounded.MAX_DEPTH} levels are read",
+    )
+
+
+def _shallow(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """`data` when it nests at most `bounded.MAX_DEPTH` levels (the validation and the key
+    locator recurse through it); else BadInput naming the file."""
+    if bounded.deeper_than(data, bounded.MAX_DEPTH):
+        raise BadInput(
+            f"{path}: malformed buildspec: nested deeper than {bounded.MAX_DEPTH} levels",
+            hint="a buildspec nests a few tables deep; remove the nesting",
+        )
+    return data
 
 
 def read_document(path: Path) -> tuple[tomlkit.TOMLDocument, str]:
@@ -344,6 +373,8 @@ def _parse(path: Path, text: str) -> tomlkit.TOMLDocument:
             f"{_duplicate_line(path, text, exc)}: malformed TOML: {exc}",
             hint="define each key and table once",
         )
+    except (RecursionError, MemoryError) as exc:
+        raise _unparsable(path, exc)
 
 
 def _duplicate_line(path: Path, text: str, exc: Exception) -> str:
@@ -410,6 +441,11 @@ def _parse_value(raw: str) -> Any:
         return tomlkit.parse(f"v = {raw}")["v"]
     except tomlkit.exceptions.ParseError:
         return raw
+    except (RecursionError, MemoryError):
+        raise BadInput(
+            f"the value {raw[:40]!r}...: the TOML parser gave up (nested too deeply)",
+            hint=f"a buildspec nests a few tables deep; at most {bounded.MAX_DEPTH} levels",
+        )
 
 
 def set_value(
@@ -440,7 +476,7 @@ def set_value(
             raise BadInput(f"{file}: {dotted_key}: {key!r} is not a table")
     node[keys[-1]] = _parse_value(raw_value)
     new_text = tomlkit.dumps(document)
-    validate(_plain(tomlkit.parse(new_text)), file, new_text, packaged_schema())
+    validate(_shallow(file, _plain(_parse(file, new_text))), file, new_text, packaged_schema())
     if write:
         atomic_write_text(file, new_text)
     return new_text

@@ -110,6 +110,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 a gate or check failed, 2 bad input, 3 outside failure.",
     )
     parser.add_argument("--version", action="version", version=f"vpr {__version__}")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help=f"also print the traceback behind an error, for a bug report (anywhere on the "
+        f"command line; or {DEBUG_ENV}=1)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     modules = [_MODULE_OF[command]] if command in _MODULE_OF else COMMAND_MODULES
     for name in modules:
@@ -143,11 +149,32 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
+DEBUG_FLAG = "--debug"
+DEBUG_ENV = "VPR_DEBUG"
+
+
+def debug_asked(argv: Sequence[str]) -> tuple[bool, list[str]]:
+    """(whether `--debug` or VPR_DEBUG=1 asks for tracebacks, the command line without the
+    flag): it may stand anywhere before a `--`, so a failed command is run again with it
+    added at the end."""
+    end = list(argv).index("--") if "--" in argv else len(argv)
+    rest = [a for a in argv[:end] if a != DEBUG_FLAG] + list(argv[end:])
+    on = len(rest) != len(argv) or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    return on, rest
+
+
+def _traceback(exc: BaseException) -> None:
+    """The traceback behind a one-line error, on stderr (with --debug)."""
+    import traceback
+
+    traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # The command line of this process (not a caller's list): a command that sets
     # `exit_now` (scan-core) ends the process as soon as its output is written.
     whole_process = argv is None
-    argv = sys.argv[1:] if argv is None else list(argv)
+    debug, argv = debug_asked(sys.argv[1:] if argv is None else list(argv))
     # `vpr COMMAND ...`: that command's module alone; anything else (a top-level flag, a
     # mistyped command to suggest a name for) gets the whole command line
     parser = build_parser(argv[0]) if argv and argv[0] in _MODULE_OF else build_parser()
@@ -175,12 +202,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         from vllm_plugin_release.core.progress import console
 
+        if debug:
+            _traceback(exc)
         console.print(f"[bold red]vpr error[/bold red] {escape(str(exc))}", highlight=False)
         return exc.exit_code
-    except (Interrupted, KeyboardInterrupt):
+    except (Interrupted, KeyboardInterrupt) as exc:
+        if debug:
+            _traceback(exc)
         print("vpr: interrupted; nothing was published", file=sys.stderr)
         return 130
     except OSError as exc:  # disk full, permissions: an outside failure, said plainly
+        if debug:
+            _traceback(exc)
         print(f"vpr error: {exc}", file=sys.stderr)
         return EXIT_OUTSIDE
     if whole_process and getattr(args, "exit_now", False):

@@ -81,11 +81,31 @@ def add_interpreter(parser: argparse.ArgumentParser) -> None:
 
 
 def load_spec_for(args: argparse.Namespace):
-    """The spec `--spec` names, with `--backend` and `--interpreter` applied."""
+    """The spec `--spec` names, with `--backend` and `--interpreter` applied; the interpreter
+    `--interpreter` or $VPR_INTERPRETER names is checked at once (`named_interpreter`)."""
     from vllm_plugin_release.buildspec.load import load_spec
 
     spec = load_spec(args.spec).with_backend(getattr(args, "runner_backend", None))
-    return spec.with_interpreter(getattr(args, "interpreter", None))
+    spec = spec.with_interpreter(getattr(args, "interpreter", None))
+    named_interpreter(spec)
+    return spec
+
+
+def named_interpreter(spec):
+    """The interpreter `--interpreter` or $VPR_INTERPRETER names, checked by every command
+    that takes them, whether or not it needs it (exit 2 naming the flag or variable and the
+    path: not there, not the spec's CPython, its files not readable here); None when
+    neither names one. Asked as the runner asks it, so a later ask takes this answer."""
+    from vllm_plugin_release.core.errors import OutsideFailure
+    from vllm_plugin_release.edges import interpreters, uv
+
+    if interpreters.named_by(spec.build.interpreter) is None:
+        return None
+    try:
+        found_with = uv.uv_bin()
+    except OutsideFailure:  # not needed for a named interpreter
+        found_with = None
+    return interpreters.find(spec.build.python, spec.build.interpreter, found_with)
 
 
 RUNNERS = ("cpu", "hardware")  # conform.registry.RUNNERS, not imported to keep start-up quick
@@ -122,8 +142,15 @@ def _register_sources(sub: argparse._SubParsersAction) -> None:
     add_spec_argument(lock)
     add_dirs(lock)
     add_plugin_source(lock)
-    lock.add_argument(
+    mode = lock.add_mutually_exclusive_group()
+    mode.add_argument(
         "--check", action="store_true", help="only check that the lock is current (exit 2 if not)"
+    )
+    mode.add_argument(
+        "--upgrade",
+        action="store_true",
+        help="resolve every lock again, also a current one (today's releases within the "
+        "requirements); without it only a missing or stale lock is written",
     )
     lock.set_defaults(func=_lock)
 
@@ -223,6 +250,7 @@ def _lock(args: argparse.Namespace) -> int:
         inputs.tree,
         plugin_root,
         check=args.check,
+        upgrade=args.upgrade,
         requires_dist=requires_dist,
         from_locks=from_locks,
     )
@@ -265,7 +293,8 @@ def _build_core(args: argparse.Namespace) -> int:
     cache = cachedir.from_args(args)
     ask = corememo.Ask(Path(args.spec), args.runner_backend, args.interpreter)
     memo = corememo.memo_name(ask)
-    hit = corememo.warm_hit(cache, memo, Path(args.dist)) if memo and not args.force else None
+    warm = memo and not args.force
+    hit = corememo.warm_hit(cache, memo, Path(args.dist), ask.named) if warm else None
     if hit:
         print(hit.wheel)
         return 0
@@ -340,4 +369,19 @@ def _plugin_tests(args: argparse.Namespace) -> int:
     from vllm_plugin_release.flows.plugin_tests import run_plugin_tests
 
     inputs = _inputs(args)
+    refuse_other_env(inputs, args)
     return run_plugin_tests(inputs, Path(args.dist), args.runner, args.baseline)
+
+
+def refuse_other_env(inputs, args: argparse.Namespace) -> None:
+    """Exit 2 when `--interpreter` or $VPR_INTERPRETER names an interpreter other than the
+    one the recorded pairing environment was made from (local backend): its tests and
+    checks are never run in that environment in the named one's stead."""
+    from vllm_plugin_release.edges.interpreters import named_by
+
+    spec = inputs.spec
+    named = named_by(spec.build.interpreter)
+    if named is None or spec.build.backend != "local":
+        return
+    ctx = inputs.context(args.runner, Path(args.dist))
+    ctx.refuse_other_interpreter(named_interpreter(spec), named[1])

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.cli.build import add_dirs, add_plugin_source, add_spec_argument
-from vllm_plugin_release.core import progress, records
-from vllm_plugin_release.core.errors import EXIT_OK, BadInput
+from vllm_plugin_release.core import bounded, progress, records
+from vllm_plugin_release.core.errors import EXIT_OK
 from vllm_plugin_release.edges import cachedir
 from vllm_plugin_release.edges.ci import github_output, output_text
 
@@ -293,7 +293,7 @@ def _lag_and_bisect(dist: Path) -> list[str]:
         parts += [f"Release lag of the pinned core: {days}, {lag.minor_releases} minor.", ""]
     bisected = dist / REPORT_MD
     if bisected.exists():
-        parts.append(bisected.read_text(encoding="utf-8"))
+        parts.append(bounded.read_text(bisected, bounded.MAX_DOCUMENT, "bisection report"))
     return parts
 
 
@@ -310,15 +310,16 @@ def _pr_body(args: argparse.Namespace) -> int:
         "",
     ]
     if args.report:
-        try:
-            parts.append(args.report.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise BadInput(f"{args.report}: migration report not found", hint="run `vpr bump`")
+        parts.append(
+            bounded.read_text(
+                args.report, bounded.MAX_DOCUMENT, "migration report", missing_hint="run `vpr bump`"
+            )
+        )
     dist = records.dist_dir(Path(args.dist), spec.name)
     parts += _lag_and_bisect(dist)
     card = dist / records.SCORECARD_MD
     if card.exists():
-        parts.append(card.read_text(encoding="utf-8"))
+        parts.append(bounded.read_text(card, bounded.MAX_DOCUMENT, "scorecard"))
     else:
         parts.append(f"_No scorecard: the CPU pipeline did not reach conformance ({card})._\n")
     text = "\n".join(parts)

@@ -13,6 +13,7 @@ from vllm_plugin_release.cli.build import (
     add_runner,
     add_spec_argument,
     load_spec_for,
+    refuse_other_env,
 )
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.edges import cachedir
@@ -64,9 +65,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _context(args: argparse.Namespace):
+    """The checks' context; the interpreter --interpreter or VPR_INTERPRETER names must be
+    the one the recorded pairing environment was made from (never certified silently with
+    another)."""
     from vllm_plugin_release.flows.sources import Inputs
 
     inputs = Inputs(load_spec_for(args), cachedir.from_args(args), args.plugin_source)
+    refuse_other_env(inputs, args)
     return inputs.context(args.runner, Path(args.dist))
 
 

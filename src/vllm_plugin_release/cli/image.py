@@ -42,12 +42,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _build(args: argparse.Namespace) -> int:
     from vllm_plugin_release.buildspec.load import load_spec
+    from vllm_plugin_release.cli.build import named_interpreter
     from vllm_plugin_release.conform.registry import set_spec_value
     from vllm_plugin_release.core import progress
     from vllm_plugin_release.core.errors import GateFailed
     from vllm_plugin_release.stages.container_build import build_image, compare_pin
 
     spec = load_spec(args.spec).with_interpreter(args.interpreter)
+    named_interpreter(spec)  # checked also where Debian's python is used instead
     made = build_image(spec, cachedir.from_args(args), suite=args.suite, mirror=args.mirror)
     print(json.dumps(made.to_json(), indent=2) if args.json else made.image)
     if args.write_spec:

@@ -38,7 +38,12 @@ def register_ledger(sub: Any) -> None:
         help="fleet|pilot|lab (release), pass|fail (nightly), pass|fail|regressed|not-run "
         "(matrix: a column's outcome)",
     )
-    p.add_argument("--kind", choices=["release", "nightly", "matrix"])
+    p.add_argument(
+        "--kind",
+        choices=["release", "nightly", "matrix", "repair"],
+        help="matrix: a version matrix column; repair: a store file a writer found differing "
+        "from the signed head, restored",
+    )
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the matching entries as JSON")
     out.add_argument(

@@ -24,6 +24,7 @@ from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput
 
 if TYPE_CHECKING:
+    from vllm_plugin_release.edges.interpreters import Interpreter
     from vllm_plugin_release.replay.model import ReplayReport
 
 
@@ -80,6 +81,25 @@ class Context:
                 hint=f"run `vpr env --spec {self.spec.path} --runner {self.runner}`",
             )
         return env
+
+    def refuse_other_interpreter(self, named: Interpreter | None, source: str) -> None:
+        """BadInput when the pairing environment in dist/NAME was made from another
+        interpreter than `named` (the one `source`, --interpreter or VPR_INTERPRETER,
+        names): the checks would certify that environment, not one of `named`. Nothing
+        when none is named or no environment is recorded yet."""
+        if named is None or not (self.dist / records.ENV).exists():
+            return
+        made = self.env.interpreter
+        if made is not None and made.sha256 == named.sha256:
+            return
+        was = f"CPython {made.version} at {made.path}" if made else "a --runtime-env's python"
+        raise BadInput(
+            f"{source} {named.path} (CPython {named.version}): the pairing environment in "
+            f"{self.dist} was made from {was}, another interpreter; its checks would not be "
+            "those of this one",
+            hint=f"make the environment with it first: `vpr env --spec {self.spec.path} "
+            f"--site {self.runner} --interpreter {named.path}`, or leave {source} out",
+        )
 
     @property
     def python(self) -> Path:

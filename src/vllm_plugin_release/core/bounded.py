@@ -21,6 +21,8 @@ MiB = 1 << 20
 MAX_DOCUMENT = 16 * MiB  # a manifest, statement, lock, store head, pointer or schedule
 MAX_INDEX = 256 * MiB  # index.json or the ledger (10,000 pairings: a 25.6 MB index)
 MAX_DEPTH = 64  # the deepest store document (a manifest) nests 7 levels
+MAX_SPEC = 1 * MiB  # a buildspec is a few KiB
+MAX_KEY = 64 << 10  # a PEM key is a few hundred bytes
 
 
 class TooLarge(BadInput):
@@ -66,6 +68,19 @@ def read_file(path: Path, limit: int, what: str) -> bytes:
         raise BadInput(f"{path}: cannot read the {what} ({exc.strerror})")
     finally:
         os.close(fd)
+
+
+def read_text(path: Path, limit: int, what: str, *, missing_hint: str | None = None) -> str:
+    """A text file named on the command line (or by a spec): `read_file`'s bytes as UTF-8,
+    with a missing file and undecodable bytes BadInput naming the path too."""
+    try:
+        data = read_file(path, limit, what)
+    except FileNotFoundError:
+        raise BadInput(f"{path}: {what} not found", hint=missing_hint)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path}: the {what} is not UTF-8 text ({exc.reason} at byte {exc.start})")
 
 
 class TooDeep(json.JSONDecodeError):

@@ -50,6 +50,33 @@ class WheelEntry(NamedTuple):
         return out
 
 
+class MadeWith(NamedTuple):
+    """The interpreter a record's wheel or environment was made with (its `interpreter`
+    object): where it was, its version and its fingerprint (`edges/interpreters`)."""
+
+    path: str
+    version: str
+    sha256: str
+
+
+def parse_made_with(data: Mapping[str, Any]) -> MadeWith | None:
+    """A record's `interpreter` typed; None when it has none (a record made before it was
+    recorded, or with a --runtime-env); RecordProblem naming the key otherwise."""
+    value = data.get("interpreter")
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise RecordProblem(f"'interpreter' is {field_shown(value)}, expected an object")
+    for key in ("path", "version", "sha256"):
+        if not isinstance(value.get(key), str):
+            shown = field_shown(value.get(key))
+            raise RecordProblem(f"'interpreter.{key}' is {shown}, expected text")
+    if not SHA256.fullmatch(value["sha256"]):
+        shown = field_shown(value["sha256"])
+        raise RecordProblem(f"'interpreter.sha256' is {shown}, expected 64 hex digits")
+    return MadeWith(value["path"], value["version"], value["sha256"])
+
+
 class BuildRecord(NamedTuple):
     """One build record, read and checked (`parse`)."""
 
@@ -65,6 +92,7 @@ class BuildRecord(NamedTuple):
     target_device: str | None  # build-core.json's `core.target_device`; else None
     source: Mapping[str, str | None] | None  # build-core.json's `core.source` pins; else None
     wheel_entry: WheelEntry  # the `wheel` object whole: `wheel` and what else it holds
+    interpreter: MadeWith | None  # the interpreter it was built with, when recorded
     raw: Mapping[str, Any]  # the object as written: only to serialise unchanged
 
     def requires_list(self) -> list[str] | None:
@@ -182,5 +210,6 @@ def parse(data: Mapping[str, Any], record: str) -> BuildRecord:
         target_device=_text(data, "core.target_device", required=False) if core else None,
         source=_source(section) if core else None,
         wheel_entry=_wheel_entry(data, wheel),
+        interpreter=parse_made_with(data),
         raw=data,
     )

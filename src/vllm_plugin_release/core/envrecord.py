@@ -16,10 +16,12 @@ from typing import Any, NamedTuple
 
 from vllm_plugin_release.core.buildrecord import (
     SHA256,
+    MadeWith,
     RecordProblem,
     WheelRef,
     field_shown,
     parse_backend,
+    parse_made_with,
 )
 from vllm_plugin_release.core.runnerfacts import RunnerFacts
 
@@ -88,6 +90,7 @@ class EnvRecord(NamedTuple):
     runtime_modules: Sequence[ModuleImport]  # the plugin's modules that import the runtime
     plugin_modules: Sequence[ModuleImport]  # every module of the plugin
     backend: RunnerFacts | None  # where the environment runs (the runner's description)
+    interpreter: MadeWith | None  # what its venv was made from (None: a --runtime-env's)
     raw: Mapping[str, Any]  # the object as written: only to serialise unchanged
 
     @property
@@ -229,6 +232,7 @@ def parse(data: Mapping[str, Any]) -> EnvRecord:
         runtime_modules=_modules(data, "runtime_modules"),
         plugin_modules=_modules(data, "plugin_modules"),
         backend=parse_backend(data),
+        interpreter=parse_made_with(data),
         raw=data,
     )
 

@@ -5,7 +5,7 @@ the manifest key (ed25519). Its payload is one entry:
 
   seq, prev            the entry's number and the sha256 of the previous line (a chain:
                        a removed, reordered or edited line breaks every later link)
-  kind                 release | nightly | matrix
+  kind                 release | nightly | matrix | repair
   core                 {name, version, commit}   (commit: a git core source's)
   plugin               {name, version, commit}
   runtime, python, verdict, runner, time (UTC), manifest_sha256, pairing_id
@@ -13,6 +13,9 @@ the manifest key (ed25519). Its payload is one entry:
   column               (matrix) one column of `vpr matrix`: its outcome, counts, the first
                        breaking changes and bisected range (`core.columns.ledger_column`);
                        verdict is its outcome, pass | fail | regressed | not-run
+  repair               (kind repair only) a store file a writer found differing from the
+                       store's signed head, and what it restored: {file, found, signed,
+                       head_version, restored}; its core, plugin and verdict are null
 
 Reading refuses the whole ledger at the first line whose signature or link fails
 (GateFailed, exit 1, naming the line). Files and locks are `edges.ledgerstore`'s.
@@ -42,6 +45,7 @@ PAYLOAD_TYPE = "application/vnd.vllm-plugin-release.ledger-entry+json"
 GENESIS = "0" * 64
 KINDS = ("release", "nightly")  # the kinds of a manifest's verdict (`entry_from_manifest`)
 MATRIX = "matrix"  # a version matrix column's outcome (`entry_from_column`)
+REPAIR = "repair"  # a store file restored by a writer: no verdict
 
 
 def line_digest(line: bytes) -> str:
@@ -73,6 +77,36 @@ class Lag:
 
 
 @dataclass(frozen=True, slots=True)
+class Repair:
+    """A store file a writer found differing from the store's signed head, and what it put
+    in its place: `found` and `signed` say each as `sha256 ..., N bytes` (or `missing`, `not
+    a regular file`), `head_version` the head that vouched for the signed one."""
+
+    file: str
+    found: str
+    signed: str
+    head_version: int
+    restored: str
+
+    def to_json(self) -> dict[str, str | int]:
+        """The entry's `repair` object, as written: these keys, in this order."""
+        return {
+            "file": self.file,
+            "found": self.found,
+            "signed": self.signed,
+            "head_version": self.head_version,
+            "restored": self.restored,
+        }
+
+    def line(self) -> str:
+        """The repair in one line, as a writer says it and the ledger's text shows it."""
+        return (
+            f"{self.file}: not the file the store's signed head (version {self.head_version}) "
+            f"vouches for (found {self.found}; signed {self.signed}); restored: {self.restored}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Draft:
     """An entry before its place in the chain (`chained`): what a verdict says."""
 
@@ -88,6 +122,7 @@ class Draft:
     manifest_sha256: str | None
     lag: Lag | None = None
     column: Mapping[str, Any] | None = None  # a matrix column's (kind matrix)
+    repair: Repair | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The entry's keys as written (without seq and prev), in the order written."""
@@ -107,7 +142,18 @@ class Draft:
             entry["lag"] = self.lag.to_json()
         if self.column is not None:
             entry["column"] = dict(self.column)
+        if self.repair is not None:
+            entry["repair"] = self.repair.to_json()
         return entry
+
+
+def repair_entry(repair: Repair, time: str) -> Draft:
+    """A ledger entry (without seq/prev) for a store file a writer restored: no pairing,
+    no verdict; what was found, what the head signed and what was put in its place."""
+    nobody = Party(None, None, None)
+    return Draft(
+        REPAIR, None, nobody, nobody, (None, None), None, None, None, time, None, repair=repair
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,6 +330,15 @@ def column_problem(column: Any) -> str | None:
     return None
 
 
+_REPAIR_SHAPE = bounded.shape(
+    (
+        ("repair.file", (str,)),
+        ("repair.found", (str,)),
+        ("repair.signed", (str,)),
+        ("repair.head_version", (int,)),
+        ("repair.restored", (str,)),
+    )
+)
 _HINT = "the ledger is append-only: restore the store's ledger from its last good copy"
 
 
@@ -292,6 +347,8 @@ def entry_problem(entry: Any) -> str | None:
     read of it, a lag's days and minor releases each a count or null), else None; seq and
     prev are the chain's to check."""
     problem = bounded.shape_problem(entry, _ENTRY_SHAPE)
+    if problem is None and entry.get("kind") == REPAIR:
+        problem = bounded.shape_problem(entry, _REPAIR_SHAPE)
     lag = entry.get("lag") if problem is None else None
     if lag is not None:
         for name in ("days", "minor_releases"):
@@ -436,6 +493,8 @@ def matrix(entries: Iterable[LedgerEntry]) -> Matrix:
     """The compatibility matrix from the ledger: the latest verdict per (core, plugin)."""
     cells: dict[tuple[str, str], LedgerEntry] = {}
     for e in entries:
+        if e.kind == REPAIR:  # no pairing, no verdict
+            continue
         cells[(_core_label(e), _plugin_label(e))] = e  # later entries win
     return Matrix(
         cores=sorted({c for c, _ in cells}),
@@ -467,6 +526,17 @@ def render_lines(entries: Iterable[LedgerEntry]) -> str:
     """One line per entry, for a terminal or a job summary."""
     out = []
     for e in entries:
+        repair = e.raw.get("repair") if e.kind == REPAIR else None
+        if isinstance(repair, dict):
+            r = Repair(
+                repair["file"],
+                repair["found"],
+                repair["signed"],
+                repair["head_version"],
+                repair["restored"],
+            )
+            out.append(f"#{e.seq} {e.time} {REPAIR:<7} {r.line()}")
+            continue
         lag = e.lag
         lag_text = f"  lag {lag.days} d / {lag.minor_releases} minor" if lag else ""
         col = e.column

@@ -154,12 +154,14 @@ def header(request: LockRequest, body: str, extra: tuple[str, ...] = ()) -> list
 
 def check_lock(path: Path, request: LockRequest) -> str:
     """The lock's text, after checking it exists and matches the request's inputs."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput(
-            f"{path}: lock file not found", hint="run `vpr lock --spec FILE` to write it"
-        )
+    from vllm_plugin_release.core import bounded
+
+    text = bounded.read_text(  # a regular file named by the spec: never a device or a fifo
+        path,
+        bounded.MAX_DOCUMENT,
+        "lock file",
+        missing_hint="run `vpr lock --spec FILE` to write it",
+    )
     m = INPUTS_LINE.search(text)
     if not m:
         raise BadInput(f"{path}: not a vpr lock (no inputs-sha256 line)", hint="run `vpr lock`")

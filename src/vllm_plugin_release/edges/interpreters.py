@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import threading
 from collections.abc import Iterable, Iterator
@@ -286,12 +287,27 @@ def install_members(interpreter: Interpreter) -> list[str]:
     return sorted(out)
 
 
+def named_by(explicit_path: str | None) -> tuple[str, str] | None:
+    """(path, where it was named) of the interpreter the user names: `--interpreter PATH`,
+    else $VPR_INTERPRETER; None when neither names one (the search decides)."""
+    if explicit_path:
+        return explicit_path, "--interpreter"
+    if os.environ.get(ENV_VARIABLE):
+        return os.environ[ENV_VARIABLE], ENV_VARIABLE
+    return None
+
+
 def explicit(path: str, version: str, source: str) -> Interpreter:
     """The interpreter named by `source` (--interpreter or VPR_INTERPRETER): a CPython
-    `version`, else bad input (exit 2) saying what it is."""
+    `version`, else bad input (exit 2) naming `source` and the path, saying what it is. A
+    bare name (`python3.11`) is the program of that name on PATH."""
+    given = path
+    if os.sep not in path:
+        path = shutil.which(path) or path
+    named = f"{source} {given}" + (f" ({path})" if path != given else "")
     if not os.path.isfile(path) or not os.access(path, os.X_OK):
         raise BadInput(
-            f"{source} = {path}: not an executable file",
+            f"{named}: not an executable file",
             hint=f"name a CPython {version} executable, e.g. ~/.pyenv/versions/{version}.N/bin/"
             f"python{version}",
         )
@@ -300,13 +316,29 @@ def explicit(path: str, version: str, source: str) -> Interpreter:
         what = (
             f"{answer['implementation']} {answer['version']}"
             if answer
-            else "not a Python that answers"
+            else "not a Python that answers (it does not start, or says nothing)"
         )
         raise BadInput(
-            f"{source} = {path}: it is {what}, not CPython {version} (the spec's [build] python)",
+            f"{named}: it is {what}, not CPython {version} (the spec's [build] python)",
             hint=f"name a CPython {version} executable, or unset {source}",
         )
-    return _interpreter(path, answer or {}, "explicit")
+    try:
+        return _interpreter(path, answer or {}, "explicit")
+    except OSError as exc:  # its files as it named them are not there for this process
+        raise BadInput(
+            f"{named}: CPython {version} answers, but its "
+            f"{_which_file(exc, answer or {})} cannot be read here ({exc.strerror})",
+            hint="name an interpreter installed on this machine (not one a wrapper runs in "
+            f"another root or container), or unset {source}",
+        )
+
+
+def _which_file(exc: OSError, answer: dict[str, str]) -> str:
+    """The file an OSError of the fingerprint is about, as a message names it."""
+    lib = answer.get("libpython", "")
+    if lib and exc.filename and os.path.basename(str(exc.filename)) == os.path.basename(lib):
+        return f"libpython {lib}"
+    return f"file {exc.filename}" if exc.filename else "executable"
 
 
 class _Ahead:
@@ -359,10 +391,9 @@ def _search(version: str, explicit_path: str | None, uv: str | None) -> Interpre
     """`find`'s search, each time it is asked."""
     if not VERSION.match(version):
         raise BadInput(f"[build] python = {version!r}: expected 3.X")
-    if explicit_path:
-        return explicit(explicit_path, version, "--interpreter")
-    if os.environ.get(ENV_VARIABLE):
-        return explicit(os.environ[ENV_VARIABLE], version, ENV_VARIABLE)
+    named = named_by(explicit_path)
+    if named:
+        return explicit(named[0], version, named[1])
     searched: list[tuple[str, str]] = [
         ("--interpreter / " + ENV_VARIABLE, "not set"),
     ]
@@ -374,10 +405,15 @@ def _search(version: str, explicit_path: str | None, uv: str | None) -> Interpre
         if not candidates:
             searched.append((place.name, said or "none"))
             continue
+        unreadable = ""
         for candidate in candidates:
             answer = probe(candidate)
             if _matches(answer, version):
-                return _interpreter(candidate, answer or {}, place.found_by)
-        searched.append((place.name, f"{', '.join(candidates)} did not answer as CPython"))
+                try:
+                    return _interpreter(candidate, answer or {}, place.found_by)
+                except OSError as exc:  # passed over, and said why
+                    unreadable = f"; {candidate}: {_which_file(exc, answer or {})} unreadable"
+        said = f"{', '.join(candidates)} did not answer as CPython{unreadable}"
+        searched.append((place.name, said))
     message, hint = not_found_message(version, searched)
     raise PythonUnavailable(message, hint=hint)

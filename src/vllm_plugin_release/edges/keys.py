@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.attest import LOCAL_BUILDER
 from vllm_plugin_release.core.cache import atomic_write_bytes
 from vllm_plugin_release.core.errors import BadInput
@@ -77,15 +78,13 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     try:
-        data = path.read_bytes()
+        data = bounded.read_file(path, bounded.MAX_KEY, "signing key")
     except FileNotFoundError:
         raise BadInput(
             f"{path}: signing key not found",
             hint="create one with `vpr keys generate --out PATH`, then point --signing-key, "
             f"${KEY_ENV} or [publish] signing_key at it",
         )
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read signing key ({exc.strerror})")
     password = os.environ.get(PASSWORD_ENV)
     try:
         key = serialization.load_pem_private_key(
@@ -135,11 +134,9 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     try:
-        data = path.read_bytes()
+        data = bounded.read_file(path, bounded.MAX_KEY, "public key")
     except FileNotFoundError:
         raise BadInput(f"{path}: public key not found", hint="pass the KEY.pub file")
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read public key ({exc.strerror})")
     if b"PRIVATE KEY" in data:
         raise BadInput(
             f"{path}: this is a private key; verification takes the public key",

@@ -29,6 +29,7 @@ module only reads and writes the files.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -73,6 +74,7 @@ from vllm_plugin_release.core.storetrust import Missing, store_path
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from vllm_plugin_release.core.ledger import Repair
     from vllm_plugin_release.core.manifestmodel import Manifest
 
 LOCK_FILE = ".lock"
@@ -303,7 +305,10 @@ class DirStore:
         pid = entry.pairing_id
         for wheel in extras.wheels:  # refused before anything of this pairing is written
             self._check_wheel(wheel)
-        current = self._index_for_writing()
+        repairs = self._drifted((INDEX_FILE, SUMMARY_FILE))
+        # an index.json the head does not vouch for lends the new one nothing
+        trusted = not any(r.file == INDEX_FILE for r in repairs)
+        current = self._index_for_writing() if trusted else empty_index()
         previous = current.pairings.get(pid)
         target = self.root / PAIRINGS / f"{pid}.json"
         check_same_wheels(previous, entry, self.location)
@@ -331,9 +336,36 @@ class DirStore:
         from vllm_plugin_release.edges import summarywrite
 
         keep = summarywrite.write(self.root, index, data)  # before the head, as index.json
+        self._record_repairs(repairs, len(index.pairings))
         self.sign_head((INDEX_FILE, SUMMARY_FILE))
         summarywrite.sweep(self.root, keep)
         return previous, unchanged, index
+
+    def _drifted(self, relatives: tuple[str, ...]) -> list[Repair]:
+        """Which of `relatives` (files this writer rewrites) are not what the store's signed
+        head vouches for; none when this writer cannot check (no key) or there is no head."""
+        if self.signer is None:
+            return []
+        from vllm_plugin_release.edges.storehead import drifted
+
+        return drifted(self.root, self.signer.public_key(), relatives)
+
+    def _record_repairs(self, found: list[Repair], pairings: int) -> None:
+        """Say what was restored in place of each file of `found`, and record it in the
+        ledger (under the lock this writer holds; before the head it signs)."""
+        if not found or self.signer is None:
+            return
+        from vllm_plugin_release.edges.ledgerstore import record_repairs
+
+        restored = {
+            INDEX_FILE: f"rebuilt from the {pairings} manifest(s) in {PAIRINGS}/, nothing "
+            "taken from the file found",
+            SUMMARY_FILE: f"made again from the {INDEX_FILE} this publish wrote",
+        }
+        done = [
+            dataclasses.replace(r, restored=restored.get(r.file, "written again")) for r in found
+        ]
+        record_repairs(self, done, self.signer)
 
     # -- the files beside the manifests ---------------------------------------
     def _check_wheel(self, wheel: Path) -> None:

@@ -25,8 +25,8 @@ from vllm_plugin_release.core import bounded, signed
 from vllm_plugin_release.core import storehead as sh
 from vllm_plugin_release.core.attest import keyid
 from vllm_plugin_release.core.cache import atomic_write_bytes
-from vllm_plugin_release.core.errors import GateFailed
-from vllm_plugin_release.core.ledger import LEDGER_FILE, parse_ledger
+from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.ledger import LEDGER_FILE, Repair, parse_ledger
 from vllm_plugin_release.core.ledgersummary import LEDGER_SUMMARY_DIR, LEDGER_SUMMARY_FILE
 from vllm_plugin_release.core.storeindex import INDEX_FILE
 from vllm_plugin_release.core.storesummary import SUMMARY_FILE
@@ -146,3 +146,37 @@ def check_vouched(root: Path, public_key: Ed25519PublicKey, relative: str, data:
             "for no such file: it was not written by the store's writers",
             hint=sh.HINT,
         )
+
+
+def _said(record: sh.FileRecord) -> str:
+    return f"sha256 {record.sha256[:16]}, {record.size} bytes"
+
+
+def drifted(root: Path, public_key: Ed25519PublicKey, relatives: Iterable[str]) -> list[Repair]:
+    """Which of `relatives` a writer is about to write are not the files the store's signed
+    head vouches for (changed, cut, replaced, removed, or there while it vouches for none),
+    each a Repair whose `restored` the writer fills in; none without a head yet (the caller
+    holds the store's lock)."""
+    head = read_head(root, public_key, str(root / sh.HEAD_FILE))
+    if head is None:
+        return []
+    found: list[Repair] = []
+    for relative in relatives:
+        signed_record = head.files.get(relative)
+        try:
+            data = bounded.read_file(root / relative, bounded.MAX_INDEX, "store file")
+        except FileNotFoundError:
+            if signed_record is not None:
+                found.append(Repair(relative, "missing", _said(signed_record), head.version, ""))
+            continue
+        except BadInput as exc:  # a folder, a fifo, larger than any index
+            said = exc.message.split(": ", 1)[-1]
+            signed_text = _said(signed_record) if signed_record else "no such file"
+            found.append(Repair(relative, said, signed_text, head.version, ""))
+            continue
+        now = sh.file_record(data)
+        if signed_record is None:
+            found.append(Repair(relative, _said(now), "no such file", head.version, ""))
+        elif not now.same_file(signed_record):
+            found.append(Repair(relative, _said(now), _said(signed_record), head.version, ""))
+    return found

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vllm_plugin_release.buildspec.model import Spec
+from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.replay.features import (
     FEATURES_SCHEMA,
@@ -235,13 +236,11 @@ def load_table(table: dict[str, Any], root: Path, origin: Origin) -> tuple[dict[
         return dict(table), origin
     path = Path(table["file"])
     path = path if path.is_absolute() else root / path
+    hint = "give a TOML or JSON file relative to the project root"
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BadInput(
-            f"{origin.where('file')}: cannot read {path}: {exc.strerror or exc}",
-            hint="give a TOML or JSON file relative to the project root",
-        ) from None
+        text = bounded.read_text(path, bounded.MAX_DOCUMENT, "request-mix file")
+    except BadInput as exc:
+        raise BadInput(f"{origin.where('file')}: {exc.message}", hint=hint) from None
     try:
         if path.suffix == ".json":
             data = json.loads(text)
@@ -363,12 +362,7 @@ def spec_plans(spec: Spec) -> tuple[PlanTable, ...]:
 
 def read_trace(path: Path) -> list[TraceRow]:
     """Rows of a CSV (with header) or JSON Lines trace; BadInput names the bad line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read trace file: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise BadInput(f"{path}: trace file is not UTF-8 text") from None
+    text = bounded.read_text(path, bounded.MAX_INDEX, "trace file")
     rows: list[TraceRow] = []
     if path.suffix in (".jsonl", ".ndjson", ".json"):
         for number, line in enumerate(text.splitlines(), start=1):

@@ -28,6 +28,7 @@ from vllm_plugin_release.stages.wheelbuild import (
     Builds,
     compare_builds,
     ensure_build_env,
+    named_interpreter,
     parallel_local_builds,
     runner_for,
     store,
@@ -119,7 +120,8 @@ def build_core(
             raise
         lock_sha = sha256_file(lock_path)
         stage_dir = cache.stage_dir(STAGE, stage_key(spec, lock_sha, runner.isolate))
-        cached = None if force else reuse(stage_dir, dist, RECORD, STAGE)
+        named = named_interpreter(spec, runner)  # a cached wheel of another is not reused
+        cached = None if force else reuse(stage_dir, dist, RECORD, STAGE, named)
         if cached:
             return cached
         runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image

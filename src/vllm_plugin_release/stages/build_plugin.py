@@ -38,6 +38,7 @@ from vllm_plugin_release.stages.wheelbuild import (
     Builds,
     compare_builds,
     ensure_build_env,
+    named_interpreter,
     parallel_local_builds,
     runner_for,
     store,
@@ -120,8 +121,10 @@ def build_plugin(
         key = stage_key(spec, runner, src, lock_sha)
         stage_dir = cache.stage_dir(STAGE, key)
         dist = dist_dir(dist_root, spec.name)
-        cached = None if force else reuse(stage_dir, dist, RECORD, STAGE)
-        if cached:  # a cached result needs no interpreter: asked only when building
+        # a cached result needs no interpreter unless one is named: it must be the one used
+        named = named_interpreter(spec, runner)
+        cached = None if force else reuse(stage_dir, dist, RECORD, STAGE, named)
+        if cached:
             return cached
         runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
 

@@ -54,8 +54,7 @@ if TYPE_CHECKING:
 STAGE = "build-core"  # stages/build_core.STAGE (a stage is not imported here: it is heavy)
 RECORD = records.BUILD_CORE
 MEMOS = "build-core-memo"  # .vpr/stages/build-core-memo/<memo>.json
-MEMO_VERSION = 1
-MAX_SPEC = 1 << 20  # a buildspec is a few KiB
+MEMO_VERSION = 2  # 2: the spec's python, for an interpreter named on the command line
 MAX_MEMO = 64 << 10
 PACKAGE = Path(__file__).resolve().parent.parent
 _HEX = frozenset(string.hexdigits.lower())
@@ -64,6 +63,7 @@ _SHAPE = bounded.shape(
     (
         ("memo", (int,)),
         ("name", (str,)),
+        ("python", (str,)),
         ("lock", (str,)),
         ("lock_sha256", (str,)),
         ("source_sha256", (str,)),
@@ -83,13 +83,20 @@ class Ask(NamedTuple):
     backend: str | None = None
     interpreter: str | None = None
 
+    @property
+    def named(self) -> tuple[str, str] | None:
+        """(path, --interpreter or VPR_INTERPRETER) of the interpreter named, if one is."""
+        from vllm_plugin_release.edges.interpreters import named_by
+
+        return named_by(self.interpreter)
+
 
 def memo_name(ask: Ask) -> str | None:
     """The name of the memo for this command line and this code; None when the spec
     cannot be read (the full path says why)."""
     try:
         spec = ask.spec.resolve()
-        text = bounded.read_file(spec, MAX_SPEC, "buildspec")
+        text = bounded.read_file(spec, bounded.MAX_SPEC, "buildspec")
     except (OSError, BadInput):
         return None
     return key_of(
@@ -99,7 +106,7 @@ def memo_name(ask: Ask) -> str | None:
             "root": str(project_root(spec)),
             "spec_sha256": hashlib.sha256(text).hexdigest(),
             "backend": ask.backend,
-            "interpreter": ask.interpreter,
+            "interpreter": ask.named,
             "python": [sys.version, sys.executable],
             "code": code_stamps(),
         }
@@ -201,15 +208,34 @@ def _cached_record(stage_dir: Path, memo: dict[str, Any]) -> BuildRecord | None:
     return typed
 
 
-def warm_hit(cache: Cache, name: str, dist_root: Path) -> StageResult | None:
+def _named_holds(named: tuple[str, str] | None, memo: dict[str, Any], made: Any) -> bool:
+    """Whether the interpreter named on the command line (`Ask.named`) is still a CPython
+    of the spec's version with the fingerprint of the one the cached wheel was built with
+    (the path may now hold another, or nothing: the full path says which)."""
+    if named is None:
+        return True
+    from vllm_plugin_release.core.errors import VprError
+    from vllm_plugin_release.edges.interpreters import explicit
+
+    try:
+        found = explicit(named[0], memo["python"], named[1])
+    except VprError:
+        return False
+    return made is not None and made.sha256 == found.sha256
+
+
+def warm_hit(
+    cache: Cache, name: str, dist_root: Path, named: tuple[str, str] | None = None
+) -> StageResult | None:
     """The cached build-core result delivered into dist/NAME when everything the memo
-    `name` remembers still holds; None (nothing written) when anything differs."""
+    `name` remembers still holds, the interpreter `named` on the command line included;
+    None (nothing written) when anything differs."""
     memo = _read_memo(cache, name)
     if memo is None or not _isolation_holds(memo) or not _inputs_hold(cache, memo):
         return None
     stage_dir = cache.stage_dir(STAGE, memo["stage_key"])
     record = _cached_record(stage_dir, memo)
-    if record is None:
+    if record is None or not _named_holds(named, memo, record.interpreter):
         return None
     wheel, rec = deliver(stage_dir, records.dist_dir(dist_root, memo["name"]), record, RECORD)
     progress.note(f"{STAGE}: cached result reused ({wheel.name})")
@@ -245,6 +271,7 @@ def remember(cache: Cache, name: str, spec: Spec, result: StageResult) -> bool:
     memo = {
         "memo": MEMO_VERSION,
         "name": spec.name,
+        "python": spec.build.python,
         "lock": str(lock),
         "lock_sha256": lock_sha,
         "source_sha256": source.sha256,

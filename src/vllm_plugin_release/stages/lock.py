@@ -110,11 +110,15 @@ def lock(
     plugin_root: Path | None,
     *,
     check: bool = False,
+    upgrade: bool = False,
     requires_dist: list[str] | None = None,
     from_locks: bool = False,
 ) -> None:
-    """Write every lock (or, with `check`, verify each is current: BadInput if stale).
-    `from_locks` (with `check`): the plugin's inputs as the locks recorded them."""
+    """Write every lock that is missing or not current (or, with `check`, verify each is
+    current: BadInput if stale). A current lock is left byte for byte: resolving it again
+    would take today's releases and this machine's find-links, a lock `--check` still calls
+    current; `upgrade` resolves it again on purpose. `from_locks` (with `check`): the
+    plugin's inputs as the locks recorded them."""
     for request, dest in pairing_locks(
         spec, tree, plugin_root, requires_dist, from_locks=from_locks
     ):
@@ -124,6 +128,19 @@ def lock(
             how = " (the plugin's inputs as recorded in it)" if recorded else ""
             progress.info(f"lock: {dest} is current{how}")
             continue
+        why = None if upgrade else _not_current(dest, request)
+        if why == "":
+            progress.info(f"lock: {dest} is current; left as it is (--upgrade resolves it again)")
+            continue
         with progress.status(f"lock: resolving {request.name} for Python {request.python}"):
             compile_lock(request, dest, spec.build.find_links)
-        progress.info(f"lock: wrote {dest}")
+        progress.info(f"lock: wrote {dest}" + (f" ({why})" if why else " (--upgrade)"))
+
+
+def _not_current(dest: Path, request: LockRequest) -> str:
+    """Why the lock at `dest` must be written (missing, stale, edited...); "" when current."""
+    try:
+        check_lock(dest, request)
+    except BadInput as exc:
+        return exc.message.split(": ", 1)[-1]
+    return ""

@@ -23,8 +23,9 @@ from vllm_plugin_release.core.cache import ENV_COMPLETE, Cache, key_of, sha256_f
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.treewalk import remove_tree
 from vllm_plugin_release.core.wheeldiff import diff_wheels
-from vllm_plugin_release.edges import proc
+from vllm_plugin_release.edges import interpreters, proc
 from vllm_plugin_release.edges.container import ContainerRunner
+from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.runner import LocalRunner, Runner, host_env
 from vllm_plugin_release.edges.uv import machine_cache, pip_find_links
 from vllm_plugin_release.stages import recipes
@@ -144,6 +145,18 @@ def store(
         records.write_build(work, typed)
     delivered, rec = deliver(stage_dir, dist, typed, record_name)
     return StageResult(delivered, rec, typed, cached=False, stage_dir=stage_dir)
+
+
+def named_interpreter(spec: Spec, runner: Runner) -> tuple[Interpreter, str] | None:
+    """The interpreter `--interpreter` or $VPR_INTERPRETER names, checked on `runner` (exit 2
+    naming the flag or variable and the path), and which of them named it; None when
+    neither does or the backend brings its own python (a container's image)."""
+    if spec.build.backend != "local":
+        return None
+    named = interpreters.named_by(spec.build.interpreter)
+    if named is None:
+        return None
+    return runner.interpreter(spec.build.python), named[1]
 
 
 def interpreter_ahead(spec: Spec) -> None:

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from vllm_plugin_release.conform.lib.apicapture import JOB, Capture, parse_capture
 from vllm_plugin_release.conform.lib.apischema import pointer
+from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import BadInput
 
 CONTRACT_VERSION = 1
@@ -119,18 +120,15 @@ def _check_refs(node: Any, root: dict[str, Any], where: str, path: str = "") -> 
 
 def load_contract(path: Path) -> dict[str, Any]:
     """Read and check a contract file (BadInput, exit 2, when it is not one)."""
+    text = bounded.read_text(
+        Path(path),
+        bounded.MAX_DOCUMENT,
+        "contract file",
+        missing_hint="set [conformance.api] contract to a file under buildspec/contracts/, or "
+        "write one with `vpr api-contract --spec FILE --out PATH`",
+    )
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput(
-            f"{path}: contract file not found",
-            hint="set [conformance.api] contract to a file under buildspec/contracts/, or "
-            "write one with `vpr api-contract --spec FILE --out PATH`",
-        )
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{path}: cannot read contract: {exc}")
-    try:
-        doc = json.loads(text)
+        doc = bounded.loads(text)
     except json.JSONDecodeError as exc:
         raise BadInput(
             f"{path}:{exc.lineno}:{exc.colno}: contract is not valid JSON: {exc.msg}",
