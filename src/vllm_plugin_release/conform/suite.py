@@ -218,10 +218,9 @@ def _cached_card(stage: Path) -> cardread.Scorecard | None:
 
 # Checks that start an interpreter in the pairing environment (seconds each): started
 # first, longest first, so the short ones fill the other cores meanwhile. workload is
-# the longest (a cold reference release: workload 13.8 s, api 7.5, scheduler 7.1, and
-# the plugin's pytest run, started ahead during env, 2.8 s left to wait for): started
-# after api, it ran alone for the last 10 s of the stage on one core of two. Order of
-# start only; the scorecard and the result lines keep the suite's order.
+# the longest; started after a shorter one, it would run alone at the end of the stage
+# on one core while the other idles. Order of start only; the scorecard and the result
+# lines keep the suite's order.
 LONG_FIRST = ("workload", "plugin_tests", "api", "scheduler")
 
 

@@ -58,9 +58,9 @@ MARKER = ".vpr-runner.json"
 UV_LABEL = "vllm-plugin-release.uv"
 PINNED = re.compile(r"^(?P<name>[^@\s]+)@sha256:(?P<digest>[0-9a-f]{64})$")
 # The Docker Engine API version asked for. Named, not "auto": auto asks the engine's
-# /version first, which Podman 4's API answers in ~0.37 s (it gathers system facts) while
-# /_ping takes ~1 ms, a third of a warm container build-core. 1.41 is served by Docker
-# Engine 20.10 and later and by Podman 3 and later.
+# /version first, which Podman 4's API answers slowly (it gathers system facts) while
+# /_ping is instant, and that wait was a large share of a warm container build-core.
+# 1.41 is served by Docker Engine 20.10 and later and by Podman 3 and later.
 ENGINE_API = "1.41"
 
 

@@ -81,7 +81,7 @@ def child_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     """The child's environment: ours without PYTHONPATH (it would put host packages on the
     locked environment's path), plus `env` (which may set one on purpose)."""
     # Without PYTHONDONTWRITEBYTECODE the environment caches its bytecode: importing vLLM
-    # and torch from a cold cache costs ~10 s per process when it is set around us.
+    # and torch from a cold cache compiles them again in every process when it is set around us.
     child_env = proc.inherited(drop=("PYTHONPATH", "PYTHONDONTWRITEBYTECODE"))
     child_env.update(env or {})
     child_env.setdefault("PYTHONHASHSEED", "0")
@@ -263,7 +263,7 @@ PRELOAD = (
     "torch",
     "torch._dynamo",
     "torch._inductor.config",
-    # what vllm.env_override imports of inductor (its graph lowering: ~1.5 s a job)
+    # what vllm.env_override imports of inductor (its graph lowering: costly in every job)
     "torch._inductor.graph",
     "torch._inductor.scheduler",
     "torch._inductor.codegen.wrapper",

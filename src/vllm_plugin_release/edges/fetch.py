@@ -81,7 +81,7 @@ def _rate_limit_budget() -> float:
 def index_files(index: str, project: str) -> list[IndexFile]:
     """All files of `project` on a simple-API index (JSON preferred, HTML accepted), through
     the one index client (`edges/index.project_files`): connection errors and HTTP 5xx are
-    retried ($VPR_INDEX_ATTEMPTS, 3; $VPR_INDEX_BACKOFF, 0.5 s doubling); a rate-limited
+    retried ($VPR_INDEX_ATTEMPTS, 3; $VPR_INDEX_BACKOFF, half a second, doubling); a rate-limited
     answer (429, or 503 with Retry-After) is waited out for up to $VPR_INDEX_RETRY_BUDGET
     seconds (120); an index that accepted and never answered is not retried (it was waited
     for $VPR_NET_TIMEOUT already)."""
@@ -315,8 +315,8 @@ def verify_commit(checkout: Path, commit: str, label: str) -> None:
 # following the archive's own symlinks (never the disk), before anything is written;
 # a second wall checks each member again as it is extracted (names, types, link
 # targets, modes as tarfile's `data` filter sets them). tarfile's own `data` filter is
-# not used: it calls realpath on every member, so a tree N folders deep cost O(N^3)
-# (71 s at 1,100 folders) and older Pythons have holes in it (CVE-2025-4517). Every
+# not used: it calls realpath on every member, so a tree N folders deep costs O(N^3),
+# and older Pythons have holes in it (CVE-2025-4517). Every
 # check here is linear in the length of the member's name. Limits on members and sizes
 # stop archive bombs early.
 

@@ -9,7 +9,7 @@ this process forked itself; a child that raises has its exception raised here (t
 child's traceback in the message), a child that dies is a ChildProcessError. The
 children are killed when this process stops early (Ctrl-C, SIGTERM, an exception in its
 own share); one whose parent was killed outright ends when it writes its answer, as the
-pipe then has no reader. (No PR_SET_PDEATHSIG: ctypes alone costs vpr scan-core ~10 ms.)
+pipe then has no reader. (No PR_SET_PDEATHSIG: importing ctypes would slow scan-core's start.)
 """
 
 from __future__ import annotations

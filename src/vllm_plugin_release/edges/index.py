@@ -128,7 +128,7 @@ def retrying(
     one that `waited` the whole timeout is raised at once unless `retry_waited`.
 
     With `rate_budget` (seconds), a rate-limited answer (HTTP 429, or 503 with Retry-After)
-    is not an attempt: it is waited out (its Retry-After, else doubling from 1 s) until
+    is not an attempt: it is waited out (its Retry-After, else doubling from one second) until
     that much time was spent backing off, then RateLimited is raised."""
     attempt, backed_off, pace = 0, 0.0, 1.0
     while True:

@@ -361,9 +361,9 @@ _ahead_lock = threading.Lock()
 def find_ahead(version: str, explicit_path: str | None = None, uv: str | None = None) -> None:
     """Start `find(version, explicit_path, uv)` in a thread of its own now, while the caller
     goes on: the search is mostly waiting (uv's own search, which runs every shim on PATH,
-    each candidate's probe, the fingerprint's hashing), 0.1-0.5 s here. The next `find`
-    with the same arguments waits for it and takes its answer; an error is not kept (that
-    `find` searches again and raises it, where it always did)."""
+    each candidate's probe, the fingerprint's hashing), so it hides behind other work. The
+    next `find` with the same arguments waits for it and takes its answer; an error is not
+    kept (that `find` searches again and raises it, where it always did)."""
     key = (version, explicit_path, uv)
     with _ahead_lock:
         if key in _ahead:

@@ -142,9 +142,9 @@ def install_with_hashes(
     listens on its loopback).
 
     uv is the installer the plugins' own installers use, and the fastest for this check
-    (about 10x pip here: one small Rust binary against pip's start-up and resolver, for
-    the same result): every downloaded wheel's sha256 must equal its requirement line's
-    hash, else the install fails. The environment is the runner's minimal one and uv
+    (one small Rust binary against pip's start-up and resolver, for the same result):
+    every downloaded wheel's sha256 must equal its requirement line's hash, else the
+    install fails. The environment is the runner's minimal one and uv
     reads no configuration, so no other package source is consulted."""
     argv = [runner.uv, "pip", "install", "--python", str(python), "--no-cache", "--no-config"]
     argv += ["--no-deps", "--require-hashes", "--index-url", _not_an_option(simple_url)]

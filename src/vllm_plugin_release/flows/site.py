@@ -9,8 +9,8 @@ says, and every field the site shows (`core.manifestmodel.parse`: the typed mani
 pairing that fails is still listed, marked "signature NOT verified" with the reason, and its
 page shows no scorecard: the site shows what the store holds, and what of it can be trusted.
 
-(The full JSON Schema is not checked here: at 2.7 ms a manifest it would cost a store of
-1,000 pairings nearly 3 s; the fields read are checked by the typed manifest's parser and
+(The full JSON Schema is not checked here: it is slow enough per manifest to dominate a
+large store's site; the fields read are checked by the typed manifest's parser and
 every value is escaped.)
 
 The newest core release is read from the core's index (`newest_release`) unless given or

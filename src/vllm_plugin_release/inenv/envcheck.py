@@ -332,4 +332,4 @@ if __name__ == "__main__":
     code = main(sys.argv)
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)  # no interpreter teardown (common.exit_now): ~2 s after vLLM and torch
+    os._exit(code)  # no interpreter teardown (common.exit_now): slow after vLLM and torch

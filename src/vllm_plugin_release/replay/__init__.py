@@ -1,4 +1,4 @@
-"""Scheduler replay and live mixed-load test (issue 5).
+"""Scheduler replay and live mixed-load test.
 
 - `mix`: request mixes from `[conformance.request_mix]` (pure, seeded);
 - `config`: `[conformance.replay]` resolved into a `ReplayConfig` (pure);

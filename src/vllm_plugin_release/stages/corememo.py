@@ -139,7 +139,7 @@ def _plain_name(value: str) -> bool:
 
 def _loads(data: bytes) -> Any:
     """JSON from the cache, small and bounded in bytes already; None when it is not JSON
-    (the standard library's parser: orjson's import costs a warm run ~5 ms)."""
+    (the standard library's parser: importing orjson would cost a warm run more than it saves)."""
     try:
         return json.loads(data)
     except (ValueError, RecursionError):

@@ -611,8 +611,8 @@ def bytecode_from_build_envs(cache: Cache, site: Path) -> int:
     from uv's cache, so a lock's first pairing env need not compile them again.
     `envbytecode.restore` puts a pyc only beside the very file it was written for. A build
     environment of another Python (`lib/python3.10` for a 3.11 site) holds no pyc this
-    site's interpreter reads: it is not walked (~0.15 s each for the 5,000 pyc files
-    of a build env; a cache that built the TT pairing's core on 3.10 and the reference
+    site's interpreter reads: it is not walked (walking thousands of pyc files for none is
+    not free; a cache that built the TT pairing's core on 3.10 and the reference
     pairing's on 3.11 holds both)."""
     seeded = 0
     for env in cache.complete_envs("build-core"):

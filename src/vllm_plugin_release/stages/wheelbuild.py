@@ -102,7 +102,7 @@ def parallel_local_builds(
         return {"wheel": found[0], "env": env, "sha256": digest}
 
     # The environment's python is asked while the trees are copied (in a container, a
-    # container of its own: ~0.5-0.9 s); its failure is the one reported, before a build's.
+    # container of its own, slow to start); its failure is the one reported, before a build's.
     with ThreadPoolExecutor(max_workers=builds.count + 1) as pool:
         asked = pool.submit(python_version, runner, venv)
         made = [pool.submit(one, index) for index in range(builds.count)]

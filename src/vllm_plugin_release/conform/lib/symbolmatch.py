@@ -91,7 +91,7 @@ def _hump(s: str, i: int) -> bool:
 
 
 # The records here and in symbolscan are NamedTuples, not dataclasses: `vpr scan-core`
-# then never imports dataclasses (and inspect, its import): ~15 ms of its start-up.
+# then never imports dataclasses (and inspect, its import), a large share of its start-up.
 
 
 class Symbol(NamedTuple):

@@ -387,7 +387,8 @@ def scan_tree(
     return scan.finish(started)
 
 
-# A share is worth a fork from this many files (a fork and its pickled answer: ~10 ms).
+# A share is worth a fork from this many files (below it, the fork and its pickled answer
+# cost more than the share's work).
 FILES_PER_FORK = 128
 
 

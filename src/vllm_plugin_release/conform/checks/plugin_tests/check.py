@@ -310,8 +310,8 @@ def parse_junit(
 # `python -m pytest ARGS` as `python -c PYTEST_MAIN ARGS`: the same pytest run (its
 # __main__ through runpy, as -m runs it, with the working folder first on sys.path), then
 # os._exit with pytest's exit code once its report and junit file are written. The
-# interpreter's teardown after the plugin's tests imported vLLM and torch is ~2 CPU-s
-# (the reference plugin's 45 tests: 8.1-8.7 user-s against 10.1-11.0) that nothing needs.
+# interpreter's teardown after the plugin's tests imported vLLM and torch is a sizeable
+# part of the run's CPU time, and nothing needs it.
 PYTEST_MAIN = """\
 import os, runpy, sys
 sys.path[0] = os.getcwd()
@@ -375,7 +375,7 @@ def _planned(
 
 
 def _test_env() -> dict[str, str]:
-    # bytecode is cached in the pairing env: a later import of vLLM and torch is ~3x faster
+    # bytecode is cached in the pairing env, so a later import of vLLM and torch skips compiling
     env = proc.inherited(drop=("PYTHONDONTWRITEBYTECODE",))
     env.update(OFFLINE_ENV)  # no hub downloads and their retries: those tests are classified
     return env
