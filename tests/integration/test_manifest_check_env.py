@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -15,9 +16,10 @@ from vllm_plugin_release.stages.verify import check_environment
 
 
 def _sign(path: Path, manifest: dict, key: object) -> None:
-    """manifest.intoto.jsonl next to `path`, signed with `key` (as `vpr manifest build`)."""
+    """manifest.intoto.jsonl next to `path` (written already), signed with `key` (as `vpr
+    manifest build`)."""
     statement = attest.build_statement(
-        manifest, doc.manifest_digest(manifest), {}, builder_id=attest.LOCAL_BUILDER
+        manifest, hashlib.sha256(path.read_bytes()).hexdigest(), {}, builder_id=attest.LOCAL_BUILDER
     )
     path.with_name(doc.STATEMENT_FILE).write_bytes(attest.signed_bytes(statement, key))
 

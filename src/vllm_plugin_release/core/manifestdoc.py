@@ -7,7 +7,6 @@ manifest store and the consumer commands. The JSON Schema ships in the package
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from functools import lru_cache
@@ -131,10 +130,6 @@ def load(path: Path) -> Manifest:
 def manifest_bytes(manifest: dict[str, Any]) -> bytes:
     """The canonical on-disk form: sorted keys, 2-space indent, trailing newline."""
     return (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
-
-
-def manifest_digest(manifest: dict[str, Any]) -> str:
-    return hashlib.sha256(manifest_bytes(manifest)).hexdigest()
 
 
 def file_bytes(manifest: Manifest) -> bytes:

@@ -93,22 +93,6 @@ def state_from(payload: bytes, where: str) -> ScheduleState | None:
         return None
 
 
-def due_now(
-    data: object,
-    now: dt.datetime,
-    *,
-    interval: int = INTERVAL_HOURS,
-    backoff: int = BACKOFF_HOURS,
-) -> tuple[ScheduleState | None, bool, str]:
-    """The stored state parsed (`parse_state`), whether a run is due now and why. A state
-    that cannot be read never delays a run (and is taken as none)."""
-    try:
-        state = parse_state(data)
-    except StateUnreadable as exc:
-        return None, True, f"{exc}; running"
-    return (state, *due(state, now, interval=interval, backoff=backoff))
-
-
 def due(
     state: ScheduleState | None,
     now: dt.datetime,

@@ -704,16 +704,6 @@ def load_archive(client: Any, archive: Path) -> str:
     return str(images[0].id).removeprefix("sha256:")
 
 
-def image_ids(client: Any, name: str) -> list[str]:
-    """IDs (hex) of the images the engine holds under `name` (none: [])."""
-    from docker.errors import ImageNotFound
-
-    try:
-        return [str(client.images.get(name).id).removeprefix("sha256:")]
-    except ImageNotFound:
-        return []
-
-
 # The runners `runner_of` made, by marker text: each opens on its first use and stays open
 # for the process (an environment's python is run many times); closed when it ends.
 _MARKED: dict[str, ContainerRunner] = {}

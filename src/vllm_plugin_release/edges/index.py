@@ -18,7 +18,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -406,13 +406,3 @@ class LocalIndex:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-@contextlib.contextmanager
-def local_index(root: Path) -> Iterator[IndexTarget]:
-    """A LocalIndex as a context manager (for tests and the release pipeline)."""
-    server = LocalIndex(root)
-    try:
-        yield server.start()
-    finally:
-        server.stop()

@@ -25,9 +25,6 @@ class CostModel:
     # Seconds per request that takes slow path NAME in a step (its token sampled there).
     paths: dict[str, float] = field(default_factory=dict)
 
-    def step_time(self, prefill_tokens: int, decode_requests: int) -> float:
-        return self.a + self.b * prefill_tokens + self.c * decode_requests
-
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
