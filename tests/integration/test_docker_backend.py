@@ -127,7 +127,7 @@ def test_container_core_wheel_is_the_local_one(
 ) -> None:
     """build-core in the pinned container gives the same bytes as the local build."""
     assert pinned_image.returncode == 0, pinned_image.stderr
-    done = build_core(REFERENCE_SPEC, cache_root, tmp_path / "dist", "--runner-backend", "docker")
+    done = build_core(REFERENCE_SPEC, cache_root, tmp_path / "dist", "--backend", "docker")
     assert done.returncode == 0, done.stderr
     record = json.loads((tmp_path / "dist" / "reference" / "build-core.json").read_text())
     assert record["reproducible"] is True
@@ -161,7 +161,7 @@ def test_container_plugin_wheel_is_the_local_one(
             str(cache_root),
             "--dist",
             str(dist),
-            "--runner-backend",
+            "--backend",
             backend,
             check=False,
         )
@@ -251,7 +251,7 @@ def test_a_killed_run_leaves_no_container(
 def test_release_in_the_pinned_container_is_pilot(
     pinned_image: subprocess.CompletedProcess, cache_root: Path, tmp_path: Path
 ) -> None:
-    """`vpr release --runner-backend docker`: every stage that runs core or plugin code ran
+    """`vpr release --backend docker`: every stage that runs core or plugin code ran
     in the pinned image (run.json), the install proof of publish included (its scratch venv
     and `uv pip install --require-hashes` in the image, on the host network to reach the
     loopback index); the manifest records the image, and the verdict is pilot. A proof made
@@ -266,7 +266,7 @@ def test_release_in_the_pinned_container_is_pilot(
         "release",
         "--spec",
         str(REFERENCE_SPEC),
-        "--runner-backend",
+        "--backend",
         "docker",
         "--store",
         str(tmp_path / "store"),

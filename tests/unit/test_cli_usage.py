@@ -66,7 +66,7 @@ def test_nothing_close_means_no_suggestion() -> None:
 
 def test_runner_is_checked_before_anything_is_fetched(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    done = vpr("env", "--runner", "bogus", "--cache-dir", str(cache), check=False, cwd=REPO)
+    done = vpr("env", "--site", "bogus", "--cache-dir", str(cache), check=False, cwd=REPO)
     assert done.returncode == 2, done.stderr
     assert "invalid choice: 'bogus' (choose from 'cpu', 'hardware')" in done.stderr
     assert "usage: vpr env" in done.stderr
@@ -157,34 +157,26 @@ def test_a_command_group_alone_shows_its_own_help(capsys: pytest.CaptureFixture[
     assert "build-core" not in err  # not the top-level list
 
 
-def test_site_and_backend_are_the_names_and_the_old_ones_still_work(tmp_path: Path) -> None:
-    """--site/--backend (docs/architecture.md's words); --runner/--runner-backend are read
-    the same, with a note naming the new spelling."""
+def test_site_and_backend_are_the_names_and_the_old_ones_are_refused(tmp_path: Path) -> None:
+    """--site/--backend (docs/architecture.md's words); --runner/--runner-backend are
+    unknown options now (exit 2)."""
     graph = ["release", "--graph", "--cache-dir", str(tmp_path / "c")]
     new = vpr(*graph, "--site", "hardware", "--backend", "local", check=False, cwd=REPO)
     assert new.returncode == 0, new.stderr
-    assert "is now" not in new.stderr
-    old = vpr(*graph, "--runner", "hardware", "--runner-backend", "local", check=False, cwd=REPO)
-    assert old.returncode == 0, old.stderr
-    assert old.stdout == new.stdout
-    assert "--runner is now --site (the old name still works)" in old.stderr
-    assert "--runner-backend is now --backend (the old name still works)" in old.stderr
+    for old in (["--runner", "hardware"], ["--runner-backend", "local"]):
+        done = vpr(*graph, *old, check=False, cwd=REPO)
+        assert done.returncode == 2, done.stderr
+        assert f"unrecognized arguments: {old[0]}" in done.stderr
     bad = vpr(*graph, "--backend", "podman", check=False, cwd=REPO)
     assert bad.returncode == 2 and "invalid choice: 'podman'" in bad.stderr
 
 
-def test_the_old_and_new_names_set_the_same_value() -> None:
+def test_the_names_set_the_values_the_stages_read() -> None:
     from vllm_plugin_release.cli import build_parser
 
     parser = build_parser()
-    for argv in (["env", "--site", "hardware"], ["env", "--runner", "hardware"]):
-        args = parser.parse_args(argv)
-        assert args.runner == "hardware"
-    for argv in (
-        ["build-core", "--backend", "docker"],
-        ["build-core", "--runner-backend", "docker"],
-    ):
-        assert parser.parse_args(argv).runner_backend == "docker"
+    assert parser.parse_args(["env", "--site", "hardware"]).runner == "hardware"
+    assert parser.parse_args(["build-core", "--backend", "docker"]).runner_backend == "docker"
 
 
 @pytest.mark.parametrize(

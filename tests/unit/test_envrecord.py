@@ -104,7 +104,7 @@ def test_a_real_record_reads_typed_and_frozen(tmp_path: Path) -> None:
 
 
 def test_the_optional_parts_may_be_absent(tmp_path: Path) -> None:
-    """A record of `vpr env --runner hardware` with a --runtime-env: no interpreter, no
+    """A record of `vpr env --site hardware` with a --runtime-env: no interpreter, no
     stand-in; only python and runner are required."""
     _write(tmp_path, {"runner": "hardware", "python": "/opt/env/bin/python"})
     rec = records.env_record(tmp_path)

@@ -171,7 +171,7 @@ class Spec:
         return self.runtime.module if self.runtime is not None else None
 
     def with_backend(self, backend: str | None) -> Spec:
-        """This spec with `[build] backend` replaced (`--runner-backend`); itself for None."""
+        """This spec with `[build] backend` replaced (`--backend`); itself for None."""
         if not backend or backend == self.build.backend:
             return self
         raw = {**self.raw, "build": {**self.raw.get("build", {}), "backend": backend}}

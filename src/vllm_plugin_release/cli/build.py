@@ -38,34 +38,14 @@ def add_plugin_source(parser: argparse.ArgumentParser) -> None:
     )
 
 
-class Renamed(argparse.Action):
-    """An option with a new name (the first) and its old one, which still works and says
-    so on stderr once per use (docs/architecture.md: site and backend)."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: object,
-        option_string: str | None = None,
-    ) -> None:
-        new = self.option_strings[0]
-        if option_string and option_string != new:
-            progress.warn(f"{option_string} is now {new} (the old name still works)")
-        setattr(namespace, self.dest, values)
-
-
 def add_backend(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend",
-        "--runner-backend",
         dest="runner_backend",
-        action=Renamed,
         choices=("local", "docker"),
         default=None,
         help="where the stages run: local (this machine) or docker (the pinned "
-        "[build] base_image); default: the spec's [build] backend (--runner-backend: "
-        "the old name)",
+        "[build] base_image); default: the spec's [build] backend",
     )
     add_interpreter(parser)
 
@@ -112,17 +92,13 @@ RUNNERS = ("cpu", "hardware")  # conform.registry.RUNNERS, not imported to keep 
 
 
 def add_runner(parser: argparse.ArgumentParser) -> None:
-    """`--site` (old name `--runner`), refused by argparse when not a site: before
-    anything is fetched."""
+    """`--site`, refused by argparse when not a site: before anything is fetched."""
     parser.add_argument(
         "--site",
-        "--runner",
         dest="runner",
-        action=Renamed,
         default="cpu",
         choices=RUNNERS,
-        help="cpu (default: no accelerator, runtime checks deferred) or hardware "
-        "(--runner: the old name)",
+        help="cpu (default: no accelerator, runtime checks deferred) or hardware",
     )
 
 

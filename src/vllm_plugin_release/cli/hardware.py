@@ -82,8 +82,8 @@ def _register_live(sub: argparse._SubParsersAction) -> None:
 def _register_conform_hardware(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "conform-hardware",
-        help="on the hardware runner, in order: hardware-probe, env --runner hardware, "
-        "conform --runner hardware, hardware-live (exit 0 only with verdict fleet)",
+        help="on the hardware runner, in order: hardware-probe, env --site hardware, "
+        "conform --site hardware, hardware-live (exit 0 only with verdict fleet)",
     )
     _add_spec_dirs_source(p)
     _add_runtime_env(

@@ -111,7 +111,9 @@ def _register_query(sub: Any) -> None:
     add_store_arguments(p)
     p.add_argument("--core", help="core version (0.26.0) or specifier (>=0.25)")
     p.add_argument("--plugin", help="plugin distribution name")
-    p.add_argument("--verdict", choices=["fleet", "pilot", "lab"])
+    p.add_argument(
+        "--verdict", choices=["fleet", "pilot", "lab"], help="only pairings of this verdict"
+    )
     p.add_argument("--json", action="store_true", help="print the matching entries as JSON")
     p.set_defaults(func=cmd_query)
 
@@ -300,7 +302,12 @@ def _register_publish(subparsers: Any) -> None:
         default=None,
         help="prove the upload by installing (default with the local index)",
     )
-    group.add_argument("--no-verify-install", dest="verify_install", action="store_false")
+    group.add_argument(
+        "--no-verify-install",
+        dest="verify_install",
+        action="store_false",
+        help="publish without the install proof (default with a remote index)",
+    )
     p.add_argument(
         "--allow-uncertified",
         action="store_true",

@@ -37,7 +37,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_plugin_source(release)
     add_runner(release)
     add_backend(release)
-    release.add_argument("--runtime-env", type=Path, default=None, metavar="PATH")
+    release.add_argument(
+        "--runtime-env",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="an existing vendor runtime Python environment (e.g. TT-Metal's python_env)",
+    )
     release.add_argument("--index", default=None, help="package index upload URL")
     release.add_argument("--store", default=None, help="manifest store (folder or URL)")
     release.add_argument("--signing-key", default=None, help="ed25519 private key file")

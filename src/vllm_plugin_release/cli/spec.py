@@ -14,7 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ssub = spec.add_subparsers(dest="spec_command", metavar="ACTION", required=True)
 
     check = ssub.add_parser("check", help="validate a buildspec (exit 2 with every error)")
-    check.add_argument("file")
+    check.add_argument("file", help="the buildspec file")
     check.set_defaults(func=_check)
 
     schema = ssub.add_parser("schema", help="print the buildspec JSON Schema")
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     setter = ssub.add_parser(
         "set", help="set KEY (dotted) to VALUE (TOML syntax), keeping comments and order"
     )
-    setter.add_argument("file")
+    setter.add_argument("file", help="the buildspec file, edited in place")
     setter.add_argument("key", help="dotted key, e.g. core.version")
     setter.add_argument("value", help='TOML value, e.g. "0.26.0" or 1784975730 or true')
     setter.set_defaults(func=_set)

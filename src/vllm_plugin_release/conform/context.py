@@ -73,12 +73,12 @@ class Context:
     @property
     def env(self) -> EnvRecord:
         """dist/NAME/env.json, typed (BadInput naming the file and key, or another runner's)."""
-        hint = f"vpr env --spec {self.spec.path} --runner {self.runner}"
+        hint = f"vpr env --spec {self.spec.path} --site {self.runner}"
         env: EnvRecord = self._once("env", lambda: records.env_record(self.dist, hint=hint))
         if env.runner != self.runner:
             raise BadInput(
                 f"{self.dist / records.ENV}: built for runner {env.runner!r}, not {self.runner!r}",
-                hint=f"run `vpr env --spec {self.spec.path} --runner {self.runner}`",
+                hint=f"run `vpr env --spec {self.spec.path} --site {self.runner}`",
             )
         return env
 

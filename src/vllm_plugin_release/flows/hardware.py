@@ -8,10 +8,10 @@
   Anything missing: exit 3, naming each missing piece. Nothing is reported as present
   unless it was observed.
 * `live` runs what only the hardware can show, in the hardware pairing environment
-  (`vpr env --runner hardware`): for parallelism = "mesh", a probe that `vllm serve ...
+  (`vpr env --site hardware`): for parallelism = "mesh", a probe that `vllm serve ...
   -tp 2` is rejected with a clear error, and the live mixed-load test against a `vllm
   serve` it starts with the spec's model and settings. Both results become the
-  `hardware` check of the scorecard written by `vpr conform --runner hardware`, and the
+  `hardware` check of the scorecard written by `vpr conform --site hardware`, and the
   verdict is recomputed: `fleet` needs that check passed. Exit 0 only with verdict `fleet`.
 * `conform_hardware` is the whole sequence on the runner, a stage graph walked like the
   release's (core/stagegraph, flows/stagewalk): probe, hardware pairing environment
@@ -285,7 +285,7 @@ def live(spec: Spec, dist: Path, hw: HardwareSettings, spec_arg: str | Path) -> 
     if not has_env:
         raise BadInput(
             f"{dist / records.ENV}: no hardware pairing environment",
-            hint=f"run `vpr env --spec {spec_arg} --runner hardware` first",
+            hint=f"run `vpr env --spec {spec_arg} --site hardware` first",
         )
     vllm = python.parent / "vllm"
     if not vllm.exists():
@@ -420,7 +420,7 @@ def graph(steps: _Steps) -> Graph:
 
 
 def conform_hardware(spec: Spec, opts: Options, spec_arg: str | Path) -> int:
-    """Probe, `vpr env --runner hardware`, `vpr conform --runner hardware`, live: the
+    """Probe, `vpr env --site hardware`, `vpr conform --site hardware`, live: the
     hardware graph, walked.
 
     Stops at the first step that fails, with that step's exit code (as the separate

@@ -29,7 +29,7 @@ def run_plugin_tests(inputs: Inputs, dist_root: Path, runner: str, baseline: str
     if env.runner != runner:
         raise BadInput(
             f"{env_file}: the environment is for runner {env.runner!r}, not {runner!r}",
-            hint=f"run `vpr env --spec {spec.path} --runner {runner}` first",
+            hint=f"run `vpr env --spec {spec.path} --site {runner}` first",
         )
     cfg = pt.settings_for(spec)
     root = inputs.plugin.root

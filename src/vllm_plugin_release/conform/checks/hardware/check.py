@@ -8,7 +8,7 @@ that `vllm serve ... -tp 2` is rejected with a clear error (only with parallelis
 `vllm serve` started with the spec's model and settings. `flows.hardware` starts the
 processes and servers; what they showed is judged here (`classify_rejection`, `live_result`,
 what the probe found missing, `hardware_check`). `collect` adds the check to the
-scorecard written by `vpr conform --runner hardware` and recomputes the verdict: `fleet`
+scorecard written by `vpr conform --site hardware` and recomputes the verdict: `fleet`
 needs that check passed. Nothing is reported as passed unless it was observed.
 
 Its settings, `[conformance.hardware]`, are `conform/lib/hardwaresettings.py` (the
@@ -170,11 +170,11 @@ def collect(dist: Path, check: CheckResult) -> Scorecard:
     from vllm_plugin_release.conform.scorecard_render import write_card
 
     path = dist / records.SCORECARD
-    card = cardread.read(dist, "vpr conform --runner hardware")  # bounded, checked
+    card = cardread.read(dist, "vpr conform --site hardware")  # bounded, checked
     if card.runner != "hardware":
         raise BadInput(
             f"{path}: written by the {card.runner!r} runner",
-            hint="run `vpr conform --runner hardware` first",
+            hint="run `vpr conform --site hardware` first",
         )
     results = [r for r in card.results if r.name != NAME]
     facts = {k: card.raw.get(k) for k in FACT_KEYS}
