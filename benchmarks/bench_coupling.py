@@ -11,6 +11,7 @@ against the same sha256). Targets: cold <= 10 s, warm <= 2 s.
 from __future__ import annotations
 
 import argparse
+import json
 import importlib.util
 import os
 import shutil
@@ -108,7 +109,24 @@ def main(repeats: int = 5, before: str | None = None) -> dict[str, Any]:
         value = result[f"{case}_s"]
         verdict = "meets" if value <= target else "MISSES"
         console.print(f"{case}: {value:.2f} s (target <= {target} s): {verdict}")
+    result["accuracy"] = _accuracy()
     return result
+
+
+def _accuracy() -> dict[str, Any] | None:
+    """The report's accuracy across the TT matrix, when one was run here (`vpr matrix run
+    --spec buildspec/tt.toml`): recall and precision as matrix.json has them."""
+    path = REPO / "dist" / "tt" / "matrix.json"
+    if not path.is_file():
+        console.print("coupling accuracy: no dist/tt/matrix.json here (run the TT matrix)")
+        return None
+    acc = json.loads(path.read_text())["accuracy"]
+    console.print(
+        f"coupling accuracy across the TT matrix: recall {acc['recall']} ({acc['traced']} of "
+        f"{acc['observed']} failures traced), precision {acc['precision']} ({acc['confirmed']} "
+        f"of {acc['breaking']} breaking changes confirmed); missed: {'; '.join(acc['missed'])}"
+    )
+    return acc
 
 
 if __name__ == "__main__":
