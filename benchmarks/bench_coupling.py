@@ -11,8 +11,8 @@ against the same sha256). Targets: cold <= 10 s, warm <= 2 s.
 from __future__ import annotations
 
 import argparse
-import json
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
