@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from pathlib import Path
 
 from tests.required import tt_checkout
@@ -26,7 +27,15 @@ def test_tt_regression_narrowed_to_the_published_versions(
     assert report["mode"] == "index" and report["last_good"] == "0.25.1"
     assert report["first_bad"]["candidate"] == "0.26.0"
     failing = report["first_bad"]["failing"]
-    assert len(failing) == 14
-    assert all(t.startswith("tests.test_lane_input_batch::") for t in failing)
+    # every host test runs with the runtime present (no hand list), as in the release: the
+    # model-runner tests that build the block table regress with the lane tests
+    files = Counter(t.split("::")[0] for t in failing)
+    assert files == {
+        "tests.test_lane_input_batch": 14,
+        "tests.test_model_runner": 7,
+        "tests.test_lane_model_runner": 5,
+    }, files
     first_lines = {lines[0] for lines in report["first_bad"]["errors"].values()}
-    assert any("MultiGroupBlockTable" in line for line in first_lines)
+    assert all(
+        "MultiGroupBlockTable.__init__() got an unexpected keyword" in x for x in first_lines
+    )

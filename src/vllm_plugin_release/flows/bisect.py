@@ -149,23 +149,33 @@ def _prober(spec: Spec, cands: Candidates, opts: Options, inputs: Inputs) -> Cal
 
 
 def _ends(cands: Candidates, probe: Callable[[str], Probe], good: str, bad: str) -> list[str]:
-    """Probe both ends; the regressed tests (watched while searching), or exit 2."""
+    """Probe both ends; the tests that regressed between them (watched while searching):
+    failing at the bad end and not at the good one. A test that already fails at the good
+    end (a module of the plugin that never imported there, say) is said and not watched.
+    Exit 2 when nothing regressed."""
     if len(cands.items) < 2:
         raise BadInput(f"--good {good} and --bad {bad} are the same {cands.mode} candidate")
     first = probe(cands.items[0])
-    if first.failing:
-        raise BadInput(
-            f"--good {good}: the good end already fails: {len(first.failing)} plugin test(s) "
-            f"fail there (first: {first.failing[0]})",
-            hint="pick an older --good where the plugin's cpu tests pass",
-        )
     last = probe(cands.items[-1])
     if not last.failing:
         raise BadInput(
             f"--bad {bad}: the bad end passes: every plugin test passes there",
             hint="pick a newer --bad where the plugin's cpu tests fail",
         )
-    return list(last.failing)
+    before = set(first.failing)
+    watched = [t for t in last.failing if t not in before]
+    if not watched:
+        raise BadInput(
+            f"--good {good}: the good end already fails every test that fails at --bad {bad} "
+            f"({len(first.failing)} plugin test(s) fail there; first: {first.failing[0]})",
+            hint="pick an older --good where those tests pass",
+        )
+    if before:
+        progress.warn(
+            f"bisect: {len(before)} test(s) already fail at --good {good} (first: "
+            f"{first.failing[0]}); watching the {len(watched)} that regressed"
+        )
+    return watched
 
 
 def bisect(spec: Spec, good: str, bad: str, opts: Options) -> dict[str, Any]:
