@@ -68,7 +68,9 @@ class ListProblem(Exception):
 class Site:
     """One guarantee: `file`'s `functions` (top-level names, `Class.method`), mutated and
     run against `tests` (pytest node ids or files). `flags`: argument-list strings whose
-    removal is a mutant (`--require-hashes`); `operators`: the site's own set."""
+    removal is a mutant (`--require-hashes`); `operators`: the site's own set;
+    `equivalent`: mutants that cannot change what the code does (`OPERATOR @ LINE`, the
+    line's text), each with its reason in the list; they are not run."""
 
     name: str
     file: str
@@ -76,6 +78,7 @@ class Site:
     tests: tuple[str, ...]
     flags: tuple[str, ...] = ()
     operators: tuple[str, ...] = ()
+    equivalent: tuple[str, ...] = ()
 
     def touched_by(self, files: set[str]) -> bool:
         """Whether a change to `files` can change what this site's mutants meet."""
@@ -88,6 +91,8 @@ class Outcome:
     mutants: int = 0
     killed: int = 0
     timeouts: int = 0
+    equivalent: int = 0  # listed as such, not run
+    unmade: int = 0  # cosmic-ray could not write the mutant (a dotted exception name)
     survived: list[str] = field(default_factory=list)  # their diffs
     baseline: str | None = None  # the tests' output when they fail unmutated
     seconds: float = 0.0
@@ -107,7 +112,15 @@ def load_sites(path: Path = SITES) -> list[Site]:
         where = f"{path.name}: [[site]] #{n}"
         if not isinstance(raw, dict):
             raise ListProblem(f"{where}: not a table")
-        unknown = set(raw) - {"name", "file", "functions", "tests", "flags", "operators"}
+        unknown = set(raw) - {
+            "name",
+            "file",
+            "functions",
+            "tests",
+            "flags",
+            "operators",
+            "equivalent",
+        }
         if unknown:
             raise ListProblem(f"{where}: unknown key(s) {sorted(unknown)}")
         try:
@@ -118,6 +131,7 @@ def load_sites(path: Path = SITES) -> list[Site]:
                 tests=_texts(raw, "tests", where),
                 flags=_texts(raw, "flags", where, required=False),
                 operators=_texts(raw, "operators", where, required=False),
+                equivalent=_texts(raw, "equivalent", where, required=False),
             )
         except KeyError as exc:
             raise ListProblem(f"{where}: missing key {exc.args[0]}")
@@ -283,7 +297,7 @@ def _providers() -> dict[str, Any]:
 # -- running --------------------------------------------------------------------------------
 
 
-def test_command(site: Site) -> str:
+def site_command(site: Site) -> str:
     """pytest on the site's tests, stopping at the first failure (a kill)."""
     argv = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--no-header"]
     return shlex.join([*argv, *site.tests])
@@ -304,7 +318,7 @@ def run_site(site: Site, log: Any = sys.stdout) -> Outcome:
     lines = spans(site)
     path = REPO / site.file
     _drop_bytecode(path)
-    command = test_command(site)
+    command = site_command(site)
     began = time.monotonic()
     status, output = run_tests(command, timeout=None)
     baseline = time.monotonic() - began
@@ -319,13 +333,24 @@ def run_site(site: Site, log: Any = sys.stdout) -> Outcome:
     with tmp, use_db(str(Path(tmp.name) / "session.sqlite"), WorkDB.Mode.create) as db:
         init([path], db, configs)
         items = []
+        source = path.read_text().splitlines()
+        listed = set(site.equivalent)
         for item in db.pending_work_items:
             (m,) = item.mutations
             line = m.start_pos[0]
             if m.operator_name in wanted and any(a <= line <= b for a, b in lines):
-                items.append(item)
-            else:
-                db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED))
+                key = f"{m.operator_name} @ {source[line - 1].strip()}"
+                if key not in site.equivalent:
+                    items.append(item)
+                    continue
+                listed.discard(key)
+                outcome.equivalent += 1
+            db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED))
+        if listed:
+            raise ListProblem(
+                f"{SITES.name}: site {site.name!r}: no such mutant any more (remove it from "
+                f"`equivalent`): {sorted(listed)[0]}"
+            )
         flags_hit = {i.mutations[0].operator_args.get("flag") for i in items}
         for flag in site.flags:
             if flag not in flags_hit:
@@ -338,10 +363,12 @@ def run_site(site: Site, log: Any = sys.stdout) -> Outcome:
             result = mutate_and_test(item.mutations, command, timeout)
             db.set_result(item.job_id, result)
             outcome.mutants += 1
-            tag = f"{m.operator_name} line {m.start_pos[0]}"
-            if result.worker_outcome != WorkerOutcome.NORMAL:
-                outcome.survived.append(f"{tag}: cosmic-ray failed:\n{result.output}")
-                print(f"  ! {tag}: cosmic-ray failed", file=log, flush=True)
+            line = m.start_pos[0]  # named as `equivalent` takes it
+            tag = f"line {line}: {m.operator_name} @ {source[line - 1].strip()}"
+            if result.worker_outcome != WorkerOutcome.NORMAL:  # no mutant was written
+                outcome.mutants -= 1
+                outcome.unmade += 1
+                print(f"  not made: {tag} (cosmic-ray cannot write it)", file=log, flush=True)
             elif result.test_outcome == TestOutcome.SURVIVED:
                 outcome.survived.append(f"{tag}\n{result.diff}")
                 print(f"  SURVIVED {tag}", file=log, flush=True)
@@ -362,12 +389,15 @@ def _drop_bytecode(path: Path) -> None:
 
 
 def report(outcomes: list[Outcome]) -> str:
-    rows = ["site                                      mutants killed survived  seconds"]
+    rows = ["site                                            mutants killed survived equiv seconds"]
     for o in outcomes:
         survived = "baseline failed" if o.baseline is not None else str(len(o.survived))
         rows.append(
-            f"{o.site.name:<41} {o.mutants:>7} {o.killed:>6} {survived:>8} {o.seconds:>8.0f}"
+            f"{o.site.name:<47} {o.mutants:>7} {o.killed:>6} {survived:>8} {o.equivalent:>5} "
+            f"{o.seconds:>7.0f}"
         )
+    total = sum(o.seconds for o in outcomes)
+    rows.append(f"{len(outcomes)} sites, {sum(o.mutants for o in outcomes)} mutants, {total:.0f} s")
     return "\n".join(rows)
 
 
