@@ -233,3 +233,27 @@ def test_a_store_pairing_signed_over_other_wheels_or_no_json_is_refused(tmp_path
     )
     with pytest.raises(BadInput, match=r"s/m\.json:1: manifest is not valid JSON"):
         attest.verify_pairing(garbage, attest.signed_bytes(statement, key), public, where)
+
+
+def test_the_verification_report_says_what_was_checked(tmp_path: Path) -> None:
+    """`vpr manifest verify --json`'s report: the key's keyid (none for digests only), each
+    subject ok with no problem; with --manifest-only the wheels are "not checked", still
+    ok. A statement without its manifest beside it is bad input, as a missing file is."""
+    dist, pub, _ = _signed(tmp_path)
+    v = verify_files(dist / "manifest.json", pub)
+    assert v.keyid == attest.keyid(keys.load_public_key(pub))
+    assert v.subjects and all(r["ok"] and "problem" not in r for r in v.subjects)
+    assert verify_files(dist / "manifest.json", None).keyid is None  # digests only
+    only = verify_files(dist / "manifest.json", pub, manifest_only=True).subjects
+    wheels = [r for r in only if r["name"] != "manifest.json"]
+    assert wheels and all(r["ok"] and r["problem"] == "not checked" for r in wheels)
+    core, plugin = (next(dist.glob(f"{n}-*.whl")) for n in ("vllm", "vpr_test_plugin"))
+    core.unlink()
+    flip_byte(plugin, 0)
+    with pytest.raises(GateFailed) as failed:  # every problem named, not the first alone
+        verify_files(dist / "manifest.json", pub)
+    assert "subject file missing" in failed.value.message
+    assert f"{plugin.name}: sha256" in failed.value.message
+    (dist / "manifest.json").unlink()
+    with pytest.raises(BadInput, match=r"manifest\.json: no such file"):
+        verify_files(dist / "manifest.intoto.jsonl", pub)
