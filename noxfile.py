@@ -5,6 +5,7 @@ nox -s release -- --spec buildspec/tt.toml
 nox -s tests                   the test suite (what CI runs)
 nox -s tests -- -m "not integration"   the fast loop: tests/unit/ only
 nox -s lint                    ruff lint + format check
+nox -s mutants [-- FILE...]    the mutation gate over tests/mutants.toml (its sites in FILEs)
 nox -s bench                   side-by-side benchmarks (ratios, medians)
 nox -s lock                    re-resolve constraints/dev.txt; write the spec's missing or
                                stale locks (-- --upgrade: resolve the current ones again too)
@@ -90,6 +91,15 @@ def tests(session: nox.Session) -> None:
             run_engine_script("stop", engine["VPR_ENGINE_PID"], engine["VPR_ENGINE_DIR"])
 
 
+@nox.session(python=PYTHON)
+def mutants(session: nox.Session) -> None:
+    """The mutation gate: cosmic-ray mutates each guarantee site of tests/mutants.toml and
+    runs that site's own tests against every mutant; one that survives fails the session.
+    nox -s mutants -- FILE...   only the sites in those files (none: nothing runs)."""
+    install_project(session, "test", "mutants")
+    session.run("python", "-m", "tests.mutants", *session.posargs)
+
+
 ENGINE_SCRIPT = ROOT / "scripts" / "engine.sh"
 
 
@@ -139,6 +149,8 @@ def lock(session: nox.Session) -> None:
         "lint",
         "--extra",
         "bench",
+        "--extra",
+        "mutants",
         "--python-version",
         PYTHON,
         "--no-header",

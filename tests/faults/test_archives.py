@@ -99,6 +99,9 @@ HOSTILE: dict[str, Callable[[tarfile.TarFile], None]] = {
     ),
     "absolute symlink": lambda tf: entry(tf, f"{TOP}/abs", tarfile.SYMTYPE, linkname="/etc"),
     "'..' symlink": lambda tf: entry(tf, f"{TOP}/up", tarfile.SYMTYPE, linkname=f"../{UP}"),
+    "'..' symlink after './'": lambda tf: entry(
+        tf, f"{TOP}/up", tarfile.SYMTYPE, linkname=f".//../{UP}"
+    ),
     "link through link": lambda tf: (
         entry(tf, f"{TOP}/a", tarfile.SYMTYPE, linkname="b/../.."),
         entry(tf, f"{TOP}/b", tarfile.SYMTYPE, linkname="c/d/e"),
@@ -345,6 +348,73 @@ def test_good_archive_with_inner_links_extracts(tmp_path: Path, index: Index) ->
     assert (tree / "docs" / "mod.py").exists()
 
 
+def _chain(tf: tarfile.TarFile, links: int) -> None:
+    """`links` symlinks, each to the next, the last to a file: resolving the first takes
+    links - 1 hops through the others."""
+    for i in range(links):
+        entry(tf, f"{TOP}/h{i}", tarfile.SYMTYPE, linkname=f"h{i + 1}")
+    entry(tf, f"{TOP}/h{links}", data=b"end")
+
+
+def test_links_through_links_resolve_as_the_kernel_would(tmp_path: Path, index: Index) -> None:
+    """Inner links followed through other links and '..' from a subfolder extract; as many
+    hops as the kernel follows (40) extract, one more is refused, as a loop is."""
+
+    def add(tf: tarfile.TarFile) -> None:
+        entry(tf, f"{TOP}/pkg/mod.py", data=b"x = 1\n")
+        entry(tf, f"{TOP}/pkg/sub/up.py", tarfile.SYMTYPE, linkname="../mod.py")
+        entry(tf, f"{TOP}/lib", tarfile.SYMTYPE, linkname="pkg")
+        entry(tf, f"{TOP}/via.py", tarfile.SYMTYPE, linkname="lib/sub/up.py")
+        _chain(tf, 41)
+
+    tree = Fetcher(Cache(tmp_path / ".vpr")).source_tree(serve(index, tar(add)), "vllm")
+    assert (tree / "via.py").read_text() == "x = 1\n"
+    for name, hostile in {
+        "one hop too many": lambda tf: _chain(tf, 42),
+        "loop": lambda tf: (
+            entry(tf, f"{TOP}/a", tarfile.SYMTYPE, linkname="b"),
+            entry(tf, f"{TOP}/b", tarfile.SYMTYPE, linkname="a"),
+        ),
+    }.items():
+        index.files.clear()
+        cache = Cache(tmp_path / name)
+        with pytest.raises(BadInput, match="loops or is absolute"):
+            Fetcher(cache).source_tree(serve(index, tar(hostile)), "vllm")
+
+
+@pytest.mark.parametrize("target", ["/etc", "\\etc"])
+def test_an_absolute_link_is_refused_before_anything_is_written(
+    tmp_path: Path, index: Index, target: str
+) -> None:
+    src = serve(index, tar(lambda tf: entry(tf, f"{TOP}/abs", tarfile.SYMTYPE, linkname=target)))
+    with pytest.raises(BadInput, match="absolute symlink target"):
+        Fetcher(Cache(tmp_path / ".vpr")).source_tree(src, "vllm")
+
+
+@pytest.mark.parametrize("name", ["\\evil.py", "c:evil.py"])
+def test_a_member_named_as_a_windows_path_is_refused(
+    tmp_path: Path, index: Index, name: str
+) -> None:
+    for i, data in enumerate((tar(lambda tf: entry(tf, name, data=b"x")), zip_bytes({name: b"x"}))):
+        src = serve(index, data) if i == 0 else serve_zip(index, data)
+        with pytest.raises(BadInput, match="unsafe archive member"):
+            Fetcher(Cache(tmp_path / f"c{i}")).source_tree(src, "vllm")
+
+
+def test_extracted_modes_follow_the_data_filter(tmp_path: Path, index: Index) -> None:
+    """Modes as tarfile's `data` filter sets them: executables stay executable, nothing is
+    setuid or writable by group or others, the owner can always read and write."""
+    modes = {"run.sh": 0o755, "plain.py": 0o644, "open.py": 0o777, "suid": 0o4755, "ro": 0o400}
+
+    def add(tf: tarfile.TarFile) -> None:
+        for name, mode in modes.items():
+            entry(tf, f"{TOP}/{name}", data=b"x", mode=mode)
+
+    tree = Fetcher(Cache(tmp_path / ".vpr")).source_tree(serve(index, tar(add)), "vllm")
+    got = {name: (tree / name).stat().st_mode & 0o7777 for name in modes}
+    assert got == {"run.sh": 0o755, "plain.py": 0o644, "open.py": 0o755, "suid": 0o755, "ro": 0o600}
+
+
 @pytest.mark.timeout(60)  # 71.7 s at 1,100 folders before (realpath per member): O(N^3)
 def test_very_deep_archive_extracts(deep_tmp: Path, index: Index) -> None:
     """A source tree 1,800 folders deep: checked, extracted and its manifest written, each
@@ -367,9 +437,20 @@ def test_good_zip_extracts_and_default_limits_fit_a_real_sdist(tmp_path: Path) -
     from vllm_plugin_release.edges.fetch import extract
 
     archive = tmp_path / "vllm-0.26.0.zip"
-    archive.write_bytes(zip_bytes({f"{TOP}/setup.py": b"ok", f"{TOP}/pkg/a.py": b"a"}))
+    members = [
+        f"{TOP}/docs/api/",  # a folder entry before its parent's
+        f"{TOP}/docs/",
+        f"{TOP}/setup.py",
+        f"{TOP}/pkg/sub/a.py",  # no folder entries: made as needed
+        f"{TOP}/pkg/sub/b.py",
+    ]
+    with zipfile.ZipFile(archive, "w") as zf:
+        for name in members:
+            zf.writestr(name, b"" if name.endswith("/") else name[-4:-3].encode())
     extract(archive, tmp_path / "out")
-    assert (tmp_path / "out" / TOP / "pkg" / "a.py").read_text() == "a"
+    top = tmp_path / "out" / TOP
+    assert [(top / "pkg" / "sub" / n).read_text() for n in ("a.py", "b.py")] == ["a", "b"]
+    assert (top / "docs" / "api").is_dir() and (top / "setup.py").read_text() == "p"
     limits = ArchiveLimits()
     assert limits.max_members >= 10 * 6000 and limits.max_total_bytes >= 50 * 30 * 10**6
     archive = tmp_path / "a.tar.gz"

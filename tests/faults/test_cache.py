@@ -139,6 +139,37 @@ def test_tampered_stage_wheel_is_discarded_not_delivered(tmp_path: Path, capsys)
     assert "does not match its record; rebuilding" in capsys.readouterr().err
 
 
+def test_delivery_puts_the_records_wheel_in_dist_alone(tmp_path: Path) -> None:
+    """dist/NAME ends with the cached wheel's bytes under its name, whatever it held: a
+    wheel of that name changed there is replaced, an earlier pin's wheel removed, another
+    distribution's wheel kept."""
+    stage_dir, record = _stage(tmp_path)
+    dist = tmp_path / "dist" / "ref"  # made with its parents on first delivery
+    name = record["wheel"]["filename"]
+    assert delivery.reuse(stage_dir, dist, RECORD, "build-core") is not None
+    (dist / name).write_bytes(b"PK another build")
+    (dist / "vllm-0.0.0-py3-none-any.whl").write_bytes(b"PK an earlier pin")
+    (dist / "plugin-1.0-py3-none-any.whl").write_bytes(b"PK the plugin")
+    result = delivery.reuse(stage_dir, dist, RECORD, "build-core")
+    assert result is not None and result.wheel == dist / name
+    assert (dist / name).read_bytes() == b"PK wheel bytes"
+    assert sorted(p.name for p in dist.glob("*.whl")) == ["plugin-1.0-py3-none-any.whl", name]
+
+
+def test_a_cached_file_without_a_marker_is_hashed(tmp_path: Path) -> None:
+    """`verified_file`: no marker (a first run, or one removed): the file is hashed, a good
+    one gets its marker, a bad one is refused (and never raises for the absent marker)."""
+    from vllm_plugin_release.core.cache import verified_file
+
+    path = tmp_path / "file"
+    path.write_bytes(b"pinned bytes")
+    good = hashlib.sha256(b"pinned bytes").hexdigest()
+    marker = tmp_path / "file.verified.json"
+    assert not verified_file(path, "0" * 64) and not marker.exists()
+    assert verified_file(path, good) and marker.exists()
+    assert not verified_file(path, "0" * 64) and not marker.exists()
+
+
 # -- two runs creating one cache entry at once ---------------------------------------------
 
 
@@ -245,6 +276,16 @@ def test_lock_without_a_body_digest_is_refused(tmp_path: Path) -> None:
         "".join(line for line in path.read_text().splitlines(True) if "body-" not in line)
     )
     with pytest.raises(BadInput, match="written by an older vpr"):
+        check_lock(path, request)
+
+
+def test_a_missing_lock_is_bad_input(tmp_path: Path) -> None:
+    from vllm_plugin_release.core.errors import BadInput
+    from vllm_plugin_release.core.lockfile import check_lock
+
+    request, path = _lock(tmp_path)
+    path.unlink()
+    with pytest.raises(BadInput, match="lock file not found"):
         check_lock(path, request)
 
 

@@ -7,6 +7,7 @@ snapshot roles do. Each case starts from a store its writers signed, which reads
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import shutil
 import subprocess
@@ -18,6 +19,8 @@ import pytest
 
 from tests.pairing import built_manifest, manifest_variant, sign_store, typed, vpr, write_manifest
 from vllm_plugin_release.core import ledger
+from vllm_plugin_release.core import signed as signed_line
+from vllm_plugin_release.core import storehead as sh
 from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.edges import keys, ledgerstore
 from vllm_plugin_release.edges.store import DirStore
@@ -125,6 +128,30 @@ def test_a_store_rolled_back_to_an_older_signed_state_is_refused(signed, tmp_pat
     shutil.rmtree(signed["root"])
     shutil.copytree(signed["snapshots"][2], signed["root"])  # everything as it was at 2
     _refused(_ledger(tmp_path, signed["root"]), "older")
+
+
+def test_two_heads_signed_under_one_version_are_refused(signed, tmp_path: Path) -> None:
+    """Equivocation: the key's holder signs a second head under a version this consumer
+    has seen (a valid signature, valid files, not older); the consumer refuses it, and
+    reads the head it saw as often as it likes."""
+    for _ in range(2):
+        assert _ledger(tmp_path, signed["root"]).returncode == 0  # seen: this version
+    path = signed["root"] / sh.HEAD_FILE
+    key = signed["key"]
+    payload = signed_line.verify(
+        path.read_bytes(), sh.PAYLOAD_TYPE, key.public_key(), str(path), what="head", hint=""
+    )
+    body = json.loads(payload)
+    moment = sh.utc(body["time"]) - dt.timedelta(seconds=1)
+    body["time"] = sh.stamp(moment)  # another state of one version: its time alone differs
+    path.write_bytes(signed_line.sign(signed_line.payload_of(body), sh.PAYLOAD_TYPE, key))
+    _refused(_ledger(tmp_path, signed["root"]), "two states were signed under one version")
+    _refused(_query(tmp_path, signed["root"]), "two states were signed under one version")
+    fresh = tmp_path / "another-consumer"  # never saw the first head: it reads this one
+    fresh.mkdir()
+    pub = keys.public_path(tmp_path / ".vpr" / keys.DEFAULT_KEY)
+    done = _ledger(fresh, signed["root"], "--key", str(pub))
+    assert done.returncode == 0, done.stderr
 
 
 def test_an_index_and_ledger_from_two_states_are_refused(signed, tmp_path: Path) -> None:

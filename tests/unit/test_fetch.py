@@ -190,3 +190,55 @@ def test_git_unknown_tag_is_bad_input(tmp_path: Path, repo: tuple[Path, str]) ->
     path, commit = repo
     with pytest.raises(BadInput, match="not found"):
         Fetcher(Cache(tmp_path)).git(GitSource(url=str(path), tag="v9", commit=commit))
+
+
+def test_a_download_that_breaks_is_an_outside_failure_and_leaves_nothing(
+    tmp_path: Path, index: Index, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`download` itself: a file the server does not have (HTTP 404), a server that is
+    gone, one that never answers: exit 3 each, no file and no `.part` left; a server that
+    sends no Content-Length still delivers the pinned bytes."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tests.support import serve_in_thread
+    from vllm_plugin_release.edges.fetch import download
+
+    monkeypatch.setenv("VPR_NET_TIMEOUT", "1")
+    data = b"sdist bytes" * 100
+    sha = hashlib.sha256(data).hexdigest()
+    dest, tmp = tmp_path / "cas" / "x.tar.gz", tmp_path / "cache" / "tmp"  # made as needed
+    base = index.url.removesuffix("/simple")
+    with pytest.raises(OutsideFailure, match="HTTP 404"):
+        download(f"{base}/files/absent.tar.gz", sha, dest, tmp, "x")
+    with socket.socket() as gone:
+        gone.bind(("127.0.0.1", 0))
+        port = gone.getsockname()[1]
+    with pytest.raises(OutsideFailure, match="download failed"):
+        download(f"http://127.0.0.1:{port}/x.tar.gz", sha, dest, tmp, "x")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/x.tar.gz"
+        with pytest.raises(OutsideFailure, match="timed out"):
+            download(url, sha, dest, tmp, "x")
+    assert not dest.exists() and list(tmp.iterdir()) == []
+
+    class NoLength(BaseHTTPRequestHandler):  # HTTP/1.0: the body ends when it closes
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NoLength)
+    thread: threading.Thread = serve_in_thread(server)
+    try:
+        download(f"http://127.0.0.1:{server.server_address[1]}/x", sha, dest, tmp, "x")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert dest.read_bytes() == data and list(tmp.iterdir()) == []

@@ -131,6 +131,11 @@ def test_a_swapped_plugin_wheel_is_not_the_signed_one(env: dict) -> None:
     [text] = findings(env)
     assert text.startswith("plugin ref-plugin 0.1.0: its installed files are not those of the "
                            "certified wheel x.whl (files_sha256 ")  # fmt: skip
+    record = site / "ref_plugin-0.1.0.dist-info" / "RECORD"
+    assert f"(files_sha256 {scan.files_sha256(record.read_bytes())[:16]}," in text  # its own
+    record.unlink()  # no RECORD at all: the same finding, never a crash
+    [text] = findings(env)
+    assert "not those of the certified wheel x.whl (files_sha256 None," in text
 
 
 def test_another_build_of_a_pin_and_a_file_edited_in_place_are_named(env: dict) -> None:
@@ -172,6 +177,8 @@ def test_the_platform_is_compared_in_both_directions(env: dict) -> None:
     [raised] = check.platform_finding(state, None, "RuntimeError: no device")
     assert "raised RuntimeError: no device; certified" in raised.text
     state.manifest["platform"] = None  # a manifest from before the guard: not compared
+    assert check.platform_finding(state, PLATFORM, None) == []
+    state.manifest["platform"] = {"resolved": ""}  # none recorded
     assert check.platform_finding(state, PLATFORM, None) == []
 
 

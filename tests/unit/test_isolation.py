@@ -119,6 +119,22 @@ def test_ascend_is_not_ascending() -> None:
     assert matches("import vllm_ascend", "ascend") == [("ascend", "ascend")]
 
 
+def test_hits_at_the_edges_of_a_file() -> None:
+    """A symbol at the very start or end of a file, or glued to a capital at its end: the
+    boundaries read no byte outside the file (nor wrap round to its last one)."""
+    assert matches("TT_VISIBLE_DEVICES = x", "TT_VISIBLE_DEVICES") == [
+        ("TT_VISIBLE_DEVICES", "TT_VISIBLE_DEVICES")
+    ]
+    assert matches("import ttnn", "ttnn") == [("ttnn", "ttnn")]
+    assert matches("TTNNX", "ttnn") == []  # one word TTNNX: no hump before the X
+    assert matches("vllm_ascend", "vllm_ascend", "ascend") == [("vllm_ascend", "vllm_ascend")]
+    # a candidate refused does not end the search: the hits after it are found
+    assert matches("ascending=True; import vllm_ascend", "ascend") == [("ascend", "ascend")]
+    assert matches("MY_TT_VISIBLE_DEVICES or TT_VISIBLE_DEVICES", "TT_VISIBLE_DEVICES") == [
+        ("TT_VISIBLE_DEVICES", "TT_VISIBLE_DEVICES")
+    ]
+
+
 def test_spellings_of_one_symbol_are_deduplicated() -> None:
     names = [s.name for s in parse_symbols(["tt_metal", "tt-metal", "TtMetal"])]
     assert names == ["tt_metal"]
@@ -501,6 +517,11 @@ def test_check_statuses(tmp_path: Path) -> None:
     assert result.details["counts"]["import"] == 1
     assert set(result.details["scans"]) == {"core-tree", "core-wheel"}
     assert json.dumps(result.to_json())
+
+    only = check(spec, tree, no_wheel="the core wheel failed to build")
+    assert only.summary.endswith("(source tree only: no core wheel yet)")
+    assert only.evidence[0].note.startswith("core wheel not scanned: the core wheel failed")
+    assert "source tree only" not in check(spec, tree, wheel, no_wheel="ignored").summary
 
     assert check(fake_spec(tmp_path, None), tree).status == "deferred"
     with pytest.raises(BadInput, match="symbols"):  # refused when the spec is loaded

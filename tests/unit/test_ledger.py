@@ -14,6 +14,7 @@ from tests.pairing import ledger_manifest
 from tests.support import vpr
 from vllm_plugin_release.core import attest, ledger, schedule
 from vllm_plugin_release.core import signed as signing
+from vllm_plugin_release.core.cache import canonical_json
 from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.core.manifestmodel import Manifest
 from vllm_plugin_release.edges import keys, ledgerstore
@@ -352,3 +353,54 @@ def test_a_repair_entry_is_checked_shown_and_left_out_of_the_matrix() -> None:
     assert "'repair' is not an object" in str(lg.entry_problem(without))
     broken = {**entry.raw, "repair": {**repair.to_json(), "head_version": "7"}}
     assert "'repair.head_version'" in str(lg.entry_problem(broken))
+
+
+def test_a_signed_line_verifies_only_as_its_key_signed_it(tmp_path: Path) -> None:
+    """`signed.verify` (heads, ledger lines, pointers): a line of this key verifies, also
+    beside another key's signature; any other bytes for it are refused: the envelope
+    written another way, a payload with a character outside base64, another payload type,
+    a broken signature of this key beside its good one (a line changed, still "signed")."""
+    key = keys.load_private_key(keys.generate_keypair(tmp_path / "m.key")[0])
+    other = keys.load_private_key(keys.generate_keypair(tmp_path / "o.key")[0])
+    kind, payload = "application/vnd.test+json", signing.payload_of({"n": 1})
+    line = signing.sign(payload, kind, key)
+
+    def verify(data: bytes, payload_type: str = kind) -> bytes:
+        return signing.verify(data, payload_type, key.public_key(), "L", what="line", hint="")
+
+    def written(envelope: dict) -> bytes:
+        return (canonical_json(envelope) + "\n").encode()
+
+    assert verify(line) == payload
+    envelope = json.loads(line)
+    theirs = json.loads(signing.sign(payload, kind, other))["signatures"]
+    assert verify(written({**envelope, "signatures": theirs + envelope["signatures"]})) == payload
+    with pytest.raises(GateFailed, match="canonical form"):
+        verify(json.dumps(envelope, indent=1).encode() + b"\n")
+    b64 = envelope["payload"]
+    with pytest.raises(GateFailed, match="L: not a signed line"):
+        verify(written({**envelope, "payload": f"{b64[:4]}!{b64[4:]}"}))
+    with pytest.raises(GateFailed, match="L: not a signed line"):
+        verify(signing.sign(payload, "application/vnd.other+json", key))
+    (mine,) = envelope["signatures"]
+    broken = {**mine, "sig": base64.b64encode(bytes(64)).decode()}
+    with pytest.raises(GateFailed, match="altered"):
+        verify(written({**envelope, "signatures": [broken, mine]}))
+    with pytest.raises(GateFailed, match="altered"):  # no signature: not "another key"
+        verify(written({**envelope, "signatures": []}))
+
+
+def test_each_line_is_verified_unless_the_head_vouches_for_the_whole(tmp_path: Path) -> None:
+    """parse_ledger as a writer calls it (before it signs a head over the ledger): a line
+    another key signed, chained in its place, is refused; `vouched` (the bytes a verified
+    head names by sha256) reads it, the chain still checked."""
+    key = keys.load_private_key(keys.generate_keypair(tmp_path / "m.key")[0])
+    other = keys.load_private_key(keys.generate_keypair(tmp_path / "o.key")[0])
+    first = ledger.sign_line(ledger.chained(_entry("0.26.0", "a", "pilot"), None, 0), key)
+    second = ledger.sign_line(ledger.chained(_entry("0.26.0", "a", "lab"), first, 1), other)
+    pub = key.public_key()
+    assert [e.verdict for e in ledger.parse_ledger(first, pub, "L")] == ["pilot"]
+    with pytest.raises(GateFailed, match="L:2: the signature does not verify"):
+        ledger.parse_ledger(first + second, pub, "L")
+    read = ledger.parse_ledger(first + second, pub, "L", vouched=True)
+    assert [e.seq for e in read] == [1, 2]

@@ -162,3 +162,98 @@ def test_store_copy_verifies_with_manifest_only(tmp_path: Path) -> None:
         verify_files(copy, pub, manifest_only=True)
     done = vpr("manifest", "verify", str(copy), "--key", str(pub), "--manifest-only", cwd=tmp_path)
     assert done.returncode == 1
+
+
+def test_a_pairing_read_from_a_store_is_the_manifest_its_statement_signs(tmp_path: Path) -> None:
+    """`vpr install`'s check of a store's pairing (verify_pairing, in memory): the signed
+    manifest verifies; another valid manifest of the same wheels (another pairing's, as a
+    store could serve under this statement) is refused by the manifest subject alone."""
+    from tests.pairing import manifest_variant
+
+    dist, pub, _ = _signed(tmp_path)
+    key = keys.load_public_key(pub)
+    data = (dist / "manifest.json").read_bytes()
+    envelope = (dist / "manifest.intoto.jsonl").read_bytes()
+    where = ("store/pairings/x.json", "store/pairings/x.intoto.jsonl")
+    manifest, _ = attest.verify_pairing(data, envelope, key, where)
+    assert manifest.pairing_id == json.loads(data)["pairing_id"]
+    other = doc.manifest_bytes(manifest_variant(json.loads(data), commit="2" * 40))
+    with pytest.raises(GateFailed, match=r"is not the signed manifest\.json subject"):
+        attest.verify_pairing(other, envelope, key, where)
+
+
+def test_a_signed_payload_that_is_no_statement_is_refused(tmp_path: Path) -> None:
+    """Signed by the right key and still refused: a payload that is not JSON, not an
+    object, not an in-toto Statement v1, or of another predicate type."""
+    key = keys.load_private_key(keys.generate_keypair(tmp_path / "k.key")[0])
+    pub = key.public_key()
+
+    def envelope(payload: bytes) -> dict[str, Any]:
+        sig = key.sign(attest.pae(attest.PAYLOAD_TYPE, payload))
+        return {
+            "payload": base64.b64encode(payload).decode(),
+            "payloadType": attest.PAYLOAD_TYPE,
+            "signatures": [{"keyid": attest.keyid(pub), "sig": base64.b64encode(sig).decode()}],
+        }
+
+    good = {"_type": attest.STATEMENT_TYPE, "predicateType": attest.PREDICATE_TYPE}
+    assert attest.verify_envelope(envelope(json.dumps(good).encode()), pub, "S") == good
+    for payload, said in (
+        (b"not json", "signed payload is not JSON"),
+        (b"[]", "not an in-toto Statement v1"),
+        (json.dumps({**good, "_type": "x"}).encode(), "not an in-toto Statement v1"),
+        (json.dumps({**good, "predicateType": "x"}).encode(), "predicateType is not"),
+    ):
+        with pytest.raises(GateFailed, match=said):
+            attest.verify_envelope(envelope(payload), pub, "S")
+
+
+def test_a_store_pairing_signed_over_other_wheels_or_no_json_is_refused(tmp_path: Path) -> None:
+    """verify_pairing with a statement its key did sign: one whose wheel subjects are not
+    the manifest's wheels (a publisher's slip) is refused naming the wheel; a manifest that
+    is its subject but no JSON is bad input, never a traceback."""
+    import hashlib
+
+    dist, pub_path, pins = _signed(tmp_path)
+    key = keys.load_private_key(tmp_path / "keys" / "k.key")
+    data = (dist / "manifest.json").read_bytes()
+    statement = attest.build_statement(
+        json.loads(data), hashlib.sha256(data).hexdigest(), pins, builder_id=keys.builder_id()
+    )
+    for subject in statement["subject"]:
+        if subject["name"].startswith("vpr_test_plugin-"):
+            subject["digest"]["sha256"] = "0" * 64
+    where = ("s/m.json", "s/m.intoto.jsonl")
+    public = keys.load_public_key(pub_path)
+    with pytest.raises(GateFailed, match=r"plugin\.wheel vpr_test_plugin-.* is not a subject"):
+        attest.verify_pairing(data, attest.signed_bytes(statement, key), public, where)
+    garbage = b"not json\n"
+    statement = attest.build_statement(
+        json.loads(data), hashlib.sha256(garbage).hexdigest(), pins, builder_id=keys.builder_id()
+    )
+    with pytest.raises(BadInput, match=r"s/m\.json:1: manifest is not valid JSON"):
+        attest.verify_pairing(garbage, attest.signed_bytes(statement, key), public, where)
+
+
+def test_the_verification_report_says_what_was_checked(tmp_path: Path) -> None:
+    """`vpr manifest verify --json`'s report: the key's keyid (none for digests only), each
+    subject ok with no problem; with --manifest-only the wheels are "not checked", still
+    ok. A statement without its manifest beside it is bad input, as a missing file is."""
+    dist, pub, _ = _signed(tmp_path)
+    v = verify_files(dist / "manifest.json", pub)
+    assert v.keyid == attest.keyid(keys.load_public_key(pub))
+    assert v.subjects and all(r["ok"] and "problem" not in r for r in v.subjects)
+    assert verify_files(dist / "manifest.json", None).keyid is None  # digests only
+    only = verify_files(dist / "manifest.json", pub, manifest_only=True).subjects
+    wheels = [r for r in only if r["name"] != "manifest.json"]
+    assert wheels and all(r["ok"] and r["problem"] == "not checked" for r in wheels)
+    core, plugin = (next(dist.glob(f"{n}-*.whl")) for n in ("vllm", "vpr_test_plugin"))
+    core.unlink()
+    flip_byte(plugin, 0)
+    with pytest.raises(GateFailed) as failed:  # every problem named, not the first alone
+        verify_files(dist / "manifest.json", pub)
+    assert "subject file missing" in failed.value.message
+    assert f"{plugin.name}: sha256" in failed.value.message
+    (dist / "manifest.json").unlink()
+    with pytest.raises(BadInput, match=r"manifest\.json: no such file"):
+        verify_files(dist / "manifest.intoto.jsonl", pub)
