@@ -2,12 +2,16 @@
 pairing published through a loopback pypiserver, installed by uv offline with hashes): the
 guard is installed with the verified manifest beside the environment, its own check agrees,
 each tampering is seen by it and `vpr install` (the line the guard prints) repairs it,
-another build of a certified wheel under the same version included. vLLM itself starting
-under the guard: tests/integration/test_guard.py."""
+another build of a certified wheel under the same version included. Then the guard's
+start-up hook in that environment (its `vllm.general_plugins` entry point, called as vLLM
+calls it, with a stand-in `vllm` whose platform is the certified one): it fails closed on a
+damaged record of its own. The
+real vLLM starting under the guard: tests/integration/test_guard.py."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -16,11 +20,31 @@ import pytest
 from tests.pairing import published_pairing, vpr, write_wheel
 from vllm_plugin_release.edges.uv import uv_bin
 
+# the stand-in vllm's platform: what `vllm.platforms.current_platform` resolves to in vLLM
+CPU_PLATFORM = """
+import types as _types
+class CpuPlatform:
+    pass
+CpuPlatform.__module__ = "vllm.platforms.cpu"
+platforms = _types.SimpleNamespace(current_platform=CpuPlatform())
+"""
+# vLLM's start-up as far as the guard sees it: import vllm, then call every general plugin
+START = """
+import vllm
+from importlib.metadata import entry_points
+for ep in entry_points(group="vllm.general_plugins"):
+    ep.load()()
+print("vLLM started")
+"""
+REFUSED = "vpr-guard: vLLM will not start: "
+
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("project")
-    return published_pairing(root, guard=True, platform="vllm.platforms.cpu.CpuPlatform")
+    return published_pairing(
+        root, guard=True, platform="vllm.platforms.cpu.CpuPlatform", core_extra=CPU_PLATFORM
+    )
 
 
 def install(p: dict, venv: Path, *more: str) -> subprocess.CompletedProcess:
@@ -112,3 +136,79 @@ def test_a_record_beside_the_environment_that_was_edited_is_written_again(
     assert code == 2 and "is not the manifest vpr install verified" in answer["findings"][0]["text"]
     assert json.loads(install(published, venv).stdout)["status"] == "installed"
     assert guard_check(venv)[0] == 0
+
+
+@pytest.fixture(scope="module")
+def guarded(published: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The pairing installed with no policy file (its verdict, pilot, says warn)."""
+    venv = tmp_path_factory.mktemp("guarded") / "venv"
+    done = install(published, venv)
+    assert done.returncode == 0, done.stderr
+    site = next((venv / "lib").glob("python3.*/site-packages"))
+    return {"venv": venv, "site": site, "record": venv / "vpr-guard"}
+
+
+def start(venv: Path, policy: str | None, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    """The guard's start-up hook in a new Python of that environment, from `cwd`."""
+    full = {k: v for k, v in os.environ.items() if k not in ("VPR_GUARD", "PYTHONPATH")}
+    if policy:
+        full["VPR_GUARD"] = policy
+    return subprocess.run(
+        [str(venv / "bin" / "python"), "-c", START], cwd=cwd, env={**full, **env},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def refused_lines(done: subprocess.CompletedProcess) -> list[str]:
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "vLLM started" not in done.stdout and "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith(REFUSED), lines
+    return lines
+
+
+def test_the_untouched_environment_starts_under_its_default_and_enforce(
+    guarded: dict, tmp_path: Path
+) -> None:
+    for policy in (None, "enforce"):
+        done = start(guarded["venv"], policy, tmp_path)
+        assert done.returncode == 0 and "vLLM started" in done.stdout, done.stderr
+        assert done.stderr == ""
+    # started from inside site-packages: the working folder is the environment's own
+    done = start(guarded["venv"], "enforce", guarded["site"])
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+@pytest.mark.parametrize(
+    "damage", ["certified.json truncated", "certified.json missing", "manifest.json unparsable",
+               "manifest.json missing"],
+)  # fmt: skip
+def test_a_damaged_record_refuses_to_start_under_the_default_policy(
+    guarded: dict, tmp_path: Path, damage: str
+) -> None:
+    """Without VPR_GUARD or a policy file the verdict says the policy; a record that cannot
+    be read has no verdict, and that is no reason to let vLLM start (known-good: the same
+    environment with its record whole starts under that default, warn)."""
+    name, how = damage.split()
+    path = guarded["record"] / name
+    kept = path.read_bytes()
+    try:
+        if how == "truncated":
+            path.write_bytes(kept[: len(kept) // 2])
+        elif how == "unparsable":
+            path.write_bytes(b"{not json\n")
+        else:
+            path.unlink()
+        lines = refused_lines(start(guarded["venv"], None, tmp_path))
+        print(f"\n[{damage}] refused:\n" + "\n".join(lines))
+        assert any(str(path) in line for line in lines[1:-2]), lines
+        assert lines[0] == REFUSED + "the certified record of this environment cannot be used:"
+        assert lines[-1].startswith(
+            "(policy enforce, from the default when the certified record cannot be used; "
+        ), lines
+        warned = start(guarded["venv"], "warn", tmp_path)  # the operator's word still counts
+        assert warned.returncode == 0 and "vLLM started" in warned.stdout, warned.stderr
+        assert warned.stderr.startswith("vpr-guard: WARNING: ")
+    finally:
+        path.write_bytes(kept)
+    assert start(guarded["venv"], None, tmp_path).returncode == 0

@@ -49,6 +49,12 @@ class State:
     manifest: dict[str, Any] = field(default_factory=dict)
     certified: dict[str, Any] = field(default_factory=dict)
     problems: list[Finding] = field(default_factory=list)
+    damaged: str = ""  # the file (or folder) of the record that cannot be used
+
+    def unusable(self, path: str, text: str) -> State:
+        self.damaged = self.damaged or path
+        self.problems.append(Finding("state", "", text))
+        return self
 
     @property
     def verdict(self) -> str | None:
@@ -60,7 +66,7 @@ class State:
         line = self.certified.get("recover")
         if isinstance(line, str) and line:
             return line
-        pid = self.manifest.get("pairing_id") or "PAIRING_ID"
+        pid = str(self.manifest.get("pairing_id") or "PAIRING_ID")[:16]
         return f"vpr install {pid} --python-env {self.prefix}"
 
 
@@ -72,45 +78,65 @@ def _read(path: str) -> bytes:
     return data
 
 
+class Damaged(ValueError):
+    def __init__(self, path: str, what: str) -> None:
+        super().__init__(f"{path}: {what}")
+        self.path = path
+
+
+def _load(path: str) -> tuple[bytes, Any]:
+    """The bytes of one file of the record and its JSON; Damaged naming the file and what
+    is wrong with it (missing, unreadable, truncated or not JSON)."""
+    try:
+        data = _read(path)
+    except FileNotFoundError:
+        raise Damaged(path, "missing") from None
+    except (OSError, ValueError) as exc:
+        raise Damaged(path, f"cannot be read ({exc})") from None
+    try:
+        return data, json.loads(data)
+    except ValueError as exc:
+        raise Damaged(path, f"truncated or not JSON ({exc})") from None
+
+
 def load_state(prefix: str | None = None) -> State:
     prefix = prefix or sys.prefix
     folder = os.path.join(prefix, STATE_DIR)
     state = State(prefix=prefix, folder=folder)
     if not os.path.isdir(folder):
-        state.problems.append(
-            Finding(
-                "state",
-                "",
-                f"{folder}: no certified pairing here (this environment was "
-                "not made by `vpr install`, or its record was removed)",
-            )
+        return state.unusable(
+            folder,
+            f"{folder}: no certified pairing here (this environment was not made by `vpr "
+            "install`, or its record was removed)",
         )
-        return state
-    try:
-        manifest_bytes = _read(os.path.join(folder, MANIFEST))
-        certified = json.loads(_read(os.path.join(folder, CERTIFIED)))
-        manifest = json.loads(manifest_bytes)
-    except (OSError, ValueError) as exc:
-        state.problems.append(
-            Finding("state", "", f"{folder}: the certified record cannot be read ({exc})")
-        )
-        return state
-    if not isinstance(certified, dict) or certified.get("kind") != CERTIFIED_KIND:
-        state.problems.append(Finding("state", "", f"{folder}/{CERTIFIED}: not a vpr-guard record"))
-        return state
+    loaded = {}
+    for name in (MANIFEST, CERTIFIED):
+        try:
+            loaded[name] = _load(os.path.join(folder, name))
+        except Damaged as exc:
+            state.unusable(exc.path, str(exc))
+    manifest_bytes, manifest = loaded.get(MANIFEST, (b"", {}))
+    certified = loaded.get(CERTIFIED, (b"", {}))[1]
+    path = os.path.join(folder, CERTIFIED)
+    if CERTIFIED in loaded and (
+        not isinstance(certified, dict) or certified.get("kind") != CERTIFIED_KIND
+    ):
+        state.unusable(path, f"{path}: not a vpr-guard record")
+    else:
+        state.certified = certified  # its recovery line, even beside a damaged manifest
+    path = os.path.join(folder, MANIFEST)
     if not isinstance(manifest, dict):
-        state.problems.append(Finding("state", "", f"{folder}/{MANIFEST}: not a manifest"))
+        state.unusable(path, f"{path}: not a manifest")
+    else:
+        state.manifest = manifest
+    if state.damaged:
         return state
-    state.manifest, state.certified = manifest, certified
     have = hashlib.sha256(manifest_bytes).hexdigest()
     if have != certified.get("manifest_sha256"):
-        state.problems.append(
-            Finding(
-                "state",
-                "",
-                f"{folder}/{MANIFEST}: sha256 {have[:16]} is not the manifest "
-                f"vpr install verified ({str(certified.get('manifest_sha256'))[:16]})",
-            )
+        state.unusable(
+            path,
+            f"{path}: sha256 {have[:16]} is not the manifest vpr install verified "
+            f"({str(certified.get('manifest_sha256'))[:16]})",
         )
     return state
 
@@ -121,8 +147,10 @@ class BadPolicy(ValueError):
 
 def resolve_policy(state: State) -> tuple[str, str]:
     """(policy, where it came from): $VPR_GUARD, else the first word of ENV/vpr-guard/policy,
-    else enforce for a fleet verdict and warn for pilot or lab. BadPolicy for a value that is
-    none of enforce, warn, off (the guard then refuses: it does not guess)."""
+    else warn for a pilot or lab verdict and enforce for any other. A record that cannot be
+    used has no verdict to go by: enforce (a damaged record must not let vLLM start quietly
+    where the verdict said enforce). BadPolicy for a value that is none of enforce, warn,
+    off (the guard then refuses: it does not guess)."""
     value = os.environ.get(POLICY_ENV, "").strip()
     if value:
         if value.lower() not in POLICIES:
@@ -139,8 +167,12 @@ def resolve_policy(state: State) -> tuple[str, str]:
         if word not in POLICIES:
             raise BadPolicy(f"{path}: {word!r} is not one of {', '.join(POLICIES)}")
         return word, path
+    if state.damaged:
+        return "enforce", "the default when the certified record cannot be used"
     verdict = state.verdict
-    return ("enforce" if verdict == "fleet" else "warn"), f"the default for verdict {verdict}"
+    if verdict in ("pilot", "lab"):
+        return "warn", f"the default for verdict {verdict}"
+    return "enforce", f"the default for verdict {verdict}"
 
 
 def _labels(state: State) -> dict[str, str]:
@@ -273,7 +305,9 @@ def describe(state: State) -> str:
 def message(state: State, findings: list[Finding], policy: str, source: str) -> str:
     """One message: what differs, how to get back, and what the policy does (`check`: the
     shell's `python -m vpr_guard check`, which applies none)."""
-    if state.manifest:
+    if state.damaged and state.damaged != state.folder:
+        what = "the certified record of this environment cannot be used"
+    elif state.manifest:
         what = f"this environment is not the certified {describe(state)}"
     else:
         what = "this environment has no certified pairing"
