@@ -5,14 +5,16 @@ each tampering is seen by it and `vpr install` (the line the guard prints) repai
 another build of a certified wheel under the same version included. Then the guard's
 start-up hook in that environment (its `vllm.general_plugins` entry point, called as vLLM
 calls it, with a stand-in `vllm` whose platform is the certified one): it fails closed on a
-damaged record of its own. The
+damaged record of its own and on code imported from anywhere but the certified files. The
 real vLLM starting under the guard: tests/integration/test_guard.py."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -212,3 +214,89 @@ def test_a_damaged_record_refuses_to_start_under_the_default_policy(
     finally:
         path.write_bytes(kept)
     assert start(guarded["venv"], None, tmp_path).returncode == 0
+
+
+def _copy_package(site: Path, name: str, to: Path, edit: str) -> Path:
+    shutil.copytree(site / name, to / name, ignore=shutil.ignore_patterns("__pycache__"))
+    init = to / name / "__init__.py"
+    init.write_text(init.read_text() + edit)
+    return init
+
+
+def _egg(folder: Path, zipped: bool) -> Path:
+    """An egg of vpr-egg 1.0 as setuptools' easy_install left them: a folder or a zip."""
+    files = {"EGG-INFO/PKG-INFO": "Metadata-Version: 1.1\nName: vpr-egg\nVersion: 1.0\n",
+             "vpr_egg/__init__.py": "EGG = 1\n"}  # fmt: skip
+    egg = folder / "vpr_egg-1.0-py3.11.egg"
+    if zipped:
+        folder.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(egg, "w") as zf:
+            for path, text in files.items():
+                zf.writestr(path, text)
+    else:
+        for path, text in files.items():
+            (egg / path).parent.mkdir(parents=True, exist_ok=True)
+            (egg / path).write_text(text)
+    return egg
+
+
+@pytest.mark.parametrize(
+    "drift",
+    ["core on PYTHONPATH", "plugin on PYTHONPATH", "guard on PYTHONPATH",
+     "core in the working folder", "wheel on PYTHONPATH", "wheel named by a .pth",
+     "egg folder named by a .pth", "zipped egg on PYTHONPATH"],
+)  # fmt: skip
+def test_code_from_outside_the_certified_files_refuses_to_start(
+    guarded: dict, tmp_path: Path, drift: str
+) -> None:
+    """Under enforce: the code Python imports for the core, the plugin and the guard must be
+    their certified files, and no distribution may come from a zip, an egg or a folder put
+    on sys.path (PYTHONPATH, the working folder of `python -c`, a .pth file). Known-good: a
+    folder on PYTHONPATH and a working folder that hold none of these start."""
+    venv, site = guarded["venv"], guarded["site"]
+    added = tmp_path / "added"
+    added.mkdir()
+    (added / "vpr_plain.py").write_text("PLAIN = 1\n")
+    plain = start(venv, "enforce", added, PYTHONPATH=str(added))
+    assert plain.returncode == 0 and plain.stderr == "", plain.stderr
+
+    env: dict[str, str] = {}
+    cwd, pth = tmp_path, site / "vpr-drift.pth"
+    if drift.endswith("on PYTHONPATH") and drift.split()[0] in ("core", "plugin", "guard"):
+        package = {"core": "vllm", "plugin": "vpr_test_plugin", "guard": "vpr_guard"}
+        name = package[drift.split()[0]]
+        init = _copy_package(site, name, added, "\n# changed on the side\n")
+        env["PYTHONPATH"] = str(added)
+        who = {"core": "core vllm", "plugin": "plugin vpr-test-plugin", "guard": "guard vpr-guard"}
+        expected = f"  - {who[drift.split()[0]]}: Python imports {name} from {init} (on PYTHONPATH)"
+    elif drift == "core in the working folder":
+        init = _copy_package(site, "vllm", added, "\n# a source tree\n")
+        cwd = added
+        expected = f"  - core vllm: Python imports vllm from {init} (the working folder"
+    elif drift.startswith("wheel"):
+        wheel = write_wheel(tmp_path / "w", "vpr-zipped", "1.0", {"vpr_zipped.py": "Z = 1\n"})
+        if "PYTHONPATH" in drift:
+            env["PYTHONPATH"] = str(wheel)
+            by = "on PYTHONPATH"
+        else:
+            pth.write_text(f"{wheel}\n")
+            by = f"named by {pth}"
+        expected = f"  - extra vpr-zipped 1.0: in {wheel} (a zip {by})"
+    else:
+        egg = _egg(tmp_path / "eggs", zipped="zipped" in drift)
+        if "PYTHONPATH" in drift:
+            env["PYTHONPATH"] = str(egg)
+            by = "on PYTHONPATH"
+        else:
+            pth.write_text(f"{egg}\n")
+            by = f"named by {pth}"
+        expected = f"  - extra vpr-egg 1.0: in {egg} (an egg {by})"
+    try:
+        lines = refused_lines(start(venv, "enforce", cwd, **env))
+        print(f"\n[{drift}] refused:\n" + "\n".join(lines))
+        assert any(line.startswith(expected) for line in lines), (expected, lines)
+        warned = start(venv, "warn", cwd, **env)
+        assert warned.returncode == 0 and "vLLM started" in warned.stdout, warned.stderr
+    finally:
+        pth.unlink(missing_ok=True)
+    assert start(venv, "enforce", tmp_path).returncode == 0

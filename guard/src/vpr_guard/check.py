@@ -201,12 +201,26 @@ def _signed_files(state: State) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _dist_findings(state: State, installed: dict[str, dict[str, str]]) -> list[Finding]:
+def _dist_findings(
+    state: State, installed: dict[str, dict[str, str]], paths: list[str] | None
+) -> list[Finding]:
     labels = _labels(state)
     certified = state.certified.get("dists") or {}
     found: list[Finding] = []
+    for _, now in sorted(installed.items()):
+        if now.get("outside"):
+            name = scan.canonical(now["name"])
+            who = _who(labels, name) if name in certified else f"extra {name}"
+            text = (
+                f"{who} {now['version']}: in {now['folder']} ({now['outside']} "
+                f"{scan.added_by(now['entry'])}), outside the environment's site-packages: "
+                "take it off sys.path"
+            )
+            found.append(Finding("path", name, text))
     for name, want in sorted(certified.items(), key=lambda kv: (kv[0] not in labels, kv[0])):
         who, now = _who(labels, name), installed.get(name)
+        if now is not None and now.get("outside"):
+            continue  # named above
         if now is None:
             text = f"{who} {want['version']}: missing (certified, not installed)"
             found.append(Finding("missing", name, text))
@@ -214,19 +228,26 @@ def _dist_findings(state: State, installed: dict[str, dict[str, str]]) -> list[F
             text = f"{who}: installed {now['version']}, certified {want['version']}"
             found.append(Finding("version", name, text))
         else:
-            found += _build_findings(state, name, who, now, want)
+            found += _build_findings(state, name, who, now, want, paths)
     for name in sorted(set(installed) - set(certified)):
+        if installed[name].get("outside"):
+            continue
         text = f"extra {name} {installed[name]['version']}: installed, not in the certified set"
         found.append(Finding("extra", name, text))
     return found
 
 
 def _build_findings(
-    state: State, name: str, who: str, now: dict[str, str], want: dict[str, Any]
+    state: State,
+    name: str,
+    who: str,
+    now: dict[str, str],
+    want: dict[str, Any],
+    paths: list[str] | None,
 ) -> list[Finding]:
     """Another build under the certified version (its RECORD differs; for the core, the
-    plugin and the guard, named against the signed files_sha256), or files changed in
-    place since vpr install (size or time)."""
+    plugin and the guard, named against the signed files_sha256), files changed in place
+    since vpr install (size or time), or their code imported from elsewhere."""
     data = scan.record_bytes(now["folder"])
     digest = hashlib.sha256(data).hexdigest() if data is not None else None
     if digest != want.get("record"):
@@ -247,7 +268,54 @@ def _build_findings(
     if not isinstance(stats, dict):
         return []
     have_stats = scan.file_stats(now["folder"], list(stats))
-    return [] if have_stats == stats else _changed_files(who, name, stats, have_stats)
+    found = [] if have_stats == stats else _changed_files(who, name, stats, have_stats)
+    return found + _import_findings(who, name, now["folder"], stats, paths)
+
+
+def _import_findings(
+    who: str, name: str, info: str, files: dict[str, Any], paths: list[str] | None
+) -> list[Finding]:
+    """Where Python imports each top-level module of a certified distribution from: only
+    its certified files count (its RECORD, as vpr install snapshot it). A copy on
+    PYTHONPATH, a source tree in the working folder, an import hook: each one a finding."""
+    site = os.path.realpath(os.path.dirname(info))
+    found = []
+    for top in scan.top_level(list(files)):
+        where, why = scan.resolve(top, paths)
+        bad = [w for w in where if not _certified_file(w, site, top, files)]
+        if why is not None:
+            text = f"{who}: {top} {why}, not from its certified files in {site}"
+        elif bad:
+            text = (
+                f"{who}: Python imports {top} from {os.path.realpath(bad[0])} "
+                f"({_home(bad[0], top, paths)}), not its certified files in {site}"
+            )
+        else:
+            continue
+        found.append(Finding("imports", name, text))
+    return found
+
+
+def _certified_file(path: str, site: str, top: str, files: dict[str, Any]) -> bool:
+    """Whether `path` (a module's file, or a package's folder) is one of the certified files
+    in `site` (or the folder that holds them)."""
+    real = os.path.realpath(path)
+    if not real.startswith(site + os.sep):
+        return False
+    relative = real[len(site) + 1 :].replace(os.sep, "/")
+    return relative in files or (relative == top and any(p.startswith(top + "/") for p in files))
+
+
+def _home(path: str, top: str, paths: list[str] | None) -> str:
+    """How the sys.path entry that holds `path` (a file or the folder of `top`) came there."""
+    head = path
+    while os.path.basename(head).split(".", 1)[0] != top:
+        parent = os.path.dirname(head)
+        if parent == head:
+            return "not from sys.path: an import hook"
+        head = parent
+    entry = scan.entry_of(os.path.dirname(head), paths)
+    return "not from sys.path: an import hook" if entry is None else scan.added_by(entry)
 
 
 def _changed_files(who: str, name: str, want: dict[str, Any], have: dict[str, list[int]]):
@@ -284,12 +352,15 @@ def platform_finding(state: State, resolved: str | None, error: str | None) -> l
     return []
 
 
-def compare(state: State, installed: dict[str, dict[str, str]] | None = None) -> list[Finding]:
+def compare(
+    state: State, paths: list[str] | None = None, sites: list[str] | None = None
+) -> list[Finding]:
     """Every difference between the environment and its certified record (the platform
-    is the caller's: only a process running vLLM knows it)."""
+    is the caller's: only a process running vLLM knows it). `paths` and `sites`: another
+    sys.path and site-packages than this process's (`scan.distributions`)."""
     if state.problems:
         return list(state.problems)
-    return _dist_findings(state, scan.distributions() if installed is None else installed)
+    return _dist_findings(state, scan.distributions(paths, sites), paths)
 
 
 def describe(state: State) -> str:
