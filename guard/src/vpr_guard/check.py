@@ -5,7 +5,9 @@
 store's signed head when `vpr install` ran, and checked again here), the recovery command,
 and the snapshot taken once the environment matched every pin: each distribution's
 version and RECORD sha256, and the size and time of every file of the core, the plugin
-and the guard. Every difference is a finding; the policy says what vLLM does with them.
+and the guard. Every difference is a finding (a distribution from outside the
+environment's site-packages, and code of the core, plugin or guard imported from anywhere
+but their certified files, included); the policy says what vLLM does with them.
 """
 
 from __future__ import annotations
