@@ -282,7 +282,7 @@ def _import_findings(
     PYTHONPATH, a source tree in the working folder, an import hook: each one a finding."""
     site = os.path.realpath(os.path.dirname(info))
     found = []
-    for top in scan.top_level(list(files)):
+    for top in scan.top_level(files):
         where, why = scan.resolve(top, paths)
         bad = [w for w in where if not _certified_file(w, site, top, files)]
         if why is not None:

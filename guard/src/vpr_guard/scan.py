@@ -17,8 +17,10 @@ import io
 import os
 import re
 import sys
+from collections.abc import Collection
 
 _SEPARATORS = re.compile(r"[-_.]+")
+MAX_METADATA = 1024 * 1024  # a METADATA inside a zip, a .pth file: read up to this size
 
 
 def canonical(name: str) -> str:
@@ -105,9 +107,6 @@ def _headers(text: str) -> dict[str, str]:
         if sep and not line[0].isspace():
             out.setdefault(key.strip(), value.strip())
     return out
-
-
-MAX_METADATA = 1024 * 1024  # a METADATA inside a zip is read up to this size
 
 
 def _zipped(path: str) -> list[tuple[str, str]]:
@@ -277,20 +276,22 @@ def resolve(name: str, paths: list[str] | None = None) -> tuple[list[str], str |
     return (where, None) if where else ([], f"is imported from no file ({spec.origin})")
 
 
-def top_level(paths: list[str]) -> list[str]:
-    """The top-level modules and packages among a distribution's files ('/'-separated)."""
+def top_level(paths: Collection[str]) -> list[str]:
+    """The top-level modules and packages among a distribution's files ('/'-separated): each
+    first folder that is a name Python can import, each top-level module file."""
     import importlib.machinery
 
     suffixes = tuple(importlib.machinery.all_suffixes())
     tops = set()
-    for path in paths:
-        head, sep, _ = path.partition("/")
-        if not sep and path.endswith(suffixes):
-            head = path.split(".", 1)[0]
-        elif not sep or not path.endswith(suffixes):
+    for head in {p.split("/", 1)[0] for p in paths}:
+        if head not in paths:  # a folder: a package (or a namespace package)
+            name = head
+        elif head.endswith(suffixes):
+            name = head.split(".", 1)[0]
+        else:
             continue
-        if head.isidentifier():
-            tops.add(head)
+        if name.isidentifier():
+            tops.add(name)
     return sorted(tops)
 
 
