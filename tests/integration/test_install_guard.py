@@ -5,7 +5,8 @@ each tampering is seen by it and `vpr install` (the line the guard prints) repai
 another build of a certified wheel under the same version included. Then the guard's
 start-up hook in that environment (its `vllm.general_plugins` entry point, called as vLLM
 calls it, with a stand-in `vllm` whose platform is the certified one): it fails closed on a
-damaged record of its own and on code imported from anywhere but the certified files. The
+damaged record of its own, on code of the core, plugin or guard imported from anywhere
+but their certified files, and on a distribution from a zip or an egg. The
 real vLLM starting under the guard: tests/integration/test_guard.py."""
 
 from __future__ import annotations
@@ -179,6 +180,11 @@ def test_the_untouched_environment_starts_under_its_default_and_enforce(
     # started from inside site-packages: the working folder is the environment's own
     done = start(guarded["venv"], "enforce", guarded["site"])
     assert done.returncode == 0 and done.stderr == "", done.stderr
+    # a folder of plain modules on PYTHONPATH and as the working folder: none of the
+    # certified packages, no distribution
+    (tmp_path / "vpr_plain.py").write_text("PLAIN = 1\n")
+    done = start(guarded["venv"], "enforce", tmp_path, PYTHONPATH=str(tmp_path))
+    assert done.returncode == 0 and done.stderr == "", done.stderr
 
 
 @pytest.mark.parametrize(
@@ -241,62 +247,81 @@ def _egg(folder: Path, zipped: bool) -> Path:
 
 
 @pytest.mark.parametrize(
-    "drift",
-    ["core on PYTHONPATH", "plugin on PYTHONPATH", "guard on PYTHONPATH",
-     "core in the working folder", "wheel on PYTHONPATH", "wheel named by a .pth",
-     "egg folder named by a .pth", "zipped egg on PYTHONPATH"],
+    "drift", ["core on PYTHONPATH", "plugin on PYTHONPATH", "guard on PYTHONPATH",
+              "core in the working folder"],
 )  # fmt: skip
-def test_code_from_outside_the_certified_files_refuses_to_start(
+def test_the_core_plugin_or_guard_imported_from_elsewhere_refuses_to_start(
     guarded: dict, tmp_path: Path, drift: str
 ) -> None:
-    """Under enforce: the code Python imports for the core, the plugin and the guard must be
-    their certified files, and no distribution may come from a zip, an egg or a folder put
-    on sys.path (PYTHONPATH, the working folder of `python -c`, a .pth file). Known-good: a
-    folder on PYTHONPATH and a working folder that hold none of these start."""
-    venv, site = guarded["venv"], guarded["site"]
-    added = tmp_path / "added"
-    added.mkdir()
-    (added / "vpr_plain.py").write_text("PLAIN = 1\n")
-    plain = start(venv, "enforce", added, PYTHONPATH=str(added))
-    assert plain.returncode == 0 and plain.stderr == "", plain.stderr
-
-    env: dict[str, str] = {}
-    cwd, pth = tmp_path, site / "vpr-drift.pth"
-    if drift.endswith("on PYTHONPATH") and drift.split()[0] in ("core", "plugin", "guard"):
-        package = {"core": "vllm", "plugin": "vpr_test_plugin", "guard": "vpr_guard"}
-        name = package[drift.split()[0]]
-        init = _copy_package(site, name, added, "\n# changed on the side\n")
-        env["PYTHONPATH"] = str(added)
-        who = {"core": "core vllm", "plugin": "plugin vpr-test-plugin", "guard": "guard vpr-guard"}
-        expected = f"  - {who[drift.split()[0]]}: Python imports {name} from {init} (on PYTHONPATH)"
-    elif drift == "core in the working folder":
-        init = _copy_package(site, "vllm", added, "\n# a source tree\n")
-        cwd = added
-        expected = f"  - core vllm: Python imports vllm from {init} (the working folder"
-    elif drift.startswith("wheel"):
-        wheel = write_wheel(tmp_path / "w", "vpr-zipped", "1.0", {"vpr_zipped.py": "Z = 1\n"})
-        if "PYTHONPATH" in drift:
-            env["PYTHONPATH"] = str(wheel)
-            by = "on PYTHONPATH"
-        else:
-            pth.write_text(f"{wheel}\n")
-            by = f"named by {pth}"
-        expected = f"  - extra vpr-zipped 1.0: in {wheel} (a zip {by})"
+    """Under enforce the code Python imports for the core, the plugin and the guard must be
+    their certified files: a changed copy on PYTHONPATH, or vLLM started from inside its
+    source tree (`python -c` puts the working folder first), is refused and named."""
+    role, where = drift.split(" ", 1)
+    name = {"core": "vllm", "plugin": "vpr_test_plugin", "guard": "vpr_guard"}[role]
+    who = {"core": "core vllm", "plugin": "plugin vpr-test-plugin", "guard": "guard vpr-guard"}
+    copied = tmp_path / "copied"
+    shutil.copytree(guarded["site"] / name, copied / name,
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    init = copied / name / "__init__.py"
+    init.write_text(init.read_text() + "\n# changed beside the certified files\n")
+    if where == "on PYTHONPATH":
+        cwd, env, by = tmp_path, {"PYTHONPATH": str(copied)}, where
     else:
-        egg = _egg(tmp_path / "eggs", zipped="zipped" in drift)
-        if "PYTHONPATH" in drift:
-            env["PYTHONPATH"] = str(egg)
-            by = "on PYTHONPATH"
-        else:
-            pth.write_text(f"{egg}\n")
-            by = f"named by {pth}"
-        expected = f"  - extra vpr-egg 1.0: in {egg} (an egg {by})"
+        cwd, env, by = copied, {}, "the working folder"
+    lines = refused_lines(start(guarded["venv"], "enforce", cwd, **env))
+    print(f"\n[{drift}] refused:\n" + "\n".join(lines))
+    expected = f"  - {who[role]}: Python imports {name} from {init} ({by}"
+    assert any(line.startswith(expected) for line in lines), (expected, lines)
+    warned = start(guarded["venv"], "warn", cwd, **env)
+    assert warned.returncode == 0 and "vLLM started" in warned.stdout, warned.stderr
+
+
+def _egg(folder: Path, zipped: bool) -> Path:
+    """vpr-egg 1.0 as setuptools' easy_install left it: an egg folder, or a zipped egg."""
+    files = {"EGG-INFO/PKG-INFO": "Metadata-Version: 1.1\nName: vpr-egg\nVersion: 1.0\n",
+             "vpr_egg/__init__.py": "EGG = 1\n"}  # fmt: skip
+    egg = folder / "vpr_egg-1.0-py3.11.egg"
+    if zipped:
+        folder.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(egg, "w") as zf:
+            for path, text in files.items():
+                zf.writestr(path, text)
+    else:
+        for path, text in files.items():
+            (egg / path).parent.mkdir(parents=True, exist_ok=True)
+            (egg / path).write_text(text)
+    return egg
+
+
+@pytest.mark.parametrize(
+    "drift", ["wheel on PYTHONPATH", "wheel named by a .pth", "egg named by a .pth",
+              "zipped egg on PYTHONPATH"],
+)  # fmt: skip
+def test_a_distribution_from_a_zip_or_an_egg_refuses_to_start(
+    guarded: dict, tmp_path: Path, drift: str
+) -> None:
+    """Under enforce no distribution may come from a zip (a wheel put on sys.path), an egg,
+    or a folder that is not the environment's site-packages: each is named with what put
+    it on sys.path (PYTHONPATH, the .pth file), then the environment starts again."""
+    if drift.startswith("wheel"):
+        dist = write_wheel(tmp_path / "w", "vpr-zipped", "1.0", {"vpr_zipped.py": "Z = 1\n"})
+        what = "extra vpr-zipped 1.0: in {} (a zip {}"
+    else:
+        dist = _egg(tmp_path / "eggs", zipped=drift.startswith("zipped"))
+        what = "extra vpr-egg 1.0: in {} (an egg {}"
+    env, pth = {}, guarded["site"] / "vpr-drift.pth"
+    if drift.endswith("on PYTHONPATH"):
+        env["PYTHONPATH"], by = str(dist), "on PYTHONPATH"
+    else:
+        pth.write_text(f"{dist}\n")
+        by = f"named by {pth}"
     try:
-        lines = refused_lines(start(venv, "enforce", cwd, **env))
+        lines = refused_lines(start(guarded["venv"], "enforce", tmp_path, **env))
         print(f"\n[{drift}] refused:\n" + "\n".join(lines))
+        expected = "  - " + what.format(dist, by) + "), outside the environment's site-packages"
         assert any(line.startswith(expected) for line in lines), (expected, lines)
-        warned = start(venv, "warn", cwd, **env)
+        warned = start(guarded["venv"], "warn", tmp_path, **env)
         assert warned.returncode == 0 and "vLLM started" in warned.stdout, warned.stderr
     finally:
         pth.unlink(missing_ok=True)
-    assert start(venv, "enforce", tmp_path).returncode == 0
+    assert start(guarded["venv"], "enforce", tmp_path).returncode == 0
