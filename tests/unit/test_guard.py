@@ -348,3 +348,12 @@ def test_code_and_distributions_from_outside_the_site_are_named(env: dict, tmp_p
         f"extra vpr-zipped 2.0: in {wheel} (a zip on sys.path), outside the environment's "
         "site-packages: take it off sys.path"
     ]
+
+
+def test_the_top_level_modules_of_a_distribution() -> None:
+    """What the guard resolves for a certified distribution: its packages (a folder of its
+    files), its top-level modules (a source or an extension file); not its data."""
+    files = ["vllm/__init__.py", "vllm/a/b.py", "vllm-0.26.0.data/scripts/x", "vllm.pth",
+             "six.py", "_C.cpython-311-x86_64-linux-gnu.so", "vllm_ext/x.py", "README"]  # fmt: skip
+    assert scan.top_level(files) == ["_C", "six", "vllm", "vllm_ext"]
+    assert scan.top_level(dict.fromkeys(reversed(files))) == ["_C", "six", "vllm", "vllm_ext"]

@@ -279,17 +279,21 @@ def resolve(name: str, paths: list[str] | None = None) -> tuple[list[str], str |
 def top_level(paths: Collection[str]) -> list[str]:
     """The top-level modules and packages among a distribution's files ('/'-separated): each
     first folder that is a name Python can import, each top-level module file."""
+    import bisect
     import importlib.machinery
 
     suffixes = tuple(importlib.machinery.all_suffixes())
+    keys = sorted(paths)  # certified.json keeps them sorted: a linear pass in C
     tops = set()
-    for head in {p.split("/", 1)[0] for p in paths}:
-        if head not in paths:  # a folder: a package (or a namespace package)
+    at = 0
+    while at < len(keys):
+        head, sep, _ = keys[at].partition("/")
+        if sep:  # a folder: a package (or a namespace package); skip the rest of its files
             name = head
-        elif head.endswith(suffixes):
-            name = head.split(".", 1)[0]
+            at = bisect.bisect_left(keys, head + "0", at)  # "/" sorts just before "0"
         else:
-            continue
+            name = head.split(".", 1)[0] if head.endswith(suffixes) else ""
+            at += 1
         if name.isidentifier():
             tops.add(name)
     return sorted(tops)
