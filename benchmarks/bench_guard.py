@@ -17,7 +17,12 @@ machine shared with other work, `import vllm` and `load_general_plugins()` move 
 from one run to the next, far more than the guard costs, so the with/without medians are
 shown beside it, not judged.
 
-    python -m benchmarks.bench_guard [--repeats 7]
+`--before DIR` also releases and installs the pairing with the guard built from DIR (a
+`guard/` folder of the code before a change, e.g. `git archive REV guard | tar -x -C DIR`,
+then DIR/guard) and starts vLLM there too, interleaved with the others: the two guards'
+checks side by side, under the same load.
+
+    python -m benchmarks.bench_guard [--repeats 7] [--before DIR]
 """
 
 from __future__ import annotations
@@ -46,8 +51,10 @@ START = (
 WITHOUT = {"VLLM_PLUGINS": "reference,reference_model_aliases"}  # the plugin's own entry points
 
 
-def _vpr(*args: str, cache: Path) -> str:
+def _vpr(*args: str, cache: Path, source: Path | None = None) -> str:
     env = installed_env({**os.environ, "VPR_CACHE_DIR": str(cache)})
+    if source is not None:  # the guard's source (build-guard): another guard, another pairing
+        env["VPR_GUARD_SOURCE"] = str(source)
     done = subprocess.run([sys.executable, "-m", "vllm_plugin_release", *args], cwd=REPO,
                           env=env, capture_output=True, text=True, check=False)  # fmt: skip
     if done.returncode != 0:
@@ -55,28 +62,37 @@ def _vpr(*args: str, cache: Path) -> str:
     return done.stdout
 
 
-def guarded_env(work: Path) -> Path:
-    """The reference pairing released, published to `work`/store and installed in
-    `work`/venv with `vpr install`; its python."""
+def guarded_env(work: Path, source: Path | None = None) -> Path:
+    """The reference pairing released (its guard built from `source`, default this
+    checkout's), published to `work`/store and installed in `work`/venv with `vpr
+    install`; its python."""
     shared = Path(os.environ.get("VPR_CACHE_DIR") or REPO / ".vpr")
     own = work / "cache"
     dist, key = work / "dist", work / "keys" / "bench.key"
     _vpr("keys", "generate", "--out", str(key), cache=own)
     signed = ("--spec", SPEC, "--dist", str(dist), "--signing-key", str(key))
     console.print("bench guard: vpr release (warm where the cache has the pairing)")
-    _vpr("release", *signed, "--no-publish", cache=shared)
-    _vpr("publish", *signed, "--store", str(work / "store"), cache=own)
+    _vpr("release", *signed, "--no-publish", cache=shared, source=source)
+    _vpr("publish", *signed, "--store", str(work / "store"), cache=own, source=source)
     pid = json.loads((dist / "reference" / "manifest.json").read_text())["pairing_id"]
     _vpr("install", pid[:12], "--store", str(work / "store"), "--key", f"{key}.pub",
          "--python-env", str(work / "venv"), "--offline", cache=own)  # fmt: skip
     return work / "venv" / "bin" / "python"
 
 
-def start(python: Path, guard: bool) -> dict[str, float]:
+AGAIN = 20  # the check called again in one started vLLM: its steady cost, less load-bound
+
+
+def start(python: Path, guard: bool, again: int = 0) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k not in ("VPR_GUARD", "VLLM_PLUGINS")}
     env.update({"VPR_GUARD": "enforce", "VPR_GUARD_TIMING": "1"} if guard else WITHOUT)
+    code = START + (
+        f"; import vpr_guard.plugin as g; [g.check_at_startup() for _ in range({again})]"
+        if again
+        else ""
+    )
     begin, cpu = time.perf_counter(), cpu_seconds(own=False)
-    done = subprocess.run([str(python), "-c", START], env=env, cwd=python.parent,
+    done = subprocess.run([str(python), "-c", code], env=env, cwd=python.parent,
                           capture_output=True, text=True, check=False)  # fmt: skip
     wall, cpu = time.perf_counter() - begin, cpu_seconds(own=False) - cpu
     if done.returncode != 0:
@@ -88,54 +104,77 @@ def start(python: Path, guard: bool) -> dict[str, float]:
         if not check:
             raise SystemExit("the guard did not run (no 'vpr-guard: check took' line)")
         out["check"] = float(check[0].split()[3])
+        out["again"] = [float(x.split()[3]) for x in check[1:]]
     elif check:
         raise SystemExit("the guard ran in the run without it")
     return out
 
 
-def main(repeats: int = 7) -> dict[str, Any]:
+def main(repeats: int = 7, before: str | None = None) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="bench-guard-"))
     try:
-        return _measure(work, repeats)
+        return _measure(work, repeats, Path(before).resolve() if before else None)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _measure(work: Path, repeats: int) -> dict[str, Any]:
+def _measure(work: Path, repeats: int, before: Path | None) -> dict[str, Any]:
     python = guarded_env(work)
-    start(python, True), start(python, False)  # warm both: bytecode, page cache
-    runs: dict[bool, list[dict[str, float]]] = {True: [], False: []}
+    cases: dict[str, tuple[Path, bool]] = {"with": (python, True), "without": (python, False)}
+    if before is not None:
+        cases["before"] = (guarded_env(work / "before", before), True)
+    for where, guard in cases.values():
+        start(where, guard)  # warm each: bytecode, page cache
+    runs: dict[str, list[dict[str, float]]] = {case: [] for case in cases}
     for i in range(repeats):
-        for guard in (True, False) if i % 2 == 0 else (False, True):
-            runs[guard].append(start(python, guard))
+        for case in list(cases) if i % 2 == 0 else list(reversed(cases)):
+            runs[case].append(start(*cases[case]))
 
-    def series(guard: bool, key: str) -> list[float]:
-        return [r[key] for r in runs[guard]]
+    def series(case: str, key: str) -> list[float]:
+        return [r[key] for r in runs[case]]
 
+    again: dict[str, list[float]] = {"with": [], "before": []}
+    if before is not None:  # the check alone, called again in started processes, side by side
+        for i in range(min(repeats, 5)):
+            for case in ("with", "before") if i % 2 == 0 else ("before", "with"):
+                again[case].append(median(start(cases[case][0], True, AGAIN)["again"]))
+
+    rows = {
+        "whole command, with the guard": series("with", "wall"),
+        "whole command, without": series("without", "wall"),
+        "its CPU time, with the guard": series("with", "cpu"),
+        "its CPU time, without": series("without", "cpu"),
+        "load_general_plugins(), with the guard": series("with", "plugins"),
+        "load_general_plugins(), without": series("without", "plugins"),
+        "the guard's check alone (VPR_GUARD_TIMING)": series("with", "check"),
+    }
+    if before is not None:
+        rows["the guard's check alone, the guard before"] = series("before", "check")
+        rows[f"the check called again in a started vLLM (median of {AGAIN})"] = again["with"]
+        rows["the same, the guard before"] = again["before"]
     result = report(
-        "vLLM start-up with and without vpr-guard (reference pairing, vpr install)",
-        {
-            "whole command, with the guard": series(True, "wall"),
-            "whole command, without": series(False, "wall"),
-            "its CPU time, with the guard": series(True, "cpu"),
-            "its CPU time, without": series(False, "cpu"),
-            "load_general_plugins(), with the guard": series(True, "plugins"),
-            "load_general_plugins(), without": series(False, "plugins"),
-            "the guard's check alone (VPR_GUARD_TIMING)": series(True, "check"),
-        },
-        [],
+        "vLLM start-up with and without vpr-guard (reference pairing, vpr install)", rows, []
     )
-    added = median(series(True, "plugins")) - median(series(False, "plugins"))
-    check = median(series(True, "check"))
+    added = median(series("with", "plugins")) - median(series("without", "plugins"))
+    check = median(series("with", "check"))
     result.update(
         {
             "check_s": check,
             "added_s": added,
-            "wall_ratio": median(series(True, "wall")) / median(series(False, "wall")),
-            "cpu_ratio": median(series(True, "cpu")) / median(series(False, "cpu")),
+            "wall_ratio": median(series("with", "wall")) / median(series("without", "wall")),
+            "cpu_ratio": median(series("with", "cpu")) / median(series("without", "cpu")),
             "target_s": TARGET,
         }
     )
+    if before is not None:
+        result["check_before_s"] = median(series("before", "check"))
+        result["again_s"], result["again_before_s"] = median(again["with"]), median(again["before"])
+        console.print(
+            f"the guard's check: {check * 1000:.1f} ms median, the guard before "
+            f"{result['check_before_s'] * 1000:.1f} ms ({repeats} starts each, interleaved); "
+            f"called again in a started vLLM: {result['again_s'] * 1000:.1f} ms, before "
+            f"{result['again_before_s'] * 1000:.1f} ms ({len(again['with'])} processes each)"
+        )
     verdict = "meets" if check <= TARGET else "MISSES"
     console.print(
         f"the guard's check inside vLLM's start-up: {check * 1000:.1f} ms median (target <= "
@@ -149,4 +188,6 @@ def _measure(work: Path, repeats: int) -> dict[str, Any]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--repeats", type=int, default=7)
-    main(parser.parse_args().repeats)
+    parser.add_argument("--before", default=None, help="a guard/ folder to compare with")
+    args = parser.parse_args()
+    main(args.repeats, args.before)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import base64
 import hashlib
+import importlib
 import json
 import os
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pairing import ledger_manifest
+from tests.pairing import ledger_manifest, write_wheel
 from tests.support import REPO
 from vllm_plugin_release.core import guardstate as gs
 from vllm_plugin_release.core.wheelfacts import files_digest, installed_files, parse_record
@@ -24,7 +25,7 @@ GUARD_SRC = REPO / "guard" / "src"
 sys.path.insert(0, str(GUARD_SRC))
 
 import vpr_guard  # noqa: E402
-from vpr_guard import check, plugin, scan  # noqa: E402
+from vpr_guard import check, scan  # noqa: E402
 
 UNSPECIFIED = "vllm.platforms.interface.UnspecifiedPlatform"
 PLATFORM = "vllm_reference_plugin.platform.ReferencePlatform"
@@ -57,14 +58,17 @@ def _wheel(files: dict[str, str]) -> dict:
 
 CORE = {"vllm/__init__.py": "__version__ = '0.26.0+empty'\n", "vllm/platforms.py": "X = 1\n"}
 PLUGIN = {"ref_plugin/__init__.py": "def register():\n    return None\n"}
-GUARD = {"vpr_guard/__init__.py": "# the guard\n"}
+# the guard's own modules: the start-up tests import it from the environment, as vLLM does
+GUARD = {
+    f"vpr_guard/{p.name}": p.read_text() for p in sorted((GUARD_SRC / "vpr_guard").glob("*.py"))
+}
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict:
     """An environment holding a certified pairing: core, plugin, guard, torch and a pin."""
     prefix = tmp_path / "env"
-    site = prefix / "lib" / "site-packages"
+    site = prefix / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
     install_dist(site, "vllm", "0.26.0+empty", CORE)
     install_dist(site, "ref-plugin", "0.1.0", PLUGIN)
     install_dist(site, "vpr-guard", "1.0.0", GUARD)
@@ -83,7 +87,7 @@ def env(tmp_path: Path) -> dict:
     typed = ledger_manifest(
         manifest["pairing_id"], ("0.26.0", None), ("ref-plugin", "c" * 40), "pilot", "1.0.0"
     )
-    snapshot = scan.snapshot(gs.snapshot_roles(typed), [str(site)])
+    snapshot = scan.snapshot(gs.snapshot_roles(typed), [str(site)], [str(site)])
     recover = gs.recover_line(manifest["pairing_id"], "/srv/store", "/k.pub", str(prefix))
     snap = gs.parse_snapshot(snapshot)
     record = gs.certified_record(typed, hashlib.sha256(data).hexdigest(), snap, recover)
@@ -94,9 +98,11 @@ def env(tmp_path: Path) -> dict:
     return {"prefix": prefix, "site": site, "folder": folder}
 
 
-def findings(env: dict) -> list[str]:
+def findings(env: dict, *before: Path) -> list[str]:
+    """What the guard finds on a sys.path of `before` then the environment's site-packages."""
     state = check.load_state(str(env["prefix"]))
-    return [f.text for f in check.compare(state, scan.distributions([str(env["site"])]))]
+    paths = [*map(str, before), str(env["site"])]
+    return [f.text for f in check.compare(state, paths, [str(env["site"])])]
 
 
 def test_the_certified_environment_has_no_finding(env: dict) -> None:
@@ -197,18 +203,34 @@ def test_policy_from_the_variable_the_file_or_the_verdict(
     monkeypatch.setenv("VPR_GUARD", "enforced")
     with pytest.raises(check.BadPolicy, match="VPR_GUARD='enforced' is not one of"):
         check.resolve_policy(state)
+    (env["folder"] / gs.POLICY).unlink()
     monkeypatch.delenv("VPR_GUARD")
+    state.manifest["conformance"] = None  # a verdict that is none of pilot and lab
+    assert check.resolve_policy(state) == ("enforce", "the default for verdict None")
+    certified = env["folder"] / gs.CERTIFIED
+    certified.write_text(certified.read_text()[:100])  # truncated: the policy is enforce
+    damaged = check.load_state(str(env["prefix"]))
+    assert damaged.damaged == str(certified)
+    assert check.resolve_policy(damaged)[0] == "enforce"
+    [finding] = check.compare(damaged)
+    assert finding.text.startswith(f"{certified}: truncated or not JSON (")
     (env["folder"] / gs.POLICY).write_text("strict\n")
     with pytest.raises(check.BadPolicy, match="'strict' is not one of enforce, warn, off"):
         check.resolve_policy(state)
 
 
 def _start(env: dict, monkeypatch: pytest.MonkeyPatch, policy: str, resolved: str) -> None:
+    """The start-up hook of the guard imported from the environment (where vLLM imports it
+    from, and where the guard checks that it comes from), its platform `resolved`."""
     monkeypatch.setattr(sys, "prefix", str(env["prefix"]))
     monkeypatch.setattr(sys, "path", [str(env["site"])])
-    monkeypatch.setattr(plugin, "resolved_platform", lambda: (resolved, None))
+    for name in [m for m in sys.modules if m.split(".")[0] == "vpr_guard"]:
+        monkeypatch.delitem(sys.modules, name)
+    hook = importlib.import_module("vpr_guard.plugin")
+    assert hook.__file__ == str(env["site"] / "vpr_guard" / "plugin.py")
+    monkeypatch.setattr(hook, "resolved_platform", lambda: (resolved, None))
     monkeypatch.setenv("VPR_GUARD", policy)
-    plugin.check_at_startup()
+    hook.check_at_startup()
 
 
 def test_start_up_refuses_under_enforce_warns_under_warn(
@@ -217,8 +239,9 @@ def test_start_up_refuses_under_enforce_warns_under_warn(
     _start(env, monkeypatch, "enforce", UNSPECIFIED)  # the certified set: starts, silently
     assert capsys.readouterr().err == ""
     install_dist(env["site"], "six", "1.17.0", {"six.py": "S = 1\n"})
-    with pytest.raises(plugin.Refused) as refused:
+    with pytest.raises(SystemExit) as refused:
         _start(env, monkeypatch, "enforce", PLATFORM)
+    assert type(refused.value).__name__ == "Refused"  # the environment's own guard's class
     text = str(refused.value.code)
     assert text.splitlines() == [
         f"vpr-guard: vLLM will not start: this environment is not the certified pairing "
@@ -238,7 +261,7 @@ def test_start_up_refuses_under_enforce_warns_under_warn(
     assert "  - extra six 1.17.0" in err and "VPR_GUARD=enforce refuses" in err
     _start(env, monkeypatch, "off", PLATFORM)
     assert capsys.readouterr().err == ""
-    with pytest.raises(plugin.Refused, match="VPR_GUARD='maybe' is not one of"):
+    with pytest.raises(SystemExit, match="VPR_GUARD='maybe' is not one of"):
         _start(env, monkeypatch, "maybe", PLATFORM)
 
 
@@ -283,16 +306,61 @@ def test_a_distributions_own_vendored_folder_on_sys_path_is_not_an_extra(tmp_pat
         "setuptools/__init__.py": "",
         f"{vendored}/METADATA": "Metadata-Version: 2.1\nName: zipp\nVersion: 3.23.0\n",
     })  # fmt: skip
-    found = scan.distributions([str(site), str(site / "setuptools" / "_vendor")])
+    own = [str(site)]
+    found = scan.distributions([str(site), str(site / "setuptools" / "_vendor")], own)
     assert sorted(found) == ["setuptools"]
     # `python -c` puts the working folder first, which may hold the environment
-    found = scan.distributions([str(tmp_path), str(site), str(site / "setuptools" / "_vendor")])
-    assert sorted(found) == ["setuptools"]
+    paths = [str(tmp_path), str(site), str(site / "setuptools" / "_vendor")]
+    found = scan.distributions(paths, own)
+    assert sorted(found) == ["setuptools"] and "outside" not in found["setuptools"]
     stray = site / "added" / "extra-1.0.dist-info"
     stray.mkdir(parents=True)
     (stray / "METADATA").write_text("Metadata-Version: 2.1\nName: extra\nVersion: 1.0\n")
-    found = scan.distributions([str(site), str(site / "added")])
+    found = scan.distributions([str(site), str(site / "added")], own)
     assert sorted(found) == ["extra", "setuptools"]
     (site / "setuptools" / "_vendor" / "extra-1.0.dist-info").mkdir()  # not in its RECORD
-    found = scan.distributions([str(site), str(site / "setuptools" / "_vendor")])
+    found = scan.distributions([str(site), str(site / "setuptools" / "_vendor")], own)
     assert sorted(found) == ["extra", "setuptools"]
+
+
+def test_code_and_distributions_from_outside_the_site_are_named(env: dict, tmp_path: Path) -> None:
+    """Before the environment's site-packages on the path: a copy of the core's package (a
+    source tree), a folder holding a distribution, a wheel. Known-good: a folder of plain
+    modules there, and the core's own package named again after the site."""
+    site = env["site"]
+    plain = tmp_path / "plain"
+    (plain / "helper").mkdir(parents=True)
+    (plain / "helper" / "__init__.py").write_text("H = 1\n")
+    assert findings(env, plain) == []
+    tree = tmp_path / "tree"
+    (tree / "vllm").mkdir(parents=True)
+    (tree / "vllm" / "__init__.py").write_text("# a source tree\n")
+    assert findings(env, tree) == [
+        f"core vllm: Python imports vllm from {tree}/vllm/__init__.py (on sys.path), not its "
+        f"certified files in {site}"
+    ]
+    state = check.load_state(str(env["prefix"]))
+    assert check.compare(state, [str(site), str(tree)], [str(site)]) == []  # the site's first
+    added = tmp_path / "added"
+    install_dist(added, "six", "1.17.0", {"six.py": "S = 1\n"})
+    install_dist(added, "idna", "3.10", {"idna/__init__.py": "I = 1\n"})  # a certified one
+    assert findings(env, added) == [
+        f"idna 3.10: in {added}/idna-3.10.dist-info (a folder on sys.path), outside the "
+        "environment's site-packages: take it off sys.path",
+        f"extra six 1.17.0: in {added}/six-1.17.0.dist-info (a folder on sys.path), outside "
+        "the environment's site-packages: take it off sys.path",
+    ]
+    wheel = write_wheel(tmp_path / "w", "vpr-zipped", "2.0", {"vpr_zipped.py": ""})
+    assert findings(env, wheel) == [
+        f"extra vpr-zipped 2.0: in {wheel} (a zip on sys.path), outside the environment's "
+        "site-packages: take it off sys.path"
+    ]
+
+
+def test_the_top_level_modules_of_a_distribution() -> None:
+    """What the guard resolves for a certified distribution: its packages (a folder of its
+    files), its top-level modules (a source or an extension file); not its data."""
+    files = ["vllm/__init__.py", "vllm/a/b.py", "vllm-0.26.0.data/scripts/x", "vllm.pth",
+             "six.py", "_C.cpython-311-x86_64-linux-gnu.so", "vllm_ext/x.py", "README"]  # fmt: skip
+    assert scan.top_level(files) == ["_C", "six", "vllm", "vllm_ext"]
+    assert scan.top_level(dict.fromkeys(reversed(files))) == ["_C", "six", "vllm", "vllm_ext"]

@@ -5,7 +5,9 @@
 store's signed head when `vpr install` ran, and checked again here), the recovery command,
 and the snapshot taken once the environment matched every pin: each distribution's
 version and RECORD sha256, and the size and time of every file of the core, the plugin
-and the guard. Every difference is a finding; the policy says what vLLM does with them.
+and the guard. Every difference is a finding (a distribution from outside the
+environment's site-packages, and code of the core, plugin or guard imported from anywhere
+but their certified files, included); the policy says what vLLM does with them.
 """
 
 from __future__ import annotations
@@ -49,6 +51,12 @@ class State:
     manifest: dict[str, Any] = field(default_factory=dict)
     certified: dict[str, Any] = field(default_factory=dict)
     problems: list[Finding] = field(default_factory=list)
+    damaged: str = ""  # the file (or folder) of the record that cannot be used
+
+    def unusable(self, path: str, text: str) -> State:
+        self.damaged = self.damaged or path
+        self.problems.append(Finding("state", "", text))
+        return self
 
     @property
     def verdict(self) -> str | None:
@@ -60,7 +68,7 @@ class State:
         line = self.certified.get("recover")
         if isinstance(line, str) and line:
             return line
-        pid = self.manifest.get("pairing_id") or "PAIRING_ID"
+        pid = str(self.manifest.get("pairing_id") or "PAIRING_ID")[:16]
         return f"vpr install {pid} --python-env {self.prefix}"
 
 
@@ -72,45 +80,65 @@ def _read(path: str) -> bytes:
     return data
 
 
+class Damaged(ValueError):
+    def __init__(self, path: str, what: str) -> None:
+        super().__init__(f"{path}: {what}")
+        self.path = path
+
+
+def _load(path: str) -> tuple[bytes, Any]:
+    """The bytes of one file of the record and its JSON; Damaged naming the file and what
+    is wrong with it (missing, unreadable, truncated or not JSON)."""
+    try:
+        data = _read(path)
+    except FileNotFoundError:
+        raise Damaged(path, "missing") from None
+    except (OSError, ValueError) as exc:
+        raise Damaged(path, f"cannot be read ({exc})") from None
+    try:
+        return data, json.loads(data)
+    except ValueError as exc:
+        raise Damaged(path, f"truncated or not JSON ({exc})") from None
+
+
 def load_state(prefix: str | None = None) -> State:
     prefix = prefix or sys.prefix
     folder = os.path.join(prefix, STATE_DIR)
     state = State(prefix=prefix, folder=folder)
     if not os.path.isdir(folder):
-        state.problems.append(
-            Finding(
-                "state",
-                "",
-                f"{folder}: no certified pairing here (this environment was "
-                "not made by `vpr install`, or its record was removed)",
-            )
+        return state.unusable(
+            folder,
+            f"{folder}: no certified pairing here (this environment was not made by `vpr "
+            "install`, or its record was removed)",
         )
-        return state
-    try:
-        manifest_bytes = _read(os.path.join(folder, MANIFEST))
-        certified = json.loads(_read(os.path.join(folder, CERTIFIED)))
-        manifest = json.loads(manifest_bytes)
-    except (OSError, ValueError) as exc:
-        state.problems.append(
-            Finding("state", "", f"{folder}: the certified record cannot be read ({exc})")
-        )
-        return state
-    if not isinstance(certified, dict) or certified.get("kind") != CERTIFIED_KIND:
-        state.problems.append(Finding("state", "", f"{folder}/{CERTIFIED}: not a vpr-guard record"))
-        return state
+    loaded = {}
+    for name in (MANIFEST, CERTIFIED):
+        try:
+            loaded[name] = _load(os.path.join(folder, name))
+        except Damaged as exc:
+            state.unusable(exc.path, str(exc))
+    manifest_bytes, manifest = loaded.get(MANIFEST, (b"", {}))
+    certified = loaded.get(CERTIFIED, (b"", {}))[1]
+    path = os.path.join(folder, CERTIFIED)
+    if CERTIFIED in loaded and (
+        not isinstance(certified, dict) or certified.get("kind") != CERTIFIED_KIND
+    ):
+        state.unusable(path, f"{path}: not a vpr-guard record")
+    else:
+        state.certified = certified  # its recovery line, even beside a damaged manifest
+    path = os.path.join(folder, MANIFEST)
     if not isinstance(manifest, dict):
-        state.problems.append(Finding("state", "", f"{folder}/{MANIFEST}: not a manifest"))
+        state.unusable(path, f"{path}: not a manifest")
+    else:
+        state.manifest = manifest
+    if state.damaged:
         return state
-    state.manifest, state.certified = manifest, certified
     have = hashlib.sha256(manifest_bytes).hexdigest()
     if have != certified.get("manifest_sha256"):
-        state.problems.append(
-            Finding(
-                "state",
-                "",
-                f"{folder}/{MANIFEST}: sha256 {have[:16]} is not the manifest "
-                f"vpr install verified ({str(certified.get('manifest_sha256'))[:16]})",
-            )
+        state.unusable(
+            path,
+            f"{path}: sha256 {have[:16]} is not the manifest vpr install verified "
+            f"({str(certified.get('manifest_sha256'))[:16]})",
         )
     return state
 
@@ -121,8 +149,10 @@ class BadPolicy(ValueError):
 
 def resolve_policy(state: State) -> tuple[str, str]:
     """(policy, where it came from): $VPR_GUARD, else the first word of ENV/vpr-guard/policy,
-    else enforce for a fleet verdict and warn for pilot or lab. BadPolicy for a value that is
-    none of enforce, warn, off (the guard then refuses: it does not guess)."""
+    else warn for a pilot or lab verdict and enforce for any other. A record that cannot be
+    used has no verdict to go by: enforce (a damaged record must not let vLLM start quietly
+    where the verdict said enforce). BadPolicy for a value that is none of enforce, warn,
+    off (the guard then refuses: it does not guess)."""
     value = os.environ.get(POLICY_ENV, "").strip()
     if value:
         if value.lower() not in POLICIES:
@@ -139,8 +169,12 @@ def resolve_policy(state: State) -> tuple[str, str]:
         if word not in POLICIES:
             raise BadPolicy(f"{path}: {word!r} is not one of {', '.join(POLICIES)}")
         return word, path
+    if state.damaged:
+        return "enforce", "the default when the certified record cannot be used"
     verdict = state.verdict
-    return ("enforce" if verdict == "fleet" else "warn"), f"the default for verdict {verdict}"
+    if verdict in ("pilot", "lab"):
+        return "warn", f"the default for verdict {verdict}"
+    return "enforce", f"the default for verdict {verdict}"
 
 
 def _labels(state: State) -> dict[str, str]:
@@ -169,12 +203,26 @@ def _signed_files(state: State) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _dist_findings(state: State, installed: dict[str, dict[str, str]]) -> list[Finding]:
+def _dist_findings(
+    state: State, installed: dict[str, dict[str, str]], paths: list[str] | None
+) -> list[Finding]:
     labels = _labels(state)
     certified = state.certified.get("dists") or {}
     found: list[Finding] = []
+    for _, now in sorted(installed.items()):
+        if now.get("outside"):
+            name = scan.canonical(now["name"])
+            who = _who(labels, name) if name in certified else f"extra {name}"
+            text = (
+                f"{who} {now['version']}: in {now['folder']} ({now['outside']} "
+                f"{scan.added_by(now['entry'])}), outside the environment's site-packages: "
+                "take it off sys.path"
+            )
+            found.append(Finding("path", name, text))
     for name, want in sorted(certified.items(), key=lambda kv: (kv[0] not in labels, kv[0])):
         who, now = _who(labels, name), installed.get(name)
+        if now is not None and now.get("outside"):
+            continue  # named above
         if now is None:
             text = f"{who} {want['version']}: missing (certified, not installed)"
             found.append(Finding("missing", name, text))
@@ -182,19 +230,26 @@ def _dist_findings(state: State, installed: dict[str, dict[str, str]]) -> list[F
             text = f"{who}: installed {now['version']}, certified {want['version']}"
             found.append(Finding("version", name, text))
         else:
-            found += _build_findings(state, name, who, now, want)
+            found += _build_findings(state, name, who, now, want, paths)
     for name in sorted(set(installed) - set(certified)):
+        if installed[name].get("outside"):
+            continue
         text = f"extra {name} {installed[name]['version']}: installed, not in the certified set"
         found.append(Finding("extra", name, text))
     return found
 
 
 def _build_findings(
-    state: State, name: str, who: str, now: dict[str, str], want: dict[str, Any]
+    state: State,
+    name: str,
+    who: str,
+    now: dict[str, str],
+    want: dict[str, Any],
+    paths: list[str] | None,
 ) -> list[Finding]:
     """Another build under the certified version (its RECORD differs; for the core, the
-    plugin and the guard, named against the signed files_sha256), or files changed in
-    place since vpr install (size or time)."""
+    plugin and the guard, named against the signed files_sha256), files changed in place
+    since vpr install (size or time), or their code imported from elsewhere."""
     data = scan.record_bytes(now["folder"])
     digest = hashlib.sha256(data).hexdigest() if data is not None else None
     if digest != want.get("record"):
@@ -215,7 +270,54 @@ def _build_findings(
     if not isinstance(stats, dict):
         return []
     have_stats = scan.file_stats(now["folder"], list(stats))
-    return [] if have_stats == stats else _changed_files(who, name, stats, have_stats)
+    found = [] if have_stats == stats else _changed_files(who, name, stats, have_stats)
+    return found + _import_findings(who, name, now["folder"], stats, paths)
+
+
+def _import_findings(
+    who: str, name: str, info: str, files: dict[str, Any], paths: list[str] | None
+) -> list[Finding]:
+    """Where Python imports each top-level module of a certified distribution from: only
+    its certified files count (its RECORD, as vpr install snapshot it). A copy on
+    PYTHONPATH, a source tree in the working folder, an import hook: each one a finding."""
+    site = os.path.realpath(os.path.dirname(info))
+    found = []
+    for top in scan.top_level(files):
+        where, why = scan.resolve(top, paths)
+        bad = [w for w in where if not _certified_file(w, site, top, files)]
+        if why is not None:
+            text = f"{who}: {top} {why}, not from its certified files in {site}"
+        elif bad:
+            text = (
+                f"{who}: Python imports {top} from {os.path.realpath(bad[0])} "
+                f"({_home(bad[0], top, paths)}), not its certified files in {site}"
+            )
+        else:
+            continue
+        found.append(Finding("imports", name, text))
+    return found
+
+
+def _certified_file(path: str, site: str, top: str, files: dict[str, Any]) -> bool:
+    """Whether `path` (a module's file, or a package's folder) is one of the certified files
+    in `site` (or the folder that holds them)."""
+    real = os.path.realpath(path)
+    if not real.startswith(site + os.sep):
+        return False
+    relative = real[len(site) + 1 :].replace(os.sep, "/")
+    return relative in files or (relative == top and any(p.startswith(top + "/") for p in files))
+
+
+def _home(path: str, top: str, paths: list[str] | None) -> str:
+    """How the sys.path entry that holds `path` (a file or the folder of `top`) came there."""
+    head = path
+    while os.path.basename(head).split(".", 1)[0] != top:
+        parent = os.path.dirname(head)
+        if parent == head:
+            return "not from sys.path: an import hook"
+        head = parent
+    entry = scan.entry_of(os.path.dirname(head), paths)
+    return "not from sys.path: an import hook" if entry is None else scan.added_by(entry)
 
 
 def _changed_files(who: str, name: str, want: dict[str, Any], have: dict[str, list[int]]):
@@ -252,12 +354,15 @@ def platform_finding(state: State, resolved: str | None, error: str | None) -> l
     return []
 
 
-def compare(state: State, installed: dict[str, dict[str, str]] | None = None) -> list[Finding]:
+def compare(
+    state: State, paths: list[str] | None = None, sites: list[str] | None = None
+) -> list[Finding]:
     """Every difference between the environment and its certified record (the platform
-    is the caller's: only a process running vLLM knows it)."""
+    is the caller's: only a process running vLLM knows it). `paths` and `sites`: another
+    sys.path and site-packages than this process's (`scan.distributions`)."""
     if state.problems:
         return list(state.problems)
-    return _dist_findings(state, scan.distributions() if installed is None else installed)
+    return _dist_findings(state, scan.distributions(paths, sites), paths)
 
 
 def describe(state: State) -> str:
@@ -273,7 +378,9 @@ def describe(state: State) -> str:
 def message(state: State, findings: list[Finding], policy: str, source: str) -> str:
     """One message: what differs, how to get back, and what the policy does (`check`: the
     shell's `python -m vpr_guard check`, which applies none)."""
-    if state.manifest:
+    if state.damaged and state.damaged != state.folder:
+        what = "the certified record of this environment cannot be used"
+    elif state.manifest:
         what = f"this environment is not the certified {describe(state)}"
     else:
         what = "this environment has no certified pairing"

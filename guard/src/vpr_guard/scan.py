@@ -17,8 +17,10 @@ import io
 import os
 import re
 import sys
+from collections.abc import Collection
 
 _SEPARATORS = re.compile(r"[-_.]+")
+MAX_METADATA = 1024 * 1024  # a METADATA inside a zip, a .pth file: read up to this size
 
 
 def canonical(name: str) -> str:
@@ -80,22 +82,117 @@ def _inside(entry: str, roots: list[str]) -> tuple[str, str] | None:
     return root, os.path.relpath(entry, root).replace(os.sep, "/")
 
 
-def distributions(paths: list[str] | None = None) -> dict[str, dict[str, str]]:
+def own_folders() -> list[str]:
+    """The environment's own folders (real paths): its site-packages and the standard
+    library. Any other sys.path entry was put there (the working folder, PYTHONPATH, a
+    .pth file) and holds no certified distribution."""
+    import site
+
+    folders = site.getsitepackages([sys.prefix, sys.exec_prefix])
+    folders.append(os.path.dirname(os.__file__))
+    return [os.path.realpath(f) for f in dict.fromkeys(folders)]
+
+
+def _within(real: str, folders: list[str]) -> bool:
+    return any(real == f or real.startswith(f.rstrip(os.sep) + os.sep) for f in folders)
+
+
+def _headers(text: str) -> dict[str, str]:
+    """The header fields of a METADATA or PKG-INFO text (the first of each)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        key, sep, value = line.partition(":")
+        if sep and not line[0].isspace():
+            out.setdefault(key.strip(), value.strip())
+    return out
+
+
+def _zipped(path: str) -> list[tuple[str, str]]:
+    """(name, version) of each distribution inside a zip on sys.path (a wheel, a zipped
+    egg); [] for a file that is no zip (Python imports nothing from it either)."""
+    import zipfile
+
+    out = []
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                top, _, rest = info.filename.partition("/")
+                if rest not in ("METADATA", "PKG-INFO") or not (
+                    top == "EGG-INFO" or top.endswith((".dist-info", ".egg-info"))
+                ):
+                    continue
+                text = zf.read(info)[:MAX_METADATA] if info.file_size <= MAX_METADATA else b""
+                fields = _headers(text.decode("utf-8", errors="replace"))
+                if top == "EGG-INFO":
+                    named = _egg_name(path)
+                else:  # name-version.dist-info, name-version-pyX.Y.egg-info
+                    stem, _, rest = top.rpartition(".")[0].partition("-")
+                    named = (stem, rest.split("-", 1)[0])
+                name = fields.get("Name") or named[0]
+                version = fields.get("Version") or named[1]
+                if name:
+                    out.append((name, version))
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        return []
+    return out
+
+
+def _egg_name(path: str) -> tuple[str, str]:
+    """(name, version) from an egg's file name (`name-version-pyX.Y.egg`)."""
+    base = os.path.basename(path.rstrip(os.sep))
+    parts = (base[: -len(".egg")] if base.endswith(".egg") else base).split("-")
+    return parts[0], parts[1] if len(parts) > 1 else ""
+
+
+def distributions(
+    paths: list[str] | None = None, sites: list[str] | None = None
+) -> dict[str, dict[str, str]]:
     """{canonical name: {name, version, folder}} of every distribution on `paths`
     (default sys.path), the first of a name winning, as importlib.metadata finds them.
+
+    One that is not in the environment's own folders (`sites`, default `own_folders()`):
+    in a zip (a wheel or an egg on sys.path), an egg folder, or a folder put on sys.path,
+    also has `outside` (a zip, an egg, a folder) and `entry` (its sys.path entry). Each
+    of those is listed, under `name entry` when the name was found before it: it is
+    drift wherever it is, whatever its version.
 
     A path entry inside an earlier one (setuptools >= 71 adds `setuptools/_vendor` when it
     is imported) holds files of the distribution installed there: a dist-info folder in it
     that the owner's RECORD lists (the owner named by the entry's first folder) is part of
     that wheel, checked through its RECORD, and not counted as installed on its own."""
+    own = own_folders() if sites is None else [os.path.realpath(s) for s in sites]
     found: dict[str, dict[str, str]] = {}
     roots: list[str] = []
+
+    def add(name: str, version: str, folder: str, outside: str = "", entry: str = "") -> None:
+        key, info = canonical(name), {"name": name, "version": version, "folder": folder}
+        if outside:
+            info.update(outside=outside, entry=entry)
+        if key not in found:
+            found[key] = info
+        elif outside:
+            found[f"{key} {entry}"] = info
+
     for entry in sys.path if paths is None else paths:
         where = entry or "."
         try:
             names = sorted(os.listdir(where))
-        except OSError:  # a zip, a missing folder
+        except NotADirectoryError:  # a zip: a wheel or an egg put on sys.path
+            kind = "an egg" if where.endswith(".egg") else "a zip"
+            for name, version in _zipped(where):
+                add(name, version, where, kind, entry)
             continue
+        except OSError:  # a missing folder
+            continue
+        if where.rstrip(os.sep).endswith(".egg") or "EGG-INFO" in names:
+            named = _egg_name(where)
+            info = os.path.join(where, "EGG-INFO")
+            name = _metadata(info, "Name") or named[0]
+            add(name, _metadata(info, "Version") or named[1], where, "an egg", entry)
+            continue
+        outside = "" if _within(os.path.realpath(where), own) else "a folder"
         owned: set[str] = set()
         nested = _inside(os.path.abspath(where), roots)
         if nested is not None:
@@ -109,12 +206,97 @@ def distributions(paths: list[str] | None = None) -> dict[str, dict[str, str]]:
                 continue
             folder = os.path.join(where, name)
             parsed = _parse(name, folder)
-            if parsed is None:
-                continue
-            key = canonical(parsed[0])
-            if key not in found:
-                found[key] = {"name": parsed[0], "version": parsed[1], "folder": folder}
+            if parsed is not None:
+                add(parsed[0], parsed[1], folder, outside, entry)
     return found
+
+
+def added_by(entry: str) -> str:
+    """How a sys.path entry came there, as far as this process can tell: the working
+    folder, PYTHONPATH, the .pth file in site-packages that names it."""
+    real = os.path.realpath(entry or ".")
+    first = sys.path[0] if sys.path else None
+    if not entry or (entry == first and real == os.path.realpath(os.getcwd())):
+        return "the working folder, first on sys.path"
+    for given in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        if given and os.path.realpath(given) == real:
+            return "on PYTHONPATH"
+    import site
+
+    for folder in site.getsitepackages([sys.prefix, sys.exec_prefix]):
+        try:
+            pth = sorted(n for n in os.listdir(folder) if n.endswith(".pth"))
+        except OSError:
+            continue
+        for name in pth:
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as f:
+                    lines = f.read(MAX_METADATA).splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                line = line.rstrip()
+                named = not line.startswith(("#", "import ", "import\t"))
+                if line and named and os.path.realpath(os.path.join(folder, line)) == real:
+                    return f"named by {os.path.join(folder, name)}"
+    if entry == first:
+        return "first on sys.path: the script's folder"
+    return "on sys.path"
+
+
+def entry_of(folder: str, paths: list[str] | None = None) -> str | None:
+    """The entry of `paths` (default sys.path) that is `folder` (same real path), None
+    when none is."""
+    real = os.path.realpath(folder)
+    for entry in sys.path if paths is None else paths:
+        if os.path.realpath(entry or ".") == real:
+            return entry
+    return None
+
+
+def resolve(name: str, paths: list[str] | None = None) -> tuple[list[str], str | None]:
+    """Where Python imports the top-level module `name` from: its file and, for a package,
+    the folders its submodules come from; ([], why) when it does not resolve to files.
+    `paths` None: this process (a module imported already is the one in use, and import
+    hooks count); else as the path finder finds it on `paths`."""
+    import importlib.machinery
+    import importlib.util
+
+    try:
+        if paths is None:
+            spec = importlib.util.find_spec(name)
+        else:
+            spec = importlib.machinery.PathFinder.find_spec(name, paths)
+    except Exception as exc:  # an import hook that fails, a module without a spec
+        return [], f"{type(exc).__name__}: {exc}"
+    if spec is None:
+        return [], "cannot be imported"
+    where = [spec.origin] if spec.has_location and spec.origin else []
+    where += list(spec.submodule_search_locations or [])
+    return (where, None) if where else ([], f"is imported from no file ({spec.origin})")
+
+
+def top_level(paths: Collection[str]) -> list[str]:
+    """The top-level modules and packages among a distribution's files ('/'-separated): each
+    first folder that is a name Python can import, each top-level module file."""
+    import bisect
+    import importlib.machinery
+
+    suffixes = tuple(importlib.machinery.all_suffixes())
+    keys = sorted(paths)  # certified.json keeps them sorted: a linear pass in C
+    tops = set()
+    at = 0
+    while at < len(keys):
+        head, sep, _ = keys[at].partition("/")
+        if sep:  # a folder: a package (or a namespace package); skip the rest of its files
+            name = head
+            at = bisect.bisect_left(keys, head + "0", at)  # "/" sorts just before "0"
+        else:
+            name = head.split(".", 1)[0] if head.endswith(suffixes) else ""
+            at += 1
+        if name.isidentifier():
+            tops.add(name)
+    return sorted(tops)
 
 
 def record_bytes(folder: str) -> bytes | None:
@@ -195,11 +377,13 @@ def file_stats(folder: str, paths: list[str]) -> dict[str, list[int]]:
     return out
 
 
-def snapshot(roles: dict[str, str], paths: list[str] | None = None) -> dict[str, object]:
+def snapshot(
+    roles: dict[str, str], paths: list[str] | None = None, sites: list[str] | None = None
+) -> dict[str, object]:
     """What `vpr install` records once the environment is verified: every distribution
     (version and RECORD sha256), and the file stats of the distributions named in `roles`
     (role -> name: core, plugin, guard)."""
-    dists = distributions(paths)
+    dists = distributions(paths, sites)
     out_dists = {
         key: {"version": d["version"], "record": record_sha256(d["folder"])}
         for key, d in sorted(dists.items())
