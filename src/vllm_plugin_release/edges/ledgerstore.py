@@ -29,13 +29,9 @@ from vllm_plugin_release.core.ledger import (
     LEDGER_FILE,
     Draft,
     LedgerEntry,
-    Repair,
-    chained,
     parse_ledger,
-    repair_entry,
-    sign_line,
 )
-from vllm_plugin_release.core.ledgersummary import LEDGER_SUMMARY_DIR, LEDGER_SUMMARY_FILE
+from vllm_plugin_release.core.ledgersummary import LEDGER_SUMMARY_FILE
 from vllm_plugin_release.core.schedule import (
     LKG_TYPE,
     SCHEDULE_TYPE,
@@ -46,7 +42,12 @@ from vllm_plugin_release.core.schedule import (
 )
 from vllm_plugin_release.core.storetrust import store_path
 from vllm_plugin_release.edges.store import DirStore, HttpStore, Store
-from vllm_plugin_release.edges.storehead import check_vouched, drifted, sign_head
+from vllm_plugin_release.edges.storehead import (
+    append_locked,
+    drifted,
+    record_repairs,
+    sign_head,
+)
 from vllm_plugin_release.edges.trust import Trusted
 
 if TYPE_CHECKING:
@@ -93,67 +94,7 @@ def append_new(
     written (none: nothing is written, the head is not signed again)."""
     target = _writable(store)
     with target.locked():
-        return append_locked(target, drafts, key, recorded)
-
-
-def append_locked(
-    target: DirStore,
-    drafts: list[Draft],
-    key: Ed25519PrivateKey,
-    recorded: Callable[[Draft, list[LedgerEntry]], bool] = lambda _draft, _entries: False,
-) -> list[LedgerEntry]:
-    """`append_new` for a writer that holds the store's lock already: each of `drafts` the
-    ledger has not `recorded` yet, in order, then a repair entry for a ledger summary that
-    is not the one the head vouches for (said, and made again), then the head. The entries
-    written, drafts first (none: nothing is written, the head is not signed again)."""
-    path = target.root / LEDGER_FILE
-    try:
-        old = bounded.read_file(path, bounded.MAX_INDEX, "ledger")
-    except FileNotFoundError:
-        old = b""
-    entries = parse_ledger(old, key.public_key(), str(path))
-    check_vouched(target.root, key.public_key(), LEDGER_FILE, old)
-    fresh = [d for d in drafts if not recorded(d, entries)]
-    if not fresh:
-        return []
-    summary = drifted(target.root, key.public_key(), (LEDGER_SUMMARY_FILE,))
-    restored = "made again from the ledger, each line of it verified"
-    new, written = old, []
-    for draft in [*fresh, *repair_drafts(target, summary, restored)]:
-        if draft in fresh and recorded(draft, written):
-            continue
-        last = new.splitlines(keepends=True)[-1] if new else None
-        full = chained(draft, last, len(entries) + len(written))
-        new += sign_line(full, key)
-        written.append(full)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    from vllm_plugin_release.edges import summarywrite
-
-    atomic_write_bytes(path, new)
-    keep = summarywrite.write_ledger(target.root, [*entries, *written], new)  # before the head
-    sign_head(target.root, key, (LEDGER_FILE, LEDGER_SUMMARY_FILE))
-    summarywrite.sweep(target.root, keep, LEDGER_SUMMARY_DIR)
-    return written
-
-
-def repair_drafts(target: DirStore, found: list[Repair], restored: str) -> list[Draft]:
-    """Say each file found differing from the signed head and what was `restored` in its
-    place (a warning naming the store, the file and the head's version); their ledger
-    entries."""
-    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    drafts = []
-    for repair in found:
-        done = dataclasses.replace(repair, restored=repair.restored or restored)
-        progress.warn(f"store {target.location}: {done.line()}; recorded in the ledger")
-        drafts.append(repair_entry(done, now))
-    return drafts
-
-
-def record_repairs(target: DirStore, found: list[Repair], key: Ed25519PrivateKey) -> None:
-    """For a writer holding the lock: each of `found` (its `restored` filled in) said and
-    appended to the ledger."""
-    if found:
-        append_locked(target, repair_drafts(target, found, ""), key)
+        return append_locked(target.root, target.location, drafts, key, recorded)
 
 
 def _name_path(folder: str, name: str) -> str:
@@ -172,7 +113,8 @@ def _write_signed(
     with target.locked():
         found = drifted(target.root, key.public_key(), (relative,))
         restored = "replaced by the document this run signs"
-        record_repairs(target, [dataclasses.replace(r, restored=restored) for r in found], key)
+        done = [dataclasses.replace(r, restored=restored) for r in found]
+        record_repairs(target.root, target.location, done, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(path, signed.sign(payload, payload_type, key))
         sign_head(target.root, key, (relative,))

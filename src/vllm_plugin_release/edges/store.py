@@ -355,7 +355,7 @@ class DirStore:
         ledger (under the lock this writer holds; before the head it signs)."""
         if not found or self.signer is None:
             return
-        from vllm_plugin_release.edges.ledgerstore import record_repairs
+        from vllm_plugin_release.edges.storehead import record_repairs
 
         restored = {
             INDEX_FILE: f"rebuilt from the {pairings} manifest(s) in {PAIRINGS}/, nothing "
@@ -365,7 +365,7 @@ class DirStore:
         done = [
             dataclasses.replace(r, restored=restored.get(r.file, "written again")) for r in found
         ]
-        record_repairs(self, done, self.signer)
+        record_repairs(self.root, self.location, done, self.signer)
 
     # -- the files beside the manifests ---------------------------------------
     def _check_wheel(self, wheel: Path) -> None:

@@ -14,19 +14,29 @@ consumer holding a ledger of the signed sha256 need not check each line's signat
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vllm_plugin_release.core import bounded, signed
+from vllm_plugin_release.core import bounded, progress, signed
 from vllm_plugin_release.core import storehead as sh
 from vllm_plugin_release.core.attest import keyid
 from vllm_plugin_release.core.cache import atomic_write_bytes
 from vllm_plugin_release.core.errors import BadInput, GateFailed
-from vllm_plugin_release.core.ledger import LEDGER_FILE, Repair, parse_ledger
+from vllm_plugin_release.core.ledger import (
+    LEDGER_FILE,
+    Draft,
+    LedgerEntry,
+    Repair,
+    chained,
+    parse_ledger,
+    repair_entry,
+    sign_line,
+)
 from vllm_plugin_release.core.ledgersummary import LEDGER_SUMMARY_DIR, LEDGER_SUMMARY_FILE
 from vllm_plugin_release.core.storeindex import INDEX_FILE
 from vllm_plugin_release.core.storesummary import SUMMARY_FILE
@@ -180,3 +190,68 @@ def drifted(root: Path, public_key: Ed25519PublicKey, relatives: Iterable[str]) 
         elif not now.same_file(signed_record):
             found.append(Repair(relative, _said(now), _said(signed_record), head.version, ""))
     return found
+
+
+# ---------------------------------------------------------------------------
+# Ledger lines a writer appends under the store's lock, before the head it signs.
+
+
+def append_locked(
+    root: Path,
+    location: str,
+    drafts: list[Draft],
+    key: Ed25519PrivateKey,
+    recorded: Callable[[Draft, list[LedgerEntry]], bool] = lambda _draft, _entries: False,
+) -> list[LedgerEntry]:
+    """`append_new` for a writer that holds the store's lock already: each of `drafts` the
+    ledger has not `recorded` yet, in order, then a repair entry for a ledger summary that
+    is not the one the head vouches for (said, and made again), then the head. The entries
+    written, drafts first (none: nothing is written, the head is not signed again)."""
+    path = root / LEDGER_FILE
+    try:
+        old = bounded.read_file(path, bounded.MAX_INDEX, "ledger")
+    except FileNotFoundError:
+        old = b""
+    entries = parse_ledger(old, key.public_key(), str(path))
+    check_vouched(root, key.public_key(), LEDGER_FILE, old)
+    fresh = [d for d in drafts if not recorded(d, entries)]
+    if not fresh:
+        return []
+    summary = drifted(root, key.public_key(), (LEDGER_SUMMARY_FILE,))
+    restored = "made again from the ledger, each line of it verified"
+    new, written = old, []
+    for draft in [*fresh, *repair_drafts(location, summary, restored)]:
+        if draft in fresh and recorded(draft, written):
+            continue
+        last = new.splitlines(keepends=True)[-1] if new else None
+        full = chained(draft, last, len(entries) + len(written))
+        new += sign_line(full, key)
+        written.append(full)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    from vllm_plugin_release.edges import summarywrite
+
+    atomic_write_bytes(path, new)
+    keep = summarywrite.write_ledger(root, [*entries, *written], new)  # before the head
+    sign_head(root, key, (LEDGER_FILE, LEDGER_SUMMARY_FILE))
+    summarywrite.sweep(root, keep, LEDGER_SUMMARY_DIR)
+    return written
+
+
+def repair_drafts(location: str, found: list[Repair], restored: str) -> list[Draft]:
+    """Say each file found differing from the signed head and what was `restored` in its
+    place (a warning naming the store, the file and the head's version); their ledger
+    entries."""
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    drafts = []
+    for repair in found:
+        done = dataclasses.replace(repair, restored=repair.restored or restored)
+        progress.warn(f"store {location}: {done.line()}; recorded in the ledger")
+        drafts.append(repair_entry(done, now))
+    return drafts
+
+
+def record_repairs(root: Path, location: str, found: list[Repair], key: Ed25519PrivateKey) -> None:
+    """For a writer holding the lock: each of `found` (its `restored` filled in) said and
+    appended to the ledger."""
+    if found:
+        append_locked(root, location, repair_drafts(location, found, ""), key)
