@@ -20,6 +20,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     msub = matrix.add_subparsers(dest="matrix_command", metavar="SUBCOMMAND")
     matrix.set_defaults(func=lambda a: (matrix.print_help(sys.stderr), 2)[1])
+    _add_run(msub)
+    _add_assemble(msub)
+
+
+def _add_run(msub: argparse._SubParsersAction) -> None:
     p = msub.add_parser(
         "run",
         help="run the plugin's cpu tests on each core version; write matrix.md and matrix.json",
@@ -58,6 +63,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_plugin_source(p)
     add_dirs(p)
     p.set_defaults(func=_run)
+
+
+def _add_assemble(msub: argparse._SubParsersAction) -> None:
     a = msub.add_parser(
         "assemble",
         help="write matrix.json and matrix.md from the column records in dist/NAME/matrix/",
