@@ -157,7 +157,7 @@ def matrix_columns(plugin: dict[str, str] | None = None) -> list[Any]:
         counts={**counts, "passed": 1, "failed": 1},
         outcomes={"t::a": "failed", "t::b": "passed"},
         errors={"t::a": ("TypeError: unexpected keyword argument 'max_model_len'",)},
-        coupling={"against": "0.25.1", "changes": changes}, plugin=plugin,
+        coupling=cols.Coupling({"against": "0.25.1", "changes": changes}), plugin=plugin,
     )  # fmt: skip
     lost = cols.not_run("0.27.1", "release", "k3", python, 3, NOT_RUN_REASON)
     return [good, bad, replace(lost, plugin=plugin)]

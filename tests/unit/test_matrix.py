@@ -76,7 +76,7 @@ def test_regressions_skip_a_column_not_run_and_count_imports() -> None:
     m = cols.Matrix("tt", "vllm", "idx", tuple(out))
     assert m.regressed
     # without a tracer every observed failure is a miss
-    assert m.accuracy()["recall"] == 0.0 and m.accuracy()["observed"] == 2
+    assert m.accuracy().recall == 0.0 and m.accuracy().observed == 2
 
 
 def test_accuracy_counts_what_the_tracer_explains() -> None:
@@ -88,17 +88,19 @@ def test_accuracy_counts_what_the_tracer_explains() -> None:
         {"t::a": "failed"},
         imports={"p.launcher": "ImportError: cannot import name 'X'"},
         # the tracer's answer when the column ran: every failing test and module
-        coupling={
-            "against": "0.25.1",
-            "changes": [change, other],
-            "traced": {"t::a": ["attribute:vllm.Cfg.lanes"], "t::never": ["removed:vllm.old"]},
-        },
+        coupling=cols.Coupling(
+            {
+                "against": "0.25.1",
+                "changes": [change, other],
+                "traced": {"t::a": ["attribute:vllm.Cfg.lanes"], "t::never": ["removed:vllm.old"]},
+            }
+        ),
     )
     m = cols.Matrix("tt", "vllm", "idx", tuple(cols.assemble([a, b])))
     acc = m.accuracy()
-    assert (acc["observed"], acc["traced"], acc["breaking"], acc["confirmed"]) == (2, 1, 2, 1)
-    assert acc["recall"] == 0.5 and acc["precision"] == 0.5
-    assert acc["missed"] == ["0.26.0: import p.launcher"]
+    assert (acc.observed, acc.traced, acc.breaking, acc.confirmed) == (2, 1, 2, 1)
+    assert acc.recall == 0.5 and acc.precision == 0.5
+    assert acc.missed == ("0.26.0: import p.launcher",)
     md = cols.render_markdown(m)
     assert "recall 50% (1 of 2 observed failures traced" in md
     assert "- `attribute:vllm.Cfg.lanes` (confirmed): gone" in md

@@ -9,13 +9,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.core.ledger import ColumnEntry
 
 SCHEMA = 1
 FOLDER = "matrix"  # dist/NAME/matrix/: the column records
@@ -67,6 +68,46 @@ def choose_python(
     )
 
 
+class ChangeRef(NamedTuple):
+    """A breaking change as a column record names it."""
+
+    id: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Coupling:
+    """A column's coupling report against the column before, as the record keeps it (the
+    report's JSON, `apicoupling.CouplingReport.to_json`, with `against` and the tracer's
+    `traced`; or `status` error with its `reason`): checked to be an object when read."""
+
+    raw: Mapping[str, Any]
+
+    @property
+    def against(self) -> str | None:
+        value = self.raw.get("against")
+        return value if isinstance(value, str) else None
+
+    @property
+    def changes(self) -> list[ChangeRef]:
+        """The report's breaking changes: id and detail."""
+        found = self.raw.get("changes")
+        items = found if isinstance(found, list) else []
+        return [
+            ChangeRef(str(c.get("id")), str(c.get("detail", "")))
+            for c in items
+            if isinstance(c, dict)
+        ]
+
+    @property
+    def traced(self) -> dict[str, tuple[str, ...]]:
+        """The tracer's answer: failing module or test -> the change ids that explain it."""
+        found = self.raw.get("traced")
+        if not isinstance(found, dict):
+            return {}
+        return {str(k): tuple(str(i) for i in v) for k, v in found.items() if isinstance(v, list)}
+
+
 @dataclass(frozen=True, slots=True)
 class Column:
     """One core of the matrix: what ran on it, or why nothing could."""
@@ -84,7 +125,7 @@ class Column:
     counts: Mapping[str, int] = field(default_factory=dict)
     outcomes: Mapping[str, str] = field(default_factory=dict)  # test id -> outcome
     errors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    coupling: Mapping[str, Any] | None = None  # against the column before: the report
+    coupling: Coupling | None = None  # against the column before: the report
     plugin: Mapping[str, str | None] | None = None  # {name, version, commit} it tested
 
     @property
@@ -113,7 +154,7 @@ class Column:
             "errors": {t: list(v) for t, v in sorted(self.errors.items())},
             # keys sorted at every level, as the record file has them: a column read back
             # from its record and one still in memory give matrix.json the same bytes
-            "coupling": None if self.coupling is None else _sorted(self.coupling),
+            "coupling": None if self.coupling is None else _sorted(self.coupling.raw),
             "plugin": None if self.plugin is None else dict(self.plugin),
         }
 
@@ -185,7 +226,7 @@ def parse_column(data: Any, path: Path) -> Column:
             counts={k: counts[k] for k in COUNT_KEYS},
             outcomes=_str_map(data.get("outcomes"), "outcomes"),
             errors={t: tuple(v) for t, v in errors.items()},
-            coupling=coupling,
+            coupling=None if coupling is None else Coupling(coupling),
             plugin=plugin,
         )
     except (ValueError, KeyError, TypeError) as exc:
@@ -262,8 +303,8 @@ class Assembled:
 
 
 def breaking_ids(column: Column) -> tuple[str, ...]:
-    changes = (column.coupling or {}).get("changes") or []
-    return tuple(sorted(str(c.get("id")) for c in changes if isinstance(c, dict)))
+    changes = column.coupling.changes if column.coupling else []
+    return tuple(sorted(c.id for c in changes))
 
 
 def observed_failures(column: Column, regressions: Sequence[str]) -> dict[str, str]:
@@ -279,12 +320,12 @@ def traced_failures(column: Column, observed: Mapping[str, str]) -> dict[str, tu
     """Which observed failures the column's coupling report explains: the tracer ran when
     the column did (its `traced`: failing module or test -> change ids); only the failures
     observed here (imports, regressions) are counted."""
-    traced = (column.coupling or {}).get("traced") or {}
+    traced = column.coupling.traced if column.coupling else {}
     out: dict[str, tuple[str, ...]] = {}
     for key in observed:
-        ids = traced.get(key.split(" ", 1)[1]) if isinstance(traced, dict) else None
-        if isinstance(ids, list) and ids:
-            out[key] = tuple(str(i) for i in ids)
+        ids = traced.get(key.split(" ", 1)[1])
+        if ids:
+            out[key] = ids
     return out
 
 
@@ -324,6 +365,32 @@ def assemble(columns: Sequence[Column]) -> list[Assembled]:
 
 
 @dataclass(frozen=True, slots=True)
+class Accuracy:
+    """The coupling report's accuracy across the matrix: the failures observed (failing
+    imports, regressions), those traced to a reported change (recall), the breaking changes
+    reported and those a failure confirms (precision), and the misses by column."""
+
+    observed: int
+    traced: int
+    recall: float | None
+    breaking: int
+    confirmed: int
+    precision: float | None
+    missed: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "observed": self.observed,
+            "traced": self.traced,
+            "recall": self.recall,
+            "breaking": self.breaking,
+            "confirmed": self.confirmed,
+            "precision": self.precision,
+            "missed": list(self.missed),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Matrix:
     """matrix.json: the pairing across cores."""
 
@@ -336,27 +403,27 @@ class Matrix:
     def regressed(self) -> bool:
         return any(a.regressions or a.import_regressions for a in self.columns)
 
-    def accuracy(self) -> dict[str, Any]:
+    def accuracy(self) -> Accuracy:
         observed = sum(len(a.traced) + len(a.missed) for a in self.columns)
         traced = sum(len(a.traced) for a in self.columns)
         breaking = sum(len(a.breaking) for a in self.columns)
         confirmed = sum(len(a.confirmed) for a in self.columns)
-        return {
-            "observed": observed,
-            "traced": traced,
-            "recall": round(traced / observed, 4) if observed else None,
-            "breaking": breaking,
-            "confirmed": confirmed,
-            "precision": round(confirmed / breaking, 4) if breaking else None,
-            "missed": [f"{a.column.core}: {m}" for a in self.columns for m in a.missed],
-        }
+        return Accuracy(
+            observed=observed,
+            traced=traced,
+            recall=round(traced / observed, 4) if observed else None,
+            breaking=breaking,
+            confirmed=confirmed,
+            precision=round(confirmed / breaking, 4) if breaking else None,
+            missed=tuple(f"{a.column.core}: {m}" for a in self.columns for m in a.missed),
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
             "pairing": self.pairing,
             "core": self.core,
             "index": self.index,
-            "accuracy": self.accuracy(),
+            "accuracy": self.accuracy().to_json(),
             "columns": [a.to_json() for a in self.columns],
         }
 
@@ -402,9 +469,9 @@ def render_markdown(m: Matrix) -> str:
     acc = m.accuracy()
     out += [
         "",
-        f"Coupling report accuracy: recall {_pct(acc['recall'])} ({acc['traced']} of "
-        f"{acc['observed']} observed failures traced to a reported change), precision "
-        f"{_pct(acc['precision'])} ({acc['confirmed']} of {acc['breaking']} breaking changes "
+        f"Coupling report accuracy: recall {_pct(acc.recall)} ({acc.traced} of "
+        f"{acc.observed} observed failures traced to a reported change), precision "
+        f"{_pct(acc.precision)} ({acc.confirmed} of {acc.breaking} breaking changes "
         "confirmed by a failing import or test).",
     ]
     for a in m.columns:
@@ -427,11 +494,11 @@ def _column_notes(a: Assembled) -> list[str]:
             first = (col.errors.get(test) or ("",))[0]
             out.append(f"- `{test}` {first}".rstrip())
     if a.breaking:
-        against = (col.coupling or {}).get("against") or col.core
+        against = (col.coupling.against if col.coupling else None) or col.core
         out += ["", f"**{col.core}** breaking coupling changes against {against}:"]
-        for change in (col.coupling or {}).get("changes") or []:
-            mark = " (confirmed)" if change.get("id") in a.confirmed else ""
-            out.append(f"- `{change.get('id')}`{mark}: {change.get('detail', '')}")
+        for change in col.coupling.changes if col.coupling else []:
+            mark = " (confirmed)" if change.id in a.confirmed else ""
+            out.append(f"- `{change.id}`{mark}: {change.detail}")
     if a.missed:
         out += ["", f"**{col.core}** failures no reported change explains:"]
         out += [f"- {m}" for m in a.missed]
@@ -489,7 +556,7 @@ def _first_breaking(a: Assembled) -> list[str]:
 
 def ledger_column(
     a: Assembled, digests: Mapping[str, str], bisect: Mapping[str, str] | None
-) -> dict[str, Any]:
+) -> ColumnEntry:
     """The ledger entry's `column` object for one assembled column (`digests`: each
     column's `record_sha256` by label; `bisect`: the range a bisect report found for this
     column's step, else None). Its `key` (the records and the bisect report it speaks of)
@@ -502,25 +569,27 @@ def ledger_column(
         "bisect": dict(bisect) if bisect else None,
     }
     key = hashlib.sha256(json.dumps(ids, sort_keys=True).encode()).hexdigest()
-    return {
-        "key": key,
-        "record_sha256": ids["record_sha256"],
-        "against": against,
-        "against_sha256": ids["against_sha256"],
-        "role": a.role,
-        "outcome": outcome(a),
-        "exit_class": col.exit_class,
-        "reason": col.reason,
-        "python_why": col.python_why,
-        "counts": {k: int(col.counts.get(k, 0)) for k in COUNT_KEYS},
-        "modules": col.modules,
-        "imports_failing": len(col.imports),
-        "regressions": len(a.regressions),
-        "import_regressions": len(a.import_regressions),
-        "breaking": _first_breaking(a),
-        "breaking_total": len(a.breaking),
-        "bisect": ids["bisect"],
-    }
+    return ColumnEntry(
+        {
+            "key": key,
+            "record_sha256": ids["record_sha256"],
+            "against": against,
+            "against_sha256": ids["against_sha256"],
+            "role": a.role,
+            "outcome": outcome(a),
+            "exit_class": col.exit_class,
+            "reason": col.reason,
+            "python_why": col.python_why,
+            "counts": {k: int(col.counts.get(k, 0)) for k in COUNT_KEYS},
+            "modules": col.modules,
+            "imports_failing": len(col.imports),
+            "regressions": len(a.regressions),
+            "import_regressions": len(a.import_regressions),
+            "breaking": _first_breaking(a),
+            "breaking_total": len(a.breaking),
+            "bisect": ids["bisect"],
+        }
+    )
 
 
 def bisect_range(report: Any, a: Assembled) -> dict[str, str] | None:

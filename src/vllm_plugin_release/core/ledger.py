@@ -107,6 +107,20 @@ class Repair:
 
 
 @dataclass(frozen=True, slots=True)
+class ColumnEntry:
+    """A matrix entry's `column` as signed (`core.columns.ledger_column`; its shape checked by
+    `column_problem` when read): the payload kept as written, read by key."""
+
+    raw: Mapping[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.raw[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.raw.get(key, default)
+
+
+@dataclass(frozen=True, slots=True)
 class Draft:
     """An entry before its place in the chain (`chained`): what a verdict says."""
 
@@ -121,7 +135,7 @@ class Draft:
     time: str | None
     manifest_sha256: str | None
     lag: Lag | None = None
-    column: Mapping[str, Any] | None = None  # a matrix column's (kind matrix)
+    column: ColumnEntry | None = None  # a matrix column's (kind matrix)
     repair: Repair | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -141,7 +155,7 @@ class Draft:
         if self.lag is not None:
             entry["lag"] = self.lag.to_json()
         if self.column is not None:
-            entry["column"] = dict(self.column)
+            entry["column"] = dict(self.column.raw)
         if self.repair is not None:
             entry["repair"] = self.repair.to_json()
         return entry
@@ -174,7 +188,7 @@ class LedgerEntry:
     manifest_sha256: str | None
     lag: Lag | None
     raw: dict[str, Any]
-    column: Mapping[str, Any] | None = None  # kind matrix: `core.columns.ledger_column`
+    column: ColumnEntry | None = None  # kind matrix: `core.columns.ledger_column`
 
 
 def entry_from_manifest(
@@ -212,7 +226,7 @@ def entry_from_column(
     python: str | None,
     runtime: str | None,
     time: str,
-    column: Mapping[str, Any],
+    column: ColumnEntry,
 ) -> Draft:
     """A ledger entry (without seq/prev) for one column of the version matrix: the plugin's
     tests on the cpu runner against `core`; its verdict is the column's outcome."""
@@ -385,7 +399,7 @@ def entry_from(raw: dict[str, Any], seq: int) -> LedgerEntry:
         manifest_sha256=raw.get("manifest_sha256"),
         lag=Lag(lag.get("days"), lag.get("minor_releases")) if lag else None,  # {}: none
         raw=raw,
-        column=raw.get("column") if raw["kind"] == MATRIX else None,
+        column=ColumnEntry(raw["column"]) if raw["kind"] == MATRIX else None,
     )
 
 
@@ -551,7 +565,7 @@ def render_lines(entries: Iterable[LedgerEntry]) -> str:
     return "\n".join(out)
 
 
-def _column_text(col: Mapping[str, Any]) -> str:
+def _column_text(col: ColumnEntry) -> str:
     """A matrix entry's column in a few words: its counts or why it did not run, the
     column before and the first breaking change."""
     if col["outcome"] == "not-run":

@@ -429,7 +429,7 @@ def plugin_matrices(
                 e.seq,
                 e.time,
                 e.python,
-                dict(e.column or {}),
+                dict(e.column.raw) if e.column else {},
                 tuple(certified.get((name, core), ())),
             )
             for core, e in sorted(cores.items(), key=lambda kv: column_order(kv[0]))

@@ -192,7 +192,7 @@ def tested(
             failing = {t: "\n".join(texts.get(t, [])) for t in result.failing}
             tracing = apicoupling.trace_failures(report, pt.failed_imports(env), failing)
             traced = {k: list(v) for k, v in sorted(tracing.traced.items())}
-        coupling = _coupling_json(report, against, traced)
+        coupling = cols.Coupling(_coupling_json(report, against, traced))
     counts = {k: result.counts.get(k, 0) for k in cols.COUNT_KEYS}
     scrub = (env_dir, root, run.opts.cache.root)
     return cols.Column(
@@ -307,7 +307,7 @@ def _earlier_tree(run: _Run, version: str, found: Release) -> tuple[str, Path]:
 
 
 def _with_coupling(col: cols.Column, coupling: dict[str, object]) -> cols.Column:
-    return replace(col, coupling=coupling)
+    return replace(col, coupling=cols.Coupling(coupling))
 
 
 def _with_reason(col: cols.Column, exc: VprError) -> cols.Column:
