@@ -239,20 +239,7 @@ class _Reader:
                 self.getattr = True
                 self.lazy.update(_strings(stmt))
         elif isinstance(stmt, ast.Assign | ast.AnnAssign):
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            annotation = stmt.annotation if isinstance(stmt, ast.AnnAssign) else None
-            if isinstance(stmt, ast.AnnAssign) and stmt.value is None and not in_class:
-                return  # `x: int` at module level binds nothing
-            for target in targets:
-                for name in _names(target):
-                    value = stmt.value if isinstance(target, ast.Name) else None
-                    entry = _value_binding(value, annotation, line, typing)
-                    if in_class and isinstance(stmt, ast.AnnAssign):
-                        default = stmt.value is not None and not _no_default(stmt.value)
-                        entry["field"] = [default, annotation_kind(stmt.annotation)]
-                    self.add(out, name, entry)
-            if not in_class and stmt.value is not None:
-                self.values.append(stmt.value)  # names a module __getattr__ may serve
+            self.assignment(stmt, out, typing, in_class)
         elif isinstance(stmt, ast.AugAssign | ast.For | ast.AsyncFor | ast.With | ast.AsyncWith):
             targets = (
                 [stmt.target]
@@ -264,23 +251,8 @@ class _Reader:
                     self.add(out, name, _binding("value", line, typing, type=None, call=None))
             if not isinstance(stmt, ast.AugAssign):
                 self.body(stmt.body, out, qual, typing)
-        elif isinstance(stmt, ast.Import) and not in_class:
-            for alias in stmt.names:
-                if alias.asname:
-                    self.add(out, alias.asname, _binding("module", line, typing, target=alias.name))
-                else:
-                    top = alias.name.split(".")[0]
-                    self.add(out, top, _binding("module", line, typing, target=top))
-        elif isinstance(stmt, ast.ImportFrom) and not in_class:
-            for alias in stmt.names:
-                if alias.name == "*":
-                    self.stars.append([stmt.module or "", stmt.level])
-                    continue
-                entry = _binding(
-                    "import", line, typing, module=stmt.module or "", level=stmt.level,
-                    name=alias.name,
-                )  # fmt: skip
-                self.add(out, alias.asname or alias.name, entry)
+        elif isinstance(stmt, ast.Import | ast.ImportFrom) and not in_class:
+            self.imports(stmt, out, typing)
         elif isinstance(stmt, ast.If):
             checking = _is_type_checking(stmt.test)
             self.body(stmt.body, out, qual, typing or checking)
@@ -293,6 +265,49 @@ class _Reader:
             for sub in ast.walk(stmt):
                 if isinstance(sub, ast.Call) and dotted(sub.func) in ("globals", "setattr"):
                     self.dynamic = True
+
+    def assignment(
+        self, stmt: ast.Assign | ast.AnnAssign, out: dict[str, list], typing: bool, in_class: bool
+    ) -> None:
+        """The names an assignment binds (a class's annotated ones are fields, with whether
+        they have a default)."""
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        annotation = stmt.annotation if isinstance(stmt, ast.AnnAssign) else None
+        if isinstance(stmt, ast.AnnAssign) and stmt.value is None and not in_class:
+            return  # `x: int` at module level binds nothing
+        for target in targets:
+            for name in _names(target):
+                value = stmt.value if isinstance(target, ast.Name) else None
+                entry = _value_binding(value, annotation, stmt.lineno, typing)
+                if in_class and isinstance(stmt, ast.AnnAssign):
+                    default = stmt.value is not None and not _no_default(stmt.value)
+                    entry["field"] = [default, annotation_kind(stmt.annotation)]
+                self.add(out, name, entry)
+        if not in_class and stmt.value is not None:
+            self.values.append(stmt.value)  # names a module __getattr__ may serve
+
+    def imports(
+        self, stmt: ast.Import | ast.ImportFrom, out: dict[str, list], typing: bool
+    ) -> None:
+        """The names a module-level import binds; a star import is kept to follow later."""
+        line = stmt.lineno
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                if alias.asname:
+                    self.add(out, alias.asname, _binding("module", line, typing, target=alias.name))
+                else:
+                    top = alias.name.split(".")[0]
+                    self.add(out, top, _binding("module", line, typing, target=top))
+            return
+        for alias in stmt.names:
+            if alias.name == "*":
+                self.stars.append([stmt.module or "", stmt.level])
+                continue
+            entry = _binding(
+                "import", line, typing, module=stmt.module or "", level=stmt.level,
+                name=alias.name,
+            )  # fmt: skip
+            self.add(out, alias.asname or alias.name, entry)
 
     def klass(self, node: ast.ClassDef, qual: str) -> None:
         members: dict[str, list[dict[str, Any]]] = {}
