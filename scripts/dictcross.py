@@ -29,7 +29,7 @@ from pathlib import Path
 PACKAGE = "vllm_plugin_release"
 # Open JSON documents by nature: typing them would be re-describing JSON Schema/OpenAPI.
 OPEN = {
-    "buildspec.docs:render": "a JSON Schema document (the spec's), rendered as Markdown",
+    "buildspec.schema:render": "a JSON Schema document (the spec's), rendered as Markdown",
     "buildspec.load:validate": "checks a TOML document against a JSON Schema",
     "buildspec.schema:full_schema": "builds the spec's JSON Schema",
     "conform.registry:spec_schema": "the spec's JSON Schema",

@@ -12,8 +12,8 @@ import pytest
 from tests.support import REPO, vpr
 from vllm_plugin_release.buildspec import load
 from vllm_plugin_release.buildspec import model as specmod
-from vllm_plugin_release.buildspec.docs import render
 from vllm_plugin_release.buildspec.load import load_spec
+from vllm_plugin_release.buildspec.schema import render
 from vllm_plugin_release.conform.registry import set_spec_value, spec_schema
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 

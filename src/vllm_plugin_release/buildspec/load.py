@@ -1,10 +1,6 @@
-"""Reading, validating and editing a buildspec file. Reading takes the standard library's
-`tomllib` where there is one (3.11+; tomlkit's import and parse are much slower);
-tomlkit reads on 3.10, names the line of a malformed file, and edits (it keeps
-comments and order).
-
-Every error names the file, the line, the key and what is expected (exit 2).
-"""
+"""Reading, validating and editing a buildspec file; every error names the file, line and
+key and what is expected (exit 2). tomllib reads where there is one, tomlkit on 3.10 and
+for edits (it keeps comments and order)."""
 
 from __future__ import annotations
 

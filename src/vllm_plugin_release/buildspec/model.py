@@ -1,9 +1,5 @@
-"""The typed buildspec: `Spec` and its parts, built from validated data (`from_data`).
-
-Reading, validating and editing the TOML file is `buildspec/load.py` (`load_spec`); the full
-schema is assembled by the check registry (`conform.registry.spec_schema`) and shipped in
-the package. This module is light to import.
-"""
+"""The typed buildspec: `Spec` and its parts, built from validated data (`from_data`);
+light to import (`buildspec/load.py` reads and validates the TOML file)."""
 
 from __future__ import annotations
 
@@ -12,8 +8,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.buildspec.root import project_root
 from vllm_plugin_release.core.manifestmodel import Approval
+
+
+def project_root(spec_path: Path) -> Path:
+    """The nearest parent holding `buildspec/` or `pyproject.toml`, else the spec's folder."""
+    here = spec_path.resolve().parent
+    for candidate in (here, *here.parents):
+        if (candidate / "pyproject.toml").exists() or (candidate / "buildspec").is_dir():
+            if candidate.name == "buildspec":
+                continue
+            return candidate
+    return here
 
 
 @dataclass(frozen=True)

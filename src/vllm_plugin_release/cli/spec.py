@@ -57,7 +57,7 @@ def _set(args: argparse.Namespace) -> int:
 
 
 def _docs(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.buildspec.docs import render
+    from vllm_plugin_release.buildspec.schema import render
     from vllm_plugin_release.conform.registry import spec_schema
 
     sys.stdout.write(render(spec_schema()))

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from vllm_plugin_release.buildspec.root import project_root
+from vllm_plugin_release.buildspec.model import project_root
 from vllm_plugin_release.core import bounded, progress, records
 from vllm_plugin_release.core.buildrecord import BuildRecord, RecordProblem
 from vllm_plugin_release.core.buildrecord import parse as parse_record
