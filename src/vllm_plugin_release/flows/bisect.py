@@ -1,17 +1,6 @@
-"""`vpr bisect`: the first core commit (or published version) that breaks the plugin's tests.
-
-Two sources of candidates:
-- git (`--repo URL`, or the spec's git core source): the commits from `--good` to `--bad`
-  on the first-parent line of `--bad`;
-- index (the spec's sdist index): the published versions from `--good` to `--bad`, release
-  candidates included unless `--final-only`.
-Each probe builds the empty-target core through the build-core stage (cached by source),
-makes the cpu pairing environment with the plugin wheel already built for the spec, and
-runs the plugin's cpu tests. The ends are probed first: the good end must pass, the bad
-end must fail (else exit 2, naming which). The report (`dist/NAME/bisect.json` and
-`bisect.md`, no times) names the first bad candidate, the regressed tests failing there and
-the first lines of their errors; `vpr bump --report` quotes it.
-"""
+"""`vpr bisect`: the first core commit (git) or published version (index) that breaks the
+plugin's tests; the ends are probed first, and the report (`bisect.json`, `bisect.md`)
+names the first bad candidate and the tests that regressed there."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""`vpr install`'s part for vpr-guard: what the guard says about an existing environment
-(which distributions to install again), and the certified record it leaves beside the
-environment once it matches (`core.guardstate`): the verified manifest, its statement, the
-lock and the snapshot the guard took of the verified environment.
-
-A pairing whose manifest names no guard (published before it existed) is installed as
-before, and nothing is written beside it.
-"""
+"""`vpr install`'s part for vpr-guard: which distributions of an existing environment to install
+again, and the certified record left beside the environment once it matches."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""Recording a verdict in the store's pairing ledger (release, nightly and bisect flows),
-and the version matrix's columns (`record_columns`).
-
-A verdict's entry comes from the pairing's signed manifest in dist/NAME/ (its sha256 is the
-entry's `manifest_sha256`); a column's from its record. Each is signed with the manifest
-key, appended under the store's lock and read back verified: the flow fails (exit 1) if
-the ledger it extended does not verify.
-"""
+"""Recording a verdict (from the pairing's signed manifest) or the version matrix's columns in
+the store's ledger: signed, appended under the store's lock and read back verified."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""`vpr nightly`: the plugin against a core git commit (vLLM main), with a last-known-good
-pointer and a schedule that backs off while it fails.
-
-One run: skip unless due (`core.schedule`: every 8 h while passing, 24 h while failing;
-`--force` runs anyway); resolve `--ref` (default main) in the core repository; build the
-empty-target core at that commit, the cpu pairing environment with the plugin wheel built
-for the spec, and run the plugin's cpu tests; write a manifest for the pairing under the
-name NAME-nightly (never published: `vpr publish` refuses it) and a ledger entry of kind
-`nightly` (verdict pass|fail). On pass the store's signed last-known-good pointer moves to
-the commit; on failure the report names the failing tests, their first error lines, the
-commits since the last-known-good one and the `vpr bisect` command that finds the break.
-"""
+"""`vpr nightly`: the plugin against a core commit (vLLM main) on a backing-off schedule, with a
+signed last-known-good pointer that moves on pass and a failure report naming the tests, the
+commits since the last good one and the `vpr bisect` command that finds the break."""
 
 from __future__ import annotations
 

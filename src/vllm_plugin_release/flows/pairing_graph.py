@@ -1,14 +1,6 @@
-"""The cpu pairing environment of a derived spec (another core, the same plugin wheel), as a
-stage graph that baseline, nightly, bisect, matrix and `vpr plugin-tests --baseline` all
-walk (core/stagegraph, flows/stagewalk):
-
-core-source -> build-lock -> build-core -> env-lock -> plugin-wheel -> env
-
-Each caller hands in how its core is found (`source`: a released sdist on the index, or
-a commit of the core's history) and a title for the walk's rules ("baseline 0.25.1
-stage 3/6: build-core"); the locks are resolved when missing or stale, the core build
-and the environment are cached like any stage's.
-"""
+"""The cpu pairing environment of a derived spec (another core, the same plugin wheel) as a
+stage graph walked by baseline, nightly, bisect, matrix and `plugin-tests --baseline`:
+core-source -> build-lock -> build-core -> env-lock -> plugin-wheel -> env."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""What `vpr release --graph` says of each stage's cache: whether its result for today's
-inputs is already kept, found without running anything.
-
-Each probe computes the stage's own key (the stage module's key function) from what is
-at hand — the spec, the lock's bytes, the guard's source, the records in dist/NAME —
-and looks for the entry. Nothing is fetched, built or written: a key that needs an
-output not produced yet (the plugin checkout or the core source not in the cache yet,
-the built wheels' sha256) is "unknown: needs ...". Whatever goes wrong in a probe is
-"unknown" with the reason (core/stagegraph.cache_state): `--graph` never fails on it.
-"""
+"""What `vpr release --graph` says of each stage's cache, found without fetching, building or
+writing anything; a probe that cannot tell says "unknown" with the reason."""
 
 from __future__ import annotations
 

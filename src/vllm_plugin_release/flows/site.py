@@ -1,26 +1,6 @@
-"""`vpr manifest site`: the compatibility site of a manifest store (`core.sitemodel` for the
-data, `core.siterender` for the files).
-
-The store is read through its signed head (`edges.trust`): the index and the ledger it
-vouches for, or nothing. Each pairing's manifest and statement are read from the paths its
-id makes and checked here, one by one: the DSSE signature with the publisher's key, the
-manifest the statement's subject, the sha256 the signed index names, the pairing the index
-says, and every field the site shows (`core.manifestmodel.parse`: the typed manifest). A
-pairing that fails is still listed, marked "signature NOT verified" with the reason, and its
-page shows no scorecard: the site shows what the store holds, and what of it can be trusted.
-
-(The full JSON Schema is not checked here: it is slow enough per manifest to dominate a
-large store's site; the fields read are checked by the typed manifest's parser and
-every value is escaped.)
-
-The newest core release is read from the core's index (`newest_release`) unless given or
-taken from the store; the plugin pages across every core come from the ledger's matrix
-entries (signed like every other entry; never from an unsigned matrix.json).
-
-The site is written to a fresh folder beside `--out` and moved into place whole, so a
-reader never sees half a site; an `--out` that holds anything but a site vpr wrote is
-refused.
-"""
+"""`vpr manifest site`: the compatibility site of a store read through its signed head; every
+pairing is checked one by one and one that fails is listed as not verified, with the reason;
+the site is written beside `--out` and moved into place whole."""
 
 from __future__ import annotations
 
