@@ -324,53 +324,123 @@ def test_twine_check_started_ahead_is_taken_for_the_same_bytes_only(
     import signal
 
     from vllm_plugin_release.core.cache import Cache
-    from vllm_plugin_release.edges import children
+    from vllm_plugin_release.edges import children, proc
 
     cache = Cache(tmp_path / ".vpr")
     wheel = write_wheel(tmp_path / "w", "vpr-probe", "1.0", {"vpr_probe/__init__.py": ""})
     good = sha256_file(wheel)
 
+    held = proc.Ahead()  # the runs a walk started ahead
+
     def ahead() -> Any:
-        pub.start_check_ahead([(wheel, sha256_file(wheel))], cache)
-        [started] = pub._CHECK_AHEAD.started()
+        pub.start_check_ahead(held, [(wheel, sha256_file(wheel))], cache)
+        [started] = held.started()
         return started
 
     # A good wheel: the run ahead is taken, and it ran in the background.
     started = ahead()
     assert os.getpriority(os.PRIO_PROCESS, started.popen.pid) == 19
     started.popen.wait(120)
-    pub._twine_check([("vpr-probe", wheel, good)])
+    pub._twine_check([("vpr-probe", wheel, good)], held)
     assert "twine check --strict (run while the pairing was checked)" in capsys.readouterr().err
-    assert not pub._CHECK_AHEAD.started() and not list((cache.tmp).glob("twine-check-*"))
+    assert not held.started() and not list((cache.tmp).glob("twine-check-*"))
 
     # A broken description: the run ahead's failure is the gate.
     _break_description(wheel)
     broken = sha256_file(wheel)
     ahead().popen.wait(120)
     with pytest.raises(GateFailed, match="twine check --strict"):
-        pub._twine_check([("vpr-probe", wheel, broken)])
+        pub._twine_check([("vpr-probe", wheel, broken)], held)
 
     # The run ahead saw the broken bytes; the file was mended since: checked again, passes.
     ahead().popen.wait(120)
     write_wheel(tmp_path / "w", "vpr-probe", "1.0", {"vpr_probe/__init__.py": ""})
     assert sha256_file(wheel) == good
     capsys.readouterr()
-    pub._twine_check([("vpr-probe", wheel, good)])
+    pub._twine_check([("vpr-probe", wheel, good)], held)
     assert "twine check --strict\n" in capsys.readouterr().err
 
     # A run ahead still going (held stopped here) is stopped and reaped; checked now.
     started = ahead()
     os.killpg(started.popen.pid, signal.SIGSTOP)
-    pub._twine_check([("vpr-probe", wheel, good)])
+    pub._twine_check([("vpr-probe", wheel, good)], held)
     assert started.popen.returncode is not None
     assert "twine check --strict\n" in capsys.readouterr().err
-    assert not pub._CHECK_AHEAD.started()
+    assert not held.started()
 
     # One nobody took (the release stopped before publish): stopped, reaped, swept.
     started = ahead()
-    pub.cancel_check_ahead()
+    held.cancel()
     assert started.popen.returncode is not None and started.popen.pid not in children._LIVE
-    assert not pub._CHECK_AHEAD.started() and not list((cache.tmp).glob("twine-check-*"))
+    assert not held.started() and not list((cache.tmp).glob("twine-check-*"))
+
+
+def test_work_started_ahead_belongs_to_the_walk_that_started_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second release walked in the same process (here from inside the first's publish
+    stage) starts and stops its own `twine check`, and leaves the first's run alone: it
+    is still held once the second walk has ended, and the first walk's end stops it. The
+    other stages are stand-ins; the twine-check stage and its runs are real."""
+    from types import SimpleNamespace
+
+    from vllm_plugin_release.buildspec.load import load_spec
+    from vllm_plugin_release.core.cache import Cache
+    from vllm_plugin_release.edges import children, proc
+    from vllm_plugin_release.flows import release as flow
+
+    spec = load_spec(Path(__file__).resolve().parents[2] / "buildspec" / "reference.toml")
+    wheel = write_wheel(tmp_path / "w", "vpr-probe", "1.0", {"vpr_probe/__init__.py": ""})
+    built = SimpleNamespace(
+        wheel=wheel,
+        cached=False,
+        data=SimpleNamespace(wheel=SimpleNamespace(sha256=sha256_file(wheel))),
+    )
+    runs: list[proc.Started] = []
+
+    class Recorded(proc.Started):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            runs.append(self)
+
+    def build(self: Any) -> None:
+        self.built["build-core"] = built
+
+    def scratch(opts: flow.Options) -> list[Path]:
+        return sorted(opts.cache.tmp.glob("twine-check-*"))
+
+    def options(name: str) -> flow.Options:
+        cache = Cache(tmp_path / name)
+        return flow.Options(cache=cache, dist_root=tmp_path / name / "dist", runtime_env=tmp_path)
+
+    first, second = options("first"), options("second")
+    seen: dict[str, Any] = {}
+
+    def publish(self: Any) -> None:
+        if self.opts is not first:
+            return
+        [mine] = runs
+        seen["before"] = scratch(first)
+        flow.release(spec, second)  # the second walk, while the first waits here
+        seen["after"] = scratch(first)
+        seen["second"] = (runs[1:], scratch(second))
+        seen["mine"] = mine
+
+    monkeypatch.setattr(proc, "Started", Recorded)
+    for name in ("build_env", "lock_check", "build_plugin", "build_guard", "env", "conform",
+                 "manifest", "ledger"):  # fmt: skip
+        monkeypatch.setattr(flow._Stages, name, lambda self: None)
+    monkeypatch.setattr(flow._Stages, "build_core", build)
+    monkeypatch.setattr(flow._Stages, "publish", publish)
+    flow.release(spec, first)
+
+    assert len(seen["before"]) == 1 and seen["after"] == seen["before"]  # left alone
+    [theirs], left = seen["second"]
+    assert theirs.popen.returncode is not None and theirs.popen.pid not in children._LIVE
+    assert left == []  # the second walk's end stopped its own run and swept its folder
+    mine = seen["mine"]  # the first walk's end stops its run (publish did not take it)
+    assert mine.popen.returncode is not None and mine.popen.pid not in children._LIVE
+    assert scratch(first) == []
 
 
 def test_an_index_failing_every_lookup_names_the_wheels_it_gave_up_on(

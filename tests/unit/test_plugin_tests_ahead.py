@@ -13,7 +13,7 @@ import pytest
 from tests.unit import test_plugin_tests_absence
 from vllm_plugin_release.conform.checks.plugin_tests import check as pt
 from vllm_plugin_release.core.cache import Cache
-from vllm_plugin_release.edges import children
+from vllm_plugin_release.edges import children, proc
 
 PYTHON = Path(sys.executable)
 CFG = pt.settings({"cpu": ["tests"], "absence_signatures": ["EagerSDKUnavailable"]})
@@ -22,10 +22,11 @@ CFG = pt.settings({"cpu": ["tests"], "absence_signatures": ["EagerSDKUnavailable
 plugin = test_plugin_tests_absence.plugin  # the synthetic plugin, copied; its src on the path
 
 
-@pytest.fixture(autouse=True)
-def _nothing_left_ahead():
-    yield
-    pt.cancel_ahead()
+@pytest.fixture
+def ahead():
+    """The runs one walk started ahead; what nobody took stops at its end."""
+    with proc.Ahead() as held:
+        yield held
 
 
 @pytest.fixture
@@ -50,41 +51,43 @@ def _no_run_now(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def test_conform_takes_the_run_started_ahead_and_gets_the_same_result(
-    plugin: Path, cache: Cache, monkeypatch: pytest.MonkeyPatch
+    plugin: Path, cache: Cache, ahead: proc.Ahead, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    now = pt.tests_run(cache, PYTHON, plugin, "cpu", CFG, "eager_sdk")
+    suite = pt.Suite(plugin, "cpu", CFG, "eager_sdk")
+    now = pt.tests_run(cache, PYTHON, suite, None)
     calls = _no_run_now(monkeypatch)
-    assert pt.start_ahead(cache, PYTHON, plugin, "cpu", CFG, "eager_sdk")
-    pid = pt._AHEAD.started()[0].popen.pid
-    ahead = pt.tests_run(cache, PYTHON, plugin, "cpu", CFG, "eager_sdk")
+    assert pt.start_ahead(ahead, cache, PYTHON, suite)
+    pid = ahead.started()[0].popen.pid
+    taken = pt.tests_run(cache, PYTHON, suite, ahead)
     assert calls == []  # known-bad first: no second run was made, the one ahead was taken
-    assert ahead.to_json() == now.to_json() and ahead.counts["deferred"] == 1
-    assert pt._AHEAD.started() == [] and _scratch(cache) == [] and pid not in children._LIVE
+    assert taken.to_json() == now.to_json() and taken.counts["deferred"] == 1
+    assert ahead.started() == [] and _scratch(cache) == [] and pid not in children._LIVE
 
 
 def test_a_run_started_for_another_command_is_stopped_not_used(
-    plugin: Path, cache: Cache, monkeypatch: pytest.MonkeyPatch
+    plugin: Path, cache: Cache, ahead: proc.Ahead, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = _no_run_now(monkeypatch)
-    assert pt.start_ahead(cache, PYTHON, plugin, "cpu", CFG, None)  # runtime "present"
-    started = pt._AHEAD.started()[0]
-    run = pt.tests_run(cache, PYTHON, plugin, "cpu", CFG, "eager_sdk")
+    present = pt.Suite(plugin, "cpu", CFG, None)  # the runtime "present": another command
+    assert pt.start_ahead(ahead, cache, PYTHON, present)
+    started = ahead.started()[0]
+    run = pt.tests_run(cache, PYTHON, pt.Suite(plugin, "cpu", CFG, "eager_sdk"), ahead)
     assert calls == [1]  # run now, for the command conform needs
     assert started.popen.returncode is not None and started.popen.pid not in children._LIVE
     assert "tests/test_ops.py" in run.deferred and _scratch(cache) == []
 
 
-def test_a_run_nobody_took_is_stopped(plugin: Path, cache: Cache) -> None:
-    assert pt.start_ahead(cache, PYTHON, plugin, "cpu", CFG, "eager_sdk")
-    started = pt._AHEAD.started()[0]
-    pt.cancel_ahead()
+def test_a_run_nobody_took_is_stopped(plugin: Path, cache: Cache, ahead: proc.Ahead) -> None:
+    assert pt.start_ahead(ahead, cache, PYTHON, pt.Suite(plugin, "cpu", CFG, "eager_sdk"))
+    started = ahead.started()[0]
+    ahead.cancel()
     assert started.popen.returncode is not None and started.popen.pid not in children._LIVE
-    assert pt._AHEAD.started() == [] and _scratch(cache) == []
+    assert ahead.started() == [] and _scratch(cache) == []
 
 
-def test_bad_input_starts_nothing_ahead(plugin: Path, cache: Cache) -> None:
+def test_bad_input_starts_nothing_ahead(plugin: Path, cache: Cache, ahead: proc.Ahead) -> None:
     cfg = pt.settings({"cpu": ["no-such-tests"]})
-    assert not pt.start_ahead(cache, PYTHON, plugin, "cpu", cfg, "eager_sdk")
-    assert pt._AHEAD.started() == [] and _scratch(cache) == []
+    assert not pt.start_ahead(ahead, cache, PYTHON, pt.Suite(plugin, "cpu", cfg, "eager_sdk"))
+    assert ahead.started() == [] and _scratch(cache) == []
     with pytest.raises(pt.BadInput, match="test paths not found"):  # conform says it
-        pt.tests_run(cache, PYTHON, plugin, "cpu", cfg, "eager_sdk")
+        pt.tests_run(cache, PYTHON, pt.Suite(plugin, "cpu", cfg, "eager_sdk"), ahead)

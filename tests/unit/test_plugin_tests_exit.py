@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from vllm_plugin_release.conform.checks.plugin_tests import check as pt
+from vllm_plugin_release.edges import proc
 
 CONFTEST = """\
 import atexit, pathlib
@@ -116,13 +117,12 @@ def test_a_pytest_run_the_plugins_test_ends_is_a_failure_not_a_deferral(
     monkeypatch.setenv("TOY_DEATH", death)
     cfg = pt.settings({"cpu": ["tests"], "timeout": 5})
     cache = Cache(tmp_path / ".vpr")
-    if ahead:
-        assert pt.start_ahead(cache, Path(sys.executable), root, "cpu", cfg, None)
-    try:
+    suite = pt.Suite(root, "cpu", cfg, None)
+    with proc.Ahead() as held:
+        if ahead:
+            assert pt.start_ahead(held, cache, Path(sys.executable), suite)
         with pytest.raises(JobFailed) as failed:
-            pt.tests_run(cache, Path(sys.executable), root, "cpu", cfg, None)
-    finally:
-        pt.cancel_ahead()
+            pt.tests_run(cache, Path(sys.executable), suite, held)
     assert failed.value.message.startswith(headline) and failed.value.exit_code == 1
     if death == "segv":
         assert "in test_ends_the_run" in failed.value.log

@@ -25,6 +25,7 @@ from vllm_plugin_release.core.errors import BadInput
 
 if TYPE_CHECKING:
     from vllm_plugin_release.edges.interpreters import Interpreter
+    from vllm_plugin_release.edges.proc import Ahead
     from vllm_plugin_release.replay.model import ReplayReport
 
 
@@ -43,6 +44,7 @@ class Context:
     cache: Cache
     dist: Path
     sources: Sources
+    ahead: Ahead | None = None  # the runs the walk started ahead (`vpr release`'s), if any
     _memo: dict[str, Any] = field(default_factory=dict)
     _locks: dict[str, threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)

@@ -185,30 +185,45 @@ class Taken:
 
 
 class Ahead:
-    """Commands started before the step that wants their result (within `vpr release`:
-    the plugin's tests, publish's `twine check`), each under a key that says exactly
-    what it runs. The step takes the run for its very key, or runs the command itself;
-    any other run is stopped. A run nobody takes is stopped by `cancel`."""
+    """Commands one walk started before the step that wants their result (within `vpr
+    release`: the plugin's tests, publish's `twine check`), each held under that step's
+    name and a key that says exactly what it runs. The step takes the run for its very
+    key, or runs the command itself; its other runs are stopped. Leaving the `with` block
+    (the walk's end) stops every run nobody took."""
 
     def __init__(self) -> None:
-        self._runs: list[tuple[object, Taken]] = []
+        self._runs: list[tuple[str, object, Taken]] = []
+
+    def __enter__(self) -> Ahead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cancel()
 
     def add(
-        self, key: object, started: Started, scratch: contextlib.ExitStack, data: Any = None
+        self,
+        step: str,
+        key: object,
+        started: Started,
+        scratch: contextlib.ExitStack,
+        data: Any = None,
     ) -> None:
-        self._runs.append((key, Taken(started, scratch, data)))
+        self._runs.append((step, key, Taken(started, scratch, data)))
 
     def started(self) -> list[Started]:
         """The runs held now."""
-        return [run.started for _, run in self._runs]
+        return [run.started for _, _, run in self._runs]
 
-    def take(self, key: object, *, ended: bool = False) -> Taken | None:
-        """The run started for `key` (with `ended`: only if it has ended), which the caller
-        closes; every other run is stopped."""
+    def take(self, step: str, key: object, *, ended: bool = False) -> Taken | None:
+        """The run started for `step` with `key` (with `ended`: only if it has ended),
+        which the caller closes; every other run for `step` is stopped."""
         found = None
         try:
-            while self._runs:
-                held, run = self._runs.pop()
+            for at in reversed(range(len(self._runs))):
+                held_step, held, run = self._runs[at]
+                if held_step != step:
+                    continue
+                del self._runs[at]
                 if (
                     found is None
                     and held == key
@@ -223,10 +238,11 @@ class Ahead:
             raise
         return found
 
-    def cancel(self) -> None:
-        """Stop every run held."""
-        while self._runs:
-            self._runs.pop()[1].close()
+    def cancel(self, step: str | None = None) -> None:
+        """Stop every run held (for `step` only, when given)."""
+        for at in reversed(range(len(self._runs))):
+            if step is None or self._runs[at][0] == step:
+                self._runs.pop(at)[2].close()
 
 
 def ask_python(python: Path, code: str, *, what: str) -> str | None:

@@ -1,11 +1,5 @@
-"""`vpr release`: every stage for one pairing, each reusing its cached result, walked
-as a graph (core/stagegraph, flows/stagewalk; `vpr release --graph` draws it):
-
-lock check -> build-core -> build-plugin -> build-guard -> env -> conform -> manifest ->
-publish -> ledger, with the build environment made ahead from the start (build-core
-needs it) and `twine check` ahead once the wheels are built (publish needs it);
-one progress display, and a summary at the end (verdict, paths, digests).
-"""
+"""`vpr release`: every stage for one pairing, each reusing its cached result, walked as
+a graph (`vpr release --graph` draws it), with a summary at the end."""
 
 from __future__ import annotations
 
@@ -22,7 +16,7 @@ from vllm_plugin_release.core.errors import BadInput, PythonUnavailable, VprErro
 from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.core.stagegraph import Graph, Stage
-from vllm_plugin_release.edges import children, ci, envrun
+from vllm_plugin_release.edges import children, ci, envrun, proc
 from vllm_plugin_release.flows import extrastages
 from vllm_plugin_release.flows.releasecache import Probes
 from vllm_plugin_release.flows.sources import Inputs
@@ -71,12 +65,14 @@ def _wheel(result: StageResult) -> str:
 
 class _Stages:
     """The release's stages over one pairing, a method each; every source is fetched or
-    resolved once (`Inputs`) and handed to the stages that read it."""
+    resolved once (`Inputs`) and handed to the stages that read it; the work they start
+    ahead is held in the walk's `ahead`, for the stages that take it."""
 
-    def __init__(self, spec: Spec, opts: Options, out: Outcome) -> None:
+    def __init__(self, spec: Spec, opts: Options, out: Outcome, ahead: proc.Ahead) -> None:
         self.spec = spec
         self.opts = opts
         self.out = out
+        self.ahead = ahead
         self.inputs = Inputs(spec, opts.cache, opts.plugin_source)
         # The core's, the plugin's and the guard's, by stage (build-plugin and build-guard
         # run side by side: the order they end in is not the order they are listed in).
@@ -166,7 +162,7 @@ class _Stages:
             from vllm_plugin_release.stages.publish import start_check_ahead
 
             wheels = [(b.wheel, b.data.wheel.sha256) for b in built]
-            start_check_ahead(wheels, self.opts.cache)
+            start_check_ahead(self.ahead, wheels, self.opts.cache)
 
     def tests_ahead(self, python: Path, module: str | None) -> None:
         """The plugin's tests start once the env's packages are in, while it is checked;
@@ -176,8 +172,8 @@ class _Stages:
 
         if "plugin_tests" in registry.applicable(self.spec):
             cfg = plugin_tests.settings_for(self.spec)
-            root = self.inputs.plugin.root
-            plugin_tests.start_ahead(self.opts.cache, python, root, self.opts.runner, cfg, module)
+            suite = plugin_tests.Suite(self.inputs.plugin.root, self.opts.runner, cfg, module)
+            plugin_tests.start_ahead(self.ahead, self.opts.cache, python, suite)
 
     def env(self) -> None:
         from vllm_plugin_release.stages.pairing_env import create_env
@@ -201,7 +197,7 @@ class _Stages:
     def conform(self) -> None:
         from vllm_plugin_release.conform.suite import conform_cached as run
 
-        card = run(self.inputs.context(self.opts.runner, self.opts.dist_root))
+        card = run(self.inputs.context(self.opts.runner, self.opts.dist_root, self.ahead))
         self.out.facts["verdict"] = card.verdict
         self.out.facts["scorecard"] = str(
             dist_dir(self.opts.dist_root, self.spec.name) / records.SCORECARD_MD
@@ -230,7 +226,7 @@ class _Stages:
             allow_uncertified=self.opts.allow_uncertified,
             dist_root=self.opts.dist_root,
         )
-        result = publish_spec(self.spec, options, cache=self.opts.cache)
+        result = publish_spec(self.spec, options, cache=self.opts.cache, ahead=self.ahead)
         if result.proven_in is not None:  # the install proof runs on the spec's runner too
             self.out.ran_in["publish (install proof)"] = result.proven_in
         wheels = ", ".join(f"{name} {status}" for name, status in result.wheels.items())
@@ -252,10 +248,12 @@ class _Stages:
         self.out.facts["ledger"] = f"entry #{written.seq} (signed, chain verified)"
 
 
-def graph(spec: Spec, opts: Options, out: Outcome) -> Graph:
+def graph(spec: Spec, opts: Options, out: Outcome, ahead: proc.Ahead | None = None) -> Graph:
     """The release's stages and what each needs (the order they are declared in is the
-    order the line runs in), with the extras that join "release" (flows/extrastages)."""
-    s = _Stages(spec, opts, out)
+    order the line runs in), with the extras that join "release" (flows/extrastages).
+    `ahead`: where the walk holds the work its stages start ahead (None: a graph that is
+    drawn, not walked)."""
+    s = _Stages(spec, opts, out, proc.Ahead() if ahead is None else ahead)
     # What each stage has cached, for the drawing (`--graph`); the walk never asks.
     probe = Probes(spec, opts.cache, opts.dist_root, opts.runner, opts.plugin_source)
     builds = BUILDS
@@ -322,25 +320,16 @@ def _release(spec: Spec, opts: Options) -> Outcome:
         from vllm_plugin_release.stages.wheelbuild import interpreter_ahead
 
         interpreter_ahead(spec)
-    try:  # build-env still running when the run stops: its installer is stopped
-        walk(graph(spec, opts, out), record=done, stop={"build-env": children.stop_all})
+    try:
+        # This walk's work started ahead: what no stage took (the run stopped before it,
+        # or reused a cached result) is stopped when the walk ends.
+        with proc.Ahead() as ahead:
+            g = graph(spec, opts, out, ahead)
+            # build-env still running when the run stops: its installer is stopped
+            walk(g, record=done, stop={"build-env": children.stop_all})
     finally:
-        _stop_work_ahead()
         _summary(spec, opts, out, done)
     return out
-
-
-def _stop_work_ahead() -> None:
-    """A plugin test run started in the env stage that conform did not take (the run
-    stopped before it, or reused a cached scorecard), and a `twine check` started after
-    the builds that publish did not take, are stopped."""
-    from vllm_plugin_release.conform.checks.plugin_tests import check as plugin_tests
-    from vllm_plugin_release.stages import publish
-
-    try:
-        plugin_tests.cancel_ahead()
-    finally:
-        publish.cancel_check_ahead()
 
 
 def _summary(spec: Spec, opts: Options, out: Outcome, done: Walk) -> None:

@@ -17,6 +17,7 @@ from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges.fetch import Fetcher, source_tree
 from vllm_plugin_release.edges.plugin_source import PluginSource, resolve
+from vllm_plugin_release.edges.proc import Ahead
 
 
 class Inputs:
@@ -41,12 +42,14 @@ class Inputs:
     def sources(self) -> Sources:
         return Sources(plugin_root=lambda: self.plugin.root, core_tree=lambda: self.tree)
 
-    def context(self, runner: str, dist_root: Path) -> Context:
-        """The conformance context for this pairing on `runner`."""
+    def context(self, runner: str, dist_root: Path, ahead: Ahead | None = None) -> Context:
+        """The conformance context for this pairing on `runner` (`ahead`: the runs the
+        walk started ahead, for the checks to take)."""
         return Context(
             spec=self.spec,
             runner=runner,
             cache=self.cache,
             dist=dist_dir(dist_root, self.spec.name),
             sources=self.sources(),
+            ahead=ahead,
         )

@@ -140,19 +140,19 @@ def ensure_on_index(target: IndexTarget, wheels: Wheels) -> dict[str, str]:
 # are final then), at the lowest CPU priority, so that it runs in the time conform and
 # the manifest leave a core idle. Publish takes its answer for the very same files and
 # bytes; a run still going then is stopped and the check run again at normal priority
-# (on a machine busy with other work, the early run may have had no time at all).
+# (on a machine busy with other work, the early run may have had no time at all). The
+# runs are held by the walk's `proc.Ahead`, under this step's name.
 
-
-_CHECK_AHEAD = proc.Ahead()
+TWINE_CHECK = "twine-check"
 
 
 def _check_key(wheels: list[tuple[Path, str]]) -> tuple[tuple[str, str], ...]:
     return tuple((str(wheel.resolve()), sha) for wheel, sha in wheels)  # in order
 
 
-def start_check_ahead(wheels: list[tuple[Path, str]], cache: Cache) -> None:
+def start_check_ahead(ahead: proc.Ahead, wheels: list[tuple[Path, str]], cache: Cache) -> None:
     """Start `twine check --strict` of `wheels` (each with its sha256) for publish to take."""
-    cancel_check_ahead()
+    ahead.cancel(TWINE_CHECK)
     scratch = contextlib.ExitStack()
     try:
         folder = scratch.enter_context(cache.scratch("twine-check-"))
@@ -164,24 +164,19 @@ def start_check_ahead(wheels: list[tuple[Path, str]], cache: Cache) -> None:
     except BaseException:
         scratch.close()
         raise
-    _CHECK_AHEAD.add(_check_key(wheels), started, scratch)
+    ahead.add(TWINE_CHECK, _check_key(wheels), started, scratch)
 
 
-def cancel_check_ahead() -> None:
-    """Stop a check started ahead that publish did not take (the run stopped before it)."""
-    _CHECK_AHEAD.cancel()
-
-
-def _twine_check(wheels: Wheels) -> None:
+def _twine_check(wheels: Wheels, ahead: proc.Ahead | None) -> None:
     """Gate 2: `twine check --strict` of the wheels; the run started ahead for these very
     files and bytes when it has ended, else a run now."""
     key = _check_key([(wheel, sha) for _, wheel, sha in wheels])
-    ahead = _CHECK_AHEAD.take(key, ended=True)  # any other run is stopped
-    if ahead is not None:
+    taken = None if ahead is None else ahead.take(TWINE_CHECK, key, ended=True)  # others stop
+    if taken is not None:
         try:
-            done = ahead.started.finish()
+            done = taken.started.finish()
         finally:
-            ahead.close()
+            taken.close()
         progress.info("twine check --strict (run while the pairing was checked)")
         twine_check_verdict(done)
         return
@@ -576,12 +571,17 @@ def _ready_to_publish(dist_dir: Path, where: Target, gates: Gates) -> _Ready:
 
 
 def _take_earlier_proof(
-    result: PublishResult, index_root: Path, wheels: Wheels, proven: RunnerFacts
+    result: PublishResult,
+    index_root: Path,
+    wheels: Wheels,
+    proven: RunnerFacts,
+    ahead: proc.Ahead | None,
 ) -> None:
     """The same bytes were uploaded and install-proven on this runner by an earlier run:
     the local index is a folder we own, so checking the files on disk is the whole answer
     (that run checked them with twine before it uploaded them)."""
-    cancel_check_ahead()
+    if ahead is not None:
+        ahead.cancel(TWINE_CHECK)
     progress.info("twine check --strict: passed by the run that proved these wheels")
     result.index = (
         f"local index {index_root} (files verified on disk; install proven by an earlier run)"
@@ -592,9 +592,15 @@ def _take_earlier_proof(
 
 
 def _onto_index(
-    result: PublishResult, ready: _Ready, where: Target, proof: Proof, local: LocalIndex | None
+    result: PublishResult,
+    ready: _Ready,
+    where: Target,
+    proof: Proof,
+    local: LocalIndex | None,
+    ahead: proc.Ahead | None,
 ) -> None:
-    """Gates 2 to 4, unless an earlier run proved these very wheels in the local index."""
+    """Gates 2 to 4, unless an earlier run proved these very wheels in the local index;
+    `ahead`: the walk's runs started ahead, its twine check among them."""
     verify_install = local is not None if proof.verify_install is None else proof.verify_install
     make = proof.runner or (lambda: LocalRunner("off"))
     # made and entered at most once (a container runner then connects and checks its
@@ -607,9 +613,9 @@ def _onto_index(
             else None
         )
         if proven is not None:
-            _take_earlier_proof(result, where.index_root, ready.wheels, proven)
+            _take_earlier_proof(result, where.index_root, ready.wheels, proven, ahead)
         else:
-            _twine_check(ready.wheels)
+            _twine_check(ready.wheels, ahead)
             resolved = dataclasses.replace(proof, verify_install=verify_install, runner=make_runner)
             _upload_and_prove(result, ready, where, resolved, local)
 
@@ -625,19 +631,25 @@ def _into_store(result: PublishResult, ready: _Ready, where: Target, local: bool
     _record_certification(ready.dist_dir, result)
 
 
-def publish_folder(dist_dir: Path, where: Target, proof: Proof, gates: Gates) -> PublishResult:
-    """Publish dist_dir's wheels and manifest to `where` (see Target, Proof and Gates)."""
+def publish_folder(
+    dist_dir: Path, where: Target, proof: Proof, gates: Gates, ahead: proc.Ahead | None = None
+) -> PublishResult:
+    """Publish dist_dir's wheels and manifest to `where` (see Target, Proof and Gates);
+    `ahead`: the walk's runs started ahead (`vpr release`), its twine check among them."""
     ready = _ready_to_publish(dist_dir, where, gates)
     manifest = ready.verified.manifest
     result = PublishResult(index="", pairing_id=manifest.pairing_id, verdict=manifest.verdict)
     local = LocalIndex(where.index_root) if where.index is None else None
-    _onto_index(result, ready, where, proof, local)
+    _onto_index(result, ready, where, proof, local, ahead)
     _into_store(result, ready, where, local is not None)
     return result
 
 
-def publish_spec(spec: Spec, options: Options, *, cache: Cache) -> PublishResult:
-    """`vpr publish --spec FILE`: the defaults resolved from the spec and the environment."""
+def publish_spec(
+    spec: Spec, options: Options, *, cache: Cache, ahead: proc.Ahead | None = None
+) -> PublishResult:
+    """`vpr publish --spec FILE`: the defaults resolved from the spec and the environment
+    (`ahead`: as `publish_folder`'s)."""
     index, store_location = resolve_targets(spec, options.index, options.store, cache.root)
     key_path, _ = keys.resolve_key_path(
         options.signing_key,
@@ -668,4 +680,4 @@ def publish_spec(spec: Spec, options: Options, *, cache: Cache) -> PublishResult
         project_root=spec.root,
         signer=keys.load_private_key(key_path),
     )
-    return publish_folder(dist, where, proof, gates)
+    return publish_folder(dist, where, proof, gates, ahead)

@@ -382,7 +382,7 @@ def _test_env() -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class _Suite:
+class Suite:
     """Which tests a run is of: the plugin's root, the runner, its config, and the runtime
     module when the runtime is not in the environment."""
 
@@ -395,7 +395,7 @@ class _Suite:
 def _outcome(
     done: Any,  # subprocess.CompletedProcess[str]
     junit: Path,
-    suite: _Suite,
+    suite: Suite,
     plan: tuple[list[str], list[str]],
 ) -> TestRun:
     if done.returncode not in (0, 1, 2, 5) or not junit.exists():
@@ -435,7 +435,7 @@ def run_tests(
     # Where the pairing env was made: this machine, or its pinned container image.
     with progress.working("plugin tests"), _timed_out(cfg.timeout):
         done = runner_of(python).call(argv, env=_test_env(), cwd=root, timeout=cfg.timeout)
-    return _outcome(done, junit, _Suite(root, runner, cfg, runtime_module), plan)
+    return _outcome(done, junit, Suite(root, runner, cfg, runtime_module), plan)
 
 
 @contextlib.contextmanager
@@ -454,65 +454,59 @@ def _timed_out(timeout: float) -> Iterator[None]:
 # Started ahead: within `vpr release`, the plugin's tests start as soon as the pairing
 # env's wheels are in, while the env is checked (a core is idle while the warm worker
 # imports torch); the conformance check then waits for that very run. Same command, same
-# environment, same files: only the start is earlier. A run nobody took is stopped.
+# environment, same files: only the start is earlier. The walk holds the run (its
+# `proc.Ahead`, under this step's name) and stops it at its end if nobody took it.
+
+PLUGIN_TESTS = "plugin-tests"
 
 
-_AHEAD = proc.Ahead()
+def _key(python: Path, suite: Suite) -> tuple[str, ...]:
+    return (str(python), str(suite.root), suite.runner, suite.cfg.key(), str(suite.module))
 
 
-def _key(python: Path, root: Path, runner: str, cfg: TestSettings, module: str | None):
-    return (str(python), str(root), runner, cfg.key(), str(module))
-
-
-def start_ahead(
-    cache: Cache, python: Path, root: Path, runner: str, cfg: TestSettings, module: str | None
-) -> bool:
-    """Start the plugin's tests now for `run` to take (only where the pairing env runs on
-    this machine: a container runner starts them in conform, as before); whether started.
-    `module`: the runtime module when the runtime is not in the environment."""
+def start_ahead(ahead: proc.Ahead, cache: Cache, python: Path, suite: Suite) -> bool:
+    """Start the plugin's tests now for `tests_run` to take from `ahead` (only where the
+    pairing env runs on this machine: a container runner starts them in conform, as
+    before); whether started."""
     if runner_of(python).kind != "local":
         return False
     scratch = contextlib.ExitStack()
     try:
         tmp = scratch.enter_context(cache.scratch("conform-tests-"))
-        plan = _planned(root, runner, cfg, module)
-        argv = pytest_command(python, root, *plan, tmp / "j.xml")
+        plan = _planned(suite.root, suite.runner, suite.cfg, suite.module)
+        argv = pytest_command(python, suite.root, *plan, tmp / "j.xml")
         progress.info(f"plugin-tests, started while the env is checked: {' '.join(argv[3:])}")
-        started = proc.Started(argv, what="plugin tests", folder=tmp, cwd=root, env=_test_env())
+        started = proc.Started(
+            argv, what="plugin tests", folder=tmp, cwd=suite.root, env=_test_env()
+        )
     except (BadInput, OutsideFailure):
         scratch.close()  # conform runs them itself, and says what is wrong
         return False
     except BaseException:
         scratch.close()
         raise
-    _AHEAD.add(_key(python, root, runner, cfg, module), started, scratch, (tmp / "j.xml", plan))
+    ahead.add(PLUGIN_TESTS, _key(python, suite), started, scratch, (tmp / "j.xml", plan))
     return True
 
 
-def tests_run(
-    cache: Cache, python: Path, root: Path, runner: str, cfg: TestSettings, module: str | None
-) -> TestRun:
-    """The run started ahead with this very command, once it ends; else a run now."""
-    ahead = _AHEAD.take(_key(python, root, runner, cfg, module))
-    if ahead is None:
+def tests_run(cache: Cache, python: Path, suite: Suite, ahead: proc.Ahead | None) -> TestRun:
+    """The run started ahead in `ahead` with this very command, once it ends; else a run now."""
+    taken = None if ahead is None else ahead.take(PLUGIN_TESTS, _key(python, suite))
+    if taken is None:
         with cache.scratch("conform-tests-") as tmp:
-            return run_tests(python, root, runner, cfg, tmp / "j.xml", module)
+            return run_tests(
+                python, suite.root, suite.runner, suite.cfg, tmp / "j.xml", suite.module
+            )
     try:
         with (
             progress.working("plugin tests (started while the env was checked)"),
-            _timed_out(cfg.timeout),
+            _timed_out(suite.cfg.timeout),
         ):
-            done = ahead.started.finish(cfg.timeout)
-        junit, plan = ahead.data
-        return _outcome(done, junit, _Suite(root, runner, cfg, module), plan)
+            done = taken.started.finish(suite.cfg.timeout)
+        junit, plan = taken.data
+        return _outcome(done, junit, suite, plan)
     finally:
-        ahead.close()
-
-
-def cancel_ahead() -> None:
-    """Stop a run started ahead that conform did not take (the release stopped before it,
-    or reused a cached scorecard)."""
-    _AHEAD.cancel()
+        taken.close()
 
 
 def regressions(baseline: TestRun, new: TestRun) -> list[str]:
@@ -672,7 +666,8 @@ def run(ctx: Context) -> CheckResult:
     """The `plugin_tests` check: the plugin's tests in the pairing env, with a recorded baseline."""
     cfg = settings_for(ctx.spec)
     module = absent_runtime(ctx.env)
-    run = tests_run(ctx.cache, ctx.python, ctx.plugin_root, ctx.runner, cfg, module)
+    suite = Suite(ctx.plugin_root, ctx.runner, cfg, module)
+    run = tests_run(ctx.cache, ctx.python, suite, ctx.ahead)
     run.without_paths(Path(ctx.python).parent.parent, ctx.plugin_root)
     run.count_import_findings(failed_imports(ctx.env))
     # A baseline recorded by `vpr plugin-tests --baseline` stays, compared with this run.
