@@ -97,7 +97,7 @@ def _print(report) -> None:  # report: ScanReport
     from rich.markup import escape
     from rich.table import Table
 
-    from vllm_plugin_release.conform.lib.symbolkinds import KINDS, SEVERITY
+    from vllm_plugin_release.conform.lib.symbols import KINDS, SEVERITY
 
     out = Console(highlight=False, soft_wrap=True)
     n = report.files_scanned

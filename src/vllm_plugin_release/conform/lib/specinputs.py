@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.conform.lib.installer.analyzer import InputFile
+from vllm_plugin_release.conform.lib.installscan import InputFile
 from vllm_plugin_release.core.errors import BadInput
 
 

@@ -31,7 +31,7 @@ from vllm_plugin_release.edges.forkmap import forked_map
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from vllm_plugin_release.conform.lib.symbolkinds import Hit
+    from vllm_plugin_release.conform.lib.symbols import Hit
 
 # `symbolkinds` (its lexers) is imported when a file has a hit: a clean scan never needs it.
 # Nor does `vpr scan-core` load dataclasses, pathlib or zipfile (a tree): start-up counts
@@ -188,7 +188,7 @@ class _Scan:
         if not spans:
             return
         report.files_with_hits += 1
-        from vllm_plugin_release.conform.lib.symbolkinds import classify
+        from vllm_plugin_release.conform.lib.symbols import classify
 
         for hit in classify(path, data, text or data.decode("ascii"), spans, self.matcher.symbols):
             report.hits.append(self._allow(hit))

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform.checks.isolation.schema import ISOLATION_SCHEMA
 from vllm_plugin_release.conform.context import Context
-from vllm_plugin_release.conform.lib.symbolkinds import FAIL_KINDS, KINDS, WARN_KINDS, Hit
+from vllm_plugin_release.conform.lib.symbols import FAIL_KINDS, KINDS, WARN_KINDS, Hit
 from vllm_plugin_release.conform.lib.symbolmatch import (
     AllowEntry,
     Symbol,

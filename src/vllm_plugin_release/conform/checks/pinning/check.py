@@ -23,7 +23,7 @@ from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform.context import Context
-from vllm_plugin_release.conform.lib.installer.analyzer import InputFile, PinningReport, scan
+from vllm_plugin_release.conform.lib.installscan import InputFile, PinningReport, scan
 from vllm_plugin_release.conform.lib.specinputs import (
     PinningOptions,
     input_files,

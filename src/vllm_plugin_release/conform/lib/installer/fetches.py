@@ -6,8 +6,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from vllm_plugin_release.conform.lib.installer.report import HEX40, CoreFindings, PinningReport
-from vllm_plugin_release.conform.lib.installer.requirements import names
-from vllm_plugin_release.conform.lib.installer.shell import ShellCommand
+from vllm_plugin_release.conform.lib.requirements import names
+from vllm_plugin_release.conform.lib.shell import ShellCommand
 
 _HASHERS = names("sha256sum sha512sum sha384sum sha224sum sha1sum shasum b2sum md5sum")
 _CURL_VALUES = set("oHdueAxmwKXTbcEr")  # short options that take a value

@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from vllm_plugin_release.conform.lib.installer.requirements import Install, canonical
-from vllm_plugin_release.conform.lib.installer.shell import ShellCommand
+from vllm_plugin_release.conform.lib.requirements import Install, canonical
+from vllm_plugin_release.conform.lib.shell import ShellCommand
 
 HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _VERSION_TAG = re.compile(r"^v?(\d+(?:\.\d+)+(?:(?:a|b|rc)\d+)?(?:\.post\d+)?)$")

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import tomllib
 
-from vllm_plugin_release.conform.lib.installer.requirements import canonical
+from vllm_plugin_release.conform.lib.requirements import canonical
 from vllm_plugin_release.conform.lib.plugintree import Unread, read_regular
 
 MAX_BYTES = 64 * 1024 * 1024

@@ -9,7 +9,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from vllm_plugin_release.conform.lib.installer.shell import ShellCommand
+from vllm_plugin_release.conform.lib.shell import ShellCommand
 
 try:  # Python 3.11+
     import tomllib as _tomllib

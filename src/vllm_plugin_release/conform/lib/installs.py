@@ -17,7 +17,7 @@ from vllm_plugin_release.conform.lib.installer.report import (
     CorePin,
     PinningReport,
 )
-from vllm_plugin_release.conform.lib.installer.requirements import (
+from vllm_plugin_release.conform.lib.requirements import (
     VALUE_OPTS,
     Install,
     canonical,
@@ -25,7 +25,7 @@ from vllm_plugin_release.conform.lib.installer.requirements import (
     quoted_lines,
     requirement_lines,
 )
-from vllm_plugin_release.conform.lib.installer.shell import ShellCommand, display, resolve
+from vllm_plugin_release.conform.lib.shell import ShellCommand, display, resolve
 from vllm_plugin_release.conform.lib.installer.uvlock import LockError, read_lock, sync_project
 from vllm_plugin_release.conform.lib.plugintree import Unread, exists_within, read_text, too_large
 

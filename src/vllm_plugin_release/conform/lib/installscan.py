@@ -9,10 +9,10 @@ from typing import Any
 from vllm_plugin_release.conform.lib.installer.branches import TooComplex
 from vllm_plugin_release.conform.lib.installer.dockerfile import dockerfile
 from vllm_plugin_release.conform.lib.installer.fetches import Fetches
-from vllm_plugin_release.conform.lib.installer.installs import Installs
+from vllm_plugin_release.conform.lib.installs import Installs
 from vllm_plugin_release.conform.lib.installer.report import CoreFindings, CorePin, PinningReport
-from vllm_plugin_release.conform.lib.installer.requirements import parse_install, pip_args
-from vllm_plugin_release.conform.lib.installer.shell import (
+from vllm_plugin_release.conform.lib.requirements import parse_install, pip_args
+from vllm_plugin_release.conform.lib.shell import (
     Shell,
     ShellCommand,
     State,
