@@ -17,6 +17,8 @@ from vllm_plugin_release.conform.lib.installer.report import (
     CorePin,
     PinningReport,
 )
+from vllm_plugin_release.conform.lib.installer.uvlock import LockError, read_lock, sync_project
+from vllm_plugin_release.conform.lib.plugintree import Unread, exists_within, read_text, too_large
 from vllm_plugin_release.conform.lib.requirements import (
     VALUE_OPTS,
     Install,
@@ -26,8 +28,6 @@ from vllm_plugin_release.conform.lib.requirements import (
     requirement_lines,
 )
 from vllm_plugin_release.conform.lib.shell import ShellCommand, display, resolve
-from vllm_plugin_release.conform.lib.installer.uvlock import LockError, read_lock, sync_project
-from vllm_plugin_release.conform.lib.plugintree import Unread, exists_within, read_text, too_large
 
 MAX_NESTED_FILES = 32  # -r inside -r inside ...: pip follows them all; we stop here
 

@@ -6,22 +6,22 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from vllm_plugin_release.conform.lib.installer.branches import TooComplex
 from vllm_plugin_release.conform.lib.installer.dockerfile import dockerfile
 from vllm_plugin_release.conform.lib.installer.fetches import Fetches
-from vllm_plugin_release.conform.lib.installs import Installs
 from vllm_plugin_release.conform.lib.installer.report import CoreFindings, CorePin, PinningReport
+from vllm_plugin_release.conform.lib.installer.uvlock import is_uv_sync
+from vllm_plugin_release.conform.lib.installs import Installs
+from vllm_plugin_release.conform.lib.plugintree import Unread, read_text, too_large
 from vllm_plugin_release.conform.lib.requirements import parse_install, pip_args
 from vllm_plugin_release.conform.lib.shell import (
     Shell,
     ShellCommand,
     State,
+    TooComplex,
     Var,
     display,
     numbered,
 )
-from vllm_plugin_release.conform.lib.installer.uvlock import is_uv_sync
-from vllm_plugin_release.conform.lib.plugintree import Unread, read_text, too_large
 
 __all__ = ["CorePin", "InputFile", "PinningReport", "guess_kind", "scan"]
 

@@ -23,13 +23,13 @@ from typing import Any, Literal
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform.checks.isolation.schema import ISOLATION_SCHEMA
 from vllm_plugin_release.conform.context import Context
-from vllm_plugin_release.conform.lib.symbols import FAIL_KINDS, KINDS, WARN_KINDS, Hit
 from vllm_plugin_release.conform.lib.symbolmatch import (
     AllowEntry,
     Symbol,
     parse_symbols,
     split_words,
 )
+from vllm_plugin_release.conform.lib.symbols import FAIL_KINDS, KINDS, WARN_KINDS, Hit
 from vllm_plugin_release.conform.lib.symbolscan import ScanReport, scan_tree, scan_wheel
 from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.core.errors import BadInput

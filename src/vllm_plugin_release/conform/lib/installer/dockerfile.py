@@ -8,8 +8,7 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from vllm_plugin_release.conform.lib.installer.scanner import words
-from vllm_plugin_release.conform.lib.shell import Shell, ShellCommand, State, Var, expand
+from vllm_plugin_release.conform.lib.shell import Shell, ShellCommand, State, Var, expand, words
 
 _HEREDOC_RE = re.compile(r"<<-?\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?")
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -16,8 +16,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import tomllib
 
-from vllm_plugin_release.conform.lib.requirements import canonical
 from vllm_plugin_release.conform.lib.plugintree import Unread, read_regular
+from vllm_plugin_release.conform.lib.requirements import canonical
 
 MAX_BYTES = 64 * 1024 * 1024
 _AT_LINE = re.compile(r"\(at line (\d+)")
