@@ -172,10 +172,10 @@ def test_tree_manifest_of_a_very_deep_tree(deep_tmp: Path) -> None:
 
 def test_hardware_docs_walk_a_very_deep_tree(deep_tmp: Path) -> None:
     tmp_path = deep_tmp
-    from vllm_plugin_release.conform.lib import docfiles
+    from vllm_plugin_release.conform.lib import doctext
 
     _deep(tmp_path / "plugin" / "docs")
-    found = docfiles.doc_files(tmp_path / "plugin", ["docs/**/*"])
+    found = doctext.doc_files(tmp_path / "plugin", ["docs/**/*"])
     assert [p.name for p in found] == ["deep.md"]
 
 
@@ -253,7 +253,7 @@ def test_docs_checks_are_linear_in_the_doc(tmp_path: Path, shape: str) -> None:
 
 def test_docs_beyond_the_total_are_named_not_read(tmp_path: Path) -> None:
     from vllm_plugin_release.conform.checks.hardware_docs import check as hardwaredocs
-    from vllm_plugin_release.conform.lib import docfiles
+    from vllm_plugin_release.conform.lib import doctext
 
     root = tmp_path / "plugin"
     (root / "docs").mkdir(parents=True)
@@ -263,7 +263,7 @@ def test_docs_beyond_the_total_are_named_not_read(tmp_path: Path) -> None:
     spec_file.write_text(spec_file.read_text() + HW_TABLE)
     result = hardwaredocs.check(load_spec(spec_file), root)
     read, left = result.details["docs"], result.details["not_read"]
-    assert len(read) >= docfiles.MAX_TOTAL_BYTES // DOC_BYTES and left
+    assert len(read) >= doctext.MAX_TOTAL_BYTES // DOC_BYTES and left
     assert sorted(read + left) == [f"docs/part{i}.md" for i in range(10)]
     notes = [e.note for e in result.evidence]
     assert any(n.startswith("the docs hold more than 4 MiB: analysed the first") for n in notes)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from vllm_plugin_release.cli import main
-from vllm_plugin_release.conform.lib.symbolmatch import TT_SYMBOLS
+from vllm_plugin_release.conform.lib.symbols import TT_SYMBOLS
 from vllm_plugin_release.conform.lib.symbolscan import scan_tree, scan_wheel
 
 # ---------------------------------------------------------------------------

@@ -20,10 +20,13 @@ from vllm_plugin_release.conform.checks.api import check as api
 from vllm_plugin_release.conform.checks.api.check import Allow, api_config, split_allowed
 from vllm_plugin_release.conform.checks.api.schema import API_SCHEMA, DEFAULT_CONTRACT
 from vllm_plugin_release.conform.lib import apicontract
-from vllm_plugin_release.conform.lib.apicapture import Capture, parse_capture
-from vllm_plugin_release.conform.lib.apichange import KINDS, Change
-from vllm_plugin_release.conform.lib.apicontract import dump_contract, load_contract
-from vllm_plugin_release.conform.lib.apidiff import diff_contracts, diff_schemas
+from vllm_plugin_release.conform.lib.apicontract import (
+    Capture,
+    dump_contract,
+    load_contract,
+    parse_capture,
+)
+from vllm_plugin_release.conform.lib.apidiff import KINDS, Change, diff_contracts, diff_schemas
 from vllm_plugin_release.core.errors import BadInput
 
 SHIPPED = REPO / DEFAULT_CONTRACT

@@ -16,7 +16,7 @@ from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform import registry
 from vllm_plugin_release.conform.checks.hardware_docs import check as hardwaredocs
-from vllm_plugin_release.conform.lib import docfiles
+from vllm_plugin_release.conform.lib import doctext
 from vllm_plugin_release.conform.lib.hardwaresettings import settings
 from vllm_plugin_release.core.errors import BadInput
 
@@ -139,7 +139,7 @@ def test_the_docs_read_stay_inside_the_checkout(tmp_path: Path) -> None:
     (root / ".github").mkdir()
     (root / ".github" / "hidden.md").write_text("vllm serve m -tp 8\n")
     big = root / "docs" / "big.md"
-    big.write_text("x\n" * docfiles.MAX_BYTES + "vllm serve m -tp 8\n")  # past the bound
+    big.write_text("x\n" * doctext.MAX_BYTES + "vllm serve m -tp 8\n")  # past the bound
     result = hardwaredocs.check(mesh_spec(tmp_path), root)
     assert result.status == "pass", result.summary
     assert "docs/escape.md" not in result.details["docs"]

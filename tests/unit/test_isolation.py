@@ -18,7 +18,7 @@ from vllm_plugin_release.conform.checks.isolation.check import (
     check,
     validate_config,
 )
-from vllm_plugin_release.conform.lib.symbolmatch import (
+from vllm_plugin_release.conform.lib.symbols import (
     TT_SYMBOLS,
     Matcher,
     parse_symbols,
@@ -148,7 +148,7 @@ def test_prefilter_finds_every_overlapping_spelling() -> None:
     """The Rust aho-corasick pass reports what a plain find loop reports."""
     import random
 
-    from vllm_plugin_release.conform.lib.symbolmatch import _PlainFinder
+    from vllm_plugin_release.conform.lib.symbols import _PlainFinder
 
     syms = parse_symbols([*TT_SYMBOLS, "tt", "nn_tt", "ttnn_ttnn"])
     matcher = Matcher(syms)

@@ -81,8 +81,7 @@ def _cmd_contract(args: argparse.Namespace) -> int:
 
 def _cmd_diff(args: argparse.Namespace) -> int:
     from vllm_plugin_release.conform.lib.apicontract import load_contract
-    from vllm_plugin_release.conform.lib.apidiff import diff_contracts
-    from vllm_plugin_release.conform.lib.apireport import render_markdown, render_text
+    from vllm_plugin_release.conform.lib.apidiff import diff_contracts, render_markdown, render_text
 
     old = load_contract(Path(args.old))
     new = load_contract(Path(args.new))

@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _config(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[Any, ...]]:
     """(symbols, allowlist) from --spec or --symbols (which loads no spec machinery)."""
-    from vllm_plugin_release.conform.lib.symbolmatch import Symbol
+    from vllm_plugin_release.conform.lib.symbols import Symbol
 
     if args.spec:
         from vllm_plugin_release.buildspec.load import load_spec
@@ -97,7 +97,7 @@ def _print(report) -> None:  # report: ScanReport
     from rich.markup import escape
     from rich.table import Table
 
-    from vllm_plugin_release.conform.lib.symbolkinds import KINDS, SEVERITY
+    from vllm_plugin_release.conform.lib.symbols import KINDS, SEVERITY
 
     out = Console(highlight=False, soft_wrap=True)
     n = report.files_scanned

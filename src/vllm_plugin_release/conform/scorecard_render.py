@@ -28,7 +28,7 @@ from vllm_plugin_release.conform.checks.plugin_tests.evidence import (
     modules_html,
 )
 from vllm_plugin_release.conform.checks.workload.evidence import workload_html, workload_md
-from vllm_plugin_release.conform.lib.cardtext import inline, md_cell
+from vllm_plugin_release.conform.lib.doctext import inline, md_cell
 from vllm_plugin_release.conform.scorecard import ICONS
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.cache import atomic_write_text, write_json

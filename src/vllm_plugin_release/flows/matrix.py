@@ -17,8 +17,9 @@ from packaging.version import Version
 from vllm_plugin_release import __version__
 from vllm_plugin_release.buildspec.model import SdistSource, Spec
 from vllm_plugin_release.conform.checks.plugin_tests import check as pt
-from vllm_plugin_release.conform.lib import apicoupling, specinputs
-from vllm_plugin_release.conform.lib.installer import analyzer
+from vllm_plugin_release.conform.lib import apicoupling
+from vllm_plugin_release.conform.lib import installscan as analyzer
+from vllm_plugin_release.conform.lib import installscan as specinputs
 from vllm_plugin_release.core import columns as cols
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.bisect import first_error_lines, versions_between

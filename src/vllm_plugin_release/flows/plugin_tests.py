@@ -11,8 +11,8 @@ from pathlib import Path
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform.checks.plugin_tests import check as pt
-from vllm_plugin_release.conform.lib import specinputs
-from vllm_plugin_release.conform.lib.installer import analyzer
+from vllm_plugin_release.conform.lib import installscan as analyzer
+from vllm_plugin_release.conform.lib import installscan as specinputs
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.records import dist_dir

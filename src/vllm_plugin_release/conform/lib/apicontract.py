@@ -1,18 +1,5 @@
-"""API contracts (`api`): capture one in the pairing env, read, check and write contract files.
-
-A contract is one JSON document:
-
-    {"contract_version": 1,
-     "core": {"name": "vllm", "version": "0.25.1"},
-     "openapi": {...the OpenAPI document of vLLM's OpenAI-compatible app...},
-     "models": {"ChatCompletionRequest": {...JSON Schema...}, ...},
-     "captured_with": {...how it was produced (informative)...}}
-
-`capture` runs `inenv/openapi.py` in a pairing env (it builds the app, no engine,
-no model; its answer is read into a `Capture`, `apicapture.py`); `contract_from_capture`
-turns it into a `Contract`, whose `to_json` is the document. A plain OpenAPI document is
-accepted as a contract too (with no models).
-"""
+"""API contracts (`api`): vLLM's OpenAPI document and model schemas, captured in the pairing
+env, read, checked and written as one JSON document; and the JSON Schema helpers they share."""
 
 from __future__ import annotations
 
@@ -22,10 +9,378 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
-from vllm_plugin_release.conform.lib.apicapture import JOB, Capture, parse_capture
-from vllm_plugin_release.conform.lib.apischema import pointer
-from vllm_plugin_release.core import bounded
+from vllm_plugin_release.core import bounded, jobanswer
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.core.recordfield import field_shown
+
+JOB = "openapi"
+
+
+class CapturedPlatform(NamedTuple):
+    """vLLM's current platform while the app was built: its label and which one was used
+    (plugin, stand-in, recorded)."""
+
+    label: str | None
+    used: str | None
+    raw: dict[str, Any]
+
+
+class EndpointPlugins(NamedTuple):
+    """The `vllm.endpoint_plugins` installed (discovered), attached, and by which loader."""
+
+    discovered: list[str] | None
+    attached: list[str] | None
+    loader: str | None
+    raw: dict[str, Any]
+
+
+class Counts(NamedTuple):
+    """How many paths and component schemas the captured OpenAPI document holds."""
+
+    paths: int | None
+    schemas: int | None
+    raw: dict[str, Any]
+
+
+class PluginsCrash(NamedTuple):
+    """vLLM's load_general_plugins() raised: the error, the last frames, the entry points."""
+
+    error: str
+    frames: list[str]
+    entry_points: list[str]
+    raw: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Capture:
+    """inenv/openapi.py's answer. `openapi` is None only when `crash` says why."""
+
+    vllm_version: str
+    openapi: dict[str, Any] | None  # the app's OpenAPI document (open)
+    models: dict[str, Any]  # model name -> its JSON Schema (open)
+    core_openapi: dict[str, Any] | None  # the app without endpoint plugins (open)
+    tasks: list[str] | None
+    model_sources: dict[str, str] | None  # model name -> the class its schema came from
+    platform: CapturedPlatform
+    endpoint_plugins: EndpointPlugins
+    notes: list[str]
+    counts: Counts
+    timings: dict[str, float]
+    crash: PluginsCrash | None = None
+
+
+class _Reader(NamedTuple):
+    """Names what is wrong: an answer of the job, or a recorded contract's file."""
+
+    where: str
+    hint: str
+
+    def bad(self, key: str, value: object, wanted: str) -> BadInput:
+        return BadInput(
+            f"{self.where}: {key!r} is {field_shown(value)}, expected {wanted}", hint=self.hint
+        )
+
+    def table(self, value: object, key: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.bad(key, value, "an object")
+        return value
+
+    def text(self, value: object, key: str, optional: bool = True) -> str | None:
+        if (value is not None or not optional) and not isinstance(value, str):
+            raise self.bad(key, value, "text")
+        return value
+
+    def texts(self, value: object, key: str) -> list[str] | None:
+        if value is not None and (
+            not isinstance(value, list) or not all(isinstance(v, str) for v in value)
+        ):
+            raise self.bad(key, value, "a list of text")
+        return value
+
+    def count(self, value: object, key: str) -> int | None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise self.bad(key, value, "a count")
+        return value
+
+
+ANSWER = _Reader(
+    f"inenv {JOB}: the answer",
+    f"the pairing environment's answer is malformed; {jobanswer.RERUN[JOB]}",
+)
+
+
+def parse_capture(answer: Any, reader: _Reader = ANSWER) -> Capture:
+    """The capture from inenv/openapi.py's answer (or a recorded contract's, `reader`
+    naming its file); BadInput naming the key that is not what that module writes."""
+    data = reader.table(answer, "(the answer)")
+    crash = _crash(data.get("general_plugins_crash"), reader)
+    openapi, models = data.get("openapi"), data.get("models")
+    if crash is None:
+        if not isinstance(openapi, dict) or not isinstance(openapi.get("paths"), dict):
+            raise reader.bad("openapi", openapi, "an OpenAPI document with a 'paths' object")
+        models = reader.table(models, "models")
+        for name, schema in models.items():
+            reader.table(schema, f"models.{name}")
+    core = data.get("core_openapi")
+    sources = data.get("model_sources")
+    if sources is not None:
+        for name, source in reader.table(sources, "model_sources").items():
+            reader.text(source, f"model_sources.{name}", optional=False)
+    timings = reader.table(data.get("timings") or {}, "timings")
+    return Capture(
+        vllm_version=str(reader.text(data.get("vllm_version"), "vllm_version", optional=False)),
+        openapi=openapi if crash is None else None,
+        models=models if isinstance(models, dict) else {},
+        core_openapi=core if isinstance(core, dict) else None,  # else: origins unknown
+        tasks=reader.texts(data.get("tasks"), "tasks"),
+        model_sources=sources,
+        platform=_platform(data.get("platform"), reader),
+        endpoint_plugins=_plugins(data.get("endpoint_plugins"), reader),
+        notes=reader.texts(data.get("notes"), "notes") or [],
+        counts=_counts(data.get("counts"), reader),
+        timings=dict(timings),
+        crash=crash,
+    )
+
+
+def _platform(value: object, reader: _Reader) -> CapturedPlatform:
+    raw = reader.table({} if value is None else value, "platform")
+    return CapturedPlatform(
+        reader.text(raw.get("label"), "platform.label"),
+        reader.text(raw.get("used"), "platform.used"),
+        raw,
+    )
+
+
+def _plugins(value: object, reader: _Reader) -> EndpointPlugins:
+    raw = reader.table({} if value is None else value, "endpoint_plugins")
+    return EndpointPlugins(
+        reader.texts(raw.get("discovered"), "endpoint_plugins.discovered"),
+        reader.texts(raw.get("attached"), "endpoint_plugins.attached"),
+        reader.text(raw.get("loader"), "endpoint_plugins.loader"),
+        raw,
+    )
+
+
+def _counts(value: object, reader: _Reader) -> Counts:
+    raw = reader.table({} if value is None else value, "counts")
+    return Counts(
+        reader.count(raw.get("paths"), "counts.paths"),
+        reader.count(raw.get("schemas"), "counts.schemas"),
+        raw,
+    )
+
+
+def _crash(value: object, reader: _Reader) -> PluginsCrash | None:
+    if not value:
+        return None
+    raw = reader.table(value, "general_plugins_crash")
+    return PluginsCrash(
+        str(reader.text(raw.get("error"), "general_plugins_crash.error", optional=False)),
+        reader.texts(raw.get("frames"), "general_plugins_crash.frames") or [],
+        reader.texts(raw.get("entry_points"), "general_plugins_crash.entry_points") or [],
+        raw,
+    )
+
+
+def recorded_reader(file: str) -> _Reader:
+    """Names a recorded contract's `captured_with` keys (`api.check_recorded`)."""
+    return _Reader(f"{file}: captured_with", "write it again with `vpr api-contract`")
+
+
+def _unescape(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def pointer(root: Any, ref: str) -> Any:
+    """The node a local `$ref` (`#/a/b`) points at in `root`; KeyError when it does not."""
+    if not ref.startswith("#"):
+        raise KeyError(ref)
+    node = root
+    for token in filter(None, ref[1:].split("/")):
+        token = _unescape(token)
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            raise KeyError(ref)
+    return node
+
+
+def ref_name(ref: str) -> str:
+    return _unescape(ref.rstrip("/").rsplit("/", 1)[-1])
+
+
+_SCALAR_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
+
+
+def value_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return _SCALAR_TYPES.get(type(value), "any")
+
+
+def as_dict(schema: Any) -> dict[str, Any]:
+    if schema is True or schema is None:
+        return {}
+    if schema is False:
+        return {"not": {}}
+    return schema if isinstance(schema, dict) else {}
+
+
+def merge_allof(schema: dict[str, Any], root: Any) -> dict[str, Any]:
+    parts = schema.get("allOf")
+    if not isinstance(parts, list):
+        return schema
+    rest = {k: v for k, v in schema.items() if k != "allOf"}
+    structural = {"type", "properties", "items", "anyOf", "oneOf", "enum", "const"}
+    if len(parts) == 1 and not structural & set(rest):
+        return {**rest, **as_dict(parts[0])}
+    merged: dict[str, Any] = dict(rest)
+    for part in parts:
+        part = as_dict(part)
+        while "$ref" in part:
+            part = {
+                **as_dict(pointer(root, part["$ref"])),
+                **{k: v for k, v in part.items() if k != "$ref"},
+            }
+        part = merge_allof(part, root)
+        for key, value in part.items():
+            if key == "properties":
+                merged.setdefault("properties", {}).update(value)
+            elif key == "required":
+                merged["required"] = sorted({*merged.get("required", []), *value})
+            else:
+                merged.setdefault(key, value)
+    return merged
+
+
+def types_of(schema: dict[str, Any]) -> set[str]:
+    t = schema.get("type")
+    if isinstance(t, str):
+        return {t}
+    if isinstance(t, list):
+        return {str(x) for x in t}
+    if "const" in schema:
+        return {value_type(schema["const"])}
+    if isinstance(schema.get("enum"), list):
+        return {value_type(v) for v in schema["enum"]}
+    if "properties" in schema or "additionalProperties" in schema:
+        return {"object"}
+    if "items" in schema or "prefixItems" in schema:
+        return {"array"}
+    return {"any"}
+
+
+def enum_values(schema: dict[str, Any]) -> list[Any] | None:
+    if "const" in schema:
+        return [schema["const"]]
+    if isinstance(schema.get("enum"), list):
+        return list(schema["enum"])
+    return None
+
+
+def accepts(types: set[str], t: str) -> bool:
+    return "any" in types or t in types or (t == "integer" and "number" in types)
+
+
+def canonical(value: Any) -> str:
+    """A value as sorted JSON (enum values and defaults are compared and shown this way)."""
+    return json.dumps(value, sort_keys=True)
+
+
+UPPER_BOUNDS = ("maxLength", "maxItems", "maxProperties", "maximum", "exclusiveMaximum")
+LOWER_BOUNDS = ("minLength", "minItems", "minProperties", "minimum", "exclusiveMinimum")
+OTHER_CONSTRAINTS = ("pattern", "multipleOf", "format")
+
+
+def number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+# ---------------------------------------------------------------------------
+# Normal forms the differ compares
+
+
+def normal(schema: Any, root: Any) -> dict[str, Any]:
+    s = merge_allof(as_dict(schema), root)
+    if s.get("nullable") is True and "anyOf" not in s:
+        rest = {k: v for k, v in s.items() if k != "nullable"}
+        s = {"anyOf": [rest, {"type": "null"}]}
+    return s
+
+
+def branches(schema: Any, root: Any, depth: int = 0) -> tuple[list[dict], bool]:
+    """Flatten anyOf/oneOf (and a ref to a bare union) into branches + nullability."""
+    s = normal(schema, root)
+    union = s.get("anyOf") if isinstance(s.get("anyOf"), list) else s.get("oneOf")
+    if isinstance(union, list) and depth < 8:
+        out: list[dict] = []
+        nullable = False
+        for sub in union:
+            sub_b, sub_null = branches(sub, root, depth + 1)
+            out.extend(sub_b)
+            nullable = nullable or sub_null
+        return out, nullable
+    if "$ref" in s and depth < 8:
+        try:
+            target = normal(pointer(root, s["$ref"]), root)
+        except KeyError:
+            target = {}
+        if isinstance(target.get("anyOf") or target.get("oneOf"), list) and not target.get(
+            "properties"
+        ):
+            return branches(target, root, depth + 1)
+        return [s], False
+    return _null_split(s)
+
+
+def _null_split(s: dict[str, Any]) -> tuple[list[dict], bool]:
+    """A single branch without its null value or type (and whether it had one)."""
+    types = types_of(s)
+    values = enum_values(s)
+    if values is not None and None in values:
+        rest = [v for v in values if v is not None]
+        if not rest:
+            return [], True
+        s = {**s, "enum": rest}
+        s.pop("const", None)
+        return [s], True
+    if "null" in types:
+        remaining = sorted(types - {"null"})
+        if not remaining:
+            return [], True
+        s = {**s, "type": remaining[0] if len(remaining) == 1 else remaining}
+        return [s], True
+    return [s], False
+
+
+def resolve(s: dict[str, Any], root: Any) -> dict[str, Any]:
+    """Follow a schema's `$ref` chain (siblings of a `$ref` win over the target's keys)."""
+    seen = 0
+    while "$ref" in s and seen < 32:
+        siblings = {k: v for k, v in s.items() if k != "$ref"}
+        s = {**normal(pointer(root, s["$ref"]), root), **siblings}
+        seen += 1
+    return s
+
+
+def deref(node: Any, root: Any) -> dict[str, Any]:
+    """An OpenAPI object (operation, parameter, body, response) behind its `$ref`s."""
+    node = as_dict(node)
+    for _ in range(16):
+        if "$ref" not in node:
+            break
+        node = as_dict(pointer(root, node["$ref"]))
+    return node
+
 
 CONTRACT_VERSION = 1
 DEFAULT_TASKS: tuple[str, ...] = ("generate",)

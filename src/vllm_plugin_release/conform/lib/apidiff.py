@@ -1,30 +1,13 @@
-"""The `api` contract differ (pure): two contracts in, classified changes out.
-
-`diff_contracts(old, new)` compares two contracts (or OpenAPI documents) and
-classifies each difference from the client's side:
-
-* request direction (what clients send): removing a field or parameter, a new
-  required field or parameter, accepting fewer types or values, tighter
-  constraints are breaking; vLLM's request models allow extra fields, so a removed
-  request field is silently ignored, which is breaking too;
-* response direction (what clients receive): removing an operation, a success
-  status, a media type or a property, retyping a property, making it optional or
-  nullable, removing an enum value are breaking; additions are information.
-
-`$ref`s are resolved inside each document, recursive schemas are walked once per
-component pair (and direction), and a change inside a shared component is
-reported once, at `Component.path`, with the first operation or model that
-reaches it (`via`).
-"""
+"""The `api` contract differ (pure): two contracts in, each difference classified from the
+client's side (breaking or information), and the text and Markdown reports of a diff."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
-from vllm_plugin_release.conform.lib.apichange import Change, Direction
-from vllm_plugin_release.conform.lib.apicontract import normalize_contract
-from vllm_plugin_release.conform.lib.apischema import (
+from vllm_plugin_release.conform.lib.apicontract import (
     LOWER_BOUNDS,
     OTHER_CONSTRAINTS,
     UPPER_BOUNDS,
@@ -35,12 +18,84 @@ from vllm_plugin_release.conform.lib.apischema import (
     deref,
     enum_values,
     normal,
+    normalize_contract,
     number,
     ref_name,
     resolve,
     types_of,
     value_type,
 )
+
+Direction = Literal["request", "response"]
+
+# kind -> what it means (docs, `vpr api-diff`); whether a change is breaking is
+# decided per change (a tightened constraint breaks requests, not responses).
+KINDS: dict[str, str] = {
+    "removed-path": "a path clients call is gone",
+    "removed-operation": "a method on a path is gone",
+    "removed-success-status": "a 2xx response status is gone",
+    "removed-media-type": "a media type of a success response is gone",
+    "removed-request-media-type": "a request body media type is no longer accepted",
+    "removed-response-property": "a response property is gone",
+    "retyped-response-property": "a response value may now have a type clients do not expect",
+    "response-property-optional": "a required response property became optional",
+    "response-property-nullable": "a response property may now be null",
+    "new-required-request-field": "a request field (or the body) is newly required",
+    "new-required-parameter": "a parameter is newly required",
+    "removed-request-field": "a request field is gone (extra fields are ignored: silent)",
+    "removed-parameter": "a parameter is gone",
+    "retyped-request-field": "a request value of a type clients send is no longer accepted",
+    "removed-enum-value": "an enum value is gone",
+    "tightened-constraint": "a constraint became stricter",
+    "removed-model": "an exported request/response model is gone",
+    # additive or neutral (information)
+    "added-path": "a new path",
+    "added-operation": "a new method on a path",
+    "added-status": "a new response status",
+    "removed-error-status": "a non-2xx response status is no longer declared",
+    "added-media-type": "a new media type",
+    "added-response-property": "a new response property",
+    "added-request-field": "a new optional request field",
+    "added-parameter": "a new optional parameter",
+    "added-enum-value": "a new enum value",
+    "added-model": "a new exported model",
+    "loosened-constraint": "a constraint became looser",
+    "widened-request-type": "a request value accepts more types",
+    "narrowed-response-type": "a response value has fewer possible types",
+    "response-property-required": "an optional response property became required",
+    "response-property-not-nullable": "a response property is no longer nullable",
+    "request-field-optional": "a required request field became optional",
+    "changed-default": "a request field's default changed",
+    "deprecated": "a field or operation is now deprecated",
+}
+
+
+@dataclass(frozen=True)
+class Change:
+    """One difference between two contracts, from the client's side."""
+
+    kind: str
+    location: str
+    breaking: bool
+    detail: str
+    via: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "location": self.location,
+            "breaking": self.breaking,
+            "detail": self.detail,
+        }
+        if self.via:
+            out["via"] = self.via
+        return out
+
+    def line(self) -> str:
+        tag = "BREAKING" if self.breaking else "info"
+        via = f" (via {self.via})" if self.via and self.via != self.location else ""
+        return f"[{tag}] {self.kind} {self.location}{via}: {self.detail}"
+
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 
@@ -704,3 +759,74 @@ def _finish(changes: list[Change]) -> list[Change]:
     for c in changes:
         unique.setdefault((c.kind, c.location, c.breaking, c.detail), c)
     return sorted(unique.values(), key=lambda c: (not c.breaking, c.location, c.kind, c.detail))
+
+
+def render_text(old: dict, new: dict, changes: list[Change], old_file: str, new_file: str) -> str:
+    breaking = [c for c in changes if c.breaking]
+    lines = [
+        f"{old_file} (vllm {old['core']['version']}) -> {new_file} (vllm "
+        f"{new['core']['version']}): {len(breaking)} breaking, "
+        f"{len(changes) - len(breaking)} additive/neutral"
+    ]
+    lines += [f"  {c.line()}" for c in changes]
+    return "\n".join(lines) + "\n"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render_markdown(
+    old: dict, new: dict, changes: list[Change], old_file: str, new_file: str, command: str
+) -> str:
+    """A Markdown report of a contract diff (used for docs/api-diff-*.md)."""
+    ov, nv = old["core"]["version"], new["core"]["version"]
+    breaking = [c for c in changes if c.breaking]
+    info = [c for c in changes if not c.breaking]
+    out = [
+        f"# API diff: vLLM {ov} -> {nv}",
+        "",
+        f"Generated by `{command}` (vllm-plugin-release).",
+        "",
+        f"- old contract: `{old_file}` (vLLM {ov})",
+        f"- new contract: `{new_file}` (vLLM {nv})",
+        f"- breaking changes: **{len(breaking)}**",
+        f"- additive or neutral changes: **{len(info)}**",
+        "",
+    ]
+    for doc, label in ((old, "old"), (new, "new")):
+        cw = doc.get("captured_with") or {}
+        if cw:
+            plugins = ", ".join(cw.get("endpoint_plugins") or []) or "none"
+            out.append(
+                f"The {label} contract was captured for tasks {cw.get('tasks')} with "
+                f"{cw.get('platform') or 'an unrecorded platform'}; endpoint plugins: {plugins}."
+            )
+    out.append("")
+    if info or breaking:
+        out += _summary_by_kind(changes)
+    for title, group in (("Breaking changes", breaking), ("Additive and neutral changes", info)):
+        out += [f"## {title}", ""]
+        if not group:
+            out += ["None.", ""]
+            continue
+        out += ["| kind | location | via | detail |", "|---|---|---|---|"]
+        for c in group:
+            via = c.via if c.via and c.via != c.location else ""
+            out.append(f"| {c.kind} | `{_md(c.location)}` | {_md(via)} | {_md(c.detail)} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _summary_by_kind(changes: list[Change]) -> list[str]:
+    counts = Counter((c.kind, c.breaking) for c in changes)
+    out = [
+        "## Summary by kind",
+        "",
+        "| kind | breaking | count | meaning |",
+        "|---|---|---|---|",
+    ]
+    for (kind, brk), n in sorted(counts.items(), key=lambda kv: (not kv[0][1], kv[0][0])):
+        out.append(f"| {kind} | {'yes' if brk else 'no'} | {n} | {KINDS.get(kind, '')} |")
+    out.append("")
+    return out

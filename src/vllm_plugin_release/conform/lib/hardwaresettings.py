@@ -1,23 +1,5 @@
-"""`[conformance.hardware]`: its schema and its settings, read by the `hardware` check
-(the live part on the hardware runner), the `hardware_docs` check (against the plugin's
-docs) and the `workload` check (the docs it reads for models).
-
-Every vendor fact is a key of the spec (buildspec/tt.toml has the Tenstorrent ones); the
-code's defaults are vendor-neutral:
-  device_class = "n300"          runner label of the device class
-  parallelism = "mesh"           "tp" (default: vLLM's -tp/-pp) or "mesh"
-  mesh_variable = "MESH_DEVICE"  the variable a mesh plugin reads (required with "mesh")
-  mesh_device = "N300"           its value on the runner
-  model = "meta-llama/Llama-3.1-8B-Instruct"
-  serve_args = ["--max-model-len", "8192"]   with "mesh": never -tp/-pp/-dp
-  device_glob = "/dev/tenstorrent/*"         device nodes that prove a device (no default)
-  runner_labels = ["self-hosted", "tenstorrent", "n300"]  (default: self-hosted + class)
-  docs = ["README*", "docs/**/*"]  the plugin's docs the `hardware_docs` check compares with
-  startup_timeout = 3600         seconds for `vllm serve` to answer /health
-  probe_timeout = 900            seconds for the `-tp 2` start to fail
-  max_requests = 64              load test bounds
-  duration_s = 600
-"""
+"""`[conformance.hardware]`: its schema and its settings (every vendor fact a spec key, the
+defaults vendor-neutral), read by the `hardware`, `hardware_docs` and `workload` checks."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""The plugin tree, the only place the analysers read plugin files from.
-
-A plugin is an outside input. Its installer may name any path (`source /etc/profile`,
-`-r ../../secrets.txt`), and any of its files may be a link out of the checkout; what
-lies outside the plugin tree is on the machine that runs the analysis, not in the
-plugin, and is never read. Every read goes through `read_text`: it resolves the path
-(links included) and refuses one that lands outside the tree, opens only a regular file
-(a fifo would block the open), and reads at most a given number of bytes.
-"""
+"""The plugin tree, the only place the analysers read plugin files from: a path that resolves
+(links included) outside the tree is refused, only regular files are opened, reads are bounded."""
 
 from __future__ import annotations
 

@@ -1,28 +1,24 @@
-"""Scanning a core tree or a built wheel for vendor symbols (the scanner of `isolation`).
-
-`scan_tree` walks a source tree, `scan_wheel` reads a wheel's members from the zip,
-`scan_path` picks one.  Every file goes through one pass of the symbol matcher
-(`symbolmatch`) on its lower-cased bytes; only the few files with a candidate are
-decoded and their hits classified (`symbolkinds`).  Binary files (a NUL byte) and
-files that are not UTF-8 are skipped and counted.  Hits named by an allowlist
-entry are downgraded to info; they are still reported, marked allowed, with the
-entry's reason.
-"""
+"""Scanning a core tree or a built wheel for vendor symbols (the scanner of `isolation`): one
+matcher pass per file, hits classified, allowlisted hits downgraded to info."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import stat
 import time
+import zipfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from vllm_plugin_release.conform.lib.symbolmatch import (
+from vllm_plugin_release.conform.lib.symbols import (
     KINDS,
     AllowEntry,
+    Hit,
     Matcher,
     Symbol,
+    classify,
     parse_symbols,
 )
 from vllm_plugin_release.core.errors import BadInput
@@ -30,12 +26,6 @@ from vllm_plugin_release.edges.forkmap import forked_map
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-    from vllm_plugin_release.conform.lib.symbolkinds import Hit
-
-# `symbolkinds` (its lexers) is imported when a file has a hit: a clean scan never needs it.
-# Nor does `vpr scan-core` load dataclasses, pathlib or zipfile (a tree): start-up counts
-# in its time against ripgrep's.
 
 # A wheel's RECORD lists `path,sha256=<urlsafe base64>,size`: the paths are scanned, the
 # hashes are not code (random base64 matches a short symbol on a CamelCase boundary).
@@ -68,7 +58,7 @@ class Skipped(NamedTuple):
 
 
 class ScanReport:
-    """What one scan found (a plain class: see the note on the imports)."""
+    """What one scan found."""
 
     def __init__(
         self, root: str, source: Literal["tree", "wheel"], symbols: tuple[str, ...]
@@ -188,8 +178,6 @@ class _Scan:
         if not spans:
             return
         report.files_with_hits += 1
-        from vllm_plugin_release.conform.lib.symbolkinds import classify
-
         for hit in classify(path, data, text or data.decode("ascii"), spans, self.matcher.symbols):
             report.hits.append(self._allow(hit))
 
@@ -204,8 +192,6 @@ class _Scan:
         for i, entry in enumerate(self.allowlist):
             if entry.matches(hit.path, symbol):
                 self.used.add(i)
-                import dataclasses  # loaded with symbolkinds (Hit), as a hit is
-
                 return dataclasses.replace(hit, allowed=True, reason=entry.reason)
         return hit
 
@@ -408,8 +394,6 @@ def scan_wheel(
 ) -> ScanReport:
     """Search every member of a built wheel (read from the zip directly); `workers` as in
     `scan_tree` (each process opens the zip and reads its share of the members)."""
-    import zipfile
-
     started = time.perf_counter()
     wheel = _path_text(path)
     if not os.path.isfile(wheel):
@@ -463,8 +447,6 @@ def scan_path(
     if os.path.isdir(p):
         return scan_tree(p, symbols, allowlist, workers=workers)
     if os.path.isfile(p):
-        import zipfile
-
         if zipfile.is_zipfile(p):
             return scan_wheel(p, symbols, allowlist, workers=workers)
         raise BadInput(

@@ -1,15 +1,5 @@
-"""The plugin's test files that need the vendor runtime before any test runs (pure).
-
-A test module that imports the runtime at import time (a module-level `import ttnn`,
-`from vendor_sdk import torch`, also inside a module-level `try`/`if`) cannot be
-collected where the runtime is absent. Nor can one that imports, at import time, a
-module of the plugin (or a helper next to the tests) that imports the runtime at its
-import time: the plugin's own modules are followed transitively (packages' `__init__`
-too, relative imports included), through imports a `try ... except ImportError` does
-not catch, at most `MAX_MODULES` files. Found by reading the files (AST), so a spec
-need not hand-list them in `ignore`; they go to the hardware runner, named in the
-record.
-"""
+"""The plugin's test files that need the vendor runtime at import time, directly or through the
+plugin's own modules (followed transitively, by AST): they go to the hardware runner."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ contract with the stored client contract (`[conformance.api] contract`):
   (`inenv/openapi.py`, no engine, no model), reading and writing contract files;
 * `conform/lib/apidiff.py`: the pure differ, `diff_contracts(old, new)`, which
   classifies each difference from the client's side (breaking or information);
-* `conform/lib/apireport.py`: text and Markdown reports of a diff (`vpr api-diff`);
+* `conform/lib/apidiff.py` (its end): text and Markdown reports of a diff (`vpr api-diff`);
 * `schema.py` next to it: the `[conformance.api]` keys;
 * this module: the allow list of accepted breaking changes, and the verdict
   (`evaluate`, `check`).
@@ -27,16 +27,17 @@ from packaging.version import InvalidVersion, Version
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform.checks.api.schema import DEFAULT_CONTRACT
 from vllm_plugin_release.conform.context import Context
-from vllm_plugin_release.conform.lib.apicapture import Capture, parse_capture, recorded_reader
-from vllm_plugin_release.conform.lib.apichange import Change
 from vllm_plugin_release.conform.lib.apicontract import (
     DEFAULT_TASKS,
     DEFAULT_TIMEOUT,
+    Capture,
     capture,
     contract_from_capture,
     load_contract,
+    parse_capture,
+    recorded_reader,
 )
-from vllm_plugin_release.conform.lib.apidiff import diff_contracts
+from vllm_plugin_release.conform.lib.apidiff import Change, diff_contracts
 from vllm_plugin_release.conform.result import CheckResult, Evidence, Status
 from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm_plugin_release.conform.lib.apichange import KINDS
 from vllm_plugin_release.conform.lib.apicontract import DEFAULT_TASKS, DEFAULT_TIMEOUT
+from vllm_plugin_release.conform.lib.apidiff import KINDS
 
 DEFAULT_CONTRACT = "buildspec/contracts/vllm-0.25.1-openai.json"
 

@@ -34,8 +34,8 @@ from packaging.version import InvalidVersion, Version
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform.checks.cadence.schema import DEFAULT_TAG_PATTERN
 from vllm_plugin_release.conform.context import Context
-from vllm_plugin_release.conform.lib import specinputs
-from vllm_plugin_release.conform.lib.installer import analyzer
+from vllm_plugin_release.conform.lib import installscan as analyzer
+from vllm_plugin_release.conform.lib import installscan as specinputs
 from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges.git import tag_refs, tag_refs_of

@@ -17,7 +17,7 @@ them (pure: no import, no subprocess) and compares:
   pass with an info note (nothing to compare).
 
 File paths in the evidence are relative to the plugin's root (the scorecard stays the
-same on every machine). The docs are read within the bounds of `conform/lib/docfiles.py`
+same on every machine). The docs are read within the bounds of `conform/lib/doctext.py`
 (the files left are named in the evidence). Every pass over a doc is linear in its size.
 """
 
@@ -29,8 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vllm_plugin_release.conform.lib.docfiles import MARKDOWN, MAX_TOTAL_BYTES, doc_texts
-from vllm_plugin_release.conform.lib.doctext import split_sentences, text_blocks
+from vllm_plugin_release.conform.lib.doctext import (
+    MARKDOWN,
+    MAX_TOTAL_BYTES,
+    doc_texts,
+    split_sentences,
+    text_blocks,
+)
 from vllm_plugin_release.conform.lib.hardwaresettings import (
     DOCS_DEFAULT,
     HardwareSettings,

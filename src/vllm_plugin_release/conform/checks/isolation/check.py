@@ -8,9 +8,9 @@ and passes otherwise; comments and docs are info, and allowlisted hits are info,
 still reported with their reason.
 
 This module holds the check: its options (`validate_config` of `schema.ISOLATION_SCHEMA`)
-and its result.  The scanner it runs is `symbolscan` (walking trees and wheels),
-`symbolmatch` (the symbols and their matching rule) and `symbolkinds` (how a hit
-is classified: import, code, string, comment, docs).
+and its result.  The scanner it runs is `symbolscan` (walking trees and wheels) and
+`symbols` (the symbols, their matching rule, and how a hit is classified: import,
+code, string, comment, docs).
 """
 
 from __future__ import annotations
@@ -23,9 +23,12 @@ from typing import Any, Literal
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform.checks.isolation.schema import ISOLATION_SCHEMA
 from vllm_plugin_release.conform.context import Context
-from vllm_plugin_release.conform.lib.symbolkinds import FAIL_KINDS, KINDS, WARN_KINDS, Hit
-from vllm_plugin_release.conform.lib.symbolmatch import (
+from vllm_plugin_release.conform.lib.symbols import (
+    FAIL_KINDS,
+    KINDS,
+    WARN_KINDS,
     AllowEntry,
+    Hit,
     Symbol,
     parse_symbols,
     split_words,

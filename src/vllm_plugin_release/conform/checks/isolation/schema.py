@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm_plugin_release.conform.lib.symbolmatch import SYMBOL_RE
+from vllm_plugin_release.conform.lib.symbols import SYMBOL_RE
 
 # JSON Schema (draft 2020-12) of `[conformance.isolation]`, for spec_schema.py.
 ISOLATION_SCHEMA: dict[str, Any] = {

@@ -9,7 +9,7 @@ requirements / overrides / constraints files, pyproject.toml) and answers:
 - which inputs are fetched at install time without a hash, which installs are
   editable, which dependencies are unpinned.
 
-The reading is done by `conform.lib.installer` (`scan`); this module judges its report
+The reading is done by `conform.lib.installscan` (`scan`); this module judges its report
 against the spec and the `[conformance.pinning]` options.
 """
 
@@ -23,12 +23,14 @@ from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform.context import Context
-from vllm_plugin_release.conform.lib.installer.analyzer import InputFile, PinningReport, scan
-from vllm_plugin_release.conform.lib.specinputs import (
+from vllm_plugin_release.conform.lib.installscan import (
+    InputFile,
     PinningOptions,
+    PinningReport,
     input_files,
     pinning_options,
     plugin_root_for,
+    scan,
 )
 from vllm_plugin_release.conform.result import CheckResult, Evidence
 

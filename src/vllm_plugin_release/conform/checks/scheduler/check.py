@@ -41,8 +41,8 @@ from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform.checks.scheduler.schema import DEFAULT_DOCS
 from vllm_plugin_release.conform.context import Context
 from vllm_plugin_release.conform.lib.doctext import split_sentences, text_blocks
+from vllm_plugin_release.conform.lib.installscan import plugin_root_for
 from vllm_plugin_release.conform.lib.plugintree import Unread, read_text, too_large
-from vllm_plugin_release.conform.lib.specinputs import plugin_root_for
 from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.replay.model import ReplayReport, SideCounts, headline_text

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from vllm_plugin_release.conform.lib.cardtext import inline, md_cell
+from vllm_plugin_release.conform.lib.doctext import inline, md_cell
 from vllm_plugin_release.replay.model import path_sentences, path_shares
 
 

@@ -1,6 +1,6 @@
 """The models a plugin's docs show it serving (a secondary signal of the `workload` check).
 
-Pure: the plugin's docs are read as text (`docfiles.doc_files`: README, docs/,
+Pure: the plugin's docs are read as text (`doctext.doc_files`: README, docs/,
 examples/ by default; text files in the checkout only, at most 400 files of 512 KiB), and
 every Hugging Face model id shown where a model is named is collected with its file and
 line: a `--model`/`--*-model-name` flag, a `model=`/`"model":` key, a huggingface.co
@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from vllm_plugin_release.conform.lib.docfiles import doc_texts
+from vllm_plugin_release.conform.lib.doctext import doc_texts
 from vllm_plugin_release.conform.lib.hardwaresettings import DOCS_DEFAULT
 
 # A Hugging Face repo id: ORG/NAME (no path of more parts, no file extension of docs).
