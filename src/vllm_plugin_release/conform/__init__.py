@@ -1,20 +1,13 @@
-"""What a conformance check is handed: the spec, the runner, and the pairing's inputs.
-
-Checks never resolve or build, and never fetch what they are handed: the flow that runs
-them hands in where the verified sources are (`Sources`, two callables the flow builds
-from the edges, called at most once and only by a check that needs them), and the
-records of earlier stages are read from dist/NAME through `core/records.py`. A check
-that reads the network itself declares it (`CheckDef.needs` has "network"): `cadence`
-reads the core's releases from its package index (or a git remote) through the edges.
-"""
+"""Conformance checks: what a check is (`CheckDef`), what it is handed (`Context`) and what
+it returns (`CheckResult`)."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import records
@@ -26,6 +19,109 @@ from vllm_plugin_release.core.errors import BadInput
 if TYPE_CHECKING:
     from vllm_plugin_release.edges.interpreters import Interpreter
     from vllm_plugin_release.replay.model import ReplayReport
+
+
+Status = Literal["pass", "warn", "fail", "deferred"]
+STATUSES: tuple[str, ...] = ("pass", "warn", "fail", "deferred")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One observation behind a verdict: where it was seen and what was seen."""
+
+    note: str
+    file: str | None = None
+    line: int | None = None
+    value: Any = None
+    source: str | None = None  # e.g. "sdist", "plugin", "index", "replay"
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    status: Status
+    summary: str
+    evidence: list[Evidence] = field(default_factory=list)
+    threshold: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "summary": self.summary,
+            "evidence": [e.to_json() for e in self.evidence],
+            "threshold": self.threshold,
+            "details": self.details,
+        }
+
+
+def from_findings(
+    name: str,
+    findings: tuple[list[str], list[str]],
+    tail: str,
+    *,
+    evidence: list[Evidence],
+    threshold: dict[str, Any],
+    details: dict[str, Any],
+) -> CheckResult:
+    """fail if any failure, else warn if any warning, else pass (`findings`: the failures
+    and the warnings); `tail` states the facts."""
+    fails, warns = findings
+    if fails:
+        status: Status = "fail"
+        summary = "; ".join(fails) + f" [{tail}]"
+    elif warns:
+        status, summary = "warn", "; ".join(warns) + f" [{tail}]"
+    else:
+        status, summary = "pass", tail
+    details["failures"] = fails
+    details["warnings"] = warns
+    return CheckResult(name, status, summary, evidence, threshold, details)
+
+
+# What a check needs beyond the spec, the plugin's source and the verified core tree (which
+# the flow fetches and hands in, `Context`); shown by `vpr check --help` and
+# docs/conformance.md.
+NEEDS: Mapping[str, str] = {
+    "env": "the pairing environment (`vpr env`)",
+    "runtime": "the vendor runtime (or its labelled stand-in) importable there; without it "
+    "the parts that need it are deferred, never passed",
+    "network": "the check itself reads from the network (a package index, a git remote)",
+    "device": "an accelerator (only the hardware runner has one)",
+}
+
+
+@dataclass(frozen=True)
+class CheckDef:
+    name: str
+    summary: str
+    run: Callable[[Context], CheckResult] | None
+    tables: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    inputs: tuple[str, ...] = ()
+    # What it needs (keys of NEEDS); `env` exactly when it reads the env (`inputs`).
+    needs: tuple[str, ...] = ()
+    # "any": `vpr conform` runs it on every runner; "hardware": only the hardware
+    # runner's live part produces it (`vpr hardware-live`), never `vpr conform`.
+    runner: str = "any"
+    # A check that needs the pairing env: what it can say when no env can be made here
+    # (`suite.conform_env_free`); None from it (or no function) defers the check.
+    without_env: Callable[[Context], CheckResult | None] | None = None
+    # Whether `vpr conform` runs it for a spec (None: always); `vpr check NAME` always does.
+    applies: Callable[[Spec], bool] | None = None
+
+    def __post_init__(self) -> None:
+        unknown = [n for n in self.needs if n not in NEEDS]
+        if unknown:
+            raise ValueError(f"check {self.name}: unknown needs {unknown}; known: {list(NEEDS)}")
+        if ("env" in self.needs) != ("env" in self.inputs):
+            raise ValueError(f"check {self.name}: needs 'env' exactly when it reads the env")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from packaging.version import Version
 
 from vllm_plugin_release import __version__
 from vllm_plugin_release.buildspec.model import SdistSource, Spec
-from vllm_plugin_release.conform.checks.plugin_tests import check as pt
+from vllm_plugin_release.conform.checks import plugin_tests as pt
 from vllm_plugin_release.conform.lib import apicoupling, specinputs
 from vllm_plugin_release.conform.lib.installer import analyzer
 from vllm_plugin_release.core import columns as cols

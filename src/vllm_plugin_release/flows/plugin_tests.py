@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.conform.checks.plugin_tests import check as pt
+from vllm_plugin_release.conform.checks import plugin_tests as pt
 from vllm_plugin_release.conform.lib import specinputs
 from vllm_plugin_release.conform.lib.installer import analyzer
 from vllm_plugin_release.core import progress, records
