@@ -223,7 +223,7 @@ def scorecard(
     `facts`: the wheels, runtime, certification day, tool and replay headline (see
     `conform.suite.card_facts`); `not_run`: checks this runner never runs (name, why);
     `blocked`: why the pairing's environment cannot be made here (`reason`, `hint`):
-    the verdict is then `lab` whatever ran (`conform/envfree.py`).
+    the verdict is then `lab` whatever ran (`suite.conform_env_free`).
     """
     v = "lab" if blocked else verdict(results, runner)
     deferred = deferred_items(results, list(not_run or []))

@@ -21,7 +21,7 @@ from vllm_plugin_release.conform.lib.symbolmatch import (
 from vllm_plugin_release.conform.lib.symbolscan import ScanReport, scan_tree, scan_wheel
 from vllm_plugin_release.core.errors import BadInput
 
-# JSON Schema (draft 2020-12) of `[conformance.isolation]`, for spec_schema.py.
+# JSON Schema (draft 2020-12) of `[conformance.isolation]`.
 ISOLATION_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "Core isolation: vendor symbols that must be absent from vLLM core "
