@@ -14,7 +14,7 @@ from vllm_plugin_release.conform.lib.hardwaresettings import HARDWARE_SCHEMA
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 
-if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
+if TYPE_CHECKING:
     from vllm_plugin_release.buildspec.model import Spec
     from vllm_plugin_release.conform.cardread import Scorecard
     from vllm_plugin_release.edges.device import Probe, ProbeJson

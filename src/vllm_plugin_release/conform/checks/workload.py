@@ -110,6 +110,10 @@ WORKLOAD_SCHEMA: dict[str, Any] = {
 # The `[conformance.*]` tables the check reads, with their schemas.
 TABLES: dict[str, dict[str, Any]] = {"request_mix": REQUEST_MIX_SCHEMA, "workload": WORKLOAD_SCHEMA}
 
+# ---------------------------------------------------------------------------
+# The in-environment job: its request, and its answer read key by key, so a garbled
+# answer is a JobFailed naming the key, never a KeyError while judging.
+
 
 JOB = "workload"
 
@@ -284,6 +288,11 @@ def _base(value: object) -> dict[str, Any]:
         jobanswer.text(text, JOB, f"base.warnings[{i}].message")
     _optional_table(base.get("model_classes"), "base.model_classes")
     return base
+
+
+# ---------------------------------------------------------------------------
+# The judging: each feature variant of a plan gets one answer, a plan its status, its
+# blockers and the share of its requests on each path.
 
 
 OUTCOMES = ("supported", "refused", "changed", "slow_path", "deferred")
@@ -638,6 +647,10 @@ def base_stop(base: dict[str, Any]) -> tuple[str, str] | None:
     return short, full
 
 
+# ---------------------------------------------------------------------------
+# The models the plugin's docs show it serving (pure: the docs read as text).
+
+
 # A Hugging Face repo id: ORG/NAME (no path of more parts, no file extension of docs).
 _ID = r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}"
 _CONTEXTS = (
@@ -726,6 +739,10 @@ def coverage(model: str | None, rows: list[dict[str, object]]) -> dict[str, obje
         return {"model": model, "listed": True, "where": hit["where"]}
     nearest = difflib.get_close_matches(model.lower(), list(by), n=3, cutoff=0.6)
     return {"model": model, "listed": False, "nearest": [str(by[n]["model"]) for n in nearest]}
+
+
+# ---------------------------------------------------------------------------
+# Its evidence on the scorecard pages.
 
 
 def workload_rows(card: dict[str, Any]) -> list[list[str]]:
