@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import console, median, timed
-from vllm_plugin_release.conform.checks.hardware_docs import check as hardwaredocs
-from vllm_plugin_release.conform.checks.scheduler import check as scheddocs
+from vllm_plugin_release.conform.checks import hardware_docs as hardwaredocs
+from vllm_plugin_release.conform.checks import scheduler as scheddocs
 from vllm_plugin_release.conform.lib.installscan import InputFile, scan
 from vllm_plugin_release.core.treewalk import remove_tree
 from vllm_plugin_release.edges.fetch import extract

@@ -25,11 +25,10 @@ from hypothesis import strategies as st
 
 from tests.support import spec_head
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform.checks.hardware_docs import check as hardwaredocs
-from vllm_plugin_release.conform.checks.pinning import check as pinning
-from vllm_plugin_release.conform.checks.scheduler import check as scheddocs
-from vllm_plugin_release.conform.checks.workload import modeldocs
-from vllm_plugin_release.conform.result import CheckResult
+from vllm_plugin_release.conform import CheckResult
+from vllm_plugin_release.conform.checks import hardware_docs as hardwaredocs
+from vllm_plugin_release.conform.checks import pinning, workload
+from vllm_plugin_release.conform.checks import scheduler as scheddocs
 
 EXAMPLES = int(os.environ.get("VPR_FUZZ_EXAMPLES", "1000"))
 DOC_EXAMPLES = max(EXAMPLES * 3 // 10, 1)
@@ -252,5 +251,5 @@ def test_docs_checks_never_fail(world: Path, pieces: list[str]) -> None:
     loaded = load_spec(spec)
     _held(hardwaredocs.check(loaded, root), world)
     _held(scheddocs.check(loaded, root), world)
-    files, seen = modeldocs.read_models(root)
+    files, seen = workload.read_models(root)
     assert SECRET not in repr(seen) and "docs/link.md" not in files

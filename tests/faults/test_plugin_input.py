@@ -16,7 +16,7 @@ import pytest
 
 from tests.support import git, spec_head, vpr
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform.checks.pinning import check as pinning
+from vllm_plugin_release.conform.checks import pinning
 
 SECRET = "hunter2-SECRET-token"
 
@@ -210,7 +210,7 @@ HOSTILE_DOCS = {
     "link targets never closed": "[a](",
     "one term, no verb": "prefill ",
     "a run of dots": ".",
-    "a run of dashes": "-",  # modeldocs' `--[\w-]*model` from each dash: 28 s at 64 KiB
+    "a run of dashes": "-",  # the workload check's `--[\w-]*model` from each dash: 28 s at 64 KiB
     "a run of blanks": None,  # one line: a word, blanks, a word
 }
 
@@ -233,9 +233,9 @@ device_glob = "/dev/tenstorrent/*"
 @pytest.mark.timeout(120)  # each took minutes before (a run of dots: 86 s at 64 KiB)
 @pytest.mark.parametrize("shape", list(HOSTILE_DOCS))
 def test_docs_checks_are_linear_in_the_doc(tmp_path: Path, shape: str) -> None:
-    from vllm_plugin_release.conform.checks.hardware_docs import check as hardwaredocs
-    from vllm_plugin_release.conform.checks.scheduler import check as scheddocs
-    from vllm_plugin_release.conform.checks.workload import modeldocs
+    from vllm_plugin_release.conform.checks import hardware_docs as hardwaredocs
+    from vllm_plugin_release.conform.checks import scheduler as scheddocs
+    from vllm_plugin_release.conform.checks import workload
 
     root = tmp_path / "plugin"
     (root / "docs").mkdir(parents=True)
@@ -247,12 +247,12 @@ def test_docs_checks_are_linear_in_the_doc(tmp_path: Path, shape: str) -> None:
     assert hw.details["docs"] == ["docs/SCHEDULING.md"], hw.summary
     sched = scheddocs.check(spec, root)
     assert sched.status in ("pass", "warn", "fail")
-    files, _ = modeldocs.read_models(root)
+    files, _ = workload.read_models(root)
     assert files == ["docs/SCHEDULING.md"]
 
 
 def test_docs_beyond_the_total_are_named_not_read(tmp_path: Path) -> None:
-    from vllm_plugin_release.conform.checks.hardware_docs import check as hardwaredocs
+    from vllm_plugin_release.conform.checks import hardware_docs as hardwaredocs
     from vllm_plugin_release.conform.lib import doctext
 
     root = tmp_path / "plugin"
@@ -270,7 +270,7 @@ def test_docs_beyond_the_total_are_named_not_read(tmp_path: Path) -> None:
 
 
 def test_scheduler_docs_may_not_link_out(tmp_path: Path) -> None:
-    from vllm_plugin_release.conform.checks.scheduler import check as scheddocs
+    from vllm_plugin_release.conform.checks import scheduler as scheddocs
 
     files = _secrets(tmp_path / "outside")
     files["linked"].write_text(f"The plugin never mixes prefill and decode ({SECRET}).\n")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.support import REPO, api_spec
-from vllm_plugin_release.conform.checks.api import check as api
-from vllm_plugin_release.conform.checks.api.check import DEFAULT_CONTRACT
+from vllm_plugin_release.conform.checks import api
+from vllm_plugin_release.conform.checks.api import DEFAULT_CONTRACT
 from vllm_plugin_release.conform.lib import apicontract
 from vllm_plugin_release.conform.lib.apicontract import load_contract
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from packaging.version import Version
 
-from vllm_plugin_release.conform.checks.cadence import check as cadence
+from vllm_plugin_release.conform.checks import cadence
 from vllm_plugin_release.core.errors import OutsideFailure
 
 

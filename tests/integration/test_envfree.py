@@ -16,8 +16,8 @@ import pytest
 from tests.required import tt_checkout
 from tests.support import REFERENCE_SPEC, REPO, vpr
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform.envfree import env_free
 from vllm_plugin_release.conform.registry import SUITE, applicable
+from vllm_plugin_release.conform.suite import env_free
 
 ABSENT = "3.19"  # a CPython no machine has yet
 

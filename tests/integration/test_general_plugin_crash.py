@@ -9,7 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
-from vllm_plugin_release.conform.checks.api import check as api
+from vllm_plugin_release.conform.checks import api
 from vllm_plugin_release.conform.lib import apicontract
 
 PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "eager_runtime"

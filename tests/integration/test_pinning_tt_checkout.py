@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.required import tt_checkout
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform.checks.pinning import check as pinning
+from vllm_plugin_release.conform.checks import pinning
 
 
 @tt_checkout()

@@ -184,7 +184,7 @@ def test_mutated_scheduler_fails_the_check(reference_replay: Path, tmp_path: Pat
     # The real scheduler check (docs half + replay half) on the reference plugin's docs,
     # which say a step never mixes prefill and decode.
     from vllm_plugin_release.buildspec.load import load_spec
-    from vllm_plugin_release.conform.checks.scheduler import check as scheddocs
+    from vllm_plugin_release.conform.checks import scheduler as scheddocs
 
     spec = load_spec(REPO / "buildspec" / "reference.toml")
     root = REPO / "plugin" / "reference"
@@ -212,7 +212,7 @@ def test_crashing_scheduler_is_reported_not_hidden(reference_replay: Path) -> No
     side = parse_answer({"results": {"plugin": raw}}, ("plugin",)).results["plugin"]
     report = {"plugin": model.crashed_summary(side, mix.RequestMix((0.0,), (1,), (1,), 0))}
     from vllm_plugin_release.buildspec.load import load_spec
-    from vllm_plugin_release.conform.checks.scheduler import check as scheddocs
+    from vllm_plugin_release.conform.checks import scheduler as scheddocs
 
     spec = load_spec(REPO / "buildspec" / "reference.toml")
     replay = model.parse_report({**report, "upstream": {}})

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from tests.required import tt_checkout
-from vllm_plugin_release.conform.checks.scheduler import check as scheddocs
+from vllm_plugin_release.conform.checks import scheduler as scheddocs
 
 
 @tt_checkout()

@@ -22,11 +22,9 @@ import pytest
 
 from tests.support import REFERENCE_SPEC, REPO, git, vpr
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform import registry
+from vllm_plugin_release.conform import CheckResult, Context, Sources, registry
+from vllm_plugin_release.conform.checks import workload
 from vllm_plugin_release.conform.checks import workload as workload_check
-from vllm_plugin_release.conform.checks.workload import check as workload
-from vllm_plugin_release.conform.context import Context, Sources
-from vllm_plugin_release.conform.result import CheckResult
 from vllm_plugin_release.conform.suite import run_check
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.edges import envrun

@@ -16,9 +16,14 @@ from jsonschema import Draft202012Validator
 from tests.support import REFERENCE_SPEC, REPO, api_spec
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.cli import main
-from vllm_plugin_release.conform.checks.api import check as api
-from vllm_plugin_release.conform.checks.api.check import Allow, api_config, split_allowed
-from vllm_plugin_release.conform.checks.api.schema import API_SCHEMA, DEFAULT_CONTRACT
+from vllm_plugin_release.conform.checks import api
+from vllm_plugin_release.conform.checks.api import (
+    API_SCHEMA,
+    DEFAULT_CONTRACT,
+    Allow,
+    api_config,
+    split_allowed,
+)
 from vllm_plugin_release.conform.lib import apicontract
 from vllm_plugin_release.conform.lib.apicontract import (
     Capture,
@@ -781,7 +786,7 @@ def test_shipped_contract_is_valid_deterministic_and_small():
 
 def test_default_contract_is_the_newest_older_than_the_core(tmp_path):
     """The previous release's clients, not a fixed 0.25.1 (issue 12, item 8)."""
-    from vllm_plugin_release.conform.checks.api.check import default_contract
+    from vllm_plugin_release.conform.checks.api import default_contract
 
     root = tmp_path / "repo"
     (root / "buildspec" / "contracts").mkdir(parents=True)
@@ -821,7 +826,7 @@ def _recorded_project(tmp_path: Path, drop_path: str | None = None) -> Path:
 
 def test_recorded_contract_is_diffed_without_an_environment(tmp_path: Path) -> None:
     from vllm_plugin_release.buildspec.load import load_spec
-    from vllm_plugin_release.conform.checks.api.check import check_recorded
+    from vllm_plugin_release.conform.checks.api import check_recorded
 
     result = check_recorded(load_spec(_recorded_project(tmp_path / "good")))
     assert result is not None and result.status == "pass", result.summary
@@ -839,6 +844,6 @@ def test_recorded_contract_is_diffed_without_an_environment(tmp_path: Path) -> N
 def test_no_recorded_contract_means_no_answer(tmp_path: Path) -> None:
     from tests.pairing import write_spec
     from vllm_plugin_release.buildspec.load import load_spec
-    from vllm_plugin_release.conform.checks.api.check import check_recorded
+    from vllm_plugin_release.conform.checks.api import check_recorded
 
     assert check_recorded(load_spec(write_spec(tmp_path))) is None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_plugin_release.conform.checks.plugin_tests import check as plugin_tests
+from vllm_plugin_release.conform.checks import plugin_tests
 from vllm_plugin_release.core import cache, records
 from vllm_plugin_release.core.errors import BadInput, JobFailed
 from vllm_plugin_release.edges import envrun

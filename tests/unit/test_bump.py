@@ -390,7 +390,7 @@ def test_pr_body_has_the_report_and_the_scorecard(project: Path) -> None:
     assert "**Verdict: pilot**" in out.read_text() and "Migration report" in out.read_text()
     assert "Release lag" not in out.read_text()  # no cadence figure: none is made up
     # the cadence check's lag and the bisection report join the body when the run made them
-    from vllm_plugin_release.conform.result import CheckResult
+    from vllm_plugin_release.conform import CheckResult
     from vllm_plugin_release.conform.scorecard import scorecard
 
     cadence = CheckResult("cadence", "pass", "ok", details={"lag_minor": 1, "lag_days": 26})

@@ -17,7 +17,7 @@ from packaging.version import Version
 from tests.support import serve_in_thread, spec_head
 from vllm_plugin_release.buildspec import model as specmod
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform.checks.cadence import check as cadence
+from vllm_plugin_release.conform.checks import cadence
 from vllm_plugin_release.core.errors import BadInput
 
 NOW = datetime(2026, 8, 20, 12, tzinfo=timezone.utc)

@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from vllm_plugin_release.conform import cardread
-from vllm_plugin_release.conform.checks.hardware import check as hardware
-from vllm_plugin_release.conform.result import CheckResult, Evidence
+from vllm_plugin_release.conform import CheckResult, Evidence, cardread
+from vllm_plugin_release.conform.checks import hardware
 from vllm_plugin_release.conform.scorecard import scorecard
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.errors import BadInput

@@ -93,7 +93,7 @@ JUNIT = """<?xml version="1.0"?>
 
 
 def test_junit_defers_a_missing_parent_of_a_dotted_runtime(tmp_path: Path) -> None:
-    from vllm_plugin_release.conform.checks.plugin_tests.check import parse_junit
+    from vllm_plugin_release.conform.checks.plugin_tests import parse_junit
 
     (tmp_path / "j.xml").write_text(JUNIT)
     counts, outcomes = parse_junit(tmp_path / "j.xml", "vendor_sdk.torch")

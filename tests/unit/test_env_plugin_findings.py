@@ -12,8 +12,8 @@ import pytest
 from tests.support import REPO, env_build
 from tests.unit import test_envrun
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform.checks.environment import check as environment
-from vllm_plugin_release.conform.context import Context, Sources
+from vllm_plugin_release.conform import Context, Sources
+from vllm_plugin_release.conform.checks import environment
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.envrecord import EnvRecord, parse
 from vllm_plugin_release.core.errors import GateFailed
@@ -54,7 +54,7 @@ def test_other_failures_of_vllm_import_stop_the_release(tmp_path: Path, result: 
 
 
 def test_the_api_check_reports_the_unimportable_core_as_a_finding(tmp_path: Path) -> None:
-    from vllm_plugin_release.conform.checks.api.check import vllm_unimportable
+    from vllm_plugin_release.conform.checks.api import vllm_unimportable
 
     record = _deliver(
         *_args(tmp_path), _result("ModuleNotFoundError: No module named 'torch_npu'"), False

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from tests.support import REFERENCE_SPEC
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform.checks.environment import check as environment
-from vllm_plugin_release.conform.context import Context, Sources
+from vllm_plugin_release.conform import Context, Sources
+from vllm_plugin_release.conform.checks import environment
 from vllm_plugin_release.core.cache import Cache
 
 

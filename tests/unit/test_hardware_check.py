@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from vllm_plugin_release.conform.checks.hardware.check import (
+from vllm_plugin_release.conform.checks.hardware import (
     LiveOutcome,
     TpOutcome,
     hardware_check,

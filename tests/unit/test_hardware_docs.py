@@ -15,7 +15,7 @@ from tests.support import REPO, spec_head
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform import registry
-from vllm_plugin_release.conform.checks.hardware_docs import check as hardwaredocs
+from vllm_plugin_release.conform.checks import hardware_docs as hardwaredocs
 from vllm_plugin_release.conform.lib import doctext
 from vllm_plugin_release.conform.lib.hardwaresettings import settings
 from vllm_plugin_release.core.errors import BadInput

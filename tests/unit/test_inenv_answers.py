@@ -47,7 +47,7 @@ def answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def test_a_garbled_workload_answer_names_the_probe_key(answers) -> None:
-    from vllm_plugin_release.conform.checks.workload import check as workload
+    from vllm_plugin_release.conform.checks import workload
 
     spec = load_spec(REFERENCE_SPEC)
     env = SimpleNamespace(
@@ -70,7 +70,7 @@ def test_a_garbled_workload_answer_names_the_probe_key(answers) -> None:
 
 def test_a_capture_without_its_document_is_the_jobs_failure(answers) -> None:
     from tests.support import api_spec
-    from vllm_plugin_release.conform.checks.api import check as api
+    from vllm_plugin_release.conform.checks import api
 
     answers("openapi", {"vllm_version": "0.26.0", "platform": {"label": "x", "used": "plugin"}})
     with pytest.raises(JobFailed, match=r"inenv openapi: the answer: 'openapi' is missing"):
@@ -144,7 +144,7 @@ def test_a_recorded_bare_openapi_document_is_diffed(tmp_path: Path) -> None:
     without an environment reads it (it crashed with TypeError: list(None))."""
     from tests.pairing import write_spec
     from tests.unit.test_api import chat_contract
-    from vllm_plugin_release.conform.checks.api.check import check_recorded
+    from vllm_plugin_release.conform.checks.api import check_recorded
 
     spec = write_spec(tmp_path)
     contracts = tmp_path / "buildspec" / "contracts"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.support import installer_spec
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform.checks.pinning import check as pinning
+from vllm_plugin_release.conform.checks import pinning
 from vllm_plugin_release.conform.lib.shell import parse_shell
 
 PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "case_installer"

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support import installer_spec
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform.checks.pinning import check as pinning
+from vllm_plugin_release.conform.checks import pinning
 from vllm_plugin_release.conform.lib import requirements
 
 PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "uv_sync_installer"

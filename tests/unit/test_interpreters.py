@@ -381,7 +381,7 @@ def test_the_environment_made_from_the_named_interpreter_is_used(tmp_path: Path)
 
     from tests.support import REFERENCE_SPEC
     from vllm_plugin_release.buildspec.load import load_spec
-    from vllm_plugin_release.conform.context import Context, Sources
+    from vllm_plugin_release.conform import Context, Sources
     from vllm_plugin_release.core.cache import Cache
 
     here = interpreters.explicit(REAL, HERE, "--interpreter")

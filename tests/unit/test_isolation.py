@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 from tests.support import VLLM_SHA, spec_head
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.cli import main
-from vllm_plugin_release.conform.checks.isolation.check import (
+from vllm_plugin_release.conform.checks.isolation import (
     ISOLATION_SCHEMA,
     check,
     validate_config,

@@ -196,7 +196,7 @@ def test_lag_comes_from_the_cadence_check_in_the_scorecard(tmp_path: Path) -> No
     from vllm_plugin_release.flows.ledger import lag_from_scorecard
 
     assert lag_from_scorecard(tmp_path) is None  # no scorecard: no figure, never a guess
-    from vllm_plugin_release.conform.result import CheckResult
+    from vllm_plugin_release.conform import CheckResult
     from vllm_plugin_release.conform.scorecard import scorecard
 
     details = {"lag_minor": 1, "lag_days": 26}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vllm_plugin_release.conform.checks.plugin_tests import check as pt
+from vllm_plugin_release.conform.checks import plugin_tests as pt
 
 # -- test reports ---------------------------------------------------------------------
 

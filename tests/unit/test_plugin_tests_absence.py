@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_plugin_release.conform.checks.plugin_tests import check as pt
+from vllm_plugin_release.conform.checks import plugin_tests as pt
 from vllm_plugin_release.conform.lib.testscan import imports_at_import_time, runtime_importers
 
 PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "eager_runtime"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit import test_plugin_tests_absence
-from vllm_plugin_release.conform.checks.plugin_tests import check as pt
+from vllm_plugin_release.conform.checks import plugin_tests as pt
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.edges import children, proc
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_plugin_release.conform.checks.plugin_tests import check as pt
+from vllm_plugin_release.conform.checks import plugin_tests as pt
 from vllm_plugin_release.edges import proc
 
 CONFTEST = """\

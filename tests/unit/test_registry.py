@@ -11,8 +11,7 @@ import pytest
 
 from tests.support import REPO, vpr
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform import registry
-from vllm_plugin_release.conform.checkdef import CheckDef
+from vllm_plugin_release.conform import CheckDef, registry
 from vllm_plugin_release.core.errors import BadInput
 
 
@@ -72,37 +71,34 @@ CONFORM = REPO / "src" / "vllm_plugin_release" / "conform"
 NETWORK_EDGES = ("vllm_plugin_release.edges.fetch", "vllm_plugin_release.edges.git")
 
 
-def test_every_check_is_a_folder_of_one_shape() -> None:
+def test_every_check_is_a_module_of_one_shape() -> None:
     for check in registry.CHECKS:
-        folder = CONFORM / "checks" / check.name
-        package = importlib.import_module(f"vllm_plugin_release.conform.checks.{check.name}")
-        schema = importlib.import_module(f"{package.__name__}.schema")
-        assert package.CHECK is check, f"{folder}: its CHECK is not the registry's entry"
-        assert check.tables is schema.TABLES, f"{folder}/schema.py: TABLES is not its tables"
-        assert (folder / "check.py").is_file(), f"{folder}: no check.py"
+        path = CONFORM / "checks" / f"{check.name}.py"
+        module = importlib.import_module(f"vllm_plugin_release.conform.checks.{check.name}")
+        assert module.CHECK is check, f"{path}: its CHECK is not the registry's entry"
+        assert check.tables is module.TABLES, f"{path}: TABLES is not its tables"
         if check.run is not None:
-            assert check.run is importlib.import_module(f"{package.__name__}.check").run
-    folders = {p.name for p in (CONFORM / "checks").iterdir() if (p / "__init__.py").exists()}
-    assert folders == {c.name for c in registry.CHECKS}, "a check folder the registry lacks"
+            assert check.run is module.run
+    modules = {p.stem for p in (CONFORM / "checks").glob("*.py") if p.stem != "__init__"}
+    assert modules == {c.name for c in registry.CHECKS}, "a check module the registry lacks"
 
 
-def _imports(folder: Path) -> set[str]:
+def _imports(path: Path) -> set[str]:
     found: set[str] = set()
-    for path in folder.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
-            elif isinstance(node, ast.Import):
-                found |= {a.name for a in node.names}
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
     return found
 
 
 def test_a_check_that_reaches_the_network_says_so() -> None:
     for check in registry.CHECKS:
-        imports = _imports(CONFORM / "checks" / check.name)
+        imports = _imports(CONFORM / "checks" / f"{check.name}.py")
         reaches = any(m == e or m.startswith(e + ".") for m in imports for e in NETWORK_EDGES)
         assert reaches == ("network" in check.needs), (
-            f"conform/checks/{check.name}: needs {check.needs} but it "
+            f"conform/checks/{check.name}.py: needs {check.needs} but it "
             + ("imports" if reaches else "does not import")
             + " a network edge"
         )

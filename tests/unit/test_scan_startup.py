@@ -12,7 +12,7 @@ from pathlib import Path
 # contract machinery, schema validation, TOML editing, HTTP clients.
 NOT_NEEDED = (
     "rich",
-    "vllm_plugin_release.conform.checks.api.check",
+    "vllm_plugin_release.conform.checks.api",
     "vllm_plugin_release.conform.lib.apicontract",
     "vllm_plugin_release.conform.lib.apidiff",
     "jsonschema",

@@ -9,7 +9,7 @@ import pytest
 from tests.support import spec_head
 from vllm_plugin_release.buildspec import model as specmod
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform.checks.scheduler import check as scheddocs
+from vllm_plugin_release.conform.checks import scheduler as scheddocs
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.replay.model import parse_report
 

@@ -6,14 +6,13 @@ from __future__ import annotations
 import base64
 import json
 
-from vllm_plugin_release.conform import suite
-from vllm_plugin_release.conform.result import CheckResult, Evidence
-from vllm_plugin_release.conform.scorecard import scorecard
-from vllm_plugin_release.conform.scorecard_render import (
+from vllm_plugin_release.conform import CheckResult, Evidence, suite
+from vllm_plugin_release.conform.scorecard import (
     evidence_groups,
+    markdown,
+    scorecard,
     strip_tags,
     to_html,
-    to_markdown,
     value_text,
 )
 
@@ -186,7 +185,7 @@ def test_html_verdict_first_facts_embedded_plot_folded_evidence() -> None:
 
 
 def test_markdown_has_the_same_order_and_facts() -> None:
-    md = to_markdown(card())
+    md = markdown(card())
     assert md.index("## Verdict: PILOT") < md.index("## Wheels") < md.index("## Deferred")
     assert "| hardware |" in md and "![" in md and "replay-itl.png" in md
     assert "1.17x" in md and "b" * 64 in md
@@ -196,7 +195,7 @@ def test_rendering_is_deterministic() -> None:
     a, b = card(), card()
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
     assert to_html(a, {"replay-itl.png": PNG}) == to_html(b, {"replay-itl.png": PNG})
-    assert to_markdown(a) == to_markdown(b)
+    assert markdown(a) == markdown(b)
 
 
 def test_value_shown_only_when_it_adds_to_the_note() -> None:
@@ -238,4 +237,4 @@ def test_a_pairing_without_its_environment_is_lab_whatever_ran() -> None:
     assert "ran without it: isolation, pinning" in why
     assert card["explanation"]["needs"][0] == "uv python install 3.10"
     assert "api" in {d["check"] for d in card["deferred"]}
-    assert "## Verdict: LAB" in to_markdown(card)
+    assert "## Verdict: LAB" in markdown(card)

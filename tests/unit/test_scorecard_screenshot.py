@@ -9,7 +9,7 @@ import pytest
 
 from tests.support import script
 from tests.unit.test_scorecard import PNG, card, results
-from vllm_plugin_release.conform.scorecard_render import to_html
+from vllm_plugin_release.conform.scorecard import to_html
 
 shot = script("screenshot")
 pytestmark = [

@@ -12,9 +12,9 @@ import pytest
 from tests.support import REPO, vpr
 from vllm_plugin_release.buildspec import load
 from vllm_plugin_release.buildspec import model as specmod
-from vllm_plugin_release.buildspec.load import load_spec
+from vllm_plugin_release.buildspec.load import load_spec, set_value
 from vllm_plugin_release.buildspec.schema import render
-from vllm_plugin_release.conform.registry import set_spec_value, spec_schema
+from vllm_plugin_release.conform.registry import spec_schema
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 
 REFERENCE = REPO / "buildspec" / "reference.toml"
@@ -119,7 +119,7 @@ def test_docker_backend_needs_digest_pinned_base(tmp_path: Path) -> None:
 
 def test_set_value_keeps_comments_and_order(tmp_path: Path) -> None:
     path = write(tmp_path, REFERENCE.read_text())
-    set_spec_value(path, "core.version", '"0.26.1"')
+    set_value(path, "core.version", '"0.26.1"')
     new = path.read_text()
     assert 'version = "0.26.1"' in new
     old_lines = REFERENCE.read_text().splitlines()
@@ -133,7 +133,7 @@ def test_set_value_refuses_invalid_result_and_writes_nothing(tmp_path: Path) -> 
     path = write(tmp_path, REFERENCE.read_text())
     before = path.read_bytes()
     with pytest.raises(BadInput):
-        set_spec_value(path, "build.backend", '"podman"')
+        set_value(path, "build.backend", '"podman"')
     assert path.read_bytes() == before
 
 

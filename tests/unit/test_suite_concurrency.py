@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_plugin_release.conform import registry, suite
-from vllm_plugin_release.conform.context import Context, Sources
-from vllm_plugin_release.conform.result import CheckResult
+from vllm_plugin_release.conform import CheckResult, Context, Sources, registry, suite
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput
 

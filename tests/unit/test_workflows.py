@@ -23,9 +23,9 @@ import pytest
 
 from tests.support import REPO, VLLM_SHA, spec_head, vpr
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform.checks.hardware import check as hardware
+from vllm_plugin_release.conform import CheckResult
+from vllm_plugin_release.conform.checks import hardware
 from vllm_plugin_release.conform.lib import hardwaresettings
-from vllm_plugin_release.conform.result import CheckResult
 from vllm_plugin_release.conform.scorecard import scorecard
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges import device
@@ -546,7 +546,7 @@ def test_hardware_expectations_come_from_the_spec(tmp_path: Path) -> None:
     """Another vendor: its own runner labels, and a plugin that shards with -tp (issue 12,
     item 7): -tp in serve_args is accepted and the -tp 2 rejection probe is not applicable."""
     from vllm_plugin_release.buildspec.load import load_spec
-    from vllm_plugin_release.conform.checks.hardware.check import (
+    from vllm_plugin_release.conform.checks.hardware import (
         LiveOutcome,
         TpOutcome,
         hardware_check,

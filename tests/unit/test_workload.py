@@ -20,18 +20,16 @@ import pytest
 from tests.required import tt_checkout
 from tests.support import REFERENCE_SPEC, REPO, vpr
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.conform.checks.workload import check as workload
-from vllm_plugin_release.conform.checks.workload import modeldocs
-from vllm_plugin_release.conform.checks.workload.judge import (
+from vllm_plugin_release.conform import CheckResult
+from vllm_plugin_release.conform.checks import workload
+from vllm_plugin_release.conform.checks.workload import (
     Plan,
     Seen,
     base_stop,
     judge_plan,
     variant_key,
 )
-from vllm_plugin_release.conform.result import CheckResult
-from vllm_plugin_release.conform.scorecard import scorecard
-from vllm_plugin_release.conform.scorecard_render import strip_tags, to_html, to_markdown
+from vllm_plugin_release.conform.scorecard import markdown, scorecard, strip_tags, to_html
 from vllm_plugin_release.core.envrecord import EnvRecord, parse
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.inenv import workload as inenv
@@ -489,7 +487,7 @@ def test_the_check_result_and_the_plan_verdicts_in_the_scorecard_and_manifest() 
     page = strip_tags(to_html(card, {}))
     assert "20.0% of requests leave the device sampler for the host sampler" in page
     assert re.search(r"Plan spec: spec:\s+lab", page)
-    assert "| logprobs (top 5) | 20% | slow path |" in to_markdown(card)
+    assert "| logprobs (top 5) | 20% | slow path |" in markdown(card)
     from vllm_plugin_release.core.manifestdoc import schema
     from vllm_plugin_release.stages.manifestcard import parse_card_intake
     from vllm_plugin_release.stages.manifestcard import workload as _workload
@@ -759,16 +757,16 @@ def test_models_are_read_where_the_docs_name_a_model(tmp_path: Path) -> None:
     (tmp_path / "examples" / "run.py").write_text(
         'parser.add_argument("--model", default="openai/gpt-oss-20b")\n'
     )
-    _, seen = modeldocs.read_models(tmp_path)
-    rows = modeldocs.table(seen)
+    _, seen = workload.read_models(tmp_path)
+    rows = workload.table(seen)
     assert [r["model"] for r in rows] == [
         "google/gemma-3-27b-it",
         "meta-llama/Llama-3.1-8B",
         "openai/gpt-oss-20b",
         "Qwen/Qwen2.5-7B",
     ]
-    assert modeldocs.coverage("qwen/qwen2.5-7b", rows)["where"] == ["README.md:4"]
-    missing = modeldocs.coverage("meta-llama/Llama-3.1-8B-Instruct", rows)
+    assert workload.coverage("qwen/qwen2.5-7b", rows)["where"] == ["README.md:4"]
+    missing = workload.coverage("meta-llama/Llama-3.1-8B-Instruct", rows)
     assert missing["listed"] is False and missing["nearest"][0] == "meta-llama/Llama-3.1-8B"
     warning, _ = workload.coverage_finding({**missing, "table": rows})
     assert warning and "not among the 4 models" in warning

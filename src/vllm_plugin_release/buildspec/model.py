@@ -154,7 +154,7 @@ class Spec:
     env: EnvSpec = field(default_factory=EnvSpec)
     # The validated document as read: the conformance suite's cache key holds it as
     # written. Each `[conformance.*]` table is read from it by its one owner (the check's
-    # folder or `conform/lib` module, `replay/config.py`, `replay/mix.py`) into that
+    # module or a `conform/lib` module, `replay/config.py`, `replay/mix.py`) into that
     # owner's typed record; no other module reads a conformance table.
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 

@@ -35,7 +35,7 @@ def _recorded_env(spec: Spec, dist_root: str) -> EnvRecord:
 
 def _cmd_contract(args: argparse.Namespace) -> int:
     from vllm_plugin_release.buildspec.load import load_spec
-    from vllm_plugin_release.conform.checks.api.check import api_config
+    from vllm_plugin_release.conform.checks.api import api_config
     from vllm_plugin_release.conform.lib.apicontract import (
         capture,
         contract_from_capture,

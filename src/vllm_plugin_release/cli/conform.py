@@ -76,7 +76,7 @@ def _context(args: argparse.Namespace):
 
 
 def _conform(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.conform.envfree import conform_here
+    from vllm_plugin_release.conform.suite import conform_here
     from vllm_plugin_release.edges import ci
 
     ctx = _context(args)

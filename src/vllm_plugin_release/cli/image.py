@@ -41,9 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.buildspec.load import load_spec
+    from vllm_plugin_release.buildspec.load import load_spec, set_value
     from vllm_plugin_release.cli.build import named_interpreter
-    from vllm_plugin_release.conform.registry import set_spec_value
     from vllm_plugin_release.core import progress
     from vllm_plugin_release.core.errors import GateFailed
     from vllm_plugin_release.stages.container_build import build_image, compare_pin
@@ -53,7 +52,7 @@ def _build(args: argparse.Namespace) -> int:
     made = build_image(spec, cachedir.from_args(args), suite=args.suite, mirror=args.mirror)
     print(json.dumps(made.to_json(), indent=2) if args.json else made.image)
     if args.write_spec:
-        set_spec_value(args.spec, "build.base_image", json.dumps(made.image))
+        set_value(args.spec, "build.base_image", json.dumps(made.image))
         progress.info(f"image: {args.spec} [build] base_image = {made.image}")
         return 0
     differs = compare_pin(spec, made.image)

@@ -50,7 +50,7 @@ def _config(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[Any, ...]]
 
     if args.spec:
         from vllm_plugin_release.buildspec.load import load_spec
-        from vllm_plugin_release.conform.checks.isolation.check import config_from_spec
+        from vllm_plugin_release.conform.checks.isolation import config_from_spec
 
         spec = load_spec(args.spec)
         config = config_from_spec(spec)

@@ -49,9 +49,9 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _set(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.conform.registry import set_spec_value
+    from vllm_plugin_release.buildspec.load import set_value
 
-    set_spec_value(args.file, args.key, args.value)
+    set_value(args.file, args.key, args.value)
     progress.info(f"{args.file}: {args.key} updated")
     return 0
 

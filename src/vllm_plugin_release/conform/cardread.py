@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from vllm_plugin_release.conform.result import STATUSES, CheckResult, Evidence
+from vllm_plugin_release.conform import STATUSES, CheckResult, Evidence
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.errors import BadInput
 

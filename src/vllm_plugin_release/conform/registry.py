@@ -1,30 +1,15 @@
-"""The one list of conformance checks, and the buildspec schema assembled from it.
-
-Each check is a folder, `conform/checks/<name>/`, whose `__init__.py` exports one
-`CheckDef` (`conform/checkdef.py`): what the check is called, what it checks (one line,
-shown by `vpr conform --help`, `vpr check --help` and docs/conformance.md), which
-`[conformance.*]` tables it reads and their JSON Schema (its `schema.py`; assembled into
-the buildspec schema, so `vpr spec check`, `vpr spec schema` and docs/buildspec.md
-follow), where it runs, which inputs of the `Context` it reads, what it needs (the
-pairing env, the vendor runtime, the network, a device) and the function that runs it
-(its `check.py`). Analysis that several checks (or commands) share is `conform/lib/`.
-
-Adding a check: one folder under `conform/checks/`, one entry here, one test; then
-regenerate the schema the package ships (`vpr spec schema > src/vllm_plugin_release/
-schemas/buildspec.schema.json`, which `spec.load.load_spec` validates against) and the
-docs (`vpr check --list` between the markers of docs/conformance.md).
-"""
+"""The one list of conformance checks, in scorecard order (each the `CHECK` of its module in
+`conform/checks/`), and what is assembled from it: the buildspec schema, help, docs table."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.buildspec.schema import full_schema
-from vllm_plugin_release.conform.checkdef import NEEDS, CheckDef
+from vllm_plugin_release.conform import NEEDS, CheckDef
 from vllm_plugin_release.conform.checks import (
     api,
     cadence,
@@ -40,7 +25,7 @@ from vllm_plugin_release.conform.checks import (
 
 RUNNERS = ("cpu", "hardware")
 
-# The checks in scorecard order: each is the `CHECK` of its folder under conform/checks/.
+# The checks in scorecard order.
 CHECKS: tuple[CheckDef, ...] = (
     cadence.CHECK,
     isolation.CHECK,
@@ -80,14 +65,6 @@ def tables() -> dict[str, dict[str, Any]]:
 def spec_schema() -> dict[str, Any]:
     """The full buildspec JSON Schema (the same object on every call)."""
     return full_schema(tables())
-
-
-def set_spec_value(path: str | Path, dotted_key: str, raw_value: str) -> str:
-    """`vpr spec set`: edit one key, refusing a result that does not validate (against the
-    shipped schema, which a unit test keeps equal to `spec_schema()`)."""
-    from vllm_plugin_release.buildspec import load
-
-    return load.set_value(path, dotted_key, raw_value)
 
 
 def _needs(c: CheckDef) -> str:

@@ -1,19 +1,23 @@
-"""The scorecard: every check's status and evidence, the verdict, in JSON, Markdown and HTML.
-
-Verdicts (ARCHITECTURE.md): `fleet` (all checks pass, hardware conformance passed),
-`pilot` (all CPU-runner checks pass, hardware part not yet run), `lab` (any check
-failed). A deferred check is never a pass: on the hardware runner it keeps the
-verdict at `pilot`.
-
-This module is the data (deterministic: no clock, no host; the certification day is
-handed in); `conform/scorecard_render.py` draws it as Markdown and HTML.
-"""
+"""The scorecard: every check's status and evidence and the verdict, as data (deterministic: the
+certification day is handed in) and drawn as Markdown and one self-contained HTML page."""
 
 from __future__ import annotations
 
+import base64
+import html
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.conform.result import CheckResult
+from vllm_plugin_release.conform import CheckResult
+from vllm_plugin_release.conform.checks.plugin_tests import OUTCOMES, module_rows, modules_html
+from vllm_plugin_release.conform.checks.workload import workload_html, workload_md
+from vllm_plugin_release.conform.lib.doctext import inline, md_cell
+from vllm_plugin_release.core import records
+from vllm_plugin_release.core.cache import atomic_write_text, write_json
+from vllm_plugin_release.replay.model import HEADLINE
 
 SCORECARD_VERSION = 2
 ICONS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "deferred": "DEFERRED"}
@@ -219,7 +223,7 @@ def scorecard(
     `facts`: the wheels, runtime, certification day, tool and replay headline (see
     `conform.suite.card_facts`); `not_run`: checks this runner never runs (name, why);
     `blocked`: why the pairing's environment cannot be made here (`reason`, `hint`):
-    the verdict is then `lab` whatever ran (`conform/envfree.py`).
+    the verdict is then `lab` whatever ran (`suite.conform_env_free`).
     """
     v = "lab" if blocked else verdict(results, runner)
     deferred = deferred_items(results, list(not_run or []))
@@ -250,3 +254,382 @@ def scorecard(
         if facts and facts.get(key) is not None:
             card[key] = facts[key]
     return card
+
+
+VALUE_CHARS = 160
+PLOT_ALT = {
+    "replay-steps.png": "step composition over simulated time, plugin and upstream",
+    "replay-itl.png": "inter-token latency distribution and CDF, plugin and upstream (ms)",
+}
+RATIO_NOTE = (
+    "plugin divided by upstream vLLM on the same request mix and cost model: above 1 the "
+    "plugin's latency is longer (ITL, TTFT), below 1 its throughput is lower"
+)
+MANIFEST_NOTE = (
+    "next to this file: the manifest and its signed statement (once `vpr manifest build` "
+    "ran), the full scorecard data, the replay plots"
+)
+
+
+# ---------------------------------------------------------------------------
+# Shared pieces
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _leaves(v)
+    else:
+        yield value
+
+
+def value_text(value: Any, note: str) -> str:
+    """The value as a reader needs it, or "" when the note already says it."""
+    if value in (None, "", [], {}):
+        return ""
+    if isinstance(value, (str, int, float, bool)):
+        text = str(value)
+        return "" if text in note else text[:VALUE_CHARS]
+    said = [leaf for leaf in _leaves(value) if leaf not in (None, "", True, False)]
+    if all(str(leaf) in note for leaf in said):
+        return ""
+    if isinstance(value, dict) and all(not isinstance(v, (dict, list)) for v in value.values()):
+        text = ", ".join(f"{k}={v}" for k, v in sorted(value.items()))
+    else:
+        text = json.dumps(value, sort_keys=True, separators=(", ", ": "))
+    return text if len(text) <= VALUE_CHARS else text[: VALUE_CHARS - 1] + "… (scorecard.json)"
+
+
+def evidence_groups(items: list[dict[str, Any]]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Consecutive items grouped by file: [(file or "", [(where+note, value)])]."""
+    groups: list[tuple[str, list[tuple[str, str]]]] = []
+    for item in items:
+        file = item.get("file") or ""
+        note = item.get("note", "")
+        for prefix in (f"{file}:{item.get('line')}", file):  # the note repeats where it is
+            if file and note.startswith(prefix):
+                note = note[len(prefix) :].lstrip(" :")
+                break
+        line = f"line {item['line']}: {note}" if item.get("line") else note
+        value = value_text(item.get("value"), note)
+        if not groups or groups[-1][0] != file:
+            groups.append((file, []))
+        groups[-1][1].append((line, value))
+    return groups
+
+
+def _pairing_rows(card: dict[str, Any]) -> list[tuple[str, str]]:
+    p = card["pairing"]
+    rt = card.get("runtime") or {}
+    runtime = "not recorded"
+    if rt:
+        runtime = f"{rt.get('name') or 'none'}: {rt.get('status') or '?'}"
+        if rt.get("reason"):
+            runtime += f" ({rt['reason']})"
+    tool = card.get("tool") or {}
+    rows = [
+        ("pairing", f"{p.get('name', '?')}: {p.get('core', '?')} + {p.get('plugin', '?')}"),
+        ("pairing id", card.get("pairing_id") or "not recorded"),
+        ("runner", card["runner"]),
+        ("runtime", runtime),
+        (
+            "certified on",
+            f"{card['certified_on']} (UTC day of this conformance run; the exact time is in "
+            "run.json and the store entry)"
+            if card.get("certified_on")
+            else "not recorded",
+        ),
+        ("tool", f"{tool.get('name', 'vllm-plugin-release')} {tool.get('version', '?')}"),
+    ]
+    return rows
+
+
+def _links(card: dict[str, Any]) -> list[str]:
+    """The files next to this one a reader may open (relative links, nothing fetched)."""
+    plots = list((card.get("replay") or {}).get("plots") or [])
+    return ["manifest.json", "manifest.intoto.jsonl", "scorecard.json", *plots]
+
+
+def _wheels(card: dict[str, Any]) -> list[dict[str, str]]:
+    if card.get("wheels"):
+        return list(card["wheels"])
+    p = card["pairing"]
+    return [
+        {"role": role, "filename": "", "sha256": p.get(f"{role}_wheel_sha256", "")}
+        for role in ("core", "plugin")
+        if p.get(f"{role}_wheel_sha256")
+    ]
+
+
+def _replay_rows(card: dict[str, Any]) -> list[tuple[str, str]]:
+    replay = card.get("replay")
+    if not replay:
+        return []
+    ratios = replay.get("ratios") or {}
+    rows = [
+        (label, f"{ratios[key]:.2f}x" if isinstance(ratios.get(key), (int, float)) else "n/a")
+        for label, key in HEADLINE
+    ]
+    share = replay.get("mixed_step_share") or {}
+    fmt = {s: share.get(s) for s in ("plugin", "upstream")}
+    rows.append(
+        (
+            "mixed-step share",
+            " vs ".join(
+                f"{s} {v * 100:.1f}%" if isinstance(v, (int, float)) else f"{s} n/a"
+                for s, v in fmt.items()
+            ),
+        )
+    )
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# Markdown
+
+
+def markdown(card: dict[str, Any], max_evidence: int = 12) -> str:
+    p, x = card["pairing"], card.get("explanation") or {}
+    out = [
+        f"# Scorecard: {p.get('name', '?')}",
+        "",
+        f"## Verdict: {card['verdict'].upper()}",
+        "",
+        f"**{card['verdict']}**: {x.get('meaning', '')}",
+        "",
+        "Why:",
+        *[f"- {w}" for w in x.get("why", [])],
+        "",
+        f"Next level ({x.get('next_level') or 'none'}) needs:",
+        *[f"- {n}" for n in x.get("needs", [])],
+        "",
+        "| | |",
+        "|---|---|",
+        *[f"| {k} | {md_cell(v)} |" for k, v in _pairing_rows(card)],
+        "| files | " + ", ".join(f"[{n}]({n})" for n in _links(card)) + " |",
+        "",
+        "## Wheels",
+        "",
+        "| role | file | sha256 |",
+        "|---|---|---|",
+        *[f"| {w['role']} | {w['filename']} | `{w['sha256']}` |" for w in _wheels(card)],
+    ]
+    out += ["", "## Deferred (never counted as a pass)", ""]
+    if card["deferred"]:
+        out += ["| check | why | what would run it |", "|---|---|---|"]
+        out += [
+            f"| {d['check']} | {md_cell(d['reason'])} | {md_cell(d['run_with'])} |"
+            for d in card["deferred"]
+        ]
+    else:
+        out.append("Nothing deferred.")
+    replay = _replay_rows(card)
+    if replay:
+        out += ["", "## Replay: plugin / upstream", "", RATIO_NOTE, ""]
+        out += ["| figure | ratio |", "|---|---|"]
+        out += [f"| {k} | {v} |" for k, v in replay]
+        for plot in card["replay"].get("plots", []):
+            out += ["", f"![{PLOT_ALT.get(plot, plot)}]({plot})"]
+    out += workload_md(card)
+    out += ["", "## Checks", "", "| check | status | summary |", "|---|---|---|"]
+    for name, check in card["checks"].items():
+        out.append(f"| {name} | {ICONS[check['status']]} | {md_cell(check['summary'])} |")
+    for name, check in card["checks"].items():
+        out += ["", f"### {name}: {ICONS[check['status']]}", "", check["summary"], ""]
+        rows = module_rows(check)
+        if rows:
+            out += [
+                "| test file | " + " | ".join(OUTCOMES) + " |",
+                "|---" * (len(OUTCOMES) + 1) + "|",
+            ]
+            out += [f"| {m} | " + " | ".join(cells) + " |" for m, cells in rows]
+            out.append("")
+        out += _md_evidence(check, max_evidence)
+    return "\n".join(out) + "\n"
+
+
+def _md_evidence(check: dict[str, Any], max_evidence: int) -> list[str]:
+    """A check's threshold and evidence, folded (nothing when it has neither)."""
+    evidence = check.get("evidence", [])
+    if not evidence and not check.get("threshold"):
+        return []
+    out = [f"<details><summary>evidence ({len(evidence)} items)</summary>", ""]
+    if check.get("threshold"):
+        limits = ", ".join(f"{k}={v}" for k, v in sorted(check["threshold"].items()))
+        out += [f"Threshold: {limits}", ""]
+    for file, lines in evidence_groups(evidence[:max_evidence]):
+        indent = ""
+        if file:
+            out.append(f"- {file}")
+            indent = "  "
+        out += [f"{indent}- {line}" + (f" ({value})" if value else "") for line, value in lines]
+    if len(evidence) > max_evidence:
+        out.append(f"- ... and {len(evidence) - max_evidence} more (see scorecard.json)")
+    return [*out, "", "</details>"]
+
+
+# ---------------------------------------------------------------------------
+# HTML
+
+
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:68rem;color:#1a1a1a;padding:0 1rem}
+table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ccc;padding:.3rem .6rem;
+text-align:left;vertical-align:top}th{background:#f4f4f4}
+.pass{background:#d9f2d9}.warn{background:#fff2cc}.fail{background:#f8d0d0}.deferred{background:#e0e0f0}
+.banner{border-radius:.5rem;padding:1rem 1.2rem;margin:1rem 0}
+.banner h2{margin:.1rem 0 .4rem;font-size:1.7rem}.banner p{margin:.3rem 0}
+.fleet{background:#c8f0c8}.pilot{background:#fff2b3}.lab{background:#f5c2c2}
+code{font-size:.85rem;background:#f0f0f0;padding:0 .2rem}.sha{font-family:monospace;font-size:.8rem}
+details{margin:.2rem 0 1rem}summary{cursor:pointer;color:#333}
+li{margin:.15rem 0;font-size:.9rem}.value{color:#555}img{max-width:100%;border:1px solid #ddd}
+.supported{background:#eef8ee}.refused,.changed{background:#fbe3e3}.slow_path{background:#fff6d9}
+"""
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    return (
+        "<table>"
+        + "".join(f"<tr><th>{inline(k)}</th><td>{inline(v)}</td></tr>" for k, v in rows)
+        + "</table>"
+    )
+
+
+def _banner(card: dict[str, Any]) -> str:
+    v, x = card["verdict"], card.get("explanation") or {}
+    why = "".join(f"<li>{inline(w)}</li>" for w in x.get("why", []))
+    needs = "".join(f"<li>{inline(n)}</li>" for n in x.get("needs", []))
+    return (
+        f'<div class="banner {v}"><h2>Verdict: {v.upper()}</h2>'
+        f"<p><b>{v}</b>: {inline(x.get('meaning', ''))}</p>"
+        f"<p><b>Why</b></p><ul>{why}</ul>"
+        f"<p><b>Next level ({inline(x.get('next_level') or 'none')}) needs</b></p>"
+        f"<ul>{needs}</ul></div>"
+    )
+
+
+def _deferred_html(card: dict[str, Any]) -> str:
+    if not card["deferred"]:
+        return "<h2>Deferred</h2><p>Nothing deferred.</p>"
+    rows = "".join(
+        f'<tr class="deferred"><td>{inline(d["check"])}</td><td>{inline(d["reason"])}</td>'
+        f"<td>{inline(d['run_with'])}</td></tr>"
+        for d in card["deferred"]
+    )
+    return (
+        "<h2>Deferred (never counted as a pass)</h2><table><tr><th>check</th><th>why</th>"
+        f"<th>what would run it</th></tr>{rows}</table>"
+    )
+
+
+def _replay_html(card: dict[str, Any], plots: dict[str, bytes]) -> str:
+    rows = _replay_rows(card)
+    if not rows:
+        return ""
+    images = "".join(
+        f'<figure><img alt="{html.escape(PLOT_ALT.get(name, name))}" '
+        f'src="data:image/png;base64,{base64.b64encode(data).decode()}">'
+        f"<figcaption>{html.escape(name)}</figcaption></figure>"
+        for name, data in plots.items()
+    )
+    return (
+        "<h2>Replay: plugin / upstream</h2>"
+        + f"<p>{inline(RATIO_NOTE)}</p>"
+        + _table(rows)
+        + images
+    )
+
+
+def _evidence_html(check: dict[str, Any], max_evidence: int) -> str:
+    evidence = check.get("evidence", [])
+    if not evidence and not check.get("threshold"):
+        return ""
+    parts = []
+    if check.get("threshold"):
+        limits = ", ".join(f"{k}={v}" for k, v in sorted(check["threshold"].items()))
+        parts.append(f"<p>Threshold: {inline(limits)}</p>")
+    for file, lines in evidence_groups(evidence[:max_evidence]):
+        items = "".join(
+            f"<li>{inline(line)}"
+            + (f' <span class="value">({inline(value)})</span>' if value else "")
+            + "</li>"
+            for line, value in lines
+        )
+        parts.append((f"<p>{inline(file)}</p>" if file else "") + f"<ul>{items}</ul>")
+    if len(evidence) > max_evidence:
+        parts.append(f"<p>... and {len(evidence) - max_evidence} more (scorecard.json)</p>")
+    return f"<details><summary>{len(evidence)} evidence items</summary>{''.join(parts)}</details>"
+
+
+def page(card: dict[str, Any], plots: dict[str, bytes], max_evidence: int = 40) -> str:
+    """A self-contained page: inline style, plots as data URIs, no scripts."""
+    name = html.escape(str(card["pairing"].get("name", "")))
+    wheels = "".join(
+        f"<tr><td>{inline(w['role'])}</td><td>{inline(w['filename'])}</td>"
+        f'<td class="sha">{inline(w["sha256"])}</td></tr>'
+        for w in _wheels(card)
+    )
+    rows = "".join(
+        f'<tr class="{c["status"]}"><td><a href="#{html.escape(n)}">{html.escape(n)}</a></td>'
+        f"<td>{ICONS[c['status']]}</td><td>{inline(c['summary'])}</td></tr>"
+        for n, c in card["checks"].items()
+    )
+    sections = "".join(
+        f'<h3 id="{html.escape(n)}">{html.escape(n)}: {ICONS[c["status"]]}</h3>'
+        f"<p>{inline(c['summary'])}</p>{modules_html(c)}{_evidence_html(c, max_evidence)}"
+        for n, c in card["checks"].items()
+    )
+    return (
+        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
+        f"<title>Scorecard {name}: {html.escape(card['verdict'])}</title>"
+        f"<style>{STYLE}</style></head><body><h1>Scorecard: {name}</h1>"
+        + _banner(card)
+        + _table(_pairing_rows(card))
+        + f"<p>{inline(MANIFEST_NOTE)}: "
+        + ", ".join(f'<a href="{html.escape(n)}">{html.escape(n)}</a>' for n in _links(card))
+        + "</p>"
+        + "<h2>Wheels</h2><table><tr><th>role</th><th>file</th><th>sha256</th></tr>"
+        + wheels
+        + "</table>"
+        + _deferred_html(card)
+        + _replay_html(card, plots)
+        + workload_html(card)
+        + "<h2>Checks</h2><table><tr><th>check</th><th>status</th><th>summary</th></tr>"
+        + rows
+        + "</table>"
+        + sections
+        + "</body></html>\n"
+    )
+
+
+def strip_tags(text: str) -> str:
+    """The page's visible text (for tests and quick looks)."""
+    return html.unescape(
+        re.sub(r"<[^>]+>", " ", re.sub(r"<style>.*?</style>", "", text, flags=re.S))
+    )
+
+
+# ---------------------------------------------------------------------------
+# Files
+
+
+def to_html(
+    card: dict[str, Any], plots: dict[str, bytes] | None = None, max_evidence: int = 40
+) -> str:
+    return page(card, plots or {}, max_evidence=max_evidence)
+
+
+def plot_bytes(dist: Path, card: dict[str, Any]) -> dict[str, bytes]:
+    """The replay plots the card names, for embedding in the HTML page."""
+    names = (card.get("replay") or {}).get("plots") or []
+    return {n: (dist / n).read_bytes() for n in names if (dist / n).is_file()}
+
+
+def write_card(dist: Path, card: dict[str, Any]) -> None:
+    """scorecard.json, .md and .html (the plots embedded) into dist/NAME."""
+    write_json(dist / records.SCORECARD, card)
+    atomic_write_text(dist / records.SCORECARD_MD, markdown(card))
+    atomic_write_text(dist / records.SCORECARD_HTML, to_html(card, plot_bytes(dist, card)))

@@ -13,7 +13,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.buildspec.model import GitSource, SdistSource, Spec
-from vllm_plugin_release.conform.checks.plugin_tests import check as pt
+from vllm_plugin_release.conform.checks import plugin_tests as pt
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.bisect import (
     BisectReport,

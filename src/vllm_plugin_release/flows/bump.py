@@ -360,7 +360,7 @@ def pairing_envs(
 
 def api_diff(spec: Spec, old_python: Path, new_python: Path) -> dict[str, Any]:
     """The served API of the old core vs the new one (the `api` check's capture, twice)."""
-    from vllm_plugin_release.conform.checks.api import check as api
+    from vllm_plugin_release.conform.checks import api
 
     cfg = api.api_config(spec)
     contracts = []
@@ -387,7 +387,7 @@ def plugin_test_regressions(
     plugin_root: Path,
 ) -> dict[str, Any]:
     """Plugin tests that pass on the pinned core and fail on the new one (cpu runner)."""
-    from vllm_plugin_release.conform.checks.plugin_tests import check as pt
+    from vllm_plugin_release.conform.checks import plugin_tests as pt
 
     cfg = pt.settings_for(spec)
     root = plugin_root

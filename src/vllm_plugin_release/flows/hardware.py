@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vllm_plugin_release.conform.checks.hardware.check import (
+from vllm_plugin_release.conform.checks.hardware import (
     PROBE_RECORD,
     RECORD,
     LiveOutcome,
@@ -39,10 +39,10 @@ from vllm_plugin_release.conform.checks.hardware.check import (
     hardware_check,
     hardware_record,
     live_result,
+    mesh_text,
     missing_error,
     without_runtime,
 )
-from vllm_plugin_release.conform.checks.hardware.evidence import mesh_text
 from vllm_plugin_release.conform.lib.hardwaresettings import HardwareSettings, settings
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import write_json

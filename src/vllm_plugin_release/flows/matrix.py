@@ -16,10 +16,8 @@ from packaging.version import Version
 
 from vllm_plugin_release import __version__
 from vllm_plugin_release.buildspec.model import SdistSource, Spec
-from vllm_plugin_release.conform.checks.plugin_tests import check as pt
-from vllm_plugin_release.conform.lib import apicoupling
-from vllm_plugin_release.conform.lib import installscan as analyzer
-from vllm_plugin_release.conform.lib import installscan as specinputs
+from vllm_plugin_release.conform.checks import plugin_tests as pt
+from vllm_plugin_release.conform.lib import apicoupling, installscan
 from vllm_plugin_release.core import columns as cols
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.bisect import first_error_lines, versions_between
@@ -73,9 +71,9 @@ class Plan:
 
 def declared_lowest(spec: Spec, root: Path, available: list[str]) -> str | None:
     """The lowest published version the plugin's installer core requirements allow."""
-    report = analyzer.scan(
+    report = installscan.scan(
         root,
-        specinputs.input_files(spec, specinputs.pinning_options(spec).files),
+        installscan.input_files(spec, installscan.pinning_options(spec).files),
         spec.core.name,
     )
     reqs = []

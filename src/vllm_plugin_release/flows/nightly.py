@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.buildspec.model import GitSource, Spec
-from vllm_plugin_release.conform.checks.plugin_tests import check as pt
+from vllm_plugin_release.conform.checks import plugin_tests as pt
 from vllm_plugin_release.core import progress, records, schedule
 from vllm_plugin_release.core.bisect import first_error_lines
 from vllm_plugin_release.core.cache import Cache, write_json

@@ -10,9 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.conform.checks.plugin_tests import check as pt
-from vllm_plugin_release.conform.lib import installscan as analyzer
-from vllm_plugin_release.conform.lib import installscan as specinputs
+from vllm_plugin_release.conform.checks import plugin_tests as pt
+from vllm_plugin_release.conform.lib import installscan
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.records import dist_dir
@@ -71,9 +70,9 @@ def _report(
 
 def installer_pin(spec: Spec, root: Path) -> str:
     """The core version the plugin's installer pins exactly (read by the pinning check)."""
-    options = specinputs.pinning_options(spec)
-    files = specinputs.input_files(spec, options.files)
-    report = analyzer.scan(root, files, spec.core.name, options.build_args)
+    options = installscan.pinning_options(spec)
+    files = installscan.input_files(spec, options.files)
+    report = installscan.scan(root, files, spec.core.name, options.build_args)
     pin = report.core_pin
     if not pin or not pin.get("exact") or not pin.get("version"):
         raise BadInput(

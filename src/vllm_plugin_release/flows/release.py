@@ -168,7 +168,7 @@ class _Stages:
         """The plugin's tests start once the env's packages are in, while it is checked;
         conform takes that run (plugin_tests.start_ahead)."""
         from vllm_plugin_release.conform import registry
-        from vllm_plugin_release.conform.checks.plugin_tests import check as plugin_tests
+        from vllm_plugin_release.conform.checks import plugin_tests
 
         if "plugin_tests" in registry.applicable(self.spec):
             cfg = plugin_tests.settings_for(self.spec)
@@ -289,7 +289,7 @@ def _env_free_checks(
     """The checks that need no pairing environment, when the spec's Python cannot run here
     (`blocked`, or looked for now; nothing when it can). Their own failure is a warning:
     the error that stopped the run is the one reported."""
-    from vllm_plugin_release.conform.envfree import blocker, conform_env_free
+    from vllm_plugin_release.conform.suite import blocker, conform_env_free
 
     try:
         ctx = inputs.context(opts.runner, opts.dist_root)

@@ -12,7 +12,7 @@ import functools
 from pathlib import Path
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.conform.context import Context, Sources
+from vllm_plugin_release.conform import Context, Sources
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges.fetch import Fetcher, source_tree

@@ -1,20 +1,5 @@
-"""Upstream cadence (`cadence`): how far the plugin trails vLLM core releases.
-
-Pure logic (`assess_cadence`) is separate from the I/O that gathers its inputs:
-
-- core releases from a package index (simple API: versions and upload times,
-  `core_releases_from_index`) or from a git repository's tags
-  (`core_releases_from_git`);
-- plugin tags with their creator dates from the plugin's git repository
-  (`plugin_tags_from_git`);
-- the core version the plugin's installer pins (read by the `pinning` parser).
-
-Lag in minor releases = the number of distinct minor series (major.minor) released
-after the targeted one, up to the latest release. Lag in days = days from the
-first release of the oldest series the plugin has not adopted until now (0 when
-the plugin targets the latest series). Only final releases count unless
-`include_prereleases` is set; newer pre-releases are always reported separately.
-"""
+"""The `cadence` check: how far the plugin trails vLLM core releases, in minor releases and
+days (`[conformance.cadence]`); it reads the core's releases from the network."""
 
 from __future__ import annotations
 
@@ -32,13 +17,75 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.conform.checks.cadence.schema import DEFAULT_TAG_PATTERN
-from vllm_plugin_release.conform.context import Context
-from vllm_plugin_release.conform.lib import installscan as analyzer
-from vllm_plugin_release.conform.lib import installscan as specinputs
-from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
+from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence, from_findings
+from vllm_plugin_release.conform.lib import installscan
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges.git import tag_refs, tag_refs_of
+
+DEFAULT_TAG_PATTERN = (
+    r"(?i)vllm[-_/]?v?(?P<core>\d+\.\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?)"
+)
+
+
+CADENCE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Upstream cadence check: how far the plugin trails vLLM core releases.",
+    "additionalProperties": False,
+    "properties": {
+        "max_minor_lag": {
+            "type": "integer",
+            "minimum": 0,
+            "default": 1,
+            "description": "Most minor release series (major.minor) the plugin may trail the "
+            "latest core release by.",
+        },
+        "max_days_lag": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Most days since the first core release the plugin has not adopted "
+            "(unset: no limit).",
+        },
+        "on_violation": {
+            "enum": ["fail", "warn"],
+            "default": "fail",
+            "description": "Status when the lag exceeds the policy: fail (gates the pairing) or "
+            "warn (reported, for a pairing that deliberately stays on a pinned core).",
+        },
+        "include_prereleases": {
+            "type": "boolean",
+            "default": False,
+            "description": "Count core pre-releases (rc, beta, dev) as releases; by default "
+            "they are reported separately.",
+        },
+        "core_from": {
+            "enum": ["index", "git"],
+            "default": "index",
+            "description": '"index": core releases from the package index (simple API); '
+            '"git": from the tags of core_repo.',
+        },
+        "core_index": {
+            "type": "string",
+            "description": "Simple-API index for core releases; default: the [core.source] "
+            "index, else https://pypi.org/simple.",
+        },
+        "core_repo": {
+            "type": "string",
+            "description": "Core git repository (path or URL) for core_from = git; default: "
+            "the [core.source] url when it is a git source.",
+        },
+        "tag_pattern": {
+            "type": "string",
+            "description": "Regular expression with a named group `core` that finds the core "
+            "version in a plugin tag name (default matches compat/vllm-0.24.0, vllm-v0.24.0, "
+            "and a whole tag v0.24.0 or v0.24.0rc1, the vllm-project plugins' form, when "
+            "that version is a core release).",
+        },
+    },
+}
+
+# The `[conformance.*]` tables the check reads, with their schemas.
+TABLES: dict[str, dict[str, Any]] = {"cadence": CADENCE_SCHEMA}
+
 
 NAME = "cadence"
 # The vllm-project plugins tag their releases with the core version they target, the
@@ -514,9 +561,9 @@ def _installer_pin(spec: Spec, root: Path | None) -> tuple[Version | None, list[
     if root is None or spec.plugin is None or not spec.plugin.installer:
         notes.append("no installer to read ([plugin] installer unset or no plugin source)")
         return None, notes
-    options = specinputs.pinning_options(spec)
-    files = specinputs.input_files(spec, options.files)
-    report = analyzer.scan(root, files, spec.core.name, options.build_args)
+    options = installscan.pinning_options(spec)
+    files = installscan.input_files(spec, options.files)
+    report = installscan.scan(root, files, spec.core.name, options.build_args)
     for item in report.missing:
         notes.append(f"{item['file']} is missing ({item.get('named_by') or 'referenced'})")
     pin = report.core_pin
@@ -576,7 +623,7 @@ def _plugin_source(spec: Spec, plugin_root: Path | str | None, notes: list[str])
     """The plugin's source folder when there is one to read."""
     root: Path | None = None
     try:
-        root = specinputs.plugin_root_for(spec, plugin_root)
+        root = installscan.plugin_root_for(spec, plugin_root)
     except BadInput:
         notes.append("no plugin source given: plugin tags and installer pin not read")
     if root is not None and not root.exists():
@@ -650,3 +697,13 @@ def check(
 def run(ctx: Context) -> CheckResult:
     """The check as `vpr conform` runs it, on what the context hands in."""
     return check(ctx.spec, ctx.plugin_root)
+
+
+CHECK = CheckDef(
+    "cadence",
+    "how far the plugin trails vLLM releases (minor releases and days behind)",
+    run,
+    TABLES,
+    ("plugin_root",),
+    needs=("network",),
+)

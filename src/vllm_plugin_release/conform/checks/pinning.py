@@ -1,17 +1,5 @@
-"""Build pinning (`pinning`): how the plugin's installer builds vLLM core.
-
-Reads the installer and the files it names (shell scripts, Dockerfiles,
-requirements / overrides / constraints files, pyproject.toml) and answers:
-
-- is the core pinned exactly, and to which version (and does that match the spec);
-- is `VLLM_TARGET_DEVICE` set (and exported to the core install) to the spec's target;
-- is the core built from source (`--no-binary vllm`, an sdist, a git checkout);
-- which inputs are fetched at install time without a hash, which installs are
-  editable, which dependencies are unpinned.
-
-The reading is done by `conform.lib.installscan` (`scan`); this module judges its report
-against the spec and the `[conformance.pinning]` options.
-"""
+"""The `pinning` check: how the plugin's installer builds vLLM core (version, target device,
+from source, hashes), judged against the spec and `[conformance.pinning]`."""
 
 from __future__ import annotations
 
@@ -22,7 +10,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.conform.context import Context
+from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence
 from vllm_plugin_release.conform.lib.installscan import (
     InputFile,
     PinningOptions,
@@ -32,7 +20,72 @@ from vllm_plugin_release.conform.lib.installscan import (
     plugin_root_for,
     scan,
 )
-from vllm_plugin_release.conform.result import CheckResult, Evidence
+
+LEVELS = ("ignore", "warn", "fail")
+
+
+PINNING_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Build pinning check: how the plugin's installer builds vLLM core.",
+    "additionalProperties": False,
+    "properties": {
+        "files": {
+            "type": "array",
+            "description": "More installer inputs to read, relative to the plugin source: "
+            'a path, or {path = "...", kind = "shell|dockerfile|requirements|pyproject"}. '
+            "[plugin] installer and overrides are always read.",
+            "items": {
+                "oneOf": [
+                    {"type": "string", "minLength": 1},
+                    {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["path"],
+                        "properties": {
+                            "path": {"type": "string", "minLength": 1},
+                            "kind": {"enum": ["shell", "dockerfile", "requirements", "pyproject"]},
+                        },
+                    },
+                ]
+            },
+        },
+        "build_args": {
+            "type": "object",
+            "additionalProperties": {"type": "string"},
+            "default": {},
+            "description": "Build arguments the installer Dockerfile is read with (like "
+            "`docker build --build-arg`): they replace ARG defaults, so the `if` branches "
+            "they select are the ones followed.",
+        },
+        "unhashed_fetch": {
+            "enum": list(LEVELS),
+            "default": "warn",
+            "description": "Verdict for an input downloaded at install time without a hash "
+            "check (curl/wget without sha256sum -c, URL requirements, git refs that are "
+            "not commits).",
+        },
+        "editable_install": {
+            "enum": list(LEVELS),
+            "default": "warn",
+            "description": "Verdict for an editable install (-e).",
+        },
+        "unpinned": {
+            "enum": list(LEVELS),
+            "default": "warn",
+            "description": "Verdict for a dependency without an exact pin (== or ===).",
+        },
+        "require_from_source": {
+            "type": "boolean",
+            "default": True,
+            "description": "Fail unless the installer builds vLLM core from source "
+            "(--no-binary vllm, an sdist or a git checkout).",
+        },
+    },
+}
+
+# The `[conformance.*]` tables the check reads, with their schemas.
+TABLES: dict[str, dict[str, Any]] = {"pinning": PINNING_SCHEMA}
+
 
 NAME = "pinning"
 SHOWN = 5  # disagreeing core pins named one by one; the rest counted
@@ -333,3 +386,12 @@ def _same_version(a: str, b: str) -> bool:
 def run(ctx: Context) -> CheckResult:
     """The check as `vpr conform` runs it, on what the context hands in."""
     return check(ctx.spec, ctx.plugin_root)
+
+
+CHECK = CheckDef(
+    "pinning",
+    "how the plugin's installer builds vLLM: version, target device, hashes",
+    run,
+    TABLES,
+    ("plugin_root",),
+)

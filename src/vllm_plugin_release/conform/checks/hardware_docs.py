@@ -1,25 +1,5 @@
-"""The `hardware_docs` check: the spec's hardware expectations against the plugin's docs.
-
-`[conformance.hardware]` says how the plugin spreads a model over devices (`parallelism`:
-vLLM's `-tp`, or a mesh variable such as MESH_DEVICE), which variable and value name the
-mesh, and which device nodes prove a device. The plugin's own docs (README, docs/,
-examples/; `[conformance.hardware] docs`) show the same things in use. This check reads
-them (pure: no import, no subprocess) and compares:
-
-- parallelism = "mesh" and the docs pass `-tp N`/`--tensor-parallel-size N` (N > 1, or a
-  placeholder) or state tensor parallelism is supported: **fail** (the hardware part would
-  expect `vllm serve -tp 2` to be rejected while the docs use it);
-- parallelism = "tp" and the docs state tensor/pipeline parallelism is not supported (or
-  not exposed at the vLLM level): **fail**;
-- the docs never name the spec's mesh variable, or name its values and not the spec's
-  `mesh_device`, or show device nodes that `device_glob` does not match: **warn**;
-- otherwise pass, each agreement quoted with file:line; docs that say nothing about it
-  pass with an info note (nothing to compare).
-
-File paths in the evidence are relative to the plugin's root (the scorecard stays the
-same on every machine). The docs are read within the bounds of `conform/lib/doctext.py`
-(the files left are named in the evidence). Every pass over a doc is linear in its size.
-"""
+"""The `hardware_docs` check: the spec's hardware expectations (`[conformance.hardware]`)
+against what the plugin's own docs show (pure: the docs are read as text)."""
 
 from __future__ import annotations
 
@@ -27,8 +7,9 @@ import fnmatch
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from vllm_plugin_release.conform import CheckDef, CheckResult, Evidence, from_findings
 from vllm_plugin_release.conform.lib.doctext import (
     MARKDOWN,
     MAX_TOTAL_BYTES,
@@ -38,15 +19,20 @@ from vllm_plugin_release.conform.lib.doctext import (
 )
 from vllm_plugin_release.conform.lib.hardwaresettings import (
     DOCS_DEFAULT,
+    HARDWARE_SCHEMA,
     HardwareSettings,
     configured,
     settings,
 )
-from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
 
 if TYPE_CHECKING:
     from vllm_plugin_release.buildspec.model import Spec
-    from vllm_plugin_release.conform.context import Context
+    from vllm_plugin_release.conform import Context
+
+
+# The `[conformance.*]` tables the check reads, with their schemas.
+TABLES: dict[str, dict[str, Any]] = {"hardware": HARDWARE_SCHEMA}
+
 
 NAME = "hardware_docs"
 SHOWN = 3  # locations quoted per finding
@@ -305,11 +291,17 @@ def check(spec: Spec, plugin_root: Path) -> CheckResult:
     return result
 
 
-def applies(spec: Spec) -> bool:
-    """Only a spec with a hardware part has expectations to compare."""
-    return configured(spec)
-
-
 def run(ctx: Context) -> CheckResult:
     """The check as `vpr conform` runs it, on what the context hands in."""
     return check(ctx.spec, ctx.plugin_root)
+
+
+CHECK = CheckDef(
+    "hardware_docs",
+    "the spec's hardware expectations (parallelism, mesh variable, device nodes) against "
+    "the plugin's docs [specs with a hardware part]",
+    run,
+    TABLES,
+    ("plugin_root",),
+    applies=configured,  # only a spec with a hardware part has expectations to compare
+)

@@ -1,17 +1,5 @@
-"""Core isolation: vendor-specific symbols must be absent from vLLM core.
-
-The pinned core (its verified source tree and its built wheel) is searched for the
-vendor symbols listed in the buildspec, `[conformance.isolation] symbols = [...]`,
-with an optional allowlist of known hits (`path` glob + `symbol` + `reason`).
-The check fails on hits in imports or code, warns on hits in string literals,
-and passes otherwise; comments and docs are info, and allowlisted hits are info,
-still reported with their reason.
-
-This module holds the check: its options (`validate_config` of `schema.ISOLATION_SCHEMA`)
-and its result.  The scanner it runs is `symbolscan` (walking trees and wheels) and
-`symbols` (the symbols, their matching rule, and how a hit is classified: import,
-code, string, comment, docs).
-"""
+"""The `isolation` check: no vendor symbols (`[conformance.isolation]`) in vLLM core's
+verified source tree or its built wheel."""
 
 from __future__ import annotations
 
@@ -21,11 +9,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.conform.checks.isolation.schema import ISOLATION_SCHEMA
-from vllm_plugin_release.conform.context import Context
+from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence
 from vllm_plugin_release.conform.lib.symbols import (
     FAIL_KINDS,
     KINDS,
+    SYMBOL_RE,
     WARN_KINDS,
     AllowEntry,
     Hit,
@@ -34,8 +22,61 @@ from vllm_plugin_release.conform.lib.symbols import (
     split_words,
 )
 from vllm_plugin_release.conform.lib.symbolscan import ScanReport, scan_tree, scan_wheel
-from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.core.errors import BadInput
+
+# JSON Schema (draft 2020-12) of `[conformance.isolation]`.
+ISOLATION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Core isolation: vendor symbols that must be absent from vLLM core "
+    "(source tree and wheel).",
+    "additionalProperties": False,
+    "required": ["symbols"],
+    "properties": {
+        "symbols": {
+            "type": "array",
+            "description": "Vendor symbols, matched case-insensitively on identifier "
+            "boundaries (`ttnn`, `tt_metal`, `TTPlatform`); ALL_CAPS names with "
+            "underscores (`MESH_DEVICE`) match the whole token only.",
+            "minItems": 1,
+            "items": {
+                "type": "string",
+                "pattern": SYMBOL_RE.pattern,
+                "description": "Letters, digits and `_ . - /`, at most 5 words.",
+            },
+        },
+        "allowlist": {
+            "type": "array",
+            "description": "Known hits downgraded to info, each with its reason.",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["path", "symbol", "reason"],
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "Path in the core tree or wheel (posix, glob "
+                        "allowed), e.g. vllm/platforms/__init__.py.",
+                    },
+                    "symbol": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "One of `symbols`, or `*` for any.",
+                    },
+                    "reason": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "Why this hit is acceptable.",
+                    },
+                },
+            },
+        },
+    },
+}
+
+# The `[conformance.*]` tables the check reads, with their schemas.
+TABLES: dict[str, dict[str, Any]] = {"isolation": ISOLATION_SCHEMA}
+
 
 NAME = "isolation"
 
@@ -240,3 +281,12 @@ def _unused_allowlist(
 def run(ctx: Context) -> CheckResult:
     """The check as `vpr conform` runs it, on what the context hands in."""
     return check(ctx.spec, ctx.core_tree, *ctx.built_core_wheel())
+
+
+CHECK = CheckDef(
+    "isolation",
+    "no vendor symbols in the vLLM core source tree or wheel",
+    run,
+    TABLES,
+    ("core_tree", "core_wheel"),
+)

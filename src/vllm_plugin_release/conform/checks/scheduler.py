@@ -1,34 +1,5 @@
-"""Scheduler constraints, docs half (`scheduler`): what the plugin's docs state.
-
-`extract_statements` reads a Markdown scheduling note and returns, per sentence,
-what it states about three topics:
-
-- `mixed_batches`: prefill and decode work in the same step/batch;
-- `chunked_prefill`: long prompts prefilled in chunks;
-- `decode_interleaving`: decode steps running between prefill work.
-
-Each statement carries a polarity (`supported`, `not_supported`, `unknown`), whether
-it is conditional ("only for ...", "when ..."), the subject it is about (`plugin`
-or `upstream`: plugin docs often describe upstream vLLM for contrast), the quoted
-sentence and its first line. Code blocks are skipped; wrapped lines are joined
-into sentences; list items inherit the subject and negation of their lead-in
-("It does not mean:" / "Upstream vLLM is more general:").
-
-`check` records the expected production request mix from the spec and, when a
-scheduler replay is given, compares it with the docs, per topic, using the
-replay's step counters (`mixed_steps`, `chunked_prefill_steps`,
-`interleaved_decode_steps`):
-
-- the docs rule a behaviour out and the plugin showed it: fail (warn when every
-  ruling-out sentence is conditional);
-- the docs claim a behaviour unconditionally, the plugin never showed it, and
-  upstream did on the same load: `unobserved_support` (default warn: a scheduler
-  may legitimately not use a capability on one load, so this is a doubt, not a
-  contradiction);
-- a plugin side that crashed during the replay fails.
-
-Without a replay only the docs half is judged, and the summary says so.
-"""
+"""The `scheduler` check: the plugin's scheduler docs against the replay of the spec's
+request mix (`[conformance.scheduler]`)."""
 
 from __future__ import annotations
 
@@ -38,14 +9,57 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.conform.checks.scheduler.schema import DEFAULT_DOCS
-from vllm_plugin_release.conform.context import Context
+from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence, from_findings
 from vllm_plugin_release.conform.lib.doctext import split_sentences, text_blocks
 from vllm_plugin_release.conform.lib.installscan import plugin_root_for
 from vllm_plugin_release.conform.lib.plugintree import Unread, read_text, too_large
-from vllm_plugin_release.conform.result import CheckResult, Evidence, from_findings
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.replay.config import REPLAY_SCHEMA
+from vllm_plugin_release.replay.mix import REQUEST_MIX_SCHEMA
 from vllm_plugin_release.replay.model import ReplayReport, SideCounts, headline_text
+
+DEFAULT_DOCS = "docs/SCHEDULING.md"
+
+
+SCHEDULER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Scheduler constraints check (docs half; the replay half compares).",
+    "additionalProperties": False,
+    "properties": {
+        "docs": {
+            "type": "string",
+            "minLength": 1,
+            "default": DEFAULT_DOCS,
+            "description": "The plugin's scheduling notes (Markdown), relative to the plugin "
+            "source.",
+        },
+        "require_mixed_statement": {
+            "type": "boolean",
+            "default": True,
+            "description": "Fail when the docs state nothing about mixed prefill+decode batches.",
+        },
+        "aliases": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1},
+            "description": "Names the docs use for the plugin (e.g. TT); default: the words of "
+            "[plugin] name other than vllm/plugin.",
+        },
+        "unobserved_support": {
+            "enum": ["ignore", "warn", "fail"],
+            "default": "warn",
+            "description": "Verdict when the docs say a behaviour is supported but the replay "
+            "never shows it on a load where upstream vLLM does.",
+        },
+    },
+}
+
+# The `[conformance.*]` tables the check reads, with their schemas.
+TABLES: dict[str, dict[str, Any]] = {
+    "scheduler": SCHEDULER_SCHEMA,
+    "request_mix": REQUEST_MIX_SCHEMA,
+    "replay": REPLAY_SCHEMA,
+}
+
 
 NAME = "scheduler"
 TOPICS = ("mixed_batches", "chunked_prefill", "decode_interleaving")
@@ -620,3 +634,13 @@ def run(ctx: Context) -> CheckResult:
             [Evidence(note=b, source="replay") for b in broken],
         )
     return check(ctx.spec, ctx.plugin_root, replay=report)
+
+
+CHECK = CheckDef(
+    "scheduler",
+    "what the plugin's docs say about scheduling against what its scheduler does in the replay",
+    run,
+    TABLES,
+    ("plugin_root", "env", "replay"),
+    needs=("env",),
+)

@@ -1,15 +1,14 @@
-"""The `environment` check: the pairing environment's own checks (`vpr env`), summarised.
-
-Passes only for what was observed: a half that needs the vendor runtime keeps the
-check at `deferred` until the hardware runner ran it.
-"""
+"""The `environment` check: the pairing environment's own checks (`vpr env`), summarised;
+a half that needs the vendor runtime stays deferred until the hardware runner ran it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from vllm_plugin_release.conform.context import Context
-from vllm_plugin_release.conform.result import CheckResult, Evidence
+from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence
+
+# The `[conformance.*]` tables the check reads, with their schemas.
+TABLES: dict[str, dict[str, Any]] = {}
 
 
 def run(ctx: Context) -> CheckResult:
@@ -51,3 +50,13 @@ def _deterministic(runtime: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(stand_in, dict):
         return runtime
     return {**runtime, "stand_in": {k: v for k, v in stand_in.items() if k != "python"}}
+
+
+CHECK = CheckDef(
+    "environment",
+    "the pairing environment's own checks (vpr env), summarised",
+    run,
+    TABLES,
+    ("env",),
+    needs=("env", "runtime"),
+)

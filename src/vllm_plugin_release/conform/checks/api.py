@@ -1,17 +1,5 @@
-"""API compatibility (`api`): the served OpenAPI surface of a pairing against a client contract.
-
-The check builds vLLM's OpenAI-compatible app in the pairing env and compares its
-contract with the stored client contract (`[conformance.api] contract`):
-
-* `conform/lib/apicontract.py`: contract documents, the in-env capture
-  (`inenv/openapi.py`, no engine, no model), reading and writing contract files;
-* `conform/lib/apidiff.py`: the pure differ, `diff_contracts(old, new)`, which
-  classifies each difference from the client's side (breaking or information);
-* `conform/lib/apidiff.py` (its end): text and Markdown reports of a diff (`vpr api-diff`);
-* `schema.py` next to it: the `[conformance.api]` keys;
-* this module: the allow list of accepted breaking changes, and the verdict
-  (`evaluate`, `check`).
-"""
+"""The `api` check: the served OpenAPI surface of the pairing against a client contract
+(`[conformance.api]`), with the allow list of accepted breaking changes."""
 
 from __future__ import annotations
 
@@ -25,8 +13,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.conform.checks.api.schema import DEFAULT_CONTRACT
-from vllm_plugin_release.conform.context import Context
+from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence, Status
 from vllm_plugin_release.conform.lib.apicontract import (
     DEFAULT_TASKS,
     DEFAULT_TIMEOUT,
@@ -37,10 +24,77 @@ from vllm_plugin_release.conform.lib.apicontract import (
     parse_capture,
     recorded_reader,
 )
-from vllm_plugin_release.conform.lib.apidiff import Change, diff_contracts
-from vllm_plugin_release.conform.result import CheckResult, Evidence, Status
+from vllm_plugin_release.conform.lib.apidiff import KINDS, Change, diff_contracts
 from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput
+
+DEFAULT_CONTRACT = "buildspec/contracts/vllm-0.25.1-openai.json"
+
+
+API_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "API compatibility check (`api`): the pairing's OpenAPI surface against a "
+    "stored client contract.",
+    "additionalProperties": False,
+    "properties": {
+        "contract": {
+            "type": "string",
+            "description": "Client contract (JSON, written by `vpr api-contract`, or an OpenAPI "
+            "document), relative to the repository root. Default: the newest "
+            "buildspec/contracts/vllm-X.Y.Z-openai.json older than [core] version (else "
+            f"{DEFAULT_CONTRACT}).",
+        },
+        "tasks": {
+            "type": "array",
+            "items": {"type": "string"},
+            "minItems": 1,
+            "description": 'vLLM supported tasks the app is built for, e.g. ["generate"].',
+            "default": list(DEFAULT_TASKS),
+        },
+        "endpoint_plugins": {
+            "type": "boolean",
+            "description": "Attach the installed `vllm.endpoint_plugins` entry points.",
+            "default": True,
+        },
+        "platform_class": {
+            "type": "string",
+            "description": "The plugin's Platform class (package.module:Class); default: the "
+            "one its `vllm.platform_plugins` entry point activates, else vLLM's CpuPlatform "
+            "as a labelled stand-in.",
+        },
+        "timeout": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "description": "Seconds the in-env capture may take.",
+            "default": DEFAULT_TIMEOUT,
+        },
+        "allow": {
+            "type": "array",
+            "description": "Known breaking changes accepted, each with a reason.",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["location", "reason"],
+                "properties": {
+                    "kind": {
+                        "enum": sorted(KINDS),
+                        "description": "Change kind (any if omitted).",
+                    },
+                    "location": {
+                        "type": "string",
+                        "description": "Change location; shell-style wildcards (*, ?) allowed.",
+                    },
+                    "reason": {"type": "string", "pattern": r"\S", "description": "Why."},
+                },
+            },
+            "default": [],
+        },
+    },
+}
+
+# The `[conformance.*]` tables the check reads, with their schemas.
+TABLES: dict[str, dict[str, Any]] = {"api": API_SCHEMA}
+
 
 CONTRACTS = "buildspec/contracts"
 _CONTRACT_NAME = re.compile(r"^vllm-(?P<version>[0-9][0-9A-Za-z.+!]*)-openai\.json$")
@@ -445,3 +499,14 @@ def run(ctx: Context) -> CheckResult:
 def without_env(ctx: Context) -> CheckResult | None:
     """No env: the pinned core's recorded contract against the client contract."""
     return check_recorded(ctx.spec)
+
+
+CHECK = CheckDef(
+    "api",
+    "the served OpenAPI surface of the pairing against a client contract",
+    run,
+    TABLES,
+    ("env",),
+    needs=("env",),
+    without_env=without_env,
+)

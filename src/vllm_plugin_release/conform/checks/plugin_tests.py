@@ -1,20 +1,10 @@
-"""The plugin's own test suite, run inside the pairing environment (JUnit XML).
-
-Spec keys, `[conformance.plugin_tests]`:
-  cpu = ["tests"]            paths that are safe without the vendor runtime
-  hardware = ["tests"]       paths for the hardware runner
-  ignore = ["tests/tt"]      paths never collected on the cpu runner
-  timeout = 1800             seconds for one pytest run
-
-With a baseline (`--baseline VERSION`), the same tests also run against a pairing
-built with the core version the plugin's installer pins, and every test that
-passes there but fails on the new core is a regression: release drift caught
-before the fleet sees it.
-"""
+"""The `plugin_tests` check: the plugin's own test suite run in the pairing environment
+(`[conformance.plugin_tests]`), its JUnit report judged against the baseline."""
 
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping
@@ -23,14 +13,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.conform.context import Context
+from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence
 from vllm_plugin_release.conform.lib.testscan import (
     NETWORK_SIGNATURES,
     OFFLINE_ENV,
     option_folders,
     runtime_importers,
 )
-from vllm_plugin_release.conform.result import CheckResult, Evidence
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, write_json
 from vllm_plugin_release.core.envrecord import EnvRecord
@@ -43,6 +32,86 @@ from vllm_plugin_release.core.errors import (
 )
 from vllm_plugin_release.edges import proc
 from vllm_plugin_release.edges.container import runner_of
+
+PLUGIN_TESTS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "The plugin's own test suite, run in the pairing environment.",
+    "additionalProperties": False,
+    "properties": {
+        "cpu": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": ["tests"],
+            "description": "Test paths (relative to the plugin source) run on the cpu runner.",
+        },
+        "hardware": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Test paths run on the hardware runner (default: the cpu paths).",
+        },
+        "ignore": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": [],
+            "description": "Paths never collected on the cpu runner (they need the runtime); "
+            "reported as deferred.",
+        },
+        "timeout": {
+            "type": "integer",
+            "minimum": 1,
+            "default": 1800,
+            "description": "Seconds one pytest run may take.",
+        },
+        "absence_signatures": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 3},
+            "default": [],
+            "description": "Text in a failure that means the vendor runtime is absent, "
+            "besides `No module named '<runtime module>'` (e.g. the runtime's own "
+            "exception name): such failures are deferred on the cpu runner.",
+        },
+        "scan_imports": {
+            "type": "boolean",
+            "default": True,
+            "description": "On the cpu runner with the runtime absent, leave out (and defer) "
+            "the test files that import the runtime at import time, found by reading them.",
+        },
+    },
+}
+
+# The `[conformance.*]` tables the check reads, with their schemas.
+TABLES: dict[str, dict[str, Any]] = {"plugin_tests": PLUGIN_TESTS_SCHEMA}
+
+
+# The per-file table of a check that ran tests (`plugin_tests`: details.by_module).
+OUTCOMES = ("passed", "failed", "error", "skipped", "deferred")
+
+
+def module_rows(check: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """(test file, counts in OUTCOMES order) of a check whose details hold `by_module`."""
+    table = (check.get("details") or {}).get("by_module")
+    if not isinstance(table, dict):
+        return []
+    return [
+        (str(module), [str(counts.get(o, 0)) for o in OUTCOMES])
+        for module, counts in sorted(table.items())
+        if isinstance(counts, dict)
+    ]
+
+
+def modules_html(check: dict[str, Any]) -> str:
+    rows = module_rows(check)
+    if not rows:
+        return ""
+    head = "".join(f'<th scope="col">{o}</th>' for o in OUTCOMES)
+    body = "".join(
+        f'<tr><th scope="row">{html.escape(m)}</th>'
+        + "".join(f"<td>{c}</td>" for c in cells)
+        + "</tr>"
+        for m, cells in rows
+    )
+    return f'<table><tr><th scope="col">test file</th>{head}</tr>{body}</table>'
+
 
 RECORD = records.PLUGIN_TESTS
 INI_FILES = ("pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
@@ -682,3 +751,13 @@ def run(ctx: Context) -> CheckResult:
         threshold={"paths": cfg.paths(ctx.runner)},  # type: ignore[arg-type]
         details={"counts": run.counts, "by_module": run.by_module()},
     )
+
+
+CHECK = CheckDef(
+    "plugin_tests",
+    "the plugin's own test suite in the pairing environment",
+    run,
+    TABLES,
+    ("plugin_root", "env"),
+    needs=("env", "runtime"),
+)

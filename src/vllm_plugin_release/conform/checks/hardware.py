@@ -1,46 +1,145 @@
-"""The `hardware` check: the hardware runner's part of conformance (`nox -s conform-hardware`).
-
-The check is made of what only the hardware can show (`flows.hardware` runs it, in the
-hardware pairing environment): a probe that the vendor runtime and a device are there
-(and, for a plugin that takes its mesh from a variable, that the variable is set), a probe
-that `vllm serve ... -tp 2` is rejected with a clear error (only with parallelism =
-"mesh": such a plugin never takes GPU rank flags), and the live mixed-load test against a
-`vllm serve` started with the spec's model and settings. `flows.hardware` starts the
-processes and servers; what they showed is judged here (`classify_rejection`, `live_result`,
-what the probe found missing, `hardware_check`). `collect` adds the check to the
-scorecard written by `vpr conform --site hardware` and recomputes the verdict: `fleet`
-needs that check passed. Nothing is reported as passed unless it was observed.
-
-Its settings, `[conformance.hardware]`, are `conform/lib/hardwaresettings.py` (the
-`hardware_docs` and `workload` checks read them too).
-"""
+"""The `hardware` check: what only the hardware runner can show (the device probe, the `-tp 2`
+probe, the live load test), judged and added to the scorecard (`collect`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from vllm_plugin_release.conform.checks.hardware.evidence import (
-    live_evidence,
-    probe_evidence,
-    tp_evidence,
-)
-from vllm_plugin_release.conform.checks.hardware.outcomes import (
-    HardwareJson,
-    LiveOutcome,
-    TpOutcome,
-)
-from vllm_plugin_release.conform.result import CheckResult, Evidence
+from vllm_plugin_release.conform import CheckDef, CheckResult, Evidence
+from vllm_plugin_release.conform.lib.hardwaresettings import HARDWARE_SCHEMA
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 
-if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
+if TYPE_CHECKING:
     from vllm_plugin_release.buildspec.model import Spec
     from vllm_plugin_release.conform.cardread import Scorecard
-    from vllm_plugin_release.edges.device import Probe
-    from vllm_plugin_release.replay.loadtest import LoadSummary
+    from vllm_plugin_release.edges.device import Probe, ProbeJson
+    from vllm_plugin_release.replay.loadtest import LoadSummary, LoadSummaryJson
+
+
+# The `[conformance.*]` tables the check reads, with their schemas.
+TABLES: dict[str, dict[str, Any]] = {"hardware": HARDWARE_SCHEMA}
+
+
+class TpJson(TypedDict, total=False):
+    argv: list[str]
+    log: str | None
+    status: str
+    detail: str
+    exit_code: int
+
+
+class LiveJson(TypedDict, total=False):
+    status: str
+    detail: str
+    summary: LoadSummaryJson
+    log_tail: str
+    file: str
+    log: str
+
+
+class HardwareJson(TypedDict):
+    """hardware.json, and the check's details."""
+
+    probe: ProbeJson
+    tp_probe: TpJson | None
+    live: LiveJson | None
+
+
+@dataclass(frozen=True, slots=True)
+class TpOutcome:
+    """The `-tp 2` probe's outcome: status rejected (a pass), accepted, unclear, no-answer or
+    not-applicable; the serve command and its log when it was started."""
+
+    status: str
+    detail: str
+    exit_code: int | None = None
+    argv: tuple[str, ...] | None = None  # `vllm serve ...` less the executable
+    log: str | None = None
+
+    def to_json(self) -> TpJson:
+        """hardware.json's `tp_probe` (the key order it always had)."""
+        out: TpJson = {}
+        if self.argv is not None:
+            out["argv"] = list(self.argv)
+            out["log"] = self.log
+        out["status"] = self.status
+        out["detail"] = self.detail
+        if self.exit_code is not None:
+            out["exit_code"] = self.exit_code
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class LiveOutcome:
+    """The live load test's outcome: pass or fail, the load test's summary when it ran
+    (`loadtest.summarize`: counts and latency statistics), and the files it left."""
+
+    status: str
+    detail: str
+    summary: LoadSummary | None = None
+    log_tail: str | None = None  # the server's log, when it never answered
+    file: str | None = None  # the load test's record
+    log: str | None = None  # the server's log
+
+    def to_json(self) -> LiveJson:
+        """hardware.json's `live` (the key order it always had)."""
+        out: LiveJson = {"status": self.status, "detail": self.detail}
+        if self.summary is not None:
+            out["summary"] = self.summary.to_json()
+        if self.log_tail is not None:
+            out["log_tail"] = self.log_tail
+        if self.file is not None:
+            out["file"] = self.file
+        if self.log is not None:
+            out["log"] = self.log
+        return out
+
+
+def mesh_text(found: Probe) -> str:
+    """`, VARIABLE=value` of the probed mesh, for progress lines (empty without one)."""
+    variable = found.mesh.variable
+    return f", {variable}={found.mesh.value}" if variable else ""
+
+
+def probe_evidence(found: Probe) -> Evidence:
+    rt = found.runtime
+    mesh = found.mesh
+    return Evidence(
+        note=f"runtime {rt.module} {rt.version or ''} imported from "
+        f"{rt.file}; devices {', '.join(found.devices.found)}"
+        + (f"; {mesh.variable}={mesh.value}" if mesh.variable else ""),
+        source="hardware-probe",
+    )
+
+
+def tp_evidence(tp: TpOutcome | None, statuses: list[str]) -> Evidence:
+    """The `-tp 2` probe's evidence; its status added to `statuses` (none when the spec
+    makes it not applicable)."""
+    if tp is not None and tp.status == "not-applicable":
+        return Evidence(note=f"-tp 2 probe: {tp.detail}", source="spec")
+    if tp is None:
+        statuses.append("deferred")
+        return Evidence(note="-tp 2 probe: not run", source="probe")
+    statuses.append("pass" if tp.status == "rejected" else "fail")
+    return Evidence(note=f"-tp 2 probe: {tp.status}: {tp.detail}", source="probe")
+
+
+def live_evidence(live: LiveOutcome | None, statuses: list[str]) -> Evidence:
+    if live is None:
+        statuses.append("deferred")
+        return Evidence(note="live load test: not run", source="loadtest")
+    statuses.append(live.status)
+    return Evidence(
+        note=f"live load test: {live.status}: {live.detail}",
+        file=live.file,
+        source="loadtest",
+    )
+
 
 PROBE_RECORD = records.HARDWARE_PROBE
 RECORD = records.HARDWARE
@@ -166,8 +265,7 @@ def collect(dist: Path, check: CheckResult) -> Scorecard:
     """Add (or replace) the hardware check in dist/scorecard.*; recompute the verdict; the
     card written, typed."""
     from vllm_plugin_release.conform import cardread
-    from vllm_plugin_release.conform.scorecard import FACT_KEYS, scorecard, utc_day
-    from vllm_plugin_release.conform.scorecard_render import write_card
+    from vllm_plugin_release.conform.scorecard import FACT_KEYS, scorecard, utc_day, write_card
 
     path = dist / records.SCORECARD
     card = cardread.read(dist, "vpr conform --site hardware")  # bounded, checked
@@ -182,3 +280,15 @@ def collect(dist: Path, check: CheckResult) -> Scorecard:
     new = scorecard([*results, check], runner="hardware", pairing=dict(card.pairing), facts=facts)
     write_card(dist, new)
     return cardread.parse(new, str(path))
+
+
+CHECK = CheckDef(
+    "hardware",
+    "the live part on the hardware runner: the parallelism probe and a mixed-load "
+    "test against `vllm serve`",
+    None,
+    TABLES,
+    ("env",),
+    needs=("env", "runtime", "device"),
+    runner="hardware",
+)
