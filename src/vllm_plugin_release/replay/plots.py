@@ -1,7 +1,5 @@
-"""PNG plots of a replay: step composition over time, and the ITL distribution.
-
-matplotlib with the Agg backend, imported only when a plot is drawn.
-"""
+"""PNG plots of a replay (step composition over time, the ITL distribution); matplotlib with
+the Agg backend, imported only when a plot is drawn."""
 
 from __future__ import annotations
 

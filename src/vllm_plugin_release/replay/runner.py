@@ -1,8 +1,5 @@
-"""Run a replay: the request goes to the pairing environment, the report comes back here.
-
-The in-environment part (`vllm_plugin_release.inenv.replay`) only drives schedulers;
-everything else (mix, metrics, report, plots) happens on this side.
-"""
+"""Run a replay: the request goes to the pairing environment, which only drives schedulers;
+mix, metrics, report and plots stay on this side."""
 
 from __future__ import annotations
 
