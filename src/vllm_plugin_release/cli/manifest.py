@@ -242,7 +242,11 @@ def _register_keygen(subparsers: Any) -> None:
 def _register_publish(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "publish",
-        parents=[o.SPEC, o.DIST, o.CACHE, o.STORE, o.KEY, o.SIGNING_KEY, o.JSON],
+        parents=[
+            *(o.SPEC, o.DIST, o.CACHE, o.STORE, o.KEY, o.SIGNING_KEY),
+            o.ALLOW_UNCERTIFIED,
+            o.JSON,
+        ],
         help="upload both wheels to a package index and add the manifest to the store",
         description="twine check --strict, then upload both wheels (a file already on the index "
         "with the same sha256 counts as done; a different one fails before anything is "
@@ -271,11 +275,6 @@ def _register_publish(subparsers: Any) -> None:
         dest="verify_install",
         action="store_false",
         help="publish without the install proof (default with a remote index)",
-    )
-    p.add_argument(
-        "--allow-uncertified",
-        action="store_true",
-        help="publish even when the verdict is lab or conformance has not run",
     )
     p.set_defaults(func=cmd_publish)
 
@@ -576,7 +575,7 @@ def cmd_ledger(args: argparse.Namespace) -> int:
 def _register_install(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "install",
-        parents=[*READ_STORE, o.JSON],
+        parents=[*READ_STORE, o.ALLOW_UNCERTIFIED, o.JSON],
         help="install a certified pairing from the manifest store (hashes required)",
         description="Read the store through its signed head and verify the pairing's signed "
         "manifest with the publisher's public key (it must be the pairing asked for, and the "
@@ -611,7 +610,6 @@ def _register_install(subparsers: Any) -> None:
         action="store_true",
         help="no network: only the store's embedded index and uv's cache",
     )
-    p.add_argument("--allow-uncertified", action="store_true", help="install a lab pairing anyway")
     p.add_argument(
         "--guard-policy",
         choices=["enforce", "warn", "off"],

@@ -157,6 +157,16 @@ INDEX = _parent(
         {"default": None, "metavar": "URL", "help": "simple API URL (default: the spec's index)"},
     )
 )
+ALLOW_UNCERTIFIED = _parent(
+    (
+        "--allow-uncertified",
+        {
+            "action": "store_true",
+            "help": "go on with a pairing that is not certified (verdict lab, or conformance "
+            "not run): publish it, the manifest saying so, or install it",
+        },
+    )
+)
 FORCE = _parent(("--force", {"action": "store_true", "help": "ignore the cached result"}))
 JSON_HELP = "print the result as JSON"
 JSON = _parent(("--json", {"action": "store_true", "help": JSON_HELP}))

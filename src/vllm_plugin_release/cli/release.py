@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "release",
         parents=[
             *(o.SPEC, o.DIST, o.CACHE, o.PLUGIN_SOURCE, o.SITE, o.BACKEND, o.INTERPRETER),
-            *(o.RUNTIME_ENV, o.STORE, o.SIGNING_KEY),
+            *(o.RUNTIME_ENV, o.STORE, o.SIGNING_KEY, o.ALLOW_UNCERTIFIED),
         ],
         help="every stage of the release line for one pairing, in order (its --help names them)",
         description=(
@@ -42,11 +42,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     release.add_argument(
         "--no-publish", action="store_true", help="stop after the manifest (nothing uploaded)"
-    )
-    release.add_argument(
-        "--allow-uncertified",
-        action="store_true",
-        help="publish even when the verdict is lab (the manifest says so)",
     )
     release.add_argument(
         "--graph",

@@ -1,4 +1,4 @@
-"""The hardware runner's part (`nox -s conform-hardware`, `vpr conform-hardware`).
+"""The hardware runner's part (`nox -s conform-hardware`, `vpr hardware conform`).
 
 * `plan` lists the specs that have a hardware part (`[conformance.hardware]` with a
   `device_class`) and the runner label each needs, for CI's job matrix.
@@ -105,7 +105,7 @@ class PlanEntry:
 
 @dataclass(frozen=True, slots=True)
 class HardwarePlan:
-    """`vpr hardware-plan`: the jobs to run, and the specs left out with why."""
+    """`vpr hardware plan`: the jobs to run, and the specs left out with why."""
 
     include: tuple[PlanEntry, ...]
     skipped: tuple[tuple[str, str], ...]  # (spec, reason)

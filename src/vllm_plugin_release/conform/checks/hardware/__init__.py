@@ -1,4 +1,4 @@
-"""The `hardware` check: the live part on the hardware runner (`vpr hardware-live`)."""
+"""The `hardware` check: the live part on the hardware runner (`vpr hardware live`)."""
 
 from vllm_plugin_release.conform.checkdef import CheckDef
 from vllm_plugin_release.conform.checks.hardware import schema
