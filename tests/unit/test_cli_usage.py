@@ -153,9 +153,12 @@ def _differing(parser: argparse.ArgumentParser) -> list[str]:
                 for name, action in uses
                 if (action.help, action.default) != want and (name, flag) not in OWN_FLAG
             ]
-        elif len(uses) >= 3 and flag not in OWN_MEANING:
-            if len({(a.help, repr(a.default)) for _, a in uses}) > 1:
-                found.append(flag)
+        elif (
+            len(uses) >= 3
+            and flag not in OWN_MEANING
+            and len({(a.help, repr(a.default)) for _, a in uses}) > 1
+        ):
+            found.append(flag)
     return found
 
 

@@ -1,10 +1,5 @@
-"""The `vpr` command line.
-
-Each stage module registers its own subcommand through `register(subparsers)`;
-the function it sets as `func` takes the parsed arguments and returns an exit
-code. Errors derived from `VprError` are printed without a traceback and mapped
-onto the documented exit codes (0 ok, 1 gate failed, 2 bad input, 3 outside).
-"""
+"""The `vpr` command line: each command module registers its subcommands; errors derived
+from `VprError` are one line and an exit code (0 ok, 1 gate failed, 2 bad input, 3 outside)."""
 
 from __future__ import annotations
 
@@ -21,7 +16,7 @@ from vllm_plugin_release.core.errors import EXIT_BAD_INPUT, EXIT_OUTSIDE, VprErr
 
 # Modules that contribute subcommands, in the order `vpr --help` lists them, and the
 # commands each registers: a command line that names one builds only its module's parser
-# (`build_parser(command)`), so `vpr scan-core` does not import the other thirteen.
+# (`build_parser(command)`), so `vpr scan-core` does not import the others.
 # tests/unit/test_cli_lazy.py checks this table against what each module registers.
 COMMANDS: dict[str, tuple[str, ...]] = {
     "vllm_plugin_release.cli.build": (
@@ -131,9 +126,9 @@ def _seconds(text: str | None, default: float) -> float:
 
 
 def _exit_now(code: int) -> None:
-    """End the process with `code` without the interpreter's teardown (freeing every
-    object and module: tens of ms after a scan), once the output is written. Only when
-    nothing waits for the teardown: no atexit callback and no other thread; else return."""
+    """End the process with `code` without the interpreter's teardown (freeing every object
+    a scan made: measurable against the whole command, docs/performance.md), once the output
+    is written. Only when nothing waits for the teardown: no atexit callback, no other thread."""
     import atexit
     import threading
 
@@ -220,9 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
+# Usage errors that help: the usage of the subcommand meant, and a "did you mean" for a
+# mistyped command, flag or choice (difflib: argparse has no suggestions before 3.14).
 
 # argparse's message for a bad choice (3.11: "argument COMMAND: invalid choice: 'x' (choose
 # from 'a', 'b')"; 3.12+ drops the quotes of the choices).
@@ -306,3 +300,7 @@ def mistyped_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str:
         return ""
     listed = unknown_arguments(parser, unknown).removeprefix("unrecognized arguments: ")
     return f"; unrecognized: {listed}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

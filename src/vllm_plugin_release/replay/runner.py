@@ -161,9 +161,9 @@ def replay(
     if out is not None and out.plots:  # matplotlib loads while the replay runs in the env
         import threading
 
-        from vllm_plugin_release.replay.plots import load_pyplot
+        from vllm_plugin_release.replay.plots import pyplot
 
-        threading.Thread(target=load_pyplot, name="vpr-pyplot", daemon=True).start()
+        threading.Thread(target=pyplot, name="vpr-pyplot", daemon=True).start()
     raw = run_raw(python, mix, config, sys_path=sys_path)
     report, analyses = build_report(raw, mix, name=name, replay_config=config.to_json())
     timing = timing_report(raw)
