@@ -213,13 +213,13 @@ def conform_hardware(session: nox.Session) -> None:
     args = list(session.posargs)
     if "--plan" in args:
         args.remove("--plan")
-        vpr(session, "hardware-plan", *args)
+        vpr(session, "hardware", "plan", *args)
         return
     if "--spec" not in args:  # the spec names the hardware part; no vendor is the default
         session.error(
-            "usage: nox -s conform-hardware -- --spec FILE [vpr conform-hardware options]"
+            "usage: nox -s conform-hardware -- --spec FILE [vpr hardware conform options]"
         )
-    vpr(session, "conform-hardware", *args)
+    vpr(session, "hardware", "conform", *args)
 
 
 @nox.session(python=PYTHON)

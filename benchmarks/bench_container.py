@@ -6,7 +6,7 @@ cold build in the same run; the container's warm re-run <= 0.1x its cold build.
     present and its build env cached: two builds, each in its own container);
 (c) container warm: `vpr build-core --backend docker` with nothing changed.
 Needs a container engine (DOCKER_HOST; .ci/run starts one) and the image
-(`vpr image build`); without them it says so and measures nothing.
+(`vpr build-image`); without them it says so and measures nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def main(repeats: int = 3) -> dict:
         return {"skipped": exc.message}
     dist = Path(tempfile.mkdtemp(prefix="bench-dist-"))
     docker = ("--backend", "docker")
-    vpr("image", "build", "--spec", SPEC)  # present, and the pinned digest
+    vpr("build-image", "--spec", SPEC)  # present, and the pinned digest
     vpr("build-core", "--spec", SPEC, "--dist", str(dist))  # every input cached
     vpr("build-core", "--spec", SPEC, "--dist", str(dist), *docker)
     rows = {

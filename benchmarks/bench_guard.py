@@ -69,7 +69,7 @@ def guarded_env(work: Path, source: Path | None = None) -> Path:
     shared = Path(os.environ.get("VPR_CACHE_DIR") or REPO / ".vpr")
     own = work / "cache"
     dist, key = work / "dist", work / "keys" / "bench.key"
-    _vpr("keys", "generate", "--out", str(key), cache=own)
+    _vpr("keygen", "--out", str(key), cache=own)
     signed = ("--spec", SPEC, "--dist", str(dist), "--signing-key", str(key))
     console.print("bench guard: vpr release (warm where the cache has the pairing)")
     _vpr("release", *signed, "--no-publish", cache=shared, source=source)

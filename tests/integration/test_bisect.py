@@ -125,7 +125,7 @@ def test_nightly_moves_the_last_known_good_pointer_and_backs_off(setup, tmp_path
     core = str(setup["root"] / "core")
     store = tmp_path / "store"
     key = tmp_path / "keys" / "m.key"
-    vpr("keys", "generate", "--out", str(key))
+    vpr("keygen", "--out", str(key))
     common = ["nightly", "--spec", str(setup["spec"]), "--repo", core, "--store", str(store)]
     common += ["--signing-key", str(key), "--json"]
     good = commits[synthcore.BREAKING - 2]

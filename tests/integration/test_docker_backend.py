@@ -77,12 +77,12 @@ def build_core(
 
 @pytest.fixture(scope="session")
 def pinned_image(cache_root: Path) -> subprocess.CompletedProcess:
-    """`vpr image build` of the reference spec, once per session (about a minute and a
+    """`vpr build-image` of the reference spec, once per session (about a minute and a
     half): it exits 1 unless the image made here has the digest the spec pins."""
     if NO_ENGINE is not None:
         pytest.skip(f"no container engine: {NO_ENGINE}")
     done = vpr(
-        "image", "build", "--spec", str(REFERENCE_SPEC), "--cache-dir", str(cache_root), check=False
+        "build-image", "--spec", str(REFERENCE_SPEC), "--cache-dir", str(cache_root), check=False
     )
     if done.returncode == 3:  # no mmdebstrap or no Debian mirror here: say so, do not fail
         why = done.stderr.strip()[-400:]
@@ -195,7 +195,7 @@ def test_an_absent_image_says_how_to_get_it(cache_root: Path, tmp_path: Path) ->
     done = build_core(docker_spec(tmp_path, image=absent), cache_root, tmp_path / "d")
     assert done.returncode == 3, done.stderr
     assert f"image {absent} is not in the container engine" in done.stderr
-    assert "vpr image build" in done.stderr
+    assert "vpr build-image" in done.stderr
     assert not (tmp_path / "d").exists()
 
 

@@ -1,4 +1,4 @@
-"""The TT image (`vpr image build --spec buildspec/tt.toml`: Debian bookworm from its
+"""The TT image (`vpr build-image --spec buildspec/tt.toml`: Debian bookworm from its
 packages, this machine's CPython 3.10 copied in, uv, libatomic1), made in a real
 container engine: it is the pinned image when the CPython here is the pinned build, its
 python runs, and the library ttnn loads is there. docker/tt-runtime.Dockerfile is built on
@@ -36,7 +36,7 @@ def test_the_tt_image_is_made_again_to_its_pin_and_runs(tmp_path) -> None:
     except PythonUnavailable as exc:
         pytest.skip(f"no CPython {spec.build.python} to copy in: {exc.message.splitlines()[0]}")
     done = subprocess.run(
-        [sys.executable, "-m", "vllm_plugin_release", "image", "build", "--spec", str(SPEC),
+        [sys.executable, "-m", "vllm_plugin_release", "build-image", "--spec", str(SPEC),
          "--json", "--cache-dir", str(tmp_path / "cache")],
         capture_output=True, text=True, check=False, cwd=REPO,
     )  # fmt: skip

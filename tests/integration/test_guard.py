@@ -41,7 +41,7 @@ def installed(reference_env: dict, session_dist: Path, cache_root: Path, tmp_pat
     installed with `vpr install`."""
     tmp = tmp_path_factory.mktemp("guarded")
     key = tmp / "keys" / "release.key"
-    vpr("keys", "generate", "--out", str(key))
+    vpr("keygen", "--out", str(key))
     spec = ("--spec", str(REFERENCE_SPEC), "--dist", str(session_dist))
     vpr("release", *spec, "--cache-dir", str(cache_root), "--no-publish", "--signing-key", str(key))
     store, cache = tmp / "store", tmp / "cache"

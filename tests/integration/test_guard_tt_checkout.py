@@ -33,7 +33,7 @@ def _start(venv: Path, **env: str) -> subprocess.CompletedProcess:
 @tt_checkout()
 def test_the_guard_on_the_tt_pairing(cache_root: Path, tmp_path: Path) -> None:
     key = tmp_path / "release.key"
-    vpr("keys", "generate", "--out", str(key))
+    vpr("keygen", "--out", str(key))
     spec = ("--spec", str(REPO / "buildspec" / "tt.toml"), "--dist", str(tmp_path / "dist"))
     done = vpr("release", *spec, "--cache-dir", str(cache_root), "--no-publish",
                "--signing-key", str(key), "--plugin-source",

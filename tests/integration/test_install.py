@@ -87,7 +87,7 @@ def test_edited_lock_or_wheel_in_the_store_is_refused(published: dict, tmp_path:
 
 def test_wrong_key_and_unknown_pairing(published: dict, tmp_path: Path) -> None:
     other = tmp_path / "other.key"
-    vpr("keys", "generate", "--out", str(other), cwd=tmp_path)
+    vpr("keygen", "--out", str(other), cwd=tmp_path)
     wrong = install(published, tmp_path / "c", "--key", f"{other}.pub")
     assert wrong.returncode == 1 and "signature" in wrong.stderr
     assert not (tmp_path / "c").exists()

@@ -1,5 +1,5 @@
 """The manifest commands end to end in a scratch project: `vpr manifest build` (twice: same
-bytes), `manifest schema`, a missing record, `vpr keys generate` and `manifest verify`."""
+bytes), `manifest schema`, a missing record, `vpr keygen` and `manifest verify`."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def test_cli_build_schema_and_missing_record(tmp_path: Path) -> None:
 
 def test_cli_keys_build_verify(tmp_path: Path) -> None:
     keyfile = tmp_path / "secrets" / "sign.key"
-    gen = vpr("keys", "generate", "--out", str(keyfile), cwd=tmp_path)
+    gen = vpr("keygen", "--out", str(keyfile), cwd=tmp_path)
     assert gen.returncode == 0, gen.stderr
     secret_line = keyfile.read_text().splitlines()[1]
     spec = write_spec(tmp_path, publish={"signing_key": "secrets/sign.key"})

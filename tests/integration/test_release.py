@@ -14,7 +14,7 @@ def test_release_reference_pairing(
 ) -> None:
     store = tmp_path / "store"
     key = tmp_path / "keys" / "release.key"
-    vpr("keys", "generate", "--out", str(key))
+    vpr("keygen", "--out", str(key))
     common = [
         "--spec",
         str(REFERENCE_SPEC),
@@ -105,7 +105,7 @@ def test_install_reference_pairing_from_the_store_offline(
     """The released reference pairing installs from the store alone (its embedded index and
     uv's cache, no network) into a fresh venv; a second run changes nothing."""
     store, key = tmp_path / "store", tmp_path / "keys" / "release.key"
-    vpr("keys", "generate", "--out", str(key))
+    vpr("keygen", "--out", str(key))
     common = ["--spec", str(REFERENCE_SPEC), "--dist", str(session_dist)]
     vpr("release", *common, "--cache-dir", str(cache_root), "--store", str(store),
         "--signing-key", str(key))  # fmt: skip
@@ -127,7 +127,7 @@ def test_install_reference_pairing_from_the_store_offline(
     assert "every pin of" in ok.stdout
     # a wrong key is refused before anything is installed
     other = tmp_path / "keys" / "other.key"
-    vpr("keys", "generate", "--out", str(other))
+    vpr("keygen", "--out", str(other))
     wrong = vpr(*install(tmp_path / "never", f"{other}.pub"), check=False)
     assert wrong.returncode == 1 and "signature" in wrong.stderr
     assert not (tmp_path / "never").exists()

@@ -53,7 +53,7 @@ def test_scan_core_loads_no_other_command_module() -> None:
     )
     assert "usage: vpr scan-core" in done.stdout
     loaded = done.stdout.strip().splitlines()[-1]
-    assert loaded == "['vllm_plugin_release.cli.scan', 'vllm_plugin_release.cli.suggest']"
+    assert loaded == "['vllm_plugin_release.cli.scan']"
 
 
 def test_a_mistyped_command_still_gets_a_suggestion_from_the_whole_command_line(

@@ -11,8 +11,7 @@ import pytest
 
 from tests.pairing import make_pairing
 from tests.support import REPO, vpr
-from vllm_plugin_release.cli import build_parser, main, suggest
-from vllm_plugin_release.cli.build import RUNNERS
+from vllm_plugin_release.cli import build_parser, close, did_you_mean, main, options
 from vllm_plugin_release.conform import registry
 
 
@@ -59,9 +58,9 @@ def test_a_required_flag_reported_missing_because_it_was_mistyped(
 
 
 def test_nothing_close_means_no_suggestion() -> None:
-    assert suggest.did_you_mean("--zzzzzz", ["--spec", "--dist"]) == ""
-    assert suggest.close("--no-pub", ["--no-publish", "--dist"]) == ["--no-publish"]
-    assert suggest.close("--plug", ["--plugin-source", "--spec"]) == ["--plugin-source"]  # prefix
+    assert did_you_mean("--zzzzzz", ["--spec", "--dist"]) == ""
+    assert close("--no-pub", ["--no-publish", "--dist"]) == ["--no-publish"]
+    assert close("--plug", ["--plugin-source", "--spec"]) == ["--plugin-source"]  # prefix
 
 
 def test_runner_is_checked_before_anything_is_fetched(tmp_path: Path) -> None:
@@ -73,8 +72,10 @@ def test_runner_is_checked_before_anything_is_fetched(tmp_path: Path) -> None:
     assert not cache.exists()  # nothing downloaded, no cache folder made
 
 
-def test_cli_runners_are_the_registry_runners() -> None:
-    assert RUNNERS == registry.RUNNERS
+def test_cli_sites_are_the_registry_runners_and_the_records_sites() -> None:
+    from vllm_plugin_release.core.envrecord import SITES
+
+    assert options.SITES == registry.RUNNERS == SITES
 
 
 def _commands(parser: argparse.ArgumentParser, prefix: str = "vpr"):
@@ -83,6 +84,123 @@ def _commands(parser: argparse.ArgumentParser, prefix: str = "vpr"):
             for name, sub in action.choices.items():
                 yield f"{prefix} {name}", sub
                 yield from _commands(sub, f"{prefix} {name}")
+
+
+def test_every_flag_has_help() -> None:
+    bare = [
+        f"{name} {action.option_strings or action.dest}"
+        for name, sub in [("vpr", build_parser()), *_commands(build_parser())]
+        for action in sub._actions
+        if not isinstance(action, (argparse._HelpAction, argparse._SubParsersAction))
+        and not action.help
+    ]
+    assert not bare, f"flags without help: {bare}"
+
+
+def test_a_flag_without_help_is_found() -> None:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    sub.add_parser("x").add_argument("--bare")
+    assert [a.dest for _, p in _commands(parser) for a in p._actions if not a.help] == ["bare"]
+
+
+# Flags that several commands declare, each with a meaning of its own there (not a
+# parent parser of cli/options.py), and why.
+OWN_MEANING = {
+    "--core": "a filter of the store (query, ledger, install) or the new version (bump)",
+    "--plugin": "a filter: a name (query, install), also a commit prefix (ledger)",
+    "--out": "what is written differs per command: a file, a folder, a key",
+    "--python": "the pairing env's (replay, api-contract) or the environment checked (check-env)",
+    "--repo": "the range to bisect, the nightly's commit, or matrix's extra main column",
+    "--github-output": "each command appends its own keys",
+}
+# Commands whose flag of a parent's name means something else there, and why.
+OWN_FLAG = {
+    ("vpr scan-core", "--spec"): "one of two sources of the symbols: no default",
+    ("vpr hardware plan", "--spec"): "several specs, default buildspec/*",
+    ("vpr manifest verify", "--key"): "required: a manifest from elsewhere names its key",
+    ("vpr matrix run", "--store"): "no store unless named",
+    ("vpr matrix assemble", "--store"): "no store unless named",
+    ("vpr release", "--index"): "an upload URL",
+    ("vpr publish", "--index"): "an upload URL",
+    ("vpr manifest site", "--index"): "no spec: the public index",
+    ("vpr nightly", "--force"): "runs against the schedule; nothing cached is ignored",
+    ("vpr keygen", "--force"): "replaces a key; nothing cached is ignored",
+}
+
+
+def _differing(parser: argparse.ArgumentParser) -> list[str]:
+    """The flags declared by 3 or more commands with more than one help or default, other
+    than OWN_MEANING's; and every command whose flag differs from its parent's."""
+    shared = {
+        flag: action
+        for parent in vars(options).values()
+        if isinstance(parent, argparse.ArgumentParser)
+        for action in parent._actions
+        for flag in action.option_strings
+    }
+    seen: dict[str, list[tuple[str, argparse.Action]]] = {}
+    for name, sub in _commands(parser):
+        for action in sub._actions:
+            for flag in action.option_strings:
+                seen.setdefault(flag, []).append((name, action))
+    found = []
+    for flag, uses in seen.items():
+        if flag in shared:
+            want = (shared[flag].help, shared[flag].default)
+            found += [
+                f"{name} {flag}"
+                for name, action in uses
+                if (action.help, action.default) != want and (name, flag) not in OWN_FLAG
+            ]
+        elif (
+            len(uses) >= 3
+            and flag not in OWN_MEANING
+            and len({(a.help, repr(a.default)) for _, a in uses}) > 1
+        ):
+            found.append(flag)
+    return found
+
+
+def test_a_shared_flag_has_one_help_and_one_default() -> None:
+    assert _differing(build_parser()) == []
+
+
+def test_a_shared_flag_declared_again_differently_is_found() -> None:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    sub.add_parser("a", parents=[options.DIST])
+    sub.add_parser("b").add_argument("--dist", default="out", help="output root")
+    for name in ("c", "d", "e"):
+        sub.add_parser(name).add_argument("--tag", help=f"tag of {name}")
+    assert _differing(parser) == ["vpr b --dist", "--tag"]
+
+
+def test_release_help_names_every_stage_of_its_graph() -> None:
+    from vllm_plugin_release.buildspec.load import load_spec
+    from vllm_plugin_release.edges import cachedir
+    from vllm_plugin_release.flows.release import Options, Outcome, graph
+
+    done = vpr("release", "--help", cwd=REPO)
+    listed = done.stdout.split("stages, in the order the line runs them:\n")[1]
+    spec = load_spec(REPO / "buildspec" / "reference.toml")
+    opts = Options(cache=cachedir.from_args(None), dist_root=Path("dist"))
+    names = [stage.name for stage in graph(spec, opts, Outcome()).stages]
+    assert [line.split()[0] for line in listed.splitlines() if line.strip()] == names
+    assert "  publish       not with --no-publish" in listed
+
+
+def test_a_stage_added_to_the_graph_is_in_release_help(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vllm_plugin_release.cli import _Parser
+    from vllm_plugin_release.flows import extrastages
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(_Parser, "argv", ["release", "--help"])
+    toy = extrastages.Extra("toy-stage", lambda ctx: None, ("conform",), ("release",))
+    release = dict(_commands(build_parser("release")))["vpr release"]
+    assert "toy-stage" not in release.format_help()
+    with extrastages.added(toy):
+        assert "  toy-stage" in release.format_help()
 
 
 def test_every_command_has_a_description() -> None:

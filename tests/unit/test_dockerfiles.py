@@ -106,7 +106,7 @@ def test_tt_runtime_python_and_ttnn_pin() -> None:
     ttnn comes from a hash-locked file (every requirement pinned, every one hashed)."""
     text = TT.read_text()
     base = next(line for line in text.splitlines() if line.startswith("ARG BASE_IMAGE="))
-    # the image `vpr image build --spec buildspec/tt.toml` makes (and tt.toml pins): Debian
+    # the image `vpr build-image --spec buildspec/tt.toml` makes (and tt.toml pins): Debian
     # with the pinned CPython 3.10 copied in, made here again to the same digest
     spec = load_spec(REPO / "buildspec" / "tt.toml")
     assert base.split("=", 1)[1] == spec.build.base_image

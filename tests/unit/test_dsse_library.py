@@ -127,7 +127,7 @@ def test_pae_is_the_librarys(payload_type: str, payload: bytes) -> None:
 
 
 def test_keyid_and_public_key_read_as_the_pem_parser_does(tmp_path: Path) -> None:
-    """A key file `vpr keys generate` writes is read without cryptography's PEM parser, to
+    """A key file `vpr keygen` writes is read without cryptography's PEM parser, to
     the same key; any other form still goes through it (and is refused as before)."""
     from cryptography.hazmat.primitives import serialization
 

@@ -70,23 +70,19 @@ def test_stage_copies_the_one_module_under_a_unique_name(tmp_path: Path) -> None
 
 
 def test_a_script_is_staged_with_the_inenv_modules_it_imports(tmp_path: Path) -> None:
-    """The replay forks its schedulers with `inenv/forking.py`, steps them with
-    `inenv/steploop.py`, marks slow paths with `inenv/workload.py`, and shares
-    `inenv/common.py` with it: each is staged beside the script, and found there with
-    nothing of ours installed (-S: no site-packages)."""
+    """The replay steps its schedulers with `inenv/steploop.py` and marks slow paths with
+    `inenv/workload.py`, whose exit protocol it shares: each is staged beside the script,
+    and found there with nothing of ours installed (-S: no site-packages)."""
     script = envrun.stage_module("replay", tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "vpr_inenv_common.py",
-        "vpr_inenv_forking.py",
         "vpr_inenv_replay.py",
         "vpr_inenv_steploop.py",
         "vpr_inenv_workload.py",
     ]
     for probe, origin in (
-        ("import vpr_inenv_replay as r; print(r.forked.__module__)", "vpr_inenv_forking"),
+        ("import vpr_inenv_replay as r; print(r.forked.__module__)", "vpr_inenv_replay"),
         ("import vpr_inenv_replay as r; print(r.step_loop.__module__)", "vpr_inenv_steploop"),
-        ("import vpr_inenv_workload as w; print(w.load_object.__module__)", "vpr_inenv_common"),
-        ("import vpr_inenv_replay as r; print(r.BadRequest.__module__)", "vpr_inenv_common"),
+        ("import vpr_inenv_replay as r; print(r.BadRequest.__module__)", "vpr_inenv_workload"),
     ):
         done = subprocess.run(
             [sys.executable, "-S", "-c", probe],

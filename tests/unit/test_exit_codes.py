@@ -30,7 +30,7 @@ def test_each_error_class_carries_its_documented_code() -> None:
 
 @pytest.fixture
 def key(tmp_path: Path) -> Path:
-    done = vpr("keys", "generate", "--out", str(tmp_path / "k.key"), cwd=tmp_path, check=False)
+    done = vpr("keygen", "--out", str(tmp_path / "k.key"), cwd=tmp_path, check=False)
     assert done.returncode == 0, done.stderr  # 0: ok
     return tmp_path / "k.key.pub"
 

@@ -74,7 +74,7 @@ def test_allowed_imports_pass() -> None:
         "from .envcheck import run\n"
         "import vllm_plugin_release.inenv.openapi\n"
         "from vllm_plugin_release.inenv import replay as r\n"
-        "from vpr_inenv_forking import forked\n"
+        "from vpr_inenv_workload import serve\n"
         "def lazy():\n"
         "    import vllm.v1.request\n"
     )

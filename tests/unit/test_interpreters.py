@@ -292,7 +292,7 @@ TAKES_INTERPRETER = {
     "conform": ("conform",),
     "check": ("check", "pinning"),
     "release": ("release", "--graph"),
-    "image build": ("image", "build"),
+    "build-image": ("build-image",),
 }
 
 
@@ -329,7 +329,7 @@ def test_every_command_that_takes_an_interpreter_checks_it_first(
         named = str(tmp_path / "notes")
     argv = [*TAKES_INTERPRETER[command], "--spec", str(REFERENCE_SPEC)]
     argv += ["--cache-dir", str(tmp_path / ".vpr")]
-    if command not in ("image build",):
+    if command != "build-image":
         argv += ["--dist", str(tmp_path / "dist")]
     env = {interpreters.ENV_VARIABLE: ""}
     if source == "--interpreter":

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from vllm_plugin_release.edges import envrun
-from vllm_plugin_release.inenv import forking
 from vllm_plugin_release.inenv import replay as inenv_replay
 from vllm_plugin_release.replay import config, mix, runner
 
@@ -47,7 +46,7 @@ def test_each_scheduler_replays_in_its_own_child_at_the_same_time(
 
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    results = forking.forked(
+    results = inenv_replay.forked(
         [
             lambda: _meet(tmp_path, "plugin", "upstream"),
             lambda: _meet(tmp_path, "upstream", "plugin"),
@@ -64,7 +63,7 @@ def test_bad_input_in_a_child_is_raised_in_the_run() -> None:
         raise inenv_replay.BadRequest("m:plugin is not a vLLM scheduler")
 
     with pytest.raises(inenv_replay.BadRequest, match="not a vLLM scheduler"):
-        forking.forked(
+        inenv_replay.forked(
             [lambda: {"fine": True}, bad], (inenv_replay.BadRequest, inenv_replay.ImportFailure)
         )
 
@@ -75,7 +74,7 @@ def test_a_child_that_dies_fails_the_run() -> None:
         return {}
 
     with pytest.raises(RuntimeError, match="status"):
-        forking.forked([dies, lambda: {"fine": True}])
+        inenv_replay.forked([dies, lambda: {"fine": True}])
 
 
 @pytest.mark.parametrize(("cores", "together", "timeout"), [(2, True, 360), (1, False, 420)])
@@ -100,7 +99,7 @@ def test_a_result_that_cannot_be_sent_back_fails_the_run(tmp_path: Path) -> None
     JSON is a failure of the run, not a second copy of the caller going on."""
     marker = tmp_path / "went-on"
     with pytest.raises(RuntimeError, match="not JSON serializable"):
-        forking.forked([lambda: {"value": object()}, lambda: {"fine": True}])
+        inenv_replay.forked([lambda: {"value": object()}, lambda: {"fine": True}])
         marker.write_text(str(os.getpid()))  # only a child that escaped would get here
     time.sleep(0.2)
     assert not marker.exists()

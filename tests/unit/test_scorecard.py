@@ -215,7 +215,7 @@ def test_not_run_here_names_the_hardware_part() -> None:
     ((name, why),) = suite.not_run_here("cpu")
     assert name == "hardware" and "this run used the cpu runner" in why
     ((name, why),) = suite.not_run_here("hardware")
-    assert name == "hardware" and "vpr hardware-live" in why
+    assert name == "hardware" and "vpr hardware live" in why
 
 
 def test_a_pairing_without_its_environment_is_lab_whatever_ran() -> None:

@@ -337,7 +337,8 @@ def test_hardware_probe_on_a_cpu_machine_exits_3_naming_what_is_missing(tmp_path
             sys.executable,
             "-m",
             "vllm_plugin_release",
-            "hardware-probe",
+            "hardware",
+            "probe",
             "--spec",
             str(REPO / "buildspec" / "tt.toml"),
             "--dist",
@@ -356,7 +357,7 @@ def test_hardware_probe_on_a_cpu_machine_exits_3_naming_what_is_missing(tmp_path
     record = json.loads((tmp_path / "tt" / hardware.PROBE_RECORD).read_text())
     assert record["ok"] is False and record["runtime"]["status"] == "absent"
     live = subprocess.run(
-        [*done.args[:3], "hardware-live", *done.args[4:]],
+        [*done.args[:4], "live", *done.args[5:]],
         capture_output=True,
         text=True,
         env=env,
@@ -366,7 +367,7 @@ def test_hardware_probe_on_a_cpu_machine_exits_3_naming_what_is_missing(tmp_path
     assert not (tmp_path / "tt" / "scorecard.json").exists()
     # the whole sequence (`nox -s conform-hardware`) stops at the probe: no env, no scorecard
     whole = subprocess.run(
-        [*done.args[:3], "conform-hardware", *done.args[4:]],
+        [*done.args[:4], "conform", *done.args[5:]],
         capture_output=True,
         text=True,
         env=env,
@@ -500,7 +501,7 @@ def test_hardware_check_passes_only_what_was_observed(tmp_path: Path) -> None:
 
 def test_hardware_plan(tmp_path: Path) -> None:
     spec = hw_spec(tmp_path)
-    done = vpr("hardware-plan", "--spec", str(spec), "--spec", "buildspec/tt.toml", "--json")
+    done = vpr("hardware", "plan", "--spec", str(spec), "--spec", "buildspec/tt.toml", "--json")
     plan = json.loads(done.stdout)
     labels = ["self-hosted", "tenstorrent", "n300"]
     assert plan["include"] == [
@@ -530,13 +531,13 @@ def test_hardware_plan(tmp_path: Path) -> None:
         "runner_labels",
     ]
     # a spec without [conformance.hardware] is skipped with the reason
-    done = vpr("hardware-plan", "--spec", "buildspec/reference.toml", "--json")
+    done = vpr("hardware", "plan", "--spec", "buildspec/reference.toml", "--json")
     assert json.loads(done.stdout)["skipped"] == [
         {"spec": "buildspec/reference.toml", "reason": "no [conformance.hardware] device_class"}
     ]
     out = tmp_path / "gh"
     out.write_text("")
-    vpr("hardware-plan", "--spec", str(spec), "--github-output", env={"GITHUB_OUTPUT": str(out)})
+    vpr("hardware", "plan", "--spec", str(spec), "--github-output", env={"GITHUB_OUTPUT": str(out)})
     lines = dict(line.split("=", 1) for line in out.read_text().splitlines())
     assert json.loads(lines["matrix"])["include"][0]["device_class"] == "n300"
     assert lines["count"] == "1"
@@ -561,7 +562,7 @@ def test_hardware_expectations_come_from_the_spec(tmp_path: Path) -> None:
     text = text.replace(mesh_lines, "").replace(tt_labels, "")
     table = 'parallelism = "tp"\nrunner_labels = ["self-hosted", "ascend", "910b"]\n'
     spec.write_text(text.replace("[conformance.hardware]\n", "[conformance.hardware]\n" + table))
-    plan = json.loads(vpr("hardware-plan", "--spec", str(spec), "--json").stdout)
+    plan = json.loads(vpr("hardware", "plan", "--spec", str(spec), "--json").stdout)
     assert plan["include"][0]["runner_labels"] == ["self-hosted", "ascend", "910b"]
     hw = settings(load_spec(spec))
     assert hw.parallelism == "tp" and hw.serve_args == ("-tp", "2")

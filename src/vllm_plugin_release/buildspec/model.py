@@ -63,7 +63,7 @@ class BuildSpec:
     reproducibility_check: bool
     network_isolation: str
     platform: str = "x86_64-manylinux_2_28"  # the locks' target (uv --python-platform)
-    image_python_sha256: str | None = None  # the CPython `vpr image build` may copy in
+    image_python_sha256: str | None = None  # the CPython `vpr build-image` may copy in
     # An interpreter named on the command line (`--interpreter PATH`), never from the file.
     interpreter: str | None = None
 

@@ -177,7 +177,7 @@ SCHEMA: dict[str, Any] = {
                 "base_image": _str(
                     "The image every stage runs in with backend = docker, pinned by digest "
                     "(name@sha256:...): a registry image, or the Debian-based one "
-                    "`vpr image build` makes; an image with another digest is refused.",
+                    "`vpr build-image` makes; an image with another digest is refused.",
                     pattern=DIGEST_PINNED_IMAGE,
                 ),
                 "dockerfile": _str(
@@ -208,7 +208,7 @@ SCHEMA: dict[str, Any] = {
                     ],
                 },
                 "image_python_sha256": _str(
-                    "The fingerprint of the CPython `vpr image build` copies into the image "
+                    "The fingerprint of the CPython `vpr build-image` copies into the image "
                     "for a Python the Debian suite lacks (`build-core.json` interpreter.sha256 "
                     "shows a machine's): another build of that Python is refused (exit 1, both "
                     "named), so the image's digest follows from pinned inputs only.",
@@ -329,7 +329,7 @@ SCHEMA: dict[str, Any] = {
                     "items": {"type": "string", "pattern": r"^[a-z0-9][a-z0-9+.-]+$"},
                     "description": "Debian packages the runtime's wheels load that a "
                     "minimal image lacks (ttnn: libatomic1; `ldd` of its libraries tells): "
-                    "`vpr image build` puts them in the image.",
+                    "`vpr build-image` puts them in the image.",
                     "default": [],
                 },
                 "no_device": {

@@ -1,31 +1,26 @@
-"""The `vpr` command line.
-
-Each stage module registers its own subcommand through `register(subparsers)`;
-the function it sets as `func` takes the parsed arguments and returns an exit
-code. Errors derived from `VprError` are printed without a traceback and mapped
-onto the documented exit codes (0 ok, 1 gate failed, 2 bad input, 3 outside).
-"""
+"""The `vpr` command line: each command module registers its subcommands; errors derived
+from `VprError` are one line and an exit code (0 ok, 1 gate failed, 2 bad input, 3 outside)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import os
+import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn
 
 from vllm_plugin_release import __version__
-from vllm_plugin_release.cli import suggest
 from vllm_plugin_release.core.errors import EXIT_BAD_INPUT, EXIT_OUTSIDE, VprError
 
 # Modules that contribute subcommands, in the order `vpr --help` lists them, and the
 # commands each registers: a command line that names one builds only its module's parser
-# (`build_parser(command)`), so `vpr scan-core` does not import the other thirteen.
+# (`build_parser(command)`), so `vpr scan-core` does not import the others.
 # tests/unit/test_cli_lazy.py checks this table against what each module registers.
 COMMANDS: dict[str, tuple[str, ...]] = {
-    "vllm_plugin_release.cli.spec": ("spec",),
     "vllm_plugin_release.cli.build": (
+        "spec",
         "fetch",
         "lock",
         "build-core",
@@ -33,24 +28,23 @@ COMMANDS: dict[str, tuple[str, ...]] = {
         "build-guard",
         "env",
         "plugin-tests",
+        "build-image",
     ),
     "vllm_plugin_release.cli.conform": ("conform", "check"),
     "vllm_plugin_release.cli.release": ("release",),
-    "vllm_plugin_release.cli.manifest": ("manifest", "keys", "publish"),
-    "vllm_plugin_release.cli.install": ("install",),
+    "vllm_plugin_release.cli.manifest": ("manifest", "keygen", "publish", "install"),
     "vllm_plugin_release.cli.scan": ("scan-core",),
     "vllm_plugin_release.cli.api": ("api-contract", "api-diff"),
     "vllm_plugin_release.cli.replay": ("replay", "loadtest"),
-    "vllm_plugin_release.cli.bump": ("upstream", "bump", "pr-body"),
-    "vllm_plugin_release.cli.bisect": ("bisect", "nightly"),
-    "vllm_plugin_release.cli.matrix": ("matrix",),
-    "vllm_plugin_release.cli.hardware": (
-        "hardware-plan",
-        "hardware-probe",
-        "hardware-live",
-        "conform-hardware",
+    "vllm_plugin_release.cli.upstream": (
+        "upstream",
+        "bump",
+        "pr-body",
+        "bisect",
+        "nightly",
+        "matrix",
     ),
-    "vllm_plugin_release.cli.image": ("image",),
+    "vllm_plugin_release.cli.hardware": ("hardware",),
 }
 COMMAND_MODULES: tuple[str, ...] = tuple(COMMANDS)
 _MODULE_OF = {name: module for module, names in COMMANDS.items() for name in names}
@@ -79,9 +73,9 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:  # exit 2 with this (sub)command's usage line
         self.print_usage(sys.stderr)
-        message = suggest.explain_choice_error(message)
+        message = explain_choice_error(message)
         if "arguments are required" in message:  # often a mistyped flag: say which
-            message += suggest.mistyped_flags(self, _Parser.argv)
+            message += mistyped_flags(self, _Parser.argv)
         self.exit(EXIT_BAD_INPUT, f"vpr: error: {message}\n")
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:
@@ -91,8 +85,8 @@ class _Parser(argparse.ArgumentParser):
         _Parser.argv = argv
         parsed, extras = self.parse_known_args(argv, namespace)
         if extras:
-            chosen = suggest.chosen_parser(self, argv)
-            chosen.error(suggest.unknown_arguments(chosen, extras))
+            chosen = chosen_parser(self, argv)
+            chosen.error(unknown_arguments(chosen, extras))
         return parsed
 
     def format_help(self) -> str:
@@ -132,9 +126,9 @@ def _seconds(text: str | None, default: float) -> float:
 
 
 def _exit_now(code: int) -> None:
-    """End the process with `code` without the interpreter's teardown (freeing every
-    object and module: tens of ms after a scan), once the output is written. Only when
-    nothing waits for the teardown: no atexit callback and no other thread; else return."""
+    """End the process with `code` without the interpreter's teardown (freeing every object
+    a scan made: measurable against the whole command, docs/performance.md), once the output
+    is written. Only when nothing waits for the teardown: no atexit callback, no other thread."""
     import atexit
     import threading
 
@@ -180,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(argv[0]) if argv and argv[0] in _MODULE_OF else build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):  # `vpr manifest`: the help of `vpr manifest`
-        suggest.chosen_parser(parser, _Parser.argv).print_help(sys.stderr)
+        chosen_parser(parser, _Parser.argv).print_help(sys.stderr)
         return EXIT_BAD_INPUT
     from vllm_plugin_release.core import progress
 
@@ -219,6 +213,93 @@ def main(argv: Sequence[str] | None = None) -> int:
     if whole_process and getattr(args, "exit_now", False):
         _exit_now(code)
     return code
+
+
+# Usage errors that help: the usage of the subcommand meant, and a "did you mean" for a
+# mistyped command, flag or choice (difflib: argparse has no suggestions before 3.14).
+
+# argparse's message for a bad choice (3.11: "argument COMMAND: invalid choice: 'x' (choose
+# from 'a', 'b')"; 3.12+ drops the quotes of the choices).
+_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<word>[^']*)' \(choose from (?P<choices>.*)\)$")
+
+
+def close(word: str, candidates: Iterable[str]) -> list[str]:
+    """The candidates that look like `word`, best first (at most three)."""
+    import difflib  # here: a command line that parses never needs it
+
+    pool = list(dict.fromkeys(candidates))
+    scored = sorted(
+        ((difflib.SequenceMatcher(None, word, c).ratio(), c) for c in pool), reverse=True
+    )
+    best = scored[0][0] if scored else 0.0
+    # close enough, and not much worse than the best ("relase": release, not replay)
+    found = [c for score, c in scored if score >= max(0.6, best - 0.1)][:3]
+    if not found and word:  # a prefix ("--no-pub") is a clear enough intent
+        found = [c for c in pool if c.startswith(word)][:3]
+    return found
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """ "; did you mean X?" (or "X or Y?"), or "" when nothing is close."""
+    found = close(word, candidates)
+    if not found:
+        return ""
+    return "; did you mean " + " or ".join(found) + "?"
+
+
+def explain_choice_error(message: str) -> str:
+    """argparse's invalid-choice message with a suggestion appended when one is close."""
+    m = _INVALID_CHOICE.search(message)
+    if not m:
+        return message
+    choices = [c.strip().strip("'\"") for c in m.group("choices").split(",")]
+    return message + did_you_mean(m.group("word"), choices)
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def chosen_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The deepest (sub)parser the command line selected: `vpr manifest verify ...` ->
+    the parser of `manifest verify`. Options before a command are skipped over."""
+    current = parser
+    for token in argv:
+        if token == "--":
+            break
+        nested = _subparsers(current)
+        if token in nested:
+            current = nested[token]
+    return current
+
+
+def option_strings(parser: argparse.ArgumentParser) -> list[str]:
+    return [s for action in parser._actions for s in action.option_strings]
+
+
+def unknown_arguments(parser: argparse.ArgumentParser, extras: Sequence[str]) -> str:
+    """The message for arguments `parser` does not take, with a suggestion per flag."""
+    known = option_strings(parser)
+    parts = []
+    for extra in extras:
+        flag = extra.split("=", 1)[0]
+        found = close(flag, known) if flag.startswith("-") and len(flag) > 1 else []
+        parts.append(f"{extra} (did you mean {' or '.join(found)}?)" if found else extra)
+    return "unrecognized arguments: " + " ".join(parts)
+
+
+def mistyped_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str:
+    """ "; unrecognized: --kye (did you mean --key?)" for the flags of `argv` that neither
+    `parser` nor the top level takes, or "" when there are none."""
+    known = set(option_strings(parser)) | {"-h", "--help", "--version"}
+    unknown = [t for t in argv if t.startswith("-") and t.split("=", 1)[0] not in known]
+    if not unknown or "--" in argv:
+        return ""
+    listed = unknown_arguments(parser, unknown).removeprefix("unrecognized arguments: ")
+    return f"; unrecognized: {listed}"
 
 
 if __name__ == "__main__":

@@ -1,13 +1,5 @@
-"""`vpr api-contract` and `vpr api-diff`: freeze a client contract, compare two of them.
-
-    vpr api-contract --spec buildspec/tt.toml --out buildspec/contracts/mine.json
-    vpr api-diff buildspec/contracts/vllm-0.25.1-openai.json mine.json [--json | --markdown]
-
-`api-contract` builds vLLM's OpenAI-compatible app inside the pairing env (no
-engine, no model; see `inenv/openapi.py`) and writes its OpenAPI document and the
-request/response model schemas as one deterministic JSON document. `api-diff`
-exits 1 when the second contract breaks clients of the first.
-"""
+"""`vpr api-contract` (vLLM's served API frozen as a client contract) and `vpr api-diff`
+(exit 1 when a contract breaks clients of another)."""
 
 from __future__ import annotations
 
@@ -17,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vllm_plugin_release.cli import options as o
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK
 
 if TYPE_CHECKING:
@@ -111,12 +104,9 @@ def register(subparsers: Any) -> None:
         description="Build vLLM's OpenAI-compatible app in the pairing env (no engine, no "
         "model) and write its OpenAPI document and request/response model schemas as a "
         "contract that later pairings are gated against.",
+        parents=[o.SPEC, o.DIST],
     )
-    p.add_argument("--spec", required=True, metavar="FILE", help="buildspec TOML")
     p.add_argument("--out", required=True, metavar="PATH", help="contract file to write")
-    p.add_argument(
-        "--dist", default="dist", help="output root holding NAME/env.json (default: dist)"
-    )
     p.add_argument(
         "--python",
         metavar="PATH",
@@ -140,6 +130,6 @@ def register(subparsers: Any) -> None:
     d.add_argument("old", metavar="OLD", help="contract clients rely on today")
     d.add_argument("new", metavar="NEW", help="contract to gate")
     fmt = d.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="print the changes as JSON")
+    fmt.add_argument("--json", action="store_true", help=o.JSON_HELP)
     fmt.add_argument("--markdown", action="store_true", help="print a Markdown report")
     d.set_defaults(func=_cmd_diff)

@@ -1,123 +1,40 @@
-"""`vpr fetch`, `vpr lock`, `vpr build-core`, `vpr build-plugin`, `vpr env`, `vpr plugin-tests`.
-
-Argument parsing only: each command loads the spec, gathers the pairing's sources
-once (`flows/sources.py`) and hands them to its stage."""
+"""The commands that run one stage (`vpr fetch`, `lock`, `build-core`, `build-plugin`,
+`build-guard`, `env`, `plugin-tests`, `build-image`) and `vpr spec`: argument parsing only."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
 
+from vllm_plugin_release.cli import options as o
+from vllm_plugin_release.cli.options import load_spec_for, named_interpreter, refuse_other_env
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.edges import cachedir
 
 
-def add_spec_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--spec",
-        default="buildspec/reference.toml",
-        help="buildspec file (default: buildspec/reference.toml)",
-    )
-
-
-def add_dirs(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dist", default="dist", help="output root (default: dist)")
-    parser.add_argument(
-        "--cache-dir", default=None, help="cache folder (default: $VPR_CACHE_DIR or .vpr)"
-    )
-
-
-def add_plugin_source(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--plugin-source",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help="a local git checkout of the plugin (must contain the pinned commit), "
-        "used instead of [plugin.source] url",
-    )
-
-
-def add_backend(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--backend",
-        dest="runner_backend",
-        choices=("local", "docker"),
-        default=None,
-        help="where the stages run: local (this machine) or docker (the pinned "
-        "[build] base_image); default: the spec's [build] backend",
-    )
-    add_interpreter(parser)
-
-
-def add_interpreter(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--interpreter",
-        default=None,
-        metavar="PATH",
-        help="the CPython to build and check with (it must be the spec's [build] python); "
-        "default: $VPR_INTERPRETER, else uv, pyenv, asdf/mise, /usr/bin in that order",
-    )
-
-
-def load_spec_for(args: argparse.Namespace):
-    """The spec `--spec` names, with `--backend` and `--interpreter` applied; the interpreter
-    `--interpreter` or $VPR_INTERPRETER names is checked at once (`named_interpreter`)."""
-    from vllm_plugin_release.buildspec.load import load_spec
-
-    spec = load_spec(args.spec).with_backend(getattr(args, "runner_backend", None))
-    spec = spec.with_interpreter(getattr(args, "interpreter", None))
-    named_interpreter(spec)
-    return spec
-
-
-def named_interpreter(spec):
-    """The interpreter `--interpreter` or $VPR_INTERPRETER names, checked by every command
-    that takes them, whether or not it needs it (exit 2 naming the flag or variable and the
-    path: not there, not the spec's CPython, its files not readable here); None when
-    neither names one. Asked as the runner asks it, so a later ask takes this answer."""
-    from vllm_plugin_release.core.errors import OutsideFailure
-    from vllm_plugin_release.edges import interpreters, uv
-
-    if interpreters.named_by(spec.build.interpreter) is None:
-        return None
-    try:
-        found_with = uv.uv_bin()
-    except OutsideFailure:  # not needed for a named interpreter
-        found_with = None
-    return interpreters.find(spec.build.python, spec.build.interpreter, found_with)
-
-
-RUNNERS = ("cpu", "hardware")  # conform.registry.RUNNERS, not imported to keep start-up quick
-
-
-def add_runner(parser: argparse.ArgumentParser) -> None:
-    """`--site`, refused by argparse when not a site: before anything is fetched."""
-    parser.add_argument(
-        "--site",
-        dest="runner",
-        default="cpu",
-        choices=RUNNERS,
-        help="cpu (default: no accelerator, runtime checks deferred) or hardware",
-    )
-
-
 def register(sub: argparse._SubParsersAction) -> None:
+    _register_spec(sub)
     _register_sources(sub)
     _register_builds(sub)
     _register_env(sub)
+    _register_image(sub)
 
 
 def _register_sources(sub: argparse._SubParsersAction) -> None:
-    fetch = sub.add_parser("fetch", help="download and verify the core source into the cache")
-    add_spec_argument(fetch)
-    add_dirs(fetch)
+    fetch = sub.add_parser(
+        "fetch",
+        parents=[o.SPEC, o.DIST, o.CACHE],
+        help="download and verify the core source into the cache",
+    )
     fetch.set_defaults(func=_fetch)
 
-    lock = sub.add_parser("lock", help="resolve the hash-locked build requirements")
-    add_spec_argument(lock)
-    add_dirs(lock)
-    add_plugin_source(lock)
+    lock = sub.add_parser(
+        "lock",
+        parents=[o.SPEC, o.DIST, o.CACHE, o.PLUGIN_SOURCE],
+        help="resolve the hash-locked build requirements",
+    )
     mode = lock.add_mutually_exclusive_group()
     mode.add_argument(
         "--check", action="store_true", help="only check that the lock is current (exit 2 if not)"
@@ -133,58 +50,44 @@ def _register_sources(sub: argparse._SubParsersAction) -> None:
 
 def _register_builds(sub: argparse._SubParsersAction) -> None:
     build = sub.add_parser(
-        "build-core", help="build the vLLM wheel (empty target), twice, and compare"
+        "build-core",
+        parents=[o.SPEC, o.DIST, o.CACHE, o.BACKEND, o.INTERPRETER, o.FORCE],
+        help="build the vLLM wheel (empty target), twice, and compare",
     )
-    add_spec_argument(build)
-    add_dirs(build)
-    add_backend(build)
-    build.add_argument("--force", action="store_true", help="ignore the cached result")
     build.set_defaults(func=_build_core)
 
     plugin = sub.add_parser(
-        "build-plugin", help="build the plugin wheel from its pinned commit, twice, and compare"
+        "build-plugin",
+        parents=[o.SPEC, o.DIST, o.CACHE, o.PLUGIN_SOURCE, o.BACKEND, o.INTERPRETER, o.FORCE],
+        help="build the plugin wheel from its pinned commit, twice, and compare",
     )
-    add_spec_argument(plugin)
-    add_dirs(plugin)
-    add_plugin_source(plugin)
-    add_backend(plugin)
-    plugin.add_argument("--force", action="store_true", help="ignore the cached result")
     plugin.set_defaults(func=_build_plugin)
 
     guard = sub.add_parser(
         "build-guard",
+        parents=[o.SPEC, o.DIST, o.CACHE],
         help="build the vpr-guard wheel (vLLM's start-up check of a certified set), twice, "
         "and compare",
     )
-    add_spec_argument(guard)
-    add_dirs(guard)
     guard.set_defaults(func=_build_guard)
 
 
 def _register_env(sub: argparse._SubParsersAction) -> None:
-    env = sub.add_parser("env", help="create and check the pairing environment for a runner")
-    add_spec_argument(env)
-    add_dirs(env)
-    add_plugin_source(env)
-    add_runner(env)
-    add_backend(env)
-    env.add_argument(
-        "--runtime-env",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help="an existing vendor runtime Python environment (e.g. TT-Metal's python_env)",
+    env = sub.add_parser(
+        "env",
+        parents=[
+            *(o.SPEC, o.DIST, o.CACHE, o.PLUGIN_SOURCE, o.SITE),
+            *(o.BACKEND, o.INTERPRETER, o.RUNTIME_ENV),
+        ],
+        help="create and check the pairing environment for a runner",
     )
     env.set_defaults(func=_env)
 
     tests = sub.add_parser(
-        "plugin-tests", help="run the plugin's own tests in the pairing environment (JUnit XML)"
+        "plugin-tests",
+        parents=[o.SPEC, o.DIST, o.CACHE, o.PLUGIN_SOURCE, o.SITE, o.INTERPRETER],
+        help="run the plugin's own tests in the pairing environment (JUnit XML)",
     )
-    add_spec_argument(tests)
-    add_dirs(tests)
-    add_plugin_source(tests)
-    add_runner(tests)
-    add_interpreter(tests)
     tests.add_argument(
         "--baseline",
         metavar="VERSION",
@@ -349,15 +252,101 @@ def _plugin_tests(args: argparse.Namespace) -> int:
     return run_plugin_tests(inputs, Path(args.dist), args.runner, args.baseline)
 
 
-def refuse_other_env(inputs, args: argparse.Namespace) -> None:
-    """Exit 2 when `--interpreter` or $VPR_INTERPRETER names an interpreter other than the
-    one the recorded pairing environment was made from (local backend): its tests and
-    checks are never run in that environment in the named one's stead."""
-    from vllm_plugin_release.edges.interpreters import named_by
+def _register_spec(sub: argparse._SubParsersAction) -> None:
+    spec = sub.add_parser("spec", help="validate, explain or edit a buildspec")
+    ssub = spec.add_subparsers(dest="spec_command", metavar="ACTION", required=True)
 
-    spec = inputs.spec
-    named = named_by(spec.build.interpreter)
-    if named is None or spec.build.backend != "local":
-        return
-    ctx = inputs.context(args.runner, Path(args.dist))
-    ctx.refuse_other_interpreter(named_interpreter(spec), named[1])
+    check = ssub.add_parser("check", help="validate a buildspec (exit 2 with every error)")
+    check.add_argument("file", help="the buildspec file")
+    check.set_defaults(func=_spec_check)
+
+    schema = ssub.add_parser("schema", help="print the buildspec JSON Schema")
+    schema.set_defaults(func=_spec_schema)
+
+    docs = ssub.add_parser("docs", help="print docs/buildspec.md (generated from the schema)")
+    docs.set_defaults(func=_spec_docs)
+
+    setter = ssub.add_parser(
+        "set", help="set KEY (dotted) to VALUE (TOML syntax), keeping comments and order"
+    )
+    setter.add_argument("file", help="the buildspec file, edited in place")
+    setter.add_argument("key", help="dotted key, e.g. core.version")
+    setter.add_argument("value", help='TOML value, e.g. "0.26.0" or 1784975730 or true')
+    setter.set_defaults(func=_spec_set)
+
+
+def _spec_check(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.buildspec.load import load_spec
+
+    spec = load_spec(args.file)
+    progress.info(f"{args.file}: valid (pairing {spec.name!r}, vLLM {spec.core.version})")
+    return 0
+
+
+def _spec_schema(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.conform.registry import spec_schema
+
+    json.dump(spec_schema(), sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")
+    return 0
+
+
+def _spec_set(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.buildspec.load import set_value
+
+    set_value(args.file, args.key, args.value)
+    progress.info(f"{args.file}: {args.key} updated")
+    return 0
+
+
+def _spec_docs(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.buildspec.schema import render
+    from vllm_plugin_release.conform.registry import spec_schema
+
+    sys.stdout.write(render(spec_schema()))
+    return 0
+
+
+def _register_image(sub: argparse._SubParsersAction) -> None:
+    image = sub.add_parser(
+        "build-image",
+        parents=[o.SPEC, o.CACHE, o.INTERPRETER, o.JSON],
+        help="make the container runner's image [build] base_image pins from Debian packages "
+        "(mmdebstrap, SOURCE_DATE_EPOCH) and load it into the engine; exit 1 when its digest "
+        "is not the pinned one",
+    )
+    image.add_argument("--suite", default="bookworm", help="Debian suite (default: bookworm)")
+    image.add_argument(
+        "--mirror",
+        default="http://deb.debian.org/debian",
+        help="Debian mirror; a snapshot.debian.org URL keeps the digest for ever",
+    )
+    image.add_argument(
+        "--write-spec",
+        action="store_true",
+        help="pin the image made here in the spec's [build] base_image",
+    )
+    image.set_defaults(func=_build_image)
+
+
+def _build_image(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.buildspec.load import load_spec, set_value
+    from vllm_plugin_release.core import progress
+    from vllm_plugin_release.core.errors import GateFailed
+    from vllm_plugin_release.stages.container_build import build_image, compare_pin
+
+    spec = load_spec(args.spec).with_interpreter(args.interpreter)
+    named_interpreter(spec)  # checked also where Debian's python is used instead
+    made = build_image(spec, cachedir.from_args(args), suite=args.suite, mirror=args.mirror)
+    print(json.dumps(made.to_json(), indent=2) if args.json else made.image)
+    if args.write_spec:
+        set_value(args.spec, "build.base_image", json.dumps(made.image))
+        progress.info(f"image: {args.spec} [build] base_image = {made.image}")
+        return 0
+    differs = compare_pin(spec, made.image)
+    if differs:
+        raise GateFailed(
+            differs, hint="`vpr build-image --write-spec` pins it, if this change is expected"
+        )
+    progress.info(f"image: {made.image} loaded")
+    return 0

@@ -6,15 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from vllm_plugin_release.cli.build import (
-    add_dirs,
-    add_interpreter,
-    add_plugin_source,
-    add_runner,
-    add_spec_argument,
-    load_spec_for,
-    refuse_other_env,
-)
+from vllm_plugin_release.cli import options as o
+from vllm_plugin_release.cli.options import load_spec_for, refuse_other_env
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.edges import cachedir
 
@@ -26,6 +19,10 @@ def _checks_epilog() -> str:
     return "checks:\n" + registry.help_lines()
 
 
+# What the checks run on: the pairing, its outputs, its plugin checkout, site and interpreter.
+CONTEXT = (o.SPEC, o.DIST, o.CACHE, o.PLUGIN_SOURCE, o.SITE, o.INTERPRETER)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     conform = sub.add_parser(
         "conform",
@@ -33,20 +30,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Run every conformance check of the pairing and write the scorecard "
         "with its verdict (fleet, pilot or lab).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[*CONTEXT, o.FORCE],
     )
     conform.lazy_epilog = _checks_epilog
-    add_spec_argument(conform)
-    add_dirs(conform)
-    add_plugin_source(conform)
-    add_runner(conform)
-    add_interpreter(conform)
-    conform.add_argument("--force", action="store_true", help="ignore the cached scorecard")
     conform.set_defaults(func=_conform)
 
     check = sub.add_parser(
         "check",
         help="run one conformance check (exit 1 on fail)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[*CONTEXT, o.JSON],
     )
     check.lazy_epilog = _checks_epilog
     check.add_argument("name", nargs="?", metavar="NAME", help="the check to run (see below)")
@@ -55,12 +48,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="print the checks as a Markdown table (the one in docs/conformance.md) and exit",
     )
-    add_spec_argument(check)
-    add_dirs(check)
-    add_plugin_source(check)
-    add_runner(check)
-    add_interpreter(check)
-    check.add_argument("--json", action="store_true", help="print the check's JSON object")
     check.set_defaults(func=_check)
 
 

@@ -1,5 +1,5 @@
-"""`vpr hardware-plan`, `vpr hardware-probe`, `vpr hardware-live`, `vpr conform-hardware`:
-the hardware runner's part (`nox -s conform-hardware`; the flow is `flows.hardware`)."""
+"""`vpr hardware plan|probe|live|conform`: the hardware runner's part (`nox -s
+conform-hardware`; the flow is `flows.hardware`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vllm_plugin_release.cli.build import add_dirs, add_plugin_source, add_spec_argument
+from vllm_plugin_release.cli import options as o
 from vllm_plugin_release.core.errors import EXIT_OK
 from vllm_plugin_release.edges import cachedir
 
@@ -18,80 +18,51 @@ if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.conform.lib.hardwaresettings import HardwareSettings
 
 
+# The pairing each action works on: its spec, outputs, cache and plugin checkout.
+PAIRING = [o.SPEC, o.DIST, o.CACHE, o.PLUGIN_SOURCE]
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    _register_plan(sub)
-    _register_probe(sub)
-    _register_live(sub)
-    _register_conform_hardware(sub)
-
-
-def _add_spec_dirs_source(parser: argparse.ArgumentParser) -> None:
-    add_spec_argument(parser)
-    add_dirs(parser)
-    add_plugin_source(parser)
-
-
-def _add_runtime_env(parser: argparse.ArgumentParser, text: str) -> None:
-    parser.add_argument("--runtime-env", type=Path, default=None, metavar="PATH", help=text)
-
-
-def _register_plan(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "hardware-plan",
+    hardware = sub.add_parser(
+        "hardware",
+        help="the hardware runner's part: plan, probe, live, conform",
+        description="The hardware runner's part of a release (`nox -s conform-hardware`).",
+    )
+    actions = hardware.add_subparsers(dest="hardware_command", metavar="ACTION")
+    plan = actions.add_parser(
+        "plan",
+        parents=[o.JSON],
         help="specs with a hardware part and the runner label each needs (CI matrix)",
     )
-    p.add_argument(
+    # several specs, unlike every other command's one: no default file, buildspec/* instead
+    plan.add_argument(
         "--spec", action="append", default=[], help="a spec (repeatable; default: buildspec/*)"
     )
-    p.add_argument(
+    plan.add_argument(
         "--changed-since", default=None, metavar="REF", help="only specs changed since REF"
     )
-    p.add_argument("--json", action="store_true", help="print the plan as JSON")
-    p.add_argument(
+    plan.add_argument(
         "--github-output", action="store_true", help="append matrix= and count= to $GITHUB_OUTPUT"
     )
-    p.set_defaults(func=_plan)
-
-
-def _register_probe(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "hardware-probe",
+    plan.set_defaults(func=_plan)
+    actions.add_parser(
+        "probe",
+        parents=[*PAIRING, o.RUNTIME_ENV, o.JSON],
         help="detect the vendor runtime, the device and the spec's mesh variable (exit 3 "
         "naming what is missing)",
-    )
-    _add_spec_dirs_source(p)
-    _add_runtime_env(
-        p,
-        "the vendor runtime's Python environment (default: $VPR_RUNTIME_ENV, the "
-        "hardware pairing env, else this Python)",
-    )
-    p.add_argument("--json", action="store_true", help="print the probe as JSON")
-    p.set_defaults(func=_probe)
-
-
-def _register_live(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "hardware-live",
-        help="on the hardware runner: the -tp 2 rejection probe and the live load test "
-        "against vllm serve; adds the hardware check to the scorecard",
-    )
-    _add_spec_dirs_source(p)
-    p.set_defaults(func=_live)
-
-
-def _register_conform_hardware(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "conform-hardware",
-        help="on the hardware runner, in order: hardware-probe, env --site hardware, "
-        "conform --site hardware, hardware-live (exit 0 only with verdict fleet)",
-    )
-    _add_spec_dirs_source(p)
-    _add_runtime_env(
-        p,
-        "the vendor runtime's Python environment, probed and used for the pairing "
-        "environment (default: $VPR_RUNTIME_ENV)",
-    )
-    p.set_defaults(func=_conform_hardware)
+    ).set_defaults(func=_probe)
+    actions.add_parser(
+        "live",
+        parents=PAIRING,
+        help="the -tp 2 rejection probe and the live load test against vllm serve; adds the "
+        "hardware check to the scorecard",
+    ).set_defaults(func=_live)
+    actions.add_parser(
+        "conform",
+        parents=[*PAIRING, o.RUNTIME_ENV],
+        help="in order: hardware probe, env --site hardware, conform --site hardware, "
+        "hardware live (exit 0 only with verdict fleet)",
+    ).set_defaults(func=_conform_hardware)
 
 
 def _plan(args: argparse.Namespace) -> int:

@@ -1,8 +1,5 @@
-"""`vpr manifest ...`, `vpr keys generate`, `vpr publish`.
-
-Imports of the heavier modules happen inside the command functions so that
-`vpr --help` stays fast.
-"""
+"""The manifest store's commands: `vpr manifest ...` (build, verify, query, the ledger),
+`vpr keygen`, `vpr publish` and `vpr install`."""
 
 from __future__ import annotations
 
@@ -10,28 +7,19 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vllm_plugin_release.cli.ledger import register_ledger
-from vllm_plugin_release.cli.storeargs import KEY_HELP, add_store_arguments, trusted
+from vllm_plugin_release.cli import options as o
+from vllm_plugin_release.cli.options import key_path, store_location, trusted
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK
 from vllm_plugin_release.edges import cachedir
 
+if TYPE_CHECKING:
+    from vllm_plugin_release.core.ledger import LedgerEntry
+import os
 
-def _spec_and_dirs(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--spec",
-        default="buildspec/reference.toml",
-        help="buildspec file (default: buildspec/reference.toml)",
-    )
-    parser.add_argument(
-        "--dist",
-        default="dist",
-        help="output root; the pairing's folder is DIST/NAME (default: dist)",
-    )
-    parser.add_argument(
-        "--cache-dir", default=None, help="cache folder (default: $VPR_CACHE_DIR or .vpr)"
-    )
+# What every command that reads the store through its signed head takes.
+READ_STORE = [o.STORE, o.KEY, o.CACHE]
 
 
 def register(subparsers: Any) -> None:
@@ -49,26 +37,22 @@ def register(subparsers: Any) -> None:
     _register_matrix(sub)
     _register_site(sub)
     _register_check_env(sub)
-    register_ledger(sub)  # cli/ledger.py
+    _register_ledger(sub)
     _register_sign_store(sub)
-    _register_keys(subparsers)
+    _register_keygen(subparsers)
     _register_publish(subparsers)
+    _register_install(subparsers)
 
 
 def _register_build(sub: Any) -> None:
     p = sub.add_parser(
         "build",
+        parents=[o.SPEC, o.DIST, o.CACHE, o.SIGNING_KEY],
         help="write dist/NAME/manifest.json and the signed manifest.intoto.jsonl",
         description="Read the stage records in dist/NAME/ (build-core.json, build-plugin.json, "
         "env.json, scorecard.json) and write manifest.json (deterministic), "
         "manifest.intoto.jsonl (in-toto statement, SLSA provenance, DSSE ed25519 signature) "
         "and run.json (host and wall times).",
-    )
-    _spec_and_dirs(p)
-    p.add_argument(
-        "--signing-key",
-        help="ed25519 private key (default: $VPR_SIGNING_KEY, [publish] signing_key, else "
-        ".vpr/keys/manifest-signing.key, created on first use)",
     )
     p.set_defaults(func=cmd_build)
 
@@ -87,20 +71,22 @@ def _register_verify(sub: Any) -> None:
         "sha256; exit 1 naming everything that did not match.",
     )
     p.add_argument("file", help="manifest.json, manifest.intoto.jsonl, or their folder")
-    p.add_argument("--key", required=True, help="ed25519 public key (KEY.pub)")
+    # required: a manifest from elsewhere is checked with the key named for it, none guessed
+    p.add_argument("--key", required=True, metavar="KEY.pub", help="ed25519 public key (KEY.pub)")
     p.add_argument(
         "--manifest-only",
         action="store_true",
         help="check the signature and the manifest but not the wheels (e.g. a manifest "
         "store's pairings/<id>.json)",
     )
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--json", action="store_true", help=o.JSON_HELP)
     p.set_defaults(func=cmd_verify)
 
 
 def _register_query(sub: Any) -> None:
     p = sub.add_parser(
         "query",
+        parents=[*READ_STORE, o.JSON],
         help="list pairings in a manifest store",
         description="List the pairings in a manifest store, read through its signed head "
         "from the store's summary (only the parts that can hold the answer; a store "
@@ -108,26 +94,24 @@ def _register_query(sub: Any) -> None:
         "the store's head does not verify with --key, has expired, is older than one seen "
         "here, or does not vouch for the summary or the index it reads).",
     )
-    add_store_arguments(p)
     p.add_argument("--core", help="core version (0.26.0) or specifier (>=0.25)")
     p.add_argument("--plugin", help="plugin distribution name")
     p.add_argument(
         "--verdict", choices=["fleet", "pilot", "lab"], help="only pairings of this verdict"
     )
-    p.add_argument("--json", action="store_true", help="print the matching entries as JSON")
     p.set_defaults(func=cmd_query)
 
 
 def _register_matrix(sub: Any) -> None:
     p = sub.add_parser(
         "matrix",
+        parents=[*READ_STORE, o.JSON],
         help="render the compatibility matrix (core versions x plugin commits)",
         description="Render the compatibility matrix of a manifest store, read through its "
         "signed head from the store's summary (a store published before summaries: from "
         "index.json) (exit 1 when the head does not verify with --key, has expired, is older "
         "than one seen here, or does not vouch for the summary or the index it reads).",
     )
-    add_store_arguments(p)
     p.add_argument(
         "--format",
         choices=["table", "markdown", "html"],
@@ -135,7 +119,6 @@ def _register_matrix(sub: Any) -> None:
         help="table: plain text for an 80-column log, plugin columns keyed [A], [B]... with "
         "a legend (default); markdown; html: a standalone page",
     )
-    p.add_argument("--json", action="store_true", help="print the matrix as JSON")
     p.add_argument("-o", "--output", help="write to this file instead of standard output")
     p.set_defaults(func=cmd_matrix)
 
@@ -143,6 +126,7 @@ def _register_matrix(sub: Any) -> None:
 def _register_site(sub: Any) -> None:
     p = sub.add_parser(
         "site",
+        parents=READ_STORE,
         help="write the compatibility site (static HTML and compat.json) of a store",
         description="Read the store through its signed head, check every pairing's signed "
         "manifest with --key, and write a static site to --out: index.html (core versions x "
@@ -156,7 +140,6 @@ def _register_site(sub: Any) -> None:
         "bytes. Exit 0 written; 1 the store's head does not verify; 2 bad input; 3 the "
         "index cannot be read.",
     )
-    add_store_arguments(p)
     p.add_argument("--out", required=True, metavar="DIR", help="the site's folder (replaced)")
     p.add_argument(
         "--store-url",
@@ -177,6 +160,7 @@ def _register_site(sub: Any) -> None:
         metavar="VERSION",
         help="the newest core release (default: the newest final release on --index)",
     )
+    # no spec here: the core's index is the public one unless named
     p.add_argument(
         "--index",
         default=None,
@@ -190,15 +174,13 @@ def _register_site(sub: Any) -> None:
         default="index",
         help="store: take the newest core the store names, and ask no index (offline)",
     )
-    p.add_argument(
-        "--cache-dir", default=None, help="cache folder (default: $VPR_CACHE_DIR or .vpr)"
-    )
     p.set_defaults(func=cmd_site)
 
 
 def _register_check_env(sub: Any) -> None:
     p = sub.add_parser(
         "check-env",
+        parents=[o.KEY, o.CACHE],
         help="check an installed environment against a manifest",
         description="Verify the manifest's signature with the publisher's key (an edited "
         "manifest is exit 1), then compare installed distributions with it: versions, the files "
@@ -212,7 +194,6 @@ def _register_check_env(sub: Any) -> None:
         help="manifest.json (its signed statement next to it: manifest.intoto.jsonl, or "
         "<id>.intoto.jsonl for a store's pairings/<id>.json)",
     )
-    p.add_argument("--key", default=None, metavar="KEY.pub", help=KEY_HELP)
     p.add_argument(
         "--python", default=sys.executable, help="python of the environment (default: this one)"
     )
@@ -233,6 +214,7 @@ def _register_check_env(sub: Any) -> None:
 def _register_sign_store(sub: Any) -> None:
     p = sub.add_parser(
         "sign-store",
+        parents=[o.STORE, o.SIGNING_KEY, o.CACHE],
         help="sign a fresh head for a store folder (after review, or before it expires)",
         description="Sign the store's head (head.json) over every file it vouches for "
         "(index.json, the ledger, last-known-good pointers, nightly schedules) as they are "
@@ -241,38 +223,30 @@ def _register_sign_store(sub: Any) -> None:
         "for a store written before vpr signed heads, after a reviewed repair, or to keep a "
         "store nobody writes to from expiring. Exit 0 signed; 1 a file does not verify.",
     )
-    p.add_argument("--store", default=None, help="store folder (default: $VPR_STORE or .vpr/store)")
-    p.add_argument(
-        "--signing-key",
-        help="ed25519 private key (default: $VPR_SIGNING_KEY, else .vpr/keys/manifest-signing.key)",
-    )
-    p.add_argument(
-        "--cache-dir", default=None, help="cache folder (default: $VPR_CACHE_DIR or .vpr)"
-    )
     p.set_defaults(func=cmd_sign_store)
 
 
-def _register_keys(subparsers: Any) -> None:
-    keys = subparsers.add_parser("keys", help="manage the manifest signing key")
-    ksub = keys.add_subparsers(dest="keys_command", metavar="SUBCOMMAND")
-    keys.set_defaults(func=lambda a: (keys.print_help(sys.stderr), 2)[1])
-    p = ksub.add_parser(
-        "generate",
-        help="create an ed25519 key pair (KEY and KEY.pub)",
-    )
+def _register_keygen(subparsers: Any) -> None:
+    p = subparsers.add_parser("keygen", help="create an ed25519 signing key pair (KEY and KEY.pub)")
     p.add_argument("--out", help="private key path (default: .vpr/keys/manifest-signing.key)")
+    # not FORCE: there is no cached result here, an existing key is replaced
     p.add_argument("--force", action="store_true", help="replace an existing key")
     p.add_argument(
         "--encrypt",
         action="store_true",
         help="encrypt the private key with the passphrase in $VPR_SIGNING_KEY_PASSWORD",
     )
-    p.set_defaults(func=cmd_keys_generate)
+    p.set_defaults(func=cmd_keygen)
 
 
 def _register_publish(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "publish",
+        parents=[
+            *(o.SPEC, o.DIST, o.CACHE, o.STORE, o.KEY, o.SIGNING_KEY),
+            o.ALLOW_UNCERTIFIED,
+            o.JSON,
+        ],
         help="upload both wheels to a package index and add the manifest to the store",
         description="twine check --strict, then upload both wheels (a file already on the index "
         "with the same sha256 counts as done; a different one fails before anything is "
@@ -281,19 +255,13 @@ def _register_publish(subparsers: Any) -> None:
         "installing both wheels with --require-hashes. Credentials come from "
         "TWINE_USERNAME / TWINE_PASSWORD or the keyring.",
     )
-    _spec_and_dirs(p)
+    # an upload URL, where the other commands' --index is a simple API to read from
     p.add_argument(
-        "--index", help="upload URL (default: $VPR_INDEX, [publish] index, else a local pypiserver)"
+        "--index",
+        metavar="URL",
+        help="upload URL (default: $VPR_INDEX, [publish] index, else a local pypiserver)",
     )
     p.add_argument("--simple-index", help="the index's simple API URL if it cannot be derived")
-    p.add_argument(
-        "--store",
-        help="manifest store folder (default: $VPR_STORE, [publish] store, else .vpr/store)",
-    )
-    p.add_argument(
-        "--key", help="public key to verify the manifest with (default: the signing key's .pub)"
-    )
-    p.add_argument("--signing-key", help="signing key whose .pub is used for verification")
     group = p.add_mutually_exclusive_group()
     group.add_argument(
         "--verify-install",
@@ -308,12 +276,6 @@ def _register_publish(subparsers: Any) -> None:
         action="store_false",
         help="publish without the install proof (default with a remote index)",
     )
-    p.add_argument(
-        "--allow-uncertified",
-        action="store_true",
-        help="publish even when the verdict is lab or conformance has not run",
-    )
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_publish)
 
 
@@ -448,7 +410,6 @@ def cmd_site(args: argparse.Namespace) -> int:
 
 
 def cmd_check_env(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.cli.storeargs import key_path
     from vllm_plugin_release.core import progress
     from vllm_plugin_release.edges.envprobe import check_python
     from vllm_plugin_release.stages import verify
@@ -480,7 +441,6 @@ def cmd_check_env(args: argparse.Namespace) -> int:
 
 
 def cmd_sign_store(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.cli.storeargs import store_location
     from vllm_plugin_release.edges import keys, ledgerstore
     from vllm_plugin_release.edges.store import open_store
 
@@ -493,7 +453,7 @@ def cmd_sign_store(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_keys_generate(args: argparse.Namespace) -> int:
+def cmd_keygen(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core.attest import keyid
     from vllm_plugin_release.edges import keys
 
@@ -538,5 +498,154 @@ def cmd_publish(args: argparse.Namespace) -> int:
     print(
         f"store     {result.store}: pairing {result.pairing_id[:16]} {result.store_status} "
         f"(verdict {result.verdict})"
+    )
+    return EXIT_OK
+
+
+def _register_ledger(sub: Any) -> None:
+    p = sub.add_parser(
+        "ledger",
+        parents=READ_STORE,
+        help="print and filter the signed pairing ledger (every verdict ever reached)",
+        description="Read the store's pairing ledger through its signed head and print the "
+        "entries that match the filters (--matrix: the compatibility matrix generated from "
+        "the ledger, the latest verdict per core and plugin commit). Without a filter it "
+        "reads STORE/ledger/ledger.jsonl and checks every entry's ed25519 signature, its "
+        "link to the previous entry, and the entry count and last entry the head signs; "
+        "with one, or --matrix, the ledger's summary the head vouches for (only the parts "
+        "that can hold the answer). Exit 0; 1 when an entry's signature or link fails (the "
+        "ledger is refused, naming the line), a file is not the one the head vouches for, "
+        "or no entry matches; 2 bad input.",
+    )
+    p.add_argument("--core", help="core version, or a core commit prefix")
+    p.add_argument("--plugin", help="plugin distribution name, or a plugin commit prefix")
+    p.add_argument(
+        "--verdict",
+        choices=["fleet", "pilot", "lab", "pass", "fail", "regressed", "not-run"],
+        help="fleet|pilot|lab (release), pass|fail (nightly), pass|fail|regressed|not-run "
+        "(matrix: a column's outcome)",
+    )
+    p.add_argument(
+        "--kind",
+        choices=["release", "nightly", "matrix", "repair"],
+        help="matrix: a version matrix column; repair: a store file a writer found differing "
+        "from the signed head, restored",
+    )
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help=o.JSON_HELP)
+    out.add_argument(
+        "--matrix",
+        choices=["markdown", "json"],
+        default=None,
+        help="print the compatibility matrix generated from the matching entries",
+    )
+    p.set_defaults(func=cmd_ledger)
+
+
+def cmd_ledger(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.core import ledger, progress
+    from vllm_plugin_release.edges import ledgersummary
+
+    store = trusted(args)
+    filters = {"core": args.core, "plugin": args.plugin, "verdict": args.verdict, "kind": args.kind}
+    chosen: list[LedgerEntry] | None = None
+    if not any(filters.values()) and args.matrix:  # every entry's: one file of the summary
+        text, count = ledgersummary.matrix(store, args.matrix)
+    elif not any(filters.values()):  # every entry: the whole ledger, each line checked
+        chosen = store.ledger()
+        count = len(chosen)
+    else:  # the chunks of the summary that can hold a match
+        chosen, count = ledgersummary.select(store, **filters)
+    if args.matrix:
+        if chosen is not None:
+            text = ledger.matrix_text(ledger.matrix(chosen), args.matrix)
+        sys.stdout.write(text)
+    elif args.json:
+        raws = None if chosen is None else [e.raw for e in chosen]  # as signed
+        print(json.dumps(raws, indent=2, sort_keys=True))
+    elif chosen:
+        print(ledger.render_lines(chosen))
+    progress.note(f"ledger: {count} entries verified in {store.location}")
+    if not (count if chosen is None else chosen):  # no entry at all, or none matches
+        progress.note("no ledger entry matches")
+        return EXIT_GATE
+    return EXIT_OK
+
+
+def _register_install(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "install",
+        parents=[*READ_STORE, o.ALLOW_UNCERTIFIED, o.JSON],
+        help="install a certified pairing from the manifest store (hashes required)",
+        description="Read the store through its signed head and verify the pairing's signed "
+        "manifest with the publisher's public key (it must be the pairing asked for, and the "
+        "ledger must hold no newer verdict for it), then "
+        "install exactly its certified set (the pairing's hash lock and its wheels, from the "
+        "store's embedded index) with --require-hashes into a Python environment, with "
+        "vpr-guard and the verified manifest beside it (ENV/vpr-guard/): at every start vLLM "
+        "then compares itself with that set. A second run "
+        "over a matching environment changes nothing. Exit 0 installed or already matching; "
+        "1 verification, verdict or check failed; 2 bad input; 3 install or network failure.",
+    )
+    p.add_argument(
+        "pairing",
+        nargs="?",
+        metavar="PAIRING_ID",
+        help="pairing id (or a unique prefix of 8+ characters)",
+    )
+    p.add_argument(
+        "--core",
+        metavar="VERSION",
+        help="core version or specifier, with --plugin (instead of an id)",
+    )
+    p.add_argument("--plugin", metavar="NAME", help="plugin distribution name, with --core")
+    p.add_argument(
+        "--python-env",
+        metavar="DIR",
+        default=".venv",
+        help="the environment to create or bring in line (default: .venv)",
+    )
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="no network: only the store's embedded index and uv's cache",
+    )
+    p.add_argument(
+        "--guard-policy",
+        choices=["enforce", "warn", "off"],
+        default=None,
+        help="what vpr-guard does at vLLM's start-up when the environment is not the certified "
+        "set, written to ENV/vpr-guard/policy ($VPR_GUARD overrides it; default without the "
+        "file: enforce for a fleet verdict, warn for pilot or lab)",
+    )
+    p.set_defaults(func=cmd_install)
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.flows.install import Request, Target, install
+
+    cache = cachedir.from_args(args)
+    result = install(
+        trusted(args),
+        Request(pairing=args.pairing, core=args.core, plugin=args.plugin),
+        Target(
+            env_dir=Path(args.python_env),
+            scratch=cache.tmp,
+            offline=args.offline,
+            allow_uncertified=args.allow_uncertified,
+            guard_policy=args.guard_policy,
+            key_path=str(Path(os.path.abspath(key_path(args)))),
+        ),
+    )
+    if args.json:
+        from dataclasses import asdict
+
+        print(json.dumps(asdict(result), indent=2, sort_keys=True))
+        return EXIT_OK
+    what = {"installed": "installed", "unchanged": "already matches; nothing to do"}
+    print(
+        f"{what[result.status]}: pairing {result.pairing_id[:16]} ({result.verdict}) in "
+        f"{args.python_env}: {result.pins} pins with hashes, signature keyid "
+        f"{(result.keyid or '')[:16]}, from {result.store}"
     )
     return EXIT_OK

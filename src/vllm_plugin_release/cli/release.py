@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vllm_plugin_release.cli.build import (
-    add_backend,
-    add_dirs,
-    add_plugin_source,
-    add_runner,
-    add_spec_argument,
-    load_spec_for,
-)
+from vllm_plugin_release.cli import options as o
+from vllm_plugin_release.cli.options import load_spec_for
 from vllm_plugin_release.edges import cachedir
 
 if TYPE_CHECKING:
@@ -24,36 +19,29 @@ if TYPE_CHECKING:
 def register(sub: argparse._SubParsersAction) -> None:
     release = sub.add_parser(
         "release",
-        help="every stage in order: lock check, build-core, build-plugin, env, conform, "
-        "manifest, publish",
-        description="Run every stage for one pairing, in order: lock check, build-core, "
-        "build-plugin, env, conform (the scorecard), manifest, publish. Each stage reuses its "
-        "cached result; each prints its log file when it starts, and the run ends with a "
-        "summary naming what to read next. Exit 0 with verdict fleet or pilot, 1 with "
-        "verdict lab or a failed gate, 2 bad input, 3 outside failure.",
+        parents=[
+            *(o.SPEC, o.DIST, o.CACHE, o.PLUGIN_SOURCE, o.SITE, o.BACKEND, o.INTERPRETER),
+            *(o.RUNTIME_ENV, o.STORE, o.SIGNING_KEY, o.ALLOW_UNCERTIFIED),
+        ],
+        help="every stage of the release line for one pairing, in order (its --help names them)",
+        description=(
+            "Run every stage for one pairing, in the order of the release's stage graph\n"
+            "(below). Each stage reuses its cached result; each prints its log file when it\n"
+            "starts, and the run ends with a summary naming what to read next. Exit 0 with\n"
+            "verdict fleet or pilot, 1 with verdict lab or a failed gate, 2 bad input, 3\n"
+            "outside failure."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_spec_argument(release)
-    add_dirs(release)
-    add_plugin_source(release)
-    add_runner(release)
-    add_backend(release)
+    release.lazy_epilog = _stages_epilog
     release.add_argument(
-        "--runtime-env",
-        type=Path,
+        "--index",
         default=None,
-        metavar="PATH",
-        help="an existing vendor runtime Python environment (e.g. TT-Metal's python_env)",
+        metavar="URL",
+        help="package index upload URL (default: as publish)",
     )
-    release.add_argument("--index", default=None, help="package index upload URL")
-    release.add_argument("--store", default=None, help="manifest store (folder or URL)")
-    release.add_argument("--signing-key", default=None, help="ed25519 private key file")
     release.add_argument(
         "--no-publish", action="store_true", help="stop after the manifest (nothing uploaded)"
-    )
-    release.add_argument(
-        "--allow-uncertified",
-        action="store_true",
-        help="publish even when the verdict is lab (the manifest says so)",
     )
     release.add_argument(
         "--graph",
@@ -64,6 +52,33 @@ def register(sub: argparse._SubParsersAction) -> None:
         "is cached (text, or DOT for Graphviz), then stop: nothing is built or fetched",
     )
     release.set_defaults(func=_release)
+
+
+def _stages_epilog() -> str:
+    """The stages `vpr release` runs, read from its stage graph over the spec --spec names
+    (made only when the help is shown: nothing runs)."""
+    from vllm_plugin_release.buildspec.load import load_spec
+    from vllm_plugin_release.cli import _Parser
+    from vllm_plugin_release.core.errors import VprError
+    from vllm_plugin_release.flows.release import Options, Outcome, graph
+
+    argv = list(_Parser.argv)
+    given = argv[argv.index("--spec") + 1 : argv.index("--spec") + 2] if "--spec" in argv else []
+    path = given[0] if given else o.SPEC.get_default("spec")
+    try:
+        spec = load_spec(path)
+    except VprError as exc:
+        return f"stages: read from the stage graph of a spec; {exc}"
+    options = Options(cache=cachedir.from_args(None), dist_root=Path("dist"))
+    stages = graph(spec, options, Outcome()).stages
+    unpublished = {s.name for s in graph(spec, replace(options, publish=False), Outcome()).stages}
+    width = max(len(s.name) for s in stages)
+    lines = []
+    for stage in stages:
+        notes = [stage.about] if stage.about else []
+        notes += [] if stage.name in unpublished else ["not with --no-publish"]
+        lines.append(f"  {stage.name:<{width}}  {'; '.join(notes)}".rstrip())
+    return "stages, in the order the line runs them:\n" + "\n".join(lines)
 
 
 def _release(args: argparse.Namespace) -> int:

@@ -1,15 +1,5 @@
-"""`vpr replay` and `vpr loadtest`.
-
-    vpr replay --spec buildspec/tt.toml [--python PATH] [--out DIR] [--requests N]
-    vpr loadtest --endpoint http://127.0.0.1:8000 --spec buildspec/tt.toml [--model NAME]
-
-`replay` drives the plugin's scheduler and upstream vLLM's V1 scheduler on the spec's
-request mix inside the pairing environment and writes dist/NAME/replay.json, the
-harness timing (replay-timing.json) and two PNG plots. It exits 1 when a scheduler
-crashed or did not finish the mix. `loadtest` sends the same mix to a running
-OpenAI-compatible server and writes dist/NAME/loadtest.json (exit 3, with what was
-measured kept, when the endpoint refuses or times out).
-"""
+"""`vpr replay` (the spec's request mix through the plugin's and upstream's schedulers) and
+`vpr loadtest` (the same mix against a running server)."""
 
 from __future__ import annotations
 
@@ -18,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.buildspec.model import Spec
+from vllm_plugin_release.cli import options as o
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.errors import EXIT_OK, BadInput, GateFailed
 
@@ -25,14 +16,15 @@ from vllm_plugin_release.core.errors import EXIT_OK, BadInput, GateFailed
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "replay",
+        parents=[o.SPEC, o.DIST],
         help="replay the request mix through the plugin's and upstream's schedulers (CPU)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Drive the plugin's scheduler and upstream vLLM's V1 scheduler on the "
+        "spec's request mix inside the pairing environment and write dist/NAME/replay.json, "
+        "the harness timing (replay-timing.json) and two PNG plots. Exit 1 when a scheduler "
+        "crashed or did not finish the mix.",
     )
-    p.add_argument("--spec", required=True, help="buildspec TOML")
     p.add_argument("--python", help="pairing env python (default: dist/NAME/env.json)")
     p.add_argument("--out", help="output folder (default dist/NAME)")
-    p.add_argument("--dist", default="dist", help="output root (default: dist)")
     p.add_argument("--requests", type=int, help="replay only the first N requests of the mix")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument(
@@ -46,15 +38,15 @@ def register(subparsers: Any) -> None:
 
     q = subparsers.add_parser(
         "loadtest",
+        parents=[o.SPEC, o.DIST],
         help="send the request mix to a running OpenAI-compatible server, streaming",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Send the spec's request mix (the one the replay uses) to a running "
+        "OpenAI-compatible server and write dist/NAME/loadtest.json (exit 3, with what was "
+        "measured kept, when the endpoint refuses or times out).",
     )
     q.add_argument("--endpoint", required=True, help="server base URL, e.g. http://HOST:8000")
-    q.add_argument("--spec", required=True, help="buildspec TOML (its request mix)")
     q.add_argument("--model", help="model name (default: the first of /v1/models)")
     q.add_argument("--out", help="result file (default dist/NAME/loadtest.json)")
-    q.add_argument("--dist", default="dist", help="output root (default: dist)")
     q.add_argument("--max-requests", type=int, default=200, help="request bound (200)")
     q.add_argument("--duration", type=float, default=300.0, help="time bound in s (300)")
     q.add_argument(

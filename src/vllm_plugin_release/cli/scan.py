@@ -1,8 +1,5 @@
-"""`vpr scan-core PATH`: search a vLLM core tree or wheel for vendor symbols.
-
-Exit 0 when no hit of a failing kind (import, code identifier) remains, 1 when
-one does, 2 on bad input (a missing path, a bad symbol or spec).
-"""
+"""`vpr scan-core PATH`: search a vLLM core tree or wheel for vendor symbols (exit 1 when an
+import or code identifier hits)."""
 
 from __future__ import annotations
 
@@ -31,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("path", metavar="PATH", help="core source tree (folder) or wheel (.whl)")
     which = parser.add_mutually_exclusive_group(required=True)
+    # one of two sources of the symbols, so no default spec (unlike SPEC)
     which.add_argument(
         "--spec",
         metavar="FILE",
@@ -39,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     which.add_argument(
         "--symbols", metavar="A,B,...", help="comma-separated symbols, e.g. ttnn,tt_metal"
     )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+    # options.JSON's help, written out: the quickest command loads no other module of ours
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
     # nothing to clean up after the report is written: no interpreter teardown (cli.main)
     parser.set_defaults(func=run, exit_now=True)
 

@@ -109,7 +109,7 @@ class CheckDef:
     # What it needs (keys of NEEDS); `env` exactly when it reads the env (`inputs`).
     needs: tuple[str, ...] = ()
     # "any": `vpr conform` runs it on every runner; "hardware": only the hardware
-    # runner's live part produces it (`vpr hardware-live`), never `vpr conform`.
+    # runner's live part produces it (`vpr hardware live`), never `vpr conform`.
     runner: str = "any"
     # A check that needs the pairing env: what it can say when no env can be made here
     # (`suite.conform_env_free`); None from it (or no function) defers the check.

@@ -77,7 +77,7 @@ def help_lines() -> str:
     return "\n".join(
         f"  {c.name:<{width}}  {c.summary}"
         + (f"  [needs: {_needs(c)}]" if c.needs else "")
-        + ("  [hardware runner: vpr hardware-live]" if c.runner == "hardware" else "")
+        + ("  [hardware runner: vpr hardware live]" if c.runner == "hardware" else "")
         for c in CHECKS
     )
 
@@ -90,7 +90,7 @@ def docs_table() -> str:
     ]
     for c in CHECKS:
         spec_tables = ", ".join(f"`[conformance.{t}]`" for t in c.tables) or "none"
-        where = "`vpr hardware-live`" if c.runner == "hardware" else "`vpr conform`"
+        where = "`vpr hardware live`" if c.runner == "hardware" else "`vpr conform`"
         reads = ", ".join(c.inputs) or "nothing"
         rows.append(
             f"| `{c.name}` | {c.summary} | {spec_tables} | {reads} | {_needs(c)} | {where} |"

@@ -30,7 +30,7 @@ MEANING = {
     "lab": "not certified: at least one check failed; keep it in the lab",
 }
 HARDWARE_RUN = (
-    "run on the hardware runner: `vpr conform-hardware --spec FILE` (`nox -s conform-hardware`) "
+    "run on the hardware runner: `vpr hardware conform --spec FILE` (`nox -s conform-hardware`) "
     "on a machine with the vendor runtime and device"
 )
 # Facts beside the checks, carried over when the hardware runner adds its check.
@@ -47,7 +47,7 @@ def utc_day() -> str:
 
 def verdict(results: list[CheckResult], runner: str) -> str:
     """lab on any failure; fleet only on the hardware runner with nothing deferred and the
-    live `hardware` check (vpr hardware-live) observed passing; pilot otherwise."""
+    live `hardware` check (vpr hardware live) observed passing; pilot otherwise."""
     statuses = {r.status for r in results}
     if "fail" in statuses or not results:
         return "lab"

@@ -109,7 +109,7 @@ def card_facts(ctx: Context, day: str) -> dict[str, Any]:
 def not_run_here(runner: str) -> list[tuple[str, str]]:
     """Checks `vpr conform` never runs (the hardware runner's live part), with why."""
     if runner == "hardware":
-        why = "not run yet: `vpr hardware-live` adds it after `vpr conform` ({})"
+        why = "not run yet: `vpr hardware live` adds it after `vpr conform` ({})"
     else:
         why = "runs only on the hardware runner ({}); this run used the " + runner + " runner"
     return [(c.name, why.format(c.summary)) for c in registry.CHECKS if c.run is None]

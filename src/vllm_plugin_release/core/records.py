@@ -53,8 +53,8 @@ PRODUCERS: dict[str, str] = {
     REPLAY: "vpr replay",
     SCORECARD: "vpr conform",
     MANIFEST: "vpr manifest build",
-    HARDWARE: "vpr hardware-live",
-    HARDWARE_PROBE: "vpr hardware-probe",
+    HARDWARE: "vpr hardware live",
+    HARDWARE_PROBE: "vpr hardware probe",
 }
 
 

@@ -54,7 +54,7 @@ from vllm_plugin_release.edges.runner import (
 LABEL = "vllm-plugin-release.owner"
 # In an environment made by the container runner: the image and mounts it runs with.
 MARKER = ".vpr-runner.json"
-# Set by `vpr image build`: the image carries uv and needs no Dockerfile layer on top.
+# Set by `vpr build-image`: the image carries uv and needs no Dockerfile layer on top.
 UV_LABEL = "vllm-plugin-release.uv"
 PINNED = re.compile(r"^(?P<name>[^@\s]+)@sha256:(?P<digest>[0-9a-f]{64})$")
 # The Docker Engine API version asked for. Named, not "auto": auto asks the engine's
@@ -113,7 +113,7 @@ def verify_image(client: Any, ref: str) -> Any:
     if image is None:  # no image carrying the spec's Python here
         raise PythonUnavailable(
             f"image {ref} is not in the container engine",
-            hint="`vpr image build --spec SPEC` makes the Debian-based image here; "
+            hint="`vpr build-image --spec SPEC` makes the Debian-based image here; "
             f"or `docker pull {ref}` where a registry is reachable",
         )
     found = [image.id.removeprefix("sha256:")]
@@ -121,7 +121,7 @@ def verify_image(client: Any, ref: str) -> Any:
     if digest not in found:
         raise GateFailed(
             f"image {name}: digest sha256:{found[0]} is not the pinned sha256:{digest}",
-            hint="rebuild it (`vpr image build`) or pin the digest you trust in [build] "
+            hint="rebuild it (`vpr build-image`) or pin the digest you trust in [build] "
             "base_image; nothing was run in it",
         )
     return image
@@ -471,7 +471,7 @@ class ContainerRunner:
         if answer is None:
             raise PythonUnavailable(
                 f"image {self.base_image} has no CPython {version} (the spec's [build] python)",
-                hint=f"make an image that carries it (`vpr image build --spec SPEC`: Debian's "
+                hint=f"make an image that carries it (`vpr build-image --spec SPEC`: Debian's "
                 f"python3 where it is {version}, else this machine's CPython {version} copied "
                 "in by its hash) and pin it in [build] base_image",
             )
@@ -559,7 +559,7 @@ print(json.dumps({"implementation": platform.python_implementation(),
 
 
 # ---------------------------------------------------------------------------
-# The Debian-based image (`vpr image build`): a rootfs from Debian packages, then loaded.
+# The Debian-based image (`vpr build-image`): a rootfs from Debian packages, then loaded.
 
 
 def debian_rootfs(
@@ -611,7 +611,7 @@ def debian_packages_for(files: Sequence[Path]) -> list[str]:
     if not (shutil.which("ldd") and shutil.which("dpkg")):
         raise OutsideFailure(
             "ldd and dpkg are needed to find the Debian packages a copied-in Python links against",
-            hint="run `vpr image build` on a Debian or Ubuntu machine",
+            hint="run `vpr build-image` on a Debian or Ubuntu machine",
         )
     libraries: set[str] = set()
     for file in files:

@@ -61,7 +61,7 @@ class InEnvJob(Protocol[Answer]):
 
 
 # The inenv modules a script imports, staged beside it under the same unique prefix.
-COMPANIONS = {"replay": ("common", "forking", "steploop", "workload"), "workload": ("common",)}
+COMPANIONS = {"replay": ("steploop", "workload")}
 
 
 def stage_module(module: str, folder: Path) -> Path:

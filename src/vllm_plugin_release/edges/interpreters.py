@@ -123,7 +123,7 @@ def not_found_message(version: str, searched: list[tuple[str, str]]) -> tuple[st
         f"install one (`pyenv install {version}`, or your distribution's python{version}), or "
         f"name one with --interpreter PATH or {ENV_VARIABLE}=PATH; in GitHub Actions, "
         f"`actions/setup-python` with python-version '{version}'; or run in a container "
-        "that has it ([build] backend = 'docker', `vpr image build`)"
+        "that has it ([build] backend = 'docker', `vpr build-image`)"
     )
     return message, hint
 

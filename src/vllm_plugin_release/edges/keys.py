@@ -82,7 +82,7 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
     except FileNotFoundError:
         raise BadInput(
             f"{path}: signing key not found",
-            hint="create one with `vpr keys generate --out PATH`, then point --signing-key, "
+            hint="create one with `vpr keygen --out PATH`, then point --signing-key, "
             f"${KEY_ENV} or [publish] signing_key at it",
         )
     password = os.environ.get(PASSWORD_ENV)
@@ -98,7 +98,7 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
         # Deliberately no detail: the library's message could quote key material.
         raise BadInput(
             f"{path}: not a readable PEM private key (or wrong passphrase)",
-            hint="`vpr keys generate` writes a PKCS#8 ed25519 key",
+            hint="`vpr keygen` writes a PKCS#8 ed25519 key",
         )
     if not isinstance(key, Ed25519PrivateKey):
         raise BadInput(f"{path}: signing key is not an ed25519 key")
@@ -111,7 +111,7 @@ _PEM_PUBLIC = (b"-----BEGIN PUBLIC KEY-----", b"-----END PUBLIC KEY-----")
 
 
 def _ed25519_pem(data: bytes) -> bytes | None:
-    """The raw key of a PEM ed25519 public key in the one form `vpr keys generate` writes
+    """The raw key of a PEM ed25519 public key in the one form `vpr keygen` writes
     (None for any other file: the full PEM parser reads it and says what is wrong), so
     that a reader of the store need not import cryptography's serialization (ssh keys
     and all: a tenth of a second)."""
@@ -140,7 +140,7 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
     if b"PRIVATE KEY" in data:
         raise BadInput(
             f"{path}: this is a private key; verification takes the public key",
-            hint=f"pass {public_path(path).name} (written next to it by `vpr keys generate`)",
+            hint=f"pass {public_path(path).name} (written next to it by `vpr keygen`)",
         )
     raw = _ed25519_pem(data)
     if raw is not None:

@@ -277,7 +277,7 @@ def python_move(spec: Spec, version: str, tree: Path) -> dict[str, Any]:
     if choice.python != spec.build.python and spec.build.base_image:
         move["review"].append(
             f"[build] base_image (and image_python_sha256) pin an image for Python "
-            f"{spec.build.python}: make one for {choice.python} with `vpr image build --spec "
+            f"{spec.build.python}: make one for {choice.python} with `vpr build-image --spec "
             "NEW_SPEC --write-spec`"
         )
     return move

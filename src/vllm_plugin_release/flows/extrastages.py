@@ -5,7 +5,7 @@ The flows walk three graphs (core/stagegraph, flows/stagewalk):
 * "release": `vpr release` (flows/release);
 * "pairing": a cpu pairing environment on another core, which baseline, nightly,
   bisect, matrix and `vpr plugin-tests --baseline` all walk (flows/pairing_graph);
-* "hardware": `vpr conform-hardware` (flows/hardware).
+* "hardware": `vpr hardware conform` (flows/hardware).
 
 Adding a stage takes its module (a function of a `flows.stagecontext.Context`) and one
 `Extra` entry in `EXTRAS` below, or `add(...)` (`added(...)` for a test). Each graph named in

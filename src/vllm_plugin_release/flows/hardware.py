@@ -1,23 +1,6 @@
-"""The hardware runner's part (`nox -s conform-hardware`, `vpr conform-hardware`).
-
-* `plan` lists the specs that have a hardware part (`[conformance.hardware]` with a
-  `device_class`) and the runner label each needs, for CI's job matrix.
-* `observe` / `require` detect the vendor runtime and the device, as the spec's
-  `[runtime]` and `[conformance.hardware]` say (for Tenstorrent: `ttnn` importable and not
-  a stand-in, a node matching `/dev/tenstorrent/*`, `MESH_DEVICE` set to the spec's mesh).
-  Anything missing: exit 3, naming each missing piece. Nothing is reported as present
-  unless it was observed.
-* `live` runs what only the hardware can show, in the hardware pairing environment
-  (`vpr env --site hardware`): for parallelism = "mesh", a probe that `vllm serve ...
-  -tp 2` is rejected with a clear error, and the live mixed-load test against a `vllm
-  serve` it starts with the spec's model and settings. Both results become the
-  `hardware` check of the scorecard written by `vpr conform --site hardware`, and the
-  verdict is recomputed: `fleet` needs that check passed. Exit 0 only with verdict `fleet`.
-* `conform_hardware` is the whole sequence on the runner, a stage graph walked like the
-  release's (core/stagegraph, flows/stagewalk): probe, hardware pairing environment
-  (then the runtime probed in it, where the environment installs it), conformance on
-  the hardware runner, live.
-"""
+"""The hardware runner's part (`vpr hardware plan|probe|live|conform`): which specs need a
+runner, what is there (nothing reported present unless observed), and the live checks that
+make the scorecard's `hardware` check; `fleet` needs it passed."""
 
 from __future__ import annotations
 
@@ -105,7 +88,7 @@ class PlanEntry:
 
 @dataclass(frozen=True, slots=True)
 class HardwarePlan:
-    """`vpr hardware-plan`: the jobs to run, and the specs left out with why."""
+    """`vpr hardware plan`: the jobs to run, and the specs left out with why."""
 
     include: tuple[PlanEntry, ...]
     skipped: tuple[tuple[str, str], ...]  # (spec, reason)

@@ -1,10 +1,5 @@
-"""Runs inside the pairing environment: does the installed pairing hold together?
-
-Standard library, vLLM and the plugin only (see envrun.py). Request keys:
-  core_version, packages (plugin top-level packages), entry_points {group: {name: value}},
-  runtime_module (e.g. "ttnn", "refrt"), expect_runtime ("absent" | "present").
-Result: {"checks": [{"name", "status": pass|fail|skipped, "detail"}], "runtime_modules": [...],
-         "plugin_modules": [{"module", "status": imported|failed|skipped, "reason"}]}
+"""Inside the pairing environment: does the installed pairing hold together (core version,
+the plugin's packages and entry points, the vendor runtime present or absent)?
 """
 
 from __future__ import annotations

@@ -1,42 +1,5 @@
-"""Inside the pairing env: vLLM's OpenAI-compatible app, its OpenAPI document, model schemas.
-
-Run as `python -m vllm_plugin_release.inenv.openapi request.json result.json`
-(see `envrun.run_in_env`). Imports only the standard library, vLLM (and what vLLM
-imports) and the plugin. No engine is started and no model is loaded: the server
-arguments are parsed with vLLM's own parser (all defaults) and
-`vllm.entrypoints.openai.api_server.build_app` builds the FastAPI app for the
-requested supported tasks.
-
-Request (JSON object):
-  tasks              list of vLLM supported tasks, e.g. ["generate"] (required)
-  platform_class     "pkg.module:Class" / "pkg.module.Class" of the plugin's Platform,
-                     or null
-  discover_platform  when platform_class is null, ask the installed
-                     `vllm.platform_plugins` entry points (default true)
-  endpoint_plugins   attach the installed `vllm.endpoint_plugins` (default true)
-  models             names of the request/response models to export (default: MODELS)
-
-Result (JSON object): vllm_version, openapi, core_openapi (the same app without the
-endpoint plugins, when any were attached), models, model_sources, platform,
-endpoint_plugins, notes, counts, timings. Bad input: exit 2 with {"error": ...}.
-When vLLM's `load_general_plugins()` (what `vllm serve` calls first) raises, the
-result is {vllm_version, platform, notes, general_plugins_crash: {error, frames,
-entry_points}} instead: a finding about the plugin, with paths relative to sys.path.
-
-Current platform. The empty-target build has no platform of its own, and vLLM's
-argument parser builds config objects that need one. We set
-`vllm.platforms.current_platform` to the plugin's Platform when it imports (its
-vendor runtime is present), else to vLLM's `CpuPlatform`, labelled as a stand-in:
-the HTTP routes and their schemas do not depend on it.
-
-Endpoint plugins. vLLM >= 0.26 loads the entry-point group `vllm.endpoint_plugins`
-inside `build_app`, but only the plugins named in `VLLM_PLUGINS`. To attach the
-installed ones we add their names to `VLLM_PLUGINS` (together with the names of
-every other installed `vllm.*` plugin, so that the other groups load as if the
-variable were unset). Where vLLM has no such loader (0.25 and older) we attach
-them ourselves with the same contract: the entry point is a zero-argument factory
-returning an object with `name`, `required_tasks` (tuple or None) and
-`attach_router(app)`, called after the core routes.
+"""Inside the pairing environment: vLLM's OpenAI-compatible app (built with no engine and
+no model), its OpenAPI document and model schemas, for the API contract.
 """
 
 from __future__ import annotations

@@ -1,69 +1,59 @@
-"""Scheduler replay, run inside the pairing environment (stdlib + vLLM + the plugin only).
-
-Drives real vLLM V1 scheduler classes step by step on a given request mix, with no
-model: after each `schedule()` a fake model-runner output is fed back through
-`update_from_output()` (one sampled token for every scheduled request whose prompt
-and outputs are fully computed, none for a prefill chunk that does not finish the
-prompt). A simulated clock advances by the per-step cost model, so arrivals land
-in the step they would land in on the device.
-
-Request (JSON, argv[1]):
-  {"model": {"max_model_len": int, "model_type": str},
-   "requests": {"arrival": [s, ...], "prompt": [n, ...], "output": [n, ...]},
-   "cost_model": {"a": s, "b": s/token, "c": s/request},
-   "schedulers": [{"label": str, "cls": "module:Class",
-                   "policy": "none" | "tt" | "reference" | "module:function"
-                             | "platform:module:Class" (its check_and_update_config),
-                   "settings": {max_num_seqs, max_num_batched_tokens, block_size,
-                                num_gpu_blocks, enable_chunked_prefill,
-                                long_prefill_token_threshold, enable_prefix_caching}}],
-   "limits": {"max_steps": int | null, "timeout_s": float},
-   "sys_path": [folder, ...]}
-
-Result (JSON, argv[2]): {"vllm_version", "results": {label: {...}}}; each result holds
-columnar per-step arrays and, per request, its token timeline run-length encoded as
-[first_step, gap, count, gap, count, ...] (gap = steps between consecutive tokens).
-Exit 2 with {"error": ...} for bad input (a scheduler class that does not import or
-is not a vLLM scheduler, settings vLLM refuses).
+"""Scheduler replay inside the pairing environment: real vLLM V1 schedulers stepped on a
+request mix with no model, a simulated clock advanced by the per-step cost model.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import gc
 import importlib
+import json
 import os
 import shutil
+import signal
 import sys
+import tempfile
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 try:  # staged beside this script (edges/envrun.stage_module), or the package (tests)
-    import vpr_inenv_common as common  # type: ignore[import-not-found]
-    from vpr_inenv_forking import forked  # type: ignore[import-not-found]
     from vpr_inenv_steploop import (  # type: ignore[import-not-found]
         Arrivals,
         encode_timelines,
         split_by_length,
         step_loop,
     )
+    from vpr_inenv_workload import (  # type: ignore[import-not-found]
+        BadRequest,
+        ImportFailure,
+        exit_now,
+        load_object,
+        request_paths,
+        serve,
+        write_model_dir,
+    )
 except ImportError:
-    from vllm_plugin_release.inenv import common
-    from vllm_plugin_release.inenv.forking import forked
     from vllm_plugin_release.inenv.steploop import (
         Arrivals,
         encode_timelines,
         split_by_length,
         step_loop,
     )
-
-BadRequest, ImportFailure, load_object = common.BadRequest, common.ImportFailure, common.load_object
-write_model_dir, serve, exit_now = common.write_model_dir, common.serve, common.exit_now
+    from vllm_plugin_release.inenv.workload import (
+        BadRequest,
+        ImportFailure,
+        exit_now,
+        load_object,
+        request_paths,
+        serve,
+        write_model_dir,
+    )
 
 __all__ = [
     "BadRequest",
@@ -73,6 +63,56 @@ __all__ = [
     "step_loop",
     "write_model_dir",
 ]
+
+# Calls run side by side in forked children after the caller's imports, so the children
+# share vLLM's import, and each ends with everything it changed gone.
+
+
+def forked(
+    calls: list[Callable[[], dict[str, Any]]], errors: tuple[type[Exception], ...] = ()
+) -> list[dict[str, Any]]:
+    """Each call in its own forked child, all at once; their results (JSON objects) in
+    order. An exception of `errors` raised in a child is raised here, as that class; a
+    child that fails otherwise, or dies, is a RuntimeError."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    kids = []
+    for call in calls:
+        fd, path = tempfile.mkstemp(prefix="vpr-forked-", suffix=".json")
+        pid = os.fork()
+        if pid == 0:  # the child never leaves this block: it ends here, whatever happens
+            try:
+                with contextlib.suppress(Exception):  # dies with the caller (PDEATHSIG)
+                    ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+                try:
+                    text = json.dumps({"ok": call()}, separators=(",", ":"))
+                except errors as exc:
+                    text = json.dumps({"raise": type(exc).__name__, "message": str(exc)})
+                except BaseException:
+                    text = json.dumps({"raise": "", "message": traceback.format_exc()})
+                with os.fdopen(fd, "w") as f:
+                    f.write(text)
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(0)  # no interpreter teardown in the child
+        os.close(fd)
+        kids.append((pid, Path(path)))
+    outs = []
+    try:
+        for pid, path in kids:
+            _, status = os.waitpid(pid, 0)
+            text = path.read_text()
+            outs.append(json.loads(text) if text else {"raise": "", "message": f"status {status}"})
+    finally:  # the result files go, whatever happened while waiting
+        for _, path in kids:
+            path.unlink(missing_ok=True)
+    by_name = {cls.__name__: cls for cls in errors}
+    for out in outs:
+        if "raise" in out:
+            raise by_name.get(out["raise"], RuntimeError)(out["message"])
+    return [out["ok"] for out in outs]
+
 
 # Model types whose TT generator can resume a prefill from a chunk boundary; the TT
 # platform keeps token-chunked prefill for these and disables it for every other type.
@@ -522,10 +562,6 @@ def _scheduler_classes(entries: list[dict[str, Any]]) -> dict[str, type]:
 def _marks(spec: dict[str, Any] | None) -> dict[str, Any]:
     if not spec:
         return {}
-    try:  # staged beside this script, or the package (tests)
-        from vpr_inenv_workload import request_paths  # type: ignore[import-not-found]
-    except ImportError:
-        from vllm_plugin_release.inenv.workload import request_paths
     return request_paths(spec)
 
 

@@ -1,8 +1,5 @@
-"""The replay's step loop, run inside the pairing environment (stdlib + vLLM only): a
-scheduler stepped on a simulated clock with a fake model-runner output, and each request's
-token timeline run-length encoded (see replay.py for the request and the result).
-
-Staged beside replay.py (edges/envrun.COMPANIONS).
+"""The replay's step loop inside the pairing environment: a scheduler stepped on a simulated
+clock with a fake model-runner output, each request's token timeline run-length encoded.
 """
 
 from __future__ import annotations

@@ -1,29 +1,12 @@
-"""A warm interpreter in the pairing environment: the heavy imports once, each job forked.
-
-Started by `edges/envrun.py` as a script (`python vpr_inenv_worker.py PRELOAD.json`),
-like every inenv module: standard library only, nothing else of ours on its path. It
-imports the third-party modules named in PRELOAD.json (torch, transformers, ... : what
-vLLM's import spends its time in; a module that does not import is skipped), then runs
-jobs. PRELOAD.json is a list, or {"first": [...], "then": [...]}: the worker is ready
-once `first` is imported, and imports `then` one module at a time whenever no job is
-waiting to start (a job started later has them; an answer may wait for the one module
-being imported). Each job is one of the inenv scripts, run in a forked copy of this process, so it
-starts with those modules loaded and ends with everything it changed (vLLM's plugins and
-current platform, os.environ, logging) gone: jobs cannot see each other. vLLM itself
-and the plugin are never preloaded, because importing them reads the environment a job
-sets (VLLM_PLUGINS, VLLM_LOGGING_LEVEL).
-
-Protocol, one JSON object per line. On stdout: first {"ready": true, "preloaded": [...],
-"skipped": {module: error}}, then {"id": ID, "pid": PID} when a job starts and
-{"id": ID, "rc": EXIT_CODE} when it ends (jobs end in any order). On stdin: {"id": ID,
-"script": PATH, "argv": [...], "env": {...}, "cwd": PATH or null, "log": PATH, "early":
-BOOL, "site_first": PATH or null}: the job runs `PATH argv...` as __main__ with exactly
-that environment, its stdout and stderr in `log` (an `early` job starts as soon as the
-first list is imported, any other once the second one is too; with `site_first`, the
-site-packages of a venv layered on this environment, as that venv's python would run it:
-`layer_first`); or {"kill": ID}: SIGKILL that job if it still runs (or drop it if it has
-not started). End of stdin: wait for the jobs, then exit.
+"""A warm interpreter in the pairing environment: the heavy imports once, each job a forked
+copy, so each job starts warm and ends with everything it changed gone.
 """
+
+# Protocol, one JSON object per line. Stdout: {"ready": true, "preloaded", "skipped"}, then
+# {"id", "pid"} when a job starts and {"id", "rc"} when it ends. Stdin: {"id", "script",
+# "argv", "env", "cwd", "log", "early", "site_first"} runs a job (an early one once the
+# `first` preload list is in); {"kill": ID} stops one; end of stdin: wait, then exit.
+# vLLM and the plugin are never preloaded: importing them reads what a job sets.
 
 from __future__ import annotations
 

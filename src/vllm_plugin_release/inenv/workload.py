@@ -1,59 +1,109 @@
-"""Workload features asked of the plugin the way vLLM asks at startup, in the pairing env.
-
-Standard library, vLLM and the plugin only (see envrun.py); vLLM's own platform discovery
-picks the platform (VLLM_PLUGINS is left as it is), so with the vendor runtime present it
-is the plugin's. For each probe:
-
-- the engine: `EngineArgs(model=<a tiny local Llama config + tokenizer>, **engine).
-  create_engine_config()`, as `vllm serve` builds it; vLLM's VllmConfig calls the platform's
-  `check_and_update_config` on it. The hook is watched (not changed): whether it returned
-  or raised (with the raising line), and every watched setting it changed, with the line
-  that changed it (a line tracer runs only while the hook does);
-- a request: `SamplingParams(**params)`, then what vLLM's InputProcessor does with it
-  before it reaches the engine: `params.verify(model_config, speculative_config,
-  structured_outputs_config, tokenizer)` and `current_platform.validate_request(inputs,
-  params)`, each watched the same way (a requested value changed or dropped is reported);
-- the slow paths the spec names (`module:attr` predicates of the plugin, called with the
-  request's SamplingParams and the spec's `args`): taken or not, and the line that decided.
-
-When vLLM's config stops after the hook returned (e.g. the plugin registers model classes
-whose implementation is not installed here), the config as the hook left it is kept for
-the request probes and the stop is reported.
-
-Request (JSON, argv[1]):
-  {"model": {"max_model_len", "architecture", "model_type"},
-   "engine": {EngineArgs kwargs for every probe},
-   "probes": [{"id", "engine": {...} | null, "params": {...} | null,
-               "requested": {watched setting: value}}],
-   "combos": [{...SamplingParams kwargs...}, ...],
-   "slow_paths": [{"name", "predicate": "module:attr", "args": {...}}],
-   "sys_path": [folder, ...]}
-Result (JSON, argv[2]): {"platform", "vllm_version", "hooks", "base", "probes", "combos",
-  "predicates"}. Exit 2 with {"error"} for bad input (a predicate that does not resolve).
+"""Workload features asked of the plugin the way vLLM asks at start-up (engine config, a
+request's checks, the spec's slow paths), inside the pairing environment.
 """
 
 from __future__ import annotations
 
 import copy
 import enum
+import importlib
 import inspect
 import json
 import logging
 import os
 import shutil
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-try:  # staged beside this script (edges/envrun.COMPANIONS), or the package (tests)
-    import vpr_inenv_common as common  # type: ignore[import-not-found]
-except ImportError:
-    from vllm_plugin_release.inenv import common
+# The exit protocol every script staged with this one shares (envrun.COMPANIONS): a
+# JSON request in argv[1], the result in argv[2]; exit 0, 2 bad input, 3 not importable.
 
-BadRequest, ImportFailure, load_object = common.BadRequest, common.ImportFailure, common.load_object
-write_model_dir, serve, exit_now = common.write_model_dir, common.serve, common.exit_now
+
+class ImportFailure(Exception):
+    """A named module that exists but cannot be imported in this environment (a missing
+    dependency, a broken build): an outside failure, exit 3 with {"error": ...}."""
+
+
+class BadRequest(Exception):
+    """Bad input: reported as {"error": ...} with exit code 2."""
+
+
+def load_object(path: str, *, what: str) -> Any:
+    """Import `module:attr` (or `module.attr`)."""
+    if ":" in path:
+        module_name, _, attr = path.partition(":")
+    else:
+        module_name, _, attr = path.rpartition(".")
+    if not module_name or not attr:
+        raise BadRequest(f"{what} {path!r}: expected 'module:Name'")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise BadRequest(  # the name itself is wrong
+                f"{what} {path!r}: module {module_name!r} does not import "
+                f"({type(exc).__name__}: {exc}); check the name and that the plugin is "
+                f"installed in this environment"
+            ) from None
+        raise ImportFailure(f"{what} {path!r}: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # the module exists, its import fails in this environment
+        raise ImportFailure(
+            f"{what} {path!r}: module {module_name!r} exists but its import fails here "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
+    obj = module
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise BadRequest(f"{what} {path!r}: module {module_name!r} has no {attr!r}")
+    return obj
+
+
+def write_model_dir(
+    max_model_len: int, architecture: str = "LlamaForCausalLM", model_type: str = "llama"
+) -> Path:
+    """A local model folder holding only a small config.json (no hub access)."""
+    folder = Path(tempfile.mkdtemp(prefix="vpr-replay-model-"))
+    config = {
+        "architectures": [architecture],
+        "model_type": model_type,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "num_hidden_layers": 1,
+        "vocab_size": 32000,
+        "max_position_embeddings": max_model_len,
+        "torch_dtype": "float32",
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def serve(job: Any, argv: list[str]) -> int:
+    """`job(request)` on argv[1]'s JSON, its result into argv[2]: exit 0; bad input (exit 2)
+    or an import that fails here (exit 3) as {"error": ...}."""
+    request = json.loads(Path(argv[1]).read_text())
+    out = Path(argv[2])
+    try:
+        result = job(request)
+    except (BadRequest, ImportFailure) as exc:
+        out.write_text(json.dumps({"error": str(exc)}))
+        return 2 if isinstance(exc, BadRequest) else 3
+    out.write_text(json.dumps(result, separators=(",", ":")))
+    return 0
+
+
+def exit_now(code: int) -> None:
+    """Exit without interpreter teardown (torch's takes seconds; the result is written)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
 
 PROBE_PROCESSOR = "probe"  # replay/features.PROBE_PROCESSOR: the no-op processor below
 VOCAB = 300  # the tiny tokenizer's size (the model config keeps its own vocab_size)

@@ -1,13 +1,5 @@
-"""The replay job's answer (inenv/replay.py's result), read key by key (`parse_answer`).
-
-Each scheduler's side keeps its columns as the environment wrote them (lists, turned into
-arrays by `model.analyze`): no object per request or per step. Every part `model.py`
-reads is checked here once, so a garbled answer (the plugin's scheduler runs in the
-environment) is a JobFailed naming the key, never a KeyError or TypeError further on. The
-numbers inside the per-step columns and the per-request token runs are checked where
-`model.py` turns them into arrays (`answer_problem`: one check per column or request, not
-a second pass over every value: the report is built from ~10k requests).
-"""
+"""The replay job's answer (inenv/replay.py's result), each part `model.py` reads checked
+once here, so a garbled answer is a JobFailed naming the key; columns kept as written."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""`[conformance.replay]`: which schedulers to replay, with which settings and cost model.
-
-Pure: the table is validated against REPLAY_SCHEMA and resolved once into a typed
-`ReplayConfig`, with every default written out so the result says what was used.
-"""
+"""`[conformance.replay]` resolved into a typed `ReplayConfig`: which schedulers to replay,
+with which settings and cost model, every default written out."""
 
 from __future__ import annotations
 
@@ -13,13 +10,13 @@ from typing import Any, NamedTuple
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.replay.cost import (
+from vllm_plugin_release.replay.mix import Origin, check_table, spec_origin
+from vllm_plugin_release.replay.model import (
     CostModel,
     calibration_paths,
     fit_cost_model,
     read_calibration,
 )
-from vllm_plugin_release.replay.mix import Origin, check_table, spec_origin
 
 UPSTREAM_SCHEDULER = "vllm.v1.core.sched.scheduler:Scheduler"
 

@@ -1,24 +1,5 @@
-"""The workload features a request mix declares (`[conformance.request_mix] features`), pure.
-
-A pilot plan is more than token counts: some requests ask for log probabilities,
-penalties, a JSON schema, n > 1 completions; the engine may run speculative decoding.
-`features` says which, and for what share of the requests; the same keys for every
-vendor (no vendor name here: what a plugin does with them is asked of the plugin, in the
-pairing environment, by the `workload` check).
-
-Each key holds one variant (a table) or several (an array of tables, TOML's
-`[[...features.KEY]]`): the variants of one key are an exclusive group (a request gets at
-most one of them, so their shares add up to at most 1); different keys are independent.
-Which requests get which variant is drawn from the mix's seed, one stream per key (the
-exact count: round(share x requests)), so the same seed gives the same requests on every
-machine, and a feature added to the mix does not reshuffle the others.
-
-A variant turns into what a client and an operator would give vLLM: `SamplingParams`
-keyword arguments for a request (`request_params`), `EngineArgs` keyword arguments for
-the engine (`engine_kwargs`: speculative decoding, custom logits processors, a
-`max_logprobs` above vLLM's default). Variant plans (`[conformance.request_mix.plans.NAME]`)
-put their own `features` over the base mix's, key by key.
-"""
+"""The workload features a request mix declares (`[conformance.request_mix] features`): which
+requests ask for what, drawn from the mix's seed, the same keys for every vendor."""
 
 from __future__ import annotations
 

@@ -1,17 +1,5 @@
-"""Live mixed-load test: the request mix against a running OpenAI-compatible server.
-
-`vpr loadtest --endpoint URL --spec FILE` sends the spec's request mix (the same one
-the replay uses) to `URL/v1/completions`, streaming, each request at its arrival
-time, and measures per request the time to first token and the gaps between
-streamed chunks (inter-token latency). It reads the server's Prometheus `/metrics`
-before and after. It works against any OpenAI-compatible server; vLLM-only request
-fields (`ignore_eos`, `min_tokens`, which make the server produce exactly the
-requested number of tokens) can be switched off.
-
-Bounded: at most `max_requests` requests and `duration_s` seconds in all, each
-request at most `request_timeout_s`. A refused connection or a timeout stops the run:
-what was measured so far is written, then the error (exit 3).
-"""
+"""Live mixed-load test: the spec's request mix streamed against a running OpenAI-compatible
+server, time to first token and inter-token gaps measured per request, bounded."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""Request mixes: the exact workload a fleet expects, generated the same way every time.
-
-Pure: a validated `[conformance.request_mix]` table (or the TOML/JSON file it names)
-goes in, a `RequestMix` (arrival time, prompt tokens, output tokens per request)
-comes out. Randomness comes from `random.Random` seeded per stream ("arrival",
-"prompt", "output"), so changing one distribution does not reshuffle the others,
-and the same seed gives the same mix on every machine and Python version.
-
-Trace files (CSV with a header, or JSON Lines) hold one request per row with
-`arrival_time` (seconds), `prompt_tokens` and `output_tokens`.
-"""
+"""Request mixes: the workload a fleet expects, generated the same way every time (one
+seeded stream per distribution), or read from a trace file."""
 
 from __future__ import annotations
 

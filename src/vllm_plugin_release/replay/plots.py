@@ -1,7 +1,5 @@
-"""PNG plots of a replay: step composition over time, and the ITL distribution.
-
-matplotlib with the Agg backend, imported only when a plot is drawn.
-"""
+"""PNG plots of a replay (step composition over time, the ITL distribution); matplotlib with
+the Agg backend, imported only when a plot is drawn."""
 
 from __future__ import annotations
 
@@ -15,18 +13,14 @@ COLOURS = {"prefill": "#d95f02", "decode": "#1b9e77", "mixed": "#7570b3"}
 LABELS = {"plugin": "plugin", "upstream": "upstream vLLM"}
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (the runner imports it ahead, in a thread)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     return plt
-
-
-def load_pyplot() -> None:
-    """Import matplotlib ahead of the first plot (a second or two), e.g. in a thread."""
-    _pyplot()
 
 
 def caption(report: dict[str, Any]) -> str:
@@ -47,7 +41,7 @@ def step_composition(
     """Tokens per second of simulated time, split prefill/decode, with mixed steps marked."""
     import numpy as np
 
-    plt = _pyplot()
+    plt = pyplot()
     labels = [k for k in ("plugin", "upstream") if k in analyses]
     fig, axes = plt.subplots(len(labels), 1, figsize=(10, 3.2 * len(labels)), squeeze=False)
     horizon = max((float(a.step_end[-1]) for a in analyses.values() if len(a.step_end)), default=1)
@@ -100,7 +94,7 @@ def itl_distribution(analyses: dict[str, Analysis], path: Path, *, title: str = 
     """Histogram (log-spaced) and CDF of inter-token latency for both schedulers, in ms."""
     import numpy as np
 
-    plt = _pyplot()
+    plt = pyplot()
     fig, (hist, cdf) = plt.subplots(1, 2, figsize=(11, 3.8))
     values = [a.itl * 1000 for a in analyses.values() if len(a.itl)]
     if values:

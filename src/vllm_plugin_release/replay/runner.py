@@ -1,8 +1,5 @@
-"""Run a replay: the request goes to the pairing environment, the report comes back here.
-
-The in-environment part (`vllm_plugin_release.inenv.replay`) only drives schedulers;
-everything else (mix, metrics, report, plots) happens on this side.
-"""
+"""Run a replay: the request goes to the pairing environment, which only drives schedulers;
+mix, metrics, report and plots stay on this side."""
 
 from __future__ import annotations
 
@@ -164,9 +161,9 @@ def replay(
     if out is not None and out.plots:  # matplotlib loads while the replay runs in the env
         import threading
 
-        from vllm_plugin_release.replay.plots import load_pyplot
+        from vllm_plugin_release.replay.plots import pyplot
 
-        threading.Thread(target=load_pyplot, name="vpr-pyplot", daemon=True).start()
+        threading.Thread(target=pyplot, name="vpr-pyplot", daemon=True).start()
     raw = run_raw(python, mix, config, sys_path=sys_path)
     report, analyses = build_report(raw, mix, name=name, replay_config=config.to_json())
     timing = timing_report(raw)

@@ -1,4 +1,4 @@
-"""`vpr image build`: the image the container runner runs in, made from Debian packages.
+"""`vpr build-image`: the image the container runner runs in, made from Debian packages.
 
 For machines that cannot reach a container registry. Two layers, both reproducible:
 1. the root filesystem, `mmdebstrap --variant=apt` of the spec's Python from a Debian
@@ -125,7 +125,7 @@ class BuiltImage:
     python: str  # where its CPython comes from (PythonLayer.label)
 
     def to_json(self) -> dict[str, str]:
-        """As `vpr image build --json` prints it: these keys, in this order."""
+        """As `vpr build-image --json` prints it: these keys, in this order."""
         return {
             "image": self.image,
             "rootfs_sha256": self.rootfs_sha256,

@@ -1,5 +1,5 @@
 """What one pairing is, for the stages that make its environment: built once by the flow
-(`vpr release`, `vpr env`, the pairing graph, `vpr conform-hardware`) and handed to them,
+(`vpr release`, `vpr env`, the pairing graph, `vpr hardware conform`) and handed to them,
 rather than the same keywords at every call.
 
 Not to be confused with `flows/pairing_graph.Pairing`, the derived-pairing walk's inputs

@@ -48,7 +48,7 @@ HARDWARE_SCHEMA: dict[str, Any] = {
             "type": "string",
             "pattern": LABEL.pattern,
             "description": "Runner label of the device class (n300, 910b, ...); a spec with "
-            "one has a hardware part (`vpr hardware-plan`).",
+            "one has a hardware part (`vpr hardware plan`).",
         },
         "mesh_variable": {
             "type": "string",
@@ -88,7 +88,7 @@ HARDWARE_SCHEMA: dict[str, Any] = {
             "items": {"type": "string", "pattern": LABEL.pattern},
             "minItems": 1,
             "description": "The CI runner labels of the hardware job (release.yml reads them "
-            "through `vpr hardware-plan`); default [self-hosted, device_class].",
+            "through `vpr hardware plan`); default [self-hosted, device_class].",
         },
         "docs": {
             "type": "array",

@@ -1,4 +1,5 @@
-"""`vpr upstream`, `vpr bump`, `vpr pr-body`."""
+"""The commands that follow the core upstream: `vpr upstream`, `bump`, `pr-body`, `bisect`,
+`nightly` and `matrix` (the plugin across core versions)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.cli.build import add_dirs, add_plugin_source, add_spec_argument
+from vllm_plugin_release.cli import options as o
 from vllm_plugin_release.core import bounded, progress, records
-from vllm_plugin_release.core.errors import EXIT_OK
+from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK
 from vllm_plugin_release.edges import cachedir
 from vllm_plugin_release.edges.ci import github_output, output_text
 
@@ -22,25 +23,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     _register_upstream(sub)
     _register_bump(sub)
     _register_pr_body(sub)
+    _register_bisect(sub)
+    _register_nightly(sub)
+    _register_matrix(sub)
 
 
 def _register_upstream(sub: argparse._SubParsersAction) -> None:
     up = sub.add_parser(
         "upstream",
+        parents=[o.SPEC, o.CACHE, o.PLUGIN_SOURCE, o.INDEX, o.JSON],
         help="list the core releases newer than the spec's pin (text or --json)",
         description="Core releases on the spec's index newer than the pinned one, from the "
         "simple API (final releases only unless --include-prereleases), each with its upload "
         "time, sdist file name and sha256. Exit 0 also when there is none.",
     )
-    add_spec_argument(up)
-    up.add_argument("--json", action="store_true", help="print the releases as JSON")
     up.add_argument(
         "--include-prereleases",
         action="store_true",
         default=os.environ.get("VPR_UPSTREAM_PRERELEASES", "").lower() in ("1", "true", "yes"),
         help="also list rc/beta/dev releases (default: $VPR_UPSTREAM_PRERELEASES)",
     )
-    up.add_argument("--index", default=None, help="simple API URL (default: the spec's index)")
     up.add_argument(
         "--version",
         default=None,
@@ -64,16 +66,13 @@ def _register_upstream(sub: argparse._SubParsersAction) -> None:
         "allows, read from the plugin source)",
     )
     up.add_argument("--newest", default=None, metavar="VERSION", help="the matrix's last column")
-    add_plugin_source(up)
-    up.add_argument(
-        "--cache-dir", default=None, help="cache folder (default: $VPR_CACHE_DIR or .vpr)"
-    )
     up.set_defaults(func=_upstream)
 
 
 def _register_bump(sub: argparse._SubParsersAction) -> None:
     bump = sub.add_parser(
         "bump",
+        parents=[o.SPEC, o.DIST, o.CACHE, o.PLUGIN_SOURCE, o.JSON],
         help="write the spec for a new core version; print the diff and a migration report",
         description="Resolve the new core's source (sdist sha256 from the index, or the tag's "
         "commit from git), edit the spec keeping every comment and the key order, re-lock, "
@@ -85,7 +84,6 @@ def _register_bump(sub: argparse._SubParsersAction) -> None:
         "The spec is replaced in place unless its file name carries the old version "
         "(then a new file with the version replaced is written); --out chooses the path.",
     )
-    add_spec_argument(bump)
     bump.add_argument("--core", required=True, metavar="VERSION", help="new core version")
     bump.add_argument("--out", type=Path, default=None, metavar="PATH", help="new spec path")
     bump.add_argument(
@@ -93,7 +91,6 @@ def _register_bump(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="print the diff and the report; write nothing (no spec, no locks)",
     )
-    bump.add_argument("--json", action="store_true", help="print diff + report as JSON")
     bump.add_argument(
         "--with-api",
         action="store_true",
@@ -120,8 +117,6 @@ def _register_bump(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also append spec=, name=, version= to $GITHUB_OUTPUT",
     )
-    add_dirs(bump)
-    add_plugin_source(bump)
     bump.set_defaults(func=_bump)
 
 
@@ -145,12 +140,11 @@ def _add_approval(bump: argparse.ArgumentParser) -> None:
 def _register_pr_body(sub: argparse._SubParsersAction) -> None:
     body = sub.add_parser(
         "pr-body",
+        parents=[o.SPEC, o.DIST, o.CACHE],
         help="a pull request body: the bump's migration report and the pairing's scorecard",
     )
-    add_spec_argument(body)
     body.add_argument("--report", type=Path, default=None, help="migration report (vpr bump)")
     body.add_argument("--out", type=Path, default=None, help="write here instead of stdout")
-    add_dirs(body)
     body.set_defaults(func=_pr_body)
 
 
@@ -334,3 +328,233 @@ def _pr_body(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return EXIT_OK
+
+
+def _register_bisect(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bisect",
+        parents=[o.SPEC, o.DIST, o.CACHE, o.PLUGIN_SOURCE, o.INDEX, o.JSON],
+        help="find the first core commit (or published version) that breaks the plugin's tests",
+        description="Between a core where the plugin's cpu tests pass (--good) and one where "
+        "they fail (--bad), build the empty-target core at each step (cached), make the cpu "
+        "pairing environment with the plugin wheel already built (`vpr build-plugin` first) "
+        "and run the plugin's tests, halving the range each time. Candidates: the commits of "
+        "the core's git history (--repo, or the spec's git core source) or the versions with "
+        "an sdist on the spec's index (release candidates included). Writes "
+        "dist/NAME/bisect.json and bisect.md. Exit 0 when the first bad candidate is found; "
+        "2 when the good end fails, the bad end passes, a commit is not reachable or a "
+        "version is not on the index (nearest versions named); 3 an outside failure.",
+    )
+    p.add_argument("--good", required=True, help="core where the tests pass (commit/tag/version)")
+    p.add_argument("--bad", required=True, help="core where the tests fail (commit/tag/version)")
+    p.add_argument(
+        "--repo",
+        default=None,
+        metavar="URL",
+        help="core git repository (URL or path): bisect its commits "
+        "(default: the spec's git core source; else published versions on the index)",
+    )
+    p.add_argument(
+        "--final-only", action="store_true", help="versions: leave release candidates out"
+    )
+    p.set_defaults(func=_bisect)
+
+
+def _bisect(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.buildspec.load import load_spec
+    from vllm_plugin_release.core.bisect import render_markdown
+    from vllm_plugin_release.flows import bisect
+
+    spec = load_spec(args.spec)
+    opts = bisect.Options(
+        cache=cachedir.from_args(args),
+        dist_root=Path(args.dist),
+        plugin_source=args.plugin_source,
+        repo=args.repo,
+        index=args.index,
+        prereleases=not args.final_only,
+    )
+    report = bisect.bisect_report(spec, args.good, args.bad, opts)
+    if args.json:
+        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+    else:
+        sys.stdout.write(render_markdown(report))
+    progress.info(f"bisect: first bad {report.mode} candidate {report.first_bad.candidate}")
+    return EXIT_OK
+
+
+def _register_nightly(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "nightly",
+        parents=[o.SPEC, o.DIST, o.CACHE, o.PLUGIN_SOURCE, o.STORE, o.SIGNING_KEY, o.JSON],
+        help="the plugin against a core git commit (vLLM main): last-known-good pointer, backoff",
+        description="Unless the schedule says wait (every --interval hours while passing, "
+        "--backoff hours while failing; --force runs anyway), resolve --ref in the core "
+        "repository, build the empty-target core at that commit, make the cpu pairing "
+        "environment with the plugin wheel already built (`vpr build-plugin` first), run the "
+        "plugin's cpu tests, write the NAME-nightly manifest (never published) and a ledger "
+        "entry of kind nightly. On pass the store's signed last-known-good pointer "
+        "(lkg/NAME.json) moves to the commit; on failure the report names the failing tests, "
+        "their first error lines and the commits since the last-known-good one. Exit 0 pass "
+        "or skipped, 1 the tests fail, 2 bad input (an unreachable ref), 3 outside failure.",
+    )
+    p.add_argument(
+        "--repo",
+        default=None,
+        metavar="URL",
+        help="core git repository (default: the spec's git core source)",
+    )
+    p.add_argument("--ref", default="main", help="branch, tag or commit to test (default: main)")
+    # not FORCE: no cached result is ignored, the schedule is
+    p.add_argument("--force", action="store_true", help="run even when the schedule says wait")
+    p.add_argument("--interval", type=int, default=8, help="hours between passing runs (8)")
+    p.add_argument("--backoff", type=int, default=24, help="hours between failing runs (24)")
+    p.set_defaults(func=_nightly)
+
+
+def _nightly(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.buildspec.load import load_spec
+    from vllm_plugin_release.core.errors import EXIT_GATE
+    from vllm_plugin_release.flows import nightly
+
+    spec = load_spec(args.spec)
+    opts = nightly.Options(
+        cache=cachedir.from_args(args),
+        dist_root=Path(args.dist),
+        repo=args.repo,
+        ref=args.ref,
+        store=args.store,
+        signing_key=args.signing_key,
+        plugin_source=args.plugin_source,
+        force=args.force,
+        interval=args.interval,
+        backoff=args.backoff,
+    )
+    report = nightly.nightly(spec, opts)
+    if args.json:
+        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+    else:
+        sys.stdout.write(nightly.render_text(report) + "\n")
+    return EXIT_GATE if report.status == "fail" else EXIT_OK
+
+
+def _register_matrix(sub: argparse._SubParsersAction) -> None:
+    matrix = sub.add_parser(
+        "matrix",
+        help="test the pairing across core versions (lowest declared .. newest, and main)",
+        description="Subcommands: run, assemble.",
+    )
+    msub = matrix.add_subparsers(dest="matrix_command", metavar="SUBCOMMAND")
+    matrix.set_defaults(func=lambda a: (matrix.print_help(sys.stderr), 2)[1])
+    _add_run(msub)
+    _add_assemble(msub)
+
+
+def _add_run(msub: argparse._SubParsersAction) -> None:
+    p = msub.add_parser(
+        "run",
+        parents=[o.SPEC, o.DIST, o.CACHE, o.PLUGIN_SOURCE, o.INDEX, o.SIGNING_KEY, o.JSON],
+        help="run the plugin's cpu tests on each core version; write matrix.md and matrix.json",
+        description="Columns: the lowest core the plugin's installer allows (--lowest "
+        "overrides), every published release up to the newest (--newest; final releases "
+        "unless --prereleases), and core main when --repo is given. Each column pairs on the "
+        "spec's Python while the core's Requires-Python accepts it, else on the newest of "
+        "[runtime] python it accepts; builds the empty-target core (cached), the cpu pairing "
+        "environment with the plugin wheel already built (`vpr build-plugin` first), runs "
+        "the plugin's tests as `vpr release` does and the coupling report against the "
+        "column before. Each column's record is written as it ends "
+        "(dist/NAME/matrix/CORE.json) and reused by a re-run with the same inputs; a column "
+        "that cannot be built, installed or tested is recorded with its reason and the run "
+        "goes on. Writes dist/NAME/matrix.json and matrix.md from the records and, with "
+        "--store, an entry per column in the store's signed ledger. Exit 0 no "
+        "regression, 1 a regression or a column not run, 2 bad input (a version not on the "
+        "index, nearest named), 3 outside failure.",
+    )
+    p.add_argument("--lowest", default=None, metavar="VERSION", help="first column")
+    p.add_argument("--newest", default=None, metavar="VERSION", help="last column")
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="VERSION",
+        help="run this column only and write its record (repeatable; a CI job per column, "
+        "then `vpr matrix assemble`)",
+    )
+    p.add_argument("--prereleases", action="store_true", help="also release candidates")
+    p.add_argument("--repo", default=None, metavar="URL", help="core git repository: add main")
+    p.add_argument("--ref", default="main", help="the main column's ref (default: main)")
+    _add_matrix_store(p)
+    p.set_defaults(func=_matrix_run)
+
+
+def _add_assemble(msub: argparse._SubParsersAction) -> None:
+    a = msub.add_parser(
+        "assemble",
+        parents=[o.SPEC, o.DIST, o.CACHE, o.INDEX, o.SIGNING_KEY, o.JSON],
+        help="write matrix.json and matrix.md from the column records in dist/NAME/matrix/",
+        description="The last job of a CI matrix: every job ran `vpr matrix run --only "
+        "VERSION` and uploaded dist/NAME/matrix/VERSION.json; this assembles them into the "
+        "same matrix.json a single run writes (with --store, an entry per column in the "
+        "store's signed ledger, once per column record). Exit 0 no regression, 1 a "
+        "regression or a column not run, 2 no or a malformed record.",
+    )
+    _add_matrix_store(a)
+    a.set_defaults(func=_matrix_assemble)
+
+
+def _add_matrix_store(p: argparse.ArgumentParser) -> None:
+    # not STORE: no store unless named (the columns are then only written to dist/)
+    p.add_argument(
+        "--store",
+        default=None,
+        metavar="PATH",
+        help="record every column in this manifest store's signed ledger (kind matrix; a "
+        "column record already recorded is not recorded again)",
+    )
+
+
+def _matrix_run(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.buildspec.load import load_spec
+    from vllm_plugin_release.flows import matrix
+
+    spec = load_spec(args.spec)
+    opts = matrix.Options(
+        cache=cachedir.from_args(args),
+        dist_root=Path(args.dist),
+        plugin_source=args.plugin_source,
+        lowest=args.lowest or None,  # empty: not given (a CI input left empty)
+        index=args.index,
+        prereleases=args.prereleases,
+        repo=args.repo,
+        ref=args.ref,
+        newest=args.newest or None,
+        only=tuple(args.only),
+        store=args.store,
+        signing_key=args.signing_key,
+    )
+    return _matrix_show(matrix.run_matrix(spec, opts), args.json)
+
+
+def _matrix_assemble(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.buildspec.load import load_spec
+    from vllm_plugin_release.flows import matrix
+
+    opts = matrix.Options(
+        cache=cachedir.from_args(args),
+        dist_root=Path(args.dist),
+        store=args.store,
+        signing_key=args.signing_key,
+    )
+    spec = load_spec(args.spec)
+    return _matrix_show(matrix.assemble_folder(spec, Path(args.dist), args.index, opts), args.json)
+
+
+def _matrix_show(m: Any, as_json: bool) -> int:
+    from vllm_plugin_release.core import columns
+    from vllm_plugin_release.edges.ci import job_summary
+
+    markdown = columns.render_markdown(m)
+    sys.stdout.write(columns.render_json(m) if as_json else markdown)
+    job_summary(markdown)  # in GitHub Actions: the matrix on the run's page
+    incomplete = any(not a.column.tested for a in m.columns)
+    return EXIT_GATE if m.regressed or incomplete else EXIT_OK

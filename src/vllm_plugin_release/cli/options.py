@@ -1,0 +1,255 @@
+"""The flags several commands share, each declared once as a parent parser (`parents=`),
+and what they become: the spec, the store read through its signed head, the key."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vllm_plugin_release.edges import cachedir
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from vllm_plugin_release.edges.trust import Trusted
+
+
+def store_location(args: argparse.Namespace) -> str:
+    return (
+        getattr(args, "store", None)
+        or os.environ.get("VPR_STORE")
+        or str(cachedir.from_args(args).root / "store")
+    )
+
+
+def _parent(*flags: tuple[str, dict[str, Any]]) -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    for flag, options in flags:
+        parent.add_argument(flag, **options)
+    return parent
+
+
+SPEC = _parent(
+    (
+        "--spec",
+        {
+            "default": "buildspec/reference.toml",
+            "metavar": "FILE",
+            "help": "buildspec file (default: buildspec/reference.toml)",
+        },
+    )
+)
+DIST = _parent(
+    (
+        "--dist",
+        {
+            "default": "dist",
+            "help": "output root; a pairing's files are in DIST/NAME (default: dist)",
+        },
+    )
+)
+CACHE = _parent(
+    (
+        "--cache-dir",
+        {
+            "default": None,
+            "metavar": "DIR",
+            "help": "cache folder (default: $VPR_CACHE_DIR or .vpr)",
+        },
+    )
+)
+PLUGIN_SOURCE = _parent(
+    (
+        "--plugin-source",
+        {
+            "type": Path,
+            "default": None,
+            "metavar": "PATH",
+            "help": "a local git checkout of the plugin (must contain the pinned commit), "
+            "used instead of [plugin.source] url",
+        },
+    )
+)
+# The sites a pairing is checked for (core.envrecord.SITES, conform.registry.RUNNERS; a test
+# keeps them equal): written out, because importing either would load their records and
+# checks for every command line. Argparse refuses another before anything is fetched.
+SITES = ("cpu", "hardware")
+SITE = _parent(
+    (
+        "--site",
+        {
+            "dest": "runner",
+            "default": "cpu",
+            "choices": SITES,
+            "help": "cpu (default: no accelerator, runtime checks deferred) or hardware",
+        },
+    )
+)
+BACKEND = _parent(
+    (
+        "--backend",
+        {
+            "dest": "runner_backend",
+            "choices": ("local", "docker"),
+            "default": None,
+            "help": "where the stages run: local (this machine) or docker (the pinned "
+            "[build] base_image); default: the spec's [build] backend",
+        },
+    )
+)
+INTERPRETER = _parent(
+    (
+        "--interpreter",
+        {
+            "default": None,
+            "metavar": "PATH",
+            "help": "the CPython to build and check with (it must be the spec's [build] "
+            "python); default: $VPR_INTERPRETER, else uv, pyenv, asdf/mise, /usr/bin in that order",
+        },
+    )
+)
+RUNTIME_ENV = _parent(
+    (
+        "--runtime-env",
+        {
+            "type": Path,
+            "default": None,
+            "metavar": "PATH",
+            "help": "an existing vendor runtime's Python environment, e.g. TT-Metal's "
+            "python_env (default for `vpr hardware`: $VPR_RUNTIME_ENV)",
+        },
+    )
+)
+STORE = _parent(
+    (
+        "--store",
+        {
+            "default": None,
+            "metavar": "PATH|URL",
+            "help": "the manifest store, a folder or http(s) URL (default: $VPR_STORE, the "
+            "spec's [publish] store where a spec is read, else .vpr/store)",
+        },
+    )
+)
+KEY_HELP = (
+    "the publisher's ed25519 public key (KEY.pub), distributed out of band (default: the "
+    ".pub beside the signing key: --signing-key, $VPR_SIGNING_KEY, else "
+    ".vpr/keys/manifest-signing.key)"
+)
+KEY = _parent(("--key", {"default": None, "metavar": "KEY.pub", "help": KEY_HELP}))
+SIGNING_KEY = _parent(
+    (
+        "--signing-key",
+        {
+            "default": None,
+            "metavar": "KEY",
+            "help": "the ed25519 private key that signs (default: $VPR_SIGNING_KEY, the spec's "
+            "[publish] signing_key where a spec is read, else .vpr/keys/manifest-signing.key, "
+            "made on first use)",
+        },
+    )
+)
+INDEX = _parent(
+    (
+        "--index",
+        {"default": None, "metavar": "URL", "help": "simple API URL (default: the spec's index)"},
+    )
+)
+ALLOW_UNCERTIFIED = _parent(
+    (
+        "--allow-uncertified",
+        {
+            "action": "store_true",
+            "help": "go on with a pairing that is not certified (verdict lab, or conformance "
+            "not run): publish it, the manifest saying so, or install it",
+        },
+    )
+)
+FORCE = _parent(("--force", {"action": "store_true", "help": "ignore the cached result"}))
+JSON_HELP = "print the result as JSON"
+JSON = _parent(("--json", {"action": "store_true", "help": JSON_HELP}))
+
+
+def key_path(args: argparse.Namespace) -> Path:
+    """--key, else the public half of the signing key this machine would sign with."""
+    from vllm_plugin_release.edges import keys
+
+    if getattr(args, "key", None):
+        return Path(args.key)
+    cache = cachedir.from_args(args)
+    private, _ = keys.resolve_key_path(None, None, root=Path.cwd(), cache_root=cache.root)
+    return keys.public_path(private)
+
+
+def public_key(args: argparse.Namespace) -> Ed25519PublicKey:
+    """The key a store's signatures are checked with; exit 2 naming it when it is missing."""
+    from vllm_plugin_release.edges import keys
+
+    path = key_path(args)
+    if not path.exists():
+        raise _missing(path)
+    return keys.load_public_key(path)
+
+
+def _missing(path: Path) -> Exception:
+    from vllm_plugin_release.core.errors import BadInput
+
+    return BadInput(
+        f"--key {path}: public key not found",
+        hint="pass the publisher's public key (--key KEY.pub), distributed out of band",
+    )
+
+
+def trusted(args: argparse.Namespace, **options: Any) -> Trusted:
+    """The store of `args`, read through its signed head with `args`'s key; the newest head
+    seen is remembered under the cache folder (rollback)."""
+    from vllm_plugin_release.edges.store import open_store
+    from vllm_plugin_release.edges.trust import TRUST_DIR, Trusted
+
+    store = open_store(store_location(args))  # a --store that does not parse: said first
+    memory = cachedir.from_args(args).root / TRUST_DIR
+    return Trusted(store, public_key(args), memory=memory, **options)
+
+
+def load_spec_for(args: argparse.Namespace):
+    """The spec `--spec` names, with `--backend` and `--interpreter` applied; the interpreter
+    `--interpreter` or $VPR_INTERPRETER names is checked at once (`named_interpreter`)."""
+    from vllm_plugin_release.buildspec.load import load_spec
+
+    spec = load_spec(args.spec).with_backend(getattr(args, "runner_backend", None))
+    spec = spec.with_interpreter(getattr(args, "interpreter", None))
+    named_interpreter(spec)
+    return spec
+
+
+def named_interpreter(spec):
+    """The interpreter `--interpreter` or $VPR_INTERPRETER names, checked by every command
+    that takes them, whether or not it needs it (exit 2 naming the flag or variable and the
+    path: not there, not the spec's CPython, its files not readable here); None when
+    neither names one. Asked as the runner asks it, so a later ask takes this answer."""
+    from vllm_plugin_release.core.errors import OutsideFailure
+    from vllm_plugin_release.edges import interpreters, uv
+
+    if interpreters.named_by(spec.build.interpreter) is None:
+        return None
+    try:
+        found_with = uv.uv_bin()
+    except OutsideFailure:  # not needed for a named interpreter
+        found_with = None
+    return interpreters.find(spec.build.python, spec.build.interpreter, found_with)
+
+
+def refuse_other_env(inputs, args: argparse.Namespace) -> None:
+    """Exit 2 when `--interpreter` or $VPR_INTERPRETER names an interpreter other than the
+    one the recorded pairing environment was made from (local backend): its tests and
+    checks are never run in that environment in the named one's stead."""
+    from vllm_plugin_release.edges.interpreters import named_by
+
+    spec = inputs.spec
+    named = named_by(spec.build.interpreter)
+    if named is None or spec.build.backend != "local":
+        return
+    ctx = inputs.context(args.runner, Path(args.dist))
+    ctx.refuse_other_interpreter(named_interpreter(spec), named[1])
