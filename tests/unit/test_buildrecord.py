@@ -168,6 +168,55 @@ def test_wrong_type_is_named_with_the_file(
     assert info.value.exit_code == 2
 
 
+CORE_WRONG = [
+    ("reproducible", "yes", "reproducible"),
+    ("isolated", 1, "isolated"),
+    ("core.source_date_epoch", "1760000000", "core.source_date_epoch"),
+    ("build_env", "locked", "build_env"),
+    ("build_env", {"torch": 2}, "build_env.torch"),
+    ("build_env", {"torch_file": {"filename": "t.whl", "sha256": SHA}}, "build_env.torch_file"),
+    (
+        "build_env",
+        {"torch_file": {"filename": "t.whl", "sha256": SHA, "size": 1, "x": 1}},
+        "build_env",
+    ),
+    ("interpreter", {"path": "/p", "version": "3.11", "sha256": SHA, "x": 1}, "interpreter.x"),
+    ("interpreter", {"path": "/p", "version": "3.11", "sha256": SHA, "found_by": 1}, "interpreter"),
+]
+
+
+@pytest.mark.parametrize(("dotted", "value", "named"), CORE_WRONG)
+def test_wrong_type_in_build_core_is_named_with_the_file(
+    tmp_path: Path, dotted: str, value: Any, named: str
+) -> None:
+    """What the manifest copies of build-core.json is checked when the record is read."""
+    path = _write(tmp_path, records.BUILD_CORE, _with(_core(), dotted, value))
+    with pytest.raises(BadInput) as info:
+        records.build_record(tmp_path, records.BUILD_CORE)
+    assert str(path) in info.value.message and f"'{named}" in info.value.message
+    assert info.value.exit_code == 2
+
+
+def test_what_the_manifest_copies_of_build_core_reads_typed(tmp_path: Path) -> None:
+    torch = {"filename": "torch-2.1-cp311-none-any.whl", "sha256": SHA, "size": 3, "local": None}
+    made = {"implementation": "CPython", "version": "3.11.9", "path": "/p", "sha256": SHA}
+    data = {
+        **_core(),
+        "reproducible": True,
+        "isolated": False,
+        "interpreter": made,
+        "build_env": {"lock_file": "c.txt", "torch": "2.1", "torch_file": torch},
+    }
+    data["core"]["source_date_epoch"] = 17
+    _write(tmp_path, records.BUILD_CORE, data)
+    record = records.build_record(tmp_path, records.BUILD_CORE)
+    assert (record.reproducible, record.isolated, record.source_date_epoch) == (True, False, 17)
+    assert record.interpreter is not None and record.interpreter.to_json() == made
+    assert record.build_env is not None and record.build_env.torch == "2.1"
+    assert record.build_env.torch_file is not None
+    assert record.build_env.torch_file.to_json() == torch  # null kept, absent left out
+
+
 def test_record_over_the_cap_is_refused_naming_file_and_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -38,9 +38,14 @@ from vllm_plugin_release.core.envrecord import (
     parse_checks,
     parse_found,
 )
-from vllm_plugin_release.core.errors import BadInput, GateFailed, JobFailed, OutsideFailure
+from vllm_plugin_release.core.errors import (
+    BadInput,
+    GateFailed,
+    JobFailed,
+    OutsideFailure,
+    RecordProblem,
+)
 from vllm_plugin_release.core.lockfile import check_lock, locked_file, pins
-from vllm_plugin_release.core.recordfield import RecordProblem
 from vllm_plugin_release.core.records import verified_wheel
 from vllm_plugin_release.edges import envbytecode, envrun, proc
 from vllm_plugin_release.edges.envrun import run_in_env

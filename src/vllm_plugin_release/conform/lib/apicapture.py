@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from vllm_plugin_release.core import jobanswer
-from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.core.recordfield import field_shown
+from vllm_plugin_release.core.errors import BadInput, field_shown
 
 JOB = "openapi"
 
