@@ -19,7 +19,7 @@ from vllm_plugin_release.core.buildrecord import parse
 from vllm_plugin_release.core.cache import Cache, write_json, write_tree_manifest
 from vllm_plugin_release.edges import netns
 from vllm_plugin_release.stages import corememo
-from vllm_plugin_release.stages.delivery import reuse
+from vllm_plugin_release.stages.corememo import reuse
 
 WHEEL = "vllm-0.26.0+empty-cp311-cp311-linux_x86_64.whl"
 

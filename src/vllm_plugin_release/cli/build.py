@@ -293,8 +293,7 @@ def _build_core(args: argparse.Namespace) -> int:
 
 
 def _env(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.stages.pairing_env import create_env
-    from vllm_plugin_release.stages.pairingctx import PairingContext
+    from vllm_plugin_release.stages.pairing_env import PairingContext, create_env
     from vllm_plugin_release.stages.wheelbuild import interpreter_ahead
 
     inputs = _inputs(args)

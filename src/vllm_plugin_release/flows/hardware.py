@@ -361,8 +361,7 @@ class _Steps:
             )
 
     def env(self) -> None:
-        from vllm_plugin_release.stages.pairing_env import create_env
-        from vllm_plugin_release.stages.pairingctx import PairingContext
+        from vllm_plugin_release.stages.pairing_env import PairingContext, create_env
 
         pairing = PairingContext(
             self.spec,

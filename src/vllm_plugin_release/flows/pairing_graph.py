@@ -118,8 +118,7 @@ def plugin_wheel(p: Pairing) -> None:
 
 
 def env(p: Pairing) -> None:
-    from vllm_plugin_release.stages.pairing_env import create_env
-    from vllm_plugin_release.stages.pairingctx import PairingContext
+    from vllm_plugin_release.stages.pairing_env import PairingContext, create_env
 
     # As in the release: a finding about the plugin (a module of it that does not import on
     # this core) is recorded, not a stop; the plugin's tests run here to show its effect.

@@ -32,8 +32,8 @@ from vllm_plugin_release.stages.requests import build_request
 
 if TYPE_CHECKING:
     from vllm_plugin_release.core.runnerfacts import RunnerFacts
-    from vllm_plugin_release.stages.delivery import StageResult
-    from vllm_plugin_release.stages.pairingctx import PairingContext
+    from vllm_plugin_release.stages.corememo import StageResult
+    from vllm_plugin_release.stages.pairing_env import PairingContext
 
 
 @dataclass
@@ -89,7 +89,7 @@ class _Stages:
     def pairing(self) -> PairingContext:
         """The pairing the env stage is handed, built once (its sources are fetched by then:
         build-plugin read them)."""
-        from vllm_plugin_release.stages.pairingctx import PairingContext
+        from vllm_plugin_release.stages.pairing_env import PairingContext
 
         if self._pairing is None:
             self._pairing = PairingContext(

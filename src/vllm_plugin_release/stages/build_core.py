@@ -22,7 +22,7 @@ from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges.fetch import Fetcher
 from vllm_plugin_release.edges.runner import Runner
 from vllm_plugin_release.stages import recipes
-from vllm_plugin_release.stages.delivery import StageResult, reuse
+from vllm_plugin_release.stages.corememo import StageResult, reuse
 from vllm_plugin_release.stages.requests import build_request
 from vllm_plugin_release.stages.wheelbuild import (
     Builds,

@@ -20,7 +20,7 @@ from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.core.wheelfacts import wheel_entry_points, wheel_metadata
 from vllm_plugin_release.edges import guardbuild
-from vllm_plugin_release.stages.delivery import StageResult, reuse
+from vllm_plugin_release.stages.corememo import StageResult, reuse
 from vllm_plugin_release.stages.wheelbuild import compare_builds, store
 
 STAGE = "build-guard"

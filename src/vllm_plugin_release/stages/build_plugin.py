@@ -27,7 +27,7 @@ from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.core.wheelfacts import WheelMeta, wheel_entry_points, wheel_metadata
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.runner import Runner
-from vllm_plugin_release.stages.delivery import StageResult, reuse
+from vllm_plugin_release.stages.corememo import StageResult, reuse
 from vllm_plugin_release.stages.requests import (
     PluginBuildPlan,
     build_request,

@@ -29,7 +29,7 @@ from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.runner import LocalRunner, Runner, host_env
 from vllm_plugin_release.edges.uv import machine_cache, pip_find_links
 from vllm_plugin_release.stages import recipes
-from vllm_plugin_release.stages.delivery import StageResult, deliver
+from vllm_plugin_release.stages.corememo import StageResult, deliver
 
 LETTERS = "ab"
 
