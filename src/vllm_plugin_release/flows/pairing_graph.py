@@ -23,9 +23,7 @@ from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.stagegraph import Graph, Stage
 from vllm_plugin_release.edges.fetch import Fetcher
 from vllm_plugin_release.edges.plugin_source import PluginSource
-from vllm_plugin_release.flows import extrastages
-from vllm_plugin_release.flows.stagecontext import Context
-from vllm_plugin_release.flows.stagewalk import walk
+from vllm_plugin_release.flows.stagewalk import Context, extended, walk
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.buildspec.model import Spec
@@ -140,7 +138,7 @@ def graph(p: Pairing) -> Graph:
         Stage("plugin-wheel", on(plugin_wheel), ("build-core",), about="the spec's, copied"),
         Stage("env", on(env), ("env-lock", "plugin-wheel"), about="the cpu pairing env"),
     ]
-    return Graph(extrastages.extended("pairing", stages, p.context))
+    return Graph(extended("pairing", stages, p.context))
 
 
 def pairing_env(

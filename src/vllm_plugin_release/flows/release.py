@@ -23,11 +23,9 @@ from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.core.stagegraph import Graph, Stage
 from vllm_plugin_release.edges import children, ci, envrun
-from vllm_plugin_release.flows import extrastages
 from vllm_plugin_release.flows.releasecache import Probes
 from vllm_plugin_release.flows.sources import Inputs
-from vllm_plugin_release.flows.stagecontext import Context
-from vllm_plugin_release.flows.stagewalk import Walk, walk
+from vllm_plugin_release.flows.stagewalk import Context, Walk, extended, walk
 from vllm_plugin_release.stages.requests import build_request
 
 if TYPE_CHECKING:
@@ -254,7 +252,7 @@ class _Stages:
 
 def graph(spec: Spec, opts: Options, out: Outcome) -> Graph:
     """The release's stages and what each needs (the order they are declared in is the
-    order the line runs in), with the extras that join "release" (flows/extrastages)."""
+    order the line runs in), with the extras that join "release" (flows/stagewalk.extended)."""
     s = _Stages(spec, opts, out)
     # What each stage has cached, for the drawing (`--graph`); the walk never asks.
     probe = Probes(spec, opts.cache, opts.dist_root, opts.runner, opts.plugin_source)
@@ -282,7 +280,7 @@ def graph(spec: Spec, opts: Options, out: Outcome) -> Graph:
             Stage("publish", s.publish, ("manifest", "twine-check")),
             Stage("ledger", s.ledger, ("publish",)),
         ]
-    return Graph(extrastages.extended("release", stages, s.context))
+    return Graph(extended("release", stages, s.context))
 
 
 def _env_free_checks(
