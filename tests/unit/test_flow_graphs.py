@@ -17,7 +17,7 @@ from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.stagegraph import Graph, Stage
 from vllm_plugin_release.edges.fetch import Fetcher
 from vllm_plugin_release.edges.plugin_source import PluginSource
-from vllm_plugin_release.flows import hardware, pairing_graph, release, stagewalk
+from vllm_plugin_release.flows import baseline, hardware, release, stagewalk
 from vllm_plugin_release.flows.stagewalk import Context, Extra, walk
 
 SPECS = Path(__file__).resolve().parents[2] / "buildspec"
@@ -28,9 +28,9 @@ def _release_graph(tmp_path: Path, spec: Spec) -> Graph:
     return release.graph(spec, opts, release.Outcome())
 
 
-def _pairing(tmp_path: Path, spec: Spec) -> pairing_graph.Pairing:
+def _pairing(tmp_path: Path, spec: Spec) -> baseline.Pairing:
     cache = Cache(tmp_path / ".vpr")
-    return pairing_graph.Pairing(
+    return baseline.Pairing(
         source=lambda _fetcher: (spec, tmp_path / "core"),
         cache=cache,
         dist=tmp_path / "dist",
@@ -54,7 +54,7 @@ def test_the_graphs_without_extras_are_the_order_the_flows_always_ran_in(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec = load_spec(SPECS / "reference.toml")
-    assert _line(pairing_graph.graph(_pairing(tmp_path, spec))) == [
+    assert _line(baseline.graph(_pairing(tmp_path, spec))) == [
         "core-source", "build-lock", "build-core", "env-lock", "plugin-wheel", "env",
     ]  # fmt: skip
     # the runtime the lock installs (tt: ttnn) is probed again in the environment
@@ -81,7 +81,7 @@ def test_the_line_stages_that_run_side_by_side_in_each_graph(
         ["lock"], ["build-core"], ["build-plugin", "build-guard"], ["env"], ["conform"],
         ["manifest"],
     ]  # fmt: skip
-    assert _steps(pairing_graph.graph(_pairing(tmp_path, spec)))[3:] == [
+    assert _steps(baseline.graph(_pairing(tmp_path, spec)))[3:] == [
         ["env-lock", "plugin-wheel"], ["env"],
     ]  # fmt: skip
     assert all(len(step) == 1 for step in _steps(_hardware_graph(tmp_path, spec, monkeypatch)))
@@ -94,7 +94,7 @@ def test_a_toy_stage_is_one_entry_and_every_graph_places_it_after_its_needs(
     toy = Extra("toy", lambda ctx: None, needs=("env",), about="a toy")
     with stagewalk.added(toy):
         rel = _release_graph(tmp_path, spec)
-        pairing = pairing_graph.graph(_pairing(tmp_path, spec))
+        pairing = baseline.graph(_pairing(tmp_path, spec))
         hw = _hardware_graph(tmp_path, spec, monkeypatch)
     assert _line(rel) == [
         "lock", "build-core", "build-plugin", "build-guard", "env", "toy", "conform", "manifest",
@@ -106,7 +106,7 @@ def test_a_toy_stage_is_one_entry_and_every_graph_places_it_after_its_needs(
     early = Extra("early", lambda ctx: None, needs=("build-core",), graphs=("release", "pairing"))
     with stagewalk.added(early):
         assert _line(_release_graph(tmp_path, spec))[1:3] == ["build-core", "early"]
-        assert _line(pairing_graph.graph(_pairing(tmp_path, spec)))[2:4] == [
+        assert _line(baseline.graph(_pairing(tmp_path, spec)))[2:4] == [
             "build-core", "early",
         ]  # fmt: skip
         assert "early" not in _line(_hardware_graph(tmp_path, spec, monkeypatch))
@@ -126,7 +126,7 @@ def test_the_pairing_walk_runs_a_toy_stage_with_its_context(
         seen.append(f"toy in {ctx.graph} for {ctx.spec.name} at {ctx.dist_root}")
 
     with stagewalk.added(Extra("toy", toy, needs=("build-core",), graphs=("pairing",))):
-        real = pairing_graph.graph(p)
+        real = baseline.graph(p)
     swap = {"core-source", "toy"}
     stages = [
         s if s.name in swap else Stage(s.name, lambda n=s.name: seen.append(n), s.needs)
@@ -153,7 +153,7 @@ def test_a_toy_stage_needing_a_stage_a_graph_lacks_is_refused_by_name(tmp_path: 
         stagewalk.added(Extra("toy", lambda ctx: None, needs=("conform",))),
         pytest.raises(ValueError, match="needs 'conform', which the pairing graph does not"),
     ):
-        pairing_graph.graph(_pairing(tmp_path, spec))
+        baseline.graph(_pairing(tmp_path, spec))
     with pytest.raises(ValueError, match="no graph 'docs'"):
         stagewalk.add(Extra("toy", lambda ctx: None, needs=(), graphs=("docs",)))
     with (

@@ -341,7 +341,7 @@ def _build_guard(args: argparse.Namespace) -> int:
 
 
 def _plugin_tests(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.flows.plugin_tests import run_plugin_tests
+    from vllm_plugin_release.flows.baseline import run_plugin_tests
 
     inputs = _inputs(args)
     refuse_other_env(inputs, args)
