@@ -1,9 +1,5 @@
-"""The records stages hand forward in `dist/NAME/`: their names, who writes them, one reader.
-
-A later stage never re-fetches or re-resolves what an earlier one produced: it reads
-the earlier stage's record here. A missing or malformed record is bad input (exit 2)
-whose hint names the command that writes it.
-"""
+"""The records stages hand forward in `dist/NAME/`: their names, who writes them, and the
+bounded read every typed reader uses (a bad record is exit 2 naming its producer)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""Plugin build stage: the plugin wheel from its verified commit, twice, compared.
-
-The plugin is built in the core's hash-locked build environment (its build
-requirements must be satisfied by that lock), or, when the spec sets
-`[plugin] build_constraints`, in its own hash-locked one; either keeps the build
-hermetic and under `unshare -n`, with SOURCE_DATE_EPOCH = the commit time. The record lists
-the plugin's entry points read from the wheel; a wheel without a
-`vllm.platform_plugins` entry point fails the stage (exit 1).
-"""
+"""Plugin build stage: the plugin wheel from its verified commit, built twice and compared in
+a hash-locked build environment without network; a wheel without a
+`vllm.platform_plugins` entry point fails the stage."""
 
 from __future__ import annotations
 

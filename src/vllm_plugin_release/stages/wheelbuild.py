@@ -1,12 +1,5 @@
-"""Independent wheel builds in parallel on the spec's runner, and their comparison.
-
-Shared by the core and plugin build stages (a helper module, not a stage): the runner
-for a spec, the hash-locked build environment, the parallel builds and the stage cache.
-The runner (local or container) is only called through its interface (`edges/runner`).
-Each build gets its own copy of the source in its own folder (so a path that leaks
-into the wheel shows up as a difference), its own HOME and TMPDIR, and runs with no
-network where possible.
-"""
+"""Independent wheel builds in parallel on the spec's runner, each in its own copy of the
+source, HOME and TMPDIR, and their comparison; the runner for a spec and the build env."""
 
 from __future__ import annotations
 
