@@ -82,10 +82,6 @@ def requirements_diff(
     }
 
 
-def build_requires(tree: Path) -> list[str]:
-    return read_build_requires(tree)
-
-
 # ---------------------------------------------------------------------------
 # Resolving the new source
 
@@ -181,10 +177,6 @@ def _git_source(spec: Spec, version: str, fetcher: Fetcher, tag: str | None) -> 
     if done.returncode != 0 or not done.stdout.strip().isdigit():
         raise OutsideFailure(f"{tree}: cannot read the commit time of {source.commit}")
     return NewSource(source, tree, int(done.stdout.strip()), f"commit time of {new_tag}")
-
-
-def old_tree(spec: Spec, fetcher: Fetcher) -> Path:
-    return source_tree(spec, fetcher)
 
 
 # ---------------------------------------------------------------------------
@@ -553,7 +545,7 @@ def _target(spec: Spec, spec_path: Path, version: str, out: Path | None) -> tupl
 def _sources(spec: Spec, version: str, fetcher: Fetcher, tag: str | None) -> tuple[Path, NewSource]:
     """The pinned core's verified source tree, and the new core's source, verified."""
     with progress.status(f"bump: verifying the {spec.core.name} {spec.core.version} source"):
-        before_tree = old_tree(spec, fetcher)
+        before_tree = source_tree(spec, fetcher)
     with progress.status(f"bump: resolving {spec.core.name} {version}"):
         if isinstance(spec.core.source, SdistSource):
             new = _sdist_source(spec, version, fetcher)
@@ -612,7 +604,7 @@ def _dependency_diffs(
         "requirements": requirements,
         "build_requires": {
             "file": "pyproject.toml [build-system].requires",
-            **requirements_diff(build_requires(before_tree), build_requires(new_tree)),
+            **requirements_diff(read_build_requires(before_tree), read_build_requires(new_tree)),
         },
     }
 
@@ -631,7 +623,7 @@ def _locks(run: _Run, new_spec: Spec, pending: list[tuple[Path, Path]]) -> list[
         tmp = dest.with_name(f".{dest.name}.bump")
         tmp.parent.mkdir(parents=True, exist_ok=True)
         with progress.status(f"bump: resolving {request.name} for {run.version}"):
-            text = (run.locker or _compile)(request, tmp, new_spec.build.find_links)
+            text = (run.locker or compile_lock)(request, tmp, new_spec.build.find_links)
         pending.append((tmp, dest))
         lock_report.append(
             {
@@ -711,10 +703,6 @@ def _write(pending: list[tuple[Path, Path]], new_path: Path, new_text: str) -> N
         os.replace(tmp, dest)
     pending.clear()
     atomic_write_text(new_path, new_text)
-
-
-def _compile(request: Any, dest: Path, find_links: tuple[str, ...]) -> str:
-    return compile_lock(request, dest, find_links)
 
 
 def _lock_files(spec: Spec) -> list[tuple[str, Path]]:
