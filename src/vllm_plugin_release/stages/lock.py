@@ -99,6 +99,8 @@ def _recorded(lock: Path, label: str) -> list[str]:
     return found
 
 
+# The spec and its two verified sources, then one keyword per `vpr lock` flag: a bundle
+# would only be unpacked here again.
 def lock(
     spec: Spec,
     tree: Path,
