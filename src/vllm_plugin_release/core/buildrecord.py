@@ -191,7 +191,6 @@ class BuildRecord(NamedTuple):
     source_date_epoch: int | None  # build-core.json's `core.source_date_epoch`; else None
     repository: str | None  # build-plugin.json's `plugin.repository`; else None
     build_env: CoreBuildEnv | None  # build-core.json's `build_env`; else None
-    raw: Mapping[str, Any]  # the object as written: only to serialise unchanged
 
     def requires_list(self) -> list[str] | None:
         """`requires_dist` as a list (None when not recorded; [] when the wheel has none)."""
@@ -330,5 +329,4 @@ def parse(data: Mapping[str, Any], record: str) -> BuildRecord:
         source_date_epoch=_epoch(section) if core else None,
         repository=_text(data, "plugin.repository", required=False) if plugin else None,
         build_env=_build_env(data) if core else None,
-        raw=data,
     )

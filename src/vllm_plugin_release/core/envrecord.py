@@ -73,6 +73,11 @@ class EnvRuntime(NamedTuple):
     def to_json(self) -> dict[str, Any]:
         return dict(self.raw)
 
+    @property
+    def named(self) -> bool:
+        """Whether env.json names a runtime at all (its `runtime` holds anything)."""
+        return bool(self.raw)
+
 
 class EnvRecord(NamedTuple):
     """dist/NAME/env.json, read and checked (`parse`)."""
@@ -90,7 +95,6 @@ class EnvRecord(NamedTuple):
     plugin_modules: Sequence[ModuleImport]  # every module of the plugin
     backend: RunnerFacts | None  # where the environment runs (the runner's description)
     interpreter: MadeWith | None  # what its venv was made from (None: a --runtime-env's)
-    raw: Mapping[str, Any]  # the object as written: only to serialise unchanged
 
     @property
     def runtime_present(self) -> bool:
@@ -248,7 +252,6 @@ def parse(data: Mapping[str, Any]) -> EnvRecord:
         plugin_modules=_modules(data, "plugin_modules"),
         backend=parse_backend(data),
         interpreter=parse_made_with(data),
-        raw=data,
     )
 
 

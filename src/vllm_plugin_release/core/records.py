@@ -161,10 +161,12 @@ def parse_build(
         raise BadInput(f"{path}: incomplete record: {exc}", hint=f"run `{again}` again")
 
 
-def write_build(folder: Path, record: BuildRecord) -> None:
-    """Write the build record into `folder` as the stage made it (`parse_build`: the same
-    bytes as ever, the object written unchanged)."""
-    write_json(folder / record.record, record.raw)
+def write_build(folder: Path, name: str, data: dict[str, Any]) -> BuildRecord:
+    """Check the build record `name` a stage made as every reader will (BadInput naming
+    the key), then write it into `folder`; the typed record."""
+    typed = parse_build(folder / name, name, data)
+    write_json(folder / name, data)
+    return typed
 
 
 def env_record(
@@ -201,10 +203,12 @@ def parse_env(path: Path, data: dict[str, Any], hint: str | None = None) -> EnvR
         )
 
 
-def write_env(folder: Path, record: EnvRecord) -> None:
-    """Write env.json into `folder` as the env stage made it (`parse_env`: the same bytes
-    as ever, the object written unchanged)."""
-    write_json(folder / ENV, record.raw)
+def write_env(folder: Path, data: dict[str, Any]) -> EnvRecord:
+    """Check the env record the env stage made as every reader will (BadInput naming the
+    key), then write env.json into `folder`; the typed record."""
+    typed = parse_env(folder / ENV, data)
+    write_json(folder / ENV, data)
+    return typed
 
 
 class RunFile(NamedTuple):

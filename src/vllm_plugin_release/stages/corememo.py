@@ -10,13 +10,12 @@ import shutil
 import stat
 import string
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vllm_plugin_release.buildspec.root import project_root
 from vllm_plugin_release.core import bounded, progress, records
-from vllm_plugin_release.core.buildrecord import BuildRecord, RecordProblem
+from vllm_plugin_release.core.buildrecord import BuildRecord
 from vllm_plugin_release.core.buildrecord import parse as parse_record
 from vllm_plugin_release.core.cache import (
     TREE_MANIFEST,
@@ -28,7 +27,7 @@ from vllm_plugin_release.core.cache import (
     tree_stamps,
     write_json,
 )
-from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.core.errors import BadInput, RecordProblem
 from vllm_plugin_release.core.treewalk import walk
 from vllm_plugin_release.edges.netns import can_unshare_network
 
@@ -68,7 +67,7 @@ class StageResult(NamedTuple):
 
     wheel: Path
     record: Path
-    data: BuildRecord  # the record, typed (its raw object as written: `data.raw`)
+    data: BuildRecord  # the record, typed
     cached: bool
     stage_dir: Path | None = None
 
@@ -314,7 +313,7 @@ def remember(cache: Cache, name: str, spec: Spec, result: StageResult) -> bool:
     tree without stamps, a record or lock that changed since the run read them."""
     from vllm_plugin_release.buildspec.model import SdistSource
 
-    source, stage_dir, data = spec.core.source, result.stage_dir, result.data.raw
+    source, stage_dir, data = spec.core.source, result.stage_dir, result.data
     if spec.build.backend != "local" or not isinstance(source, SdistSource) or not stage_dir:
         return False
     lock = spec.resolve(spec.build.constraints).absolute()
@@ -324,14 +323,13 @@ def remember(cache: Cache, name: str, spec: Spec, result: StageResult) -> bool:
         return False
     tree = _checked_stamps(cache.src_dir(source.sha256))
     record = _record_bytes(stage_dir, data)
-    build_env = data.get("build_env")
     if (
         tree is None
         or record is None
         or stage_dir != cache.stage_dir(STAGE, stage_dir.name)
-        or not isinstance(build_env, dict)
-        or build_env.get("lock_sha256") != lock_sha  # the lock the stage key was made of
-        or not isinstance(data.get("isolated"), bool)
+        or data.build_env is None
+        or data.build_env.lock_sha256 != lock_sha  # the lock the stage key was made of
+        or data.isolated is None
     ):
         return False
     memo = {
@@ -343,7 +341,7 @@ def remember(cache: Cache, name: str, spec: Spec, result: StageResult) -> bool:
         "source_sha256": source.sha256,
         "tree_stamps": tree,
         "network_isolation": spec.build.network_isolation,
-        "isolated": data["isolated"],
+        "isolated": data.isolated,
         "stage_key": stage_dir.name,
         "record_sha256": hashlib.sha256(record).hexdigest(),
     }
@@ -369,12 +367,12 @@ def _checked_stamps(root: Path) -> str | None:
     return stamps_digest(now)
 
 
-def _record_bytes(stage_dir: Path, data: Mapping[str, Any]) -> bytes | None:
-    """The cached record's bytes, when they still say what the full run delivered (`data`
-    as JSON gives it back: a fresh build's record holds tuples where JSON has lists)."""
+def _record_bytes(stage_dir: Path, delivered: BuildRecord) -> bytes | None:
+    """The cached record's bytes, when they still say what the full run delivered."""
     try:
         record = bounded.read_file(stage_dir / RECORD, records.MAX_RECORD, "record")
-        delivered = json.loads(json.dumps(data))
-    except (OSError, BadInput, TypeError, ValueError):
+        data = _loads(record)
+        same = isinstance(data, dict) and parse_record(data, RECORD) == delivered
+    except (OSError, BadInput, RecordProblem):
         return None
-    return record if _loads(record) == delivered else None
+    return record if same else None

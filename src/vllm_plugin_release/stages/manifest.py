@@ -15,7 +15,7 @@ from vllm_plugin_release.buildspec.model import RuntimeSpec, Spec
 from vllm_plugin_release.core import attest
 from vllm_plugin_release.core.buildrecord import BuildRecord
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_json
-from vllm_plugin_release.core.envrecord import EnvRecord, EnvRuntime
+from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import (
     KIND,
@@ -666,7 +666,7 @@ def _core_source(source: dict[str, Any], file: str) -> dict[str, Any]:
 def _runtime(env: EnvRecord | None, pins: RuntimePins | None) -> dict[str, Any]:
     pinned_version = None if pins is None else pins.version
     pinned_commit = None if pins is None else pins.commit
-    observed = None if env is None or env.runtime == _NO_RUNTIME else env.runtime
+    observed = None if env is None or not env.runtime.named else env.runtime
     if pins is None and observed is None:
         return {
             "name": None,
@@ -837,7 +837,6 @@ def _pairing_inputs(
 
 
 _T = TypeVar("_T")
-_NO_RUNTIME = EnvRuntime(None, None, None, None, False, None, None, None, None, {})
 
 
 def _recorded(value: _T | None, dotted: str, file: str) -> _T:

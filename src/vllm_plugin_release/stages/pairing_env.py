@@ -259,8 +259,7 @@ def _deliver(
         "plugin_wheel": make.built.wheel_entry.to_json(),
         **result,
     }
-    written = records.parse_env(dist / records.ENV, record)
-    records.write_env(dist, written)
+    written = records.write_env(dist, record)
     failed = [
         c
         for c in written.checks

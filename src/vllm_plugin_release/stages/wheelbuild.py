@@ -134,8 +134,7 @@ def store(
     """Keep a finished wheel stage under its key (atomically), then deliver it."""
     with cache.publish_dir(stage_dir) as work:
         shutil.copy2(wheel, work / wheel.name)
-        typed = records.parse_build(work / record_name, record_name, record)
-        records.write_build(work, typed)
+        typed = records.write_build(work, record_name, record)
     delivered, rec = deliver(stage_dir, dist, typed, record_name)
     return StageResult(delivered, rec, typed, cached=False, stage_dir=stage_dir)
 
