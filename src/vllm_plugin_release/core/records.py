@@ -11,7 +11,7 @@ from typing import Any, NamedTuple, TypeVar
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.buildrecord import BuildRecord, RecordProblem
 from vllm_plugin_release.core.buildrecord import parse as _parse_build
-from vllm_plugin_release.core.cache import sha256_file, write_json
+from vllm_plugin_release.core.cache import sha256_file
 from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.envrecord import parse as _parse_env
 from vllm_plugin_release.core.errors import BadInput, GateFailed
@@ -161,14 +161,6 @@ def parse_build(
         raise BadInput(f"{path}: incomplete record: {exc}", hint=f"run `{again}` again")
 
 
-def write_build(folder: Path, name: str, data: dict[str, Any]) -> BuildRecord:
-    """Check the build record `name` a stage made as every reader will (BadInput naming
-    the key), then write it into `folder`; the typed record."""
-    typed = parse_build(folder / name, name, data)
-    write_json(folder / name, data)
-    return typed
-
-
 def env_record(
     dist: Path, spec_path: Path | str | None = None, hint: str | None = None
 ) -> EnvRecord:
@@ -201,14 +193,6 @@ def parse_env(path: Path, data: dict[str, Any], hint: str | None = None) -> EnvR
         raise BadInput(
             f"{path}: incomplete record: {exc}", hint=f"run `{hint or producer(ENV)}` again"
         )
-
-
-def write_env(folder: Path, data: dict[str, Any]) -> EnvRecord:
-    """Check the env record the env stage made as every reader will (BadInput naming the
-    key), then write env.json into `folder`; the typed record."""
-    typed = parse_env(folder / ENV, data)
-    write_json(folder / ENV, data)
-    return typed
 
 
 class RunFile(NamedTuple):

@@ -259,7 +259,9 @@ def _deliver(
         "plugin_wheel": make.built.wheel_entry.to_json(),
         **result,
     }
-    written = records.write_env(dist, record)
+    # checked as every reader will check it before it is written
+    written = records.parse_env(dist / records.ENV, record)
+    write_json(dist / records.ENV, record)
     failed = [
         c
         for c in written.checks

@@ -12,7 +12,7 @@ from typing import Any
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress, records
-from vllm_plugin_release.core.cache import ENV_COMPLETE, Cache, key_of, sha256_file
+from vllm_plugin_release.core.cache import ENV_COMPLETE, Cache, key_of, sha256_file, write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.treewalk import remove_tree
 from vllm_plugin_release.core.wheeldiff import diff_wheels
@@ -134,7 +134,9 @@ def store(
     """Keep a finished wheel stage under its key (atomically), then deliver it."""
     with cache.publish_dir(stage_dir) as work:
         shutil.copy2(wheel, work / wheel.name)
-        typed = records.write_build(work, record_name, record)
+        # checked as every reader will check it before it is written
+        typed = records.parse_build(work / record_name, record_name, record)
+        write_json(work / record_name, record)
     delivered, rec = deliver(stage_dir, dist, typed, record_name)
     return StageResult(delivered, rec, typed, cached=False, stage_dir=stage_dir)
 
