@@ -18,7 +18,7 @@ from vllm_plugin_release.buildspec.model import SdistSource
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.edges.fetch import Fetcher
 from vllm_plugin_release.edges.interpreters import Interpreter
-from vllm_plugin_release.stages import delivery, wheelbuild
+from vllm_plugin_release.stages import corememo, wheelbuild
 
 RECORD = "build-core.json"
 VERSION_PY = b'__version__ = "0.0.1"\n'
@@ -121,7 +121,7 @@ def _stage(tmp_path: Path) -> tuple[Path, dict]:
 
 def test_intact_stage_wheel_is_reused(tmp_path: Path) -> None:
     stage_dir, _ = _stage(tmp_path)
-    result = delivery.reuse(stage_dir, tmp_path / "dist", RECORD, "build-core")
+    result = corememo.reuse(stage_dir, tmp_path / "dist", RECORD, "build-core")
     assert result is not None and result.cached
     assert result.wheel.read_bytes() == b"PK wheel bytes"
 
@@ -133,7 +133,7 @@ def test_tampered_stage_wheel_is_discarded_not_delivered(tmp_path: Path, capsys)
     data[3] ^= 0x01
     wheel.write_bytes(bytes(data))
     dist = tmp_path / "dist"
-    assert delivery.reuse(stage_dir, dist, RECORD, "build-core") is None
+    assert corememo.reuse(stage_dir, dist, RECORD, "build-core") is None
     assert not stage_dir.exists()  # discarded: the next run rebuilds instead of re-delivering
     assert not (dist / wheel.name).exists()
     assert "does not match its record; rebuilding" in capsys.readouterr().err
@@ -146,11 +146,11 @@ def test_delivery_puts_the_records_wheel_in_dist_alone(tmp_path: Path) -> None:
     stage_dir, record = _stage(tmp_path)
     dist = tmp_path / "dist" / "ref"  # made with its parents on first delivery
     name = record["wheel"]["filename"]
-    assert delivery.reuse(stage_dir, dist, RECORD, "build-core") is not None
+    assert corememo.reuse(stage_dir, dist, RECORD, "build-core") is not None
     (dist / name).write_bytes(b"PK another build")
     (dist / "vllm-0.0.0-py3-none-any.whl").write_bytes(b"PK an earlier pin")
     (dist / "plugin-1.0-py3-none-any.whl").write_bytes(b"PK the plugin")
-    result = delivery.reuse(stage_dir, dist, RECORD, "build-core")
+    result = corememo.reuse(stage_dir, dist, RECORD, "build-core")
     assert result is not None and result.wheel == dist / name
     assert (dist / name).read_bytes() == b"PK wheel bytes"
     assert sorted(p.name for p in dist.glob("*.whl")) == ["plugin-1.0-py3-none-any.whl", name]

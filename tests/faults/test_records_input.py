@@ -9,7 +9,7 @@ import pytest
 
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.stages.delivery import reuse
+from vllm_plugin_release.stages.corememo import reuse
 
 BAD = {
     "empty object": "{}",

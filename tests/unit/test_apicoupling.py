@@ -23,8 +23,7 @@ from vllm_plugin_release.conform.lib import apicoupling as ac
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.flows import bump
-from vllm_plugin_release.flows.bumpapproval import Approval
-from vllm_plugin_release.flows.migration_report import render_markdown
+from vllm_plugin_release.flows.bump import Approval, render_markdown
 
 OLD = {
     "vllm/__init__.py": "from vllm.worker import Table as Table\n",

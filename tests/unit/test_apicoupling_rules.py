@@ -12,7 +12,7 @@ import pytest
 
 from vllm_plugin_release.conform.lib import apicore
 from vllm_plugin_release.conform.lib import apicoupling as ac
-from vllm_plugin_release.flows.migration_report import _coupling_section
+from vllm_plugin_release.flows.bump import _coupling_section
 
 
 def write(root: Path, files: dict[str, str]) -> Path:

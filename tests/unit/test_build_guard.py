@@ -5,6 +5,7 @@ same bytes."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import zipfile
 from pathlib import Path
@@ -31,9 +32,10 @@ def test_the_guard_wheel_is_reproducible_cached_and_registers_its_entry_point(
     monkeypatch.delenv(guardbuild.SOURCE_ENV, raising=False)
     spec, cache = _spec(tmp_path), Cache(tmp_path / "cache")
     first = build_guard(spec, cache=cache, dist_root=tmp_path / "dist")
-    assert first.data.raw["reproducible"] is True and first.data.raw["builds_compared"] == 2
+    written = json.loads(first.record.read_text())
+    assert first.data.reproducible is True and written["builds_compared"] == 2
     assert first.wheel == tmp_path / "dist" / "guarded" / "vpr_guard-1.0.0-py3-none-any.whl"
-    assert first.data.raw["entry_points"] == {
+    assert first.data.entry_points == {
         "vllm.general_plugins": {"vpr_guard": "vpr_guard.plugin:check_at_startup"}
     }
     again = build_guard(spec, cache=cache, dist_root=tmp_path / "other")

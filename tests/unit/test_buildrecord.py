@@ -68,7 +68,6 @@ def test_good_plugin_record_reads_typed_and_frozen(tmp_path: Path) -> None:
     assert rec.entry_points == {
         "vllm.platform_plugins": {"reference": "vllm_reference_plugin:register"}
     }
-    assert rec.raw == _plugin()
     with pytest.raises(AttributeError):  # frozen
         rec.wheel = WheelRef("x.whl", SHA)  # type: ignore[misc]
     with pytest.raises(AttributeError):  # frozen
@@ -168,12 +167,61 @@ def test_wrong_type_is_named_with_the_file(
     assert info.value.exit_code == 2
 
 
+CORE_WRONG = [
+    ("reproducible", "yes", "reproducible"),
+    ("isolated", 1, "isolated"),
+    ("core.source_date_epoch", "1760000000", "core.source_date_epoch"),
+    ("build_env", "locked", "build_env"),
+    ("build_env", {"torch": 2}, "build_env.torch"),
+    ("build_env", {"torch_file": {"filename": "t.whl", "sha256": SHA}}, "build_env.torch_file"),
+    (
+        "build_env",
+        {"torch_file": {"filename": "t.whl", "sha256": SHA, "size": 1, "x": 1}},
+        "build_env",
+    ),
+    ("interpreter", {"path": "/p", "version": "3.11", "sha256": SHA, "x": 1}, "interpreter.x"),
+    ("interpreter", {"path": "/p", "version": "3.11", "sha256": SHA, "found_by": 1}, "interpreter"),
+]
+
+
+@pytest.mark.parametrize(("dotted", "value", "named"), CORE_WRONG)
+def test_wrong_type_in_build_core_is_named_with_the_file(
+    tmp_path: Path, dotted: str, value: Any, named: str
+) -> None:
+    """What the manifest copies of build-core.json is checked when the record is read."""
+    path = _write(tmp_path, records.BUILD_CORE, _with(_core(), dotted, value))
+    with pytest.raises(BadInput) as info:
+        records.build_record(tmp_path, records.BUILD_CORE)
+    assert str(path) in info.value.message and f"'{named}" in info.value.message
+    assert info.value.exit_code == 2
+
+
+def test_what_the_manifest_copies_of_build_core_reads_typed(tmp_path: Path) -> None:
+    torch = {"filename": "torch-2.1-cp311-none-any.whl", "sha256": SHA, "size": 3, "local": None}
+    made = {"implementation": "CPython", "version": "3.11.9", "path": "/p", "sha256": SHA}
+    data = {
+        **_core(),
+        "reproducible": True,
+        "isolated": False,
+        "interpreter": made,
+        "build_env": {"lock_file": "c.txt", "torch": "2.1", "torch_file": torch},
+    }
+    data["core"]["source_date_epoch"] = 17
+    _write(tmp_path, records.BUILD_CORE, data)
+    record = records.build_record(tmp_path, records.BUILD_CORE)
+    assert (record.reproducible, record.isolated, record.source_date_epoch) == (True, False, 17)
+    assert record.interpreter is not None and record.interpreter.to_json() == made
+    assert record.build_env is not None and record.build_env.torch == "2.1"
+    assert record.build_env.torch_file is not None
+    assert record.build_env.torch_file.to_json() == torch  # null kept, absent left out
+
+
 def test_record_over_the_cap_is_refused_naming_file_and_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     padded = {**_plugin(), "pad": "x" * 4096}
     path = _write(tmp_path, records.BUILD_PLUGIN, padded)
-    assert records.build_record(tmp_path, records.BUILD_PLUGIN).raw == padded  # under the cap
+    assert records.build_record(tmp_path, records.BUILD_PLUGIN).name == "vllm-reference-plugin"
     monkeypatch.setattr(records, "MAX_RECORD", 1024)
     for read in (records.build_record, records.read):
         with pytest.raises(BadInput) as info:
@@ -204,12 +252,10 @@ def test_a_folder_where_the_record_should_be_is_bad_input(tmp_path: Path) -> Non
         records.build_record(tmp_path, records.BUILD_CORE)
 
 
-def test_writer_writes_the_same_bytes_and_returns_the_typed_record(tmp_path: Path) -> None:
+def test_the_stages_check_gives_the_record_every_reader_gets(tmp_path: Path) -> None:
     data = _core()
-    write_json(tmp_path / "before.json", data)
     rec = records.parse_build(tmp_path / records.BUILD_CORE, records.BUILD_CORE, data)
-    records.write_build(tmp_path, rec)
-    assert (tmp_path / records.BUILD_CORE).read_bytes() == (tmp_path / "before.json").read_bytes()
+    write_json(tmp_path / records.BUILD_CORE, data)  # as the build stages write it
     assert isinstance(rec, BuildRecord) and rec == records.build_record(tmp_path, "build-core.json")
 
 

@@ -17,7 +17,7 @@ from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.edges.index import IndexFile
 from vllm_plugin_release.flows import bump, upstream
-from vllm_plugin_release.flows.migration_report import render_markdown
+from vllm_plugin_release.flows.bump import render_markdown
 
 OLD_EPOCH = 1_750_000_000
 NEW_EPOCH = 1_760_000_000

@@ -192,14 +192,14 @@ def test_release_help_names_every_stage_of_its_graph() -> None:
 
 def test_a_stage_added_to_the_graph_is_in_release_help(monkeypatch: pytest.MonkeyPatch) -> None:
     from vllm_plugin_release.cli import _Parser
-    from vllm_plugin_release.flows import extrastages
+    from vllm_plugin_release.flows import stagewalk
 
     monkeypatch.chdir(REPO)
     monkeypatch.setattr(_Parser, "argv", ["release", "--help"])
-    toy = extrastages.Extra("toy-stage", lambda ctx: None, ("conform",), ("release",))
+    toy = stagewalk.Extra("toy-stage", lambda ctx: None, ("conform",), ("release",))
     release = dict(_commands(build_parser("release")))["vpr release"]
     assert "toy-stage" not in release.format_help()
-    with extrastages.added(toy):
+    with stagewalk.added(toy):
         assert "  toy-stage" in release.format_help()
 
 

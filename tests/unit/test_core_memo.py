@@ -19,7 +19,7 @@ from vllm_plugin_release.core.buildrecord import parse
 from vllm_plugin_release.core.cache import Cache, write_json, write_tree_manifest
 from vllm_plugin_release.edges import netns
 from vllm_plugin_release.stages import corememo
-from vllm_plugin_release.stages.delivery import reuse
+from vllm_plugin_release.stages.corememo import reuse
 
 WHEEL = "vllm-0.26.0+empty-cp311-cp311-linux_x86_64.whl"
 
@@ -89,7 +89,7 @@ def test_a_warm_hit_delivers_the_full_paths_bytes(setup: Setup, tmp_path: Path) 
     assert result.wheel == out / WHEEL
     for name in (WHEEL, records.BUILD_CORE):
         assert (out / name).read_bytes() == (setup.dist / "reference" / name).read_bytes()
-    assert result.data.raw == setup.record
+    assert json.loads(result.record.read_text()) == setup.record
     # and again, over its own output (the wheel there is checked, not copied twice)
     assert setup.hit(dist) is not None
 

@@ -94,9 +94,10 @@ def test_a_real_record_reads_typed_and_frozen(tmp_path: Path) -> None:
     assert rec.runtime_modules[0].module == "reference_runtime"
     assert rec.plugin_modules[0].status == "imported"
     assert rec.backend == RunnerFacts("local", python="3.11")
-    assert rec.interpreter == MadeWith("/usr/bin/python3.11", "3.11.9", "ef" * 32)
+    assert rec.interpreter is not None
+    assert rec.interpreter[:3] == MadeWith("/usr/bin/python3.11", "3.11.9", "ef" * 32)[:3]
+    assert rec.interpreter.to_json() == _real()["interpreter"]  # written back unchanged
     assert rec.backend.to_json() == _real()["backend"]  # written back unchanged
-    assert rec.raw == _real()
     with pytest.raises(AttributeError):  # frozen
         rec.python = Path("/elsewhere/bin/python")  # type: ignore[misc]
     with pytest.raises(AttributeError):  # frozen
@@ -208,16 +209,13 @@ def test_missing_record_names_vpr_env(tmp_path: Path) -> None:
     assert records.env_record_at(tmp_path) is None
 
 
-def test_the_writer_writes_the_same_bytes_and_refuses_what_no_reader_accepts(
+def test_the_stages_check_reads_as_every_reader_and_refuses_what_none_accepts(
     tmp_path: Path,
 ) -> None:
-    ours, before = tmp_path / "ours", tmp_path / "before"
+    ours = tmp_path / "ours"
     ours.mkdir()
-    before.mkdir()
     rec = records.parse_env(ours / records.ENV, _real())
-    records.write_env(ours, rec)
-    write_json(before / records.ENV, _real())  # how the env stage wrote it before
-    assert (ours / records.ENV).read_bytes() == (before / records.ENV).read_bytes()
+    write_json(ours / records.ENV, _real())  # as the env stage writes it
     assert rec == records.env_record(ours) and records.env_record_at(ours) == rec
     bad = copy.deepcopy(_real())
     bad["python"] = "relative/bin/python"

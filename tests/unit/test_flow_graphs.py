@@ -1,4 +1,4 @@
-"""The flows' stage graphs (flows/extrastages): release, the pairing graph that baseline,
+"""The flows' stage graphs (flows/stagewalk.Extra): release, the pairing graph that baseline,
 nightly, bisect, matrix and plugin-tests walk, and the hardware runner's. A toy stage is
 one module (its function, here) and one entry, and every graph it joins places it where
 its needs say and runs it there; a need a graph lacks is refused by name. Nothing is
@@ -17,10 +17,8 @@ from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.stagegraph import Graph, Stage
 from vllm_plugin_release.edges.fetch import Fetcher
 from vllm_plugin_release.edges.plugin_source import PluginSource
-from vllm_plugin_release.flows import extrastages, hardware, pairing_graph, release
-from vllm_plugin_release.flows.extrastages import Extra
-from vllm_plugin_release.flows.stagecontext import Context
-from vllm_plugin_release.flows.stagewalk import walk
+from vllm_plugin_release.flows import baseline, hardware, release, stagewalk
+from vllm_plugin_release.flows.stagewalk import Context, Extra, walk
 
 SPECS = Path(__file__).resolve().parents[2] / "buildspec"
 
@@ -30,9 +28,9 @@ def _release_graph(tmp_path: Path, spec: Spec) -> Graph:
     return release.graph(spec, opts, release.Outcome())
 
 
-def _pairing(tmp_path: Path, spec: Spec) -> pairing_graph.Pairing:
+def _pairing(tmp_path: Path, spec: Spec) -> baseline.Pairing:
     cache = Cache(tmp_path / ".vpr")
-    return pairing_graph.Pairing(
+    return baseline.Pairing(
         source=lambda _fetcher: (spec, tmp_path / "core"),
         cache=cache,
         dist=tmp_path / "dist",
@@ -56,7 +54,7 @@ def test_the_graphs_without_extras_are_the_order_the_flows_always_ran_in(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec = load_spec(SPECS / "reference.toml")
-    assert _line(pairing_graph.graph(_pairing(tmp_path, spec))) == [
+    assert _line(baseline.graph(_pairing(tmp_path, spec))) == [
         "core-source", "build-lock", "build-core", "env-lock", "plugin-wheel", "env",
     ]  # fmt: skip
     # the runtime the lock installs (tt: ttnn) is probed again in the environment
@@ -83,7 +81,7 @@ def test_the_line_stages_that_run_side_by_side_in_each_graph(
         ["lock"], ["build-core"], ["build-plugin", "build-guard"], ["env"], ["conform"],
         ["manifest"],
     ]  # fmt: skip
-    assert _steps(pairing_graph.graph(_pairing(tmp_path, spec)))[3:] == [
+    assert _steps(baseline.graph(_pairing(tmp_path, spec)))[3:] == [
         ["env-lock", "plugin-wheel"], ["env"],
     ]  # fmt: skip
     assert all(len(step) == 1 for step in _steps(_hardware_graph(tmp_path, spec, monkeypatch)))
@@ -94,9 +92,9 @@ def test_a_toy_stage_is_one_entry_and_every_graph_places_it_after_its_needs(
 ) -> None:
     spec = load_spec(SPECS / "reference.toml")
     toy = Extra("toy", lambda ctx: None, needs=("env",), about="a toy")
-    with extrastages.added(toy):
+    with stagewalk.added(toy):
         rel = _release_graph(tmp_path, spec)
-        pairing = pairing_graph.graph(_pairing(tmp_path, spec))
+        pairing = baseline.graph(_pairing(tmp_path, spec))
         hw = _hardware_graph(tmp_path, spec, monkeypatch)
     assert _line(rel) == [
         "lock", "build-core", "build-plugin", "build-guard", "env", "toy", "conform", "manifest",
@@ -106,13 +104,13 @@ def test_a_toy_stage_is_one_entry_and_every_graph_places_it_after_its_needs(
     assert rel["toy"].needs == ("env",) and rel["toy"].about == "a toy"
     # a stage for some graphs only: after build-core, where there is one
     early = Extra("early", lambda ctx: None, needs=("build-core",), graphs=("release", "pairing"))
-    with extrastages.added(early):
+    with stagewalk.added(early):
         assert _line(_release_graph(tmp_path, spec))[1:3] == ["build-core", "early"]
-        assert _line(pairing_graph.graph(_pairing(tmp_path, spec)))[2:4] == [
+        assert _line(baseline.graph(_pairing(tmp_path, spec)))[2:4] == [
             "build-core", "early",
         ]  # fmt: skip
         assert "early" not in _line(_hardware_graph(tmp_path, spec, monkeypatch))
-    assert extrastages.EXTRAS == []  # removed with its block
+    assert stagewalk.EXTRAS == []  # removed with its block
 
 
 def test_the_pairing_walk_runs_a_toy_stage_with_its_context(
@@ -127,8 +125,8 @@ def test_the_pairing_walk_runs_a_toy_stage_with_its_context(
     def toy(ctx: Context) -> None:
         seen.append(f"toy in {ctx.graph} for {ctx.spec.name} at {ctx.dist_root}")
 
-    with extrastages.added(Extra("toy", toy, needs=("build-core",), graphs=("pairing",))):
-        real = pairing_graph.graph(p)
+    with stagewalk.added(Extra("toy", toy, needs=("build-core",), graphs=("pairing",))):
+        real = baseline.graph(p)
     swap = {"core-source", "toy"}
     stages = [
         s if s.name in swap else Stage(s.name, lambda n=s.name: seen.append(n), s.needs)
@@ -147,28 +145,28 @@ def test_the_pairing_walk_runs_a_toy_stage_with_its_context(
 def test_a_toy_stage_needing_a_stage_a_graph_lacks_is_refused_by_name(tmp_path: Path) -> None:
     spec = load_spec(SPECS / "reference.toml")
     with (
-        extrastages.added(Extra("toy", lambda ctx: None, needs=("nope",))),
+        stagewalk.added(Extra("toy", lambda ctx: None, needs=("nope",))),
         pytest.raises(ValueError, match="extra stage 'toy' needs 'nope', which the release graph"),
     ):
         _release_graph(tmp_path, spec)
     with (
-        extrastages.added(Extra("toy", lambda ctx: None, needs=("conform",))),
+        stagewalk.added(Extra("toy", lambda ctx: None, needs=("conform",))),
         pytest.raises(ValueError, match="needs 'conform', which the pairing graph does not"),
     ):
-        pairing_graph.graph(_pairing(tmp_path, spec))
+        baseline.graph(_pairing(tmp_path, spec))
     with pytest.raises(ValueError, match="no graph 'docs'"):
-        extrastages.add(Extra("toy", lambda ctx: None, needs=(), graphs=("docs",)))
+        stagewalk.add(Extra("toy", lambda ctx: None, needs=(), graphs=("docs",)))
     with (
-        extrastages.added(Extra("toy", lambda ctx: None, needs=())),
+        stagewalk.added(Extra("toy", lambda ctx: None, needs=())),
         pytest.raises(ValueError, match="'toy' is added twice"),
     ):
-        extrastages.add(Extra("toy", lambda ctx: None, needs=()))
+        stagewalk.add(Extra("toy", lambda ctx: None, needs=()))
     with (  # a name the graph already has is refused by the graph itself
-        extrastages.added(Extra("conform", lambda ctx: None, needs=("env",))),
+        stagewalk.added(Extra("conform", lambda ctx: None, needs=("env",))),
         pytest.raises(ValueError, match="'conform' is declared twice"),
     ):
         _release_graph(tmp_path, spec)
-    assert extrastages.EXTRAS == []
+    assert stagewalk.EXTRAS == []
 
 
 @pytest.mark.parametrize(("verdict", "code", "ran"), [("lab", 1, []), ("pilot", 0, ["live"])])

@@ -1,7 +1,6 @@
-"""The manifest stage's intake of env.json and scorecard.json (`stages/manifestenv`,
-`stages/manifestcard`): typed records read once; a value the manifest copies is checked
-as its schema checks it, at once, naming the record and the key (it was the schema's
-message about manifest.json, or a traceback); one it never copies is not read."""
+"""The manifest stage's intake of env.json (its one typed reader, `core/envrecord`) and
+scorecard.json: a value the manifest copies is checked when the record is read, naming
+the record and the key, never the schema's message about manifest.json or a traceback."""
 
 from __future__ import annotations
 
@@ -62,24 +61,28 @@ ENV_SCHEMA_REFUSED = {
 def test_an_env_value_the_manifest_schema_refuses_is_bad_input_naming_the_key(
     tmp_path: Path, case: tuple[Callable[[dict[str, Any]], None], str]
 ) -> None:
-    """Each was refused only by the manifest's schema, naming manifest.json's key (exit 2
-    as now): it is refused when env.json is read, naming env.json's key and `vpr env`."""
+    """Each would be refused only by the manifest's schema, naming manifest.json's key: it
+    is refused when env.json is read, naming env.json's key and `vpr env` (exit 2)."""
     change, key = case
     dist, _ = _edited(tmp_path, records.ENV, change)
     with pytest.raises(BadInput) as info:
         mf.read_records(dist)
-    assert info.value.message.startswith(f"env.json: '{key}' must be")
-    assert info.value.exit_code == 2 and "re-run `vpr env" in (info.value.hint or "")
+    assert f"env.json: incomplete record: '{key}'" in info.value.message
+    assert info.value.exit_code == 2 and "run `vpr env" in (info.value.hint or "")
 
 
-def test_what_the_manifest_never_copies_of_env_json_is_not_read(tmp_path: Path) -> None:
-    """An absent runtime's version, commit and wheel are not copied (the manifest never
-    did): any value there is accepted; a reason that is not text shows as its text."""
-    change = _runtime(status="absent", version=5, commit=[1], wheel={"x": 1}, reason=[1, "a"])
+def test_an_absent_runtimes_version_commit_and_wheel_are_not_copied(tmp_path: Path) -> None:
+    """What the lock would install of a runtime the environment did not find is not the
+    pairing's: the manifest shows the runtime absent, with the reason env.json gives."""
+    change = _runtime(status="absent", version="1.0", commit="abc", wheel=WHEEL, reason="no card")
     dist, pins = _edited(tmp_path, records.ENV, change)
     m = mf.build_manifest(pins, mf.read_records(dist))
-    assert m["runtime"]["note"] == "absent on this runner (cpu): [1, 'a']"
+    assert m["runtime"]["note"] == "absent on this runner (cpu): no card"
     assert m["runtime"]["version"] is None and "wheel" not in m["runtime"]
+    present = _runtime(status="present", version="1.0", commit="abc", wheel=WHEEL)
+    dist, pins = _edited(tmp_path / "present", records.ENV, present)
+    m = mf.build_manifest(pins, mf.read_records(dist))
+    assert m["runtime"]["version"] == "1.0" and m["runtime"]["wheel"] == WHEEL
 
 
 def test_a_garbled_env_json_is_bad_input_before_the_verdict_is_judged(tmp_path: Path) -> None:
@@ -90,7 +93,7 @@ def test_a_garbled_env_json_is_bad_input_before_the_verdict_is_judged(tmp_path: 
     card = json.loads((dist / records.SCORECARD).read_text())
     card["verdict"] = "fleet"  # but the hardware check is deferred
     (dist / records.SCORECARD).write_text(json.dumps(card))
-    with pytest.raises(BadInput, match=r"env\.json: 'checks' must be a list") as info:
+    with pytest.raises(BadInput, match=r"env\.json: incomplete record: 'checks'") as info:
         mf.build_manifest(pins, mf.read_records(dist))
     assert info.value.exit_code == 2
 

@@ -203,5 +203,5 @@ def test_a_garbled_env_or_scorecard_is_bad_input_for_the_manifest(
     path.write_text(json.dumps(change(json.loads(path.read_text()))))
     with pytest.raises(BadInput) as info:
         mf.build_manifest(pins, mf.read_records(dist))
-    assert info.value.message.startswith(f"{name}: {key} must be")
-    assert info.value.exit_code == 2 and "re-run `vpr" in (info.value.hint or "")
+    assert name in info.value.message and key in info.value.message
+    assert info.value.exit_code == 2 and "run `vpr" in (info.value.hint or "")

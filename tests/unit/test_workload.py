@@ -489,8 +489,8 @@ def test_the_check_result_and_the_plan_verdicts_in_the_scorecard_and_manifest() 
     assert re.search(r"Plan spec: spec:\s+lab", page)
     assert "| logprobs (top 5) | 20% | slow path |" in markdown(card)
     from vllm_plugin_release.core.manifestdoc import schema
-    from vllm_plugin_release.stages.manifestcard import parse_card_intake
-    from vllm_plugin_release.stages.manifestcard import workload as _workload
+    from vllm_plugin_release.stages.manifest import parse_card_intake
+    from vllm_plugin_release.stages.manifest import workload as _workload
 
     answers = parse_card_intake(json.loads(json.dumps(card))).workload
     assert answers is not None

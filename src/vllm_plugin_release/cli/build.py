@@ -196,8 +196,7 @@ def _build_core(args: argparse.Namespace) -> int:
 
 
 def _env(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.stages.pairing_env import create_env
-    from vllm_plugin_release.stages.pairingctx import PairingContext
+    from vllm_plugin_release.stages.pairing_env import PairingContext, create_env
     from vllm_plugin_release.stages.wheelbuild import interpreter_ahead
 
     inputs = _inputs(args)
@@ -245,7 +244,7 @@ def _build_guard(args: argparse.Namespace) -> int:
 
 
 def _plugin_tests(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.flows.plugin_tests import run_plugin_tests
+    from vllm_plugin_release.flows.baseline import run_plugin_tests
 
     inputs = _inputs(args)
     refuse_other_env(inputs, args)

@@ -214,8 +214,7 @@ def _columns(spec: Any, args: argparse.Namespace, index: str) -> list[str]:
 
 def _bump(args: argparse.Namespace) -> int:
     from vllm_plugin_release.flows import bump
-    from vllm_plugin_release.flows.bumpapproval import approval_from
-    from vllm_plugin_release.flows.migration_report import render_markdown
+    from vllm_plugin_release.flows.bump import approval_from, render_markdown
 
     approval = approval_from(args.approve_by, args.approve_why, args.approve)
     result = bump.bump(

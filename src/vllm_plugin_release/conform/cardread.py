@@ -1,11 +1,5 @@
-"""scorecard.json read back: the one reader of a scorecard written by `vpr conform`.
-
-The file comes from dist/ or from the conform stage's cache, so it is hostile until
-checked: read bounded (records.MAX_RECORD), then checked key by key before anything
-indexes it. A missing key or a value of another kind is bad input (exit 2) naming the
-file and the dotted key (`checks.api.evidence[0].note`), never a KeyError later. The
-checks come back as `CheckResult`s, whose `to_json` writes what was read.
-"""
+"""scorecard.json read back for the conform layer: bounded, then checked key by key (a bad
+key is exit 2 naming the file and the dotted key); the checks come back as `CheckResult`s."""
 
 from __future__ import annotations
 

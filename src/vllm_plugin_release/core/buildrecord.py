@@ -1,12 +1,5 @@
 """The build records (build-core.json, build-plugin.json, build-guard.json) as typed,
-frozen values: what a reader in any layer may use of them.
-
-A build stage writes its record as the JSON object it always has (`records.write_build`:
-the bytes do not change); every reader gets a `BuildRecord` (`records.build_record`), its
-fields checked once here, so no layer indexes `record["wheel"]["filename"]` of a
-hand-edited or truncated file. `raw` is the object as written, kept only to serialise it
-unchanged (a manifest's or env record's copy, a cache key): never read fields from it.
-"""
+frozen values: their one reader, whose fields every layer above uses."""
 
 from __future__ import annotations
 
@@ -14,7 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from vllm_plugin_release.core.recordfield import RecordProblem, field_shown
+from vllm_plugin_release.core.errors import RecordProblem, field_shown
 from vllm_plugin_release.core.runnerfacts import RunnerFacts
 from vllm_plugin_release.core.runnerfacts import parse_recorded as parse_runner
 
@@ -52,11 +45,25 @@ class WheelEntry(NamedTuple):
 
 class MadeWith(NamedTuple):
     """The interpreter a record's wheel or environment was made with (its `interpreter`
-    object): where it was, its version and its fingerprint (`edges/interpreters`)."""
+    object, `edges/interpreters`): where it was, its version, fingerprint, implementation
+    and how it was found (the last two None when not recorded)."""
 
     path: str
     version: str
     sha256: str
+    implementation: str | None = None
+    found_by: str | None = None
+
+    def to_json(self) -> dict[str, str]:
+        """The object as the stage wrote it."""
+        out = {"path": self.path, "version": self.version, "sha256": self.sha256}
+        for key in ("implementation", "found_by"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
+
+
+MADE_WITH_KEYS = ("implementation", "version", "path", "sha256", "found_by")
 
 
 def parse_made_with(data: Mapping[str, Any]) -> MadeWith | None:
@@ -67,14 +74,100 @@ def parse_made_with(data: Mapping[str, Any]) -> MadeWith | None:
         return None
     if not isinstance(value, Mapping):
         raise RecordProblem(f"'interpreter' is {field_shown(value)}, expected an object")
+    for key in value:
+        if key not in MADE_WITH_KEYS:
+            raise RecordProblem(f"'interpreter.{key}' is a key no stage writes")
     for key in ("path", "version", "sha256"):
         if not isinstance(value.get(key), str):
             shown = field_shown(value.get(key))
             raise RecordProblem(f"'interpreter.{key}' is {shown}, expected text")
+    for key in ("implementation", "found_by"):
+        if value.get(key) is not None and not isinstance(value[key], str):
+            raise RecordProblem(f"'interpreter.{key}' is {field_shown(value[key])}, expected text")
     if not SHA256.fullmatch(value["sha256"]):
         shown = field_shown(value["sha256"])
         raise RecordProblem(f"'interpreter.sha256' is {shown}, expected 64 hex digits")
-    return MadeWith(value["path"], value["version"], value["sha256"])
+    return MadeWith(
+        value["path"],
+        value["version"],
+        value["sha256"],
+        value.get("implementation"),
+        value.get("found_by"),
+    )
+
+
+# The keys of a locked file (what `vpr lock` records of a wheel a lock installs):
+# required, then optional.
+LOCKED_REQUIRED = ("filename", "sha256", "size")
+LOCKED_OPTIONAL = ("version", "local", "source")
+
+
+class LockedFile(NamedTuple):
+    """A wheel a lock installs, as `vpr lock` records it (the torch wheel of a build
+    environment, a vendor runtime's wheel): `keys` are the keys given, in their order (an
+    optional key only when given, null included)."""
+
+    filename: str
+    sha256: str
+    size: int
+    version: str | None
+    local: str | None
+    source: str | None
+    keys: tuple[str, ...]
+
+    def to_json(self) -> dict[str, str | int | None]:
+        return {key: getattr(self, key) for key in self.keys}
+
+
+def parse_locked(value: object, at: str) -> LockedFile | None:
+    """`value` (the key `at`) as a locked file; None when it is no object or empty;
+    RecordProblem naming the key of a part that is not what a lock records."""
+    if not isinstance(value, Mapping) or not value:
+        return None
+    for key in value:
+        if key not in (*LOCKED_REQUIRED, *LOCKED_OPTIONAL):
+            raise RecordProblem(f"'{at}.{key}' must be absent (a locked wheel has no such key)")
+    for key in ("filename", "sha256"):
+        if not isinstance(value.get(key), str):
+            raise RecordProblem(f"'{at}.{key}' must be text")
+    size = value.get("size")
+    if type(size) is not int:
+        raise RecordProblem(f"'{at}.size' must be an integer")
+    optional = []
+    for key in LOCKED_OPTIONAL:
+        if value.get(key) is not None and not isinstance(value[key], str):
+            raise RecordProblem(f"'{at}.{key}' must be text or null")
+        optional.append(value.get(key))
+    return LockedFile(value["filename"], value["sha256"], size, *optional, keys=tuple(value))
+
+
+class CoreBuildEnv(NamedTuple):
+    """build-core.json's `build_env`: the build lock, its torch, the torch wheel it
+    installs (None when not recorded) and the torch the core declares."""
+
+    lock_file: str | None
+    lock_sha256: str | None
+    torch: str | None
+    torch_file: LockedFile | None
+    core_declared_torch: str | None
+
+
+def _build_env(data: Mapping[str, Any]) -> CoreBuildEnv:
+    value = data.get("build_env") or {}
+    if not isinstance(value, Mapping):
+        raise RecordProblem(f"'build_env' is {field_shown(value)}, expected an object")
+    texts = {}
+    for key in ("lock_file", "lock_sha256", "torch", "core_declared_torch"):
+        if value.get(key) is not None and not isinstance(value[key], str):
+            raise RecordProblem(f"'build_env.{key}' is {field_shown(value[key])}, expected text")
+        texts[key] = value.get(key)
+    return CoreBuildEnv(
+        texts["lock_file"],
+        texts["lock_sha256"],
+        texts["torch"],
+        parse_locked(value.get("torch_file"), "build_env.torch_file"),
+        texts["core_declared_torch"],
+    )
 
 
 class BuildRecord(NamedTuple):
@@ -93,7 +186,11 @@ class BuildRecord(NamedTuple):
     source: Mapping[str, str | None] | None  # build-core.json's `core.source` pins; else None
     wheel_entry: WheelEntry  # the `wheel` object whole: `wheel` and what else it holds
     interpreter: MadeWith | None  # the interpreter it was built with, when recorded
-    raw: Mapping[str, Any]  # the object as written: only to serialise unchanged
+    reproducible: bool | None  # whether two builds were byte-identical (None: one build)
+    isolated: bool | None  # whether the builds ran without network
+    source_date_epoch: int | None  # build-core.json's `core.source_date_epoch`; else None
+    repository: str | None  # build-plugin.json's `plugin.repository`; else None
+    build_env: CoreBuildEnv | None  # build-core.json's `build_env`; else None
 
     def requires_list(self) -> list[str] | None:
         """`requires_dist` as a list (None when not recorded; [] when the wheel has none)."""
@@ -187,6 +284,22 @@ def _source(section: Mapping[str, Any]) -> Mapping[str, str | None] | None:
     return value
 
 
+def _flag(data: Mapping[str, Any], key: str) -> bool | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise RecordProblem(f"{key!r} is {field_shown(value)}, expected true, false or null")
+    return value
+
+
+def _epoch(section: Mapping[str, Any]) -> int | None:
+    value = section.get("source_date_epoch")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise RecordProblem(
+            f"'core.source_date_epoch' is {field_shown(value)}, expected an integer"
+        )
+    return value
+
+
 def parse(data: Mapping[str, Any], record: str) -> BuildRecord:
     """The build record `record` (a file name in SECTIONS) from its JSON object;
     RecordProblem naming the first key missing or of another type."""
@@ -211,5 +324,9 @@ def parse(data: Mapping[str, Any], record: str) -> BuildRecord:
         source=_source(section) if core else None,
         wheel_entry=_wheel_entry(data, wheel),
         interpreter=parse_made_with(data),
-        raw=data,
+        reproducible=_flag(data, "reproducible"),
+        isolated=_flag(data, "isolated"),
+        source_date_epoch=_epoch(section) if core else None,
+        repository=_text(data, "plugin.repository", required=False) if plugin else None,
+        build_env=_build_env(data) if core else None,
     )

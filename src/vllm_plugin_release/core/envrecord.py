@@ -1,12 +1,5 @@
-"""The pairing environment's record (env.json) as a typed, frozen value: what a reader in
-any layer may use of it.
-
-`stages/pairing_env` writes the JSON object it always has (`records.write_env`: the bytes
-do not change); every reader gets an `EnvRecord` (`records.env_record`, or
-`records.env_record_at` for a look that must never fail), its fields checked once here,
-so no layer indexes `env["python"]` of a hand-edited or truncated file. `raw` is the
-object as written, kept only to serialise it unchanged: never read fields from it.
-"""
+"""The pairing environment's record (env.json) as a typed, frozen value: its one reader
+(`records.env_record`), whose fields every layer above uses."""
 
 from __future__ import annotations
 
@@ -16,17 +9,19 @@ from typing import Any, NamedTuple
 
 from vllm_plugin_release.core.buildrecord import (
     SHA256,
+    LockedFile,
     MadeWith,
-    RecordProblem,
     WheelRef,
-    field_shown,
     parse_backend,
+    parse_locked,
     parse_made_with,
 )
+from vllm_plugin_release.core.errors import RecordProblem, field_shown
 from vllm_plugin_release.core.runnerfacts import RunnerFacts
 
 # Where a pairing environment is for: this machine's cpu runner, or the hardware runner.
 SITES = ("cpu", "hardware")
+PLATFORM_CHECK = "platform activation (vllm.platforms.current_platform)"  # inenv/envcheck.py
 
 
 class EnvCheck(NamedTuple):
@@ -39,6 +34,7 @@ class EnvCheck(NamedTuple):
     detail: str
     finding: str | None
     raw: Mapping[str, Any]
+    value: object = None  # what the check found (the platform class it resolved, ...)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.raw)
@@ -69,10 +65,18 @@ class EnvRuntime(NamedTuple):
     reason: str | None
     stand_in: bool  # whether a stand-in runtime was checked in an overlay (`stand_in`)
     stand_in_python: Path | None  # `stand_in.python`
+    version: str | None  # what the lock installed: the runtime's version, commit and wheel
+    commit: str | None
+    wheel: LockedFile | None  # None when it is no object
     raw: Mapping[str, Any]
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.raw)
+
+    @property
+    def named(self) -> bool:
+        """Whether env.json names a runtime at all (its `runtime` holds anything)."""
+        return bool(self.raw)
 
 
 class EnvRecord(NamedTuple):
@@ -91,7 +95,6 @@ class EnvRecord(NamedTuple):
     plugin_modules: Sequence[ModuleImport]  # every module of the plugin
     backend: RunnerFacts | None  # where the environment runs (the runner's description)
     interpreter: MadeWith | None  # what its venv was made from (None: a --runtime-env's)
-    raw: Mapping[str, Any]  # the object as written: only to serialise unchanged
 
     @property
     def runtime_present(self) -> bool:
@@ -101,6 +104,16 @@ class EnvRecord(NamedTuple):
     def stand_in_python(self) -> Path | None:
         """The stand-in overlay's python (`runtime.stand_in.python`), when one was checked."""
         return self.runtime.stand_in_python
+
+    @property
+    def platform(self) -> str | None:
+        """The platform class vLLM resolved in the environment (its first platform
+        activation check's value, whatever its status); None when none or not text."""
+        for check in self.checks:
+            if check.name == PLATFORM_CHECK:
+                value = check.value
+                return value if isinstance(value, str) and value else None
+        return None
 
 
 def _text(data: Mapping[str, Any], key: str) -> str | None:
@@ -168,8 +181,11 @@ def _checks(data: Mapping[str, Any]) -> list[EnvCheck]:
     for i, check in enumerate(_objects(data, "checks")):
         _texts(check, f"checks[{i}]", ("name", "status"), "detail", "finding")
         detail = check.get("detail")
+        finding = check.get("finding")
         out.append(
-            EnvCheck(check["name"], check["status"], detail or "", check.get("finding"), check)
+            EnvCheck(
+                check["name"], check["status"], detail or "", finding, check, check.get("value")
+            )
         )
     return out
 
@@ -201,7 +217,7 @@ def parse_checks(data: Mapping[str, Any]) -> EnvChecks:
 
 def _runtime(data: Mapping[str, Any]) -> EnvRuntime:
     runtime = _object(data, "runtime") or {}
-    _texts(runtime, "runtime", (), "name", "module", "status", "reason")
+    _texts(runtime, "runtime", (), "name", "module", "status", "reason", "version", "commit")
     stand_in = runtime.get("stand_in")
     python = stand_in.get("python") if isinstance(stand_in, Mapping) else None
     return EnvRuntime(
@@ -211,6 +227,9 @@ def _runtime(data: Mapping[str, Any]) -> EnvRuntime:
         runtime.get("reason"),
         bool(stand_in),
         Path(python) if isinstance(python, str) else None,
+        runtime.get("version"),
+        runtime.get("commit"),
+        parse_locked(runtime.get("wheel"), "runtime.wheel"),
         runtime,
     )
 
@@ -233,7 +252,6 @@ def parse(data: Mapping[str, Any]) -> EnvRecord:
         plugin_modules=_modules(data, "plugin_modules"),
         backend=parse_backend(data),
         interpreter=parse_made_with(data),
-        raw=data,
     )
 
 

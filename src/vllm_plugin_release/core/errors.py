@@ -89,3 +89,16 @@ class PythonUnavailable(OutsideFailure):
     """The spec's build Python cannot run here (exit 3): no such interpreter on this
     machine, or no image carrying it. The stages that need it stop; the checks that need
     no pairing environment still run (`conform/suite.conform_env_free`)."""
+
+
+class RecordProblem(ValueError):
+    """Why a mapping is not the record it should be: the dotted key and what is wrong."""
+
+
+def field_shown(value: object) -> str:
+    """A record's value as a message shows it."""
+    if value is None:
+        return "missing"
+    if isinstance(value, str | int | float | bool):
+        return repr(value)[:80]
+    return f"a {type(value).__name__}"

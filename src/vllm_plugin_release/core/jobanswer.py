@@ -8,8 +8,7 @@ naming the job, the dotted key and what to run again, never a KeyError further o
 
 from __future__ import annotations
 
-from vllm_plugin_release.core.errors import JobFailed
-from vllm_plugin_release.core.recordfield import field_shown
+from vllm_plugin_release.core.errors import JobFailed, field_shown
 
 # What to run again, per inenv module, when its answer is malformed.
 RERUN = {

@@ -1,9 +1,5 @@
-"""The records stages hand forward in `dist/NAME/`: their names, who writes them, one reader.
-
-A later stage never re-fetches or re-resolves what an earlier one produced: it reads
-the earlier stage's record here. A missing or malformed record is bad input (exit 2)
-whose hint names the command that writes it.
-"""
+"""The records stages hand forward in `dist/NAME/`: their names, who writes them, and the
+bounded read every typed reader uses (a bad record is exit 2 naming its producer)."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ from typing import Any, NamedTuple, TypeVar
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.buildrecord import BuildRecord, RecordProblem
 from vllm_plugin_release.core.buildrecord import parse as _parse_build
-from vllm_plugin_release.core.cache import sha256_file, write_json
+from vllm_plugin_release.core.cache import sha256_file
 from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.envrecord import parse as _parse_env
 from vllm_plugin_release.core.errors import BadInput, GateFailed
@@ -165,12 +161,6 @@ def parse_build(
         raise BadInput(f"{path}: incomplete record: {exc}", hint=f"run `{again}` again")
 
 
-def write_build(folder: Path, record: BuildRecord) -> None:
-    """Write the build record into `folder` as the stage made it (`parse_build`: the same
-    bytes as ever, the object written unchanged)."""
-    write_json(folder / record.record, record.raw)
-
-
 def env_record(
     dist: Path, spec_path: Path | str | None = None, hint: str | None = None
 ) -> EnvRecord:
@@ -203,12 +193,6 @@ def parse_env(path: Path, data: dict[str, Any], hint: str | None = None) -> EnvR
         raise BadInput(
             f"{path}: incomplete record: {exc}", hint=f"run `{hint or producer(ENV)}` again"
         )
-
-
-def write_env(folder: Path, record: EnvRecord) -> None:
-    """Write env.json into `folder` as the env stage made it (`parse_env`: the same bytes
-    as ever, the object written unchanged)."""
-    write_json(folder / ENV, record.raw)
 
 
 class RunFile(NamedTuple):

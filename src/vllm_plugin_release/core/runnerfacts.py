@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from vllm_plugin_release.core.recordfield import RecordProblem, field_shown
+from vllm_plugin_release.core.errors import RecordProblem, field_shown
 
 
 @dataclass(frozen=True, slots=True)

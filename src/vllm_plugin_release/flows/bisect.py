@@ -28,12 +28,10 @@ from vllm_plugin_release.core.bisect import (
 )
 from vllm_plugin_release.core.cache import Cache, atomic_write_text, write_json
 from vllm_plugin_release.core.envrecord import EnvRecord
-from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.core.recordfield import RecordProblem
+from vllm_plugin_release.core.errors import BadInput, RecordProblem
 from vllm_plugin_release.edges import corehistory
 from vllm_plugin_release.edges.fetch import index_files
-from vllm_plugin_release.flows.baseline import baseline_env, commit_spec
-from vllm_plugin_release.flows.pairing_graph import pairing_env
+from vllm_plugin_release.flows.baseline import baseline_env, commit_spec, pairing_env
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.flows.upstream import releases_from_files, spec_index
 

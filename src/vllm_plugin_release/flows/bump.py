@@ -1,26 +1,6 @@
-"""Moving a pairing to a new core release: `vpr bump` (the releases newer than the pin:
-`flows.upstream`; the migration report as Markdown: `flows.migration_report`).
-
-`bump` writes the spec for the next core version. The edit goes through tomlkit,
-so every comment and the order of the file survive; it changes only what a new
-core changes: `[core] version`, the source pin (the sdist's sha256 from the index,
-or the tag's commit from git), `source_date_epoch` (the newest file time in the new
-sdist, or the commit time), the spec name and description where they carry the old
-version, and the one comment that states where the epoch came from. Both sources are
-fetched and verified; the migration report compares them:
-
-* the core's runtime dependencies (`requirements/common.txt`) and build requirements
-  (`[build-system].requires`), old vs new: added, removed, re-pinned;
-* the locks: re-resolved for the new core (after the bump; `--dry-run` resolves none);
-* optionally the served API (`--with-api`) and the plugin's tests (`--with-tests`),
-  both of which need a pairing environment for each core and take minutes.
-
-The new spec replaces the old file, unless the file name carries the old version
-(`buildspec/tt-0.25.1.toml`), in which case the new one is written next to it with
-the version replaced (`buildspec/tt-0.26.0.toml`); `--out` chooses another path.
-Nothing is written before every part that can fail has run; `--dry-run` writes
-nothing outside the download cache.
-"""
+"""Moving a pairing to a new core release: `vpr bump` writes the spec for the next core
+version (through tomlkit, so comments and order survive), with the API coupling gate and
+its approval, and the migration report comparing the two cores (as Markdown)."""
 
 from __future__ import annotations
 
@@ -29,6 +9,7 @@ import datetime as dt
 import difflib
 import os
 import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,14 +26,13 @@ from vllm_plugin_release.conform.registry import spec_schema
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import Cache, atomic_write_text
 from vllm_plugin_release.core.envrecord import EnvRecord
-from vllm_plugin_release.core.errors import BadInput, OutsideFailure, VprError
+from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure, VprError
 from vllm_plugin_release.core.lockfile import pins, read_build_requires
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges.fetch import ArchiveLimits, Fetcher, index_files, source_tree
 from vllm_plugin_release.edges.git import git, refuse_option
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.uv import compile_lock
-from vllm_plugin_release.flows import bumpapproval as ba
 from vllm_plugin_release.flows.baseline import baseline_env
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.flows.upstream import file_version, releases_from_files
@@ -100,10 +80,6 @@ def requirements_diff(
         ],
         "unchanged": sum(1 for name in set(a) & set(b) if a[name] == b[name]),
     }
-
-
-def build_requires(tree: Path) -> list[str]:
-    return read_build_requires(tree)
 
 
 # ---------------------------------------------------------------------------
@@ -201,10 +177,6 @@ def _git_source(spec: Spec, version: str, fetcher: Fetcher, tag: str | None) -> 
     if done.returncode != 0 or not done.stdout.strip().isdigit():
         raise OutsideFailure(f"{tree}: cannot read the commit time of {source.commit}")
     return NewSource(source, tree, int(done.stdout.strip()), f"commit time of {new_tag}")
-
-
-def old_tree(spec: Spec, fetcher: Fetcher) -> Path:
-    return source_tree(spec, fetcher)
 
 
 # ---------------------------------------------------------------------------
@@ -482,7 +454,7 @@ def bump(
     cache: Cache,
     options: BumpOptions = BumpOptions(),
     locker: Locker | None = None,
-    approval: ba.Approval | None = None,
+    approval: Approval | None = None,
 ) -> BumpResult:
     """Plan, check and (unless `options.dry_run`) write the bump of `spec_path` to core
     `version`. A breaking change of the core API the plugin uses needs `approval` (else
@@ -495,13 +467,13 @@ def bump(
     before_tree, new = _sources(spec, version, Fetcher(cache), options.tag)
     run = _Run(spec, spec_path, version, new_path, new, before_tree, cache, options, inputs, locker)
     coupling, table = _coupling(run, approval)
-    blocked = ba.stop(coupling)
+    blocked = approval_stop(coupling)
     if blocked is not None and not options.dry_run:
         raise blocked  # before the locks: nothing is resolved or written
     python = python_move(spec, version, new.tree)
     changed = edit_document(document, spec, version, new)
     changed.update(edit_python(document, spec, python))
-    changed.update(ba.edit(document, table))
+    changed.update(edit_approval(document, table))
     new_text, review = refresh_comments(tomlkit.dumps(document), spec, new)
     new_spec = _checked(new_text, new_path)
     report = _report_head(run, changed)
@@ -533,20 +505,20 @@ def _resolve_and_write(run: _Run, new_spec: Spec, new_text: str, report: dict[st
             tmp.unlink(missing_ok=True)
 
 
-def _coupling(
-    run: _Run, approval: ba.Approval | None
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def _coupling(run: _Run, approval: Approval | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The API coupling diff and the approval table the new spec gets. A diff that cannot
     run stops the bump: its gate cannot be passed unchecked."""
     spec = run.spec
     root = run.inputs.plugin.root if spec.plugin else None
     failed: list[VprError] = []
-    coupling = ba.coupling(root, run.before_tree, run.new.tree, failed,
+    coupling = api_coupling(root, run.before_tree, run.new.tree, failed,
                            versions=(spec.core.version, run.version),
                            cache_dir=run.cache.root / "coupling")  # fmt: skip
     if failed:
         raise failed[0]
-    return coupling, ba.decide(coupling, approval, run.spec_path, spec.core.version, run.version)
+    return coupling, decide_approval(
+        coupling, approval, run.spec_path, spec.core.version, run.version
+    )
 
 
 def _target(spec: Spec, spec_path: Path, version: str, out: Path | None) -> tuple[str, Path]:
@@ -573,7 +545,7 @@ def _target(spec: Spec, spec_path: Path, version: str, out: Path | None) -> tupl
 def _sources(spec: Spec, version: str, fetcher: Fetcher, tag: str | None) -> tuple[Path, NewSource]:
     """The pinned core's verified source tree, and the new core's source, verified."""
     with progress.status(f"bump: verifying the {spec.core.name} {spec.core.version} source"):
-        before_tree = old_tree(spec, fetcher)
+        before_tree = source_tree(spec, fetcher)
     with progress.status(f"bump: resolving {spec.core.name} {version}"):
         if isinstance(spec.core.source, SdistSource):
             new = _sdist_source(spec, version, fetcher)
@@ -632,7 +604,7 @@ def _dependency_diffs(
         "requirements": requirements,
         "build_requires": {
             "file": "pyproject.toml [build-system].requires",
-            **requirements_diff(build_requires(before_tree), build_requires(new_tree)),
+            **requirements_diff(read_build_requires(before_tree), read_build_requires(new_tree)),
         },
     }
 
@@ -651,7 +623,7 @@ def _locks(run: _Run, new_spec: Spec, pending: list[tuple[Path, Path]]) -> list[
         tmp = dest.with_name(f".{dest.name}.bump")
         tmp.parent.mkdir(parents=True, exist_ok=True)
         with progress.status(f"bump: resolving {request.name} for {run.version}"):
-            text = (run.locker or _compile)(request, tmp, new_spec.build.find_links)
+            text = (run.locker or compile_lock)(request, tmp, new_spec.build.find_links)
         pending.append((tmp, dest))
         lock_report.append(
             {
@@ -733,10 +705,6 @@ def _write(pending: list[tuple[Path, Path]], new_path: Path, new_text: str) -> N
     atomic_write_text(new_path, new_text)
 
 
-def _compile(request: Any, dest: Path, find_links: tuple[str, ...]) -> str:
-    return compile_lock(request, dest, find_links)
-
-
 def _lock_files(spec: Spec) -> list[tuple[str, Path]]:
     files = [("build-core", spec.resolve(spec.build.constraints))]
     if spec.plugin:
@@ -763,3 +731,322 @@ def _pins_diff(old_lock: Path, new_text: str) -> dict[str, Any]:
             if before[k] != after[k]
         },
     }
+
+
+# ---------------------------------------------------------------------------
+# The API coupling gate: the plugin's uses of the core API against both cores, and the
+# approval on record a breaking change needs before the bump goes on (`[core.api_approval]`,
+# signed into the manifest); a bump with no breaking change drops a stale approval.
+
+
+@dataclass(frozen=True)
+class Approval:
+    """What `--approve-by`, `--approve-why` and `--approve ID` said."""
+
+    by: str
+    why: str
+    changes: tuple[str, ...]
+
+
+def approval_from(by: str | None, why: str | None, ids: list[str] | None) -> Approval | None:
+    """The approval the command line gives, or None; BadInput when it is incomplete."""
+    if not (by or why or ids):
+        return None
+    missing = [flag for flag, value in (("--approve-by", by), ("--approve-why", why),
+                                        ("--approve", ids)) if not value]  # fmt: skip
+    if missing or not (by or "").strip() or not (why or "").strip():
+        raise BadInput(
+            f"an approval needs who, why and which changes: {', '.join(missing) or 'a value'} "
+            "missing",
+            hint="--approve-by 'NAME <EMAIL>' --approve-why 'WHAT THE PLUGIN DID' --approve ID "
+            "(one --approve per change the migration report lists)",
+        )
+    return Approval(str(by).strip(), str(why).strip(), tuple(sorted(set(ids or ()))))
+
+
+def api_coupling(
+    plugin_root: Path | None,
+    old_tree: Path,
+    new_tree: Path,
+    errors: list[VprError],
+    *,
+    versions: tuple[str, str] | None = None,
+    cache_dir: Path | None = None,
+) -> dict[str, Any]:
+    """The report's `api_coupling` part (`not run` for a spec without a plugin). `versions`
+    name the two cores in its details; `cache_dir` keeps the core modules' parsed facts."""
+    from vllm_plugin_release.conform.lib.apicoupling import coupling as diff
+
+    if plugin_root is None:
+        return {"status": "not run", "reason": "the spec has no [plugin]"}
+    with progress.status("bump: the core API the plugin uses, old vs new"):
+        try:
+            report = diff(plugin_root, old_tree, new_tree, versions=versions, cache_dir=cache_dir)
+            return report.to_json()
+        except OSError as exc:
+            error = BadInput(f"{plugin_root}: cannot read the plugin's source ({exc})")
+            errors.append(error)
+            return {"status": "error", "reason": error.message}
+
+
+def _approve_command(spec_path: Path, version: str, ids: list[str]) -> str:
+    approve = " ".join(f"--approve {shlex.quote(i)}" for i in ids)
+    return (
+        f"vpr bump --spec {shlex.quote(str(spec_path))} --core {version} --approve-by "
+        f"'NAME <EMAIL>' --approve-why 'WHAT THE PLUGIN DID ABOUT IT' {approve}"
+    )
+
+
+def decide_approval(
+    report: dict[str, Any], approval: Approval | None, spec_path: Path, old: str, new: str
+) -> dict[str, Any] | None:
+    """The `[core.api_approval]` table the new spec gets (None: none). Sets the report's
+    `approval` part. GateFailed naming what to approve when a breaking change has no
+    approval; BadInput when the approval names a change this bump does not have."""
+    breaking = [c["id"] for c in report.get("changes") or []]
+    if approval is not None:
+        unknown = sorted(set(approval.changes) - set(breaking))
+        if unknown:
+            raise BadInput(
+                f"--approve {', '.join(unknown)}: not a breaking change of this bump ("
+                + (", ".join(breaking) or "it has none")
+                + ")",
+                hint="approve the ids the migration report's API coupling section lists",
+            )
+    if not breaking:
+        report["approval"] = {"status": "not needed"}
+        return None
+    missing = sorted(set(breaking) - set(approval.changes if approval else ()))
+    if missing:
+        report["approval"] = {"status": "missing", "needed": missing,
+                              "command": _approve_command(spec_path, new, missing)}  # fmt: skip
+        return None
+    assert approval is not None
+    table = {"from": old, "to": new, "by": approval.by, "why": approval.why,
+             "changes": list(approval.changes)}  # fmt: skip
+    report["approval"] = {"status": "approved", **table}
+    return table
+
+
+def approval_stop(report: dict[str, Any]) -> GateFailed | None:
+    """The error that stops the bump when a breaking change lacks its approval."""
+    approval = report.get("approval") or {}
+    if approval.get("status") != "missing":
+        return None
+    changes = {c["id"]: c for c in report.get("changes") or []}
+    lines = [
+        f"{cid}: {changes[cid]['detail']} (plugin: {', '.join(changes[cid]['uses'][:3])})"
+        for cid in approval["needed"]
+    ]
+    return GateFailed(
+        f"the new core breaks the core API the plugin uses in {len(lines)} way(s); the bump "
+        "needs an approval on record before it can publish (nothing was written):\n  "
+        + "\n  ".join(lines),
+        hint=f"after reviewing them (and fixing the plugin): {approval['command']}",
+    )
+
+
+def edit_approval(document: tomlkit.TOMLDocument, table: dict[str, Any] | None) -> dict[str, Any]:
+    """Put the approval into the spec's [core] (or take a stale one out); what changed."""
+    core = document["core"]
+    before = core.get("api_approval")
+    before = before.unwrap() if hasattr(before, "unwrap") else before
+    if table is None:
+        if before is None:
+            return {}
+        del core["api_approval"]
+        return {"core.api_approval": {"from": before, "to": None}}
+    new = tomlkit.table()
+    for key in ("from", "to", "by", "why"):
+        new[key] = table[key]
+    changes = tomlkit.array()
+    changes.extend(table["changes"])
+    changes.multiline(True)
+    new["changes"] = changes
+    core["api_approval"] = new
+    return {"core.api_approval": {"from": before, "to": table}}
+
+
+# ---------------------------------------------------------------------------
+# The migration report as Markdown (`vpr bump` prints it; `--report` writes it)
+
+
+def _md(text: Any) -> str:
+    return str(text).replace("|", "\\|")
+
+
+def _req_section(title: str, diff: dict[str, Any]) -> list[str]:
+    out = [f"### {title}", ""]
+    if diff.get("status") == "not run":
+        return [*out, f"not run: {diff['reason']}", ""]
+    if not (diff["added"] or diff["removed"] or diff["changed"]):
+        return [*out, f"no change ({diff['unchanged']} requirements)", ""]
+    out += ["| change | requirement |", "|---|---|"]
+    out += [f"| added | `{_md(r)}` |" for r in diff["added"]]
+    out += [f"| removed | `{_md(r)}` |" for r in diff["removed"]]
+    for c in diff["changed"]:
+        before, after = "; ".join(c["from"]), "; ".join(c["to"])
+        out.append(f"| re-pinned | `{_md(before)}` → `{_md(after)}` |")
+    out += ["", f"{diff['unchanged']} unchanged.", ""]
+    return out
+
+
+def _coupling_section(c: dict[str, Any] | None) -> list[str]:
+    """The core API the plugin uses: what breaks it, what to review, what cannot be told
+    statically, and the approval on record."""
+    out = ["", "### Core API the plugin uses", ""]
+    if not c or c.get("status") != "run":
+        return [*out, f"not run: {(c or {}).get('reason', 'no plugin')}"]
+    review = c.get("review") or []
+    unresolved = c.get("unresolved") or []
+    out.append(
+        f"{c['symbols']} core symbols used (imports, attributes, calls, subclasses, "
+        f"overrides); {c['breaking']} breaking change(s) for the plugin"
+        + (f"; {len(review)} to review" if review else "")
+        + (f"; {len(unresolved)} not resolvable statically" if unresolved else "")
+    )
+    if c["changes"]:
+        out += ["", "| breaking | what changed | plugin |", "|---|---|---|"]
+        out += [_change_row(ch) for ch in c["changes"]]
+    if review:
+        out += ["", "To review (not breaking: the plugin still imports and runs):", "",
+                "| review | what changed | plugin |", "|---|---|---|"]  # fmt: skip
+        out += [_change_row(ch) for ch in review]
+    if unresolved:
+        out += ["", "<details><summary>Not resolvable statically "
+                f"({len(unresolved)})</summary>", ""]  # fmt: skip
+        for u in unresolved:
+            if isinstance(u, dict):
+                where = ", ".join(u.get("uses", [])[:2])
+                out.append(f"- `{_md(u['symbol'])}`: {_md(u['reason'])}"
+                           + (f" ({_md(where)})" if where else ""))  # fmt: skip
+            else:
+                out.append(f"- `{_md(u)}`")
+        out += ["", "</details>"]
+    approval = c.get("approval") or {}
+    if approval.get("status") == "approved":
+        out += ["", f"**Approved** by {_md(approval['by'])}: {_md(approval['why'])} "
+                f"({len(approval['changes'])} change(s), recorded in the spec as "
+                "`[core.api_approval]`)"]  # fmt: skip
+    elif approval.get("status") == "missing":
+        out += ["", f"**Not approved**: the bump stops until {len(approval['needed'])} "
+                f"change(s) are approved on record: `{_md(approval['command'])}`"]  # fmt: skip
+    return out
+
+
+def _change_row(ch: dict[str, Any]) -> str:
+    uses = ch["uses"]
+    more = f" and {len(uses) - 3} more" if len(uses) > 3 else ""
+    return f"| `{_md(ch['id'])}` | {_md(ch['detail'])} | {_md(', '.join(uses[:3]))}{more} |"
+
+
+def render_markdown(result: BumpResult) -> str:
+    r = result.report
+    core = r["core"]
+    out = [
+        f"## Migration report: {core['name']} {core['from']} → {core['to']}",
+        "",
+        f"Spec: `{r['spec']['from']}` → `{r['spec']['to']}` "
+        + ("(written)" if result.written else "(not written: --dry-run)"),
+        "",
+    ]
+    out += _source_section(r["source"])
+    out += _python_section(r.get("python"))
+    out += _req_section(f"Runtime dependencies ({COMMON_REQUIREMENTS})", r["requirements"])
+    out += _req_section("Build requirements ([build-system].requires)", r["build_requires"])
+    out += _locks_section(r.get("locks", []))
+    out += _coupling_section(r.get("api_coupling"))
+    out += _api_section(r["api"])
+    out += _tests_section(r["plugin_tests"], core)
+    out += _bisect_section(r.get("bisect"))
+    if r["comments_to_review"]:
+        out += ["", f"### Comments that still name {core['from']} (review by hand)", ""]
+        out += [f"- line {c['line']}: `{_md(c['text'])}`" for c in r["comments_to_review"]]
+    return "\n".join(out) + "\n"
+
+
+def _python_section(move: dict[str, Any] | None) -> list[str]:
+    if not move:
+        return []
+    floor = f"Requires-Python `{move['requires']}`" if move["requires"] else "no Requires-Python"
+    out = ["### Python", ""]
+    if move["from"] == move["to"]:
+        out.append(f"{floor}: the spec's Python {move['from']} stays.")
+    else:
+        out.append(
+            f"**The Python floor moved past the spec's {move['from']}** ({floor}): the bumped "
+            f"spec pairs on {move['to']} ({_md(move['why'])}); `[build] python` and the lock "
+            "files named for it move with it, the locks below are resolved for it."
+        )
+    out += [f"- review: {_md(item)}" for item in move.get("review", [])]
+    return [*out, ""]
+
+
+def _source_section(src: dict[str, Any]) -> list[str]:
+    if src["kind"] == "sdist":
+        out = [
+            f"Source: `{src['filename']}` sha256 `{src['sha256']}` from {src['index']} "
+            "(verified on download)"
+        ]
+    else:
+        out = [f"Source: {src['url']} tag `{src['tag']}` commit `{src['commit']}` (verified)"]
+    return [
+        *out,
+        "",
+        f"SOURCE_DATE_EPOCH: {src['source_date_epoch']} ({src['source_date_epoch_utc']} UTC, "
+        f"{src['source_date_epoch_origin']})",
+        "",
+    ]
+
+
+def _locks_section(locks: list[dict[str, Any]]) -> list[str]:
+    out = ["### Locks", ""]
+    for lock in locks:
+        line = f"- `{lock['file']}` ({lock['name']}): {lock['status']}"
+        pins = lock.get("pins")
+        if pins:
+            line += (
+                f"; {len(pins['changed'])} re-pinned, {len(pins['added'])} added, "
+                f"{len(pins['removed'])} removed"
+            )
+        out.append(line)
+        for name, change in (pins or {}).get("changed", {}).items():
+            out.append(f"  - {name} {change['from']} → {change['to']}")
+    return out
+
+
+def _api_section(api: dict[str, Any]) -> list[str]:
+    out = ["", "### Served API", ""]
+    if api["status"] != "run":
+        return [*out, f"{api['status']}: {api['reason']}"]
+    out.append(f"{api['breaking']} breaking, {api['additive']} additive change(s)")
+    for c in api["changes"]:
+        if c["breaking"]:
+            out.append(f"- BREAKING {c['kind']} `{_md(c['location'])}`: {_md(c['detail'])}")
+    return out
+
+
+def _tests_section(tests: dict[str, Any], core: dict[str, Any]) -> list[str]:
+    out = ["", "### Plugin tests", ""]
+    if tests["status"] != "run":
+        return [*out, f"{tests['status']}: {tests['reason']}"]
+    out.append(
+        f"{len(tests['regressions'])} regression(s) on {core['to']} "
+        f"(passed on {core['from']}); {len(tests['fixed'])} fixed"
+    )
+    return [*out, *(f"- regressed: `{t}`" for t in tests["regressions"])]
+
+
+def _bisect_section(bisected: dict[str, Any] | None) -> list[str]:
+    if bisected and bisected.get("status") == "run":
+        from vllm_plugin_release.core.bisect import parse_report
+        from vllm_plugin_release.core.bisect import render_markdown as render_bisect
+
+        try:
+            report = parse_report(bisected)
+        except ValueError as exc:
+            return ["", "### Bisection", "", f"error: the report cannot be read ({exc})"]
+        return ["", render_bisect(report).rstrip("\n")]
+    if bisected and bisected.get("status") == "error":
+        return ["", "### Bisection", "", f"error: {bisected['reason']}"]
+    return []

@@ -35,9 +35,7 @@ from vllm_plugin_release.core.stagegraph import Graph, Stage
 from vllm_plugin_release.edges import proc, serve
 from vllm_plugin_release.edges.device import Probe, probe, runtime_env_from_environ
 from vllm_plugin_release.edges.git import git, refuse_option
-from vllm_plugin_release.flows import extrastages
-from vllm_plugin_release.flows.stagecontext import Context
-from vllm_plugin_release.flows.stagewalk import Halt, walk
+from vllm_plugin_release.flows.stagewalk import Context, Halt, extended, walk
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.buildspec.model import Spec
@@ -344,8 +342,7 @@ class _Steps:
             )
 
     def env(self) -> None:
-        from vllm_plugin_release.stages.pairing_env import create_env
-        from vllm_plugin_release.stages.pairingctx import PairingContext
+        from vllm_plugin_release.stages.pairing_env import PairingContext, create_env
 
         pairing = PairingContext(
             self.spec,
@@ -399,7 +396,7 @@ def graph(steps: _Steps) -> Graph:
         Stage("conform", s.conform, conform_needs, about="the scorecard; verdict lab stops here"),
         Stage("live", s.live, ("conform",), about="-tp 2 probe and the live load test"),
     ]
-    return Graph(extrastages.extended("hardware", stages, s.context))
+    return Graph(extended("hardware", stages, s.context))
 
 
 def conform_hardware(spec: Spec, opts: Options, spec_arg: str | Path) -> int:

@@ -30,26 +30,62 @@ trust path):
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NamedTuple
 
-from vllm_plugin_release.core import attest, progress
+from vllm_plugin_release.core import attest, bounded, progress
+from vllm_plugin_release.core import guardstate as gs
 from vllm_plugin_release.core import storeindex as si
 from vllm_plugin_release.core import storetrust as trust
 from vllm_plugin_release.core.bounded import MAX_DOCUMENT
+from vllm_plugin_release.core.cache import atomic_write_bytes
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestmodel import Manifest
-from vllm_plugin_release.edges import interpreters, uv
+from vllm_plugin_release.edges import guardenv, interpreters, uv
 from vllm_plugin_release.edges import store as st
 from vllm_plugin_release.edges.trust import Trusted
-from vllm_plugin_release.flows import guarded
-from vllm_plugin_release.flows.installing import Request, Target, VerifiedPairing
 from vllm_plugin_release.stages import verify
 
 CERTIFIED = ("fleet", "pilot")
+
+
+@dataclass(frozen=True)
+class Request:
+    """What was asked for: an id (prefix), or a core and a plugin."""
+
+    pairing: str | None = None
+    core: str | None = None
+    plugin: str | None = None
+
+
+class VerifiedPairing(NamedTuple):
+    """A stored pairing's manifest, verified: the document, its sha256, and the bytes of
+    the manifest and its signed statement as the store served them (nothing is re-read)."""
+
+    manifest: Manifest
+    sha256: str
+    data: bytes
+    envelope: bytes
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where and how to install: the environment, the scratch folder (for the requirements
+    file), uv offline or not, whether a lab verdict may be installed, the guard's policy to
+    write beside the manifest (None: its default for the verdict) and the key the recovery
+    line names."""
+
+    env_dir: Path
+    scratch: Path
+    offline: bool = False
+    allow_uncertified: bool = False
+    guard_policy: str | None = None
+    key_path: str | None = None
 
 
 @dataclass
@@ -172,14 +208,14 @@ def install(trusted: Trusted, request: Request, target: Target) -> Installed:
     python = env_dir / "bin" / "python"
     keyid = attest.keyid(trusted.public_key)
     result = Installed(pid, verdict, str(python), "unchanged", pins, store.location, keyid)
-    guard = guarded.Guard(pairing.sha256, guarded.recover(pid, store.location, target, env_dir))
+    guard = Guard(pairing.sha256, recover(pid, store.location, target, env_dir))
     reinstall: list[str] = []
     problems: list[str] = []
     if python.exists():
         problems = verify.check_environment(manifest, python, None, lock_text)
-        reinstall = guarded.to_reinstall(manifest, python, env_dir, guard, problems)
+        reinstall = to_reinstall(manifest, python, env_dir, guard, problems)
         if not problems and not reinstall and guard.current:
-            guarded.write_policy(env_dir, target.guard_policy)
+            write_policy(env_dir, target.guard_policy)
             return result
     if not python.exists() or problems or reinstall:
         _install(_Sync(manifest, env_dir, lock_text, pins, reinstall), store, target)
@@ -191,9 +227,9 @@ def install(trusted: Trusted, request: Request, target: Target) -> Installed:
             )
         result.status = "installed"
     if manifest.guard is not None:
-        guarded.write_state(env_dir, python, pairing, lock_text, guard)
+        write_state(env_dir, python, pairing, lock_text, guard)
         result.status = "installed"
-    guarded.write_policy(env_dir, target.guard_policy)
+    write_policy(env_dir, target.guard_policy)
     return result
 
 
@@ -242,3 +278,105 @@ def _sync(job: _Sync, requirements: Path, find_links: list[str], *, offline: boo
         uv.create_venv(env_dir, found.path, offline=offline)
     with progress.status(f"installing {job.pins} pins with --require-hashes into {env_dir}"):
         uv.sync_locked(python, requirements, find_links, offline=offline, reinstall=job.reinstall)
+
+
+# ---------------------------------------------------------------------------
+# vpr-guard's part: what the guard says about an existing environment (what to install
+# again), and the certified record left beside it once it matches (`core.guardstate`).
+# A pairing whose manifest names no guard is installed as before, nothing written beside it.
+
+RECORD_KINDS = ("build", "files")  # the guard's findings that a reinstall repairs
+
+
+@dataclass
+class Guard:
+    """The certified record this install would leave (its manifest digest and recovery
+    line), and whether the environment already holds exactly that one (`current`)."""
+
+    manifest_sha256: str
+    recover: str
+    current: bool = False
+
+
+def recover(pid: str, store: str, target: Target, env_dir: Path) -> str:
+    """The `vpr install` line the guard prints: this store (a folder made absolute), key
+    and environment."""
+    import os
+
+    where = store if "://" in store else os.path.abspath(store)
+    return gs.recover_line(pid, where, target.key_path, str(env_dir))
+
+
+def _recorded(env_dir: Path) -> dict[str, Any] | None:
+    """certified.json beside the environment, when there is a readable one."""
+    path = env_dir / gs.STATE_DIR / gs.CERTIFIED
+    try:
+        data = bounded.loads(bounded.read_file(path, bounded.MAX_INDEX, "vpr-guard record"))
+    except (OSError, ValueError):  # missing, damaged, too large: written again
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def to_reinstall(
+    manifest: Manifest, python: Path, env_dir: Path, guard: Guard, problems: list[str]
+) -> list[str]:
+    """The distributions `uv pip sync` must install again (it keeps a distribution whose
+    version matches): the certified wheels whose files check-env found changed, and what
+    the guard found to be another build or changed in place. Sets `guard.current`."""
+    names = {
+        part.name
+        for part in manifest.parts()
+        if any(f"{part.role} {part.name} " in p for p in problems)
+    }
+    if manifest.guard is None:
+        guard.current = True  # nothing is recorded for a pairing without a guard
+        return sorted(names)
+    recorded = _recorded(env_dir)
+    if (
+        recorded is None
+        or recorded.get("manifest_sha256") != guard.manifest_sha256
+        or recorded.get("recover") != guard.recover
+    ):
+        return sorted(names)  # recorded again after the check; the guard's view is moot
+    try:
+        answer = guardenv.check(python, env_dir)
+    except GateFailed as exc:  # the guard itself is gone or broken: the sync repairs it
+        progress.warn(str(exc))
+        return sorted(names)
+    for finding in answer.findings:
+        if finding.kind in RECORD_KINDS and finding.name:
+            names.add(finding.name)
+    guard.current = answer.ok
+    if answer.findings:
+        progress.info("vpr-guard found: " + "; ".join(f.text for f in answer.findings[:8]))
+    return sorted(names)
+
+
+def write_state(
+    env_dir: Path, python: Path, pairing: VerifiedPairing, lock_text: str, guard: Guard
+) -> None:
+    """ENV/vpr-guard/: the verified manifest, its statement and lock, then certified.json
+    (last: the guard compares the manifest's sha256 with it)."""
+    manifest = pairing.manifest
+    snapshot = guardenv.snapshot(python, gs.snapshot_roles(manifest))
+    record = gs.certified_record(manifest, pairing.sha256, snapshot, guard.recover)
+    folder = env_dir / gs.STATE_DIR
+    folder.mkdir(exist_ok=True)
+    atomic_write_bytes(folder / gs.MANIFEST, pairing.data)
+    atomic_write_bytes(folder / gs.STATEMENT, pairing.envelope)
+    atomic_write_bytes(folder / gs.LOCK, lock_text.encode())
+    atomic_write_bytes(
+        folder / gs.CERTIFIED, (json.dumps(record.to_json(), sort_keys=True) + "\n").encode()
+    )
+
+
+def write_policy(env_dir: Path, policy: str | None) -> None:
+    """ENV/vpr-guard/policy when one is asked for (an operator's file is left alone)."""
+    if policy is None:
+        return
+    path = env_dir / gs.STATE_DIR / gs.POLICY
+    text = f"{policy}\n"
+    if path.is_file() and path.read_text(encoding="utf-8", errors="replace") == text:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, text.encode())

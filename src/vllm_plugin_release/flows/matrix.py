@@ -27,8 +27,7 @@ from vllm_plugin_release.core.errors import BadInput, VprError
 from vllm_plugin_release.core.treewalk import walk
 from vllm_plugin_release.edges import corehistory
 from vllm_plugin_release.edges.fetch import index_files
-from vllm_plugin_release.flows.baseline import Release, commit_spec, release_pairing
-from vllm_plugin_release.flows.pairing_graph import pairing_env
+from vllm_plugin_release.flows.baseline import Release, commit_spec, pairing_env, release_pairing
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.flows.upstream import releases_from_files, spec_index
 

@@ -20,9 +20,8 @@ from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges import corehistory, ledgerstore
 from vllm_plugin_release.edges.store import open_store
 from vllm_plugin_release.edges.trust import TRUST_DIR, Trusted
-from vllm_plugin_release.flows.baseline import commit_spec
+from vllm_plugin_release.flows.baseline import commit_spec, pairing_env
 from vllm_plugin_release.flows.ledger import Verdict, now_utc, record_verdict, signing_key
-from vllm_plugin_release.flows.pairing_graph import pairing_env
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.stages.publish import resolve_targets
 

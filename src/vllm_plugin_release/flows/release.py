@@ -17,17 +17,15 @@ from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.core.stagegraph import Graph, Stage
 from vllm_plugin_release.edges import children, ci, envrun, proc
-from vllm_plugin_release.flows import extrastages
 from vllm_plugin_release.flows.releasecache import Probes
 from vllm_plugin_release.flows.sources import Inputs
-from vllm_plugin_release.flows.stagecontext import Context
-from vllm_plugin_release.flows.stagewalk import Walk, walk
+from vllm_plugin_release.flows.stagewalk import Context, Walk, extended, walk
 from vllm_plugin_release.stages.requests import build_request
 
 if TYPE_CHECKING:
     from vllm_plugin_release.core.runnerfacts import RunnerFacts
-    from vllm_plugin_release.stages.delivery import StageResult
-    from vllm_plugin_release.stages.pairingctx import PairingContext
+    from vllm_plugin_release.stages.corememo import StageResult
+    from vllm_plugin_release.stages.pairing_env import PairingContext
 
 
 @dataclass
@@ -85,7 +83,7 @@ class _Stages:
     def pairing(self) -> PairingContext:
         """The pairing the env stage is handed, built once (its sources are fetched by then:
         build-plugin read them)."""
-        from vllm_plugin_release.stages.pairingctx import PairingContext
+        from vllm_plugin_release.stages.pairing_env import PairingContext
 
         if self._pairing is None:
             self._pairing = PairingContext(
@@ -250,7 +248,7 @@ class _Stages:
 
 def graph(spec: Spec, opts: Options, out: Outcome, ahead: proc.Ahead | None = None) -> Graph:
     """The release's stages and what each needs (the order they are declared in is the
-    order the line runs in), with the extras that join "release" (flows/extrastages).
+    order the line runs in), with the extras that join "release" (flows/stagewalk.extended).
     `ahead`: where the walk holds the work its stages start ahead (None: a graph that is
     drawn, not walked)."""
     s = _Stages(spec, opts, out, proc.Ahead() if ahead is None else ahead)
@@ -280,7 +278,7 @@ def graph(spec: Spec, opts: Options, out: Outcome, ahead: proc.Ahead | None = No
             Stage("publish", s.publish, ("manifest", "twine-check")),
             Stage("ledger", s.ledger, ("publish",)),
         ]
-    return Graph(extrastages.extended("release", stages, s.context))
+    return Graph(extended("release", stages, s.context))
 
 
 def _env_free_checks(

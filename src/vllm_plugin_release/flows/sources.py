@@ -1,10 +1,5 @@
-"""The verified sources of one pairing, fetched or resolved once and handed to every stage.
-
-The core source tree (sdist by sha256, or git by commit) and the plugin checkout
-(its pinned commit, or `--plugin-source PATH`) come from the edges; the stages and
-checks receive them from here and never fetch or resolve them on their own (a check
-that reads the network for something else says so in its `CheckDef.needs`: cadence).
-"""
+"""The verified sources of one pairing (the core source tree, the plugin checkout), fetched
+or resolved once and handed to every stage and check."""
 
 from __future__ import annotations
 

@@ -1,27 +1,6 @@
-"""Runs a stage graph (core/stagegraph): the line step by step (`Graph.steps`), each
-stage under a numbered progress rule and timed; ahead work in a thread of its own as
-soon as the line stages it needs have ended, joined before a line stage that needs it,
-and stopped when the walk ends while it still runs (a failure, Ctrl-C, or a target
-reached without it).
-
-A step of one stage runs in this thread. A step of several (line stages none of which
-needs another, as many as there are usable cores) runs them side by side, a thread
-each: their rules are printed together when the step starts, each line they print
-carries the stage's name (`progress.tagged`; a helper thread of theirs prints its own,
-already named, lines), and a line says when each ends. Their output stays live rather
-than held to the end: a long stage's heartbeats still show it is alive. The first of
-them to fail is the walk's failure: the others are stopped (their `stop` hook, else
-every child process started since the step began, `children.stop_since`), their own
-errors dropped, and the failure raised once all have ended. Whatever order they end
-in, the record (`Walk`) keeps the line's order.
-
-A line stage may end the walk early with its outcome decided (`Halt`: a gate, such as
-conformance giving verdict lab before the live test): what follows its step does not
-run, and it is not a failure. A titled walk is part of a larger command's output (a
-baseline pairing inside a bisection, a matrix, a nightly): its rules carry the title
-("baseline 0.25.1 stage 2/6: build-core") and stay plain lines on stderr, never GitHub
-groups (they do not nest, and the command's report is on standard output); the rules
-of a step of several stages are plain lines too, for the same reason."""
+"""Runs a stage graph (core/stagegraph): the line step by step, side by side where stages
+need none of each other, ahead work in threads of its own; and the stages added to the
+flows' graphs from outside them (`Extra`, given a `Context` when they run)."""
 
 from __future__ import annotations
 
@@ -29,13 +8,19 @@ import contextlib
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.stagegraph import Graph, Stage
 from vllm_plugin_release.edges import children
 from vllm_plugin_release.edges.forkmap import usable_cores
+
+if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
+    from vllm_plugin_release.buildspec.model import Spec
+    from vllm_plugin_release.core.cache import Cache
 
 
 class Halt(Exception):
@@ -260,3 +245,82 @@ def _started(stage: Stage) -> threading.Thread:
     thread = threading.Thread(target=run, name=f"vpr-{stage.name}", daemon=True)
     thread.start()
     return thread
+
+
+# ---------------------------------------------------------------------------
+# Stages added to the flows' graphs ("release": `vpr release`; "pairing": a cpu pairing
+# environment on another core; "hardware": `vpr conform-hardware`) from outside them: one
+# `Extra` each, placed right after the last of its needs in each graph it names.
+
+
+@dataclass(frozen=True)
+class Context:
+    """The graph walked ("release", "pairing", "hardware") and its pairing (for "pairing",
+    the derived spec of the core it builds, known once core-source ran)."""
+
+    graph: str
+    spec: Spec
+    cache: Cache
+    dist_root: Path
+
+
+GRAPHS = ("release", "pairing", "hardware")
+
+
+@dataclass(frozen=True)
+class Extra:
+    name: str
+    run: Callable[[Context], None]
+    needs: tuple[str, ...]
+    graphs: tuple[str, ...] = GRAPHS
+    ahead: bool = False
+    about: str = ""
+
+
+EXTRAS: list[Extra] = []  # the stages every run of the flows adds
+
+
+def add(extra: Extra) -> None:
+    """Register `extra`; ValueError for a name already added or a graph that is not one."""
+    if any(e.name == extra.name for e in EXTRAS):
+        raise ValueError(f"extra stage {extra.name!r} is added twice")
+    unknown = [g for g in extra.graphs if g not in GRAPHS]
+    if unknown:
+        raise ValueError(
+            f"extra stage {extra.name!r}: no graph {unknown[0]!r} (the graphs: {', '.join(GRAPHS)})"
+        )
+    EXTRAS.append(extra)
+
+
+@contextlib.contextmanager
+def added(extra: Extra) -> Iterator[Extra]:
+    """`extra` registered for the block (a test's toy stage)."""
+    add(extra)
+    try:
+        yield extra
+    finally:
+        EXTRAS.remove(extra)
+
+
+def extended(graph: str, stages: Sequence[Stage], context: Callable[[], Context]) -> list[Stage]:
+    """`stages` of `graph` with the extras that join it, each right after the last of its
+    needs; `context` is called when an extra runs. ValueError for a need `graph` lacks."""
+    out = list(stages)
+    for extra in EXTRAS:
+        if graph not in extra.graphs:
+            continue
+        names = [s.name for s in out]
+        for need in extra.needs:
+            if need not in names:
+                raise ValueError(
+                    f"extra stage {extra.name!r} needs {need!r}, which the {graph} graph does "
+                    f"not have (its stages: {', '.join(names)})"
+                )
+        at = max((names.index(n) + 1 for n in extra.needs), default=0)
+        run = _bound(extra, context)
+        out.insert(at, Stage(extra.name, run, extra.needs, extra.ahead, extra.about))
+    return out
+
+
+def _bound(extra: Extra, context: Callable[[], Context]) -> Callable[[], None]:
+    return lambda: extra.run(context())

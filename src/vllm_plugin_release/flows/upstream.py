@@ -1,9 +1,5 @@
-"""Core releases on the spec's index newer than the pinned one (`vpr upstream`).
-
-The releases come from the index's simple API (PEP 691/503; final releases unless asked
-otherwise), each with its upload time, sdist file name and sha256, so CI can fan out one
-job per new tag.
-"""
+"""Core releases on the spec's index newer than the pinned one (`vpr upstream`), from the
+index's simple API, each with its upload time, sdist and sha256."""
 
 from __future__ import annotations
 

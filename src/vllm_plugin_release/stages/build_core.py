@@ -1,10 +1,5 @@
-"""Core build stage: vLLM from verified source, VLLM_TARGET_DEVICE=empty, twice, compared.
-
-Inputs: the spec (source pin, target, SOURCE_DATE_EPOCH, python, backend) and the
-hash-locked build requirements. Output: `dist/NAME/<wheel>` and
-`dist/NAME/build-core.json`. The result is cached under `.vpr/stages/build-core/<key>`
-where key is the hash of every input, so a re-run with nothing changed does no work.
-"""
+"""Core build stage: vLLM from verified source, VLLM_TARGET_DEVICE=empty, built twice and
+compared; the wheel and build-core.json go to dist/NAME, cached under the hash of every input."""
 
 from __future__ import annotations
 
@@ -22,7 +17,7 @@ from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges.fetch import Fetcher
 from vllm_plugin_release.edges.runner import Runner
 from vllm_plugin_release.stages import recipes
-from vllm_plugin_release.stages.delivery import StageResult, reuse
+from vllm_plugin_release.stages.corememo import StageResult, reuse
 from vllm_plugin_release.stages.requests import build_request
 from vllm_plugin_release.stages.wheelbuild import (
     Builds,

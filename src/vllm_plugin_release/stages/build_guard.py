@@ -1,11 +1,5 @@
-"""Guard build stage: the wheel of vpr-guard (`guard/`), twice, compared.
-
-vpr-guard is its own distribution, standard library only, built by its in-tree PEP 517
-backend (`edges.guardbuild`): the wheel depends on its source files alone, so it is the
-same for every pairing and on every machine. The record names the wheel and its entry
-points; the manifest signs it beside the core and the plugin, publish uploads it, and
-`vpr install` installs it pinned by that sha256.
-"""
+"""Guard build stage: the vpr-guard wheel (`guard/`, its own in-tree backend), built twice and
+compared; the same wheel for every pairing, signed beside the core and the plugin."""
 
 from __future__ import annotations
 
@@ -20,7 +14,7 @@ from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.core.wheelfacts import wheel_entry_points, wheel_metadata
 from vllm_plugin_release.edges import guardbuild
-from vllm_plugin_release.stages.delivery import StageResult, reuse
+from vllm_plugin_release.stages.corememo import StageResult, reuse
 from vllm_plugin_release.stages.wheelbuild import compare_builds, store
 
 STAGE = "build-guard"

@@ -1,12 +1,6 @@
-"""Plugin build stage: the plugin wheel from its verified commit, twice, compared.
-
-The plugin is built in the core's hash-locked build environment (its build
-requirements must be satisfied by that lock), or, when the spec sets
-`[plugin] build_constraints`, in its own hash-locked one; either keeps the build
-hermetic and under `unshare -n`, with SOURCE_DATE_EPOCH = the commit time. The record lists
-the plugin's entry points read from the wheel; a wheel without a
-`vllm.platform_plugins` entry point fails the stage (exit 1).
-"""
+"""Plugin build stage: the plugin wheel from its verified commit, built twice and compared in
+a hash-locked build environment without network; a wheel without a
+`vllm.platform_plugins` entry point fails the stage."""
 
 from __future__ import annotations
 
@@ -27,7 +21,7 @@ from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.core.wheelfacts import WheelMeta, wheel_entry_points, wheel_metadata
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.runner import Runner
-from vllm_plugin_release.stages.delivery import StageResult, reuse
+from vllm_plugin_release.stages.corememo import StageResult, reuse
 from vllm_plugin_release.stages.requests import (
     PluginBuildPlan,
     build_request,

@@ -1,24 +1,6 @@
-"""`vpr build-image`: the image the container runner runs in, made from Debian packages.
-
-For machines that cannot reach a container registry. Two layers, both reproducible:
-1. the root filesystem, `mmdebstrap --variant=apt` of the spec's Python from a Debian
-   suite with SOURCE_DATE_EPOCH (the spec's core epoch): the same packages give the
-   same tarball;
-2. for a Python the suite does not ship (bookworm has 3.11 only; ttnn loads 3.10 and
-   3.12): this machine's CPython of that version (`edges/interpreters`), its installation
-   copied in at the same path (less its tests, Tk and site-packages) as a layer whose
-   bytes follow from its files, with the Debian packages its modules link against (ldd,
-   dpkg -S) in the rootfs; recorded in a label by its fingerprint and the layer's sha256,
-   and checked by running its standard library in the image;
-3. uv, from the wheel `docker/uv-requirements.txt` pins by hash.
-The image is written as a `docker save` archive whose config has a fixed time
-(`core/imagearchive.py`), so its ID (the digest `[build] base_image` pins) follows from
-the two layers only, and loaded into the engine. The engine must report the same ID.
-
-Debian's archive moves (point releases, security updates): the digest holds for as long
-as the suite's packages do, or for ever with a snapshot mirror
-(`--mirror http://snapshot.debian.org/archive/debian/<time>`).
-"""
+"""`vpr build-image`: the image the container runner runs in, made reproducibly from Debian
+packages (a rootfs, this machine's CPython as a layer when the suite lacks it, uv), for
+machines that cannot reach a container registry."""
 
 from __future__ import annotations
 

@@ -1,55 +1,39 @@
-"""A warm `vpr build-core`: what the last full run checked, remembered, and a hit only where
-every part of it still holds (a helper module, not a stage; light to import).
-
-A full run reads and validates the spec, checks the source tree, checks the lock against
-the tree's build requirements, makes the stage key and reuses or builds. Most of its time
-on a warm run is those imports and checks. When it ends well it writes a memo, named by
-the hash of what the command line gave it (the spec's path, project folder and bytes,
-`--backend`, `--interpreter`) and of the code that decides (every file of this package,
-by size and mtime, and the Python running it). The memo says what that run found: the
-lock's path and sha256, the stamps of the verified source tree, whether `unshare -n`
-worked (part of the stage key), the stage key and the sha256 of the record's bytes.
-
-The next `vpr build-core` with the same command line checks each of them again: the lock's
-bytes, one stat per file of the source tree (as `core.cache.tree_intact` does), the
-`unshare -n` probe, the record's bytes and the wheel's sha256 against the record; then it
-delivers the cached wheel and record with the full path's own `deliver`. Any difference,
-and anything odd in the memo (it is in the cache: hostile input, read bounded), is a miss:
-the full path runs and decides (rebuilds, repairs, or fails as it always did). Only a
-local build of an sdist source is remembered.
-"""
+"""A wheel stage's cached result and its delivery into dist/NAME, and a warm `vpr
+build-core`: what the last full run checked, remembered, and a hit only where every part of
+it still holds (light to import: a warm run delivers with the full path's own code)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import stat
 import string
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vllm_plugin_release.buildspec.model import project_root
 from vllm_plugin_release.core import bounded, progress, records
-from vllm_plugin_release.core.buildrecord import BuildRecord, RecordProblem
+from vllm_plugin_release.core.buildrecord import BuildRecord
 from vllm_plugin_release.core.buildrecord import parse as parse_record
 from vllm_plugin_release.core.cache import (
     TREE_MANIFEST,
     Cache,
+    atomic_copy,
     key_of,
     sha256_file,
     stamps_digest,
     tree_stamps,
     write_json,
 )
-from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.core.errors import BadInput, RecordProblem
 from vllm_plugin_release.core.treewalk import walk
 from vllm_plugin_release.edges.netns import can_unshare_network
-from vllm_plugin_release.stages.delivery import StageResult, deliver
 
 if TYPE_CHECKING:
     from vllm_plugin_release.buildspec.model import Spec
+    from vllm_plugin_release.edges.interpreters import Interpreter
 
 STAGE = "build-core"  # stages/build_core.STAGE (a stage is not imported here: it is heavy)
 RECORD = records.BUILD_CORE
@@ -74,6 +58,87 @@ _SHAPE = bounded.shape(
         ("record_sha256", (str,)),
     )
 )
+
+
+class StageResult(NamedTuple):
+    """A wheel stage's result, delivered into dist/NAME (build-core, build-plugin).
+    `stage_dir`: the cache entry it was delivered from (None: not given). A named tuple,
+    not a dataclass: a warm build-core does not load `dataclasses` (and `inspect`)."""
+
+    wheel: Path
+    record: Path
+    data: BuildRecord  # the record, typed
+    cached: bool
+    stage_dir: Path | None = None
+
+
+def deliver(
+    stage_dir: Path, dist: Path, record: BuildRecord, record_name: str
+) -> tuple[Path, Path]:
+    """Copy a finished stage result (wheel + record) into dist/NAME, each file atomically.
+
+    An older wheel of the same distribution (an earlier pin) is removed, so dist/NAME
+    never holds two candidates for one side of the pairing.
+    """
+    name = record.wheel.filename
+    prefix = name.split("-", 1)[0] + "-"
+    dist.mkdir(parents=True, exist_ok=True)
+    for old in dist.glob(f"{prefix}*.whl"):
+        if old.name != name:
+            old.unlink()
+    dest = dist / name
+    if not dest.exists() or sha256_file(dest) != record.wheel.sha256:
+        atomic_copy(stage_dir / name, dest)
+    atomic_copy(stage_dir / record_name, dist / record_name)
+    return dest, dist / record_name
+
+
+def reuse(
+    stage_dir: Path,
+    dist: Path,
+    record_name: str,
+    stage: str,
+    named: tuple[Interpreter, str] | None = None,
+) -> StageResult | None:
+    """The cached result of a wheel stage, delivered into dist/NAME; None when there is none,
+    or when `named` (the interpreter --interpreter or VPR_INTERPRETER names, and which of
+    them) is not the one it was built with: that is said, and the stage builds with it."""
+    if not (stage_dir / record_name).exists():
+        return None
+    # A truncated or emptied cache entry is named, with the way out (never a KeyError).
+    record = records.build_record(
+        stage_dir, record_name, f"rm -r {stage_dir}` and `vpr {stage} --spec SPEC"
+    )
+    if named is not None and not _built_with(record, named, stage):
+        return None
+    cached = stage_dir / record.wheel.filename
+    if not cached.is_file() or sha256_file(cached) != record.wheel.sha256:
+        # Never delivered: the cached wheel no longer matches its own record.
+        progress.warn(f"{stage}: cached {cached.name} does not match its record; rebuilding")
+        shutil.rmtree(stage_dir, ignore_errors=True)
+        return None
+    wheel, rec = deliver(stage_dir, dist, record, record_name)
+    progress.info(f"{stage}: cached result reused ({wheel.name})")
+    return StageResult(wheel, rec, record, cached=True, stage_dir=stage_dir)
+
+
+def _built_with(record: BuildRecord, named: tuple[Interpreter, str], stage: str) -> bool:
+    """Whether the cached `record` was built with the interpreter `named` (its code: the
+    fingerprint); when not, say which one it was built with."""
+    wanted, source = named
+    made = record.interpreter
+    if made is not None and made.sha256 == wanted.sha256:
+        return True
+    was = (
+        f"CPython {made.version} at {made.path} (fingerprint {made.sha256[:12]})"
+        if made
+        else "an interpreter it does not record"
+    )
+    progress.warn(
+        f"{stage}: the cached result was built with {was}; {source} names {wanted.path} "
+        f"(CPython {wanted.version}, fingerprint {wanted.sha256[:12]}): building with it"
+    )
+    return False
 
 
 class Ask(NamedTuple):
@@ -248,7 +313,7 @@ def remember(cache: Cache, name: str, spec: Spec, result: StageResult) -> bool:
     tree without stamps, a record or lock that changed since the run read them."""
     from vllm_plugin_release.buildspec.model import SdistSource
 
-    source, stage_dir, data = spec.core.source, result.stage_dir, result.data.raw
+    source, stage_dir, data = spec.core.source, result.stage_dir, result.data
     if spec.build.backend != "local" or not isinstance(source, SdistSource) or not stage_dir:
         return False
     lock = spec.resolve(spec.build.constraints).absolute()
@@ -258,14 +323,13 @@ def remember(cache: Cache, name: str, spec: Spec, result: StageResult) -> bool:
         return False
     tree = _checked_stamps(cache.src_dir(source.sha256))
     record = _record_bytes(stage_dir, data)
-    build_env = data.get("build_env")
     if (
         tree is None
         or record is None
         or stage_dir != cache.stage_dir(STAGE, stage_dir.name)
-        or not isinstance(build_env, dict)
-        or build_env.get("lock_sha256") != lock_sha  # the lock the stage key was made of
-        or not isinstance(data.get("isolated"), bool)
+        or data.build_env is None
+        or data.build_env.lock_sha256 != lock_sha  # the lock the stage key was made of
+        or data.isolated is None
     ):
         return False
     memo = {
@@ -277,7 +341,7 @@ def remember(cache: Cache, name: str, spec: Spec, result: StageResult) -> bool:
         "source_sha256": source.sha256,
         "tree_stamps": tree,
         "network_isolation": spec.build.network_isolation,
-        "isolated": data["isolated"],
+        "isolated": data.isolated,
         "stage_key": stage_dir.name,
         "record_sha256": hashlib.sha256(record).hexdigest(),
     }
@@ -303,12 +367,12 @@ def _checked_stamps(root: Path) -> str | None:
     return stamps_digest(now)
 
 
-def _record_bytes(stage_dir: Path, data: Mapping[str, Any]) -> bytes | None:
-    """The cached record's bytes, when they still say what the full run delivered (`data`
-    as JSON gives it back: a fresh build's record holds tuples where JSON has lists)."""
+def _record_bytes(stage_dir: Path, delivered: BuildRecord) -> bytes | None:
+    """The cached record's bytes, when they still say what the full run delivered."""
     try:
         record = bounded.read_file(stage_dir / RECORD, records.MAX_RECORD, "record")
-        delivered = json.loads(json.dumps(data))
-    except (OSError, BadInput, TypeError, ValueError):
+        data = _loads(record)
+        same = isinstance(data, dict) and parse_record(data, RECORD) == delivered
+    except (OSError, BadInput, RecordProblem):
         return None
-    return record if _loads(record) == delivered else None
+    return record if same else None

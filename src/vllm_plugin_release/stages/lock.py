@@ -1,10 +1,5 @@
-"""The lock stage (`vpr lock`): resolve and write, or check, every lock of a pairing.
-
-The core's build lock (`[build] constraints`) and, when the spec has a plugin, the
-plugin's own build lock when the spec asks for one (`[plugin] build_constraints`) and
-the pairing environment's lock (`[env] constraints`). The verified core source tree and
-the plugin checkout are handed in by the flow; nothing is fetched here.
-"""
+"""The lock stage (`vpr lock`): resolve and write, or check, every lock of a pairing (the
+core's build lock, the plugin's own build lock, the pairing environment's lock)."""
 
 from __future__ import annotations
 
@@ -104,6 +99,8 @@ def _recorded(lock: Path, label: str) -> list[str]:
     return found
 
 
+# The spec and its two verified sources, then one keyword per `vpr lock` flag: a bundle
+# would only be unpacked here again.
 def lock(
     spec: Spec,
     tree: Path,

@@ -1,29 +1,21 @@
-"""The pairing manifest: one deterministic JSON document per core/plugin pairing.
-
-`build_manifest(pins, records, dist_dir)` is pure apart from reading the wheels it
-describes: the same stage records, pins and wheels give the same bytes
-(`manifest_bytes`). Wall-clock and host data go to `run.json` instead.
-
-Stage records read from dist/NAME/ (written by earlier stages):
-  build-core.json    required  (`vpr build-core`)
-  build-plugin.json  required  (`vpr build-plugin`)
-  env.json           optional  (`vpr env`)      -> environment/runtime say "absent"
-  scorecard.json     optional  (`vpr conform`)  -> conformance says "absent"
-  build-guard.json   optional  (`vpr build-guard`) -> `guard` is null
-"""
+"""The pairing manifest: one deterministic JSON document per core/plugin pairing, made
+from dist/NAME/'s stage records and the wheels they name (the same records, pins and
+wheels give the same bytes; wall-clock and host data go to run.json)."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from vllm_plugin_release.buildspec.model import RuntimeSpec, Spec
 from vllm_plugin_release.core import attest
 from vllm_plugin_release.core.buildrecord import BuildRecord
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_json
+from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import (
     KIND,
@@ -45,6 +37,7 @@ from vllm_plugin_release.core.records import (
     ENV,
     SCORECARD,
     build_record,
+    env_record,
     read_object,
     read_with,
     run_file,
@@ -61,12 +54,428 @@ from vllm_plugin_release.core.specpins import (
 )
 from vllm_plugin_release.core.wheelfacts import files_digest, wheel_files, wheel_tags, wheel_version
 from vllm_plugin_release.edges import host, keys
-from vllm_plugin_release.stages.manifestcard import CardIntake, conformance, parse_card_intake
-from vllm_plugin_release.stages.manifestenv import EnvIntake, parse_env_intake
-from vllm_plugin_release.stages.manifestkeys import get_key, problem
 
-REQUIRED_RECORDS = (BUILD_CORE, BUILD_PLUGIN)
-OPTIONAL_RECORDS = (ENV, SCORECARD, BUILD_GUARD)
+# ---------------------------------------------------------------------------
+# scorecard.json's keys as the manifest reads them: BadInput naming the record, the key
+# and the command that writes it.
+
+
+def get_key(record: dict[str, Any], dotted: str, file: str, *, required: bool = True) -> Any:
+    node: Any = record
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            if not required:
+                return None
+            raise problem(file, f"missing key {dotted!r}")
+        node = node[part]
+    return node
+
+
+def problem(file: str, what: str) -> BadInput:
+    """BadInput naming record `file` and `what` is wrong with it, and its producer."""
+    producer = record_producer(file, "SPEC")
+    return BadInput(
+        f"{file}: {what}",
+        hint=f"the record is incomplete or from another version; re-run `{producer}`",
+    )
+
+
+def kind_problem(file: str, dotted: str, expected: str) -> BadInput:
+    return problem(file, f"{dotted!r} must be {expected}")
+
+
+def as_object(value: Any, dotted: str, file: str) -> dict[str, Any]:
+    """`value` (`file`'s `dotted` key) as an object: {} when empty; else BadInput."""
+    if not value:
+        return {}
+    if not isinstance(value, dict):
+        raise kind_problem(file, dotted, "an object")
+    return value
+
+
+def iterated(value: Any, dotted: str, file: str) -> list[Any] | str | dict[str, Any]:
+    """`value` (`file`'s `dotted` key) to iterate: [] when empty; a number: BadInput."""
+    if not value:
+        return []
+    if not isinstance(value, list | str | dict):
+        raise kind_problem(file, dotted, "a list")
+    return value
+
+
+def text_or_none(value: Any, dotted: str, file: str) -> str | None:
+    """`value` (`file`'s `dotted` key) as text or None; BadInput when it is neither."""
+    if value is not None and not isinstance(value, str):
+        raise kind_problem(file, dotted, "text or null")
+    return value
+
+
+# ---------------------------------------------------------------------------
+# scorecard.json as the manifest reads it
+
+EVIDENCE_KEPT = 5  # evidence items per check copied into the manifest (the scorecard has all)
+
+Status = Literal["pass", "warn", "fail", "deferred"]
+Verdict = Literal["fleet", "pilot", "lab"]
+Outcome = Literal["supported", "refused", "changed", "slow_path", "deferred"]
+STATUSES: tuple[Status, ...] = ("pass", "warn", "fail", "deferred")
+VERDICTS: tuple[Verdict, ...] = ("fleet", "pilot", "lab")
+OUTCOMES: tuple[Outcome, ...] = ("supported", "refused", "changed", "slow_path", "deferred")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One evidence item as the manifest keeps it: its note, file, line and source (the
+    text of a value that is not text; a line only when it is an integer). `note` None: the
+    item gives none (the manifest shows ""); an item that is no object is its text as note."""
+
+    note: str | None
+    file: str | None
+    line: int | None
+    source: str | None
+
+    def to_json(self) -> dict[str, str | int]:
+        out: dict[str, str | int] = {} if self.note is None else {"note": self.note}
+        if self.file is not None:
+            out["file"] = self.file
+        if self.line is not None:
+            out["line"] = self.line
+        if self.source is not None:
+            out["source"] = self.source
+        if self.note is None:
+            out["note"] = ""
+        return out
+
+
+@dataclass(frozen=True)
+class CheckIntake:
+    """One check of the scorecard: its status, summary (the text of what is written, ""
+    when none), the first EVIDENCE_KEPT evidence items and how many it has (a text given
+    as evidence counts its characters, each one an item, as the manifest always had it)."""
+
+    status: Status
+    summary: str
+    evidence: tuple[Evidence, ...]
+    evidence_count: int
+
+    def to_json(self) -> dict[str, str | int | list[dict[str, str | int]]]:
+        return {
+            "status": self.status,
+            "summary": self.summary,
+            "evidence": [item.to_json() for item in self.evidence],
+            "evidence_count": self.evidence_count,
+        }
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A check deferred to another runner: its name, why, and the command that runs it;
+    each None when not given (an empty value is not given; the text of one that is no text)."""
+
+    check: str | None
+    reason: str | None
+    run_with: str | None
+
+    def to_json(self) -> dict[str, str]:
+        given = (("check", self.check), ("reason", self.reason), ("run_with", self.run_with))
+        return {key: value for key, value in given if value is not None}
+
+
+@dataclass(frozen=True)
+class Feature:
+    """A feature of the request mix and the plugin's answer (`workload.features`); the
+    optional keys None when not given."""
+
+    feature: str
+    share: int | float | None
+    needed: bool
+    outcome: Outcome
+    where: str | None
+    path: str | None
+
+    def to_json(self) -> dict[str, str | int | float | bool]:
+        out: dict[str, str | int | float | bool] = {"feature": self.feature}
+        if self.share is not None:
+            out["share"] = self.share
+        out.update(needed=self.needed, outcome=self.outcome)
+        if self.where is not None:
+            out["where"] = self.where
+        if self.path is not None:
+            out["path"] = self.path
+        return out
+
+
+@dataclass(frozen=True)
+class PathShare:
+    """The requests on one path and their share (`workload.paths`); `instead_of`: the path
+    it leaves, when it names one (`says_instead`: the key is given, null included)."""
+
+    requests: int
+    share: int | float
+    instead_of: str | None
+    says_instead: bool
+
+    def to_json(self) -> dict[str, str | int | float | None]:
+        out: dict[str, str | int | float | None] = {"requests": self.requests, "share": self.share}
+        if self.says_instead:
+            out["instead_of"] = self.instead_of
+        return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A variant plan's verdict and why (`plans`; the text of each reason)."""
+
+    verdict: Verdict
+    why: tuple[str, ...]
+
+    def to_json(self) -> dict[str, str | list[str]]:
+        return {"verdict": self.verdict, "why": list(self.why)}
+
+
+@dataclass(frozen=True)
+class Models:
+    """The model the workload names, whether the plugin's docs list it, and the models the
+    workload check's table shows (`checks.workload.details.models.table`)."""
+
+    model: str | None
+    listed: bool | None
+    table: tuple[str, ...]
+
+    def to_json(self) -> dict[str, str | bool | list[str] | None]:
+        return {"model": self.model, "listed": self.listed, "table": list(self.table)}
+
+
+@dataclass(frozen=True)
+class WorkloadIntake:
+    """The workload answers the scorecard carries (`workload`, `plans`)."""
+
+    platform: str | None
+    features: tuple[Feature, ...]
+    paths: Mapping[str, PathShare]
+    plans: Mapping[str, Plan]
+    models: Models
+
+
+@dataclass(frozen=True)
+class CardIntake:
+    """scorecard.json as the manifest reads it: the verdict, the runner, each check (by
+    name, sorted), the checks it defers that are not among its checks (scorecard v2 lists
+    the ones this runner never ran), and the workload answers (None without `workload`)."""
+
+    verdict: Verdict
+    runner: str | None
+    checks: Mapping[str, CheckIntake]
+    deferred: tuple[Deferred, ...]
+    workload: WorkloadIntake | None
+
+
+# ---------------------------------------------------------------------------
+# Reading scorecard.json
+
+
+def _evidence(item: Any) -> Evidence:
+    """An evidence item reduced to note/file/line/source."""
+    if not isinstance(item, dict):
+        return Evidence(str(item), None, None, None)
+    note, file, line, source = (item.get(k) for k in ("note", "file", "line", "source"))
+    return Evidence(
+        note=None if note is None else str(note),
+        file=None if file is None else str(file),
+        line=line if isinstance(line, int) else None,
+        source=None if source is None else str(source),
+    )
+
+
+def _check(name: str, result: Any) -> CheckIntake:
+    file = SCORECARD
+    status = get_key(result, "status", f"{file}: checks.{name}")
+    if status not in STATUSES:
+        raise kind_problem(file, f"checks.{name}.status", "pass, warn, fail or deferred")
+    evidence = result.get("evidence") or []
+    if not isinstance(evidence, list | str):  # sliced and counted
+        raise kind_problem(file, f"checks.{name}.evidence", "a list")
+    return CheckIntake(
+        status=status,
+        summary=str(result.get("summary", "")),
+        evidence=tuple(_evidence(item) for item in evidence[:EVIDENCE_KEPT]),
+        evidence_count=len(evidence),
+    )
+
+
+def _given(item: dict[str, Any], key: str) -> str | None:
+    value = item.get(key)
+    return str(value) if value else None
+
+
+def _deferred(value: Any, checks: Mapping[str, CheckIntake]) -> tuple[Deferred, ...]:
+    """The scorecard's deferred items (objects) that name no check it has."""
+    out = []
+    for index, item in enumerate(iterated(value, "deferred", SCORECARD)):
+        if not isinstance(item, dict):
+            continue
+        check = item.get("check")
+        if isinstance(check, list | dict):  # no name of a check
+            raise kind_problem(SCORECARD, f"deferred.{index}.check", "text")
+        if not (isinstance(check, str) and check in checks):
+            out.append(Deferred(*(_given(item, k) for k in ("check", "reason", "run_with"))))
+    return tuple(out)
+
+
+def parse_card_intake(data: Any) -> CardIntake:
+    """scorecard.json's object (read by `records.read_with`) as the manifest reads it;
+    BadInput naming scorecard.json, the dotted key and `vpr conform`."""
+    file = SCORECARD
+    verdict = get_key(data, "verdict", file)
+    if verdict not in VERDICTS:
+        raise BadInput(f"{file}: verdict must be fleet, pilot or lab, got {verdict!r}")
+    checks_in = get_key(data, "checks", file)
+    if not isinstance(checks_in, dict):
+        raise BadInput(f"{file}: 'checks' must be an object of check name -> result")
+    checks = {name: _check(name, checks_in[name]) for name in sorted(checks_in)}
+    deferred = _deferred(data.get("deferred"), checks)
+    runner = text_or_none(data.get("runner"), "runner", SCORECARD)
+    return CardIntake(verdict, runner, checks, deferred, _workload(data, checks_in))
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _feature(index: int, x: dict[str, Any]) -> Feature:
+    at = f"workload.features.{index}"
+    if not isinstance(x.get("feature"), str):
+        raise kind_problem(SCORECARD, f"{at}.feature", "text")
+    if not isinstance(x.get("needed"), bool):
+        raise kind_problem(SCORECARD, f"{at}.needed", "true or false")
+    if x.get("outcome") not in OUTCOMES:
+        raise kind_problem(SCORECARD, f"{at}.outcome", f"{', '.join(OUTCOMES[:-1])} or deferred")
+    if "share" in x and not _number(x["share"]):
+        raise kind_problem(SCORECARD, f"{at}.share", "a number")
+    for key in ("where", "path"):
+        if key in x and not isinstance(x[key], str):
+            raise kind_problem(SCORECARD, f"{at}.{key}", "text")
+    share, where, path = x.get("share"), x.get("where"), x.get("path")
+    return Feature(x["feature"], share, x["needed"], x["outcome"], where, path)
+
+
+def _path(name: str, mark: dict[str, Any]) -> PathShare:
+    at = f"workload.paths.{name}"
+    if type(mark.get("requests")) is not int:
+        raise kind_problem(SCORECARD, f"{at}.requests", "an integer")
+    if not _number(mark.get("share")):
+        raise kind_problem(SCORECARD, f"{at}.share", "a number")
+    instead = text_or_none(mark.get("instead_of"), f"{at}.instead_of", SCORECARD)
+    return PathShare(mark["requests"], mark["share"], instead, "instead_of" in mark)
+
+
+def _plan(name: str, plan: dict[str, Any]) -> Plan:
+    verdict = plan["verdict"]
+    if verdict not in VERDICTS:
+        raise kind_problem(SCORECARD, f"plans.{name}.verdict", "fleet, pilot or lab")
+    why = iterated(plan.get("why"), f"plans.{name}.why", SCORECARD)
+    return Plan(verdict, tuple(str(w) for w in why))
+
+
+def _models(models: dict[str, Any], checks_in: dict[str, Any]) -> Models:
+    listed = models.get("listed")
+    if listed is not None and not isinstance(listed, bool):
+        raise kind_problem(SCORECARD, "workload.models.listed", "true, false or null")
+    model = text_or_none(models.get("model"), "workload.models.model", SCORECARD)
+    return Models(model, listed, models_table(checks_in))
+
+
+def _workload(data: dict[str, Any], checks_in: dict[str, Any]) -> WorkloadIntake | None:
+    """The workload answers the scorecard carries (`workload`, `plans`; None when it has
+    no workload); BadInput naming the key of a part that is not what it is read as."""
+    facts = data.get("workload")
+    if not isinstance(facts, dict):
+        return None
+    f = SCORECARD
+    models = as_object(facts.get("models"), "workload.models", f)
+    features = facts.get("features") or []
+    if not isinstance(features, list) or not all(isinstance(x, dict) for x in features):
+        raise kind_problem(f, "workload.features", "a list of objects")
+    paths = as_object(facts.get("paths"), "workload.paths", f)
+    if not all(isinstance(mark, dict) for mark in paths.values()):
+        raise kind_problem(f, "workload.paths", "an object of objects")
+    plans = as_object(data.get("plans"), "plans", f)
+    if not all(isinstance(plan, dict) and "verdict" in plan for plan in plans.values()):
+        raise kind_problem(f, "plans", "an object of objects with a verdict")
+    return WorkloadIntake(
+        platform=text_or_none(facts.get("platform"), "workload.platform", SCORECARD),
+        features=tuple(_feature(i, x) for i, x in enumerate(features)),
+        paths={name: _path(name, mark) for name, mark in paths.items()},
+        plans={name: _plan(name, plan) for name, plan in plans.items()},
+        models=_models(models, checks_in),
+    )
+
+
+def models_table(checks_in: dict[str, Any]) -> tuple[str, ...]:
+    """The models the workload check's details list (`checks.workload.details.models`)."""
+    f, at = SCORECARD, "checks.workload"
+    check = as_object(checks_in.get("workload"), at, f)
+    details = check.get("details", {})
+    if not isinstance(details, dict):
+        raise kind_problem(f, f"{at}.details", "an object")
+    models = as_object(details.get("models"), f"{at}.details.models", f)
+    rows = iterated(models.get("table"), f"{at}.details.models.table", f)
+    return tuple(str(r.get("model")) for r in rows if isinstance(r, dict))
+
+
+# ---------------------------------------------------------------------------
+# The manifest's section
+
+
+def check_verdict(verdict: str, checks: Mapping[str, CheckIntake], file: str) -> None:
+    """A verdict that contradicts its own checks is a gate failure, never recorded as is."""
+    statuses = {c.status for c in checks.values()}
+    if verdict == "fleet" and statuses - {"pass", "warn"}:
+        bad = sorted(n for n, c in checks.items() if c.status not in ("pass", "warn"))
+        raise GateFailed(
+            f"{file}: verdict 'fleet' but checks {', '.join(bad)} did not pass",
+            hint="fleet needs every check passed, hardware included; re-run `vpr conform`",
+        )
+    if verdict == "pilot" and "fail" in statuses:
+        bad = sorted(n for n, c in checks.items() if c.status == "fail")
+        raise GateFailed(f"{file}: verdict 'pilot' but checks {', '.join(bad)} failed")
+
+
+def conformance(card: CardIntake | None) -> dict[str, Any]:
+    """The manifest's `conformance` section ("absent" without scorecard.json); GateFailed
+    when the verdict contradicts the checks."""
+    if card is None:
+        return {"status": "absent", "verdict": None, "runner": None, "checks": {}, "deferred": []}
+    checks = {name: check.to_json() for name, check in card.checks.items()}
+    deferred = [
+        Deferred(name, check.summary, None).to_json()
+        for name, check in card.checks.items()
+        if check.status == "deferred"
+    ]
+    # scorecard v2 also lists the checks this runner never ran (the hardware part).
+    deferred += [item.to_json() for item in card.deferred]
+    check_verdict(card.verdict, card.checks, SCORECARD)
+    out: dict[str, Any] = {
+        "status": "present",
+        "verdict": card.verdict,
+        "runner": card.runner,
+        "checks": checks,
+        "deferred": deferred,
+    }
+    if card.workload is not None:
+        out["workload"] = workload(card.workload)
+    return out
+
+
+def workload(answers: WorkloadIntake) -> dict[str, Any]:
+    """The workload answers as the manifest records them: each feature's answer, the share
+    on each path, each plan's verdict and why, the models the plugin's docs show."""
+    return {
+        "platform": answers.platform,
+        "features": [feature.to_json() for feature in answers.features],
+        "paths": {name: mark.to_json() for name, mark in answers.paths.items()},
+        "plans": {name: plan.to_json() for name, plan in answers.plans.items()},
+        "models": answers.models.to_json(),
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -75,51 +484,41 @@ OPTIONAL_RECORDS = (ENV, SCORECARD, BUILD_GUARD)
 
 @dataclass(frozen=True)
 class Records:
-    """The stage records of one pairing, and where they came from: the build records as
-    written (each checked as `records.build_record` checks it), env.json and scorecard.json
-    as the manifest reads them (`manifestenv.EnvIntake`, `manifestcard.CardIntake`)."""
+    """The stage records of one pairing (build-core.json and build-plugin.json required;
+    env.json, scorecard.json and build-guard.json None when not written), typed."""
 
     dist_dir: Path
-    build_core: dict[str, Any]
-    build_plugin: dict[str, Any]
-    env: EnvIntake | None = None
+    build_core: BuildRecord
+    build_plugin: BuildRecord
+    env: EnvRecord | None = None
     scorecard: CardIntake | None = None
-    build_guard: dict[str, Any] | None = None
+    build_guard: BuildRecord | None = None
 
 
 def read_records(dist_dir: Path, spec_path: str | None = None) -> Records:
     """Read the stage records in `dist_dir`; exit 2 naming a missing required one."""
-    found: dict[str, dict[str, Any] | None] = {}
-    env: EnvIntake | None = None
-    scorecard: CardIntake | None = None
-    for name in (*REQUIRED_RECORDS, *OPTIONAL_RECORDS):
-        path = dist_dir / name
-        if not path.exists():
-            if name in REQUIRED_RECORDS:
-                producer = record_producer(name, spec_path or "FILE")
-                raise BadInput(
-                    f"{path}: required stage record {name} is missing",
-                    hint=f"run `{producer}` first (it writes {name})",
-                )
-            found[name] = None
-            continue
-        # Read bounded and checked as every reader of the record checks it.
-        hint = record_producer(name, spec_path or "FILE")
-        if name == ENV:
-            env = read_with(dist_dir, name, parse_env_intake, hint)
-        elif name == SCORECARD:
-            scorecard = read_with(dist_dir, name, parse_card_intake, hint)
-        else:
-            found[name] = dict(build_record(dist_dir, name, hint).raw)
-    build_core, build_plugin = found[BUILD_CORE], found[BUILD_PLUGIN]
-    assert build_core is not None and build_plugin is not None  # required: read above
+
+    def hint(name: str) -> str:
+        return record_producer(name, spec_path or "FILE")
+
+    for name in (BUILD_CORE, BUILD_PLUGIN):
+        if not (dist_dir / name).exists():
+            raise BadInput(
+                f"{dist_dir / name}: required stage record {name} is missing",
+                hint=f"run `{hint(name)}` first (it writes {name})",
+            )
+    has = {name: (dist_dir / name).exists() for name in (ENV, SCORECARD, BUILD_GUARD)}
     return Records(
         dist_dir=dist_dir,
-        build_core=build_core,
-        build_plugin=build_plugin,
-        env=env,
-        scorecard=scorecard,
-        build_guard=found[BUILD_GUARD],
+        build_core=build_record(dist_dir, BUILD_CORE, hint(BUILD_CORE)),
+        build_plugin=build_record(dist_dir, BUILD_PLUGIN, hint(BUILD_PLUGIN)),
+        env=env_record(dist_dir, hint=hint(ENV)) if has[ENV] else None,
+        scorecard=read_with(dist_dir, SCORECARD, parse_card_intake, hint(SCORECARD))
+        if has[SCORECARD]
+        else None,
+        build_guard=build_record(dist_dir, BUILD_GUARD, hint(BUILD_GUARD))
+        if has[BUILD_GUARD]
+        else None,
     )
 
 
@@ -264,10 +663,10 @@ def _core_source(source: dict[str, Any], file: str) -> dict[str, Any]:
     raise BadInput(f"{file}: core.source.kind must be 'sdist' or 'git', got {kind!r}")
 
 
-def _runtime(env: EnvIntake | None, pins: RuntimePins | None) -> dict[str, Any]:
+def _runtime(env: EnvRecord | None, pins: RuntimePins | None) -> dict[str, Any]:
     pinned_version = None if pins is None else pins.version
     pinned_commit = None if pins is None else pins.commit
-    observed = None if env is None else env.runtime
+    observed = None if env is None or not env.runtime.named else env.runtime
     if pins is None and observed is None:
         return {
             "name": None,
@@ -281,7 +680,7 @@ def _runtime(env: EnvIntake | None, pins: RuntimePins | None) -> dict[str, Any]:
     name = (None if observed is None else observed.name) or (None if pins is None else pins.name)
     if env is None:
         status, note = "absent", "no env.json: the environment stage has not run"
-    elif observed is None or not observed.present:
+    elif observed is None or observed.status != "present":
         status = "absent"
         why = None if observed is None else observed.reason
         note = f"absent on this runner ({env.runner})" + (f": {why}" if why else "")
@@ -301,72 +700,52 @@ def _runtime(env: EnvIntake | None, pins: RuntimePins | None) -> dict[str, Any]:
     }
 
 
-def _source_date_epoch(records: Records, pins: SpecPins) -> int:
-    core_in = get_key(records.build_core, "core", BUILD_CORE)
-    sde = core_in.get("source_date_epoch", pins.core.source_date_epoch)
-    if not isinstance(sde, int):
-        raise BadInput(f"build-core.json: core.source_date_epoch must be an integer, got {sde!r}")
-    return sde
-
-
-def _core(records: Records, memo: Path | None = None) -> dict[str, Any]:
+def _core(records: Records, pins: SpecPins, memo: Path | None = None) -> dict[str, Any]:
     """The manifest's `core` section, from build-core.json and the core wheel."""
     bc, fc = records.build_core, BUILD_CORE
-    core_in = get_key(bc, "core", fc)
-    core_wheel = describe_wheel(
-        records.dist_dir,
-        get_key(bc, "wheel.filename", fc),
-        get_key(bc, "wheel.sha256", fc),
-        fc,
-        memo,
-    )
-    build_env = bc.get("build_env") or {}
-    python = str(get_key(bc, "python", fc))
+    core_wheel = describe_wheel(records.dist_dir, bc.wheel.filename, bc.wheel.sha256, fc, memo)
+    build_env = bc.build_env
+    assert build_env is not None  # build-core.json's, always read
+    torch_file = build_env.torch_file
     return {
-        "name": get_key(core_in, "name", fc),
-        "version": str(get_key(core_in, "version", fc)),
-        "source": _core_source(get_key(core_in, "source", fc), fc),
-        "target_device": get_key(core_in, "target_device", fc),
+        "name": _recorded(bc.name, "core.name", fc),
+        "version": _recorded(bc.version, "core.version", fc),
+        "source": _core_source(dict(_recorded(bc.source, "core.source", fc)), fc),
+        "target_device": _recorded(bc.target_device, "core.target_device", fc),
         "wheel": core_wheel,
-        "reproducible": bc.get("reproducible"),
-        "isolated": bc.get("isolated"),
+        "reproducible": bc.reproducible,
+        "isolated": bc.isolated,
         "build_env": {
-            "lock_file": build_env.get("lock_file"),
-            "lock_sha256": build_env.get("lock_sha256"),
-            "torch": build_env.get("torch"),
+            "lock_file": build_env.lock_file,
+            "lock_sha256": build_env.lock_sha256,
+            "torch": build_env.torch,
             # only when recorded (a build record of an older vpr has none)
-            **({"torch_file": build_env["torch_file"]} if build_env.get("torch_file") else {}),
-            "core_declared_torch": build_env.get("core_declared_torch"),
+            **({"torch_file": torch_file.to_json()} if torch_file is not None else {}),
+            "core_declared_torch": build_env.core_declared_torch,
         },
-        "python": python,
-        **({"interpreter": bc["interpreter"]} if isinstance(bc.get("interpreter"), dict) else {}),
+        "python": _recorded(bc.python, "python", fc),
+        **({"interpreter": bc.interpreter.to_json()} if bc.interpreter is not None else {}),
         "platform_tag": core_wheel["tags"]["platform"],
+    }
+
+
+def _entry_points(record: BuildRecord) -> dict[str, dict[str, str]]:
+    return {
+        group: dict(sorted(names.items())) for group, names in sorted(record.entry_points.items())
     }
 
 
 def _plugin(records: Records, memo: Path | None = None) -> dict[str, Any]:
     """The manifest's `plugin` section, from build-plugin.json and the plugin wheel."""
     bp, fp = records.build_plugin, BUILD_PLUGIN
-    plugin_in = get_key(bp, "plugin", fp)
-    plugin_wheel = describe_wheel(
-        records.dist_dir,
-        get_key(bp, "wheel.filename", fp),
-        get_key(bp, "wheel.sha256", fp),
-        fp,
-        memo,
-    )
-    entry_points = bp.get("entry_points") or {}
     return {
-        "name": get_key(plugin_in, "name", fp),
-        "version": str(get_key(plugin_in, "version", fp)),
-        "repository": str(get_key(plugin_in, "repository", fp)),
-        "commit": plugin_in.get("commit"),
-        "wheel": plugin_wheel,
-        "entry_points": {
-            str(g): {str(k): str(v) for k, v in sorted(eps.items())}
-            for g, eps in sorted(entry_points.items())
-        },
-        "reproducible": bp.get("reproducible"),
+        "name": _recorded(bp.name, "plugin.name", fp),
+        "version": _recorded(bp.version, "plugin.version", fp),
+        "repository": _recorded(bp.repository, "plugin.repository", fp),
+        "commit": bp.commit,
+        "wheel": describe_wheel(records.dist_dir, bp.wheel.filename, bp.wheel.sha256, fp, memo),
+        "entry_points": _entry_points(bp),
+        "reproducible": bp.reproducible,
     }
 
 
@@ -376,49 +755,28 @@ def _guard(records: Records, memo: Path | None = None) -> dict[str, Any] | None:
     bg, fg = records.build_guard, BUILD_GUARD
     if bg is None:
         return None
-    guard_in = get_key(bg, "guard", fg)
-    wheel = describe_wheel(
-        records.dist_dir,
-        get_key(bg, "wheel.filename", fg),
-        get_key(bg, "wheel.sha256", fg),
-        fg,
-        memo,
-    )
     return {
-        "name": str(get_key(guard_in, "name", fg)),
-        "version": str(get_key(guard_in, "version", fg)),
-        "wheel": wheel,
-        "entry_points": {
-            str(g): {str(k): str(v) for k, v in sorted(eps.items())}
-            for g, eps in sorted((bg.get("entry_points") or {}).items())
-        },
-        "reproducible": bg.get("reproducible"),
+        "name": _recorded(bg.name, "guard.name", fg),
+        "version": _recorded(bg.version, "guard.version", fg),
+        "wheel": describe_wheel(records.dist_dir, bg.wheel.filename, bg.wheel.sha256, fg, memo),
+        "entry_points": _entry_points(bg),
+        "reproducible": bg.reproducible,
     }
 
 
-def _platform(env: EnvIntake | None) -> dict[str, Any] | None:
-    """The platform class vLLM resolved in the pairing environment itself (env.json's
-    `platform activation` check, whatever its status: on a runner without the vendor
-    runtime that is the class vLLM falls back to; never the stand-in overlay's, a test
-    double's), and the runner; None without env.json."""
-    if env is None:
+def _container(build_core: BuildRecord) -> dict[str, Any] | None:
+    backend = build_core.backend
+    if backend is None or backend.kind != "docker":
         return None
-    return {"resolved": env.platform, "runner": env.runner}
-
-
-def _container(build_core: dict[str, Any]) -> dict[str, Any] | None:
-    backend = build_core.get("backend") or {}
-    if backend.get("kind") != "docker":
-        return None
-    base = backend.get("base_image")
+    base = backend.base_image
     return {
         "base_image": base,
         "base_digest": base.split("@", 1)[1] if base and "@" in base else None,
-        "image_id": backend.get("image_id"),
+        "image_id": backend.image_id,
     }
 
 
-def _environment(env: EnvIntake | None) -> dict[str, Any]:
+def _environment(env: EnvRecord | None) -> dict[str, Any]:
     if env is None:
         return {"status": "absent", "runner": None, "lock_file": None, "lock_sha256": None}
     return {
@@ -498,8 +856,10 @@ def build_manifest(
     `wheel_memo`: where the wheels' file facts are kept by sha256 (`describe_wheel`)."""
     if pipeline_version is None:
         from vllm_plugin_release import __version__ as pipeline_version
-    sde = _source_date_epoch(records, pins)
-    core = _core(records, wheel_memo)
+    sde = records.build_core.source_date_epoch
+    if sde is None:
+        sde = pins.core.source_date_epoch
+    core = _core(records, pins, wheel_memo)
     plugin = _plugin(records, wheel_memo)
     container = _container(records.build_core)
     environment = _environment(records.env)
@@ -524,7 +884,14 @@ def build_manifest(
         "environment": environment,
         "conformance": conformance(records.scorecard),
         "guard": _guard(records, wheel_memo),
-        "platform": _platform(records.env),
+        # the platform class vLLM resolved in the pairing environment (never the stand-in
+        # overlay's, a test double's), and the runner; None without env.json
+        "platform": None
+        if records.env is None
+        else {
+            "resolved": records.env.platform,
+            "runner": records.env.runner,
+        },
         "api_approval": None if approval is None else approval.as_json(),
     }
     validate(manifest, str(records.dist_dir / MANIFEST_FILE))

@@ -1,14 +1,6 @@
-"""Pairing environment: the core and plugin wheels "compiled against" the vendor runtime.
-
-The dependency set is vLLM's requirements/common.txt from the verified sdist (never
-fetched separately), the plugin's declared dependencies, torch from the spec and
-[env] requirements, with [env] overrides winning; resolved once by `vpr lock` into
-a hash-locked file and installed with hashes required. The two wheels follow with
---no-deps after their sha256 is checked against the build records.
-
-Runners: `cpu` continues without a runtime that cannot be installed here and
-reports the checks that need it as deferred; `hardware` fails (exit 3) without it.
-"""
+"""The pairing environment: the core and plugin wheels installed with the hash-locked
+dependency set (`vpr lock`), the vendor runtime where the runner has it, and the checks
+that the plugin activates there (env.json)."""
 
 from __future__ import annotations
 
@@ -19,9 +11,9 @@ import shutil
 import zipfile
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from packaging.utils import canonicalize_name
 
@@ -38,16 +30,20 @@ from vllm_plugin_release.core.envrecord import (
     parse_checks,
     parse_found,
 )
-from vllm_plugin_release.core.errors import BadInput, GateFailed, JobFailed, OutsideFailure
+from vllm_plugin_release.core.errors import (
+    BadInput,
+    GateFailed,
+    JobFailed,
+    OutsideFailure,
+    RecordProblem,
+)
 from vllm_plugin_release.core.lockfile import check_lock, locked_file, pins
-from vllm_plugin_release.core.recordfield import RecordProblem
-from vllm_plugin_release.core.records import verified_wheel
+from vllm_plugin_release.core.records import dist_dir, verified_wheel
 from vllm_plugin_release.edges import envbytecode, envrun, proc
 from vllm_plugin_release.edges.envrun import run_in_env
 from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.runner import Command, Runner, host_env
 from vllm_plugin_release.edges.uv import find_link_args, uv_bin
-from vllm_plugin_release.stages.pairingctx import PairingContext
 from vllm_plugin_release.stages.requests import (
     RuntimePlan,
     env_left_out,
@@ -57,10 +53,52 @@ from vllm_plugin_release.stages.requests import (
 )
 from vllm_plugin_release.stages.wheelbuild import runner_for
 
+if TYPE_CHECKING:
+    from vllm_plugin_release.edges.plugin_source import PluginSource
+
 RUNNERS = SITES
 ENV_RECORD = records.ENV
 # Bump when the way an environment is made changes (it is part of the cache key).
 ENV_RECIPE = 7  # 5: platform activation, every plugin module imported; 6, 7: its crash
+
+
+@dataclass(frozen=True)
+class PairingContext:
+    """The spec, where its records and environments go, its verified sources, the site it
+    is made for (`cpu` or `hardware`) and the runtime environment handed in, if any."""
+
+    spec: Spec
+    cache: Cache
+    dist_root: Path  # the pairing's records go to dist_root/NAME
+    plugin: PluginSource  # the plugin checkout at its pinned commit
+    tree: Path  # the verified core source tree
+    site: str = "cpu"  # one of SITES
+    runtime_env: Path | None = None  # a Python environment bringing the vendor runtime
+    _interpreters: dict[str, Interpreter] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.site not in SITES:
+            raise BadInput(f"unknown runner {self.site!r}; expected one of {', '.join(SITES)}")
+
+    @property
+    def dist(self) -> Path:
+        """dist/NAME: the pairing's records and wheels."""
+        return dist_dir(self.dist_root, self.spec.name)
+
+    @property
+    def backend(self) -> str:
+        """Where its commands run: `local` or `docker` (the spec's `[build] backend`)."""
+        return self.spec.build.backend
+
+    def interpreter(self, runner: Runner) -> Interpreter | None:
+        """The CPython the environment is made from, resolved once for this pairing (exit 3
+        naming every place searched); None with a runtime environment (it brings its own)."""
+        if self.runtime_env is not None:
+            return None
+        key = self.spec.build.python
+        if key not in self._interpreters:
+            self._interpreters[key] = runner.interpreter(key)
+        return self._interpreters[key]
 
 
 def top_level_packages(wheel: Path) -> list[str]:
@@ -221,8 +259,9 @@ def _deliver(
         "plugin_wheel": make.built.wheel_entry.to_json(),
         **result,
     }
+    # checked as every reader will check it before it is written
     written = records.parse_env(dist / records.ENV, record)
-    records.write_env(dist, written)
+    write_json(dist / records.ENV, record)
     failed = [
         c
         for c in written.checks

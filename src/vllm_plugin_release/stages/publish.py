@@ -1,27 +1,5 @@
-"""Publish: the wheels (core, plugin and vpr-guard) to a package index (twine), then the
-manifest to the manifest store.
-
-Order, each step a gate for the next:
-  1. the manifest folder verifies (subject digests; the signature when a public
-     key is at hand) and its verdict is fleet or pilot (else `--allow-uncertified`);
-  2. `twine check --strict` on the wheels;
-  3. ask the index's simple API whether each file is there. Same sha256: done.
-     Different sha256: exit 1, before anything is uploaded. The absent ones: one
-     `twine upload`, with retries and backoff on connection errors and 5xx (then exit 3);
-  4. with the default index, a local pypiserver on loopback over `.vpr/index/`, the
-     result is proven by installing the wheels with `uv pip install --require-hashes`
-     (no cache) into a scratch venv and checking it against the manifest (`--verify-install` does
-     the same for any index), on the spec's runner (the pinned image with backend
-     docker, on the host network to reach the loopback index);
-  5. only then is the manifest added to the store, with the pairing's hash lock, both
-     wheels (the store's embedded index) and a line of verdict history (the
-     certification time, the runner, where the wheels were published); the time also
-     goes to dist/NAME/run.json (section `publish`).
-
-Credentials: twine reads TWINE_USERNAME / TWINE_PASSWORD or the keyring; the
-simple-API queries send the same environment credentials. Neither appears in
-output: every line from a subprocess is scrubbed, URLs lose their user info.
-"""
+"""Publish: the wheels (core, plugin, vpr-guard) to a package index, proven by an install,
+then the manifest to the manifest store; each step a gate for the next."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The build commands, written once and run by either runner (local or docker).
-
-Paths are passed in by the runner: host paths for `local`, container paths for
-`docker`. Nothing here starts a process.
-"""
+"""The build commands, written once and run by either runner (local or docker), with the
+paths the runner passes in; nothing here starts a process."""
 
 from __future__ import annotations
 

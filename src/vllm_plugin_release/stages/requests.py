@@ -1,10 +1,5 @@
-"""What each lock holds, decided from the spec and the verified sources (pure).
-
-Shared by the lock stage (which writes the locks), the stages that check a lock
-before using it (build-core, build-plugin, env) and the flows that re-lock (bump,
-baseline): one definition of the core's build requirements and of the pairing
-environment's requirements, and of what a runner does about the vendor runtime.
-"""
+"""What each lock holds, decided from the spec and the verified sources (pure): the core's
+build requirements, the pairing environment's, and what a runner does about the runtime."""
 
 from __future__ import annotations
 

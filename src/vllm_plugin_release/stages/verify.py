@@ -1,11 +1,5 @@
-"""Consumer-side checks of a pairing (a shared helper of the stages, not a stage itself).
-
-- `verify_files`: does a manifest folder (or a store copy) verify: the signature
-  when a public key is given, every subject's sha256, and the manifest's schema?
-  (`vpr manifest verify`, and publish before it publishes anything.)
-- `check_environment`: does an installed environment match a manifest?
-  (`vpr manifest check-env`, and publish's install proof.)
-"""
+"""Consumer-side checks of a pairing: does a manifest folder verify (`verify_files`), does
+an installed environment match a manifest (`check_environment`)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""Independent wheel builds in parallel on the spec's runner, and their comparison.
-
-Shared by the core and plugin build stages (a helper module, not a stage): the runner
-for a spec, the hash-locked build environment, the parallel builds and the stage cache.
-The runner (local or container) is only called through its interface (`edges/runner`).
-Each build gets its own copy of the source in its own folder (so a path that leaks
-into the wheel shows up as a difference), its own HOME and TMPDIR, and runs with no
-network where possible.
-"""
+"""Independent wheel builds in parallel on the spec's runner, each in its own copy of the
+source, HOME and TMPDIR, and their comparison; the runner for a spec and the build env."""
 
 from __future__ import annotations
 
@@ -19,7 +12,7 @@ from typing import Any
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress, records
-from vllm_plugin_release.core.cache import ENV_COMPLETE, Cache, key_of, sha256_file
+from vllm_plugin_release.core.cache import ENV_COMPLETE, Cache, key_of, sha256_file, write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.treewalk import remove_tree
 from vllm_plugin_release.core.wheeldiff import diff_wheels
@@ -29,7 +22,7 @@ from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.runner import LocalRunner, Runner, host_env
 from vllm_plugin_release.edges.uv import machine_cache, pip_find_links
 from vllm_plugin_release.stages import recipes
-from vllm_plugin_release.stages.delivery import StageResult, deliver
+from vllm_plugin_release.stages.corememo import StageResult, deliver
 
 LETTERS = "ab"
 
@@ -141,8 +134,9 @@ def store(
     """Keep a finished wheel stage under its key (atomically), then deliver it."""
     with cache.publish_dir(stage_dir) as work:
         shutil.copy2(wheel, work / wheel.name)
+        # checked as every reader will check it before it is written
         typed = records.parse_build(work / record_name, record_name, record)
-        records.write_build(work, typed)
+        write_json(work / record_name, record)
     delivered, rec = deliver(stage_dir, dist, typed, record_name)
     return StageResult(delivered, rec, typed, cached=False, stage_dir=stage_dir)
 

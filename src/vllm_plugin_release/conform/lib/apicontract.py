@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 from vllm_plugin_release.core import bounded, jobanswer
-from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.core.recordfield import field_shown
+from vllm_plugin_release.core.errors import BadInput, field_shown
 
 JOB = "openapi"
 

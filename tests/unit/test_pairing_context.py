@@ -1,4 +1,4 @@
-"""stages/pairingctx: the pairing a flow builds once and hands the env stage."""
+"""stages/pairing_env.PairingContext: the pairing a flow builds once and hands the env stage."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.runner import LocalRunner
-from vllm_plugin_release.stages.pairingctx import PairingContext
+from vllm_plugin_release.stages.pairing_env import PairingContext
 
 
 def _pairing(tmp_path: Path, **kw: object) -> PairingContext:
