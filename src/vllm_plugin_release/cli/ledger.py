@@ -60,18 +60,19 @@ def register_ledger(sub: Any) -> None:
 
 def cmd_ledger(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core import ledger, progress
-    from vllm_plugin_release.edges import ledgersummary
+    from vllm_plugin_release.core.summary import LEDGER
+    from vllm_plugin_release.edges import summary
 
     store = trusted(args)
     filters = {"core": args.core, "plugin": args.plugin, "verdict": args.verdict, "kind": args.kind}
     chosen: list[LedgerEntry] | None = None
     if not any(filters.values()) and args.matrix:  # every entry's: one file of the summary
-        text, count = ledgersummary.matrix(store, args.matrix)
+        text, count = summary.matrix(store, args.matrix, LEDGER)
     elif not any(filters.values()):  # every entry: the whole ledger, each line checked
         chosen = store.ledger()
         count = len(chosen)
     else:  # the chunks of the summary that can hold a match
-        chosen, count = ledgersummary.select(store, **filters)
+        chosen, count = summary.select(store, **filters)
     if args.matrix:
         if chosen is not None:
             text = ledger.matrix_text(ledger.matrix(chosen), args.matrix)

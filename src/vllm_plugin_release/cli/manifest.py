@@ -384,10 +384,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_query(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core import progress
-    from vllm_plugin_release.edges import storesummary
+    from vllm_plugin_release.edges import summary
 
     s = trusted(args)
-    entries = storesummary.query(s, core=args.core, plugin=args.plugin, verdict=args.verdict)
+    entries = summary.query(s, core=args.core, plugin=args.plugin, verdict=args.verdict)
     if args.json:
         print(json.dumps([e.raw for e in entries], indent=2, sort_keys=True))  # as written
     elif entries:
@@ -402,9 +402,9 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 def cmd_matrix(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core.cache import atomic_write_text
-    from vllm_plugin_release.edges import storesummary
+    from vllm_plugin_release.edges import summary
 
-    text = storesummary.matrix(trusted(args), "json" if args.json else args.format)
+    text, _ = summary.matrix(trusted(args), "json" if args.json else args.format)
     if args.output:
         atomic_write_text(Path(args.output), text)
     else:

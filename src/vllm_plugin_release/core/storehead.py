@@ -9,7 +9,7 @@ One signed line (`core.signed`, payload type below) whose body is:
   files              for each file it vouches for (index.json, summary.json, the ledger,
                      lkg/NAME.json, nightly/NAME.json): sha256 and size; the ledger also
                      its entry count and the sha256 of its last line (summary.json vouches
-                     in turn for the files under summary/, by sha256: `core.storesummary`)
+                     in turn for the files under summary/, by sha256: `core.summary`)
 
 It plays TUF's timestamp and snapshot roles for one key: `files` binds every mutable
 file to one state of the store (a file from another state, cut short or grown, is refused:

@@ -19,8 +19,8 @@ from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.indexentry import IndexEntry, StoreIndex, entry_from
 from vllm_plugin_release.core.manifestdoc import SCHEMA_VERSION, validate
-from vllm_plugin_release.core.storesummary import canonical_name
 from vllm_plugin_release.core.storetrust import core_matches, entry_pid_problem
+from vllm_plugin_release.core.summary import canonical_name
 
 if TYPE_CHECKING:  # imported where a manifest is read: not on the query and matrix paths
     from vllm_plugin_release.core.manifestmodel import Manifest

@@ -12,12 +12,12 @@ Layout (a folder, or the same folder served as static files over HTTP):
   STORE/runs/<pairing_id>/<time>-<runner>-<sha>.json   verdict history, one per run
   STORE/summary.json, STORE/summary/     what query and matrix read: the index in query
                                          order, in chunks, and the matrix rendered
-                                         (`core.storesummary`)
+                                         (`core.summary`)
   STORE/.lock                            the writers' file lock
 
 Writers take the lock, write the pairing's files (temp file, fsync, rename), then
 rebuild `index.json` from every manifest in `pairings/` and rename it into place, then
-its summary (`edges.storesummary`), then sign the store's head.
+its summary (`edges.summary`), then sign the store's head.
 The index is therefore a function of the manifests present: concurrent publishers
 cannot lose an entry, and a publisher killed at any point leaves only complete
 files (its dot-named temp file, if any, is removed by the next writer).
@@ -68,8 +68,8 @@ from vllm_plugin_release.core.storeindex import (
     run_file_name,
     run_record,
 )
-from vllm_plugin_release.core.storesummary import SUMMARY_DIR, SUMMARY_FILE
 from vllm_plugin_release.core.storetrust import Missing, store_path
+from vllm_plugin_release.core.summary import SUMMARY_DIR, SUMMARY_FILE
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -333,12 +333,12 @@ class DirStore:
         _write_if_changed(self.root / INDEX_FILE, data)
         page = wheels_page(list(index.pairings.values())).encode()
         _write_if_changed(self.root / WHEELS / "index.html", page)
-        from vllm_plugin_release.edges import summarywrite
+        from vllm_plugin_release.edges import summary
 
-        keep = summarywrite.write(self.root, index, data)  # before the head, as index.json
+        keep = summary.write(self.root, index, data)  # before the head, as index.json
         self._record_repairs(repairs, len(index.pairings))
         self.sign_head((INDEX_FILE, SUMMARY_FILE))
-        summarywrite.sweep(self.root, keep)
+        summary.sweep(self.root, keep)
         return previous, unchanged, index
 
     def _drifted(self, relatives: tuple[str, ...]) -> list[Repair]:
