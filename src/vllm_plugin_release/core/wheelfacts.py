@@ -1,5 +1,6 @@
 """Facts about a wheel that a manifest records and an installation is checked against
 (its files digest, from a wheel or an installed RECORD), and how two wheels differ."""
+
 from __future__ import annotations
 
 import base64
