@@ -19,7 +19,7 @@ from tests.pairing import built_manifest, manifest_variant, sign_store, store_ke
 from vllm_plugin_release.cli import main
 from vllm_plugin_release.core import storeindex as si
 from vllm_plugin_release.core import summary as ss
-from vllm_plugin_release.core.storetrust import core_matches
+from vllm_plugin_release.core.storeindex import core_matches
 
 CORES = ["0.9.0", "0.10.0", "0.10.0rc1", "0.10.0+cpu", "0.10.0.post1", "1.0", "1.0.0",
          "0.26.0", "2.0.0.dev3", "0.26.1", "1!0.1", "0.11"]  # fmt: skip

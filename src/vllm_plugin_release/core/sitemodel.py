@@ -23,9 +23,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vllm_plugin_release.core.columns import column_order
-from vllm_plugin_release.core.indexentry import IndexEntry, PluginRef
-from vllm_plugin_release.core.storeindex import VERDICT_ORDER, VERDICTS, python_of, version_ranks
-from vllm_plugin_release.core.storetrust import superseded
+from vllm_plugin_release.core.storeindex import (
+    VERDICT_ORDER,
+    VERDICTS,
+    IndexEntry,
+    PluginRef,
+    python_of,
+    superseded,
+    version_ranks,
+)
 
 if TYPE_CHECKING:
     from vllm_plugin_release.core.ledger import LedgerEntry

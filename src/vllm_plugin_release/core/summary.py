@@ -15,9 +15,9 @@ from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core import ledger as lg
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.storehead import FileRecord, file_record
+from vllm_plugin_release.core.storeindex import IndexEntry, canonical_name
 
 if TYPE_CHECKING:
-    from vllm_plugin_release.core.indexentry import IndexEntry
     from vllm_plugin_release.core.ledger import LedgerEntry
 
 SUMMARY_FILE = "summary.json"
@@ -29,7 +29,6 @@ LEDGER_CHUNK = 256  # ledger entries per chunk
 PREFIX = 12  # commit characters a ledger chunk lists (a longer --core/--plugin: its first 12)
 FORMATS = ("table", "markdown", "html", "json")
 LEDGER_FORMATS = ("markdown", "json")
-_NAME = re.compile(r"[-_.]+")
 _SHA = re.compile(r"[0-9a-f]{64}")
 _LISTS = ("cores", "plugins", "core_commits", "plugin_commits", "verdicts", "kinds")
 
@@ -93,11 +92,6 @@ LEDGER = Kind(
     "manifest sign-store`",
 )
 SCHEMA_VERSION = 1
-
-
-def canonical_name(name: str) -> str:
-    """A distribution name as PEP 503 compares them (packaging's canonicalize_name)."""
-    return _NAME.sub("-", name).lower()
 
 
 def record(data: bytes) -> dict[str, Any]:

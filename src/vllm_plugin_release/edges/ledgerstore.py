@@ -39,7 +39,7 @@ from vllm_plugin_release.core.schedule import (
     parse_pointer,
     state_from,
 )
-from vllm_plugin_release.core.storetrust import store_path
+from vllm_plugin_release.core.storeindex import store_path
 from vllm_plugin_release.core.summary import LEDGER_SUMMARY_FILE
 from vllm_plugin_release.edges.store import DirStore, HttpStore, Store
 from vllm_plugin_release.edges.storehead import (

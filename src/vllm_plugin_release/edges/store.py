@@ -51,6 +51,7 @@ from vllm_plugin_release.core.storeindex import (
     WHEELS,
     EntryExtras,
     IndexEntry,
+    Missing,
     PublishedAt,
     StoreIndex,
     check_index,
@@ -67,8 +68,8 @@ from vllm_plugin_release.core.storeindex import (
     rebuild_index,
     run_file_name,
     run_record,
+    store_path,
 )
-from vllm_plugin_release.core.storetrust import Missing, store_path
 from vllm_plugin_release.core.summary import SUMMARY_DIR, SUMMARY_FILE
 
 if TYPE_CHECKING:
@@ -175,7 +176,7 @@ class DirStore:
         return parse_manifest(self.read_text(relative), relative, self.location)
 
     def read_bytes(self, relative: str, limit: int = bounded.MAX_DOCUMENT) -> bytes:
-        """A store file's bytes: `relative` a safe store path (`storetrust.store_path`) that
+        """A store file's bytes: `relative` a safe store path (`storeindex.store_path`) that
         stays inside the folder (no link out of it), a regular file of at most `limit`
         bytes; Missing when it is not there, BadInput naming it for anything else."""
         path = self.root / store_path(relative, str(self.root))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core import ledger as lg
@@ -16,15 +16,27 @@ from vllm_plugin_release.core import summary as sm
 from vllm_plugin_release.core.cache import atomic_write_bytes
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.storehead import FileRecord, file_record
-from vllm_plugin_release.core.storetrust import Missing, core_matches
+from vllm_plugin_release.core.storeindex import Missing, core_matches
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     from vllm_plugin_release.core.ledger import LedgerEntry
-    from vllm_plugin_release.edges.trust import Trusted
 
 T = TypeVar("T")
+
+
+class Trusted(Protocol):
+    """What reading a summary uses of `edges.trust.Trusted` (not imported: it reads through
+    `edges.store`, which writes the summaries with this module)."""
+
+    store: Any
+
+    def head(self) -> Any: ...
+    def read(self, relative: str) -> bytes | None: ...
+    def forget_head(self) -> None: ...
+    def index(self) -> si.StoreIndex: ...
+    def ledger(self) -> list[LedgerEntry]: ...
 
 
 # ---------------------------------------------------------------------------

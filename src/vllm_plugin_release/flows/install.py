@@ -38,7 +38,7 @@ from pathlib import Path
 
 from vllm_plugin_release.core import attest, progress
 from vllm_plugin_release.core import storeindex as si
-from vllm_plugin_release.core import storetrust as trust
+from vllm_plugin_release.core import storeindex as trust
 from vllm_plugin_release.core.bounded import MAX_DOCUMENT
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestmodel import Manifest
