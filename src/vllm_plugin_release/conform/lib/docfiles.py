@@ -13,7 +13,7 @@ import fnmatch
 from pathlib import Path
 
 from vllm_plugin_release.conform.lib.plugintree import Unread, read_regular, within
-from vllm_plugin_release.core.treewalk import walk
+from vllm_plugin_release.core.cache import walk
 
 MAX_FILES = 400
 
