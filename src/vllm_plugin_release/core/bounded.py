@@ -12,10 +12,16 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core.errors import BadInput
+
+if sys.version_info >= (3, 11):  # the TOML reader every TOML input goes through
+    import tomllib as tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    pass
 
 MiB = 1 << 20
 MAX_DOCUMENT = 16 * MiB  # a manifest, statement, lock, store head, pointer or schedule

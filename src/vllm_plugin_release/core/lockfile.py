@@ -15,8 +15,8 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from vllm_plugin_release.core.bounded import tomllib
 from vllm_plugin_release.core.cache import key_of
-from vllm_plugin_release.core.compat import tomllib
 from vllm_plugin_release.core.errors import BadInput
 
 LOCK_PLATFORM = "x86_64-manylinux_2_28"
