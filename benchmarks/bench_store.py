@@ -176,7 +176,7 @@ def _cli(env: dict[str, str], *args: str) -> None:
 
 def _cases(store: Path, root: Path, n: int) -> dict[str, tuple[Callable[[], object], list[str]]]:
     """name -> (the library calls in process, the command's arguments)."""
-    from vllm_plugin_release.core import ledger, storeview
+    from vllm_plugin_release.core import ledger, storeindex
     from vllm_plugin_release.core.summary import LEDGER
     from vllm_plugin_release.edges import summary
     from vllm_plugin_release.edges.store import DirStore
@@ -194,7 +194,7 @@ def _cases(store: Path, root: Path, n: int) -> dict[str, tuple[Callable[[], obje
         return lambda: ledger.render_lines(summary.select(trusted(), **filters)[0])
 
     def query(**filters: str) -> Callable[[], object]:
-        return lambda: storeview.query_text(summary.query(trusted(), **filters), str(store))
+        return lambda: storeindex.query_text(summary.query(trusted(), **filters), str(store))
 
     key = ["--store", str(store), "--key", str(root / "key.pub")]
     return {

@@ -391,7 +391,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([e.raw for e in entries], indent=2, sort_keys=True))  # as written
     elif entries:
-        from vllm_plugin_release.core.storeview import query_text
+        from vllm_plugin_release.core.storeindex import query_text
 
         sys.stdout.write(query_text(entries, s.location))
     if not entries:

@@ -50,10 +50,8 @@ class Trusted(Protocol):
 def write(root: Path, index: si.StoreIndex, index_data: bytes) -> set[str]:
     """The summary of `index` (whose file is `index_data`) into the store folder `root`;
     the store paths it names (keep them when sweeping)."""
-    from vllm_plugin_release.core.storeview import render_matrix
-
     m = si.matrix(index)
-    renders = {fmt: render_matrix(m, fmt) for fmt in sm.FORMATS}
+    renders = {fmt: si.render_matrix(m, fmt) for fmt in sm.FORMATS}
     return _write(root, sm.STORE, *sm.build(si.query(index), index_data, renders))
 
 
@@ -218,10 +216,8 @@ def matrix(trusted: Trusted, fmt: str, kind: sm.Kind = sm.STORE) -> tuple[str, i
     if kind is sm.LEDGER:  # no summary: the whole ledger, or the whole index
         entries = trusted.ledger()
         return lg.matrix_text(lg.matrix(entries), fmt), len(entries)
-    from vllm_plugin_release.core.storeview import render_matrix
-
     index = trusted.index()
-    return render_matrix(si.matrix(index), fmt), len(index.pairings)
+    return si.render_matrix(si.matrix(index), fmt), len(index.pairings)
 
 
 def again(trusted: Trusted, read: Callable[[], T]) -> T:
