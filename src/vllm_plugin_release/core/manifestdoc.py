@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import records
+from vllm_plugin_release.core.bounded import packaged_json_object
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.core.packaged import packaged_json_object
 
 if TYPE_CHECKING:
     from vllm_plugin_release.core.manifestmodel import Manifest
