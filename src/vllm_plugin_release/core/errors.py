@@ -8,6 +8,7 @@ a traceback, for these.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 EXIT_OK = 0
 EXIT_GATE = 1
@@ -89,3 +90,41 @@ class PythonUnavailable(OutsideFailure):
     """The spec's build Python cannot run here (exit 3): no such interpreter on this
     machine, or no image carrying it. The stages that need it stop; the checks that need
     no pairing environment still run (`conform/envfree.py`)."""
+
+
+# ---------------------------------------------------------------------------
+# Credentials kept out of messages: one URL redaction and one scrubber for the package,
+# and a URL's origin (where credentials may be sent).
+
+
+# The user info of a URL ("scheme://USER:PASSWORD@"), up to the last "@" of the authority.
+_USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
+
+
+def scrub(text: str, secrets: Iterable[str] = ()) -> str:
+    """Text meant for a person without credentials: each secret becomes ***, and the user
+    info of every URL in it becomes ***@."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return _USERINFO.sub("***@", text)
+
+
+def redact_url(url: str) -> str:
+    """A URL as it may be shown: without its user info."""
+    return scrub(url)
+
+
+Origin = tuple[str, str, int | None]
+
+
+def origin(url: str) -> Origin:
+    """(scheme, host, port) of `url`, the default port filled in."""
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    return (
+        scheme,
+        (parts.hostname or "").lower(),
+        parts.port or {"http": 80, "https": 443}.get(scheme),
+    )

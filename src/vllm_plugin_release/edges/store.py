@@ -41,9 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import bounded, records
 from vllm_plugin_release.core.cache import atomic_write_bytes, sha256_file
-from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure, redact_url
 from vllm_plugin_release.core.manifestdoc import parse_document, validate
-from vllm_plugin_release.core.net import redact_url
 from vllm_plugin_release.core.storeindex import (
     INDEX_FILE,
     PAIRINGS,
