@@ -1,5 +1,5 @@
-"""`vpr manifest site`: the compatibility site of a manifest store (`core.sitemodel` for the
-data, `core.siterender` for the files).
+"""`vpr manifest site`: the compatibility site of a manifest store (`core.site`: its data and
+files).
 
 The store is read through its signed head (`edges.trust`): the index and the ledger it
 vouches for, or nothing. Each pairing's manifest and statement are read from the paths its
@@ -33,14 +33,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from vllm_plugin_release.core import attest, bounded, records
-from vllm_plugin_release.core import sitemodel as sm
+from vllm_plugin_release.core import site as sm
 from vllm_plugin_release.core import storeindex as si
 from vllm_plugin_release.core import storeindex as trust
 from vllm_plugin_release.core.bounded import MAX_DOCUMENT
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE
 from vllm_plugin_release.core.manifestmodel import Manifest, parse
-from vllm_plugin_release.core.siterender import render
+from vllm_plugin_release.core.site import render
 from vllm_plugin_release.core.storeindex import Missing
 from vllm_plugin_release.edges.trust import Trusted
 
