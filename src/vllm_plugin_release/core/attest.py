@@ -1,16 +1,6 @@
 """Provenance and signature as data: an in-toto Statement v1 with an SLSA provenance v1
-predicate, wrapped in a DSSE envelope signed with an ed25519 key. The envelope, signing
-and the statement's signature checks are securesystemslib's (`securesystemslib.dsse`,
-`CryptoSigner`, `SSlibKey`); what stays here is this project's policy on top: the keyid
-(sha256 of the raw public key), the canonical one-line file, strict base64, the
-statement's content, and DSSE's pre-authentication encoding written out (`pae`, byte for
-byte the library's) for the store's signed lines, which are checked without it.
-
-The envelope is stored next to the manifest as `manifest.intoto.jsonl`: one line,
-the envelope as canonical JSON. Verification is strict: the envelope file must be
-byte-for-byte the canonical form of what it parses to, and the signature's keyid
-must be the given key's. Key files and the environment are `edges.keys`'s business.
-"""
+predicate in a DSSE envelope (securesystemslib's), and this project's policy on top: the
+keyid, the canonical one-line `manifest.intoto.jsonl`, strict checks, the spec's pins."""
 
 from __future__ import annotations
 

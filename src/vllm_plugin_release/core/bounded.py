@@ -1,11 +1,6 @@
 """Input from outside, bounded: a file is read only when it is a regular file, never past a
-size cap, and JSON is parsed with a depth cap.
-
-`/dev/zero`, a fifo or a folder where a store file should be is bad input naming the path
-(not a MemoryError, a hang or a bare `[Errno 21]`); a document nested deeper than
-`MAX_DEPTH` is refused before anything walks it (CPython's recursion limit is about 1,000:
-a repr, a copy or a dump of a value nested deeper ends in RecursionError).
-"""
+size cap; JSON is parsed with a depth cap, TOML with the one reader; the package's own
+JSON files are read here too."""
 
 from __future__ import annotations
 

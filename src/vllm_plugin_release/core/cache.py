@@ -1,19 +1,5 @@
-"""Content-addressed cache under `.vpr/` and atomic file writes.
-
-Layout:
-  .vpr/cas/sha256/ab/abcdef...      verified downloads, named by their sha256
-  .vpr/src/<sha256>/                sources extracted from a verified archive
-  .vpr/git/<commit>/                verified git checkouts
-  .vpr/envs/<name>-<key>/           virtual environments keyed by their lock
-  .vpr/bytecode/<key>/              pairing envs' bytecode, by lock and core (edges/envbytecode)
-  .vpr/stages/<stage>/<key>/        stage results keyed by the hash of their inputs
-  .vpr/stages/wheel-files/<sha>.json a wheel's checked file facts (stages/manifest)
-  .vpr/stages/build-core-memo/<k>.json what a full build-core checked (stages/corememo)
-  .vpr/coupling/ab/<sha256>.json    a core module's facts for the API coupling diff
-  .vpr/tmp/                         work in progress (same filesystem, for renames)
-  /dev/shm/vpr-<uid>/               local builds' scratch, in memory (edges/cachedir)
-  .vpr/locks/                       one lock file per cache entry being created
-"""
+"""Content-addressed cache under `.vpr/` (its layout: docs/architecture.md), atomic file
+writes, and folder trees walked and removed without recursion."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Errors that map onto the documented exit codes.
-
-0 success; 1 a gate or check failed; 2 bad input (spec, arguments, files);
-3 an outside failure (network, engine, index). The CLI prints the message, never
-a traceback, for these.
-"""
+"""Errors that map onto the documented exit codes (0 ok, 1 a gate failed, 2 bad input,
+3 an outside failure; the CLI prints the message, never a traceback), and credentials
+kept out of messages."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Hash-locked requirement files: what to lock (`LockRequest`), and reading a lock back.
-
-A lock is resolved once with `uv pip compile --generate-hashes` (`edges/uv.py`) for
-the spec's Python and platform, and installed with hashes required. Its header
-records the hash of its inputs so a stale lock is caught before it is used, and the
-hash of its body (every line after the header) so a lock edited by hand is caught too.
-"""
+"""Hash-locked requirement files: what to lock (`LockRequest`), reading a lock back (its
+header's hashes catch a stale or hand-edited lock), and a lock's drift from what an
+environment has installed."""
 
 from __future__ import annotations
 

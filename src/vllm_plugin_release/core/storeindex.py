@@ -1,9 +1,6 @@
-"""The manifest store's index (`index.json`, the compatibility matrix) as data.
-
-What an index entry says about a manifest, how the index is rebuilt from the
-manifests present, how it is queried, and how the core x plugin matrix is drawn.
-The folder and HTTP backends that hold the files are `edges.store`.
-"""
+"""The manifest store's index (`index.json`) as data: its typed entries, the ids and store
+paths a consumer may take, how the index is rebuilt, queried and drawn as the core x
+plugin matrix (text, Markdown, HTML, JSON). The files: `edges.store`."""
 
 from __future__ import annotations
 
