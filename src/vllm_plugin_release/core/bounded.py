@@ -20,7 +20,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 MiB = 1 << 20
 MAX_DOCUMENT = 16 * MiB  # a manifest, statement, lock, store head, pointer or schedule
-MAX_INDEX = 256 * MiB  # index.json or the ledger (10,000 pairings: a 25.6 MB index)
+MAX_INDEX = 256 * MiB  # index.json or the ledger
 MAX_DEPTH = 64  # the deepest store document (a manifest) nests 7 levels
 MAX_SPEC = 1 * MiB  # a buildspec is a few KiB
 MAX_KEY = 64 << 10  # a PEM key is a few hundred bytes

@@ -20,7 +20,7 @@ from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import BadInput
 
 # The most read of a cache entry's own notes (a cache entry is outside input): a file's
-# verified-marker is one line; a tree's manifest lists its files (a vLLM tree: ~1 MB).
+# verified-marker is one line; a tree's manifest lists its files.
 _MAX_MARKER = 64 * 1024
 _MAX_TREE = 64 * bounded.MiB
 

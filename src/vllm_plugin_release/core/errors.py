@@ -106,11 +106,6 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
     return _USERINFO.sub("***@", text)
 
 
-def redact_url(url: str) -> str:
-    """A URL as it may be shown: without its user info."""
-    return scrub(url)
-
-
 Origin = tuple[str, str, int | None]
 
 

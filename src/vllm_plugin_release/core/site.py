@@ -112,7 +112,7 @@ class CompatPairing(NamedTuple):
     sha256 and the runtime object as the entry has it), its page, core name and Python, its
     signature, a cell per site, the API approval its manifest signs, whether it carries
     vpr-guard, its `vpr install` line and its ledger history. (A NamedTuple: a store holds
-    up to 100,000 pairings.)"""
+    many pairings.)"""
 
     entry: IndexEntry
     page: str

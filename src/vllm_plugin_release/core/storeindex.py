@@ -862,17 +862,10 @@ def render_html(m: Matrix, *, title: str = "vLLM core x plugin compatibility") -
     return "\n".join(parts) + "\n"
 
 
-def loads(data: bytes) -> Any:
-    """JSON from bytes: orjson (a fleet store's index.json runs to tens of MB; orjson reads
-    it several times faster), at most `bounded.MAX_DEPTH` deep. Its errors are
-    json.JSONDecodeError, invalid UTF-8 included."""
-    return bounded.loads(data)
-
-
 def index_from(data: bytes, where: str) -> StoreIndex:
     """index.json's bytes, parsed and checked (`check_index`); BadInput naming `where`."""
     try:
-        index = loads(data)
+        index = bounded.loads(data)
     except json.JSONDecodeError as exc:
         raise BadInput(
             f"{where}:{exc.lineno}: index.json is not valid JSON ({exc.msg})",

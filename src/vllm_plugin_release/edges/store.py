@@ -40,8 +40,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import bounded, records
+from vllm_plugin_release.core.bounded import loads
 from vllm_plugin_release.core.cache import atomic_write_bytes, sha256_file
-from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure, redact_url
+from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.core.errors import scrub as redact_url  # a URL without its user info
 from vllm_plugin_release.core.manifestdoc import parse_document, validate
 from vllm_plugin_release.core.storeindex import (
     INDEX_FILE,
@@ -60,7 +62,6 @@ from vllm_plugin_release.core.storeindex import (
     entry_for,
     index_bytes,
     index_from,
-    loads,
     lock_path,
     parse_manifest,
     parse_run,
