@@ -30,7 +30,7 @@ from benchmarks.common import console, median, timed
 from vllm_plugin_release.conform.checks import hardware_docs as hardwaredocs
 from vllm_plugin_release.conform.checks import scheduler as scheddocs
 from vllm_plugin_release.conform.lib.installscan import InputFile, scan
-from vllm_plugin_release.core.treewalk import remove_tree
+from vllm_plugin_release.core.cache import remove_tree
 from vllm_plugin_release.edges.fetch import extract
 
 GROWTH = 1.5  # (time ratio) / (input bytes ratio): linear is about 1, quadratic about 4

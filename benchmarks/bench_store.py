@@ -176,8 +176,9 @@ def _cli(env: dict[str, str], *args: str) -> None:
 
 def _cases(store: Path, root: Path, n: int) -> dict[str, tuple[Callable[[], object], list[str]]]:
     """name -> (the library calls in process, the command's arguments)."""
-    from vllm_plugin_release.core import ledger, storeview
-    from vllm_plugin_release.edges import ledgersummary, storesummary
+    from vllm_plugin_release.core import ledger, storeindex
+    from vllm_plugin_release.core.summary import LEDGER
+    from vllm_plugin_release.edges import summary
     from vllm_plugin_release.edges.store import DirStore
     from vllm_plugin_release.edges.trust import Trusted
 
@@ -190,10 +191,10 @@ def _cases(store: Path, root: Path, n: int) -> dict[str, tuple[Callable[[], obje
         return Trusted(DirStore(store), public, memory=None)
 
     def ledger_lines(**filters: str) -> Callable[[], object]:
-        return lambda: ledger.render_lines(ledgersummary.select(trusted(), **filters)[0])
+        return lambda: ledger.render_lines(summary.select(trusted(), **filters)[0])
 
     def query(**filters: str) -> Callable[[], object]:
-        return lambda: storeview.query_text(storesummary.query(trusted(), **filters), str(store))
+        return lambda: storeindex.query_text(summary.query(trusted(), **filters), str(store))
 
     key = ["--store", str(store), "--key", str(root / "key.pub")]
     return {
@@ -203,7 +204,7 @@ def _cases(store: Path, root: Path, n: int) -> dict[str, tuple[Callable[[], obje
         ),
         "query, one core (5)": (query(core=core), ["manifest", "query", *key, "--core", core]),
         "matrix": (
-            lambda: storesummary.matrix(trusted(), "table"),
+            lambda: summary.matrix(trusted(), "table"),
             ["manifest", "matrix", *key],
         ),
         "query, every pairing": (query(), ["manifest", "query", *key]),
@@ -216,7 +217,7 @@ def _cases(store: Path, root: Path, n: int) -> dict[str, tuple[Callable[[], obje
             ["manifest", "ledger", *key, "--core", core],
         ),
         "ledger matrix": (
-            lambda: ledgersummary.matrix(trusted(), "markdown"),
+            lambda: summary.matrix(trusted(), "markdown", LEDGER),
             ["manifest", "ledger", *key, "--matrix", "markdown"],
         ),
         "ledger, every entry": (

@@ -33,7 +33,7 @@ OPEN = {
     "buildspec.load:validate": "checks a TOML document against a JSON Schema",
     "buildspec.schema:full_schema": "builds the spec's JSON Schema",
     "conform.registry:spec_schema": "the spec's JSON Schema",
-    "core.packaged:packaged_json_object": "the package's JSON Schema files",
+    "core.bounded:packaged_json_object": "the package's JSON Schema files",
     "conform.lib.apicontract:load_contract": "an OpenAPI document and JSON Schema models",
     "conform.lib.apicontract:dump_contract": "an OpenAPI document and JSON Schema models",
     "conform.lib.apidiff:diff_contracts": "two OpenAPI documents",

@@ -116,7 +116,7 @@ def deep_tmp(tmp_path: Path):
     """`tmp_path` for a tree nested deeper than Python's recursion limit, emptied without
     recursion afterwards (pytest's own clean-up of old temp folders uses shutil.rmtree,
     which such a tree crashes)."""
-    from vllm_plugin_release.core.treewalk import remove_tree
+    from vllm_plugin_release.core.cache import remove_tree
 
     yield tmp_path
     for child in list(tmp_path.iterdir()):

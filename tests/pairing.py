@@ -20,9 +20,7 @@ from typing import Any
 from tests.support import REPO
 from vllm_plugin_release.core import manifestdoc as doc
 from vllm_plugin_release.core import manifestmodel as mm
-from vllm_plugin_release.core.cache import key_of, sha256_file
-from vllm_plugin_release.core.manifestdoc import RuntimePins
-from vllm_plugin_release.core.specpins import (
+from vllm_plugin_release.core.attest import (
     BuildPins,
     CorePins,
     PluginTable,
@@ -30,6 +28,8 @@ from vllm_plugin_release.core.specpins import (
     SdistPin,
     SpecPins,
 )
+from vllm_plugin_release.core.cache import key_of, sha256_file
+from vllm_plugin_release.core.manifestdoc import RuntimePins
 from vllm_plugin_release.stages import manifest as mf
 
 SRC = REPO / "src"

@@ -67,7 +67,7 @@ def _git_core_spec(tmp_path: Path, url: str, commit: str, tag: str = "v0.25.1") 
 def test_plugin_source_url_is_not_run_as_an_option(tmp_path: Path) -> None:
     from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.buildspec.model import from_data
-    from vllm_plugin_release.core.compat import tomllib
+    from vllm_plugin_release.core.bounded import tomllib
 
     marker = tmp_path / "MARKER"
     path = _plugin_spec(tmp_path, _payload(marker), "b" * 40, tag="v1.0.0")

@@ -18,7 +18,7 @@ import pytest
 from tests.pairing import ledger_manifest, sign_store, store_key
 from vllm_plugin_release.cli import main
 from vllm_plugin_release.core import ledger
-from vllm_plugin_release.core import ledgersummary as ls
+from vllm_plugin_release.core import summary as ls
 from vllm_plugin_release.edges import ledgerstore
 from vllm_plugin_release.edges.store import DirStore
 
@@ -66,7 +66,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     ledger as one written before summaries (its head names no ledger summary)."""
     monkeypatch.setenv("VPR_CACHE_DIR", str(tmp_path / ".vpr"))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(ls, "CHUNK", 7)
+    monkeypatch.setattr(ls, "LEDGER_CHUNK", 7)
     key = store_key(tmp_path)
     store, plain = tmp_path / "store", tmp_path / "plain"
     data = _lines(_entries(120), key)
@@ -116,34 +116,34 @@ def test_the_comparison_catches_a_summary_that_skips_a_chunk_it_needs(
 
 
 def test_a_filter_reads_only_the_chunks_that_can_hold_its_answer(world, monkeypatch) -> None:
-    from vllm_plugin_release.edges import ledgersummary
+    from vllm_plugin_release.edges import summary
     from vllm_plugin_release.edges.trust import Trusted
 
     read: list[str] = []
-    real = ledgersummary.blob
+    real = summary.read_file
     monkeypatch.setattr(
-        ledgersummary, "blob", lambda t, rel, rec, hint: read.append(rel) or real(t, rel, rec, hint)
+        summary, "read_file", lambda t, rel, rec, hint: read.append(rel) or real(t, rel, rec, hint)
     )
     trusted = Trusted(DirStore(world["store"]), world["key"].public_key(), memory=None)
-    found, count = ledgersummary.select(trusted, kind="nightly", core="1.0", plugin="f")
+    found, count = summary.select(trusted, kind="nightly", core="1.0", plugin="f")
     root = json.loads((world["store"] / ls.LEDGER_SUMMARY_FILE).read_text())
     assert count == 120 and len(root["chunks"]) == 18
     assert found and len(read) < len(root["chunks"])
-    holding = {ls.chunk_path(root["chunks"][(e.seq - 1) // 7]["sha256"]) for e in found}
+    holding = {ls.LEDGER.chunk_path(root["chunks"][(e.seq - 1) // 7]["sha256"]) for e in found}
     assert holding <= set(read)
 
 
 def test_the_summary_is_written_with_each_entry_and_is_a_function_of_the_ledger(
     tmp_path, monkeypatch
 ) -> None:
-    monkeypatch.setattr(ls, "CHUNK", 2)
+    monkeypatch.setattr(ls, "LEDGER_CHUNK", 2)
     key = store_key(tmp_path)
     store = DirStore(tmp_path / "store")
     for entry in _entries(5):
         ledgerstore.append(store, entry, key)
     root = json.loads((store.root / ls.LEDGER_SUMMARY_FILE).read_text())
-    named = {ls.chunk_path(c["sha256"]) for c in root["chunks"]}
-    named |= {ls.matrix_path(r["sha256"], f) for f, r in root["matrix"].items()}
+    named = {ls.LEDGER.chunk_path(c["sha256"]) for c in root["chunks"]}
+    named |= {ls.LEDGER.matrix_path(r["sha256"], f) for f, r in root["matrix"].items()}
     on_disk = {
         f"{ls.LEDGER_SUMMARY_DIR}/{p.name}" for p in (store.root / ls.LEDGER_SUMMARY_DIR).iterdir()
     }
@@ -163,7 +163,7 @@ def _tree(path: Path) -> dict[str, bytes]:
 
 def _chunk_file(store: Path, number: int = 0) -> Path:
     root = json.loads((store / ls.LEDGER_SUMMARY_FILE).read_text())
-    return store / ls.chunk_path(root["chunks"][number]["sha256"])
+    return store / ls.LEDGER.chunk_path(root["chunks"][number]["sha256"])
 
 
 def _refused(capsys, store: Path, *needles: str, argv: tuple[str, ...] = ()) -> str:
@@ -199,7 +199,7 @@ def test_a_missing_chunk_is_refused(world, capsys) -> None:
 
 def test_a_tampered_matrix_is_refused(world, capsys) -> None:
     root = json.loads((world["store"] / ls.LEDGER_SUMMARY_FILE).read_text())
-    path = world["store"] / ls.matrix_path(root["matrix"]["markdown"]["sha256"], "markdown")
+    path = world["store"] / ls.LEDGER.matrix_path(root["matrix"]["markdown"]["sha256"], "markdown")
     text = path.read_text()
     path.write_text(text.replace("pilot", "fleet"))  # the same size
     assert path.read_text() != text
@@ -245,12 +245,12 @@ def test_a_chunk_entry_out_of_its_place_is_bad_input(world, capsys) -> None:
     data = json.dumps(entries, sort_keys=True, separators=(",", ":")).encode()
     path.unlink()
     rec.update(ls.record(data))
-    (store / ls.chunk_path(rec["sha256"])).write_bytes(data)
+    (store / ls.LEDGER.chunk_path(rec["sha256"])).write_bytes(data)
     (store / ls.LEDGER_SUMMARY_FILE).write_text(json.dumps(root))
     sign_store(store, world["key"], check=False)
     code, out, err = _run(capsys, "manifest", "ledger", "--store", str(store), "--kind", "release")
     assert code == 2 and out == "" and "Traceback" not in err, err
-    assert ls.chunk_path(rec["sha256"]).split("/")[-1] in err and "expected 8" in err
+    assert ls.LEDGER.chunk_path(rec["sha256"]).split("/")[-1] in err and "expected 8" in err
 
 
 def test_a_ledger_written_before_summaries_is_read_whole_with_a_note(world, capsys) -> None:

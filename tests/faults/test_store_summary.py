@@ -18,8 +18,8 @@ import pytest
 from tests.pairing import built_manifest, manifest_variant, sign_store, store_key, typed
 from vllm_plugin_release.cli import main
 from vllm_plugin_release.core import storeindex as si
-from vllm_plugin_release.core import storesummary as ss
-from vllm_plugin_release.core.storetrust import core_matches
+from vllm_plugin_release.core import summary as ss
+from vllm_plugin_release.core.storeindex import core_matches
 
 CORES = ["0.9.0", "0.10.0", "0.10.0rc1", "0.10.0+cpu", "0.10.0.post1", "1.0", "1.0.0",
          "0.26.0", "2.0.0.dev3", "0.26.1", "1!0.1", "0.11"]  # fmt: skip
@@ -105,8 +105,8 @@ def test_the_summary_is_a_function_of_the_index(world, tmp_path) -> None:
     for name in ("summary.json", "summary"):
         assert _tree(again / name) == _tree(world["store"] / name)
     root = json.loads((again / "summary.json").read_text())
-    named = {ss.chunk_path(c["sha256"]) for c in root["chunks"]}
-    named |= {ss.matrix_path(r["sha256"], f) for f, r in root["matrix"].items()}
+    named = {ss.STORE.chunk_path(c["sha256"]) for c in root["chunks"]}
+    named |= {ss.STORE.matrix_path(r["sha256"], f) for f, r in root["matrix"].items()}
     assert {f"summary/{p.name}" for p in (again / "summary").iterdir()} == named
 
 
@@ -118,7 +118,7 @@ def _tree(path: Path) -> dict[str, bytes]:
 
 def _chunk_file(store: Path, number: int = 0) -> Path:
     root = json.loads((store / "summary.json").read_text())
-    return store / ss.chunk_path(root["chunks"][number]["sha256"])
+    return store / ss.STORE.chunk_path(root["chunks"][number]["sha256"])
 
 
 def _refused(capsys, store: Path, *needles: str, argv: tuple[str, ...] = ()) -> str:
@@ -152,7 +152,7 @@ def test_a_missing_chunk_is_refused(world, capsys) -> None:
 
 def test_a_tampered_matrix_is_refused(world, capsys) -> None:
     root = json.loads((world["store"] / "summary.json").read_text())
-    path = world["store"] / ss.matrix_path(root["matrix"]["table"]["sha256"], "table")
+    path = world["store"] / ss.STORE.matrix_path(root["matrix"]["table"]["sha256"], "table")
     text = path.read_text()
     path.write_text(text.replace("pilot", "fleet"))  # the same size
     assert path.read_text() != text
@@ -218,11 +218,11 @@ def test_a_chunk_entry_that_is_not_one_is_bad_input(world, capsys) -> None:
     store = world["store"]
     root = json.loads((store / "summary.json").read_text())
     chunk = root["chunks"][0]
-    entries = json.loads((store / ss.chunk_path(chunk["sha256"])).read_text())
+    entries = json.loads((store / ss.STORE.chunk_path(chunk["sha256"])).read_text())
     entries[0]["core"]["version"] = "weird"
     data = json.dumps(entries).encode()
     chunk.update(ss.record(data))
-    (store / ss.chunk_path(chunk["sha256"])).write_bytes(data)
+    (store / ss.STORE.chunk_path(chunk["sha256"])).write_bytes(data)
     (store / "summary.json").write_text(json.dumps(root))
     sign_store(store, world["key"], check=False)
     code, _, err = _run(capsys, "manifest", "query", "--store", str(store))
@@ -234,14 +234,14 @@ def test_a_chunk_entry_nested_too_deep_is_bad_input(world, capsys) -> None:
     store = world["store"]
     root = json.loads((store / "summary.json").read_text())
     chunk = root["chunks"][0]
-    entries = json.loads((store / ss.chunk_path(chunk["sha256"])).read_text())
+    entries = json.loads((store / ss.STORE.chunk_path(chunk["sha256"])).read_text())
     deep: dict[str, Any] = {}
     for _ in range(80):
         deep = {"x": deep}
     entries[0]["runtime"] = {"name": "rt", "status": "ok", "more": deep}
     data = json.dumps(entries).encode()
     chunk.update(ss.record(data))
-    (store / ss.chunk_path(chunk["sha256"])).write_bytes(data)
+    (store / ss.STORE.chunk_path(chunk["sha256"])).write_bytes(data)
     (store / "summary.json").write_text(json.dumps(root))
     sign_store(store, world["key"], check=False)
     code, out, err = _run(capsys, "manifest", "query", "--store", str(store), "--json")
@@ -276,10 +276,10 @@ def test_chunks_for_keeps_every_chunk_that_holds_a_match() -> None:
         assert ss.chunks_for(_root_of(chunks), core="0.26.1") != list(range(len(chunks)))
 
 
-def _root_of(chunks: list) -> ss.SummaryRoot:
+def _root_of(chunks: list) -> ss.Root:
     """A summary.json holding only `chunks` (what `chunks_for` reads)."""
     nothing = ss.FileRecord("0" * 64, 0)
-    return ss.SummaryRoot(nothing, 0, dict.fromkeys(ss.FORMATS, nothing), chunks)
+    return ss.Root(nothing, 0, dict.fromkeys(ss.FORMATS, nothing), chunks)
 
 
 def test_an_old_store_reads_its_whole_index_with_a_note(world, capsys) -> None:

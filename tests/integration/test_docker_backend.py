@@ -134,7 +134,7 @@ def test_container_core_wheel_is_the_local_one(
     assert record["backend"]["kind"] == "docker"
     assert record["backend"]["image_id"] == "sha256:" + PINNED.split("@sha256:")[1]
     if record["wheel"]["sha256"] != core_build["wheel"]["sha256"]:
-        from vllm_plugin_release.core.wheeldiff import diff_wheels
+        from vllm_plugin_release.core.wheelfacts import diff_wheels
 
         wheel = tmp_path / "dist" / "reference" / record["wheel"]["filename"]
         members = diff_wheels(Path(core_build["_wheel_path"]), wheel)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_plugin_release.core import net
+from vllm_plugin_release.core import errors
 from vllm_plugin_release.edges import index as ix
 
 
@@ -15,6 +15,6 @@ def test_simple_url_and_scrub(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TWINE_PASSWORD", "pypi-AgEIcHlwaS5vcmc")
     text = ix.redact("token pypi-AgEIcHlwaS5vcmc at https://me:pw@host/x")
     assert "AgEI" not in text and "me:pw" not in text and "https://***@host/x" in text
-    assert net.redact_url("https://u:p@ss@Host:8080/x?a=b@c") == "https://***@Host:8080/x?a=b@c"
-    assert net.redact_url("https://:token@host/") == "https://***@host/"
-    assert net.redact_url("https://host/simple/") == "https://host/simple/"
+    assert errors.scrub("https://u:p@ss@Host:8080/x?a=b@c") == "https://***@Host:8080/x?a=b@c"
+    assert errors.scrub("https://:token@host/") == "https://***@host/"
+    assert errors.scrub("https://host/simple/") == "https://host/simple/"

@@ -13,8 +13,8 @@ import pytest
 
 from tests.pairing import make_pairing
 from vllm_plugin_release.core import records
+from vllm_plugin_release.core.attest import SpecPins
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.core.specpins import SpecPins
 from vllm_plugin_release.stages import manifest as mf
 
 WHEEL = {"filename": "ttnn-0.60.0-cp311-none-linux_x86_64.whl", "sha256": "a" * 64, "size": 1}

@@ -195,7 +195,7 @@ def test_an_unsigned_head_is_refused(stored: dict, tmp_path: Path) -> None:
 
 
 def test_compat_json_names_the_head_as_it_always_did() -> None:
-    from vllm_plugin_release.core import sitemodel as sm
+    from vllm_plugin_release.core import site as sm
 
     publisher = sm.Publisher("s", "k", "id", sm.HeadStamp(7, "2026-12-01T00:00:00Z"))
     compat = sm.build([], [], publisher).to_json()

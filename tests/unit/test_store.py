@@ -21,7 +21,7 @@ from tests.pairing import (
     vpr,
     write_manifest,
 )
-from vllm_plugin_release.core import envdrift, storeview
+from vllm_plugin_release.core import lockfile
 from vllm_plugin_release.core import storeindex as si
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.edges import store as st
@@ -185,21 +185,21 @@ def _many(base: dict, n: int, plugins: int = 1) -> si.StoreIndex:
 def test_query_and_matrix_fit_80_columns_without_cutting_names(base_manifest: dict) -> None:
     index = _many(base_manifest, 12, plugins=9)
     entries = si.query(index)
-    text = storeview.query_text(entries, "/a/store/with/a/rather/long/path/name/" * 3)
+    text = si.query_text(entries, "/a/store/with/a/rather/long/path/name/" * 3)
     assert max(map(len, text.splitlines())) <= 80
     assert "vllm-very-long-vendor-platform-plugin-8 0.1.0" in text
     assert "…" not in text
     m = si.matrix(index)
-    table = storeview.matrix_text(m)
+    table = si.matrix_text(m)
     assert max(map(len, table.splitlines())) <= 80
     assert table.count("vLLM core") >= 2  # nine plugin columns: split into several tables
     for column in m.plugins:
         assert column in table  # the legend names every column in full
     assert "py3.11" in table and "tt-metal" in table and "pilot:" in table
     assert "pairings/<pairing id>.json" in table  # where each manifest is
-    big = storeview.matrix_text(si.matrix(_many(base_manifest, 50, plugins=2)))
+    big = si.matrix_text(si.matrix(_many(base_manifest, 50, plugins=2)))
     assert "50 pairings (ids:" in big and max(map(len, big.splitlines())) <= 80
-    data = storeview.matrix_json(m)
+    data = si.matrix_json(m)
     assert len(data["plugins"]) == 9 and data["plugins"][0]["key"] == "A"
     md = si.render_markdown(m)
     assert "(py3.11)" in md and "Verdicts:" in md and "tt-metal" in md
@@ -217,12 +217,12 @@ def test_query_and_matrix_json_from_the_cli(tmp_path: Path, base_manifest: dict)
     assert max(map(len, text.splitlines())) <= 80 and m["pairing_id"][:16] in text
 
 
-def test_envdrift_reports_missing_different_and_extra() -> None:
+def test_lock_drift_reports_missing_different_and_extra() -> None:
     pins = {"Torch": "2.13.0+cpu", "idna": "3.20", "vllm": "0.26.0+empty"}
     same = {"torch": "2.13.0+cpu", "IDNA": "3.20", "vllm": "0.26.0+empty", "pip": "25.0"}
-    d = envdrift.drift(pins, same)
+    d = lockfile.drift(pins, same)
     assert d.clean and d.compared == 3 and d.seeds == ["pip"]
-    bad = envdrift.drift(pins, {"torch": "2.12.0", "vllm": "0.26.0+empty", "six": "1.17.0"})
+    bad = lockfile.drift(pins, {"torch": "2.12.0", "vllm": "0.26.0+empty", "six": "1.17.0"})
     assert bad.lines() == [
         "pin idna: missing (lock 3.20)",
         "pin torch: installed 2.12.0, lock 2.13.0+cpu",

@@ -11,7 +11,7 @@ import pytest
 
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.core.storetrust import check_pid, store_path
+from vllm_plugin_release.core.storeindex import check_pid, store_path
 from vllm_plugin_release.edges import store as st
 
 GOOD_PATHS = [

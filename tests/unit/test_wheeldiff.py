@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_plugin_release.core.wheeldiff import diff_wheels
+from vllm_plugin_release.core.wheelfacts import diff_wheels
 
 
 def test_diff_wheels_names_members(tmp_path: Path) -> None:

@@ -19,8 +19,8 @@ from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.buildspec.model import Spec, from_data, locate
 from vllm_plugin_release.core import bounded
+from vllm_plugin_release.core.bounded import packaged_json_object
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.core.packaged import packaged_json_object
 
 if TYPE_CHECKING:
     import tomlkit

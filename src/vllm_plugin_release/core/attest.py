@@ -1,16 +1,6 @@
 """Provenance and signature as data: an in-toto Statement v1 with an SLSA provenance v1
-predicate, wrapped in a DSSE envelope signed with an ed25519 key. The envelope, signing
-and the statement's signature checks are securesystemslib's (`securesystemslib.dsse`,
-`CryptoSigner`, `SSlibKey`); what stays here is this project's policy on top: the keyid
-(sha256 of the raw public key), the canonical one-line file, strict base64, the
-statement's content, and DSSE's pre-authentication encoding written out (`pae`, byte for
-byte the library's) for the store's signed lines, which are checked without it.
-
-The envelope is stored next to the manifest as `manifest.intoto.jsonl`: one line,
-the envelope as canonical JSON. Verification is strict: the envelope file must be
-byte-for-byte the canonical form of what it parses to, and the signature's keyid
-must be the given key's. Key files and the environment are `edges.keys`'s business.
-"""
+predicate in a DSSE envelope (securesystemslib's), and this project's policy on top: the
+keyid, the canonical one-line `manifest.intoto.jsonl`, strict checks, the spec's pins."""
 
 from __future__ import annotations
 
@@ -25,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.cache import canonical_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed
-from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE, validate, wheel_roles
+from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE, RuntimePins, validate, wheel_roles
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -33,8 +23,7 @@ if TYPE_CHECKING:
         Ed25519PublicKey,
     )
 
-    from vllm_plugin_release.core.manifestmodel import Manifest
-    from vllm_plugin_release.core.specpins import SpecPins
+    from vllm_plugin_release.core.manifestmodel import Approval, Manifest
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -464,7 +453,7 @@ def build_statement(
     `builder_id` and `invocation_id` say who ran the build (`edges.keys` reads them
     from the CI environment). `manifest` is the document as written (a `Manifest`'s
     `raw`): signing reads the object whose bytes it signs, never the typed value.
-    `external_parameters`: the spec's pins as JSON (`specpins.SpecPins.to_json`)."""
+    `external_parameters`: the spec's pins as JSON (`SpecPins.to_json`)."""
     subjects = [
         {
             "name": manifest[role]["wheel"]["filename"],
@@ -499,3 +488,123 @@ def build_statement(
             "runDetails": run_details,
         },
     }
+
+
+# ---------------------------------------------------------------------------
+# The spec's pins, as the signed statement holds them (SLSA provenance's
+# externalParameters): built from the typed spec (`stages/manifest.pins_from_spec`); the
+# open `[plugin]` and `[runtime]` tables kept as written (`raw`, signed key by key) beside
+# the typed values read from them. Nothing parses a statement's pins back.
+
+
+@dataclass(frozen=True, slots=True)
+class SdistPin:
+    """The core's source as an sdist: the index, its file name and sha256."""
+
+    index: str
+    filename: str
+    sha256: str
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "kind": "sdist",
+            "index": self.index,
+            "filename": self.filename,
+            "sha256": self.sha256,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GitPin:
+    """The core's source as a git commit: the repository, the tag and the commit."""
+
+    url: str
+    tag: str
+    commit: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"kind": "git", "url": self.url, "tag": self.tag, "commit": self.commit}
+
+
+@dataclass(frozen=True, slots=True)
+class CorePins:
+    """`[core]`'s pins: name, version, target device, source date and source."""
+
+    name: str
+    version: str
+    target_device: str
+    source_date_epoch: int
+    source: SdistPin | GitPin
+
+    def to_json(self) -> dict[str, str | int | dict[str, str]]:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "target_device": self.target_device,
+            "source_date_epoch": self.source_date_epoch,
+            "source": self.source.to_json(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class BuildPins:
+    """`[build]`'s pins: the Python, the backend, the base image, torch, the constraints."""
+
+    python: str
+    backend: str
+    base_image: str | None
+    torch: str
+    constraints: str
+
+    def to_json(self) -> dict[str, str | None]:
+        return {
+            "python": self.python,
+            "backend": self.backend,
+            "base_image": self.base_image,
+            "torch": self.torch,
+            "constraints": self.constraints,
+        }
+
+
+@dataclass(frozen=True)
+class PluginTable:
+    """The spec's `[plugin]`: its name; `raw`, the table as written (signed as it is)."""
+
+    name: str
+    raw: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RuntimeTable:
+    """The spec's `[runtime]`: the pins a pairing id holds (its name, package, version and
+    commit; None when the table is empty); `raw`, the table as written (signed as it is)."""
+
+    pins: RuntimePins | None
+    raw: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SpecPins:
+    """The spec's pins, what the statement signs as `externalParameters` (`to_json`).
+    `plugin`/`runtime` None: the spec has no such table (signed as `{}` and `null`);
+    `api_approval` None: none to sign (the key is then left out, as it always was)."""
+
+    name: str
+    core: CorePins
+    plugin: PluginTable | None
+    runtime: RuntimeTable | None
+    build: BuildPins
+    api_approval: Approval | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The statement's `externalParameters`, word for word as signed before."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "core": self.core.to_json(),
+            "plugin": {} if self.plugin is None else dict(self.plugin.raw),
+            "runtime": None if self.runtime is None else dict(self.runtime.raw),
+            "build": self.build.to_json(),
+        }
+        if self.api_approval is not None:
+            out["api_approval"] = self.api_approval.as_json()
+        return out

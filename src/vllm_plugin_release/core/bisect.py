@@ -1,12 +1,6 @@
-"""Bisection over an ordered list of core candidates (commits or versions), pure.
-
-The first candidate is known good and the last known bad; `search` asks a probe about
-the middle one until the first bad candidate is found (log2(n) probes). A candidate is
-bad when one of the tests that regressed between the ends fails on it again, so a test
-that was already broken, or broke and healed in between, does not steer the search.
-Also here: the first lines of each failure in a JUnit file, the nearest versions to one
-that is not on the index, and the report's Markdown.
-"""
+"""Bisection over an ordered list of core candidates (pure): the first bad one, judged only
+by the tests that regressed between the ends; also the failures of a JUnit file, the
+nearest versions to one not on the index, and the report's Markdown."""
 
 from __future__ import annotations
 

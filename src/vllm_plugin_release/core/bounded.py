@@ -1,25 +1,26 @@
 """Input from outside, bounded: a file is read only when it is a regular file, never past a
-size cap, and JSON is parsed with a depth cap.
-
-`/dev/zero`, a fifo or a folder where a store file should be is bad input naming the path
-(not a MemoryError, a hang or a bare `[Errno 21]`); a document nested deeper than
-`MAX_DEPTH` is refused before anything walks it (CPython's recursion limit is about 1,000:
-a repr, a copy or a dump of a value nested deeper ends in RecursionError).
-"""
+size cap; JSON is parsed with a depth cap, TOML with the one reader; the package's own
+JSON files are read here too."""
 
 from __future__ import annotations
 
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.core.errors import BadInput, OutsideFailure
+
+if sys.version_info >= (3, 11):  # the TOML reader every TOML input goes through
+    import tomllib as tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    pass
 
 MiB = 1 << 20
 MAX_DOCUMENT = 16 * MiB  # a manifest, statement, lock, store head, pointer or schedule
-MAX_INDEX = 256 * MiB  # index.json or the ledger (10,000 pairings: a 25.6 MB index)
+MAX_INDEX = 256 * MiB  # index.json or the ledger
 MAX_DEPTH = 64  # the deepest store document (a manifest) nests 7 levels
 MAX_SPEC = 1 * MiB  # a buildspec is a few KiB
 MAX_KEY = 64 << 10  # a PEM key is a few hundred bytes
@@ -141,3 +142,30 @@ def shown(value: Any) -> str:
     """A value from outside as a message may show it: short, its type when it is large."""
     text = repr(value) if isinstance(value, str | int | float | bool | NONE) else None
     return text[:80] if text is not None else f"a {type(value).__name__}"
+
+
+# ---------------------------------------------------------------------------
+# Data files shipped inside the package (`schemas/*.json`), read where it is installed.
+
+
+def packaged_json_object(relpath: str) -> dict[str, Any]:
+    """The JSON object in the package's file `relpath` (e.g. `schemas/manifest.schema.json`).
+
+    A file that cannot be read or is not a JSON object means a broken installation: an
+    outside failure (exit 3) that says to reinstall, not a traceback."""
+    from importlib.resources import files
+
+    where = f"vllm_plugin_release/{relpath}"
+    try:
+        data = json.loads(files("vllm_plugin_release").joinpath(relpath).read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise OutsideFailure(
+            f"{where}: a file of the installed package cannot be read ({exc})",
+            hint="reinstall vllm-plugin-release",
+        )
+    if not isinstance(data, dict):
+        raise OutsideFailure(
+            f"{where}: not a JSON object in the installed package",
+            hint="reinstall vllm-plugin-release",
+        )
+    return data

@@ -1,19 +1,5 @@
-"""Content-addressed cache under `.vpr/` and atomic file writes.
-
-Layout:
-  .vpr/cas/sha256/ab/abcdef...      verified downloads, named by their sha256
-  .vpr/src/<sha256>/                sources extracted from a verified archive
-  .vpr/git/<commit>/                verified git checkouts
-  .vpr/envs/<name>-<key>/           virtual environments keyed by their lock
-  .vpr/bytecode/<key>/              pairing envs' bytecode, by lock and core (edges/envbytecode)
-  .vpr/stages/<stage>/<key>/        stage results keyed by the hash of their inputs
-  .vpr/stages/wheel-files/<sha>.json a wheel's checked file facts (stages/manifest)
-  .vpr/stages/build-core-memo/<k>.json what a full build-core checked (stages/corememo)
-  .vpr/coupling/ab/<sha256>.json    a core module's facts for the API coupling diff
-  .vpr/tmp/                         work in progress (same filesystem, for renames)
-  /dev/shm/vpr-<uid>/               local builds' scratch, in memory (edges/cachedir)
-  .vpr/locks/                       one lock file per cache entry being created
-"""
+"""Content-addressed cache under `.vpr/` (its layout: docs/architecture.md), atomic file
+writes, and folder trees walked and removed without recursion."""
 
 from __future__ import annotations
 
@@ -26,16 +12,15 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.core.treewalk import remove_tree, walk
 
 # The most read of a cache entry's own notes (a cache entry is outside input): a file's
-# verified-marker is one line; a tree's manifest lists its files (a vLLM tree: ~1 MB).
+# verified-marker is one line; a tree's manifest lists its files.
 _MAX_MARKER = 64 * 1024
 _MAX_TREE = 64 * bounded.MiB
 
@@ -403,3 +388,75 @@ class Cache:
             os.replace(work, final)
         finally:
             remove_tree(work, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------
+# Walking and removing a folder tree without recursion: a tree is outside input, and one
+# nested deeper than Python's recursion limit must be walked like any other (`os.walk`,
+# `Path.glob("**")` and `shutil.rmtree` recurse once per level).
+
+
+def walk(
+    root: Path | str,
+    skip: frozenset[str] = frozenset(),
+    *,
+    enter: Callable[[str], bool] | None = None,
+    errors: str = "raise",
+) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """(relative posix path, entry) of everything under `root`, each folder before what
+    it holds, in name order. A link is an entry, never followed; a folder named in `skip`,
+    or for whose relative path `enter` says False, is listed but not entered.
+    `errors="skip"` passes over a folder that cannot be listed."""
+    stack = [""]
+    top = os.fspath(root)
+    while stack:
+        prefix = stack.pop()
+        try:
+            with os.scandir(os.path.join(top, prefix) if prefix else top) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError:
+            if errors == "skip":
+                continue
+            raise
+        folders = []
+        for entry in entries:
+            rel = prefix + entry.name
+            yield rel, entry
+            if (
+                entry.name not in skip
+                and entry.is_dir(follow_symlinks=False)
+                and (enter is None or enter(rel))
+            ):
+                folders.append(rel + "/")
+        stack.extend(reversed(folders))  # depth first, in name order
+
+
+def remove_tree(path: Path | str, *, ignore_errors: bool = False) -> None:
+    """`shutil.rmtree` without recursion: what `path` holds, then `path` (a link or a
+    file is removed itself, never followed). `ignore_errors` leaves what cannot go."""
+    top = os.fspath(path)
+    try:
+        if not os.path.isdir(top) or os.path.islink(top):
+            os.unlink(top)
+            return
+        folders = [top]
+        for _rel, entry in walk(top, errors="skip" if ignore_errors else "raise"):
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+            else:
+                _remove(os.unlink, entry.path, ignore_errors)
+        for folder in reversed(folders):  # each after every folder under it
+            _remove(os.rmdir, folder, ignore_errors)
+    except OSError:
+        if not ignore_errors:
+            raise
+
+
+def _remove(how: Callable[[str], None], target: str, ignore_errors: bool) -> None:
+    try:
+        how(target)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        if not ignore_errors:
+            raise

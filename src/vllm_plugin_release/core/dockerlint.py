@@ -1,8 +1,5 @@
-"""Static rules for our Dockerfiles: every base pinned by digest, nothing fetched unpinned.
-
-Pure text logic: used by the docker backend (it refuses a file that breaks a rule,
-exit 2 with the line) and by the tests, which lint every file under docker/.
-"""
+"""Static rules for our Dockerfiles (pure text): every base pinned by digest, nothing
+fetched unpinned; the docker backend refuses a file that breaks one, naming the line."""
 
 from __future__ import annotations
 

@@ -1,13 +1,11 @@
-"""Errors that map onto the documented exit codes.
-
-0 success; 1 a gate or check failed; 2 bad input (spec, arguments, files);
-3 an outside failure (network, engine, index). The CLI prints the message, never
-a traceback, for these.
-"""
+"""Errors that map onto the documented exit codes (0 ok, 1 a gate failed, 2 bad input,
+3 an outside failure; the CLI prints the message, never a traceback), and credentials
+kept out of messages."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 EXIT_OK = 0
 EXIT_GATE = 1
@@ -102,3 +100,36 @@ def field_shown(value: object) -> str:
     if isinstance(value, str | int | float | bool):
         return repr(value)[:80]
     return f"a {type(value).__name__}"
+
+
+# ---------------------------------------------------------------------------
+# Credentials kept out of messages: one URL redaction and one scrubber for the package,
+# and a URL's origin (where credentials may be sent).
+
+
+# The user info of a URL ("scheme://USER:PASSWORD@"), up to the last "@" of the authority.
+_USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
+
+
+def scrub(text: str, secrets: Iterable[str] = ()) -> str:
+    """Text meant for a person without credentials: each secret becomes ***, and the user
+    info of every URL in it becomes ***@."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return _USERINFO.sub("***@", text)
+
+
+Origin = tuple[str, str, int | None]
+
+
+def origin(url: str) -> Origin:
+    """(scheme, host, port) of `url`, the default port filled in."""
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    return (
+        scheme,
+        (parts.hostname or "").lower(),
+        parts.port or {"http": 80, "https": 443}.get(scheme),
+    )

@@ -1,13 +1,6 @@
-"""What `vpr install` leaves beside a certified environment for vpr-guard (pure).
-
-`ENV/vpr-guard/` holds the manifest as the store served it (its signature verified through
-the store's signed head), its signed statement, the pairing's lock and `certified.json`:
-the manifest's sha256 (vpr-guard checks it again at every start), the command that brings
-the environment back, the roles of the distributions it names in its messages, and the
-snapshot the guard took of the verified environment (`python -m vpr_guard snapshot`).
-The names are vpr-guard's own (guard/src/vpr_guard/__init__.py); a unit test keeps them
-equal.
-"""
+"""What `vpr install` leaves beside a certified environment for vpr-guard (pure):
+`ENV/vpr-guard/` with the manifest, its statement, the lock and `certified.json`. The
+names are vpr-guard's own (guard/src/vpr_guard/__init__.py); a unit test keeps them equal."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""A container image as a `docker save` archive, written byte for byte from its inputs.
-
-The image's ID is the sha256 of its config JSON, and the config names each layer by
-the sha256 of its uncompressed tar (the diff ID). Written here with sorted keys, a
-fixed `created` time (SOURCE_DATE_EPOCH) and no host facts, the same layers always
-give the same ID on any engine that loads the archive (`docker load`, `podman load`,
-or the docker SDK's `images.load`). Pure file work: nothing here talks to an engine.
-"""
+"""A container image as a `docker save` archive, written byte for byte from its inputs
+(sorted keys, a fixed `created` time, no host facts), so the same layers give the same
+image ID on any engine that loads it. Pure file work: nothing here talks to an engine."""
 
 from __future__ import annotations
 

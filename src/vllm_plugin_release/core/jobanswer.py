@@ -1,10 +1,5 @@
-"""Reading an in-environment job's answer key by key (`edges/envrun.InEnvJob.parse_answer`).
-
-The jobs run in the pairing environment beside the plugin's code, so an answer is read as
-hostile input: each module that owns a job checks what it reads of the answer with these,
-and a key that is missing or of another type is a JobFailed (the check that asked fails)
-naming the job, the dotted key and what to run again, never a KeyError further on.
-"""
+"""Reading an in-environment job's answer key by key, as hostile input: a key missing or
+of another type is a JobFailed naming the job, the dotted key and what to run again."""
 
 from __future__ import annotations
 

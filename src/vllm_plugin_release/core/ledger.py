@@ -1,25 +1,6 @@
-"""The pairing ledger: every verdict the pipeline reached, signed, chained, append-only (pure).
-
-`STORE/ledger/ledger.jsonl` holds one DSSE envelope per line (canonical JSON), signed with
-the manifest key (ed25519). Its payload is one entry:
-
-  seq, prev            the entry's number and the sha256 of the previous line (a chain:
-                       a removed, reordered or edited line breaks every later link)
-  kind                 release | nightly | matrix | repair
-  core                 {name, version, commit}   (commit: a git core source's)
-  plugin               {name, version, commit}
-  runtime, python, verdict, runner, time (UTC), manifest_sha256, pairing_id
-  lag                  {days, minor_releases} behind the newest core, when known
-  column               (matrix) one column of `vpr matrix`: its outcome, counts, the first
-                       breaking changes and bisected range (`core.columns.ledger_column`);
-                       verdict is its outcome, pass | fail | regressed | not-run
-  repair               (kind repair only) a store file a writer found differing from the
-                       store's signed head, and what it restored: {file, found, signed,
-                       head_version, restored}; its core, plugin and verdict are null
-
-Reading refuses the whole ledger at the first line whose signature or link fails
-(GateFailed, exit 1, naming the line). Files and locks are `edges.ledgerstore`'s.
-"""
+"""The pairing ledger (`STORE/ledger/ledger.jsonl`), pure: every verdict the pipeline reached,
+one signed, chained entry per line (fields: docs/upstream.md); reading refuses the whole
+ledger at the first line whose signature or link fails. Files and locks: `edges.ledgerstore`."""
 
 from __future__ import annotations
 

@@ -1,22 +1,18 @@
-"""Hash-locked requirement files: what to lock (`LockRequest`), and reading a lock back.
-
-A lock is resolved once with `uv pip compile --generate-hashes` (`edges/uv.py`) for
-the spec's Python and platform, and installed with hashes required. Its header
-records the hash of its inputs so a stale lock is caught before it is used, and the
-hash of its body (every line after the header) so a lock edited by hand is caught too.
-"""
+"""Hash-locked requirement files: what to lock (`LockRequest`), reading a lock back (its
+header's hashes catch a stale or hand-edited lock), and a lock's drift from what an
+environment has installed."""
 
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from vllm_plugin_release.core.bounded import tomllib
 from vllm_plugin_release.core.cache import key_of
-from vllm_plugin_release.core.compat import tomllib
 from vllm_plugin_release.core.errors import BadInput
 
 LOCK_PLATFORM = "x86_64-manylinux_2_28"
@@ -248,3 +244,62 @@ def locked_file(lock_text: str, name: str) -> LockedFile | None:
         if m["name"] == name:
             return LockedFile(m["name"], m["filename"], m["sha256"], int(m["size"]), m["source"])
     return None
+
+
+# ---------------------------------------------------------------------------
+# Drift between a lock and an installed environment: a pin not installed is missing, at
+# another version different, a distribution pinned nowhere extra; the installer seeds of
+# a venv (`python -m venv` puts them there) are compared only when the lock pins them.
+
+
+SEEDS = frozenset({"pip", "setuptools", "wheel"})
+
+
+@dataclass
+class Drift:
+    missing: list[tuple[str, str]] = field(default_factory=list)  # (name, pinned)
+    different: list[tuple[str, str, str]] = field(default_factory=list)  # (name, pinned, have)
+    extra: list[tuple[str, str]] = field(default_factory=list)  # (name, installed)
+    compared: int = 0
+    seeds: list[str] = field(default_factory=list)  # installer seeds, not compared
+
+    @property
+    def clean(self) -> bool:
+        return not (self.missing or self.different or self.extra)
+
+    def lines(self) -> list[str]:
+        out = [f"pin {n}: missing (lock {v})" for n, v in self.missing]
+        out += [f"pin {n}: installed {have}, lock {want}" for n, want, have in self.different]
+        out += [f"extra {n} {v}: installed but not in the lock" for n, v in self.extra]
+        return out
+
+
+def same_version(a: str, b: str) -> bool:
+    """Equal as versions (PEP 440), else as text."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
+
+
+def drift(pins: dict[str, str], installed: dict[str, str]) -> Drift:
+    """Compare `pins` (name -> version) with `installed` (name -> version); names are
+    normalised (PEP 503) on both sides."""
+    from packaging.utils import canonicalize_name
+
+    want = {canonicalize_name(k): v for k, v in pins.items()}
+    have = {canonicalize_name(k): v for k, v in installed.items()}
+    out = Drift(compared=len(want))
+    for name in sorted(want):
+        if name not in have:
+            out.missing.append((name, want[name]))
+        elif not same_version(have[name], want[name]):
+            out.different.append((name, want[name], have[name]))
+    for name in sorted(set(have) - set(want)):
+        if name in SEEDS:
+            out.seeds.append(name)
+        else:
+            out.extra.append((name, have[name]))
+    return out

@@ -1,9 +1,5 @@
-"""The pairing manifest as a document: its schema, file names, canonical bytes, pairing id.
-
-Shared by the stage that builds it, the signing and verification code, the
-manifest store and the consumer commands. The JSON Schema ships in the package
-(`schemas/manifest.schema.json`).
-"""
+"""The pairing manifest as a document: its schema (shipped in the package), file names,
+canonical bytes and pairing id."""
 
 from __future__ import annotations
 
@@ -14,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import records
+from vllm_plugin_release.core.bounded import packaged_json_object
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.core.packaged import packaged_json_object
 
 if TYPE_CHECKING:
     from vllm_plugin_release.core.manifestmodel import Manifest

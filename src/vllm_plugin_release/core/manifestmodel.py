@@ -1,18 +1,6 @@
-"""The pairing manifest as a typed, frozen value: what a reader in any layer may use of it.
-
-`core/manifestdoc` owns the manifest as a document (its schema, canonical bytes, pairing
-id); this module owns it as a value. Every reader (the store, `vpr manifest verify`,
-`vpr install`, the site) validates the JSON against the schema and then calls `parse`,
-which checks once, here, each key a consumer reads (missing or of another type: BadInput
-naming the file and the key, exit 2), so no layer indexes `manifest["core"]["wheel"]` of
-a hand-edited or truncated file. `raw` is the object exactly as read or written, kept
-only for its canonical bytes, its digest and signing: never read fields from it.
-
-Frozen dataclasses with slots rather than NamedTuples (the build records' choice, made to
-keep `dataclasses` off the warm build-core path): a manifest is read on the store, install
-and site paths, which import `dataclasses` already, and a dataclass is not a tuple (no
-indexing, no unpacking by position), so a missed `manifest["core"]` fails at once.
-"""
+"""The pairing manifest as a typed, frozen value, each key a consumer reads checked once by
+`parse` (BadInput naming the file and key); `raw` is the object as read or written, kept
+only for its canonical bytes, digest and signing. The document itself: `core/manifestdoc`."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Progress and status output on stderr (rich), quiet when not on a terminal.
-
-rich is imported on the first line printed (`console` is made then), so a command that
-prints nothing through here (`vpr scan-core --json`) does not pay for it.
-"""
+"""Progress and status output on stderr (rich, imported on the first line printed), quiet
+when not on a terminal."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""Where a stage's commands ran, as a typed, frozen value: what `Runner.describe()` gives.
-
-A stage writes it into its record (build-core.json's `backend`, env.json's `backend`,
-build-plugin.json's `build_env.runner`, run.json's `install_proof_ran_in`) with
-`to_json()`, the object it always wrote: `{"kind": "local"}` for this machine, the kind,
-pinned base image and image ID for a runner that runs in an image. `parse` reads one back
-(publish's note of an earlier install proof), each key checked.
-"""
+"""Where a stage's commands ran, as a typed, frozen value (what `Runner.describe()` gives):
+written into the stage records with `to_json()`, read back by `parse`, each key checked."""
 
 from __future__ import annotations
 

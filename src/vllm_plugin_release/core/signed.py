@@ -1,14 +1,6 @@
-"""Small signed documents of the store (a ledger line, the store head, a last-known-good
-pointer, the nightly schedule): one DSSE envelope as one canonical JSON line, signed with
-the manifest key (ed25519 over DSSE's pre-authentication encoding, securesystemslib's), its
-payload type naming what the document is, so one kind is never taken for another.
-
-Verification is strict: the line must be byte for byte its canonical form, the payload
-type the one expected, and a signature by the given key's keyid must verify; then the
-payload (bytes) is handed to the document's own parser, which reads it with `body`
-(bounded in depth; it must be a JSON object) into its typed record (`core.storehead.Head`,
-`core.ledger.LedgerEntry`, `core.schedule.Pointer`, `core.schedule.ScheduleState`).
-"""
+"""Small signed documents of the store (a ledger line, the store head, a pointer, the
+schedule): one DSSE envelope as one canonical JSON line whose payload type names the
+document; verified strictly, then the payload goes to the document's own parser."""
 
 from __future__ import annotations
 

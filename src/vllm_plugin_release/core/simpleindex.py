@@ -1,10 +1,5 @@
-"""A simple-index project page (PEP 691 JSON, PEP 503 HTML) read into one shape, the
-JSON checked before anyone reads it: the one parser of the index client
-(`edges/index.project_files`, which `edges/fetch.index_files` and publish call).
-
-A package index is outside this project: a body that is not the documented shape is an
-outside failure (exit 3) naming the URL, never a KeyError or TypeError later.
-"""
+"""A simple-index project page (PEP 691 JSON, PEP 503 HTML) read into one shape, checked
+before anyone reads it: a body of another shape is an outside failure naming the URL."""
 
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
-"""A flow as a graph of stages: what each needs, in which order they run, and how the
-graph is drawn (`vpr release --graph`). Pure: no stage runs here (flows/stagewalk does).
-
-A stage is on the *line* (numbered, timed, its failure stops the flow) or *ahead*. The
-line runs in steps (`Graph.steps`): consecutive line stages none of which needs another
-of the same step (nor ahead work waiting on one) run side by side, as many at once as
-there are cores; a step ends when all of its stages have. An ahead stage is work
-started beside the line as soon as its needs are done, because a later stage on the
-line can use it (the build environment while the lock and the sources are checked;
-`twine check` while conform runs). An ahead stage's failure is never the flow's: the
-stage that needs it meets the same work again and reports it. The edge says when
-ahead work starts, where a callback from inside another stage did.
-"""
+"""A flow as a graph of stages (pure): what each needs, the order and steps they run in, the
+work started *ahead* beside the line, and how the graph is drawn (`vpr release --graph`).
+No stage runs here (flows/stagewalk does); the model is in docs/architecture.md."""
 
 from __future__ import annotations
 

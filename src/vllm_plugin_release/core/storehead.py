@@ -1,21 +1,6 @@
-"""The store head (`STORE/head.json`) as data: what a store's writers sign so that its
-consumers can tell the store they read is whole, current and the newest they have seen
-(pure; the files are `edges.storehead`'s and `edges.trust`'s).
-
-One signed line (`core.signed`, payload type below) whose body is:
-
-  kind, version      `vllm-plugin-release/store-head`; a number that only grows
-  time, expires      when it was signed, and when consumers stop trusting it (UTC)
-  files              for each file it vouches for (index.json, summary.json, the ledger,
-                     lkg/NAME.json, nightly/NAME.json): sha256 and size; the ledger also
-                     its entry count and the sha256 of its last line (summary.json vouches
-                     in turn for the files under summary/, by sha256: `core.storesummary`)
-
-It plays TUF's timestamp and snapshot roles for one key: `files` binds every mutable
-file to one state of the store (a file from another state, cut short or grown, is refused:
-mix-and-match, endless data), `expires` bounds how long one state can be served (freeze),
-and a consumer remembers the newest version it has seen (rollback).
-"""
+"""The store head (`STORE/head.json`) as data (pure): the signed record of every file of one
+state of the store (sha256, size), with a version that only grows and an expiry, so a
+consumer can tell the store it reads is whole, current and the newest it has seen."""
 
 from __future__ import annotations
 

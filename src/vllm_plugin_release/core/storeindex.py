@@ -1,9 +1,6 @@
-"""The manifest store's index (`index.json`, the compatibility matrix) as data.
-
-What an index entry says about a manifest, how the index is rebuilt from the
-manifests present, how it is queried, and how the core x plugin matrix is drawn.
-The folder and HTTP backends that hold the files are `edges.store`.
-"""
+"""The manifest store's index (`index.json`) as data: its typed entries, the ids and store
+paths a consumer may take, how the index is rebuilt, queried and drawn as the core x
+plugin matrix (text, Markdown, HTML, JSON). The files: `edges.store`."""
 
 from __future__ import annotations
 
@@ -11,18 +8,18 @@ import functools
 import hashlib
 import html
 import json
+import re
+import textwrap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import BadInput, GateFailed
-from vllm_plugin_release.core.indexentry import IndexEntry, StoreIndex, entry_from
 from vllm_plugin_release.core.manifestdoc import SCHEMA_VERSION, validate
-from vllm_plugin_release.core.storesummary import canonical_name
-from vllm_plugin_release.core.storetrust import core_matches, entry_pid_problem
 
 if TYPE_CHECKING:  # imported where a manifest is read: not on the query and matrix paths
+    from vllm_plugin_release.core.ledger import LedgerEntry
     from vllm_plugin_release.core.manifestmodel import Manifest
 
 INDEX_FILE = "index.json"
@@ -43,8 +40,254 @@ VERDICTS = {
 
 
 # ---------------------------------------------------------------------------
-# A run's history record and what the store holds beside a manifest, typed (the index
-# and its entries: `core.indexentry`)
+# What a consumer may take from a store: ids and store paths checked before any use. A
+# pairing id is a 64-hex sha256; a store path is relative, normalised and inside the store
+# (no scheme, leading `/`, `..`, hidden segment, backslash or `%`).
+
+
+class Missing(BadInput):
+    """A store file that is not there (a folder store's missing file, HTTP 404)."""
+
+
+_PID = re.compile(r"[0-9a-f]{64}")
+_NAME = re.compile(r"[-_.]+")
+_SEGMENT = re.compile(r"[A-Za-z0-9_+!-][A-Za-z0-9._+!-]*")
+
+
+def canonical_name(name: str) -> str:
+    """A distribution name as PEP 503 compares them (packaging's canonicalize_name)."""
+    return _NAME.sub("-", name).lower()
+
+
+def check_pid(value: Any, where: str) -> str:
+    """`value` when it is a pairing id (64 lowercase hex characters); BadInput otherwise."""
+    if isinstance(value, str) and _PID.fullmatch(value):
+        return value
+    shown = repr(value)[:80] if isinstance(value, str) else type(value).__name__
+    raise BadInput(
+        f"{where}: pairing id {shown} is not a sha256 (64 hexadecimal characters)",
+        hint="the store index is damaged or hostile; nothing was read or written for it",
+    )
+
+
+def store_path(value: Any, where: str) -> str:
+    """`value` when it is a safe store path (see the module's docstring); BadInput naming
+    it otherwise."""
+    parts = value.split("/") if isinstance(value, str) and 0 < len(value) <= 512 else [""]
+    if all(_SEGMENT.fullmatch(part) for part in parts):
+        return value
+    shown = repr(value)[:120] if isinstance(value, str) else type(value).__name__
+    raise BadInput(
+        f"{where}: {shown} is not a path inside the store (a relative path of plain names, "
+        "no '..', no scheme, no leading '/')",
+        hint="a store names its files relative to itself; nothing was read for it",
+    )
+
+
+def entry_pid_problem(key: Any, entry: dict[str, Any]) -> str | None:
+    """Why an index entry's key and pairing_id cannot be used (not a sha256, not the same),
+    else None."""
+    if not isinstance(key, str) or not _PID.fullmatch(key):
+        return "the key is not a pairing id (a sha256: 64 hexadecimal characters)"
+    if entry.get("pairing_id") != key:
+        return "its pairing_id is not its key"
+    return None
+
+
+def request_problems(
+    manifest: Manifest,
+    entry: IndexEntry,
+    *,
+    pid: str,
+    manifest_sha256: str,
+    core: str | None = None,
+    plugin: str | None = None,
+) -> list[str]:
+    """How a verified manifest differs from what was asked for: the pairing of the entry
+    picked (its id, the manifest's sha256 the index names, its core and plugin), and the
+    request's core (version or specifier) and plugin name. Empty: it is that pairing."""
+    from packaging.utils import canonicalize_name
+
+    problems = []
+    if manifest.pairing_id != pid:
+        problems.append(
+            f"the manifest is pairing {manifest.pairing_id[:16]}, not {pid[:16]}: "
+            "another pairing's files under this one's name"
+        )
+    if entry.manifest_sha256 != manifest_sha256:
+        problems.append(
+            f"the manifest's sha256 is {manifest_sha256[:16]}, the signed index names "
+            f"{entry.manifest_sha256[:16]}"
+        )
+    have = (manifest.core.version, manifest.plugin.name, manifest.plugin.commit)
+    said = (entry.core.version, entry.plugin.name, entry.plugin.commit)
+    if have != said:
+        problems.append(
+            f"the manifest is {_pairing(*have)}, the index entry says {_pairing(*said)}"
+        )
+    if core and not core_matches(have[0], core):
+        problems.append(f"the manifest's core is {have[0]}, asked for --core {core}")
+    if plugin and canonicalize_name(have[1]) != canonicalize_name(plugin):
+        problems.append(f"the manifest's plugin is {have[1]}, asked for --plugin {plugin}")
+    return problems
+
+
+def _pairing(core: str, plugin: str, commit: str | None) -> str:
+    return f"core {core} + {plugin}@{(commit or 'no-commit')[:12]}"
+
+
+def core_matches(version: str, wanted: str) -> bool:
+    """`version` is `wanted` (a version, compared as PEP 440 versions) or within it (a
+    specifier). BadInput for a `wanted` that is neither."""
+    from packaging.version import InvalidVersion, Version
+
+    if wanted[:1] in "<>=!~":
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            specifier = SpecifierSet(wanted)
+        except InvalidSpecifier:
+            raise BadInput(f"--core {wanted}: not a version or version specifier")
+        try:
+            return Version(version) in specifier
+        except InvalidVersion:  # the store's version, not the user's argument
+            return False
+    try:
+        return Version(version) == Version(wanted)
+    except InvalidVersion:
+        return version == wanted
+
+
+def superseded(entries: list[LedgerEntry], pid: str, manifest_sha256: str) -> str | None:
+    """Why the manifest with `manifest_sha256` is not the pairing's current verdict: the
+    ledger's newest release entry for `pid` names another manifest. None when it names this
+    one, or the ledger has no release entry for the pairing."""
+    newest = next(
+        (e for e in reversed(entries) if e.kind == "release" and e.pairing_id == pid),
+        None,
+    )
+    if newest is None or newest.manifest_sha256 == manifest_sha256:
+        return None
+    return (
+        f"the ledger's newest verdict for pairing {pid[:16]} is entry #{newest.seq} "
+        f"({newest.verdict}, {newest.time}, manifest sha256 "
+        f"{str(newest.manifest_sha256)[:16]}); the store serves manifest "
+        f"{manifest_sha256[:16]}: a superseded verdict"
+    )
+
+
+# ---------------------------------------------------------------------------
+# The index and its entries, typed
+
+
+class CoreRef(NamedTuple):
+    name: str | None  # "vllm" when the entry names none
+    version: str
+    wheel: str
+    sha256: str
+
+
+class PluginRef(NamedTuple):
+    name: str
+    version: str
+    commit: str | None
+    wheel: str
+    sha256: str
+
+
+class RuntimeRef(NamedTuple):
+    """The entry's runtime (all None when it has none)."""
+
+    name: str | None = None
+    status: str | None = None
+    version: str | None = None
+    commit: str | None = None
+
+
+class StoredWheel(NamedTuple):
+    """A certified wheel the store's embedded index holds (wheels/<filename>)."""
+
+    filename: str
+    sha256: str
+
+
+class IndexEntry(NamedTuple):
+    """One pairing's index entry, read after `check_entries` (`entry_from`). `raw`: the
+    entry as written: index.json and the summary's chunks re-write it byte for byte, and
+    `vpr manifest query --json` prints it. (A NamedTuple: an index holds up to a few
+    hundred thousand, made several times faster than a frozen dataclass's.)"""
+
+    raw: dict[str, Any]
+    pairing_id: str
+    name: str
+    manifest_sha256: str
+    manifest: str | None  # its store path (pairings/<id>.json); None when not a string
+    python: str | None
+    runner: str | None
+    verdict: str | None
+    certified_at: str | None
+    runs: int  # the lines of its verdict history
+    has_lock: bool  # its `requirements` name the pairing lock stored beside it
+    core: CoreRef
+    plugin: PluginRef
+    runtime: RuntimeRef
+    stored_wheels: tuple[StoredWheel, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreIndex:
+    """index.json: the entries by pairing id (its kind and schema_version are this vpr's)."""
+
+    pairings: dict[str, IndexEntry]
+
+
+def entry_from(raw: dict[str, Any]) -> IndexEntry:
+    """The typed entry of `raw`, an entry `check_entries` has passed."""
+    core, plugin = raw["core"], raw["plugin"]
+    rt = raw.get("runtime") or {}
+    return IndexEntry(
+        raw,
+        raw["pairing_id"],
+        raw["name"],
+        raw["manifest_sha256"],
+        _optional(raw.get("manifest")),
+        raw.get("python"),
+        raw.get("runner"),
+        raw.get("verdict"),
+        raw.get("certified_at"),
+        len(raw.get("history") or ()),
+        bool(raw.get("requirements")),
+        CoreRef(core.get("name", "vllm"), core["version"], core["wheel"], core["sha256"]),
+        PluginRef(
+            plugin["name"],
+            plugin["version"],
+            plugin.get("commit"),
+            plugin["wheel"],
+            plugin["sha256"],
+        ),
+        RuntimeRef(rt.get("name"), rt.get("status"), rt.get("version"), rt.get("commit")),
+        _stored_wheels(raw.get("wheels")),
+    )
+
+
+def _stored_wheels(wheels: Any) -> tuple[StoredWheel, ...]:
+    """The wheels of an entry that the store's embedded index holds (a malformed one is
+    left out: it names no file the find-links page can list)."""
+    out = []
+    for w in wheels if isinstance(wheels, list) else ():
+        if isinstance(w, dict) and w.get("store_path"):
+            name, sha = w.get("filename"), w.get("sha256")
+            if isinstance(name, str) and isinstance(sha, str):
+                out.append(StoredWheel(name, sha))
+    return tuple(out)
+
+
+def _optional(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+# ---------------------------------------------------------------------------
+# A run's history record and what the store holds beside a manifest, typed
 
 
 class PublishedAt(NamedTuple):
@@ -619,20 +862,171 @@ def render_html(m: Matrix, *, title: str = "vLLM core x plugin compatibility") -
     return "\n".join(parts) + "\n"
 
 
-def loads(data: bytes) -> Any:
-    """JSON from bytes: orjson (a fleet store's index.json runs to tens of MB; orjson reads
-    it several times faster), at most `bounded.MAX_DEPTH` deep. Its errors are
-    json.JSONDecodeError, invalid UTF-8 included."""
-    return bounded.loads(data)
-
-
 def index_from(data: bytes, where: str) -> StoreIndex:
     """index.json's bytes, parsed and checked (`check_index`); BadInput naming `where`."""
     try:
-        index = loads(data)
+        index = bounded.loads(data)
     except json.JSONDecodeError as exc:
         raise BadInput(
             f"{where}:{exc.lineno}: index.json is not valid JSON ({exc.msg})",
             hint="a writer rebuilds it from pairings/ on its next publish",
         )
     return check_index(index, where)
+
+
+# ---------------------------------------------------------------------------
+# Query and matrix as text for an 80-column log, and as JSON: nothing is cut (a long name
+# wraps), each plugin column has a short key explained in a legend, and the matrix splits
+# into tables when its columns do not fit.
+
+
+WIDTH = 80
+LIST_IDS = 40  # the matrix legend lists each cell's pairing id up to this many pairings
+
+
+def _wrapper(width: int, indent: str) -> Any:
+    """wrap(text) -> lines: textwrap only for a line that does not fit (most do)."""
+    wrapper = textwrap.TextWrapper(width=width, subsequent_indent=indent, break_on_hyphens=False)
+
+    def wrap(text: str) -> list[str]:
+        return [text] if len(text) <= width else wrapper.wrap(text)
+
+    return wrap
+
+
+def query_text(entries: list[IndexEntry], location: str, width: int = WIDTH) -> str:
+    """One block per pairing, every line at most `width` columns, no name cut."""
+    wrap = _wrapper(width, "    ")
+    lines = [*wrap(f"{len(entries)} pairing(s) in {location}"), ""]
+    for e in entries:
+        p = e.plugin
+        head = (
+            f"{e.core.name} {e.core.version} + "
+            f"{p.name} {p.version}: {e.verdict or 'none'} "
+            f"({e.runner or '?'} runner)"
+        )
+        commit = (p.commit or "no commit")[:12]
+        detail = [
+            f"id {e.pairing_id[:16]}  python {python_of(e)}  commit {commit}",
+            f"runtime {runtime_text(e)}",
+        ]
+        if e.certified_at:
+            detail.append(f"certified {e.certified_at}; {e.runs} run(s) in its history")
+        lines += wrap(head)
+        for text in detail:
+            lines += wrap("  " + text)
+    return "\n".join(lines) + "\n"
+
+
+def _keys(n: int) -> list[str]:
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    out = []
+    for i in range(n):
+        key = ""
+        i += 1
+        while i:
+            i, r = divmod(i - 1, 26)
+            key = letters[r] + key
+        out.append(key)
+    return out
+
+
+def _cell_lines(entries: list[IndexEntry]) -> list[str]:
+    return [f"{e.verdict or 'none'} py{python_of(e)}" for e in entries] or ["-"]
+
+
+def matrix_text(m: Matrix, width: int = WIDTH) -> str:
+    """Core versions (rows) x plugin keys (columns), then the legend; <= `width` columns."""
+    if not m.cores:
+        return "No pairings in the manifest store.\n"
+    keys = dict(zip(m.plugins, _keys(len(m.plugins))))
+    lines = {where: _cell_lines(entries) for where, entries in m.cells.items()}
+    first = max(9, *(len(c) for c in m.cores)) + 2
+    cell = max(
+        12,
+        *(len(line) + 2 for cell_lines in lines.values() for line in cell_lines),
+        *(len(k) + 4 for k in keys.values()),
+    )
+    empty = ["-"]
+    per_table = max(1, (width - first) // cell)
+    out: list[str] = []
+    for start in range(0, len(m.plugins), per_table):
+        columns = m.plugins[start : start + per_table]
+        head = "vLLM core".ljust(first) + "".join(f"[{keys[c]}]".ljust(cell) for c in columns)
+        out.append(head.rstrip())
+        for core in m.cores:
+            cells = [lines.get((core, c), empty) for c in columns]
+            for row in range(max(len(x) for x in cells)):
+                label = core if row == 0 else ""
+                out.append(
+                    (
+                        label.ljust(first)
+                        + "".join((x[row] if row < len(x) else "").ljust(cell) for x in cells)
+                    ).rstrip()
+                )
+        out.append("")
+    out += _legend(m, keys, width)
+    return "\n".join(out) + "\n"
+
+
+def _legend(m: Matrix, keys: dict[str, str], width: int) -> list[str]:
+    wrap = _wrapper(width, "      ")
+    out = ["plugins:"]
+    for column, runtimes, _ in legend_rows(m):
+        out += wrap(f"  [{keys[column]}] {column}; runtime {runtimes}")
+    pairings = sum(len(es) for es in m.cells.values())
+    if pairings > LIST_IDS:
+        out += wrap(
+            f"manifests: STORE/pairings/<pairing id>.json; {pairings} pairings (ids: "
+            "vpr manifest query --core VERSION --plugin NAME, or matrix --json)"
+        )
+    else:
+        out.append("manifests: STORE/pairings/<pairing id>.json, per cell:")
+        for core in m.cores:
+            for column in m.plugins:
+                key = keys[column]
+                out += [
+                    f"  {core} [{key}] py{python_of(e)}: {e.pairing_id[:16]}"[:width]
+                    for e in m.cells.get((core, column), ())
+                ]
+    out.append("verdicts:")
+    out += [line for v, text in VERDICTS.items() for line in wrap(f"  {v}: {text}")]
+    return out
+
+
+def matrix_json(m: Matrix) -> dict[str, Any]:
+    """The matrix as data: rows, columns (with their keys) and the entries of each cell."""
+    keys = dict(zip(m.plugins, _keys(len(m.plugins))))
+    return {
+        "cores": m.cores,
+        "plugins": [{"key": keys[p], "column": p} for p in m.plugins],
+        "cells": [
+            {
+                "core": core,
+                "plugin": column,
+                "pairings": [
+                    {  # the runtime and manifest path as the entry has them
+                        "pairing_id": e.pairing_id,
+                        "verdict": e.verdict,
+                        "runner": e.runner,
+                        "python": e.python,
+                        "runtime": e.raw.get("runtime"),
+                        "manifest": e.raw.get("manifest"),
+                    }
+                    for e in entries
+                ],
+            }
+            for (core, column), entries in sorted(m.cells.items())
+        ],
+        "legend": VERDICTS,
+    }
+
+
+def render_matrix(m: Matrix, fmt: str) -> str:
+    """The matrix as `vpr manifest matrix` prints it: `fmt` table, markdown, html, or json
+    (--json); what a store summary holds, rendered by its publisher."""
+    if fmt == "json":
+        return json.dumps(matrix_json(m), indent=2, sort_keys=True) + "\n"
+    if fmt == "table":
+        return matrix_text(m)
+    return render_markdown(m) if fmt == "markdown" else render_html(m)

@@ -1,9 +1,5 @@
-"""Facts about a wheel that a manifest records and an installation is checked against.
-
-The files digest (`files_digest`) covers the files an installer puts under
-site-packages unchanged; the same rule picks them from a wheel (`installed_path`)
-and from an installed distribution's RECORD (`installed_files`).
-"""
+"""Facts about a wheel that a manifest records and an installation is checked against
+(its files digest, from a wheel or an installed RECORD), and how two wheels differ."""
 
 from __future__ import annotations
 
@@ -173,3 +169,28 @@ def wheel_metadata(wheel: Path) -> WheelMeta:
         missing = "Name" if not name else "Version"
         raise GateFailed(f"{wheel.name}: its METADATA has no {missing}")
     return WheelMeta(str(name), str(version), tuple(sorted(msg.get_all("Requires-Dist") or [])))
+
+
+def diff_wheels(a: Path, b: Path) -> list[str]:
+    """Human-readable differences between two wheel archives, member by member."""
+    out: list[str] = []
+    with zipfile.ZipFile(a) as za, zipfile.ZipFile(b) as zb:
+        ia = {i.filename: i for i in za.infolist()}
+        ib = {i.filename: i for i in zb.infolist()}
+        for name in sorted(set(ia) - set(ib)):
+            out.append(f"{name}: only in the first build")
+        for name in sorted(set(ib) - set(ia)):
+            out.append(f"{name}: only in the second build")
+        if [n for n in ia if n in ib] != [n for n in ib if n in ia]:
+            out.append("(member order differs)")
+        for name in sorted(set(ia) & set(ib)):
+            x, y = ia[name], ib[name]
+            if x.CRC != y.CRC or x.file_size != y.file_size:
+                out.append(f"{name}: content differs")
+            elif x.date_time != y.date_time:
+                out.append(f"{name}: timestamp differs ({x.date_time} vs {y.date_time})")
+            elif x.external_attr != y.external_attr:
+                out.append(f"{name}: permissions differ")
+            elif x.compress_type != y.compress_type:
+                out.append(f"{name}: compression differs")
+    return out or ["(archives differ only in zip metadata)"]

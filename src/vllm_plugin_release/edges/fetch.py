@@ -31,13 +31,13 @@ from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import (
     CHUNK,
     Cache,
+    remove_tree,
     tree_intact,
     verified_file,
     write_json,
     write_tree_manifest,
 )
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
-from vllm_plugin_release.core.treewalk import remove_tree
 
 if TYPE_CHECKING:
     from vllm_plugin_release.edges.index import IndexFile

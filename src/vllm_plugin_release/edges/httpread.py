@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from vllm_plugin_release.core import bounded
-from vllm_plugin_release.core.errors import OutsideFailure
-from vllm_plugin_release.core.net import origin, redact_url
+from vllm_plugin_release.core.errors import OutsideFailure, origin
+from vllm_plugin_release.core.errors import scrub as redact_url  # a URL without its user info
 from vllm_plugin_release.edges import netwait
 
 USER_AGENT = "vllm-plugin-release"

@@ -27,8 +27,7 @@ from packaging.utils import canonicalize_name
 
 from vllm_plugin_release.core import progress, records, simpleindex
 from vllm_plugin_release.core.cache import atomic_write_text
-from vllm_plugin_release.core.errors import OutsideFailure
-from vllm_plugin_release.core.net import Origin, origin, scrub
+from vllm_plugin_release.core.errors import Origin, OutsideFailure, origin, scrub
 from vllm_plugin_release.core.simpleindex import IndexFile
 from vllm_plugin_release.edges import children, netwait
 from vllm_plugin_release.edges.proc import spawn

@@ -2,7 +2,7 @@
 the content is `core.ledger`'s and `core.schedule`'s).
 
   STORE/ledger/ledger.jsonl            the signed, chained pairing ledger (append-only)
-  STORE/ledger/summary.json, summary/  its summary (`core.ledgersummary`), written with it
+  STORE/ledger/summary.json, summary/  its summary (`core.summary`), written with it
   STORE/lkg/<pairing name>.json        last-known-good core commit of a nightly pairing:
                                        a signed document (`core.signed`) naming its pairing
   STORE/nightly/<pairing name>.json    the nightly schedule's state, signed likewise
@@ -31,7 +31,6 @@ from vllm_plugin_release.core.ledger import (
     LedgerEntry,
     parse_ledger,
 )
-from vllm_plugin_release.core.ledgersummary import LEDGER_SUMMARY_FILE
 from vllm_plugin_release.core.schedule import (
     LKG_TYPE,
     SCHEDULE_TYPE,
@@ -40,7 +39,8 @@ from vllm_plugin_release.core.schedule import (
     parse_pointer,
     state_from,
 )
-from vllm_plugin_release.core.storetrust import store_path
+from vllm_plugin_release.core.storeindex import store_path
+from vllm_plugin_release.core.summary import LEDGER_SUMMARY_FILE
 from vllm_plugin_release.edges.store import DirStore, HttpStore, Store
 from vllm_plugin_release.edges.storehead import (
     append_locked,
@@ -179,7 +179,7 @@ def sign_store(store: Store, key: Ed25519PrivateKey) -> Head:
     it is now (a person vouches for it), after what can be checked with the key is: each
     ledger line (signature, chain), each pointer's and schedule's signature, the index."""
     from vllm_plugin_release.core.storeindex import INDEX_FILE, index_from
-    from vllm_plugin_release.core.storesummary import SUMMARY_FILE
+    from vllm_plugin_release.core.summary import SUMMARY_FILE
     from vllm_plugin_release.edges.storehead import vouched_files
 
     target = _writable(store)

@@ -19,9 +19,14 @@ from pathlib import Path
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress
-from vllm_plugin_release.core.cache import Cache, key_of, tree_intact, write_tree_manifest
+from vllm_plugin_release.core.cache import (
+    Cache,
+    key_of,
+    remove_tree,
+    tree_intact,
+    write_tree_manifest,
+)
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
-from vllm_plugin_release.core.treewalk import remove_tree
 from vllm_plugin_release.edges.fetch import ArchiveLimits, extract
 from vllm_plugin_release.edges.git import git, refuse_option
 

@@ -12,12 +12,12 @@ Layout (a folder, or the same folder served as static files over HTTP):
   STORE/runs/<pairing_id>/<time>-<runner>-<sha>.json   verdict history, one per run
   STORE/summary.json, STORE/summary/     what query and matrix read: the index in query
                                          order, in chunks, and the matrix rendered
-                                         (`core.storesummary`)
+                                         (`core.summary`)
   STORE/.lock                            the writers' file lock
 
 Writers take the lock, write the pairing's files (temp file, fsync, rename), then
 rebuild `index.json` from every manifest in `pairings/` and rename it into place, then
-its summary (`edges.storesummary`), then sign the store's head.
+its summary (`edges.summary`), then sign the store's head.
 The index is therefore a function of the manifests present: concurrent publishers
 cannot lose an entry, and a publisher killed at any point leaves only complete
 files (its dot-named temp file, if any, is removed by the next writer).
@@ -40,10 +40,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import bounded, records
+from vllm_plugin_release.core.bounded import loads
 from vllm_plugin_release.core.cache import atomic_write_bytes, sha256_file
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.core.errors import scrub as redact_url  # a URL without its user info
 from vllm_plugin_release.core.manifestdoc import parse_document, validate
-from vllm_plugin_release.core.net import redact_url
 from vllm_plugin_release.core.storeindex import (
     INDEX_FILE,
     PAIRINGS,
@@ -51,6 +52,7 @@ from vllm_plugin_release.core.storeindex import (
     WHEELS,
     EntryExtras,
     IndexEntry,
+    Missing,
     PublishedAt,
     StoreIndex,
     check_index,
@@ -60,16 +62,15 @@ from vllm_plugin_release.core.storeindex import (
     entry_for,
     index_bytes,
     index_from,
-    loads,
     lock_path,
     parse_manifest,
     parse_run,
     rebuild_index,
     run_file_name,
     run_record,
+    store_path,
 )
-from vllm_plugin_release.core.storesummary import SUMMARY_DIR, SUMMARY_FILE
-from vllm_plugin_release.core.storetrust import Missing, store_path
+from vllm_plugin_release.core.summary import SUMMARY_DIR, SUMMARY_FILE
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -175,7 +176,7 @@ class DirStore:
         return parse_manifest(self.read_text(relative), relative, self.location)
 
     def read_bytes(self, relative: str, limit: int = bounded.MAX_DOCUMENT) -> bytes:
-        """A store file's bytes: `relative` a safe store path (`storetrust.store_path`) that
+        """A store file's bytes: `relative` a safe store path (`storeindex.store_path`) that
         stays inside the folder (no link out of it), a regular file of at most `limit`
         bytes; Missing when it is not there, BadInput naming it for anything else."""
         path = self.root / store_path(relative, str(self.root))
@@ -333,12 +334,12 @@ class DirStore:
         _write_if_changed(self.root / INDEX_FILE, data)
         page = wheels_page(list(index.pairings.values())).encode()
         _write_if_changed(self.root / WHEELS / "index.html", page)
-        from vllm_plugin_release.edges import summarywrite
+        from vllm_plugin_release.edges import summary
 
-        keep = summarywrite.write(self.root, index, data)  # before the head, as index.json
+        keep = summary.write(self.root, index, data)  # before the head, as index.json
         self._record_repairs(repairs, len(index.pairings))
         self.sign_head((INDEX_FILE, SUMMARY_FILE))
-        summarywrite.sweep(self.root, keep)
+        summary.sweep(self.root, keep)
         return previous, unchanged, index
 
     def _drifted(self, relatives: tuple[str, ...]) -> list[Repair]:

@@ -37,9 +37,8 @@ from vllm_plugin_release.core.ledger import (
     repair_entry,
     sign_line,
 )
-from vllm_plugin_release.core.ledgersummary import LEDGER_SUMMARY_DIR, LEDGER_SUMMARY_FILE
 from vllm_plugin_release.core.storeindex import INDEX_FILE
-from vllm_plugin_release.core.storesummary import SUMMARY_FILE
+from vllm_plugin_release.core.summary import LEDGER_SUMMARY_DIR, LEDGER_SUMMARY_FILE, SUMMARY_FILE
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -114,10 +113,10 @@ def sign_head(
     files = dict(previous.files) if previous else {}
     keep = keep_ledger = None
     if everything:  # the summaries made again from index.json and the ledger as they are
-        from vllm_plugin_release.edges import summarywrite
+        from vllm_plugin_release.edges import summary
 
-        keep = summarywrite.refresh(root)
-        keep_ledger = summarywrite.refresh_ledger(root, public)
+        keep = summary.refresh(root)
+        keep_ledger = summary.refresh_ledger(root, public)
     names = set(vouched_files(root)) | set(files) if everything or previous is None else wrote
     for relative in sorted(set(names)):
         try:
@@ -133,10 +132,10 @@ def sign_head(
     data = signed.sign(made.payload(), sh.PAYLOAD_TYPE, key)
     atomic_write_bytes(root / sh.HEAD_FILE, data)
     if everything:
-        from vllm_plugin_release.edges import summarywrite
+        from vllm_plugin_release.edges import summary
 
-        summarywrite.sweep(root, keep)
-        summarywrite.sweep(root, keep_ledger, LEDGER_SUMMARY_DIR)
+        summary.sweep(root, keep)
+        summary.sweep(root, keep_ledger, LEDGER_SUMMARY_DIR)
     return made.as_head(keyid(public), hashlib.sha256(data).hexdigest())
 
 
@@ -228,12 +227,12 @@ def append_locked(
         new += sign_line(full, key)
         written.append(full)
     path.parent.mkdir(parents=True, exist_ok=True)
-    from vllm_plugin_release.edges import summarywrite
+    from vllm_plugin_release.edges.summary import sweep, write_ledger
 
     atomic_write_bytes(path, new)
-    keep = summarywrite.write_ledger(root, [*entries, *written], new)  # before the head
+    keep = write_ledger(root, [*entries, *written], new)  # before the head
     sign_head(root, key, (LEDGER_FILE, LEDGER_SUMMARY_FILE))
-    summarywrite.sweep(root, keep, LEDGER_SUMMARY_DIR)
+    sweep(root, keep, LEDGER_SUMMARY_DIR)
     return written
 
 

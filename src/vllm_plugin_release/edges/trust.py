@@ -38,8 +38,13 @@ from vllm_plugin_release.core.ledger import (
     line_digest,
     parse_ledger,
 )
-from vllm_plugin_release.core.storeindex import INDEX_FILE, StoreIndex, empty_index, index_from
-from vllm_plugin_release.core.storetrust import Missing
+from vllm_plugin_release.core.storeindex import (
+    INDEX_FILE,
+    Missing,
+    StoreIndex,
+    empty_index,
+    index_from,
+)
 from vllm_plugin_release.edges.store import DirStore, Store
 
 if TYPE_CHECKING:

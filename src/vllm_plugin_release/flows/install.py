@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 from vllm_plugin_release.core import attest, bounded, progress
 from vllm_plugin_release.core import guardstate as gs
 from vllm_plugin_release.core import storeindex as si
-from vllm_plugin_release.core import storetrust as trust
+from vllm_plugin_release.core import storeindex as trust
 from vllm_plugin_release.core.bounded import MAX_DOCUMENT
 from vllm_plugin_release.core.cache import atomic_write_bytes
 from vllm_plugin_release.core.errors import BadInput, GateFailed

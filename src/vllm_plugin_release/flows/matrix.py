@@ -21,10 +21,9 @@ from vllm_plugin_release.conform.lib import apicoupling, installscan
 from vllm_plugin_release.core import columns as cols
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.bisect import first_error_lines, versions_between
-from vllm_plugin_release.core.cache import Cache, atomic_write_text, key_of
+from vllm_plugin_release.core.cache import Cache, atomic_write_text, key_of, walk
 from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput, VprError
-from vllm_plugin_release.core.treewalk import walk
 from vllm_plugin_release.edges import corehistory
 from vllm_plugin_release.edges.fetch import index_files
 from vllm_plugin_release.flows.baseline import Release, commit_spec, pairing_env, release_pairing

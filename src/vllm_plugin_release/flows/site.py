@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from vllm_plugin_release.core import attest, bounded, records
-from vllm_plugin_release.core import sitemodel as sm
+from vllm_plugin_release.core import site as sm
 from vllm_plugin_release.core import storeindex as si
-from vllm_plugin_release.core import storetrust as trust
+from vllm_plugin_release.core import storeindex as trust
 from vllm_plugin_release.core.bounded import MAX_DOCUMENT
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE
 from vllm_plugin_release.core.manifestmodel import Manifest, parse
-from vllm_plugin_release.core.siterender import render
-from vllm_plugin_release.core.storetrust import Missing
+from vllm_plugin_release.core.site import render
+from vllm_plugin_release.core.storeindex import Missing
 from vllm_plugin_release.edges.trust import Trusted
 
 

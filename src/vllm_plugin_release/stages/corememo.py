@@ -25,10 +25,10 @@ from vllm_plugin_release.core.cache import (
     sha256_file,
     stamps_digest,
     tree_stamps,
+    walk,
     write_json,
 )
 from vllm_plugin_release.core.errors import BadInput, RecordProblem
-from vllm_plugin_release.core.treewalk import walk
 from vllm_plugin_release.edges.netns import can_unshare_network
 
 if TYPE_CHECKING:

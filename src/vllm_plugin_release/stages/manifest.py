@@ -13,6 +13,15 @@ from typing import Any, Literal, NamedTuple, TypeVar
 
 from vllm_plugin_release.buildspec.model import RuntimeSpec, Spec
 from vllm_plugin_release.core import attest
+from vllm_plugin_release.core.attest import (
+    BuildPins,
+    CorePins,
+    GitPin,
+    PluginTable,
+    RuntimeTable,
+    SdistPin,
+    SpecPins,
+)
 from vllm_plugin_release.core.buildrecord import BuildRecord
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_json
 from vllm_plugin_release.core.envrecord import EnvRecord
@@ -43,15 +52,6 @@ from vllm_plugin_release.core.records import (
     run_file,
 )
 from vllm_plugin_release.core.records import producer as record_producer
-from vllm_plugin_release.core.specpins import (
-    BuildPins,
-    CorePins,
-    GitPin,
-    PluginTable,
-    RuntimeTable,
-    SdistPin,
-    SpecPins,
-)
 from vllm_plugin_release.core.wheelfacts import files_digest, wheel_files, wheel_tags, wheel_version
 from vllm_plugin_release.edges import host, keys
 

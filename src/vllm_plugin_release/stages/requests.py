@@ -11,7 +11,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.core.compat import tomllib
+from vllm_plugin_release.core.bounded import tomllib
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.lockfile import LockRequest, core_build_request, torch_requirement
 

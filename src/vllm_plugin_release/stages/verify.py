@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import attest, bounded
 from vllm_plugin_release.core.cache import sha256_file
-from vllm_plugin_release.core.envdrift import same_version
 from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.lockfile import same_version
 from vllm_plugin_release.core.manifestdoc import (
     MANIFEST_FILE,
     STATEMENT_FILE,
@@ -199,14 +199,14 @@ def check_environment(
     lock_text: str | None = None,
 ) -> list[str]:
     """Every way the environment differs from the manifest (empty list: it matches).
-    With `lock_text` (the pairing's lock), every pin is compared too (core/envdrift.py)."""
+    With `lock_text` (the pairing's lock), every pin is compared too (core/lockfile.py)."""
     parts = manifest.parts()
     names = [p.name for p in parts]
     mismatches: list[str] = []
     if lock_text is None:
         found = probe_environment(python, names)
     else:
-        from vllm_plugin_release.core.envdrift import drift
+        from vllm_plugin_release.core.lockfile import drift
 
         found, installed = probe_with_installed(python, names)
         mismatches += drift(lock_pins(manifest, lock_text), installed).lines()

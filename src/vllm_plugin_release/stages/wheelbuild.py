@@ -12,10 +12,16 @@ from typing import Any
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress, records
-from vllm_plugin_release.core.cache import ENV_COMPLETE, Cache, key_of, sha256_file, write_json
+from vllm_plugin_release.core.cache import (
+    ENV_COMPLETE,
+    Cache,
+    key_of,
+    remove_tree,
+    sha256_file,
+    write_json,
+)
 from vllm_plugin_release.core.errors import BadInput, GateFailed
-from vllm_plugin_release.core.treewalk import remove_tree
-from vllm_plugin_release.core.wheeldiff import diff_wheels
+from vllm_plugin_release.core.wheelfacts import diff_wheels
 from vllm_plugin_release.edges import interpreters, proc
 from vllm_plugin_release.edges.container import ContainerRunner
 from vllm_plugin_release.edges.interpreters import Interpreter

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from vllm_plugin_release.conform.lib.plugintree import Unread, read_regular, within
-from vllm_plugin_release.core.treewalk import walk
+from vllm_plugin_release.core.cache import walk
 
 _FENCE = re.compile(r"^\s*(```+|~~~+)")
 _HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*)$")  # the closing #s: `_heading_text`

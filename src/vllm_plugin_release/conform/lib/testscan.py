@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 from vllm_plugin_release.conform.lib.plugintree import Unread, read_regular, within
-from vllm_plugin_release.core.treewalk import walk
+from vllm_plugin_release.core.cache import walk
 
 # How the absence of a runtime reads in a failure besides `No module named '<module>'`:
 # declared per spec (`absence_signatures`). And how needing the network reads when the
