@@ -18,13 +18,14 @@ from typing import Any, NoReturn
 from vllm_plugin_release import __version__
 from vllm_plugin_release.cli import suggest
 from vllm_plugin_release.core.errors import EXIT_BAD_INPUT, EXIT_OUTSIDE, VprError
+from vllm_plugin_release.edges import settings
 
 # Modules that contribute subcommands, in the order `vpr --help` lists them, and the
 # commands each registers: a command line that names one builds only its module's parser
 # (`build_parser(command)`), so `vpr scan-core` does not import the other thirteen.
 # tests/unit/test_cli_lazy.py checks this table against what each module registers.
 COMMANDS: dict[str, tuple[str, ...]] = {
-    "vllm_plugin_release.cli.spec": ("spec",),
+    "vllm_plugin_release.cli.spec": ("spec", "settings"),
     "vllm_plugin_release.cli.build": (
         "fetch",
         "lock",
@@ -123,14 +124,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _seconds(text: str | None, default: float) -> float:
-    try:
-        value = float(text or "")
-    except ValueError:
-        return default
-    return value if value > 0 else default
-
-
 def _exit_now(code: int) -> None:
     """End the process with `code` without the interpreter's teardown (freeing every
     object and module: tens of ms after a scan), once the output is written. Only when
@@ -159,7 +152,7 @@ def debug_asked(argv: Sequence[str]) -> tuple[bool, list[str]]:
     added at the end."""
     end = list(argv).index("--") if "--" in argv else len(argv)
     rest = [a for a in argv[:end] if a != DEBUG_FLAG] + list(argv[end:])
-    on = len(rest) != len(argv) or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    on = len(rest) != len(argv) or settings.flag(DEBUG_ENV)
     return on, rest
 
 
@@ -189,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # command that shows nothing never loads rich
     progress.configure(
         interactive=False if os.environ.get("CI") else None,
-        heartbeat=_seconds(os.environ.get("VPR_HEARTBEAT"), 15.0),
+        heartbeat=settings.number("VPR_HEARTBEAT"),
         github=os.environ.get("GITHUB_ACTIONS") == "true",
     )
     from vllm_plugin_release.edges.children import Interrupted, stopped_on_signals

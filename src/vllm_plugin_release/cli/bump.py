@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 from vllm_plugin_release.cli.build import add_dirs, add_plugin_source, add_spec_argument
 from vllm_plugin_release.core import bounded, progress, records
 from vllm_plugin_release.core.errors import EXIT_OK
-from vllm_plugin_release.edges import cachedir
+from vllm_plugin_release.edges import cachedir, settings
 from vllm_plugin_release.edges.ci import github_output, output_text
 
 PR_BODY_LIMIT = 60_000
@@ -37,7 +36,7 @@ def _register_upstream(sub: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--include-prereleases",
         action="store_true",
-        default=os.environ.get("VPR_UPSTREAM_PRERELEASES", "").lower() in ("1", "true", "yes"),
+        default=settings.flag("VPR_UPSTREAM_PRERELEASES"),
         help="also list rc/beta/dev releases (default: $VPR_UPSTREAM_PRERELEASES)",
     )
     up.add_argument("--index", default=None, help="simple API URL (default: the spec's index)")

@@ -126,7 +126,9 @@ def _mesh_from_plan(hw: HardwareSettings) -> None:
     variable from data): it becomes the spec's `mesh_variable` unless the runner set it."""
     import os
 
-    value = os.environ.get("VPR_MESH_VALUE")
+    from vllm_plugin_release.edges import settings
+
+    value = settings.text("VPR_MESH_VALUE")
     if hw.mesh_variable and value and not os.environ.get(hw.mesh_variable):
         os.environ[hw.mesh_variable] = value
 

@@ -1,4 +1,5 @@
-"""`vpr spec ...`: validate, print the schema, edit a key (comments preserved)."""
+"""`vpr spec ...`: validate, print the schema, edit a key (comments preserved); and
+`vpr settings`: the VPR_* environment variables, the other half of the configuration."""
 
 from __future__ import annotations
 
@@ -31,6 +32,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     setter.add_argument("value", help='TOML value, e.g. "0.26.0" or 1784975730 or true')
     setter.set_defaults(func=_set)
 
+    settings = sub.add_parser(
+        "settings", help="list the VPR_* environment variables: each one's value here and doc"
+    )
+    settings.add_argument(
+        "--markdown", action="store_true", help="print docs/settings.md (their defaults) instead"
+    )
+    settings.set_defaults(func=_settings)
+
 
 def _check(args: argparse.Namespace) -> int:
     from vllm_plugin_release.buildspec.load import load_spec
@@ -61,4 +70,11 @@ def _docs(args: argparse.Namespace) -> int:
     from vllm_plugin_release.conform.registry import spec_schema
 
     sys.stdout.write(render(spec_schema()))
+    return 0
+
+
+def _settings(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.edges import settings
+
+    sys.stdout.write(settings.markdown() if args.markdown else "\n".join(settings.lines()) + "\n")
     return 0

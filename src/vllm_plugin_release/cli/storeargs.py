@@ -4,11 +4,10 @@ the one way they become a store read through its signed head (`edges.trust`)."""
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vllm_plugin_release.edges import cachedir
+from vllm_plugin_release.edges import cachedir, settings
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -35,7 +34,7 @@ def add_store_arguments(parser: argparse.ArgumentParser, *, key: bool = True) ->
 def store_location(args: argparse.Namespace) -> str:
     return (
         getattr(args, "store", None)
-        or os.environ.get("VPR_STORE")
+        or settings.text("VPR_STORE")
         or str(cachedir.from_args(args).root / "store")
     )
 

@@ -3,16 +3,13 @@ local builds make their scratch: $VPR_BUILD_SCRATCH, else /dev/shm (in memory)."
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vllm_plugin_release.edges import settings
+
 if TYPE_CHECKING:
     from vllm_plugin_release.core.cache import Cache
-
-DEFAULT = ".vpr"
-BUILD_SCRATCH_ENV = "VPR_BUILD_SCRATCH"  # a folder, or 'off' for .vpr/tmp
-BUILD_SCRATCH_DEFAULT = "/dev/shm"
 
 
 def build_scratch_root(*, create: bool = True) -> Path | None:
@@ -20,15 +17,15 @@ def build_scratch_root(*, create: bool = True) -> Path | None:
     private_scratch_root` in $VPR_BUILD_SCRATCH, default /dev/shm), or None: `.vpr/tmp`."""
     from vllm_plugin_release.core.cache import private_scratch_root
 
-    base = os.environ.get(BUILD_SCRATCH_ENV, BUILD_SCRATCH_DEFAULT)
+    base = settings.text("VPR_BUILD_SCRATCH") or ""
     if base.strip().lower() in ("", "off", "0", "no"):
         return None
     return private_scratch_root(Path(base), create=create)
 
 
-def from_env(default: Path | str = DEFAULT) -> Cache:
-    """$VPR_CACHE_DIR, else `default`."""
-    return _opened(os.environ.get("VPR_CACHE_DIR", default))
+def from_env() -> Cache:
+    """$VPR_CACHE_DIR, else .vpr."""
+    return _opened(settings.text("VPR_CACHE_DIR") or "")
 
 
 def from_args(args: Any) -> Cache:

@@ -38,6 +38,7 @@ from vllm_plugin_release.core.cache import (
 )
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.treewalk import remove_tree
+from vllm_plugin_release.edges import settings
 
 if TYPE_CHECKING:
     from vllm_plugin_release.edges.index import IndexFile
@@ -68,16 +69,6 @@ def _open(url: str, accept: str | None = None):
     return netwait.waiting(lambda: urllib.request.urlopen(request, timeout=netwait.timeout()), url)
 
 
-RATE_LIMIT_BUDGET_ENV = "VPR_INDEX_RETRY_BUDGET"
-
-
-def _rate_limit_budget() -> float:
-    try:
-        return float(os.environ.get(RATE_LIMIT_BUDGET_ENV, "120"))
-    except ValueError:
-        return 120.0
-
-
 def index_files(index: str, project: str) -> list[IndexFile]:
     """All files of `project` on a simple-API index (JSON preferred, HTML accepted), through
     the one index client (`edges/index.project_files`): connection errors and HTTP 5xx are
@@ -95,13 +86,13 @@ def index_files(index: str, project: str) -> list[IndexFile]:
             attempts=attempts,
             backoff=backoff,
             retry_waited=False,
-            rate_budget=_rate_limit_budget(),
+            rate_budget=settings.number("VPR_INDEX_RETRY_BUDGET"),
         )
     except ix.RateLimited as exc:
         raise OutsideFailure(
             f"{url}: the package index still rate-limits (HTTP {exc.rate_limited}) after "
             f"{exc.backed_off:.0f} s of backing off",
-            hint=f"retry later, or raise {RATE_LIMIT_BUDGET_ENV} (seconds)",
+            hint="retry later, or raise VPR_INDEX_RETRY_BUDGET (seconds)",
         )
     except ix.Transient as exc:
         if exc.waited:

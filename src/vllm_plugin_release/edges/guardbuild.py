@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.edges import settings
 
 SOURCE_ENV = "VPR_GUARD_SOURCE"
 CHECKOUT = Path(__file__).resolve().parents[3] / "guard"
@@ -18,7 +19,7 @@ CHECKOUT = Path(__file__).resolve().parents[3] / "guard"
 
 def guard_source() -> Path:
     """The guard's source folder (its pyproject.toml); BadInput naming where it looked."""
-    given = os.environ.get(SOURCE_ENV)
+    given = settings.text(SOURCE_ENV)
     folder = Path(given) if given else CHECKOUT
     if not (folder / "pyproject.toml").is_file():
         raise BadInput(

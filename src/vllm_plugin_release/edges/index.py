@@ -30,7 +30,7 @@ from vllm_plugin_release.core.cache import atomic_write_text
 from vllm_plugin_release.core.errors import OutsideFailure
 from vllm_plugin_release.core.net import Origin, origin, scrub
 from vllm_plugin_release.core.simpleindex import IndexFile
-from vllm_plugin_release.edges import children, netwait
+from vllm_plugin_release.edges import children, netwait, settings
 from vllm_plugin_release.edges.proc import spawn
 from vllm_plugin_release.edges.serve import free_port
 
@@ -95,13 +95,7 @@ def _retry_after(value: str | None) -> float | None:
 def retry_policy(prefix: str = "VPR_PUBLISH") -> tuple[int, float]:
     """(attempts, first backoff in seconds) for index requests: $PREFIX_ATTEMPTS (4) and
     $PREFIX_BACKOFF (2.0); `VPR_PUBLISH` for publishing, `VPR_INDEX` for reading (3, 0.5)."""
-    attempts, backoff = (4, 2.0) if prefix == "VPR_PUBLISH" else (3, 0.5)
-    try:
-        attempts = max(1, int(os.environ.get(f"{prefix}_ATTEMPTS", attempts)))
-        backoff = max(0.0, float(os.environ.get(f"{prefix}_BACKOFF", backoff)))
-    except ValueError:
-        pass
-    return attempts, backoff
+    return settings.count(f"{prefix}_ATTEMPTS"), settings.number(f"{prefix}_BACKOFF")
 
 
 T = TypeVar("T")

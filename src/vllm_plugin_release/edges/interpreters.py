@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_plugin_release.core.errors import BadInput, PythonUnavailable
+from vllm_plugin_release.edges import settings
 
 ENV_VARIABLE = "VPR_INTERPRETER"
 PROBE = (
@@ -292,8 +293,9 @@ def named_by(explicit_path: str | None) -> tuple[str, str] | None:
     else $VPR_INTERPRETER; None when neither names one (the search decides)."""
     if explicit_path:
         return explicit_path, "--interpreter"
-    if os.environ.get(ENV_VARIABLE):
-        return os.environ[ENV_VARIABLE], ENV_VARIABLE
+    given = settings.text(ENV_VARIABLE)
+    if given:
+        return given, ENV_VARIABLE
     return None
 
 

@@ -8,7 +8,6 @@ and an error that names the URL and how long we waited.
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import sys
 import threading
@@ -16,10 +15,9 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-T = TypeVar("T")
+from vllm_plugin_release.edges import settings
 
-DEFAULT_TIMEOUT = 60.0
-DEFAULT_HEARTBEAT = 15.0
+T = TypeVar("T")
 
 
 class NoAnswer(Exception):
@@ -31,16 +29,8 @@ class NoAnswer(Exception):
         self.waited = waited
 
 
-def _seconds(name: str, default: float) -> float:
-    try:
-        value = float(os.environ.get(name, ""))
-    except ValueError:
-        return default
-    return value if value > 0 else default
-
-
 def timeout() -> float:
-    return _seconds("VPR_NET_TIMEOUT", DEFAULT_TIMEOUT)
+    return settings.number("VPR_NET_TIMEOUT")
 
 
 def shut_down(fd: int) -> None:
@@ -65,7 +55,7 @@ def waiting(
     `what` pass through; when the wait is given up (timeout, Ctrl-C, SIGTERM) `abort`
     unblocks the abandoned call."""
     limit = timeout() if limit is None else limit
-    beat = _seconds("VPR_NET_HEARTBEAT", DEFAULT_HEARTBEAT)
+    beat = settings.number("VPR_NET_HEARTBEAT")
     box: dict[str, object] = {}
 
     def call() -> None:

@@ -70,6 +70,7 @@ from vllm_plugin_release.core.storeindex import (
 )
 from vllm_plugin_release.core.storesummary import SUMMARY_DIR, SUMMARY_FILE
 from vllm_plugin_release.core.storetrust import Missing, store_path
+from vllm_plugin_release.edges import settings
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -79,7 +80,6 @@ if TYPE_CHECKING:
 
 LOCK_FILE = ".lock"
 WRITER_FOLDERS = ("ledger", "lkg", "nightly")  # the ledger's, lkg pointers', schedules' files
-LOCK_TIMEOUT_ENV = "VPR_STORE_LOCK_TIMEOUT"
 
 
 def utc_now() -> str:
@@ -111,11 +111,6 @@ def wheels_page(entries: list[IndexEntry]) -> str:
     return f"<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n"
 
 
-def lock_timeout_from_env() -> float:
-    """Seconds a writer waits for the store's lock: $VPR_STORE_LOCK_TIMEOUT, else 120."""
-    return float(os.environ.get(LOCK_TIMEOUT_ENV, "120"))
-
-
 @dataclass(frozen=True)
 class AddResult:
     status: str  # "added" | "unchanged" | "replaced"
@@ -140,7 +135,9 @@ class DirStore:
     ) -> None:
         self.root = Path(root)
         self.location = str(self.root)
-        self.lock_timeout = lock_timeout_from_env() if lock_timeout is None else lock_timeout
+        self.lock_timeout = (
+            settings.number("VPR_STORE_LOCK_TIMEOUT") if lock_timeout is None else lock_timeout
+        )
         self.signer = signer  # the manifest key: a writer with it signs the store's head
 
     def sign_head(self, wrote: tuple[str, ...]) -> None:
@@ -462,15 +459,7 @@ def _text(data: bytes, where: str) -> str:
 
 def store_timeout() -> float:
     """Seconds one read from an HTTP store may take in all: $VPR_STORE_TIMEOUT, else 30."""
-    try:
-        value = float(os.environ.get(STORE_TIMEOUT_ENV, ""))
-    except ValueError:
-        return DEFAULT_STORE_TIMEOUT
-    return value if value > 0 else DEFAULT_STORE_TIMEOUT
-
-
-STORE_TIMEOUT_ENV = "VPR_STORE_TIMEOUT"
-DEFAULT_STORE_TIMEOUT = 30.0
+    return settings.number("VPR_STORE_TIMEOUT")
 
 
 class HttpStore:

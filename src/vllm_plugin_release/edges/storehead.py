@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import hashlib
-import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +39,7 @@ from vllm_plugin_release.core.ledger import (
 from vllm_plugin_release.core.ledgersummary import LEDGER_SUMMARY_DIR, LEDGER_SUMMARY_FILE
 from vllm_plugin_release.core.storeindex import INDEX_FILE
 from vllm_plugin_release.core.storesummary import SUMMARY_FILE
+from vllm_plugin_release.edges import settings
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -47,17 +47,12 @@ if TYPE_CHECKING:
         Ed25519PublicKey,
     )
 
-DAYS_ENV = "VPR_STORE_HEAD_DAYS"
 SIGNED_FOLDERS = ("lkg", "nightly")  # one signed document per pairing name in each
 
 
 def head_days() -> float:
     """How long a head is valid: $VPR_STORE_HEAD_DAYS (a positive number), else 30."""
-    try:
-        days = float(os.environ.get(DAYS_ENV, ""))
-    except ValueError:
-        return sh.DEFAULT_DAYS
-    return days if days > 0 else sh.DEFAULT_DAYS
+    return settings.number("VPR_STORE_HEAD_DAYS")
 
 
 def record(relative: str, data: bytes) -> sh.FileRecord:

@@ -24,6 +24,7 @@ from vllm_plugin_release.core.lockfile import (
     header,
     pins,
 )
+from vllm_plugin_release.edges import settings
 
 
 @functools.lru_cache(maxsize=1)
@@ -73,7 +74,7 @@ def pip_find_links() -> list[str]:
         for section in ("global", "install"):
             if parser.has_option(section, "find-links"):
                 links += parser.get(section, "find-links").split()
-    links += os.environ.get("VPR_FIND_LINKS", "").split()
+    links += (settings.text("VPR_FIND_LINKS") or "").split()
     return list(dict.fromkeys(links))
 
 
