@@ -11,7 +11,7 @@ from pathlib import Path
 from vllm_plugin_release.cli.build import add_dirs, add_plugin_source, add_spec_argument
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import EXIT_OK
-from vllm_plugin_release.edges import cachedir
+from vllm_plugin_release.edges import settings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -60,7 +60,7 @@ def _bisect(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     opts = bisect.Options(
-        cache=cachedir.from_args(args),
+        cache=settings.cache_from_args(args),
         dist_root=Path(args.dist),
         plugin_source=args.plugin_source,
         repo=args.repo,
@@ -116,7 +116,7 @@ def _nightly(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     opts = nightly.Options(
-        cache=cachedir.from_args(args),
+        cache=settings.cache_from_args(args),
         dist_root=Path(args.dist),
         repo=args.repo,
         ref=args.ref,

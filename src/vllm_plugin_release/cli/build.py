@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 
 from vllm_plugin_release.core import progress, records
-from vllm_plugin_release.edges import cachedir
+from vllm_plugin_release.edges import settings
 
 
 def add_spec_argument(parser: argparse.ArgumentParser) -> None:
@@ -199,7 +199,7 @@ def _inputs(args: argparse.Namespace):
     from vllm_plugin_release.flows.sources import Inputs
 
     spec = load_spec_for(args)
-    return Inputs(spec, cachedir.from_args(args), getattr(args, "plugin_source", None))
+    return Inputs(spec, settings.cache_from_args(args), getattr(args, "plugin_source", None))
 
 
 def _fetch(args: argparse.Namespace) -> int:
@@ -266,7 +266,7 @@ def _build_core(args: argparse.Namespace) -> int:
     # checked again (stages/corememo); else the full path, which then writes the memo.
     from vllm_plugin_release.stages import corememo
 
-    cache = cachedir.from_args(args)
+    cache = settings.cache_from_args(args)
     ask = corememo.Ask(Path(args.spec), args.runner_backend, args.interpreter)
     memo = corememo.memo_name(ask)
     warm = memo and not args.force
@@ -335,7 +335,7 @@ def _build_guard(args: argparse.Namespace) -> int:
     from vllm_plugin_release.stages.build_guard import build_guard
 
     result = build_guard(
-        load_spec(args.spec), cache=cachedir.from_args(args), dist_root=Path(args.dist)
+        load_spec(args.spec), cache=settings.cache_from_args(args), dist_root=Path(args.dist)
     )
     print(result.wheel)
     return 0

@@ -11,7 +11,7 @@ from typing import Any
 from vllm_plugin_release.cli.build import add_dirs, add_plugin_source, add_spec_argument
 from vllm_plugin_release.core import bounded, progress, records
 from vllm_plugin_release.core.errors import EXIT_OK
-from vllm_plugin_release.edges import cachedir, settings
+from vllm_plugin_release.edges import settings
 from vllm_plugin_release.edges.ci import github_output, output_text
 
 PR_BODY_LIMIT = 60_000
@@ -202,7 +202,7 @@ def _columns(spec: Any, args: argparse.Namespace, index: str) -> list[str]:
     if not isinstance(spec.core.source, SdistSource):
         progress.note(f"{spec.path}: columns=[]: a version matrix needs an sdist core source")
         return []
-    cache = cachedir.from_args(args)
+    cache = settings.cache_from_args(args)
     opts = matrix.Options(
         cache=cache,
         dist_root=Path("dist"),
@@ -226,7 +226,7 @@ def _bump(args: argparse.Namespace) -> int:
     result = bump.bump(
         Path(args.spec),
         args.core,
-        cache=cachedir.from_args(args),
+        cache=settings.cache_from_args(args),
         options=bump.BumpOptions(
             out=args.out,
             dry_run=args.dry_run,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from vllm_plugin_release.cli.build import add_dirs, add_plugin_source, add_spec_argument
 from vllm_plugin_release.core.errors import EXIT_OK
-from vllm_plugin_release.edges import cachedir
+from vllm_plugin_release.edges import settings
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.buildspec.model import Spec
@@ -126,8 +126,6 @@ def _mesh_from_plan(hw: HardwareSettings) -> None:
     variable from data): it becomes the spec's `mesh_variable` unless the runner set it."""
     import os
 
-    from vllm_plugin_release.edges import settings
-
     value = settings.text("VPR_MESH_VALUE")
     if hw.mesh_variable and value and not os.environ.get(hw.mesh_variable):
         os.environ[hw.mesh_variable] = value
@@ -171,7 +169,7 @@ def _conform_hardware(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     _mesh_from_plan(settings(spec))
     opts = hardware.Options(
-        cache=cachedir.from_args(args),
+        cache=settings.cache_from_args(args),
         dist_root=Path(args.dist),
         plugin_source=args.plugin_source,
         runtime_env=args.runtime_env,

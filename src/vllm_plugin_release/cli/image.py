@@ -6,7 +6,7 @@ import argparse
 import json
 
 from vllm_plugin_release.cli.build import add_spec_argument
-from vllm_plugin_release.edges import cachedir
+from vllm_plugin_release.edges import settings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,7 +50,7 @@ def _build(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec).with_interpreter(args.interpreter)
     named_interpreter(spec)  # checked also where Debian's python is used instead
-    made = build_image(spec, cachedir.from_args(args), suite=args.suite, mirror=args.mirror)
+    made = build_image(spec, settings.cache_from_args(args), suite=args.suite, mirror=args.mirror)
     print(json.dumps(made.to_json(), indent=2) if args.json else made.image)
     if args.write_spec:
         set_spec_value(args.spec, "build.base_image", json.dumps(made.image))

@@ -10,7 +10,7 @@ from typing import Any
 
 from vllm_plugin_release.cli.storeargs import add_store_arguments, trusted
 from vllm_plugin_release.core.errors import EXIT_OK
-from vllm_plugin_release.edges import cachedir
+from vllm_plugin_release.edges import settings
 
 
 def register(subparsers: Any) -> None:
@@ -74,7 +74,7 @@ def cmd_install(args: argparse.Namespace) -> int:
     from vllm_plugin_release.cli.storeargs import key_path
     from vllm_plugin_release.flows.install import Request, Target, install
 
-    cache = cachedir.from_args(args)
+    cache = settings.cache_from_args(args)
     result = install(
         trusted(args),
         Request(pairing=args.pairing, core=args.core, plugin=args.plugin),

@@ -9,7 +9,7 @@ from typing import Any
 
 from vllm_plugin_release.cli.build import add_dirs, add_plugin_source, add_spec_argument
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK
-from vllm_plugin_release.edges import cachedir
+from vllm_plugin_release.edges import settings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -100,7 +100,7 @@ def _run(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     opts = matrix.Options(
-        cache=cachedir.from_args(args),
+        cache=settings.cache_from_args(args),
         dist_root=Path(args.dist),
         plugin_source=args.plugin_source,
         lowest=args.lowest or None,  # empty: not given (a CI input left empty)
@@ -121,7 +121,7 @@ def _assemble(args: argparse.Namespace) -> int:
     from vllm_plugin_release.flows import matrix
 
     opts = matrix.Options(
-        cache=cachedir.from_args(args),
+        cache=settings.cache_from_args(args),
         dist_root=Path(args.dist),
         store=args.store,
         signing_key=args.signing_key,

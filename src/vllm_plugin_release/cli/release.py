@@ -14,7 +14,7 @@ from vllm_plugin_release.cli.build import (
     add_spec_argument,
     load_spec_for,
 )
-from vllm_plugin_release.edges import cachedir
+from vllm_plugin_release.edges import settings
 
 if TYPE_CHECKING:
     from vllm_plugin_release.buildspec.model import Spec
@@ -71,7 +71,7 @@ def _release(args: argparse.Namespace) -> int:
 
     spec = load_spec_for(args)
     options = Options(
-        cache=cachedir.from_args(args),
+        cache=settings.cache_from_args(args),
         dist_root=Path(args.dist),
         runner=args.runner,
         plugin_source=args.plugin_source,

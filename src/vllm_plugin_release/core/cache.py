@@ -11,7 +11,7 @@ Layout:
   .vpr/stages/build-core-memo/<k>.json what a full build-core checked (stages/corememo)
   .vpr/coupling/ab/<sha256>.json    a core module's facts for the API coupling diff
   .vpr/tmp/                         work in progress (same filesystem, for renames)
-  /dev/shm/vpr-<uid>/               local builds' scratch, in memory (edges/cachedir)
+  /dev/shm/vpr-<uid>/               local builds' scratch, in memory (edges/settings)
   .vpr/locks/                       one lock file per cache entry being created
 """
 
@@ -277,7 +277,7 @@ def sweep_stale(tmp: Path) -> list[Path]:
 # build/ and bdist folders, thousands of small files written once and removed. On a RAM
 # filesystem that costs a fraction of what ext4 costs (its block allocator is the slow
 # part on some machines), and nothing there has to survive the run. Where it is comes
-# from the edges (`edges/cachedir.build_scratch_root`: $VPR_BUILD_SCRATCH, /dev/shm).
+# from the edges (`edges/settings.build_scratch_root`: $VPR_BUILD_SCRATCH, /dev/shm).
 SCRATCH_MIN_FREE = 2 << 30
 
 

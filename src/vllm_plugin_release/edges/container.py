@@ -39,7 +39,7 @@ from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure, PythonUnavailable
 from vllm_plugin_release.core.runnerfacts import RunnerFacts
-from vllm_plugin_release.edges import cachedir, uvwatch
+from vllm_plugin_release.edges import settings, uvwatch
 from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.runner import (
     HOST_NETWORK,
@@ -302,13 +302,13 @@ class ContainerRunner:
         return RunnerFacts(self.kind, self.base_image, self.image_id)
 
     def scratch_root(self) -> Path | None:
-        """Builds' scratch in memory, as a local build's (`cachedir.build_scratch_root`),
+        """Builds' scratch in memory, as a local build's (`settings.build_scratch_root`),
         bound into every later container at its own path: a build's tree copy and the
         build's writes through the bind mount are the cost a container build has over a
         local one when they go to disk. None when that is unusable (or turned off): then
         `.vpr/tmp`, inside the mounted cache. Not in `mark`'s mounts: an environment
         needs no build's scratch."""
-        root = cachedir.build_scratch_root()
+        root = settings.build_scratch_root()
         if root is not None and not any(_within(root, Path(b)) for b in self.binds):
             self._scratch_binds[str(root)] = {"bind": str(root), "mode": "rw"}
         return root

@@ -22,7 +22,7 @@ from typing import Literal, Protocol
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.runnerfacts import RunnerFacts
-from vllm_plugin_release.edges import cachedir, children, interpreters, proc, uvwatch
+from vllm_plugin_release.edges import children, interpreters, proc, settings, uvwatch
 from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.netns import can_unshare_network
 from vllm_plugin_release.edges.uv import uv_bin
@@ -169,7 +169,7 @@ class LocalRunner:
 
     def scratch_root(self) -> Path | None:
         """The builds run here: their scratch in memory where that is usable."""
-        return cachedir.build_scratch_root()
+        return settings.build_scratch_root()
 
     def call(
         self,

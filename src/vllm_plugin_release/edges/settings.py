@@ -1,12 +1,18 @@
 """Every `VPR_*` environment variable vpr reads: its default, its documentation, and the
-one place it is read (`vpr settings` lists them; docs/settings.md is made from this)."""
+one place it is read (`vpr settings` lists them; docs/settings.md is made from this); and
+the folders two of them name: the cache (--cache-dir first) and the builds' scratch."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core.errors import BadInput
+
+if TYPE_CHECKING:
+    from vllm_plugin_release.core.cache import Cache
 
 
 @dataclass(frozen=True)
@@ -247,3 +253,35 @@ def markdown() -> str:
 
 def _plain(value: str | float) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def build_scratch_root(*, create: bool = True) -> Path | None:
+    """This user's private folder for local builds' scratch (`core.cache.
+    private_scratch_root` in $VPR_BUILD_SCRATCH, default /dev/shm), or None: `.vpr/tmp`."""
+    from vllm_plugin_release.core.cache import private_scratch_root
+
+    base = text("VPR_BUILD_SCRATCH") or ""
+    if base.strip().lower() in ("", "off", "0", "no"):
+        return None
+    return private_scratch_root(Path(base), create=create)
+
+
+def cache_from_env() -> Cache:
+    """$VPR_CACHE_DIR, else .vpr."""
+    return _opened(text("VPR_CACHE_DIR") or "")
+
+
+def cache_from_args(args: Any) -> Cache:
+    """--cache-dir, else $VPR_CACHE_DIR, else .vpr (every command the same way)."""
+    given = getattr(args, "cache_dir", None)
+    return _opened(given) if given else cache_from_env()
+
+
+def _opened(root: Path | str) -> Cache:
+    """The cache at `root`; what killed runs left in the build scratch goes too (the
+    cache's own `tmp/` is swept by `Cache`)."""
+    from vllm_plugin_release.core.cache import Cache, sweep_once  # the CLI's modules import us
+
+    cache = Cache(root)
+    sweep_once(build_scratch_root(create=False))
+    return cache
