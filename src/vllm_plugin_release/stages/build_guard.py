@@ -1,7 +1,7 @@
 """Guard build stage: the wheel of vpr-guard (`guard/`), twice, compared.
 
 vpr-guard is its own distribution, standard library only, built by its in-tree PEP 517
-backend (`edges.guardbuild`): the wheel depends on its source files alone, so it is the
+backend (`edges.guard`): the wheel depends on its source files alone, so it is the
 same for every pairing and on every machine. The record names the wheel and its entry
 points; the manifest signs it beside the core and the plugin, publish uploads it, and
 `vpr install` installs it pinned by that sha256.
@@ -19,7 +19,7 @@ from vllm_plugin_release.core.cache import Cache, key_of
 from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.core.wheelfacts import wheel_entry_points, wheel_metadata
-from vllm_plugin_release.edges import guardbuild
+from vllm_plugin_release.edges import guard
 from vllm_plugin_release.stages.delivery import StageResult, reuse
 from vllm_plugin_release.stages.wheelbuild import compare_builds, store
 
@@ -47,7 +47,7 @@ def stage_key(digest: str) -> str:
 
 def build_guard(spec: Spec, *, cache: Cache, dist_root: Path) -> StageResult:
     """The guard's wheel in dist/NAME/ with build-guard.json (cached by its source)."""
-    source = guardbuild.guard_source()
+    source = guard.guard_source()
     digest = source_digest(source)
     key = stage_key(digest)
     stage_dir = cache.stage_dir(STAGE, key)
@@ -56,7 +56,7 @@ def build_guard(spec: Spec, *, cache: Cache, dist_root: Path) -> StageResult:
     if cached:
         return cached
     with cache.scratch("build-guard-") as scratch:
-        wheels = [guardbuild.build_wheel(source, scratch / letter) for letter in "ab"]
+        wheels = [guard.build_wheel(source, scratch / letter) for letter in "ab"]
         sha, reproducible = compare_builds(wheels, STAGE)
         meta = wheel_metadata(wheels[0])
         entry_points = wheel_entry_points(wheels[0])
