@@ -1,16 +1,15 @@
-"""The guard's wheel (`guard/`, its own distribution), built by its in-tree PEP 517
-backend through `pyproject_hooks` in a child process, as any front end would.
-
-Where its source is: `$VPR_GUARD_SOURCE`, else `guard/` beside the project's `src/`
-(this checkout of vllm-plugin-release).
-"""
+"""vpr-guard from vpr's side: its wheel built from `guard/` ($VPR_GUARD_SOURCE) by its own
+PEP 517 backend, and its snapshot and check asked of an installed environment's python."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.guardstate import GuardCheck, Snapshot, parse_check, parse_snapshot
 from vllm_plugin_release.edges import settings
 
 SOURCE_ENV = "VPR_GUARD_SOURCE"
@@ -64,3 +63,42 @@ def build_wheel(source: Path, out: Path) -> Path:
     )
     out.mkdir(parents=True, exist_ok=True)
     return out / caller.build_wheel(str(out))
+
+
+def _ask(python: Path, args: list[str], what: str) -> tuple[int, Any]:
+    from vllm_plugin_release.edges.container import runner_of
+
+    done = runner_of(python).call(
+        [str(python), "-I", "-m", "vpr_guard", *args], network=False, timeout=300
+    )
+    try:
+        return done.returncode, json.loads(done.stdout)
+    except ValueError:
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-6:])
+        raise GateFailed(
+            f"{python}: vpr-guard's {what} did not answer (exit {done.returncode}):\n{tail}",
+            hint="the guard is installed with the pairing; run `vpr install` again",
+        )
+
+
+def snapshot(python: Path, roles: dict[str, str]) -> Snapshot:
+    """Every distribution of the environment (version, RECORD sha256) and the file stats of
+    the distributions in `roles`, as the guard reads them at start-up."""
+    args = ["snapshot", *(f"--role={role}={name}" for role, name in sorted(roles.items()))]
+    code, answer = _ask(python, args, "snapshot")
+    try:
+        if code != 0:
+            raise ValueError(f"exit {code}")
+        return parse_snapshot(answer)
+    except ValueError as exc:
+        raise GateFailed(f"{python}: vpr-guard's snapshot is not what vpr install expects: {exc}")
+
+
+def check(python: Path, env_dir: Path) -> GuardCheck:
+    """The guard's own comparison of the environment with its certified record: whether it
+    is as certified (`ok`) and what it found."""
+    _, answer = _ask(python, ["check", "--json", f"--prefix={env_dir}"], "check")
+    try:
+        return parse_check(answer)
+    except ValueError as exc:
+        raise GateFailed(f"{python}: vpr-guard's check is not what vpr install expects: {exc}")

@@ -19,7 +19,7 @@ from vllm_plugin_release.core import guardstate as gs
 from vllm_plugin_release.core.cache import atomic_write_bytes
 from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.core.manifestmodel import Manifest
-from vllm_plugin_release.edges import guardenv
+from vllm_plugin_release.edges import guard as vpr_guard
 
 if TYPE_CHECKING:
     from vllm_plugin_release.flows.installing import Target, VerifiedPairing
@@ -78,7 +78,7 @@ def to_reinstall(
     ):
         return sorted(names)  # recorded again after the check; the guard's view is moot
     try:
-        answer = guardenv.check(python, env_dir)
+        answer = vpr_guard.check(python, env_dir)
     except GateFailed as exc:  # the guard itself is gone or broken: the sync repairs it
         progress.warn(str(exc))
         return sorted(names)
@@ -97,7 +97,7 @@ def write_state(
     """ENV/vpr-guard/: the verified manifest, its statement and lock, then certified.json
     (last: the guard compares the manifest's sha256 with it)."""
     manifest = pairing.manifest
-    snapshot = guardenv.snapshot(python, gs.snapshot_roles(manifest))
+    snapshot = vpr_guard.snapshot(python, gs.snapshot_roles(manifest))
     record = gs.certified_record(manifest, pairing.sha256, snapshot, guard.recover)
     folder = env_dir / gs.STATE_DIR
     folder.mkdir(exist_ok=True)
