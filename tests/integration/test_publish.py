@@ -324,7 +324,7 @@ def test_twine_check_started_ahead_is_taken_for_the_same_bytes_only(
     import signal
 
     from vllm_plugin_release.core.cache import Cache
-    from vllm_plugin_release.edges import children
+    from vllm_plugin_release.edges import proc
 
     cache = Cache(tmp_path / ".vpr")
     wheel = write_wheel(tmp_path / "w", "vpr-probe", "1.0", {"vpr_probe/__init__.py": ""})
@@ -369,7 +369,7 @@ def test_twine_check_started_ahead_is_taken_for_the_same_bytes_only(
     # One nobody took (the release stopped before publish): stopped, reaped, swept.
     started = ahead()
     pub.cancel_check_ahead()
-    assert started.popen.returncode is not None and started.popen.pid not in children._LIVE
+    assert started.popen.returncode is not None and started.popen.pid not in proc._LIVE
     assert not pub._CHECK_AHEAD.started() and not list((cache.tmp).glob("twine-check-*"))
 
 

@@ -13,7 +13,7 @@ import pytest
 from tests.unit import test_plugin_tests_absence
 from vllm_plugin_release.conform.checks.plugin_tests import check as pt
 from vllm_plugin_release.core.cache import Cache
-from vllm_plugin_release.edges import children
+from vllm_plugin_release.edges import proc
 
 PYTHON = Path(sys.executable)
 CFG = pt.settings({"cpu": ["tests"], "absence_signatures": ["EagerSDKUnavailable"]})
@@ -59,7 +59,7 @@ def test_conform_takes_the_run_started_ahead_and_gets_the_same_result(
     ahead = pt.tests_run(cache, PYTHON, plugin, "cpu", CFG, "eager_sdk")
     assert calls == []  # known-bad first: no second run was made, the one ahead was taken
     assert ahead.to_json() == now.to_json() and ahead.counts["deferred"] == 1
-    assert pt._AHEAD.started() == [] and _scratch(cache) == [] and pid not in children._LIVE
+    assert pt._AHEAD.started() == [] and _scratch(cache) == [] and pid not in proc._LIVE
 
 
 def test_a_run_started_for_another_command_is_stopped_not_used(
@@ -70,7 +70,7 @@ def test_a_run_started_for_another_command_is_stopped_not_used(
     started = pt._AHEAD.started()[0]
     run = pt.tests_run(cache, PYTHON, plugin, "cpu", CFG, "eager_sdk")
     assert calls == [1]  # run now, for the command conform needs
-    assert started.popen.returncode is not None and started.popen.pid not in children._LIVE
+    assert started.popen.returncode is not None and started.popen.pid not in proc._LIVE
     assert "tests/test_ops.py" in run.deferred and _scratch(cache) == []
 
 
@@ -78,7 +78,7 @@ def test_a_run_nobody_took_is_stopped(plugin: Path, cache: Cache) -> None:
     assert pt.start_ahead(cache, PYTHON, plugin, "cpu", CFG, "eager_sdk")
     started = pt._AHEAD.started()[0]
     pt.cancel_ahead()
-    assert started.popen.returncode is not None and started.popen.pid not in children._LIVE
+    assert started.popen.returncode is not None and started.popen.pid not in proc._LIVE
     assert pt._AHEAD.started() == [] and _scratch(cache) == []
 
 

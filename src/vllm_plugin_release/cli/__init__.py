@@ -185,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         heartbeat=settings.number("VPR_HEARTBEAT"),
         github=os.environ.get("GITHUB_ACTIONS") == "true",
     )
-    from vllm_plugin_release.edges.children import Interrupted, stopped_on_signals
+    from vllm_plugin_release.edges.proc import Interrupted, stopped_on_signals
 
     try:
         with stopped_on_signals():  # SIGTERM takes Ctrl-C's path; children are stopped

@@ -31,7 +31,7 @@ from vllm_plugin_release.core.errors import (
     TimedOut,
     output_tail,
 )
-from vllm_plugin_release.edges import envbytecode, ownedtmp, proc
+from vllm_plugin_release.edges import envbytecode, proc
 from vllm_plugin_release.edges.container import marker_of, runner_of
 from vllm_plugin_release.edges.envworker import LAYER_REFUSED, Job, Worker, workers
 
@@ -304,7 +304,7 @@ PRELOAD_LATER = (
 def _job_folder() -> Iterator[str]:
     """A private folder for one in-environment job, removed after it (and, were the run
     killed, by a later run: `ownedtmp`)."""
-    folder = ownedtmp.make("vpr-inenv-")
+    folder = proc.owned_tmp("vpr-inenv-")
     try:
         yield str(folder)
     finally:

@@ -1,7 +1,7 @@
 """The warm worker of a pairing environment (`inenv/worker.py`), from our side.
 
 One worker per environment python: started in its own process group behind the death
-guard (`children.guarded`), registered with the run's children, fed jobs as JSON lines
+guard (`proc.guarded`), registered with the run's children, fed jobs as JSON lines
 and stopped when no holder is left. Jobs may be sent from several threads at once (the
 conformance checks run side by side); each waits for its own answer.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.core.errors import JobFailed, output_tail
-from vllm_plugin_release.edges import children, ownedtmp
+from vllm_plugin_release.edges import proc
 from vllm_plugin_release.edges.proc import spawn
 
 # The exit code of a job refused its `site_first` (inenv/worker.LAYER_REFUSED: nothing
@@ -72,7 +72,7 @@ class Worker:
     ) -> Worker:
         """Start the worker script that `stage(folder)` puts in a private folder; it is ready
         once `preload` is imported, and imports `later` between jobs."""
-        folder = ownedtmp.make("vpr-inenv-worker-")  # a killed run's is removed later
+        folder = proc.owned_tmp("vpr-inenv-worker-")  # a killed run's is removed later
         try:
             script = stage(folder)
             names = {"first": list(preload), "then": list(later)}
@@ -196,10 +196,10 @@ class Worker:
         try:
             self._popen.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            children.kill_group(self._popen.pid)
+            proc.kill_group(self._popen.pid)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._popen.pid, signal.SIGKILL)  # what the guard left in its group
-        children.forget(self._popen)
+        proc.forget(self._popen)
         self._gone.set()
         shutil.rmtree(self.folder, ignore_errors=True)
 

@@ -30,9 +30,8 @@ from vllm_plugin_release.core.cache import atomic_write_text
 from vllm_plugin_release.core.errors import OutsideFailure
 from vllm_plugin_release.core.net import Origin, origin, scrub
 from vllm_plugin_release.core.simpleindex import IndexFile
-from vllm_plugin_release.edges import children, netwait, settings
-from vllm_plugin_release.edges.proc import spawn
-from vllm_plugin_release.edges.serve import free_port
+from vllm_plugin_release.edges import netwait, proc, settings
+from vllm_plugin_release.edges.proc import free_port, spawn
 
 USER_AGENT = "vllm-plugin-release (+publish)"
 CREDENTIAL_ENV = ("TWINE_PASSWORD", "TWINE_USERNAME")
@@ -325,7 +324,7 @@ class LocalIndex:
             except OSError:
                 cmdline = []
             if b"pypiserver" in cmdline and str(self.root).encode() in cmdline:
-                children.kill_group(pid)
+                proc.kill_group(pid)
         with contextlib.suppress(FileNotFoundError):
             self.pid_file.unlink()
 
@@ -381,17 +380,17 @@ class LocalIndex:
         )
 
     def stop(self) -> None:
-        proc, self.process = self.process, None
-        if proc is None:
+        server, self.process = self.process, None
+        if server is None:
             return
-        children.forget(proc)
-        if proc.poll() is None:
-            proc.terminate()
+        proc.forget(server)
+        if server.poll() is None:
+            server.terminate()
             try:
-                proc.wait(timeout=10)
+                server.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+                server.kill()
+                server.wait(timeout=10)
         with contextlib.suppress(FileNotFoundError):
             self.pid_file.unlink()
 

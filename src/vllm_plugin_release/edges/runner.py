@@ -22,7 +22,7 @@ from typing import Literal, Protocol
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.runnerfacts import RunnerFacts
-from vllm_plugin_release.edges import children, interpreters, proc, settings, uvwatch
+from vllm_plugin_release.edges import interpreters, proc, settings, uvwatch
 from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.netns import can_unshare_network
 from vllm_plugin_release.edges.uv import uv_bin
@@ -218,8 +218,8 @@ class LocalRunner:
                 with progress.working(cmd.label, log), watch:  # the log path, then a heartbeat
                     returncode = child.wait()
             finally:
-                children.forget(child)
-                children.kill_group(child.pid, grace=0 if child.returncode is None else 5)
+                proc.forget(child)
+                proc.kill_group(child.pid, grace=0 if child.returncode is None else 5)
         if returncode != 0:
             raise GateFailed(
                 f"{cmd.label} failed (exit {returncode}); log: {log}\n{_tail(log)}",

@@ -22,7 +22,7 @@ from vllm_plugin_release.core.errors import BadInput, PythonUnavailable, VprErro
 from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.core.stagegraph import Graph, Stage
-from vllm_plugin_release.edges import children, ci, envrun
+from vllm_plugin_release.edges import ci, envrun, proc
 from vllm_plugin_release.flows import extrastages
 from vllm_plugin_release.flows.releasecache import Probes
 from vllm_plugin_release.flows.sources import Inputs
@@ -323,7 +323,7 @@ def _release(spec: Spec, opts: Options) -> Outcome:
 
         interpreter_ahead(spec)
     try:  # build-env still running when the run stops: its installer is stopped
-        walk(graph(spec, opts, out), record=done, stop={"build-env": children.stop_all})
+        walk(graph(spec, opts, out), record=done, stop={"build-env": proc.stop_all})
     finally:
         _stop_work_ahead()
         _summary(spec, opts, out, done)
