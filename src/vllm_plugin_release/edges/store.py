@@ -466,7 +466,7 @@ class HttpStore:
     """A manifest store served as static files (read-only). Every read is bounded: a safe
     store path under the store's URL (never a `file:`, absolute or other-origin URL),
     redirects only within the store's origin, at most `limit` bytes, and the whole answer
-    (connecting, headers, body) within `store_timeout()` seconds (`edges.httpread`)."""
+    (connecting, headers, body) within `store_timeout()` seconds (`edges.httpio`)."""
 
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/") + "/"
@@ -482,12 +482,12 @@ class HttpStore:
         return self.url + f"{WHEELS}/index.html"
 
     def read_bytes(self, relative: str, limit: int = bounded.MAX_DOCUMENT) -> bytes:
-        from vllm_plugin_release.edges import httpread
+        from vllm_plugin_release.edges import httpio
 
         url = self.url + urllib.parse.quote(store_path(relative, self.location), safe="/")
         try:
-            return httpread.get(url, limit, store_timeout(), what="manifest store")
-        except httpread.NotFound:
+            return httpio.get(url, limit, store_timeout(), what="manifest store")
+        except httpio.NotFound:
             raise Missing(
                 f"{redact_url(url)}: not found (HTTP 404)",
                 hint="is this the manifest store's base URL?",
