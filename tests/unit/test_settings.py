@@ -10,7 +10,7 @@ import pytest
 
 from tests.support import REPO, vpr
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.edges import index, netwait, settings
+from vllm_plugin_release.edges import httpio, index, settings
 
 SRC = REPO / "src" / "vllm_plugin_release"
 # An environment read: os.environ.get/[]/getenv, or a settings lookup, of a name
@@ -66,12 +66,12 @@ def test_the_docs_page_is_made_from_the_table() -> None:
 def test_readers_keep_their_defaults_and_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("VPR_NET_TIMEOUT", "VPR_INDEX_ATTEMPTS", "VPR_INDEX_BACKOFF", "VPR_CACHE_DIR"):
         monkeypatch.delenv(name, raising=False)
-    assert netwait.timeout() == 60.0 and settings.text("VPR_CACHE_DIR") == ".vpr"
+    assert httpio.timeout() == 60.0 and settings.text("VPR_CACHE_DIR") == ".vpr"
     assert index.retry_policy("VPR_INDEX") == (3, 0.5)
     monkeypatch.setenv("VPR_NET_TIMEOUT", "0")  # not positive: the default
-    assert netwait.timeout() == 60.0
+    assert httpio.timeout() == 60.0
     monkeypatch.setenv("VPR_NET_TIMEOUT", "2.5")
-    assert netwait.timeout() == 2.5
+    assert httpio.timeout() == 2.5
     monkeypatch.setenv("VPR_INDEX_ATTEMPTS", "x")  # not a number: the default, alone
     monkeypatch.setenv("VPR_INDEX_BACKOFF", "-1")  # below zero: zero
     assert index.retry_policy("VPR_INDEX") == (3, 0.0)

@@ -59,14 +59,14 @@ def _normalize(project: str) -> str:
 def _open(url: str, accept: str | None = None):
     import urllib.request
 
-    from vllm_plugin_release.edges import netwait
+    from vllm_plugin_release.edges import httpio
 
     headers = {"User-Agent": USER_AGENT}
     if accept:
         headers["Accept"] = accept
     request = urllib.request.Request(url, headers=headers)
     # a heartbeat while the index keeps us waiting; NoAnswer once VPR_NET_TIMEOUT has passed
-    return netwait.waiting(lambda: urllib.request.urlopen(request, timeout=netwait.timeout()), url)
+    return httpio.waiting(lambda: urllib.request.urlopen(request, timeout=httpio.timeout()), url)
 
 
 def index_files(index: str, project: str) -> list[IndexFile]:
@@ -114,7 +114,7 @@ def download(url: str, expected_sha256: str, dest: Path, tmp_dir: Path, label: s
     """Stream `url` to `dest`, verifying sha256; nothing is left behind on failure."""
     import urllib.error
 
-    from vllm_plugin_release.edges import netwait
+    from vllm_plugin_release.edges import httpio
 
     tmp_dir.mkdir(parents=True, exist_ok=True)
     part = tmp_dir / f"{expected_sha256}.part.{os.getpid()}"
@@ -125,8 +125,8 @@ def download(url: str, expected_sha256: str, dest: Path, tmp_dir: Path, label: s
                 total = response.headers.get("Content-Length")
                 with progress.bytes_progress(label, int(total) if total else None) as bar:
                     read = functools.partial(response.read, CHUNK)
-                    stop = functools.partial(netwait.shut_down, response.fileno())
-                    while block := netwait.waiting(read, url, stop):
+                    stop = functools.partial(httpio.shut_down, response.fileno())
+                    while block := httpio.waiting(read, url, stop):
                         out.write(block)
                         digest.update(block)
                         bar.advance(len(block))
@@ -138,7 +138,7 @@ def download(url: str, expected_sha256: str, dest: Path, tmp_dir: Path, label: s
                 os.fsync(out.fileno())
         except urllib.error.HTTPError as exc:
             raise OutsideFailure(f"{url}: HTTP {exc.code} while downloading")
-        except netwait.NoAnswer as exc:
+        except httpio.NoAnswer as exc:
             raise OutsideFailure(
                 f"download timed out: {exc}", hint="retry; nothing was kept in the cache"
             )

@@ -30,7 +30,7 @@ from vllm_plugin_release.core.cache import atomic_write_text
 from vllm_plugin_release.core.errors import OutsideFailure
 from vllm_plugin_release.core.net import Origin, origin, scrub
 from vllm_plugin_release.core.simpleindex import IndexFile
-from vllm_plugin_release.edges import netwait, proc, settings
+from vllm_plugin_release.edges import httpio, proc, settings
 from vllm_plugin_release.edges.proc import free_port, spawn
 
 USER_AGENT = "vllm-plugin-release (+publish)"
@@ -228,11 +228,11 @@ def _get(
     opener = urllib.request.build_opener(_OriginRedirects(allowed, home))
     try:
         request = urllib.request.Request(url, headers=headers)
-        with netwait.waiting(
-            lambda: opener.open(request, timeout=netwait.timeout()), redact(url)
+        with httpio.waiting(
+            lambda: opener.open(request, timeout=httpio.timeout()), redact(url)
         ) as response:
             return response.read(), response.headers.get("Content-Type", ""), response.geturl()
-    except netwait.NoAnswer as exc:
+    except httpio.NoAnswer as exc:
         raise Transient(str(exc), waited=True)
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
