@@ -39,7 +39,7 @@ from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure, PythonUnavailable
 from vllm_plugin_release.core.runnerfacts import RunnerFacts
-from vllm_plugin_release.edges import settings, uvwatch
+from vllm_plugin_release.edges import settings, uv
 from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.runner import (
     HOST_NETWORK,
@@ -429,9 +429,7 @@ class ContainerRunner:
             start = out.tell()
             container = self._create(cmd.argv, env=cmd.env, cwd=cmd.cwd, network=cmd.network)
             watch = (
-                uvwatch.watching(cmd.label, log, start)
-                if cmd.downloads
-                else contextlib.nullcontext()
+                uv.watching(cmd.label, log, start) if cmd.downloads else contextlib.nullcontext()
             )
             try:
                 with progress.working(f"{cmd.label} (in a container)", log), watch:

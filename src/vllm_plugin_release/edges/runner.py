@@ -22,7 +22,7 @@ from typing import Literal, Protocol
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.runnerfacts import RunnerFacts
-from vllm_plugin_release.edges import interpreters, proc, settings, uvwatch
+from vllm_plugin_release.edges import interpreters, proc, settings, uv
 from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.netns import can_unshare_network
 from vllm_plugin_release.edges.uv import uv_bin
@@ -44,7 +44,7 @@ class Command:
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
     network: bool = True  # False: the step must run with no network access
-    downloads: bool = False  # a uv install: say what it downloads (`edges/uvwatch`)
+    downloads: bool = False  # a uv install: say what it downloads (`edges/uv`)
 
 
 def _tail(path: Path, lines: int = 25) -> str:
@@ -213,7 +213,7 @@ class LocalRunner:
             start = out.tell()
             # its own group, stopped as a whole with the run, even a SIGKILLed one
             child = proc.spawn(argv, what=cmd.label, stdout=out, env=cmd.env or None, cwd=cmd.cwd)
-            watch = uvwatch.watching(cmd.label, log, start) if cmd.downloads else nullcontext()
+            watch = uv.watching(cmd.label, log, start) if cmd.downloads else nullcontext()
             try:
                 with progress.working(cmd.label, log), watch:  # the log path, then a heartbeat
                     returncode = child.wait()
