@@ -1,30 +1,26 @@
-"""Runners: where commands execute. `local` (this machine) or `docker` (a container).
-
-One interface (`Runner`), two implementations: `LocalRunner` here and
-`edges/container.ContainerRunner`. Both take the same `Command` objects (the build
-recipes are `stages/recipes.py`) and the same paths; a runner only decides how a
-command is started. Stages get one from `stages/wheelbuild.runner_for` and call its
-methods, never asking which kind it is. Making one is cheap (inputs checked only);
-`with runner:` readies it (a container runner's engine and image) and releases it at the
-end, and a runner used outside `with` readies itself on first use.
-"""
+"""Runners: where commands execute, `local` (this machine: `LocalRunner`, and its facts for
+run.json) or `docker` (`edges/container`). Both take the same `Command`s; a runner only
+decides how a command starts, and `with runner:` readies and releases it."""
 
 from __future__ import annotations
 
 import os
+import platform
+import socket
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.runnerfacts import RunnerFacts
 from vllm_plugin_release.edges import interpreters, proc, settings, uv
 from vllm_plugin_release.edges.interpreters import Interpreter
-from vllm_plugin_release.edges.netns import can_unshare_network
+from vllm_plugin_release.edges.proc import can_unshare_network
 from vllm_plugin_release.edges.uv import uv_bin
 
 # `network=HOST_NETWORK`: the command shares this machine's network namespace, so a
@@ -241,3 +237,26 @@ def host_env(**extra: str) -> dict[str, str]:
             env[key] = os.environ[key]
     env.update(extra)
     return env
+
+
+class HostFacts(NamedTuple):
+    """This run's host name, platform, Python version and process id (run.json only)."""
+
+    host: str
+    platform: str
+    python: str
+    pid: int
+
+    def to_json(self) -> dict[str, str | int]:
+        """The keys run.json has always held, in their order."""
+        return {
+            "host": self.host,
+            "platform": self.platform,
+            "python": self.python,
+            "pid": self.pid,
+        }
+
+
+def host_facts() -> HostFacts:
+    """Host name, platform, Python version and process id of this run."""
+    return HostFacts(socket.gethostname(), platform.platform(), sys.version.split()[0], os.getpid())

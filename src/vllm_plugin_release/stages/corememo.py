@@ -45,7 +45,7 @@ from vllm_plugin_release.core.cache import (
 )
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.treewalk import walk
-from vllm_plugin_release.edges.netns import can_unshare_network
+from vllm_plugin_release.edges.proc import can_unshare_network
 from vllm_plugin_release.stages.delivery import StageResult, deliver
 
 if TYPE_CHECKING:

@@ -60,7 +60,7 @@ from vllm_plugin_release.core.specpins import (
     SpecPins,
 )
 from vllm_plugin_release.core.wheelfacts import files_digest, wheel_files, wheel_tags, wheel_version
-from vllm_plugin_release.edges import host, keys
+from vllm_plugin_release.edges import keys, runner
 from vllm_plugin_release.stages.manifestcard import CardIntake, conformance, parse_card_intake
 from vllm_plugin_release.stages.manifestenv import EnvIntake, parse_env_intake
 from vllm_plugin_release.stages.manifestkeys import get_key, problem
@@ -592,7 +592,7 @@ def _run_facts(started: float, finished: float, signing_key: dict[str, str]) -> 
     from vllm_plugin_release import __version__
 
     return {
-        **host.facts().to_json(),
+        **runner.host_facts().to_json(),
         "started": _iso(int(started)),
         "finished": _iso(int(finished)),
         "seconds": round(finished - started, 3),
