@@ -1,4 +1,4 @@
-"""The warm worker (inenv/worker.py + edges/envworker.py) in a real venv without our package.
+"""The warm worker (inenv/worker.py + edges/envrun.py) in a real venv without our package.
 
 A job run by the worker must behave as the same inenv script started on its own: same
 result, nothing of ours importable, nothing left over from an earlier job; it differs
@@ -24,7 +24,7 @@ from tests.unit.test_envrun import Probe
 from vllm_plugin_release.core import jobanswer
 from vllm_plugin_release.core.errors import BadInput, JobFailed, OutsideFailure, output_tail
 from vllm_plugin_release.edges import envrun, proc
-from vllm_plugin_release.edges.envworker import workers
+from vllm_plugin_release.edges.envrun import workers
 
 SRC = Path(envrun.__file__).resolve().parents[2]
 
