@@ -453,7 +453,7 @@ def cmd_site(args: argparse.Namespace) -> int:
 def cmd_check_env(args: argparse.Namespace) -> int:
     from vllm_plugin_release.cli.storeargs import key_path
     from vllm_plugin_release.core import progress
-    from vllm_plugin_release.edges.envprobe import check_python
+    from vllm_plugin_release.edges.envrun import check_python
     from vllm_plugin_release.stages import verify
 
     path = Path(args.manifest)
