@@ -1,25 +1,6 @@
-"""The container runner: the same `Command`s as the local runner, run in a pinned image.
-
-Each command runs in a fresh container (Python docker SDK; Docker or Podman's Docker
-API) from the image `[build] base_image` pins by digest. The folders a stage works in
-(the cache, the project, dist/, local find-links) are bind-mounted at the same paths,
-so a recipe's paths mean the same thing on both runners and a stage never needs to
-know where its commands run; the builds' scratch in memory is bound the same way
-(`scratch_root`). A command that asks for no network gets
-`network_mode="none"`. Containers carry the run's machine and pid as a label; the run removes
-its own, and a later run removes those of a run that was killed.
-
-Making a `ContainerRunner` is cheap: it checks only its inputs (a pinned `base_image`,
-a Dockerfile that exists and pins its bases; BadInput, exit 2) and contacts no engine.
-The image work is done on entry (`with runner:`, or `open`): connect to the engine,
-remove a killed run's containers, check the pinned image, build the Dockerfile's layer
-when the base has no uv. Leaving `with` (`close`) releases the engine's client. A runner
-used outside `with` (an environment's, `runner_of`) does the image work on its first use
-of the engine; asking its `kind` or marking an environment needs none.
-
-The image is refused (exit 1, both digests named) when the one the engine holds under
-that name has another digest, and named with how to get it (exit 3) when absent.
-"""
+"""The container runner: the same `Command`s as the local runner, each in a fresh container
+from the pinned image, the folders a stage works in bind-mounted at the same paths; made
+cheaply, it contacts the engine (and checks the image) only on entry or first use."""
 
 from __future__ import annotations
 

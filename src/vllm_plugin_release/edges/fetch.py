@@ -1,16 +1,6 @@
-"""Fetch stage: sources by sha256 or by git commit, into the content-addressed cache.
-
-- An sdist is found through the index's simple API (PEP 691 JSON, PEP 503 HTML as a
-  fallback), streamed to a temporary file while hashing, and only renamed into
-  `.vpr/cas/` when its sha256 equals the pin. A mismatch or an interrupted
-  download leaves nothing behind.
-- Archives are extracted into `.vpr/src/<sha256>/` only after every member and link
-  target resolved inside it (through the archive's own links, lexically; no absolute
-  paths, no `..` escape, no device files, nothing under a symlink member) and within
-  the `[fetch]` limits; each member is checked again as it is written (a second wall),
-  every check linear in the length of the member's name.
-- A git source is cloned at its tag and HEAD must equal the pinned commit.
-"""
+"""Fetch stage: sources by sha256 or by git commit into the content-addressed cache; an
+sdist streamed and hashed before it is kept, archives extracted only when every member
+and link stays inside, a git source checked out at its pinned commit."""
 
 from __future__ import annotations
 

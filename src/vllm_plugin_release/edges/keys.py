@@ -1,12 +1,5 @@
-"""Signing keys on disk, and who is signing: the environment-facing half of signing.
-
-Keys are PEM files: PKCS#8 private key (mode 0600), SubjectPublicKeyInfo public
-key next to it as `KEY.pub`. The private key is only ever named by its path: no
-log line, manifest, or error message contains its bytes. An encrypted private
-key is opened with the passphrase in $VPR_SIGNING_KEY_PASSWORD.
-
-Environment variables are read when a function is called, never at import.
-"""
+"""Signing keys on disk (PKCS#8 PEM, mode 0600, `KEY.pub` beside it; named only by path,
+never by its bytes) and who is signing: the environment-facing half of signing."""
 
 from __future__ import annotations
 

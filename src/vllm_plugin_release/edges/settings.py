@@ -41,11 +41,11 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         "the manifest store (a folder or an http(s) URL) when --store is not given",
     ),
-    Setting("VPR_STORE_TIMEOUT", "seconds", 30.0, "seconds one read from an HTTP store may take"),
+    Setting("VPR_STORE_TIMEOUT", "positive", 30.0, "seconds one read from an HTTP store may take"),
     Setting(
         "VPR_STORE_LOCK_TIMEOUT", "strict", 120.0, "seconds a writer waits for the store's lock"
     ),
-    Setting("VPR_STORE_HEAD_DAYS", "seconds", 30.0, "days a signed store head stays valid"),
+    Setting("VPR_STORE_HEAD_DAYS", "positive", 30.0, "days a signed store head stays valid"),
     Setting("VPR_INDEX", "text", None, "the index `vpr publish` uploads to without --index"),
     Setting(
         "VPR_INDEX_ATTEMPTS",
@@ -72,16 +72,16 @@ SETTINGS: tuple[Setting, ...] = (
         2.0,
         "seconds before the second attempt at an upload (doubling after)",
     ),
-    Setting("VPR_NET_TIMEOUT", "seconds", 60.0, "seconds to wait for an answer from a server"),
+    Setting("VPR_NET_TIMEOUT", "positive", 60.0, "seconds to wait for an answer from a server"),
     Setting(
         "VPR_NET_HEARTBEAT",
-        "seconds",
+        "positive",
         15.0,
         "seconds between the lines saying vpr still waits for a server",
     ),
     Setting(
         "VPR_HEARTBEAT",
-        "seconds",
+        "positive",
         15.0,
         "seconds between the lines saying a long step is still running (outside a terminal)",
     ),
@@ -166,7 +166,7 @@ def _strict(s: Setting, value: str | None) -> float:
         ) from None
 
 
-def _seconds(s: Setting, value: str | None) -> float:
+def _positive(s: Setting, value: str | None) -> float:
     got = _number(s, value)
     return got if got > 0 else float(s.default or 0)
 
@@ -189,7 +189,7 @@ READERS = {
     "text": lambda s, value: s.default if value is None else value,
     "number": _number,
     "strict": _strict,
-    "seconds": _seconds,
+    "positive": _positive,
     "count": _count,
     "backoff": _backoff,
     "switch": lambda s, value: (value or "") not in ("", "0"),

@@ -1,30 +1,6 @@
-"""The manifest store: one manifest per pairing plus `index.json`, the compatibility matrix.
-
-Layout (a folder, or the same folder served as static files over HTTP):
-
-  STORE/index.json                       {"schema_version", "kind", "pairings": {id: entry}}
-  STORE/pairings/<pairing_id>.json       the manifest, byte for byte as built
-  STORE/pairings/<pairing_id>.intoto.jsonl   its signed statement
-  STORE/pairings/<pairing_id>.lock.txt   the pairing environment's hash lock (its sha256
-                                         is signed in the manifest: environment.lock_sha256)
-  STORE/wheels/<file>.whl, <file>.sha256 the certified wheels (the embedded index) and
-  STORE/wheels/index.html                a find-links page with their sha256
-  STORE/runs/<pairing_id>/<time>-<runner>-<sha>.json   verdict history, one per run
-  STORE/summary.json, STORE/summary/     what query and matrix read: the index in query
-                                         order, in chunks, and the matrix rendered
-                                         (`core.storesummary`)
-  STORE/.lock                            the writers' file lock
-
-Writers take the lock, write the pairing's files (temp file, fsync, rename), then
-rebuild `index.json` from every manifest in `pairings/` and rename it into place, then
-its summary (`edges.storesummary`), then sign the store's head.
-The index is therefore a function of the manifests present: concurrent publishers
-cannot lose an entry, and a publisher killed at any point leaves only complete
-files (its dot-named temp file, if any, is removed by the next writer).
-
-The index's content (entries, rebuild, query, matrix) is `core.storeindex`; this
-module only reads and writes the files.
-"""
+"""The manifest store, a folder or the same served over HTTP: one manifest per pairing,
+`index.json` rebuilt from them under the writers' lock, the certified wheels, run history
+(layout: docs/manifest.md). The index's content is `core.storeindex`'s."""
 
 from __future__ import annotations
 

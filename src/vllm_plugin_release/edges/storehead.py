@@ -1,16 +1,5 @@
-"""Signing a folder store's head (`core.storehead`): every writer does it, under the store's
-lock, after its own files are in place (publish: index.json and its summary; the ledger and
-its summary; a last-known-good pointer; the nightly schedule), so the head is always the
-last file to change.
-
-A writer re-signs only what it wrote: the other records are carried over from the head
-before, which must verify with the writer's key (its expiry does not matter: signing is how
-a head is refreshed). A file changed behind the writers' backs therefore stays refused by
-consumers instead of being signed anew. The first head of a store, and `vpr manifest
-sign-store` (a person vouching for a reviewed store), record every file present (the
-publisher's own folder). A ledger is recorded only after each of its lines verified, so a
-consumer holding a ledger of the signed sha256 need not check each line's signature again.
-"""
+"""Signing a folder store's head (`core.storehead`), the last file every writer changes: a
+writer re-signs what it wrote and carries the rest over from a head that verifies."""
 
 from __future__ import annotations
 
