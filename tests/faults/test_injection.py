@@ -201,15 +201,15 @@ def test_find_links_starting_with_dash_is_refused(monkeypatch: pytest.MonkeyPatc
 
 
 def test_index_url_starting_with_dash_is_refused(tmp_path: Path) -> None:
-    from vllm_plugin_release.edges import index
+    from vllm_plugin_release.edges import publisher
     from vllm_plugin_release.edges.index import IndexTarget
     from vllm_plugin_release.edges.runner import LocalRunner
 
     wheel = tmp_path / "demo-1.0-py3-none-any.whl"
     wheel.write_bytes(b"x")
     with pytest.raises(BadInput, match="--index"):
-        index.twine_upload(IndexTarget("--help", "--help"), [wheel])
+        publisher.twine_upload(IndexTarget("--help", "--help"), [wheel])
     with pytest.raises(BadInput, match="--index"):
-        index.install_with_hashes(
+        publisher.install_with_hashes(
             tmp_path / "python", "--help", tmp_path / "req.txt", LocalRunner("off")
         )

@@ -367,7 +367,7 @@ def test_install_proof_in_the_image_refuses_other_bytes(
     good = tmp_path / "good"
     good.mkdir()
     with LocalIndex(index) as target:
-        from vllm_plugin_release.edges.index import install_with_hashes, make_venv
+        from vllm_plugin_release.edges.publisher import install_with_hashes, make_venv
 
         python = make_venv(good / "venv", runner, "3.11")
         req = good / "req.txt"

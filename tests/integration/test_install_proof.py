@@ -12,7 +12,7 @@ import pytest
 
 from tests.pairing import write_wheel
 from vllm_plugin_release.core.cache import sha256_file
-from vllm_plugin_release.edges import index
+from vllm_plugin_release.edges import publisher
 from vllm_plugin_release.edges.index import IndexTarget, LocalIndex
 from vllm_plugin_release.edges.runner import LocalRunner
 
@@ -27,7 +27,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IndexTarg
 
 
 def _venv(tmp_path: Path, runner: LocalRunner) -> Path:
-    return index.make_venv(tmp_path / "venv", runner, "{}.{}".format(*sys.version_info[:2]))
+    return publisher.make_venv(tmp_path / "venv", runner, "{}.{}".format(*sys.version_info[:2]))
 
 
 def _requirements(tmp_path: Path, sha: str) -> Path:
@@ -49,7 +49,7 @@ def test_the_installer_installs_the_hashed_wheel_and_refuses_other_bytes(
 
     good = tmp_path / "good"
     python = _venv(good, runner)
-    done = index.install_with_hashes(
+    done = publisher.install_with_hashes(
         python, target.simple_url, _requirements(good, sha256_file(wheel)), runner
     )
     assert done.returncode == 0, done.stderr
@@ -61,7 +61,7 @@ def test_the_installer_installs_the_hashed_wheel_and_refuses_other_bytes(
     # Known-bad: the requirement's hash is not the served wheel's.
     bad = tmp_path / "bad"
     python = _venv(bad, runner)
-    done = index.install_with_hashes(
+    done = publisher.install_with_hashes(
         python, target.simple_url, _requirements(bad, "0" * 64), runner
     )
     assert done.returncode != 0

@@ -46,13 +46,15 @@ from vllm_plugin_release.edges.index import (
     IndexTarget,
     LocalIndex,
     Transient,
-    install_with_hashes,
-    make_venv,
     redact,
     remote_sha256,
     retry_policy,
     retrying,
     simple_url_for,
+)
+from vllm_plugin_release.edges.publisher import (
+    install_with_hashes,
+    make_venv,
     targets_from_environ,
     twine_check,
     twine_check_command,
