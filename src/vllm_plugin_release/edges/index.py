@@ -1,9 +1,6 @@
-"""A package index as seen from here: the simple API (PEP 691 JSON / PEP 503 HTML) and
-the local default index, a pypiserver on loopback that we start and stop.
-
-Queries send the credentials of the environment (TWINE_USERNAME / TWINE_PASSWORD)
-or of the URL as a header; no URL in a message carries user info.
-"""
+"""A package index as seen from here: the simple API (PEP 691 JSON / PEP 503 HTML) and the
+local default index (a pypiserver on loopback); credentials go in a header, never into a
+URL or a message."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Uploading to a package index and installing from it: twine and pip (or uv) subprocesses.
-
-Every line of their output that reaches a message is scrubbed of credentials
-(`edges.index.redact`).
-"""
+"""Uploading to a package index and installing from it: twine and pip (or uv) subprocesses,
+every line of their output that reaches a message scrubbed of credentials (`index.redact`)."""
 
 from __future__ import annotations
 
