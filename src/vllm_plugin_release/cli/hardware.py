@@ -133,10 +133,10 @@ def _mesh_from_plan(hw: HardwareSettings) -> None:
 
 def _load(args: argparse.Namespace) -> tuple[Spec, Path, HardwareSettings]:
     from vllm_plugin_release.buildspec.load import load_spec
-    from vllm_plugin_release.conform.lib.hardwaresettings import settings
+    from vllm_plugin_release.conform.lib.hardwaresettings import settings as hardware_settings
 
     spec = load_spec(args.spec)
-    hw = settings(spec)
+    hw = hardware_settings(spec)
     _mesh_from_plan(hw)
     return spec, Path(args.dist) / spec.name, hw
 
@@ -163,11 +163,11 @@ def _live(args: argparse.Namespace) -> int:
 
 def _conform_hardware(args: argparse.Namespace) -> int:
     from vllm_plugin_release.buildspec.load import load_spec
-    from vllm_plugin_release.conform.lib.hardwaresettings import settings
+    from vllm_plugin_release.conform.lib.hardwaresettings import settings as hardware_settings
     from vllm_plugin_release.flows import hardware
 
     spec = load_spec(args.spec)
-    _mesh_from_plan(settings(spec))
+    _mesh_from_plan(hardware_settings(spec))
     opts = hardware.Options(
         cache=settings.cache_from_args(args),
         dist_root=Path(args.dist),

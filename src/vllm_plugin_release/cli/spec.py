@@ -32,13 +32,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     setter.add_argument("value", help='TOML value, e.g. "0.26.0" or 1784975730 or true')
     setter.set_defaults(func=_set)
 
-    settings = sub.add_parser(
+    listing = sub.add_parser(
         "settings", help="list the VPR_* environment variables: each one's value here and doc"
     )
-    settings.add_argument(
+    listing.add_argument(
         "--markdown", action="store_true", help="print docs/settings.md (their defaults) instead"
     )
-    settings.set_defaults(func=_settings)
+    listing.set_defaults(func=_settings)
 
 
 def _check(args: argparse.Namespace) -> int:
