@@ -298,7 +298,7 @@ PRELOAD_LATER = (
 @contextlib.contextmanager
 def _job_folder() -> Iterator[str]:
     """A private folder for one in-environment job, removed after it (and, were the run
-    killed, by a later run: `ownedtmp`)."""
+    killed, by a later run: `proc.owned_tmp`)."""
     folder = proc.owned_tmp("vpr-inenv-")
     try:
         yield str(folder)
@@ -404,7 +404,7 @@ class Worker:
         self.ready: dict[str, Any] | None = None
         self._ready = threading.Event()
         self._gone = threading.Event()
-        self._reader = threading.Thread(target=self._read, name="vpr-envworker", daemon=True)
+        self._reader = threading.Thread(target=self._read, name="vpr-warm-worker", daemon=True)
         self._reader.start()
 
     @classmethod
