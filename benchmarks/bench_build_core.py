@@ -4,7 +4,7 @@
     same extracted sdist, in the same cached build environment (one build), in a
     temporary folder (/tmp) as one would run it;
 (a2) the same bare build in the folder where vpr's local builds make their scratch
-    (edges/cachedir.build_scratch_root: /dev/shm here), so that the ratio of the double
+    (edges/settings.build_scratch_root: /dev/shm here), so that the ratio of the double
     build to one build is also shown on the same filesystem;
 (b) cold: `vpr build-core --force` with the sdist and build env already cached
     (two builds in parallel + comparison + record);
@@ -26,9 +26,9 @@ SPEC = str(REPO / "buildspec" / "reference.toml")
 def main(repeats: int = 5) -> dict:
     from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.core.cache import Cache, sha256_file
-    from vllm_plugin_release.edges.cachedir import build_scratch_root
     from vllm_plugin_release.edges.fetch import Fetcher, source_tree
     from vllm_plugin_release.edges.runner import LocalRunner
+    from vllm_plugin_release.edges.settings import build_scratch_root
     from vllm_plugin_release.stages.requests import build_request
     from vllm_plugin_release.stages.wheelbuild import ensure_build_env
 

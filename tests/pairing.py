@@ -237,7 +237,7 @@ def write_guard(dist: Path) -> Path:
     """The real vpr-guard wheel (built from guard/ by its own backend, as `vpr build-guard`
     does) and build-guard.json in `dist`."""
     from vllm_plugin_release.core.wheelfacts import wheel_entry_points
-    from vllm_plugin_release.edges.guardbuild import CHECKOUT, build_wheel
+    from vllm_plugin_release.edges.guard import CHECKOUT, build_wheel
 
     wheel = build_wheel(CHECKOUT, dist)
     (dist / "build-guard.json").write_text(

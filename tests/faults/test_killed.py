@@ -308,7 +308,7 @@ time.sleep(60)
 HOLD_INDEX_IN_A_RUN = """
 import sys, time
 from pathlib import Path
-from vllm_plugin_release.edges.children import stopped_on_signals
+from vllm_plugin_release.edges.proc import stopped_on_signals
 from vllm_plugin_release.edges.index import LocalIndex
 with stopped_on_signals():
     try:

@@ -324,7 +324,7 @@ def test_twine_check_started_ahead_is_taken_for_the_same_bytes_only(
     import signal
 
     from vllm_plugin_release.core.cache import Cache
-    from vllm_plugin_release.edges import children, proc
+    from vllm_plugin_release.edges import proc
 
     cache = Cache(tmp_path / ".vpr")
     wheel = write_wheel(tmp_path / "w", "vpr-probe", "1.0", {"vpr_probe/__init__.py": ""})
@@ -371,7 +371,7 @@ def test_twine_check_started_ahead_is_taken_for_the_same_bytes_only(
     # One nobody took (the release stopped before publish): stopped, reaped, swept.
     started = ahead()
     held.cancel()
-    assert started.popen.returncode is not None and started.popen.pid not in children._LIVE
+    assert started.popen.returncode is not None and started.popen.pid not in proc._LIVE
     assert not held.started() and not list((cache.tmp).glob("twine-check-*"))
 
 
@@ -386,7 +386,7 @@ def test_work_started_ahead_belongs_to_the_walk_that_started_it(
 
     from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.core.cache import Cache
-    from vllm_plugin_release.edges import children, proc
+    from vllm_plugin_release.edges import proc
     from vllm_plugin_release.flows import release as flow
 
     spec = load_spec(Path(__file__).resolve().parents[2] / "buildspec" / "reference.toml")
@@ -436,10 +436,10 @@ def test_work_started_ahead_belongs_to_the_walk_that_started_it(
 
     assert len(seen["before"]) == 1 and seen["after"] == seen["before"]  # left alone
     [theirs], left = seen["second"]
-    assert theirs.popen.returncode is not None and theirs.popen.pid not in children._LIVE
+    assert theirs.popen.returncode is not None and theirs.popen.pid not in proc._LIVE
     assert left == []  # the second walk's end stopped its own run and swept its folder
     mine = seen["mine"]  # the first walk's end stops its run (publish did not take it)
-    assert mine.popen.returncode is not None and mine.popen.pid not in children._LIVE
+    assert mine.popen.returncode is not None and mine.popen.pid not in proc._LIVE
     assert scratch(first) == []
 
 

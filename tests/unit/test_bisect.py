@@ -23,7 +23,7 @@ from vllm_plugin_release.core.bisect import (
 )
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.edges import corehistory
+from vllm_plugin_release.edges import git as vcs
 
 
 def _prober(first_bad: int, calls: list[str], other: tuple[str, ...] = ()):
@@ -134,34 +134,34 @@ def core(tmp_path: Path) -> tuple[Path, list[str]]:
 def test_history_lists_the_range_and_checks_out_a_commit(core, tmp_path: Path) -> None:
     path, commits = core
     cache = Cache(tmp_path / "cache")
-    repo = corehistory.mirror(str(path), cache)
-    good = corehistory.resolve(repo, "v0.1.0", "--good", str(path))
-    bad = corehistory.resolve(repo, "v0.2.0", "--bad", str(path))
+    repo = vcs.mirror(str(path), cache)
+    good = vcs.resolve(repo, "v0.1.0", "--good", str(path))
+    bad = vcs.resolve(repo, "v0.2.0", "--bad", str(path))
     assert (good, bad) == (commits[0], commits[-1])
-    assert corehistory.commits_between(repo, good, bad, str(path)) == commits
-    tree = corehistory.checkout(repo, commits[4], cache)
+    assert vcs.commits_between(repo, good, bad, str(path)) == commits
+    tree = vcs.checkout(repo, commits[4], cache)
     assert "api_version" in (tree / "vllm" / "__init__.py").read_text()
-    assert corehistory.subject(repo, commits[4]) == "change 5"
+    assert vcs.subject(repo, commits[4]) == "change 5"
     # a commit made upstream after the copy is seen on the next use
     (path / "NEWS").write_text("x")
     git("add", "NEWS", cwd=path)
     git("commit", "-q", "-m", "news", cwd=path)
     head = git("rev-parse", "HEAD", cwd=path)
-    repo = corehistory.mirror(str(path), cache)
-    assert corehistory.resolve(repo, head[:10], "--bad", str(path)) == head
+    repo = vcs.mirror(str(path), cache)
+    assert vcs.resolve(repo, head[:10], "--bad", str(path)) == head
 
 
 def test_history_refuses_unreachable_and_reversed_ends(core, tmp_path: Path) -> None:
     path, commits = core
-    repo = corehistory.mirror(str(path), Cache(tmp_path / "cache"))
+    repo = vcs.mirror(str(path), Cache(tmp_path / "cache"))
     with pytest.raises(BadInput, match="--good 'deadbeef': no such commit in"):
-        corehistory.resolve(repo, "deadbeef", "--good", str(path))
+        vcs.resolve(repo, "deadbeef", "--good", str(path))
     with pytest.raises(BadInput, match="would be read as a git option"):
-        corehistory.resolve(repo, "--upload-pack=touch", "--bad", str(path))
+        vcs.resolve(repo, "--upload-pack=touch", "--bad", str(path))
     with pytest.raises(BadInput, match="is not an ancestor"):
-        corehistory.commits_between(repo, commits[-1], commits[0], str(path))
+        vcs.commits_between(repo, commits[-1], commits[0], str(path))
     with pytest.raises(BadInput, match="no such repository"):
-        corehistory.mirror(str(tmp_path / "nowhere"), Cache(tmp_path / "cache"))
+        vcs.mirror(str(tmp_path / "nowhere"), Cache(tmp_path / "cache"))
 
 
 def _plugin_spec(tmp_path: Path, head: str) -> Path:

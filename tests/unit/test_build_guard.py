@@ -16,7 +16,7 @@ from tests.support import REPO, spec_head
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.core.cache import Cache, sha256_file
 from vllm_plugin_release.core.errors import BadInput, GateFailed
-from vllm_plugin_release.edges import guardbuild
+from vllm_plugin_release.edges import guard
 from vllm_plugin_release.stages.build_guard import build_guard
 
 
@@ -29,7 +29,7 @@ def _spec(tmp_path: Path):
 def test_the_guard_wheel_is_reproducible_cached_and_registers_its_entry_point(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(guardbuild.SOURCE_ENV, raising=False)
+    monkeypatch.delenv(guard.SOURCE_ENV, raising=False)
     spec, cache = _spec(tmp_path), Cache(tmp_path / "cache")
     first = build_guard(spec, cache=cache, dist_root=tmp_path / "dist")
     written = json.loads(first.record.read_text())
@@ -41,7 +41,7 @@ def test_the_guard_wheel_is_reproducible_cached_and_registers_its_entry_point(
     again = build_guard(spec, cache=cache, dist_root=tmp_path / "other")
     assert again.cached and again.data.wheel == first.data.wheel
     # the same bytes from a fresh build elsewhere (no cache), as pip would call the backend
-    elsewhere = guardbuild.build_wheel(guardbuild.CHECKOUT, tmp_path / "fresh")
+    elsewhere = guard.build_wheel(guard.CHECKOUT, tmp_path / "fresh")
     assert sha256_file(elsewhere) == first.data.wheel.sha256
     with zipfile.ZipFile(first.wheel) as zf:
         assert {i.date_time for i in zf.infolist()} == {(1980, 1, 1, 0, 0, 0)}
@@ -63,7 +63,7 @@ def test_a_backend_that_stamps_the_time_is_refused(
         )
     )
     assert backend.read_text() != text
-    monkeypatch.setenv(guardbuild.SOURCE_ENV, str(source))
+    monkeypatch.setenv(guard.SOURCE_ENV, str(source))
     dist = tmp_path / "dist"
     with pytest.raises(GateFailed, match=r"not reproducible: two builds of vpr_guard-1\.0\.0"):
         build_guard(_spec(tmp_path), cache=Cache(tmp_path / "cache"), dist_root=dist)
@@ -71,6 +71,6 @@ def test_a_backend_that_stamps_the_time_is_refused(
 
 
 def test_no_guard_source_is_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(guardbuild.SOURCE_ENV, str(tmp_path / "nowhere"))
+    monkeypatch.setenv(guard.SOURCE_ENV, str(tmp_path / "nowhere"))
     with pytest.raises(BadInput, match="the guard's source"):
-        guardbuild.guard_source()
+        guard.guard_source()

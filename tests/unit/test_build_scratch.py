@@ -1,4 +1,4 @@
-"""Local builds' scratch in memory (edges/cachedir.build_scratch_root, core.cache.
+"""Local builds' scratch in memory (edges/settings.build_scratch_root, core.cache.
 private_scratch_root): where it is made, when it is refused (shared /dev/shm is
 hostile), that a container runner's is there too (bound into its containers), and
 that a killed run's goes."""
@@ -13,9 +13,9 @@ import pytest
 
 from vllm_plugin_release.core import cache as cache_mod
 from vllm_plugin_release.core.cache import OWNER_FILE, Cache
-from vllm_plugin_release.edges import cachedir
-from vllm_plugin_release.edges.cachedir import build_scratch_root
+from vllm_plugin_release.edges import settings
 from vllm_plugin_release.edges.runner import LocalRunner
+from vllm_plugin_release.edges.settings import build_scratch_root
 
 
 @pytest.fixture
@@ -141,6 +141,6 @@ def test_a_killed_run_s_scratch_in_memory_is_swept_by_the_next_run(
     unowned = root / "someone-elses"
     unowned.mkdir()
     monkeypatch.setenv("VPR_CACHE_DIR", str(tmp_path / ".vpr"))
-    cachedir.from_env()  # a later run's cache: it sweeps before anything is used
+    settings.cache_from_env()  # a later run's cache: it sweeps before anything is used
     assert not dead.exists()
     assert live.exists() and unowned.exists()

@@ -178,13 +178,13 @@ def test_a_shared_flag_declared_again_differently_is_found() -> None:
 
 def test_release_help_names_every_stage_of_its_graph() -> None:
     from vllm_plugin_release.buildspec.load import load_spec
-    from vllm_plugin_release.edges import cachedir
+    from vllm_plugin_release.edges import settings
     from vllm_plugin_release.flows.release import Options, Outcome, graph
 
     done = vpr("release", "--help", cwd=REPO)
     listed = done.stdout.split("stages, in the order the line runs them:\n")[1]
     spec = load_spec(REPO / "buildspec" / "reference.toml")
-    opts = Options(cache=cachedir.from_args(None), dist_root=Path("dist"))
+    opts = Options(cache=settings.cache_from_args(None), dist_root=Path("dist"))
     names = [stage.name for stage in graph(spec, opts, Outcome()).stages]
     assert [line.split()[0] for line in listed.splitlines() if line.strip()] == names
     assert "  publish       not with --no-publish" in listed

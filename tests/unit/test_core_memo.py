@@ -17,7 +17,7 @@ from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.buildrecord import parse
 from vllm_plugin_release.core.cache import Cache, write_json, write_tree_manifest
-from vllm_plugin_release.edges import netns
+from vllm_plugin_release.edges import proc
 from vllm_plugin_release.stages import corememo
 from vllm_plugin_release.stages.corememo import reuse
 
@@ -51,7 +51,7 @@ class Setup:
         self.stage_dir.mkdir(parents=True)
         wheel = b"PK\x03\x04 a wheel's bytes"
         (self.stage_dir / WHEEL).write_bytes(wheel)
-        isolated = isolation != "off" and netns.can_unshare_network()
+        isolated = isolation != "off" and proc.can_unshare_network()
         self.record = {
             "stage": "build-core",
             "core": {"name": "vllm", "version": "0.26.0"},
@@ -272,12 +272,12 @@ def test_the_unshare_probe_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         tool.write_text(f"#!/bin/sh\nexit {code}\n")
         tool.chmod(0o755)
         monkeypatch.setenv("PATH", str(tool.parent))
-        netns.can_unshare_network.cache_clear()
-        assert netns.can_unshare_network() is expected
+        proc.can_unshare_network.cache_clear()
+        assert proc.can_unshare_network() is expected
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
-    netns.can_unshare_network.cache_clear()
-    assert netns.can_unshare_network() is False
-    netns.can_unshare_network.cache_clear()
+    proc.can_unshare_network.cache_clear()
+    assert proc.can_unshare_network() is False
+    proc.can_unshare_network.cache_clear()
 
 
 def test_the_interpreter_variable_is_in_the_name(

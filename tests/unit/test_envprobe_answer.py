@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.edges import envprobe
-from vllm_plugin_release.edges.envprobe import InstalledDist
+from vllm_plugin_release.edges import envrun
+from vllm_plugin_release.edges.envrun import InstalledDist
 
 SHA = "a" * 64
 
@@ -32,7 +32,7 @@ def _answer() -> dict[str, Any]:
 
 
 def test_a_good_answer_is_typed() -> None:
-    found = envprobe.parse_dists(_answer(), ["p", "absent"], "/venv/bin/python")
+    found = envrun.parse_dists(_answer(), ["p", "absent"], "/venv/bin/python")
     assert found["absent"] is None
     assert found["p"] == InstalledDist(
         version="1.0",
@@ -49,7 +49,7 @@ def test_archive_hashes_prefer_the_hashes_object() -> None:
     answer["p"]["direct_url"] = {
         "archive_info": {"hashes": {"sha256": "b" * 64}, "hash": f"sha256={SHA}"}
     }
-    assert envprobe.parse_dists(answer, ["p", "absent"], "py")["p"].archive_hashes == {
+    assert envrun.parse_dists(answer, ["p", "absent"], "py")["p"].archive_hashes == {
         "sha256": "b" * 64
     }
 
@@ -82,7 +82,7 @@ def _set(path: str, value: object) -> dict[str, Any]:
 )
 def test_a_hostile_answer_is_refused_naming_the_key(answer: object, named: str) -> None:
     with pytest.raises(BadInput, match="--python py: the environment probe answered") as err:
-        envprobe.parse_dists(answer, ["p", "absent"], "py")
+        envrun.parse_dists(answer, ["p", "absent"], "py")
     assert named in str(err.value)
 
 
@@ -97,13 +97,13 @@ def _fake_python(tmp_path: Path, answer: object) -> Path:
 def test_the_probe_refuses_an_answer_that_would_have_crashed_check_env(tmp_path: Path) -> None:
     python = _fake_python(tmp_path, _set("p.version", None))
     with pytest.raises(BadInput, match=r"'p'\.version = missing"):
-        envprobe.probe_environment(python, ["p", "absent"])
+        envrun.probe_environment(python, ["p", "absent"])
 
 
 def test_the_installed_listing_is_checked_too(tmp_path: Path) -> None:
     good = _fake_python(tmp_path, {"dists": _answer(), "installed": {"p": "1.0"}})
-    found, installed = envprobe.probe_with_installed(good, ["p", "absent"])
+    found, installed = envrun.probe_with_installed(good, ["p", "absent"])
     assert found["p"] is not None and found["p"].version == "1.0" and installed == {"p": "1.0"}
     bad = _fake_python(tmp_path, {"dists": _answer(), "installed": {"p": None}})
     with pytest.raises(BadInput, match="'installed' = a dict, expected names and versions"):
-        envprobe.probe_with_installed(bad, ["p", "absent"])
+        envrun.probe_with_installed(bad, ["p", "absent"])

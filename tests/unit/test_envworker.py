@@ -1,4 +1,4 @@
-"""The warm worker (inenv/worker.py + edges/envworker.py) in a real venv without our package.
+"""The warm worker (inenv/worker.py + edges/envrun.py) in a real venv without our package.
 
 A job run by the worker must behave as the same inenv script started on its own: same
 result, nothing of ours importable, nothing left over from an earlier job; it differs
@@ -23,8 +23,8 @@ from tests.unit import test_envrun
 from tests.unit.test_envrun import Probe
 from vllm_plugin_release.core import jobanswer
 from vllm_plugin_release.core.errors import BadInput, JobFailed, OutsideFailure, output_tail
-from vllm_plugin_release.edges import children, envrun
-from vllm_plugin_release.edges.envworker import workers
+from vllm_plugin_release.edges import envrun, proc
+from vllm_plugin_release.edges.envrun import workers
 
 SRC = Path(envrun.__file__).resolve().parents[2]
 
@@ -272,9 +272,9 @@ def test_the_worker_stops_with_its_block_unless_a_session_keeps_it(
     with envrun.warm(bare_python) as worker:
         assert worker is not None
         popen = worker._popen
-        assert popen.pid in children._LIVE
+        assert popen.pid in proc._LIVE
     assert popen.poll() is not None
-    assert popen.pid not in children._LIVE
+    assert popen.pid not in proc._LIVE
     assert not worker.folder.exists()
     assert workers.get(bare_python) is None
 

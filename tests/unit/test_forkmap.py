@@ -1,4 +1,4 @@
-"""edges/forkmap: shares of work side by side in forked children, results in order, a
+"""edges/proc: shares of work side by side in forked children, results in order, a
 child's failure raised here, nothing left running when the caller stops early, and no
 fork at all from a process that runs more than one thread."""
 
@@ -12,7 +12,7 @@ import time
 import pytest
 
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.edges.forkmap import can_fork, forked_map, usable_cores
+from vllm_plugin_release.edges.proc import can_fork, forked_map, usable_cores
 
 
 def _pid_and_sum(share: list[int]) -> tuple[int, int]:

@@ -14,7 +14,7 @@ from tests.pairing import ledger_manifest
 from vllm_plugin_release.core import guardstate as gs
 from vllm_plugin_release.core.buildrecord import RecordProblem
 from vllm_plugin_release.core.errors import GateFailed
-from vllm_plugin_release.edges import guardenv
+from vllm_plugin_release.edges import guard
 
 SNAPSHOT: dict[str, Any] = {
     "dists": {
@@ -127,18 +127,18 @@ def _guard_python(tmp_path: Path, answer: object, code: int = 0) -> Path:
 
 
 def test_the_edge_reads_a_good_snapshot_and_refuses_a_bad_one(tmp_path: Path) -> None:
-    good = guardenv.snapshot(_guard_python(tmp_path, SNAPSHOT), {"core": "vllm"})
+    good = guard.snapshot(_guard_python(tmp_path, SNAPSHOT), {"core": "vllm"})
     assert good.files["vllm"]["vllm/x.py"] == (-1, -1)
     bad = _guard_python(tmp_path, _mutated("dists|vllm|version", None))
     with pytest.raises(
         GateFailed, match=r"snapshot is not what vpr install expects: 'dists\.vllm'"
     ):
-        guardenv.snapshot(bad, {"core": "vllm"})
+        guard.snapshot(bad, {"core": "vllm"})
     with pytest.raises(GateFailed, match="exit 3"):
-        guardenv.snapshot(_guard_python(tmp_path, SNAPSHOT, 3), {"core": "vllm"})
+        guard.snapshot(_guard_python(tmp_path, SNAPSHOT, 3), {"core": "vllm"})
 
 
 def test_the_edge_refuses_a_check_that_says_nothing(tmp_path: Path) -> None:
-    assert guardenv.check(_guard_python(tmp_path, CHECK, 1), tmp_path).ok is False
+    assert guard.check(_guard_python(tmp_path, CHECK, 1), tmp_path).ok is False
     with pytest.raises(GateFailed, match="check is not what vpr install expects: 'ok' is missing"):
-        guardenv.check(_guard_python(tmp_path, {"findings": []}, 0), tmp_path)
+        guard.check(_guard_python(tmp_path, {"findings": []}, 0), tmp_path)

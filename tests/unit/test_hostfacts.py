@@ -7,11 +7,11 @@ import platform
 import socket
 import sys
 
-from vllm_plugin_release.edges import host
+from vllm_plugin_release.edges import runner
 
 
 def test_the_facts_are_this_run_and_serialise_as_before() -> None:
-    facts = host.facts()
+    facts = runner.host_facts()
     assert list(facts.to_json().items()) == [
         ("host", socket.gethostname()),
         ("platform", platform.platform()),

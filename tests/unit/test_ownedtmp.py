@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from vllm_plugin_release.core.cache import OWNER_FILE, _start_time, owner_stamp
-from vllm_plugin_release.edges import ownedtmp
+from vllm_plugin_release.edges import proc
 
 PREFIX = "vpr-test-owned-"
 
@@ -33,10 +33,10 @@ def _folder(root: Path, name: str, owner: str | None) -> Path:
 
 
 def test_make_marks_the_folder_as_this_process(tmp_path: Path) -> None:
-    folder = ownedtmp.make(PREFIX, tmp_path)
+    folder = proc.owned_tmp(PREFIX, tmp_path)
     pid, started = (folder / OWNER_FILE).read_text().split()
     assert int(pid) == os.getpid() and started == _start_time(os.getpid())
-    assert ownedtmp.sweep(PREFIX, tmp_path) == 0 and folder.is_dir()  # we are alive
+    assert proc.sweep_owned_tmp(PREFIX, tmp_path) == 0 and folder.is_dir()  # we are alive
 
 
 def test_sweep_removes_only_the_folders_of_ended_runs(tmp_path: Path) -> None:
@@ -58,7 +58,7 @@ def test_sweep_removes_only_the_folders_of_ended_runs(tmp_path: Path) -> None:
     (target / OWNER_FILE).write_text(f"{pid} {started}\n")
     (tmp_path / f"{PREFIX}link").symlink_to(target)  # a link is never followed
 
-    assert ownedtmp.sweep(PREFIX, tmp_path) == 3
+    assert proc.sweep_owned_tmp(PREFIX, tmp_path) == 3
     assert not dead.exists() and not dead_no_time.exists() and not reused.exists()
     for kept in (live, parent, unmarked, garbage, huge, other, target):
         assert kept.is_dir(), kept
@@ -72,7 +72,7 @@ def test_the_envrun_job_folder_is_owned_and_removed(tmp_path: Path, monkeypatch)
     left = tmp_path / "vpr-inenv-worker-left"  # a killed run's worker folder
     left.mkdir()
     (left / OWNER_FILE).write_text(f"{pid} {started}\n")
-    monkeypatch.setattr(ownedtmp, "_swept", set())
+    monkeypatch.setattr(proc, "_swept", set())
     with envrun._job_folder() as folder:
         assert (Path(folder) / OWNER_FILE).is_file()
         assert not left.exists()

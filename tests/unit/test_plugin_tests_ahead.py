@@ -13,7 +13,7 @@ import pytest
 from tests.unit import test_plugin_tests_absence
 from vllm_plugin_release.conform.checks import plugin_tests as pt
 from vllm_plugin_release.core.cache import Cache
-from vllm_plugin_release.edges import children, proc
+from vllm_plugin_release.edges import proc
 
 PYTHON = Path(sys.executable)
 CFG = pt.settings({"cpu": ["tests"], "absence_signatures": ["EagerSDKUnavailable"]})
@@ -61,7 +61,7 @@ def test_conform_takes_the_run_started_ahead_and_gets_the_same_result(
     taken = pt.tests_run(cache, PYTHON, suite, ahead)
     assert calls == []  # known-bad first: no second run was made, the one ahead was taken
     assert taken.to_json() == now.to_json() and taken.counts["deferred"] == 1
-    assert ahead.started() == [] and _scratch(cache) == [] and pid not in children._LIVE
+    assert ahead.started() == [] and _scratch(cache) == [] and pid not in proc._LIVE
 
 
 def test_a_run_started_for_another_command_is_stopped_not_used(
@@ -73,7 +73,7 @@ def test_a_run_started_for_another_command_is_stopped_not_used(
     started = ahead.started()[0]
     run = pt.tests_run(cache, PYTHON, pt.Suite(plugin, "cpu", CFG, "eager_sdk"), ahead)
     assert calls == [1]  # run now, for the command conform needs
-    assert started.popen.returncode is not None and started.popen.pid not in children._LIVE
+    assert started.popen.returncode is not None and started.popen.pid not in proc._LIVE
     assert "tests/test_ops.py" in run.deferred and _scratch(cache) == []
 
 
@@ -81,7 +81,7 @@ def test_a_run_nobody_took_is_stopped(plugin: Path, cache: Cache, ahead: proc.Ah
     assert pt.start_ahead(ahead, cache, PYTHON, pt.Suite(plugin, "cpu", CFG, "eager_sdk"))
     started = ahead.started()[0]
     ahead.cancel()
-    assert started.popen.returncode is not None and started.popen.pid not in children._LIVE
+    assert started.popen.returncode is not None and started.popen.pid not in proc._LIVE
     assert ahead.started() == [] and _scratch(cache) == []
 
 

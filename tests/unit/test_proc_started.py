@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from vllm_plugin_release.core.errors import OutsideFailure, TimedOut
-from vllm_plugin_release.edges import children
+from vllm_plugin_release.edges import proc
 from vllm_plugin_release.edges.proc import Started
 
 pytestmark = pytest.mark.timeout(120)  # a hang fails with a stack; the tests wait on events
@@ -56,10 +56,10 @@ def _spawning(tmp_path: Path, what: str) -> tuple[Started, int]:
 def test_finish_gives_the_exit_status_and_both_outputs(tmp_path: Path) -> None:
     code = "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"
     started = Started([sys.executable, "-c", code], what="a probe", folder=tmp_path)
-    assert started.popen.pid in children._LIVE  # stopped with the run on a signal
+    assert started.popen.pid in proc._LIVE  # stopped with the run on a signal
     done = started.finish(30)
     assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")
-    assert started.popen.pid not in children._LIVE
+    assert started.popen.pid not in proc._LIVE
 
 
 def test_a_command_killed_by_a_signal_says_so_through_the_guard(tmp_path: Path) -> None:
@@ -75,7 +75,7 @@ def test_past_its_time_the_whole_group_is_stopped(tmp_path: Path) -> None:
     with pytest.raises(TimedOut, match=r"a slow probe did not finish within 0\.5 s"):
         started.finish(0.5)
     assert started.popen.returncode is not None and _gone(kid)
-    assert started.popen.pid not in children._LIVE
+    assert started.popen.pid not in proc._LIVE
 
 
 def test_cancel_stops_the_group_and_leaves_an_ended_command_alone(tmp_path: Path) -> None:
@@ -97,7 +97,7 @@ def test_every_long_lived_child_is_spawned_the_same_way(tmp_path: Path) -> None:
     """`spawn`, behind the runner's commands, the warm worker, the local index and `vllm
     serve`: its own session, registered with the run; a missing program is an outside
     failure naming what was being started, with or without the death guard."""
-    from vllm_plugin_release.edges import serve
+    from vllm_plugin_release.edges import proc
     from vllm_plugin_release.edges.proc import spawn
 
     for guard in (True, False):
@@ -105,15 +105,15 @@ def test_every_long_lived_child_is_spawned_the_same_way(tmp_path: Path) -> None:
         popen = spawn(sleeper, what="a probe", stdout=None, guard=guard)
         try:
             assert os.getpgid(popen.pid) == popen.pid  # leads its own group
-            assert popen.pid in children._LIVE  # stopped with the run on a signal
+            assert popen.pid in proc._LIVE  # stopped with the run on a signal
         finally:
-            children.forget(popen)
-            children.kill_group(popen.pid, grace=0)
+            proc.forget(popen)
+            proc.kill_group(popen.pid, grace=0)
             popen.wait(30)
         with pytest.raises(OutsideFailure, match=r"a probe: cannot start .*no-such-program"):
             spawn([tmp_path / "no-such-program"], what="a probe", stdout=None, guard=guard)
     with pytest.raises(OutsideFailure, match="vllm serve: cannot start"):
-        serve.start_server([str(tmp_path / "no-such-vllm")], {}, tmp_path / "serve.log")
+        proc.start_server([str(tmp_path / "no-such-vllm")], {}, tmp_path / "proc.log")
 
 
 def test_a_build_command_that_cannot_start_is_an_outside_failure(tmp_path: Path) -> None:

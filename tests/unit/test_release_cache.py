@@ -19,7 +19,7 @@ from vllm_plugin_release.buildspec.model import PluginSourceSpec, PluginSpec, Sd
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.cache import Cache, sha256_file
 from vllm_plugin_release.core.stagegraph import CACHED, NOT_CACHED, cache_states
-from vllm_plugin_release.edges import guardbuild
+from vllm_plugin_release.edges import guard
 from vllm_plugin_release.edges.fetch import cached_source_tree
 from vllm_plugin_release.edges.plugin_source import present, resolve
 from vllm_plugin_release.flows.release import Options, Outcome, graph
@@ -55,7 +55,7 @@ def _keep_core(spec: Spec, cache: Cache) -> dict[str, object]:
 
 
 def _keep_guard(cache: Cache) -> None:
-    key = build_guard.stage_key(build_guard.source_digest(guardbuild.guard_source()))
+    key = build_guard.stage_key(build_guard.source_digest(guard.guard_source()))
     _wheel_entry(cache.stage_dir(build_guard.STAGE, key), build_guard.RECORD, "guard.whl")
 
 

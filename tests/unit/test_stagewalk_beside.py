@@ -17,7 +17,7 @@ import pytest
 
 from vllm_plugin_release.core import progress, stagegraph
 from vllm_plugin_release.core.stagegraph import Graph, Stage
-from vllm_plugin_release.edges import children, proc
+from vllm_plugin_release.edges import proc
 from vllm_plugin_release.flows.stagewalk import Halt, Walk, walk
 
 
@@ -219,7 +219,7 @@ def test_ctrl_c_during_a_step_ends_every_child_it_started(tmp_path: Path) -> Non
 
     g = Graph([Stage("x", with_child("x")), Stage("y", with_child("y")), Stage("z", interrupt)])
     record = Walk()
-    with pytest.raises(children.Interrupted), children.stopped_on_signals():
+    with pytest.raises(proc.Interrupted), proc.stopped_on_signals():
         walk(g, record=record, width=3)
     assert len(kids) == 2 and all(k.poll() not in (None, 0) for k in kids)
     assert record.failed in {"x", "y", "z"} and set(record.seconds) == {"x", "y", "z"}
@@ -271,10 +271,10 @@ def test_ctrl_c_while_the_step_starts_its_threads_is_recorded_and_ends_them(
 def test_children_stop_since_ends_only_the_newer_ones(tmp_path: Path) -> None:
     old = _sleeper(tmp_path, "old")
     try:
-        since = children.mark()
+        since = proc.mark()
         new = _sleeper(tmp_path, "new")
-        assert children.stop_since(since) == 1
+        assert proc.stop_since(since) == 1
         assert new.poll() is not None and old.poll() is None
     finally:
-        children.stop_since(since - 1)
+        proc.stop_since(since - 1)
     assert old.poll() is not None

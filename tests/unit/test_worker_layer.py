@@ -12,7 +12,7 @@ import pytest
 
 from tests.unit import test_envrun
 from tests.unit.test_envrun import Probe
-from vllm_plugin_release.edges import envrun, envworker
+from vllm_plugin_release.edges import envrun
 from vllm_plugin_release.inenv import worker as inenv_worker
 
 bare_python = test_envrun.bare_python
@@ -64,7 +64,7 @@ def overlay(bare_python: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_the_exit_code_of_a_refused_layer_is_the_same_on_both_sides() -> None:
-    assert envworker.LAYER_REFUSED == inenv_worker.LAYER_REFUSED
+    assert envrun.LAYER_REFUSED == inenv_worker.LAYER_REFUSED
 
 
 def test_a_job_in_the_worker_sees_what_the_overlays_python_sees(

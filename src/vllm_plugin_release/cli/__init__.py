@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 
 from vllm_plugin_release import __version__
 from vllm_plugin_release.core.errors import EXIT_BAD_INPUT, EXIT_OUTSIDE, VprError
+from vllm_plugin_release.edges import settings
 
 # Modules that contribute subcommands, in the order `vpr --help` lists them, and the
 # commands each registers: a command line that names one builds only its module's parser
@@ -21,6 +22,7 @@ from vllm_plugin_release.core.errors import EXIT_BAD_INPUT, EXIT_OUTSIDE, VprErr
 COMMANDS: dict[str, tuple[str, ...]] = {
     "vllm_plugin_release.cli.build": (
         "spec",
+        "settings",
         "fetch",
         "lock",
         "build-core",
@@ -117,14 +119,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _seconds(text: str | None, default: float) -> float:
-    try:
-        value = float(text or "")
-    except ValueError:
-        return default
-    return value if value > 0 else default
-
-
 def _exit_now(code: int) -> None:
     """End the process with `code` without the interpreter's teardown (freeing every object
     a scan made: measurable against the whole command, docs/performance.md), once the output
@@ -153,7 +147,7 @@ def debug_asked(argv: Sequence[str]) -> tuple[bool, list[str]]:
     added at the end."""
     end = list(argv).index("--") if "--" in argv else len(argv)
     rest = [a for a in argv[:end] if a != DEBUG_FLAG] + list(argv[end:])
-    on = len(rest) != len(argv) or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    on = len(rest) != len(argv) or settings.flag(DEBUG_ENV)
     return on, rest
 
 
@@ -183,10 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # command that shows nothing never loads rich
     progress.configure(
         interactive=False if os.environ.get("CI") else None,
-        heartbeat=_seconds(os.environ.get("VPR_HEARTBEAT"), 15.0),
+        heartbeat=settings.number("VPR_HEARTBEAT"),
         github=os.environ.get("GITHUB_ACTIONS") == "true",
     )
-    from vllm_plugin_release.edges.children import Interrupted, stopped_on_signals
+    from vllm_plugin_release.edges.proc import Interrupted, stopped_on_signals
 
     try:
         with stopped_on_signals():  # SIGTERM takes Ctrl-C's path; children are stopped

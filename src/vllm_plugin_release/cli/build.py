@@ -11,7 +11,7 @@ from pathlib import Path
 from vllm_plugin_release.cli import options as o
 from vllm_plugin_release.cli.options import load_spec_for, named_interpreter, refuse_other_env
 from vllm_plugin_release.core import progress, records
-from vllm_plugin_release.edges import cachedir
+from vllm_plugin_release.edges import settings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -102,7 +102,7 @@ def _inputs(args: argparse.Namespace):
     from vllm_plugin_release.flows.sources import Inputs
 
     spec = load_spec_for(args)
-    return Inputs(spec, cachedir.from_args(args), getattr(args, "plugin_source", None))
+    return Inputs(spec, settings.cache_from_args(args), getattr(args, "plugin_source", None))
 
 
 def _fetch(args: argparse.Namespace) -> int:
@@ -169,7 +169,7 @@ def _build_core(args: argparse.Namespace) -> int:
     # checked again (stages/corememo); else the full path, which then writes the memo.
     from vllm_plugin_release.stages import corememo
 
-    cache = cachedir.from_args(args)
+    cache = settings.cache_from_args(args)
     ask = corememo.Ask(Path(args.spec), args.runner_backend, args.interpreter)
     memo = corememo.memo_name(ask)
     warm = memo and not args.force
@@ -237,7 +237,7 @@ def _build_guard(args: argparse.Namespace) -> int:
     from vllm_plugin_release.stages.build_guard import build_guard
 
     result = build_guard(
-        load_spec(args.spec), cache=cachedir.from_args(args), dist_root=Path(args.dist)
+        load_spec(args.spec), cache=settings.cache_from_args(args), dist_root=Path(args.dist)
     )
     print(result.wheel)
     return 0
@@ -273,6 +273,14 @@ def _register_spec(sub: argparse._SubParsersAction) -> None:
     setter.add_argument("value", help='TOML value, e.g. "0.26.0" or 1784975730 or true')
     setter.set_defaults(func=_spec_set)
 
+    listing = sub.add_parser(
+        "settings", help="list the VPR_* environment variables: each one's value here and doc"
+    )
+    listing.add_argument(
+        "--markdown", action="store_true", help="print docs/settings.md (their defaults) instead"
+    )
+    listing.set_defaults(func=_settings)
+
 
 def _spec_check(args: argparse.Namespace) -> int:
     from vllm_plugin_release.buildspec.load import load_spec
@@ -306,6 +314,13 @@ def _spec_docs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _settings(args: argparse.Namespace) -> int:
+    from vllm_plugin_release.edges import settings
+
+    sys.stdout.write(settings.markdown() if args.markdown else "\n".join(settings.lines()) + "\n")
+    return 0
+
+
 def _register_image(sub: argparse._SubParsersAction) -> None:
     image = sub.add_parser(
         "build-image",
@@ -336,7 +351,7 @@ def _build_image(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec).with_interpreter(args.interpreter)
     named_interpreter(spec)  # checked also where Debian's python is used instead
-    made = build_image(spec, cachedir.from_args(args), suite=args.suite, mirror=args.mirror)
+    made = build_image(spec, settings.cache_from_args(args), suite=args.suite, mirror=args.mirror)
     print(json.dumps(made.to_json(), indent=2) if args.json else made.image)
     if args.write_spec:
         set_value(args.spec, "build.base_image", json.dumps(made.image))

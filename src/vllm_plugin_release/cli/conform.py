@@ -9,7 +9,7 @@ from pathlib import Path
 from vllm_plugin_release.cli import options as o
 from vllm_plugin_release.cli.options import load_spec_for, refuse_other_env
 from vllm_plugin_release.core import progress
-from vllm_plugin_release.edges import cachedir
+from vllm_plugin_release.edges import settings
 
 
 def _checks_epilog() -> str:
@@ -57,7 +57,7 @@ def _context(args: argparse.Namespace):
     another)."""
     from vllm_plugin_release.flows.sources import Inputs
 
-    inputs = Inputs(load_spec_for(args), cachedir.from_args(args), args.plugin_source)
+    inputs = Inputs(load_spec_for(args), settings.cache_from_args(args), args.plugin_source)
     refuse_other_env(inputs, args)
     return inputs.context(args.runner, Path(args.dist))
 

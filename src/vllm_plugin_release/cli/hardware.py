@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from vllm_plugin_release.cli import options as o
 from vllm_plugin_release.core.errors import EXIT_OK
-from vllm_plugin_release.edges import cachedir
+from vllm_plugin_release.edges import settings
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.buildspec.model import Spec
@@ -97,17 +97,17 @@ def _mesh_from_plan(hw: HardwareSettings) -> None:
     variable from data): it becomes the spec's `mesh_variable` unless the runner set it."""
     import os
 
-    value = os.environ.get("VPR_MESH_VALUE")
+    value = settings.text("VPR_MESH_VALUE")
     if hw.mesh_variable and value and not os.environ.get(hw.mesh_variable):
         os.environ[hw.mesh_variable] = value
 
 
 def _load(args: argparse.Namespace) -> tuple[Spec, Path, HardwareSettings]:
     from vllm_plugin_release.buildspec.load import load_spec
-    from vllm_plugin_release.conform.lib.hardwaresettings import settings
+    from vllm_plugin_release.conform.lib.hardwaresettings import settings as hardware_settings
 
     spec = load_spec(args.spec)
-    hw = settings(spec)
+    hw = hardware_settings(spec)
     _mesh_from_plan(hw)
     return spec, Path(args.dist) / spec.name, hw
 
@@ -134,13 +134,13 @@ def _live(args: argparse.Namespace) -> int:
 
 def _conform_hardware(args: argparse.Namespace) -> int:
     from vllm_plugin_release.buildspec.load import load_spec
-    from vllm_plugin_release.conform.lib.hardwaresettings import settings
+    from vllm_plugin_release.conform.lib.hardwaresettings import settings as hardware_settings
     from vllm_plugin_release.flows import hardware
 
     spec = load_spec(args.spec)
-    _mesh_from_plan(settings(spec))
+    _mesh_from_plan(hardware_settings(spec))
     opts = hardware.Options(
-        cache=cachedir.from_args(args),
+        cache=settings.cache_from_args(args),
         dist_root=Path(args.dist),
         plugin_source=args.plugin_source,
         runtime_env=args.runtime_env,

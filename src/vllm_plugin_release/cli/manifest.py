@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from vllm_plugin_release.cli import options as o
 from vllm_plugin_release.cli.options import key_path, store_location, trusted
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK
-from vllm_plugin_release.edges import cachedir
+from vllm_plugin_release.edges import settings
 
 if TYPE_CHECKING:
     from vllm_plugin_release.core.ledger import LedgerEntry
@@ -290,7 +290,10 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     built = mf.build_for_spec(
-        spec, signing_key=args.signing_key, dist_root=args.dist, cache=cachedir.from_args(args)
+        spec,
+        signing_key=args.signing_key,
+        dist_root=args.dist,
+        cache=settings.cache_from_args(args),
     )
     if built.key_created:
         progress.info(
@@ -411,7 +414,7 @@ def cmd_site(args: argparse.Namespace) -> int:
 
 def cmd_check_env(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core import progress
-    from vllm_plugin_release.edges.envprobe import check_python
+    from vllm_plugin_release.edges.envrun import check_python
     from vllm_plugin_release.stages import verify
 
     path = Path(args.manifest)
@@ -444,7 +447,7 @@ def cmd_sign_store(args: argparse.Namespace) -> int:
     from vllm_plugin_release.edges import keys, ledgerstore
     from vllm_plugin_release.edges.store import open_store
 
-    cache = cachedir.from_args(args)
+    cache = settings.cache_from_args(args)
     path, _ = keys.resolve_key_path(args.signing_key, None, root=Path.cwd(), cache_root=cache.root)
     location = store_location(args)
     head = ledgerstore.sign_store(open_store(location), keys.load_private_key(path))
@@ -457,7 +460,7 @@ def cmd_keygen(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core.attest import keyid
     from vllm_plugin_release.edges import keys
 
-    out = Path(args.out) if args.out else cachedir.from_env().root / keys.DEFAULT_KEY
+    out = Path(args.out) if args.out else settings.cache_from_env().root / keys.DEFAULT_KEY
     private, public = keys.generate_keypair(out, force=args.force, encrypt=args.encrypt)
     kid = keyid(keys.load_public_key(public))
     print(f"private key  {private}  (mode 0600; keep it secret, out of version control)")
@@ -481,7 +484,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         allow_uncertified=args.allow_uncertified,
         dist_root=args.dist,
     )
-    result = pub.publish_spec(spec, options, cache=cachedir.from_args(args))
+    result = pub.publish_spec(spec, options, cache=settings.cache_from_args(args))
     if args.json:
         from dataclasses import asdict
 
@@ -625,7 +628,7 @@ def _register_install(subparsers: Any) -> None:
 def cmd_install(args: argparse.Namespace) -> int:
     from vllm_plugin_release.flows.install import Request, Target, install
 
-    cache = cachedir.from_args(args)
+    cache = settings.cache_from_args(args)
     result = install(
         trusted(args),
         Request(pairing=args.pairing, core=args.core, plugin=args.plugin),

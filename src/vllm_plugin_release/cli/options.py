@@ -4,11 +4,10 @@ and what they become: the spec, the store read through its signed head, the key.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vllm_plugin_release.edges import cachedir
+from vllm_plugin_release.edges import settings
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -19,8 +18,8 @@ if TYPE_CHECKING:
 def store_location(args: argparse.Namespace) -> str:
     return (
         getattr(args, "store", None)
-        or os.environ.get("VPR_STORE")
-        or str(cachedir.from_args(args).root / "store")
+        or settings.text("VPR_STORE")
+        or str(settings.cache_from_args(args).root / "store")
     )
 
 
@@ -178,7 +177,7 @@ def key_path(args: argparse.Namespace) -> Path:
 
     if getattr(args, "key", None):
         return Path(args.key)
-    cache = cachedir.from_args(args)
+    cache = settings.cache_from_args(args)
     private, _ = keys.resolve_key_path(None, None, root=Path.cwd(), cache_root=cache.root)
     return keys.public_path(private)
 
@@ -209,7 +208,7 @@ def trusted(args: argparse.Namespace, **options: Any) -> Trusted:
     from vllm_plugin_release.edges.trust import TRUST_DIR, Trusted
 
     store = open_store(store_location(args))  # a --store that does not parse: said first
-    memory = cachedir.from_args(args).root / TRUST_DIR
+    memory = settings.cache_from_args(args).root / TRUST_DIR
     return Trusted(store, public_key(args), memory=memory, **options)
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from vllm_plugin_release.cli import options as o
 from vllm_plugin_release.cli.options import load_spec_for
-from vllm_plugin_release.edges import cachedir
+from vllm_plugin_release.edges import settings
 
 if TYPE_CHECKING:
     from vllm_plugin_release.buildspec.model import Spec
@@ -69,7 +69,7 @@ def _stages_epilog() -> str:
         spec = load_spec(path)
     except VprError as exc:
         return f"stages: read from the stage graph of a spec; {exc}"
-    options = Options(cache=cachedir.from_args(None), dist_root=Path("dist"))
+    options = Options(cache=settings.cache_from_args(None), dist_root=Path("dist"))
     stages = graph(spec, options, Outcome()).stages
     unpublished = {s.name for s in graph(spec, replace(options, publish=False), Outcome()).stages}
     width = max(len(s.name) for s in stages)
@@ -86,7 +86,7 @@ def _release(args: argparse.Namespace) -> int:
 
     spec = load_spec_for(args)
     options = Options(
-        cache=cachedir.from_args(args),
+        cache=settings.cache_from_args(args),
         dist_root=Path(args.dist),
         runner=args.runner,
         plugin_source=args.plugin_source,

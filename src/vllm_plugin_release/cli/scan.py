@@ -73,7 +73,7 @@ def _config(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[Any, ...]]
 
 def run(args: argparse.Namespace) -> int:
     from vllm_plugin_release.conform.lib.symbolscan import scan_path
-    from vllm_plugin_release.edges.forkmap import usable_cores
+    from vllm_plugin_release.edges.proc import usable_cores
 
     symbols, allowlist = _config(args)
     # every usable core: the files are shared out over forked processes

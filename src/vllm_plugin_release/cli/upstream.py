@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 from vllm_plugin_release.cli import options as o
 from vllm_plugin_release.core import bounded, progress, records
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK
-from vllm_plugin_release.edges import cachedir
+from vllm_plugin_release.edges import settings
 from vllm_plugin_release.edges.ci import github_output, output_text
 
 PR_BODY_LIMIT = 60_000
@@ -40,7 +39,7 @@ def _register_upstream(sub: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--include-prereleases",
         action="store_true",
-        default=os.environ.get("VPR_UPSTREAM_PRERELEASES", "").lower() in ("1", "true", "yes"),
+        default=settings.flag("VPR_UPSTREAM_PRERELEASES"),
         help="also list rc/beta/dev releases (default: $VPR_UPSTREAM_PRERELEASES)",
     )
     up.add_argument(
@@ -197,7 +196,7 @@ def _columns(spec: Any, args: argparse.Namespace, index: str) -> list[str]:
     if not isinstance(spec.core.source, SdistSource):
         progress.note(f"{spec.path}: columns=[]: a version matrix needs an sdist core source")
         return []
-    cache = cachedir.from_args(args)
+    cache = settings.cache_from_args(args)
     opts = matrix.Options(
         cache=cache,
         dist_root=Path("dist"),
@@ -220,7 +219,7 @@ def _bump(args: argparse.Namespace) -> int:
     result = bump.bump(
         Path(args.spec),
         args.core,
-        cache=cachedir.from_args(args),
+        cache=settings.cache_from_args(args),
         options=bump.BumpOptions(
             out=args.out,
             dry_run=args.dry_run,
@@ -366,7 +365,7 @@ def _bisect(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     opts = bisect.Options(
-        cache=cachedir.from_args(args),
+        cache=settings.cache_from_args(args),
         dist_root=Path(args.dist),
         plugin_source=args.plugin_source,
         repo=args.repo,
@@ -418,7 +417,7 @@ def _nightly(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     opts = nightly.Options(
-        cache=cachedir.from_args(args),
+        cache=settings.cache_from_args(args),
         dist_root=Path(args.dist),
         repo=args.repo,
         ref=args.ref,
@@ -518,7 +517,7 @@ def _matrix_run(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     opts = matrix.Options(
-        cache=cachedir.from_args(args),
+        cache=settings.cache_from_args(args),
         dist_root=Path(args.dist),
         plugin_source=args.plugin_source,
         lowest=args.lowest or None,  # empty: not given (a CI input left empty)
@@ -539,7 +538,7 @@ def _matrix_assemble(args: argparse.Namespace) -> int:
     from vllm_plugin_release.flows import matrix
 
     opts = matrix.Options(
-        cache=cachedir.from_args(args),
+        cache=settings.cache_from_args(args),
         dist_root=Path(args.dist),
         store=args.store,
         signing_key=args.signing_key,

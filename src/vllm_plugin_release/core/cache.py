@@ -262,7 +262,7 @@ def sweep_stale(tmp: Path) -> list[Path]:
 # build/ and bdist folders, thousands of small files written once and removed. On a RAM
 # filesystem that costs a fraction of what ext4 costs (its block allocator is the slow
 # part on some machines), and nothing there has to survive the run. Where it is comes
-# from the edges (`edges/cachedir.build_scratch_root`: $VPR_BUILD_SCRATCH, /dev/shm).
+# from the edges (`edges/settings.build_scratch_root`: $VPR_BUILD_SCRATCH, /dev/shm).
 SCRATCH_MIN_FREE = 2 << 30
 
 

@@ -16,7 +16,6 @@ from vllm_plugin_release.core.errors import GateFailed
 HEAD_FILE = "head.json"
 PAYLOAD_TYPE = "application/vnd.vllm-plugin-release.store-head+json"
 KIND = "vllm-plugin-release/store-head"
-DEFAULT_DAYS = 30.0
 MAX_HEAD = 1 << 20
 GENESIS = "0" * 64
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"

@@ -1,25 +1,6 @@
-"""The container runner: the same `Command`s as the local runner, run in a pinned image.
-
-Each command runs in a fresh container (Python docker SDK; Docker or Podman's Docker
-API) from the image `[build] base_image` pins by digest. The folders a stage works in
-(the cache, the project, dist/, local find-links) are bind-mounted at the same paths,
-so a recipe's paths mean the same thing on both runners and a stage never needs to
-know where its commands run; the builds' scratch in memory is bound the same way
-(`scratch_root`). A command that asks for no network gets
-`network_mode="none"`. Containers carry the run's machine and pid as a label; the run removes
-its own, and a later run removes those of a run that was killed.
-
-Making a `ContainerRunner` is cheap: it checks only its inputs (a pinned `base_image`,
-a Dockerfile that exists and pins its bases; BadInput, exit 2) and contacts no engine.
-The image work is done on entry (`with runner:`, or `open`): connect to the engine,
-remove a killed run's containers, check the pinned image, build the Dockerfile's layer
-when the base has no uv. Leaving `with` (`close`) releases the engine's client. A runner
-used outside `with` (an environment's, `runner_of`) does the image work on its first use
-of the engine; asking its `kind` or marking an environment needs none.
-
-The image is refused (exit 1, both digests named) when the one the engine holds under
-that name has another digest, and named with how to get it (exit 3) when absent.
-"""
+"""The container runner: the same `Command`s as the local runner, each in a fresh container
+from the pinned image, the folders a stage works in bind-mounted at the same paths; made
+cheaply, it contacts the engine (and checks the image) only on entry or first use."""
 
 from __future__ import annotations
 
@@ -39,7 +20,7 @@ from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure, PythonUnavailable
 from vllm_plugin_release.core.runnerfacts import RunnerFacts
-from vllm_plugin_release.edges import cachedir, uvwatch
+from vllm_plugin_release.edges import settings, uv
 from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.runner import (
     HOST_NETWORK,
@@ -302,13 +283,13 @@ class ContainerRunner:
         return RunnerFacts(self.kind, self.base_image, self.image_id)
 
     def scratch_root(self) -> Path | None:
-        """Builds' scratch in memory, as a local build's (`cachedir.build_scratch_root`),
+        """Builds' scratch in memory, as a local build's (`settings.build_scratch_root`),
         bound into every later container at its own path: a build's tree copy and the
         build's writes through the bind mount are the cost a container build has over a
         local one when they go to disk. None when that is unusable (or turned off): then
         `.vpr/tmp`, inside the mounted cache. Not in `mark`'s mounts: an environment
         needs no build's scratch."""
-        root = cachedir.build_scratch_root()
+        root = settings.build_scratch_root()
         if root is not None and not any(_within(root, Path(b)) for b in self.binds):
             self._scratch_binds[str(root)] = {"bind": str(root), "mode": "rw"}
         return root
@@ -429,9 +410,7 @@ class ContainerRunner:
             start = out.tell()
             container = self._create(cmd.argv, env=cmd.env, cwd=cmd.cwd, network=cmd.network)
             watch = (
-                uvwatch.watching(cmd.label, log, start)
-                if cmd.downloads
-                else contextlib.nullcontext()
+                uv.watching(cmd.label, log, start) if cmd.downloads else contextlib.nullcontext()
             )
             try:
                 with progress.working(f"{cmd.label} (in a container)", log), watch:

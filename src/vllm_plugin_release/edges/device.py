@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypedDict
 import tomllib
 
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.edges import settings
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.buildspec.model import Spec
@@ -290,5 +291,5 @@ def probe(
 
 def runtime_env_from_environ() -> Path | None:
     """$VPR_RUNTIME_ENV: the vendor runtime's Python environment on the runner."""
-    value = os.environ.get("VPR_RUNTIME_ENV")
+    value = settings.text("VPR_RUNTIME_ENV")
     return Path(value) if value else None

@@ -1,20 +1,6 @@
-"""The pairing env's bytecode, kept for the next environment made from the same lock.
-
-Python writes a module's bytecode (`__pycache__/NAME.cpython-311.pyc`) when it first
-imports it. In a new pairing env that is most of the first import of vLLM (torch alone
-is over a thousand modules): about twice the import with bytecode. The environment is
-made again whenever the core or the plugin wheel changes, but its third-party packages
-(the lock) and, for a plugin change, the core stay, so the bytecode Python wrote in one
-environment is kept (`keep`: hard links into `.vpr/bytecode/<key>/`, keyed by the lock,
-the core wheel and the Python version) and linked into the next environment with that
-key (`restore`) before anything imports there. The plugin's packages are never kept.
-
-A pyc is kept with its source (both hard links) and put back only beside that very
-file: uv links installed files from its cache, so the next environment's source is the
-same file (same inode, same bytes); any other file (another version, a copy) gets no
-kept bytecode. Python then checks the pyc against its source as always (bytecode
-version, the source's mtime and size). Nothing is compiled or rewritten here.
-"""
+"""The pairing env's bytecode, kept (hard links into `.vpr/bytecode/<key>/`, keyed by lock,
+core wheel and Python) for the next environment of that key, and put back only beside the
+very source file it was compiled from; the plugin's packages are never kept."""
 
 from __future__ import annotations
 

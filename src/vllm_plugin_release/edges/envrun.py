@@ -1,29 +1,24 @@
-"""Run one of our `inenv` modules inside another Python environment (the pairing env).
-
-Modules under `vllm_plugin_release.inenv` import only the standard library, vLLM
-and the plugin (a test keeps it so), so they run in an environment where this
-package is not installed: the one module is copied into the run's private temporary
-folder and started as a script, so nothing else of ours (nor the site-packages this
-package is installed in) is on the environment's path. They read a JSON request
-from argv[1] and write a JSON result to argv[2].
-
-A job (`InEnvJob`) is typed on the caller's side: the module that owns it builds its
-request record (`to_json`, what the module reads) and parses the answer into its typed
-record (`parse_answer`), naming the job and the key of an answer that is not one.
-"""
+"""Our code in another Python environment (the pairing env): an `inenv` module copied alone
+and started as a script, or sent to the environment's warm worker (each job typed on the
+caller's side), and the probe of what an installed environment holds (`check-env`)."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import os
 import shutil
+import signal
+import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from vllm_plugin_release.core import bounded, progress, records
+from vllm_plugin_release.core.buildrecord import field_shown
 from vllm_plugin_release.core.errors import (
     BadInput,
     JobFailed,
@@ -31,9 +26,9 @@ from vllm_plugin_release.core.errors import (
     TimedOut,
     output_tail,
 )
-from vllm_plugin_release.edges import envbytecode, ownedtmp, proc
+from vllm_plugin_release.edges import envbytecode, proc
 from vllm_plugin_release.edges.container import marker_of, runner_of
-from vllm_plugin_release.edges.envworker import LAYER_REFUSED, Job, Worker, workers
+from vllm_plugin_release.edges.proc import spawn
 
 INENV = Path(__file__).resolve().parent.parent / "inenv"
 
@@ -303,8 +298,8 @@ PRELOAD_LATER = (
 @contextlib.contextmanager
 def _job_folder() -> Iterator[str]:
     """A private folder for one in-environment job, removed after it (and, were the run
-    killed, by a later run: `ownedtmp`)."""
-    folder = ownedtmp.make("vpr-inenv-")
+    killed, by a later run: `proc.owned_tmp`)."""
+    folder = proc.owned_tmp("vpr-inenv-")
     try:
         yield str(folder)
     finally:
@@ -369,3 +364,443 @@ def keep_bytecode(python: Path | str) -> None:
     thread = threading.Thread(target=envbytecode.keep_for, args=(env,), name="vpr-bytecode")
     thread.start()
     _keeping.append(thread)
+
+
+# The exit code of a job refused its `site_first` (inenv/worker.LAYER_REFUSED: nothing
+# imports inenv, so the number is written twice; tests/unit/test_worker_layer.py checks).
+LAYER_REFUSED = 75
+
+
+@dataclass(frozen=True)
+class Job:
+    """One script's run in the worker: `script argv...` with `env`, in `cwd` (None: the
+    worker's); `what` names it in errors; `early` and `site_first` as `Worker.run` says."""
+
+    script: Path
+    argv: tuple[Path | str, ...]
+    env: dict[str, str]
+    cwd: Path | None
+    what: str
+    early: bool = False
+    site_first: Path | None = None
+
+
+class Worker:
+    """The warm worker of one environment python (`inenv/worker.py`), behind the death
+    guard and registered with the run's children, fed jobs as JSON lines; several threads
+    may send jobs at once, each waits for its own answer."""
+
+    def __init__(
+        self, python: Path, folder: Path, popen: subprocess.Popen[bytes], env: dict[str, str]
+    ):
+        self.python = python
+        self.folder = folder
+        self.env = env
+        self._popen = popen
+        self._lock = threading.Lock()
+        self._answers: dict[int, dict[str, Any]] = {}
+        self._events: dict[int, threading.Event] = {}
+        self._next = 0
+        self.ready: dict[str, Any] | None = None
+        self._ready = threading.Event()
+        self._gone = threading.Event()
+        self._reader = threading.Thread(target=self._read, name="vpr-warm-worker", daemon=True)
+        self._reader.start()
+
+    @classmethod
+    def start(
+        cls,
+        python: Path,
+        stage: Callable[[Path], Path],
+        preload: Sequence[str],
+        env: dict[str, str],
+        later: Sequence[str] = (),
+    ) -> Worker:
+        """Start the worker script that `stage(folder)` puts in a private folder; it is ready
+        once `preload` is imported, and imports `later` between jobs."""
+        folder = proc.owned_tmp("vpr-inenv-worker-")  # a killed run's is removed later
+        try:
+            script = stage(folder)
+            names = {"first": list(preload), "then": list(later)}
+            (folder / "preload.json").write_text(json.dumps(names))
+            with open(folder / "worker.log", "wb") as log:
+                popen = spawn(  # its own group: stopped as a whole with the run
+                    [python.absolute(), script, folder / "preload.json"],
+                    what=f"the warm worker in {python}",
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    env=env,
+                    cwd=folder,
+                )
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return cls(python, folder, popen, env)
+
+    def _read(self) -> None:
+        assert self._popen.stdout is not None
+        for line in self._popen.stdout:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if message.get("ready"):
+                self.ready = message
+                self._ready.set()
+                continue
+            if "rc" not in message:  # a job started ({"id", "pid"})
+                continue
+            with self._lock:
+                self._answers[message["id"]] = message
+                event = self._events.get(message["id"])
+            if event is not None:
+                event.set()
+        self._gone.set()
+        self._ready.set()
+        with self._lock:
+            for event in self._events.values():
+                event.set()
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until the preloaded imports are done (True), or the worker ended (False)."""
+        self._ready.wait(timeout)
+        return self.ready is not None
+
+    def _log_tail(self, path: Path, lines: int = 15) -> str:
+        try:
+            return "\n".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def run(self, job: Job, timeout: float | None) -> tuple[int, str]:
+        """Run `job` in a forked copy of the worker: (exit code, its output).
+        An `early` job starts once the first preload list is in, any other once both are.
+        With `site_first` (the site-packages of a venv layered on this environment) it
+        runs as that venv's python would (inenv/worker.layer_first), or ends with
+        LAYER_REFUSED when that folder brings a module the worker has imported."""
+        log = job.script.parent / "output.log"
+        with self._lock:
+            self._next += 1
+            job_id = self._next
+            event = self._events[job_id] = threading.Event()
+        asked = {
+            "id": job_id,
+            "script": str(job.script),
+            "argv": [str(a) for a in job.argv],
+            "env": job.env,
+            "cwd": str(job.cwd) if job.cwd else None,
+            "log": str(log),
+            "early": job.early,
+            "site_first": str(job.site_first) if job.site_first else None,
+        }
+        try:
+            assert self._popen.stdin is not None
+            with self._lock:
+                self._popen.stdin.write(json.dumps(asked).encode() + b"\n")
+                self._popen.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            self._gone.set()
+        try:
+            if not event.wait(timeout) and not self._gone.is_set():
+                self._kill_job(job_id, event)
+                told = output_tail(self._log_tail(log, 200))
+                raise JobFailed(
+                    f"{job.what} did not finish within {timeout:g} s"
+                    + (":\n" + told if told else ""),
+                    log=told,
+                )
+            with self._lock:
+                answer = self._answers.pop(job_id, None)
+        finally:
+            with self._lock:
+                self._events.pop(job_id, None)
+        if answer is None:  # the environment's interpreter died under the job
+            told = output_tail(
+                self._log_tail(log, 200) or self._log_tail(self.folder / "worker.log")
+            )
+            raise JobFailed(
+                f"{job.what}: the warm worker in {self.python} ended, without an answer:\n" + told,
+                log=told,
+            )
+        return int(answer["rc"]), self._log_tail(log, 200)
+
+    def _kill_job(self, job_id: int, event: threading.Event) -> None:
+        """Ask the worker to SIGKILL the job (it owns and reaps the pid: no race with
+        reuse), then wait a little for its answer."""
+        with contextlib.suppress(OSError, ValueError), self._lock:
+            assert self._popen.stdin is not None
+            self._popen.stdin.write(json.dumps({"kill": job_id}).encode() + b"\n")
+            self._popen.stdin.flush()
+        event.wait(10)
+
+    def stop(self) -> None:
+        """Close the job stream (the worker ends after its running jobs), then its group."""
+        with contextlib.suppress(OSError, ValueError):
+            if self._popen.stdin is not None:
+                self._popen.stdin.close()
+        try:
+            self._popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill_group(self._popen.pid)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._popen.pid, signal.SIGKILL)  # what the guard left in its group
+        proc.forget(self._popen)
+        self._gone.set()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class Workers:
+    """The run's warm workers, one per python, each kept while someone holds it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: dict[Path, Worker] = {}
+        self._holds: dict[Path, int] = {}
+        self._sessions = 0
+
+    def in_session(self) -> bool:
+        with self._lock:
+            return self._sessions > 0
+
+    def get(self, python: Path) -> Worker | None:
+        with self._lock:
+            worker = self._live.get(Path(python))
+        return None if worker is None or worker._gone.is_set() else worker
+
+    def start(self, python: Path, make: Callable[[], Worker]) -> Worker:
+        with self._lock:
+            worker = self._live.get(python)
+            if worker is None or worker._gone.is_set():
+                worker = self._live[python] = make()
+            self._holds[python] = self._holds.get(python, 0) + 1
+            return worker
+
+    def release(self, python: Path) -> None:
+        with self._lock:
+            self._holds[python] -= 1
+            done = self._holds[python] == 0 and self._sessions == 0
+            worker = self._live.pop(python) if done else None
+        if worker is not None:
+            worker.stop()
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """Workers started inside the block stay until it ends (the stages of one run)."""
+        with self._lock:
+            self._sessions += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._sessions -= 1
+                idle = [] if self._sessions else [p for p in self._live if not self._holds.get(p)]
+                stopping = [self._live.pop(p) for p in idle]
+            for worker in stopping:
+                worker.stop()
+
+
+workers = Workers()
+
+
+# Runs inside the environment being checked: standard library only, Python 3.8+.
+_PROBE = r"""
+import base64, csv, hashlib, json, sys
+import importlib.metadata as md
+out = {}
+for name in json.loads(sys.argv[1]):
+    try:
+        d = md.distribution(name)
+    except md.PackageNotFoundError:
+        out[name] = None
+        continue
+    entries, bad = {}, []
+    for row in csv.reader((d.read_text("RECORD") or "").splitlines()):
+        if len(row) < 2 or not row[1].startswith("sha256="):
+            continue
+        try:
+            with open(d.locate_file(row[0]), "rb") as f:
+                data = f.read()
+        except OSError:
+            bad.append([row[0], "missing"])
+            continue
+        got = "sha256=" + base64.urlsafe_b64encode(
+            hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        if got != row[1]:
+            bad.append([row[0], "modified"])
+        entries[row[0]] = got  # what is on disk, not what RECORD claims
+    eps = {}
+    for ep in d.entry_points:
+        eps.setdefault(ep.group, {})[ep.name] = ep.value
+    direct = d.read_text("direct_url.json")
+    out[name] = {"version": d.version, "record": entries, "bad": bad, "entry_points": eps,
+                 "direct_url": json.loads(direct) if direct else None,
+                 "location": str(d.locate_file(""))}
+if len(sys.argv) > 2 and sys.argv[2] == "all":
+    every = {}
+    for d in md.distributions():
+        name = d.metadata["Name"]
+        if name:
+            every.setdefault(name, d.version)
+    out = {"dists": out, "installed": every}
+print(json.dumps(out))
+"""
+
+
+class InstalledDist(NamedTuple):
+    """One installed distribution as the probe found it, its answer checked (`parse_dists`)."""
+
+    version: str
+    location: str  # the folder it is installed into
+    record: Mapping[str, str]  # RECORD path -> the sha256 of the file on disk
+    bad: tuple[tuple[str, str], ...]  # (path, missing | modified) against RECORD's hash
+    entry_points: Mapping[str, Mapping[str, str]]  # group -> name -> object reference
+    archive_hashes: Mapping[str, str]  # the wheel it came from (direct_url.json): algo -> hex
+
+
+def probe_environment(python: Path | str, names: list[str]) -> dict[str, InstalledDist | None]:
+    """Installed version, RECORD (verified against the files) and entry points per name
+    (None: not installed)."""
+    return parse_dists(_probe(python, [json.dumps(names)]), names, python)
+
+
+def probe_with_installed(
+    python: Path | str, names: list[str]
+) -> tuple[dict[str, InstalledDist | None], dict[str, str]]:
+    """`probe_environment`, and every installed distribution (name -> version), in one run."""
+    data = _probe(python, [json.dumps(names), "all"])
+    if not isinstance(data, dict):
+        raise _refused(python, "the answer", data, "an object")
+    installed = data.get("installed")
+    if not isinstance(installed, dict) or not all(isinstance(v, str) for v in installed.values()):
+        raise _refused(python, "'installed'", installed, "names and versions")
+    return parse_dists(data.get("dists"), names, python), installed
+
+
+def _refused(python: Path | str, key: str, value: object, expected: str) -> BadInput:
+    return BadInput(
+        f"--python {python}: the environment probe answered {key} = {field_shown(value)}, "
+        f"expected {expected}",
+        hint="pass the python of a virtual environment (Python >= 3.8)",
+    )
+
+
+def parse_dists(
+    data: object, names: list[str], python: Path | str
+) -> dict[str, InstalledDist | None]:
+    """The probe's answer for `names`, each key checked once; BadInput naming the python,
+    the distribution and the key otherwise."""
+    if not isinstance(data, dict) or set(data) != set(names):
+        raise _refused(python, "the distributions", data, f"an object of {names}")
+    return {name: _dist(data[name], f"{name!r}", python) for name in names}
+
+
+def _dist(data: object, name: str, python: Path | str) -> InstalledDist | None:
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise _refused(python, name, data, "an object")
+
+    def text(key: str) -> str:  # a version may be empty (a mismatch, not a refusal)
+        value = data.get(key)
+        if not isinstance(value, str) or not (value or key == "version"):
+            raise _refused(python, f"{name}.{key}", value, "text")
+        return value
+
+    record, bad, eps = data.get("record"), data.get("bad"), data.get("entry_points")
+    if not _texts(record):
+        raise _refused(python, f"{name}.record", record, "paths and hashes")
+    if not isinstance(bad, list) or not all(
+        isinstance(b, list) and len(b) == 2 and all(isinstance(x, str) for x in b) for b in bad
+    ):
+        raise _refused(python, f"{name}.bad", bad, "[path, problem] pairs")
+    if not isinstance(eps, dict) or not all(_texts(group) for group in eps.values()):
+        raise _refused(python, f"{name}.entry_points", eps, "groups of text")
+    hashes = _archive_hashes(data.get("direct_url"))
+    if hashes is None:
+        raise _refused(python, f"{name}.direct_url", data.get("direct_url"), "PEP 610's object")
+    bad_pairs = tuple((path, problem) for path, problem in bad)
+    return InstalledDist(text("version"), text("location"), record, bad_pairs, eps, hashes)
+
+
+def _texts(value: object) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+
+
+def _archive_hashes(direct_url: object) -> dict[str, str] | None:
+    """The wheel's hashes (algo -> hex) a direct_url.json names (`archive_info.hashes`, and
+    the older `archive_info.hash`); {} when it names none; None when it is not an object."""
+    if direct_url is None:
+        return {}
+    if not isinstance(direct_url, dict):
+        return None
+    archive = direct_url.get("archive_info") or {}
+    if not isinstance(archive, dict) or not _texts(archive.get("hashes") or {}):
+        return None
+    hashes = dict(archive.get("hashes") or {})
+    single = archive.get("hash")
+    if isinstance(single, str) and "=" in single:
+        algo, value = single.split("=", 1)
+        hashes.setdefault(algo, value)
+    return hashes
+
+
+def _probe(python: Path | str, argv: list[str]) -> Any:
+    """Run the probe with `python`, where its environment runs (`container.runner_of`: in
+    the pinned image for an environment a container runner made, else here)."""
+    from vllm_plugin_release.edges.container import runner_of
+
+    python = check_python(python)
+    try:
+        done = runner_of(python).call(
+            [str(python), "-I", "-c", _PROBE, *argv], network=False, timeout=300
+        )
+    except OSError as exc:
+        if exc.errno in (errno.ENOEXEC, errno.EACCES, errno.EISDIR, errno.ENOTDIR):
+            raise BadInput(
+                f"--python {python}: not a program this machine can run ({exc.strerror})"
+            )
+        raise OutsideFailure(f"--python {python}: could not run it ({exc})")
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-8:])
+        raise BadInput(
+            f"--python {python}: the environment probe failed:\n{tail}",
+            hint="pass the python of a virtual environment (Python >= 3.8)",
+        )
+    try:
+        return json.loads(done.stdout)
+    except ValueError:
+        raise BadInput(
+            f"--python {python}: did not answer as a Python interpreter does",
+            hint="pass the python of a virtual environment (Python >= 3.8)",
+        )
+
+
+def check_python(python: Path | str) -> Path:
+    """`python` when it can be an interpreter to run: a file (or a container env's link,
+    whose target is the image's) that this user may execute; BadInput naming it otherwise."""
+    python = Path(python)
+    if python.is_dir():
+        raise BadInput(
+            f"--python {python}: a folder, not a Python interpreter",
+            hint="pass the interpreter itself, e.g. VENV/bin/python",
+        )
+    if not (python.exists() or python.is_symlink()):  # a container env's link: its image's
+        raise BadInput(f"--python {python}: interpreter not found")
+    if python.exists() and not (os.access(python, os.X_OK) and _runnable(python)):
+        raise BadInput(
+            f"--python {python}: not an executable program (a binary or a #! script), so "
+            "not a Python interpreter",
+            hint="pass the interpreter itself, e.g. VENV/bin/python",
+        )
+    return python
+
+
+def _runnable(path: Path) -> bool:
+    """Whether the kernel would start `path`: an ELF binary or a `#!` script."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(4)
+    except OSError:
+        return False
+    return head == b"\x7fELF" or head.startswith(b"#!")

@@ -1,16 +1,6 @@
-"""Fetch stage: sources by sha256 or by git commit, into the content-addressed cache.
-
-- An sdist is found through the index's simple API (PEP 691 JSON, PEP 503 HTML as a
-  fallback), streamed to a temporary file while hashing, and only renamed into
-  `.vpr/cas/` when its sha256 equals the pin. A mismatch or an interrupted
-  download leaves nothing behind.
-- Archives are extracted into `.vpr/src/<sha256>/` only after every member and link
-  target resolved inside it (through the archive's own links, lexically; no absolute
-  paths, no `..` escape, no device files, nothing under a symlink member) and within
-  the `[fetch]` limits; each member is checked again as it is written (a second wall),
-  every check linear in the length of the member's name.
-- A git source is cloned at its tag and HEAD must equal the pinned commit.
-"""
+"""Fetch stage: sources by sha256 or by git commit into the content-addressed cache; an
+sdist streamed and hashed before it is kept, archives extracted only when every member
+and link stays inside, a git source checked out at its pinned commit."""
 
 from __future__ import annotations
 
@@ -38,6 +28,7 @@ from vllm_plugin_release.core.cache import (
     write_tree_manifest,
 )
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.edges import settings
 
 if TYPE_CHECKING:
     from vllm_plugin_release.edges.index import IndexFile
@@ -58,24 +49,14 @@ def _normalize(project: str) -> str:
 def _open(url: str, accept: str | None = None):
     import urllib.request
 
-    from vllm_plugin_release.edges import netwait
+    from vllm_plugin_release.edges import httpio
 
     headers = {"User-Agent": USER_AGENT}
     if accept:
         headers["Accept"] = accept
     request = urllib.request.Request(url, headers=headers)
     # a heartbeat while the index keeps us waiting; NoAnswer once VPR_NET_TIMEOUT has passed
-    return netwait.waiting(lambda: urllib.request.urlopen(request, timeout=netwait.timeout()), url)
-
-
-RATE_LIMIT_BUDGET_ENV = "VPR_INDEX_RETRY_BUDGET"
-
-
-def _rate_limit_budget() -> float:
-    try:
-        return float(os.environ.get(RATE_LIMIT_BUDGET_ENV, "120"))
-    except ValueError:
-        return 120.0
+    return httpio.waiting(lambda: urllib.request.urlopen(request, timeout=httpio.timeout()), url)
 
 
 def index_files(index: str, project: str) -> list[IndexFile]:
@@ -95,13 +76,13 @@ def index_files(index: str, project: str) -> list[IndexFile]:
             attempts=attempts,
             backoff=backoff,
             retry_waited=False,
-            rate_budget=_rate_limit_budget(),
+            rate_budget=settings.number("VPR_INDEX_RETRY_BUDGET"),
         )
     except ix.RateLimited as exc:
         raise OutsideFailure(
             f"{url}: the package index still rate-limits (HTTP {exc.rate_limited}) after "
             f"{exc.backed_off:.0f} s of backing off",
-            hint=f"retry later, or raise {RATE_LIMIT_BUDGET_ENV} (seconds)",
+            hint="retry later, or raise VPR_INDEX_RETRY_BUDGET (seconds)",
         )
     except ix.Transient as exc:
         if exc.waited:
@@ -123,7 +104,7 @@ def download(url: str, expected_sha256: str, dest: Path, tmp_dir: Path, label: s
     """Stream `url` to `dest`, verifying sha256; nothing is left behind on failure."""
     import urllib.error
 
-    from vllm_plugin_release.edges import netwait
+    from vllm_plugin_release.edges import httpio
 
     tmp_dir.mkdir(parents=True, exist_ok=True)
     part = tmp_dir / f"{expected_sha256}.part.{os.getpid()}"
@@ -134,8 +115,8 @@ def download(url: str, expected_sha256: str, dest: Path, tmp_dir: Path, label: s
                 total = response.headers.get("Content-Length")
                 with progress.bytes_progress(label, int(total) if total else None) as bar:
                     read = functools.partial(response.read, CHUNK)
-                    stop = functools.partial(netwait.shut_down, response.fileno())
-                    while block := netwait.waiting(read, url, stop):
+                    stop = functools.partial(httpio.shut_down, response.fileno())
+                    while block := httpio.waiting(read, url, stop):
                         out.write(block)
                         digest.update(block)
                         bar.advance(len(block))
@@ -147,7 +128,7 @@ def download(url: str, expected_sha256: str, dest: Path, tmp_dir: Path, label: s
                 os.fsync(out.fileno())
         except urllib.error.HTTPError as exc:
             raise OutsideFailure(f"{url}: HTTP {exc.code} while downloading")
-        except netwait.NoAnswer as exc:
+        except httpio.NoAnswer as exc:
             raise OutsideFailure(
                 f"download timed out: {exc}", hint="retry; nothing was kept in the cache"
             )

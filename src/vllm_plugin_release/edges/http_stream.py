@@ -1,9 +1,5 @@
-"""An HTTP client for a live OpenAI-compatible server: GETs and streamed POSTs (httpx).
-
-The load test (`replay/loadtest.py`) decides what to send and measures what comes
-back; this module only moves bytes. Every transport error (refused, reset, timed
-out) becomes an `EndpointFailure` that names what was being done.
-"""
+"""An HTTP client for a live OpenAI-compatible server (httpx), GETs and streamed POSTs for
+the load test; every transport error is an `EndpointFailure` naming what was being done."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""A package index as seen from here: the simple API (PEP 691 JSON / PEP 503 HTML) and
-the local default index, a pypiserver on loopback that we start and stop.
-
-Queries send the credentials of the environment (TWINE_USERNAME / TWINE_PASSWORD)
-or of the URL as a header; no URL in a message carries user info.
-"""
+"""A package index as seen from here: the simple API (PEP 691 JSON / PEP 503 HTML) and the
+local default index (a pypiserver on loopback); credentials go in a header, never into a
+URL or a message."""
 
 from __future__ import annotations
 
@@ -29,9 +26,8 @@ from vllm_plugin_release.core import progress, records, simpleindex
 from vllm_plugin_release.core.cache import atomic_write_text
 from vllm_plugin_release.core.errors import Origin, OutsideFailure, origin, scrub
 from vllm_plugin_release.core.simpleindex import IndexFile
-from vllm_plugin_release.edges import children, netwait
-from vllm_plugin_release.edges.proc import spawn
-from vllm_plugin_release.edges.serve import free_port
+from vllm_plugin_release.edges import httpio, proc, settings
+from vllm_plugin_release.edges.proc import free_port, spawn
 
 USER_AGENT = "vllm-plugin-release (+publish)"
 CREDENTIAL_ENV = ("TWINE_PASSWORD", "TWINE_USERNAME")
@@ -94,13 +90,7 @@ def _retry_after(value: str | None) -> float | None:
 def retry_policy(prefix: str = "VPR_PUBLISH") -> tuple[int, float]:
     """(attempts, first backoff in seconds) for index requests: $PREFIX_ATTEMPTS (4) and
     $PREFIX_BACKOFF (2.0); `VPR_PUBLISH` for publishing, `VPR_INDEX` for reading (3, 0.5)."""
-    attempts, backoff = (4, 2.0) if prefix == "VPR_PUBLISH" else (3, 0.5)
-    try:
-        attempts = max(1, int(os.environ.get(f"{prefix}_ATTEMPTS", attempts)))
-        backoff = max(0.0, float(os.environ.get(f"{prefix}_BACKOFF", backoff)))
-    except ValueError:
-        pass
-    return attempts, backoff
+    return settings.count(f"{prefix}_ATTEMPTS"), settings.number(f"{prefix}_BACKOFF")
 
 
 T = TypeVar("T")
@@ -234,11 +224,11 @@ def _get(
     opener = urllib.request.build_opener(_OriginRedirects(allowed, home))
     try:
         request = urllib.request.Request(url, headers=headers)
-        with netwait.waiting(
-            lambda: opener.open(request, timeout=netwait.timeout()), redact(url)
+        with httpio.waiting(
+            lambda: opener.open(request, timeout=httpio.timeout()), redact(url)
         ) as response:
             return response.read(), response.headers.get("Content-Type", ""), response.geturl()
-    except netwait.NoAnswer as exc:
+    except httpio.NoAnswer as exc:
         raise Transient(str(exc), waited=True)
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
@@ -330,7 +320,7 @@ class LocalIndex:
             except OSError:
                 cmdline = []
             if b"pypiserver" in cmdline and str(self.root).encode() in cmdline:
-                children.kill_group(pid)
+                proc.kill_group(pid)
         with contextlib.suppress(FileNotFoundError):
             self.pid_file.unlink()
 
@@ -386,17 +376,17 @@ class LocalIndex:
         )
 
     def stop(self) -> None:
-        proc, self.process = self.process, None
-        if proc is None:
+        server, self.process = self.process, None
+        if server is None:
             return
-        children.forget(proc)
-        if proc.poll() is None:
-            proc.terminate()
+        proc.forget(server)
+        if server.poll() is None:
+            server.terminate()
             try:
-                proc.wait(timeout=10)
+                server.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+                server.kill()
+                server.wait(timeout=10)
         with contextlib.suppress(FileNotFoundError):
             self.pid_file.unlink()
 

@@ -1,27 +1,6 @@
-"""Finding the CPython a pairing is built for, where machines keep it.
-
-The places, in order (the first that holds a working CPython X.Y wins):
-
-1. an explicit path: `--interpreter PATH` (a flag of the commands that build or check a
-   pairing) or `VPR_INTERPRETER`; it must be a CPython X.Y, else bad input (exit 2);
-2. uv's own discovery (`uv python find --system --no-python-downloads X.Y`);
-3. pyenv: `$PYENV_ROOT/versions/X.Y.*` (default `~/.pyenv`), the newest patch release;
-   pyenv's shims are not used (they fail for every version but the global one);
-4. asdf (`$ASDF_DATA_DIR/installs/python/X.Y.*`, default `~/.asdf`) and mise
-   (`$MISE_DATA_DIR/installs/python/X.Y.*`, default `~/.local/share/mise`);
-5. `/usr/bin/pythonX.Y`.
-
-Each candidate is asked what it is (`-I -S`, bounded in time and output), so a shim or a
-broken install is passed over. Nothing is downloaded. When no place has one, the error
-names every place searched and the ways to get one that work on a machine that reaches
-only the package registries (`pyenv install X.Y`, the distribution's package, and in
-GitHub Actions `actions/setup-python`). `uv python install` is not offered: it downloads
-from GitHub.
-
-The chosen interpreter is recorded (`Interpreter.record`): its version, path, how it was
-found, and a fingerprint (sha256 of the executable file). The wheels do not depend on
-where it lives (builds run in a venv made from it, with paths that are the build's own).
-"""
+"""Finding the CPython a pairing is built for, where machines keep it: --interpreter or
+VPR_INTERPRETER, else uv, pyenv, asdf/mise, /usr/bin; each candidate asked what it is,
+nothing downloaded, and the one chosen recorded with its fingerprint."""
 
 from __future__ import annotations
 
@@ -39,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vllm_plugin_release.core.errors import BadInput, PythonUnavailable
+from vllm_plugin_release.edges import settings
 
 ENV_VARIABLE = "VPR_INTERPRETER"
 PROBE = (
@@ -292,8 +272,9 @@ def named_by(explicit_path: str | None) -> tuple[str, str] | None:
     else $VPR_INTERPRETER; None when neither names one (the search decides)."""
     if explicit_path:
         return explicit_path, "--interpreter"
-    if os.environ.get(ENV_VARIABLE):
-        return os.environ[ENV_VARIABLE], ENV_VARIABLE
+    given = settings.text(ENV_VARIABLE)
+    if given:
+        return given, ENV_VARIABLE
     return None
 
 

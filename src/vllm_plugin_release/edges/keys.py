@@ -1,12 +1,5 @@
-"""Signing keys on disk, and who is signing: the environment-facing half of signing.
-
-Keys are PEM files: PKCS#8 private key (mode 0600), SubjectPublicKeyInfo public
-key next to it as `KEY.pub`. The private key is only ever named by its path: no
-log line, manifest, or error message contains its bytes. An encrypted private
-key is opened with the passphrase in $VPR_SIGNING_KEY_PASSWORD.
-
-Environment variables are read when a function is called, never at import.
-"""
+"""Signing keys on disk (PKCS#8 PEM, mode 0600, `KEY.pub` beside it; named only by path,
+never by its bytes) and who is signing: the environment-facing half of signing."""
 
 from __future__ import annotations
 
@@ -18,6 +11,7 @@ from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.attest import LOCAL_BUILDER
 from vllm_plugin_release.core.cache import atomic_write_bytes
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.edges import settings
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -54,7 +48,7 @@ def generate_keypair(
         )
     encryption: serialization.KeySerializationEncryption = serialization.NoEncryption()
     if encrypt:
-        password = os.environ.get(PASSWORD_ENV)
+        password = settings.text(PASSWORD_ENV)
         if not password:
             raise BadInput(f"--encrypt needs the passphrase in ${PASSWORD_ENV}")
         encryption = serialization.BestAvailableEncryption(password.encode())
@@ -85,7 +79,7 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
             hint="create one with `vpr keygen --out PATH`, then point --signing-key, "
             f"${KEY_ENV} or [publish] signing_key at it",
         )
-    password = os.environ.get(PASSWORD_ENV)
+    password = settings.text(PASSWORD_ENV)
     try:
         key = serialization.load_pem_private_key(
             data, password=password.encode() if password else None
@@ -170,7 +164,7 @@ def resolve_key_path(
     """
     if cli:
         return Path(cli), "--signing-key"
-    env = os.environ.get(KEY_ENV)
+    env = settings.text(KEY_ENV)
     if env:
         return Path(env), f"${KEY_ENV}"
     if spec_value:
@@ -193,7 +187,7 @@ def ensure_key(path: Path, origin: str) -> bool:
 
 def builder_id() -> str:
     """Who ran the build: $VPR_BUILDER_ID, the GitHub workflow, or a local builder."""
-    given = os.environ.get("VPR_BUILDER_ID")
+    given = settings.text("VPR_BUILDER_ID")
     if given:
         return given
     if os.environ.get("GITHUB_ACTIONS") == "true" and os.environ.get("GITHUB_WORKFLOW_REF"):

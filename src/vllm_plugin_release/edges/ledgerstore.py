@@ -1,18 +1,6 @@
-"""The ledger, last-known-good pointers and nightly schedules in a manifest store (files;
-the content is `core.ledger`'s and `core.schedule`'s).
-
-  STORE/ledger/ledger.jsonl            the signed, chained pairing ledger (append-only)
-  STORE/ledger/summary.json, summary/  its summary (`core.summary`), written with it
-  STORE/lkg/<pairing name>.json        last-known-good core commit of a nightly pairing:
-                                       a signed document (`core.signed`) naming its pairing
-  STORE/nightly/<pairing name>.json    the nightly schedule's state, signed likewise
-
-Writers take the store's lock, put their file in place and sign the store's head
-(`edges.storehead`) last. The ledger is checked (every signature and link, and against
-the head) before an entry is appended, so a tampered or cut ledger is never extended, and
-the new file is the old bytes plus one line, renamed into place, then its summary. Readers
-go through the store's head (`edges.trust.Trusted`).
-"""
+"""The ledger, last-known-good pointers and nightly schedules in a manifest store (the files;
+their content is `core.ledger`'s and `core.schedule`'s): a writer checks the ledger before
+it appends, puts its file in place and signs the store's head last."""
 
 from __future__ import annotations
 

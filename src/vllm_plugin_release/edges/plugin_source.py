@@ -1,13 +1,5 @@
-"""Where the plugin source comes from, verified: a git URL, a local checkout, or this repo.
-
-- kind = git: cloned from `url` (or from `--plugin-source PATH`, a local checkout
-  that must contain the pinned commit), checked out at the pinned commit; a tag,
-  when given, must resolve to it.
-- kind = path: a folder of this repository, exported from the committed tree
-  (`git archive`), so uncommitted edits never reach a release; the commit is the
-  last one that touched the folder.
-The source date epoch of the plugin build is the commit time.
-"""
+"""Where the plugin source comes from, verified: a git URL or a local checkout at the pinned
+commit, or a folder of this repository exported from its committed tree."""
 
 from __future__ import annotations
 
@@ -247,7 +239,7 @@ def _from_repo_path(spec: Spec, folder: Path, cache: Cache) -> PluginSource:
             remove_tree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
             # the same checks as a source archive's (nothing outside, no special file),
-            # each linear in a member's name: a tree 1,100 folders deep is quick too
+            # each linear in the length of a member's name, however deep the tree
             try:
                 extract(
                     io.BytesIO(archive.stdout),

@@ -1,8 +1,5 @@
-"""Uploading to a package index and installing from it: twine and pip (or uv) subprocesses.
-
-Every line of their output that reaches a message is scrubbed of credentials
-(`edges.index.redact`).
-"""
+"""Uploading to a package index and installing from it: twine and pip (or uv) subprocesses,
+every line of their output that reaches a message scrubbed of credentials (`index.redact`)."""
 
 from __future__ import annotations
 
@@ -14,6 +11,7 @@ from pathlib import Path
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
+from vllm_plugin_release.edges import settings
 from vllm_plugin_release.edges.index import IndexTarget, Transient, redact
 from vllm_plugin_release.edges.runner import HOST_NETWORK, Runner, host_env
 
@@ -160,4 +158,4 @@ _INSTALL_ENV = {"PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1"}
 
 def targets_from_environ() -> tuple[str | None, str | None]:
     """($VPR_INDEX, $VPR_STORE): the environment's defaults for the upload index and store."""
-    return os.environ.get("VPR_INDEX") or None, os.environ.get("VPR_STORE") or None
+    return settings.text("VPR_INDEX") or None, settings.text("VPR_STORE") or None

@@ -1,30 +1,26 @@
-"""Runners: where commands execute. `local` (this machine) or `docker` (a container).
-
-One interface (`Runner`), two implementations: `LocalRunner` here and
-`edges/container.ContainerRunner`. Both take the same `Command` objects (the build
-recipes are `stages/recipes.py`) and the same paths; a runner only decides how a
-command is started. Stages get one from `stages/wheelbuild.runner_for` and call its
-methods, never asking which kind it is. Making one is cheap (inputs checked only);
-`with runner:` readies it (a container runner's engine and image) and releases it at the
-end, and a runner used outside `with` readies itself on first use.
-"""
+"""Runners: where commands execute, `local` (this machine: `LocalRunner`, and its facts for
+run.json) or `docker` (`edges/container`). Both take the same `Command`s; a runner only
+decides how a command starts, and `with runner:` readies and releases it."""
 
 from __future__ import annotations
 
 import os
+import platform
+import socket
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.runnerfacts import RunnerFacts
-from vllm_plugin_release.edges import cachedir, children, interpreters, proc, uvwatch
+from vllm_plugin_release.edges import interpreters, proc, settings, uv
 from vllm_plugin_release.edges.interpreters import Interpreter
-from vllm_plugin_release.edges.netns import can_unshare_network
+from vllm_plugin_release.edges.proc import can_unshare_network
 from vllm_plugin_release.edges.uv import uv_bin
 
 # `network=HOST_NETWORK`: the command shares this machine's network namespace, so a
@@ -44,7 +40,7 @@ class Command:
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
     network: bool = True  # False: the step must run with no network access
-    downloads: bool = False  # a uv install: say what it downloads (`edges/uvwatch`)
+    downloads: bool = False  # a uv install: say what it downloads (`edges/uv`)
 
 
 def _tail(path: Path, lines: int = 25) -> str:
@@ -169,7 +165,7 @@ class LocalRunner:
 
     def scratch_root(self) -> Path | None:
         """The builds run here: their scratch in memory where that is usable."""
-        return cachedir.build_scratch_root()
+        return settings.build_scratch_root()
 
     def call(
         self,
@@ -213,13 +209,13 @@ class LocalRunner:
             start = out.tell()
             # its own group, stopped as a whole with the run, even a SIGKILLed one
             child = proc.spawn(argv, what=cmd.label, stdout=out, env=cmd.env or None, cwd=cmd.cwd)
-            watch = uvwatch.watching(cmd.label, log, start) if cmd.downloads else nullcontext()
+            watch = uv.watching(cmd.label, log, start) if cmd.downloads else nullcontext()
             try:
                 with progress.working(cmd.label, log), watch:  # the log path, then a heartbeat
                     returncode = child.wait()
             finally:
-                children.forget(child)
-                children.kill_group(child.pid, grace=0 if child.returncode is None else 5)
+                proc.forget(child)
+                proc.kill_group(child.pid, grace=0 if child.returncode is None else 5)
         if returncode != 0:
             raise GateFailed(
                 f"{cmd.label} failed (exit {returncode}); log: {log}\n{_tail(log)}",
@@ -241,3 +237,26 @@ def host_env(**extra: str) -> dict[str, str]:
             env[key] = os.environ[key]
     env.update(extra)
     return env
+
+
+class HostFacts(NamedTuple):
+    """This run's host name, platform, Python version and process id (run.json only)."""
+
+    host: str
+    platform: str
+    python: str
+    pid: int
+
+    def to_json(self) -> dict[str, str | int]:
+        """The keys run.json has always held, in their order."""
+        return {
+            "host": self.host,
+            "platform": self.platform,
+            "python": self.python,
+            "pid": self.pid,
+        }
+
+
+def host_facts() -> HostFacts:
+    """Host name, platform, Python version and process id of this run."""
+    return HostFacts(socket.gethostname(), platform.platform(), sys.version.split()[0], os.getpid())

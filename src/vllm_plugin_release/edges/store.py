@@ -1,30 +1,6 @@
-"""The manifest store: one manifest per pairing plus `index.json`, the compatibility matrix.
-
-Layout (a folder, or the same folder served as static files over HTTP):
-
-  STORE/index.json                       {"schema_version", "kind", "pairings": {id: entry}}
-  STORE/pairings/<pairing_id>.json       the manifest, byte for byte as built
-  STORE/pairings/<pairing_id>.intoto.jsonl   its signed statement
-  STORE/pairings/<pairing_id>.lock.txt   the pairing environment's hash lock (its sha256
-                                         is signed in the manifest: environment.lock_sha256)
-  STORE/wheels/<file>.whl, <file>.sha256 the certified wheels (the embedded index) and
-  STORE/wheels/index.html                a find-links page with their sha256
-  STORE/runs/<pairing_id>/<time>-<runner>-<sha>.json   verdict history, one per run
-  STORE/summary.json, STORE/summary/     what query and matrix read: the index in query
-                                         order, in chunks, and the matrix rendered
-                                         (`core.summary`)
-  STORE/.lock                            the writers' file lock
-
-Writers take the lock, write the pairing's files (temp file, fsync, rename), then
-rebuild `index.json` from every manifest in `pairings/` and rename it into place, then
-its summary (`edges.summary`), then sign the store's head.
-The index is therefore a function of the manifests present: concurrent publishers
-cannot lose an entry, and a publisher killed at any point leaves only complete
-files (its dot-named temp file, if any, is removed by the next writer).
-
-The index's content (entries, rebuild, query, matrix) is `core.storeindex`; this
-module only reads and writes the files.
-"""
+"""The manifest store, a folder or the same served over HTTP: one manifest per pairing,
+`index.json` rebuilt from them under the writers' lock, the certified wheels, run history
+(layout: docs/manifest.md). The index's content is `core.storeindex`'s."""
 
 from __future__ import annotations
 
@@ -71,6 +47,7 @@ from vllm_plugin_release.core.storeindex import (
     store_path,
 )
 from vllm_plugin_release.core.summary import SUMMARY_DIR, SUMMARY_FILE
+from vllm_plugin_release.edges import settings
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -80,7 +57,6 @@ if TYPE_CHECKING:
 
 LOCK_FILE = ".lock"
 WRITER_FOLDERS = ("ledger", "lkg", "nightly")  # the ledger's, lkg pointers', schedules' files
-LOCK_TIMEOUT_ENV = "VPR_STORE_LOCK_TIMEOUT"
 
 
 def utc_now() -> str:
@@ -112,11 +88,6 @@ def wheels_page(entries: list[IndexEntry]) -> str:
     return f"<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n"
 
 
-def lock_timeout_from_env() -> float:
-    """Seconds a writer waits for the store's lock: $VPR_STORE_LOCK_TIMEOUT, else 120."""
-    return float(os.environ.get(LOCK_TIMEOUT_ENV, "120"))
-
-
 @dataclass(frozen=True)
 class AddResult:
     status: str  # "added" | "unchanged" | "replaced"
@@ -141,7 +112,9 @@ class DirStore:
     ) -> None:
         self.root = Path(root)
         self.location = str(self.root)
-        self.lock_timeout = lock_timeout_from_env() if lock_timeout is None else lock_timeout
+        self.lock_timeout = (
+            settings.number("VPR_STORE_LOCK_TIMEOUT") if lock_timeout is None else lock_timeout
+        )
         self.signer = signer  # the manifest key: a writer with it signs the store's head
 
     def sign_head(self, wrote: tuple[str, ...]) -> None:
@@ -463,22 +436,14 @@ def _text(data: bytes, where: str) -> str:
 
 def store_timeout() -> float:
     """Seconds one read from an HTTP store may take in all: $VPR_STORE_TIMEOUT, else 30."""
-    try:
-        value = float(os.environ.get(STORE_TIMEOUT_ENV, ""))
-    except ValueError:
-        return DEFAULT_STORE_TIMEOUT
-    return value if value > 0 else DEFAULT_STORE_TIMEOUT
-
-
-STORE_TIMEOUT_ENV = "VPR_STORE_TIMEOUT"
-DEFAULT_STORE_TIMEOUT = 30.0
+    return settings.number("VPR_STORE_TIMEOUT")
 
 
 class HttpStore:
     """A manifest store served as static files (read-only). Every read is bounded: a safe
     store path under the store's URL (never a `file:`, absolute or other-origin URL),
     redirects only within the store's origin, at most `limit` bytes, and the whole answer
-    (connecting, headers, body) within `store_timeout()` seconds (`edges.httpread`)."""
+    (connecting, headers, body) within `store_timeout()` seconds (`edges.httpio`)."""
 
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/") + "/"
@@ -494,12 +459,12 @@ class HttpStore:
         return self.url + f"{WHEELS}/index.html"
 
     def read_bytes(self, relative: str, limit: int = bounded.MAX_DOCUMENT) -> bytes:
-        from vllm_plugin_release.edges import httpread
+        from vllm_plugin_release.edges import httpio
 
         url = self.url + urllib.parse.quote(store_path(relative, self.location), safe="/")
         try:
-            return httpread.get(url, limit, store_timeout(), what="manifest store")
-        except httpread.NotFound:
+            return httpio.get(url, limit, store_timeout(), what="manifest store")
+        except httpio.NotFound:
             raise Missing(
                 f"{redact_url(url)}: not found (HTTP 404)",
                 hint="is this the manifest store's base URL?",

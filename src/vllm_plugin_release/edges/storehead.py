@@ -1,23 +1,11 @@
-"""Signing a folder store's head (`core.storehead`): every writer does it, under the store's
-lock, after its own files are in place (publish: index.json and its summary; the ledger and
-its summary; a last-known-good pointer; the nightly schedule), so the head is always the
-last file to change.
-
-A writer re-signs only what it wrote: the other records are carried over from the head
-before, which must verify with the writer's key (its expiry does not matter: signing is how
-a head is refreshed). A file changed behind the writers' backs therefore stays refused by
-consumers instead of being signed anew. The first head of a store, and `vpr manifest
-sign-store` (a person vouching for a reviewed store), record every file present (the
-publisher's own folder). A ledger is recorded only after each of its lines verified, so a
-consumer holding a ledger of the signed sha256 need not check each line's signature again.
-"""
+"""Signing a folder store's head (`core.storehead`), the last file every writer changes: a
+writer re-signs what it wrote and carries the rest over from a head that verifies."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
 import hashlib
-import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,6 +27,7 @@ from vllm_plugin_release.core.ledger import (
 )
 from vllm_plugin_release.core.storeindex import INDEX_FILE
 from vllm_plugin_release.core.summary import LEDGER_SUMMARY_DIR, LEDGER_SUMMARY_FILE, SUMMARY_FILE
+from vllm_plugin_release.edges import settings
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -46,17 +35,12 @@ if TYPE_CHECKING:
         Ed25519PublicKey,
     )
 
-DAYS_ENV = "VPR_STORE_HEAD_DAYS"
 SIGNED_FOLDERS = ("lkg", "nightly")  # one signed document per pairing name in each
 
 
 def head_days() -> float:
     """How long a head is valid: $VPR_STORE_HEAD_DAYS (a positive number), else 30."""
-    try:
-        days = float(os.environ.get(DAYS_ENV, ""))
-    except ValueError:
-        return sh.DEFAULT_DAYS
-    return days if days > 0 else sh.DEFAULT_DAYS
+    return settings.number("VPR_STORE_HEAD_DAYS")
 
 
 def record(relative: str, data: bytes) -> sh.FileRecord:

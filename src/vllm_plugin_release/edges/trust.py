@@ -1,21 +1,5 @@
-"""The one consumer-side trust path over a manifest store: `vpr install`, `vpr manifest
-query|matrix|ledger` and `vpr nightly`'s reads of its schedule and last-known-good pointer
-all read a store through `Trusted`, and nothing else of theirs reads a store.
-
-In order, before anything from the store is used:
-
-  1. the store head (`head.json`, `core.storehead`) is read (bounded), its signature
-     checked with the publisher's key, its expiry (unless the reader is a writer about to
-     refresh it) and that it is not older than the newest head this machine has seen for
-     the store and key (kept under the cache: `.vpr/trust/`, mode 0600);
-  2. each file it vouches for is read with the signed size as its cap and must have the
-     signed sha256 (a file the head does not list is not there for a consumer);
-  3. only then is it parsed: the index checked entry by entry, the ledger line by line
-     (signatures, chain, and the signed count and last entry).
-
-A mismatch right after a writer's change is read once more with the new head (a writer
-puts its files in place first and its head last).
-"""
+"""The one consumer-side trust path over a manifest store (`Trusted`): the signed head first,
+then each file it vouches for, bounded by its signed size and sha256, then parsed."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from vllm_plugin_release.core.bisect import (
 from vllm_plugin_release.core.cache import Cache, atomic_write_text, write_json
 from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput, RecordProblem
-from vllm_plugin_release.edges import corehistory
+from vllm_plugin_release.edges import git
 from vllm_plugin_release.edges.fetch import index_files
 from vllm_plugin_release.flows.baseline import baseline_env, commit_spec, pairing_env
 from vllm_plugin_release.flows.sources import Inputs
@@ -68,24 +68,24 @@ def _version(value: str, flag: str) -> str:
 
 def git_candidates(spec: Spec, good: str, bad: str, opts: Options, inputs: Inputs) -> Candidates:
     url = opts.repo or (spec.core.source.url if isinstance(spec.core.source, GitSource) else "")
-    repo = corehistory.mirror(url, opts.cache)
-    good_commit = corehistory.resolve(repo, good, "--good", url)
-    bad_commit = corehistory.resolve(repo, bad, "--bad", url)
-    items = corehistory.commits_between(repo, good_commit, bad_commit, url)
+    repo = git.mirror(url, opts.cache)
+    good_commit = git.resolve(repo, good, "--good", url)
+    bad_commit = git.resolve(repo, bad, "--bad", url)
+    items = git.commits_between(repo, good_commit, bad_commit, url)
     dist = records.dist_dir(opts.dist_root, spec.name)
 
     def env_of(commit: str) -> EnvRecord:
-        epoch = corehistory.commit_time(repo, commit)
+        epoch = git.commit_time(repo, commit)
         base = commit_spec(spec, url, commit, epoch, opts.cache, f"bisect-{commit[:12]}")
         return pairing_env(
-            lambda _fetcher: (base, corehistory.checkout(repo, commit, opts.cache)),
+            lambda _fetcher: (base, git.checkout(repo, commit, opts.cache)),
             title=f"bisect {commit[:12]}",
             cache=opts.cache,
             dist=dist,
             plugin=inputs.plugin,
         )
 
-    return Candidates("git", url, items, env_of, subject=lambda c: corehistory.subject(repo, c))
+    return Candidates("git", url, items, env_of, subject=lambda c: git.subject(repo, c))
 
 
 def index_candidates(spec: Spec, good: str, bad: str, opts: Options, inputs: Inputs) -> Candidates:

@@ -32,7 +32,7 @@ from vllm_plugin_release.core.cache import write_json
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK, BadInput, OutsideFailure
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.core.stagegraph import Graph, Stage
-from vllm_plugin_release.edges import proc, serve
+from vllm_plugin_release.edges import proc
 from vllm_plugin_release.edges.device import Probe, probe, runtime_env_from_environ
 from vllm_plugin_release.edges.git import git, refuse_option
 from vllm_plugin_release.flows.stagewalk import Context, Halt, extended, walk
@@ -182,21 +182,21 @@ def serve_command(vllm: Path, hw: HardwareSettings, port: int, extra: tuple[str,
 
 def tp_probe(vllm: Path, hw: HardwareSettings, env: dict[str, str], log: Path) -> TpOutcome:
     """Start `vllm serve MODEL -tp 2`: the plugin must refuse it with a clear error."""
-    port = serve.free_port()
+    port = proc.free_port()
     argv = serve_command(vllm, hw, port, ("-tp", "2"))
-    proc = serve.start_server(argv, env, log)
+    server = proc.start_server(argv, env, log)
     came_up = False
     deadline = time.monotonic() + hw.probe_timeout
     try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            if serve.healthy(port):
+        while time.monotonic() < deadline and server.poll() is None:
+            if proc.server_healthy(port):
                 came_up = True
                 break
             time.sleep(2)
     finally:
-        code = proc.poll()
-        serve.stop(proc)
-    result = classify_rejection(code, came_up, serve.tail(log, 200), hw.mesh_variable)
+        code = server.poll()
+        proc.stop_server(server)
+    result = classify_rejection(code, came_up, proc.log_tail(log, 200), hw.mesh_variable)
     return dataclasses.replace(result, argv=tuple(argv[1:]), log=str(log))
 
 
@@ -207,24 +207,24 @@ def live_test(
     from vllm_plugin_release.replay import mix
 
     request_mix = mix.from_spec(spec)
-    port = serve.free_port()
-    log = dist / "hardware-serve.log"
+    port = proc.free_port()
+    log = dist / "hardware-proc.log"
     argv = serve_command(vllm, hw, port)
-    proc = serve.start_server(argv, env, log)
+    server = proc.start_server(argv, env, log)
     started = time.monotonic()
     try:
-        while not serve.healthy(port):
-            if proc.poll() is not None:
-                detail = f"vllm serve exited {proc.returncode} before answering /health"
-                return LiveOutcome("fail", detail, log_tail=serve.tail(log), log=str(log))
+        while not proc.server_healthy(port):
+            if server.poll() is not None:
+                detail = f"vllm serve exited {server.returncode} before answering /health"
+                return LiveOutcome("fail", detail, log_tail=proc.log_tail(log), log=str(log))
             if time.monotonic() - started > hw.startup_timeout:
                 detail = f"vllm serve did not answer /health within {hw.startup_timeout} s"
-                return LiveOutcome("fail", detail, log_tail=serve.tail(log), log=str(log))
+                return LiveOutcome("fail", detail, log_tail=proc.log_tail(log), log=str(log))
             time.sleep(5)
         startup = round(time.monotonic() - started, 1)
         return _load_test(port, request_mix, hw, dist, startup, log)
     finally:
-        serve.stop(proc)
+        proc.stop_server(server)
 
 
 def _load_test(

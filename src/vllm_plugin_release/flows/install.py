@@ -46,7 +46,8 @@ from vllm_plugin_release.core.bounded import MAX_DOCUMENT
 from vllm_plugin_release.core.cache import atomic_write_bytes
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestmodel import Manifest
-from vllm_plugin_release.edges import guardenv, interpreters, uv
+from vllm_plugin_release.edges import guard as vpr_guard
+from vllm_plugin_release.edges import interpreters, uv
 from vllm_plugin_release.edges import store as st
 from vllm_plugin_release.edges.trust import Trusted
 from vllm_plugin_release.stages import verify
@@ -339,7 +340,7 @@ def to_reinstall(
     ):
         return sorted(names)  # recorded again after the check; the guard's view is moot
     try:
-        answer = guardenv.check(python, env_dir)
+        answer = vpr_guard.check(python, env_dir)
     except GateFailed as exc:  # the guard itself is gone or broken: the sync repairs it
         progress.warn(str(exc))
         return sorted(names)
@@ -358,7 +359,7 @@ def write_state(
     """ENV/vpr-guard/: the verified manifest, its statement and lock, then certified.json
     (last: the guard compares the manifest's sha256 with it)."""
     manifest = pairing.manifest
-    snapshot = guardenv.snapshot(python, gs.snapshot_roles(manifest))
+    snapshot = vpr_guard.snapshot(python, gs.snapshot_roles(manifest))
     record = gs.certified_record(manifest, pairing.sha256, snapshot, guard.recover)
     folder = env_dir / gs.STATE_DIR
     folder.mkdir(exist_ok=True)

@@ -24,7 +24,7 @@ from vllm_plugin_release.core.bisect import first_error_lines, versions_between
 from vllm_plugin_release.core.cache import Cache, atomic_write_text, key_of, walk
 from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput, VprError
-from vllm_plugin_release.edges import corehistory
+from vllm_plugin_release.edges import git
 from vllm_plugin_release.edges.fetch import index_files
 from vllm_plugin_release.flows.baseline import Release, commit_spec, pairing_env, release_pairing
 from vllm_plugin_release.flows.sources import Inputs
@@ -321,17 +321,17 @@ def main_column(run: _Run) -> cols.Column:
     Python (a commit declares no release's Requires-Python to follow)."""
     spec, opts = run.spec, run.opts
     url = str(opts.repo)
-    repo = corehistory.mirror(url, opts.cache)
-    commit = corehistory.resolve(repo, opts.ref, "--ref", url)
+    repo = git.mirror(url, opts.cache)
+    commit = git.resolve(repo, opts.ref, "--ref", url)
     label = f"{opts.ref}@{commit[:12]}"
     python = cols.PythonChoice(spec.build.python, "the spec's Python (a commit, not a release)")
     key = key_of({"main": [url, commit], "spec": spec.raw, "vpr": run.code})
     base = cols.not_run(label, "main", key, python, 0, "")
     try:
-        epoch = corehistory.commit_time(repo, commit)
+        epoch = git.commit_time(repo, commit)
         derived = commit_spec(spec, url, commit, epoch, opts.cache, "matrix-main")
         env = pairing_env(
-            lambda _f: (derived, corehistory.checkout(repo, commit, opts.cache)),
+            lambda _f: (derived, git.checkout(repo, commit, opts.cache)),
             title=f"matrix {label}",
             cache=opts.cache,
             dist=run.dist,

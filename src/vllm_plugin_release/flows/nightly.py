@@ -17,7 +17,7 @@ from vllm_plugin_release.core.bisect import first_error_lines
 from vllm_plugin_release.core.cache import Cache, write_json
 from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.edges import corehistory, ledgerstore
+from vllm_plugin_release.edges import git, ledgerstore
 from vllm_plugin_release.edges.store import open_store
 from vllm_plugin_release.edges.trust import TRUST_DIR, Trusted
 from vllm_plugin_release.flows.baseline import commit_spec, pairing_env
@@ -137,10 +137,10 @@ def _since(repo: Path, lkg: schedule.Pointer | None, commit: str, url: str) -> S
         return Since(None)
     good = lkg.core_commit
     try:
-        between = corehistory.commits_between(repo, good, commit, url)[1:]
+        between = git.commits_between(repo, good, commit, url)[1:]
     except BadInput:
         return Since(good)
-    subjects = tuple(f"{c[:12]} {corehistory.subject(repo, c)}" for c in between[-20:])
+    subjects = tuple(f"{c[:12]} {git.subject(repo, c)}" for c in between[-20:])
     return Since(good, len(between), subjects)
 
 
@@ -196,8 +196,8 @@ def nightly(spec: Spec, opts: Options) -> NightlyReport:
     if not run_now and not opts.force:
         progress.info(f"nightly: skipped ({why})")
         return NightlyReport("skipped", reason=why)
-    repo = corehistory.mirror(url, opts.cache)
-    commit = corehistory.resolve(repo, opts.ref, "--ref", url)
+    repo = git.mirror(url, opts.cache)
+    commit = git.resolve(repo, opts.ref, "--ref", url)
     lkg = ledgerstore.read_lkg(trusted, spec.name)  # verified and bound, or refused
     base, tested = _test_commit(spec, opts, url, repo, commit)
     report = _outcome(spec, tested, store, key, repo, lkg)
@@ -229,10 +229,10 @@ def _test_commit(
         dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN, spec.path)
     )
     inputs = Inputs(spec, opts.cache, opts.plugin_source)
-    epoch = corehistory.commit_time(repo, commit)
+    epoch = git.commit_time(repo, commit)
     base = commit_spec(spec, url, commit, epoch, opts.cache, SUFFIX)
     env = pairing_env(
-        lambda _fetcher: (base, corehistory.checkout(repo, commit, opts.cache)),
+        lambda _fetcher: (base, git.checkout(repo, commit, opts.cache)),
         title=f"nightly {commit[:12]}",
         cache=opts.cache,
         dist=dist,

@@ -16,7 +16,7 @@ from vllm_plugin_release.core.errors import BadInput, PythonUnavailable, VprErro
 from vllm_plugin_release.core.lockfile import check_lock
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.core.stagegraph import Graph, Stage
-from vllm_plugin_release.edges import children, ci, envrun, proc
+from vllm_plugin_release.edges import ci, envrun, proc
 from vllm_plugin_release.flows.releasecache import Probes
 from vllm_plugin_release.flows.sources import Inputs
 from vllm_plugin_release.flows.stagewalk import Context, Walk, extended, walk
@@ -324,7 +324,7 @@ def _release(spec: Spec, opts: Options) -> Outcome:
         with proc.Ahead() as ahead:
             g = graph(spec, opts, out, ahead)
             # build-env still running when the run stops: its installer is stopped
-            walk(g, record=done, stop={"build-env": children.stop_all})
+            walk(g, record=done, stop={"build-env": proc.stop_all})
     finally:
         _summary(spec, opts, out, done)
     return out

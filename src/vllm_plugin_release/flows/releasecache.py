@@ -96,10 +96,10 @@ class Probes:
         return CACHED if self.core_entry is not None else NOT_CACHED
 
     def build_guard(self) -> str:
-        from vllm_plugin_release.edges import guardbuild
+        from vllm_plugin_release.edges import guard
         from vllm_plugin_release.stages import build_guard
 
-        key = build_guard.stage_key(build_guard.source_digest(guardbuild.guard_source()))
+        key = build_guard.stage_key(build_guard.source_digest(guard.guard_source()))
         entry = _kept_wheel(self.cache.stage_dir(build_guard.STAGE, key), build_guard.RECORD)
         return CACHED if entry is not None else NOT_CACHED
 

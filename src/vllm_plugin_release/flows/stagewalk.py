@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.stagegraph import Graph, Stage
-from vllm_plugin_release.edges import children
-from vllm_plugin_release.edges.forkmap import usable_cores
+from vllm_plugin_release.edges import proc
+from vllm_plugin_release.edges.proc import usable_cores
 
 if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.buildspec.model import Spec
@@ -144,7 +144,7 @@ def _run_beside(step: _Step, record: Walk) -> bool:
     """The step's stages side by side, a thread each; True when one halted the walk.
     The first failure stops the others and is raised once every one has ended."""
     names = [stage.name for _, stage in step.stages]
-    since = children.mark()
+    since = proc.mark()
     done: queue.Queue[_Ended] = queue.Queue()
     threads: list[threading.Thread] = []
     outcomes: dict[str, tuple[BaseException | None, float]] = {}
@@ -159,7 +159,7 @@ def _run_beside(step: _Step, record: Walk) -> bool:
             try:
                 name, exc, seconds = done.get(timeout=None if failed is None else 0.2)
             except queue.Empty:  # stopping: children started since the last stop, too
-                children.stop_since(since)
+                proc.stop_since(since)
                 continue
             outcomes[name] = (exc, seconds)
             if failed is not None:
@@ -219,7 +219,7 @@ def _stop_others(step: _Step, running: list[str], since: int) -> None:
         if name in step.stop:
             with contextlib.suppress(Exception):  # the failure reported is the first one
                 step.stop[name]()
-    children.stop_since(since)
+    proc.stop_since(since)
 
 
 def _drain(
@@ -231,7 +231,7 @@ def _drain(
     """Stop every child the step started, and wait for the threads it started to end (a
     thread the interruption kept from starting is not waited for)."""
     while any(t.is_alive() for t in threads) or not done.empty():
-        children.stop_since(since)
+        proc.stop_since(since)
         with contextlib.suppress(queue.Empty):
             name, exc, seconds = done.get(timeout=0.2)
             outcomes[name] = (exc, seconds)

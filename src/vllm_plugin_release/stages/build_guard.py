@@ -13,7 +13,7 @@ from vllm_plugin_release.core.cache import Cache, key_of
 from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.core.wheelfacts import wheel_entry_points, wheel_metadata
-from vllm_plugin_release.edges import guardbuild
+from vllm_plugin_release.edges import guard
 from vllm_plugin_release.stages.corememo import StageResult, reuse
 from vllm_plugin_release.stages.wheelbuild import compare_builds, store
 
@@ -41,7 +41,7 @@ def stage_key(digest: str) -> str:
 
 def build_guard(spec: Spec, *, cache: Cache, dist_root: Path) -> StageResult:
     """The guard's wheel in dist/NAME/ with build-guard.json (cached by its source)."""
-    source = guardbuild.guard_source()
+    source = guard.guard_source()
     digest = source_digest(source)
     key = stage_key(digest)
     stage_dir = cache.stage_dir(STAGE, key)
@@ -50,7 +50,7 @@ def build_guard(spec: Spec, *, cache: Cache, dist_root: Path) -> StageResult:
     if cached:
         return cached
     with cache.scratch("build-guard-") as scratch:
-        wheels = [guardbuild.build_wheel(source, scratch / letter) for letter in "ab"]
+        wheels = [guard.build_wheel(source, scratch / letter) for letter in "ab"]
         sha, reproducible = compare_builds(wheels, STAGE)
         meta = wheel_metadata(wheels[0])
         entry_points = wheel_entry_points(wheels[0])

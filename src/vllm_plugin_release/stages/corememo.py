@@ -29,7 +29,7 @@ from vllm_plugin_release.core.cache import (
     write_json,
 )
 from vllm_plugin_release.core.errors import BadInput, RecordProblem
-from vllm_plugin_release.edges.netns import can_unshare_network
+from vllm_plugin_release.edges.proc import can_unshare_network
 
 if TYPE_CHECKING:
     from vllm_plugin_release.buildspec.model import Spec

@@ -53,7 +53,7 @@ from vllm_plugin_release.core.records import (
 )
 from vllm_plugin_release.core.records import producer as record_producer
 from vllm_plugin_release.core.wheelfacts import files_digest, wheel_files, wheel_tags, wheel_version
-from vllm_plugin_release.edges import host, keys
+from vllm_plugin_release.edges import keys, runner
 
 # ---------------------------------------------------------------------------
 # scorecard.json's keys as the manifest reads them: BadInput naming the record, the key
@@ -959,7 +959,7 @@ def _run_facts(started: float, finished: float, signing_key: dict[str, str]) -> 
     from vllm_plugin_release import __version__
 
     return {
-        **host.facts().to_json(),
+        **runner.host_facts().to_json(),
         "started": _iso(int(started)),
         "finished": _iso(int(finished)),
         "seconds": round(finished - started, 3),

@@ -335,7 +335,7 @@ def install_steps(
             LOCKED_STEP,
             [
                 *pip[:3],
-                *pip[4:],  # not --quiet: uv's download lines go to the log (`edges/uvwatch`)
+                *pip[4:],  # not --quiet: uv's download lines go to the log (`edges/uv`)
                 "--require-hashes",
                 "--index-strategy",
                 "unsafe-best-match",

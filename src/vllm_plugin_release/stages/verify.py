@@ -19,7 +19,7 @@ from vllm_plugin_release.core.manifestdoc import (
 )
 from vllm_plugin_release.core.manifestmodel import Manifest, Part, Wheel, parse
 from vllm_plugin_release.core.wheelfacts import files_digest, installed_files, wheel_files
-from vllm_plugin_release.edges.envprobe import (
+from vllm_plugin_release.edges.envrun import (
     InstalledDist,
     probe_environment,
     probe_with_installed,

@@ -22,7 +22,7 @@ from vllm_plugin_release.conform.lib.symbols import (
     parse_symbols,
 )
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.edges.forkmap import forked_map
+from vllm_plugin_release.edges.proc import forked_map
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -1,26 +1,25 @@
-"""One bounded HTTP GET for files read from outside (the manifest store): at most `limit`
-bytes, and the whole answer (connecting, the status line and headers, the body) within a
-total deadline, however slowly the server sends; redirects only within the URL's origin.
-
-The deadline is kept by running the request in a thread (`netwait.waiting`): when it
-passes, the connection's socket is shut down, so the abandoned read returns at once.
-Proxies from the environment are honoured as urllib does.
-"""
+"""Waiting on a server says so (a heartbeat line, then NoAnswer naming the URL), and one
+bounded GET for files read from outside: at most `limit` bytes, the whole answer within a
+total deadline, redirects only within the URL's origin, proxies as urllib honours them."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import socket
+import sys
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import OutsideFailure, origin
 from vllm_plugin_release.core.errors import scrub as redact_url  # a URL without its user info
-from vllm_plugin_release.edges import netwait
+from vllm_plugin_release.edges import settings
 
 USER_AGENT = "vllm-plugin-release"
 CHUNK = 1 << 16
@@ -50,7 +49,7 @@ class _Connections:
         with self._lock:
             for connection in self._open:
                 if connection.sock is not None:
-                    netwait.shut_down(connection.sock.fileno())
+                    shut_down(connection.sock.fileno())
 
 
 class _Http(urllib.request.HTTPHandler):
@@ -104,7 +103,9 @@ def _body(response: Any, limit: int, url: str) -> bytes:
 def get(url: str, limit: int, deadline: float, *, what: str) -> bytes:
     """The body of `url` (at most `limit` bytes, all of it within `deadline` seconds).
     NotFound on HTTP 404; OutsideFailure naming the URL for another status, a connection
-    that fails, a malformed answer or the deadline; bounded.TooLarge past `limit`."""
+    that fails, a malformed answer or the deadline; bounded.TooLarge past `limit`. The
+    request runs in a thread (`waiting`): at the deadline its sockets are shut down, so
+    the abandoned read returns at once."""
     connections = _Connections()
     opener = urllib.request.build_opener(_Http(connections), _Https(connections), _SameOrigin())
     request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
@@ -115,8 +116,8 @@ def get(url: str, limit: int, deadline: float, *, what: str) -> bytes:
             return _body(response, limit, url)
 
     try:
-        return netwait.waiting(fetch, shown, abort=connections.abort, limit=deadline)
-    except netwait.NoAnswer:
+        return waiting(fetch, shown, abort=connections.abort, limit=deadline)
+    except NoAnswer:
         raise OutsideFailure(
             f"{shown}: the {what} did not answer in full within {deadline:g} s",
             hint="the server is down or too slow; VPR_STORE_TIMEOUT sets the deadline",
@@ -130,3 +131,72 @@ def get(url: str, limit: int, deadline: float, *, what: str) -> bytes:
         raise OutsideFailure(f"{shown}: the {what} is unreachable or its answer broken ({reason})")
     finally:
         connections.abort()
+
+
+T = TypeVar("T")
+
+
+class NoAnswer(Exception):
+    """The server accepted nothing or answered nothing within the timeout."""
+
+    def __init__(self, url: str, waited: float) -> None:
+        super().__init__(f"{url}: no answer after waiting {waited:.0f} s")
+        self.url = url
+        self.waited = waited
+
+
+def timeout() -> float:
+    return settings.number("VPR_NET_TIMEOUT")
+
+
+def shut_down(fd: int) -> None:
+    """Shut down the socket `fd` (both ways) without closing it: a read blocked on it in
+    another thread returns, so closing its response no longer waits for that read."""
+    with contextlib.suppress(OSError, ValueError):
+        sock = socket.socket(fileno=fd)
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        finally:
+            sock.detach()
+
+
+def waiting(
+    what: Callable[[], T],
+    url: str,
+    abort: Callable[[], None] | None = None,
+    limit: float | None = None,
+) -> T:
+    """`what()` (a blocking request to `url`), with a waiting line every heartbeat and
+    `NoAnswer` once the timeout (`limit`, else VPR_NET_TIMEOUT) has passed. Exceptions of
+    `what` pass through; when the wait is given up (timeout, Ctrl-C, SIGTERM) `abort`
+    unblocks the abandoned call."""
+    limit = timeout() if limit is None else limit
+    beat = settings.number("VPR_NET_HEARTBEAT")
+    box: dict[str, object] = {}
+
+    def call() -> None:
+        try:
+            box["value"] = what()
+        except BaseException as exc:  # handed to the waiting thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=call, daemon=True)
+    started = time.monotonic()
+    worker.start()
+    try:
+        while True:
+            left = limit - (time.monotonic() - started)
+            worker.join(min(beat, max(left, 0)))
+            if not worker.is_alive():
+                break
+            waited = time.monotonic() - started
+            if waited >= limit:
+                raise NoAnswer(url, waited)
+            print(f"vpr: waiting for {url} ({waited:.0f} s so far)", file=sys.stderr, flush=True)
+    except BaseException:
+        if abort is not None:
+            abort()
+        raise
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["value"]  # type: ignore[return-value]
