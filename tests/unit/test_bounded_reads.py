@@ -151,3 +151,32 @@ def test_kept_environment_findings_that_are_not_are_made_again(
         work=tmp_path / "env", cache=cache.Cache(tmp_path / "cache"), interpreter=None
     )
     assert pairing_env._made(make) == found and built == [1]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "vllm_plugin_release.core.bounded",
+        "vllm_plugin_release.conform.lib.requirements",
+        "vllm_plugin_release.edges.device",
+    ],
+)
+def test_toml_readers_load_where_the_standard_library_has_no_tomllib(
+    module: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On 3.10 there is no tomllib: the package's TOML readers take tomli (a declared
+    dependency there) through core.bounded. Simulated here by hiding tomllib and handing
+    the same parser over under tomli's name, then loading each reader afresh."""
+    import importlib
+    import sys
+
+    import tomllib
+
+    monkeypatch.setattr(sys, "version_info", (3, 10, 13, "final", 0))
+    monkeypatch.setitem(sys.modules, "tomllib", None)  # `import tomllib` fails
+    monkeypatch.setitem(sys.modules, "tomli", tomllib)
+    for name in [m for m in sys.modules if m.startswith("vllm_plugin_release")]:
+        monkeypatch.delitem(sys.modules, name)
+    loaded = importlib.import_module(module)
+    reader = importlib.import_module("vllm_plugin_release.core.bounded").tomllib
+    assert reader is tomllib and loaded is not None

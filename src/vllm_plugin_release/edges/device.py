@@ -13,8 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
-import tomllib
-
+from vllm_plugin_release.core.bounded import tomllib
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges import settings
 

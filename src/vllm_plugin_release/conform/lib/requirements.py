@@ -9,16 +9,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import tomllib
 from packaging.utils import canonicalize_name
 
 from vllm_plugin_release.conform.lib.plugintree import Unread, read_regular
 from vllm_plugin_release.conform.lib.shell import ShellCommand
-
-try:  # Python 3.11+
-    import tomllib as _tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    _tomllib = None  # type: ignore[assignment]
+from vllm_plugin_release.core.bounded import tomllib
 
 
 def canonical(name: str) -> str:
@@ -189,11 +184,7 @@ def requirement_lines(text: str) -> list[tuple[int, str]]:
 
 
 def load_toml(text: str) -> dict[str, Any]:
-    if _tomllib is not None:
-        return _tomllib.loads(text)
-    import tomlkit  # pragma: no cover
-
-    return tomlkit.parse(text).unwrap()  # pragma: no cover
+    return tomllib.loads(text)
 
 
 def quoted_lines(text: str) -> dict[str, int]:
