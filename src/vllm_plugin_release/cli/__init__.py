@@ -18,7 +18,6 @@ from vllm_plugin_release.edges import settings
 # Modules that contribute subcommands, in the order `vpr --help` lists them, and the
 # commands each registers: a command line that names one builds only its module's parser
 # (`build_parser(command)`), so `vpr scan-core` does not import the others.
-# tests/unit/test_cli_lazy.py checks this table against what each module registers.
 COMMANDS: dict[str, tuple[str, ...]] = {
     "vllm_plugin_release.cli.build": (
         "spec",

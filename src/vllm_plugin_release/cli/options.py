@@ -224,10 +224,8 @@ def load_spec_for(args: argparse.Namespace):
 
 
 def named_interpreter(spec):
-    """The interpreter `--interpreter` or $VPR_INTERPRETER names, checked by every command
-    that takes them, whether or not it needs it (exit 2 naming the flag or variable and the
-    path: not there, not the spec's CPython, its files not readable here); None when
-    neither names one. Asked as the runner asks it, so a later ask takes this answer."""
+    """The interpreter `--interpreter` or $VPR_INTERPRETER names, checked by every command that
+    takes them (exit 2 naming the flag or variable and the path); None when neither names one."""
     from vllm_plugin_release.core.errors import OutsideFailure
     from vllm_plugin_release.edges import interpreters, uv
 

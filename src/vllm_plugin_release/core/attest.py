@@ -86,10 +86,8 @@ def sign_pairing(
     builder_id: str,
     invocation_id: str | None = None,
 ) -> bytes:
-    """manifest.intoto.jsonl's bytes for `manifest`, whose file is `data`: the statement
-    over it (`build_statement`, from the document as built: its `raw`) signed with `key`,
-    as one canonical line. `pins`: the spec's pins, which the statement holds as its
-    `externalParameters` (`pins.to_json()`)."""
+    """manifest.intoto.jsonl's bytes for `manifest`, whose file is `data`: the statement over it
+    signed with `key`, as one canonical line; `pins` become its `externalParameters`."""
     statement = build_statement(
         dict(manifest.raw),
         hashlib.sha256(data).hexdigest(),
@@ -302,10 +300,9 @@ def verify_pairing(
     public_key: Ed25519PublicKey,
     where: tuple[str, str],
 ) -> tuple[Manifest, Statement]:
-    """(manifest, statement) of a pairing held as bytes (a store's copy, never written
-    anywhere): the envelope signed by `public_key`, the manifest bytes its `manifest.json`
-    subject, the manifest valid against its schema, both wheels signed subjects.
-    `where`: how to name the manifest and the statement. GateFailed lists the problems."""
+    """(manifest, statement) of a pairing held as bytes: the envelope signed by `public_key`, the
+    manifest its subject and valid against its schema, both wheels signed subjects. GateFailed lists
+    the problems."""
     manifest_at, statement_at = where
     statement = read_signed(envelope_data, public_key, statement_at)
     names, problems = subject_digests(statement)
@@ -447,13 +444,9 @@ def build_statement(
     invocation_id: str | None = None,
     manifest_name: str = MANIFEST_FILE,
 ) -> dict[str, Any]:
-    """The in-toto Statement: subjects = the wheels (core, plugin, the guard when there is
-    one) + the manifest; SLSA provenance v1.
-
-    `builder_id` and `invocation_id` say who ran the build (`edges.keys` reads them
-    from the CI environment). `manifest` is the document as written (a `Manifest`'s
-    `raw`): signing reads the object whose bytes it signs, never the typed value.
-    `external_parameters`: the spec's pins as JSON (`SpecPins.to_json`)."""
+    """The in-toto Statement (SLSA provenance v1): subjects = the wheels (core, plugin, the guard
+    when there is one) + the manifest. `manifest` is the document as written (its `raw`): signing
+    reads the object whose bytes it signs, never the typed value."""
     subjects = [
         {
             "name": manifest[role]["wheel"]["filename"],

@@ -149,10 +149,8 @@ def shown(value: Any) -> str:
 
 
 def packaged_json_object(relpath: str) -> dict[str, Any]:
-    """The JSON object in the package's file `relpath` (e.g. `schemas/manifest.schema.json`).
-
-    A file that cannot be read or is not a JSON object means a broken installation: an
-    outside failure (exit 3) that says to reinstall, not a traceback."""
+    """The JSON object in the package's file `relpath`; one that cannot be read is a broken
+    installation: exit 3, saying to reinstall."""
     from importlib.resources import files
 
     where = f"vllm_plugin_release/{relpath}"

@@ -557,10 +557,8 @@ def _first_breaking(a: Assembled) -> list[str]:
 def ledger_column(
     a: Assembled, digests: Mapping[str, str], bisect: Mapping[str, str] | None
 ) -> ColumnEntry:
-    """The ledger entry's `column` object for one assembled column (`digests`: each
-    column's `record_sha256` by label; `bisect`: the range a bisect report found for this
-    column's step, else None). Its `key` (the records and the bisect report it speaks of)
-    is what makes recording again a no-op."""
+    """The ledger entry's `column` object for one assembled column; its `key` (the records and
+    bisect report it speaks of) makes recording again a no-op."""
     col = a.column
     against = a.against
     ids = {

@@ -387,10 +387,9 @@ def entry_from(raw: dict[str, Any], seq: int) -> LedgerEntry:
 def parse_ledger(
     data: bytes, public_key: Ed25519PublicKey, where: str, *, vouched: bool = False
 ) -> list[LedgerEntry]:
-    """Every entry, oldest first, each signature, shape and chain link checked.
-    `vouched`: `data` is exactly the ledger a signed store head names by sha256 (its
-    writer verified every line before it signed), so each line's own signature is not
-    checked again; the rest is."""
+    """Every entry, oldest first, each signature, shape and chain link checked. `vouched`: `data` is
+    the ledger a signed store head names by sha256, so each line's own signature is not checked
+    again."""
     entries: list[LedgerEntry] = []
     previous: bytes | None = None
     for number, line in enumerate(data.splitlines(keepends=True), start=1):

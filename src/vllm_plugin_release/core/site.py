@@ -108,11 +108,8 @@ class HistoryLine(NamedTuple):
 
 
 class CompatPairing(NamedTuple):
-    """One pairing of compat.json: its index entry (the name, core version, plugin, manifest
-    sha256 and the runtime object as the entry has it), its page, core name and Python, its
-    signature, a cell per site, the API approval its manifest signs, whether it carries
-    vpr-guard, its `vpr install` line and its ledger history. (A NamedTuple: a store holds
-    many pairings.)"""
+    """One pairing of compat.json: its index entry, page, signature, a cell per site, API approval,
+    guard, `vpr install` line and ledger history. (A NamedTuple: a store holds many pairings.)"""
 
     entry: IndexEntry
     page: str
@@ -442,10 +439,9 @@ def plugin_matrices(
 
 @dataclass(frozen=True)
 class Compat:
-    """compat.json: the store (its public location), the key's id and the signed head, the
-    core versions (newest first), the newest core release and who does not cover it, and
-    every pairing. Its kind, schema version, verdict legend and sites are this vpr's
-    (`KIND`, `SCHEMA_VERSION`, `VERDICTS`, `SITES`); `to_json` is the object written."""
+    """compat.json: the store, the key's id and signed head, the core versions (newest first), the
+    newest core release and who does not cover it, and every pairing; `to_json` is the object
+    written."""
 
     store: str
     keyid: str

@@ -212,10 +212,9 @@ class StoredWheel(NamedTuple):
 
 
 class IndexEntry(NamedTuple):
-    """One pairing's index entry, read after `check_entries` (`entry_from`). `raw`: the
-    entry as written: index.json and the summary's chunks re-write it byte for byte, and
-    `vpr manifest query --json` prints it. (A NamedTuple: an index holds up to a few
-    hundred thousand, made several times faster than a frozen dataclass's.)"""
+    """One pairing's index entry, read after `check_entries`. `raw`: the entry as written,
+    re-written byte for byte by index.json and the summary's chunks. (A NamedTuple: an index holds
+    many.)"""
 
     raw: dict[str, Any]
     pairing_id: str
@@ -435,11 +434,8 @@ def entry_for(
     has_statement: bool,
     extras: EntryExtras | None = None,
 ) -> IndexEntry:
-    """The index entry summarising one manifest (what query, matrix and install read).
-
-    `extras`, what the store holds beside the manifest: `runs` (run records),
-    `stored_wheels` (filename -> sha256 in wheels/), `lock` (pairings/<id>.lock.txt is
-    there; its bytes were checked against the manifest's signed lock_sha256)."""
+    """The index entry summarising one manifest. `extras`, what the store holds beside it: `runs`,
+    `stored_wheels` (filename -> sha256 in wheels/), `lock` (pairings/<id>.lock.txt, checked)."""
     return entry_from(_entry_json(manifest, manifest_sha256, has_statement, extras))
 
 
@@ -517,9 +513,7 @@ def parse_entries(entries: Iterable[tuple[Any, Any]], where: str) -> dict[str, I
 
     pairs = list(entries)
     check_entries(pairs, where)
-    # Typing a fleet's index makes a few hundred thousand small tuples over the dicts just
-    # read (no cycles among them): the collector, which would walk all of index.json's
-    # objects again and again meanwhile, waits until they are made.
+    # The collector would walk index.json's objects again and again while these tuples are made.
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -637,12 +631,8 @@ def rebuild_index(
     previous: StoreIndex,
     extras: Callable[[str], EntryExtras] | None = None,
 ) -> StoreIndex:
-    """The index of the manifests present, given as (pairing id, file bytes, has statement),
-    with `extras(pairing_id)` (see `entry_for`) from the files beside them.
-
-    An entry is kept from `previous` for a manifest that cannot be read here (e.g. from
-    a newer schema_version); such a manifest without a previous entry is left out.
-    """
+    """The index of the manifests present, given as (pairing id, file bytes, has statement). A
+    manifest that cannot be read here keeps its entry from `previous`, else is left out."""
     from vllm_plugin_release.core.manifestmodel import parse
 
     index = empty_index()

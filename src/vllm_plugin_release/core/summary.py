@@ -158,10 +158,9 @@ def _build(
     renders: dict[str, str],
     source: dict[str, Any],
 ) -> tuple[bytes, dict[str, bytes]]:
-    """(summary.json's bytes, {store path: bytes} of the files under its folder): `entries`
-    (each written as its `raw`) cut into runs of `size`, each chunk's record with what
-    `describe(start, part)` adds, the matrix as `renders` has it in each format. Six
-    parameters: what tells the two summaries apart, all of it needed here."""
+    """(summary.json's bytes, {store path: bytes} of its folder's files): `entries` cut into chunks
+    of `size`, each described by `describe(start, part)`, the matrix as `renders` has it. Six
+    parameters: what tells the two summaries apart."""
     files: dict[str, bytes] = {}
     chunks = []
     for start in range(0, len(entries), size):

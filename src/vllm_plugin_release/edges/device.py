@@ -239,10 +239,8 @@ def probe(
     environ: dict[str, str] | None = None,
     mesh_variable: str | None = None,
 ) -> Probe:
-    """Observe the runtime, the device and the mesh variable; list what is missing.
-
-    `device_glob`, `mesh_variable` and `mesh_device` come from the spec's
-    `[conformance.hardware]`; without a mesh variable there is no mesh to check."""
+    """Observe the runtime, the device and the mesh variable (from `[conformance.hardware]`); list
+    what is missing."""
     environ = dict(os.environ if environ is None else environ)
     module = spec.runtime_module
     if spec.runtime is None or not module:

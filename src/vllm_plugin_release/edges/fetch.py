@@ -60,12 +60,9 @@ def _open(url: str, accept: str | None = None):
 
 
 def index_files(index: str, project: str) -> list[IndexFile]:
-    """All files of `project` on a simple-API index (JSON preferred, HTML accepted), through
-    the one index client (`edges/index.project_files`): connection errors and HTTP 5xx are
-    retried ($VPR_INDEX_ATTEMPTS, 3; $VPR_INDEX_BACKOFF, half a second, doubling); a rate-limited
-    answer (429, or 503 with Retry-After) is waited out for up to $VPR_INDEX_RETRY_BUDGET
-    seconds (120); an index that accepted and never answered is not retried (it was waited
-    for $VPR_NET_TIMEOUT already)."""
+    """All files of `project` on a simple-API index, through `edges/index.project_files`, with the
+    index client's retries and rate-limit waits ($VPR_INDEX_*); an index that never answered is not
+    retried."""
     from vllm_plugin_release.edges import index as ix
 
     url = f"{index.rstrip('/')}/{_normalize(project)}/"
@@ -290,8 +287,6 @@ def verify_commit(checkout: Path, commit: str, label: str) -> None:
 
 
 # ---------------------------------------------------------------------------
-# Safe extraction.
-#
 # Every member and every link target is resolved lexically inside the destination,
 # following the archive's own symlinks (never the disk), before anything is written;
 # a second wall checks each member again as it is extracted (names, types, link
@@ -457,10 +452,8 @@ def _check_tar_members(members: list[tarfile.TarInfo]) -> None:
 
 
 def _second_wall(member: tarfile.TarInfo, _dest: str) -> tarfile.TarInfo:
-    """Each member again as it is extracted, lexically (the checks above walked them all
-    first, link targets through the archive's links): no absolute or '..' name, no
-    absolute link, no special file; modes, owners and groups as tarfile's `data` filter
-    sets them (no setuid, nothing group/other-writable)."""
+    """Each member again as it is extracted: no absolute or '..' name, no absolute link, no special
+    file; modes and owners as tarfile's `data` filter sets them."""
     _check_member_path(member.name)
     if member.issym() or member.islnk():
         if member.linkname.startswith(("/", "\\")):

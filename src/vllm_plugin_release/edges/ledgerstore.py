@@ -141,10 +141,8 @@ def write_state(store: Store, name: str, state: ScheduleState, key: Ed25519Priva
 def read_state(
     store: Store | Trusted, name: str, public_key: Ed25519PublicKey | None = None
 ) -> ScheduleState | None:
-    """The nightly schedule's state for pairing `name`: None before the first run, and when
-    it cannot be trusted (not vouched for by the head, not signed by this key) or read
-    (`core.schedule.state_from`): an untrusted schedule never delays a run, it only loses
-    its backoff."""
+    """The nightly schedule's state for pairing `name`, None before the first run or when it cannot
+    be trusted or read: an untrusted schedule never delays a run, it only loses its backoff."""
     trusted = _trusted(store, public_key)
     relative = _name_path(NIGHTLY_DIR, name)
     try:

@@ -92,12 +92,9 @@ def spawn(
     cwd: Path | None = None,
     guard: bool = True,
 ) -> subprocess.Popen[bytes]:
-    """Start `argv` in its own process group (a new session) and register it with the run,
-    which stops the group on SIGINT or SIGTERM: the one way the edges start a process that
-    outlives the call. `guard`: behind the death guard (`proc.guarded`: the group dies
-    with a SIGKILLed run). A program that cannot be started is an outside failure naming
-    `what`: with the guard, it is looked for first (the guard would start, and fail, in
-    its place)."""
+    """Start `argv` in its own process group, registered with the run (stopped on SIGINT or
+    SIGTERM). `guard`: behind the death guard (the group dies with a SIGKILLed run). A program that
+    cannot be started is an outside failure naming `what`."""
     args = [str(a) for a in argv]
     if guard and shutil.which(args[0]) is None:
         raise OutsideFailure(f"{what}: cannot start {args[0]}: no such program")
@@ -118,10 +115,9 @@ def spawn(
 
 
 class Started:
-    """A command started now and waited for later (`finish`), or stopped (`cancel`). It
-    runs in its own process group, registered with the run (stopped with it on SIGINT
-    or SIGTERM) and behind the death guard (its group dies with a SIGKILLed run); its
-    output goes to two files in `folder`, which must outlive it."""
+    """A command started now and waited for later (`finish`), or stopped (`cancel`): its own
+    process group, behind the death guard; its output goes to two files in `folder`, which must
+    outlive it."""
 
     def __init__(
         self,
@@ -186,11 +182,9 @@ class Taken:
 
 
 class Ahead:
-    """Commands one walk started before the step that wants their result (within `vpr
-    release`: the plugin's tests, publish's `twine check`), each held under that step's
-    name and a key that says exactly what it runs. The step takes the run for its very
-    key, or runs the command itself; its other runs are stopped. Leaving the `with` block
-    (the walk's end) stops every run nobody took."""
+    """Commands one walk started before the step that wants their result, held under that step's
+    name and a key that says exactly what it runs. The step takes the run for its key or runs the
+    command itself; leaving the `with` block stops every run nobody took."""
 
     def __init__(self) -> None:
         self._runs: list[tuple[str, object, Taken]] = []
@@ -377,12 +371,9 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 
 
 class Interrupted(BaseException):
-    """The run was stopped by SIGINT or SIGTERM (exit 130).
-
-    Not a KeyboardInterrupt on purpose: CPython remembers any KeyboardInterrupt that
-    passes through code run by exec() or eval() (dataclasses and namedtuples run such
-    code while a module is imported) as unhandled, and a `python -m` process then ends by
-    SIGINT even after the CLI handled it and returned 130."""
+    """The run was stopped by SIGINT or SIGTERM (exit 130). Not a KeyboardInterrupt on purpose:
+    CPython remembers one passing through exec()'d code as unhandled, and `python -m` then ends by
+    SIGINT."""
 
 
 def _interrupted(signum: int, frame: FrameType | None) -> None:
@@ -425,10 +416,9 @@ def can_fork() -> bool:
 
 
 def forked_map(fn: Callable[[T], R], shares: Sequence[T]) -> list[R]:
-    """[fn(share) for share in shares], side by side: the first share here, each other in a
-    forked child (which shares what is already imported), its result pickled back over a
-    pipe. Only with one thread (a fork copies the locks other threads hold): else one after
-    another here. A child's exception is raised here; one that dies: ChildProcessError."""
+    """[fn(share) for share in shares], side by side: the first here, each other in a forked child,
+    its result pickled back. Only with one thread (a fork copies other threads' locks). A child that
+    dies: ChildProcessError."""
     if len(shares) <= 1 or not can_fork():
         return [fn(share) for share in shares]
     kids: list[tuple[int, int]] = []  # (pid, read end of its pipe), not yet collected
@@ -523,10 +513,8 @@ _swept: set[tuple[str, str]] = set()  # (root, prefix): once a process is enough
 
 
 def sweep_owned_tmp(prefix: str, root: Path | None = None) -> int:
-    """Remove the folders `root/prefix*` (the temporary directory by default) of runs that
-    are gone; how many. Only plainly ours: a real directory of this user whose owner file
-    names a process that no longer runs (none: left alone). Errors are ignored: this is
-    tidying, never the run's work."""
+    """Remove the folders `root/prefix*` of runs that are gone (this user's, owner process no longer
+    running); how many. Errors are ignored: this is tidying."""
     root = Path(root or tempfile.gettempdir())
     removed = 0
     try:

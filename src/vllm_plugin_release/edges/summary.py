@@ -40,11 +40,8 @@ class Trusted(Protocol):
 
 
 # ---------------------------------------------------------------------------
-# Writing: the files under the summary's folder that are new (each named by its sha256,
-# so an existing name already holds those bytes unless it was tampered with, which is then
-# rewritten), then its summary.json, renamed into place; after the head, the files there
-# that the new summary does not name are removed (`sweep`). A writer killed in between
-# leaves complete files the old head does not vouch for; the next writer sweeps them.
+# Writing: the new files under the summary's folder (each named by its sha256), then
+# summary.json; after the head, `sweep` removes files it does not name. A writer killed between
 
 
 def write(root: Path, index: si.StoreIndex, index_data: bytes) -> set[str]:
@@ -64,10 +61,8 @@ def write_ledger(root: Path, entries: list[LedgerEntry], ledger_data: bytes) -> 
 
 
 def refresh(root: Path) -> set[str] | None:
-    """The summary of the store's index.json as it is now (for a head signed over every
-    file, `vpr manifest sign-store`); without a readable index.json, no summary at all
-    (summary.json removed: consumers then read index.json and say what is wrong with
-    it). The store paths the summary names, None when there is none."""
+    """The summary of the store's index.json as it is now; without a readable index.json, none
+    (summary.json removed). The store paths the summary names, None when there is none."""
     path = root / si.INDEX_FILE
     try:
         data = bounded.read_file(path, bounded.MAX_INDEX, "store index")

@@ -126,12 +126,9 @@ def commit_spec(spec: Spec, url: str, commit: str, epoch: int, cache: Cache, suf
 def baseline_env(
     spec: Spec, version: str, *, cache: Cache, dist: Path, plugin: PluginSource
 ) -> EnvRecord:
-    """Build the pairing on the released core `version` (cached like any stage) and return
-    its environment: the pairing graph walked with that core.
-
-    The plugin wheel is the one already built for `spec` (its record in `dist`), the
-    plugin checkout the one already resolved (`plugin`): only the core (and the Python it
-    needs) changes. BadInput when no Python fits both the core and the runtime."""
+    """Build the pairing on the released core `version` (cached like any stage) and return its
+    environment; only the core (and its Python) changes. BadInput when no Python fits both the core
+    and the runtime."""
 
     def source(fetcher: Fetcher) -> tuple[Spec, Path]:
         found = release_pairing(spec, version, fetcher)
@@ -272,10 +269,8 @@ def pairing_env(
     plugin: PluginSource,
     dist_root: Path | None = None,
 ) -> EnvRecord:
-    """Walk the pairing graph for the core `source` gives, with the plugin wheel already
-    built in `dist`; the environment's record (its Python, whether the runtime is in it,
-    the plugin's modules that do not import). Its records go to `dist_root`/NAME (default:
-    .vpr/baseline/dist)."""
+    """Walk the pairing graph for the core `source` gives, with the plugin wheel already in `dist`;
+    the environment's record. Its records go to `dist_root`/NAME (default: .vpr/baseline/dist)."""
     p = Pairing(
         source=source,
         cache=cache,

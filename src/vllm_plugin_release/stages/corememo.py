@@ -75,11 +75,8 @@ class StageResult(NamedTuple):
 def deliver(
     stage_dir: Path, dist: Path, record: BuildRecord, record_name: str
 ) -> tuple[Path, Path]:
-    """Copy a finished stage result (wheel + record) into dist/NAME, each file atomically.
-
-    An older wheel of the same distribution (an earlier pin) is removed, so dist/NAME
-    never holds two candidates for one side of the pairing.
-    """
+    """Copy a finished stage result (wheel + record) into dist/NAME, each file atomically; an older
+    wheel of the same distribution is removed."""
     name = record.wheel.filename
     prefix = name.split("-", 1)[0] + "-"
     dist.mkdir(parents=True, exist_ok=True)

@@ -58,14 +58,9 @@ Wheels = list[tuple[str, Path, str]]  # (project, wheel file, sha256): core, plu
 
 
 def ensure_on_index(target: IndexTarget, wheels: Wheels) -> dict[str, str]:
-    """Make sure every wheel is on the index: by file name, 'present' (the same sha256
-    was there already) or 'uploaded'.
-
-    Every file is looked up first: a different file under one of the names is GateFailed
-    before anything is uploaded. The absent ones go up in one `twine upload`; the index
-    failing every attempt (the index client's one retry loop, `retrying`) is
-    OutsideFailure naming the files still missing.
-    """
+    """Make sure every wheel is on the index: by file name, 'present' or 'uploaded'. A different
+    file under one of the names is GateFailed before anything is uploaded; the absent ones go up in
+    one `twine upload`."""
     attempts, backoff = retry_policy()
     uploaded: set[str] = set()
     missing = [w.name for _, w, _ in wheels]  # not known to be on the index yet
@@ -117,9 +112,7 @@ def ensure_on_index(target: IndexTarget, wheels: Wheels) -> dict[str, str]:
 # twine check, started ahead: within `vpr release`, once the wheels are built (they
 # are final then), at the lowest CPU priority, so that it runs in the time conform and
 # the manifest leave a core idle. Publish takes its answer for the very same files and
-# bytes; a run still going then is stopped and the check run again at normal priority
-# (on a machine busy with other work, the early run may have had no time at all). The
-# runs are held by the walk's `proc.Ahead`, under this step's name.
+# bytes; a run still going then is stopped and the check run again at normal priority.
 
 TWINE_CHECK = "twine-check"
 
@@ -173,10 +166,8 @@ def prove_install(
     workdir: Path,
     runner: Runner,
 ) -> None:
-    """Install the wheels (core, plugin, guard) from the index with --require-hashes into a
-    scratch venv made
-    on `runner` (this machine, or the pinned image) for the pairing's Python, then check
-    that environment against the manifest. GateFailed on any mismatch."""
+    """Install the wheels from the index with --require-hashes into a scratch venv on `runner`, then
+    check it against the manifest. GateFailed on any mismatch."""
     python = make_venv(workdir / "venv", runner, _certified_python(manifest))
     requirements = workdir / "requirements.txt"
     lines = [
@@ -248,11 +239,9 @@ class Proof:
 
 @dataclass(frozen=True)
 class Gates:
-    """What the folder is checked with before anything is uploaded: the public key (None:
-    the subject digests only), whether an uncertified verdict may go, the project root
-    (where the manifest's lock file is, stored with it; None: no lock) and the manifest key,
-    which signs the store's head (required: consumers trust nothing a head does not vouch
-    for)."""
+    """What the folder is checked with before anything is uploaded: the public key (None: digests
+    only), whether an uncertified verdict may go, the project root (for the lock) and the manifest
+    key, which signs the store's head."""
 
     public_key: Path | None = None
     allow_uncertified: bool = False

@@ -53,14 +53,9 @@ def locate(path: Path) -> tuple[Path, Path]:
 
 
 def verify_files(path: Path, public_key: Path | None, *, manifest_only: bool = False) -> Verified:
-    """Check signature (when a key is given), subject digests, and the manifest's schema.
-
-    The manifest subject is the file given (a store copy is named <pairing_id>.json);
-    the wheel subjects are looked up next to it unless `manifest_only`.
-
-    GateFailed (exit 1) lists everything that did not match; a missing input
-    named on the command line is BadInput (exit 2).
-    """
+    """Check signature (when a key is given), subject digests and the manifest's schema; wheels are
+    looked up next to the manifest unless `manifest_only`. GateFailed lists every mismatch; a
+    missing input is BadInput."""
     manifest_path, statement_path = locate(path)
     if not path.exists() or not manifest_path.exists():
         raise BadInput(
