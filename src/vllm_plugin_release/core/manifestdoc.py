@@ -16,8 +16,7 @@ from vllm_plugin_release.core.errors import BadInput
 if TYPE_CHECKING:
     from vllm_plugin_release.core.manifestmodel import Manifest
 
-SCHEMA_VERSION = 3  # 2: source_date (was created), deferred items with run_with; 3: guard,
-# platform, api_approval, conformance.workload
+SCHEMA_VERSION = 3
 KIND = "vllm-plugin-release/manifest"
 MANIFEST_FILE = records.MANIFEST
 STATEMENT_FILE = records.STATEMENT

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 STAGE = "build-core"  # stages/build_core.STAGE (a stage is not imported here: it is heavy)
 RECORD = records.BUILD_CORE
 MEMOS = "build-core-memo"  # .vpr/stages/build-core-memo/<memo>.json
-MEMO_VERSION = 2  # 2: the spec's python, for an interpreter named on the command line
+MEMO_VERSION = 2
 MAX_MEMO = 64 << 10
 PACKAGE = Path(__file__).resolve().parent.parent
 _HEX = frozenset(string.hexdigits.lower())
