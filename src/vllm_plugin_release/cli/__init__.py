@@ -119,9 +119,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _exit_now(code: int) -> None:
-    """End the process with `code` without the interpreter's teardown (freeing every object
-    a scan made: measurable against the whole command, docs/performance.md), once the output
-    is written. Only when nothing waits for the teardown: no atexit callback, no other thread."""
+    """End the process with `code` without the interpreter's teardown (freeing every object a scan
+    made), once the output is written. Only when nothing waits for the teardown: no atexit callback,
+    no other thread."""
     import atexit
     import threading
 

@@ -42,9 +42,8 @@ def keyid(public_key: Ed25519PublicKey) -> str:
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:
-    """DSSE pre-authentication encoding, byte for byte securesystemslib's
-    (`Envelope.pae`; a test holds them equal), written out here so that checking a
-    signature does not import securesystemslib's signers (a tenth of a second)."""
+    """DSSE pre-authentication encoding, byte for byte securesystemslib's, written out so that
+    checking a signature does not import securesystemslib's signers."""
     kind = payload_type.encode("utf-8")
     return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
 
@@ -59,7 +58,7 @@ def _sslib_key(public_key: Ed25519PublicKey) -> Any:
 
 def sign_statement(statement: dict[str, Any], key: Ed25519PrivateKey) -> dict[str, Any]:
     """`statement` as a DSSE envelope signed with `key` (securesystemslib's Envelope and
-    CryptoSigner; ed25519 signatures are deterministic, so the bytes are as before)."""
+    CryptoSigner)."""
     from securesystemslib.dsse import Envelope
     from securesystemslib.signer import CryptoSigner
 
@@ -579,8 +578,8 @@ class RuntimeTable:
 @dataclass(frozen=True)
 class SpecPins:
     """The spec's pins, what the statement signs as `externalParameters` (`to_json`).
-    `plugin`/`runtime` None: the spec has no such table (signed as `{}` and `null`);
-    `api_approval` None: none to sign (the key is then left out, as it always was)."""
+    `plugin`/`runtime` None: the spec has no such table (signed as `{}` and `null`); `api_approval`
+    None: the key is left out."""
 
     name: str
     core: CorePins
@@ -590,7 +589,7 @@ class SpecPins:
     api_approval: Approval | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The statement's `externalParameters`, word for word as signed before."""
+        """The statement's `externalParameters`, word for word as signed."""
         out: dict[str, Any] = {
             "name": self.name,
             "core": self.core.to_json(),

@@ -122,7 +122,7 @@ class FirstBad(NamedTuple):
 
 
 class BisectReport(NamedTuple):
-    """bisect.json (`to_json()`, the object it has always held) and what bisect.md shows."""
+    """bisect.json (`to_json()`) and what bisect.md shows."""
 
     mode: str  # git | index
     source: str

@@ -87,9 +87,8 @@ def tree_stamps(root: Path) -> Stamps:
 
 
 def stamps_digest(stamps: Stamps) -> str:
-    """sha256 of `tree_stamps(root)` as it returns them (in walk order): what a memo keeps
-    of a tree's stamps, a few milliseconds for thousands of files (marshal version 0 writes
-    every string alike, interned or not)."""
+    """sha256 of `tree_stamps(root)` as it returns them (in walk order): what a memo keeps of a
+    tree's stamps (marshal version 0 writes every string alike, interned or not)."""
     return hashlib.sha256(marshal.dumps(stamps, 0)).hexdigest()
 
 

@@ -89,9 +89,9 @@ def info(message: str) -> None:
 
 
 def note(message: str) -> None:
-    """`info` for a read command's status line: when stderr is not a terminal and nothing
-    has made the console yet, written as the plain line rich would print (`vpr MESSAGE`)
-    without importing rich (`vpr manifest ledger` stays start-up plus milliseconds)."""
+    """`info` for a read command's status line: when stderr is not a terminal and nothing has made
+    the console yet, written as the plain line rich would print (`vpr MESSAGE`) without importing
+    rich."""
     isatty = getattr(sys.stderr, "isatty", None)
     if "console" in _made or (isatty is not None and isatty()):
         info(message)

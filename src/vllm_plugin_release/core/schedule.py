@@ -42,7 +42,7 @@ class ScheduleState(NamedTuple):
     last_result: str | None = None  # pass | fail
 
     def to_json(self) -> dict[str, str | int | None]:
-        """The document as the store has always held it (same keys, same order)."""
+        """The document as the store holds it (these keys, this order)."""
         return {
             "last_run": _format(self.last_run),
             "last_commit": self.last_commit,

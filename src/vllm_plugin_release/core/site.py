@@ -295,7 +295,7 @@ class HeadStamp(NamedTuple):
     time: str
 
     def to_json(self) -> dict[str, int | str]:
-        """compat.json's `head` object as it has always been written."""
+        """compat.json's `head` object as written."""
         return {"version": self.version, "time": self.time}
 
 
@@ -452,7 +452,7 @@ class Compat:
     plugins: tuple[PluginMatrix, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """compat.json's object as it has always been written."""
+        """compat.json's object as written."""
         return {
             "kind": KIND,
             "schema_version": SCHEMA_VERSION,
