@@ -171,7 +171,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     from vllm_plugin_release.core import progress
 
-    # Live displays on a terminal; plain lines in CI logs and pipes.
     # interactive None: follow the terminal, asked when something is first shown, so a
     # command that shows nothing never loads rich
     progress.configure(

@@ -37,7 +37,6 @@ def keyid(public_key: Ed25519PublicKey) -> str:
     return hashlib.sha256(public_key.public_bytes_raw()).hexdigest()
 
 
-# ---------------------------------------------------------------------------
 # DSSE
 
 
@@ -332,7 +331,6 @@ def verify_pairing(
     return typed, statement
 
 
-# ---------------------------------------------------------------------------
 # Statement
 
 
@@ -482,11 +480,8 @@ def build_statement(
     }
 
 
-# ---------------------------------------------------------------------------
-# The spec's pins, as the signed statement holds them (SLSA provenance's
-# externalParameters): built from the typed spec (`stages/manifest.pins_from_spec`); the
-# open `[plugin]` and `[runtime]` tables kept as written (`raw`, signed key by key) beside
-# the typed values read from them. Nothing parses a statement's pins back.
+# The spec's pins, as the signed statement holds them (externalParameters); the open
+# `[plugin]` and `[runtime]` tables are kept as written (`raw`, signed key by key).
 
 
 @dataclass(frozen=True, slots=True)

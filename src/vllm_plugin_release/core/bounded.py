@@ -144,7 +144,6 @@ def shown(value: Any) -> str:
     return text[:80] if text is not None else f"a {type(value).__name__}"
 
 
-# ---------------------------------------------------------------------------
 # Data files shipped inside the package (`schemas/*.json`), read where it is installed.
 
 

@@ -195,7 +195,6 @@ def atomic_copy(src: Path, dest: Path) -> None:
         raise
 
 
-# ---------------------------------------------------------------------------
 # Leftovers of killed runs: scratch folders and partial downloads name their owner.
 
 OWNER_FILE = ".vpr-owner"
@@ -374,7 +373,6 @@ class Cache:
             remove_tree(work, ignore_errors=True)
 
 
-# ---------------------------------------------------------------------------
 # Walking and removing a folder tree without recursion: a tree is outside input, and one
 # nested deeper than Python's recursion limit must be walked like any other (`os.walk`,
 # `Path.glob("**")` and `shutil.rmtree` recurse once per level).

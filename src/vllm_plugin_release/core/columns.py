@@ -268,7 +268,6 @@ def read_folder(folder: Path) -> list[Column]:
     return sorted((c for c in found if c is not None), key=lambda c: column_order(c.core))
 
 
-# ---------------------------------------------------------------------------
 # Assembly: regressions between neighbouring columns and the coupling's accuracy.
 
 
@@ -505,7 +504,6 @@ def _column_notes(a: Assembled) -> list[str]:
     return out
 
 
-# ---------------------------------------------------------------------------
 # A column as the pairing ledger records it (kind "matrix": core.ledger).
 
 BREAKING_SHOWN = 5  # the first breaking change ids an entry carries (with their total)

@@ -98,7 +98,6 @@ def field_shown(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
-# ---------------------------------------------------------------------------
 # Credentials kept out of messages: one URL redaction and one scrubber for the package,
 # and a URL's origin (where credentials may be sent).
 

@@ -242,7 +242,6 @@ def locked_file(lock_text: str, name: str) -> LockedFile | None:
     return None
 
 
-# ---------------------------------------------------------------------------
 # Drift between a lock and an installed environment: a pin not installed is missing, at
 # another version different, a distribution pinned nowhere extra; the installer seeds of
 # a venv (`python -m venv` puts them there) are compared only when the lock pins them.

@@ -32,7 +32,6 @@ def wheel_roles(manifest: dict[str, Any]) -> tuple[str, ...]:
     return tuple(r for r in WHEEL_ROLES if isinstance(manifest.get(r), dict))
 
 
-# ---------------------------------------------------------------------------
 # Schema
 
 
@@ -118,7 +117,6 @@ def load(path: Path) -> Manifest:
     return parse(data, str(path))
 
 
-# ---------------------------------------------------------------------------
 # Bytes, digest, one-line summary
 
 
@@ -139,7 +137,6 @@ def summary_line(manifest: Manifest) -> str:
     return f"{c.name} {c.version} + {p.name} {p.version} @ {commit}: {verdict}"
 
 
-# ---------------------------------------------------------------------------
 # Pairing id: the hash of what identifies a pairing (`key_of(PairingInputs.to_json())`)
 
 

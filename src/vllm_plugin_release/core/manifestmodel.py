@@ -179,7 +179,6 @@ class Manifest:
         return tuple(p.role for p in self.parts())
 
 
-# ---------------------------------------------------------------------------
 # The parser
 
 

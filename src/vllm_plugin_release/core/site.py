@@ -506,7 +506,6 @@ def build(
     )
 
 
-# ---------------------------------------------------------------------------
 # The site as files
 
 
@@ -711,7 +710,6 @@ def index_page(compat: Compat) -> bytes:
     return _page("vLLM core × plugin compatibility", body)
 
 
-# ---------------------------------------------------------------------------
 # One pairing
 
 
@@ -854,7 +852,6 @@ def pairing_page(p: CompatPairing, manifest: Manifest | None) -> bytes:
     return _page(title, body)
 
 
-# ---------------------------------------------------------------------------
 # One plugin across every core (the ledger's matrix entries)
 
 EXIT_CLASSES = {1: "a gate failed", 2: "bad input", 3: "an outside failure"}

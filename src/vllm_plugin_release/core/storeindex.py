@@ -39,7 +39,6 @@ VERDICTS = {
 }
 
 
-# ---------------------------------------------------------------------------
 # What a consumer may take from a store: ids and store paths checked before any use. A
 # pairing id is a 64-hex sha256; a store path is relative, normalised and inside the store
 # (no scheme, leading `/`, `..`, hidden segment, backslash or `%`).
@@ -176,7 +175,6 @@ def superseded(entries: list[LedgerEntry], pid: str, manifest_sha256: str) -> st
     )
 
 
-# ---------------------------------------------------------------------------
 # The index and its entries, typed
 
 
@@ -285,7 +283,6 @@ def _optional(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-# ---------------------------------------------------------------------------
 # A run's history record and what the store holds beside a manifest, typed
 
 
@@ -351,7 +348,6 @@ def parse_run(data: Any) -> RunRecord | None:
     return RunRecord(_optional(data.get("pairing_id")), time, runner, verdict, sha, where)
 
 
-# ---------------------------------------------------------------------------
 # Index entries and the index
 
 
@@ -675,7 +671,6 @@ def check_same_wheels(previous: IndexEntry | None, entry: IndexEntry, location: 
             )
 
 
-# ---------------------------------------------------------------------------
 # Consumers
 
 
@@ -864,7 +859,6 @@ def index_from(data: bytes, where: str) -> StoreIndex:
     return check_index(index, where)
 
 
-# ---------------------------------------------------------------------------
 # Query and matrix as text for an 80-column log, and as JSON: nothing is cut (a long name
 # wraps), each plugin column has a short key explained in a legend, and the matrix splits
 # into tables when its columns do not fit.

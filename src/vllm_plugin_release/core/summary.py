@@ -146,7 +146,6 @@ class Root:
         return ChunkRecord(chunk["sha256"], chunk["size"], chunk["count"], chunk.get("first", 1))
 
 
-# ---------------------------------------------------------------------------
 # Writing
 
 
@@ -238,7 +237,6 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-# ---------------------------------------------------------------------------
 # Reading (a summary.json verified against the store's head before it is parsed here)
 
 
@@ -340,7 +338,6 @@ def chunk_entries(kind: Kind, data: bytes, count: int, where: str) -> list[Any]:
     return entries
 
 
-# ---------------------------------------------------------------------------
 # Picking the index's chunks
 
 
@@ -459,7 +456,6 @@ def _bounds(core: str) -> tuple[Any, Any]:
     return low, high
 
 
-# ---------------------------------------------------------------------------
 # Picking the ledger's chunks
 
 

@@ -528,7 +528,6 @@ print(json.dumps({"implementation": platform.python_implementation(),
 """
 
 
-# ---------------------------------------------------------------------------
 # The Debian-based image (`vpr build-image`): a rootfs from Debian packages, then loaded.
 
 

@@ -286,15 +286,10 @@ def verify_commit(checkout: Path, commit: str, label: str) -> None:
         )
 
 
-# ---------------------------------------------------------------------------
-# Every member and every link target is resolved lexically inside the destination,
-# following the archive's own symlinks (never the disk), before anything is written;
-# a second wall checks each member again as it is extracted (names, types, link
-# targets, modes as tarfile's `data` filter sets them). tarfile's own `data` filter is
-# not used: it calls realpath on every member, so a tree N folders deep costs O(N^3),
-# and older Pythons have holes in it (CVE-2025-4517). Every
-# check here is linear in the length of the member's name. Limits on members and sizes
-# stop archive bombs early.
+# Every member and link target is resolved lexically inside the destination, following the
+# archive's own symlinks (never the disk), before anything is written; a second wall checks
+# each member as it is extracted. tarfile's `data` filter is not used: it calls realpath on
+# every member (cubic in a tree's depth), and older Pythons have holes in it (CVE-2025-4517).
 
 _MAX_LINK_HOPS = 40  # as the kernel's ELOOP limit
 _LINK = ""  # the key of a trie node that is a symlink member (a path part is never "")

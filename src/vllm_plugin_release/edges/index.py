@@ -57,7 +57,6 @@ def simple_url_for(upload_url: str) -> str:
     return upload_url.rstrip("/") + "/simple/"
 
 
-# ---------------------------------------------------------------------------
 # Talking to an index
 
 
@@ -275,7 +274,6 @@ def remote_sha256(simple_url: str, project: str, filename: str) -> str | None:
     return hashlib.sha256(got[0]).hexdigest() if got else None
 
 
-# ---------------------------------------------------------------------------
 # The local default index
 
 

@@ -24,7 +24,6 @@ PASSWORD_ENV = "VPR_SIGNING_KEY_PASSWORD"
 DEFAULT_KEY = Path("keys") / "manifest-signing.key"  # under the .vpr/ cache folder
 
 
-# ---------------------------------------------------------------------------
 # Key files
 
 
@@ -148,7 +147,6 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
     return key
 
 
-# ---------------------------------------------------------------------------
 # Which key
 
 
@@ -176,7 +174,6 @@ def ensure_key(path: Path, origin: str) -> bool:
     return False
 
 
-# ---------------------------------------------------------------------------
 # Who signs (CI environment)
 
 

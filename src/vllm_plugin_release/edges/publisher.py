@@ -15,7 +15,6 @@ from vllm_plugin_release.edges import settings
 from vllm_plugin_release.edges.index import IndexTarget, Transient, redact
 from vllm_plugin_release.edges.runner import HOST_NETWORK, Runner, host_env
 
-# ---------------------------------------------------------------------------
 # twine
 
 
@@ -112,7 +111,6 @@ def twine_upload(target: IndexTarget, wheels: list[Path]) -> None:
     raise OutsideFailure(f"upload of {names} failed (HTTP {code}):\n{last}")
 
 
-# ---------------------------------------------------------------------------
 # Installing from an index (the install proof)
 
 

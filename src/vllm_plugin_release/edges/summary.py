@@ -39,7 +39,6 @@ class Trusted(Protocol):
     def ledger(self) -> list[LedgerEntry]: ...
 
 
-# ---------------------------------------------------------------------------
 # Writing: the new files under the summary's folder (each named by its sha256), then
 # summary.json; after the head, `sweep` removes files it does not name. A writer killed between
 
@@ -114,7 +113,6 @@ def _write_if_changed(path: Path, data: bytes) -> None:
         atomic_write_bytes(path, data)
 
 
-# ---------------------------------------------------------------------------
 # Reading: a summary.json is read as every file the head vouches for (`Trusted.read`) and
 # must name the source file that head vouches for; each file under its folder is read
 # with the size summary.json gives as its cap and must have its sha256.

@@ -143,7 +143,6 @@ def baseline_env(
     return pairing_env(source, title=f"baseline {version}", cache=cache, dist=dist, plugin=plugin)
 
 
-# ---------------------------------------------------------------------------
 # The pairing graph: the cpu pairing environment of a derived spec (another core, the same
 # plugin wheel), walked by baseline, nightly, bisect, matrix and `vpr plugin-tests`. Each
 # caller hands in how its core is found (`Source`) and a title for the walk's rules.
@@ -285,7 +284,6 @@ def pairing_env(
     return p.env
 
 
-# ---------------------------------------------------------------------------
 # `vpr plugin-tests`
 
 

@@ -43,7 +43,6 @@ if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.core.envrecord import EnvRecord
 
 
-# ---------------------------------------------------------------------------
 # The plan (CI's matrix)
 
 
@@ -126,7 +125,6 @@ def plan(spec_files: list[Path], since: str | None = None) -> HardwarePlan:
     return HardwarePlan(tuple(include), tuple(skipped))
 
 
-# ---------------------------------------------------------------------------
 # The probe
 
 
@@ -157,7 +155,6 @@ def require(found: Probe) -> None:
     )
 
 
-# ---------------------------------------------------------------------------
 # Serving: the -tp 2 probe and the live load test
 
 
@@ -290,7 +287,6 @@ def live(spec: Spec, dist: Path, hw: HardwareSettings, spec_arg: str | Path) -> 
     return EXIT_OK if card.verdict == "fleet" else EXIT_GATE
 
 
-# ---------------------------------------------------------------------------
 # The whole sequence on the hardware runner
 
 

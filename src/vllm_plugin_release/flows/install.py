@@ -279,7 +279,6 @@ def _sync(job: _Sync, requirements: Path, find_links: list[str], *, offline: boo
         uv.sync_locked(python, requirements, find_links, offline=offline, reinstall=job.reinstall)
 
 
-# ---------------------------------------------------------------------------
 # vpr-guard's part: what the guard says about an existing environment (what to install
 # again), and the certified record left beside it once it matches (`core.guardstate`).
 

@@ -244,7 +244,6 @@ def _started(stage: Stage) -> threading.Thread:
     return thread
 
 
-# ---------------------------------------------------------------------------
 # Stages added to the flows' graphs ("release": `vpr release`; "pairing": a cpu pairing
 # environment on another core; "hardware": `vpr conform-hardware`) from outside them: one
 # `Extra` each, placed right after the last of its needs in each graph it names.

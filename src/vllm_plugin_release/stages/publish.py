@@ -53,7 +53,6 @@ LOCK_HINT = "the lock changed since `vpr env`; run the pairing again (vpr releas
 Wheels = list[tuple[str, Path, str]]  # (project, wheel file, sha256): core, plugin, guard
 
 
-# ---------------------------------------------------------------------------
 # Wheels on the index
 
 
@@ -108,7 +107,6 @@ def ensure_on_index(target: IndexTarget, wheels: Wheels) -> dict[str, str]:
         )
 
 
-# ---------------------------------------------------------------------------
 # twine check, started ahead: within `vpr release`, once the wheels are built (they
 # are final then), at the lowest CPU priority, so that it runs in the time conform and
 # the manifest leave a core idle. Publish takes its answer for the very same files and
@@ -155,7 +153,6 @@ def _twine_check(wheels: Wheels, ahead: proc.Ahead | None) -> None:
     twine_check([wheel for _, wheel, _ in wheels])
 
 
-# ---------------------------------------------------------------------------
 # Install proof
 
 
@@ -198,7 +195,6 @@ def _certified_python(manifest: Manifest) -> str | None:
     return ".".join(version.split(".")[:2]) or None
 
 
-# ---------------------------------------------------------------------------
 # The whole step
 
 

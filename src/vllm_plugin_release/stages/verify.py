@@ -29,7 +29,6 @@ from vllm_plugin_release.edges.keys import load_public_key
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-# ---------------------------------------------------------------------------
 # A manifest folder
 
 
@@ -147,7 +146,6 @@ def _check_subjects(
     return names, report, problems
 
 
-# ---------------------------------------------------------------------------
 # An installed environment
 
 
