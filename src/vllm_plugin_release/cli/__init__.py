@@ -141,9 +141,8 @@ DEBUG_ENV = "VPR_DEBUG"
 
 
 def debug_asked(argv: Sequence[str]) -> tuple[bool, list[str]]:
-    """(whether `--debug` or VPR_DEBUG=1 asks for tracebacks, the command line without the
-    flag): it may stand anywhere before a `--`, so a failed command is run again with it
-    added at the end."""
+    """(whether `--debug` or VPR_DEBUG=1 asks for tracebacks, the command line without the flag);
+    the flag may stand anywhere before a `--`."""
     end = list(argv).index("--") if "--" in argv else len(argv)
     rest = [a for a in argv[:end] if a != DEBUG_FLAG] + list(argv[end:])
     on = len(rest) != len(argv) or settings.flag(DEBUG_ENV)

@@ -239,9 +239,8 @@ def named_interpreter(spec):
 
 
 def refuse_other_env(inputs, args: argparse.Namespace) -> None:
-    """Exit 2 when `--interpreter` or $VPR_INTERPRETER names an interpreter other than the
-    one the recorded pairing environment was made from (local backend): its tests and
-    checks are never run in that environment in the named one's stead."""
+    """Exit 2 when `--interpreter` or $VPR_INTERPRETER names another interpreter than the one the
+    recorded pairing environment was made from (local backend)."""
     from vllm_plugin_release.edges.interpreters import named_by
 
     spec = inputs.spec

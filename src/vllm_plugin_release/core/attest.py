@@ -260,9 +260,8 @@ def parse_statement(data: object, where: str) -> Statement:
 
 
 def read_signed(data: bytes, public_key: Ed25519PublicKey | None, where: str) -> Statement:
-    """The statement in a .intoto.jsonl file's bytes (`parse_envelope`), its signature
-    checked with `public_key` (`verify_envelope`); with none, digests only
-    (`unverified_statement`). GateFailed names `where` and what is wrong."""
+    """The statement in a .intoto.jsonl file's bytes, its signature checked with `public_key` (with
+    none, digests only). GateFailed names `where` and what is wrong."""
     envelope = parse_envelope(data, where)
     if public_key is None:
         return parse_statement(unverified_statement(envelope, where), where)

@@ -39,9 +39,8 @@ def too_large(where: str, limit: int) -> TooLarge:
 
 
 def read_file(path: Path, limit: int, what: str) -> bytes:
-    """The bytes of `path` when it is a regular file of at most `limit` bytes.
-    FileNotFoundError passes through (the caller says what a missing file means); a folder,
-    a device, a fifo, an unreadable or a too large file is BadInput naming the path."""
+    """The bytes of `path`, a regular file of at most `limit` bytes. FileNotFoundError passes
+    through; anything else unreadable is BadInput naming the path."""
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)

@@ -47,9 +47,8 @@ class PythonChoice:
 def choose_python(
     requires: str | None, preferred: str, candidates: Sequence[str], core: str
 ) -> PythonChoice:
-    """The spec's own Python (`preferred`) while the core's `Requires-Python` accepts it,
-    so columns stay comparable with the spec's release; else the newest of `candidates`
-    (the runtime's Pythons) that it accepts; none when nothing fits."""
+    """The spec's own Python while the core's `Requires-Python` accepts it (columns stay
+    comparable), else the newest of `candidates` it accepts; None when nothing fits."""
     ordered = sorted(set(candidates) | {preferred}, key=Version, reverse=True)
     try:
         spec = SpecifierSet(requires or "")
@@ -589,9 +588,8 @@ def ledger_column(
 
 
 def bisect_range(report: Any, a: Assembled) -> dict[str, str] | None:
-    """What a bisect report (`core.bisect.BisectReport`) found for this column's step:
-    when it searched from the tested column before (`--good`) to this one (`--bad`; a
-    leading v of a tag is dropped), the last good and first bad commit or version."""
+    """What a bisect report found for this column's step, when it searched from the tested column
+    before (`--good`) to this one (`--bad`): the last good and first bad commit or version."""
     if report is None or a.against is None or outcome(a) != "regressed":
         return None
     good, bad = (str(x).removeprefix("v") for x in (report.good, report.bad))

@@ -80,9 +80,8 @@ class TimedOut(OutsideFailure):
 
 
 class PythonUnavailable(OutsideFailure):
-    """The spec's build Python cannot run here (exit 3): no such interpreter on this
-    machine, or no image carrying it. The stages that need it stop; the checks that need
-    no pairing environment still run (`conform/suite.conform_env_free`)."""
+    """The spec's build Python cannot run here (exit 3). The stages that need it stop; the checks
+    that need no pairing environment still run."""
 
 
 class RecordProblem(ValueError):

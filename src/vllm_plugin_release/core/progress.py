@@ -228,8 +228,7 @@ def rule(title: str) -> None:
 @contextlib.contextmanager
 def stage(title: str, *, group: bool = True) -> Iterator[None]:
     """One stage of a flow: a rule line, or a collapsible group in a GitHub Actions log
-    (`group=False`: a rule there too, for a stage inside another's group or inside a
-    command whose standard output is its report)."""
+    (`group=False`: a rule there too)."""
     if not (_mode["github"] and group):
         rule(title)
         yield

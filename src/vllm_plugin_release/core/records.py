@@ -146,9 +146,8 @@ def build_record(dist: Path, name: str, producer_hint: str | None = None) -> Bui
 def parse_build(
     path: Path, name: str, data: dict[str, Any], hint: str | None = None
 ) -> BuildRecord:
-    """Build record `name` (BUILD_CORE, ...) from its JSON object, read from or going to
-    `path` (a stage checks what it made as a reader will), typed; BadInput naming the
-    file, the key and the command to run (`hint`, else the record's producer)."""
+    """Build record `name` from its JSON object (read from or going to `path`), typed; BadInput
+    naming the file, the key and the command to run (`hint`, else the record's producer)."""
     try:
         return _parse_build(data, name)
     except RecordProblem as exc:
@@ -179,9 +178,8 @@ def _env_or_none(data: Any) -> EnvRecord | None:
 
 
 def parse_env(path: Path, data: dict[str, Any], hint: str | None = None) -> EnvRecord:
-    """The env record from its JSON object, read from or going to `path` (the env stage
-    checks what it made as a reader will), typed; BadInput naming the file, the key and
-    the command to run (`hint`, else `vpr env`)."""
+    """The env record from its JSON object (read from or going to `path`), typed; BadInput naming
+    the file, the key and the command to run (`hint`, else `vpr env`)."""
     try:
         return _parse_env(data)
     except RecordProblem as exc:
@@ -191,9 +189,8 @@ def parse_env(path: Path, data: dict[str, Any], hint: str | None = None) -> EnvR
 
 
 class RunFile(NamedTuple):
-    """dist/NAME/run.json as read: the sections the stages and the release noted there
-    (`manifest`, `publish`, `release`: host, wall times, where it ran), `raw` the object as
-    written, kept only to be written back unchanged beside the section a stage adds."""
+    """dist/NAME/run.json as read: the sections the stages noted there; `raw`, the object as
+    written, kept only to be written back beside the section a stage adds."""
 
     raw: Mapping[str, Any]
 

@@ -84,9 +84,8 @@ def parse_state(data: object) -> ScheduleState | None:
 
 
 def state_from(payload: bytes, where: str) -> ScheduleState | None:
-    """The state a verified signed schedule holds (`parse_state`): None before the first
-    run and when it cannot be read (an unreadable state never delays a run); GateFailed
-    when the payload is not a JSON object."""
+    """The state a verified signed schedule holds: None before the first run and when it cannot be
+    read (it then never delays a run); GateFailed when the payload is not a JSON object."""
     try:
         return parse_state(signed.body(payload, where, ""))
     except StateUnreadable:

@@ -260,9 +260,8 @@ def _pairing(stored: Stored, entries: list[LedgerEntry], store: str, key: str) -
 def _newest_core(
     pairings: list[CompatPairing], ledger: list[LedgerEntry], given: str | None, source: str
 ) -> NewestCore | None:
-    """The newest core release (given: `source` says where from, "given" or "index"; else
-    the newest the store or its ledger names) and the plugins whose pairings do not cover
-    it yet (each with its newest core)."""
+    """The newest core release (given, from the index, else the newest the store or its ledger
+    names) and the plugins whose pairings do not cover it yet."""
     versions = [p.core_version for p in pairings]
     versions += [  # a matrix column's core is a release too (core main's, REF@COMMIT, is not)
         str(e.core.version)
@@ -330,9 +329,8 @@ class Certified(NamedTuple):
 
 
 class MatrixCell(NamedTuple):
-    """One core column of a plugin's version matrix: the newest signed ledger entry of
-    kind matrix for that core and plugin commit (`column`: the entry's column object,
-    its shape checked when the ledger was read: `core.ledger.column_problem`)."""
+    """One core column of a plugin's version matrix: the newest signed ledger entry of kind matrix
+    for that core and plugin commit (`column`: its column object, shape checked when read)."""
 
     core: str
     seq: int

@@ -102,9 +102,8 @@ def request_problems(
     core: str | None = None,
     plugin: str | None = None,
 ) -> list[str]:
-    """How a verified manifest differs from what was asked for: the pairing of the entry
-    picked (its id, the manifest's sha256 the index names, its core and plugin), and the
-    request's core (version or specifier) and plugin name. Empty: it is that pairing."""
+    """How a verified manifest differs from the pairing of the entry picked and from the request's
+    core and plugin; empty when it is that pairing."""
     from packaging.utils import canonicalize_name
 
     problems = []
@@ -158,9 +157,8 @@ def core_matches(version: str, wanted: str) -> bool:
 
 
 def superseded(entries: list[LedgerEntry], pid: str, manifest_sha256: str) -> str | None:
-    """Why the manifest with `manifest_sha256` is not the pairing's current verdict: the
-    ledger's newest release entry for `pid` names another manifest. None when it names this
-    one, or the ledger has no release entry for the pairing."""
+    """Why the manifest with `manifest_sha256` is not the pairing's current verdict (the ledger's
+    newest release entry names another manifest), else None."""
     newest = next(
         (e for e in reversed(entries) if e.kind == "release" and e.pairing_id == pid),
         None,

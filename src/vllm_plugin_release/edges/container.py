@@ -705,9 +705,8 @@ def marker_of(python: Path | str) -> Path:
 
 
 def runner_of(python: Path | str) -> Runner:
-    """The runner an environment's `python` runs on: the container runner that made the
-    environment (its marker; the image digest checked again on its first use), else this
-    machine. Cheap to ask (`.kind`); one runner per marker for the process."""
+    """The runner an environment's `python` runs on: the container runner that made it (its marker),
+    else this machine; one runner per marker for the process."""
     marker = marker_of(python)
     if not marker.is_file():
         return LocalRunner("off")

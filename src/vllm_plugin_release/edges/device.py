@@ -84,9 +84,8 @@ class ProbeJson(TypedDict):
 
 @dataclass(frozen=True, slots=True)
 class RuntimeFound:
-    """What importing the vendor runtime showed: the import subprocess's answer, checked
-    once (`runtime_found`). `distributions` is None when the module did not import (then
-    `file` and `version` were not reported either)."""
+    """What importing the vendor runtime showed, checked once (`runtime_found`). `distributions` is
+    None when the module did not import."""
 
     name: str | None  # the spec's [runtime] name
     module: str

@@ -242,9 +242,8 @@ def source_tree(spec: Spec, fetcher: Fetcher) -> Path:
 
 
 def cached_source_tree(spec: Spec, cache: Cache) -> Path | None:
-    """The verified core source tree when it is already in the cache, else None; nothing
-    is fetched, extracted or written (`vpr release --graph`). A tree is only ever
-    published there whole, after its archive or commit was verified."""
+    """The verified core source tree when it is already in the cache, else None; nothing is fetched,
+    extracted or written."""
     src = spec.core.source
     if isinstance(src, SdistSource):
         final = cache.src_dir(src.sha256)
@@ -516,9 +515,8 @@ def extract(
     limits: ArchiveLimits | None = None,
     label: str | None = None,
 ) -> None:
-    """Extract a tar or zip archive (a file, or an open binary stream that can seek)
-    safely into `dest` (a scratch folder the caller discards on error); messages name it
-    `label` (default: its file name)."""
+    """Extract a tar or zip archive (a file, or a seekable binary stream) safely into `dest`, a
+    scratch folder the caller discards on error; messages name it `label`."""
     name = label or (archive.name if isinstance(archive, Path) else "archive")
     budget = _Budget(name, limits or ArchiveLimits())
     try:

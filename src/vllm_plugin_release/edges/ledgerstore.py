@@ -77,9 +77,8 @@ def append_new(
     key: Ed25519PrivateKey,
     recorded: Callable[[Draft, list[LedgerEntry]], bool],
 ) -> list[LedgerEntry]:
-    """Append each of `drafts` the ledger has not `recorded` yet (asked under the store's
-    lock, of the verified entries), in one write and one signed head; the entries
-    written (none: nothing is written, the head is not signed again)."""
+    """Append each of `drafts` the ledger has not `recorded` yet, in one write and one signed head;
+    the entries written (none: nothing is written)."""
     target = _writable(store)
     with target.locked():
         return append_locked(target.root, target.location, drafts, key, recorded)

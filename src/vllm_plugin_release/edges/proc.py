@@ -41,9 +41,8 @@ def run(
     timeout: float | None = None,
     announce: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `argv` to completion with its output captured as text (never raises on exit
-    status: the caller decides what an exit code means). `announce`: a long step, said
-    when it starts and with a heartbeat while it runs (`progress.working`)."""
+    """Run `argv` to completion with its output captured as text; never raises on exit status.
+    `announce`: a long step, said when it starts and with a heartbeat."""
     shown = progress.working(what) if announce else contextlib.nullcontext()
     try:
         with shown:
@@ -247,9 +246,8 @@ def ask_python(python: Path, code: str, *, what: str) -> str | None:
 
 
 def copy_tree(src: Path, dst: Path) -> None:
-    """`src` copied to the new folder `dst`, links as links, times and modes kept. With
-    `cp -a` where there is one: a process, so copies made from threads (the two builds'
-    trees) run side by side and at C speed, not one at a time under the GIL."""
+    """`src` copied to the new folder `dst`, links as links, times and modes kept; with `cp -a`
+    where there is one, so copies made from threads run side by side outside the GIL."""
     cp = shutil.which("cp")
     if cp is None:
         shutil.copytree(src, dst, symlinks=True)
@@ -344,9 +342,8 @@ def stop_all() -> None:
 
 
 def stop_since(since: int) -> int:
-    """Stop the groups registered after `mark()` returned `since` (the children of work
-    started then, whichever thread started them), not the older ones (an index server
-    the command started before); how many were still running."""
+    """Stop the groups registered after `mark()` returned `since`, not the older ones (an index
+    server the command started before); how many were still running."""
     with _LOCK:
         procs = [p for pid, p in _LIVE.items() if _SEQ.get(pid, 0) > since]
     _stop(procs)
@@ -542,9 +539,8 @@ def sweep_owned_tmp(prefix: str, root: Path | None = None) -> int:
 
 
 def owned_tmp(prefix: str, root: Path | None = None) -> Path:
-    """A new private folder `prefix*` in `root` (the temporary directory by default), marked
-    as this process's, after removing (once a process) the folders of that prefix that
-    killed runs left."""
+    """A new private folder `prefix*` in `root` marked as this process's, after removing (once a
+    process) the folders of that prefix that killed runs left."""
     if (str(root), prefix) not in _swept:
         _swept.add((str(root), prefix))
         sweep_owned_tmp(prefix, root)

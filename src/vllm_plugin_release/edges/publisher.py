@@ -115,9 +115,8 @@ def twine_upload(target: IndexTarget, wheels: list[Path]) -> None:
 
 
 def make_venv(venv: Path, runner: Runner, python: str | None = None) -> Path:
-    """A new virtual environment without pip at `venv`, made where `runner` runs commands
-    (`uv venv`, CPython `python` when given, no network) and marked as that runner's
-    (`Runner.mark`), so whoever runs its python later runs it there too; its python."""
+    """A new virtual environment without pip at `venv`, made and marked where `runner` runs commands
+    (so its python later runs there too); its python."""
     argv = [runner.uv, "venv", "--no-config", "--no-python-downloads", "--quiet"]
     argv += ["--python", python] if python else []
     made = runner.call([*argv, "--", str(venv)], network=False, timeout=300)

@@ -72,9 +72,8 @@ def refresh(root: Path) -> set[str] | None:
 
 
 def refresh_ledger(root: Path, public_key: Ed25519PublicKey) -> set[str] | None:
-    """The ledger summary of the store's ledger as it is now, each line of it verified
-    first; without a ledger that verifies, no ledger summary at all (the head's own check
-    of the ledger then says what is wrong with it)."""
+    """The ledger summary of the store's ledger as it is now, each line verified first; none without
+    a ledger that verifies."""
     path = root / lg.LEDGER_FILE
     try:
         data = bounded.read_file(path, bounded.MAX_INDEX, "ledger")
@@ -186,9 +185,8 @@ def select(
 
 
 def matrix(trusted: Trusted, fmt: str, kind: sm.Kind = sm.STORE) -> tuple[str, int]:
-    """(the compatibility matrix as `vpr manifest matrix` (STORE) or `vpr manifest ledger
-    --matrix` (LEDGER) prints it in `fmt`, its count of pairings or entries): the
-    summary's rendering, one file read."""
+    """(the compatibility matrix as `vpr manifest matrix` or `vpr manifest ledger --matrix` prints
+    it in `fmt`, its count of pairings or entries), from one file."""
 
     def read() -> tuple[str, int] | None:
         root = _root(trusted, kind)

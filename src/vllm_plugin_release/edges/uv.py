@@ -44,9 +44,8 @@ def uv_bin() -> str:
 
 
 def machine_cache() -> Path:
-    """uv's cache on this machine (UV_CACHE_DIR, else XDG_CACHE_HOME/uv, else ~/.cache/uv):
-    the one place every environment of every checkout installs its files from, so a
-    multi-GB torch is downloaded once per machine. The container runner mounts it."""
+    """uv's cache on this machine (UV_CACHE_DIR, else XDG_CACHE_HOME/uv, else ~/.cache/uv): every
+    environment installs its files from there, so torch is downloaded once per machine."""
     if os.environ.get("UV_CACHE_DIR"):
         return Path(os.environ["UV_CACHE_DIR"])
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -339,9 +338,8 @@ def _index_file(
 def file_notes(
     request: LockRequest, body: str, find_links: list[str] | tuple[str, ...]
 ) -> tuple[str, ...]:
-    """The header lines naming the file this lock installs, on its Python and platform, for
-    each of `request.files` (torch, the vendor runtime): name, sha256, size, where from.
-    A package the lock does not hold, or whose file is not found, gets no line."""
+    """The header lines naming the file this lock installs for each of `request.files` (torch, the
+    vendor runtime): name, sha256, size, where from."""
     notes = []
     locked, allowed_by = pins(body), hashes(body)
     for name in request.files:

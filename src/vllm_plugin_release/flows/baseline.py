@@ -288,9 +288,8 @@ def pairing_env(
 
 
 def run_plugin_tests(inputs: Inputs, dist_root: Path, runner: str, baseline: str | None) -> int:
-    """`vpr plugin-tests`: run the plugin's tests in the pairing env (and, with `baseline`,
-    on that core: tests passing there and failing here are regressions), write the record
-    and JUnit XML, print the outcome; the exit code."""
+    """`vpr plugin-tests`: the plugin's tests in the pairing env (with `baseline`, also on that
+    core, for regressions); writes the record and JUnit XML, prints the outcome; the exit code."""
     from vllm_plugin_release.conform.checks import plugin_tests as pt
 
     spec, cache = inputs.spec, inputs.cache

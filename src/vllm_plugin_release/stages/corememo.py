@@ -61,9 +61,8 @@ _SHAPE = bounded.shape(
 
 
 class StageResult(NamedTuple):
-    """A wheel stage's result, delivered into dist/NAME (build-core, build-plugin).
-    `stage_dir`: the cache entry it was delivered from (None: not given). A named tuple,
-    not a dataclass: a warm build-core does not load `dataclasses` (and `inspect`)."""
+    """A wheel stage's result, delivered into dist/NAME; `stage_dir`: the cache entry it came from.
+    A named tuple: a warm build-core does not load `dataclasses`."""
 
     wheel: Path
     record: Path
@@ -97,9 +96,8 @@ def reuse(
     stage: str,
     named: tuple[Interpreter, str] | None = None,
 ) -> StageResult | None:
-    """The cached result of a wheel stage, delivered into dist/NAME; None when there is none,
-    or when `named` (the interpreter --interpreter or VPR_INTERPRETER names, and which of
-    them) is not the one it was built with: that is said, and the stage builds with it."""
+    """The cached result of a wheel stage, delivered into dist/NAME; None when there is none, or
+    when `named` is not the interpreter it was built with (said; the stage builds with it)."""
     if not (stage_dir / record_name).exists():
         return None
     # A truncated or emptied cache entry is named, with the way out (never a KeyError).
@@ -271,9 +269,8 @@ def _cached_record(stage_dir: Path, memo: dict[str, Any]) -> BuildRecord | None:
 
 
 def _named_holds(named: tuple[str, str] | None, memo: dict[str, Any], made: Any) -> bool:
-    """Whether the interpreter named on the command line (`Ask.named`) is still a CPython
-    of the spec's version with the fingerprint of the one the cached wheel was built with
-    (the path may now hold another, or nothing: the full path says which)."""
+    """Whether the interpreter named on the command line is still a CPython of the spec's version
+    with the fingerprint of the one the cached wheel was built with."""
     if named is None:
         return True
     from vllm_plugin_release.core.errors import VprError

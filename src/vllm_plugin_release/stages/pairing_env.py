@@ -502,9 +502,8 @@ class EnvCheckJob:
 
 
 def _install(b: _EnvBuild, warm_early: Callable[[], None] | None) -> int:
-    """The install steps, with the kept bytecode linked in; `warm_early` (starting the warm
-    worker) is called once the locked packages and their bytecode are in, before the two
-    wheels. How many modules' bytecode came from an environment of the same lock."""
+    """The install steps, with the kept bytecode linked in; `warm_early` is called once the locked
+    packages and their bytecode are in. How many modules' bytecode came from the same lock's env."""
     restored = seeded = 0
     with progress.status(f"env: creating the pairing environment for {b.spec.name}"):
         for label, argv in install_steps(
@@ -624,9 +623,8 @@ def _has_pth(wheel: Path) -> bool:
 
 
 def _bytecode_in(env: Path, kept: Path, cache: Cache, *, seed: bool = True) -> tuple[int, int]:
-    """Link into `env` the bytecode kept for its lock (for the files installed so far:
-    `envbytecode.restore` links a pyc only beside the very file it was written for) and,
-    with `seed`, the build environments'; (restored, seeded)."""
+    """Link into `env` the bytecode kept for its lock and, with `seed`, the build environments';
+    (restored, seeded)."""
     site = envbytecode.site_packages(env)
     if site is None:
         return 0, 0
@@ -700,8 +698,7 @@ def _layer_on(env: Path, runtime_env: Path) -> None:
 
 def _overlay(runner: Runner, cache: Cache, uv: str, base: Path, overlay: Path, wheel: Path) -> Path:
     """A venv that sees the pairing env's packages (.pth) plus the stand-in runtime. Each
-    site-packages is the environment's own (its Python's version, not vpr's: a 3.10 pairing
-    env has lib/python3.10), found in its folder (its python may run only in an image)."""
+    site-packages is found in its environment's folder (its python may run only in an image)."""
     _run(
         runner,
         cache,

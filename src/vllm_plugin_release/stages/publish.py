@@ -288,9 +288,8 @@ PROOFS = ".vpr-proofs"  # in the index folder (pypiserver serves no dot folder)
 
 
 def _proof_marker(index_root: Path, wheels: Wheels, runner: Runner) -> Path:
-    """Where the proof of this exact pair of wheels on this runner is noted: in the index
-    folder itself, so the note travels with the files it speaks of (an index folder
-    restored into a fresh cache keeps its proofs)."""
+    """Where the proof of this exact pair of wheels on this runner is noted: in the index folder, so
+    the note travels with the files it speaks of."""
     from vllm_plugin_release.core.cache import key_of
 
     key = key_of({"wheels": sorted(sha for _, _, sha in wheels), "runner": runner.env_key})
@@ -540,9 +539,8 @@ def _take_earlier_proof(
     proven: RunnerFacts,
     ahead: proc.Ahead | None,
 ) -> None:
-    """The same bytes were uploaded and install-proven on this runner by an earlier run:
-    the local index is a folder we own, so checking the files on disk is the whole answer
-    (that run checked them with twine before it uploaded them)."""
+    """The same bytes were uploaded and install-proven on this runner by an earlier run: the local
+    index is a folder we own, so checking the files on disk is the whole answer."""
     if ahead is not None:
         ahead.cancel(TWINE_CHECK)
     progress.info("twine check --strict: passed by the run that proved these wheels")

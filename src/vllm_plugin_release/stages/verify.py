@@ -163,9 +163,9 @@ def lock_pins(manifest: Manifest, lock_text: str) -> dict[str, str]:
 def find_lock(
     manifest_path: Path, manifest: Manifest, given: Path | None
 ) -> tuple[str | None, Path | None]:
-    """The pairing lock for `check-env`: `given`, else the store's pairings/<id>.lock.txt
-    next to the manifest, else the manifest's environment.lock_file from the working
-    folder. (text, path) when found and its sha256 is the signed one; (None, None) else."""
+    """The pairing lock for `check-env`: `given`, else the store's pairings/<id>.lock.txt, else the
+    manifest's environment.lock_file; (text, path) when its sha256 is the signed one, else (None,
+    None)."""
     from vllm_plugin_release.core.storeindex import LOCK_SUFFIX, check_lock
 
     candidates = [given] if given else []
