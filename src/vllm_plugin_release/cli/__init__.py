@@ -18,7 +18,6 @@ from vllm_plugin_release.edges import settings
 # Modules that contribute subcommands, in the order `vpr --help` lists them, and the
 # commands each registers: a command line that names one builds only its module's parser
 # (`build_parser(command)`), so `vpr scan-core` does not import the others.
-# tests/unit/test_cli_lazy.py checks this table against what each module registers.
 COMMANDS: dict[str, tuple[str, ...]] = {
     "vllm_plugin_release.cli.build": (
         "spec",
@@ -120,9 +119,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _exit_now(code: int) -> None:
-    """End the process with `code` without the interpreter's teardown (freeing every object
-    a scan made: measurable against the whole command, docs/performance.md), once the output
-    is written. Only when nothing waits for the teardown: no atexit callback, no other thread."""
+    """End the process with `code` without the interpreter's teardown (freeing every object a scan
+    made), once the output is written. Only when nothing waits for the teardown: no atexit callback,
+    no other thread."""
     import atexit
     import threading
 
@@ -142,9 +141,8 @@ DEBUG_ENV = "VPR_DEBUG"
 
 
 def debug_asked(argv: Sequence[str]) -> tuple[bool, list[str]]:
-    """(whether `--debug` or VPR_DEBUG=1 asks for tracebacks, the command line without the
-    flag): it may stand anywhere before a `--`, so a failed command is run again with it
-    added at the end."""
+    """(whether `--debug` or VPR_DEBUG=1 asks for tracebacks, the command line without the flag);
+    the flag may stand anywhere before a `--`."""
     end = list(argv).index("--") if "--" in argv else len(argv)
     rest = [a for a in argv[:end] if a != DEBUG_FLAG] + list(argv[end:])
     on = len(rest) != len(argv) or settings.flag(DEBUG_ENV)
@@ -172,7 +170,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     from vllm_plugin_release.core import progress
 
-    # Live displays on a terminal; plain lines in CI logs and pipes.
     # interactive None: follow the terminal, asked when something is first shown, so a
     # command that shows nothing never loads rich
     progress.configure(

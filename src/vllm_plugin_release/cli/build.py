@@ -137,9 +137,8 @@ def _lock(args: argparse.Namespace) -> int:
 
 
 def _plugin_for_lock(inputs, check: bool, requires_dist: list[str] | None):
-    """(plugin checkout, from_locks): `vpr lock --check` where the plugin's git source
-    cannot be reached (no --plugin-source, its host unreachable) checks the locks with the
-    plugin's inputs as they recorded them, and says so."""
+    """(plugin checkout, from_locks): where the plugin's git source cannot be reached, `vpr lock
+    --check` checks the locks with the plugin's inputs as they recorded them, and says so."""
     from vllm_plugin_release.core.errors import OutsideFailure
 
     spec = inputs.spec

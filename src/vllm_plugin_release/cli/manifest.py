@@ -279,9 +279,6 @@ def _register_publish(subparsers: Any) -> None:
     p.set_defaults(func=cmd_publish)
 
 
-# ---------------------------------------------------------------------------
-
-
 def cmd_build(args: argparse.Namespace) -> int:
     from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.core import progress

@@ -224,10 +224,8 @@ def load_spec_for(args: argparse.Namespace):
 
 
 def named_interpreter(spec):
-    """The interpreter `--interpreter` or $VPR_INTERPRETER names, checked by every command
-    that takes them, whether or not it needs it (exit 2 naming the flag or variable and the
-    path: not there, not the spec's CPython, its files not readable here); None when
-    neither names one. Asked as the runner asks it, so a later ask takes this answer."""
+    """The interpreter `--interpreter` or $VPR_INTERPRETER names, checked by every command that
+    takes them (exit 2 naming the flag or variable and the path); None when neither names one."""
     from vllm_plugin_release.core.errors import OutsideFailure
     from vllm_plugin_release.edges import interpreters, uv
 
@@ -241,9 +239,8 @@ def named_interpreter(spec):
 
 
 def refuse_other_env(inputs, args: argparse.Namespace) -> None:
-    """Exit 2 when `--interpreter` or $VPR_INTERPRETER names an interpreter other than the
-    one the recorded pairing environment was made from (local backend): its tests and
-    checks are never run in that environment in the named one's stead."""
+    """Exit 2 when `--interpreter` or $VPR_INTERPRETER names another interpreter than the one the
+    recorded pairing environment was made from (local backend)."""
     from vllm_plugin_release.edges.interpreters import named_by
 
     spec = inputs.spec

@@ -37,14 +37,12 @@ def keyid(public_key: Ed25519PublicKey) -> str:
     return hashlib.sha256(public_key.public_bytes_raw()).hexdigest()
 
 
-# ---------------------------------------------------------------------------
 # DSSE
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:
-    """DSSE pre-authentication encoding, byte for byte securesystemslib's
-    (`Envelope.pae`; a test holds them equal), written out here so that checking a
-    signature does not import securesystemslib's signers (a tenth of a second)."""
+    """DSSE pre-authentication encoding, byte for byte securesystemslib's, written out so that
+    checking a signature does not import securesystemslib's signers."""
     kind = payload_type.encode("utf-8")
     return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
 
@@ -59,7 +57,7 @@ def _sslib_key(public_key: Ed25519PublicKey) -> Any:
 
 def sign_statement(statement: dict[str, Any], key: Ed25519PrivateKey) -> dict[str, Any]:
     """`statement` as a DSSE envelope signed with `key` (securesystemslib's Envelope and
-    CryptoSigner; ed25519 signatures are deterministic, so the bytes are as before)."""
+    CryptoSigner)."""
     from securesystemslib.dsse import Envelope
     from securesystemslib.signer import CryptoSigner
 
@@ -86,10 +84,8 @@ def sign_pairing(
     builder_id: str,
     invocation_id: str | None = None,
 ) -> bytes:
-    """manifest.intoto.jsonl's bytes for `manifest`, whose file is `data`: the statement
-    over it (`build_statement`, from the document as built: its `raw`) signed with `key`,
-    as one canonical line. `pins`: the spec's pins, which the statement holds as its
-    `externalParameters` (`pins.to_json()`)."""
+    """manifest.intoto.jsonl's bytes for `manifest`, whose file is `data`: the statement over it
+    signed with `key`, as one canonical line; `pins` become its `externalParameters`."""
     statement = build_statement(
         dict(manifest.raw),
         hashlib.sha256(data).hexdigest(),
@@ -264,9 +260,8 @@ def parse_statement(data: object, where: str) -> Statement:
 
 
 def read_signed(data: bytes, public_key: Ed25519PublicKey | None, where: str) -> Statement:
-    """The statement in a .intoto.jsonl file's bytes (`parse_envelope`), its signature
-    checked with `public_key` (`verify_envelope`); with none, digests only
-    (`unverified_statement`). GateFailed names `where` and what is wrong."""
+    """The statement in a .intoto.jsonl file's bytes, its signature checked with `public_key` (with
+    none, digests only). GateFailed names `where` and what is wrong."""
     envelope = parse_envelope(data, where)
     if public_key is None:
         return parse_statement(unverified_statement(envelope, where), where)
@@ -302,10 +297,9 @@ def verify_pairing(
     public_key: Ed25519PublicKey,
     where: tuple[str, str],
 ) -> tuple[Manifest, Statement]:
-    """(manifest, statement) of a pairing held as bytes (a store's copy, never written
-    anywhere): the envelope signed by `public_key`, the manifest bytes its `manifest.json`
-    subject, the manifest valid against its schema, both wheels signed subjects.
-    `where`: how to name the manifest and the statement. GateFailed lists the problems."""
+    """(manifest, statement) of a pairing held as bytes: the envelope signed by `public_key`, the
+    manifest its subject and valid against its schema, both wheels signed subjects. GateFailed lists
+    the problems."""
     manifest_at, statement_at = where
     statement = read_signed(envelope_data, public_key, statement_at)
     names, problems = subject_digests(statement)
@@ -336,7 +330,6 @@ def verify_pairing(
     return typed, statement
 
 
-# ---------------------------------------------------------------------------
 # Statement
 
 
@@ -447,13 +440,9 @@ def build_statement(
     invocation_id: str | None = None,
     manifest_name: str = MANIFEST_FILE,
 ) -> dict[str, Any]:
-    """The in-toto Statement: subjects = the wheels (core, plugin, the guard when there is
-    one) + the manifest; SLSA provenance v1.
-
-    `builder_id` and `invocation_id` say who ran the build (`edges.keys` reads them
-    from the CI environment). `manifest` is the document as written (a `Manifest`'s
-    `raw`): signing reads the object whose bytes it signs, never the typed value.
-    `external_parameters`: the spec's pins as JSON (`SpecPins.to_json`)."""
+    """The in-toto Statement (SLSA provenance v1): subjects = the wheels (core, plugin, the guard
+    when there is one) + the manifest. `manifest` is the document as written (its `raw`): signing
+    reads the object whose bytes it signs, never the typed value."""
     subjects = [
         {
             "name": manifest[role]["wheel"]["filename"],
@@ -490,11 +479,8 @@ def build_statement(
     }
 
 
-# ---------------------------------------------------------------------------
-# The spec's pins, as the signed statement holds them (SLSA provenance's
-# externalParameters): built from the typed spec (`stages/manifest.pins_from_spec`); the
-# open `[plugin]` and `[runtime]` tables kept as written (`raw`, signed key by key) beside
-# the typed values read from them. Nothing parses a statement's pins back.
+# The spec's pins, as the signed statement holds them (externalParameters); the open
+# `[plugin]` and `[runtime]` tables are kept as written (`raw`, signed key by key).
 
 
 @dataclass(frozen=True, slots=True)
@@ -586,8 +572,8 @@ class RuntimeTable:
 @dataclass(frozen=True)
 class SpecPins:
     """The spec's pins, what the statement signs as `externalParameters` (`to_json`).
-    `plugin`/`runtime` None: the spec has no such table (signed as `{}` and `null`);
-    `api_approval` None: none to sign (the key is then left out, as it always was)."""
+    `plugin`/`runtime` None: the spec has no such table (signed as `{}` and `null`); `api_approval`
+    None: the key is left out."""
 
     name: str
     core: CorePins
@@ -597,7 +583,7 @@ class SpecPins:
     api_approval: Approval | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The statement's `externalParameters`, word for word as signed before."""
+        """The statement's `externalParameters`, word for word as signed."""
         out: dict[str, Any] = {
             "name": self.name,
             "core": self.core.to_json(),

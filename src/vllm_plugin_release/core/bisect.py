@@ -88,10 +88,8 @@ def nearest_versions(wanted: str, available: Sequence[str], count: int = 3) -> l
 
 
 def versions_between(good: str, bad: str, available: Sequence[str], where: str) -> list[str]:
-    """The available versions from `good` to `bad` (both included), oldest first.
-
-    Exit 2 when an end is not available (naming the nearest ones) or the ends are in the
-    wrong order."""
+    """The available versions from `good` to `bad` (both included), oldest first; exit 2 when an end
+    is not available (naming the nearest ones) or the ends are in the wrong order."""
     for flag, value in (("--good", good), ("--bad", bad)):
         if value not in available:
             near = ", ".join(nearest_versions(value, available)) or "none"
@@ -124,7 +122,7 @@ class FirstBad(NamedTuple):
 
 
 class BisectReport(NamedTuple):
-    """bisect.json (`to_json()`, the object it has always held) and what bisect.md shows."""
+    """bisect.json (`to_json()`) and what bisect.md shows."""
 
     mode: str  # git | index
     source: str

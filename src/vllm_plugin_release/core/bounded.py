@@ -41,9 +41,8 @@ def too_large(where: str, limit: int) -> TooLarge:
 
 
 def read_file(path: Path, limit: int, what: str) -> bytes:
-    """The bytes of `path` when it is a regular file of at most `limit` bytes.
-    FileNotFoundError passes through (the caller says what a missing file means); a folder,
-    a device, a fifo, an unreadable or a too large file is BadInput naming the path."""
+    """The bytes of `path`, a regular file of at most `limit` bytes. FileNotFoundError passes
+    through; anything else unreadable is BadInput naming the path."""
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
@@ -146,15 +145,12 @@ def shown(value: Any) -> str:
     return text[:80] if text is not None else f"a {type(value).__name__}"
 
 
-# ---------------------------------------------------------------------------
 # Data files shipped inside the package (`schemas/*.json`), read where it is installed.
 
 
 def packaged_json_object(relpath: str) -> dict[str, Any]:
-    """The JSON object in the package's file `relpath` (e.g. `schemas/manifest.schema.json`).
-
-    A file that cannot be read or is not a JSON object means a broken installation: an
-    outside failure (exit 3) that says to reinstall, not a traceback."""
+    """The JSON object in the package's file `relpath`; one that cannot be read is a broken
+    installation: exit 3, saying to reinstall."""
     from importlib.resources import files
 
     where = f"vllm_plugin_release/{relpath}"

@@ -72,11 +72,10 @@ def tree_digest(root: Path) -> dict[str, str]:
 
 
 def tree_stamps(root: Path) -> Stamps:
-    """Relative path -> [inode, size, mtime_ns, ctime_ns] (or `link:<target>`) of every
-    file under `root` that `tree_digest` covers (and a little more): what changes when a
-    file is written, replaced, added or removed (ctime cannot be set back, so a rewrite
-    that restores mtime and size still shows). One stat per file, no pathlib; no
-    recursion (a tree deeper than Python's recursion limit is walked the same way)."""
+    """Relative path -> [inode, size, mtime_ns, ctime_ns] (or `link:<target>`) of every file
+    under `root` that `tree_digest` covers: ctime cannot be set back, so a rewrite that restores
+    mtime and size still shows. No recursion: a tree deeper than the recursion limit is walked
+    the same way."""
     stamps: Stamps = {}
     for rel, entry in walk(root, TREE_SKIP):
         if entry.is_symlink():
@@ -88,9 +87,8 @@ def tree_stamps(root: Path) -> Stamps:
 
 
 def stamps_digest(stamps: Stamps) -> str:
-    """sha256 of `tree_stamps(root)` as it returns them (in walk order): what a memo keeps
-    of a tree's stamps, a few milliseconds for thousands of files (marshal version 0 writes
-    every string alike, interned or not)."""
+    """sha256 of `tree_stamps(root)` as it returns them (in walk order): what a memo keeps of a
+    tree's stamps (marshal version 0 writes every string alike, interned or not)."""
     return hashlib.sha256(marshal.dumps(stamps, 0)).hexdigest()
 
 
@@ -110,11 +108,8 @@ def _write_manifest(root: Path, files: dict[str, str], stamps: Stamps) -> None:
 
 
 def tree_intact(root: Path) -> bool:
-    """True when the tree still holds exactly what its manifest recorded (False: none).
-
-    Every file is hashed again unless the stamps recorded with the last full check
-    (`tree_stamps`) all still hold: then no file was written, replaced, added or removed
-    since it was hashed. A full check that passes records fresh stamps."""
+    """True when the tree still holds exactly what its manifest recorded. Every file is hashed again
+    unless the stamps recorded with the last full check (`tree_stamps`) all still hold."""
     try:
         data = json.loads(bounded.read_file(root / TREE_MANIFEST, _MAX_TREE, "tree manifest"))
         recorded = data["files"]
@@ -200,7 +195,6 @@ def atomic_copy(src: Path, dest: Path) -> None:
         raise
 
 
-# ---------------------------------------------------------------------------
 # Leftovers of killed runs: scratch folders and partial downloads name their owner.
 
 OWNER_FILE = ".vpr-owner"
@@ -258,20 +252,15 @@ def sweep_stale(tmp: Path) -> list[Path]:
     return removed
 
 
-# Local builds' scratch: a private copy of the source tree per build, and setuptools'
-# build/ and bdist folders, thousands of small files written once and removed. On a RAM
-# filesystem that costs a fraction of what ext4 costs (its block allocator is the slow
-# part on some machines), and nothing there has to survive the run. Where it is comes
-# from the edges (`edges/settings.build_scratch_root`: $VPR_BUILD_SCRATCH, /dev/shm).
+# Local builds' scratch (thousands of small files written once) costs far less on a RAM
+# filesystem, and nothing there has to survive the run.
 SCRATCH_MIN_FREE = 2 << 30
 
 
 def private_scratch_root(base: Path, *, create: bool = True) -> Path | None:
-    """This user's private folder in the shared folder `base`, `vpr-<uid>`, or None.
-
-    With `create`, `base` must have 2 GiB free and the folder is made (mode 0700) when
-    missing. It must be a real folder owned by this user and closed to others: anything
-    else there (a link, someone else's folder) is not used."""
+    """This user's private folder `vpr-<uid>` in the shared folder `base`, or None. With `create`,
+    `base` must have 2 GiB free and the folder is made (mode 0700). Anything else there (a link,
+    someone else's folder) is not used."""
     root = base / f"vpr-{os.getuid()}"
     try:
         if create:
@@ -336,13 +325,9 @@ class Cache:
 
     @contextlib.contextmanager
     def lock(self, entry: Path) -> Iterator[None]:
-        """Hold the lock of one shared cache entry while it is checked and created.
-
-        Two runs that need the same entry (a build env, a download, an extracted tree)
-        take turns: the second waits, then finds the entry complete and reuses it.
-        The lock file is removed on release (nothing is left in the cache): a waiter
-        that wakes holding a removed file's lock tries again on the current one.
-        """
+        """Hold the lock of one shared cache entry while it is checked and created: a second run
+        waits, then reuses the complete entry. The lock file is removed on release, so a waiter that
+        wakes holding a removed file's lock tries again."""
         locks = self.root / "locks"
         locks.mkdir(parents=True, exist_ok=True)
         name = hashlib.sha256(str(Path(entry).absolute()).encode()).hexdigest()[:32]
@@ -364,10 +349,8 @@ class Cache:
 
     @contextlib.contextmanager
     def scratch(self, prefix: str, *, under: Path | None = None) -> Iterator[Path]:
-        """A temporary folder under .vpr/tmp, removed afterwards whatever happens. It
-        records its owner (`OWNER_FILE`) so that a later run removes it if this one is
-        killed before it can. `under`: another scratch root (a local build's in memory:
-        `Runner.scratch_root()`), swept the same way."""
+        """A temporary folder under .vpr/tmp (or `under`), removed afterwards whatever happens; its
+        owner file lets a later run remove it if this one is killed."""
         sweep_once(under)
         path = Path(tempfile.mkdtemp(prefix=prefix, dir=under or self.tmp))
         try:
@@ -390,7 +373,6 @@ class Cache:
             remove_tree(work, ignore_errors=True)
 
 
-# ---------------------------------------------------------------------------
 # Walking and removing a folder tree without recursion: a tree is outside input, and one
 # nested deeper than Python's recursion limit must be walked like any other (`os.walk`,
 # `Path.glob("**")` and `shutil.rmtree` recurse once per level).

@@ -47,9 +47,8 @@ class PythonChoice:
 def choose_python(
     requires: str | None, preferred: str, candidates: Sequence[str], core: str
 ) -> PythonChoice:
-    """The spec's own Python (`preferred`) while the core's `Requires-Python` accepts it,
-    so columns stay comparable with the spec's release; else the newest of `candidates`
-    (the runtime's Pythons) that it accepts; none when nothing fits."""
+    """The spec's own Python while the core's `Requires-Python` accepts it (columns stay
+    comparable), else the newest of `candidates` it accepts; None when nothing fits."""
     ordered = sorted(set(candidates) | {preferred}, key=Version, reverse=True)
     try:
         spec = SpecifierSet(requires or "")
@@ -268,7 +267,6 @@ def read_folder(folder: Path) -> list[Column]:
     return sorted((c for c in found if c is not None), key=lambda c: column_order(c.core))
 
 
-# ---------------------------------------------------------------------------
 # Assembly: regressions between neighbouring columns and the coupling's accuracy.
 
 
@@ -505,7 +503,6 @@ def _column_notes(a: Assembled) -> list[str]:
     return out
 
 
-# ---------------------------------------------------------------------------
 # A column as the pairing ledger records it (kind "matrix": core.ledger).
 
 BREAKING_SHOWN = 5  # the first breaking change ids an entry carries (with their total)
@@ -557,10 +554,8 @@ def _first_breaking(a: Assembled) -> list[str]:
 def ledger_column(
     a: Assembled, digests: Mapping[str, str], bisect: Mapping[str, str] | None
 ) -> ColumnEntry:
-    """The ledger entry's `column` object for one assembled column (`digests`: each
-    column's `record_sha256` by label; `bisect`: the range a bisect report found for this
-    column's step, else None). Its `key` (the records and the bisect report it speaks of)
-    is what makes recording again a no-op."""
+    """The ledger entry's `column` object for one assembled column; its `key` (the records and
+    bisect report it speaks of) makes recording again a no-op."""
     col = a.column
     against = a.against
     ids = {
@@ -593,9 +588,8 @@ def ledger_column(
 
 
 def bisect_range(report: Any, a: Assembled) -> dict[str, str] | None:
-    """What a bisect report (`core.bisect.BisectReport`) found for this column's step:
-    when it searched from the tested column before (`--good`) to this one (`--bad`; a
-    leading v of a tag is dropped), the last good and first bad commit or version."""
+    """What a bisect report found for this column's step, when it searched from the tested column
+    before (`--good`) to this one (`--bad`): the last good and first bad commit or version."""
     if report is None or a.against is None or outcome(a) != "regressed":
         return None
     good, bad = (str(x).removeprefix("v") for x in (report.good, report.bad))

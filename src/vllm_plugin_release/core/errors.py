@@ -34,10 +34,8 @@ class GateFailed(VprError):
 
 
 class JobFailed(GateFailed):
-    """A job in the pairing environment (an inenv module, the plugin's tests) died by a
-    signal, ended without an answer, answered garbage or ran past its time (exit 1). The
-    plugin's code runs in that job, so this is a finding about the pairing: the check
-    that asked fails with `log` (the job's last output lines), never deferred."""
+    """A job in the pairing environment died, answered garbage or ran past its time (exit 1). The
+    plugin's code runs in that job, so this is a finding about the pairing, never deferred."""
 
     def __init__(self, message: str, *, log: str = "", hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
@@ -50,10 +48,8 @@ _NATIVE_FRAME = re.compile(r'^\s*File "[^"]*(?<!\.py)", line \d+, in .*$')
 
 
 def output_tail(output: str, lines: int = 15) -> str:
-    """The last `lines` lines of a job's output that say something: a native stack dump's
-    frames left out (hundreds of them would push out what the job said before it died).
-    Where Python's faulthandler reported a fatal error, its report's head instead (it
-    names the most recent call first), after the few lines said before it."""
+    """The last `lines` lines of a job's output that say something, a native stack dump's frames
+    left out; where faulthandler reported a fatal error, its report's head instead."""
     kept = [line for line in output.strip().splitlines() if not _NATIVE_FRAME.match(line)]
     fatal = next((i for i, line in enumerate(kept) if "Fatal Python error: " in line), None)
     if fatal is not None:
@@ -84,9 +80,8 @@ class TimedOut(OutsideFailure):
 
 
 class PythonUnavailable(OutsideFailure):
-    """The spec's build Python cannot run here (exit 3): no such interpreter on this
-    machine, or no image carrying it. The stages that need it stop; the checks that need
-    no pairing environment still run (`conform/suite.conform_env_free`)."""
+    """The spec's build Python cannot run here (exit 3). The stages that need it stop; the checks
+    that need no pairing environment still run."""
 
 
 class RecordProblem(ValueError):
@@ -102,7 +97,6 @@ def field_shown(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
-# ---------------------------------------------------------------------------
 # Credentials kept out of messages: one URL redaction and one scrubber for the package,
 # and a URL's origin (where credentials may be sent).
 

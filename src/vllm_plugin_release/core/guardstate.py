@@ -67,7 +67,7 @@ class Certified(NamedTuple):
     snapshot: Snapshot
 
     def to_json(self) -> dict[str, object]:
-        """The object certified.json has always held (vpr-guard reads these keys)."""
+        """certified.json's object (vpr-guard reads these keys)."""
         return {
             "kind": CERTIFIED_KIND,
             "pairing_id": self.pairing_id,

@@ -59,9 +59,8 @@ class Lag:
 
 @dataclass(frozen=True, slots=True)
 class Repair:
-    """A store file a writer found differing from the store's signed head, and what it put
-    in its place: `found` and `signed` say each as `sha256 ..., N bytes` (or `missing`, `not
-    a regular file`), `head_version` the head that vouched for the signed one."""
+    """A store file a writer found differing from the store's signed head, and what it put in its
+    place; `head_version`: the head that vouched for the signed one."""
 
     file: str
     found: str
@@ -153,9 +152,8 @@ def repair_entry(repair: Repair, time: str) -> Draft:
 
 @dataclass(frozen=True, slots=True)
 class LedgerEntry:
-    """One entry of the ledger as read (its shape checked: `entry_problem`), numbered by
-    its place in the chain; `raw` is the signed payload as written (what a ledger summary's
-    chunk and `--json` hold, byte for byte)."""
+    """One entry of the ledger as read, its shape checked, numbered by its place in the chain;
+    `raw`: the signed payload as written."""
 
     seq: int
     kind: str
@@ -338,9 +336,8 @@ _HINT = "the ledger is append-only: restore the store's ledger from its last goo
 
 
 def entry_problem(entry: Any) -> str | None:
-    """Why a signed payload is not a ledger entry (what select, matrix and the renderers
-    read of it, a lag's days and minor releases each a count or null), else None; seq and
-    prev are the chain's to check."""
+    """Why a signed payload is not a ledger entry (what select, matrix and the renderers read of
+    it), else None; seq and prev are the chain's to check."""
     problem = bounded.shape_problem(entry, _ENTRY_SHAPE)
     if problem is None and entry.get("kind") == REPAIR:
         problem = bounded.shape_problem(entry, _REPAIR_SHAPE)
@@ -387,10 +384,9 @@ def entry_from(raw: dict[str, Any], seq: int) -> LedgerEntry:
 def parse_ledger(
     data: bytes, public_key: Ed25519PublicKey, where: str, *, vouched: bool = False
 ) -> list[LedgerEntry]:
-    """Every entry, oldest first, each signature, shape and chain link checked.
-    `vouched`: `data` is exactly the ledger a signed store head names by sha256 (its
-    writer verified every line before it signed), so each line's own signature is not
-    checked again; the rest is."""
+    """Every entry, oldest first, each signature, shape and chain link checked. `vouched`: `data` is
+    the ledger a signed store head names by sha256, so each line's own signature is not checked
+    again."""
     entries: list[LedgerEntry] = []
     previous: bytes | None = None
     for number, line in enumerate(data.splitlines(keepends=True), start=1):

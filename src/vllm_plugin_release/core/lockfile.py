@@ -88,10 +88,8 @@ def torch_requirement(version: str) -> str:
 def core_build_request(
     source_tree: Path, python: str, torch: str, version: str, platform: str = LOCK_PLATFORM
 ) -> tuple[LockRequest, str]:
-    """Build requirements of the core: its own, with torch replaced by the spec's.
-
-    Returns the request and the torch requirement the core itself declares.
-    """
+    """Build requirements of the core, with torch replaced by the spec's; (request, the torch
+    requirement the core itself declares)."""
     declared_torch = ""
     lines: list[str] = []
     for raw in read_build_requires(source_tree):
@@ -132,11 +130,9 @@ def body_sha256(body: str) -> str:
 
 
 def header(request: LockRequest, body: str, extra: tuple[str, ...] = ()) -> list[str]:
-    """The comment lines a lock file starts with (title, notes, inputs hash, body hash).
-    `extra`: notes found while locking (the torch file chosen for this Python).
-
-    The body-sha256 line is the last line of the header: the body is what follows it.
-    """
+    """The comment lines a lock file starts with (title, notes, inputs hash, body hash); the
+    body-sha256 line is the last: the body is what follows it. `extra`: notes found while
+    locking."""
     caps = (f"caps (uv --constraint): {', '.join(request.caps)}",) if request.caps else ()
     return [
         f"# {request.title or request.name}",
@@ -246,7 +242,6 @@ def locked_file(lock_text: str, name: str) -> LockedFile | None:
     return None
 
 
-# ---------------------------------------------------------------------------
 # Drift between a lock and an installed environment: a pin not installed is missing, at
 # another version different, a distribution pinned nowhere extra; the installer seeds of
 # a venv (`python -m venv` puts them there) are compared only when the lock pins them.

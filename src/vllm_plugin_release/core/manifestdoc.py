@@ -16,8 +16,7 @@ from vllm_plugin_release.core.errors import BadInput
 if TYPE_CHECKING:
     from vllm_plugin_release.core.manifestmodel import Manifest
 
-SCHEMA_VERSION = 3  # 2: source_date (was created), deferred items with run_with; 3: guard,
-# platform, api_approval, conformance.workload
+SCHEMA_VERSION = 3
 KIND = "vllm-plugin-release/manifest"
 MANIFEST_FILE = records.MANIFEST
 STATEMENT_FILE = records.STATEMENT
@@ -33,7 +32,6 @@ def wheel_roles(manifest: dict[str, Any]) -> tuple[str, ...]:
     return tuple(r for r in WHEEL_ROLES if isinstance(manifest.get(r), dict))
 
 
-# ---------------------------------------------------------------------------
 # Schema
 
 
@@ -119,7 +117,6 @@ def load(path: Path) -> Manifest:
     return parse(data, str(path))
 
 
-# ---------------------------------------------------------------------------
 # Bytes, digest, one-line summary
 
 
@@ -140,7 +137,6 @@ def summary_line(manifest: Manifest) -> str:
     return f"{c.name} {c.version} + {p.name} {p.version} @ {commit}: {verdict}"
 
 
-# ---------------------------------------------------------------------------
 # Pairing id: the hash of what identifies a pairing (`key_of(PairingInputs.to_json())`)
 
 

@@ -179,7 +179,6 @@ class Manifest:
         return tuple(p.role for p in self.parts())
 
 
-# ---------------------------------------------------------------------------
 # The parser
 
 
@@ -400,9 +399,8 @@ def _approval(r: _Reader) -> Approval | None:
 
 
 def parse(data: Any, where: str) -> Manifest:
-    """The manifest `data` (a JSON object, already valid against the schema where a reader
-    validates) as a `Manifest`; BadInput naming `where` and the first key a consumer reads
-    that is missing or of another type."""
+    """The manifest `data` as a `Manifest`; BadInput naming `where` and the first key a consumer
+    reads that is missing or of another type."""
     r = _Reader(data, where)
     has_platform = r.obj("platform", optional=True) is not None
     return Manifest(

@@ -53,11 +53,9 @@ def heartbeat_seconds() -> float:
 
 
 def configure(*, interactive: bool | None, heartbeat: float = 15.0, github: bool = False) -> None:
-    """Live displays (spinners, bars) or plain lines; the command line decides once, from
-    the terminal and $CI. Left unset, live displays follow the terminal alone.
-
-    `heartbeat`: seconds between the "still running" lines of a long step in plain mode;
-    `github`: the log is GitHub Actions' (stages become collapsible `::group::` blocks)."""
+    """Live displays (spinners, bars) or plain lines, decided once from the terminal and $CI.
+    `heartbeat`: seconds between "still running" lines in plain mode; `github`: GitHub Actions
+    groups."""
     _mode.update(interactive=interactive, heartbeat=heartbeat, github=github)
 
 
@@ -91,9 +89,9 @@ def info(message: str) -> None:
 
 
 def note(message: str) -> None:
-    """`info` for a read command's status line: when stderr is not a terminal and nothing
-    has made the console yet, written as the plain line rich would print (`vpr MESSAGE`)
-    without importing rich (`vpr manifest ledger` stays start-up plus milliseconds)."""
+    """`info` for a read command's status line: when stderr is not a terminal and nothing has made
+    the console yet, written as the plain line rich would print (`vpr MESSAGE`) without importing
+    rich."""
     isatty = getattr(sys.stderr, "isatty", None)
     if "console" in _made or (isatty is not None and isatty()):
         info(message)
@@ -185,10 +183,9 @@ def _elapsed(seconds: float) -> str:
 
 @contextlib.contextmanager
 def working(what: str, log: Path | None = None) -> Iterator[None]:
-    """A long step: one line when it starts (naming its log file, if any) and, in plain
-    mode, a "still running" line with the elapsed time every heartbeat until it ends.
-    On a terminal the stage's own spinner (`status`) already shows it is alive: no second
-    live display (steps run in parallel threads, and older rich refuses nested ones)."""
+    """A long step: one line when it starts and, in plain mode, a "still running" line every
+    heartbeat. On a terminal the stage's spinner already shows it (older rich refuses nested live
+    displays)."""
     where = f" (log: {log})" if log is not None else ""
     info(f"{what}: started{where}")
     if interactive():
@@ -231,8 +228,7 @@ def rule(title: str) -> None:
 @contextlib.contextmanager
 def stage(title: str, *, group: bool = True) -> Iterator[None]:
     """One stage of a flow: a rule line, or a collapsible group in a GitHub Actions log
-    (`group=False`: a rule there too, for a stage inside another's group or inside a
-    command whose standard output is its report)."""
+    (`group=False`: a rule there too)."""
     if not (_mode["github"] and group):
         rule(title)
         yield

@@ -35,8 +35,7 @@ HARDWARE_PROBE = "hardware-probe.json"
 HARDWARE = "hardware.json"
 
 # The most bytes read of one record: a record in dist/NAME or the stage cache is input
-# from outside (a hand-edited or planted file); the largest vpr writes (a replay report)
-# is a few MiB.
+# from outside (a hand-edited or planted file).
 MAX_RECORD = 64 * bounded.MiB
 
 # The command that writes each record, for hints ("run `...` first").
@@ -102,11 +101,9 @@ def _json_object(path: Path) -> dict[str, Any] | None:
 
 
 def read_object(path: Path, parse: Callable[[Any], T | None]) -> T | None:
-    """What `parse` makes of the JSON object in `path` (read bounded, at most MAX_RECORD
-    bytes), or None when there is none, it is larger, unreadable or not a JSON object, or
-    `parse` answers None: for a look that must never fail. `parse` is the document's
-    owner's: it gets the object unchecked, checks each key it reads (types included) and
-    answers None for one it cannot use, never raising."""
+    """What `parse` makes of the JSON object in `path` (read bounded), or None when there is none or
+    it is unusable: for a look that must never fail. `parse` checks each key it reads and answers
+    None, never raising."""
     data = _json_object(path)
     return None if data is None else parse(data)
 
@@ -135,10 +132,8 @@ def read(dist: Path, name: str, producer_hint: str | None = None) -> dict[str, A
 def read_with(
     dist: Path, name: str, parse: Callable[[Any], T], producer_hint: str | None = None
 ) -> T:
-    """What `parse` makes of the JSON record `name` in `dist`, read as `read` reads it
-    (bounded, a JSON object, its required keys there; else BadInput naming the file and
-    the command to run). `parse` is the record's owner's: it gets the object, checks each
-    key it reads and raises BadInput naming the file and the dotted key."""
+    """What `parse` makes of the JSON record `name` in `dist` (bounded, a JSON object, else BadInput
+    naming the file and the command to run); `parse` raises BadInput naming the dotted key."""
     return parse(read(dist, name, producer_hint))
 
 
@@ -151,9 +146,8 @@ def build_record(dist: Path, name: str, producer_hint: str | None = None) -> Bui
 def parse_build(
     path: Path, name: str, data: dict[str, Any], hint: str | None = None
 ) -> BuildRecord:
-    """Build record `name` (BUILD_CORE, ...) from its JSON object, read from or going to
-    `path` (a stage checks what it made as a reader will), typed; BadInput naming the
-    file, the key and the command to run (`hint`, else the record's producer)."""
+    """Build record `name` from its JSON object (read from or going to `path`), typed; BadInput
+    naming the file, the key and the command to run (`hint`, else the record's producer)."""
     try:
         return _parse_build(data, name)
     except RecordProblem as exc:
@@ -184,9 +178,8 @@ def _env_or_none(data: Any) -> EnvRecord | None:
 
 
 def parse_env(path: Path, data: dict[str, Any], hint: str | None = None) -> EnvRecord:
-    """The env record from its JSON object, read from or going to `path` (the env stage
-    checks what it made as a reader will), typed; BadInput naming the file, the key and
-    the command to run (`hint`, else `vpr env`)."""
+    """The env record from its JSON object (read from or going to `path`), typed; BadInput naming
+    the file, the key and the command to run (`hint`, else `vpr env`)."""
     try:
         return _parse_env(data)
     except RecordProblem as exc:
@@ -196,9 +189,8 @@ def parse_env(path: Path, data: dict[str, Any], hint: str | None = None) -> EnvR
 
 
 class RunFile(NamedTuple):
-    """dist/NAME/run.json as read: the sections the stages and the release noted there
-    (`manifest`, `publish`, `release`: host, wall times, where it ran), `raw` the object as
-    written, kept only to be written back unchanged beside the section a stage adds."""
+    """dist/NAME/run.json as read: the sections the stages noted there; `raw`, the object as
+    written, kept only to be written back beside the section a stage adds."""
 
     raw: Mapping[str, Any]
 

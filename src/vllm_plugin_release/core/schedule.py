@@ -42,7 +42,7 @@ class ScheduleState(NamedTuple):
     last_result: str | None = None  # pass | fail
 
     def to_json(self) -> dict[str, str | int | None]:
-        """The document as the store has always held it (same keys, same order)."""
+        """The document as the store holds it (these keys, this order)."""
         return {
             "last_run": _format(self.last_run),
             "last_commit": self.last_commit,
@@ -84,9 +84,8 @@ def parse_state(data: object) -> ScheduleState | None:
 
 
 def state_from(payload: bytes, where: str) -> ScheduleState | None:
-    """The state a verified signed schedule holds (`parse_state`): None before the first
-    run and when it cannot be read (an unreadable state never delays a run); GateFailed
-    when the payload is not a JSON object."""
+    """The state a verified signed schedule holds: None before the first run and when it cannot be
+    read (it then never delays a run); GateFailed when the payload is not a JSON object."""
     try:
         return parse_state(signed.body(payload, where, ""))
     except StateUnreadable:

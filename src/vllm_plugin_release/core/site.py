@@ -108,11 +108,8 @@ class HistoryLine(NamedTuple):
 
 
 class CompatPairing(NamedTuple):
-    """One pairing of compat.json: its index entry (the name, core version, plugin, manifest
-    sha256 and the runtime object as the entry has it), its page, core name and Python, its
-    signature, a cell per site, the API approval its manifest signs, whether it carries
-    vpr-guard, its `vpr install` line and its ledger history. (A NamedTuple: a store holds
-    many pairings.)"""
+    """One pairing of compat.json: its index entry, page, signature, a cell per site, API approval,
+    guard, `vpr install` line and ledger history. (A NamedTuple: a store holds many pairings.)"""
 
     entry: IndexEntry
     page: str
@@ -263,9 +260,8 @@ def _pairing(stored: Stored, entries: list[LedgerEntry], store: str, key: str) -
 def _newest_core(
     pairings: list[CompatPairing], ledger: list[LedgerEntry], given: str | None, source: str
 ) -> NewestCore | None:
-    """The newest core release (given: `source` says where from, "given" or "index"; else
-    the newest the store or its ledger names) and the plugins whose pairings do not cover
-    it yet (each with its newest core)."""
+    """The newest core release (given, from the index, else the newest the store or its ledger
+    names) and the plugins whose pairings do not cover it yet."""
     versions = [p.core_version for p in pairings]
     versions += [  # a matrix column's core is a release too (core main's, REF@COMMIT, is not)
         str(e.core.version)
@@ -298,7 +294,7 @@ class HeadStamp(NamedTuple):
     time: str
 
     def to_json(self) -> dict[str, int | str]:
-        """compat.json's `head` object as it has always been written."""
+        """compat.json's `head` object as written."""
         return {"version": self.version, "time": self.time}
 
 
@@ -333,9 +329,8 @@ class Certified(NamedTuple):
 
 
 class MatrixCell(NamedTuple):
-    """One core column of a plugin's version matrix: the newest signed ledger entry of
-    kind matrix for that core and plugin commit (`column`: the entry's column object,
-    its shape checked when the ledger was read: `core.ledger.column_problem`)."""
+    """One core column of a plugin's version matrix: the newest signed ledger entry of kind matrix
+    for that core and plugin commit (`column`: its column object, shape checked when read)."""
 
     core: str
     seq: int
@@ -442,10 +437,9 @@ def plugin_matrices(
 
 @dataclass(frozen=True)
 class Compat:
-    """compat.json: the store (its public location), the key's id and the signed head, the
-    core versions (newest first), the newest core release and who does not cover it, and
-    every pairing. Its kind, schema version, verdict legend and sites are this vpr's
-    (`KIND`, `SCHEMA_VERSION`, `VERDICTS`, `SITES`); `to_json` is the object written."""
+    """compat.json: the store, the key's id and signed head, the core versions (newest first), the
+    newest core release and who does not cover it, and every pairing; `to_json` is the object
+    written."""
 
     store: str
     keyid: str
@@ -456,7 +450,7 @@ class Compat:
     plugins: tuple[PluginMatrix, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """compat.json's object as it has always been written."""
+        """compat.json's object as written."""
         return {
             "kind": KIND,
             "schema_version": SCHEMA_VERSION,
@@ -510,7 +504,6 @@ def build(
     )
 
 
-# ---------------------------------------------------------------------------
 # The site as files
 
 
@@ -715,7 +708,6 @@ def index_page(compat: Compat) -> bytes:
     return _page("vLLM core × plugin compatibility", body)
 
 
-# ---------------------------------------------------------------------------
 # One pairing
 
 
@@ -858,7 +850,6 @@ def pairing_page(p: CompatPairing, manifest: Manifest | None) -> bytes:
     return _page(title, body)
 
 
-# ---------------------------------------------------------------------------
 # One plugin across every core (the ledger's matrix entries)
 
 EXIT_CLASSES = {1: "a gate failed", 2: "bad input", 3: "an outside failure"}

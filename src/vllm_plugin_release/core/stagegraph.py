@@ -48,10 +48,8 @@ def cache_states(graph: Graph, targets: Iterable[str] | None = None) -> dict[str
 
 
 class Graph:
-    """Stages in the order they are declared, which must already respect every `needs`
-    (so the run order is the declared one, the same on every run). Raises ValueError on
-    a name given twice, an unknown need, a need declared later (a cycle or a misorder),
-    or an ahead stage that needs another ahead stage (ahead work waits only on the line)."""
+    """Stages in declared order, which must respect every `needs`. ValueError on a name given twice,
+    an unknown or later need, or an ahead stage that needs another ahead stage."""
 
     def __init__(self, stages: Sequence[Stage]) -> None:
         seen: dict[str, Stage] = {}

@@ -39,7 +39,6 @@ VERDICTS = {
 }
 
 
-# ---------------------------------------------------------------------------
 # What a consumer may take from a store: ids and store paths checked before any use. A
 # pairing id is a 64-hex sha256; a store path is relative, normalised and inside the store
 # (no scheme, leading `/`, `..`, hidden segment, backslash or `%`).
@@ -103,9 +102,8 @@ def request_problems(
     core: str | None = None,
     plugin: str | None = None,
 ) -> list[str]:
-    """How a verified manifest differs from what was asked for: the pairing of the entry
-    picked (its id, the manifest's sha256 the index names, its core and plugin), and the
-    request's core (version or specifier) and plugin name. Empty: it is that pairing."""
+    """How a verified manifest differs from the pairing of the entry picked and from the request's
+    core and plugin; empty when it is that pairing."""
     from packaging.utils import canonicalize_name
 
     problems = []
@@ -159,9 +157,8 @@ def core_matches(version: str, wanted: str) -> bool:
 
 
 def superseded(entries: list[LedgerEntry], pid: str, manifest_sha256: str) -> str | None:
-    """Why the manifest with `manifest_sha256` is not the pairing's current verdict: the
-    ledger's newest release entry for `pid` names another manifest. None when it names this
-    one, or the ledger has no release entry for the pairing."""
+    """Why the manifest with `manifest_sha256` is not the pairing's current verdict (the ledger's
+    newest release entry names another manifest), else None."""
     newest = next(
         (e for e in reversed(entries) if e.kind == "release" and e.pairing_id == pid),
         None,
@@ -176,7 +173,6 @@ def superseded(entries: list[LedgerEntry], pid: str, manifest_sha256: str) -> st
     )
 
 
-# ---------------------------------------------------------------------------
 # The index and its entries, typed
 
 
@@ -212,10 +208,9 @@ class StoredWheel(NamedTuple):
 
 
 class IndexEntry(NamedTuple):
-    """One pairing's index entry, read after `check_entries` (`entry_from`). `raw`: the
-    entry as written: index.json and the summary's chunks re-write it byte for byte, and
-    `vpr manifest query --json` prints it. (A NamedTuple: an index holds up to a few
-    hundred thousand, made several times faster than a frozen dataclass's.)"""
+    """One pairing's index entry, read after `check_entries`. `raw`: the entry as written,
+    re-written byte for byte by index.json and the summary's chunks. (A NamedTuple: an index holds
+    many.)"""
 
     raw: dict[str, Any]
     pairing_id: str
@@ -286,7 +281,6 @@ def _optional(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-# ---------------------------------------------------------------------------
 # A run's history record and what the store holds beside a manifest, typed
 
 
@@ -352,7 +346,6 @@ def parse_run(data: Any) -> RunRecord | None:
     return RunRecord(_optional(data.get("pairing_id")), time, runner, verdict, sha, where)
 
 
-# ---------------------------------------------------------------------------
 # Index entries and the index
 
 
@@ -435,11 +428,8 @@ def entry_for(
     has_statement: bool,
     extras: EntryExtras | None = None,
 ) -> IndexEntry:
-    """The index entry summarising one manifest (what query, matrix and install read).
-
-    `extras`, what the store holds beside the manifest: `runs` (run records),
-    `stored_wheels` (filename -> sha256 in wheels/), `lock` (pairings/<id>.lock.txt is
-    there; its bytes were checked against the manifest's signed lock_sha256)."""
+    """The index entry summarising one manifest. `extras`, what the store holds beside it: `runs`,
+    `stored_wheels` (filename -> sha256 in wheels/), `lock` (pairings/<id>.lock.txt, checked)."""
     return entry_from(_entry_json(manifest, manifest_sha256, has_statement, extras))
 
 
@@ -517,9 +507,7 @@ def parse_entries(entries: Iterable[tuple[Any, Any]], where: str) -> dict[str, I
 
     pairs = list(entries)
     check_entries(pairs, where)
-    # Typing a fleet's index makes a few hundred thousand small tuples over the dicts just
-    # read (no cycles among them): the collector, which would walk all of index.json's
-    # objects again and again meanwhile, waits until they are made.
+    # The collector would walk index.json's objects again and again while these tuples are made.
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -637,12 +625,8 @@ def rebuild_index(
     previous: StoreIndex,
     extras: Callable[[str], EntryExtras] | None = None,
 ) -> StoreIndex:
-    """The index of the manifests present, given as (pairing id, file bytes, has statement),
-    with `extras(pairing_id)` (see `entry_for`) from the files beside them.
-
-    An entry is kept from `previous` for a manifest that cannot be read here (e.g. from
-    a newer schema_version); such a manifest without a previous entry is left out.
-    """
+    """The index of the manifests present, given as (pairing id, file bytes, has statement). A
+    manifest that cannot be read here keeps its entry from `previous`, else is left out."""
     from vllm_plugin_release.core.manifestmodel import parse
 
     index = empty_index()
@@ -685,7 +669,6 @@ def check_same_wheels(previous: IndexEntry | None, entry: IndexEntry, location: 
             )
 
 
-# ---------------------------------------------------------------------------
 # Consumers
 
 
@@ -874,7 +857,6 @@ def index_from(data: bytes, where: str) -> StoreIndex:
     return check_index(index, where)
 
 
-# ---------------------------------------------------------------------------
 # Query and matrix as text for an 80-column log, and as JSON: nothing is cut (a long name
 # wraps), each plugin column has a short key explained in a legend, and the matrix splits
 # into tables when its columns do not fit.

@@ -146,7 +146,6 @@ class Root:
         return ChunkRecord(chunk["sha256"], chunk["size"], chunk["count"], chunk.get("first", 1))
 
 
-# ---------------------------------------------------------------------------
 # Writing
 
 
@@ -158,10 +157,9 @@ def _build(
     renders: dict[str, str],
     source: dict[str, Any],
 ) -> tuple[bytes, dict[str, bytes]]:
-    """(summary.json's bytes, {store path: bytes} of the files under its folder): `entries`
-    (each written as its `raw`) cut into runs of `size`, each chunk's record with what
-    `describe(start, part)` adds, the matrix as `renders` has it in each format. Six
-    parameters: what tells the two summaries apart, all of it needed here."""
+    """(summary.json's bytes, {store path: bytes} of its folder's files): `entries` cut into chunks
+    of `size`, each described by `describe(start, part)`, the matrix as `renders` has it. Six
+    parameters: what tells the two summaries apart."""
     files: dict[str, bytes] = {}
     chunks = []
     for start in range(0, len(entries), size):
@@ -239,7 +237,6 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-# ---------------------------------------------------------------------------
 # Reading (a summary.json verified against the store's head before it is parsed here)
 
 
@@ -341,7 +338,6 @@ def chunk_entries(kind: Kind, data: bytes, count: int, where: str) -> list[Any]:
     return entries
 
 
-# ---------------------------------------------------------------------------
 # Picking the index's chunks
 
 
@@ -460,7 +456,6 @@ def _bounds(core: str) -> tuple[Any, Any]:
     return low, high
 
 
-# ---------------------------------------------------------------------------
 # Picking the ledger's chunks
 
 

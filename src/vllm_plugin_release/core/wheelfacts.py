@@ -20,12 +20,8 @@ def record_hash(data: bytes) -> str:
 
 
 def installed_path(wheel_path: str) -> str | None:
-    """Where an installer puts a wheel entry, relative to site-packages; None if not covered.
-
-    Covered: files installed unchanged under site-packages. Not covered: the
-    .dist-info folder (installers rewrite RECORD, add INSTALLER ...), scripts,
-    headers and data files, and byte-code caches.
-    """
+    """Where an installer puts a wheel entry, relative to site-packages; None for what is not
+    installed unchanged there (.dist-info, scripts, headers, data, byte-code caches)."""
     parts = PurePosixPath(wheel_path).parts
     if not parts or ".." in parts or "__pycache__" in parts:
         return None
@@ -93,10 +89,8 @@ def wheel_version(path: Path) -> str:
 
 
 def wheel_files(path: Path) -> dict[str, str]:
-    """The covered files of a wheel, {installed path: 'sha256=...'}, checked against its RECORD.
-
-    Raises GateFailed if the wheel's RECORD does not match its contents.
-    """
+    """The covered files of a wheel, {installed path: 'sha256=...'}; GateFailed if its RECORD does
+    not match its contents."""
     try:
         with zipfile.ZipFile(path) as zf:
             records = [n for n in zf.namelist() if n.endswith(".dist-info/RECORD")]

@@ -38,10 +38,8 @@ MARKER = ".vpr-runner.json"
 # Set by `vpr build-image`: the image carries uv and needs no Dockerfile layer on top.
 UV_LABEL = "vllm-plugin-release.uv"
 PINNED = re.compile(r"^(?P<name>[^@\s]+)@sha256:(?P<digest>[0-9a-f]{64})$")
-# The Docker Engine API version asked for. Named, not "auto": auto asks the engine's
-# /version first, which Podman 4's API answers slowly (it gathers system facts) while
-# /_ping is instant, and that wait was a large share of a warm container build-core.
-# 1.41 is served by Docker Engine 20.10 and later and by Podman 3 and later.
+# The Docker Engine API version asked for. Named, not "auto": auto asks /version first,
+# which Podman 4 answers slowly. 1.41 is served by Docker 20.10+ and Podman 3+.
 ENGINE_API = "1.41"
 
 
@@ -217,11 +215,9 @@ class ContainerRunner:
         self._opening = threading.Lock()  # parallel builds share one runner
 
     def open(self) -> ContainerRunner:
-        """The engine's work, done once (a second call does nothing until `close`): connect
-        (exit 3 when no engine answers), remove containers a killed run left, check the
-        pinned image (exit 1 when its digest differs, 3 when absent) and build the
-        Dockerfile's layer on a base without uv. Called by `with`, and by the first method
-        that needs the engine."""
+        """The engine's work, done once until `close`: connect (exit 3 when no engine answers),
+        remove containers a killed run left, check the pinned image (exit 1 when its digest differs,
+        3 when absent) and build the Dockerfile's layer."""
         self._opened()
         return self
 
@@ -283,12 +279,8 @@ class ContainerRunner:
         return RunnerFacts(self.kind, self.base_image, self.image_id)
 
     def scratch_root(self) -> Path | None:
-        """Builds' scratch in memory, as a local build's (`settings.build_scratch_root`),
-        bound into every later container at its own path: a build's tree copy and the
-        build's writes through the bind mount are the cost a container build has over a
-        local one when they go to disk. None when that is unusable (or turned off): then
-        `.vpr/tmp`, inside the mounted cache. Not in `mark`'s mounts: an environment
-        needs no build's scratch."""
+        """Builds' scratch in memory (`settings.build_scratch_root`), bound into every later
+        container at its own path; None when unusable: then `.vpr/tmp`, inside the mounted cache."""
         root = settings.build_scratch_root()
         if root is not None and not any(_within(root, Path(b)) for b in self.binds):
             self._scratch_binds[str(root)] = {"bind": str(root), "mode": "rw"}
@@ -437,10 +429,9 @@ class ContainerRunner:
             raise OutsideFailure(f"running a step in the container failed: {exc}")
 
     def interpreter(self, version: str) -> Interpreter:
-        """The image's CPython `version` (`pythonX.Y` on its PATH), asked in a container:
-        its path there, version and the sha256 of its executable; PythonUnavailable (exit 3)
-        when the image has none. The answer is kept in `probes` by the image's ID (its
-        content's digest, checked against the pin on open): a later run asks no container."""
+        """The image's CPython `version` (path, version, sha256 of its executable), asked in a
+        container and kept in `probes` by the image's ID; PythonUnavailable (exit 3) when the image
+        has none."""
         if not re.fullmatch(r"3\.\d{1,2}", version):
             raise BadInput(f"[build] python = {version!r}: expected 3.X")
         if version in self._interpreters:
@@ -537,7 +528,6 @@ print(json.dumps({"implementation": platform.python_implementation(),
 """
 
 
-# ---------------------------------------------------------------------------
 # The Debian-based image (`vpr build-image`): a rootfs from Debian packages, then loaded.
 
 
@@ -580,11 +570,9 @@ def debian_rootfs(
 
 
 def debian_packages_for(files: Sequence[Path]) -> list[str]:
-    """The Debian packages that hold the shared libraries `files` (ELF objects) load, as
-    this machine's loader resolves them (`ldd`) and its package database names them
-    (`dpkg -S`): what an image needs beside a CPython copied in. libc's own are left out
-    (every rootfs has them). OutsideFailure when the tools are missing or a library
-    belongs to no package."""
+    """The Debian packages that hold the shared libraries `files` load (`ldd`, `dpkg -S`): what an
+    image needs beside a CPython copied in; libc's own left out. OutsideFailure when the tools are
+    missing or a library belongs to no package."""
     import shutil
 
     if not (shutil.which("ldd") and shutil.which("dpkg")):
@@ -717,9 +705,8 @@ def marker_of(python: Path | str) -> Path:
 
 
 def runner_of(python: Path | str) -> Runner:
-    """The runner an environment's `python` runs on: the container runner that made the
-    environment (its marker; the image digest checked again on its first use), else this
-    machine. Cheap to ask (`.kind`); one runner per marker for the process."""
+    """The runner an environment's `python` runs on: the container runner that made it (its marker),
+    else this machine; one runner per marker for the process."""
     marker = marker_of(python)
     if not marker.is_file():
         return LocalRunner("off")

@@ -83,9 +83,8 @@ class ProbeJson(TypedDict):
 
 @dataclass(frozen=True, slots=True)
 class RuntimeFound:
-    """What importing the vendor runtime showed: the import subprocess's answer, checked
-    once (`runtime_found`). `distributions` is None when the module did not import (then
-    `file` and `version` were not reported either)."""
+    """What importing the vendor runtime showed, checked once (`runtime_found`). `distributions` is
+    None when the module did not import."""
 
     name: str | None  # the spec's [runtime] name
     module: str
@@ -238,10 +237,8 @@ def probe(
     environ: dict[str, str] | None = None,
     mesh_variable: str | None = None,
 ) -> Probe:
-    """Observe the runtime, the device and the mesh variable; list what is missing.
-
-    `device_glob`, `mesh_variable` and `mesh_device` come from the spec's
-    `[conformance.hardware]`; without a mesh variable there is no mesh to check."""
+    """Observe the runtime, the device and the mesh variable (from `[conformance.hardware]`); list
+    what is missing."""
     environ = dict(os.environ if environ is None else environ)
     module = spec.runtime_module
     if spec.runtime is None or not module:

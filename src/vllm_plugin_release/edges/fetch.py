@@ -60,12 +60,9 @@ def _open(url: str, accept: str | None = None):
 
 
 def index_files(index: str, project: str) -> list[IndexFile]:
-    """All files of `project` on a simple-API index (JSON preferred, HTML accepted), through
-    the one index client (`edges/index.project_files`): connection errors and HTTP 5xx are
-    retried ($VPR_INDEX_ATTEMPTS, 3; $VPR_INDEX_BACKOFF, half a second, doubling); a rate-limited
-    answer (429, or 503 with Retry-After) is waited out for up to $VPR_INDEX_RETRY_BUDGET
-    seconds (120); an index that accepted and never answered is not retried (it was waited
-    for $VPR_NET_TIMEOUT already)."""
+    """All files of `project` on a simple-API index, through `edges/index.project_files`, with the
+    index client's retries and rate-limit waits ($VPR_INDEX_*); an index that never answered is not
+    retried."""
     from vllm_plugin_release.edges import index as ix
 
     url = f"{index.rstrip('/')}/{_normalize(project)}/"
@@ -245,9 +242,8 @@ def source_tree(spec: Spec, fetcher: Fetcher) -> Path:
 
 
 def cached_source_tree(spec: Spec, cache: Cache) -> Path | None:
-    """The verified core source tree when it is already in the cache, else None; nothing
-    is fetched, extracted or written (`vpr release --graph`). A tree is only ever
-    published there whole, after its archive or commit was verified."""
+    """The verified core source tree when it is already in the cache, else None; nothing is fetched,
+    extracted or written."""
     src = spec.core.source
     if isinstance(src, SdistSource):
         final = cache.src_dir(src.sha256)
@@ -289,17 +285,10 @@ def verify_commit(checkout: Path, commit: str, label: str) -> None:
         )
 
 
-# ---------------------------------------------------------------------------
-# Safe extraction.
-#
-# Every member and every link target is resolved lexically inside the destination,
-# following the archive's own symlinks (never the disk), before anything is written;
-# a second wall checks each member again as it is extracted (names, types, link
-# targets, modes as tarfile's `data` filter sets them). tarfile's own `data` filter is
-# not used: it calls realpath on every member, so a tree N folders deep costs O(N^3),
-# and older Pythons have holes in it (CVE-2025-4517). Every
-# check here is linear in the length of the member's name. Limits on members and sizes
-# stop archive bombs early.
+# Every member and link target is resolved lexically inside the destination, following the
+# archive's own symlinks (never the disk), before anything is written; a second wall checks
+# each member as it is extracted. tarfile's `data` filter is not used: it calls realpath on
+# every member (cubic in a tree's depth), and older Pythons have holes in it (CVE-2025-4517).
 
 _MAX_LINK_HOPS = 40  # as the kernel's ELOOP limit
 _LINK = ""  # the key of a trie node that is a symlink member (a path part is never "")
@@ -457,10 +446,8 @@ def _check_tar_members(members: list[tarfile.TarInfo]) -> None:
 
 
 def _second_wall(member: tarfile.TarInfo, _dest: str) -> tarfile.TarInfo:
-    """Each member again as it is extracted, lexically (the checks above walked them all
-    first, link targets through the archive's links): no absolute or '..' name, no
-    absolute link, no special file; modes, owners and groups as tarfile's `data` filter
-    sets them (no setuid, nothing group/other-writable)."""
+    """Each member again as it is extracted: no absolute or '..' name, no absolute link, no special
+    file; modes and owners as tarfile's `data` filter sets them."""
     _check_member_path(member.name)
     if member.issym() or member.islnk():
         if member.linkname.startswith(("/", "\\")):
@@ -528,9 +515,8 @@ def extract(
     limits: ArchiveLimits | None = None,
     label: str | None = None,
 ) -> None:
-    """Extract a tar or zip archive (a file, or an open binary stream that can seek)
-    safely into `dest` (a scratch folder the caller discards on error); messages name it
-    `label` (default: its file name)."""
+    """Extract a tar or zip archive (a file, or a seekable binary stream) safely into `dest`, a
+    scratch folder the caller discards on error; messages name it `label`."""
     name = label or (archive.name if isinstance(archive, Path) else "archive")
     budget = _Budget(name, limits or ArchiveLimits())
     try:

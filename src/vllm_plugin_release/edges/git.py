@@ -27,9 +27,8 @@ def git(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
 
 
 def refuse_option(value: str, key: str) -> str:
-    """`value` (a URL, ref or tag from a spec, an index or the command line) unless it starts
-    with '-': git would read it as an option (`--upload-pack=CMD` runs CMD). Exit 2 naming
-    `key`. Callers also put URLs after `--`; this is the defence in depth."""
+    """`value` (a URL, ref or tag) unless it starts with '-', which git would read as an option
+    (`--upload-pack=CMD` runs CMD); exit 2 naming `key`."""
     if value.startswith("-"):
         raise BadInput(
             f"{key} = {value!r} starts with '-' and would be read as a git option",

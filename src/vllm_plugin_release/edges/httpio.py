@@ -101,11 +101,9 @@ def _body(response: Any, limit: int, url: str) -> bytes:
 
 
 def get(url: str, limit: int, deadline: float, *, what: str) -> bytes:
-    """The body of `url` (at most `limit` bytes, all of it within `deadline` seconds).
-    NotFound on HTTP 404; OutsideFailure naming the URL for another status, a connection
-    that fails, a malformed answer or the deadline; bounded.TooLarge past `limit`. The
-    request runs in a thread (`waiting`): at the deadline its sockets are shut down, so
-    the abandoned read returns at once."""
+    """The body of `url` (at most `limit` bytes, within `deadline` seconds). NotFound on 404;
+    OutsideFailure naming the URL otherwise; bounded.TooLarge past `limit`. At the deadline the
+    request thread's sockets are shut down."""
     connections = _Connections()
     opener = urllib.request.build_opener(_Http(connections), _Https(connections), _SameOrigin())
     request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
@@ -166,10 +164,8 @@ def waiting(
     abort: Callable[[], None] | None = None,
     limit: float | None = None,
 ) -> T:
-    """`what()` (a blocking request to `url`), with a waiting line every heartbeat and
-    `NoAnswer` once the timeout (`limit`, else VPR_NET_TIMEOUT) has passed. Exceptions of
-    `what` pass through; when the wait is given up (timeout, Ctrl-C, SIGTERM) `abort`
-    unblocks the abandoned call."""
+    """`what()` with a waiting line every heartbeat and `NoAnswer` once the timeout has passed; when
+    the wait is given up (timeout, Ctrl-C, SIGTERM) `abort` unblocks the abandoned call."""
     limit = timeout() if limit is None else limit
     beat = settings.number("VPR_NET_HEARTBEAT")
     box: dict[str, object] = {}

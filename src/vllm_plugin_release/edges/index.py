@@ -57,7 +57,6 @@ def simple_url_for(upload_url: str) -> str:
     return upload_url.rstrip("/") + "/simple/"
 
 
-# ---------------------------------------------------------------------------
 # Talking to an index
 
 
@@ -112,13 +111,10 @@ def retrying(
     retry_waited: bool = True,
     rate_budget: float | None = None,
 ) -> T:
-    """`call()`, again after a Transient, up to `attempts` times with doubling waits (the one
-    retry loop of the index client). The last Transient is raised when every attempt failed;
-    one that `waited` the whole timeout is raised at once unless `retry_waited`.
-
-    With `rate_budget` (seconds), a rate-limited answer (HTTP 429, or 503 with Retry-After)
-    is not an attempt: it is waited out (its Retry-After, else doubling from one second) until
-    that much time was spent backing off, then RateLimited is raised."""
+    """`call()`, again after a Transient, up to `attempts` times with doubling waits. One that
+    `waited` the whole timeout is raised at once unless `retry_waited`. With `rate_budget`
+    (seconds), a rate-limited answer is waited out, not counted, until the budget is spent:
+    RateLimited."""
     attempt, backed_off, pace = 0, 0.0, 1.0
     while True:
         try:
@@ -253,10 +249,8 @@ def _get(
 def project_files(
     simple_url: str, project: str, *, credentials: bool = True
 ) -> list[IndexFile] | None:
-    """The files of `project` on a simple-API index (PEP 691 JSON preferred, PEP 503 HTML
-    accepted), None when the index has no such project (404). One request, no retry: the
-    caller picks the policy (`retrying`). `credentials`: send the environment's upload
-    credentials (publish); a source index is read with its URL's own user info only."""
+    """The files of `project` on a simple-API index (PEP 691 JSON, PEP 503 HTML), None on 404. One
+    request, no retry. `credentials`: send the environment's upload credentials (publish)."""
     page = _get(
         f"{simple_url.rstrip('/')}/{canonicalize_name(project)}/",
         simpleindex.ACCEPT,
@@ -280,7 +274,6 @@ def remote_sha256(simple_url: str, project: str, filename: str) -> str | None:
     return hashlib.sha256(got[0]).hexdigest() if got else None
 
 
-# ---------------------------------------------------------------------------
 # The local default index
 
 

@@ -24,7 +24,6 @@ PASSWORD_ENV = "VPR_SIGNING_KEY_PASSWORD"
 DEFAULT_KEY = Path("keys") / "manifest-signing.key"  # under the .vpr/ cache folder
 
 
-# ---------------------------------------------------------------------------
 # Key files
 
 
@@ -105,10 +104,8 @@ _PEM_PUBLIC = (b"-----BEGIN PUBLIC KEY-----", b"-----END PUBLIC KEY-----")
 
 
 def _ed25519_pem(data: bytes) -> bytes | None:
-    """The raw key of a PEM ed25519 public key in the one form `vpr keygen` writes
-    (None for any other file: the full PEM parser reads it and says what is wrong), so
-    that a reader of the store need not import cryptography's serialization (ssh keys
-    and all: a tenth of a second)."""
+    """The raw key of a PEM ed25519 public key in the form `vpr keygen` writes (None otherwise), so
+    a store reader need not import cryptography's serialization."""
     import base64
     import binascii
 
@@ -150,18 +147,14 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
     return key
 
 
-# ---------------------------------------------------------------------------
 # Which key
 
 
 def resolve_key_path(
     cli: str | Path | None, spec_value: str | None, *, root: Path, cache_root: Path
 ) -> tuple[Path, str]:
-    """Which signing key to use and why: --signing-key, $VPR_SIGNING_KEY, spec, or the default.
-
-    Relative spec paths are resolved against the project root. The default is
-    `.vpr/keys/manifest-signing.key` (created on first use by `ensure_key`).
-    """
+    """Which signing key to use and why: --signing-key, $VPR_SIGNING_KEY, spec (relative to the
+    project root), or `.vpr/keys/manifest-signing.key`."""
     if cli:
         return Path(cli), "--signing-key"
     env = settings.text(KEY_ENV)
@@ -181,7 +174,6 @@ def ensure_key(path: Path, origin: str) -> bool:
     return False
 
 
-# ---------------------------------------------------------------------------
 # Who signs (CI environment)
 
 

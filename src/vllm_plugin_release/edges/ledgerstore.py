@@ -77,9 +77,8 @@ def append_new(
     key: Ed25519PrivateKey,
     recorded: Callable[[Draft, list[LedgerEntry]], bool],
 ) -> list[LedgerEntry]:
-    """Append each of `drafts` the ledger has not `recorded` yet (asked under the store's
-    lock, of the verified entries), in one write and one signed head; the entries
-    written (none: nothing is written, the head is not signed again)."""
+    """Append each of `drafts` the ledger has not `recorded` yet, in one write and one signed head;
+    the entries written (none: nothing is written)."""
     target = _writable(store)
     with target.locked():
         return append_locked(target.root, target.location, drafts, key, recorded)
@@ -141,10 +140,8 @@ def write_state(store: Store, name: str, state: ScheduleState, key: Ed25519Priva
 def read_state(
     store: Store | Trusted, name: str, public_key: Ed25519PublicKey | None = None
 ) -> ScheduleState | None:
-    """The nightly schedule's state for pairing `name`: None before the first run, and when
-    it cannot be trusted (not vouched for by the head, not signed by this key) or read
-    (`core.schedule.state_from`): an untrusted schedule never delays a run, it only loses
-    its backoff."""
+    """The nightly schedule's state for pairing `name`, None before the first run or when it cannot
+    be trusted or read: an untrusted schedule never delays a run, it only loses its backoff."""
     trusted = _trusted(store, public_key)
     relative = _name_path(NIGHTLY_DIR, name)
     try:

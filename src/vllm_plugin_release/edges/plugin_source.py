@@ -117,10 +117,8 @@ def _git_source(checkout: Path, sub: str, repository: str, commit: str) -> Plugi
 
 
 def present(spec: Spec, cache: Cache, override: Path | None = None) -> PluginSource | None:
-    """The plugin source `resolve` would give, when its tree is already in the cache; None
-    when it is not (or the spec names none). Read-only: git is only asked about commits,
-    nothing is cloned, exported or written, and a pinned tag is not asked of its remote
-    (a gate of `resolve`, not part of what is built)."""
+    """The plugin source `resolve` would give when its tree is already cached, else None. Read-only:
+    nothing is cloned or written, and a pinned tag is not asked of its remote."""
     if spec.plugin is None:
         return None
     source = spec.plugin.source

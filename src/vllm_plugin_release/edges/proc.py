@@ -41,9 +41,8 @@ def run(
     timeout: float | None = None,
     announce: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `argv` to completion with its output captured as text (never raises on exit
-    status: the caller decides what an exit code means). `announce`: a long step, said
-    when it starts and with a heartbeat while it runs (`progress.working`)."""
+    """Run `argv` to completion with its output captured as text; never raises on exit status.
+    `announce`: a long step, said when it starts and with a heartbeat."""
     shown = progress.working(what) if announce else contextlib.nullcontext()
     try:
         with shown:
@@ -92,12 +91,9 @@ def spawn(
     cwd: Path | None = None,
     guard: bool = True,
 ) -> subprocess.Popen[bytes]:
-    """Start `argv` in its own process group (a new session) and register it with the run,
-    which stops the group on SIGINT or SIGTERM: the one way the edges start a process that
-    outlives the call. `guard`: behind the death guard (`proc.guarded`: the group dies
-    with a SIGKILLed run). A program that cannot be started is an outside failure naming
-    `what`: with the guard, it is looked for first (the guard would start, and fail, in
-    its place)."""
+    """Start `argv` in its own process group, registered with the run (stopped on SIGINT or
+    SIGTERM). `guard`: behind the death guard (the group dies with a SIGKILLed run). A program that
+    cannot be started is an outside failure naming `what`."""
     args = [str(a) for a in argv]
     if guard and shutil.which(args[0]) is None:
         raise OutsideFailure(f"{what}: cannot start {args[0]}: no such program")
@@ -118,10 +114,9 @@ def spawn(
 
 
 class Started:
-    """A command started now and waited for later (`finish`), or stopped (`cancel`). It
-    runs in its own process group, registered with the run (stopped with it on SIGINT
-    or SIGTERM) and behind the death guard (its group dies with a SIGKILLed run); its
-    output goes to two files in `folder`, which must outlive it."""
+    """A command started now and waited for later (`finish`), or stopped (`cancel`): its own
+    process group, behind the death guard; its output goes to two files in `folder`, which must
+    outlive it."""
 
     def __init__(
         self,
@@ -186,11 +181,9 @@ class Taken:
 
 
 class Ahead:
-    """Commands one walk started before the step that wants their result (within `vpr
-    release`: the plugin's tests, publish's `twine check`), each held under that step's
-    name and a key that says exactly what it runs. The step takes the run for its very
-    key, or runs the command itself; its other runs are stopped. Leaving the `with` block
-    (the walk's end) stops every run nobody took."""
+    """Commands one walk started before the step that wants their result, held under that step's
+    name and a key that says exactly what it runs. The step takes the run for its key or runs the
+    command itself; leaving the `with` block stops every run nobody took."""
 
     def __init__(self) -> None:
         self._runs: list[tuple[str, object, Taken]] = []
@@ -253,9 +246,8 @@ def ask_python(python: Path, code: str, *, what: str) -> str | None:
 
 
 def copy_tree(src: Path, dst: Path) -> None:
-    """`src` copied to the new folder `dst`, links as links, times and modes kept. With
-    `cp -a` where there is one: a process, so copies made from threads (the two builds'
-    trees) run side by side and at C speed, not one at a time under the GIL."""
+    """`src` copied to the new folder `dst`, links as links, times and modes kept; with `cp -a`
+    where there is one, so copies made from threads run side by side outside the GIL."""
     cp = shutil.which("cp")
     if cp is None:
         shutil.copytree(src, dst, symlinks=True)
@@ -350,9 +342,8 @@ def stop_all() -> None:
 
 
 def stop_since(since: int) -> int:
-    """Stop the groups registered after `mark()` returned `since` (the children of work
-    started then, whichever thread started them), not the older ones (an index server
-    the command started before); how many were still running."""
+    """Stop the groups registered after `mark()` returned `since`, not the older ones (an index
+    server the command started before); how many were still running."""
     with _LOCK:
         procs = [p for pid, p in _LIVE.items() if _SEQ.get(pid, 0) > since]
     _stop(procs)
@@ -377,12 +368,9 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 
 
 class Interrupted(BaseException):
-    """The run was stopped by SIGINT or SIGTERM (exit 130).
-
-    Not a KeyboardInterrupt on purpose: CPython remembers any KeyboardInterrupt that
-    passes through code run by exec() or eval() (dataclasses and namedtuples run such
-    code while a module is imported) as unhandled, and a `python -m` process then ends by
-    SIGINT even after the CLI handled it and returned 130."""
+    """The run was stopped by SIGINT or SIGTERM (exit 130). Not a KeyboardInterrupt on purpose:
+    CPython remembers one passing through exec()'d code as unhandled, and `python -m` then ends by
+    SIGINT."""
 
 
 def _interrupted(signum: int, frame: FrameType | None) -> None:
@@ -425,10 +413,9 @@ def can_fork() -> bool:
 
 
 def forked_map(fn: Callable[[T], R], shares: Sequence[T]) -> list[R]:
-    """[fn(share) for share in shares], side by side: the first share here, each other in a
-    forked child (which shares what is already imported), its result pickled back over a
-    pipe. Only with one thread (a fork copies the locks other threads hold): else one after
-    another here. A child's exception is raised here; one that dies: ChildProcessError."""
+    """[fn(share) for share in shares], side by side: the first here, each other in a forked child,
+    its result pickled back. Only with one thread (a fork copies other threads' locks). A child that
+    dies: ChildProcessError."""
     if len(shares) <= 1 or not can_fork():
         return [fn(share) for share in shares]
     kids: list[tuple[int, int]] = []  # (pid, read end of its pipe), not yet collected
@@ -523,10 +510,8 @@ _swept: set[tuple[str, str]] = set()  # (root, prefix): once a process is enough
 
 
 def sweep_owned_tmp(prefix: str, root: Path | None = None) -> int:
-    """Remove the folders `root/prefix*` (the temporary directory by default) of runs that
-    are gone; how many. Only plainly ours: a real directory of this user whose owner file
-    names a process that no longer runs (none: left alone). Errors are ignored: this is
-    tidying, never the run's work."""
+    """Remove the folders `root/prefix*` of runs that are gone (this user's, owner process no longer
+    running); how many. Errors are ignored: this is tidying."""
     root = Path(root or tempfile.gettempdir())
     removed = 0
     try:
@@ -554,9 +539,8 @@ def sweep_owned_tmp(prefix: str, root: Path | None = None) -> int:
 
 
 def owned_tmp(prefix: str, root: Path | None = None) -> Path:
-    """A new private folder `prefix*` in `root` (the temporary directory by default), marked
-    as this process's, after removing (once a process) the folders of that prefix that
-    killed runs left."""
+    """A new private folder `prefix*` in `root` marked as this process's, after removing (once a
+    process) the folders of that prefix that killed runs left."""
     if (str(root), prefix) not in _swept:
         _swept.add((str(root), prefix))
         sweep_owned_tmp(prefix, root)

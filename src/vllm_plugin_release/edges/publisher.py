@@ -15,7 +15,6 @@ from vllm_plugin_release.edges import settings
 from vllm_plugin_release.edges.index import IndexTarget, Transient, redact
 from vllm_plugin_release.edges.runner import HOST_NETWORK, Runner, host_env
 
-# ---------------------------------------------------------------------------
 # twine
 
 
@@ -112,14 +111,12 @@ def twine_upload(target: IndexTarget, wheels: list[Path]) -> None:
     raise OutsideFailure(f"upload of {names} failed (HTTP {code}):\n{last}")
 
 
-# ---------------------------------------------------------------------------
 # Installing from an index (the install proof)
 
 
 def make_venv(venv: Path, runner: Runner, python: str | None = None) -> Path:
-    """A new virtual environment without pip at `venv`, made where `runner` runs commands
-    (`uv venv`, CPython `python` when given, no network) and marked as that runner's
-    (`Runner.mark`), so whoever runs its python later runs it there too; its python."""
+    """A new virtual environment without pip at `venv`, made and marked where `runner` runs commands
+    (so its python later runs there too); its python."""
     argv = [runner.uv, "venv", "--no-config", "--no-python-downloads", "--quiet"]
     argv += ["--python", python] if python else []
     made = runner.call([*argv, "--", str(venv)], network=False, timeout=300)
@@ -134,16 +131,9 @@ def make_venv(venv: Path, runner: Runner, python: str | None = None) -> Path:
 def install_with_hashes(
     python: Path, simple_url: str, requirements: Path, runner: Runner
 ) -> subprocess.CompletedProcess[str]:
-    """`uv pip install --no-deps --require-hashes` of `requirements` into `python`'s
-    environment, from `simple_url` only, with no download cache (the bytes come from the
-    index), run where `runner` runs commands, on this machine's network (the local index
-    listens on its loopback).
-
-    uv is the installer the plugins' own installers use, and the fastest for this check
-    (one small Rust binary against pip's start-up and resolver, for the same result):
-    every downloaded wheel's sha256 must equal its requirement line's hash, else the
-    install fails. The environment is the runner's minimal one and uv
-    reads no configuration, so no other package source is consulted."""
+    """`uv pip install --no-deps --require-hashes` of `requirements` into `python`'s environment
+    from `simple_url` only, no download cache, where `runner` runs commands: every wheel's sha256
+    must equal its line's hash, and uv reads no configuration, so no other source is consulted."""
     argv = [runner.uv, "pip", "install", "--python", str(python), "--no-cache", "--no-config"]
     argv += ["--no-deps", "--require-hashes", "--index-url", _not_an_option(simple_url)]
     argv += ["-r", str(requirements)]

@@ -39,12 +39,8 @@ class Trusted(Protocol):
     def ledger(self) -> list[LedgerEntry]: ...
 
 
-# ---------------------------------------------------------------------------
-# Writing: the files under the summary's folder that are new (each named by its sha256,
-# so an existing name already holds those bytes unless it was tampered with, which is then
-# rewritten), then its summary.json, renamed into place; after the head, the files there
-# that the new summary does not name are removed (`sweep`). A writer killed in between
-# leaves complete files the old head does not vouch for; the next writer sweeps them.
+# Writing: the new files under the summary's folder (each named by its sha256), then
+# summary.json; after the head, `sweep` removes files it does not name. A writer killed between
 
 
 def write(root: Path, index: si.StoreIndex, index_data: bytes) -> set[str]:
@@ -64,10 +60,8 @@ def write_ledger(root: Path, entries: list[LedgerEntry], ledger_data: bytes) -> 
 
 
 def refresh(root: Path) -> set[str] | None:
-    """The summary of the store's index.json as it is now (for a head signed over every
-    file, `vpr manifest sign-store`); without a readable index.json, no summary at all
-    (summary.json removed: consumers then read index.json and say what is wrong with
-    it). The store paths the summary names, None when there is none."""
+    """The summary of the store's index.json as it is now; without a readable index.json, none
+    (summary.json removed). The store paths the summary names, None when there is none."""
     path = root / si.INDEX_FILE
     try:
         data = bounded.read_file(path, bounded.MAX_INDEX, "store index")
@@ -78,9 +72,8 @@ def refresh(root: Path) -> set[str] | None:
 
 
 def refresh_ledger(root: Path, public_key: Ed25519PublicKey) -> set[str] | None:
-    """The ledger summary of the store's ledger as it is now, each line of it verified
-    first; without a ledger that verifies, no ledger summary at all (the head's own check
-    of the ledger then says what is wrong with it)."""
+    """The ledger summary of the store's ledger as it is now, each line verified first; none without
+    a ledger that verifies."""
     path = root / lg.LEDGER_FILE
     try:
         data = bounded.read_file(path, bounded.MAX_INDEX, "ledger")
@@ -119,7 +112,6 @@ def _write_if_changed(path: Path, data: bytes) -> None:
         atomic_write_bytes(path, data)
 
 
-# ---------------------------------------------------------------------------
 # Reading: a summary.json is read as every file the head vouches for (`Trusted.read`) and
 # must name the source file that head vouches for; each file under its folder is read
 # with the size summary.json gives as its cap and must have its sha256.
@@ -193,9 +185,8 @@ def select(
 
 
 def matrix(trusted: Trusted, fmt: str, kind: sm.Kind = sm.STORE) -> tuple[str, int]:
-    """(the compatibility matrix as `vpr manifest matrix` (STORE) or `vpr manifest ledger
-    --matrix` (LEDGER) prints it in `fmt`, its count of pairings or entries): the
-    summary's rendering, one file read."""
+    """(the compatibility matrix as `vpr manifest matrix` or `vpr manifest ledger --matrix` prints
+    it in `fmt`, its count of pairings or entries), from one file."""
 
     def read() -> tuple[str, int] | None:
         root = _root(trusted, kind)

@@ -38,11 +38,9 @@ TRUST_DIR = "trust"  # under the cache folder: the newest head seen per store an
 
 
 class Trusted:
-    """A store read through its signed head. `memory`: the folder that keeps the newest
-    head seen (None: remember nothing). `fresh`: refuse an expired head (a writer that
-    will sign a new one reads with False). `required`: a store without a head is refused
-    (False: it is read as empty, for a writer's own state that a missing head only
-    makes it forget)."""
+    """A store read through its signed head. `memory`: where the newest head seen is kept (None:
+    nowhere). `fresh`: refuse an expired head. `required`: refuse a store without a head (else it
+    reads as empty)."""
 
     def __init__(
         self,

@@ -44,9 +44,8 @@ def uv_bin() -> str:
 
 
 def machine_cache() -> Path:
-    """uv's cache on this machine (UV_CACHE_DIR, else XDG_CACHE_HOME/uv, else ~/.cache/uv):
-    the one place every environment of every checkout installs its files from, so a
-    multi-GB torch is downloaded once per machine. The container runner mounts it."""
+    """uv's cache on this machine (UV_CACHE_DIR, else XDG_CACHE_HOME/uv, else ~/.cache/uv): every
+    environment installs its files from there, so torch is downloaded once per machine."""
     if os.environ.get("UV_CACHE_DIR"):
         return Path(os.environ["UV_CACHE_DIR"])
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -129,10 +128,9 @@ def _unreachable(message: str) -> bool:
 def compile_lock(
     request: LockRequest, dest: Path, find_links: list[str] | tuple[str, ...] = ()
 ) -> str:
-    """Resolve `request` with uv and write the hash-locked file atomically. Returns its text.
-    With overrides, the locked set is resolved again as exact pins without them: an
-    override that forces a version some locked package itself rules out (a numpy cap
-    under a package that needs numpy>=2) is bad input naming both, and nothing is written."""
+    """Resolve `request` with uv and write the hash-locked file atomically; its text. An override
+    that forces a version a locked package rules out is BadInput naming both, and nothing is
+    written."""
     tmp = dest.parent / f".{dest.name}.in"
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp.write_text("\n".join(request.requirements) + "\n")
@@ -172,10 +170,8 @@ def compile_lock(
 def check_overrides(
     request: LockRequest, body: str, dest: Path, find_links: list[str] | tuple[str, ...]
 ) -> None:
-    """The locked set, resolved again as exact pins with no overrides, must hold together:
-    else an override forced a version that a locked package itself rules out, and the
-    environment would hold a package whose requirement is broken (a compiled one fails at
-    import). Bad input naming the override, the package and its requirement."""
+    """The locked set, resolved again as exact pins without overrides, must hold together; else
+    BadInput naming the override, the package and its requirement."""
     exact = dest.parent / f".{dest.name}.exact"
     # `===`: exactly the locked release (a find-links +cpu build must not stand in for it)
     exact.write_text("\n".join(f"{name}==={version}" for name, version in pins(body).items()))
@@ -237,10 +233,8 @@ def sync_locked(
     offline: bool = False,
     reinstall: list[str] | None = None,
 ) -> None:
-    """`uv pip sync --require-hashes`: the environment holds exactly `requirements` (missing
-    and different pins installed, extra distributions removed), every file checked by hash;
-    the distributions in `reinstall` (another build of the same version, files changed in
-    place) are installed again from their certified files."""
+    """`uv pip sync --require-hashes`: the environment holds exactly `requirements`, every file
+    checked by hash; those in `reinstall` (files changed in place) are installed again."""
     args = [
         uv_bin(),
         "pip",
@@ -344,9 +338,8 @@ def _index_file(
 def file_notes(
     request: LockRequest, body: str, find_links: list[str] | tuple[str, ...]
 ) -> tuple[str, ...]:
-    """The header lines naming the file this lock installs, on its Python and platform, for
-    each of `request.files` (torch, the vendor runtime): name, sha256, size, where from.
-    A package the lock does not hold, or whose file is not found, gets no line."""
+    """The header lines naming the file this lock installs for each of `request.files` (torch, the
+    vendor runtime): name, sha256, size, where from."""
     notes = []
     locked, allowed_by = pins(body), hashes(body)
     for name in request.files:
@@ -454,10 +447,8 @@ def _read(log: Path, offset: int) -> str:
 
 @contextlib.contextmanager
 def watching(what: str, log: Path, offset: int | None = None) -> Iterator[None]:
-    """Say what uv downloads while the block (an install writing to `log` from `offset`,
-    default its size now) runs: once what and how large, then the progress every
-    heartbeat, then the total. uv names only what its cache lacks (`Downloading NAME
-    (SIZE)`, ` Downloaded NAME`), so a warm install says nothing."""
+    """Say what uv downloads while the block runs (reading `log` from `offset`): what and how large,
+    progress every heartbeat, the total. A warm install says nothing."""
     if offset is None:
         offset = log.stat().st_size if log.exists() else 0
     said = {"announced": 0, "reported": 0.0}

@@ -126,12 +126,9 @@ def commit_spec(spec: Spec, url: str, commit: str, epoch: int, cache: Cache, suf
 def baseline_env(
     spec: Spec, version: str, *, cache: Cache, dist: Path, plugin: PluginSource
 ) -> EnvRecord:
-    """Build the pairing on the released core `version` (cached like any stage) and return
-    its environment: the pairing graph walked with that core.
-
-    The plugin wheel is the one already built for `spec` (its record in `dist`), the
-    plugin checkout the one already resolved (`plugin`): only the core (and the Python it
-    needs) changes. BadInput when no Python fits both the core and the runtime."""
+    """Build the pairing on the released core `version` (cached like any stage) and return its
+    environment; only the core (and its Python) changes. BadInput when no Python fits both the core
+    and the runtime."""
 
     def source(fetcher: Fetcher) -> tuple[Spec, Path]:
         found = release_pairing(spec, version, fetcher)
@@ -146,7 +143,6 @@ def baseline_env(
     return pairing_env(source, title=f"baseline {version}", cache=cache, dist=dist, plugin=plugin)
 
 
-# ---------------------------------------------------------------------------
 # The pairing graph: the cpu pairing environment of a derived spec (another core, the same
 # plugin wheel), walked by baseline, nightly, bisect, matrix and `vpr plugin-tests`. Each
 # caller hands in how its core is found (`Source`) and a title for the walk's rules.
@@ -272,10 +268,8 @@ def pairing_env(
     plugin: PluginSource,
     dist_root: Path | None = None,
 ) -> EnvRecord:
-    """Walk the pairing graph for the core `source` gives, with the plugin wheel already
-    built in `dist`; the environment's record (its Python, whether the runtime is in it,
-    the plugin's modules that do not import). Its records go to `dist_root`/NAME (default:
-    .vpr/baseline/dist)."""
+    """Walk the pairing graph for the core `source` gives, with the plugin wheel already in `dist`;
+    the environment's record. Its records go to `dist_root`/NAME (default: .vpr/baseline/dist)."""
     p = Pairing(
         source=source,
         cache=cache,
@@ -290,14 +284,12 @@ def pairing_env(
     return p.env
 
 
-# ---------------------------------------------------------------------------
 # `vpr plugin-tests`
 
 
 def run_plugin_tests(inputs: Inputs, dist_root: Path, runner: str, baseline: str | None) -> int:
-    """`vpr plugin-tests`: run the plugin's tests in the pairing env (and, with `baseline`,
-    on that core: tests passing there and failing here are regressions), write the record
-    and JUnit XML, print the outcome; the exit code."""
+    """`vpr plugin-tests`: the plugin's tests in the pairing env (with `baseline`, also on that
+    core, for regressions); writes the record and JUnit XML, prints the outcome; the exit code."""
     from vllm_plugin_release.conform.checks import plugin_tests as pt
 
     spec, cache = inputs.spec, inputs.cache

@@ -136,10 +136,8 @@ def _prober(spec: Spec, cands: Candidates, opts: Options, inputs: Inputs) -> Cal
 
 
 def _ends(cands: Candidates, probe: Callable[[str], Probe], good: str, bad: str) -> list[str]:
-    """Probe both ends; the tests that regressed between them (watched while searching):
-    failing at the bad end and not at the good one. A test that already fails at the good
-    end (a module of the plugin that never imported there, say) is said and not watched.
-    Exit 2 when nothing regressed."""
+    """Probe both ends; the tests failing at the bad end and not at the good one (one already
+    failing at the good end is said and not watched). Exit 2 when nothing regressed."""
     if len(cands.items) < 2:
         raise BadInput(f"--good {good} and --bad {bad} are the same {cands.mode} candidate")
     first = probe(cands.items[0])

@@ -40,7 +40,6 @@ from vllm_plugin_release.stages.lock import pairing_locks
 
 COMMON_REQUIREMENTS = "requirements/common.txt"
 
-# ---------------------------------------------------------------------------
 # Requirement diffs
 
 
@@ -82,7 +81,6 @@ def requirements_diff(
     }
 
 
-# ---------------------------------------------------------------------------
 # Resolving the new source
 
 
@@ -179,7 +177,6 @@ def _git_source(spec: Spec, version: str, fetcher: Fetcher, tag: str | None) -> 
     return NewSource(source, tree, int(done.stdout.strip()), f"commit time of {new_tag}")
 
 
-# ---------------------------------------------------------------------------
 # The spec edit
 
 
@@ -303,7 +300,6 @@ def refresh_comments(text: str, spec: Spec, new: NewSource) -> tuple[str, list[d
     return "".join(lines), review
 
 
-# ---------------------------------------------------------------------------
 # Optional analyses (a pairing environment per core)
 
 
@@ -379,7 +375,6 @@ def plugin_test_regressions(
     }
 
 
-# ---------------------------------------------------------------------------
 # The bump
 
 
@@ -733,7 +728,6 @@ def _pins_diff(old_lock: Path, new_text: str) -> dict[str, Any]:
     }
 
 
-# ---------------------------------------------------------------------------
 # The API coupling gate: the plugin's uses of the core API against both cores, and the
 # approval on record a breaking change needs before the bump goes on (`[core.api_approval]`,
 # signed into the manifest); a bump with no breaking change drops a stale approval.
@@ -867,7 +861,6 @@ def edit_approval(document: tomlkit.TOMLDocument, table: dict[str, Any] | None) 
     return {"core.api_approval": {"from": before, "to": table}}
 
 
-# ---------------------------------------------------------------------------
 # The migration report as Markdown (`vpr bump` prints it; `--report` writes it)
 
 

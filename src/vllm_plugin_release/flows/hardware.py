@@ -43,7 +43,6 @@ if TYPE_CHECKING:  # the spec module loads jsonschema: keep it off `vpr --help`
     from vllm_plugin_release.core.envrecord import EnvRecord
 
 
-# ---------------------------------------------------------------------------
 # The plan (CI's matrix)
 
 
@@ -126,7 +125,6 @@ def plan(spec_files: list[Path], since: str | None = None) -> HardwarePlan:
     return HardwarePlan(tuple(include), tuple(skipped))
 
 
-# ---------------------------------------------------------------------------
 # The probe
 
 
@@ -157,7 +155,6 @@ def require(found: Probe) -> None:
     )
 
 
-# ---------------------------------------------------------------------------
 # Serving: the -tp 2 probe and the live load test
 
 
@@ -246,10 +243,9 @@ def _load_test(
 
 
 def live(spec: Spec, dist: Path, hw: HardwareSettings, spec_arg: str | Path) -> int:
-    """Probe again in the hardware pairing env, then the -tp 2 probe and the live load test;
-    the hardware check goes into the scorecard. Exit 0 only with verdict `fleet`.
-
-    `spec_arg` is the spec as the user named it (for the hint when the env is missing)."""
+    """Probe again in the hardware pairing env, then the -tp 2 probe and the live load test into
+    the scorecard. Exit 0 only with verdict `fleet`; `spec_arg` is for the hint when the env is
+    missing."""
     env = records.env_record_at(dist)
     python = (
         env.python
@@ -291,7 +287,6 @@ def live(spec: Spec, dist: Path, hw: HardwareSettings, spec_arg: str | Path) -> 
     return EXIT_OK if card.verdict == "fleet" else EXIT_GATE
 
 
-# ---------------------------------------------------------------------------
 # The whole sequence on the hardware runner
 
 
@@ -321,10 +316,8 @@ class _Steps:
         self.code = EXIT_OK
 
     def installs_runtime(self) -> bool:
-        """The runtime is pinned in the pairing lock (tt: ttnn 0.81.1): the device and the
-        mesh variable are probed first (a machine without them stops there, before any
-        environment is made), then the environment installs the runtime by hash and the
-        runtime is probed in it."""
+        """The runtime is pinned in the pairing lock: the device and mesh variable are probed before
+        any environment is made, then the runtime is installed by hash and probed in it."""
         from vllm_plugin_release.stages.requests import runtime_plan
 
         return (
@@ -400,12 +393,8 @@ def graph(steps: _Steps) -> Graph:
 
 
 def conform_hardware(spec: Spec, opts: Options, spec_arg: str | Path) -> int:
-    """Probe, `vpr env --site hardware`, `vpr conform --site hardware`, live: the
-    hardware graph, walked.
-
-    Stops at the first step that fails, with that step's exit code (as the separate
-    commands would): 3 when the probe finds something missing, 1 when conformance gives
-    verdict `lab`; then `live`'s code (0 only with verdict `fleet`)."""
+    """Probe, env, conform and live on the hardware site; stops at the first step that fails with
+    its exit code (3: probe, 1: verdict `lab`), else `live`'s code."""
     steps = _Steps(spec, opts, spec_arg)
     walk(graph(steps))
     return steps.code

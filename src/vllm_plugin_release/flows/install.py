@@ -76,10 +76,8 @@ class VerifiedPairing(NamedTuple):
 
 @dataclass(frozen=True)
 class Target:
-    """Where and how to install: the environment, the scratch folder (for the requirements
-    file), uv offline or not, whether a lab verdict may be installed, the guard's policy to
-    write beside the manifest (None: its default for the verdict) and the key the recovery
-    line names."""
+    """Where and how to install: environment, scratch folder, offline or not, whether a lab verdict
+    may be installed, the guard's policy (None: its default) and the key the recovery line names."""
 
     env_dir: Path
     scratch: Path
@@ -281,10 +279,8 @@ def _sync(job: _Sync, requirements: Path, find_links: list[str], *, offline: boo
         uv.sync_locked(python, requirements, find_links, offline=offline, reinstall=job.reinstall)
 
 
-# ---------------------------------------------------------------------------
 # vpr-guard's part: what the guard says about an existing environment (what to install
 # again), and the certified record left beside it once it matches (`core.guardstate`).
-# A pairing whose manifest names no guard is installed as before, nothing written beside it.
 
 RECORD_KINDS = ("build", "files")  # the guard's findings that a reinstall repairs
 

@@ -121,10 +121,8 @@ def record_columns(
     store: str | None,
     signing: str | Path | None,
 ) -> list[ledger.LedgerEntry]:
-    """Append an entry of kind matrix per column of `m` (its outcome, counts, first breaking
-    changes and, from dist/NAME/bisect.json, the bisected range of its step) that the ledger
-    does not hold yet: the same column records give no second entry. The entries written,
-    read back verified."""
+    """Append an entry of kind matrix per column of `m` that the ledger does not hold yet (the same
+    column records give none); the entries written, read back verified."""
     from vllm_plugin_release.flows.bisect import read_report
 
     found = [a.column for a in m.columns]

@@ -432,8 +432,7 @@ def _say(column: cols.Column) -> None:
 def assemble_folder(
     spec: Spec, dist_root: Path, index: str | None = None, opts: Options | None = None
 ) -> cols.Matrix:
-    """matrix.json and matrix.md from the column records in dist/NAME/matrix/ (the last job
-    of a CI matrix, after each job uploaded its column's record); every column in the
+    """matrix.json and matrix.md from the column records in dist/NAME/matrix/; every column in the
     store's ledger when `opts` names a store."""
     dist = records.dist_dir(dist_root, spec.name)
     found = cols.read_folder(dist / cols.FOLDER)

@@ -35,9 +35,8 @@ def parse_wheel_named(data: Any) -> WheelNamed | None:
 
 
 def _json(path: Path) -> WheelNamed | None:
-    """A wheel stage's record, or None when there is none, it is not a JSON object with a
-    `wheel` object or larger than `records.MAX_RECORD` (read bounded: a file in dist/ or
-    the cache is outside input)."""
+    """A wheel stage's record, or None when there is none or it is not a JSON object with a `wheel`
+    object within `records.MAX_RECORD`."""
     return records.read_object(path, parse_wheel_named)
 
 

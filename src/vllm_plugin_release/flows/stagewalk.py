@@ -66,12 +66,9 @@ def walk(
     title: str = "",
     width: int | None = None,
 ) -> Walk:
-    """Run what `targets` need (all with None). A line stage's exception ends the walk
-    and propagates (`record.failed` names the stage); `Halt` ends it and returns
-    (`record.halted`). `stop[name]` stops stage `name` (ahead work when the walk ends
-    with it still running; a line stage beside one that failed). `title`: the walk is
-    part of a larger command's output. `width`: at most this many line stages side by
-    side (default: the usable cores)."""
+    """Run what `targets` need (all with None). A line stage's exception ends the walk and
+    propagates; `Halt` ends it and returns. `stop[name]` stops stage `name`. `width`: at most this
+    many line stages side by side (default: the usable cores)."""
     record = record if record is not None else Walk()
     stages = graph.needed(targets)
     steps = graph.steps(targets, width or usable_cores())
@@ -247,7 +244,6 @@ def _started(stage: Stage) -> threading.Thread:
     return thread
 
 
-# ---------------------------------------------------------------------------
 # Stages added to the flows' graphs ("release": `vpr release`; "pairing": a cpu pairing
 # environment on another core; "hardware": `vpr conform-hardware`) from outside them: one
 # `Extra` each, placed right after the last of its needs in each graph it names.

@@ -71,12 +71,9 @@ def stage_key(spec: Spec, lock_sha: str, isolated: bool) -> str:
 
 
 def prepare_build_env(spec: Spec, cache: Cache) -> bool:
-    """Make the build environment ahead of the build: it needs only the lock, so it can be
-    made while the source is still being fetched. Nothing when the stage's result is
-    cached or the environment exists. What goes wrong here (no such Python, no lock, a
-    failed install) is left to the stage, which meets it again and says so: False.
-    Local runner only: in a container the image may first have to be built, which is the
-    stage's own business (progress, errors)."""
+    """Make the build environment ahead of the build (it needs only the lock). Nothing when cached
+    or present; whatever goes wrong is left to the stage, which meets it again: False. Local runner
+    only."""
     if spec.build.backend != "local":
         return False
     try:

@@ -40,7 +40,6 @@ from vllm_plugin_release.stages.wheelbuild import (
 
 STAGE = "build-plugin"
 RECORD = records.BUILD_PLUGIN
-# 2: the record says where the plugin was built (`backend`); the runner is in the key.
 RECIPE_VERSION = 2
 PLATFORM_GROUP = "vllm.platform_plugins"
 

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 STAGE = "build-core"  # stages/build_core.STAGE (a stage is not imported here: it is heavy)
 RECORD = records.BUILD_CORE
 MEMOS = "build-core-memo"  # .vpr/stages/build-core-memo/<memo>.json
-MEMO_VERSION = 2  # 2: the spec's python, for an interpreter named on the command line
+MEMO_VERSION = 2
 MAX_MEMO = 64 << 10
 PACKAGE = Path(__file__).resolve().parent.parent
 _HEX = frozenset(string.hexdigits.lower())
@@ -61,9 +61,8 @@ _SHAPE = bounded.shape(
 
 
 class StageResult(NamedTuple):
-    """A wheel stage's result, delivered into dist/NAME (build-core, build-plugin).
-    `stage_dir`: the cache entry it was delivered from (None: not given). A named tuple,
-    not a dataclass: a warm build-core does not load `dataclasses` (and `inspect`)."""
+    """A wheel stage's result, delivered into dist/NAME; `stage_dir`: the cache entry it came from.
+    A named tuple: a warm build-core does not load `dataclasses`."""
 
     wheel: Path
     record: Path
@@ -75,11 +74,8 @@ class StageResult(NamedTuple):
 def deliver(
     stage_dir: Path, dist: Path, record: BuildRecord, record_name: str
 ) -> tuple[Path, Path]:
-    """Copy a finished stage result (wheel + record) into dist/NAME, each file atomically.
-
-    An older wheel of the same distribution (an earlier pin) is removed, so dist/NAME
-    never holds two candidates for one side of the pairing.
-    """
+    """Copy a finished stage result (wheel + record) into dist/NAME, each file atomically; an older
+    wheel of the same distribution is removed."""
     name = record.wheel.filename
     prefix = name.split("-", 1)[0] + "-"
     dist.mkdir(parents=True, exist_ok=True)
@@ -100,9 +96,8 @@ def reuse(
     stage: str,
     named: tuple[Interpreter, str] | None = None,
 ) -> StageResult | None:
-    """The cached result of a wheel stage, delivered into dist/NAME; None when there is none,
-    or when `named` (the interpreter --interpreter or VPR_INTERPRETER names, and which of
-    them) is not the one it was built with: that is said, and the stage builds with it."""
+    """The cached result of a wheel stage, delivered into dist/NAME; None when there is none, or
+    when `named` is not the interpreter it was built with (said; the stage builds with it)."""
     if not (stage_dir / record_name).exists():
         return None
     # A truncated or emptied cache entry is named, with the way out (never a KeyError).
@@ -274,9 +269,8 @@ def _cached_record(stage_dir: Path, memo: dict[str, Any]) -> BuildRecord | None:
 
 
 def _named_holds(named: tuple[str, str] | None, memo: dict[str, Any], made: Any) -> bool:
-    """Whether the interpreter named on the command line (`Ask.named`) is still a CPython
-    of the spec's version with the fingerprint of the one the cached wheel was built with
-    (the path may now hold another, or nothing: the full path says which)."""
+    """Whether the interpreter named on the command line is still a CPython of the spec's version
+    with the fingerprint of the one the cached wheel was built with."""
     if named is None:
         return True
     from vllm_plugin_release.core.errors import VprError

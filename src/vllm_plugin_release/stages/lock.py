@@ -33,10 +33,8 @@ def pairing_locks(
     from_locks: bool = False,
     check: bool = False,
 ) -> list[tuple[LockRequest, Path]]:
-    """(request, lock file) for each lock of the pairing, build lock first.
-    `requires_dist`: the built plugin wheel's, for a plugin with dynamic dependencies.
-    `from_locks`: the plugin's inputs as the existing locks recorded them (`vpr lock
-    --check` where the plugin source cannot be reached)."""
+    """(request, lock file) for each lock of the pairing, build lock first. `requires_dist`: the
+    built plugin wheel's; `from_locks`: the plugin's inputs as the locks recorded them."""
     request, _ = build_request(spec, tree)
     locks = [(request, spec.resolve(spec.build.constraints))]
     if not spec.plugin or (plugin_root is None and not from_locks):
@@ -111,11 +109,8 @@ def lock(
     requires_dist: list[str] | None = None,
     from_locks: bool = False,
 ) -> None:
-    """Write every lock that is missing or not current (or, with `check`, verify each is
-    current: BadInput if stale). A current lock is left byte for byte: resolving it again
-    would take today's releases and this machine's find-links, a lock `--check` still calls
-    current; `upgrade` resolves it again on purpose. `from_locks` (with `check`): the
-    plugin's inputs as the locks recorded them."""
+    """Write every lock that is missing or not current (with `check`: BadInput if stale). A current
+    lock is left byte for byte; `upgrade` resolves it again on purpose."""
     for request, dest in pairing_locks(
         spec, tree, plugin_root, requires_dist, from_locks=from_locks
     ):

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 RUNNERS = SITES
 ENV_RECORD = records.ENV
 # Bump when the way an environment is made changes (it is part of the cache key).
-ENV_RECIPE = 7  # 5: platform activation, every plugin module imported; 6, 7: its crash
+ENV_RECIPE = 7
 
 
 @dataclass(frozen=True)
@@ -124,10 +124,9 @@ def create_env(
     conduct_gate: bool = True,
     on_installed: Callable[[Path, str | None], object] | None = None,
 ) -> EnvRecord:
-    """Create and check the pairing environment from the wheels in dist/NAME; the plugin
-    checkout and the verified core source tree come with the flow's `pairing`. A new
-    environment calls `on_installed(python, runtime module or None)` once its packages
-    are in, before it is checked (the runtime module: when the runtime is not there)."""
+    """Create and check the pairing environment from the wheels in dist/NAME. A new environment
+    calls `on_installed(python, runtime module or None)` once its packages are in, before it is
+    checked."""
     spec, runner_kind, runtime_env, plugin = (
         pairing.spec,
         pairing.site,
@@ -159,12 +158,11 @@ def create_env(
             plan,
             runtime_env,
             stand_in,
-            # exit 3 naming every place searched; a --runtime-env brings its own python
             pairing.interpreter(runner),
             on_installed,
         )
         result = _made(make)
-        result = {**result, "backend": runner.describe().to_json()}  # where the environment runs
+        result = {**result, "backend": runner.describe().to_json()}
     left = env_left_out(spec, plugin.root, built.requires_list())
     if left:  # never resolved here: what needs them waits for the runtime
         where = "--runtime-env" if runtime_env else "deferred to the hardware runner"
@@ -213,7 +211,7 @@ def _made(make: _EnvBuild) -> dict[str, Any]:
     env_dir = make.work
     result_file = env_dir / ".vpr-env.json"
     with make.cache.lock(env_dir):
-        kept = records.read_object(result_file, _found)  # bounded; None: none, or unusable
+        kept = records.read_object(result_file, _found)
         if kept is not None:
             progress.info(f"env: cached environment reused ({env_dir})")
             return dict(kept.raw)
@@ -375,7 +373,6 @@ class _EnvBuild:
 
     @property
     def python(self) -> str:
-        """The interpreter the venv is made with."""
         if self.runtime_env is not None:
             return str(self.runtime_env / "bin" / "python")
         assert self.interpreter is not None
@@ -409,8 +406,8 @@ class _EnvBuild:
 
     @property
     def bytecode(self) -> Path:
-        """Where the bytecode of environments with the same third-party packages and core
-        is kept."""
+        """Where the bytecode of environments with the same third-party packages and core is
+        kept."""
         kept = {
             **self._image,
             "lock": self.lock_sha,
@@ -431,11 +428,7 @@ def _build(b: _EnvBuild) -> dict[str, Any]:
             pool.submit(_stand_in_wheel, b.spec, b.stand_in, b.cache) if overlay_check else None
         )
         with contextlib.ExitStack() as stack:
-            # In the env's warm worker (within `vpr release`: it stays for conform's in-env
-            # checks; outside it, for the two env checks), started as soon as the locked
-            # packages and their bytecode are in:
-            # it imports torch while the two wheels are installed (unless a wheel brings a
-            # .pth file, which only an interpreter started after it would have read).
+            # The warm worker imports torch while the wheels install, unless one brings a .pth file.
             early = not (_has_pth(b.core_wheel) or _has_pth(b.plugin_wheel))
             # Outside a session too when the stand-in's check shares it with the env's.
             alone = not overlay_check
@@ -457,9 +450,6 @@ def _build(b: _EnvBuild) -> dict[str, Any]:
                 warm()
             if b.on_installed is not None:  # within `vpr release`: the plugin's tests start
                 b.on_installed(env_python, None if present else b.plan.module)
-            # The stand-in overlay is made and checked while the pairing env is checked, side
-            # by side: two forked copies of the warm worker when it is up, else two
-            # interpreters. (Results are put together in order.)
             overlay = (
                 pool.submit(_stand_in_check, stand_in_wheel, b.cache, b.runner, b.work, job)
                 if stand_in_wheel is not None
@@ -512,9 +502,8 @@ class EnvCheckJob:
 
 
 def _install(b: _EnvBuild, warm_early: Callable[[], None] | None) -> int:
-    """The install steps, with the kept bytecode linked in; `warm_early` (starting the warm
-    worker) is called once the locked packages and their bytecode are in, before the two
-    wheels. How many modules' bytecode came from an environment of the same lock."""
+    """The install steps, with the kept bytecode linked in; `warm_early` is called once the locked
+    packages and their bytecode are in. How many modules' bytecode came from the same lock's env."""
     restored = seeded = 0
     with progress.status(f"env: creating the pairing environment for {b.spec.name}"):
         for label, argv in install_steps(
@@ -634,9 +623,8 @@ def _has_pth(wheel: Path) -> bool:
 
 
 def _bytecode_in(env: Path, kept: Path, cache: Cache, *, seed: bool = True) -> tuple[int, int]:
-    """Link into `env` the bytecode kept for its lock (for the files installed so far:
-    `envbytecode.restore` links a pyc only beside the very file it was written for) and,
-    with `seed`, the build environments'; (restored, seeded)."""
+    """Link into `env` the bytecode kept for its lock and, with `seed`, the build environments';
+    (restored, seeded)."""
     site = envbytecode.site_packages(env)
     if site is None:
         return 0, 0
@@ -645,14 +633,8 @@ def _bytecode_in(env: Path, kept: Path, cache: Cache, *, seed: bool = True) -> t
 
 
 def bytecode_from_build_envs(cache: Cache, site: Path) -> int:
-    """Link into `site` the bytecode of this cache's build environments (installed with
-    their bytecode): torch and its dependencies are the very same files there, linked
-    from uv's cache, so a lock's first pairing env need not compile them again.
-    `envbytecode.restore` puts a pyc only beside the very file it was written for. A build
-    environment of another Python (`lib/python3.10` for a 3.11 site) holds no pyc this
-    site's interpreter reads: it is not walked (walking thousands of pyc files for none is
-    not free; a cache that built the TT pairing's core on 3.10 and the reference
-    pairing's on 3.11 holds both)."""
+    """Link into `site` the bytecode of this cache's build environments (the same torch files), so a
+    lock's first pairing env need not compile them; another Python's environment is not walked."""
     seeded = 0
     for env in cache.complete_envs("build-core"):
         build_site = envbytecode.site_packages(env)
@@ -668,12 +650,9 @@ def _stand_in_check(
     work: Path,
     job: EnvCheckJob,
 ) -> tuple[EnvChecks, Path, Path]:
-    """The stand-in goes into an overlay environment layered on the pairing env, so the
-    pairing env itself stays exactly what a cpu runner has: no runtime. (envcheck result,
-    stand-in wheel, overlay python). With the pairing env's warm worker up, the check
-    runs in a forked copy of it with the overlay's site-packages first, as the overlay's
-    python would run it (`run_in_env(overlay=...)`): torch and the rest are not imported
-    a second time."""
+    """The stand-in goes into an overlay environment layered on the pairing env, so the pairing
+    env itself stays what a cpu runner has: no runtime. (envcheck result, stand-in wheel, overlay
+    python). With the warm worker up, the check runs in a forked copy of it."""
     wheel = stand_in_wheel.result()  # built while the pairing env was installed
     overlay_py = _overlay(runner, cache, runner.uv, work, work / "stand-in-overlay", wheel)
     second = _env_checks(
@@ -719,8 +698,7 @@ def _layer_on(env: Path, runtime_env: Path) -> None:
 
 def _overlay(runner: Runner, cache: Cache, uv: str, base: Path, overlay: Path, wheel: Path) -> Path:
     """A venv that sees the pairing env's packages (.pth) plus the stand-in runtime. Each
-    site-packages is the environment's own (its Python's version, not vpr's: a 3.10 pairing
-    env has lib/python3.10), found in its folder (its python may run only in an image)."""
+    site-packages is found in its environment's folder (its python may run only in an image)."""
     _run(
         runner,
         cache,

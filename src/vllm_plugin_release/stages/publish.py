@@ -53,19 +53,13 @@ LOCK_HINT = "the lock changed since `vpr env`; run the pairing again (vpr releas
 Wheels = list[tuple[str, Path, str]]  # (project, wheel file, sha256): core, plugin, guard
 
 
-# ---------------------------------------------------------------------------
 # Wheels on the index
 
 
 def ensure_on_index(target: IndexTarget, wheels: Wheels) -> dict[str, str]:
-    """Make sure every wheel is on the index: by file name, 'present' (the same sha256
-    was there already) or 'uploaded'.
-
-    Every file is looked up first: a different file under one of the names is GateFailed
-    before anything is uploaded. The absent ones go up in one `twine upload`; the index
-    failing every attempt (the index client's one retry loop, `retrying`) is
-    OutsideFailure naming the files still missing.
-    """
+    """Make sure every wheel is on the index: by file name, 'present' or 'uploaded'. A different
+    file under one of the names is GateFailed before anything is uploaded; the absent ones go up in
+    one `twine upload`."""
     attempts, backoff = retry_policy()
     uploaded: set[str] = set()
     missing = [w.name for _, w, _ in wheels]  # not known to be on the index yet
@@ -113,13 +107,10 @@ def ensure_on_index(target: IndexTarget, wheels: Wheels) -> dict[str, str]:
         )
 
 
-# ---------------------------------------------------------------------------
 # twine check, started ahead: within `vpr release`, once the wheels are built (they
 # are final then), at the lowest CPU priority, so that it runs in the time conform and
 # the manifest leave a core idle. Publish takes its answer for the very same files and
-# bytes; a run still going then is stopped and the check run again at normal priority
-# (on a machine busy with other work, the early run may have had no time at all). The
-# runs are held by the walk's `proc.Ahead`, under this step's name.
+# bytes; a run still going then is stopped and the check run again at normal priority.
 
 TWINE_CHECK = "twine-check"
 
@@ -162,7 +153,6 @@ def _twine_check(wheels: Wheels, ahead: proc.Ahead | None) -> None:
     twine_check([wheel for _, wheel, _ in wheels])
 
 
-# ---------------------------------------------------------------------------
 # Install proof
 
 
@@ -173,10 +163,8 @@ def prove_install(
     workdir: Path,
     runner: Runner,
 ) -> None:
-    """Install the wheels (core, plugin, guard) from the index with --require-hashes into a
-    scratch venv made
-    on `runner` (this machine, or the pinned image) for the pairing's Python, then check
-    that environment against the manifest. GateFailed on any mismatch."""
+    """Install the wheels from the index with --require-hashes into a scratch venv on `runner`, then
+    check it against the manifest. GateFailed on any mismatch."""
     python = make_venv(workdir / "venv", runner, _certified_python(manifest))
     requirements = workdir / "requirements.txt"
     lines = [
@@ -207,7 +195,6 @@ def _certified_python(manifest: Manifest) -> str | None:
     return ".".join(version.split(".")[:2]) or None
 
 
-# ---------------------------------------------------------------------------
 # The whole step
 
 
@@ -248,11 +235,9 @@ class Proof:
 
 @dataclass(frozen=True)
 class Gates:
-    """What the folder is checked with before anything is uploaded: the public key (None:
-    the subject digests only), whether an uncertified verdict may go, the project root
-    (where the manifest's lock file is, stored with it; None: no lock) and the manifest key,
-    which signs the store's head (required: consumers trust nothing a head does not vouch
-    for)."""
+    """What the folder is checked with before anything is uploaded: the public key (None: digests
+    only), whether an uncertified verdict may go, the project root (for the lock) and the manifest
+    key, which signs the store's head."""
 
     public_key: Path | None = None
     allow_uncertified: bool = False
@@ -303,9 +288,8 @@ PROOFS = ".vpr-proofs"  # in the index folder (pypiserver serves no dot folder)
 
 
 def _proof_marker(index_root: Path, wheels: Wheels, runner: Runner) -> Path:
-    """Where the proof of this exact pair of wheels on this runner is noted: in the index
-    folder itself, so the note travels with the files it speaks of (an index folder
-    restored into a fresh cache keeps its proofs)."""
+    """Where the proof of this exact pair of wheels on this runner is noted: in the index folder, so
+    the note travels with the files it speaks of."""
     from vllm_plugin_release.core.cache import key_of
 
     key = key_of({"wheels": sorted(sha for _, _, sha in wheels), "runner": runner.env_key})
@@ -555,9 +539,8 @@ def _take_earlier_proof(
     proven: RunnerFacts,
     ahead: proc.Ahead | None,
 ) -> None:
-    """The same bytes were uploaded and install-proven on this runner by an earlier run:
-    the local index is a folder we own, so checking the files on disk is the whole answer
-    (that run checked them with twine before it uploaded them)."""
+    """The same bytes were uploaded and install-proven on this runner by an earlier run: the local
+    index is a folder we own, so checking the files on disk is the whole answer."""
     if ahead is not None:
         ahead.cancel(TWINE_CHECK)
     progress.info("twine check --strict: passed by the run that proved these wheels")

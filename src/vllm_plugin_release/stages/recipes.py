@@ -20,29 +20,12 @@ RUST_TOOLS = ("cargo", "rustc")
 
 # The build environment's bytecode, compiled once, in parallel, after the install: every
 # wheel build runs with PYTHONDONTWRITEBYTECODE, and vLLM's setup.py imports torch, which
-# without its .pyc files would be compiled again by each build, most of a build's time.
-# One process per usable core, with py_compile as uv's `--compile-bytecode` does
-# (compileall's own pool spent more CPU). The files are dealt out as the processes take
-# them, largest first, not in fixed shares: a counter in memory shared by the forked
-# processes holds the next file's number, moved only by the holder of a one-byte token in
-# a pipe, and each process takes the next file when it is free. With fixed shares one
-# process went on alone at the end (a skewed package such as sympy or networkx), and other
-# work on the machine (within `vpr release`, the source's extraction) unbalances fixed
-# shares more.
-# Timestamp-checked pyc, as uv writes them (not hash-checked, which py_compile would
-# pick where SOURCE_DATE_EPOCH is set); each depends on its file only, so the order
-# changes no byte. Test packages are left out (`tests/`, `test/`, `testing/`: a large part
-# of the reference lock's bytecode, almost none of it ever read, by the builds or by the
-# pairing env it is linked into); whatever imports one compiles it then, as Python always
-# does. A file that does not compile is Python's error when it is imported, not this step's.
-# Compiling on import instead (a step importing torch, setuptools, build and wheel with
-# bytecode writing on) was measured in whole cold releases and not taken: a lock's first
-# pairing env reads most of what is compiled here (torch._inductor, _dynamo and
-# distributed, sympy, networkx: what vLLM imports beyond `import torch`), so that
-# compiling would move into the pairing env, where the warm worker and the plugin's tests,
-# started side by side, both do it, and the release spends more CPU in all. Importing here
-# what the pairing env reads would cost about as much as compiling it all. The figures
-# are in docs/performance.md.
+# would otherwise be compiled again by each build. Files are dealt out largest first to
+# whichever process is free (a shared counter guarded by a one-byte token in a pipe), so no
+# process goes on alone at the end. Timestamp-checked pyc, as uv writes them; each depends
+# on its file only, so the order changes no byte. Test packages are left out: almost none of
+# their bytecode is ever read. Compiling on import instead would move the work into the
+# pairing env, where the warm worker and the plugin's tests both do it.
 COMPILE_BYTECODE = """\
 import mmap, os, py_compile, re, sys
 top, skip = sys.argv[1], re.compile(sys.argv[2])

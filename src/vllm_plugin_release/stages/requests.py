@@ -15,9 +15,7 @@ from vllm_plugin_release.core.bounded import tomllib
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.core.lockfile import LockRequest, core_build_request, torch_requirement
 
-# The plugin's inputs a lock records in its header, so that `vpr lock --check` can check it
-# where the plugin source cannot be reached (every stage that has the source checks the
-# lock against it, as before).
+# The plugin's inputs a lock records, so `vpr lock --check` works without the plugin source.
 DEPENDENCIES_NOTE = "plugin-dependencies:"
 BUILD_REQUIRES_NOTE = "plugin-build-requires:"
 
@@ -179,9 +177,8 @@ def plugin_build_plan(
     spec: Spec, root: Path | None, recorded: list[str] | None = None
 ) -> PluginBuildPlan:
     """The plugin's build requirements as its build environment gets them: without what the
-    vendor image provides, and with torch as `[build] torch` (a CPU build this machine can
-    install; the declared pin is recorded beside it), as for the core. `recorded`: the
-    plugin's own [build-system].requires as its lock recorded them (no checkout needed)."""
+    vendor image provides, torch as `[build] torch`. `recorded`: its [build-system].requires from
+    the lock."""
     if recorded is not None:
         declared = [*recorded, *_build_requirements(spec)]
     elif root is None:

@@ -29,7 +29,6 @@ from vllm_plugin_release.edges.keys import load_public_key
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-# ---------------------------------------------------------------------------
 # A manifest folder
 
 
@@ -53,14 +52,9 @@ def locate(path: Path) -> tuple[Path, Path]:
 
 
 def verify_files(path: Path, public_key: Path | None, *, manifest_only: bool = False) -> Verified:
-    """Check signature (when a key is given), subject digests, and the manifest's schema.
-
-    The manifest subject is the file given (a store copy is named <pairing_id>.json);
-    the wheel subjects are looked up next to it unless `manifest_only`.
-
-    GateFailed (exit 1) lists everything that did not match; a missing input
-    named on the command line is BadInput (exit 2).
-    """
+    """Check signature (when a key is given), subject digests and the manifest's schema; wheels are
+    looked up next to the manifest unless `manifest_only`. GateFailed lists every mismatch; a
+    missing input is BadInput."""
     manifest_path, statement_path = locate(path)
     if not path.exists() or not manifest_path.exists():
         raise BadInput(
@@ -152,7 +146,6 @@ def _check_subjects(
     return names, report, problems
 
 
-# ---------------------------------------------------------------------------
 # An installed environment
 
 
@@ -170,9 +163,9 @@ def lock_pins(manifest: Manifest, lock_text: str) -> dict[str, str]:
 def find_lock(
     manifest_path: Path, manifest: Manifest, given: Path | None
 ) -> tuple[str | None, Path | None]:
-    """The pairing lock for `check-env`: `given`, else the store's pairings/<id>.lock.txt
-    next to the manifest, else the manifest's environment.lock_file from the working
-    folder. (text, path) when found and its sha256 is the signed one; (None, None) else."""
+    """The pairing lock for `check-env`: `given`, else the store's pairings/<id>.lock.txt, else the
+    manifest's environment.lock_file; (text, path) when its sha256 is the signed one, else (None,
+    None)."""
     from vllm_plugin_release.core.storeindex import LOCK_SUFFIX, check_lock
 
     candidates = [given] if given else []
