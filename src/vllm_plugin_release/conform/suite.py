@@ -169,8 +169,7 @@ def conform_key(ctx: Context) -> str:
 
 
 def conform_cached(ctx: Context, *, force: bool = False) -> cardread.Scorecard:
-    """`conform`, reusing the stage result when none of its inputs changed; the scorecard
-    written, read back typed."""
+    """`conform`, reusing the stage result when none of its inputs changed; the scorecard."""
     import shutil
 
     stage = ctx.cache.stage_dir("conform", conform_key(ctx))

@@ -440,8 +440,7 @@ def assess_cadence(
     *,
     now: datetime | None = None,
 ) -> CheckResult:
-    """The cadence verdict from plain data (no I/O); `installer_pin`: the core version the
-    installer pins exactly."""
+    """The cadence verdict from plain data (no I/O); `installer_pin`: the exact core pin."""
     policy = dict(policy or {})
     max_minor = int(policy.get("max_minor_lag", 1))
     max_days = policy.get("max_days_lag")
@@ -650,8 +649,7 @@ def check(
     read_installer: bool = True,
     now: datetime | None = None,
 ) -> CheckResult:
-    """The `cadence` check, reading every input not given (the installer's core pin unless
-    `read_installer` is false)."""
+    """The `cadence` check, reading every input not given (`read_installer`: the core pin)."""
     policy = dict((spec.raw.get("conformance") or {}).get(NAME) or {})  # read here only
     _check_tag_pattern(spec, policy)
     notes: list[str] = []

@@ -75,8 +75,7 @@ class TpOutcome:
 
 @dataclass(frozen=True, slots=True)
 class LiveOutcome:
-    """The live load test's outcome: pass or fail, its summary when it ran, and the files it
-    left."""
+    """The live load test's outcome: pass or fail, its summary when it ran, the files it left."""
 
     status: str
     detail: str
@@ -205,8 +204,7 @@ def without_runtime(found: Probe, spec: Spec) -> Probe:
 
 
 def live_result(summary: LoadSummary, startup: float) -> LiveOutcome:
-    """The live load test's outcome from its summary: pass only when every planned request
-    completed."""
+    """The live load test's outcome: pass only when every planned request completed."""
     s = summary
     complete = s.requests.completed == s.requests.planned
     return LiveOutcome(

@@ -390,8 +390,7 @@ def scan_wheel(
     *,
     workers: int = 1,
 ) -> ScanReport:
-    """Search every member of a built wheel (read from the zip directly); `workers` as in
-    `scan_tree`."""
+    """Search every member of a built wheel, read from the zip; `workers` as in `scan_tree`."""
     started = time.perf_counter()
     wheel = _path_text(path)
     if not os.path.isfile(wheel):
