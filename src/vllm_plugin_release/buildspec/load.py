@@ -178,9 +178,7 @@ FeaturesTable = Mapping[str, VariantTable | Sequence[VariantTable]]
 
 
 def share_problems(features: FeaturesTable | None) -> list[tuple[str, str]]:
-    """(key, message) for each key whose variants' shares add up past 1 (pure; the spec
-    loader and the request-mix file loader both say it with the line, once the shapes are
-    valid)."""
+    """(key, message) for each key whose variants' shares add up past 1 (shapes valid)."""
     problems = []
     for key, value in (features or {}).items():
         if not isinstance(value, list):
@@ -307,9 +305,8 @@ def _read_text(path: Path) -> str:
 
 
 def read_data(path: Path) -> tuple[dict[str, Any], str]:
-    """The spec's data as plain Python, and its text. tomllib where there is one; a
-    file it refuses is read again by tomlkit, whose error names the line and column
-    (and which has the last word: the same BadInput as ever, or its data)."""
+    """The spec's data as plain Python, and its text. tomllib where there is one; a file it
+    refuses is read again by tomlkit, which has the last word (its error names the line)."""
     text = _read_text(path)
     try:
         import tomllib
@@ -325,8 +322,7 @@ def read_data(path: Path) -> tuple[dict[str, Any], str]:
 
 
 def _unparsable(path: Path, exc: BaseException) -> BadInput:
-    """A parser failure that is no syntax error (the parser's recursion or memory ran out)
-    as bad input naming the file."""
+    """A parser failure that is no syntax error (recursion or memory) as bad input."""
     why = "nested too deeply" if isinstance(exc, RecursionError) else type(exc).__name__
     return BadInput(
         f"{path}: malformed TOML: the parser gave up ({why})",
@@ -396,9 +392,8 @@ def _duplicate_line(path: Path, text: str, exc: Exception) -> str:
     return str(path)
 
 
-# The full buildspec schema as the package ships it: exactly what `vpr spec schema`
-# prints from the check registry (`conform.registry.spec_schema`), which a unit test keeps
-# equal to it. Reading a spec thus needs none of the check modules.
+# The full buildspec schema as the package ships it (a unit test keeps it equal to what
+# `vpr spec schema` prints), so reading a spec needs none of the check modules.
 PACKAGED_SCHEMA = "schemas/buildspec.schema.json"
 
 
@@ -414,10 +409,7 @@ def load_spec(path: str | Path) -> Spec:
 
 
 def load(path: str | Path, schema: dict[str, Any]) -> Spec:
-    """Read, validate against `schema` (the full buildspec schema) and type a buildspec.
-
-    Most callers want `load_spec(path)`: the full schema as the package ships it.
-    """
+    """Read, validate against `schema` (the full buildspec schema) and type a buildspec."""
     file = Path(path)
     data, text = read_data(file)
     validate(data, file, text, schema)
@@ -451,11 +443,8 @@ def set_value(
     *,
     write: bool = True,
 ) -> str:
-    """Set `a.b.c = value` in the spec, validate the result against the full schema (as
-    `load_spec` does: the one the package ships), and write it atomically.
-
-    Returns the new text. Nothing is written when the result would not validate.
-    """
+    """Set `a.b.c = value` in the spec, validate it as `load_spec` does and write it
+    atomically; the new text. Nothing is written when the result would not validate."""
     import tomlkit
 
     from vllm_plugin_release.core.cache import atomic_write_text

@@ -45,9 +45,8 @@ class CoreSpec:
     target_device: str
     source_date_epoch: int
     source: SdistSource | GitSource
-    # [core.api_approval]: who approved the breaking core API changes of the bump that moved
-    # the core here (from, to, by, why, changes), as the manifest records it; None when
-    # there was nothing to approve
+    # [core.api_approval]: who approved the breaking core API changes of the bump to this
+    # core, as the manifest records it; None when there was nothing to approve
     api_approval: Approval | None = field(default=None, hash=False)
 
 
@@ -152,10 +151,8 @@ class Spec:
     # positive integer, present where the spec sets it (edges.fetch.ArchiveLimits.of)
     fetch: dict[str, int] = field(default_factory=dict)
     env: EnvSpec = field(default_factory=EnvSpec)
-    # The validated document as read: the conformance suite's cache key holds it as
-    # written. Each `[conformance.*]` table is read from it by its one owner (the check's
-    # module or a `conform/lib` module, `replay/config.py`, `replay/mix.py`) into that
-    # owner's typed record; no other module reads a conformance table.
+    # The validated document as read (the conformance suite's cache key holds it). Each
+    # `[conformance.*]` table is read from it by its one owner into a typed record.
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -172,8 +169,7 @@ class Spec:
 
     @property
     def runtime_module(self) -> str | None:
-        """`[runtime] module`, the vendor runtime's import name (None: no runtime, or none
-        named)."""
+        """`[runtime] module`, the vendor runtime's import name (None: none named)."""
         return self.runtime.module if self.runtime is not None else None
 
     def with_backend(self, backend: str | None) -> Spec:

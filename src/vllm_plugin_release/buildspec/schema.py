@@ -433,11 +433,8 @@ SCHEMA: dict[str, Any] = {
 
 
 def full_schema(tables: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
-    """SCHEMA with the `[conformance.*]` tables filled in.
-
-    The tables come from the check registry (`conform/registry.py`), handed in as data:
-    the spec layer knows the shape of a buildspec, not which checks exist.
-    """
+    """SCHEMA with the `[conformance.*]` tables filled in, handed in by the check registry:
+    the spec layer knows the shape of a buildspec, not which checks exist."""
     schema = copy.deepcopy(SCHEMA)
     schema["properties"]["conformance"]["properties"] = dict(tables)
     return schema

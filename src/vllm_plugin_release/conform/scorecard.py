@@ -90,7 +90,7 @@ def deferred_items(
 
 def blockers(results: list[CheckResult]) -> list[tuple[str, str]]:
     """(check, sentence) for each thing the plan needs that a failing check found refused
-    (a check's `details.blockers`, e.g. the workload check's): the first reasons of `lab`."""
+    (its `details.blockers`): the first reasons of `lab`."""
     return [
         (r.name, str(b))
         for r in sorted(results, key=lambda r: r.name)
@@ -218,13 +218,9 @@ def scorecard(
     not_run: list[tuple[str, str]] | None = None,
     blocked: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The machine-readable scorecard (deterministic: no times, no hosts).
-
-    `facts`: the wheels, runtime, certification day, tool and replay headline (see
-    `conform.suite.card_facts`); `not_run`: checks this runner never runs (name, why);
-    `blocked`: why the pairing's environment cannot be made here (`reason`, `hint`):
-    the verdict is then `lab` whatever ran (`suite.conform_env_free`).
-    """
+    """The machine-readable scorecard (deterministic: no times, no hosts). `not_run`: checks
+    this runner never runs (name, why); `blocked`: why the pairing's environment cannot be
+    made here (`reason`, `hint`), which makes the verdict `lab` whatever ran."""
     v = "lab" if blocked else verdict(results, runner)
     deferred = deferred_items(results, list(not_run or []))
     card = {

@@ -40,8 +40,7 @@ def run_check(ctx: Context, name: str) -> CheckResult:
 
 def job_failed(name: str, exc: JobFailed) -> CheckResult:
     """`fail` for a check whose job in the pairing environment died, answered garbage or ran
-    past its time: the plugin's code runs there, so nothing was shown to work. The summary
-    says how it ended and its last output line; the evidence holds its last lines."""
+    past its time: the plugin's code runs there, so nothing was shown to work."""
     headline = exc.message.splitlines()[0].rstrip(":")
     last = next((line.strip() for line in reversed(exc.log.splitlines()) if line.strip()), "")
     summary = f"its job in the pairing environment failed: {headline}"
@@ -74,8 +73,8 @@ def parse_replay_facts(data: Any, where: str | Path) -> ReplayFacts:
 
 
 def card_facts(ctx: Context, day: str) -> dict[str, Any]:
-    """What the scorecard states beside the checks: pairing id, wheels, runtime, the
-    certification day, the tool, the replay's headline (from the records in dist/NAME)."""
+    """What the scorecard states beside the checks (pairing, wheels, runtime, day, tool,
+    the replay's headline), from the records in dist/NAME."""
     from vllm_plugin_release import __version__
     from vllm_plugin_release.stages.manifest import pairing_id_of
 
@@ -137,9 +136,7 @@ OUTPUTS = (
     records.REPLAY_TIMING,
     *records.REPLAY_PLOTS,
 )
-# 3: no run-specific timings, paths or times; 4: scorecard v2 (facts); 5: hardware_docs;
-# 6: workload (its check, plans' verdicts, the slow-path marks of the replay); 7: a check
-# whose job in the pairing environment died fails (it was deferred: a pilot verdict)
+# Bumped whenever what conform writes changes, so no older cached scorecard is reused.
 CONFORM_RECIPE = 7
 
 
@@ -172,8 +169,7 @@ def conform_key(ctx: Context) -> str:
 
 
 def conform_cached(ctx: Context, *, force: bool = False) -> cardread.Scorecard:
-    """`conform`, reusing the stage result when none of its inputs changed; the scorecard
-    written, read back typed (`cardread.Scorecard`)."""
+    """`conform`, reusing the stage result when none of its inputs changed; the scorecard."""
     import shutil
 
     stage = ctx.cache.stage_dir("conform", conform_key(ctx))
@@ -196,8 +192,7 @@ def conform_cached(ctx: Context, *, force: bool = False) -> cardread.Scorecard:
 
 def _cached_card(stage: Path) -> cardread.Scorecard | None:
     """The scorecard the conform stage's cache keeps for these inputs, read bounded and
-    checked (a cache entry is outside input); None when there is none or it does not
-    read as a scorecard: the checks then run again (and replace it)."""
+    checked; None when there is none or it does not read as one (the checks run again)."""
     if not (stage / records.SCORECARD).exists():
         return None
     try:
@@ -207,11 +202,8 @@ def _cached_card(stage: Path) -> cardread.Scorecard | None:
         return None
 
 
-# Checks that start an interpreter in the pairing environment (seconds each): started
-# first, longest first, so the short ones fill the other cores meanwhile. workload is
-# the longest; started after a shorter one, it would run alone at the end of the stage
-# on one core while the other idles. Order of start only; the scorecard and the result
-# lines keep the suite's order.
+# Checks that start an interpreter in the pairing environment: started first, longest
+# first, so the short ones fill the other cores meanwhile (the results keep suite order).
 LONG_FIRST = ("workload", "plugin_tests", "api", "scheduler")
 
 
@@ -260,8 +252,7 @@ IN_WORKER = ("api", "scheduler", "workload")
 
 def _warm(ctx: Context, names: tuple[str, ...]) -> contextlib.AbstractContextManager[Any]:
     """The pairing env's warm worker, started before the checks (its imports overlap with
-    the short ones); nothing when no check uses it or there is no env record (the check
-    that needs one says so)."""
+    the short ones); nothing when no check uses it or there is no env record."""
     if not set(names) & set(IN_WORKER):
         return contextlib.nullcontext()
     try:
@@ -306,9 +297,8 @@ def env_free(name: str) -> bool:
 
 
 def blocker(ctx: Context) -> PythonUnavailable | None:
-    """Why the pairing's environment cannot be made here: before build-core ran (no
-    build-core.json), the spec's Python is looked for on the spec's runner. None when it
-    is there, or when build-core already ran (the usual records then tell what is next)."""
+    """Why the pairing's environment cannot be made here: before build-core ran, the spec's
+    Python is looked for on the spec's runner. None when it is there, or build-core ran."""
     if (ctx.dist / records.BUILD_CORE).exists():
         return None
     from vllm_plugin_release.stages.wheelbuild import runner_for

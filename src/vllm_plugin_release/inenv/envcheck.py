@@ -1,6 +1,5 @@
 """Inside the pairing environment: does the installed pairing hold together (core version,
-the plugin's packages and entry points, the vendor runtime present or absent)?
-"""
+the plugin's packages and entry points, the vendor runtime present or absent)?"""
 
 from __future__ import annotations
 
@@ -113,10 +112,8 @@ def _import_packages(packages: list[str]) -> list[dict[str, Any]]:
 def _plugin_modules(
     files: list[Path], packages: list[str], runtime: str
 ) -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
-    """Every module of the plugin, imported (a module that needs the runtime is listed, not
-    imported, when the runtime is absent): its list, and the checks "plugin modules import"
-    and, with a runtime, "runtime modules". An import failure is a finding about the plugin
-    (against this core and runtime), named with its module and error."""
+    """Every module of the plugin imported (one that needs an absent runtime only listed):
+    the list, and its checks; an import failure is a finding about the plugin."""
     present = bool(runtime) and runtime_importable(runtime)
     modules: list[dict[str, str]] = []
     for path in files:
@@ -171,9 +168,8 @@ def _without_env(text: str) -> str:
 
 
 def _platform_activation(packages: list[str], runtime: str, expect: str) -> dict[str, Any]:
-    """The platform vLLM itself resolves (`vllm.platforms.current_platform`, through its own
-    plugin discovery) must be the plugin's when the runtime is present: a silent fallback
-    to another platform is a failure, named with what the plugin's platform_plugin() said."""
+    """The platform vLLM resolves through its own plugin discovery must be the plugin's when
+    the runtime is present: a silent fallback to another platform is a failure."""
     name = "platform activation (vllm.platforms.current_platform)"
     try:
         from vllm import platforms
@@ -275,19 +271,13 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     runtime = request.get("runtime_module") or ""
     expect = request.get("expect_runtime", "absent")
 
-    # 1. every plugin module byte-compiles
     files = [f for p in packages for f in _package_files(p)]
     checks = [_byte_compile(files)]
-    # 2. vLLM imports and is the pinned core
     checks.append(_import_vllm(request))
-    # 3. the platform vLLM resolves through its own plugin discovery is the plugin's
     checks.append(_platform_activation(packages, runtime, expect))
-    # 4. the plugin imports, then every module of it (those that need an absent runtime
-    # are listed, not imported)
     checks += _import_packages(packages)
     modules, module_checks = _plugin_modules(files, packages, runtime)
     checks += module_checks
-    # 5. entry points resolve; the platform plugin answers as the runtime dictates
     groups = request.get("entry_points", {})
     for group, entries in sorted(groups.items()):
         if group.startswith("vllm."):
@@ -327,4 +317,4 @@ if __name__ == "__main__":
     code = main(sys.argv)
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)  # no interpreter teardown (common.exit_now): slow after vLLM and torch
+    os._exit(code)  # no interpreter teardown: slow after vLLM and torch

@@ -1,6 +1,5 @@
 """Inside the pairing environment: vLLM's OpenAI-compatible app (built with no engine and
-no model), its OpenAPI document and model schemas, for the API contract.
-"""
+no model), its OpenAPI document and model schemas, for the API contract."""
 
 from __future__ import annotations
 
@@ -65,11 +64,8 @@ def _all_vllm_plugin_names() -> list[str]:
 
 
 def _prepare_plugin_env(attach: bool) -> dict[str, Any]:
-    """Work out VLLM_PLUGINS with and without the endpoint plugins; set the core-only one.
-
-    The core-only app is built first (its OpenAPI document lets the check say whether
-    a change comes from vLLM or from an endpoint plugin), then the one with plugins.
-    """
+    """VLLM_PLUGINS with and without the endpoint plugins; the core-only one is set, as that
+    app is built first (its document tells vLLM's changes from an endpoint plugin's)."""
     discovered = _group_names(ENDPOINT_GROUP)
     info: dict[str, Any] = {"discovered": discovered, "attached": [], "requested": attach}
     current = os.environ.get("VLLM_PLUGINS")
@@ -257,10 +253,8 @@ def _check_tasks(tasks: list[str], vllm_version: str) -> None:
 
 
 def _build_app(args: Any, tasks: list[str], plugins: dict[str, Any]) -> tuple[Any, Any]:
-    """The app, with the endpoint plugins when asked for, and the core-only OpenAPI document.
-
-    The core-only document is None when no endpoint plugin is attached.
-    """
+    """The app, with the endpoint plugins when asked for, and the core-only OpenAPI document
+    (None when no endpoint plugin is attached)."""
     import vllm.plugins as vllm_plugins
     from vllm.entrypoints.openai.api_server import build_app
 
@@ -393,4 +387,4 @@ if __name__ == "__main__":
     code = main(sys.argv)
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)  # no interpreter teardown (common.exit_now): slow after vLLM and torch
+    os._exit(code)  # no interpreter teardown: slow after vLLM and torch

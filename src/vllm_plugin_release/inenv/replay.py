@@ -1,6 +1,5 @@
 """Scheduler replay inside the pairing environment: real vLLM V1 schedulers stepped on a
-request mix with no model, a simulated clock advanced by the per-step cost model.
-"""
+request mix with no model, a simulated clock advanced by the per-step cost model."""
 
 from __future__ import annotations
 
@@ -122,10 +121,8 @@ SCHEDULER_BASE = "vllm.v1.core.sched.interface:SchedulerInterface"
 
 
 # ---------------------------------------------------------------------------
-# Configuration policies: what the platform would do to the scheduler config.
-# A policy is a function (scheduler_config, model_config) -> list[str] that edits the
-# config in place and returns one sentence per change (the reference plugin's
-# `apply_scheduler_policy` has exactly this shape).
+# Configuration policies: what the platform would do to the scheduler config. A policy
+# edits (scheduler_config, model_config) in place and returns one sentence per change.
 
 POLICY_FUNCTIONS = {
     "reference": "vllm_reference_plugin.policy:apply_scheduler_policy",
@@ -218,9 +215,8 @@ PLATFORM_BASE = "vllm.platforms.interface:Platform"
 
 
 def platform_hook(path: str, vllm_config: Any) -> list[str]:
-    """The plugin's own `Platform.check_and_update_config(vllm_config)`, as vLLM calls it
-    once the config is built (`platform:module:Class`). A class that is not a vLLM Platform
-    is bad input; the hook raising is the plugin's failure (reported with the replay)."""
+    """The plugin's `Platform.check_and_update_config(vllm_config)` (`path`:
+    `platform:module:Class`); BadRequest when the class is not a vLLM Platform."""
     cls = load_object(path, what="platform")
     module_name, _, name = PLATFORM_BASE.partition(":")
     base = getattr(importlib.import_module(module_name), name)
@@ -241,9 +237,8 @@ def load_class(path: str) -> type:
     """Import `module:Class` and check it is a vLLM scheduler."""
     cls = load_object(path, what="scheduler")
     base_module, _, base_name = SCHEDULER_BASE.partition(":")
-    # A real scheduler class has imported vLLM's interface module already; when it is
-    # absent the class cannot derive from it, and a wrong path fails without vLLM's
-    # (slow) import.
+    # A real scheduler class has imported vLLM's interface module already, so a wrong path
+    # fails without vLLM's slow import.
     base = getattr(sys.modules.get(base_module), base_name, None)
     if base is None or not (isinstance(cls, type) and issubclass(cls, base)):
         raise BadRequest(
@@ -343,7 +338,7 @@ def build_scheduler(
     block_size = int(settings["block_size"])
     num_blocks = int(settings["num_gpu_blocks"])
     vllm_config = _vllm_config(model_dir, max_model_len, settings, block_size, num_blocks)
-    # The platform applies its policy to the finished config (check_and_update_config).
+
     policy_report = apply_policy(policy, vllm_config, model_type)
     effective = _effective_settings(vllm_config, settings, block_size, num_blocks)
     # As EngineCore constructs it. A scheduler that fails here is incompatible with this
@@ -361,10 +356,8 @@ def build_scheduler(
 
 
 def accepted(cls: type, offered: dict[str, Any]) -> dict[str, Any]:
-    """The keyword arguments of `offered` that `cls` takes, as the EngineCore of the vLLM
-    it belongs to passes them (`hash_block_size` is 0.26's; 0.19's scheduler has none): those
-    of the nearest class in its MRO whose constructor names its parameters (a plugin's
-    scheduler that takes **kwargs passes them to vLLM's). A required one missing fails."""
+    """The keyword arguments of `offered` that `cls` takes (the nearest class in its MRO whose
+    constructor names its parameters), as its vLLM's EngineCore passes them."""
     import inspect
 
     for klass in cls.__mro__:  # a subclass taking **kwargs hands them to its base's
@@ -467,11 +460,8 @@ def replay_entry(
 @contextlib.contextmanager
 def frozen_after() -> Iterator[None]:
     """No cyclic garbage collection meanwhile, and what was made meanwhile frozen after, as
-    vLLM's EngineCore freezes its startup heap once built (vllm.utils.gc_utils.
-    freeze_gc_heap, without its full collection first: half a second, and the replay's
-    process ends with it). vLLM's import makes some 600,000 objects that the collector
-    would otherwise scan again and again: a fifth of the import's time, and as much of
-    the schedulers' time in the replay."""
+    vLLM's EngineCore freezes its startup heap: the collector would otherwise scan vLLM's
+    import's objects again and again."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -493,7 +483,7 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
         import vllm
         import vllm.config
         import vllm.v1.outputs
-        import vllm.v1.request  # imported here so that import time is counted once
+        import vllm.v1.request  # here, so that its import time is counted once
 
     import_s = time.perf_counter() - t_import
 

@@ -1,6 +1,5 @@
 """The replay's step loop inside the pairing environment: a scheduler stepped on a simulated
-clock with a fake model-runner output, each request's token timeline run-length encoded.
-"""
+clock with a fake model-runner output, each request's token timeline run-length encoded."""
 
 from __future__ import annotations
 
@@ -72,10 +71,8 @@ class Arrivals:
         self.add_s = 0.0  # time spent in the scheduler's add_request
 
     def add_due(self, nxt: int, clock: float) -> int:
-        """Add the admitted requests from the `nxt`-th on that have arrived by `clock`.
-
-        Returns the index of the next request to add.
-        """
+        """Add the admitted requests from the `nxt`-th on that have arrived by `clock`; the
+        index of the next request to add."""
         SamplingParams, Request = self._sampling_params, self._request
         arrival, prompt, output, admitted = self.arrival, self.prompt, self.output, self.admitted
         params_cache, reqs, index_of, add = self.params_cache, self.reqs, self.index_of, self._add
@@ -155,7 +152,7 @@ def step_loop(
 
     while True:
         if nxt < len(admitted) and arrival[admitted[nxt]] <= clock:
-            nxt = feed.add_due(nxt, clock)  # arrivals up to the current clock
+            nxt = feed.add_due(nxt, clock)
         if not has_work():
             if nxt >= len(admitted):
                 break

@@ -1,6 +1,5 @@
 """A warm interpreter in the pairing environment: the heavy imports once, each job a forked
-copy, so each job starts warm and ends with everything it changed gone.
-"""
+copy, so each job starts warm and ends with everything it changed gone."""
 
 # Protocol, one JSON object per line. Stdout: {"ready": true, "preloaded", "skipped"}, then
 # {"id", "pid"} when a job starts and {"id", "rc"} when it ends. Stdin: {"id", "script",
@@ -90,12 +89,9 @@ LAYER_REFUSED_TEXT = "not run as the overlay's python here (its own python runs 
 
 
 def layer_first(site_dir: str) -> list[str]:
-    """sys.path as the python of a venv layered on this environment has it: the standard
-    library, then `site_dir` (that venv's site-packages) and the lines of its .pth files,
-    one of which names this environment's site-packages (whose own .pth files that python
-    does not read). Refused, with nothing changed, when that python would not import what
-    this worker has imported: why (each module of `site_dir` imported here already, or
-    that this environment's site-packages is not on its path)."""
+    """sys.path as the python of a venv layered on this environment has it (`site_dir` and
+    its .pth lines after the standard library); with nothing changed, why it is refused
+    when that python would not import what this worker has imported."""
     names = set()
     with contextlib.suppress(OSError):
         for entry in os.listdir(site_dir):
@@ -213,4 +209,4 @@ if __name__ == "__main__":
     code = main(sys.argv)
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)  # torch's teardown takes seconds; every answer is written
+    os._exit(code)  # torch's teardown is slow; every answer is written

@@ -1,6 +1,5 @@
 """Workload features asked of the plugin the way vLLM asks at start-up (engine config, a
-request's checks, the spec's slow paths), inside the pairing environment.
-"""
+request's checks, the spec's slow paths), inside the pairing environment."""
 
 from __future__ import annotations
 
@@ -99,7 +98,7 @@ def serve(job: Any, argv: list[str]) -> int:
 
 
 def exit_now(code: int) -> None:
-    """Exit without interpreter teardown (torch's takes seconds; the result is written)."""
+    """Exit without interpreter teardown (torch's is slow; the result is written)."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
@@ -182,11 +181,9 @@ _SCALARS = (type(None), bool, int, float, str, bytes)  # exactly these types: no
 
 
 def _plain_data(value: Any, depth: int = 0) -> bool:
-    """Made only of what `==` compares as `_plain` does: scalars (not their subclasses,
-    whose `==` may be their own), enum members, lists, tuples and dicts of them, and
-    dataclasses whose `==` is the generated one over every field (the private ones too:
-    stricter than `_plain`). Not sets: two equal sets may list their items in another
-    order."""
+    """Made only of what `==` compares as `_plain` does: exact scalars, enum members, lists,
+    tuples and dicts of them, dataclasses with the generated `==` over every field. Not sets:
+    two equal sets may list their items in another order."""
     if depth > 32:
         return False
     if type(value) in _SCALARS or isinstance(value, enum.Enum):
@@ -226,10 +223,8 @@ def _reading(read: Callable[[], Any]) -> tuple[Any, Any]:
 
 
 def _same_as(read: Callable[[], Any], kept: Any) -> bool:
-    """The value reads equal (==) to the copy kept at the last reading: unchanged, without
-    making its JSON-ready form again (for plain data, `==` implies the same form). False
-    whenever that cannot be told (no copy, a read or a comparison that raises, an answer
-    that is no bool): the full reading decides."""
+    """The value reads equal (==) to the copy kept at the last reading, so it is unchanged;
+    False whenever that cannot be told (the full reading decides)."""
     if kept is _NO_COPY:
         return False
     try:
@@ -271,10 +266,8 @@ class Watch:
         readings = {k: _reading(r) for k, r in reads.items()}
         self.before = {k: plain for k, (plain, _) in readings.items()}
         self.now = dict(self.before)
-        # A copy of each value as last read: at each event a value equal to it is taken
-        # as unchanged at once. Making the JSON-ready form of every watched value at every
-        # line was nearly all of the check's time (a structured-output request's JSON
-        # schema, remade at each line of its validation).
+        # A copy of each value as last read: a value equal to it is unchanged, without
+        # making its JSON-ready form again at every line (the check's main cost).
         self.kept = {k: kept for k, (_, kept) in readings.items()}
         self.where: dict[str, dict[str, Any]] = {}
         self.last: tuple[str, int, str] | None = None
@@ -297,10 +290,8 @@ class Watch:
             return None
         self._poll()
         if event == "call" and _an_import(frame):
-            # An import (finding the module, running its body and all it calls) is not
-            # traced: a module's body cannot reach the watched values (made before it),
-            # and tracing every line of the modules a first validation imports (structured
-            # output's backends) cost seconds. A change found after it is the importing
+            # An import is not traced: a module's body cannot reach the watched values (made
+            # before it), and tracing it is slow. A change found after it is the importing
             # line's.
             self.importing = True
             frame.f_trace_lines = False
@@ -749,8 +740,7 @@ def paths_of(combos: list[dict[str, Any]], slow_paths: list[dict[str, Any]]) -> 
 
 
 def request_paths(spec: dict[str, Any]) -> dict[str, Any]:
-    """The slow path of each request (the plugin's predicates, `inenv/workload.paths_of`)
-    and the seconds each adds per sampled token (the replay's, `inenv/replay.py`):
+    """The slow path of each request and the seconds each adds per sampled token:
     {"marks": {"per_request" | "error"}, "cost": {"per_request": [...]}}."""
     found = paths_of(spec["combos"], spec["slow_paths"])
     if "error" in found:

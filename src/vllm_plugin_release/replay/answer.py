@@ -18,9 +18,8 @@ PER_STEP_MORE = ("partial_prefills", "prefill_pending")
 
 
 class SideAnswer(NamedTuple):
-    """One scheduler's replay (`label`: plugin, upstream, ...): which scheduler, under which
-    policy and settings (as the environment wrote them: the report quotes them), and
-    either what it did (steps, tokens, rejections) or why it crashed."""
+    """One scheduler's replay: which scheduler, policy and settings (quoted as written), and
+    what it did or why it crashed."""
 
     label: str
     scheduler: str | None
@@ -92,7 +91,7 @@ def _optional_table(value: object, key: str) -> dict[str, Any] | None:
 
 
 def answer_problem(key: str, value: object, wanted: str) -> JobFailed:
-    """The error for a value of the answer that is not `wanted` (`model.py` names it)."""
+    """The error for a value of the answer that is not `wanted`."""
     return jobanswer.problem(JOB, key, value, wanted)
 
 

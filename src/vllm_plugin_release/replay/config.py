@@ -287,9 +287,7 @@ def _cost(table: dict[str, Any], root: Path, origin: Origin) -> CostModel:
 
 
 def _spec_table(spec: Spec, key: str) -> dict[str, Any] | None:
-    """`[conformance.KEY]` of a loaded spec, as validated with it (None when absent): this
-    module reads `replay` into a `ReplayConfig` (and `DeclaredModel`), and the `workload`
-    check's slow paths, which the replay prices (that check is a layer above)."""
+    """`[conformance.KEY]` of a loaded spec, as validated with it (None when absent)."""
     table = (spec.raw.get("conformance") or {}).get(key)
     return table if isinstance(table, dict) else None
 

@@ -225,10 +225,8 @@ def _plan(mix: RequestMix, options: LoadOptions) -> list[RequestRecord]:
 async def _await_requests(
     tasks: list[asyncio.Future[None]], t0: float, options: LoadOptions
 ) -> str | None:
-    """Wait for the requests within the run's time bound, then cancel what is left.
-
-    Returns what stopped the run early (a failed request or the time bound), if anything.
-    """
+    """Wait for the requests within the run's time bound, cancel what is left, and return
+    what stopped the run early (a failed request or the time bound), if anything."""
     failure: str | None = None
     deadline = t0 + options.duration_s
     pending = set(tasks)

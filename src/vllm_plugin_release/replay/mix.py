@@ -184,7 +184,7 @@ class RequestMix:
         return out
 
     def limit(self, count: int) -> RequestMix:
-        """The first `count` requests (by index), e.g. to bound a load test."""
+        """The first `count` requests (by index)."""
         features = self.features
         if features is not None:
             features = FeatureMix(features.variants, features.per_request[:count])
@@ -601,8 +601,7 @@ def _arrivals(
 
 
 def _spec_table(spec: Spec) -> dict[str, Any] | None:
-    """`[conformance.request_mix]` of a loaded spec, as validated with it (None when
-    absent): read here only, into a `RequestMix` (and its plans)."""
+    """`[conformance.request_mix]` of a loaded spec, as validated with it (None: absent)."""
     table = (spec.raw.get("conformance") or {}).get("request_mix")
     return table if isinstance(table, dict) else None
 

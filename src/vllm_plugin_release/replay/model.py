@@ -1,6 +1,5 @@
 """The replay's models: the per-step cost model (and its fit to measured steps), and the
-metrics of a replay (step composition, TTFT, inter-token latency, stalls, throughput).
-"""
+metrics of a replay (step composition, TTFT, inter-token latency, stalls, throughput)."""
 
 from __future__ import annotations
 
@@ -15,13 +14,11 @@ from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.replay.answer import ReplayAnswer, SideAnswer, answer_problem
 from vllm_plugin_release.replay.mix import RequestMix
 
-# The step cost: t_step = a + b * prefill_tokens + c * decode_requests, plus d_P for each
-# request sampled on slow path P in the step.
-
 
 @dataclass(frozen=True)
 class CostModel:
-    """t_step = a + b * prefill_tokens + c * decode_requests (seconds)."""
+    """t_step = a + b * prefill_tokens + c * decode_requests (seconds), plus d_P for each
+    request sampled on slow path P in the step."""
 
     a: float
     b: float
@@ -322,7 +319,7 @@ def _identity(side: SideAnswer) -> dict[str, Any]:
 
 
 def analyze(side: SideAnswer, mix: RequestMix) -> Analysis:
-    """Metrics for one scheduler's replay (as the in-env part answered, read)."""
+    """Metrics for one scheduler's replay."""
     import numpy as np
 
     steps = _Steps.of(side)
@@ -636,8 +633,7 @@ COUNTERS = ("steps", "mixed_steps", "chunked_prefill_steps", "interleaved_decode
 
 class SideCounts(NamedTuple):
     """One side of a replay report: why it crashed or stopped (None: it did not), its step
-    counters (`COUNTERS` that are not null: a crashed side has none) and its first mixed
-    step."""
+    counters (none when it crashed) and its first mixed step."""
 
     crashed: str | None
     stopped: str | None

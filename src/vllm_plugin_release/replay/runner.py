@@ -89,8 +89,7 @@ def paths_request(mix: RequestMix, config: ReplayConfig) -> dict[str, Any] | Non
 
 @dataclass(frozen=True)
 class ReplayJob:
-    """The request of inenv/replay.py: `mix` through the plugin's scheduler and upstream's
-    (`build_request`), each in its own forked child when `side_by_side`."""
+    """The request of inenv/replay.py: `mix` through the plugin's scheduler and upstream's."""
 
     mix: RequestMix
     config: ReplayConfig
@@ -127,10 +126,8 @@ def _cores() -> int:
 
 
 def side_by_side(python: Path | str, job: ReplayJob) -> ReplayAnswer:
-    """The replay of the job's schedulers: one in-env run, which imports vLLM once and,
-    with two cores or more, replays each scheduler in its own forked child, all at once
-    (each is independent: its own scheduler, config and clock); the results come in the
-    request's order. On one core: one after the other."""
+    """The replay of the job's schedulers, in the request's order: one in-env run importing
+    vLLM once, each scheduler in its own forked child when there are two cores or more."""
     from vllm_plugin_release.edges.envrun import run_in_env
 
     count = len(job.LABELS)

@@ -92,7 +92,6 @@ API_SCHEMA: dict[str, Any] = {
     },
 }
 
-# The `[conformance.*]` tables the check reads, with their schemas.
 TABLES: dict[str, dict[str, Any]] = {"api": API_SCHEMA}
 
 
@@ -117,9 +116,8 @@ class Allow:
 
 
 def default_contract(spec: Spec) -> str:
-    """The stored contract of the newest core release before the spec's core
-    (`buildspec/contracts/vllm-X.Y.Z-openai.json`): the clients of the previous release
-    are the ones a new pairing must keep serving. DEFAULT_CONTRACT when none is older."""
+    """The stored contract of the newest core release before the spec's core, as its
+    clients are the ones a new pairing must keep serving; DEFAULT_CONTRACT when none is."""
     try:
         core = Version(spec.core.version)
         names = sorted(p.name for p in spec.resolve(CONTRACTS).iterdir())
@@ -244,13 +242,8 @@ def evaluate(
     contract_file: str,
     allow: list[Allow] | None = None,
 ) -> CheckResult:
-    """The `api` verdict for a capture against a contract (pure).
-
-    fail: a breaking change not accepted by `allow`; warn: breaking changes, all
-    accepted; pass: none. Additive changes are listed as information either way.
-    When endpoint plugins were attached, each change says whether vLLM core makes it
-    on its own or it comes from the endpoint plugins.
-    """
+    """The `api` verdict for a capture against a contract (pure): fail on a breaking change
+    `allow` does not accept; warn when all are accepted; pass with none."""
     new = contract_from_capture(captured).to_json()
     changes = diff_contracts(contract, new)
     blocking, accepted, info = split_allowed(changes, allow or [])
@@ -394,8 +387,7 @@ def recorded_contract(spec: Spec) -> Path:
 
 def check_recorded(spec: Spec) -> CheckResult | None:
     """`api` with no pairing environment: the pinned core's recorded contract against the
-    client contract, labelled as such (the plugin's platform and endpoint plugins are not
-    in it). None when no contract of that core version is recorded."""
+    client contract, labelled as such; None when none of that core version is recorded."""
     recorded_path = recorded_contract(spec)
     if not recorded_path.is_file():
         return None
@@ -442,9 +434,8 @@ def check_recorded(spec: Spec) -> CheckResult | None:
 
 
 def general_plugins_crash(captured: Capture, contract_file: str) -> CheckResult:
-    """vLLM's load_general_plugins() raised in the pairing env: `vllm serve` fails the same
-    way wherever that holds (e.g. wherever the vendor runtime is absent). A finding about
-    the plugin, not a deferral."""
+    """vLLM's load_general_plugins() raised in the pairing env, so `vllm serve` fails the same
+    way wherever that holds: a finding about the plugin, not a deferral."""
     crash = captured.crash
     if crash is None:
         raise ValueError("general_plugins_crash: the capture holds no crash")
@@ -467,10 +458,8 @@ def general_plugins_crash(captured: Capture, contract_file: str) -> CheckResult:
 
 
 def vllm_unimportable(env: EnvRecord) -> CheckResult | None:
-    """The env found that vLLM does not import with the plugin installed, because of the
-    plugin (env.json marks it `finding`: its platform activates and needs the absent
-    runtime): no API to capture, and `vllm serve` fails the same way. A finding, not a
-    deferral; None otherwise."""
+    """A finding (not a deferral) when the env found that vLLM does not import because of
+    the plugin: no API to capture, and `vllm serve` fails the same way; None otherwise."""
     found = next(
         (c for c in env.checks if c.name == "import vllm" and c.status == "fail" and c.finding),
         None,
@@ -487,7 +476,6 @@ def vllm_unimportable(env: EnvRecord) -> CheckResult | None:
 
 
 def run(ctx: Context) -> CheckResult:
-    """The check as `vpr conform` runs it, on what the context hands in."""
     return vllm_unimportable(ctx.env) or check(
         ctx.spec,
         ctx.python,

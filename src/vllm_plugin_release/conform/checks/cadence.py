@@ -83,7 +83,6 @@ CADENCE_SCHEMA: dict[str, Any] = {
     },
 }
 
-# The `[conformance.*]` tables the check reads, with their schemas.
 TABLES: dict[str, dict[str, Any]] = {"cadence": CADENCE_SCHEMA}
 
 
@@ -349,7 +348,7 @@ def _lag(
     now: datetime,
     details: dict[str, Any],
 ) -> _Lag:
-    """How far `targeted` trails `latest`: minor series and days (see the module doc)."""
+    """How far `targeted` trails `latest`: minor series and days."""
     newer_series = sorted(
         {
             _series(r.version)
@@ -441,11 +440,7 @@ def assess_cadence(
     *,
     now: datetime | None = None,
 ) -> CheckResult:
-    """The cadence verdict from plain data (no I/O).
-
-    `core_releases`: (version, upload/tag date) pairs; `plugin_tags`: (name, date,
-    commit) triples; `installer_pin`: the core version the installer pins exactly.
-    """
+    """The cadence verdict from plain data (no I/O); `installer_pin`: the exact core pin."""
     policy = dict(policy or {})
     max_minor = int(policy.get("max_minor_lag", 1))
     max_days = policy.get("max_days_lag")
@@ -506,10 +501,8 @@ def _version_of_file(filename: str) -> Version | None:
 
 
 def core_releases_from_index(index: str, project: str) -> list[CoreRelease]:
-    """Releases of `project` on a simple-API index: version and first upload time.
-
-    Yanked files are ignored; a release whose files are all yanked is dropped.
-    """
+    """Releases of `project` on a simple-API index: version and first upload time (yanked
+    files ignored)."""
     from vllm_plugin_release.edges.fetch import index_files
 
     earliest: dict[Version, datetime | None] = {}
@@ -535,10 +528,7 @@ def plugin_tags_from_git(repo_path: Path | str) -> list[PluginTag]:
 
 
 def core_releases_from_git(repo: Path | str) -> list[CoreRelease]:
-    """Core releases from version tags (v0.26.0, 0.26.0) of a repository (path or URL).
-
-    A URL is cloned bare and treeless into a temporary folder (`edges/git.tag_refs_of`).
-    """
+    """Core releases from version tags (v0.26.0, 0.26.0) of a repository (path or URL)."""
     return _releases_from_refs(tag_refs_of(str(repo)))
 
 
@@ -659,11 +649,7 @@ def check(
     read_installer: bool = True,
     now: datetime | None = None,
 ) -> CheckResult:
-    """The `cadence` check. I/O is done here for every input not given.
-
-    The installer's core pin is read from the plugin source unless `read_installer`
-    is false (then no pin is taken into account).
-    """
+    """The `cadence` check, reading every input not given (`read_installer`: the core pin)."""
     policy = dict((spec.raw.get("conformance") or {}).get(NAME) or {})  # read here only
     _check_tag_pattern(spec, policy)
     notes: list[str] = []
@@ -695,7 +681,6 @@ def check(
 
 
 def run(ctx: Context) -> CheckResult:
-    """The check as `vpr conform` runs it, on what the context hands in."""
     return check(ctx.spec, ctx.plugin_root)
 
 

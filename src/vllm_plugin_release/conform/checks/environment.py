@@ -7,7 +7,6 @@ from typing import Any
 
 from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence
 
-# The `[conformance.*]` tables the check reads, with their schemas.
 TABLES: dict[str, dict[str, Any]] = {}
 
 

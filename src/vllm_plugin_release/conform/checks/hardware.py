@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from vllm_plugin_release.replay.loadtest import LoadSummary, LoadSummaryJson
 
 
-# The `[conformance.*]` tables the check reads, with their schemas.
 TABLES: dict[str, dict[str, Any]] = {"hardware": HARDWARE_SCHEMA}
 
 
@@ -76,8 +75,7 @@ class TpOutcome:
 
 @dataclass(frozen=True, slots=True)
 class LiveOutcome:
-    """The live load test's outcome: pass or fail, the load test's summary when it ran
-    (`loadtest.summarize`: counts and latency statistics), and the files it left."""
+    """The live load test's outcome: pass or fail, its summary when it ran, the files it left."""
 
     status: str
     detail: str
@@ -206,8 +204,7 @@ def without_runtime(found: Probe, spec: Spec) -> Probe:
 
 
 def live_result(summary: LoadSummary, startup: float) -> LiveOutcome:
-    """The live load test's outcome from its summary: pass only when every planned request
-    completed."""
+    """The live load test's outcome: pass only when every planned request completed."""
     s = summary
     complete = s.requests.completed == s.requests.planned
     return LiveOutcome(
@@ -262,8 +259,7 @@ def hardware_record(found: Probe, tp: TpOutcome | None, live: LiveOutcome | None
 
 
 def collect(dist: Path, check: CheckResult) -> Scorecard:
-    """Add (or replace) the hardware check in dist/scorecard.*; recompute the verdict; the
-    card written, typed."""
+    """Add (or replace) the hardware check in dist/scorecard.* and recompute the verdict."""
     from vllm_plugin_release.conform import cardread
     from vllm_plugin_release.conform.scorecard import FACT_KEYS, scorecard, utc_day, write_card
 

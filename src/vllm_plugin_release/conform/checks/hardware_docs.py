@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from vllm_plugin_release.conform import Context
 
 
-# The `[conformance.*]` tables the check reads, with their schemas.
 TABLES: dict[str, dict[str, Any]] = {"hardware": HARDWARE_SCHEMA}
 
 
@@ -292,7 +291,6 @@ def check(spec: Spec, plugin_root: Path) -> CheckResult:
 
 
 def run(ctx: Context) -> CheckResult:
-    """The check as `vpr conform` runs it, on what the context hands in."""
     return check(ctx.spec, ctx.plugin_root)
 
 

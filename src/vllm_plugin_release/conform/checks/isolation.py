@@ -74,7 +74,6 @@ ISOLATION_SCHEMA: dict[str, Any] = {
     },
 }
 
-# The `[conformance.*]` tables the check reads, with their schemas.
 TABLES: dict[str, dict[str, Any]] = {"isolation": ISOLATION_SCHEMA}
 
 
@@ -110,8 +109,8 @@ def _bad(file: Path | None, keys: tuple[str, ...], message: str) -> BadInput:
 
 
 def config_from_table(data: Mapping[str, Any], file: Path | None = None) -> IsolationConfig:
-    """A table of the right shape (ISOLATION_SCHEMA) -> IsolationConfig. What the schema
-    cannot state is checked here: each symbol parses, each allowlist symbol is one of them."""
+    """A table of the right shape -> IsolationConfig, checking what the schema cannot state
+    (each symbol parses, each allowlist symbol is one of them)."""
     names = list(data["symbols"])
     for i, name in enumerate(names):
         try:
@@ -171,8 +170,7 @@ def check(
     spec: Spec, source_tree: Path, wheel: Path | None = None, no_wheel: str | None = None
 ) -> CheckResult:
     """`isolation`: fail on import/code hits, warn on string literals, pass otherwise.
-    `no_wheel`: why there is no core wheel to scan (the tree is scanned alone; the
-    evidence and the summary say so)."""
+    `no_wheel`: why there is no core wheel to scan (the tree is scanned alone)."""
     config = config_from_spec(spec)
     if config is None:
         where = spec.path
@@ -279,7 +277,6 @@ def _unused_allowlist(
 
 
 def run(ctx: Context) -> CheckResult:
-    """The check as `vpr conform` runs it, on what the context hands in."""
     return check(ctx.spec, ctx.core_tree, *ctx.built_core_wheel())
 
 

@@ -83,7 +83,6 @@ PINNING_SCHEMA: dict[str, Any] = {
     },
 }
 
-# The `[conformance.*]` tables the check reads, with their schemas.
 TABLES: dict[str, dict[str, Any]] = {"pinning": PINNING_SCHEMA}
 
 
@@ -384,7 +383,6 @@ def _same_version(a: str, b: str) -> bool:
 
 
 def run(ctx: Context) -> CheckResult:
-    """The check as `vpr conform` runs it, on what the context hands in."""
     return check(ctx.spec, ctx.plugin_root)
 
 

@@ -79,7 +79,6 @@ PLUGIN_TESTS_SCHEMA: dict[str, Any] = {
     },
 }
 
-# The `[conformance.*]` tables the check reads, with their schemas.
 TABLES: dict[str, dict[str, Any]] = {"plugin_tests": PLUGIN_TESTS_SCHEMA}
 
 
@@ -165,9 +164,8 @@ class TestRun:
             self.reasons[test] = why.replace(f"{env}/", "<env>/").replace(f"{root}/", "")
 
     def count_import_findings(self, failed_modules: dict[str, str]) -> None:
-        """A test skipped because a plugin module does not import (its skip message names
-        the module, or carries the import error) is that finding: a failure, not a skip.
-        `failed_modules`: module -> import error, from the environment's check."""
+        """A test skipped because a plugin module does not import is that finding: a failure,
+        not a skip. `failed_modules`: module -> import error."""
         for test, outcome in list(self.outcomes.items()):
             said = self.reasons.get(test, "")
             if outcome != "skipped" or not said:
@@ -187,7 +185,7 @@ class TestRun:
 @dataclass(frozen=True, slots=True)
 class TestSettings:
     """`[conformance.plugin_tests]` with its defaults filled in, and the runtime's own "no
-    device" errors: what a run needs to plan and classify its tests (`settings_for`)."""
+    device" errors: what a run needs to plan and classify its tests."""
 
     cpu: tuple[str, ...] = ("tests",)
     hardware: tuple[str, ...] = ("tests",)
@@ -241,8 +239,7 @@ def _texts(value: object, key: str, table: str = "[conformance.plugin_tests]") -
 
 
 def settings_for(spec: Spec) -> TestSettings:
-    """The spec's `[conformance.plugin_tests]` with its defaults, and the runtime's own
-    "no device" errors (`[runtime] no_device`): what a run needs to classify its tests."""
+    """The spec's `TestSettings`."""
     table = (spec.raw.get("conformance") or {}).get("plugin_tests") or {}  # read here only
     return settings(dict(table), list(spec.runtime.no_device) if spec.runtime else [])
 
@@ -273,11 +270,9 @@ def absence_signatures(runtime_module: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Deferrals:
-    """What makes a failing test the hardware runner's, not a failure: the absent runtime
-    (`No module named 'ttnn'`, `absence_signatures`), a device the machine does not have
-    (the runtime's own error, `[runtime] no_device`), or options the plugin's conftest
-    requires that the cpu runner never passes (a live server: `testscan.option_folders`).
-    Each keyed on what the test did, never on a list of tests."""
+    """What makes a failing test the hardware runner's, not a failure: the absent runtime, a
+    device the machine does not have, or options the plugin's conftest requires that the cpu
+    runner never passes. Each keyed on what the test did, never on a list of tests."""
 
     absent: tuple[str, ...] = ()
     no_device: tuple[str, ...] = ()
@@ -314,11 +309,8 @@ def test_module(test_id: str) -> str:
 def classify_junit(
     path: Path, deferrals: Deferrals
 ) -> tuple[dict[str, int], dict[str, str], dict[str, str]]:
-    """Counts, per-test outcomes, and why each deferred test is (from a JUnit XML file).
-
-    A failure whose cause `deferrals` recognises is `deferred` (it belongs to the hardware
-    runner), one that needs the network the tests run without is `network`; never
-    `passed`. A skip keeps its message as its reason (`skip_reasons`)."""
+    """Counts, per-test outcomes, and why each deferred test is (from a JUnit XML file). A
+    failure `deferrals` recognises is `deferred`, one that needs the network `network`."""
     try:
         root = ET.parse(path).getroot()
     except (ET.ParseError, OSError) as exc:  # garbage where pytest's report should be
@@ -367,8 +359,7 @@ def parse_junit(
     path: Path, runtime_module: str | None = None, signatures: tuple[str, ...] = ()
 ) -> tuple[dict[str, int], dict[str, str]]:
     """Counts and per-test outcomes from a JUnit XML file: a failure whose only cause is
-    the absent vendor runtime (`No module named 'ttnn'`, or one of `signatures`) is
-    `deferred` (`classify_junit` with the runtime's absence alone)."""
+    the absent vendor runtime (or one of `signatures`) is `deferred`."""
     absent = (*absence_signatures(runtime_module), *signatures) if runtime_module else ()
     counts, outcomes, _ = classify_junit(
         path, Deferrals(absent, runtime_module=runtime_module or "")
@@ -376,11 +367,9 @@ def parse_junit(
     return counts, outcomes
 
 
-# `python -m pytest ARGS` as `python -c PYTEST_MAIN ARGS`: the same pytest run (its
-# __main__ through runpy, as -m runs it, with the working folder first on sys.path), then
-# os._exit with pytest's exit code once its report and junit file are written. The
-# interpreter's teardown after the plugin's tests imported vLLM and torch is a sizeable
-# part of the run's CPU time, and nothing needs it.
+# `python -m pytest ARGS` as `python -c PYTEST_MAIN ARGS`: the same pytest run, then
+# os._exit with its code once its reports are written, skipping the interpreter's teardown
+# after vLLM and torch, which nothing needs and which is slow.
 PYTEST_MAIN = """\
 import os, runpy, sys
 sys.path[0] = os.getcwd()
@@ -521,10 +510,8 @@ def _timed_out(timeout: float) -> Iterator[None]:
 
 # ---------------------------------------------------------------------------
 # Started ahead: within `vpr release`, the plugin's tests start as soon as the pairing
-# env's wheels are in, while the env is checked (a core is idle while the warm worker
-# imports torch); the conformance check then waits for that very run. Same command, same
-# environment, same files: only the start is earlier. The walk holds the run (its
-# `proc.Ahead`, under this step's name) and stops it at its end if nobody took it.
+# env's wheels are in, and the conformance check waits for that very run (same command,
+# environment and files). The walk holds the run and stops it if nobody took it.
 
 PLUGIN_TESTS = "plugin-tests"
 
@@ -535,8 +522,7 @@ def _key(python: Path, suite: Suite) -> tuple[str, ...]:
 
 def start_ahead(ahead: proc.Ahead, cache: Cache, python: Path, suite: Suite) -> bool:
     """Start the plugin's tests now for `tests_run` to take from `ahead` (only where the
-    pairing env runs on this machine: a container runner starts them in conform, as
-    before); whether started."""
+    pairing env runs on this machine); whether started."""
     if runner_of(python).kind != "local":
         return False
     scratch = contextlib.ExitStack()
@@ -633,9 +619,8 @@ class Baseline(NamedTuple):
 
 
 def parse_baseline(data: Any, runner: str, path: Path, hint: str) -> Baseline | None:
-    """plugin-tests.json's `baseline` for `runner`, typed; None without one (no object
-    there, or one of another runner). BadInput naming `path` and the key of one of
-    another kind, with `hint` to run again."""
+    """plugin-tests.json's `baseline` for `runner`, typed; None without one. BadInput naming
+    `path` and the key of a value of another kind, with `hint` to run again."""
     b = data.get("baseline") if isinstance(data, dict) else None
     if not b or not isinstance(b, dict) or b.get("runner") != runner:
         return None
@@ -723,8 +708,7 @@ def failed_imports(env: EnvRecord) -> dict[str, str]:
 
 
 def run_in_env(env: EnvRecord, root: Path, cfg: TestSettings, junit: Path) -> TestRun:
-    """The plugin's tests in a pairing environment, chosen and classified exactly as the
-    release's check does (every flow that runs them goes through here or `run`)."""
+    """The plugin's tests in a pairing environment, chosen and classified as the check does."""
     run = run_tests(env.python, root, env.runner, cfg, junit, absent_runtime(env))
     run.without_paths(Path(env.python).parent.parent, root)
     run.count_import_findings(failed_imports(env))

@@ -53,7 +53,6 @@ SCHEDULER_SCHEMA: dict[str, Any] = {
     },
 }
 
-# The `[conformance.*]` tables the check reads, with their schemas.
 TABLES: dict[str, dict[str, Any]] = {
     "scheduler": SCHEDULER_SCHEMA,
     "request_mix": REQUEST_MIX_SCHEMA,
@@ -276,11 +275,8 @@ def _classify(lower: str, start: int, end: int, inherent: str | None) -> tuple[s
 
 
 def _topics(lower: str, lead_polarity: str | None) -> dict[str, tuple[str, bool]]:
-    """(polarity, conditional) per topic a normalized sentence speaks of.
-
-    A list item under a lead-in with a polarity ("It does not mean:") takes that
-    polarity when it states none, and is negated under a negated lead-in.
-    """
+    """(polarity, conditional) per topic a normalized sentence speaks of; a list item under
+    a lead-in with a polarity takes it when it states none, negated under a negated one."""
     found: dict[str, tuple[str, bool]] = {}
     for topic, rules in _TOPIC_RULES.items():
         flt = _TOPIC_FILTER.get(topic)
@@ -541,8 +537,7 @@ def check(
 
 
 def _request_mix(spec: Spec) -> dict[str, Any] | None:
-    """`[conformance.request_mix]` of the spec (the pilot's expected load), if any, as
-    written: the scorecard records it (the replay reads it into a `RequestMix`)."""
+    """`[conformance.request_mix]` of the spec as written (the scorecard records it), if any."""
     mix: dict[str, Any] | None = (spec.raw.get("conformance") or {}).get("request_mix")
     return mix
 

@@ -106,7 +106,6 @@ WORKLOAD_SCHEMA: dict[str, Any] = {
     },
 }
 
-# The `[conformance.*]` tables the check reads, with their schemas.
 TABLES: dict[str, dict[str, Any]] = {"request_mix": REQUEST_MIX_SCHEMA, "workload": WORKLOAD_SCHEMA}
 
 # ---------------------------------------------------------------------------
@@ -158,7 +157,7 @@ class WorkloadAnswer:
 
 @dataclass(frozen=True)
 class WorkloadJob:
-    """The request of inenv/workload.py (see that module)."""
+    """The request of inenv/workload.py."""
 
     model: ProbeModel
     probes: tuple[Probe, ...]
@@ -621,8 +620,7 @@ def related_notes(rows: list[dict[str, Any]], base: dict[str, Any]) -> None:
 
 def base_stop(base: dict[str, Any]) -> tuple[str, str] | None:
     """(short, full) of what stops the platform hook (or vLLM after it) here for every
-    config, and why; None when the base config completed. The features were asked up to
-    that line; the rest is deferred to the hardware runner, whose image has what is missing."""
+    config, and why; None when the base config completed."""
     hook = base.get("hook")
     error = base.get("error") if hook != "returned" else base.get("after_hook")
     if not error:
@@ -844,8 +842,7 @@ def plans(spec: Any) -> list[Plan]:
 
 
 def _options(spec: Any) -> dict[str, Any]:
-    """`[conformance.workload]` as validated with the spec ({} when absent): read here only
-    (the replay reads its slow paths too, to price them)."""
+    """`[conformance.workload]` as validated with the spec ({} when absent)."""
     return dict((spec.raw.get("conformance") or {}).get("workload") or {})
 
 

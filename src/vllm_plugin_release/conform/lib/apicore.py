@@ -1,7 +1,6 @@
 """The core's side of the API coupling diff: a core source tree read statically, each module
 reduced once to plain facts (bindings, classes, members, signatures, annotations) that are
-cached by the file's sha256 and validated when read back (a cache entry is outside input).
-"""
+cached by the file's sha256 and validated when read back (a cache entry is outside input)."""
 
 from __future__ import annotations
 
@@ -588,8 +587,7 @@ class FactsCache:
             return None  # absent, unreadable or not ours: parsed again and rewritten
 
     def _write(self, sha: str, facts: dict[str, Any] | None) -> None:
-        """Renamed into place whole; not synced to disk: an entry lost in a crash is
-        only made again."""
+        """Renamed into place whole; not synced: an entry lost in a crash is made again."""
         if self.root is None or facts is None:
             return
         path = self._path(sha)

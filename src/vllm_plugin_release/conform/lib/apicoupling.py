@@ -57,9 +57,8 @@ class Change:
 
 @dataclass(frozen=True, slots=True)
 class CouplingReport:
-    """The API coupling diff (`coupling`): how many core symbols the plugin uses, those that
-    cannot be told statically (with why), every breaking change for it (by id) and the
-    changes to review."""
+    """The API coupling diff: the core symbols the plugin uses, those that cannot be told
+    statically (with why), every breaking change (by id) and the changes to review."""
 
     symbols: int
     unresolved: tuple[Unresolved, ...]
@@ -506,9 +505,8 @@ def coupling(
     versions: tuple[str, str] | None = None,
     cache_dir: Path | None = None,
 ) -> CouplingReport:
-    """The bump's API coupling diff: the plugin's uses against the old and the new core.
-    `versions` name the cores in the details (default: the trees' folder names,
-    `vllm-0.29.0`); `cache_dir` keeps each core module's facts by its sha256."""
+    """The bump's API coupling diff: the plugin's uses against the old and the new core
+    (`versions` default to the trees' folder names)."""
     facts = FactsCache(cache_dir)
     old, new = CoreTree(old_tree, facts), CoreTree(new_tree, facts)
     if versions is None:
@@ -526,12 +524,8 @@ def coupling(
 
 @dataclass(frozen=True)
 class Tracing:
-    """Observed failures traced to reported changes.
-
-    traced: failure (plugin module or test id) -> the ids of the changes that explain it;
-    missed: failures no reported change explains; confirmed: breaking change ids some
-    failure is traced to; recall: traced / observed failures; precision: confirmed /
-    reported breaking changes (None when there is nothing to divide by)."""
+    """Observed failures traced to reported changes: recall is traced / observed failures,
+    precision confirmed / reported breaking changes (None when there is nothing to divide)."""
 
     traced: Mapping[str, tuple[str, ...]]
     missed: tuple[str, ...]
@@ -598,14 +592,9 @@ def trace_failures(
     import_failures: Mapping[str, str],
     regressions: Mapping[str, str],
 ) -> Tracing:
-    """Which observed failures of a pairing the report's changes explain.
-
-    `import_failures`: plugin module -> its import error text; `regressions`: test id
-    (`tests.test_x.TestY::test_z`) -> its error text. A failure is traced to a change
-    (breaking or to review) when the change is used in the failing module, or in a plugin
-    module it imports (for a test: the plugin modules its test module imports, and theirs),
-    and the error text names the change (its symbol's own name, the keyword or parameter it
-    is about, or a module path it lies under). Pure: reads nothing but its arguments."""
+    """Which observed failures of a pairing the report's changes explain (pure). A failure
+    is traced to a change used in the failing module or a plugin module it imports, when
+    its error text names the change."""
     graph = report.graph
     changes = [*report.changes, *report.review]
     by_module: dict[str, list[Change]] = {}

@@ -1,6 +1,5 @@
 """The plugin's side of the API coupling diff: its own modules parsed (never imported)
-into every use of the core's API, typed with the old core's help, and its module graph.
-"""
+into every use of the core's API, typed with the old core's help, and its module graph."""
 
 from __future__ import annotations
 
@@ -805,9 +804,8 @@ def _catches_import_error(node: ast.AST | None) -> bool:
 def plugin_uses(
     root: Path, core: str = "vllm", tree: CoreTree | None = None
 ) -> tuple[list[Use], list[Unresolved], PluginGraph]:
-    """Every use of the core's API in the plugin's own modules (a module that does not
-    parse is skipped: the plugin's own tests say so), what the plugin side cannot follow,
-    and the plugin's module graph. `tree` (the old core) types objects along chains."""
+    """Every use of the core's API in the plugin's own modules (one that does not parse is
+    skipped), what cannot be followed, and the module graph; `tree` (the old core) types."""
     plugin = _Plugin(root, core)
     oracle = Oracle(tree)
     uses: list[Use] = []

@@ -186,11 +186,9 @@ CODE = {".sh", ".bash", ".py", ".yaml", ".yml", ".toml", ".dockerfile"}
 
 
 def doc_files(root: Path, patterns: list[str]) -> list[Path]:
-    """The plugin's files that `patterns` (globs relative to `root`, `**` for any folders)
-    name, sorted: text files only, nothing hidden, nothing that resolves outside `root`,
-    at most MAX_FILES. One walk of the tree, entering only folders a pattern can reach,
-    without recursion and without following a link to a folder (a tree 1,100 folders
-    deep is walked like any other)."""
+    """The plugin's files that `patterns` (globs relative to `root`) name, sorted: text files
+    only, nothing hidden or outside `root`, at most MAX_FILES. One walk without recursion,
+    entering only folders a pattern can reach and never following a link to a folder."""
     globs = [
         _Glob(p)
         for p in patterns
@@ -256,9 +254,8 @@ class _Glob:
 def doc_texts(
     root: Path, patterns: list[str], left: list[str] | None = None
 ) -> list[tuple[str, str]]:
-    """(path relative to `root`, text) of the docs `patterns` name: `doc_files`, each read
-    at most MAX_BYTES through the plugin tree's reader, binary files left out, until
-    MAX_TOTAL_BYTES are read; the files after that go to `left` (named, not read)."""
+    """(path relative to `root`, text) of the docs `patterns` name, each read at most
+    MAX_BYTES, binary ones left out, until MAX_TOTAL_BYTES; the rest go to `left`."""
     out: list[tuple[str, str]] = []
     files = doc_files(root, patterns)
     total = 0

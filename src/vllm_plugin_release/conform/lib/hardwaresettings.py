@@ -144,8 +144,7 @@ def _where(spec: Spec, key: str | None = None) -> str:
 
 
 def _table(spec: Spec) -> dict[str, Any]:
-    """`[conformance.hardware]` as validated when the spec was loaded ({} when absent): read
-    here only, into `HardwareSettings`."""
+    """`[conformance.hardware]` as validated when the spec was loaded ({} when absent)."""
     return dict((spec.raw.get("conformance") or {}).get("hardware") or {})
 
 
@@ -155,8 +154,7 @@ def configured(spec: Spec) -> bool:
 
 
 def declared(spec: Spec) -> HardwareSettings | None:
-    """`[conformance.hardware]` with its defaults, as declared (None without one): what
-    the spec names (device class, model), for a reader that judges none of it."""
+    """`[conformance.hardware]` with its defaults, as declared (None without one)."""
     table = _table(spec)
     return _typed(table) if table else None
 

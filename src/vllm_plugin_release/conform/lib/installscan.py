@@ -241,7 +241,7 @@ class Analyzer:
         for cmd in commands:
             self.fetches.order += 1
             if cmd.op == "|":
-                pipeline.append(cmd)  # (not a copy per command: a pipe of 40,000 is linear)
+                pipeline.append(cmd)  # not a copy per command: a long pipe stays linear
             else:
                 pipeline = [cmd]
             if cmd.op == "|" and previous is not None:
@@ -381,9 +381,8 @@ def plugin_root_for(spec: Spec, plugin_root: Path | str | None) -> Path:
 
 @dataclass(frozen=True, slots=True)
 class PinningOptions:
-    """`[conformance.pinning]` (validated with the spec) with its defaults: the installer
-    inputs it adds (`files`), the build arguments Dockerfiles are read with, and the
-    pinning check's verdict levels."""
+    """`[conformance.pinning]` with its defaults: the installer inputs it adds, the build
+    arguments Dockerfiles are read with, and the check's verdict levels."""
 
     files: tuple[InputFile, ...] = ()
     build_args: dict[str, str] = field(default_factory=dict)
@@ -394,8 +393,7 @@ class PinningOptions:
 
 
 def pinning_options(spec: Spec) -> PinningOptions:
-    """The spec's `[conformance.pinning]`, typed (read here only; a path in `files` or
-    {path, kind})."""
+    """The spec's `[conformance.pinning]`, typed."""
     table = (spec.raw.get("conformance") or {}).get("pinning") or {}
     key = "[conformance.pinning] files"
     return PinningOptions(
@@ -414,8 +412,7 @@ def pinning_options(spec: Spec) -> PinningOptions:
 
 
 def input_files(spec: Spec, files: Sequence[InputFile] = ()) -> list[InputFile]:
-    """The installer inputs to scan: `[plugin] installer` and `overrides`, then `files`
-    (`PinningOptions.files`, `[conformance.pinning] files`)."""
+    """The installer inputs to scan: `[plugin] installer` and `overrides`, then `files`."""
     plugin = spec.plugin
     out: list[InputFile] = []
     if plugin is not None and plugin.installer:

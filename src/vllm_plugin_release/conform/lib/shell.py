@@ -564,9 +564,8 @@ def _test(argv: list[str]) -> bool | None:
 
 
 def merge(states: list[Any], file: str, line: int) -> Any:
-    """The state after branches that may each have run (shell.State objects, which import
-    this module): a variable keeps its value only when every branch leaves the same one;
-    otherwise it is not static."""
+    """The state after branches that may each have run: a variable keeps its value only when
+    every branch leaves the same one; otherwise it is not static."""
     first = states[0]
     merged = dataclasses.replace(
         first,
@@ -615,12 +614,9 @@ _RESERVED = {
 _SHELLS = ("bash", "sh", "dash", "zsh")
 _MAX_DEPTH = 8  # nested substitutions / bash -c strings / heredocs followed
 _MAX_WORDS = 64  # a `for` over more static words runs its body once, as if not static
-# Work is bounded, whatever the script: loops, branches, sourced scripts and variables
-# multiply. Static `for` loops are run word by word while the words of the loops around
-# them multiply to at most _MAX_UNROLL (past it, a body runs once, as if not static); a
-# scan does at most _MAX_STEPS units of work (lines read, items run, variables copied,
-# merged or exported), then stops with TooComplex naming where (a real installer needs a
-# few thousand).
+# Work is bounded, whatever the script: static `for` loops are unrolled while the words
+# of the loops around them multiply to at most _MAX_UNROLL (past it, a body runs once); a
+# scan does at most _MAX_STEPS units of work, then stops with TooComplex naming where.
 _MAX_UNROLL = 256
 MAX_STEPS = 1_000_000
 
@@ -705,8 +701,7 @@ class Shell:
             )
 
     def words(self, text: str) -> tuple[list[str], str | None]:
-        """`scanner.words(text)`, split once per text (a loop body or a sourced script
-        runs its commands again); the work counted by the text's length."""
+        """`scanner.words(text)`, split once per text; the work counted by its length."""
         if text not in self.split:
             self.spend(len(text) + 1)
             self.split[text] = words(text)
@@ -728,8 +723,7 @@ class Shell:
         return self.run_items(self.parse(lines, file), file, state, depth)
 
     def parse(self, lines: list[tuple[int, str]], file: str) -> list[Item]:
-        """The items of `lines`, parsed once (a substitution, `bash -c` string or heredoc
-        inside a loop or a branch runs again, and is not parsed again)."""
+        """The items of `lines`, parsed once however often they run."""
         key = (file, tuple(lines))
         if key not in self.parsed:
             self.spend(sum(len(text) for _, text in lines) // 16 + 1)  # ~ its cost to parse
@@ -992,8 +986,7 @@ class Shell:
         state: State,
         stdout: str | None,
     ) -> ShellCommand:
-        """The command itself, recorded with its environment (see `heredoc_runs` for what
-        it runs in turn)."""
+        """The command itself, recorded with its environment."""
         self.spend(len(state.vars) + 64)  # and the analysis of it afterwards (installs, fetches)
         env = {k: v for k, v in state.vars.items() if v.exported}
         for key, value in prefix.items():

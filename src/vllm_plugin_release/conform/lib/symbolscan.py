@@ -196,8 +196,7 @@ class _Scan:
         return hit
 
     def share(self) -> _Scan:
-        """An empty scan with this one's matcher and allowlist, for one share of the files
-        (`forked_map` runs the shares side by side; `merge` takes their results)."""
+        """An empty scan with this one's matcher and allowlist, for one share of the files."""
         report = self.report
         return _Scan(
             ScanReport(report.root, report.source, report.symbols),
@@ -306,7 +305,7 @@ _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 
 
 # A file is read this far first; one with a NUL byte in it is binary, skipped unread (as
-# ripgrep does), so the rest of it is not read (images in docs/ are a quarter of vLLM's bytes).
+# ripgrep does), so the rest of it is not read.
 _HEAD = 1 << 16
 
 
@@ -337,9 +336,8 @@ def scan_tree(
     *,
     workers: int = 1,
 ) -> ScanReport:
-    """Search every file under `root` (a core source tree) for the vendor symbols; with
-    `workers` above 1, the files are shared out over that many processes (forked, from a
-    process that runs one thread; else one after another), the report the same."""
+    """Search every file under `root` (a core source tree) for the vendor symbols, shared
+    out over `workers` forked processes when above 1 (the report the same)."""
     started = time.perf_counter()
     root_path = _path_text(root)
     if not os.path.exists(root_path):
@@ -392,8 +390,7 @@ def scan_wheel(
     *,
     workers: int = 1,
 ) -> ScanReport:
-    """Search every member of a built wheel (read from the zip directly); `workers` as in
-    `scan_tree` (each process opens the zip and reads its share of the members)."""
+    """Search every member of a built wheel, read from the zip; `workers` as in `scan_tree`."""
     started = time.perf_counter()
     wheel = _path_text(path)
     if not os.path.isfile(wheel):

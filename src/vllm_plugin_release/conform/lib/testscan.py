@@ -57,9 +57,8 @@ _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseExcept
 
 
 def _parse(path: Path, root: Path) -> ast.Module | None:
-    """The AST of a plugin file, or None: outside `root` (a link out), not a regular
-    file (a fifo would block), larger than MAX_BYTES, or beyond what Python's parser
-    takes (too deep for its AST builder)."""
+    """The AST of a plugin file, or None: outside `root`, not a regular file, larger than
+    MAX_BYTES, or too deep for Python's parser."""
     inside = within(root, path)
     try:
         raw = read_regular(inside, MAX_BYTES) if inside is not None else b""
@@ -200,8 +199,8 @@ def _test_files(root: Path, paths: list[str]) -> Iterator[Path]:
 
 
 def _python_files(base: Path) -> list[Path]:
-    """`sorted(base.rglob("*.py"))` in one walk without recursion (rglob recurses once per
-    folder: a tests folder 1,100 deep crashed it); links to folders are not entered."""
+    """`sorted(base.rglob("*.py"))` in one walk without recursion (rglob's recursion fails on
+    a deep tree); links to folders are not entered."""
     found = [
         Path(entry.path)
         for rel, entry in walk(base, errors="skip")
@@ -248,10 +247,8 @@ def _required_options(tree: ast.Module) -> list[str]:
 
 
 def option_folders(root: Path, paths: list[str]) -> dict[str, list[str]]:
-    """Folders (relative POSIX paths) whose conftest.py requires command-line options
-    (`parser.addoption("--server-url", required=True)`): their tests need what those
-    options name (a live server, a model), which the cpu runner never passes. What the
-    plugin itself declares, read from its files; {} when none does."""
+    """Folders (relative POSIX paths) whose conftest.py requires command-line options: their
+    tests need what those options name (a live server), which the cpu runner never passes."""
     out: dict[str, list[str]] = {}
     for f in _test_files(root, paths):
         if f.name != "conftest.py" or (tree := _parse(f, root)) is None:
