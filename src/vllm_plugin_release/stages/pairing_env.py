@@ -41,7 +41,7 @@ from vllm_plugin_release.core.lockfile import check_lock, locked_file, pins
 from vllm_plugin_release.core.records import dist_dir, verified_wheel
 from vllm_plugin_release.edges import envbytecode, envrun, proc
 from vllm_plugin_release.edges.envrun import run_in_env
-from vllm_plugin_release.edges.interpreters import Interpreter
+from vllm_plugin_release.edges.interpreters import Interpreter, Search
 from vllm_plugin_release.edges.runner import Command, Runner, host_env
 from vllm_plugin_release.edges.uv import find_link_args, uv_bin
 from vllm_plugin_release.stages.requests import (
@@ -74,6 +74,7 @@ class PairingContext:
     tree: Path  # the verified core source tree
     site: str = "cpu"  # one of SITES
     runtime_env: Path | None = None  # a Python environment bringing the vendor runtime
+    search: Search | None = field(default=None, compare=False)  # the interpreter's, ahead
     _interpreters: dict[str, Interpreter] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -97,6 +98,8 @@ class PairingContext:
             return None
         key = self.spec.build.python
         if key not in self._interpreters:
+            if self.search is not None:  # its answer is the runner's once it has ended
+                self.search.wait()
             self._interpreters[key] = runner.interpreter(key)
         return self._interpreters[key]
 
