@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Literal, NamedTuple, Protocol
 
 from vllm_plugin_release.core import progress
+from vllm_plugin_release.core.buildrecord import RunnerFacts
 from vllm_plugin_release.core.errors import BadInput, GateFailed
-from vllm_plugin_release.core.runnerfacts import RunnerFacts
 from vllm_plugin_release.edges import interpreters, proc, settings, uv
 from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.proc import can_unshare_network

@@ -23,7 +23,7 @@ from vllm_plugin_release.flows.stagewalk import Context, Walk, extended, walk
 from vllm_plugin_release.stages.requests import build_request
 
 if TYPE_CHECKING:
-    from vllm_plugin_release.core.runnerfacts import RunnerFacts
+    from vllm_plugin_release.core.buildrecord import RunnerFacts
     from vllm_plugin_release.edges.interpreters import Search
     from vllm_plugin_release.stages.corememo import StageResult
     from vllm_plugin_release.stages.pairing_env import PairingContext
