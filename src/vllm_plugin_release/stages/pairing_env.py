@@ -39,7 +39,7 @@ from vllm_plugin_release.core.errors import (
 )
 from vllm_plugin_release.core.lockfile import check_lock, locked_file, pins
 from vllm_plugin_release.core.records import dist_dir, verified_wheel
-from vllm_plugin_release.edges import envbytecode, envrun, proc
+from vllm_plugin_release.edges import envrun, proc
 from vllm_plugin_release.edges.envrun import run_in_env
 from vllm_plugin_release.edges.interpreters import Interpreter, Search
 from vllm_plugin_release.edges.runner import Command, Runner, host_env
@@ -448,7 +448,7 @@ def _build(b: _EnvBuild) -> dict[str, Any]:
 
             restored = _install(b, warm if early else None)
             packages = top_level_packages(b.plugin_wheel)
-            envbytecode.remember(b.work, b.bytecode, tuple(packages))
+            envrun.remember_pyc_store(b.work, b.bytecode, tuple(packages))
             job = EnvCheckJob(
                 b.spec.core.version,
                 tuple(packages),
@@ -638,12 +638,12 @@ def _has_pth(wheel: Path) -> bool:
 
 def _bytecode_in(env: Path, kept: Path, cache: Cache, *, seed: bool = True) -> tuple[int, int]:
     """Link into `env` the bytecode kept for its lock (for the files installed so far:
-    `envbytecode.restore` links a pyc only beside the very file it was written for) and,
+    `envrun.restore_pyc` links a pyc only beside the very file it was written for) and,
     with `seed`, the build environments'; (restored, seeded)."""
-    site = envbytecode.site_packages(env)
+    site = envrun.site_packages(env)
     if site is None:
         return 0, 0
-    restored = envbytecode.restore(kept, site) if kept.is_dir() else 0
+    restored = envrun.restore_pyc(kept, site) if kept.is_dir() else 0
     return restored, bytecode_from_build_envs(cache, site) if seed else 0
 
 
@@ -651,16 +651,16 @@ def bytecode_from_build_envs(cache: Cache, site: Path) -> int:
     """Link into `site` the bytecode of this cache's build environments (installed with
     their bytecode): torch and its dependencies are the very same files there, linked
     from uv's cache, so a lock's first pairing env need not compile them again.
-    `envbytecode.restore` puts a pyc only beside the very file it was written for. A build
+    `envrun.restore_pyc` puts a pyc only beside the very file it was written for. A build
     environment of another Python (`lib/python3.10` for a 3.11 site) holds no pyc this
     site's interpreter reads: it is not walked (walking thousands of pyc files for none is
     not free; a cache that built the TT pairing's core on 3.10 and the reference
     pairing's on 3.11 holds both)."""
     seeded = 0
     for env in cache.complete_envs("build-core"):
-        build_site = envbytecode.site_packages(env)
+        build_site = envrun.site_packages(env)
         if build_site is not None and build_site.parent.name == site.parent.name:
-            seeded += envbytecode.restore(build_site, site)
+            seeded += envrun.restore_pyc(build_site, site)
     return seeded
 
 
@@ -730,7 +730,7 @@ def _overlay(runner: Runner, cache: Cache, uv: str, base: Path, overlay: Path, w
         "create stand-in overlay",
         [uv, "venv", "--quiet", "--python", str(base / "bin" / "python"), str(overlay)],
     )
-    purelib, over_lib = envbytecode.site_packages(base), envbytecode.site_packages(overlay)
+    purelib, over_lib = envrun.site_packages(base), envrun.site_packages(overlay)
     if purelib is None or over_lib is None:
         raise OutsideFailure(f"{overlay}: no single lib/python3.*/site-packages to layer on")
     Path(over_lib, "_vpr_pairing_env.pth").write_text(f"{purelib}\n")
