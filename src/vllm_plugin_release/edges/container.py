@@ -187,7 +187,7 @@ class ContainerRunner:
     ) -> None:
         if not base_image:
             raise BadInput("[build] base_image is required for backend = 'docker'")
-        from vllm_plugin_release.core.dockerlint import lint_file
+        from vllm_plugin_release.core.image import lint_file
 
         if not dockerfile.exists():
             raise BadInput(f"{dockerfile}: Dockerfile not found", hint="see [build] dockerfile")
