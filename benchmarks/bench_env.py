@@ -8,7 +8,7 @@ plugin's own installer. The install alone is shown next to it.
 (b) vpr env: `vpr env --spec buildspec/tt.toml` with its environment removed (uv's
     download cache warm): hash-locked install + wheel checks + the in-env checks, as when
     the plugin or core changes: the bytecode kept from the last environment of this lock
-    is put in first (.vpr/bytecode, edges/envbytecode.py);
+    is put in first (.vpr/bytecode, edges/envrun.py);
 (c) vpr env install only: the same install commands vpr runs, without the in-env checks;
 (d) vpr env, first environment of its lock: (b) with no kept bytecode (the in-env
     checks' imports compile every module they load), shown next to it.

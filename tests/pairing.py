@@ -441,12 +441,12 @@ def sign_store(store: Path, key: Any, *, check: bool = True) -> None:
 
     from vllm_plugin_release.core import signed
     from vllm_plugin_release.core import storehead as sh
-    from vllm_plugin_release.edges.storehead import record, sign_head, vouched_files
+    from vllm_plugin_release.edges.store import head_record, sign_head, vouched_files
 
     if check:
         sign_head(store, key, everything=True)
         return
-    files = {name: record(name, (store / name).read_bytes()) for name in vouched_files(store)}
+    files = {name: head_record(name, (store / name).read_bytes()) for name in vouched_files(store)}
     body = sh.body(files, previous=0, now=dt.datetime.now(dt.timezone.utc), days=30)
     (store / sh.HEAD_FILE).write_bytes(signed.sign(body.payload(), sh.PAYLOAD_TYPE, key))
 

@@ -211,7 +211,7 @@ def test_sign_store_vouches_for_a_reviewed_store_and_never_for_a_bad_ledger(
 
 
 def _head_version(root: Path, key: Any) -> int:
-    from vllm_plugin_release.edges.storehead import read_head
+    from vllm_plugin_release.edges.store import read_head
 
     head = read_head(root, key.public_key(), "head")
     assert head is not None

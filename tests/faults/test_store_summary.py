@@ -292,8 +292,7 @@ def test_a_publish_writes_the_summary_with_the_index(tmp_path, base, monkeypatch
     """Each publish: index.json, summary.json and the files it names, under one new head;
     the files of the summary before it are gone."""
     from tests.pairing import write_manifest
-    from vllm_plugin_release.edges.store import DirStore
-    from vllm_plugin_release.edges.storehead import read_head
+    from vllm_plugin_release.edges.store import DirStore, read_head
 
     key = store_key(tmp_path)
     store = DirStore(tmp_path / "store", signer=key)

@@ -1,7 +1,7 @@
 """The Dockerfiles under docker/: linted statically (the base image in a real engine:
 tests/integration/test_dockerfiles_engine.py).
 
-Rules (`vllm_plugin_release.core.dockerlint`): every FROM pinned by digest, no `latest`, no
+Rules (`vllm_plugin_release.core.image`): every FROM pinned by digest, no `latest`, no
 `curl | sh`, no unpinned `pip install`, no BuildKit-only `RUN --mount` (the docker SDK
 cannot use it). Each rule is also shown to fire, on the right line, on a known-bad edit.
 """
@@ -15,7 +15,7 @@ import pytest
 
 from tests.support import REPO
 from vllm_plugin_release.buildspec.load import load_spec
-from vllm_plugin_release.core.dockerlint import ARG_LINE, DIGEST, lint, lint_file
+from vllm_plugin_release.core.image import ARG_LINE, DIGEST, lint, lint_file
 
 DOCKER = REPO / "docker"
 DOCKERFILES = sorted(DOCKER.glob("*Dockerfile*"))

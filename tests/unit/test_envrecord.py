@@ -16,11 +16,10 @@ from typing import Any
 import pytest
 
 from vllm_plugin_release.core import records
-from vllm_plugin_release.core.buildrecord import MadeWith, WheelRef
+from vllm_plugin_release.core.buildrecord import MadeWith, RunnerFacts, WheelRef
 from vllm_plugin_release.core.cache import write_json
 from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.core.runnerfacts import RunnerFacts
 
 SHA = "ab" * 32
 PY = "/root/.vpr/envs/pair-reference-0123456789abcdef/bin/python"

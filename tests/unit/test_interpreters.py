@@ -169,10 +169,9 @@ def test_a_search_started_ahead_is_the_one_find_answers_with(
 ) -> None:
     python = _install(empty_machine / ".asdf" / "installs" / "python", f"{HERE}.4")
     calls = _counted(monkeypatch)
-    interpreters.find_ahead(HERE, None, None)
-    interpreters.find_ahead(HERE, None, None)  # already under way: not a second search
+    interpreters.Search(HERE, None, None).wait()
     ahead = find(HERE, None, None)
-    assert calls == [HERE]  # searched once, in the thread: find waited for it
+    assert calls == [HERE]  # searched once, in the thread: find took its answer
     assert (ahead.path, ahead.found_by) == (str(python), "asdf")
     find.cache_clear()
     assert find(HERE, None, None) == ahead  # the same answer as a search of find's own
@@ -185,12 +184,12 @@ def test_an_error_ahead_is_raised_by_find_as_without_it(
     with pytest.raises(PythonUnavailable) as plain:
         find("3.99", None, None)
     calls = _counted(monkeypatch)
-    interpreters.find_ahead("3.99", None, None)  # raises nothing: the thread keeps quiet
+    interpreters.Search("3.99", None, None).wait()  # raises nothing: the thread keeps quiet
     with pytest.raises(PythonUnavailable) as ahead:
         find("3.99", None, None)
     assert (ahead.value.message, ahead.value.hint) == (plain.value.message, plain.value.hint)
     assert calls == ["3.99", "3.99"]  # not kept: find searched again, and said it
-    interpreters.find_ahead("3.x", None, None)
+    interpreters.Search("3.x", None, None).wait()
     with pytest.raises(BadInput, match=r"expected 3\.X"):
         find("3.x", None, None)
 
@@ -202,12 +201,36 @@ def test_a_runner_takes_the_answer_another_local_runner_started_ahead(
 
     _install(empty_machine / ".asdf" / "installs" / "python", f"{HERE}.4")  # if uv finds none
     calls = _counted(monkeypatch)
-    LocalRunner("off").interpreter_ahead(HERE)  # as stages/wheelbuild.interpreter_ahead
+    LocalRunner("off").interpreter_ahead(HERE).wait()  # as stages/wheelbuild.interpreter_ahead
     found = LocalRunner("auto").interpreter(HERE)  # as the env stage's runner asks
     assert calls == [HERE]  # the same arguments: the search ahead, once
     find.cache_clear()
     assert LocalRunner("auto").interpreter(HERE) == found  # what its own search answers
     assert calls == [HERE, HERE]
+
+
+def _searches_ended() -> None:
+    """Wait for every interpreter search under way (one a stopped run left)."""
+    import threading
+
+    for thread in threading.enumerate():
+        if thread.name == "vpr-interpreter":
+            thread.join()
+
+
+def test_a_search_a_stopped_run_left_is_not_the_answer_of_the_next_run(
+    empty_machine: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vllm_plugin_release.edges.runner import LocalRunner
+
+    _install(empty_machine / ".asdf" / "installs" / "python", f"{HERE}.4")  # if uv finds none
+    LocalRunner("off").interpreter_ahead(HERE)  # the first run starts it, then stops
+    _searches_ended()
+    find.cache_clear()  # the process forgets what it found
+    named = _install(empty_machine / "named", HERE)
+    monkeypatch.setenv(interpreters.ENV_VARIABLE, str(named))  # the next run names one
+    found = LocalRunner("auto").interpreter(HERE)
+    assert (found.path, found.found_by) == (str(named), "explicit")
 
 
 def _unshare_mount_works() -> bool:

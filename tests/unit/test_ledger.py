@@ -229,7 +229,7 @@ def test_a_signed_entry_of_another_shape_is_bad_input_naming_its_line(signed) ->
     crashed the filters (AttributeError); now the ledger is refused at that line (exit 2)."""
     from tests.pairing import sign_store
     from vllm_plugin_release.core.errors import BadInput
-    from vllm_plugin_release.edges.storehead import sign_head
+    from vllm_plugin_release.edges.store import sign_head
 
     store, key, pub = signed
     entries = [json.loads(base64.b64decode(json.loads(line)["payload"])) for line in _lines(store)]
@@ -317,7 +317,7 @@ def test_a_head_record_whose_count_is_not_a_count_is_not_a_store_head(signed) ->
     """The head's file records are typed (`FileRecord`): a ledger record whose count or
     last entry is of another type is refused when the head is read, naming the file."""
     from vllm_plugin_release.core import storehead as sh
-    from vllm_plugin_release.edges.storehead import read_head
+    from vllm_plugin_release.edges.store import read_head
 
     store, key, _ = signed
     where = str(store.root / sh.HEAD_FILE)

@@ -11,8 +11,8 @@ import pytest
 
 from tests.support import REPO, vpr
 from vllm_plugin_release.buildspec.load import load_spec
+from vllm_plugin_release.core.buildrecord import RunnerFacts
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.core.runnerfacts import RunnerFacts
 from vllm_plugin_release.stages import recipes
 from vllm_plugin_release.stages.requests import (
     plugin_build_plan,

@@ -229,8 +229,8 @@ def test_run_json_names_where_each_stage_ran_as_its_record_had_it(tmp_path: Path
     """run.json's `release.ran_in`: each record's `backend` (read with the record, as the
     runner it describes: core/buildrecord, core/envrecord) written as the record had it
     (None where a record has none)."""
-    from vllm_plugin_release.core import runnerfacts
-    from vllm_plugin_release.core.runnerfacts import RunnerFacts
+    from vllm_plugin_release.core import buildrecord
+    from vllm_plugin_release.core.buildrecord import RunnerFacts
     from vllm_plugin_release.flows import release
     from vllm_plugin_release.flows.stagewalk import Walk
 
@@ -238,8 +238,8 @@ def test_run_json_names_where_each_stage_ran_as_its_record_had_it(tmp_path: Path
     opts = _options(tmp_path)
     docker = {"kind": "docker", "base_image": "python@sha256:" + "a" * 64, "image_id": "sha256:b"}
     out = Outcome(stages={"build-core": 1.0})
-    out.ran_in["build-core"] = runnerfacts.parse(docker)
-    out.ran_in["env"] = runnerfacts.parse({"kind": "local"})
+    out.ran_in["build-core"] = buildrecord.parse_runner(docker)
+    out.ran_in["env"] = buildrecord.parse_runner({"kind": "local"})
     out.ran_in["build-plugin"] = None
     out.ran_in["publish (install proof)"] = RunnerFacts("local")
     dist = tmp_path / "dist" / spec.name

@@ -15,7 +15,7 @@ import pytest
 from tests.support import REPO
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure, PythonUnavailable
-from vllm_plugin_release.core.imagearchive import file_layer, tree_layer, write_archive
+from vllm_plugin_release.core.image import file_layer, tree_layer, write_archive
 from vllm_plugin_release.edges import interpreters
 from vllm_plugin_release.edges.container import (
     MARKER,

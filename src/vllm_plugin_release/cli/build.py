@@ -199,8 +199,8 @@ def _env(args: argparse.Namespace) -> int:
     from vllm_plugin_release.stages.wheelbuild import interpreter_ahead
 
     inputs = _inputs(args)
-    if args.runtime_env is None:  # found while the sources are fetched and checked
-        interpreter_ahead(inputs.spec)
+    # found while the sources are fetched and checked
+    search = interpreter_ahead(inputs.spec) if args.runtime_env is None else None
     pairing = PairingContext(
         inputs.spec,
         inputs.cache,
@@ -209,6 +209,7 @@ def _env(args: argparse.Namespace) -> int:
         inputs.tree,
         site=args.runner,
         runtime_env=args.runtime_env,
+        search=search,
     )
     record = create_env(pairing)
     print(record.python)

@@ -11,13 +11,13 @@ from vllm_plugin_release.core.buildrecord import (
     SHA256,
     LockedFile,
     MadeWith,
+    RunnerFacts,
     WheelRef,
     parse_backend,
     parse_locked,
     parse_made_with,
 )
 from vllm_plugin_release.core.errors import RecordProblem, field_shown
-from vllm_plugin_release.core.runnerfacts import RunnerFacts
 
 # Where a pairing environment is for: this machine's cpu runner, or the hardware runner.
 SITES = ("cpu", "hardware")

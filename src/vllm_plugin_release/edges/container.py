@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from vllm_plugin_release.core import progress, records
+from vllm_plugin_release.core.buildrecord import RunnerFacts
 from vllm_plugin_release.core.cache import write_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure, PythonUnavailable
-from vllm_plugin_release.core.runnerfacts import RunnerFacts
 from vllm_plugin_release.edges import settings, uv
 from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.runner import (
@@ -185,7 +185,7 @@ class ContainerRunner:
     ) -> None:
         if not base_image:
             raise BadInput("[build] base_image is required for backend = 'docker'")
-        from vllm_plugin_release.core.dockerlint import lint_file
+        from vllm_plugin_release.core.image import lint_file
 
         if not dockerfile.exists():
             raise BadInput(f"{dockerfile}: Dockerfile not found", hint="see [build] dockerfile")

@@ -322,49 +322,34 @@ def _which_file(exc: OSError, answer: dict[str, str]) -> str:
     return f"file {exc.filename}" if exc.filename else "executable"
 
 
-class _Ahead:
-    """A search started ahead (`find_ahead`): its thread, and its answer once it found one."""
+class Search:
+    """`find(version, explicit_path, uv)` started now in a thread of its own, held by the run
+    that starts it: the search is mostly waiting (uv's own search runs every shim on PATH),
+    so it hides behind other work. `wait()` before asking `find`: a found answer is find's
+    by then; a failed search is not kept (`find` searches again and raises, where it always
+    did)."""
 
-    def __init__(self, key: tuple[str, str | None, str | None]) -> None:
-        self.key = key
-        self.found: Interpreter | None = None
-        self.thread = threading.Thread(target=self._search, name="vpr-interpreter", daemon=True)
+    def __init__(self, version: str, explicit_path: str | None, uv: str | None) -> None:
+        self._thread = threading.Thread(
+            target=self._search, args=(version, explicit_path, uv), name="vpr-interpreter"
+        )
+        self._thread.daemon = True  # a run that stops early does not wait for it
+        self._thread.start()
 
-    def _search(self) -> None:
+    @staticmethod
+    def _search(version: str, explicit_path: str | None, uv: str | None) -> None:
         with contextlib.suppress(Exception):  # not kept: `find` searches again and says it
-            self.found = _search(*self.key)
+            find(version, explicit_path, uv)
 
-
-_ahead: dict[tuple[str, str | None, str | None], _Ahead] = {}
-_ahead_lock = threading.Lock()
-
-
-def find_ahead(version: str, explicit_path: str | None = None, uv: str | None = None) -> None:
-    """Start `find(version, explicit_path, uv)` in a thread of its own now, while the caller
-    goes on: the search is mostly waiting (uv's own search, which runs every shim on PATH,
-    each candidate's probe, the fingerprint's hashing), so it hides behind other work. The
-    next `find` with the same arguments waits for it and takes its answer; an error is not
-    kept (that `find` searches again and raises it, where it always did)."""
-    key = (version, explicit_path, uv)
-    with _ahead_lock:
-        if key in _ahead:
-            return
-        ahead = _ahead[key] = _Ahead(key)
-    ahead.thread.start()
+    def wait(self) -> None:
+        self._thread.join()
 
 
 @functools.lru_cache(maxsize=16)
 def find(version: str, explicit_path: str | None = None, uv: str | None = None) -> Interpreter:
     """The CPython `version` ("3.10") this machine has: PythonUnavailable (exit 3) naming
     every place searched when none has one; BadInput (exit 2) for a bad explicit path or
-    version. A search started ahead for the same arguments (`find_ahead`) is waited for,
-    and its answer taken."""
-    with _ahead_lock:
-        ahead = _ahead.pop((version, explicit_path, uv), None)
-    if ahead is not None:
-        ahead.thread.join()
-        if ahead.found is not None:
-            return ahead.found
+    version."""
     return _search(version, explicit_path, uv)
 
 

@@ -29,8 +29,10 @@ from vllm_plugin_release.core.schedule import (
 )
 from vllm_plugin_release.core.storeindex import store_path
 from vllm_plugin_release.core.summary import LEDGER_SUMMARY_FILE
-from vllm_plugin_release.edges.store import DirStore, HttpStore, Store
-from vllm_plugin_release.edges.storehead import (
+from vllm_plugin_release.edges.store import (
+    DirStore,
+    HttpStore,
+    Store,
     append_locked,
     drifted,
     record_repairs,
@@ -165,7 +167,7 @@ def sign_store(store: Store, key: Ed25519PrivateKey) -> Head:
     ledger line (signature, chain), each pointer's and schedule's signature, the index."""
     from vllm_plugin_release.core.storeindex import INDEX_FILE, index_from
     from vllm_plugin_release.core.summary import SUMMARY_FILE
-    from vllm_plugin_release.edges.storehead import vouched_files
+    from vllm_plugin_release.edges.store import vouched_files
 
     target = _writable(store)
     if not target.root.is_dir():

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Literal, NamedTuple, Protocol
 
 from vllm_plugin_release.core import progress
+from vllm_plugin_release.core.buildrecord import RunnerFacts
 from vllm_plugin_release.core.errors import BadInput, GateFailed
-from vllm_plugin_release.core.runnerfacts import RunnerFacts
 from vllm_plugin_release.edges import interpreters, proc, settings, uv
 from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.proc import can_unshare_network
@@ -189,10 +189,10 @@ class LocalRunner:
         searched when none has it."""
         return interpreters.find(version, self.explicit, self.uv)
 
-    def interpreter_ahead(self, version: str) -> None:
-        """Start `interpreter(version)`'s search now, in a thread (`interpreters.find_ahead`):
-        the next `interpreter(version)` of a runner like this one takes its answer."""
-        interpreters.find_ahead(version, self.explicit, self.uv)
+    def interpreter_ahead(self, version: str) -> interpreters.Search:
+        """Start `interpreter(version)`'s search now, in a thread: once the caller has waited
+        for it, `interpreter(version)` of a runner like this one answers with its result."""
+        return interpreters.Search(version, self.explicit, self.uv)
 
     def require_python(self, version: str) -> None:
         """PythonUnavailable (exit 3) naming the places searched when this machine has none."""

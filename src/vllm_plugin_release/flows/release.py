@@ -23,7 +23,8 @@ from vllm_plugin_release.flows.stagewalk import Context, Walk, extended, walk
 from vllm_plugin_release.stages.requests import build_request
 
 if TYPE_CHECKING:
-    from vllm_plugin_release.core.runnerfacts import RunnerFacts
+    from vllm_plugin_release.core.buildrecord import RunnerFacts
+    from vllm_plugin_release.edges.interpreters import Search
     from vllm_plugin_release.stages.corememo import StageResult
     from vllm_plugin_release.stages.pairing_env import PairingContext
 
@@ -64,13 +65,17 @@ def _wheel(result: StageResult) -> str:
 class _Stages:
     """The release's stages over one pairing, a method each; every source is fetched or
     resolved once (`Inputs`) and handed to the stages that read it; the work they start
-    ahead is held in the walk's `ahead`, for the stages that take it."""
+    ahead is held in the walk's `ahead`, for the stages that take it, and the interpreter
+    search started before the walk in `search`, waited for where a stage asks for it."""
 
-    def __init__(self, spec: Spec, opts: Options, out: Outcome, ahead: proc.Ahead) -> None:
+    def __init__(
+        self, spec: Spec, opts: Options, out: Outcome, ahead: proc.Ahead, search: Search | None
+    ) -> None:
         self.spec = spec
         self.opts = opts
         self.out = out
         self.ahead = ahead
+        self.search = search
         self.inputs = Inputs(spec, opts.cache, opts.plugin_source)
         # The core's, the plugin's and the guard's, by stage (build-plugin and build-guard
         # run side by side: the order they end in is not the order they are listed in).
@@ -94,16 +99,20 @@ class _Stages:
                 self.inputs.tree,
                 site=self.opts.runner,
                 runtime_env=self.opts.runtime_env,
+                search=self.search,
             )
         return self._pairing
 
     def env_free(self, blocked: PythonUnavailable | None) -> None:
+        if self.search is not None:  # they may look for the interpreter again
+            self.search.wait()
         _env_free_checks(self.spec, self.opts, self.out, self.inputs, blocked)
 
     def build_env(self) -> None:
         from vllm_plugin_release.stages.build_core import prepare_build_env
 
-        prepare_build_env(self.spec, self.opts.cache)  # what goes wrong, build-core meets again
+        # what goes wrong, build-core meets again
+        prepare_build_env(self.spec, self.opts.cache, self.search)
 
     def lock_check(self) -> None:
         request, _ = build_request(self.spec, self.inputs.tree)
@@ -246,12 +255,18 @@ class _Stages:
         self.out.facts["ledger"] = f"entry #{written.seq} (signed, chain verified)"
 
 
-def graph(spec: Spec, opts: Options, out: Outcome, ahead: proc.Ahead | None = None) -> Graph:
+def graph(
+    spec: Spec,
+    opts: Options,
+    out: Outcome,
+    ahead: proc.Ahead | None = None,
+    search: Search | None = None,
+) -> Graph:
     """The release's stages and what each needs (the order they are declared in is the
     order the line runs in), with the extras that join "release" (flows/stagewalk.extended).
     `ahead`: where the walk holds the work its stages start ahead (None: a graph that is
-    drawn, not walked)."""
-    s = _Stages(spec, opts, out, proc.Ahead() if ahead is None else ahead)
+    drawn, not walked); `search`: the spec's interpreter, looked for ahead."""
+    s = _Stages(spec, opts, out, proc.Ahead() if ahead is None else ahead, search)
     # What each stage has cached, for the drawing (`--graph`); the walk never asks.
     probe = Probes(spec, opts.cache, opts.dist_root, opts.runner, opts.plugin_source)
     builds = BUILDS
@@ -314,15 +329,16 @@ def release(spec: Spec, opts: Options) -> Outcome:
 def _release(spec: Spec, opts: Options) -> Outcome:
     out = Outcome()
     done = Walk(seconds=out.stages)
+    search = None
     if opts.runtime_env is None:  # the env stage's, found while the stages before it run
         from vllm_plugin_release.stages.wheelbuild import interpreter_ahead
 
-        interpreter_ahead(spec)
+        search = interpreter_ahead(spec)
     try:
         # This walk's work started ahead: what no stage took (the run stopped before it,
         # or reused a cached result) is stopped when the walk ends.
         with proc.Ahead() as ahead:
-            g = graph(spec, opts, out, ahead)
+            g = graph(spec, opts, out, ahead, search)
             # build-env still running when the run stops: its installer is stopped
             walk(g, record=done, stop={"build-env": proc.stop_all})
     finally:

@@ -15,6 +15,7 @@ from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.lockfile import check_lock, locked_file, pins
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges.fetch import Fetcher
+from vllm_plugin_release.edges.interpreters import Search
 from vllm_plugin_release.edges.runner import Runner
 from vllm_plugin_release.stages import recipes
 from vllm_plugin_release.stages.corememo import StageResult, reuse
@@ -70,10 +71,11 @@ def stage_key(spec: Spec, lock_sha: str, isolated: bool) -> str:
     )
 
 
-def prepare_build_env(spec: Spec, cache: Cache) -> bool:
+def prepare_build_env(spec: Spec, cache: Cache, search: Search | None = None) -> bool:
     """Make the build environment ahead of the build (it needs only the lock). Nothing when cached
     or present; whatever goes wrong is left to the stage, which meets it again: False. Local runner
-    only."""
+    only. `search`: the run's interpreter search started ahead, waited for before the
+    interpreter is asked."""
     if spec.build.backend != "local":
         return False
     try:
@@ -83,6 +85,8 @@ def prepare_build_env(spec: Spec, cache: Cache) -> bool:
             key = stage_key(spec, lock_sha, runner.isolate)
             if (cache.stage_dir(STAGE, key) / RECORD).exists():
                 return True
+            if search is not None:
+                search.wait()
             runner.require_python(spec.build.python)
             ensure_build_env(spec, lock_path, lock_sha, cache, runner)
     except Exception:  # whatever it is, the stage meets it again and reports it

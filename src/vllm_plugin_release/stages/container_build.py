@@ -13,7 +13,7 @@ from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import Cache, sha256_file
 from vllm_plugin_release.core.errors import GateFailed, OutsideFailure
-from vllm_plugin_release.core.imagearchive import file_layer, tree_layer, write_archive
+from vllm_plugin_release.core.image import file_layer, tree_layer, write_archive
 from vllm_plugin_release.edges import container, interpreters
 from vllm_plugin_release.edges.uv import uv_bin
 

@@ -39,9 +39,9 @@ from vllm_plugin_release.core.errors import (
 )
 from vllm_plugin_release.core.lockfile import check_lock, locked_file, pins
 from vllm_plugin_release.core.records import dist_dir, verified_wheel
-from vllm_plugin_release.edges import envbytecode, envrun, proc
+from vllm_plugin_release.edges import envrun, proc
 from vllm_plugin_release.edges.envrun import run_in_env
-from vllm_plugin_release.edges.interpreters import Interpreter
+from vllm_plugin_release.edges.interpreters import Interpreter, Search
 from vllm_plugin_release.edges.runner import Command, Runner, host_env
 from vllm_plugin_release.edges.uv import find_link_args, uv_bin
 from vllm_plugin_release.stages.requests import (
@@ -74,6 +74,7 @@ class PairingContext:
     tree: Path  # the verified core source tree
     site: str = "cpu"  # one of SITES
     runtime_env: Path | None = None  # a Python environment bringing the vendor runtime
+    search: Search | None = field(default=None, compare=False)  # the interpreter's, ahead
     _interpreters: dict[str, Interpreter] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -97,6 +98,8 @@ class PairingContext:
             return None
         key = self.spec.build.python
         if key not in self._interpreters:
+            if self.search is not None:  # its answer is the runner's once it has ended
+                self.search.wait()
             self._interpreters[key] = runner.interpreter(key)
         return self._interpreters[key]
 
@@ -438,7 +441,7 @@ def _build(b: _EnvBuild) -> dict[str, Any]:
 
             restored = _install(b, warm if early else None)
             packages = top_level_packages(b.plugin_wheel)
-            envbytecode.remember(b.work, b.bytecode, tuple(packages))
+            envrun.remember_pyc_store(b.work, b.bytecode, tuple(packages))
             job = EnvCheckJob(
                 b.spec.core.version,
                 tuple(packages),
@@ -625,10 +628,10 @@ def _has_pth(wheel: Path) -> bool:
 def _bytecode_in(env: Path, kept: Path, cache: Cache, *, seed: bool = True) -> tuple[int, int]:
     """Link into `env` the bytecode kept for its lock and, with `seed`, the build environments';
     (restored, seeded)."""
-    site = envbytecode.site_packages(env)
+    site = envrun.site_packages(env)
     if site is None:
         return 0, 0
-    restored = envbytecode.restore(kept, site) if kept.is_dir() else 0
+    restored = envrun.restore_pyc(kept, site) if kept.is_dir() else 0
     return restored, bytecode_from_build_envs(cache, site) if seed else 0
 
 
@@ -637,9 +640,9 @@ def bytecode_from_build_envs(cache: Cache, site: Path) -> int:
     lock's first pairing env need not compile them; another Python's environment is not walked."""
     seeded = 0
     for env in cache.complete_envs("build-core"):
-        build_site = envbytecode.site_packages(env)
+        build_site = envrun.site_packages(env)
         if build_site is not None and build_site.parent.name == site.parent.name:
-            seeded += envbytecode.restore(build_site, site)
+            seeded += envrun.restore_pyc(build_site, site)
     return seeded
 
 
@@ -705,7 +708,7 @@ def _overlay(runner: Runner, cache: Cache, uv: str, base: Path, overlay: Path, w
         "create stand-in overlay",
         [uv, "venv", "--quiet", "--python", str(base / "bin" / "python"), str(overlay)],
     )
-    purelib, over_lib = envbytecode.site_packages(base), envbytecode.site_packages(overlay)
+    purelib, over_lib = envrun.site_packages(base), envrun.site_packages(overlay)
     if purelib is None or over_lib is None:
         raise OutsideFailure(f"{overlay}: no single lib/python3.*/site-packages to layer on")
     Path(over_lib, "_vpr_pairing_env.pth").write_text(f"{purelib}\n")

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress, records
+from vllm_plugin_release.core.buildrecord import RunnerFacts
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE
 from vllm_plugin_release.core.manifestmodel import Manifest
-from vllm_plugin_release.core.runnerfacts import RunnerFacts
 from vllm_plugin_release.core.storeindex import PublishedAt, check_lock
 from vllm_plugin_release.edges import keys, proc
 from vllm_plugin_release.edges.index import (
@@ -310,7 +310,7 @@ class ProofNote(NamedTuple):
 def parse_proof_note(data: Any) -> ProofNote | None:
     """A proof marker's note, typed; None when it is not one (a note that does not say
     which wheels or where: the proof runs again)."""
-    from vllm_plugin_release.core import runnerfacts
+    from vllm_plugin_release.core import buildrecord
 
     wheels = data.get("wheels") if isinstance(data, dict) else None
     if not isinstance(wheels, dict) or not all(
@@ -318,7 +318,7 @@ def parse_proof_note(data: Any) -> ProofNote | None:
     ):
         return None
     try:
-        return ProofNote(wheels, runnerfacts.parse(data.get("ran_in")))
+        return ProofNote(wheels, buildrecord.parse_runner(data.get("ran_in")))
     except ValueError:
         return None
 

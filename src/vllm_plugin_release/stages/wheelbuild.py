@@ -159,12 +159,13 @@ def named_interpreter(spec: Spec, runner: Runner) -> tuple[Interpreter, str] | N
     return runner.interpreter(spec.build.python), named[1]
 
 
-def interpreter_ahead(spec: Spec) -> None:
-    """Start looking for the spec's CPython now, for a local backend
-    (`LocalRunner.interpreter_ahead`: the runner `runner_for` makes takes the answer when a
-    stage asks); nothing for a container (its image brings its python)."""
-    if spec.build.backend == "local":  # as `runner_for` makes it (no isolation probe here)
-        LocalRunner("off", spec.build.interpreter).interpreter_ahead(spec.build.python)
+def interpreter_ahead(spec: Spec) -> interpreters.Search | None:
+    """Start looking for the spec's CPython now, as the runner `runner_for` makes asks, for
+    a local backend (the caller holds the search and waits for it before a stage asks);
+    None for a container (its image brings its python)."""
+    if spec.build.backend != "local":
+        return None
+    return LocalRunner("off", spec.build.interpreter).interpreter_ahead(spec.build.python)
 
 
 def runner_for(

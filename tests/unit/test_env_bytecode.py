@@ -1,6 +1,6 @@
 """Bytecode kept from one pairing env and put into the next one made from the same lock:
 used when the source is the same file (uv links installed files from its cache), never
-when it differs (edges/envbytecode.py)."""
+when it differs (edges/envrun.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vllm_plugin_release.edges import envbytecode
+from vllm_plugin_release.edges import envrun
 
 MODULE = "VALUE = 'first'\n"
 
@@ -52,33 +52,33 @@ def test_bytecode_is_kept_and_used_in_a_new_environment(tmp_path: Path) -> None:
     first = _site(tmp_path / "env1")
     assert _import(first) == "first"
     store = tmp_path / "store"
-    assert envbytecode.site_packages(tmp_path / "env1") == first
-    kept = envbytecode.keep(first, store, skip=("plugin_pkg",))
+    assert envrun.site_packages(tmp_path / "env1") == first
+    kept = envrun.keep_pyc(first, store, skip=("plugin_pkg",))
     assert kept == 2  # pkg/__init__ and pkg/mod; the plugin's are left out
     assert not (store / "plugin_pkg").exists()
     second = _site(tmp_path / "env2", like=first)  # the same installed files, elsewhere
-    assert envbytecode.restore(store, second) == 2
+    assert envrun.restore_pyc(store, second) == 2
     inode = _pyc(second).stat().st_ino
     assert _import(second) == "first"
     # Python found the kept pyc current: it did not write a new one.
     assert _pyc(second).stat().st_ino == inode
-    assert envbytecode.keep(second, store, skip=("plugin_pkg",)) == 0  # nothing new
+    assert envrun.keep_pyc(second, store, skip=("plugin_pkg",)) == 0  # nothing new
 
 
 def test_kept_bytecode_goes_only_beside_the_same_file(tmp_path: Path) -> None:
     first = _site(tmp_path / "env1")
     _import(first)
     store = tmp_path / "store"
-    envbytecode.keep(first, store)
+    envrun.keep_pyc(first, store)
     # Other bytes of the same size, written in the same second: a pyc checked by mtime
     # and size alone would be taken for it. It is never put there.
     changed = _site(tmp_path / "env2", MODULE.replace("first", "other"))
-    assert envbytecode.restore(store, changed) == 0
+    assert envrun.restore_pyc(store, changed) == 0
     assert not _pyc(changed).exists()
     assert _import(changed) == "other"
     # The same bytes in another file (a copy, not uv's link) get none either.
     copied = _site(tmp_path / "env3")
-    assert envbytecode.restore(store, copied) == 0
+    assert envrun.restore_pyc(store, copied) == 0
 
 
 def test_bytecode_of_an_older_source_is_not_kept(tmp_path: Path) -> None:
@@ -86,7 +86,7 @@ def test_bytecode_of_an_older_source_is_not_kept(tmp_path: Path) -> None:
     _import(site)
     (site / "pkg" / "mod.py").write_text("VALUE = 'edited later, longer'\n")
     store = tmp_path / "store"
-    envbytecode.keep(site, store)
+    envrun.keep_pyc(site, store)
     assert (store / "pkg" / "__pycache__").is_dir()
     assert not (store / _pyc(site).relative_to(site)).exists()
 
@@ -95,11 +95,11 @@ def test_existing_bytecode_is_left_alone(tmp_path: Path) -> None:
     first = _site(tmp_path / "env1")
     _import(first)
     store = tmp_path / "store"
-    envbytecode.keep(first, store)
+    envrun.keep_pyc(first, store)
     second = _site(tmp_path / "env2")
     _import(second)
     before = _pyc(second).read_bytes()
-    assert envbytecode.restore(store, second) == 0
+    assert envrun.restore_pyc(store, second) == 0
     assert _pyc(second).read_bytes() == before
 
 
@@ -109,11 +109,11 @@ def test_bytecode_for_another_python_is_not_put_back(tmp_path: Path) -> None:
     first = _site(tmp_path / "env1")
     _import(first)
     store = tmp_path / "store"
-    envbytecode.keep(first, store)
+    envrun.keep_pyc(first, store)
     other = store / "pkg" / "__pycache__" / "mod.cpython-310.pyc"
     other.write_bytes(_pyc(first).read_bytes())
     second = _site(tmp_path / "env2", like=first)
-    assert envbytecode.restore(store, second) == 3  # pkg, pkg.mod, plugin_pkg
+    assert envrun.restore_pyc(store, second) == 3  # pkg, pkg.mod, plugin_pkg
     assert not (second / "pkg" / "__pycache__" / "mod.cpython-310.pyc").exists()
 
 
@@ -136,7 +136,7 @@ def test_a_lock_first_pairing_env_takes_the_build_environment_bytecode(tmp_path:
     assert _import(pairing) == "first"
     assert _pyc(pairing).stat().st_ino == _pyc(build_site).stat().st_ino  # found current
     # Kept for the next env of the lock: not what the build env gives it anyway.
-    assert envbytecode.keep(pairing, tmp_path / "store") == 0
+    assert envrun.keep_pyc(pairing, tmp_path / "store") == 0
 
 
 def test_bytecode_of_another_python_than_vprs_is_kept_too(tmp_path: Path) -> None:
@@ -158,7 +158,7 @@ def test_bytecode_of_another_python_than_vprs_is_kept_too(tmp_path: Path) -> Non
     )
     tag = "cpython-" + other.replace(".", "")
     assert (site / "pkg" / "__pycache__" / f"mod.{tag}.pyc").is_file()
-    assert envbytecode.keep(site, tmp_path / "store") == 2
+    assert envrun.keep_pyc(site, tmp_path / "store") == 2
     assert (tmp_path / "store" / "pkg" / "__pycache__" / f"mod.{tag}.pyc").is_file()
 
 
@@ -169,10 +169,10 @@ def test_a_pyc_whose_head_is_not_its_tags_python_is_not_kept(tmp_path: Path) -> 
     other = "cpython-310" if sys.implementation.cache_tag != "cpython-310" else "cpython-311"
     renamed = pyc.with_name(f"mod.{other}.pyc")  # this Python's bytes under another's name
     pyc.rename(renamed)
-    assert envbytecode.magic(other) is not None
-    assert envbytecode.keep(site, tmp_path / "store", skip=("plugin_pkg",)) == 1  # __init__
+    assert envrun.pyc_magic(other) is not None
+    assert envrun.keep_pyc(site, tmp_path / "store", skip=("plugin_pkg",)) == 1  # __init__
     assert not (tmp_path / "store" / "pkg" / "__pycache__" / renamed.name).exists()
-    assert envbytecode.magic("cpython-399") is None  # an unknown Python: nothing kept
+    assert envrun.pyc_magic("cpython-399") is None  # an unknown Python: nothing kept
 
 
 def test_a_build_environment_of_another_python_is_not_walked(tmp_path: Path, monkeypatch) -> None:
@@ -191,13 +191,13 @@ def test_a_build_environment_of_another_python_is_not_walked(tmp_path: Path, mon
     for env in (same, other):
         (env / ENV_COMPLETE).write_text("ok\n")
     walked: list[Path] = []
-    restore = envbytecode.restore
+    restore = envrun.restore_pyc
 
     def spy(store: Path, site: Path) -> int:
         walked.append(store)
         return restore(store, site)
 
-    monkeypatch.setattr(pairing_env.envbytecode, "restore", spy)
+    monkeypatch.setattr(pairing_env.envrun, "restore_pyc", spy)
     pairing = _site(tmp_path / "pair", like=same_site)
     assert pairing_env.bytecode_from_build_envs(cache, pairing) == 3
     assert walked == [same_site]
