@@ -135,7 +135,7 @@ def _scorecard(verdict: str) -> dict[str, Any]:
         checks["pinning"] = {"status": "fail", "summary": "bad pin", "evidence": []}
     if verdict == "fleet":
         checks["hardware"] = {"status": "pass", "summary": "ran", "evidence": []}
-    return {"verdict": verdict, "runner": "cpu", "checks": checks}
+    return {"verdict": verdict, "runner": "cpu", "pairing": {"name": "ref"}, "checks": checks}
 
 
 def make_pairing(
