@@ -17,13 +17,34 @@ from vllm_plugin_release.core import cardrecord, records
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.flows.ledger import lag_from_scorecard
 
+FACTS = {
+    "pairing_id": "f" * 64,
+    "wheels": [{"role": "core", "filename": "vllm-0.1-py3-none-any.whl", "sha256": "a" * 64}],
+    "runtime": {"name": "rt", "status": "absent"},
+    "certified_on": "2026-01-02",
+    "tool": {"name": "vllm-plugin-release", "version": "0.1.0"},
+    "replay": {
+        "ratios": {"itl_p50_s": 1.0, "ttft_p99_s": None},
+        "mixed_step_share": {"plugin": 0.0, "upstream": 0.2},
+        "paths": {"default": {"requests": 3, "share": None}},
+        "plots": ["replay-steps.png"],
+    },
+}
 
-def _card(runner: str = "hardware") -> dict[str, Any]:
+
+def _card(runner: str = "hardware", blocked: dict[str, str] | None = None) -> dict[str, Any]:
     results = [
         CheckResult("isolation", "pass", "ok", [Evidence("seen", file="a.py", line=3)]),
         CheckResult("cadence", "warn", "behind", details={"lag_minor": 8, "lag_days": 113}),
     ]
-    return scorecard(results, runner=runner, pairing={"name": "hw"})
+    pairing = {
+        "name": "hw",
+        "core": "vllm 0.1",
+        "plugin": "plug 0.1",
+        "core_wheel_sha256": None,
+        "plugin_wheel_sha256": None,
+    }
+    return scorecard(results, runner=runner, pairing=pairing, facts=FACTS, blocked=blocked)
 
 
 def _write(dist: Path, card: Any) -> Path:
@@ -47,6 +68,12 @@ def test_a_real_scorecard_reads_back_typed_and_whole(tmp_path: Path) -> None:
         read.verdict = "fleet"  # type: ignore[misc]
 
 
+def test_a_blocked_card_with_its_facts_is_written_back_whole() -> None:
+    card = _card("cpu", {"reason": "no python", "hint": "install it"})
+    assert set(FACTS) < set(card) and card["blocked"]["hint"] == "install it"
+    assert cardrecord.parse(card, "scorecard.json").to_json() == card
+
+
 def _mutations() -> list[tuple[str, Any]]:
     base = _card()
 
@@ -60,6 +87,13 @@ def _mutations() -> list[tuple[str, Any]]:
         ("verdict", edit(lambda c: c.update(verdict="gold"))),
         ("runner", edit(lambda c: c.pop("runner"))),
         ("pairing", edit(lambda c: c.update(pairing="hw"))),
+        ("pairing.core", edit(lambda c: c["pairing"].pop("core"))),
+        ("wheels.0.sha256", edit(lambda c: c["wheels"][0].update(sha256=5))),
+        ("tool.version", edit(lambda c: c["tool"].pop("version"))),
+        ("replay.ratios.itl_p50_s", edit(lambda c: c["replay"]["ratios"].update(itl_p50_s="1"))),
+        ("replay.plots", edit(lambda c: c["replay"].update(plots="a.png"))),
+        ("explanation.why", edit(lambda c: c["explanation"].update(why="all"))),
+        ("deferred.0.reason", edit(lambda c: c["deferred"].append({"reason": 5}))),
         ("checks", edit(lambda c: c.pop("checks"))),
         ("checks.isolation", edit(lambda c: c["checks"].update(isolation=[]))),
         ("checks.isolation.status", edit(lambda c: c["checks"]["isolation"].pop("status"))),

@@ -477,7 +477,17 @@ def test_the_check_result_and_the_plan_verdicts_in_the_scorecard_and_manifest() 
     assert result.details["plans"]["spec"]["status"] == "fail"
     assert result.evidence[0].note.startswith("plan spec: needs speculative decoding")
     others = [CheckResult("cadence", "pass", "ok"), result]
-    card = scorecard(others, runner="cpu", pairing={"name": "p"})
+    card = scorecard(
+        others,
+        runner="cpu",
+        pairing={
+            "name": "p",
+            "core": "vllm 0.1",
+            "plugin": "plug 0.1",
+            "core_wheel_sha256": None,
+            "plugin_wheel_sha256": None,
+        },
+    )
     assert card["verdict"] == "pilot"
     plan = card["plans"]["spec"]
     assert plan["verdict"] == "lab" and plan["why"][0].startswith(

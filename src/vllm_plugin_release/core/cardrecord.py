@@ -169,37 +169,112 @@ class Explanation(NamedTuple):
         }
 
 
+class Pairing(NamedTuple):
+    """The pairing the card is for (`pairing`); the wheels' sha256 null before they exist."""
+
+    name: str
+    core: str
+    plugin: str
+    core_wheel_sha256: str | None
+    plugin_wheel_sha256: str | None
+
+    def to_json(self) -> dict[str, str | None]:
+        return self._asdict()
+
+
+class WheelRow(NamedTuple):
+    """A wheel the card certifies (`wheels`): its role (core, plugin), name and sha256."""
+
+    role: str
+    filename: str
+    sha256: str
+
+    def to_json(self) -> dict[str, str]:
+        return self._asdict()
+
+
+class RuntimeSeen(NamedTuple):
+    """The vendor runtime as the environment found it (`runtime`): each None when not said."""
+
+    name: str | None
+    status: str | None
+    reason: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return _given(**self._asdict())
+
+
+class ReplaySeen(NamedTuple):
+    """The replay's headline (`replay`): plugin/upstream ratios, each side's mixed-step
+    share, the slow paths' shares (None: not marked) and the plots beside the card."""
+
+    ratios: Mapping[str, float | None]
+    mixed_step_share: Mapping[str, float | None]
+    paths: Mapping[str, PathShare] | None
+    plots: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"ratios": dict(self.ratios)}
+        out["mixed_step_share"] = dict(self.mixed_step_share)
+        if self.paths is not None:
+            out["paths"] = {name: mark.to_json() for name, mark in self.paths.items()}
+        out["plots"] = list(self.plots)
+        return out
+
+
+class Facts(NamedTuple):
+    """What the card states beside the checks (FACT_KEYS), each None when not stated."""
+
+    pairing_id: str | None = None
+    wheels: tuple[WheelRow, ...] | None = None
+    runtime: RuntimeSeen | None = None
+    certified_on: str | None = None
+    tool: tuple[str, str] | None = None  # the tool's name and version
+    replay: ReplaySeen | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        shown = {
+            "pairing_id": self.pairing_id,
+            "wheels": None if self.wheels is None else [w.to_json() for w in self.wheels],
+            "runtime": None if self.runtime is None else self.runtime.to_json(),
+            "certified_on": self.certified_on,
+            "tool": None if self.tool is None else dict(zip(("name", "version"), self.tool)),
+            "replay": None if self.replay is None else self.replay.to_json(),
+        }
+        return _given(**shown)
+
+
 class Scorecard(NamedTuple):
     """A scorecard as read; `to_json` writes it back from these fields."""
 
     verdict: Verdict
     runner: str
-    pairing: Mapping[str, Any]  # the pairing's names and wheels, shown as conform stated them
+    pairing: Pairing
     results: tuple[CheckResult, ...]  # in the file's order (by name)
     deferred: tuple[Deferred, ...] = ()
     workload: Workload | None = None
     plans: Mapping[str, Plan] = {}
     explanation: Explanation | None = None
-    blocked: Mapping[str, str] | None = None  # why no environment could be made: reason, hint
-    facts: Mapping[str, Any] = {}  # FACT_KEYS given: JSON values shown as conform stated them
+    blocked: tuple[str, str] | None = None  # why no environment could be made: reason, hint
+    facts: Facts = Facts()
     version: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "verdict": self.verdict,
             "runner": self.runner,
-            "pairing": dict(self.pairing),
+            "pairing": self.pairing.to_json(),
             "deferred": [d.to_json() for d in self.deferred],
             "checks": {r.name: r.to_json() for r in sorted(self.results, key=lambda r: r.name)},
             "summary": {s: sum(1 for r in self.results if r.status == s) for s in STATUSES},
-            **self.facts,
+            **self.facts.to_json(),
         }
         if self.version is not None:
             out["scorecard_version"] = self.version
         if self.explanation is not None:
             out["explanation"] = self.explanation.to_json()
         if self.blocked is not None:
-            out["blocked"] = dict(self.blocked)
+            out["blocked"] = dict(zip(("reason", "hint"), self.blocked))
         if self.plans:
             out["plans"] = {name: plan.to_json() for name, plan in self.plans.items()}
         if self.workload is not None:
@@ -240,7 +315,7 @@ def _want(ok: bool, key: str, expected: str, value: Any) -> None:
         raise _Bad(f"'{key}' must be {expected} (got {_short(value)})")
 
 
-def _text(node: Mapping[str, Any], key: str, at: str, *, required: bool = False) -> Any:
+def _text(node: Mapping[str, Any], key: str, at: str, required: bool = False) -> Any:
     value = node.get(key)
     ok = isinstance(value, str) or (value is None and not required)
     _want(ok, at + key, "text" if required else "text or null", value)
@@ -284,15 +359,15 @@ def _parse(data: Any) -> Scorecard:
     _want(isinstance(data, dict), "(the card)", "a JSON object", data)
     verdict = _one_of(data, "verdict", "", VERDICTS)
     runner = _text(data, "runner", "", required=True)
-    pairing = _object(data, "pairing", "", required=True)
+    pairing = _pairing(_object(data, "pairing", "", required=True))
     checks = _object(data, "checks", "", required=True)
     results = tuple(_result(str(name), entry) for name, entry in checks.items())
     version = data.get("scorecard_version")
     _want(version is None or _count(version), "scorecard_version", "an integer", version)
-    blocked = _object(data, "blocked", "") or None
-    if blocked is not None:
-        _text(blocked, "reason", "blocked.", required=True)
-        _text(blocked, "hint", "blocked.")
+    blocked = None
+    if "blocked" in data:
+        why = _object(data, "blocked", "")
+        blocked = (_text(why, "reason", "blocked.", True), _text(why, "hint", "blocked.", True))
     return Scorecard(
         verdict,
         runner,
@@ -305,7 +380,7 @@ def _parse(data: Any) -> Scorecard:
         {name: _plan(plan, f"plans.{name}.") for name, plan in _object(data, "plans", "").items()},
         _explanation(data),
         blocked,
-        {key: data[key] for key in FACT_KEYS if key in data},
+        _facts(data),
         version,
     )
 
@@ -394,11 +469,12 @@ def _feature(x: dict[str, Any], at: str) -> Feature:
     )
 
 
-def _path(mark: Any, at: str) -> PathShare:
+def _path(mark: Any, at: str, unmarked: bool = False) -> PathShare:
+    """A path's requests and share (`unmarked`: the share may be null, as a replay's)."""
     _want(isinstance(mark, dict), at[:-1], "an object", mark)
     requests, share = mark.get("requests"), mark.get("share")
     _want(_count(requests), at + "requests", "an integer", requests)
-    _want(_number(share), at + "share", "a number", share)
+    _want(_number(share) or (unmarked and share is None), at + "share", "a number", share)
     return PathShare(requests, share, _text(mark, "instead_of", at), "instead_of" in mark)
 
 
@@ -416,3 +492,56 @@ def _table(results: tuple[CheckResult, ...]) -> tuple[str, ...]:
     at = "checks.workload.details."
     rows = _list(_object(details, "models", at), "table", at + "models.")
     return tuple(str(row.get("model")) for row in rows)
+
+
+def _pairing(p: dict[str, Any]) -> Pairing:
+    at = "pairing."
+    name, core, plugin = (_text(p, key, at, True) for key in ("name", "core", "plugin"))
+    return Pairing(
+        name, core, plugin, _text(p, "core_wheel_sha256", at), _text(p, "plugin_wheel_sha256", at)
+    )
+
+
+def _facts(data: Mapping[str, Any]) -> Facts:
+    wheels = None
+    if "wheels" in data:
+        rows = _list(data, "wheels", "")
+        keys = ("role", "filename", "sha256")
+        wheels = tuple(
+            WheelRow(*(_text(row, k, f"wheels.{i}.", True) for k in keys))
+            for i, row in enumerate(rows)
+        )
+    runtime = None
+    if "runtime" in data:
+        seen = _object(data, "runtime", "")
+        runtime = RuntimeSeen(*(_text(seen, k, "runtime.") for k in ("name", "status", "reason")))
+    tool = None
+    if "tool" in data:
+        named = _object(data, "tool", "")
+        tool = (_text(named, "name", "tool.", True), _text(named, "version", "tool.", True))
+    return Facts(
+        _text(data, "pairing_id", ""),
+        wheels,
+        runtime,
+        _text(data, "certified_on", ""),
+        tool,
+        _replay(_object(data, "replay", "")) if "replay" in data else None,
+    )
+
+
+def _figures(node: dict[str, Any], key: str) -> dict[str, float | None]:
+    figures = _object(node, key, "replay.", required=True)
+    for name, value in figures.items():
+        _want(value is None or _number(value), f"replay.{key}.{name}", "a number or null", value)
+    return figures
+
+
+def _replay(replay: dict[str, Any]) -> ReplaySeen:
+    paths = None
+    if "paths" in replay:
+        marks = _object(replay, "paths", "replay.")
+        paths = {name: _path(mark, f"replay.paths.{name}.", True) for name, mark in marks.items()}
+    plots = tuple(_list(replay, "plots", "replay.", str))
+    return ReplaySeen(
+        _figures(replay, "ratios"), _figures(replay, "mixed_step_share"), paths, plots
+    )

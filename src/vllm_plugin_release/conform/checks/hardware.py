@@ -275,8 +275,10 @@ def collect(dist: Path, check: CheckResult) -> Scorecard:
             hint="run `vpr conform --site hardware` first",
         )
     results = [r for r in card.results if r.name != NAME]
-    facts = {**card.facts, "certified_on": utc_day()}
-    new = scorecard([*results, check], runner="hardware", pairing=dict(card.pairing), facts=facts)
+    facts = {**card.facts.to_json(), "certified_on": utc_day()}
+    new = scorecard(
+        [*results, check], runner="hardware", pairing=card.pairing.to_json(), facts=facts
+    )
     write_card(dist, new)
     return cardrecord.parse(new, str(path))
 
