@@ -37,6 +37,7 @@ OPEN = {
     "conform.lib.apicontract:load_contract": "an OpenAPI document and JSON Schema models",
     "conform.lib.apicontract:dump_contract": "an OpenAPI document and JSON Schema models",
     "conform.lib.apidiff:diff_contracts": "two OpenAPI documents",
+    "core.cardrecord:CheckResult": "each check's own details and thresholds",
 }
 UNTYPED = re.compile(r"\b(dict|Mapping|MutableMapping)\[str, (Any|object)\]")
 

@@ -135,7 +135,18 @@ def _scorecard(verdict: str) -> dict[str, Any]:
         checks["pinning"] = {"status": "fail", "summary": "bad pin", "evidence": []}
     if verdict == "fleet":
         checks["hardware"] = {"status": "pass", "summary": "ran", "evidence": []}
-    return {"verdict": verdict, "runner": "cpu", "checks": checks}
+    return {
+        "verdict": verdict,
+        "runner": "cpu",
+        "pairing": {
+            "name": "ref",
+            "core": "vllm",
+            "plugin": "plug",
+            "core_wheel_sha256": None,
+            "plugin_wheel_sha256": None,
+        },
+        "checks": checks,
+    }
 
 
 def make_pairing(

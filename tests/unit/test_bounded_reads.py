@@ -104,7 +104,8 @@ def test_an_unusable_cached_environment_record_is_built_again(
     def build(make: object) -> dict[str, object]:  # the environment's making, counted
         built.append(1)
         (tmp_path / "env").mkdir(exist_ok=True)
-        return {"checks": [{"name": "import vllm", "status": "pass", "detail": ""}]}
+        check = {"name": "import vllm", "status": "pass", "detail": ""}
+        return {"runtime": {}, "checks": [check], "runtime_modules": [], "plugin_modules": []}
 
     monkeypatch.setattr(pairing_env, "_build", build)
     make = SimpleNamespace(

@@ -394,7 +394,17 @@ def test_pr_body_has_the_report_and_the_scorecard(project: Path) -> None:
     from vllm_plugin_release.conform.scorecard import scorecard
 
     cadence = CheckResult("cadence", "pass", "ok", details={"lag_minor": 1, "lag_days": 26})
-    card = scorecard([cadence], runner="cpu", pairing={"name": "demo"})
+    card = scorecard(
+        [cadence],
+        runner="cpu",
+        pairing={
+            "name": "demo",
+            "core": "vllm 0.1",
+            "plugin": "plug 0.1",
+            "core_wheel_sha256": None,
+            "plugin_wheel_sha256": None,
+        },
+    )
     (dist / "demo-0.25.1" / "scorecard.json").write_text(json.dumps(card))
     (dist / "demo-0.25.1" / "bisect.md").write_text("### Bisection: 0.25.1 (good) .. 0.26.0\n")
     body = vpr("pr-body", "--spec", spec, "--report", str(report), "--dist", str(dist), cwd=project)

@@ -1,7 +1,7 @@
 """core/envrecord + records.env_record: the pairing environment's record (env.json) as a
 typed, frozen value.
 
-A record as `vpr env` writes it reads into its fields (and its raw object, unchanged); a
+A record as `vpr env` writes it reads into its fields, which write it back unchanged; a
 record missing its python or runner, or holding a key of another type, is bad input
 (exit 2) naming the file and the key and the command that writes it. The writer writes
 the same bytes as ever and refuses a record no reader would accept."""
@@ -46,6 +46,9 @@ def _real() -> dict[str, Any]:
             "module": "reference_runtime",
             "reason": "no wheel for this machine",
             "status": "absent",
+            "commit": "abc123",
+            "requirement": "reference-runtime==1.0",
+            "left_out": {"requirements": ["torch"], "reason": "provided by the vendor image"},
             "stand_in": {
                 "path": "plugin/stand_in_runtime",
                 "wheel_sha256": SHA,
@@ -56,6 +59,13 @@ def _real() -> dict[str, Any]:
         "checks": [
             {"name": "import vllm", "status": "pass", "detail": "0.26.0+empty"},
             {"name": "platform activation", "status": "pass", "detail": "x", "value": "P"},
+            {
+                "name": "platform_plugin() runtime absent",
+                "status": "pass",
+                "detail": "None",
+                "value": None,
+            },
+            {"name": "runtime modules", "status": "fail", "detail": "1", "finding": "plugin"},
         ],
         "runtime_modules": [{"module": "reference_runtime", "status": "absent"}],
         "plugin_modules": [{"module": "vllm_reference_plugin", "status": "imported"}],
@@ -88,7 +98,7 @@ def test_a_real_record_reads_typed_and_frozen(tmp_path: Path) -> None:
     assert rec.runtime.status == "absent" and not rec.runtime_present
     assert rec.runtime.to_json() == _real()["runtime"]  # written back unchanged
     assert rec.stand_in_python == Path(_real()["runtime"]["stand_in"]["python"])
-    assert [c.name for c in rec.checks] == ["import vllm", "platform activation"]
+    assert [c.name for c in rec.checks][:2] == ["import vllm", "platform activation"]
     assert [c.to_json() for c in rec.checks] == _real()["checks"]  # written back unchanged
     assert rec.runtime_modules[0].module == "reference_runtime"
     assert rec.plugin_modules[0].status == "imported"
@@ -174,7 +184,27 @@ HOSTILE: dict[str, tuple[dict[str, Any], str]] = {
     "backend's python a number": (_with("backend.python", 3.11), "'backend'"),
     "runtime status a list": (_with("runtime.status", ["present"]), "'runtime.status'"),
     "runtime name a number": (_with("runtime.name", 1), "'runtime.name'"),
+    "stand_in text": (_with("runtime.stand_in", "yes"), "'stand_in'"),
+    "stand_in python a number": (
+        _with("runtime.stand_in.python", 3),
+        "'runtime.stand_in.python'",
+    ),
+    "left_out requirements text": (
+        _with("runtime.left_out.requirements", "torch"),
+        "'runtime.left_out.requirements'",
+    ),
 }
+
+
+def test_the_kept_findings_are_written_back_from_their_fields() -> None:
+    """`.vpr-env.json` (what the checks found, and the interpreter): a later run reuses it
+    as env.json's part, written from the typed fields, the same object."""
+    from vllm_plugin_release.core.envrecord import parse_found
+
+    real = _real()
+    kept = {k: real[k] for k in ("runtime", "checks", "runtime_modules", "plugin_modules")}
+    kept["interpreter"] = real["interpreter"]
+    assert parse_found(kept).to_json() == kept
 
 
 @pytest.mark.parametrize("data,key", list(HOSTILE.values()), ids=list(HOSTILE))

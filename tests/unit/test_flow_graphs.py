@@ -180,14 +180,15 @@ def test_conform_hardware_halts_at_verdict_lab_and_otherwise_returns_lives_code(
 ) -> None:
     """The walk's sequencing only: probe and env stand in (a cpu machine has neither the
     device nor the runtime), conformance gives `verdict`, live records its call."""
-    from vllm_plugin_release.conform import cardread, suite
+    from vllm_plugin_release.conform import suite
+    from vllm_plugin_release.core.cardrecord import Scorecard
 
     spec = load_spec(SPECS / "reference.toml")
     calls: list[str] = []
     monkeypatch.setattr(hardware._Steps, "probe", lambda self: calls.append("probe"))
     record = envrecord.parse({"python": "/env/python", "runner": "hardware"})
     monkeypatch.setattr(hardware._Steps, "env", lambda self: setattr(self, "record", record))
-    card = cardread.Scorecard(verdict, "hardware", {}, (), {"verdict": verdict})
+    card = Scorecard(verdict, "hardware", {}, ())
     monkeypatch.setattr(suite, "conform_cached", lambda ctx: card)
     monkeypatch.setattr(suite, "verdict_line", lambda card, dist: f"verdict {card.verdict}")
     monkeypatch.setattr(hardware, "live", lambda *args: calls.append("live") or 0)

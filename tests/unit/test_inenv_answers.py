@@ -131,11 +131,10 @@ def test_a_garbled_envcheck_answer_names_the_check(answers) -> None:
     answers("envcheck", {"checks": [{"name": 3, "status": "pass"}], "runtime_modules": []})
     with pytest.raises(JobFailed, match=r"inenv envcheck: the answer's 'checks\[0\]\.name' is 3"):
         envrun.run_in_env(sys.executable, job)
-    answers("envcheck", {"checks": [{"name": "import vllm", "status": "pass", "value": 1}]})
+    check = {"name": "import vllm", "status": "pass", "detail": "vllm 0.26.0", "value": 1}
+    answers("envcheck", {"checks": [check]})
     first = envrun.run_in_env(sys.executable, job)
-    assert [c.to_json() for c in first.checks] == [
-        {"name": "import vllm", "status": "pass", "value": 1}
-    ]
+    assert [c.to_json() for c in first.checks] == [check]
     assert first.runtime_modules == [] and first.plugin_modules == []
 
 

@@ -201,7 +201,17 @@ def test_lag_comes_from_the_cadence_check_in_the_scorecard(tmp_path: Path) -> No
 
     details = {"lag_minor": 1, "lag_days": 26}
     cadence = CheckResult("cadence", "pass", "ok", details=details)
-    card = scorecard([cadence], runner="cpu", pairing={"name": "p"})
+    card = scorecard(
+        [cadence],
+        runner="cpu",
+        pairing={
+            "name": "p",
+            "core": "vllm 0.1",
+            "plugin": "plug 0.1",
+            "core_wheel_sha256": None,
+            "plugin_wheel_sha256": None,
+        },
+    )
     (tmp_path / "scorecard.json").write_text(json.dumps(card))
     lag = lag_from_scorecard(tmp_path)
     assert lag is not None and lag.to_json() == {"days": 26, "minor_releases": 1}

@@ -164,7 +164,7 @@ def test_a_scorecard_value_the_manifest_schema_refuses_is_bad_input_naming_the_k
     dist, _ = _edited(tmp_path, records.SCORECARD, change)
     with pytest.raises(BadInput) as info:
         mf.read_records(dist)
-    assert info.value.message.startswith(f"scorecard.json: '{key}' must be")
+    assert f"scorecard.json: '{key}' must be" in info.value.message
     assert info.value.exit_code == 2 and "re-run `vpr conform" in (info.value.hint or "")
 
 
@@ -187,7 +187,7 @@ def test_a_scorecard_value_that_was_a_traceback_is_bad_input(
     dist, pins = _edited(tmp_path, records.SCORECARD, change)
     with pytest.raises(BadInput) as info:
         mf.build_manifest(pins, mf.read_records(dist))
-    assert info.value.message.startswith(f"scorecard.json: '{key}' must be")
+    assert f"scorecard.json: '{key}' must be" in info.value.message
     assert info.value.exit_code == 2
 
 
@@ -206,29 +206,41 @@ def test_a_fleet_verdict_beside_an_unknown_status_is_bad_input(tmp_path: Path) -
     assert info.value.exit_code == 2
 
 
-def test_what_the_manifest_never_copies_of_scorecard_json_is_not_read(tmp_path: Path) -> None:
-    """Evidence of every shape, a summary that is not text, deferred items that are no
-    objects or name a check of the card, and a workload that is no object are read as
-    the manifest always read them."""
-    evidence = [{"line": 3}, {"file": 5, "line": "7"}, "plain", 5, None, "beyond"]
+def test_the_manifest_keeps_five_evidence_items_and_counts_them_all(tmp_path: Path) -> None:
+    """The first EVIDENCE_KEPT items (note, file, line, source; never a value), how many
+    there are, and a deferred item naming a check of the card listed once."""
+    evidence = [{"note": f"n{i}", "line": i, "value": [i], "source": "s"} for i in range(6)]
 
     def change(card: dict[str, Any]) -> None:
-        _check(evidence=evidence, summary=None)(card)
-        card.update(deferred=["x", {"check": "hardware", "reason": "again"}], workload=5)
+        _check(evidence=evidence)(card)
+        card.update(deferred=[{"check": "hardware", "reason": "again", "run_with": ""}])
 
     dist, pins = _edited(tmp_path, records.SCORECARD, change)
     section = mf.build_manifest(pins, mf.read_records(dist))["conformance"]
-    assert section["checks"]["cadence"] == {
-        "status": "pass",
-        "summary": "None",
-        "evidence": [
-            {"line": 3, "note": ""},
-            {"file": "5", "note": ""},
-            {"note": "plain"},
-            {"note": "5"},
-            {"note": "None"},
-        ],
-        "evidence_count": 6,
-    }
+    kept = [{"note": f"n{i}", "line": i, "source": "s"} for i in range(5)]
+    assert section["checks"]["cadence"]["evidence"] == kept
+    assert section["checks"]["cadence"]["evidence_count"] == 6
     assert section["deferred"] == [{"check": "hardware", "reason": "needs a TT device"}]
     assert "workload" not in section
+
+
+LOOSE = {
+    "evidence a text": (_check(evidence="plain"), "checks.cadence.evidence"),
+    "evidence item a text": (_check(evidence=["plain"]), "checks.cadence.evidence"),
+    "summary null": (_check(summary=None), "checks.cadence.summary"),
+    "deferred item a text": (lambda card: card.update(deferred=["x"]), "deferred"),
+    "workload a number": (lambda card: card.update(workload=5), "workload"),
+    "no pairing": (lambda card: card.pop("pairing"), "pairing"),
+}
+
+
+@pytest.mark.parametrize("case", list(LOOSE.values()), ids=list(LOOSE))
+def test_a_card_conform_refuses_is_refused_by_the_manifest_too(
+    tmp_path: Path, case: tuple[Callable[[dict[str, Any]], None], str]
+) -> None:
+    """scorecard.json has one reader: what conform's read refused and the manifest's own
+    reader let through is bad input for the manifest too, naming the key."""
+    change, key = case
+    dist, _ = _edited(tmp_path, records.SCORECARD, change)
+    with pytest.raises(BadInput, match=f"scorecard.json: '{key}"):
+        mf.read_records(dist)

@@ -163,7 +163,7 @@ GARBLED = {
     "a plan without verdict": (
         records.SCORECARD,
         lambda d: {**d, "workload": WORKLOAD, "plans": {"p": {"why": []}}},
-        "'plans'",
+        "'plans.p.verdict'",
     ),
     "a feature a text": (
         records.SCORECARD,

@@ -483,7 +483,17 @@ def test_hardware_check_passes_only_what_was_observed(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     dist.mkdir()
     cpu_checks = [CheckResult("isolation", "pass", "ok"), CheckResult("api", "pass", "ok")]
-    card = scorecard(cpu_checks, runner="hardware", pairing={"name": "hw"})
+    card = scorecard(
+        cpu_checks,
+        runner="hardware",
+        pairing={
+            "name": "hw",
+            "core": "vllm 0.1",
+            "plugin": "plug 0.1",
+            "core_wheel_sha256": None,
+            "plugin_wheel_sha256": None,
+        },
+    )
     # conform alone never says fleet: the live hardware check has not been observed
     assert card["verdict"] == "pilot"
     (dist / "scorecard.json").write_text(json.dumps(card))
@@ -491,10 +501,10 @@ def test_hardware_check_passes_only_what_was_observed(tmp_path: Path) -> None:
         "pilot"
     )
     card = hardware.collect(dist, hardware.hardware_check(found, rejected, live))
-    assert card.verdict == "fleet" and card.raw["checks"]["hardware"]["status"] == "pass"
+    assert card.verdict == "fleet" and card.to_json()["checks"]["hardware"]["status"] == "pass"
     assert {r.name: r.status for r in card.results}["hardware"] == "pass"
     assert "hardware" in (dist / "scorecard.md").read_text()
-    (dist / "scorecard.json").write_text(json.dumps({**card.raw, "runner": "cpu"}))
+    (dist / "scorecard.json").write_text(json.dumps({**card.to_json(), "runner": "cpu"}))
     with pytest.raises(BadInput, match="cpu"):
         hardware.collect(dist, hardware.hardware_check(found, rejected, live))
 

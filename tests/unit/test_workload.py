@@ -477,7 +477,17 @@ def test_the_check_result_and_the_plan_verdicts_in_the_scorecard_and_manifest() 
     assert result.details["plans"]["spec"]["status"] == "fail"
     assert result.evidence[0].note.startswith("plan spec: needs speculative decoding")
     others = [CheckResult("cadence", "pass", "ok"), result]
-    card = scorecard(others, runner="cpu", pairing={"name": "p"})
+    card = scorecard(
+        others,
+        runner="cpu",
+        pairing={
+            "name": "p",
+            "core": "vllm 0.1",
+            "plugin": "plug 0.1",
+            "core_wheel_sha256": None,
+            "plugin_wheel_sha256": None,
+        },
+    )
     assert card["verdict"] == "pilot"
     plan = card["plans"]["spec"]
     assert plan["verdict"] == "lab" and plan["why"][0].startswith(
@@ -488,13 +498,13 @@ def test_the_check_result_and_the_plan_verdicts_in_the_scorecard_and_manifest() 
     assert "20.0% of requests leave the device sampler for the host sampler" in page
     assert re.search(r"Plan spec: spec:\s+lab", page)
     assert "| logprobs (top 5) | 20% | slow path |" in markdown(card)
+    from vllm_plugin_release.core.cardrecord import parse
     from vllm_plugin_release.core.manifestdoc import schema
-    from vllm_plugin_release.stages.manifest import parse_card_intake
     from vllm_plugin_release.stages.manifest import workload as _workload
 
-    answers = parse_card_intake(json.loads(json.dumps(card))).workload
-    assert answers is not None
-    recorded = _workload(answers)
+    read = parse(json.loads(json.dumps(card)), "scorecard.json")
+    assert read.workload is not None and read.to_json() == card  # written back whole
+    recorded = _workload(read.workload, read.plans)
     assert recorded["plans"]["spec"]["verdict"] == "lab" and recorded["models"]["listed"]
     from jsonschema import Draft202012Validator
 

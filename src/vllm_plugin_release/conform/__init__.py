@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.buildrecord import BuildRecord
 from vllm_plugin_release.core.cache import Cache
+from vllm_plugin_release.core.cardrecord import CheckResult, Evidence, Status
 from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput
 
@@ -20,47 +21,6 @@ if TYPE_CHECKING:
     from vllm_plugin_release.edges.interpreters import Interpreter
     from vllm_plugin_release.edges.proc import Ahead
     from vllm_plugin_release.replay.model import ReplayReport
-
-
-Status = Literal["pass", "warn", "fail", "deferred"]
-STATUSES: tuple[str, ...] = ("pass", "warn", "fail", "deferred")
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """One observation behind a verdict: where it was seen and what was seen."""
-
-    note: str
-    file: str | None = None
-    line: int | None = None
-    value: Any = None
-    source: str | None = None  # e.g. "sdist", "plugin", "index", "replay"
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    name: str
-    status: Status
-    summary: str
-    evidence: list[Evidence] = field(default_factory=list)
-    threshold: dict[str, Any] = field(default_factory=dict)
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "summary": self.summary,
-            "evidence": [e.to_json() for e in self.evidence],
-            "threshold": self.threshold,
-            "details": self.details,
-        }
 
 
 def from_findings(

@@ -17,6 +17,7 @@ from vllm_plugin_release.conform.checks.workload import workload_html, workload_
 from vllm_plugin_release.conform.lib.doctext import inline, md_cell
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.cache import atomic_write_text, write_json
+from vllm_plugin_release.core.cardrecord import FACT_KEYS
 from vllm_plugin_release.replay.model import HEADLINE
 
 SCORECARD_VERSION = 2
@@ -33,8 +34,6 @@ HARDWARE_RUN = (
     "run on the hardware runner: `vpr hardware conform --spec FILE` (`nox -s conform-hardware`) "
     "on a machine with the vendor runtime and device"
 )
-# Facts beside the checks, carried over when the hardware runner adds its check.
-FACT_KEYS = ("wheels", "runtime", "certified_on", "tool", "replay", "pairing_id")
 
 
 def utc_day() -> str:

@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from vllm_plugin_release.conform import CheckResult, Context, Evidence, cardread, registry
+from vllm_plugin_release.conform import CheckResult, Context, Evidence, registry
 from vllm_plugin_release.conform.checks import api
 from vllm_plugin_release.conform.scorecard import ICONS, scorecard, utc_day, write_card
-from vllm_plugin_release.core import progress, records
+from vllm_plugin_release.core import cardrecord, progress, records
 from vllm_plugin_release.core.cache import key_of, sha256_file
 from vllm_plugin_release.core.errors import BadInput, JobFailed, OutsideFailure, PythonUnavailable
 from vllm_plugin_release.edges import envrun
@@ -168,8 +168,9 @@ def conform_key(ctx: Context) -> str:
     )
 
 
-def conform_cached(ctx: Context, *, force: bool = False) -> cardread.Scorecard:
-    """`conform`, reusing the stage result when none of its inputs changed; the scorecard."""
+def conform_cached(ctx: Context, *, force: bool = False) -> cardrecord.Scorecard:
+    """`conform`, reusing the stage result when none of its inputs changed; the scorecard
+    written, read back typed (`cardrecord.Scorecard`)."""
     import shutil
 
     stage = ctx.cache.stage_dir("conform", conform_key(ctx))
@@ -178,7 +179,7 @@ def conform_cached(ctx: Context, *, force: bool = False) -> cardread.Scorecard:
         for name in OUTPUTS:
             if (stage / name).exists():
                 shutil.copy2(stage / name, ctx.dist / name)
-        card = dict(cached.raw)
+        card = cached.to_json()
         write_card(ctx.dist, card)  # the pages drawn by this version from the cached data
         progress.info(f"conform: cached result reused (verdict {cached.verdict})")
         return cached
@@ -187,16 +188,16 @@ def conform_cached(ctx: Context, *, force: bool = False) -> cardread.Scorecard:
         for name in OUTPUTS:
             if (ctx.dist / name).exists():
                 shutil.copy2(ctx.dist / name, work / name)
-    return cardread.parse(card, str(ctx.dist / records.SCORECARD))
+    return cardrecord.parse(card, str(ctx.dist / records.SCORECARD))
 
 
-def _cached_card(stage: Path) -> cardread.Scorecard | None:
+def _cached_card(stage: Path) -> cardrecord.Scorecard | None:
     """The scorecard the conform stage's cache keeps for these inputs, read bounded and
     checked; None when there is none or it does not read as one (the checks run again)."""
     if not (stage / records.SCORECARD).exists():
         return None
     try:
-        return cardread.read(stage)
+        return cardrecord.read(stage)
     except BadInput as exc:
         progress.info(f"conform: the cached result is not used ({exc.message}); checking again")
         return None
@@ -280,7 +281,7 @@ def conform(ctx: Context, names: tuple[str, ...] = CHECK_NAMES) -> dict[str, Any
     return card
 
 
-def verdict_line(card: cardread.Scorecard, dist: Path) -> str:
+def verdict_line(card: cardrecord.Scorecard, dist: Path) -> str:
     """`conform: verdict pilot (dist/NAME/scorecard.md); 6 pass, 1 warn`."""
     summary = {s: sum(1 for r in card.results if r.status == s) for s in ICONS}
     counts = ", ".join(f"{n} {s}" for s, n in summary.items() if n)
@@ -324,7 +325,7 @@ def _pairing(ctx: Context) -> dict[str, Any]:
     }
 
 
-def conform_env_free(ctx: Context, blocked: PythonUnavailable) -> cardread.Scorecard:
+def conform_env_free(ctx: Context, blocked: PythonUnavailable) -> cardrecord.Scorecard:
     """Run the checks that need no pairing environment, defer the others with `blocked`'s
     reason, write the scorecard (verdict lab) and return it (typed)."""
     from vllm_plugin_release import __version__
@@ -361,12 +362,12 @@ def conform_env_free(ctx: Context, blocked: PythonUnavailable) -> cardread.Score
         blocked={"reason": blocked.message, "hint": blocked.hint or ""},
     )
     write_card(ctx.dist, card)
-    read = cardread.parse(card, str(ctx.dist / records.SCORECARD))
+    read = cardrecord.parse(card, str(ctx.dist / records.SCORECARD))
     progress.info(verdict_line(read, ctx.dist) + " (only the checks that need no environment)")
     return read
 
 
-def conform_here(ctx: Context, *, force: bool = False) -> cardread.Scorecard:
+def conform_here(ctx: Context, *, force: bool = False) -> cardrecord.Scorecard:
     """`vpr conform`: every check (cached), or, when the pairing's environment cannot be
     made here, the env-free checks and their scorecard, then PythonUnavailable (exit 3)."""
     blocked = blocker(ctx)

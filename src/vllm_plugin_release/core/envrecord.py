@@ -27,17 +27,22 @@ PLATFORM_CHECK = "platform activation (vllm.platforms.current_platform)"  # inen
 class EnvCheck(NamedTuple):
     """One of the environment's checks (env.json's `checks`): its name, status (pass, fail,
     skipped, deferred), detail and, for a failure that is the plugin's or the spec's own,
-    `finding`. `raw` is the object as written (with any other key, e.g. `value`)."""
+    `finding`; `value`, what it found (the platform class it resolved, ...), when it says."""
 
     name: str
     status: str
     detail: str
-    finding: str | None
-    raw: Mapping[str, Any]
-    value: object = None  # what the check found (the platform class it resolved, ...)
+    finding: str | None = None
+    value: object = None
+    says_value: bool = False  # whether it gives `value` (null included)
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.raw)
+        out: dict[str, Any] = {"name": self.name, "status": self.status, "detail": self.detail}
+        if self.finding is not None:
+            out["finding"] = self.finding
+        if self.says_value:
+            out["value"] = self.value
+        return out
 
 
 class ModuleImport(NamedTuple):
@@ -47,36 +52,71 @@ class ModuleImport(NamedTuple):
     module: str
     status: str
     reason: str | None
-    raw: Mapping[str, Any]
 
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.raw)
+    def to_json(self) -> dict[str, str]:
+        out = {"module": self.module, "status": self.status}
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
+
+
+class StandIn(NamedTuple):
+    """The stand-in runtime checked in an overlay environment (`runtime.stand_in`): where
+    its source is, its wheel's sha256, what was checked and the overlay's python."""
+
+    path: str | None
+    wheel_sha256: str | None
+    status: str | None
+    python: str | None
+
+    def to_json(self) -> dict[str, str]:
+        return {key: value for key, value in self._asdict().items() if value is not None}
 
 
 class EnvRuntime(NamedTuple):
     """The vendor runtime as the environment found it (env.json's `runtime`): its name and
-    module, `status` (present, absent, none), why, and the stand-in overlay's python when
-    one was checked. `raw` is the object as written (with what the lock installed: the
-    version, the wheel, the stand-in's record), for a record or key that repeats it."""
+    module, `status` (present, absent, none), why, the stand-in checked in an overlay,
+    what the lock installed (version, commit, requirement, wheel) and the requirements
+    left to the vendor image (`left_out`: them and why). All None: no runtime named."""
 
-    name: str | None
-    module: str | None
-    status: str | None
-    reason: str | None
-    stand_in: bool  # whether a stand-in runtime was checked in an overlay (`stand_in`)
-    stand_in_python: Path | None  # `stand_in.python`
-    version: str | None  # what the lock installed: the runtime's version, commit and wheel
-    commit: str | None
-    wheel: LockedFile | None  # None when it is no object
-    raw: Mapping[str, Any]
+    name: str | None = None
+    module: str | None = None
+    status: str | None = None
+    reason: str | None = None
+    stand_in: StandIn | None = None
+    version: str | None = None
+    commit: str | None = None
+    requirement: str | None = None
+    wheel: LockedFile | None = None
+    left_out: tuple[tuple[str, ...], str | None] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.raw)
+        """The object as written: a named runtime always states its name, module, reason
+        and status (null when none), the rest when given."""
+        if not self.named:
+            return {}
+        out: dict[str, Any] = {k: getattr(self, k) for k in ("name", "module", "reason", "status")}
+        for key in ("version", "commit", "requirement"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        if self.wheel is not None:
+            out["wheel"] = self.wheel.to_json()
+        if self.stand_in is not None:
+            out["stand_in"] = self.stand_in.to_json()
+        if self.left_out is not None:
+            out["left_out"] = {"requirements": list(self.left_out[0]), "reason": self.left_out[1]}
+        return out
 
     @property
     def named(self) -> bool:
         """Whether env.json names a runtime at all (its `runtime` holds anything)."""
-        return bool(self.raw)
+        return any(value is not None for value in self)
+
+    @property
+    def stand_in_python(self) -> Path | None:
+        """`stand_in.python`: the overlay's python, when a stand-in was checked."""
+        python = self.stand_in.python if self.stand_in is not None else None
+        return Path(python) if python else None
 
 
 class EnvRecord(NamedTuple):
@@ -180,13 +220,9 @@ def _checks(data: Mapping[str, Any]) -> list[EnvCheck]:
     out = []
     for i, check in enumerate(_objects(data, "checks")):
         _texts(check, f"checks[{i}]", ("name", "status"), "detail", "finding")
-        detail = check.get("detail")
-        finding = check.get("finding")
-        out.append(
-            EnvCheck(
-                check["name"], check["status"], detail or "", finding, check, check.get("value")
-            )
-        )
+        detail, finding, value = check.get("detail"), check.get("finding"), check.get("value")
+        name, status = check["name"], check["status"]
+        out.append(EnvCheck(name, status, detail or "", finding, value, "value" in check))
     return out
 
 
@@ -194,7 +230,7 @@ def _modules(data: Mapping[str, Any], key: str) -> list[ModuleImport]:
     out = []
     for i, module in enumerate(_objects(data, key)):
         _texts(module, f"{key}[{i}]", ("module", "status"), "reason")
-        out.append(ModuleImport(module["module"], module["status"], module.get("reason"), module))
+        out.append(ModuleImport(module["module"], module["status"], module.get("reason")))
     return out
 
 
@@ -217,20 +253,26 @@ def parse_checks(data: Mapping[str, Any]) -> EnvChecks:
 
 def _runtime(data: Mapping[str, Any]) -> EnvRuntime:
     runtime = _object(data, "runtime") or {}
-    _texts(runtime, "runtime", (), "name", "module", "status", "reason", "version", "commit")
-    stand_in = runtime.get("stand_in")
-    python = stand_in.get("python") if isinstance(stand_in, Mapping) else None
+    texts = ("name", "module", "status", "reason", "version", "commit", "requirement")
+    _texts(runtime, "runtime", (), *texts)
+    stand_in = _object(runtime, "stand_in")
+    if stand_in is not None:
+        _texts(stand_in, "runtime.stand_in", (), *StandIn._fields)
+    left = _object(runtime, "left_out")
+    left_out = None
+    if left is not None:
+        _texts(left, "runtime.left_out", (), "reason")
+        needs = left.get("requirements")
+        if not isinstance(needs, list) or not all(isinstance(n, str) for n in needs):
+            shown = field_shown(needs)
+            raise RecordProblem(f"'runtime.left_out.requirements' is {shown}, expected texts")
+        left_out = (tuple(needs), left.get("reason"))
     return EnvRuntime(
-        runtime.get("name"),
-        runtime.get("module"),
-        runtime.get("status"),
-        runtime.get("reason"),
-        bool(stand_in),
-        Path(python) if isinstance(python, str) else None,
-        runtime.get("version"),
-        runtime.get("commit"),
+        *(runtime.get(key) for key in ("name", "module", "status", "reason")),
+        None if stand_in is None else StandIn(*(stand_in.get(k) for k in StandIn._fields)),
+        *(runtime.get(key) for key in ("version", "commit", "requirement")),
         parse_locked(runtime.get("wheel"), "runtime.wheel"),
-        runtime,
+        left_out,
     )
 
 
@@ -257,15 +299,26 @@ def parse(data: Mapping[str, Any]) -> EnvRecord:
 
 class EnvFound(NamedTuple):
     """What the environment's checks found: the part of env.json they make (`runtime`,
-    `checks`, `runtime_modules`, `plugin_modules`), kept beside the environment by the env
-    stage (`.vpr-env.json`) for a later run to reuse; read and checked (`parse_found`).
-    `raw` is the object as written, which env.json repeats."""
+    `checks`, `runtime_modules`, `plugin_modules`, the `interpreter` it was made from),
+    kept beside the environment by the env stage (`.vpr-env.json`) for a later run to
+    reuse; read and checked (`parse_found`), written back by `to_json`."""
 
     runtime: EnvRuntime
     checks: Sequence[EnvCheck]
     runtime_modules: Sequence[ModuleImport]
     plugin_modules: Sequence[ModuleImport]
-    raw: Mapping[str, Any]
+    interpreter: MadeWith | None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "runtime": self.runtime.to_json(),
+            "checks": [c.to_json() for c in self.checks],
+            "runtime_modules": [m.to_json() for m in self.runtime_modules],
+            "plugin_modules": [m.to_json() for m in self.plugin_modules],
+        }
+        if self.interpreter is not None:
+            out["interpreter"] = self.interpreter.to_json()
+        return out
 
 
 def parse_found(data: Mapping[str, Any]) -> EnvFound:
@@ -278,5 +331,5 @@ def parse_found(data: Mapping[str, Any]) -> EnvFound:
         _checks(data),
         _modules(data, "runtime_modules"),
         _modules(data, "plugin_modules"),
-        data,
+        parse_made_with(data),
     )

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.conform import cardread
-from vllm_plugin_release.core import columns, ledger, progress, records
+from vllm_plugin_release.core import cardrecord, columns, ledger, progress, records
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE, load
@@ -52,7 +51,7 @@ def lag_from_scorecard(dist: Path) -> ReleaseLag | None:
     """The pairing's release lag as the cadence check measured it (scorecard.json), or None
     (no card, a card that does not read, no lag, or a lag that is not a count)."""
     try:
-        card = cardread.read(dist)  # bounded and checked; absent is BadInput too
+        card = cardrecord.read(dist)  # bounded and checked; absent is BadInput too
     except BadInput:
         return None
     cadence = [r for r in card.results if r.name == "cadence"]

@@ -9,10 +9,10 @@ import datetime as _dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from vllm_plugin_release.buildspec.model import RuntimeSpec, Spec
-from vllm_plugin_release.core import attest
+from vllm_plugin_release.core import attest, cardrecord
 from vllm_plugin_release.core.attest import (
     BuildPins,
     CorePins,
@@ -24,6 +24,14 @@ from vllm_plugin_release.core.attest import (
 )
 from vllm_plugin_release.core.buildrecord import BuildRecord
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_json
+from vllm_plugin_release.core.cardrecord import (
+    CheckResult,
+    Deferred,
+    Evidence,
+    Plan,
+    Scorecard,
+    Workload,
+)
 from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import (
@@ -48,7 +56,6 @@ from vllm_plugin_release.core.records import (
     build_record,
     env_record,
     read_object,
-    read_with,
     run_file,
 )
 from vllm_plugin_release.core.records import producer as record_producer
@@ -56,7 +63,7 @@ from vllm_plugin_release.core.wheelfacts import files_digest, wheel_files, wheel
 from vllm_plugin_release.edges import keys, runner
 
 # ---------------------------------------------------------------------------
-# scorecard.json's keys as the manifest reads them: BadInput naming the record, the key
+# A build record's keys as the manifest reads them: BadInput naming the record, the key
 # and the command that writes it.
 
 
@@ -80,401 +87,85 @@ def problem(file: str, what: str) -> BadInput:
     )
 
 
-def kind_problem(file: str, dotted: str, expected: str) -> BadInput:
-    return problem(file, f"{dotted!r} must be {expected}")
-
-
-def as_object(value: Any, dotted: str, file: str) -> dict[str, Any]:
-    """`value` (`file`'s `dotted` key) as an object: {} when empty; else BadInput."""
-    if not value:
-        return {}
-    if not isinstance(value, dict):
-        raise kind_problem(file, dotted, "an object")
-    return value
-
-
-def iterated(value: Any, dotted: str, file: str) -> list[Any] | str | dict[str, Any]:
-    """`value` (`file`'s `dotted` key) to iterate: [] when empty; a number: BadInput."""
-    if not value:
-        return []
-    if not isinstance(value, list | str | dict):
-        raise kind_problem(file, dotted, "a list")
-    return value
-
-
-def text_or_none(value: Any, dotted: str, file: str) -> str | None:
-    """`value` (`file`'s `dotted` key) as text or None; BadInput when it is neither."""
-    if value is not None and not isinstance(value, str):
-        raise kind_problem(file, dotted, "text or null")
-    return value
-
-
-# ---------------------------------------------------------------------------
-# scorecard.json as the manifest reads it
-
 EVIDENCE_KEPT = 5  # evidence items per check copied into the manifest (the scorecard has all)
-
-Status = Literal["pass", "warn", "fail", "deferred"]
-Verdict = Literal["fleet", "pilot", "lab"]
-Outcome = Literal["supported", "refused", "changed", "slow_path", "deferred"]
-STATUSES: tuple[Status, ...] = ("pass", "warn", "fail", "deferred")
-VERDICTS: tuple[Verdict, ...] = ("fleet", "pilot", "lab")
-OUTCOMES: tuple[Outcome, ...] = ("supported", "refused", "changed", "slow_path", "deferred")
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """One evidence item as the manifest keeps it: its note, file, line and source (the
-    text of a value that is not text; a line only when it is an integer). `note` None: the
-    item gives none (the manifest shows ""); an item that is no object is its text as note."""
-
-    note: str | None
-    file: str | None
-    line: int | None
-    source: str | None
-
-    def to_json(self) -> dict[str, str | int]:
-        out: dict[str, str | int] = {} if self.note is None else {"note": self.note}
-        if self.file is not None:
-            out["file"] = self.file
-        if self.line is not None:
-            out["line"] = self.line
-        if self.source is not None:
-            out["source"] = self.source
-        if self.note is None:
-            out["note"] = ""
-        return out
-
-
-@dataclass(frozen=True)
-class CheckIntake:
-    """One check of the scorecard: its status, summary (the text of what is written, ""
-    when none), the first EVIDENCE_KEPT evidence items and how many it has (a text given
-    as evidence counts its characters, each one an item, as the manifest always had it)."""
-
-    status: Status
-    summary: str
-    evidence: tuple[Evidence, ...]
-    evidence_count: int
-
-    def to_json(self) -> dict[str, str | int | list[dict[str, str | int]]]:
-        return {
-            "status": self.status,
-            "summary": self.summary,
-            "evidence": [item.to_json() for item in self.evidence],
-            "evidence_count": self.evidence_count,
-        }
-
-
-@dataclass(frozen=True)
-class Deferred:
-    """A check deferred to another runner: its name, why, and the command that runs it;
-    each None when not given (an empty value is not given; the text of one that is no text)."""
-
-    check: str | None
-    reason: str | None
-    run_with: str | None
-
-    def to_json(self) -> dict[str, str]:
-        given = (("check", self.check), ("reason", self.reason), ("run_with", self.run_with))
-        return {key: value for key, value in given if value is not None}
-
-
-@dataclass(frozen=True)
-class Feature:
-    """A feature of the request mix and the plugin's answer (`workload.features`); the
-    optional keys None when not given."""
-
-    feature: str
-    share: int | float | None
-    needed: bool
-    outcome: Outcome
-    where: str | None
-    path: str | None
-
-    def to_json(self) -> dict[str, str | int | float | bool]:
-        out: dict[str, str | int | float | bool] = {"feature": self.feature}
-        if self.share is not None:
-            out["share"] = self.share
-        out.update(needed=self.needed, outcome=self.outcome)
-        if self.where is not None:
-            out["where"] = self.where
-        if self.path is not None:
-            out["path"] = self.path
-        return out
-
-
-@dataclass(frozen=True)
-class PathShare:
-    """The requests on one path and their share (`workload.paths`); `instead_of`: the path
-    it leaves, when it names one (`says_instead`: the key is given, null included)."""
-
-    requests: int
-    share: int | float
-    instead_of: str | None
-    says_instead: bool
-
-    def to_json(self) -> dict[str, str | int | float | None]:
-        out: dict[str, str | int | float | None] = {"requests": self.requests, "share": self.share}
-        if self.says_instead:
-            out["instead_of"] = self.instead_of
-        return out
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A variant plan's verdict and why (`plans`; the text of each reason)."""
-
-    verdict: Verdict
-    why: tuple[str, ...]
-
-    def to_json(self) -> dict[str, str | list[str]]:
-        return {"verdict": self.verdict, "why": list(self.why)}
-
-
-@dataclass(frozen=True)
-class Models:
-    """The model the workload names, whether the plugin's docs list it, and the models the
-    workload check's table shows (`checks.workload.details.models.table`)."""
-
-    model: str | None
-    listed: bool | None
-    table: tuple[str, ...]
-
-    def to_json(self) -> dict[str, str | bool | list[str] | None]:
-        return {"model": self.model, "listed": self.listed, "table": list(self.table)}
-
-
-@dataclass(frozen=True)
-class WorkloadIntake:
-    """The workload answers the scorecard carries (`workload`, `plans`)."""
-
-    platform: str | None
-    features: tuple[Feature, ...]
-    paths: Mapping[str, PathShare]
-    plans: Mapping[str, Plan]
-    models: Models
-
-
-@dataclass(frozen=True)
-class CardIntake:
-    """scorecard.json as the manifest reads it: the verdict, the runner, each check (by
-    name, sorted), the checks it defers that are not among its checks (scorecard v2 lists
-    the ones this runner never ran), and the workload answers (None without `workload`)."""
-
-    verdict: Verdict
-    runner: str | None
-    checks: Mapping[str, CheckIntake]
-    deferred: tuple[Deferred, ...]
-    workload: WorkloadIntake | None
-
-
-# ---------------------------------------------------------------------------
-# Reading scorecard.json
-
-
-def _evidence(item: Any) -> Evidence:
-    """An evidence item reduced to note/file/line/source."""
-    if not isinstance(item, dict):
-        return Evidence(str(item), None, None, None)
-    note, file, line, source = (item.get(k) for k in ("note", "file", "line", "source"))
-    return Evidence(
-        note=None if note is None else str(note),
-        file=None if file is None else str(file),
-        line=line if isinstance(line, int) else None,
-        source=None if source is None else str(source),
-    )
-
-
-def _check(name: str, result: Any) -> CheckIntake:
-    file = SCORECARD
-    status = get_key(result, "status", f"{file}: checks.{name}")
-    if status not in STATUSES:
-        raise kind_problem(file, f"checks.{name}.status", "pass, warn, fail or deferred")
-    evidence = result.get("evidence") or []
-    if not isinstance(evidence, list | str):  # sliced and counted
-        raise kind_problem(file, f"checks.{name}.evidence", "a list")
-    return CheckIntake(
-        status=status,
-        summary=str(result.get("summary", "")),
-        evidence=tuple(_evidence(item) for item in evidence[:EVIDENCE_KEPT]),
-        evidence_count=len(evidence),
-    )
-
-
-def _given(item: dict[str, Any], key: str) -> str | None:
-    value = item.get(key)
-    return str(value) if value else None
-
-
-def _deferred(value: Any, checks: Mapping[str, CheckIntake]) -> tuple[Deferred, ...]:
-    """The scorecard's deferred items (objects) that name no check it has."""
-    out = []
-    for index, item in enumerate(iterated(value, "deferred", SCORECARD)):
-        if not isinstance(item, dict):
-            continue
-        check = item.get("check")
-        if isinstance(check, list | dict):  # no name of a check
-            raise kind_problem(SCORECARD, f"deferred.{index}.check", "text")
-        if not (isinstance(check, str) and check in checks):
-            out.append(Deferred(*(_given(item, k) for k in ("check", "reason", "run_with"))))
-    return tuple(out)
-
-
-def parse_card_intake(data: Any) -> CardIntake:
-    """scorecard.json's object (read by `records.read_with`) as the manifest reads it;
-    BadInput naming scorecard.json, the dotted key and `vpr conform`."""
-    file = SCORECARD
-    verdict = get_key(data, "verdict", file)
-    if verdict not in VERDICTS:
-        raise BadInput(f"{file}: verdict must be fleet, pilot or lab, got {verdict!r}")
-    checks_in = get_key(data, "checks", file)
-    if not isinstance(checks_in, dict):
-        raise BadInput(f"{file}: 'checks' must be an object of check name -> result")
-    checks = {name: _check(name, checks_in[name]) for name in sorted(checks_in)}
-    deferred = _deferred(data.get("deferred"), checks)
-    runner = text_or_none(data.get("runner"), "runner", SCORECARD)
-    return CardIntake(verdict, runner, checks, deferred, _workload(data, checks_in))
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _feature(index: int, x: dict[str, Any]) -> Feature:
-    at = f"workload.features.{index}"
-    if not isinstance(x.get("feature"), str):
-        raise kind_problem(SCORECARD, f"{at}.feature", "text")
-    if not isinstance(x.get("needed"), bool):
-        raise kind_problem(SCORECARD, f"{at}.needed", "true or false")
-    if x.get("outcome") not in OUTCOMES:
-        raise kind_problem(SCORECARD, f"{at}.outcome", f"{', '.join(OUTCOMES[:-1])} or deferred")
-    if "share" in x and not _number(x["share"]):
-        raise kind_problem(SCORECARD, f"{at}.share", "a number")
-    for key in ("where", "path"):
-        if key in x and not isinstance(x[key], str):
-            raise kind_problem(SCORECARD, f"{at}.{key}", "text")
-    share, where, path = x.get("share"), x.get("where"), x.get("path")
-    return Feature(x["feature"], share, x["needed"], x["outcome"], where, path)
-
-
-def _path(name: str, mark: dict[str, Any]) -> PathShare:
-    at = f"workload.paths.{name}"
-    if type(mark.get("requests")) is not int:
-        raise kind_problem(SCORECARD, f"{at}.requests", "an integer")
-    if not _number(mark.get("share")):
-        raise kind_problem(SCORECARD, f"{at}.share", "a number")
-    instead = text_or_none(mark.get("instead_of"), f"{at}.instead_of", SCORECARD)
-    return PathShare(mark["requests"], mark["share"], instead, "instead_of" in mark)
-
-
-def _plan(name: str, plan: dict[str, Any]) -> Plan:
-    verdict = plan["verdict"]
-    if verdict not in VERDICTS:
-        raise kind_problem(SCORECARD, f"plans.{name}.verdict", "fleet, pilot or lab")
-    why = iterated(plan.get("why"), f"plans.{name}.why", SCORECARD)
-    return Plan(verdict, tuple(str(w) for w in why))
-
-
-def _models(models: dict[str, Any], checks_in: dict[str, Any]) -> Models:
-    listed = models.get("listed")
-    if listed is not None and not isinstance(listed, bool):
-        raise kind_problem(SCORECARD, "workload.models.listed", "true, false or null")
-    model = text_or_none(models.get("model"), "workload.models.model", SCORECARD)
-    return Models(model, listed, models_table(checks_in))
-
-
-def _workload(data: dict[str, Any], checks_in: dict[str, Any]) -> WorkloadIntake | None:
-    """The workload answers the scorecard carries (`workload`, `plans`; None when it has
-    no workload); BadInput naming the key of a part that is not what it is read as."""
-    facts = data.get("workload")
-    if not isinstance(facts, dict):
-        return None
-    f = SCORECARD
-    models = as_object(facts.get("models"), "workload.models", f)
-    features = facts.get("features") or []
-    if not isinstance(features, list) or not all(isinstance(x, dict) for x in features):
-        raise kind_problem(f, "workload.features", "a list of objects")
-    paths = as_object(facts.get("paths"), "workload.paths", f)
-    if not all(isinstance(mark, dict) for mark in paths.values()):
-        raise kind_problem(f, "workload.paths", "an object of objects")
-    plans = as_object(data.get("plans"), "plans", f)
-    if not all(isinstance(plan, dict) and "verdict" in plan for plan in plans.values()):
-        raise kind_problem(f, "plans", "an object of objects with a verdict")
-    return WorkloadIntake(
-        platform=text_or_none(facts.get("platform"), "workload.platform", SCORECARD),
-        features=tuple(_feature(i, x) for i, x in enumerate(features)),
-        paths={name: _path(name, mark) for name, mark in paths.items()},
-        plans={name: _plan(name, plan) for name, plan in plans.items()},
-        models=_models(models, checks_in),
-    )
-
-
-def models_table(checks_in: dict[str, Any]) -> tuple[str, ...]:
-    """The models the workload check's details list (`checks.workload.details.models`)."""
-    f, at = SCORECARD, "checks.workload"
-    check = as_object(checks_in.get("workload"), at, f)
-    details = check.get("details", {})
-    if not isinstance(details, dict):
-        raise kind_problem(f, f"{at}.details", "an object")
-    models = as_object(details.get("models"), f"{at}.details.models", f)
-    rows = iterated(models.get("table"), f"{at}.details.models.table", f)
-    return tuple(str(r.get("model")) for r in rows if isinstance(r, dict))
 
 
 # ---------------------------------------------------------------------------
 # The manifest's section
 
 
-def check_verdict(verdict: str, checks: Mapping[str, CheckIntake], file: str) -> None:
+def check_verdict(verdict: str, results: tuple[CheckResult, ...], file: str) -> None:
     """A verdict that contradicts its own checks is a gate failure, never recorded as is."""
-    statuses = {c.status for c in checks.values()}
+    statuses = {r.status for r in results}
     if verdict == "fleet" and statuses - {"pass", "warn"}:
-        bad = sorted(n for n, c in checks.items() if c.status not in ("pass", "warn"))
+        bad = sorted(r.name for r in results if r.status not in ("pass", "warn"))
         raise GateFailed(
             f"{file}: verdict 'fleet' but checks {', '.join(bad)} did not pass",
             hint="fleet needs every check passed, hardware included; re-run `vpr conform`",
         )
     if verdict == "pilot" and "fail" in statuses:
-        bad = sorted(n for n, c in checks.items() if c.status == "fail")
+        bad = sorted(r.name for r in results if r.status == "fail")
         raise GateFailed(f"{file}: verdict 'pilot' but checks {', '.join(bad)} failed")
 
 
-def conformance(card: CardIntake | None) -> dict[str, Any]:
+def _evidence(item: Evidence) -> dict[str, str | int]:
+    """An evidence item as the manifest keeps it: note, file, line and source."""
+    kept = {"note": item.note, "file": item.file, "line": item.line, "source": item.source}
+    return {key: value for key, value in kept.items() if value is not None}
+
+
+def _check(result: CheckResult) -> dict[str, Any]:
+    """A check as the manifest keeps it: the first EVIDENCE_KEPT items and how many."""
+    return {
+        "status": result.status,
+        "summary": result.summary,
+        "evidence": [_evidence(item) for item in result.evidence[:EVIDENCE_KEPT]],
+        "evidence_count": len(result.evidence),
+    }
+
+
+def _deferred(item: Deferred) -> dict[str, str]:
+    """A deferred item as the manifest keeps it: an empty value is not given."""
+    given = (("check", item.check), ("reason", item.reason), ("run_with", item.run_with))
+    return {key: value for key, value in given if value}
+
+
+def conformance(card: Scorecard | None) -> dict[str, Any]:
     """The manifest's `conformance` section ("absent" without scorecard.json); GateFailed
     when the verdict contradicts the checks."""
     if card is None:
         return {"status": "absent", "verdict": None, "runner": None, "checks": {}, "deferred": []}
-    checks = {name: check.to_json() for name, check in card.checks.items()}
+    results = sorted(card.results, key=lambda r: r.name)
     deferred = [
-        Deferred(name, check.summary, None).to_json()
-        for name, check in card.checks.items()
-        if check.status == "deferred"
+        _deferred(Deferred(r.name, r.summary, None)) for r in results if r.status == "deferred"
     ]
     # scorecard v2 also lists the checks this runner never ran (the hardware part).
-    deferred += [item.to_json() for item in card.deferred]
-    check_verdict(card.verdict, card.checks, SCORECARD)
+    names = {r.name for r in results}
+    deferred += [_deferred(item) for item in card.deferred if item.check not in names]
+    check_verdict(card.verdict, card.results, SCORECARD)
     out: dict[str, Any] = {
         "status": "present",
         "verdict": card.verdict,
         "runner": card.runner,
-        "checks": checks,
+        "checks": {r.name: _check(r) for r in results},
         "deferred": deferred,
     }
     if card.workload is not None:
-        out["workload"] = workload(card.workload)
+        out["workload"] = workload(card.workload, card.plans)
     return out
 
 
-def workload(answers: WorkloadIntake) -> dict[str, Any]:
+def workload(answers: Workload, plans: Mapping[str, Plan]) -> dict[str, Any]:
     """The workload answers as the manifest records them: each feature's answer, the share
     on each path, each plan's verdict and why, the models the plugin's docs show."""
+    keep = ("feature", "share", "needed", "outcome", "where", "path")
+    models = answers.models
     return {
         "platform": answers.platform,
-        "features": [feature.to_json() for feature in answers.features],
+        "features": [{k: v for k, v in f.to_json().items() if k in keep} for f in answers.features],
         "paths": {name: mark.to_json() for name, mark in answers.paths.items()},
-        "plans": {name: plan.to_json() for name, plan in answers.plans.items()},
-        "models": answers.models.to_json(),
+        "plans": {n: {"verdict": p.verdict, "why": list(p.why)} for n, p in plans.items()},
+        "models": {"model": models.model, "listed": models.listed, "table": list(models.table)},
     }
 
 
@@ -491,7 +182,7 @@ class Records:
     build_core: BuildRecord
     build_plugin: BuildRecord
     env: EnvRecord | None = None
-    scorecard: CardIntake | None = None
+    scorecard: Scorecard | None = None
     build_guard: BuildRecord | None = None
 
 
@@ -513,9 +204,7 @@ def read_records(dist_dir: Path, spec_path: str | None = None) -> Records:
         build_core=build_record(dist_dir, BUILD_CORE, hint(BUILD_CORE)),
         build_plugin=build_record(dist_dir, BUILD_PLUGIN, hint(BUILD_PLUGIN)),
         env=env_record(dist_dir, hint=hint(ENV)) if has[ENV] else None,
-        scorecard=read_with(dist_dir, SCORECARD, parse_card_intake, hint(SCORECARD))
-        if has[SCORECARD]
-        else None,
+        scorecard=cardrecord.read(dist_dir, hint(SCORECARD)) if has[SCORECARD] else None,
         build_guard=build_record(dist_dir, BUILD_GUARD, hint(BUILD_GUARD))
         if has[BUILD_GUARD]
         else None,

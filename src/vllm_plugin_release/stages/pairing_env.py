@@ -217,7 +217,7 @@ def _made(make: _EnvBuild) -> dict[str, Any]:
         kept = records.read_object(result_file, _found)
         if kept is not None:
             progress.info(f"env: cached environment reused ({env_dir})")
-            return dict(kept.raw)
+            return kept.to_json()
         shutil.rmtree(env_dir, ignore_errors=True)
         try:
             result = _build(make)
@@ -564,7 +564,7 @@ def _runtime_checks(
         }
         return [
             {
-                **check.raw,
+                **check.to_json(),
                 "name": check.name + " [stand-in runtime]",
                 "detail": check.detail + " (labelled stand-in, not the vendor runtime)",
             }
@@ -677,8 +677,7 @@ def _env_checks(python: Path, job: EnvCheckJob, overlay: Path | None = None) -> 
         detail = exc.message.splitlines()[0].rstrip(":") + (
             f"; last output: {last}" if last else ""
         )
-        raw = {"name": JOB_CHECK, "status": "fail", "detail": detail, "finding": "plugin"}
-        return EnvChecks([EnvCheck(JOB_CHECK, "fail", detail, "plugin", raw)], [], [])
+        return EnvChecks([EnvCheck(JOB_CHECK, "fail", detail, "plugin")], [], [])
 
 
 def _purelib(python: Path) -> str:

@@ -16,7 +16,7 @@ from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 
 if TYPE_CHECKING:
     from vllm_plugin_release.buildspec.model import Spec
-    from vllm_plugin_release.conform.cardread import Scorecard
+    from vllm_plugin_release.core.cardrecord import Scorecard
     from vllm_plugin_release.edges.device import Probe, ProbeJson
     from vllm_plugin_release.replay.loadtest import LoadSummary, LoadSummaryJson
 
@@ -259,23 +259,25 @@ def hardware_record(found: Probe, tp: TpOutcome | None, live: LiveOutcome | None
 
 
 def collect(dist: Path, check: CheckResult) -> Scorecard:
-    """Add (or replace) the hardware check in dist/scorecard.* and recompute the verdict."""
-    from vllm_plugin_release.conform import cardread
-    from vllm_plugin_release.conform.scorecard import FACT_KEYS, scorecard, utc_day, write_card
+    """Add (or replace) the hardware check in dist/scorecard.*; recompute the verdict; the
+    card written, typed."""
+    from vllm_plugin_release.conform.scorecard import scorecard, utc_day, write_card
+    from vllm_plugin_release.core import cardrecord
 
     path = dist / records.SCORECARD
-    card = cardread.read(dist, "vpr conform --site hardware")  # bounded, checked
+    card = cardrecord.read(dist, "vpr conform --site hardware")  # bounded, checked
     if card.runner != "hardware":
         raise BadInput(
             f"{path}: written by the {card.runner!r} runner",
             hint="run `vpr conform --site hardware` first",
         )
     results = [r for r in card.results if r.name != NAME]
-    facts = {k: card.raw.get(k) for k in FACT_KEYS}
-    facts["certified_on"] = utc_day()
-    new = scorecard([*results, check], runner="hardware", pairing=dict(card.pairing), facts=facts)
+    facts = {**card.facts.to_json(), "certified_on": utc_day()}
+    new = scorecard(
+        [*results, check], runner="hardware", pairing=card.pairing.to_json(), facts=facts
+    )
     write_card(dist, new)
-    return cardread.parse(new, str(path))
+    return cardrecord.parse(new, str(path))
 
 
 CHECK = CheckDef(
