@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import html
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -602,13 +601,6 @@ def page(card: dict[str, Any], plots: dict[str, bytes], max_evidence: int = 40) 
         + "</table>"
         + sections
         + "</body></html>\n"
-    )
-
-
-def strip_tags(text: str) -> str:
-    """The page's visible text (for tests and quick looks)."""
-    return html.unescape(
-        re.sub(r"<[^>]+>", " ", re.sub(r"<style>.*?</style>", "", text, flags=re.S))
     )
 
 

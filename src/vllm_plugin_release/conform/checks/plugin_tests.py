@@ -363,19 +363,6 @@ def classify_junit(
     return counts, outcomes, reasons
 
 
-def parse_junit(
-    path: Path, runtime_module: str | None = None, signatures: tuple[str, ...] = ()
-) -> tuple[dict[str, int], dict[str, str]]:
-    """Counts and per-test outcomes from a JUnit XML file: a failure whose only cause is
-    the absent vendor runtime (`No module named 'ttnn'`, or one of `signatures`) is
-    `deferred` (`classify_junit` with the runtime's absence alone)."""
-    absent = (*absence_signatures(runtime_module), *signatures) if runtime_module else ()
-    counts, outcomes, _ = classify_junit(
-        path, Deferrals(absent, runtime_module=runtime_module or "")
-    )
-    return counts, outcomes
-
-
 # `python -m pytest ARGS` as `python -c PYTEST_MAIN ARGS`: the same pytest run (its
 # __main__ through runpy, as -m runs it, with the working folder first on sys.path), then
 # os._exit with pytest's exit code once its report and junit file are written. The
