@@ -563,7 +563,7 @@ def _evidence_html(check: dict[str, Any], max_evidence: int) -> str:
     return f"<details><summary>{len(evidence)} evidence items</summary>{''.join(parts)}</details>"
 
 
-def page(card: dict[str, Any], plots: dict[str, bytes], max_evidence: int = 40) -> str:
+def to_html(card: dict[str, Any], plots: dict[str, bytes], max_evidence: int = 40) -> str:
     """A self-contained page: inline style, plots as data URIs, no scripts."""
     name = html.escape(str(card["pairing"].get("name", "")))
     wheels = "".join(
@@ -606,12 +606,6 @@ def page(card: dict[str, Any], plots: dict[str, bytes], max_evidence: int = 40) 
 
 # ---------------------------------------------------------------------------
 # Files
-
-
-def to_html(
-    card: dict[str, Any], plots: dict[str, bytes] | None = None, max_evidence: int = 40
-) -> str:
-    return page(card, plots or {}, max_evidence=max_evidence)
 
 
 def plot_bytes(dist: Path, card: dict[str, Any]) -> dict[str, bytes]:
