@@ -354,3 +354,19 @@ def env_build(spec: Spec, folder: Path) -> Any:
         None,
         None,
     )
+
+
+def shell_commands(text: str, file: str = "<shell>") -> list[Any]:
+    """The simple commands of a shell script, in order, as the installer scan reads them."""
+    from vllm_plugin_release.conform.lib.shell import Shell, State, numbered
+
+    return Shell(Path("."), [], []).run_text(numbered(text), file, State())
+
+
+def visible_text(page: str) -> str:
+    """An HTML page's visible text: its tags and style sheet dropped, entities decoded."""
+    import html
+    import re
+
+    without_style = re.sub(r"<style>.*?</style>", "", page, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", " ", without_style))

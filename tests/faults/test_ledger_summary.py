@@ -19,6 +19,7 @@ from tests.pairing import ledger_manifest, sign_store, store_key
 from vllm_plugin_release.cli import main
 from vllm_plugin_release.core import ledger
 from vllm_plugin_release.core import summary as ls
+from vllm_plugin_release.core.storehead import file_record
 from vllm_plugin_release.edges import ledgerstore
 from vllm_plugin_release.edges.store import DirStore
 
@@ -244,7 +245,7 @@ def test_a_chunk_entry_out_of_its_place_is_bad_input(world, capsys) -> None:
     entries[0], entries[1] = entries[1], entries[0]
     data = json.dumps(entries, sort_keys=True, separators=(",", ":")).encode()
     path.unlink()
-    rec.update(ls.record(data))
+    rec.update(file_record(data).to_json())
     (store / ls.LEDGER.chunk_path(rec["sha256"])).write_bytes(data)
     (store / ls.LEDGER_SUMMARY_FILE).write_text(json.dumps(root))
     sign_store(store, world["key"], check=False)

@@ -19,6 +19,7 @@ from tests.pairing import built_manifest, manifest_variant, sign_store, store_ke
 from vllm_plugin_release.cli import main
 from vllm_plugin_release.core import storeindex as si
 from vllm_plugin_release.core import summary as ss
+from vllm_plugin_release.core.storehead import file_record
 from vllm_plugin_release.core.storeindex import core_matches
 
 CORES = ["0.9.0", "0.10.0", "0.10.0rc1", "0.10.0+cpu", "0.10.0.post1", "1.0", "1.0.0",
@@ -221,7 +222,7 @@ def test_a_chunk_entry_that_is_not_one_is_bad_input(world, capsys) -> None:
     entries = json.loads((store / ss.STORE.chunk_path(chunk["sha256"])).read_text())
     entries[0]["core"]["version"] = "weird"
     data = json.dumps(entries).encode()
-    chunk.update(ss.record(data))
+    chunk.update(file_record(data).to_json())
     (store / ss.STORE.chunk_path(chunk["sha256"])).write_bytes(data)
     (store / "summary.json").write_text(json.dumps(root))
     sign_store(store, world["key"], check=False)
@@ -240,7 +241,7 @@ def test_a_chunk_entry_nested_too_deep_is_bad_input(world, capsys) -> None:
         deep = {"x": deep}
     entries[0]["runtime"] = {"name": "rt", "status": "ok", "more": deep}
     data = json.dumps(entries).encode()
-    chunk.update(ss.record(data))
+    chunk.update(file_record(data).to_json())
     (store / ss.STORE.chunk_path(chunk["sha256"])).write_bytes(data)
     (store / "summary.json").write_text(json.dumps(root))
     sign_store(store, world["key"], check=False)

@@ -292,7 +292,7 @@ def test_a_cached_build_needs_no_interpreter(
     def missing(self, version: str) -> None:
         raise PythonUnavailable(f"no CPython {version} (this test's stand-in for a lookup)")
 
-    monkeypatch.setattr(LocalRunner, "require_python", missing)
+    monkeypatch.setattr(LocalRunner, "interpreter", missing)
     argv = ["build-plugin", "--spec", str(spec), "--plugin-source", str(repo)]
     argv += ["--dist", str(tmp_path / "dist"), "--cache-dir", str(cache_root)]
     assert main(argv) == 0

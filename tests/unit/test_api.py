@@ -31,7 +31,7 @@ from vllm_plugin_release.conform.lib.apicontract import (
     load_contract,
     parse_capture,
 )
-from vllm_plugin_release.conform.lib.apidiff import KINDS, Change, diff_contracts, diff_schemas
+from vllm_plugin_release.conform.lib.apidiff import KINDS, Change, diff_contracts
 from vllm_plugin_release.core.errors import BadInput
 
 SHIPPED = REPO / DEFAULT_CONTRACT
@@ -519,6 +519,13 @@ def test_change_in_shared_component_reported_once_with_via():
     assert hits[0].via in {"POST /v1/chat", "GET /v1/other"}
 
 
+def model_changes(old: Any, new: Any, name: str) -> list[Change]:
+    """The differences between two contracts that differ only in their model `name` (a
+    request model when the name ends in Request, else a response model)."""
+    base = chat_contract()
+    return diff_contracts({**base, "models": {name: old}}, {**base, "models": {name: new}})
+
+
 def test_recursive_schema_terminates_and_finds_nested_change():
     node = {
         "type": "object",
@@ -531,8 +538,8 @@ def test_recursive_schema_terminates_and_finds_nested_change():
     old = {"$ref": "#/$defs/Node", "$defs": {"Node": node}}
     new = copy.deepcopy(old)
     new["$defs"]["Node"]["properties"]["name"]["type"] = "integer"
-    assert diff_schemas(old, copy.deepcopy(old), "response") == []
-    changes = diff_schemas(old, new, "response")
+    assert model_changes(old, copy.deepcopy(old), "Tree") == []
+    changes = model_changes(old, new, "Tree")
     assert [(c.kind, c.location) for c in changes if c.breaking] == [
         ("retyped-response-property", "Node.name")
     ]
@@ -545,19 +552,23 @@ def test_union_of_refs_losing_a_branch_breaks_requests_only():
     defs = {n: {"type": "object", "properties": {"k": {"const": n}}} for n in ("A", "B", "C")}
     old = {**union("A", "B", "C"), "$defs": defs}
     new = {**union("A", "B"), "$defs": defs}
-    req = diff_schemas(old, new, "request")
+    req = model_changes(old, new, "UnionRequest")
     assert [(c.kind, c.breaking) for c in req] == [("retyped-request-field", True)]
-    resp = diff_schemas(old, new, "response")
+    resp = model_changes(old, new, "Union")
     assert resp and not any(c.breaking for c in resp)
-    assert any(c.breaking for c in diff_schemas(new, old, "response"))
+    assert any(c.breaking for c in model_changes(new, old, "Union"))
 
 
 def test_const_literals_in_union_are_enum_values():
     old = {"anyOf": [{"const": "none"}, {"const": "auto"}, {"type": "object"}, {"type": "null"}]}
     new = {"anyOf": [{"const": "none"}, {"type": "object"}, {"type": "null"}]}
-    changes = diff_schemas(old, new, "request", "tool_choice")
+    changes = model_changes(
+        {"type": "object", "properties": {"tool_choice": old}},
+        {"type": "object", "properties": {"tool_choice": new}},
+        "ChatRequest",
+    )
     assert [(c.kind, c.location, c.breaking) for c in changes] == [
-        ("removed-enum-value", "tool_choice", True)
+        ("removed-enum-value", "ChatRequest.tool_choice", True)
     ]
     assert '"auto"' in changes[0].detail
 

@@ -12,7 +12,6 @@ import pytest
 from tests.pairing import make_pairing
 from tests.support import REPO, vpr
 from vllm_plugin_release.cli import build_parser, close, did_you_mean, main, options
-from vllm_plugin_release.conform import registry
 
 
 def _fails(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -72,10 +71,10 @@ def test_runner_is_checked_before_anything_is_fetched(tmp_path: Path) -> None:
     assert not cache.exists()  # nothing downloaded, no cache folder made
 
 
-def test_cli_sites_are_the_registry_runners_and_the_records_sites() -> None:
+def test_cli_sites_are_the_records_sites() -> None:
     from vllm_plugin_release.core.envrecord import SITES
 
-    assert options.SITES == registry.RUNNERS == SITES
+    assert options.SITES == SITES
 
 
 def _commands(parser: argparse.ArgumentParser, prefix: str = "vpr"):

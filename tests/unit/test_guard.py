@@ -274,7 +274,7 @@ def test_files_sha256_is_the_one_check_env_computes(env: dict) -> None:
 
 def test_the_record_names_are_the_guards_own() -> None:
     for name in ("STATE_DIR", "MANIFEST", "STATEMENT", "LOCK", "CERTIFIED", "POLICY",
-                 "POLICIES", "CERTIFIED_KIND"):  # fmt: skip
+                 "CERTIFIED_KIND"):  # fmt: skip
         assert getattr(gs, name) == getattr(vpr_guard, name), name
 
 

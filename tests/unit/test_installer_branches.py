@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import installer_spec
+from tests.support import installer_spec, shell_commands
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform.checks import pinning
-from vllm_plugin_release.conform.lib.shell import parse_shell
 
 PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "branching_installer"
 
@@ -52,7 +51,7 @@ def test_unknown_condition_follows_both_branches_and_forgets_disagreeing_values(
         "git clone -b $TAG https://example.invalid/x.git\n"
         "echo $A\n"
     )
-    argvs = [c.argv for c in parse_shell(script)]
+    argvs = [c.argv for c in shell_commands(script)]
     assert ["git", "clone", "-b", "$TAG", "https://example.invalid/x.git"] in argvs
     assert ["echo", "same"] in argvs
 
@@ -72,7 +71,7 @@ def test_unknown_condition_follows_both_branches_and_forgets_disagreeing_values(
 )
 def test_static_conditions(condition: str, taken: str) -> None:
     script = f'EMPTY=""\nNAME=x\nif {condition}; then echo then; else echo else; fi\n'
-    echoed = [c.argv[1] for c in parse_shell(script) if c.argv[0] == "echo"]
+    echoed = [c.argv[1] for c in shell_commands(script) if c.argv[0] == "echo"]
     assert echoed == [taken]
 
 
@@ -85,7 +84,7 @@ def test_elif_and_nested_if() -> None:
         "  echo b\n"
         "else echo c; fi && echo after\n"
     )
-    echoed = [c.argv[1] for c in parse_shell(script) if c.argv[0] == "echo"]
+    echoed = [c.argv[1] for c in shell_commands(script) if c.argv[0] == "echo"]
     assert echoed == ["b-inner", "b", "after"]
 
 

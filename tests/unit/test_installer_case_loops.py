@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support import installer_spec
+from tests.support import installer_spec, shell_commands
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform.checks import pinning
-from vllm_plugin_release.conform.lib.shell import parse_shell
 
 PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "case_installer"
 
@@ -48,12 +47,12 @@ def test_a_word_no_clause_matches_runs_the_default_clause_only() -> None:
         "esac\n"
         "echo after\n"
     )
-    echoed = [c.argv[1] for c in parse_shell(script) if c.argv[0] == "echo"]
+    echoed = [c.argv[1] for c in shell_commands(script) if c.argv[0] == "echo"]
     assert echoed == ["o-glob", "more", "after"]
     script = script.replace("MODE=other", "MODE=b")
-    assert [c.argv[1] for c in parse_shell(script) if c.argv[0] == "echo"] == ["ab", "after"]
+    assert [c.argv[1] for c in shell_commands(script) if c.argv[0] == "echo"] == ["ab", "after"]
     one_line = "case x in y) echo y ;; x) echo x ;; esac; echo after\n"
-    assert [c.argv[1] for c in parse_shell(one_line)] == ["x", "after"]
+    assert [c.argv[1] for c in shell_commands(one_line)] == ["x", "after"]
 
 
 def test_a_word_not_known_here_follows_every_clause_and_forgets_their_values() -> None:
@@ -65,7 +64,7 @@ def test_a_word_not_known_here_follows_every_clause_and_forgets_their_values() -
         "git clone -b $TAG https://example.invalid/x.git\n"
         "echo $SAME\n"
     )
-    argvs = [c.argv for c in parse_shell(script)]
+    argvs = [c.argv for c in shell_commands(script)]
     assert ["git", "clone", "-b", "$TAG", "https://example.invalid/x.git"] in argvs
     # no `*)` clause: the word may match none, so SAME is not known either
     assert ["echo", "$SAME"] in argvs
@@ -73,7 +72,7 @@ def test_a_word_not_known_here_follows_every_clause_and_forgets_their_values() -
 
 def test_for_over_static_words_runs_the_body_per_word(tmp_path: Path) -> None:
     script = 'for p in "vllm==0.26.0" torch; do\n  pip install "$p"\ndone\necho "$p"\n'
-    argvs = [c.argv for c in parse_shell(script)]
+    argvs = [c.argv for c in shell_commands(script)]
     assert argvs[:2] == [["pip", "install", "vllm==0.26.0"], ["pip", "install", "torch"]]
     assert argvs[2] == ["echo", "torch"]  # the variable keeps the last word
     spec_file, root = _spec(tmp_path)
@@ -90,7 +89,7 @@ def test_while_and_dynamic_for_may_run_or_not() -> None:
         "for f in $(ls wheels); do U=set; done\n"
         "echo $U\n"
     )
-    argvs = [c.argv for c in parse_shell(script)]
+    argvs = [c.argv for c in shell_commands(script)]
     assert ["pip", "install", "$line"] in argvs
     assert ["echo", "$V"] in argvs and ["echo", "$U"] in argvs
     assert ["read", "-r", "line"] in argvs  # the loop's condition runs

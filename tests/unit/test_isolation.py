@@ -16,7 +16,7 @@ from vllm_plugin_release.cli import main
 from vllm_plugin_release.conform.checks.isolation import (
     ISOLATION_SCHEMA,
     check,
-    validate_config,
+    config_from_table,
 )
 from vllm_plugin_release.conform.lib.symbols import (
     TT_SYMBOLS,
@@ -355,14 +355,14 @@ def test_allowlist_downgrades_a_known_hit(tmp_path: Path) -> None:
 # The spec keys
 
 
-def test_schema_fragment_agrees_with_validation() -> None:
+def test_schema_fragment_agrees_with_validation(tmp_path: Path) -> None:
     validator = Draft202012Validator(ISOLATION_SCHEMA)
     good = {
         "symbols": list(TT_SYMBOLS),
         "allowlist": [{"path": "vllm/a.py", "symbol": "ttnn", "reason": "known"}],
     }
     assert list(validator.iter_errors(good)) == []
-    config = validate_config(good)
+    config = config_from_table(good)
     assert config.symbols == TT_SYMBOLS and config.allowlist[0].reason == "known"
     for bad in (
         {},
@@ -372,8 +372,10 @@ def test_schema_fragment_agrees_with_validation() -> None:
         {"symbols": ["ttnn"], "allowlist": [{"path": "a", "symbol": "ttnn"}]},
     ):
         assert list(validator.iter_errors(bad)), bad
+    # the spec loader refuses such a table before the check reads it
+    for bad in ({}, {"symbols": []}, {"symbols": ["tt nn"]}, {"symbols": ["ttnn"], "extra": 1}):
         with pytest.raises(BadInput):
-            validate_config(bad)
+            fake_spec(tmp_path, bad)
 
 
 def test_config_errors_name_file_line_and_key(tmp_path: Path) -> None:
@@ -387,11 +389,11 @@ def test_config_errors_name_file_line_and_key(tmp_path: Path) -> None:
         "allowlist": [{"path": "a.py", "symbol": "ttnm", "reason": "x"}],
     }
     with pytest.raises(BadInput) as err:
-        validate_config(data, spec)
+        config_from_table(data, spec)
     assert f"{spec}:5:" in str(err.value)
     assert "allowlist[0].symbol 'ttnm' is not one of symbols" in str(err.value)
     with pytest.raises(BadInput, match=r"tt\.toml:4: conformance.isolation.symbols\[0\]"):
-        validate_config({"symbols": ["bad symbol!"]}, spec)
+        config_from_table({"symbols": ["bad symbol!"]}, spec)
 
 
 SPEC = spec_head("tt-test", sha=VLLM_SHA)

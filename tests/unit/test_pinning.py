@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import spec_head
+from tests.support import shell_commands, spec_head
 from vllm_plugin_release.buildspec import model as specmod
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform.checks import pinning
 from vllm_plugin_release.conform.lib.installscan import InputFile, PinningOptions, pinning_options
-from vllm_plugin_release.conform.lib.shell import parse_shell
 from vllm_plugin_release.core.errors import BadInput
 
 SHA = "a" * 64
@@ -88,7 +87,7 @@ def make(
 # The shell parser.
 
 
-def test_parse_shell_structure() -> None:
+def test_shell_structure() -> None:
     script = (
         "A=1 B='two words' cmd --flag \\\n"
         "    value   # comment\n"
@@ -100,7 +99,7 @@ def test_parse_shell_structure() -> None:
         "make && make install; ls | wc -l\n"
         "echo '# not a comment' \"a;b\" done\n"
     )
-    cmds = parse_shell(script, "s.sh")
+    cmds = shell_commands(script, "s.sh")
     got = [(c.line, c.op, c.argv) for c in cmds]
     assert got == [
         (1, None, ["cmd", "--flag", "value"]),
@@ -117,7 +116,7 @@ def test_parse_shell_structure() -> None:
     assert cmds[0].prefix == {"A": "1", "B": "two words"}
 
 
-def test_parse_shell_variables_exports_and_redirections() -> None:
+def test_shell_variables_exports_and_redirections() -> None:
     script = (
         "V=0.26.0\n"
         "export VLLM_TARGET_DEVICE=empty\n"
@@ -129,7 +128,7 @@ def test_parse_shell_variables_exports_and_redirections() -> None:
         "EOF\n"
         "echo after\n"
     )
-    cmds = parse_shell(script, "s.sh")
+    cmds = shell_commands(script, "s.sh")
     argvs = [c.argv for c in cmds]
     assert ["pip", "install", "vllm==0.26.0"] in argvs
     assert ["pip", "install", "y==1.0"] in argvs
@@ -141,9 +140,9 @@ def test_parse_shell_variables_exports_and_redirections() -> None:
     assert second.prefix == {"LOCAL": "cpu"}
 
 
-def test_parse_shell_runs_what_a_shell_reads_from_a_heredoc() -> None:
+def test_shell_runs_what_a_shell_reads_from_a_heredoc() -> None:
     script = "export V=0.26.0\nbash <<EOF\npip install vllm==$V\nEOF\necho after\n"
-    argvs = [c.argv for c in parse_shell(script, "s.sh")]
+    argvs = [c.argv for c in shell_commands(script, "s.sh")]
     assert argvs == [["bash"], ["pip", "install", "vllm==0.26.0"], ["echo", "after"]]
 
 

@@ -27,11 +27,12 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 def test_junit_outcomes_and_runtime_deferral(tmp_path: Path) -> None:
     path = tmp_path / "j.xml"
     path.write_text(JUNIT)
-    counts, outcomes = pt.parse_junit(path, "ttnn")
+    absent = pt.Deferrals(tuple(pt.absence_signatures("ttnn")), runtime_module="ttnn")
+    counts, outcomes, _ = pt.classify_junit(path, absent)
     assert counts == {"passed": 1, "failed": 1, "error": 1, "skipped": 1, "deferred": 1, "total": 5}
     assert outcomes["tests.test_a::test_needs_device"] == "deferred"
     # without a runtime to excuse it (runtime present, or hardware runner) it is a failure
-    counts, outcomes = pt.parse_junit(path, None)
+    counts, outcomes, _ = pt.classify_junit(path, pt.Deferrals())
     assert counts["failed"] == 2 and counts["deferred"] == 0
 
 

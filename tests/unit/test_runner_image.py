@@ -115,9 +115,9 @@ def test_a_python_debian_lacks_is_this_machines_copied_in(tmp_path: Path) -> Non
 
 def test_local_runner_names_a_missing_interpreter() -> None:
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
-    LocalRunner("off").require_python(here)
+    LocalRunner("off").interpreter(here)
     with pytest.raises(PythonUnavailable) as err:  # exit 3; conform runs the env-free part
-        LocalRunner("off").require_python("3.99")
+        LocalRunner("off").interpreter("3.99")
     assert err.value.exit_code == 3
     assert "no CPython 3.99 interpreter on this machine" in err.value.message
     # a way to get one that works where only the package registries are reachable

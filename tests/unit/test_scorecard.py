@@ -6,12 +6,12 @@ from __future__ import annotations
 import base64
 import json
 
+from tests.support import visible_text
 from vllm_plugin_release.conform import CheckResult, Evidence, suite
 from vllm_plugin_release.conform.scorecard import (
     evidence_groups,
     markdown,
     scorecard,
-    strip_tags,
     to_html,
     value_text,
 )
@@ -156,7 +156,7 @@ def test_deferred_result_and_never_run_check_are_both_listed_once() -> None:
 
 def test_html_verdict_first_facts_embedded_plot_folded_evidence() -> None:
     page = to_html(card(), {"replay-itl.png": PNG})
-    text = strip_tags(page)
+    text = visible_text(page)
     assert text.index("Verdict: PILOT") < text.index("Wheels") < text.index("Checks")
     for fact in (
         "0d2d" * 16,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.required import tt_checkout
-from tests.support import REFERENCE_SPEC, REPO, vpr
+from tests.support import REFERENCE_SPEC, REPO, visible_text, vpr
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform import CheckResult
 from vllm_plugin_release.conform.checks import workload
@@ -29,7 +29,7 @@ from vllm_plugin_release.conform.checks.workload import (
     judge_plan,
     variant_key,
 )
-from vllm_plugin_release.conform.scorecard import markdown, scorecard, strip_tags, to_html
+from vllm_plugin_release.conform.scorecard import markdown, scorecard, to_html
 from vllm_plugin_release.core.envrecord import EnvRecord, parse
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.inenv import workload as inenv
@@ -494,7 +494,7 @@ def test_the_check_result_and_the_plan_verdicts_in_the_scorecard_and_manifest() 
         "the plan cannot run on this pairing: it needs speculative decoding"
     )
     assert card["workload"]["paths"]["host sampler"]["share"] == 0.2
-    page = strip_tags(to_html(card, {}))
+    page = visible_text(to_html(card, {}))
     assert "20.0% of requests leave the device sampler for the host sampler" in page
     assert re.search(r"Plan spec: spec:\s+lab", page)
     assert "| logprobs (top 5) | 20% | slow path |" in markdown(card)

@@ -71,9 +71,9 @@ PLUGIN_SOURCE = _parent(
         },
     )
 )
-# The sites a pairing is checked for (core.envrecord.SITES, conform.registry.RUNNERS; a test
-# keeps them equal): written out, because importing either would load their records and
-# checks for every command line. Argparse refuses another before anything is fetched.
+# The sites a pairing is checked for (core.envrecord.SITES; a test keeps them equal):
+# written out, because importing it would load the records for every command line.
+# Argparse refuses another before anything is fetched.
 SITES = ("cpu", "hardware")
 SITE = _parent(
     (

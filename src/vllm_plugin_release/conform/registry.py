@@ -23,8 +23,6 @@ from vllm_plugin_release.conform.checks import (
     workload,
 )
 
-RUNNERS = ("cpu", "hardware")
-
 # The checks in scorecard order.
 CHECKS: tuple[CheckDef, ...] = (
     cadence.CHECK,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import html
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -559,7 +558,7 @@ def _evidence_html(check: dict[str, Any], max_evidence: int) -> str:
     return f"<details><summary>{len(evidence)} evidence items</summary>{''.join(parts)}</details>"
 
 
-def page(card: dict[str, Any], plots: dict[str, bytes], max_evidence: int = 40) -> str:
+def to_html(card: dict[str, Any], plots: dict[str, bytes], max_evidence: int = 40) -> str:
     """A self-contained page: inline style, plots as data URIs, no scripts."""
     name = html.escape(str(card["pairing"].get("name", "")))
     wheels = "".join(
@@ -600,21 +599,8 @@ def page(card: dict[str, Any], plots: dict[str, bytes], max_evidence: int = 40) 
     )
 
 
-def strip_tags(text: str) -> str:
-    """The page's visible text (for tests and quick looks)."""
-    return html.unescape(
-        re.sub(r"<[^>]+>", " ", re.sub(r"<style>.*?</style>", "", text, flags=re.S))
-    )
-
-
 # ---------------------------------------------------------------------------
 # Files
-
-
-def to_html(
-    card: dict[str, Any], plots: dict[str, bytes] | None = None, max_evidence: int = 40
-) -> str:
-    return page(card, plots or {}, max_evidence=max_evidence)
 
 
 def plot_bytes(dist: Path, card: dict[str, Any]) -> dict[str, bytes]:

@@ -306,7 +306,7 @@ def blocker(ctx: Context) -> PythonUnavailable | None:
 
     try:
         with runner_for(ctx.spec, ctx.cache) as runner:
-            runner.require_python(ctx.spec.build.python)
+            runner.interpreter(ctx.spec.build.python)
     except PythonUnavailable as exc:
         return exc
     return None

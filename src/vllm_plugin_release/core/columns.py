@@ -506,7 +506,6 @@ def _column_notes(a: Assembled) -> list[str]:
 # A column as the pairing ledger records it (kind "matrix": core.ledger).
 
 BREAKING_SHOWN = 5  # the first breaking change ids an entry carries (with their total)
-OUTCOMES = ("pass", "fail", "regressed", "not-run")
 
 
 def record_sha256(column: Column) -> str:

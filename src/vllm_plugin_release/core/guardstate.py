@@ -21,7 +21,6 @@ STATEMENT = "manifest.intoto.jsonl"
 LOCK = "manifest.lock.txt"  # beside manifest.json, where `vpr manifest check-env` looks
 CERTIFIED = "certified.json"
 POLICY = "policy"
-POLICIES = ("enforce", "warn", "off")
 CERTIFIED_KIND = "vpr-guard/certified"
 
 

@@ -258,10 +258,6 @@ class Drift:
     compared: int = 0
     seeds: list[str] = field(default_factory=list)  # installer seeds, not compared
 
-    @property
-    def clean(self) -> bool:
-        return not (self.missing or self.different or self.extra)
-
     def lines(self) -> list[str]:
         out = [f"pin {n}: missing (lock {v})" for n, v in self.missing]
         out += [f"pin {n}: installed {have}, lock {want}" for n, want, have in self.different]

@@ -13,7 +13,6 @@ from vllm_plugin_release.core.errors import BadInput
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
 WHEEL_FILENAME = re.compile(r"[A-Za-z0-9._+-]+\.whl")
-ROLES = ("core", "plugin", "guard")  # the wheels a pairing certifies, in this order
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,7 +104,7 @@ def warn(message: str) -> None:
     _console().print(f"[bold yellow]vpr warning[/bold yellow] {_tag()}{escape(message)}")
 
 
-class _Bytes:
+class BytesProgress:
     """Byte progress for a download: a rich bar on a terminal, a few lines elsewhere."""
 
     def __init__(self, description: str, total: int | None) -> None:
@@ -115,7 +115,7 @@ class _Bytes:
         self._task: Any = None
         self._next_report = 0.25
 
-    def __enter__(self) -> _Bytes:
+    def __enter__(self) -> BytesProgress:
         if interactive():
             from rich.progress import (
                 BarColumn,
@@ -157,10 +157,6 @@ def _size(n: int | None) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
-def bytes_progress(description: str, total: int | None) -> _Bytes:
-    return _Bytes(description, total)
-
-
 @contextlib.contextmanager
 def status(message: str) -> Iterator[None]:
     """A spinner with a message on a terminal; one line otherwise."""
@@ -170,10 +166,6 @@ def status(message: str) -> Iterator[None]:
     else:
         info(message)
         yield
-
-
-def flush() -> None:
-    sys.stderr.flush()
 
 
 def _elapsed(seconds: float) -> str:
@@ -195,7 +187,7 @@ def working(what: str, log: Path | None = None) -> Iterator[None]:
 
     def beat() -> None:
         info(f"{what}: still running, {_elapsed(time.monotonic() - started)}{where}")
-        flush()
+        sys.stderr.flush()
 
     with every(float(_mode["heartbeat"]), beat, "vpr-heartbeat"):
         yield
@@ -243,5 +235,5 @@ def stage(title: str, *, group: bool = True) -> Iterator[None]:
 def workflow_command(line: str) -> None:
     """A GitHub Actions workflow command, on standard output as the runner expects (after
     what is already on stderr, so the log keeps its order)."""
-    flush()
+    sys.stderr.flush()
     print(line, flush=True)

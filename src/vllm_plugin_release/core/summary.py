@@ -94,11 +94,6 @@ LEDGER = Kind(
 SCHEMA_VERSION = 1
 
 
-def record(data: bytes) -> dict[str, Any]:
-    """`file_record(data)` as its JSON (what a summary writes of each file it names)."""
-    return file_record(data).to_json()
-
-
 class ChunkRecord(NamedTuple):
     """A chunk as reading it needs: its file, how many entries, the seq of its first (the
     ledger's)."""
@@ -165,13 +160,13 @@ def _build(
     for start in range(0, len(entries), size):
         part = entries[start : start + size]
         data = _canonical([e.raw for e in part]).encode()  # the entries as written
-        rec = record(data)
+        rec = file_record(data).to_json()
         files[kind.chunk_path(rec["sha256"])] = data
         chunks.append({**rec, "count": len(part), **describe(start, part)})
     matrix = {}
     for fmt in kind.formats:
         data = renders[fmt].encode()
-        rec = record(data)
+        rec = file_record(data).to_json()
         files[kind.matrix_path(rec["sha256"], fmt)] = data
         matrix[fmt] = rec
     root = {
@@ -198,7 +193,7 @@ def build(
             "verdicts": sorted({str(e.verdict) for e in part}),
         }
 
-    return _build(STORE, ordered, CHUNK, describe, renders, record(index_data))
+    return _build(STORE, ordered, CHUNK, describe, renders, file_record(index_data).to_json())
 
 
 def build_ledger(

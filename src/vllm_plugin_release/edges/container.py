@@ -480,9 +480,6 @@ class ContainerRunner:
             answer = json.loads(done.stdout.strip().splitlines()[-1])
         return parse_probe(answer, version) if done.returncode == 0 else None
 
-    def require_python(self, version: str) -> None:
-        self.interpreter(version)
-
 
 class ImageProbe(NamedTuple):
     """IMAGE_PROBE's answer for one CPython of an image: its executable there, version and

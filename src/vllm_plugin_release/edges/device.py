@@ -43,9 +43,6 @@ print(json.dumps(out))
 """
 
 
-RUNTIME_STATUSES = ("present", "absent", "stand-in")
-
-
 class _RuntimeJson(TypedDict):
     name: str | None
     module: str
@@ -89,7 +86,7 @@ class RuntimeFound:
     name: str | None  # the spec's [runtime] name
     module: str
     python: str
-    status: str  # one of RUNTIME_STATUSES
+    status: str  # present, absent or stand-in
     error: str | None = None  # why it is absent
     file: str | None = None
     version: str | None = None

@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 # they are used: a run that finds its sources cached and verified never loads them.
 
 USER_AGENT = "vllm-plugin-release (+fetch)"
-TIMEOUT = 60
 
 
 def _normalize(project: str) -> str:
@@ -110,7 +109,7 @@ def download(url: str, expected_sha256: str, dest: Path, tmp_dir: Path, label: s
         try:
             with _open(url) as response, part.open("wb") as out:
                 total = response.headers.get("Content-Length")
-                with progress.bytes_progress(label, int(total) if total else None) as bar:
+                with progress.BytesProgress(label, int(total) if total else None) as bar:
                     read = functools.partial(response.read, CHUNK)
                     stop = functools.partial(httpio.shut_down, response.fileno())
                     while block := httpio.waiting(read, url, stop):

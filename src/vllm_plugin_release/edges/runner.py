@@ -117,8 +117,6 @@ class Runner(Protocol):
 
     def interpreter(self, version: str) -> Interpreter: ...  # PythonUnavailable: none
 
-    def require_python(self, version: str) -> None: ...
-
     def mark(self, env_dir: Path) -> None: ...  # note in an env made here where it runs
 
     def scratch_root(self) -> Path | None: ...  # builds' scratch outside the cache, or None
@@ -193,10 +191,6 @@ class LocalRunner:
         """Start `interpreter(version)`'s search now, in a thread: once the caller has waited
         for it, `interpreter(version)` of a runner like this one answers with its result."""
         return interpreters.Search(version, self.explicit, self.uv)
-
-    def require_python(self, version: str) -> None:
-        """PythonUnavailable (exit 3) naming the places searched when this machine has none."""
-        self.interpreter(version)
 
     def run(self, cmd: Command, log: Path) -> None:
         argv = list(cmd.argv)

@@ -163,11 +163,6 @@ def _ends(cands: Candidates, probe: Callable[[str], Probe], good: str, bad: str)
     return watched
 
 
-def bisect(spec: Spec, good: str, bad: str, opts: Options) -> dict[str, Any]:
-    """Find the first bad candidate; write and return the report (bisect.json's object)."""
-    return bisect_report(spec, good, bad, opts).to_json()
-
-
 def bisect_report(spec: Spec, good: str, bad: str, opts: Options) -> BisectReport:
     """Find the first bad candidate; write bisect.json and bisect.md, return the report."""
     if not spec.plugin:

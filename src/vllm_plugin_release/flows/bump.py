@@ -686,7 +686,8 @@ def _bisect(run: _Run, report: dict[str, Any]) -> dict[str, Any]:
         plugin_source=run.inputs.plugin_source,
     )
     try:
-        return {"status": "run", **bisect.bisect(spec, spec.core.version, run.version, opts)}
+        report = bisect.bisect_report(spec, spec.core.version, run.version, opts)
+        return {"status": "run", **report.to_json()}
     except VprError as exc:
         run.errors.append(exc)
         return {"status": "error", "reason": exc.message}

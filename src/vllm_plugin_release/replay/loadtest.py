@@ -355,10 +355,6 @@ class LoadResult:
     summary: LoadSummary
     raw: dict[str, Any]
 
-    @property
-    def complete(self) -> bool:
-        return self.error is None
-
     def to_json(self) -> dict[str, Any]:
         return self.raw
 

@@ -87,7 +87,7 @@ def prepare_build_env(spec: Spec, cache: Cache, search: Search | None = None) ->
                 return True
             if search is not None:
                 search.wait()
-            runner.require_python(spec.build.python)
+            runner.interpreter(spec.build.python)
             ensure_build_env(spec, lock_path, lock_sha, cache, runner)
     except Exception:  # whatever it is, the stage meets it again and reports it
         return False
@@ -112,7 +112,7 @@ def build_core(
         try:
             lock_text = check_lock(lock_path, request)
         except BadInput:  # no lock can help while the spec's Python is missing: say that first
-            runner.require_python(spec.build.python)
+            runner.interpreter(spec.build.python)
             raise
         lock_sha = sha256_file(lock_path)
         stage_dir = cache.stage_dir(STAGE, stage_key(spec, lock_sha, runner.isolate))
@@ -120,7 +120,7 @@ def build_core(
         cached = None if force else reuse(stage_dir, dist, RECORD, STAGE, named)
         if cached:
             return cached
-        runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
+        runner.interpreter(spec.build.python)  # exit 3 naming the missing interpreter/image
         b = _CoreBuild(spec, runner, cache, tree, lock_path, lock_sha, lock_text, declared_torch)
         with cache.scratch("build-core-", under=runner.scratch_root()) as scratch:
             builds = 2 if spec.build.reproducibility_check else 1

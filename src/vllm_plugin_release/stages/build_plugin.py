@@ -106,7 +106,7 @@ def build_plugin(
         try:
             lock_file, plan = _build_lock(spec, src.root, tree)
         except BadInput:  # no lock can help while the spec's Python is missing: say that first
-            runner.require_python(spec.build.python)
+            runner.interpreter(spec.build.python)
             raise
         lock_path = spec.resolve(lock_file)
         lock_sha = sha256_file(lock_path)
@@ -119,7 +119,7 @@ def build_plugin(
         cached = None if force else reuse(stage_dir, dist, RECORD, STAGE, named)
         if cached:
             return cached
-        runner.require_python(spec.build.python)  # exit 3 naming the missing interpreter/image
+        runner.interpreter(spec.build.python)  # exit 3 naming the missing interpreter/image
 
         venv = ensure_build_env(spec, lock_path, lock_sha, cache, runner)
         builds = 2 if spec.build.reproducibility_check else 1

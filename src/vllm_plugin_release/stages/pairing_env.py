@@ -56,7 +56,6 @@ from vllm_plugin_release.stages.wheelbuild import runner_for
 if TYPE_CHECKING:
     from vllm_plugin_release.edges.plugin_source import PluginSource
 
-RUNNERS = SITES
 ENV_RECORD = records.ENV
 # Bump when the way an environment is made changes (it is part of the cache key).
 ENV_RECIPE = 7

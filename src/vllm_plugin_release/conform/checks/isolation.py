@@ -133,25 +133,6 @@ def config_from_table(data: Mapping[str, Any], file: Path | None = None) -> Isol
     return IsolationConfig(symbols=tuple(names), allowlist=tuple(entries))
 
 
-def validate_config(data: Any, file: Path | None = None) -> IsolationConfig:
-    """Plain data that did not come through the spec loader: checked against
-    ISOLATION_SCHEMA (the first error, naming the key), then `config_from_table`."""
-    from jsonschema import Draft202012Validator
-
-    errors = sorted(
-        Draft202012Validator(ISOLATION_SCHEMA).iter_errors(data),
-        key=lambda e: list(map(str, e.absolute_path)),
-    )
-    if errors:
-        error = errors[0]
-        path = tuple(str(p) for p in error.absolute_path)
-        where = "conformance.isolation" + "".join(
-            f"[{part}]" if part.isdigit() else f".{part}" for part in path
-        )
-        raise _bad(file, path[:1], f"{where}: {error.message}")
-    return config_from_table(data, file)
-
-
 def config_from_spec(spec: Spec) -> IsolationConfig | None:
     """The isolation config of a loaded Spec; None when `[conformance.isolation]` is absent."""
     tables = spec.raw.get("conformance") or {}  # the table is read here only

@@ -355,18 +355,6 @@ def classify_junit(
     return counts, outcomes, reasons
 
 
-def parse_junit(
-    path: Path, runtime_module: str | None = None, signatures: tuple[str, ...] = ()
-) -> tuple[dict[str, int], dict[str, str]]:
-    """Counts and per-test outcomes from a JUnit XML file: a failure whose only cause is
-    the absent vendor runtime (or one of `signatures`) is `deferred`."""
-    absent = (*absence_signatures(runtime_module), *signatures) if runtime_module else ()
-    counts, outcomes, _ = classify_junit(
-        path, Deferrals(absent, runtime_module=runtime_module or "")
-    )
-    return counts, outcomes
-
-
 # `python -m pytest ARGS` as `python -c PYTEST_MAIN ARGS`: the same pytest run, then
 # os._exit with its code once its reports are written, skipping the interpreter's teardown
 # after vLLM and torch, which nothing needs and which is slow.

@@ -22,19 +22,8 @@ from vllm_plugin_release.conform.lib.apiuses import (
     PluginGraph,
     Unresolved,
     Use,
-    plugin_files,
     plugin_uses,
 )
-
-__all__ = ["Change", "CouplingReport", "PluginGraph", "Tracing", "Unresolved", "Use",
-           "coupling", "diff", "plugin_files", "plugin_uses", "trace_failures"]  # fmt: skip
-
-# Each kind, what it means and its id: docs/upstream.md (the core API the plugin uses).
-BREAKING_KINDS = (
-    "removed", "missing", "attribute", "keyword", "required", "positional", "signature",
-    "abstract",
-)  # fmt: skip
-REVIEW_KINDS = ("typing", "fallback", "guarded", "unimplemented", "body")
 
 
 @dataclass(frozen=True)

@@ -737,13 +737,6 @@ def _params(item: dict, op: dict, root: Any) -> dict[tuple[str, str], dict]:
     return out
 
 
-def diff_schemas(old: Any, new: Any, direction: Direction, location: str = "$") -> list[Change]:
-    """Differences between two JSON Schemas (each resolving its own `$ref`s)."""
-    d = _Differ()
-    d.schema(_Side(old, old), _Side(new, new), _At(direction, location, location))
-    return _finish(d.changes)
-
-
 def diff_contracts(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
     """Every difference from contract `old` to `new` (normalized contracts or OpenAPI docs)."""
     old = normalize_contract(old, "old contract")

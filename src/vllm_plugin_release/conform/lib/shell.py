@@ -1121,10 +1121,3 @@ def resolve(root: Path, target: str, cwd: str | None, file: str) -> Path | None:
         if inside is not None:
             return inside
     return None
-
-
-def parse_shell(text: str, file: str = "<shell>", root: Path | None = None) -> list[ShellCommand]:
-    """The simple commands of a shell script, in order (public for tests and tools)."""
-    notes: list[str] = []
-    shell = Shell(root or Path("."), notes, [])
-    return shell.run_text(numbered(text), file, State())
