@@ -1,31 +1,6 @@
-"""`vpr install`: one certified pairing from the manifest store into a Python environment.
-
-In order, each step a gate for the next; nothing from the store is used for a path, a URL,
-an install or a decision before it is verified (`edges.trust`, the one consumer-side
-trust path):
-  1. the store's signed head (`head.json`) verifies with the publisher's key, has not
-     expired and is not older than one seen here; the index is the one it vouches for,
-     every entry checked (its id a sha256 equal to its key);
-  2. find the pairing in that index (by id or id prefix, or the best entry for `--core` and
-     `--plugin`);
-  3. read its manifest and signed statement from the paths its id makes (never a path the
-     index names), in memory (nothing is written), and verify: the signature, the manifest
-     the statement's subject, the sha256 the index names, and the pairing, core and plugin
-     the ones asked for (another pairing's files, or a downgrade, are refused);
-  4. the ledger (vouched for by the head, line by line) must not hold a newer verdict for
-     the pairing than that manifest's; only fleet and pilot verdicts are installed unless
-     `allow_uncertified`;
-  5. the pairing's hash lock from the store: its sha256 must be the manifest's signed
-     environment.lock_sha256;
-  6. when the environment exists and already matches every pin (as `vpr manifest
-     check-env`), stop: nothing to do;
-  7. else create it (`uv venv` on the certified Python as found here, as the build finds
-     it; never downloaded) and `uv pip sync --require-hashes` the lock plus the two
-     certified wheels, found in the store's embedded index
-     (`wheels/`); `--offline` uses only that index and uv's cache; every path goes to uv
-     absolute and after `--`;
-  8. check the result against the manifest and every pin.
-"""
+"""`vpr install`: one certified pairing from the manifest store into a Python environment,
+each step a gate for the next and nothing from the store used before it is verified (the
+steps: docs/manifest.md, "vpr install")."""
 
 from __future__ import annotations
 
