@@ -1,5 +1,5 @@
 """`python -m benchmarks [--repeats N] [NAME ...]`: run the benchmarks side by side, print
-each measure of issue 16's table with its target, write .vpr/bench/results.json.
+each measure with its target, write .vpr/bench/results.json.
 
 Every figure is a median of repeated runs in this one process run, and the ratios are
 between cases measured side by side (same machine, same load), never absolute timings
@@ -99,8 +99,7 @@ def _key(bench: str, *path: str) -> Callable[[dict[str, Any]], float | None]:
     return get
 
 
-# Issues 16 and 30's table: (measure, bench, figure, target, unit); target None: shown,
-# not judged. The targets are issue 30's where it raised them (cold release 45 s).
+# The table: (measure, bench, figure, target, unit); target None: shown, not judged.
 ROWS: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None], float | None, str], ...] = (
     ("vpr build-core cold / bare python -m build", "build_core",
      _ratio("build_core", "cold / bare"), 1.0, "x"),
@@ -115,7 +114,7 @@ ROWS: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None], float | No
      _ratio("env", "install only / plain"), None, "x"),
     ("vpr scan-core end to end / rg -w -i", "isolation", _key("isolation", "cli_ratio"), 1.5, "x"),
     ("  in-process scan / rg -w -i", "isolation", _key("isolation", "ratio"), None, "x"),
-    ("  growth exponent of vpr scan-core (a third, the tree, 3 copies; issue 30)", "isolation",
+    ("  growth exponent of vpr scan-core (a third, the tree, 3 copies)", "isolation",
      _key("isolation", "growth", "slopes", "vpr scan-core"), None, ""),
     ("  growth exponent of rg -w -i, the same trees", "isolation",
      _key("isolation", "growth", "slopes", "rg"), None, ""),
@@ -129,7 +128,7 @@ ROWS: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None], float | No
      _key("replay", "scheduler_floor_s"), None, " s"),
     ("  replay overhead (wall / inside the schedulers)", "replay",
      _key("replay", "overhead_ratio"), 1.1, "x"),
-    ("  growth exponent of the replay's total (1,000, 3,000, 10,000 requests; issue 30)",
+    ("  growth exponent of the replay's total (1,000, 3,000, 10,000 requests)",
      "replay", _key("replay", "growth", "slopes", "total_s"), None, ""),
     ("  growth exponent of the time inside the schedulers, the same", "replay",
      _key("replay", "growth", "slopes", "scheduler_s"), None, ""),
@@ -163,20 +162,20 @@ ROWS: tuple[tuple[str, str, Callable[[dict[str, Any]], float | None], float | No
     ("  the same in process", "store", _store("matrix", "in process cpu"), 0.1, " s"),
     ("  log-log slope of the command, the same sizes", "store",
      _store("matrix", "command cpu", slope=True), 0.48, ""),
-    ("vpr install warm, store verified first / before (issue 28)", "install",
+    ("vpr install warm, store verified first / before", "install",
      _ratio("install", "verified / before"), 1.10, "x"),
     ("  the same in CPU time (the command and its children)", "install",
      _ratio("install", "verified / before, cpu"), None, "x"),
     ("  in process: the verification / the whole warm install", "install",
      _ratio("install", "verification / whole install"), None, "x"),
-    ("vpr-guard: its check inside vLLM's start-up (issue 31)", "guard", _key("guard", "check_s"),
+    ("vpr-guard: its check inside vLLM's start-up", "guard", _key("guard", "check_s"),
      0.050, " s"),
     ("  load_general_plugins(), median with - without the guard", "guard",
      _key("guard", "added_s"), None, " s"),
     ("  the whole command with / without the guard, wall", "guard", _key("guard", "wall_ratio"),
      None, "x"),
     ("  the same in CPU time", "guard", _key("guard", "cpu_ratio"), None, "x"),
-    ("vpr manifest site, reference + Ascend + Spyre store (issue 31)", "site",
+    ("vpr manifest site, reference + Ascend + Spyre store", "site",
      _key("site", "real_s"), 2.0, " s"),
     ("vpr manifest site, 1,000 pairings", "site", _key("site", "synthetic_s"), 2.0, " s"),
     ("vpr bump's API coupling report, two cores, cold", "coupling", _key("coupling", "cold_s"),
@@ -209,7 +208,7 @@ def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def print_summary(rows: list[dict[str, Any]]) -> None:
-    table = Table(title="issue 16 and 30 targets (medians, side by side in this run)")
+    table = Table(title="targets (medians, side by side in this run)")
     table.add_column("measure")
     table.add_column("now", justify="right")
     table.add_column("target", justify="right")

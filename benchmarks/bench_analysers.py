@@ -1,4 +1,4 @@
-"""The plugin analysers on hostile inputs (issue 28, D8 and D9): each case at a size and
+"""The plugin analysers on hostile inputs: each case at a size and
 at four times it, side by side. Printed: how the time grows over how the input's bytes
 grow (1.0: linear; a quadratic pass gives about 4 for 4x the input).
 
@@ -9,9 +9,7 @@ hardware_docs and scheduler checks), installers whose loops, branches and lists
 multiply the work (the pinning check), and a source archive nested N folders deep
 (extraction: each member names its whole path, so its bytes grow as N^2). Target: 1.5 at
 most. A case that reaches the installer analysis' work budget stops there: its time is
-capped, whatever the input (shown as such). Before issue 28 a run of
-dots took 86 s at 64 KiB (hardware_docs), ten nested `for` loops ran 8^10 bodies, and a
-tree 1,100 folders deep took 71.7 s to extract.
+capped, whatever the input (shown as such).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 16 targets: `vpr build-core` cold <= 1.0x a bare build; warm <= 0.02x cold.
+"""Targets: `vpr build-core` cold <= 1.0x a bare build; warm <= 0.02x cold.
 
 (a) bare: `VLLM_TARGET_DEVICE=empty python -m build --wheel --no-isolation` of the
     same extracted sdist, in the same cached build environment (one build), in a

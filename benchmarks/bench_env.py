@@ -1,4 +1,4 @@
-"""Issue 16 target: creating the pairing environment from a warm cache, with every check
+"""Target: creating the pairing environment from a warm cache, with every check
 (hashes, the in-env checks), <= 2.0x the plain `uv pip install` commands of the TT
 plugin's own installer. The install alone is shown next to it.
 

@@ -1,8 +1,8 @@
-"""Issue 31's target: vpr-guard adds at most 50 ms to vLLM's start-up.
+"""Target: vpr-guard adds at most 50 ms to vLLM's start-up.
 
 The reference pairing is released (the shared cache: `$VPR_CACHE_DIR`, else `.vpr/`),
 published to a store of its own and installed with `vpr install` (the guard and the
-verified manifest beside the environment). Then the issue's command,
+verified manifest beside the environment). Then vLLM's start-up,
 
     python -c "import vllm; from vllm.plugins import load_general_plugins; load_general_plugins()"
 

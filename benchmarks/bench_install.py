@@ -1,4 +1,4 @@
-"""Issue 28's performance target: verifying a store entry before use (the store's signed
+"""The performance target: verifying a store entry before use (the store's signed
 head, the index it vouches for, the manifest's signature and its match to the request, the
 ledger's newest verdict) adds at most 10% to `vpr install` of a warm pairing (the
 environment already matches: nothing to install).
@@ -37,7 +37,7 @@ from typing import Any
 from benchmarks.common import REPO, base_commit, console, cpu_seconds, installed_env, median
 
 TARGET = 1.10  # verified / before, end to end
-FIRST_FILE = "src/vllm_plugin_release/core/bounded.py"  # the first file issue 28's work added
+FIRST_FILE = "src/vllm_plugin_release/core/bounded.py"  # base: the commit before it was added
 
 
 def unpack(rev: str, into: Path) -> Path:

@@ -6,7 +6,7 @@ and the command end to end (`python -m vllm_plugin_release scan-core TREE --symb
 --json`, interpreter start-up included). Medians are
 reported with their ratios to ripgrep; the budget is `scan <= 3 x rg`.
 
-Growth (issue 30, item 7): the same three, side by side, at three tree sizes made from
+Growth: the same three, side by side, at three tree sizes made from
 the tree with hard links (the same files, so the same page cache): a third of it (every
 third file of its sorted listing), the tree itself (the headline above) and three copies
 of it side by side, each as medians of the repeats; the growth exponent of each (the

@@ -1,5 +1,5 @@
-"""Issue 16 targets: a cold `vpr release` <= 60 s; a warm one (nothing changed) <= 0.02x
-of a cold one (it was 0.010x: keep it).
+"""Targets: a cold `vpr release` <= 45 s; a warm one (nothing changed) <= 0.02x of a cold
+one.
 
 cold: a fresh cache folder, dist and store (uv's download cache stays warm, as on a CI
       machine that has run before): fetch, lock check, two parallel core builds, plugin

@@ -1,5 +1,4 @@
-"""Issue 16 targets for the scheduler replay, on 10,000 requests (issue 5's were 1.25x
-and 60 s):
+"""Targets for the scheduler replay, on 10,000 requests:
 
 - harness overhead: replay wall time (the loop around the schedulers, plus encoding
   the token timelines) <= 1.1x the time spent inside `schedule()` +
@@ -20,8 +19,8 @@ Every figure is the median of the repeats (default 3); at the largest size (the 
 (the in-environment process and its forked children) are printed beside its wall time,
 since on a shared machine the wall time moves with the load.
 
-Growth (issue 30, item 7): the cold run at each size (default 1,000, 3,000 and 10,000
-requests: about 6 minutes with 3 repeats on 2 cores) gives the total, the time inside
+Growth: the cold run at each size (default 1,000, 3,000 and 10,000
+requests) gives the total, the time inside
 the schedulers and the overhead ratio; their growth exponents (log-log slope over the
 requests) are printed. vLLM's import, the same at every size, pulls the total's slope
 below the schedulers'.

@@ -1,4 +1,4 @@
-"""Issue 31's site target: `vpr manifest site` renders a store of the reference, Ascend and
+"""The site target: `vpr manifest site` renders a store of the reference, Ascend and
 Spyre pairings and a synthetic store of 1,000 pairings in <= 2 s each.
 
 - the real store: the reference pairing released here (`vpr release --no-publish`, the

@@ -1,4 +1,4 @@
-"""The manifest store's scale targets (issue 30, item 2; issue 14 before it):
+"""The manifest store's scale targets:
 
 - `vpr manifest query` and `vpr manifest matrix` read the store's summary, not its whole
   index: over 10,000 pairings <= 0.3 s end to end (the command's CPU seconds, interpreter

@@ -1,5 +1,5 @@
-"""The headline pairing's speed (issue 27): a cold TT release (vLLM 0.26.0 + vllm-tt-plugin
-on CPython 3.10 with the real ttnn, uv's cache already holding torch's ~3 GB) against a
+"""The headline pairing's speed: a cold TT release (vLLM 0.26.0 + vllm-tt-plugin
+on CPython 3.10 with the real ttnn, uv's cache already holding torch) against a
 cold reference release, run alternately in this one process run, and a warm TT release
 (nothing changed) against the cold one. Targets: TT cold <= 2.0x reference cold; TT warm
 <= 0.05x TT cold.

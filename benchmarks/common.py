@@ -42,7 +42,7 @@ def cpu_seconds(*, own: bool = True) -> float:
 def installed_env(base: dict[str, str] | None = None) -> dict[str, str]:
     """`base` (default: ours) without PYTHONDONTWRITEBYTECODE: vpr runs as an installed
     package does, with its bytecode cached (pip writes it on install; where the variable
-    is set, every start-up would compile vpr's modules and its libraries again, ~0.7 s)."""
+    is set, every start-up would compile vpr's modules and its libraries again)."""
     return {k: v for k, v in (base or os.environ).items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 

@@ -4,7 +4,7 @@ Lists every public function, method or class of the package whose signature (or,
 class, whose fields other than `raw`) holds `dict[str, Any]`, `dict[str, object]` or
 `Mapping[str, Any]`, and that a module of another layer (`vllm_plugin_release.<layer>`)
 imports or reaches through a module alias, as `module:name <- users`; the count goes to
-stderr. Issue 29's aim is none. Left out: private fields; `raw` fields, which keep the
+stderr. The aim is none. Left out: private fields; `raw` fields, which keep the
 document as written for canonical bytes and signing (BuildRecord, EnvRecord, Manifest);
 and `to_json` methods, a typed record's JSON form made only to be written.
 

@@ -1,4 +1,4 @@
-"""A tampered cache is never used, and two runs on a cold cache take turns (issue 13)."""
+"""A tampered cache is never used, and two runs on a cold cache take turns."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A killed run leaves nothing running and nothing behind (issue 13 items 5, 6, 11).
+"""A killed run leaves nothing running and nothing behind.
 
 Every wait here is for an event (a file the child writes, a line it prints, a process
 ending), never a fixed short timeout and never a measured time: on a busy machine each

@@ -68,7 +68,7 @@ def write_endpoint_plugin(site: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def in_env(vllm_python, tmp_path_factory):
-    """Both env runs at once (each builds the app, ~10-20 s): the check and a mutated capture."""
+    """Both env runs at once (each builds the app, slowly): the check and a mutated capture."""
     site = write_endpoint_plugin(tmp_path_factory.mktemp("endpoint-plugin") / "site")
     with ThreadPoolExecutor(max_workers=2) as pool:
         good = pool.submit(api.check, api_spec({"tasks": ["generate"]}), vllm_python, None)

@@ -1,6 +1,6 @@
 """vLLM's load_general_plugins() raising in the pairing env is a finding about the plugin
 (`vllm serve` fails the same way wherever its runtime is absent), not a deferral, and the
-scorecard gets no host path from it (issue 12, item 9). The synthetic plugin is
+scorecard gets no host path from it. The synthetic plugin is
 tests/plugins/eager_runtime, made importable as an installed distribution."""
 
 from __future__ import annotations

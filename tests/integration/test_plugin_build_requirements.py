@@ -1,5 +1,5 @@
-"""A setup.py plugin with its own build requirements and dynamic dependencies (issue 12,
-items 1 and 2), built for real from a git repository made of tests/plugins/setuppy_plugin.
+"""A setup.py plugin with its own build requirements and dynamic dependencies,
+built for real from a git repository made of tests/plugins/setuppy_plugin.
 
 Known-bad: built in the core's build lock, its `setuptools<80` conflicts with the lock's
 pin, and the message names both. Known-good: with `[plugin] build_constraints` it gets its

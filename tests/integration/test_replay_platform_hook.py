@@ -1,5 +1,5 @@
 """Replay of the plugin's own scheduler class with its platform's check_and_update_config
-hook applied, both named in the spec (issue 12, item 6). The synthetic plugin is
+hook applied, both named in the spec. The synthetic plugin is
 tests/plugins/hooked_scheduler; the replay runs in the real vLLM environment."""
 
 from __future__ import annotations

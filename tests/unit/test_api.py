@@ -796,7 +796,7 @@ def test_shipped_contract_is_valid_deterministic_and_small():
 
 
 def test_default_contract_is_the_newest_older_than_the_core(tmp_path):
-    """The previous release's clients, not a fixed 0.25.1 (issue 12, item 8)."""
+    """The previous release's clients, not a fixed 0.25.1."""
     from vllm_plugin_release.conform.checks.api import default_contract
 
     root = tmp_path / "repo"

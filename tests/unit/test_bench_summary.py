@@ -1,4 +1,4 @@
-"""`nox -s bench` reports every row of issue 16's table with its target (no timing here:
+"""`nox -s bench` reports every row of the targets table with its target (no timing here:
 the figures are made up; what is checked is that each row is found, judged and kept)."""
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ RESULTS = {
 }
 
 
-def test_every_row_of_the_issue_table_has_its_figure_and_target() -> None:
+def test_every_row_of_the_targets_table_has_its_figure_and_target() -> None:
     rows = {r["measure"]: r for r in bench_main.summary(RESULTS)}
     assert len(rows) == 33
     judged = {m: r["met"] for m, r in rows.items() if r["target"] is not None}
@@ -86,9 +86,9 @@ def test_every_row_of_the_issue_table_has_its_figure_and_target() -> None:
         "replay of 10,000 requests, both schedulers": False,
         "the same in the warm worker (as vpr conform runs it)": True,
         "replay overhead (wall / inside the schedulers)": True,
-        "vpr release cold (fresh .vpr, warm uv cache)": False,  # 58 s: issue 30's 45 s
+        "vpr release cold (fresh .vpr, warm uv cache)": False,  # over its target
         "vpr release warm / cold": True,
-        "vpr install warm, store verified first / before (issue 28)": True,
+        "vpr install warm, store verified first / before": True,
         "vpr build-core in the pinned container cold / local cold": True,
         "the container's warm re-run / its cold build": False,
         "vpr manifest query, one pairing of 10,000: the command's CPU": True,
@@ -108,9 +108,9 @@ def test_every_row_of_the_issue_table_has_its_figure_and_target() -> None:
     assert rows["its CPU time (user + sys, every process)"]["value"] == 104.0
     growth = {m: r["value"] for m, r in rows.items() if m.startswith("growth exponent")}
     assert growth == {
-        "growth exponent of vpr scan-core (a third, the tree, 3 copies; issue 30)": 0.81,
+        "growth exponent of vpr scan-core (a third, the tree, 3 copies)": 0.81,
         "growth exponent of rg -w -i, the same trees": 0.97,
-        "growth exponent of the replay's total (1,000, 3,000, 10,000 requests; issue 30)": 0.7,
+        "growth exponent of the replay's total (1,000, 3,000, 10,000 requests)": 0.7,
         "growth exponent of the time inside the schedulers, the same": 1.02,
         "growth exponent of the overhead ratio, the same": None,  # too few sizes: no slope
     }
@@ -125,7 +125,7 @@ def test_only_the_benches_that_ran_are_reported_and_a_missing_figure_is_not_a_pa
         "the same in the warm worker (as vpr conform runs it)",
         "floor: the slower scheduler's own time (the two side by side)",
         "replay overhead (wall / inside the schedulers)",
-        "growth exponent of the replay's total (1,000, 3,000, 10,000 requests; issue 30)",
+        "growth exponent of the replay's total (1,000, 3,000, 10,000 requests)",
         "growth exponent of the time inside the schedulers, the same",
         "growth exponent of the overhead ratio, the same",
     ]

@@ -312,7 +312,7 @@ def test_as_of_is_the_utc_day_not_the_time() -> None:
 
 
 # ---------------------------------------------------------------------------
-# The vllm-project plugins' tags (issue 12, item 8)
+# The vllm-project plugins' tags
 
 RELEASES = {Version(v) for v in ("0.24.0", "0.25.1", "0.25.1rc1", "1.10.0")}
 

@@ -96,8 +96,8 @@ def test_a_local_runner_is_used_the_same_way() -> None:
 def test_connecting_asks_the_engine_only_for_a_ping_at_the_named_api_version(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`docker.from_env()` with version "auto" asks /version first: Podman 4 answers it in
-    about 0.37 s, a third of a warm container build-core. A real HTTP server on a unix
+    """`docker.from_env()` with version "auto" asks /version first: Podman 4 answers it
+    slowly, a large part of a warm container build-core. A real HTTP server on a unix
     socket records what connect() asks."""
     pytest.importorskip("docker")
     import http.server

@@ -1,4 +1,4 @@
-"""scripts/dictcross.py: untyped records (dict[str, Any]) that cross a layer (issue 29)."""
+"""scripts/dictcross.py: untyped records (dict[str, Any]) that cross a layer."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A dotted runtime module (`vendor_sdk.torch`): found in the plugin's imports, absent
-without a crash, and a crash of an inenv module keeps its traceback (issue 12, item 3).
+without a crash, and a crash of an inenv module keeps its traceback.
 
 The synthetic plugin is tests/plugins/dotted_runtime (its runtime exists nowhere)."""
 

@@ -1,5 +1,5 @@
 """`hardware_docs`: a spec whose hardware expectations contradict the plugin's own docs is a
-finding in the scorecard (issue 12, bad input); agreement passes with file:line evidence;
+finding in the scorecard (bad input); agreement passes with file:line evidence;
 docs that say nothing pass with an info note. The docs are tests/plugins/hardware_docs/."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The inenv scripts run as their own process (`python SCRIPT REQUEST OUT`) end with
 os._exit once their answer is written: the interpreter's teardown after vLLM, torch and
-ttnn are imported takes seconds (~2.2 s of an 11 s `envcheck` with the TT pairing), and
+ttnn are imported takes seconds, and
 nothing is left to do. Seen from outside: an atexit hook never runs, the answer is whole."""
 
 from __future__ import annotations

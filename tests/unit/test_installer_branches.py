@@ -1,5 +1,5 @@
 """The installer analysis follows `if/elif/else/fi` and build arguments, and strips extras
-from a local install target (issue 12, item 5). The synthetic plugin is
+from a local install target. The synthetic plugin is
 tests/plugins/branching_installer (a Dockerfile in the shape vendor images take)."""
 
 from __future__ import annotations

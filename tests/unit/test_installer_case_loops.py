@@ -1,7 +1,7 @@
 """The installer analysis follows `case ... esac` (the clause a static word selects, a
 build argument included; every clause when the word is not static) and `for` / `while`
 loops (a `for` over static words runs its body once per word; any other loop may run its
-body or not). Issue 12, item 5; the synthetic plugin is tests/plugins/case_installer."""
+body or not). The synthetic plugin is tests/plugins/case_installer."""
 
 from __future__ import annotations
 

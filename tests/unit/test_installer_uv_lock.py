@@ -1,5 +1,5 @@
-"""`uv sync` in an installer reads the core pin from the project's uv.lock (issue 12:
-Spyre's image runs `uv sync --frozen`). The lock is hostile input: bounded, parsed with
+"""`uv sync` in an installer reads the core pin from the project's uv.lock (Spyre's
+image runs `uv sync --frozen`). The lock is hostile input: bounded, parsed with
 tomllib, a broken one is a finding naming the file and line. The synthetic plugin is
 tests/plugins/uv_sync_installer."""
 

@@ -544,7 +544,7 @@ def test_check_result_does_not_depend_on_where_the_tree_is(tmp_path: Path) -> No
 
 
 # ---------------------------------------------------------------------------
-# RECORD hashes are not code (issue 12, item 10)
+# RECORD hashes are not code
 
 # A real urlsafe-base64 sha256 that holds "XNpuR" (a CamelCase boundary before "Npu").
 RECORD_LINE = "vllm/config.py,sha256=q0kXNpuR4xLw2cVb7yTfP0aQm1s8ZkEoJ3uHdGn5iYc,1234\n"

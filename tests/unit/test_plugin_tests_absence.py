@@ -1,4 +1,4 @@
-"""The plugin's tests where its runtime is absent (issue 12, item 4), with the synthetic
+"""The plugin's tests where its runtime is absent, with the synthetic
 plugin tests/plugins/eager_runtime run by real pytest in a child process:
 
 - a test module importing the runtime at import time is found by reading it, left out

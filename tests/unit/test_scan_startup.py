@@ -1,4 +1,4 @@
-"""`vpr scan-core` start-up loads only what the scan needs (the issue 16 target: end to end
+"""`vpr scan-core` start-up loads only what the scan needs (the target: end to end
 <= 1.5x `rg -w -i`, where interpreter start-up and imports are most of the gap)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The vendor specs load, and a plugin's declared core range is not resolved from the
-index (the core is our built wheel) but must contain the spec's core (issue 12)."""
+index (the core is our built wheel) but must contain the spec's core."""
 
 from __future__ import annotations
 

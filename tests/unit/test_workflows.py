@@ -554,8 +554,8 @@ def test_hardware_plan(tmp_path: Path) -> None:
 
 
 def test_hardware_expectations_come_from_the_spec(tmp_path: Path) -> None:
-    """Another vendor: its own runner labels, and a plugin that shards with -tp (issue 12,
-    item 7): -tp in serve_args is accepted and the -tp 2 rejection probe is not applicable."""
+    """Another vendor: its own runner labels, and a plugin that shards with -tp:
+    -tp in serve_args is accepted and the -tp 2 rejection probe is not applicable."""
     from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.conform.checks.hardware import (
         LiveOutcome,
