@@ -357,6 +357,24 @@ def test_code_and_distributions_from_outside_the_site_are_named(env: dict, tmp_p
     ]
 
 
+def test_what_follows_a_distribution_found_outside_the_site_is_still_checked(
+    env: dict, tmp_path: Path
+) -> None:
+    """A certified and an extra distribution named for being outside the site do not end
+    the checks of those after them: a changed certified version and an extra inside the
+    site, both later in the order the guard checks, are still named."""
+    added = tmp_path / "added"
+    install_dist(added, "ref-plugin", "0.1.0", PLUGIN)  # certified (the plugin), outside
+    install_dist(added, "six", "1.17.0", {"six.py": "S = 1\n"})  # an extra, outside
+    install_dist(env["site"], "toml", "0.10.2", {"toml.py": ""})  # an extra after six
+    info = next(env["site"].glob("torch-*.dist-info"))
+    info.rename(env["site"] / "torch-2.12.0.dist-info")  # certified, checked after the plugin
+    found = findings(env, added)
+    assert "torch: installed 2.12.0, certified 2.13.0+cpu" in found, found
+    assert "extra toml 0.10.2: installed, not in the certified set" in found, found
+    assert sum("outside the environment's site-packages" in f for f in found) == 2, found
+
+
 def test_the_top_level_modules_of_a_distribution() -> None:
     """What the guard resolves for a certified distribution: its packages (a folder of its
     files), its top-level modules (a source or an extension file); not its data."""
