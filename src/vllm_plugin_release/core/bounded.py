@@ -13,13 +13,6 @@ from typing import Any
 
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 
-# The TOML reader every TOML input goes through, imported from here by its readers.
-# (`import X as X`: re-exported, so a linter's unused-import fix keeps both branches.)
-if sys.version_info >= (3, 11):
-    import tomllib as tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib  # noqa: F401
-
 MiB = 1 << 20
 MAX_DOCUMENT = 16 * MiB  # a manifest, statement, lock, store head, pointer or schedule
 MAX_INDEX = 256 * MiB  # index.json or the ledger
@@ -167,3 +160,15 @@ def packaged_json_object(relpath: str) -> dict[str, Any]:
             hint="reinstall vllm-plugin-release",
         )
     return data
+
+
+def __getattr__(name: str) -> Any:
+    """`tomllib`, the TOML reader every TOML input goes through (tomli on 3.10), imported
+    when a reader first asks: most commands read no TOML, and this module loads early."""
+    if name != "tomllib":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+    return tomllib
