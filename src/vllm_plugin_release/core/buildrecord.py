@@ -103,8 +103,9 @@ LOCKED_OPTIONAL = ("version", "local", "source")
 
 class LockedFile(NamedTuple):
     """A wheel a lock installs, as `vpr lock` records it (the torch wheel of a build
-    environment, a vendor runtime's wheel): `keys` are the keys given, in their order (an
-    optional key only when given, null included)."""
+    environment, a vendor runtime's wheel): `keys` are the keys given (an optional key only
+    when given, null included), sorted as every record file holds them, so the record a stage
+    builds equals the one read back from its file."""
 
     filename: str
     sha256: str
@@ -137,7 +138,9 @@ def parse_locked(value: object, at: str) -> LockedFile | None:
         if value.get(key) is not None and not isinstance(value[key], str):
             raise RecordProblem(f"'{at}.{key}' must be text or null")
         optional.append(value.get(key))
-    return LockedFile(value["filename"], value["sha256"], size, *optional, keys=tuple(value))
+    return LockedFile(
+        value["filename"], value["sha256"], size, *optional, keys=tuple(sorted(value))
+    )
 
 
 class CoreBuildEnv(NamedTuple):
