@@ -4,7 +4,6 @@ start-up (its in-environment job, the judging, the models its docs show)."""
 from __future__ import annotations
 
 import difflib
-import html
 import json
 import re
 from collections.abc import Sequence
@@ -14,7 +13,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence
 from vllm_plugin_release.conform.lib import hardwaresettings
-from vllm_plugin_release.conform.lib.doctext import doc_texts, inline, md_cell
+from vllm_plugin_release.conform.lib.doctext import doc_texts
 from vllm_plugin_release.conform.lib.hardwaresettings import DOCS_DEFAULT
 from vllm_plugin_release.core import jobanswer
 from vllm_plugin_release.core.envrecord import EnvRecord
@@ -22,7 +21,6 @@ from vllm_plugin_release.replay import config as replay_config
 from vllm_plugin_release.replay import features as feat
 from vllm_plugin_release.replay import mix as mixes
 from vllm_plugin_release.replay.mix import REQUEST_MIX_SCHEMA
-from vllm_plugin_release.replay.model import path_sentences, path_shares
 
 WORKLOAD_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -736,83 +734,6 @@ def coverage(model: str | None, rows: list[dict[str, object]]) -> dict[str, obje
         return {"model": model, "listed": True, "where": hit["where"]}
     nearest = difflib.get_close_matches(model.lower(), list(by), n=3, cutoff=0.6)
     return {"model": model, "listed": False, "nearest": [str(by[n]["model"]) for n in nearest]}
-
-
-# ---------------------------------------------------------------------------
-# Its evidence on the scorecard pages.
-
-
-def workload_rows(card: dict[str, Any]) -> list[list[str]]:
-    """feature | share | answer | where | path, the plan's features first."""
-    workload = card.get("workload") or {}
-    rows = []
-    for f in sorted(workload.get("features") or [], key=lambda f: not f.get("needed")):
-        share = f"{f['share'] * 100:.0f}%" if f.get("needed") else "not in the plan"
-        rows.append(
-            [
-                f.get("label", f.get("feature", "")),
-                share,
-                str(f.get("outcome", "")).replace("_", " "),
-                f.get("where") or "",
-                f.get("path") or "",
-            ]
-        )
-    return rows
-
-
-def path_lines(card: dict[str, Any]) -> list[str]:
-    paths = (card.get("workload") or {}).get("paths") or {}
-    return path_sentences(path_shares(paths, "scorecard: workload.paths"))
-
-
-def plan_lines(card: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
-    """(plan, verdict, why) for each variant plan."""
-    return [
-        (f"{name}: {plan.get('description') or ''}".rstrip(": "), plan["verdict"], plan["why"])
-        for name, plan in (card.get("plans") or {}).items()
-    ]
-
-
-WORKLOAD_HEAD = ("feature", "share of requests", "answer", "where", "path")
-
-
-def workload_md(card: dict[str, Any]) -> list[str]:
-    rows = workload_rows(card)
-    if not rows:
-        return []
-    out = ["", "## Workload: the plan's features, asked of the plugin", ""]
-    out += [f"- {line}" for line in path_lines(card)]
-    out += ["", "| " + " | ".join(WORKLOAD_HEAD) + " |", "|---" * len(WORKLOAD_HEAD) + "|"]
-    out += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
-    for plan, v, why in plan_lines(card):
-        out += ["", f"Plan {plan}: **{v}**", *[f"- {w}" for w in why]]
-    return out
-
-
-def workload_html(card: dict[str, Any]) -> str:
-    rows = workload_rows(card)
-    if not rows:
-        return ""
-    head = "".join(f"<th>{h}</th>" for h in WORKLOAD_HEAD)
-    body = "".join(
-        f'<tr class="{html.escape(row[2].replace(" ", "_"))}">'
-        + "".join(f"<td>{inline(c)}</td>" for c in row)
-        + "</tr>"
-        for row in rows
-    )
-    paths = "".join(f"<li><b>{inline(line)}</b></li>" for line in path_lines(card))
-    plans = "".join(
-        f"<p>Plan {inline(plan)}: <b>{html.escape(v)}</b></p><ul>"
-        + "".join(f"<li>{inline(w)}</li>" for w in why)
-        + "</ul>"
-        for plan, v, why in plan_lines(card)
-    )
-    return (
-        "<h2>Workload: the plan's features, asked of the plugin</h2>"
-        + (f"<ul>{paths}</ul>" if paths else "")
-        + f"<table><tr>{head}</tr>{body}</table>"
-        + plans
-    )
 
 
 NAME = "workload"
