@@ -258,10 +258,6 @@ MANIFEST_NOTE = (
 )
 
 
-# ---------------------------------------------------------------------------
-# Shared pieces
-
-
 def _leaves(value: Any) -> Iterator[Any]:
     if isinstance(value, dict):
         for v in value.values():
@@ -411,10 +407,6 @@ def module_rows(check: dict[str, Any]) -> list[tuple[str, list[str]]]:
     ]
 
 
-# ---------------------------------------------------------------------------
-# Markdown
-
-
 def _md_table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     return [
         "| " + " | ".join(head) + " |",
@@ -504,10 +496,6 @@ def _md_evidence(check: dict[str, Any], max_evidence: int) -> list[str]:
     if len(evidence) > max_evidence:
         out.append(f"- ... and {len(evidence) - max_evidence} more (see scorecard.json)")
     return [*out, "", "</details>"]
-
-
-# ---------------------------------------------------------------------------
-# HTML
 
 
 STYLE = """
@@ -670,10 +658,6 @@ def to_html(card: dict[str, Any], plots: dict[str, bytes], max_evidence: int = 4
         + sections
         + "</body></html>\n"
     )
-
-
-# ---------------------------------------------------------------------------
-# Files
 
 
 def plot_bytes(dist: Path, card: dict[str, Any]) -> dict[str, bytes]:

@@ -469,7 +469,6 @@ def _timed_out(timeout: float) -> Iterator[None]:
         raise JobFailed(f"{late}:\n{tail}", log=tail) from None
 
 
-# ---------------------------------------------------------------------------
 # Started ahead: within `vpr release`, the plugin's tests start as soon as the pairing
 # env's wheels are in, and the conformance check waits for that very run (same command,
 # environment and files). The walk holds the run and stops it if nobody took it.

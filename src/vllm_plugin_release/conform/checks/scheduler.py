@@ -85,9 +85,6 @@ class Statement:
         return asdict(self)
 
 
-# ---------------------------------------------------------------------------
-# Sentence rules.
-
 _PF = r"prefill(?:s|ing)?(?:-like)?"
 _DC = r"decod(?:e|es|ing)(?:-like)?"
 # Words between two terms of one clause: bounded, so a sentence repeating one term is not
@@ -381,9 +378,6 @@ def summarize(statements: list[Statement], subject: str = "plugin") -> dict[str,
         }
     return out
 
-
-# ---------------------------------------------------------------------------
-# The check.
 
 _WORDS = {
     "mixed_batches": "mixed prefill+decode batches",

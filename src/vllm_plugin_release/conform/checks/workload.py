@@ -106,7 +106,6 @@ WORKLOAD_SCHEMA: dict[str, Any] = {
 
 TABLES: dict[str, dict[str, Any]] = {"request_mix": REQUEST_MIX_SCHEMA, "workload": WORKLOAD_SCHEMA}
 
-# ---------------------------------------------------------------------------
 # The in-environment job: its request, and its answer read key by key, so a garbled
 # answer is a JobFailed naming the key, never a KeyError while judging.
 
@@ -286,7 +285,6 @@ def _base(value: object) -> dict[str, Any]:
     return base
 
 
-# ---------------------------------------------------------------------------
 # The judging: each feature variant of a plan gets one answer, a plan its status, its
 # blockers and the share of its requests on each path.
 
@@ -379,10 +377,6 @@ def same_stop(engine: dict[str, Any], base: dict[str, Any]) -> bool:
     return mine.get("where") == theirs.get("where") and mine.get("message") == theirs.get("message")
 
 
-# ---------------------------------------------------------------------------
-# One variant.
-
-
 def judge(v: feat.Variant, seen: Seen) -> Answer:
     """One variant's answer."""
     if v.key == "multimodal":
@@ -465,10 +459,6 @@ def _path_answer(v: feat.Variant, probe: dict[str, Any], seen: Seen) -> Answer:
         text += f"; {path['predicate']} keeps it off the {path['name']}"
         where = said.get("where") or where
     return Answer("supported", text, "plugin", where)
-
-
-# ---------------------------------------------------------------------------
-# One plan.
 
 
 @dataclass
@@ -642,7 +632,6 @@ def base_stop(base: dict[str, Any]) -> tuple[str, str] | None:
     return short, full
 
 
-# ---------------------------------------------------------------------------
 # The models the plugin's docs show it serving (pure: the docs read as text).
 
 
@@ -740,10 +729,6 @@ NAME = "workload"
 TIMEOUT_S = 900.0
 
 
-# ---------------------------------------------------------------------------
-# The plans and what is asked.
-
-
 def plans(spec: Any) -> list[Plan]:
     """The base plan and the variant plans of the spec's request mix."""
     tables = mixes.spec_plans(spec)
@@ -801,10 +786,6 @@ def build_request(
     return WorkloadJob(model, tuple(probes), tuple(combos), slow, sys_path), ids
 
 
-# ---------------------------------------------------------------------------
-# Model coverage.
-
-
 def model_coverage(spec: Any, plugin_root: Path) -> dict[str, Any]:
     """The models the plugin's docs show and whether the spec's model is among them."""
     options = _options(spec)
@@ -831,10 +812,6 @@ def coverage_finding(cov: dict[str, Any]) -> tuple[str | None, Evidence]:
         f"(nearest: {nearest})"
     )
     return warning, Evidence(note=warning, source="plugin")
-
-
-# ---------------------------------------------------------------------------
-# The check.
 
 
 def runtime_python(env: EnvRecord) -> tuple[Path, Path | None] | str:
