@@ -63,8 +63,7 @@ def run_with(name: str, reason: str) -> str:
 def deferred_items(
     results: list[CheckResult], not_run: list[tuple[str, str]]
 ) -> list[dict[str, str]]:
-    """Every check that did not pass because it did not run: deferred results, and the
-    checks this runner never runs (`not_run`: name, reason), each with what would run it."""
+    """Every check deferred or never run on this runner (`not_run`), with what would run it."""
     items = [
         {"check": r.name, "reason": r.summary, "run_with": run_with(r.name, r.summary)}
         for r in results
@@ -80,8 +79,7 @@ def deferred_items(
 
 
 def blockers(results: list[CheckResult]) -> list[tuple[str, str]]:
-    """(check, sentence) for each thing the plan needs that a failing check found refused
-    (its `details.blockers`): the first reasons of `lab`."""
+    """(check, sentence) for each need a failing check found refused (`details.blockers`)."""
     return [
         (r.name, str(b))
         for r in sorted(results, key=lambda r: r.name)
@@ -179,8 +177,7 @@ def plan_verdicts(
 
 
 def workload_facts(results: list[CheckResult]) -> dict[str, Any] | None:
-    """The features the plan uses and the plugin's answer to each, the share of the mix on
-    each path, the model coverage: what a pilot reads before the hardware order ships."""
+    """The plan's features and answers, the paths' shares, the model coverage."""
     check = next((r for r in results if r.name == "workload" and r.details.get("features")), None)
     if check is None:
         return None

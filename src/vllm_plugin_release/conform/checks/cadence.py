@@ -420,8 +420,7 @@ def _version_of_file(filename: str) -> Version | None:
 
 
 def core_releases_from_index(index: str, project: str) -> list[CoreRelease]:
-    """Releases of `project` on a simple-API index: version and first upload time (yanked
-    files ignored)."""
+    """Releases of `project` on a simple-API index, dated by first upload (not yanked)."""
     from vllm_plugin_release.edges.fetch import index_files
 
     return _normalize_releases(
@@ -522,8 +521,7 @@ def _read_plugin(
     sources: dict[str, Any],
     tags: bool,
 ) -> tuple[Path | None, list[Any]]:
-    """The plugin's source folder when there is one to read, and its git tags when `tags`
-    (none for a folder of this repository: its tags are this project's)."""
+    """The plugin's source folder, and its git tags when `tags` (none for a folder of ours)."""
     root: Path | None = None
     try:
         root = installscan.plugin_root_for(spec, plugin_root)

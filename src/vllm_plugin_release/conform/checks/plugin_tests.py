@@ -126,19 +126,16 @@ class TestRun:
         }
 
     def with_outcome(self, outcome: str) -> dict[str, str]:
-        """test id -> its reason, for the tests of this outcome (sorted): "deferred" gives
-        why each is deferred, "failed" the plugin modules that do not import."""
+        """test id -> reason of the tests of `outcome`, sorted."""
         return {t: r for t, r in sorted(self.reasons.items()) if self.outcomes.get(t) == outcome}
 
     def without_paths(self, env: Path, root: Path) -> None:
-        """Reasons without this machine's folders (the environment's, the checkout's): the
-        record and the scorecard are the same wherever the run was."""
+        """Reasons without this machine's folders: the same wherever the run was."""
         for test, why in self.reasons.items():
             self.reasons[test] = why.replace(f"{env}/", "<env>/").replace(f"{root}/", "")
 
     def count_import_findings(self, failed_modules: dict[str, str]) -> None:
-        """A test skipped because a plugin module does not import is that finding: a failure,
-        not a skip. `failed_modules`: module -> import error."""
+        """A skip because a plugin module does not import counts as a failure."""
         for test, outcome in list(self.outcomes.items()):
             said = self.reasons.get(test, "")
             if outcome != "skipped" or not said:
@@ -157,8 +154,7 @@ class TestRun:
 
 @dataclass(frozen=True, slots=True)
 class TestSettings:
-    """`[conformance.plugin_tests]` with its defaults filled in, and the runtime's own "no
-    device" errors: what a run needs to plan and classify its tests."""
+    """`[conformance.plugin_tests]`, defaults filled in, and the runtime's no-device errors."""
 
     cpu: tuple[str, ...] = ("tests",)
     hardware: tuple[str, ...] = ("tests",)
@@ -180,8 +176,7 @@ class TestSettings:
 
 
 def settings(table: Mapping[str, object], no_device: object = ()) -> TestSettings:
-    """`[conformance.plugin_tests]` (validated with the spec) with its defaults filled in,
-    and `no_device` (`[runtime] no_device`); BadInput naming the key of a wrong value."""
+    """`TestSettings` of the table and `[runtime] no_device`; BadInput naming a wrong key."""
     cpu = _texts(table.get("cpu", ["tests"]), "cpu")
     return TestSettings(
         cpu=cpu,
@@ -218,9 +213,7 @@ def settings_for(spec: Spec) -> TestSettings:
 
 
 def deferrals(root: Path, cfg: TestSettings, runner: str, module: str | None) -> Deferrals:
-    """What defers a failing test of this run: on the cpu runner, the absent runtime
-    (`module`), the runtime's "no device" error, and the options the plugin's conftests
-    require (a live server)."""
+    """What defers a failing test on the cpu runner (none on the hardware runner)."""
     if runner != "cpu":
         return Deferrals()
     absent = (*absence_signatures(module), *cfg.absence_signatures) if module else ()
@@ -234,8 +227,7 @@ def deferrals(root: Path, cfg: TestSettings, runner: str, module: str | None) ->
 
 
 def absence_signatures(runtime_module: str) -> list[str]:
-    """How an absent runtime shows in a failure: its own name or, for a dotted runtime
-    (`vendor_sdk.torch`), a missing parent package (`No module named 'vendor_sdk'`)."""
+    """How an absent runtime shows in a failure, a missing parent package of a dotted one too."""
     parts = runtime_module.split(".")
     parents = [f"No module named '{'.'.join(parts[:i])}'" for i in range(1, len(parts))]
     return [*parents, f"No module named '{runtime_module}"]
@@ -269,8 +261,7 @@ class Deferrals:
 
 
 def test_module(test_id: str) -> str:
-    """The test file of a JUnit test id (`tests.tt.test_x.TestY::test_z` ->
-    `tests/tt/test_x.py`): the classname up to its last `test_*` / `*_test` part."""
+    """The test file of a JUnit test id (`tests.a.test_x.T::t` -> `tests/a/test_x.py`)."""
     parts = test_id.split("::", 1)[0].split(".")
     last = max(
         (i for i, p in enumerate(parts) if p.startswith("test_") or p.endswith("_test")),
@@ -282,8 +273,7 @@ def test_module(test_id: str) -> str:
 def classify_junit(
     path: Path, deferrals: Deferrals
 ) -> tuple[dict[str, int], dict[str, str], dict[str, str]]:
-    """Counts, per-test outcomes, and why each deferred test is (from a JUnit XML file). A
-    failure `deferrals` recognises is `deferred`, one that needs the network `network`."""
+    """Counts, per-test outcomes (deferred and network too) and why each deferred test is."""
     try:
         root = ET.parse(path).getroot()
     except (ET.ParseError, OSError) as exc:  # garbage where pytest's report should be
@@ -402,8 +392,7 @@ def _test_env() -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Suite:
-    """Which tests a run is of: the plugin's root, the runner, its config, and the runtime
-    module when the runtime is not in the environment."""
+    """Which tests a run is of; `module`: the runtime's when it is absent."""
 
     root: Path
     runner: str
@@ -459,8 +448,7 @@ def run_tests(
 
 @contextlib.contextmanager
 def _timed_out(timeout: float) -> Iterator[None]:
-    """The plugin's tests past their time are a failure of the plugin's (JobFailed with
-    what they had written), not an outside one."""
+    """Tests past their time are the plugin's failure (JobFailed), not an outside one."""
     try:
         yield
     except TimedOut as exc:
@@ -481,8 +469,7 @@ def _key(python: Path, suite: Suite) -> tuple[str, ...]:
 
 
 def start_ahead(ahead: proc.Ahead, cache: Cache, python: Path, suite: Suite) -> bool:
-    """Start the plugin's tests now for `tests_run` to take from `ahead` (only where the
-    pairing env runs on this machine); whether started."""
+    """Start the tests now for `tests_run` (only on this machine); whether started."""
     if runner_of(python).kind != "local":
         return False
     scratch = contextlib.ExitStack()
@@ -535,8 +522,7 @@ def regressions(baseline: TestRun, new: TestRun) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class TestsRecord:
-    """plugin-tests.json: a run on the core `core_version`, and the baseline run on the core
-    `base_version` with the tests that regressed against it (None without a baseline)."""
+    """plugin-tests.json: the run, and the baseline run with its regressions (if any)."""
 
     core_version: str
     run: TestRun
@@ -571,16 +557,14 @@ def write_record(
 
 
 class Baseline(NamedTuple):
-    """plugin-tests.json's `baseline` (`vpr plugin-tests --baseline`): the run against the
-    baseline core and that core's version (None when not recorded as text)."""
+    """plugin-tests.json's `baseline`: the run and its core's version (None if not text)."""
 
     run: TestRun
     core_version: str | None
 
 
 def parse_baseline(data: Any, runner: str, path: Path, hint: str) -> Baseline | None:
-    """plugin-tests.json's `baseline` for `runner`, typed; None without one. BadInput naming
-    `path` and the key of a value of another kind, with `hint` to run again."""
+    """The `baseline` for `runner` (None without one); BadInput naming `path` and key."""
     b = data.get("baseline") if isinstance(data, dict) else None
     if not b or not isinstance(b, dict) or b.get("runner") != runner:
         return None
@@ -603,8 +587,7 @@ def parse_baseline(data: Any, runner: str, path: Path, hint: str) -> Baseline | 
 
 
 def _recorded_baseline(dist: Path, runner: str) -> tuple[TestRun | None, str | None]:
-    """The baseline run `vpr plugin-tests --baseline` recorded for this runner, and its core
-    version; (None, None) when there is none."""
+    """The baseline run recorded for this runner and its core version, or (None, None)."""
     previous = dist / RECORD
     if not previous.exists():
         return None, None

@@ -341,8 +341,7 @@ def extract_statements(
 
 
 def summarize(statements: list[Statement], subject: str = "plugin") -> dict[str, dict[str, Any]]:
-    """Per topic: stance (supported / not_supported / conditional / contradictory /
-    mentioned / unstated) and the statements behind it."""
+    """Per topic: its stance and the statements behind it."""
     out: dict[str, dict[str, Any]] = {}
     for topic in TOPICS:
         mine = [s for s in statements if s.topic == topic and s.subject == subject]

@@ -122,8 +122,7 @@ class ProbeModel(NamedTuple):
 
 
 class Probe(NamedTuple):
-    """One probe: its id, the EngineArgs keyword arguments of its engine config (None: the
-    base config) and the SamplingParams keyword arguments of its request (None: none)."""
+    """One probe: its id, its EngineArgs and SamplingParams kwargs (None: base config, none)."""
 
     id: str
     engine: dict[str, Any] | None
@@ -140,8 +139,7 @@ class SlowPath(NamedTuple):
 
 @dataclass(frozen=True)
 class WorkloadAnswer:
-    """What inenv/workload.py saw. `base`, each of `probes` (by probe id) and `combos` (one
-    per combination asked, in order) are its objects as written, checked where read."""
+    """What inenv/workload.py saw; its objects as written, checked where read."""
 
     platform: str | None
     vllm_version: str | None
@@ -178,8 +176,7 @@ class WorkloadJob:
 
 
 def parse_answer(answer: Any, combos: int) -> WorkloadAnswer:
-    """The answer to a request of `combos` combinations; JobFailed naming the key that is
-    not what inenv/workload.py writes."""
+    """The answer to `combos` combinations; JobFailed naming a key not as written."""
     data = _table(answer, "")
     hooks = _optional_table(data.get("hooks"), "hooks")
     for name, where in (hooks or {}).items():
@@ -596,8 +593,7 @@ def tally(rows: list[dict[str, Any]]) -> str:
 
 
 def related_notes(rows: list[dict[str, Any]], base: dict[str, Any]) -> None:
-    """The settings the platform changes for every config, noted on the feature each bears
-    on (`structured_outputs_config.disable_any_whitespace` on structured_output)."""
+    """Note the settings the platform changes for every config on the feature each bears on."""
     for change in base.get("changes", []):
         key = next((k for p, k in RELATED.items() if change["field"].startswith(p)), None)
         for row in rows:
@@ -607,8 +603,7 @@ def related_notes(rows: list[dict[str, Any]], base: dict[str, Any]) -> None:
 
 
 def base_stop(base: dict[str, Any]) -> tuple[str, str] | None:
-    """(short, full) of what stops the platform hook (or vLLM after it) here for every
-    config, and why; None when the base config completed."""
+    """(short, full) of what stops every config here and why; None when the base completed."""
     hook = base.get("hook")
     error = base.get("error") if hook != "returned" else base.get("after_hook")
     if not error:
@@ -755,8 +750,7 @@ def _options(spec: Any) -> dict[str, Any]:
 def build_request(
     spec: Any, all_plans: list[Plan], sys_path: tuple[str, ...] = ()
 ) -> tuple[WorkloadJob, dict[str, str]]:
-    """The in-environment job: one probe per distinct variant of every plan, the distinct
-    request combinations, the slow paths; and variant key -> probe id."""
+    """The job (one probe per distinct variant, the distinct combos) and variant key -> probe id."""
     options = _options(spec)
     replay = replay_config.declared_model(spec)
     probes: list[Probe] = []
@@ -815,8 +809,7 @@ def coverage_finding(cov: dict[str, Any]) -> tuple[str | None, Evidence]:
 
 
 def runtime_python(env: EnvRecord) -> tuple[Path, Path | None] | str:
-    """(the pairing env's python, the overlay holding a stand-in runtime or None) where the
-    plugin's platform can activate; else why it cannot here."""
+    """(python, stand-in overlay or None) where the platform can activate; else why not."""
     runtime = env.runtime
     if env.runtime_present:
         return env.python, None
@@ -830,8 +823,7 @@ def runtime_python(env: EnvRecord) -> tuple[Path, Path | None] | str:
 
 
 def run(ctx: Context, *, sys_path: tuple[str, ...] = ()) -> CheckResult:
-    """Ask the plugin in the pairing environment (`sys_path`: folders put first on the
-    environment's import path, as `vpr replay --sys-path` does)."""
+    """Ask the plugin in the pairing env (`sys_path`: put first, as `vpr replay --sys-path`)."""
     from vllm_plugin_release.edges.envrun import run_in_env
 
     where = runtime_python(ctx.env)
