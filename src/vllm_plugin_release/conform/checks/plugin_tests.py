@@ -364,25 +364,6 @@ def pytest_command(python: Path, root: Path, paths: list[str], ignore: list[str]
     return argv
 
 
-def _planned(
-    root: Path, runner: str, cfg: TestSettings, runtime_module: str | None
-) -> tuple[list[str], list[str]]:
-    """(the test paths, the paths left out) of a run; BadInput for a path not there."""
-    paths = cfg.paths(runner)
-    missing = [p for p in paths if not (root / p).exists()]
-    if missing:
-        raise BadInput(
-            f"{root}: test paths not found: {', '.join(missing)}",
-            hint="check [conformance.plugin_tests]",
-        )
-    # The hand list and the import scan apply only where the runtime is absent: with it
-    # present, every host test runs, and what needs a device shows in the run itself.
-    ignore = list(cfg.ignore) if runner == "cpu" and runtime_module else []
-    if runner == "cpu" and runtime_module and cfg.scan_imports:
-        ignore += runtime_importers(root, paths, ignore, runtime_module)
-    return paths, ignore
-
-
 def _test_env() -> dict[str, str]:
     # bytecode is cached in the pairing env, so a later import of vLLM and torch skips compiling
     env = proc.inherited(drop=("PYTHONDONTWRITEBYTECODE",))
@@ -398,6 +379,23 @@ class Suite:
     runner: str
     cfg: TestSettings
     module: str | None
+
+    def planned(self) -> tuple[list[str], list[str]]:
+        """(the test paths, the paths left out) of the run; BadInput for a path not there."""
+        root, paths = self.root, self.cfg.paths(self.runner)
+        missing = [p for p in paths if not (root / p).exists()]
+        if missing:
+            raise BadInput(
+                f"{root}: test paths not found: {', '.join(missing)}",
+                hint="check [conformance.plugin_tests]",
+            )
+        # The hand list and the import scan apply only where the runtime is absent: with it
+        # present, every host test runs, and what needs a device shows in the run itself.
+        module = self.module if self.runner == "cpu" else None
+        ignore = list(self.cfg.ignore) if module else []
+        if module and self.cfg.scan_imports:
+            ignore += runtime_importers(root, paths, ignore, module)
+        return paths, ignore
 
 
 def _outcome(
@@ -416,34 +414,21 @@ def _outcome(
     counts, outcomes, reasons = classify_junit(
         junit, deferrals(suite.root, cfg, runner, suite.module)
     )
-    run = TestRun(
-        runner=runner,
-        paths=paths,
-        counts=counts,
-        outcomes=outcomes,
-        exit_code=done.returncode,
-        reasons=reasons,
-    )
+    run = TestRun(runner, paths, counts, outcomes, done.returncode, reasons=reasons)
     if runner == "cpu":
         run.deferred = sorted(set(cfg.hardware) - set(paths)) + list(ignore)
     return run
 
 
-def run_tests(
-    python: Path,
-    root: Path,
-    runner: str,
-    cfg: TestSettings,
-    junit: Path,
-    runtime_module: str | None = None,
-) -> TestRun:
-    plan = _planned(root, runner, cfg, runtime_module)
-    argv = pytest_command(python, root, *plan, junit)
+def run_tests(python: Path, suite: Suite, junit: Path) -> TestRun:
+    plan = suite.planned()
+    argv = pytest_command(python, suite.root, *plan, junit)
     progress.info(f"plugin-tests: {' '.join(argv[3:])}")
     # Where the pairing env was made: this machine, or its pinned container image.
-    with progress.working("plugin tests"), _timed_out(cfg.timeout):
-        done = runner_of(python).call(argv, env=_test_env(), cwd=root, timeout=cfg.timeout)
-    return _outcome(done, junit, Suite(root, runner, cfg, runtime_module), plan)
+    timeout = suite.cfg.timeout
+    with progress.working("plugin tests"), _timed_out(timeout):
+        done = runner_of(python).call(argv, env=_test_env(), cwd=suite.root, timeout=timeout)
+    return _outcome(done, junit, suite, plan)
 
 
 @contextlib.contextmanager
@@ -475,7 +460,7 @@ def start_ahead(ahead: proc.Ahead, cache: Cache, python: Path, suite: Suite) -> 
     scratch = contextlib.ExitStack()
     try:
         tmp = scratch.enter_context(cache.scratch("conform-tests-"))
-        plan = _planned(suite.root, suite.runner, suite.cfg, suite.module)
+        plan = suite.planned()
         argv = pytest_command(python, suite.root, *plan, tmp / "j.xml")
         progress.info(f"plugin-tests, started while the env is checked: {' '.join(argv[3:])}")
         started = proc.Started(
@@ -496,9 +481,7 @@ def tests_run(cache: Cache, python: Path, suite: Suite, ahead: proc.Ahead | None
     taken = None if ahead is None else ahead.take(PLUGIN_TESTS, _key(python, suite))
     if taken is None:
         with cache.scratch("conform-tests-") as tmp:
-            return run_tests(
-                python, suite.root, suite.runner, suite.cfg, tmp / "j.xml", suite.module
-            )
+            return run_tests(python, suite, tmp / "j.xml")
     try:
         with (
             progress.working("plugin tests (started while the env was checked)"),
@@ -652,7 +635,7 @@ def failed_imports(env: EnvRecord) -> dict[str, str]:
 
 def run_in_env(env: EnvRecord, root: Path, cfg: TestSettings, junit: Path) -> TestRun:
     """The plugin's tests in a pairing environment, chosen and classified as the check does."""
-    run = run_tests(env.python, root, env.runner, cfg, junit, absent_runtime(env))
+    run = run_tests(env.python, Suite(root, env.runner, cfg, absent_runtime(env)), junit)
     run.without_paths(Path(env.python).parent.parent, root)
     run.count_import_findings(failed_imports(env))
     return run
