@@ -7,6 +7,7 @@ import base64
 import html
 import json
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -156,14 +157,8 @@ def plan_verdicts(
     out: dict[str, Any] = {}
     for check in results:
         for name, plan in sorted((check.details.get("plans") or {}).items()):
-            mine = CheckResult(
-                check.name,
-                plan["status"],
-                plan["summary"],
-                check.evidence,
-                check.threshold,
-                {"blockers": plan.get("blockers") or []},
-            )
+            blockers = {"blockers": plan.get("blockers") or []}
+            mine = replace(check, status=plan["status"], summary=plan["summary"], details=blockers)
             swapped = [mine if r is check else r for r in results]
             v = verdict(swapped, runner)
             x = explain(v, swapped, deferred_items(swapped, not_run))

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence
+from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence, conformance_table
 from vllm_plugin_release.conform.lib.testscan import (
     NETWORK_SIGNATURES,
     OFFLINE_ENV,
@@ -208,8 +208,8 @@ def _texts(value: object, key: str, table: str = "[conformance.plugin_tests]") -
 
 def settings_for(spec: Spec) -> TestSettings:
     """The spec's `TestSettings`."""
-    table = (spec.raw.get("conformance") or {}).get("plugin_tests") or {}  # read here only
-    return settings(dict(table), list(spec.runtime.no_device) if spec.runtime else [])
+    table = conformance_table(spec, "plugin_tests")
+    return settings(table, list(spec.runtime.no_device) if spec.runtime else [])
 
 
 def deferrals(root: Path, cfg: TestSettings, runner: str, module: str | None) -> Deferrals:
