@@ -407,6 +407,17 @@ def _md_table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     ]
 
 
+def _workload_md(card: dict[str, Any]) -> list[str]:
+    rows = workload_rows(card)
+    if not rows:
+        return []
+    out = ["", f"## {WORKLOAD_TITLE}", "", *[f"- {line}" for line in path_lines(card)], ""]
+    out += _md_table(WORKLOAD_HEAD, ([md_cell(c) for c in row] for row in rows))
+    for plan, v, why in plan_lines(card):
+        out += ["", f"Plan {plan}: **{v}**", *[f"- {w}" for w in why]]
+    return out
+
+
 def markdown(card: dict[str, Any], max_evidence: int = 12) -> str:
     p, x = card["pairing"], card.get("explanation") or {}
     out = [
@@ -450,12 +461,7 @@ def markdown(card: dict[str, Any], max_evidence: int = 12) -> str:
         out += _md_table(("figure", "ratio"), replay)
         for plot in card["replay"].get("plots", []):
             out += ["", f"![{PLOT_ALT.get(plot, plot)}]({plot})"]
-    workload = workload_rows(card)
-    if workload:
-        out += ["", f"## {WORKLOAD_TITLE}", "", *[f"- {line}" for line in path_lines(card)], ""]
-        out += _md_table(WORKLOAD_HEAD, ([md_cell(c) for c in row] for row in workload))
-        for plan, v, why in plan_lines(card):
-            out += ["", f"Plan {plan}: **{v}**", *[f"- {w}" for w in why]]
+    out += _workload_md(card)
     out += ["", "## Checks", ""]
     out += _md_table(
         ("check", "status", "summary"),

@@ -101,6 +101,11 @@ NAME = "cadence"
 # so with the default pattern such a tag counts only when its version is a core release.
 RELEASE_TAG_PATTERN = r"^v(?P<core>\d+\.\d+\.\d+(?:rc\d+)?)$"
 PYPI_SIMPLE = "https://pypi.org/simple"
+UNKNOWN_TARGET = (
+    "cannot tell which core version the plugin targets: no exact installer pin and no plugin "
+    "tag names one (latest tag: {}); pin the core in the installer or tag releases with the "
+    "core version they target (vX.Y.Z, vX.Y.ZrcN or compat/vllm-X.Y.Z)"
+)
 
 
 class CoreRelease(NamedTuple):
@@ -330,6 +335,27 @@ def _findings(
     return fails, warns
 
 
+def _core_latest(
+    pool: list[CoreRelease], releases: list[CoreRelease], details: dict[str, Any]
+) -> tuple[CoreRelease, list[CoreRelease], list[Evidence]]:
+    """The latest counted core release, the newer pre-releases (reported, not counted)."""
+    latest = max(pool, key=lambda r: r.version)
+    newer_pre = [r for r in releases if not _is_final(r.version) and r.version > latest.version]
+    details["core_latest"] = _dated(latest)
+    details["core_prereleases"] = [_dated(r) for r in newer_pre]
+    source = "core " + (_day(latest.date) or "(no date)")
+    evidence = [Evidence(note="latest core release", value=str(latest.version), source=source)]
+    evidence += [
+        Evidence(
+            note="core pre-release (reported, not counted)",
+            value=str(r.version),
+            source=_day(r.date),
+        )
+        for r in newer_pre
+    ]
+    return latest, newer_pre, evidence
+
+
 def assess_cadence(
     core_releases: list[Any],
     plugin_tags: list[Any],
@@ -360,20 +386,7 @@ def assess_cadence(
             + "; check [conformance.cadence] core_from / core_index / core_repo"
         )
         return CheckResult(NAME, "fail", summary, threshold=threshold, details=details)
-    latest = max(pool, key=lambda r: r.version)
-    newer_pre = [r for r in releases if not _is_final(r.version) and r.version > latest.version]
-    details["core_latest"] = _dated(latest)
-    details["core_prereleases"] = [_dated(r) for r in newer_pre]
-    source = "core " + (_day(latest.date) or "(no date)")
-    evidence = [Evidence(note="latest core release", value=str(latest.version), source=source)]
-    evidence += [
-        Evidence(
-            note="core pre-release (reported, not counted)",
-            value=str(r.version),
-            source=_day(r.date),
-        )
-        for r in newer_pre
-    ]
+    latest, newer_pre, evidence = _core_latest(pool, releases, details)
     tags, pattern = _normalize_tags(plugin_tags), policy.get("tag_pattern") or None
     known = {r.version for r in releases}
     latest_tag, named = _plugin_latest(tags, pattern, latest, known, details, evidence)
@@ -381,12 +394,7 @@ def assess_cadence(
     target = _targeted(pin, named, evidence)
     if target is None:
         details["targeted"] = None
-        summary = (
-            f"cannot tell which core version the plugin targets: no exact installer pin and "
-            f"no plugin tag names one (latest tag: {latest_tag.name if latest_tag else 'none'}"
-            "); pin the core in the installer or tag releases with the core version "
-            "they target (vX.Y.Z, vX.Y.ZrcN or compat/vllm-X.Y.Z)"
-        )
+        summary = UNKNOWN_TARGET.format(latest_tag.name if latest_tag else "none")
         return CheckResult(NAME, "fail", summary, evidence, threshold, details)
     if pin is not None and named is not None and named[1] != pin:
         details["tag_vs_installer"] = (

@@ -68,6 +68,7 @@ TABLES: dict[str, dict[str, Any]] = {
 
 
 NAME = "scheduler"
+MIX = "expected production request mix (pilot plan)"
 NO_MIX = "no [conformance.request_mix] in the spec: the pilot's request mix is not recorded"
 TOPICS = ("mixed_batches", "chunked_prefill", "decode_interleaving")
 MAX_BYTES = 512 * 1024  # the docs are read this far (the evidence says when cut)
@@ -498,13 +499,8 @@ def check(
         "unobserved_support": unobserved,
     }
     details: dict[str, Any] = {"docs": docs, "request_mix": request_mix}
-    evidence = [
-        Evidence(
-            note="expected production request mix (pilot plan)", value=request_mix, source="spec"
-        )
-        if request_mix
-        else Evidence(note=NO_MIX, source="spec")
-    ]
+    evidence = [Evidence(note=MIX, value=request_mix, source="spec")] if request_mix else []
+    evidence = evidence or [Evidence(note=NO_MIX, source="spec")]
     root = plugin_root_for(spec, plugin_root)
     try:
         text, cut = read_text(root, root / docs, MAX_BYTES)
@@ -530,21 +526,14 @@ def check(
     }
     evidence += _statement_evidence(stances, docs)
     fails, warns = _docs_findings(stances, docs, options.get("require_mixed_statement", True))
-
-    compared = replay is not None
-    details["replay_compared"] = compared
-    if replay is not None:
-        more_fails, more_warns = _compare_replay(
-            replay, stances, docs, unobserved, evidence, details
-        )
-        fails += more_fails
-        warns += more_warns
-
-    stated = ", ".join(f"{_WORDS[t]}: {stances[t]['stance'].replace('_', ' ')}" for t in TOPICS)
-    mix_note = "request mix recorded" if request_mix else "no request mix in the spec"
+    details["replay_compared"] = replay is not None
     replay_note = "replay half not yet compared (docs only)"
     if replay is not None:
+        found = _compare_replay(replay, stances, docs, unobserved, evidence, details)
+        fails, warns = fails + found[0], warns + found[1]
         replay_note = f"replay {headline_text(replay.headline)}"
+    stated = ", ".join(f"{_WORDS[t]}: {stances[t]['stance'].replace('_', ' ')}" for t in TOPICS)
+    mix_note = "request mix recorded" if request_mix else "no request mix in the spec"
     tail = f"{docs}: {stated}; {mix_note}; {replay_note}"
     return from_findings(
         NAME, (fails, warns), tail, evidence=evidence, threshold=threshold, details=details
