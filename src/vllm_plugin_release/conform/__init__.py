@@ -144,10 +144,8 @@ class Context:
         return env
 
     def refuse_other_interpreter(self, named: Interpreter | None, source: str) -> None:
-        """BadInput when the pairing environment in dist/NAME was made from another
-        interpreter than `named` (the one `source`, --interpreter or VPR_INTERPRETER,
-        names): the checks would certify that environment, not one of `named`. Nothing
-        when none is named or no environment is recorded yet."""
+        """BadInput when dist/NAME's pairing env was made from another interpreter than
+        `named` (by `source`): the checks would certify that one, not `named`'s."""
         if named is None or not (self.dist / records.ENV).exists():
             return
         made = self.env.interpreter

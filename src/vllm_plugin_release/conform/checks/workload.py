@@ -924,14 +924,8 @@ def _evidence(base: PlanResult, judged: dict[str | None, PlanResult]) -> list[Ev
         note = f"{row['label']}: {row['outcome'].replace('_', ' ')}: {row['message']} [{need}]"
         if row.get("notes"):
             note += "; " + "; ".join(row["notes"])
-        out.append(
-            Evidence(
-                note=note,
-                file=file or None,
-                line=int(line) if line.isdigit() else None,
-                source=row["by"] or "plugin",
-            )
-        )
+        line_no = int(line) if line.isdigit() else None
+        out.append(Evidence(note, file or None, line_no, source=row["by"] or "plugin"))
     return out
 
 
