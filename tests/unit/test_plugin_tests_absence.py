@@ -33,7 +33,9 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _run(root: Path, tmp_path: Path, **table: object) -> pt.TestRun:
     cfg = pt.settings({"cpu": ["tests"], **table})
-    return pt.run_tests(Path(sys.executable), root, "cpu", cfg, tmp_path / "j.xml", "eager_sdk")
+    return pt.run_tests(
+        Path(sys.executable), pt.Suite(root, "cpu", cfg, "eager_sdk"), tmp_path / "j.xml"
+    )
 
 
 def test_import_time_scan() -> None:

@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from vllm_plugin_release.replay.model import ReplayReport
 
 
+def conformance_table(spec: Spec, key: str) -> dict[str, Any]:
+    """`[conformance.KEY]` as validated with the spec ({} when absent)."""
+    return dict((spec.raw.get("conformance") or {}).get(key) or {})
+
+
 def from_findings(
     name: str,
     findings: tuple[list[str], list[str]],
@@ -32,8 +37,7 @@ def from_findings(
     threshold: dict[str, Any],
     details: dict[str, Any],
 ) -> CheckResult:
-    """fail if any failure, else warn if any warning, else pass (`findings`: the failures
-    and the warnings); `tail` states the facts."""
+    """fail on any failure, else warn on any warning, else pass; `tail` states the facts."""
     fails, warns = findings
     if fails:
         status: Status = "fail"
@@ -106,8 +110,7 @@ class Context:
     _guard: threading.Lock = field(default_factory=threading.Lock)
 
     def _once(self, key: str, make: Callable[[], Any]) -> Any:
-        """`make()` once per key, also when checks running side by side ask at once (each
-        key has its own lock: a long replay does not hold up a record read)."""
+        """`make()` once per key, also for checks asking at once (a lock per key)."""
         with self._guard:
             lock = self._locks.setdefault(key, threading.Lock())
         with lock:
@@ -141,10 +144,8 @@ class Context:
         return env
 
     def refuse_other_interpreter(self, named: Interpreter | None, source: str) -> None:
-        """BadInput when the pairing environment in dist/NAME was made from another
-        interpreter than `named` (the one `source`, --interpreter or VPR_INTERPRETER,
-        names): the checks would certify that environment, not one of `named`. Nothing
-        when none is named or no environment is recorded yet."""
+        """BadInput when dist/NAME's pairing env was made from another interpreter than
+        `named` (by `source`): the checks would certify that one, not `named`'s."""
         if named is None or not (self.dist / records.ENV).exists():
             return
         made = self.env.interpreter
@@ -168,8 +169,7 @@ class Context:
         return self.dist / self.build(records.BUILD_CORE).wheel.filename
 
     def built_core_wheel(self) -> tuple[Path | None, str | None]:
-        """(the core wheel, None) once build-core ran; (None, why not) before: a check that
-        can do without it (isolation scans the verified source tree) says so."""
+        """(the core wheel, None) once build-core ran; (None, why not) before."""
         if not (self.dist / records.BUILD_CORE).exists():
             return None, (
                 f"no {records.BUILD_CORE} in {self.dist}: the core wheel is not built "
@@ -183,8 +183,7 @@ class Context:
         return self.env.platform_class
 
     def replay(self) -> ReplayReport | None:
-        """The scheduler replay of the spec's request mix, run once (None when the spec has
-        none); its files are written to dist/NAME."""
+        """The scheduler replay of the spec's request mix, run once (None without one)."""
         return self._once("replay", lambda: _run_replay(self))
 
 

@@ -6,18 +6,18 @@ from __future__ import annotations
 import base64
 import html
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.conform import CheckResult
-from vllm_plugin_release.conform.checks.plugin_tests import OUTCOMES, module_rows, modules_html
-from vllm_plugin_release.conform.checks.workload import workload_html, workload_md
+from vllm_plugin_release.conform.checks.plugin_tests import OUTCOMES
 from vllm_plugin_release.conform.lib.doctext import inline, md_cell
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.cache import atomic_write_text, write_json
 from vllm_plugin_release.core.cardrecord import FACT_KEYS
-from vllm_plugin_release.replay.model import HEADLINE
+from vllm_plugin_release.replay.model import HEADLINE, path_sentences, path_shares
 
 SCORECARD_VERSION = 2
 ICONS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "deferred": "DEFERRED"}
@@ -49,15 +49,9 @@ def verdict(results: list[CheckResult], runner: str) -> str:
     statuses = {r.status for r in results}
     if "fail" in statuses or not results:
         return "lab"
-    hardware = next((r for r in results if r.name == "hardware"), None)
-    if (
-        runner == "hardware"
-        and "deferred" not in statuses
-        and hardware is not None
-        and hardware.status == "pass"
-    ):
-        return "fleet"
-    return "pilot"
+    live = next((r.status for r in results if r.name == "hardware"), None)
+    fleet = runner == "hardware" and "deferred" not in statuses and live == "pass"
+    return "fleet" if fleet else "pilot"
 
 
 def run_with(name: str, reason: str) -> str:
@@ -70,8 +64,7 @@ def run_with(name: str, reason: str) -> str:
 def deferred_items(
     results: list[CheckResult], not_run: list[tuple[str, str]]
 ) -> list[dict[str, str]]:
-    """Every check that did not pass because it did not run: deferred results, and the
-    checks this runner never runs (`not_run`: name, reason), each with what would run it."""
+    """Every check deferred or never run on this runner (`not_run`), with what would run it."""
     items = [
         {"check": r.name, "reason": r.summary, "run_with": run_with(r.name, r.summary)}
         for r in results
@@ -87,8 +80,7 @@ def deferred_items(
 
 
 def blockers(results: list[CheckResult]) -> list[tuple[str, str]]:
-    """(check, sentence) for each thing the plan needs that a failing check found refused
-    (its `details.blockers`): the first reasons of `lab`."""
+    """(check, sentence) for each need a failing check found refused (`details.blockers`)."""
     return [
         (r.name, str(b))
         for r in sorted(results, key=lambda r: r.name)
@@ -165,14 +157,8 @@ def plan_verdicts(
     out: dict[str, Any] = {}
     for check in results:
         for name, plan in sorted((check.details.get("plans") or {}).items()):
-            mine = CheckResult(
-                check.name,
-                plan["status"],
-                plan["summary"],
-                check.evidence,
-                check.threshold,
-                {"blockers": plan.get("blockers") or []},
-            )
+            blockers = {"blockers": plan.get("blockers") or []}
+            mine = replace(check, status=plan["status"], summary=plan["summary"], details=blockers)
             swapped = [mine if r is check else r for r in results]
             v = verdict(swapped, runner)
             x = explain(v, swapped, deferred_items(swapped, not_run))
@@ -186,8 +172,7 @@ def plan_verdicts(
 
 
 def workload_facts(results: list[CheckResult]) -> dict[str, Any] | None:
-    """The features the plan uses and the plugin's answer to each, the share of the mix on
-    each path, the model coverage: what a pilot reads before the hardware order ships."""
+    """The plan's features and answers, the paths' shares, the model coverage."""
     check = next((r for r in results if r.name == "workload" and r.details.get("features")), None)
     if check is None:
         return None
@@ -265,10 +250,6 @@ MANIFEST_NOTE = (
 )
 
 
-# ---------------------------------------------------------------------------
-# Shared pieces
-
-
 def _leaves(value: Any) -> Iterator[Any]:
     if isinstance(value, dict):
         for v in value.values():
@@ -324,7 +305,7 @@ def _pairing_rows(card: dict[str, Any]) -> list[tuple[str, str]]:
         if rt.get("reason"):
             runtime += f" ({rt['reason']})"
     tool = card.get("tool") or {}
-    rows = [
+    return [
         ("pairing", f"{p.get('name', '?')}: {p.get('core', '?')} + {p.get('plugin', '?')}"),
         ("pairing id", card.get("pairing_id") or "not recorded"),
         ("runner", card["runner"]),
@@ -338,7 +319,6 @@ def _pairing_rows(card: dict[str, Any]) -> list[tuple[str, str]]:
         ),
         ("tool", f"{tool.get('name', 'vllm-plugin-release')} {tool.get('version', '?')}"),
     ]
-    return rows
 
 
 def _links(card: dict[str, Any]) -> list[str]:
@@ -368,21 +348,74 @@ def _replay_rows(card: dict[str, Any]) -> list[tuple[str, str]]:
         for label, key in HEADLINE
     ]
     share = replay.get("mixed_step_share") or {}
-    fmt = {s: share.get(s) for s in ("plugin", "upstream")}
-    rows.append(
-        (
-            "mixed-step share",
-            " vs ".join(
-                f"{s} {v * 100:.1f}%" if isinstance(v, (int, float)) else f"{s} n/a"
-                for s, v in fmt.items()
-            ),
-        )
+    shares = (
+        f"{s} {v * 100:.1f}%" if isinstance(v := share.get(s), (int, float)) else f"{s} n/a"
+        for s in ("plugin", "upstream")
     )
-    return rows
+    return [*rows, ("mixed-step share", " vs ".join(shares))]
 
 
-# ---------------------------------------------------------------------------
-# Markdown
+WORKLOAD_HEAD = ("feature", "share of requests", "answer", "where", "path")
+WORKLOAD_TITLE = "Workload: the plan's features, asked of the plugin"
+
+
+def workload_rows(card: dict[str, Any]) -> list[list[str]]:
+    """feature | share | answer | where | path, the plan's features first."""
+    workload = card.get("workload") or {}
+    return [
+        [
+            f.get("label", f.get("feature", "")),
+            f"{f['share'] * 100:.0f}%" if f.get("needed") else "not in the plan",
+            str(f.get("outcome", "")).replace("_", " "),
+            f.get("where") or "",
+            f.get("path") or "",
+        ]
+        for f in sorted(workload.get("features") or [], key=lambda f: not f.get("needed"))
+    ]
+
+
+def path_lines(card: dict[str, Any]) -> list[str]:
+    paths = (card.get("workload") or {}).get("paths") or {}
+    return path_sentences(path_shares(paths, "scorecard: workload.paths"))
+
+
+def plan_lines(card: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
+    """(plan, verdict, why) for each variant plan."""
+    return [
+        (f"{name}: {plan.get('description') or ''}".rstrip(": "), plan["verdict"], plan["why"])
+        for name, plan in (card.get("plans") or {}).items()
+    ]
+
+
+def module_rows(check: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """(test file, counts in OUTCOMES order) of a check whose details hold `by_module`."""
+    table = (check.get("details") or {}).get("by_module")
+    if not isinstance(table, dict):
+        return []
+    return [
+        (str(module), [str(counts.get(o, 0)) for o in OUTCOMES])
+        for module, counts in sorted(table.items())
+        if isinstance(counts, dict)
+    ]
+
+
+def _md_table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(head) + " |",
+        "|---" * len(head) + "|",
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+
+
+def _workload_md(card: dict[str, Any]) -> list[str]:
+    rows = workload_rows(card)
+    if not rows:
+        return []
+    out = ["", f"## {WORKLOAD_TITLE}", "", *[f"- {line}" for line in path_lines(card)], ""]
+    out += _md_table(WORKLOAD_HEAD, ([md_cell(c) for c in row] for row in rows))
+    for plan, v, why in plan_lines(card):
+        out += ["", f"Plan {plan}: **{v}**", *[f"- {w}" for w in why]]
+    return out
 
 
 def markdown(card: dict[str, Any], max_evidence: int = 12) -> str:
@@ -407,40 +440,38 @@ def markdown(card: dict[str, Any], max_evidence: int = 12) -> str:
         "",
         "## Wheels",
         "",
-        "| role | file | sha256 |",
-        "|---|---|---|",
-        *[f"| {w['role']} | {w['filename']} | `{w['sha256']}` |" for w in _wheels(card)],
+        *_md_table(
+            ("role", "file", "sha256"),
+            ((w["role"], w["filename"], f"`{w['sha256']}`") for w in _wheels(card)),
+        ),
+        "",
+        "## Deferred (never counted as a pass)",
+        "",
     ]
-    out += ["", "## Deferred (never counted as a pass)", ""]
-    if card["deferred"]:
-        out += ["| check | why | what would run it |", "|---|---|---|"]
-        out += [
-            f"| {d['check']} | {md_cell(d['reason'])} | {md_cell(d['run_with'])} |"
-            for d in card["deferred"]
-        ]
+    deferred = [
+        (d["check"], md_cell(d["reason"]), md_cell(d["run_with"])) for d in card["deferred"]
+    ]
+    if deferred:
+        out += _md_table(("check", "why", "what would run it"), deferred)
     else:
         out.append("Nothing deferred.")
     replay = _replay_rows(card)
     if replay:
         out += ["", "## Replay: plugin / upstream", "", RATIO_NOTE, ""]
-        out += ["| figure | ratio |", "|---|---|"]
-        out += [f"| {k} | {v} |" for k, v in replay]
+        out += _md_table(("figure", "ratio"), replay)
         for plot in card["replay"].get("plots", []):
             out += ["", f"![{PLOT_ALT.get(plot, plot)}]({plot})"]
-    out += workload_md(card)
-    out += ["", "## Checks", "", "| check | status | summary |", "|---|---|---|"]
-    for name, check in card["checks"].items():
-        out.append(f"| {name} | {ICONS[check['status']]} | {md_cell(check['summary'])} |")
+    out += _workload_md(card)
+    out += ["", "## Checks", ""]
+    out += _md_table(
+        ("check", "status", "summary"),
+        ((n, ICONS[c["status"]], md_cell(c["summary"])) for n, c in card["checks"].items()),
+    )
     for name, check in card["checks"].items():
         out += ["", f"### {name}: {ICONS[check['status']]}", "", check["summary"], ""]
-        rows = module_rows(check)
-        if rows:
-            out += [
-                "| test file | " + " | ".join(OUTCOMES) + " |",
-                "|---" * (len(OUTCOMES) + 1) + "|",
-            ]
-            out += [f"| {m} | " + " | ".join(cells) + " |" for m, cells in rows]
-            out.append("")
+        modules = module_rows(check)
+        if modules:
+            out += [*_md_table(("test file", *OUTCOMES), ((m, *c) for m, c in modules)), ""]
         out += _md_evidence(check, max_evidence)
     return "\n".join(out) + "\n"
 
@@ -463,10 +494,6 @@ def _md_evidence(check: dict[str, Any], max_evidence: int) -> list[str]:
     if len(evidence) > max_evidence:
         out.append(f"- ... and {len(evidence) - max_evidence} more (see scorecard.json)")
     return [*out, "", "</details>"]
-
-
-# ---------------------------------------------------------------------------
-# HTML
 
 
 STYLE = """
@@ -492,6 +519,14 @@ def _table(rows: list[tuple[str, str]]) -> str:
     )
 
 
+def _html_table(head: Sequence[str], rows: Iterable[str], th: str = "<th>") -> str:
+    return f"<table><tr>{''.join(f'{th}{h}</th>' for h in head)}</tr>{''.join(rows)}</table>"
+
+
+def _tr(cells: Iterable[str], cls: str) -> str:
+    return f'<tr class="{cls}">' + "".join(f"<td>{inline(c)}</td>" for c in cells) + "</tr>"
+
+
 def _banner(card: dict[str, Any]) -> str:
     v, x = card["verdict"], card.get("explanation") or {}
     why = "".join(f"<li>{inline(w)}</li>" for w in x.get("why", []))
@@ -508,15 +543,41 @@ def _banner(card: dict[str, Any]) -> str:
 def _deferred_html(card: dict[str, Any]) -> str:
     if not card["deferred"]:
         return "<h2>Deferred</h2><p>Nothing deferred.</p>"
-    rows = "".join(
-        f'<tr class="deferred"><td>{inline(d["check"])}</td><td>{inline(d["reason"])}</td>'
-        f"<td>{inline(d['run_with'])}</td></tr>"
-        for d in card["deferred"]
+    rows = (_tr((d["check"], d["reason"], d["run_with"]), "deferred") for d in card["deferred"])
+    return "<h2>Deferred (never counted as a pass)</h2>" + _html_table(
+        ("check", "why", "what would run it"), rows
     )
+
+
+def _workload_html(card: dict[str, Any]) -> str:
+    rows = workload_rows(card)
+    if not rows:
+        return ""
+    paths = "".join(f"<li><b>{inline(line)}</b></li>" for line in path_lines(card))
+    plans = "".join(
+        f"<p>Plan {inline(plan)}: <b>{html.escape(v)}</b></p><ul>"
+        + "".join(f"<li>{inline(w)}</li>" for w in why)
+        + "</ul>"
+        for plan, v, why in plan_lines(card)
+    )
+    body = (_tr(row, html.escape(row[2].replace(" ", "_"))) for row in rows)
     return (
-        "<h2>Deferred (never counted as a pass)</h2><table><tr><th>check</th><th>why</th>"
-        f"<th>what would run it</th></tr>{rows}</table>"
+        f"<h2>{WORKLOAD_TITLE}</h2>"
+        + (f"<ul>{paths}</ul>" if paths else "")
+        + _html_table(WORKLOAD_HEAD, body)
+        + plans
     )
+
+
+def _modules_html(check: dict[str, Any]) -> str:
+    rows = module_rows(check)
+    body = (
+        f'<tr><th scope="row">{html.escape(m)}</th>'
+        + "".join(f"<td>{c}</td>" for c in cells)
+        + "</tr>"
+        for m, cells in rows
+    )
+    return _html_table(("test file", *OUTCOMES), body, '<th scope="col">') if rows else ""
 
 
 def _replay_html(card: dict[str, Any], plots: dict[str, bytes]) -> str:
@@ -561,19 +622,19 @@ def _evidence_html(check: dict[str, Any], max_evidence: int) -> str:
 def to_html(card: dict[str, Any], plots: dict[str, bytes], max_evidence: int = 40) -> str:
     """A self-contained page: inline style, plots as data URIs, no scripts."""
     name = html.escape(str(card["pairing"].get("name", "")))
-    wheels = "".join(
+    wheels = (
         f"<tr><td>{inline(w['role'])}</td><td>{inline(w['filename'])}</td>"
         f'<td class="sha">{inline(w["sha256"])}</td></tr>'
         for w in _wheels(card)
     )
-    rows = "".join(
+    rows = (
         f'<tr class="{c["status"]}"><td><a href="#{html.escape(n)}">{html.escape(n)}</a></td>'
         f"<td>{ICONS[c['status']]}</td><td>{inline(c['summary'])}</td></tr>"
         for n, c in card["checks"].items()
     )
     sections = "".join(
         f'<h3 id="{html.escape(n)}">{html.escape(n)}: {ICONS[c["status"]]}</h3>'
-        f"<p>{inline(c['summary'])}</p>{modules_html(c)}{_evidence_html(c, max_evidence)}"
+        f"<p>{inline(c['summary'])}</p>{_modules_html(c)}{_evidence_html(c, max_evidence)}"
         for n, c in card["checks"].items()
     )
     return (
@@ -585,22 +646,16 @@ def to_html(card: dict[str, Any], plots: dict[str, bytes], max_evidence: int = 4
         + f"<p>{inline(MANIFEST_NOTE)}: "
         + ", ".join(f'<a href="{html.escape(n)}">{html.escape(n)}</a>' for n in _links(card))
         + "</p>"
-        + "<h2>Wheels</h2><table><tr><th>role</th><th>file</th><th>sha256</th></tr>"
-        + wheels
-        + "</table>"
+        + "<h2>Wheels</h2>"
+        + _html_table(("role", "file", "sha256"), wheels)
         + _deferred_html(card)
         + _replay_html(card, plots)
-        + workload_html(card)
-        + "<h2>Checks</h2><table><tr><th>check</th><th>status</th><th>summary</th></tr>"
-        + rows
-        + "</table>"
+        + _workload_html(card)
+        + "<h2>Checks</h2>"
+        + _html_table(("check", "status", "summary"), rows)
         + sections
         + "</body></html>\n"
     )
-
-
-# ---------------------------------------------------------------------------
-# Files
 
 
 def plot_bytes(dist: Path, card: dict[str, Any]) -> dict[str, bytes]:

@@ -60,8 +60,7 @@ class ReplayFacts(NamedTuple):
 
 
 def parse_replay_facts(data: Any, where: str | Path) -> ReplayFacts:
-    """replay.json's headline and `plots`, each checked; BadInput naming `where` and the
-    key of one of another type."""
+    """replay.json's headline and `plots`, checked; BadInput naming `where` and the key."""
     found = headline(data, where)
     plots = data.get("plots") if isinstance(data, dict) else None
     if plots and (not isinstance(plots, list) or not all(isinstance(p, str) for p in plots)):
@@ -73,8 +72,7 @@ def parse_replay_facts(data: Any, where: str | Path) -> ReplayFacts:
 
 
 def card_facts(ctx: Context, day: str) -> dict[str, Any]:
-    """What the scorecard states beside the checks (pairing, wheels, runtime, day, tool,
-    the replay's headline), from the records in dist/NAME."""
+    """What the scorecard states beside the checks, from the records in dist/NAME."""
     from vllm_plugin_release import __version__
     from vllm_plugin_release.stages.manifest import pairing_id_of
 
@@ -169,8 +167,7 @@ def conform_key(ctx: Context) -> str:
 
 
 def conform_cached(ctx: Context, *, force: bool = False) -> cardrecord.Scorecard:
-    """`conform`, reusing the stage result when none of its inputs changed; the scorecard
-    written, read back typed (`cardrecord.Scorecard`)."""
+    """`conform`, reusing the stage result when no input changed; the scorecard, typed."""
     import shutil
 
     stage = ctx.cache.stage_dir("conform", conform_key(ctx))
@@ -192,8 +189,7 @@ def conform_cached(ctx: Context, *, force: bool = False) -> cardrecord.Scorecard
 
 
 def _cached_card(stage: Path) -> cardrecord.Scorecard | None:
-    """The scorecard the conform stage's cache keeps for these inputs, read bounded and
-    checked; None when there is none or it does not read as one (the checks run again)."""
+    """The cached scorecard for these inputs; None when absent or unreadable (run again)."""
     if not (stage / records.SCORECARD).exists():
         return None
     try:
@@ -225,8 +221,7 @@ def parallelism(count: int) -> int:
 
 
 def run_checks(ctx: Context, names: tuple[str, ...]) -> list[CheckResult]:
-    """Run the checks side by side (bounded by the cores); results in the order of `names`,
-    and each result line printed as soon as every earlier one is known."""
+    """Run the checks side by side; results (each printed once known) in `names` order."""
     from concurrent.futures import ThreadPoolExecutor
 
     workers = parallelism(len(names))
@@ -252,8 +247,7 @@ IN_WORKER = ("api", "scheduler", "workload")
 
 
 def _warm(ctx: Context, names: tuple[str, ...]) -> contextlib.AbstractContextManager[Any]:
-    """The pairing env's warm worker, started before the checks (its imports overlap with
-    the short ones); nothing when no check uses it or there is no env record."""
+    """The pairing env's warm worker, started before the checks, when one would use it."""
     if not set(names) & set(IN_WORKER):
         return contextlib.nullcontext()
     try:
@@ -326,8 +320,7 @@ def _pairing(ctx: Context) -> dict[str, Any]:
 
 
 def conform_env_free(ctx: Context, blocked: PythonUnavailable) -> cardrecord.Scorecard:
-    """Run the checks that need no pairing environment, defer the others with `blocked`'s
-    reason, write the scorecard (verdict lab) and return it (typed)."""
+    """Run the env-free checks, defer the others, write the scorecard (lab) and return it."""
     from vllm_plugin_release import __version__
 
     suite = registry.applicable(ctx.spec, CHECK_NAMES)  # as `vpr conform` runs them

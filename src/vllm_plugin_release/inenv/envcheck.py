@@ -112,8 +112,7 @@ def _import_packages(packages: list[str]) -> list[dict[str, Any]]:
 def _plugin_modules(
     files: list[Path], packages: list[str], runtime: str
 ) -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
-    """Every module of the plugin imported (one that needs an absent runtime only listed):
-    the list, and its checks; an import failure is a finding about the plugin."""
+    """Every plugin module imported (those needing an absent runtime listed), and the checks."""
     present = bool(runtime) and runtime_importable(runtime)
     modules: list[dict[str, str]] = []
     for path in files:
@@ -162,8 +161,7 @@ def _plugin_modules(
 
 
 def _without_env(text: str) -> str:
-    """`text` without this environment's folder (`<env>/lib/...` instead): a detail that
-    goes into the scorecard is the same wherever the environment was made."""
+    """`text` with this environment's folder as `<env>/`: the same wherever it was made."""
     return text.replace(sys.prefix.rstrip("/") + "/", "<env>/")
 
 
@@ -210,8 +208,7 @@ def _platform_activation(packages: list[str], runtime: str, expect: str) -> dict
 
 
 def _why_not_activated(runtime: str) -> str:
-    """What the plugin's platform_plugin() entry points answer here, and the runtime's
-    import: the cause of a platform that did not activate."""
+    """What the platform_plugin() entry points and the runtime's import say here."""
     said = []
     for ep in importlib.metadata.entry_points(group="vllm.platform_plugins"):
         try:

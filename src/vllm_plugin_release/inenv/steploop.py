@@ -3,6 +3,7 @@ clock with a fake model-runner output, each request's token timeline run-length 
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -71,8 +72,7 @@ class Arrivals:
         self.add_s = 0.0  # time spent in the scheduler's add_request
 
     def add_due(self, nxt: int, clock: float) -> int:
-        """Add the admitted requests from the `nxt`-th on that have arrived by `clock`; the
-        index of the next request to add."""
+        """Add the admitted requests from `nxt` on arrived by `clock`; the next one's index."""
         SamplingParams, Request = self._sampling_params, self._request
         arrival, prompt, output, admitted = self.arrival, self.prompt, self.output, self.admitted
         params_cache, reqs, index_of, add = self.params_cache, self.reqs, self.index_of, self._add
@@ -271,26 +271,8 @@ def encode_timelines(timeline: list[list[int]]) -> list[list[int] | None]:
     """Each request's token steps run-length encoded: [first_step, gap, count, ...]."""
     tokens: list[list[int] | None] = []
     for steps in timeline:
-        if not steps:
-            tokens.append([])
-            continue
-        enc = [steps[0]]
-        prev = steps[0]
-        gap = -1
-        count = 0
-        for s in steps[1:]:
-            g = s - prev
-            prev = s
-            if g == gap:
-                count += 1
-            else:
-                if count:
-                    enc.append(gap)
-                    enc.append(count)
-                gap = g
-                count = 1
-        if count:
-            enc.append(gap)
-            enc.append(count)
+        enc = steps[:1]
+        for gap, run in itertools.groupby(b - a for a, b in itertools.pairwise(steps)):
+            enc += [gap, sum(1 for _ in run)]
         tokens.append(enc)
     return tokens

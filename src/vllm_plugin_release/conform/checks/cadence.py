@@ -3,6 +3,8 @@ days (`[conformance.cadence]`); it reads the core's releases from the network.""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import re
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -17,7 +19,14 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence, from_findings
+from vllm_plugin_release.conform import (
+    CheckDef,
+    CheckResult,
+    Context,
+    Evidence,
+    conformance_table,
+    from_findings,
+)
 from vllm_plugin_release.conform.lib import installscan
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges.git import tag_refs, tag_refs_of
@@ -92,6 +101,11 @@ NAME = "cadence"
 # so with the default pattern such a tag counts only when its version is a core release.
 RELEASE_TAG_PATTERN = r"^v(?P<core>\d+\.\d+\.\d+(?:rc\d+)?)$"
 PYPI_SIMPLE = "https://pypi.org/simple"
+UNKNOWN_TARGET = (
+    "cannot tell which core version the plugin targets: no exact installer pin and no plugin "
+    "tag names one (latest tag: {}); pin the core in the installer or tag releases with the "
+    "core version they target (vX.Y.Z, vX.Y.ZrcN or compat/vllm-X.Y.Z)"
+)
 
 
 class CoreRelease(NamedTuple):
@@ -103,10 +117,6 @@ class PluginTag(NamedTuple):
     name: str
     date: datetime | None
     commit: str | None = None
-
-
-# ---------------------------------------------------------------------------
-# Dates.
 
 
 def _aware(value: datetime | date | str | None) -> datetime | None:
@@ -146,8 +156,8 @@ def _days(start: datetime, end: datetime) -> int:
     return (end.astimezone(utc).date() - start.astimezone(utc).date()).days
 
 
-# ---------------------------------------------------------------------------
-# Pure logic.
+def _dated(release: CoreRelease) -> dict[str, str | None]:
+    return {"version": str(release.version), "date": _day(release.date)}
 
 
 def _series(version: Version) -> tuple[int, int]:
@@ -171,24 +181,21 @@ def core_version_in_tag(name: str, pattern: str = DEFAULT_TAG_PATTERN) -> Versio
 
 
 def _normalize_releases(releases: list[Any]) -> list[CoreRelease]:
+    """One release per version, dated by its earliest date, in version order."""
     by_version: dict[Version, datetime | None] = {}
     for item in releases:
-        version, when = item[0], item[1] if len(item) > 1 else None
-        if not isinstance(version, Version):
-            version = Version(str(version))
-        when = _aware(when)
+        version = item[0] if isinstance(item[0], Version) else Version(str(item[0]))
+        when = _aware(item[1] if len(item) > 1 else None)
         old = by_version.get(version, when)
         by_version[version] = min(d for d in (old, when) if d) if (old or when) else None
     return sorted((CoreRelease(v, d) for v, d in by_version.items()), key=lambda r: r.version)
 
 
 def _normalize_tags(tags: list[Any]) -> list[PluginTag]:
-    out = []
-    for item in tags:
-        name = item[0]
-        when = _aware(item[1]) if len(item) > 1 else None
-        commit = item[2] if len(item) > 2 else None
-        out.append(PluginTag(str(name), when, commit))
+    out = [
+        PluginTag(str(t[0]), _aware(t[1]) if len(t) > 1 else None, t[2] if len(t) > 2 else None)
+        for t in tags
+    ]
     floor = datetime.min.replace(tzinfo=timezone.utc)
     return sorted(out, key=lambda t: (t.date or floor, t.name))
 
@@ -197,51 +204,6 @@ class _Lag(NamedTuple):
     minor: int
     days: int | None
     targeted_release: CoreRelease | None
-
-
-def _no_releases(
-    releases: list[CoreRelease], threshold: dict[str, Any], details: dict[str, Any]
-) -> CheckResult:
-    return CheckResult(
-        name=NAME,
-        status="fail",
-        summary="no core releases found"
-        + (" (only pre-releases)" if releases else "")
-        + "; check [conformance.cadence] core_from / core_index / core_repo",
-        threshold=threshold,
-        details=details,
-    )
-
-
-def _core_latest(
-    pool: list[CoreRelease],
-    releases: list[CoreRelease],
-    details: dict[str, Any],
-    evidence: list[Evidence],
-) -> tuple[CoreRelease, list[CoreRelease]]:
-    """The latest counted core release and the newer pre-releases (reported, not counted)."""
-    latest = max(pool, key=lambda r: r.version)
-    details["core_latest"] = {"version": str(latest.version), "date": _day(latest.date)}
-    evidence.append(
-        Evidence(
-            note="latest core release",
-            value=str(latest.version),
-            source="core " + (_day(latest.date) or "(no date)"),
-        )
-    )
-    newer_pre = [r for r in releases if not _is_final(r.version) and r.version > latest.version]
-    details["core_prereleases"] = [
-        {"version": str(r.version), "date": _day(r.date)} for r in newer_pre
-    ]
-    for r in newer_pre:
-        evidence.append(
-            Evidence(
-                note="core pre-release (reported, not counted)",
-                value=str(r.version),
-                source=_day(r.date),
-            )
-        )
-    return latest, newer_pre
 
 
 def tag_core(name: str, pattern: str | None, releases: set[Version]) -> Version | None:
@@ -258,86 +220,47 @@ def _plugin_latest(
     tags: list[PluginTag],
     pattern: str | None,
     latest: CoreRelease,
+    releases: set[Version],
     details: dict[str, Any],
     evidence: list[Evidence],
-    releases: set[Version],
 ) -> tuple[PluginTag | None, tuple[PluginTag, Version] | None]:
     """The plugin's latest tag, and its latest tag that names a core version."""
-    latest_tag = tags[-1] if tags else None
-    named: list[tuple[PluginTag, Version]] = []
-    for t in tags:
-        version = tag_core(t.name, pattern, releases)
-        if version is not None:
-            named.append((t, version))
-    latest_named = named[-1] if named else None
-    details["plugin_latest_tag"] = (
-        {
-            "name": latest_tag.name,
-            "date": _day(latest_tag.date),
-            "commit": latest_tag.commit,
-            "names_core": str(tag_core(latest_tag.name, pattern, releases) or "") or None,
+    named = [(t, v) for t in tags if (v := tag_core(t.name, pattern, releases)) is not None]
+    last = tags[-1] if tags else None
+    details["plugin_latest_tag"] = None
+    if last:
+        details["plugin_latest_tag"] = {
+            "name": last.name,
+            "date": _day(last.date),
+            "commit": last.commit,
+            "names_core": str(tag_core(last.name, pattern, releases) or "") or None,
         }
-        if latest_tag
-        else None
-    )
-    if latest_tag:
-        evidence.append(
-            Evidence(note="latest plugin tag", value=latest_tag.name, source=_day(latest_tag.date))
-        )
-        if latest_tag.date and latest.date:
-            details["plugin_tag_age_vs_core_days"] = max(0, (latest.date - latest_tag.date).days)
-    if latest_named:
+        evidence.append(Evidence(note="latest plugin tag", value=last.name, source=_day(last.date)))
+        if last.date and latest.date:
+            details["plugin_tag_age_vs_core_days"] = max(0, (latest.date - last.date).days)
+    if named:
+        tag, version = named[-1]
         details["plugin_latest_compat_tag"] = {
-            "name": latest_named[0].name,
-            "date": _day(latest_named[0].date),
-            "core": str(latest_named[1]),
+            "name": tag.name,
+            "date": _day(tag.date),
+            "core": str(version),
         }
-    return latest_tag, latest_named
+    return last, named[-1] if named else None
 
 
 def _targeted(
-    pin: Version | None,
-    latest_named: tuple[PluginTag, Version] | None,
-    evidence: list[Evidence],
+    pin: Version | None, named: tuple[PluginTag, Version] | None, evidence: list[Evidence]
 ) -> tuple[Version, str] | None:
     """The core version the plugin targets and how we know: installer pin, else compat tag."""
     if pin is not None:
-        evidence.append(
-            Evidence(note="core version the installer pins", value=str(pin), source="installer")
-        )
+        note = "core version the installer pins"
+        evidence.append(Evidence(note=note, value=str(pin), source="installer"))
         return pin, "installer pin"
-    if latest_named is not None:
-        evidence.append(
-            Evidence(
-                note="core version named by the latest compat tag",
-                value=str(latest_named[1]),
-                source=latest_named[0].name,
-            )
-        )
-        return latest_named[1], f"tag {latest_named[0].name}"
+    if named is not None:
+        note = "core version named by the latest compat tag"
+        evidence.append(Evidence(note=note, value=str(named[1]), source=named[0].name))
+        return named[1], f"tag {named[0].name}"
     return None
-
-
-def _unknown_target(
-    latest_tag: PluginTag | None,
-    evidence: list[Evidence],
-    threshold: dict[str, Any],
-    details: dict[str, Any],
-) -> CheckResult:
-    details["targeted"] = None
-    return CheckResult(
-        name=NAME,
-        status="fail",
-        summary=(
-            f"cannot tell which core version the plugin targets: no exact installer pin and "
-            f"no plugin tag names one (latest tag: {latest_tag.name if latest_tag else 'none'}"
-            "); pin the core in the installer or tag releases with the core version "
-            "they target (vX.Y.Z, vX.Y.ZrcN or compat/vllm-X.Y.Z)"
-        ),
-        evidence=evidence,
-        threshold=threshold,
-        details=details,
-    )
 
 
 def _lag(
@@ -356,33 +279,27 @@ def _lag(
             if _series(r.version) > _series(targeted) and r.version <= latest.version
         }
     )
-    lag_minor = len(newer_series)
-    details["lag_minor"] = lag_minor
+    details["lag_minor"] = len(newer_series)
     details["newer_series"] = [f"{a}.{b}" for a, b in newer_series]
-    same_series_newer = [
+    details["newer_in_targeted_series"] = [
         str(r.version)
         for r in pool
         if _series(r.version) == _series(targeted) and r.version > targeted
     ]
-    details["newer_in_targeted_series"] = same_series_newer
     lag_days: int | None = 0
     if newer_series:
-        first_series = newer_series[0]
-        dates = [r.date for r in pool if _series(r.version) == first_series and r.date]
-        first_unadopted = min(dates) if dates else None
+        first_series = [r for r in pool if _series(r.version) == newer_series[0]]
+        dates = [r.date for r in first_series if r.date]
         # Calendar days (UTC), not 24-hour spans: the same all the certification day.
-        lag_days = max(0, _days(first_unadopted, now)) if first_unadopted else None
-        first = min(
-            (r for r in pool if _series(r.version) == first_series), key=lambda r: r.version
-        )
-        details["first_unadopted"] = {"version": str(first.version), "date": _day(first.date)}
+        lag_days = max(0, _days(min(dates), now)) if dates else None
+        details["first_unadopted"] = _dated(min(first_series, key=lambda r: r.version))
     details["lag_days"] = lag_days
     targeted_release = next((r for r in releases if r.version == targeted), None)
     if targeted_release is None:
         details["targeted_note"] = f"{targeted} is not a known core release"
     elif targeted_release.date and latest.date:
         details["core_gap_days"] = max(0, (latest.date - targeted_release.date).days)
-    return _Lag(lag_minor, lag_days, targeted_release)
+    return _Lag(len(newer_series), lag_days, targeted_release)
 
 
 def _findings(
@@ -418,18 +335,25 @@ def _findings(
     return fails, warns
 
 
-def _tail(
-    target: tuple[Version, str], latest: CoreRelease, lag: _Lag, newer_pre: list[CoreRelease]
-) -> str:
-    targeted, how = target
-    tail = (
-        f"core latest {latest.version} ({_day(latest.date) or 'no date'}); plugin targets "
-        f"{targeted} ({how}); lag {lag.minor} minor, "
-        f"{lag.days if lag.days is not None else '?'} days"
-    )
-    if newer_pre:
-        tail += f"; pre-releases not counted: {', '.join(str(r.version) for r in newer_pre)}"
-    return tail
+def _core_latest(
+    pool: list[CoreRelease], releases: list[CoreRelease], details: dict[str, Any]
+) -> tuple[CoreRelease, list[CoreRelease], list[Evidence]]:
+    """The latest counted core release, the newer pre-releases (reported, not counted)."""
+    latest = max(pool, key=lambda r: r.version)
+    newer_pre = [r for r in releases if not _is_final(r.version) and r.version > latest.version]
+    details["core_latest"] = _dated(latest)
+    details["core_prereleases"] = [_dated(r) for r in newer_pre]
+    source = "core " + (_day(latest.date) or "(no date)")
+    evidence = [Evidence(note="latest core release", value=str(latest.version), source=source)]
+    evidence += [
+        Evidence(
+            note="core pre-release (reported, not counted)",
+            value=str(r.version),
+            source=_day(r.date),
+        )
+        for r in newer_pre
+    ]
+    return latest, newer_pre, evidence
 
 
 def assess_cadence(
@@ -445,7 +369,6 @@ def assess_cadence(
     max_minor = int(policy.get("max_minor_lag", 1))
     max_days = policy.get("max_days_lag")
     include_pre = bool(policy.get("include_prereleases", False))
-    pattern = policy.get("tag_pattern") or None
     now = _aware(now) or datetime.now(timezone.utc)
     threshold: dict[str, Any] = {
         "max_minor_lag": max_minor,
@@ -453,42 +376,46 @@ def assess_cadence(
         "include_prereleases": include_pre,
     }
     releases = _normalize_releases(core_releases)
-    tags = _normalize_tags(plugin_tags)
-    finals = [r for r in releases if _is_final(r.version)]
-    pool = releases if include_pre else finals
-    evidence: list[Evidence] = []
+    pool = releases if include_pre else [r for r in releases if _is_final(r.version)]
     # The UTC day, not the time: the scorecard is the same all day (the day is in its key).
     details: dict[str, Any] = {"as_of": now.date().isoformat()}
     if not pool:
-        return _no_releases(releases, threshold, details)
-
-    latest, newer_pre = _core_latest(pool, releases, details, evidence)
+        summary = (
+            "no core releases found"
+            + (" (only pre-releases)" if releases else "")
+            + "; check [conformance.cadence] core_from / core_index / core_repo"
+        )
+        return CheckResult(NAME, "fail", summary, threshold=threshold, details=details)
+    latest, newer_pre, evidence = _core_latest(pool, releases, details)
+    tags, pattern = _normalize_tags(plugin_tags), policy.get("tag_pattern") or None
     known = {r.version for r in releases}
-    latest_tag, latest_named = _plugin_latest(tags, pattern, latest, details, evidence, known)
+    latest_tag, named = _plugin_latest(tags, pattern, latest, known, details, evidence)
     pin = Version(str(installer_pin)) if installer_pin is not None else None
-    target = _targeted(pin, latest_named, evidence)
+    target = _targeted(pin, named, evidence)
     if target is None:
-        return _unknown_target(latest_tag, evidence, threshold, details)
-    if pin is not None and latest_named is not None and latest_named[1] != pin:
+        details["targeted"] = None
+        summary = UNKNOWN_TARGET.format(latest_tag.name if latest_tag else "none")
+        return CheckResult(NAME, "fail", summary, evidence, threshold, details)
+    if pin is not None and named is not None and named[1] != pin:
         details["tag_vs_installer"] = (
-            f"latest compat tag {latest_named[0].name} names {latest_named[1]}, the installer "
-            f"pins {pin}"
+            f"latest compat tag {named[0].name} names {named[1]}, the installer pins {pin}"
         )
     details["targeted"] = {"version": str(target[0]), "from": target[1]}
-
     lag = _lag(pool, releases, target[0], latest, now, details)
     fails, warns = _findings(target, latest, lag, max_minor, max_days, details)
-    tail = _tail(target, latest, lag, newer_pre)
+    tail = (
+        f"core latest {latest.version} ({_day(latest.date) or 'no date'}); plugin targets "
+        f"{target[0]} ({target[1]}); lag {lag.minor} minor, "
+        f"{lag.days if lag.days is not None else '?'} days"
+    )
+    if newer_pre:
+        tail += f"; pre-releases not counted: {', '.join(str(r.version) for r in newer_pre)}"
     if fails and policy.get("on_violation", "fail") == "warn":
         warns, fails = fails + warns, []
         tail += "; on_violation = warn"
     return from_findings(
         NAME, (fails, warns), tail, evidence=evidence, threshold=threshold, details=details
     )
-
-
-# ---------------------------------------------------------------------------
-# I/O: gather the inputs.
 
 
 def _version_of_file(filename: str) -> Version | None:
@@ -501,61 +428,49 @@ def _version_of_file(filename: str) -> Version | None:
 
 
 def core_releases_from_index(index: str, project: str) -> list[CoreRelease]:
-    """Releases of `project` on a simple-API index: version and first upload time (yanked
-    files ignored)."""
+    """Releases of `project` on a simple-API index, dated by first upload (not yanked)."""
     from vllm_plugin_release.edges.fetch import index_files
 
-    earliest: dict[Version, datetime | None] = {}
-    for f in index_files(index, project):
-        if f.yanked:
-            continue
-        version = _version_of_file(f.filename)
-        if version is None:
-            continue
-        when = parse_time(f.upload_time) if f.upload_time else None
-        old = earliest.get(version)
-        earliest[version] = min(d for d in (old, when) if d) if (old or when) else None
-    return sorted((CoreRelease(v, d) for v, d in earliest.items()), key=lambda r: r.version)
+    return _normalize_releases(
+        [
+            (version, parse_time(f.upload_time) if f.upload_time else None)
+            for f in index_files(index, project)
+            if not f.yanked and (version := _version_of_file(f.filename)) is not None
+        ]
+    )
 
 
 def plugin_tags_from_git(repo_path: Path | str) -> list[PluginTag]:
     """Tags of a local repository with creator dates and the commit each one points to."""
-    out = []
-    for name, when, kind, obj, peeled in tag_refs(Path(repo_path)):
-        commit = peeled if kind == "tag" and peeled else obj
-        out.append(PluginTag(name, parse_time(when), commit))
-    return _normalize_tags(out)
+    return _normalize_tags(
+        [
+            (name, parse_time(when), peeled if kind == "tag" and peeled else obj)
+            for name, when, kind, obj, peeled in tag_refs(Path(repo_path))
+        ]
+    )
 
 
 def core_releases_from_git(repo: Path | str) -> list[CoreRelease]:
     """Core releases from version tags (v0.26.0, 0.26.0) of a repository (path or URL)."""
-    return _releases_from_refs(tag_refs_of(str(repo)))
-
-
-def _releases_from_refs(refs: list[list[str]]) -> list[CoreRelease]:
     out = []
-    for name, when, *_ in refs:
+    for name, when, *_ in tag_refs_of(str(repo)):
         m = re.fullmatch(r"v?(\d+(?:\.\d+)+\S*)", name)
-        if not m:
-            continue
-        try:
-            out.append((Version(m.group(1)), parse_time(when)))
-        except InvalidVersion:
-            continue
+        if m:
+            with contextlib.suppress(InvalidVersion):
+                out.append((Version(m.group(1)), parse_time(when)))
     return _normalize_releases(out)
 
 
 def _installer_pin(spec: Spec, root: Path | None) -> tuple[Version | None, list[str]]:
     """The exact core pin in the plugin's installer (via the pinning parser), and notes."""
-    notes: list[str] = []
     if root is None or spec.plugin is None or not spec.plugin.installer:
-        notes.append("no installer to read ([plugin] installer unset or no plugin source)")
-        return None, notes
+        return None, ["no installer to read ([plugin] installer unset or no plugin source)"]
     options = installscan.pinning_options(spec)
     files = installscan.input_files(spec, options.files)
     report = installscan.scan(root, files, spec.core.name, options.build_args)
-    for item in report.missing:
-        notes.append(f"{item['file']} is missing ({item.get('named_by') or 'referenced'})")
+    notes = [
+        f"{m['file']} is missing ({m.get('named_by') or 'referenced'})" for m in report.missing
+    ]
     pin = report.core_pin
     if pin and pin.get("exact") and pin.get("version"):
         try:
@@ -600,17 +515,21 @@ def _read_core_releases(
                 "core_repo (or a git [core.source])",
                 hint="set core_repo",
             )
-        releases = core_releases_from_git(repo)
         sources["core"] = f"git tags of {repo}"
-    else:
-        index = policy.get("core_index") or getattr(source, "index", None) or PYPI_SIMPLE
-        releases = core_releases_from_index(index, spec.core.name)
-        sources["core"] = f"{index.rstrip('/')}/{spec.core.name}/"
-    return releases
+        return core_releases_from_git(repo)
+    index = policy.get("core_index") or getattr(source, "index", None) or PYPI_SIMPLE
+    sources["core"] = f"{index.rstrip('/')}/{spec.core.name}/"
+    return core_releases_from_index(index, spec.core.name)
 
 
-def _plugin_source(spec: Spec, plugin_root: Path | str | None, notes: list[str]) -> Path | None:
-    """The plugin's source folder when there is one to read."""
+def _read_plugin(
+    spec: Spec,
+    plugin_root: Path | str | None,
+    notes: list[str],
+    sources: dict[str, Any],
+    tags: bool,
+) -> tuple[Path | None, list[Any]]:
+    """The plugin's source folder, and its git tags when `tags` (none for a folder of ours)."""
     root: Path | None = None
     try:
         root = installscan.plugin_root_for(spec, plugin_root)
@@ -619,25 +538,16 @@ def _plugin_source(spec: Spec, plugin_root: Path | str | None, notes: list[str])
     if root is not None and not root.exists():
         notes.append(f"plugin source {root} does not exist")
         root = None
-    return root
-
-
-def _read_plugin_tags(
-    source_kind: str | None, root: Path | None, notes: list[str], sources: dict[str, Any]
-) -> list[Any]:
-    """The plugin's tags from its git repository (none for a folder of this repository)."""
-    plugin_tags: list[Any] = []
-    if source_kind == "path":
-        # An exported folder of this repository: its tags are this project's, not the
-        # plugin's. The installer pin says what it targets.
+    found: list[Any] = []
+    if tags and spec.plugin is not None and spec.plugin.source.kind == "path":
         notes.append("plugin source is a folder of this repository: no plugin tags read")
-    elif root is not None:
+    elif tags and root is not None:
         try:
-            plugin_tags = plugin_tags_from_git(root)
+            found = plugin_tags_from_git(root)
             sources["plugin_tags"] = f"git tags of {root}"
         except BadInput as exc:
             notes.append(f"plugin tags not read: {exc.message}")
-    return plugin_tags
+    return root, found
 
 
 def check(
@@ -650,34 +560,22 @@ def check(
     now: datetime | None = None,
 ) -> CheckResult:
     """The `cadence` check, reading every input not given (`read_installer`: the core pin)."""
-    policy = dict((spec.raw.get("conformance") or {}).get(NAME) or {})  # read here only
+    policy = conformance_table(spec, NAME)
     _check_tag_pattern(spec, policy)
     notes: list[str] = []
     sources: dict[str, Any] = {}
     if core_releases is None:
         core_releases = _read_core_releases(spec, policy, sources)
-    root = _plugin_source(spec, plugin_root, notes)
-    source_kind = spec.plugin.source.kind if spec.plugin else None
-    if plugin_tags is None:
-        plugin_tags = _read_plugin_tags(source_kind, root, notes, sources)
+    root, tags = _read_plugin(spec, plugin_root, notes, sources, plugin_tags is None)
     installer_pin: Version | None = None
     if read_installer:
         installer_pin, pin_notes = _installer_pin(spec, root)
         notes.extend(pin_notes)
-    result = assess_cadence(core_releases, plugin_tags, installer_pin, policy, now=now)
-    details = dict(result.details)
-    details["sources"] = sources
-    details["notes"] = notes
-    details["spec_core"] = spec.core.version
-    evidence = list(result.evidence) + [Evidence(note=n, source="cadence") for n in notes]
-    return CheckResult(
-        name=result.name,
-        status=result.status,
-        summary=result.summary,
-        evidence=evidence,
-        threshold=result.threshold,
-        details=details,
-    )
+    found = plugin_tags if plugin_tags is not None else tags
+    result = assess_cadence(core_releases, found, installer_pin, policy, now=now)
+    details = {**result.details, "sources": sources, "notes": notes, "spec_core": spec.core.version}
+    evidence = [*result.evidence, *(Evidence(note=n, source="cadence") for n in notes)]
+    return dataclasses.replace(result, evidence=evidence, details=details)
 
 
 def run(ctx: Context) -> CheckResult:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import html
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence
+from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence, conformance_table
 from vllm_plugin_release.conform.lib.testscan import (
     NETWORK_SIGNATURES,
     OFFLINE_ENV,
@@ -82,34 +81,8 @@ PLUGIN_TESTS_SCHEMA: dict[str, Any] = {
 TABLES: dict[str, dict[str, Any]] = {"plugin_tests": PLUGIN_TESTS_SCHEMA}
 
 
-# The per-file table of a check that ran tests (`plugin_tests`: details.by_module).
+# The per-file table's columns (the scorecard's, of details.by_module).
 OUTCOMES = ("passed", "failed", "error", "skipped", "deferred")
-
-
-def module_rows(check: dict[str, Any]) -> list[tuple[str, list[str]]]:
-    """(test file, counts in OUTCOMES order) of a check whose details hold `by_module`."""
-    table = (check.get("details") or {}).get("by_module")
-    if not isinstance(table, dict):
-        return []
-    return [
-        (str(module), [str(counts.get(o, 0)) for o in OUTCOMES])
-        for module, counts in sorted(table.items())
-        if isinstance(counts, dict)
-    ]
-
-
-def modules_html(check: dict[str, Any]) -> str:
-    rows = module_rows(check)
-    if not rows:
-        return ""
-    head = "".join(f'<th scope="col">{o}</th>' for o in OUTCOMES)
-    body = "".join(
-        f'<tr><th scope="row">{html.escape(m)}</th>'
-        + "".join(f"<td>{c}</td>" for c in cells)
-        + "</tr>"
-        for m, cells in rows
-    )
-    return f'<table><tr><th scope="col">test file</th>{head}</tr>{body}</table>'
 
 
 RECORD = records.PLUGIN_TESTS
@@ -153,19 +126,16 @@ class TestRun:
         }
 
     def with_outcome(self, outcome: str) -> dict[str, str]:
-        """test id -> its reason, for the tests of this outcome (sorted): "deferred" gives
-        why each is deferred, "failed" the plugin modules that do not import."""
+        """test id -> reason of the tests of `outcome`, sorted."""
         return {t: r for t, r in sorted(self.reasons.items()) if self.outcomes.get(t) == outcome}
 
     def without_paths(self, env: Path, root: Path) -> None:
-        """Reasons without this machine's folders (the environment's, the checkout's): the
-        record and the scorecard are the same wherever the run was."""
+        """Reasons without this machine's folders: the same wherever the run was."""
         for test, why in self.reasons.items():
             self.reasons[test] = why.replace(f"{env}/", "<env>/").replace(f"{root}/", "")
 
     def count_import_findings(self, failed_modules: dict[str, str]) -> None:
-        """A test skipped because a plugin module does not import is that finding: a failure,
-        not a skip. `failed_modules`: module -> import error."""
+        """A skip because a plugin module does not import counts as a failure."""
         for test, outcome in list(self.outcomes.items()):
             said = self.reasons.get(test, "")
             if outcome != "skipped" or not said:
@@ -184,8 +154,7 @@ class TestRun:
 
 @dataclass(frozen=True, slots=True)
 class TestSettings:
-    """`[conformance.plugin_tests]` with its defaults filled in, and the runtime's own "no
-    device" errors: what a run needs to plan and classify its tests."""
+    """`[conformance.plugin_tests]`, defaults filled in, and the runtime's no-device errors."""
 
     cpu: tuple[str, ...] = ("tests",)
     hardware: tuple[str, ...] = ("tests",)
@@ -207,8 +176,7 @@ class TestSettings:
 
 
 def settings(table: Mapping[str, object], no_device: object = ()) -> TestSettings:
-    """`[conformance.plugin_tests]` (validated with the spec) with its defaults filled in,
-    and `no_device` (`[runtime] no_device`); BadInput naming the key of a wrong value."""
+    """`TestSettings` of the table and `[runtime] no_device`; BadInput naming a wrong key."""
     cpu = _texts(table.get("cpu", ["tests"]), "cpu")
     return TestSettings(
         cpu=cpu,
@@ -240,14 +208,12 @@ def _texts(value: object, key: str, table: str = "[conformance.plugin_tests]") -
 
 def settings_for(spec: Spec) -> TestSettings:
     """The spec's `TestSettings`."""
-    table = (spec.raw.get("conformance") or {}).get("plugin_tests") or {}  # read here only
-    return settings(dict(table), list(spec.runtime.no_device) if spec.runtime else [])
+    table = conformance_table(spec, "plugin_tests")
+    return settings(table, list(spec.runtime.no_device) if spec.runtime else [])
 
 
 def deferrals(root: Path, cfg: TestSettings, runner: str, module: str | None) -> Deferrals:
-    """What defers a failing test of this run: on the cpu runner, the absent runtime
-    (`module`), the runtime's "no device" error, and the options the plugin's conftests
-    require (a live server)."""
+    """What defers a failing test on the cpu runner (none on the hardware runner)."""
     if runner != "cpu":
         return Deferrals()
     absent = (*absence_signatures(module), *cfg.absence_signatures) if module else ()
@@ -261,8 +227,7 @@ def deferrals(root: Path, cfg: TestSettings, runner: str, module: str | None) ->
 
 
 def absence_signatures(runtime_module: str) -> list[str]:
-    """How an absent runtime shows in a failure: its own name or, for a dotted runtime
-    (`vendor_sdk.torch`), a missing parent package (`No module named 'vendor_sdk'`)."""
+    """How an absent runtime shows in a failure, a missing parent package of a dotted one too."""
     parts = runtime_module.split(".")
     parents = [f"No module named '{'.'.join(parts[:i])}'" for i in range(1, len(parts))]
     return [*parents, f"No module named '{runtime_module}"]
@@ -296,8 +261,7 @@ class Deferrals:
 
 
 def test_module(test_id: str) -> str:
-    """The test file of a JUnit test id (`tests.tt.test_x.TestY::test_z` ->
-    `tests/tt/test_x.py`): the classname up to its last `test_*` / `*_test` part."""
+    """The test file of a JUnit test id (`tests.a.test_x.T::t` -> `tests/a/test_x.py`)."""
     parts = test_id.split("::", 1)[0].split(".")
     last = max(
         (i for i, p in enumerate(parts) if p.startswith("test_") or p.endswith("_test")),
@@ -309,8 +273,7 @@ def test_module(test_id: str) -> str:
 def classify_junit(
     path: Path, deferrals: Deferrals
 ) -> tuple[dict[str, int], dict[str, str], dict[str, str]]:
-    """Counts, per-test outcomes, and why each deferred test is (from a JUnit XML file). A
-    failure `deferrals` recognises is `deferred`, one that needs the network `network`."""
+    """Counts, per-test outcomes (deferred and network too) and why each deferred test is."""
     try:
         root = ET.parse(path).getroot()
     except (ET.ParseError, OSError) as exc:  # garbage where pytest's report should be
@@ -401,25 +364,6 @@ def pytest_command(python: Path, root: Path, paths: list[str], ignore: list[str]
     return argv
 
 
-def _planned(
-    root: Path, runner: str, cfg: TestSettings, runtime_module: str | None
-) -> tuple[list[str], list[str]]:
-    """(the test paths, the paths left out) of a run; BadInput for a path not there."""
-    paths = cfg.paths(runner)
-    missing = [p for p in paths if not (root / p).exists()]
-    if missing:
-        raise BadInput(
-            f"{root}: test paths not found: {', '.join(missing)}",
-            hint="check [conformance.plugin_tests]",
-        )
-    # The hand list and the import scan apply only where the runtime is absent: with it
-    # present, every host test runs, and what needs a device shows in the run itself.
-    ignore = list(cfg.ignore) if runner == "cpu" and runtime_module else []
-    if runner == "cpu" and runtime_module and cfg.scan_imports:
-        ignore += runtime_importers(root, paths, ignore, runtime_module)
-    return paths, ignore
-
-
 def _test_env() -> dict[str, str]:
     # bytecode is cached in the pairing env, so a later import of vLLM and torch skips compiling
     env = proc.inherited(drop=("PYTHONDONTWRITEBYTECODE",))
@@ -429,13 +373,29 @@ def _test_env() -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Suite:
-    """Which tests a run is of: the plugin's root, the runner, its config, and the runtime
-    module when the runtime is not in the environment."""
+    """Which tests a run is of; `module`: the runtime's when it is absent."""
 
     root: Path
     runner: str
     cfg: TestSettings
     module: str | None
+
+    def planned(self) -> tuple[list[str], list[str]]:
+        """(the test paths, the paths left out) of the run; BadInput for a path not there."""
+        root, paths = self.root, self.cfg.paths(self.runner)
+        missing = [p for p in paths if not (root / p).exists()]
+        if missing:
+            raise BadInput(
+                f"{root}: test paths not found: {', '.join(missing)}",
+                hint="check [conformance.plugin_tests]",
+            )
+        # The hand list and the import scan apply only where the runtime is absent: with it
+        # present, every host test runs, and what needs a device shows in the run itself.
+        module = self.module if self.runner == "cpu" else None
+        ignore = list(self.cfg.ignore) if module else []
+        if module and self.cfg.scan_imports:
+            ignore += runtime_importers(root, paths, ignore, module)
+        return paths, ignore
 
 
 def _outcome(
@@ -454,40 +414,26 @@ def _outcome(
     counts, outcomes, reasons = classify_junit(
         junit, deferrals(suite.root, cfg, runner, suite.module)
     )
-    run = TestRun(
-        runner=runner,
-        paths=paths,
-        counts=counts,
-        outcomes=outcomes,
-        exit_code=done.returncode,
-        reasons=reasons,
-    )
+    run = TestRun(runner, paths, counts, outcomes, done.returncode, reasons=reasons)
     if runner == "cpu":
         run.deferred = sorted(set(cfg.hardware) - set(paths)) + list(ignore)
     return run
 
 
-def run_tests(
-    python: Path,
-    root: Path,
-    runner: str,
-    cfg: TestSettings,
-    junit: Path,
-    runtime_module: str | None = None,
-) -> TestRun:
-    plan = _planned(root, runner, cfg, runtime_module)
-    argv = pytest_command(python, root, *plan, junit)
+def run_tests(python: Path, suite: Suite, junit: Path) -> TestRun:
+    plan = suite.planned()
+    argv = pytest_command(python, suite.root, *plan, junit)
     progress.info(f"plugin-tests: {' '.join(argv[3:])}")
     # Where the pairing env was made: this machine, or its pinned container image.
-    with progress.working("plugin tests"), _timed_out(cfg.timeout):
-        done = runner_of(python).call(argv, env=_test_env(), cwd=root, timeout=cfg.timeout)
-    return _outcome(done, junit, Suite(root, runner, cfg, runtime_module), plan)
+    timeout = suite.cfg.timeout
+    with progress.working("plugin tests"), _timed_out(timeout):
+        done = runner_of(python).call(argv, env=_test_env(), cwd=suite.root, timeout=timeout)
+    return _outcome(done, junit, suite, plan)
 
 
 @contextlib.contextmanager
 def _timed_out(timeout: float) -> Iterator[None]:
-    """The plugin's tests past their time are a failure of the plugin's (JobFailed with
-    what they had written), not an outside one."""
+    """Tests past their time are the plugin's failure (JobFailed), not an outside one."""
     try:
         yield
     except TimedOut as exc:
@@ -496,7 +442,6 @@ def _timed_out(timeout: float) -> Iterator[None]:
         raise JobFailed(f"{late}:\n{tail}", log=tail) from None
 
 
-# ---------------------------------------------------------------------------
 # Started ahead: within `vpr release`, the plugin's tests start as soon as the pairing
 # env's wheels are in, and the conformance check waits for that very run (same command,
 # environment and files). The walk holds the run and stops it if nobody took it.
@@ -509,14 +454,13 @@ def _key(python: Path, suite: Suite) -> tuple[str, ...]:
 
 
 def start_ahead(ahead: proc.Ahead, cache: Cache, python: Path, suite: Suite) -> bool:
-    """Start the plugin's tests now for `tests_run` to take from `ahead` (only where the
-    pairing env runs on this machine); whether started."""
+    """Start the tests now for `tests_run` (only on this machine); whether started."""
     if runner_of(python).kind != "local":
         return False
     scratch = contextlib.ExitStack()
     try:
         tmp = scratch.enter_context(cache.scratch("conform-tests-"))
-        plan = _planned(suite.root, suite.runner, suite.cfg, suite.module)
+        plan = suite.planned()
         argv = pytest_command(python, suite.root, *plan, tmp / "j.xml")
         progress.info(f"plugin-tests, started while the env is checked: {' '.join(argv[3:])}")
         started = proc.Started(
@@ -537,9 +481,7 @@ def tests_run(cache: Cache, python: Path, suite: Suite, ahead: proc.Ahead | None
     taken = None if ahead is None else ahead.take(PLUGIN_TESTS, _key(python, suite))
     if taken is None:
         with cache.scratch("conform-tests-") as tmp:
-            return run_tests(
-                python, suite.root, suite.runner, suite.cfg, tmp / "j.xml", suite.module
-            )
+            return run_tests(python, suite, tmp / "j.xml")
     try:
         with (
             progress.working("plugin tests (started while the env was checked)"),
@@ -563,8 +505,7 @@ def regressions(baseline: TestRun, new: TestRun) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class TestsRecord:
-    """plugin-tests.json: a run on the core `core_version`, and the baseline run on the core
-    `base_version` with the tests that regressed against it (None without a baseline)."""
+    """plugin-tests.json: the run, and the baseline run with its regressions (if any)."""
 
     core_version: str
     run: TestRun
@@ -599,16 +540,14 @@ def write_record(
 
 
 class Baseline(NamedTuple):
-    """plugin-tests.json's `baseline` (`vpr plugin-tests --baseline`): the run against the
-    baseline core and that core's version (None when not recorded as text)."""
+    """plugin-tests.json's `baseline`: the run and its core's version (None if not text)."""
 
     run: TestRun
     core_version: str | None
 
 
 def parse_baseline(data: Any, runner: str, path: Path, hint: str) -> Baseline | None:
-    """plugin-tests.json's `baseline` for `runner`, typed; None without one. BadInput naming
-    `path` and the key of a value of another kind, with `hint` to run again."""
+    """The `baseline` for `runner` (None without one); BadInput naming `path` and key."""
     b = data.get("baseline") if isinstance(data, dict) else None
     if not b or not isinstance(b, dict) or b.get("runner") != runner:
         return None
@@ -631,8 +570,7 @@ def parse_baseline(data: Any, runner: str, path: Path, hint: str) -> Baseline | 
 
 
 def _recorded_baseline(dist: Path, runner: str) -> tuple[TestRun | None, str | None]:
-    """The baseline run `vpr plugin-tests --baseline` recorded for this runner, and its core
-    version; (None, None) when there is none."""
+    """The baseline run recorded for this runner and its core version, or (None, None)."""
     previous = dist / RECORD
     if not previous.exists():
         return None, None
@@ -697,7 +635,7 @@ def failed_imports(env: EnvRecord) -> dict[str, str]:
 
 def run_in_env(env: EnvRecord, root: Path, cfg: TestSettings, junit: Path) -> TestRun:
     """The plugin's tests in a pairing environment, chosen and classified as the check does."""
-    run = run_tests(env.python, root, env.runner, cfg, junit, absent_runtime(env))
+    run = run_tests(env.python, Suite(root, env.runner, cfg, absent_runtime(env)), junit)
     run.without_paths(Path(env.python).parent.parent, root)
     run.count_import_findings(failed_imports(env))
     return run

@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence, from_findings
+from vllm_plugin_release.conform import (
+    CheckDef,
+    CheckResult,
+    Context,
+    Evidence,
+    conformance_table,
+    from_findings,
+)
 from vllm_plugin_release.conform.lib.doctext import split_sentences, text_blocks
 from vllm_plugin_release.conform.lib.installscan import plugin_root_for
 from vllm_plugin_release.conform.lib.plugintree import Unread, read_text, too_large
@@ -61,6 +68,8 @@ TABLES: dict[str, dict[str, Any]] = {
 
 
 NAME = "scheduler"
+MIX = "expected production request mix (pilot plan)"
+NO_MIX = "no [conformance.request_mix] in the spec: the pilot's request mix is not recorded"
 TOPICS = ("mixed_batches", "chunked_prefill", "decode_interleaving")
 MAX_BYTES = 512 * 1024  # the docs are read this far (the evidence says when cut)
 # Replay counters compared with each topic (the replay stage writes these keys).
@@ -84,9 +93,6 @@ class Statement:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
-
-# ---------------------------------------------------------------------------
-# Sentence rules.
 
 _PF = r"prefill(?:s|ing)?(?:-like)?"
 _DC = r"decod(?:e|es|ing)(?:-like)?"
@@ -344,8 +350,7 @@ def extract_statements(
 
 
 def summarize(statements: list[Statement], subject: str = "plugin") -> dict[str, dict[str, Any]]:
-    """Per topic: stance (supported / not_supported / conditional / contradictory /
-    mentioned / unstated) and the statements behind it."""
+    """Per topic: its stance and the statements behind it."""
     out: dict[str, dict[str, Any]] = {}
     for topic in TOPICS:
         mine = [s for s in statements if s.topic == topic and s.subject == subject]
@@ -381,9 +386,6 @@ def summarize(statements: list[Statement], subject: str = "plugin") -> dict[str,
         }
     return out
 
-
-# ---------------------------------------------------------------------------
-# The check.
 
 _WORDS = {
     "mixed_batches": "mixed prefill+decode batches",
@@ -486,8 +488,9 @@ def check(
     spec: Spec, plugin_root: Path | str | None, replay: ReplayReport | None = None
 ) -> CheckResult:
     """The `scheduler` check: docs statements, the request mix, and the replay when given."""
-    options = dict((spec.raw.get("conformance") or {}).get(NAME) or {})  # read here only
-    request_mix = _request_mix(spec)
+    options = conformance_table(spec, NAME)
+    # as written: the scorecard records it
+    request_mix: dict[str, Any] | None = (spec.raw.get("conformance") or {}).get("request_mix")
     docs = options.get("docs", DEFAULT_DOCS)
     unobserved = options.get("unobserved_support", "warn")
     threshold: dict[str, Any] = {
@@ -496,13 +499,21 @@ def check(
         "unobserved_support": unobserved,
     }
     details: dict[str, Any] = {"docs": docs, "request_mix": request_mix}
-    evidence = [_mix_evidence(request_mix)]
+    evidence = [Evidence(note=MIX, value=request_mix, source="spec")] if request_mix else []
+    evidence = evidence or [Evidence(note=NO_MIX, source="spec")]
     root = plugin_root_for(spec, plugin_root)
     try:
         text, cut = read_text(root, root / docs, MAX_BYTES)
     except Unread as exc:
         details["replay_compared"] = False
-        return _missing_docs(docs, "docs" in options, evidence, threshold, details, exc.reason)
+        key = "[conformance.scheduler] docs"
+        key = key if "docs" in options else f"default of {key}"
+        summary = (
+            f"scheduler docs {docs} {exc.reason} ({key}); point [conformance.scheduler] docs "
+            "at the plugin's scheduling notes"
+        )
+        evidence.insert(0, Evidence(note=f"file {exc.reason}", file=docs, source="plugin"))
+        return CheckResult(NAME, "fail", summary, evidence, threshold, details)
     if cut:
         evidence.append(Evidence(note=too_large(docs, MAX_BYTES), file=docs, source="plugin"))
     plugin_name = spec.plugin.name if spec.plugin else None
@@ -515,65 +526,17 @@ def check(
     }
     evidence += _statement_evidence(stances, docs)
     fails, warns = _docs_findings(stances, docs, options.get("require_mixed_statement", True))
-
-    compared = replay is not None
-    details["replay_compared"] = compared
-    if replay is not None:
-        more_fails, more_warns = _compare_replay(
-            replay, stances, docs, unobserved, evidence, details
-        )
-        fails += more_fails
-        warns += more_warns
-
-    stated = ", ".join(f"{_WORDS[t]}: {stances[t]['stance'].replace('_', ' ')}" for t in TOPICS)
-    mix_note = "request mix recorded" if request_mix else "no request mix in the spec"
+    details["replay_compared"] = replay is not None
     replay_note = "replay half not yet compared (docs only)"
     if replay is not None:
+        found = _compare_replay(replay, stances, docs, unobserved, evidence, details)
+        fails, warns = fails + found[0], warns + found[1]
         replay_note = f"replay {headline_text(replay.headline)}"
+    stated = ", ".join(f"{_WORDS[t]}: {stances[t]['stance'].replace('_', ' ')}" for t in TOPICS)
+    mix_note = "request mix recorded" if request_mix else "no request mix in the spec"
     tail = f"{docs}: {stated}; {mix_note}; {replay_note}"
     return from_findings(
         NAME, (fails, warns), tail, evidence=evidence, threshold=threshold, details=details
-    )
-
-
-def _request_mix(spec: Spec) -> dict[str, Any] | None:
-    """`[conformance.request_mix]` of the spec as written (the scorecard records it), if any."""
-    mix: dict[str, Any] | None = (spec.raw.get("conformance") or {}).get("request_mix")
-    return mix
-
-
-def _mix_evidence(request_mix: dict[str, Any] | None) -> Evidence:
-    if request_mix:
-        return Evidence(
-            note="expected production request mix (pilot plan)",
-            value=request_mix,
-            source="spec",
-        )
-    return Evidence(
-        note="no [conformance.request_mix] in the spec: the pilot's request mix is not recorded",
-        source="spec",
-    )
-
-
-def _missing_docs(
-    docs: str,
-    configured: bool,
-    evidence: list[Evidence],
-    threshold: dict[str, Any],
-    details: dict[str, Any],
-    why: str,
-) -> CheckResult:
-    key = "[conformance.scheduler] docs"
-    if not configured:
-        key = f"default of {key}"
-    return CheckResult(
-        name=NAME,
-        status="fail",
-        summary=f"scheduler docs {docs} {why} ({key}); point "
-        "[conformance.scheduler] docs at the plugin's scheduling notes",
-        evidence=[Evidence(note=f"file {why}", file=docs, source="plugin"), *evidence],
-        threshold=threshold,
-        details=details,
     )
 
 

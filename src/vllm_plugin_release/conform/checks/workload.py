@@ -4,7 +4,6 @@ start-up (its in-environment job, the judging, the models its docs show)."""
 from __future__ import annotations
 
 import difflib
-import html
 import json
 import re
 from collections.abc import Sequence
@@ -12,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
-from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence
+from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence, conformance_table
 from vllm_plugin_release.conform.lib import hardwaresettings
-from vllm_plugin_release.conform.lib.doctext import doc_texts, inline, md_cell
+from vllm_plugin_release.conform.lib.doctext import doc_texts
 from vllm_plugin_release.conform.lib.hardwaresettings import DOCS_DEFAULT
 from vllm_plugin_release.core import jobanswer
 from vllm_plugin_release.core.envrecord import EnvRecord
@@ -22,7 +21,6 @@ from vllm_plugin_release.replay import config as replay_config
 from vllm_plugin_release.replay import features as feat
 from vllm_plugin_release.replay import mix as mixes
 from vllm_plugin_release.replay.mix import REQUEST_MIX_SCHEMA
-from vllm_plugin_release.replay.model import path_sentences, path_shares
 
 WORKLOAD_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -108,7 +106,6 @@ WORKLOAD_SCHEMA: dict[str, Any] = {
 
 TABLES: dict[str, dict[str, Any]] = {"request_mix": REQUEST_MIX_SCHEMA, "workload": WORKLOAD_SCHEMA}
 
-# ---------------------------------------------------------------------------
 # The in-environment job: its request, and its answer read key by key, so a garbled
 # answer is a JobFailed naming the key, never a KeyError while judging.
 
@@ -125,8 +122,7 @@ class ProbeModel(NamedTuple):
 
 
 class Probe(NamedTuple):
-    """One probe: its id, the EngineArgs keyword arguments of its engine config (None: the
-    base config) and the SamplingParams keyword arguments of its request (None: none)."""
+    """One probe: its id, its EngineArgs and SamplingParams kwargs (None: base config, none)."""
 
     id: str
     engine: dict[str, Any] | None
@@ -143,8 +139,7 @@ class SlowPath(NamedTuple):
 
 @dataclass(frozen=True)
 class WorkloadAnswer:
-    """What inenv/workload.py saw. `base`, each of `probes` (by probe id) and `combos` (one
-    per combination asked, in order) are its objects as written, checked where read."""
+    """What inenv/workload.py saw; its objects as written, checked where read."""
 
     platform: str | None
     vllm_version: str | None
@@ -181,8 +176,7 @@ class WorkloadJob:
 
 
 def parse_answer(answer: Any, combos: int) -> WorkloadAnswer:
-    """The answer to a request of `combos` combinations; JobFailed naming the key that is
-    not what inenv/workload.py writes."""
+    """The answer to `combos` combinations; JobFailed naming a key not as written."""
     data = _table(answer, "")
     hooks = _optional_table(data.get("hooks"), "hooks")
     for name, where in (hooks or {}).items():
@@ -288,7 +282,6 @@ def _base(value: object) -> dict[str, Any]:
     return base
 
 
-# ---------------------------------------------------------------------------
 # The judging: each feature variant of a plan gets one answer, a plan its status, its
 # blockers and the share of its requests on each path.
 
@@ -381,10 +374,6 @@ def same_stop(engine: dict[str, Any], base: dict[str, Any]) -> bool:
     return mine.get("where") == theirs.get("where") and mine.get("message") == theirs.get("message")
 
 
-# ---------------------------------------------------------------------------
-# One variant.
-
-
 def judge(v: feat.Variant, seen: Seen) -> Answer:
     """One variant's answer."""
     if v.key == "multimodal":
@@ -467,10 +456,6 @@ def _path_answer(v: feat.Variant, probe: dict[str, Any], seen: Seen) -> Answer:
         text += f"; {path['predicate']} keeps it off the {path['name']}"
         where = said.get("where") or where
     return Answer("supported", text, "plugin", where)
-
-
-# ---------------------------------------------------------------------------
-# One plan.
 
 
 @dataclass
@@ -608,8 +593,7 @@ def tally(rows: list[dict[str, Any]]) -> str:
 
 
 def related_notes(rows: list[dict[str, Any]], base: dict[str, Any]) -> None:
-    """The settings the platform changes for every config, noted on the feature each bears
-    on (`structured_outputs_config.disable_any_whitespace` on structured_output)."""
+    """Note the settings the platform changes for every config on the feature each bears on."""
     for change in base.get("changes", []):
         key = next((k for p, k in RELATED.items() if change["field"].startswith(p)), None)
         for row in rows:
@@ -619,8 +603,7 @@ def related_notes(rows: list[dict[str, Any]], base: dict[str, Any]) -> None:
 
 
 def base_stop(base: dict[str, Any]) -> tuple[str, str] | None:
-    """(short, full) of what stops the platform hook (or vLLM after it) here for every
-    config, and why; None when the base config completed."""
+    """(short, full) of what stops every config here and why; None when the base completed."""
     hook = base.get("hook")
     error = base.get("error") if hook != "returned" else base.get("after_hook")
     if not error:
@@ -644,7 +627,6 @@ def base_stop(base: dict[str, Any]) -> tuple[str, str] | None:
     return short, full
 
 
-# ---------------------------------------------------------------------------
 # The models the plugin's docs show it serving (pure: the docs read as text).
 
 
@@ -738,89 +720,8 @@ def coverage(model: str | None, rows: list[dict[str, object]]) -> dict[str, obje
     return {"model": model, "listed": False, "nearest": [str(by[n]["model"]) for n in nearest]}
 
 
-# ---------------------------------------------------------------------------
-# Its evidence on the scorecard pages.
-
-
-def workload_rows(card: dict[str, Any]) -> list[list[str]]:
-    """feature | share | answer | where | path, the plan's features first."""
-    workload = card.get("workload") or {}
-    rows = []
-    for f in sorted(workload.get("features") or [], key=lambda f: not f.get("needed")):
-        share = f"{f['share'] * 100:.0f}%" if f.get("needed") else "not in the plan"
-        rows.append(
-            [
-                f.get("label", f.get("feature", "")),
-                share,
-                str(f.get("outcome", "")).replace("_", " "),
-                f.get("where") or "",
-                f.get("path") or "",
-            ]
-        )
-    return rows
-
-
-def path_lines(card: dict[str, Any]) -> list[str]:
-    paths = (card.get("workload") or {}).get("paths") or {}
-    return path_sentences(path_shares(paths, "scorecard: workload.paths"))
-
-
-def plan_lines(card: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
-    """(plan, verdict, why) for each variant plan."""
-    return [
-        (f"{name}: {plan.get('description') or ''}".rstrip(": "), plan["verdict"], plan["why"])
-        for name, plan in (card.get("plans") or {}).items()
-    ]
-
-
-WORKLOAD_HEAD = ("feature", "share of requests", "answer", "where", "path")
-
-
-def workload_md(card: dict[str, Any]) -> list[str]:
-    rows = workload_rows(card)
-    if not rows:
-        return []
-    out = ["", "## Workload: the plan's features, asked of the plugin", ""]
-    out += [f"- {line}" for line in path_lines(card)]
-    out += ["", "| " + " | ".join(WORKLOAD_HEAD) + " |", "|---" * len(WORKLOAD_HEAD) + "|"]
-    out += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
-    for plan, v, why in plan_lines(card):
-        out += ["", f"Plan {plan}: **{v}**", *[f"- {w}" for w in why]]
-    return out
-
-
-def workload_html(card: dict[str, Any]) -> str:
-    rows = workload_rows(card)
-    if not rows:
-        return ""
-    head = "".join(f"<th>{h}</th>" for h in WORKLOAD_HEAD)
-    body = "".join(
-        f'<tr class="{html.escape(row[2].replace(" ", "_"))}">'
-        + "".join(f"<td>{inline(c)}</td>" for c in row)
-        + "</tr>"
-        for row in rows
-    )
-    paths = "".join(f"<li><b>{inline(line)}</b></li>" for line in path_lines(card))
-    plans = "".join(
-        f"<p>Plan {inline(plan)}: <b>{html.escape(v)}</b></p><ul>"
-        + "".join(f"<li>{inline(w)}</li>" for w in why)
-        + "</ul>"
-        for plan, v, why in plan_lines(card)
-    )
-    return (
-        "<h2>Workload: the plan's features, asked of the plugin</h2>"
-        + (f"<ul>{paths}</ul>" if paths else "")
-        + f"<table><tr>{head}</tr>{body}</table>"
-        + plans
-    )
-
-
 NAME = "workload"
 TIMEOUT_S = 900.0
-
-
-# ---------------------------------------------------------------------------
-# The plans and what is asked.
 
 
 def plans(spec: Any) -> list[Plan]:
@@ -841,17 +742,11 @@ def plans(spec: Any) -> list[Plan]:
     ]
 
 
-def _options(spec: Any) -> dict[str, Any]:
-    """`[conformance.workload]` as validated with the spec ({} when absent)."""
-    return dict((spec.raw.get("conformance") or {}).get("workload") or {})
-
-
 def build_request(
     spec: Any, all_plans: list[Plan], sys_path: tuple[str, ...] = ()
 ) -> tuple[WorkloadJob, dict[str, str]]:
-    """The in-environment job: one probe per distinct variant of every plan, the distinct
-    request combinations, the slow paths; and variant key -> probe id."""
-    options = _options(spec)
+    """The job (one probe per distinct variant, the distinct combos) and variant key -> probe id."""
+    options = conformance_table(spec, NAME)
     replay = replay_config.declared_model(spec)
     probes: list[Probe] = []
     ids: dict[str, str] = {}
@@ -880,13 +775,9 @@ def build_request(
     return WorkloadJob(model, tuple(probes), tuple(combos), slow, sys_path), ids
 
 
-# ---------------------------------------------------------------------------
-# Model coverage.
-
-
 def model_coverage(spec: Any, plugin_root: Path) -> dict[str, Any]:
     """The models the plugin's docs show and whether the spec's model is among them."""
-    options = _options(spec)
+    options = conformance_table(spec, NAME)
     hardware = hardwaresettings.declared(spec)
     model = options.get("model") or (hardware.model if hardware is not None else None)
     files, seen = read_models(plugin_root, options.get("model_docs"))
@@ -912,13 +803,8 @@ def coverage_finding(cov: dict[str, Any]) -> tuple[str | None, Evidence]:
     return warning, Evidence(note=warning, source="plugin")
 
 
-# ---------------------------------------------------------------------------
-# The check.
-
-
 def runtime_python(env: EnvRecord) -> tuple[Path, Path | None] | str:
-    """(the pairing env's python, the overlay holding a stand-in runtime or None) where the
-    plugin's platform can activate; else why it cannot here."""
+    """(python, stand-in overlay or None) where the platform can activate; else why not."""
     runtime = env.runtime
     if env.runtime_present:
         return env.python, None
@@ -932,8 +818,7 @@ def runtime_python(env: EnvRecord) -> tuple[Path, Path | None] | str:
 
 
 def run(ctx: Context, *, sys_path: tuple[str, ...] = ()) -> CheckResult:
-    """Ask the plugin in the pairing environment (`sys_path`: folders put first on the
-    environment's import path, as `vpr replay --sys-path` does)."""
+    """Ask the plugin in the pairing env (`sys_path`: put first, as `vpr replay --sys-path`)."""
     from vllm_plugin_release.edges.envrun import run_in_env
 
     where = runtime_python(ctx.env)
@@ -947,7 +832,7 @@ def run(ctx: Context, *, sys_path: tuple[str, ...] = ()) -> CheckResult:
     python, overlay = where
     job, ids = build_request(ctx.spec, all_plans, tuple(str(p) for p in sys_path))
     answer = run_in_env(python, job, overlay=overlay, timeout=TIMEOUT_S)
-    slow_paths = _options(ctx.spec).get("slow_paths") or []
+    slow_paths = conformance_table(ctx.spec, NAME).get("slow_paths") or []
     seen = Seen(answer, ids, job.combos, slow_paths)
     return assess(seen, all_plans, ctx.env.platform_class, cov)
 
@@ -1039,14 +924,8 @@ def _evidence(base: PlanResult, judged: dict[str | None, PlanResult]) -> list[Ev
         note = f"{row['label']}: {row['outcome'].replace('_', ' ')}: {row['message']} [{need}]"
         if row.get("notes"):
             note += "; " + "; ".join(row["notes"])
-        out.append(
-            Evidence(
-                note=note,
-                file=file or None,
-                line=int(line) if line.isdigit() else None,
-                source=row["by"] or "plugin",
-            )
-        )
+        line_no = int(line) if line.isdigit() else None
+        out.append(Evidence(note, file or None, line_no, source=row["by"] or "plugin"))
     return out
 
 
