@@ -1,6 +1,5 @@
-"""What `vpr install` leaves beside a certified environment for vpr-guard (pure):
-`ENV/vpr-guard/` with the manifest, its statement, the lock and `certified.json`. The
-names are vpr-guard's own (guard/src/vpr_guard/__init__.py); a unit test keeps them equal."""
+"""What `vpr install` leaves beside a certified environment for vpr-guard (pure); the names
+are vpr-guard's own (guard/src/vpr_guard/__init__.py), a unit test keeps them equal."""
 
 from __future__ import annotations
 
@@ -32,17 +31,15 @@ class DistStamp(NamedTuple):
 
 
 class Snapshot(NamedTuple):
-    """What `python -m vpr_guard snapshot` answered, checked (`parse_snapshot`): every
-    distribution (canonical name -> DistStamp) and, for the roles asked for, each file's
-    (size, mtime_ns) by path ((-1, -1): missing)."""
+    """`python -m vpr_guard snapshot`'s answer: every distribution and, for the roles asked
+    for, each file's (size, mtime_ns) by path ((-1, -1): missing)."""
 
     dists: Mapping[str, DistStamp]
     files: Mapping[str, Mapping[str, tuple[int, int]]]
 
 
 class Finding(NamedTuple):
-    """One thing `python -m vpr_guard check` found: its kind, the distribution ("" for the
-    platform or the state) and the sentence it prints."""
+    """One thing `python -m vpr_guard check` found (`name` "" for the platform or the state)."""
 
     kind: str
     name: str
@@ -89,8 +86,7 @@ def _is_int(value: object) -> bool:
 
 
 def parse_snapshot(data: object) -> Snapshot:
-    """The guard's snapshot answer, each key checked; RecordProblem naming the first key
-    missing or of another type."""
+    """The guard's snapshot answer; RecordProblem naming the first key amiss."""
     if not isinstance(data, Mapping) or not isinstance(data.get("dists"), Mapping):
         shown = data.get("dists") if isinstance(data, Mapping) else data
         raise RecordProblem(f"'dists' is {field_shown(shown)}, expected an object")
@@ -116,8 +112,7 @@ def parse_snapshot(data: object) -> Snapshot:
 
 
 def parse_check(data: object) -> GuardCheck:
-    """The guard's `check --json` answer ({ok, findings: [{kind, name, text}], ...}), each
-    key checked; RecordProblem naming the first key missing or of another type."""
+    """The guard's `check --json` answer; RecordProblem naming the first key amiss."""
     if not isinstance(data, Mapping) or not isinstance(data.get("findings"), list):
         shown = data.get("findings") if isinstance(data, Mapping) else data
         raise RecordProblem(f"'findings' is {field_shown(shown)}, expected a list")
@@ -136,8 +131,7 @@ def parse_check(data: object) -> GuardCheck:
 
 
 def roles(manifest: Manifest, installed: Collection[str]) -> dict[str, str]:
-    """role -> distribution name, for the guard's messages: core, plugin, guard, the vendor
-    runtime (its locked wheel) and torch, where the environment holds them."""
+    """role -> distribution name (core, plugin, guard, runtime, torch) where the env holds it."""
     out = snapshot_roles(manifest)
     filename = manifest.runtime.wheel_filename
     if filename is not None and "-" in filename:

@@ -1,6 +1,5 @@
-"""The container runner's image as pure data: the rules its Dockerfile keeps (every base
-pinned by digest, nothing fetched unpinned), and an image written byte for byte as a
-`docker save` archive (the same layers give the same image ID on any engine)."""
+"""The container runner's image as pure data: its Dockerfile's rules (bases pinned by digest,
+nothing fetched unpinned), and a byte-stable `docker save` archive."""
 
 from __future__ import annotations
 
@@ -142,8 +141,7 @@ def canonical(data: Any) -> bytes:
 
 
 def file_layer(dest: Path, files: Mapping[str, tuple[bytes, int]], *, epoch: int) -> Path:
-    """A layer tar holding `files` ({path: (bytes, mode)}), parents included, owner root,
-    every time set to `epoch`; entries sorted, so the bytes depend on the files only."""
+    """A layer tar of `files` ({path: (bytes, mode)}) whose bytes depend on the files only."""
     dirs = sorted({str(Path(name).parent) for name in files} - {"."})
     parents = sorted({str(p) for d in dirs for p in [Path(d), *Path(d).parents]} - {"."})
     with tarfile.open(dest, "w", format=tarfile.GNU_FORMAT) as tf:
@@ -168,10 +166,8 @@ def tree_layer(
     epoch: int,
     links: Mapping[str, Path] | None = None,
 ) -> Path:
-    """A layer tar holding `members` (paths relative to `root`: files, folders, symbolic
-    links, in any order) under `at` in the image, and the symbolic `links` ({path in the
-    image: target}), owner root, every time `epoch`, modes kept; entries sorted, parents
-    included, so the bytes depend on the files only."""
+    """A layer tar of `members` (paths under `root`) at `at` in the image, and `links` ({path in
+    the image: target}), modes kept, whose bytes depend on the files only."""
     base = at.strip("/")
     names = {base + "/" + m.strip("/") for m in members}
     extra = {k.strip("/"): str(v) for k, v in (links or {}).items()}
@@ -224,8 +220,7 @@ def image_config(
 def write_archive(
     dest: Path, layers: Sequence[Path], *, repo_tag: str, epoch: int, labels: Mapping[str, str]
 ) -> str:
-    """Write a `docker save` archive of `layers` (uncompressed tars, bottom first) to `dest`;
-    returns the image ID (sha256 hex of the config)."""
+    """Write a `docker save` archive of `layers` (bottom first) to `dest`; the image ID."""
     diff_ids = [sha256_file(layer) for layer in layers]
     config = canonical(image_config(diff_ids, epoch=epoch, labels=labels))
     image_id = hashlib.sha256(config).hexdigest()
