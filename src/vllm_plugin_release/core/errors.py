@@ -119,8 +119,5 @@ def origin(url: str) -> Origin:
 
     parts = urllib.parse.urlsplit(url)
     scheme = parts.scheme.lower()
-    return (
-        scheme,
-        (parts.hostname or "").lower(),
-        parts.port or {"http": 80, "https": 443}.get(scheme),
-    )
+    port = parts.port or {"http": 80, "https": 443}.get(scheme)
+    return scheme, (parts.hostname or "").lower(), port

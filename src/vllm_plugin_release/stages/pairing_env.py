@@ -376,12 +376,11 @@ class _EnvBuild:
     def bytecode(self) -> Path:
         """Where bytecode of environments with the same third-party packages and core is kept."""
         kept = {
-            **self._image,
             "lock": self.lock_sha,
             "core": self.core.wheel.sha256,
             "python": self.spec.build.python,
         }
-        return self.cache.root / "bytecode" / key_of(kept)[:16]
+        return self.cache.root / "bytecode" / key_of({**self._image, **kept})[:16]
 
 
 def _build(b: _EnvBuild) -> dict[str, Any]:
@@ -406,12 +405,9 @@ def _build(b: _EnvBuild) -> dict[str, Any]:
             restored = _install(b, warm if early else None)
             packages = top_level_packages(b.plugin_wheel)
             envrun.remember_pyc_store(b.work, b.bytecode, tuple(packages))
+            expect = "present" if present else "absent"
             job = EnvCheckJob(
-                b.spec.core.version,
-                tuple(packages),
-                b.built.entry_points,
-                b.plan.module,
-                "present" if present else "absent",
+                b.spec.core.version, tuple(packages), b.built.entry_points, b.plan.module, expect
             )
             if not early:
                 warm()
