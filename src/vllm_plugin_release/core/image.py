@@ -37,9 +37,7 @@ def logical_lines(text: str) -> list[tuple[int, str]]:
     start = 0
     for number, raw in enumerate(text.splitlines(), start=1):
         stripped = raw.strip()
-        if not buf and (not stripped or stripped.startswith("#")):
-            continue
-        if buf and stripped.startswith("#"):
+        if stripped.startswith("#") or not (buf or stripped):
             continue
         if not buf:
             start = number
