@@ -89,11 +89,6 @@ class PairingContext:
         """dist/NAME: the pairing's records and wheels."""
         return dist_dir(self.dist_root, self.spec.name)
 
-    @property
-    def backend(self) -> str:
-        """Where its commands run: `local` or `docker` (the spec's `[build] backend`)."""
-        return self.spec.build.backend
-
     def interpreter(self, runner: Runner) -> Interpreter | None:
         """The CPython the environment is made from, resolved once; None with a runtime env."""
         if self.runtime_env is not None:
