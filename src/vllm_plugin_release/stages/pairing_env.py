@@ -584,16 +584,31 @@ def bytecode_from_build_envs(cache: Cache, site: Path) -> int:
 def _stand_in_check(
     stand_in_wheel: Future[Path], cache: Cache, runner: Runner, work: Path, job: EnvCheckJob
 ) -> tuple[EnvChecks, Path, Path]:
-    """(checks, stand-in wheel, overlay python) of the stand-in in an overlay on the pairing env,
-    which stays what a cpu runner has: no runtime."""
+    """(checks, stand-in wheel, overlay python) of the stand-in in an overlay venv that sees the
+    pairing env's packages (.pth), which stays what a cpu runner has: no runtime. Each
+    site-packages is found by folder (its python may run only in an image)."""
     wheel = stand_in_wheel.result()  # built while the pairing env was installed
-    overlay_py = _overlay(runner, cache, runner.uv, work, work / "stand-in-overlay", wheel)
-    second = _env_checks(
-        work / "bin" / "python",
-        dataclasses.replace(job, expect_runtime="present"),
-        overlay=work / "stand-in-overlay",
-    )
-    return second, wheel, overlay_py
+    overlay, uv = work / "stand-in-overlay", runner.uv
+    venv = [uv, "venv", "--quiet", "--python", str(work / "bin" / "python"), str(overlay)]
+    _run(runner, cache, "create stand-in overlay", venv)
+    purelib, over_lib = envrun.site_packages(work), envrun.site_packages(overlay)
+    if purelib is None or over_lib is None:
+        raise OutsideFailure(f"{overlay}: no single lib/python3.*/site-packages to layer on")
+    Path(over_lib, "_vpr_pairing_env.pth").write_text(f"{purelib}\n")
+    overlay_py = overlay / "bin" / "python"
+    install = [
+        uv,
+        "pip",
+        "install",
+        "--quiet",
+        "--python",
+        str(overlay_py),
+        "--no-deps",
+        str(wheel),
+    ]
+    _run(runner, cache, "install stand-in runtime (test double)", install)
+    expect = dataclasses.replace(job, expect_runtime="present")
+    return _env_checks(work / "bin" / "python", expect, overlay=overlay), wheel, overlay_py
 
 
 def _env_checks(python: Path, job: EnvCheckJob, overlay: Path | None = None) -> EnvChecks:
@@ -624,21 +639,6 @@ def _layer_on(env: Path, runtime_env: Path) -> None:
     """The runtime env's packages importable in the pairing env after its own (a .pth line)."""
     lib = Path(_purelib(env / "bin" / "python"))
     lib.joinpath("_vpr_runtime_env.pth").write_text(_purelib(runtime_env / "bin" / "python") + "\n")
-
-
-def _overlay(runner: Runner, cache: Cache, uv: str, base: Path, overlay: Path, wheel: Path) -> Path:
-    """A venv that sees the pairing env's packages (.pth) plus the stand-in runtime; each
-    site-packages is found by folder (its python may run only in an image)."""
-    venv = [uv, "venv", "--quiet", "--python", str(base / "bin" / "python"), str(overlay)]
-    _run(runner, cache, "create stand-in overlay", venv)
-    purelib, over_lib = envrun.site_packages(base), envrun.site_packages(overlay)
-    if purelib is None or over_lib is None:
-        raise OutsideFailure(f"{overlay}: no single lib/python3.*/site-packages to layer on")
-    Path(over_lib, "_vpr_pairing_env.pth").write_text(f"{purelib}\n")
-    python = overlay / "bin" / "python"
-    install = [uv, "pip", "install", "--quiet", "--python", str(python), "--no-deps", str(wheel)]
-    _run(runner, cache, "install stand-in runtime (test double)", install)
-    return python
 
 
 def _stand_in_wheel(spec: Spec, stand_in: str, cache: Cache) -> Path:
