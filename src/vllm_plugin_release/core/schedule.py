@@ -57,27 +57,16 @@ class StateUnreadable(ValueError):
     """A schedule state whose last_run or failures is of another type."""
 
 
-def _failures(state: Mapping[str, object]) -> int | None:
-    value = state.get("failures", 0)
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**6:
-        return value
-    return None
-
-
 def parse_state(data: object) -> ScheduleState | None:
     """The state the store holds (None before the first run); StateUnreadable when not a state."""
     if not isinstance(data, Mapping) or data.get("last_run") is None:
         return None
-    last, failures = _parse(data.get("last_run")), _failures(data)
-    if last is None or failures is None:
+    last, failures = _parse(data.get("last_run")), data.get("failures", 0)
+    count = isinstance(failures, int) and not isinstance(failures, bool) and 0 <= failures < 10**6
+    if last is None or not count:
         raise StateUnreadable("the schedule's state cannot be read (last_run, failures)")
-    commit, result = data.get("last_commit"), data.get("last_result")
-    return ScheduleState(
-        last,
-        failures,
-        commit if isinstance(commit, str) else None,
-        result if isinstance(result, str) else None,
-    )
+    texts = [data.get(k) for k in ("last_commit", "last_result")]
+    return ScheduleState(last, failures, *(v if isinstance(v, str) else None for v in texts))
 
 
 def state_from(payload: bytes, where: str) -> ScheduleState | None:

@@ -219,7 +219,8 @@ def stage_key(spec: Spec, runner: Runner, src: PluginSource, lock_sha: str) -> s
             "runner": runner.describe().to_json(),
             "recipe": RECIPE_VERSION,
             "source": src.record(),
-            "tree": _tree_key(src),
+            # in-repo sources: the folder name carries the tree hash; git sources: the commit
+            "tree": src.root.parent.name if src.kind == "path" else (src.commit or ""),
             "lock_sha256": lock_sha,
             "python": spec.build.python,
             "reproducibility_check": spec.build.reproducibility_check,
@@ -228,8 +229,3 @@ def stage_key(spec: Spec, runner: Runner, src: PluginSource, lock_sha: str) -> s
             **({"build_env": variables} if variables else {}),
         }
     )
-
-
-def _tree_key(src: PluginSource) -> str:
-    """For in-repo sources the folder name carries the tree hash; git sources: the commit."""
-    return src.root.parent.name if src.kind == "path" else (src.commit or "")

@@ -23,10 +23,6 @@ SUITE_PYTHON = {"bookworm": ("3.11",), "trixie": ("3.13",)}
 UV_REQUIREMENTS = "docker/uv-requirements.txt"
 
 
-def image_name(python: str, suite: str) -> str:
-    return f"localhost/vpr-build:{suite}-py{python.replace('.', '')}"
-
-
 def check_python(python: str, suite: str) -> None:
     """OutsideFailure naming what is missing when `suite` is not a Debian suite we know."""
     if suite not in SUITE_PYTHON:
@@ -129,7 +125,7 @@ def build_image(
 
 def _build_image(spec: Spec, cache: Cache, client: Any, suite: str, mirror: str) -> BuiltImage:
     python = spec.build.python
-    name = image_name(python, suite)
+    name = f"localhost/vpr-build:{suite}-py{python.replace('.', '')}"
     epoch = spec.core.source_date_epoch
     log = cache.root / "logs" / "image-build.log"
     log.parent.mkdir(parents=True, exist_ok=True)
