@@ -91,13 +91,16 @@ T = TypeVar("T")
 
 
 def read_object(path: Path, parse: Callable[[Any], T | None]) -> T | None:
-    """What `parse` (answering None, never raising) makes of the JSON object in `path`, read
-    bounded; None when there is none or it is unusable: for a look that must never fail."""
+    """What `parse` (answering None or raising RecordProblem) makes of the JSON object in `path`,
+    read bounded; None when there is none or it is unusable: for a look that must never fail."""
     try:
         data = json.loads(bounded.read_file(path, MAX_RECORD, "record"))
     except (OSError, ValueError, RecursionError, BadInput):
         return None
-    return parse(data) if isinstance(data, dict) else None
+    try:
+        return parse(data) if isinstance(data, dict) else None
+    except RecordProblem:
+        return None
 
 
 def read(dist: Path, name: str, producer_hint: str | None = None) -> dict[str, Any]:
@@ -158,14 +161,7 @@ def env_record(
 
 def env_record_at(dist: Path) -> EnvRecord | None:
     """dist/NAME/env.json typed, or None when there is none or it is no env record."""
-    return read_object(dist / ENV, _env_or_none)
-
-
-def _env_or_none(data: Any) -> EnvRecord | None:
-    try:
-        return _parse_env(data)
-    except RecordProblem:
-        return None
+    return read_object(dist / ENV, _parse_env)
 
 
 def parse_env(path: Path, data: dict[str, Any], hint: str | None = None) -> EnvRecord:

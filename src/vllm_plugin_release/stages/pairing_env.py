@@ -24,7 +24,6 @@ from vllm_plugin_release.core.envrecord import (
     SITES,
     EnvCheck,
     EnvChecks,
-    EnvFound,
     EnvRecord,
     parse_checks,
     parse_found,
@@ -192,7 +191,7 @@ def _made(make: _EnvBuild) -> dict[str, Any]:
     env_dir = make.work
     result_file = env_dir / ".vpr-env.json"
     with make.cache.lock(env_dir):
-        kept = records.read_object(result_file, _found)  # unusable: made again
+        kept = records.read_object(result_file, parse_found)  # unusable: made again
         if kept is not None:
             progress.info(f"env: cached environment reused ({env_dir})")
             return kept.to_json()
@@ -207,13 +206,6 @@ def _made(make: _EnvBuild) -> dict[str, Any]:
         if not any(c["name"].startswith(JOB_CHECK) for c in result["checks"]):
             write_json(result_file, result)  # else checked again next time (a job that hung)
         return result
-
-
-def _found(data: Any) -> EnvFound | None:
-    try:
-        return parse_found(data)
-    except RecordProblem:
-        return None
 
 
 def _deliver(
