@@ -11,7 +11,13 @@ from typing import Any, NamedTuple
 
 from packaging.version import InvalidVersion, Version
 
-from vllm_plugin_release.core.buildrecord import RecordProblem, field_shown
+from vllm_plugin_release.core.buildrecord import (
+    RecordProblem,
+    checked,
+    field_shown,
+    is_int,
+    is_object,
+)
 from vllm_plugin_release.core.errors import BadInput
 
 
@@ -147,9 +153,8 @@ class BisectReport(NamedTuple):
 
 
 def _texts(value: object, key: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise RecordProblem(f"{key!r} is {field_shown(value)}, expected a list of text")
-    return tuple(value)
+    texts = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    return tuple(checked(value, key, lambda _: texts, "a list of text"))
 
 
 def _fields(data: object, key: str, names: tuple[str, ...]) -> Mapping[str, Any]:
@@ -166,20 +171,15 @@ def parse_report(data: object) -> BisectReport:
     """A bisect report as `to_json` wrote it; RecordProblem naming the first key amiss."""
     top = _fields(data, "report", ("mode", "source", "core", "good", "bad", "last_good"))
     first = _fields(top.get("first_bad"), "first_bad", ("candidate", "subject"))
-    candidates, errors = top.get("candidates"), first.get("errors")
-    if not isinstance(candidates, int) or isinstance(candidates, bool):
-        raise RecordProblem(f"'candidates' is {field_shown(candidates)}, expected a count")
-    if not isinstance(errors, Mapping):
-        raise RecordProblem(f"'first_bad.errors' is {field_shown(errors)}, expected an object")
-    steps = top.get("steps")
-    if not isinstance(steps, list):
-        raise RecordProblem(f"'steps' is {field_shown(steps)}, expected a list")
-    checked = (_fields(s, f"steps[{n}]", ("candidate", "verdict")) for n, s in enumerate(steps))
+    candidates = checked(top.get("candidates"), "candidates", is_int, "a count")
+    errors = checked(first.get("errors"), "first_bad.errors", is_object, "an object")
+    steps = checked(top.get("steps"), "steps", lambda v: isinstance(v, list), "a list")
+    parts = (_fields(s, f"steps[{n}]", ("candidate", "verdict")) for n, s in enumerate(steps))
     return BisectReport(
         *(top[key] for key in ("mode", "source", "core", "good", "bad")),
         candidates,
         _texts(top.get("watched"), "watched"),
-        tuple(BisectStep(step["candidate"], step["verdict"]) for step in checked),
+        tuple(BisectStep(step["candidate"], step["verdict"]) for step in parts),
         top["last_good"],
         FirstBad(
             first["candidate"],

@@ -27,7 +27,11 @@ def text_or_none(value: object) -> bool:
     return value is None or isinstance(value, str)
 
 
-def _count(value: object) -> bool:
+def is_object(value: object) -> bool:
+    return isinstance(value, Mapping)
+
+
+def is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -157,15 +161,11 @@ class CoreBuildEnv(NamedTuple):
 
 
 def _build_env(data: Mapping[str, Any]) -> CoreBuildEnv:
-    value = checked(data.get("build_env") or {}, "build_env", _is_object, "an object")
+    value = checked(data.get("build_env") or {}, "build_env", is_object, "an object")
     keys = ("lock_file", "lock_sha256", "torch", "core_declared_torch")
     texts = [checked(value.get(k), f"build_env.{k}", text_or_none, "text") for k in keys]
     torch_file = parse_locked(value.get("torch_file"), "build_env.torch_file")
     return CoreBuildEnv(*texts[:3], torch_file, texts[3])
-
-
-def _is_object(value: object) -> bool:
-    return isinstance(value, Mapping)
 
 
 class BuildRecord(NamedTuple):
@@ -205,7 +205,7 @@ def _text(data: Mapping[str, Any], dotted: str, *, required: bool) -> str | None
 
 
 def _wheel(data: Mapping[str, Any]) -> WheelRef:
-    checked(data.get("wheel"), "wheel", _is_object, "an object")
+    checked(data.get("wheel"), "wheel", is_object, "an object")
     filename = _text(data, "wheel.filename", required=True)
     sha256 = _text(data, "wheel.sha256", required=True)
     assert filename is not None and sha256 is not None
@@ -222,7 +222,7 @@ def _wheel_entry(data: Mapping[str, Any], ref: WheelRef) -> WheelEntry:
         raise RecordProblem(f"'wheel.{unknown[0]}' is a key no build stage writes")
     tag = checked(wheel.get("platform_tag"), "wheel.platform_tag", text_or_none, "text")
     size = wheel.get("size")
-    checked(size, "wheel.size", lambda v: v is None or (_count(v) and v >= 0), "a byte count")
+    checked(size, "wheel.size", lambda v: v is None or (is_int(v) and v >= 0), "a byte count")
     return WheelEntry(ref, tag, size)
 
 
@@ -285,7 +285,7 @@ def parse_backend(data: Mapping[str, Any]) -> RunnerFacts | None:
     backend = data.get("backend")
     if backend is None:
         return None
-    checked(backend, "backend", _is_object, "an object")
+    checked(backend, "backend", is_object, "an object")
     try:
         return parse_recorded_runner(backend)
     except RecordProblem as exc:
@@ -352,7 +352,7 @@ def parse(data: Mapping[str, Any], record: str) -> BuildRecord:
         source_date_epoch=checked(
             section.get("source_date_epoch"),
             "core.source_date_epoch",
-            lambda v: v is None or _count(v),
+            lambda v: v is None or is_int(v),
             "an integer",
         )
         if core

@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from packaging.utils import canonicalize_name
 
-from vllm_plugin_release.core.buildrecord import RecordProblem, field_shown
+from vllm_plugin_release.core.buildrecord import (
+    RecordProblem,
+    checked,
+    field_shown,
+    is_int,
+    is_object,
+)
 
 if TYPE_CHECKING:
     from vllm_plugin_release.core.manifestmodel import Manifest
@@ -81,10 +87,6 @@ class Certified(NamedTuple):
         }
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def parse_snapshot(data: object) -> Snapshot:
     """The guard's snapshot answer; RecordProblem naming the first key amiss."""
     if not isinstance(data, Mapping) or not isinstance(data.get("dists"), Mapping):
@@ -97,13 +99,11 @@ def parse_snapshot(data: object) -> Snapshot:
         if not isinstance(version, str) or not (record is None or isinstance(record, str)):
             raise RecordProblem(f"'dists.{name}' is {field_shown(dist)}, expected version, record")
         dists[name] = DistStamp(version, record)
-    files_in = data.get("files") or {}
-    if not isinstance(files_in, Mapping):
-        raise RecordProblem(f"'files' is {field_shown(files_in)}, expected an object")
+    files_in = checked(data.get("files") or {}, "files", is_object, "an object")
     files = {}
     for name, stats in files_in.items():
         if not isinstance(stats, Mapping) or not all(
-            isinstance(st, list) and len(st) == 2 and all(_is_int(n) for n in st)
+            isinstance(st, list) and len(st) == 2 and all(is_int(n) for n in st)
             for st in stats.values()
         ):
             raise RecordProblem(f"'files.{name}' is {field_shown(stats)}, expected file stats")
@@ -116,9 +116,7 @@ def parse_check(data: object) -> GuardCheck:
     if not isinstance(data, Mapping) or not isinstance(data.get("findings"), list):
         shown = data.get("findings") if isinstance(data, Mapping) else data
         raise RecordProblem(f"'findings' is {field_shown(shown)}, expected a list")
-    ok = data.get("ok")
-    if not isinstance(ok, bool):
-        raise RecordProblem(f"'ok' is {field_shown(ok)}, expected true or false")
+    ok = checked(data.get("ok"), "ok", lambda v: isinstance(v, bool), "true or false")
     found = []
     for i, item in enumerate(data["findings"]):
         values = [item.get(k) if isinstance(item, Mapping) else None for k in Finding._fields]
