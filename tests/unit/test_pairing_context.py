@@ -35,7 +35,7 @@ class Counting(LocalRunner):
 def test_what_it_says_of_the_pairing(tmp_path: Path) -> None:
     pairing = _pairing(tmp_path)
     assert pairing.dist == tmp_path / "dist" / "reference"
-    assert (pairing.site, pairing.backend, pairing.runtime_env) == ("cpu", "local", None)
+    assert (pairing.site, pairing.runtime_env) == ("cpu", None)
     with pytest.raises(AttributeError):  # frozen
         pairing.site = "hardware"  # type: ignore[misc]
 

@@ -42,7 +42,7 @@ def _site(env: Path) -> Path:
 @pytest.fixture
 def overlay(bare_python: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A venv made with the bare env's python that sees its packages through a .pth file
-    (as pairing_env._overlay makes one), with a module of its own and a .pth of its own."""
+    (as pairing_env._stand_in_check makes one), with a module of its own and a .pth of its own."""
     venv = tmp_path / "overlay"
     subprocess.run([str(bare_python), "-m", "venv", "--without-pip", str(venv)], check=True)
     site = _site(venv)

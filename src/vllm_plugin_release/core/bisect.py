@@ -1,6 +1,5 @@
-"""Bisection over an ordered list of core candidates (pure): the first bad one, judged only
-by the tests that regressed between the ends; also the failures of a JUnit file, the
-nearest versions to one not on the index, and the report's Markdown."""
+"""Bisection over ordered core candidates (pure): the first bad one, judged only by the tests
+that regressed between the ends; JUnit failures, nearest versions and the report."""
 
 from __future__ import annotations
 
@@ -12,7 +11,13 @@ from typing import Any, NamedTuple
 
 from packaging.version import InvalidVersion, Version
 
-from vllm_plugin_release.core.buildrecord import RecordProblem, field_shown
+from vllm_plugin_release.core.buildrecord import (
+    RecordProblem,
+    checked,
+    field_shown,
+    is_int,
+    is_object,
+)
 from vllm_plugin_release.core.errors import BadInput
 
 
@@ -32,8 +37,7 @@ class Probe:
 def search(
     candidates: Sequence[str], watched: Sequence[str], probe: Callable[[str], Probe]
 ) -> tuple[int, list[tuple[str, str]]]:
-    """The index of the first bad candidate and the steps taken ((candidate, good|bad)).
-
+    """The index of the first bad candidate and the steps taken ((candidate, good|bad));
     `candidates[0]` is good and `candidates[-1]` bad (the caller has checked both)."""
     lo, hi = 0, len(candidates) - 1
     steps: list[tuple[str, str]] = []
@@ -88,8 +92,8 @@ def nearest_versions(wanted: str, available: Sequence[str], count: int = 3) -> l
 
 
 def versions_between(good: str, bad: str, available: Sequence[str], where: str) -> list[str]:
-    """The available versions from `good` to `bad` (both included), oldest first; exit 2 when an end
-    is not available (naming the nearest ones) or the ends are in the wrong order."""
+    """The available versions from `good` to `bad` (both included), oldest first; exit 2 for an
+    end not available (naming the nearest ones) or ends in the wrong order."""
     for flag, value in (("--good", good), ("--bad", bad)):
         if value not in available:
             near = ", ".join(nearest_versions(value, available)) or "none"
@@ -112,8 +116,7 @@ class BisectStep(NamedTuple):
 
 
 class FirstBad(NamedTuple):
-    """The first bad candidate: its subject line (git), the regressed tests failing there
-    and the first lines of each one's error."""
+    """The first bad candidate: its subject (git), the regressed tests failing there, errors."""
 
     candidate: str
     subject: str
@@ -138,18 +141,11 @@ class BisectReport(NamedTuple):
     def to_json(self) -> dict[str, object]:
         first = self.first_bad
         return {
-            "mode": self.mode,
-            "source": self.source,
-            "core": self.core,
-            "good": self.good,
-            "bad": self.bad,
-            "candidates": self.candidates,
+            **self._asdict(),
             "watched": list(self.watched),
-            "steps": [{"candidate": c, "verdict": v} for c, v in self.steps],
-            "last_good": self.last_good,
+            "steps": [step._asdict() for step in self.steps],
             "first_bad": {
-                "candidate": first.candidate,
-                "subject": first.subject,
+                **first._asdict(),
                 "failing": list(first.failing),
                 "errors": {t: list(lines) for t, lines in first.errors.items()},
             },
@@ -157,9 +153,8 @@ class BisectReport(NamedTuple):
 
 
 def _texts(value: object, key: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise RecordProblem(f"{key!r} is {field_shown(value)}, expected a list of text")
-    return tuple(value)
+    texts = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    return tuple(checked(value, key, lambda _: texts, "a list of text"))
 
 
 def _fields(data: object, key: str, names: tuple[str, ...]) -> Mapping[str, Any]:
@@ -173,28 +168,18 @@ def _fields(data: object, key: str, names: tuple[str, ...]) -> Mapping[str, Any]
 
 
 def parse_report(data: object) -> BisectReport:
-    """A bisect report (as `to_json` wrote it), each key checked; RecordProblem naming the
-    first key missing or of another type."""
+    """A bisect report as `to_json` wrote it; RecordProblem naming the first key amiss."""
     top = _fields(data, "report", ("mode", "source", "core", "good", "bad", "last_good"))
     first = _fields(top.get("first_bad"), "first_bad", ("candidate", "subject"))
-    candidates, errors = top.get("candidates"), first.get("errors")
-    if not isinstance(candidates, int) or isinstance(candidates, bool):
-        raise RecordProblem(f"'candidates' is {field_shown(candidates)}, expected a count")
-    if not isinstance(errors, Mapping):
-        raise RecordProblem(f"'first_bad.errors' is {field_shown(errors)}, expected an object")
-    steps = top.get("steps")
-    if not isinstance(steps, list):
-        raise RecordProblem(f"'steps' is {field_shown(steps)}, expected a list")
-    checked = (_fields(s, f"steps[{n}]", ("candidate", "verdict")) for n, s in enumerate(steps))
+    candidates = checked(top.get("candidates"), "candidates", is_int, "a count")
+    errors = checked(first.get("errors"), "first_bad.errors", is_object, "an object")
+    steps = checked(top.get("steps"), "steps", lambda v: isinstance(v, list), "a list")
+    parts = (_fields(s, f"steps[{n}]", ("candidate", "verdict")) for n, s in enumerate(steps))
     return BisectReport(
-        top["mode"],
-        top["source"],
-        top["core"],
-        top["good"],
-        top["bad"],
+        *(top[key] for key in ("mode", "source", "core", "good", "bad")),
         candidates,
         _texts(top.get("watched"), "watched"),
-        tuple(BisectStep(step["candidate"], step["verdict"]) for step in checked),
+        tuple(BisectStep(step["candidate"], step["verdict"]) for step in parts),
         top["last_good"],
         FirstBad(
             first["candidate"],

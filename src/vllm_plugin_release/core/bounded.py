@@ -1,6 +1,5 @@
-"""Input from outside, bounded: a file is read only when it is a regular file, never past a
-size cap; JSON is parsed with a depth cap, TOML with the one reader; the package's own
-JSON files are read here too."""
+"""Input from outside, bounded: only regular files, never past a size cap; JSON with a depth
+cap, TOML with the one reader; and the package's own JSON files."""
 
 from __future__ import annotations
 
@@ -66,8 +65,7 @@ def read_file(path: Path, limit: int, what: str) -> bytes:
 
 
 def read_text(path: Path, limit: int, what: str, *, missing_hint: str | None = None) -> str:
-    """A text file named on the command line (or by a spec): `read_file`'s bytes as UTF-8,
-    with a missing file and undecodable bytes BadInput naming the path too."""
+    """`read_file`'s bytes as UTF-8; a missing file or bad bytes is BadInput naming the path."""
     try:
         data = read_file(path, limit, what)
     except FileNotFoundError:
@@ -79,8 +77,7 @@ def read_text(path: Path, limit: int, what: str, *, missing_hint: str | None = N
 
 
 class TooDeep(json.JSONDecodeError):
-    """A document nested deeper than the cap (a JSONDecodeError, so callers that name the
-    line of a malformed document handle it the same way)."""
+    """A document nested deeper than the cap (a JSONDecodeError, for callers naming the line)."""
 
 
 def loads(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
@@ -95,8 +92,7 @@ def loads(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
 
 
 def deeper_than(value: Any, limit: int) -> bool:
-    """Whether `value` nests more than `limit` containers deep (no recursion: an explicit
-    stack of containers, scalars never pushed)."""
+    """Whether `value` nests more than `limit` containers deep (no recursion)."""
     stack = [(value, 1)] if isinstance(value, dict | list) else []
     while stack:
         node, depth = stack.pop()
@@ -116,8 +112,7 @@ def shape(keys: tuple[tuple[str, tuple[type, ...]], ...]) -> tuple[Any, ...]:
 
 
 def shape_problem(value: Any, paths: tuple[Any, ...]) -> str | None:
-    """Why a document from outside does not have the shape (`shape`), else None: the
-    first key missing or of another type, named by its dotted path."""
+    """The first key (dotted) of a document missing or of another type than `shape`'s, or None."""
     if not isinstance(value, dict):
         return "not an object"
     for dotted, path, kinds in paths:
@@ -142,8 +137,7 @@ def shown(value: Any) -> str:
 
 
 def packaged_json_object(relpath: str) -> dict[str, Any]:
-    """The JSON object in the package's file `relpath`; one that cannot be read is a broken
-    installation: exit 3, saying to reinstall."""
+    """The JSON object in the package's file `relpath`; exit 3 (reinstall) when unreadable."""
     from importlib.resources import files
 
     where = f"vllm_plugin_release/{relpath}"
@@ -163,8 +157,7 @@ def packaged_json_object(relpath: str) -> dict[str, Any]:
 
 
 def __getattr__(name: str) -> Any:
-    """`tomllib`, the TOML reader every TOML input goes through (tomli on 3.10), imported
-    when a reader first asks: most commands read no TOML, and this module loads early."""
+    """`tomllib` (tomli on 3.10), imported when a reader first asks: most commands read none."""
     if name != "tomllib":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if sys.version_info >= (3, 11):

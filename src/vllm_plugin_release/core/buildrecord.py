@@ -4,7 +4,7 @@ stage's commands ran (`RunnerFacts`) as typed, frozen values: their one reader."
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -16,6 +16,25 @@ SHA256 = re.compile(r"[0-9a-f]{64}")
 WHEEL_KEYS = ("filename", "sha256", "platform_tag", "size")  # what a build stage records
 
 
+def checked(value: Any, key: str, ok: Callable[[Any], object], expected: str) -> Any:
+    """`value` (the record's `key`) when `ok(value)`; else RecordProblem naming the key."""
+    if not ok(value):
+        raise RecordProblem(f"{key!r} is {field_shown(value)}, expected {expected}")
+    return value
+
+
+def text_or_none(value: object) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def is_object(value: object) -> bool:
+    return isinstance(value, Mapping)
+
+
+def is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 class WheelRef(NamedTuple):
     """The wheel a build record names: its file name in the record's folder and sha256."""
 
@@ -24,16 +43,14 @@ class WheelRef(NamedTuple):
 
 
 class WheelEntry(NamedTuple):
-    """A build record's `wheel` object whole: the wheel and what else the stage recorded
-    of it (build-core.json: its platform tag and size), for a record that repeats it
-    (env.json's `core_wheel` and `plugin_wheel`)."""
+    """A build record's `wheel` object whole (build-core.json adds its platform tag and size),
+    for a record that repeats it (env.json's `core_wheel` and `plugin_wheel`)."""
 
     ref: WheelRef
     platform_tag: str | None
     size: int | None
 
     def to_json(self) -> dict[str, str | int]:
-        """The object as the build stage wrote it."""
         out: dict[str, str | int] = {"filename": self.ref.filename, "sha256": self.ref.sha256}
         if self.platform_tag is not None:
             out["platform_tag"] = self.platform_tag
@@ -43,9 +60,7 @@ class WheelEntry(NamedTuple):
 
 
 class MadeWith(NamedTuple):
-    """The interpreter a record's wheel or environment was made with (its `interpreter`
-    object, `edges/interpreters`): where it was, its version, fingerprint, implementation
-    and how it was found (the last two None when not recorded)."""
+    """The interpreter a record's wheel or environment was made with (its `interpreter`)."""
 
     path: str
     version: str
@@ -54,7 +69,6 @@ class MadeWith(NamedTuple):
     found_by: str | None = None
 
     def to_json(self) -> dict[str, str]:
-        """The object as the stage wrote it."""
         out = {"path": self.path, "version": self.version, "sha256": self.sha256}
         for key in ("implementation", "found_by"):
             if getattr(self, key) is not None:
@@ -66,26 +80,20 @@ MADE_WITH_KEYS = ("implementation", "version", "path", "sha256", "found_by")
 
 
 def parse_made_with(data: Mapping[str, Any]) -> MadeWith | None:
-    """A record's `interpreter` typed; None when it has none (a record made before it was
-    recorded, or with a --runtime-env); RecordProblem naming the key otherwise."""
+    """A record's `interpreter` typed; None when it has none (an older record, or a
+    --runtime-env's); RecordProblem naming the key otherwise."""
     value = data.get("interpreter")
     if value is None:
         return None
-    if not isinstance(value, Mapping):
-        raise RecordProblem(f"'interpreter' is {field_shown(value)}, expected an object")
+    checked(value, "interpreter", lambda v: isinstance(v, Mapping), "an object")
     for key in value:
         if key not in MADE_WITH_KEYS:
             raise RecordProblem(f"'interpreter.{key}' is a key no stage writes")
     for key in ("path", "version", "sha256"):
-        if not isinstance(value.get(key), str):
-            shown = field_shown(value.get(key))
-            raise RecordProblem(f"'interpreter.{key}' is {shown}, expected text")
+        checked(value.get(key), f"interpreter.{key}", lambda v: isinstance(v, str), "text")
     for key in ("implementation", "found_by"):
-        if value.get(key) is not None and not isinstance(value[key], str):
-            raise RecordProblem(f"'interpreter.{key}' is {field_shown(value[key])}, expected text")
-    if not SHA256.fullmatch(value["sha256"]):
-        shown = field_shown(value["sha256"])
-        raise RecordProblem(f"'interpreter.sha256' is {shown}, expected 64 hex digits")
+        checked(value.get(key), f"interpreter.{key}", text_or_none, "text")
+    checked(value["sha256"], "interpreter.sha256", SHA256.fullmatch, "64 hex digits")
     return MadeWith(
         value["path"],
         value["version"],
@@ -102,10 +110,8 @@ LOCKED_OPTIONAL = ("version", "local", "source")
 
 
 class LockedFile(NamedTuple):
-    """A wheel a lock installs, as `vpr lock` records it (the torch wheel of a build
-    environment, a vendor runtime's wheel): `keys` are the keys given (an optional key only
-    when given, null included), sorted as every record file holds them, so the record a stage
-    builds equals the one read back from its file."""
+    """A wheel a lock installs, as `vpr lock` records it: `keys` are the keys given (null
+    included), sorted as record files hold them, so a record built equals the one read back."""
 
     filename: str
     sha256: str
@@ -155,21 +161,11 @@ class CoreBuildEnv(NamedTuple):
 
 
 def _build_env(data: Mapping[str, Any]) -> CoreBuildEnv:
-    value = data.get("build_env") or {}
-    if not isinstance(value, Mapping):
-        raise RecordProblem(f"'build_env' is {field_shown(value)}, expected an object")
-    texts = {}
-    for key in ("lock_file", "lock_sha256", "torch", "core_declared_torch"):
-        if value.get(key) is not None and not isinstance(value[key], str):
-            raise RecordProblem(f"'build_env.{key}' is {field_shown(value[key])}, expected text")
-        texts[key] = value.get(key)
-    return CoreBuildEnv(
-        texts["lock_file"],
-        texts["lock_sha256"],
-        texts["torch"],
-        parse_locked(value.get("torch_file"), "build_env.torch_file"),
-        texts["core_declared_torch"],
-    )
+    value = checked(data.get("build_env") or {}, "build_env", is_object, "an object")
+    keys = ("lock_file", "lock_sha256", "torch", "core_declared_torch")
+    texts = [checked(value.get(k), f"build_env.{k}", text_or_none, "text") for k in keys]
+    torch_file = parse_locked(value.get("torch_file"), "build_env.torch_file")
+    return CoreBuildEnv(*texts[:3], torch_file, texts[3])
 
 
 class BuildRecord(NamedTuple):
@@ -203,25 +199,19 @@ def _text(data: Mapping[str, Any], dotted: str, *, required: bool) -> str | None
     node: Any = data
     for key in dotted.split("."):
         node = node.get(key) if isinstance(node, Mapping) else None
-    if not required and (node is None or isinstance(node, str)):
-        return node
-    if not isinstance(node, str) or not node:
-        expected = "non-empty text" if required else "text"
-        raise RecordProblem(f"{dotted!r} is {field_shown(node)}, expected {expected}")
-    return node
+    if required:
+        return checked(node, dotted, lambda v: isinstance(v, str) and v, "non-empty text")
+    return checked(node, dotted, text_or_none, "text")
 
 
 def _wheel(data: Mapping[str, Any]) -> WheelRef:
-    wheel = data.get("wheel")
-    if not isinstance(wheel, Mapping):
-        raise RecordProblem(f"'wheel' is {field_shown(wheel)}, expected an object")
+    checked(data.get("wheel"), "wheel", is_object, "an object")
     filename = _text(data, "wheel.filename", required=True)
     sha256 = _text(data, "wheel.sha256", required=True)
     assert filename is not None and sha256 is not None
     if "/" in filename or "\\" in filename or not filename.endswith(".whl"):
         raise RecordProblem(f"'wheel.filename' is {filename!r}, expected a wheel's file name")
-    if not SHA256.fullmatch(sha256):
-        raise RecordProblem(f"'wheel.sha256' is {field_shown(sha256)}, expected 64 hex digits")
+    checked(sha256, "wheel.sha256", SHA256.fullmatch, "64 hex digits")
     return WheelRef(filename, sha256)
 
 
@@ -230,11 +220,9 @@ def _wheel_entry(data: Mapping[str, Any], ref: WheelRef) -> WheelEntry:
     unknown = sorted(str(k) for k in wheel if k not in WHEEL_KEYS)
     if unknown:
         raise RecordProblem(f"'wheel.{unknown[0]}' is a key no build stage writes")
-    tag, size = wheel.get("platform_tag"), wheel.get("size")
-    if tag is not None and not isinstance(tag, str):
-        raise RecordProblem(f"'wheel.platform_tag' is {field_shown(tag)}, expected text")
-    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
-        raise RecordProblem(f"'wheel.size' is {field_shown(size)}, expected a byte count")
+    tag = checked(wheel.get("platform_tag"), "wheel.platform_tag", text_or_none, "text")
+    size = wheel.get("size")
+    checked(size, "wheel.size", lambda v: v is None or (is_int(v) and v >= 0), "a byte count")
     return WheelEntry(ref, tag, size)
 
 
@@ -272,15 +260,12 @@ def parse_runner(data: object) -> RunnerFacts:
     unknown = sorted(str(k) for k in data if k not in ("kind", "base_image", "image_id"))
     if unknown:
         raise RecordProblem(f"the runner has an unknown key {unknown[0]!r}")
-    kind = data.get("kind")
-    if not isinstance(kind, str) or not kind:
-        raise RecordProblem(f"'kind' is {field_shown(kind)}, expected non-empty text")
+    kind = checked(data.get("kind"), "kind", lambda v: isinstance(v, str) and v, "non-empty text")
     image = [data.get("base_image"), data.get("image_id")]
     if image == [None, None] and len(data) == 1:
         return RunnerFacts(kind)
     for key, value in zip(("base_image", "image_id"), image, strict=True):
-        if not isinstance(value, str) or not value:
-            raise RecordProblem(f"{key!r} is {field_shown(value)}, expected non-empty text")
+        checked(value, key, lambda v: isinstance(v, str) and v, "non-empty text")
     return RunnerFacts(kind, image[0], image[1])
 
 
@@ -289,9 +274,7 @@ def parse_recorded_runner(data: object) -> RunnerFacts:
     `parse_runner`, and the `python` key a record may also carry (text) kept."""
     if not isinstance(data, Mapping) or "python" not in data:
         return parse_runner(data)
-    python = data["python"]
-    if not isinstance(python, str):
-        raise RecordProblem(f"'python' is {field_shown(python)}, expected text")
+    python = checked(data["python"], "python", lambda v: isinstance(v, str), "text")
     rest = parse_runner({k: v for k, v in data.items() if k != "python"})
     return RunnerFacts(rest.kind, rest.base_image, rest.image_id, python)
 
@@ -302,8 +285,7 @@ def parse_backend(data: Mapping[str, Any]) -> RunnerFacts | None:
     backend = data.get("backend")
     if backend is None:
         return None
-    if not isinstance(backend, Mapping):
-        raise RecordProblem(f"'backend' is {field_shown(backend)}, expected an object")
+    checked(backend, "backend", is_object, "an object")
     try:
         return parse_recorded_runner(backend)
     except RecordProblem as exc:
@@ -312,61 +294,39 @@ def parse_backend(data: Mapping[str, Any]) -> RunnerFacts | None:
 
 def _requires(section: Mapping[str, Any]) -> tuple[str, ...] | None:
     value = section.get("requires_dist")
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(isinstance(r, str) for r in value):
-        raise RecordProblem(
-            f"'plugin.requires_dist' is {field_shown(value)}, expected a list of text"
+    texts = isinstance(value, list) and all(isinstance(r, str) for r in value)
+    checked(value, "plugin.requires_dist", lambda v: v is None or texts, "a list of text")
+    return None if value is None else tuple(value)
+
+
+def _groups(value: object) -> bool:
+    """Entry points: group -> name -> text."""
+    return value is None or (
+        isinstance(value, Mapping)
+        and all(
+            isinstance(g, Mapping) and all(isinstance(v, str) for v in g.values())
+            for g in value.values()
         )
-    return tuple(value)
+    )
 
 
-def _entry_points(data: Mapping[str, Any]) -> Mapping[str, Mapping[str, str]]:
-    value = data.get("entry_points")
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping) or not all(
-        isinstance(group, Mapping) and all(isinstance(v, str) for v in group.values())
-        for group in value.values()
-    ):
-        raise RecordProblem(f"'entry_points' is {field_shown(value)}, expected groups of text")
-    return value
-
-
-def _source(section: Mapping[str, Any]) -> Mapping[str, str | None] | None:
-    value = section.get("source")
-    if value is None:
-        return None
-    if not isinstance(value, Mapping) or not all(
-        isinstance(v, str) or v is None for v in value.values()
-    ):
-        raise RecordProblem(f"'core.source' is {field_shown(value)}, expected an object of text")
-    return value
+def _texts_object(value: object) -> bool:
+    return value is None or (
+        isinstance(value, Mapping) and all(text_or_none(v) for v in value.values())
+    )
 
 
 def _flag(data: Mapping[str, Any], key: str) -> bool | None:
-    value = data.get(key)
-    if value is not None and not isinstance(value, bool):
-        raise RecordProblem(f"{key!r} is {field_shown(value)}, expected true, false or null")
-    return value
-
-
-def _epoch(section: Mapping[str, Any]) -> int | None:
-    value = section.get("source_date_epoch")
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise RecordProblem(
-            f"'core.source_date_epoch' is {field_shown(value)}, expected an integer"
-        )
-    return value
+    return checked(
+        data.get(key), key, lambda v: v is None or isinstance(v, bool), "true, false or null"
+    )
 
 
 def parse(data: Mapping[str, Any], record: str) -> BuildRecord:
     """The build record `record` (a file name in SECTIONS) from its JSON object;
     RecordProblem naming the first key missing or of another type."""
     part = SECTIONS[record]
-    section = data.get(part)
-    if not isinstance(section, Mapping) or not section:
-        raise RecordProblem(f"{part!r} is {field_shown(section)}, expected an object")
+    section = checked(data.get(part), part, lambda v: isinstance(v, Mapping) and v, "an object")
     backend = parse_backend(data)
     plugin, core = part == "plugin", part == "core"
     wheel = _wheel(data)
@@ -378,15 +338,25 @@ def parse(data: Mapping[str, Any], record: str) -> BuildRecord:
         commit=_text(data, "plugin.commit", required=False) if plugin else None,
         requires_dist=_requires(section) if plugin else None,
         backend=backend,
-        entry_points=_entry_points(data),
+        entry_points=checked(data.get("entry_points"), "entry_points", _groups, "groups of text")
+        or {},
         python=_text(data, "python", required=False),
         target_device=_text(data, "core.target_device", required=False) if core else None,
-        source=_source(section) if core else None,
+        source=checked(section.get("source"), "core.source", _texts_object, "an object of text")
+        if core
+        else None,
         wheel_entry=_wheel_entry(data, wheel),
         interpreter=parse_made_with(data),
         reproducible=_flag(data, "reproducible"),
         isolated=_flag(data, "isolated"),
-        source_date_epoch=_epoch(section) if core else None,
+        source_date_epoch=checked(
+            section.get("source_date_epoch"),
+            "core.source_date_epoch",
+            lambda v: v is None or is_int(v),
+            "an integer",
+        )
+        if core
+        else None,
         repository=_text(data, "plugin.repository", required=False) if plugin else None,
         build_env=_build_env(data) if core else None,
     )

@@ -1,5 +1,5 @@
-"""Content-addressed cache under `.vpr/` (its layout: docs/architecture.md), atomic file
-writes, and folder trees walked and removed without recursion."""
+"""Content-addressed cache under `.vpr/`, atomic file writes, and folder trees walked and
+removed without recursion."""
 
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ def sha256_file(path: Path) -> str:
 
 
 def verified_file(path: Path, sha256: str) -> bool:
-    """True when `path` holds `sha256`. Re-hashed unless its `.verified.json` marker
-    vouches for this very file (inode, mtime, size); a good hash renews the marker."""
+    """True when `path` holds `sha256`: re-hashed unless its `.verified.json` marker vouches
+    for this very file (inode, mtime, size)."""
     marker = path.with_name(path.name + ".verified.json")
     st = path.stat()
     stamp = {"inode": st.st_ino, "mtime_ns": st.st_mtime_ns, "size": st.st_size, "sha256": sha256}
@@ -60,8 +60,7 @@ def verified_file(path: Path, sha256: str) -> bool:
 
 
 def tree_digest(root: Path) -> dict[str, str]:
-    """Relative path -> sha256 (or `link:<target>`) of every file under `root` (folders
-    that cannot be listed are passed over)."""
+    """Relative path -> sha256 (or `link:<target>`) of every file under `root`."""
     files: dict[str, str] = {}
     for rel, entry in walk(root, TREE_SKIP, errors="skip"):
         if entry.is_symlink():
@@ -72,10 +71,8 @@ def tree_digest(root: Path) -> dict[str, str]:
 
 
 def tree_stamps(root: Path) -> Stamps:
-    """Relative path -> [inode, size, mtime_ns, ctime_ns] (or `link:<target>`) of every file
-    under `root` that `tree_digest` covers: ctime cannot be set back, so a rewrite that restores
-    mtime and size still shows. No recursion: a tree deeper than the recursion limit is walked
-    the same way."""
+    """Relative path -> [inode, size, mtime_ns, ctime_ns] of every file `tree_digest` covers:
+    ctime cannot be set back, so a rewrite that restores mtime and size still shows."""
     stamps: Stamps = {}
     for rel, entry in walk(root, TREE_SKIP):
         if entry.is_symlink():
@@ -87,16 +84,15 @@ def tree_stamps(root: Path) -> Stamps:
 
 
 def stamps_digest(stamps: Stamps) -> str:
-    """sha256 of `tree_stamps(root)` as it returns them (in walk order): what a memo keeps of a
-    tree's stamps (marshal version 0 writes every string alike, interned or not)."""
+    """sha256 of `tree_stamps` in walk order (marshal version 0 writes every string alike,
+    interned or not)."""
     return hashlib.sha256(marshal.dumps(stamps, 0)).hexdigest()
 
 
 def write_tree_manifest(root: Path) -> None:
     """Record what an extracted tree holds (written last, inside the cache entry)."""
     before = tree_stamps(root)
-    files = tree_digest(root)
-    _write_manifest(root, files, before)
+    _write_manifest(root, tree_digest(root), before)
 
 
 def _write_manifest(root: Path, files: dict[str, str], stamps: Stamps) -> None:
@@ -108,8 +104,8 @@ def _write_manifest(root: Path, files: dict[str, str], stamps: Stamps) -> None:
 
 
 def tree_intact(root: Path) -> bool:
-    """True when the tree still holds exactly what its manifest recorded. Every file is hashed again
-    unless the stamps recorded with the last full check (`tree_stamps`) all still hold."""
+    """True when the tree still holds what its manifest recorded; hashed again unless the
+    stamps of the last full check all still hold."""
     try:
         data = json.loads(bounded.read_file(root / TREE_MANIFEST, _MAX_TREE, "tree manifest"))
         recorded = data["files"]
@@ -132,15 +128,6 @@ def canonical_json(obj: Any) -> str:
 def key_of(obj: Any) -> str:
     """Stable hash of plain data: the cache key of a stage's inputs."""
     return hashlib.sha256(canonical_json(obj).encode()).hexdigest()
-
-
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def _umask() -> int:
@@ -169,7 +156,12 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    with contextlib.suppress(OSError):  # the rename itself, made durable
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -233,8 +225,7 @@ def owner_alive(stamp: str) -> bool:
 
 
 def sweep_stale(tmp: Path) -> list[Path]:
-    """Remove scratch folders and `<sha>.part.<pid>` downloads under `tmp` whose owner is
-    gone; folders without an owner stamp and live owners' files are kept."""
+    """Remove scratch folders and `<sha>.part.<pid>` downloads under `tmp` whose owner is gone."""
     removed: list[Path] = []
     for entry in sorted(tmp.iterdir()):
         if entry.is_dir() and not entry.is_symlink():
@@ -258,9 +249,8 @@ SCRATCH_MIN_FREE = 2 << 30
 
 
 def private_scratch_root(base: Path, *, create: bool = True) -> Path | None:
-    """This user's private folder `vpr-<uid>` in the shared folder `base`, or None. With `create`,
-    `base` must have 2 GiB free and the folder is made (mode 0700). Anything else there (a link,
-    someone else's folder) is not used."""
+    """This user's private folder `vpr-<uid>` (mode 0700) in the shared folder `base`, or None;
+    `create` makes it where `base` has SCRATCH_MIN_FREE. A link or another's folder is not used."""
     root = base / f"vpr-{os.getuid()}"
     try:
         if create:
@@ -325,9 +315,8 @@ class Cache:
 
     @contextlib.contextmanager
     def lock(self, entry: Path) -> Iterator[None]:
-        """Hold the lock of one shared cache entry while it is checked and created: a second run
-        waits, then reuses the complete entry. The lock file is removed on release, so a waiter that
-        wakes holding a removed file's lock tries again."""
+        """Hold one shared cache entry's lock while it is checked and created; the lock file goes
+        on release, so a waiter that wakes holding a removed file's lock tries again."""
         locks = self.root / "locks"
         locks.mkdir(parents=True, exist_ok=True)
         name = hashlib.sha256(str(Path(entry).absolute()).encode()).hexdigest()[:32]
@@ -349,8 +338,7 @@ class Cache:
 
     @contextlib.contextmanager
     def scratch(self, prefix: str, *, under: Path | None = None) -> Iterator[Path]:
-        """A temporary folder under .vpr/tmp (or `under`), removed afterwards whatever happens; its
-        owner file lets a later run remove it if this one is killed."""
+        """A temporary folder under .vpr/tmp (or `under`), removed afterwards whatever happens."""
         sweep_once(under)
         path = Path(tempfile.mkdtemp(prefix=prefix, dir=under or self.tmp))
         try:
@@ -373,9 +361,8 @@ class Cache:
             remove_tree(work, ignore_errors=True)
 
 
-# Walking and removing a folder tree without recursion: a tree is outside input, and one
-# nested deeper than Python's recursion limit must be walked like any other (`os.walk`,
-# `Path.glob("**")` and `shutil.rmtree` recurse once per level).
+# Without recursion: a tree is outside input, and one nested deeper than Python's recursion
+# limit must be walked like any other (`os.walk` and `shutil.rmtree` recurse once per level).
 
 
 def walk(
@@ -385,10 +372,8 @@ def walk(
     enter: Callable[[str], bool] | None = None,
     errors: str = "raise",
 ) -> Iterator[tuple[str, os.DirEntry[str]]]:
-    """(relative posix path, entry) of everything under `root`, each folder before what
-    it holds, in name order. A link is an entry, never followed; a folder named in `skip`,
-    or for whose relative path `enter` says False, is listed but not entered.
-    `errors="skip"` passes over a folder that cannot be listed."""
+    """(relative posix path, entry) of everything under `root`, folders first, in name order;
+    links never followed; a folder in `skip`, or refused by `enter`, is listed but not entered."""
     stack = [""]
     top = os.fspath(root)
     while stack:
@@ -414,8 +399,7 @@ def walk(
 
 
 def remove_tree(path: Path | str, *, ignore_errors: bool = False) -> None:
-    """`shutil.rmtree` without recursion: what `path` holds, then `path` (a link or a
-    file is removed itself, never followed). `ignore_errors` leaves what cannot go."""
+    """`shutil.rmtree` without recursion (a link or a file is removed itself, never followed)."""
     top = os.fspath(path)
     try:
         if not os.path.isdir(top) or os.path.islink(top):

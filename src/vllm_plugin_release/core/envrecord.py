@@ -13,9 +13,11 @@ from vllm_plugin_release.core.buildrecord import (
     MadeWith,
     RunnerFacts,
     WheelRef,
+    checked,
     parse_backend,
     parse_locked,
     parse_made_with,
+    text_or_none,
 )
 from vllm_plugin_release.core.errors import RecordProblem, field_shown
 
@@ -25,9 +27,8 @@ PLATFORM_CHECK = "platform activation (vllm.platforms.current_platform)"  # inen
 
 
 class EnvCheck(NamedTuple):
-    """One of the environment's checks (env.json's `checks`): its name, status (pass, fail,
-    skipped, deferred), detail and, for a failure that is the plugin's or the spec's own,
-    `finding`; `value`, what it found (the platform class it resolved, ...), when it says."""
+    """One of env.json's `checks`: status pass, fail, skipped or deferred; `finding` for a
+    failure that is the plugin's or the spec's own; `value`, what it found, when it says."""
 
     name: str
     status: str
@@ -46,8 +47,7 @@ class EnvCheck(NamedTuple):
 
 
 class ModuleImport(NamedTuple):
-    """One module the environment tried to import (env.json's `runtime_modules` and
-    `plugin_modules`): imported, failed or skipped, and why."""
+    """A module the environment tried to import: imported, failed or skipped, and why."""
 
     module: str
     status: str
@@ -61,8 +61,7 @@ class ModuleImport(NamedTuple):
 
 
 class StandIn(NamedTuple):
-    """The stand-in runtime checked in an overlay environment (`runtime.stand_in`): where
-    its source is, its wheel's sha256, what was checked and the overlay's python."""
+    """The stand-in runtime checked in an overlay environment (`runtime.stand_in`)."""
 
     path: str | None
     wheel_sha256: str | None
@@ -74,10 +73,9 @@ class StandIn(NamedTuple):
 
 
 class EnvRuntime(NamedTuple):
-    """The vendor runtime as the environment found it (env.json's `runtime`): its name and
-    module, `status` (present, absent, none), why, the stand-in checked in an overlay,
-    what the lock installed (version, commit, requirement, wheel) and the requirements
-    left to the vendor image (`left_out`: them and why). All None: no runtime named."""
+    """The vendor runtime as the environment found it (env.json's `runtime`; `status`: present,
+    absent or none; `left_out`: requirements left to the vendor image, and why). All None: no
+    runtime named."""
 
     name: str | None = None
     module: str | None = None
@@ -91,8 +89,7 @@ class EnvRuntime(NamedTuple):
     left_out: tuple[tuple[str, ...], str | None] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The object as written: a named runtime always states its name, module, reason
-        and status (null when none), the rest when given."""
+        """A named runtime states its name, module, reason and status, the rest when given."""
         if not self.named:
             return {}
         out: dict[str, Any] = {k: getattr(self, k) for k in ("name", "module", "reason", "status")}
@@ -109,12 +106,10 @@ class EnvRuntime(NamedTuple):
 
     @property
     def named(self) -> bool:
-        """Whether env.json names a runtime at all (its `runtime` holds anything)."""
         return any(value is not None for value in self)
 
     @property
     def stand_in_python(self) -> Path | None:
-        """`stand_in.python`: the overlay's python, when a stand-in was checked."""
         python = self.stand_in.python if self.stand_in is not None else None
         return Path(python) if python else None
 
@@ -142,13 +137,12 @@ class EnvRecord(NamedTuple):
 
     @property
     def stand_in_python(self) -> Path | None:
-        """The stand-in overlay's python (`runtime.stand_in.python`), when one was checked."""
         return self.runtime.stand_in_python
 
     @property
     def platform(self) -> str | None:
-        """The platform class vLLM resolved in the environment (its first platform
-        activation check's value, whatever its status); None when none or not text."""
+        """The platform class vLLM resolved (the first platform activation check's value,
+        whatever its status); None when none or not text."""
         for check in self.checks:
             if check.name == PLATFORM_CHECK:
                 value = check.value
@@ -157,34 +151,21 @@ class EnvRecord(NamedTuple):
 
 
 def _text(data: Mapping[str, Any], key: str) -> str | None:
-    value = data.get(key)
-    if value is not None and not isinstance(value, str):
-        raise RecordProblem(f"{key!r} is {field_shown(value)}, expected text")
-    return value
+    return checked(data.get(key), key, text_or_none, "text")
 
 
 def _python(data: Mapping[str, Any]) -> Path:
-    value = data.get("python")
-    if not isinstance(value, str) or not value:
-        raise RecordProblem(f"'python' is {field_shown(value)}, expected the environment's python")
-    if "\0" in value or not value.startswith("/"):
-        raise RecordProblem(f"'python' is {field_shown(value)}, expected an absolute path")
+    value = checked(
+        data.get("python"), "python", lambda v: isinstance(v, str) and v, "the environment's python"
+    )
+    checked(value, "python", lambda v: "\0" not in v and v.startswith("/"), "an absolute path")
     return Path(value)
 
 
-def _runner(data: Mapping[str, Any]) -> str:
-    value = data.get("runner")
-    if value not in SITES:
-        raise RecordProblem(f"'runner' is {field_shown(value)}, expected one of {', '.join(SITES)}")
-    return str(value)
-
-
 def _wheel(data: Mapping[str, Any], key: str) -> WheelRef | None:
-    value = data.get(key)
+    value = _object(data, key)
     if value is None:
         return None
-    if not isinstance(value, Mapping):
-        raise RecordProblem(f"{key!r} is {field_shown(value)}, expected an object")
     filename, sha256 = value.get("filename"), value.get("sha256")
     if not isinstance(filename, str) or not filename.endswith(".whl") or "/" in filename:
         raise RecordProblem(f"'{key}.filename' is {field_shown(filename)}, expected a wheel's name")
@@ -195,25 +176,18 @@ def _wheel(data: Mapping[str, Any], key: str) -> WheelRef | None:
 
 def _objects(data: Mapping[str, Any], key: str) -> Sequence[Mapping[str, Any]]:
     value = data.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
-        raise RecordProblem(f"{key!r} is {field_shown(value)}, expected a list of objects")
-    return value
+    ok = value is None or (isinstance(value, list) and all(isinstance(v, Mapping) for v in value))
+    return checked(value, key, lambda _: ok, "a list of objects") or []
 
 
 def _object(data: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
-    value = data.get(key)
-    if value is not None and not isinstance(value, Mapping):
-        raise RecordProblem(f"{key!r} is {field_shown(value)}, expected an object")
-    return value
+    return checked(data.get(key), key, lambda v: v is None or isinstance(v, Mapping), "an object")
 
 
 def _texts(item: Mapping[str, Any], where: str, required: tuple[str, ...], *optional: str) -> None:
     for key in required + optional:
-        value = item.get(key)
-        if (value is not None or key in required) and not isinstance(value, str):
-            raise RecordProblem(f"'{where}.{key}' is {field_shown(value)}, expected text")
+        ok = text_or_none if key not in required else (lambda v: isinstance(v, str))
+        checked(item.get(key), f"{where}.{key}", ok, "text")
 
 
 def _checks(data: Mapping[str, Any]) -> list[EnvCheck]:
@@ -235,8 +209,7 @@ def _modules(data: Mapping[str, Any], key: str) -> list[ModuleImport]:
 
 
 class EnvChecks(NamedTuple):
-    """The environment's checks and module imports, as inenv/envcheck.py answers them (and
-    env.json keeps them)."""
+    """The environment's checks and module imports, as inenv/envcheck.py answers them."""
 
     checks: list[EnvCheck]
     runtime_modules: list[ModuleImport]
@@ -263,9 +236,8 @@ def _runtime(data: Mapping[str, Any]) -> EnvRuntime:
     if left is not None:
         _texts(left, "runtime.left_out", (), "reason")
         needs = left.get("requirements")
-        if not isinstance(needs, list) or not all(isinstance(n, str) for n in needs):
-            shown = field_shown(needs)
-            raise RecordProblem(f"'runtime.left_out.requirements' is {shown}, expected texts")
+        texts = isinstance(needs, list) and all(isinstance(n, str) for n in needs)
+        checked(needs, "runtime.left_out.requirements", lambda _: texts, "texts")
         left_out = (tuple(needs), left.get("reason"))
     return EnvRuntime(
         *(runtime.get(key) for key in ("name", "module", "status", "reason")),
@@ -282,7 +254,9 @@ def parse(data: Mapping[str, Any]) -> EnvRecord:
     checks = _checks(data)
     return EnvRecord(
         python=_python(data),
-        runner=_runner(data),
+        runner=checked(
+            data.get("runner"), "runner", SITES.__contains__, f"one of {', '.join(SITES)}"
+        ),
         platform_class=_text(data, "platform_class"),
         lock_file=_text(data, "lock_file"),
         lock_sha256=_text(data, "lock_sha256"),
@@ -298,10 +272,8 @@ def parse(data: Mapping[str, Any]) -> EnvRecord:
 
 
 class EnvFound(NamedTuple):
-    """What the environment's checks found: the part of env.json they make (`runtime`,
-    `checks`, `runtime_modules`, `plugin_modules`, the `interpreter` it was made from),
-    kept beside the environment by the env stage (`.vpr-env.json`) for a later run to
-    reuse; read and checked (`parse_found`), written back by `to_json`."""
+    """The part of env.json the environment's checks make, kept beside the environment
+    (`.vpr-env.json`) for a later run to reuse."""
 
     runtime: EnvRuntime
     checks: Sequence[EnvCheck]
@@ -324,8 +296,7 @@ class EnvFound(NamedTuple):
 def parse_found(data: Mapping[str, Any]) -> EnvFound:
     """The checks' findings from their JSON object; RecordProblem naming the first key
     missing or of another type (`checks` is required)."""
-    if not isinstance(data.get("checks"), list):
-        raise RecordProblem(f"'checks' is {field_shown(data.get('checks'))}, expected a list")
+    checked(data.get("checks"), "checks", lambda v: isinstance(v, list), "a list")
     return EnvFound(
         _runtime(data),
         _checks(data),

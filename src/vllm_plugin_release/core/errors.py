@@ -1,6 +1,5 @@
-"""Errors that map onto the documented exit codes (0 ok, 1 a gate failed, 2 bad input,
-3 an outside failure; the CLI prints the message, never a traceback), and credentials
-kept out of messages."""
+"""Errors that map onto the exit codes (1 a gate failed, 2 bad input, 3 an outside failure;
+the CLI prints the message, never a traceback), and credentials kept out of messages."""
 
 from __future__ import annotations
 
@@ -34,8 +33,8 @@ class GateFailed(VprError):
 
 
 class JobFailed(GateFailed):
-    """A job in the pairing environment died, answered garbage or ran past its time (exit 1). The
-    plugin's code runs in that job, so this is a finding about the pairing, never deferred."""
+    """A job in the pairing environment died, answered garbage or ran past its time (exit 1): the
+    plugin's code runs there, so it is a finding about the pairing."""
 
     def __init__(self, message: str, *, log: str = "", hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
@@ -48,8 +47,8 @@ _NATIVE_FRAME = re.compile(r'^\s*File "[^"]*(?<!\.py)", line \d+, in .*$')
 
 
 def output_tail(output: str, lines: int = 15) -> str:
-    """The last `lines` lines of a job's output that say something, a native stack dump's frames
-    left out; where faulthandler reported a fatal error, its report's head instead."""
+    """The last `lines` lines of a job's output that say something, native stack frames left
+    out; where faulthandler reported a fatal error, its report's head."""
     kept = [line for line in output.strip().splitlines() if not _NATIVE_FRAME.match(line)]
     fatal = next((i for i, line in enumerate(kept) if "Fatal Python error: " in line), None)
     if fatal is not None:
@@ -71,8 +70,8 @@ class OutsideFailure(VprError):
 
 
 class TimedOut(OutsideFailure):
-    """A command ran past its time and was killed (exit 3); `output`: what it had written.
-    A caller whose command runs the plugin's code makes it a JobFailed instead."""
+    """A command ran past its time and was killed (exit 3); one running the plugin's code is a
+    JobFailed instead."""
 
     def __init__(self, message: str, *, output: str = "") -> None:
         super().__init__(message)
@@ -80,8 +79,7 @@ class TimedOut(OutsideFailure):
 
 
 class PythonUnavailable(OutsideFailure):
-    """The spec's build Python cannot run here (exit 3). The stages that need it stop; the checks
-    that need no pairing environment still run."""
+    """The spec's build Python cannot run here (exit 3); checks needing no pairing env still run."""
 
 
 class RecordProblem(ValueError):
@@ -106,8 +104,7 @@ _USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
 
 
 def scrub(text: str, secrets: Iterable[str] = ()) -> str:
-    """Text meant for a person without credentials: each secret becomes ***, and the user
-    info of every URL in it becomes ***@."""
+    """Text for a person without credentials: secrets become ***, URLs' user info ***@."""
     for secret in secrets:
         text = text.replace(secret, "***")
     return _USERINFO.sub("***@", text)
@@ -122,8 +119,5 @@ def origin(url: str) -> Origin:
 
     parts = urllib.parse.urlsplit(url)
     scheme = parts.scheme.lower()
-    return (
-        scheme,
-        (parts.hostname or "").lower(),
-        parts.port or {"http": 80, "https": 443}.get(scheme),
-    )
+    port = parts.port or {"http": 80, "https": 443}.get(scheme)
+    return scheme, (parts.hostname or "").lower(), port

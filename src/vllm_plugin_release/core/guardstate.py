@@ -1,6 +1,5 @@
-"""What `vpr install` leaves beside a certified environment for vpr-guard (pure):
-`ENV/vpr-guard/` with the manifest, its statement, the lock and `certified.json`. The
-names are vpr-guard's own (guard/src/vpr_guard/__init__.py); a unit test keeps them equal."""
+"""What `vpr install` leaves beside a certified environment for vpr-guard (pure); the names
+are vpr-guard's own (guard/src/vpr_guard/__init__.py), a unit test keeps them equal."""
 
 from __future__ import annotations
 
@@ -10,7 +9,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from packaging.utils import canonicalize_name
 
-from vllm_plugin_release.core.buildrecord import RecordProblem, field_shown
+from vllm_plugin_release.core.buildrecord import (
+    RecordProblem,
+    checked,
+    field_shown,
+    is_int,
+    is_object,
+)
 
 if TYPE_CHECKING:
     from vllm_plugin_release.core.manifestmodel import Manifest
@@ -32,17 +37,15 @@ class DistStamp(NamedTuple):
 
 
 class Snapshot(NamedTuple):
-    """What `python -m vpr_guard snapshot` answered, checked (`parse_snapshot`): every
-    distribution (canonical name -> DistStamp) and, for the roles asked for, each file's
-    (size, mtime_ns) by path ((-1, -1): missing)."""
+    """`python -m vpr_guard snapshot`'s answer: every distribution and, for the roles asked
+    for, each file's (size, mtime_ns) by path ((-1, -1): missing)."""
 
     dists: Mapping[str, DistStamp]
     files: Mapping[str, Mapping[str, tuple[int, int]]]
 
 
 class Finding(NamedTuple):
-    """One thing `python -m vpr_guard check` found: its kind, the distribution ("" for the
-    platform or the state) and the sentence it prints."""
+    """One thing `python -m vpr_guard check` found (`name` "" for the platform or the state)."""
 
     kind: str
     name: str
@@ -84,13 +87,8 @@ class Certified(NamedTuple):
         }
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def parse_snapshot(data: object) -> Snapshot:
-    """The guard's snapshot answer, each key checked; RecordProblem naming the first key
-    missing or of another type."""
+    """The guard's snapshot answer; RecordProblem naming the first key amiss."""
     if not isinstance(data, Mapping) or not isinstance(data.get("dists"), Mapping):
         shown = data.get("dists") if isinstance(data, Mapping) else data
         raise RecordProblem(f"'dists' is {field_shown(shown)}, expected an object")
@@ -101,13 +99,11 @@ def parse_snapshot(data: object) -> Snapshot:
         if not isinstance(version, str) or not (record is None or isinstance(record, str)):
             raise RecordProblem(f"'dists.{name}' is {field_shown(dist)}, expected version, record")
         dists[name] = DistStamp(version, record)
-    files_in = data.get("files") or {}
-    if not isinstance(files_in, Mapping):
-        raise RecordProblem(f"'files' is {field_shown(files_in)}, expected an object")
+    files_in = checked(data.get("files") or {}, "files", is_object, "an object")
     files = {}
     for name, stats in files_in.items():
         if not isinstance(stats, Mapping) or not all(
-            isinstance(st, list) and len(st) == 2 and all(_is_int(n) for n in st)
+            isinstance(st, list) and len(st) == 2 and all(is_int(n) for n in st)
             for st in stats.values()
         ):
             raise RecordProblem(f"'files.{name}' is {field_shown(stats)}, expected file stats")
@@ -116,14 +112,11 @@ def parse_snapshot(data: object) -> Snapshot:
 
 
 def parse_check(data: object) -> GuardCheck:
-    """The guard's `check --json` answer ({ok, findings: [{kind, name, text}], ...}), each
-    key checked; RecordProblem naming the first key missing or of another type."""
+    """The guard's `check --json` answer; RecordProblem naming the first key amiss."""
     if not isinstance(data, Mapping) or not isinstance(data.get("findings"), list):
         shown = data.get("findings") if isinstance(data, Mapping) else data
         raise RecordProblem(f"'findings' is {field_shown(shown)}, expected a list")
-    ok = data.get("ok")
-    if not isinstance(ok, bool):
-        raise RecordProblem(f"'ok' is {field_shown(ok)}, expected true or false")
+    ok = checked(data.get("ok"), "ok", lambda v: isinstance(v, bool), "true or false")
     found = []
     for i, item in enumerate(data["findings"]):
         values = [item.get(k) if isinstance(item, Mapping) else None for k in Finding._fields]
@@ -136,8 +129,7 @@ def parse_check(data: object) -> GuardCheck:
 
 
 def roles(manifest: Manifest, installed: Collection[str]) -> dict[str, str]:
-    """role -> distribution name, for the guard's messages: core, plugin, guard, the vendor
-    runtime (its locked wheel) and torch, where the environment holds them."""
+    """role -> distribution name (core, plugin, guard, runtime, torch) where the env holds it."""
     out = snapshot_roles(manifest)
     filename = manifest.runtime.wheel_filename
     if filename is not None and "-" in filename:

@@ -1,6 +1,5 @@
-"""The container runner's image as pure data: the rules its Dockerfile keeps (every base
-pinned by digest, nothing fetched unpinned), and an image written byte for byte as a
-`docker save` archive (the same layers give the same image ID on any engine)."""
+"""The container runner's image as pure data: its Dockerfile's rules (bases pinned by digest,
+nothing fetched unpinned), and a byte-stable `docker save` archive."""
 
 from __future__ import annotations
 
@@ -38,9 +37,7 @@ def logical_lines(text: str) -> list[tuple[int, str]]:
     start = 0
     for number, raw in enumerate(text.splitlines(), start=1):
         stripped = raw.strip()
-        if not buf and (not stripped or stripped.startswith("#")):
-            continue
-        if buf and stripped.startswith("#"):
+        if stripped.startswith("#") or not (buf or stripped):
             continue
         if not buf:
             start = number
@@ -141,21 +138,25 @@ def canonical(data: Any) -> bytes:
     return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
 
 
+def _member(
+    name: str, epoch: int, mode: int, kind: bytes = tarfile.REGTYPE, size: int = 0, link: str = ""
+) -> tarfile.TarInfo:
+    """A layer's tar entry, owned by root, every time `epoch`."""
+    info = tarfile.TarInfo(name)
+    info.type, info.mode, info.mtime, info.size, info.linkname = kind, mode, epoch, size, link
+    return info
+
+
 def file_layer(dest: Path, files: Mapping[str, tuple[bytes, int]], *, epoch: int) -> Path:
-    """A layer tar holding `files` ({path: (bytes, mode)}), parents included, owner root,
-    every time set to `epoch`; entries sorted, so the bytes depend on the files only."""
+    """A layer tar of `files` ({path: (bytes, mode)}) whose bytes depend on the files only."""
     dirs = sorted({str(Path(name).parent) for name in files} - {"."})
     parents = sorted({str(p) for d in dirs for p in [Path(d), *Path(d).parents]} - {"."})
     with tarfile.open(dest, "w", format=tarfile.GNU_FORMAT) as tf:
         for name in parents:
-            info = tarfile.TarInfo(name)
-            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, epoch
-            tf.addfile(info)
+            tf.addfile(_member(name, epoch, 0o755, tarfile.DIRTYPE))
         for name in sorted(files):
             data, mode = files[name]
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime = len(data), mode, epoch
-            tf.addfile(info, io.BytesIO(data))
+            tf.addfile(_member(name, epoch, mode, size=len(data)), io.BytesIO(data))
     return dest
 
 
@@ -168,10 +169,8 @@ def tree_layer(
     epoch: int,
     links: Mapping[str, Path] | None = None,
 ) -> Path:
-    """A layer tar holding `members` (paths relative to `root`: files, folders, symbolic
-    links, in any order) under `at` in the image, and the symbolic `links` ({path in the
-    image: target}), owner root, every time `epoch`, modes kept; entries sorted, parents
-    included, so the bytes depend on the files only."""
+    """A layer tar of `members` (paths under `root`) at `at` in the image, and `links` ({path in
+    the image: target}), modes kept, whose bytes depend on the files only."""
     base = at.strip("/")
     names = {base + "/" + m.strip("/") for m in members}
     extra = {k.strip("/"): str(v) for k, v in (links or {}).items()}
@@ -179,26 +178,19 @@ def tree_layer(
     with tarfile.open(dest, "w", format=tarfile.GNU_FORMAT) as tf:
         for name in sorted(parents | names | set(extra)):
             if name in extra:
-                info = tarfile.TarInfo(name)
-                info.type, info.mode, info.mtime = tarfile.SYMTYPE, 0o777, epoch
-                info.linkname = extra[name]
-                tf.addfile(info)
+                tf.addfile(_member(name, epoch, 0o777, tarfile.SYMTYPE, link=extra[name]))
                 continue
             rel = name[len(base) + 1 :] if name.startswith(base + "/") else None
             path = root / rel if rel else None
-            info = tarfile.TarInfo(name)
-            info.mtime = epoch
             if path is None or (path.is_dir() and not path.is_symlink()):
-                info.type, info.mode = tarfile.DIRTYPE, 0o755
-                tf.addfile(info)
+                tf.addfile(_member(name, epoch, 0o755, tarfile.DIRTYPE))
             elif path.is_symlink():
-                info.type, info.mode = tarfile.SYMTYPE, 0o777
-                info.linkname = str(Path(path.readlink()))
-                tf.addfile(info)
+                target = str(Path(path.readlink()))
+                tf.addfile(_member(name, epoch, 0o777, tarfile.SYMTYPE, link=target))
             else:
-                info.size, info.mode = path.stat().st_size, path.stat().st_mode & 0o755
+                st = path.stat()
                 with path.open("rb") as fh:
-                    tf.addfile(info, fh)
+                    tf.addfile(_member(name, epoch, st.st_mode & 0o755, size=st.st_size), fh)
     return dest
 
 
@@ -224,8 +216,7 @@ def image_config(
 def write_archive(
     dest: Path, layers: Sequence[Path], *, repo_tag: str, epoch: int, labels: Mapping[str, str]
 ) -> str:
-    """Write a `docker save` archive of `layers` (uncompressed tars, bottom first) to `dest`;
-    returns the image ID (sha256 hex of the config)."""
+    """Write a `docker save` archive of `layers` (bottom first) to `dest`; the image ID."""
     diff_ids = [sha256_file(layer) for layer in layers]
     config = canonical(image_config(diff_ids, epoch=epoch, labels=labels))
     image_id = hashlib.sha256(config).hexdigest()
@@ -239,9 +230,7 @@ def write_archive(
     with tarfile.open(dest, "w", format=tarfile.GNU_FORMAT) as tf:
 
         def add_bytes(name: str, data: bytes) -> None:
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime = len(data), 0o644, epoch
-            tf.addfile(info, io.BytesIO(data))
+            tf.addfile(_member(name, epoch, 0o644, size=len(data)), io.BytesIO(data))
 
         add_bytes(f"{image_id}.json", config)
         for diff_id, layer in zip(diff_ids, layers):

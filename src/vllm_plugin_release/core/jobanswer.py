@@ -1,5 +1,5 @@
-"""Reading an in-environment job's answer key by key, as hostile input: a key missing or
-of another type is a JobFailed naming the job, the dotted key and what to run again."""
+"""An in-environment job's answer read key by key as hostile input: a key amiss is a JobFailed
+naming the job, the dotted key and what to run again."""
 
 from __future__ import annotations
 

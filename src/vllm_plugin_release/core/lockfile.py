@@ -1,6 +1,5 @@
-"""Hash-locked requirement files: what to lock (`LockRequest`), reading a lock back (its
-header's hashes catch a stale or hand-edited lock), and a lock's drift from what an
-environment has installed."""
+"""Hash-locked requirement files: what to lock, reading a lock back (its header's hashes catch
+a stale or hand-edited lock), and a lock's drift from what an environment has installed."""
 
 from __future__ import annotations
 
@@ -8,8 +7,6 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from packaging.requirements import InvalidRequirement, Requirement
 
 from vllm_plugin_release.core.bounded import tomllib
 from vllm_plugin_release.core.cache import key_of
@@ -62,9 +59,8 @@ def read_build_requires(source_tree: Path) -> list[str]:
 
 
 def exact_pins(request: LockRequest, body: str) -> str:
-    """`body` with the pins the request asks for exactly (`name===version`: the index's
-    release, no local label) written `===` too: uv writes `==`, which at install time a
-    find-links file with a local label (`2.13.0+cpu`) would satisfy, and fail its hash."""
+    """`body` with the pins the request asks for exactly (`name===version`) written `===` too:
+    uv writes `==`, which a find-links file with a local label (`2.13.0+cpu`) would satisfy."""
     exact = {
         m.group(1).lower()
         for line in (*request.requirements, *request.overrides)
@@ -79,50 +75,9 @@ def exact_pins(request: LockRequest, body: str) -> str:
 
 
 def torch_requirement(version: str) -> str:
-    """The requirement for `[build] torch`: `torch==2.13.0+cpu` for a local build, and
-    `torch===2.13.0` (exactly that version, no local label) for the index's build, which
-    `==` would let a find-links `+cpu` file take."""
+    """`[build] torch`'s requirement: `===` for the index's build (`==` would let a find-links
+    `+cpu` file take it)."""
     return f"torch=={version}" if "+" in version else f"torch==={version}"
-
-
-def core_build_request(
-    source_tree: Path, python: str, torch: str, version: str, platform: str = LOCK_PLATFORM
-) -> tuple[LockRequest, str]:
-    """Build requirements of the core, with torch replaced by the spec's; (request, the torch
-    requirement the core itself declares)."""
-    declared_torch = ""
-    lines: list[str] = []
-    for raw in read_build_requires(source_tree):
-        try:
-            req = Requirement(raw)
-        except InvalidRequirement as exc:
-            raise BadInput(
-                f"{source_tree / 'pyproject.toml'}: bad build requirement {raw!r}: {exc}"
-            )
-        if req.name == "torch":
-            declared_torch = str(req)
-            continue
-        lines.append(str(req))
-    lines.append(torch_requirement(torch))
-    lines.append("build")  # the frontend that runs the build inside the env
-    kind = "a CPU build" if torch.endswith("+cpu") else "the index's build for this Python"
-    notes = (
-        f"vLLM {version} declares {declared_torch!r} in [build-system]; this build uses "
-        f"torch=={torch} ({kind} the machine can install). The empty target compiles "
-        "no kernels, so torch is only imported by setup.py.",
-    )
-    return (
-        LockRequest(
-            name="build-core",
-            requirements=tuple(sorted(lines)),
-            python=python,
-            platform=platform,
-            title=f"Build requirements for vLLM {version} (VLLM_TARGET_DEVICE=empty), "
-            f"Python {python}",
-            notes=notes,
-        ),
-        declared_torch,
-    )
 
 
 def body_sha256(body: str) -> str:
@@ -130,9 +85,8 @@ def body_sha256(body: str) -> str:
 
 
 def header(request: LockRequest, body: str, extra: tuple[str, ...] = ()) -> list[str]:
-    """The comment lines a lock file starts with (title, notes, inputs hash, body hash); the
-    body-sha256 line is the last: the body is what follows it. `extra`: notes found while
-    locking."""
+    """The comment lines a lock file starts with; the body-sha256 line is the last: the body is
+    what follows it. `extra`: notes found while locking."""
     caps = (f"caps (uv --constraint): {', '.join(request.caps)}",) if request.caps else ()
     return [
         f"# {request.title or request.name}",
@@ -207,8 +161,7 @@ def hashes(lock_text: str) -> dict[str, set[str]]:
 
 @dataclass(frozen=True)
 class LockedFile:
-    """The wheel a lock installs for a package on its Python and platform (`vpr lock`
-    records it for torch and the vendor runtime: the multi-GB file, the runtime's own)."""
+    """The wheel a lock installs for a package (`vpr lock` records torch's and the runtime's)."""
 
     name: str
     filename: str

@@ -1,5 +1,4 @@
-"""Progress and status output on stderr (rich, imported on the first line printed), quiet
-when not on a terminal."""
+"""Progress and status output on stderr (rich, imported on the first line printed)."""
 
 from __future__ import annotations
 
@@ -53,9 +52,8 @@ def heartbeat_seconds() -> float:
 
 
 def configure(*, interactive: bool | None, heartbeat: float = 15.0, github: bool = False) -> None:
-    """Live displays (spinners, bars) or plain lines, decided once from the terminal and $CI.
-    `heartbeat`: seconds between "still running" lines in plain mode; `github`: GitHub Actions
-    groups."""
+    """Live displays or plain lines (`heartbeat`: seconds between "still running" lines), and
+    GitHub Actions groups; decided once from the terminal and $CI."""
     _mode.update(interactive=interactive, heartbeat=heartbeat, github=github)
 
 
@@ -69,8 +67,8 @@ _tags = threading.local()
 
 @contextlib.contextmanager
 def tagged(name: str) -> Iterator[None]:
-    """This thread's lines (`info`, `warn`) carry `[name]` during the block: a stage that
-    runs side by side with others (flows/stagewalk) keeps its lines apart from theirs."""
+    """This thread's lines carry `[name]` during the block: a stage run beside others keeps its
+    lines apart from theirs."""
     before = getattr(_tags, "name", None)
     _tags.name = name
     try:
@@ -89,9 +87,8 @@ def info(message: str) -> None:
 
 
 def note(message: str) -> None:
-    """`info` for a read command's status line: when stderr is not a terminal and nothing has made
-    the console yet, written as the plain line rich would print (`vpr MESSAGE`) without importing
-    rich."""
+    """`info` for a read command's status line, written plainly without importing rich when
+    stderr is no terminal and no console was made yet."""
     isatty = getattr(sys.stderr, "isatty", None)
     if "console" in _made or (isatty is not None and isatty()):
         info(message)
@@ -117,12 +114,7 @@ class BytesProgress:
 
     def __enter__(self) -> BytesProgress:
         if interactive():
-            from rich.progress import (
-                BarColumn,
-                DownloadColumn,
-                Progress,
-                TransferSpeedColumn,
-            )
+            from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
             self._progress = Progress(
                 "[progress.description]{task.description}",
@@ -135,7 +127,8 @@ class BytesProgress:
             self._progress.start()
             self._task = self._progress.add_task(self.description, total=self.total)
         else:
-            info(f"{self.description} ({_size(self.total)})")
+            size = f"{self.total / 1e6:.1f} MB" if self.total else "size unknown"
+            info(f"{self.description} ({size})")
         return self
 
     def advance(self, n: int) -> None:
@@ -149,12 +142,6 @@ class BytesProgress:
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.stop()
-
-
-def _size(n: int | None) -> str:
-    if not n:
-        return "size unknown"
-    return f"{n / 1e6:.1f} MB"
 
 
 @contextlib.contextmanager
@@ -176,8 +163,7 @@ def _elapsed(seconds: float) -> str:
 @contextlib.contextmanager
 def working(what: str, log: Path | None = None) -> Iterator[None]:
     """A long step: one line when it starts and, in plain mode, a "still running" line every
-    heartbeat. On a terminal the stage's spinner already shows it (older rich refuses nested live
-    displays)."""
+    heartbeat (on a terminal the stage's spinner shows it: rich refuses nested live displays)."""
     where = f" (log: {log})" if log is not None else ""
     info(f"{what}: started{where}")
     if interactive():
@@ -195,8 +181,7 @@ def working(what: str, log: Path | None = None) -> Iterator[None]:
 
 @contextlib.contextmanager
 def every(seconds: float, tick: Callable[[], None], name: str) -> Iterator[None]:
-    """`tick` every `seconds` in a thread of its own while the block runs (not at its
-    start); stopped, and joined, when the block ends."""
+    """`tick` every `seconds` in a thread of its own while the block runs (not at its start)."""
     stop = threading.Event()
 
     def loop() -> None:
@@ -219,8 +204,7 @@ def rule(title: str) -> None:
 
 @contextlib.contextmanager
 def stage(title: str, *, group: bool = True) -> Iterator[None]:
-    """One stage of a flow: a rule line, or a collapsible group in a GitHub Actions log
-    (`group=False`: a rule there too)."""
+    """One stage of a flow: a rule line, or (unless not `group`) a GitHub Actions log group."""
     if not (_mode["github"] and group):
         rule(title)
         yield
@@ -233,7 +217,6 @@ def stage(title: str, *, group: bool = True) -> Iterator[None]:
 
 
 def workflow_command(line: str) -> None:
-    """A GitHub Actions workflow command, on standard output as the runner expects (after
-    what is already on stderr, so the log keeps its order)."""
+    """A GitHub Actions workflow command on stdout, after what is on stderr (the log's order)."""
     sys.stderr.flush()
     print(line, flush=True)

@@ -90,27 +90,21 @@ def producer(name: str, spec_path: Path | str | None = None, extra: str = "") ->
 T = TypeVar("T")
 
 
-def _json_object(path: Path) -> dict[str, Any] | None:
-    """The JSON object in `path` (at most MAX_RECORD bytes), or None when there is none,
-    it is larger, unreadable or not a JSON object."""
+def read_object(path: Path, parse: Callable[[Any], T | None]) -> T | None:
+    """What `parse` (answering None or raising RecordProblem) makes of the JSON object in `path`,
+    read bounded; None when there is none or it is unusable: for a look that must never fail."""
     try:
         data = json.loads(bounded.read_file(path, MAX_RECORD, "record"))
     except (OSError, ValueError, RecursionError, BadInput):
         return None
-    return data if isinstance(data, dict) else None
-
-
-def read_object(path: Path, parse: Callable[[Any], T | None]) -> T | None:
-    """What `parse` makes of the JSON object in `path` (read bounded), or None when there is none or
-    it is unusable: for a look that must never fail. `parse` checks each key it reads and answers
-    None, never raising."""
-    data = _json_object(path)
-    return None if data is None else parse(data)
+    try:
+        return parse(data) if isinstance(data, dict) else None
+    except RecordProblem:
+        return None
 
 
 def read(dist: Path, name: str, producer_hint: str | None = None) -> dict[str, Any]:
-    """The JSON record `name` in `dist` (at most MAX_RECORD bytes); BadInput naming the
-    file and the command to run."""
+    """The JSON record `name` in `dist`, bounded; BadInput naming the file and what to run."""
     path = dist / name
     hint = producer_hint or producer(name)
     try:
@@ -132,24 +126,26 @@ def read(dist: Path, name: str, producer_hint: str | None = None) -> dict[str, A
 def read_with(
     dist: Path, name: str, parse: Callable[[Any], T], producer_hint: str | None = None
 ) -> T:
-    """What `parse` makes of the JSON record `name` in `dist` (bounded, a JSON object, else BadInput
-    naming the file and the command to run); `parse` raises BadInput naming the dotted key."""
+    """What `parse` (BadInput naming the dotted key) makes of the JSON record `name` in `dist`."""
     return parse(read(dist, name, producer_hint))
 
 
 def build_record(dist: Path, name: str, producer_hint: str | None = None) -> BuildRecord:
-    """The build record `name` (BUILD_CORE, BUILD_PLUGIN or BUILD_GUARD) in `dist`, typed;
-    BadInput naming the file, the key and the command to run."""
+    """The build record `name` in `dist`, typed; BadInput naming the file, key and what to run."""
     return parse_build(dist / name, name, read(dist, name, producer_hint), producer_hint)
 
 
 def parse_build(
     path: Path, name: str, data: dict[str, Any], hint: str | None = None
 ) -> BuildRecord:
-    """Build record `name` from its JSON object (read from or going to `path`), typed; BadInput
-    naming the file, the key and the command to run (`hint`, else the record's producer)."""
+    """Build record `name` (read from or going to `path`) typed; BadInput naming the file."""
+    return _typed(path, name, lambda: _parse_build(data, name), hint)
+
+
+def _typed(path: Path, name: str, parse: Callable[[], T], hint: str | None) -> T:
+    """`parse()`, or BadInput naming `path`, the key and what to run (`hint` or the producer)."""
     try:
-        return _parse_build(data, name)
+        return parse()
     except RecordProblem as exc:
         again = hint or producer(name)
         raise BadInput(f"{path}: incomplete record: {exc}", hint=f"run `{again}` again")
@@ -158,46 +154,29 @@ def parse_build(
 def env_record(
     dist: Path, spec_path: Path | str | None = None, hint: str | None = None
 ) -> EnvRecord:
-    """dist/NAME/env.json (written by `vpr env`), typed; BadInput naming the file, the key
-    and the command to run (`hint`, else `vpr env` with the spec)."""
+    """dist/NAME/env.json typed; BadInput naming the file, the key and what to run."""
     hint = hint or producer(ENV, spec_path)
     return parse_env(dist / ENV, read(dist, ENV, hint), hint)
 
 
 def env_record_at(dist: Path) -> EnvRecord | None:
-    """dist/NAME/env.json typed, or None when there is none or it is no env record: for a
-    look that must never fail (a cache probe, where to look for a runtime)."""
-    return read_object(dist / ENV, _env_or_none)
-
-
-def _env_or_none(data: Any) -> EnvRecord | None:
-    try:
-        return _parse_env(data)
-    except RecordProblem:
-        return None
+    """dist/NAME/env.json typed, or None when there is none or it is no env record."""
+    return read_object(dist / ENV, _parse_env)
 
 
 def parse_env(path: Path, data: dict[str, Any], hint: str | None = None) -> EnvRecord:
-    """The env record from its JSON object (read from or going to `path`), typed; BadInput naming
-    the file, the key and the command to run (`hint`, else `vpr env`)."""
-    try:
-        return _parse_env(data)
-    except RecordProblem as exc:
-        raise BadInput(
-            f"{path}: incomplete record: {exc}", hint=f"run `{hint or producer(ENV)}` again"
-        )
+    """The env record (read from or going to `path`) typed; BadInput naming the file."""
+    return _typed(path, ENV, lambda: _parse_env(data), hint)
 
 
 class RunFile(NamedTuple):
-    """dist/NAME/run.json as read: the sections the stages noted there; `raw`, the object as
-    written, kept only to be written back beside the section a stage adds."""
+    """dist/NAME/run.json's sections as written, kept to be written back beside a stage's own."""
 
     raw: Mapping[str, Any]
 
 
 def run_file(dist: Path) -> RunFile:
-    """dist/NAME/run.json's sections as written (bounded); none when there is none or it
-    is unusable (run.json is a note of the run, never a stage's input)."""
+    """dist/NAME/run.json's sections (none when unusable: it is a note, never a stage's input)."""
     return read_object(dist / RUN, RunFile) or RunFile({})
 
 

@@ -1,6 +1,5 @@
-"""When the nightly runs again: every `interval` hours while it passes, backing off to
-`backoff` hours while it fails (as a core-main build that keeps failing needs a person, not
-three more runs a day). Pure; the state is a small JSON document kept in the store."""
+"""When the nightly runs again: every `interval` hours while it passes, `backoff` hours while
+it fails (that needs a person, not more runs). Pure; the state is a signed store document."""
 
 from __future__ import annotations
 
@@ -42,7 +41,6 @@ class ScheduleState(NamedTuple):
     last_result: str | None = None  # pass | fail
 
     def to_json(self) -> dict[str, str | int | None]:
-        """The document as the store holds it (these keys, this order)."""
         return {
             "last_run": _format(self.last_run),
             "last_commit": self.last_commit,
@@ -59,33 +57,21 @@ class StateUnreadable(ValueError):
     """A schedule state whose last_run or failures is of another type."""
 
 
-def _failures(state: Mapping[str, object]) -> int | None:
-    value = state.get("failures", 0)
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**6:
-        return value
-    return None
-
-
 def parse_state(data: object) -> ScheduleState | None:
-    """The state the store holds (None before the first run); StateUnreadable when its
-    last_run is not a UTC time or its failures not a count."""
+    """The state the store holds (None before the first run); StateUnreadable when not a state."""
     if not isinstance(data, Mapping) or data.get("last_run") is None:
         return None
-    last, failures = _parse(data.get("last_run")), _failures(data)
-    if last is None or failures is None:
+    last, failures = _parse(data.get("last_run")), data.get("failures", 0)
+    count = isinstance(failures, int) and not isinstance(failures, bool) and 0 <= failures < 10**6
+    if last is None or not count:
         raise StateUnreadable("the schedule's state cannot be read (last_run, failures)")
-    commit, result = data.get("last_commit"), data.get("last_result")
-    return ScheduleState(
-        last,
-        failures,
-        commit if isinstance(commit, str) else None,
-        result if isinstance(result, str) else None,
-    )
+    texts = [data.get(k) for k in ("last_commit", "last_result")]
+    return ScheduleState(last, failures, *(v if isinstance(v, str) else None for v in texts))
 
 
 def state_from(payload: bytes, where: str) -> ScheduleState | None:
-    """The state a verified signed schedule holds: None before the first run and when it cannot be
-    read (it then never delays a run); GateFailed when the payload is not a JSON object."""
+    """A verified signed schedule's state; None before the first run and when it cannot be
+    read (it never delays a run); GateFailed when the payload is not a JSON object."""
     try:
         return parse_state(signed.body(payload, where, ""))
     except StateUnreadable:
@@ -99,8 +85,7 @@ def due(
     interval: int = INTERVAL_HOURS,
     backoff: int = BACKOFF_HOURS,
 ) -> tuple[bool, str]:
-    """Whether a run is due now, and why (or why not). A last run dated after now never
-    delays a run."""
+    """Whether a run is due now, and why; a last run dated after now never delays one."""
     if state is None:
         return True, "no earlier run"
     last, failures = state.last_run, state.failures
@@ -121,12 +106,8 @@ def after_run(
 ) -> ScheduleState:
     """The state after a run on `commit`."""
     failures = 0 if passed or state is None else state.failures
-    return ScheduleState(
-        now.replace(microsecond=0),
-        0 if passed else failures + 1,
-        commit,
-        "pass" if passed else "fail",
-    )
+    result = "pass" if passed else "fail"
+    return ScheduleState(now.replace(microsecond=0), 0 if passed else failures + 1, commit, result)
 
 
 POINTER_KEYS = ("pairing", "core_url", "core_commit", "plugin_commit", "time")
@@ -134,9 +115,7 @@ _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 def pointer_problem(pointer: Any, name: str, now: dt.datetime) -> str | None:
-    """Why a signed last-known-good pointer cannot be the pointer of pairing `name` now
-    (another pairing's, no time, a time to come, a key missing or not text, a core commit
-    that is not a commit id), else None."""
+    """Why a signed last-known-good pointer cannot be the pointer of pairing `name` now, or None."""
     if not isinstance(pointer, dict) or not all(
         isinstance(pointer.get(k), str) or (k == "plugin_commit" and pointer.get(k) is None)
         for k in POINTER_KEYS
@@ -176,8 +155,7 @@ class Pointer(NamedTuple):
 
 
 def parse_pointer(payload: bytes, name: str, now: dt.datetime, where: str, hint: str) -> Pointer:
-    """A verified signed pointer's payload as the pointer of pairing `name` now
-    (`pointer_problem`); GateFailed naming `where` otherwise."""
+    """A verified signed pointer of pairing `name` now; GateFailed naming `where` otherwise."""
     pointer = signed.body(payload, where, hint)
     problem = pointer_problem(pointer, name, now)
     if problem:

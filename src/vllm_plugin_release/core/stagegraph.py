@@ -1,6 +1,5 @@
-"""A flow as a graph of stages (pure): what each needs, the order and steps they run in, the
-work started *ahead* beside the line, and how the graph is drawn (`vpr release --graph`).
-No stage runs here (flows/stagewalk does); the model is in docs/architecture.md."""
+"""A flow as a graph of stages (pure): what each needs, the steps they run in, the work started
+*ahead* beside the line, and its drawing (`vpr release --graph`); docs/architecture.md."""
 
 from __future__ import annotations
 
@@ -27,8 +26,7 @@ class Stage:
 
 
 def cache_state(stage: Stage) -> str | None:
-    """The stage's probe's answer; whatever goes wrong in it is "unknown" with the reason
-    (a probe never fails the drawing)."""
+    """The stage's probe's answer; a probe that fails is "unknown" with the reason."""
     if stage.cached is None:
         return None
     try:
@@ -48,8 +46,8 @@ def cache_states(graph: Graph, targets: Iterable[str] | None = None) -> dict[str
 
 
 class Graph:
-    """Stages in declared order, which must respect every `needs`. ValueError on a name given twice,
-    an unknown or later need, or an ahead stage that needs another ahead stage."""
+    """Stages in declared order, each after its `needs`; ValueError on a name given twice, an
+    unknown or later need, or an ahead stage that needs another ahead stage."""
 
     def __init__(self, stages: Sequence[Stage]) -> None:
         seen: dict[str, Stage] = {}
@@ -70,8 +68,7 @@ class Graph:
         return self._by_name[name]
 
     def needed(self, targets: Iterable[str] | None = None) -> list[Stage]:
-        """The stages `targets` need (themselves included), in run order; all with None.
-        An ahead stage is kept when a kept stage needs it."""
+        """The stages `targets` need (themselves included), in run order; all with None."""
         if targets is None:
             return list(self.stages)
         wanted: set[str] = set()
@@ -91,9 +88,8 @@ class Graph:
     def steps(
         self, targets: Iterable[str] | None = None, width: int | None = None
     ) -> list[list[Stage]]:
-        """The line in steps, in run order: a stage joins the step before it when nothing
-        it needs is in that step (an ahead stage it needs counts as that stage's needs)
-        and the step holds fewer than `width` stages (None: no bound, for the drawing)."""
+        """The line in steps: a stage joins the step before when nothing it needs (through an
+        ahead stage too) is in it and it holds fewer than `width` stages (None: no bound)."""
         steps: list[list[Stage]] = []
         for stage in self.line(targets):
             needs = set(stage.needs)
@@ -115,9 +111,8 @@ class Graph:
 def text(
     graph: Graph, targets: Iterable[str] | None = None, states: Mapping[str, str] | None = None
 ) -> str:
-    """The graph as lines: the numbered line, each stage with its needs; ahead work
-    after the stage it starts behind; a stage's cache state (`states`) as `[cached]`;
-    a stage that may run side by side with the ones before it in its step `|| beside`."""
+    """The graph as lines: the numbered line with needs, cache states and `|| beside`; ahead
+    work after the stage it starts behind."""
     states = states or {}
     stages = graph.needed(targets)
     line = [s for s in stages if not s.ahead]
@@ -157,9 +152,8 @@ def dot(
     name: str = "release",
     states: Mapping[str, str] | None = None,
 ) -> str:
-    """The graph in Graphviz's DOT: line stages as boxes, ahead work dashed; a stage
-    whose result is cached filled, its cache state (`states`) under its name; line stages
-    that may run side by side in one dotted cluster ("side by side")."""
+    """The graph in Graphviz's DOT: ahead work dashed, cached stages filled with their state,
+    stages that may run side by side in one dotted cluster."""
     states = states or {}
     stages = graph.needed(targets)
     out = [f'digraph "{name}" {{', "  rankdir=LR;", "  node [shape=box];"]

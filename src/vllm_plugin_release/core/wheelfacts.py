@@ -1,5 +1,5 @@
-"""Facts about a wheel that a manifest records and an installation is checked against
-(its files digest, from a wheel or an installed RECORD), and how two wheels differ."""
+"""Facts about a wheel that a manifest records and an installation is checked against, and
+how two wheels differ."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ def record_hash(data: bytes) -> str:
 
 
 def installed_path(wheel_path: str) -> str | None:
-    """Where an installer puts a wheel entry, relative to site-packages; None for what is not
-    installed unchanged there (.dist-info, scripts, headers, data, byte-code caches)."""
+    """Where an installer puts a wheel entry in site-packages; None for what it does not put
+    there unchanged (.dist-info, scripts, headers, data, byte-code caches)."""
     parts = PurePosixPath(wheel_path).parts
     if not parts or ".." in parts or "__pycache__" in parts:
         return None
@@ -89,8 +89,7 @@ def wheel_version(path: Path) -> str:
 
 
 def wheel_files(path: Path) -> dict[str, str]:
-    """The covered files of a wheel, {installed path: 'sha256=...'}; GateFailed if its RECORD does
-    not match its contents."""
+    """{installed path: 'sha256=...'}; GateFailed if its RECORD does not match its contents."""
     try:
         with zipfile.ZipFile(path) as zf:
             records = [n for n in zf.namelist() if n.endswith(".dist-info/RECORD")]
@@ -149,8 +148,7 @@ class WheelMeta(NamedTuple):
 
 
 def wheel_metadata(wheel: Path) -> WheelMeta:
-    """Name, version and Requires-Dist from the wheel's METADATA; GateFailed naming the
-    wheel when it has no METADATA or that names no Name or Version."""
+    """Name, version and Requires-Dist from the wheel's METADATA; GateFailed when it lacks one."""
     from email.parser import Parser
 
     with zipfile.ZipFile(wheel) as zf:

@@ -72,18 +72,17 @@ def stage_key(spec: Spec, lock_sha: str, isolated: bool) -> str:
 
 
 def prepare_build_env(spec: Spec, cache: Cache, search: Search | None = None) -> bool:
-    """Make the build environment ahead of the build (it needs only the lock). Nothing when cached
-    or present; whatever goes wrong is left to the stage, which meets it again: False. Local runner
-    only. `search`: the run's interpreter search started ahead, waited for before the
-    interpreter is asked."""
+    """Make the local build environment ahead of the build (it needs only the lock); False when
+    anything goes wrong (the stage meets it again). `search`: the interpreter search ahead."""
     if spec.build.backend != "local":
         return False
     try:
         with runner_for(spec, cache) as runner:
             lock_path = spec.resolve(spec.build.constraints)
             lock_sha = sha256_file(lock_path)
-            key = stage_key(spec, lock_sha, runner.isolate)
-            if (cache.stage_dir(STAGE, key) / RECORD).exists():
+            if (
+                cache.stage_dir(STAGE, stage_key(spec, lock_sha, runner.isolate)) / RECORD
+            ).exists():
                 return True
             if search is not None:
                 search.wait()
@@ -121,14 +120,16 @@ def build_core(
         if cached:
             return cached
         runner.interpreter(spec.build.python)  # exit 3 naming the missing interpreter/image
-        b = _CoreBuild(spec, runner, cache, tree, lock_path, lock_sha, lock_text, declared_torch)
+        b = _CoreBuild(runner, lock_sha, lock_text, declared_torch)
+        builds = 2 if spec.build.reproducibility_check else 1
+        plan = Builds(builds, spec.core.source_date_epoch, spec.core.target_device, STAGE)
         with cache.scratch("build-core-", under=runner.scratch_root()) as scratch:
-            builds = 2 if spec.build.reproducibility_check else 1
             with progress.status(
                 f"build-core: building vLLM {spec.core.version} (empty target), "
                 f"{builds} build{'s' if builds > 1 else ''} in parallel"
             ):
-                results = runner_build(b, scratch, builds)
+                venv = ensure_build_env(spec, lock_path, lock_sha, cache, runner)
+                results = parallel_local_builds(runner, venv, tree, scratch, cache, plan)
             wheels = [r["wheel"] for r in results]
             digest, reproducible = compare_builds(wheels, STAGE, [r.get("sha256") for r in results])
             expected_suffix = f"+{spec.core.target_device}"
@@ -137,7 +138,7 @@ def build_core(
                     f"build-core: wheel {wheels[0].name} lacks the {expected_suffix} local version",
                     hint="VLLM_TARGET_DEVICE did not reach setup.py",
                 )
-            record = _record(b, results, digest, reproducible, source_record(spec, fetcher))
+            record = _record(spec, b, results, digest, reproducible, source_record(spec, fetcher))
             result = store(cache, stage_dir, dist, wheels[0], record, RECORD)
         progress.info(
             f"build-core: {result.wheel.name} sha256 {digest} "
@@ -148,20 +149,17 @@ def build_core(
 
 @dataclass(frozen=True)
 class _CoreBuild:
-    """What one core build is made from: the spec, the entered runner, the verified source
-    tree and the build lock (checked against the tree's requirements)."""
+    """What one core build is made from, handed to its record: the entered runner and the build
+    lock (checked against the tree's requirements)."""
 
-    spec: Spec
     runner: Runner
-    cache: Cache
-    tree: Path
-    lock_path: Path
     lock_sha: str
     lock_text: str
     declared_torch: str  # the torch pin the core declares in [build-system]
 
 
 def _record(
+    spec: Spec,
     b: _CoreBuild,
     results: list[dict[str, Any]],
     digest: str,
@@ -169,7 +167,7 @@ def _record(
     source: dict[str, Any],
 ) -> dict[str, Any]:
     """build-core.json: the source, the wheel, the comparison and the build env."""
-    spec, wheel, env = b.spec, results[0]["wheel"], results[0]["env"]
+    wheel, env = results[0]["wheel"], results[0]["env"]
     torch_pin = pins(b.lock_text).get("torch", "")
     declared = b.declared_torch
     return {
@@ -211,11 +209,3 @@ def _record(
         "rust_extensions": "not built (optional; cargo/rustc disabled for the empty target)",
         "backend": b.runner.describe().to_json(),
     }
-
-
-def runner_build(b: _CoreBuild, scratch: Path, builds: int) -> list[dict[str, Any]]:
-    """Run `builds` independent builds through the runner (in parallel); return their wheels."""
-    spec = b.spec
-    venv = ensure_build_env(spec, b.lock_path, b.lock_sha, b.cache, b.runner)
-    plan = Builds(builds, spec.core.source_date_epoch, spec.core.target_device, STAGE)
-    return parallel_local_builds(b.runner, venv, b.tree, scratch, b.cache, plan)

@@ -35,7 +35,6 @@ def source_digest(source: Path) -> str:
 
 
 def stage_key(digest: str) -> str:
-    """The stage's cache key, from its source's digest (`source_digest`)."""
     return key_of({"stage": STAGE, "recipe": RECIPE_VERSION, "source": digest})
 
 
@@ -43,8 +42,7 @@ def build_guard(spec: Spec, *, cache: Cache, dist_root: Path) -> StageResult:
     """The guard's wheel in dist/NAME/ with build-guard.json (cached by its source)."""
     source = guard.guard_source()
     digest = source_digest(source)
-    key = stage_key(digest)
-    stage_dir = cache.stage_dir(STAGE, key)
+    stage_dir = cache.stage_dir(STAGE, stage_key(digest))
     dist = dist_dir(dist_root, spec.name)
     cached = reuse(stage_dir, dist, RECORD, STAGE)
     if cached:

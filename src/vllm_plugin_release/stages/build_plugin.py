@@ -1,6 +1,5 @@
-"""Plugin build stage: the plugin wheel from its verified commit, built twice and compared in
-a hash-locked build environment without network; a wheel without a
-`vllm.platform_plugins` entry point fails the stage."""
+"""Plugin build stage: the plugin wheel from its verified commit, built twice and compared in a
+hash-locked build environment without network; it must declare a platform plugin."""
 
 from __future__ import annotations
 
@@ -47,9 +46,8 @@ PLATFORM_GROUP = "vllm.platform_plugins"
 def check_build_requirements(
     spec: Spec, root: Path, lock_text: str, lock_file: str
 ) -> PluginBuildPlan:
-    """The plugin's build requirements (without the vendor image's; torch as [build] torch)
-    must be met by the core build lock's pins; a conflict names the plugin's requirement and
-    the lock's pin."""
+    """The plugin's build plan, whose requirements the core build lock's pins must meet; a
+    conflict names the plugin's requirement and the lock's pin."""
     plan = plugin_build_plan(spec, root)
     pinned = {canonicalize_name(k): v for k, v in pins(lock_text).items()}
     source = "pyproject.toml" if (root / "pyproject.toml").is_file() else "setup.py"
@@ -111,8 +109,7 @@ def build_plugin(
         lock_path = spec.resolve(lock_file)
         lock_sha = sha256_file(lock_path)
         variables = dict(sorted(_plugin(spec).build_env.items()))
-        key = stage_key(spec, runner, src, lock_sha)
-        stage_dir = cache.stage_dir(STAGE, key)
+        stage_dir = cache.stage_dir(STAGE, stage_key(spec, runner, src, lock_sha))
         dist = dist_dir(dist_root, spec.name)
         # a cached result needs no interpreter unless one is named: it must be the one used
         named = named_interpreter(spec, runner)
@@ -123,16 +120,10 @@ def build_plugin(
 
         venv = ensure_build_env(spec, lock_path, lock_sha, cache, runner)
         builds = 2 if spec.build.reproducibility_check else 1
+        plan_builds = Builds(builds, src.source_date_epoch, None, STAGE, variables)
         with cache.scratch("build-plugin-", under=runner.scratch_root()) as scratch:
             with progress.status(f"build-plugin: building {_plugin(spec).name} ({builds} builds)"):
-                results = parallel_local_builds(
-                    runner,
-                    venv,
-                    src.root,
-                    scratch,
-                    cache,
-                    Builds(builds, src.source_date_epoch, None, STAGE, variables),
-                )
+                results = parallel_local_builds(runner, venv, src.root, scratch, cache, plan_builds)
             wheels = [r["wheel"] for r in results]
             digest, reproducible = compare_builds(wheels, STAGE)
             b = _PluginBuild(spec, runner, src, lock_file, lock_sha, plan, variables)
@@ -147,8 +138,7 @@ def build_plugin(
 
 @dataclass(frozen=True)
 class _PluginBuild:
-    """What one plugin build is made from: the spec, the entered runner, the checkout, the
-    build lock (and what the plugin declares of it) and the spec's build variables."""
+    """What one plugin build is made from, handed to its record."""
 
     spec: Spec
     runner: Runner
@@ -197,8 +187,8 @@ def _record(
 
 
 def _checked_wheel(spec: Spec, wheel: Path) -> tuple[WheelMeta, dict[str, dict[str, str]]]:
-    """The wheel's metadata and entry points; GateFailed when it is not the plugin the spec
-    names or declares no platform plugin (vLLM would never load it)."""
+    """The wheel's metadata and entry points; GateFailed when it is not the spec's plugin or
+    declares no platform plugin."""
     meta = wheel_metadata(wheel)
     name = _plugin(spec).name
     if canonicalize_name(meta.name) != canonicalize_name(name):
@@ -229,7 +219,8 @@ def stage_key(spec: Spec, runner: Runner, src: PluginSource, lock_sha: str) -> s
             "runner": runner.describe().to_json(),
             "recipe": RECIPE_VERSION,
             "source": src.record(),
-            "tree": _tree_key(src),
+            # in-repo sources: the folder name carries the tree hash; git sources: the commit
+            "tree": src.root.parent.name if src.kind == "path" else (src.commit or ""),
             "lock_sha256": lock_sha,
             "python": spec.build.python,
             "reproducibility_check": spec.build.reproducibility_check,
@@ -238,8 +229,3 @@ def stage_key(spec: Spec, runner: Runner, src: PluginSource, lock_sha: str) -> s
             **({"build_env": variables} if variables else {}),
         }
     )
-
-
-def _tree_key(src: PluginSource) -> str:
-    """For in-repo sources the folder name carries the tree hash; git sources: the commit."""
-    return src.root.parent.name if src.kind == "path" else (src.commit or "")

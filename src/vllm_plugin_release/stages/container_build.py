@@ -1,11 +1,10 @@
-"""`vpr build-image`: the image the container runner runs in, made reproducibly from Debian
-packages (a rootfs, this machine's CPython as a layer when the suite lacks it, uv), for
-machines that cannot reach a container registry."""
+"""`vpr build-image`: the container runner's image, made reproducibly from Debian packages (and
+this machine's CPython when the suite lacks it), for machines that cannot reach a registry."""
 
 from __future__ import annotations
 
 import zipfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +23,6 @@ SUITE_PYTHON = {"bookworm": ("3.11",), "trixie": ("3.13",)}
 UV_REQUIREMENTS = "docker/uv-requirements.txt"
 
 
-def image_name(python: str, suite: str) -> str:
-    return f"localhost/vpr-build:{suite}-py{python.replace('.', '')}"
-
-
 def check_python(python: str, suite: str) -> None:
     """OutsideFailure naming what is missing when `suite` is not a Debian suite we know."""
     if suite not in SUITE_PYTHON:
@@ -39,9 +34,8 @@ def check_python(python: str, suite: str) -> None:
 
 @dataclass(frozen=True)
 class PythonLayer:
-    """How the image gets its CPython: Debian's package, or this machine's interpreter
-    copied in (a layer of its installation, at the same path: its libpython is found
-    through an absolute RUNPATH), with the Debian packages its modules link against."""
+    """How the image gets its CPython: Debian's, or this machine's copied in at the same path
+    (its libpython is found through an absolute RUNPATH) with the packages it links against."""
 
     packages: tuple[str, ...]
     layer: Path | None
@@ -49,17 +43,15 @@ class PythonLayer:
 
     @property
     def rootfs(self) -> str:
-        """What the rootfs label says it holds: Debian's python (the label images were
-        made with before), or the packages the copied-in one and the runtime need."""
+        """What the rootfs label says it holds: Debian's python (as before), or the packages."""
         if self.layer is None and len(self.packages) == 3:
             return self.packages[0]
         return " ".join(self.packages)
 
 
 def python_layer(spec: Spec, suite: str, work: Path, epoch: int) -> PythonLayer:
-    """Debian's python3.X where the suite ships the spec's Python; else the CPython this
-    machine has (`edges/interpreters.find`), copied in by its files and recorded by its
-    fingerprint and the layer's sha256."""
+    """Debian's python3.X where the suite ships the spec's Python; else this machine's CPython,
+    copied in and recorded by its fingerprint and the layer's sha256."""
     python = spec.build.python
     runtime = spec.runtime.system_packages if spec.runtime else ()  # what its wheels load
     if python in SUITE_PYTHON[suite]:
@@ -107,14 +99,8 @@ class BuiltImage:
     python: str  # where its CPython comes from (PythonLayer.label)
 
     def to_json(self) -> dict[str, str]:
-        """As `vpr build-image --json` prints it: these keys, in this order."""
-        return {
-            "image": self.image,
-            "rootfs_sha256": self.rootfs_sha256,
-            "uv_layer_sha256": self.uv_layer_sha256,
-            "uv_wheel": self.uv_wheel,
-            "python": self.python,
-        }
+        """As `vpr build-image --json` prints it: the fields, in order."""
+        return asdict(self)
 
 
 def _uv_binary(wheel: Path) -> bytes:
@@ -139,7 +125,7 @@ def build_image(
 
 def _build_image(spec: Spec, cache: Cache, client: Any, suite: str, mirror: str) -> BuiltImage:
     python = spec.build.python
-    name = image_name(python, suite)
+    name = f"localhost/vpr-build:{suite}-py{python.replace('.', '')}"
     epoch = spec.core.source_date_epoch
     log = cache.root / "logs" / "image-build.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -149,12 +135,7 @@ def _build_image(spec: Spec, cache: Cache, client: Any, suite: str, mirror: str)
         made = python_layer(spec, suite, work, epoch)
         with progress.status(f"image: mmdebstrap {suite} for python{python} (about a minute)"):
             container.debian_rootfs(
-                rootfs,
-                suite=suite,
-                packages=made.packages,
-                epoch=epoch,
-                mirror=mirror,
-                log=log,
+                rootfs, suite=suite, packages=made.packages, epoch=epoch, mirror=mirror, log=log
             )
         (work / "wheels").mkdir()
         wheel = container.download_wheel(spec.resolve(UV_REQUIREMENTS), work / "wheels")
@@ -172,13 +153,8 @@ def _build_image(spec: Spec, cache: Cache, client: Any, suite: str, mirror: str)
         image_id = write_archive(archive, layers, repo_tag=name, epoch=epoch, labels=labels)
         with progress.status(f"image: loading {name} into the engine"):
             loaded = container.load_archive(client, archive)
-        result = BuiltImage(
-            image=f"{name}@sha256:{image_id}",
-            rootfs_sha256=sha256_file(rootfs),
-            uv_layer_sha256=sha256_file(uv_layer),
-            uv_wheel=wheel.name,
-            python=made.label,
-        )
+        image, uv_sha = f"{name}@sha256:{image_id}", sha256_file(uv_layer)
+        result = BuiltImage(image, sha256_file(rootfs), uv_sha, wheel.name, made.label)
     if loaded != image_id:
         raise GateFailed(
             f"the engine loaded {name} as sha256:{loaded}, not the archive's sha256:{image_id}",
@@ -193,9 +169,7 @@ def compare_pin(spec: Spec, made: str) -> str | None:
     """A message when the spec pins an image of the same name with another digest."""
     pinned = spec.build.base_image or ""
     name, digest = made.split("@sha256:")
-    if pinned.split("@", 1)[0] != name:
-        return None
-    if pinned == made:
+    if pinned.split("@", 1)[0] != name or pinned == made:
         return None
     return (
         f"{spec.path}: [build] base_image pins {pinned.split('@', 1)[1]}, "

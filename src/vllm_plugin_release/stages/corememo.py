@@ -1,6 +1,5 @@
-"""A wheel stage's cached result and its delivery into dist/NAME, and a warm `vpr
-build-core`: what the last full run checked, remembered, and a hit only where every part of
-it still holds (light to import: a warm run delivers with the full path's own code)."""
+"""A wheel stage's cached result and its delivery into dist/NAME, and a warm `vpr build-core`:
+what the last full run checked, remembered, a hit only where all of it still holds."""
 
 from __future__ import annotations
 
@@ -43,16 +42,11 @@ MAX_MEMO = 64 << 10
 PACKAGE = Path(__file__).resolve().parent.parent
 _HEX = frozenset(string.hexdigits.lower())
 
+_TEXTS = ("name", "python", "lock", "lock_sha256", "source_sha256", "tree_stamps")
 _SHAPE = bounded.shape(
     (
         ("memo", (int,)),
-        ("name", (str,)),
-        ("python", (str,)),
-        ("lock", (str,)),
-        ("lock_sha256", (str,)),
-        ("source_sha256", (str,)),
-        ("tree_stamps", (str,)),
-        ("network_isolation", (str,)),
+        *((key, (str,)) for key in (*_TEXTS, "network_isolation")),
         ("isolated", (bool,)),
         ("stage_key", (str,)),
         ("record_sha256", (str,)),
@@ -61,8 +55,8 @@ _SHAPE = bounded.shape(
 
 
 class StageResult(NamedTuple):
-    """A wheel stage's result, delivered into dist/NAME; `stage_dir`: the cache entry it came from.
-    A named tuple: a warm build-core does not load `dataclasses`."""
+    """A wheel stage's result, delivered into dist/NAME, and the cache entry it came from (a named
+    tuple: a warm build-core does not load `dataclasses`)."""
 
     wheel: Path
     record: Path
@@ -74,8 +68,7 @@ class StageResult(NamedTuple):
 def deliver(
     stage_dir: Path, dist: Path, record: BuildRecord, record_name: str
 ) -> tuple[Path, Path]:
-    """Copy a finished stage result (wheel + record) into dist/NAME, each file atomically; an older
-    wheel of the same distribution is removed."""
+    """Copy a finished stage's wheel and record into dist/NAME atomically, without older wheels."""
     name = record.wheel.filename
     prefix = name.split("-", 1)[0] + "-"
     dist.mkdir(parents=True, exist_ok=True)
@@ -118,8 +111,7 @@ def reuse(
 
 
 def _built_with(record: BuildRecord, named: tuple[Interpreter, str], stage: str) -> bool:
-    """Whether the cached `record` was built with the interpreter `named` (its code: the
-    fingerprint); when not, say which one it was built with."""
+    """Whether the cached `record` was built with the interpreter `named` (said when not)."""
     wanted, source = named
     made = record.interpreter
     if made is not None and made.sha256 == wanted.sha256:
@@ -145,15 +137,13 @@ class Ask(NamedTuple):
 
     @property
     def named(self) -> tuple[str, str] | None:
-        """(path, --interpreter or VPR_INTERPRETER) of the interpreter named, if one is."""
         from vllm_plugin_release.edges.interpreters import named_by
 
         return named_by(self.interpreter)
 
 
 def memo_name(ask: Ask) -> str | None:
-    """The name of the memo for this command line and this code; None when the spec
-    cannot be read (the full path says why)."""
+    """The memo's name for this command line and code; None when the spec cannot be read."""
     try:
         spec = ask.spec.resolve()
         text = bounded.read_file(spec, bounded.MAX_SPEC, "buildspec")
@@ -174,8 +164,7 @@ def memo_name(ask: Ask) -> str | None:
 
 
 def code_stamps() -> list[list[Any]]:
-    """[path, size, mtime_ns] of every source file of this package: an edited module (or
-    another install of it) names another memo."""
+    """[path, size, mtime_ns] of every source file of this package: edited code, another memo."""
     stamps = []
     for rel, entry in walk(PACKAGE, frozenset({"__pycache__"})):
         if rel.endswith((".py", ".json")):
@@ -198,8 +187,8 @@ def _plain_name(value: str) -> bool:
 
 
 def _loads(data: bytes) -> Any:
-    """JSON from the cache, small and bounded in bytes already; None when it is not JSON
-    (the standard library's parser: importing orjson would cost a warm run more than it saves)."""
+    """JSON from the cache, bounded already; None when it is not JSON (the standard library's
+    parser: importing orjson would cost a warm run more than it saves)."""
     try:
         return json.loads(data)
     except (ValueError, RecursionError):
@@ -221,8 +210,8 @@ def _read_memo(cache: Cache, name: str) -> dict[str, Any] | None:
 
 
 def _isolation_holds(memo: dict[str, Any]) -> bool:
-    """Whether the runner would isolate the builds as the remembered run's did (the stage
-    key says which): `unshare -n` is probed again unless the spec turns isolation off."""
+    """Whether the runner would isolate the builds as the remembered run did (`unshare -n`
+    probed again unless the spec turns isolation off)."""
     if memo["network_isolation"] == "off":
         return memo["isolated"] is False
     return can_unshare_network() is memo["isolated"]
@@ -244,8 +233,7 @@ def _inputs_hold(cache: Cache, memo: dict[str, Any]) -> bool:
 
 
 def _cached_record(stage_dir: Path, memo: dict[str, Any]) -> BuildRecord | None:
-    """The cached record, when its bytes are the remembered ones and the wheel it names
-    holds the sha256 it records."""
+    """The cached record when its bytes are the remembered ones and its wheel holds its sha256."""
     try:
         data = bounded.read_file(stage_dir / RECORD, records.MAX_RECORD, "record")
     except (OSError, BadInput):
@@ -269,8 +257,8 @@ def _cached_record(stage_dir: Path, memo: dict[str, Any]) -> BuildRecord | None:
 
 
 def _named_holds(named: tuple[str, str] | None, memo: dict[str, Any], made: Any) -> bool:
-    """Whether the interpreter named on the command line is still a CPython of the spec's version
-    with the fingerprint of the one the cached wheel was built with."""
+    """Whether the interpreter named is still of the spec's version and the cached wheel's
+    fingerprint."""
     if named is None:
         return True
     from vllm_plugin_release.core.errors import VprError
@@ -286,9 +274,8 @@ def _named_holds(named: tuple[str, str] | None, memo: dict[str, Any], made: Any)
 def warm_hit(
     cache: Cache, name: str, dist_root: Path, named: tuple[str, str] | None = None
 ) -> StageResult | None:
-    """The cached build-core result delivered into dist/NAME when everything the memo
-    `name` remembers still holds, the interpreter `named` on the command line included;
-    None (nothing written) when anything differs."""
+    """The cached build-core result delivered into dist/NAME when all memo `name` remembers
+    still holds, the interpreter `named` included; None (nothing written) otherwise."""
     memo = _read_memo(cache, name)
     if memo is None or not _isolation_holds(memo) or not _inputs_hold(cache, memo):
         return None
@@ -302,9 +289,8 @@ def warm_hit(
 
 
 def remember(cache: Cache, name: str, spec: Spec, result: StageResult) -> bool:
-    """Write memo `name` for a full run of `spec` that ended in `result`; False (nothing
-    written) where a warm run could not check it all: another backend, a git source, a
-    tree without stamps, a record or lock that changed since the run read them."""
+    """Write memo `name` for a full run of `spec` that ended in `result`; False (nothing written)
+    where a warm run could not check it all (another backend, a git source, no stamps...)."""
     from vllm_plugin_release.buildspec.model import SdistSource
 
     source, stage_dir, data = spec.core.source, result.stage_dir, result.data
@@ -347,8 +333,7 @@ def remember(cache: Cache, name: str, spec: Spec, result: StageResult) -> bool:
 
 
 def _checked_stamps(root: Path) -> str | None:
-    """`stamps_digest` of the tree at `root` when its stamps are still those its manifest
-    holds (the ones the full run's `tree_intact` found or wrote); else None."""
+    """`stamps_digest` of the tree at `root` when its stamps are still its manifest's, else None."""
     try:
         manifest = bounded.loads(
             bounded.read_file(root / TREE_MANIFEST, bounded.MAX_INDEX, "tree manifest")

@@ -1,5 +1,4 @@
-"""The lock stage (`vpr lock`): resolve and write, or check, every lock of a pairing (the
-core's build lock, the plugin's own build lock, the pairing environment's lock)."""
+"""The lock stage (`vpr lock`): resolve and write, or check, every lock of a pairing."""
 
 from __future__ import annotations
 
@@ -65,8 +64,7 @@ def pairing_locks(
             "dynamic and come from its built wheel; run `vpr build-plugin`, then `vpr lock`"
         )
         return locks
-    env_request = env_lock_request(spec, tree, plugin_root, plan, requires_dist)
-    locks.append((env_request, dest))
+    locks.append((env_lock_request(spec, tree, plugin_root, plan, requires_dist), dest))
     return locks
 
 
@@ -78,8 +76,7 @@ def _text(lock: Path) -> str:
 
 
 def _recorded(lock: Path, label: str) -> list[str]:
-    """The plugin inputs `lock` recorded under `label`: BadInput when it is missing or
-    recorded none (a lock written before they were recorded)."""
+    """The plugin inputs `lock` recorded under `label`: BadInput when missing or none."""
     try:
         text = lock.read_text(encoding="utf-8")
     except OSError:
@@ -109,8 +106,8 @@ def lock(
     requires_dist: list[str] | None = None,
     from_locks: bool = False,
 ) -> None:
-    """Write every lock that is missing or not current (with `check`: BadInput if stale). A current
-    lock is left byte for byte; `upgrade` resolves it again on purpose."""
+    """Write every lock missing or not current (`check`: BadInput if stale; `upgrade`: resolve
+    again); a current lock is left byte for byte."""
     for request, dest in pairing_locks(
         spec, tree, plugin_root, requires_dist, from_locks=from_locks
     ):

@@ -1,6 +1,5 @@
-"""The pairing environment: the core and plugin wheels installed with the hash-locked
-dependency set (`vpr lock`), the vendor runtime where the runner has it, and the checks
-that the plugin activates there (env.json)."""
+"""The pairing environment: the core and plugin wheels installed with the hash-locked set
+(`vpr lock`), the vendor runtime where the runner has it, and the plugin's checks (env.json)."""
 
 from __future__ import annotations
 
@@ -25,7 +24,6 @@ from vllm_plugin_release.core.envrecord import (
     SITES,
     EnvCheck,
     EnvChecks,
-    EnvFound,
     EnvRecord,
     parse_checks,
     parse_found,
@@ -56,15 +54,20 @@ from vllm_plugin_release.stages.wheelbuild import runner_for
 if TYPE_CHECKING:
     from vllm_plugin_release.edges.plugin_source import PluginSource
 
-ENV_RECORD = records.ENV
 # Bump when the way an environment is made changes (it is part of the cache key).
 ENV_RECIPE = 7
+WHEELS_STEP = "install core and plugin wheels (--no-deps)"
+LOCKED_STEP = "install locked requirements (hashes required)"
+# The check that stands for an environment check whose job died, answered garbage or ran
+# past its time: the plugin's modules are imported there, so it is a finding about the plugin.
+JOB_CHECK = "environment check job"
+# The checks of the stand-in overlay that say something the pairing env's cannot.
+STAND_IN_CHECKS = ("platform_plugin()", "runtime modules", "platform activation", JOB_CHECK)
 
 
 @dataclass(frozen=True)
 class PairingContext:
-    """The spec, where its records and environments go, its verified sources, the site it
-    is made for (`cpu` or `hardware`) and the runtime environment handed in, if any."""
+    """The spec, its verified sources, where its records go and the site it is made for."""
 
     spec: Spec
     cache: Cache
@@ -85,14 +88,8 @@ class PairingContext:
         """dist/NAME: the pairing's records and wheels."""
         return dist_dir(self.dist_root, self.spec.name)
 
-    @property
-    def backend(self) -> str:
-        """Where its commands run: `local` or `docker` (the spec's `[build] backend`)."""
-        return self.spec.build.backend
-
     def interpreter(self, runner: Runner) -> Interpreter | None:
-        """The CPython the environment is made from, resolved once for this pairing (exit 3
-        naming every place searched); None with a runtime environment (it brings its own)."""
+        """The CPython the environment is made from, resolved once; None with a runtime env."""
         if self.runtime_env is not None:
             return None
         key = self.spec.build.python
@@ -126,23 +123,19 @@ def create_env(
     conduct_gate: bool = True,
     on_installed: Callable[[Path, str | None], object] | None = None,
 ) -> EnvRecord:
-    """Create and check the pairing environment from the wheels in dist/NAME. A new environment
-    calls `on_installed(python, runtime module or None)` once its packages are in, before it is
-    checked."""
-    spec, runner_kind, runtime_env, plugin = (
-        pairing.spec,
-        pairing.site,
-        pairing.runtime_env,
-        pairing.plugin,
+    """Create and check the pairing environment from the wheels in dist/NAME; a new one calls
+    `on_installed(python, runtime module or None)` once its packages are in."""
+    spec, dist, plugin = pairing.spec, pairing.dist, pairing.plugin
+    runtime_env = pairing.runtime_env
+    core, built = (
+        records.build_record(dist, name, records.producer(name, spec.path))
+        for name in (records.BUILD_CORE, records.BUILD_PLUGIN)
     )
-    dist = pairing.dist
-    core, built, core_wheel, plugin_wheel = _built(spec, dist)
     lock_path = spec.resolve(spec.env_constraints)
-    plan = _checked_plan(spec, runner_kind, runtime_env, lock_path)
+    plan = _checked_plan(spec, pairing.site, runtime_env, lock_path)
     request = env_lock_request(spec, pairing.tree, plugin.root, plan, built.requires_list())
     check_lock(lock_path, request)
-    lock_sha = sha256_file(lock_path)
-    stand_in = spec.runtime.stand_in if spec.runtime and runner_kind == "cpu" else None
+    stand_in = spec.runtime.stand_in if spec.runtime and pairing.site == "cpu" else None
     with runner_for(
         spec, pairing.cache, folders=(dist, plugin.root), network_isolation="off"
     ) as runner:
@@ -150,21 +143,20 @@ def create_env(
             spec,
             runner,
             pairing.cache,
-            runner_kind,
+            pairing.site,
             lock_path,
-            lock_sha,
+            sha256_file(lock_path),
             core,
             built,
-            core_wheel,
-            plugin_wheel,
+            verified_wheel(dist, core, "vpr build-core"),
+            verified_wheel(dist, built, "vpr build-plugin"),
             plan,
             runtime_env,
             stand_in,
             pairing.interpreter(runner),
             on_installed,
         )
-        result = _made(make)
-        result = {**result, "backend": runner.describe().to_json()}
+        result = {**_made(make), "backend": runner.describe().to_json()}
     left = env_left_out(spec, plugin.root, built.requires_list())
     if left:  # never resolved here: what needs them waits for the runtime
         where = "--runtime-env" if runtime_env else "deferred to the hardware runner"
@@ -175,24 +167,11 @@ def create_env(
     return _deliver(make, dist, result, conduct_gate)
 
 
-def _built(spec: Spec, dist: Path) -> tuple[BuildRecord, BuildRecord, Path, Path]:
-    """The two build records in dist/NAME and their wheels, each verified against its record."""
-    core = records.build_record(
-        dist, records.BUILD_CORE, records.producer(records.BUILD_CORE, spec.path)
-    )
-    built = records.build_record(
-        dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN, spec.path)
-    )
-    core_wheel = verified_wheel(dist, core, "vpr build-core")
-    return core, built, core_wheel, verified_wheel(dist, built, "vpr build-plugin")
-
-
 def _checked_plan(
     spec: Spec, runner_kind: str, runtime_env: Path | None, lock_path: Path
 ) -> RuntimePlan:
-    """The runtime's plan for this runner (and, from the lock, a runtime no wheel installs
-    here: absent, and why); exit 3 on the hardware runner without it, 2 for a
-    --runtime-env that is no Python environment."""
+    """The runtime's plan for this runner, the lock's word included; exit 3 on the hardware
+    runner without it, 2 for a --runtime-env that is no Python environment."""
     plan = runtime_plan(spec, runner_kind, runtime_env)
     if runner_kind == "hardware" and plan.status in ("absent", "none"):
         raise OutsideFailure(
@@ -208,12 +187,11 @@ def _checked_plan(
 
 def _made(make: _EnvBuild) -> dict[str, Any]:
     """The environment's record: the cached one, or made now. Built in place (console
-    scripts hold absolute paths), its record written last, so a half-built environment is
-    never reused; a second run waits for the first, then reuses its environment."""
+    scripts hold absolute paths), its record written last: a half-built one is never reused."""
     env_dir = make.work
     result_file = env_dir / ".vpr-env.json"
     with make.cache.lock(env_dir):
-        kept = records.read_object(result_file, _found)
+        kept = records.read_object(result_file, parse_found)  # unusable: made again
         if kept is not None:
             progress.info(f"env: cached environment reused ({env_dir})")
             return kept.to_json()
@@ -230,21 +208,11 @@ def _made(make: _EnvBuild) -> dict[str, Any]:
         return result
 
 
-def _found(data: Any) -> EnvFound | None:
-    """The kept findings (`.vpr-env.json`) typed; None when they are not (the environment
-    is made again)."""
-    try:
-        return parse_found(data)
-    except RecordProblem:
-        return None
-
-
 def _deliver(
     make: _EnvBuild, dist: Path, result: dict[str, Any], conduct_gate: bool = True
 ) -> EnvRecord:
-    """Write dist/NAME/env.json for the environment's checks; GateFailed if one failed.
-    Without `conduct_gate` (the release), how the platform plugin answers is left to the
-    scorecard's environment check: a finding about the plugin, not a stop."""
+    """Write dist/NAME/env.json; GateFailed if a check failed. Without `conduct_gate` (the
+    release), a finding about the platform plugin is left to the scorecard, not a stop."""
     spec = make.spec
     result = {**result, "checks": _plugin_findings(result, spec.runtime_module)}
     platform = _platform_class(result["checks"])
@@ -273,14 +241,13 @@ def _deliver(
     if failed:
         raise GateFailed(
             f"env: {len(failed)} check(s) failed: " + "; ".join(c.name for c in failed),
-            hint=f"see {dist / ENV_RECORD}",
+            hint=f"see {dist / records.ENV}",
         )
     return written
 
 
 def _platform_class(checks: list[dict[str, Any]]) -> str | None:
-    """The platform class vLLM resolved to the plugin's (its own discovery: `platform
-    activation`), else the one the plugin's platform_plugin() named; None when neither."""
+    """The platform class vLLM resolved, else the one platform_plugin() named; or None."""
     for prefix in ("platform activation", "platform_plugin() runtime present"):
         for check in checks:
             if check["name"].startswith(prefix) and check["status"] == "pass":
@@ -289,9 +256,8 @@ def _platform_class(checks: list[dict[str, Any]]) -> str | None:
 
 
 def _plugin_findings(result: dict[str, Any], module: str | None) -> list[dict[str, Any]]:
-    """The checks, with `import vllm` failing for want of the absent runtime marked as a
-    finding about the plugin: vLLM itself never imports a vendor runtime, so only the
-    plugin's platform (activated while vLLM imports) can have asked for it."""
+    """`import vllm` failing for want of the absent runtime marked a finding about the plugin:
+    vLLM never imports a vendor runtime, only the plugin's platform can have asked for it."""
     if not module or (result.get("runtime") or {}).get("status") != "absent":
         return list(result["checks"])
     parts = module.split(".")
@@ -324,34 +290,21 @@ def install_steps(
     links: list[str],
     wheels: list[Path],
 ) -> list[tuple[str, list[str]]]:
-    """The commands that make a pairing environment: venv, the lock with hashes required,
-    then the two verified wheels with --no-deps."""
+    """venv, the lock with hashes required, then the two verified wheels with --no-deps."""
     create = [uv, "venv", "--quiet", "--no-python-downloads", "--python", python, str(venv)]
-    py = str(venv / "bin" / "python")
-    pip = [uv, "pip", "install", "--quiet", "--python", py, "--no-deps"]
+    pip = [uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), "--no-deps"]
+    # not --quiet: uv's download lines go to the log (`edges/uv`)
+    locked = [*pip[:3], *pip[4:], "--require-hashes", "--index-strategy", "unsafe-best-match"]
     return [
         ("create pairing environment", create),
-        (
-            LOCKED_STEP,
-            [
-                *pip[:3],
-                *pip[4:],  # not --quiet: uv's download lines go to the log (`edges/uv`)
-                "--require-hashes",
-                "--index-strategy",
-                "unsafe-best-match",
-                "-r",
-                str(lock),
-                *links,
-            ],
-        ),
+        (LOCKED_STEP, [*locked, "-r", str(lock), *links]),
         (WHEELS_STEP, [*pip, *map(str, wheels)]),
     ]
 
 
 @dataclass(frozen=True)
 class _EnvBuild:
-    """What one pairing environment is made from (its key is theirs), handed to each step
-    of making it."""
+    """What one pairing environment is made from (its key is theirs)."""
 
     spec: Spec
     runner: Runner
@@ -408,15 +361,13 @@ class _EnvBuild:
 
     @property
     def bytecode(self) -> Path:
-        """Where the bytecode of environments with the same third-party packages and core is
-        kept."""
+        """Where bytecode of environments with the same third-party packages and core is kept."""
         kept = {
-            **self._image,
             "lock": self.lock_sha,
             "core": self.core.wheel.sha256,
             "python": self.spec.build.python,
         }
-        return self.cache.root / "bytecode" / key_of(kept)[:16]
+        return self.cache.root / "bytecode" / key_of({**self._image, **kept})[:16]
 
 
 def _build(b: _EnvBuild) -> dict[str, Any]:
@@ -441,12 +392,9 @@ def _build(b: _EnvBuild) -> dict[str, Any]:
             restored = _install(b, warm if early else None)
             packages = top_level_packages(b.plugin_wheel)
             envrun.remember_pyc_store(b.work, b.bytecode, tuple(packages))
+            expect = "present" if present else "absent"
             job = EnvCheckJob(
-                b.spec.core.version,
-                tuple(packages),
-                b.built.entry_points,
-                b.plan.module,
-                "present" if present else "absent",
+                b.spec.core.version, tuple(packages), b.built.entry_points, b.plan.module, expect
             )
             if not early:
                 warm()
@@ -484,17 +432,10 @@ class EnvCheckJob:
     module: ClassVar[str] = "envcheck"
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "core_version": self.core_version,
-            "packages": list(self.packages),
-            "entry_points": self.entry_points,
-            "runtime_module": self.runtime_module,
-            "expect_runtime": self.expect_runtime,
-        }
+        return {**vars(self), "packages": list(self.packages)}
 
     def parse_answer(self, answer: Any) -> EnvChecks:
-        """The checks and module imports (env.json takes them as they are); BadInput naming
-        the key that is not what inenv/envcheck.py writes."""
+        """The checks and module imports; BadInput naming a key envcheck.py does not write."""
         if not isinstance(answer, dict):
             raise jobanswer.problem(self.module, "(the answer)", answer, "an object")
         try:
@@ -504,8 +445,8 @@ class EnvCheckJob:
 
 
 def _install(b: _EnvBuild, warm_early: Callable[[], None] | None) -> int:
-    """The install steps, with the kept bytecode linked in; `warm_early` is called once the locked
-    packages and their bytecode are in. How many modules' bytecode came from the same lock's env."""
+    """The install steps, the kept bytecode linked in (`warm_early` called once the locked
+    packages are in); how many modules' bytecode came from the same lock's env."""
     restored = seeded = 0
     with progress.status(f"env: creating the pairing environment for {b.spec.name}"):
         for label, argv in install_steps(
@@ -551,8 +492,8 @@ def _runtime_record(b: _EnvBuild) -> dict[str, Any]:
 def _runtime_checks(
     b: _EnvBuild, runtime: dict[str, Any], stand_in_result: tuple[EnvChecks, Path, Path] | None
 ) -> list[dict[str, Any]]:
-    """The checks the runtime adds: the stand-in overlay's (labelled; its record goes into
-    `runtime`), a pinned runtime that no wheel installs here, or the deferral."""
+    """The checks the runtime adds: the stand-in overlay's, a pinned runtime no wheel
+    installs here, or the deferral."""
     if stand_in_result is not None:
         second, wheel, overlay_py = stand_in_result
         runtime["stand_in"] = {
@@ -590,20 +531,8 @@ def _runtime_checks(
     return []
 
 
-WHEELS_STEP = "install core and plugin wheels (--no-deps)"
-# The check that stands for an environment check whose job died, answered garbage or ran
-# past its time: the plugin's modules are imported there, so it is a finding about the plugin.
-JOB_CHECK = "environment check job"
-
-
-# The checks of the stand-in overlay that say something the pairing env's cannot.
-STAND_IN_CHECKS = ("platform_plugin()", "runtime modules", "platform activation", JOB_CHECK)
-LOCKED_STEP = "install locked requirements (hashes required)"
-
-
 def _runtime_files(spec: Spec, lock_path: Path) -> dict[str, Any]:
-    """The runtime's locked version and the wheel the lock installs for this Python
-    (named in the lock's header by `vpr lock`)."""
+    """The runtime's locked version and the wheel the lock's header names for it."""
     text = lock_path.read_text(encoding="utf-8")
     name = canonicalize_name((spec.runtime.package if spec.runtime else None) or "")
     version = pins(text).get(name)
@@ -615,8 +544,8 @@ def _runtime_files(spec: Spec, lock_path: Path) -> dict[str, Any]:
 
 
 def _has_pth(wheel: Path) -> bool:
-    """Whether a wheel installs a .pth file (read by `site` when an interpreter starts);
-    True for one that cannot be read (its install then says what is wrong with it)."""
+    """Whether a wheel installs a .pth file; True for one that cannot be read (its install
+    then says what is wrong with it)."""
     try:
         with zipfile.ZipFile(wheel) as zf:
             return any(name.endswith(".pth") and "/" not in name for name in zf.namelist())
@@ -625,8 +554,7 @@ def _has_pth(wheel: Path) -> bool:
 
 
 def _bytecode_in(env: Path, kept: Path, cache: Cache, *, seed: bool = True) -> tuple[int, int]:
-    """Link into `env` the bytecode kept for its lock and, with `seed`, the build environments';
-    (restored, seeded)."""
+    """Link into `env` the bytecode kept for its lock and, with `seed`, the build envs'."""
     site = envrun.site_packages(env)
     if site is None:
         return 0, 0
@@ -635,8 +563,8 @@ def _bytecode_in(env: Path, kept: Path, cache: Cache, *, seed: bool = True) -> t
 
 
 def bytecode_from_build_envs(cache: Cache, site: Path) -> int:
-    """Link into `site` the bytecode of this cache's build environments (the same torch files), so a
-    lock's first pairing env need not compile them; another Python's environment is not walked."""
+    """Link into `site` the bytecode of this cache's build environments of the same Python (the
+    same torch files), so a lock's first pairing env need not compile them."""
     seeded = 0
     for env in cache.complete_envs("build-core"):
         build_site = envrun.site_packages(env)
@@ -646,29 +574,38 @@ def bytecode_from_build_envs(cache: Cache, site: Path) -> int:
 
 
 def _stand_in_check(
-    stand_in_wheel: Future[Path],
-    cache: Cache,
-    runner: Runner,
-    work: Path,
-    job: EnvCheckJob,
+    stand_in_wheel: Future[Path], cache: Cache, runner: Runner, work: Path, job: EnvCheckJob
 ) -> tuple[EnvChecks, Path, Path]:
-    """The stand-in goes into an overlay environment layered on the pairing env, so the pairing
-    env itself stays what a cpu runner has: no runtime. (envcheck result, stand-in wheel, overlay
-    python). With the warm worker up, the check runs in a forked copy of it."""
+    """(checks, stand-in wheel, overlay python) of the stand-in in an overlay venv that sees the
+    pairing env's packages (.pth), which stays what a cpu runner has: no runtime. Each
+    site-packages is found by folder (its python may run only in an image)."""
     wheel = stand_in_wheel.result()  # built while the pairing env was installed
-    overlay_py = _overlay(runner, cache, runner.uv, work, work / "stand-in-overlay", wheel)
-    second = _env_checks(
-        work / "bin" / "python",
-        dataclasses.replace(job, expect_runtime="present"),
-        overlay=work / "stand-in-overlay",
-    )
-    return second, wheel, overlay_py
+    overlay, uv = work / "stand-in-overlay", runner.uv
+    venv = [uv, "venv", "--quiet", "--python", str(work / "bin" / "python"), str(overlay)]
+    _run(runner, cache, "create stand-in overlay", venv)
+    purelib, over_lib = envrun.site_packages(work), envrun.site_packages(overlay)
+    if purelib is None or over_lib is None:
+        raise OutsideFailure(f"{overlay}: no single lib/python3.*/site-packages to layer on")
+    Path(over_lib, "_vpr_pairing_env.pth").write_text(f"{purelib}\n")
+    overlay_py = overlay / "bin" / "python"
+    install = [
+        uv,
+        "pip",
+        "install",
+        "--quiet",
+        "--python",
+        str(overlay_py),
+        "--no-deps",
+        str(wheel),
+    ]
+    _run(runner, cache, "install stand-in runtime (test double)", install)
+    expect = dataclasses.replace(job, expect_runtime="present")
+    return _env_checks(work / "bin" / "python", expect, overlay=overlay), wheel, overlay_py
 
 
 def _env_checks(python: Path, job: EnvCheckJob, overlay: Path | None = None) -> EnvChecks:
-    """inenv/envcheck.py's answer; a job that failed is one failed check saying how it
-    ended and its last output line (a finding about the plugin, as the checks it stood
-    for would have been)."""
+    """inenv/envcheck.py's answer; a job that failed is one failed check (a finding about the
+    plugin) saying how it ended and its last output line."""
     try:
         return run_in_env(python, job, overlay=overlay)
     except JobFailed as exc:
@@ -691,46 +628,13 @@ def _purelib(python: Path) -> str:
 
 
 def _layer_on(env: Path, runtime_env: Path) -> None:
-    """Make the runtime environment's packages importable in the pairing env, after its own
-    (a .pth line is appended to sys.path, so the pairing's pinned packages win)."""
+    """The runtime env's packages importable in the pairing env after its own (a .pth line)."""
     lib = Path(_purelib(env / "bin" / "python"))
     lib.joinpath("_vpr_runtime_env.pth").write_text(_purelib(runtime_env / "bin" / "python") + "\n")
 
 
-def _overlay(runner: Runner, cache: Cache, uv: str, base: Path, overlay: Path, wheel: Path) -> Path:
-    """A venv that sees the pairing env's packages (.pth) plus the stand-in runtime. Each
-    site-packages is found in its environment's folder (its python may run only in an image)."""
-    _run(
-        runner,
-        cache,
-        "create stand-in overlay",
-        [uv, "venv", "--quiet", "--python", str(base / "bin" / "python"), str(overlay)],
-    )
-    purelib, over_lib = envrun.site_packages(base), envrun.site_packages(overlay)
-    if purelib is None or over_lib is None:
-        raise OutsideFailure(f"{overlay}: no single lib/python3.*/site-packages to layer on")
-    Path(over_lib, "_vpr_pairing_env.pth").write_text(f"{purelib}\n")
-    _run(
-        runner,
-        cache,
-        "install stand-in runtime (test double)",
-        [
-            uv,
-            "pip",
-            "install",
-            "--quiet",
-            "--python",
-            str(overlay / "bin" / "python"),
-            "--no-deps",
-            str(wheel),
-        ],
-    )
-    return overlay / "bin" / "python"
-
-
 def _stand_in_wheel(spec: Spec, stand_in: str, cache: Cache) -> Path:
-    """Build the stand-in runtime wheel (a test double) with `uv build`, reproducibly: the
-    same sources and SOURCE_DATE_EPOCH (the spec's) give the same wheel bytes."""
+    """The stand-in runtime wheel (a test double), built reproducibly by `uv build`."""
     root = spec.resolve(stand_in)
     if not (root / "pyproject.toml").exists():
         raise BadInput(f"{root}: [runtime] stand_in has no pyproject.toml")

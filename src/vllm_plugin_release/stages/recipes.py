@@ -1,5 +1,5 @@
-"""The build commands, written once and run by either runner (local or docker), with the
-paths the runner passes in; nothing here starts a process."""
+"""The build commands, run by either runner with the paths it passes in; nothing here starts
+a process."""
 
 from __future__ import annotations
 
@@ -18,14 +18,10 @@ exit 1
 RUST_TOOLS = ("cargo", "rustc")
 
 
-# The build environment's bytecode, compiled once, in parallel, after the install: every
-# wheel build runs with PYTHONDONTWRITEBYTECODE, and vLLM's setup.py imports torch, which
-# would otherwise be compiled again by each build. Files are dealt out largest first to
-# whichever process is free (a shared counter guarded by a one-byte token in a pipe), so no
-# process goes on alone at the end. Timestamp-checked pyc, as uv writes them; each depends
-# on its file only, so the order changes no byte. Test packages are left out: almost none of
-# their bytecode is ever read. Compiling on import instead would move the work into the
-# pairing env, where the warm worker and the plugin's tests both do it.
+# The build environment's bytecode, compiled once after the install: builds run with
+# PYTHONDONTWRITEBYTECODE and vLLM's setup.py imports torch. Files go out largest first to
+# whichever process is free, so none goes on alone at the end; each pyc depends on its file
+# only, so the order changes no byte. Test packages' bytecode is almost never read.
 COMPILE_BYTECODE = """\
 import mmap, os, py_compile, re, sys
 top, skip = sys.argv[1], re.compile(sys.argv[2])
@@ -76,8 +72,7 @@ NOT_COMPILED = r"/(tests?|testing)/"
 def venv_commands(
     *, uv: str, python: str, venv: str, lock: str, find_links: list[str], env: dict[str, str]
 ) -> list[Command]:
-    """Create a venv, install a hash-locked file into it, compile its bytecode (but for
-    test packages: `COMPILE_BYTECODE`), nothing else."""
+    """Create a venv, install a hash-locked file into it, compile its bytecode; nothing else."""
     links: list[str] = []
     for link in find_links:
         links += ["--find-links", link]
@@ -124,8 +119,8 @@ def build_env(
     source_date_epoch: int,
     extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The environment of a wheel build: only what matters, all of it recorded. `extra`
-    (the spec's `[plugin] build_env`) never replaces what is set here."""
+    """A wheel build's environment: only what matters, all recorded; `extra` (the spec's
+    `[plugin] build_env`) never replaces what is set here."""
     env = {**base, **(extra or {})}
     env.update(
         {
@@ -145,31 +140,11 @@ def build_env(
     return env
 
 
-RECORDED_ENV = (
-    "VLLM_TARGET_DEVICE",
-    "SOURCE_DATE_EPOCH",
-    "PYTHONHASHSEED",
-    "TZ",
-    "LC_ALL",
-)
+RECORDED_ENV = ("VLLM_TARGET_DEVICE", "SOURCE_DATE_EPOCH", "PYTHONHASHSEED", "TZ", "LC_ALL")
 
 
 def wheel_command(*, venv: str, src: str, outdir: str, env: dict[str, str]) -> Command:
     """`python -m build --wheel --no-isolation` of a source tree, with no network."""
-    return Command(
-        label="build wheel",
-        argv=(
-            f"{venv}/bin/python",
-            "-m",
-            "build",
-            "--wheel",
-            "--no-isolation",
-            "--skip-dependency-check",
-            "--outdir",
-            outdir,
-            src,
-        ),
-        env=env,
-        cwd=src,
-        network=False,
-    )
+    build = ("-m", "build", "--wheel", "--no-isolation", "--skip-dependency-check")
+    argv = (f"{venv}/bin/python", *build, "--outdir", outdir, src)
+    return Command(label="build wheel", argv=argv, env=env, cwd=src, network=False)

@@ -13,7 +13,7 @@ from packaging.utils import canonicalize_name
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core.bounded import tomllib
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.core.lockfile import LockRequest, core_build_request, torch_requirement
+from vllm_plugin_release.core.lockfile import LockRequest, read_build_requires, torch_requirement
 
 # The plugin's inputs a lock records, so `vpr lock --check` works without the plugin source.
 DEPENDENCIES_NOTE = "plugin-dependencies:"
@@ -24,27 +24,58 @@ def recorded_line(label: str, items: list[str]) -> str:
     return f"{label} {json.dumps(items)}"
 
 
-def recorded_inputs(lock_text: str, label: str) -> list[str] | None:
-    """The plugin inputs a lock's header recorded under `label`, or None (none recorded)."""
+def _header_note(lock_text: str, label: str) -> str | None:
+    """What a lock's header notes under `label`, or None."""
     for line in lock_text.splitlines():
         if not line.startswith("#"):
             break
         if line.startswith(f"# {label} "):
-            try:
-                found = json.loads(line[len(label) + 3 :])
-            except ValueError:
-                return None
-            if isinstance(found, list) and all(isinstance(i, str) for i in found):
-                return found
-            return None
+            return line[len(label) + 3 :]
     return None
 
 
+def recorded_inputs(lock_text: str, label: str) -> list[str] | None:
+    """The plugin inputs a lock's header recorded under `label`, or None (none recorded)."""
+    try:
+        found = json.loads(_header_note(lock_text, label) or "null")
+    except ValueError:
+        return None
+    ok = isinstance(found, list) and all(isinstance(i, str) for i in found)
+    return found if ok else None
+
+
 def build_request(spec: Spec, tree: Path) -> tuple[LockRequest, str]:
-    """The core build lock's request, and the torch requirement the core itself declares."""
-    return core_build_request(
-        tree, spec.build.python, spec.build.torch, spec.core.version, spec.build.platform
+    """The core build lock's request (torch replaced by the spec's), and the torch requirement
+    the core itself declares."""
+    python, torch, version = spec.build.python, spec.build.torch, spec.core.version
+    declared_torch = ""
+    lines: list[str] = []
+    for raw in read_build_requires(tree):
+        try:
+            req = Requirement(raw)
+        except InvalidRequirement as exc:
+            raise BadInput(f"{tree / 'pyproject.toml'}: bad build requirement {raw!r}: {exc}")
+        if req.name == "torch":
+            declared_torch = str(req)
+        else:
+            lines.append(str(req))
+    lines += [torch_requirement(torch), "build"]  # build: the frontend run inside the env
+    kind = "a CPU build" if torch.endswith("+cpu") else "the index's build for this Python"
+    note = (
+        f"vLLM {version} declares {declared_torch!r} in [build-system]; this build uses "
+        f"torch=={torch} ({kind} the machine can install). The empty target compiles "
+        "no kernels, so torch is only imported by setup.py."
     )
+    title = f"Build requirements for vLLM {version} (VLLM_TARGET_DEVICE=empty), Python {python}"
+    request = LockRequest(
+        "build-core",
+        tuple(sorted(lines)),
+        python,
+        platform=spec.build.platform,
+        title=title,
+        notes=(note,),
+    )
+    return request, declared_torch
 
 
 @dataclass(frozen=True)
@@ -70,16 +101,9 @@ def without_runtime(plan: RuntimePlan, reason: str) -> RuntimePlan:
 
 
 def plan_from_lock(plan: RuntimePlan, lock_text: str) -> RuntimePlan:
-    """`plan`, or the runtime as absent when the pairing lock recorded that no wheel of it
-    installs for its Python and platform (`vpr lock` found none)."""
-    if plan.status != "install":
-        return plan
-    for line in lock_text.splitlines():
-        if not line.startswith("#"):
-            break
-        if line.startswith(f"# {ABSENT_NOTE} "):
-            return without_runtime(plan, line[len(ABSENT_NOTE) + 3 :])
-    return plan
+    """`plan`, or the runtime as absent when the pairing lock recorded no wheel of it installs."""
+    reason = _header_note(lock_text, ABSENT_NOTE) if plan.status == "install" else None
+    return plan if reason is None else without_runtime(plan, reason)
 
 
 def read_requirements_file(path: Path) -> list[str]:
@@ -103,13 +127,8 @@ def plugin_build_requires(spec: Spec, root: Path) -> list[str]:
     """The plugin's build requirements: its [build-system].requires (PEP 517's default for
     a setup.py-only source) plus [plugin] build_requirements, each a valid requirement."""
     path = root / "pyproject.toml"
-    data: dict = {}
-    if path.is_file():
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise BadInput(f"{path}: cannot read ({exc})")
-    elif not (root / "setup.py").is_file():
+    data = _pyproject(path)
+    if not path.is_file() and not (root / "setup.py").is_file():
         raise BadInput(
             f"{root}: neither pyproject.toml nor setup.py", hint="set [plugin] subdirectory"
         )
@@ -122,6 +141,16 @@ def plugin_build_requires(spec: Spec, root: Path) -> list[str]:
     return [*requires, *_build_requirements(spec)]
 
 
+def _pyproject(path: Path) -> dict:
+    """The pyproject.toml at `path` ({} when there is none); BadInput when it cannot be read."""
+    if not path.is_file():
+        return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise BadInput(f"{path}: cannot read ({exc})")
+
+
 def _build_requirements(spec: Spec) -> tuple[str, ...]:
     """`[plugin] build_requirements` (none without a plugin)."""
     return spec.plugin.build_requirements if spec.plugin is not None else ()
@@ -129,8 +158,7 @@ def _build_requirements(spec: Spec) -> tuple[str, ...]:
 
 def vendor_image_packages(spec: Spec) -> frozenset[str]:
     """Canonical names of what the vendor image provides, never resolved on a cpu runner:
-    `[runtime] package` (unless the spec pins a version the index installs) and
-    `[runtime] provides`."""
+    `[runtime] provides`, and `[runtime] package` unless the index installs it."""
     rt = spec.runtime
     if rt is None:
         return frozenset()
@@ -141,8 +169,7 @@ def vendor_image_packages(spec: Spec) -> frozenset[str]:
 
 
 def without_vendor_image(spec: Spec, lines: list[str]) -> tuple[list[str], list[str]]:
-    """(kept, left out): the requirements on a distribution the vendor image provides are
-    left out of a lock (recorded by the caller as deferred to the hardware runner)."""
+    """(kept, left out): requirements on what the vendor image provides are left out."""
     vendor = vendor_image_packages(spec)
     kept: list[str] = []
     left: list[str] = []
@@ -176,9 +203,8 @@ class PluginBuildPlan:
 def plugin_build_plan(
     spec: Spec, root: Path | None, recorded: list[str] | None = None
 ) -> PluginBuildPlan:
-    """The plugin's build requirements as its build environment gets them: without what the
-    vendor image provides, torch as `[build] torch`. `recorded`: its [build-system].requires from
-    the lock."""
+    """The plugin's build requirements as its build env gets them: without the vendor image's,
+    torch as `[build] torch`. `recorded`: its [build-system].requires from the lock."""
     if recorded is not None:
         declared = [*recorded, *_build_requirements(spec)]
     elif root is None:
@@ -233,13 +259,7 @@ def plugin_build_request(
 
 def static_dependencies(root: Path) -> list[str] | None:
     """[project].dependencies when pyproject.toml declares them statically, else None."""
-    path = root / "pyproject.toml"
-    project: dict = {}
-    if path.is_file():
-        try:
-            project = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {})
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise BadInput(f"{path}: cannot read ({exc})")
+    project = _pyproject(root / "pyproject.toml").get("project", {})
     if not project or "dependencies" in project.get("dynamic", []):
         return None
     return list(project.get("dependencies", []))
@@ -274,34 +294,25 @@ def runtime_plan(spec: Spec, runner: str, runtime_env: Path | None) -> RuntimePl
     rt = spec.runtime
     if rt is None:
         return RuntimePlan("none", None, "none", "the spec names no vendor runtime")
-    name, module = rt.name, rt.module
+    name, module, pythons = rt.name, rt.module, rt.python
     if runtime_env is not None:
         return RuntimePlan(name, module, "runtime-env", f"from the environment at {runtime_env}")
-    pythons = rt.python
-    if rt.package and rt.version:
-        requirement = f"{rt.package}=={rt.version}"
-        if pythons and spec.build.python not in pythons:
-            reason = (
-                f"{rt.package} ships wheels for CPython {', '.join(pythons)} only; "
-                f"this pairing is built for {spec.build.python}"
-            )
-            return RuntimePlan(name, module, "absent", reason, requirement)
-        return RuntimePlan(name, module, "install", f"{requirement} from the index", requirement)
+    requirement = f"{rt.package}=={rt.version}" if rt.package and rt.version else None
     if pythons and spec.build.python not in pythons:
         reason = (
             f"{rt.package if rt.package is not None else module} ships wheels for CPython "
-            f"{', '.join(pythons)} only; "
-            f"this pairing is built for {spec.build.python}"
+            f"{', '.join(pythons)} only; this pairing is built for {spec.build.python}"
         )
-    else:
-        reason = "the spec pins no runtime package; give --runtime-env on the hardware runner"
+        return RuntimePlan(name, module, "absent", reason, requirement)
+    if requirement:
+        return RuntimePlan(name, module, "install", f"{requirement} from the index", requirement)
+    reason = "the spec pins no runtime package; give --runtime-env on the hardware runner"
     return RuntimePlan(name, module, "absent", reason)
 
 
 def _without_core(spec: Spec, deps: list[str]) -> list[str]:
-    """The plugin's dependencies without the core itself (`vllm>=0.19.0,<0.19.1`): the core
-    is our built wheel, its requirements come from its requirements/common.txt. A declared
-    range that excludes the spec's core is bad input."""
+    """The plugin's dependencies without the core (our built wheel: its requirements come from
+    requirements/common.txt); BadInput for a declared range that excludes the spec's core."""
     out = []
     for line in deps:
         req = Requirement(line)

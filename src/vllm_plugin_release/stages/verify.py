@@ -1,5 +1,5 @@
-"""Consumer-side checks of a pairing: does a manifest folder verify (`verify_files`), does
-an installed environment match a manifest (`check_environment`)."""
+"""Consumer-side checks of a pairing: does a manifest folder verify, does an installed
+environment match a manifest."""
 
 from __future__ import annotations
 
@@ -19,11 +19,7 @@ from vllm_plugin_release.core.manifestdoc import (
 )
 from vllm_plugin_release.core.manifestmodel import Manifest, Part, Wheel, parse
 from vllm_plugin_release.core.wheelfacts import files_digest, installed_files, wheel_files
-from vllm_plugin_release.edges.envrun import (
-    InstalledDist,
-    probe_environment,
-    probe_with_installed,
-)
+from vllm_plugin_release.edges.envrun import InstalledDist, probe_environment, probe_with_installed
 from vllm_plugin_release.edges.keys import load_public_key
 
 if TYPE_CHECKING:
@@ -52,9 +48,8 @@ def locate(path: Path) -> tuple[Path, Path]:
 
 
 def verify_files(path: Path, public_key: Path | None, *, manifest_only: bool = False) -> Verified:
-    """Check signature (when a key is given), subject digests and the manifest's schema; wheels are
-    looked up next to the manifest unless `manifest_only`. GateFailed lists every mismatch; a
-    missing input is BadInput."""
+    """Check signature (with a key), subject digests (the wheels beside the manifest unless
+    `manifest_only`) and schema; GateFailed lists every mismatch, a missing input is BadInput."""
     manifest_path, statement_path = locate(path)
     if not path.exists() or not manifest_path.exists():
         raise BadInput(
@@ -83,19 +78,12 @@ def verify_files(path: Path, public_key: Path | None, *, manifest_only: bool = F
             f"{manifest_path}: verification failed:\n  " + "\n  ".join(problems),
             hint=_verify_hint(report, problems, manifest_only),
         )
-    return Verified(
-        manifest_path=manifest_path,
-        statement_path=statement_path,
-        keyid=attest.keyid(key) if key is not None else None,
-        manifest=manifest,
-        statement=statement,
-        subjects=report,
-    )
+    keyid = attest.keyid(key) if key is not None else None
+    return Verified(manifest_path, statement_path, keyid, manifest, statement, report)
 
 
 def _verify_hint(report: list[dict[str, Any]], problems: list[str], manifest_only: bool) -> str:
-    """What to do next: only wheels absent (a store entry, a manifest copied alone) is not a
-    tampered pairing, so it says to check the manifest alone, never to rebuild."""
+    """What to do next: only wheels absent (a store entry) is no tampering: check the manifest."""
     missing = [r for r in report if r.get("problem") == "missing"]
     if not manifest_only and missing and len(missing) == len(problems):
         return (
@@ -115,8 +103,7 @@ def _read_statement(
             hint="`vpr manifest build` writes it; an unsigned manifest cannot be verified",
         )
     data = bounded.read_file(statement_path, bounded.MAX_DOCUMENT, "signed statement")
-    # without a key, digests only (publish re-checks its own output when no public key is
-    # at hand)
+    # without a key, digests only (publish re-checks its own output with no public key at hand)
     return attest.read_signed(data, key, str(statement_path))
 
 
@@ -150,8 +137,7 @@ def _check_subjects(
 
 
 def lock_pins(manifest: Manifest, lock_text: str) -> dict[str, str]:
-    """Every pin of the pairing: the lock's, then the core, the plugin and the guard (when
-    the manifest names one) at their versions."""
+    """Every pin of the pairing: the lock's, then the manifest's parts at their versions."""
     from vllm_plugin_release.core.lockfile import pins
 
     out = pins(lock_text)
@@ -163,9 +149,8 @@ def lock_pins(manifest: Manifest, lock_text: str) -> dict[str, str]:
 def find_lock(
     manifest_path: Path, manifest: Manifest, given: Path | None
 ) -> tuple[str | None, Path | None]:
-    """The pairing lock for `check-env`: `given`, else the store's pairings/<id>.lock.txt, else the
-    manifest's environment.lock_file; (text, path) when its sha256 is the signed one, else (None,
-    None)."""
+    """(text, path) of the pairing lock for `check-env` (`given`, the store's, or the manifest's
+    lock_file) when its sha256 is the signed one, else (None, None)."""
     from vllm_plugin_release.core.storeindex import LOCK_SUFFIX, check_lock
 
     candidates = [given] if given else []
@@ -191,8 +176,7 @@ def check_environment(
     wheels_dir: Path | None = None,
     lock_text: str | None = None,
 ) -> list[str]:
-    """Every way the environment differs from the manifest (empty list: it matches).
-    With `lock_text` (the pairing's lock), every pin is compared too (core/lockfile.py)."""
+    """Every way the environment differs from the manifest; with `lock_text`, every pin too."""
     parts = manifest.parts()
     names = [p.name for p in parts]
     mismatches: list[str] = []

@@ -45,9 +45,8 @@ def python_version(runner: Runner, venv: Path) -> str:
 
 @dataclass(frozen=True)
 class Builds:
-    """How many builds of a tree run side by side, and what each is given: its
-    SOURCE_DATE_EPOCH, VLLM_TARGET_DEVICE (None: not set), its logs' name and `extra_env`
-    (the spec's variables for this build, `[plugin] build_env`)."""
+    """How many builds of a tree run side by side, and what each is given (`extra_env`: the
+    spec's `[plugin] build_env`)."""
 
     count: int
     source_date_epoch: int
@@ -59,8 +58,7 @@ class Builds:
 def parallel_local_builds(
     runner: Runner, venv: Path, tree: Path, scratch: Path, cache: Cache, builds: Builds
 ) -> list[dict[str, Any]]:
-    """`builds.count` wheel builds of `tree` in parallel; returns wheel, env and python of
-    each."""
+    """`builds.count` wheel builds of `tree` in parallel: wheel, env and python of each."""
     shim = scratch / "shim"
     shim.mkdir(exist_ok=True)
     for tool in recipes.RUST_TOOLS:
@@ -112,11 +110,8 @@ def parallel_local_builds(
 def compare_builds(
     wheels: list[Path], stage: str, known: list[str | None] | None = None
 ) -> tuple[str, bool | None]:
-    """sha256 of the first wheel and whether all builds are byte-identical (None: one build).
-    `known`: the wheels' sha256 where the builds already hashed them (else hashed here).
-
-    Raises GateFailed (exit 1) naming the differing members when they are not.
-    """
+    """sha256 of the first wheel and whether all builds are byte-identical (None: one build;
+    `known`: digests already taken); GateFailed naming the differing members when not."""
     given = known or [None] * len(wheels)
     digests = [d or sha256_file(w) for w, d in zip(wheels, given, strict=True)]
     if len({w.name for w in wheels}) != 1:
@@ -148,9 +143,8 @@ def store(
 
 
 def named_interpreter(spec: Spec, runner: Runner) -> tuple[Interpreter, str] | None:
-    """The interpreter `--interpreter` or $VPR_INTERPRETER names, checked on `runner` (exit 2
-    naming the flag or variable and the path), and which of them named it; None when
-    neither does or the backend brings its own python (a container's image)."""
+    """The interpreter `--interpreter` or $VPR_INTERPRETER names, checked on `runner`, and which
+    named it; None when neither does or a container's image brings its python."""
     if spec.build.backend != "local":
         return None
     named = interpreters.named_by(spec.build.interpreter)
@@ -160,9 +154,7 @@ def named_interpreter(spec: Spec, runner: Runner) -> tuple[Interpreter, str] | N
 
 
 def interpreter_ahead(spec: Spec) -> interpreters.Search | None:
-    """Start looking for the spec's CPython now, as the runner `runner_for` makes asks, for
-    a local backend (the caller holds the search and waits for it before a stage asks);
-    None for a container (its image brings its python)."""
+    """Start looking for the spec's CPython now, for a local backend; None for a container."""
     if spec.build.backend != "local":
         return None
     return LocalRunner("off", spec.build.interpreter).interpreter_ahead(spec.build.python)
@@ -171,11 +163,8 @@ def interpreter_ahead(spec: Spec) -> interpreters.Search | None:
 def runner_for(
     spec: Spec, cache: Cache, *, folders: tuple[Path, ...] = (), network_isolation: str = ""
 ) -> Runner:
-    """The runner the spec's `[build] backend` names (both are edges; this picks one).
-
-    `folders` are the paths the stage's commands use beyond the cache and the project
-    (a source tree, dist/); the container runner mounts them at the same paths.
-    """
+    """The runner the spec's `[build] backend` names; a container mounts `folders` (what the
+    commands use beyond the cache and the project) at the same paths."""
     backend = spec.build.backend
     if backend == "local":
         return LocalRunner(
@@ -185,13 +174,7 @@ def runner_for(
         links = [Path(link) for link in [*spec.build.find_links, *pip_find_links()]]
         uv_cache = machine_cache()  # downloads once per machine, shared with local runs
         uv_cache.mkdir(parents=True, exist_ok=True)
-        mounts = [
-            cache.root,
-            spec.root,
-            uv_cache,
-            *folders,
-            *(p for p in links if p.is_absolute()),
-        ]
+        mounts = [cache.root, spec.root, uv_cache, *folders, *(p for p in links if p.is_absolute())]
         return ContainerRunner(
             spec.build.base_image,
             spec.resolve(spec.build.dockerfile),
@@ -210,8 +193,8 @@ BYTECODE = "compiled-at-install"
 def ensure_build_env(
     spec: Spec, lock_path: Path, lock_key: str, cache: Cache, runner: Runner
 ) -> Path:
-    """The build venv for this lock, created once and reused (keyed by lock sha + python,
-    the interpreter it is made from, and the runner's image when it lives in one)."""
+    """The build venv for this lock, created once and reused (keyed by the lock, the python it
+    is made from, and the runner's image)."""
     interpreter = runner.interpreter(spec.build.python)  # exit 3 naming where it looked
     identity: dict[str, object] = {
         "lock": lock_key,
