@@ -4,11 +4,14 @@ light to import (`buildspec/load.py` reads and validates the TOML file)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from vllm_plugin_release.core.manifestmodel import Approval
+
+T = TypeVar("T")
 
 
 def project_root(spec_path: Path) -> Path:
@@ -50,17 +53,17 @@ class CoreSpec:
     api_approval: Approval | None = field(default=None, hash=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BuildSpec:
     python: str
     backend: str
-    base_image: str | None
-    dockerfile: str
+    base_image: str | None = None
+    dockerfile: str = "docker/build.Dockerfile"
     constraints: str
     torch: str
-    find_links: tuple[str, ...]
-    reproducibility_check: bool
-    network_isolation: str
+    find_links: tuple[str, ...] = ()
+    reproducibility_check: bool = True
+    network_isolation: str = "auto"
     platform: str = "x86_64-manylinux_2_28"  # the locks' target (uv --python-platform)
     image_python_sha256: str | None = None  # the CPython `vpr build-image` may copy in
     # An interpreter named on the command line (`--interpreter PATH`), never from the file.
@@ -185,6 +188,11 @@ class Spec:
             return self
         return replace(self, build=replace(self.build, interpreter=path))
 
+    def conformance(self, key: str) -> dict[str, Any] | None:
+        """`[conformance.KEY]` as validated with the spec (None when absent)."""
+        table = (self.raw.get("conformance") or {}).get(key)
+        return table if isinstance(table, dict) else None
+
     def resolve(self, relative: str) -> Path:
         p = Path(relative)
         return p if p.is_absolute() else self.root / p
@@ -235,113 +243,57 @@ def torch_for(torch: str | dict[str, str], python: str) -> str:
     return torch if isinstance(torch, str) else torch[python]
 
 
-def _approval(table: dict[str, Any] | None) -> Approval | None:
-    if table is None:
-        return None
-    return Approval(
-        source=table["from"],
-        to=table["to"],
-        by=table["by"],
-        why=table["why"],
-        changes=tuple(table["changes"]),
-    )
+def _typed(cls: Callable[..., T], table: dict[str, Any], **given: Any) -> T:
+    """`cls` from a validated table whose keys are its fields, lists as tuples."""
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in table.items()}
+    return cls(**{**fields, **given})
 
 
-def _plugin(table: dict[str, Any] | None) -> PluginSpec | None:
-    if not table:
-        return None
-    src = table["source"]
-    return PluginSpec(
-        name=table["name"],
-        source=PluginSourceSpec(
-            kind=src["kind"],
-            url=src.get("url"),
-            commit=src.get("commit"),
-            tag=src.get("tag"),
-            path=src.get("path"),
-        ),
-        installer=table.get("installer"),
-        overrides=table.get("overrides"),
-        subdirectory=table.get("subdirectory", ""),
-        build_constraints=table.get("build_constraints"),
-        build_requirements=tuple(table.get("build_requirements", [])),
-        build_env=dict(table.get("build_env", {})),
-        raw=table,
-    )
-
-
-def _runtime(table: dict[str, Any] | None) -> RuntimeSpec | None:
-    if not table:
-        return None
-    return RuntimeSpec(
-        name=table["name"],
-        module=table.get("module"),
-        package=table.get("package"),
-        version=table.get("version"),
-        commit=table.get("commit"),
-        stand_in=table.get("stand_in"),
-        python=tuple(table.get("python", [])),
-        provides=tuple(table.get("provides", [])),
-        no_device=tuple(table.get("no_device", [])),
-        system_packages=tuple(table.get("system_packages", [])),
-        raw=table,
-    )
-
-
-def _env(table: dict[str, Any]) -> EnvSpec:
-    return EnvSpec(
-        requirements=tuple(table.get("requirements", ["pytest"])),
-        overrides=tuple(table.get("overrides", [])),
-        caps=tuple(table.get("caps", [])),
-        constraints=table.get("constraints"),
-    )
+def _approval(t: dict[str, Any] | None) -> Approval | None:
+    return None if t is None else Approval(t["from"], t["to"], t["by"], t["why"], (*t["changes"],))
 
 
 def from_data(data: dict[str, Any], file: Path) -> Spec:
-    core = data["core"]
-    src = core["source"]
-    source: SdistSource | GitSource
-    if src["kind"] == "sdist":
-        source = SdistSource(
+    core, build = data["core"], data["build"]
+    src, python = core["source"], build["python"]
+    source: SdistSource | GitSource = (
+        _typed(GitSource, src)
+        if src["kind"] == "git"
+        else _typed(
+            SdistSource,
+            src,
             index=src.get("index", "https://pypi.org/simple").rstrip("/"),
             filename=src.get("filename", f"{core['name']}-{core['version']}.tar.gz"),
-            sha256=src["sha256"],
         )
-    else:
-        source = GitSource(url=src["url"], tag=src["tag"], commit=src["commit"])
-    build = data["build"]
-    python = build["python"]
+    )
+    plugin, runtime = data.get("plugin"), data.get("runtime")
     return Spec(
         path=file,
         name=data["name"],
         description=data.get("description", ""),
-        core=CoreSpec(
-            name=core["name"],
-            version=core["version"],
-            target_device=core["target_device"],
-            source_date_epoch=core["source_date_epoch"],
-            source=source,
-            api_approval=_approval(core.get("api_approval")),
+        core=_typed(
+            CoreSpec, core, source=source, api_approval=_approval(core.get("api_approval"))
         ),
-        build=BuildSpec(
-            python=python,
-            backend=build["backend"],
-            base_image=build.get("base_image"),
-            dockerfile=build.get("dockerfile", "docker/build.Dockerfile"),
+        build=_typed(
+            BuildSpec,
+            build,
             constraints=build.get(
                 "constraints", f"constraints/build-core-py{python.replace('.', '')}.txt"
             ),
             torch=torch_for(build.get("torch", "2.13.0+cpu"), python),
-            find_links=tuple(build.get("find_links", [])),
-            reproducibility_check=build.get("reproducibility_check", True),
-            network_isolation=build.get("network_isolation", "auto"),
-            platform=build.get("platform", "x86_64-manylinux_2_28"),
-            image_python_sha256=build.get("image_python_sha256"),
         ),
-        plugin=_plugin(data.get("plugin")),
-        runtime=_runtime(data.get("runtime")),
+        plugin=_typed(
+            PluginSpec,
+            plugin,
+            source=PluginSourceSpec(**plugin["source"]),
+            build_env=dict(plugin.get("build_env", {})),
+            raw=plugin,
+        )
+        if plugin
+        else None,
+        runtime=_typed(RuntimeSpec, runtime, raw=runtime) if runtime else None,
         publish=PublishSpec(**data.get("publish", {})),
         fetch=dict(data.get("fetch", {})),
-        env=_env(data.get("env", {})),
+        env=_typed(EnvSpec, data.get("env", {})),
         raw=data,
     )
