@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from vllm_plugin_release.buildspec.model import Spec
+from vllm_plugin_release.buildspec.schema import integer, number, string, table
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.replay.mix import Origin, check_table, spec_origin
 from vllm_plugin_release.replay.model import (
@@ -30,90 +31,64 @@ POLICY_SCHEDULERS = {
 # Calibrate them from hardware (`cost_model = {calibration = "steps.csv"}`).
 DEFAULT_COST = {"a": 0.004, "b": 0.00005, "c": 0.0002}
 
-_SCHED_CLASS = {
-    "type": "string",
-    "pattern": r"^[A-Za-z_][\w.]*[:.][A-Za-z_][\w.]*$",
-}
+_SCHED_CLASS = r"^[A-Za-z_][\w.]*[:.][A-Za-z_][\w.]*$"
 
-REPLAY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "CPU scheduler replay: the plugin's real scheduler against upstream vLLM's "
+REPLAY_SCHEMA = table(
+    "CPU scheduler replay: the plugin's real scheduler against upstream vLLM's "
     "V1 scheduler on the request mix, with no model.",
-    "additionalProperties": False,
-    "properties": {
-        "plugin_scheduler": {
-            **_SCHED_CLASS,
-            "description": "The plugin's scheduler class, module:Class (e.g. "
+    {
+        "plugin_scheduler": string(
+            "The plugin's scheduler class, module:Class (e.g. "
             "vllm_tt_plugin.scheduler:TTScheduler); default from `policy`.",
-        },
-        "upstream_scheduler": {
-            **_SCHED_CLASS,
-            "description": f"Upstream scheduler class (default {UPSTREAM_SCHEDULER}).",
-        },
-        "policy": {
-            "type": "string",
-            "description": "The plugin's configuration policy, applied to the plugin side as "
+            pattern=_SCHED_CLASS,
+        ),
+        "upstream_scheduler": string(
+            f"Upstream scheduler class (default {UPSTREAM_SCHEDULER}).", pattern=_SCHED_CLASS
+        ),
+        "policy": string(
+            "The plugin's configuration policy, applied to the plugin side as "
             'its platform would: "tt", "reference", "none", "module:function" '
             "(function(scheduler_config, model_config) -> list of reasons), or "
             '"platform:module:Class": the plugin\'s own Platform class, whose '
             "check_and_update_config(vllm_config) hook runs on the built config as vLLM "
-            "runs it. Default none.",
-        },
-        "model_type": {
-            "type": "string",
-            "description": "HF model_type the policy decides for (e.g. llama, gemma4); "
-            "default llama.",
-        },
-        "max_model_len": {
-            "type": "integer",
-            "minimum": 16,
-            "description": "Maximum model length (default 4096); longer prompts are rejected.",
-        },
-        "max_num_seqs": {"type": "integer", "minimum": 1, "description": "Default 32."},
-        "max_num_batched_tokens": {
-            "type": "integer",
-            "minimum": 1,
-            "description": "Token budget per step (default 2048).",
-        },
-        "block_size": {"type": "integer", "minimum": 1, "description": "KV block size (16)."},
-        "num_gpu_blocks": {
-            "type": "integer",
-            "minimum": 1,
-            "description": "KV blocks (default: max_num_seqs full-length sequences + 1).",
-        },
+            "runs it. Default none."
+        ),
+        "model_type": string(
+            "HF model_type the policy decides for (e.g. llama, gemma4); default llama."
+        ),
+        "max_model_len": integer(
+            "Maximum model length (default 4096); longer prompts are rejected.", minimum=16
+        ),
+        "max_num_seqs": integer("Default 32.", minimum=1),
+        "max_num_batched_tokens": integer("Token budget per step (default 2048).", minimum=1),
+        "block_size": integer("KV block size (16).", minimum=1),
+        "num_gpu_blocks": integer(
+            "KV blocks (default: max_num_seqs full-length sequences + 1).", minimum=1
+        ),
         "enable_chunked_prefill": {
             "type": "boolean",
             "description": "Chunked prefill as configured by the user (default true); the "
             "plugin's policy may turn it off on the plugin side.",
         },
-        "long_prefill_token_threshold": {
-            "type": "integer",
-            "minimum": 0,
-            "description": "vLLM's long-prefill cap (default 0 = none).",
-        },
+        "long_prefill_token_threshold": integer(
+            "vLLM's long-prefill cap (default 0 = none).", minimum=0
+        ),
         "enable_prefix_caching": {
             "type": "boolean",
             "description": "Prefix caching (default false: every prompt is distinct).",
         },
-        "cost_model": {
-            "type": "object",
-            "description": "Per-step cost t_step = a + b*prefill_tokens + c*decode_requests "
+        "cost_model": table(
+            "Per-step cost t_step = a + b*prefill_tokens + c*decode_requests "
             "(seconds), or {calibration = FILE}: a CSV of measured steps with columns "
             "prefill_tokens,decode_requests,seconds, fitted by least squares.",
-            "additionalProperties": False,
-            "properties": {
-                "a": {"type": "number", "minimum": 0, "description": "Seconds per step."},
-                "b": {"type": "number", "minimum": 0, "description": "Seconds per prefill token."},
-                "c": {
-                    "type": "number",
-                    "minimum": 0,
-                    "description": "Seconds per decode request.",
-                },
-                "calibration": {
-                    "type": "string",
-                    "description": "CSV of measured steps; a `path:NAME` column (requests on "
-                    "slow path NAME in the step) fits that path's term too.",
-                },
+            {
+                "a": number("Seconds per step.", minimum=0),
+                "b": number("Seconds per prefill token.", minimum=0),
+                "c": number("Seconds per decode request.", minimum=0),
+                "calibration": string(
+                    "CSV of measured steps; a `path:NAME` column (requests on "
+                    "slow path NAME in the step) fits that path's term too."
+                ),
                 "paths": {
                     "type": "object",
                     "description": "Seconds per request that takes a slow path "
@@ -123,19 +98,13 @@ REPLAY_SCHEMA: dict[str, Any] = {
                     "additionalProperties": {"type": "number", "minimum": 0},
                 },
             },
-        },
-        "max_steps": {
-            "type": "integer",
-            "minimum": 1,
-            "description": "Stop a replay after this many steps (default: from the mix).",
-        },
-        "timeout_s": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "description": "Wall-time bound per scheduler (default 600).",
-        },
+        ),
+        "max_steps": integer(
+            "Stop a replay after this many steps (default: from the mix).", minimum=1
+        ),
+        "timeout_s": number("Wall-time bound per scheduler (default 600).", exclusiveMinimum=0),
     },
-}
+)
 
 
 @dataclass(frozen=True)
@@ -286,15 +255,9 @@ def _cost(table: dict[str, Any], root: Path, origin: Origin) -> CostModel:
     )
 
 
-def _spec_table(spec: Spec, key: str) -> dict[str, Any] | None:
-    """`[conformance.KEY]` of a loaded spec, as validated with it (None when absent)."""
-    table = (spec.raw.get("conformance") or {}).get(key)
-    return table if isinstance(table, dict) else None
-
-
 def configured(spec: Spec) -> bool:
     """Whether the spec asks for a scheduler replay (a `[conformance.replay]` with keys)."""
-    return bool(_spec_table(spec, "replay"))
+    return bool(spec.conformance("replay"))
 
 
 class DeclaredModel(NamedTuple):
@@ -306,21 +269,21 @@ class DeclaredModel(NamedTuple):
 
 
 def declared_model(spec: Spec) -> DeclaredModel:
-    table = _spec_table(spec, "replay") or {}
+    table = spec.conformance("replay") or {}
     return DeclaredModel(
         int(table.get("max_model_len", 4096)), str(table.get("model_type", "llama"))
     )
 
 
 def from_spec(spec: Spec) -> ReplayConfig:
-    table = _spec_table(spec, "replay")
+    table = spec.conformance("replay")
     if table is None:
         raise BadInput(
             f"{spec.path}: no [conformance.replay] table",
             hint='add one with at least plugin_scheduler = "module:Class" (or policy)',
         )
     config = resolve(table, spec.root, spec_origin(spec, ("conformance", "replay")), validated=True)
-    return with_slow_paths(config, (_spec_table(spec, "workload") or {}).get("slow_paths") or [])
+    return with_slow_paths(config, (spec.conformance("workload") or {}).get("slow_paths") or [])
 
 
 def with_slow_paths(config: ReplayConfig, slow_paths: list[dict[str, Any]]) -> ReplayConfig:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vllm_plugin_release.buildspec.model import Spec
+from vllm_plugin_release.buildspec.schema import array, integer, number, string, table
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.replay.features import (
@@ -38,93 +39,64 @@ _DIST_DESCRIPTION = (
 
 
 def _dist_schema(what: str) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "description": f"{what}. {_DIST_DESCRIPTION}",
-        "additionalProperties": False,
-        "required": ["dist"],
-        "properties": {
+    return table(
+        f"{what}. {_DIST_DESCRIPTION}",
+        {
             "dist": {
                 "enum": ["fixed", "uniform", "lognormal", "empirical", "trace"],
                 "description": "Distribution kind.",
             },
-            "value": {"type": "integer", "minimum": 1, "description": "fixed: the value."},
-            "min": {"type": "integer", "minimum": 1, "description": "Lower bound (inclusive)."},
-            "max": {"type": "integer", "minimum": 1, "description": "Upper bound (inclusive)."},
-            "median": {
-                "type": "number",
-                "exclusiveMinimum": 0,
-                "description": "lognormal: median (exp of the log-mean).",
-            },
-            "sigma": {
-                "type": "number",
-                "minimum": 0,
-                "description": "lognormal: standard deviation of the log.",
-            },
-            "values": {
-                "type": "array",
-                "items": {"type": "integer", "minimum": 1},
-                "minItems": 1,
-                "description": "empirical: the values to sample from (with replacement).",
-            },
+            "value": integer("fixed: the value.", minimum=1),
+            "min": integer("Lower bound (inclusive).", minimum=1),
+            "max": integer("Upper bound (inclusive).", minimum=1),
+            "median": number("lognormal: median (exp of the log-mean).", exclusiveMinimum=0),
+            "sigma": number("lognormal: standard deviation of the log.", minimum=0),
+            "values": array(
+                "empirical: the values to sample from (with replacement).",
+                {"type": "integer", "minimum": 1},
+                minItems=1,
+            ),
         },
-    }
+        ["dist"],
+    )
 
 
-REQUEST_MIX_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "The request mix the fleet expects (the pilot plan), used by the scheduler "
+REQUEST_MIX_SCHEMA = table(
+    "The request mix the fleet expects (the pilot plan), used by the scheduler "
     "replay and the live mixed-load test. Same seed, same mix, every time.",
-    "additionalProperties": False,
-    "properties": {
-        "file": {
-            "type": "string",
-            "description": "A TOML or JSON file (relative to the project root) holding this "
-            "table instead; keys given here override the file's.",
-        },
-        "requests": {
-            "type": "integer",
-            "minimum": 1,
-            "description": "Number of requests; default: every row of `trace`.",
-        },
-        "seed": {"type": "integer", "minimum": 0, "description": "Random seed (default 0)."},
-        "trace": {
-            "type": "string",
-            "description": "A recorded trace (CSV with header arrival_time,prompt_tokens,"
-            "output_tokens, or JSON Lines with those keys), relative to the project root.",
-        },
-        "arrival": {
-            "type": "object",
-            "description": 'Arrival process: {process = "poisson", rate = R} (requests per '
+    {
+        "file": string(
+            "A TOML or JSON file (relative to the project root) holding this "
+            "table instead; keys given here override the file's."
+        ),
+        "requests": integer("Number of requests; default: every row of `trace`.", minimum=1),
+        "seed": integer("Random seed (default 0).", minimum=0),
+        "trace": string(
+            "A recorded trace (CSV with header arrival_time,prompt_tokens,"
+            "output_tokens, or JSON Lines with those keys), relative to the project root."
+        ),
+        "arrival": table(
+            'Arrival process: {process = "poisson", rate = R} (requests per '
             'second), {process = "bursts", size = N, interval = S} (N requests at once every '
             'S seconds), {process = "trace"} (the trace\'s arrival times) or '
             '{process = "at_once"} (all requests at time 0).',
-            "additionalProperties": False,
-            "required": ["process"],
-            "properties": {
+            {
                 "process": {
                     "enum": ["poisson", "bursts", "trace", "at_once"],
                     "description": "Arrival process kind.",
                 },
-                "rate": {
-                    "type": "number",
-                    "exclusiveMinimum": 0,
-                    "description": "poisson: mean arrivals per second.",
-                },
-                "size": {"type": "integer", "minimum": 1, "description": "bursts: burst size."},
-                "interval": {
-                    "type": "number",
-                    "exclusiveMinimum": 0,
-                    "description": "bursts: seconds between bursts.",
-                },
+                "rate": number("poisson: mean arrivals per second.", exclusiveMinimum=0),
+                "size": integer("bursts: burst size.", minimum=1),
+                "interval": number("bursts: seconds between bursts.", exclusiveMinimum=0),
             },
-        },
+            ["process"],
+        ),
         "prompt_tokens": _dist_schema("Prompt length distribution"),
         "output_tokens": _dist_schema("Output length distribution"),
         "features": FEATURES_SCHEMA,
         "plans": PLANS_SCHEMA,
     },
-}
+)
 
 
 @dataclass(frozen=True)
@@ -330,7 +302,7 @@ def spec_plans(spec: Spec) -> tuple[PlanTable, ...]:
     """The base mix and its variant plans (sorted by name) of the spec's request mix: the
     file it names read and checked here (BadInput naming file, line and key); () when the
     spec has no request mix."""
-    raw = dict(_spec_table(spec) or {})
+    raw = dict(spec.conformance("request_mix") or {})
     if not raw:
         return ()
     table, origin = load_table(raw, spec.root, spec_origin(spec))
@@ -474,26 +446,27 @@ def _lengths(
     return [int(v) for v in column[:count]]
 
 
+_TRACE_DEFAULTS = {
+    "arrival": {"process": "trace"},
+    "prompt_tokens": {"dist": "trace"},
+    "output_tokens": {"dist": "trace"},
+}
+
+
 def _distributions(
     table: dict[str, Any], rows: list[TraceRow] | None, origin: Origin
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+) -> list[dict[str, Any]]:
     """The arrival process and the prompt and output length distributions (trace by default)."""
-    default = {"dist": "trace"} if rows is not None else None
-    arrival_spec = table.get("arrival") or ({"process": "trace"} if rows is not None else None)
-    prompt_spec = table.get("prompt_tokens") or default
-    output_spec = table.get("output_tokens") or default
-    for key, value in (
-        ("arrival", arrival_spec),
-        ("prompt_tokens", prompt_spec),
-        ("output_tokens", output_spec),
-    ):
+    specs = []
+    for key, default in _TRACE_DEFAULTS.items():
+        value = table.get(key) or (default if rows is not None else None)
         if value is None:
             raise BadInput(
                 f"{origin.where(key)}: missing (required when no trace file is given)",
                 hint='e.g. arrival = {process = "poisson", rate = 2.0}',
             )
-    assert arrival_spec is not None and prompt_spec is not None and output_spec is not None
-    return arrival_spec, prompt_spec, output_spec
+        specs.append(value)
+    return specs
 
 
 def _request_count(
@@ -540,23 +513,13 @@ def generate(
         output_spec["dist"],
     )
     count = _request_count(table, rows, uses_rows, origin)
-
     arrivals = _arrivals(arrival_spec, count, _rng(seed, "arrival"), rows, origin)
-    prompt = _lengths(
-        prompt_spec,
-        count,
-        _rng(seed, "prompt"),
-        [r.prompt_tokens for r in rows] if rows else None,
-        "prompt_tokens",
-        origin,
-    )
-    output = _lengths(
-        output_spec,
-        count,
-        _rng(seed, "output"),
-        [r.output_tokens for r in rows] if rows else None,
-        "output_tokens",
-        origin,
+    prompt, output = (
+        _lengths(spec, count, _rng(seed, key.split("_")[0]), column, key, origin)
+        for key, spec, column in (
+            ("prompt_tokens", prompt_spec, [r.prompt_tokens for r in rows] if rows else None),
+            ("output_tokens", output_spec, [r.output_tokens for r in rows] if rows else None),
+        )
     )
     description = {
         "arrival": dict(arrival_spec),
@@ -600,15 +563,9 @@ def _arrivals(
     return [round(r.arrival_time - start, 6) for r in rows[:count]]
 
 
-def _spec_table(spec: Spec) -> dict[str, Any] | None:
-    """`[conformance.request_mix]` of a loaded spec, as validated with it (None: absent)."""
-    table = (spec.raw.get("conformance") or {}).get("request_mix")
-    return table if isinstance(table, dict) else None
-
-
 def from_spec(spec: Spec) -> RequestMix:
     """The mix of a loaded `Spec` (its `[conformance.request_mix]` table)."""
-    table = _spec_table(spec)
+    table = spec.conformance("request_mix")
     if table is None:
         raise BadInput(
             f"{spec.path}: no [conformance.request_mix] table",
