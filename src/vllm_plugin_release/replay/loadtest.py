@@ -46,8 +46,7 @@ class RequestRecord:
         return self.first_token_s - self.sent_s
 
     def itls(self) -> list[float]:
-        times = self.chunk_times_s
-        return [b - a for a, b in itertools.pairwise(times)]
+        return [b - a for a, b in itertools.pairwise(self.chunk_times_s)]
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -300,9 +299,6 @@ class Stats(NamedTuple):
     mean: float | None
     max: float | None
 
-    def to_json(self) -> dict[str, float | None]:
-        return self._asdict()
-
 
 class RequestCounts(NamedTuple):
     planned: int
@@ -310,9 +306,6 @@ class RequestCounts(NamedTuple):
     completed: int
     errors: int
     fewer_tokens_than_requested: int
-
-    def to_json(self) -> dict[str, int]:
-        return self._asdict()
 
 
 class LoadSummaryJson(TypedDict):
@@ -335,9 +328,9 @@ class LoadSummary:
 
     def to_json(self) -> LoadSummaryJson:
         return {
-            "requests": self.requests.to_json(),
-            "ttft_s": self.ttft_s.to_json(),
-            "itl_s": self.itl_s.to_json(),
+            "requests": self.requests._asdict(),
+            "ttft_s": self.ttft_s._asdict(),
+            "itl_s": self.itl_s._asdict(),
             "output_tokens": self.output_tokens,
             "output_tokens_per_s": self.output_tokens_per_s,
         }

@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.replay.answer import ReplayAnswer, SideAnswer, answer_problem
+from vllm_plugin_release.replay.answer import (
+    CLOCK,
+    PER_STEP,
+    PER_STEP_MORE,
+    ReplayAnswer,
+    SideAnswer,
+    answer_problem,
+)
 from vllm_plugin_release.replay.mix import RequestMix
 
 
@@ -118,17 +125,14 @@ RATIO_KEYS = (
 # Metrics.
 
 
-def _percentiles(values: Any, mean: bool = True) -> dict[str, float | None]:
+def _percentiles(values: Any) -> dict[str, float | None]:
     import numpy as np
 
     if len(values) == 0:
         return {"p50": None, "p99": None, "mean": None, "max": None}
     arr = np.asarray(values, dtype=float)
     p50, p99 = np.percentile(arr, [50, 99])
-    out = {"p50": _r(p50), "p99": _r(p99), "max": _r(arr.max())}
-    if mean:
-        out["mean"] = _r(arr.mean())
-    return out
+    return {"p50": _r(p50), "p99": _r(p99), "max": _r(arr.max()), "mean": _r(arr.mean())}
 
 
 def _r(value: float) -> float:
@@ -166,82 +170,55 @@ def expand_tokens(encoded: Sequence[int]) -> Any:
     return steps
 
 
-@dataclass
-class _Steps:
-    """The per-step columns of a raw result as arrays."""
-
-    start: Any
-    end: Any
-    prefill_tokens: Any
-    decode_tokens: Any
-    prefill_requests: Any
-    decode_requests: Any
-    preemptions: Any
-    partial_prefills: Any
-    prefill_pending: Any
-
-    @classmethod
-    def of(cls, side: SideAnswer) -> _Steps:
-        import numpy as np
-
-        steps = side.steps
-        zeros = [0] * len(steps["start"])
-
-        def column(name: str, dtype: Any) -> Any:
-            values = steps.get(name, zeros)
-            try:
-                array = np.asarray(values, dtype=dtype)
-            except (TypeError, ValueError, OverflowError) as exc:
-                raise answer_problem(
-                    f"results.{side.label}.steps.{name}", values, f"numbers ({exc})"
-                )
-            if array.shape != (len(zeros),):
-                raise answer_problem(
-                    f"results.{side.label}.steps.{name}",
-                    values,
-                    f"{len(zeros)} numbers, one a step",
-                )
-            return array
-
-        return cls(
-            start=column("start", float),
-            end=column("end", float),
-            prefill_tokens=column("prefill_tokens", np.int64),
-            decode_tokens=column("decode_tokens", np.int64),
-            prefill_requests=column("prefill_requests", np.int64),
-            decode_requests=column("decode_requests", np.int64),
-            preemptions=column("preemptions", np.int64),
-            partial_prefills=column("partial_prefills", np.int64),
-            prefill_pending=column("prefill_pending", bool),
-        )
+# The array type of each per-step column that is not a count.
+_NOT_COUNTS = {"start": float, "end": float, "prefill_pending": bool}
 
 
-def _composition(steps: _Steps, side: SideAnswer) -> tuple[dict[str, Any], Any]:
+def _columns(side: SideAnswer) -> dict[str, Any]:
+    """The per-step columns of a side as arrays, each checked to hold one number a step."""
+    import numpy as np
+
+    zeros = [0] * len(side.steps["start"])  # a column an older answer lacks
+    out = {}
+    for name in (*CLOCK, *PER_STEP, *PER_STEP_MORE):
+        dtype = _NOT_COUNTS.get(name, "int64")
+        values, where = side.steps.get(name, zeros), f"results.{side.label}.steps.{name}"
+        try:
+            out[name] = np.asarray(values, dtype=dtype)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise answer_problem(where, values, f"numbers ({exc})")
+        if out[name].shape != (len(zeros),):
+            raise answer_problem(where, values, f"{len(zeros)} numbers, one a step")
+    return out
+
+
+def _composition(steps: dict[str, Any], side: SideAnswer) -> tuple[dict[str, Any], Any]:
     """What the steps held (summary figures), and which steps mixed prefill with decode."""
     import numpy as np
 
-    has_pf, has_dec = steps.prefill_requests > 0, steps.decode_requests > 0
+    has_pf, has_dec = steps["prefill_requests"] > 0, steps["decode_requests"] > 0
     mixed = has_pf & has_dec
+    count = len(steps["start"])
     figures = {
-        "steps": len(steps.start),
+        "steps": count,
         "mixed_steps": int(mixed.sum()),
         # The share of steps that mixed prefill with decode work (0 with no steps).
-        "mixed_step_share": _r(mixed.sum() / len(steps.start)) if len(steps.start) else 0.0,
+        "mixed_step_share": _r(mixed.sum() / count) if count else 0.0,
         "prefill_only_steps": int((has_pf & ~has_dec).sum()),
         "decode_only_steps": int((has_dec & ~has_pf).sum()),
         "empty_steps": int((~has_pf & ~has_dec).sum()),
         "first_mixed_step": int(np.argmax(mixed)) if mixed.any() else None,
         # Steps holding a prefill chunk that did not finish its prompt.
-        "chunked_prefill_steps": int((steps.partial_prefills > 0).sum()),
+        "chunked_prefill_steps": int((steps["partial_prefills"] > 0).sum()),
         # Steps with decode work while prefill work was pending before the step (requests
         # waiting for admission, or a prompt part-way prefilled): decodes run between
         # prefill work instead of waiting for it to drain.
-        "interleaved_decode_steps": int((has_dec & steps.prefill_pending).sum()),
-        "preemptions": int(steps.preemptions.sum()),
+        "interleaved_decode_steps": int((has_dec & steps["prefill_pending"]).sum()),
+        "preemptions": int(steps["preemptions"].sum()),
         # Final prompt chunks of one token: counted as prefill, not decode (see inenv).
         "one_token_prompt_chunks": side.one_token_prompt_chunks,
-        "prefill_tokens": int(steps.prefill_tokens.sum()),
-        "decode_tokens": int(steps.decode_tokens.sum()),
+        "prefill_tokens": int(steps["prefill_tokens"].sum()),
+        "decode_tokens": int(steps["decode_tokens"].sum()),
     }
     return figures, mixed
 
@@ -322,12 +299,12 @@ def analyze(side: SideAnswer, mix: RequestMix) -> Analysis:
     """Metrics for one scheduler's replay."""
     import numpy as np
 
-    steps = _Steps.of(side)
+    steps = _columns(side)
     composition, mixed = _composition(steps, side)
     rejected = {r["index"] for r in side.rejected}
     arrival = np.asarray(mix.arrival, dtype=float)
     where = f"results.{side.label}.tokens"
-    tokens = _tokens(side.tokens, mix, steps.end, arrival, rejected, where)
+    tokens = _tokens(side.tokens, mix, steps["end"], arrival, rejected, where)
     unfinished = side.unfinished
     capped = tokens.capped
     if side.stopped:
@@ -335,8 +312,6 @@ def analyze(side: SideAnswer, mix: RequestMix) -> Analysis:
         capped = max(0, capped - unfinished)
     first_arrival = float(arrival.min()) if len(arrival) else 0.0
     makespan = max(0.0, tokens.last_token_time - first_arrival)
-
-    itl_stats = _percentiles(tokens.itl)
     summary: dict[str, Any] = {
         **_identity(side),
         **composition,
@@ -349,8 +324,8 @@ def analyze(side: SideAnswer, mix: RequestMix) -> Analysis:
         },
         "rejected": side.rejected,
         "output_tokens": tokens.produced,
-        "ttft_s": {k: v for k, v in _percentiles(tokens.ttft).items()},
-        "itl_s": itl_stats,
+        "ttft_s": _percentiles(tokens.ttft),
+        "itl_s": _percentiles(tokens.itl),
         "longest_decode_stall_steps": tokens.longest_stall,
         "longest_decode_stall_request": tokens.stall_request,
         "output_tokens_per_s": _r(tokens.produced / makespan) if makespan > 0 else None,
@@ -359,10 +334,10 @@ def analyze(side: SideAnswer, mix: RequestMix) -> Analysis:
     }
     return Analysis(
         summary,
-        steps.start,
-        steps.end,
-        steps.prefill_tokens,
-        steps.decode_tokens,
+        steps["start"],
+        steps["end"],
+        steps["prefill_tokens"],
+        steps["decode_tokens"],
         mixed,
         tokens.itl,
         tokens.ttft,
@@ -387,21 +362,14 @@ def ratios(plugin: dict[str, Any], upstream: dict[str, Any]) -> dict[str, float 
 
 def crashed_summary(side: SideAnswer, mix: RequestMix) -> dict[str, Any]:
     """The summary of a scheduler that crashed: no figures, the failure said."""
+    steps = ("steps", "mixed_steps", "mixed_step_share", "prefill_only_steps")
     return {
         **_identity(side),
         "crashed": side.crashed,
         "traceback": side.traceback,
-        "steps": None,
-        "mixed_steps": None,
-        "mixed_step_share": None,
-        "prefill_only_steps": None,
-        "decode_only_steps": None,
-        "empty_steps": None,
+        **dict.fromkeys((*steps, "decode_only_steps", "empty_steps")),
         "requests": {"total": len(mix)},
-        "ttft_s": None,
-        "itl_s": None,
-        "longest_decode_stall_steps": None,
-        "output_tokens_per_s": None,
+        **dict.fromkeys(("ttft_s", "itl_s", "longest_decode_stall_steps", "output_tokens_per_s")),
     }
 
 
