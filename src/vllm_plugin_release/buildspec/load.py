@@ -237,19 +237,18 @@ def _cross_key_problems(
             )
         )
     loadable = (data.get("runtime") or {}).get("python")
-    if not loadable or build_python in loadable:
-        return problems
-    # A pairing is certified for a Python the vendor runtime loads, or not at all.
-    return [
-        *problems,
-        (
-            ("build", "python"),
-            f"[build] python = {build_python!r} is not a Python the vendor runtime loads: "
-            f"[runtime] python = {loadable!r} ({_where(file, text, ('runtime', 'python'))}); "
-            f"set [build] python to one of {', '.join(loadable)} (and its base_image, "
-            "constraints), then `vpr lock --spec FILE`",
-        ),
-    ]
+    if loadable and build_python not in loadable:
+        # A pairing is certified for a Python the vendor runtime loads, or not at all.
+        problems.append(
+            (
+                ("build", "python"),
+                f"[build] python = {build_python!r} is not a Python the vendor runtime loads: "
+                f"[runtime] python = {loadable!r} ({_where(file, text, ('runtime', 'python'))}); "
+                f"set [build] python to one of {', '.join(loadable)} (and its base_image, "
+                "constraints), then `vpr lock --spec FILE`",
+            )
+        )
+    return problems
 
 
 def validate(data: dict[str, Any], file: Path, text: str, schema: dict[str, Any]) -> None:
@@ -262,9 +261,7 @@ def validate(data: dict[str, Any], file: Path, text: str, schema: dict[str, Any]
         found = _cross_key_problems(data, file, text)
     if not found:
         return
-    lines = []
-    for path, message in found:
-        lines.append(f"{_where(file, text, path)}: {message}")
+    lines = [f"{_where(file, text, path)}: {message}" for path, message in found]
     raise BadInput(
         "invalid buildspec:\n  " + "\n  ".join(lines),
         hint="fix the keys named above; `vpr spec schema` prints every key, docs/buildspec.md "
@@ -405,18 +402,12 @@ def packaged_schema() -> dict[str, Any]:
 
 def load_spec(path: str | Path) -> Spec:
     """Read, validate (against the full schema) and type a buildspec."""
-    return load(path, packaged_schema())
-
-
-def load(path: str | Path, schema: dict[str, Any]) -> Spec:
-    """Read, validate against `schema` (the full buildspec schema) and type a buildspec."""
     file = Path(path)
     data, text = read_data(file)
-    validate(data, file, text, schema)
+    validate(data, file, text, packaged_schema())
     return from_data(data, file)
 
 
-# ---------------------------------------------------------------------------
 # Round-trip editing (comments and order preserved).
 
 

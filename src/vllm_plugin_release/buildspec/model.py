@@ -198,7 +198,6 @@ class Spec:
         return p if p.is_absolute() else self.root / p
 
 
-# ---------------------------------------------------------------------------
 # Locating a key path in the TOML text (tomlkit keeps no line numbers).
 
 _HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")

@@ -89,7 +89,6 @@ TT_CHUNKED_PREFILL_MODEL_TYPES = frozenset({"gemma4", "gemma4_unified"})
 SCHEDULER_BASE = "vllm.v1.core.sched.interface:SchedulerInterface"
 
 
-# ---------------------------------------------------------------------------
 # Configuration policies: what the platform would do to the scheduler config. A policy
 # edits (scheduler_config, model_config) in place and returns one sentence per change.
 
@@ -198,7 +197,6 @@ def platform_hook(path: str, vllm_config: Any) -> list[str]:
     return [f"{path}.check_and_update_config applied"]
 
 
-# ---------------------------------------------------------------------------
 # Building schedulers.
 
 
@@ -338,7 +336,6 @@ def accepted(cls: type, offered: dict[str, Any]) -> dict[str, Any]:
     return dict(offered)
 
 
-# ---------------------------------------------------------------------------
 # The replay: the step loop (steploop.py) on one scheduler.
 
 

@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
+from vllm_plugin_release.buildspec.schema import integer, string
+
 if TYPE_CHECKING:  # the spec loader's module loads jsonschema: only its types here
     from vllm_plugin_release.buildspec.load import FeatureOption, FeaturesTable
 
@@ -25,47 +27,58 @@ _SHARE = {
 _INT = {"type": "integer"}
 _NUM = {"type": "number"}
 
-# key -> (what it is, its variant's options (JSON Schema properties), level)
-CATALOGUE: dict[str, tuple[str, dict[str, Any], str]] = {
-    "speculative": (
+
+class Feature(NamedTuple):
+    """A catalogue entry: what the key is, its variant's options (JSON Schema properties),
+    its level (per request or for the engine), what a person calls it and how a variant's
+    options read (`Variant.label`)."""
+
+    what: str
+    options: dict[str, Any]
+    level: str
+    name: str
+    detail: str
+
+
+CATALOGUE: dict[str, Feature] = {
+    "speculative": Feature(
         "Speculative decoding, configured for the engine (every request runs with it). "
         "`share` defaults to 1.",
         {
-            "method": {
-                "type": "string",
-                "minLength": 1,
-                "default": "ngram",
-                "description": "vLLM's speculative method (`--speculative-config` method); "
+            "method": string(
+                "vLLM's speculative method (`--speculative-config` method); "
                 "ngram needs no draft model, so it is asked on any runner.",
-            },
-            "num_tokens": {
-                **_INT,
-                "minimum": 1,
-                "default": 4,
-                "description": "Speculative tokens per step.",
-            },
+                minLength=1,
+                default="ngram",
+            ),
+            "num_tokens": integer("Speculative tokens per step.", minimum=1, default=4),
         },
         "engine",
+        "speculative decoding",
+        "{method}, {num_tokens} tokens",
     ),
-    "logprobs": (
+    "logprobs": Feature(
         "Log probabilities of the sampled tokens.",
         {
-            "top": {
-                **_INT,
-                "minimum": 0,
-                "default": 5,
-                "description": "Top-N alternatives per token (0: the sampled token only); above "
+            "top": integer(
+                "Top-N alternatives per token (0: the sampled token only); above "
                 f"{VLLM_MAX_LOGPROBS} the engine's max_logprobs is raised to it.",
-            }
+                minimum=0,
+                default=5,
+            )
         },
         "request",
+        "logprobs",
+        "top {top}",
     ),
-    "prompt_logprobs": (
+    "prompt_logprobs": Feature(
         "Log probabilities of the prompt tokens.",
-        {"top": {**_INT, "minimum": 0, "default": 1, "description": "Top-N per prompt token."}},
+        {"top": integer("Top-N per prompt token.", minimum=0, default=1)},
         "request",
+        "prompt logprobs",
+        "top {top}",
     ),
-    "penalties": (
+    "penalties": Feature(
         "Repetition penalties.",
         {
             "presence": {**_NUM, "minimum": -2, "maximum": 2, "default": 0.5},
@@ -73,23 +86,29 @@ CATALOGUE: dict[str, tuple[str, dict[str, Any], str]] = {
             "repetition": {**_NUM, "exclusiveMinimum": 0, "maximum": 2, "default": 1.1},
         },
         "request",
+        "penalties",
+        "presence {presence}, frequency {frequency}, repetition {repetition}",
     ),
-    "sampling": (
+    "sampling": Feature(
         "Random sampling instead of greedy (requests without it are greedy).",
         {
             "temperature": {**_NUM, "exclusiveMinimum": 0, "default": 0.8},
             "top_p": {**_NUM, "exclusiveMinimum": 0, "maximum": 1, "default": 0.95},
-            "top_k": {**_INT, "minimum": -1, "default": 50, "description": "-1: off."},
+            "top_k": integer("-1: off.", minimum=-1, default=50),
             "min_p": {**_NUM, "minimum": 0, "maximum": 1, "default": 0.0},
         },
         "request",
+        "random sampling",
+        "temperature {temperature}, top_p {top_p}, top_k {top_k}",  # min_p when set
     ),
-    "seed": (
+    "seed": Feature(
         "A per-request seed.",
         {"value": {**_INT, "minimum": 0, "default": 1234}},
         "request",
+        "seeds",
+        "seed {value}",
     ),
-    "token_masks": (
+    "token_masks": Feature(
         "Token-level masks and biases.",
         {
             "kind": {
@@ -98,8 +117,10 @@ CATALOGUE: dict[str, tuple[str, dict[str, Any], str]] = {
             }
         },
         "request",
+        "token masks",
+        "{kind}",
     ),
-    "structured_output": (
+    "structured_output": Feature(
         "Structured output (a grammar mask on every step).",
         {
             "kind": {
@@ -109,58 +130,51 @@ CATALOGUE: dict[str, tuple[str, dict[str, Any], str]] = {
             }
         },
         "request",
+        "structured output",
+        "{kind}",
     ),
-    "logits_processors": (
+    "logits_processors": Feature(
         "Custom logits processors (configured for the engine, used by these requests).",
         {
-            "class": {
-                "type": "string",
-                "pattern": r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$",
-                "description": "The processor, module:Class, installed in the pairing "
+            "class": string(
+                "The processor, module:Class, installed in the pairing "
                 "environment; default a no-op vllm LogitsProcessor of the check.",
-            }
+                pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$",
+            )
         },
         "request",
+        "custom logits processors",
+        "",  # the class, or a no-op processor
     ),
-    "multimodal": (
+    "multimodal": Feature(
         "Image inputs.",
         {
-            "images": {**_INT, "minimum": 1, "default": 1, "description": "Images per request."},
+            "images": integer("Images per request.", minimum=1, default=1),
             "width": {**_INT, "minimum": 1, "default": 640},
             "height": {**_INT, "minimum": 1, "default": 480},
         },
         "request",
+        "image inputs",
+        "{images} image(s) {width}x{height}",
     ),
-    "n": (
+    "n": Feature(
         "Several completions per request (n > 1; sampled with temperature 1 unless the "
         "request also has a `sampling` variant).",
         {"value": {**_INT, "minimum": 2, "default": 2}},
         "request",
+        "n > 1",
+        "n = {value}",
     ),
 }
 FEATURE_KEYS: tuple[str, ...] = tuple(CATALOGUE)
-# What a person calls each key.
-NAMES = {
-    "speculative": "speculative decoding",
-    "logprobs": "logprobs",
-    "prompt_logprobs": "prompt logprobs",
-    "penalties": "penalties",
-    "sampling": "random sampling",
-    "seed": "seeds",
-    "token_masks": "token masks",
-    "structured_output": "structured output",
-    "logits_processors": "custom logits processors",
-    "multimodal": "image inputs",
-    "n": "n > 1",
-}
-ENGINE_LEVEL = frozenset(k for k, (_, _, level) in CATALOGUE.items() if level == "engine")
+ENGINE_LEVEL = frozenset(k for k, f in CATALOGUE.items() if f.level == "engine")
 
 
 def _variant_schema(key: str) -> dict[str, Any]:
-    what, options, _ = CATALOGUE[key]
+    options = CATALOGUE[key].options
     return {
         "type": "object",
-        "description": what,
+        "description": CATALOGUE[key].what,
         "additionalProperties": False,
         "required": [] if key in ENGINE_LEVEL else ["share"],
         "properties": {
@@ -179,7 +193,7 @@ FEATURES_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "properties": {
         key: {
-            "description": CATALOGUE[key][0] + " One table or an array of tables.",
+            "description": CATALOGUE[key].what + " One table or an array of tables.",
             "anyOf": [
                 _variant_schema(key),
                 {"type": "array", "minItems": 1, "items": _variant_schema(key)},
@@ -207,7 +221,6 @@ PLANS_SCHEMA: dict[str, Any] = {
 }
 
 
-# ---------------------------------------------------------------------------
 # Variants.
 
 
@@ -244,32 +257,16 @@ class Variant:
 
     @property
     def level(self) -> str:
-        return CATALOGUE[self.key][2]
+        return CATALOGUE[self.key].level
 
     def label(self) -> str:
         """`logprobs (top 5)`: what the feature is and what the variant asks for."""
-        o = self.options
-        detail = {
-            "speculative": lambda: f"{o['method']}, {o['num_tokens']} tokens",
-            "logprobs": lambda: f"top {o['top']}",
-            "prompt_logprobs": lambda: f"top {o['top']}",
-            "penalties": lambda: (
-                f"presence {o['presence']}, frequency {o['frequency']}, "
-                f"repetition {o['repetition']}"
-            ),
-            "sampling": lambda: (
-                f"temperature {o['temperature']}, top_p {o['top_p']}, top_k {o['top_k']}"
-                + (f", min_p {o['min_p']}" if o["min_p"] else "")
-            ),
-            "seed": lambda: f"seed {o['value']}",
-            "token_masks": lambda: o["kind"],
-            "structured_output": lambda: o["kind"],
-            "logits_processors": lambda: o.get("class") or "a no-op processor",
-            "multimodal": lambda: f"{o['images']} image(s) {o['width']}x{o['height']}",
-            "n": lambda: f"n = {o['value']}",
-        }[self.key]()
+        feature, o = CATALOGUE[self.key], self.options
+        detail = feature.detail.format(**o) or o.get("class") or "a no-op processor"
+        if self.key == "sampling" and o["min_p"]:
+            detail += f", min_p {o['min_p']}"
         index = f" #{self.index + 1}" if self.several else ""
-        return f"{NAMES[self.key]}{index} ({detail})"
+        return f"{feature.name}{index} ({detail})"
 
     def to_json(self) -> VariantJson:
         return {
@@ -284,7 +281,7 @@ class Variant:
 
 
 def _defaults(key: str) -> dict[str, FeatureOption]:
-    return {k: v["default"] for k, v in CATALOGUE[key][1].items() if "default" in v}
+    return {k: v["default"] for k, v in CATALOGUE[key].options.items() if "default" in v}
 
 
 def parse(features: FeaturesTable | None) -> list[Variant]:
@@ -316,7 +313,6 @@ def merged(base: FeaturesTable | None, plan: FeaturesTable | None) -> FeaturesTa
     return {**(base or {}), **(plan or {})}
 
 
-# ---------------------------------------------------------------------------
 # Which requests get which variant.
 
 
@@ -341,7 +337,6 @@ def assign(variants: Sequence[Variant], count: int, seed: int) -> list[tuple[int
     return [tuple(sorted(c)) for c in chosen]
 
 
-# ---------------------------------------------------------------------------
 # What vLLM is given.
 
 STRUCTURED = {

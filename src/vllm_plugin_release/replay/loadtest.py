@@ -70,7 +70,6 @@ class LoadOptions:
     time_scale: float = 1.0  # arrival times are multiplied by this
 
 
-# ---------------------------------------------------------------------------
 # Prometheus text.
 
 
@@ -108,7 +107,6 @@ def metrics_delta(before: dict[str, float], after: dict[str, float]) -> dict[str
     return out
 
 
-# ---------------------------------------------------------------------------
 # Client.
 
 

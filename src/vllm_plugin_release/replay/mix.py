@@ -170,7 +170,6 @@ class RequestMix:
         )
 
 
-# ---------------------------------------------------------------------------
 # Loading the table.
 
 
@@ -319,7 +318,6 @@ def spec_plans(spec: Spec) -> tuple[PlanTable, ...]:
     )
 
 
-# ---------------------------------------------------------------------------
 # Traces.
 
 
@@ -393,7 +391,6 @@ def _row(path: Path, number: int, record: dict[str, Any]) -> TraceRow:
     return TraceRow(arrival, prompt, output)
 
 
-# ---------------------------------------------------------------------------
 # Generation.
 
 

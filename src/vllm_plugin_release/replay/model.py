@@ -121,7 +121,6 @@ RATIO_KEYS = (
 )
 
 
-# ---------------------------------------------------------------------------
 # Metrics.
 
 
@@ -456,7 +455,6 @@ def timing_report(answer: ReplayAnswer) -> dict[str, Any]:
     return out
 
 
-# ---------------------------------------------------------------------------
 # The headline a reader sees first (scorecard, scheduler check).
 
 _RERUN = "run `vpr replay` again; the record is malformed"
@@ -592,7 +590,6 @@ def headline_text(h: Headline) -> str:
     return text
 
 
-# ---------------------------------------------------------------------------
 # The report as the conform side reads it (the scheduler check).
 
 # The step counters of a side the scheduler check compares with the docs.
