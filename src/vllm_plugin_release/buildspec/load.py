@@ -10,7 +10,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import urlsplit
 
 from jsonschema import Draft202012Validator, FormatChecker
@@ -177,7 +177,7 @@ VariantTable = Mapping[str, FeatureOption]
 FeaturesTable = Mapping[str, VariantTable | Sequence[VariantTable]]
 
 
-def share_problems(features: FeaturesTable | None) -> list[tuple[str, str]]:
+def _shares(features: FeaturesTable | None) -> list[tuple[str, str]]:
     """(key, message) for each key whose variants' shares add up past 1 (shapes valid)."""
     problems = []
     for key, value in (features or {}).items():
@@ -197,16 +197,21 @@ def share_problems(features: FeaturesTable | None) -> list[tuple[str, str]]:
     return problems
 
 
-def _mix_problems(data: dict[str, Any]) -> list[tuple[tuple[str, ...], str]]:
-    """Exclusive feature variants of the request mix (and of each plan) that add up past 1."""
-    mix = (data.get("conformance") or {}).get("request_mix") or {}
-    at = ("conformance", "request_mix")
-    found = [((*at, "features", k), m) for k, m in share_problems(mix.get("features"))]
-    for name, plan in sorted((mix.get("plans") or {}).items()):
-        found += [
-            ((*at, "plans", name, "features", k), m)
-            for k, m in share_problems((plan or {}).get("features"))
-        ]
+class MixPlan(TypedDict, total=False):
+    """A `plans.NAME` table of a request mix: what it is, its features over the base's."""
+
+    description: str
+    features: FeaturesTable
+
+
+def share_problems(
+    features: FeaturesTable | None, plans: Mapping[str, MixPlan] | None
+) -> list[tuple[tuple[str, ...], str]]:
+    """(key path in the request mix, message) for the exclusive feature variants of the mix
+    (and of each of its plans) whose shares add up past 1."""
+    found = [(("features", k), m) for k, m in _shares(features)]
+    for name, plan in sorted((plans or {}).items()):
+        found += [(("plans", name, "features", k), m) for k, m in _shares(plan.get("features"))]
     return found
 
 
@@ -215,7 +220,11 @@ def _cross_key_problems(
 ) -> list[tuple[tuple[str, ...], str]]:
     """Rules between keys that a schema cannot state (checked once the shapes are valid)."""
     build_python = data.get("build", {}).get("python")
-    problems: list[tuple[tuple[str, ...], str]] = _mix_problems(data)
+    mix = (data.get("conformance") or {}).get("request_mix") or {}
+    problems = [
+        (("conformance", "request_mix", *k), m)
+        for k, m in share_problems(mix.get("features"), mix.get("plans"))
+    ]
     torch = data.get("build", {}).get("torch")
     if isinstance(torch, dict) and build_python not in torch:
         problems.append(

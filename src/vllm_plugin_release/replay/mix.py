@@ -221,8 +221,7 @@ def load_table(table: dict[str, Any], root: Path, origin: Origin) -> tuple[dict[
     if "file" in data:
         raise BadInput(f"{path}: a request-mix file cannot name another file")
     merged = {**data, **{k: v for k, v in table.items() if k != "file"}}
-    prefix: tuple[str, ...] = ()
-    return merged, Origin(str(path), None if path.suffix == ".json" else text, prefix)
+    return merged, Origin(str(path), None if path.suffix == ".json" else text, ())
 
 
 def check_table(
@@ -265,27 +264,10 @@ def validate_table(table: dict[str, Any], origin: Origin) -> None:
     from vllm_plugin_release.buildspec.load import share_problems
 
     check_table(REQUEST_MIX_SCHEMA, table, origin, "invalid request mix")
-    found = [(f"features.{k}", m) for k, m in share_problems(table.get("features"))]
-    for name, plan in sorted((table.get("plans") or {}).items()):
-        found += [
-            (f"plans.{name}.features.{k}", m) for k, m in share_problems(plan.get("features"))
-        ]
+    found = share_problems(table.get("features"), table.get("plans"))
     if found:
-        lines = [f"{origin.where(key)}: {message}" for key, message in found]
+        lines = [f"{origin.where('.'.join(key))}: {message}" for key, message in found]
         raise BadInput("invalid request mix:\n  " + "\n  ".join(lines))
-
-
-def plan_names(table: dict[str, Any]) -> list[str]:
-    """The variant plans a request-mix table names, sorted."""
-    return sorted(table.get("plans") or {})
-
-
-def plan_features(table: dict[str, Any], plan: str | None) -> FeaturesTable:
-    """The features of the base mix (`plan` None) or of a variant plan over it."""
-    base = table.get("features") or {}
-    if plan is None:
-        return dict(base)
-    return merged(base, (table.get("plans") or {})[plan].get("features"))
 
 
 class PlanTable(NamedTuple):
@@ -307,14 +289,17 @@ def spec_plans(spec: Spec) -> tuple[PlanTable, ...]:
     table, origin = load_table(raw, spec.root, spec_origin(spec))
     if "file" in raw:
         validate_table(table, origin)
-    plans = table.get("plans") or {}
-    return tuple(
-        PlanTable(
-            name,
-            str(plans[name].get("description", "")) if name is not None else "",
-            plan_features(table, name),
-        )
-        for name in [None, *plan_names(table)]
+    plans, base = table.get("plans") or {}, table.get("features") or {}
+    return (
+        PlanTable(None, "", dict(base)),
+        *(
+            PlanTable(
+                name,
+                str(plans[name].get("description", "")),
+                merged(base, plans[name].get("features")),
+            )
+            for name in sorted(plans)
+        ),
     )
 
 
