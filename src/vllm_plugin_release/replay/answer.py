@@ -3,11 +3,11 @@ once here, so a garbled answer is a JobFailed naming the key; columns kept as wr
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from vllm_plugin_release.core import jobanswer
-from vllm_plugin_release.core.errors import JobFailed
 
 JOB = "replay"
 # Per-step columns every side that ran writes (start and end are clock times; the rest
@@ -90,9 +90,8 @@ def _optional_table(value: object, key: str) -> dict[str, Any] | None:
     return None if value is None else _table(value, key)
 
 
-def answer_problem(key: str, value: object, wanted: str) -> JobFailed:
-    """The error for a value of the answer that is not `wanted`."""
-    return jobanswer.problem(JOB, key, value, wanted)
+# The error for a value of the answer that is not what it should be (key, value, wanted).
+answer_problem = functools.partial(jobanswer.problem, JOB)
 
 
 def _side(value: object, label: str, requests: int | None) -> SideAnswer:
@@ -161,11 +160,7 @@ def _timing(value: object, key: str) -> dict[str, float] | None:
     if not value:
         return None
     timing = _table(value, key)
-    for name in ("scheduler_s", "loop_wall_s"):
-        jobanswer.optional_number(timing.get(name), JOB, f"{key}.{name}")
-        if timing.get(name) is None:
+    for name in ("scheduler_s", "loop_wall_s", *timing):
+        if jobanswer.optional_number(timing.get(name), JOB, f"{key}.{name}") is None:
             raise jobanswer.problem(JOB, f"{key}.{name}", None, "a number")
-    for name, seconds in timing.items():
-        if jobanswer.optional_number(seconds, JOB, f"{key}.{name}") is None:
-            raise jobanswer.problem(JOB, f"{key}.{name}", seconds, "a number")
     return timing

@@ -50,22 +50,15 @@ def step_composition(
     for ax, label in zip(axes[:, 0], labels):
         a = analyses[label]
         where = np.clip(np.searchsorted(edges, a.step_start, side="right") - 1, 0, bins - 1)
-        pf = np.bincount(where, weights=a.prefill_tokens, minlength=bins) / width
-        dec = np.bincount(where, weights=a.decode_tokens, minlength=bins) / width
-        mixed = np.bincount(where, weights=a.mixed.astype(float), minlength=bins)
+        pf, dec, mixed = (
+            np.bincount(where, weights=w, minlength=bins)
+            for w in (a.prefill_tokens, a.decode_tokens, a.mixed.astype(float))
+        )
+        pf, dec = pf / width, dec / width
         mid = edges[:-1] + width / 2
-        ax.fill_between(
-            mid, 0, pf, step="mid", color=COLOURS["prefill"], alpha=0.8, label="prefill tokens/s"
-        )
-        ax.fill_between(
-            mid,
-            pf,
-            pf + dec,
-            step="mid",
-            color=COLOURS["decode"],
-            alpha=0.8,
-            label="decode tokens/s",
-        )
+        for low, high, kind in ((0, pf, "prefill"), (pf, pf + dec, "decode")):
+            style = {"color": COLOURS[kind], "alpha": 0.8, "label": f"{kind} tokens/s"}
+            ax.fill_between(mid, low, high, step="mid", **style)
         if mixed.any():
             top = float((pf + dec).max()) or 1.0
             hit = mixed > 0
@@ -82,12 +75,7 @@ def step_composition(
         ax.set_ylabel("tokens / s")
         ax.legend(loc="upper right", fontsize=8)
     axes[-1, 0].set_xlabel("simulated time (s)")
-    if title:
-        fig.suptitle(f"Step composition: {title}", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path, title and f"Step composition: {title}")
 
 
 def itl_distribution(analyses: dict[str, Analysis], path: Path, *, title: str = "") -> Path:
@@ -113,19 +101,17 @@ def itl_distribution(analyses: dict[str, Analysis], path: Path, *, title: str = 
             color=colour,
             label=f"{LABELS[label]} (p99 {np.percentile(ordered, 99) * 1000:.1f} ms)",
         )
-    hist.set_xscale("log")
-    hist.set_yscale("log")
-    hist.set_xlabel("inter-token latency (ms)")
-    hist.set_ylabel("tokens")
-    hist.set_title("ITL distribution")
+    itl = "inter-token latency (ms)"
+    hist.set(xscale="log", yscale="log", xlabel=itl, ylabel="tokens", title="ITL distribution")
     hist.legend(fontsize=8)
-    cdf.set_xscale("log")
-    cdf.set_xlabel("inter-token latency (ms)")
-    cdf.set_ylabel("fraction of tokens")
-    cdf.set_title("ITL CDF")
+    cdf.set(xscale="log", xlabel=itl, ylabel="fraction of tokens", title="ITL CDF")
     cdf.legend(fontsize=8, loc="lower right")
+    return _save(plt, fig, path, title and f"Inter-token latency: {title}")
+
+
+def _save(plt: Any, fig: Any, path: Path, title: str) -> Path:
     if title:
-        fig.suptitle(f"Inter-token latency: {title}", fontsize=9)
+        fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
