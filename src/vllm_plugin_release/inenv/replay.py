@@ -92,9 +92,7 @@ SCHEDULER_BASE = "vllm.v1.core.sched.interface:SchedulerInterface"
 # Configuration policies: what the platform would do to the scheduler config. A policy
 # edits (scheduler_config, model_config) in place and returns one sentence per change.
 
-POLICY_FUNCTIONS = {
-    "reference": "vllm_reference_plugin.policy:apply_scheduler_policy",
-}
+POLICY_FUNCTIONS = {"reference": "vllm_reference_plugin.policy:apply_scheduler_policy"}
 
 # Scheduler settings a policy may change; compared before and after it runs.
 WATCHED = (
@@ -452,23 +450,16 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
         import vllm.v1.request  # here, so that its import time is counted once
 
     import_s = time.perf_counter() - t_import
-
     # each request's slow path and its price
     paths = workload.request_paths(request["paths"]) if request.get("paths") else {}
     model_dir = write_model_dir(bounds.max_model_len)
     plain, priced = request["cost_model"], {**request["cost_model"], **paths.get("cost", {})}
-    calls = {
-        e["label"]: functools.partial(
-            replay_entry,
-            e,
-            classes[e["label"]],
-            model_dir,
-            mix,
-            bounds,
-            priced if e.get("slow_path_cost") else plain,
-        )
-        for e in request["schedulers"]
-    }
+
+    def call(e: dict[str, Any]) -> Callable[[], dict[str, Any]]:
+        cost = priced if e.get("slow_path_cost") else plain
+        return functools.partial(replay_entry, e, classes[e["label"]], model_dir, mix, bounds, cost)
+
+    calls = {e["label"]: call(e) for e in request["schedulers"]}
     try:
         if request.get("side_by_side") and len(calls) > 1:
             results = dict(zip(calls, forked(list(calls.values()), (BadRequest, ImportFailure))))
