@@ -4,7 +4,7 @@ with which settings and cost model, every default written out."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -118,7 +118,6 @@ class ReplayConfig:
     cost: CostModel
     max_steps: int | None = None
     timeout_s: float = 600.0
-    extra: dict[str, Any] = field(default_factory=dict)
     # The slower paths a request may take on the plugin side ([conformance.workload]
     # slow_paths: name, predicate, args, ...): the replay marks those requests.
     slow_paths: tuple[dict[str, Any], ...] = ()
@@ -204,18 +203,16 @@ def _settings(table: dict[str, Any], max_model_len: int, origin: Origin) -> dict
         "long_prefill_token_threshold": int(table.get("long_prefill_token_threshold", 0)),
         "enable_prefix_caching": bool(table.get("enable_prefix_caching", False)),
     }
-    if settings["max_num_batched_tokens"] < max_num_seqs:
+    budget = settings["max_num_batched_tokens"]
+    if budget < max_num_seqs:
         raise BadInput(
-            f"{origin.where('max_num_batched_tokens')}: {settings['max_num_batched_tokens']} is "
+            f"{origin.where('max_num_batched_tokens')}: {budget} is "
             f"below max_num_seqs {max_num_seqs}; vLLM refuses that",
         )
-    if (
-        not settings["enable_chunked_prefill"]
-        and settings["max_num_batched_tokens"] < max_model_len
-    ):
+    if not settings["enable_chunked_prefill"] and budget < max_model_len:
         raise BadInput(
             f"{origin.where('max_num_batched_tokens')}: with enable_chunked_prefill = false the "
-            f"budget ({settings['max_num_batched_tokens']}) must be >= max_model_len "
+            f"budget ({budget}) must be >= max_model_len "
             f"({max_model_len}); vLLM refuses otherwise",
         )
     if settings["num_gpu_blocks"] * block_size < max_model_len:
@@ -241,7 +238,7 @@ def _cost(table: dict[str, Any], root: Path, origin: Origin) -> CostModel:
             source=f"fitted from {table['calibration']}",
             paths=calibration_paths(path),
         )
-        return CostModel(fitted.a, fitted.b, fitted.c, fitted.source, {**paths, **fitted.paths})
+        return replace(fitted, paths={**paths, **fitted.paths})
     if not (table.keys() - {"paths"}):
         return CostModel(**DEFAULT_COST, paths=paths)
     missing = [k for k in "abc" if k not in table]
@@ -250,9 +247,7 @@ def _cost(table: dict[str, Any], root: Path, origin: Origin) -> CostModel:
             f"{origin.where('cost_model')}: missing {', '.join(missing)}",
             hint="give all of a (s/step), b (s/prefill token), c (s/decode request)",
         )
-    return CostModel(
-        float(table["a"]), float(table["b"]), float(table["c"]), source="spec", paths=paths
-    )
+    return CostModel(*(float(table[k]) for k in "abc"), source="spec", paths=paths)
 
 
 def configured(spec: Spec) -> bool:
@@ -291,7 +286,8 @@ def with_slow_paths(config: ReplayConfig, slow_paths: list[dict[str, Any]]) -> R
     model names no price: not calibrated yet)."""
     if not slow_paths:
         return config
-    cost = config.cost
-    prices = {p["name"]: cost.paths.get(p["name"], 0.0) for p in slow_paths}
-    cost = CostModel(cost.a, cost.b, cost.c, cost.source, {**cost.paths, **prices})
+    paths = config.cost.paths
+    cost = replace(
+        config.cost, paths={**paths, **{p["name"]: paths.get(p["name"], 0.0) for p in slow_paths}}
+    )
     return replace(config, cost=cost, slow_paths=tuple(dict(p) for p in slow_paths))
