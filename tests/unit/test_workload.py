@@ -34,8 +34,8 @@ from vllm_plugin_release.conform.scorecard import markdown, scorecard, to_html
 from vllm_plugin_release.core.envrecord import EnvRecord, parse
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.inenv import workload as inenv
-from vllm_plugin_release.replay import features as feat
 from vllm_plugin_release.replay import mix
+from vllm_plugin_release.replay import mix as feat
 
 BASE_MIX = {
     "requests": 200,

@@ -170,7 +170,7 @@ def _value_problems(value: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, 
 
 
 # A `[conformance.request_mix] features` table, its shape checked by the schema
-# (`replay/features.FEATURES_SCHEMA`): per key one variant table (share and options, text
+# (`replay/mix.FEATURES_SCHEMA`): per key one variant table (share and options, text
 # or numbers) or an array of them.
 FeatureOption = str | int | float
 VariantTable = Mapping[str, FeatureOption]

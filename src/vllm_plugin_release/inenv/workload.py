@@ -105,7 +105,7 @@ def exit_now(code: int) -> None:
     os._exit(code)
 
 
-PROBE_PROCESSOR = "probe"  # replay/features.PROBE_PROCESSOR: the no-op processor below
+PROBE_PROCESSOR = "probe"  # replay/mix.PROBE_PROCESSOR: the no-op processor below
 PREDICATE = "slow path predicate"
 VOCAB = 300  # the tiny tokenizer's size (the model config keeps its own vocab_size)
 

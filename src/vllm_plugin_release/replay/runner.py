@@ -70,7 +70,7 @@ def paths_request(mix: RequestMix, config: ReplayConfig) -> dict[str, Any] | Non
     request's combination, the spec's slow paths and their price (None: nothing to mark)."""
     if mix.features is None or not config.slow_paths:
         return None
-    from vllm_plugin_release.replay.features import combined_params
+    from vllm_plugin_release.replay.mix import combined_params
 
     variants = mix.features.variants
     used = {v.key for v in variants if v.needed}
