@@ -50,26 +50,17 @@ def is_request_model(name: str) -> bool:
     return name.endswith("Request")
 
 
-def _group_names(group: str) -> list[str]:
-    return sorted({ep.name for ep in entry_points(group=group)})
-
-
-def _all_vllm_plugin_names() -> list[str]:
-    names: set[str] = set()
-    for dist in distributions():
-        for ep in dist.entry_points:
-            if ep.group.startswith("vllm."):
-                names.add(ep.name)
-    return sorted(names)
-
-
 def _prepare_plugin_env(attach: bool) -> dict[str, Any]:
     """VLLM_PLUGINS with and without the endpoint plugins; the core-only one is set, as that
     app is built first (its document tells vLLM's changes from an endpoint plugin's)."""
-    discovered = _group_names(ENDPOINT_GROUP)
+    discovered = sorted({ep.name for ep in entry_points(group=ENDPOINT_GROUP)})
     info: dict[str, Any] = {"discovered": discovered, "attached": [], "requested": attach}
     current = os.environ.get("VLLM_PLUGINS")
-    base = _all_vllm_plugin_names() if current is None else list(filter(None, current.split(",")))
+    if current is None:
+        eps = (ep for dist in distributions() for ep in dist.entry_points)
+        base = sorted({ep.name for ep in eps if ep.group.startswith("vllm.")})
+    else:
+        base = list(filter(None, current.split(",")))
     core_only = [n for n in base if n not in discovered]
     if current is not None or discovered:
         os.environ["VLLM_PLUGINS"] = ",".join(core_only)
@@ -84,13 +75,8 @@ def _supported_tasks() -> set[str]:
         return set()
 
     def literals(tp: Any) -> set[str]:
-        out: set[str] = set()
-        for arg in typing.get_args(tp):
-            if isinstance(arg, str):
-                out.add(arg)
-            else:
-                out |= literals(arg)
-        return out
+        args = typing.get_args(tp)
+        return set().union(*({a} if isinstance(a, str) else literals(a) for a in args))
 
     return literals(SupportedTask)
 
@@ -306,6 +292,13 @@ def _general_plugins_crash() -> dict[str, Any] | None:
     return None
 
 
+def _timed(timings: dict[str, float], key: str, call: Any, *args: Any) -> Any:
+    t = time.perf_counter()
+    out = call(*args)
+    timings[key] = time.perf_counter() - t
+    return out
+
+
 def run(request: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     tasks, platform_class, names = _read_request(request)
@@ -317,32 +310,20 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     timings: dict[str, float] = {"import": time.perf_counter() - t0}
 
     platform = _set_platform(platform_class, bool(request.get("discover_platform", True)))
+    notes = [f"current platform: {platform['label']}", *platform["notes"]]
+    shown = {k: v for k, v in platform.items() if k != "notes"}
     crash = _general_plugins_crash()
     if crash is not None:
-        notes = [f"current platform: {platform['label']}", *platform["notes"]]
         return {
             "vllm_version": vllm.__version__,
-            "platform": {k: v for k, v in platform.items() if k != "notes"},
+            "platform": shown,
             "notes": notes,
             "general_plugins_crash": crash,
         }
-    t = time.perf_counter()
-    args = _parse_server_args()
-    timings["parse_args"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    app, core_document = _build_app(args, tasks, plugins)
-    timings["build_app"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    document = app.openapi()
-    timings["openapi"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    models, sources, missing = _export_models(names)
-    timings["models"] = time.perf_counter() - t
-
-    notes = [f"current platform: {platform['label']}", *platform["notes"]]
+    args = _timed(timings, "parse_args", _parse_server_args)
+    app, core_document = _timed(timings, "build_app", _build_app, args, tasks, plugins)
+    document = _timed(timings, "openapi", app.openapi)
+    models, sources, missing = _timed(timings, "models", _export_models, names)
     if missing:
         notes.append(f"models not found in vLLM {vllm.__version__}: {', '.join(missing)}")
     return {
@@ -355,7 +336,7 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
         "models": models,
         "model_sources": sources,
         "missing_models": missing,
-        "platform": {k: v for k, v in platform.items() if k != "notes"},
+        "platform": shown,
         "endpoint_plugins": plugins,
         "notes": notes,
         "counts": {
