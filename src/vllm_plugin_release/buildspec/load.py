@@ -443,8 +443,7 @@ def set_value(
     *,
     write: bool = True,
 ) -> str:
-    """Set `a.b.c = value` in the spec, validate it as `load_spec` does and write it
-    atomically; the new text. Nothing is written when the result would not validate."""
+    """Set `a.b.c = value`, validate and write atomically; nothing written if invalid."""
     import tomlkit
 
     from vllm_plugin_release.core.cache import atomic_write_text

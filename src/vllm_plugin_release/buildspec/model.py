@@ -83,8 +83,7 @@ class PluginSourceSpec:
 
 @dataclass(frozen=True)
 class PluginSpec:
-    """`[plugin]`: the plugin's distribution name, its source, the installer inputs the
-    pinning check reads, and how its wheel is built."""
+    """`[plugin]`: its name, source, installer inputs and how its wheel is built."""
 
     name: str
     source: PluginSourceSpec
@@ -120,8 +119,7 @@ class RuntimeSpec:
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """`[env]`: what the pairing environment adds (requirements, pytest when the table
-    names none), its overrides and caps, and its lock (None: `Spec.env_constraints`)."""
+    """`[env]`: what the pairing environment adds, overrides and caps, and its lock."""
 
     requirements: tuple[str, ...] = ("pytest",)
     overrides: tuple[str, ...] = ()
@@ -131,8 +129,7 @@ class EnvSpec:
 
 @dataclass(frozen=True)
 class PublishSpec:
-    """`[publish]`: where releases go (a package index, a manifest store) and the key that
-    signs them; each None when the spec leaves it to the command line or environment."""
+    """`[publish]`: the index, the store and the signing key (None: left to the caller)."""
 
     index: str | None = None
     store: str | None = None
@@ -237,8 +234,7 @@ def locate(text: str, path: tuple[str, ...]) -> int | None:
 
 
 def torch_for(torch: str | dict[str, str], python: str) -> str:
-    """`[build] torch` for `python`: the version, or the table's entry for it (the loader
-    has checked that the table names it)."""
+    """`[build] torch` for `python`: the version, or the table's entry for it."""
     return torch if isinstance(torch, str) else torch[python]
 
 

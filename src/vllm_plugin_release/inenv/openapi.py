@@ -239,8 +239,7 @@ def _check_tasks(tasks: list[str], vllm_version: str) -> None:
 
 
 def _build_app(args: Any, tasks: list[str], plugins: dict[str, Any]) -> tuple[Any, Any]:
-    """The app, with the endpoint plugins when asked for, and the core-only OpenAPI document
-    (None when no endpoint plugin is attached)."""
+    """The app, with endpoint plugins when asked for, and the core-only document (or None)."""
     import vllm.plugins as vllm_plugins
     from vllm.entrypoints.openai.api_server import build_app
 

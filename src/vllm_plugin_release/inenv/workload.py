@@ -85,8 +85,7 @@ def write_model_dir(
 
 
 def serve(job: Any, argv: list[str]) -> int:
-    """`job(request)` on argv[1]'s JSON, its result into argv[2]: exit 0; bad input (exit 2)
-    or an import that fails here (exit 3) as {"error": ...}."""
+    """`job(request)` from argv[1] into argv[2]; exit 2 or 3 with {"error": ...}."""
     request = json.loads(Path(argv[1]).read_text())
     out = Path(argv[2])
     try:
@@ -520,8 +519,7 @@ class Engine:
 
 
 def model_classes(config: Any) -> dict[str, str]:
-    """Where vLLM's model registry loads the config's architectures from (after the
-    hook: a plugin may rename and register them)."""
+    """Where vLLM's registry loads the architectures from, after the plugin's hook."""
     from vllm.model_executor.models.registry import ModelRegistry
 
     out = {}

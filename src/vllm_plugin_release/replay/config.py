@@ -154,8 +154,7 @@ def resolve(
     *,
     validated: bool = False,
 ) -> ReplayConfig:
-    """`[conformance.replay]` with every default filled in (validated here unless it was
-    with the spec: `validated`)."""
+    """`[conformance.replay]` with every default filled in (checked unless `validated`)."""
     if isinstance(origin, str):
         origin = Origin(origin, None, ("conformance", "replay"))
     if not validated:
@@ -189,8 +188,7 @@ def resolve(
 
 
 def _settings(table: dict[str, Any], max_model_len: int, origin: Origin) -> dict[str, Any]:
-    """The scheduler settings, defaults filled in; BadInput for those vLLM refuses to start
-    with (naming the key)."""
+    """The scheduler settings, defaults filled in; BadInput for those vLLM refuses."""
     max_num_seqs = int(table.get("max_num_seqs", 32))
     block_size = int(table.get("block_size", 16))
     blocks = table.get("num_gpu_blocks") or max_num_seqs * math.ceil(max_model_len / block_size) + 1
@@ -256,8 +254,7 @@ def configured(spec: Spec) -> bool:
 
 
 class DeclaredModel(NamedTuple):
-    """The model `[conformance.replay]` declares: max_model_len and model_type (4096 and
-    "llama" when it names none, or there is no replay)."""
+    """The model `[conformance.replay]` declares (4096 and llama by default)."""
 
     max_model_len: int
     model_type: str
@@ -282,8 +279,7 @@ def from_spec(spec: Spec) -> ReplayConfig:
 
 
 def with_slow_paths(config: ReplayConfig, slow_paths: list[dict[str, Any]]) -> ReplayConfig:
-    """`config` with the spec's slow paths, each priced by the cost model (0 where the cost
-    model names no price: not calibrated yet)."""
+    """`config` with the spec's slow paths, priced by the cost model (0: not calibrated)."""
     if not slow_paths:
         return config
     paths = config.cost.paths

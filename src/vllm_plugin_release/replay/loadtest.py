@@ -222,8 +222,7 @@ def _plan(mix: RequestMix, options: LoadOptions) -> list[RequestRecord]:
 async def _await_requests(
     tasks: list[asyncio.Future[None]], t0: float, options: LoadOptions
 ) -> str | None:
-    """Wait for the requests within the run's time bound, cancel what is left, and return
-    what stopped the run early (a failed request or the time bound), if anything."""
+    """Wait for the requests within the time bound; what stopped the run early, if anything."""
     failure: str | None = None
     deadline = t0 + options.duration_s
     pending = set(tasks)
@@ -336,8 +335,7 @@ class LoadSummary:
 
 @dataclass(frozen=True, slots=True)
 class LoadResult:
-    """A load test's outcome: what callers read, typed; `raw` is loadtest.json's object as
-    written (the mix, options, metrics and every request), only to serialise it."""
+    """A load test's outcome, typed; `raw` is loadtest.json's object, only to serialise it."""
 
     endpoint: str
     model: str | None

@@ -37,9 +37,7 @@ _NUM = {"type": "number"}
 
 
 class Feature(NamedTuple):
-    """A catalogue entry: what the key is, its variant's options (JSON Schema properties),
-    its level (per request or for the engine), what a person calls it and how a variant's
-    options read (`Variant.label`)."""
+    """A catalogue entry: what it is, its options' schema, its level, its name, its label."""
 
     what: str
     options: dict[str, Any]
@@ -308,8 +306,7 @@ def parse(features: FeaturesTable | None) -> list[Variant]:
 
 
 def asked(declared: list[Variant]) -> list[Variant]:
-    """Every key of the catalogue: the plan's variants, and for a key it does not declare
-    one variant with the defaults (share 0, not needed), so the plugin's answer is known."""
+    """Every catalogue key: the plan's variants, and the defaults (not needed) for the rest."""
     have = {v.key for v in declared}
     extra = [Variant(k, 0, 0.0, _defaults(k), False) for k in FEATURE_KEYS if k not in have]
     order = {k: i for i, k in enumerate(FEATURE_KEYS)}
@@ -494,8 +491,7 @@ class FeatureMix:
 
 
 class VariantUse(NamedTuple):
-    """How a mix uses a variant: its share, the requests that do (all of them for an
-    engine-level variant), its options (the mix summary's `features` entry)."""
+    """How a mix uses a variant: its share, the requests that do, its options."""
 
     share: float
     requests: int
@@ -746,8 +742,7 @@ def check_table(
 
 
 def validate_table(table: dict[str, Any], origin: Origin) -> None:
-    """Check `table` against REQUEST_MIX_SCHEMA, and the shares of each feature's exclusive
-    variants (the base mix's and each plan's); BadInput naming the key otherwise."""
+    """`table` against REQUEST_MIX_SCHEMA and the exclusive variants' shares (BadInput)."""
     from vllm_plugin_release.buildspec.load import share_problems
 
     check_table(REQUEST_MIX_SCHEMA, table, origin, "invalid request mix")
@@ -758,8 +753,7 @@ def validate_table(table: dict[str, Any], origin: Origin) -> None:
 
 
 class PlanTable(NamedTuple):
-    """A plan of a request mix: the base mix (name None) or a variant plan, with its
-    features put over the base's."""
+    """A plan of a request mix: the base mix (name None) or a variant plan over it."""
 
     name: str | None
     description: str  # the plan's own (`plans.NAME.description`), "" without one
@@ -767,9 +761,7 @@ class PlanTable(NamedTuple):
 
 
 def spec_plans(spec: Spec) -> tuple[PlanTable, ...]:
-    """The base mix and its variant plans (sorted by name) of the spec's request mix: the
-    file it names read and checked here (BadInput naming file, line and key); () when the
-    spec has no request mix."""
+    """The base mix and its plans, by name; the mix's `file` read and checked here."""
     raw = dict(spec.conformance("request_mix") or {})
     if not raw:
         return ()
@@ -963,8 +955,7 @@ def generate(
     *,
     validated: bool = False,
 ) -> RequestMix:
-    """Generate the mix (deterministic for a seed). The table is validated here unless it
-    was with the spec (`validated`); keys merged from a `file` always are."""
+    """The mix, the same for a seed; checked here unless with the spec (a `file`'s keys always)."""
     if isinstance(origin, str):
         origin = Origin(origin)
     from_file = "file" in table

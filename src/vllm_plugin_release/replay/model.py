@@ -25,8 +25,7 @@ PER_STEP_MORE = ("partial_prefills", "prefill_pending")
 
 
 class SideAnswer(NamedTuple):
-    """One scheduler's replay: which scheduler, policy and settings (quoted as written), and
-    what it did or why it crashed."""
+    """One scheduler's replay: what ran (quoted as written) and what it did, or its crash."""
 
     label: str
     scheduler: str | None
@@ -61,8 +60,7 @@ class ReplayAnswer:
 
 
 def parse_answer(answer: Any, labels: tuple[str, ...], requests: int | None = None) -> ReplayAnswer:
-    """The answer to a request of the schedulers `labels` (and of `requests` requests,
-    when given); JobFailed naming the key that is not what inenv/replay.py writes."""
+    """The answer for the schedulers `labels`; JobFailed naming a key not as written."""
     data = _object(answer, "(the answer)")
     results = _object(data.get("results"), "results")
     sides = {label: _side(results.get(label), label, requests) for label in labels}
@@ -395,8 +393,7 @@ def _tokens(
     rejected: set[int],
     where: str,
 ) -> _Tokens:
-    """TTFT, inter-token latencies and request outcomes from the encoded token steps
-    (`where`: the answer's key of `encoded_tokens`, named when one is not a run)."""
+    """TTFT, inter-token latencies and request outcomes from the encoded token steps."""
     import numpy as np
 
     ttft: list[float] = []
@@ -619,8 +616,7 @@ HEADLINE = (
 
 
 class PathShare(NamedTuple):
-    """A path's share of a mix's requests: a slow path (`instead_of`, the path it leaves
-    when the spec says) or the rest, on the default path (named "default")."""
+    """A path's share of a mix's requests: a slow path, or the rest ("default")."""
 
     name: str
     requests: int
@@ -672,8 +668,7 @@ def _table(value: object, where: str) -> Mapping[str, object]:
 
 
 def path_shares(per_path: object, where: str) -> dict[str, PathShare]:
-    """Each path's share (`path_marks`' `per_path`, or the workload check's `paths`),
-    checked: BadInput naming `where` and the key of a value of another type."""
+    """Each path's share, checked: BadInput naming `where` and the key."""
     out = {}
     for name, mark in _table(per_path, where).items():
         at = f"{where}.{name}"
@@ -689,8 +684,7 @@ def path_shares(per_path: object, where: str) -> dict[str, PathShare]:
 
 
 def headline(report: object, where: str | Path = "replay.json") -> Headline:
-    """The headline of a replay report (replay.json's object), each value checked once:
-    BadInput naming `where` and the key of one of another type."""
+    """The headline of replay.json's object, checked: BadInput naming `where` and the key."""
     report = _table(report, str(where))
     ratios = _table(report.get("ratios"), f"{where}: ratios")
     per_path = _table(report.get("paths"), f"{where}: paths").get("per_path")
@@ -748,8 +742,7 @@ COUNTERS = ("steps", "mixed_steps", "chunked_prefill_steps", "interleaved_decode
 
 
 class SideCounts(NamedTuple):
-    """One side of a replay report: why it crashed or stopped (None: it did not), its step
-    counters (none when it crashed) and its first mixed step."""
+    """One side of a replay report: its crash or stop, its step counters, first mixed step."""
 
     crashed: str | None
     stopped: str | None
@@ -759,8 +752,7 @@ class SideCounts(NamedTuple):
 
 @dataclass(frozen=True)
 class ReplayReport:
-    """A replay report (`build_report`'s, replay.json's object) as the scheduler check reads
-    it: each side (None: absent) and the headline."""
+    """A replay report as the scheduler check reads it: each side and the headline."""
 
     plugin: SideCounts | None
     upstream: SideCounts | None

@@ -131,8 +131,7 @@ def _cores() -> int:
 
 
 def side_by_side(python: Path | str, job: ReplayJob) -> ReplayAnswer:
-    """The replay of the job's schedulers, in the request's order: one in-env run importing
-    vLLM once, each scheduler in its own forked child when there are two cores or more."""
+    """The job's replay: vLLM imported once, each scheduler forked when there are two cores."""
     from vllm_plugin_release.edges.envrun import run_in_env
 
     count = len(job.LABELS)
