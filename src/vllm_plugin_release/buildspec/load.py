@@ -417,9 +417,6 @@ def load_spec(path: str | Path) -> Spec:
     return from_data(data, file)
 
 
-# Round-trip editing (comments and order preserved).
-
-
 def _parse_value(raw: str) -> Any:
     """A CLI value as TOML (`1`, `true`, `"x"`, `[1, 2]`), else a plain string."""
     import tomlkit

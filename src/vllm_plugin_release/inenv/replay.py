@@ -195,9 +195,6 @@ def platform_hook(path: str, vllm_config: Any) -> list[str]:
     return [f"{path}.check_and_update_config applied"]
 
 
-# Building schedulers.
-
-
 def load_class(path: str) -> type:
     """Import `module:Class` and check it is a vLLM scheduler."""
     cls = load_object(path, what="scheduler")

@@ -109,9 +109,6 @@ PREDICATE = "slow path predicate"
 VOCAB = 300  # the tiny tokenizer's size (the model config keeps its own vocab_size)
 
 
-# Where code lives, without this machine's folders.
-
-
 def relative(path: str) -> str:
     """`path` relative to the sys.path entry that holds it (site-packages, the script's
     folder): `vllm_tt_plugin/platform.py`, never a machine's folder."""
@@ -388,9 +385,6 @@ def decide(predicate: Callable[..., Any], params: Any, args: dict[str, Any]) -> 
     if at and line:
         out["where"] = {**at, "line": line}
     return out
-
-
-# The model folder, the engine, the requests.
 
 
 def write_tokenizer(folder: Path) -> None:

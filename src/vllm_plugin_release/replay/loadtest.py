@@ -70,9 +70,6 @@ class LoadOptions:
     time_scale: float = 1.0  # arrival times are multiplied by this
 
 
-# Prometheus text.
-
-
 def parse_metrics(text: str) -> dict[str, float]:
     """`name{labels}` -> value for every sample line of a Prometheus text exposition."""
     samples: dict[str, float] = {}
@@ -105,9 +102,6 @@ def metrics_delta(before: dict[str, float], after: dict[str, float]) -> dict[str
             if change:
                 out[key] = round(change, 6)
     return out
-
-
-# Client.
 
 
 def _base(endpoint: str) -> str:

@@ -227,9 +227,6 @@ PLANS_SCHEMA: dict[str, Any] = {
 }
 
 
-# Variants.
-
-
 class VariantJson(TypedDict):
     """A variant as replay.json and the workload evidence write it (`Variant.to_json`)."""
 
@@ -316,9 +313,6 @@ def asked(declared: list[Variant]) -> list[Variant]:
 def merged(base: FeaturesTable | None, plan: FeaturesTable | None) -> FeaturesTable:
     """A plan's features over the base mix's, key by key."""
     return {**(base or {}), **(plan or {})}
-
-
-# Which requests get which variant.
 
 
 def assign(variants: Sequence[Variant], count: int, seed: int) -> list[tuple[int, ...]]:
@@ -653,9 +647,6 @@ class RequestMix:
         )
 
 
-# Loading the table.
-
-
 @dataclass(frozen=True)
 class Origin:
     """Where a table came from, to name file, line and key in errors."""
@@ -782,9 +773,6 @@ def spec_plans(spec: Spec) -> tuple[PlanTable, ...]:
     )
 
 
-# Traces.
-
-
 def read_trace(path: Path) -> list[TraceRow]:
     """Rows of a CSV (with header) or JSON Lines trace; BadInput names the bad line."""
     text = bounded.read_text(path, bounded.MAX_INDEX, "trace file")
@@ -853,9 +841,6 @@ def _row(path: Path, number: int, record: dict[str, Any]) -> TraceRow:
     if prompt < 1 or output < 1:
         raise BadInput(f"{path}:{number}: prompt_tokens and output_tokens must be >= 1")
     return TraceRow(arrival, prompt, output)
-
-
-# Generation.
 
 
 def _rng(seed: int, stream: str) -> random.Random:

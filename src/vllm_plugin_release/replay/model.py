@@ -270,9 +270,6 @@ RATIO_KEYS = (
 )
 
 
-# Metrics.
-
-
 def _percentiles(values: Any) -> dict[str, float | None]:
     import numpy as np
 
