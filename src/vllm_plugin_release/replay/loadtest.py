@@ -159,11 +159,9 @@ async def _send(
     clock = time.perf_counter
     record.sent_s = clock() - t0
     usage_tokens = None
-    chunks = 0
-    url = f"{base}/v1/completions"
     try:
         async with client.stream_post(
-            url, _body(record, model, options), f"request {record.index}"
+            f"{base}/v1/completions", _body(record, model, options), f"request {record.index}"
         ) as resp:
             record.status = resp.status
             if resp.status != 200:
@@ -191,12 +189,12 @@ async def _send(
                     if record.first_token_s is None:
                         record.first_token_s = now
                     record.chunk_times_s.append(now)
-                    chunks += 1
     except EndpointFailure as exc:
         record.error = str(exc)
         record.done_s = clock() - t0
         raise EndpointFailure(record.error) from None
     record.done_s = clock() - t0
+    chunks = len(record.chunk_times_s)
     record.output_tokens = usage_tokens if usage_tokens is not None else chunks
 
 
@@ -369,14 +367,13 @@ def summarize(records: list[RequestRecord]) -> LoadSummary:
     first = min((r.sent_s for r in sent), default=0.0) or 0.0
     last = max((r.chunk_times_s[-1] for r in sent if r.chunk_times_s), default=first)
     span = last - first
-    short = [r.index for r in ok if r.output_tokens < r.max_tokens]
     return LoadSummary(
         RequestCounts(
             planned=len(records),
             sent=len(sent),
             completed=len(ok),
             errors=len([r for r in sent if r.error]),
-            fewer_tokens_than_requested=len(short),
+            fewer_tokens_than_requested=sum(r.output_tokens < r.max_tokens for r in ok),
         ),
         _stats(ttfts),
         _stats(itls),
