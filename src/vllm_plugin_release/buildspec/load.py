@@ -78,6 +78,10 @@ def _table_name(path: tuple[str, ...]) -> str:
 
 
 _BOUNDS = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
+_FORMATS = {
+    "pep440": "a PEP 440 version (e.g. 0.26.0)",
+    "uri": "a URL: expected http(s)://HOST/PATH or file:///PATH",
+}
 
 
 def narrow(error: ValidationError) -> ValidationError:
@@ -111,8 +115,11 @@ def _describe(error: ValidationError, prefix: tuple[str, ...] = ()) -> tuple[tup
     desc = schema.get("description", "")
     if error.validator == "oneOf" and isinstance(error.instance, dict):
         kind = error.instance.get("kind")
-        for sub in error.validator_value:
-            if sub.get("properties", {}).get("kind", {}).get("const") == kind:
+        kinds = [
+            s.get("properties", {}).get("kind", {}).get("const") for s in error.validator_value
+        ]
+        for sub, sub_kind in zip(error.validator_value, kinds):
+            if sub_kind == kind:
                 sub_errors = sorted(
                     Draft202012Validator(sub, format_checker=_format_checker).iter_errors(
                         error.instance
@@ -121,19 +128,14 @@ def _describe(error: ValidationError, prefix: tuple[str, ...] = ()) -> tuple[tup
                 )
                 if sub_errors:
                     return _describe(sub_errors[0], path)
-        kinds = [
-            s.get("properties", {}).get("kind", {}).get("const") for s in error.validator_value
-        ]
         return (*path, "kind"), f"'kind' must be one of {kinds}, got {kind!r}"
     key = path[-1] if path else "value"
     got = error.instance
     if "propertyNames" in error.absolute_schema_path:  # a key of a free-form table
         why = "is refused (the pipeline owns it)" if error.validator == "not" else "is invalid"
         return (*path, str(got)), f"{_table_name(path)}: key {got!r} {why}: expected {desc}"
-    if error.validator == "format" and error.validator_value == "pep440":
-        return path, f"{key} = {got!r} is not a PEP 440 version (e.g. 0.26.0)"
-    if error.validator == "format" and error.validator_value == "uri":
-        return path, (f"{key} = {got!r} is not a URL: expected http(s)://HOST/PATH or file:///PATH")
+    if error.validator == "format" and error.validator_value in _FORMATS:
+        return path, f"{key} = {got!r} is not {_FORMATS[error.validator_value]}"
     if error.validator == "const":
         return path, f"{key} must be {error.validator_value!r}, got {got!r}"
     bound = _BOUNDS.get(str(error.validator))

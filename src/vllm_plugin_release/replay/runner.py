@@ -187,11 +187,6 @@ def write(outcome: ReplayOutcome, out_dir: Path, *, plots: bool = True) -> list[
     return [report_path, timing_path, *files]
 
 
-def env_python(dist_dir: Path, spec_path: Path) -> Path:
-    """The pairing environment's python, from dist/NAME/env.json (written by `vpr env`)."""
-    return records.env_record(dist_dir, spec_path).python
-
-
 # The plots: step composition over time and the ITL distribution.
 COLOURS = {"prefill": "#d95f02", "decode": "#1b9e77", "mixed": "#7570b3"}
 LABELS = {"plugin": "plugin", "upstream": "upstream vLLM"}
