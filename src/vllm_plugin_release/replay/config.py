@@ -8,8 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.buildspec.schema import integer, number, string, table
+from vllm_plugin_release.buildspec.model import Spec, integer, number, string, table
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.replay.mix import Origin, check_table, spec_origin
 from vllm_plugin_release.replay.model import (

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
-from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.buildspec.schema import array, integer, number, string, table
+from vllm_plugin_release.buildspec.model import Spec, array, integer, number, string, table
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import BadInput
 
