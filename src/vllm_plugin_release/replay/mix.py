@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import itertools
 import json
 import math
 import random
@@ -988,12 +989,8 @@ def _arrivals(
         if "rate" not in spec:
             raise BadInput(f'{origin.where("arrival")}: process = "poisson" needs rate')
         rate = float(spec["rate"])
-        times, clock = [], 0.0
-        for index in range(count):
-            if index:
-                clock += rng.expovariate(rate)
-            times.append(round(clock, 6))
-        return times
+        gaps = [rng.expovariate(rate) if index else 0.0 for index in range(count)]
+        return [round(clock, 6) for clock in itertools.accumulate(gaps)]
     if process == "bursts":
         if "size" not in spec or "interval" not in spec:
             raise BadInput(f'{origin.where("arrival")}: process = "bursts" needs size and interval')
