@@ -10,7 +10,7 @@ import itertools
 import json
 import math
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
@@ -801,18 +801,26 @@ def read_trace(path: Path) -> list[TraceRow]:
                 f"{path}:1: header lacks {', '.join(missing)}",
                 hint=f"the first line must name the columns: {','.join(TRACE_COLUMNS)}",
             )
-        for number, fields in enumerate(reader, start=2):
-            if not fields or all(not f.strip() for f in fields):
-                continue
-            if len(fields) != len(header):
-                raise BadInput(
-                    f"{path}:{number}: {len(fields)} fields, header has {len(header)}",
-                    hint="every row needs arrival_time,prompt_tokens,output_tokens",
-                )
-            rows.append(_row(path, number, dict(zip(header, fields))))
+        hint = "every row needs arrival_time,prompt_tokens,output_tokens"
+        rows += [_row(path, n, record) for n, record in csv_rows(path, reader, header, hint)]
     if not rows:
         raise BadInput(f"{path}: trace has no requests")
     return rows
+
+
+def csv_rows(
+    path: Path, reader: Iterator[list[str]], header: list[str], hint: str | None = None
+) -> Iterator[tuple[int, dict[str, str]]]:
+    """(line number, {column: field}) of each non-blank row under the header; BadInput
+    (with `hint`) for a row whose fields do not match the header's."""
+    for line, fields in enumerate(reader, start=2):
+        if not fields or all(not f.strip() for f in fields):
+            continue
+        if len(fields) != len(header):
+            raise BadInput(
+                f"{path}:{line}: {len(fields)} fields, header has {len(header)}", hint=hint
+            )
+        yield line, dict(zip(header, fields))
 
 
 def _row(path: Path, number: int, record: dict[str, Any]) -> TraceRow:

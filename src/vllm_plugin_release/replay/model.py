@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from vllm_plugin_release.core import jobanswer
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.replay.mix import RequestMix
+from vllm_plugin_release.replay.mix import RequestMix, csv_rows
 
 JOB = "replay"
 # Per-step columns every side that ran writes (start and end are clock times; the rest
@@ -204,12 +204,7 @@ def read_calibration(path: Path) -> list[tuple[float, ...]]:
         raise BadInput(f"{path}:1: header must name {','.join(wanted)}")
     wanted += tuple(h for h in header if h.startswith(PATH_COLUMN) and len(h) > len(PATH_COLUMN))
     rows = []
-    for number, fields in enumerate(reader, start=2):
-        if not fields or all(not f.strip() for f in fields):
-            continue
-        if len(fields) != len(header):
-            raise BadInput(f"{path}:{number}: {len(fields)} fields, header has {len(header)}")
-        record = dict(zip(header, fields))
+    for number, record in csv_rows(path, reader, header):
         try:
             row = tuple(float(record[c]) for c in wanted)
         except ValueError:
