@@ -3,6 +3,7 @@ no model), its OpenAPI document and model schemas, for the API contract."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -43,11 +44,6 @@ MODEL_MODULES: tuple[str, ...] = (
 
 class BadRequest(Exception):
     """The request cannot be served as given (exit 2)."""
-
-
-def is_request_model(name: str) -> bool:
-    """Request models are validated (what clients send); the rest are serialized."""
-    return name.endswith("Request")
 
 
 def _prepare_plugin_env(attach: bool) -> dict[str, Any]:
@@ -197,15 +193,14 @@ def _export_models(names: list[str]) -> tuple[dict[str, Any], dict[str, str], li
     missing: list[str] = []
     modules = []
     for path in MODEL_MODULES:
-        try:
+        with contextlib.suppress(ImportError):
             modules.append(importlib.import_module(path))
-        except ImportError:
-            continue
     for name in names:
         for mod in modules:
             cls = getattr(mod, name, None)
             if cls is not None and hasattr(cls, "model_json_schema"):
-                mode = "validation" if is_request_model(name) else "serialization"
+                # Request models are validated (what clients send); the rest serialized.
+                mode = "validation" if name.endswith("Request") else "serialization"
                 models[name] = cls.model_json_schema(mode=mode)
                 sources[name] = f"{cls.__module__}.{cls.__qualname__} ({mode})"
                 break
