@@ -378,12 +378,7 @@ class _Tokens:
 
 
 def _tokens(
-    encoded_tokens: list[Any],
-    mix: RequestMix,
-    end: Any,
-    arrival: Any,
-    rejected: set[int],
-    where: str,
+    side: SideAnswer, mix: RequestMix, end: Any, arrival: Any, rejected: set[int]
 ) -> _Tokens:
     """TTFT, inter-token latencies and request outcomes from the encoded token steps."""
     import numpy as np
@@ -395,7 +390,7 @@ def _tokens(
     produced = 0
     completed = capped = 0
     last_token_time = 0.0
-    for index, encoded in enumerate(encoded_tokens):
+    for index, encoded in enumerate(side.tokens):
         if index in rejected or not encoded:
             continue
         try:
@@ -403,7 +398,7 @@ def _tokens(
             times = end[token_steps]
         except (TypeError, ValueError, IndexError, OverflowError) as exc:
             wanted = f"[first step, gap, count, ...] within {len(end)} steps ({exc})"
-            raise answer_problem(f"{where}[{index}]", encoded, wanted)
+            raise answer_problem(f"results.{side.label}.tokens[{index}]", encoded, wanted)
         produced += len(token_steps)
         ttft.append(times[0] - arrival[index])
         last_token_time = max(last_token_time, float(times[-1]))
@@ -442,8 +437,7 @@ def analyze(side: SideAnswer, mix: RequestMix) -> Analysis:
     composition, mixed = _composition(steps, side)
     rejected = {r["index"] for r in side.rejected}
     arrival = np.asarray(mix.arrival, dtype=float)
-    where = f"results.{side.label}.tokens"
-    tokens = _tokens(side.tokens, mix, steps["end"], arrival, rejected, where)
+    tokens = _tokens(side, mix, steps["end"], arrival, rejected)
     unfinished = side.unfinished
     capped = tokens.capped
     if side.stopped:
