@@ -594,9 +594,8 @@ class PluginSpec:
 
 @dataclass(frozen=True)
 class RuntimeSpec:
-    """`[runtime]`: the vendor runtime the plugin loads (name; the module it imports, the
-    package and version that install it, the Pythons it loads in) and what stands in for
-    it on a cpu runner."""
+    """`[runtime]`: the vendor runtime the plugin loads, and what stands in for it on a cpu
+    runner."""
 
     name: str
     module: str | None = None
