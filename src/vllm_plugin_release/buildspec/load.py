@@ -179,26 +179,6 @@ VariantTable = Mapping[str, FeatureOption]
 FeaturesTable = Mapping[str, VariantTable | Sequence[VariantTable]]
 
 
-def _shares(features: FeaturesTable | None) -> list[tuple[str, str]]:
-    """(key, message) for each key whose variants' shares add up past 1 (shapes valid)."""
-    problems = []
-    for key, value in (features or {}).items():
-        if not isinstance(value, list):
-            continue
-        shares = [float(v.get("share", 0)) for v in value if isinstance(v, Mapping)]
-        if sum(shares) > 1 + 1e-9:
-            listed = " + ".join(f"{s:g}" for s in shares)
-            problems.append(
-                (
-                    key,
-                    f"the variants of {key!r} are exclusive (a request gets at most one), but "
-                    f"their shares add up to {sum(shares):g} ({listed}); lower them to at "
-                    "most 1 in all",
-                )
-            )
-    return problems
-
-
 class MixPlan(TypedDict, total=False):
     """A `plans.NAME` table of a request mix: what it is, its features over the base's."""
 
@@ -209,11 +189,28 @@ class MixPlan(TypedDict, total=False):
 def share_problems(
     features: FeaturesTable | None, plans: Mapping[str, MixPlan] | None
 ) -> list[tuple[tuple[str, ...], str]]:
-    """(key path in the request mix, message) for the exclusive feature variants of the mix
-    (and of each of its plans) whose shares add up past 1."""
-    found = [(("features", k), m) for k, m in _shares(features)]
-    for name, plan in sorted((plans or {}).items()):
-        found += [(("plans", name, "features", k), m) for k, m in _shares(plan.get("features"))]
+    """(key path in the request mix, message) for each key whose exclusive variants' shares
+    add up past 1, in the mix's features and each plan's (their shapes valid)."""
+    tables = [(("features",), features)]
+    tables += [
+        (("plans", n, "features"), p.get("features")) for n, p in sorted((plans or {}).items())
+    ]
+    found = []
+    for at, table in tables:
+        for key, value in (table or {}).items():
+            if not isinstance(value, list):
+                continue
+            shares = [float(v.get("share", 0)) for v in value if isinstance(v, Mapping)]
+            if sum(shares) > 1 + 1e-9:
+                listed = " + ".join(f"{s:g}" for s in shares)
+                found.append(
+                    (
+                        (*at, key),
+                        f"the variants of {key!r} are exclusive (a request gets at most one), "
+                        f"but their shares add up to {sum(shares):g} ({listed}); lower them to "
+                        "at most 1 in all",
+                    )
+                )
     return found
 
 
