@@ -27,17 +27,20 @@ import sys
 from pathlib import Path
 
 PACKAGE = "vllm_plugin_release"
+SCHEMA_BUILDERS = ("table", "string", "integer", "number", "array")
 # Open JSON documents by nature: typing them would be re-describing JSON Schema/OpenAPI.
 OPEN = {
-    "buildspec.schema:render": "a JSON Schema document (the spec's), rendered as Markdown",
+    "buildspec.model:render": "a JSON Schema document (the spec's), rendered as Markdown",
     "buildspec.load:validate": "checks a TOML document against a JSON Schema",
-    "buildspec.schema:full_schema": "builds the spec's JSON Schema",
+    "buildspec.model:full_schema": "builds the spec's JSON Schema",
     "conform.registry:spec_schema": "the spec's JSON Schema",
     "core.bounded:packaged_json_object": "the package's JSON Schema files",
     "conform.lib.apicontract:load_contract": "an OpenAPI document and JSON Schema models",
     "conform.lib.apicontract:dump_contract": "an OpenAPI document and JSON Schema models",
     "conform.lib.apidiff:diff_contracts": "two OpenAPI documents",
     "core.cardrecord:CheckResult": "each check's own details and thresholds",
+    "buildspec.model:Spec.conformance": "a [conformance.*] table, typed by its one owner",
+    **{f"buildspec.model:{name}": "builds a JSON Schema node" for name in SCHEMA_BUILDERS},
 }
 UNTYPED = re.compile(r"\b(dict|Mapping|MutableMapping)\[str, (Any|object)\]")
 

@@ -50,7 +50,7 @@ def reference_replay(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory
     from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.edges.envrun import run_in_env
     from vllm_plugin_release.replay import runner
-    from vllm_plugin_release.replay.answer import parse_answer
+    from vllm_plugin_release.replay.model import parse_answer
 
     folder = tmp_path_factory.mktemp("replay-ref")
     (folder / "mutant").mkdir()
@@ -207,7 +207,7 @@ def test_crashing_scheduler_is_reported_not_hidden(reference_replay: Path) -> No
     raw = json.loads((reference_replay.parent.parent / "crashing.json").read_text())
     assert raw["crashed"] == "replay: RuntimeError: boom at step 5"
     assert any("boom" in line for line in raw["traceback"])
-    from vllm_plugin_release.replay.answer import parse_answer
+    from vllm_plugin_release.replay.model import parse_answer
 
     side = parse_answer({"results": {"plugin": raw}}, ("plugin",)).results["plugin"]
     report = {"plugin": model.crashed_summary(side, mix.RequestMix((0.0,), (1,), (1,), 0))}

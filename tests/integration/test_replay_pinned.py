@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_plugin_release.replay import config, mix, model, runner
-from vllm_plugin_release.replay.answer import parse_answer
+from vllm_plugin_release.replay.model import parse_answer
 
 RECORD = Path(__file__).resolve().parent / "data" / "replay_pinned.json"
 

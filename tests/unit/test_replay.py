@@ -13,7 +13,7 @@ from tests.support import replay_spec
 from vllm_plugin_release.cli import main
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.replay import config, mix, model
-from vllm_plugin_release.replay.answer import ReplayAnswer, parse_answer
+from vllm_plugin_release.replay.model import ReplayAnswer, parse_answer
 
 # ---------------------------------------------------------------------------
 # Request mixes (pure).
@@ -366,7 +366,7 @@ def test_headline_and_plot_titles_name_pairing_cost_model_and_one_unit(
     import numpy as np
 
     from tests.unit.test_scorecard import FACTS
-    from vllm_plugin_release.replay import plots
+    from vllm_plugin_release.replay import runner
 
     report = {
         "name": "reference",
@@ -378,7 +378,7 @@ def test_headline_and_plot_titles_name_pairing_cost_model_and_one_unit(
     }
     text = model.headline_text(model.headline(report))
     assert "ITL p99 1.17x" in text and "throughput 0.97x" in text and "0.0% vs 18.6%" in text
-    title = plots.caption(report)
+    title = runner.caption(report)
     assert "reference" in title and "0.26.0" in title
     assert "4 ms + 0.02 ms/prefill token + 0.5 ms/decode request (spec)" in title
     itl = np.array([0.004, 0.02, 0.02, 0.06])
@@ -397,7 +397,7 @@ def test_headline_and_plot_titles_name_pairing_cost_model_and_one_unit(
         return real(fig, *args, **kw)
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", spy)  # reads, then draws for real
-    plots.draw({"plugin": a, "upstream": a}, tmp_path, title=title)
+    runner.draw({"plugin": a, "upstream": a}, tmp_path, title=title)
     assert (tmp_path / "replay-itl.png").stat().st_size > 0
     assert sum(title in c for c in captured) == 2  # both figures carry the title
     itl_labels = [c for c in captured if "inter-token latency" in c]

@@ -13,7 +13,7 @@ from tests.support import REPO, vpr
 from vllm_plugin_release.buildspec import load
 from vllm_plugin_release.buildspec import model as specmod
 from vllm_plugin_release.buildspec.load import load_spec, set_value
-from vllm_plugin_release.buildspec.schema import render
+from vllm_plugin_release.buildspec.model import render
 from vllm_plugin_release.conform.registry import spec_schema
 from vllm_plugin_release.core.errors import BadInput, OutsideFailure
 

@@ -20,6 +20,7 @@ import pytest
 from tests.required import tt_checkout
 from tests.support import REFERENCE_SPEC, REPO, visible_text, vpr
 from vllm_plugin_release.buildspec.load import load_spec
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform import CheckResult
 from vllm_plugin_release.conform.checks import workload
 from vllm_plugin_release.conform.checks.workload import (
@@ -33,8 +34,8 @@ from vllm_plugin_release.conform.scorecard import markdown, scorecard, to_html
 from vllm_plugin_release.core.envrecord import EnvRecord, parse
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.inenv import workload as inenv
-from vllm_plugin_release.replay import features as feat
 from vllm_plugin_release.replay import mix
+from vllm_plugin_release.replay import mix as feat
 
 BASE_MIX = {
     "requests": 200,
@@ -311,6 +312,8 @@ class _NoSpec:
 
     def __init__(self) -> None:
         self.raw: dict[str, Any] = {"conformance": {"workload": {"slow_paths": SLOW}}}
+
+    conformance = Spec.conformance
 
 
 def _row(result, key: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import urlsplit
 
 from jsonschema import Draft202012Validator, FormatChecker
@@ -78,6 +78,10 @@ def _table_name(path: tuple[str, ...]) -> str:
 
 
 _BOUNDS = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
+_FORMATS = {
+    "pep440": "a PEP 440 version (e.g. 0.26.0)",
+    "uri": "a URL: expected http(s)://HOST/PATH or file:///PATH",
+}
 
 
 def narrow(error: ValidationError) -> ValidationError:
@@ -111,8 +115,11 @@ def _describe(error: ValidationError, prefix: tuple[str, ...] = ()) -> tuple[tup
     desc = schema.get("description", "")
     if error.validator == "oneOf" and isinstance(error.instance, dict):
         kind = error.instance.get("kind")
-        for sub in error.validator_value:
-            if sub.get("properties", {}).get("kind", {}).get("const") == kind:
+        kinds = [
+            s.get("properties", {}).get("kind", {}).get("const") for s in error.validator_value
+        ]
+        for sub, sub_kind in zip(error.validator_value, kinds):
+            if sub_kind == kind:
                 sub_errors = sorted(
                     Draft202012Validator(sub, format_checker=_format_checker).iter_errors(
                         error.instance
@@ -121,19 +128,14 @@ def _describe(error: ValidationError, prefix: tuple[str, ...] = ()) -> tuple[tup
                 )
                 if sub_errors:
                     return _describe(sub_errors[0], path)
-        kinds = [
-            s.get("properties", {}).get("kind", {}).get("const") for s in error.validator_value
-        ]
         return (*path, "kind"), f"'kind' must be one of {kinds}, got {kind!r}"
     key = path[-1] if path else "value"
     got = error.instance
     if "propertyNames" in error.absolute_schema_path:  # a key of a free-form table
         why = "is refused (the pipeline owns it)" if error.validator == "not" else "is invalid"
         return (*path, str(got)), f"{_table_name(path)}: key {got!r} {why}: expected {desc}"
-    if error.validator == "format" and error.validator_value == "pep440":
-        return path, f"{key} = {got!r} is not a PEP 440 version (e.g. 0.26.0)"
-    if error.validator == "format" and error.validator_value == "uri":
-        return path, (f"{key} = {got!r} is not a URL: expected http(s)://HOST/PATH or file:///PATH")
+    if error.validator == "format" and error.validator_value in _FORMATS:
+        return path, f"{key} = {got!r} is not {_FORMATS[error.validator_value]}"
     if error.validator == "const":
         return path, f"{key} must be {error.validator_value!r}, got {got!r}"
     bound = _BOUNDS.get(str(error.validator))
@@ -170,43 +172,45 @@ def _value_problems(value: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, 
 
 
 # A `[conformance.request_mix] features` table, its shape checked by the schema
-# (`replay/features.FEATURES_SCHEMA`): per key one variant table (share and options, text
+# (`replay/mix.FEATURES_SCHEMA`): per key one variant table (share and options, text
 # or numbers) or an array of them.
 FeatureOption = str | int | float
 VariantTable = Mapping[str, FeatureOption]
 FeaturesTable = Mapping[str, VariantTable | Sequence[VariantTable]]
 
 
-def share_problems(features: FeaturesTable | None) -> list[tuple[str, str]]:
-    """(key, message) for each key whose variants' shares add up past 1 (shapes valid)."""
-    problems = []
-    for key, value in (features or {}).items():
-        if not isinstance(value, list):
-            continue
-        shares = [float(v.get("share", 0)) for v in value if isinstance(v, Mapping)]
-        if sum(shares) > 1 + 1e-9:
-            listed = " + ".join(f"{s:g}" for s in shares)
-            problems.append(
-                (
-                    key,
-                    f"the variants of {key!r} are exclusive (a request gets at most one), but "
-                    f"their shares add up to {sum(shares):g} ({listed}); lower them to at "
-                    "most 1 in all",
+class MixPlan(TypedDict, total=False):
+    """A `plans.NAME` table of a request mix: what it is, its features over the base's."""
+
+    description: str
+    features: FeaturesTable
+
+
+def share_problems(
+    features: FeaturesTable | None, plans: Mapping[str, MixPlan] | None
+) -> list[tuple[tuple[str, ...], str]]:
+    """(key path in the request mix, message) for each key whose exclusive variants' shares
+    add up past 1, in the mix's features and each plan's (their shapes valid)."""
+    tables = [(("features",), features)]
+    tables += [
+        (("plans", n, "features"), p.get("features")) for n, p in sorted((plans or {}).items())
+    ]
+    found = []
+    for at, table in tables:
+        for key, value in (table or {}).items():
+            if not isinstance(value, list):
+                continue
+            shares = [float(v.get("share", 0)) for v in value if isinstance(v, Mapping)]
+            if sum(shares) > 1 + 1e-9:
+                listed = " + ".join(f"{s:g}" for s in shares)
+                found.append(
+                    (
+                        (*at, key),
+                        f"the variants of {key!r} are exclusive (a request gets at most one), "
+                        f"but their shares add up to {sum(shares):g} ({listed}); lower them to "
+                        "at most 1 in all",
+                    )
                 )
-            )
-    return problems
-
-
-def _mix_problems(data: dict[str, Any]) -> list[tuple[tuple[str, ...], str]]:
-    """Exclusive feature variants of the request mix (and of each plan) that add up past 1."""
-    mix = (data.get("conformance") or {}).get("request_mix") or {}
-    at = ("conformance", "request_mix")
-    found = [((*at, "features", k), m) for k, m in share_problems(mix.get("features"))]
-    for name, plan in sorted((mix.get("plans") or {}).items()):
-        found += [
-            ((*at, "plans", name, "features", k), m)
-            for k, m in share_problems((plan or {}).get("features"))
-        ]
     return found
 
 
@@ -215,7 +219,11 @@ def _cross_key_problems(
 ) -> list[tuple[tuple[str, ...], str]]:
     """Rules between keys that a schema cannot state (checked once the shapes are valid)."""
     build_python = data.get("build", {}).get("python")
-    problems: list[tuple[tuple[str, ...], str]] = _mix_problems(data)
+    mix = (data.get("conformance") or {}).get("request_mix") or {}
+    problems = [
+        (("conformance", "request_mix", *k), m)
+        for k, m in share_problems(mix.get("features"), mix.get("plans"))
+    ]
     torch = data.get("build", {}).get("torch")
     if isinstance(torch, dict) and build_python not in torch:
         problems.append(
@@ -237,19 +245,18 @@ def _cross_key_problems(
             )
         )
     loadable = (data.get("runtime") or {}).get("python")
-    if not loadable or build_python in loadable:
-        return problems
-    # A pairing is certified for a Python the vendor runtime loads, or not at all.
-    return [
-        *problems,
-        (
-            ("build", "python"),
-            f"[build] python = {build_python!r} is not a Python the vendor runtime loads: "
-            f"[runtime] python = {loadable!r} ({_where(file, text, ('runtime', 'python'))}); "
-            f"set [build] python to one of {', '.join(loadable)} (and its base_image, "
-            "constraints), then `vpr lock --spec FILE`",
-        ),
-    ]
+    if loadable and build_python not in loadable:
+        # A pairing is certified for a Python the vendor runtime loads, or not at all.
+        problems.append(
+            (
+                ("build", "python"),
+                f"[build] python = {build_python!r} is not a Python the vendor runtime loads: "
+                f"[runtime] python = {loadable!r} ({_where(file, text, ('runtime', 'python'))}); "
+                f"set [build] python to one of {', '.join(loadable)} (and its base_image, "
+                "constraints), then `vpr lock --spec FILE`",
+            )
+        )
+    return problems
 
 
 def validate(data: dict[str, Any], file: Path, text: str, schema: dict[str, Any]) -> None:
@@ -262,9 +269,7 @@ def validate(data: dict[str, Any], file: Path, text: str, schema: dict[str, Any]
         found = _cross_key_problems(data, file, text)
     if not found:
         return
-    lines = []
-    for path, message in found:
-        lines.append(f"{_where(file, text, path)}: {message}")
+    lines = [f"{_where(file, text, path)}: {message}" for path, message in found]
     raise BadInput(
         "invalid buildspec:\n  " + "\n  ".join(lines),
         hint="fix the keys named above; `vpr spec schema` prints every key, docs/buildspec.md "
@@ -405,19 +410,10 @@ def packaged_schema() -> dict[str, Any]:
 
 def load_spec(path: str | Path) -> Spec:
     """Read, validate (against the full schema) and type a buildspec."""
-    return load(path, packaged_schema())
-
-
-def load(path: str | Path, schema: dict[str, Any]) -> Spec:
-    """Read, validate against `schema` (the full buildspec schema) and type a buildspec."""
     file = Path(path)
     data, text = read_data(file)
-    validate(data, file, text, schema)
+    validate(data, file, text, packaged_schema())
     return from_data(data, file)
-
-
-# ---------------------------------------------------------------------------
-# Round-trip editing (comments and order preserved).
 
 
 def _parse_value(raw: str) -> Any:
@@ -443,8 +439,7 @@ def set_value(
     *,
     write: bool = True,
 ) -> str:
-    """Set `a.b.c = value` in the spec, validate it as `load_spec` does and write it
-    atomically; the new text. Nothing is written when the result would not validate."""
+    """Set `a.b.c = value`, validate and write atomically; nothing written if invalid."""
     import tomlkit
 
     from vllm_plugin_release.core.cache import atomic_write_text

@@ -307,7 +307,7 @@ def _spec_set(args: argparse.Namespace) -> int:
 
 
 def _spec_docs(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.buildspec.schema import render
+    from vllm_plugin_release.buildspec.model import render
     from vllm_plugin_release.conform.registry import spec_schema
 
     sys.stdout.write(render(spec_schema()))

@@ -86,7 +86,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         request_mix = request_mix.limit(args.requests)
     replay_config = config.from_spec(spec)
     dist = _dist(spec, args.dist)
-    python = Path(args.python) if args.python else runner.env_python(dist, spec.path)
+    python = Path(args.python) if args.python else records.env_record(dist, spec.path).python
     out_dir = Path(args.out) if args.out else dist
     info(
         f"replaying {len(request_mix)} requests through {replay_config.plugin_scheduler} and "

@@ -7,8 +7,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.buildspec.schema import full_schema
+from vllm_plugin_release.buildspec.model import Spec, full_schema
 from vllm_plugin_release.conform import NEEDS, CheckDef
 from vllm_plugin_release.conform.checks import (
     api,

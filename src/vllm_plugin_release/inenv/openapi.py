@@ -3,6 +3,7 @@ no model), its OpenAPI document and model schemas, for the API contract."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -45,31 +46,17 @@ class BadRequest(Exception):
     """The request cannot be served as given (exit 2)."""
 
 
-def is_request_model(name: str) -> bool:
-    """Request models are validated (what clients send); the rest are serialized."""
-    return name.endswith("Request")
-
-
-def _group_names(group: str) -> list[str]:
-    return sorted({ep.name for ep in entry_points(group=group)})
-
-
-def _all_vllm_plugin_names() -> list[str]:
-    names: set[str] = set()
-    for dist in distributions():
-        for ep in dist.entry_points:
-            if ep.group.startswith("vllm."):
-                names.add(ep.name)
-    return sorted(names)
-
-
 def _prepare_plugin_env(attach: bool) -> dict[str, Any]:
     """VLLM_PLUGINS with and without the endpoint plugins; the core-only one is set, as that
     app is built first (its document tells vLLM's changes from an endpoint plugin's)."""
-    discovered = _group_names(ENDPOINT_GROUP)
+    discovered = sorted({ep.name for ep in entry_points(group=ENDPOINT_GROUP)})
     info: dict[str, Any] = {"discovered": discovered, "attached": [], "requested": attach}
     current = os.environ.get("VLLM_PLUGINS")
-    base = _all_vllm_plugin_names() if current is None else list(filter(None, current.split(",")))
+    if current is None:
+        eps = (ep for dist in distributions() for ep in dist.entry_points)
+        base = sorted({ep.name for ep in eps if ep.group.startswith("vllm.")})
+    else:
+        base = list(filter(None, current.split(",")))
     core_only = [n for n in base if n not in discovered]
     if current is not None or discovered:
         os.environ["VLLM_PLUGINS"] = ",".join(core_only)
@@ -84,13 +71,8 @@ def _supported_tasks() -> set[str]:
         return set()
 
     def literals(tp: Any) -> set[str]:
-        out: set[str] = set()
-        for arg in typing.get_args(tp):
-            if isinstance(arg, str):
-                out.add(arg)
-            else:
-                out |= literals(arg)
-        return out
+        args = typing.get_args(tp)
+        return set().union(*({a} if isinstance(a, str) else literals(a) for a in args))
 
     return literals(SupportedTask)
 
@@ -211,15 +193,14 @@ def _export_models(names: list[str]) -> tuple[dict[str, Any], dict[str, str], li
     missing: list[str] = []
     modules = []
     for path in MODEL_MODULES:
-        try:
+        with contextlib.suppress(ImportError):
             modules.append(importlib.import_module(path))
-        except ImportError:
-            continue
     for name in names:
         for mod in modules:
             cls = getattr(mod, name, None)
             if cls is not None and hasattr(cls, "model_json_schema"):
-                mode = "validation" if is_request_model(name) else "serialization"
+                # Request models are validated (what clients send); the rest serialized.
+                mode = "validation" if name.endswith("Request") else "serialization"
                 models[name] = cls.model_json_schema(mode=mode)
                 sources[name] = f"{cls.__module__}.{cls.__qualname__} ({mode})"
                 break
@@ -253,8 +234,7 @@ def _check_tasks(tasks: list[str], vllm_version: str) -> None:
 
 
 def _build_app(args: Any, tasks: list[str], plugins: dict[str, Any]) -> tuple[Any, Any]:
-    """The app, with the endpoint plugins when asked for, and the core-only OpenAPI document
-    (None when no endpoint plugin is attached)."""
+    """The app, with endpoint plugins when asked for, and the core-only document (or None)."""
     import vllm.plugins as vllm_plugins
     from vllm.entrypoints.openai.api_server import build_app
 
@@ -306,6 +286,13 @@ def _general_plugins_crash() -> dict[str, Any] | None:
     return None
 
 
+def _timed(timings: dict[str, float], key: str, call: Any, *args: Any) -> Any:
+    t = time.perf_counter()
+    out = call(*args)
+    timings[key] = time.perf_counter() - t
+    return out
+
+
 def run(request: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     tasks, platform_class, names = _read_request(request)
@@ -317,32 +304,20 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     timings: dict[str, float] = {"import": time.perf_counter() - t0}
 
     platform = _set_platform(platform_class, bool(request.get("discover_platform", True)))
+    notes = [f"current platform: {platform['label']}", *platform["notes"]]
+    shown = {k: v for k, v in platform.items() if k != "notes"}
     crash = _general_plugins_crash()
     if crash is not None:
-        notes = [f"current platform: {platform['label']}", *platform["notes"]]
         return {
             "vllm_version": vllm.__version__,
-            "platform": {k: v for k, v in platform.items() if k != "notes"},
+            "platform": shown,
             "notes": notes,
             "general_plugins_crash": crash,
         }
-    t = time.perf_counter()
-    args = _parse_server_args()
-    timings["parse_args"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    app, core_document = _build_app(args, tasks, plugins)
-    timings["build_app"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    document = app.openapi()
-    timings["openapi"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    models, sources, missing = _export_models(names)
-    timings["models"] = time.perf_counter() - t
-
-    notes = [f"current platform: {platform['label']}", *platform["notes"]]
+    args = _timed(timings, "parse_args", _parse_server_args)
+    app, core_document = _timed(timings, "build_app", _build_app, args, tasks, plugins)
+    document = _timed(timings, "openapi", app.openapi)
+    models, sources, missing = _timed(timings, "models", _export_models, names)
     if missing:
         notes.append(f"models not found in vLLM {vllm.__version__}: {', '.join(missing)}")
     return {
@@ -355,7 +330,7 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
         "models": models,
         "model_sources": sources,
         "missing_models": missing,
-        "platform": {k: v for k, v in platform.items() if k != "notes"},
+        "platform": shown,
         "endpoint_plugins": plugins,
         "notes": notes,
         "counts": {

@@ -22,46 +22,15 @@ from pathlib import Path
 from typing import Any
 
 try:  # staged beside this script (edges/envrun.stage_module), or the package (tests)
-    from vpr_inenv_steploop import (  # type: ignore[import-not-found]
-        Arrivals,
-        encode_timelines,
-        split_by_length,
-        step_loop,
-    )
-    from vpr_inenv_workload import (  # type: ignore[import-not-found]
-        BadRequest,
-        ImportFailure,
-        exit_now,
-        load_object,
-        request_paths,
-        serve,
-        write_model_dir,
-    )
+    import vpr_inenv_steploop as steploop  # type: ignore[import-not-found]
+    import vpr_inenv_workload as workload  # type: ignore[import-not-found]
 except ImportError:
-    from vllm_plugin_release.inenv.steploop import (
-        Arrivals,
-        encode_timelines,
-        split_by_length,
-        step_loop,
-    )
-    from vllm_plugin_release.inenv.workload import (
-        BadRequest,
-        ImportFailure,
-        exit_now,
-        load_object,
-        request_paths,
-        serve,
-        write_model_dir,
-    )
+    from vllm_plugin_release.inenv import steploop, workload
 
-__all__ = [
-    "BadRequest",
-    "ImportFailure",
-    "encode_timelines",
-    "load_object",
-    "step_loop",
-    "write_model_dir",
-]
+# The exit protocol and loaders shared with the workload script; callers reach them here.
+BadRequest, ImportFailure = workload.BadRequest, workload.ImportFailure
+load_object, write_model_dir = workload.load_object, workload.write_model_dir
+step_loop, encode_timelines = steploop.step_loop, steploop.encode_timelines
 
 # Calls run side by side in forked children after the caller's imports, so the children
 # share vLLM's import, and each ends with everything it changed gone.
@@ -120,13 +89,10 @@ TT_CHUNKED_PREFILL_MODEL_TYPES = frozenset({"gemma4", "gemma4_unified"})
 SCHEDULER_BASE = "vllm.v1.core.sched.interface:SchedulerInterface"
 
 
-# ---------------------------------------------------------------------------
 # Configuration policies: what the platform would do to the scheduler config. A policy
 # edits (scheduler_config, model_config) in place and returns one sentence per change.
 
-POLICY_FUNCTIONS = {
-    "reference": "vllm_reference_plugin.policy:apply_scheduler_policy",
-}
+POLICY_FUNCTIONS = {"reference": "vllm_reference_plugin.policy:apply_scheduler_policy"}
 
 # Scheduler settings a policy may change; compared before and after it runs.
 WATCHED = (
@@ -227,10 +193,6 @@ def platform_hook(path: str, vllm_config: Any) -> list[str]:
         )
     cls.check_and_update_config(vllm_config)
     return [f"{path}.check_and_update_config applied"]
-
-
-# ---------------------------------------------------------------------------
-# Building schedulers.
 
 
 def load_class(path: str) -> type:
@@ -369,7 +331,6 @@ def accepted(cls: type, offered: dict[str, Any]) -> dict[str, Any]:
     return dict(offered)
 
 
-# ---------------------------------------------------------------------------
 # The replay: the step loop (steploop.py) on one scheduler.
 
 
@@ -394,8 +355,8 @@ class Bounds:
 
 def replay_one(scheduler: Any, mix: Mix, bounds: Bounds, cost: dict[str, float]) -> dict[str, Any]:
     """Replay the mix through one scheduler: per-step records, token timelines, timings."""
-    admitted, rejected = split_by_length(mix.arrival, mix.prompt, bounds.max_model_len)
-    feed = Arrivals(scheduler, mix.arrival, mix.prompt, mix.output, admitted)
+    admitted, rejected = steploop.split_by_length(mix.arrival, mix.prompt, bounds.max_model_len)
+    feed = steploop.Arrivals(scheduler, mix.arrival, mix.prompt, mix.output, admitted)
     loop = step_loop(scheduler, feed, cost, bounds.max_steps, bounds.timeout_s)
     t0 = time.perf_counter()
     tokens = encode_timelines(loop.timeline)
@@ -486,22 +447,16 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
         import vllm.v1.request  # here, so that its import time is counted once
 
     import_s = time.perf_counter() - t_import
-
-    paths = _marks(request.get("paths"))  # each request's slow path and its price
+    # each request's slow path and its price
+    paths = workload.request_paths(request["paths"]) if request.get("paths") else {}
     model_dir = write_model_dir(bounds.max_model_len)
     plain, priced = request["cost_model"], {**request["cost_model"], **paths.get("cost", {})}
-    calls = {
-        e["label"]: functools.partial(
-            replay_entry,
-            e,
-            classes[e["label"]],
-            model_dir,
-            mix,
-            bounds,
-            priced if e.get("slow_path_cost") else plain,
-        )
-        for e in request["schedulers"]
-    }
+
+    def call(e: dict[str, Any]) -> Callable[[], dict[str, Any]]:
+        cost = priced if e.get("slow_path_cost") else plain
+        return functools.partial(replay_entry, e, classes[e["label"]], model_dir, mix, bounds, cost)
+
+    calls = {e["label"]: call(e) for e in request["schedulers"]}
     try:
         if request.get("side_by_side") and len(calls) > 1:
             results = dict(zip(calls, forked(list(calls.values()), (BadRequest, ImportFailure))))
@@ -549,12 +504,6 @@ def _scheduler_classes(entries: list[dict[str, Any]]) -> dict[str, type]:
     return classes
 
 
-def _marks(spec: dict[str, Any] | None) -> dict[str, Any]:
-    if not spec:
-        return {}
-    return request_paths(spec)
-
-
 def main(argv: list[str]) -> int:
     if len(argv) != 3:
         print("usage: python -m vllm_plugin_release.inenv.replay REQUEST.json OUT.json")
@@ -563,8 +512,8 @@ def main(argv: list[str]) -> int:
     # No platform plugin may touch the configs: the replay applies the plugin's
     # policy itself, to the plugin's scheduler only, and says what it changed.
     os.environ["VLLM_PLUGINS"] = ""
-    return serve(run, argv)
+    return workload.serve(run, argv)
 
 
 if __name__ == "__main__":
-    exit_now(main(sys.argv))
+    workload.exit_now(main(sys.argv))

@@ -9,6 +9,7 @@ import importlib
 import inspect
 import json
 import logging
+import operator
 import os
 import shutil
 import sys
@@ -84,8 +85,7 @@ def write_model_dir(
 
 
 def serve(job: Any, argv: list[str]) -> int:
-    """`job(request)` on argv[1]'s JSON, its result into argv[2]: exit 0; bad input (exit 2)
-    or an import that fails here (exit 3) as {"error": ...}."""
+    """`job(request)` from argv[1] into argv[2]; exit 2 or 3 with {"error": ...}."""
     request = json.loads(Path(argv[1]).read_text())
     out = Path(argv[2])
     try:
@@ -104,12 +104,9 @@ def exit_now(code: int) -> None:
     os._exit(code)
 
 
-PROBE_PROCESSOR = "probe"  # replay/features.PROBE_PROCESSOR: the no-op processor below
+PROBE_PROCESSOR = "probe"  # replay/mix.PROBE_PROCESSOR: the no-op processor below
+PREDICATE = "slow path predicate"
 VOCAB = 300  # the tiny tokenizer's size (the model config keeps its own vocab_size)
-
-
-# ---------------------------------------------------------------------------
-# Where code lives, without this machine's folders.
 
 
 def relative(path: str) -> str:
@@ -136,16 +133,12 @@ def code_at(obj: Any) -> dict[str, Any] | None:
     return {"file": relative(file or "?"), "line": line, "name": func.__qualname__}
 
 
-def _in_package(filename: str, package: str) -> bool:
-    return bool(package) and relative(filename).split("/")[0] == package
-
-
 def error_of(exc: BaseException, package: str) -> dict[str, Any]:
     """An exception as data: type, message, and where it was raised: the innermost frame
     in the plugin's package when one is on the stack, else the innermost frame."""
     original = _unwrapped(exc)
     frames = traceback.extract_tb(original.__traceback__)
-    ours = [f for f in frames if _in_package(f.filename, package)]
+    ours = [f for f in frames if package and relative(f.filename).split("/")[0] == package]
     frame = (ours or frames or [None])[-1]
     message = str(original).strip() or type(original).__name__
     out: dict[str, Any] = {
@@ -172,7 +165,6 @@ def _unwrapped(exc: BaseException) -> BaseException:
     return exc
 
 
-# ---------------------------------------------------------------------------
 # Watching code that runs: which line changed a value, which line decided.
 
 
@@ -395,27 +387,13 @@ def decide(predicate: Callable[..., Any], params: Any, args: dict[str, Any]) -> 
     return out
 
 
-# ---------------------------------------------------------------------------
-# The model folder, the engine, the requests.
-
-
 def write_tokenizer(folder: Path) -> None:
     """A tiny word-level tokenizer (tokenizer.json and its config), stdlib only: requests
     that need a tokenizer (structured output, allowed token ids) are checked offline."""
     special = [("<unk>", 0), ("<s>", 1), ("</s>", 2)]
     vocab = {**dict(special), **{f"t{i}": i for i in range(len(special), VOCAB)}}
-    added = [
-        {
-            "id": i,
-            "content": c,
-            "single_word": False,
-            "lstrip": False,
-            "rstrip": False,
-            "normalized": False,
-            "special": True,
-        }
-        for c, i in special
-    ]
+    flags = dict.fromkeys(("single_word", "lstrip", "rstrip", "normalized"), False)
+    added = [{"id": i, "content": c, **flags, "special": True} for c, i in special]
     tokenizer = {
         "version": "1.0",
         "truncation": None,
@@ -467,15 +445,16 @@ ENGINE_WATCH: dict[str, Callable[[Any], Any]] = {
             "num_speculative_tokens": c.speculative_config.num_speculative_tokens,
         }
     ),
-    "model_config.max_logprobs": lambda c: c.model_config.max_logprobs,
-    "model_config.logits_processors": lambda c: c.model_config.logits_processors,
-    "structured_outputs_config.backend": lambda c: c.structured_outputs_config.backend,
-    "structured_outputs_config.disable_any_whitespace": lambda c: (
-        c.structured_outputs_config.disable_any_whitespace
-    ),
-    "structured_outputs_config.disable_additional_properties": lambda c: (
-        c.structured_outputs_config.disable_additional_properties
-    ),
+    **{
+        name: operator.attrgetter(name)
+        for name in (
+            "model_config.max_logprobs",
+            "model_config.logits_processors",
+            "structured_outputs_config.backend",
+            "structured_outputs_config.disable_any_whitespace",
+            "structured_outputs_config.disable_additional_properties",
+        )
+    },
 }
 
 
@@ -534,8 +513,7 @@ class Engine:
 
 
 def model_classes(config: Any) -> dict[str, str]:
-    """Where vLLM's model registry loads the config's architectures from (after the
-    hook: a plugin may rename and register them)."""
+    """Where vLLM's registry loads the architectures from, after the plugin's hook."""
     from vllm.model_executor.models.registry import ModelRegistry
 
     out = {}
@@ -614,10 +592,6 @@ def hooks(platform: Any) -> dict[str, Any]:
     return out
 
 
-def plugin_package(platform: Any) -> str:
-    return type(platform).__module__.split(".")[0]
-
-
 def run(request: dict[str, Any]) -> dict[str, Any]:
     for folder in request.get("sys_path", []):
         sys.path.insert(0, folder)
@@ -625,12 +599,10 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     from vllm.platforms import current_platform  # resolved first: a plugin imports it
     from vllm.tokenizers.registry import cached_tokenizer_from_config
 
-    predicates = {
-        p["name"]: load_object(p["predicate"], what="slow path predicate")
-        for p in request.get("slow_paths", [])
-    }
+    slow_paths = request.get("slow_paths", [])
+    predicates = {p["name"]: load_object(p["predicate"], what=PREDICATE) for p in slow_paths}
+    args = {p["name"]: p.get("args") or {} for p in slow_paths}
     platform = current_platform
-    package = plugin_package(platform)
     model = request["model"]
     model_dir = write_model_dir(
         int(model["max_model_len"]), model.get("architecture"), model.get("model_type")
@@ -646,16 +618,15 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
                 "seed": 0,
                 **request.get("engine", {}),
             },
-            package,
+            type(platform).__module__.split(".")[0],
         )
         base_config, base = engine.build({})
         tokenizer = cached_tokenizer_from_config(base_config.model_config) if base_config else None
-        probes = {}
-        for probe in request.get("probes", []):
-            probes[probe["id"]] = _probe(probe, engine, base_config, tokenizer, predicates, request)
-        combos = [
-            _paths(platform, kwargs, predicates, request) for kwargs in request.get("combos", [])
-        ]
+        probes = {
+            probe["id"]: _probe(probe, engine, base_config, tokenizer, predicates, args)
+            for probe in request.get("probes", [])
+        }
+        combos = [_paths(kwargs, predicates, args) for kwargs in request.get("combos", [])]
     finally:
         shutil.rmtree(model_dir, ignore_errors=True)
     cls = type(platform)
@@ -677,7 +648,7 @@ def _probe(
     base_config: Any,
     tokenizer: Any,
     predicates: dict[str, Any],
-    request: dict[str, Any],
+    args: dict[str, Any],
 ) -> dict[str, Any]:
     """One feature: its own engine config when it needs one, then its request."""
     out: dict[str, Any] = {}
@@ -694,58 +665,43 @@ def _probe(
         engine.platform, config, tokenizer, probe["params"], engine.package
     )
     if params is not None:
-        out["paths"] = _paths(engine.platform, probe["params"], predicates, request)["paths"]
+        out["paths"] = _paths(probe["params"], predicates, args)["paths"]
     return out
 
 
 def _paths(
-    platform: Any, kwargs: dict[str, Any], predicates: dict[str, Any], request: dict[str, Any]
+    kwargs: dict[str, Any], predicates: dict[str, Any], args: dict[str, Any]
 ) -> dict[str, Any]:
     """Which slow paths a request with these SamplingParams takes (as the client sent them)."""
     try:
         params = sampling_params(kwargs)
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}"[:300], "paths": {}}
-    args = {p["name"]: p.get("args") or {} for p in request.get("slow_paths", [])}
     return {"paths": {name: decide(p, params, args[name]) for name, p in predicates.items()}}
 
 
-def paths_of(combos: list[dict[str, Any]], slow_paths: list[dict[str, Any]]) -> dict[str, Any]:
-    """For the replay: per combination of SamplingParams, the first slow path it takes (or
-    None; a path marked `everyone` takes every request: an engine-level feature the plan
-    uses puts all of them there); {"error"} when a predicate does not resolve here."""
+def request_paths(spec: dict[str, Any]) -> dict[str, Any]:
+    """For the replay: the slow path of each request and the seconds each adds per sampled
+    token, {"marks": {"per_request" | "error"}, "cost": {"per_request": [...]}}. A request
+    takes the first path its combination of SamplingParams takes; a path marked `everyone`
+    (an engine-level feature the plan uses) takes every request."""
     from vllm.platforms import current_platform  # noqa: F401  (resolved before a plugin)
 
+    slow_paths = spec["slow_paths"]
     try:
         predicates = [
-            (
-                p["name"],
-                load_object(p["predicate"], what="slow path predicate"),
-                p.get("args") or {},
-            )
+            (p["name"], load_object(p["predicate"], what=PREDICATE), p.get("args") or {})
             for p in slow_paths
         ]
     except (BadRequest, ImportFailure) as exc:
-        return {"error": str(exc)}
+        return {"marks": {"error": str(exc)}}
     everyone = {p["name"] for p in slow_paths if p.get("everyone")}
     taken: list[str | None] = []
-    for kwargs in combos:
+    for kwargs in spec["combos"]:
         params = sampling_params(kwargs)
-        name = next(
-            (n for n, p, a in predicates if n in everyone or decide(p, params, a).get("taken")),
-            None,
-        )
-        taken.append(name)
-    return {"paths": taken}
-
-
-def request_paths(spec: dict[str, Any]) -> dict[str, Any]:
-    """The slow path of each request and the seconds each adds per sampled token:
-    {"marks": {"per_request" | "error"}, "cost": {"per_request": [...]}}."""
-    found = paths_of(spec["combos"], spec["slow_paths"])
-    if "error" in found:
-        return {"marks": {"error": found["error"]}}
-    per_request = [found["paths"][c] for c in spec["request_combo"]]
+        found = (n for n, p, a in predicates if n in everyone or decide(p, params, a).get("taken"))
+        taken.append(next(found, None))
+    per_request = [taken[c] for c in spec["request_combo"]]
     price = spec.get("cost") or {}
     seconds = [float(price.get(p, 0.0)) if p else 0.0 for p in per_request]
     cost = {"per_request": seconds} if any(seconds) else {}

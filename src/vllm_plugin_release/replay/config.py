@@ -4,11 +4,11 @@ with which settings and cost model, every default written out."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from vllm_plugin_release.buildspec.model import Spec
+from vllm_plugin_release.buildspec.model import Spec, integer, number, string, table
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.replay.mix import Origin, check_table, spec_origin
 from vllm_plugin_release.replay.model import (
@@ -30,90 +30,64 @@ POLICY_SCHEDULERS = {
 # Calibrate them from hardware (`cost_model = {calibration = "steps.csv"}`).
 DEFAULT_COST = {"a": 0.004, "b": 0.00005, "c": 0.0002}
 
-_SCHED_CLASS = {
-    "type": "string",
-    "pattern": r"^[A-Za-z_][\w.]*[:.][A-Za-z_][\w.]*$",
-}
+_SCHED_CLASS = r"^[A-Za-z_][\w.]*[:.][A-Za-z_][\w.]*$"
 
-REPLAY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "CPU scheduler replay: the plugin's real scheduler against upstream vLLM's "
+REPLAY_SCHEMA = table(
+    "CPU scheduler replay: the plugin's real scheduler against upstream vLLM's "
     "V1 scheduler on the request mix, with no model.",
-    "additionalProperties": False,
-    "properties": {
-        "plugin_scheduler": {
-            **_SCHED_CLASS,
-            "description": "The plugin's scheduler class, module:Class (e.g. "
+    {
+        "plugin_scheduler": string(
+            "The plugin's scheduler class, module:Class (e.g. "
             "vllm_tt_plugin.scheduler:TTScheduler); default from `policy`.",
-        },
-        "upstream_scheduler": {
-            **_SCHED_CLASS,
-            "description": f"Upstream scheduler class (default {UPSTREAM_SCHEDULER}).",
-        },
-        "policy": {
-            "type": "string",
-            "description": "The plugin's configuration policy, applied to the plugin side as "
+            pattern=_SCHED_CLASS,
+        ),
+        "upstream_scheduler": string(
+            f"Upstream scheduler class (default {UPSTREAM_SCHEDULER}).", pattern=_SCHED_CLASS
+        ),
+        "policy": string(
+            "The plugin's configuration policy, applied to the plugin side as "
             'its platform would: "tt", "reference", "none", "module:function" '
             "(function(scheduler_config, model_config) -> list of reasons), or "
             '"platform:module:Class": the plugin\'s own Platform class, whose '
             "check_and_update_config(vllm_config) hook runs on the built config as vLLM "
-            "runs it. Default none.",
-        },
-        "model_type": {
-            "type": "string",
-            "description": "HF model_type the policy decides for (e.g. llama, gemma4); "
-            "default llama.",
-        },
-        "max_model_len": {
-            "type": "integer",
-            "minimum": 16,
-            "description": "Maximum model length (default 4096); longer prompts are rejected.",
-        },
-        "max_num_seqs": {"type": "integer", "minimum": 1, "description": "Default 32."},
-        "max_num_batched_tokens": {
-            "type": "integer",
-            "minimum": 1,
-            "description": "Token budget per step (default 2048).",
-        },
-        "block_size": {"type": "integer", "minimum": 1, "description": "KV block size (16)."},
-        "num_gpu_blocks": {
-            "type": "integer",
-            "minimum": 1,
-            "description": "KV blocks (default: max_num_seqs full-length sequences + 1).",
-        },
+            "runs it. Default none."
+        ),
+        "model_type": string(
+            "HF model_type the policy decides for (e.g. llama, gemma4); default llama."
+        ),
+        "max_model_len": integer(
+            "Maximum model length (default 4096); longer prompts are rejected.", minimum=16
+        ),
+        "max_num_seqs": integer("Default 32.", minimum=1),
+        "max_num_batched_tokens": integer("Token budget per step (default 2048).", minimum=1),
+        "block_size": integer("KV block size (16).", minimum=1),
+        "num_gpu_blocks": integer(
+            "KV blocks (default: max_num_seqs full-length sequences + 1).", minimum=1
+        ),
         "enable_chunked_prefill": {
             "type": "boolean",
             "description": "Chunked prefill as configured by the user (default true); the "
             "plugin's policy may turn it off on the plugin side.",
         },
-        "long_prefill_token_threshold": {
-            "type": "integer",
-            "minimum": 0,
-            "description": "vLLM's long-prefill cap (default 0 = none).",
-        },
+        "long_prefill_token_threshold": integer(
+            "vLLM's long-prefill cap (default 0 = none).", minimum=0
+        ),
         "enable_prefix_caching": {
             "type": "boolean",
             "description": "Prefix caching (default false: every prompt is distinct).",
         },
-        "cost_model": {
-            "type": "object",
-            "description": "Per-step cost t_step = a + b*prefill_tokens + c*decode_requests "
+        "cost_model": table(
+            "Per-step cost t_step = a + b*prefill_tokens + c*decode_requests "
             "(seconds), or {calibration = FILE}: a CSV of measured steps with columns "
             "prefill_tokens,decode_requests,seconds, fitted by least squares.",
-            "additionalProperties": False,
-            "properties": {
-                "a": {"type": "number", "minimum": 0, "description": "Seconds per step."},
-                "b": {"type": "number", "minimum": 0, "description": "Seconds per prefill token."},
-                "c": {
-                    "type": "number",
-                    "minimum": 0,
-                    "description": "Seconds per decode request.",
-                },
-                "calibration": {
-                    "type": "string",
-                    "description": "CSV of measured steps; a `path:NAME` column (requests on "
-                    "slow path NAME in the step) fits that path's term too.",
-                },
+            {
+                "a": number("Seconds per step.", minimum=0),
+                "b": number("Seconds per prefill token.", minimum=0),
+                "c": number("Seconds per decode request.", minimum=0),
+                "calibration": string(
+                    "CSV of measured steps; a `path:NAME` column (requests on "
+                    "slow path NAME in the step) fits that path's term too."
+                ),
                 "paths": {
                     "type": "object",
                     "description": "Seconds per request that takes a slow path "
@@ -123,19 +97,13 @@ REPLAY_SCHEMA: dict[str, Any] = {
                     "additionalProperties": {"type": "number", "minimum": 0},
                 },
             },
-        },
-        "max_steps": {
-            "type": "integer",
-            "minimum": 1,
-            "description": "Stop a replay after this many steps (default: from the mix).",
-        },
-        "timeout_s": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "description": "Wall-time bound per scheduler (default 600).",
-        },
+        ),
+        "max_steps": integer(
+            "Stop a replay after this many steps (default: from the mix).", minimum=1
+        ),
+        "timeout_s": number("Wall-time bound per scheduler (default 600).", exclusiveMinimum=0),
     },
-}
+)
 
 
 @dataclass(frozen=True)
@@ -149,7 +117,6 @@ class ReplayConfig:
     cost: CostModel
     max_steps: int | None = None
     timeout_s: float = 600.0
-    extra: dict[str, Any] = field(default_factory=dict)
     # The slower paths a request may take on the plugin side ([conformance.workload]
     # slow_paths: name, predicate, args, ...): the replay marks those requests.
     slow_paths: tuple[dict[str, Any], ...] = ()
@@ -186,8 +153,7 @@ def resolve(
     *,
     validated: bool = False,
 ) -> ReplayConfig:
-    """`[conformance.replay]` with every default filled in (validated here unless it was
-    with the spec: `validated`)."""
+    """`[conformance.replay]` with every default filled in (checked unless `validated`)."""
     if isinstance(origin, str):
         origin = Origin(origin, None, ("conformance", "replay"))
     if not validated:
@@ -221,8 +187,7 @@ def resolve(
 
 
 def _settings(table: dict[str, Any], max_model_len: int, origin: Origin) -> dict[str, Any]:
-    """The scheduler settings, defaults filled in; BadInput for those vLLM refuses to start
-    with (naming the key)."""
+    """The scheduler settings, defaults filled in; BadInput for those vLLM refuses."""
     max_num_seqs = int(table.get("max_num_seqs", 32))
     block_size = int(table.get("block_size", 16))
     blocks = table.get("num_gpu_blocks") or max_num_seqs * math.ceil(max_model_len / block_size) + 1
@@ -235,18 +200,16 @@ def _settings(table: dict[str, Any], max_model_len: int, origin: Origin) -> dict
         "long_prefill_token_threshold": int(table.get("long_prefill_token_threshold", 0)),
         "enable_prefix_caching": bool(table.get("enable_prefix_caching", False)),
     }
-    if settings["max_num_batched_tokens"] < max_num_seqs:
+    budget = settings["max_num_batched_tokens"]
+    if budget < max_num_seqs:
         raise BadInput(
-            f"{origin.where('max_num_batched_tokens')}: {settings['max_num_batched_tokens']} is "
+            f"{origin.where('max_num_batched_tokens')}: {budget} is "
             f"below max_num_seqs {max_num_seqs}; vLLM refuses that",
         )
-    if (
-        not settings["enable_chunked_prefill"]
-        and settings["max_num_batched_tokens"] < max_model_len
-    ):
+    if not settings["enable_chunked_prefill"] and budget < max_model_len:
         raise BadInput(
             f"{origin.where('max_num_batched_tokens')}: with enable_chunked_prefill = false the "
-            f"budget ({settings['max_num_batched_tokens']}) must be >= max_model_len "
+            f"budget ({budget}) must be >= max_model_len "
             f"({max_model_len}); vLLM refuses otherwise",
         )
     if settings["num_gpu_blocks"] * block_size < max_model_len:
@@ -272,7 +235,7 @@ def _cost(table: dict[str, Any], root: Path, origin: Origin) -> CostModel:
             source=f"fitted from {table['calibration']}",
             paths=calibration_paths(path),
         )
-        return CostModel(fitted.a, fitted.b, fitted.c, fitted.source, {**paths, **fitted.paths})
+        return replace(fitted, paths={**paths, **fitted.paths})
     if not (table.keys() - {"paths"}):
         return CostModel(**DEFAULT_COST, paths=paths)
     missing = [k for k in "abc" if k not in table]
@@ -281,54 +244,45 @@ def _cost(table: dict[str, Any], root: Path, origin: Origin) -> CostModel:
             f"{origin.where('cost_model')}: missing {', '.join(missing)}",
             hint="give all of a (s/step), b (s/prefill token), c (s/decode request)",
         )
-    return CostModel(
-        float(table["a"]), float(table["b"]), float(table["c"]), source="spec", paths=paths
-    )
-
-
-def _spec_table(spec: Spec, key: str) -> dict[str, Any] | None:
-    """`[conformance.KEY]` of a loaded spec, as validated with it (None when absent)."""
-    table = (spec.raw.get("conformance") or {}).get(key)
-    return table if isinstance(table, dict) else None
+    return CostModel(*(float(table[k]) for k in "abc"), source="spec", paths=paths)
 
 
 def configured(spec: Spec) -> bool:
     """Whether the spec asks for a scheduler replay (a `[conformance.replay]` with keys)."""
-    return bool(_spec_table(spec, "replay"))
+    return bool(spec.conformance("replay"))
 
 
 class DeclaredModel(NamedTuple):
-    """The model `[conformance.replay]` declares: max_model_len and model_type (4096 and
-    "llama" when it names none, or there is no replay)."""
+    """The model `[conformance.replay]` declares (4096 and llama by default)."""
 
     max_model_len: int
     model_type: str
 
 
 def declared_model(spec: Spec) -> DeclaredModel:
-    table = _spec_table(spec, "replay") or {}
+    table = spec.conformance("replay") or {}
     return DeclaredModel(
         int(table.get("max_model_len", 4096)), str(table.get("model_type", "llama"))
     )
 
 
 def from_spec(spec: Spec) -> ReplayConfig:
-    table = _spec_table(spec, "replay")
+    table = spec.conformance("replay")
     if table is None:
         raise BadInput(
             f"{spec.path}: no [conformance.replay] table",
             hint='add one with at least plugin_scheduler = "module:Class" (or policy)',
         )
     config = resolve(table, spec.root, spec_origin(spec, ("conformance", "replay")), validated=True)
-    return with_slow_paths(config, (_spec_table(spec, "workload") or {}).get("slow_paths") or [])
+    return with_slow_paths(config, (spec.conformance("workload") or {}).get("slow_paths") or [])
 
 
 def with_slow_paths(config: ReplayConfig, slow_paths: list[dict[str, Any]]) -> ReplayConfig:
-    """`config` with the spec's slow paths, each priced by the cost model (0 where the cost
-    model names no price: not calibrated yet)."""
+    """`config` with the spec's slow paths, priced by the cost model (0: not calibrated)."""
     if not slow_paths:
         return config
-    cost = config.cost
-    prices = {p["name"]: cost.paths.get(p["name"], 0.0) for p in slow_paths}
-    cost = CostModel(cost.a, cost.b, cost.c, cost.source, {**cost.paths, **prices})
+    paths = config.cost.paths
+    cost = replace(
+        config.cost, paths={**paths, **{p["name"]: paths.get(p["name"], 0.0) for p in slow_paths}}
+    )
     return replace(config, cost=cost, slow_paths=tuple(dict(p) for p in slow_paths))

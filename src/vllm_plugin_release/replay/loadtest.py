@@ -46,8 +46,7 @@ class RequestRecord:
         return self.first_token_s - self.sent_s
 
     def itls(self) -> list[float]:
-        times = self.chunk_times_s
-        return [b - a for a, b in itertools.pairwise(times)]
+        return [b - a for a, b in itertools.pairwise(self.chunk_times_s)]
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -69,10 +68,6 @@ class LoadOptions:
     prompt_mode: str = "tokens"  # "tokens" (token-id array) or "text"
     vllm_extras: bool = True
     time_scale: float = 1.0  # arrival times are multiplied by this
-
-
-# ---------------------------------------------------------------------------
-# Prometheus text.
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -107,10 +102,6 @@ def metrics_delta(before: dict[str, float], after: dict[str, float]) -> dict[str
             if change:
                 out[key] = round(change, 6)
     return out
-
-
-# ---------------------------------------------------------------------------
-# Client.
 
 
 def _base(endpoint: str) -> str:
@@ -168,11 +159,9 @@ async def _send(
     clock = time.perf_counter
     record.sent_s = clock() - t0
     usage_tokens = None
-    chunks = 0
-    url = f"{base}/v1/completions"
     try:
         async with client.stream_post(
-            url, _body(record, model, options), f"request {record.index}"
+            f"{base}/v1/completions", _body(record, model, options), f"request {record.index}"
         ) as resp:
             record.status = resp.status
             if resp.status != 200:
@@ -200,12 +189,12 @@ async def _send(
                     if record.first_token_s is None:
                         record.first_token_s = now
                     record.chunk_times_s.append(now)
-                    chunks += 1
     except EndpointFailure as exc:
         record.error = str(exc)
         record.done_s = clock() - t0
         raise EndpointFailure(record.error) from None
     record.done_s = clock() - t0
+    chunks = len(record.chunk_times_s)
     record.output_tokens = usage_tokens if usage_tokens is not None else chunks
 
 
@@ -225,8 +214,7 @@ def _plan(mix: RequestMix, options: LoadOptions) -> list[RequestRecord]:
 async def _await_requests(
     tasks: list[asyncio.Future[None]], t0: float, options: LoadOptions
 ) -> str | None:
-    """Wait for the requests within the run's time bound, cancel what is left, and return
-    what stopped the run early (a failed request or the time bound), if anything."""
+    """Wait for the requests within the time bound; what stopped the run early, if anything."""
     failure: str | None = None
     deadline = t0 + options.duration_s
     pending = set(tasks)
@@ -300,9 +288,6 @@ class Stats(NamedTuple):
     mean: float | None
     max: float | None
 
-    def to_json(self) -> dict[str, float | None]:
-        return self._asdict()
-
 
 class RequestCounts(NamedTuple):
     planned: int
@@ -310,9 +295,6 @@ class RequestCounts(NamedTuple):
     completed: int
     errors: int
     fewer_tokens_than_requested: int
-
-    def to_json(self) -> dict[str, int]:
-        return self._asdict()
 
 
 class LoadSummaryJson(TypedDict):
@@ -335,9 +317,9 @@ class LoadSummary:
 
     def to_json(self) -> LoadSummaryJson:
         return {
-            "requests": self.requests.to_json(),
-            "ttft_s": self.ttft_s.to_json(),
-            "itl_s": self.itl_s.to_json(),
+            "requests": self.requests._asdict(),
+            "ttft_s": self.ttft_s._asdict(),
+            "itl_s": self.itl_s._asdict(),
             "output_tokens": self.output_tokens,
             "output_tokens_per_s": self.output_tokens_per_s,
         }
@@ -345,8 +327,7 @@ class LoadSummary:
 
 @dataclass(frozen=True, slots=True)
 class LoadResult:
-    """A load test's outcome: what callers read, typed; `raw` is loadtest.json's object as
-    written (the mix, options, metrics and every request), only to serialise it."""
+    """A load test's outcome, typed; `raw` is loadtest.json's object, only to serialise it."""
 
     endpoint: str
     model: str | None
@@ -386,14 +367,13 @@ def summarize(records: list[RequestRecord]) -> LoadSummary:
     first = min((r.sent_s for r in sent), default=0.0) or 0.0
     last = max((r.chunk_times_s[-1] for r in sent if r.chunk_times_s), default=first)
     span = last - first
-    short = [r.index for r in ok if r.output_tokens < r.max_tokens]
     return LoadSummary(
         RequestCounts(
             planned=len(records),
             sent=len(sent),
             completed=len(ok),
             errors=len([r for r in sent if r.error]),
-            fewer_tokens_than_requested=len(short),
+            fewer_tokens_than_requested=sum(r.output_tokens < r.max_tokens for r in ok),
         ),
         _stats(ttfts),
         _stats(itls),

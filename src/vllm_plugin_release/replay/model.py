@@ -1,18 +1,174 @@
-"""The replay's models: the per-step cost model (and its fit to measured steps), and the
-metrics of a replay (step composition, TTFT, inter-token latency, stalls, throughput)."""
+"""The replay's models: its answer from the pairing environment (each part read checked
+once: a JobFailed naming the key), the per-step cost model and its fit, and the metrics of a
+replay (step composition, TTFT, inter-token latency, stalls, throughput)."""
 
 from __future__ import annotations
 
 import csv
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from vllm_plugin_release.core import jobanswer
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.replay.answer import ReplayAnswer, SideAnswer, answer_problem
-from vllm_plugin_release.replay.mix import RequestMix
+from vllm_plugin_release.replay.mix import RequestMix, csv_rows
+
+JOB = "replay"
+# Per-step columns every side that ran writes (start and end are clock times; the rest
+# counts); PER_STEP_MORE may be absent (older answers).
+CLOCK = ("start", "end")
+PER_STEP = ("prefill_tokens", "decode_tokens", "prefill_requests", "decode_requests", "preemptions")
+PER_STEP_MORE = ("partial_prefills", "prefill_pending")
+
+
+class SideAnswer(NamedTuple):
+    """One scheduler's replay: what ran (quoted as written) and what it did, or its crash."""
+
+    label: str
+    scheduler: str | None
+    scheduler_class: str | None
+    policy: dict[str, Any] | None  # the policy asked for and what it changed (quoted)
+    settings_requested: dict[str, Any] | None  # the scheduler's settings (quoted)
+    settings_effective: dict[str, Any] | None
+    crashed: str | None
+    traceback: list[str]
+    steps: dict[str, list[float]]  # column name -> one value per step (a count, a time)
+    tokens: list[list[int]]  # per request: [first step, gap, count, ...] (run-length)
+    rejected: list[dict[str, Any]]  # [{index, ...}] as written
+    unfinished: int
+    one_token_prompt_chunks: int  # final prompt chunks of one token
+    stopped: str | None
+    timing: dict[str, float] | None
+
+
+@dataclass(frozen=True)
+class ReplayAnswer:
+    """inenv/replay.py's result: each scheduler's side by label, in the request's order."""
+
+    vllm_version: str | None
+    import_s: float | None
+    results: dict[str, SideAnswer]
+    per_request_path: list[str | None] | None  # the slow path each request took (marks)
+    paths_error: str | None  # why the marks could not be made
+
+    @property
+    def marked(self) -> bool:
+        return self.per_request_path is not None or self.paths_error is not None
+
+
+def parse_answer(answer: Any, labels: tuple[str, ...], requests: int | None = None) -> ReplayAnswer:
+    """The answer for the schedulers `labels`; JobFailed naming a key not as written."""
+    data = _object(answer, "(the answer)")
+    results = _object(data.get("results"), "results")
+    sides = {label: _side(results.get(label), label, requests) for label in labels}
+    paths = data.get("paths")
+    per_request, error = None, None
+    if paths:
+        paths = _object(paths, "paths")
+        if "error" in paths:
+            error = str(paths["error"])
+        else:
+            per_request = paths.get("per_request") or []
+            if not isinstance(per_request, list) or not all(
+                p is None or isinstance(p, str) for p in per_request
+            ):
+                raise jobanswer.problem(JOB, "paths.per_request", per_request, "a list of names")
+    return ReplayAnswer(
+        jobanswer.optional_text(data.get("vllm_version"), JOB, "vllm_version"),
+        jobanswer.optional_number(data.get("import_s"), JOB, "import_s"),
+        sides,
+        per_request,
+        error,
+    )
+
+
+def _object(value: object, key: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise jobanswer.problem(JOB, key, value, "an object")
+    return value
+
+
+def _optional_object(value: object, key: str) -> dict[str, Any] | None:
+    return None if value is None else _object(value, key)
+
+
+# The error for a value of the answer that is not what it should be (key, value, wanted).
+answer_problem = functools.partial(jobanswer.problem, JOB)
+
+
+def _side(value: object, label: str, requests: int | None) -> SideAnswer:
+    key = f"results.{label}"
+    side = _object(value, key)
+    crashed = jobanswer.optional_text(side.get("crashed"), JOB, f"{key}.crashed")
+    ran = crashed is None
+    return SideAnswer(
+        label,
+        jobanswer.optional_text(side.get("scheduler"), JOB, f"{key}.scheduler"),
+        jobanswer.optional_text(side.get("scheduler_class"), JOB, f"{key}.scheduler_class"),
+        _optional_object(side.get("policy"), f"{key}.policy"),
+        _optional_object(side.get("settings_requested"), f"{key}.settings_requested"),
+        _optional_object(side.get("settings_effective"), f"{key}.settings_effective"),
+        crashed,
+        jobanswer.texts(side.get("traceback", []), JOB, f"{key}.traceback"),
+        _steps(side.get("steps"), f"{key}.steps") if ran else {},
+        _token_runs(side.get("tokens"), f"{key}.tokens", requests) if ran else [],
+        _rejected(side.get("rejected", []), f"{key}.rejected"),
+        jobanswer.count(side.get("unfinished", 0), JOB, f"{key}.unfinished"),
+        jobanswer.count(
+            side.get("one_token_prompt_chunks", 0), JOB, f"{key}.one_token_prompt_chunks"
+        ),
+        jobanswer.optional_text(side.get("stopped"), JOB, f"{key}.stopped"),
+        _timing(side.get("timing"), f"{key}.timing"),
+    )
+
+
+def _column(value: object, key: str) -> list[float]:
+    if not isinstance(value, list):
+        raise jobanswer.problem(JOB, key, value, "a list, one value a step")
+    return value
+
+
+def _steps(value: object, key: str) -> dict[str, list[float]]:
+    steps = _object(value, key)
+    out = {name: _column(steps.get(name), f"{key}.{name}") for name in (*CLOCK, *PER_STEP)}
+    out.update((n, _column(steps[n], f"{key}.{n}")) for n in PER_STEP_MORE if n in steps)
+    count = len(out["start"])
+    for name, column in out.items():
+        if len(column) != count:
+            raise jobanswer.problem(JOB, f"{key}.{name}", column, f"{count} values, one a step")
+    return out
+
+
+def _token_runs(value: object, key: str, requests: int | None) -> list[list[int]]:
+    """Per request, the run-length steps of its tokens: [first, gap, count, ...]."""
+    if not isinstance(value, list) or (requests is not None and len(value) != requests):
+        wanted = f"a list of {requests} requests" if requests is not None else "a list"
+        raise jobanswer.problem(JOB, key, value, wanted)
+    for i, encoded in enumerate(value):
+        if not isinstance(encoded, list):
+            raise jobanswer.problem(JOB, f"{key}[{i}]", encoded, "a list of step numbers")
+    return value
+
+
+def _rejected(value: object, key: str) -> list[dict[str, Any]]:
+    if not isinstance(value, list):
+        raise jobanswer.problem(JOB, key, value, "a list of rejected requests")
+    for i, item in enumerate(value):
+        jobanswer.count(_object(item, f"{key}[{i}]").get("index"), JOB, f"{key}[{i}].index")
+    return value
+
+
+def _timing(value: object, key: str) -> dict[str, float] | None:
+    if not value:
+        return None
+    timing = _object(value, key)
+    for name in ("scheduler_s", "loop_wall_s", *timing):
+        if jobanswer.optional_number(timing.get(name), JOB, f"{key}.{name}") is None:
+            raise jobanswer.problem(JOB, f"{key}.{name}", None, "a number")
+    return timing
 
 
 @dataclass(frozen=True)
@@ -48,12 +204,7 @@ def read_calibration(path: Path) -> list[tuple[float, ...]]:
         raise BadInput(f"{path}:1: header must name {','.join(wanted)}")
     wanted += tuple(h for h in header if h.startswith(PATH_COLUMN) and len(h) > len(PATH_COLUMN))
     rows = []
-    for number, fields in enumerate(reader, start=2):
-        if not fields or all(not f.strip() for f in fields):
-            continue
-        if len(fields) != len(header):
-            raise BadInput(f"{path}:{number}: {len(fields)} fields, header has {len(header)}")
-        record = dict(zip(header, fields))
+    for number, record in csv_rows(path, reader, header):
         try:
             row = tuple(float(record[c]) for c in wanted)
         except ValueError:
@@ -114,21 +265,14 @@ RATIO_KEYS = (
 )
 
 
-# ---------------------------------------------------------------------------
-# Metrics.
-
-
-def _percentiles(values: Any, mean: bool = True) -> dict[str, float | None]:
+def _percentiles(values: Any) -> dict[str, float | None]:
     import numpy as np
 
     if len(values) == 0:
         return {"p50": None, "p99": None, "mean": None, "max": None}
     arr = np.asarray(values, dtype=float)
     p50, p99 = np.percentile(arr, [50, 99])
-    out = {"p50": _r(p50), "p99": _r(p99), "max": _r(arr.max())}
-    if mean:
-        out["mean"] = _r(arr.mean())
-    return out
+    return {"p50": _r(p50), "p99": _r(p99), "max": _r(arr.max()), "mean": _r(arr.mean())}
 
 
 def _r(value: float) -> float:
@@ -166,82 +310,55 @@ def expand_tokens(encoded: Sequence[int]) -> Any:
     return steps
 
 
-@dataclass
-class _Steps:
-    """The per-step columns of a raw result as arrays."""
-
-    start: Any
-    end: Any
-    prefill_tokens: Any
-    decode_tokens: Any
-    prefill_requests: Any
-    decode_requests: Any
-    preemptions: Any
-    partial_prefills: Any
-    prefill_pending: Any
-
-    @classmethod
-    def of(cls, side: SideAnswer) -> _Steps:
-        import numpy as np
-
-        steps = side.steps
-        zeros = [0] * len(steps["start"])
-
-        def column(name: str, dtype: Any) -> Any:
-            values = steps.get(name, zeros)
-            try:
-                array = np.asarray(values, dtype=dtype)
-            except (TypeError, ValueError, OverflowError) as exc:
-                raise answer_problem(
-                    f"results.{side.label}.steps.{name}", values, f"numbers ({exc})"
-                )
-            if array.shape != (len(zeros),):
-                raise answer_problem(
-                    f"results.{side.label}.steps.{name}",
-                    values,
-                    f"{len(zeros)} numbers, one a step",
-                )
-            return array
-
-        return cls(
-            start=column("start", float),
-            end=column("end", float),
-            prefill_tokens=column("prefill_tokens", np.int64),
-            decode_tokens=column("decode_tokens", np.int64),
-            prefill_requests=column("prefill_requests", np.int64),
-            decode_requests=column("decode_requests", np.int64),
-            preemptions=column("preemptions", np.int64),
-            partial_prefills=column("partial_prefills", np.int64),
-            prefill_pending=column("prefill_pending", bool),
-        )
+# The array type of each per-step column that is not a count.
+_NOT_COUNTS = {"start": float, "end": float, "prefill_pending": bool}
 
 
-def _composition(steps: _Steps, side: SideAnswer) -> tuple[dict[str, Any], Any]:
+def _columns(side: SideAnswer) -> dict[str, Any]:
+    """The per-step columns of a side as arrays, each checked to hold one number a step."""
+    import numpy as np
+
+    zeros = [0] * len(side.steps["start"])  # a column an older answer lacks
+    out = {}
+    for name in (*CLOCK, *PER_STEP, *PER_STEP_MORE):
+        dtype = _NOT_COUNTS.get(name, "int64")
+        values, where = side.steps.get(name, zeros), f"results.{side.label}.steps.{name}"
+        try:
+            out[name] = np.asarray(values, dtype=dtype)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise answer_problem(where, values, f"numbers ({exc})")
+        if out[name].shape != (len(zeros),):
+            raise answer_problem(where, values, f"{len(zeros)} numbers, one a step")
+    return out
+
+
+def _composition(steps: dict[str, Any], side: SideAnswer) -> tuple[dict[str, Any], Any]:
     """What the steps held (summary figures), and which steps mixed prefill with decode."""
     import numpy as np
 
-    has_pf, has_dec = steps.prefill_requests > 0, steps.decode_requests > 0
+    has_pf, has_dec = steps["prefill_requests"] > 0, steps["decode_requests"] > 0
     mixed = has_pf & has_dec
+    count = len(steps["start"])
     figures = {
-        "steps": len(steps.start),
+        "steps": count,
         "mixed_steps": int(mixed.sum()),
         # The share of steps that mixed prefill with decode work (0 with no steps).
-        "mixed_step_share": _r(mixed.sum() / len(steps.start)) if len(steps.start) else 0.0,
+        "mixed_step_share": _r(mixed.sum() / count) if count else 0.0,
         "prefill_only_steps": int((has_pf & ~has_dec).sum()),
         "decode_only_steps": int((has_dec & ~has_pf).sum()),
         "empty_steps": int((~has_pf & ~has_dec).sum()),
         "first_mixed_step": int(np.argmax(mixed)) if mixed.any() else None,
         # Steps holding a prefill chunk that did not finish its prompt.
-        "chunked_prefill_steps": int((steps.partial_prefills > 0).sum()),
+        "chunked_prefill_steps": int((steps["partial_prefills"] > 0).sum()),
         # Steps with decode work while prefill work was pending before the step (requests
         # waiting for admission, or a prompt part-way prefilled): decodes run between
         # prefill work instead of waiting for it to drain.
-        "interleaved_decode_steps": int((has_dec & steps.prefill_pending).sum()),
-        "preemptions": int(steps.preemptions.sum()),
+        "interleaved_decode_steps": int((has_dec & steps["prefill_pending"]).sum()),
+        "preemptions": int(steps["preemptions"].sum()),
         # Final prompt chunks of one token: counted as prefill, not decode (see inenv).
         "one_token_prompt_chunks": side.one_token_prompt_chunks,
-        "prefill_tokens": int(steps.prefill_tokens.sum()),
-        "decode_tokens": int(steps.decode_tokens.sum()),
+        "prefill_tokens": int(steps["prefill_tokens"].sum()),
+        "decode_tokens": int(steps["decode_tokens"].sum()),
     }
     return figures, mixed
 
@@ -261,15 +378,9 @@ class _Tokens:
 
 
 def _tokens(
-    encoded_tokens: list[Any],
-    mix: RequestMix,
-    end: Any,
-    arrival: Any,
-    rejected: set[int],
-    where: str,
+    side: SideAnswer, mix: RequestMix, end: Any, arrival: Any, rejected: set[int]
 ) -> _Tokens:
-    """TTFT, inter-token latencies and request outcomes from the encoded token steps
-    (`where`: the answer's key of `encoded_tokens`, named when one is not a run)."""
+    """TTFT, inter-token latencies and request outcomes from the encoded token steps."""
     import numpy as np
 
     ttft: list[float] = []
@@ -279,7 +390,7 @@ def _tokens(
     produced = 0
     completed = capped = 0
     last_token_time = 0.0
-    for index, encoded in enumerate(encoded_tokens):
+    for index, encoded in enumerate(side.tokens):
         if index in rejected or not encoded:
             continue
         try:
@@ -287,7 +398,7 @@ def _tokens(
             times = end[token_steps]
         except (TypeError, ValueError, IndexError, OverflowError) as exc:
             wanted = f"[first step, gap, count, ...] within {len(end)} steps ({exc})"
-            raise answer_problem(f"{where}[{index}]", encoded, wanted)
+            raise answer_problem(f"results.{side.label}.tokens[{index}]", encoded, wanted)
         produced += len(token_steps)
         ttft.append(times[0] - arrival[index])
         last_token_time = max(last_token_time, float(times[-1]))
@@ -322,12 +433,11 @@ def analyze(side: SideAnswer, mix: RequestMix) -> Analysis:
     """Metrics for one scheduler's replay."""
     import numpy as np
 
-    steps = _Steps.of(side)
+    steps = _columns(side)
     composition, mixed = _composition(steps, side)
     rejected = {r["index"] for r in side.rejected}
     arrival = np.asarray(mix.arrival, dtype=float)
-    where = f"results.{side.label}.tokens"
-    tokens = _tokens(side.tokens, mix, steps.end, arrival, rejected, where)
+    tokens = _tokens(side, mix, steps["end"], arrival, rejected)
     unfinished = side.unfinished
     capped = tokens.capped
     if side.stopped:
@@ -335,8 +445,6 @@ def analyze(side: SideAnswer, mix: RequestMix) -> Analysis:
         capped = max(0, capped - unfinished)
     first_arrival = float(arrival.min()) if len(arrival) else 0.0
     makespan = max(0.0, tokens.last_token_time - first_arrival)
-
-    itl_stats = _percentiles(tokens.itl)
     summary: dict[str, Any] = {
         **_identity(side),
         **composition,
@@ -349,8 +457,8 @@ def analyze(side: SideAnswer, mix: RequestMix) -> Analysis:
         },
         "rejected": side.rejected,
         "output_tokens": tokens.produced,
-        "ttft_s": {k: v for k, v in _percentiles(tokens.ttft).items()},
-        "itl_s": itl_stats,
+        "ttft_s": _percentiles(tokens.ttft),
+        "itl_s": _percentiles(tokens.itl),
         "longest_decode_stall_steps": tokens.longest_stall,
         "longest_decode_stall_request": tokens.stall_request,
         "output_tokens_per_s": _r(tokens.produced / makespan) if makespan > 0 else None,
@@ -359,10 +467,10 @@ def analyze(side: SideAnswer, mix: RequestMix) -> Analysis:
     }
     return Analysis(
         summary,
-        steps.start,
-        steps.end,
-        steps.prefill_tokens,
-        steps.decode_tokens,
+        steps["start"],
+        steps["end"],
+        steps["prefill_tokens"],
+        steps["decode_tokens"],
         mixed,
         tokens.itl,
         tokens.ttft,
@@ -387,21 +495,14 @@ def ratios(plugin: dict[str, Any], upstream: dict[str, Any]) -> dict[str, float 
 
 def crashed_summary(side: SideAnswer, mix: RequestMix) -> dict[str, Any]:
     """The summary of a scheduler that crashed: no figures, the failure said."""
+    steps = ("steps", "mixed_steps", "mixed_step_share", "prefill_only_steps")
     return {
         **_identity(side),
         "crashed": side.crashed,
         "traceback": side.traceback,
-        "steps": None,
-        "mixed_steps": None,
-        "mixed_step_share": None,
-        "prefill_only_steps": None,
-        "decode_only_steps": None,
-        "empty_steps": None,
+        **dict.fromkeys((*steps, "decode_only_steps", "empty_steps")),
         "requests": {"total": len(mix)},
-        "ttft_s": None,
-        "itl_s": None,
-        "longest_decode_stall_steps": None,
-        "output_tokens_per_s": None,
+        **dict.fromkeys(("ttft_s", "itl_s", "longest_decode_stall_steps", "output_tokens_per_s")),
     }
 
 
@@ -488,7 +589,6 @@ def timing_report(answer: ReplayAnswer) -> dict[str, Any]:
     return out
 
 
-# ---------------------------------------------------------------------------
 # The headline a reader sees first (scorecard, scheduler check).
 
 _RERUN = "run `vpr replay` again; the record is malformed"
@@ -502,8 +602,7 @@ HEADLINE = (
 
 
 class PathShare(NamedTuple):
-    """A path's share of a mix's requests: a slow path (`instead_of`, the path it leaves
-    when the spec says) or the rest, on the default path (named "default")."""
+    """A path's share of a mix's requests: a slow path, or the rest ("default")."""
 
     name: str
     requests: int
@@ -555,8 +654,7 @@ def _table(value: object, where: str) -> Mapping[str, object]:
 
 
 def path_shares(per_path: object, where: str) -> dict[str, PathShare]:
-    """Each path's share (`path_marks`' `per_path`, or the workload check's `paths`),
-    checked: BadInput naming `where` and the key of a value of another type."""
+    """Each path's share, checked: BadInput naming `where` and the key."""
     out = {}
     for name, mark in _table(per_path, where).items():
         at = f"{where}.{name}"
@@ -572,8 +670,7 @@ def path_shares(per_path: object, where: str) -> dict[str, PathShare]:
 
 
 def headline(report: object, where: str | Path = "replay.json") -> Headline:
-    """The headline of a replay report (replay.json's object), each value checked once:
-    BadInput naming `where` and the key of one of another type."""
+    """The headline of replay.json's object, checked: BadInput naming `where` and the key."""
     report = _table(report, str(where))
     ratios = _table(report.get("ratios"), f"{where}: ratios")
     per_path = _table(report.get("paths"), f"{where}: paths").get("per_path")
@@ -624,7 +721,6 @@ def headline_text(h: Headline) -> str:
     return text
 
 
-# ---------------------------------------------------------------------------
 # The report as the conform side reads it (the scheduler check).
 
 # The step counters of a side the scheduler check compares with the docs.
@@ -632,8 +728,7 @@ COUNTERS = ("steps", "mixed_steps", "chunked_prefill_steps", "interleaved_decode
 
 
 class SideCounts(NamedTuple):
-    """One side of a replay report: why it crashed or stopped (None: it did not), its step
-    counters (none when it crashed) and its first mixed step."""
+    """One side of a replay report: its crash or stop, its step counters, first mixed step."""
 
     crashed: str | None
     stopped: str | None
@@ -643,8 +738,7 @@ class SideCounts(NamedTuple):
 
 @dataclass(frozen=True)
 class ReplayReport:
-    """A replay report (`build_report`'s, replay.json's object) as the scheduler check reads
-    it: each side (None: absent) and the headline."""
+    """A replay report as the scheduler check reads it: each side and the headline."""
 
     plugin: SideCounts | None
     upstream: SideCounts | None

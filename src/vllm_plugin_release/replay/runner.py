@@ -1,5 +1,5 @@
 """Run a replay: the request goes to the pairing environment, which only drives schedulers;
-mix, metrics, report and plots stay on this side."""
+mix, metrics, report and its PNG plots (matplotlib, imported when drawn) stay on this side."""
 
 from __future__ import annotations
 
@@ -11,10 +11,15 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from vllm_plugin_release.core import records
-from vllm_plugin_release.replay.answer import ReplayAnswer, parse_answer
 from vllm_plugin_release.replay.config import ReplayConfig
 from vllm_plugin_release.replay.mix import RequestMix
-from vllm_plugin_release.replay.model import Analysis, build_report, timing_report
+from vllm_plugin_release.replay.model import (
+    Analysis,
+    ReplayAnswer,
+    build_report,
+    parse_answer,
+    timing_report,
+)
 
 
 @dataclass
@@ -65,7 +70,7 @@ def paths_request(mix: RequestMix, config: ReplayConfig) -> dict[str, Any] | Non
     request's combination, the spec's slow paths and their price (None: nothing to mark)."""
     if mix.features is None or not config.slow_paths:
         return None
-    from vllm_plugin_release.replay.features import combined_params
+    from vllm_plugin_release.replay.mix import combined_params
 
     variants = mix.features.variants
     used = {v.key for v in variants if v.needed}
@@ -126,8 +131,7 @@ def _cores() -> int:
 
 
 def side_by_side(python: Path | str, job: ReplayJob) -> ReplayAnswer:
-    """The replay of the job's schedulers, in the request's order: one in-env run importing
-    vLLM once, each scheduler in its own forked child when there are two cores or more."""
+    """The job's replay: vLLM imported once, each scheduler forked when there are two cores."""
     from vllm_plugin_release.edges.envrun import run_in_env
 
     count = len(job.LABELS)
@@ -158,8 +162,6 @@ def replay(
     if out is not None and out.plots:  # matplotlib loads while the replay runs in the env
         import threading
 
-        from vllm_plugin_release.replay.plots import pyplot
-
         threading.Thread(target=pyplot, name="vpr-pyplot", daemon=True).start()
     raw = run_raw(python, mix, config, sys_path=sys_path)
     report, analyses = build_report(raw, mix, name=name, replay_config=config.to_json())
@@ -176,8 +178,6 @@ def write(outcome: ReplayOutcome, out_dir: Path, *, plots: bool = True) -> list[
     out_dir.mkdir(parents=True, exist_ok=True)
     files = []
     if plots:
-        from vllm_plugin_release.replay.plots import caption, draw
-
         files.extend(draw(outcome.analyses, out_dir, title=caption(outcome.report)))
         outcome.report["plots"] = [p.name for p in files]
     report_path = out_dir / records.REPLAY
@@ -187,6 +187,122 @@ def write(outcome: ReplayOutcome, out_dir: Path, *, plots: bool = True) -> list[
     return [report_path, timing_path, *files]
 
 
-def env_python(dist_dir: Path, spec_path: Path) -> Path:
-    """The pairing environment's python, from dist/NAME/env.json (written by `vpr env`)."""
-    return records.env_record(dist_dir, spec_path).python
+# The plots: step composition over time and the ITL distribution.
+COLOURS = {"prefill": "#d95f02", "decode": "#1b9e77", "mixed": "#7570b3"}
+LABELS = {"plugin": "plugin", "upstream": "upstream vLLM"}
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (the runner imports it ahead, in a thread)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def caption(report: dict[str, Any]) -> str:
+    """What every plot's title names: the pairing and the cost model the replay assumed."""
+    cost = (report.get("config") or {}).get("cost_model") or {}
+    model = "cost model ?"
+    if all(isinstance(cost.get(k), (int, float)) for k in "abc"):
+        model = (
+            f"cost model: step = {cost['a'] * 1000:g} ms + {cost['b'] * 1000:g} ms/prefill token"
+            f" + {cost['c'] * 1000:g} ms/decode request ({cost.get('source', '?')})"
+        )
+    return f"{report.get('name', '?')}, vLLM {report.get('vllm_version') or '?'}; {model}"
+
+
+def step_composition(
+    analyses: dict[str, Analysis], path: Path, *, bins: int = 200, title: str = ""
+) -> Path:
+    """Tokens per second of simulated time, split prefill/decode, with mixed steps marked."""
+    import numpy as np
+
+    plt = pyplot()
+    labels = [k for k in ("plugin", "upstream") if k in analyses]
+    fig, axes = plt.subplots(len(labels), 1, figsize=(10, 3.2 * len(labels)), squeeze=False)
+    horizon = max((float(a.step_end[-1]) for a in analyses.values() if len(a.step_end)), default=1)
+    edges = np.linspace(0.0, horizon, bins + 1)
+    width = edges[1] - edges[0]
+    for ax, label in zip(axes[:, 0], labels):
+        a = analyses[label]
+        where = np.clip(np.searchsorted(edges, a.step_start, side="right") - 1, 0, bins - 1)
+        pf, dec, mixed = (
+            np.bincount(where, weights=w, minlength=bins)
+            for w in (a.prefill_tokens, a.decode_tokens, a.mixed.astype(float))
+        )
+        pf, dec = pf / width, dec / width
+        mid = edges[:-1] + width / 2
+        for low, high, kind in ((0, pf, "prefill"), (pf, pf + dec, "decode")):
+            style = {"color": COLOURS[kind], "alpha": 0.8, "label": f"{kind} tokens/s"}
+            ax.fill_between(mid, low, high, step="mid", **style)
+        if mixed.any():
+            top = float((pf + dec).max()) or 1.0
+            hit = mixed > 0
+            ax.scatter(
+                mid[hit],
+                np.full(hit.sum(), top * 1.04),
+                marker="|",
+                s=30,
+                color=COLOURS["mixed"],
+                label="bin holds mixed steps",
+            )
+        n_mixed = int(a.mixed.sum())
+        ax.set_title(f"{LABELS[label]}: {len(a.step_start)} steps, {n_mixed} mixed")
+        ax.set_ylabel("tokens / s")
+        ax.legend(loc="upper right", fontsize=8)
+    axes[-1, 0].set_xlabel("simulated time (s)")
+    return _save(plt, fig, path, title and f"Step composition: {title}")
+
+
+def itl_distribution(analyses: dict[str, Analysis], path: Path, *, title: str = "") -> Path:
+    """Histogram (log-spaced) and CDF of inter-token latency for both schedulers, in ms."""
+    import numpy as np
+
+    plt = pyplot()
+    fig, (hist, cdf) = plt.subplots(1, 2, figsize=(11, 3.8))
+    values = [a.itl * 1000 for a in analyses.values() if len(a.itl)]
+    if values:
+        low = max(min(float(v[v > 0].min()) if (v > 0).any() else 1e-3 for v in values), 1e-3)
+        high = max(float(v.max()) for v in values)
+        edges = np.geomspace(low, max(high, low * 1.01), 60)
+    for label, colour in (("plugin", COLOURS["prefill"]), ("upstream", COLOURS["decode"])):
+        a = analyses.get(label)
+        if a is None or not len(a.itl):
+            continue
+        hist.hist(a.itl * 1000, bins=edges, alpha=0.55, color=colour, label=LABELS[label])
+        ordered = np.sort(a.itl)
+        cdf.plot(
+            ordered * 1000,
+            np.arange(1, len(ordered) + 1) / len(ordered),
+            color=colour,
+            label=f"{LABELS[label]} (p99 {np.percentile(ordered, 99) * 1000:.1f} ms)",
+        )
+    itl = "inter-token latency (ms)"
+    hist.set(xscale="log", yscale="log", xlabel=itl, ylabel="tokens", title="ITL distribution")
+    hist.legend(fontsize=8)
+    cdf.set(xscale="log", xlabel=itl, ylabel="fraction of tokens", title="ITL CDF")
+    cdf.legend(fontsize=8, loc="lower right")
+    return _save(plt, fig, path, title and f"Inter-token latency: {title}")
+
+
+def _save(plt: Any, fig: Any, path: Path, title: str) -> Path:
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def draw(analyses: dict[str, Analysis], folder: Path, *, title: str = "") -> list[Path]:
+    """Both plots into `folder`, titled with `title` (see `caption`); returns their paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if not analyses:
+        return []
+    return [
+        step_composition(analyses, folder / records.REPLAY_PLOTS[0], title=title),
+        itl_distribution(analyses, folder / records.REPLAY_PLOTS[1], title=title),
+    ]

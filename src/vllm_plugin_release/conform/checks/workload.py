@@ -18,7 +18,7 @@ from vllm_plugin_release.conform.lib.hardwaresettings import DOCS_DEFAULT
 from vllm_plugin_release.core import jobanswer
 from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.replay import config as replay_config
-from vllm_plugin_release.replay import features as feat
+from vllm_plugin_release.replay import mix as feat
 from vllm_plugin_release.replay import mix as mixes
 from vllm_plugin_release.replay.mix import REQUEST_MIX_SCHEMA
 
