@@ -23,11 +23,6 @@ if TYPE_CHECKING:
     from vllm_plugin_release.replay.model import ReplayReport
 
 
-def conformance_table(spec: Spec, key: str) -> dict[str, Any]:
-    """`[conformance.KEY]` as validated with the spec ({} when absent)."""
-    return dict((spec.raw.get("conformance") or {}).get(key) or {})
-
-
 def from_findings(
     name: str,
     findings: tuple[list[str], list[str]],

@@ -24,7 +24,6 @@ from vllm_plugin_release.conform import (
     CheckResult,
     Context,
     Evidence,
-    conformance_table,
     from_findings,
 )
 from vllm_plugin_release.conform.lib import installscan
@@ -560,7 +559,7 @@ def check(
     now: datetime | None = None,
 ) -> CheckResult:
     """The `cadence` check, reading every input not given (`read_installer`: the core pin)."""
-    policy = conformance_table(spec, NAME)
+    policy = spec.conformance(NAME) or {}
     _check_tag_pattern(spec, policy)
     notes: list[str] = []
     sources: dict[str, Any] = {}

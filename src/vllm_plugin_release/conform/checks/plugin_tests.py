@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from vllm_plugin_release.buildspec.model import Spec
-from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence, conformance_table
+from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence
 from vllm_plugin_release.conform.lib.testscan import (
     NETWORK_SIGNATURES,
     OFFLINE_ENV,
@@ -208,7 +208,7 @@ def _texts(value: object, key: str, table: str = "[conformance.plugin_tests]") -
 
 def settings_for(spec: Spec) -> TestSettings:
     """The spec's `TestSettings`."""
-    table = conformance_table(spec, "plugin_tests")
+    table = spec.conformance("plugin_tests") or {}
     return settings(table, list(spec.runtime.no_device) if spec.runtime else [])
 
 

@@ -14,7 +14,6 @@ from vllm_plugin_release.conform import (
     CheckResult,
     Context,
     Evidence,
-    conformance_table,
     from_findings,
 )
 from vllm_plugin_release.conform.lib.doctext import split_sentences, text_blocks
@@ -488,9 +487,9 @@ def check(
     spec: Spec, plugin_root: Path | str | None, replay: ReplayReport | None = None
 ) -> CheckResult:
     """The `scheduler` check: docs statements, the request mix, and the replay when given."""
-    options = conformance_table(spec, NAME)
+    options = spec.conformance(NAME) or {}
     # as written: the scorecard records it
-    request_mix: dict[str, Any] | None = (spec.raw.get("conformance") or {}).get("request_mix")
+    request_mix: dict[str, Any] | None = spec.conformance("request_mix")
     docs = options.get("docs", DEFAULT_DOCS)
     unobserved = options.get("unobserved_support", "warn")
     threshold: dict[str, Any] = {

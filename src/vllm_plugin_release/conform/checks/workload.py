@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
-from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence, conformance_table
+from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence
 from vllm_plugin_release.conform.lib import hardwaresettings
 from vllm_plugin_release.conform.lib.doctext import doc_texts
 from vllm_plugin_release.conform.lib.hardwaresettings import DOCS_DEFAULT
@@ -746,7 +746,7 @@ def build_request(
     spec: Any, all_plans: list[Plan], sys_path: tuple[str, ...] = ()
 ) -> tuple[WorkloadJob, dict[str, str]]:
     """The job (one probe per distinct variant, the distinct combos) and variant key -> probe id."""
-    options = conformance_table(spec, NAME)
+    options = spec.conformance(NAME) or {}
     replay = replay_config.declared_model(spec)
     probes: list[Probe] = []
     ids: dict[str, str] = {}
@@ -777,7 +777,7 @@ def build_request(
 
 def model_coverage(spec: Any, plugin_root: Path) -> dict[str, Any]:
     """The models the plugin's docs show and whether the spec's model is among them."""
-    options = conformance_table(spec, NAME)
+    options = spec.conformance(NAME) or {}
     hardware = hardwaresettings.declared(spec)
     model = options.get("model") or (hardware.model if hardware is not None else None)
     files, seen = read_models(plugin_root, options.get("model_docs"))
@@ -832,7 +832,7 @@ def run(ctx: Context, *, sys_path: tuple[str, ...] = ()) -> CheckResult:
     python, overlay = where
     job, ids = build_request(ctx.spec, all_plans, tuple(str(p) for p in sys_path))
     answer = run_in_env(python, job, overlay=overlay, timeout=TIMEOUT_S)
-    slow_paths = conformance_table(ctx.spec, NAME).get("slow_paths") or []
+    slow_paths = (ctx.spec.conformance(NAME) or {}).get("slow_paths") or []
     seen = Seen(answer, ids, job.combos, slow_paths)
     return assess(seen, all_plans, ctx.env.platform_class, cov)
 
