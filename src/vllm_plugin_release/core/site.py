@@ -1,6 +1,5 @@
-"""The compatibility site (pure): its model (`build`: a store's verified entries and ledger
-into `Compat`, what compat.json holds) and its files (`render`: static, self-contained,
-accessible pages). Nothing here reads a file or the clock: one store, the same bytes."""
+"""The compatibility site (pure): `build` makes compat.json's model from a store's verified
+entries and ledger, `render` its static pages. No file or clock is read: one store, one site."""
 
 from __future__ import annotations
 
@@ -57,14 +56,7 @@ class Cell(NamedTuple):
     time: str | None
 
     def to_json(self) -> dict[str, str | int | bool | None]:
-        """compat.json's cell object."""
-        return {
-            "verdict": self.verdict,
-            "lag_days": self.lag_days,
-            "signed_by": self.signed_by,
-            "verified": self.verified,
-            "time": self.time,
-        }
+        return self._asdict()
 
 
 NOT_RUN = Cell(None, None, None, None, None)
@@ -96,20 +88,11 @@ class HistoryLine(NamedTuple):
     lag_days: int | None
 
     def to_json(self) -> dict[str, str | int | None]:
-        return {
-            "seq": self.seq,
-            "kind": self.kind,
-            "time": self.time,
-            "runner": self.runner,
-            "verdict": self.verdict,
-            "manifest_sha256": self.manifest_sha256,
-            "lag_days": self.lag_days,
-        }
+        return self._asdict()
 
 
 class CompatPairing(NamedTuple):
-    """One pairing of compat.json: its index entry, page, signature, a cell per site, API approval,
-    guard, `vpr install` line and ledger history. (A NamedTuple: a store holds many pairings.)"""
+    """One pairing of compat.json (a NamedTuple: a store holds many)."""
 
     entry: IndexEntry
     page: str
@@ -135,7 +118,6 @@ class CompatPairing(NamedTuple):
         return self.entry.plugin
 
     def to_json(self) -> dict[str, Any]:
-        """compat.json's pairing object."""
         entry, plugin, approval = self.entry, self.entry.plugin, self.api_approval
         cpu, hardware = self.sites
         return {
@@ -166,12 +148,7 @@ class Behind(NamedTuple):
     page: str
 
     def to_json(self) -> dict[str, str]:
-        return {
-            "plugin": self.plugin,
-            "newest_core": self.newest_core,
-            "pairing_id": self.pairing_id,
-            "page": self.page,
-        }
+        return self._asdict()
 
 
 @dataclass(frozen=True)
@@ -194,8 +171,7 @@ class NewestCore:
         }
 
 
-def _lag_days(entry: LedgerEntry | None, manifest: Manifest | None) -> int | None:
-    """Release lag in days: the ledger entry's, else the cadence check's summary."""
+def _lag_days(entry: LedgerEntry | None, manifest: Manifest | None = None) -> int | None:
     lag = entry.lag if entry is not None else None
     if lag is not None and lag.days is not None:
         return lag.days
@@ -222,19 +198,6 @@ def _cell(site: str, stored: Stored, releases: list[LedgerEntry]) -> Cell:
     return Cell(verdict, lag, "manifest", manifest is not None, stored.entry.certified_at)
 
 
-def _history(entries: list[LedgerEntry]) -> tuple[HistoryLine, ...]:
-    return tuple(
-        HistoryLine(
-            e.seq, e.kind, e.time, e.runner, e.verdict, e.manifest_sha256, _lag_days(e, None)
-        )
-        for e in entries
-    )
-
-
-def install_line(pid: str, store: str, key: str) -> str:
-    return shlex.join(["vpr", "install", pid[:16], "--store", store, "--key", key])
-
-
 def _pairing(stored: Stored, entries: list[LedgerEntry], store: str, key: str) -> CompatPairing:
     """One pairing's data; `entries`: the ledger's entries for it, in ledger order."""
     entry, manifest = stored.entry, stored.manifest
@@ -252,16 +215,17 @@ def _pairing(stored: Stored, entries: list[LedgerEntry], store: str, key: str) -
         sites=Sites(*(_cell(site, stored, releases) for site in SITES)),
         api_approval=None if manifest is None else manifest.api_approval,
         guard=manifest is not None and manifest.guard is not None,
-        install=install_line(pid, store, key),
-        history=_history(entries),
+        install=shlex.join(["vpr", "install", pid[:16], "--store", store, "--key", key]),
+        history=tuple(
+            HistoryLine(e.seq, e.kind, e.time, e.runner, e.verdict, e.manifest_sha256, _lag_days(e))
+            for e in entries
+        ),
     )
 
 
 def _newest_core(
     pairings: list[CompatPairing], ledger: list[LedgerEntry], given: str | None, source: str
 ) -> NewestCore | None:
-    """The newest core release (given, from the index, else the newest the store or its ledger
-    names) and the plugins whose pairings do not cover it yet."""
     versions = [p.core_version for p in pairings]
     versions += [  # a matrix column's core is a release too (core main's, REF@COMMIT, is not)
         str(e.core.version)
@@ -294,8 +258,7 @@ class HeadStamp(NamedTuple):
     time: str
 
     def to_json(self) -> dict[str, int | str]:
-        """compat.json's `head` object as written."""
-        return {"version": self.version, "time": self.time}
+        return self._asdict()
 
 
 @dataclass(frozen=True)
@@ -320,12 +283,7 @@ class Certified(NamedTuple):
     commit: str | None
 
     def to_json(self) -> dict[str, str | None]:
-        return {
-            "pairing_id": self.pairing_id,
-            "page": self.page,
-            "verdict": self.verdict,
-            "commit": self.commit,
-        }
+        return self._asdict()
 
 
 class MatrixCell(NamedTuple):
@@ -344,14 +302,7 @@ class MatrixCell(NamedTuple):
         return str(self.column["outcome"])
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "core": self.core,
-            "seq": self.seq,
-            "time": self.time,
-            "python": self.python,
-            "column": self.column,
-            "certified": [c.to_json() for c in self.certified],
-        }
+        return {**self._asdict(), "certified": [c.to_json() for c in self.certified]}
 
 
 class PluginRun(NamedTuple):
@@ -400,8 +351,8 @@ def _best(p: CompatPairing) -> str | None:
 def plugin_matrices(
     ledger: list[LedgerEntry], pairings: list[CompatPairing]
 ) -> tuple[PluginMatrix, ...]:
-    """Every plugin the ledger's matrix entries name, by name: per plugin commit the newest
-    entry of each core column, with the published pairings of the plugin on that core."""
+    """Per plugin and commit, the newest matrix entry of each core column, with the published
+    pairings of the plugin on that core."""
     newest: dict[tuple[str, str | None], dict[str, LedgerEntry]] = {}
     for e in ledger:
         if e.kind == "matrix" and e.column is not None:
@@ -437,9 +388,7 @@ def plugin_matrices(
 
 @dataclass(frozen=True)
 class Compat:
-    """compat.json: the store, the key's id and signed head, the core versions (newest first), the
-    newest core release and who does not cover it, and every pairing; `to_json` is the object
-    written."""
+    """compat.json: `to_json` is the object written."""
 
     store: str
     keyid: str
@@ -450,7 +399,6 @@ class Compat:
     plugins: tuple[PluginMatrix, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """compat.json's object as written."""
         return {
             "kind": KIND,
             "schema_version": SCHEMA_VERSION,
@@ -474,8 +422,7 @@ def build(
     newest_core: str | None = None,
     newest_source: str = "given",
 ) -> Compat:
-    """compat.json: every pairing (newest core first, then plugin, best verdict), the cores,
-    the newest core release and who does not cover it."""
+    """compat.json: every pairing (newest core first, then plugin, best verdict)."""
     store, key = publisher.store, publisher.key
     by_pairing: dict[str, list[LedgerEntry]] = {}
     for e in ledger:
@@ -563,13 +510,18 @@ def _page(title: str, body: list[str]) -> bytes:
     ).encode()
 
 
+def _thead(*columns: str) -> str:
+    return "<thead><tr>" + "".join(f'<th scope="col">{c}</th>' for c in columns) + "</tr></thead>"
+
+
+def _cols(*widths: int) -> str:
+    """A colgroup: each column's width in percent (0: the rest)."""
+    cols = "".join(f'<col style="width:{w}%">' if w else "<col>" for w in widths)
+    return f"<colgroup>{cols}</colgroup>"
+
+
 def _css(verdict: str | None) -> str:
     return verdict if verdict in VERDICT_CLASSES else "none"
-
-
-def _plugin_label(p: CompatPairing) -> str:
-    commit = p.plugin.commit
-    return f"@{commit[:12]}" if commit else "no commit"
 
 
 def _cell_html(cell: Cell) -> str:
@@ -589,7 +541,7 @@ def _cell_html(cell: Cell) -> str:
 def _row(p: CompatPairing) -> str:
     head = (
         f'<a href="{e(p.page)}">{e(p.plugin.name)} {e(p.plugin.version)}</a>'
-        f'<br><span class="small">{e(_plugin_label(p))} · py{e(p.python)} · id '
+        f'<br><span class="small">{e(_commit(p.plugin.commit))} · py{e(p.python)} · id '
         f"{e(p.pairing_id[:12])}</span>"
     )
     if not p.signature.verified:
@@ -604,11 +556,8 @@ def _matrix(compat: Compat) -> list[str]:
     out = [
         '<table id="matrix">',
         "<caption>vLLM core versions × plugins × site: verdict, release lag, signature</caption>",
-        '<colgroup><col style="width:40%"><col style="width:30%"><col style="width:30%">'
-        "</colgroup>",
-        '<thead><tr><th scope="col">core and plugin</th>'
-        + "".join(f'<th scope="col">{e(site)} site</th>' for site in SITES)
-        + "</tr></thead>",
+        _cols(40, 30, 30),
+        _thead("core and plugin", *(f"{site} site" for site in SITES)),
     ]
     by_core: dict[str, list[CompatPairing]] = {}
     for p in compat.pairings:
@@ -640,8 +589,7 @@ def _newest(compat: Compat) -> list[str]:
         return [*out, "<p>Every plugin in the store has a pairing with it.</p>"]
     out += [
         "<table><caption>Plugins whose pairings do not cover it yet</caption>",
-        '<thead><tr><th scope="col">plugin</th><th scope="col">newest core it is paired '
-        "with</th></tr></thead><tbody>",
+        _thead("plugin", "newest core it is paired with") + "<tbody>",
     ]
     out += [
         f'<tr><th scope="row">{e(b.plugin)}</th><td><a href="{e(b.page)}">'
@@ -667,26 +615,23 @@ def _legend() -> list[str]:
 
 
 def _plugins(compat: Compat) -> list[str]:
-    """The plugins with a matrix across every core: newest plugin commit's columns, the
-    first core that breaks it, each linked to its page."""
     if not compat.plugins:
         return []
     out = [
         '<h2 id="plugins">Each plugin across every core</h2>',
         "<table><caption>The plugin's tests on each vLLM core (<code>vpr matrix</code>), "
         "newest plugin commit</caption>",
-        '<colgroup><col style="width:40%"><col style="width:30%"><col style="width:30%">'
-        "</colgroup>",
-        '<thead><tr><th scope="col">plugin</th><th scope="col">core columns</th>'
-        '<th scope="col">first breaking core</th></tr></thead><tbody>',
+        _cols(40, 30, 30),
+        _thead("plugin", "core columns", "first breaking core") + "<tbody>",
     ]
     for m in compat.plugins:
         run = m.runs[0]
-        first = f"vLLM {run.first_breaking}" if run.first_breaking else "none"
         out.append(
-            f'<tr><th scope="row"><a href="{e(m.page)}">{e(m.name)}</a><br><span '
-            f'class="small">{e(_commit(run.commit))}</span></th><td>{e(_span(run))}<br>'
-            f'<span class="small">{e(_tally(run))}</span></td><td>{e(first)}</td></tr>'
+            _run_row(
+                f'<a href="{e(m.page)}">{e(m.name)}</a><br><span '
+                f'class="small">{e(_commit(run.commit))}</span>',
+                run,
+            )
         )
     return [*out, "</tbody></table>"]
 
@@ -716,9 +661,8 @@ def _checks(manifest: Manifest) -> list[str]:
     checks = conformance.checks
     out = [
         "<table><caption>Checks (from the signed manifest)</caption>",
-        '<colgroup><col style="width:24%"><col style="width:20%"><col></colgroup>',
-        '<thead><tr><th scope="col">check</th><th scope="col">status</th>'
-        '<th scope="col">summary and evidence</th></tr></thead><tbody>',
+        _cols(24, 20, 0),
+        _thead("check", "status", "summary and evidence") + "<tbody>",
     ]
     for name in sorted(checks):
         check = checks[name]
@@ -739,9 +683,9 @@ def _checks(manifest: Manifest) -> list[str]:
 
 def _sites_table(p: CompatPairing) -> list[str]:
     out = [
-        "<table><caption>Verdict per site</caption><thead><tr>"
-        '<th scope="col">site</th><th scope="col">verdict</th><th scope="col">lag</th>'
-        '<th scope="col">signed by</th></tr></thead><tbody>'
+        "<table><caption>Verdict per site</caption>"
+        + _thead("site", "verdict", "lag", "signed by")
+        + "<tbody>"
     ]
     for site, c in zip(SITES, p.sites):
         verdict = c.verdict or "none" if c.signed_by else "not run"
@@ -777,9 +721,8 @@ def _approval(p: CompatPairing) -> list[str]:
 def _wheels(manifest: Manifest) -> list[str]:
     out = [
         "<table><caption>Certified wheels</caption>",
-        '<colgroup><col style="width:14%"><col style="width:36%"><col></colgroup>',
-        '<thead><tr><th scope="col">role</th><th scope="col">file</th>'
-        '<th scope="col">sha256</th></tr></thead><tbody>',
+        _cols(14, 36, 0),
+        _thead("role", "file", "sha256") + "<tbody>",
     ]
     for part in manifest.parts():
         out.append(
@@ -793,12 +736,9 @@ def _history_html(p: CompatPairing) -> list[str]:
     if not p.history:
         return ["<p>The store's ledger holds no entry for this pairing.</p>"]
     out = [
-        "<table><caption>Ledger entries of this pairing (signed, chained)</caption><thead><tr>"
-        + "".join(
-            f'<th scope="col">{h}</th>'
-            for h in ("#", "time", "kind", "runner", "verdict", "lag", "manifest")
-        )
-        + "</tr></thead><tbody>"
+        "<table><caption>Ledger entries of this pairing (signed, chained)</caption>"
+        + _thead("#", "time", "kind", "runner", "verdict", "lag", "manifest")
+        + "<tbody>"
     ]
     for h in p.history:
         lag = f"{h.lag_days} days" if h.lag_days is not None else "-"
@@ -956,10 +896,8 @@ def _run_table(m: PluginMatrix, run: PluginRun) -> list[str]:
     out = [
         '<table id="matrix">',
         f"<caption>{e(m.name)} {e(_commit(run.commit))} on each vLLM core, oldest first</caption>",
-        '<colgroup><col style="width:28%"><col style="width:33%"><col style="width:39%">'
-        "</colgroup>",
-        '<thead><tr><th scope="col">core</th><th scope="col">plugin tests</th>'
-        '<th scope="col">what broke</th></tr></thead><tbody>',
+        _cols(28, 33, 39),
+        _thead("core", "plugin tests", "what broke") + "<tbody>",
     ]
     for c in run.columns:
         out.append(f"<tr>{_core_cell(c)}{_result_cell(c)}{_broke_cell(c)}</tr>")
@@ -999,17 +937,21 @@ def _older(m: PluginMatrix) -> list[str]:
         return []
     out = [
         '<h2 id="older">Earlier plugin commits</h2>',
-        "<table><caption>Each earlier commit's matrix, newest first</caption><thead><tr>"
-        '<th scope="col">plugin commit</th><th scope="col">core columns</th>'
-        '<th scope="col">first breaking core</th></tr></thead><tbody>',
+        "<table><caption>Each earlier commit's matrix, newest first</caption>"
+        + _thead("plugin commit", "core columns", "first breaking core")
+        + "<tbody>",
     ]
-    for run in m.runs[1:]:
-        first = f"vLLM {run.first_breaking}" if run.first_breaking else "none"
-        out.append(
-            f'<tr><th scope="row">{e(_commit(run.commit))}</th><td>{e(_span(run))}<br>'
-            f'<span class="small">{e(_tally(run))}</span></td><td>{e(first)}</td></tr>'
-        )
+    out += [_run_row(e(_commit(run.commit)), run) for run in m.runs[1:]]
     return [*out, "</tbody></table>"]
+
+
+def _run_row(head: str, run: PluginRun) -> str:
+    """A row of a plugin commit's matrix: `head`, its columns and its first breaking core."""
+    first = f"vLLM {run.first_breaking}" if run.first_breaking else "none"
+    return (
+        f'<tr><th scope="row">{head}</th><td>{e(_span(run))}<br>'
+        f'<span class="small">{e(_tally(run))}</span></td><td>{e(first)}</td></tr>'
+    )
 
 
 def plugin_matrix_page(compat: Compat, m: PluginMatrix) -> bytes:
