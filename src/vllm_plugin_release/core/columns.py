@@ -7,7 +7,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -377,15 +377,7 @@ class Accuracy:
     missed: tuple[str, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "observed": self.observed,
-            "traced": self.traced,
-            "recall": self.recall,
-            "breaking": self.breaking,
-            "confirmed": self.confirmed,
-            "precision": self.precision,
-            "missed": list(self.missed),
-        }
+        return {**asdict(self), "missed": list(self.missed)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,13 +1,12 @@
-"""The pairing ledger (`STORE/ledger/ledger.jsonl`), pure: every verdict the pipeline reached,
-one signed, chained entry per line (fields: docs/upstream.md); reading refuses the whole
-ledger at the first line whose signature or link fails. Files and locks: `edges.ledgerstore`."""
+"""The pairing ledger (`STORE/ledger/ledger.jsonl`), pure: one signed, chained entry per verdict
+(fields: docs/upstream.md); a read refuses it at its first bad line. Files: edges.ledgerstore."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import bounded, signed
@@ -42,7 +41,7 @@ class Party:
     commit: str | None
 
     def to_json(self) -> dict[str, str | None]:
-        return {"name": self.name, "version": self.version, "commit": self.commit}
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +52,7 @@ class Lag:
     minor_releases: int | None
 
     def to_json(self) -> dict[str, int | None]:
-        """The entry's `lag` object, as written: these keys, in this order."""
-        return {"days": self.days, "minor_releases": self.minor_releases}
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,14 +67,7 @@ class Repair:
     restored: str
 
     def to_json(self) -> dict[str, str | int]:
-        """The entry's `repair` object, as written: these keys, in this order."""
-        return {
-            "file": self.file,
-            "found": self.found,
-            "signed": self.signed,
-            "head_version": self.head_version,
-            "restored": self.restored,
-        }
+        return asdict(self)
 
     def line(self) -> str:
         """The repair in one line, as a writer says it and the ledger's text shows it."""
@@ -142,8 +133,7 @@ class Draft:
 
 
 def repair_entry(repair: Repair, time: str) -> Draft:
-    """A ledger entry (without seq/prev) for a store file a writer restored: no pairing,
-    no verdict; what was found, what the head signed and what was put in its place."""
+    """A ledger entry (without seq/prev) for a store file a writer restored: no verdict."""
     nobody = Party(None, None, None)
     return Draft(
         REPAIR, None, nobody, nobody, (None, None), None, None, None, time, None, repair=repair
@@ -207,8 +197,7 @@ def entry_from_column(
     time: str,
     column: ColumnEntry,
 ) -> Draft:
-    """A ledger entry (without seq/prev) for one column of the version matrix: the plugin's
-    tests on the cpu runner against `core`; its verdict is the column's outcome."""
+    """A ledger entry (without seq/prev) for one version matrix column (the cpu runner's)."""
     return Draft(
         kind=MATRIX,
         pairing_id=None,
@@ -228,25 +217,11 @@ def chained(entry: Draft, previous_line: bytes | None, count: int) -> LedgerEntr
     """`entry` with its place in the chain: seq (1-based) and the previous line's digest."""
     prev = line_digest(previous_line) if previous_line else GENESIS
     raw = {"seq": count + 1, "prev": prev, **entry.to_json()}
-    return LedgerEntry(
-        count + 1,
-        entry.kind,
-        entry.pairing_id,
-        entry.core,
-        entry.plugin,
-        entry.python,
-        entry.verdict,
-        entry.runner,
-        entry.time,
-        entry.manifest_sha256,
-        entry.lag,
-        raw,
-        entry.column,
-    )
+    kept = {f.name: getattr(entry, f.name) for f in fields(LedgerEntry)[1:] if f.name != "raw"}
+    return LedgerEntry(seq=count + 1, raw=raw, **kept)
 
 
 def sign_line(entry: LedgerEntry, key: Ed25519PrivateKey) -> bytes:
-    """One ledger line: `entry` in a DSSE envelope signed with `key`, canonical, newline."""
     return signed.sign(signed.payload_of(entry.raw), PAYLOAD_TYPE, key)
 
 
@@ -384,9 +359,8 @@ def entry_from(raw: dict[str, Any], seq: int) -> LedgerEntry:
 def parse_ledger(
     data: bytes, public_key: Ed25519PublicKey, where: str, *, vouched: bool = False
 ) -> list[LedgerEntry]:
-    """Every entry, oldest first, each signature, shape and chain link checked. `vouched`: `data` is
-    the ledger a signed store head names by sha256, so each line's own signature is not checked
-    again."""
+    """Every entry, oldest first, its signature, shape and chain link checked. `vouched`: a signed
+    store head names `data` by sha256, so each line's own signature is not checked again."""
     entries: list[LedgerEntry] = []
     previous: bytes | None = None
     for number, line in enumerate(data.splitlines(keepends=True), start=1):
@@ -464,7 +438,6 @@ class Matrix:
     cells: dict[str, LedgerEntry]  # "CORE | PLUGIN" -> its latest entry
 
     def to_json(self) -> dict[str, Any]:
-        """The matrix as `--matrix json` prints it (each cell's lag as its entry holds it)."""
         return {
             "cores": self.cores,
             "plugins": self.plugins,
@@ -507,7 +480,6 @@ def render_matrix_markdown(m: Matrix) -> str:
 
 
 def matrix_text(m: Matrix, fmt: str) -> str:
-    """The matrix as `vpr manifest ledger --matrix FMT` prints it (markdown or json)."""
     if fmt == "json":
         return json.dumps(m.to_json(), indent=2, sort_keys=True) + "\n"
     return render_matrix_markdown(m)
@@ -519,13 +491,7 @@ def render_lines(entries: Iterable[LedgerEntry]) -> str:
     for e in entries:
         repair = e.raw.get("repair") if e.kind == REPAIR else None
         if isinstance(repair, dict):
-            r = Repair(
-                repair["file"],
-                repair["found"],
-                repair["signed"],
-                repair["head_version"],
-                repair["restored"],
-            )
+            r = Repair(*(repair[f.name] for f in fields(Repair)))
             out.append(f"#{e.seq} {e.time} {REPAIR:<7} {r.line()}")
             continue
         lag = e.lag
@@ -543,8 +509,6 @@ def render_lines(entries: Iterable[LedgerEntry]) -> str:
 
 
 def _column_text(col: ColumnEntry) -> str:
-    """A matrix entry's column in a few words: its counts or why it did not run, the
-    column before and the first breaking change."""
     if col["outcome"] == "not-run":
         return f"exit {col['exit_class']}: {str(col['reason'])[:120]}"
     c = col["counts"]

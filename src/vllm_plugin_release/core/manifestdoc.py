@@ -4,7 +4,7 @@ canonical bytes and pairing id."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -166,12 +166,7 @@ class RuntimePins:
     commit: str | None
 
     def to_json(self) -> dict[str, str | None]:
-        return {
-            "name": self.name,
-            "package": self.package,
-            "version": self.version,
-            "commit": self.commit,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
