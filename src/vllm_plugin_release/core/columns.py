@@ -77,8 +77,7 @@ class ChangeRef(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class Coupling:
     """A column's coupling report against the column before, as the record keeps it (the
-    report's JSON, `apicoupling.CouplingReport.to_json`, with `against` and the tracer's
-    `traced`; or `status` error with its `reason`): checked to be an object when read."""
+    report's JSON with `against` and the tracer's `traced`, or an error with its `reason`)."""
 
     raw: Mapping[str, Any]
 
@@ -89,7 +88,6 @@ class Coupling:
 
     @property
     def changes(self) -> list[ChangeRef]:
-        """The report's breaking changes: id and detail."""
         found = self.raw.get("changes")
         items = found if isinstance(found, list) else []
         return [
@@ -233,8 +231,7 @@ def parse_column(data: Any, path: Path) -> Column:
 
 
 def read_column(path: Path) -> Column | None:
-    """The column record at `path`, or None when there is none; BadInput when it is there
-    but not a column record."""
+    """The column record at `path` (None: there is none); BadInput when it is not one."""
     try:
         data = bounded.loads(bounded.read_file(path, MAX_COLUMN, "column record"))
     except FileNotFoundError:
@@ -315,9 +312,7 @@ def observed_failures(column: Column, regressions: Sequence[str]) -> dict[str, s
 
 
 def traced_failures(column: Column, observed: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
-    """Which observed failures the column's coupling report explains: the tracer ran when
-    the column did (its `traced`: failing module or test -> change ids); only the failures
-    observed here (imports, regressions) are counted."""
+    """The observed failures the tracer (run with the column) traced to change ids."""
     traced = column.coupling.traced if column.coupling else {}
     out: dict[str, tuple[str, ...]] = {}
     for key in observed:
@@ -364,9 +359,8 @@ def assemble(columns: Sequence[Column]) -> list[Assembled]:
 
 @dataclass(frozen=True, slots=True)
 class Accuracy:
-    """The coupling report's accuracy across the matrix: the failures observed (failing
-    imports, regressions), those traced to a reported change (recall), the breaking changes
-    reported and those a failure confirms (precision), and the misses by column."""
+    """The coupling report's accuracy across the matrix: recall (observed failures traced to a
+    reported change) and precision (breaking changes a failure confirms)."""
 
     observed: int
     traced: int
@@ -579,8 +573,8 @@ def ledger_column(
 
 
 def bisect_range(report: Any, a: Assembled) -> dict[str, str] | None:
-    """What a bisect report found for this column's step, when it searched from the tested column
-    before (`--good`) to this one (`--bad`): the last good and first bad commit or version."""
+    """What a bisect report from the tested column before (`--good`) to this one (`--bad`)
+    found: the last good and first bad commit or version."""
     if report is None or a.against is None or outcome(a) != "regressed":
         return None
     good, bad = (str(x).removeprefix("v") for x in (report.good, report.bad))

@@ -1,12 +1,11 @@
 """The pairing manifest as a typed, frozen value, each key a consumer reads checked once by
-`parse` (BadInput naming the file and key); `raw` is the object as read or written, kept
-only for its canonical bytes, digest and signing. The document itself: `core/manifestdoc`."""
+`parse`; `raw` only for its bytes, digest and signing. The document: `core/manifestdoc`."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from vllm_plugin_release.core.errors import BadInput
@@ -17,8 +16,7 @@ WHEEL_FILENAME = re.compile(r"[A-Za-z0-9._+-]+\.whl")
 
 @dataclass(frozen=True, slots=True)
 class Wheel:
-    """A wheel the manifest certifies: its file name (no folder), sha256 and the Version
-    in its METADATA (what an installer reports)."""
+    """A wheel the manifest certifies; `version`: its METADATA's (what an installer reports)."""
 
     filename: str
     sha256: str
@@ -42,8 +40,7 @@ class Part:
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """Where the core's source came from: an sdist (url, filename, sha256) or git (url,
-    tag, commit)."""
+    """Where the core's source came from: an sdist or git."""
 
     kind: str  # sdist | git
     url: str
@@ -130,14 +127,8 @@ class Approval:
     changes: tuple[str, ...]
 
     def as_json(self) -> dict[str, str | list[str]]:
-        """The approval as the manifest writes it (its five keys)."""
-        return {
-            "from": self.source,
-            "to": self.to,
-            "by": self.by,
-            "why": self.why,
-            "changes": list(self.changes),
-        }
+        out = asdict(self)
+        return {"from": out.pop("source"), **out, "changes": list(self.changes)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +160,6 @@ class Manifest:
         return self.conformance.verdict
 
     def parts(self) -> tuple[Part, ...]:
-        """The wheels the pairing certifies: core, plugin, and the guard when it names one."""
         return (
             (self.core, self.plugin) if self.guard is None else (self.core, self.plugin, self.guard)
         )
@@ -398,8 +388,7 @@ def _approval(r: _Reader) -> Approval | None:
 
 
 def parse(data: Any, where: str) -> Manifest:
-    """The manifest `data` as a `Manifest`; BadInput naming `where` and the first key a consumer
-    reads that is missing or of another type."""
+    """`data` as a `Manifest`; BadInput naming `where` and the first bad key a consumer reads."""
     r = _Reader(data, where)
     has_platform = r.obj("platform", optional=True) is not None
     return Manifest(

@@ -45,9 +45,7 @@ class Stored:
 
 
 class Cell(NamedTuple):
-    """One site's verdict for a pairing: the verdict, its release lag in days, what signed
-    it (None: the site has not run it, never a pass), whether that signature verified
-    (None when not run) and when."""
+    """One site's verdict for a pairing; `signed_by` None: not run there (never a pass)."""
 
     verdict: str | None
     lag_days: int | None
@@ -139,8 +137,7 @@ class CompatPairing(NamedTuple):
 
 
 class Behind(NamedTuple):
-    """A plugin whose pairings do not cover the newest core: its newest core and the
-    pairing (id, page) that has it."""
+    """A plugin whose pairings do not cover the newest core, and its newest pairing."""
 
     plugin: str
     newest_core: str
@@ -153,9 +150,8 @@ class Behind(NamedTuple):
 
 @dataclass(frozen=True)
 class NewestCore:
-    """The newest core release (`source`: "index", the newest final release on the core's
-    index; "given" to the site; "store", the newest the store or its ledger names), the
-    pairings that cover it and the plugins that do not."""
+    """The newest core release (`source`: see SOURCES), the pairings that cover it and the
+    plugins that do not."""
 
     version: str
     source: str
@@ -264,8 +260,7 @@ class HeadStamp(NamedTuple):
 @dataclass(frozen=True)
 class Publisher:
     """Who the site speaks for: `store`/`key`, what the install lines name (the public store
-    URL and the publisher's key file); `keyid`, the key's id; `head`, the store's signed
-    head (None: no head)."""
+    URL, the publisher's key file); `head` None: the store has no signed head."""
 
     store: str
     key: str
@@ -306,8 +301,7 @@ class MatrixCell(NamedTuple):
 
 
 class PluginRun(NamedTuple):
-    """One plugin commit across the cores: its columns oldest first, the first core whose
-    tests regressed (None: none did) and the newest entry's number."""
+    """One plugin commit across the cores, its columns oldest first."""
 
     commit: str | None
     version: str | None
@@ -325,8 +319,7 @@ class PluginRun(NamedTuple):
 
 
 class PluginMatrix(NamedTuple):
-    """A plugin across every core the ledger's matrix entries name: its page and a run
-    per plugin commit, newest first."""
+    """A plugin across every core its matrix entries name: a run per commit, newest first."""
 
     name: str
     page: str

@@ -1,6 +1,5 @@
-"""The store's chunked summaries as data (pure): `summary.json` + `summary/` of index.json,
-`ledger/summary.json` + `ledger/summary/` of the ledger; what a query reads instead of the
-whole file. The files are `edges.summary`'s; their layout is in docs/manifest.md."""
+"""The store's chunked summaries of index.json and of the ledger as data (pure): what a query
+reads instead of the whole file. Files: `edges.summary`; layout: docs/manifest.md."""
 
 from __future__ import annotations
 
@@ -95,8 +94,7 @@ SCHEMA_VERSION = 1
 
 
 class ChunkRecord(NamedTuple):
-    """A chunk as reading it needs: its file, how many entries, the seq of its first (the
-    ledger's)."""
+    """A chunk as reading it needs: its file, entry count and first seq (the ledger's)."""
 
     sha256: str
     size: int
@@ -105,8 +103,7 @@ class ChunkRecord(NamedTuple):
 
 
 class ChunkBounds(NamedTuple):
-    """What picking an index chunk reads of its record: its first and last entry's core
-    versions, the plugins (canonical names) and verdicts in it."""
+    """What picking an index chunk reads of its record."""
 
     cores: tuple[str, str]
     plugins: tuple[str, ...]
@@ -152,9 +149,8 @@ def _build(
     renders: dict[str, str],
     source: dict[str, Any],
 ) -> tuple[bytes, dict[str, bytes]]:
-    """(summary.json's bytes, {store path: bytes} of its folder's files): `entries` cut into chunks
-    of `size`, each described by `describe(start, part)`, the matrix as `renders` has it. Six
-    parameters: what tells the two summaries apart."""
+    """(summary.json's bytes, {store path: bytes} of its folder's files): `entries` in chunks of
+    `size`, each described by `describe(start, part)`. Six parameters: what tells the two apart."""
     files: dict[str, bytes] = {}
     chunks = []
     for start in range(0, len(entries), size):
@@ -183,8 +179,7 @@ def _build(
 def build(
     ordered: list[IndexEntry], index_data: bytes, renders: dict[str, str]
 ) -> tuple[bytes, dict[str, bytes]]:
-    """The store summary of the index whose file is `index_data`: `ordered` its entries in
-    query order, `renders` its matrix in each of `FORMATS`."""
+    """The store summary of index.json's `index_data`: `ordered`, its entries in query order."""
 
     def describe(start: int, part: list[IndexEntry]) -> dict[str, Any]:
         return {
@@ -199,8 +194,7 @@ def build(
 def build_ledger(
     entries: list[LedgerEntry], ledger_record: FileRecord
 ) -> tuple[bytes, dict[str, bytes]]:
-    """The ledger summary of verified `entries` (oldest first), whose head record
-    (`core.storehead.ledger_record`) is `ledger_record`."""
+    """The ledger summary of verified `entries` (oldest first)."""
     whole = lg.matrix(entries)
     renders = {fmt: lg.matrix_text(whole, fmt) for fmt in LEDGER_FORMATS}
 
@@ -236,8 +230,7 @@ def _canonical(value: Any) -> str:
 
 
 def parse_root(kind: Kind, data: bytes, where: str) -> Root:
-    """A summary.json checked at its top: BadInput naming what is malformed. Nothing of it
-    is walked whole (its values are read by their keys), so its depth needs no walk."""
+    """A summary.json checked at its top (its values are read by key, so no depth walk)."""
     import orjson
 
     try:
@@ -297,8 +290,7 @@ def _record_ok(rec: Any) -> bool:
 def check_bound(
     kind: Kind, root: Root, head_record: FileRecord | None, where: str, head: str
 ) -> None:
-    """GateFailed unless the summary was made from the file the store's signed head
-    (`head`: its description) records as `head_record`."""
+    """GateFailed unless the summary was made from the file the store's signed head records."""
     if head_record is not None and root.exact and root.source == head_record:
         return
     got = root.source
@@ -319,7 +311,6 @@ def check_bound(
 
 
 def chunk_entries(kind: Kind, data: bytes, count: int, where: str) -> list[Any]:
-    """A chunk's entries, not yet checked (each is checked before any key of it is read)."""
     import orjson
 
     try:
@@ -337,7 +328,6 @@ def chunk_entries(kind: Kind, data: bytes, count: int, where: str) -> list[Any]:
 
 
 def check_depth(entries: list[IndexEntry], where: str) -> None:
-    """BadInput when an entry nests deeper than `bounded.MAX_DEPTH` (before it is printed)."""
     for entry in entries:
         if bounded.deeper_than(entry.raw, bounded.MAX_DEPTH - 1):
             raise BadInput(
@@ -351,7 +341,6 @@ _BOUNDS_SHAPE = bounded.shape((("cores", (list,)), ("plugins", (list,)), ("verdi
 
 
 def bounds(root: Root, number: int, where: str) -> ChunkBounds:
-    """Index chunk record `number` with what `chunks_for` reads of it checked."""
     chunk = root.chunks[number]
     problem = bounded.shape_problem(chunk, _BOUNDS_SHAPE)
     cores = chunk["cores"] if problem is None else None
@@ -492,16 +481,14 @@ def ledger_chunks_for(
 
 
 def _prefixed(sorted_prefixes: list[str], text: str) -> bool:
-    """Whether a commit listed by its first `PREFIX` characters (sorted) can start with
-    `text`."""
+    """Whether a commit listed by its first `PREFIX` characters can start with `text`."""
     want = text[:PREFIX]
     at = bisect.bisect_left(sorted_prefixes, want)
     return at < len(sorted_prefixes) and sorted_prefixes[at].startswith(want)
 
 
 def ledger_entries(data: bytes, rec: ChunkRecord, where: str) -> list[LedgerEntry]:
-    """A ledger chunk's entries, each of a ledger entry's shape, numbered from the chunk's
-    first seq on, and no deeper than `bounded.MAX_DEPTH`."""
+    """A ledger chunk's entries, checked, numbered from the chunk's first seq on."""
     out = []
     for offset, entry in enumerate(chunk_entries(LEDGER, data, rec.count, where)):
         seq = rec.first + offset
