@@ -210,14 +210,9 @@ def parse_column(data: Any, path: Path) -> Column:
         if path.stem != text["core"] or not _LABEL.match(text["core"]):
             raise ValueError(f"core: {text['core']!r} is not this file's column")
         return Column(
-            core=text["core"],
-            role=text["role"],
-            key=text["key"],
+            **text,  # core, role, key, python_why, status, reason
             python=data.get("python"),
-            python_why=text["python_why"],
-            status=text["status"],
             exit_class=data["exit_class"],
-            reason=text["reason"],
             imports=_str_map(data.get("imports"), "imports"),
             modules=data["modules"],
             counts={k: counts[k] for k in COUNT_KEYS},

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import bounded, signed
 from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.storehead import count_ok
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -272,10 +273,6 @@ _COUNTS = ("passed", "failed", "error", "skipped", "deferred")
 _BISECT = ("mode", "source", "last_good", "first_bad", "subject")
 
 
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
 def column_problem(column: Any) -> str | None:
     """Why a matrix entry's `column` is not one (what the site reads of it), else None."""
     problem = bounded.shape_problem(column, _COLUMN_SHAPE)
@@ -288,7 +285,7 @@ def column_problem(column: Any) -> str | None:
     counts = column["counts"]
     numbers = [column[k] for k in ("exit_class", "modules", "imports_failing", "regressions")]
     numbers += [column["import_regressions"], column["breaking_total"]]
-    if not all(_count(n) for n in numbers) or not all(_count(counts.get(k)) for k in _COUNTS):
+    if not all(count_ok(n) for n in numbers) or not all(count_ok(counts.get(k)) for k in _COUNTS):
         return "'column' holds a count that is not one"
     if not all(isinstance(b, str) for b in column["breaking"]):
         return "'column.breaking' is not a list of text"

@@ -53,9 +53,6 @@ class Cell(NamedTuple):
     verified: bool | None
     time: str | None
 
-    def to_json(self) -> dict[str, str | int | bool | None]:
-        return self._asdict()
-
 
 NOT_RUN = Cell(None, None, None, None, None)
 
@@ -84,9 +81,6 @@ class HistoryLine(NamedTuple):
     verdict: str | None
     manifest_sha256: str | None
     lag_days: int | None
-
-    def to_json(self) -> dict[str, str | int | None]:
-        return self._asdict()
 
 
 class CompatPairing(NamedTuple):
@@ -128,11 +122,11 @@ class CompatPairing(NamedTuple):
             "runtime": entry.raw.get("runtime"),  # as the entry has it
             "manifest_sha256": entry.manifest_sha256,
             "signature": {"verified": self.signature.verified, "problem": self.signature.problem},
-            "sites": {"cpu": cpu.to_json(), "hardware": hardware.to_json()},
+            "sites": {"cpu": cpu._asdict(), "hardware": hardware._asdict()},
             "api_approval": None if approval is None else approval.as_json(),
             "guard": self.guard,
             "install": self.install,
-            "history": [h.to_json() for h in self.history],
+            "history": [h._asdict() for h in self.history],
         }
 
 
@@ -143,9 +137,6 @@ class Behind(NamedTuple):
     newest_core: str
     pairing_id: str
     page: str
-
-    def to_json(self) -> dict[str, str]:
-        return self._asdict()
 
 
 @dataclass(frozen=True)
@@ -163,7 +154,7 @@ class NewestCore:
             "version": self.version,
             "source": self.source,
             "covered_by": list(self.covered_by),
-            "not_covered": [b.to_json() for b in self.not_covered],
+            "not_covered": [b._asdict() for b in self.not_covered],
         }
 
 
@@ -253,9 +244,6 @@ class HeadStamp(NamedTuple):
     version: int
     time: str
 
-    def to_json(self) -> dict[str, int | str]:
-        return self._asdict()
-
 
 @dataclass(frozen=True)
 class Publisher:
@@ -277,9 +265,6 @@ class Certified(NamedTuple):
     verdict: str | None
     commit: str | None
 
-    def to_json(self) -> dict[str, str | None]:
-        return self._asdict()
-
 
 class MatrixCell(NamedTuple):
     """One core column of a plugin's version matrix: the newest signed ledger entry of kind matrix
@@ -297,7 +282,7 @@ class MatrixCell(NamedTuple):
         return str(self.column["outcome"])
 
     def to_json(self) -> dict[str, Any]:
-        return {**self._asdict(), "certified": [c.to_json() for c in self.certified]}
+        return {**self._asdict(), "certified": [c._asdict() for c in self.certified]}
 
 
 class PluginRun(NamedTuple):
@@ -397,7 +382,7 @@ class Compat:
             "schema_version": SCHEMA_VERSION,
             "store": self.store,
             "keyid": self.keyid,
-            "head": None if self.head is None else self.head.to_json(),
+            "head": None if self.head is None else self.head._asdict(),
             "verdicts": VERDICTS,
             "sites": list(SITES),
             "cores": list(self.cores),

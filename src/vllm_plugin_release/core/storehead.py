@@ -127,18 +127,19 @@ def _problem(data: dict[str, Any]) -> str | None:
         if not isinstance(record, dict) or not _record_ok(record):
             return f"files[{name!r}] is not a sha256 and a size"
         count, last = record.get("count"), record.get("last")
-        if not (count is None or _count_ok(count)) or not (last is None or isinstance(last, str)):
+        if not (count is None or count_ok(count)) or not (last is None or isinstance(last, str)):
             return f"files[{name!r}] has a count or a last entry that is not a count and a text"
     return None
 
 
-def _count_ok(value: Any) -> bool:
+def count_ok(value: Any) -> bool:
+    """A JSON count: a non-negative int (true is not 1)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _record_ok(record: dict[str, Any]) -> bool:
     sha = record.get("sha256")
-    return isinstance(sha, str) and len(sha) == 64 and _count_ok(record.get("size"))
+    return isinstance(sha, str) and len(sha) == 64 and count_ok(record.get("size"))
 
 
 def parse(payload: bytes, *, keyid: str, digest: str, where: str) -> Head:

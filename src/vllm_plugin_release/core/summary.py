@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core import ledger as lg
+from vllm_plugin_release.core.cache import canonical_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed
-from vllm_plugin_release.core.storehead import FileRecord, file_record
+from vllm_plugin_release.core.storehead import FileRecord, count_ok, file_record
 from vllm_plugin_release.core.storeindex import IndexEntry, canonical_name
 
 if TYPE_CHECKING:
@@ -127,9 +128,9 @@ class Root:
     def chunk(self, kind: Kind, number: int, where: str) -> ChunkRecord:
         """Chunk record `number` with what reading the chunk needs checked."""
         chunk = self.chunks[number]
-        ok = _record_ok(chunk) and _count_ok(chunk.get("count"))
+        ok = _record_ok(chunk) and count_ok(chunk.get("count"))
         if ok and kind.counted:
-            ok = _count_ok(chunk.get("first"))
+            ok = count_ok(chunk.get("first"))
         if not ok:
             shape = "a count and a first entry" if kind.counted else "a count of entries"
             raise BadInput(
@@ -155,7 +156,7 @@ def _build(
     chunks = []
     for start in range(0, len(entries), size):
         part = entries[start : start + size]
-        data = _canonical([e.raw for e in part]).encode()  # the entries as written
+        data = canonical_json([e.raw for e in part]).encode()  # the entries as written
         rec = file_record(data).to_json()
         files[kind.chunk_path(rec["sha256"])] = data
         chunks.append({**rec, "count": len(part), **describe(start, part)})
@@ -222,10 +223,6 @@ def _keys(part: list[LedgerEntry]) -> dict[str, list[str]]:
     return {name: sorted(values) for name, values in found.items()}
 
 
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 # Reading (a summary.json verified against the store's head before it is parsed here)
 
 
@@ -260,15 +257,15 @@ def _root_problem(kind: Kind, root: Any) -> str | None:
     if not kind.counted and not _record_ok(src):
         return f"{kind.source!r} is not a sha256 and a size"
     if kind.counted and not (
-        _record_ok(src) and _count_ok(src.get("count")) and isinstance(src.get("last"), str)
+        _record_ok(src) and count_ok(src.get("count")) and isinstance(src.get("last"), str)
     ):
         return f"{kind.source!r} is not a sha256, a size, a count and a last entry"
     chunks, matrix, count = root.get("chunks"), root.get("matrix"), root.get(kind.count_key)
     if not isinstance(chunks, list) or not isinstance(matrix, dict):
         return "'chunks' is not a list or 'matrix' not an object"
-    if not kind.counted and not _count_ok(count):
+    if not kind.counted and not count_ok(count):
         return f"{kind.count_key!r} is not a number"
-    if kind.counted and (not _count_ok(count) or count != src["count"]):
+    if kind.counted and (not count_ok(count) or count != src["count"]):
         return f"{kind.count_key!r} is not the ledger's count of entries"
     for fmt in kind.formats:
         if not _record_ok(matrix.get(fmt)):
@@ -276,15 +273,11 @@ def _root_problem(kind: Kind, root: Any) -> str | None:
     return None
 
 
-def _count_ok(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
 def _record_ok(rec: Any) -> bool:
     if not isinstance(rec, dict):
         return False
     sha = rec.get("sha256")
-    return isinstance(sha, str) and _SHA.fullmatch(sha) is not None and _count_ok(rec.get("size"))
+    return isinstance(sha, str) and _SHA.fullmatch(sha) is not None and count_ok(rec.get("size"))
 
 
 def check_bound(
