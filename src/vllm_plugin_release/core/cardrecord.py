@@ -70,7 +70,7 @@ class Deferred(NamedTuple):
     run_with: str | None
 
     def to_json(self) -> dict[str, Any]:
-        return _given(check=self.check, reason=self.reason, run_with=self.run_with)
+        return _given(**self._asdict())
 
 
 class Feature(NamedTuple):
@@ -161,12 +161,7 @@ class Explanation(NamedTuple):
     needs: tuple[str, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "meaning": self.meaning,
-            "why": list(self.why),
-            "next_level": self.next_level,
-            "needs": list(self.needs),
-        }
+        return {**self._asdict(), "why": list(self.why), "needs": list(self.needs)}
 
 
 class Pairing(NamedTuple):

@@ -401,32 +401,20 @@ def _entry_points(record: BuildRecord) -> dict[str, dict[str, str]]:
     }
 
 
-def _plugin(records: Records, memo: Path | None = None) -> dict[str, Any]:
-    """The manifest's `plugin` section, from build-plugin.json and the plugin wheel."""
-    bp, fp = records.build_plugin, BUILD_PLUGIN
-    return {
-        "name": _recorded(bp.name, "plugin.name", fp),
-        "version": _recorded(bp.version, "plugin.version", fp),
-        "repository": _recorded(bp.repository, "plugin.repository", fp),
-        "commit": bp.commit,
-        "wheel": describe_wheel(records.dist_dir, bp.wheel.filename, bp.wheel.sha256, fp, memo),
-        "entry_points": _entry_points(bp),
-        "reproducible": bp.reproducible,
+def _part(dist_dir: Path, record: BuildRecord, role: str, memo: Path | None) -> dict[str, Any]:
+    """The manifest's `plugin` or `guard` section, from its build record and its wheel."""
+    file = BUILD_PLUGIN if role == "plugin" else BUILD_GUARD
+    out: dict[str, Any] = {
+        "name": _recorded(record.name, f"{role}.name", file),
+        "version": _recorded(record.version, f"{role}.version", file),
     }
-
-
-def _guard(records: Records, memo: Path | None = None) -> dict[str, Any] | None:
-    """The manifest's `guard` section (vpr-guard's wheel), from build-guard.json."""
-    bg, fg = records.build_guard, BUILD_GUARD
-    if bg is None:
-        return None
-    return {
-        "name": _recorded(bg.name, "guard.name", fg),
-        "version": _recorded(bg.version, "guard.version", fg),
-        "wheel": describe_wheel(records.dist_dir, bg.wheel.filename, bg.wheel.sha256, fg, memo),
-        "entry_points": _entry_points(bg),
-        "reproducible": bg.reproducible,
-    }
+    if role == "plugin":
+        out["repository"] = _recorded(record.repository, "plugin.repository", file)
+        out["commit"] = record.commit
+    out["wheel"] = describe_wheel(dist_dir, record.wheel.filename, record.wheel.sha256, file, memo)
+    out["entry_points"] = _entry_points(record)
+    out["reproducible"] = record.reproducible
+    return out
 
 
 def _container(build_core: BuildRecord) -> dict[str, Any] | None:
@@ -515,7 +503,7 @@ def build_manifest(
     if sde is None:
         sde = pins.core.source_date_epoch
     core = _core(records, pins, wheel_memo)
-    plugin = _plugin(records, wheel_memo)
+    plugin = _part(records.dist_dir, records.build_plugin, "plugin", wheel_memo)
     container = _container(records.build_core)
     environment = _environment(records.env)
     runtime_pins = None if pins.runtime is None else pins.runtime.pins
@@ -538,7 +526,9 @@ def build_manifest(
         "container": container,
         "environment": environment,
         "conformance": conformance(records.scorecard),
-        "guard": _guard(records, wheel_memo),
+        "guard": None
+        if records.build_guard is None
+        else _part(records.dist_dir, records.build_guard, "guard", wheel_memo),
         # the platform class vLLM resolved in the pairing environment (never the stand-in
         # overlay's, a test double's), and the runner; None without env.json
         "platform": None
