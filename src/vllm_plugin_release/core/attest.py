@@ -35,9 +35,6 @@ def keyid(public_key: Ed25519PublicKey) -> str:
     return hashlib.sha256(public_key.public_bytes_raw()).hexdigest()
 
 
-# DSSE
-
-
 def pae(payload_type: str, payload: bytes) -> bytes:
     """DSSE pre-authentication encoding, byte for byte securesystemslib's, written out so that
     checking a signature does not import securesystemslib's signers."""
@@ -316,9 +313,6 @@ def verify_pairing(
             hint="something changed after signing; rebuild with `vpr manifest build`",
         )
     return typed, statement
-
-
-# Statement
 
 
 def _sha_digest(value: str | None) -> dict[str, str] | None:

@@ -32,9 +32,6 @@ def wheel_roles(manifest: dict[str, Any]) -> tuple[str, ...]:
     return tuple(r for r in WHEEL_ROLES if isinstance(manifest.get(r), dict))
 
 
-# Schema
-
-
 @lru_cache(maxsize=1)
 def schema() -> dict[str, Any]:
     """The manifest JSON Schema shipped in the package."""
@@ -115,9 +112,6 @@ def load(path: Path) -> Manifest:
     data = read_document(path, "manifest")
     validate(data, str(path))
     return parse(data, str(path))
-
-
-# Bytes, digest, one-line summary
 
 
 def manifest_bytes(manifest: dict[str, Any]) -> bytes:

@@ -168,9 +168,6 @@ class Manifest:
         return tuple(p.role for p in self.parts())
 
 
-# The parser
-
-
 class _Reader:
     """Reads typed values from the manifest object; BadInput naming `where` and the key."""
 

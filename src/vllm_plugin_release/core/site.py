@@ -429,9 +429,6 @@ def build(
     )
 
 
-# The site as files
-
-
 STYLE = (
     "*{box-sizing:border-box}"
     "body{font:16px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#1a1a1a;"
@@ -631,9 +628,6 @@ def index_page(compat: Compat) -> bytes:
     return _page("vLLM core × plugin compatibility", body)
 
 
-# One pairing
-
-
 def _checks(manifest: Manifest) -> list[str]:
     conformance = manifest.conformance
     checks = conformance.checks
@@ -767,8 +761,6 @@ def pairing_page(p: CompatPairing, manifest: Manifest | None) -> bytes:
     ]
     return _page(title, body)
 
-
-# One plugin across every core (the ledger's matrix entries)
 
 EXIT_CLASSES = {1: "a gate failed", 2: "bad input", 3: "an outside failure"}
 OUTCOME_TEXT = {

@@ -166,9 +166,6 @@ def superseded(entries: list[LedgerEntry], pid: str, manifest_sha256: str) -> st
     )
 
 
-# The index and its entries, typed
-
-
 class CoreRef(NamedTuple):
     name: str | None  # "vllm" when the entry names none
     version: str
@@ -273,9 +270,6 @@ def _optional(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-# A run's history record and what the store holds beside a manifest, typed
-
-
 class PublishedAt(NamedTuple):
     """Where a run published its wheels: kind local (the run's pypiserver) or remote."""
 
@@ -326,9 +320,6 @@ def parse_run(data: Any) -> RunRecord | None:
     if isinstance(index, dict) and isinstance(index.get("kind"), str):
         where = PublishedAt(index["kind"], _optional(index.get("simple_url")))
     return RunRecord(_optional(data.get("pairing_id")), time, runner, verdict, sha, where)
-
-
-# Index entries and the index
 
 
 def lock_path(pid: str) -> str:
@@ -634,9 +625,6 @@ def check_same_wheels(previous: IndexEntry | None, entry: IndexEntry, location: 
                 hint="a pairing's wheels never change once published; "
                 "check the build's reproducibility",
             )
-
-
-# Consumers
 
 
 def version_ranks(versions: Iterable[str]) -> dict[str, int]:

@@ -139,9 +139,6 @@ class Root:
         return ChunkRecord(chunk["sha256"], chunk["size"], chunk["count"], chunk.get("first", 1))
 
 
-# Writing
-
-
 def _build(
     kind: Kind,
     entries: list[Any],
@@ -221,9 +218,6 @@ def _keys(part: list[LedgerEntry]) -> dict[str, list[str]]:
             if value:
                 found[name].add(str(value))
     return {name: sorted(values) for name, values in found.items()}
-
-
-# Reading (a summary.json verified against the store's head before it is parsed here)
 
 
 def parse_root(kind: Kind, data: bytes, where: str) -> Root:
@@ -315,9 +309,6 @@ def chunk_entries(kind: Kind, data: bytes, count: int, where: str) -> list[Any]:
     if not isinstance(entries, list) or len(entries) != count:
         raise BadInput(f"{where}: not a {kind.chunk_name} of {count} entries", hint=kind.hint)
     return entries
-
-
-# Picking the index's chunks
 
 
 def check_depth(entries: list[IndexEntry], where: str) -> None:
@@ -431,9 +422,6 @@ def _bounds(core: str) -> tuple[Any, Any]:
         if spec.operator in ("<=", "<", "=="):
             high = v if high is None or v < high else high
     return low, high
-
-
-# Picking the ledger's chunks
 
 
 _PICK_SHAPE = bounded.shape(tuple((name, (list,)) for name in _LISTS))

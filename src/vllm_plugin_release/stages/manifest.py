@@ -88,9 +88,6 @@ def _recorded(value: _T | None, dotted: str, file: str) -> _T:
 EVIDENCE_KEPT = 5  # evidence items per check copied into the manifest (the scorecard has all)
 
 
-# The manifest's sections
-
-
 def check_verdict(verdict: str, results: tuple[CheckResult, ...], file: str) -> None:
     """A verdict that contradicts its own checks is a gate failure, never recorded as is."""
     statuses = {r.status for r in results}
@@ -199,8 +196,6 @@ def read_records(dist_dir: Path, spec_path: str | None = None) -> Records:
     )
 
 
-# Wheels and pins
-
 WHEEL_FACTS = "wheel-files"  # .vpr/stages/wheel-files/<wheel sha256>.json
 
 
@@ -297,9 +292,6 @@ def pins_from_spec(spec: Spec) -> SpecPins:
         ),
         api_approval=core.api_approval,
     )
-
-
-# Building
 
 
 def _iso(epoch: int) -> str:
@@ -541,9 +533,6 @@ def build_manifest(
     }
     validate(manifest, str(records.dist_dir / MANIFEST_FILE))
     return manifest
-
-
-# Writing dist/NAME/ (what `vpr manifest build` and the release pipeline call)
 
 
 @dataclass(frozen=True)

@@ -53,9 +53,6 @@ LOCK_HINT = "the lock changed since `vpr env`; run the pairing again (vpr releas
 Wheels = list[tuple[str, Path, str]]  # (project, wheel file, sha256): core, plugin, guard
 
 
-# Wheels on the index
-
-
 def ensure_on_index(target: IndexTarget, wheels: Wheels) -> dict[str, str]:
     """Each wheel on the index, by file name: 'present' or 'uploaded' (the absent ones, in one
     `twine upload`). Another file under one of the names is GateFailed before any upload."""
@@ -152,9 +149,6 @@ def _twine_check(wheels: Wheels, ahead: proc.Ahead | None) -> None:
     twine_check([wheel for _, wheel, _ in wheels])
 
 
-# Install proof
-
-
 def prove_install(
     target: IndexTarget,
     manifest: Manifest,
@@ -187,9 +181,6 @@ def prove_install(
             + "\n  ".join(problems),
             hint="nothing was added to the manifest store",
         )
-
-
-# The whole step
 
 
 @dataclass
