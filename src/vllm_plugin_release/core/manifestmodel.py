@@ -278,11 +278,8 @@ def _source(r: _Reader) -> Source:
 def _container(r: _Reader) -> Container | None:
     if r.obj("container", optional=True) is None:
         return None
-    return Container(
-        base_image=r.text("container.base_image", optional=True),
-        base_digest=r.text("container.base_digest", optional=True),
-        image_id=r.text("container.image_id", optional=True),
-    )
+    keys = ("base_image", "base_digest", "image_id")
+    return Container(*(r.text(f"container.{key}", optional=True) for key in keys))
 
 
 def _part(r: _Reader, role: str) -> Part:
@@ -306,15 +303,9 @@ def _part(r: _Reader, role: str) -> Part:
 def _runtime(r: _Reader) -> Runtime:
     r.obj("runtime")
     wheel = r.obj("runtime.wheel", optional=True)
-    return Runtime(
-        name=r.text("runtime.name", optional=True),
-        status=r.required("runtime.status"),
-        version=r.text("runtime.version", optional=True),
-        commit=r.text("runtime.commit", optional=True),
-        pinned_version=r.text("runtime.pinned_version", optional=True),
-        pinned_commit=r.text("runtime.pinned_commit", optional=True),
-        wheel_filename=r.text("runtime.wheel.filename", optional=True) if wheel else None,
-    )
+    keys = ("name", "status", "version", "commit", "pinned_version", "pinned_commit")
+    found = [r.text(f"runtime.{k}", optional=k != "status") for k in keys]
+    return Runtime(*found, r.text("runtime.wheel.filename", optional=True) if wheel else None)
 
 
 def _environment(r: _Reader) -> Environment:
