@@ -89,11 +89,7 @@ class Body:
 
 
 @dataclass(frozen=True, slots=True)
-class Head:
-    version: int
-    time: str
-    expires: str
-    files: dict[str, FileRecord]
+class Head(Body):
     keyid: str
     digest: str  # sha256 of head.json's bytes: two heads of one version must be one head
 
