@@ -381,17 +381,11 @@ def _image_and_runtime_dependencies(manifest: dict[str, Any]) -> list[dict[str, 
         if image:
             deps.append({"name": "build-image", "digest": image})
     runtime = manifest["runtime"]
+    name = runtime.get("name") or "runtime"
     if runtime.get("status") == "present" and runtime.get("commit"):
-        deps.append(
-            {"name": runtime.get("name") or "runtime", "digest": {"gitCommit": runtime["commit"]}}
-        )
+        deps.append({"name": name, "digest": {"gitCommit": runtime["commit"]}})
     if runtime.get("status") == "present" and runtime.get("version"):
-        deps.append(
-            {
-                "name": runtime.get("name") or "runtime",
-                "uri": f"pkg:pypi/{runtime.get('name')}@{runtime['version']}",
-            }
-        )
+        deps.append({"name": name, "uri": f"pkg:pypi/{runtime.get('name')}@{runtime['version']}"})
     return deps
 
 
