@@ -197,8 +197,6 @@ def verify_envelope(
 
 @dataclass(frozen=True, slots=True)
 class Subject:
-    """A signed subject: a plain file name and its sha256."""
-
     name: str
     sha256: str
 
@@ -353,7 +351,6 @@ def _source_dependencies(manifest: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _lock_dependencies(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """The build and runtime environment locks."""
     locks = (manifest["core"]["build_env"], "build"), (manifest["environment"], "runtime")
     return [
         {
@@ -446,8 +443,6 @@ def build_statement(
 
 @dataclass(frozen=True, slots=True)
 class SdistPin:
-    """The core's source as an sdist: the index, its file name and sha256."""
-
     index: str
     filename: str
     sha256: str
@@ -458,8 +453,6 @@ class SdistPin:
 
 @dataclass(frozen=True, slots=True)
 class GitPin:
-    """The core's source as a git commit: the repository, the tag and the commit."""
-
     url: str
     tag: str
     commit: str
@@ -470,8 +463,6 @@ class GitPin:
 
 @dataclass(frozen=True, slots=True)
 class CorePins:
-    """`[core]`'s pins: name, version, target device, source date and source."""
-
     name: str
     version: str
     target_device: str
@@ -484,8 +475,6 @@ class CorePins:
 
 @dataclass(frozen=True, slots=True)
 class BuildPins:
-    """`[build]`'s pins: the Python, the backend, the base image, torch, the constraints."""
-
     python: str
     backend: str
     base_image: str | None

@@ -68,8 +68,6 @@ def choose_python(
 
 
 class ChangeRef(NamedTuple):
-    """A breaking change as a column record names it."""
-
     id: str
     detail: str
 

@@ -451,7 +451,6 @@ class Matrix:
 
 
 def matrix(entries: Iterable[LedgerEntry]) -> Matrix:
-    """The compatibility matrix from the ledger: the latest verdict per (core, plugin)."""
     cells: dict[tuple[str, str], LedgerEntry] = {}
     for e in entries:
         if e.kind == REPAIR:  # no pairing, no verdict

@@ -34,7 +34,6 @@ def wheel_roles(manifest: dict[str, Any]) -> tuple[str, ...]:
 
 @lru_cache(maxsize=1)
 def schema() -> dict[str, Any]:
-    """The manifest JSON Schema shipped in the package."""
     return packaged_json_object("schemas/manifest.schema.json")
 
 
@@ -106,7 +105,6 @@ def parse_document(data: bytes, path: Path, what: str) -> Any:
 
 
 def load(path: Path) -> Manifest:
-    """Read (bounded), validate and parse a manifest file."""
     from vllm_plugin_release.core.manifestmodel import parse
 
     data = read_document(path, "manifest")

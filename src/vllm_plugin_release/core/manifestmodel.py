@@ -92,8 +92,6 @@ class Environment:
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """One conformance check's result as the manifest records it."""
-
     status: str  # pass | warn | fail | deferred
     summary: str
     evidence: tuple[str, ...]  # the notes of its evidence, in order

@@ -65,15 +65,11 @@ class Sites(NamedTuple):
 
 
 class Signature(NamedTuple):
-    """Whether the pairing's manifest verified, and why not."""
-
     verified: bool
     problem: str | None
 
 
 class HistoryLine(NamedTuple):
-    """One ledger entry of a pairing, as its page lists it."""
-
     seq: int
     kind: str
     time: str | None
@@ -239,8 +235,6 @@ def _newest_core(
 
 
 class HeadStamp(NamedTuple):
-    """The store's signed head as the site names it: its version and time."""
-
     version: int
     time: str
 

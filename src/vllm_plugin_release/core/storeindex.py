@@ -450,7 +450,6 @@ def _entry_json(
 
 
 def check_index(data: Any, where: str) -> StoreIndex:
-    """index.json's JSON, checked (kind, schema_version, each entry) and typed."""
     if not isinstance(data, dict) or data.get("kind") != INDEX_KIND:
         raise BadInput(f"{where}: not a manifest store index (kind {INDEX_KIND!r} expected)")
     version = data.get("schema_version")

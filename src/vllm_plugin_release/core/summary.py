@@ -104,8 +104,6 @@ class ChunkRecord(NamedTuple):
 
 
 class ChunkBounds(NamedTuple):
-    """What picking an index chunk reads of its record."""
-
     cores: tuple[str, str]
     plugins: tuple[str, ...]
     verdicts: tuple[str, ...]
@@ -192,7 +190,6 @@ def build(
 def build_ledger(
     entries: list[LedgerEntry], ledger_record: FileRecord
 ) -> tuple[bytes, dict[str, bytes]]:
-    """The ledger summary of verified `entries` (oldest first)."""
     whole = lg.matrix(entries)
     renders = {fmt: lg.matrix_text(whole, fmt) for fmt in LEDGER_FORMATS}
 
