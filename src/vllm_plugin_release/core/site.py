@@ -483,6 +483,12 @@ def _thead(*columns: str) -> str:
     return "<thead><tr>" + "".join(f'<th scope="col">{c}</th>' for c in columns) + "</tr></thead>"
 
 
+def _table(caption: str, head: tuple[str, ...], rows: list[str], cols: str = "") -> list[str]:
+    """A captioned table; with a colgroup, the caption, colgroup and head on lines of their own."""
+    top, thead = f"<table><caption>{caption}</caption>", _thead(*head) + "<tbody>"
+    return [*([top, cols, thead] if cols else [top + thead]), *rows, "</tbody></table>"]
+
+
 def _cols(*widths: int) -> str:
     """A colgroup: each column's width in percent (0: the rest)."""
     cols = "".join(f'<col style="width:{w}%">' if w else "<col>" for w in widths)
@@ -586,23 +592,20 @@ def _legend() -> list[str]:
 def _plugins(compat: Compat) -> list[str]:
     if not compat.plugins:
         return []
-    out = [
-        '<h2 id="plugins">Each plugin across every core</h2>',
-        "<table><caption>The plugin's tests on each vLLM core (<code>vpr matrix</code>), "
-        "newest plugin commit</caption>",
-        _cols(40, 30, 30),
-        _thead("plugin", "core columns", "first breaking core") + "<tbody>",
-    ]
-    for m in compat.plugins:
-        run = m.runs[0]
-        out.append(
-            _run_row(
-                f'<a href="{e(m.page)}">{e(m.name)}</a><br><span '
-                f'class="small">{e(_commit(run.commit))}</span>',
-                run,
-            )
+    rows = [
+        _run_row(
+            f'<a href="{e(m.page)}">{e(m.name)}</a><br><span '
+            f'class="small">{e(_commit(m.runs[0].commit))}</span>',
+            m.runs[0],
         )
-    return [*out, "</tbody></table>"]
+        for m in compat.plugins
+    ]
+    caption = "The plugin's tests on each vLLM core (<code>vpr matrix</code>), newest plugin commit"
+    head = ("plugin", "core columns", "first breaking core")
+    return [
+        '<h2 id="plugins">Each plugin across every core</h2>',
+        *_table(caption, head, rows, _cols(40, 30, 30)),
+    ]
 
 
 def index_page(compat: Compat) -> bytes:
@@ -625,20 +628,17 @@ def index_page(compat: Compat) -> bytes:
 def _checks(manifest: Manifest) -> list[str]:
     conformance = manifest.conformance
     checks = conformance.checks
-    out = [
-        "<table><caption>Checks (from the signed manifest)</caption>",
-        _cols(24, 20, 0),
-        _thead("check", "status", "summary and evidence") + "<tbody>",
-    ]
+    rows = []
     for name in sorted(checks):
         check = checks[name]
         evidence = "".join(f"<li>{e(note)}</li>" for note in check.evidence)
         more = f"<ul>{evidence}</ul>" if evidence else ""
-        out.append(
+        rows.append(
             f'<tr><th scope="row">{e(name)}</th><td><span class="v">{e(check.status)}'
             f"</span></td><td>{e(check.summary)}{more}</td></tr>"
         )
-    out.append("</tbody></table>")
+    head = ("check", "status", "summary and evidence")
+    out = _table("Checks (from the signed manifest)", head, rows, _cols(24, 20, 0))
     deferred = conformance.deferred
     if deferred:
         out.append("<p>Deferred (not run here, never counted as a pass):</p><ul>")
@@ -648,22 +648,18 @@ def _checks(manifest: Manifest) -> list[str]:
 
 
 def _sites_table(p: CompatPairing) -> list[str]:
-    out = [
-        "<table><caption>Verdict per site</caption>"
-        + _thead("site", "verdict", "lag", "signed by")
-        + "<tbody>"
-    ]
+    rows = []
     for site, c in zip(SITES, p.sites):
         verdict = c.verdict or "none" if c.signed_by else "not run"
         lag = f"{c.lag_days} days" if c.lag_days is not None else "unknown"
         signed = c.signed_by or "-"
         if c.signed_by and not c.verified:
             signed += " (NOT verified)"
-        out.append(
+        rows.append(
             f'<tr><th scope="row">{e(site)}</th><td class="{_css(c.verdict)}">'
             f'<span class="v">{e(verdict)}</span></td><td>{e(lag)}</td><td>{e(signed)}</td></tr>'
         )
-    return [*out, "</tbody></table>"]
+    return _table("Verdict per site", ("site", "verdict", "lag", "signed by"), rows)
 
 
 def _approval(p: CompatPairing) -> list[str]:
@@ -685,35 +681,27 @@ def _approval(p: CompatPairing) -> list[str]:
 
 
 def _wheels(manifest: Manifest) -> list[str]:
-    out = [
-        "<table><caption>Certified wheels</caption>",
-        _cols(14, 36, 0),
-        _thead("role", "file", "sha256") + "<tbody>",
+    rows = [
+        f'<tr><th scope="row">{e(part.role)}</th><td>{e(part.wheel.filename)}</td>'
+        f"<td><code>{e(part.wheel.sha256)}</code></td></tr>"
+        for part in manifest.parts()
     ]
-    for part in manifest.parts():
-        out.append(
-            f'<tr><th scope="row">{e(part.role)}</th><td>{e(part.wheel.filename)}</td>'
-            f"<td><code>{e(part.wheel.sha256)}</code></td></tr>"
-        )
-    return [*out, "</tbody></table>"]
+    return _table("Certified wheels", ("role", "file", "sha256"), rows, _cols(14, 36, 0))
 
 
 def _history_html(p: CompatPairing) -> list[str]:
     if not p.history:
         return ["<p>The store's ledger holds no entry for this pairing.</p>"]
-    out = [
-        "<table><caption>Ledger entries of this pairing (signed, chained)</caption>"
-        + _thead("#", "time", "kind", "runner", "verdict", "lag", "manifest")
-        + "<tbody>"
-    ]
+    rows = []
     for h in p.history:
         lag = f"{h.lag_days} days" if h.lag_days is not None else "-"
-        out.append(
+        rows.append(
             f'<tr><th scope="row">{e(h.seq)}</th><td>{e(h.time)}</td><td>{e(h.kind)}'
             f'</td><td>{e(h.runner)}</td><td><span class="v">{e(h.verdict)}</span></td>'
             f"<td>{e(lag)}</td><td><code>{e(str(h.manifest_sha256)[:16])}</code></td></tr>"
         )
-    return [*out, "</tbody></table>"]
+    head = ("#", "time", "kind", "runner", "verdict", "lag", "manifest")
+    return _table("Ledger entries of this pairing (signed, chained)", head, rows)
 
 
 def pairing_page(p: CompatPairing, manifest: Manifest | None) -> bytes:
@@ -899,14 +887,12 @@ def _newest_line(compat: Compat, run: PluginRun) -> list[str]:
 def _older(m: PluginMatrix) -> list[str]:
     if len(m.runs) < 2:
         return []
-    out = [
+    rows = [_run_row(e(_commit(run.commit)), run) for run in m.runs[1:]]
+    head = ("plugin commit", "core columns", "first breaking core")
+    return [
         '<h2 id="older">Earlier plugin commits</h2>',
-        "<table><caption>Each earlier commit's matrix, newest first</caption>"
-        + _thead("plugin commit", "core columns", "first breaking core")
-        + "<tbody>",
+        *_table("Each earlier commit's matrix, newest first", head, rows),
     ]
-    out += [_run_row(e(_commit(run.commit)), run) for run in m.runs[1:]]
-    return [*out, "</tbody></table>"]
 
 
 def _run_row(head: str, run: PluginRun) -> str:
