@@ -141,24 +141,13 @@ def repair_entry(repair: Repair, time: str) -> Draft:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class LedgerEntry:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerEntry(Draft):
     """One entry of the ledger as read, its shape checked, numbered by its place in the chain;
     `raw`: the signed payload as written."""
 
     seq: int
-    kind: str
-    pairing_id: str | None
-    core: Party
-    plugin: Party
-    python: str | None
-    verdict: str | None
-    runner: str | None
-    time: str | None
-    manifest_sha256: str | None
-    lag: Lag | None
     raw: dict[str, Any]
-    column: ColumnEntry | None = None  # kind matrix: `core.columns.ledger_column`
 
 
 def entry_from_manifest(
@@ -218,7 +207,7 @@ def chained(entry: Draft, previous_line: bytes | None, count: int) -> LedgerEntr
     """`entry` with its place in the chain: seq (1-based) and the previous line's digest."""
     prev = line_digest(previous_line) if previous_line else GENESIS
     raw = {"seq": count + 1, "prev": prev, **entry.to_json()}
-    kept = {f.name: getattr(entry, f.name) for f in fields(LedgerEntry)[1:] if f.name != "raw"}
+    kept = {f.name: getattr(entry, f.name) for f in fields(Draft)}
     return LedgerEntry(seq=count + 1, raw=raw, **kept)
 
 
@@ -335,13 +324,15 @@ def _party(value: dict[str, Any]) -> Party:
 
 def entry_from(raw: dict[str, Any], seq: int) -> LedgerEntry:
     """A payload `entry_problem` found no fault in, as the entry numbered `seq`."""
-    lag = raw.get("lag")
+    lag, runtime = raw.get("lag"), raw.get("runtime")
+    runtime = runtime if isinstance(runtime, dict) else {}  # not read before: its shape is free
     return LedgerEntry(
         seq=seq,
         kind=raw["kind"],
         pairing_id=raw.get("pairing_id"),
         core=_party(raw["core"]),
         plugin=_party(raw["plugin"]),
+        runtime=(runtime.get("name"), runtime.get("status")),
         python=raw.get("python"),
         verdict=raw.get("verdict"),
         runner=raw.get("runner"),
@@ -350,6 +341,9 @@ def entry_from(raw: dict[str, Any], seq: int) -> LedgerEntry:
         lag=Lag(lag.get("days"), lag.get("minor_releases")) if lag else None,  # {}: none
         raw=raw,
         column=ColumnEntry(raw["column"]) if raw["kind"] == MATRIX else None,
+        repair=Repair(*(raw["repair"][f.name] for f in fields(Repair)))
+        if raw["kind"] == REPAIR
+        else None,
     )
 
 
@@ -485,10 +479,8 @@ def render_lines(entries: Iterable[LedgerEntry]) -> str:
     """One line per entry, for a terminal or a job summary."""
     out = []
     for e in entries:
-        repair = e.raw.get("repair") if e.kind == REPAIR else None
-        if isinstance(repair, dict):
-            r = Repair(*(repair[f.name] for f in fields(Repair)))
-            out.append(f"#{e.seq} {e.time} {REPAIR:<7} {r.line()}")
+        if e.repair is not None:
+            out.append(f"#{e.seq} {e.time} {REPAIR:<7} {e.repair.line()}")
             continue
         lag = e.lag
         lag_text = f"  lag {lag.days} d / {lag.minor_releases} minor" if lag else ""
