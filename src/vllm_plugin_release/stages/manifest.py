@@ -325,18 +325,10 @@ def _runtime(env: EnvRecord | None, pins: RuntimePins | None) -> dict[str, Any]:
     pinned_version = None if pins is None else pins.version
     pinned_commit = None if pins is None else pins.commit
     observed = None if env is None or not env.runtime.named else env.runtime
-    if pins is None and observed is None:
-        return {
-            "name": None,
-            "status": "not-required",
-            "version": None,
-            "commit": None,
-            "pinned_version": None,
-            "pinned_commit": None,
-            "note": "the spec names no vendor runtime",
-        }
     name = (None if observed is None else observed.name) or (None if pins is None else pins.name)
-    if env is None:
+    if pins is None and observed is None:
+        status, note = "not-required", "the spec names no vendor runtime"
+    elif env is None:
         status, note = "absent", "no env.json: the environment stage has not run"
     elif observed is None or observed.status != "present":
         status = "absent"
