@@ -149,13 +149,11 @@ class Column:
             "errors": {t: list(v) for t, v in sorted(self.errors.items())},
             # keys sorted at every level, as the record file has them: a column read back
             # from its record and one still in memory give matrix.json the same bytes
-            "coupling": None if self.coupling is None else _sorted(self.coupling.raw),
+            "coupling": None
+            if self.coupling is None
+            else json.loads(json.dumps(self.coupling.raw, sort_keys=True)),
             "plugin": None if self.plugin is None else dict(self.plugin),
         }
-
-
-def _sorted(value: Any) -> Any:
-    return json.loads(json.dumps(value, sort_keys=True))
 
 
 def not_run(
@@ -524,11 +522,6 @@ def plugin_of(columns: Sequence[Column]) -> Mapping[str, str | None]:
     return dict(columns[0].plugin or {})
 
 
-def _first_breaking(a: Assembled) -> list[str]:
-    """The breaking change ids, those a failure confirms first."""
-    return sorted(a.breaking, key=lambda i: (i not in a.confirmed, i))[:BREAKING_SHOWN]
-
-
 def ledger_column(
     a: Assembled, digests: Mapping[str, str], bisect: Mapping[str, str] | None
 ) -> ColumnEntry:
@@ -558,7 +551,10 @@ def ledger_column(
             "imports_failing": len(col.imports),
             "regressions": len(a.regressions),
             "import_regressions": len(a.import_regressions),
-            "breaking": _first_breaking(a),
+            # the first breaking change ids, those a failure confirms first
+            "breaking": sorted(a.breaking, key=lambda i: (i not in a.confirmed, i))[
+                :BREAKING_SHOWN
+            ],
             "breaking_total": len(a.breaking),
             "bisect": ids["bisect"],
         }

@@ -80,14 +80,6 @@ def store_path(value: Any, where: str) -> str:
     )
 
 
-def entry_pid_problem(key: Any, entry: dict[str, Any]) -> str | None:
-    if not isinstance(key, str) or not _PID.fullmatch(key):
-        return "the key is not a pairing id (a sha256: 64 hexadecimal characters)"
-    if entry.get("pairing_id") != key:
-        return "its pairing_id is not its key"
-    return None
-
-
 def request_problems(
     manifest: Manifest,
     entry: IndexEntry,
@@ -483,7 +475,7 @@ def parse_entries(entries: Iterable[tuple[Any, Any]], where: str) -> dict[str, I
 def check_entries(entries: Iterable[tuple[Any, Any]], where: str) -> None:
     """BadInput naming the first (key, entry) query, matrix, install and publish cannot read."""
     for pid, entry in entries:
-        problem = _entry_problem(entry) or entry_pid_problem(pid, entry)
+        problem = _entry_problem(pid, entry)
         if problem:
             raise BadInput(
                 f"{where}: pairings[{pid!r}]: {problem}",
@@ -531,7 +523,7 @@ _RUNTIME_SHAPE = bounded.shape(
 )
 
 
-def _entry_problem(entry: Any) -> str | None:
+def _entry_problem(key: Any, entry: Any) -> str | None:
     problem = bounded.shape_problem(entry, _ENTRY_SHAPE)
     if problem is None and isinstance(entry.get("runtime"), dict):
         inner = bounded.shape_problem(entry["runtime"], _RUNTIME_SHAPE)
@@ -540,6 +532,10 @@ def _entry_problem(entry: Any) -> str | None:
         problem = (
             f"'core.version' is {bounded.shown(entry['core']['version'])}, not a PEP 440 version"
         )
+    if problem is None and (not isinstance(key, str) or not _PID.fullmatch(key)):
+        problem = "the key is not a pairing id (a sha256: 64 hexadecimal characters)"
+    if problem is None and entry.get("pairing_id") != key:
+        problem = "its pairing_id is not its key"
     return problem
 
 
@@ -671,11 +667,6 @@ def query(
     return out
 
 
-def _plugin_column(entry: IndexEntry) -> str:
-    commit = entry.plugin.commit
-    return f"{entry.plugin.name}@{commit[:12] if commit else entry.plugin.version}"
-
-
 @dataclass(frozen=True)
 class Matrix:
     cores: list[str]
@@ -692,7 +683,9 @@ def matrix(index: StoreIndex) -> Matrix:
     cores: set[str] = set()
     plugins: set[str] = set()
     for entry in index.pairings.values():
-        core, column = entry.core.version, _plugin_column(entry)
+        plugin = entry.plugin
+        core = entry.core.version
+        column = f"{plugin.name}@{plugin.commit[:12] if plugin.commit else plugin.version}"
         cores.add(core)
         plugins.add(column)
         cells.setdefault((core, column), []).append(entry)
@@ -859,15 +852,14 @@ def _keys(n: int) -> list[str]:
     return out
 
 
-def _cell_lines(entries: list[IndexEntry]) -> list[str]:
-    return [f"{e.verdict or 'none'} py{python_of(e)}" for e in entries] or ["-"]
-
-
 def matrix_text(m: Matrix, width: int = WIDTH) -> str:
     if not m.cores:
         return "No pairings in the manifest store.\n"
     keys = dict(zip(m.plugins, _keys(len(m.plugins))))
-    lines = {where: _cell_lines(entries) for where, entries in m.cells.items()}
+    lines = {
+        where: [f"{e.verdict or 'none'} py{python_of(e)}" for e in entries] or ["-"]
+        for where, entries in m.cells.items()
+    }
     first = max(9, *(len(c) for c in m.cores)) + 2
     cell = max(
         12,
