@@ -300,14 +300,11 @@ def parse(data: Any, where: str, hint: str | None = None) -> Scorecard:
         ) from None
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _want(ok: bool, key: str, expected: str, value: Any) -> None:
     if not ok:
-        raise _Bad(f"'{key}' must be {expected} (got {_short(value)})")
+        text = repr(value)
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        raise _Bad(f"'{key}' must be {expected} (got {shown})")
 
 
 def _text(node: Mapping[str, Any], key: str, at: str, required: bool = False) -> Any:
