@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -81,6 +82,21 @@ def test_optional_records_absent(tmp_path: Path) -> None:
     assert m["environment"]["status"] == "absent"
     assert m["runtime"]["status"] == "absent"
     assert "no env.json" in m["runtime"]["note"]
+
+
+def test_a_spec_without_a_runtime_records_none_required(tmp_path: Path) -> None:
+    dist = tmp_path / "ref"
+    pins = dataclasses.replace(make_pairing(dist, env=False), runtime=None)
+    m = mf.build_manifest(pins, mf.read_records(dist))
+    assert m["runtime"] == {
+        "name": None,
+        "status": "not-required",
+        "version": None,
+        "commit": None,
+        "pinned_version": None,
+        "pinned_commit": None,
+        "note": "the spec names no vendor runtime",
+    }
 
 
 def test_runtime_present_on_hardware(tmp_path: Path) -> None:

@@ -1,6 +1,5 @@
-"""Provenance and signature as data: an in-toto Statement v1 with an SLSA provenance v1
-predicate in a DSSE envelope (securesystemslib's), and this project's policy on top: the
-keyid, the canonical one-line `manifest.intoto.jsonl`, strict checks, the spec's pins."""
+"""Provenance as data: an in-toto Statement v1 (SLSA provenance v1) in a DSSE envelope, with
+this project's keyid, canonical one-line `manifest.intoto.jsonl`, strict checks and pins."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ import binascii
 import copy
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import bounded
@@ -33,11 +32,7 @@ LOCAL_BUILDER = "https://vllm-plugin-release.invalid/builders/local"
 
 
 def keyid(public_key: Ed25519PublicKey) -> str:
-    """sha256 of the raw 32-byte public key, hex."""
     return hashlib.sha256(public_key.public_bytes_raw()).hexdigest()
-
-
-# DSSE
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:
@@ -56,8 +51,6 @@ def _sslib_key(public_key: Ed25519PublicKey) -> Any:
 
 
 def sign_statement(statement: dict[str, Any], key: Ed25519PrivateKey) -> dict[str, Any]:
-    """`statement` as a DSSE envelope signed with `key` (securesystemslib's Envelope and
-    CryptoSigner)."""
     from securesystemslib.dsse import Envelope
     from securesystemslib.signer import CryptoSigner
 
@@ -71,7 +64,6 @@ def envelope_bytes(envelope: dict[str, Any]) -> bytes:
 
 
 def signed_bytes(statement: dict[str, Any], key: Ed25519PrivateKey) -> bytes:
-    """The .intoto.jsonl file content: `statement` signed with `key`, as one canonical line."""
     return envelope_bytes(sign_statement(statement, key))
 
 
@@ -84,8 +76,7 @@ def sign_pairing(
     builder_id: str,
     invocation_id: str | None = None,
 ) -> bytes:
-    """manifest.intoto.jsonl's bytes for `manifest`, whose file is `data`: the statement over it
-    signed with `key`, as one canonical line; `pins` become its `externalParameters`."""
+    """manifest.intoto.jsonl's bytes: the statement over `data` (the manifest's file), signed."""
     statement = build_statement(
         dict(manifest.raw),
         hashlib.sha256(data).hexdigest(),
@@ -168,8 +159,7 @@ def _shape_problems(envelope: dict[str, Any]) -> tuple[list[str], bytes | None, 
 def verify_envelope(
     envelope: dict[str, Any], public_key: Ed25519PublicKey, where: str
 ) -> dict[str, Any]:
-    """Check the DSSE signature with `public_key` (securesystemslib's Envelope.verify, after
-    this project's shape rules); return the statement it carries."""
+    """The statement `envelope` carries, its shape and signature by `public_key` checked."""
     from securesystemslib.dsse import Envelope
     from securesystemslib.exceptions import VerificationError
 
@@ -207,17 +197,13 @@ def verify_envelope(
 
 @dataclass(frozen=True, slots=True)
 class Subject:
-    """A signed subject: a plain file name and its sha256."""
-
     name: str
     sha256: str
 
 
 @dataclass(frozen=True, slots=True)
 class Statement:
-    """An in-toto statement as its envelope carries it, read once (`parse_statement`): its
-    type, predicate type, well-formed subjects and one problem per malformed one. `raw` is
-    the statement as signed (its canonical JSON is the payload): only to sign or show it."""
+    """An in-toto statement as its envelope carries it; `raw`: as signed, only to sign or show."""
 
     type: str | None  # `_type`
     predicate_type: str | None  # `predicateType`
@@ -228,8 +214,7 @@ class Statement:
 
 
 def parse_statement(data: object, where: str) -> Statement:
-    """The statement a signed payload holds (its JSON value); GateFailed unless it is a
-    JSON object. Subjects are read as `subject_digests` wants them."""
+    """The statement of a signed payload; GateFailed unless it is a JSON object."""
     if not isinstance(data, dict):
         raise GateFailed(f"{where}: signed payload is not a JSON object (an in-toto Statement)")
     subjects: list[Subject] = []
@@ -260,8 +245,8 @@ def parse_statement(data: object, where: str) -> Statement:
 
 
 def read_signed(data: bytes, public_key: Ed25519PublicKey | None, where: str) -> Statement:
-    """The statement in a .intoto.jsonl file's bytes, its signature checked with `public_key` (with
-    none, digests only). GateFailed names `where` and what is wrong."""
+    """The statement in a .intoto.jsonl file, its signature checked with `public_key` (None:
+    digests only); GateFailed naming `where` and what is wrong."""
     envelope = parse_envelope(data, where)
     if public_key is None:
         return parse_statement(unverified_statement(envelope, where), where)
@@ -269,8 +254,7 @@ def read_signed(data: bytes, public_key: Ed25519PublicKey | None, where: str) ->
 
 
 def subject_digests(statement: Statement) -> tuple[dict[str, str], list[str]]:
-    """({subject name: sha256}, problems) of a statement's well-formed subjects (a plain
-    file name and a sha256 string each)."""
+    """({subject name: sha256}, problems) of a statement's subjects."""
     names = {s.name: s.sha256 for s in statement.subjects}
     problems = list(statement.malformed)
     if not names and not problems:
@@ -297,9 +281,8 @@ def verify_pairing(
     public_key: Ed25519PublicKey,
     where: tuple[str, str],
 ) -> tuple[Manifest, Statement]:
-    """(manifest, statement) of a pairing held as bytes: the envelope signed by `public_key`, the
-    manifest its subject and valid against its schema, both wheels signed subjects. GateFailed lists
-    the problems."""
+    """(manifest, statement) of a pairing held as bytes: signed by `public_key`, the manifest
+    its subject and valid, each wheel a signed subject; GateFailed lists the problems."""
     manifest_at, statement_at = where
     statement = read_signed(envelope_data, public_key, statement_at)
     names, problems = subject_digests(statement)
@@ -328,9 +311,6 @@ def verify_pairing(
             hint="something changed after signing; rebuild with `vpr manifest build`",
         )
     return typed, statement
-
-
-# Statement
 
 
 def _sha_digest(value: str | None) -> dict[str, str] | None:
@@ -371,27 +351,16 @@ def _source_dependencies(manifest: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _lock_dependencies(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """The build and runtime environment locks."""
-    deps: list[dict[str, Any]] = []
-    lock = manifest["core"]["build_env"]
-    if lock.get("lock_sha256"):
-        deps.append(
-            {
-                "name": lock.get("lock_file") or "build-lock",
-                "digest": {"sha256": lock["lock_sha256"]},
-                "annotations": {"role": "build environment lock"},
-            }
-        )
-    env = manifest["environment"]
-    if env.get("lock_sha256"):
-        deps.append(
-            {
-                "name": env.get("lock_file") or "env-lock",
-                "digest": {"sha256": env["lock_sha256"]},
-                "annotations": {"role": "runtime environment lock"},
-            }
-        )
-    return deps
+    locks = (manifest["core"]["build_env"], "build"), (manifest["environment"], "runtime")
+    return [
+        {
+            "name": lock.get("lock_file") or ("build-lock" if role == "build" else "env-lock"),
+            "digest": {"sha256": lock["lock_sha256"]},
+            "annotations": {"role": f"{role} environment lock"},
+        }
+        for lock, role in locks
+        if lock.get("lock_sha256")
+    ]
 
 
 def _image_and_runtime_dependencies(manifest: dict[str, Any]) -> list[dict[str, Any]]:
@@ -409,26 +378,12 @@ def _image_and_runtime_dependencies(manifest: dict[str, Any]) -> list[dict[str, 
         if image:
             deps.append({"name": "build-image", "digest": image})
     runtime = manifest["runtime"]
+    name = runtime.get("name") or "runtime"
     if runtime.get("status") == "present" and runtime.get("commit"):
-        deps.append(
-            {"name": runtime.get("name") or "runtime", "digest": {"gitCommit": runtime["commit"]}}
-        )
+        deps.append({"name": name, "digest": {"gitCommit": runtime["commit"]}})
     if runtime.get("status") == "present" and runtime.get("version"):
-        deps.append(
-            {
-                "name": runtime.get("name") or "runtime",
-                "uri": f"pkg:pypi/{runtime.get('name')}@{runtime['version']}",
-            }
-        )
+        deps.append({"name": name, "uri": f"pkg:pypi/{runtime.get('name')}@{runtime['version']}"})
     return deps
-
-
-def resolved_dependencies(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
-        *_source_dependencies(manifest),
-        *_lock_dependencies(manifest),
-        *_image_and_runtime_dependencies(manifest),
-    ]
 
 
 def build_statement(
@@ -440,9 +395,8 @@ def build_statement(
     invocation_id: str | None = None,
     manifest_name: str = MANIFEST_FILE,
 ) -> dict[str, Any]:
-    """The in-toto Statement (SLSA provenance v1): subjects = the wheels (core, plugin, the guard
-    when there is one) + the manifest. `manifest` is the document as written (its `raw`): signing
-    reads the object whose bytes it signs, never the typed value."""
+    """The in-toto Statement (SLSA provenance v1) over the wheels and the manifest. `manifest`:
+    the document as written (its `raw`): signing reads the object whose bytes it signs."""
     subjects = [
         {
             "name": manifest[role]["wheel"]["filename"],
@@ -472,7 +426,11 @@ def build_statement(
                     "source_date_epoch": manifest["source_date_epoch"],
                     "verdict": manifest["conformance"]["verdict"],
                 },
-                "resolvedDependencies": resolved_dependencies(manifest),
+                "resolvedDependencies": [
+                    *_source_dependencies(manifest),
+                    *_lock_dependencies(manifest),
+                    *_image_and_runtime_dependencies(manifest),
+                ],
             },
             "runDetails": run_details,
         },
@@ -485,37 +443,26 @@ def build_statement(
 
 @dataclass(frozen=True, slots=True)
 class SdistPin:
-    """The core's source as an sdist: the index, its file name and sha256."""
-
     index: str
     filename: str
     sha256: str
 
     def to_json(self) -> dict[str, str]:
-        return {
-            "kind": "sdist",
-            "index": self.index,
-            "filename": self.filename,
-            "sha256": self.sha256,
-        }
+        return {"kind": "sdist", **asdict(self)}
 
 
 @dataclass(frozen=True, slots=True)
 class GitPin:
-    """The core's source as a git commit: the repository, the tag and the commit."""
-
     url: str
     tag: str
     commit: str
 
     def to_json(self) -> dict[str, str]:
-        return {"kind": "git", "url": self.url, "tag": self.tag, "commit": self.commit}
+        return {"kind": "git", **asdict(self)}
 
 
 @dataclass(frozen=True, slots=True)
 class CorePins:
-    """`[core]`'s pins: name, version, target device, source date and source."""
-
     name: str
     version: str
     target_device: str
@@ -523,19 +470,11 @@ class CorePins:
     source: SdistPin | GitPin
 
     def to_json(self) -> dict[str, str | int | dict[str, str]]:
-        return {
-            "name": self.name,
-            "version": self.version,
-            "target_device": self.target_device,
-            "source_date_epoch": self.source_date_epoch,
-            "source": self.source.to_json(),
-        }
+        return {**asdict(self), "source": self.source.to_json()}
 
 
 @dataclass(frozen=True, slots=True)
 class BuildPins:
-    """`[build]`'s pins: the Python, the backend, the base image, torch, the constraints."""
-
     python: str
     backend: str
     base_image: str | None
@@ -543,13 +482,7 @@ class BuildPins:
     constraints: str
 
     def to_json(self) -> dict[str, str | None]:
-        return {
-            "python": self.python,
-            "backend": self.backend,
-            "base_image": self.base_image,
-            "torch": self.torch,
-            "constraints": self.constraints,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -571,9 +504,8 @@ class RuntimeTable:
 
 @dataclass(frozen=True)
 class SpecPins:
-    """The spec's pins, what the statement signs as `externalParameters` (`to_json`).
-    `plugin`/`runtime` None: the spec has no such table (signed as `{}` and `null`); `api_approval`
-    None: the key is left out."""
+    """The spec's pins, signed as the statement's `externalParameters` (`to_json`); a table
+    the spec lacks is None (signed as `{}` and `null`; no `api_approval` key)."""
 
     name: str
     core: CorePins
@@ -583,7 +515,6 @@ class SpecPins:
     api_approval: Approval | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The statement's `externalParameters`, word for word as signed."""
         out: dict[str, Any] = {
             "name": self.name,
             "core": self.core.to_json(),

@@ -70,7 +70,7 @@ class Deferred(NamedTuple):
     run_with: str | None
 
     def to_json(self) -> dict[str, Any]:
-        return _given(check=self.check, reason=self.reason, run_with=self.run_with)
+        return _given(**self._asdict())
 
 
 class Feature(NamedTuple):
@@ -161,12 +161,7 @@ class Explanation(NamedTuple):
     needs: tuple[str, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "meaning": self.meaning,
-            "why": list(self.why),
-            "next_level": self.next_level,
-            "needs": list(self.needs),
-        }
+        return {**self._asdict(), "why": list(self.why), "needs": list(self.needs)}
 
 
 class Pairing(NamedTuple):
@@ -305,14 +300,11 @@ def parse(data: Any, where: str, hint: str | None = None) -> Scorecard:
         ) from None
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _want(ok: bool, key: str, expected: str, value: Any) -> None:
     if not ok:
-        raise _Bad(f"'{key}' must be {expected} (got {_short(value)})")
+        text = repr(value)
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        raise _Bad(f"'{key}' must be {expected} (got {shown})")
 
 
 def _text(node: Mapping[str, Any], key: str, at: str, required: bool = False) -> Any:

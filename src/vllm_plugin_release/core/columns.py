@@ -7,7 +7,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -68,8 +68,6 @@ def choose_python(
 
 
 class ChangeRef(NamedTuple):
-    """A breaking change as a column record names it."""
-
     id: str
     detail: str
 
@@ -77,8 +75,7 @@ class ChangeRef(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class Coupling:
     """A column's coupling report against the column before, as the record keeps it (the
-    report's JSON, `apicoupling.CouplingReport.to_json`, with `against` and the tracer's
-    `traced`; or `status` error with its `reason`): checked to be an object when read."""
+    report's JSON with `against` and the tracer's `traced`, or an error with its `reason`)."""
 
     raw: Mapping[str, Any]
 
@@ -89,7 +86,6 @@ class Coupling:
 
     @property
     def changes(self) -> list[ChangeRef]:
-        """The report's breaking changes: id and detail."""
         found = self.raw.get("changes")
         items = found if isinstance(found, list) else []
         return [
@@ -153,13 +149,11 @@ class Column:
             "errors": {t: list(v) for t, v in sorted(self.errors.items())},
             # keys sorted at every level, as the record file has them: a column read back
             # from its record and one still in memory give matrix.json the same bytes
-            "coupling": None if self.coupling is None else _sorted(self.coupling.raw),
+            "coupling": None
+            if self.coupling is None
+            else json.loads(json.dumps(self.coupling.raw, sort_keys=True)),
             "plugin": None if self.plugin is None else dict(self.plugin),
         }
-
-
-def _sorted(value: Any) -> Any:
-    return json.loads(json.dumps(value, sort_keys=True))
 
 
 def not_run(
@@ -212,14 +206,9 @@ def parse_column(data: Any, path: Path) -> Column:
         if path.stem != text["core"] or not _LABEL.match(text["core"]):
             raise ValueError(f"core: {text['core']!r} is not this file's column")
         return Column(
-            core=text["core"],
-            role=text["role"],
-            key=text["key"],
+            **text,  # core, role, key, python_why, status, reason
             python=data.get("python"),
-            python_why=text["python_why"],
-            status=text["status"],
             exit_class=data["exit_class"],
-            reason=text["reason"],
             imports=_str_map(data.get("imports"), "imports"),
             modules=data["modules"],
             counts={k: counts[k] for k in COUNT_KEYS},
@@ -233,8 +222,7 @@ def parse_column(data: Any, path: Path) -> Column:
 
 
 def read_column(path: Path) -> Column | None:
-    """The column record at `path`, or None when there is none; BadInput when it is there
-    but not a column record."""
+    """The column record at `path` (None: there is none); BadInput when it is not one."""
     try:
         data = bounded.loads(bounded.read_file(path, MAX_COLUMN, "column record"))
     except FileNotFoundError:
@@ -315,9 +303,7 @@ def observed_failures(column: Column, regressions: Sequence[str]) -> dict[str, s
 
 
 def traced_failures(column: Column, observed: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
-    """Which observed failures the column's coupling report explains: the tracer ran when
-    the column did (its `traced`: failing module or test -> change ids); only the failures
-    observed here (imports, regressions) are counted."""
+    """The observed failures the tracer (run with the column) traced to change ids."""
     traced = column.coupling.traced if column.coupling else {}
     out: dict[str, tuple[str, ...]] = {}
     for key in observed:
@@ -364,9 +350,8 @@ def assemble(columns: Sequence[Column]) -> list[Assembled]:
 
 @dataclass(frozen=True, slots=True)
 class Accuracy:
-    """The coupling report's accuracy across the matrix: the failures observed (failing
-    imports, regressions), those traced to a reported change (recall), the breaking changes
-    reported and those a failure confirms (precision), and the misses by column."""
+    """The coupling report's accuracy across the matrix: recall (observed failures traced to a
+    reported change) and precision (breaking changes a failure confirms)."""
 
     observed: int
     traced: int
@@ -377,15 +362,7 @@ class Accuracy:
     missed: tuple[str, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "observed": self.observed,
-            "traced": self.traced,
-            "recall": self.recall,
-            "breaking": self.breaking,
-            "confirmed": self.confirmed,
-            "precision": self.precision,
-            "missed": list(self.missed),
-        }
+        return {**asdict(self), "missed": list(self.missed)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -545,11 +522,6 @@ def plugin_of(columns: Sequence[Column]) -> Mapping[str, str | None]:
     return dict(columns[0].plugin or {})
 
 
-def _first_breaking(a: Assembled) -> list[str]:
-    """The breaking change ids, those a failure confirms first."""
-    return sorted(a.breaking, key=lambda i: (i not in a.confirmed, i))[:BREAKING_SHOWN]
-
-
 def ledger_column(
     a: Assembled, digests: Mapping[str, str], bisect: Mapping[str, str] | None
 ) -> ColumnEntry:
@@ -579,7 +551,10 @@ def ledger_column(
             "imports_failing": len(col.imports),
             "regressions": len(a.regressions),
             "import_regressions": len(a.import_regressions),
-            "breaking": _first_breaking(a),
+            # the first breaking change ids, those a failure confirms first
+            "breaking": sorted(a.breaking, key=lambda i: (i not in a.confirmed, i))[
+                :BREAKING_SHOWN
+            ],
             "breaking_total": len(a.breaking),
             "bisect": ids["bisect"],
         }
@@ -587,8 +562,8 @@ def ledger_column(
 
 
 def bisect_range(report: Any, a: Assembled) -> dict[str, str] | None:
-    """What a bisect report found for this column's step, when it searched from the tested column
-    before (`--good`) to this one (`--bad`): the last good and first bad commit or version."""
+    """What a bisect report from the tested column before (`--good`) to this one (`--bad`)
+    found: the last good and first bad commit or version."""
     if report is None or a.against is None or outcome(a) != "regressed":
         return None
     good, bad = (str(x).removeprefix("v") for x in (report.good, report.bad))

@@ -1,17 +1,17 @@
-"""The pairing ledger (`STORE/ledger/ledger.jsonl`), pure: every verdict the pipeline reached,
-one signed, chained entry per line (fields: docs/upstream.md); reading refuses the whole
-ledger at the first line whose signature or link fails. Files and locks: `edges.ledgerstore`."""
+"""The pairing ledger (`STORE/ledger/ledger.jsonl`), pure: one signed, chained entry per verdict
+(fields: docs/upstream.md); a read refuses it at its first bad line. Files: edges.ledgerstore."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import bounded, signed
 from vllm_plugin_release.core.errors import BadInput, GateFailed
+from vllm_plugin_release.core.storehead import count_ok
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -42,7 +42,7 @@ class Party:
     commit: str | None
 
     def to_json(self) -> dict[str, str | None]:
-        return {"name": self.name, "version": self.version, "commit": self.commit}
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +53,7 @@ class Lag:
     minor_releases: int | None
 
     def to_json(self) -> dict[str, int | None]:
-        """The entry's `lag` object, as written: these keys, in this order."""
-        return {"days": self.days, "minor_releases": self.minor_releases}
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,14 +68,7 @@ class Repair:
     restored: str
 
     def to_json(self) -> dict[str, str | int]:
-        """The entry's `repair` object, as written: these keys, in this order."""
-        return {
-            "file": self.file,
-            "found": self.found,
-            "signed": self.signed,
-            "head_version": self.head_version,
-            "restored": self.restored,
-        }
+        return asdict(self)
 
     def line(self) -> str:
         """The repair in one line, as a writer says it and the ledger's text shows it."""
@@ -142,32 +134,20 @@ class Draft:
 
 
 def repair_entry(repair: Repair, time: str) -> Draft:
-    """A ledger entry (without seq/prev) for a store file a writer restored: no pairing,
-    no verdict; what was found, what the head signed and what was put in its place."""
+    """A ledger entry (without seq/prev) for a store file a writer restored: no verdict."""
     nobody = Party(None, None, None)
     return Draft(
         REPAIR, None, nobody, nobody, (None, None), None, None, None, time, None, repair=repair
     )
 
 
-@dataclass(frozen=True, slots=True)
-class LedgerEntry:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerEntry(Draft):
     """One entry of the ledger as read, its shape checked, numbered by its place in the chain;
     `raw`: the signed payload as written."""
 
     seq: int
-    kind: str
-    pairing_id: str | None
-    core: Party
-    plugin: Party
-    python: str | None
-    verdict: str | None
-    runner: str | None
-    time: str | None
-    manifest_sha256: str | None
-    lag: Lag | None
     raw: dict[str, Any]
-    column: ColumnEntry | None = None  # kind matrix: `core.columns.ledger_column`
 
 
 def entry_from_manifest(
@@ -207,8 +187,7 @@ def entry_from_column(
     time: str,
     column: ColumnEntry,
 ) -> Draft:
-    """A ledger entry (without seq/prev) for one column of the version matrix: the plugin's
-    tests on the cpu runner against `core`; its verdict is the column's outcome."""
+    """A ledger entry (without seq/prev) for one version matrix column (the cpu runner's)."""
     return Draft(
         kind=MATRIX,
         pairing_id=None,
@@ -228,25 +207,11 @@ def chained(entry: Draft, previous_line: bytes | None, count: int) -> LedgerEntr
     """`entry` with its place in the chain: seq (1-based) and the previous line's digest."""
     prev = line_digest(previous_line) if previous_line else GENESIS
     raw = {"seq": count + 1, "prev": prev, **entry.to_json()}
-    return LedgerEntry(
-        count + 1,
-        entry.kind,
-        entry.pairing_id,
-        entry.core,
-        entry.plugin,
-        entry.python,
-        entry.verdict,
-        entry.runner,
-        entry.time,
-        entry.manifest_sha256,
-        entry.lag,
-        raw,
-        entry.column,
-    )
+    kept = {f.name: getattr(entry, f.name) for f in fields(Draft)}
+    return LedgerEntry(seq=count + 1, raw=raw, **kept)
 
 
 def sign_line(entry: LedgerEntry, key: Ed25519PrivateKey) -> bytes:
-    """One ledger line: `entry` in a DSSE envelope signed with `key`, canonical, newline."""
     return signed.sign(signed.payload_of(entry.raw), PAYLOAD_TYPE, key)
 
 
@@ -297,10 +262,6 @@ _COUNTS = ("passed", "failed", "error", "skipped", "deferred")
 _BISECT = ("mode", "source", "last_good", "first_bad", "subject")
 
 
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
 def column_problem(column: Any) -> str | None:
     """Why a matrix entry's `column` is not one (what the site reads of it), else None."""
     problem = bounded.shape_problem(column, _COLUMN_SHAPE)
@@ -313,7 +274,7 @@ def column_problem(column: Any) -> str | None:
     counts = column["counts"]
     numbers = [column[k] for k in ("exit_class", "modules", "imports_failing", "regressions")]
     numbers += [column["import_regressions"], column["breaking_total"]]
-    if not all(_count(n) for n in numbers) or not all(_count(counts.get(k)) for k in _COUNTS):
+    if not all(count_ok(n) for n in numbers) or not all(count_ok(counts.get(k)) for k in _COUNTS):
         return "'column' holds a count that is not one"
     if not all(isinstance(b, str) for b in column["breaking"]):
         return "'column.breaking' is not a list of text"
@@ -363,13 +324,15 @@ def _party(value: dict[str, Any]) -> Party:
 
 def entry_from(raw: dict[str, Any], seq: int) -> LedgerEntry:
     """A payload `entry_problem` found no fault in, as the entry numbered `seq`."""
-    lag = raw.get("lag")
+    lag, runtime = raw.get("lag"), raw.get("runtime")
+    runtime = runtime if isinstance(runtime, dict) else {}  # not read before: its shape is free
     return LedgerEntry(
         seq=seq,
         kind=raw["kind"],
         pairing_id=raw.get("pairing_id"),
         core=_party(raw["core"]),
         plugin=_party(raw["plugin"]),
+        runtime=(runtime.get("name"), runtime.get("status")),
         python=raw.get("python"),
         verdict=raw.get("verdict"),
         runner=raw.get("runner"),
@@ -378,15 +341,17 @@ def entry_from(raw: dict[str, Any], seq: int) -> LedgerEntry:
         lag=Lag(lag.get("days"), lag.get("minor_releases")) if lag else None,  # {}: none
         raw=raw,
         column=ColumnEntry(raw["column"]) if raw["kind"] == MATRIX else None,
+        repair=Repair(*(raw["repair"][f.name] for f in fields(Repair)))
+        if raw["kind"] == REPAIR
+        else None,
     )
 
 
 def parse_ledger(
     data: bytes, public_key: Ed25519PublicKey, where: str, *, vouched: bool = False
 ) -> list[LedgerEntry]:
-    """Every entry, oldest first, each signature, shape and chain link checked. `vouched`: `data` is
-    the ledger a signed store head names by sha256, so each line's own signature is not checked
-    again."""
+    """Every entry, oldest first, its signature, shape and chain link checked. `vouched`: a signed
+    store head names `data` by sha256, so each line's own signature is not checked again."""
     entries: list[LedgerEntry] = []
     previous: bytes | None = None
     for number, line in enumerate(data.splitlines(keepends=True), start=1):
@@ -464,7 +429,6 @@ class Matrix:
     cells: dict[str, LedgerEntry]  # "CORE | PLUGIN" -> its latest entry
 
     def to_json(self) -> dict[str, Any]:
-        """The matrix as `--matrix json` prints it (each cell's lag as its entry holds it)."""
         return {
             "cores": self.cores,
             "plugins": self.plugins,
@@ -481,7 +445,6 @@ class Matrix:
 
 
 def matrix(entries: Iterable[LedgerEntry]) -> Matrix:
-    """The compatibility matrix from the ledger: the latest verdict per (core, plugin)."""
     cells: dict[tuple[str, str], LedgerEntry] = {}
     for e in entries:
         if e.kind == REPAIR:  # no pairing, no verdict
@@ -507,7 +470,6 @@ def render_matrix_markdown(m: Matrix) -> str:
 
 
 def matrix_text(m: Matrix, fmt: str) -> str:
-    """The matrix as `vpr manifest ledger --matrix FMT` prints it (markdown or json)."""
     if fmt == "json":
         return json.dumps(m.to_json(), indent=2, sort_keys=True) + "\n"
     return render_matrix_markdown(m)
@@ -517,16 +479,8 @@ def render_lines(entries: Iterable[LedgerEntry]) -> str:
     """One line per entry, for a terminal or a job summary."""
     out = []
     for e in entries:
-        repair = e.raw.get("repair") if e.kind == REPAIR else None
-        if isinstance(repair, dict):
-            r = Repair(
-                repair["file"],
-                repair["found"],
-                repair["signed"],
-                repair["head_version"],
-                repair["restored"],
-            )
-            out.append(f"#{e.seq} {e.time} {REPAIR:<7} {r.line()}")
+        if e.repair is not None:
+            out.append(f"#{e.seq} {e.time} {REPAIR:<7} {e.repair.line()}")
             continue
         lag = e.lag
         lag_text = f"  lag {lag.days} d / {lag.minor_releases} minor" if lag else ""
@@ -543,8 +497,6 @@ def render_lines(entries: Iterable[LedgerEntry]) -> str:
 
 
 def _column_text(col: ColumnEntry) -> str:
-    """A matrix entry's column in a few words: its counts or why it did not run, the
-    column before and the first breaking change."""
     if col["outcome"] == "not-run":
         return f"exit {col['exit_class']}: {str(col['reason'])[:120]}"
     c = col["counts"]

@@ -4,7 +4,7 @@ canonical bytes and pairing id."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,12 +32,8 @@ def wheel_roles(manifest: dict[str, Any]) -> tuple[str, ...]:
     return tuple(r for r in WHEEL_ROLES if isinstance(manifest.get(r), dict))
 
 
-# Schema
-
-
 @lru_cache(maxsize=1)
 def schema() -> dict[str, Any]:
-    """The manifest JSON Schema shipped in the package."""
     return packaged_json_object("schemas/manifest.schema.json")
 
 
@@ -109,15 +105,11 @@ def parse_document(data: bytes, path: Path, what: str) -> Any:
 
 
 def load(path: Path) -> Manifest:
-    """Read (bounded), validate and parse a manifest file."""
     from vllm_plugin_release.core.manifestmodel import parse
 
     data = read_document(path, "manifest")
     validate(data, str(path))
     return parse(data, str(path))
-
-
-# Bytes, digest, one-line summary
 
 
 def manifest_bytes(manifest: dict[str, Any]) -> bytes:
@@ -166,12 +158,7 @@ class RuntimePins:
     commit: str | None
 
     def to_json(self) -> dict[str, str | None]:
-        return {
-            "name": self.name,
-            "package": self.package,
-            "version": self.version,
-            "commit": self.commit,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,12 +1,11 @@
 """The pairing manifest as a typed, frozen value, each key a consumer reads checked once by
-`parse` (BadInput naming the file and key); `raw` is the object as read or written, kept
-only for its canonical bytes, digest and signing. The document itself: `core/manifestdoc`."""
+`parse`; `raw` only for its bytes, digest and signing. The document: `core/manifestdoc`."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from vllm_plugin_release.core.errors import BadInput
@@ -17,8 +16,7 @@ WHEEL_FILENAME = re.compile(r"[A-Za-z0-9._+-]+\.whl")
 
 @dataclass(frozen=True, slots=True)
 class Wheel:
-    """A wheel the manifest certifies: its file name (no folder), sha256 and the Version
-    in its METADATA (what an installer reports)."""
+    """A wheel the manifest certifies; `version`: its METADATA's (what an installer reports)."""
 
     filename: str
     sha256: str
@@ -42,8 +40,7 @@ class Part:
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """Where the core's source came from: an sdist (url, filename, sha256) or git (url,
-    tag, commit)."""
+    """Where the core's source came from: an sdist or git."""
 
     kind: str  # sdist | git
     url: str
@@ -95,8 +92,6 @@ class Environment:
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """One conformance check's result as the manifest records it."""
-
     status: str  # pass | warn | fail | deferred
     summary: str
     evidence: tuple[str, ...]  # the notes of its evidence, in order
@@ -130,14 +125,8 @@ class Approval:
     changes: tuple[str, ...]
 
     def as_json(self) -> dict[str, str | list[str]]:
-        """The approval as the manifest writes it (its five keys)."""
-        return {
-            "from": self.source,
-            "to": self.to,
-            "by": self.by,
-            "why": self.why,
-            "changes": list(self.changes),
-        }
+        out = asdict(self)
+        return {"from": out.pop("source"), **out, "changes": list(self.changes)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,16 +158,12 @@ class Manifest:
         return self.conformance.verdict
 
     def parts(self) -> tuple[Part, ...]:
-        """The wheels the pairing certifies: core, plugin, and the guard when it names one."""
         return (
             (self.core, self.plugin) if self.guard is None else (self.core, self.plugin, self.guard)
         )
 
     def roles(self) -> tuple[str, ...]:
         return tuple(p.role for p in self.parts())
-
-
-# The parser
 
 
 class _Reader:
@@ -291,11 +276,8 @@ def _source(r: _Reader) -> Source:
 def _container(r: _Reader) -> Container | None:
     if r.obj("container", optional=True) is None:
         return None
-    return Container(
-        base_image=r.text("container.base_image", optional=True),
-        base_digest=r.text("container.base_digest", optional=True),
-        image_id=r.text("container.image_id", optional=True),
-    )
+    keys = ("base_image", "base_digest", "image_id")
+    return Container(*(r.text(f"container.{key}", optional=True) for key in keys))
 
 
 def _part(r: _Reader, role: str) -> Part:
@@ -319,15 +301,9 @@ def _part(r: _Reader, role: str) -> Part:
 def _runtime(r: _Reader) -> Runtime:
     r.obj("runtime")
     wheel = r.obj("runtime.wheel", optional=True)
-    return Runtime(
-        name=r.text("runtime.name", optional=True),
-        status=r.required("runtime.status"),
-        version=r.text("runtime.version", optional=True),
-        commit=r.text("runtime.commit", optional=True),
-        pinned_version=r.text("runtime.pinned_version", optional=True),
-        pinned_commit=r.text("runtime.pinned_commit", optional=True),
-        wheel_filename=r.text("runtime.wheel.filename", optional=True) if wheel else None,
-    )
+    keys = ("name", "status", "version", "commit", "pinned_version", "pinned_commit")
+    found = [r.text(f"runtime.{k}", optional=k != "status") for k in keys]
+    return Runtime(*found, r.text("runtime.wheel.filename", optional=True) if wheel else None)
 
 
 def _environment(r: _Reader) -> Environment:
@@ -398,8 +374,7 @@ def _approval(r: _Reader) -> Approval | None:
 
 
 def parse(data: Any, where: str) -> Manifest:
-    """The manifest `data` as a `Manifest`; BadInput naming `where` and the first key a consumer
-    reads that is missing or of another type."""
+    """`data` as a `Manifest`; BadInput naming `where` and the first bad key a consumer reads."""
     r = _Reader(data, where)
     has_platform = r.obj("platform", optional=True) is not None
     return Manifest(

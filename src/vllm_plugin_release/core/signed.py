@@ -1,6 +1,5 @@
-"""Small signed documents of the store (a ledger line, the store head, a pointer, the
-schedule): one DSSE envelope as one canonical JSON line whose payload type names the
-document; verified strictly, then the payload goes to the document's own parser."""
+"""Small signed documents of the store (a ledger line, the head, a pointer, the schedule): one
+DSSE envelope per canonical JSON line, verified strictly before the document's own parser."""
 
 from __future__ import annotations
 
@@ -23,13 +22,11 @@ if TYPE_CHECKING:
 
 
 def payload_of(document: Mapping[str, Any]) -> bytes:
-    """A document's payload: its canonical JSON (what `sign` signs)."""
     return canonical_json(document).encode()
 
 
 def sign(payload: bytes, payload_type: str, key: Ed25519PrivateKey) -> bytes:
-    """`payload` (a document's canonical JSON, `payload_of`) in a DSSE envelope signed with
-    `key`: one canonical JSON line, newline."""
+    """`payload` in a DSSE envelope signed with `key`: one canonical JSON line."""
     envelope = {
         "payload": base64.b64encode(payload).decode(),
         "payloadType": payload_type,
@@ -70,9 +67,8 @@ def verify(
     what: str,
     hint: str,
 ) -> bytes:
-    """The payload of a signed line (`sign`), its signature by `public_key` checked;
-    GateFailed naming `where` (and both keyids when another key signed it) otherwise. Its
-    parser reads it with `body`."""
+    """The payload of a signed line, its signature by `public_key` checked; GateFailed naming
+    `where` (and both keyids when another key signed it) otherwise."""
     from cryptography.exceptions import InvalidSignature
 
     payload, sigs = _envelope(line, payload_type, where, what, hint)
@@ -121,8 +117,7 @@ def check(
 
 
 def body(payload: bytes, where: str, hint: str) -> dict[str, Any]:
-    """A verified (or vouched for) payload as the JSON object it must be (bounded in depth),
-    for the document's parser; GateFailed otherwise."""
+    """A verified (or vouched for) payload as a JSON object (bounded); GateFailed otherwise."""
     try:
         document = bounded.loads(payload)
     except json.JSONDecodeError:

@@ -19,7 +19,7 @@ class IndexFile:
     filename: str
     url: str  # absolute, no fragment
     sha256: str | None
-    size: int | None
+    size: int | None = None
     upload_time: str | None = None
     yanked: bool = False
 
@@ -116,8 +116,6 @@ def page_files(body: bytes, content_type: str, base: str, where: str) -> list[In
                 filename=name,
                 url=full.split("#")[0],
                 sha256=frag.split("=", 1)[1] if frag.startswith("sha256=") else None,
-                size=None,
-                upload_time=None,
                 yanked=yanked,
             )
         )

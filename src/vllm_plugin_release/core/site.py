@@ -1,6 +1,5 @@
-"""The compatibility site (pure): its model (`build`: a store's verified entries and ledger
-into `Compat`, what compat.json holds) and its files (`render`: static, self-contained,
-accessible pages). Nothing here reads a file or the clock: one store, the same bytes."""
+"""The compatibility site (pure): `build` makes compat.json's model from a store's verified
+entries and ledger, `render` its static pages. No file or clock is read: one store, one site."""
 
 from __future__ import annotations
 
@@ -46,25 +45,13 @@ class Stored:
 
 
 class Cell(NamedTuple):
-    """One site's verdict for a pairing: the verdict, its release lag in days, what signed
-    it (None: the site has not run it, never a pass), whether that signature verified
-    (None when not run) and when."""
+    """One site's verdict for a pairing; `signed_by` None: not run there (never a pass)."""
 
     verdict: str | None
     lag_days: int | None
     signed_by: str | None
     verified: bool | None
     time: str | None
-
-    def to_json(self) -> dict[str, str | int | bool | None]:
-        """compat.json's cell object."""
-        return {
-            "verdict": self.verdict,
-            "lag_days": self.lag_days,
-            "signed_by": self.signed_by,
-            "verified": self.verified,
-            "time": self.time,
-        }
 
 
 NOT_RUN = Cell(None, None, None, None, None)
@@ -78,15 +65,11 @@ class Sites(NamedTuple):
 
 
 class Signature(NamedTuple):
-    """Whether the pairing's manifest verified, and why not."""
-
     verified: bool
     problem: str | None
 
 
 class HistoryLine(NamedTuple):
-    """One ledger entry of a pairing, as its page lists it."""
-
     seq: int
     kind: str
     time: str | None
@@ -95,21 +78,9 @@ class HistoryLine(NamedTuple):
     manifest_sha256: str | None
     lag_days: int | None
 
-    def to_json(self) -> dict[str, str | int | None]:
-        return {
-            "seq": self.seq,
-            "kind": self.kind,
-            "time": self.time,
-            "runner": self.runner,
-            "verdict": self.verdict,
-            "manifest_sha256": self.manifest_sha256,
-            "lag_days": self.lag_days,
-        }
-
 
 class CompatPairing(NamedTuple):
-    """One pairing of compat.json: its index entry, page, signature, a cell per site, API approval,
-    guard, `vpr install` line and ledger history. (A NamedTuple: a store holds many pairings.)"""
+    """One pairing of compat.json (a NamedTuple: a store holds many)."""
 
     entry: IndexEntry
     page: str
@@ -135,7 +106,6 @@ class CompatPairing(NamedTuple):
         return self.entry.plugin
 
     def to_json(self) -> dict[str, Any]:
-        """compat.json's pairing object."""
         entry, plugin, approval = self.entry, self.entry.plugin, self.api_approval
         cpu, hardware = self.sites
         return {
@@ -148,37 +118,27 @@ class CompatPairing(NamedTuple):
             "runtime": entry.raw.get("runtime"),  # as the entry has it
             "manifest_sha256": entry.manifest_sha256,
             "signature": {"verified": self.signature.verified, "problem": self.signature.problem},
-            "sites": {"cpu": cpu.to_json(), "hardware": hardware.to_json()},
+            "sites": {"cpu": cpu._asdict(), "hardware": hardware._asdict()},
             "api_approval": None if approval is None else approval.as_json(),
             "guard": self.guard,
             "install": self.install,
-            "history": [h.to_json() for h in self.history],
+            "history": [h._asdict() for h in self.history],
         }
 
 
 class Behind(NamedTuple):
-    """A plugin whose pairings do not cover the newest core: its newest core and the
-    pairing (id, page) that has it."""
+    """A plugin whose pairings do not cover the newest core, and its newest pairing."""
 
     plugin: str
     newest_core: str
     pairing_id: str
     page: str
 
-    def to_json(self) -> dict[str, str]:
-        return {
-            "plugin": self.plugin,
-            "newest_core": self.newest_core,
-            "pairing_id": self.pairing_id,
-            "page": self.page,
-        }
-
 
 @dataclass(frozen=True)
 class NewestCore:
-    """The newest core release (`source`: "index", the newest final release on the core's
-    index; "given" to the site; "store", the newest the store or its ledger names), the
-    pairings that cover it and the plugins that do not."""
+    """The newest core release (`source`: see SOURCES), the pairings that cover it and the
+    plugins that do not."""
 
     version: str
     source: str
@@ -190,12 +150,11 @@ class NewestCore:
             "version": self.version,
             "source": self.source,
             "covered_by": list(self.covered_by),
-            "not_covered": [b.to_json() for b in self.not_covered],
+            "not_covered": [b._asdict() for b in self.not_covered],
         }
 
 
-def _lag_days(entry: LedgerEntry | None, manifest: Manifest | None) -> int | None:
-    """Release lag in days: the ledger entry's, else the cadence check's summary."""
+def _lag_days(entry: LedgerEntry | None, manifest: Manifest | None = None) -> int | None:
     lag = entry.lag if entry is not None else None
     if lag is not None and lag.days is not None:
         return lag.days
@@ -222,19 +181,6 @@ def _cell(site: str, stored: Stored, releases: list[LedgerEntry]) -> Cell:
     return Cell(verdict, lag, "manifest", manifest is not None, stored.entry.certified_at)
 
 
-def _history(entries: list[LedgerEntry]) -> tuple[HistoryLine, ...]:
-    return tuple(
-        HistoryLine(
-            e.seq, e.kind, e.time, e.runner, e.verdict, e.manifest_sha256, _lag_days(e, None)
-        )
-        for e in entries
-    )
-
-
-def install_line(pid: str, store: str, key: str) -> str:
-    return shlex.join(["vpr", "install", pid[:16], "--store", store, "--key", key])
-
-
 def _pairing(stored: Stored, entries: list[LedgerEntry], store: str, key: str) -> CompatPairing:
     """One pairing's data; `entries`: the ledger's entries for it, in ledger order."""
     entry, manifest = stored.entry, stored.manifest
@@ -252,16 +198,17 @@ def _pairing(stored: Stored, entries: list[LedgerEntry], store: str, key: str) -
         sites=Sites(*(_cell(site, stored, releases) for site in SITES)),
         api_approval=None if manifest is None else manifest.api_approval,
         guard=manifest is not None and manifest.guard is not None,
-        install=install_line(pid, store, key),
-        history=_history(entries),
+        install=shlex.join(["vpr", "install", pid[:16], "--store", store, "--key", key]),
+        history=tuple(
+            HistoryLine(e.seq, e.kind, e.time, e.runner, e.verdict, e.manifest_sha256, _lag_days(e))
+            for e in entries
+        ),
     )
 
 
 def _newest_core(
     pairings: list[CompatPairing], ledger: list[LedgerEntry], given: str | None, source: str
 ) -> NewestCore | None:
-    """The newest core release (given, from the index, else the newest the store or its ledger
-    names) and the plugins whose pairings do not cover it yet."""
     versions = [p.core_version for p in pairings]
     versions += [  # a matrix column's core is a release too (core main's, REF@COMMIT, is not)
         str(e.core.version)
@@ -288,21 +235,14 @@ def _newest_core(
 
 
 class HeadStamp(NamedTuple):
-    """The store's signed head as the site names it: its version and time."""
-
     version: int
     time: str
-
-    def to_json(self) -> dict[str, int | str]:
-        """compat.json's `head` object as written."""
-        return {"version": self.version, "time": self.time}
 
 
 @dataclass(frozen=True)
 class Publisher:
     """Who the site speaks for: `store`/`key`, what the install lines name (the public store
-    URL and the publisher's key file); `keyid`, the key's id; `head`, the store's signed
-    head (None: no head)."""
+    URL, the publisher's key file); `head` None: the store has no signed head."""
 
     store: str
     key: str
@@ -318,14 +258,6 @@ class Certified(NamedTuple):
     page: str
     verdict: str | None
     commit: str | None
-
-    def to_json(self) -> dict[str, str | None]:
-        return {
-            "pairing_id": self.pairing_id,
-            "page": self.page,
-            "verdict": self.verdict,
-            "commit": self.commit,
-        }
 
 
 class MatrixCell(NamedTuple):
@@ -344,19 +276,11 @@ class MatrixCell(NamedTuple):
         return str(self.column["outcome"])
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "core": self.core,
-            "seq": self.seq,
-            "time": self.time,
-            "python": self.python,
-            "column": self.column,
-            "certified": [c.to_json() for c in self.certified],
-        }
+        return {**self._asdict(), "certified": [c._asdict() for c in self.certified]}
 
 
 class PluginRun(NamedTuple):
-    """One plugin commit across the cores: its columns oldest first, the first core whose
-    tests regressed (None: none did) and the newest entry's number."""
+    """One plugin commit across the cores, its columns oldest first."""
 
     commit: str | None
     version: str | None
@@ -374,8 +298,7 @@ class PluginRun(NamedTuple):
 
 
 class PluginMatrix(NamedTuple):
-    """A plugin across every core the ledger's matrix entries name: its page and a run
-    per plugin commit, newest first."""
+    """A plugin across every core its matrix entries name: a run per commit, newest first."""
 
     name: str
     page: str
@@ -400,8 +323,8 @@ def _best(p: CompatPairing) -> str | None:
 def plugin_matrices(
     ledger: list[LedgerEntry], pairings: list[CompatPairing]
 ) -> tuple[PluginMatrix, ...]:
-    """Every plugin the ledger's matrix entries name, by name: per plugin commit the newest
-    entry of each core column, with the published pairings of the plugin on that core."""
+    """Per plugin and commit, the newest matrix entry of each core column, with the published
+    pairings of the plugin on that core."""
     newest: dict[tuple[str, str | None], dict[str, LedgerEntry]] = {}
     for e in ledger:
         if e.kind == "matrix" and e.column is not None:
@@ -437,9 +360,7 @@ def plugin_matrices(
 
 @dataclass(frozen=True)
 class Compat:
-    """compat.json: the store, the key's id and signed head, the core versions (newest first), the
-    newest core release and who does not cover it, and every pairing; `to_json` is the object
-    written."""
+    """compat.json: `to_json` is the object written."""
 
     store: str
     keyid: str
@@ -450,13 +371,12 @@ class Compat:
     plugins: tuple[PluginMatrix, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """compat.json's object as written."""
         return {
             "kind": KIND,
             "schema_version": SCHEMA_VERSION,
             "store": self.store,
             "keyid": self.keyid,
-            "head": None if self.head is None else self.head.to_json(),
+            "head": None if self.head is None else self.head._asdict(),
             "verdicts": VERDICTS,
             "sites": list(SITES),
             "cores": list(self.cores),
@@ -474,8 +394,7 @@ def build(
     newest_core: str | None = None,
     newest_source: str = "given",
 ) -> Compat:
-    """compat.json: every pairing (newest core first, then plugin, best verdict), the cores,
-    the newest core release and who does not cover it."""
+    """compat.json: every pairing (newest core first, then plugin, best verdict)."""
     store, key = publisher.store, publisher.key
     by_pairing: dict[str, list[LedgerEntry]] = {}
     for e in ledger:
@@ -502,9 +421,6 @@ def build(
         pairings=tuple(pairings),
         plugins=plugin_matrices(ledger, pairings),
     )
-
-
-# The site as files
 
 
 STYLE = (
@@ -563,13 +479,24 @@ def _page(title: str, body: list[str]) -> bytes:
     ).encode()
 
 
+def _thead(*columns: str) -> str:
+    return "<thead><tr>" + "".join(f'<th scope="col">{c}</th>' for c in columns) + "</tr></thead>"
+
+
+def _table(caption: str, head: tuple[str, ...], rows: list[str], cols: str = "") -> list[str]:
+    """A captioned table; with a colgroup, the caption, colgroup and head on lines of their own."""
+    top, thead = f"<table><caption>{caption}</caption>", _thead(*head) + "<tbody>"
+    return [*([top, cols, thead] if cols else [top + thead]), *rows, "</tbody></table>"]
+
+
+def _cols(*widths: int) -> str:
+    """A colgroup: each column's width in percent (0: the rest)."""
+    cols = "".join(f'<col style="width:{w}%">' if w else "<col>" for w in widths)
+    return f"<colgroup>{cols}</colgroup>"
+
+
 def _css(verdict: str | None) -> str:
     return verdict if verdict in VERDICT_CLASSES else "none"
-
-
-def _plugin_label(p: CompatPairing) -> str:
-    commit = p.plugin.commit
-    return f"@{commit[:12]}" if commit else "no commit"
 
 
 def _cell_html(cell: Cell) -> str:
@@ -589,7 +516,7 @@ def _cell_html(cell: Cell) -> str:
 def _row(p: CompatPairing) -> str:
     head = (
         f'<a href="{e(p.page)}">{e(p.plugin.name)} {e(p.plugin.version)}</a>'
-        f'<br><span class="small">{e(_plugin_label(p))} · py{e(p.python)} · id '
+        f'<br><span class="small">{e(_commit(p.plugin.commit))} · py{e(p.python)} · id '
         f"{e(p.pairing_id[:12])}</span>"
     )
     if not p.signature.verified:
@@ -604,11 +531,8 @@ def _matrix(compat: Compat) -> list[str]:
     out = [
         '<table id="matrix">',
         "<caption>vLLM core versions × plugins × site: verdict, release lag, signature</caption>",
-        '<colgroup><col style="width:40%"><col style="width:30%"><col style="width:30%">'
-        "</colgroup>",
-        '<thead><tr><th scope="col">core and plugin</th>'
-        + "".join(f'<th scope="col">{e(site)} site</th>' for site in SITES)
-        + "</tr></thead>",
+        _cols(40, 30, 30),
+        _thead("core and plugin", *(f"{site} site" for site in SITES)),
     ]
     by_core: dict[str, list[CompatPairing]] = {}
     for p in compat.pairings:
@@ -640,8 +564,7 @@ def _newest(compat: Compat) -> list[str]:
         return [*out, "<p>Every plugin in the store has a pairing with it.</p>"]
     out += [
         "<table><caption>Plugins whose pairings do not cover it yet</caption>",
-        '<thead><tr><th scope="col">plugin</th><th scope="col">newest core it is paired '
-        "with</th></tr></thead><tbody>",
+        _thead("plugin", "newest core it is paired with") + "<tbody>",
     ]
     out += [
         f'<tr><th scope="row">{e(b.plugin)}</th><td><a href="{e(b.page)}">'
@@ -667,28 +590,22 @@ def _legend() -> list[str]:
 
 
 def _plugins(compat: Compat) -> list[str]:
-    """The plugins with a matrix across every core: newest plugin commit's columns, the
-    first core that breaks it, each linked to its page."""
     if not compat.plugins:
         return []
-    out = [
-        '<h2 id="plugins">Each plugin across every core</h2>',
-        "<table><caption>The plugin's tests on each vLLM core (<code>vpr matrix</code>), "
-        "newest plugin commit</caption>",
-        '<colgroup><col style="width:40%"><col style="width:30%"><col style="width:30%">'
-        "</colgroup>",
-        '<thead><tr><th scope="col">plugin</th><th scope="col">core columns</th>'
-        '<th scope="col">first breaking core</th></tr></thead><tbody>',
-    ]
-    for m in compat.plugins:
-        run = m.runs[0]
-        first = f"vLLM {run.first_breaking}" if run.first_breaking else "none"
-        out.append(
-            f'<tr><th scope="row"><a href="{e(m.page)}">{e(m.name)}</a><br><span '
-            f'class="small">{e(_commit(run.commit))}</span></th><td>{e(_span(run))}<br>'
-            f'<span class="small">{e(_tally(run))}</span></td><td>{e(first)}</td></tr>'
+    rows = [
+        _run_row(
+            f'<a href="{e(m.page)}">{e(m.name)}</a><br><span '
+            f'class="small">{e(_commit(m.runs[0].commit))}</span>',
+            m.runs[0],
         )
-    return [*out, "</tbody></table>"]
+        for m in compat.plugins
+    ]
+    caption = "The plugin's tests on each vLLM core (<code>vpr matrix</code>), newest plugin commit"
+    head = ("plugin", "core columns", "first breaking core")
+    return [
+        '<h2 id="plugins">Each plugin across every core</h2>',
+        *_table(caption, head, rows, _cols(40, 30, 30)),
+    ]
 
 
 def index_page(compat: Compat) -> bytes:
@@ -708,27 +625,20 @@ def index_page(compat: Compat) -> bytes:
     return _page("vLLM core × plugin compatibility", body)
 
 
-# One pairing
-
-
 def _checks(manifest: Manifest) -> list[str]:
     conformance = manifest.conformance
     checks = conformance.checks
-    out = [
-        "<table><caption>Checks (from the signed manifest)</caption>",
-        '<colgroup><col style="width:24%"><col style="width:20%"><col></colgroup>',
-        '<thead><tr><th scope="col">check</th><th scope="col">status</th>'
-        '<th scope="col">summary and evidence</th></tr></thead><tbody>',
-    ]
+    rows = []
     for name in sorted(checks):
         check = checks[name]
         evidence = "".join(f"<li>{e(note)}</li>" for note in check.evidence)
         more = f"<ul>{evidence}</ul>" if evidence else ""
-        out.append(
+        rows.append(
             f'<tr><th scope="row">{e(name)}</th><td><span class="v">{e(check.status)}'
             f"</span></td><td>{e(check.summary)}{more}</td></tr>"
         )
-    out.append("</tbody></table>")
+    head = ("check", "status", "summary and evidence")
+    out = _table("Checks (from the signed manifest)", head, rows, _cols(24, 20, 0))
     deferred = conformance.deferred
     if deferred:
         out.append("<p>Deferred (not run here, never counted as a pass):</p><ul>")
@@ -738,22 +648,18 @@ def _checks(manifest: Manifest) -> list[str]:
 
 
 def _sites_table(p: CompatPairing) -> list[str]:
-    out = [
-        "<table><caption>Verdict per site</caption><thead><tr>"
-        '<th scope="col">site</th><th scope="col">verdict</th><th scope="col">lag</th>'
-        '<th scope="col">signed by</th></tr></thead><tbody>'
-    ]
+    rows = []
     for site, c in zip(SITES, p.sites):
         verdict = c.verdict or "none" if c.signed_by else "not run"
         lag = f"{c.lag_days} days" if c.lag_days is not None else "unknown"
         signed = c.signed_by or "-"
         if c.signed_by and not c.verified:
             signed += " (NOT verified)"
-        out.append(
+        rows.append(
             f'<tr><th scope="row">{e(site)}</th><td class="{_css(c.verdict)}">'
             f'<span class="v">{e(verdict)}</span></td><td>{e(lag)}</td><td>{e(signed)}</td></tr>'
         )
-    return [*out, "</tbody></table>"]
+    return _table("Verdict per site", ("site", "verdict", "lag", "signed by"), rows)
 
 
 def _approval(p: CompatPairing) -> list[str]:
@@ -775,39 +681,27 @@ def _approval(p: CompatPairing) -> list[str]:
 
 
 def _wheels(manifest: Manifest) -> list[str]:
-    out = [
-        "<table><caption>Certified wheels</caption>",
-        '<colgroup><col style="width:14%"><col style="width:36%"><col></colgroup>',
-        '<thead><tr><th scope="col">role</th><th scope="col">file</th>'
-        '<th scope="col">sha256</th></tr></thead><tbody>',
+    rows = [
+        f'<tr><th scope="row">{e(part.role)}</th><td>{e(part.wheel.filename)}</td>'
+        f"<td><code>{e(part.wheel.sha256)}</code></td></tr>"
+        for part in manifest.parts()
     ]
-    for part in manifest.parts():
-        out.append(
-            f'<tr><th scope="row">{e(part.role)}</th><td>{e(part.wheel.filename)}</td>'
-            f"<td><code>{e(part.wheel.sha256)}</code></td></tr>"
-        )
-    return [*out, "</tbody></table>"]
+    return _table("Certified wheels", ("role", "file", "sha256"), rows, _cols(14, 36, 0))
 
 
 def _history_html(p: CompatPairing) -> list[str]:
     if not p.history:
         return ["<p>The store's ledger holds no entry for this pairing.</p>"]
-    out = [
-        "<table><caption>Ledger entries of this pairing (signed, chained)</caption><thead><tr>"
-        + "".join(
-            f'<th scope="col">{h}</th>'
-            for h in ("#", "time", "kind", "runner", "verdict", "lag", "manifest")
-        )
-        + "</tr></thead><tbody>"
-    ]
+    rows = []
     for h in p.history:
         lag = f"{h.lag_days} days" if h.lag_days is not None else "-"
-        out.append(
+        rows.append(
             f'<tr><th scope="row">{e(h.seq)}</th><td>{e(h.time)}</td><td>{e(h.kind)}'
             f'</td><td>{e(h.runner)}</td><td><span class="v">{e(h.verdict)}</span></td>'
             f"<td>{e(lag)}</td><td><code>{e(str(h.manifest_sha256)[:16])}</code></td></tr>"
         )
-    return [*out, "</tbody></table>"]
+    head = ("#", "time", "kind", "runner", "verdict", "lag", "manifest")
+    return _table("Ledger entries of this pairing (signed, chained)", head, rows)
 
 
 def pairing_page(p: CompatPairing, manifest: Manifest | None) -> bytes:
@@ -849,8 +743,6 @@ def pairing_page(p: CompatPairing, manifest: Manifest | None) -> bytes:
     ]
     return _page(title, body)
 
-
-# One plugin across every core (the ledger's matrix entries)
 
 EXIT_CLASSES = {1: "a gate failed", 2: "bad input", 3: "an outside failure"}
 OUTCOME_TEXT = {
@@ -956,10 +848,8 @@ def _run_table(m: PluginMatrix, run: PluginRun) -> list[str]:
     out = [
         '<table id="matrix">',
         f"<caption>{e(m.name)} {e(_commit(run.commit))} on each vLLM core, oldest first</caption>",
-        '<colgroup><col style="width:28%"><col style="width:33%"><col style="width:39%">'
-        "</colgroup>",
-        '<thead><tr><th scope="col">core</th><th scope="col">plugin tests</th>'
-        '<th scope="col">what broke</th></tr></thead><tbody>',
+        _cols(28, 33, 39),
+        _thead("core", "plugin tests", "what broke") + "<tbody>",
     ]
     for c in run.columns:
         out.append(f"<tr>{_core_cell(c)}{_result_cell(c)}{_broke_cell(c)}</tr>")
@@ -997,19 +887,21 @@ def _newest_line(compat: Compat, run: PluginRun) -> list[str]:
 def _older(m: PluginMatrix) -> list[str]:
     if len(m.runs) < 2:
         return []
-    out = [
+    rows = [_run_row(e(_commit(run.commit)), run) for run in m.runs[1:]]
+    head = ("plugin commit", "core columns", "first breaking core")
+    return [
         '<h2 id="older">Earlier plugin commits</h2>',
-        "<table><caption>Each earlier commit's matrix, newest first</caption><thead><tr>"
-        '<th scope="col">plugin commit</th><th scope="col">core columns</th>'
-        '<th scope="col">first breaking core</th></tr></thead><tbody>',
+        *_table("Each earlier commit's matrix, newest first", head, rows),
     ]
-    for run in m.runs[1:]:
-        first = f"vLLM {run.first_breaking}" if run.first_breaking else "none"
-        out.append(
-            f'<tr><th scope="row">{e(_commit(run.commit))}</th><td>{e(_span(run))}<br>'
-            f'<span class="small">{e(_tally(run))}</span></td><td>{e(first)}</td></tr>'
-        )
-    return [*out, "</tbody></table>"]
+
+
+def _run_row(head: str, run: PluginRun) -> str:
+    """A row of a plugin commit's matrix: `head`, its columns and its first breaking core."""
+    first = f"vLLM {run.first_breaking}" if run.first_breaking else "none"
+    return (
+        f'<tr><th scope="row">{head}</th><td>{e(_span(run))}<br>'
+        f'<span class="small">{e(_tally(run))}</span></td><td>{e(first)}</td></tr>'
+    )
 
 
 def plugin_matrix_page(compat: Compat, m: PluginMatrix) -> bytes:

@@ -1,6 +1,5 @@
-"""The store head (`STORE/head.json`) as data (pure): the signed record of every file of one
-state of the store (sha256, size), with a version that only grows and an expiry, so a
-consumer can tell the store it reads is whole, current and the newest it has seen."""
+"""The store head (`STORE/head.json`), pure: the signed sha256 and size of every file of one
+state of the store, a version that only grows and an expiry (whole, current, not rolled back)."""
 
 from __future__ import annotations
 
@@ -44,7 +43,6 @@ class FileRecord:
     last: str | None = None
 
     def to_json(self) -> dict[str, str | int]:
-        """The record as the head holds it: sha256, size (and count, last)."""
         out: dict[str, str | int] = {"sha256": self.sha256, "size": self.size}
         if self.count is not None:
             out["count"] = self.count
@@ -53,7 +51,6 @@ class FileRecord:
         return out
 
     def same_file(self, other: FileRecord) -> bool:
-        """Whether both name the same bytes (sha256 and size)."""
         return (self.sha256, self.size) == (other.sha256, other.size)
 
 
@@ -62,7 +59,6 @@ def file_record(data: bytes) -> FileRecord:
 
 
 def ledger_record(data: bytes) -> FileRecord:
-    """The ledger's record: its digest and size, its entry count and last line's sha256."""
     lines = data.splitlines(keepends=True)
     last = hashlib.sha256(lines[-1]).hexdigest() if lines else GENESIS
     return FileRecord(hashlib.sha256(data).hexdigest(), len(data), len(lines), last)
@@ -70,15 +66,12 @@ def ledger_record(data: bytes) -> FileRecord:
 
 @dataclass(frozen=True, slots=True)
 class Body:
-    """A head's signed body (`body`), before it is signed."""
-
     version: int
     time: str
     expires: str
     files: dict[str, FileRecord]
 
     def to_json(self) -> dict[str, Any]:
-        """The body as it is signed: kind, version, time, expires, files (sorted)."""
         return {
             "kind": KIND,
             "version": self.version,
@@ -96,11 +89,7 @@ class Body:
 
 
 @dataclass(frozen=True, slots=True)
-class Head:
-    version: int
-    time: str
-    expires: str
-    files: dict[str, FileRecord]
+class Head(Body):
     keyid: str
     digest: str  # sha256 of head.json's bytes: two heads of one version must be one head
 
@@ -134,23 +123,23 @@ def _problem(data: dict[str, Any]) -> str | None:
         if not isinstance(record, dict) or not _record_ok(record):
             return f"files[{name!r}] is not a sha256 and a size"
         count, last = record.get("count"), record.get("last")
-        if not (count is None or _count_ok(count)) or not (last is None or isinstance(last, str)):
+        if not (count is None or count_ok(count)) or not (last is None or isinstance(last, str)):
             return f"files[{name!r}] has a count or a last entry that is not a count and a text"
     return None
 
 
-def _count_ok(value: Any) -> bool:
+def count_ok(value: Any) -> bool:
+    """A JSON count: a non-negative int (true is not 1)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _record_ok(record: dict[str, Any]) -> bool:
     sha = record.get("sha256")
-    return isinstance(sha, str) and len(sha) == 64 and _count_ok(record.get("size"))
+    return isinstance(sha, str) and len(sha) == 64 and count_ok(record.get("size"))
 
 
 def parse(payload: bytes, *, keyid: str, digest: str, where: str) -> Head:
-    """The verified payload of a head (`core.signed.verify`) as a Head; GateFailed naming
-    what is malformed."""
+    """A head's verified payload, typed; GateFailed naming what is malformed."""
     data = signed.body(payload, where, HINT)
     problem = _problem(data)
     if problem:
@@ -171,8 +160,7 @@ class Seen(NamedTuple):
 
 
 def seen_from(data: bytes) -> Seen | None:
-    """A consumer's record of the newest head seen; None when it holds no version (a
-    damaged record: nothing seen yet)."""
+    """A consumer's record of the newest head seen; None when damaged (nothing seen yet)."""
     try:
         seen = bounded.loads(data)
     except json.JSONDecodeError:
@@ -187,7 +175,6 @@ def seen_from(data: bytes) -> Seen | None:
 
 
 def check_fresh(head: Head, now: dt.datetime, where: str) -> None:
-    """Refuse a head past its expiry (a store frozen in one state)."""
     if now >= utc(head.expires):
         raise GateFailed(
             f"{where}: the store's signed head (version {head.version}, signed {head.time}) "

@@ -1,6 +1,5 @@
-"""The manifest store's index (`index.json`) as data: its typed entries, the ids and store
-paths a consumer may take, how the index is rebuilt, queried and drawn as the core x
-plugin matrix (text, Markdown, HTML, JSON). The files: `edges.store`."""
+"""The manifest store's index (`index.json`) as data: typed entries, checked ids and store
+paths, rebuilt, queried and drawn as the core x plugin matrix. The files: `edges.store`."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ import json
 import re
 import textwrap
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vllm_plugin_release.core import bounded
@@ -54,12 +53,11 @@ _SEGMENT = re.compile(r"[A-Za-z0-9_+!-][A-Za-z0-9._+!-]*")
 
 
 def canonical_name(name: str) -> str:
-    """A distribution name as PEP 503 compares them (packaging's canonicalize_name)."""
+    """PEP 503's comparable name (packaging's canonicalize_name, without importing it)."""
     return _NAME.sub("-", name).lower()
 
 
 def check_pid(value: Any, where: str) -> str:
-    """`value` when it is a pairing id (64 lowercase hex characters); BadInput otherwise."""
     if isinstance(value, str) and _PID.fullmatch(value):
         return value
     shown = repr(value)[:80] if isinstance(value, str) else type(value).__name__
@@ -70,8 +68,7 @@ def check_pid(value: Any, where: str) -> str:
 
 
 def store_path(value: Any, where: str) -> str:
-    """`value` when it is a safe store path (see the module's docstring); BadInput naming
-    it otherwise."""
+    """`value` when it is a safe store path (see above); BadInput naming it otherwise."""
     parts = value.split("/") if isinstance(value, str) and 0 < len(value) <= 512 else [""]
     if all(_SEGMENT.fullmatch(part) for part in parts):
         return value
@@ -83,16 +80,6 @@ def store_path(value: Any, where: str) -> str:
     )
 
 
-def entry_pid_problem(key: Any, entry: dict[str, Any]) -> str | None:
-    """Why an index entry's key and pairing_id cannot be used (not a sha256, not the same),
-    else None."""
-    if not isinstance(key, str) or not _PID.fullmatch(key):
-        return "the key is not a pairing id (a sha256: 64 hexadecimal characters)"
-    if entry.get("pairing_id") != key:
-        return "its pairing_id is not its key"
-    return None
-
-
 def request_problems(
     manifest: Manifest,
     entry: IndexEntry,
@@ -102,8 +89,7 @@ def request_problems(
     core: str | None = None,
     plugin: str | None = None,
 ) -> list[str]:
-    """How a verified manifest differs from the pairing of the entry picked and from the request's
-    core and plugin; empty when it is that pairing."""
+    """How a verified manifest differs from the entry picked and the request's core and plugin."""
     from packaging.utils import canonicalize_name
 
     problems = []
@@ -135,8 +121,7 @@ def _pairing(core: str, plugin: str, commit: str | None) -> str:
 
 
 def core_matches(version: str, wanted: str) -> bool:
-    """`version` is `wanted` (a version, compared as PEP 440 versions) or within it (a
-    specifier). BadInput for a `wanted` that is neither."""
+    """`version` is `wanted` (PEP 440) or within it (a specifier); BadInput when neither."""
     from packaging.version import InvalidVersion, Version
 
     if wanted[:1] in "<>=!~":
@@ -157,8 +142,8 @@ def core_matches(version: str, wanted: str) -> bool:
 
 
 def superseded(entries: list[LedgerEntry], pid: str, manifest_sha256: str) -> str | None:
-    """Why the manifest with `manifest_sha256` is not the pairing's current verdict (the ledger's
-    newest release entry names another manifest), else None."""
+    """Why the manifest is not the pairing's current verdict (the ledger's newest release entry
+    names another), else None."""
     newest = next(
         (e for e in reversed(entries) if e.kind == "release" and e.pairing_id == pid),
         None,
@@ -171,9 +156,6 @@ def superseded(entries: list[LedgerEntry], pid: str, manifest_sha256: str) -> st
         f"{str(newest.manifest_sha256)[:16]}); the store serves manifest "
         f"{manifest_sha256[:16]}: a superseded verdict"
     )
-
-
-# The index and its entries, typed
 
 
 class CoreRef(NamedTuple):
@@ -208,9 +190,8 @@ class StoredWheel(NamedTuple):
 
 
 class IndexEntry(NamedTuple):
-    """One pairing's index entry, read after `check_entries`. `raw`: the entry as written,
-    re-written byte for byte by index.json and the summary's chunks. (A NamedTuple: an index holds
-    many.)"""
+    """One pairing's index entry (a NamedTuple: an index holds many). `raw`: the entry as
+    written, written again byte for byte by index.json and the summary's chunks."""
 
     raw: dict[str, Any]
     pairing_id: str
@@ -237,7 +218,7 @@ class StoreIndex:
 
 
 def entry_from(raw: dict[str, Any]) -> IndexEntry:
-    """The typed entry of `raw`, an entry `check_entries` has passed."""
+    """`raw`, an entry `check_entries` passed, typed."""
     core, plugin = raw["core"], raw["plugin"]
     rt = raw.get("runtime") or {}
     return IndexEntry(
@@ -281,9 +262,6 @@ def _optional(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-# A run's history record and what the store holds beside a manifest, typed
-
-
 class PublishedAt(NamedTuple):
     """Where a run published its wheels: kind local (the run's pypiserver) or remote."""
 
@@ -291,7 +269,7 @@ class PublishedAt(NamedTuple):
     simple_url: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "simple_url": self.simple_url}
+        return self._asdict()
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,15 +284,9 @@ class RunRecord:
     index: PublishedAt | None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": RUN_KIND,
-            "pairing_id": self.pairing_id,
-            "time": self.time,
-            "runner": self.runner,
-            "verdict": self.verdict,
-            "manifest_sha256": self.manifest_sha256,
-            "index": self.index.to_json() if self.index else None,
-        }
+        out = {"kind": RUN_KIND, **asdict(self)}
+        out["index"] = self.index.to_json() if self.index else None  # asdict keeps a NamedTuple
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,10 +296,6 @@ class EntryExtras:
     runs: tuple[RunRecord, ...] = ()
     stored_wheels: dict[str, str] | None = None  # filename -> sha256 in wheels/
     lock: bool = False
-
-
-def _optional(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def parse_run(data: Any) -> RunRecord | None:
@@ -346,16 +314,13 @@ def parse_run(data: Any) -> RunRecord | None:
     return RunRecord(_optional(data.get("pairing_id")), time, runner, verdict, sha, where)
 
 
-# Index entries and the index
-
-
 def lock_path(pid: str) -> str:
     return f"{PAIRINGS}/{pid}{LOCK_SUFFIX}"
 
 
 def check_lock(manifest: Manifest, data: bytes, where: str, hint: str = "") -> str:
-    """The pairing lock's text when its sha256 is the manifest's (signed)
-    environment.lock_sha256; GateFailed naming both digests otherwise."""
+    """The pairing lock's text when its sha256 is the signed environment.lock_sha256;
+    GateFailed naming both digests otherwise."""
     want = manifest.environment.lock_sha256
     have = hashlib.sha256(data).hexdigest()
     if want != have:
@@ -370,8 +335,6 @@ def check_lock(manifest: Manifest, data: bytes, where: str, hint: str = "") -> s
 def run_record(
     manifest: Manifest, manifest_sha256: str, time: str, index: PublishedAt
 ) -> RunRecord:
-    """One line of a pairing's verdict history: when, which runner, which verdict, where
-    its wheels were published (`index`)."""
     conf = manifest.conformance
     return RunRecord(manifest.pairing_id, time, conf.runner, conf.verdict, manifest_sha256, index)
 
@@ -395,16 +358,11 @@ def history(runs: Iterable[RunRecord]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: (r["time"], str(r["manifest_sha256"])), reverse=True)
 
 
-def _newest(runs: Iterable[RunRecord]) -> RunRecord | None:
-    """The newest run record, in the history's order (time, then manifest digest)."""
-    return max(runs, key=lambda r: (r.time, str(r.manifest_sha256)), default=None)
-
-
 def _wheels(
     manifest: Manifest, stored: dict[str, str], newest: RunRecord | None
 ) -> list[dict[str, Any]]:
-    """Where each certified wheel lives: the index the newest run published it to (None for
-    the local pypiserver, gone after the run) and its copy in the store's embedded index."""
+    """Where each certified wheel lives: the index the newest run published it to (None: the
+    local pypiserver, gone after the run) and its copy in the store's embedded index."""
     index = newest.index if newest is not None else None
     url = index.simple_url if index is not None and index.kind == "remote" else None
     out = []
@@ -428,8 +386,7 @@ def entry_for(
     has_statement: bool,
     extras: EntryExtras | None = None,
 ) -> IndexEntry:
-    """The index entry summarising one manifest. `extras`, what the store holds beside it: `runs`,
-    `stored_wheels` (filename -> sha256 in wheels/), `lock` (pairings/<id>.lock.txt, checked)."""
+    """The index entry of one manifest; `extras`: what the store holds beside it."""
     return entry_from(_entry_json(manifest, manifest_sha256, has_statement, extras))
 
 
@@ -441,7 +398,7 @@ def _entry_json(
     runtime = manifest.runtime
     extras = extras or EntryExtras()
     past = history(extras.runs)
-    lock = extras.lock
+    newest = max(extras.runs, key=lambda r: (r.time, str(r.manifest_sha256)), default=None)
     return {
         "pairing_id": pid,
         "name": manifest.name,
@@ -452,12 +409,12 @@ def _entry_json(
         "source_date": manifest.source_date,
         "certified_at": past[0]["time"] if past else None,
         "history": past,
-        "wheels": _wheels(manifest, extras.stored_wheels or {}, _newest(extras.runs)),
+        "wheels": _wheels(manifest, extras.stored_wheels or {}, newest),
         "requirements": {
             "path": lock_path(pid),
             "sha256": manifest.environment.lock_sha256,
         }
-        if lock
+        if extras.lock
         else None,
         "python": core.python,
         "core": {
@@ -485,7 +442,6 @@ def _entry_json(
 
 
 def check_index(data: Any, where: str) -> StoreIndex:
-    """index.json's JSON, checked (kind, schema_version, each entry) and typed."""
     if not isinstance(data, dict) or data.get("kind") != INDEX_KIND:
         raise BadInput(f"{where}: not a manifest store index (kind {INDEX_KIND!r} expected)")
     version = data.get("schema_version")
@@ -501,8 +457,7 @@ def check_index(data: Any, where: str) -> StoreIndex:
 
 
 def parse_entries(entries: Iterable[tuple[Any, Any]], where: str) -> dict[str, IndexEntry]:
-    """The (key, entry) pairs of an index, or of a store summary's chunk, checked
-    (`check_entries`) and typed, by pairing id."""
+    """The (key, entry) pairs of an index or a summary chunk, checked and typed, by id."""
     import gc
 
     pairs = list(entries)
@@ -518,10 +473,9 @@ def parse_entries(entries: Iterable[tuple[Any, Any]], where: str) -> dict[str, I
 
 
 def check_entries(entries: Iterable[tuple[Any, Any]], where: str) -> None:
-    """Each (key, entry) of an index, or of a store summary's chunk, is one query, matrix,
-    install and publish can read: BadInput naming the first that is not."""
+    """BadInput naming the first (key, entry) query, matrix, install and publish cannot read."""
     for pid, entry in entries:
-        problem = _entry_problem(entry) or entry_pid_problem(pid, entry)
+        problem = _entry_problem(pid, entry)
         if problem:
             raise BadInput(
                 f"{where}: pairings[{pid!r}]: {problem}",
@@ -569,9 +523,7 @@ _RUNTIME_SHAPE = bounded.shape(
 )
 
 
-def _entry_problem(entry: Any) -> str | None:
-    """Why an index entry cannot be read (a key missing or of another type, a core version
-    that is not a PEP 440 version), else None."""
+def _entry_problem(key: Any, entry: Any) -> str | None:
     problem = bounded.shape_problem(entry, _ENTRY_SHAPE)
     if problem is None and isinstance(entry.get("runtime"), dict):
         inner = bounded.shape_problem(entry["runtime"], _RUNTIME_SHAPE)
@@ -580,6 +532,10 @@ def _entry_problem(entry: Any) -> str | None:
         problem = (
             f"'core.version' is {bounded.shown(entry['core']['version'])}, not a PEP 440 version"
         )
+    if problem is None and (not isinstance(key, str) or not _PID.fullmatch(key)):
+        problem = "the key is not a pairing id (a sha256: 64 hexadecimal characters)"
+    if problem is None and entry.get("pairing_id") != key:
+        problem = "its pairing_id is not its key"
     return problem
 
 
@@ -611,7 +567,6 @@ def empty_index() -> StoreIndex:
 
 
 def index_bytes(index: StoreIndex) -> bytes:
-    """index.json's bytes: each entry as written (`IndexEntry.raw`)."""
     data = {
         "schema_version": INDEX_SCHEMA_VERSION,
         "kind": INDEX_KIND,
@@ -660,25 +615,11 @@ def check_same_wheels(previous: IndexEntry | None, entry: IndexEntry, location: 
     ):
         if was.sha256 != now.sha256:
             raise GateFailed(
-                f"{location}: pairing {pid[:16]} is already in the store "
-                f"with {part} wheel {was.wheel} sha256 "
-                f"{was.sha256}; this manifest has "
-                f"{now.sha256}",
+                f"{location}: pairing {pid[:16]} is already in the store with {part} wheel "
+                f"{was.wheel} sha256 {was.sha256}; this manifest has {now.sha256}",
                 hint="a pairing's wheels never change once published; "
                 "check the build's reproducibility",
             )
-
-
-# Consumers
-
-
-def _version_key(text: str) -> Any:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return (1, Version(text))
-    except InvalidVersion:
-        return (0, text)
 
 
 def version_ranks(versions: Iterable[str]) -> dict[str, int]:
@@ -690,7 +631,12 @@ def version_ranks(versions: Iterable[str]) -> dict[str, int]:
 def _rank_key(text: str) -> Any:
     """Versions in PEP 440 order; two spellings of one version (1.0, 1.0.0) by their text,
     so that an order, and a summary written in it, never depends on a set's."""
-    return (_version_key(text), text)
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return ((1, Version(text)), text)
+    except InvalidVersion:
+        return ((0, text), text)
 
 
 def query(
@@ -700,7 +646,6 @@ def query(
     plugin: str | None = None,
     verdict: str | None = None,
 ) -> list[IndexEntry]:
-    """Entries matching the filters, newest core first, best verdict first."""
     out = []
     for entry in index.pairings.values():
         if core and not core_matches(entry.core.version, core):
@@ -722,11 +667,6 @@ def query(
     return out
 
 
-def _plugin_column(entry: IndexEntry) -> str:
-    commit = entry.plugin.commit
-    return f"{entry.plugin.name}@{commit[:12] if commit else entry.plugin.version}"
-
-
 @dataclass(frozen=True)
 class Matrix:
     cores: list[str]
@@ -739,12 +679,13 @@ class Matrix:
 
 
 def matrix(index: StoreIndex) -> Matrix:
-    """Core versions (rows, newest first) x plugin commits (columns) -> verdicts."""
     cells: dict[tuple[str, str], list[IndexEntry]] = {}
     cores: set[str] = set()
     plugins: set[str] = set()
     for entry in index.pairings.values():
-        core, column = entry.core.version, _plugin_column(entry)
+        plugin = entry.plugin
+        core = entry.core.version
+        column = f"{plugin.name}@{plugin.commit[:12] if plugin.commit else plugin.version}"
         cores.add(core)
         plugins.add(column)
         cells.setdefault((core, column), []).append(entry)
@@ -846,7 +787,6 @@ def render_html(m: Matrix, *, title: str = "vLLM core x plugin compatibility") -
 
 
 def index_from(data: bytes, where: str) -> StoreIndex:
-    """index.json's bytes, parsed and checked (`check_index`); BadInput naming `where`."""
     try:
         index = bounded.loads(data)
     except json.JSONDecodeError as exc:
@@ -877,7 +817,6 @@ def _wrapper(width: int, indent: str) -> Any:
 
 
 def query_text(entries: list[IndexEntry], location: str, width: int = WIDTH) -> str:
-    """One block per pairing, every line at most `width` columns, no name cut."""
     wrap = _wrapper(width, "    ")
     lines = [*wrap(f"{len(entries)} pairing(s) in {location}"), ""]
     for e in entries:
@@ -913,16 +852,14 @@ def _keys(n: int) -> list[str]:
     return out
 
 
-def _cell_lines(entries: list[IndexEntry]) -> list[str]:
-    return [f"{e.verdict or 'none'} py{python_of(e)}" for e in entries] or ["-"]
-
-
 def matrix_text(m: Matrix, width: int = WIDTH) -> str:
-    """Core versions (rows) x plugin keys (columns), then the legend; <= `width` columns."""
     if not m.cores:
         return "No pairings in the manifest store.\n"
     keys = dict(zip(m.plugins, _keys(len(m.plugins))))
-    lines = {where: _cell_lines(entries) for where, entries in m.cells.items()}
+    lines = {
+        where: [f"{e.verdict or 'none'} py{python_of(e)}" for e in entries] or ["-"]
+        for where, entries in m.cells.items()
+    }
     first = max(9, *(len(c) for c in m.cores)) + 2
     cell = max(
         12,
@@ -977,7 +914,6 @@ def _legend(m: Matrix, keys: dict[str, str], width: int) -> list[str]:
 
 
 def matrix_json(m: Matrix) -> dict[str, Any]:
-    """The matrix as data: rows, columns (with their keys) and the entries of each cell."""
     keys = dict(zip(m.plugins, _keys(len(m.plugins))))
     return {
         "cores": m.cores,
@@ -1005,8 +941,7 @@ def matrix_json(m: Matrix) -> dict[str, Any]:
 
 
 def render_matrix(m: Matrix, fmt: str) -> str:
-    """The matrix as `vpr manifest matrix` prints it: `fmt` table, markdown, html, or json
-    (--json); what a store summary holds, rendered by its publisher."""
+    """The matrix as `vpr manifest matrix` prints it and a store summary holds it."""
     if fmt == "json":
         return json.dumps(matrix_json(m), indent=2, sort_keys=True) + "\n"
     if fmt == "table":

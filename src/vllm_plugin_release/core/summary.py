@@ -1,6 +1,5 @@
-"""The store's chunked summaries as data (pure): `summary.json` + `summary/` of index.json,
-`ledger/summary.json` + `ledger/summary/` of the ledger; what a query reads instead of the
-whole file. The files are `edges.summary`'s; their layout is in docs/manifest.md."""
+"""The store's chunked summaries of index.json and of the ledger as data (pure): what a query
+reads instead of the whole file. Files: `edges.summary`; layout: docs/manifest.md."""
 
 from __future__ import annotations
 
@@ -13,8 +12,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core import ledger as lg
+from vllm_plugin_release.core.cache import canonical_json
 from vllm_plugin_release.core.errors import BadInput, GateFailed
-from vllm_plugin_release.core.storehead import FileRecord, file_record
+from vllm_plugin_release.core.storehead import FileRecord, count_ok, file_record
 from vllm_plugin_release.core.storeindex import IndexEntry, canonical_name
 
 if TYPE_CHECKING:
@@ -95,8 +95,7 @@ SCHEMA_VERSION = 1
 
 
 class ChunkRecord(NamedTuple):
-    """A chunk as reading it needs: its file, how many entries, the seq of its first (the
-    ledger's)."""
+    """A chunk as reading it needs: its file, entry count and first seq (the ledger's)."""
 
     sha256: str
     size: int
@@ -105,9 +104,6 @@ class ChunkRecord(NamedTuple):
 
 
 class ChunkBounds(NamedTuple):
-    """What picking an index chunk reads of its record: its first and last entry's core
-    versions, the plugins (canonical names) and verdicts in it."""
-
     cores: tuple[str, str]
     plugins: tuple[str, ...]
     verdicts: tuple[str, ...]
@@ -130,18 +126,15 @@ class Root:
     def chunk(self, kind: Kind, number: int, where: str) -> ChunkRecord:
         """Chunk record `number` with what reading the chunk needs checked."""
         chunk = self.chunks[number]
-        ok = _record_ok(chunk) and _count_ok(chunk.get("count"))
+        ok = _record_ok(chunk) and count_ok(chunk.get("count"))
         if ok and kind.counted:
-            ok = _count_ok(chunk.get("first"))
+            ok = count_ok(chunk.get("first"))
         if not ok:
             shape = "a count and a first entry" if kind.counted else "a count of entries"
             raise BadInput(
                 f"{where}: chunks[{number}]: not a sha256, a size and {shape}", hint=kind.hint
             )
         return ChunkRecord(chunk["sha256"], chunk["size"], chunk["count"], chunk.get("first", 1))
-
-
-# Writing
 
 
 def _build(
@@ -152,14 +145,13 @@ def _build(
     renders: dict[str, str],
     source: dict[str, Any],
 ) -> tuple[bytes, dict[str, bytes]]:
-    """(summary.json's bytes, {store path: bytes} of its folder's files): `entries` cut into chunks
-    of `size`, each described by `describe(start, part)`, the matrix as `renders` has it. Six
-    parameters: what tells the two summaries apart."""
+    """(summary.json's bytes, {store path: bytes} of its folder's files): `entries` in chunks of
+    `size`, each described by `describe(start, part)`. Six parameters: what tells the two apart."""
     files: dict[str, bytes] = {}
     chunks = []
     for start in range(0, len(entries), size):
         part = entries[start : start + size]
-        data = _canonical([e.raw for e in part]).encode()  # the entries as written
+        data = canonical_json([e.raw for e in part]).encode()  # the entries as written
         rec = file_record(data).to_json()
         files[kind.chunk_path(rec["sha256"])] = data
         chunks.append({**rec, "count": len(part), **describe(start, part)})
@@ -183,8 +175,7 @@ def _build(
 def build(
     ordered: list[IndexEntry], index_data: bytes, renders: dict[str, str]
 ) -> tuple[bytes, dict[str, bytes]]:
-    """The store summary of the index whose file is `index_data`: `ordered` its entries in
-    query order, `renders` its matrix in each of `FORMATS`."""
+    """The store summary of index.json's `index_data`: `ordered`, its entries in query order."""
 
     def describe(start: int, part: list[IndexEntry]) -> dict[str, Any]:
         return {
@@ -199,8 +190,6 @@ def build(
 def build_ledger(
     entries: list[LedgerEntry], ledger_record: FileRecord
 ) -> tuple[bytes, dict[str, bytes]]:
-    """The ledger summary of verified `entries` (oldest first), whose head record
-    (`core.storehead.ledger_record`) is `ledger_record`."""
     whole = lg.matrix(entries)
     renders = {fmt: lg.matrix_text(whole, fmt) for fmt in LEDGER_FORMATS}
 
@@ -228,16 +217,8 @@ def _keys(part: list[LedgerEntry]) -> dict[str, list[str]]:
     return {name: sorted(values) for name, values in found.items()}
 
 
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-# Reading (a summary.json verified against the store's head before it is parsed here)
-
-
 def parse_root(kind: Kind, data: bytes, where: str) -> Root:
-    """A summary.json checked at its top: BadInput naming what is malformed. Nothing of it
-    is walked whole (its values are read by their keys), so its depth needs no walk."""
+    """A summary.json checked at its top (its values are read by key, so no depth walk)."""
     import orjson
 
     try:
@@ -267,15 +248,15 @@ def _root_problem(kind: Kind, root: Any) -> str | None:
     if not kind.counted and not _record_ok(src):
         return f"{kind.source!r} is not a sha256 and a size"
     if kind.counted and not (
-        _record_ok(src) and _count_ok(src.get("count")) and isinstance(src.get("last"), str)
+        _record_ok(src) and count_ok(src.get("count")) and isinstance(src.get("last"), str)
     ):
         return f"{kind.source!r} is not a sha256, a size, a count and a last entry"
     chunks, matrix, count = root.get("chunks"), root.get("matrix"), root.get(kind.count_key)
     if not isinstance(chunks, list) or not isinstance(matrix, dict):
         return "'chunks' is not a list or 'matrix' not an object"
-    if not kind.counted and not _count_ok(count):
+    if not kind.counted and not count_ok(count):
         return f"{kind.count_key!r} is not a number"
-    if kind.counted and (not _count_ok(count) or count != src["count"]):
+    if kind.counted and (not count_ok(count) or count != src["count"]):
         return f"{kind.count_key!r} is not the ledger's count of entries"
     for fmt in kind.formats:
         if not _record_ok(matrix.get(fmt)):
@@ -283,22 +264,17 @@ def _root_problem(kind: Kind, root: Any) -> str | None:
     return None
 
 
-def _count_ok(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
 def _record_ok(rec: Any) -> bool:
     if not isinstance(rec, dict):
         return False
     sha = rec.get("sha256")
-    return isinstance(sha, str) and _SHA.fullmatch(sha) is not None and _count_ok(rec.get("size"))
+    return isinstance(sha, str) and _SHA.fullmatch(sha) is not None and count_ok(rec.get("size"))
 
 
 def check_bound(
     kind: Kind, root: Root, head_record: FileRecord | None, where: str, head: str
 ) -> None:
-    """GateFailed unless the summary was made from the file the store's signed head
-    (`head`: its description) records as `head_record`."""
+    """GateFailed unless the summary was made from the file the store's signed head records."""
     if head_record is not None and root.exact and root.source == head_record:
         return
     got = root.source
@@ -319,7 +295,6 @@ def check_bound(
 
 
 def chunk_entries(kind: Kind, data: bytes, count: int, where: str) -> list[Any]:
-    """A chunk's entries, not yet checked (each is checked before any key of it is read)."""
     import orjson
 
     try:
@@ -333,11 +308,7 @@ def chunk_entries(kind: Kind, data: bytes, count: int, where: str) -> list[Any]:
     return entries
 
 
-# Picking the index's chunks
-
-
 def check_depth(entries: list[IndexEntry], where: str) -> None:
-    """BadInput when an entry nests deeper than `bounded.MAX_DEPTH` (before it is printed)."""
     for entry in entries:
         if bounded.deeper_than(entry.raw, bounded.MAX_DEPTH - 1):
             raise BadInput(
@@ -351,7 +322,6 @@ _BOUNDS_SHAPE = bounded.shape((("cores", (list,)), ("plugins", (list,)), ("verdi
 
 
 def bounds(root: Root, number: int, where: str) -> ChunkBounds:
-    """Index chunk record `number` with what `chunks_for` reads of it checked."""
     chunk = root.chunks[number]
     problem = bounded.shape_problem(chunk, _BOUNDS_SHAPE)
     cores = chunk["cores"] if problem is None else None
@@ -451,9 +421,6 @@ def _bounds(core: str) -> tuple[Any, Any]:
     return low, high
 
 
-# Picking the ledger's chunks
-
-
 _PICK_SHAPE = bounded.shape(tuple((name, (list,)) for name in _LISTS))
 
 
@@ -492,16 +459,14 @@ def ledger_chunks_for(
 
 
 def _prefixed(sorted_prefixes: list[str], text: str) -> bool:
-    """Whether a commit listed by its first `PREFIX` characters (sorted) can start with
-    `text`."""
+    """Whether a commit listed by its first `PREFIX` characters can start with `text`."""
     want = text[:PREFIX]
     at = bisect.bisect_left(sorted_prefixes, want)
     return at < len(sorted_prefixes) and sorted_prefixes[at].startswith(want)
 
 
 def ledger_entries(data: bytes, rec: ChunkRecord, where: str) -> list[LedgerEntry]:
-    """A ledger chunk's entries, each of a ledger entry's shape, numbered from the chunk's
-    first seq on, and no deeper than `bounded.MAX_DEPTH`."""
+    """A ledger chunk's entries, checked, numbered from the chunk's first seq on."""
     out = []
     for offset, entry in enumerate(chunk_entries(LEDGER, data, rec.count, where)):
         seq = rec.first + offset

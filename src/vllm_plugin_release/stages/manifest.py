@@ -1,6 +1,5 @@
-"""The pairing manifest: one deterministic JSON document per core/plugin pairing, made
-from dist/NAME/'s stage records and the wheels they name (the same records, pins and
-wheels give the same bytes; wall-clock and host data go to run.json)."""
+"""The pairing manifest: one deterministic JSON document per pairing, from dist/NAME/'s stage
+records and wheels (wall-clock and host data go to run.json)."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from vllm_plugin_release.buildspec.model import RuntimeSpec, Spec
+from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import attest, cardrecord
 from vllm_plugin_release.core.attest import (
     BuildPins,
@@ -27,7 +26,6 @@ from vllm_plugin_release.core.cache import Cache, key_of, sha256_file, write_jso
 from vllm_plugin_release.core.cardrecord import (
     CheckResult,
     Deferred,
-    Evidence,
     Plan,
     Scorecard,
     Workload,
@@ -62,36 +60,32 @@ from vllm_plugin_release.core.records import producer as record_producer
 from vllm_plugin_release.core.wheelfacts import files_digest, wheel_files, wheel_tags, wheel_version
 from vllm_plugin_release.edges import keys, runner
 
-# ---------------------------------------------------------------------------
-# A build record's keys as the manifest reads them: BadInput naming the record, the key
-# and the command that writes it.
 
-
-def get_key(record: dict[str, Any], dotted: str, file: str, *, required: bool = True) -> Any:
-    node: Any = record
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            if not required:
-                return None
-            raise problem(file, f"missing key {dotted!r}")
-        node = node[part]
-    return node
-
-
-def problem(file: str, what: str) -> BadInput:
-    """BadInput naming record `file` and `what` is wrong with it, and its producer."""
-    producer = record_producer(file, "SPEC")
+def _missing(file: str, key: str) -> BadInput:
+    """BadInput naming record `file`, its missing `key` and the command that writes it."""
     return BadInput(
-        f"{file}: {what}",
-        hint=f"the record is incomplete or from another version; re-run `{producer}`",
+        f"{file}: missing key {key!r}",
+        hint="the record is incomplete or from another version; "
+        f"re-run `{record_producer(file, 'SPEC')}`",
     )
 
 
+def _key(record: dict[str, Any], key: str, file: str) -> Any:
+    if key not in record:
+        raise _missing(file, key)
+    return record[key]
+
+
+_T = TypeVar("_T")
+
+
+def _recorded(value: _T | None, dotted: str, file: str) -> _T:
+    if value is None:
+        raise _missing(file, dotted)
+    return value
+
+
 EVIDENCE_KEPT = 5  # evidence items per check copied into the manifest (the scorecard has all)
-
-
-# ---------------------------------------------------------------------------
-# The manifest's section
 
 
 def check_verdict(verdict: str, results: tuple[CheckResult, ...], file: str) -> None:
@@ -108,18 +102,15 @@ def check_verdict(verdict: str, results: tuple[CheckResult, ...], file: str) -> 
         raise GateFailed(f"{file}: verdict 'pilot' but checks {', '.join(bad)} failed")
 
 
-def _evidence(item: Evidence) -> dict[str, str | int]:
-    """An evidence item as the manifest keeps it: note, file, line and source."""
-    kept = {"note": item.note, "file": item.file, "line": item.line, "source": item.source}
-    return {key: value for key, value in kept.items() if value is not None}
-
-
 def _check(result: CheckResult) -> dict[str, Any]:
     """A check as the manifest keeps it: the first EVIDENCE_KEPT items and how many."""
     return {
         "status": result.status,
         "summary": result.summary,
-        "evidence": [_evidence(item) for item in result.evidence[:EVIDENCE_KEPT]],
+        "evidence": [  # note, file, line and source: not the value
+            {k: v for k, v in item.to_json().items() if k != "value"}
+            for item in result.evidence[:EVIDENCE_KEPT]
+        ],
         "evidence_count": len(result.evidence),
     }
 
@@ -156,8 +147,7 @@ def conformance(card: Scorecard | None) -> dict[str, Any]:
 
 
 def workload(answers: Workload, plans: Mapping[str, Plan]) -> dict[str, Any]:
-    """The workload answers as the manifest records them: each feature's answer, the share
-    on each path, each plan's verdict and why, the models the plugin's docs show."""
+    """The workload answers as the manifest records them."""
     keep = ("feature", "share", "needed", "outcome", "where", "path")
     models = answers.models
     return {
@@ -169,14 +159,9 @@ def workload(answers: Workload, plans: Mapping[str, Plan]) -> dict[str, Any]:
     }
 
 
-# ---------------------------------------------------------------------------
-# Stage records
-
-
 @dataclass(frozen=True)
 class Records:
-    """The stage records of one pairing (build-core.json and build-plugin.json required;
-    env.json, scorecard.json and build-guard.json None when not written), typed."""
+    """The stage records of one pairing, typed (None: not written)."""
 
     dist_dir: Path
     build_core: BuildRecord
@@ -210,9 +195,6 @@ def read_records(dist_dir: Path, spec_path: str | None = None) -> Records:
         else None,
     )
 
-
-# ---------------------------------------------------------------------------
-# Wheels and pins
 
 WHEEL_FACTS = "wheel-files"  # .vpr/stages/wheel-files/<wheel sha256>.json
 
@@ -248,8 +230,7 @@ def describe_wheel(
 
 
 class FilesFacts(NamedTuple):
-    """A wheel's file facts as noted by its sha256 (`_files_facts`): the digest of its
-    files and how many there are."""
+    """A wheel's files' digest and count, as noted by its sha256 (`_files_facts`)."""
 
     files_sha256: str
     files: int
@@ -289,8 +270,7 @@ def _files_facts(path: Path, sha256: str, memo: Path | None) -> tuple[str, int]:
 
 
 def pins_from_spec(spec: Spec) -> SpecPins:
-    """The spec's pins: what the pairing was asked to be built from, and what its
-    statement signs (`SpecPins.to_json`)."""
+    """The spec's pins: what the pairing is built from and its statement signs."""
     core = spec.core
     src = core.source
     source: SdistPin | GitPin
@@ -304,25 +284,14 @@ def pins_from_spec(spec: Spec) -> SpecPins:
         name=spec.name,
         core=CorePins(core.name, core.version, core.target_device, core.source_date_epoch, source),
         plugin=None if plugin is None else PluginTable(plugin.name, dict(plugin.raw)),
-        runtime=_runtime_table(spec.runtime),
+        runtime=None
+        if spec.runtime is None
+        else RuntimeTable(_runtime_pins(dict(spec.runtime.raw)), dict(spec.runtime.raw)),
         build=BuildPins(
             build.python, build.backend, build.base_image, build.torch, build.constraints
         ),
         api_approval=core.api_approval,
     )
-
-
-def _runtime_table(runtime: RuntimeSpec | None) -> RuntimeTable | None:
-    """The spec's `[runtime]` as its pins hold it: the table as written and the pins a
-    pairing id holds, read from it."""
-    if runtime is None:
-        return None
-    raw = dict(runtime.raw)
-    return RuntimeTable(_runtime_pins(raw), raw)
-
-
-# ---------------------------------------------------------------------------
-# Building
 
 
 def _iso(epoch: int) -> str:
@@ -334,12 +303,12 @@ def _core_source(source: dict[str, Any], file: str) -> dict[str, Any]:
     if kind == "git":
         return {
             "kind": "git",
-            "url": get_key(source, "url", file),
+            "url": _key(source, "url", file),
             "tag": source.get("tag"),
-            "commit": get_key(source, "commit", file),
+            "commit": _key(source, "commit", file),
         }
     if kind == "sdist":
-        filename = get_key(source, "filename", file)
+        filename = _key(source, "filename", file)
         index = source.get("index")
         url = source.get("url") or (f"{index.rstrip('/')}/{filename}" if index else filename)
         return {
@@ -347,7 +316,7 @@ def _core_source(source: dict[str, Any], file: str) -> dict[str, Any]:
             "url": url,
             "index": index,
             "filename": filename,
-            "sha256": get_key(source, "sha256", file),
+            "sha256": _key(source, "sha256", file),
         }
     raise BadInput(f"{file}: core.source.kind must be 'sdist' or 'git', got {kind!r}")
 
@@ -356,18 +325,10 @@ def _runtime(env: EnvRecord | None, pins: RuntimePins | None) -> dict[str, Any]:
     pinned_version = None if pins is None else pins.version
     pinned_commit = None if pins is None else pins.commit
     observed = None if env is None or not env.runtime.named else env.runtime
-    if pins is None and observed is None:
-        return {
-            "name": None,
-            "status": "not-required",
-            "version": None,
-            "commit": None,
-            "pinned_version": None,
-            "pinned_commit": None,
-            "note": "the spec names no vendor runtime",
-        }
     name = (None if observed is None else observed.name) or (None if pins is None else pins.name)
-    if env is None:
+    if pins is None and observed is None:
+        status, note = "not-required", "the spec names no vendor runtime"
+    elif env is None:
         status, note = "absent", "no env.json: the environment stage has not run"
     elif observed is None or observed.status != "present":
         status = "absent"
@@ -424,33 +385,20 @@ def _entry_points(record: BuildRecord) -> dict[str, dict[str, str]]:
     }
 
 
-def _plugin(records: Records, memo: Path | None = None) -> dict[str, Any]:
-    """The manifest's `plugin` section, from build-plugin.json and the plugin wheel."""
-    bp, fp = records.build_plugin, BUILD_PLUGIN
-    return {
-        "name": _recorded(bp.name, "plugin.name", fp),
-        "version": _recorded(bp.version, "plugin.version", fp),
-        "repository": _recorded(bp.repository, "plugin.repository", fp),
-        "commit": bp.commit,
-        "wheel": describe_wheel(records.dist_dir, bp.wheel.filename, bp.wheel.sha256, fp, memo),
-        "entry_points": _entry_points(bp),
-        "reproducible": bp.reproducible,
+def _part(dist_dir: Path, record: BuildRecord, role: str, memo: Path | None) -> dict[str, Any]:
+    """The manifest's `plugin` or `guard` section, from its build record and its wheel."""
+    file = BUILD_PLUGIN if role == "plugin" else BUILD_GUARD
+    out: dict[str, Any] = {
+        "name": _recorded(record.name, f"{role}.name", file),
+        "version": _recorded(record.version, f"{role}.version", file),
     }
-
-
-def _guard(records: Records, memo: Path | None = None) -> dict[str, Any] | None:
-    """The manifest's `guard` section (vpr-guard's wheel), from build-guard.json; None
-    without one."""
-    bg, fg = records.build_guard, BUILD_GUARD
-    if bg is None:
-        return None
-    return {
-        "name": _recorded(bg.name, "guard.name", fg),
-        "version": _recorded(bg.version, "guard.version", fg),
-        "wheel": describe_wheel(records.dist_dir, bg.wheel.filename, bg.wheel.sha256, fg, memo),
-        "entry_points": _entry_points(bg),
-        "reproducible": bg.reproducible,
-    }
+    if role == "plugin":
+        out["repository"] = _recorded(record.repository, "plugin.repository", file)
+        out["commit"] = record.commit
+    out["wheel"] = describe_wheel(dist_dir, record.wheel.filename, record.wheel.sha256, file, memo)
+    out["entry_points"] = _entry_points(record)
+    out["reproducible"] = record.reproducible
+    return out
 
 
 def _container(build_core: BuildRecord) -> dict[str, Any] | None:
@@ -525,15 +473,6 @@ def _pairing_inputs(
     )
 
 
-_T = TypeVar("_T")
-
-
-def _recorded(value: _T | None, dotted: str, file: str) -> _T:
-    if value is None:
-        raise problem(file, f"missing key {dotted!r}")
-    return value
-
-
 def build_manifest(
     pins: SpecPins,
     records: Records,
@@ -541,15 +480,14 @@ def build_manifest(
     pipeline_version: str | None = None,
     wheel_memo: Path | None = None,
 ) -> dict[str, Any]:
-    """The manifest for one pairing, as plain data (validated against the schema).
-    `wheel_memo`: where the wheels' file facts are kept by sha256 (`describe_wheel`)."""
+    """The manifest for one pairing, as plain data (validated against the schema)."""
     if pipeline_version is None:
         from vllm_plugin_release import __version__ as pipeline_version
     sde = records.build_core.source_date_epoch
     if sde is None:
         sde = pins.core.source_date_epoch
     core = _core(records, pins, wheel_memo)
-    plugin = _plugin(records, wheel_memo)
+    plugin = _part(records.dist_dir, records.build_plugin, "plugin", wheel_memo)
     container = _container(records.build_core)
     environment = _environment(records.env)
     runtime_pins = None if pins.runtime is None else pins.runtime.pins
@@ -572,7 +510,9 @@ def build_manifest(
         "container": container,
         "environment": environment,
         "conformance": conformance(records.scorecard),
-        "guard": _guard(records, wheel_memo),
+        "guard": None
+        if records.build_guard is None
+        else _part(records.dist_dir, records.build_guard, "guard", wheel_memo),
         # the platform class vLLM resolved in the pairing environment (never the stand-in
         # overlay's, a test double's), and the runner; None without env.json
         "platform": None
@@ -587,10 +527,6 @@ def build_manifest(
     return manifest
 
 
-# ---------------------------------------------------------------------------
-# Writing dist/NAME/ (what `vpr manifest build` and the release pipeline call)
-
-
 @dataclass(frozen=True)
 class Built:
     manifest: Manifest  # as written (its `raw` is the object signed)
@@ -601,11 +537,6 @@ class Built:
     public_key_path: Path
     keyid: str
     key_created: bool
-
-
-def dist_dir_for(spec: Spec, dist_root: Path | str = "dist") -> Path:
-    """dist/NAME/ (the `--dist` root is relative to the working folder, as for build-core)."""
-    return Path(dist_root) / spec.name
 
 
 def _write_if_changed(path: Path, data: bytes) -> None:
@@ -631,16 +562,6 @@ def write_signed(
     _write_if_changed(manifest_path, data)
     _write_if_changed(statement_path, signed)
     return manifest_path, statement_path, attest.keyid(key.public_key())
-
-
-def update_run_record(dist_dir: Path, section: str, data: dict[str, Any]) -> Path:
-    """Merge run-specific data (host, wall times) into dist/NAME/run.json under `section`."""
-    from vllm_plugin_release.core.cache import write_json
-
-    path = dist_dir / RUN_FILE
-    kept = run_file(dist_dir)  # bounded; the other sections as written
-    write_json(path, {**kept.raw, section: data})
-    return path
 
 
 def _run_facts(started: float, finished: float, signing_key: dict[str, str]) -> dict[str, Any]:
@@ -671,7 +592,7 @@ def build_for_spec(
     from vllm_plugin_release import __version__
 
     started = time.time()
-    dist = dist_dir_for(spec, dist_root)
+    dist = Path(dist_root) / spec.name  # relative to the working folder, as for build-core
     key_path, origin = keys.resolve_key_path(
         signing_key, spec.publish.signing_key, root=spec.root, cache_root=cache.root
     )
@@ -684,7 +605,10 @@ def build_for_spec(
     manifest_path, statement_path, kid = write_signed(dist, manifest, pins, key_path)
     finished = time.time()
     key_facts = {"path": str(key_path), "origin": origin, "keyid": kid}
-    run_path = update_run_record(dist, "manifest", _run_facts(started, finished, key_facts))
+    run_path = dist / RUN_FILE  # the other sections kept as written
+    write_json(
+        run_path, {**run_file(dist).raw, "manifest": _run_facts(started, finished, key_facts)}
+    )
     return Built(
         manifest=parse(manifest, str(manifest_path)),
         manifest_path=manifest_path,

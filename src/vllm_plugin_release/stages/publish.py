@@ -53,13 +53,9 @@ LOCK_HINT = "the lock changed since `vpr env`; run the pairing again (vpr releas
 Wheels = list[tuple[str, Path, str]]  # (project, wheel file, sha256): core, plugin, guard
 
 
-# Wheels on the index
-
-
 def ensure_on_index(target: IndexTarget, wheels: Wheels) -> dict[str, str]:
-    """Make sure every wheel is on the index: by file name, 'present' or 'uploaded'. A different
-    file under one of the names is GateFailed before anything is uploaded; the absent ones go up in
-    one `twine upload`."""
+    """Each wheel on the index, by file name: 'present' or 'uploaded' (the absent ones, in one
+    `twine upload`). Another file under one of the names is GateFailed before any upload."""
     attempts, backoff = retry_policy()
     uploaded: set[str] = set()
     missing = [w.name for _, w, _ in wheels]  # not known to be on the index yet
@@ -153,9 +149,6 @@ def _twine_check(wheels: Wheels, ahead: proc.Ahead | None) -> None:
     twine_check([wheel for _, wheel, _ in wheels])
 
 
-# Install proof
-
-
 def prove_install(
     target: IndexTarget,
     manifest: Manifest,
@@ -165,7 +158,8 @@ def prove_install(
 ) -> None:
     """Install the wheels from the index with --require-hashes into a scratch venv on `runner`, then
     check it against the manifest. GateFailed on any mismatch."""
-    python = make_venv(workdir / "venv", runner, _certified_python(manifest))
+    certified = ".".join((manifest.core.python or "").split(".")[:2]) or None  # X.Y
+    python = make_venv(workdir / "venv", runner, certified)
     requirements = workdir / "requirements.txt"
     lines = [
         f"{p.name}=={p.wheel.version} --hash=sha256:{p.wheel.sha256}" for p in manifest.parts()
@@ -189,15 +183,6 @@ def prove_install(
         )
 
 
-def _certified_python(manifest: Manifest) -> str | None:
-    """X.Y of the Python the core wheel was built for (None: the manifest does not say)."""
-    version = manifest.core.python or ""
-    return ".".join(version.split(".")[:2]) or None
-
-
-# The whole step
-
-
 @dataclass
 class PublishResult:
     index: str
@@ -213,9 +198,8 @@ class PublishResult:
 
 @dataclass(frozen=True)
 class Target:
-    """Where to publish: the index's upload URL (None: a local pypiserver over
-    `index_root`), its simple API (None: the one that goes with the upload URL) and the
-    manifest store."""
+    """Where to publish: the index's upload URL (None: a local pypiserver over `index_root`),
+    its simple API (None: the upload URL's) and the manifest store."""
 
     store: str
     index_root: Path
@@ -235,9 +219,8 @@ class Proof:
 
 @dataclass(frozen=True)
 class Gates:
-    """What the folder is checked with before anything is uploaded: the public key (None: digests
-    only), whether an uncertified verdict may go, the project root (for the lock) and the manifest
-    key, which signs the store's head."""
+    """What the folder is checked with before any upload (public key None: digests only);
+    `signer`, the manifest key, signs the store's head."""
 
     public_key: Path | None = None
     allow_uncertified: bool = False
@@ -288,8 +271,7 @@ PROOFS = ".vpr-proofs"  # in the index folder (pypiserver serves no dot folder)
 
 
 def _proof_marker(index_root: Path, wheels: Wheels, runner: Runner) -> Path:
-    """Where the proof of this exact pair of wheels on this runner is noted: in the index folder, so
-    the note travels with the files it speaks of."""
+    """Where a proof of these wheels on this runner is noted: beside the files it speaks of."""
     from vllm_plugin_release.core.cache import key_of
 
     key = key_of({"wheels": sorted(sha for _, _, sha in wheels), "runner": runner.env_key})
@@ -297,8 +279,7 @@ def _proof_marker(index_root: Path, wheels: Wheels, runner: Runner) -> Path:
 
 
 class ProofNote(NamedTuple):
-    """A proof marker (`_note_proof`): the wheels (file name -> sha256) an install proof
-    installed, and where it ran."""
+    """A proof marker: the wheels (file name -> sha256) an install proof installed, and where."""
 
     wheels: Mapping[str, str]
     ran_in: RunnerFacts
@@ -308,8 +289,7 @@ class ProofNote(NamedTuple):
 
 
 def parse_proof_note(data: Any) -> ProofNote | None:
-    """A proof marker's note, typed; None when it is not one (a note that does not say
-    which wheels or where: the proof runs again)."""
+    """A proof marker's note, typed; None when it is not one (the proof runs again)."""
     from vllm_plugin_release.core import buildrecord
 
     wheels = data.get("wheels") if isinstance(data, dict) else None
@@ -324,10 +304,8 @@ def parse_proof_note(data: Any) -> ProofNote | None:
 
 
 def _already_proven(index_root: Path, wheels: Wheels, runner: Runner) -> RunnerFacts | None:
-    """Where an earlier proof ran, when both wheels sit in the local index folder with the
-    right sha256 and that proof installed this exact pair (--require-hashes) on a runner
-    of the same kind and image; None otherwise (the proof runs)."""
-
+    """Where an earlier proof ran, when the wheels sit in the local index folder with the
+    right sha256 and it installed exactly them on a runner of this kind and image; else None."""
     from vllm_plugin_release.core.cache import sha256_file
 
     marker = _proof_marker(index_root, wheels, runner)
@@ -437,9 +415,8 @@ def _upload_and_prove(
     proof: Proof,
     local: LocalIndex | None,
 ) -> None:
-    """Gates 3 and 4: each wheel on the index, then (when `proof.verify_install`) the
-    install proof on `proof.runner()`. The local index is stopped again before this
-    returns."""
+    """Gates 3 and 4: each wheel on the index, then (when `proof.verify_install`) the install
+    proof on `proof.runner()`; the local index is stopped again before this returns."""
     wheels = ready.wheels
     with contextlib.ExitStack() as stack:
         target = _open_index(stack, result, local, where)
@@ -478,17 +455,8 @@ def _read_lock(manifest: Manifest, root: Path | None) -> bytes | None:
     return data
 
 
-def _store_extras(lock: bytes | None, wheels: Wheels, simple_url: str | None) -> Extras:
-    """The lock, wheels and history line that go into the store beside the manifest."""
-    where = PublishedAt("local")
-    if simple_url is not None:
-        where = PublishedAt("remote", redact(simple_url))
-    return Extras(lock=lock, wheels=tuple(w for _, w, _ in wheels), index=where, time=utc_now())
-
-
 def _record_certification(dist_dir: Path, result: PublishResult) -> None:
     """run.json's `publish` section: when the pairing was certified into which store."""
-
     from vllm_plugin_release.core.cache import write_json
     from vllm_plugin_release.core.manifestdoc import RUN_FILE
 
@@ -505,9 +473,8 @@ def _record_certification(dist_dir: Path, result: PublishResult) -> None:
 
 
 def _ready_to_publish(dist_dir: Path, where: Target, gates: Gates) -> _Ready:
-    """Gate 1 and everything else checked before anything is uploaded: the manifest is
-    there, the store is writable, the folder verifies with a certified verdict, a signing
-    key is at hand and the pairing lock is the one the manifest names."""
+    """Gate 1 and every other check before any upload: the manifest, a writable store, a
+    certified verdict that verifies, a signing key and the pairing lock the manifest names."""
     manifest_path = dist_dir / MANIFEST_FILE
     if not manifest_path.exists():
         raise BadInput(
@@ -584,8 +551,11 @@ def _onto_index(
 def _into_store(result: PublishResult, ready: _Ready, where: Target, local: bool) -> None:
     """Gate 5: the manifest into the store, with its lock, wheels and history line; then
     run.json's `publish` section."""
-    remote = None if local else (where.simple_index or simple_url_for(str(where.index)))
-    extras = _store_extras(ready.lock, ready.wheels, remote)
+    at = PublishedAt("local")
+    if not local:
+        at = PublishedAt("remote", redact(where.simple_index or simple_url_for(str(where.index))))
+    wheels = tuple(w for _, w, _ in ready.wheels)
+    extras = Extras(lock=ready.lock, wheels=wheels, index=at, time=utc_now())
     added = ready.store.add(ready.manifest_path, ready.verified.statement_path, extras)
     result.store, result.store_status = added.store, added.status
     result.certified_at = added.entry.certified_at or ""
@@ -595,8 +565,8 @@ def _into_store(result: PublishResult, ready: _Ready, where: Target, local: bool
 def publish_folder(
     dist_dir: Path, where: Target, proof: Proof, gates: Gates, ahead: proc.Ahead | None = None
 ) -> PublishResult:
-    """Publish dist_dir's wheels and manifest to `where` (see Target, Proof and Gates);
-    `ahead`: the walk's runs started ahead (`vpr release`), its twine check among them."""
+    """Publish dist_dir's wheels and manifest to `where`; `ahead`: the walk's runs started ahead
+    (`vpr release`), its twine check among them."""
     ready = _ready_to_publish(dist_dir, where, gates)
     manifest = ready.verified.manifest
     result = PublishResult(index="", pairing_id=manifest.pairing_id, verdict=manifest.verdict)
