@@ -27,8 +27,7 @@ class Segment:
 
     text: str
     line: int
-    op: str | None  # the operator before it: ";", ";;" (ends a case clause), "&&", "||",
-    # "|", "&" or None
+    op: str | None  # the operator before it: ; ;; (ends a case clause) && || | & or None
     heredoc_marks: list[tuple[str, bool]] = field(default_factory=list)
     heredocs: list[list[tuple[int, str]]] = field(default_factory=list)
 
@@ -51,7 +50,6 @@ class Scanner:
         self.pending: list[Segment] = []
         self.unterminated = False
 
-    # -- buffers ---------------------------------------------------------------
     def capturing(self) -> bool:
         return "$(" in self.stack or "`" in self.stack
 
@@ -95,14 +93,12 @@ class Scanner:
             self.sub_buf, self.sub_line = [], self.lineno
         self.stack.append("$(" if token.startswith("$") else "`")
 
-    # -- lines -----------------------------------------------------------------
     def run(self) -> list[Segment]:
         index = 0
         while index < len(self.lines):
             self.lineno, line = self.lines[index]
             index += 1
-            continued = self.scan_line(line)
-            if continued:
+            if self.scan_line(line):  # a line continuation
                 continue
             top = self.stack[-1] if self.stack else None
             if top in ('"', "'", "`") or self.capturing():
@@ -157,7 +153,6 @@ class Scanner:
                 j = self.unquoted(line, j)
         return False
 
-    # -- one character in each context; each returns the next index ------------
     def single_quoted(self, c: str, j: int) -> int:
         self.put(c)
         if c == "'":
@@ -343,8 +338,7 @@ class CaseBlock:
 
 @dataclass
 class Loop:
-    """`for NAME in WORDS; do BODY; done` (`words` as written; None: "$@") or
-    `while|until COND; do BODY; done`."""
+    """`for NAME in WORDS; do BODY; done` (`words` None: "$@") or `while COND; do BODY; done`."""
 
     kind: str
     head: Segment | None
@@ -373,8 +367,7 @@ MAX_NESTING = 64  # blocks inside blocks (if, case, loops; sourced scripts and s
 
 
 class TooComplex(Exception):
-    """A script beyond what the analysis follows (nested too deep, or more work than its
-    budget): `where` is FILE:LINE, the message says what and what to do."""
+    """A script nested too deep or past the work budget: `where` is FILE:LINE."""
 
     def __init__(self, where: str, what: str) -> None:
         super().__init__(f"{where}: {what}")
@@ -382,9 +375,8 @@ class TooComplex(Exception):
 
 
 def _tokens(segments: list[Segment]) -> list[Token]:
-    """Each segment's leading keywords as tokens, a `case`/`for` head or a clause's
-    patterns as a `_Head`, then its command. Inside a case, the words before `PATTERN)`
-    (split by the scanner at each `|`) are the clause's patterns, up to the next `;;`."""
+    """Each segment's leading keywords, a `case`/`for` head or a clause's patterns as a
+    `_Head` (the scanner split `a|b)` at the `|`), then its command."""
     out: list[Token] = []
     cases: list[bool] = []  # per open case: is a clause's pattern next?
     alternatives: list[str] = []
@@ -421,9 +413,8 @@ def _tokens(segments: list[Segment]) -> list[Token]:
 
 
 def structure(segments: list[Segment], file: str = "<shell>") -> list[Item]:
-    """The segments with every `if ... fi` folded into an IfBlock (an unclosed one ends
-    with the text; a stray `then/else/fi` is dropped). Blocks nested more than
-    MAX_NESTING deep raise TooComplex (the parser recurses once per block)."""
+    """The segments folded into blocks (an unclosed one ends with the text; a stray `then`
+    or `fi` is dropped); TooComplex past MAX_NESTING, as the parser recurses per block."""
     items, _ = _items(_tokens(segments), 0, (), _Nesting(file))
     return items
 
@@ -447,15 +438,6 @@ def _items(
     tokens: list[Token], i: int, stops: tuple[str, ...], nest: _Nesting
 ) -> tuple[list[Item], int]:
     nest.enter(tokens, i)
-    try:
-        return _fold(tokens, i, stops, nest)
-    finally:
-        nest.depth -= 1
-
-
-def _fold(
-    tokens: list[Token], i: int, stops: tuple[str, ...], nest: _Nesting
-) -> tuple[list[Item], int]:
     items: list[Item] = []
     while i < len(tokens):
         token = tokens[i]
@@ -464,7 +446,7 @@ def _fold(
             i += 1
         elif isinstance(token, _Head):
             if token.kind == PATTERN and PATTERN in stops:
-                return items, i
+                break
             block: Item
             if token.kind == "case":
                 block, i = _case_block(token, tokens, i + 1, nest)
@@ -477,7 +459,7 @@ def _fold(
                 )
             items.append(block)
         elif token in stops:
-            return items, i
+            break
         elif token == "if":
             block, i = _if_block(tokens, i + 1, nest)
             items.append(block)
@@ -488,6 +470,7 @@ def _fold(
             items.append(block)
         else:
             i += 1
+    nest.depth -= 1  # on TooComplex the whole fold is dropped: nothing to restore
     return items, i
 
 
@@ -528,8 +511,7 @@ def _if_block(tokens: list[Token], i: int, nest: _Nesting) -> tuple[IfBlock, int
 
 
 def condition(cond: list[Item], expand: Callable[[str], str]) -> bool | None:
-    """The value of a static test command (words expanded by `expand`); None when it
-    cannot be known here."""
+    """The value of a static test command; None when it cannot be known here."""
     if len(cond) != 1 or not isinstance(cond[0], Segment) or cond[0].op == "|":
         return None
     raw, _ = words(cond[0].text)
@@ -593,24 +575,7 @@ ASSIGN_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\+?=(.*)$", re.S)
 _VAR_RE = re.compile(
     r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=+])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)"
 )
-_RESERVED = {
-    "{",
-    "}",
-    "!",
-    "if",
-    "then",
-    "else",
-    "elif",
-    "fi",
-    "do",
-    "done",
-    "while",
-    "until",
-    "time",
-    "esac",
-    "(",
-    ")",
-}
+_RESERVED = {*KEYWORDS, "{", "}", "!", "time", "(", ")"}
 _SHELLS = ("bash", "sh", "dash", "zsh")
 _MAX_DEPTH = 8  # nested substitutions / bash -c strings / heredocs followed
 _MAX_WORDS = 64  # a `for` over more static words runs its body once, as if not static
@@ -685,7 +650,6 @@ class Shell:
         self.level = 0  # blocks, sourced scripts and subshells around
         self.where = "<shell>:0"
         self.scripts: dict[Path, list[Item]] = {}  # sourced scripts, parsed once
-        # (target, cwd, file) of a `source`d script -> its path and name, looked up once
         self.found: dict[tuple[str, str | None, str], tuple[Path | None, str]] = {}
         self.split: dict[str, tuple[list[str], str | None]] = {}  # text -> its words
         self.parsed: dict[tuple[str, tuple[tuple[int, str], ...]], list[Item]] = {}
@@ -701,7 +665,7 @@ class Shell:
             )
 
     def words(self, text: str) -> tuple[list[str], str | None]:
-        """`scanner.words(text)`, split once per text; the work counted by its length."""
+        """`words(text)`, split once per text; the work counted by its length."""
         if text not in self.split:
             self.spend(len(text) + 1)
             self.split[text] = words(text)
@@ -779,8 +743,7 @@ class Shell:
     def static_words(
         self, text: str, seg: Segment, file: str, state: State, depth: int
     ) -> tuple[list[ShellCommand], list[str] | None]:
-        """The words of `text` expanded (their command substitutions run first); None
-        when any is not static here."""
+        """The words of `text` expanded (substitutions run first); None when not static."""
         raw, _ = self.words(text)
         out = self.substitutions(raw, seg, file, state, depth)
         values = [expand(w, state) for w in raw]
@@ -789,8 +752,7 @@ class Shell:
         return out, values
 
     def run_case(self, block: CaseBlock, file: str, state: State, depth: int) -> list[ShellCommand]:
-        """The first clause whose pattern matches a static word; otherwise every clause
-        may run (and none, unless a clause matches anything)."""
+        """The first clause matching a static word; else any clause (or none) may run."""
         seg = block.word
         out, found = self.static_words(seg.text, seg, file, state, depth)
         word = found[0] if found and len(found) == 1 else None
@@ -808,8 +770,7 @@ class Shell:
         return out + self.run_possible(possible, file, state, depth, seg.line)
 
     def run_loop(self, loop: Loop, file: str, state: State, depth: int) -> list[ShellCommand]:
-        """A `for` over static words: the body once per word, the name set to it. Any
-        other loop: its condition, then its body may run or not (merged)."""
+        """A `for` over static words: the body once per word; else the body may run or not."""
         out = self.run_items(loop.cond, file, state, depth)
         line = (
             loop.head.line
@@ -829,9 +790,7 @@ class Shell:
             self.unrolled *= max(len(values), 1)
             try:
                 for value in values:
-                    old = state.vars.get(loop.name)
-                    exported = state.allexport or bool(old and old.exported)
-                    self.assign(state, loop.name, Var(value, file, line, exported))
+                    self.keep_export(state, loop.name, value, file, line)
                     out.extend(self.run_items(loop.body, file, state, depth))
             finally:
                 self.unrolled //= max(len(values), 1)
@@ -841,8 +800,7 @@ class Shell:
         return out + self.run_possible([loop.body, []], file, state, depth, line)
 
     def run_if(self, block: IfBlock, file: str, state: State, depth: int) -> list[ShellCommand]:
-        """The branch a static condition selects; every possible branch otherwise (each on
-        a copy of the state, merged after)."""
+        """The branch a static condition selects; else every possible branch."""
         out: list[ShellCommand] = []
         possible: list[list[Item]] = []
         for cond, body in block.branches:
@@ -856,12 +814,8 @@ class Shell:
                 break
         else:
             possible.append(block.otherwise or [])
-        line = next((s.line for s in self._segments(block)), 0)
-        return out + self.run_possible(possible, file, state, depth, line)
-
-    @staticmethod
-    def _segments(block: IfBlock) -> list[Segment]:
-        return [s for cond, _ in block.branches for s in cond if isinstance(s, Segment)]
+        lines = (s.line for cond, _ in block.branches for s in cond if isinstance(s, Segment))
+        return out + self.run_possible(possible, file, state, depth, next(lines, 0))
 
     def run_segment(self, seg: Segment, file: str, state: State, depth: int) -> list[ShellCommand]:
         self.spend(8)  # a command: its words, expansions and wrappers
@@ -872,8 +826,9 @@ class Shell:
         if raw and raw[0] in ("for", "case", "function", "select"):
             return out
         prefix, static = self.prefix_assignments(raw, state)
-        if not raw:
-            self.assign_prefix(prefix, static, state, file, seg.line)
+        if not raw:  # a line of assignments only: they set shell variables
+            for name, value in prefix.items():
+                self.keep_export(state, name, value if static[name] else None, file, seg.line)
             return out
         argv = [self.unsub(expand(w, state)) for w in raw]
         _unwrap(argv, prefix)
@@ -883,8 +838,11 @@ class Shell:
         if handled is None:
             handled = self.shell_invocation(argv, file, seg.line, state, depth)
         if handled is None:
-            cmd = self.record(argv, prefix, seg, file, state, stdout)
-            handled = [cmd, *self.heredoc_runs(cmd, seg, state, depth)]
+            handled = [self.record(argv, prefix, seg, file, state, stdout)]
+            if _name(argv[0]) in _SHELLS and depth < _MAX_DEPTH:  # a shell reading heredocs
+                for body in seg.heredocs:
+                    self.spend(len(state.vars))
+                    handled += self.run_text(body, file, state.copy(True), depth + 1)
         out.extend(handled)
         return out
 
@@ -915,14 +873,11 @@ class Shell:
             raw.pop(0)
         return prefix, static
 
-    def assign_prefix(
-        self, prefix: dict[str, str], static: dict[str, bool], state: State, file: str, line: int
-    ) -> None:
-        """A line of assignments only: they set shell variables."""
-        for name, value in prefix.items():
-            old = state.vars.get(name)
-            exported = state.allexport or bool(old and old.exported)
-            self.assign(state, name, Var(value if static[name] else None, file, line, exported))
+    def keep_export(self, state: State, name: str, value: str | None, file: str, line: int) -> None:
+        """Assign `name`, exported when it already was or under `set -a`."""
+        old = state.vars.get(name)
+        exported = state.allexport or bool(old and old.exported)
+        self.assign(state, name, Var(value, file, line, exported))
 
     def builtin(
         self, argv: list[str], file: str, line: int, state: State, depth: int
@@ -992,30 +947,10 @@ class Shell:
         for key, value in prefix.items():
             env[key] = Var(value, file, seg.line, True)
             self.assignments.setdefault(key, []).append(env[key])
-        cmd = ShellCommand(
-            argv=argv,
-            file=file,
-            line=seg.line,
-            op=seg.op,
-            prefix=prefix,
-            env=env,
-            cwd=state.cwd,
-            heredocs=["\n".join(t for _, t in body) for body in seg.heredocs],
-            stdout=stdout,
-        )
+        heredocs = ["\n".join(t for _, t in body) for body in seg.heredocs]
+        cmd = ShellCommand(argv, file, seg.line, seg.op, prefix, env, state.cwd, heredocs, stdout)
         self.emitted.append(cmd)
         return cmd
-
-    def heredoc_runs(
-        self, cmd: ShellCommand, seg: Segment, state: State, depth: int
-    ) -> list[ShellCommand]:
-        """What `cmd` runs when it is a shell reading a heredoc (`seg`'s)."""
-        out: list[ShellCommand] = []
-        if _name(cmd.argv[0]) in _SHELLS and seg.heredocs and depth < _MAX_DEPTH:
-            for body in seg.heredocs:
-                self.spend(len(state.vars))
-                out.extend(self.run_text(body, cmd.file, state.copy(True), depth + 1))
-        return out
 
     def follow(
         self, target: str, file: str, line: int, state: State, depth: int
@@ -1101,9 +1036,8 @@ def display(root: Path, path: Path) -> str:
 
 
 def resolve(root: Path, target: str, cwd: str | None, file: str) -> Path | None:
-    """A file named by an installer: against its cwd, the plugin root, the installer's
-    folder; only inside the plugin tree (links resolved): a path outside it, or a link
-    out of it, is not looked at (None, as for a file that is not there)."""
+    """A file named by an installer, against its cwd, the plugin root, the installer's folder;
+    None outside the plugin tree (links resolved), as for a file that is not there."""
     if target.startswith("~") or "://" in target:
         return None
     candidates: list[Path] = []
