@@ -85,17 +85,10 @@ class LiveOutcome:
     log: str | None = None  # the server's log
 
     def to_json(self) -> LiveJson:
-        """hardware.json's `live` (the key order it always had)."""
-        out: LiveJson = {"status": self.status, "detail": self.detail}
-        if self.summary is not None:
-            out["summary"] = self.summary.to_json()
-        if self.log_tail is not None:
-            out["log_tail"] = self.log_tail
-        if self.file is not None:
-            out["file"] = self.file
-        if self.log is not None:
-            out["log"] = self.log
-        return out
+        """hardware.json's `live`: the fields that are set, in their order."""
+        out: Any = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["summary"] = self.summary.to_json() if self.summary is not None else None
+        return {k: v for k, v in out.items() if v is not None}  # type: ignore[return-value]
 
 
 def mesh_text(found: Probe) -> str:
@@ -132,11 +125,7 @@ def live_evidence(live: LiveOutcome | None, statuses: list[str]) -> Evidence:
         statuses.append("deferred")
         return Evidence(note="live load test: not run", source="loadtest")
     statuses.append(live.status)
-    return Evidence(
-        note=f"live load test: {live.status}: {live.detail}",
-        file=live.file,
-        source="loadtest",
-    )
+    return Evidence(f"live load test: {live.status}: {live.detail}", live.file, source="loadtest")
 
 
 PROBE_RECORD = records.HARDWARE_PROBE
@@ -149,10 +138,6 @@ REJECTION_SUBJECT = r"tensor[-_ ]parallel|\B-tp\b|pipeline[-_ ]parallel"
 REJECTION_WORDS = re.compile(
     r"error|reject|not supported|unsupported|invalid|must|cannot|can't|instead", re.IGNORECASE
 )
-
-
-# ---------------------------------------------------------------------------
-# The check
 
 
 def classify_rejection(

@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 
 
 TABLES: dict[str, dict[str, Any]] = {"hardware": HARDWARE_SCHEMA}
-
-
 NAME = "hardware_docs"
 SHOWN = 3  # locations quoted per finding
 

@@ -75,9 +75,8 @@ ISOLATION_SCHEMA: dict[str, Any] = {
 }
 
 TABLES: dict[str, dict[str, Any]] = {"isolation": ISOLATION_SCHEMA}
-
-
 NAME = "isolation"
+MAX_EVIDENCE = 200
 
 
 @dataclass(frozen=True)
@@ -141,12 +140,6 @@ def config_from_spec(spec: Spec) -> IsolationConfig | None:
     return config_from_table(dict(tables["isolation"] or {}), spec.path)
 
 
-# ---------------------------------------------------------------------------
-# The conformance check
-
-MAX_EVIDENCE = 200
-
-
 def check(
     spec: Spec, source_tree: Path, wheel: Path | None = None, no_wheel: str | None = None
 ) -> CheckResult:
@@ -154,12 +147,11 @@ def check(
     `no_wheel`: why there is no core wheel to scan (the tree is scanned alone)."""
     config = config_from_spec(spec)
     if config is None:
-        where = spec.path
         return CheckResult(
-            name=NAME,
-            status="deferred",
-            summary=f"no vendor symbols configured: add [conformance.isolation] symbols = [...] "
-            f"to {where}",
+            NAME,
+            "deferred",
+            f"no vendor symbols configured: add [conformance.isolation] symbols = [...] to "
+            f"{spec.path}",
         )
     reports = [("core-tree", scan_tree(source_tree, config.symbols, config.allowlist))]
     if wheel is not None:

@@ -14,7 +14,7 @@ from vllm_plugin_release.conform.lib.plugintree import Unread, read_regular, wit
 from vllm_plugin_release.core.cache import walk
 
 _FENCE = re.compile(r"^\s*(```+|~~~+)")
-_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*)$")  # the closing #s: `_heading_text`
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*)$")  # the closing #s: string methods below
 _ITEM = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(.*)$")
 _ABBREV = {"e.g", "i.e", "vs", "etc", "cf", "approx", "fig", "no", "ca", "resp", "incl"}
 # Each inner part stops at the next opener, so a run of openers never closing is read once.
@@ -35,12 +35,6 @@ def _clean_inline(text: str) -> str:
     text = text.replace("`", "")
     text = _STRONG.sub(r"\2", text)
     return _EMPHASIS.sub(r"\1", text)
-
-
-def _heading_text(rest: str) -> str:
-    """A heading's text without its closing `#`s (string methods: a regex with `\\s*#*\\s*$`
-    after a lazy group retries the whole tail from each position)."""
-    return rest.rstrip().rstrip("#").rstrip()
 
 
 def _visible_lines(text: str) -> Iterator[tuple[int, str | None]]:
@@ -110,7 +104,9 @@ def text_blocks(text: str) -> list[tuple[str, list[tuple[int, str]]]]:
         previous_blank = False
         if h := _HEADING.match(line):
             close()
-            blocks.append(("heading", [(number, _clean_inline(_heading_text(h.group(2))))]))
+            # not in the regex: `\s*#*\s*$` after a lazy group retries the tail at each position
+            title = h.group(2).rstrip().rstrip("#").rstrip()
+            blocks.append(("heading", [(number, _clean_inline(title))]))
             last_kind = "heading"
             continue
         if line.lstrip().startswith("|"):
@@ -171,17 +167,9 @@ def split_sentences(parts: list[tuple[int, str]]) -> list[tuple[int, str]]:
 
 
 MAX_FILES = 400
-
-
 MAX_BYTES = 512 * 1024
-
-
 MAX_TOTAL_BYTES = 4 * 1024 * 1024  # read in all; then the rest is named, not read
-
-
 MARKDOWN = {".md", ".markdown", ".rst", ".txt", ""}
-
-
 CODE = {".sh", ".bash", ".py", ".yaml", ".yml", ".toml", ".dockerfile"}
 
 
@@ -283,7 +271,5 @@ def md_cell(text: str) -> str:
 def inline(text: str) -> str:
     """Escaped text with `code spans` as <code>; no backtick survives."""
     parts = html.escape(str(text)).split("`")
-    out = []
-    for i, part in enumerate(parts):
-        out.append(f"<code>{part}</code>" if i % 2 and i < len(parts) - 1 else part)
-    return "".join(out)
+    last = len(parts) - 1
+    return "".join(f"<code>{p}</code>" if i % 2 and i < last else p for i, p in enumerate(parts))

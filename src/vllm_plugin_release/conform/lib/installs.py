@@ -16,8 +16,8 @@ from vllm_plugin_release.conform.lib.requirements import (
     VALUE_OPTS,
     Install,
     LockError,
+    binary_names,
     canonical,
-    load_toml,
     names,
     quoted_lines,
     read_lock,
@@ -25,6 +25,7 @@ from vllm_plugin_release.conform.lib.requirements import (
     sync_project,
 )
 from vllm_plugin_release.conform.lib.shell import ShellCommand, display, resolve
+from vllm_plugin_release.core.bounded import tomllib
 
 HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _VERSION_TAG = re.compile(r"^v?(\d+(?:\.\d+)+(?:(?:a|b|rc)\d+)?(?:\.post\d+)?)$")
@@ -62,6 +63,17 @@ class PinningReport:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def unhashed(
+    url: str, at: tuple[str, int], tool: str, kind: str, note: str, **more: Any
+) -> dict[str, Any]:
+    """An entry of `unhashed_fetches`, its keys in the order the report writes them."""
+    return dict(url=url, file=at[0], line=at[1], tool=tool, kind=kind, **more, note=note)
+
+
+def _ref_note(ref: str | None, without: str) -> str:
+    return f"git ref {ref!r} is a tag or branch, not a commit" if ref else without
 
 
 class CoreFindings:
@@ -116,20 +128,9 @@ _LONG_VALUES = names(
 # Downloads, clones and hash checks judged, each kind: a real installer has a few; past it
 # the analysis says it is incomplete (each is compared with the others: kept small).
 MAX_FETCHES = 1000
-_CLONE_VALUE_OPTS = (
-    "--depth",
-    "-o",
-    "--origin",
-    "-j",
-    "--jobs",
-    "--reference",
-    "--filter",
-    "-c",
-    "--config",
-    "--separate-git-dir",
-    "-u",
-    "--template",
-    "--shallow-since",
+_CLONE_VALUE_OPTS = names(
+    "--depth -o --origin -j --jobs --reference --filter -c --config --separate-git-dir -u "
+    "--template --shallow-since"
 )
 
 
@@ -236,12 +237,12 @@ class Fetches:
         """A later check in the same file names the downloaded file."""
         out = dl.get("output")
         needles = [n for n in (out, PurePosixPath(out).name if out else None) if n]
-        for order, file, words in self.verified_words:
-            if order <= dl["_order"] or file != dl["file"]:
-                continue
-            if any(n in w for n in needles for w in words):
-                return True
-        return False
+        return any(
+            order > dl["_order"]
+            and file == dl["file"]
+            and any(n in w for n in needles for w in words)
+            for order, file, words in self.verified_words
+        )
 
     def download_for(self, path: str) -> dict[str, Any] | None:
         return self._by_output.get(path) if path else None
@@ -290,18 +291,10 @@ class Fetches:
             ref = clone.get("ref")
             if ref and HEX40.match(ref):
                 continue
+            note = _ref_note(ref, "cloned at the default branch")
+            at = (clone["file"], clone["line"])
             self.report.unhashed_fetches.append(
-                {
-                    "url": clone["url"],
-                    "file": clone["file"],
-                    "line": clone["line"],
-                    "tool": "git",
-                    "kind": "git-ref",
-                    "ref": ref,
-                    "note": f"git ref {ref!r} is a tag or branch, not a commit"
-                    if ref
-                    else "cloned at the default branch",
-                }
+                unhashed(clone["url"], at, "git", "git-ref", note, ref=ref)
             )
 
     def clone_for(self, path: str, cwd: str | None) -> dict[str, Any] | None:
@@ -472,17 +465,11 @@ class Installs:
                     entry["used_as"] = dl["used_as"]
             return
         if "://" in target:
-            self.report.unhashed_fetches.append(
-                {
-                    "url": target,
-                    "file": cmd.file,
-                    "line": cmd.line,
-                    "tool": inst.tool,
-                    "kind": "download",
-                    "used_as": f"{role} file",
-                    "note": f"{role} file fetched from a URL at install time (no hash)",
-                }
+            note = f"{role} file fetched from a URL at install time (no hash)"
+            entry = unhashed(
+                target, (cmd.file, cmd.line), inst.tool, "download", note, used_as=f"{role} file"
             )
+            self.report.unhashed_fetches.append(entry)
             return
         if "$" in target:
             self.report.notes.append(
@@ -604,9 +591,7 @@ class Installs:
             self.report.editable_installs.append({"target": value, "file": shown, "line": number})
             self.requirement(value, _Where(inst, shown, number, role), file_no_binary, ())
         elif kind == "no_binary":
-            file_no_binary.update(
-                canonical(v) if not v.startswith(":") else v for v in value.split(",")
-            )
+            file_no_binary.update(binary_names(value))  # an empty name matches no package
 
     def nested_file(
         self,
@@ -620,17 +605,11 @@ class Installs:
         """A file named inside a requirements file, relative to that file."""
         path, shown, number = where
         if "://" in value:
-            self.report.unhashed_fetches.append(
-                {
-                    "url": value,
-                    "file": shown,
-                    "line": number,
-                    "tool": "pip",
-                    "kind": "download",
-                    "used_as": f"{kind} file",
-                    "note": f"nested {kind} file fetched from a URL (no hash)",
-                }
+            note = f"nested {kind} file fetched from a URL (no hash)"
+            entry = unhashed(
+                value, (shown, number), "pip", "download", note, used_as=f"{kind} file"
             )
+            self.report.unhashed_fetches.append(entry)
             return
         nested = exists_within(self.root, path.parent / value)
         if nested is not None and len(seen) >= MAX_NESTED_FILES:
@@ -656,7 +635,7 @@ class Installs:
         if text is None:
             return
         try:
-            data = load_toml(text)
+            data = tomllib.loads(text)
         except Exception as exc:  # tomllib.TOMLDecodeError or tomlkit errors
             self.report.notes.append(f"{shown}: not valid TOML ({exc}); not read")
             return
@@ -674,11 +653,7 @@ class Installs:
 
     # -- one requirement -------------------------------------------------------
     def requirement(
-        self,
-        text: str,
-        where: _Where,
-        file_no_binary: set[str],
-        options: tuple[str, ...],
+        self, text: str, where: _Where, file_no_binary: set[str], options: tuple[str, ...]
     ) -> None:
         inst, file, line, role = where.inst, where.file, where.line, where.role
         cmd = inst.cmd if inst else None
@@ -746,17 +721,10 @@ class Installs:
             return
         filename = PurePosixPath(clean.split("#")[0].split("?")[0]).name
         if not hashed:
-            self.report.unhashed_fetches.append(
-                {
-                    "url": url,
-                    "file": file,
-                    "line": line,
-                    "tool": inst.tool if inst else "pip",
-                    "kind": "download",
-                    "used_as": role,
-                    "note": "archive URL without #sha256= or --hash",
-                }
-            )
+            note = "archive URL without #sha256= or --hash"
+            tool = inst.tool if inst else "pip"
+            entry = unhashed(url, (file, line), tool, "download", note, used_as=role)
+            self.report.unhashed_fetches.append(entry)
         sd = _SDIST_RE.match(filename)
         if is_core or (sd and canonical(sd.group("name")) == self.core.name):
             version = sd.group("ver") if sd else None
@@ -773,19 +741,10 @@ class Installs:
         if m:
             ref = m.group(2)
         if not (ref and HEX40.match(ref)):
-            self.report.unhashed_fetches.append(
-                {
-                    "url": url,
-                    "file": file,
-                    "line": line,
-                    "tool": inst.tool if inst else "pip",
-                    "kind": "git-ref",
-                    "ref": ref,
-                    "note": f"git ref {ref!r} is a tag or branch, not a commit"
-                    if ref
-                    else "VCS requirement without a ref",
-                }
-            )
+            note = _ref_note(ref, "VCS requirement without a ref")
+            tool = inst.tool if inst else "pip"
+            entry = unhashed(url, (file, line), tool, "git-ref", note, ref=ref)
+            self.report.unhashed_fetches.append(entry)
         if is_core:
             self.core.git_pin(url, ref, file, line, inst)
             self.core.from_source(f"git {ref or 'default branch'}", file, line)

@@ -17,6 +17,7 @@ from vllm_plugin_release.conform.lib.installs import (
     Fetches,
     Installs,
     PinningReport,
+    unhashed,
 )
 from vllm_plugin_release.conform.lib.plugintree import Unread, read_text, too_large
 from vllm_plugin_release.conform.lib.requirements import is_uv_sync, parse_install, pip_args
@@ -151,16 +152,8 @@ def _add_fetches(args: str, state: State, file: str, line: int) -> list[dict]:
         ref = src.split("#", 1)[1] if "#" in src else None
         pinned = checksum or bool(ref and re.fullmatch(r"[0-9a-f]{40}", ref))
         if not pinned:
-            out.append(
-                {
-                    "url": src,
-                    "file": file,
-                    "line": line,
-                    "tool": "ADD",
-                    "kind": "git-ref" if git else "download",
-                    "note": "ADD without --checksum" if not git else "git ref is not a commit",
-                }
-            )
+            note = "ADD without --checksum" if not git else "git ref is not a commit"
+            out.append(unhashed(src, (file, line), "ADD", "git-ref" if git else "download", note))
     return out
 
 

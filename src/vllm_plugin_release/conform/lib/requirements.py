@@ -36,16 +36,7 @@ VALUE_OPTS: dict[str, str] = {
     **dict.fromkeys(("--no-binary", "--no-binary-package"), "no_binary"),
     **dict.fromkeys(("--only-binary", "--only-binary-package"), "only_binary"),
     **dict.fromkeys(
-        (
-            "-i",
-            "--index-url",
-            "--extra-index-url",
-            "--index",
-            "--default-index",
-            "-f",
-            "--find-links",
-        ),
-        "index",
+        names("-i --index-url --extra-index-url --index --default-index -f --find-links"), "index"
     ),
     "--hash": "hash",
 }
@@ -181,10 +172,6 @@ def requirement_lines(text: str) -> list[tuple[int, str]]:
     if buf.strip():
         out.append((start, buf.strip()))
     return out
-
-
-def load_toml(text: str) -> dict[str, Any]:
-    return tomllib.loads(text)
 
 
 def quoted_lines(text: str) -> dict[str, int]:

@@ -117,13 +117,6 @@ class _Follower:
         self.runtime = runtime
         self.seen: dict[Path, bool] = {}
 
-    def _inside(self, path: Path) -> bool:
-        try:
-            path.resolve().relative_to(self.base)
-        except ValueError:
-            return False
-        return True
-
     def _walk(self, base: Path, parts: list[str]) -> list[Path]:
         """The files importing `parts` under `base` runs: each package's __init__, then the
         module; [] when the first part is not there."""
@@ -140,7 +133,7 @@ class _Follower:
                 return []
             else:
                 break
-        return [f for f in files if self._inside(f)]
+        return [f for f in files if f.resolve().is_relative_to(self.base)]
 
     def _absolute(self, dotted: str, near: Path) -> list[Path]:
         for base in [*self.roots, near]:
