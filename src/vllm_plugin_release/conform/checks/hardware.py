@@ -109,8 +109,7 @@ def probe_evidence(found: Probe) -> Evidence:
 
 
 def tp_evidence(tp: TpOutcome | None, statuses: list[str]) -> Evidence:
-    """The `-tp 2` probe's evidence; its status added to `statuses` (none when the spec
-    makes it not applicable)."""
+    """The `-tp 2` probe's evidence; its status added to `statuses` unless not applicable."""
     if tp is not None and tp.status == "not-applicable":
         return Evidence(note=f"-tp 2 probe: {tp.detail}", source="spec")
     if tp is None:
@@ -244,8 +243,7 @@ def hardware_record(found: Probe, tp: TpOutcome | None, live: LiveOutcome | None
 
 
 def collect(dist: Path, check: CheckResult) -> Scorecard:
-    """Add (or replace) the hardware check in dist/scorecard.*; recompute the verdict; the
-    card written, typed."""
+    """Add (or replace) the hardware check in dist/scorecard.*; the card written, typed."""
     from vllm_plugin_release.conform.scorecard import scorecard, utc_day, write_card
     from vllm_plugin_release.core import cardrecord
 

@@ -91,8 +91,7 @@ def _about(text: str) -> str:
 
 
 def _prose(text: str) -> list[tuple[str, int, str]]:
-    """(block kind, first line, sentence) of a Markdown text outside code; a table row is
-    one sentence, its cells joined with "; "."""
+    """(block kind, first line, sentence) of Markdown outside code; a table row is one."""
     out: list[tuple[str, int, str]] = []
     for kind, parts in text_blocks(text):
         lines = parts[:1] if kind in ("table", "heading") else split_sentences(parts)
@@ -101,8 +100,7 @@ def _prose(text: str) -> list[tuple[str, int, str]]:
 
 
 def _statement(kind: str, sentence: str) -> str | None:
-    """tp-no, tp-yes or None: what a sentence (or a feature table's row) says about
-    tensor/pipeline parallelism."""
+    """tp-no, tp-yes or None: what a sentence or table row says about parallelism."""
     if kind == "table":
         feature, *cells = sentence.split("; ")
         if len(feature) > 60 or not _SUBJECT.search(feature):

@@ -108,8 +108,7 @@ def _bad(file: Path | None, keys: tuple[str, ...], message: str) -> BadInput:
 
 
 def config_from_table(data: Mapping[str, Any], file: Path | None = None) -> IsolationConfig:
-    """A table of the right shape -> IsolationConfig, checking what the schema cannot state
-    (each symbol parses, each allowlist symbol is one of them)."""
+    """A table of the right shape -> IsolationConfig, checking what the schema cannot state."""
     names = list(data["symbols"])
     for i, name in enumerate(names):
         try:

@@ -38,8 +38,7 @@ def _clean_inline(text: str) -> str:
 
 
 def _visible_lines(text: str) -> Iterator[tuple[int, str | None]]:
-    """(line number, text) of the lines outside code fences and HTML comments, blockquote
-    markers removed; (line number, None) where a fence or a comment interrupts the text."""
+    """(number, text) of lines outside code and HTML comments; text None where those interrupt."""
     fence: str | None = None
     in_comment = False
     for number, raw in enumerate(text.splitlines(), start=1):
@@ -242,8 +241,7 @@ class _Glob:
 def doc_texts(
     root: Path, patterns: list[str], left: list[str] | None = None
 ) -> list[tuple[str, str]]:
-    """(path relative to `root`, text) of the docs `patterns` name, each read at most
-    MAX_BYTES, binary ones left out, until MAX_TOTAL_BYTES; the rest go to `left`."""
+    """(path, text) of the text docs `patterns` name, until MAX_TOTAL_BYTES; the rest to `left`."""
     out: list[tuple[str, str]] = []
     files = doc_files(root, patterns)
     total = 0

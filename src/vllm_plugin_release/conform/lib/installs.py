@@ -153,8 +153,7 @@ class Fetches:
         self._over = False
 
     def _room(self, kind: list[Any], cmd: ShellCommand) -> bool:
-        """Whether one more download, clone or hash check is judged; past MAX_FETCHES of
-        one kind the rest are not, and the analysis says it is incomplete (once)."""
+        """Whether one more of `kind` is judged; past MAX_FETCHES the analysis is incomplete."""
         if len(kind) < MAX_FETCHES:
             return True
         if not self._over:
@@ -395,8 +394,7 @@ _SDIST_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+?)-(?P<ver>\d[^-/]*?)\.(?:tar\
 
 @dataclass(frozen=True)
 class _Where:
-    """Where a requirement was named: the install command (None for a dependency read
-    from a file alone), the file and line, and the role it is read in."""
+    """Where a requirement was named (`inst` None for a file read alone) and its role."""
 
     inst: Install | None
     file: str
@@ -548,8 +546,7 @@ class Installs:
             self.requirement(parts[0], _Where(inst, key, number, role), file_no_binary, options)
 
     def read(self, path: Path, shown: str, role: str) -> str | None:
-        """The text of a file the installer names (listed as read), or None: outside the
-        plugin tree, not a regular file (listed as missing, with the reason)."""
+        """The text of a file the installer names, listed as read; None (listed missing) unread."""
         try:
             text, cut = read_text(self.root, path)
         except Unread as exc:

@@ -52,8 +52,7 @@ class _Instruction:
 def dockerfile(
     shell: Shell, text: str, file: str, build_args: dict[str, str] | None = None
 ) -> tuple[list[ShellCommand], list[dict]]:
-    """Commands of every RUN (through the shell parser) and fetches made by ADD;
-    `build_args` replace ARG defaults (`docker build --build-arg`)."""
+    """Commands of every RUN and fetches made by ADD; `build_args` replace ARG defaults."""
     commands: list[ShellCommand] = []
     fetches: list[dict] = []
     state = State()
@@ -212,8 +211,7 @@ class Analyzer:
             self.installs.requirements_file(path, role, None, set())
 
     def script(self, kind: str, text: str, shown: str) -> None:
-        """A shell script or Dockerfile: its commands; when it is beyond what the analysis
-        follows, the commands found before it stopped (and the report says where)."""
+        """A script's commands; past what the analysis follows, those found before it stopped."""
         start = len(self.shell.emitted)
         try:
             if kind == "shell":
@@ -337,8 +335,7 @@ def scan(
     core_name: str = "vllm",
     build_args: dict[str, str] | None = None,
 ) -> PinningReport:
-    """Read the installer inputs under `root` (missing ones are listed, not raised);
-    Dockerfiles with `build_args` replacing their ARG defaults."""
+    """Read the installer inputs under `root` (missing ones are listed, not raised)."""
     analyzer = Analyzer(root, core_name, dict(build_args or {}))
     for item in files:
         path = root / item.path
@@ -374,8 +371,7 @@ def plugin_root_for(spec: Spec, plugin_root: Path | str | None) -> Path:
 
 @dataclass(frozen=True, slots=True)
 class PinningOptions:
-    """`[conformance.pinning]` with its defaults: the installer inputs it adds, the build
-    arguments Dockerfiles are read with, and the check's verdict levels."""
+    """`[conformance.pinning]` with its defaults."""
 
     files: tuple[InputFile, ...] = ()
     build_args: dict[str, str] = field(default_factory=dict)

@@ -175,8 +175,7 @@ def requirement_lines(text: str) -> list[tuple[int, str]]:
 
 
 def quoted_lines(text: str) -> dict[str, int]:
-    """Each string quoted in `text` (a pyproject.toml) -> the first line that quotes it:
-    one pass, for the line numbers of many dependency strings."""
+    """Each string quoted in `text` -> the first line that quotes it, in one pass."""
     found: dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         for m in _QUOTED.finditer(line):
@@ -210,8 +209,7 @@ class LockError(ValueError):
 
 
 def sync_project(argv: list[str]) -> tuple[str | None, bool]:
-    """(`--project`/`--directory` of a `uv sync` command or None, whether the lock is used
-    as written: `--frozen` or `--locked`)."""
+    """(`uv sync`'s `--project`/`--directory` or None, whether `--frozen`/`--locked`)."""
     project = None
     for i, word in enumerate(argv):
         for opt in _PROJECT_OPTS:
@@ -228,8 +226,7 @@ def is_uv_sync(argv: list[str]) -> bool:
 
 
 def _package_lines(text: str) -> dict[str, int]:
-    """Each `[[package]]`'s name -> the line of its `name = "NAME"` (the first one): one
-    pass over the lock."""
+    """Each `[[package]]`'s name -> the line of its first `name = "NAME"`, in one pass."""
     found: dict[str, int] = {}
     previous = ""
     for number, raw in enumerate(text.splitlines(), start=1):

@@ -375,8 +375,7 @@ class TooComplex(Exception):
 
 
 def _tokens(segments: list[Segment]) -> list[Token]:
-    """Each segment's leading keywords, a `case`/`for` head or a clause's patterns as a
-    `_Head` (the scanner split `a|b)` at the `|`), then its command."""
+    """Each segment's leading keywords, a `case`/`for` head or case patterns, then its command."""
     out: list[Token] = []
     cases: list[bool] = []  # per open case: is a clause's pattern next?
     alternatives: list[str] = []
@@ -546,8 +545,7 @@ def _test(argv: list[str]) -> bool | None:
 
 
 def merge(states: list[Any], file: str, line: int) -> Any:
-    """The state after branches that may each have run: a variable keeps its value only when
-    every branch leaves the same one; otherwise it is not static."""
+    """The state after branches that may each have run: a value they differ on is not static."""
     first = states[0]
     merged = dataclasses.replace(
         first,

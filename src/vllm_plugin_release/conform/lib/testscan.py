@@ -57,8 +57,7 @@ _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseExcept
 
 
 def _parse(path: Path, root: Path) -> ast.Module | None:
-    """The AST of a plugin file, or None: outside `root`, not a regular file, larger than
-    MAX_BYTES, or too deep for Python's parser."""
+    """The AST of a plugin file; None outside `root`, unreadable, too large or too deep."""
     inside = within(root, path)
     try:
         raw = read_regular(inside, MAX_BYTES) if inside is not None else b""
@@ -74,8 +73,7 @@ def _is_runtime(name: str, runtime: str) -> bool:
 
 
 def imports_at_import_time(path: Path, runtime: str, root: Path | None = None) -> bool:
-    """`path` (a file of the plugin at `root`, default: its folder) imports `runtime` (or a
-    module inside it) when it is imported."""
+    """`path` (of the plugin at `root`, default: its folder) imports `runtime` when imported."""
     tree = _parse(path, root if root is not None else path.parent)
     return tree is not None and any(
         _is_runtime(name, runtime) for node in _module_level(tree.body) for name in _names(node)
@@ -118,8 +116,7 @@ class _Follower:
         self.seen: dict[Path, bool] = {}
 
     def _walk(self, base: Path, parts: list[str]) -> list[Path]:
-        """The files importing `parts` under `base` runs: each package's __init__, then the
-        module; [] when the first part is not there."""
+        """The files importing `parts` under `base` runs (each __init__, then the module)."""
         files: list[Path] = []
         here = base
         for i, part in enumerate(parts):
@@ -176,8 +173,7 @@ class _Follower:
 
 
 def needs_runtime(path: Path, runtime: str, follower: _Follower) -> bool:
-    """A test file that imports the runtime at import time, itself or through the
-    plugin's modules (and helpers next to it) that do."""
+    """A test file that imports the runtime at import time, itself or through plugin modules."""
     return imports_at_import_time(path, runtime, follower.base) or follower.reaches(path)
 
 
@@ -203,8 +199,7 @@ def _python_files(base: Path) -> list[Path]:
 
 
 def runtime_importers(root: Path, paths: list[str], ignore: list[str], runtime: str) -> list[str]:
-    """Test files under `paths` (relative to `root`, not under an `ignore` entry) that
-    import the runtime at import time, as relative POSIX paths."""
+    """Test files under `paths`, not under `ignore`, that import the runtime at import time."""
     covered = [PurePosixPath(i) for i in ignore]
     follower = _Follower(root, runtime)
     out: list[str] = []
