@@ -538,8 +538,9 @@ class Installs:
         file_no_binary: set[str] = set()
         for number, line in requirement_lines(text):
             if line.startswith("-"):
-                where = (path, key, number)
-                self.option_line(line, where, role, inst, seen | {key}, file_no_binary)
+                self.option_line(
+                    line, (path, key, number), role, inst, seen | {key}, file_no_binary
+                )
                 continue
             parts = _OPTIONS.split(line)
             options = tuple(parts[1:])
@@ -567,8 +568,9 @@ class Installs:
         seen: set[str],
         file_no_binary: set[str],
     ) -> None:
-        """An option line of a requirements file (-r, -c, -e, --no-binary, ...)."""
-        _, shown, number = where
+        """An option line of a requirements file (-r, -c, -e, --no-binary, ...); a file it
+        names is read relative to this one."""
+        path, shown, number = where
         try:
             words = shlex.split(line)
         except ValueError:
@@ -580,46 +582,30 @@ class Installs:
         if attached:
             opt, value = f"-{attached.group(1)}", attached.group(2)
         kind = VALUE_OPTS.get(opt)
-        if kind in ("requirement", "constraint", "override"):
-            self.nested_file(
-                kind, value, where, role if kind == "requirement" else kind, inst, seen
-            )
-        elif kind == "editable":
+        if kind == "editable":
             self.report.editable_installs.append({"target": value, "file": shown, "line": number})
             self.requirement(value, _Where(inst, shown, number, role), file_no_binary, ())
         elif kind == "no_binary":
             file_no_binary.update(binary_names(value))  # an empty name matches no package
-
-    def nested_file(
-        self,
-        kind: str,
-        value: str,
-        where: tuple[Path, str, int],
-        role: str,
-        inst: Install | None,
-        seen: set[str],
-    ) -> None:
-        """A file named inside a requirements file, relative to that file."""
-        path, shown, number = where
-        if "://" in value:
+        elif kind not in ("requirement", "constraint", "override"):
+            return
+        elif "://" in value:
             note = f"nested {kind} file fetched from a URL (no hash)"
             entry = unhashed(
                 value, (shown, number), "pip", "download", note, used_as=f"{kind} file"
             )
             self.report.unhashed_fetches.append(entry)
-            return
-        nested = exists_within(self.root, path.parent / value)
-        if nested is not None and len(seen) >= MAX_NESTED_FILES:
+        elif (nested := exists_within(self.root, path.parent / value)) is None:
+            self.report.missing.append(
+                {"file": value, "referenced_by": f"{shown}:{number}", "role": kind}
+            )
+        elif len(seen) >= MAX_NESTED_FILES:
             self.report.notes.append(
                 f"{shown}:{number}: {value} not read: requirement files nested more than "
                 f"{MAX_NESTED_FILES} deep"
             )
-        elif nested is not None:
-            self.requirements_file(nested, role, inst, seen)
         else:
-            self.report.missing.append(
-                {"file": value, "referenced_by": f"{shown}:{number}", "role": kind}
-            )
+            self.requirements_file(nested, role if kind == "requirement" else kind, inst, seen)
 
     def pyproject(
         self, path: Path, extras: tuple[str, ...], shown: str, inst: Install | None

@@ -80,7 +80,11 @@ class Scanner:
             self.next_op = op
         self.cur, self.cur_line, self.marks = [], None, []
 
-    def close_sub(self) -> None:
+    def close_sub(self, c: str) -> None:
+        """A closing `)` or backtick: text of the enclosing substitution, else a placeholder."""
+        if self.capturing():
+            self.sub_buf.append(c)
+            return
         key = f"__VPR_SUB{len(self.subs)}__"
         self.subs[key] = ("".join(self.sub_buf), self.sub_line)
         self.sub_buf = []
@@ -109,9 +113,8 @@ class Scanner:
         if self.stack:
             self.unterminated = True
             while self.capturing():
-                top = self.stack.pop()
-                if top in ("$(", "`") and not self.capturing():
-                    self.close_sub()
+                if self.stack.pop() in ("$(", "`"):
+                    self.close_sub("")  # an empty chunk: nothing inside a substitution
             self.stack = []
         self.emit(None)
         return self.segments
@@ -139,7 +142,10 @@ class Scanner:
             c = line[j]
             top = self.stack[-1] if self.stack else None
             if top == "'":
-                j = self.single_quoted(c, j)
+                self.put(c)
+                if c == "'":
+                    self.stack.pop()
+                j += 1
             elif c == "\\":
                 if j == n - 1:
                     return True
@@ -147,17 +153,16 @@ class Scanner:
                 j += 2
             elif top == '"':
                 j = self.double_quoted(line, j)
+            elif top == "`" and c == "`":
+                self.stack.pop()
+                self.close_sub(c)
+                j += 1
             elif top == "`":
-                j = self.backticked(c, j)
+                self.put(c)
+                j += 1
             else:
                 j = self.unquoted(line, j)
         return False
-
-    def single_quoted(self, c: str, j: int) -> int:
-        self.put(c)
-        if c == "'":
-            self.stack.pop()
-        return j + 1
 
     def double_quoted(self, line: str, j: int) -> int:
         c, nxt = line[j], line[j + 1 : j + 2]
@@ -169,17 +174,6 @@ class Scanner:
             j += 1
         elif c == "`":
             self.open_sub("`")
-        else:
-            self.put(c)
-        return j + 1
-
-    def backticked(self, c: str, j: int) -> int:
-        if c == "`":
-            self.stack.pop()
-            if self.capturing():
-                self.sub_buf.append(c)
-            else:
-                self.close_sub()
         else:
             self.put(c)
         return j + 1
@@ -218,22 +212,15 @@ class Scanner:
             return  # `(pattern)` of a case clause: the `(` is optional syntax
         if c == "(":
             self.stack.append("(")
+        elif top in ("$(", "("):
+            self.stack.pop()
+        if c == "(" or top == "(":  # a subshell's commands are segments of their own
             if self.capturing():
                 self.put(c)
             else:
                 self.emit(";")
         elif top == "$(":
-            self.stack.pop()
-            if self.capturing():
-                self.sub_buf.append(c)
-            else:
-                self.close_sub()
-        elif top == "(":
-            self.stack.pop()
-            if self.capturing():
-                self.put(c)
-            else:
-                self.emit(";")
+            self.close_sub(c)
         else:
             self.put(c)  # a case pattern or a stray parenthesis
             if not self.capturing() and self.pattern_closed():
