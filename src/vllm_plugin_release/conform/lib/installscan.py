@@ -36,6 +36,7 @@ from vllm_plugin_release.core.errors import BadInput
 
 _HEREDOC_RE = re.compile(r"<<-?\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?")
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ESCAPE_RE = re.compile(r"^\s*#\s*escape\s*=\s*(\S)")
 
 
 @dataclass
@@ -50,7 +51,7 @@ class _Instruction:
 
 
 def dockerfile(
-    shell: Shell, text: str, file: str, build_args: dict[str, str] | None = None
+    shell: Shell, text: str, file: str, build_args: dict[str, str]
 ) -> tuple[list[ShellCommand], list[dict]]:
     """Commands of every RUN and fetches made by ADD; `build_args` replace ARG defaults."""
     commands: list[ShellCommand] = []
@@ -70,19 +71,11 @@ def dockerfile(
     return commands, fetches
 
 
-def _escape_char(physical: list[str]) -> str:
-    """The `# escape=` parser directive (in the first lines), else a backslash."""
-    escape = "\\"
-    for head in physical[:5]:
-        m = re.match(r"^\s*#\s*escape\s*=\s*(\S)", head)
-        if m:
-            escape = m.group(1)
-    return escape
-
-
 def _instructions(text: str) -> Iterator[_Instruction]:
     physical = text.splitlines()
-    escape = _escape_char(physical)
+    # the last `# escape=` parser directive in the first lines, else a backslash
+    directives = [m.group(1) for h in physical[:5] if (m := _ESCAPE_RE.match(h))]
+    escape = directives[-1] if directives else "\\"
     i = 0
     while i < len(physical):
         first = physical[i]
@@ -157,11 +150,7 @@ def _add_fetches(args: str, state: State, file: str, line: int) -> list[dict]:
 
 
 def docker_env(
-    shell: Shell,
-    ins: _Instruction,
-    state: State,
-    file: str,
-    build_args: dict[str, str] | None = None,
+    shell: Shell, ins: _Instruction, state: State, file: str, build_args: dict[str, str]
 ) -> None:
     """An ENV or ARG instruction: the variables it sets in `state`."""
     keyword, args, line = ins.keyword, ins.args, ins.start
@@ -178,7 +167,7 @@ def docker_env(
         name, eq, value = word.partition("=")
         if not _NAME_RE.fullmatch(name):
             continue
-        if keyword == "ARG" and build_args and name in build_args:
+        if keyword == "ARG" and name in build_args:
             shell.assign(state, name, Var(build_args[name], file, line, True))
         elif eq:
             shell.assign(state, name, Var(expand(value, state), file, line, True))
@@ -201,9 +190,9 @@ class Analyzer:
     def read_file(self, rel: str, kind: str, role: str, text: str) -> None:
         path = self.root / rel
         shown = display(self.root, path)
-        if kind in ("shell", "dockerfile") and shown not in self.report.files_read:
-            self.report.files_read.append(shown)
         if kind in ("shell", "dockerfile"):
+            if shown not in self.report.files_read:
+                self.report.files_read.append(shown)
             self.script(kind, text, shown)
         elif kind == "pyproject":
             self.installs.pyproject(path, (), shown, None)
@@ -233,10 +222,10 @@ class Analyzer:
             self.fetches.order += 1
             if cmd.op == "|":
                 pipeline.append(cmd)  # not a copy per command: a long pipe stays linear
+                if previous is not None:
+                    self.fetches.piped(previous, cmd)
             else:
                 pipeline = [cmd]
-            if cmd.op == "|" and previous is not None:
-                self.fetches.piped(previous, cmd)
             self.command(cmd, pipeline)
             previous = cmd
         self.fetches.finish_downloads()
@@ -291,19 +280,11 @@ def _target_device(
     if not assignments:
         return None
     last = assignments[-1]
-    return {
-        "value": last.value,
-        "file": last.file,
-        "line": last.line,
-        "effective": False,
-        "note": "not exported to the core install"
-        if core_installs
-        else "set, but no core install command was found",
-    }
-
-
-# ---------------------------------------------------------------------------
-# Files named by the spec.
+    entry = {"value": last.value, "file": last.file, "line": last.line, "effective": False}
+    entry["note"] = "not exported to the core install"
+    if not core_installs:
+        entry["note"] = "set, but no core install command was found"
+    return entry
 
 
 @dataclass(frozen=True)

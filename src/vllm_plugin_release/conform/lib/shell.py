@@ -18,7 +18,7 @@ SUB_RE = re.compile(r"__VPR_SUB(\d+)__")
 _WORD_BREAK = " \t;&|()"
 _CASE_HEAD_RE = re.compile(r"^case\s.*\sin$", re.S)
 _FD_RE = re.compile(r"(\d+)[<>]")  # a file descriptor before a redirection (2>&1)
-_HEREDOC_WORD_RE = re.compile(r"""(['"])(.*?)\1|([^\s;&|<>()]+)""")
+_HEREDOC_RE = re.compile(r"""<<(-?)[ \t]*(?:(['"])(.*?)\2|([^\s;&|<>()]+))?""")
 
 
 @dataclass
@@ -261,17 +261,10 @@ class Scanner:
 
     def heredoc_mark(self, line: str, j: int) -> int:
         """`<<WORD` / `<<-WORD`: remember the delimiter; its body follows the line."""
-        n = len(line)
-        k = j + 2
-        strip_tabs = line.startswith("-", k)
-        k += 1 if strip_tabs else 0
-        while k < n and line[k] in " \t":
-            k += 1
-        m = _HEREDOC_WORD_RE.match(line[k:])
-        if m:
-            self.marks.append((m.group(2) if m.group(1) else m.group(3), strip_tabs))
-            return k + m.end()
-        return k
+        m = _HEREDOC_RE.match(line, j)  # it matches `<<` alone: the word is optional
+        if m and (m.group(2) or m.group(4)):
+            self.marks.append((m.group(3) if m.group(2) else m.group(4), bool(m.group(1))))
+        return m.end() if m else j + 2
 
 
 def words(text: str) -> tuple[list[str], str | None]:
