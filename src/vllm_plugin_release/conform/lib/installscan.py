@@ -17,10 +17,12 @@ from vllm_plugin_release.conform.lib.installs import (
     Fetches,
     Installs,
     PinningReport,
+    is_uv_sync,
+    parse_install,
+    pip_args,
     unhashed,
 )
 from vllm_plugin_release.conform.lib.plugintree import Unread, read_text, too_large
-from vllm_plugin_release.conform.lib.requirements import is_uv_sync, parse_install, pip_args
 from vllm_plugin_release.conform.lib.shell import (
     Shell,
     ShellCommand,
