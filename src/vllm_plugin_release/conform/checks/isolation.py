@@ -156,10 +156,7 @@ def check(
     if wheel is not None:
         reports.append(("core-wheel", scan_wheel(wheel, config.symbols, config.allowlist)))
     hits = [(source, h) for source, r in reports for h in r.hits]
-    counts = dict.fromkeys(KINDS, 0)
-    for _, h in hits:
-        if not h.allowed:
-            counts[h.kind] += 1
+    counts = {kind: sum(1 for _, h in hits if h.kind == kind and not h.allowed) for kind in KINDS}
     failing = sum(counts[k] for k in FAIL_KINDS)
     warning = sum(counts[k] for k in WARN_KINDS)
     status: Literal["pass", "warn", "fail"] = "fail" if failing else "warn" if warning else "pass"

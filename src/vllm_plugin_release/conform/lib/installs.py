@@ -167,7 +167,7 @@ def requirement_lines(text: str) -> list[tuple[int, str]]:
     """(first line number, logical line) of a requirements file: comments and joins done."""
     out: list[tuple[int, str]] = []
     buf, start = "", 0
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate([*text.splitlines(), ""], start=1):  # "": the last join ends
         line = re.sub(r"(^|\s)#.*$", "", raw)
         if not buf:
             start = number
@@ -178,8 +178,6 @@ def requirement_lines(text: str) -> list[tuple[int, str]]:
         if buf.strip():
             out.append((start, buf.strip()))
         buf = ""
-    if buf.strip():
-        out.append((start, buf.strip()))
     return out
 
 
@@ -193,8 +191,6 @@ def quoted_lines(text: str) -> dict[str, int]:
 
 
 _QUOTED = re.compile(r"\"([^\"]*)\"|'([^']*)'")
-
-
 MAX_BYTES = 64 * 1024 * 1024
 _AT_LINE = re.compile(r"\(at line (\d+)")
 _PROJECT_OPTS = ("--project", "--directory")

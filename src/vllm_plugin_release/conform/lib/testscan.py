@@ -172,11 +172,6 @@ class _Follower:
         return False
 
 
-def needs_runtime(path: Path, runtime: str, follower: _Follower) -> bool:
-    """A test file that imports the runtime at import time, itself or through plugin modules."""
-    return imports_at_import_time(path, runtime, follower.base) or follower.reaches(path)
-
-
 def _test_files(root: Path, paths: list[str]) -> Iterator[Path]:
     for rel in paths:
         base = root / rel
@@ -207,7 +202,8 @@ def runtime_importers(root: Path, paths: list[str], ignore: list[str], runtime: 
         rel = PurePosixPath(f.relative_to(root).as_posix())
         if any(rel == c or c in rel.parents for c in covered):
             continue
-        if needs_runtime(f, runtime, follower):
+        # the runtime imported by the file itself (guarded or not), or through plugin modules
+        if imports_at_import_time(f, runtime, follower.base) or follower.reaches(f):
             # a conftest.py is loaded for its whole folder: the folder needs the runtime
             out.append(str(rel.parent) if f.name == "conftest.py" else str(rel))
     return sorted(set(out))
