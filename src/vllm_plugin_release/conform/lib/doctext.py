@@ -76,13 +76,11 @@ def text_blocks(text: str) -> list[tuple[str, list[tuple[int, str]]]]:
     current: list[tuple[int, str]] | None = None
     kind = ""
     previous_blank = True
-    last_kind = ""
 
     def close() -> None:
-        nonlocal current, last_kind
+        nonlocal current
         if current:
             blocks.append((kind, current))
-            last_kind = kind
         current = None
 
     for number, line in _visible_lines(text):
@@ -96,7 +94,7 @@ def text_blocks(text: str) -> list[tuple[str, list[tuple[int, str]]]]:
         if (
             previous_blank
             and current is None
-            and last_kind != "item"
+            and not (blocks and blocks[-1][0] == "item")
             and re.match(r"^(    |\t)", line)
         ):
             continue  # indented code block
@@ -106,14 +104,12 @@ def text_blocks(text: str) -> list[tuple[str, list[tuple[int, str]]]]:
             # not in the regex: `\s*#*\s*$` after a lazy group retries the tail at each position
             title = h.group(2).rstrip().rstrip("#").rstrip()
             blocks.append(("heading", [(number, _clean_inline(title))]))
-            last_kind = "heading"
             continue
         if line.lstrip().startswith("|"):
             close()
             row = _table_row(line)
             if row is not None:
                 blocks.append(("table", [(number, row)]))
-                last_kind = "table"
             continue
         if item := _ITEM.match(line):
             close()

@@ -541,11 +541,8 @@ def merge(states: list[Any], file: str, line: int) -> Any:
         known = [v for v in found if v is not None]
         exported = any(v.exported for v in known)
         same = len(known) == len(found) and all(v.value == known[0].value for v in known)
-        merged.vars[name] = (
-            dataclasses.replace(known[0], exported=exported)
-            if same
-            else dataclasses.replace(known[0], value=None, file=file, line=line, exported=exported)
-        )
+        changed = {} if same else {"value": None, "file": file, "line": line}
+        merged.vars[name] = dataclasses.replace(known[0], exported=exported, **changed)
     return merged
 
 
