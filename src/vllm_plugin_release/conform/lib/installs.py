@@ -458,7 +458,6 @@ class Fetches:
             )
         return False
 
-    # -- downloads -------------------------------------------------------------
     def download(self, cmd: ShellCommand, tool: str) -> None:
         urls, output, remote_name = _download_args(cmd.argv[1:], tool)
         if output is None and cmd.stdout is not None:
@@ -540,7 +539,6 @@ class Fetches:
     def download_for(self, path: str) -> dict[str, Any] | None:
         return self._by_output.get(path) if path else None
 
-    # -- git -------------------------------------------------------------------
     def git(self, cmd: ShellCommand) -> None:
         argv, cwd = _git_global_options(cmd.argv[1:], cmd.cwd)
         if not argv:
@@ -729,16 +727,15 @@ class Installs:
                 kept.append(item)
         self.report.unpinned = kept
 
-    # -- install commands ------------------------------------------------------
     def install(self, inst: Install) -> None:
         cmd = inst.cmd
         for requirement in inst.requirements:
-            self.requirement(requirement, _Where(inst, cmd.file, cmd.line, "install"), set(), ())
+            self.requirement(requirement, _Where(inst, cmd.file, cmd.line, "install"))
         for target in inst.editables:
             self.report.editable_installs.append(
                 {"target": target, "file": cmd.file, "line": cmd.line}
             )
-            self.requirement(target, _Where(inst, cmd.file, cmd.line, "install"), set(), ())
+            self.requirement(target, _Where(inst, cmd.file, cmd.line, "install"))
         for role, target in inst.files:
             self.install_file(role, target, inst)
 
@@ -818,7 +815,6 @@ class Installs:
             via = "git" if core.source == "git" else "uv.lock"
             self.core.pin(CorePin(requirement, core.version, exact, shown, core.line, via), inst)
 
-    # -- files -----------------------------------------------------------------
     def requirements_file(
         self, path: Path, role: str, inst: Install | None, seen: set[str]
     ) -> None:
@@ -926,11 +922,14 @@ class Installs:
             if not isinstance(dep, str):
                 continue
             line = lines.get(dep) or 1
-            self.requirement(dep, _Where(inst, shown, line, "pyproject dependency"), set(), ())
+            self.requirement(dep, _Where(inst, shown, line, "pyproject dependency"))
 
-    # -- one requirement -------------------------------------------------------
     def requirement(
-        self, text: str, where: _Where, file_no_binary: set[str], options: tuple[str, ...]
+        self,
+        text: str,
+        where: _Where,
+        file_no_binary: frozenset[str] | set[str] = frozenset(),
+        options: tuple[str, ...] = (),
     ) -> None:
         inst, file, line, role = where.inst, where.file, where.line, where.role
         cmd = inst.cmd if inst else None
@@ -1103,7 +1102,7 @@ def _via(role: str, cmd: ShellCommand | None, file: str, line: int) -> str:
     return "requirements"
 
 
-def _no_binary(inst: Install | None, file_no_binary: set[str]) -> set[str]:
+def _no_binary(inst: Install | None, file_no_binary: frozenset[str] | set[str]) -> set[str]:
     """Packages built from source: --no-binary of the file and the command, and the env."""
     no_binary = set(file_no_binary) | (inst.no_binary if inst else set())
     env = inst.cmd.env if inst else {}
