@@ -62,12 +62,8 @@ class TpOutcome:
 
     def to_json(self) -> TpJson:
         """hardware.json's `tp_probe` (the key order it always had)."""
-        out: TpJson = {}
-        if self.argv is not None:
-            out["argv"] = list(self.argv)
-            out["log"] = self.log
-        out["status"] = self.status
-        out["detail"] = self.detail
+        out: TpJson = {"argv": list(self.argv), "log": self.log} if self.argv is not None else {}
+        out |= {"status": self.status, "detail": self.detail}
         if self.exit_code is not None:
             out["exit_code"] = self.exit_code
         return out

@@ -175,7 +175,6 @@ def _parallelism(
 ) -> tuple[list[str], list[Evidence]]:
     """Contradictions about -tp (fails) and the agreeing lines (evidence)."""
     fails: list[str] = []
-    evidence: list[Evidence] = []
     uses, yes, no = by["tp-use"], by["tp-yes"], by["tp-no"]
     if hw.parallelism == "mesh":  # neither -tp nor -pp goes through vLLM
         against, agree = uses + yes, no
@@ -198,9 +197,8 @@ def _parallelism(
             )
         why = 'contradicts parallelism = "tp"'
         agrees = "agrees: the docs use or support -tp/--tensor-parallel-size"
-    evidence += [s.evidence(why) for s in against[:SHOWN]]
-    evidence += [s.evidence(agrees) for s in agree[:SHOWN]]
-    return fails, evidence
+    evidence = [s.evidence(why) for s in against[:SHOWN]]
+    return fails, evidence + [s.evidence(agrees) for s in agree[:SHOWN]]
 
 
 def _mesh(hw: HardwareSettings, mesh: list[Seen]) -> tuple[list[str], list[Evidence]]:
