@@ -962,30 +962,26 @@ def _name(word: str) -> str:
     return parts[-1] if parts else ""
 
 
+# Wrappers that run the rest of the line as a command -> their options that take a value.
+_SUDO_VALUES = ("-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U")
+_WRAPPERS: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("sudo", "doas"), _SUDO_VALUES),
+    "env": ("-u", "--unset", "-C", "--chdir", "-S"),
+    **dict.fromkeys(("exec", "command", "nohup", "time", "builtin", "nice"), ()),
+}
+
+
 def _unwrap(argv: list[str], prefix: dict[str, str]) -> None:
-    """Drop wrappers that run the rest of the line as a command (sudo, env, exec, ...)."""
-    while argv:
-        head = _name(argv[0])
-        if head in ("sudo", "doas"):
-            argv.pop(0)
-            while argv and argv[0].startswith("-"):
-                opt = argv.pop(0)
-                if opt in ("-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U") and argv:
-                    argv.pop(0)
-        elif head == "env":
-            argv.pop(0)
-            while argv and (argv[0].startswith("-") or ASSIGN_RE.match(argv[0])):
-                word = argv.pop(0)
-                if word in ("-u", "--unset", "-C", "--chdir", "-S") and argv:
-                    argv.pop(0)
-                elif m := ASSIGN_RE.match(word):
-                    prefix[m.group(1)] = m.group(2)
-        elif head in ("exec", "command", "nohup", "time", "builtin", "nice"):
-            argv.pop(0)
-            while argv and argv[0].startswith("-"):
+    """Drop wrappers (sudo, env, exec, ...); `env NAME=VALUE` adds to `prefix`."""
+    while argv and (head := _name(argv[0])) in _WRAPPERS:
+        argv.pop(0)
+        env = head == "env"
+        while argv and (argv[0].startswith("-") or (env and ASSIGN_RE.match(argv[0]))):
+            word = argv.pop(0)
+            if word in _WRAPPERS[head] and argv:
                 argv.pop(0)
-        else:
-            break
+            elif env and (m := ASSIGN_RE.match(word)):
+                prefix[m.group(1)] = m.group(2)
 
 
 def _set_options(argv: list[str], state: State) -> None:
