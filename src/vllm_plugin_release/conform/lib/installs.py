@@ -827,14 +827,12 @@ class Installs:
             return
         file_no_binary: set[str] = set()
         for number, line in requirement_lines(text):
+            where = _Where(inst, key, number, role)
             if line.startswith("-"):
-                self.option_line(
-                    line, (path, key, number), role, inst, seen | {key}, file_no_binary
-                )
+                self.option_line(line, path, where, seen | {key}, file_no_binary)
                 continue
             parts = _OPTIONS.split(line)
-            options = tuple(parts[1:])
-            self.requirement(parts[0], _Where(inst, key, number, role), file_no_binary, options)
+            self.requirement(parts[0], where, file_no_binary, tuple(parts[1:]))
 
     def read(self, path: Path, shown: str, role: str) -> str | None:
         """The text of a file the installer names, listed as read; None (listed missing) unread."""
@@ -850,17 +848,11 @@ class Installs:
         return text
 
     def option_line(
-        self,
-        line: str,
-        where: tuple[Path, str, int],
-        role: str,
-        inst: Install | None,
-        seen: set[str],
-        file_no_binary: set[str],
+        self, line: str, path: Path, where: _Where, seen: set[str], file_no_binary: set[str]
     ) -> None:
-        """An option line of a requirements file (-r, -c, -e, --no-binary, ...); a file it
-        names is read relative to this one."""
-        path, shown, number = where
+        """An option line of the requirements file `path` (-r, -c, -e, --no-binary, ...); a
+        file it names is read relative to this one."""
+        inst, shown, number, role = where.inst, where.file, where.line, where.role
         try:
             words = shlex.split(line)
         except ValueError:
@@ -874,7 +866,7 @@ class Installs:
         kind = VALUE_OPTS.get(opt)
         if kind == "editable":
             self.report.editable_installs.append({"target": value, "file": shown, "line": number})
-            self.requirement(value, _Where(inst, shown, number, role), file_no_binary, ())
+            self.requirement(value, where, file_no_binary)
         elif kind == "no_binary":
             file_no_binary.update(binary_names(value))  # an empty name matches no package
         elif kind not in ("requirement", "constraint", "override"):

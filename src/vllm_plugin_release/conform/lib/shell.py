@@ -812,8 +812,18 @@ class Shell:
         handled = self.builtin(argv, file, seg.line, state, depth)
         if handled is None:
             handled = self.shell_invocation(argv, file, seg.line, state, depth)
-        if handled is None:
-            handled = [self.record(argv, prefix, seg, file, state, stdout)]
+        if handled is None:  # the command itself, recorded with its environment
+            self.spend(len(state.vars) + 64)  # and its analysis afterwards (installs, fetches)
+            env = {k: v for k, v in state.vars.items() if v.exported}
+            for key, value in prefix.items():
+                env[key] = Var(value, file, seg.line, True)
+                self.assignments.setdefault(key, []).append(env[key])
+            heredocs = ["\n".join(t for _, t in body) for body in seg.heredocs]
+            cmd = ShellCommand(
+                argv, file, seg.line, seg.op, prefix, env, state.cwd, heredocs, stdout
+            )
+            self.emitted.append(cmd)
+            handled = [cmd]
             if _name(argv[0]) in _SHELLS and depth < _MAX_DEPTH:  # a shell reading heredocs
                 for body in seg.heredocs:
                     self.spend(len(state.vars))
@@ -906,26 +916,6 @@ class Shell:
         if script:
             return self.follow(script, file, line, state.copy(True), depth)
         return None
-
-    def record(
-        self,
-        argv: list[str],
-        prefix: dict[str, str],
-        seg: Segment,
-        file: str,
-        state: State,
-        stdout: str | None,
-    ) -> ShellCommand:
-        """The command itself, recorded with its environment."""
-        self.spend(len(state.vars) + 64)  # and the analysis of it afterwards (installs, fetches)
-        env = {k: v for k, v in state.vars.items() if v.exported}
-        for key, value in prefix.items():
-            env[key] = Var(value, file, seg.line, True)
-            self.assignments.setdefault(key, []).append(env[key])
-        heredocs = ["\n".join(t for _, t in body) for body in seg.heredocs]
-        cmd = ShellCommand(argv, file, seg.line, seg.op, prefix, env, state.cwd, heredocs, stdout)
-        self.emitted.append(cmd)
-        return cmd
 
     def follow(
         self, target: str, file: str, line: int, state: State, depth: int
