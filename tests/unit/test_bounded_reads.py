@@ -158,7 +158,7 @@ def test_kept_environment_findings_that_are_not_are_made_again(
     "module",
     [
         "vllm_plugin_release.core.bounded",
-        "vllm_plugin_release.conform.lib.requirements",
+        "vllm_plugin_release.conform.lib.installs",
         "vllm_plugin_release.edges.device",
     ],
 )

@@ -12,7 +12,7 @@ import pytest
 from tests.support import installer_spec
 from vllm_plugin_release.buildspec.load import load_spec
 from vllm_plugin_release.conform.checks import pinning
-from vllm_plugin_release.conform.lib import requirements
+from vllm_plugin_release.conform.lib import installs
 
 PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "uv_sync_installer"
 TABLE = '\n[conformance.pinning]\nfiles = ["pyproject.toml"]\n'
@@ -70,16 +70,14 @@ def test_a_lock_without_packages_or_version_or_too_big(
 ) -> None:
     lock = tmp_path / "uv.lock"
     lock.write_text("version = 1\n")
-    with pytest.raises(requirements.LockError, match=r"uv.lock:1: no \[\[package\]\] list"):
-        requirements.read_lock(lock, "uv.lock")
+    with pytest.raises(installs.LockError, match=r"uv.lock:1: no \[\[package\]\] list"):
+        installs.read_lock(lock, "uv.lock")
     lock.write_text('[[package]]\nname = "vllm"\nsource = { registry = "x" }\n')
-    with pytest.raises(
-        requirements.LockError, match=r"uv.lock:2: \[\[package\]\] vllm has no version"
-    ):
-        requirements.read_lock(lock, "uv.lock").core("vllm")
-    monkeypatch.setattr(requirements, "MAX_BYTES", 10)
-    with pytest.raises(requirements.LockError, match="larger than"):
-        requirements.read_lock(lock, "uv.lock")
+    with pytest.raises(installs.LockError, match=r"uv.lock:2: \[\[package\]\] vllm has no version"):
+        installs.read_lock(lock, "uv.lock").core("vllm")
+    monkeypatch.setattr(installs, "MAX_BYTES", 10)
+    with pytest.raises(installs.LockError, match="larger than"):
+        installs.read_lock(lock, "uv.lock")
 
 
 def test_without_frozen_a_note_and_without_a_lock_a_missing_file(tmp_path: Path) -> None:
@@ -97,10 +95,10 @@ def test_without_frozen_a_note_and_without_a_lock_a_missing_file(tmp_path: Path)
 
 
 def test_sync_options() -> None:
-    assert requirements.is_uv_sync(["uv", "--quiet", "sync", "--frozen"])
-    assert not requirements.is_uv_sync(["uv", "pip", "sync", "r.txt"])
-    assert requirements.sync_project(["uv", "sync", "--project", "sub", "--locked"]) == (
+    assert installs.is_uv_sync(["uv", "--quiet", "sync", "--frozen"])
+    assert not installs.is_uv_sync(["uv", "pip", "sync", "r.txt"])
+    assert installs.sync_project(["uv", "sync", "--project", "sub", "--locked"]) == (
         "sub",
         True,
     )
-    assert requirements.sync_project(["uv", "sync", "--directory=app"]) == ("app", False)
+    assert installs.sync_project(["uv", "sync", "--directory=app"]) == ("app", False)

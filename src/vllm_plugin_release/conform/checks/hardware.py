@@ -62,12 +62,8 @@ class TpOutcome:
 
     def to_json(self) -> TpJson:
         """hardware.json's `tp_probe` (the key order it always had)."""
-        out: TpJson = {}
-        if self.argv is not None:
-            out["argv"] = list(self.argv)
-            out["log"] = self.log
-        out["status"] = self.status
-        out["detail"] = self.detail
+        out: TpJson = {"argv": list(self.argv), "log": self.log} if self.argv is not None else {}
+        out |= {"status": self.status, "detail": self.detail}
         if self.exit_code is not None:
             out["exit_code"] = self.exit_code
         return out
@@ -85,17 +81,10 @@ class LiveOutcome:
     log: str | None = None  # the server's log
 
     def to_json(self) -> LiveJson:
-        """hardware.json's `live` (the key order it always had)."""
-        out: LiveJson = {"status": self.status, "detail": self.detail}
-        if self.summary is not None:
-            out["summary"] = self.summary.to_json()
-        if self.log_tail is not None:
-            out["log_tail"] = self.log_tail
-        if self.file is not None:
-            out["file"] = self.file
-        if self.log is not None:
-            out["log"] = self.log
-        return out
+        """hardware.json's `live`: the fields that are set, in their order."""
+        out: Any = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["summary"] = self.summary.to_json() if self.summary is not None else None
+        return {k: v for k, v in out.items() if v is not None}  # type: ignore[return-value]
 
 
 def mesh_text(found: Probe) -> str:
@@ -116,8 +105,7 @@ def probe_evidence(found: Probe) -> Evidence:
 
 
 def tp_evidence(tp: TpOutcome | None, statuses: list[str]) -> Evidence:
-    """The `-tp 2` probe's evidence; its status added to `statuses` (none when the spec
-    makes it not applicable)."""
+    """The `-tp 2` probe's evidence; its status added to `statuses` unless not applicable."""
     if tp is not None and tp.status == "not-applicable":
         return Evidence(note=f"-tp 2 probe: {tp.detail}", source="spec")
     if tp is None:
@@ -132,11 +120,7 @@ def live_evidence(live: LiveOutcome | None, statuses: list[str]) -> Evidence:
         statuses.append("deferred")
         return Evidence(note="live load test: not run", source="loadtest")
     statuses.append(live.status)
-    return Evidence(
-        note=f"live load test: {live.status}: {live.detail}",
-        file=live.file,
-        source="loadtest",
-    )
+    return Evidence(f"live load test: {live.status}: {live.detail}", live.file, source="loadtest")
 
 
 PROBE_RECORD = records.HARDWARE_PROBE
@@ -149,10 +133,6 @@ REJECTION_SUBJECT = r"tensor[-_ ]parallel|\B-tp\b|pipeline[-_ ]parallel"
 REJECTION_WORDS = re.compile(
     r"error|reject|not supported|unsupported|invalid|must|cannot|can't|instead", re.IGNORECASE
 )
-
-
-# ---------------------------------------------------------------------------
-# The check
 
 
 def classify_rejection(
@@ -259,8 +239,7 @@ def hardware_record(found: Probe, tp: TpOutcome | None, live: LiveOutcome | None
 
 
 def collect(dist: Path, check: CheckResult) -> Scorecard:
-    """Add (or replace) the hardware check in dist/scorecard.*; recompute the verdict; the
-    card written, typed."""
+    """Add (or replace) the hardware check in dist/scorecard.*; the card written, typed."""
     from vllm_plugin_release.conform.scorecard import scorecard, utc_day, write_card
     from vllm_plugin_release.core import cardrecord
 

@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 
 
 TABLES: dict[str, dict[str, Any]] = {"hardware": HARDWARE_SCHEMA}
-
-
 NAME = "hardware_docs"
 SHOWN = 3  # locations quoted per finding
 
@@ -93,8 +91,7 @@ def _about(text: str) -> str:
 
 
 def _prose(text: str) -> list[tuple[str, int, str]]:
-    """(block kind, first line, sentence) of a Markdown text outside code; a table row is
-    one sentence, its cells joined with "; "."""
+    """(block kind, first line, sentence) of Markdown outside code; a table row is one."""
     out: list[tuple[str, int, str]] = []
     for kind, parts in text_blocks(text):
         lines = parts[:1] if kind in ("table", "heading") else split_sentences(parts)
@@ -103,8 +100,7 @@ def _prose(text: str) -> list[tuple[str, int, str]]:
 
 
 def _statement(kind: str, sentence: str) -> str | None:
-    """tp-no, tp-yes or None: what a sentence (or a feature table's row) says about
-    tensor/pipeline parallelism."""
+    """tp-no, tp-yes or None: what a sentence or table row says about parallelism."""
     if kind == "table":
         feature, *cells = sentence.split("; ")
         if len(feature) > 60 or not _SUBJECT.search(feature):
@@ -179,7 +175,6 @@ def _parallelism(
 ) -> tuple[list[str], list[Evidence]]:
     """Contradictions about -tp (fails) and the agreeing lines (evidence)."""
     fails: list[str] = []
-    evidence: list[Evidence] = []
     uses, yes, no = by["tp-use"], by["tp-yes"], by["tp-no"]
     if hw.parallelism == "mesh":  # neither -tp nor -pp goes through vLLM
         against, agree = uses + yes, no
@@ -202,9 +197,8 @@ def _parallelism(
             )
         why = 'contradicts parallelism = "tp"'
         agrees = "agrees: the docs use or support -tp/--tensor-parallel-size"
-    evidence += [s.evidence(why) for s in against[:SHOWN]]
-    evidence += [s.evidence(agrees) for s in agree[:SHOWN]]
-    return fails, evidence
+    evidence = [s.evidence(why) for s in against[:SHOWN]]
+    return fails, evidence + [s.evidence(agrees) for s in agree[:SHOWN]]
 
 
 def _mesh(hw: HardwareSettings, mesh: list[Seen]) -> tuple[list[str], list[Evidence]]:

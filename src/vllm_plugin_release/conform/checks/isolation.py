@@ -75,9 +75,8 @@ ISOLATION_SCHEMA: dict[str, Any] = {
 }
 
 TABLES: dict[str, dict[str, Any]] = {"isolation": ISOLATION_SCHEMA}
-
-
 NAME = "isolation"
+MAX_EVIDENCE = 200
 
 
 @dataclass(frozen=True)
@@ -109,8 +108,7 @@ def _bad(file: Path | None, keys: tuple[str, ...], message: str) -> BadInput:
 
 
 def config_from_table(data: Mapping[str, Any], file: Path | None = None) -> IsolationConfig:
-    """A table of the right shape -> IsolationConfig, checking what the schema cannot state
-    (each symbol parses, each allowlist symbol is one of them)."""
+    """A table of the right shape -> IsolationConfig, checking what the schema cannot state."""
     names = list(data["symbols"])
     for i, name in enumerate(names):
         try:
@@ -141,12 +139,6 @@ def config_from_spec(spec: Spec) -> IsolationConfig | None:
     return config_from_table(dict(tables["isolation"] or {}), spec.path)
 
 
-# ---------------------------------------------------------------------------
-# The conformance check
-
-MAX_EVIDENCE = 200
-
-
 def check(
     spec: Spec, source_tree: Path, wheel: Path | None = None, no_wheel: str | None = None
 ) -> CheckResult:
@@ -154,21 +146,17 @@ def check(
     `no_wheel`: why there is no core wheel to scan (the tree is scanned alone)."""
     config = config_from_spec(spec)
     if config is None:
-        where = spec.path
         return CheckResult(
-            name=NAME,
-            status="deferred",
-            summary=f"no vendor symbols configured: add [conformance.isolation] symbols = [...] "
-            f"to {where}",
+            NAME,
+            "deferred",
+            f"no vendor symbols configured: add [conformance.isolation] symbols = [...] to "
+            f"{spec.path}",
         )
     reports = [("core-tree", scan_tree(source_tree, config.symbols, config.allowlist))]
     if wheel is not None:
         reports.append(("core-wheel", scan_wheel(wheel, config.symbols, config.allowlist)))
     hits = [(source, h) for source, r in reports for h in r.hits]
-    counts = dict.fromkeys(KINDS, 0)
-    for _, h in hits:
-        if not h.allowed:
-            counts[h.kind] += 1
+    counts = {kind: sum(1 for _, h in hits if h.kind == kind and not h.allowed) for kind in KINDS}
     failing = sum(counts[k] for k in FAIL_KINDS)
     warning = sum(counts[k] for k in WARN_KINDS)
     status: Literal["pass", "warn", "fail"] = "fail" if failing else "warn" if warning else "pass"

@@ -22,8 +22,6 @@ from vllm_plugin_release.conform.lib.installscan import (
 )
 
 LEVELS = ("ignore", "warn", "fail")
-
-
 PINNING_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "Build pinning check: how the plugin's installer builds vLLM core.",
@@ -84,14 +82,8 @@ PINNING_SCHEMA: dict[str, Any] = {
 }
 
 TABLES: dict[str, dict[str, Any]] = {"pinning": PINNING_SCHEMA}
-
-
 NAME = "pinning"
 SHOWN = 5  # disagreeing core pins named one by one; the rest counted
-
-
-# ---------------------------------------------------------------------------
-# The check.
 
 
 @dataclass
@@ -101,6 +93,10 @@ class _Findings:
     fails: list[str] = field(default_factory=list)
     warns: list[str] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
+
+    def see(self, note: str, where: dict[str, Any], value: Any = None) -> None:
+        """Evidence from the plugin, at the file and line `where` names (if any)."""
+        self.evidence.append(Evidence(note, where.get("file"), where.get("line"), value, "plugin"))
 
 
 def _loc(item: dict[str, Any]) -> str:
@@ -136,19 +132,12 @@ def check(spec: Spec, plugin_root: Path | str | None = None) -> CheckResult:
     _judge_from_source(report, found, core_name, options)
     _judge_hygiene(report, found, options)
     for note in report.notes:
-        found.evidence.append(Evidence(note=note, source="plugin"))
+        found.see(note, {})
     status, summary = _verdict(found, core_name, report.core_pin, want, want_target)
     details = report.to_json()
     details["failures"] = found.fails
     details["warnings"] = found.warns
-    return CheckResult(
-        name=NAME,
-        status=status,
-        summary=summary,
-        evidence=found.evidence,
-        threshold=threshold,
-        details=details,
-    )
+    return CheckResult(NAME, status, summary, found.evidence, threshold, details)
 
 
 def _unreadable(
@@ -156,23 +145,17 @@ def _unreadable(
 ) -> CheckResult | None:
     """A failing result when there is nothing to read; None when the check can go on."""
     if not files:
-        return CheckResult(
-            name=NAME,
-            status="fail",
-            summary="no installer to read: set [plugin] installer (or [conformance.pinning] "
-            "files) in the spec",
-            evidence=[Evidence(note="the spec names no installer file", file=str(spec.path))],
-            threshold=threshold,
+        summary = (
+            "no installer to read: set [plugin] installer (or [conformance.pinning] files) in "
+            "the spec"
         )
-    if not root.is_dir():
-        return CheckResult(
-            name=NAME,
-            status="fail",
-            summary=f"plugin source folder {root} does not exist; fetch the plugin first",
-            evidence=[Evidence(note="plugin source folder missing", file=str(root))],
-            threshold=threshold,
-        )
-    return None
+        seen = Evidence(note="the spec names no installer file", file=str(spec.path))
+    elif not root.is_dir():
+        summary = f"plugin source folder {root} does not exist; fetch the plugin first"
+        seen = Evidence(note="plugin source folder missing", file=str(root))
+    else:
+        return None
+    return CheckResult(NAME, "fail", summary, [seen], threshold)
 
 
 def _judge_missing(report: PinningReport, found: _Findings) -> None:
@@ -182,9 +165,7 @@ def _judge_missing(report: PinningReport, found: _Findings) -> None:
         if item.get("error"):
             named += f"; {item['error']}"
         msg = f"{item['file']} is missing ({named})"
-        found.evidence.append(
-            Evidence(note=f"file missing: {msg}", file=item["file"], source="plugin")
-        )
+        found.see(f"file missing: {msg}", item)
         if item.get("named_by"):
             found.fails.append(f"{msg}: fix the path in the spec or the plugin source")
         else:
@@ -196,7 +177,7 @@ def _judge_missing(report: PinningReport, found: _Findings) -> None:
 def _judge_incomplete(report: PinningReport, found: _Findings) -> None:
     """A script the analysis could not follow to its end is not vouched for: fail."""
     for where in report.incomplete:
-        found.evidence.append(Evidence(note=f"analysis incomplete: {where}", source="plugin"))
+        found.see(f"analysis incomplete: {where}", {})
         found.fails.append(
             f"{where}: simplify the installer (fewer nested loops, branches and sourced "
             "scripts) so that it can be read to its end"
@@ -215,15 +196,7 @@ def _judge_core_pin(
                 f"{', '.join(report.files_read) or 'the files read'}"
             )
         return
-    found.evidence.append(
-        Evidence(
-            note=f"core requirement {pin['requirement']} ({pin['via']})",
-            file=pin["file"],
-            line=pin["line"],
-            value=pin["version"],
-            source="plugin",
-        )
-    )
+    found.see(f"core requirement {pin['requirement']} ({pin['via']})", pin, pin["version"])
     if not pin["exact"] or pin["version"] is None:
         found.fails.append(
             f"{core_name} is not pinned exactly at {_loc(pin)} ({pin['requirement']}); "
@@ -259,15 +232,7 @@ def _judge_core_refs(report: PinningReport, found: _Findings, pin: dict[str, Any
                 f"{_loc(ref)} fetches {ref['url']} (vLLM {ref['version']}) while the core "
                 f"pin is {pin['version']}; fetch the files of the pinned version"
             )
-        found.evidence.append(
-            Evidence(
-                note=f"installer fetches vLLM {ref['version']} files",
-                file=ref["file"],
-                line=ref["line"],
-                value=ref["url"],
-                source="plugin",
-            )
-        )
+        found.see(f"installer fetches vLLM {ref['version']} files", ref, ref["url"])
 
 
 def _judge_target_device(
@@ -282,15 +247,7 @@ def _judge_target_device(
                 f"VLLM_TARGET_DEVICE={want_target} on the install command"
             )
         return
-    found.evidence.append(
-        Evidence(
-            note="VLLM_TARGET_DEVICE",
-            file=td["file"],
-            line=td["line"],
-            value=td["value"],
-            source="plugin",
-        )
-    )
+    found.see("VLLM_TARGET_DEVICE", td, td["value"])
     if td["value"] != want_target:
         found.fails.append(
             f"VLLM_TARGET_DEVICE={td['value']} at {_loc(td)}; the spec builds "
@@ -309,14 +266,7 @@ def _judge_from_source(
     fs = report.from_source
     pin = report.core_pin
     if fs.get("value"):
-        found.evidence.append(
-            Evidence(
-                note=f"core built from source ({fs['how']})",
-                file=fs["file"],
-                line=fs["line"],
-                source="plugin",
-            )
-        )
+        found.see(f"core built from source ({fs['how']})", fs)
     elif options.require_from_source and pin is not None:
         found.fails.append(
             f"{core_name} is not built from source at {_loc(pin)}: add "
@@ -333,15 +283,7 @@ def _judge_hygiene(report: PinningReport, found: _Findings, options: PinningOpti
     ):
         for item in items:
             label = item.get("url") or item.get("target") or item.get("requirement")
-            found.evidence.append(
-                Evidence(
-                    note=f"{what}: {label}",
-                    file=item.get("file"),
-                    line=item.get("line"),
-                    value=item.get("note") or item.get("role"),
-                    source="plugin",
-                )
-            )
+            found.see(f"{what}: {label}", item, item.get("note") or item.get("role"))
         if items and level != "ignore":
             shown = ", ".join(
                 f"{i.get('url') or i.get('target') or i.get('requirement')} ({_loc(i)})"
@@ -353,11 +295,7 @@ def _judge_hygiene(report: PinningReport, found: _Findings, options: PinningOpti
 
 
 def _verdict(
-    found: _Findings,
-    core_name: str,
-    pin: dict[str, Any] | None,
-    want: str,
-    want_target: str,
+    found: _Findings, core_name: str, pin: dict[str, Any] | None, want: str, want_target: str
 ) -> tuple[str, str]:
     """(status, summary): fail on any failure, warn on any warning, else pass."""
     fails, warns = found.fails, found.warns

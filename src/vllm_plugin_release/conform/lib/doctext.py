@@ -14,7 +14,7 @@ from vllm_plugin_release.conform.lib.plugintree import Unread, read_regular, wit
 from vllm_plugin_release.core.cache import walk
 
 _FENCE = re.compile(r"^\s*(```+|~~~+)")
-_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*)$")  # the closing #s: `_heading_text`
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*)$")  # the closing #s: string methods below
 _ITEM = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(.*)$")
 _ABBREV = {"e.g", "i.e", "vs", "etc", "cf", "approx", "fig", "no", "ca", "resp", "incl"}
 # Each inner part stops at the next opener, so a run of openers never closing is read once.
@@ -37,15 +37,8 @@ def _clean_inline(text: str) -> str:
     return _EMPHASIS.sub(r"\1", text)
 
 
-def _heading_text(rest: str) -> str:
-    """A heading's text without its closing `#`s (string methods: a regex with `\\s*#*\\s*$`
-    after a lazy group retries the whole tail from each position)."""
-    return rest.rstrip().rstrip("#").rstrip()
-
-
 def _visible_lines(text: str) -> Iterator[tuple[int, str | None]]:
-    """(line number, text) of the lines outside code fences and HTML comments, blockquote
-    markers removed; (line number, None) where a fence or a comment interrupts the text."""
+    """(number, text) of lines outside code and HTML comments; text None where those interrupt."""
     fence: str | None = None
     in_comment = False
     for number, raw in enumerate(text.splitlines(), start=1):
@@ -83,13 +76,11 @@ def text_blocks(text: str) -> list[tuple[str, list[tuple[int, str]]]]:
     current: list[tuple[int, str]] | None = None
     kind = ""
     previous_blank = True
-    last_kind = ""
 
     def close() -> None:
-        nonlocal current, last_kind
+        nonlocal current
         if current:
             blocks.append((kind, current))
-            last_kind = kind
         current = None
 
     for number, line in _visible_lines(text):
@@ -103,22 +94,22 @@ def text_blocks(text: str) -> list[tuple[str, list[tuple[int, str]]]]:
         if (
             previous_blank
             and current is None
-            and last_kind != "item"
+            and not (blocks and blocks[-1][0] == "item")
             and re.match(r"^(    |\t)", line)
         ):
             continue  # indented code block
         previous_blank = False
         if h := _HEADING.match(line):
             close()
-            blocks.append(("heading", [(number, _clean_inline(_heading_text(h.group(2))))]))
-            last_kind = "heading"
+            # not in the regex: `\s*#*\s*$` after a lazy group retries the tail at each position
+            title = h.group(2).rstrip().rstrip("#").rstrip()
+            blocks.append(("heading", [(number, _clean_inline(title))]))
             continue
         if line.lstrip().startswith("|"):
             close()
             row = _table_row(line)
             if row is not None:
                 blocks.append(("table", [(number, row)]))
-                last_kind = "table"
             continue
         if item := _ITEM.match(line):
             close()
@@ -171,17 +162,9 @@ def split_sentences(parts: list[tuple[int, str]]) -> list[tuple[int, str]]:
 
 
 MAX_FILES = 400
-
-
 MAX_BYTES = 512 * 1024
-
-
 MAX_TOTAL_BYTES = 4 * 1024 * 1024  # read in all; then the rest is named, not read
-
-
 MARKDOWN = {".md", ".markdown", ".rst", ".txt", ""}
-
-
 CODE = {".sh", ".bash", ".py", ".yaml", ".yml", ".toml", ".dockerfile"}
 
 
@@ -254,8 +237,7 @@ class _Glob:
 def doc_texts(
     root: Path, patterns: list[str], left: list[str] | None = None
 ) -> list[tuple[str, str]]:
-    """(path relative to `root`, text) of the docs `patterns` name, each read at most
-    MAX_BYTES, binary ones left out, until MAX_TOTAL_BYTES; the rest go to `left`."""
+    """(path, text) of the text docs `patterns` name, until MAX_TOTAL_BYTES; the rest to `left`."""
     out: list[tuple[str, str]] = []
     files = doc_files(root, patterns)
     total = 0
@@ -283,7 +265,5 @@ def md_cell(text: str) -> str:
 def inline(text: str) -> str:
     """Escaped text with `code spans` as <code>; no backtick survives."""
     parts = html.escape(str(text)).split("`")
-    out = []
-    for i, part in enumerate(parts):
-        out.append(f"<code>{part}</code>" if i % 2 and i < len(parts) - 1 else part)
-    return "".join(out)
+    last = len(parts) - 1
+    return "".join(f"<code>{p}</code>" if i % 2 and i < last else p for i, p in enumerate(parts))

@@ -22,15 +22,8 @@ RANK_FLAGS = (
     "-dp",
     "--data-parallel-size",
 )
-
-
 LABEL = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-
-
-# The plugin files the `hardware_docs` check reads when the spec names none.
-DOCS_DEFAULT = ("README*", "docs/**/*", "examples/**/*")
-
-
+DOCS_DEFAULT = ("README*", "docs/**/*", "examples/**/*")  # read when the spec names none
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 

@@ -1,5 +1,6 @@
-"""What an installer's commands install and fetch (requirements, files of requirements, local
-paths, URLs, downloads and clones), recorded in the scan's `PinningReport`."""
+"""What an installer installs and fetches: pip / uv install lines, requirement files,
+pyproject.toml and the core as a `uv.lock` pins it (bounded, each entry's shape checked),
+recorded in the scan's `PinningReport`."""
 
 from __future__ import annotations
 
@@ -8,23 +9,317 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
-from vllm_plugin_release.conform.lib.plugintree import Unread, exists_within, read_text, too_large
-from vllm_plugin_release.conform.lib.requirements import (
-    VALUE_OPTS,
-    Install,
-    LockError,
-    canonical,
-    load_toml,
-    names,
-    quoted_lines,
-    read_lock,
-    requirement_lines,
-    sync_project,
+from vllm_plugin_release.conform.lib.plugintree import (
+    Unread,
+    exists_within,
+    read_regular,
+    read_text,
+    too_large,
 )
 from vllm_plugin_release.conform.lib.shell import ShellCommand, display, resolve
+from vllm_plugin_release.core.bounded import tomllib
+
+
+def canonical(name: str) -> str:
+    return str(canonicalize_name(name))
+
+
+def names(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Options of pip / uv pip install that name a file or a package set, by what they mean.
+VALUE_OPTS: dict[str, str] = {
+    **dict.fromkeys(("-r", "--requirement", "--requirements"), "requirement"),
+    **dict.fromkeys(
+        ("-c", "--constraint", "--constraints", "-b", "--build-constraint", "--build-constraints"),
+        "constraint",
+    ),
+    **dict.fromkeys(("--override", "--overrides"), "override"),
+    **dict.fromkeys(("-e", "--editable"), "editable"),
+    **dict.fromkeys(("--no-binary", "--no-binary-package"), "no_binary"),
+    **dict.fromkeys(("--only-binary", "--only-binary-package"), "only_binary"),
+    **dict.fromkeys(
+        names("-i --index-url --extra-index-url --index --default-index -f --find-links"), "index"
+    ),
+    "--hash": "hash",
+}
+
+# Options of pip / uv pip install that take a value this check does not need.
+_IGNORED_VALUE_OPTS = names(
+    """
+    -t --target --prefix --root --src --upgrade-strategy --platform --python-version
+    --implementation --abi -p --python --index-strategy -C --config-settings --config-setting
+    --global-option --build-option --progress-bar --report --log --cache-dir --resolution
+    --prerelease --exclude-newer --torch-backend --group --extra --keyring-provider --link-mode
+    --trusted-host --proxy --retries --timeout --exists-action --cert --client-cert
+    --python-platform --reinstall-package --upgrade-package -P --no-build-isolation-package
+    --refresh-package --config-file --excludes --no-build-package --directory --project --color
+    --allow-insecure-host
+    """
+)
+_PIP_SUBCOMMANDS = names(
+    "install sync download uninstall freeze list show wheel compile check tree config cache "
+    "hash inspect index"
+)
+
+
+def binary_names(value: str) -> set[str]:
+    """The packages of a --no-binary / --only-binary value (`:all:` / `:none:` kept as is)."""
+    return {canonical(v) if not v.startswith(":") else v for v in value.split(",") if v}
+
+
+@dataclass
+class Install:
+    cmd: ShellCommand
+    tool: str
+    requirements: list[str] = field(default_factory=list)
+    editables: list[str] = field(default_factory=list)
+    files: list[tuple[str, str]] = field(default_factory=list)  # (role, path)
+    no_binary: set[str] = field(default_factory=set)
+    only_binary: set[str] = field(default_factory=set)
+    flags: set[str] = field(default_factory=set)
+
+
+def pip_args(argv: list[str]) -> tuple[str, list[str]] | None:
+    """(tool, arguments after `install`) for pip / python -m pip / uv pip installs."""
+    name = PurePosixPath(argv[0]).name
+    rest: list[str] | None = None
+    tool = "pip"
+    if re.fullmatch(r"pip(\d+(\.\d+)?)?", name):
+        rest = argv[1:]
+    elif re.fullmatch(r"python(\d+(\.\d+)?)?", name) and "-m" in argv:
+        idx = argv.index("-m")
+        if idx + 1 < len(argv) and argv[idx + 1] == "pip":
+            rest = argv[idx + 2 :]
+    elif name == "uv":
+        words = [w for w in argv[1:] if not w.startswith("-")]
+        if words[:1] == ["pip"]:
+            tool = "uv"
+            rest = argv[argv.index("pip") + 1 :]
+    if rest is None:
+        return None
+    for idx, word in enumerate(rest):
+        if word in _PIP_SUBCOMMANDS:
+            if word == "install":
+                return tool, rest[idx + 1 :]
+            if word == "sync":
+                return tool, ["--sync", *rest[idx + 1 :]]
+            return None
+    return None
+
+
+def parse_install(cmd: ShellCommand, tool: str, args: list[str]) -> Install:
+    inst = Install(cmd=cmd, tool=tool)
+    sync = bool(args) and args[0] == "--sync"
+    if sync:
+        args = args[1:]
+    i = 0
+    while i < len(args):
+        word = args[i]
+        i += 1
+        if word == "--":
+            inst.requirements.extend(args[i:])
+            break
+        if not word.startswith("-") or word == "-":
+            if sync:
+                inst.files.append(("requirement", word))
+            else:
+                inst.requirements.append(word)
+            continue
+        opt, eq, value = word.partition("=")
+        if not eq and opt not in VALUE_OPTS and opt not in _IGNORED_VALUE_OPTS:
+            attached = re.match(r"^-([rceif])(.+)$", word)
+            if attached:
+                opt, value, eq = f"-{attached.group(1)}", attached.group(2), "="
+        if opt in VALUE_OPTS or opt in _IGNORED_VALUE_OPTS:
+            if not eq:
+                if i >= len(args):
+                    break
+                value = args[i]
+                i += 1
+            _apply_option(inst, opt, value)
+            continue
+        inst.flags.add(opt)
+    return inst
+
+
+def _apply_option(inst: Install, opt: str, value: str) -> None:
+    kind = VALUE_OPTS.get(opt)
+    if kind in ("requirement", "constraint", "override"):
+        inst.files.append((kind, value))
+    elif kind == "editable":
+        inst.editables.append(value)
+    elif kind == "no_binary":
+        inst.no_binary.update(binary_names(value))
+    elif kind == "only_binary":
+        inst.only_binary.update(binary_names(value))
+    elif kind == "index":
+        inst.flags.add(f"{opt}={value}")
+
+
+def requirement_lines(text: str) -> list[tuple[int, str]]:
+    """(first line number, logical line) of a requirements file: comments and joins done."""
+    out: list[tuple[int, str]] = []
+    buf, start = "", 0
+    for number, raw in enumerate([*text.splitlines(), ""], start=1):  # "": the last join ends
+        line = re.sub(r"(^|\s)#.*$", "", raw)
+        if not buf:
+            start = number
+        if line.rstrip().endswith("\\"):
+            buf += line.rstrip()[:-1] + " "
+            continue
+        buf += line
+        if buf.strip():
+            out.append((start, buf.strip()))
+        buf = ""
+    return out
+
+
+def quoted_lines(text: str) -> dict[str, int]:
+    """Each string quoted in `text` -> the first line that quotes it, in one pass."""
+    found: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        for m in _QUOTED.finditer(line):
+            found.setdefault(m.group(1) if m.group(1) is not None else m.group(2), number)
+    return found
+
+
+_QUOTED = re.compile(r"\"([^\"]*)\"|'([^']*)'")
+MAX_BYTES = 64 * 1024 * 1024
+_AT_LINE = re.compile(r"\(at line (\d+)")
+_PROJECT_OPTS = ("--project", "--directory")
+
+
+@dataclass(frozen=True)
+class LockedCore:
+    """The core package of a uv.lock: its version and where uv takes it from."""
+
+    version: str
+    line: int
+    source: str  # registry | git | url | path | other
+    url: str | None = None
+    ref: str | None = None  # git: the rev asked for
+    commit: str | None = None  # git: the commit the lock resolved
+    sdist_only: bool = False  # registry: no wheel, so uv builds it
+
+
+class LockError(ValueError):
+    """A uv.lock that cannot be read as one: the message names the file and line."""
+
+
+def sync_project(argv: list[str]) -> tuple[str | None, bool]:
+    """(`uv sync`'s `--project`/`--directory` or None, whether `--frozen`/`--locked`)."""
+    project = None
+    for i, word in enumerate(argv):
+        for opt in _PROJECT_OPTS:
+            if word == opt and i + 1 < len(argv):
+                project = argv[i + 1]
+            elif word.startswith(opt + "="):
+                project = word.split("=", 1)[1]
+    return project, any(w in ("--frozen", "--locked") for w in argv)
+
+
+def is_uv_sync(argv: list[str]) -> bool:
+    words = [w for w in argv[1:] if not w.startswith("-")]
+    return PurePosixPath(argv[0]).name == "uv" and words[:1] == ["sync"]
+
+
+def _package_lines(text: str) -> dict[str, int]:
+    """Each `[[package]]`'s name -> the line of its first `name = "NAME"`, in one pass."""
+    found: dict[str, int] = {}
+    previous = ""
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if previous == "[[package]]" and line.startswith('name = "') and line.endswith('"'):
+            found.setdefault(line[len('name = "') : -1], number)
+        previous = line
+    return found
+
+
+def _source(entry: dict[str, Any]) -> dict[str, Any]:
+    """The entry's source, the git url split into url, rev and resolved commit."""
+    source = entry.get("source")
+    if not isinstance(source, dict):
+        return {"source": "other"}
+    if isinstance(source.get("registry"), str):
+        wheels = entry.get("wheels")
+        return {"source": "registry", "url": source["registry"], "sdist_only": not wheels}
+    if isinstance(source.get("git"), str):
+        parts = urlsplit(source["git"])
+        rev = (parse_qs(parts.query).get("rev") or parse_qs(parts.query).get("tag") or [None])[0]
+        base = parts._replace(query="", fragment="").geturl()
+        return {"source": "git", "url": base, "ref": rev, "commit": parts.fragment or None}
+    if isinstance(source.get("url"), str):
+        return {"source": "url", "url": source["url"]}
+    for kind in ("path", "directory", "editable", "virtual"):
+        if isinstance(source.get(kind), str):
+            return {"source": "path", "url": source[kind]}
+    return {"source": "other"}
+
+
+@dataclass(frozen=True)
+class Lock:
+    """A uv.lock as read: its text (for line numbers) and its `[[package]]` tables."""
+
+    shown: str
+    text: str
+    packages: tuple[dict[str, Any], ...]
+    lines: dict[str, int]  # package name -> the line of its name
+
+    @property
+    def names(self) -> set[str]:
+        """Every locked package (canonical names)."""
+        return {canonical(p["name"]) for p in self.packages}
+
+    def core(self, core: str) -> list[LockedCore]:
+        """Every entry named `core`, with its version and source."""
+        found: list[LockedCore] = []
+        for entry in self.packages:
+            if canonical(entry["name"]) != canonical(core):
+                continue
+            line = self.lines.get(entry["name"], 1)
+            version = entry.get("version")
+            if not isinstance(version, str) or not version:
+                raise LockError(f"{self.shown}:{line}: [[package]] {entry['name']} has no version")
+            try:
+                source = _source(entry)
+            except ValueError as exc:  # urlsplit: "Invalid IPv6 URL", a bad port, ...
+                raise LockError(
+                    f"{self.shown}:{line}: [[package]] {entry['name']}: its source URL cannot "
+                    f"be read ({exc})"
+                ) from None
+            found.append(LockedCore(version=version, line=line, **source))
+        return found
+
+
+def read_lock(path: Path, shown: str) -> Lock:
+    """The uv.lock at `path` (`shown`: its name in messages), checked for size and shape."""
+    try:
+        raw = read_regular(path, MAX_BYTES)
+    except Unread as exc:
+        raise LockError(f"{shown}: {exc.reason}") from None
+    if len(raw) > MAX_BYTES:
+        raise LockError(f"{shown}: larger than {MAX_BYTES // (1024 * 1024)} MiB; not read")
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = _AT_LINE.search(str(exc))
+        raise LockError(f"{shown}:{m.group(1) if m else 1}: not valid TOML ({exc})") from None
+    except RecursionError:  # tomllib recurses once per nested array or table
+        raise LockError(f"{shown}: arrays or tables nested too deep to read; not read") from None
+    packages = data.get("package")
+    if not isinstance(packages, list):
+        raise LockError(f"{shown}:1: no [[package]] list; not a uv lock file")
+    tables = tuple(p for p in packages if isinstance(p, dict) and isinstance(p.get("name"), str))
+    return Lock(shown, text, tables, _package_lines(text))
+
 
 HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _VERSION_TAG = re.compile(r"^v?(\d+(?:\.\d+)+(?:(?:a|b|rc)\d+)?(?:\.post\d+)?)$")
@@ -62,6 +357,17 @@ class PinningReport:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def unhashed(
+    url: str, at: tuple[str, int], tool: str, kind: str, note: str, **more: Any
+) -> dict[str, Any]:
+    """An entry of `unhashed_fetches`, its keys in the order the report writes them."""
+    return dict(url=url, file=at[0], line=at[1], tool=tool, kind=kind, **more, note=note)
+
+
+def _ref_note(ref: str | None, without: str) -> str:
+    return f"git ref {ref!r} is a tag or branch, not a commit" if ref else without
 
 
 class CoreFindings:
@@ -116,20 +422,9 @@ _LONG_VALUES = names(
 # Downloads, clones and hash checks judged, each kind: a real installer has a few; past it
 # the analysis says it is incomplete (each is compared with the others: kept small).
 MAX_FETCHES = 1000
-_CLONE_VALUE_OPTS = (
-    "--depth",
-    "-o",
-    "--origin",
-    "-j",
-    "--jobs",
-    "--reference",
-    "--filter",
-    "-c",
-    "--config",
-    "--separate-git-dir",
-    "-u",
-    "--template",
-    "--shallow-since",
+_CLONE_VALUE_OPTS = names(
+    "--depth -o --origin -j --jobs --reference --filter -c --config --separate-git-dir -u "
+    "--template --shallow-since"
 )
 
 
@@ -152,8 +447,7 @@ class Fetches:
         self._over = False
 
     def _room(self, kind: list[Any], cmd: ShellCommand) -> bool:
-        """Whether one more download, clone or hash check is judged; past MAX_FETCHES of
-        one kind the rest are not, and the analysis says it is incomplete (once)."""
+        """Whether one more of `kind` is judged; past MAX_FETCHES the analysis is incomplete."""
         if len(kind) < MAX_FETCHES:
             return True
         if not self._over:
@@ -164,7 +458,6 @@ class Fetches:
             )
         return False
 
-    # -- downloads -------------------------------------------------------------
     def download(self, cmd: ShellCommand, tool: str) -> None:
         urls, output, remote_name = _download_args(cmd.argv[1:], tool)
         if output is None and cmd.stdout is not None:
@@ -236,17 +529,16 @@ class Fetches:
         """A later check in the same file names the downloaded file."""
         out = dl.get("output")
         needles = [n for n in (out, PurePosixPath(out).name if out else None) if n]
-        for order, file, words in self.verified_words:
-            if order <= dl["_order"] or file != dl["file"]:
-                continue
-            if any(n in w for n in needles for w in words):
-                return True
-        return False
+        return any(
+            order > dl["_order"]
+            and file == dl["file"]
+            and any(n in w for n in needles for w in words)
+            for order, file, words in self.verified_words
+        )
 
     def download_for(self, path: str) -> dict[str, Any] | None:
         return self._by_output.get(path) if path else None
 
-    # -- git -------------------------------------------------------------------
     def git(self, cmd: ShellCommand) -> None:
         argv, cwd = _git_global_options(cmd.argv[1:], cmd.cwd)
         if not argv:
@@ -290,18 +582,10 @@ class Fetches:
             ref = clone.get("ref")
             if ref and HEX40.match(ref):
                 continue
+            note = _ref_note(ref, "cloned at the default branch")
+            at = (clone["file"], clone["line"])
             self.report.unhashed_fetches.append(
-                {
-                    "url": clone["url"],
-                    "file": clone["file"],
-                    "line": clone["line"],
-                    "tool": "git",
-                    "kind": "git-ref",
-                    "ref": ref,
-                    "note": f"git ref {ref!r} is a tag or branch, not a commit"
-                    if ref
-                    else "cloned at the default branch",
-                }
+                unhashed(clone["url"], at, "git", "git-ref", note, ref=ref)
             )
 
     def clone_for(self, path: str, cwd: str | None) -> dict[str, Any] | None:
@@ -402,8 +686,7 @@ _SDIST_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+?)-(?P<ver>\d[^-/]*?)\.(?:tar\
 
 @dataclass(frozen=True)
 class _Where:
-    """Where a requirement was named: the install command (None for a dependency read
-    from a file alone), the file and line, and the role it is read in."""
+    """Where a requirement was named (`inst` None for a file read alone) and its role."""
 
     inst: Install | None
     file: str
@@ -444,16 +727,15 @@ class Installs:
                 kept.append(item)
         self.report.unpinned = kept
 
-    # -- install commands ------------------------------------------------------
     def install(self, inst: Install) -> None:
         cmd = inst.cmd
         for requirement in inst.requirements:
-            self.requirement(requirement, _Where(inst, cmd.file, cmd.line, "install"), set(), ())
+            self.requirement(requirement, _Where(inst, cmd.file, cmd.line, "install"))
         for target in inst.editables:
             self.report.editable_installs.append(
                 {"target": target, "file": cmd.file, "line": cmd.line}
             )
-            self.requirement(target, _Where(inst, cmd.file, cmd.line, "install"), set(), ())
+            self.requirement(target, _Where(inst, cmd.file, cmd.line, "install"))
         for role, target in inst.files:
             self.install_file(role, target, inst)
 
@@ -472,17 +754,11 @@ class Installs:
                     entry["used_as"] = dl["used_as"]
             return
         if "://" in target:
-            self.report.unhashed_fetches.append(
-                {
-                    "url": target,
-                    "file": cmd.file,
-                    "line": cmd.line,
-                    "tool": inst.tool,
-                    "kind": "download",
-                    "used_as": f"{role} file",
-                    "note": f"{role} file fetched from a URL at install time (no hash)",
-                }
+            note = f"{role} file fetched from a URL at install time (no hash)"
+            entry = unhashed(
+                target, (cmd.file, cmd.line), inst.tool, "download", note, used_as=f"{role} file"
             )
+            self.report.unhashed_fetches.append(entry)
             return
         if "$" in target:
             self.report.notes.append(
@@ -539,7 +815,6 @@ class Installs:
             via = "git" if core.source == "git" else "uv.lock"
             self.core.pin(CorePin(requirement, core.version, exact, shown, core.line, via), inst)
 
-    # -- files -----------------------------------------------------------------
     def requirements_file(
         self, path: Path, role: str, inst: Install | None, seen: set[str]
     ) -> None:
@@ -552,17 +827,15 @@ class Installs:
             return
         file_no_binary: set[str] = set()
         for number, line in requirement_lines(text):
+            where = _Where(inst, key, number, role)
             if line.startswith("-"):
-                where = (path, key, number)
-                self.option_line(line, where, role, inst, seen | {key}, file_no_binary)
+                self.option_line(line, path, where, seen | {key}, file_no_binary)
                 continue
             parts = _OPTIONS.split(line)
-            options = tuple(parts[1:])
-            self.requirement(parts[0], _Where(inst, key, number, role), file_no_binary, options)
+            self.requirement(parts[0], where, file_no_binary, tuple(parts[1:]))
 
     def read(self, path: Path, shown: str, role: str) -> str | None:
-        """The text of a file the installer names (listed as read), or None: outside the
-        plugin tree, not a regular file (listed as missing, with the reason)."""
+        """The text of a file the installer names, listed as read; None (listed missing) unread."""
         try:
             text, cut = read_text(self.root, path)
         except Unread as exc:
@@ -575,16 +848,11 @@ class Installs:
         return text
 
     def option_line(
-        self,
-        line: str,
-        where: tuple[Path, str, int],
-        role: str,
-        inst: Install | None,
-        seen: set[str],
-        file_no_binary: set[str],
+        self, line: str, path: Path, where: _Where, seen: set[str], file_no_binary: set[str]
     ) -> None:
-        """An option line of a requirements file (-r, -c, -e, --no-binary, ...)."""
-        _, shown, number = where
+        """An option line of the requirements file `path` (-r, -c, -e, --no-binary, ...); a
+        file it names is read relative to this one."""
+        inst, shown, number, role = where.inst, where.file, where.line, where.role
         try:
             words = shlex.split(line)
         except ValueError:
@@ -596,54 +864,30 @@ class Installs:
         if attached:
             opt, value = f"-{attached.group(1)}", attached.group(2)
         kind = VALUE_OPTS.get(opt)
-        if kind in ("requirement", "constraint", "override"):
-            self.nested_file(
-                kind, value, where, role if kind == "requirement" else kind, inst, seen
-            )
-        elif kind == "editable":
+        if kind == "editable":
             self.report.editable_installs.append({"target": value, "file": shown, "line": number})
-            self.requirement(value, _Where(inst, shown, number, role), file_no_binary, ())
+            self.requirement(value, where, file_no_binary)
         elif kind == "no_binary":
-            file_no_binary.update(
-                canonical(v) if not v.startswith(":") else v for v in value.split(",")
-            )
-
-    def nested_file(
-        self,
-        kind: str,
-        value: str,
-        where: tuple[Path, str, int],
-        role: str,
-        inst: Install | None,
-        seen: set[str],
-    ) -> None:
-        """A file named inside a requirements file, relative to that file."""
-        path, shown, number = where
-        if "://" in value:
-            self.report.unhashed_fetches.append(
-                {
-                    "url": value,
-                    "file": shown,
-                    "line": number,
-                    "tool": "pip",
-                    "kind": "download",
-                    "used_as": f"{kind} file",
-                    "note": f"nested {kind} file fetched from a URL (no hash)",
-                }
-            )
+            file_no_binary.update(binary_names(value))  # an empty name matches no package
+        elif kind not in ("requirement", "constraint", "override"):
             return
-        nested = exists_within(self.root, path.parent / value)
-        if nested is not None and len(seen) >= MAX_NESTED_FILES:
+        elif "://" in value:
+            note = f"nested {kind} file fetched from a URL (no hash)"
+            entry = unhashed(
+                value, (shown, number), "pip", "download", note, used_as=f"{kind} file"
+            )
+            self.report.unhashed_fetches.append(entry)
+        elif (nested := exists_within(self.root, path.parent / value)) is None:
+            self.report.missing.append(
+                {"file": value, "referenced_by": f"{shown}:{number}", "role": kind}
+            )
+        elif len(seen) >= MAX_NESTED_FILES:
             self.report.notes.append(
                 f"{shown}:{number}: {value} not read: requirement files nested more than "
                 f"{MAX_NESTED_FILES} deep"
             )
-        elif nested is not None:
-            self.requirements_file(nested, role, inst, seen)
         else:
-            self.report.missing.append(
-                {"file": value, "referenced_by": f"{shown}:{number}", "role": kind}
-            )
+            self.requirements_file(nested, role if kind == "requirement" else kind, inst, seen)
 
     def pyproject(
         self, path: Path, extras: tuple[str, ...], shown: str, inst: Install | None
@@ -656,7 +900,7 @@ class Installs:
         if text is None:
             return
         try:
-            data = load_toml(text)
+            data = tomllib.loads(text)
         except Exception as exc:  # tomllib.TOMLDecodeError or tomlkit errors
             self.report.notes.append(f"{shown}: not valid TOML ({exc}); not read")
             return
@@ -670,15 +914,14 @@ class Installs:
             if not isinstance(dep, str):
                 continue
             line = lines.get(dep) or 1
-            self.requirement(dep, _Where(inst, shown, line, "pyproject dependency"), set(), ())
+            self.requirement(dep, _Where(inst, shown, line, "pyproject dependency"))
 
-    # -- one requirement -------------------------------------------------------
     def requirement(
         self,
         text: str,
         where: _Where,
-        file_no_binary: set[str],
-        options: tuple[str, ...],
+        file_no_binary: frozenset[str] | set[str] = frozenset(),
+        options: tuple[str, ...] = (),
     ) -> None:
         inst, file, line, role = where.inst, where.file, where.line, where.role
         cmd = inst.cmd if inst else None
@@ -746,17 +989,10 @@ class Installs:
             return
         filename = PurePosixPath(clean.split("#")[0].split("?")[0]).name
         if not hashed:
-            self.report.unhashed_fetches.append(
-                {
-                    "url": url,
-                    "file": file,
-                    "line": line,
-                    "tool": inst.tool if inst else "pip",
-                    "kind": "download",
-                    "used_as": role,
-                    "note": "archive URL without #sha256= or --hash",
-                }
-            )
+            note = "archive URL without #sha256= or --hash"
+            tool = inst.tool if inst else "pip"
+            entry = unhashed(url, (file, line), tool, "download", note, used_as=role)
+            self.report.unhashed_fetches.append(entry)
         sd = _SDIST_RE.match(filename)
         if is_core or (sd and canonical(sd.group("name")) == self.core.name):
             version = sd.group("ver") if sd else None
@@ -773,19 +1009,10 @@ class Installs:
         if m:
             ref = m.group(2)
         if not (ref and HEX40.match(ref)):
-            self.report.unhashed_fetches.append(
-                {
-                    "url": url,
-                    "file": file,
-                    "line": line,
-                    "tool": inst.tool if inst else "pip",
-                    "kind": "git-ref",
-                    "ref": ref,
-                    "note": f"git ref {ref!r} is a tag or branch, not a commit"
-                    if ref
-                    else "VCS requirement without a ref",
-                }
-            )
+            note = _ref_note(ref, "VCS requirement without a ref")
+            tool = inst.tool if inst else "pip"
+            entry = unhashed(url, (file, line), tool, "git-ref", note, ref=ref)
+            self.report.unhashed_fetches.append(entry)
         if is_core:
             self.core.git_pin(url, ref, file, line, inst)
             self.core.from_source(f"git {ref or 'default branch'}", file, line)
@@ -867,7 +1094,7 @@ def _via(role: str, cmd: ShellCommand | None, file: str, line: int) -> str:
     return "requirements"
 
 
-def _no_binary(inst: Install | None, file_no_binary: set[str]) -> set[str]:
+def _no_binary(inst: Install | None, file_no_binary: frozenset[str] | set[str]) -> set[str]:
     """Packages built from source: --no-binary of the file and the command, and the env."""
     no_binary = set(file_no_binary) | (inst.no_binary if inst else set())
     env = inst.cmd.env if inst else {}

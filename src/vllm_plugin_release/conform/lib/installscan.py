@@ -17,9 +17,12 @@ from vllm_plugin_release.conform.lib.installs import (
     Fetches,
     Installs,
     PinningReport,
+    is_uv_sync,
+    parse_install,
+    pip_args,
+    unhashed,
 )
 from vllm_plugin_release.conform.lib.plugintree import Unread, read_text, too_large
-from vllm_plugin_release.conform.lib.requirements import is_uv_sync, parse_install, pip_args
 from vllm_plugin_release.conform.lib.shell import (
     Shell,
     ShellCommand,
@@ -35,6 +38,7 @@ from vllm_plugin_release.core.errors import BadInput
 
 _HEREDOC_RE = re.compile(r"<<-?\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?")
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ESCAPE_RE = re.compile(r"^\s*#\s*escape\s*=\s*(\S)")
 
 
 @dataclass
@@ -49,10 +53,9 @@ class _Instruction:
 
 
 def dockerfile(
-    shell: Shell, text: str, file: str, build_args: dict[str, str] | None = None
+    shell: Shell, text: str, file: str, build_args: dict[str, str]
 ) -> tuple[list[ShellCommand], list[dict]]:
-    """Commands of every RUN (through the shell parser) and fetches made by ADD;
-    `build_args` replace ARG defaults (`docker build --build-arg`)."""
+    """Commands of every RUN and fetches made by ADD; `build_args` replace ARG defaults."""
     commands: list[ShellCommand] = []
     fetches: list[dict] = []
     state = State()
@@ -70,19 +73,11 @@ def dockerfile(
     return commands, fetches
 
 
-def _escape_char(physical: list[str]) -> str:
-    """The `# escape=` parser directive (in the first lines), else a backslash."""
-    escape = "\\"
-    for head in physical[:5]:
-        m = re.match(r"^\s*#\s*escape\s*=\s*(\S)", head)
-        if m:
-            escape = m.group(1)
-    return escape
-
-
 def _instructions(text: str) -> Iterator[_Instruction]:
     physical = text.splitlines()
-    escape = _escape_char(physical)
+    # the last `# escape=` parser directive in the first lines, else a backslash
+    directives = [m.group(1) for h in physical[:5] if (m := _ESCAPE_RE.match(h))]
+    escape = directives[-1] if directives else "\\"
     i = 0
     while i < len(physical):
         first = physical[i]
@@ -151,25 +146,13 @@ def _add_fetches(args: str, state: State, file: str, line: int) -> list[dict]:
         ref = src.split("#", 1)[1] if "#" in src else None
         pinned = checksum or bool(ref and re.fullmatch(r"[0-9a-f]{40}", ref))
         if not pinned:
-            out.append(
-                {
-                    "url": src,
-                    "file": file,
-                    "line": line,
-                    "tool": "ADD",
-                    "kind": "git-ref" if git else "download",
-                    "note": "ADD without --checksum" if not git else "git ref is not a commit",
-                }
-            )
+            note = "ADD without --checksum" if not git else "git ref is not a commit"
+            out.append(unhashed(src, (file, line), "ADD", "git-ref" if git else "download", note))
     return out
 
 
 def docker_env(
-    shell: Shell,
-    ins: _Instruction,
-    state: State,
-    file: str,
-    build_args: dict[str, str] | None = None,
+    shell: Shell, ins: _Instruction, state: State, file: str, build_args: dict[str, str]
 ) -> None:
     """An ENV or ARG instruction: the variables it sets in `state`."""
     keyword, args, line = ins.keyword, ins.args, ins.start
@@ -186,7 +169,7 @@ def docker_env(
         name, eq, value = word.partition("=")
         if not _NAME_RE.fullmatch(name):
             continue
-        if keyword == "ARG" and build_args and name in build_args:
+        if keyword == "ARG" and name in build_args:
             shell.assign(state, name, Var(build_args[name], file, line, True))
         elif eq:
             shell.assign(state, name, Var(expand(value, state), file, line, True))
@@ -209,9 +192,9 @@ class Analyzer:
     def read_file(self, rel: str, kind: str, role: str, text: str) -> None:
         path = self.root / rel
         shown = display(self.root, path)
-        if kind in ("shell", "dockerfile") and shown not in self.report.files_read:
-            self.report.files_read.append(shown)
         if kind in ("shell", "dockerfile"):
+            if shown not in self.report.files_read:
+                self.report.files_read.append(shown)
             self.script(kind, text, shown)
         elif kind == "pyproject":
             self.installs.pyproject(path, (), shown, None)
@@ -219,8 +202,7 @@ class Analyzer:
             self.installs.requirements_file(path, role, None, set())
 
     def script(self, kind: str, text: str, shown: str) -> None:
-        """A shell script or Dockerfile: its commands; when it is beyond what the analysis
-        follows, the commands found before it stopped (and the report says where)."""
+        """A script's commands; past what the analysis follows, those found before it stopped."""
         start = len(self.shell.emitted)
         try:
             if kind == "shell":
@@ -242,10 +224,10 @@ class Analyzer:
             self.fetches.order += 1
             if cmd.op == "|":
                 pipeline.append(cmd)  # not a copy per command: a long pipe stays linear
+                if previous is not None:
+                    self.fetches.piped(previous, cmd)
             else:
                 pipeline = [cmd]
-            if cmd.op == "|" and previous is not None:
-                self.fetches.piped(previous, cmd)
             self.command(cmd, pipeline)
             previous = cmd
         self.fetches.finish_downloads()
@@ -300,19 +282,11 @@ def _target_device(
     if not assignments:
         return None
     last = assignments[-1]
-    return {
-        "value": last.value,
-        "file": last.file,
-        "line": last.line,
-        "effective": False,
-        "note": "not exported to the core install"
-        if core_installs
-        else "set, but no core install command was found",
-    }
-
-
-# ---------------------------------------------------------------------------
-# Files named by the spec.
+    entry = {"value": last.value, "file": last.file, "line": last.line, "effective": False}
+    entry["note"] = "not exported to the core install"
+    if not core_installs:
+        entry["note"] = "set, but no core install command was found"
+    return entry
 
 
 @dataclass(frozen=True)
@@ -344,8 +318,7 @@ def scan(
     core_name: str = "vllm",
     build_args: dict[str, str] | None = None,
 ) -> PinningReport:
-    """Read the installer inputs under `root` (missing ones are listed, not raised);
-    Dockerfiles with `build_args` replacing their ARG defaults."""
+    """Read the installer inputs under `root` (missing ones are listed, not raised)."""
     analyzer = Analyzer(root, core_name, dict(build_args or {}))
     for item in files:
         path = root / item.path
@@ -381,8 +354,7 @@ def plugin_root_for(spec: Spec, plugin_root: Path | str | None) -> Path:
 
 @dataclass(frozen=True, slots=True)
 class PinningOptions:
-    """`[conformance.pinning]` with its defaults: the installer inputs it adds, the build
-    arguments Dockerfiles are read with, and the check's verdict levels."""
+    """`[conformance.pinning]` with its defaults."""
 
     files: tuple[InputFile, ...] = ()
     build_args: dict[str, str] = field(default_factory=dict)

@@ -40,8 +40,7 @@ class Unread(Exception):
 
 
 def read_regular(path: Path, limit: int) -> bytes:
-    """At most `limit` + 1 bytes of the regular file `path` (opened without blocking and
-    without following a last link). Raises Unread when it is not a regular file."""
+    """At most `limit` + 1 bytes of the regular file `path` (no blocking, no last link)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except (FileNotFoundError, NotADirectoryError):
@@ -58,8 +57,7 @@ def read_regular(path: Path, limit: int) -> bytes:
 
 
 def read_text(root: Path, path: Path, limit: int = MAX_BYTES) -> tuple[str, bool]:
-    """The text of `path` inside `root` (invalid UTF-8 replaced) and whether it was cut at
-    `limit` bytes. Raises Unread for a path outside the tree or not a regular file."""
+    """The text of `path` inside `root` and whether it was cut at `limit` bytes."""
     inside = within(root, path)
     if inside is None:
         raise Unread(OUTSIDE)

@@ -18,7 +18,7 @@ SUB_RE = re.compile(r"__VPR_SUB(\d+)__")
 _WORD_BREAK = " \t;&|()"
 _CASE_HEAD_RE = re.compile(r"^case\s.*\sin$", re.S)
 _FD_RE = re.compile(r"(\d+)[<>]")  # a file descriptor before a redirection (2>&1)
-_HEREDOC_WORD_RE = re.compile(r"""(['"])(.*?)\1|([^\s;&|<>()]+)""")
+_HEREDOC_RE = re.compile(r"""<<(-?)[ \t]*(?:(['"])(.*?)\2|([^\s;&|<>()]+))?""")
 
 
 @dataclass
@@ -27,8 +27,7 @@ class Segment:
 
     text: str
     line: int
-    op: str | None  # the operator before it: ";", ";;" (ends a case clause), "&&", "||",
-    # "|", "&" or None
+    op: str | None  # the operator before it: ; ;; (ends a case clause) && || | & or None
     heredoc_marks: list[tuple[str, bool]] = field(default_factory=list)
     heredocs: list[list[tuple[int, str]]] = field(default_factory=list)
 
@@ -51,7 +50,6 @@ class Scanner:
         self.pending: list[Segment] = []
         self.unterminated = False
 
-    # -- buffers ---------------------------------------------------------------
     def capturing(self) -> bool:
         return "$(" in self.stack or "`" in self.stack
 
@@ -82,7 +80,11 @@ class Scanner:
             self.next_op = op
         self.cur, self.cur_line, self.marks = [], None, []
 
-    def close_sub(self) -> None:
+    def close_sub(self, c: str) -> None:
+        """A closing `)` or backtick: text of the enclosing substitution, else a placeholder."""
+        if self.capturing():
+            self.sub_buf.append(c)
+            return
         key = f"__VPR_SUB{len(self.subs)}__"
         self.subs[key] = ("".join(self.sub_buf), self.sub_line)
         self.sub_buf = []
@@ -95,14 +97,12 @@ class Scanner:
             self.sub_buf, self.sub_line = [], self.lineno
         self.stack.append("$(" if token.startswith("$") else "`")
 
-    # -- lines -----------------------------------------------------------------
     def run(self) -> list[Segment]:
         index = 0
         while index < len(self.lines):
             self.lineno, line = self.lines[index]
             index += 1
-            continued = self.scan_line(line)
-            if continued:
+            if self.scan_line(line):  # a line continuation
                 continue
             top = self.stack[-1] if self.stack else None
             if top in ('"', "'", "`") or self.capturing():
@@ -113,9 +113,8 @@ class Scanner:
         if self.stack:
             self.unterminated = True
             while self.capturing():
-                top = self.stack.pop()
-                if top in ("$(", "`") and not self.capturing():
-                    self.close_sub()
+                if self.stack.pop() in ("$(", "`"):
+                    self.close_sub("")  # an empty chunk: nothing inside a substitution
             self.stack = []
         self.emit(None)
         return self.segments
@@ -143,7 +142,10 @@ class Scanner:
             c = line[j]
             top = self.stack[-1] if self.stack else None
             if top == "'":
-                j = self.single_quoted(c, j)
+                self.put(c)
+                if c == "'":
+                    self.stack.pop()
+                j += 1
             elif c == "\\":
                 if j == n - 1:
                     return True
@@ -151,18 +153,16 @@ class Scanner:
                 j += 2
             elif top == '"':
                 j = self.double_quoted(line, j)
+            elif top == "`" and c == "`":
+                self.stack.pop()
+                self.close_sub(c)
+                j += 1
             elif top == "`":
-                j = self.backticked(c, j)
+                self.put(c)
+                j += 1
             else:
                 j = self.unquoted(line, j)
         return False
-
-    # -- one character in each context; each returns the next index ------------
-    def single_quoted(self, c: str, j: int) -> int:
-        self.put(c)
-        if c == "'":
-            self.stack.pop()
-        return j + 1
 
     def double_quoted(self, line: str, j: int) -> int:
         c, nxt = line[j], line[j + 1 : j + 2]
@@ -174,17 +174,6 @@ class Scanner:
             j += 1
         elif c == "`":
             self.open_sub("`")
-        else:
-            self.put(c)
-        return j + 1
-
-    def backticked(self, c: str, j: int) -> int:
-        if c == "`":
-            self.stack.pop()
-            if self.capturing():
-                self.sub_buf.append(c)
-            else:
-                self.close_sub()
         else:
             self.put(c)
         return j + 1
@@ -223,22 +212,15 @@ class Scanner:
             return  # `(pattern)` of a case clause: the `(` is optional syntax
         if c == "(":
             self.stack.append("(")
+        elif top in ("$(", "("):
+            self.stack.pop()
+        if c == "(" or top == "(":  # a subshell's commands are segments of their own
             if self.capturing():
                 self.put(c)
             else:
                 self.emit(";")
         elif top == "$(":
-            self.stack.pop()
-            if self.capturing():
-                self.sub_buf.append(c)
-            else:
-                self.close_sub()
-        elif top == "(":
-            self.stack.pop()
-            if self.capturing():
-                self.put(c)
-            else:
-                self.emit(";")
+            self.close_sub(c)
         else:
             self.put(c)  # a case pattern or a stray parenthesis
             if not self.capturing() and self.pattern_closed():
@@ -279,17 +261,10 @@ class Scanner:
 
     def heredoc_mark(self, line: str, j: int) -> int:
         """`<<WORD` / `<<-WORD`: remember the delimiter; its body follows the line."""
-        n = len(line)
-        k = j + 2
-        strip_tabs = line.startswith("-", k)
-        k += 1 if strip_tabs else 0
-        while k < n and line[k] in " \t":
-            k += 1
-        m = _HEREDOC_WORD_RE.match(line[k:])
-        if m:
-            self.marks.append((m.group(2) if m.group(1) else m.group(3), strip_tabs))
-            return k + m.end()
-        return k
+        m = _HEREDOC_RE.match(line, j)  # it matches `<<` alone: the word is optional
+        if m and (m.group(2) or m.group(4)):
+            self.marks.append((m.group(3) if m.group(2) else m.group(4), bool(m.group(1))))
+        return m.end() if m else j + 2
 
 
 def words(text: str) -> tuple[list[str], str | None]:
@@ -343,8 +318,7 @@ class CaseBlock:
 
 @dataclass
 class Loop:
-    """`for NAME in WORDS; do BODY; done` (`words` as written; None: "$@") or
-    `while|until COND; do BODY; done`."""
+    """`for NAME in WORDS; do BODY; done` (`words` None: "$@") or `while COND; do BODY; done`."""
 
     kind: str
     head: Segment | None
@@ -373,8 +347,7 @@ MAX_NESTING = 64  # blocks inside blocks (if, case, loops; sourced scripts and s
 
 
 class TooComplex(Exception):
-    """A script beyond what the analysis follows (nested too deep, or more work than its
-    budget): `where` is FILE:LINE, the message says what and what to do."""
+    """A script nested too deep or past the work budget: `where` is FILE:LINE."""
 
     def __init__(self, where: str, what: str) -> None:
         super().__init__(f"{where}: {what}")
@@ -382,9 +355,7 @@ class TooComplex(Exception):
 
 
 def _tokens(segments: list[Segment]) -> list[Token]:
-    """Each segment's leading keywords as tokens, a `case`/`for` head or a clause's
-    patterns as a `_Head`, then its command. Inside a case, the words before `PATTERN)`
-    (split by the scanner at each `|`) are the clause's patterns, up to the next `;;`."""
+    """Each segment's leading keywords, a `case`/`for` head or case patterns, then its command."""
     out: list[Token] = []
     cases: list[bool] = []  # per open case: is a clause's pattern next?
     alternatives: list[str] = []
@@ -421,9 +392,8 @@ def _tokens(segments: list[Segment]) -> list[Token]:
 
 
 def structure(segments: list[Segment], file: str = "<shell>") -> list[Item]:
-    """The segments with every `if ... fi` folded into an IfBlock (an unclosed one ends
-    with the text; a stray `then/else/fi` is dropped). Blocks nested more than
-    MAX_NESTING deep raise TooComplex (the parser recurses once per block)."""
+    """The segments folded into blocks (an unclosed one ends with the text; a stray `then`
+    or `fi` is dropped); TooComplex past MAX_NESTING, as the parser recurses per block."""
     items, _ = _items(_tokens(segments), 0, (), _Nesting(file))
     return items
 
@@ -447,15 +417,6 @@ def _items(
     tokens: list[Token], i: int, stops: tuple[str, ...], nest: _Nesting
 ) -> tuple[list[Item], int]:
     nest.enter(tokens, i)
-    try:
-        return _fold(tokens, i, stops, nest)
-    finally:
-        nest.depth -= 1
-
-
-def _fold(
-    tokens: list[Token], i: int, stops: tuple[str, ...], nest: _Nesting
-) -> tuple[list[Item], int]:
     items: list[Item] = []
     while i < len(tokens):
         token = tokens[i]
@@ -464,7 +425,7 @@ def _fold(
             i += 1
         elif isinstance(token, _Head):
             if token.kind == PATTERN and PATTERN in stops:
-                return items, i
+                break
             block: Item
             if token.kind == "case":
                 block, i = _case_block(token, tokens, i + 1, nest)
@@ -477,7 +438,7 @@ def _fold(
                 )
             items.append(block)
         elif token in stops:
-            return items, i
+            break
         elif token == "if":
             block, i = _if_block(tokens, i + 1, nest)
             items.append(block)
@@ -488,6 +449,7 @@ def _fold(
             items.append(block)
         else:
             i += 1
+    nest.depth -= 1  # on TooComplex the whole fold is dropped: nothing to restore
     return items, i
 
 
@@ -528,8 +490,7 @@ def _if_block(tokens: list[Token], i: int, nest: _Nesting) -> tuple[IfBlock, int
 
 
 def condition(cond: list[Item], expand: Callable[[str], str]) -> bool | None:
-    """The value of a static test command (words expanded by `expand`); None when it
-    cannot be known here."""
+    """The value of a static test command; None when it cannot be known here."""
     if len(cond) != 1 or not isinstance(cond[0], Segment) or cond[0].op == "|":
         return None
     raw, _ = words(cond[0].text)
@@ -564,8 +525,7 @@ def _test(argv: list[str]) -> bool | None:
 
 
 def merge(states: list[Any], file: str, line: int) -> Any:
-    """The state after branches that may each have run: a variable keeps its value only when
-    every branch leaves the same one; otherwise it is not static."""
+    """The state after branches that may each have run: a value they differ on is not static."""
     first = states[0]
     merged = dataclasses.replace(
         first,
@@ -581,11 +541,8 @@ def merge(states: list[Any], file: str, line: int) -> Any:
         known = [v for v in found if v is not None]
         exported = any(v.exported for v in known)
         same = len(known) == len(found) and all(v.value == known[0].value for v in known)
-        merged.vars[name] = (
-            dataclasses.replace(known[0], exported=exported)
-            if same
-            else dataclasses.replace(known[0], value=None, file=file, line=line, exported=exported)
-        )
+        changed = {} if same else {"value": None, "file": file, "line": line}
+        merged.vars[name] = dataclasses.replace(known[0], exported=exported, **changed)
     return merged
 
 
@@ -593,24 +550,7 @@ ASSIGN_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\+?=(.*)$", re.S)
 _VAR_RE = re.compile(
     r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=+])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)"
 )
-_RESERVED = {
-    "{",
-    "}",
-    "!",
-    "if",
-    "then",
-    "else",
-    "elif",
-    "fi",
-    "do",
-    "done",
-    "while",
-    "until",
-    "time",
-    "esac",
-    "(",
-    ")",
-}
+_RESERVED = {*KEYWORDS, "{", "}", "!", "time", "(", ")"}
 _SHELLS = ("bash", "sh", "dash", "zsh")
 _MAX_DEPTH = 8  # nested substitutions / bash -c strings / heredocs followed
 _MAX_WORDS = 64  # a `for` over more static words runs its body once, as if not static
@@ -685,7 +625,6 @@ class Shell:
         self.level = 0  # blocks, sourced scripts and subshells around
         self.where = "<shell>:0"
         self.scripts: dict[Path, list[Item]] = {}  # sourced scripts, parsed once
-        # (target, cwd, file) of a `source`d script -> its path and name, looked up once
         self.found: dict[tuple[str, str | None, str], tuple[Path | None, str]] = {}
         self.split: dict[str, tuple[list[str], str | None]] = {}  # text -> its words
         self.parsed: dict[tuple[str, tuple[tuple[int, str], ...]], list[Item]] = {}
@@ -701,7 +640,7 @@ class Shell:
             )
 
     def words(self, text: str) -> tuple[list[str], str | None]:
-        """`scanner.words(text)`, split once per text; the work counted by its length."""
+        """`words(text)`, split once per text; the work counted by its length."""
         if text not in self.split:
             self.spend(len(text) + 1)
             self.split[text] = words(text)
@@ -779,8 +718,7 @@ class Shell:
     def static_words(
         self, text: str, seg: Segment, file: str, state: State, depth: int
     ) -> tuple[list[ShellCommand], list[str] | None]:
-        """The words of `text` expanded (their command substitutions run first); None
-        when any is not static here."""
+        """The words of `text` expanded (substitutions run first); None when not static."""
         raw, _ = self.words(text)
         out = self.substitutions(raw, seg, file, state, depth)
         values = [expand(w, state) for w in raw]
@@ -789,8 +727,7 @@ class Shell:
         return out, values
 
     def run_case(self, block: CaseBlock, file: str, state: State, depth: int) -> list[ShellCommand]:
-        """The first clause whose pattern matches a static word; otherwise every clause
-        may run (and none, unless a clause matches anything)."""
+        """The first clause matching a static word; else any clause (or none) may run."""
         seg = block.word
         out, found = self.static_words(seg.text, seg, file, state, depth)
         word = found[0] if found and len(found) == 1 else None
@@ -808,8 +745,7 @@ class Shell:
         return out + self.run_possible(possible, file, state, depth, seg.line)
 
     def run_loop(self, loop: Loop, file: str, state: State, depth: int) -> list[ShellCommand]:
-        """A `for` over static words: the body once per word, the name set to it. Any
-        other loop: its condition, then its body may run or not (merged)."""
+        """A `for` over static words: the body once per word; else the body may run or not."""
         out = self.run_items(loop.cond, file, state, depth)
         line = (
             loop.head.line
@@ -829,9 +765,7 @@ class Shell:
             self.unrolled *= max(len(values), 1)
             try:
                 for value in values:
-                    old = state.vars.get(loop.name)
-                    exported = state.allexport or bool(old and old.exported)
-                    self.assign(state, loop.name, Var(value, file, line, exported))
+                    self.keep_export(state, loop.name, value, file, line)
                     out.extend(self.run_items(loop.body, file, state, depth))
             finally:
                 self.unrolled //= max(len(values), 1)
@@ -841,8 +775,7 @@ class Shell:
         return out + self.run_possible([loop.body, []], file, state, depth, line)
 
     def run_if(self, block: IfBlock, file: str, state: State, depth: int) -> list[ShellCommand]:
-        """The branch a static condition selects; every possible branch otherwise (each on
-        a copy of the state, merged after)."""
+        """The branch a static condition selects; else every possible branch."""
         out: list[ShellCommand] = []
         possible: list[list[Item]] = []
         for cond, body in block.branches:
@@ -856,12 +789,8 @@ class Shell:
                 break
         else:
             possible.append(block.otherwise or [])
-        line = next((s.line for s in self._segments(block)), 0)
-        return out + self.run_possible(possible, file, state, depth, line)
-
-    @staticmethod
-    def _segments(block: IfBlock) -> list[Segment]:
-        return [s for cond, _ in block.branches for s in cond if isinstance(s, Segment)]
+        lines = (s.line for cond, _ in block.branches for s in cond if isinstance(s, Segment))
+        return out + self.run_possible(possible, file, state, depth, next(lines, 0))
 
     def run_segment(self, seg: Segment, file: str, state: State, depth: int) -> list[ShellCommand]:
         self.spend(8)  # a command: its words, expansions and wrappers
@@ -872,8 +801,9 @@ class Shell:
         if raw and raw[0] in ("for", "case", "function", "select"):
             return out
         prefix, static = self.prefix_assignments(raw, state)
-        if not raw:
-            self.assign_prefix(prefix, static, state, file, seg.line)
+        if not raw:  # a line of assignments only: they set shell variables
+            for name, value in prefix.items():
+                self.keep_export(state, name, value if static[name] else None, file, seg.line)
             return out
         argv = [self.unsub(expand(w, state)) for w in raw]
         _unwrap(argv, prefix)
@@ -882,9 +812,22 @@ class Shell:
         handled = self.builtin(argv, file, seg.line, state, depth)
         if handled is None:
             handled = self.shell_invocation(argv, file, seg.line, state, depth)
-        if handled is None:
-            cmd = self.record(argv, prefix, seg, file, state, stdout)
-            handled = [cmd, *self.heredoc_runs(cmd, seg, state, depth)]
+        if handled is None:  # the command itself, recorded with its environment
+            self.spend(len(state.vars) + 64)  # and its analysis afterwards (installs, fetches)
+            env = {k: v for k, v in state.vars.items() if v.exported}
+            for key, value in prefix.items():
+                env[key] = Var(value, file, seg.line, True)
+                self.assignments.setdefault(key, []).append(env[key])
+            heredocs = ["\n".join(t for _, t in body) for body in seg.heredocs]
+            cmd = ShellCommand(
+                argv, file, seg.line, seg.op, prefix, env, state.cwd, heredocs, stdout
+            )
+            self.emitted.append(cmd)
+            handled = [cmd]
+            if _name(argv[0]) in _SHELLS and depth < _MAX_DEPTH:  # a shell reading heredocs
+                for body in seg.heredocs:
+                    self.spend(len(state.vars))
+                    handled += self.run_text(body, file, state.copy(True), depth + 1)
         out.extend(handled)
         return out
 
@@ -915,14 +858,11 @@ class Shell:
             raw.pop(0)
         return prefix, static
 
-    def assign_prefix(
-        self, prefix: dict[str, str], static: dict[str, bool], state: State, file: str, line: int
-    ) -> None:
-        """A line of assignments only: they set shell variables."""
-        for name, value in prefix.items():
-            old = state.vars.get(name)
-            exported = state.allexport or bool(old and old.exported)
-            self.assign(state, name, Var(value if static[name] else None, file, line, exported))
+    def keep_export(self, state: State, name: str, value: str | None, file: str, line: int) -> None:
+        """Assign `name`, exported when it already was or under `set -a`."""
+        old = state.vars.get(name)
+        exported = state.allexport or bool(old and old.exported)
+        self.assign(state, name, Var(value, file, line, exported))
 
     def builtin(
         self, argv: list[str], file: str, line: int, state: State, depth: int
@@ -977,46 +917,6 @@ class Shell:
             return self.follow(script, file, line, state.copy(True), depth)
         return None
 
-    def record(
-        self,
-        argv: list[str],
-        prefix: dict[str, str],
-        seg: Segment,
-        file: str,
-        state: State,
-        stdout: str | None,
-    ) -> ShellCommand:
-        """The command itself, recorded with its environment."""
-        self.spend(len(state.vars) + 64)  # and the analysis of it afterwards (installs, fetches)
-        env = {k: v for k, v in state.vars.items() if v.exported}
-        for key, value in prefix.items():
-            env[key] = Var(value, file, seg.line, True)
-            self.assignments.setdefault(key, []).append(env[key])
-        cmd = ShellCommand(
-            argv=argv,
-            file=file,
-            line=seg.line,
-            op=seg.op,
-            prefix=prefix,
-            env=env,
-            cwd=state.cwd,
-            heredocs=["\n".join(t for _, t in body) for body in seg.heredocs],
-            stdout=stdout,
-        )
-        self.emitted.append(cmd)
-        return cmd
-
-    def heredoc_runs(
-        self, cmd: ShellCommand, seg: Segment, state: State, depth: int
-    ) -> list[ShellCommand]:
-        """What `cmd` runs when it is a shell reading a heredoc (`seg`'s)."""
-        out: list[ShellCommand] = []
-        if _name(cmd.argv[0]) in _SHELLS and seg.heredocs and depth < _MAX_DEPTH:
-            for body in seg.heredocs:
-                self.spend(len(state.vars))
-                out.extend(self.run_text(body, cmd.file, state.copy(True), depth + 1))
-        return out
-
     def follow(
         self, target: str, file: str, line: int, state: State, depth: int
     ) -> list[ShellCommand]:
@@ -1052,30 +952,26 @@ def _name(word: str) -> str:
     return parts[-1] if parts else ""
 
 
+# Wrappers that run the rest of the line as a command -> their options that take a value.
+_SUDO_VALUES = ("-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U")
+_WRAPPERS: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("sudo", "doas"), _SUDO_VALUES),
+    "env": ("-u", "--unset", "-C", "--chdir", "-S"),
+    **dict.fromkeys(("exec", "command", "nohup", "time", "builtin", "nice"), ()),
+}
+
+
 def _unwrap(argv: list[str], prefix: dict[str, str]) -> None:
-    """Drop wrappers that run the rest of the line as a command (sudo, env, exec, ...)."""
-    while argv:
-        head = _name(argv[0])
-        if head in ("sudo", "doas"):
-            argv.pop(0)
-            while argv and argv[0].startswith("-"):
-                opt = argv.pop(0)
-                if opt in ("-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U") and argv:
-                    argv.pop(0)
-        elif head == "env":
-            argv.pop(0)
-            while argv and (argv[0].startswith("-") or ASSIGN_RE.match(argv[0])):
-                word = argv.pop(0)
-                if word in ("-u", "--unset", "-C", "--chdir", "-S") and argv:
-                    argv.pop(0)
-                elif m := ASSIGN_RE.match(word):
-                    prefix[m.group(1)] = m.group(2)
-        elif head in ("exec", "command", "nohup", "time", "builtin", "nice"):
-            argv.pop(0)
-            while argv and argv[0].startswith("-"):
+    """Drop wrappers (sudo, env, exec, ...); `env NAME=VALUE` adds to `prefix`."""
+    while argv and (head := _name(argv[0])) in _WRAPPERS:
+        argv.pop(0)
+        env = head == "env"
+        while argv and (argv[0].startswith("-") or (env and ASSIGN_RE.match(argv[0]))):
+            word = argv.pop(0)
+            if word in _WRAPPERS[head] and argv:
                 argv.pop(0)
-        else:
-            break
+            elif env and (m := ASSIGN_RE.match(word)):
+                prefix[m.group(1)] = m.group(2)
 
 
 def _set_options(argv: list[str], state: State) -> None:
@@ -1101,9 +997,8 @@ def display(root: Path, path: Path) -> str:
 
 
 def resolve(root: Path, target: str, cwd: str | None, file: str) -> Path | None:
-    """A file named by an installer: against its cwd, the plugin root, the installer's
-    folder; only inside the plugin tree (links resolved): a path outside it, or a link
-    out of it, is not looked at (None, as for a file that is not there)."""
+    """A file named by an installer, against its cwd, the plugin root, the installer's folder;
+    None outside the plugin tree (links resolved), as for a file that is not there."""
     if target.startswith("~") or "://" in target:
         return None
     candidates: list[Path] = []

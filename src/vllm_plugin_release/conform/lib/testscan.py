@@ -57,8 +57,7 @@ _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseExcept
 
 
 def _parse(path: Path, root: Path) -> ast.Module | None:
-    """The AST of a plugin file, or None: outside `root`, not a regular file, larger than
-    MAX_BYTES, or too deep for Python's parser."""
+    """The AST of a plugin file; None outside `root`, unreadable, too large or too deep."""
     inside = within(root, path)
     try:
         raw = read_regular(inside, MAX_BYTES) if inside is not None else b""
@@ -74,8 +73,7 @@ def _is_runtime(name: str, runtime: str) -> bool:
 
 
 def imports_at_import_time(path: Path, runtime: str, root: Path | None = None) -> bool:
-    """`path` (a file of the plugin at `root`, default: its folder) imports `runtime` (or a
-    module inside it) when it is imported."""
+    """`path` (of the plugin at `root`, default: its folder) imports `runtime` when imported."""
     tree = _parse(path, root if root is not None else path.parent)
     return tree is not None and any(
         _is_runtime(name, runtime) for node in _module_level(tree.body) for name in _names(node)
@@ -117,16 +115,8 @@ class _Follower:
         self.runtime = runtime
         self.seen: dict[Path, bool] = {}
 
-    def _inside(self, path: Path) -> bool:
-        try:
-            path.resolve().relative_to(self.base)
-        except ValueError:
-            return False
-        return True
-
     def _walk(self, base: Path, parts: list[str]) -> list[Path]:
-        """The files importing `parts` under `base` runs: each package's __init__, then the
-        module; [] when the first part is not there."""
+        """The files importing `parts` under `base` runs (each __init__, then the module)."""
         files: list[Path] = []
         here = base
         for i, part in enumerate(parts):
@@ -140,7 +130,7 @@ class _Follower:
                 return []
             else:
                 break
-        return [f for f in files if self._inside(f)]
+        return [f for f in files if f.resolve().is_relative_to(self.base)]
 
     def _absolute(self, dotted: str, near: Path) -> list[Path]:
         for base in [*self.roots, near]:
@@ -182,12 +172,6 @@ class _Follower:
         return False
 
 
-def needs_runtime(path: Path, runtime: str, follower: _Follower) -> bool:
-    """A test file that imports the runtime at import time, itself or through the
-    plugin's modules (and helpers next to it) that do."""
-    return imports_at_import_time(path, runtime, follower.base) or follower.reaches(path)
-
-
 def _test_files(root: Path, paths: list[str]) -> Iterator[Path]:
     for rel in paths:
         base = root / rel
@@ -210,8 +194,7 @@ def _python_files(base: Path) -> list[Path]:
 
 
 def runtime_importers(root: Path, paths: list[str], ignore: list[str], runtime: str) -> list[str]:
-    """Test files under `paths` (relative to `root`, not under an `ignore` entry) that
-    import the runtime at import time, as relative POSIX paths."""
+    """Test files under `paths`, not under `ignore`, that import the runtime at import time."""
     covered = [PurePosixPath(i) for i in ignore]
     follower = _Follower(root, runtime)
     out: list[str] = []
@@ -219,7 +202,8 @@ def runtime_importers(root: Path, paths: list[str], ignore: list[str], runtime: 
         rel = PurePosixPath(f.relative_to(root).as_posix())
         if any(rel == c or c in rel.parents for c in covered):
             continue
-        if needs_runtime(f, runtime, follower):
+        # the runtime imported by the file itself (guarded or not), or through plugin modules
+        if imports_at_import_time(f, runtime, follower.base) or follower.reaches(f):
             # a conftest.py is loaded for its whole folder: the folder needs the runtime
             out.append(str(rel.parent) if f.name == "conftest.py" else str(rel))
     return sorted(set(out))
