@@ -138,7 +138,7 @@ def _where(spec: Spec, key: str | None = None) -> str:
 
 def _table(spec: Spec) -> dict[str, Any]:
     """`[conformance.hardware]` as validated when the spec was loaded ({} when absent)."""
-    return dict((spec.raw.get("conformance") or {}).get("hardware") or {})
+    return dict(spec.conformance("hardware") or {})
 
 
 def configured(spec: Spec) -> bool:

@@ -366,7 +366,7 @@ class PinningOptions:
 
 def pinning_options(spec: Spec) -> PinningOptions:
     """The spec's `[conformance.pinning]`, typed."""
-    table = (spec.raw.get("conformance") or {}).get("pinning") or {}
+    table = spec.conformance("pinning") or {}
     key = "[conformance.pinning] files"
     return PinningOptions(
         files=tuple(
