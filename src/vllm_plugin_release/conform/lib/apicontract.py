@@ -126,6 +126,7 @@ def parse_capture(answer: Any, reader: _Reader = ANSWER) -> Capture:
         for name, source in reader.table(sources, "model_sources").items():
             reader.text(source, f"model_sources.{name}", optional=False)
     timings = reader.table(data.get("timings") or {}, "timings")
+    text, texts, count = _Reader.text, _Reader.texts, _Reader.count
     return Capture(
         vllm_version=str(reader.text(data.get("vllm_version"), "vllm_version", optional=False)),
         openapi=openapi if crash is None else None,
@@ -133,41 +134,22 @@ def parse_capture(answer: Any, reader: _Reader = ANSWER) -> Capture:
         core_openapi=core if isinstance(core, dict) else None,  # else: origins unknown
         tasks=reader.texts(data.get("tasks"), "tasks"),
         model_sources=sources,
-        platform=_platform(data.get("platform"), reader),
-        endpoint_plugins=_plugins(data.get("endpoint_plugins"), reader),
+        platform=CapturedPlatform(*_part(reader, data, "platform", label=text, used=text)),
+        endpoint_plugins=EndpointPlugins(
+            *_part(reader, data, "endpoint_plugins", discovered=texts, attached=texts, loader=text)
+        ),
         notes=reader.texts(data.get("notes"), "notes") or [],
-        counts=_counts(data.get("counts"), reader),
+        counts=Counts(*_part(reader, data, "counts", paths=count, schemas=count)),
         timings=dict(timings),
         crash=crash,
     )
 
 
-def _platform(value: object, reader: _Reader) -> CapturedPlatform:
-    raw = reader.table({} if value is None else value, "platform")
-    return CapturedPlatform(
-        reader.text(raw.get("label"), "platform.label"),
-        reader.text(raw.get("used"), "platform.used"),
-        raw,
-    )
-
-
-def _plugins(value: object, reader: _Reader) -> EndpointPlugins:
-    raw = reader.table({} if value is None else value, "endpoint_plugins")
-    return EndpointPlugins(
-        reader.texts(raw.get("discovered"), "endpoint_plugins.discovered"),
-        reader.texts(raw.get("attached"), "endpoint_plugins.attached"),
-        reader.text(raw.get("loader"), "endpoint_plugins.loader"),
-        raw,
-    )
-
-
-def _counts(value: object, reader: _Reader) -> Counts:
-    raw = reader.table({} if value is None else value, "counts")
-    return Counts(
-        reader.count(raw.get("paths"), "counts.paths"),
-        reader.count(raw.get("schemas"), "counts.schemas"),
-        raw,
-    )
+def _part(reader: _Reader, data: dict[str, Any], key: str, **fields: Any) -> list[Any]:
+    """The object at `key` (absent: empty): each field read by its reader method, then the
+    object itself."""
+    raw = reader.table({} if data.get(key) is None else data[key], key)
+    return [*(read(reader, raw.get(name), f"{key}.{name}") for name, read in fields.items()), raw]
 
 
 def _crash(value: object, reader: _Reader) -> PluginsCrash | None:

@@ -139,33 +139,6 @@ def parse_symbols(names: Iterable[str]) -> list[Symbol]:
 # token only.
 
 
-def _automaton(patterns: list[bytes]) -> Any:
-    """ahocorasick_rs (the Rust aho-corasick crate) when installed, else a plain fallback."""
-    try:
-        import ahocorasick_rs
-    except ImportError:  # pragma: no cover - the dependency is declared
-        return _PlainFinder(patterns)
-    return ahocorasick_rs.BytesAhoCorasick(patterns)
-
-
-class _PlainFinder:
-    """Same interface as BytesAhoCorasick, with bytes.find (slower, no dependency)."""
-
-    def __init__(self, patterns: list[bytes]) -> None:
-        self.patterns = patterns
-
-    def find_matches_as_indexes(
-        self, data: bytes, overlapping: bool = False
-    ) -> list[tuple[int, int, int]]:
-        out = []
-        for index, pattern in enumerate(self.patterns):
-            start = data.find(pattern)
-            while start >= 0:
-                out.append((index, start, start + len(pattern)))
-                start = data.find(pattern, start + 1)
-        return out
-
-
 # byte classes, ASCII only (non-ASCII bytes count as separators)
 _UPPER = frozenset(range(65, 91))
 _LOWER = frozenset(range(97, 123))
@@ -199,7 +172,9 @@ class Matcher:
             for spelling in symbol.spellings():
                 patterns.append(spelling.encode("ascii"))
                 self._owner.append(index)
-        self._ac = _automaton(patterns)
+        import ahocorasick_rs  # the Rust aho-corasick crate, imported by the scans only
+
+        self._ac = ahocorasick_rs.BytesAhoCorasick(patterns)
 
     def candidates(self, lowered: bytes) -> list[tuple[int, int, int]]:
         """(symbol index, start, end) of every spelling in lower-cased bytes (unverified)."""
