@@ -358,16 +358,6 @@ def _no_default(value: ast.AST) -> bool:
     return not (names & {"default", "default_factory"}) and not value.args
 
 
-def _names(target: ast.AST) -> list[str]:
-    if isinstance(target, ast.Name):
-        return [target.id]
-    if isinstance(target, ast.Tuple | ast.List):
-        return [n for elt in target.elts for n in _names(elt)]
-    if isinstance(target, ast.Starred):
-        return _names(target.value)
-    return []
-
-
 def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     """Every statement of a body, into its compound statements but not into a nested
     function or class (whose `self` is another)."""
@@ -389,6 +379,10 @@ def _flat(target: ast.AST) -> list[ast.AST]:
     if isinstance(target, ast.Starred):
         return _flat(target.value)
     return [target]
+
+
+def _names(target: ast.AST) -> list[str]:
+    return [t.id for t in _flat(target) if isinstance(t, ast.Name)]
 
 
 def _assigned(stmt: ast.stmt, me: str) -> list[tuple[ast.AST, ast.AST | None, ast.AST | None]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +35,7 @@ class Change:
     uses: tuple[str, ...]
 
     def to_json(self) -> dict[str, str | list[str]]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "symbol": self.symbol,
-            "detail": self.detail,
-            "uses": list(self.uses),
-        }
+        return {**asdict(self), "uses": list(self.uses)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,13 +332,6 @@ class _Diff:
             return f"{owner} is not a module or class of {self.versions[0]}"
         return f"not defined statically in {self.versions[0]}"
 
-    def _split(self, group: list[Use]) -> tuple[list[Use], list[Use], list[Use], list[Use]]:
-        runtime = [u for u in group if not u.context]
-        typing = [u for u in group if u.context == "typing"]
-        fallback = [u for u in group if u.context == "try"]
-        guarded = [u for u in group if u.context == "guard"]
-        return runtime, typing, fallback, guarded
-
     def _missing(self, key: str, group: list[Use], before: Found | None) -> None:
         """A name the plugin imports (or reads on a module or class that lacks it) that
         neither core defines (statically)."""
@@ -368,18 +355,19 @@ class _Diff:
     def _report(self, key: str, kind: str, detail: str, group: list[Use]) -> None:
         """The change, breaking for the uses at run time, else to review (typing-only,
         guarded by except ImportError, read through getattr/hasattr)."""
-        runtime, typing, fallback, guarded = self._split(group)
-        if runtime:
+        if any(not u.context for u in group):
             wheres = places(u.where for u in group)
             self.changes.append(Change(f"{kind}:{key}", kind, key, detail, wheres))
             return
-        for uses, review, note in (
-            (typing, "typing", "imported only under `if TYPE_CHECKING:`: not breaking at run time"),
-            (fallback, "fallback", "imported inside try/except ImportError: the plugin's "
+        for context, review, note in (
+            ("typing", "typing", "imported only under `if TYPE_CHECKING:`: not breaking at "
+             "run time"),
+            ("try", "fallback", "imported inside try/except ImportError: the plugin's "
              "fallback runs instead; check that it still does the job"),
-            (guarded, "guarded", "read through getattr/hasattr: the plugin's default takes "
+            ("guard", "guarded", "read through getattr/hasattr: the plugin's default takes "
              "over; check that it still does the job"),
         ):  # fmt: skip
+            uses = [u for u in group if u.context == context]
             if uses:
                 wheres = places(u.where for u in uses)
                 self.review.append(Change(f"{review}:{key}", review, key, f"{detail}; {note}",

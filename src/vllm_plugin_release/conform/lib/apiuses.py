@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,7 @@ class Unresolved:
     uses: tuple[str, ...]
 
     def to_json(self) -> dict[str, str | list[str]]:
-        return {"symbol": self.symbol, "reason": self.reason, "uses": list(self.uses)}
+        return {**asdict(self), "uses": list(self.uses)}
 
 
 @dataclass(frozen=True)
