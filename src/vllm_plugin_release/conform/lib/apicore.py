@@ -167,7 +167,16 @@ def _binding(kind: str, line: int, typing: bool, **more: Any) -> dict[str, Any]:
     return out
 
 
-def _is_type_checking(test: ast.expr) -> bool:
+def absolute_module(module: str, is_package: bool, relative: str | None, level: int) -> str:
+    """The absolute module a `from ... import` in `module` names."""
+    if not level:
+        return relative or ""
+    parts = (module if is_package else module.rpartition(".")[0]).split(".")
+    parts = parts[: max(0, len(parts) - (level - 1))]
+    return ".".join([*parts, *([relative] if relative else [])])
+
+
+def is_type_checking(test: ast.expr) -> bool:
     return (dotted(test) or "").rpartition(".")[2] == "TYPE_CHECKING"
 
 
@@ -253,7 +262,7 @@ class _Reader:
         elif isinstance(stmt, ast.Import | ast.ImportFrom) and not in_class:
             self.imports(stmt, out, typing)
         elif isinstance(stmt, ast.If):
-            checking = _is_type_checking(stmt.test)
+            checking = is_type_checking(stmt.test)
             self.body(stmt.body, out, qual, typing or checking)
             self.body(stmt.orelse, out, qual, typing and not checking)
         elif isinstance(stmt, ast.Try | getattr(ast, "TryStar", ast.Try)):
@@ -684,13 +693,7 @@ class CoreTree:
         return self.compiled
 
     def absolute(self, module: str, relative: str, level: int) -> str:
-        """The absolute module a `from ... import` in `module` names."""
-        if not level:
-            return relative
-        package = module if self.is_package(module) else module.rpartition(".")[0]
-        parts = package.split(".")
-        parts = parts[: max(0, len(parts) - (level - 1))]
-        return ".".join([*parts, *([relative] if relative else [])])
+        return absolute_module(module, bool(level) and self.is_package(module), relative, level)
 
     def missing_module(self, symbol: str) -> tuple[str, str] | None:
         """For a dotted module path: (the deepest part that exists, the first that does not),

@@ -15,11 +15,13 @@ from vllm_plugin_release.conform.lib.apicore import (
     Oracle,
     Signature,
     Typ,
+    absolute_module,
     annotation_type,
     decorator_names,
     dotted,
     function_facts,
     instance_attrs,
+    is_type_checking,
     union_members,
 )
 
@@ -120,14 +122,6 @@ def module_name(root: Path, path: Path) -> str:
     return ".".join(parts) or path.parent.name
 
 
-def _absolute(module: str, is_package: bool, relative: str | None, level: int) -> str:
-    if not level:
-        return relative or ""
-    parts = (module if is_package else module.rpartition(".")[0]).split(".")
-    parts = parts[: max(0, len(parts) - (level - 1))]
-    return ".".join([*parts, *([relative] if relative else [])])
-
-
 def _parse(path: Path) -> ast.Module | None:
     try:
         return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
@@ -188,7 +182,7 @@ class _Plugin:
                     out[alias.asname or top] = alias.name if alias.asname else top
                     mine.add(alias.name)
             elif isinstance(node, ast.ImportFrom):
-                base = _absolute(module, package, node.module, node.level)
+                base = absolute_module(module, package, node.module, node.level)
                 for alias in node.names:
                     if alias.name != "*":
                         out[alias.asname or alias.name] = f"{base}.{alias.name}"
@@ -354,18 +348,15 @@ class _Uses(ast.NodeVisitor):
 
     # -- imports --------------------------------------------------------------------
 
-    def _import_context(self) -> str:
-        return self.context[-1] if self.context else ""
-
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
             if self._ours(alias.name):
-                self.use(node, alias.name, "import", context=self._import_context())
+                self.use(node, alias.name, "import", context=(self.context or [""])[-1])
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level or not node.module or not self._ours(node.module):
             return
-        context = self._import_context()
+        context = (self.context or [""])[-1]
         self.use(node, node.module, "module", context=context)
         for alias in node.names:
             if alias.name == "*":
@@ -378,7 +369,7 @@ class _Uses(ast.NodeVisitor):
 
     def visit_If(self, node: ast.If) -> None:
         self.visit(node.test)
-        checking = (dotted(node.test) or "").rpartition(".")[2] == "TYPE_CHECKING"
+        checking = is_type_checking(node.test)
         narrowed = self._narrowed(node.test)
         if checking:
             self.context.append("typing")
@@ -538,18 +529,11 @@ class _Uses(ast.NodeVisitor):
     def _narrowed(self, test: ast.AST) -> dict[str, Typ | None]:
         """The names an `isinstance` test (or an `and` of them) narrows to a class."""
         out: dict[str, Typ | None] = {}
-        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-            for value in test.values:
-                out.update(self._narrowed(value))
-        elif (
-            isinstance(test, ast.Call)
-            and dotted(test.func) == "isinstance"
-            and len(test.args) == 2
-            and isinstance(test.args[0], ast.Name)
-        ):
-            name = self.name_of(test.args[1])
-            if name and (self._ours(name) or name in self.plugin.classes):
-                out[test.args[0].id] = (name, ())
+        for call in _tests(test, "isinstance"):
+            name = self.name_of(call.args[1])
+            known = name and (self._ours(name) or name in self.plugin.classes)
+            if isinstance(call.args[0], ast.Name) and known:
+                out[call.args[0].id] = (name, ())
         return out
 
     # -- definitions ----------------------------------------------------------------
@@ -777,21 +761,23 @@ class _Uses(ast.NodeVisitor):
             ))  # fmt: skip
 
 
-def _hasattr_guards(test: ast.AST) -> set[tuple[str, str]]:
-    """The (object, attribute) pairs an if-test checks with hasattr (alone or and-ed)."""
-    out: set[tuple[str, str]] = set()
+def _tests(test: ast.AST, func: str) -> list[ast.Call]:
+    """The two-argument calls of `func` (isinstance, hasattr) an if-test makes, alone or
+    and-ed."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        for value in test.values:
-            out |= _hasattr_guards(value)
-    elif (
-        isinstance(test, ast.Call)
-        and dotted(test.func) == "hasattr"
-        and len(test.args) == 2
-        and isinstance(test.args[1], ast.Constant)
-        and isinstance(test.args[1].value, str)
-    ):
-        out.add((ast.dump(test.args[0]), test.args[1].value))
-    return out
+        return [call for value in test.values for call in _tests(value, func)]
+    if isinstance(test, ast.Call) and dotted(test.func) == func and len(test.args) == 2:
+        return [test]
+    return []
+
+
+def _hasattr_guards(test: ast.AST) -> set[tuple[str, str]]:
+    """The (object, attribute) pairs an if-test checks with hasattr."""
+    return {
+        (ast.dump(call.args[0]), call.args[1].value)
+        for call in _tests(test, "hasattr")
+        if isinstance(call.args[1], ast.Constant) and isinstance(call.args[1].value, str)
+    }
 
 
 def _catches_import_error(node: ast.AST | None) -> bool:
