@@ -118,7 +118,7 @@ class AllowEntry(NamedTuple):
         return hit_path == self.path or fnmatch.fnmatchcase(hit_path, self.path)
 
     def to_json(self) -> dict[str, str]:
-        return {"path": self.path, "symbol": self.symbol, "reason": self.reason}
+        return self._asdict()
 
 
 def parse_symbols(names: Iterable[str]) -> list[Symbol]:

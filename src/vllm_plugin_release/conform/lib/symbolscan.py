@@ -9,7 +9,9 @@ import re
 import stat
 import time
 import zipfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from vllm_plugin_release.conform.lib.symbols import (
@@ -57,28 +59,20 @@ class Skipped(NamedTuple):
         return out
 
 
+@dataclass(eq=False)
 class ScanReport:
     """What one scan found."""
 
-    def __init__(
-        self, root: str, source: Literal["tree", "wheel"], symbols: tuple[str, ...]
-    ) -> None:
-        self.root = root
-        self.source = source
-        self.symbols = symbols
-        self.hits: list[Hit] = []
-        self.files_scanned = 0
-        self.bytes_scanned = 0
-        self.files_with_hits = 0
-        self.skipped: list[Skipped] = []
-        self.unused_allowlist: list[AllowEntry] = []
-        self.seconds = 0.0
-
-    def __repr__(self) -> str:
-        return (
-            f"ScanReport(root={self.root!r}, source={self.source!r}, hits={len(self.hits)}, "
-            f"files_scanned={self.files_scanned}, skipped={len(self.skipped)})"
-        )
+    root: str
+    source: Literal["tree", "wheel"]
+    symbols: tuple[str, ...]
+    hits: list[Hit] = field(default_factory=list)
+    files_scanned: int = 0
+    bytes_scanned: int = 0
+    files_with_hits: int = 0
+    skipped: list[Skipped] = field(default_factory=list)
+    unused_allowlist: list[AllowEntry] = field(default_factory=list)
+    seconds: float = 0.0
 
     @property
     def counts(self) -> dict[str, int]:
@@ -95,10 +89,7 @@ class ScanReport:
 
     @property
     def skipped_counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for s in self.skipped:
-            out[s.reason] = out.get(s.reason, 0) + 1
-        return out
+        return dict(Counter(s.reason for s in self.skipped))
 
     @property
     def status(self) -> Literal["pass", "warn", "fail"]:
@@ -215,6 +206,18 @@ class _Scan:
         report.files_with_hits += done.files_with_hits
         self.used |= used
 
+    def run(self, items: list[Any], workers: int, feed: Callable[[_Scan, Any], None]) -> None:
+        """`feed` each share of `items` into an empty scan (forked when `workers` > 1),
+        merged into this one."""
+
+        def read_share(share: list[Any]) -> tuple[ScanReport, set[int]]:
+            part = self.share()
+            feed(part, share)
+            return part.report, part.used
+
+        for part in forked_map(read_share, _shares(items, workers)):
+            self.merge(part)
+
     def finish(self, started: float) -> ScanReport:
         report = self.report
         report.hits.sort(key=lambda h: (h.path, h.line, h.column, h.symbol))
@@ -224,24 +227,6 @@ class _Scan:
         return report
 
 
-def _allow_entries(allowlist: Iterable[AllowEntry | Mapping[str, str]]) -> list[AllowEntry]:
-    out = []
-    for item in allowlist:
-        if isinstance(item, AllowEntry):
-            out.append(item)
-        else:
-            out.append(AllowEntry(str(item["path"]), str(item["symbol"]), str(item["reason"])))
-    return out
-
-
-def _symbols(symbols: Iterable[str | Symbol]) -> list[Symbol]:
-    names = [s.name if isinstance(s, Symbol) else s for s in symbols]
-    try:
-        return parse_symbols(names)
-    except ValueError as exc:
-        raise BadInput(f"bad symbol: {exc}") from None
-
-
 def _new_scan(
     root: str,
     source: Literal["tree", "wheel"],
@@ -249,11 +234,17 @@ def _new_scan(
     allowlist: Iterable[AllowEntry | Mapping[str, str]],
 ) -> _Scan:
     """A scan of a tree or a wheel; a wheel's binary members are searched for symbols too."""
-    syms = _symbols(symbols)
+    try:
+        syms = parse_symbols([s.name if isinstance(s, Symbol) else s for s in symbols])
+    except ValueError as exc:
+        raise BadInput(f"bad symbol: {exc}") from None
     return _Scan(
         ScanReport(str(root), source, tuple(s.name for s in syms)),
         Matcher(syms),
-        _allow_entries(allowlist),
+        [
+            e if isinstance(e, AllowEntry) else AllowEntry(*(str(e[k]) for k in AllowEntry._fields))
+            for e in allowlist
+        ],
         inspect_binary=source == "wheel",
     )
 
@@ -355,8 +346,7 @@ def scan_tree(
         else:
             files.append((path, rel))
 
-    def read_share(share: list[tuple[str, str]]) -> tuple[ScanReport, set[int]]:
-        part = scan.share()
+    def feed(part: _Scan, share: list[tuple[str, str]]) -> None:
         for path, rel in share:
             try:
                 data = _read(path)
@@ -364,10 +354,8 @@ def scan_tree(
                 part.report.skipped.append(Skipped(rel, "unreadable"))
                 continue
             part.feed(rel, data)
-        return part.report, part.used
 
-    for part in forked_map(read_share, _shares(files, workers)):
-        scan.merge(part)
+    scan.run(files, workers, feed)
     return scan.finish(started)
 
 
@@ -411,8 +399,7 @@ def scan_wheel(
             f"{wheel}: not a wheel (zip) file: {exc}", hint="pass a built .whl"
         ) from None
 
-    def read_share(share: list[int]) -> tuple[ScanReport, set[int]]:
-        part = scan.share()
+    def feed(part: _Scan, share: list[int]) -> None:
         with zipfile.ZipFile(wheel) as zf:
             infos = zf.infolist()
             for index in share:
@@ -425,10 +412,8 @@ def scan_wheel(
                         hint="rebuild the wheel; it is damaged",
                     ) from None
                 part.feed(member.filename, data)
-        return part.report, part.used
 
-    for part in forked_map(read_share, _shares(members, workers)):
-        scan.merge(part)
+    scan.run(members, workers, feed)
     return scan.finish(started)
 
 
