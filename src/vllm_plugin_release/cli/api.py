@@ -38,15 +38,13 @@ def _cmd_contract(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     cfg = api_config(spec)
-    recorded = None if args.python else _recorded_env(spec, args.dist)
-    python = Path(args.python) if recorded is None else recorded.python
-    if not (args.platform_class or cfg.platform_class) and recorded is None:
+    recorded = None
+    if not args.python or not (args.platform_class or cfg.platform_class):
         recorded = _recorded_env(spec, args.dist)
-    platform_class = (
-        args.platform_class
-        or cfg.platform_class
-        or (recorded.platform_class if recorded is not None else None)
-    )
+    python = Path(args.python) if args.python else recorded.python
+    platform_class = args.platform_class or cfg.platform_class
+    if not platform_class and recorded is not None:
+        platform_class = recorded.platform_class
     captured = capture(
         python,
         cfg.tasks,

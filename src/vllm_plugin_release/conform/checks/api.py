@@ -193,17 +193,6 @@ def _rel(path: Path, root: Path) -> str:
         return str(path)
 
 
-def _origins(
-    contract: dict[str, Any], new: dict[str, Any], captured: Capture
-) -> dict[tuple[str, str, str], str] | None:
-    """Which changes vLLM core makes on its own (the app built without endpoint plugins)."""
-    core_doc = captured.core_openapi
-    if core_doc is None:
-        return None
-    core = {**new, "openapi": core_doc}
-    return {(c.kind, c.location, c.detail): "vLLM core" for c in diff_contracts(contract, core)}
-
-
 @dataclass(frozen=True)
 class _Origins:
     """Where each change comes from, when endpoint plugins were attached (else unknown)."""
@@ -247,7 +236,11 @@ def evaluate(
     new = contract_from_capture(captured).to_json()
     changes = diff_contracts(contract, new)
     blocking, accepted, info = split_allowed(changes, allow or [])
-    origins = _Origins(_origins(contract, new, captured), contract_file)
+    core: dict[tuple[str, str, str], str] | None = None  # changes vLLM core makes on its own
+    if captured.core_openapi is not None:
+        core_only = diff_contracts(contract, {**new, "openapi": captured.core_openapi})
+        core = {(c.kind, c.location, c.detail): "vLLM core" for c in core_only}
+    origins = _Origins(core, contract_file)
     evidence = _capture_evidence(captured, new)
     evidence += [origins.note(c) for c in blocking]
     evidence += [origins.note(c, a.reason) for c, a in accepted]
@@ -259,7 +252,10 @@ def evaluate(
                 source="api",
             )
         )
-    versus = _versus(contract, new)
+    versus = (
+        f"vLLM {new['core']['version']} vs the {contract['core'].get('name', 'vllm')} "
+        f"{contract['core']['version']} contract"
+    )
     status, summary = _verdict(versus, captured, origins, blocking, accepted, info)
     return CheckResult(
         name="api",
@@ -317,12 +313,6 @@ def _capture_evidence(captured: Capture, new: dict[str, Any]) -> list[Evidence]:
         )
     )
     return evidence
-
-
-def _versus(contract: dict[str, Any], new: dict[str, Any]) -> str:
-    """What was compared: the captured vLLM against the contract's core."""
-    old_v, new_v = contract["core"]["version"], new["core"]["version"]
-    return f"vLLM {new_v} vs the {contract['core'].get('name', 'vllm')} {old_v} contract"
 
 
 def _verdict(
@@ -484,11 +474,6 @@ def run(ctx: Context) -> CheckResult:
     )
 
 
-def without_env(ctx: Context) -> CheckResult | None:
-    """No env: the pinned core's recorded contract against the client contract."""
-    return check_recorded(ctx.spec)
-
-
 CHECK = CheckDef(
     "api",
     "the served OpenAPI surface of the pairing against a client contract",
@@ -496,5 +481,5 @@ CHECK = CheckDef(
     TABLES,
     ("env",),
     needs=("env",),
-    without_env=without_env,
+    without_env=lambda ctx: check_recorded(ctx.spec),
 )
