@@ -22,9 +22,11 @@ from vllm_plugin_release.conform.lib.symbols import (
     TT_SYMBOLS,
     Matcher,
     parse_symbols,
+    scan_path,
+    scan_tree,
+    scan_wheel,
     split_words,
 )
-from vllm_plugin_release.conform.lib.symbolscan import scan_path, scan_tree, scan_wheel
 from vllm_plugin_release.core.errors import BadInput
 
 
