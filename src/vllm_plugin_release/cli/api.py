@@ -55,12 +55,12 @@ def _cmd_contract(args: argparse.Namespace) -> int:
     contract = contract_from_capture(captured)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, dump_contract(contract.to_json()))
+    atomic_write_text(out, dump_contract(contract))
     counts = captured.counts
     print(
-        f"wrote {out}: vLLM {contract.version} contract, "
+        f"wrote {out}: vLLM {contract['core']['version']} contract, "
         f"{counts.paths} paths, {counts.schemas} component schemas, "
-        f"{len(contract.models)} models (tasks {list(cfg.tasks)})"
+        f"{len(contract['models'])} models (tasks {list(cfg.tasks)})"
     )
     for note in captured.notes:
         print(f"  {note}")

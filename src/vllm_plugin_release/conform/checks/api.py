@@ -233,7 +233,7 @@ def evaluate(
 ) -> CheckResult:
     """The `api` verdict for a capture against a contract (pure): fail on a breaking change
     `allow` does not accept; warn when all are accepted; pass with none."""
-    new = contract_from_capture(captured).to_json()
+    new = contract_from_capture(captured)
     changes = diff_contracts(contract, new)
     blocking, accepted, info = split_allowed(changes, allow or [])
     core: dict[tuple[str, str, str], str] | None = None  # changes vLLM core makes on its own

@@ -474,48 +474,9 @@ def load_contract(path: Path) -> dict[str, Any]:
     return normalize_contract(doc, str(path))
 
 
-class CapturedWith(NamedTuple):
-    """How a contract was produced (informative): the capture's tasks, platform label,
-    attached endpoint plugins and where each model's schema came from."""
-
-    tasks: list[str]
-    platform: str
-    endpoint_plugins: list[str]
-    model_sources: dict[str, str]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "tool": "vllm-plugin-release (vpr api-contract)",
-            "tasks": list(self.tasks),
-            "platform": self.platform,
-            "endpoint_plugins": list(self.endpoint_plugins),
-            "model_sources": dict(self.model_sources),
-        }
-
-
-@dataclass(frozen=True)
-class Contract:
-    """A contract made from a capture: vLLM's version, its OpenAPI document and model
-    schemas (open documents), and how it was captured. `to_json` is the document."""
-
-    version: str
-    openapi: dict[str, Any]
-    models: dict[str, Any]
-    captured_with: CapturedWith
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "contract_version": CONTRACT_VERSION,
-            "core": {"name": "vllm", "version": self.version},
-            "openapi": self.openapi,
-            "models": self.models,
-            "captured_with": self.captured_with.to_json(),
-        }
-
-
-def contract_from_capture(captured: Capture) -> Contract:
-    """The contract for an in-env capture (deterministic: no times, no paths); BadInput
-    when vLLM's load_general_plugins() raised there (no app was built to capture)."""
+def contract_from_capture(captured: Capture) -> dict[str, Any]:
+    """The contract document for an in-env capture (deterministic: no times, no paths);
+    BadInput when vLLM's load_general_plugins() raised there (no app was built to capture)."""
     if captured.crash is not None or captured.openapi is None:
         crash = captured.crash.error if captured.crash is not None else "no OpenAPI document"
         raise BadInput(
@@ -524,17 +485,19 @@ def contract_from_capture(captured: Capture) -> Contract:
             hint="`vllm serve` fails the same way; fix the plugin's general plugin (run "
             "`vpr check api --spec FILE` for the finding)",
         )
-    return Contract(
-        captured.vllm_version,
-        captured.openapi,
-        captured.models,
-        CapturedWith(
-            list(captured.tasks or []),
-            captured.platform.label or "",
-            sorted(captured.endpoint_plugins.attached),
-            dict(captured.model_sources or {}),
-        ),
-    )
+    return {
+        "contract_version": CONTRACT_VERSION,
+        "core": {"name": "vllm", "version": captured.vllm_version},
+        "openapi": captured.openapi,
+        "models": captured.models,
+        "captured_with": {  # how it was produced (informative)
+            "tool": "vllm-plugin-release (vpr api-contract)",
+            "tasks": list(captured.tasks or []),
+            "platform": captured.platform.label or "",
+            "endpoint_plugins": sorted(captured.endpoint_plugins.attached),
+            "model_sources": dict(captured.model_sources or {}),
+        },
+    }
 
 
 def dump_contract(contract: dict[str, Any]) -> str:
