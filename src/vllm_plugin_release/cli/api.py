@@ -1,5 +1,4 @@
-"""`vpr api-contract` (vLLM's served API frozen as a client contract) and `vpr api-diff`
-(exit 1 when a contract breaks clients of another)."""
+"""`vpr api-contract` (vLLM's served API as a client contract) and `vpr api-diff`."""
 
 from __future__ import annotations
 

@@ -370,8 +370,7 @@ def check(spec: Spec, python: Path, platform_class: str | None) -> CheckResult:
 
 
 def recorded_contract(spec: Spec) -> Path:
-    """Where the pinned core's own contract is recorded (`vpr api-contract` in a pairing
-    environment of that core): buildspec/contracts/vllm-VERSION-openai.json."""
+    """buildspec/contracts/vllm-VERSION-openai.json: the pinned core's recorded contract."""
     return spec.resolve(f"{CONTRACTS}/vllm-{spec.core.version}-openai.json")
 
 

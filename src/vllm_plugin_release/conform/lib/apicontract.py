@@ -16,8 +16,7 @@ JOB = "openapi"
 
 
 class CapturedPlatform(NamedTuple):
-    """vLLM's current platform while the app was built: its label and which one was used
-    (plugin, stand-in, recorded)."""
+    """vLLM's current platform while the app was built: its label and which was used."""
 
     label: str | None
     used: str | None
@@ -146,8 +145,7 @@ def parse_capture(answer: Any, reader: _Reader = ANSWER) -> Capture:
 
 
 def _part(reader: _Reader, data: dict[str, Any], key: str, **fields: Any) -> list[Any]:
-    """The object at `key` (absent: empty): each field read by its reader method, then the
-    object itself."""
+    """The object at `key` (absent: empty): each field as `fields` reads it, then the object."""
     raw = reader.table({} if data.get(key) is None else data[key], key)
     return [*(read(reader, raw.get(name), f"{key}.{name}") for name, read in fields.items()), raw]
 
@@ -506,8 +504,7 @@ def dump_contract(contract: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class CaptureRequest:
-    """The request of inenv/openapi.py: the app's tasks, the plugin's Platform class (None:
-    discover it), whether to attach the installed endpoint plugins."""
+    """The request of inenv/openapi.py (`platform_class` None: discover it)."""
 
     tasks: tuple[str, ...]
     platform_class: str | None

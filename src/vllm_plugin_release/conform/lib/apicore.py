@@ -1,6 +1,5 @@
 """The core's side of the API coupling diff: a core source tree read statically, each module
-reduced once to plain facts (bindings, classes, members, signatures, annotations) that are
-cached by the file's sha256 and validated when read back (a cache entry is outside input)."""
+reduced once to plain facts, cached by the file's sha256 and validated when read back."""
 
 from __future__ import annotations
 
@@ -104,8 +103,7 @@ def union_members(node: ast.AST) -> list[ast.AST]:
 
 
 def decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[str]:
-    """The decorators as written (`abc.abstractmethod`, `property`, `x.setter`), calls
-    named by what they call."""
+    """The decorators as written (`abc.abstractmethod`, `x.setter`); a call by what it calls."""
     out = []
     for d in node.decorator_list:
         name = dotted(d.func if isinstance(d, ast.Call) else d)
@@ -277,8 +275,7 @@ class _Reader:
     def assignment(
         self, stmt: ast.Assign | ast.AnnAssign, out: dict[str, list], typing: bool, in_class: bool
     ) -> None:
-        """The names an assignment binds (a class's annotated ones are fields, with whether
-        they have a default)."""
+        """The names an assignment binds (a class's annotated ones are fields)."""
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         annotation = stmt.annotation if isinstance(stmt, ast.AnnAssign) else None
         if isinstance(stmt, ast.AnnAssign) and stmt.value is None and not in_class:
@@ -521,8 +518,7 @@ def _check_bindings(names: Any) -> None:
 
 
 def validate_facts(facts: Any) -> dict[str, Any]:
-    """`facts` when it has exactly the shape `module_facts` gives; ValueError naming the
-    first part that does not."""
+    """`facts` when it has the shape `module_facts` gives; else ValueError naming the part."""
     _check(isinstance(facts, dict) and facts.get("v") == FORMAT, "format")
     _check_bindings(facts.get("names"))
     classes = facts.get("classes")
@@ -696,8 +692,7 @@ class CoreTree:
         return absolute_module(module, bool(level) and self.is_package(module), relative, level)
 
     def missing_module(self, symbol: str) -> tuple[str, str] | None:
-        """For a dotted module path: (the deepest part that exists, the first that does not),
-        or None when it exists."""
+        """(the deepest part of a dotted module path that exists, the first that does not)."""
         parts = symbol.split(".")
         if self.module(symbol) is not None:
             return None
@@ -1005,8 +1000,7 @@ class CoreTree:
     # -- signatures -----------------------------------------------------------------
 
     def signature(self, found: Found) -> Signature | None:
-        """What a call of `found` accepts: a function's parameters, a class's __init__ (or
-        its dataclass fields)."""
+        """What a call of `found` accepts: a function's, a class's __init__ or dataclass fields."""
         if found.kind == "function":
             return Signature.of(found.entry["fn"])
         if found.kind != "class":
@@ -1091,7 +1085,6 @@ class Signature:
     kw_only: tuple[str, ...]
     required: tuple[str, ...]
     defaults: tuple[str, ...]  # those with a default
-    types: tuple[tuple[str, str | None], ...]
     varargs: bool
     varkw: bool
 
@@ -1107,7 +1100,6 @@ class Signature:
             kw_only=tuple(p[0] for p in params if p[1] == "k"),
             required=tuple(p[0] for p in params if not p[2]),
             defaults=tuple(p[0] for p in params if p[2]),
-            types=tuple((p[0], p[3]) for p in params),
             varargs=fn["varargs"],
             varkw=fn["varkw"],
         )
@@ -1128,8 +1120,7 @@ Typ = tuple[str, tuple[str, ...]]  # the object `root.chain...`: root a class (c
 
 
 class Oracle:
-    """A core tree's answers about objects: the class of one reached along a chain of
-    attributes from a class (the plugin's side types with the old core's)."""
+    """The class of an object reached along a chain of attributes from a class, in a core tree."""
 
     def __init__(self, tree: CoreTree | None, name: str = "this core") -> None:
         self.tree, self.name = tree, name

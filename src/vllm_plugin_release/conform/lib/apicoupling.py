@@ -1,6 +1,5 @@
-"""The API coupling diff (static): the plugin's uses of the core's API (apiuses) against an
-old and a new core tree (apicore): breaking changes by id, changes to review, names that
-cannot be told statically; `trace_failures` measures a report against observed failures."""
+"""The API coupling diff (static): the plugin's uses of the core's API against an old and a
+new core tree; `trace_failures` measures a report against observed failures."""
 
 from __future__ import annotations
 
@@ -441,8 +440,7 @@ def diff(
     unresolved: Iterable[Unresolved] = (),
     graph: PluginGraph | None = None,
 ) -> CouplingReport:
-    """The report: symbols used, those that cannot be told statically (with why), every
-    breaking change for the plugin and every change to review (each sorted by id)."""
+    """The report of `uses` against the old and the new core (each part sorted by id)."""
     d = _Diff(old, new, versions)
     groups = d.group(uses)
     for key, pairs in sorted(groups.items()):
@@ -482,8 +480,7 @@ def coupling(
     versions: tuple[str, str] | None = None,
     cache_dir: Path | None = None,
 ) -> CouplingReport:
-    """The bump's API coupling diff: the plugin's uses against the old and the new core
-    (`versions` default to the trees' folder names)."""
+    """The bump's API coupling diff (`versions` default to the trees' folder names)."""
     facts = FactsCache(cache_dir)
     old, new = CoreTree(old_tree, facts), CoreTree(new_tree, facts)
     if versions is None:

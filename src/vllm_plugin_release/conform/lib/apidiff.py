@@ -108,8 +108,7 @@ class _Side:
 
 @dataclass(frozen=True)
 class _At:
-    """Where the walk is: the direction, the location, the operation or model that
-    reached it (`via`) and the nesting depth."""
+    """Where the walk is, and the operation or model that reached it (`via`)."""
 
     direction: Direction
     loc: str
@@ -214,8 +213,7 @@ class _Differ:
                 self.note(at, "retyped-response-property", True, f"may now be {shown}")
 
     def _union_refs(self, old: _Side, new: _Side, at: _At) -> None:
-        """Referenced components of a union (`old.schema`/`new.schema`: by name): by name,
-        then a lone rename."""
+        """Referenced components of a union, by name (then a lone rename)."""
         orefs, nrefs, oroot, nroot = old.schema, new.schema, old.root, new.root
         req = at.direction == "request"
         for name in sorted(set(orefs) & set(nrefs)):
@@ -505,18 +503,15 @@ class _Differ:
         o, n = deref(oitem[method], oroot), deref(nitem[method], nroot)
         if n.get("deprecated") and not o.get("deprecated"):
             self.add("deprecated", op, False, "operation now deprecated", op)
-        self._parameters(_params(oitem, o, oroot), _params(nitem, n, nroot), oroot, nroot, op)
+        self._parameters(
+            _Side(_params(oitem, o, oroot), oroot), _Side(_params(nitem, n, nroot), nroot), op
+        )
         self._request_body(_Side(o, oroot), _Side(n, nroot), op)
         self._responses(_Side(o, oroot), _Side(n, nroot), op)
 
-    def _parameters(
-        self,
-        opar: dict[tuple[str, str], dict],
-        npar: dict[tuple[str, str], dict],
-        oroot: dict,
-        nroot: dict,
-        op: str,
-    ) -> None:
+    def _parameters(self, old: _Side, new: _Side, op: str) -> None:
+        """An operation's parameters (`old.schema`/`new.schema`: by (in, name))."""
+        opar, npar, oroot, nroot = old.schema, new.schema, old.root, new.root
         for key in sorted(opar):
             where, name = key
             loc = f"{op} {where} parameter {name}"
@@ -557,37 +552,26 @@ class _Differ:
             self._media(
                 _Side(obody.get("content") or {}, oroot),
                 _Side(nbody.get("content") or {}, nroot),
-                "request",
-                loc,
-                op,
-                removed=("removed-request-media-type", True, "media type no longer accepted"),
+                _At("request", loc, op),
+                ("removed-request-media-type", True, "media type no longer accepted"),
             )
 
-    def _media(
-        self,
-        old: _Side,
-        new: _Side,
-        direction: Direction,
-        loc: str,
-        op: str,
-        *,
-        removed: tuple[str, bool, str],
-    ) -> None:
+    def _media(self, old: _Side, new: _Side, at: _At, removed: tuple[str, bool, str]) -> None:
         """One body's media types (`old.schema`/`new.schema` are the `content` maps): each
         kept type's schema compared, a removed one reported as `removed`, new ones listed."""
         ocont, ncont = old.schema, new.schema
-        kind, breaking, why = removed
         for media in sorted(ocont):
+            here = replace(at, loc=f"{at.loc} {media}")
             if media not in ncont:
-                self.add(kind, f"{loc} {media}", breaking, why, op)
+                self.note(here, *removed)
                 continue
             self.schema(
                 _Side(as_dict(ocont[media]).get("schema", {}), old.root),
                 _Side(as_dict(ncont[media]).get("schema", {}), new.root),
-                _At(direction, f"{loc} {media}", op),
+                here,
             )
         for media in sorted(set(ncont) - set(ocont)):
-            self.add("added-media-type", f"{loc} {media}", False, "new media type", op)
+            self.add("added-media-type", f"{at.loc} {media}", False, "new media type", at.via)
 
     def _responses(self, old: _Side, new: _Side, op: str) -> None:
         """The operation's responses (`old.schema`/`new.schema` are the operations)."""
@@ -606,10 +590,8 @@ class _Differ:
             self._media(
                 _Side(deref(oresp[status], oroot).get("content") or {}, oroot),
                 _Side(deref(nresp[status], nroot).get("content") or {}, nroot),
-                "response",
-                loc,
-                op,
-                removed=(removed_kind, success, "media type removed"),
+                _At("response", loc, op),
+                (removed_kind, success, "media type removed"),
             )
         for status in sorted(set(nresp) - set(oresp)):
             self.add("added-status", f"{op} {status}", False, "new response status", op)

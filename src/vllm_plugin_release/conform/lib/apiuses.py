@@ -87,8 +87,7 @@ class PluginGraph:
 
 
 def plugin_files(root: Path) -> list[Path]:
-    """The plugin's own modules: every .py under `root` but tests, docs, examples, builds
-    and hidden folders."""
+    """Every .py under `root` but tests, docs, examples, builds and hidden folders."""
     out = []
     for path in sorted(root.rglob("*.py")):
         parts = path.relative_to(root).parts
@@ -303,8 +302,7 @@ class _Plugin:
         return PluginGraph(modules, imports, tests)
 
     def _plugin_modules(self, names: Iterable[str]) -> set[str]:
-        """The plugin modules among dotted names (a name imported from a module: that
-        module)."""
+        """The plugin modules among dotted names (a name imported from a module: that module)."""
         known = {m for _, m, _, _ in self.files}
         out = set()
         for name in names:

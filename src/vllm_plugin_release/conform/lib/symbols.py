@@ -520,8 +520,7 @@ def _close_line(
 
 
 def _simple_statements(toks: list[tokenize.TokenInfo], logical: list[int]) -> list[list[int]]:
-    """A logical line's token indexes split into simple statements at `;` and `:` outside
-    brackets."""
+    """A logical line's token indexes split at `;` and `:` outside brackets."""
     depth = 0
     segment: list[int] = []
     segments: list[list[int]] = [segment]
