@@ -412,11 +412,12 @@ def _regions(lexer: re.Pattern[str], text: str) -> tuple[list[int], list[tuple[i
     return starts, spans
 
 
-def _region_kind(regions: tuple[list[int], list[tuple[int, str]]], offset: int) -> str:
-    starts, spans = regions
-    i = bisect.bisect_right(starts, offset) - 1
-    if i >= 0 and offset < spans[i][0]:
-        return spans[i][1]
+def _kind_at(spans: tuple[list[Any], list[tuple[Any, Any]]], at: Any) -> Any:
+    """The kind of the span (lexer region or Python token) that holds position `at`."""
+    starts, ends = spans
+    i = bisect.bisect_right(starts, at) - 1
+    if i >= 0 and at < ends[i][0]:
+        return ends[i][1]
     return "code"
 
 
@@ -442,7 +443,7 @@ _DYNAMIC_IMPORT_CALL = re.compile(
 
 
 def _lexical_kind(ftype: str, text: str, regions: Any, offset: int, line: str) -> Kind:
-    region = _region_kind(regions, offset)
+    region = _kind_at(regions, offset)
     if region == "comment":
         return "comment"
     if ftype == "cmake":
@@ -539,14 +540,6 @@ def _simple_statements(toks: list[tokenize.TokenInfo], logical: list[int]) -> li
     return segments
 
 
-def _python_kind(tokens: Any, row: int, col: int) -> Kind:
-    starts, info = tokens
-    i = bisect.bisect_right(starts, (row, col)) - 1
-    if i >= 0 and (row, col) < info[i][0]:
-        return info[i][1]
-    return "code"
-
-
 def _metadata_kind(path: str, line: str) -> Kind:
     if path.lower().endswith("entry_points.txt"):
         return "comment" if line.startswith(("#", ";")) else "import"
@@ -582,7 +575,7 @@ def classify(
         elif ftype == "metadata":
             kind = _metadata_kind(path, line)
         elif tokens is not None:
-            kind = _python_kind(tokens, row, col)
+            kind = _kind_at(tokens, (row, col))
         else:
             kind = _lexical_kind(ftype, text, regions, char_offset, line)
         hits.append(
