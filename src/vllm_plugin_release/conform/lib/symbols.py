@@ -18,13 +18,11 @@ import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
 
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges.proc import forked_map
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 # The Tenstorrent symbol set (the TT buildspec lists these, or more).
 TT_SYMBOLS: tuple[str, ...] = (
@@ -817,15 +815,7 @@ def _path_text(path: Path | str) -> str:
     text = os.fspath(path)
     if not isinstance(text, str):
         raise BadInput(f"{text!r}: not a path name", hint="pass the path as text")
-    if not text:
-        return "."
-    # Path's spelling: no trailing slash, no repeated or `.` parts
-    lead = "//" if text.startswith("//") and not text.startswith("///") else ""
-    parts = [p for p in text.split("/") if p and p != "."]
-    body = "/".join(parts)
-    if text.startswith("/"):
-        return (lead or "/") + body
-    return body or "."
+    return str(Path(text))
 
 
 def _walk(root: str) -> Iterator[tuple[str, str, str | None]]:
