@@ -86,29 +86,19 @@ class PluginGraph:
         return seen
 
 
-def plugin_files(root: Path) -> list[Path]:
-    """Every .py under `root` but tests, docs, examples, builds and hidden folders."""
-    out = []
+def plugin_files(root: Path) -> tuple[list[Path], list[Path]]:
+    """The plugin's own modules (every .py under `root` but tests, docs, examples and builds)
+    and its test modules (under a tests folder, or test_*.py); hidden folders left out."""
+    own, tests = [], []
     for path in sorted(root.rglob("*.py")):
-        parts = path.relative_to(root).parts
-        if any(p in SKIP_DIRS or p.startswith(".") for p in parts[:-1]):
+        folders, name = path.relative_to(root).parts[:-1], path.name
+        if any(p.startswith(".") for p in folders):
             continue
-        if parts[-1] in ("setup.py", "conftest.py") or parts[-1].startswith("test_"):
-            continue
-        out.append(path)
-    return out
-
-
-def test_files(root: Path) -> list[Path]:
-    """The plugin's test modules (under a tests folder, or named test_*.py)."""
-    out = []
-    for path in sorted(root.rglob("*.py")):
-        parts = path.relative_to(root).parts
-        if any(p.startswith(".") for p in parts[:-1]):
-            continue
-        if any(p in TEST_DIRS for p in parts[:-1]) or parts[-1].startswith("test_"):
-            out.append(path)
-    return out
+        if any(p in TEST_DIRS for p in folders) or name.startswith("test_"):
+            tests.append(path)  # TEST_DIRS are among SKIP_DIRS: never one of its own
+        elif not any(p in SKIP_DIRS for p in folders) and name not in ("setup.py", "conftest.py"):
+            own.append(path)
+    return own, tests
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -146,7 +136,8 @@ class _Plugin:
     def __init__(self, root: Path, core: str) -> None:
         self.root, self.core = root, core
         self.files: list[tuple[str, str, ast.Module, bool]] = []  # rel, module, tree, package
-        for path in plugin_files(root):
+        own, self.tests = plugin_files(root)
+        for path in own:
             tree = _parse(path)
             if tree is not None:
                 rel = path.relative_to(root).as_posix()
@@ -281,7 +272,7 @@ class _Plugin:
         modules = {rel: module for rel, module, _, _ in self.files}
         imports = {m: tuple(sorted(self._plugin_modules(i) - {m})) for m, i in self.imports.items()}
         tests: dict[str, tuple[str, ...]] = {}
-        for path in test_files(self.root):
+        for path in self.tests:
             tree = _parse(path)
             if tree is None:
                 continue
