@@ -13,7 +13,7 @@ import os
 import re
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -691,16 +691,6 @@ class CoreTree:
     def absolute(self, module: str, relative: str, level: int) -> str:
         return absolute_module(module, bool(level) and self.is_package(module), relative, level)
 
-    def missing_module(self, symbol: str) -> tuple[str, str] | None:
-        """(the deepest part of a dotted module path that exists, the first that does not)."""
-        parts = symbol.split(".")
-        if self.module(symbol) is not None:
-            return None
-        for cut in range(len(parts) - 1, 0, -1):
-            if self.module(".".join(parts[:cut])) is not None:
-                return ".".join(parts[:cut]), ".".join(parts[: cut + 1])
-        return None
-
     # -- resolving names ------------------------------------------------------------
 
     def resolve(self, symbol: str, depth: int = 0) -> Found | None:
@@ -796,10 +786,7 @@ class CoreTree:
                 if found.kind == "unknown":
                     unknown = unknown or found
                     continue
-                if only:
-                    found = Found(found.kind, found.where, found.module, found.qual, found.entry,
-                                  True, found.reason)  # fmt: skip
-                return found
+                return replace(found, typing_only=True) if only else found
             if unknown is not None:
                 return unknown
         return None
@@ -869,10 +856,8 @@ class CoreTree:
                 return found
         attr = info["attrs"].get(name)
         if attr is not None:
-            entry = {"k": "value", "line": attr["line"], "type": attr["type"],
-                     "call": attr["call"], "in": attr["in"]}  # fmt: skip
             return Found("value", self.where(cls.module, attr["line"]), cls.module,
-                         f"{cls.qual}.{name}", entry)  # fmt: skip
+                         f"{cls.qual}.{name}", {"k": "value", **attr})  # fmt: skip
         unknown: Found | None = None
         for base in self.bases(cls, depth):
             if base.kind != "class":

@@ -84,11 +84,14 @@ def resolve_use(oracle: Oracle, use: Use) -> Found | None:
 def _missing_module(tree: CoreTree, symbol: str) -> str | None:
     """The first module on `symbol`'s dotted path that `tree` lacks (None: its modules are
     all there, a name in one is what is missing)."""
-    gone = tree.missing_module(symbol)
-    if gone is None:
+    parts = symbol.split(".")
+    if tree.module(symbol) is not None:
         return None
-    first = gone[1]
-    return first if tree.resolve(first) is None else None
+    for cut in range(len(parts) - 1, 0, -1):
+        if tree.module(".".join(parts[:cut])) is not None:
+            first = ".".join(parts[: cut + 1])
+            return first if tree.resolve(first) is None else None
+    return None
 
 
 def _removed_detail(
