@@ -488,13 +488,19 @@ class _Uses(ast.NodeVisitor):
         owner = self.typ(func.value)
         if owner is None or owner == _UNTYPED:
             return None
+        core = self._core_owner(owner, func.attr)
+        return (core, func.attr) if core is not None else None
+
+    def _core_owner(self, owner: Typ, attr: str) -> Typ | None:
+        """The object of the core whose `attr` an object of `owner` reads: itself, or the
+        core base of a plugin class (None: the plugin's own attribute, or not the core's)."""
         root, chain = owner
         if root in self.plugin.classes and not chain:
-            if self.plugin.owns(root, func.attr):
+            if self.plugin.owns(root, attr):
                 return None
             bases = self.plugin.core_bases(root)
-            return ((bases[0], ()), func.attr) if bases else None
-        return (owner, func.attr) if self._ours(root) else None
+            return (bases[0], ()) if bases else None
+        return owner if self._ours(root) else None
 
     def _core_base_for(self, cls: str, method: str) -> str | None:
         """The core class a `super().method` of plugin class `cls` reaches (None: one of
@@ -681,17 +687,9 @@ class _Uses(ast.NodeVisitor):
                 (self._at(node),),
             ))  # fmt: skip
             return
-        if owner is None:
-            return
-        root, chain = owner
-        if root in self.plugin.classes and not chain:
-            if self.plugin.owns(root, attr):
-                return
-            bases = self.plugin.core_bases(root)
-            if not bases:
-                return
-            root, chain = bases[0], ()
-        if self._ours(root):
+        core = self._core_owner(owner, attr) if owner is not None else None
+        if core is not None:
+            root, chain = core
             path = ".".join([root, *chain, attr])
             context = "guard" if how == "guarded" else self.guarded(value, attr)
             how = "read" if how == "guarded" else how
