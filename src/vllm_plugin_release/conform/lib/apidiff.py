@@ -4,7 +4,7 @@ client's side (breaking or information), and the text and Markdown reports of a 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from vllm_plugin_release.conform.lib.apicontract import (
@@ -81,14 +81,9 @@ class Change:
     via: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "kind": self.kind,
-            "location": self.location,
-            "breaking": self.breaking,
-            "detail": self.detail,
-        }
-        if self.via:
-            out["via"] = self.via
+        out = asdict(self)
+        if not self.via:
+            del out["via"]
         return out
 
     def line(self) -> str:
