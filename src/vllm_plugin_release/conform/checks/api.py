@@ -148,7 +148,6 @@ class ApiConfig:
 
 
 def api_config(spec: Spec) -> ApiConfig:
-    """`[conformance.api]` (validated with the spec) with its defaults filled in."""
     raw = (spec.raw.get("conformance") or {}).get("api") or {}  # read here only
     return ApiConfig(
         contract=raw.get("contract") or default_contract(spec),
@@ -323,7 +322,6 @@ def _verdict(
     accepted: list[tuple[Change, Allow]],
     info: list[Change],
 ) -> tuple[Status, str]:
-    """(status, summary) of the check comparing `versus`."""
     contract_file = origins.contract_file
     status: Status
     if blocking:

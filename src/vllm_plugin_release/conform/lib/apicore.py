@@ -725,7 +725,6 @@ class CoreTree:
         return Found("module", self.where(module), module, "", self.module(module))
 
     def member(self, owner: Found, name: str, depth: int = 0) -> Found | None:
-        """`owner.name` in this tree."""
         if depth > MAX_DEPTH:
             return Found("unknown", f"{owner.name}.{name}", reason="followed too deep")
         if owner.kind == "module":
@@ -1055,7 +1054,6 @@ def _plain(name: str) -> str:
 
 
 def lines_changed(before: str, after: str) -> int:
-    """Lines added plus lines removed between two texts."""
     diff = difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
     return sum(1 for line in diff if line[:1] in "+-" and not line.startswith(("+++", "---")))
 

@@ -111,7 +111,6 @@ class _At:
     depth: int = 0
 
     def down(self, loc: str | None = None) -> _At:
-        """One level deeper, at `loc` (default: here)."""
         return replace(self, loc=self.loc if loc is None else loc, depth=self.depth + 1)
 
 

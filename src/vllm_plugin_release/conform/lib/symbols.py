@@ -622,8 +622,6 @@ class Skipped(NamedTuple):
 
 @dataclass(eq=False)
 class ScanReport:
-    """What one scan found."""
-
     root: str
     source: Literal["tree", "wheel"]
     symbols: tuple[str, ...]
