@@ -359,33 +359,19 @@ class _Differ:
             else:
                 self.note(at, "loosened-constraint", False, text)
 
-        for keys, stricter in (
-            (UPPER_BOUNDS, lambda a, b: b < a),
-            (LOWER_BOUNDS, lambda a, b: b > a),
-        ):
-            for k in keys:
-                a, b = o.get(k), n.get(k)
-                if a == b:
-                    continue
-                na, nb = number(a), number(b)
-                if a is None and b is not None:
-                    report(True, f"{k} {b!r} added")
-                elif a is not None and b is None:
-                    report(False, f"{k} {a!r} removed")
-                elif na is not None and nb is not None:
-                    report(stricter(na, nb), f"{k} {a!r} -> {b!r}")
-                else:
-                    report(bool(b), f"{k} {a!r} -> {b!r}")
-        for k in OTHER_CONSTRAINTS:
+        for k in (*UPPER_BOUNDS, *LOWER_BOUNDS, *OTHER_CONSTRAINTS):
             a, b = o.get(k), n.get(k)
             if a == b:
                 continue
+            na, nb = number(a), number(b)
             if a is None:
                 report(True, f"{k} {b!r} added")
             elif b is None:
                 report(False, f"{k} {a!r} removed")
+            elif k in OTHER_CONSTRAINTS or na is None or nb is None:
+                report(k in OTHER_CONSTRAINTS or bool(b), f"{k} {a!r} -> {b!r}")
             else:
-                report(True, f"{k} {a!r} -> {b!r}")
+                report(nb < na if k in UPPER_BOUNDS else nb > na, f"{k} {a!r} -> {b!r}")
         if bool(n.get("uniqueItems")) != bool(o.get("uniqueItems")):
             report(bool(n.get("uniqueItems")), f"uniqueItems -> {bool(n.get('uniqueItems'))}")
 
