@@ -310,8 +310,6 @@ _UNTYPED = ("", ("<untyped>",))  # a parameter of an override the core calls, wi
 class _Uses(ast.NodeVisitor):
     def __init__(self, plugin: _Plugin, module: str, where: str, oracle: Oracle) -> None:
         self.plugin, self.module, self.where, self.oracle = plugin, module, where, oracle
-        self.core = plugin.core
-        self.aliases = plugin.aliases[module]
         self.uses: list[Use] = []
         self.unresolved: list[Unresolved] = []
         self.scopes: list[dict[str, Typ | None]] = [{}]
