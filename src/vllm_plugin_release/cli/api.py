@@ -6,23 +6,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vllm_plugin_release.cli import options as o
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK
 
-if TYPE_CHECKING:
-    from vllm_plugin_release.buildspec.model import Spec
-    from vllm_plugin_release.core.envrecord import EnvRecord
-
 # The conform modules are imported by the commands that use them, not when the parser is
 # built: every `vpr` command builds it (`vpr scan-core` start-up, say).
-
-
-def _recorded_env(spec: Spec, dist_root: str) -> EnvRecord:
-    from vllm_plugin_release.core import records
-
-    return records.env_record(records.dist_dir(Path(dist_root), spec.name), spec.path)
 
 
 def _cmd_contract(args: argparse.Namespace) -> int:
@@ -33,13 +23,14 @@ def _cmd_contract(args: argparse.Namespace) -> int:
         contract_from_capture,
         dump_contract,
     )
+    from vllm_plugin_release.core import records
     from vllm_plugin_release.core.cache import atomic_write_text
 
     spec = load_spec(args.spec)
     cfg = api_config(spec)
     recorded = None
     if not args.python or not (args.platform_class or cfg.platform_class):
-        recorded = _recorded_env(spec, args.dist)
+        recorded = records.env_record(records.dist_dir(Path(args.dist), spec.name), spec.path)
     python = Path(args.python) if args.python else recorded.python
     platform_class = args.platform_class or cfg.platform_class
     if not platform_class and recorded is not None:
