@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -413,7 +412,7 @@ def check_recorded(spec: Spec) -> CheckResult | None:
         contract_file=_rel(contract_path, spec.root),
         allow=list(cfg.allow),
     )
-    return dataclasses.replace(
+    return replace(
         result,
         summary=f"{result.summary} (from the recorded contract {rel}; no pairing environment)",
         details={**result.details, "recorded_contract": rel},

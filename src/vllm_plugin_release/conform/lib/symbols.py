@@ -5,7 +5,6 @@ tree or a built wheel (the scanner of `isolation`)."""
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import fnmatch
 import io
 import itertools
@@ -17,7 +16,7 @@ import tokenize
 import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -742,7 +741,7 @@ class _Scan:
         for i, entry in enumerate(self.allowlist):
             if entry.matches(hit.path, symbol):
                 self.used.add(i)
-                return dataclasses.replace(hit, allowed=True, reason=entry.reason)
+                return replace(hit, allowed=True, reason=entry.reason)
         return hit
 
     def share(self) -> _Scan:
