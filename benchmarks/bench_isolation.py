@@ -36,8 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import REPO, installed_env, slope, slope_text
-from vllm_plugin_release.conform.lib.symbols import TT_SYMBOLS
-from vllm_plugin_release.conform.lib.symbolscan import scan_tree
+from vllm_plugin_release.conform.lib.symbols import TT_SYMBOLS, scan_tree
 from vllm_plugin_release.edges.proc import usable_cores
 
 MAX_RATIO = 3.0

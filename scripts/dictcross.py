@@ -37,6 +37,7 @@ OPEN = {
     "core.bounded:packaged_json_object": "the package's JSON Schema files",
     "conform.lib.apicontract:load_contract": "an OpenAPI document and JSON Schema models",
     "conform.lib.apicontract:dump_contract": "an OpenAPI document and JSON Schema models",
+    "conform.lib.apicontract:contract_from_capture": "an OpenAPI document and JSON Schema models",
     "conform.lib.apidiff:diff_contracts": "two OpenAPI documents",
     "core.cardrecord:CheckResult": "each check's own details and thresholds",
     "buildspec.model:Spec.conformance": "a [conformance.*] table, typed by its one owner",

@@ -442,7 +442,7 @@ def test_test_scan_survives_hostile_test_files(deep_tmp: Path) -> None:
 def test_symbol_scan_of_one_long_line_with_many_hits(tmp_path: Path) -> None:
     """A 1 MiB file of one non-ASCII line holding 150,000 vendor symbols: every hit is
     located and classified in one pass over the line."""
-    from vllm_plugin_release.conform.lib.symbolscan import scan_tree
+    from vllm_plugin_release.conform.lib.symbols import scan_tree
 
     unit = "é ttnn("
     (tmp_path / "f.py").write_text((unit * (2**20 // len(unit) + 1))[: 2**20])

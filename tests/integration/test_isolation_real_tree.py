@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from vllm_plugin_release.cli import main
-from vllm_plugin_release.conform.lib.symbols import TT_SYMBOLS
-from vllm_plugin_release.conform.lib.symbolscan import scan_tree, scan_wheel
+from vllm_plugin_release.conform.lib.symbols import TT_SYMBOLS, scan_tree, scan_wheel
 
 # ---------------------------------------------------------------------------
 # The real vLLM 0.26.0 tree: known good, and a known-bad mutation of a copy

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_plugin_release.conform.lib import symbolscan
-from vllm_plugin_release.conform.lib.symbolscan import _HEAD, FILES_PER_FORK, scan_tree, scan_wheel
+from vllm_plugin_release.conform.lib import symbols
+from vllm_plugin_release.conform.lib.symbols import _HEAD, FILES_PER_FORK, scan_tree, scan_wheel
 
 ALLOW = [
     {"path": "pkg/allowed_*.py", "symbol": "ttnn", "reason": "known"},
@@ -40,7 +40,7 @@ def _tree(root: Path) -> dict[str, bytes]:
     return files
 
 
-def _json(report: symbolscan.ScanReport) -> str:
+def _json(report: symbols.ScanReport) -> str:
     return json.dumps({**report.to_json(), "seconds": 0}, sort_keys=True)
 
 
@@ -48,13 +48,13 @@ def _json(report: symbolscan.ScanReport) -> str:
 def shares_seen(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many shares each scan was cut into (the real forked_map runs them)."""
     seen: list[int] = []
-    real = symbolscan.forked_map
+    real = symbols.forked_map
 
     def spy(fn, shares):
         seen.append(len(shares))
         return real(fn, shares)
 
-    monkeypatch.setattr(symbolscan, "forked_map", spy)
+    monkeypatch.setattr(symbols, "forked_map", spy)
     return seen
 
 
@@ -104,7 +104,7 @@ def test_a_damaged_member_read_in_a_forked_share_is_bad_input(tmp_path: Path) ->
     at = last.header_offset + 30 + len(last.filename) + 5
     data[at : at + 8] = b"\xff" * 8  # its compressed bytes, not its headers
     wheel.write_bytes(bytes(data))
-    with pytest.raises(symbolscan.BadInput, match=r"member pkg/m\d+\.py cannot be read"):
+    with pytest.raises(symbols.BadInput, match=r"member pkg/m\d+\.py cannot be read"):
         scan_wheel(wheel, ["ttnn"], workers=2)
 
 
@@ -119,7 +119,7 @@ def test_a_big_text_file_is_read_whole(tmp_path: Path) -> None:
 def test_a_big_binary_file_is_skipped_on_its_first_block(tmp_path: Path) -> None:
     (tmp_path / "img.png").write_bytes(b"\x89PNG\x00" + b"import ttnn\n" * _HEAD)
     (tmp_path / "late.bin").write_bytes(b"import ttnn\n" * (_HEAD // 6) + b"\x00")
-    assert len(symbolscan._read(str(tmp_path / "img.png"))) == _HEAD + 1
+    assert len(symbols._read(str(tmp_path / "img.png"))) == _HEAD + 1
     report = scan_tree(tmp_path, ["ttnn"])
     # a NUL after the first block still makes a binary file: read whole, then skipped
     assert report.hits == [] and report.skipped_counts == {"binary": 2}

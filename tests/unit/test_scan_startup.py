@@ -80,7 +80,7 @@ def test_scan_core_exits_without_teardown_and_its_whole_output_written(tmp_path:
     assert len(report["hits"]) == 601 and report["status"] == "fail"
     assert [(h["line"], h["column"]) for h in report["hits"] if h["path"] == "edge.py"] == [(3, 1)]
     # the same report as the scan in this process (its time aside)
-    from vllm_plugin_release.conform.lib.symbolscan import scan_path
+    from vllm_plugin_release.conform.lib.symbols import scan_path
 
     here = scan_path(tmp_path, ["ttnn"]).to_json()
     assert {**report, "seconds": 0} == {**here, "seconds": 0}

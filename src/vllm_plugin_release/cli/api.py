@@ -1,5 +1,4 @@
-"""`vpr api-contract` (vLLM's served API frozen as a client contract) and `vpr api-diff`
-(exit 1 when a contract breaks clients of another)."""
+"""`vpr api-contract` (vLLM's served API as a client contract) and `vpr api-diff`."""
 
 from __future__ import annotations
 
@@ -7,23 +6,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vllm_plugin_release.cli import options as o
 from vllm_plugin_release.core.errors import EXIT_GATE, EXIT_OK
 
-if TYPE_CHECKING:
-    from vllm_plugin_release.buildspec.model import Spec
-    from vllm_plugin_release.core.envrecord import EnvRecord
-
 # The conform modules are imported by the commands that use them, not when the parser is
 # built: every `vpr` command builds it (`vpr scan-core` start-up, say).
-
-
-def _recorded_env(spec: Spec, dist_root: str) -> EnvRecord:
-    from vllm_plugin_release.core import records
-
-    return records.env_record(records.dist_dir(Path(dist_root), spec.name), spec.path)
 
 
 def _cmd_contract(args: argparse.Namespace) -> int:
@@ -34,19 +23,18 @@ def _cmd_contract(args: argparse.Namespace) -> int:
         contract_from_capture,
         dump_contract,
     )
+    from vllm_plugin_release.core import records
     from vllm_plugin_release.core.cache import atomic_write_text
 
     spec = load_spec(args.spec)
     cfg = api_config(spec)
-    recorded = None if args.python else _recorded_env(spec, args.dist)
-    python = Path(args.python) if recorded is None else recorded.python
-    if not (args.platform_class or cfg.platform_class) and recorded is None:
-        recorded = _recorded_env(spec, args.dist)
-    platform_class = (
-        args.platform_class
-        or cfg.platform_class
-        or (recorded.platform_class if recorded is not None else None)
-    )
+    recorded = None
+    if not args.python or not (args.platform_class or cfg.platform_class):
+        recorded = records.env_record(records.dist_dir(Path(args.dist), spec.name), spec.path)
+    python = Path(args.python) if args.python else recorded.python
+    platform_class = args.platform_class or cfg.platform_class
+    if not platform_class and recorded is not None:
+        platform_class = recorded.platform_class
     captured = capture(
         python,
         cfg.tasks,
@@ -57,12 +45,12 @@ def _cmd_contract(args: argparse.Namespace) -> int:
     contract = contract_from_capture(captured)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, dump_contract(contract.to_json()))
+    atomic_write_text(out, dump_contract(contract))
     counts = captured.counts
     print(
-        f"wrote {out}: vLLM {contract.version} contract, "
+        f"wrote {out}: vLLM {contract['core']['version']} contract, "
         f"{counts.paths} paths, {counts.schemas} component schemas, "
-        f"{len(contract.models)} models (tasks {list(cfg.tasks)})"
+        f"{len(contract['models'])} models (tasks {list(cfg.tasks)})"
     )
     for note in captured.notes:
         print(f"  {note}")

@@ -72,7 +72,7 @@ def _config(args: argparse.Namespace) -> tuple[tuple[str, ...], tuple[Any, ...]]
 
 
 def run(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.conform.lib.symbolscan import scan_path
+    from vllm_plugin_release.conform.lib.symbols import scan_path
     from vllm_plugin_release.edges.proc import usable_cores
 
     symbols, allowlist = _config(args)

@@ -336,7 +336,7 @@ def api_diff(spec: Spec, old_python: Path, new_python: Path) -> dict[str, Any]:
         captured = api.capture(
             python, cfg.tasks, None, endpoint_plugins=cfg.endpoint_plugins, timeout=None
         )
-        contracts.append(api.contract_from_capture(captured).to_json())
+        contracts.append(api.contract_from_capture(captured))
     changes = api.diff_contracts(contracts[0], contracts[1])
     return {
         "status": "run",

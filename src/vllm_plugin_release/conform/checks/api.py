@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -148,8 +147,7 @@ class ApiConfig:
 
 
 def api_config(spec: Spec) -> ApiConfig:
-    """`[conformance.api]` (validated with the spec) with its defaults filled in."""
-    raw = (spec.raw.get("conformance") or {}).get("api") or {}  # read here only
+    raw = spec.conformance("api") or {}
     return ApiConfig(
         contract=raw.get("contract") or default_contract(spec),
         tasks=tuple(raw.get("tasks", DEFAULT_TASKS)),
@@ -193,17 +191,6 @@ def _rel(path: Path, root: Path) -> str:
         return str(path)
 
 
-def _origins(
-    contract: dict[str, Any], new: dict[str, Any], captured: Capture
-) -> dict[tuple[str, str, str], str] | None:
-    """Which changes vLLM core makes on its own (the app built without endpoint plugins)."""
-    core_doc = captured.core_openapi
-    if core_doc is None:
-        return None
-    core = {**new, "openapi": core_doc}
-    return {(c.kind, c.location, c.detail): "vLLM core" for c in diff_contracts(contract, core)}
-
-
 @dataclass(frozen=True)
 class _Origins:
     """Where each change comes from, when endpoint plugins were attached (else unknown)."""
@@ -244,10 +231,14 @@ def evaluate(
 ) -> CheckResult:
     """The `api` verdict for a capture against a contract (pure): fail on a breaking change
     `allow` does not accept; warn when all are accepted; pass with none."""
-    new = contract_from_capture(captured).to_json()
+    new = contract_from_capture(captured)
     changes = diff_contracts(contract, new)
     blocking, accepted, info = split_allowed(changes, allow or [])
-    origins = _Origins(_origins(contract, new, captured), contract_file)
+    core: dict[tuple[str, str, str], str] | None = None  # changes vLLM core makes on its own
+    if captured.core_openapi is not None:
+        core_only = diff_contracts(contract, {**new, "openapi": captured.core_openapi})
+        core = {(c.kind, c.location, c.detail): "vLLM core" for c in core_only}
+    origins = _Origins(core, contract_file)
     evidence = _capture_evidence(captured, new)
     evidence += [origins.note(c) for c in blocking]
     evidence += [origins.note(c, a.reason) for c, a in accepted]
@@ -259,7 +250,10 @@ def evaluate(
                 source="api",
             )
         )
-    versus = _versus(contract, new)
+    versus = (
+        f"vLLM {new['core']['version']} vs the {contract['core'].get('name', 'vllm')} "
+        f"{contract['core']['version']} contract"
+    )
     status, summary = _verdict(versus, captured, origins, blocking, accepted, info)
     return CheckResult(
         name="api",
@@ -319,12 +313,6 @@ def _capture_evidence(captured: Capture, new: dict[str, Any]) -> list[Evidence]:
     return evidence
 
 
-def _versus(contract: dict[str, Any], new: dict[str, Any]) -> str:
-    """What was compared: the captured vLLM against the contract's core."""
-    old_v, new_v = contract["core"]["version"], new["core"]["version"]
-    return f"vLLM {new_v} vs the {contract['core'].get('name', 'vllm')} {old_v} contract"
-
-
 def _verdict(
     versus: str,
     captured: Capture,
@@ -333,7 +321,6 @@ def _verdict(
     accepted: list[tuple[Change, Allow]],
     info: list[Change],
 ) -> tuple[Status, str]:
-    """(status, summary) of the check comparing `versus`."""
     contract_file = origins.contract_file
     status: Status
     if blocking:
@@ -380,8 +367,7 @@ def check(spec: Spec, python: Path, platform_class: str | None) -> CheckResult:
 
 
 def recorded_contract(spec: Spec) -> Path:
-    """Where the pinned core's own contract is recorded (`vpr api-contract` in a pairing
-    environment of that core): buildspec/contracts/vllm-VERSION-openai.json."""
+    """buildspec/contracts/vllm-VERSION-openai.json: the pinned core's recorded contract."""
     return spec.resolve(f"{CONTRACTS}/vllm-{spec.core.version}-openai.json")
 
 
@@ -426,7 +412,7 @@ def check_recorded(spec: Spec) -> CheckResult | None:
         contract_file=_rel(contract_path, spec.root),
         allow=list(cfg.allow),
     )
-    return dataclasses.replace(
+    return replace(
         result,
         summary=f"{result.summary} (from the recorded contract {rel}; no pairing environment)",
         details={**result.details, "recorded_contract": rel},
@@ -484,11 +470,6 @@ def run(ctx: Context) -> CheckResult:
     )
 
 
-def without_env(ctx: Context) -> CheckResult | None:
-    """No env: the pinned core's recorded contract against the client contract."""
-    return check_recorded(ctx.spec)
-
-
 CHECK = CheckDef(
     "api",
     "the served OpenAPI surface of the pairing against a client contract",
@@ -496,5 +477,5 @@ CHECK = CheckDef(
     TABLES,
     ("env",),
     needs=("env",),
-    without_env=without_env,
+    without_env=lambda ctx: check_recorded(ctx.spec),
 )

@@ -17,11 +17,13 @@ from vllm_plugin_release.conform.lib.symbols import (
     WARN_KINDS,
     AllowEntry,
     Hit,
+    ScanReport,
     Symbol,
     parse_symbols,
+    scan_tree,
+    scan_wheel,
     split_words,
 )
-from vllm_plugin_release.conform.lib.symbolscan import ScanReport, scan_tree, scan_wheel
 from vllm_plugin_release.core.errors import BadInput
 
 # JSON Schema (draft 2020-12) of `[conformance.isolation]`.

@@ -16,8 +16,7 @@ JOB = "openapi"
 
 
 class CapturedPlatform(NamedTuple):
-    """vLLM's current platform while the app was built: its label and which one was used
-    (plugin, stand-in, recorded)."""
+    """vLLM's current platform while the app was built: its label and which was used."""
 
     label: str | None
     used: str | None
@@ -126,6 +125,7 @@ def parse_capture(answer: Any, reader: _Reader = ANSWER) -> Capture:
         for name, source in reader.table(sources, "model_sources").items():
             reader.text(source, f"model_sources.{name}", optional=False)
     timings = reader.table(data.get("timings") or {}, "timings")
+    text, texts, count = _Reader.text, _Reader.texts, _Reader.count
     return Capture(
         vllm_version=str(reader.text(data.get("vllm_version"), "vllm_version", optional=False)),
         openapi=openapi if crash is None else None,
@@ -133,41 +133,21 @@ def parse_capture(answer: Any, reader: _Reader = ANSWER) -> Capture:
         core_openapi=core if isinstance(core, dict) else None,  # else: origins unknown
         tasks=reader.texts(data.get("tasks"), "tasks"),
         model_sources=sources,
-        platform=_platform(data.get("platform"), reader),
-        endpoint_plugins=_plugins(data.get("endpoint_plugins"), reader),
+        platform=CapturedPlatform(*_part(reader, data, "platform", label=text, used=text)),
+        endpoint_plugins=EndpointPlugins(
+            *_part(reader, data, "endpoint_plugins", discovered=texts, attached=texts, loader=text)
+        ),
         notes=reader.texts(data.get("notes"), "notes") or [],
-        counts=_counts(data.get("counts"), reader),
+        counts=Counts(*_part(reader, data, "counts", paths=count, schemas=count)),
         timings=dict(timings),
         crash=crash,
     )
 
 
-def _platform(value: object, reader: _Reader) -> CapturedPlatform:
-    raw = reader.table({} if value is None else value, "platform")
-    return CapturedPlatform(
-        reader.text(raw.get("label"), "platform.label"),
-        reader.text(raw.get("used"), "platform.used"),
-        raw,
-    )
-
-
-def _plugins(value: object, reader: _Reader) -> EndpointPlugins:
-    raw = reader.table({} if value is None else value, "endpoint_plugins")
-    return EndpointPlugins(
-        reader.texts(raw.get("discovered"), "endpoint_plugins.discovered"),
-        reader.texts(raw.get("attached"), "endpoint_plugins.attached"),
-        reader.text(raw.get("loader"), "endpoint_plugins.loader"),
-        raw,
-    )
-
-
-def _counts(value: object, reader: _Reader) -> Counts:
-    raw = reader.table({} if value is None else value, "counts")
-    return Counts(
-        reader.count(raw.get("paths"), "counts.paths"),
-        reader.count(raw.get("schemas"), "counts.schemas"),
-        raw,
-    )
+def _part(reader: _Reader, data: dict[str, Any], key: str, **fields: Any) -> list[Any]:
+    """The object at `key` (absent: empty): each field as `fields` reads it, then the object."""
+    raw = reader.table({} if data.get(key) is None else data[key], key)
+    return [*(read(reader, raw.get(name), f"{key}.{name}") for name, read in fields.items()), raw]
 
 
 def _crash(value: object, reader: _Reader) -> PluginsCrash | None:
@@ -492,48 +472,9 @@ def load_contract(path: Path) -> dict[str, Any]:
     return normalize_contract(doc, str(path))
 
 
-class CapturedWith(NamedTuple):
-    """How a contract was produced (informative): the capture's tasks, platform label,
-    attached endpoint plugins and where each model's schema came from."""
-
-    tasks: list[str]
-    platform: str
-    endpoint_plugins: list[str]
-    model_sources: dict[str, str]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "tool": "vllm-plugin-release (vpr api-contract)",
-            "tasks": list(self.tasks),
-            "platform": self.platform,
-            "endpoint_plugins": list(self.endpoint_plugins),
-            "model_sources": dict(self.model_sources),
-        }
-
-
-@dataclass(frozen=True)
-class Contract:
-    """A contract made from a capture: vLLM's version, its OpenAPI document and model
-    schemas (open documents), and how it was captured. `to_json` is the document."""
-
-    version: str
-    openapi: dict[str, Any]
-    models: dict[str, Any]
-    captured_with: CapturedWith
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "contract_version": CONTRACT_VERSION,
-            "core": {"name": "vllm", "version": self.version},
-            "openapi": self.openapi,
-            "models": self.models,
-            "captured_with": self.captured_with.to_json(),
-        }
-
-
-def contract_from_capture(captured: Capture) -> Contract:
-    """The contract for an in-env capture (deterministic: no times, no paths); BadInput
-    when vLLM's load_general_plugins() raised there (no app was built to capture)."""
+def contract_from_capture(captured: Capture) -> dict[str, Any]:
+    """The contract document for an in-env capture (deterministic: no times, no paths);
+    BadInput when vLLM's load_general_plugins() raised there (no app was built to capture)."""
     if captured.crash is not None or captured.openapi is None:
         crash = captured.crash.error if captured.crash is not None else "no OpenAPI document"
         raise BadInput(
@@ -542,17 +483,19 @@ def contract_from_capture(captured: Capture) -> Contract:
             hint="`vllm serve` fails the same way; fix the plugin's general plugin (run "
             "`vpr check api --spec FILE` for the finding)",
         )
-    return Contract(
-        captured.vllm_version,
-        captured.openapi,
-        captured.models,
-        CapturedWith(
-            list(captured.tasks or []),
-            captured.platform.label or "",
-            sorted(captured.endpoint_plugins.attached),
-            dict(captured.model_sources or {}),
-        ),
-    )
+    return {
+        "contract_version": CONTRACT_VERSION,
+        "core": {"name": "vllm", "version": captured.vllm_version},
+        "openapi": captured.openapi,
+        "models": captured.models,
+        "captured_with": {  # how it was produced (informative)
+            "tool": "vllm-plugin-release (vpr api-contract)",
+            "tasks": list(captured.tasks or []),
+            "platform": captured.platform.label or "",
+            "endpoint_plugins": sorted(captured.endpoint_plugins.attached),
+            "model_sources": dict(captured.model_sources or {}),
+        },
+    }
 
 
 def dump_contract(contract: dict[str, Any]) -> str:
@@ -561,8 +504,7 @@ def dump_contract(contract: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class CaptureRequest:
-    """The request of inenv/openapi.py: the app's tasks, the plugin's Platform class (None:
-    discover it), whether to attach the installed endpoint plugins."""
+    """The request of inenv/openapi.py (`platform_class` None: discover it)."""
 
     tasks: tuple[str, ...]
     platform_class: str | None

@@ -1,6 +1,5 @@
 """The core's side of the API coupling diff: a core source tree read statically, each module
-reduced once to plain facts (bindings, classes, members, signatures, annotations) that are
-cached by the file's sha256 and validated when read back (a cache entry is outside input)."""
+reduced once to plain facts, cached by the file's sha256 and validated when read back."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ import os
 import re
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +103,7 @@ def union_members(node: ast.AST) -> list[ast.AST]:
 
 
 def decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[str]:
-    """The decorators as written (`abc.abstractmethod`, `property`, `x.setter`), calls
-    named by what they call."""
+    """The decorators as written (`abc.abstractmethod`, `x.setter`); a call by what it calls."""
     out = []
     for d in node.decorator_list:
         name = dotted(d.func if isinstance(d, ast.Call) else d)
@@ -167,7 +165,16 @@ def _binding(kind: str, line: int, typing: bool, **more: Any) -> dict[str, Any]:
     return out
 
 
-def _is_type_checking(test: ast.expr) -> bool:
+def absolute_module(module: str, is_package: bool, relative: str | None, level: int) -> str:
+    """The absolute module a `from ... import` in `module` names."""
+    if not level:
+        return relative or ""
+    parts = (module if is_package else module.rpartition(".")[0]).split(".")
+    parts = parts[: max(0, len(parts) - (level - 1))]
+    return ".".join([*parts, *([relative] if relative else [])])
+
+
+def is_type_checking(test: ast.expr) -> bool:
     return (dotted(test) or "").rpartition(".")[2] == "TYPE_CHECKING"
 
 
@@ -253,7 +260,7 @@ class _Reader:
         elif isinstance(stmt, ast.Import | ast.ImportFrom) and not in_class:
             self.imports(stmt, out, typing)
         elif isinstance(stmt, ast.If):
-            checking = _is_type_checking(stmt.test)
+            checking = is_type_checking(stmt.test)
             self.body(stmt.body, out, qual, typing or checking)
             self.body(stmt.orelse, out, qual, typing and not checking)
         elif isinstance(stmt, ast.Try | getattr(ast, "TryStar", ast.Try)):
@@ -268,8 +275,7 @@ class _Reader:
     def assignment(
         self, stmt: ast.Assign | ast.AnnAssign, out: dict[str, list], typing: bool, in_class: bool
     ) -> None:
-        """The names an assignment binds (a class's annotated ones are fields, with whether
-        they have a default)."""
+        """The names an assignment binds (a class's annotated ones are fields)."""
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         annotation = stmt.annotation if isinstance(stmt, ast.AnnAssign) else None
         if isinstance(stmt, ast.AnnAssign) and stmt.value is None and not in_class:
@@ -358,16 +364,6 @@ def _no_default(value: ast.AST) -> bool:
     return not (names & {"default", "default_factory"}) and not value.args
 
 
-def _names(target: ast.AST) -> list[str]:
-    if isinstance(target, ast.Name):
-        return [target.id]
-    if isinstance(target, ast.Tuple | ast.List):
-        return [n for elt in target.elts for n in _names(elt)]
-    if isinstance(target, ast.Starred):
-        return _names(target.value)
-    return []
-
-
 def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     """Every statement of a body, into its compound statements but not into a nested
     function or class (whose `self` is another)."""
@@ -389,6 +385,10 @@ def _flat(target: ast.AST) -> list[ast.AST]:
     if isinstance(target, ast.Starred):
         return _flat(target.value)
     return [target]
+
+
+def _names(target: ast.AST) -> list[str]:
+    return [t.id for t in _flat(target) if isinstance(t, ast.Name)]
 
 
 def _assigned(stmt: ast.stmt, me: str) -> list[tuple[ast.AST, ast.AST | None, ast.AST | None]]:
@@ -518,8 +518,7 @@ def _check_bindings(names: Any) -> None:
 
 
 def validate_facts(facts: Any) -> dict[str, Any]:
-    """`facts` when it has exactly the shape `module_facts` gives; ValueError naming the
-    first part that does not."""
+    """`facts` when it has the shape `module_facts` gives; else ValueError naming the part."""
     _check(isinstance(facts, dict) and facts.get("v") == FORMAT, "format")
     _check_bindings(facts.get("names"))
     classes = facts.get("classes")
@@ -690,24 +689,7 @@ class CoreTree:
         return self.compiled
 
     def absolute(self, module: str, relative: str, level: int) -> str:
-        """The absolute module a `from ... import` in `module` names."""
-        if not level:
-            return relative
-        package = module if self.is_package(module) else module.rpartition(".")[0]
-        parts = package.split(".")
-        parts = parts[: max(0, len(parts) - (level - 1))]
-        return ".".join([*parts, *([relative] if relative else [])])
-
-    def missing_module(self, symbol: str) -> tuple[str, str] | None:
-        """For a dotted module path: (the deepest part that exists, the first that does not),
-        or None when it exists."""
-        parts = symbol.split(".")
-        if self.module(symbol) is not None:
-            return None
-        for cut in range(len(parts) - 1, 0, -1):
-            if self.module(".".join(parts[:cut])) is not None:
-                return ".".join(parts[:cut]), ".".join(parts[: cut + 1])
-        return None
+        return absolute_module(module, bool(level) and self.is_package(module), relative, level)
 
     # -- resolving names ------------------------------------------------------------
 
@@ -743,7 +725,6 @@ class CoreTree:
         return Found("module", self.where(module), module, "", self.module(module))
 
     def member(self, owner: Found, name: str, depth: int = 0) -> Found | None:
-        """`owner.name` in this tree."""
         if depth > MAX_DEPTH:
             return Found("unknown", f"{owner.name}.{name}", reason="followed too deep")
         if owner.kind == "module":
@@ -804,10 +785,7 @@ class CoreTree:
                 if found.kind == "unknown":
                     unknown = unknown or found
                     continue
-                if only:
-                    found = Found(found.kind, found.where, found.module, found.qual, found.entry,
-                                  True, found.reason)  # fmt: skip
-                return found
+                return replace(found, typing_only=True) if only else found
             if unknown is not None:
                 return unknown
         return None
@@ -877,10 +855,8 @@ class CoreTree:
                 return found
         attr = info["attrs"].get(name)
         if attr is not None:
-            entry = {"k": "value", "line": attr["line"], "type": attr["type"],
-                     "call": attr["call"], "in": attr["in"]}  # fmt: skip
             return Found("value", self.where(cls.module, attr["line"]), cls.module,
-                         f"{cls.qual}.{name}", entry)  # fmt: skip
+                         f"{cls.qual}.{name}", {"k": "value", **attr})  # fmt: skip
         unknown: Found | None = None
         for base in self.bases(cls, depth):
             if base.kind != "class":
@@ -1008,8 +984,7 @@ class CoreTree:
     # -- signatures -----------------------------------------------------------------
 
     def signature(self, found: Found) -> Signature | None:
-        """What a call of `found` accepts: a function's parameters, a class's __init__ (or
-        its dataclass fields)."""
+        """What a call of `found` accepts: a function's, a class's __init__ or dataclass fields."""
         if found.kind == "function":
             return Signature.of(found.entry["fn"])
         if found.kind != "class":
@@ -1079,7 +1054,6 @@ def _plain(name: str) -> str:
 
 
 def lines_changed(before: str, after: str) -> int:
-    """Lines added plus lines removed between two texts."""
     diff = difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
     return sum(1 for line in diff if line[:1] in "+-" and not line.startswith(("+++", "---")))
 
@@ -1094,7 +1068,6 @@ class Signature:
     kw_only: tuple[str, ...]
     required: tuple[str, ...]
     defaults: tuple[str, ...]  # those with a default
-    types: tuple[tuple[str, str | None], ...]
     varargs: bool
     varkw: bool
 
@@ -1110,7 +1083,6 @@ class Signature:
             kw_only=tuple(p[0] for p in params if p[1] == "k"),
             required=tuple(p[0] for p in params if not p[2]),
             defaults=tuple(p[0] for p in params if p[2]),
-            types=tuple((p[0], p[3]) for p in params),
             varargs=fn["varargs"],
             varkw=fn["varkw"],
         )
@@ -1131,8 +1103,7 @@ Typ = tuple[str, tuple[str, ...]]  # the object `root.chain...`: root a class (c
 
 
 class Oracle:
-    """A core tree's answers about objects: the class of one reached along a chain of
-    attributes from a class (the plugin's side types with the old core's)."""
+    """The class of an object reached along a chain of attributes from a class, in a core tree."""
 
     def __init__(self, tree: CoreTree | None, name: str = "this core") -> None:
         self.tree, self.name = tree, name

@@ -1,12 +1,11 @@
-"""The API coupling diff (static): the plugin's uses of the core's API (apiuses) against an
-old and a new core tree (apicore): breaking changes by id, changes to review, names that
-cannot be told statically; `trace_failures` measures a report against observed failures."""
+"""The API coupling diff (static): the plugin's uses of the core's API against an old and a
+new core tree; `trace_failures` measures a report against observed failures."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +34,7 @@ class Change:
     uses: tuple[str, ...]
 
     def to_json(self) -> dict[str, str | list[str]]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "symbol": self.symbol,
-            "detail": self.detail,
-            "uses": list(self.uses),
-        }
+        return {**asdict(self), "uses": list(self.uses)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,11 +84,14 @@ def resolve_use(oracle: Oracle, use: Use) -> Found | None:
 def _missing_module(tree: CoreTree, symbol: str) -> str | None:
     """The first module on `symbol`'s dotted path that `tree` lacks (None: its modules are
     all there, a name in one is what is missing)."""
-    gone = tree.missing_module(symbol)
-    if gone is None:
+    parts = symbol.split(".")
+    if tree.module(symbol) is not None:
         return None
-    first = gone[1]
-    return first if tree.resolve(first) is None else None
+    for cut in range(len(parts) - 1, 0, -1):
+        if tree.module(".".join(parts[:cut])) is not None:
+            first = ".".join(parts[: cut + 1])
+            return first if tree.resolve(first) is None else None
+    return None
 
 
 def _removed_detail(
@@ -338,13 +334,6 @@ class _Diff:
             return f"{owner} is not a module or class of {self.versions[0]}"
         return f"not defined statically in {self.versions[0]}"
 
-    def _split(self, group: list[Use]) -> tuple[list[Use], list[Use], list[Use], list[Use]]:
-        runtime = [u for u in group if not u.context]
-        typing = [u for u in group if u.context == "typing"]
-        fallback = [u for u in group if u.context == "try"]
-        guarded = [u for u in group if u.context == "guard"]
-        return runtime, typing, fallback, guarded
-
     def _missing(self, key: str, group: list[Use], before: Found | None) -> None:
         """A name the plugin imports (or reads on a module or class that lacks it) that
         neither core defines (statically)."""
@@ -368,18 +357,19 @@ class _Diff:
     def _report(self, key: str, kind: str, detail: str, group: list[Use]) -> None:
         """The change, breaking for the uses at run time, else to review (typing-only,
         guarded by except ImportError, read through getattr/hasattr)."""
-        runtime, typing, fallback, guarded = self._split(group)
-        if runtime:
+        if any(not u.context for u in group):
             wheres = places(u.where for u in group)
             self.changes.append(Change(f"{kind}:{key}", kind, key, detail, wheres))
             return
-        for uses, review, note in (
-            (typing, "typing", "imported only under `if TYPE_CHECKING:`: not breaking at run time"),
-            (fallback, "fallback", "imported inside try/except ImportError: the plugin's "
+        for context, review, note in (
+            ("typing", "typing", "imported only under `if TYPE_CHECKING:`: not breaking at "
+             "run time"),
+            ("try", "fallback", "imported inside try/except ImportError: the plugin's "
              "fallback runs instead; check that it still does the job"),
-            (guarded, "guarded", "read through getattr/hasattr: the plugin's default takes "
+            ("guard", "guarded", "read through getattr/hasattr: the plugin's default takes "
              "over; check that it still does the job"),
         ):  # fmt: skip
+            uses = [u for u in group if u.context == context]
             if uses:
                 wheres = places(u.where for u in uses)
                 self.review.append(Change(f"{review}:{key}", review, key, f"{detail}; {note}",
@@ -453,8 +443,7 @@ def diff(
     unresolved: Iterable[Unresolved] = (),
     graph: PluginGraph | None = None,
 ) -> CouplingReport:
-    """The report: symbols used, those that cannot be told statically (with why), every
-    breaking change for the plugin and every change to review (each sorted by id)."""
+    """The report of `uses` against the old and the new core (each part sorted by id)."""
     d = _Diff(old, new, versions)
     groups = d.group(uses)
     for key, pairs in sorted(groups.items()):
@@ -494,8 +483,7 @@ def coupling(
     versions: tuple[str, str] | None = None,
     cache_dir: Path | None = None,
 ) -> CouplingReport:
-    """The bump's API coupling diff: the plugin's uses against the old and the new core
-    (`versions` default to the trees' folder names)."""
+    """The bump's API coupling diff (`versions` default to the trees' folder names)."""
     facts = FactsCache(cache_dir)
     old, new = CoreTree(old_tree, facts), CoreTree(new_tree, facts)
     if versions is None:

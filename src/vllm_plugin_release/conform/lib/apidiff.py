@@ -4,7 +4,7 @@ client's side (breaking or information), and the text and Markdown reports of a 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from vllm_plugin_release.conform.lib.apicontract import (
@@ -81,14 +81,9 @@ class Change:
     via: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "kind": self.kind,
-            "location": self.location,
-            "breaking": self.breaking,
-            "detail": self.detail,
-        }
-        if self.via:
-            out["via"] = self.via
+        out = asdict(self)
+        if not self.via:
+            del out["via"]
         return out
 
     def line(self) -> str:
@@ -108,8 +103,7 @@ class _Side:
 
 @dataclass(frozen=True)
 class _At:
-    """Where the walk is: the direction, the location, the operation or model that
-    reached it (`via`) and the nesting depth."""
+    """Where the walk is, and the operation or model that reached it (`via`)."""
 
     direction: Direction
     loc: str
@@ -117,7 +111,6 @@ class _At:
     depth: int = 0
 
     def down(self, loc: str | None = None) -> _At:
-        """One level deeper, at `loc` (default: here)."""
         return replace(self, loc=self.loc if loc is None else loc, depth=self.depth + 1)
 
 
@@ -152,31 +145,28 @@ class _Differ:
     def add(self, kind: str, loc: str, breaking: bool, detail: str, via: str) -> None:
         self.changes.append(Change(kind, loc, breaking, detail, via))
 
+    def note(self, at: _At, kind: str, breaking: bool, detail: str) -> None:
+        self.changes.append(Change(kind, at.loc, breaking, detail, at.via))
+
     # -- schemas ---------------------------------------------------------
 
     def schema(self, old: _Side, new: _Side, at: _At) -> None:
         if at.depth > 64:
             return
-        direction, loc, via = at.direction, at.loc, at.via
         ob, onull = branches(old.schema, old.root)
         nb, nnull = branches(new.schema, new.root)
-        req = direction == "request"
+        req = at.direction == "request"
         if onull and not nnull and ob:
             if req:
-                self.add("retyped-request-field", loc, True, "no longer accepts null", via)
+                self.note(at, "retyped-request-field", True, "no longer accepts null")
             else:
-                self.add("response-property-not-nullable", loc, False, "no longer null", via)
+                self.note(at, "response-property-not-nullable", False, "no longer null")
         if nnull and not onull and nb:
             if req:
-                self.add("widened-request-type", loc, False, "now also accepts null", via)
+                self.note(at, "widened-request-type", False, "now also accepts null")
             else:
-                self.add(
-                    "response-property-nullable",
-                    loc,
-                    True,
-                    "may now be null (was never null)",
-                    via,
-                )
+                detail = "may now be null (was never null)"
+                self.note(at, "response-property-nullable", True, detail)
         if not ob or not nb:
             return
         if len(ob) == 1 and len(nb) == 1:
@@ -197,48 +187,28 @@ class _Differ:
     ) -> None:
         """Enum-like branches of a union: one value set (`old`/`new`: (enum-like, typed))."""
         (oenums, otyped), (nenums, ntyped) = old, new
-        direction, loc, via = at.direction, at.loc, at.via
-        req = direction == "request"
         otyped_types, ntyped_types = _union_types(otyped), _union_types(ntyped)
         ovals = {canonical(v): v for b in oenums for v in (enum_values(b) or [])}
         nvals = {canonical(v): v for b in nenums for v in (enum_values(b) or [])}
         if oenums and nenums:
-            self._enum_diff(ovals, nvals, direction, loc, via)
+            self._enum_diff(ovals, nvals, at)
         elif oenums:
             # the literals went; still fine if a plain type on the new side takes them
             if all(accepts(ntyped_types, value_type(v)) for v in ovals.values()):
-                self.add(
-                    "loosened-constraint",
-                    loc,
-                    False,
-                    f"no longer restricted to {', '.join(sorted(ovals))}",
-                    via,
-                )
+                detail = f"no longer restricted to {', '.join(sorted(ovals))}"
+                self.note(at, "loosened-constraint", False, detail)
             else:
-                self._enum_diff(ovals, {}, direction, loc, via)
+                self._enum_diff(ovals, {}, at)
         elif nenums and not all(accepts(otyped_types, value_type(v)) for v in nvals.values()):
-            if req:
-                self.add(
-                    "widened-request-type",
-                    loc,
-                    False,
-                    f"now also accepts {', '.join(sorted(nvals))}",
-                    via,
-                )
+            shown = ", ".join(sorted(nvals))
+            if at.direction == "request":
+                self.note(at, "widened-request-type", False, f"now also accepts {shown}")
             else:
-                self.add(
-                    "retyped-response-property",
-                    loc,
-                    True,
-                    f"may now be {', '.join(sorted(nvals))}",
-                    via,
-                )
+                self.note(at, "retyped-response-property", True, f"may now be {shown}")
 
     def _union_refs(self, old: _Side, new: _Side, at: _At) -> None:
-        """Referenced components of a union (`old.schema`/`new.schema`: by name): by name,
-        then a lone rename."""
+        """Referenced components of a union, by name (then a lone rename)."""
         orefs, nrefs, oroot, nroot = old.schema, new.schema, old.root, new.root
-        loc, via = at.loc, at.via
         req = at.direction == "request"
         for name in sorted(set(orefs) & set(nrefs)):
             self._single(_Side(orefs[name], oroot), _Side(nrefs[name], nroot), at)
@@ -249,19 +219,18 @@ class _Differ:
             lost_refs, new_refs = [], []
         for name in lost_refs:
             if req:
-                self.add("retyped-request-field", loc, True, f"no longer accepts {name}", via)
+                self.note(at, "retyped-request-field", True, f"no longer accepts {name}")
             else:
-                self.add("narrowed-response-type", loc, False, f"no longer {name}", via)
+                self.note(at, "narrowed-response-type", False, f"no longer {name}")
         for name in new_refs:
             if req:
-                self.add("widened-request-type", loc, False, f"now also accepts {name}", via)
+                self.note(at, "widened-request-type", False, f"now also accepts {name}")
             else:
-                self.add("retyped-response-property", loc, True, f"may now be {name}", via)
+                self.note(at, "retyped-response-property", True, f"may now be {name}")
 
     def _union_typed(self, old: _Side, new: _Side, at: _At) -> None:
         """Typed branches of a union (`old.schema`/`new.schema`), keyed by their type set."""
         otyped, ntyped = old.schema, new.schema
-        loc, via = at.loc, at.via
         req = at.direction == "request"
         otyped_types, ntyped_types = _union_types(otyped), _union_types(ntyped)
         ot, nt = _by_type(otyped), _by_type(ntyped)
@@ -269,33 +238,25 @@ class _Differ:
             self._single(_Side(ot[key], old.root), _Side(nt[key], new.root), at)
         for key in sorted(set(ot) - set(nt)):
             if req and not all(accepts(ntyped_types, t) for t in key.split(",")):
-                self.add("retyped-request-field", loc, True, f"no longer accepts {key}", via)
+                self.note(at, "retyped-request-field", True, f"no longer accepts {key}")
             elif not req:
-                self.add("narrowed-response-type", loc, False, f"no longer {key}", via)
+                self.note(at, "narrowed-response-type", False, f"no longer {key}")
         for key in sorted(set(nt) - set(ot)):
             if not req and not all(accepts(otyped_types, t) for t in key.split(",")):
-                self.add("retyped-response-property", loc, True, f"may now be {key}", via)
+                self.note(at, "retyped-response-property", True, f"may now be {key}")
             elif req:
-                self.add("widened-request-type", loc, False, f"now also accepts {key}", via)
+                self.note(at, "widened-request-type", False, f"now also accepts {key}")
 
-    def _enum_diff(
-        self,
-        ovals: dict[str, Any],
-        nvals: dict[str, Any],
-        direction: Direction,
-        loc: str,
-        via: str,
-    ) -> None:
+    def _enum_diff(self, ovals: dict[str, Any], nvals: dict[str, Any], at: _At) -> None:
         removed = sorted(set(ovals) - set(nvals))
         added = sorted(set(nvals) - set(ovals))
         if removed:
-            what = "no longer accepted" if direction == "request" else "no longer produced"
-            self.add("removed-enum-value", loc, True, f"{', '.join(removed)} {what}", via)
+            what = "no longer accepted" if at.direction == "request" else "no longer produced"
+            self.note(at, "removed-enum-value", True, f"{', '.join(removed)} {what}")
         if added:
-            self.add("added-enum-value", loc, False, f"{', '.join(added)} added", via)
+            self.note(at, "added-enum-value", False, f"{', '.join(added)} added")
 
     def _single(self, old: _Side, new: _Side, at: _At) -> None:
-        direction, loc, via = at.direction, at.loc, at.via
         o = normal(old.schema, old.root)
         n = normal(new.schema, new.root)
         if "$ref" in o or "$ref" in n:
@@ -307,22 +268,22 @@ class _Differ:
             self.schema(_Side(o, old.root), _Side(n, new.root), at.down())
             return
         ot, nt = types_of(o), types_of(n)
-        if self._untyped_change(ot, nt, direction, loc, via):
+        if self._untyped_change(ot, nt, at):
             return
-        self._type_change(ot, nt, direction, loc, via)
+        self._type_change(ot, nt, at)
         if not ot & nt and not any(accepts(nt, t) for t in ot):
             return  # retyped: nothing further in common
-        self._enum_change(o, n, direction, loc, via)
-        self._constraints(o, n, direction, loc, via)
+        self._enum_change(o, n, at)
+        self._constraints(o, n, at)
         if n.get("deprecated") and not o.get("deprecated"):
-            self.add("deprecated", loc, False, "now deprecated", via)
+            self.note(at, "deprecated", False, "now deprecated")
         if "object" in ot and "object" in nt:
             self._object(_Side(o, old.root), _Side(n, new.root), at)
         if "array" in ot and "array" in nt and ("items" in o or "items" in n):
             self.schema(
                 _Side(o.get("items", {}), old.root),
                 _Side(n.get("items", {}), new.root),
-                at.down(f"{loc}[]"),
+                at.down(f"{at.loc}[]"),
             )
 
     def _single_ref(self, old: _Side, new: _Side, at: _At) -> None:
@@ -341,146 +302,83 @@ class _Differ:
         n2 = resolve(n, new.root)
         self.schema(_Side(o2, old.root), _Side(n2, new.root), at.down())
 
-    def _untyped_change(
-        self, ot: set[str], nt: set[str], direction: Direction, loc: str, via: str
-    ) -> bool:
+    def _untyped_change(self, ot: set[str], nt: set[str], at: _At) -> bool:
         """A value that became (or stopped being) unconstrained; True: nothing more to compare."""
-        req = direction == "request"
+        req = at.direction == "request"
         if "any" in nt and "any" not in ot:
             if req:
-                self.add("widened-request-type", loc, False, "now accepts any value", via)
+                self.note(at, "widened-request-type", False, "now accepts any value")
             else:
-                self.add(
-                    "retyped-response-property",
-                    loc,
-                    True,
-                    f"no longer declared (any value); was {', '.join(sorted(ot))}",
-                    via,
-                )
+                detail = f"no longer declared (any value); was {', '.join(sorted(ot))}"
+                self.note(at, "retyped-response-property", True, detail)
             return True
         if "any" in ot and "any" not in nt:
             if req:
-                self.add(
-                    "retyped-request-field",
-                    loc,
-                    True,
-                    f"was any value, now only {', '.join(sorted(nt))}",
-                    via,
-                )
+                detail = f"was any value, now only {', '.join(sorted(nt))}"
+                self.note(at, "retyped-request-field", True, detail)
             else:
-                self.add(
-                    "narrowed-response-type",
-                    loc,
-                    False,
-                    f"now declared as {', '.join(sorted(nt))}",
-                    via,
-                )
+                detail = f"now declared as {', '.join(sorted(nt))}"
+                self.note(at, "narrowed-response-type", False, detail)
             return True
         return "any" in ot  # both unconstrained
 
-    def _type_change(
-        self, ot: set[str], nt: set[str], direction: Direction, loc: str, via: str
-    ) -> None:
-        if direction == "request":
-            lost = sorted(t for t in ot if not accepts(nt, t))
+    def _type_change(self, ot: set[str], nt: set[str], at: _At) -> None:
+        lost = sorted(t for t in ot if not accepts(nt, t))
+        gained = sorted(t for t in nt if not accepts(ot, t))
+        if at.direction == "request":
             if lost:
-                self.add(
-                    "retyped-request-field",
-                    loc,
-                    True,
-                    f"no longer accepts {', '.join(lost)} (now {', '.join(sorted(nt))})",
-                    via,
-                )
-            gained = sorted(t for t in nt if not accepts(ot, t))
+                detail = f"no longer accepts {', '.join(lost)} (now {', '.join(sorted(nt))})"
+                self.note(at, "retyped-request-field", True, detail)
             if gained:
-                self.add(
-                    "widened-request-type", loc, False, f"now also accepts {', '.join(gained)}", via
-                )
+                detail = f"now also accepts {', '.join(gained)}"
+                self.note(at, "widened-request-type", False, detail)
         else:
-            gained = sorted(t for t in nt if not accepts(ot, t))
             if gained:
-                self.add(
-                    "retyped-response-property",
-                    loc,
-                    True,
-                    f"may now be {', '.join(gained)} (was {', '.join(sorted(ot))})",
-                    via,
-                )
-            lost = sorted(t for t in ot if not accepts(nt, t))
+                detail = f"may now be {', '.join(gained)} (was {', '.join(sorted(ot))})"
+                self.note(at, "retyped-response-property", True, detail)
             if lost:
-                self.add("narrowed-response-type", loc, False, f"no longer {', '.join(lost)}", via)
+                self.note(at, "narrowed-response-type", False, f"no longer {', '.join(lost)}")
 
-    def _enum_change(
-        self, o: dict[str, Any], n: dict[str, Any], direction: Direction, loc: str, via: str
-    ) -> None:
-        req = direction == "request"
+    def _enum_change(self, o: dict[str, Any], n: dict[str, Any], at: _At) -> None:
         ov, nv = enum_values(o), enum_values(n)
         if ov is not None and nv is not None:
-            self._enum_diff(
-                {canonical(v): v for v in ov}, {canonical(v): v for v in nv}, direction, loc, via
-            )
+            self._enum_diff({canonical(v): v for v in ov}, {canonical(v): v for v in nv}, at)
         elif ov is None and nv is not None:
-            self.add(
-                "tightened-constraint",
-                loc,
-                req,
-                f"now restricted to {', '.join(sorted(canonical(v) for v in nv))}",
-                via,
-            )
+            detail = f"now restricted to {', '.join(sorted(canonical(v) for v in nv))}"
+            self.note(at, "tightened-constraint", at.direction == "request", detail)
         elif ov is not None and nv is None:
-            self.add(
-                "loosened-constraint",
-                loc,
-                False,
-                f"no longer restricted to {', '.join(sorted(canonical(v) for v in ov))}",
-                via,
-            )
+            detail = f"no longer restricted to {', '.join(sorted(canonical(v) for v in ov))}"
+            self.note(at, "loosened-constraint", False, detail)
 
-    def _constraints(
-        self, o: dict[str, Any], n: dict[str, Any], direction: Direction, loc: str, via: str
-    ) -> None:
-        req = direction == "request"
+    def _constraints(self, o: dict[str, Any], n: dict[str, Any], at: _At) -> None:
+        req = at.direction == "request"
 
         def report(tight: bool, text: str) -> None:
             if tight:
-                self.add("tightened-constraint", loc, req, text, via)
+                self.note(at, "tightened-constraint", req, text)
             else:
-                self.add("loosened-constraint", loc, False, text, via)
+                self.note(at, "loosened-constraint", False, text)
 
-        for keys, stricter in (
-            (UPPER_BOUNDS, lambda a, b: b < a),
-            (LOWER_BOUNDS, lambda a, b: b > a),
-        ):
-            for k in keys:
-                a, b = o.get(k), n.get(k)
-                if a == b:
-                    continue
-                na, nb = number(a), number(b)
-                if a is None and b is not None:
-                    report(True, f"{k} {b!r} added")
-                elif a is not None and b is None:
-                    report(False, f"{k} {a!r} removed")
-                elif na is not None and nb is not None:
-                    report(stricter(na, nb), f"{k} {a!r} -> {b!r}")
-                else:
-                    report(bool(b), f"{k} {a!r} -> {b!r}")
-        for k in OTHER_CONSTRAINTS:
+        for k in (*UPPER_BOUNDS, *LOWER_BOUNDS, *OTHER_CONSTRAINTS):
             a, b = o.get(k), n.get(k)
             if a == b:
                 continue
+            na, nb = number(a), number(b)
             if a is None:
                 report(True, f"{k} {b!r} added")
             elif b is None:
                 report(False, f"{k} {a!r} removed")
+            elif k in OTHER_CONSTRAINTS or na is None or nb is None:
+                report(k in OTHER_CONSTRAINTS or bool(b), f"{k} {a!r} -> {b!r}")
             else:
-                report(True, f"{k} {a!r} -> {b!r}")
+                report(nb < na if k in UPPER_BOUNDS else nb > na, f"{k} {a!r} -> {b!r}")
         if bool(n.get("uniqueItems")) != bool(o.get("uniqueItems")):
             report(bool(n.get("uniqueItems")), f"uniqueItems -> {bool(n.get('uniqueItems'))}")
 
     def _object(self, old: _Side, new: _Side, at: _At) -> None:
-        direction, loc, via = at.direction, at.loc, at.via
+        loc, via = at.loc, at.via
         o, n = old.schema, new.schema
-        req = direction == "request"
+        req = at.direction == "request"
         oprops: dict[str, Any] = o.get("properties") or {}
         nprops: dict[str, Any] = n.get("properties") or {}
         oreq, nreq = set(o.get("required") or []), set(n.get("required") or [])
@@ -522,13 +420,7 @@ class _Differ:
             self.add("removed-response-property", child, True, "property removed", via)
 
     def _request_field(
-        self,
-        child: str,
-        was_required: bool,
-        is_required: bool,
-        old: Any,
-        new: Any,
-        via: str,
+        self, child: str, was_required: bool, is_required: bool, old: Any, new: Any, via: str
     ) -> None:
         """A request field on both sides: required or not, and its default."""
         if is_required and not was_required:
@@ -536,41 +428,28 @@ class _Differ:
         elif was_required and not is_required:
             self.add("request-field-optional", child, False, "no longer required", via)
         od, nd = as_dict(old), as_dict(new)
-        if ("default" in od or "default" in nd) and canonical(od.get("default")) != canonical(
-            nd.get("default")
-        ):
-            self.add(
-                "changed-default",
-                child,
-                False,
-                f"default {canonical(od.get('default'))} -> {canonical(nd.get('default'))}",
-                via,
-            )
+        before, after = canonical(od.get("default")), canonical(nd.get("default"))
+        if ("default" in od or "default" in nd) and before != after:
+            self.add("changed-default", child, False, f"default {before} -> {after}", via)
 
     def _response_property(
         self, child: str, was_required: bool, is_required: bool, via: str
     ) -> None:
         if was_required and not is_required:
-            self.add(
-                "response-property-optional",
-                child,
-                True,
-                "no longer required (may be absent)",
-                via,
-            )
+            detail = "no longer required (may be absent)"
+            self.add("response-property-optional", child, True, detail, via)
         elif is_required and not was_required:
             self.add("response-property-required", child, False, "now required", via)
 
     def _extra_properties(self, old: _Side, new: _Side, at: _At) -> None:
         """`additionalProperties`: extra fields rejected or allowed, and their schema."""
-        direction, loc, via = at.direction, at.loc, at.via
         oap, nap = old.schema.get("additionalProperties"), new.schema.get("additionalProperties")
-        if direction == "request" and oap is not False and nap is False:
-            self.add("tightened-constraint", loc, True, "extra fields are now rejected", via)
+        if at.direction == "request" and oap is not False and nap is False:
+            self.note(at, "tightened-constraint", True, "extra fields are now rejected")
         elif oap is False and nap not in (False, None):
-            self.add("loosened-constraint", loc, False, "extra fields now allowed", via)
+            self.note(at, "loosened-constraint", False, "extra fields now allowed")
         if isinstance(oap, dict) and isinstance(nap, dict):
-            self.schema(_Side(oap, old.root), _Side(nap, new.root), at.down(f"{loc}{{*}}"))
+            self.schema(_Side(oap, old.root), _Side(nap, new.root), at.down(f"{at.loc}{{*}}"))
 
     # -- OpenAPI ---------------------------------------------------------
 
@@ -604,18 +483,15 @@ class _Differ:
         o, n = deref(oitem[method], oroot), deref(nitem[method], nroot)
         if n.get("deprecated") and not o.get("deprecated"):
             self.add("deprecated", op, False, "operation now deprecated", op)
-        self._parameters(_params(oitem, o, oroot), _params(nitem, n, nroot), oroot, nroot, op)
+        self._parameters(
+            _Side(_params(oitem, o, oroot), oroot), _Side(_params(nitem, n, nroot), nroot), op
+        )
         self._request_body(_Side(o, oroot), _Side(n, nroot), op)
         self._responses(_Side(o, oroot), _Side(n, nroot), op)
 
-    def _parameters(
-        self,
-        opar: dict[tuple[str, str], dict],
-        npar: dict[tuple[str, str], dict],
-        oroot: dict,
-        nroot: dict,
-        op: str,
-    ) -> None:
+    def _parameters(self, old: _Side, new: _Side, op: str) -> None:
+        """An operation's parameters (`old.schema`/`new.schema`: by (in, name))."""
+        opar, npar, oroot, nroot = old.schema, new.schema, old.root, new.root
         for key in sorted(opar):
             where, name = key
             loc = f"{op} {where} parameter {name}"
@@ -656,37 +532,26 @@ class _Differ:
             self._media(
                 _Side(obody.get("content") or {}, oroot),
                 _Side(nbody.get("content") or {}, nroot),
-                "request",
-                loc,
-                op,
-                removed=("removed-request-media-type", True, "media type no longer accepted"),
+                _At("request", loc, op),
+                ("removed-request-media-type", True, "media type no longer accepted"),
             )
 
-    def _media(
-        self,
-        old: _Side,
-        new: _Side,
-        direction: Direction,
-        loc: str,
-        op: str,
-        *,
-        removed: tuple[str, bool, str],
-    ) -> None:
+    def _media(self, old: _Side, new: _Side, at: _At, removed: tuple[str, bool, str]) -> None:
         """One body's media types (`old.schema`/`new.schema` are the `content` maps): each
         kept type's schema compared, a removed one reported as `removed`, new ones listed."""
         ocont, ncont = old.schema, new.schema
-        kind, breaking, why = removed
         for media in sorted(ocont):
+            here = replace(at, loc=f"{at.loc} {media}")
             if media not in ncont:
-                self.add(kind, f"{loc} {media}", breaking, why, op)
+                self.note(here, *removed)
                 continue
             self.schema(
                 _Side(as_dict(ocont[media]).get("schema", {}), old.root),
                 _Side(as_dict(ncont[media]).get("schema", {}), new.root),
-                _At(direction, f"{loc} {media}", op),
+                here,
             )
         for media in sorted(set(ncont) - set(ocont)):
-            self.add("added-media-type", f"{loc} {media}", False, "new media type", op)
+            self.add("added-media-type", f"{at.loc} {media}", False, "new media type", at.via)
 
     def _responses(self, old: _Side, new: _Side, op: str) -> None:
         """The operation's responses (`old.schema`/`new.schema` are the operations)."""
@@ -705,10 +570,8 @@ class _Differ:
             self._media(
                 _Side(deref(oresp[status], oroot).get("content") or {}, oroot),
                 _Side(deref(nresp[status], nroot).get("content") or {}, nroot),
-                "response",
-                loc,
-                op,
-                removed=(removed_kind, success, "media type removed"),
+                _At("response", loc, op),
+                (removed_kind, success, "media type removed"),
             )
         for status in sorted(set(nresp) - set(oresp)):
             self.add("added-status", f"{op} {status}", False, "new response status", op)

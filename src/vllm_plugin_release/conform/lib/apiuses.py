@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +15,13 @@ from vllm_plugin_release.conform.lib.apicore import (
     Oracle,
     Signature,
     Typ,
+    absolute_module,
     annotation_type,
     decorator_names,
     dotted,
     function_facts,
     instance_attrs,
+    is_type_checking,
     union_members,
 )
 
@@ -57,7 +59,7 @@ class Unresolved:
     uses: tuple[str, ...]
 
     def to_json(self) -> dict[str, str | list[str]]:
-        return {"symbol": self.symbol, "reason": self.reason, "uses": list(self.uses)}
+        return {**asdict(self), "uses": list(self.uses)}
 
 
 @dataclass(frozen=True)
@@ -84,30 +86,19 @@ class PluginGraph:
         return seen
 
 
-def plugin_files(root: Path) -> list[Path]:
-    """The plugin's own modules: every .py under `root` but tests, docs, examples, builds
-    and hidden folders."""
-    out = []
+def plugin_files(root: Path) -> tuple[list[Path], list[Path]]:
+    """The plugin's own modules (every .py under `root` but tests, docs, examples and builds)
+    and its test modules (under a tests folder, or test_*.py); hidden folders left out."""
+    own, tests = [], []
     for path in sorted(root.rglob("*.py")):
-        parts = path.relative_to(root).parts
-        if any(p in SKIP_DIRS or p.startswith(".") for p in parts[:-1]):
+        folders, name = path.relative_to(root).parts[:-1], path.name
+        if any(p.startswith(".") for p in folders):
             continue
-        if parts[-1] in ("setup.py", "conftest.py") or parts[-1].startswith("test_"):
-            continue
-        out.append(path)
-    return out
-
-
-def test_files(root: Path) -> list[Path]:
-    """The plugin's test modules (under a tests folder, or named test_*.py)."""
-    out = []
-    for path in sorted(root.rglob("*.py")):
-        parts = path.relative_to(root).parts
-        if any(p.startswith(".") for p in parts[:-1]):
-            continue
-        if any(p in TEST_DIRS for p in parts[:-1]) or parts[-1].startswith("test_"):
-            out.append(path)
-    return out
+        if any(p in TEST_DIRS for p in folders) or name.startswith("test_"):
+            tests.append(path)  # TEST_DIRS are among SKIP_DIRS: never one of its own
+        elif not any(p in SKIP_DIRS for p in folders) and name not in ("setup.py", "conftest.py"):
+            own.append(path)
+    return own, tests
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -118,14 +109,6 @@ def module_name(root: Path, path: Path) -> str:
         parts.insert(0, folder.name)
         folder = folder.parent
     return ".".join(parts) or path.parent.name
-
-
-def _absolute(module: str, is_package: bool, relative: str | None, level: int) -> str:
-    if not level:
-        return relative or ""
-    parts = (module if is_package else module.rpartition(".")[0]).split(".")
-    parts = parts[: max(0, len(parts) - (level - 1))]
-    return ".".join([*parts, *([relative] if relative else [])])
 
 
 def _parse(path: Path) -> ast.Module | None:
@@ -153,7 +136,8 @@ class _Plugin:
     def __init__(self, root: Path, core: str) -> None:
         self.root, self.core = root, core
         self.files: list[tuple[str, str, ast.Module, bool]] = []  # rel, module, tree, package
-        for path in plugin_files(root):
+        own, self.tests = plugin_files(root)
+        for path in own:
             tree = _parse(path)
             if tree is not None:
                 rel = path.relative_to(root).as_posix()
@@ -188,7 +172,7 @@ class _Plugin:
                     out[alias.asname or top] = alias.name if alias.asname else top
                     mine.add(alias.name)
             elif isinstance(node, ast.ImportFrom):
-                base = _absolute(module, package, node.module, node.level)
+                base = absolute_module(module, package, node.module, node.level)
                 for alias in node.names:
                     if alias.name != "*":
                         out[alias.asname or alias.name] = f"{base}.{alias.name}"
@@ -288,7 +272,7 @@ class _Plugin:
         modules = {rel: module for rel, module, _, _ in self.files}
         imports = {m: tuple(sorted(self._plugin_modules(i) - {m})) for m, i in self.imports.items()}
         tests: dict[str, tuple[str, ...]] = {}
-        for path in test_files(self.root):
+        for path in self.tests:
             tree = _parse(path)
             if tree is None:
                 continue
@@ -309,8 +293,7 @@ class _Plugin:
         return PluginGraph(modules, imports, tests)
 
     def _plugin_modules(self, names: Iterable[str]) -> set[str]:
-        """The plugin modules among dotted names (a name imported from a module: that
-        module)."""
+        """The plugin modules among dotted names (a name imported from a module: that module)."""
         known = {m for _, m, _, _ in self.files}
         out = set()
         for name in names:
@@ -327,8 +310,6 @@ _UNTYPED = ("", ("<untyped>",))  # a parameter of an override the core calls, wi
 class _Uses(ast.NodeVisitor):
     def __init__(self, plugin: _Plugin, module: str, where: str, oracle: Oracle) -> None:
         self.plugin, self.module, self.where, self.oracle = plugin, module, where, oracle
-        self.core = plugin.core
-        self.aliases = plugin.aliases[module]
         self.uses: list[Use] = []
         self.unresolved: list[Unresolved] = []
         self.scopes: list[dict[str, Typ | None]] = [{}]
@@ -354,18 +335,15 @@ class _Uses(ast.NodeVisitor):
 
     # -- imports --------------------------------------------------------------------
 
-    def _import_context(self) -> str:
-        return self.context[-1] if self.context else ""
-
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
             if self._ours(alias.name):
-                self.use(node, alias.name, "import", context=self._import_context())
+                self.use(node, alias.name, "import", context=(self.context or [""])[-1])
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level or not node.module or not self._ours(node.module):
             return
-        context = self._import_context()
+        context = (self.context or [""])[-1]
         self.use(node, node.module, "module", context=context)
         for alias in node.names:
             if alias.name == "*":
@@ -378,7 +356,7 @@ class _Uses(ast.NodeVisitor):
 
     def visit_If(self, node: ast.If) -> None:
         self.visit(node.test)
-        checking = (dotted(node.test) or "").rpartition(".")[2] == "TYPE_CHECKING"
+        checking = is_type_checking(node.test)
         narrowed = self._narrowed(node.test)
         if checking:
             self.context.append("typing")
@@ -508,13 +486,19 @@ class _Uses(ast.NodeVisitor):
         owner = self.typ(func.value)
         if owner is None or owner == _UNTYPED:
             return None
+        core = self._core_owner(owner, func.attr)
+        return (core, func.attr) if core is not None else None
+
+    def _core_owner(self, owner: Typ, attr: str) -> Typ | None:
+        """The object of the core whose `attr` an object of `owner` reads: itself, or the
+        core base of a plugin class (None: the plugin's own attribute, or not the core's)."""
         root, chain = owner
         if root in self.plugin.classes and not chain:
-            if self.plugin.owns(root, func.attr):
+            if self.plugin.owns(root, attr):
                 return None
             bases = self.plugin.core_bases(root)
-            return ((bases[0], ()), func.attr) if bases else None
-        return (owner, func.attr) if self._ours(root) else None
+            return (bases[0], ()) if bases else None
+        return owner if self._ours(root) else None
 
     def _core_base_for(self, cls: str, method: str) -> str | None:
         """The core class a `super().method` of plugin class `cls` reaches (None: one of
@@ -538,18 +522,11 @@ class _Uses(ast.NodeVisitor):
     def _narrowed(self, test: ast.AST) -> dict[str, Typ | None]:
         """The names an `isinstance` test (or an `and` of them) narrows to a class."""
         out: dict[str, Typ | None] = {}
-        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-            for value in test.values:
-                out.update(self._narrowed(value))
-        elif (
-            isinstance(test, ast.Call)
-            and dotted(test.func) == "isinstance"
-            and len(test.args) == 2
-            and isinstance(test.args[0], ast.Name)
-        ):
-            name = self.name_of(test.args[1])
-            if name and (self._ours(name) or name in self.plugin.classes):
-                out[test.args[0].id] = (name, ())
+        for call in _tests(test, "isinstance"):
+            name = self.name_of(call.args[1])
+            known = name and (self._ours(name) or name in self.plugin.classes)
+            if isinstance(call.args[0], ast.Name) and known:
+                out[call.args[0].id] = (name, ())
         return out
 
     # -- definitions ----------------------------------------------------------------
@@ -708,17 +685,9 @@ class _Uses(ast.NodeVisitor):
                 (self._at(node),),
             ))  # fmt: skip
             return
-        if owner is None:
-            return
-        root, chain = owner
-        if root in self.plugin.classes and not chain:
-            if self.plugin.owns(root, attr):
-                return
-            bases = self.plugin.core_bases(root)
-            if not bases:
-                return
-            root, chain = bases[0], ()
-        if self._ours(root):
+        core = self._core_owner(owner, attr) if owner is not None else None
+        if core is not None:
+            root, chain = core
             path = ".".join([root, *chain, attr])
             context = "guard" if how == "guarded" else self.guarded(value, attr)
             how = "read" if how == "guarded" else how
@@ -777,21 +746,23 @@ class _Uses(ast.NodeVisitor):
             ))  # fmt: skip
 
 
-def _hasattr_guards(test: ast.AST) -> set[tuple[str, str]]:
-    """The (object, attribute) pairs an if-test checks with hasattr (alone or and-ed)."""
-    out: set[tuple[str, str]] = set()
+def _tests(test: ast.AST, func: str) -> list[ast.Call]:
+    """The two-argument calls of `func` (isinstance, hasattr) an if-test makes, alone or
+    and-ed."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        for value in test.values:
-            out |= _hasattr_guards(value)
-    elif (
-        isinstance(test, ast.Call)
-        and dotted(test.func) == "hasattr"
-        and len(test.args) == 2
-        and isinstance(test.args[1], ast.Constant)
-        and isinstance(test.args[1].value, str)
-    ):
-        out.add((ast.dump(test.args[0]), test.args[1].value))
-    return out
+        return [call for value in test.values for call in _tests(value, func)]
+    if isinstance(test, ast.Call) and dotted(test.func) == func and len(test.args) == 2:
+        return [test]
+    return []
+
+
+def _hasattr_guards(test: ast.AST) -> set[tuple[str, str]]:
+    """The (object, attribute) pairs an if-test checks with hasattr."""
+    return {
+        (ast.dump(call.args[0]), call.args[1].value)
+        for call in _tests(test, "hasattr")
+        if isinstance(call.args[1], ast.Constant) and isinstance(call.args[1].value, str)
+    }
 
 
 def _catches_import_error(node: ast.AST | None) -> bool:
