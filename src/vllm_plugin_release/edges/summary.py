@@ -97,8 +97,8 @@ def sweep(root: Path, keep: set[str] | None, folder_name: str = sm.SUMMARY_DIR) 
 
 def _write(root: Path, kind: sm.Kind, top: bytes, files: dict[str, bytes]) -> set[str]:
     for relative, data in files.items():
-        _write_if_changed(root / relative, data)
-    _write_if_changed(root / kind.file, top)
+        write_if_changed(root / relative, data)
+    write_if_changed(root / kind.file, top)
     return set(files)
 
 
@@ -107,7 +107,7 @@ def _drop(root: Path, kind: sm.Kind) -> None:
         (root / kind.file).unlink()
 
 
-def _write_if_changed(path: Path, data: bytes) -> None:
+def write_if_changed(path: Path, data: bytes) -> None:
     if not path.is_file() or path.stat().st_size != len(data) or path.read_bytes() != data:
         atomic_write_bytes(path, data)
 
