@@ -117,16 +117,16 @@ def test_the_comparison_catches_a_summary_that_skips_a_chunk_it_needs(
 
 
 def test_a_filter_reads_only_the_chunks_that_can_hold_its_answer(world, monkeypatch) -> None:
-    from vllm_plugin_release.edges import summary
+    from vllm_plugin_release.edges import trust
     from vllm_plugin_release.edges.trust import Trusted
 
     read: list[str] = []
-    real = summary.read_file
+    real = trust.read_file
     monkeypatch.setattr(
-        summary, "read_file", lambda t, rel, rec, hint: read.append(rel) or real(t, rel, rec, hint)
+        trust, "read_file", lambda t, rel, rec, hint: read.append(rel) or real(t, rel, rec, hint)
     )
     trusted = Trusted(DirStore(world["store"]), world["key"].public_key(), memory=None)
-    found, count = summary.select(trusted, kind="nightly", core="1.0", plugin="f")
+    found, count = trust.select(trusted, kind="nightly", core="1.0", plugin="f")
     root = json.loads((world["store"] / ls.LEDGER_SUMMARY_FILE).read_text())
     assert count == 120 and len(root["chunks"]) == 18
     assert found and len(read) < len(root["chunks"])

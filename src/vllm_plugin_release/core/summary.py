@@ -1,6 +1,6 @@
 """The store's chunked summaries as data (pure): `summary.json` + `summary/` of index.json,
 `ledger/summary.json` + `ledger/summary/` of the ledger; what a query reads instead of the
-whole file. The files are `edges.summary`'s; their layout is in docs/manifest.md."""
+whole file. `edges.store` writes the files, `edges.trust` reads them (docs/manifest.md)."""
 
 from __future__ import annotations
 

@@ -77,7 +77,7 @@ def split_pinned(ref: str) -> tuple[str, str]:
 def verify_image(client: Any, ref: str) -> Any:
     """The engine's image for `ref` when its digest is the pinned one (its ID, or one of
     its registry digests); GateFailed naming both digests when it differs."""
-    from docker.errors import ImageNotFound
+    from docker.errors import APIError, ImageNotFound
 
     name, digest = split_pinned(ref)
     image = None
@@ -87,8 +87,9 @@ def verify_image(client: Any, ref: str) -> Any:
             break
         except ImageNotFound:
             continue
-    if image is None:
-        image = _pull(client, ref)
+    if image is None:  # pulled by digest from its registry (the engine checks it)
+        with contextlib.suppress(APIError):  # unreachable, or not there
+            image = client.images.pull(ref)
     if image is None:  # no image carrying the spec's Python here
         raise PythonUnavailable(
             f"image {ref} is not in the container engine",
@@ -104,17 +105,6 @@ def verify_image(client: Any, ref: str) -> Any:
             "base_image; nothing was run in it",
         )
     return image
-
-
-def _pull(client: Any, ref: str) -> Any:
-    """Pull `name@sha256:...` from its registry (the engine checks the digest); None when
-    the registry cannot be reached or does not have it."""
-    from docker.errors import APIError
-
-    try:
-        return client.images.pull(ref)
-    except APIError:
-        return None
 
 
 def owner_label(pid: int | None = None) -> str:
@@ -447,13 +437,7 @@ class ContainerRunner:
             )
         if answer is not kept and self.probes is not None:
             write_json(self._probe_path(version), dict(answer.raw))
-        found = Interpreter(
-            path=answer.executable,
-            version=answer.version,
-            implementation="CPython",
-            sha256=answer.sha256,
-            found_by="image",
-        )
+        found = Interpreter(answer.executable, answer.version, "CPython", answer.sha256, "image")
         self._interpreters[version] = found
         return found
 
@@ -496,11 +480,8 @@ def parse_probe(data: Any, version: str) -> ImageProbe | None:
     otherwise (a kept answer that is not is asked again)."""
     if not isinstance(data, dict) or data.get("implementation") != "CPython":
         return None
-    found, executable, sha256 = (
-        str(data.get("version", "")),
-        data.get("executable"),
-        data.get("sha256"),
-    )
+    found = str(data.get("version", ""))
+    executable, sha256 = data.get("executable"), data.get("sha256")
     if ".".join(found.split(".")[:2]) != version or not isinstance(executable, str):
         return None
     if not isinstance(sha256, str) or re.fullmatch(r"[0-9a-f]{64}", sha256) is None:
@@ -539,17 +520,8 @@ def debian_rootfs(
             "mmdebstrap is not installed",
             hint="apt-get install -y mmdebstrap (see scripts/engine.sh)",
         )
-    argv = [
-        "mmdebstrap",
-        "--mode=root",
-        "--variant=apt",
-        "--quiet",
-        f"--include={','.join(packages)}",
-        "--",
-        suite,
-        str(dest),
-        mirror,
-    ]
+    argv = ["mmdebstrap", "--mode=root", "--variant=apt", "--quiet"]
+    argv += [f"--include={','.join(packages)}", "--", suite, str(dest), mirror]
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "SOURCE_DATE_EPOCH": str(epoch), "LC_ALL": "C"}
     runner_log = log.open("a")
     with runner_log:
@@ -625,27 +597,10 @@ def download_wheel(requirements: Path, dest: Path) -> Path:
     """The manylinux x86_64 wheel a hash-pinned requirements file names (pip checks hashes)."""
     import sys
 
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--platform",
-            "manylinux_2_17_x86_64",
-            "--require-hashes",
-            "-d",
-            str(dest),
-            "-r",
-            str(requirements),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
+    argv += ["--only-binary=:all:", "--platform", "manylinux_2_17_x86_64", "--require-hashes"]
+    argv += ["-d", str(dest), "-r", str(requirements)]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
     wheels = sorted(dest.glob("*.whl"))
     if done.returncode != 0 or len(wheels) != 1:
         raise OutsideFailure(

@@ -324,27 +324,11 @@ class LocalIndex:
         for _ in range(3):  # the port could be taken between choosing and binding
             self.port = free_port()
             with self.log.open("wb") as log:
+                argv = [sys.executable, "-m", "pypiserver", "run", "-i", "127.0.0.1"]
+                argv += ["-p", str(self.port), "-a", ".", "-P", ".", "--disable-fallback"]
+                argv += ["--hash-algo", "sha256", "--backend", "simple-dir", str(self.root)]
                 self.process = spawn(
-                    [
-                        sys.executable,
-                        "-m",
-                        "pypiserver",
-                        "run",
-                        "-i",
-                        "127.0.0.1",
-                        "-p",
-                        str(self.port),
-                        "-a",
-                        ".",
-                        "-P",
-                        ".",
-                        "--disable-fallback",
-                        "--hash-algo",
-                        "sha256",
-                        "--backend",
-                        "simple-dir",
-                        str(self.root),
-                    ],
+                    argv,
                     what="the local package index (pypiserver)",
                     stdout=log,
                     guard=False,  # a server left by a SIGKILLed run is stopped by the next

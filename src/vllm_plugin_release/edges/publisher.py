@@ -15,8 +15,6 @@ from vllm_plugin_release.edges import settings
 from vllm_plugin_release.edges.index import IndexTarget, Transient, redact
 from vllm_plugin_release.edges.runner import HOST_NETWORK, Runner, host_env
 
-# twine
-
 
 def _not_an_option(url: str) -> str:
     """An index URL for a command line: one starting with '-' would be read as an option."""
@@ -65,26 +63,13 @@ def twine_upload(target: IndexTarget, wheels: list[Path]) -> None:
     Transient: worth another attempt (a connection error, a timeout, 5xx, or 400/409,
     often "file already exists", which the caller settles by asking the index)."""
     names = ", ".join(w.name for w in wheels)
+    argv = [sys.executable, "-m", "twine", "upload", "--non-interactive", "--disable-progress-bar"]
+    argv += ["--repository-url", _not_an_option(target.upload_url), "--", *map(str, wheels)]
+    env = _twine_env(target)
     try:
         with progress.working(f"upload of {names} (twine)"):
             done = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "twine",
-                    "upload",
-                    "--non-interactive",
-                    "--disable-progress-bar",
-                    "--repository-url",
-                    _not_an_option(target.upload_url),
-                    "--",
-                    *map(str, wheels),
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
-                env=_twine_env(target),
-                timeout=1800,
+                argv, capture_output=True, text=True, check=False, env=env, timeout=1800
             )
     except subprocess.TimeoutExpired:
         raise Transient(f"upload of {names} timed out")

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import bounded, progress, records, signed
 from vllm_plugin_release.core import storehead as sh
+from vllm_plugin_release.core import storeindex as si
+from vllm_plugin_release.core import summary as sm
 from vllm_plugin_release.core.attest import keyid
 from vllm_plugin_release.core.bounded import loads
 from vllm_plugin_release.core.cache import atomic_write_bytes, sha256_file
@@ -63,7 +65,7 @@ from vllm_plugin_release.core.summary import (
     SUMMARY_DIR,
     SUMMARY_FILE,
 )
-from vllm_plugin_release.edges import settings, summary
+from vllm_plugin_release.edges import settings
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -264,7 +266,7 @@ class DirStore:
         for wheel in extras.wheels:
             self._store_wheel(wheel)
         if extras.lock is not None:
-            summary.write_if_changed(self.root / lock_path(pid), extras.lock)
+            write_if_changed(self.root / lock_path(pid), extras.lock)
         if not unchanged:
             if statement is not None:
                 atomic_write_bytes(self.root / PAIRINGS / f"{pid}.intoto.jsonl", statement)
@@ -273,14 +275,14 @@ class DirStore:
             self._record_run(manifest, entry.manifest_sha256, extras)
         index = rebuild_index(self._manifests(), current, self._extras_reader())
         data = index_bytes(index)
-        summary.write_if_changed(self.root / INDEX_FILE, data)
+        write_if_changed(self.root / INDEX_FILE, data)
         page = wheels_page(list(index.pairings.values())).encode()
-        summary.write_if_changed(self.root / WHEELS / "index.html", page)
-        keep = summary.write(self.root, index, data)  # before the head, as index.json
+        write_if_changed(self.root / WHEELS / "index.html", page)
+        keep = write_summary(self.root, index, data)  # before the head, as index.json
         self._record_repairs(repairs, len(index.pairings))
         if self.signer is not None:  # without the key the head is left: consumers then refuse
             sign_head(self.root, self.signer, (INDEX_FILE, SUMMARY_FILE))
-        summary.sweep(self.root, keep)
+        sweep_summary(self.root, keep)
         return previous, unchanged, index
 
     def _drifted(self, relatives: tuple[str, ...]) -> list[Repair]:
@@ -416,8 +418,8 @@ def sign_head(
     files = dict(previous.files) if previous else {}
     keep = keep_ledger = None
     if everything:  # the summaries made again from index.json and the ledger as they are
-        keep = summary.refresh(root)
-        keep_ledger = summary.refresh_ledger(root, public)
+        keep = refresh_summary(root)
+        keep_ledger = refresh_ledger_summary(root, public)
     names = set(vouched_files(root)) | set(files) if everything or previous is None else wrote
     for relative in sorted(set(names)):
         try:
@@ -434,8 +436,8 @@ def sign_head(
     data = signed.sign(made.payload(), sh.PAYLOAD_TYPE, key)
     atomic_write_bytes(root / sh.HEAD_FILE, data)
     if everything:
-        summary.sweep(root, keep)
-        summary.sweep(root, keep_ledger, LEDGER_SUMMARY_DIR)
+        sweep_summary(root, keep)
+        sweep_summary(root, keep_ledger, LEDGER_SUMMARY_DIR)
     return made.as_head(keyid(public), hashlib.sha256(data).hexdigest())
 
 
@@ -491,6 +493,76 @@ def drifted(root: Path, public_key: Ed25519PublicKey, relatives: Iterable[str]) 
     return found
 
 
+# -- the summaries (`core.summary`): written under the lock after index.json or the ledger
+# and before the head (each file named by its sha256, then summary.json); after the head,
+# `sweep_summary` removes the files it does not name.
+
+
+def write_summary(root: Path, index: StoreIndex, index_data: bytes) -> set[str]:
+    """The summary of `index` (whose file is `index_data`) into the store folder `root`;
+    the store paths it names (keep them when sweeping)."""
+    renders = {fmt: si.render_matrix(si.matrix(index), fmt) for fmt in sm.FORMATS}
+    return _write_summary(root, sm.STORE, *sm.build(si.query(index), index_data, renders))
+
+
+def write_ledger_summary(root: Path, entries: list[LedgerEntry], ledger_data: bytes) -> set[str]:
+    """The summary of the verified ledger `entries` (whose file is `ledger_data`) into the
+    store folder `root`; the store paths it names."""
+    built = sm.build_ledger(entries, sh.ledger_record(ledger_data))
+    return _write_summary(root, sm.LEDGER, *built)
+
+
+def refresh_summary(root: Path) -> set[str] | None:
+    """The summary of the store's index.json as it is now (None, and summary.json removed,
+    without a readable one); the store paths it names."""
+    path = root / INDEX_FILE
+    try:
+        data = bounded.read_file(path, bounded.MAX_INDEX, "store index")
+        index = si.index_from(data, str(path))
+    except (FileNotFoundError, BadInput):
+        return _drop_summary(root, sm.STORE)
+    return write_summary(root, index, data)
+
+
+def refresh_ledger_summary(root: Path, public_key: Ed25519PublicKey) -> set[str] | None:
+    """The summary of the store's ledger as it is now, each line verified first; none without
+    a ledger that verifies."""
+    path = root / LEDGER_FILE
+    try:
+        data = bounded.read_file(path, bounded.MAX_INDEX, "ledger")
+        entries = parse_ledger(data, public_key, str(path))
+    except (FileNotFoundError, BadInput, GateFailed):
+        return _drop_summary(root, sm.LEDGER)
+    return write_ledger_summary(root, entries, data)
+
+
+def sweep_summary(root: Path, keep: set[str] | None, folder_name: str = SUMMARY_DIR) -> None:
+    """Remove the files under `folder_name` (summary/, ledger/summary/) that the current
+    summary does not name."""
+    folder = root / folder_name
+    for path in folder.iterdir() if folder.is_dir() else ():
+        if f"{folder_name}/{path.name}" not in (keep or set()):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def _write_summary(root: Path, kind: sm.Kind, top: bytes, files: dict[str, bytes]) -> set[str]:
+    for relative, data in files.items():
+        write_if_changed(root / relative, data)
+    write_if_changed(root / kind.file, top)
+    return set(files)
+
+
+def _drop_summary(root: Path, kind: sm.Kind) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        (root / kind.file).unlink()
+
+
+def write_if_changed(path: Path, data: bytes) -> None:
+    if not path.is_file() or path.stat().st_size != len(data) or path.read_bytes() != data:
+        atomic_write_bytes(path, data)
+
+
 # ---------------------------------------------------------------------------
 # Ledger lines a writer appends under the store's lock, before the head it signs.
 
@@ -528,9 +600,9 @@ def append_locked(
         written.append(full)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, new)
-    keep = summary.write_ledger(root, [*entries, *written], new)  # before the head
+    keep = write_ledger_summary(root, [*entries, *written], new)  # before the head
     sign_head(root, key, (LEDGER_FILE, LEDGER_SUMMARY_FILE))
-    summary.sweep(root, keep, LEDGER_SUMMARY_DIR)
+    sweep_summary(root, keep, LEDGER_SUMMARY_DIR)
     return written
 
 

@@ -1,5 +1,6 @@
 """The one consumer-side trust path over a manifest store (`Trusted`): the signed head first,
-then each file it vouches for, bounded by its signed size and sha256, then parsed."""
+then each file it vouches for, bounded by its signed size and sha256, then parsed; and the
+store's summaries read through it (only the chunks that can hold an answer)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,15 @@ import datetime as dt
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
-from vllm_plugin_release.core import bounded, signed
+from vllm_plugin_release.core import bounded, progress, signed
+from vllm_plugin_release.core import ledger as lg
 from vllm_plugin_release.core import storehead as sh
+from vllm_plugin_release.core import storeindex as si
+from vllm_plugin_release.core import summary as sm
 from vllm_plugin_release.core.attest import keyid
 from vllm_plugin_release.core.cache import atomic_write_bytes
 from vllm_plugin_release.core.errors import BadInput, GateFailed
@@ -228,3 +233,155 @@ class Trusted:
         return signed.verify(
             data, payload_type, self.public_key, self.store.where(relative), what=what, hint=hint
         )
+
+
+T = TypeVar("T")
+
+
+def query(
+    trusted: Trusted,
+    *,
+    core: str | None = None,
+    plugin: str | None = None,
+    verdict: str | None = None,
+) -> list[si.IndexEntry]:
+    """`storeindex.query` over the store, reading only the summary's chunks that can hold a
+    match (the whole index when the head lists no summary)."""
+
+    def read() -> list[si.IndexEntry] | None:
+        root = _summary(trusted, sm.STORE)
+        if root is None:
+            return None
+        if core and root.count:
+            si.core_matches("0", core)  # a --core that is not one: bad input, as for an index
+        pairs: dict[str, si.IndexEntry] = {}
+        where = trusted.store.where(sm.SUMMARY_FILE)
+        for number in sm.chunks_for(root, core=core, plugin=plugin, verdict=verdict, where=where):
+            rec = root.chunk(sm.STORE, number, where)
+            relative = sm.STORE.chunk_path(rec.sha256)
+            at = trusted.store.where(relative)
+            entries = sm.chunk_entries(sm.STORE, read_file(trusted, relative, rec), rec.count, at)
+            got = [(e.get("pairing_id") if isinstance(e, dict) else None, e) for e in entries]
+            pairs.update(si.parse_entries(got, at))
+        found = si.query(si.StoreIndex(pairs), core=core, plugin=plugin, verdict=verdict)
+        sm.check_depth(found, trusted.store.where(sm.SUMMARY_DIR))
+        return found
+
+    found = again(trusted, read)
+    if found is None:  # `Trusted.read` tries twice itself
+        return si.query(trusted.index(), core=core, plugin=plugin, verdict=verdict)
+    return found
+
+
+def select(
+    trusted: Trusted,
+    *,
+    core: str | None = None,
+    plugin: str | None = None,
+    verdict: str | None = None,
+    kind: str | None = None,
+) -> tuple[list[LedgerEntry], int]:
+    """(`core.ledger.select` over the store's ledger, its count of entries), reading only
+    the chunks of its summary that can hold a match."""
+    filters = {"core": core, "plugin": plugin, "verdict": verdict, "kind": kind}
+
+    def read() -> tuple[list[LedgerEntry], int] | None:
+        root = _summary(trusted, sm.LEDGER)
+        if root is None:
+            return None
+        where = trusted.store.where(sm.LEDGER_SUMMARY_FILE)
+        found: list[LedgerEntry] = []
+        for number in sm.ledger_chunks_for(root, **filters, where=where):
+            rec = root.chunk(sm.LEDGER, number, where)
+            relative = sm.LEDGER.chunk_path(rec.sha256)
+            data = read_file(trusted, relative, rec, sm.LEDGER.hint)
+            entries = sm.ledger_entries(data, rec, trusted.store.where(relative))
+            found += lg.select(entries, **filters)
+        return found, root.count
+
+    got = again(trusted, read)
+    if got is None:
+        entries = trusted.ledger()
+        return lg.select(entries, **filters), len(entries)
+    return got
+
+
+def matrix(trusted: Trusted, fmt: str, kind: sm.Kind = sm.STORE) -> tuple[str, int]:
+    """(the compatibility matrix as `vpr manifest matrix` or `vpr manifest ledger --matrix` prints
+    it in `fmt`, its count of pairings or entries), from one file."""
+
+    def read() -> tuple[str, int] | None:
+        root = _summary(trusted, kind)
+        if root is None:
+            return None
+        rec = root.matrix[fmt]
+        relative = kind.matrix_path(rec.sha256, fmt)
+        data = read_file(trusted, relative, rec, kind.hint)
+        try:
+            return data.decode("utf-8"), root.count
+        except UnicodeDecodeError as exc:
+            where = trusted.store.where(relative)
+            raise BadInput(f"{where}: not UTF-8 (byte {exc.start})", hint=kind.hint)
+
+    got = again(trusted, read)
+    if got is not None:
+        return got
+    if kind is sm.LEDGER:  # no summary: the whole ledger, or the whole index
+        entries = trusted.ledger()
+        return lg.matrix_text(lg.matrix(entries), fmt), len(entries)
+    index = trusted.index()
+    return si.render_matrix(si.matrix(index), fmt), len(index.pairings)
+
+
+def again(trusted: Trusted, read: Callable[[], T]) -> T:
+    """`read()`, once more with the store's new head if it fails to verify (a writer puts
+    its files in place, signs its head, then removes the summary files of before)."""
+    try:
+        return read()
+    except GateFailed:
+        trusted.forget_head()
+        return read()
+
+
+def _summary(trusted: Trusted, kind: sm.Kind) -> sm.Root | None:
+    """The summary.json of `kind` as the head vouches for it, made from the source file the
+    head vouches for; None (with a note when the head lists that file) without one."""
+    head = trusted.head()
+    where = trusted.store.where(kind.file)
+    if head is None or kind.file not in head.files:
+        if head is not None and kind.source_file in head.files:
+            progress.info(f"{where}: {kind.note}")
+        return None
+    data = trusted.read(kind.file)
+    head = trusted.head()  # the head it verified against (a writer may have moved on)
+    if data is None or head is None:  # that new head names no summary
+        return None
+    root = sm.parse_root(kind, data, where)
+    sm.check_bound(kind, root, head.files.get(kind.source_file), where, f"version {head.version}")
+    return root
+
+
+def read_file(
+    trusted: Trusted, relative: str, rec: sh.FileRecord | sm.ChunkRecord, hint: str = sm.STORE.hint
+) -> bytes:
+    """A file under a summary's folder, read with the size its summary gives as the cap,
+    of its sha256."""
+    where = trusted.store.where(relative)
+    try:
+        data = trusted.store.read_bytes(relative, rec.size)
+    except bounded.TooLarge:
+        raise GateFailed(
+            f"{where}: larger than the {rec.size} bytes the store's summary vouches for",
+            hint=hint,
+        )
+    except Missing:
+        raise GateFailed(f"{where}: the store's summary lists it, but it is missing", hint=hint)
+    got = sh.file_record(data)
+    if (got.sha256, got.size) != (rec.sha256, rec.size):
+        raise GateFailed(
+            f"{where}: not the file the store's summary vouches for: sha256 "
+            f"{got.sha256[:16]}, {got.size} bytes; summary.json says "
+            f"{rec.sha256[:16]}, {rec.size} bytes",
+            hint=hint,
+        )
+    return data

@@ -98,21 +98,9 @@ def _uv_compile(
     overrides: Path | None = None,
     caps: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    args = [
-        uv_bin(),
-        "pip",
-        "compile",
-        "--generate-hashes",
-        "--no-header",
-        "--quiet",
-        "--python-version",
-        request.python,
-        "--python-platform",
-        request.platform,
-        "--index-strategy",
-        "unsafe-best-match",
-        *find_link_args(tuple(find_links)),
-    ]
+    args = [uv_bin(), "pip", "compile", "--generate-hashes", "--no-header", "--quiet"]
+    args += ["--python-version", request.python, "--python-platform", request.platform]
+    args += ["--index-strategy", "unsafe-best-match", *find_link_args(tuple(find_links))]
     if overrides is not None:
         args += ["--override", str(overrides)]
     if caps is not None:
@@ -235,17 +223,10 @@ def sync_locked(
 ) -> None:
     """`uv pip sync --require-hashes`: the environment holds exactly `requirements`, every file
     checked by hash; those in `reinstall` (files changed in place) are installed again."""
-    args = [
-        uv_bin(),
-        "pip",
-        "sync",
-        "--quiet",
-        f"--python={os.path.abspath(python)}",  # one argument: never read as an option
-        "--require-hashes",
-        "--index-strategy",
-        "unsafe-best-match",
-        *find_link_args(find_links),
-    ]
+    # --python=PATH is one argument: never read as an option
+    args = [uv_bin(), "pip", "sync", "--quiet", f"--python={os.path.abspath(python)}"]
+    args += ["--require-hashes", "--index-strategy", "unsafe-best-match"]
+    args += find_link_args(find_links)
     if offline:
         args.append("--offline")
     for name in reinstall or ():
