@@ -441,13 +441,13 @@ def cmd_check_env(args: argparse.Namespace) -> int:
 
 
 def cmd_sign_store(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.edges import keys, ledgerstore
+    from vllm_plugin_release.edges import keys, trust
     from vllm_plugin_release.edges.store import open_store
 
     cache = settings.cache_from_args(args)
     path, _ = keys.resolve_key_path(args.signing_key, None, root=Path.cwd(), cache_root=cache.root)
     location = store_location(args)
-    head = ledgerstore.sign_store(open_store(location), keys.load_private_key(path))
+    head = trust.sign_store(open_store(location), keys.load_private_key(path))
     files = ", ".join(sorted(head.files)) or "no files yet"
     print(f"signed head version {head.version} of {location}, valid until {head.expires}: {files}")
     return EXIT_OK

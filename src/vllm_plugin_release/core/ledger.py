@@ -1,6 +1,6 @@
 """The pairing ledger (`STORE/ledger/ledger.jsonl`), pure: every verdict the pipeline reached,
 one signed, chained entry per line (fields: docs/upstream.md); reading refuses the whole
-ledger at the first line whose signature or link fails. Files and locks: `edges.ledgerstore`."""
+ledger at the first line whose signature or link fails. Files and locks: `edges.trust`."""
 
 from __future__ import annotations
 

@@ -45,15 +45,12 @@ def _normalize(project: str) -> str:
     return re.sub(r"[-_.]+", "-", project).lower()
 
 
-def _open(url: str, accept: str | None = None):
+def _open(url: str):
     import urllib.request
 
     from vllm_plugin_release.edges import httpio
 
-    headers = {"User-Agent": USER_AGENT}
-    if accept:
-        headers["Accept"] = accept
-    request = urllib.request.Request(url, headers=headers)
+    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
     # a heartbeat while the index keeps us waiting; NoAnswer once VPR_NET_TIMEOUT has passed
     return httpio.waiting(lambda: urllib.request.urlopen(request, timeout=httpio.timeout()), url)
 
@@ -252,13 +249,11 @@ def cached_source_tree(spec: Spec, cache: Cache) -> Path | None:
 
 
 def clone_at(url: str, tag: str, dest: Path) -> None:
-    import urllib.parse
-
-    from vllm_plugin_release.edges.git import git, refuse_option
+    from vllm_plugin_release.edges.git import git, is_local, refuse_option
 
     refuse_option(url, "[core.source] url")
     refuse_option(tag, "[core.source] tag")
-    local = not urllib.parse.urlparse(url).scheme or url.startswith("file://")
+    local = is_local(url)
     args = ["clone", "--quiet", f"--branch={tag}", "--single-branch"]
     if not local:
         args += ["--depth", "1"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import subprocess
-import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from vllm_plugin_release.core.cache import (
 )
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.edges.fetch import ArchiveLimits, extract
-from vllm_plugin_release.edges.git import git, refuse_option
+from vllm_plugin_release.edges.git import git, is_local, refuse_option
 
 
 @dataclass(frozen=True)
@@ -184,11 +183,10 @@ def _is_bare(path: Path) -> bool:
 
 
 def _clone_commit(url: str, commit: str, dest: Path, tag: str | None) -> None:
-    local = not urllib.parse.urlparse(url).scheme or url.startswith("file://")
     refuse_option(url, "[plugin.source] url")
     done = git("clone", "--quiet", "--no-checkout", "--", url, str(dest))
     if done.returncode != 0:
-        if local:
+        if is_local(url):
             raise BadInput(f"{url}: cannot clone ({done.stderr.strip()})")
         raise OutsideFailure(f"{url}: git clone failed: {done.stderr.strip()}")
     if tag:

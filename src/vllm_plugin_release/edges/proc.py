@@ -22,7 +22,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
-from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import OWNER_FILE, owner_alive, owner_stamp, remove_tree
 from vllm_plugin_release.core.errors import OutsideFailure, TimedOut
 
@@ -39,22 +38,18 @@ def run(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
-    announce: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `argv` to completion with its output captured as text; never raises on exit status.
-    `announce`: a long step, said when it starts and with a heartbeat."""
-    shown = progress.working(what) if announce else contextlib.nullcontext()
+    """Run `argv` to completion with its output captured as text; never raises on exit status."""
     try:
-        with shown:
-            return subprocess.run(
-                [str(a) for a in argv],
-                cwd=cwd,
-                env=dict(env) if env is not None else None,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
+        return subprocess.run(
+            [str(a) for a in argv],
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
     except subprocess.TimeoutExpired as exc:
         told = _text(exc.stdout) + _text(exc.stderr)
         raise TimedOut(f"{what} did not finish within {timeout:g} s", output=told) from None
@@ -351,8 +346,6 @@ def stop_since(since: int) -> int:
 
 
 def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    import subprocess  # loaded already by whoever started a registered process
-
     for proc in procs:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)
