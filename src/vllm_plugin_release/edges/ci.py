@@ -33,9 +33,6 @@ def github_output(values: Mapping[str, str]) -> None:
             out.write(f"{key}={text}\n")
 
 
-# -- the run page: job summary and annotations -----------------------------------------
-
-
 def in_github_actions() -> bool:
     return os.environ.get("GITHUB_ACTIONS") == "true"
 

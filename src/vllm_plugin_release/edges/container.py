@@ -205,9 +205,8 @@ class ContainerRunner:
         self._opening = threading.Lock()  # parallel builds share one runner
 
     def open(self) -> ContainerRunner:
-        """The engine's work, done once until `close`: connect (exit 3 when no engine answers),
-        remove containers a killed run left, check the pinned image (exit 1 when its digest differs,
-        3 when absent) and build the Dockerfile's layer."""
+        """The engine's work, done once until `close`: connect, remove containers a killed run
+        left, check the pinned image and build the Dockerfile's layer."""
         self._opened()
         return self
 
@@ -343,8 +342,7 @@ class ContainerRunner:
         timeout: float | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """Run `argv` in a container to completion; its exit status and output (text).
-        `network`: False, none; HOST_NETWORK, this machine's (its loopback services
-        reachable); True, the engine's default network."""
+        `network`: False, none; HOST_NETWORK, this machine's; True, the engine's default."""
         container = self._create(argv, env=env, cwd=cwd, network=network)
         try:
             container.start()
@@ -419,9 +417,8 @@ class ContainerRunner:
             raise OutsideFailure(f"running a step in the container failed: {exc}")
 
     def interpreter(self, version: str) -> Interpreter:
-        """The image's CPython `version` (path, version, sha256 of its executable), asked in a
-        container and kept in `probes` by the image's ID; PythonUnavailable (exit 3) when the image
-        has none."""
+        """The image's CPython `version`, asked in a container and kept in `probes` by the image's
+        ID; PythonUnavailable when the image has none."""
         if not re.fullmatch(r"3\.\d{1,2}", version):
             raise BadInput(f"[build] python = {version!r}: expected 3.X")
         if version in self._interpreters:
@@ -539,9 +536,8 @@ def debian_rootfs(
 
 
 def debian_packages_for(files: Sequence[Path]) -> list[str]:
-    """The Debian packages that hold the shared libraries `files` load (`ldd`, `dpkg -S`): what an
-    image needs beside a CPython copied in; libc's own left out. OutsideFailure when the tools are
-    missing or a library belongs to no package."""
+    """The Debian packages (but libc) holding the shared libraries `files` load (`ldd`, `dpkg -S`);
+    OutsideFailure when the tools are missing or a library belongs to no package."""
     import shutil
 
     if not (shutil.which("ldd") and shutil.which("dpkg")):
@@ -574,9 +570,8 @@ def debian_packages_for(files: Sequence[Path]) -> list[str]:
 
 
 def check_python_runs(client: Any, image_id: str, python: str) -> None:
-    """The image's `pythonX.Y` starts and imports the standard library's extension modules
-    (ssl, sqlite3, ctypes, lzma, bz2, zlib, decimal, uuid, venv): GateFailed naming the
-    error."""
+    """The image's `pythonX.Y` starts and imports the standard library's extension modules;
+    GateFailed naming the error."""
     from docker.errors import APIError, ContainerError
 
     code = "import bz2, ctypes, decimal, lzma, sqlite3, ssl, uuid, zlib, venv; print('ok')"

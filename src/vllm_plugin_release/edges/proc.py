@@ -86,9 +86,8 @@ def spawn(
     cwd: Path | None = None,
     guard: bool = True,
 ) -> subprocess.Popen[bytes]:
-    """Start `argv` in its own process group, registered with the run (stopped on SIGINT or
-    SIGTERM). `guard`: behind the death guard (the group dies with a SIGKILLed run). A program that
-    cannot be started is an outside failure naming `what`."""
+    """Start `argv` in its own process group, registered with the run; `guard`: behind the death
+    guard. A program that cannot be started is an outside failure naming `what`."""
     args = [str(a) for a in argv]
     if guard and shutil.which(args[0]) is None:
         raise OutsideFailure(f"{what}: cannot start {args[0]}: no such program")
@@ -109,9 +108,8 @@ def spawn(
 
 
 class Started:
-    """A command started now and waited for later (`finish`), or stopped (`cancel`): its own
-    process group, behind the death guard; its output goes to two files in `folder`, which must
-    outlive it."""
+    """A command started now and waited for later (`finish`), or stopped (`cancel`); its output
+    goes to two files in `folder`, which must outlive it."""
 
     def __init__(
         self,
@@ -176,9 +174,8 @@ class Taken:
 
 
 class Ahead:
-    """Commands one walk started before the step that wants their result, held under that step's
-    name and a key that says exactly what it runs. The step takes the run for its key or runs the
-    command itself; leaving the `with` block stops every run nobody took."""
+    """Commands started before the step that wants their result, held under its name and a key
+    saying exactly what runs; leaving the `with` block stops every run nobody took."""
 
     def __init__(self) -> None:
         self._runs: list[tuple[str, object, Taken]] = []
@@ -406,9 +403,8 @@ def can_fork() -> bool:
 
 
 def forked_map(fn: Callable[[T], R], shares: Sequence[T]) -> list[R]:
-    """[fn(share) for share in shares], side by side: the first here, each other in a forked child,
-    its result pickled back. Only with one thread (a fork copies other threads' locks). A child that
-    dies: ChildProcessError."""
+    """[fn(share) for share in shares], the first here and each other in a forked child (only with
+    one thread: a fork copies other threads' locks); a child that dies: ChildProcessError."""
     if len(shares) <= 1 or not can_fork():
         return [fn(share) for share in shares]
     kids: list[tuple[int, int]] = []  # (pid, read end of its pipe), not yet collected

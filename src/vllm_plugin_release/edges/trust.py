@@ -91,7 +91,6 @@ class Trusted:
         self._head: sh.Head | None = None
         self._read_head = False
 
-    # -- the head -------------------------------------------------------------------------
     def head(self) -> sh.Head | None:
         if not self._read_head:
             self._head = self._load_head()
@@ -177,7 +176,6 @@ class Trusted:
         atomic_write_bytes(path, (json.dumps(record, sort_keys=True) + "\n").encode())
         path.chmod(0o600)
 
-    # -- files the head vouches for ---------------------------------------------------------
     def read(self, relative: str) -> bytes | None:
         """The bytes of `relative` exactly as the head signs them; None when the head does
         not list it (or, for a reader that does not require one, there is no head)."""

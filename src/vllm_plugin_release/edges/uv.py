@@ -117,8 +117,7 @@ def compile_lock(
     request: LockRequest, dest: Path, find_links: list[str] | tuple[str, ...] = ()
 ) -> str:
     """Resolve `request` with uv and write the hash-locked file atomically; its text. An override
-    that forces a version a locked package rules out is BadInput naming both, and nothing is
-    written."""
+    that a locked package rules out is BadInput naming both (nothing written)."""
     tmp = dest.parent / f".{dest.name}.in"
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp.write_text("\n".join(request.requirements) + "\n")
@@ -194,9 +193,8 @@ def override_name(line: str) -> str:
 
 
 def create_venv(folder: Path, python: str, *, offline: bool = False) -> Path:
-    """`uv venv` at `folder` for Python `python` (e.g. "3.11"); its interpreter. The folder
-    goes to uv absolute and after `--` (a name like `--seed` or `-seed` is a folder, never
-    an option)."""
+    """`uv venv` at `folder` for Python `python` (e.g. "3.11"); its interpreter. The folder goes
+    absolute and after `--` (never read as an option)."""
     folder = Path(os.path.abspath(folder))
     args = [uv_bin(), "venv", "--quiet", "--no-python-downloads", f"--python={python}"]
     args += ["--", str(folder)]
@@ -252,9 +250,8 @@ DEFAULT_INDEX = "https://pypi.org/simple"
 
 
 def wheel_fits(filename: str, python: str, platform: str) -> int | None:
-    """How well a wheel fits a lock's Python and platform (higher is better; None: not at
-    all): the CPython tag of `python` (or abi3, or py3), and a Linux tag no newer than the
-    platform's glibc (`x86_64-manylinux_2_34`)."""
+    """How well a wheel fits a lock's Python (its CPython tag, abi3 or py3) and platform (no newer
+    glibc than `x86_64-manylinux_2_34` says): higher is better, None not at all."""
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
     try:
@@ -339,9 +336,8 @@ def file_notes(
 
 
 def runtime_has_no_wheel(requirement: str, python: str, platform: str) -> str | None:
-    """Why `requirement` (`ttnn==0.81.1`) has no wheel that installs for CPython `python` on
-    `platform`, from the index's list of its files; None when one does (or when the index
-    cannot say: the lock's resolution then decides)."""
+    """Why `requirement` (`ttnn==0.81.1`) has no wheel for CPython `python` on `platform`, from
+    the index's list; None when one does or the index cannot say (the lock then decides)."""
     from packaging.requirements import Requirement
 
     from vllm_plugin_release.edges import index
