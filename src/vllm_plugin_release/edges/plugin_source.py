@@ -144,15 +144,14 @@ def _present_repo_path(folder: Path, cache: Cache) -> PluginSource | None:
     if not commit or tree_id.returncode != 0:
         return None
     dest = _tree_dest(cache, tree_id.stdout.strip())
-    if not dest.is_dir():
-        return None
-    return PluginSource(
-        root=dest / folder.name,
-        kind="path",
-        repository=rel,
-        commit=commit,
-        source_date_epoch=commit_time(repo, commit),
-    )
+    return _path_source(dest / folder.name, repo, rel, commit) if dest.is_dir() else None
+
+
+def _path_source(
+    root: Path, repo: Path, rel: str, commit: str, dirty: bool = False
+) -> PluginSource:
+    """The plugin source of an in-repo plugin's exported committed tree."""
+    return PluginSource(root, "path", rel, commit, commit_time(repo, commit), dirty)
 
 
 def _tree_dest(cache: Cache, tree_id: str) -> Path:
@@ -248,11 +247,4 @@ def _from_repo_path(spec: Spec, folder: Path, cache: Cache) -> PluginSource:
                 remove_tree(tmp, ignore_errors=True)  # nothing half-made is left
                 raise
             tmp.rename(dest)
-    return PluginSource(
-        root=dest / folder.name,
-        kind="path",
-        repository=rel,
-        commit=commit,
-        source_date_epoch=commit_time(repo, commit),
-        dirty=dirty,
-    )
+    return _path_source(dest / folder.name, repo, rel, commit, dirty)
