@@ -122,8 +122,7 @@ def _answer(
     warm: bool,
     how: tuple[Path | None, float | None, Path | None],
 ) -> Answer:
-    """`run` in the warm worker (when `warm`) or a new interpreter; its answer, parsed.
-    `how`: run_in_env's cwd, timeout and overlay."""
+    """`run` in the warm worker (when `warm`) or a new interpreter; `how`: cwd, timeout, overlay."""
     cwd, timeout, overlay = how
     worker = workers.get(python) if warm else None
     returncode, stderr = (None, "")
@@ -781,8 +780,7 @@ class InstalledDist(NamedTuple):
 
 
 def probe_environment(python: Path | str, names: list[str]) -> dict[str, InstalledDist | None]:
-    """Installed version, RECORD (verified against the files) and entry points per name
-    (None: not installed)."""
+    """Installed version, RECORD (verified) and entry points per name (None: not installed)."""
     return parse_dists(_probe(python, [json.dumps(names)]), names, python)
 
 

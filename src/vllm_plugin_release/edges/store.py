@@ -404,9 +404,8 @@ def sign_head(
     everything: bool = False,
     now: dt.datetime | None = None,
 ) -> sh.Head:
-    """Sign a new head for the folder store at `root` (the caller holds the store's lock):
-    the records of `wrote` made from the files now there, the others carried over (all
-    files present when `everything` or when there is no head yet)."""
+    """Sign a new head for the folder store at `root` (under its lock): the records of `wrote`
+    made anew, the others carried over (all files anew when `everything` or without a head)."""
     where = str(root / sh.HEAD_FILE)
     public = key.public_key()
     try:
@@ -464,10 +463,8 @@ def _said(record: sh.FileRecord) -> str:
 
 
 def drifted(root: Path, public_key: Ed25519PublicKey, relatives: Iterable[str]) -> list[Repair]:
-    """Which of `relatives` a writer is about to write are not the files the store's signed
-    head vouches for (changed, cut, replaced, removed, or there while it vouches for none),
-    each a Repair whose `restored` the writer fills in; none without a head yet (the caller
-    holds the store's lock)."""
+    """Which of `relatives` a writer is about to write are not the files the store's signed head
+    vouches for, each a Repair whose `restored` the writer fills in; none without a head yet."""
     head = read_head(root, public_key, str(root / sh.HEAD_FILE))
     if head is None:
         return []
@@ -499,15 +496,13 @@ def drifted(root: Path, public_key: Ed25519PublicKey, relatives: Iterable[str]) 
 
 
 def write_summary(root: Path, index: StoreIndex, index_data: bytes) -> set[str]:
-    """The summary of `index` (whose file is `index_data`) into the store folder `root`;
-    the store paths it names (keep them when sweeping)."""
+    """The summary of `index` (file `index_data`) into the store `root`; the paths it names."""
     renders = {fmt: si.render_matrix(si.matrix(index), fmt) for fmt in sm.FORMATS}
     return _write_summary(root, sm.STORE, *sm.build(si.query(index), index_data, renders))
 
 
 def write_ledger_summary(root: Path, entries: list[LedgerEntry], ledger_data: bytes) -> set[str]:
-    """The summary of the verified ledger `entries` (whose file is `ledger_data`) into the
-    store folder `root`; the store paths it names."""
+    """The summary of the verified ledger `entries` (file `ledger_data`); the paths it names."""
     built = sm.build_ledger(entries, sh.ledger_record(ledger_data))
     return _write_summary(root, sm.LEDGER, *built)
 
@@ -537,8 +532,7 @@ def refresh_ledger_summary(root: Path, public_key: Ed25519PublicKey) -> set[str]
 
 
 def sweep_summary(root: Path, keep: set[str] | None, folder_name: str = SUMMARY_DIR) -> None:
-    """Remove the files under `folder_name` (summary/, ledger/summary/) that the current
-    summary does not name."""
+    """Remove the files under `folder_name` that the current summary does not name."""
     folder = root / folder_name
     for path in folder.iterdir() if folder.is_dir() else ():
         if f"{folder_name}/{path.name}" not in (keep or set()):
@@ -574,10 +568,9 @@ def append_locked(
     key: Ed25519PrivateKey,
     recorded: Callable[[Draft, list[LedgerEntry]], bool] = lambda _draft, _entries: False,
 ) -> list[LedgerEntry]:
-    """`append_new` for a writer that holds the store's lock already: each of `drafts` the
-    ledger has not `recorded` yet, in order, then a repair entry for a ledger summary that
-    is not the one the head vouches for (said, and made again), then the head. The entries
-    written, drafts first (none: nothing is written, the head is not signed again)."""
+    """`append_new` for a writer that holds the store's lock: the `drafts` not `recorded` yet, a
+    repair entry for a ledger summary the head does not vouch for, then the head; the entries
+    written (none: nothing is written, the head is not signed again)."""
     path = root / LEDGER_FILE
     try:
         old = bounded.read_file(path, bounded.MAX_INDEX, "ledger")
@@ -619,8 +612,7 @@ def repair_drafts(location: str, found: list[Repair], restored: str) -> list[Dra
 
 
 def record_repairs(root: Path, location: str, found: list[Repair], key: Ed25519PrivateKey) -> None:
-    """For a writer holding the lock: each of `found` (its `restored` filled in) said and
-    appended to the ledger."""
+    """For a writer holding the lock: each of `found` said and appended to the ledger."""
     if found:
         append_locked(root, location, repair_drafts(location, found, ""), key)
 
@@ -650,10 +642,8 @@ def _text(data: bytes, where: str) -> str:
 
 
 class HttpStore:
-    """A manifest store served as static files (read-only). Every read is bounded: a safe
-    store path under the store's URL (never a `file:`, absolute or other-origin URL),
-    redirects only within the store's origin, at most `limit` bytes, and the whole answer
-    within $VPR_STORE_TIMEOUT seconds (`edges.httpio`)."""
+    """A manifest store served as static files (read-only). Every read is bounded: a safe store
+    path under its URL, redirects within its origin, `limit` bytes, $VPR_STORE_TIMEOUT seconds."""
 
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/") + "/"

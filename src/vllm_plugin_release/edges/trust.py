@@ -302,8 +302,7 @@ def select(
     verdict: str | None = None,
     kind: str | None = None,
 ) -> tuple[list[LedgerEntry], int]:
-    """(`core.ledger.select` over the store's ledger, its count of entries), reading only
-    the chunks of its summary that can hold a match."""
+    """(`core.ledger.select` over the ledger, its count), reading only the chunks that can match."""
     filters = {"core": core, "plugin": plugin, "verdict": verdict, "kind": kind}
 
     def read() -> tuple[list[LedgerEntry], int] | None:
@@ -385,8 +384,7 @@ def _summary(trusted: Trusted, kind: sm.Kind) -> sm.Root | None:
 def read_file(
     trusted: Trusted, relative: str, rec: sh.FileRecord | sm.ChunkRecord, hint: str = sm.STORE.hint
 ) -> bytes:
-    """A file under a summary's folder, read with the size its summary gives as the cap,
-    of its sha256."""
+    """A file under a summary's folder, capped at the size its summary gives, of its sha256."""
     where = trusted.store.where(relative)
     try:
         data = trusted.store.read_bytes(relative, rec.size)
@@ -424,8 +422,7 @@ def _writable(store: Store) -> DirStore:
 
 
 def read_ledger(store: Store, public_key: Ed25519PublicKey) -> list[LedgerEntry]:
-    """Every ledger entry, verified through the store's signed head (`edges.trust`):
-    GateFailed (exit 1) at the first bad line, or a ledger the head does not vouch for."""
+    """Every ledger entry, verified through the store's signed head (`Trusted.ledger`)."""
     return Trusted(store, public_key, memory=None).ledger()
 
 
@@ -442,8 +439,7 @@ def append_new(
     key: Ed25519PrivateKey,
     recorded: Callable[[Draft, list[LedgerEntry]], bool],
 ) -> list[LedgerEntry]:
-    """Append each of `drafts` the ledger has not `recorded` yet, in one write and one signed head;
-    the entries written (none: nothing is written)."""
+    """Append the `drafts` the ledger has not `recorded` yet, in one write and one signed head."""
     target = _writable(store)
     with target.locked():
         return append_locked(target.root, target.location, drafts, key, recorded)
@@ -458,8 +454,7 @@ def _name_path(folder: str, name: str) -> str:
 def _write_signed(
     store: Store, relative: str, payload: bytes, payload_type: str, key: Ed25519PrivateKey
 ) -> Path:
-    """`payload` signed (`core.signed`) into `relative`, then the store's head, under the
-    lock."""
+    """`payload` signed into `relative`, then the store's head, under the lock."""
     target = _writable(store)
     path = target.root / relative
     with target.locked():
