@@ -9,7 +9,9 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -510,8 +512,6 @@ def debian_rootfs(
     dest: Path, *, suite: str, packages: Sequence[str], epoch: int, mirror: str, log: Path
 ) -> None:
     """`mmdebstrap` a rootfs tarball with SOURCE_DATE_EPOCH (same packages, same bytes)."""
-    import shutil
-
     if not shutil.which("mmdebstrap"):
         raise OutsideFailure(
             "mmdebstrap is not installed",
@@ -525,8 +525,6 @@ def debian_rootfs(
         done = subprocess.run(argv, env=env, stdout=runner_log, stderr=subprocess.STDOUT)
     if done.returncode != 0 or not dest.is_file():
         dest.unlink(missing_ok=True)
-        import tempfile
-
         space = free_space_note(Path(tempfile.gettempdir()), dest.parent)
         raise OutsideFailure(
             f"mmdebstrap {suite} failed (exit {done.returncode}); log: {log}\n{_tail(log)}",
@@ -538,8 +536,6 @@ def debian_rootfs(
 def debian_packages_for(files: Sequence[Path]) -> list[str]:
     """The Debian packages (but libc) holding the shared libraries `files` load (`ldd`, `dpkg -S`);
     OutsideFailure when the tools are missing or a library belongs to no package."""
-    import shutil
-
     if not (shutil.which("ldd") and shutil.which("dpkg")):
         raise OutsideFailure(
             "ldd and dpkg are needed to find the Debian packages a copied-in Python links against",
@@ -590,8 +586,6 @@ def check_python_runs(client: Any, image_id: str, python: str) -> None:
 
 def download_wheel(requirements: Path, dest: Path) -> Path:
     """The manylinux x86_64 wheel a hash-pinned requirements file names (pip checks hashes)."""
-    import sys
-
     argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
     argv += ["--only-binary=:all:", "--platform", "manylinux_2_17_x86_64", "--require-hashes"]
     argv += ["-d", str(dest), "-r", str(requirements)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import sys
@@ -73,8 +74,6 @@ def failure_excerpt(lines: list[str], tail: int = 25, causes: int = 8) -> str:
 
 def free_space_note(*folders: Path) -> str:
     """'free: /tmp 287 MiB, /x 12.0 GiB' for the folders that exist (for a failure's hint)."""
-    import shutil
-
     parts = []
     for folder in folders:
         try:

@@ -8,6 +8,7 @@ import contextlib
 import functools
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -35,8 +36,6 @@ def uv_bin() -> str:
 
         return find_uv_bin()
     except (ImportError, FileNotFoundError):
-        import shutil
-
         found = shutil.which("uv")
         if not found:
             raise OutsideFailure("uv not found", hint="pip install uv")
