@@ -57,7 +57,7 @@ def _project(root: Path, ledger_entries: int) -> dict[str, Any]:
     from tests.pairing import locked_project, make_pairing, vpr, write_spec
     from vllm_plugin_release.core import ledger, manifestmodel
     from vllm_plugin_release.core.storeindex import PublishedAt
-    from vllm_plugin_release.edges import keys, ledgerstore
+    from vllm_plugin_release.edges import keys, trust
     from vllm_plugin_release.edges.store import DirStore, Extras
 
     deps = locked_project(root)
@@ -81,8 +81,8 @@ def _project(root: Path, ledger_entries: int) -> dict[str, Any]:
                                        time="2026-12-01T00:00:00Z")  # fmt: skip
     for i in range(ledger_entries - 1):  # other pairings' verdicts, then this one's
         other = dataclasses.replace(entry, pairing_id=f"{i:064x}", manifest_sha256=f"{i:064x}")
-        ledgerstore.append(store, other, key)
-    ledgerstore.append(store, entry, key)
+        trust.append(store, other, key)
+    trust.append(store, entry, key)
     env = {**installed_env(), "VPR_FIND_LINKS": str(deps), "VPR_CACHE_DIR": str(root / ".vpr")}
     return {
         "root": root,

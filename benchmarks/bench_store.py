@@ -178,7 +178,7 @@ def _cases(store: Path, root: Path, n: int) -> dict[str, tuple[Callable[[], obje
     """name -> (the library calls in process, the command's arguments)."""
     from vllm_plugin_release.core import ledger, storeindex
     from vllm_plugin_release.core.summary import LEDGER
-    from vllm_plugin_release.edges import summary
+    from vllm_plugin_release.edges import trust
     from vllm_plugin_release.edges.store import DirStore
     from vllm_plugin_release.edges.trust import Trusted
 
@@ -191,10 +191,10 @@ def _cases(store: Path, root: Path, n: int) -> dict[str, tuple[Callable[[], obje
         return Trusted(DirStore(store), public, memory=None)
 
     def ledger_lines(**filters: str) -> Callable[[], object]:
-        return lambda: ledger.render_lines(summary.select(trusted(), **filters)[0])
+        return lambda: ledger.render_lines(trust.select(trusted(), **filters)[0])
 
     def query(**filters: str) -> Callable[[], object]:
-        return lambda: storeindex.query_text(summary.query(trusted(), **filters), str(store))
+        return lambda: storeindex.query_text(trust.query(trusted(), **filters), str(store))
 
     key = ["--store", str(store), "--key", str(root / "key.pub")]
     return {
@@ -204,7 +204,7 @@ def _cases(store: Path, root: Path, n: int) -> dict[str, tuple[Callable[[], obje
         ),
         "query, one core (5)": (query(core=core), ["manifest", "query", *key, "--core", core]),
         "matrix": (
-            lambda: summary.matrix(trusted(), "table"),
+            lambda: trust.matrix(trusted(), "table"),
             ["manifest", "matrix", *key],
         ),
         "query, every pairing": (query(), ["manifest", "query", *key]),
@@ -217,7 +217,7 @@ def _cases(store: Path, root: Path, n: int) -> dict[str, tuple[Callable[[], obje
             ["manifest", "ledger", *key, "--core", core],
         ),
         "ledger matrix": (
-            lambda: summary.matrix(trusted(), "markdown", LEDGER),
+            lambda: trust.matrix(trusted(), "markdown", LEDGER),
             ["manifest", "ledger", *key, "--matrix", "markdown"],
         ),
         "ledger, every entry": (

@@ -20,7 +20,7 @@ from vllm_plugin_release.cli import main
 from vllm_plugin_release.core import ledger
 from vllm_plugin_release.core import summary as ls
 from vllm_plugin_release.core.storehead import file_record
-from vllm_plugin_release.edges import ledgerstore
+from vllm_plugin_release.edges import trust
 from vllm_plugin_release.edges.store import DirStore
 
 CORES = ["0.25.1", "0.26.0", "0.26.0rc1", "0.27.0", "1.0"]
@@ -117,16 +117,16 @@ def test_the_comparison_catches_a_summary_that_skips_a_chunk_it_needs(
 
 
 def test_a_filter_reads_only_the_chunks_that_can_hold_its_answer(world, monkeypatch) -> None:
-    from vllm_plugin_release.edges import summary
+    from vllm_plugin_release.edges import trust
     from vllm_plugin_release.edges.trust import Trusted
 
     read: list[str] = []
-    real = summary.read_file
+    real = trust.read_file
     monkeypatch.setattr(
-        summary, "read_file", lambda t, rel, rec, hint: read.append(rel) or real(t, rel, rec, hint)
+        trust, "read_file", lambda t, rel, rec, hint: read.append(rel) or real(t, rel, rec, hint)
     )
     trusted = Trusted(DirStore(world["store"]), world["key"].public_key(), memory=None)
-    found, count = summary.select(trusted, kind="nightly", core="1.0", plugin="f")
+    found, count = trust.select(trusted, kind="nightly", core="1.0", plugin="f")
     root = json.loads((world["store"] / ls.LEDGER_SUMMARY_FILE).read_text())
     assert count == 120 and len(root["chunks"]) == 18
     assert found and len(read) < len(root["chunks"])
@@ -141,7 +141,7 @@ def test_the_summary_is_written_with_each_entry_and_is_a_function_of_the_ledger(
     key = store_key(tmp_path)
     store = DirStore(tmp_path / "store")
     for entry in _entries(5):
-        ledgerstore.append(store, entry, key)
+        trust.append(store, entry, key)
     root = json.loads((store.root / ls.LEDGER_SUMMARY_FILE).read_text())
     named = {ls.LEDGER.chunk_path(c["sha256"]) for c in root["chunks"]}
     named |= {ls.LEDGER.matrix_path(r["sha256"], f) for f, r in root["matrix"].items()}
@@ -226,7 +226,7 @@ def test_a_summary_of_another_state_is_refused(world, capsys) -> None:
     old = (store / ls.LEDGER_SUMMARY_FILE).read_bytes()
     old_dir = store.parent / "old-summary"
     shutil.copytree(store / ls.LEDGER_SUMMARY_DIR, old_dir)
-    ledgerstore.append(DirStore(store), _entries(1, seed=8)[0], world["key"])
+    trust.append(DirStore(store), _entries(1, seed=8)[0], world["key"])
     (store / ls.LEDGER_SUMMARY_FILE).write_bytes(old)
     shutil.copytree(old_dir, store / ls.LEDGER_SUMMARY_DIR, dirs_exist_ok=True)
     sign_store(store, world["key"], check=False)

@@ -14,7 +14,7 @@ import pytest
 
 from vllm_plugin_release.core import ledger, schedule
 from vllm_plugin_release.core.errors import GateFailed
-from vllm_plugin_release.edges import keys, ledgerstore
+from vllm_plugin_release.edges import keys, trust
 from vllm_plugin_release.edges.store import DirStore
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.timezone.utc)
@@ -38,20 +38,20 @@ def _pointer(pairing: str, commit: str) -> schedule.Pointer:
 
 def test_a_pointer_of_another_pairing_is_refused(store) -> None:
     target, key = store
-    ledgerstore.write_lkg(target, "demo", _pointer("other", "c"), key)
+    trust.write_lkg(target, "demo", _pointer("other", "c"), key)
     with pytest.raises(GateFailed, match="other"):
-        ledgerstore.read_lkg(target, "demo", key.public_key())
+        trust.read_lkg(target, "demo", key.public_key())
 
 
 def test_an_old_pointer_put_back_is_refused(store) -> None:
     target, key = store
-    path = ledgerstore.write_lkg(target, "demo", _pointer("demo", "a"), key)
+    path = trust.write_lkg(target, "demo", _pointer("demo", "a"), key)
     old = path.read_bytes()
-    ledgerstore.write_lkg(target, "demo", _pointer("demo", "b"), key)
-    assert ledgerstore.read_lkg(target, "demo", key.public_key()).core_commit == "b" * 40
+    trust.write_lkg(target, "demo", _pointer("demo", "b"), key)
+    assert trust.read_lkg(target, "demo", key.public_key()).core_commit == "b" * 40
     path.write_bytes(old)  # validly signed, but no longer the store's pointer
     with pytest.raises(GateFailed, match=r"lkg/demo\.json"):
-        ledgerstore.read_lkg(target, "demo", key.public_key())
+        trust.read_lkg(target, "demo", key.public_key())
 
 
 @pytest.mark.parametrize(
@@ -96,11 +96,11 @@ def test_a_killed_ledger_writes_temp_file_is_swept_by_the_next_writer(store) -> 
         time="2026-12-01T00:00:00Z",
         manifest_sha256=None,
     )
-    ledgerstore.append(target, entry, key)
+    trust.append(target, entry, key)
     folder = target.root / "ledger"
     left = folder / ".ledger.jsonl.k1ll3d.tmp"  # what atomic_write_bytes leaves when killed
     left.write_bytes(b"half a line")
-    ledgerstore.append(target, entry, key)
+    trust.append(target, entry, key)
     assert not left.exists()
     names = {Path(ledger.LEDGER_FILE).name, "summary.json", "summary"}  # the ledger, its summary
     assert {p.name for p in folder.iterdir()} == names

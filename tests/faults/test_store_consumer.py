@@ -22,7 +22,7 @@ import pytest
 from tests.pairing import locked_project, make_pairing, typed, vpr, write_spec, write_wheel
 from tests.support import serve_in_thread
 from vllm_plugin_release.core import ledger
-from vllm_plugin_release.edges import keys, ledgerstore
+from vllm_plugin_release.edges import keys, trust
 from vllm_plugin_release.edges.store import DirStore
 from vllm_plugin_release.edges.uv import uv_bin
 
@@ -45,7 +45,7 @@ def _record(root: Path, store: Path, dist: Path) -> None:
         runner="cpu",
         time="2026-12-01T00:00:00Z",
     )
-    ledgerstore.append(DirStore(store), entry, key)
+    trust.append(DirStore(store), entry, key)
 
 
 @pytest.fixture(scope="module")

@@ -37,7 +37,7 @@ from vllm_plugin_release.cli import main
 from vllm_plugin_release.core import attest, ledger, signed
 from vllm_plugin_release.core import manifestdoc as doc
 from vllm_plugin_release.core.cache import canonical_json
-from vllm_plugin_release.edges import keys, ledgerstore
+from vllm_plugin_release.edges import keys, trust
 from vllm_plugin_release.edges.store import DirStore
 
 EXAMPLES = int(os.environ.get("VPR_STORE_FUZZ_EXAMPLES", "0")) or None
@@ -187,8 +187,8 @@ def _make_world(folder: Path, dist: Path) -> dict[str, Any]:
             typed(m), manifest_sha256=hashlib.sha256(path.read_bytes()).hexdigest(), runner="cpu",
             time="2026-12-01T00:00:00Z",
         )  # fmt: skip
-        ledgerstore.append(store, entry, key)
-    ledgerstore.append(store, dataclasses.replace(entry, verdict="lab"), key)
+        trust.append(store, entry, key)
+    trust.append(store, dataclasses.replace(entry, verdict="lab"), key)
     index = json.loads((root / "index.json").read_text())
     lines = (root / ledger.LEDGER_FILE).read_bytes().splitlines(keepends=True)
     return {"folder": folder, "root": root, "key": key, "public": public, "index": index,

@@ -22,7 +22,7 @@ from vllm_plugin_release.core import ledger
 from vllm_plugin_release.core import signed as signed_line
 from vllm_plugin_release.core import storehead as sh
 from vllm_plugin_release.core.errors import GateFailed
-from vllm_plugin_release.edges import keys, ledgerstore
+from vllm_plugin_release.edges import keys, trust
 from vllm_plugin_release.edges.store import DirStore
 from vllm_plugin_release.edges.trust import Trusted
 
@@ -53,7 +53,7 @@ def signed(tmp_path: Path, base: dict, monkeypatch: pytest.MonkeyPatch):
     store.add(write_manifest(tmp_path / "in", m))
     snapshots = {}
     for n, verdict in enumerate(("pilot", "lab", "pilot"), start=1):
-        ledgerstore.append(store, _entry(m, verdict), key)
+        trust.append(store, _entry(m, verdict), key)
         snapshots[n] = tmp_path / f"after-{n}"
         shutil.copytree(root, snapshots[n])
     return {"root": root, "key": key, "manifest": m, "snapshots": snapshots}
@@ -167,7 +167,7 @@ def test_a_frozen_store_is_refused_once_its_head_expires(
     """The writer's head is valid for VPR_STORE_HEAD_DAYS; a store nobody refreshes (or an
     attacker serving one old state forever) expires."""
     monkeypatch.setenv("VPR_STORE_HEAD_DAYS", "0.00001")  # under a second
-    ledgerstore.append(DirStore(signed["root"]), _entry(signed["manifest"], "lab"), signed["key"])
+    trust.append(DirStore(signed["root"]), _entry(signed["manifest"], "lab"), signed["key"])
     time.sleep(2)
     _refused(_ledger(tmp_path, signed["root"]), "expired")
     _refused(_query(tmp_path, signed["root"]), "expired")
@@ -202,7 +202,7 @@ def test_sign_store_vouches_for_a_reviewed_store_and_never_for_a_bad_ledger(
     done = vpr("manifest", "sign-store", "--store", str(root), cwd=tmp_path)
     assert done.returncode == 0 and "signed head version" in done.stdout, done.stderr
     assert _query(tmp_path, root).returncode == 0
-    ledgerstore.append(DirStore(root), _entry(manifest_variant(base, commit="2" * 40), "pilot"),
+    trust.append(DirStore(root), _entry(manifest_variant(base, commit="2" * 40), "pilot"),
                        key)  # fmt: skip
     path = root / ledger.LEDGER_FILE
     path.write_bytes(path.read_bytes().replace(b'"payload":"', b'"payload":"e', 1))
@@ -277,16 +277,16 @@ def test_a_ledger_summary_or_pointer_replaced_is_said_and_recorded(
 
     root, key = signed["root"], signed["key"]
     (root / "ledger" / "summary.json").write_text('{"entries": 0}\n')
-    ledgerstore.append(DirStore(root), _entry(signed["manifest"], "pilot"), key)
+    trust.append(DirStore(root), _entry(signed["manifest"], "pilot"), key)
     said = capfd.readouterr().err
     assert "ledger/summary.json: not the file the store's signed head" in said
     assert "restored: made again from the ledger" in said
     kinds = [e["kind"] for e in json.loads(_ledger(tmp_path, root).stdout)]
     assert kinds == ["release", "release", "release", "release", "repair"]
     pointer = Pointer("ref", "https://example.org/vllm.git", "a" * 40, None, "2026-12-01T00:00:00Z")
-    ledgerstore.write_lkg(DirStore(root), "ref", pointer, key)
+    trust.write_lkg(DirStore(root), "ref", pointer, key)
     (root / "lkg" / "ref.json").write_text("{}\n")  # replaced behind the writers' backs
-    ledgerstore.write_lkg(DirStore(root), "ref", pointer, key)
+    trust.write_lkg(DirStore(root), "ref", pointer, key)
     assert "lkg/ref.json: not the file the store's signed head" in capfd.readouterr().err
     last = json.loads(_ledger(tmp_path, root).stdout)[-1]
     assert last["kind"] == "repair" and last["repair"]["file"] == "lkg/ref.json"

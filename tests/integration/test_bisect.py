@@ -13,7 +13,7 @@ import pytest
 from tests import synthcore
 from tests.support import Index, vpr
 from vllm_plugin_release.core import schedule
-from vllm_plugin_release.edges import keys, ledgerstore
+from vllm_plugin_release.edges import keys, trust
 from vllm_plugin_release.edges.store import DirStore
 
 # The plugin's stale module imports a name no core defines: a breaking change of every
@@ -136,7 +136,7 @@ def test_nightly_moves_the_last_known_good_pointer_and_backs_off(setup, tmp_path
     def last_known_good() -> schedule.Pointer:
         """The store's pointer, read as the nightly reads it: through the store's head."""
         public = keys.load_public_key(Path(f"{key}.pub"))
-        pointer = ledgerstore.read_lkg(DirStore(store), "demo", public)
+        pointer = trust.read_lkg(DirStore(store), "demo", public)
         assert pointer is not None
         return pointer
 

@@ -54,7 +54,7 @@ def _fill(tmp_path: Path, base: dict) -> tuple[Path, list[dict]]:
 
 def test_query_and_matrix(tmp_path: Path, base_manifest: dict) -> None:
     root, _ = _fill(tmp_path, base_manifest)
-    index = st.DirStore(root).read_index()
+    index = si.index_from((root / "index.json").read_bytes(), "index.json")
     assert [e.core.version for e in si.query(index)] == ["0.26.0", "0.26.0", "0.25.1"]
     assert len(si.query(index, core="0.26")) == 2
     assert len(si.query(index, core=">=0.25,<0.26")) == 1
@@ -98,10 +98,10 @@ def test_http_store_is_readable_and_read_only(tmp_path: Path, base_manifest: dic
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
         store = st.open_store(url)
-        index = store.read_index()
+        index = si.index_from(store.read_bytes("index.json"), store.where("index.json"))
         assert len(index.pairings) == 3
         entry = si.query(index, verdict="fleet")[0]
-        assert store.read_manifest(entry).pairing_id == entry.pairing_id
+        assert json.loads(store.read_text(entry.manifest))["pairing_id"] == entry.pairing_id
         q = vpr("manifest", "query", "--store", url, "--verdict", "pilot", "--json", cwd=tmp_path)
         assert q.returncode == 0, q.stderr
         assert len(json.loads(q.stdout)) == 2

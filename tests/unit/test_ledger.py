@@ -17,7 +17,7 @@ from vllm_plugin_release.core import signed as signing
 from vllm_plugin_release.core.cache import canonical_json
 from vllm_plugin_release.core.errors import GateFailed
 from vllm_plugin_release.core.manifestmodel import Manifest
-from vllm_plugin_release.edges import keys, ledgerstore
+from vllm_plugin_release.edges import keys, trust
 from vllm_plugin_release.edges.store import DirStore
 
 
@@ -43,9 +43,9 @@ def signed(tmp_path: Path):
     key_path, pub_path = keys.generate_keypair(tmp_path / "k" / "m.key")
     key = keys.load_private_key(key_path)
     store = DirStore(tmp_path / "store")
-    ledgerstore.append(store, _entry("0.25.1", "a", "pilot"), key)
-    ledgerstore.append(store, _entry("0.26.0", "a", "lab"), key)
-    ledgerstore.append(store, _entry("0.26.0", "b", "pilot"), key)
+    trust.append(store, _entry("0.25.1", "a", "pilot"), key)
+    trust.append(store, _entry("0.26.0", "a", "lab"), key)
+    trust.append(store, _entry("0.26.0", "b", "pilot"), key)
     return store, key, pub_path
 
 
@@ -59,7 +59,7 @@ def _write(store: DirStore, lines: list[bytes]) -> None:
 
 def test_appended_entries_read_back_chained_and_filtered(signed) -> None:
     store, key, _ = signed
-    entries = ledgerstore.read_ledger(store, key.public_key())
+    entries = trust.read_ledger(store, key.public_key())
     assert [e.seq for e in entries] == [1, 2, 3]
     assert entries[0].raw["prev"] == ledger.GENESIS
     assert entries[1].raw["prev"] == ledger.line_digest(_lines(store)[0])
@@ -73,8 +73,8 @@ def test_appended_entries_read_back_chained_and_filtered(signed) -> None:
 
 def test_matrix_is_generated_from_the_ledger_latest_verdict_wins(signed, tmp_path: Path) -> None:
     store, key, _ = signed
-    ledgerstore.append(store, _entry("0.26.0", "a", "pilot"), key)  # the lab verdict is fixed
-    m = ledger.matrix(ledgerstore.read_ledger(store, key.public_key()))
+    trust.append(store, _entry("0.26.0", "a", "pilot"), key)  # the lab verdict is fixed
+    m = ledger.matrix(trust.read_ledger(store, key.public_key()))
     assert m.cores == ["0.25.1", "0.26.0"]
     assert m.cells["0.26.0 | demo-plugin@aaaaaaaaaaaa"].verdict == "pilot"
     assert m.to_json()["cells"]["0.26.0 | demo-plugin@aaaaaaaaaaaa"]["seq"] == 4
@@ -97,10 +97,10 @@ def test_an_altered_entry_is_refused_naming_its_line(signed) -> None:
     lines = _lines(store)
     _write(store, [lines[0], _altered(lines[1], verdict="fleet"), lines[2]])
     with pytest.raises(GateFailed, match=r"ledger.jsonl:2: the signature does not verify"):
-        ledgerstore.read_ledger(store, key.public_key())
+        trust.read_ledger(store, key.public_key())
     # a tampered ledger is never extended
     with pytest.raises(GateFailed):
-        ledgerstore.append(store, _entry("0.27.0", "a", "pilot"), key)
+        trust.append(store, _entry("0.27.0", "a", "pilot"), key)
     assert len(_lines(store)) == 3
     done = vpr("manifest", "ledger", "--store", str(store.root), "--key", str(pub), check=False)
     assert done.returncode == 1, done.stdout + done.stderr
@@ -118,7 +118,7 @@ def test_a_removed_reordered_or_torn_line_breaks_the_chain(signed, how: str) -> 
     }[how]
     _write(store, changed)
     with pytest.raises(GateFailed, match=r"ledger.jsonl:[23]: the (chain is broken|last line)"):
-        ledgerstore.read_ledger(store, key.public_key())
+        trust.read_ledger(store, key.public_key())
 
 
 def test_another_key_does_not_verify(signed, tmp_path: Path) -> None:
@@ -127,7 +127,7 @@ def test_another_key_does_not_verify(signed, tmp_path: Path) -> None:
     other_key = keys.load_private_key(other).public_key()
     # the store's head is checked first: signed by another key, so nothing is read from it
     with pytest.raises(GateFailed, match=r"head\.json: the signature does not verify") as err:
-        ledgerstore.read_ledger(store, other_key)
+        trust.read_ledger(store, other_key)
     # Both keys are named: the head's and this run's (not "altered").
     signer = json.loads(_lines(store)[0])["signatures"][0]["keyid"][:16]
     assert f"signed by keyid {signer}, another key" in err.value.message
@@ -152,7 +152,7 @@ def test_last_known_good_pointer_is_signed_and_checked(tmp_path: Path) -> None:
     key_path, _ = keys.generate_keypair(tmp_path / "k" / "m.key")
     key = keys.load_private_key(key_path)
     store = DirStore(tmp_path / "store")
-    assert ledgerstore.read_lkg(store, "demo", key.public_key()) is None
+    assert trust.read_lkg(store, "demo", key.public_key()) is None
     pointer = schedule.Pointer(
         pairing="demo",
         core_url="https://example.invalid/core.git",
@@ -160,17 +160,17 @@ def test_last_known_good_pointer_is_signed_and_checked(tmp_path: Path) -> None:
         plugin_commit="d" * 40,
         time="2026-12-01T00:00:00Z",
     )
-    path = ledgerstore.write_lkg(store, "demo", pointer, key)
-    assert ledgerstore.read_lkg(store, "demo", key.public_key()) == pointer
+    path = trust.write_lkg(store, "demo", pointer, key)
+    assert trust.read_lkg(store, "demo", key.public_key()) == pointer
     envelope = json.loads(path.read_text())
     moved = json.loads(base64.b64decode(envelope["payload"]))
     moved["core_commit"] = "e" * 40  # moved by hand
     envelope["payload"] = base64.b64encode(json.dumps(moved).encode()).decode()
     path.write_text(json.dumps(envelope))
     with pytest.raises(GateFailed, match=r"lkg/demo\.json: (not the file|larger than)"):
-        ledgerstore.read_lkg(store, "demo", key.public_key())
+        trust.read_lkg(store, "demo", key.public_key())
     with pytest.raises(Exception, match="cannot name"):
-        ledgerstore.write_lkg(store, "../x", pointer, key)
+        trust.write_lkg(store, "../x", pointer, key)
 
 
 def test_nightly_schedule_backs_off_while_failing() -> None:
@@ -229,7 +229,7 @@ def test_a_line_that_is_not_a_signed_entry_is_refused(signed) -> None:
     lines = _lines(store)
     _write(store, [lines[0], b'{"payload": "not base64!", "payloadType": "x"}\n', lines[2]])
     with pytest.raises(GateFailed, match=r"ledger\.jsonl:2: not a signed ledger entry"):
-        ledgerstore.read_ledger(store, key.public_key())
+        trust.read_ledger(store, key.public_key())
     with pytest.raises(Exception, match="ledger kind 'bisect'"):
         _entry("0.26.0", "a", "pilot", kind="bisect")
 
@@ -253,7 +253,7 @@ def test_a_signed_entry_of_another_shape_is_bad_input_naming_its_line(signed) ->
         sign_head(store.root, key, everything=True)
     sign_store(store.root, key, check=False)  # a buggy publisher did: the reader checks too
     with pytest.raises(BadInput, match=r"ledger\.jsonl:1: a signed entry that is not a ledger"):
-        ledgerstore.read_ledger(store, key.public_key())
+        trust.read_ledger(store, key.public_key())
     done = vpr("manifest", "ledger", "--store", str(store.root), "--key", str(pub), "--core", "x",
                check=False)  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
@@ -304,7 +304,7 @@ def test_a_seq_of_true_is_not_entry_one(signed) -> None:
 
     _resigned(store, key, number_true)
     with pytest.raises(GateFailed, match=r"ledger\.jsonl:1: the chain is broken \(seq True"):
-        ledgerstore.read_ledger(store, key.public_key())
+        trust.read_ledger(store, key.public_key())
 
 
 def test_a_lag_that_is_not_a_count_is_not_a_ledger_entry(signed) -> None:
@@ -320,7 +320,7 @@ def test_a_lag_that_is_not_a_count_is_not_a_ledger_entry(signed) -> None:
 
     _resigned(store, key, lag_text)
     with pytest.raises(BadInput, match=r"ledger\.jsonl:2: .*'lag\.days' is True, expected int"):
-        ledgerstore.read_ledger(store, key.public_key())
+        trust.read_ledger(store, key.public_key())
 
 
 def test_a_head_record_whose_count_is_not_a_count_is_not_a_store_head(signed) -> None:

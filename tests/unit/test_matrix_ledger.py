@@ -28,7 +28,7 @@ from vllm_plugin_release.core import columns as cols
 from vllm_plugin_release.core import ledger, signed
 from vllm_plugin_release.core.bisect import parse_report
 from vllm_plugin_release.core.errors import GateFailed
-from vllm_plugin_release.edges import keys, ledgerstore
+from vllm_plugin_release.edges import keys, trust
 from vllm_plugin_release.edges.store import DirStore
 from vllm_plugin_release.edges.trust import TRUST_DIR
 from vllm_plugin_release.flows import matrix as flow
@@ -47,7 +47,7 @@ def _ledger_bytes(store: Path) -> bytes:
 
 
 def _matrix_entries(r: dict) -> list[ledger.LedgerEntry]:
-    entries = ledgerstore.read_ledger(DirStore(r["store"]), r["key"].public_key())
+    entries = trust.read_ledger(DirStore(r["store"]), r["key"].public_key())
     return [e for e in entries if e.kind == ledger.MATRIX]
 
 

@@ -346,10 +346,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_query(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core import progress
-    from vllm_plugin_release.edges import summary
+    from vllm_plugin_release.edges import trust
 
     s = trusted(args)
-    entries = summary.query(s, core=args.core, plugin=args.plugin, verdict=args.verdict)
+    entries = trust.query(s, core=args.core, plugin=args.plugin, verdict=args.verdict)
     if args.json:
         print(json.dumps([e.raw for e in entries], indent=2, sort_keys=True))  # as written
     elif entries:
@@ -364,9 +364,9 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 def cmd_matrix(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core.cache import atomic_write_text
-    from vllm_plugin_release.edges import summary
+    from vllm_plugin_release.edges import trust
 
-    text, _ = summary.matrix(trusted(args), "json" if args.json else args.format)
+    text, _ = trust.matrix(trusted(args), "json" if args.json else args.format)
     if args.output:
         atomic_write_text(Path(args.output), text)
     else:
@@ -441,13 +441,13 @@ def cmd_check_env(args: argparse.Namespace) -> int:
 
 
 def cmd_sign_store(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.edges import keys, ledgerstore
+    from vllm_plugin_release.edges import keys, trust
     from vllm_plugin_release.edges.store import open_store
 
     cache = settings.cache_from_args(args)
     path, _ = keys.resolve_key_path(args.signing_key, None, root=Path.cwd(), cache_root=cache.root)
     location = store_location(args)
-    head = ledgerstore.sign_store(open_store(location), keys.load_private_key(path))
+    head = trust.sign_store(open_store(location), keys.load_private_key(path))
     files = ", ".join(sorted(head.files)) or "no files yet"
     print(f"signed head version {head.version} of {location}, valid until {head.expires}: {files}")
     return EXIT_OK
@@ -545,18 +545,18 @@ def _register_ledger(sub: Any) -> None:
 def cmd_ledger(args: argparse.Namespace) -> int:
     from vllm_plugin_release.core import ledger, progress
     from vllm_plugin_release.core.summary import LEDGER
-    from vllm_plugin_release.edges import summary
+    from vllm_plugin_release.edges import trust
 
     store = trusted(args)
     filters = {"core": args.core, "plugin": args.plugin, "verdict": args.verdict, "kind": args.kind}
     chosen: list[LedgerEntry] | None = None
     if not any(filters.values()) and args.matrix:  # every entry's: one file of the summary
-        text, count = summary.matrix(store, args.matrix, LEDGER)
+        text, count = trust.matrix(store, args.matrix, LEDGER)
     elif not any(filters.values()):  # every entry: the whole ledger, each line checked
         chosen = store.ledger()
         count = len(chosen)
     else:  # the chunks of the summary that can hold a match
-        chosen, count = summary.select(store, **filters)
+        chosen, count = trust.select(store, **filters)
     if args.matrix:
         if chosen is not None:
             text = ledger.matrix_text(ledger.matrix(chosen), args.matrix)

@@ -1,5 +1,5 @@
 """The pairing ledger (`STORE/ledger/ledger.jsonl`), pure: one signed, chained entry per verdict
-(fields: docs/upstream.md); a read refuses it at its first bad line. Files: edges.ledgerstore."""
+(fields: docs/upstream.md); a read refuses it at its first bad line. Files: `edges.trust`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The store's chunked summaries of index.json and of the ledger as data (pure): what a query
-reads instead of the whole file. Files: `edges.summary`; layout: docs/manifest.md."""
+reads instead of the whole file. `edges.store` writes them, `edges.trust` reads them."""
 
 from __future__ import annotations
 

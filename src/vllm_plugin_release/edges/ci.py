@@ -33,9 +33,6 @@ def github_output(values: Mapping[str, str]) -> None:
             out.write(f"{key}={text}\n")
 
 
-# -- the run page: job summary and annotations -----------------------------------------
-
-
 def in_github_actions() -> bool:
     return os.environ.get("GITHUB_ACTIONS") == "true"
 
@@ -81,7 +78,7 @@ def job_summary(markdown: str) -> bool:
     return True
 
 
-def report_scorecard(dist: Path, *, extra_markdown: str = "") -> bool:
+def report_scorecard(dist: Path) -> bool:
     """In GitHub Actions: the scorecard (dist/NAME/scorecard.md) in the job summary
     ($GITHUB_STEP_SUMMARY) and an `::error::` per failing check. False elsewhere, or when
     there is no scorecard yet (a run that stopped before conform)."""
@@ -98,8 +95,6 @@ def report_scorecard(dist: Path, *, extra_markdown: str = "") -> bool:
         failed = records.read_object(card_json, parse_failing)
     for name, summary in failed or ():
         progress.workflow_command(error_line(f"vpr check {name}", summary))
-    target = os.environ.get("GITHUB_STEP_SUMMARY")
-    if target and (markdown or extra_markdown):
-        with open(target, "a", encoding="utf-8") as out:
-            out.write(markdown.rstrip("\n") + "\n\n" + extra_markdown)
+    if markdown:
+        job_summary(markdown)
     return bool(markdown)

@@ -9,7 +9,9 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -77,7 +79,7 @@ def split_pinned(ref: str) -> tuple[str, str]:
 def verify_image(client: Any, ref: str) -> Any:
     """The engine's image for `ref` when its digest is the pinned one (its ID, or one of
     its registry digests); GateFailed naming both digests when it differs."""
-    from docker.errors import ImageNotFound
+    from docker.errors import APIError, ImageNotFound
 
     name, digest = split_pinned(ref)
     image = None
@@ -87,8 +89,9 @@ def verify_image(client: Any, ref: str) -> Any:
             break
         except ImageNotFound:
             continue
-    if image is None:
-        image = _pull(client, ref)
+    if image is None:  # pulled by digest from its registry (the engine checks it)
+        with contextlib.suppress(APIError):  # unreachable, or not there
+            image = client.images.pull(ref)
     if image is None:  # no image carrying the spec's Python here
         raise PythonUnavailable(
             f"image {ref} is not in the container engine",
@@ -104,17 +107,6 @@ def verify_image(client: Any, ref: str) -> Any:
             "base_image; nothing was run in it",
         )
     return image
-
-
-def _pull(client: Any, ref: str) -> Any:
-    """Pull `name@sha256:...` from its registry (the engine checks the digest); None when
-    the registry cannot be reached or does not have it."""
-    from docker.errors import APIError
-
-    try:
-        return client.images.pull(ref)
-    except APIError:
-        return None
 
 
 def owner_label(pid: int | None = None) -> str:
@@ -215,9 +207,8 @@ class ContainerRunner:
         self._opening = threading.Lock()  # parallel builds share one runner
 
     def open(self) -> ContainerRunner:
-        """The engine's work, done once until `close`: connect (exit 3 when no engine answers),
-        remove containers a killed run left, check the pinned image (exit 1 when its digest differs,
-        3 when absent) and build the Dockerfile's layer."""
+        """The engine's work, done once until `close`: connect, remove containers a killed run
+        left, check the pinned image and build the Dockerfile's layer."""
         self._opened()
         return self
 
@@ -353,8 +344,7 @@ class ContainerRunner:
         timeout: float | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """Run `argv` in a container to completion; its exit status and output (text).
-        `network`: False, none; HOST_NETWORK, this machine's (its loopback services
-        reachable); True, the engine's default network."""
+        `network`: False, none; HOST_NETWORK, this machine's; True, the engine's default."""
         container = self._create(argv, env=env, cwd=cwd, network=network)
         try:
             container.start()
@@ -429,9 +419,8 @@ class ContainerRunner:
             raise OutsideFailure(f"running a step in the container failed: {exc}")
 
     def interpreter(self, version: str) -> Interpreter:
-        """The image's CPython `version` (path, version, sha256 of its executable), asked in a
-        container and kept in `probes` by the image's ID; PythonUnavailable (exit 3) when the image
-        has none."""
+        """The image's CPython `version`, asked in a container and kept in `probes` by the image's
+        ID; PythonUnavailable when the image has none."""
         if not re.fullmatch(r"3\.\d{1,2}", version):
             raise BadInput(f"[build] python = {version!r}: expected 3.X")
         if version in self._interpreters:
@@ -447,13 +436,7 @@ class ContainerRunner:
             )
         if answer is not kept and self.probes is not None:
             write_json(self._probe_path(version), dict(answer.raw))
-        found = Interpreter(
-            path=answer.executable,
-            version=answer.version,
-            implementation="CPython",
-            sha256=answer.sha256,
-            found_by="image",
-        )
+        found = Interpreter(answer.executable, answer.version, "CPython", answer.sha256, "image")
         self._interpreters[version] = found
         return found
 
@@ -496,11 +479,8 @@ def parse_probe(data: Any, version: str) -> ImageProbe | None:
     otherwise (a kept answer that is not is asked again)."""
     if not isinstance(data, dict) or data.get("implementation") != "CPython":
         return None
-    found, executable, sha256 = (
-        str(data.get("version", "")),
-        data.get("executable"),
-        data.get("sha256"),
-    )
+    found = str(data.get("version", ""))
+    executable, sha256 = data.get("executable"), data.get("sha256")
     if ".".join(found.split(".")[:2]) != version or not isinstance(executable, str):
         return None
     if not isinstance(sha256, str) or re.fullmatch(r"[0-9a-f]{64}", sha256) is None:
@@ -532,32 +512,19 @@ def debian_rootfs(
     dest: Path, *, suite: str, packages: Sequence[str], epoch: int, mirror: str, log: Path
 ) -> None:
     """`mmdebstrap` a rootfs tarball with SOURCE_DATE_EPOCH (same packages, same bytes)."""
-    import shutil
-
     if not shutil.which("mmdebstrap"):
         raise OutsideFailure(
             "mmdebstrap is not installed",
             hint="apt-get install -y mmdebstrap (see scripts/engine.sh)",
         )
-    argv = [
-        "mmdebstrap",
-        "--mode=root",
-        "--variant=apt",
-        "--quiet",
-        f"--include={','.join(packages)}",
-        "--",
-        suite,
-        str(dest),
-        mirror,
-    ]
+    argv = ["mmdebstrap", "--mode=root", "--variant=apt", "--quiet"]
+    argv += [f"--include={','.join(packages)}", "--", suite, str(dest), mirror]
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "SOURCE_DATE_EPOCH": str(epoch), "LC_ALL": "C"}
     runner_log = log.open("a")
     with runner_log:
         done = subprocess.run(argv, env=env, stdout=runner_log, stderr=subprocess.STDOUT)
     if done.returncode != 0 or not dest.is_file():
         dest.unlink(missing_ok=True)
-        import tempfile
-
         space = free_space_note(Path(tempfile.gettempdir()), dest.parent)
         raise OutsideFailure(
             f"mmdebstrap {suite} failed (exit {done.returncode}); log: {log}\n{_tail(log)}",
@@ -567,11 +534,8 @@ def debian_rootfs(
 
 
 def debian_packages_for(files: Sequence[Path]) -> list[str]:
-    """The Debian packages that hold the shared libraries `files` load (`ldd`, `dpkg -S`): what an
-    image needs beside a CPython copied in; libc's own left out. OutsideFailure when the tools are
-    missing or a library belongs to no package."""
-    import shutil
-
+    """The Debian packages (but libc) holding the shared libraries `files` load (`ldd`, `dpkg -S`);
+    OutsideFailure when the tools are missing or a library belongs to no package."""
     if not (shutil.which("ldd") and shutil.which("dpkg")):
         raise OutsideFailure(
             "ldd and dpkg are needed to find the Debian packages a copied-in Python links against",
@@ -602,9 +566,8 @@ def debian_packages_for(files: Sequence[Path]) -> list[str]:
 
 
 def check_python_runs(client: Any, image_id: str, python: str) -> None:
-    """The image's `pythonX.Y` starts and imports the standard library's extension modules
-    (ssl, sqlite3, ctypes, lzma, bz2, zlib, decimal, uuid, venv): GateFailed naming the
-    error."""
+    """The image's `pythonX.Y` starts and imports the standard library's extension modules;
+    GateFailed naming the error."""
     from docker.errors import APIError, ContainerError
 
     code = "import bz2, ctypes, decimal, lzma, sqlite3, ssl, uuid, zlib, venv; print('ok')"
@@ -623,29 +586,10 @@ def check_python_runs(client: Any, image_id: str, python: str) -> None:
 
 def download_wheel(requirements: Path, dest: Path) -> Path:
     """The manylinux x86_64 wheel a hash-pinned requirements file names (pip checks hashes)."""
-    import sys
-
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--platform",
-            "manylinux_2_17_x86_64",
-            "--require-hashes",
-            "-d",
-            str(dest),
-            "-r",
-            str(requirements),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
+    argv += ["--only-binary=:all:", "--platform", "manylinux_2_17_x86_64", "--require-hashes"]
+    argv += ["-d", str(dest), "-r", str(requirements)]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
     wheels = sorted(dest.glob("*.whl"))
     if done.returncode != 0 or len(wheels) != 1:
         raise OutsideFailure(

@@ -80,8 +80,8 @@ class ProbeJson(TypedDict):
 
 @dataclass(frozen=True, slots=True)
 class RuntimeFound:
-    """What importing the vendor runtime showed, checked once (`runtime_found`). `distributions` is
-    None when the module did not import."""
+    """What importing the vendor runtime showed (`runtime_found`); `distributions` is None when
+    the module did not import."""
 
     name: str | None  # the spec's [runtime] name
     module: str
@@ -184,22 +184,15 @@ def _answer_problem(answer: object) -> str | None:
 
 
 def runtime_found(answer: object, name: str | None, module: str, python: Path) -> RuntimeFound:
-    """The import subprocess's answer (parsed JSON) as a record: checked here, once; an
-    answer of another shape says the runtime is absent, and why."""
+    """The import subprocess's answer as a record, checked once; one of another shape says
+    the runtime is absent, and why."""
     problem = _answer_problem(answer)
     if problem is not None or not isinstance(answer, dict):
         return RuntimeFound(name, module, str(python), "absent", f"probe answered: {problem}")
     if answer["status"] == "absent":
         return RuntimeFound(name, module, answer["python"], "absent", answer["error"])
-    return RuntimeFound(
-        name,
-        module,
-        answer["python"],
-        "present",
-        file=answer["file"],
-        version=answer["version"],
-        distributions=dict(answer["distributions"]),
-    )
+    found = answer["file"], answer["version"], dict(answer["distributions"])
+    return RuntimeFound(name, module, answer["python"], "present", None, *found)
 
 
 def import_runtime(

@@ -38,23 +38,16 @@ Answer = TypeVar("Answer", covariant=True)
 
 
 class InEnvJob(Protocol[Answer]):
-    """One job of an inenv module, owned by the module of ours that asks it: which inenv
-    module runs it, its request as that module reads it, and the parser of its answer."""
+    """One job of an inenv module (inenv/<module>.py), owned by the module of ours that asks
+    it: its request (argv[1]) and the parser of its JSON answer (argv[2], read bounded), which
+    raises JobFailed (or BadInput, which `run_in_env` makes one) for an answer that is not one."""
 
     @property
-    def module(self) -> str:
-        """The inenv module that runs the job (inenv/<module>.py)."""
-        ...
+    def module(self) -> str: ...
 
-    def to_json(self) -> dict[str, Any]:
-        """The request, as the inenv module reads it (argv[1])."""
-        ...
+    def to_json(self) -> dict[str, Any]: ...
 
-    def parse_answer(self, answer: Any) -> Answer:
-        """The job's typed answer from the module's JSON object (argv[2], read bounded);
-        JobFailed (or BadInput, which `run_in_env` makes one) naming the job and the key of
-        an answer that is not one."""
-        ...
+    def parse_answer(self, answer: Any) -> Answer: ...
 
 
 # The inenv modules a script imports, staged beside it under the same unique prefix.
@@ -96,26 +89,15 @@ def run_in_env(
     cwd: Path | None = None,
     overlay: Path | None = None,
 ) -> Answer:
-    """Run inenv/<job.module>.py as a script with `python`: `req.json out.json`; return
-    out.json as the job parses it (`job.parse_answer`).
+    """Run inenv/<job.module>.py with `python` as `SCRIPT req.json out.json`; out.json as
+    the job parses it. In a forked copy of the warm worker for `python` when one was started
+    and the call sets no environment of its own, else in a new interpreter. With `overlay`
+    (a venv layered on `python`'s environment through a .pth file) it runs as the overlay's
+    python: in the worker with the overlay's site-packages first, or by that python itself.
 
-    In a forked copy of the warm worker for `python` when one was started (`warm`) and
-    the call sets no environment of its own (the worker's interpreter started with ours);
-    else in a new interpreter. Either way the module runs as `python SCRIPT req out`
-    with the same environment.
-
-    With `overlay` (a venv made on `python`'s environment, which sees its packages
-    through a .pth file: the stand-in runtime's), the module runs as the overlay's
-    python: in the worker with the overlay's site-packages put first, as that python's
-    sys.path has it (inenv/worker.layer_first), so vLLM's dependencies are not imported
-    again; else, or when the overlay brings a module the worker has imported, with the
-    overlay's python itself.
-
-    An inenv module exits 0 with a result, 2 for bad input (its result holds `error`),
-    3 with `error` when a module it names does not import here (an outside failure). A
-    job that dies by a signal, ends any other way without an answer, answers garbage or
-    runs past `timeout` is JobFailed (exit 1) with its last output lines: the plugin's
-    code runs in it, so the check that asked fails rather than defers.
+    Exit 2 with `error` is BadInput, exit 3 with `error` an OutsideFailure (a module it names
+    does not import here). Anything else without an answer, garbage, or past `timeout` is
+    JobFailed with its last output lines: the plugin's code runs in it, so the check fails.
     """
     python, module = Path(python), job.module
     if not (python.exists() or python.is_symlink()):  # a container env's: its image's python
@@ -140,9 +122,7 @@ def _answer(
     warm: bool,
     how: tuple[Path | None, float | None, Path | None],
 ) -> Answer:
-    """`run` in the warm worker for `python` (when `warm`: the call sets no environment of
-    its own) or a new interpreter; its answer, parsed. `how`: run_in_env's cwd, timeout
-    and overlay."""
+    """`run` in the warm worker (when `warm`) or a new interpreter; `how`: cwd, timeout, overlay."""
     cwd, timeout, overlay = how
     worker = workers.get(python) if warm else None
     returncode, stderr = (None, "")
@@ -151,7 +131,6 @@ def _answer(
     if returncode is None:
         if overlay is not None:
             python = overlay / "bin" / "python"
-        # Where the environment was made: this machine, or its pinned container image.
         try:
             with progress.working(f"inenv {run.module}"):
                 done = runner_of(python).call(
@@ -188,8 +167,7 @@ def _in_worker(
     worker: Worker, job: _Job, cwd: Path | None, timeout: float | None, overlay: Path | None
 ) -> tuple[int | None, str]:
     """The job in a forked copy of the warm `worker`: (exit status, stderr), or (None, "")
-    when it must run in an interpreter of its own (another environment than the
-    worker's, or an overlay the worker cannot put first)."""
+    when it must run in an interpreter of its own."""
     site_first = site_packages(overlay) if overlay is not None else None
     if worker.env != job.env or (overlay is not None and not site_first):
         return None, ""
@@ -210,9 +188,8 @@ def _in_worker(
 
 
 def _read_result(job: _Job, stderr: str) -> dict[str, Any] | None:
-    """The module's JSON result, read bounded (the module runs beside the plugin's code in
-    the pairing environment); None when it wrote none. Larger than records.MAX_RECORD or
-    not a JSON object: JobFailed naming the job (garbage in its answer channel)."""
+    """The module's JSON result, read bounded (the plugin's code runs beside it); None when it
+    wrote none; JobFailed for one too large or not a JSON object."""
     if not job.out.exists():
         return None
     try:
@@ -226,9 +203,7 @@ def _read_result(job: _Job, stderr: str) -> dict[str, Any] | None:
 
 
 def _result(job: _Job, python: Path, returncode: int | None, stderr: str) -> dict[str, Any]:
-    """The module's result; BadInput for its exit 2 with an error, OutsideFailure for its
-    exit 3 with an error (a module it names does not import here), else JobFailed for
-    anything but exit 0 with a result."""
+    """The module's result, or the error its exit status says (`run_in_env`)."""
     result = _read_result(job, stderr)
     error = str(result.get("error") or "") if result else ""
     if returncode == 2 and error:
@@ -248,14 +223,10 @@ def _failed(headline: str, output: str) -> JobFailed:
     return JobFailed(headline + (":\n" + told if told else ""), log=told)
 
 
-# The third-party modules vLLM's import spends its time in (torch alone is half of it),
-# imported once by the warm worker. Never vLLM or the plugin: their import reads the
-# variables a job sets. One that an environment lacks is skipped. PRELOAD is what
-# `import vllm` and the plugin's platform need: the worker is ready when they are in.
-# PRELOAD_LATER is what vLLM's engine modules add (the API capture, the replay, and the
-# env checks too: they import every module of the plugin, and a plugin's scheduler or
-# model runner imports vLLM's, which import transformers, pydantic, xgrammar, ...); the
-# worker imports them once it is ready, and the later jobs start once they are in.
+# The third-party modules vLLM's import spends its time in, imported once by the warm
+# worker; never vLLM or the plugin (their import reads the variables a job sets). PRELOAD
+# is what `import vllm` and the plugin's platform need (the worker is then ready);
+# PRELOAD_LATER what vLLM's engine modules add, imported once it is ready.
 PRELOAD = (
     "torch",
     "torch._dynamo",
@@ -270,12 +241,9 @@ PRELOAD = (
     "sympy",
     "networkx",
 )
-# The inenv modules started as soon as the worker is ready (on its own core while the
-# worker imports PRELOAD_LATER); the others start once PRELOAD_LATER is in too. The
-# pairing env's check is early; the stand-in overlay's check of the same plugin (a job
-# with an overlay) is not: it would import PRELOAD_LATER again through the plugin's
-# modules (the reference plugin's scheduler imports all of it but fastapi) while the
-# first check and the worker do, three processes on two cores.
+# The inenv modules started as soon as the worker is ready; the others wait for
+# PRELOAD_LATER. An overlay's check is never early: it would import PRELOAD_LATER again
+# through the plugin's modules while the worker does.
 EARLY_JOBS = ("envcheck",)
 PRELOAD_LATER = (
     "transformers",
@@ -299,8 +267,7 @@ PRELOAD_LATER = (
 
 @contextlib.contextmanager
 def _job_folder() -> Iterator[str]:
-    """A private folder for one in-environment job, removed after it (and, were the run
-    killed, by a later run: `proc.owned_tmp`)."""
+    """A private folder for one in-environment job, removed after it (`proc.owned_tmp`)."""
     folder = proc.owned_tmp("vpr-inenv-")
     try:
         yield str(folder)
@@ -312,13 +279,10 @@ def _job_folder() -> Iterator[str]:
 def warm(
     python: Path | str, *, for_session: bool = False, runtime: str | None = None
 ) -> Iterator[Worker | None]:
-    """Keep one warm worker for `python` during the block (started now, so its imports
-    overlap with the caller's other work); `run_in_env` calls for it go there. Inside
-    `session()` the worker stays until the session ends, so later stages reuse it.
-    `runtime`: the vendor runtime module installed in the environment (ttnn), imported
-    once by the worker after torch (it imports torch itself), not by every job.
-    Yields None, and changes nothing, when `python` does not exist, or with
-    `for_session` outside a session (one job alone gains nothing from a worker)."""
+    """Keep one warm worker for `python` during the block (inside `session()`, until it ends);
+    `run_in_env` calls for it go there. `runtime`: the vendor runtime module (ttnn) the worker
+    imports once. Yields None for a `python` that does not exist or runs in a container, or
+    with `for_session` outside a session (one job alone gains nothing from a worker)."""
     python = Path(python)
     in_container = marker_of(python).is_file()  # runs in its image, not here
     if not python.exists() or in_container or (for_session and not workers.in_session()):
@@ -340,8 +304,6 @@ def warm(
         workers.release(python)
 
 
-# -- the bytecode kept ----------------------------------------------------------------
-
 PYCACHE = "__pycache__"
 # The number each CPython writes at the head of its bytecode, by cache tag (stable within
 # a minor version): a pairing env may run another Python than vpr's own (the TT pairing's
@@ -358,8 +320,7 @@ def site_packages(env: Path) -> Path | None:
 
 
 def _pyc_name(name: str) -> tuple[str, str] | None:
-    """`mod.cpython-311.pyc` -> ("mod", "cpython-311"); None for an optimised one
-    (`mod.cpython-311.opt-1.pyc`) or any other file."""
+    """`mod.cpython-311.pyc` -> ("mod", "cpython-311"); None for an optimised or other file."""
     parts = name.split(".")
     if len(parts) != 3 or parts[2] != "pyc":
         return None
@@ -367,8 +328,7 @@ def _pyc_name(name: str) -> tuple[str, str] | None:
 
 
 def pyc_magic(tag: str) -> bytes | None:
-    """The head of a pyc named for cache tag `tag` ("cpython-310"); None for a tag whose
-    number is not known here (its bytecode is then not kept)."""
+    """The head of a pyc for cache tag `tag` ("cpython-310"); None for an unknown tag."""
     if tag == sys.implementation.cache_tag:
         return importlib.util.MAGIC_NUMBER
     number = PYC_MAGIC.get(tag)
@@ -376,9 +336,8 @@ def pyc_magic(tag: str) -> bytes | None:
 
 
 def pyc_current(pyc: Path, source: Path, head_magic: bytes = importlib.util.MAGIC_NUMBER) -> bool:
-    """`pyc` is bytecode of the interpreter whose magic number is `head_magic` (this one's
-    by default), written for `source` as it is now (the header Python itself checks:
-    version, then the source's mtime and size)."""
+    """`pyc` is bytecode of magic number `head_magic` for `source` as it is now (the header
+    Python itself checks: version, then the source's mtime and size)."""
     with pyc.open("rb") as f:
         head = f.read(16)
     st = source.stat()
@@ -412,10 +371,8 @@ def _link_file(source: Path, dest: Path, *, copy: bool = True) -> bool:
 
 
 def keep_pyc(site: Path, store: Path, skip: tuple[str, ...] = ()) -> int:
-    """Link into `store` the current bytecode in `site` that it lacks, with its source,
-    except under the top-level folders `skip` (the plugin's); how many files. Bytecode
-    that is already a link (put here from the store or a build environment) is not kept
-    again. (Plain strings, not Paths: a pairing env holds some 5,000 pyc files.)"""
+    """Link into `store` the current bytecode in `site` that it lacks (not already a link), with
+    its source, except under the top-level folders `skip` (the plugin's); how many files."""
     kept = 0
     top = str(site)
     for dirpath, dirnames, filenames in os.walk(top):
@@ -445,18 +402,15 @@ def keep_pyc(site: Path, store: Path, skip: tuple[str, ...] = ()) -> int:
 
 
 def _cache_tag(site: Path) -> str | None:
-    """`lib/python3.11/site-packages` -> "cpython-311" (the pyc names that interpreter
-    reads); None for another layout."""
+    """`lib/python3.11/site-packages` -> "cpython-311"; None for another layout."""
     version = site.parent.name.removeprefix("python")
     major, _, minor = version.partition(".")
     return f"cpython-{major}{minor}" if major.isdigit() and minor.isdigit() else None
 
 
 def restore_pyc(store: Path, site: Path) -> int:
-    """Link the kept bytecode into `site` beside the very files it was written for (the
-    same inode as the kept source); how many files. Bytecode already there stays; bytecode
-    for another Python is not put there (a pure-Python file is the same file for each).
-    (Plain strings, not Paths: a build environment holds some 5,000 pyc files.)"""
+    """Link the kept bytecode of this Python into `site` beside the very files it was written
+    for (the same inode as the kept source); how many files. Bytecode already there stays."""
     restored = 0
     tag = _cache_tag(site)
     top = str(store)
@@ -525,9 +479,8 @@ def session() -> Iterator[None]:
 
 
 def keep_bytecode(python: Path | str) -> None:
-    """Keep the bytecode that imports in the pairing env of `python` compiled, for the next
-    environment made from the same lock (`keep_pyc_for`). Inside a session, in
-    the background (the next stages go on meanwhile); else now."""
+    """Keep the pairing env's new bytecode for the next env of the same lock (`keep_pyc_for`):
+    inside a session in the background, else now."""
     env = Path(python).parent.parent
     if not workers.in_session():
         keep_pyc_for(env)
@@ -544,8 +497,8 @@ LAYER_REFUSED = 75
 
 @dataclass(frozen=True)
 class Job:
-    """One script's run in the worker: `script argv...` with `env`, in `cwd` (None: the
-    worker's); `what` names it in errors; `early` and `site_first` as `Worker.run` says."""
+    """One script's run in the worker: `script argv...` with `env` in `cwd`; `what` names it in
+    errors; `early` and `site_first` as `Worker.run` says."""
 
     script: Path
     argv: tuple[Path | str, ...]
@@ -557,9 +510,8 @@ class Job:
 
 
 class Worker:
-    """The warm worker of one environment python (`inenv/worker.py`), behind the death
-    guard and registered with the run's children, fed jobs as JSON lines; several threads
-    may send jobs at once, each waits for its own answer."""
+    """The warm worker of one environment python (`inenv/worker.py`) behind the death guard,
+    fed jobs as JSON lines; several threads may send jobs, each waits for its own answer."""
 
     def __init__(
         self, python: Path, folder: Path, popen: subprocess.Popen[bytes], env: dict[str, str]
@@ -587,8 +539,8 @@ class Worker:
         env: dict[str, str],
         later: Sequence[str] = (),
     ) -> Worker:
-        """Start the worker script that `stage(folder)` puts in a private folder; it is ready
-        once `preload` is imported, and imports `later` between jobs."""
+        """Start the worker script `stage(folder)` puts in a private folder; it is ready once
+        `preload` is imported, and imports `later` between jobs."""
         folder = proc.owned_tmp("vpr-inenv-worker-")  # a killed run's is removed later
         try:
             script = stage(folder)
@@ -645,11 +597,9 @@ class Worker:
             return ""
 
     def run(self, job: Job, timeout: float | None) -> tuple[int, str]:
-        """Run `job` in a forked copy of the worker: (exit code, its output).
-        An `early` job starts once the first preload list is in, any other once both are.
-        With `site_first` (the site-packages of a venv layered on this environment) it
-        runs as that venv's python would (inenv/worker.layer_first), or ends with
-        LAYER_REFUSED when that folder brings a module the worker has imported."""
+        """Run `job` in a forked copy of the worker: (exit code, its output). An `early` job
+        starts once the first preload list is in. With `site_first` (a layered venv's
+        site-packages) it runs as that venv's python would, or ends with LAYER_REFUSED."""
         log = job.script.parent / "output.log"
         with self._lock:
             self._next += 1
@@ -830,8 +780,7 @@ class InstalledDist(NamedTuple):
 
 
 def probe_environment(python: Path | str, names: list[str]) -> dict[str, InstalledDist | None]:
-    """Installed version, RECORD (verified against the files) and entry points per name
-    (None: not installed)."""
+    """Installed version, RECORD (verified) and entry points per name (None: not installed)."""
     return parse_dists(_probe(python, [json.dumps(names)]), names, python)
 
 
@@ -859,8 +808,7 @@ def _refused(python: Path | str, key: str, value: object, expected: str) -> BadI
 def parse_dists(
     data: object, names: list[str], python: Path | str
 ) -> dict[str, InstalledDist | None]:
-    """The probe's answer for `names`, each key checked once; BadInput naming the python,
-    the distribution and the key otherwise."""
+    """The probe's answer for `names`, checked; BadInput naming the python, name and key."""
     if not isinstance(data, dict) or set(data) != set(names):
         raise _refused(python, "the distributions", data, f"an object of {names}")
     return {name: _dist(data[name], f"{name!r}", python) for name in names}
@@ -899,8 +847,8 @@ def _texts(value: object) -> bool:
 
 
 def _archive_hashes(direct_url: object) -> dict[str, str] | None:
-    """The wheel's hashes (algo -> hex) a direct_url.json names (`archive_info.hashes`, and
-    the older `archive_info.hash`); {} when it names none; None when it is not an object."""
+    """The wheel's hashes (algo -> hex) a direct_url.json names ({} when none); None when it
+    is not an object."""
     if direct_url is None:
         return {}
     if not isinstance(direct_url, dict):
@@ -917,10 +865,7 @@ def _archive_hashes(direct_url: object) -> dict[str, str] | None:
 
 
 def _probe(python: Path | str, argv: list[str]) -> Any:
-    """Run the probe with `python`, where its environment runs (`container.runner_of`: in
-    the pinned image for an environment a container runner made, else here)."""
-    from vllm_plugin_release.edges.container import runner_of
-
+    """Run the probe with `python`, where its environment runs (`container.runner_of`)."""
     python = check_python(python)
     try:
         done = runner_of(python).call(
@@ -948,8 +893,8 @@ def _probe(python: Path | str, argv: list[str]) -> Any:
 
 
 def check_python(python: Path | str) -> Path:
-    """`python` when it can be an interpreter to run: a file (or a container env's link,
-    whose target is the image's) that this user may execute; BadInput naming it otherwise."""
+    """`python` when it is a program this user may run (or a container env's link to the
+    image's); BadInput naming it otherwise."""
     python = Path(python)
     if python.is_dir():
         raise BadInput(

@@ -45,23 +45,19 @@ def _normalize(project: str) -> str:
     return re.sub(r"[-_.]+", "-", project).lower()
 
 
-def _open(url: str, accept: str | None = None):
+def _open(url: str):
     import urllib.request
 
     from vllm_plugin_release.edges import httpio
 
-    headers = {"User-Agent": USER_AGENT}
-    if accept:
-        headers["Accept"] = accept
-    request = urllib.request.Request(url, headers=headers)
+    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
     # a heartbeat while the index keeps us waiting; NoAnswer once VPR_NET_TIMEOUT has passed
     return httpio.waiting(lambda: urllib.request.urlopen(request, timeout=httpio.timeout()), url)
 
 
 def index_files(index: str, project: str) -> list[IndexFile]:
-    """All files of `project` on a simple-API index, through `edges/index.project_files`, with the
-    index client's retries and rate-limit waits ($VPR_INDEX_*); an index that never answered is not
-    retried."""
+    """All files of `project` on a simple-API index, with the index client's retries and rate-limit
+    waits ($VPR_INDEX_*); an index that never answered is not retried."""
     from vllm_plugin_release.edges import index as ix
 
     url = f"{index.rstrip('/')}/{_normalize(project)}/"
@@ -162,7 +158,6 @@ class Fetcher:
         self.cache = cache
         self.limits = limits
 
-    # -- sdist ---------------------------------------------------------------
     def sdist(self, source: SdistSource, project: str) -> Path:
         """Path of the verified sdist in the cache; downloads it when missing."""
         cached = self.cache.cas_path(source.sha256)
@@ -216,7 +211,6 @@ class Fetcher:
                     write_tree_manifest(work)
         return single_top_dir(final)
 
-    # -- git -----------------------------------------------------------------
     def git(self, source: GitSource) -> Path:
         """A checkout of `source.tag`, verified to be `source.commit`."""
         final = self.cache.git_dir(source.commit)
@@ -252,13 +246,11 @@ def cached_source_tree(spec: Spec, cache: Cache) -> Path | None:
 
 
 def clone_at(url: str, tag: str, dest: Path) -> None:
-    import urllib.parse
-
-    from vllm_plugin_release.edges.git import git, refuse_option
+    from vllm_plugin_release.edges.git import git, is_local, refuse_option
 
     refuse_option(url, "[core.source] url")
     refuse_option(tag, "[core.source] tag")
-    local = not urllib.parse.urlparse(url).scheme or url.startswith("file://")
+    local = is_local(url)
     args = ["clone", "--quiet", f"--branch={tag}", "--single-branch"]
     if not local:
         args += ["--depth", "1"]
@@ -359,9 +351,8 @@ def _parts(name: str) -> tuple[str, ...]:
 
 
 class _Links:
-    """The archive's symlink members as a trie of path parts: whether a path passes
-    through one, and where a link target leads, in steps linear in the path's length
-    (a tuple per prefix cost O(depth^2) per member)."""
+    """The archive's symlink members as a trie of path parts: whether a path passes through one,
+    and where a link target leads, in steps linear in the path's length."""
 
     def __init__(self) -> None:
         self.root: dict[str, Any] = {}
@@ -384,9 +375,8 @@ class _Links:
         return False
 
     def resolve(self, start: tuple[str, ...], target: str) -> None:
-        """`target` walked from folder `start` (parts under the destination), expanding
-        the archive's symlinks as the kernel would, but lexically: no PATH_MAX, no disk.
-        Raises _Unsafe when it leaves the destination, loops or is absolute."""
+        """`target` walked from folder `start`, the archive's symlinks expanded lexically (no
+        disk); _Unsafe when it leaves the destination, loops or is absolute."""
         stack: list[dict[str, Any] | None] = []  # the trie node of each part walked
         node: dict[str, Any] | None = self.root
         for part in start:

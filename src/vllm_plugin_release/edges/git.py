@@ -64,8 +64,7 @@ def tag_refs(repo: Path) -> list[list[str]]:
 def tag_refs_of(location: str) -> list[list[str]]:
     """`tag_refs` of a local repository (path or file:// URL), or of a remote one cloned
     bare and treeless into a temporary folder (tags and commits only)."""
-    local = not urllib.parse.urlparse(location).scheme or location.startswith("file://")
-    if local:
+    if is_local(location):
         return tag_refs(Path(location.removeprefix("file://")))
     with tempfile.TemporaryDirectory(prefix="vpr-core-tags-") as tmp:
         bare = tmp + "/repo.git"
@@ -83,14 +82,15 @@ def _last_line(stderr: str) -> str:
     return stderr.strip().splitlines()[-1] if stderr.strip() else "git failed"
 
 
-def _local(url: str) -> bool:
+def is_local(url: str) -> bool:
+    """A path or file:// URL, not a remote repository."""
     return not urllib.parse.urlparse(url).scheme or url.startswith("file://")
 
 
 def mirror(url: str, cache: Cache) -> Path:
     """A bare copy of the repository at `url` with every branch and tag, fetched now."""
     refuse_option(url, "core repository")
-    if _local(url) and not Path(url.removeprefix("file://")).exists():
+    if is_local(url) and not Path(url.removeprefix("file://")).exists():
         raise BadInput(f"{url}: no such repository", hint="pass a core git repository (--repo)")
     final = cache.root / "core-history" / key_of({"url": url})[:24]
     with cache.lock(final):

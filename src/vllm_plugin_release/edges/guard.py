@@ -37,10 +37,7 @@ def build_wheel(source: Path, out: Path) -> Path:
 
     from pyproject_hooks import BuildBackendHookCaller
 
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    from vllm_plugin_release.core.bounded import tomllib
 
     system = tomllib.loads((source / "pyproject.toml").read_text(encoding="utf-8"))
     build = system.get("build-system", {})

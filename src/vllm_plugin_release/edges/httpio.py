@@ -101,9 +101,8 @@ def _body(response: Any, limit: int, url: str) -> bytes:
 
 
 def get(url: str, limit: int, deadline: float, *, what: str) -> bytes:
-    """The body of `url` (at most `limit` bytes, within `deadline` seconds). NotFound on 404;
-    OutsideFailure naming the URL otherwise; bounded.TooLarge past `limit`. At the deadline the
-    request thread's sockets are shut down."""
+    """The body of `url` (at most `limit` bytes, within `deadline` seconds: then its sockets are
+    shut down). NotFound on 404, bounded.TooLarge past `limit`, else OutsideFailure."""
     connections = _Connections()
     opener = urllib.request.build_opener(_Http(connections), _Https(connections), _SameOrigin())
     request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})

@@ -57,9 +57,6 @@ def simple_url_for(upload_url: str) -> str:
     return upload_url.rstrip("/") + "/simple/"
 
 
-# Talking to an index
-
-
 class Transient(Exception):
     """A failure worth retrying (connection error, timeout, HTTP 5xx or 429). `waited`: the
     index accepted the connection and said nothing for the whole VPR_NET_TIMEOUT."""
@@ -111,10 +108,9 @@ def retrying(
     retry_waited: bool = True,
     rate_budget: float | None = None,
 ) -> T:
-    """`call()`, again after a Transient, up to `attempts` times with doubling waits. One that
-    `waited` the whole timeout is raised at once unless `retry_waited`. With `rate_budget`
-    (seconds), a rate-limited answer is waited out, not counted, until the budget is spent:
-    RateLimited."""
+    """`call()`, again after a Transient, up to `attempts` times with doubling waits (one that
+    `waited` the whole timeout only with `retry_waited`). With `rate_budget` (seconds), a
+    rate-limited answer is waited out, not counted, until the budget is spent: RateLimited."""
     attempt, backed_off, pace = 0, 0.0, 1.0
     while True:
         try:
@@ -200,8 +196,7 @@ def _get(
     url: str, accept: str | None = None, *, index: str, credentials: bool = True
 ) -> tuple[bytes, str, str] | None:
     """(body, content type, final URL), None on 404; Transient on 5xx/429/connection errors.
-    `url` must be on the origin of `index` (or its files host); the index's credentials go
-    to the index's origin only, as a header (no URL in a message carries user info)."""
+    `url` must be on the origin of `index` (or its files host); credentials go there only."""
     home = origin(index)
     allowed = frozenset({home}) | FILE_HOSTS.get(home, frozenset())
     if origin(url) not in allowed:
@@ -274,9 +269,6 @@ def remote_sha256(simple_url: str, project: str, filename: str) -> str | None:
     return hashlib.sha256(got[0]).hexdigest() if got else None
 
 
-# The local default index
-
-
 def parse_pid(data: Any) -> int | None:
     """The server's process id in a pid file (`LocalIndex.start` writes it: `pid`, a
     positive whole number); None when the file says no such thing."""
@@ -324,27 +316,11 @@ class LocalIndex:
         for _ in range(3):  # the port could be taken between choosing and binding
             self.port = free_port()
             with self.log.open("wb") as log:
+                argv = [sys.executable, "-m", "pypiserver", "run", "-i", "127.0.0.1"]
+                argv += ["-p", str(self.port), "-a", ".", "-P", ".", "--disable-fallback"]
+                argv += ["--hash-algo", "sha256", "--backend", "simple-dir", str(self.root)]
                 self.process = spawn(
-                    [
-                        sys.executable,
-                        "-m",
-                        "pypiserver",
-                        "run",
-                        "-i",
-                        "127.0.0.1",
-                        "-p",
-                        str(self.port),
-                        "-a",
-                        ".",
-                        "-P",
-                        ".",
-                        "--disable-fallback",
-                        "--hash-algo",
-                        "sha256",
-                        "--backend",
-                        "simple-dir",
-                        str(self.root),
-                    ],
+                    argv,
                     what="the local package index (pypiserver)",
                     stdout=log,
                     guard=False,  # a server left by a SIGKILLed run is stopped by the next

@@ -70,9 +70,6 @@ class Interpreter:
         }
 
 
-# -- pure: where to look ------------------------------------------------------------
-
-
 def patch_dirs(names: Iterable[str], version: str) -> list[str]:
     """The folder names that are a CPython `version` (`3.10.13`, not `3.10.13t`, `3.10-dev`
     or `pypy3.10-7.3`), newest patch first."""
@@ -88,7 +85,6 @@ class Place:
     name: str  # "pyenv ($PYENV_ROOT/versions/3.10.*)"
     found_by: str
     candidates: tuple[str, ...]  # executables to ask, in order
-    note: str = ""  # why it had none, when it is known without asking
 
 
 def version_root_candidates(root: Path, version: str, names: Iterable[str]) -> tuple[str, ...]:
@@ -108,9 +104,6 @@ def not_found_message(version: str, searched: list[tuple[str, str]]) -> tuple[st
     return message, hint
 
 
-# -- the machine: asking, listing ------------------------------------------------------
-
-
 def _listdir(folder: Path) -> list[str]:
     try:
         return os.listdir(folder)
@@ -123,8 +116,7 @@ def _home() -> Path:
 
 
 def places(version: str, uv: str | None) -> Iterator[Place]:
-    """The places after an explicit path, in order, each with its candidates (lazy: a place
-    is listed only when the ones before it had nothing)."""
+    """The places after an explicit path, in order (lazy: listed only when needed)."""
     if uv:
         yield Place(f"uv ({uv} python find --system)", "uv", ("uv",))
     pyenv = Path(os.environ.get("PYENV_ROOT") or _home() / ".pyenv") / "versions"
@@ -242,8 +234,7 @@ LEFT_OUT = re.compile(
 
 def install_members(interpreter: Interpreter) -> list[str]:
     """The files, folders and links of the interpreter's installation an image needs
-    (relative to its prefix, sorted): `bin/pythonX.Y` and its links, libpython, the
-    standard library and its extension modules; not LEFT_OUT, not other programs in bin/."""
+    (relative to its prefix, sorted): not LEFT_OUT, no other programs in bin/."""
     prefix = Path(interpreter.prefix)
     if not interpreter.prefix or not (prefix / "lib").is_dir():
         raise BadInput(f"{interpreter.path}: no installation folder to copy ({prefix})")
@@ -268,20 +259,16 @@ def install_members(interpreter: Interpreter) -> list[str]:
 
 
 def named_by(explicit_path: str | None) -> tuple[str, str] | None:
-    """(path, where it was named) of the interpreter the user names: `--interpreter PATH`,
-    else $VPR_INTERPRETER; None when neither names one (the search decides)."""
+    """(path, where it was named): `--interpreter PATH`, else $VPR_INTERPRETER, else None."""
     if explicit_path:
         return explicit_path, "--interpreter"
     given = settings.text(ENV_VARIABLE)
-    if given:
-        return given, ENV_VARIABLE
-    return None
+    return (given, ENV_VARIABLE) if given else None
 
 
 def explicit(path: str, version: str, source: str) -> Interpreter:
     """The interpreter named by `source` (--interpreter or VPR_INTERPRETER): a CPython
-    `version`, else bad input (exit 2) naming `source` and the path, saying what it is. A
-    bare name (`python3.11`) is the program of that name on PATH."""
+    `version`, else BadInput naming both; a bare name is the program on PATH."""
     given = path
     if os.sep not in path:
         path = shutil.which(path) or path
@@ -323,11 +310,8 @@ def _which_file(exc: OSError, answer: dict[str, str]) -> str:
 
 
 class Search:
-    """`find(version, explicit_path, uv)` started now in a thread of its own, held by the run
-    that starts it: the search is mostly waiting (uv's own search runs every shim on PATH),
-    so it hides behind other work. `wait()` before asking `find`: a found answer is find's
-    by then; a failed search is not kept (`find` searches again and raises, where it always
-    did)."""
+    """`find` started now in a thread of its own (the search is mostly waiting), so it hides
+    behind other work; after `wait()`, a found answer is find's (a failure is not kept)."""
 
     def __init__(self, version: str, explicit_path: str | None, uv: str | None) -> None:
         self._thread = threading.Thread(
@@ -347,9 +331,8 @@ class Search:
 
 @functools.lru_cache(maxsize=16)
 def find(version: str, explicit_path: str | None = None, uv: str | None = None) -> Interpreter:
-    """The CPython `version` ("3.10") this machine has: PythonUnavailable (exit 3) naming
-    every place searched when none has one; BadInput (exit 2) for a bad explicit path or
-    version."""
+    """The CPython `version` ("3.10") this machine has: PythonUnavailable naming every place
+    searched when none has one; BadInput for a bad explicit path or version."""
     return _search(version, explicit_path, uv)
 
 
@@ -360,9 +343,7 @@ def _search(version: str, explicit_path: str | None, uv: str | None) -> Interpre
     named = named_by(explicit_path)
     if named:
         return explicit(named[0], version, named[1])
-    searched: list[tuple[str, str]] = [
-        ("--interpreter / " + ENV_VARIABLE, "not set"),
-    ]
+    searched = [("--interpreter / " + ENV_VARIABLE, "not set")]
     for place in places(version, uv):
         candidates, said = place.candidates, "none"
         if place.found_by == "uv" and uv:

@@ -24,9 +24,6 @@ PASSWORD_ENV = "VPR_SIGNING_KEY_PASSWORD"
 DEFAULT_KEY = Path("keys") / "manifest-signing.key"  # under the .vpr/ cache folder
 
 
-# Key files
-
-
 def public_path(private: Path) -> Path:
     return private.with_name(private.name + ".pub")
 
@@ -147,9 +144,6 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
     return key
 
 
-# Which key
-
-
 def resolve_key_path(
     cli: str | Path | None, spec_value: str | None, *, root: Path, cache_root: Path
 ) -> tuple[Path, str]:
@@ -172,9 +166,6 @@ def ensure_key(path: Path, origin: str) -> bool:
         generate_keypair(path)
         return True
     return False
-
-
-# Who signs (CI environment)
 
 
 def builder_id() -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import subprocess
-import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from vllm_plugin_release.core.cache import (
 )
 from vllm_plugin_release.core.errors import BadInput, GateFailed, OutsideFailure
 from vllm_plugin_release.edges.fetch import ArchiveLimits, extract
-from vllm_plugin_release.edges.git import git, refuse_option
+from vllm_plugin_release.edges.git import git, is_local, refuse_option
 
 
 @dataclass(frozen=True)
@@ -145,15 +144,14 @@ def _present_repo_path(folder: Path, cache: Cache) -> PluginSource | None:
     if not commit or tree_id.returncode != 0:
         return None
     dest = _tree_dest(cache, tree_id.stdout.strip())
-    if not dest.is_dir():
-        return None
-    return PluginSource(
-        root=dest / folder.name,
-        kind="path",
-        repository=rel,
-        commit=commit,
-        source_date_epoch=commit_time(repo, commit),
-    )
+    return _path_source(dest / folder.name, repo, rel, commit) if dest.is_dir() else None
+
+
+def _path_source(
+    root: Path, repo: Path, rel: str, commit: str, dirty: bool = False
+) -> PluginSource:
+    """The plugin source of an in-repo plugin's exported committed tree."""
+    return PluginSource(root, "path", rel, commit, commit_time(repo, commit), dirty)
 
 
 def _tree_dest(cache: Cache, tree_id: str) -> Path:
@@ -184,11 +182,10 @@ def _is_bare(path: Path) -> bool:
 
 
 def _clone_commit(url: str, commit: str, dest: Path, tag: str | None) -> None:
-    local = not urllib.parse.urlparse(url).scheme or url.startswith("file://")
     refuse_option(url, "[plugin.source] url")
     done = git("clone", "--quiet", "--no-checkout", "--", url, str(dest))
     if done.returncode != 0:
-        if local:
+        if is_local(url):
             raise BadInput(f"{url}: cannot clone ({done.stderr.strip()})")
         raise OutsideFailure(f"{url}: git clone failed: {done.stderr.strip()}")
     if tag:
@@ -250,11 +247,4 @@ def _from_repo_path(spec: Spec, folder: Path, cache: Cache) -> PluginSource:
                 remove_tree(tmp, ignore_errors=True)  # nothing half-made is left
                 raise
             tmp.rename(dest)
-    return PluginSource(
-        root=dest / folder.name,
-        kind="path",
-        repository=rel,
-        commit=commit,
-        source_date_epoch=commit_time(repo, commit),
-        dirty=dirty,
-    )
+    return _path_source(dest / folder.name, repo, rel, commit, dirty)

@@ -22,7 +22,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
-from vllm_plugin_release.core import progress
 from vllm_plugin_release.core.cache import OWNER_FILE, owner_alive, owner_stamp, remove_tree
 from vllm_plugin_release.core.errors import OutsideFailure, TimedOut
 
@@ -39,22 +38,18 @@ def run(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
-    announce: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `argv` to completion with its output captured as text; never raises on exit status.
-    `announce`: a long step, said when it starts and with a heartbeat."""
-    shown = progress.working(what) if announce else contextlib.nullcontext()
+    """Run `argv` to completion with its output captured as text; never raises on exit status."""
     try:
-        with shown:
-            return subprocess.run(
-                [str(a) for a in argv],
-                cwd=cwd,
-                env=dict(env) if env is not None else None,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
+        return subprocess.run(
+            [str(a) for a in argv],
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
     except subprocess.TimeoutExpired as exc:
         told = _text(exc.stdout) + _text(exc.stderr)
         raise TimedOut(f"{what} did not finish within {timeout:g} s", output=told) from None
@@ -91,9 +86,8 @@ def spawn(
     cwd: Path | None = None,
     guard: bool = True,
 ) -> subprocess.Popen[bytes]:
-    """Start `argv` in its own process group, registered with the run (stopped on SIGINT or
-    SIGTERM). `guard`: behind the death guard (the group dies with a SIGKILLed run). A program that
-    cannot be started is an outside failure naming `what`."""
+    """Start `argv` in its own process group, registered with the run; `guard`: behind the death
+    guard. A program that cannot be started is an outside failure naming `what`."""
     args = [str(a) for a in argv]
     if guard and shutil.which(args[0]) is None:
         raise OutsideFailure(f"{what}: cannot start {args[0]}: no such program")
@@ -114,9 +108,8 @@ def spawn(
 
 
 class Started:
-    """A command started now and waited for later (`finish`), or stopped (`cancel`): its own
-    process group, behind the death guard; its output goes to two files in `folder`, which must
-    outlive it."""
+    """A command started now and waited for later (`finish`), or stopped (`cancel`); its output
+    goes to two files in `folder`, which must outlive it."""
 
     def __init__(
         self,
@@ -181,9 +174,8 @@ class Taken:
 
 
 class Ahead:
-    """Commands one walk started before the step that wants their result, held under that step's
-    name and a key that says exactly what it runs. The step takes the run for its key or runs the
-    command itself; leaving the `with` block stops every run nobody took."""
+    """Commands started before the step that wants their result, held under its name and a key
+    saying exactly what runs; leaving the `with` block stops every run nobody took."""
 
     def __init__(self) -> None:
         self._runs: list[tuple[str, object, Taken]] = []
@@ -351,8 +343,6 @@ def stop_since(since: int) -> int:
 
 
 def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    import subprocess  # loaded already by whoever started a registered process
-
     for proc in procs:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)
@@ -413,9 +403,8 @@ def can_fork() -> bool:
 
 
 def forked_map(fn: Callable[[T], R], shares: Sequence[T]) -> list[R]:
-    """[fn(share) for share in shares], side by side: the first here, each other in a forked child,
-    its result pickled back. Only with one thread (a fork copies other threads' locks). A child that
-    dies: ChildProcessError."""
+    """[fn(share) for share in shares], the first here and each other in a forked child (only with
+    one thread: a fork copies other threads' locks); a child that dies: ChildProcessError."""
     if len(shares) <= 1 or not can_fork():
         return [fn(share) for share in shares]
     kids: list[tuple[int, int]] = []  # (pid, read end of its pipe), not yet collected

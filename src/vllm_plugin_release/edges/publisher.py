@@ -15,8 +15,6 @@ from vllm_plugin_release.edges import settings
 from vllm_plugin_release.edges.index import IndexTarget, Transient, redact
 from vllm_plugin_release.edges.runner import HOST_NETWORK, Runner, host_env
 
-# twine
-
 
 def _not_an_option(url: str) -> str:
     """An index URL for a command line: one starting with '-' would be read as an option."""
@@ -61,30 +59,16 @@ def twine_check_verdict(done: subprocess.CompletedProcess[str]) -> None:
 
 
 def twine_upload(target: IndexTarget, wheels: list[Path]) -> None:
-    """One `twine upload` of `wheels`, in their order (twine stops at the first failure).
-    Transient: worth another attempt (a connection error, a timeout, 5xx, or 400/409,
-    often "file already exists", which the caller settles by asking the index)."""
+    """One `twine upload` of `wheels`, in their order. Transient: worth another attempt (including
+    400/409, often "file already exists", which the caller settles by asking the index)."""
     names = ", ".join(w.name for w in wheels)
+    argv = [sys.executable, "-m", "twine", "upload", "--non-interactive", "--disable-progress-bar"]
+    argv += ["--repository-url", _not_an_option(target.upload_url), "--", *map(str, wheels)]
+    env = _twine_env(target)
     try:
         with progress.working(f"upload of {names} (twine)"):
             done = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "twine",
-                    "upload",
-                    "--non-interactive",
-                    "--disable-progress-bar",
-                    "--repository-url",
-                    _not_an_option(target.upload_url),
-                    "--",
-                    *map(str, wheels),
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
-                env=_twine_env(target),
-                timeout=1800,
+                argv, capture_output=True, text=True, check=False, env=env, timeout=1800
             )
     except subprocess.TimeoutExpired:
         raise Transient(f"upload of {names} timed out")
@@ -111,9 +95,6 @@ def twine_upload(target: IndexTarget, wheels: list[Path]) -> None:
     raise OutsideFailure(f"upload of {names} failed (HTTP {code}):\n{last}")
 
 
-# Installing from an index (the install proof)
-
-
 def make_venv(venv: Path, runner: Runner, python: str | None = None) -> Path:
     """A new virtual environment without pip at `venv`, made and marked where `runner` runs commands
     (so its python later runs there too); its python."""
@@ -132,8 +113,7 @@ def install_with_hashes(
     python: Path, simple_url: str, requirements: Path, runner: Runner
 ) -> subprocess.CompletedProcess[str]:
     """`uv pip install --no-deps --require-hashes` of `requirements` into `python`'s environment
-    from `simple_url` only, no download cache, where `runner` runs commands: every wheel's sha256
-    must equal its line's hash, and uv reads no configuration, so no other source is consulted."""
+    from `simple_url` only (no cache, no configuration: no other source is consulted)."""
     argv = [runner.uv, "pip", "install", "--python", str(python), "--no-cache", "--no-config"]
     argv += ["--no-deps", "--require-hashes", "--index-url", _not_an_option(simple_url)]
     argv += ["-r", str(requirements)]

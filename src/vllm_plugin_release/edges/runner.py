@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import sys
@@ -23,10 +24,8 @@ from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.proc import can_unshare_network
 from vllm_plugin_release.edges.uv import uv_bin
 
-# `network=HOST_NETWORK`: the command shares this machine's network namespace, so a
-# service on its loopback (the local package index of publish's install proof) is
-# reachable; a container runner grants it to that one command only (build steps stay
-# network-off). On this machine it is the same as `network=True`.
+# `network=HOST_NETWORK`: the command shares this machine's network namespace (a service
+# on its loopback is reachable); a container runner grants it to that one command only.
 HOST_NETWORK = "host"
 Network = bool | Literal["host"]
 
@@ -58,8 +57,8 @@ _WIDTH = 300  # one dpkg command line can run to kilobytes: cut each line shown
 
 
 def failure_excerpt(lines: list[str], tail: int = 25, causes: int = 8) -> str:
-    """The log lines that name a cause (up to `causes`, first ones, outside the tail),
-    then the last `tail` lines; each indented and cut to `_WIDTH` characters."""
+    """The first `causes` log lines that name a cause outside the tail, then the last `tail`
+    lines; each indented and cut to `_WIDTH` characters."""
 
     def cut(line: str) -> str:
         return "    " + (line if len(line) <= _WIDTH else line[: _WIDTH - 3] + "...")
@@ -75,8 +74,6 @@ def failure_excerpt(lines: list[str], tail: int = 25, causes: int = 8) -> str:
 
 def free_space_note(*folders: Path) -> str:
     """'free: /tmp 287 MiB, /x 12.0 GiB' for the folders that exist (for a failure's hint)."""
-    import shutil
-
     parts = []
     for folder in folders:
         try:
@@ -89,8 +86,7 @@ def free_space_note(*folders: Path) -> str:
 
 
 class Runner(Protocol):
-    """Where a stage's commands run. `describe()` (its `to_json()`) goes into the stage's
-    record."""
+    """Where a stage's commands run; `describe()` goes into the stage's record."""
 
     kind: str
     isolate: bool  # True: a command that asks for no network gets none
@@ -142,7 +138,7 @@ class LocalRunner:
         self.isolate = network_isolation != "off" and can_unshare_network()
 
     def __enter__(self) -> LocalRunner:
-        return self  # nothing to ready or release: this machine is always there
+        return self
 
     def __exit__(self, *exc: object) -> None:
         pass
@@ -162,7 +158,6 @@ class LocalRunner:
         """An environment made here runs here: nothing to note."""
 
     def scratch_root(self) -> Path | None:
-        """The builds run here: their scratch in memory where that is usable."""
         return settings.build_scratch_root()
 
     def call(
@@ -174,7 +169,6 @@ class LocalRunner:
         network: Network = True,
         timeout: float | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """Run `argv` here to completion; its exit status and output (text)."""
         argv = list(argv)
         if not network and self.isolate:
             argv = ["unshare", "-n", *argv]
@@ -182,14 +176,10 @@ class LocalRunner:
         return proc.run(argv, what=f"running {argv[0]!s}", env=env, cwd=where, timeout=timeout)
 
     def interpreter(self, version: str) -> Interpreter:
-        """The CPython `version` this machine has (`edges/interpreters.find`: an explicit
-        path, uv, pyenv, asdf/mise, /usr/bin); PythonUnavailable (exit 3) naming every place
-        searched when none has it."""
         return interpreters.find(version, self.explicit, self.uv)
 
     def interpreter_ahead(self, version: str) -> interpreters.Search:
-        """Start `interpreter(version)`'s search now, in a thread: once the caller has waited
-        for it, `interpreter(version)` of a runner like this one answers with its result."""
+        """Start `interpreter(version)`'s search now, in a thread (`interpreters.Search`)."""
         return interpreters.Search(version, self.explicit, self.uv)
 
     def run(self, cmd: Command, log: Path) -> None:
@@ -201,7 +191,6 @@ class LocalRunner:
             out.write(f"$ {' '.join(argv)}\n".encode())
             out.flush()
             start = out.tell()
-            # its own group, stopped as a whole with the run, even a SIGKILLed one
             child = proc.spawn(argv, what=cmd.label, stdout=out, env=cmd.env or None, cwd=cmd.cwd)
             watch = uv.watching(cmd.label, log, start) if cmd.downloads else nullcontext()
             try:
@@ -243,12 +232,7 @@ class HostFacts(NamedTuple):
 
     def to_json(self) -> dict[str, str | int]:
         """The keys run.json has always held, in their order."""
-        return {
-            "host": self.host,
-            "platform": self.platform,
-            "python": self.python,
-            "pid": self.pid,
-        }
+        return self._asdict()
 
 
 def host_facts() -> HostFacts:

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from vllm_plugin_release.core import bounded, progress, records, signed
 from vllm_plugin_release.core import storehead as sh
+from vllm_plugin_release.core import storeindex as si
+from vllm_plugin_release.core import summary as sm
 from vllm_plugin_release.core.attest import keyid
 from vllm_plugin_release.core.bounded import loads
 from vllm_plugin_release.core.cache import atomic_write_bytes, sha256_file
@@ -50,9 +52,7 @@ from vllm_plugin_release.core.storeindex import (
     empty_index,
     entry_for,
     index_bytes,
-    index_from,
     lock_path,
-    parse_manifest,
     parse_run,
     rebuild_index,
     run_file_name,
@@ -80,9 +80,7 @@ WRITER_FOLDERS = ("ledger", "lkg", "nightly")  # the ledger's, lkg pointers', sc
 
 
 def utc_now() -> str:
-    import datetime
-
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -117,11 +115,8 @@ class AddResult:
 
 
 class DirStore:
-    """A manifest store in a local folder (the only kind that can be written).
-
-    `lock_timeout`: seconds a writer waits for the lock; None reads
-    $VPR_STORE_LOCK_TIMEOUT (default 120) when the store is opened.
-    """
+    """A manifest store in a local folder (the only kind that can be written). `lock_timeout`:
+    seconds a writer waits for the lock (None: $VPR_STORE_LOCK_TIMEOUT)."""
 
     def __init__(
         self,
@@ -137,39 +132,15 @@ class DirStore:
         )
         self.signer = signer  # the manifest key: a writer with it signs the store's head
 
-    def sign_head(self, wrote: tuple[str, ...]) -> None:
-        """Under the lock, after `wrote` is in place: a new signed head (`sign_head`)
-        when this writer holds the key; without it the head is left as it is (consumers
-        then refuse the files it no longer vouches for)."""
-        if self.signer is not None:
-            sign_head(self.root, self.signer, wrote)
-
-    # -- reading ------------------------------------------------------------
     def where(self, relative: str) -> str:
         return str(self.root / relative)
-
-    def read_index(self) -> StoreIndex:
-        """The index as the folder holds it, checked but not verified (what a writer reads;
-        a consumer reads it through `edges.trust`)."""
-        try:
-            data = self.read_bytes(INDEX_FILE, bounded.MAX_INDEX)
-        except Missing as exc:
-            if not self.root.is_dir():
-                raise BadInput(exc.message, hint=exc.hint)
-            return empty_index()
-        return index_from(data, self.where(INDEX_FILE))
 
     def read_text(self, relative: str, limit: int = bounded.MAX_DOCUMENT) -> str:
         return _text(self.read_bytes(relative, limit), self.where(relative))
 
-    def read_manifest(self, entry: IndexEntry) -> Manifest:
-        relative = _manifest_at(entry, self.where(INDEX_FILE))
-        return parse_manifest(self.read_text(relative), relative, self.location)
-
     def read_bytes(self, relative: str, limit: int = bounded.MAX_DOCUMENT) -> bytes:
-        """A store file's bytes: `relative` a safe store path (`storeindex.store_path`) that
-        stays inside the folder (no link out of it), a regular file of at most `limit`
-        bytes; Missing when it is not there, BadInput naming it for anything else."""
+        """A store file's bytes: a safe store path that stays inside the folder (no link out),
+        a regular file of at most `limit` bytes; Missing when it is not there."""
         path = self.root / store_path(relative, str(self.root))
         if not self.root.is_dir():
             raise Missing(
@@ -188,24 +159,17 @@ class DirStore:
             raise Missing(f"{path}: missing from the store")
 
     def find_links(self) -> str:
-        """The embedded index, as a find-links location for pip or uv."""
         return str(self.root / WHEELS)
-
-    # -- writing ------------------------------------------------------------
-    def _lock(self) -> Any:
-        from filelock import FileLock
-
-        return FileLock(str(self.root / LOCK_FILE), timeout=self.lock_timeout)
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         """The writers' lock (waiting up to `lock_timeout`, then exit 3); what a killed
         writer left (dot-named temp files) is swept first."""
-        from filelock import Timeout
+        from filelock import FileLock, Timeout
 
         self.root.mkdir(parents=True, exist_ok=True)
         try:
-            with self._lock():
+            with FileLock(str(self.root / LOCK_FILE), timeout=self.lock_timeout):
                 self._remove_stale_temps()
                 yield
         except Timeout:
@@ -216,28 +180,23 @@ class DirStore:
             )
 
     def _remove_stale_temps(self) -> None:
-        """Temp files left by a killed writer (only ever written under the lock we now hold),
-        in every folder a writer writes: the store, pairings/, wheels/, runs/*/, ledger/,
-        lkg/, nightly/."""
+        """Temp files a killed writer left (only ever written under the lock we now hold),
+        in every folder a writer writes."""
         runs = self.root / RUNS
         folders = [
             self.root / name for name in ("", PAIRINGS, WHEELS, SUMMARY_DIR, *WRITER_FOLDERS)
         ]
         folders += [p for p in runs.iterdir() if p.is_dir()] if runs.is_dir() else []
-        for folder in folders:
-            if not folder.is_dir():
-                continue
-            for p in folder.iterdir():
-                if p.name.startswith(".") and p.name.endswith(".tmp"):
-                    with contextlib.suppress(OSError):
-                        p.unlink()
+        for p in (p for folder in folders if folder.is_dir() for p in folder.iterdir()):
+            if p.name.startswith(".") and p.name.endswith(".tmp"):
+                with contextlib.suppress(OSError):
+                    p.unlink()
 
     def _manifests(self) -> Iterator[tuple[str, bytes, bool]]:
         """(pairing id, manifest bytes, has a statement) for each manifest in pairings/."""
         folder = self.root / PAIRINGS
         for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-            pid = path.stem
-            yield pid, path.read_bytes(), (folder / f"{pid}.intoto.jsonl").exists()
+            yield path.stem, path.read_bytes(), (folder / f"{path.stem}.intoto.jsonl").exists()
 
     def _index_for_writing(self) -> StoreIndex:
         """The current index; an unreadable one counts as empty (it is rebuilt from the
@@ -255,10 +214,9 @@ class DirStore:
         self, manifest_path: Path, statement_path: Path | None = None, extras: Extras | None = None
     ) -> AddResult:
         """Add (or replace) the pairing's manifest, its lock, wheels and a history line, and
-        rebuild index.json, under the lock."""
+        rebuild index.json, under the lock. The bytes stored are the bytes validated."""
         from vllm_plugin_release.core.manifestmodel import parse
 
-        # Read once, bounded: the bytes stored are the bytes validated and parsed.
         data = _document_bytes(manifest_path, "manifest")
         raw = parse_document(data, manifest_path, "manifest")
         validate(raw, str(manifest_path))
@@ -278,12 +236,7 @@ class DirStore:
         with self.locked():
             previous, unchanged, index = self._add_locked(entry, data, statement, manifest, extras)
         status = "unchanged" if unchanged else ("replaced" if previous else "added")
-        return AddResult(
-            status=status,
-            entry=index.pairings[entry.pairing_id],
-            previous=previous,
-            store=self.location,
-        )
+        return AddResult(status, index.pairings[entry.pairing_id], previous, self.location)
 
     def _add_locked(
         self,
@@ -313,7 +266,7 @@ class DirStore:
         for wheel in extras.wheels:
             self._store_wheel(wheel)
         if extras.lock is not None:
-            _write_if_changed(self.root / lock_path(pid), extras.lock)
+            write_if_changed(self.root / lock_path(pid), extras.lock)
         if not unchanged:
             if statement is not None:
                 atomic_write_bytes(self.root / PAIRINGS / f"{pid}.intoto.jsonl", statement)
@@ -322,27 +275,25 @@ class DirStore:
             self._record_run(manifest, entry.manifest_sha256, extras)
         index = rebuild_index(self._manifests(), current, self._extras_reader())
         data = index_bytes(index)
-        _write_if_changed(self.root / INDEX_FILE, data)
+        write_if_changed(self.root / INDEX_FILE, data)
         page = wheels_page(list(index.pairings.values())).encode()
-        _write_if_changed(self.root / WHEELS / "index.html", page)
-        from vllm_plugin_release.edges import summary
-
-        keep = summary.write(self.root, index, data)  # before the head, as index.json
+        write_if_changed(self.root / WHEELS / "index.html", page)
+        keep = write_summary(self.root, index, data)  # before the head, as index.json
         self._record_repairs(repairs, len(index.pairings))
-        self.sign_head((INDEX_FILE, SUMMARY_FILE))
-        summary.sweep(self.root, keep)
+        if self.signer is not None:  # without the key the head is left: consumers then refuse
+            sign_head(self.root, self.signer, (INDEX_FILE, SUMMARY_FILE))
+        sweep_summary(self.root, keep)
         return previous, unchanged, index
 
     def _drifted(self, relatives: tuple[str, ...]) -> list[Repair]:
-        """Which of `relatives` (files this writer rewrites) are not what the store's signed
-        head vouches for; none when this writer cannot check (no key) or there is no head."""
+        """`drifted`, for a writer that holds the key (else none: it cannot check)."""
         if self.signer is None:
             return []
         return drifted(self.root, self.signer.public_key(), relatives)
 
     def _record_repairs(self, found: list[Repair], pairings: int) -> None:
         """Say what was restored in place of each file of `found`, and record it in the
-        ledger (under the lock this writer holds; before the head it signs)."""
+        ledger (under the lock, before the head)."""
         if not found or self.signer is None:
             return
         restored = {
@@ -355,7 +306,6 @@ class DirStore:
         ]
         record_repairs(self.root, self.location, done, self.signer)
 
-    # -- the files beside the manifests ---------------------------------------
     def _check_wheel(self, wheel: Path) -> None:
         """A stored wheel is never replaced by another file of the same name."""
         sidecar = self.root / WHEELS / f"{wheel.name}.sha256"
@@ -414,11 +364,6 @@ class DirStore:
 SIGNED_FOLDERS = ("lkg", "nightly")  # one signed document per pairing name in each
 
 
-def head_days() -> float:
-    """How long a head is valid: $VPR_STORE_HEAD_DAYS (a positive number), else 30."""
-    return settings.number("VPR_STORE_HEAD_DAYS")
-
-
 def head_record(relative: str, data: bytes) -> sh.FileRecord:
     return sh.ledger_record(data) if relative == LEDGER_FILE else sh.file_record(data)
 
@@ -459,9 +404,8 @@ def sign_head(
     everything: bool = False,
     now: dt.datetime | None = None,
 ) -> sh.Head:
-    """Sign a new head for the folder store at `root` (the caller holds the store's lock):
-    the records of `wrote` made from the files now there, the others carried over (all
-    files present when `everything` or when there is no head yet)."""
+    """Sign a new head for the folder store at `root` (under its lock): the records of `wrote`
+    made anew, the others carried over (all files anew when `everything` or without a head)."""
     where = str(root / sh.HEAD_FILE)
     public = key.public_key()
     try:
@@ -473,10 +417,8 @@ def sign_head(
     files = dict(previous.files) if previous else {}
     keep = keep_ledger = None
     if everything:  # the summaries made again from index.json and the ledger as they are
-        from vllm_plugin_release.edges import summary
-
-        keep = summary.refresh(root)
-        keep_ledger = summary.refresh_ledger(root, public)
+        keep = refresh_summary(root)
+        keep_ledger = refresh_ledger_summary(root, public)
     names = set(vouched_files(root)) | set(files) if everything or previous is None else wrote
     for relative in sorted(set(names)):
         try:
@@ -488,14 +430,13 @@ def sign_head(
             parse_ledger(data, public, str(root / relative))
         files[relative] = head_record(relative, data)
     now = now or dt.datetime.now(dt.timezone.utc)
-    made = sh.body(files, previous=previous.version if previous else 0, now=now, days=head_days())
+    days = settings.number("VPR_STORE_HEAD_DAYS")
+    made = sh.body(files, previous=previous.version if previous else 0, now=now, days=days)
     data = signed.sign(made.payload(), sh.PAYLOAD_TYPE, key)
     atomic_write_bytes(root / sh.HEAD_FILE, data)
     if everything:
-        from vllm_plugin_release.edges import summary
-
-        summary.sweep(root, keep)
-        summary.sweep(root, keep_ledger, LEDGER_SUMMARY_DIR)
+        sweep_summary(root, keep)
+        sweep_summary(root, keep_ledger, LEDGER_SUMMARY_DIR)
     return made.as_head(keyid(public), hashlib.sha256(data).hexdigest())
 
 
@@ -522,10 +463,8 @@ def _said(record: sh.FileRecord) -> str:
 
 
 def drifted(root: Path, public_key: Ed25519PublicKey, relatives: Iterable[str]) -> list[Repair]:
-    """Which of `relatives` a writer is about to write are not the files the store's signed
-    head vouches for (changed, cut, replaced, removed, or there while it vouches for none),
-    each a Repair whose `restored` the writer fills in; none without a head yet (the caller
-    holds the store's lock)."""
+    """Which of `relatives` a writer is about to write are not the files the store's signed head
+    vouches for, each a Repair whose `restored` the writer fills in; none without a head yet."""
     head = read_head(root, public_key, str(root / sh.HEAD_FILE))
     if head is None:
         return []
@@ -551,6 +490,73 @@ def drifted(root: Path, public_key: Ed25519PublicKey, relatives: Iterable[str]) 
     return found
 
 
+# -- the summaries (`core.summary`): written under the lock after index.json or the ledger
+# and before the head (each file named by its sha256, then summary.json); after the head,
+# `sweep_summary` removes the files it does not name.
+
+
+def write_summary(root: Path, index: StoreIndex, index_data: bytes) -> set[str]:
+    """The summary of `index` (file `index_data`) into the store `root`; the paths it names."""
+    renders = {fmt: si.render_matrix(si.matrix(index), fmt) for fmt in sm.FORMATS}
+    return _write_summary(root, sm.STORE, *sm.build(si.query(index), index_data, renders))
+
+
+def write_ledger_summary(root: Path, entries: list[LedgerEntry], ledger_data: bytes) -> set[str]:
+    """The summary of the verified ledger `entries` (file `ledger_data`); the paths it names."""
+    built = sm.build_ledger(entries, sh.ledger_record(ledger_data))
+    return _write_summary(root, sm.LEDGER, *built)
+
+
+def refresh_summary(root: Path) -> set[str] | None:
+    """The summary of the store's index.json as it is now (None, and summary.json removed,
+    without a readable one); the store paths it names."""
+    path = root / INDEX_FILE
+    try:
+        data = bounded.read_file(path, bounded.MAX_INDEX, "store index")
+        index = si.index_from(data, str(path))
+    except (FileNotFoundError, BadInput):
+        return _drop_summary(root, sm.STORE)
+    return write_summary(root, index, data)
+
+
+def refresh_ledger_summary(root: Path, public_key: Ed25519PublicKey) -> set[str] | None:
+    """The summary of the store's ledger as it is now, each line verified first; none without
+    a ledger that verifies."""
+    path = root / LEDGER_FILE
+    try:
+        data = bounded.read_file(path, bounded.MAX_INDEX, "ledger")
+        entries = parse_ledger(data, public_key, str(path))
+    except (FileNotFoundError, BadInput, GateFailed):
+        return _drop_summary(root, sm.LEDGER)
+    return write_ledger_summary(root, entries, data)
+
+
+def sweep_summary(root: Path, keep: set[str] | None, folder_name: str = SUMMARY_DIR) -> None:
+    """Remove the files under `folder_name` that the current summary does not name."""
+    folder = root / folder_name
+    for path in folder.iterdir() if folder.is_dir() else ():
+        if f"{folder_name}/{path.name}" not in (keep or set()):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def _write_summary(root: Path, kind: sm.Kind, top: bytes, files: dict[str, bytes]) -> set[str]:
+    for relative, data in files.items():
+        write_if_changed(root / relative, data)
+    write_if_changed(root / kind.file, top)
+    return set(files)
+
+
+def _drop_summary(root: Path, kind: sm.Kind) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        (root / kind.file).unlink()
+
+
+def write_if_changed(path: Path, data: bytes) -> None:
+    if not path.is_file() or path.stat().st_size != len(data) or path.read_bytes() != data:
+        atomic_write_bytes(path, data)
+
+
 # ---------------------------------------------------------------------------
 # Ledger lines a writer appends under the store's lock, before the head it signs.
 
@@ -562,10 +568,9 @@ def append_locked(
     key: Ed25519PrivateKey,
     recorded: Callable[[Draft, list[LedgerEntry]], bool] = lambda _draft, _entries: False,
 ) -> list[LedgerEntry]:
-    """`append_new` for a writer that holds the store's lock already: each of `drafts` the
-    ledger has not `recorded` yet, in order, then a repair entry for a ledger summary that
-    is not the one the head vouches for (said, and made again), then the head. The entries
-    written, drafts first (none: nothing is written, the head is not signed again)."""
+    """`append_new` for a writer that holds the store's lock: the `drafts` not `recorded` yet, a
+    repair entry for a ledger summary the head does not vouch for, then the head; the entries
+    written (none: nothing is written, the head is not signed again)."""
     path = root / LEDGER_FILE
     try:
         old = bounded.read_file(path, bounded.MAX_INDEX, "ledger")
@@ -576,10 +581,10 @@ def append_locked(
     fresh = [d for d in drafts if not recorded(d, entries)]
     if not fresh:
         return []
-    summary = drifted(root, key.public_key(), (LEDGER_SUMMARY_FILE,))
+    stale = drifted(root, key.public_key(), (LEDGER_SUMMARY_FILE,))
     restored = "made again from the ledger, each line of it verified"
     new, written = old, []
-    for draft in [*fresh, *repair_drafts(location, summary, restored)]:
+    for draft in [*fresh, *repair_drafts(location, stale, restored)]:
         if draft in fresh and recorded(draft, written):
             continue
         last = new.splitlines(keepends=True)[-1] if new else None
@@ -587,20 +592,17 @@ def append_locked(
         new += sign_line(full, key)
         written.append(full)
     path.parent.mkdir(parents=True, exist_ok=True)
-    from vllm_plugin_release.edges.summary import sweep, write_ledger
-
     atomic_write_bytes(path, new)
-    keep = write_ledger(root, [*entries, *written], new)  # before the head
+    keep = write_ledger_summary(root, [*entries, *written], new)  # before the head
     sign_head(root, key, (LEDGER_FILE, LEDGER_SUMMARY_FILE))
-    sweep(root, keep, LEDGER_SUMMARY_DIR)
+    sweep_summary(root, keep, LEDGER_SUMMARY_DIR)
     return written
 
 
 def repair_drafts(location: str, found: list[Repair], restored: str) -> list[Draft]:
-    """Say each file found differing from the signed head and what was `restored` in its
-    place (a warning naming the store, the file and the head's version); their ledger
-    entries."""
-    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Warn of each file found differing from the signed head and what was `restored` in
+    its place; their ledger entries."""
+    now = utc_now()
     drafts = []
     for repair in found:
         done = dataclasses.replace(repair, restored=repair.restored or restored)
@@ -610,21 +612,9 @@ def repair_drafts(location: str, found: list[Repair], restored: str) -> list[Dra
 
 
 def record_repairs(root: Path, location: str, found: list[Repair], key: Ed25519PrivateKey) -> None:
-    """For a writer holding the lock: each of `found` (its `restored` filled in) said and
-    appended to the ledger."""
+    """For a writer holding the lock: each of `found` said and appended to the ledger."""
     if found:
         append_locked(root, location, repair_drafts(location, found, ""), key)
-
-
-def _manifest_at(entry: IndexEntry, where: str) -> str:
-    """The store path of an entry's manifest; BadInput when its `manifest` is not a string."""
-    if entry.manifest is None:
-        raise BadInput(
-            f"{where}: pairings[{entry.pairing_id!r}]: 'manifest' is not a store path",
-            hint="the store index is damaged; restore index.json from a backup or "
-            "re-publish the pairing's manifest",
-        )
-    return entry.manifest
 
 
 def _document_bytes(path: Path, what: str) -> bytes:
@@ -644,11 +634,6 @@ def _sidecar(path: Path) -> str:
         return ""
 
 
-def _write_if_changed(path: Path, data: bytes) -> None:
-    if not path.exists() or path.read_bytes() != data:
-        atomic_write_bytes(path, data)
-
-
 def _text(data: bytes, where: str) -> str:
     try:
         return data.decode("utf-8")
@@ -656,16 +641,9 @@ def _text(data: bytes, where: str) -> str:
         raise BadInput(f"{where}: not UTF-8 text (byte {exc.start})")
 
 
-def store_timeout() -> float:
-    """Seconds one read from an HTTP store may take in all: $VPR_STORE_TIMEOUT, else 30."""
-    return settings.number("VPR_STORE_TIMEOUT")
-
-
 class HttpStore:
-    """A manifest store served as static files (read-only). Every read is bounded: a safe
-    store path under the store's URL (never a `file:`, absolute or other-origin URL),
-    redirects only within the store's origin, at most `limit` bytes, and the whole answer
-    (connecting, headers, body) within `store_timeout()` seconds (`edges.httpio`)."""
+    """A manifest store served as static files (read-only). Every read is bounded: a safe store
+    path under its URL, redirects within its origin, `limit` bytes, $VPR_STORE_TIMEOUT seconds."""
 
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/") + "/"
@@ -685,23 +663,13 @@ class HttpStore:
 
         url = self.url + urllib.parse.quote(store_path(relative, self.location), safe="/")
         try:
-            return httpio.get(url, limit, store_timeout(), what="manifest store")
+            deadline = settings.number("VPR_STORE_TIMEOUT")
+            return httpio.get(url, limit, deadline, what="manifest store")
         except httpio.NotFound:
             raise Missing(
                 f"{redact_url(url)}: not found (HTTP 404)",
                 hint="is this the manifest store's base URL?",
             )
-
-    def read_index(self) -> StoreIndex:
-        try:
-            data = self.read_bytes(INDEX_FILE, bounded.MAX_INDEX)
-        except Missing as exc:
-            raise BadInput(str(exc.message), hint=exc.hint)
-        return index_from(data, self.where(INDEX_FILE))
-
-    def read_manifest(self, entry: IndexEntry) -> Manifest:
-        relative = _manifest_at(entry, self.where(INDEX_FILE))
-        return parse_manifest(self.read_text(relative), relative, self.location)
 
     def add(
         self, manifest_path: Path, statement_path: Path | None = None, extras: Extras | None = None

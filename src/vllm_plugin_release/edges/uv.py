@@ -8,6 +8,7 @@ import contextlib
 import functools
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -35,8 +36,6 @@ def uv_bin() -> str:
 
         return find_uv_bin()
     except (ImportError, FileNotFoundError):
-        import shutil
-
         found = shutil.which("uv")
         if not found:
             raise OutsideFailure("uv not found", hint="pip install uv")
@@ -98,21 +97,9 @@ def _uv_compile(
     overrides: Path | None = None,
     caps: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    args = [
-        uv_bin(),
-        "pip",
-        "compile",
-        "--generate-hashes",
-        "--no-header",
-        "--quiet",
-        "--python-version",
-        request.python,
-        "--python-platform",
-        request.platform,
-        "--index-strategy",
-        "unsafe-best-match",
-        *find_link_args(tuple(find_links)),
-    ]
+    args = [uv_bin(), "pip", "compile", "--generate-hashes", "--no-header", "--quiet"]
+    args += ["--python-version", request.python, "--python-platform", request.platform]
+    args += ["--index-strategy", "unsafe-best-match", *find_link_args(tuple(find_links))]
     if overrides is not None:
         args += ["--override", str(overrides)]
     if caps is not None:
@@ -129,8 +116,7 @@ def compile_lock(
     request: LockRequest, dest: Path, find_links: list[str] | tuple[str, ...] = ()
 ) -> str:
     """Resolve `request` with uv and write the hash-locked file atomically; its text. An override
-    that forces a version a locked package rules out is BadInput naming both, and nothing is
-    written."""
+    that a locked package rules out is BadInput naming both (nothing written)."""
     tmp = dest.parent / f".{dest.name}.in"
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp.write_text("\n".join(request.requirements) + "\n")
@@ -206,9 +192,8 @@ def override_name(line: str) -> str:
 
 
 def create_venv(folder: Path, python: str, *, offline: bool = False) -> Path:
-    """`uv venv` at `folder` for Python `python` (e.g. "3.11"); its interpreter. The folder
-    goes to uv absolute and after `--` (a name like `--seed` or `-seed` is a folder, never
-    an option)."""
+    """`uv venv` at `folder` for Python `python` (e.g. "3.11"); its interpreter. The folder goes
+    absolute and after `--` (never read as an option)."""
     folder = Path(os.path.abspath(folder))
     args = [uv_bin(), "venv", "--quiet", "--no-python-downloads", f"--python={python}"]
     args += ["--", str(folder)]
@@ -235,17 +220,10 @@ def sync_locked(
 ) -> None:
     """`uv pip sync --require-hashes`: the environment holds exactly `requirements`, every file
     checked by hash; those in `reinstall` (files changed in place) are installed again."""
-    args = [
-        uv_bin(),
-        "pip",
-        "sync",
-        "--quiet",
-        f"--python={os.path.abspath(python)}",  # one argument: never read as an option
-        "--require-hashes",
-        "--index-strategy",
-        "unsafe-best-match",
-        *find_link_args(find_links),
-    ]
+    # --python=PATH is one argument: never read as an option
+    args = [uv_bin(), "pip", "sync", "--quiet", f"--python={os.path.abspath(python)}"]
+    args += ["--require-hashes", "--index-strategy", "unsafe-best-match"]
+    args += find_link_args(find_links)
     if offline:
         args.append("--offline")
     for name in reinstall or ():
@@ -271,9 +249,8 @@ DEFAULT_INDEX = "https://pypi.org/simple"
 
 
 def wheel_fits(filename: str, python: str, platform: str) -> int | None:
-    """How well a wheel fits a lock's Python and platform (higher is better; None: not at
-    all): the CPython tag of `python` (or abi3, or py3), and a Linux tag no newer than the
-    platform's glibc (`x86_64-manylinux_2_34`)."""
+    """How well a wheel fits a lock's Python (its CPython tag, abi3 or py3) and platform (no newer
+    glibc than `x86_64-manylinux_2_34` says): higher is better, None not at all."""
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
     try:
@@ -358,9 +335,8 @@ def file_notes(
 
 
 def runtime_has_no_wheel(requirement: str, python: str, platform: str) -> str | None:
-    """Why `requirement` (`ttnn==0.81.1`) has no wheel that installs for CPython `python` on
-    `platform`, from the index's list of its files; None when one does (or when the index
-    cannot say: the lock's resolution then decides)."""
+    """Why `requirement` (`ttnn==0.81.1`) has no wheel for CPython `python` on `platform`, from
+    the index's list; None when one does or the index cannot say (the lock then decides)."""
     from packaging.requirements import Requirement
 
     from vllm_plugin_release.edges import index

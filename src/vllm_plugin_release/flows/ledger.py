@@ -14,7 +14,7 @@ from vllm_plugin_release.core import cardrecord, columns, ledger, progress, reco
 from vllm_plugin_release.core.cache import Cache
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.manifestdoc import MANIFEST_FILE, load
-from vllm_plugin_release.edges import keys, ledgerstore
+from vllm_plugin_release.edges import keys, trust
 from vllm_plugin_release.edges.store import open_store
 from vllm_plugin_release.stages.publish import resolve_targets
 
@@ -103,8 +103,8 @@ def record_verdict(
         entry = replace(entry, verdict=said.outcome)
     key = signing_key(spec, cache, signing)
     target = open_store(resolve_targets(spec, None, store, cache.root)[1])
-    written = ledgerstore.append(target, entry, key)
-    entries = ledgerstore.read_ledger(target, key.public_key())  # read back, verified
+    written = trust.append(target, entry, key)
+    entries = trust.read_ledger(target, key.public_key())  # read back, verified
     if not entries or entries[-1] != written:
         raise GateFailed(f"{target.location}: the ledger entry just written does not read back")
     progress.info(f"ledger: entry #{written.seq} ({kind}, {written.verdict}) in {target.location}")
@@ -147,8 +147,8 @@ def record_columns(
         )
     key = signing_key(spec, cache, signing)
     target = open_store(resolve_targets(spec, None, store, cache.root)[1])
-    written = ledgerstore.append_new(target, drafts, key, _recorded)
-    entries = ledgerstore.read_ledger(target, key.public_key())  # read back, verified
+    written = trust.append_new(target, drafts, key, _recorded)
+    entries = trust.read_ledger(target, key.public_key())  # read back, verified
     if written and entries[-len(written) :] != written:
         raise GateFailed(f"{target.location}: the ledger entries just written do not read back")
     kept = len(drafts) - len(written)

@@ -17,7 +17,7 @@ from vllm_plugin_release.core.bisect import first_error_lines
 from vllm_plugin_release.core.cache import Cache, write_json
 from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput
-from vllm_plugin_release.edges import git, ledgerstore
+from vllm_plugin_release.edges import git, trust
 from vllm_plugin_release.edges.store import open_store
 from vllm_plugin_release.edges.trust import TRUST_DIR, Trusted
 from vllm_plugin_release.flows.baseline import commit_spec, pairing_env
@@ -163,7 +163,7 @@ def _outcome(
             plugin_commit=report.plugin_commit,
             time=now_utc(),
         )
-        written = str(ledgerstore.write_lkg(store, spec.name, pointer, key))
+        written = str(trust.write_lkg(store, spec.name, pointer, key))
         return replace(report, last_known_good=written)
     since = _since(repo, lkg, core.commit, core.url)
     good = lkg.core_commit if lkg is not None else None
@@ -191,14 +191,14 @@ def nightly(spec: Spec, opts: Options) -> NightlyReport:
     key = signing_key(spec, opts.cache, opts.signing_key)
     now = opts.now or dt.datetime.now(dt.timezone.utc)
     trusted = _trusted(store, key, opts.cache, now)
-    state = ledgerstore.read_state(trusted, spec.name)  # None: none, or unreadable
+    state = trust.read_state(trusted, spec.name)  # None: none, or unreadable
     run_now, why = schedule.due(state, now, interval=opts.interval, backoff=opts.backoff)
     if not run_now and not opts.force:
         progress.info(f"nightly: skipped ({why})")
         return NightlyReport("skipped", reason=why)
     repo = git.mirror(url, opts.cache)
     commit = git.resolve(repo, opts.ref, "--ref", url)
-    lkg = ledgerstore.read_lkg(trusted, spec.name)  # verified and bound, or refused
+    lkg = trust.read_lkg(trusted, spec.name)  # verified and bound, or refused
     base, tested = _test_commit(spec, opts, url, repo, commit)
     report = _outcome(spec, tested, store, key, repo, lkg)
     record_verdict(
@@ -209,7 +209,7 @@ def nightly(spec: Spec, opts: Options) -> NightlyReport:
         store=opts.store,
         signing=opts.signing_key,
     )
-    ledgerstore.write_state(
+    trust.write_state(
         store,
         spec.name,
         schedule.after_run(state, now, passed=not report.failing, commit=commit),
