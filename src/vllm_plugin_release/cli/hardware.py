@@ -139,12 +139,7 @@ def _conform_hardware(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     _mesh_from_plan(hardware_settings(spec))
-    opts = hardware.Options(
-        cache=settings.cache_from_args(args),
-        dist_root=Path(args.dist),
-        plugin_source=args.plugin_source,
-        runtime_env=args.runtime_env,
-    )
+    opts = o.flow_options(hardware.Options, args)
     from vllm_plugin_release.edges import ci
 
     try:

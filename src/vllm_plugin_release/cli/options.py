@@ -4,10 +4,13 @@ and what they become: the spec, the store read through its signed head, the key.
 from __future__ import annotations
 
 import argparse
+from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from vllm_plugin_release.edges import settings
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -21,6 +24,21 @@ def store_location(args: argparse.Namespace) -> str:
         or settings.text("VPR_STORE")
         or str(settings.cache_from_args(args).root / "store")
     )
+
+
+def flow_options(cls: type[T], args: argparse.Namespace, **given: Any) -> T:
+    """A flow's Options dataclass from the flags of the same names (`cache` from --cache-dir,
+    `dist_root` from --dist); `given` for the fields whose flag differs."""
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name in given:
+            continue
+        if f.name == "cache":
+            given["cache"] = settings.cache_from_args(args)
+        elif f.name == "dist_root":
+            given["dist_root"] = Path(args.dist)
+        elif hasattr(args, f.name):
+            given[f.name] = getattr(args, f.name)
+    return cls(**given)
 
 
 def _parent(*flags: tuple[str, dict[str, Any]]) -> argparse.ArgumentParser:

@@ -220,16 +220,7 @@ def _bump(args: argparse.Namespace) -> int:
         Path(args.spec),
         args.core,
         cache=settings.cache_from_args(args),
-        options=bump.BumpOptions(
-            out=args.out,
-            dry_run=args.dry_run,
-            with_api=args.with_api,
-            with_tests=args.with_tests,
-            bisect=args.bisect,
-            tag=args.tag,
-            plugin_source=args.plugin_source,
-            dist_root=Path(args.dist),
-        ),
+        options=o.flow_options(bump.BumpOptions, args),
         approval=approval,
     )
     markdown = render_markdown(result)
@@ -364,14 +355,7 @@ def _bisect(args: argparse.Namespace) -> int:
     from vllm_plugin_release.flows import bisect
 
     spec = load_spec(args.spec)
-    opts = bisect.Options(
-        cache=settings.cache_from_args(args),
-        dist_root=Path(args.dist),
-        plugin_source=args.plugin_source,
-        repo=args.repo,
-        index=args.index,
-        prereleases=not args.final_only,
-    )
+    opts = o.flow_options(bisect.Options, args, prereleases=not args.final_only)
     report = bisect.bisect_report(spec, args.good, args.bad, opts)
     if args.json:
         sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
@@ -416,19 +400,7 @@ def _nightly(args: argparse.Namespace) -> int:
     from vllm_plugin_release.flows import nightly
 
     spec = load_spec(args.spec)
-    opts = nightly.Options(
-        cache=settings.cache_from_args(args),
-        dist_root=Path(args.dist),
-        repo=args.repo,
-        ref=args.ref,
-        store=args.store,
-        signing_key=args.signing_key,
-        plugin_source=args.plugin_source,
-        force=args.force,
-        interval=args.interval,
-        backoff=args.backoff,
-    )
-    report = nightly.nightly(spec, opts)
+    report = nightly.nightly(spec, o.flow_options(nightly.Options, args))
     if args.json:
         sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
     else:
@@ -516,19 +488,12 @@ def _matrix_run(args: argparse.Namespace) -> int:
     from vllm_plugin_release.flows import matrix
 
     spec = load_spec(args.spec)
-    opts = matrix.Options(
-        cache=settings.cache_from_args(args),
-        dist_root=Path(args.dist),
-        plugin_source=args.plugin_source,
+    opts = o.flow_options(
+        matrix.Options,
+        args,
         lowest=args.lowest or None,  # empty: not given (a CI input left empty)
-        index=args.index,
-        prereleases=args.prereleases,
-        repo=args.repo,
-        ref=args.ref,
         newest=args.newest or None,
         only=tuple(args.only),
-        store=args.store,
-        signing_key=args.signing_key,
     )
     return _matrix_show(matrix.run_matrix(spec, opts), args.json)
 
@@ -537,12 +502,7 @@ def _matrix_assemble(args: argparse.Namespace) -> int:
     from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.flows import matrix
 
-    opts = matrix.Options(
-        cache=settings.cache_from_args(args),
-        dist_root=Path(args.dist),
-        store=args.store,
-        signing_key=args.signing_key,
-    )
+    opts = o.flow_options(matrix.Options, args)
     spec = load_spec(args.spec)
     return _matrix_show(matrix.assemble_folder(spec, Path(args.dist), args.index, opts), args.json)
 
