@@ -38,9 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     plan.add_argument(
         "--spec", action="append", default=[], help="a spec (repeatable; default: buildspec/*)"
     )
-    plan.add_argument(
-        "--changed-since", default=None, metavar="REF", help="only specs changed since REF"
-    )
+    plan.add_argument("--changed-since", metavar="REF", help="only specs changed since REF")
     plan.add_argument(
         "--github-output", action="store_true", help="append matrix= and count= to $GITHUB_OUTPUT"
     )

@@ -143,7 +143,6 @@ def _register_site(sub: Any) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="the site's folder (replaced)")
     p.add_argument(
         "--store-url",
-        default=None,
         metavar="URL",
         help="where consumers read the store, for the install lines (default: --store)",
     )
@@ -156,14 +155,12 @@ def _register_site(sub: Any) -> None:
     )
     p.add_argument(
         "--core-release",
-        default=None,
         metavar="VERSION",
         help="the newest core release (default: the newest final release on --index)",
     )
     # no spec here: the core's index is the public one unless named
     p.add_argument(
         "--index",
-        default=None,
         metavar="URL",
         help="the core's simple API, where the newest release is read (default: "
         "https://pypi.org/simple)",
@@ -536,7 +533,6 @@ def _register_ledger(sub: Any) -> None:
     out.add_argument(
         "--matrix",
         choices=["markdown", "json"],
-        default=None,
         help="print the compatibility matrix generated from the matching entries",
     )
     p.set_defaults(func=cmd_ledger)
@@ -614,7 +610,6 @@ def _register_install(subparsers: Any) -> None:
     p.add_argument(
         "--guard-policy",
         choices=["enforce", "warn", "off"],
-        default=None,
         help="what vpr-guard does at vLLM's start-up when the environment is not the certified "
         "set, written to ENV/vpr-guard/policy ($VPR_GUARD overrides it; default without the "
         "file: enforce for a fleet verdict, warn for pilot or lab)",

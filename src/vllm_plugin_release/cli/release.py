@@ -36,7 +36,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     release.lazy_epilog = _stages_epilog
     release.add_argument(
         "--index",
-        default=None,
         metavar="URL",
         help="package index upload URL (default: as publish)",
     )

@@ -44,7 +44,6 @@ def _register_upstream(sub: argparse._SubParsersAction) -> None:
     )
     up.add_argument(
         "--version",
-        default=None,
         metavar="VERSION",
         help="only this release (must be on the index and newer than the pin); "
         "an empty value means all (for CI inputs)",
@@ -59,12 +58,11 @@ def _register_upstream(sub: argparse._SubParsersAction) -> None:
     )
     up.add_argument(
         "--lowest",
-        default=None,
         metavar="VERSION",
         help="the matrix's first column (default: the lowest core the plugin's installer "
         "allows, read from the plugin source)",
     )
-    up.add_argument("--newest", default=None, metavar="VERSION", help="the matrix's last column")
+    up.add_argument("--newest", metavar="VERSION", help="the matrix's last column")
     up.set_defaults(func=_upstream)
 
 
@@ -84,7 +82,7 @@ def _register_bump(sub: argparse._SubParsersAction) -> None:
         "(then a new file with the version replaced is written); --out chooses the path.",
     )
     bump.add_argument("--core", required=True, metavar="VERSION", help="new core version")
-    bump.add_argument("--out", type=Path, default=None, metavar="PATH", help="new spec path")
+    bump.add_argument("--out", type=Path, metavar="PATH", help="new spec path")
     bump.add_argument(
         "--dry-run",
         action="store_true",
@@ -107,10 +105,8 @@ def _register_bump(sub: argparse._SubParsersAction) -> None:
         "the pinned core and the new one (`vpr bisect`) into the migration report",
     )
     _add_approval(bump)
-    bump.add_argument("--tag", default=None, help="git sources: the new tag (default: derived)")
-    bump.add_argument(
-        "--report", type=Path, default=None, metavar="FILE", help="also write the Markdown report"
-    )
+    bump.add_argument("--tag", help="git sources: the new tag (default: derived)")
+    bump.add_argument("--report", type=Path, metavar="FILE", help="also write the Markdown report")
     bump.add_argument(
         "--github-output",
         action="store_true",
@@ -124,16 +120,13 @@ def _add_approval(bump: argparse.ArgumentParser) -> None:
     bump.add_argument(
         "--approve",
         action="append",
-        default=None,
         metavar="ID",
         help="approve a breaking change of the core API the plugin uses, by the id the "
         "migration report lists (once per change; with --approve-by and --approve-why). A "
         "bump with such a change and no approval stops with exit 1",
     )
-    bump.add_argument("--approve-by", default=None, metavar="WHO", help="who approves")
-    bump.add_argument(
-        "--approve-why", default=None, metavar="WHY", help="why the changes are acceptable"
-    )
+    bump.add_argument("--approve-by", metavar="WHO", help="who approves")
+    bump.add_argument("--approve-why", metavar="WHY", help="why the changes are acceptable")
 
 
 def _register_pr_body(sub: argparse._SubParsersAction) -> None:
@@ -142,8 +135,8 @@ def _register_pr_body(sub: argparse._SubParsersAction) -> None:
         parents=[o.SPEC, o.DIST, o.CACHE],
         help="a pull request body: the bump's migration report and the pairing's scorecard",
     )
-    body.add_argument("--report", type=Path, default=None, help="migration report (vpr bump)")
-    body.add_argument("--out", type=Path, default=None, help="write here instead of stdout")
+    body.add_argument("--report", type=Path, help="migration report (vpr bump)")
+    body.add_argument("--out", type=Path, help="write here instead of stdout")
     body.set_defaults(func=_pr_body)
 
 
@@ -338,7 +331,6 @@ def _register_bisect(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bad", required=True, help="core where the tests fail (commit/tag/version)")
     p.add_argument(
         "--repo",
-        default=None,
         metavar="URL",
         help="core git repository (URL or path): bisect its commits "
         "(default: the spec's git core source; else published versions on the index)",
@@ -382,7 +374,6 @@ def _register_nightly(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--repo",
-        default=None,
         metavar="URL",
         help="core git repository (default: the spec's git core source)",
     )
@@ -440,8 +431,8 @@ def _add_run(msub: argparse._SubParsersAction) -> None:
         "regression, 1 a regression or a column not run, 2 bad input (a version not on the "
         "index, nearest named), 3 outside failure.",
     )
-    p.add_argument("--lowest", default=None, metavar="VERSION", help="first column")
-    p.add_argument("--newest", default=None, metavar="VERSION", help="last column")
+    p.add_argument("--lowest", metavar="VERSION", help="first column")
+    p.add_argument("--newest", metavar="VERSION", help="last column")
     p.add_argument(
         "--only",
         action="append",
@@ -451,7 +442,7 @@ def _add_run(msub: argparse._SubParsersAction) -> None:
         "then `vpr matrix assemble`)",
     )
     p.add_argument("--prereleases", action="store_true", help="also release candidates")
-    p.add_argument("--repo", default=None, metavar="URL", help="core git repository: add main")
+    p.add_argument("--repo", metavar="URL", help="core git repository: add main")
     p.add_argument("--ref", default="main", help="the main column's ref (default: main)")
     _add_matrix_store(p)
     p.set_defaults(func=_matrix_run)
@@ -476,7 +467,6 @@ def _add_matrix_store(p: argparse.ArgumentParser) -> None:
     # not STORE: no store unless named (the columns are then only written to dist/)
     p.add_argument(
         "--store",
-        default=None,
         metavar="PATH",
         help="record every column in this manifest store's signed ledger (kind matrix; a "
         "column record already recorded is not recorded again)",
