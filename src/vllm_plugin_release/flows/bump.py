@@ -358,10 +358,9 @@ def plugin_test_regressions(
     from vllm_plugin_release.conform.checks import plugin_tests as pt
 
     cfg = pt.settings_for(spec)
-    root = plugin_root
     with cache.scratch("bump-tests-") as tmp:
-        base = pt.run_in_env(old_env, root, cfg, tmp / "old.xml")
-        run = pt.run_in_env(new_env, root, cfg, tmp / "new.xml")
+        base = pt.run_in_env(old_env, plugin_root, cfg, tmp / "old.xml")
+        run = pt.run_in_env(new_env, plugin_root, cfg, tmp / "new.xml")
     return {
         "status": "run",
         "old": base.counts,
@@ -501,19 +500,25 @@ def _resolve_and_write(run: _Run, new_spec: Spec, new_text: str, report: dict[st
 
 
 def _coupling(run: _Run, approval: Approval | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The API coupling diff and the approval table the new spec gets. A diff that cannot
-    run stops the bump: its gate cannot be passed unchecked."""
+    """The report's `api_coupling` part (the core API the plugin uses, old vs new) and the
+    approval table the new spec gets. A diff that cannot run stops the bump: its gate cannot
+    be passed unchecked."""
+    from vllm_plugin_release.conform.lib.apicoupling import coupling as diff
+
     spec = run.spec
-    root = run.inputs.plugin.root if spec.plugin else None
-    failed: list[VprError] = []
-    coupling = api_coupling(root, run.before_tree, run.new.tree, failed,
-                           versions=(spec.core.version, run.version),
-                           cache_dir=run.cache.root / "coupling")  # fmt: skip
-    if failed:
-        raise failed[0]
-    return coupling, decide_approval(
-        coupling, approval, run.spec_path, spec.core.version, run.version
-    )
+    if not spec.plugin:
+        coupling: dict[str, Any] = {"status": "not run", "reason": "the spec has no [plugin]"}
+    else:
+        root = run.inputs.plugin.root
+        with progress.status("bump: the core API the plugin uses, old vs new"):
+            try:
+                coupling = diff(root, run.before_tree, run.new.tree,
+                                versions=(spec.core.version, run.version),
+                                cache_dir=run.cache.root / "coupling").to_json()  # fmt: skip
+            except OSError as exc:
+                raise BadInput(f"{root}: cannot read the plugin's source ({exc})")
+    table = decide_approval(coupling, approval, run.spec_path, spec.core.version, run.version)
+    return coupling, table
 
 
 def _target(spec: Spec, spec_path: Path, version: str, out: Path | None) -> tuple[str, Path]:
@@ -614,7 +619,8 @@ def _locks(run: _Run, new_spec: Spec, pending: list[tuple[Path, Path]]) -> list[
             for name, dest in _lock_files(new_spec)
         ]
     lock_report: list[dict[str, Any]] = []
-    for request, dest in _lock_requests(new_spec, run.new.tree, run.inputs):
+    plugin_root = run.inputs.plugin.root if new_spec.plugin else None
+    for request, dest in pairing_locks(new_spec, run.new.tree, plugin_root):
         tmp = dest.with_name(f".{dest.name}.bump")
         tmp.parent.mkdir(parents=True, exist_ok=True)
         with progress.status(f"bump: resolving {request.name} for {run.version}"):
@@ -708,10 +714,6 @@ def _lock_files(spec: Spec) -> list[tuple[str, Path]]:
     return files
 
 
-def _lock_requests(spec: Spec, tree: Path, inputs: Inputs) -> list[tuple[Any, Path]]:
-    return pairing_locks(spec, tree, inputs.plugin.root if spec.plugin else None)
-
-
 def _pins_diff(old_lock: Path, new_text: str) -> dict[str, Any]:
     try:
         before = pins(old_lock.read_text(encoding="utf-8"))
@@ -757,31 +759,6 @@ def approval_from(by: str | None, why: str | None, ids: list[str] | None) -> App
             "(one --approve per change the migration report lists)",
         )
     return Approval(str(by).strip(), str(why).strip(), tuple(sorted(set(ids or ()))))
-
-
-def api_coupling(
-    plugin_root: Path | None,
-    old_tree: Path,
-    new_tree: Path,
-    errors: list[VprError],
-    *,
-    versions: tuple[str, str] | None = None,
-    cache_dir: Path | None = None,
-) -> dict[str, Any]:
-    """The report's `api_coupling` part (`not run` for a spec without a plugin). `versions`
-    name the two cores in its details; `cache_dir` keeps the core modules' parsed facts."""
-    from vllm_plugin_release.conform.lib.apicoupling import coupling as diff
-
-    if plugin_root is None:
-        return {"status": "not run", "reason": "the spec has no [plugin]"}
-    with progress.status("bump: the core API the plugin uses, old vs new"):
-        try:
-            report = diff(plugin_root, old_tree, new_tree, versions=versions, cache_dir=cache_dir)
-            return report.to_json()
-        except OSError as exc:
-            error = BadInput(f"{plugin_root}: cannot read the plugin's source ({exc})")
-            errors.append(error)
-            return {"status": "error", "reason": error.message}
 
 
 def _approve_command(spec_path: Path, version: str, ids: list[str]) -> str:

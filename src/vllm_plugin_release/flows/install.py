@@ -273,8 +273,6 @@ class Guard:
 def recover(pid: str, store: str, target: Target, env_dir: Path) -> str:
     """The `vpr install` line the guard prints: this store (a folder made absolute), key
     and environment."""
-    import os
-
     where = store if "://" in store else os.path.abspath(store)
     return gs.recover_line(pid, where, target.key_path, str(env_dir))
 
