@@ -25,10 +25,9 @@ from vllm_plugin_release.core.cache import Cache, atomic_write_text, key_of, wal
 from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput, VprError
 from vllm_plugin_release.edges import git
-from vllm_plugin_release.edges.fetch import index_files
 from vllm_plugin_release.flows.baseline import Release, commit_spec, pairing_env, release_pairing
 from vllm_plugin_release.flows.sources import Inputs
-from vllm_plugin_release.flows.upstream import releases_from_files, spec_index
+from vllm_plugin_release.flows.upstream import published, spec_index
 
 PACKAGE = Path(__file__).resolve().parent.parent
 TIMING = "matrix-timing.json"  # seconds per column and phase: this run's, not deterministic
@@ -91,12 +90,7 @@ def plan(spec: Spec, opts: Options, plugin_root: Callable[[], Path]) -> Plan:
     if not isinstance(spec.core.source, SdistSource):
         raise BadInput(f"{spec.path}: a version matrix needs an sdist core source (an index)")
     index = spec_index(spec, opts.index)
-    found = releases_from_files(spec.core.name, index_files(index, spec.core.name))
-    available = [
-        r.version
-        for r in found
-        if r.filename and r.sha256 and (opts.prereleases or not r.prerelease)
-    ]
+    available = published(spec.core.name, index, opts.prereleases)
     if spec.core.version not in available:
         available.append(spec.core.version)
     lowest = opts.lowest
@@ -361,12 +355,10 @@ def run_matrix(spec: Spec, opts: Options) -> cols.Matrix:
         )
     dist = records.dist_dir(opts.dist_root, spec.name)
     inputs = Inputs(spec, opts.cache, opts.plugin_source)
-    records.build_record(
-        dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN, spec.path)
-    )
+    producer = records.producer(records.BUILD_PLUGIN, spec.path)
+    built = records.build_record(dist, records.BUILD_PLUGIN, producer)
     the_plan = plan(spec, opts, lambda: inputs.plugin.root)
     folder = dist / cols.FOLDER
-    built = records.build_record(dist, records.BUILD_PLUGIN)
     plugin = {"name": built.name, "version": built.version, "commit": inputs.plugin.commit}
     run = _Run(
         spec, opts, inputs, dist, folder, the_plan, pt.settings_for(spec), code_digest(), plugin
