@@ -73,14 +73,7 @@ class PlanEntry:
 
     def to_json(self) -> dict[str, object]:
         """The job's entry of the matrix (`include`), as printed and handed to CI."""
-        return {
-            "spec": self.spec,
-            "name": self.name,
-            "device_class": self.device_class,
-            "mesh_variable": self.mesh_variable,
-            "mesh_device": self.mesh_device,
-            "runner_labels": list(self.runner_labels),
-        }
+        return {**dataclasses.asdict(self), "runner_labels": list(self.runner_labels)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,7 @@ class CoreRef:
     commit: str
 
     def to_json(self) -> dict[str, str]:
-        return {"url": self.url, "ref": self.ref, "commit": self.commit}
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
