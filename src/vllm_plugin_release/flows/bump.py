@@ -103,20 +103,11 @@ def _sdist_source(spec: Spec, version: str, fetcher: Fetcher) -> NewSource:
 
     old = spec.core.source
     assert isinstance(old, SdistSource)
-    listing = index_files(old.index, spec.core.name)
+    listing = [f for f in index_files(old.index, spec.core.name) if not f.yanked]
     wanted = _replace_version(old.filename, spec.core.version, version)
-    entry = next((f for f in listing if f.filename == wanted and not f.yanked), None)
-    if entry is None:
-        entry = next(
-            (
-                f
-                for f in listing
-                if not f.yanked
-                and not f.filename.endswith(".whl")
-                and file_version(spec.core.name, f.filename) == Version(version)
-            ),
-            None,
-        )
+    sdists = [f for f in listing if not f.filename.endswith(".whl")]
+    same = [f for f in sdists if file_version(spec.core.name, f.filename) == Version(version)]
+    entry = next((f for f in listing if f.filename == wanted), None) or next(iter(same), None)
     if entry is None:
         newer = [r.version for r in releases_from_files(spec.core.name, listing)][-5:]
         raise BadInput(
@@ -481,9 +472,8 @@ def bump(
 
 
 def _resolve_and_write(run: _Run, new_spec: Spec, new_text: str, report: dict[str, Any]) -> bool:
-    """The locks resolved into hidden files next to their destinations, the analyses asked
-    for, then (unless --dry-run) the locks moved in and the new spec written, last. Whatever
-    stops it on the way leaves no hidden lock behind and nothing written. Written or not."""
+    """Locks resolved into hidden files, the analyses run, then (unless --dry-run) the locks moved
+    in and the spec written, last: a stop on the way leaves nothing written. Written or not."""
     pending: list[tuple[Path, Path]] = []
     try:
         report["locks"] = _locks(run, new_spec, pending)
@@ -610,8 +600,7 @@ def _dependency_diffs(
 
 
 def _locks(run: _Run, new_spec: Spec, pending: list[tuple[Path, Path]]) -> list[dict[str, Any]]:
-    """Resolve the new spec's locks into hidden files (added to `pending`); the report's
-    `locks` part. `--dry-run` resolves none."""
+    """The new spec's locks resolved into hidden files (added to `pending`); none with --dry-run."""
     root = run.spec.root
     if run.options.dry_run:
         return [
@@ -863,8 +852,7 @@ def _req_section(title: str, diff: dict[str, Any]) -> list[str]:
 
 
 def _coupling_section(c: dict[str, Any] | None) -> list[str]:
-    """The core API the plugin uses: what breaks it, what to review, what cannot be told
-    statically, and the approval on record."""
+    """The core API the plugin uses: breaking, to review, unresolvable, and the approval."""
     out = ["", "### Core API the plugin uses", ""]
     if not c or c.get("status") != "run":
         return [*out, f"not run: {(c or {}).get('reason', 'no plugin')}"]

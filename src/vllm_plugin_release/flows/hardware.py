@@ -292,8 +292,7 @@ class Options:
 
 
 class _Steps:
-    """The sequence on the hardware runner, a method per stage; each hands on what the next
-    reads (the environment's record, the exit code)."""
+    """The sequence on the hardware runner, a method per stage."""
 
     def __init__(self, spec: Spec, opts: Options, spec_arg: str | Path) -> None:
         from vllm_plugin_release.flows.sources import Inputs

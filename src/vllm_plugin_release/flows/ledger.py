@@ -73,8 +73,7 @@ def record_verdict(
     store: str | None,
     signing: str | Path | None,
 ) -> ledger.LedgerEntry:
-    """Append the verdict of dist/NAME/manifest.json (or `said.outcome`) to the ledger,
-    with the release lag its scorecard gives; the entry as written."""
+    """Append the verdict of dist/NAME/manifest.json (or `said.outcome`) with its lag; the entry."""
     manifest_path = dist / MANIFEST_FILE
     manifest = load(manifest_path)
     digest = hashlib.sha256(manifest_path.read_bytes()).hexdigest()

@@ -346,8 +346,7 @@ def write(dist: Path, m: cols.Matrix) -> None:
 
 
 def run_matrix(spec: Spec, opts: Options) -> cols.Matrix:
-    """Run every column (or `opts.only`), writing each record as it ends; assemble
-    matrix.json and matrix.md from every record of the plan."""
+    """Run every column (or `opts.only`), each record written as it ends; assemble the plan's."""
     if opts.only and opts.store:
         raise BadInput(
             "--only with --store: a column alone has no column before it to regress against",
@@ -391,8 +390,7 @@ def run_matrix(spec: Spec, opts: Options) -> cols.Matrix:
 
 
 def _kept(folder: Path, column: cols.Column) -> cols.Column:
-    """Write the column's record and take it back as written: the matrix is assembled from
-    the records, here as in a CI matrix's last job."""
+    """The column's record, written and read back (the matrix is assembled from records)."""
     kept = cols.read_column(cols.write_column(folder, column))
     if kept is None:  # written a moment ago
         raise RuntimeError(f"{folder}: the record of {column.core} vanished")
@@ -424,8 +422,7 @@ def _say(column: cols.Column) -> None:
 def assemble_folder(
     spec: Spec, dist_root: Path, index: str | None = None, opts: Options | None = None
 ) -> cols.Matrix:
-    """matrix.json and matrix.md from the column records in dist/NAME/matrix/; every column in the
-    store's ledger when `opts` names a store."""
+    """matrix.json/.md from dist/NAME/matrix/'s records; each column in the ledger with a store."""
     dist = records.dist_dir(dist_root, spec.name)
     found = cols.read_folder(dist / cols.FOLDER)
     if not found:

@@ -222,8 +222,7 @@ def nightly(spec: Spec, opts: Options) -> NightlyReport:
 def _test_commit(
     spec: Spec, opts: Options, url: str, repo: Path, commit: str
 ) -> tuple[Spec, NightlyReport]:
-    """The plugin's tests on the core at `commit` (a pairing environment walked like the
-    baseline's) and its manifest: the derived spec and the run's report."""
+    """The plugin's tests on the core at `commit` and its manifest: the derived spec, the report."""
     dist = records.dist_dir(opts.dist_root, spec.name)
     records.build_record(
         dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN, spec.path)

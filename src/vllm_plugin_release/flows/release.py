@@ -63,10 +63,8 @@ def _wheel(result: StageResult) -> str:
 
 
 class _Stages:
-    """The release's stages over one pairing, a method each; every source is fetched or
-    resolved once (`Inputs`) and handed to the stages that read it; the work they start
-    ahead is held in the walk's `ahead`, for the stages that take it, and the interpreter
-    search started before the walk in `search`, waited for where a stage asks for it."""
+    """The release's stages over one pairing, a method each: sources fetched once (`Inputs`),
+    work started ahead held in `ahead`, the interpreter search in `search`."""
 
     def __init__(
         self, spec: Spec, opts: Options, out: Outcome, ahead: proc.Ahead, search: Search | None
@@ -86,8 +84,7 @@ class _Stages:
         return Context("release", self.spec, self.opts.cache, self.opts.dist_root)
 
     def pairing(self) -> PairingContext:
-        """The pairing the env stage is handed, built once (its sources are fetched by then:
-        build-plugin read them)."""
+        """The pairing the env stage is handed, built once."""
         from vllm_plugin_release.stages.pairing_env import PairingContext
 
         if self._pairing is None:
@@ -172,8 +169,7 @@ class _Stages:
             start_check_ahead(self.ahead, wheels, self.opts.cache)
 
     def tests_ahead(self, python: Path, module: str | None) -> None:
-        """The plugin's tests start once the env's packages are in, while it is checked;
-        conform takes that run (plugin_tests.start_ahead)."""
+        """The plugin's tests, started while the env is checked; conform takes that run."""
         from vllm_plugin_release.conform import registry
         from vllm_plugin_release.conform.checks import plugin_tests
 
@@ -262,10 +258,8 @@ def graph(
     ahead: proc.Ahead | None = None,
     search: Search | None = None,
 ) -> Graph:
-    """The release's stages and what each needs (the order they are declared in is the
-    order the line runs in), with the extras that join "release" (flows/stagewalk.extended).
-    `ahead`: where the walk holds the work its stages start ahead (None: a graph that is
-    drawn, not walked); `search`: the spec's interpreter, looked for ahead."""
+    """The release's stages in the line's order, with the extras that join "release";
+    `ahead` None: a graph drawn, not walked; `search`: the interpreter, looked for ahead."""
     s = _Stages(spec, opts, out, proc.Ahead() if ahead is None else ahead, search)
     # What each stage has cached, for the drawing (`--graph`); the walk never asks.
     probe = Probes(spec, opts.cache, opts.dist_root, opts.runner, opts.plugin_source)

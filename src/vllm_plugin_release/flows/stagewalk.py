@@ -29,8 +29,7 @@ class Halt(Exception):
 
 @dataclass
 class Walk:
-    """What a walk did: each line stage's seconds (in the line's order), the one that
-    failed, and those stopped beside it."""
+    """What a walk did: each line stage's seconds, the one that failed, those stopped beside it."""
 
     seconds: dict[str, float] = field(default_factory=dict)
     failed: str | None = None
@@ -251,8 +250,7 @@ def _started(stage: Stage) -> threading.Thread:
 
 @dataclass(frozen=True)
 class Context:
-    """The graph walked ("release", "pairing", "hardware") and its pairing (for "pairing",
-    the derived spec of the core it builds, known once core-source ran)."""
+    """The graph walked and its pairing ("pairing": the derived spec, once core-source ran)."""
 
     graph: str
     spec: Spec
