@@ -468,16 +468,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     from vllm_plugin_release.stages import publish as pub
 
     spec = load_spec(args.spec)
-    options = pub.Options(
-        index=args.index,
-        store=args.store,
-        simple_index=args.simple_index,
-        public_key=args.key,
-        signing_key=args.signing_key,
-        verify_install=args.verify_install,
-        allow_uncertified=args.allow_uncertified,
-        dist_root=args.dist,
-    )
+    options = o.flow_options(pub.Options, args, public_key=args.key, dist_root=args.dist)
     result = pub.publish_spec(spec, options, cache=settings.cache_from_args(args))
     if args.json:
         from dataclasses import asdict
@@ -623,13 +614,12 @@ def cmd_install(args: argparse.Namespace) -> int:
     cache = settings.cache_from_args(args)
     result = install(
         trusted(args),
-        Request(pairing=args.pairing, core=args.core, plugin=args.plugin),
-        Target(
+        o.flow_options(Request, args),
+        o.flow_options(
+            Target,
+            args,
             env_dir=Path(args.python_env),
             scratch=cache.tmp,
-            offline=args.offline,
-            allow_uncertified=args.allow_uncertified,
-            guard_policy=args.guard_policy,
             key_path=str(Path(os.path.abspath(key_path(args)))),
         ),
     )

@@ -27,7 +27,7 @@ def store_location(args: argparse.Namespace) -> str:
 
 
 def flow_options(cls: type[T], args: argparse.Namespace, **given: Any) -> T:
-    """A flow's Options dataclass from the flags of the same names (`cache` from --cache-dir,
+    """An options dataclass from the flags of the same names (`cache` from --cache-dir,
     `dist_root` from --dist); `given` for the fields whose flag differs."""
     for f in fields(cls):  # type: ignore[arg-type]
         if f.name in given:

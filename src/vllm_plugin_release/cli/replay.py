@@ -204,14 +204,12 @@ def _cmd_loadtest(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     request_mix = mix.from_spec(spec)
     out = Path(args.out) if args.out else _dist(spec, args.dist) / records.LOADTEST
-    options = loadtest.LoadOptions(
-        model=args.model,
-        max_requests=args.max_requests,
+    options = o.flow_options(
+        loadtest.LoadOptions,
+        args,
         duration_s=args.duration,
         request_timeout_s=args.request_timeout,
-        prompt_mode=args.prompt_mode,
         vllm_extras=not args.no_vllm_extras,
-        time_scale=args.time_scale,
     )
     result = loadtest.run(args.endpoint, request_mix, options, out=out)
     s = result.summary

@@ -171,23 +171,9 @@ class SiteSummary(NamedTuple):
     newest: str | None = None  # the newest core release and where it came from
 
 
-def site(
-    trusted: Trusted,
-    out: Path,
-    *,
-    store_url: str | None = None,
-    key_name: str = "publisher.pub",
-    newest_core: str | None = None,
-    core_index: str | None = None,
-) -> SiteSummary:
-    """Build and write the site (compat.json and the pages); what it holds."""
-    compat, manifests = build(
-        trusted,
-        store_url=store_url,
-        key_name=key_name,
-        newest_core=newest_core,
-        core_index=core_index,
-    )
+def site(trusted: Trusted, out: Path, **options: Any) -> SiteSummary:
+    """Build (`build`'s options) and write the site, compat.json and the pages; what it holds."""
+    compat, manifests = build(trusted, **options)
     write(out, render(compat, manifests))
     pairings = compat.pairings
     bad = sum(not p.signature.verified for p in pairings)
