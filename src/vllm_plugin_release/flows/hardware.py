@@ -240,12 +240,8 @@ def live(spec: Spec, dist: Path, hw: HardwareSettings, spec_arg: str | Path) -> 
     the scorecard. Exit 0 only with verdict `fleet`; `spec_arg` is for the hint when the env is
     missing."""
     env = records.env_record_at(dist)
-    python = (
-        env.python
-        if env is not None and env.runner == "hardware"
-        else probe_python(dist, runtime_env_from_environ())
-    )
     has_env = env is not None and env.runner == "hardware"
+    python = env.python if env and has_env else probe_python(dist, runtime_env_from_environ())
     found = observe(spec, python, hw, dist)
     if not found.ok:
         with contextlib.suppress(BadInput):  # no hardware scorecard yet: nothing to correct
