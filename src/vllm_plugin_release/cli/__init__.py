@@ -164,13 +164,6 @@ def _said(exc: BaseException) -> int:
     return 130
 
 
-def _traceback(exc: BaseException) -> None:
-    """The traceback behind a one-line error, on stderr (with --debug)."""
-    import traceback
-
-    traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     # The command line of this process (not a caller's list): a command that sets
     # `exit_now` (scan-core) ends the process as soon as its output is written.
@@ -198,8 +191,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with stopped_on_signals():  # SIGTERM takes Ctrl-C's path; children are stopped
             code = int(args.func(args) or 0)
     except (VprError, Interrupted, KeyboardInterrupt, OSError) as exc:
-        if debug:
-            _traceback(exc)
+        if debug:  # the traceback behind the one-line error, for a bug report
+            import traceback
+
+            traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
         return _said(exc)
     if whole_process and getattr(args, "exit_now", False):
         _exit_now(code)

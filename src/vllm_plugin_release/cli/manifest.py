@@ -31,7 +31,7 @@ def register(subparsers: Any) -> None:
     sub = manifest.add_subparsers(dest="manifest_command", metavar="SUBCOMMAND")
     manifest.set_defaults(func=lambda a: (manifest.print_help(sys.stderr), 2)[1])
     _register_build(sub)
-    _register_schema(sub)
+    sub.add_parser("schema", help="print the manifest JSON Schema").set_defaults(func=cmd_schema)
     _register_verify(sub)
     _register_query(sub)
     _register_matrix(sub)
@@ -55,11 +55,6 @@ def _register_build(sub: Any) -> None:
         "and run.json (host and wall times).",
     )
     p.set_defaults(func=cmd_build)
-
-
-def _register_schema(sub: Any) -> None:
-    p = sub.add_parser("schema", help="print the manifest JSON Schema")
-    p.set_defaults(func=cmd_schema)
 
 
 def _register_verify(sub: Any) -> None:

@@ -175,12 +175,6 @@ def _utc(epoch: int) -> str:
     return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def default_out(path: Path, old_version: str, new_version: str) -> Path:
-    """In place, unless the file name carries the old version (then the name is bumped)."""
-    stem = _replace_version(path.stem, old_version, new_version)
-    return path if stem == path.stem else path.with_name(stem + path.suffix)
-
-
 def edit_document(
     document: tomlkit.TOMLDocument, spec: Spec, version: str, new: NewSource
 ) -> dict[str, Any]:
@@ -243,10 +237,6 @@ def python_move(spec: Spec, version: str, tree: Path) -> dict[str, Any]:
     return move
 
 
-def _py_path(path: str, old: str, new: str) -> str:
-    return path.replace(f"py{old.replace('.', '')}", f"py{new.replace('.', '')}")
-
-
 def edit_python(document: tomlkit.TOMLDocument, spec: Spec, move: dict[str, Any]) -> dict[str, Any]:
     """Move `[build] python` (and the lock files named for it) to the Python the new core
     needs; what changed (old -> new). `[build] torch` already pins that Python."""
@@ -259,7 +249,7 @@ def edit_python(document: tomlkit.TOMLDocument, spec: Spec, move: dict[str, Any]
         section = document.get(table)
         if section is not None and "constraints" in section:
             before = str(section["constraints"])
-            after = _py_path(before, old, new)
+            after = before.replace(f"py{old.replace('.', '')}", f"py{new.replace('.', '')}")
             if after != before:
                 section["constraints"] = after
                 changed[f"{table}.constraints"] = {"from": before, "to": after}
@@ -460,7 +450,9 @@ def bump(
     changed.update(edit_python(document, spec, python))
     changed.update(edit_approval(document, table))
     new_text, review = refresh_comments(tomlkit.dumps(document), spec, new)
-    new_spec = _checked(new_text, new_path)
+    data = tomlkit.parse(new_text).unwrap()  # validated and typed, nothing written yet
+    validate(data, new_path, new_text, spec_schema())
+    new_spec = from_data(data, new_path)
     report = _report_head(run, changed)
     report["python"] = python
     report.update(_dependency_diffs(spec, version, before_tree, new.tree))
@@ -524,7 +516,9 @@ def _target(spec: Spec, spec_path: Path, version: str, out: Path | None) -> tupl
             f"--core {version} is not newer",
             hint="a bump moves forward; use `vpr spec set` for anything else",
         )
-    new_path = out or default_out(spec_path, spec.core.version, version)
+    # in place, unless the file name carries the old version (then the name is bumped)
+    stem = _replace_version(spec_path.stem, spec.core.version, version)
+    new_path = out or spec_path.with_name(stem + spec_path.suffix)
     if new_path.resolve() != spec_path.resolve() and new_path.exists():
         raise BadInput(
             f"{new_path}: already exists", hint="pass --out PATH, or remove the file first"
@@ -542,13 +536,6 @@ def _sources(spec: Spec, version: str, fetcher: Fetcher, tag: str | None) -> tup
         else:
             new = _git_source(spec, version, fetcher, tag)
     return before_tree, new
-
-
-def _checked(new_text: str, new_path: Path) -> Spec:
-    """The edited spec text, validated and typed (nothing is written yet)."""
-    data = tomlkit.parse(new_text).unwrap()
-    validate(data, new_path, new_text, spec_schema())
-    return from_data(data, new_path)
 
 
 def _report_head(run: _Run, changed: dict[str, Any]) -> dict[str, Any]:
@@ -603,9 +590,12 @@ def _locks(run: _Run, new_spec: Spec, pending: list[tuple[Path, Path]]) -> list[
     """The new spec's locks resolved into hidden files (added to `pending`); none with --dry-run."""
     root = run.spec.root
     if run.options.dry_run:
+        files = [("build-core", new_spec.resolve(new_spec.build.constraints))]
+        if new_spec.plugin:
+            files.append((f"env-{new_spec.name}", new_spec.resolve(new_spec.env_constraints)))
         return [
             {"file": _rel(dest, root), "name": name, "status": "not resolved (--dry-run)"}
-            for name, dest in _lock_files(new_spec)
+            for name, dest in files
         ]
     lock_report: list[dict[str, Any]] = []
     plugin_root = run.inputs.plugin.root if new_spec.plugin else None
@@ -696,13 +686,6 @@ def _write(pending: list[tuple[Path, Path]], new_path: Path, new_text: str) -> N
     atomic_write_text(new_path, new_text)
 
 
-def _lock_files(spec: Spec) -> list[tuple[str, Path]]:
-    files = [("build-core", spec.resolve(spec.build.constraints))]
-    if spec.plugin:
-        files.append((f"env-{spec.name}", spec.resolve(spec.env_constraints)))
-    return files
-
-
 def _pins_diff(old_lock: Path, new_text: str) -> dict[str, Any]:
     try:
         before = pins(old_lock.read_text(encoding="utf-8"))
@@ -750,14 +733,6 @@ def approval_from(by: str | None, why: str | None, ids: list[str] | None) -> App
     return Approval(str(by).strip(), str(why).strip(), tuple(sorted(set(ids or ()))))
 
 
-def _approve_command(spec_path: Path, version: str, ids: list[str]) -> str:
-    approve = " ".join(f"--approve {shlex.quote(i)}" for i in ids)
-    return (
-        f"vpr bump --spec {shlex.quote(str(spec_path))} --core {version} --approve-by "
-        f"'NAME <EMAIL>' --approve-why 'WHAT THE PLUGIN DID ABOUT IT' {approve}"
-    )
-
-
 def decide_approval(
     report: dict[str, Any], approval: Approval | None, spec_path: Path, old: str, new: str
 ) -> dict[str, Any] | None:
@@ -779,8 +754,12 @@ def decide_approval(
         return None
     missing = sorted(set(breaking) - set(approval.changes if approval else ()))
     if missing:
-        report["approval"] = {"status": "missing", "needed": missing,
-                              "command": _approve_command(spec_path, new, missing)}  # fmt: skip
+        approve = " ".join(f"--approve {shlex.quote(i)}" for i in missing)
+        command = (
+            f"vpr bump --spec {shlex.quote(str(spec_path))} --core {new} --approve-by "
+            f"'NAME <EMAIL>' --approve-why 'WHAT THE PLUGIN DID ABOUT IT' {approve}"
+        )
+        report["approval"] = {"status": "missing", "needed": missing, "command": command}
         return None
     assert approval is not None
     table = {"from": old, "to": new, "by": approval.by, "why": approval.why,

@@ -221,17 +221,14 @@ def _install(job: _Sync, store: st.Store, target: Target) -> None:
     work = Path(tempfile.mkdtemp(prefix="install-", dir=target.scratch))  # mode 0700
     try:
         requirements = work / "requirements.txt"
-        _write_private(requirements, requirements_text(job.manifest, job.lock_text))
+        text = requirements_text(job.manifest, job.lock_text)
+        # a new file only this user can read (mode 0600, whatever the umask)
+        fd = os.open(requirements, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
         _sync(job, requirements, [store.find_links()], offline=target.offline)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _write_private(path: Path, text: str) -> None:
-    """A new file only this user can read (mode 0600, whatever the umask)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
 
 
 def _sync(job: _Sync, requirements: Path, find_links: list[str], *, offline: bool) -> None:

@@ -257,9 +257,8 @@ def release_column(run: _Run, version: str) -> cols.Column:
         progress.info(f"matrix: {version}: reused its record ({kept.status})")
         return kept
     against, report = _against(run, found)
-    base = _with_coupling(
-        cols.not_run(version, role, key, choice, 0, ""), _coupling_json(report, against, None)
-    )
+    coupling = cols.Coupling(_coupling_json(report, against, None))
+    base = replace(cols.not_run(version, role, key, choice, 0, ""), coupling=coupling)
     clock("coupling")
     try:
         if choice.python is None:
@@ -295,10 +294,6 @@ def _earlier_tree(run: _Run, version: str, found: Release) -> tuple[str, Path]:
     if first is not None:
         raise first
     return version, found.tree
-
-
-def _with_coupling(col: cols.Column, coupling: dict[str, object]) -> cols.Column:
-    return replace(col, coupling=cols.Coupling(coupling))
 
 
 def _with_reason(col: cols.Column, exc: VprError) -> cols.Column:

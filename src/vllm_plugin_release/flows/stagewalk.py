@@ -164,7 +164,8 @@ def _run_beside(step: _Step, record: Walk) -> bool:
                 failed = name
                 _stop_others(step, [n for n in names if n not in outcomes], since)
             else:
-                _ended_line(name, exc, seconds)
+                how = "halted the walk" if exc is not None else "ended"
+                progress.info(f"{name}: {how} after {seconds:.1f} s")
     except BaseException:  # Ctrl-C here: every child of the step ends, then its threads
         failed = failed or next(n for n in names if n not in outcomes)
         _drain(done, outcomes, threads, since)
@@ -201,11 +202,6 @@ def _beside_thread(
         done.put((stage.name, error, round(time.perf_counter() - start, 3)))
 
     return threading.Thread(target=run, name=f"vpr-{stage.name}", daemon=True)
-
-
-def _ended_line(name: str, error: BaseException | None, seconds: float) -> None:
-    how = "halted the walk" if error is not None else "ended"
-    progress.info(f"{name}: {how} after {seconds:.1f} s")
 
 
 def _stop_others(step: _Step, running: list[str], since: int) -> None:
