@@ -144,21 +144,16 @@ def key_path(args: argparse.Namespace) -> Path:
 
 def public_key(args: argparse.Namespace) -> Ed25519PublicKey:
     """The key a store's signatures are checked with; exit 2 naming it when it is missing."""
+    from vllm_plugin_release.core.errors import BadInput
     from vllm_plugin_release.edges import keys
 
     path = key_path(args)
     if not path.exists():
-        raise _missing(path)
+        raise BadInput(
+            f"--key {path}: public key not found",
+            hint="pass the publisher's public key (--key KEY.pub), distributed out of band",
+        )
     return keys.load_public_key(path)
-
-
-def _missing(path: Path) -> Exception:
-    from vllm_plugin_release.core.errors import BadInput
-
-    return BadInput(
-        f"--key {path}: public key not found",
-        hint="pass the publisher's public key (--key KEY.pub), distributed out of band",
-    )
 
 
 def trusted(args: argparse.Namespace, **options: Any) -> Trusted:

@@ -315,28 +315,24 @@ def _env_free_checks(
 
 def release(spec: Spec, opts: Options) -> Outcome:
     """Run the stages; a failing stage stops the run with its own exit code."""
-    # One warm worker per pairing env for the run: started by env, reused by conform.
-    with envrun.session():
-        return _release(spec, opts)
-
-
-def _release(spec: Spec, opts: Options) -> Outcome:
     out = Outcome()
     done = Walk(seconds=out.stages)
-    search = None
-    if opts.runtime_env is None:  # the env stage's, found while the stages before it run
-        from vllm_plugin_release.stages.wheelbuild import interpreter_ahead
+    # One warm worker per pairing env for the run: started by env, reused by conform.
+    with envrun.session():
+        search = None
+        if opts.runtime_env is None:  # the env stage's, found while the stages before it run
+            from vllm_plugin_release.stages.wheelbuild import interpreter_ahead
 
-        search = interpreter_ahead(spec)
-    try:
-        # This walk's work started ahead: what no stage took (the run stopped before it,
-        # or reused a cached result) is stopped when the walk ends.
-        with proc.Ahead() as ahead:
-            g = graph(spec, opts, out, ahead, search)
-            # build-env still running when the run stops: its installer is stopped
-            walk(g, record=done, stop={"build-env": proc.stop_all})
-    finally:
-        _summary(spec, opts, out, done)
+            search = interpreter_ahead(spec)
+        try:
+            # This walk's work started ahead: what no stage took (the run stopped before it,
+            # or reused a cached result) is stopped when the walk ends.
+            with proc.Ahead() as ahead:
+                g = graph(spec, opts, out, ahead, search)
+                # build-env still running when the run stops: its installer is stopped
+                walk(g, record=done, stop={"build-env": proc.stop_all})
+        finally:
+            _summary(spec, opts, out, done)
     return out
 
 
