@@ -310,20 +310,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     result = verify.verify_files(Path(args.file), Path(args.key), manifest_only=args.manifest_only)
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "ok": True,
-                    "manifest": str(result.manifest_path),
-                    "keyid": result.keyid,
-                    "pairing_id": result.manifest.pairing_id,
-                    "verdict": result.manifest.verdict,
-                    "subjects": result.subjects,
-                },
-                indent=2,
-                sort_keys=True,
-            )
-        )
+        doc = {
+            "ok": True,
+            "manifest": str(result.manifest_path),
+            "keyid": result.keyid,
+            "pairing_id": result.manifest.pairing_id,
+            "verdict": result.manifest.verdict,
+            "subjects": result.subjects,
+        }
+        print(json.dumps(doc, indent=2, sort_keys=True))
         return EXIT_OK
     print(
         f"OK {result.manifest_path}: signature (keyid {result.keyid[:16]}), schema, "
