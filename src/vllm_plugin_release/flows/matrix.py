@@ -186,12 +186,9 @@ def tested(
         coupling = cols.Coupling(_coupling_json(report, against, traced))
     counts = {k: result.counts.get(k, 0) for k in cols.COUNT_KEYS}
     scrub = (env_dir, root, run.opts.cache.root)
-    return cols.Column(
+    return replace(
+        base,
         core=label,
-        role=base.role,
-        key=base.key,
-        python=base.python,
-        python_why=base.python_why,
         status="tested",
         exit_class=0,
         imports={
