@@ -101,34 +101,25 @@ def walk(
 
 
 def _run_one(step: _Step, record: Walk) -> bool:
-    """The step's one stage in this thread; True when it halted the walk."""
+    """The step's one stage in this thread under its rule (a collapsible group in a GitHub
+    Actions log), timed from before it waits for the ahead work it needs (the wait is its
+    time); True when it halted the walk."""
     number, stage = step.stages[0]
-    try:
-        _run_timed(stage, step.rule(number, stage), record, step.waits(stage), group=not step.title)
-    except Halt:
-        record.halted = stage.name
-        return True
-    return False
-
-
-def _run_timed(
-    stage: Stage, title: str, record: Walk, waits: list[threading.Thread], *, group: bool
-) -> None:
-    """The stage under its rule (a collapsible group in a GitHub Actions log), timed from
-    before it waits for the ahead work it needs (the wait is its time)."""
-    with progress.stage(title, group=group):
+    with progress.stage(step.rule(number, stage), group=not step.title):
         start = time.perf_counter()
         try:
-            for thread in waits:
+            for thread in step.waits(stage):
                 thread.join()
             stage.run()
         except Halt:
-            raise
+            record.halted = stage.name
+            return True
         except BaseException:
             record.failed = stage.name
             raise
         finally:
             record.seconds[stage.name] = round(time.perf_counter() - start, 3)
+    return False
 
 
 # What a stage run beside others ended with: its name, its exception (None: it ended
