@@ -94,12 +94,8 @@ def index_candidates(spec: Spec, good: str, bad: str, opts: Options, inputs: Inp
             hint="pass --repo URL to bisect the core's git history instead",
         )
     index = spec_index(spec, opts.index)
-    spec = dataclasses.replace(
-        spec,
-        core=dataclasses.replace(
-            spec.core, source=dataclasses.replace(spec.core.source, index=index)
-        ),
-    )
+    source = dataclasses.replace(spec.core.source, index=index)
+    spec = dataclasses.replace(spec, core=dataclasses.replace(spec.core, source=source))
     available = published(spec.core.name, index, opts.prereleases)
     items = versions_between(_version(good, "--good"), _version(bad, "--bad"), available, index)
     dist = records.dist_dir(opts.dist_root, spec.name)
