@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from vllm_plugin_release.core.buildrecord import RunnerFacts
     from vllm_plugin_release.edges.interpreters import Search
     from vllm_plugin_release.stages.corememo import StageResult
-    from vllm_plugin_release.stages.pairing_env import PairingContext
 
 
 @dataclass
@@ -78,27 +77,9 @@ class _Stages:
         # The core's, the plugin's and the guard's, by stage (build-plugin and build-guard
         # run side by side: the order they end in is not the order they are listed in).
         self.built: dict[str, StageResult] = {}
-        self._pairing: PairingContext | None = None
 
     def context(self) -> Context:
         return Context("release", self.spec, self.opts.cache, self.opts.dist_root)
-
-    def pairing(self) -> PairingContext:
-        """The pairing the env stage is handed, built once."""
-        from vllm_plugin_release.stages.pairing_env import PairingContext
-
-        if self._pairing is None:
-            self._pairing = PairingContext(
-                self.spec,
-                self.opts.cache,
-                self.opts.dist_root,
-                self.inputs.plugin,
-                self.inputs.tree,
-                site=self.opts.runner,
-                runtime_env=self.opts.runtime_env,
-                search=self.search,
-            )
-        return self._pairing
 
     def env_free(self, blocked: PythonUnavailable | None) -> None:
         if self.search is not None:  # they may look for the interpreter again
@@ -179,11 +160,20 @@ class _Stages:
             plugin_tests.start_ahead(self.ahead, self.opts.cache, python, suite)
 
     def env(self) -> None:
-        from vllm_plugin_release.stages.pairing_env import create_env
+        from vllm_plugin_release.stages.pairing_env import PairingContext, create_env
 
         try:
             record = create_env(
-                self.pairing(),
+                PairingContext(
+                    self.spec,
+                    self.opts.cache,
+                    self.opts.dist_root,
+                    self.inputs.plugin,
+                    self.inputs.tree,
+                    site=self.opts.runner,
+                    runtime_env=self.opts.runtime_env,
+                    search=self.search,
+                ),
                 conduct_gate=False,  # the platform plugin's answer is the environment check's
                 on_installed=self.tests_ahead,
             )
