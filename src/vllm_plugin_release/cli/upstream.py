@@ -257,24 +257,10 @@ def _name(text: str) -> str:
     return str(tomlkit.parse(text)["name"])
 
 
-def _lag_and_bisect(dist: Path) -> list[str]:
-    """The release lag (cadence check) and the bisection report, when the run made them."""
-    from vllm_plugin_release.flows.bisect import REPORT_MD
-    from vllm_plugin_release.flows.ledger import lag_from_scorecard
-
-    parts = []
-    lag = lag_from_scorecard(dist)
-    if lag is not None:
-        days = "unknown" if lag.days is None else f"{lag.days} days"
-        parts += [f"Release lag of the pinned core: {days}, {lag.minor_releases} minor.", ""]
-    bisected = dist / REPORT_MD
-    if bisected.exists():
-        parts.append(bounded.read_text(bisected, bounded.MAX_DOCUMENT, "bisection report"))
-    return parts
-
-
 def _pr_body(args: argparse.Namespace) -> int:
     from vllm_plugin_release.buildspec.load import load_spec
+    from vllm_plugin_release.flows.bisect import REPORT_MD
+    from vllm_plugin_release.flows.ledger import lag_from_scorecard
 
     spec = load_spec(args.spec)
     parts = [
@@ -292,7 +278,12 @@ def _pr_body(args: argparse.Namespace) -> int:
             )
         )
     dist = records.dist_dir(Path(args.dist), spec.name)
-    parts += _lag_and_bisect(dist)
+    lag = lag_from_scorecard(dist)  # the release lag (cadence check), when the run made it
+    if lag is not None:
+        days = "unknown" if lag.days is None else f"{lag.days} days"
+        parts += [f"Release lag of the pinned core: {days}, {lag.minor_releases} minor.", ""]
+    if (dist / REPORT_MD).exists():  # and the bisection report
+        parts.append(bounded.read_text(dist / REPORT_MD, bounded.MAX_DOCUMENT, "bisection report"))
     card = dist / records.SCORECARD_MD
     if card.exists():
         parts.append(bounded.read_text(card, bounded.MAX_DOCUMENT, "scorecard"))
