@@ -15,6 +15,7 @@ from vllm_plugin_release.conform.checks import hardware
 from vllm_plugin_release.conform.scorecard import scorecard
 from vllm_plugin_release.core import cardrecord, records
 from vllm_plugin_release.core.errors import BadInput
+from vllm_plugin_release.core.ledger import Lag
 from vllm_plugin_release.flows.ledger import lag_from_scorecard
 
 FACTS = {
@@ -157,7 +158,7 @@ def test_hardware_collect_keeps_the_cpu_checks_and_adds_its_own(tmp_path: Path) 
 def test_the_ledger_reads_the_lag_and_ignores_a_bad_card(tmp_path: Path) -> None:
     _write(tmp_path, _card())
     lag = lag_from_scorecard(tmp_path)
-    assert lag == (113, 8) and lag is not None
+    assert lag == Lag(113, 8) and lag is not None
     assert list(lag.to_json().items()) == [("days", 113), ("minor_releases", 8)]  # as written
     for bad in ("8", -1, True, None):  # hostile: a lag that is not a count is no lag
         card = _card()

@@ -47,7 +47,6 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     ),
     "vllm_plugin_release.cli.hardware": ("hardware",),
 }
-COMMAND_MODULES: tuple[str, ...] = tuple(COMMANDS)
 _MODULE_OF = {name: module for module, names in COMMANDS.items() for name in names}
 
 
@@ -112,7 +111,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         f"command line; or {DEBUG_ENV}=1)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    modules = [_MODULE_OF[command]] if command in _MODULE_OF else COMMAND_MODULES
+    modules = [_MODULE_OF[command]] if command in _MODULE_OF else COMMANDS
     for name in modules:
         importlib.import_module(name).register(sub)
     return parser
@@ -149,11 +148,20 @@ def debug_asked(argv: Sequence[str]) -> tuple[bool, list[str]]:
     return on, rest
 
 
-def _traceback(exc: BaseException) -> None:
-    """The traceback behind a one-line error, on stderr (with --debug)."""
-    import traceback
+def _said(exc: BaseException) -> int:
+    """The one line an error ends the command with, on stderr; its exit code."""
+    if isinstance(exc, VprError):
+        from rich.markup import escape
 
-    traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+        from vllm_plugin_release.core.progress import console
+
+        console.print(f"[bold red]vpr error[/bold red] {escape(str(exc))}", highlight=False)
+        return exc.exit_code
+    if isinstance(exc, OSError):  # disk full, permissions: an outside failure, said plainly
+        print(f"vpr error: {exc}", file=sys.stderr)
+        return EXIT_OUTSIDE
+    print("vpr: interrupted; nothing was published", file=sys.stderr)
+    return 130
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -182,25 +190,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with stopped_on_signals():  # SIGTERM takes Ctrl-C's path; children are stopped
             code = int(args.func(args) or 0)
-    except VprError as exc:
-        from rich.markup import escape
+    except (VprError, Interrupted, KeyboardInterrupt, OSError) as exc:
+        if debug:  # the traceback behind the one-line error, for a bug report
+            import traceback
 
-        from vllm_plugin_release.core.progress import console
-
-        if debug:
-            _traceback(exc)
-        console.print(f"[bold red]vpr error[/bold red] {escape(str(exc))}", highlight=False)
-        return exc.exit_code
-    except (Interrupted, KeyboardInterrupt) as exc:
-        if debug:
-            _traceback(exc)
-        print("vpr: interrupted; nothing was published", file=sys.stderr)
-        return 130
-    except OSError as exc:  # disk full, permissions: an outside failure, said plainly
-        if debug:
-            _traceback(exc)
-        print(f"vpr error: {exc}", file=sys.stderr)
-        return EXIT_OUTSIDE
+            traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+        return _said(exc)
     if whole_process and getattr(args, "exit_now", False):
         _exit_now(code)
     return code

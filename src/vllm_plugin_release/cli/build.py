@@ -91,7 +91,6 @@ def _register_env(sub: argparse._SubParsersAction) -> None:
     tests.add_argument(
         "--baseline",
         metavar="VERSION",
-        default=None,
         help="also run against this core version and report regressions "
         "('auto': the version the plugin's installer pins)",
     )

@@ -52,9 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _context(args: argparse.Namespace):
-    """The checks' context; the interpreter --interpreter or VPR_INTERPRETER names must be
-    the one the recorded pairing environment was made from (never certified silently with
-    another)."""
+    """The checks' context; refuses another interpreter than the recorded environment's."""
     from vllm_plugin_release.flows.sources import Inputs
 
     inputs = Inputs(load_spec_for(args), settings.cache_from_args(args), args.plugin_source)

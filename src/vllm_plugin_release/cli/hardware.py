@@ -38,9 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     plan.add_argument(
         "--spec", action="append", default=[], help="a spec (repeatable; default: buildspec/*)"
     )
-    plan.add_argument(
-        "--changed-since", default=None, metavar="REF", help="only specs changed since REF"
-    )
+    plan.add_argument("--changed-since", metavar="REF", help="only specs changed since REF")
     plan.add_argument(
         "--github-output", action="store_true", help="append matrix= and count= to $GITHUB_OUTPUT"
     )
@@ -133,21 +131,11 @@ def _live(args: argparse.Namespace) -> int:
 
 
 def _conform_hardware(args: argparse.Namespace) -> int:
-    from vllm_plugin_release.buildspec.load import load_spec
-    from vllm_plugin_release.conform.lib.hardwaresettings import settings as hardware_settings
+    from vllm_plugin_release.edges import ci
     from vllm_plugin_release.flows import hardware
 
-    spec = load_spec(args.spec)
-    _mesh_from_plan(hardware_settings(spec))
-    opts = hardware.Options(
-        cache=settings.cache_from_args(args),
-        dist_root=Path(args.dist),
-        plugin_source=args.plugin_source,
-        runtime_env=args.runtime_env,
-    )
-    from vllm_plugin_release.edges import ci
-
+    spec, dist, _ = _load(args)
     try:
-        return hardware.conform_hardware(spec, opts, args.spec)
+        return hardware.conform_hardware(spec, o.flow_options(hardware.Options, args), args.spec)
     finally:  # GitHub Actions: the hardware scorecard in the job summary, ::error:: per fail
-        ci.report_scorecard(Path(args.dist) / spec.name)
+        ci.report_scorecard(dist)

@@ -31,7 +31,7 @@ def register(subparsers: Any) -> None:
     sub = manifest.add_subparsers(dest="manifest_command", metavar="SUBCOMMAND")
     manifest.set_defaults(func=lambda a: (manifest.print_help(sys.stderr), 2)[1])
     _register_build(sub)
-    _register_schema(sub)
+    sub.add_parser("schema", help="print the manifest JSON Schema").set_defaults(func=cmd_schema)
     _register_verify(sub)
     _register_query(sub)
     _register_matrix(sub)
@@ -55,11 +55,6 @@ def _register_build(sub: Any) -> None:
         "and run.json (host and wall times).",
     )
     p.set_defaults(func=cmd_build)
-
-
-def _register_schema(sub: Any) -> None:
-    p = sub.add_parser("schema", help="print the manifest JSON Schema")
-    p.set_defaults(func=cmd_schema)
 
 
 def _register_verify(sub: Any) -> None:
@@ -143,7 +138,6 @@ def _register_site(sub: Any) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="the site's folder (replaced)")
     p.add_argument(
         "--store-url",
-        default=None,
         metavar="URL",
         help="where consumers read the store, for the install lines (default: --store)",
     )
@@ -156,14 +150,12 @@ def _register_site(sub: Any) -> None:
     )
     p.add_argument(
         "--core-release",
-        default=None,
         metavar="VERSION",
         help="the newest core release (default: the newest final release on --index)",
     )
     # no spec here: the core's index is the public one unless named
     p.add_argument(
         "--index",
-        default=None,
         metavar="URL",
         help="the core's simple API, where the newest release is read (default: "
         "https://pypi.org/simple)",
@@ -318,20 +310,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     result = verify.verify_files(Path(args.file), Path(args.key), manifest_only=args.manifest_only)
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "ok": True,
-                    "manifest": str(result.manifest_path),
-                    "keyid": result.keyid,
-                    "pairing_id": result.manifest.pairing_id,
-                    "verdict": result.manifest.verdict,
-                    "subjects": result.subjects,
-                },
-                indent=2,
-                sort_keys=True,
-            )
-        )
+        doc = {
+            "ok": True,
+            "manifest": str(result.manifest_path),
+            "keyid": result.keyid,
+            "pairing_id": result.manifest.pairing_id,
+            "verdict": result.manifest.verdict,
+            "subjects": result.subjects,
+        }
+        print(json.dumps(doc, indent=2, sort_keys=True))
         return EXIT_OK
     print(
         f"OK {result.manifest_path}: signature (keyid {result.keyid[:16]}), schema, "
@@ -471,16 +458,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     from vllm_plugin_release.stages import publish as pub
 
     spec = load_spec(args.spec)
-    options = pub.Options(
-        index=args.index,
-        store=args.store,
-        simple_index=args.simple_index,
-        public_key=args.key,
-        signing_key=args.signing_key,
-        verify_install=args.verify_install,
-        allow_uncertified=args.allow_uncertified,
-        dist_root=args.dist,
-    )
+    options = o.flow_options(pub.Options, args, public_key=args.key, dist_root=args.dist)
     result = pub.publish_spec(spec, options, cache=settings.cache_from_args(args))
     if args.json:
         from dataclasses import asdict
@@ -536,7 +514,6 @@ def _register_ledger(sub: Any) -> None:
     out.add_argument(
         "--matrix",
         choices=["markdown", "json"],
-        default=None,
         help="print the compatibility matrix generated from the matching entries",
     )
     p.set_defaults(func=cmd_ledger)
@@ -614,7 +591,6 @@ def _register_install(subparsers: Any) -> None:
     p.add_argument(
         "--guard-policy",
         choices=["enforce", "warn", "off"],
-        default=None,
         help="what vpr-guard does at vLLM's start-up when the environment is not the certified "
         "set, written to ENV/vpr-guard/policy ($VPR_GUARD overrides it; default without the "
         "file: enforce for a fleet verdict, warn for pilot or lab)",
@@ -628,13 +604,12 @@ def cmd_install(args: argparse.Namespace) -> int:
     cache = settings.cache_from_args(args)
     result = install(
         trusted(args),
-        Request(pairing=args.pairing, core=args.core, plugin=args.plugin),
-        Target(
+        o.flow_options(Request, args),
+        o.flow_options(
+            Target,
+            args,
             env_dir=Path(args.python_env),
             scratch=cache.tmp,
-            offline=args.offline,
-            allow_uncertified=args.allow_uncertified,
-            guard_policy=args.guard_policy,
             key_path=str(Path(os.path.abspath(key_path(args)))),
         ),
     )

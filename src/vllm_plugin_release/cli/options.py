@@ -4,10 +4,13 @@ and what they become: the spec, the store read through its signed head, the key.
 from __future__ import annotations
 
 import argparse
+from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from vllm_plugin_release.edges import settings
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -23,152 +26,109 @@ def store_location(args: argparse.Namespace) -> str:
     )
 
 
-def _parent(*flags: tuple[str, dict[str, Any]]) -> argparse.ArgumentParser:
+def flow_options(cls: type[T], args: argparse.Namespace, **given: Any) -> T:
+    """An options dataclass from the flags of the same names (`cache` from --cache-dir,
+    `dist_root` from --dist); `given` for the fields whose flag differs."""
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name in given:
+            continue
+        if f.name == "cache":
+            given["cache"] = settings.cache_from_args(args)
+        elif f.name == "dist_root":
+            given["dist_root"] = Path(args.dist)
+        elif hasattr(args, f.name):
+            given[f.name] = getattr(args, f.name)
+    return cls(**given)
+
+
+def _parent(flag: str, **options: Any) -> argparse.ArgumentParser:
+    """A parser holding one shared flag, for `parents=`."""
     parent = argparse.ArgumentParser(add_help=False)
-    for flag, options in flags:
-        parent.add_argument(flag, **options)
+    parent.add_argument(flag, **options)
     return parent
 
 
 SPEC = _parent(
-    (
-        "--spec",
-        {
-            "default": "buildspec/reference.toml",
-            "metavar": "FILE",
-            "help": "buildspec file (default: buildspec/reference.toml)",
-        },
-    )
+    "--spec",
+    default="buildspec/reference.toml",
+    metavar="FILE",
+    help="buildspec file (default: buildspec/reference.toml)",
 )
 DIST = _parent(
-    (
-        "--dist",
-        {
-            "default": "dist",
-            "help": "output root; a pairing's files are in DIST/NAME (default: dist)",
-        },
-    )
+    "--dist", default="dist", help="output root; a pairing's files are in DIST/NAME (default: dist)"
 )
 CACHE = _parent(
-    (
-        "--cache-dir",
-        {
-            "default": None,
-            "metavar": "DIR",
-            "help": "cache folder (default: $VPR_CACHE_DIR or .vpr)",
-        },
-    )
+    "--cache-dir",
+    metavar="DIR",
+    help="cache folder (default: $VPR_CACHE_DIR or .vpr)",
 )
 PLUGIN_SOURCE = _parent(
-    (
-        "--plugin-source",
-        {
-            "type": Path,
-            "default": None,
-            "metavar": "PATH",
-            "help": "a local git checkout of the plugin (must contain the pinned commit), "
-            "used instead of [plugin.source] url",
-        },
-    )
+    "--plugin-source",
+    type=Path,
+    metavar="PATH",
+    help="a local git checkout of the plugin (must contain the pinned commit), "
+    "used instead of [plugin.source] url",
 )
 # The sites a pairing is checked for (core.envrecord.SITES; a test keeps them equal):
 # written out, because importing it would load the records for every command line.
 # Argparse refuses another before anything is fetched.
 SITES = ("cpu", "hardware")
 SITE = _parent(
-    (
-        "--site",
-        {
-            "dest": "runner",
-            "default": "cpu",
-            "choices": SITES,
-            "help": "cpu (default: no accelerator, runtime checks deferred) or hardware",
-        },
-    )
+    "--site",
+    dest="runner",
+    default="cpu",
+    choices=SITES,
+    help="cpu (default: no accelerator, runtime checks deferred) or hardware",
 )
 BACKEND = _parent(
-    (
-        "--backend",
-        {
-            "dest": "runner_backend",
-            "choices": ("local", "docker"),
-            "default": None,
-            "help": "where the stages run: local (this machine) or docker (the pinned "
-            "[build] base_image); default: the spec's [build] backend",
-        },
-    )
+    "--backend",
+    dest="runner_backend",
+    choices=("local", "docker"),
+    help="where the stages run: local (this machine) or docker (the pinned "
+    "[build] base_image); default: the spec's [build] backend",
 )
 INTERPRETER = _parent(
-    (
-        "--interpreter",
-        {
-            "default": None,
-            "metavar": "PATH",
-            "help": "the CPython to build and check with (it must be the spec's [build] "
-            "python); default: $VPR_INTERPRETER, else uv, pyenv, asdf/mise, /usr/bin in that order",
-        },
-    )
+    "--interpreter",
+    metavar="PATH",
+    help="the CPython to build and check with (it must be the spec's [build] "
+    "python); default: $VPR_INTERPRETER, else uv, pyenv, asdf/mise, /usr/bin in that order",
 )
 RUNTIME_ENV = _parent(
-    (
-        "--runtime-env",
-        {
-            "type": Path,
-            "default": None,
-            "metavar": "PATH",
-            "help": "an existing vendor runtime's Python environment, e.g. TT-Metal's "
-            "python_env (default for `vpr hardware`: $VPR_RUNTIME_ENV)",
-        },
-    )
+    "--runtime-env",
+    type=Path,
+    metavar="PATH",
+    help="an existing vendor runtime's Python environment, e.g. TT-Metal's "
+    "python_env (default for `vpr hardware`: $VPR_RUNTIME_ENV)",
 )
 STORE = _parent(
-    (
-        "--store",
-        {
-            "default": None,
-            "metavar": "PATH|URL",
-            "help": "the manifest store, a folder or http(s) URL (default: $VPR_STORE, the "
-            "spec's [publish] store where a spec is read, else .vpr/store)",
-        },
-    )
+    "--store",
+    metavar="PATH|URL",
+    help="the manifest store, a folder or http(s) URL (default: $VPR_STORE, the "
+    "spec's [publish] store where a spec is read, else .vpr/store)",
 )
 KEY_HELP = (
     "the publisher's ed25519 public key (KEY.pub), distributed out of band (default: the "
     ".pub beside the signing key: --signing-key, $VPR_SIGNING_KEY, else "
     ".vpr/keys/manifest-signing.key)"
 )
-KEY = _parent(("--key", {"default": None, "metavar": "KEY.pub", "help": KEY_HELP}))
+KEY = _parent("--key", metavar="KEY.pub", help=KEY_HELP)
 SIGNING_KEY = _parent(
-    (
-        "--signing-key",
-        {
-            "default": None,
-            "metavar": "KEY",
-            "help": "the ed25519 private key that signs (default: $VPR_SIGNING_KEY, the spec's "
-            "[publish] signing_key where a spec is read, else .vpr/keys/manifest-signing.key, "
-            "made on first use)",
-        },
-    )
+    "--signing-key",
+    metavar="KEY",
+    help="the ed25519 private key that signs (default: $VPR_SIGNING_KEY, the spec's "
+    "[publish] signing_key where a spec is read, else .vpr/keys/manifest-signing.key, "
+    "made on first use)",
 )
-INDEX = _parent(
-    (
-        "--index",
-        {"default": None, "metavar": "URL", "help": "simple API URL (default: the spec's index)"},
-    )
-)
+INDEX = _parent("--index", metavar="URL", help="simple API URL (default: the spec's index)")
 ALLOW_UNCERTIFIED = _parent(
-    (
-        "--allow-uncertified",
-        {
-            "action": "store_true",
-            "help": "go on with a pairing that is not certified (verdict lab, or conformance "
-            "not run): publish it, the manifest saying so, or install it",
-        },
-    )
+    "--allow-uncertified",
+    action="store_true",
+    help="go on with a pairing that is not certified (verdict lab, or conformance "
+    "not run): publish it, the manifest saying so, or install it",
 )
-FORCE = _parent(("--force", {"action": "store_true", "help": "ignore the cached result"}))
+FORCE = _parent("--force", action="store_true", help="ignore the cached result")
 JSON_HELP = "print the result as JSON"
-JSON = _parent(("--json", {"action": "store_true", "help": JSON_HELP}))
+JSON = _parent("--json", action="store_true", help=JSON_HELP)
 
 
 def key_path(args: argparse.Namespace) -> Path:
@@ -184,21 +144,16 @@ def key_path(args: argparse.Namespace) -> Path:
 
 def public_key(args: argparse.Namespace) -> Ed25519PublicKey:
     """The key a store's signatures are checked with; exit 2 naming it when it is missing."""
+    from vllm_plugin_release.core.errors import BadInput
     from vllm_plugin_release.edges import keys
 
     path = key_path(args)
     if not path.exists():
-        raise _missing(path)
+        raise BadInput(
+            f"--key {path}: public key not found",
+            hint="pass the publisher's public key (--key KEY.pub), distributed out of band",
+        )
     return keys.load_public_key(path)
-
-
-def _missing(path: Path) -> Exception:
-    from vllm_plugin_release.core.errors import BadInput
-
-    return BadInput(
-        f"--key {path}: public key not found",
-        hint="pass the publisher's public key (--key KEY.pub), distributed out of band",
-    )
 
 
 def trusted(args: argparse.Namespace, **options: Any) -> Trusted:

@@ -36,7 +36,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     release.lazy_epilog = _stages_epilog
     release.add_argument(
         "--index",
-        default=None,
         metavar="URL",
         help="package index upload URL (default: as publish)",
     )
@@ -85,18 +84,7 @@ def _release(args: argparse.Namespace) -> int:
     from vllm_plugin_release.flows.release import Options, release
 
     spec = load_spec_for(args)
-    options = Options(
-        cache=settings.cache_from_args(args),
-        dist_root=Path(args.dist),
-        runner=args.runner,
-        plugin_source=args.plugin_source,
-        runtime_env=args.runtime_env,
-        index=args.index,
-        store=args.store,
-        signing_key=args.signing_key,
-        publish=not args.no_publish,
-        allow_uncertified=args.allow_uncertified,
-    )
+    options = o.flow_options(Options, args, publish=not args.no_publish)
     if args.graph:
         return _print_graph(spec, options, args.graph)
     outcome = release(spec, options)

@@ -7,7 +7,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.cli import options as o
 from vllm_plugin_release.core import records
 from vllm_plugin_release.core.errors import EXIT_OK, BadInput, GateFailed
@@ -69,10 +68,6 @@ def register(subparsers: Any) -> None:
     q.set_defaults(func=_cmd_loadtest)
 
 
-def _dist(spec: Spec, root: str) -> Path:
-    return Path(root) / spec.name
-
-
 def _cmd_replay(args: argparse.Namespace) -> int:
     from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.core.progress import info
@@ -85,7 +80,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             raise BadInput("--requests must be >= 1")
         request_mix = request_mix.limit(args.requests)
     replay_config = config.from_spec(spec)
-    dist = _dist(spec, args.dist)
+    dist = records.dist_dir(Path(args.dist), spec.name)
     python = Path(args.python) if args.python else records.env_record(dist, spec.path).python
     out_dir = Path(args.out) if args.out else dist
     info(
@@ -203,15 +198,14 @@ def _cmd_loadtest(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     request_mix = mix.from_spec(spec)
-    out = Path(args.out) if args.out else _dist(spec, args.dist) / records.LOADTEST
-    options = loadtest.LoadOptions(
-        model=args.model,
-        max_requests=args.max_requests,
+    dist = records.dist_dir(Path(args.dist), spec.name)
+    out = Path(args.out) if args.out else dist / records.LOADTEST
+    options = o.flow_options(
+        loadtest.LoadOptions,
+        args,
         duration_s=args.duration,
         request_timeout_s=args.request_timeout,
-        prompt_mode=args.prompt_mode,
         vllm_extras=not args.no_vllm_extras,
-        time_scale=args.time_scale,
     )
     result = loadtest.run(args.endpoint, request_mix, options, out=out)
     s = result.summary

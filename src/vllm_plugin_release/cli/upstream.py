@@ -44,7 +44,6 @@ def _register_upstream(sub: argparse._SubParsersAction) -> None:
     )
     up.add_argument(
         "--version",
-        default=None,
         metavar="VERSION",
         help="only this release (must be on the index and newer than the pin); "
         "an empty value means all (for CI inputs)",
@@ -59,12 +58,11 @@ def _register_upstream(sub: argparse._SubParsersAction) -> None:
     )
     up.add_argument(
         "--lowest",
-        default=None,
         metavar="VERSION",
         help="the matrix's first column (default: the lowest core the plugin's installer "
         "allows, read from the plugin source)",
     )
-    up.add_argument("--newest", default=None, metavar="VERSION", help="the matrix's last column")
+    up.add_argument("--newest", metavar="VERSION", help="the matrix's last column")
     up.set_defaults(func=_upstream)
 
 
@@ -84,7 +82,7 @@ def _register_bump(sub: argparse._SubParsersAction) -> None:
         "(then a new file with the version replaced is written); --out chooses the path.",
     )
     bump.add_argument("--core", required=True, metavar="VERSION", help="new core version")
-    bump.add_argument("--out", type=Path, default=None, metavar="PATH", help="new spec path")
+    bump.add_argument("--out", type=Path, metavar="PATH", help="new spec path")
     bump.add_argument(
         "--dry-run",
         action="store_true",
@@ -107,10 +105,8 @@ def _register_bump(sub: argparse._SubParsersAction) -> None:
         "the pinned core and the new one (`vpr bisect`) into the migration report",
     )
     _add_approval(bump)
-    bump.add_argument("--tag", default=None, help="git sources: the new tag (default: derived)")
-    bump.add_argument(
-        "--report", type=Path, default=None, metavar="FILE", help="also write the Markdown report"
-    )
+    bump.add_argument("--tag", help="git sources: the new tag (default: derived)")
+    bump.add_argument("--report", type=Path, metavar="FILE", help="also write the Markdown report")
     bump.add_argument(
         "--github-output",
         action="store_true",
@@ -124,16 +120,13 @@ def _add_approval(bump: argparse.ArgumentParser) -> None:
     bump.add_argument(
         "--approve",
         action="append",
-        default=None,
         metavar="ID",
         help="approve a breaking change of the core API the plugin uses, by the id the "
         "migration report lists (once per change; with --approve-by and --approve-why). A "
         "bump with such a change and no approval stops with exit 1",
     )
-    bump.add_argument("--approve-by", default=None, metavar="WHO", help="who approves")
-    bump.add_argument(
-        "--approve-why", default=None, metavar="WHY", help="why the changes are acceptable"
-    )
+    bump.add_argument("--approve-by", metavar="WHO", help="who approves")
+    bump.add_argument("--approve-why", metavar="WHY", help="why the changes are acceptable")
 
 
 def _register_pr_body(sub: argparse._SubParsersAction) -> None:
@@ -142,8 +135,8 @@ def _register_pr_body(sub: argparse._SubParsersAction) -> None:
         parents=[o.SPEC, o.DIST, o.CACHE],
         help="a pull request body: the bump's migration report and the pairing's scorecard",
     )
-    body.add_argument("--report", type=Path, default=None, help="migration report (vpr bump)")
-    body.add_argument("--out", type=Path, default=None, help="write here instead of stdout")
+    body.add_argument("--report", type=Path, help="migration report (vpr bump)")
+    body.add_argument("--out", type=Path, help="write here instead of stdout")
     body.set_defaults(func=_pr_body)
 
 
@@ -220,16 +213,7 @@ def _bump(args: argparse.Namespace) -> int:
         Path(args.spec),
         args.core,
         cache=settings.cache_from_args(args),
-        options=bump.BumpOptions(
-            out=args.out,
-            dry_run=args.dry_run,
-            with_api=args.with_api,
-            with_tests=args.with_tests,
-            bisect=args.bisect,
-            tag=args.tag,
-            plugin_source=args.plugin_source,
-            dist_root=Path(args.dist),
-        ),
+        options=o.flow_options(bump.BumpOptions, args),
         approval=approval,
     )
     markdown = render_markdown(result)
@@ -273,24 +257,10 @@ def _name(text: str) -> str:
     return str(tomlkit.parse(text)["name"])
 
 
-def _lag_and_bisect(dist: Path) -> list[str]:
-    """The release lag (cadence check) and the bisection report, when the run made them."""
-    from vllm_plugin_release.flows.bisect import REPORT_MD
-    from vllm_plugin_release.flows.ledger import lag_from_scorecard
-
-    parts = []
-    lag = lag_from_scorecard(dist)
-    if lag is not None:
-        days = "unknown" if lag.days is None else f"{lag.days} days"
-        parts += [f"Release lag of the pinned core: {days}, {lag.minor_releases} minor.", ""]
-    bisected = dist / REPORT_MD
-    if bisected.exists():
-        parts.append(bounded.read_text(bisected, bounded.MAX_DOCUMENT, "bisection report"))
-    return parts
-
-
 def _pr_body(args: argparse.Namespace) -> int:
     from vllm_plugin_release.buildspec.load import load_spec
+    from vllm_plugin_release.flows.bisect import REPORT_MD
+    from vllm_plugin_release.flows.ledger import lag_from_scorecard
 
     spec = load_spec(args.spec)
     parts = [
@@ -308,7 +278,12 @@ def _pr_body(args: argparse.Namespace) -> int:
             )
         )
     dist = records.dist_dir(Path(args.dist), spec.name)
-    parts += _lag_and_bisect(dist)
+    lag = lag_from_scorecard(dist)  # the release lag (cadence check), when the run made it
+    if lag is not None:
+        days = "unknown" if lag.days is None else f"{lag.days} days"
+        parts += [f"Release lag of the pinned core: {days}, {lag.minor_releases} minor.", ""]
+    if (dist / REPORT_MD).exists():  # and the bisection report
+        parts.append(bounded.read_text(dist / REPORT_MD, bounded.MAX_DOCUMENT, "bisection report"))
     card = dist / records.SCORECARD_MD
     if card.exists():
         parts.append(bounded.read_text(card, bounded.MAX_DOCUMENT, "scorecard"))
@@ -347,7 +322,6 @@ def _register_bisect(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bad", required=True, help="core where the tests fail (commit/tag/version)")
     p.add_argument(
         "--repo",
-        default=None,
         metavar="URL",
         help="core git repository (URL or path): bisect its commits "
         "(default: the spec's git core source; else published versions on the index)",
@@ -364,14 +338,7 @@ def _bisect(args: argparse.Namespace) -> int:
     from vllm_plugin_release.flows import bisect
 
     spec = load_spec(args.spec)
-    opts = bisect.Options(
-        cache=settings.cache_from_args(args),
-        dist_root=Path(args.dist),
-        plugin_source=args.plugin_source,
-        repo=args.repo,
-        index=args.index,
-        prereleases=not args.final_only,
-    )
+    opts = o.flow_options(bisect.Options, args, prereleases=not args.final_only)
     report = bisect.bisect_report(spec, args.good, args.bad, opts)
     if args.json:
         sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
@@ -398,7 +365,6 @@ def _register_nightly(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--repo",
-        default=None,
         metavar="URL",
         help="core git repository (default: the spec's git core source)",
     )
@@ -416,19 +382,7 @@ def _nightly(args: argparse.Namespace) -> int:
     from vllm_plugin_release.flows import nightly
 
     spec = load_spec(args.spec)
-    opts = nightly.Options(
-        cache=settings.cache_from_args(args),
-        dist_root=Path(args.dist),
-        repo=args.repo,
-        ref=args.ref,
-        store=args.store,
-        signing_key=args.signing_key,
-        plugin_source=args.plugin_source,
-        force=args.force,
-        interval=args.interval,
-        backoff=args.backoff,
-    )
-    report = nightly.nightly(spec, opts)
+    report = nightly.nightly(spec, o.flow_options(nightly.Options, args))
     if args.json:
         sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
     else:
@@ -468,8 +422,8 @@ def _add_run(msub: argparse._SubParsersAction) -> None:
         "regression, 1 a regression or a column not run, 2 bad input (a version not on the "
         "index, nearest named), 3 outside failure.",
     )
-    p.add_argument("--lowest", default=None, metavar="VERSION", help="first column")
-    p.add_argument("--newest", default=None, metavar="VERSION", help="last column")
+    p.add_argument("--lowest", metavar="VERSION", help="first column")
+    p.add_argument("--newest", metavar="VERSION", help="last column")
     p.add_argument(
         "--only",
         action="append",
@@ -479,7 +433,7 @@ def _add_run(msub: argparse._SubParsersAction) -> None:
         "then `vpr matrix assemble`)",
     )
     p.add_argument("--prereleases", action="store_true", help="also release candidates")
-    p.add_argument("--repo", default=None, metavar="URL", help="core git repository: add main")
+    p.add_argument("--repo", metavar="URL", help="core git repository: add main")
     p.add_argument("--ref", default="main", help="the main column's ref (default: main)")
     _add_matrix_store(p)
     p.set_defaults(func=_matrix_run)
@@ -504,7 +458,6 @@ def _add_matrix_store(p: argparse.ArgumentParser) -> None:
     # not STORE: no store unless named (the columns are then only written to dist/)
     p.add_argument(
         "--store",
-        default=None,
         metavar="PATH",
         help="record every column in this manifest store's signed ledger (kind matrix; a "
         "column record already recorded is not recorded again)",
@@ -516,19 +469,12 @@ def _matrix_run(args: argparse.Namespace) -> int:
     from vllm_plugin_release.flows import matrix
 
     spec = load_spec(args.spec)
-    opts = matrix.Options(
-        cache=settings.cache_from_args(args),
-        dist_root=Path(args.dist),
-        plugin_source=args.plugin_source,
+    opts = o.flow_options(
+        matrix.Options,
+        args,
         lowest=args.lowest or None,  # empty: not given (a CI input left empty)
-        index=args.index,
-        prereleases=args.prereleases,
-        repo=args.repo,
-        ref=args.ref,
         newest=args.newest or None,
         only=tuple(args.only),
-        store=args.store,
-        signing_key=args.signing_key,
     )
     return _matrix_show(matrix.run_matrix(spec, opts), args.json)
 
@@ -537,12 +483,7 @@ def _matrix_assemble(args: argparse.Namespace) -> int:
     from vllm_plugin_release.buildspec.load import load_spec
     from vllm_plugin_release.flows import matrix
 
-    opts = matrix.Options(
-        cache=settings.cache_from_args(args),
-        dist_root=Path(args.dist),
-        store=args.store,
-        signing_key=args.signing_key,
-    )
+    opts = o.flow_options(matrix.Options, args)
     spec = load_spec(args.spec)
     return _matrix_show(matrix.assemble_folder(spec, Path(args.dist), args.index, opts), args.json)
 

@@ -30,10 +30,9 @@ from vllm_plugin_release.core.cache import Cache, atomic_write_text, write_json
 from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput, RecordProblem
 from vllm_plugin_release.edges import git
-from vllm_plugin_release.edges.fetch import index_files
 from vllm_plugin_release.flows.baseline import baseline_env, commit_spec, pairing_env
 from vllm_plugin_release.flows.sources import Inputs
-from vllm_plugin_release.flows.upstream import releases_from_files, spec_index
+from vllm_plugin_release.flows.upstream import published, spec_index
 
 REPORT_JSON = "bisect.json"
 REPORT_MD = "bisect.md"
@@ -95,18 +94,9 @@ def index_candidates(spec: Spec, good: str, bad: str, opts: Options, inputs: Inp
             hint="pass --repo URL to bisect the core's git history instead",
         )
     index = spec_index(spec, opts.index)
-    spec = dataclasses.replace(
-        spec,
-        core=dataclasses.replace(
-            spec.core, source=dataclasses.replace(spec.core.source, index=index)
-        ),
-    )
-    found = releases_from_files(spec.core.name, index_files(index, spec.core.name))
-    available = [
-        r.version
-        for r in found
-        if r.filename and r.sha256 and (opts.prereleases or not r.prerelease)
-    ]
+    source = dataclasses.replace(spec.core.source, index=index)
+    spec = dataclasses.replace(spec, core=dataclasses.replace(spec.core, source=source))
+    available = published(spec.core.name, index, opts.prereleases)
     items = versions_between(_version(good, "--good"), _version(bad, "--bad"), available, index)
     dist = records.dist_dir(opts.dist_root, spec.name)
 

@@ -103,20 +103,11 @@ def _sdist_source(spec: Spec, version: str, fetcher: Fetcher) -> NewSource:
 
     old = spec.core.source
     assert isinstance(old, SdistSource)
-    listing = index_files(old.index, spec.core.name)
+    listing = [f for f in index_files(old.index, spec.core.name) if not f.yanked]
     wanted = _replace_version(old.filename, spec.core.version, version)
-    entry = next((f for f in listing if f.filename == wanted and not f.yanked), None)
-    if entry is None:
-        entry = next(
-            (
-                f
-                for f in listing
-                if not f.yanked
-                and not f.filename.endswith(".whl")
-                and file_version(spec.core.name, f.filename) == Version(version)
-            ),
-            None,
-        )
+    sdists = [f for f in listing if not f.filename.endswith(".whl")]
+    same = [f for f in sdists if file_version(spec.core.name, f.filename) == Version(version)]
+    entry = next((f for f in listing if f.filename == wanted), None) or next(iter(same), None)
     if entry is None:
         newer = [r.version for r in releases_from_files(spec.core.name, listing)][-5:]
         raise BadInput(
@@ -184,12 +175,6 @@ def _utc(epoch: int) -> str:
     return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def default_out(path: Path, old_version: str, new_version: str) -> Path:
-    """In place, unless the file name carries the old version (then the name is bumped)."""
-    stem = _replace_version(path.stem, old_version, new_version)
-    return path if stem == path.stem else path.with_name(stem + path.suffix)
-
-
 def edit_document(
     document: tomlkit.TOMLDocument, spec: Spec, version: str, new: NewSource
 ) -> dict[str, Any]:
@@ -252,10 +237,6 @@ def python_move(spec: Spec, version: str, tree: Path) -> dict[str, Any]:
     return move
 
 
-def _py_path(path: str, old: str, new: str) -> str:
-    return path.replace(f"py{old.replace('.', '')}", f"py{new.replace('.', '')}")
-
-
 def edit_python(document: tomlkit.TOMLDocument, spec: Spec, move: dict[str, Any]) -> dict[str, Any]:
     """Move `[build] python` (and the lock files named for it) to the Python the new core
     needs; what changed (old -> new). `[build] torch` already pins that Python."""
@@ -268,7 +249,7 @@ def edit_python(document: tomlkit.TOMLDocument, spec: Spec, move: dict[str, Any]
         section = document.get(table)
         if section is not None and "constraints" in section:
             before = str(section["constraints"])
-            after = _py_path(before, old, new)
+            after = before.replace(f"py{old.replace('.', '')}", f"py{new.replace('.', '')}")
             if after != before:
                 section["constraints"] = after
                 changed[f"{table}.constraints"] = {"from": before, "to": after}
@@ -358,10 +339,9 @@ def plugin_test_regressions(
     from vllm_plugin_release.conform.checks import plugin_tests as pt
 
     cfg = pt.settings_for(spec)
-    root = plugin_root
     with cache.scratch("bump-tests-") as tmp:
-        base = pt.run_in_env(old_env, root, cfg, tmp / "old.xml")
-        run = pt.run_in_env(new_env, root, cfg, tmp / "new.xml")
+        base = pt.run_in_env(old_env, plugin_root, cfg, tmp / "old.xml")
+        run = pt.run_in_env(new_env, plugin_root, cfg, tmp / "new.xml")
     return {
         "status": "run",
         "old": base.counts,
@@ -470,7 +450,9 @@ def bump(
     changed.update(edit_python(document, spec, python))
     changed.update(edit_approval(document, table))
     new_text, review = refresh_comments(tomlkit.dumps(document), spec, new)
-    new_spec = _checked(new_text, new_path)
+    data = tomlkit.parse(new_text).unwrap()  # validated and typed, nothing written yet
+    validate(data, new_path, new_text, spec_schema())
+    new_spec = from_data(data, new_path)
     report = _report_head(run, changed)
     report["python"] = python
     report.update(_dependency_diffs(spec, version, before_tree, new.tree))
@@ -482,9 +464,8 @@ def bump(
 
 
 def _resolve_and_write(run: _Run, new_spec: Spec, new_text: str, report: dict[str, Any]) -> bool:
-    """The locks resolved into hidden files next to their destinations, the analyses asked
-    for, then (unless --dry-run) the locks moved in and the new spec written, last. Whatever
-    stops it on the way leaves no hidden lock behind and nothing written. Written or not."""
+    """Locks resolved into hidden files, the analyses run, then (unless --dry-run) the locks moved
+    in and the spec written, last: a stop on the way leaves nothing written. Written or not."""
     pending: list[tuple[Path, Path]] = []
     try:
         report["locks"] = _locks(run, new_spec, pending)
@@ -501,19 +482,25 @@ def _resolve_and_write(run: _Run, new_spec: Spec, new_text: str, report: dict[st
 
 
 def _coupling(run: _Run, approval: Approval | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The API coupling diff and the approval table the new spec gets. A diff that cannot
-    run stops the bump: its gate cannot be passed unchecked."""
+    """The report's `api_coupling` part (the core API the plugin uses, old vs new) and the
+    approval table the new spec gets. A diff that cannot run stops the bump: its gate cannot
+    be passed unchecked."""
+    from vllm_plugin_release.conform.lib.apicoupling import coupling as diff
+
     spec = run.spec
-    root = run.inputs.plugin.root if spec.plugin else None
-    failed: list[VprError] = []
-    coupling = api_coupling(root, run.before_tree, run.new.tree, failed,
-                           versions=(spec.core.version, run.version),
-                           cache_dir=run.cache.root / "coupling")  # fmt: skip
-    if failed:
-        raise failed[0]
-    return coupling, decide_approval(
-        coupling, approval, run.spec_path, spec.core.version, run.version
-    )
+    if not spec.plugin:
+        coupling: dict[str, Any] = {"status": "not run", "reason": "the spec has no [plugin]"}
+    else:
+        root = run.inputs.plugin.root
+        with progress.status("bump: the core API the plugin uses, old vs new"):
+            try:
+                coupling = diff(root, run.before_tree, run.new.tree,
+                                versions=(spec.core.version, run.version),
+                                cache_dir=run.cache.root / "coupling").to_json()  # fmt: skip
+            except OSError as exc:
+                raise BadInput(f"{root}: cannot read the plugin's source ({exc})")
+    table = decide_approval(coupling, approval, run.spec_path, spec.core.version, run.version)
+    return coupling, table
 
 
 def _target(spec: Spec, spec_path: Path, version: str, out: Path | None) -> tuple[str, Path]:
@@ -529,7 +516,9 @@ def _target(spec: Spec, spec_path: Path, version: str, out: Path | None) -> tupl
             f"--core {version} is not newer",
             hint="a bump moves forward; use `vpr spec set` for anything else",
         )
-    new_path = out or default_out(spec_path, spec.core.version, version)
+    # in place, unless the file name carries the old version (then the name is bumped)
+    stem = _replace_version(spec_path.stem, spec.core.version, version)
+    new_path = out or spec_path.with_name(stem + spec_path.suffix)
     if new_path.resolve() != spec_path.resolve() and new_path.exists():
         raise BadInput(
             f"{new_path}: already exists", hint="pass --out PATH, or remove the file first"
@@ -547,13 +536,6 @@ def _sources(spec: Spec, version: str, fetcher: Fetcher, tag: str | None) -> tup
         else:
             new = _git_source(spec, version, fetcher, tag)
     return before_tree, new
-
-
-def _checked(new_text: str, new_path: Path) -> Spec:
-    """The edited spec text, validated and typed (nothing is written yet)."""
-    data = tomlkit.parse(new_text).unwrap()
-    validate(data, new_path, new_text, spec_schema())
-    return from_data(data, new_path)
 
 
 def _report_head(run: _Run, changed: dict[str, Any]) -> dict[str, Any]:
@@ -605,16 +587,19 @@ def _dependency_diffs(
 
 
 def _locks(run: _Run, new_spec: Spec, pending: list[tuple[Path, Path]]) -> list[dict[str, Any]]:
-    """Resolve the new spec's locks into hidden files (added to `pending`); the report's
-    `locks` part. `--dry-run` resolves none."""
+    """The new spec's locks resolved into hidden files (added to `pending`); none with --dry-run."""
     root = run.spec.root
     if run.options.dry_run:
+        files = [("build-core", new_spec.resolve(new_spec.build.constraints))]
+        if new_spec.plugin:
+            files.append((f"env-{new_spec.name}", new_spec.resolve(new_spec.env_constraints)))
         return [
             {"file": _rel(dest, root), "name": name, "status": "not resolved (--dry-run)"}
-            for name, dest in _lock_files(new_spec)
+            for name, dest in files
         ]
     lock_report: list[dict[str, Any]] = []
-    for request, dest in _lock_requests(new_spec, run.new.tree, run.inputs):
+    plugin_root = run.inputs.plugin.root if new_spec.plugin else None
+    for request, dest in pairing_locks(new_spec, run.new.tree, plugin_root):
         tmp = dest.with_name(f".{dest.name}.bump")
         tmp.parent.mkdir(parents=True, exist_ok=True)
         with progress.status(f"bump: resolving {request.name} for {run.version}"):
@@ -701,17 +686,6 @@ def _write(pending: list[tuple[Path, Path]], new_path: Path, new_text: str) -> N
     atomic_write_text(new_path, new_text)
 
 
-def _lock_files(spec: Spec) -> list[tuple[str, Path]]:
-    files = [("build-core", spec.resolve(spec.build.constraints))]
-    if spec.plugin:
-        files.append((f"env-{spec.name}", spec.resolve(spec.env_constraints)))
-    return files
-
-
-def _lock_requests(spec: Spec, tree: Path, inputs: Inputs) -> list[tuple[Any, Path]]:
-    return pairing_locks(spec, tree, inputs.plugin.root if spec.plugin else None)
-
-
 def _pins_diff(old_lock: Path, new_text: str) -> dict[str, Any]:
     try:
         before = pins(old_lock.read_text(encoding="utf-8"))
@@ -759,39 +733,6 @@ def approval_from(by: str | None, why: str | None, ids: list[str] | None) -> App
     return Approval(str(by).strip(), str(why).strip(), tuple(sorted(set(ids or ()))))
 
 
-def api_coupling(
-    plugin_root: Path | None,
-    old_tree: Path,
-    new_tree: Path,
-    errors: list[VprError],
-    *,
-    versions: tuple[str, str] | None = None,
-    cache_dir: Path | None = None,
-) -> dict[str, Any]:
-    """The report's `api_coupling` part (`not run` for a spec without a plugin). `versions`
-    name the two cores in its details; `cache_dir` keeps the core modules' parsed facts."""
-    from vllm_plugin_release.conform.lib.apicoupling import coupling as diff
-
-    if plugin_root is None:
-        return {"status": "not run", "reason": "the spec has no [plugin]"}
-    with progress.status("bump: the core API the plugin uses, old vs new"):
-        try:
-            report = diff(plugin_root, old_tree, new_tree, versions=versions, cache_dir=cache_dir)
-            return report.to_json()
-        except OSError as exc:
-            error = BadInput(f"{plugin_root}: cannot read the plugin's source ({exc})")
-            errors.append(error)
-            return {"status": "error", "reason": error.message}
-
-
-def _approve_command(spec_path: Path, version: str, ids: list[str]) -> str:
-    approve = " ".join(f"--approve {shlex.quote(i)}" for i in ids)
-    return (
-        f"vpr bump --spec {shlex.quote(str(spec_path))} --core {version} --approve-by "
-        f"'NAME <EMAIL>' --approve-why 'WHAT THE PLUGIN DID ABOUT IT' {approve}"
-    )
-
-
 def decide_approval(
     report: dict[str, Any], approval: Approval | None, spec_path: Path, old: str, new: str
 ) -> dict[str, Any] | None:
@@ -813,8 +754,12 @@ def decide_approval(
         return None
     missing = sorted(set(breaking) - set(approval.changes if approval else ()))
     if missing:
-        report["approval"] = {"status": "missing", "needed": missing,
-                              "command": _approve_command(spec_path, new, missing)}  # fmt: skip
+        approve = " ".join(f"--approve {shlex.quote(i)}" for i in missing)
+        command = (
+            f"vpr bump --spec {shlex.quote(str(spec_path))} --core {new} --approve-by "
+            f"'NAME <EMAIL>' --approve-why 'WHAT THE PLUGIN DID ABOUT IT' {approve}"
+        )
+        report["approval"] = {"status": "missing", "needed": missing, "command": command}
         return None
     assert approval is not None
     table = {"from": old, "to": new, "by": approval.by, "why": approval.why,
@@ -886,8 +831,7 @@ def _req_section(title: str, diff: dict[str, Any]) -> list[str]:
 
 
 def _coupling_section(c: dict[str, Any] | None) -> list[str]:
-    """The core API the plugin uses: what breaks it, what to review, what cannot be told
-    statically, and the approval on record."""
+    """The core API the plugin uses: breaking, to review, unresolvable, and the approval."""
     out = ["", "### Core API the plugin uses", ""]
     if not c or c.get("status") != "run":
         return [*out, f"not run: {(c or {}).get('reason', 'no plugin')}"]

@@ -73,14 +73,7 @@ class PlanEntry:
 
     def to_json(self) -> dict[str, object]:
         """The job's entry of the matrix (`include`), as printed and handed to CI."""
-        return {
-            "spec": self.spec,
-            "name": self.name,
-            "device_class": self.device_class,
-            "mesh_variable": self.mesh_variable,
-            "mesh_device": self.mesh_device,
-            "runner_labels": list(self.runner_labels),
-        }
+        return {**dataclasses.asdict(self), "runner_labels": list(self.runner_labels)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,12 +240,8 @@ def live(spec: Spec, dist: Path, hw: HardwareSettings, spec_arg: str | Path) -> 
     the scorecard. Exit 0 only with verdict `fleet`; `spec_arg` is for the hint when the env is
     missing."""
     env = records.env_record_at(dist)
-    python = (
-        env.python
-        if env is not None and env.runner == "hardware"
-        else probe_python(dist, runtime_env_from_environ())
-    )
     has_env = env is not None and env.runner == "hardware"
+    python = env.python if env and has_env else probe_python(dist, runtime_env_from_environ())
     found = observe(spec, python, hw, dist)
     if not found.ok:
         with contextlib.suppress(BadInput):  # no hardware scorecard yet: nothing to correct
@@ -299,8 +288,7 @@ class Options:
 
 
 class _Steps:
-    """The sequence on the hardware runner, a method per stage; each hands on what the next
-    reads (the environment's record, the exit code)."""
+    """The sequence on the hardware runner, a method per stage."""
 
     def __init__(self, spec: Spec, opts: Options, spec_arg: str | Path) -> None:
         from vllm_plugin_release.flows.sources import Inputs

@@ -40,8 +40,7 @@ class Request:
 
 
 class VerifiedPairing(NamedTuple):
-    """A stored pairing's manifest, verified: the document, its sha256, and the bytes of
-    the manifest and its signed statement as the store served them (nothing is re-read)."""
+    """A stored pairing's manifest, verified, with the bytes the store served (never re-read)."""
 
     manifest: Manifest
     sha256: str
@@ -51,8 +50,7 @@ class VerifiedPairing(NamedTuple):
 
 @dataclass(frozen=True)
 class Target:
-    """Where and how to install: environment, scratch folder, offline or not, whether a lab verdict
-    may be installed, the guard's policy (None: its default) and the key the recovery line names."""
+    """Where and how to install; `key_path`: the key the guard's recovery line names."""
 
     env_dir: Path
     scratch: Path
@@ -100,8 +98,7 @@ def pick(
 
 
 def verified_pairing(trusted: Trusted, entry: si.IndexEntry, request: Request) -> VerifiedPairing:
-    """The entry's pairing, verified and matched to the request and to the ledger (steps 3
-    and 4)."""
+    """The entry's pairing, verified and matched to the request and the ledger (steps 3, 4)."""
     pid = trust.check_pid(entry.pairing_id, trusted.store.where(si.INDEX_FILE))
     manifest_at, statement_at = f"{si.PAIRINGS}/{pid}.json", f"{si.PAIRINGS}/{pid}.intoto.jsonl"
     data = trusted.store.read_bytes(manifest_at, MAX_DOCUMENT)
@@ -209,8 +206,7 @@ def install(trusted: Trusted, request: Request, target: Target) -> Installed:
 
 @dataclass(frozen=True)
 class _Sync:
-    """What an install makes the environment hold: the certified pairing's lock (`pins`
-    pins) and wheels, those in `reinstall` installed again from their certified wheels."""
+    """What an install makes the environment hold (`reinstall`: again from their wheels)."""
 
     manifest: Manifest
     env_dir: Path
@@ -225,22 +221,18 @@ def _install(job: _Sync, store: st.Store, target: Target) -> None:
     work = Path(tempfile.mkdtemp(prefix="install-", dir=target.scratch))  # mode 0700
     try:
         requirements = work / "requirements.txt"
-        _write_private(requirements, requirements_text(job.manifest, job.lock_text))
+        text = requirements_text(job.manifest, job.lock_text)
+        # a new file only this user can read (mode 0600, whatever the umask)
+        fd = os.open(requirements, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
         _sync(job, requirements, [store.find_links()], offline=target.offline)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _write_private(path: Path, text: str) -> None:
-    """A new file only this user can read (mode 0600, whatever the umask)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-
-
 def _sync(job: _Sync, requirements: Path, find_links: list[str], *, offline: bool) -> None:
-    """Create the environment when it is not there, then make it hold exactly `requirements`
-    (the distributions in `reinstall` installed again from their certified wheels)."""
+    """Create the environment when missing, then make it hold exactly `requirements`."""
     env_dir = job.env_dir
     python = env_dir / "bin" / "python"
     if not python.exists():
@@ -262,8 +254,7 @@ RECORD_KINDS = ("build", "files")  # the guard's findings that a reinstall repai
 
 @dataclass
 class Guard:
-    """The certified record this install would leave (its manifest digest and recovery
-    line), and whether the environment already holds exactly that one (`current`)."""
+    """The certified record this install would leave; `current`: the environment holds it."""
 
     manifest_sha256: str
     recover: str
@@ -271,10 +262,7 @@ class Guard:
 
 
 def recover(pid: str, store: str, target: Target, env_dir: Path) -> str:
-    """The `vpr install` line the guard prints: this store (a folder made absolute), key
-    and environment."""
-    import os
-
+    """The `vpr install` line the guard prints (a folder store made absolute)."""
     where = store if "://" in store else os.path.abspath(store)
     return gs.recover_line(pid, where, target.key_path, str(env_dir))
 

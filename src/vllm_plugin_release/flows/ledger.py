@@ -7,7 +7,7 @@ import datetime as dt
 import hashlib
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import cardrecord, columns, ledger, progress, records
@@ -32,22 +32,11 @@ def signing_key(spec: Spec, cache: Cache, given: str | Path | None) -> Any:
     return keys.load_private_key(path)
 
 
-class ReleaseLag(NamedTuple):
-    """How far the pairing's core is behind the newest one (the cadence check's details)."""
-
-    days: int | None  # since the first release not adopted; None when not known
-    minor_releases: int
-
-    def to_json(self) -> dict[str, int | None]:
-        """The ledger entry's `lag` object, as written: these keys, in this order."""
-        return {"days": self.days, "minor_releases": self.minor_releases}
-
-
 def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def lag_from_scorecard(dist: Path) -> ReleaseLag | None:
+def lag_from_scorecard(dist: Path) -> ledger.Lag | None:
     """The pairing's release lag as the cadence check measured it (scorecard.json), or None
     (no card, a card that does not read, no lag, or a lag that is not a count)."""
     try:
@@ -62,7 +51,7 @@ def lag_from_scorecard(dist: Path) -> ReleaseLag | None:
     if not _count(minor) or not (days is None or _count(days)):
         progress.warn(f"{dist / records.SCORECARD}: the cadence check's lag is not a count")
         return None
-    return ReleaseLag(days, minor)
+    return ledger.Lag(days, minor)
 
 
 @dataclass(frozen=True)
@@ -84,12 +73,10 @@ def record_verdict(
     store: str | None,
     signing: str | Path | None,
 ) -> ledger.LedgerEntry:
-    """Append the verdict of dist/NAME/manifest.json (or `said.outcome`) to the ledger,
-    with the release lag its scorecard gives; the entry as written."""
+    """Append the verdict of dist/NAME/manifest.json (or `said.outcome`) with its lag; the entry."""
     manifest_path = dist / MANIFEST_FILE
     manifest = load(manifest_path)
     digest = hashlib.sha256(manifest_path.read_bytes()).hexdigest()
-    lag = lag_from_scorecard(dist)
     kind = said.kind
     entry = ledger.entry_from_manifest(
         manifest,
@@ -97,7 +84,7 @@ def record_verdict(
         runner=said.runner,
         time=now_utc(),
         kind=kind,
-        lag=None if lag is None else ledger.Lag(lag.days, lag.minor_releases),
+        lag=lag_from_scorecard(dist),
     )
     if said.outcome is not None:
         entry = replace(entry, verdict=said.outcome)

@@ -25,10 +25,9 @@ from vllm_plugin_release.core.cache import Cache, atomic_write_text, key_of, wal
 from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput, VprError
 from vllm_plugin_release.edges import git
-from vllm_plugin_release.edges.fetch import index_files
 from vllm_plugin_release.flows.baseline import Release, commit_spec, pairing_env, release_pairing
 from vllm_plugin_release.flows.sources import Inputs
-from vllm_plugin_release.flows.upstream import releases_from_files, spec_index
+from vllm_plugin_release.flows.upstream import published, spec_index
 
 PACKAGE = Path(__file__).resolve().parent.parent
 TIMING = "matrix-timing.json"  # seconds per column and phase: this run's, not deterministic
@@ -91,12 +90,7 @@ def plan(spec: Spec, opts: Options, plugin_root: Callable[[], Path]) -> Plan:
     if not isinstance(spec.core.source, SdistSource):
         raise BadInput(f"{spec.path}: a version matrix needs an sdist core source (an index)")
     index = spec_index(spec, opts.index)
-    found = releases_from_files(spec.core.name, index_files(index, spec.core.name))
-    available = [
-        r.version
-        for r in found
-        if r.filename and r.sha256 and (opts.prereleases or not r.prerelease)
-    ]
+    available = published(spec.core.name, index, opts.prereleases)
     if spec.core.version not in available:
         available.append(spec.core.version)
     lowest = opts.lowest
@@ -192,12 +186,9 @@ def tested(
         coupling = cols.Coupling(_coupling_json(report, against, traced))
     counts = {k: result.counts.get(k, 0) for k in cols.COUNT_KEYS}
     scrub = (env_dir, root, run.opts.cache.root)
-    return cols.Column(
+    return replace(
+        base,
         core=label,
-        role=base.role,
-        key=base.key,
-        python=base.python,
-        python_why=base.python_why,
         status="tested",
         exit_class=0,
         imports={
@@ -263,9 +254,8 @@ def release_column(run: _Run, version: str) -> cols.Column:
         progress.info(f"matrix: {version}: reused its record ({kept.status})")
         return kept
     against, report = _against(run, found)
-    base = _with_coupling(
-        cols.not_run(version, role, key, choice, 0, ""), _coupling_json(report, against, None)
-    )
+    coupling = cols.Coupling(_coupling_json(report, against, None))
+    base = replace(cols.not_run(version, role, key, choice, 0, ""), coupling=coupling)
     clock("coupling")
     try:
         if choice.python is None:
@@ -301,10 +291,6 @@ def _earlier_tree(run: _Run, version: str, found: Release) -> tuple[str, Path]:
     if first is not None:
         raise first
     return version, found.tree
-
-
-def _with_coupling(col: cols.Column, coupling: dict[str, object]) -> cols.Column:
-    return replace(col, coupling=cols.Coupling(coupling))
 
 
 def _with_reason(col: cols.Column, exc: VprError) -> cols.Column:
@@ -352,8 +338,7 @@ def write(dist: Path, m: cols.Matrix) -> None:
 
 
 def run_matrix(spec: Spec, opts: Options) -> cols.Matrix:
-    """Run every column (or `opts.only`), writing each record as it ends; assemble
-    matrix.json and matrix.md from every record of the plan."""
+    """Run every column (or `opts.only`), each record written as it ends; assemble the plan's."""
     if opts.only and opts.store:
         raise BadInput(
             "--only with --store: a column alone has no column before it to regress against",
@@ -361,12 +346,10 @@ def run_matrix(spec: Spec, opts: Options) -> cols.Matrix:
         )
     dist = records.dist_dir(opts.dist_root, spec.name)
     inputs = Inputs(spec, opts.cache, opts.plugin_source)
-    records.build_record(
-        dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN, spec.path)
-    )
+    producer = records.producer(records.BUILD_PLUGIN, spec.path)
+    built = records.build_record(dist, records.BUILD_PLUGIN, producer)
     the_plan = plan(spec, opts, lambda: inputs.plugin.root)
     folder = dist / cols.FOLDER
-    built = records.build_record(dist, records.BUILD_PLUGIN)
     plugin = {"name": built.name, "version": built.version, "commit": inputs.plugin.commit}
     run = _Run(
         spec, opts, inputs, dist, folder, the_plan, pt.settings_for(spec), code_digest(), plugin
@@ -399,8 +382,7 @@ def run_matrix(spec: Spec, opts: Options) -> cols.Matrix:
 
 
 def _kept(folder: Path, column: cols.Column) -> cols.Column:
-    """Write the column's record and take it back as written: the matrix is assembled from
-    the records, here as in a CI matrix's last job."""
+    """The column's record, written and read back (the matrix is assembled from records)."""
     kept = cols.read_column(cols.write_column(folder, column))
     if kept is None:  # written a moment ago
         raise RuntimeError(f"{folder}: the record of {column.core} vanished")
@@ -432,8 +414,7 @@ def _say(column: cols.Column) -> None:
 def assemble_folder(
     spec: Spec, dist_root: Path, index: str | None = None, opts: Options | None = None
 ) -> cols.Matrix:
-    """matrix.json and matrix.md from the column records in dist/NAME/matrix/; every column in the
-    store's ledger when `opts` names a store."""
+    """matrix.json/.md from dist/NAME/matrix/'s records; each column in the ledger with a store."""
     dist = records.dist_dir(dist_root, spec.name)
     found = cols.read_folder(dist / cols.FOLDER)
     if not found:

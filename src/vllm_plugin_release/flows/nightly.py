@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,6 @@ from vllm_plugin_release.conform.checks import plugin_tests as pt
 from vllm_plugin_release.core import progress, records, schedule
 from vllm_plugin_release.core.bisect import first_error_lines
 from vllm_plugin_release.core.cache import Cache, write_json
-from vllm_plugin_release.core.envrecord import EnvRecord
 from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.edges import git, trust
 from vllm_plugin_release.edges.store import open_store
@@ -53,7 +52,7 @@ class CoreRef:
     commit: str
 
     def to_json(self) -> dict[str, str]:
-        return {"url": self.url, "ref": self.ref, "commit": self.commit}
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,15 +119,6 @@ def _core_url(spec: Spec, repo: str | None) -> str:
         f"{spec.path}: the core source is an sdist; a nightly needs the core's git repository",
         hint="pass --repo URL (e.g. https://github.com/vllm-project/vllm)",
     )
-
-
-def _tests(
-    spec: Spec, env: EnvRecord, root: Path, cache: Cache
-) -> tuple[list[str], dict[str, list[str]]]:
-    cfg = pt.settings_for(spec)
-    with cache.scratch("nightly-") as tmp:
-        run = pt.run_in_env(env, root, cfg, tmp / "junit.xml")
-        return run.failing, first_error_lines(tmp / "junit.xml")
 
 
 def _since(repo: Path, lkg: schedule.Pointer | None, commit: str, url: str) -> Since:
@@ -222,8 +212,7 @@ def nightly(spec: Spec, opts: Options) -> NightlyReport:
 def _test_commit(
     spec: Spec, opts: Options, url: str, repo: Path, commit: str
 ) -> tuple[Spec, NightlyReport]:
-    """The plugin's tests on the core at `commit` (a pairing environment walked like the
-    baseline's) and its manifest: the derived spec and the run's report."""
+    """The plugin's tests on the core at `commit` and its manifest: the derived spec, the report."""
     dist = records.dist_dir(opts.dist_root, spec.name)
     records.build_record(
         dist, records.BUILD_PLUGIN, records.producer(records.BUILD_PLUGIN, spec.path)
@@ -239,7 +228,9 @@ def _test_commit(
         plugin=inputs.plugin,
         dist_root=opts.dist_root,
     )
-    failing, errors = _tests(base, env, inputs.plugin.root, opts.cache)
+    with opts.cache.scratch("nightly-") as tmp:
+        run = pt.run_in_env(env, inputs.plugin.root, pt.settings_for(base), tmp / "junit.xml")
+        failing, errors = run.failing, first_error_lines(tmp / "junit.xml")
     from vllm_plugin_release.stages.manifest import build_for_spec
 
     built = build_for_spec(

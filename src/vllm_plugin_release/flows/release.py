@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from vllm_plugin_release.core.buildrecord import RunnerFacts
     from vllm_plugin_release.edges.interpreters import Search
     from vllm_plugin_release.stages.corememo import StageResult
-    from vllm_plugin_release.stages.pairing_env import PairingContext
 
 
 @dataclass
@@ -63,10 +62,8 @@ def _wheel(result: StageResult) -> str:
 
 
 class _Stages:
-    """The release's stages over one pairing, a method each; every source is fetched or
-    resolved once (`Inputs`) and handed to the stages that read it; the work they start
-    ahead is held in the walk's `ahead`, for the stages that take it, and the interpreter
-    search started before the walk in `search`, waited for where a stage asks for it."""
+    """The release's stages over one pairing, a method each: sources fetched once (`Inputs`),
+    work started ahead held in `ahead`, the interpreter search in `search`."""
 
     def __init__(
         self, spec: Spec, opts: Options, out: Outcome, ahead: proc.Ahead, search: Search | None
@@ -80,28 +77,9 @@ class _Stages:
         # The core's, the plugin's and the guard's, by stage (build-plugin and build-guard
         # run side by side: the order they end in is not the order they are listed in).
         self.built: dict[str, StageResult] = {}
-        self._pairing: PairingContext | None = None
 
     def context(self) -> Context:
         return Context("release", self.spec, self.opts.cache, self.opts.dist_root)
-
-    def pairing(self) -> PairingContext:
-        """The pairing the env stage is handed, built once (its sources are fetched by then:
-        build-plugin read them)."""
-        from vllm_plugin_release.stages.pairing_env import PairingContext
-
-        if self._pairing is None:
-            self._pairing = PairingContext(
-                self.spec,
-                self.opts.cache,
-                self.opts.dist_root,
-                self.inputs.plugin,
-                self.inputs.tree,
-                site=self.opts.runner,
-                runtime_env=self.opts.runtime_env,
-                search=self.search,
-            )
-        return self._pairing
 
     def env_free(self, blocked: PythonUnavailable | None) -> None:
         if self.search is not None:  # they may look for the interpreter again
@@ -172,8 +150,7 @@ class _Stages:
             start_check_ahead(self.ahead, wheels, self.opts.cache)
 
     def tests_ahead(self, python: Path, module: str | None) -> None:
-        """The plugin's tests start once the env's packages are in, while it is checked;
-        conform takes that run (plugin_tests.start_ahead)."""
+        """The plugin's tests, started while the env is checked; conform takes that run."""
         from vllm_plugin_release.conform import registry
         from vllm_plugin_release.conform.checks import plugin_tests
 
@@ -183,11 +160,20 @@ class _Stages:
             plugin_tests.start_ahead(self.ahead, self.opts.cache, python, suite)
 
     def env(self) -> None:
-        from vllm_plugin_release.stages.pairing_env import create_env
+        from vllm_plugin_release.stages.pairing_env import PairingContext, create_env
 
         try:
             record = create_env(
-                self.pairing(),
+                PairingContext(
+                    self.spec,
+                    self.opts.cache,
+                    self.opts.dist_root,
+                    self.inputs.plugin,
+                    self.inputs.tree,
+                    site=self.opts.runner,
+                    runtime_env=self.opts.runtime_env,
+                    search=self.search,
+                ),
                 conduct_gate=False,  # the platform plugin's answer is the environment check's
                 on_installed=self.tests_ahead,
             )
@@ -262,10 +248,8 @@ def graph(
     ahead: proc.Ahead | None = None,
     search: Search | None = None,
 ) -> Graph:
-    """The release's stages and what each needs (the order they are declared in is the
-    order the line runs in), with the extras that join "release" (flows/stagewalk.extended).
-    `ahead`: where the walk holds the work its stages start ahead (None: a graph that is
-    drawn, not walked); `search`: the spec's interpreter, looked for ahead."""
+    """The release's stages in the line's order, with the extras that join "release";
+    `ahead` None: a graph drawn, not walked; `search`: the interpreter, looked for ahead."""
     s = _Stages(spec, opts, out, proc.Ahead() if ahead is None else ahead, search)
     # What each stage has cached, for the drawing (`--graph`); the walk never asks.
     probe = Probes(spec, opts.cache, opts.dist_root, opts.runner, opts.plugin_source)
@@ -321,28 +305,24 @@ def _env_free_checks(
 
 def release(spec: Spec, opts: Options) -> Outcome:
     """Run the stages; a failing stage stops the run with its own exit code."""
-    # One warm worker per pairing env for the run: started by env, reused by conform.
-    with envrun.session():
-        return _release(spec, opts)
-
-
-def _release(spec: Spec, opts: Options) -> Outcome:
     out = Outcome()
     done = Walk(seconds=out.stages)
-    search = None
-    if opts.runtime_env is None:  # the env stage's, found while the stages before it run
-        from vllm_plugin_release.stages.wheelbuild import interpreter_ahead
+    # One warm worker per pairing env for the run: started by env, reused by conform.
+    with envrun.session():
+        search = None
+        if opts.runtime_env is None:  # the env stage's, found while the stages before it run
+            from vllm_plugin_release.stages.wheelbuild import interpreter_ahead
 
-        search = interpreter_ahead(spec)
-    try:
-        # This walk's work started ahead: what no stage took (the run stopped before it,
-        # or reused a cached result) is stopped when the walk ends.
-        with proc.Ahead() as ahead:
-            g = graph(spec, opts, out, ahead, search)
-            # build-env still running when the run stops: its installer is stopped
-            walk(g, record=done, stop={"build-env": proc.stop_all})
-    finally:
-        _summary(spec, opts, out, done)
+            search = interpreter_ahead(spec)
+        try:
+            # This walk's work started ahead: what no stage took (the run stopped before it,
+            # or reused a cached result) is stopped when the walk ends.
+            with proc.Ahead() as ahead:
+                g = graph(spec, opts, out, ahead, search)
+                # build-env still running when the run stops: its installer is stopped
+                walk(g, record=done, stop={"build-env": proc.stop_all})
+        finally:
+            _summary(spec, opts, out, done)
     return out
 
 

@@ -15,8 +15,7 @@ from vllm_plugin_release.core.stagegraph import CACHED, NOT_CACHED
 
 
 class WheelNamed(NamedTuple):
-    """What a probe reads of a wheel stage's record (build-*.json): its `wheel` object's
-    file name and sha256, each None when it is not text."""
+    """A wheel stage's record's `wheel` file name and sha256 (each None when not text)."""
 
     filename: str | None
     sha256: str | None
@@ -35,8 +34,7 @@ def parse_wheel_named(data: Any) -> WheelNamed | None:
 
 
 def _json(path: Path) -> WheelNamed | None:
-    """A wheel stage's record, or None when there is none or it is not a JSON object with a `wheel`
-    object within `records.MAX_RECORD`."""
+    """A wheel stage's record (bounded), or None when absent or without a `wheel` object."""
     return records.read_object(path, parse_wheel_named)
 
 

@@ -67,13 +67,6 @@ def newest_release(index: str, project: str) -> str | None:
     return max(finals, key=Version) if finals else None
 
 
-def _core_name(stored: list[sm.Stored], ledger: list[Any]) -> str:
-    """The core the store pairs plugins with (vllm when it names none)."""
-    names = {s.entry.core.name for s in stored if s.entry.core.name}
-    names |= {e.core.name for e in ledger if e.core.name}
-    return min(names) if names else "vllm"
-
-
 def build(
     trusted: Trusted,
     *,
@@ -102,7 +95,9 @@ def build(
     )
     source = "given"
     if newest_core is None and core_index is not None:
-        name = _core_name(stored, ledger)
+        # the core the store pairs plugins with (vllm when it names none)
+        names = {s.entry.core.name for s in stored} | {e.core.name for e in ledger}
+        name = min(names - {None, ""}, default="vllm")
         newest_core, source = newest_release(core_index, name), "index"
         if newest_core is None:
             raise BadInput(
@@ -171,23 +166,9 @@ class SiteSummary(NamedTuple):
     newest: str | None = None  # the newest core release and where it came from
 
 
-def site(
-    trusted: Trusted,
-    out: Path,
-    *,
-    store_url: str | None = None,
-    key_name: str = "publisher.pub",
-    newest_core: str | None = None,
-    core_index: str | None = None,
-) -> SiteSummary:
-    """Build and write the site (compat.json and the pages); what it holds."""
-    compat, manifests = build(
-        trusted,
-        store_url=store_url,
-        key_name=key_name,
-        newest_core=newest_core,
-        core_index=core_index,
-    )
+def site(trusted: Trusted, out: Path, **options: Any) -> SiteSummary:
+    """Build (`build`'s options) and write the site, compat.json and the pages; what it holds."""
+    compat, manifests = build(trusted, **options)
     write(out, render(compat, manifests))
     pairings = compat.pairings
     bad = sum(not p.signature.verified for p in pairings)

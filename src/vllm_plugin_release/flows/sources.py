@@ -38,8 +38,7 @@ class Inputs:
         return Sources(plugin_root=lambda: self.plugin.root, core_tree=lambda: self.tree)
 
     def context(self, runner: str, dist_root: Path, ahead: Ahead | None = None) -> Context:
-        """The conformance context for this pairing on `runner` (`ahead`: the runs the
-        walk started ahead, for the checks to take)."""
+        """The conformance context on `runner` (`ahead`: the runs the walk started ahead)."""
         return Context(
             spec=self.spec,
             runner=runner,

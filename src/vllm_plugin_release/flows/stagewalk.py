@@ -29,8 +29,7 @@ class Halt(Exception):
 
 @dataclass
 class Walk:
-    """What a walk did: each line stage's seconds (in the line's order), the one that
-    failed, and those stopped beside it."""
+    """What a walk did: each line stage's seconds, the one that failed, those stopped beside it."""
 
     seconds: dict[str, float] = field(default_factory=dict)
     failed: str | None = None
@@ -102,34 +101,25 @@ def walk(
 
 
 def _run_one(step: _Step, record: Walk) -> bool:
-    """The step's one stage in this thread; True when it halted the walk."""
+    """The step's one stage in this thread under its rule (a collapsible group in a GitHub
+    Actions log), timed from before it waits for the ahead work it needs (the wait is its
+    time); True when it halted the walk."""
     number, stage = step.stages[0]
-    try:
-        _run_timed(stage, step.rule(number, stage), record, step.waits(stage), group=not step.title)
-    except Halt:
-        record.halted = stage.name
-        return True
-    return False
-
-
-def _run_timed(
-    stage: Stage, title: str, record: Walk, waits: list[threading.Thread], *, group: bool
-) -> None:
-    """The stage under its rule (a collapsible group in a GitHub Actions log), timed from
-    before it waits for the ahead work it needs (the wait is its time)."""
-    with progress.stage(title, group=group):
+    with progress.stage(step.rule(number, stage), group=not step.title):
         start = time.perf_counter()
         try:
-            for thread in waits:
+            for thread in step.waits(stage):
                 thread.join()
             stage.run()
         except Halt:
-            raise
+            record.halted = stage.name
+            return True
         except BaseException:
             record.failed = stage.name
             raise
         finally:
             record.seconds[stage.name] = round(time.perf_counter() - start, 3)
+    return False
 
 
 # What a stage run beside others ended with: its name, its exception (None: it ended
@@ -165,7 +155,8 @@ def _run_beside(step: _Step, record: Walk) -> bool:
                 failed = name
                 _stop_others(step, [n for n in names if n not in outcomes], since)
             else:
-                _ended_line(name, exc, seconds)
+                how = "halted the walk" if exc is not None else "ended"
+                progress.info(f"{name}: {how} after {seconds:.1f} s")
     except BaseException:  # Ctrl-C here: every child of the step ends, then its threads
         failed = failed or next(n for n in names if n not in outcomes)
         _drain(done, outcomes, threads, since)
@@ -202,11 +193,6 @@ def _beside_thread(
         done.put((stage.name, error, round(time.perf_counter() - start, 3)))
 
     return threading.Thread(target=run, name=f"vpr-{stage.name}", daemon=True)
-
-
-def _ended_line(name: str, error: BaseException | None, seconds: float) -> None:
-    how = "halted the walk" if error is not None else "ended"
-    progress.info(f"{name}: {how} after {seconds:.1f} s")
 
 
 def _stop_others(step: _Step, running: list[str], since: int) -> None:
@@ -251,8 +237,7 @@ def _started(stage: Stage) -> threading.Thread:
 
 @dataclass(frozen=True)
 class Context:
-    """The graph walked ("release", "pairing", "hardware") and its pairing (for "pairing",
-    the derived spec of the core it builds, known once core-source ran)."""
+    """The graph walked and its pairing ("pairing": the derived spec, once core-source ran)."""
 
     graph: str
     spec: Spec

@@ -81,6 +81,13 @@ def releases_from_files(project: str, files: list[IndexFile]) -> list[Release]:
     return out
 
 
+def published(project: str, index: str, prereleases: bool) -> list[str]:
+    """The versions of `project` on `index` with a hashed sdist, oldest first."""
+    found = releases_from_files(project, index_files(index, project))
+    keep = [r for r in found if r.filename and r.sha256 and (prereleases or not r.prerelease)]
+    return [r.version for r in keep]
+
+
 def spec_index(spec: Spec, index: str | None = None) -> str:
     if index:
         return index.rstrip("/")
