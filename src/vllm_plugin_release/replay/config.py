@@ -13,7 +13,6 @@ from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.replay.mix import Origin, check_table, spec_origin
 from vllm_plugin_release.replay.model import (
     CostModel,
-    calibration_paths,
     fit_cost_model,
     read_calibration,
 )
@@ -230,11 +229,8 @@ def _cost(table: dict[str, Any], root: Path, origin: Origin) -> CostModel:
             )
         path = Path(table["calibration"])
         path = path if path.is_absolute() else root / path
-        fitted = fit_cost_model(
-            read_calibration(path),
-            source=f"fitted from {table['calibration']}",
-            paths=calibration_paths(path),
-        )
+        rows, names = read_calibration(path)
+        fitted = fit_cost_model(rows, source=f"fitted from {table['calibration']}", paths=names)
         return replace(fitted, paths={**paths, **fitted.paths})
     if not (table.keys() - {"paths"}):
         return CostModel(**DEFAULT_COST, paths=paths)
