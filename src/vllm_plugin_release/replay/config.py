@@ -135,16 +135,6 @@ class ReplayConfig:
         return out
 
 
-def validate_table(table: dict[str, Any], origin: Origin) -> None:
-    check_table(
-        REPLAY_SCHEMA,
-        table,
-        origin,
-        "invalid replay settings",
-        pattern_message="is not 'module:Class'",
-    )
-
-
 def resolve(
     table: dict[str, Any],
     root: Path,
@@ -156,7 +146,8 @@ def resolve(
     if isinstance(origin, str):
         origin = Origin(origin, None, ("conformance", "replay"))
     if not validated:
-        validate_table(table, origin)
+        title = "invalid replay settings"
+        check_table(REPLAY_SCHEMA, table, origin, title, pattern_message="is not 'module:Class'")
     policy = str(table.get("policy", "none"))
     if policy not in ("none", "tt", "reference") and ":" not in policy:
         raise BadInput(
