@@ -84,9 +84,9 @@ _FORMATS = {
 }
 
 
-def schema_errors(schema: dict[str, Any], data: Any) -> list[ValidationError]:
-    """Every error of `data` against `schema`, by key path, each `narrow`ed."""
-    errors = _validator(schema).iter_errors(data)
+def schema_errors(validator: Draft202012Validator, data: object) -> list[ValidationError]:
+    """Every error of `data` against the validator's schema, by key path, each `narrow`ed."""
+    errors = validator.iter_errors(data)
     return [narrow(e) for e in sorted(errors, key=lambda e: list(map(str, e.absolute_path)))]
 
 
@@ -267,7 +267,7 @@ def _cross_key_problems(
 
 def validate(data: dict[str, Any], file: Path, text: str, schema: dict[str, Any]) -> None:
     """Every error of `data` against `schema`, each naming file:line and key (BadInput)."""
-    found = [_describe(error) for error in schema_errors(schema, data)]
+    found = [_describe(error) for error in schema_errors(_validator(schema), data)]
     found += _value_problems(data, ())
     if not found:
         found = _cross_key_problems(data, file, text)

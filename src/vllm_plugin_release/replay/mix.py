@@ -702,10 +702,12 @@ def check_table(
     pattern_message: str | None = None,
 ) -> None:
     """Check `table` against `schema`; one BadInput naming file, line and key of each error."""
+    from jsonschema import Draft202012Validator
+
     from vllm_plugin_release.buildspec.load import schema_errors
 
     lines = []
-    for error in schema_errors(schema, table):
+    for error in schema_errors(Draft202012Validator(schema), table):
         path = ".".join(str(p) for p in error.absolute_path) or "(table)"
         if error.validator == "additionalProperties":
             allowed = sorted(error.schema.get("properties", {}))
