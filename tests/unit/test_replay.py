@@ -203,6 +203,17 @@ def test_cost_model_calibration(tmp_path: Path) -> None:
         config.resolve({"policy": "tt", "cost_model": {"calibration": "bad.csv"}}, tmp_path)
 
 
+def test_a_calibration_column_naming_no_path_is_ignored(tmp_path: Path) -> None:
+    """A bare `path:` header names no slow path: it is neither fitted nor read."""
+    rows = ["prefill_tokens,decode_requests,seconds,path:"]
+    for p, d in [(0, 1), (0, 8), (512, 0), (2048, 0), (128, 4)]:
+        rows.append(f"{p},{d},{0.003 + 0.00004 * p + 0.0005 * d:.9f},x")
+    (tmp_path / "steps.csv").write_text("\n".join(rows) + "\n")
+    cfg = config.resolve({"policy": "tt", "cost_model": {"calibration": "steps.csv"}}, tmp_path)
+    assert cfg.cost.paths == {}
+    assert cfg.cost.b == pytest.approx(0.00004, rel=1e-6)
+
+
 def test_slow_path_terms_in_the_cost_model(tmp_path: Path) -> None:
     """A `path:NAME` column fits that path's price; without one the spec's price (or 0:
     not calibrated) is used; a price may come with a, b, c too."""

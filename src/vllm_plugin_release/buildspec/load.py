@@ -84,6 +84,12 @@ _FORMATS = {
 }
 
 
+def schema_errors(validator: Draft202012Validator, data: object) -> list[ValidationError]:
+    """Every error of `data` against the validator's schema, by key path, each `narrow`ed."""
+    errors = validator.iter_errors(data)
+    return [narrow(e) for e in sorted(errors, key=lambda e: list(map(str, e.absolute_path)))]
+
+
 def narrow(error: ValidationError) -> ValidationError:
     """An `anyOf` error (a table, or an array of such tables) as the error of the form the
     value has: its first error there, so the message names the key inside."""
@@ -261,10 +267,8 @@ def _cross_key_problems(
 
 def validate(data: dict[str, Any], file: Path, text: str, schema: dict[str, Any]) -> None:
     """Every error of `data` against `schema`, each naming file:line and key (BadInput)."""
-    errors = sorted(
-        _validator(schema).iter_errors(data), key=lambda e: list(map(str, e.absolute_path))
-    )
-    found = [_describe(error) for error in errors] + _value_problems(data, ())
+    found = [_describe(error) for error in schema_errors(_validator(schema), data)]
+    found += _value_problems(data, ())
     if not found:
         found = _cross_key_problems(data, file, text)
     if not found:

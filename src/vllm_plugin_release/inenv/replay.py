@@ -183,29 +183,23 @@ PLATFORM_BASE = "vllm.platforms.interface:Platform"
 def platform_hook(path: str, vllm_config: Any) -> list[str]:
     """The plugin's `Platform.check_and_update_config(vllm_config)` (`path`:
     `platform:module:Class`); BadRequest when the class is not a vLLM Platform."""
-    cls = load_object(path, what="platform")
-    module_name, _, name = PLATFORM_BASE.partition(":")
-    base = getattr(importlib.import_module(module_name), name)
-    if not (isinstance(cls, type) and issubclass(cls, base)):
-        raise BadRequest(
-            f"platform {path!r} is not a vLLM platform: it must be a class deriving from "
-            f"{PLATFORM_BASE.replace(':', '.')}"
-        )
-    cls.check_and_update_config(vllm_config)
+    load_class(path, "platform", PLATFORM_BASE).check_and_update_config(vllm_config)
     return [f"{path}.check_and_update_config applied"]
 
 
-def load_class(path: str) -> type:
-    """Import `module:Class` and check it is a vLLM scheduler."""
-    cls = load_object(path, what="scheduler")
-    base_module, _, base_name = SCHEDULER_BASE.partition(":")
+def load_class(path: str, what: str, base_path: str) -> type:
+    """Import `module:Class` and check it is a vLLM `what` (a class deriving from `base_path`)."""
+    cls = load_object(path, what=what)
+    base_module, _, base_name = base_path.partition(":")
     # A real scheduler class has imported vLLM's interface module already, so a wrong path
-    # fails without vLLM's slow import.
-    base = getattr(sys.modules.get(base_module), base_name, None)
+    # fails without vLLM's slow import; a platform's base is imported for it.
+    imported = what == "scheduler"
+    module = sys.modules.get(base_module) if imported else importlib.import_module(base_module)
+    base = getattr(module, base_name, None)
     if base is None or not (isinstance(cls, type) and issubclass(cls, base)):
         raise BadRequest(
-            f"scheduler {path!r} is not a vLLM scheduler: it must be a class deriving from "
-            f"{SCHEDULER_BASE.replace(':', '.')}"
+            f"{what} {path!r} is not a vLLM {what}: it must be a class deriving from "
+            f"{base_path.replace(':', '.')}"
         )
     return cls
 
@@ -500,7 +494,7 @@ def _scheduler_classes(entries: list[dict[str, Any]]) -> dict[str, type]:
                 f"policy {policy!r}: expected none, tt, reference, 'module:function' or "
                 "'platform:module:Class'"
             )
-        classes[entry["label"]] = load_class(entry["cls"])
+        classes[entry["label"]] = load_class(entry["cls"], "scheduler", SCHEDULER_BASE)
     return classes
 
 

@@ -13,7 +13,6 @@ from vllm_plugin_release.core.errors import BadInput
 from vllm_plugin_release.replay.mix import Origin, check_table, spec_origin
 from vllm_plugin_release.replay.model import (
     CostModel,
-    calibration_paths,
     fit_cost_model,
     read_calibration,
 )
@@ -136,16 +135,6 @@ class ReplayConfig:
         return out
 
 
-def validate_table(table: dict[str, Any], origin: Origin) -> None:
-    check_table(
-        REPLAY_SCHEMA,
-        table,
-        origin,
-        "invalid replay settings",
-        pattern_message="is not 'module:Class'",
-    )
-
-
 def resolve(
     table: dict[str, Any],
     root: Path,
@@ -157,7 +146,8 @@ def resolve(
     if isinstance(origin, str):
         origin = Origin(origin, None, ("conformance", "replay"))
     if not validated:
-        validate_table(table, origin)
+        title = "invalid replay settings"
+        check_table(REPLAY_SCHEMA, table, origin, title, pattern_message="is not 'module:Class'")
     policy = str(table.get("policy", "none"))
     if policy not in ("none", "tt", "reference") and ":" not in policy:
         raise BadInput(
@@ -230,11 +220,8 @@ def _cost(table: dict[str, Any], root: Path, origin: Origin) -> CostModel:
             )
         path = Path(table["calibration"])
         path = path if path.is_absolute() else root / path
-        fitted = fit_cost_model(
-            read_calibration(path),
-            source=f"fitted from {table['calibration']}",
-            paths=calibration_paths(path),
-        )
+        rows, names = read_calibration(path)
+        fitted = fit_cost_model(rows, source=f"fitted from {table['calibration']}", paths=names)
         return replace(fitted, paths={**paths, **fitted.paths})
     if not (table.keys() - {"paths"}):
         return CostModel(**DEFAULT_COST, paths=paths)

@@ -310,11 +310,6 @@ def asked(declared: list[Variant]) -> list[Variant]:
     return sorted([*declared, *extra], key=lambda v: (order[v.key], v.index))
 
 
-def merged(base: FeaturesTable | None, plan: FeaturesTable | None) -> FeaturesTable:
-    """A plan's features over the base mix's, key by key."""
-    return {**(base or {}), **(plan or {})}
-
-
 def assign(variants: Sequence[Variant], count: int, seed: int) -> list[tuple[int, ...]]:
     """Per request, the indices (into `variants`) of the variants it uses: per key, a seeded
     shuffle of the requests, the first round(share x count) to the key's first variant, the
@@ -709,16 +704,10 @@ def check_table(
     """Check `table` against `schema`; one BadInput naming file, line and key of each error."""
     from jsonschema import Draft202012Validator
 
-    errors = sorted(
-        Draft202012Validator(schema).iter_errors(table),
-        key=lambda e: list(map(str, e.absolute_path)),
-    )
-    if not errors:
-        return
-    from vllm_plugin_release.buildspec.load import narrow
+    from vllm_plugin_release.buildspec.load import schema_errors
 
     lines = []
-    for error in map(narrow, errors):
+    for error in schema_errors(Draft202012Validator(schema), table):
         path = ".".join(str(p) for p in error.absolute_path) or "(table)"
         if error.validator == "additionalProperties":
             allowed = sorted(error.schema.get("properties", {}))
@@ -729,7 +718,8 @@ def check_table(
         else:
             message = error.message
         lines.append(f"{origin.where(path)}: {message}")
-    raise BadInput(f"{title}:\n  " + "\n  ".join(lines))
+    if lines:
+        raise BadInput(f"{title}:\n  " + "\n  ".join(lines))
 
 
 def validate_table(table: dict[str, Any], origin: Origin) -> None:
@@ -766,7 +756,7 @@ def spec_plans(spec: Spec) -> tuple[PlanTable, ...]:
             PlanTable(
                 name,
                 str(plans[name].get("description", "")),
-                merged(base, plans[name].get("features")),
+                {**base, **(plans[name].get("features") or {})},  # key by key
             )
             for name in sorted(plans)
         ),

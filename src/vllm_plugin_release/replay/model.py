@@ -190,9 +190,9 @@ class CostModel:
 PATH_COLUMN = "path:"  # a calibration column `path:NAME`: requests on slow path NAME
 
 
-def read_calibration(path: Path) -> list[tuple[float, ...]]:
+def read_calibration(path: Path) -> tuple[list[tuple[float, ...]], list[str]]:
     """(prefill_tokens, decode_requests, seconds, *path counts) rows from a CSV with a
-    header; the path columns (`path:NAME`, in header order) follow the three."""
+    header, and the slow paths it measures (its `path:NAME` columns, in header order)."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
@@ -202,7 +202,9 @@ def read_calibration(path: Path) -> list[tuple[float, ...]]:
     wanted: tuple[str, ...] = ("prefill_tokens", "decode_requests", "seconds")
     if any(c not in header for c in wanted):
         raise BadInput(f"{path}:1: header must name {','.join(wanted)}")
-    wanted += tuple(h for h in header if h.startswith(PATH_COLUMN) and len(h) > len(PATH_COLUMN))
+    paths = [h[len(PATH_COLUMN) :] for h in header if h.startswith(PATH_COLUMN)]
+    paths = [name for name in paths if name]
+    wanted += tuple(PATH_COLUMN + name for name in paths)
     rows = []
     for number, record in csv_rows(path, reader, header):
         try:
@@ -214,17 +216,7 @@ def read_calibration(path: Path) -> list[tuple[float, ...]]:
         rows.append(row)
     if len(rows) < 3:
         raise BadInput(f"{path}: need at least 3 measured steps to fit a, b and c")
-    return rows  # type: ignore[return-value]
-
-
-def calibration_paths(path: Path) -> list[str]:
-    """The slow paths a calibration CSV measures (its `path:NAME` columns, in order)."""
-    try:
-        first = path.read_text(encoding="utf-8").splitlines()[:1]
-    except OSError:
-        return []
-    header = next(csv.reader(first), [])
-    return [h.strip()[len(PATH_COLUMN) :] for h in header if h.strip().startswith(PATH_COLUMN)]
+    return rows, paths  # type: ignore[return-value]
 
 
 def fit_cost_model(
