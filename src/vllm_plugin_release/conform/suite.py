@@ -76,8 +76,7 @@ def card_facts(ctx: Context, day: str) -> dict[str, Any]:
     from vllm_plugin_release import __version__
     from vllm_plugin_release.stages.manifest import pairing_id_of
 
-    core = ctx.build(records.BUILD_CORE)
-    plugin = ctx.build(records.BUILD_PLUGIN)
+    core, plugin = ctx.build(records.BUILD_CORE), ctx.build(records.BUILD_PLUGIN)
     runtime: dict[str, Any] = {}
     if (ctx.dist / records.ENV).exists():
         rt = records.env_record(ctx.dist, ctx.spec.path).runtime  # bounded, checked
@@ -113,8 +112,7 @@ def not_run_here(runner: str) -> list[tuple[str, str]]:
 
 
 def pairing_summary(ctx: Context) -> dict[str, Any]:
-    core = ctx.build(records.BUILD_CORE)
-    plugin = ctx.build(records.BUILD_PLUGIN)
+    core, plugin = ctx.build(records.BUILD_CORE), ctx.build(records.BUILD_PLUGIN)
     return {
         "name": ctx.spec.name,
         "core": f"{core.name} {core.version}",
@@ -143,8 +141,7 @@ def conform_key(ctx: Context) -> str:
     index which releases exist: a cached verdict never outlives the day it was made."""
     from vllm_plugin_release import __version__
 
-    core = ctx.build(records.BUILD_CORE)
-    plugin = ctx.build(records.BUILD_PLUGIN)
+    core, plugin = ctx.build(records.BUILD_CORE), ctx.build(records.BUILD_PLUGIN)
     contract = api.api_config(ctx.spec).contract  # the spec's, else the default one
     contract_path = ctx.spec.resolve(contract)
     env = ctx.env

@@ -480,7 +480,7 @@ def run(ctx: Context) -> CheckResult:
         ctx.spec,
         ctx.python,
         # Same precedence as `vpr api-contract`: the spec's platform_class, then the env's.
-        api_config(ctx.spec).platform_class or ctx.platform_class,
+        api_config(ctx.spec).platform_class or ctx.env.platform_class,
     )
 
 
