@@ -296,10 +296,8 @@ def classify_junit(
             reasons[test_id] = why
         elif problem is not None and any(m in text for m in NETWORK_SIGNATURES):
             outcome = "network"
-        elif case.find("failure") is not None:
-            outcome = "failed"
-        elif case.find("error") is not None:
-            outcome = "error"
+        elif problem is not None:
+            outcome = "failed" if problem.tag == "failure" else "error"
         elif skipped is not None:
             outcome = "skipped"
             reasons[test_id] = (skipped.get("message") or "").strip()[:300]
