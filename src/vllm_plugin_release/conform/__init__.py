@@ -155,10 +155,6 @@ class Context:
             f"--site {self.runner} --interpreter {named.path}`, or leave {source} out",
         )
 
-    @property
-    def python(self) -> Path:
-        return self.env.python
-
     def built_core_wheel(self) -> tuple[Path | None, str | None]:
         """(the core wheel, None) once build-core ran; (None, why not) before."""
         if not (self.dist / records.BUILD_CORE).exists():
@@ -181,7 +177,7 @@ def _run_replay(ctx: Context) -> ReplayReport | None:
         return None
 
     outcome = runner.replay(
-        ctx.python,
+        ctx.env.python,
         mix.from_spec(ctx.spec),
         config.from_spec(ctx.spec),
         name=ctx.spec.name,

@@ -248,7 +248,7 @@ def _warm(ctx: Context, names: tuple[str, ...]) -> contextlib.AbstractContextMan
     if not set(names) & set(IN_WORKER):
         return contextlib.nullcontext()
     try:
-        python = ctx.python
+        python = ctx.env.python
     except BadInput:
         return contextlib.nullcontext()
     return envrun.warm(python)
@@ -260,7 +260,7 @@ def conform(ctx: Context, names: tuple[str, ...] = CHECK_NAMES) -> dict[str, Any
     with _warm(ctx, names):
         results = run_checks(ctx, names)
     with contextlib.suppress(BadInput):  # no env record: no in-env check ran
-        envrun.keep_bytecode(ctx.python)
+        envrun.keep_bytecode(ctx.env.python)
     card = scorecard(
         results,
         runner=ctx.runner,

@@ -648,7 +648,9 @@ def run(ctx: Context) -> CheckResult:
     """The `plugin_tests` check: the plugin's tests in the pairing env, with a recorded baseline."""
     cfg = settings_for(ctx.spec)
     suite = Suite(ctx.plugin_root, ctx.runner, cfg, absent_runtime(ctx.env))
-    run = _as_reported(tests_run(ctx.cache, ctx.python, suite, ctx.ahead), ctx.env, ctx.plugin_root)
+    run = _as_reported(
+        tests_run(ctx.cache, ctx.env.python, suite, ctx.ahead), ctx.env, ctx.plugin_root
+    )
     # A baseline recorded by `vpr plugin-tests --baseline` stays, compared with this run.
     base_run, base_version = _recorded_baseline(ctx.dist, ctx.runner)
     record = write_record(ctx.dist, run, base_run, base_version, ctx.spec.core.version)
