@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from vllm_plugin_release import __version__
 from vllm_plugin_release.conform import CheckResult, Context, Evidence, registry
 from vllm_plugin_release.conform.checks import api
 from vllm_plugin_release.conform.scorecard import ICONS, scorecard, utc_day, write_card
@@ -19,6 +20,7 @@ from vllm_plugin_release.replay import config as replay_config
 from vllm_plugin_release.replay.model import Headline, headline
 
 CHECK_NAMES = registry.SUITE
+TOOL = {"name": "vllm-plugin-release", "version": __version__}
 
 
 def run_check(ctx: Context, name: str) -> CheckResult:
@@ -73,7 +75,6 @@ def parse_replay_facts(data: Any, where: str | Path) -> ReplayFacts:
 
 def card_facts(ctx: Context, day: str) -> dict[str, Any]:
     """What the scorecard states beside the checks, from the records in dist/NAME."""
-    from vllm_plugin_release import __version__
     from vllm_plugin_release.stages.manifest import pairing_id_of
 
     core, plugin = ctx.build(records.BUILD_CORE), ctx.build(records.BUILD_PLUGIN)
@@ -97,7 +98,7 @@ def card_facts(ctx: Context, day: str) -> dict[str, Any]:
         ],
         "runtime": runtime or None,
         "certified_on": day,
-        "tool": {"name": "vllm-plugin-release", "version": __version__},
+        "tool": dict(TOOL),
         "replay": replay,
     }
 
@@ -139,8 +140,6 @@ CONFORM_RECIPE = 7
 def conform_key(ctx: Context) -> str:
     """Everything a scorecard depends on. The UTC day is an input because cadence asks the
     index which releases exist: a cached verdict never outlives the day it was made."""
-    from vllm_plugin_release import __version__
-
     core, plugin = ctx.build(records.BUILD_CORE), ctx.build(records.BUILD_PLUGIN)
     contract = api.api_config(ctx.spec).contract  # the spec's, else the default one
     contract_path = ctx.spec.resolve(contract)
@@ -318,8 +317,6 @@ def _pairing(ctx: Context) -> dict[str, Any]:
 
 def conform_env_free(ctx: Context, blocked: PythonUnavailable) -> cardrecord.Scorecard:
     """Run the env-free checks, defer the others, write the scorecard (lab) and return it."""
-    from vllm_plugin_release import __version__
-
     suite = registry.applicable(ctx.spec, CHECK_NAMES)  # as `vpr conform` runs them
     ran = {r.name: r for r in run_checks(ctx, tuple(n for n in suite if env_free(n)))}
     reason = f"needs the pairing environment, which cannot be made here: {blocked.message}"
@@ -346,7 +343,7 @@ def conform_env_free(ctx: Context, blocked: PythonUnavailable) -> cardrecord.Sco
         pairing=_pairing(ctx),
         facts={
             "certified_on": utc_day(),
-            "tool": {"name": "vllm-plugin-release", "version": __version__},
+            "tool": dict(TOOL),
         },
         not_run=not_run_here(ctx.runner),
         blocked={"reason": blocked.message, "hint": blocked.hint or ""},
