@@ -155,14 +155,6 @@ class Context:
             f"--site {self.runner} --interpreter {named.path}`, or leave {source} out",
         )
 
-    @property
-    def python(self) -> Path:
-        return self.env.python
-
-    @property
-    def core_wheel(self) -> Path:
-        return self.dist / self.build(records.BUILD_CORE).wheel.filename
-
     def built_core_wheel(self) -> tuple[Path | None, str | None]:
         """(the core wheel, None) once build-core ran; (None, why not) before."""
         if not (self.dist / records.BUILD_CORE).exists():
@@ -170,12 +162,7 @@ class Context:
                 f"no {records.BUILD_CORE} in {self.dist}: the core wheel is not built "
                 f"(`vpr build-core --spec {self.spec.path}`)"
             )
-        return self.core_wheel, None
-
-    @property
-    def platform_class(self) -> str | None:
-        """The plugin's Platform class path when its runtime (or stand-in) imports."""
-        return self.env.platform_class
+        return self.dist / self.build(records.BUILD_CORE).wheel.filename, None
 
     def replay(self) -> ReplayReport | None:
         """The scheduler replay of the spec's request mix, run once (None without one)."""
@@ -190,7 +177,7 @@ def _run_replay(ctx: Context) -> ReplayReport | None:
         return None
 
     outcome = runner.replay(
-        ctx.python,
+        ctx.env.python,
         mix.from_spec(ctx.spec),
         config.from_spec(ctx.spec),
         name=ctx.spec.name,

@@ -65,17 +65,10 @@ def deferred_items(
     results: list[CheckResult], not_run: list[tuple[str, str]]
 ) -> list[dict[str, str]]:
     """Every check deferred or never run on this runner (`not_run`), with what would run it."""
-    items = [
-        {"check": r.name, "reason": r.summary, "run_with": run_with(r.name, r.summary)}
-        for r in results
-        if r.status == "deferred"
-    ]
     seen = {r.name for r in results}
-    items += [
-        {"check": n, "reason": why, "run_with": run_with(n, why)}
-        for n, why in not_run
-        if n not in seen
-    ]
+    why = [(r.name, r.summary) for r in results if r.status == "deferred"]
+    why += [(n, reason) for n, reason in not_run if n not in seen]
+    items = [{"check": n, "reason": r, "run_with": run_with(n, r)} for n, r in why]
     return sorted(items, key=lambda i: i["check"])
 
 

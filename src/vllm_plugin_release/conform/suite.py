@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from vllm_plugin_release import __version__
 from vllm_plugin_release.conform import CheckResult, Context, Evidence, registry
 from vllm_plugin_release.conform.checks import api
 from vllm_plugin_release.conform.scorecard import ICONS, scorecard, utc_day, write_card
@@ -19,6 +20,7 @@ from vllm_plugin_release.replay import config as replay_config
 from vllm_plugin_release.replay.model import Headline, headline
 
 CHECK_NAMES = registry.SUITE
+TOOL = {"name": "vllm-plugin-release", "version": __version__}
 
 
 def run_check(ctx: Context, name: str) -> CheckResult:
@@ -73,11 +75,9 @@ def parse_replay_facts(data: Any, where: str | Path) -> ReplayFacts:
 
 def card_facts(ctx: Context, day: str) -> dict[str, Any]:
     """What the scorecard states beside the checks, from the records in dist/NAME."""
-    from vllm_plugin_release import __version__
     from vllm_plugin_release.stages.manifest import pairing_id_of
 
-    core = ctx.build(records.BUILD_CORE)
-    plugin = ctx.build(records.BUILD_PLUGIN)
+    core, plugin = ctx.build(records.BUILD_CORE), ctx.build(records.BUILD_PLUGIN)
     runtime: dict[str, Any] = {}
     if (ctx.dist / records.ENV).exists():
         rt = records.env_record(ctx.dist, ctx.spec.path).runtime  # bounded, checked
@@ -98,7 +98,7 @@ def card_facts(ctx: Context, day: str) -> dict[str, Any]:
         ],
         "runtime": runtime or None,
         "certified_on": day,
-        "tool": {"name": "vllm-plugin-release", "version": __version__},
+        "tool": dict(TOOL),
         "replay": replay,
     }
 
@@ -113,8 +113,7 @@ def not_run_here(runner: str) -> list[tuple[str, str]]:
 
 
 def pairing_summary(ctx: Context) -> dict[str, Any]:
-    core = ctx.build(records.BUILD_CORE)
-    plugin = ctx.build(records.BUILD_PLUGIN)
+    core, plugin = ctx.build(records.BUILD_CORE), ctx.build(records.BUILD_PLUGIN)
     return {
         "name": ctx.spec.name,
         "core": f"{core.name} {core.version}",
@@ -141,10 +140,7 @@ CONFORM_RECIPE = 7
 def conform_key(ctx: Context) -> str:
     """Everything a scorecard depends on. The UTC day is an input because cadence asks the
     index which releases exist: a cached verdict never outlives the day it was made."""
-    from vllm_plugin_release import __version__
-
-    core = ctx.build(records.BUILD_CORE)
-    plugin = ctx.build(records.BUILD_PLUGIN)
+    core, plugin = ctx.build(records.BUILD_CORE), ctx.build(records.BUILD_PLUGIN)
     contract = api.api_config(ctx.spec).contract  # the spec's, else the default one
     contract_path = ctx.spec.resolve(contract)
     env = ctx.env
@@ -251,7 +247,7 @@ def _warm(ctx: Context, names: tuple[str, ...]) -> contextlib.AbstractContextMan
     if not set(names) & set(IN_WORKER):
         return contextlib.nullcontext()
     try:
-        python = ctx.python
+        python = ctx.env.python
     except BadInput:
         return contextlib.nullcontext()
     return envrun.warm(python)
@@ -263,7 +259,7 @@ def conform(ctx: Context, names: tuple[str, ...] = CHECK_NAMES) -> dict[str, Any
     with _warm(ctx, names):
         results = run_checks(ctx, names)
     with contextlib.suppress(BadInput):  # no env record: no in-env check ran
-        envrun.keep_bytecode(ctx.python)
+        envrun.keep_bytecode(ctx.env.python)
     card = scorecard(
         results,
         runner=ctx.runner,
@@ -321,8 +317,6 @@ def _pairing(ctx: Context) -> dict[str, Any]:
 
 def conform_env_free(ctx: Context, blocked: PythonUnavailable) -> cardrecord.Scorecard:
     """Run the env-free checks, defer the others, write the scorecard (lab) and return it."""
-    from vllm_plugin_release import __version__
-
     suite = registry.applicable(ctx.spec, CHECK_NAMES)  # as `vpr conform` runs them
     ran = {r.name: r for r in run_checks(ctx, tuple(n for n in suite if env_free(n)))}
     reason = f"needs the pairing environment, which cannot be made here: {blocked.message}"
@@ -349,7 +343,7 @@ def conform_env_free(ctx: Context, blocked: PythonUnavailable) -> cardrecord.Sco
         pairing=_pairing(ctx),
         facts={
             "certified_on": utc_day(),
-            "tool": {"name": "vllm-plugin-release", "version": __version__},
+            "tool": dict(TOOL),
         },
         not_run=not_run_here(ctx.runner),
         blocked={"reason": blocked.message, "hint": blocked.hint or ""},

@@ -21,6 +21,19 @@ def _check(name: str, status: str, detail: str, **extra: Any) -> dict[str, Any]:
     return {"name": name, "status": status, "detail": detail, **extra}
 
 
+def _said(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _imports(name: str, module: str) -> dict[str, Any]:
+    """The check `name`: `module` imports."""
+    try:
+        importlib.import_module(module)
+    except Exception as exc:
+        return _check(name, "fail", _said(exc))
+    return _check(name, "pass", "imported")
+
+
 def _package_files(package: str) -> list[Path]:
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
@@ -95,18 +108,7 @@ def _import_vllm(request: dict[str, Any]) -> dict[str, Any]:
         ok = version.split("+")[0] == request["core_version"]
         return _check("import vllm", "pass" if ok else "fail", f"vllm {version}")
     except Exception as exc:
-        return _check("import vllm", "fail", f"{type(exc).__name__}: {exc}")
-
-
-def _import_packages(packages: list[str]) -> list[dict[str, Any]]:
-    checks = []
-    for package in packages:
-        try:
-            importlib.import_module(package)
-            checks.append(_check(f"import {package}", "pass", "imported"))
-        except Exception as exc:
-            checks.append(_check(f"import {package}", "fail", f"{type(exc).__name__}: {exc}"))
-    return checks
+        return _check("import vllm", "fail", _said(exc))
 
 
 def _plugin_modules(
@@ -128,7 +130,7 @@ def _plugin_modules(
             importlib.import_module(module)
             modules.append({**entry, "status": "imported"})
         except BaseException as exc:  # SystemExit too: a module must never end the process
-            reason = _without_env(f"{type(exc).__name__}: {exc}".strip())[:500]
+            reason = _without_env(_said(exc).strip())[:500]
             modules.append({**entry, "status": "failed", "reason": reason})
     failed = [m for m in modules if m["status"] == "failed"]
     skipped = [m for m in modules if m["status"] == "skipped"]
@@ -214,13 +216,13 @@ def _why_not_activated(runtime: str) -> str:
         try:
             said.append(f"{ep.name}: platform_plugin() returned {ep.load()()!r}")
         except BaseException as exc:
-            said.append(f"{ep.name}: platform_plugin() raised {type(exc).__name__}: {exc}")
+            said.append(f"{ep.name}: platform_plugin() raised {_said(exc)}")
     if runtime:
         try:
             importlib.import_module(runtime)
             said.append(f"{runtime} imports")
         except BaseException as exc:
-            said.append(f"import {runtime}: {type(exc).__name__}: {exc}")
+            said.append(f"import {runtime}: {_said(exc)}")
     return "; ".join(said) or "no vllm.platform_plugins entry point is installed"
 
 
@@ -237,7 +239,7 @@ def _entry_point_checks(group: str, entries: dict[str, str], expect: str) -> lis
             target = found[0].load()
             checks.append(_check(label, "pass", f"{value} resolves"))
         except Exception as exc:
-            checks.append(_check(label, "fail", f"{type(exc).__name__}: {exc}"))
+            checks.append(_check(label, "fail", _said(exc)))
             continue
         if group == "vllm.platform_plugins":
             checks.append(_platform_plugin_check(target, expect))
@@ -272,7 +274,7 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     checks = [_byte_compile(files)]
     checks.append(_import_vllm(request))
     checks.append(_platform_activation(packages, runtime, expect))
-    checks += _import_packages(packages)
+    checks += [_imports(f"import {p}", p) for p in packages]
     modules, module_checks = _plugin_modules(files, packages, runtime)
     checks += module_checks
     groups = request.get("entry_points", {})
@@ -301,13 +303,11 @@ def _check_platform(answer: object) -> tuple[bool, str]:
 def main(argv: list[str]) -> int:
     request = json.loads(Path(argv[1]).read_text())
     try:
-        result = run(request)
+        result, code = run(request), 0
     except Exception:
-        result = {"error": traceback.format_exc(limit=8)}
-        Path(argv[2]).write_text(json.dumps(result))
-        return 3
+        result, code = {"error": traceback.format_exc(limit=8)}, 3
     Path(argv[2]).write_text(json.dumps(result))
-    return 0
+    return code
 
 
 if __name__ == "__main__":

@@ -116,7 +116,8 @@ def layer_first(site_dir: str) -> list[str]:
     return []
 
 
-def _start(job: dict[str, Any]) -> int:
+def _start(job: dict[str, Any], running: dict[int, Any], reply: Any) -> None:
+    """Fork the job's process, note it in `running` and say it started."""
     pid = os.fork()
     if pid == 0:
         code = 70  # EX_SOFTWARE: run_job itself failed (e.g. the log cannot be opened)
@@ -127,15 +128,8 @@ def _start(job: dict[str, Any]) -> int:
                 with contextlib.suppress(Exception):
                     stream.flush()
             os._exit(code)  # never back into the worker's loop; no interpreter teardown
-    return pid
-
-
-def _import_later(name: str) -> None:
-    """One module of the second preload list, between jobs (a job forked later has it)."""
-    try:
-        importlib.import_module(name)
-    except Exception as exc:  # an environment without it: the job imports what it needs
-        print(f"preload {name}: skipped ({type(exc).__name__}: {exc})", file=sys.stderr)
+    running[pid] = job["id"]
+    reply({"id": job["id"], "pid": pid})
 
 
 def serve(reply: Any, later: list[str] | None = None) -> None:
@@ -149,10 +143,7 @@ def serve(reply: Any, later: list[str] | None = None) -> None:
     open_ = True
     while open_ or running or waiting:
         while waiting and not later:
-            job = waiting.pop(0)
-            pid = _start(job)
-            running[pid] = job["id"]
-            reply({"id": job["id"], "pid": pid})
+            _start(waiting.pop(0), running, reply)
         ready = open_ and select.select([0], [], [], 0 if later else 0.05)[0]
         if ready:
             chunk = os.read(0, 65536)
@@ -172,11 +163,10 @@ def serve(reply: Any, later: list[str] | None = None) -> None:
                 if later and not message.get("early"):
                     waiting.append(message)
                     continue
-                pid = _start(message)
-                running[pid] = message["id"]
-                reply({"id": message["id"], "pid": pid})
-        elif later:
-            _import_later(later.pop(0))
+                _start(message, running, reply)
+        elif later:  # one module of the second list, between jobs (a later fork has it)
+            for name, why in preload([later.pop(0)])["skipped"].items():
+                print(f"preload {name}: skipped ({why})", file=sys.stderr)
         block = not open_ and not later and not waiting
         while running:
             pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)

@@ -464,9 +464,9 @@ def vllm_unimportable(env: EnvRecord) -> CheckResult | None:
 def run(ctx: Context) -> CheckResult:
     return vllm_unimportable(ctx.env) or check(
         ctx.spec,
-        ctx.python,
+        ctx.env.python,
         # Same precedence as `vpr api-contract`: the spec's platform_class, then the env's.
-        api_config(ctx.spec).platform_class or ctx.platform_class,
+        api_config(ctx.spec).platform_class or ctx.env.platform_class,
     )
 
 

@@ -296,17 +296,15 @@ def classify_junit(
             reasons[test_id] = why
         elif problem is not None and any(m in text for m in NETWORK_SIGNATURES):
             outcome = "network"
-        elif case.find("failure") is not None:
-            outcome = "failed"
-        elif case.find("error") is not None:
-            outcome = "error"
+        elif problem is not None:
+            outcome = "failed" if problem.tag == "failure" else "error"
         elif skipped is not None:
             outcome = "skipped"
             reasons[test_id] = (skipped.get("message") or "").strip()[:300]
         else:
             outcome = "passed"
         outcomes[test_id] = outcome
-    counts = {k: 0 for k in ("passed", "failed", "error", "skipped", "deferred")}
+    counts = dict.fromkeys(OUTCOMES, 0)
     for outcome in outcomes.values():
         counts[outcome] = counts.get(outcome, 0) + 1  # "network" only when there is one
     # collection errors appear as testsuite errors without a testcase on some versions:
@@ -633,22 +631,26 @@ def failed_imports(env: EnvRecord) -> dict[str, str]:
     return {m.module: m.reason or "" for m in env.plugin_modules if m.status == "failed"}
 
 
-def run_in_env(env: EnvRecord, root: Path, cfg: TestSettings, junit: Path) -> TestRun:
-    """The plugin's tests in a pairing environment, chosen and classified as the check does."""
-    run = run_tests(env.python, Suite(root, env.runner, cfg, absent_runtime(env)), junit)
+def _as_reported(run: TestRun, env: EnvRecord, root: Path) -> TestRun:
+    """`run` without this machine's folders, a skip on a plugin module's failed import failed."""
     run.without_paths(Path(env.python).parent.parent, root)
     run.count_import_findings(failed_imports(env))
     return run
 
 
+def run_in_env(env: EnvRecord, root: Path, cfg: TestSettings, junit: Path) -> TestRun:
+    """The plugin's tests in a pairing environment, chosen and classified as the check does."""
+    suite = Suite(root, env.runner, cfg, absent_runtime(env))
+    return _as_reported(run_tests(env.python, suite, junit), env, root)
+
+
 def run(ctx: Context) -> CheckResult:
     """The `plugin_tests` check: the plugin's tests in the pairing env, with a recorded baseline."""
     cfg = settings_for(ctx.spec)
-    module = absent_runtime(ctx.env)
-    suite = Suite(ctx.plugin_root, ctx.runner, cfg, module)
-    run = tests_run(ctx.cache, ctx.python, suite, ctx.ahead)
-    run.without_paths(Path(ctx.python).parent.parent, ctx.plugin_root)
-    run.count_import_findings(failed_imports(ctx.env))
+    suite = Suite(ctx.plugin_root, ctx.runner, cfg, absent_runtime(ctx.env))
+    run = _as_reported(
+        tests_run(ctx.cache, ctx.env.python, suite, ctx.ahead), ctx.env, ctx.plugin_root
+    )
     # A baseline recorded by `vpr plugin-tests --baseline` stays, compared with this run.
     base_run, base_version = _recorded_baseline(ctx.dist, ctx.runner)
     record = write_record(ctx.dist, run, base_run, base_version, ctx.spec.core.version)

@@ -209,18 +209,11 @@ def _subject(lower: str, aliases: list[str]) -> str | None:
     """plugin / upstream when the sentence names one (the first named wins), else None."""
     masked = _CONTRAST_UPSTREAM.sub(lambda m: " " * len(m.group(0)), lower)
     up = _UPSTREAM.search(masked)
-    plug = None
-    for alias in aliases:
-        m = re.search(rf"(?<![\w-]){re.escape(alias)}(?![\w-])", masked)
-        if m and (plug is None or m.start() < plug):
-            plug = m.start()
-    if up is None and plug is None:
-        return "plugin" if _CONTRAST_UPSTREAM.search(lower) else None
+    found = (re.search(rf"(?<![\w-]){re.escape(a)}(?![\w-])", masked) for a in aliases)
+    plug = min((m.start() for m in found if m), default=None)
     if up is None:
-        return "plugin"
-    if plug is None:
-        return "upstream"
-    return "plugin" if plug < up.start() else "upstream"
+        return "plugin" if plug is not None or _CONTRAST_UPSTREAM.search(lower) else None
+    return "plugin" if plug is not None and plug < up.start() else "upstream"
 
 
 def _lead_polarity(lower: str) -> str | None:
@@ -240,17 +233,11 @@ def _normalize(sentence: str) -> str:
 
 def _classify(lower: str, start: int, end: int, inherent: str | None) -> tuple[str, bool]:
     """(polarity, conditional) of the topic match at lower[start:end]."""
-    # The clause that holds the match.
-    bounds = [0]
-    for m in _CLAUSE_SPLIT.finditer(lower):
-        bounds.append(m.start())
-        bounds.append(m.end())
-    bounds.append(len(lower))
-    c_start, c_end = 0, len(lower)
-    for i in range(0, len(bounds) - 1, 2):
-        if bounds[i] <= start < bounds[i + 1] or bounds[i] <= start <= bounds[i + 1]:
-            c_start, c_end = bounds[i], bounds[i + 1]
-            break
+    # The clause that holds the match: the first span between two separators around it.
+    cuts = [0, *(i for m in _CLAUSE_SPLIT.finditer(lower) for i in m.span()), len(lower)]
+    c_start, c_end = next(
+        ((a, b) for a, b in zip(cuts[::2], cuts[1::2]) if a <= start <= b), (0, len(lower))
+    )
     clause = lower[c_start:c_end]
     rel = start - c_start
     conditional = bool(_COND.search(clause) or _RESTRICTED.search(lower))
@@ -359,15 +346,12 @@ def summarize(statements: list[Statement], subject: str = "plugin") -> dict[str,
             stance = "unstated"
         elif not pos and not neg:
             stance = "mentioned"
+        elif pos and any(all(s.conditional for s in side) for side in (pos, neg) if side):
+            stance = "conditional"  # a claim, or its denial, only under conditions
         elif pos and neg:
-            if all(s.conditional for s in pos) or all(s.conditional for s in neg):
-                stance = "conditional"
-            else:
-                stance = "contradictory"
-        elif pos:
-            stance = "conditional" if all(s.conditional for s in pos) else "supported"
+            stance = "contradictory"
         else:
-            stance = "not_supported"
+            stance = "supported" if pos else "not_supported"
         decisive = (
             neg if stance == "not_supported" else pos if stance == "supported" else (pos + neg)
         )

@@ -696,19 +696,17 @@ def read_models(root: Path, patterns: list[str] | None = None) -> tuple[list[str
     return [rel for rel, _ in texts], [s for rel, text in texts for s in read_doc(rel, text)]
 
 
-def table(seen: list[DocModel]) -> list[dict[str, object]]:
+def table(seen: list[DocModel]) -> list[dict[str, Any]]:
     """One row per model id (first spelling kept), where the docs show it (3 places)."""
-    rows: dict[str, dict[str, object]] = {}
+    rows: dict[str, dict[str, Any]] = {}
     for s in sorted(seen, key=lambda s: (s.file, s.line)):
-        row = rows.setdefault(s.model.lower(), {"model": s.model, "where": []})
-        where = row["where"]
-        assert isinstance(where, list)
+        where = rows.setdefault(s.model.lower(), {"model": s.model, "where": []})["where"]
         if len(where) < 3 and f"{s.file}:{s.line}" not in where:
             where.append(f"{s.file}:{s.line}")
     return sorted(rows.values(), key=lambda r: str(r["model"]).lower())
 
 
-def coverage(model: str | None, rows: list[dict[str, object]]) -> dict[str, object]:
+def coverage(model: str | None, rows: list[dict[str, Any]]) -> dict[str, object]:
     """Whether the spec's model is in the docs' table: {model, listed, where | nearest}."""
     if not model:
         return {"model": None, "listed": None}
