@@ -69,11 +69,7 @@ class MadeWith(NamedTuple):
     found_by: str | None = None
 
     def to_json(self) -> dict[str, str]:
-        out = {"path": self.path, "version": self.version, "sha256": self.sha256}
-        for key in ("implementation", "found_by"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
-        return out
+        return {key: value for key, value in self._asdict().items() if value is not None}
 
 
 MADE_WITH_KEYS = ("implementation", "version", "path", "sha256", "found_by")

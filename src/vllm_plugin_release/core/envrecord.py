@@ -54,10 +54,7 @@ class ModuleImport(NamedTuple):
     reason: str | None
 
     def to_json(self) -> dict[str, str]:
-        out = {"module": self.module, "status": self.status}
-        if self.reason is not None:
-            out["reason"] = self.reason
-        return out
+        return {key: value for key, value in self._asdict().items() if value is not None}
 
 
 class StandIn(NamedTuple):
