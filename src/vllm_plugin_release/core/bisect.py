@@ -7,17 +7,11 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from packaging.version import InvalidVersion, Version
 
-from vllm_plugin_release.core.buildrecord import (
-    RecordProblem,
-    checked,
-    field_shown,
-    is_int,
-    is_object,
-)
+from vllm_plugin_release.core.buildrecord import checked, is_int, is_object, text_fields, text_list
 from vllm_plugin_release.core.errors import BadInput
 
 
@@ -152,40 +146,25 @@ class BisectReport(NamedTuple):
         }
 
 
-def _texts(value: object, key: str) -> tuple[str, ...]:
-    texts = isinstance(value, list) and all(isinstance(v, str) for v in value)
-    return tuple(checked(value, key, lambda _: texts, "a list of text"))
-
-
-def _fields(data: object, key: str, names: tuple[str, ...]) -> Mapping[str, Any]:
-    """`data` (the object at `key`) when each of `names` is text; RecordProblem else."""
-    if not isinstance(data, Mapping):
-        raise RecordProblem(f"{key!r} is {field_shown(data)}, expected an object")
-    for name in names:
-        if not isinstance(data.get(name), str):
-            raise RecordProblem(f"'{key}.{name}' is {field_shown(data.get(name))}, expected text")
-    return data
-
-
 def parse_report(data: object) -> BisectReport:
     """A bisect report as `to_json` wrote it; RecordProblem naming the first key amiss."""
-    top = _fields(data, "report", ("mode", "source", "core", "good", "bad", "last_good"))
-    first = _fields(top.get("first_bad"), "first_bad", ("candidate", "subject"))
+    top = text_fields(data, "report", ("mode", "source", "core", "good", "bad", "last_good"))
+    first = text_fields(top.get("first_bad"), "first_bad", ("candidate", "subject"))
     candidates = checked(top.get("candidates"), "candidates", is_int, "a count")
     errors = checked(first.get("errors"), "first_bad.errors", is_object, "an object")
     steps = checked(top.get("steps"), "steps", lambda v: isinstance(v, list), "a list")
-    parts = (_fields(s, f"steps[{n}]", ("candidate", "verdict")) for n, s in enumerate(steps))
+    parts = (text_fields(s, f"steps[{n}]", ("candidate", "verdict")) for n, s in enumerate(steps))
     return BisectReport(
         *(top[key] for key in ("mode", "source", "core", "good", "bad")),
         candidates,
-        _texts(top.get("watched"), "watched"),
+        text_list(top.get("watched"), "watched"),
         tuple(BisectStep(step["candidate"], step["verdict"]) for step in parts),
         top["last_good"],
         FirstBad(
             first["candidate"],
             first["subject"],
-            _texts(first.get("failing"), "first_bad.failing"),
-            {str(t): _texts(v, f"first_bad.errors.{t}") for t, v in errors.items()},
+            text_list(first.get("failing"), "first_bad.failing"),
+            {str(t): text_list(v, f"first_bad.errors.{t}") for t, v in errors.items()},
         ),
     )
 

@@ -27,6 +27,25 @@ def text_or_none(value: object) -> bool:
     return value is None or isinstance(value, str)
 
 
+def text_list(value: object, key: str, expected: str = "a list of text") -> tuple[str, ...]:
+    """`value` (the record's `key`) as a tuple when it is a list of text; else RecordProblem."""
+    ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    return tuple(checked(value, key, lambda _: ok, expected))
+
+
+def text_fields(
+    data: object, key: str, required: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> Mapping[str, Any]:
+    """`data` (the object at `key`) when each of `required` is text and each of `optional`
+    text or null; RecordProblem naming the first that is not."""
+    checked(data, key, is_object, "an object")
+    assert isinstance(data, Mapping)
+    for name in (*required, *optional):
+        ok = text_or_none if name in optional else (lambda v: isinstance(v, str))
+        checked(data.get(name), f"{key}.{name}", ok, "text")
+    return data
+
+
 def is_object(value: object) -> bool:
     return isinstance(value, Mapping)
 
@@ -69,11 +88,7 @@ class MadeWith(NamedTuple):
     found_by: str | None = None
 
     def to_json(self) -> dict[str, str]:
-        out = {"path": self.path, "version": self.version, "sha256": self.sha256}
-        for key in ("implementation", "found_by"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
-        return out
+        return {key: value for key, value in self._asdict().items() if value is not None}
 
 
 MADE_WITH_KEYS = ("implementation", "version", "path", "sha256", "found_by")
@@ -294,9 +309,7 @@ def parse_backend(data: Mapping[str, Any]) -> RunnerFacts | None:
 
 def _requires(section: Mapping[str, Any]) -> tuple[str, ...] | None:
     value = section.get("requires_dist")
-    texts = isinstance(value, list) and all(isinstance(r, str) for r in value)
-    checked(value, "plugin.requires_dist", lambda v: v is None or texts, "a list of text")
-    return None if value is None else tuple(value)
+    return None if value is None else text_list(value, "plugin.requires_dist")
 
 
 def _groups(value: object) -> bool:

@@ -17,6 +17,8 @@ from vllm_plugin_release.core.buildrecord import (
     parse_backend,
     parse_locked,
     parse_made_with,
+    text_fields,
+    text_list,
     text_or_none,
 )
 from vllm_plugin_release.core.errors import RecordProblem, field_shown
@@ -54,10 +56,7 @@ class ModuleImport(NamedTuple):
     reason: str | None
 
     def to_json(self) -> dict[str, str]:
-        out = {"module": self.module, "status": self.status}
-        if self.reason is not None:
-            out["reason"] = self.reason
-        return out
+        return {key: value for key, value in self._asdict().items() if value is not None}
 
 
 class StandIn(NamedTuple):
@@ -184,16 +183,10 @@ def _object(data: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
     return checked(data.get(key), key, lambda v: v is None or isinstance(v, Mapping), "an object")
 
 
-def _texts(item: Mapping[str, Any], where: str, required: tuple[str, ...], *optional: str) -> None:
-    for key in required + optional:
-        ok = text_or_none if key not in required else (lambda v: isinstance(v, str))
-        checked(item.get(key), f"{where}.{key}", ok, "text")
-
-
 def _checks(data: Mapping[str, Any]) -> list[EnvCheck]:
     out = []
     for i, check in enumerate(_objects(data, "checks")):
-        _texts(check, f"checks[{i}]", ("name", "status"), "detail", "finding")
+        text_fields(check, f"checks[{i}]", ("name", "status"), ("detail", "finding"))
         detail, finding, value = check.get("detail"), check.get("finding"), check.get("value")
         name, status = check["name"], check["status"]
         out.append(EnvCheck(name, status, detail or "", finding, value, "value" in check))
@@ -203,7 +196,7 @@ def _checks(data: Mapping[str, Any]) -> list[EnvCheck]:
 def _modules(data: Mapping[str, Any], key: str) -> list[ModuleImport]:
     out = []
     for i, module in enumerate(_objects(data, key)):
-        _texts(module, f"{key}[{i}]", ("module", "status"), "reason")
+        text_fields(module, f"{key}[{i}]", ("module", "status"), ("reason",))
         out.append(ModuleImport(module["module"], module["status"], module.get("reason")))
     return out
 
@@ -226,19 +219,17 @@ def parse_checks(data: Mapping[str, Any]) -> EnvChecks:
 
 def _runtime(data: Mapping[str, Any]) -> EnvRuntime:
     runtime = _object(data, "runtime") or {}
-    texts = ("name", "module", "status", "reason", "version", "commit", "requirement")
-    _texts(runtime, "runtime", (), *texts)
+    keys = ("name", "module", "status", "reason", "version", "commit", "requirement")
+    text_fields(runtime, "runtime", (), keys)
     stand_in = _object(runtime, "stand_in")
     if stand_in is not None:
-        _texts(stand_in, "runtime.stand_in", (), *StandIn._fields)
+        text_fields(stand_in, "runtime.stand_in", (), StandIn._fields)
     left = _object(runtime, "left_out")
     left_out = None
     if left is not None:
-        _texts(left, "runtime.left_out", (), "reason")
-        needs = left.get("requirements")
-        texts = isinstance(needs, list) and all(isinstance(n, str) for n in needs)
-        checked(needs, "runtime.left_out.requirements", lambda _: texts, "texts")
-        left_out = (tuple(needs), left.get("reason"))
+        text_fields(left, "runtime.left_out", (), ("reason",))
+        needs = text_list(left.get("requirements"), "runtime.left_out.requirements", "texts")
+        left_out = (needs, left.get("reason"))
     return EnvRuntime(
         *(runtime.get(key) for key in ("name", "module", "status", "reason")),
         None if stand_in is None else StandIn(*(stand_in.get(k) for k in StandIn._fields)),

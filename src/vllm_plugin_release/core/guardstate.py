@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from packaging.utils import canonicalize_name
 
@@ -87,13 +87,17 @@ class Certified(NamedTuple):
         }
 
 
-def parse_snapshot(data: object) -> Snapshot:
+def _top(data: Any, key: str, kind: type, expected: str) -> Any:
+    """`data[key]` when `data` is an object and that is a `kind`; else RecordProblem naming it."""
+    value = data.get(key) if isinstance(data, Mapping) else data
+    ok = isinstance(data, Mapping) and isinstance(value, kind)
+    return checked(value, key, lambda _: ok, expected)
+
+
+def parse_snapshot(data: Any) -> Snapshot:
     """The guard's snapshot answer; RecordProblem naming the first key amiss."""
-    if not isinstance(data, Mapping) or not isinstance(data.get("dists"), Mapping):
-        shown = data.get("dists") if isinstance(data, Mapping) else data
-        raise RecordProblem(f"'dists' is {field_shown(shown)}, expected an object")
     dists = {}
-    for name, dist in data["dists"].items():
+    for name, dist in _top(data, "dists", Mapping, "an object").items():
         version = dist.get("version") if isinstance(dist, Mapping) else None
         record = dist.get("record") if isinstance(dist, Mapping) else None
         if not isinstance(version, str) or not (record is None or isinstance(record, str)):
@@ -111,14 +115,12 @@ def parse_snapshot(data: object) -> Snapshot:
     return Snapshot(dists, files)
 
 
-def parse_check(data: object) -> GuardCheck:
+def parse_check(data: Any) -> GuardCheck:
     """The guard's `check --json` answer; RecordProblem naming the first key amiss."""
-    if not isinstance(data, Mapping) or not isinstance(data.get("findings"), list):
-        shown = data.get("findings") if isinstance(data, Mapping) else data
-        raise RecordProblem(f"'findings' is {field_shown(shown)}, expected a list")
+    items = _top(data, "findings", list, "a list")
     ok = checked(data.get("ok"), "ok", lambda v: isinstance(v, bool), "true or false")
     found = []
-    for i, item in enumerate(data["findings"]):
+    for i, item in enumerate(items):
         values = [item.get(k) if isinstance(item, Mapping) else None for k in Finding._fields]
         if not all(isinstance(v, str) for v in values):
             raise RecordProblem(

@@ -3,31 +3,27 @@ compared; the wheel and build-core.json go to dist/NAME, cached under the hash o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
 from pathlib import Path
 from typing import Any
 
-from vllm_plugin_release import __version__
 from vllm_plugin_release.buildspec.model import GitSource, SdistSource, Spec
-from vllm_plugin_release.core import progress, records
+from vllm_plugin_release.core import records
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.lockfile import check_lock, locked_file, pins
 from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.edges.fetch import Fetcher
 from vllm_plugin_release.edges.interpreters import Search
-from vllm_plugin_release.edges.runner import Runner
 from vllm_plugin_release.stages import recipes
-from vllm_plugin_release.stages.corememo import StageResult, reuse
+from vllm_plugin_release.stages.corememo import StageResult
 from vllm_plugin_release.stages.requests import build_request
 from vllm_plugin_release.stages.wheelbuild import (
     Builds,
-    compare_builds,
+    WheelStage,
+    build_stage,
     ensure_build_env,
-    named_interpreter,
-    parallel_local_builds,
     runner_for,
-    store,
 )
 
 STAGE = "build-core"
@@ -114,72 +110,62 @@ def build_core(
             runner.interpreter(spec.build.python)
             raise
         lock_sha = sha256_file(lock_path)
-        stage_dir = cache.stage_dir(STAGE, stage_key(spec, lock_sha, runner.isolate))
-        named = named_interpreter(spec, runner)  # a cached wheel of another is not reused
-        cached = None if force else reuse(stage_dir, dist, RECORD, STAGE, named)
-        if cached:
-            return cached
-        runner.interpreter(spec.build.python)  # exit 3 naming the missing interpreter/image
-        b = _CoreBuild(runner, lock_sha, lock_text, declared_torch)
         builds = 2 if spec.build.reproducibility_check else 1
-        plan = Builds(builds, spec.core.source_date_epoch, spec.core.target_device, STAGE)
-        with cache.scratch("build-core-", under=runner.scratch_root()) as scratch:
-            with progress.status(
-                f"build-core: building vLLM {spec.core.version} (empty target), "
-                f"{builds} build{'s' if builds > 1 else ''} in parallel"
-            ):
-                venv = ensure_build_env(spec, lock_path, lock_sha, cache, runner)
-                results = parallel_local_builds(runner, venv, tree, scratch, cache, plan)
-            wheels = [r["wheel"] for r in results]
-            digest, reproducible = compare_builds(wheels, STAGE, [r.get("sha256") for r in results])
-            expected_suffix = f"+{spec.core.target_device}"
-            if expected_suffix not in wheels[0].name:
-                raise GateFailed(
-                    f"build-core: wheel {wheels[0].name} lacks the {expected_suffix} local version",
-                    hint="VLLM_TARGET_DEVICE did not reach setup.py",
-                )
-            record = _record(spec, b, results, digest, reproducible, source_record(spec, fetcher))
-            result = store(cache, stage_dir, dist, wheels[0], record, RECORD)
-        progress.info(
-            f"build-core: {result.wheel.name} sha256 {digest} "
-            f"(reproducible: {reproducible}, isolated: {runner.isolate})"
+        job = WheelStage(
+            Builds(builds, spec.core.source_date_epoch, spec.core.target_device, STAGE),
+            RECIPE_VERSION,
+            RECORD,
+            tree,
+            lock_path,
+            lock_sha,
+            cache.stage_dir(STAGE, stage_key(spec, lock_sha, runner.isolate)),
+            dist,
+            f"build-core: building vLLM {spec.core.version} (empty target), "
+            f"{builds} build{'s' if builds > 1 else ''} in parallel",
+            f"isolated: {runner.isolate}",
         )
-        return result
+        build_env = _build_env(spec, lock_sha, lock_text, declared_torch)
+        sections = functools.partial(_sections, spec, fetcher, build_env)
+        return build_stage(spec, cache, runner, job, force, sections)
 
 
-@dataclass(frozen=True)
-class _CoreBuild:
-    """What one core build is made from, handed to its record: the entered runner and the build
-    lock (checked against the tree's requirements)."""
-
-    runner: Runner
-    lock_sha: str
-    lock_text: str
-    declared_torch: str  # the torch pin the core declares in [build-system]
-
-
-def _record(
-    spec: Spec,
-    b: _CoreBuild,
-    results: list[dict[str, Any]],
-    digest: str,
-    reproducible: bool | None,
-    source: dict[str, Any],
-) -> dict[str, Any]:
-    """build-core.json: the source, the wheel, the comparison and the build env."""
-    wheel, env = results[0]["wheel"], results[0]["env"]
-    torch_pin = pins(b.lock_text).get("torch", "")
-    declared = b.declared_torch
+def _build_env(spec: Spec, lock_sha: str, lock_text: str, declared: str) -> dict[str, Any]:
+    """build-core.json's `build_env`: the build lock, its torch and the torch the core declares."""
+    torch_pin = pins(lock_text).get("torch", "")
     return {
-        "stage": STAGE,
-        "pipeline_version": __version__,
-        "recipe": RECIPE_VERSION,
+        "lock_file": spec.build.constraints,
+        "lock_sha256": lock_sha,
+        "torch": torch_pin,
+        # the file for this Python and platform (`vpr lock` records it; None for a lock
+        # written before it did)
+        "torch_file": (
+            found.record(torch_pin) if (found := locked_file(lock_text, "torch")) else None
+        ),
+        "core_declared_torch": declared,
+        "torch_differs_from_core_pin": bool(declared)
+        and not declared.replace(" ", "").endswith(torch_pin),
+    }
+
+
+def _sections(
+    spec: Spec, fetcher: Fetcher, build_env: dict[str, Any], first: dict[str, Any], digest: str
+) -> dict[str, Any]:
+    """build-core.json's own keys: the source, the wheel and the build env; GateFailed for a
+    wheel without the target device's local version."""
+    wheel, env = first["wheel"], first["env"]
+    expected_suffix = f"+{spec.core.target_device}"
+    if expected_suffix not in wheel.name:
+        raise GateFailed(
+            f"build-core: wheel {wheel.name} lacks the {expected_suffix} local version",
+            hint="VLLM_TARGET_DEVICE did not reach setup.py",
+        )
+    return {
         "core": {
             "name": spec.core.name,
             "version": spec.core.version,
             "target_device": spec.core.target_device,
             "source_date_epoch": spec.core.source_date_epoch,
-            "source": source,
+            "source": source_record(spec, fetcher),
         },
         "wheel": {
             "filename": wheel.name,
@@ -187,25 +173,7 @@ def _record(
             "platform_tag": wheel.stem.split("-", 2)[-1],
             "size": wheel.stat().st_size,
         },
-        "reproducible": reproducible,
-        "builds_compared": len(results),
-        "isolated": b.runner.isolate,
-        "python": results[0]["python"],
-        "interpreter": b.runner.interpreter(spec.build.python).record(),
-        "build_env": {
-            "lock_file": spec.build.constraints,
-            "lock_sha256": b.lock_sha,
-            "torch": torch_pin,
-            # the file for this Python and platform (`vpr lock` records it; None for a lock
-            # written before it did)
-            "torch_file": (
-                found.record(torch_pin) if (found := locked_file(b.lock_text, "torch")) else None
-            ),
-            "core_declared_torch": declared,
-            "torch_differs_from_core_pin": bool(declared)
-            and not declared.replace(" ", "").endswith(torch_pin),
-        },
+        "build_env": build_env,
         "env": {k: env[k] for k in recipes.RECORDED_ENV if k in env},
         "rust_extensions": "not built (optional; cargo/rustc disabled for the empty target)",
-        "backend": b.runner.describe().to_json(),
     }

@@ -3,16 +3,15 @@ hash-locked build environment without network; it must declare a platform plugin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
 from pathlib import Path
 from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from vllm_plugin_release import __version__
 from vllm_plugin_release.buildspec.model import PluginSpec, Spec
-from vllm_plugin_release.core import progress, records
+from vllm_plugin_release.core import records
 from vllm_plugin_release.core.cache import Cache, key_of, sha256_file
 from vllm_plugin_release.core.errors import BadInput, GateFailed
 from vllm_plugin_release.core.lockfile import check_lock, pins
@@ -20,22 +19,14 @@ from vllm_plugin_release.core.records import dist_dir
 from vllm_plugin_release.core.wheelfacts import WheelMeta, wheel_entry_points, wheel_metadata
 from vllm_plugin_release.edges.plugin_source import PluginSource
 from vllm_plugin_release.edges.runner import Runner
-from vllm_plugin_release.stages.corememo import StageResult, reuse
+from vllm_plugin_release.stages.corememo import StageResult
 from vllm_plugin_release.stages.requests import (
     PluginBuildPlan,
     build_request,
     plugin_build_plan,
     plugin_build_request,
 )
-from vllm_plugin_release.stages.wheelbuild import (
-    Builds,
-    compare_builds,
-    ensure_build_env,
-    named_interpreter,
-    parallel_local_builds,
-    runner_for,
-    store,
-)
+from vllm_plugin_release.stages.wheelbuild import Builds, WheelStage, build_stage, runner_for
 
 STAGE = "build-plugin"
 RECORD = records.BUILD_PLUGIN
@@ -109,56 +100,41 @@ def build_plugin(
         lock_path = spec.resolve(lock_file)
         lock_sha = sha256_file(lock_path)
         variables = dict(sorted(_plugin(spec).build_env.items()))
-        stage_dir = cache.stage_dir(STAGE, stage_key(spec, runner, src, lock_sha))
-        dist = dist_dir(dist_root, spec.name)
-        # a cached result needs no interpreter unless one is named: it must be the one used
-        named = named_interpreter(spec, runner)
-        cached = None if force else reuse(stage_dir, dist, RECORD, STAGE, named)
-        if cached:
-            return cached
-        runner.interpreter(spec.build.python)  # exit 3 naming the missing interpreter/image
-
-        venv = ensure_build_env(spec, lock_path, lock_sha, cache, runner)
         builds = 2 if spec.build.reproducibility_check else 1
-        plan_builds = Builds(builds, src.source_date_epoch, None, STAGE, variables)
-        with cache.scratch("build-plugin-", under=runner.scratch_root()) as scratch:
-            with progress.status(f"build-plugin: building {_plugin(spec).name} ({builds} builds)"):
-                results = parallel_local_builds(runner, venv, src.root, scratch, cache, plan_builds)
-            wheels = [r["wheel"] for r in results]
-            digest, reproducible = compare_builds(wheels, STAGE)
-            b = _PluginBuild(spec, runner, src, lock_file, lock_sha, plan, variables)
-            record = _record(b, results, digest, reproducible)
-            result = store(cache, stage_dir, dist, wheels[0], record, RECORD)
-        progress.info(
-            f"build-plugin: {result.wheel.name} sha256 {digest} (reproducible: {reproducible}, "
-            f"commit {src.commit})"
+        job = WheelStage(
+            Builds(builds, src.source_date_epoch, None, STAGE, variables),
+            RECIPE_VERSION,
+            RECORD,
+            src.root,
+            lock_path,
+            lock_sha,
+            cache.stage_dir(STAGE, stage_key(spec, runner, src, lock_sha)),
+            dist_dir(dist_root, spec.name),
+            f"build-plugin: building {_plugin(spec).name} ({builds} builds)",
+            f"commit {src.commit}",
         )
-        return result
+        build_env = {
+            "lock_file": lock_file,
+            "lock_sha256": lock_sha,
+            **({"variables": variables} if variables else {}),
+        }
+        sections = functools.partial(_sections, spec, src, plan, build_env)
+        return build_stage(spec, cache, runner, job, force, sections)
 
 
-@dataclass(frozen=True)
-class _PluginBuild:
-    """What one plugin build is made from, handed to its record."""
-
-    spec: Spec
-    runner: Runner
-    src: PluginSource
-    lock_file: str
-    lock_sha: str
-    plan: PluginBuildPlan  # the plugin's build requirements against the lock
-    variables: dict[str, str]
-
-
-def _record(
-    b: _PluginBuild, results: list[dict[str, Any]], digest: str, reproducible: bool | None
+def _sections(
+    spec: Spec,
+    src: PluginSource,
+    plan: PluginBuildPlan,
+    build_env: dict[str, Any],
+    first: dict[str, Any],
+    digest: str,
 ) -> dict[str, Any]:
-    """build-plugin.json, for the checked wheel (GateFailed for one that is not the plugin)."""
-    spec, src, wheel = b.spec, b.src, results[0]["wheel"]
+    """build-plugin.json's own keys, for the checked wheel (GateFailed for one that is not the
+    plugin)."""
+    wheel = first["wheel"]
     meta, entry_points = _checked_wheel(spec, wheel)
     return {
-        "stage": STAGE,
-        "pipeline_version": __version__,
-        "recipe": RECIPE_VERSION,
         "plugin": {
             "name": meta.name,
             "version": meta.version,
@@ -166,23 +142,13 @@ def _record(
             "commit": src.commit,
             "source_kind": src.kind,
             "requires_dist": list(meta.requires_dist),
-            "build_requires": list(b.plan.declared),
-            **b.plan.record(),
+            "build_requires": list(plan.declared),
+            **plan.record(),
         },
         "source_date_epoch": src.source_date_epoch,
         "wheel": {"filename": wheel.name, "sha256": digest},
         "entry_points": entry_points,
-        "reproducible": reproducible,
-        "builds_compared": len(results),
-        "isolated": b.runner.isolate,
-        "python": results[0]["python"],
-        "interpreter": b.runner.interpreter(spec.build.python).record(),
-        "build_env": {
-            "lock_file": b.lock_file,
-            "lock_sha256": b.lock_sha,
-            **({"variables": b.variables} if b.variables else {}),
-        },
-        "backend": b.runner.describe().to_json(),
+        "build_env": build_env,
     }
 
 

@@ -186,20 +186,12 @@ def _plain_name(value: str) -> bool:
     return bool(value) and "/" not in value and "\0" not in value and value not in (".", "..")
 
 
-def _loads(data: bytes) -> Any:
-    """JSON from the cache, bounded already; None when it is not JSON (the standard library's
-    parser: importing orjson would cost a warm run more than it saves)."""
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError):
-        return None
-
-
 def _read_memo(cache: Cache, name: str) -> dict[str, Any] | None:
     """The memo, when there is one of the shape this code writes; else None."""
+    # the standard library's parser: importing orjson would cost a warm run more than it saves
     try:
-        memo = _loads(bounded.read_file(_memo_path(cache, name), MAX_MEMO, "memo"))
-    except (OSError, BadInput):
+        memo = json.loads(bounded.read_file(_memo_path(cache, name), MAX_MEMO, "memo"))
+    except (OSError, BadInput, ValueError, RecursionError):
         return None
     if bounded.shape_problem(memo, _SHAPE) or memo["memo"] != MEMO_VERSION:
         return None
@@ -232,21 +224,23 @@ def _inputs_hold(cache: Cache, memo: dict[str, Any]) -> bool:
     return stamps_digest(stamps) == memo["tree_stamps"]
 
 
-def _cached_record(stage_dir: Path, memo: dict[str, Any]) -> BuildRecord | None:
-    """The cached record when its bytes are the remembered ones and its wheel holds its sha256."""
+def _record_at(stage_dir: Path) -> tuple[bytes, BuildRecord] | None:
+    """The cached record's bytes and typed value, checked as the full path's reader checks it
+    (a bare *.whl name, a sha256); None when unreadable or no build record."""
     try:
         data = bounded.read_file(stage_dir / RECORD, records.MAX_RECORD, "record")
-    except (OSError, BadInput):
+        record = json.loads(data)
+        return (data, parse_record(record, RECORD)) if isinstance(record, dict) else None
+    except (OSError, BadInput, ValueError, RecursionError, RecordProblem):
         return None
-    if hashlib.sha256(data).hexdigest() != memo["record_sha256"]:
+
+
+def _cached_record(stage_dir: Path, memo: dict[str, Any]) -> BuildRecord | None:
+    """The cached record when its bytes are the remembered ones and its wheel holds its sha256."""
+    found = _record_at(stage_dir)
+    if found is None or hashlib.sha256(found[0]).hexdigest() != memo["record_sha256"]:
         return None
-    record = _loads(data)
-    try:  # checked as the full path's reader checks it (a bare *.whl name, a sha256)
-        typed = parse_record(record, RECORD) if isinstance(record, dict) else None
-    except RecordProblem:
-        return None
-    if typed is None:
-        return None
+    typed = found[1]
     wheel = stage_dir / typed.wheel.filename
     try:  # a regular file (as `is_file` says on the full path): never a fifo or a device
         if not stat.S_ISREG(wheel.stat().st_mode) or sha256_file(wheel) != typed.wheel.sha256:
@@ -302,10 +296,11 @@ def remember(cache: Cache, name: str, spec: Spec, result: StageResult) -> bool:
     except OSError:
         return False
     tree = _checked_stamps(cache.src_dir(source.sha256))
-    record = _record_bytes(stage_dir, data)
+    found = _record_at(stage_dir)
     if (
         tree is None
-        or record is None
+        or found is None
+        or found[1] != data  # the cached record no longer says what the full run delivered
         or stage_dir != cache.stage_dir(STAGE, stage_dir.name)
         or data.build_env is None
         or data.build_env.lock_sha256 != lock_sha  # the lock the stage key was made of
@@ -323,7 +318,7 @@ def remember(cache: Cache, name: str, spec: Spec, result: StageResult) -> bool:
         "network_isolation": spec.build.network_isolation,
         "isolated": data.isolated,
         "stage_key": stage_dir.name,
-        "record_sha256": hashlib.sha256(record).hexdigest(),
+        "record_sha256": hashlib.sha256(found[0]).hexdigest(),
     }
     try:
         write_json(_memo_path(cache, name), memo)
@@ -344,14 +339,3 @@ def _checked_stamps(root: Path) -> str | None:
     if not isinstance(manifest, dict) or manifest.get("stamps") != now:
         return None
     return stamps_digest(now)
-
-
-def _record_bytes(stage_dir: Path, delivered: BuildRecord) -> bytes | None:
-    """The cached record's bytes, when they still say what the full run delivered."""
-    try:
-        record = bounded.read_file(stage_dir / RECORD, records.MAX_RECORD, "record")
-        data = _loads(record)
-        same = isinstance(data, dict) and parse_record(data, RECORD) == delivered
-    except (OSError, BadInput, RecordProblem):
-        return None
-    return record if same else None

@@ -292,7 +292,7 @@ def install_steps(
 ) -> list[tuple[str, list[str]]]:
     """venv, the lock with hashes required, then the two verified wheels with --no-deps."""
     create = [uv, "venv", "--quiet", "--no-python-downloads", "--python", python, str(venv)]
-    pip = [uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), "--no-deps"]
+    pip = _pip(uv, venv / "bin" / "python")
     # not --quiet: uv's download lines go to the log (`edges/uv`)
     locked = [*pip[:3], *pip[4:], "--require-hashes", "--index-strategy", "unsafe-best-match"]
     return [
@@ -300,6 +300,10 @@ def install_steps(
         (LOCKED_STEP, [*locked, "-r", str(lock), *links]),
         (WHEELS_STEP, [*pip, *map(str, wheels)]),
     ]
+
+
+def _pip(uv: str, python: Path) -> list[str]:
+    return [uv, "pip", "install", "--quiet", "--python", str(python), "--no-deps"]
 
 
 @dataclass(frozen=True)
@@ -588,17 +592,9 @@ def _stand_in_check(
         raise OutsideFailure(f"{overlay}: no single lib/python3.*/site-packages to layer on")
     Path(over_lib, "_vpr_pairing_env.pth").write_text(f"{purelib}\n")
     overlay_py = overlay / "bin" / "python"
-    install = [
-        uv,
-        "pip",
-        "install",
-        "--quiet",
-        "--python",
-        str(overlay_py),
-        "--no-deps",
-        str(wheel),
-    ]
-    _run(runner, cache, "install stand-in runtime (test double)", install)
+    _run(
+        runner, cache, "install stand-in runtime (test double)", [*_pip(uv, overlay_py), str(wheel)]
+    )
     expect = dataclasses.replace(job, expect_runtime="present")
     return _env_checks(work / "bin" / "python", expect, overlay=overlay), wheel, overlay_py
 

@@ -4,12 +4,13 @@ source, HOME and TMPDIR, and their comparison; the runner for a spec and the bui
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vllm_plugin_release import __version__
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.core import progress, records
 from vllm_plugin_release.core.cache import (
@@ -28,7 +29,7 @@ from vllm_plugin_release.edges.interpreters import Interpreter
 from vllm_plugin_release.edges.runner import LocalRunner, Runner, host_env
 from vllm_plugin_release.edges.uv import machine_cache, pip_find_links
 from vllm_plugin_release.stages import recipes
-from vllm_plugin_release.stages.corememo import StageResult, deliver
+from vllm_plugin_release.stages.corememo import StageResult, deliver, reuse
 
 LETTERS = "ab"
 
@@ -127,6 +128,64 @@ def compare_builds(
         hint="a member that embeds time, path or host breaks reproducibility; "
         "nothing was written to dist/",
     )
+
+
+@dataclass(frozen=True)
+class WheelStage:
+    """A wheel stage built on the spec's runner: its builds (named after the stage), the tree
+    and build lock they use, and where its result is kept and delivered."""
+
+    builds: Builds
+    recipe: int
+    record_name: str
+    tree: Path
+    lock_path: Path
+    lock_sha: str
+    stage_dir: Path
+    dist: Path
+    status: str  # what the progress line says while the builds run
+    done: str  # what the line about the built wheel ends with
+
+
+def build_stage(
+    spec: Spec,
+    cache: Cache,
+    runner: Runner,
+    job: WheelStage,
+    force: bool,
+    sections: Callable[[dict[str, Any], str], dict[str, Any]],
+) -> StageResult:
+    """The cached result of `job` or its builds, compared and stored with a record of the keys
+    every such stage writes and `sections(first build, sha256)` (which may raise GateFailed)."""
+    stage = job.builds.log_name
+    named = named_interpreter(spec, runner)  # a cached wheel of another is not reused
+    cached = None if force else reuse(job.stage_dir, job.dist, job.record_name, stage, named)
+    if cached:
+        return cached
+    runner.interpreter(spec.build.python)  # exit 3 naming the missing interpreter/image
+    venv = ensure_build_env(spec, job.lock_path, job.lock_sha, cache, runner)
+    with cache.scratch(f"{stage}-", under=runner.scratch_root()) as scratch:
+        with progress.status(job.status):
+            results = parallel_local_builds(runner, venv, job.tree, scratch, cache, job.builds)
+        wheels = [r["wheel"] for r in results]
+        digest, reproducible = compare_builds(wheels, stage, [r["sha256"] for r in results])
+        record = {
+            **sections(results[0], digest),
+            "stage": stage,
+            "pipeline_version": __version__,
+            "recipe": job.recipe,
+            "reproducible": reproducible,
+            "builds_compared": len(results),
+            "isolated": runner.isolate,
+            "python": results[0]["python"],
+            "interpreter": runner.interpreter(spec.build.python).record(),
+            "backend": runner.describe().to_json(),
+        }
+        result = store(cache, job.stage_dir, job.dist, wheels[0], record, job.record_name)
+    progress.info(
+        f"{stage}: {result.wheel.name} sha256 {digest} (reproducible: {reproducible}, {job.done})"
+    )
+    return result
 
 
 def store(
