@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
 from vllm_plugin_release.core import bounded, signed
@@ -43,12 +43,7 @@ class FileRecord:
     last: str | None = None
 
     def to_json(self) -> dict[str, str | int]:
-        out: dict[str, str | int] = {"sha256": self.sha256, "size": self.size}
-        if self.count is not None:
-            out["count"] = self.count
-        if self.last is not None:
-            out["last"] = self.last
-        return out
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
     def same_file(self, other: FileRecord) -> bool:
         return (self.sha256, self.size) == (other.sha256, other.size)
