@@ -428,24 +428,18 @@ def pairing_id_of(spec: Spec, core: BuildRecord, plugin: BuildRecord) -> str:
     """The pairing id `build_manifest` gives these records (and the spec's runtime pins,
     as `pins_from_spec` takes them), without reading the wheels (the scorecard names it
     before the manifest exists); BadInput naming the record's key that is missing."""
-    fc, fp = BUILD_CORE, BUILD_PLUGIN
+    fc = BUILD_CORE
     source = _recorded(core.source, "core.source", fc)
-    inputs = PairingInputs(
-        core_name=_recorded(core.name, "core.name", fc),
-        core_version=_recorded(core.version, "core.version", fc),
-        target_device=_recorded(core.target_device, "core.target_device", fc),
-        source=_source_pin(_core_source(dict(source), fc)),
-        plugin_name=_recorded(plugin.name, "plugin.name", fp),
-        plugin_commit=plugin.commit,
-        runtime=_runtime_pins(dict(spec.runtime.raw) if spec.runtime else None),
-        python=".".join(_recorded(core.python, "python", fc).split(".")[:2]),
-    )
-    return key_of(inputs.to_json())
-
-
-def _source_pin(source: dict[str, Any]) -> SourcePin:
-    """The pin of the manifest's `core.source` (a git commit or an sdist's sha256)."""
-    return SourcePin(source.get("kind"), source.get("commit"), source.get("sha256"))
+    sections = {  # read in this order: the first key missing is the one named
+        "name": _recorded(core.name, "core.name", fc),
+        "version": _recorded(core.version, "core.version", fc),
+        "target_device": _recorded(core.target_device, "core.target_device", fc),
+        "source": _core_source(dict(source), fc),
+    }
+    named = {"name": _recorded(plugin.name, "plugin.name", BUILD_PLUGIN), "commit": plugin.commit}
+    sections["python"] = _recorded(core.python, "python", fc)
+    runtime = _runtime_pins(dict(spec.runtime.raw) if spec.runtime else None)
+    return key_of(_pairing_inputs(sections, named, runtime).to_json())
 
 
 def _runtime_pins(pins: dict[str, Any] | None) -> RuntimePins | None:
@@ -460,12 +454,14 @@ def _runtime_pins(pins: dict[str, Any] | None) -> RuntimePins | None:
 def _pairing_inputs(
     core: dict[str, Any], plugin: dict[str, Any], runtime_pins: RuntimePins | None
 ) -> PairingInputs:
-    """What identifies the pairing of the manifest's `core` and `plugin` sections."""
+    """What identifies the pairing of the manifest's `core` and `plugin` sections (of the
+    source, its git commit or its sdist's sha256)."""
+    source = core["source"]
     return PairingInputs(
         core_name=core["name"],
         core_version=core["version"],
         target_device=core["target_device"],
-        source=_source_pin(core["source"]),
+        source=SourcePin(source.get("kind"), source.get("commit"), source.get("sha256")),
         plugin_name=plugin["name"],
         plugin_commit=plugin["commit"],
         runtime=runtime_pins,
