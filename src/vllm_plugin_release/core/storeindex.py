@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vllm_plugin_release.core import bounded
 from vllm_plugin_release.core.errors import BadInput, GateFailed
-from vllm_plugin_release.core.manifestdoc import SCHEMA_VERSION, validate
+from vllm_plugin_release.core.manifestdoc import SCHEMA_VERSION
 
 if TYPE_CHECKING:  # imported where a manifest is read: not on the query and matrix paths
     from vllm_plugin_release.core.ledger import LedgerEntry
@@ -548,18 +548,6 @@ def _is_version(text: str) -> bool:
     except InvalidVersion:
         return False
     return True
-
-
-def parse_manifest(text: str, relative: str, location: str) -> Manifest:
-    where = f"{location}/{relative}"
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"{where}:{exc.lineno}: manifest is not valid JSON ({exc.msg})")
-    validate(data, where)
-    from vllm_plugin_release.core.manifestmodel import parse
-
-    return parse(data, where)
 
 
 def empty_index() -> StoreIndex:
