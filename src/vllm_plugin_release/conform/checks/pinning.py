@@ -7,8 +7,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
-
 from vllm_plugin_release.buildspec.model import Spec
 from vllm_plugin_release.conform import CheckDef, CheckResult, Context, Evidence
 from vllm_plugin_release.conform.lib.installscan import (
@@ -20,6 +18,7 @@ from vllm_plugin_release.conform.lib.installscan import (
     plugin_root_for,
     scan,
 )
+from vllm_plugin_release.core.lockfile import same_version
 
 LEVELS = ("ignore", "warn", "fail")
 PINNING_SCHEMA: dict[str, Any] = {
@@ -202,7 +201,7 @@ def _judge_core_pin(
             f"{core_name} is not pinned exactly at {_loc(pin)} ({pin['requirement']}); "
             f"pin it to =={want}"
         )
-    elif not _same_version(pin["version"], want):
+    elif not same_version(pin["version"], want):
         found.fails.append(
             f"installer pins {core_name} {pin['version']} ({_loc(pin)}) but the spec pairs "
             f"core {want} ([core] version); bump one so they agree"
@@ -212,7 +211,7 @@ def _judge_core_pin(
         if (
             other["exact"]
             and other["version"]
-            and not _same_version(other["version"], pin["version"] or "")
+            and not same_version(other["version"], pin["version"] or "")
         ):
             twice[
                 f"the installer pins {core_name} twice: {pin['version']} ({_loc(pin)}) "
@@ -227,7 +226,7 @@ def _judge_core_pin(
 def _judge_core_refs(report: PinningReport, found: _Findings, pin: dict[str, Any]) -> None:
     """vLLM files fetched by the installer must be those of the pinned version."""
     for ref in report.core_refs:
-        if pin["version"] and not _same_version(ref["version"], pin["version"]):
+        if pin["version"] and not same_version(ref["version"], pin["version"]):
             found.fails.append(
                 f"{_loc(ref)} fetches {ref['url']} (vLLM {ref['version']}) while the core "
                 f"pin is {pin['version']}; fetch the files of the pinned version"
@@ -311,13 +310,6 @@ def _verdict(
         f"VLLM_TARGET_DEVICE={want_target}, built from source; no unhashed fetches, "
         "editable installs or unpinned dependencies"
     )
-
-
-def _same_version(a: str, b: str) -> bool:
-    try:
-        return Version(a) == Version(b)
-    except InvalidVersion:
-        return a == b
 
 
 def run(ctx: Context) -> CheckResult:
